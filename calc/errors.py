@@ -1,0 +1,14 @@
+"""The one exception type users see.
+
+Library code raises `GptcalcError` with a message that already names the file and the field
+("presets/x.yaml: d_model: ..."); the CLI prints it as `Error: <message>` and exits 2. Nothing
+else is caught there, so a real bug still shows its traceback instead of a polite lie.
+"""
+
+from __future__ import annotations
+
+__all__ = ["GptcalcError"]
+
+
+class GptcalcError(Exception):
+    """Bad input: a file, a field or a value the user can fix. Exit code 2."""

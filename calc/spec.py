@@ -1,0 +1,165 @@
+"""`ModelSpec`: everything that decides a decoder-only transformer's parameters and memory.
+
+The names are the seeds' (d_model, n_heads, d_ff, ...). A spec is frozen and validated once:
+unknown fields are rejected (a typo such as `n_layer: 12` must not silently fall back to a
+default), ints are strict (`d_model: true` is an error, not 1), and cross-field rules name both
+fields. Fields that other fields default from (`n_kv_heads`, `head_dim`, `d_ff`, the family's
+switches) are filled in *before* validation, so a stored spec always holds concrete values and an
+override such as `--set n_heads=16` recomputes them.
+
+Later variants (mixture of experts, sliding-window attention, ...) are new optional fields whose
+defaults mean "what a dense decoder does today", so every YAML file written now stays valid.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from calc.errors import GptcalcError
+
+__all__ = ["FAMILY_DEFAULTS", "ModelSpec", "spec_from_dict"]
+
+Family = Literal["gpt2", "llama"]
+
+# What each Hugging Face family does when a config says nothing. `family` also fixes the tensor
+# names (GPT2LMHeadModel vs LlamaForCausalLM, which Mistral and Qwen2 share).
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gpt2": {
+        "position_embedding": "learned",
+        "norm": "layernorm",
+        "mlp": "gelu",
+        "qkv_bias": True,
+        "attn_out_bias": True,
+        "mlp_bias": True,
+        "tie_embeddings": True,
+    },
+    "llama": {
+        "position_embedding": "rotary",
+        "norm": "rmsnorm",
+        "mlp": "swiglu",
+        "qkv_bias": False,
+        "attn_out_bias": False,
+        "mlp_bias": False,
+        "tie_embeddings": False,
+    },
+}
+
+_Count = Field(gt=0)
+
+
+class ModelSpec(BaseModel):
+    """One decoder-only transformer, as a calculator needs to see it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    name: str = "custom"
+    source: str | None = Field(default=None, description="URL of the config this spec transcribes")
+    family: Family = "gpt2"
+
+    vocab_size: int = _Count
+    n_positions: int = Field(gt=0, description="context length")
+    d_model: int = _Count
+    n_layers: int = _Count
+    n_heads: int = _Count
+    n_kv_heads: int = Field(gt=0, description="n_heads: MHA; 1: MQA; otherwise GQA")
+    head_dim: int = Field(gt=0, description="per-head size; d_model // n_heads unless set")
+    d_ff: int = Field(gt=0, description="MLP hidden size; 4 * d_model unless set")
+
+    position_embedding: Literal["learned", "rotary", "none"]
+    norm: Literal["layernorm", "rmsnorm"]
+    mlp: Literal["gelu", "swiglu"]
+    qkv_bias: bool
+    attn_out_bias: bool
+    mlp_bias: bool
+    tie_embeddings: bool
+
+    norm_eps: float = Field(default=1e-5, gt=0, strict=False)
+    rope_theta: float = Field(default=10000.0, gt=0, strict=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_defaults(cls, data: Any) -> Any:
+        """Fill the fields that default from other fields, before they are validated."""
+        if not isinstance(data, dict):
+            return data
+        filled = dict(FAMILY_DEFAULTS.get(data.get("family", "gpt2"), {}))
+        filled.update({key: value for key, value in data.items() if value is not None})
+        heads, width = filled.get("n_heads"), filled.get("d_model")
+        if _is_int(heads):
+            filled.setdefault("n_kv_heads", heads)
+        if _is_int(heads) and _is_int(width) and heads > 0 and "head_dim" not in filled:
+            if width % heads:
+                raise ValueError(
+                    f"d_model={width} is not divisible by n_heads={heads} "
+                    "(set head_dim for a head size other than d_model / n_heads)"
+                )
+            filled["head_dim"] = width // heads
+        if _is_int(width):
+            filled.setdefault("d_ff", 4 * width)
+        return filled
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> ModelSpec:
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}"
+            )
+        if self.position_embedding == "rotary" and self.head_dim % 2:
+            raise ValueError(f"head_dim={self.head_dim} must be even for rotary position embedding")
+        return self
+
+    @property
+    def q_dim(self) -> int:
+        """Width of all query heads together: n_heads * head_dim (d_model unless head_dim is set)."""
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of all key (or value) heads together: n_kv_heads * head_dim."""
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def group_size(self) -> int:
+        """Query heads served by each KV head: 1 for MHA, n_heads for MQA."""
+        return self.n_heads // self.n_kv_heads
+
+    @property
+    def attention_kind(self) -> str:
+        """"MHA", "GQA" or "MQA", from n_kv_heads."""
+        if self.n_kv_heads == self.n_heads:
+            return "MHA"
+        return "MQA" if self.n_kv_heads == 1 else "GQA"
+
+    def with_changes(self, **changes: Any) -> ModelSpec:
+        """A new validated spec with some fields changed (derived defaults are not recomputed)."""
+        return spec_from_dict({**self.model_dump(), **changes}, origin=self.name)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def spec_from_dict(data: Any, origin: str) -> ModelSpec:
+    """Validate `data` as a spec; errors become one `GptcalcError` line naming origin and field."""
+    if not isinstance(data, dict):
+        raise GptcalcError(f"{origin}: expected a mapping of spec fields, got {type(data).__name__}")
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as exc:
+        raise GptcalcError(f"{origin}: {_first_error(exc)}") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    """`field: what is wrong` for the first error, and how many more there are."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown field"
+    elif first["type"] == "missing":
+        message = "missing (required)"
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {message}{more}" if where else f"{message}{more}"
