@@ -106,6 +106,8 @@ class ModelSpec(BaseModel):
             raise ValueError(
                 f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}"
             )
+        if self.family == "gpt2" and self.mlp == "swiglu":
+            raise ValueError("mlp=swiglu needs family=llama (the GPT-2 layout has no gate projection)")
         if self.position_embedding == "rotary" and self.head_dim % 2:
             raise ValueError(f"head_dim={self.head_dim} must be even for rotary position embedding")
         return self
