@@ -1,12 +1,14 @@
-"""Shared test setup: no test may reach the network, so the Hub client is always offline."""
+"""Shared test setup: no test may reach the network.
+
+huggingface_hub reads HF_HUB_OFFLINE and HF_HOME once, when it is first imported, so they are set
+here, at conftest import time, before any test module imports it: hub code paths then run for real
+against an empty private cache and fail fast instead of trying the network.
+"""
 
 from __future__ import annotations
 
-import pytest
+import os
+import tempfile
 
-
-@pytest.fixture(autouse=True)
-def _offline_hub(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """HF_HUB_OFFLINE=1 and an empty private cache: hub code paths run for real, never online."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="gptcalc-hf-home-")
