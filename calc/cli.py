@@ -117,3 +117,142 @@ def presets(as_json: bool) -> None:
         render.print_json([{**spec.model_dump(), "total": b.total} for spec, b in rows])
         return
     render.console().print(render.presets_table(rows))
+
+
+# --- kvcache and memory (calc/memory.py, calc/render_memory.py) ------------------------------
+
+# The keys of calc.memory.DTYPE_BITS (tests/test_memory.py keeps the two in step), spelled out
+# here so that defining the options imports nothing.
+_DTYPES = click.Choice(["fp32", "fp16", "bf16", "fp8", "int8", "int4"])
+_POSITIVE = click.IntRange(min=1)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("models", nargs=-1, metavar="[MODEL]...")
+@click.option("--seq", type=_POSITIVE, help="Tokens per sequence  [default: each model's context, n_positions]")
+@click.option("--batch", type=_POSITIVE, default=1, show_default=True, help="Sequences held at once.")
+@click.option("--dtype", type=_DTYPES, default="fp16", show_default=True, help="Storage type of the cached K and V.")
+@click.option("--gqa", is_flag=True, help="Show each model under MHA, its own attention and MQA, with the saving.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a spec field of every MODEL, e.g. --set n_kv_heads=8 (repeatable).")
+@json_option
+def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, gqa: bool,
+            overrides: tuple[str, ...], as_json: bool) -> None:
+    """KV cache bytes per token and in total; no MODEL: every preset.
+
+    bytes = 2 (K and V) x n_layers x n_kv_heads x head_dim x seq x batch x bytes per element.
+
+    \b
+    Example:
+      gptcalc kvcache llama-7b --seq 4096
+      gptcalc kvcache llama-70b qwen2-72b --seq 32768 --dtype bf16 --gqa
+      gptcalc kvcache --seq 8192 --json
+    """
+    from calc import render, render_memory
+    from calc.memory import kv_cache, kv_variants
+    from calc.presets import preset_names
+
+    specs = [load_model(model, overrides) for model in (models or preset_names())]
+    if gqa:
+        rows = [kv_variants(spec, seq or spec.n_positions, batch, dtype) for spec in specs]
+        if as_json:
+            render.print_json([_gqa_json(variants) for variants in rows])
+            return
+        render.console().print(render_memory.gqa_table(rows))
+    else:
+        caches = [kv_cache(spec, seq or spec.n_positions, batch, dtype) for spec in specs]
+        if as_json:
+            render.print_json([kv.to_json() for kv in caches])
+            return
+        render.console().print(render_memory.kvcache_table(caches))
+    for spec in specs:
+        if seq and seq > spec.n_positions:
+            render.console().print(f"  note: seq {seq:,} is longer than {spec.name}'s context ({spec.n_positions:,})")
+
+
+def _gqa_json(variants: Any) -> dict[str, Any]:
+    """The model's own cache at the top level, and all three variants with their saving vs MHA."""
+    mha = variants["MHA"].total_bytes
+    return {
+        **variants["model"].to_json(),
+        "variants": {name: {**kv.to_json(), "saving_vs_mha": mha // kv.total_bytes} for name, kv in variants.items()},
+    }
+
+
+@main.command(context_settings=CONTEXT)
+@model_options
+@click.option("--seq", type=_POSITIVE, help="Tokens per sequence  [default: the model's context, n_positions]")
+@click.option("--batch", type=_POSITIVE, help="Sequences held at once  [default: 1]")
+@click.option("--dtype", type=_DTYPES, default="fp16", show_default=True, help="Storage type of the weights.")
+@click.option("--kv-dtype", type=_DTYPES, help="Storage type of the KV cache  [default: --dtype]")
+@click.option("--group-size", type=_POSITIVE, metavar="G",
+              help="fp8/int8/int4 only: count one fp16 scale per G weights (GPTQ/AWQ use 128).")
+@click.option("--budget", metavar="SIZE|GPU",
+              help="Solve for the longest context at --batch, or with --seq the largest batch, "
+                   "that fits, e.g. 80GB, 75GiB or H100-80GB.")
+@json_option
+def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: str | None,
+           group_size: int | None, budget: str | None, as_json: bool) -> None:
+    """Weights + KV cache for inference, and which GPUs they fit in.
+
+    Activations and framework overhead are not included (the output says so).
+
+    \b
+    Example:
+      gptcalc memory llama-7b --seq 4096
+      gptcalc memory llama-70b --dtype int4 --group-size 128 --kv-dtype fp16
+      gptcalc memory llama-3-8b --budget H100-80GB --batch 8
+      gptcalc memory qwen2-72b --dtype fp8 --budget 141GB --seq 8192 --json
+    """
+    from calc import render, render_memory
+    from calc.count import count as count_params
+    from calc.memory import inference, parse_budget, solve_budget
+
+    if budget and seq and batch:
+        raise GptcalcError("--budget: give --seq (to solve for the batch) or --batch (to solve for the context), not both")
+    result = inference(spec, count_params(spec), seq or spec.n_positions, batch or 1, dtype, kv_dtype, group_size)
+    solved = None
+    if budget:
+        size, label = parse_budget(budget)
+        solve_for, fixed = ("batch", seq) if seq else ("seq", batch or 1)
+        solved = solve_budget(spec, size, result.weights.total_bytes, result.kv.dtype, solve_for, fixed)
+    if as_json:
+        render.print_json({**result.to_json(), "model": spec.name,
+                           **({"budget": {**solved.to_json(), "label": label}} if solved else {})})
+        return
+    out = render.console()
+    for table in (render_memory.weights_table(result), render_memory.inference_table(result),
+                  render_memory.gpu_table(result)):
+        out.print(table)
+    for line in render_memory.inference_notes(result) + (render_memory.budget_lines(solved, label) if solved else []):
+        out.print(f"  {line}")
+
+
+@main.command(context_settings=CONTEXT)
+@model_options
+@click.option("--seq", "-T", type=click.IntRange(min=1), required=True,
+              help="Prompt length T (with --decode: tokens already in the KV cache).")
+@click.option("--batch", "-B", type=click.IntRange(min=1), default=1, show_default=True, help="Sequences per batch B.")
+@click.option("--decode", is_flag=True, help="One new token attending to a KV cache of T past tokens.")
+@json_option
+def shapes(spec: Any, seq: int, batch: int, decode: bool, as_json: bool) -> None:
+    """Every matrix's shape from token ids to the next token, with weights, params and FLOPs.
+
+    \b
+    Example:
+      gptcalc shapes gpt2-small --seq 5
+      gptcalc shapes qwen2-72b --seq 1000 --decode
+      gptcalc shapes llama-3-8b --seq 16 --batch 4 --json
+    """
+    from calc import render
+    from calc.render_shapes import shapes_notes, shapes_table
+    from calc.shapes import journey
+
+    steps = journey(spec, seq, batch, decode)
+    if as_json:
+        render.print_json(steps.to_json())
+        return
+    out = render.console()
+    out.print(shapes_table(steps))
+    for note in shapes_notes(steps):
+        out.print(f"  {note}")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from calc.breakdown import Breakdown
 from calc.errors import GptcalcError
 from calc.spec import ModelSpec
+from calc.units import parse_bytes
 
 __all__ = [
     "DTYPE_BITS",
@@ -35,6 +36,7 @@ __all__ = [
     "kv_cache",
     "kv_variants",
     "logits_bytes",
+    "parse_budget",
     "solve_budget",
     "weights",
 ]
@@ -262,6 +264,17 @@ def find_gpu(text: str) -> GPU | None:
     """A GPU by name or alias, ignoring case, spaces and dashes ('a100-80gb', 'H100', '4090')."""
     wanted = _key(text)
     return next((g for g in GPUS if wanted in {_key(n) for n in (g.name, *g.aliases)}), None)
+
+
+def parse_budget(text: str) -> tuple[int, str]:
+    """`--budget`: a GPU name (its reported memory) or a size such as 80GB or 75GiB -> (bytes, label)."""
+    if gpu := find_gpu(text):
+        return gpu.bytes, f"{gpu.name} (nvidia-smi memory.total {gpu.mib:,} MiB)"
+    try:
+        return parse_bytes(text), text
+    except ValueError as exc:
+        names = ", ".join(g.name for g in GPUS)
+        raise GptcalcError(f"--budget: {exc}, or a GPU: {names}") from None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,128 @@
+"""Rich tables for `kvcache` and `memory`.
+
+Every byte figure is printed exact (`1,342,177,280 B`) next to both unit systems, binary (GiB,
+1024^3) and decimal (GB, 10^9), because a "1.34 G" that does not say which is the mistake users
+complain about. The weights table's rows add up to its total, and total = weights + KV cache.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from rich.table import Table
+
+from calc.breakdown import COMPONENT_LABELS
+from calc.memory import DTYPE_BITS, GPUS, SCALE_BITS, Budget, Inference, KVCache
+from calc.units import human_bytes
+
+__all__ = ["budget_lines", "gpu_table", "gqa_table", "inference_notes", "inference_table", "kvcache_table", "weights_table"]
+
+
+def _columns(table: Table, *headers: str) -> Table:
+    for header in headers:
+        table.add_column(header, justify="left" if header in ("model", "attention", "component", "variant", "GPU", "marketed", "") else "right")
+    return table
+
+
+def _units(n: int) -> tuple[str, str, str]:
+    """Exact bytes, binary units, decimal units."""
+    return f"{n:,} B", human_bytes(n, binary=True), human_bytes(n, binary=False)
+
+
+def kvcache_table(caches: Iterable[KVCache]) -> Table:
+    """One row per model: the cache's shape, bytes per token and the total at seq x batch."""
+    table = _columns(Table(title="KV cache: 2 x n_layers x n_kv_heads x head_dim x seq x batch x bytes/element"),
+                     "model", "attention", "layers", "KV heads", "head_dim", "seq", "batch", "dtype",
+                     "bytes/token", "total", "GiB units", "GB units")
+    for kv in caches:
+        table.add_row(kv.model, kv.attention_kind, str(kv.n_layers), f"{kv.n_kv_heads}/{kv.n_heads}",
+                      str(kv.head_dim), f"{kv.seq:,}", f"{kv.batch:,}", kv.dtype, f"{kv.bytes_per_token:,}",
+                      *_units(kv.total_bytes))
+    return table
+
+
+def gqa_table(models: Iterable[Mapping[str, KVCache]]) -> Table:
+    """For each model its cache under MHA, its own setting and MQA, with the saving against MHA."""
+    table = _columns(Table(title="KV cache under MHA, the model's own attention, and MQA"),
+                     "model", "variant", "KV heads", "bytes/token", "total", "GiB units", "GB units", "saving vs MHA")
+    for variants in models:
+        mha = variants["MHA"].total_bytes
+        for name, kv in variants.items():
+            label = f"{kv.attention_kind} (model's own)" if name == "model" else name
+            table.add_row(kv.model if name == "MHA" else "", label, f"{kv.n_kv_heads}/{kv.n_heads}",
+                          f"{kv.bytes_per_token:,}", *_units(kv.total_bytes), f"{mha // kv.total_bytes}x")
+        table.add_section()
+    return table
+
+
+def weights_table(result: Inference) -> Table:
+    """Bytes per component at the weights' dtype; the rows add up to the total row."""
+    w = result.weights
+    scales = f", +1 {SCALE_BITS}-bit scale per {w.group_size} weights" if w.group_size else ""
+    table = _columns(Table(title=f"{w.model}: weights at {w.dtype} ({DTYPE_BITS[w.dtype]} bits per weight{scales})"),
+                     "component", "params", "bytes", "GiB units", "GB units")
+    for name, size in w.components.items():
+        table.add_row(COMPONENT_LABELS.get(name, name), f"{w.params[name]:,}", *_units(size))
+    table.add_section()
+    table.add_row("[bold]weights total[/]", f"{w.total_params:,}", *_units(w.total_bytes), style="bold")
+    return table
+
+
+def inference_table(result: Inference) -> Table:
+    """Weights + KV cache = what inference keeps in memory (activations and overhead excluded)."""
+    kv = result.kv
+    table = _columns(Table(title=f"{kv.model}: inference memory at seq {kv.seq:,} x batch {kv.batch:,}"),
+                     "", "bytes", "GiB units", "GB units")
+    table.add_row(f"weights ({result.weights.dtype})", *_units(result.weights.total_bytes))
+    table.add_row(f"KV cache ({kv.dtype}, {kv.bytes_per_token:,} B/token)", *_units(kv.total_bytes))
+    table.add_section()
+    table.add_row("[bold]total[/]", *_units(result.total_bytes), style="bold")
+    return table
+
+
+def gpu_table(result: Inference) -> Table:
+    """Does weights + KV cache fit in each GPU's reported memory, and what is left over."""
+    table = _columns(Table(title="fits? (memory = nvidia-smi memory.total; GB = 10^9 B, GiB = 2^30 B)"),
+                     "GPU", "marketed", "memory", "GiB units", "GB units", "fits", "headroom")
+    for gpu in GPUS:
+        left = result.headroom(gpu.bytes)
+        verdict = "[green]yes[/]" if left >= 0 else "[red]no[/]"
+        sign = "" if left >= 0 else "-"
+        table.add_row(gpu.name, gpu.marketed, *_units(gpu.bytes), verdict, f"{sign}{human_bytes(abs(left))}")
+    return table
+
+
+def inference_notes(result: Inference) -> list[str]:
+    """What the total leaves out, said plainly, and the assumptions behind the weights."""
+    w = result.weights
+    notes = [
+        "not included: activations, the CUDA context, framework overhead (allocator cache, fragmentation)",
+        "so 'fits: yes' means weights + KV cache fit; the headroom must still hold all of the above",
+        f"prefill logits, if computed in fp32 for every prompt position (batch x seq x vocab_size x 4 B): "
+        f"{result.logits_bytes:,} B ({human_bytes(result.logits_bytes)}), not added above",
+        f"every parameter is stored at {w.dtype}, {DTYPE_BITS[w.dtype]} bits each, rounded up to whole bytes per component",
+    ]
+    if w.group_size:
+        notes.append(f"group quantization: one {SCALE_BITS}-bit scale per {w.group_size} weights "
+                     f"(+{SCALE_BITS / w.group_size:g} bits per weight); zero points are not counted")
+    elif w.dtype in ("fp8", "int8", "int4"):
+        notes.append("no quantization scales counted: add --group-size 128 for GPTQ/AWQ-style fp16 scales")
+    return notes
+
+
+def budget_lines(budget: Budget, label: str) -> list[str]:
+    """The answer to --budget in words, with the arithmetic that produced it."""
+    what, fixed = ("longest context", f"batch {budget.fixed:,}") if budget.solve_for == "seq" else \
+        ("largest batch", f"seq {budget.fixed:,}")
+    lines = [f"budget {label}: {budget.budget_bytes:,} B ({human_bytes(budget.budget_bytes)}, "
+             f"{human_bytes(budget.budget_bytes, binary=False)})"]
+    if budget.limited_by == "weights":
+        lines.append(f"the weights alone ({budget.weights_bytes:,} B) exceed the budget by "
+                     f"{-budget.free_bytes:,} B: nothing fits")
+        return lines
+    lines.append(f"left for the KV cache after weights: {budget.free_bytes:,} B; "
+                 f"{budget.kv_bytes_per_token:,} B per token per sequence")
+    limit = f"the model's context, n_positions = {budget.context:,}" if budget.limited_by == "context" else "memory"
+    lines.append(f"[bold]{what} at {fixed}: {budget.answer:,}[/] "
+                 f"(memory allows {budget.by_memory:,}; limited by {limit})")
+    return lines
