@@ -27,6 +27,7 @@ PRESET_DIR = next(
     (d for d in (_PACKAGE / "presets", _PACKAGE.parent / "presets") if d.is_dir()), _PACKAGE / "presets"
 )
 _METADATA = ("aliases",)
+_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def read_yaml(path: Path) -> Any:
@@ -100,7 +101,7 @@ def _raw_spec(text: str) -> tuple[dict[str, Any], str]:
             return hf.spec_dict_from_config_file(path), str(path)
         data = _mapping(read_yaml(path), path)
         return data, str(path)
-    if hf.looks_like_repo_id(text) and not path.suffix:
+    if hf.looks_like_repo_id(text) and path.suffix.lower() not in _FILE_SUFFIXES:
         return hf.spec_dict_from_hub(text), f"{text}/config.json"
     if path.suffix or "/" in text:
         raise GptcalcError(f"{text}: no such file")

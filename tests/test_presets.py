@@ -1,0 +1,165 @@
+"""Finding models: presets and aliases, user YAML, --set, config.json files and directories, hub ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from calc.count import count
+from calc.errors import GptcalcError
+from calc.presets import PRESET_DIR, load_spec, parse_overrides, preset_names, read_yaml
+
+GPT2_CONFIG = {  # source: https://huggingface.co/openai-community/gpt2/blob/main/config.json (abridged)
+    "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "layer_norm_epsilon": 1e-05,
+    "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
+    "vocab_size": 50257,
+}
+LLAMA2_70B_CONFIG = {  # source: https://huggingface.co/meta-llama/Llama-2-70b-hf/blob/main/config.json
+    "architectures": ["LlamaForCausalLM"], "hidden_act": "silu", "hidden_size": 8192,
+    "intermediate_size": 28672, "max_position_embeddings": 4096, "model_type": "llama",
+    "num_attention_heads": 64, "num_hidden_layers": 80, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+    "tie_word_embeddings": False, "vocab_size": 32000,
+}
+QWEN2_72B_CONFIG = {  # source: https://huggingface.co/Qwen/Qwen2-72B/blob/main/config.json (abridged)
+    "architectures": ["Qwen2ForCausalLM"], "hidden_size": 8192, "intermediate_size": 29568,
+    "max_position_embeddings": 131072, "model_type": "qwen2", "num_attention_heads": 64,
+    "num_hidden_layers": 80, "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "tie_word_embeddings": False, "vocab_size": 152064,
+}
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_every_preset_loads_and_cites_its_source(name: str) -> None:
+    raw = read_yaml(PRESET_DIR / f"{name}.yaml")
+    spec = load_spec(name)
+    assert spec.name == name == raw["name"]
+    assert raw["source"].startswith("https://")
+    assert load_spec(name.upper()) == spec
+
+
+@pytest.mark.parametrize(("alias", "name"), [("gpt2", "gpt2-small"), ("llama-2-70b", "llama-70b"),
+                                             ("Qwen/Qwen2-72B", "qwen2-72b"), ("davinci", "gpt3-175b")])
+def test_aliases(alias: str, name: str) -> None:
+    assert load_spec(alias) == load_spec(name)
+
+
+def test_unknown_model_suggests() -> None:
+    with pytest.raises(GptcalcError, match=r"^unknown model 'gpt2-smal' \(did you mean gpt2-small\?\)$"):
+        load_spec("gpt2-smal")
+
+
+def test_overrides_recompute_derived_fields() -> None:
+    spec = load_spec("gpt2-small", parse_overrides(["n_heads=16", "qkv_bias=false"]))
+    assert (spec.head_dim, spec.qkv_bias) == (48, False)
+
+
+@pytest.mark.parametrize(("pair", "message"), [
+    ("qkv_bias", "--set 'qkv_bias': expected key=value"),
+    ("n_layer=3", "--set n_layer: unknown field (did you mean n_layers?)"),
+])
+def test_bad_overrides(pair: str, message: str) -> None:
+    with pytest.raises(GptcalcError, match="^" + message.replace("(", r"\(").replace(")", r"\)").replace("?", r"\?")):
+        parse_overrides([pair])
+
+
+def test_override_with_invalid_value_names_origin() -> None:
+    with pytest.raises(GptcalcError, match=r"gpt2-small.yaml \(with --set\): d_model=770 is not divisible"):
+        load_spec("gpt2-small", parse_overrides(["d_model=770"]))
+
+
+def test_user_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump({"name": "mine", "vocab_size": 50257, "n_positions": 1024,
+                                    "d_model": 768, "n_layers": 12, "n_heads": 12}))
+    assert count(load_spec(str(path))).total == 124_439_808
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("d_model: [1,\n", "line 2: invalid YAML"),
+    ("- 1\n- 2\n", "expected a mapping of spec fields, got list"),
+    ("vocab_size: 10\nn_positions: 4\nd_model: 8\nn_layers: 1\nn_heads: 2\nbogus: 1\n", "bogus: unknown field"),
+    ("!!python/object/apply:os.system ['echo pwned']\n", "invalid YAML"),
+])
+def test_bad_yaml_names_the_file(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(GptcalcError) as caught:
+        load_spec(str(path))
+    assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
+
+
+def test_missing_file() -> None:
+    with pytest.raises(GptcalcError, match="^nope/spec.yaml: no such file$"):
+        load_spec("nope/spec.yaml")
+
+
+@pytest.mark.parametrize(("config", "preset"), [(GPT2_CONFIG, "gpt2-small"), (LLAMA2_70B_CONFIG, "llama-70b"),
+                                                (QWEN2_72B_CONFIG, "qwen2-72b")])
+def test_config_json_file_and_directory(tmp_path: Path, config: dict, preset: str) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    for source in (str(tmp_path / "config.json"), str(tmp_path)):
+        spec = load_spec(source)
+        assert count(spec).components == count(load_spec(preset)).components
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "expected a JSON object, got list"),
+    ('{"model_type": "bert"}', "model_type: 'bert' is not supported (supported: gpt2, llama, mistral, qwen2)"),
+    ('{"model_type": "llama", "vocab_size": 10}', "max_position_embeddings: missing (required)"),
+    ('{"model_type": "gpt2", "n_embd": 770, "n_head": 12, "n_layer": 1, "vocab_size": 5, "n_positions": 8}',
+     "d_model=770 is not divisible by n_heads=12"),
+])
+def test_bad_config_json(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    with pytest.raises(GptcalcError) as caught:
+        load_spec(str(path))
+    assert str(caught.value).startswith(str(path)) and message in str(caught.value)
+
+
+def test_directory_without_config(tmp_path: Path) -> None:
+    with pytest.raises(GptcalcError, match="directory has no config.json"):
+        load_spec(str(tmp_path))
+
+
+def test_hub_id_offline_and_not_cached_is_a_clear_error() -> None:
+    # conftest sets HF_HUB_OFFLINE=1 and an empty HF_HOME: the real huggingface_hub path runs.
+    with pytest.raises(GptcalcError, match="^meta-llama/Llama-3.1-8B: config.json is not in the local Hugging Face cache"):
+        load_spec("meta-llama/Llama-3.1-8B")
+
+
+def test_hub_id_from_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A cached config.json is used offline; the download goes through huggingface_hub."""
+    import huggingface_hub
+
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA2_70B_CONFIG))
+    calls = []
+
+    def cached_download(repo_id: str, filename: str) -> str:
+        calls.append((repo_id, filename))
+        return str(tmp_path / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", cached_download)
+    spec = load_spec("someone/llama-2-70b-copy")
+    assert calls == [("someone/llama-2-70b-copy", "config.json")]
+    assert spec.name == "someone/llama-2-70b-copy"
+    assert count(spec).total == 68_976_648_192
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "llama", "mistral", "qwen2"])
+def test_config_written_by_transformers(tmp_path: Path, model_type: str) -> None:
+    """transformers' own config.json for each family -> our count == its model's parameter count."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    small = {"gpt2": dict(n_embd=96, n_layer=2, n_head=4, vocab_size=500, n_positions=64)}.get(
+        model_type, dict(hidden_size=96, num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=2,
+                         intermediate_size=200, vocab_size=500, max_position_embeddings=64))
+    config = transformers.AutoConfig.for_model(model_type, **small)
+    config.save_pretrained(tmp_path)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    assert count(load_spec(str(tmp_path))).total == sum(p.numel() for p in model.parameters())

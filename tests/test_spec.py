@@ -1,0 +1,80 @@
+"""ModelSpec validation: defaults that follow other fields, and errors that name the fields."""
+
+from __future__ import annotations
+
+import pytest
+
+from calc.errors import GptcalcError
+from calc.spec import ModelSpec, spec_from_dict
+
+TINY = {"vocab_size": 100, "n_positions": 16, "d_model": 64, "n_layers": 2, "n_heads": 4}
+
+
+def test_defaults_follow_other_fields() -> None:
+    spec = spec_from_dict(TINY, "tiny")
+    assert (spec.n_kv_heads, spec.head_dim, spec.d_ff) == (4, 16, 256)
+    assert spec.attention_kind == "MHA"
+    assert (spec.position_embedding, spec.norm, spec.mlp, spec.tie_embeddings) == ("learned", "layernorm", "gelu", True)
+
+
+def test_llama_family_defaults() -> None:
+    spec = spec_from_dict({**TINY, "family": "llama", "n_kv_heads": 1}, "tiny")
+    assert (spec.position_embedding, spec.norm, spec.mlp) == ("rotary", "rmsnorm", "swiglu")
+    assert not (spec.qkv_bias or spec.attn_out_bias or spec.mlp_bias or spec.tie_embeddings)
+    assert spec.attention_kind == "MQA" and spec.group_size == 4
+
+
+def test_head_dim_may_differ_from_d_model_over_heads() -> None:
+    # source: gemma-7b's config.json: hidden_size 3072, num_attention_heads 16, head_dim 256.
+    spec = spec_from_dict({**TINY, "d_model": 3072, "n_heads": 16, "head_dim": 256}, "gemma-like")
+    assert (spec.q_dim, spec.kv_dim) == (4096, 4096)
+
+
+def test_with_changes_revalidates() -> None:
+    spec = spec_from_dict(TINY, "tiny")
+    assert spec.with_changes(n_kv_heads=2).attention_kind == "GQA"
+    with pytest.raises(GptcalcError, match="n_heads=4 is not a multiple of n_kv_heads=3"):
+        spec.with_changes(n_kv_heads=3)
+
+
+def test_frozen() -> None:
+    spec = spec_from_dict(TINY, "tiny")
+    with pytest.raises(Exception):
+        spec.d_model = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"d_model": 770, "n_heads": 12}, "f.yaml: d_model=770 is not divisible by n_heads=12"),
+        ({"d_model": 8192, "n_heads": 64, "n_kv_heads": 7}, "f.yaml: n_heads=64 is not a multiple of n_kv_heads=7"),
+        ({"n_layer": 12}, "f.yaml: n_layer: unknown field"),
+        ({"d_model": 0}, "f.yaml: d_model: Input should be greater than 0"),
+        ({"d_model": True}, "f.yaml: d_model: Input should be a valid integer"),
+        ({"d_model": "768"}, "f.yaml: d_model: Input should be a valid integer"),
+        ({"norm": "batchnorm"}, "f.yaml: norm: Input should be 'layernorm' or 'rmsnorm'"),
+        ({"family": "llama", "head_dim": 15}, "f.yaml: head_dim=15 must be even for rotary"),
+        ({"mlp": "swiglu"}, "f.yaml: mlp=swiglu needs family=llama"),
+        ({"vocab_size": None}, "f.yaml: vocab_size: missing (required)"),
+    ],
+)
+def test_errors_name_the_field(change: dict, message: str) -> None:
+    data = {key: value for key, value in {**TINY, **change}.items() if value is not None}
+    with pytest.raises(GptcalcError) as caught:
+        spec_from_dict(data, "f.yaml")
+    assert str(caught.value).startswith(message)
+    assert "\n" not in str(caught.value)
+
+
+def test_not_a_mapping() -> None:
+    with pytest.raises(GptcalcError, match="f.yaml: expected a mapping of spec fields, got list"):
+        spec_from_dict([1, 2], "f.yaml")
+
+
+def test_schema_lists_every_switch() -> None:
+    # The YAML vocabulary users write: adding a field must be a deliberate, documented change.
+    assert set(ModelSpec.model_fields) == {
+        "name", "source", "family", "vocab_size", "n_positions", "d_model", "n_layers", "n_heads",
+        "n_kv_heads", "head_dim", "d_ff", "position_embedding", "norm", "mlp", "qkv_bias",
+        "attn_out_bias", "mlp_bias", "tie_embeddings", "norm_eps", "rope_theta",
+    }
