@@ -1,0 +1,176 @@
+"""`calc.memory.kv_cache` and `gptcalc kvcache` against published figures and written-out arithmetic."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner, Result
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calc.cli import main
+from calc.memory import DTYPE_BITS, kv_cache, kv_variants
+from calc.presets import load_spec, preset_names
+from calc.spec import ModelSpec
+
+# (model, seq, dtype) -> (bytes per token, total bytes at batch 1)
+GOLDEN = {
+    # source: independent arithmetic, 2 (K,V) x 12 layers x 12 heads x 64 head_dim x 2 B = 36,864 B/token;
+    # x 1,024 tokens = 37,748,736 B (36 MiB).
+    ("gpt2-small", 1024, "fp16"): (2 * 12 * 12 * 64 * 2, 37_748_736),
+    # source: NVIDIA, "Mastering LLM Techniques: Inference Optimization" (developer.nvidia.com/blog/
+    # mastering-llm-techniques-inference-optimization/): Llama 2 7B, 16-bit, batch 1:
+    # "1 * 4096 * 2 * 32 * 4096 * 2 bytes, which is ~2 GB" -> 524,288 B per token.
+    ("llama-7b", 4096, "fp16"): (2 * 32 * 4096 * 2, 1 * 4096 * 2 * 32 * 4096 * 2),
+    ("llama-2-7b", 4096, "fp16"): (2 * 32 * 4096 * 2, 1 * 4096 * 2 * 32 * 4096 * 2),
+    # source: Llama-2-70b-hf config.json (80 layers, 64 heads, 8 KV heads, hidden 8192 -> head_dim 128):
+    # 2 x 80 x 8 x 128 x 2 B = 327,680 B/token; x 4,096 = 1,342,177,280 B (1.25 GiB).
+    ("llama-70b", 4096, "fp16"): (327_680, 2 * 80 * 8 * 128 * 2 * 4096),
+    # source: Qwen2-72B config.json (80 layers, 8 KV heads, head_dim 128), bf16 = 2 B:
+    # 327,680 B/token x 32,768 = 10,737,418,240 B (exactly 10 GiB).
+    ("qwen2-72b", 32768, "bf16"): (327_680, 10 * 2**30),
+}
+
+
+@pytest.mark.parametrize("key", sorted(GOLDEN))
+def test_golden_numbers(key: tuple[str, int, str]) -> None:
+    name, seq, dtype = key
+    per_token, total = GOLDEN[key]
+    kv = kv_cache(load_spec(name), seq, 1, dtype)
+    assert (kv.bytes_per_token, kv.total_bytes) == (per_token, total)
+
+
+def test_the_issues_golden_figures_as_printed() -> None:
+    # source: the issue's figures, typed from the issue text
+    assert kv_cache(load_spec("gpt2-small"), 1024).total_bytes == 37_748_736
+    assert kv_cache(load_spec("llama-7b"), 4096).bytes_per_token == 524_288
+    assert kv_cache(load_spec("llama-7b"), 4096).total_bytes == 2_147_483_648
+    assert kv_cache(load_spec("llama-70b"), 4096).total_bytes == 1_342_177_280
+    assert kv_cache(load_spec("qwen2-72b"), 32768, 1, "bf16").total_bytes == 10_737_418_240
+
+
+def test_llama_70b_under_mha_is_eight_times_larger() -> None:
+    # source: the issue: 10,737,418,240 B under MHA; = 2 x 80 x 64 x 128 x 2 x 4096
+    variants = kv_variants(load_spec("llama-70b"), 4096)
+    assert variants["MHA"].total_bytes == 10_737_418_240 == 2 * 80 * 64 * 128 * 2 * 4096
+    assert variants["model"].total_bytes == 1_342_177_280
+    assert variants["MQA"].total_bytes == 2 * 80 * 1 * 128 * 2 * 4096
+    assert [v.attention_kind for v in variants.values()] == ["MHA", "GQA", "MQA"]
+
+
+def test_head_dim_comes_from_the_spec_not_d_model_over_heads() -> None:
+    # A config whose head_dim is not d_model / n_heads (as Gemma's is): the cache follows head_dim.
+    spec = ModelSpec(vocab_size=10, n_positions=8, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2,
+                     head_dim=32, family="llama")
+    assert kv_cache(spec, 8, 1, "fp32").bytes_per_token == 2 * 2 * 2 * 32 * 4  # not 2*2*2*16*4
+
+
+def test_int4_is_exact_half_of_int8() -> None:
+    spec = load_spec("llama-70b")
+    assert kv_cache(spec, 4096, 1, "int4").total_bytes * 2 == kv_cache(spec, 4096, 1, "int8").total_bytes
+    # source: 2 x 80 x 8 x 128 x 4 bits / 8 = 81,920 B per token
+    assert kv_cache(spec, 1, 1, "int4").bytes_per_token == 81_920
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    layers=st.integers(1, 96), kv_heads=st.integers(1, 16), group=st.integers(1, 8),
+    head_dim=st.sampled_from([2, 8, 64, 80, 96, 128, 256]), seq=st.integers(1, 200_000),
+    batch=st.integers(1, 64), dtype=st.sampled_from(sorted(DTYPE_BITS)),
+)
+def test_cache_is_linear_and_gqa_divides_it(layers: int, kv_heads: int, group: int, head_dim: int,
+                                            seq: int, batch: int, dtype: str) -> None:
+    heads = kv_heads * group
+    spec = ModelSpec(vocab_size=10, n_positions=8, d_model=heads * head_dim, n_layers=layers,
+                     n_heads=heads, n_kv_heads=kv_heads, family="llama")
+    kv = kv_cache(spec, seq, batch, dtype)
+    assert kv.total_bytes * 8 == 2 * layers * kv_heads * head_dim * seq * batch * DTYPE_BITS[dtype]
+    assert kv.total_bytes == kv.bytes_per_token * seq * batch
+    variants = kv_variants(spec, seq, batch, dtype)
+    assert variants["MHA"].total_bytes == group * kv.total_bytes == heads * variants["MQA"].total_bytes
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_cli_json_per_model() -> None:
+    result = run("kvcache", "gpt2-small", "llama-70b", "--seq", "4096", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["model"] for r in rows] == ["gpt2-small", "llama-70b"]
+    assert rows[1]["total_bytes"] == 1_342_177_280
+    assert rows[1]["bytes_per_token"] == 327_680
+    assert {r["seq"] for r in rows} == {4096} and {r["batch"] for r in rows} == {1}
+    assert {r["dtype"] for r in rows} == {"fp16"}
+
+
+def test_cli_without_models_lists_every_preset_at_its_own_context() -> None:
+    result = run("kvcache", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert sorted(r["model"] for r in rows) == sorted(load_spec(n).name for n in preset_names())
+    assert all(r["seq"] == load_spec(r["model"]).n_positions for r in rows)
+
+
+def test_cli_gqa_json_has_three_variants_with_savings() -> None:
+    result = run("kvcache", "qwen2-72b", "--seq", "32768", "--dtype", "bf16", "--gqa", "--json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)
+    assert row["total_bytes"] == 10_737_418_240
+    assert {k: v["n_kv_heads"] for k, v in row["variants"].items()} == {"MHA": 64, "model": 8, "MQA": 1}
+    assert {k: v["saving_vs_mha"] for k, v in row["variants"].items()} == {"MHA": 1, "model": 8, "MQA": 64}
+    assert row["variants"]["MHA"]["total_bytes"] == 8 * 10_737_418_240
+
+
+def test_cli_table_labels_units_and_gqa_rows() -> None:
+    result = run("kvcache", "llama-70b", "--seq", "4096", "--batch", "2")
+    assert result.exit_code == 0, result.output
+    assert "2,684,354,560 B" in result.output  # 2 x 1,342,177,280
+    assert "2.50 GiB" in result.output and "2.68 GB" in result.output
+    table = run("kvcache", "llama-70b", "--seq", "4096", "--gqa").output
+    assert "GQA (model's own)" in table and "64x" in table and "8x" in table
+
+
+def test_cli_set_applies_to_every_model() -> None:
+    result = run("kvcache", "llama-2-7b", "--seq", "10", "--set", "n_kv_heads=8", "--json")
+    assert json.loads(result.output)[0]["bytes_per_token"] == 2 * 32 * 8 * 128 * 2
+
+
+def test_cli_notes_a_seq_beyond_the_context() -> None:
+    assert "longer than gpt2-small's context (1,024)" in run("kvcache", "gpt2-small", "--seq", "2048").output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["kvcache", "no-such-model"], "unknown model"),
+    (["kvcache", "gpt2-small", "--seq", "0"], "--seq"),
+    (["kvcache", "gpt2-small", "--dtype", "fp64"], "--dtype"),
+    (["kvcache", "gpt2-small", "--set", "n_kv_heads=5"], "n_kv_heads"),
+    (["kvcache", "gpt2-small", "--set", "nope=1"], "unknown field"),
+])
+def test_cli_bad_input_exits_2(args: list[str], message: str) -> None:
+    result = run(*args)
+    assert result.exit_code == 2
+    assert "Error:" in result.output and message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_kvcache_help_has_an_example() -> None:
+    assert "gptcalc kvcache llama-7b --seq 4096" in run("kvcache", "--help").output
+
+
+def test_kvcache_and_memory_do_not_import_torch() -> None:
+    code = (
+        "import sys; from click.testing import CliRunner, Result; from calc.cli import main\n"
+        "for args in (['kvcache', '--gqa'], ['memory', 'llama-70b', '--budget', 'H100-80GB', '--json']):\n"
+        "    r = CliRunner().invoke(main, args); assert r.exit_code == 0, r.output\n"
+        "heavy = {'torch', 'transformers', 'safetensors'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
