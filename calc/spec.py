@@ -47,6 +47,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 _Count = Field(gt=0)
+_DERIVED = ("n_kv_heads", "head_dim", "d_ff")
 
 
 class ModelSpec(BaseModel):
@@ -154,14 +155,19 @@ def spec_from_dict(data: Any, origin: str) -> ModelSpec:
 
 
 def _first_error(exc: ValidationError) -> str:
-    """`field: what is wrong` for the first error, and how many more there are."""
+    """`field: what is wrong` for the first error (all missing fields at once), and how many more."""
     errors = exc.errors(include_url=False)
+    missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing" and e["loc"]]
+    # n_kv_heads, head_dim and d_ff are only missing because the fields they default from are.
+    missing = [name for name in missing if name not in _DERIVED] or missing
+    others = [e for e in errors if e["type"] != "missing"]
+    if missing:
+        more = f" (+{len(others)} more)" if others else ""
+        return f"{', '.join(missing)}: missing (required){more}"
     first = errors[0]
     where = ".".join(str(part) for part in first["loc"])
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         message = "unknown field"
-    elif first["type"] == "missing":
-        message = "missing (required)"
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{where}: {message}{more}" if where else f"{message}{more}"

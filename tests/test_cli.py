@@ -1,0 +1,121 @@
+"""The command line as a user meets it: count, presets, help, version, errors, and start-up cost."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from calc.cli import main
+from calc.presets import preset_names
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_count_table_rows_add_up_to_the_printed_total() -> None:
+    code, out, _ = run("count", "gpt2-small")
+    assert code == 0
+    assert "gpt2-small: 124,439,808 parameters (124.44 M)" in out
+    rows = {}
+    for line in out.splitlines():
+        cells = [cell.strip() for cell in line.split("│")[1:-1]]
+        if len(cells) == 5 and re.fullmatch(r"[\d,]+( \(.*\))?", cells[2]):
+            rows[cells[0]] = int(cells[2].split(" ")[0].replace(",", ""))
+    blocks = next(value for key, value in rows.items() if key.startswith("12 blocks"))
+    layer_rows = [value for key, value in rows.items() if key.startswith(("attention", "Q", "K", "V", "MLP"))]
+    assert sum(layer_rows) == blocks == 85_054_464
+    outside = rows["token embedding"] + rows["position embedding"] + rows["final norm"] + rows["LM head"]
+    assert outside + blocks == rows["total"] == 124_439_808
+    assert "0 (tied to token embedding)" in out and "tying saves 38,597,376" in out
+
+
+def test_count_json() -> None:
+    code, out, _ = run("count", "llama-70b", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["model"] == "llama-70b" and data["total"] == 68_976_648_192
+    assert sum(data["components"].values()) == data["total"]
+    assert data["components"]["k"] == 80 * 8192 * 1024  # 8 KV heads of 128
+    assert data["spec"]["n_kv_heads"] == 8
+
+
+def test_count_with_set() -> None:
+    code, out, _ = run("count", "gpt2-small", "--set", "qkv_bias=false", "--json")
+    assert code == 0 and json.loads(out)["total"] == 124_412_160  # source: seed 004
+
+
+def test_presets_table_and_alias() -> None:
+    code, out, _ = run("list")
+    assert code == 0
+    for name in preset_names():
+        assert name in out
+    assert "124,439,808" in out and "72,706,203,648" in out
+
+
+def test_presets_json() -> None:
+    code, out, _ = run("presets", "--json")
+    data = {row["name"]: row for row in json.loads(out)}
+    assert code == 0 and set(data) == set(preset_names())
+    assert data["qwen2-72b"]["total"] == 72_706_203_648 and data["qwen2-72b"]["n_kv_heads"] == 8
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["count", "gpt2-smal"], "Error: unknown model 'gpt2-smal' (did you mean gpt2-small?)"),
+    (["count", "gpt2-small", "--set", "n_layer=3"], "Error: --set n_layer: unknown field (did you mean n_layers?)"),
+    (["count", "gpt2-small", "--set", "d_model=770"],
+     "Error: gpt2-small.yaml (with --set): d_model=770 is not divisible by n_heads=12"),
+    (["count", "missing.yaml"], "Error: missing.yaml: no such file"),
+])
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    code, out, err = run(*args)
+    assert code == 2
+    assert err.strip().splitlines()[-1].startswith(message)
+    assert "Traceback" not in out + err
+
+
+def test_bad_yaml_file_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text("d_model: 768\nn_layers: twelve\n")
+    code, _, err = run("count", str(path))
+    assert code == 2 and err.strip() == f"Error: {path}: vocab_size, n_positions, n_heads: missing (required) (+1 more)"
+
+
+def test_version() -> None:
+    code, out, _ = run("--version")
+    assert code == 0 and "gptcalc" in out
+
+
+def test_every_command_is_documented_with_an_example() -> None:
+    for name, command in main.commands.items():
+        code, out, _ = run(name, "--help")
+        assert code == 0, name
+        assert (command.help or "").strip(), f"{name} has no docstring"
+        assert "Example" in out and "gptcalc " + name in out, f"{name} --help shows no example"
+        assert "-h, --help" in out
+
+
+@pytest.mark.parametrize("command", [["count", "gpt2-small"], ["presets"]])
+def test_calculator_commands_do_not_import_torch(command: list[str]) -> None:
+    code = (
+        "import sys; from click.testing import CliRunner; from calc.cli import main; "
+        f"r = CliRunner().invoke(main, {command!r}); assert r.exit_code == 0, r.output; "
+        "heavy = [m for m in ('torch', 'transformers', 'safetensors') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+def test_python_dash_m() -> None:
+    done = subprocess.run([sys.executable, "-m", "calc", "count", "gpt2", "--json"], cwd=REPO,
+                          capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout)["total"] == 124_439_808
