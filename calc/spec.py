@@ -159,15 +159,15 @@ def _first_error(exc: ValidationError) -> str:
     errors = exc.errors(include_url=False)
     missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing" and e["loc"]]
     # n_kv_heads, head_dim and d_ff are only missing because the fields they default from are.
-    missing = [name for name in missing if name not in _DERIVED] or missing
     others = [e for e in errors if e["type"] != "missing"]
+    missing = [name for name in missing if name not in _DERIVED] or ([] if others else missing)
     if missing:
         more = f" (+{len(others)} more)" if others else ""
         return f"{', '.join(missing)}: missing (required){more}"
-    first = errors[0]
+    first = others[0]
     where = ".".join(str(part) for part in first["loc"])
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         message = "unknown field"
-    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    more = f" (+{len(others) - 1} more)" if len(others) > 1 else ""
     return f"{where}: {message}{more}" if where else f"{message}{more}"
