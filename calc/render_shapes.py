@@ -1,0 +1,95 @@
+"""The rich table for `gptcalc shapes`: one row per step, the block once with "× n_layers".
+
+Like every table in gptcalc, its totals add up: the params column (block rows × n_layers, plus the
+rest) equals the analytic count's total, and the FLOPs column sums to the printed forward FLOPs.
+"""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from calc.shapes import FLOP_CONVENTION, Journey, Step
+from calc.units import count_with_units
+
+__all__ = ["human_flops", "shapes_notes", "shapes_table"]
+
+_FLOP_UNITS = ((10**15, "PFLOP"), (10**12, "TFLOP"), (10**9, "GFLOP"), (10**6, "MFLOP"), (10**3, "kFLOP"))
+
+
+def human_flops(n: int) -> str:
+    """927462912 -> '927.46 MFLOP' (decimal prefixes)."""
+    for size, unit in _FLOP_UNITS:
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} FLOP"
+
+
+def _title(j: Journey) -> str:
+    if j.decode:
+        return f"{j.model}: decode 1 new token after T={j.seq} cached, batch B={j.batch}"
+    return f"{j.model}: prefill of T={j.seq} tokens, batch B={j.batch}"
+
+
+# (header, justify); `explain` swaps the numbers for a sentence per step so the table still fits.
+_NUMBERS = (("step", "left"), ("input", "left"), ("weight [in, out]", "left"), ("output", "left"),
+            ("output dims", "left"), ("params", "right"), ("FLOPs", "right"))
+_EXPLAIN = (("step", "left"), ("output", "left"), ("output dims", "left"), ("why", "left"))
+
+
+def _cells(step: Step) -> dict[str, str]:
+    label = escape(step.label) if step.traced else f"[italic]{escape(step.label)}[/] ·"
+    return {
+        "step": label,
+        "input": escape(", ".join(map(str, step.inputs))),
+        "weight [in, out]": escape(str(step.weight or "")),
+        "output": escape(str(step.output)),
+        "output dims": escape(step.output.symbolic),
+        "params": f"{step.params:,}" if step.params else "",
+        "FLOPs": f"{step.flops:,}" if step.flops else "",
+        "why": escape(step.note),
+    }
+
+
+def shapes_table(j: Journey, explain: bool = False) -> Table:
+    """Embeddings, then one block (marked × n_layers), then the head; totals at the bottom.
+
+    `explain` shows each step's one-sentence note instead of its input, weight and counts.
+    """
+    columns = _EXPLAIN if explain else _NUMBERS
+    table = Table(title=_title(j))
+    for header, justify in columns:
+        table.add_column(escape(header), justify=justify, no_wrap=header not in ("step", "why"))  # type: ignore[arg-type]
+
+    def add(cells: dict[str, str], style: str | None = None) -> None:
+        table.add_row(*(cells.get(header, "") for header, _ in columns), style=style)
+
+    block = [i for i, step in enumerate(j.steps) if step.per_layer]
+    for index, step in enumerate(j.steps):
+        if index == block[0]:
+            table.add_section()
+            add({"step": f"[bold]block × {j.n_layers} layers[/]"})
+        add(_cells(step), None if step.traced else "dim")
+        if index == block[-1]:
+            if not explain:
+                add({"step": "one block", "params": f"{j.params_per_layer:,}", "FLOPs": f"{j.flops_per_layer:,}"}, "bold")
+            table.add_section()
+    if not explain:
+        table.add_section()
+        add({"step": f"total (block × {j.n_layers})", "params": f"{j.params:,}", "FLOPs": f"{j.flops:,}"}, "bold")
+    return table
+
+
+def shapes_notes(j: Journey) -> list[str]:
+    """The sentences under the table: totals in human units and the conventions behind them."""
+    notes = [
+        f"parameters: {count_with_units(j.params)} (each once, as `gptcalc count`)",
+        f"FLOPs of this pass: {j.flops:,} ({human_flops(j.flops)}), "
+        f"{j.flops_per_layer:,} ({human_flops(j.flops_per_layer)}) per layer",
+        *(f"FLOP convention: {part}" if i == 0 else f"  {part}" for i, part in enumerate(FLOP_CONVENTION.split("; "))),
+        "weights are shown [in, out] as in x @ W (torch nn.Linear stores [out, in]); "
+        "rows marked · explain a step that makes no tensor of its own",
+    ]
+    if j.decode:
+        notes.append(f"decode: queries have length 1; keys and values T+1 = {j.keys} (the cache plus the new token)")
+    return [escape(note) for note in notes]
