@@ -42,7 +42,9 @@ NAME_MAPS: dict[str, dict[str, Target]] = {
     },
     "llama": {
         "model.embed_tokens.weight": "token_embedding",
+        "wpe.weight": "position_embedding",  # only a spec asking for learned positions; named as GPT-2's
         "model.layers.{}.input_layernorm.weight": "attn_norm",
+        "model.layers.{}.input_layernorm.bias": "attn_norm",  # norm=layernorm only
         "model.layers.{}.self_attn.q_proj.weight": "q",
         "model.layers.{}.self_attn.q_proj.bias": "q_bias",
         "model.layers.{}.self_attn.k_proj.weight": "k",
@@ -52,6 +54,7 @@ NAME_MAPS: dict[str, dict[str, Target]] = {
         "model.layers.{}.self_attn.o_proj.weight": "attn_out",
         "model.layers.{}.self_attn.o_proj.bias": "attn_out_bias",
         "model.layers.{}.post_attention_layernorm.weight": "mlp_norm",
+        "model.layers.{}.post_attention_layernorm.bias": "mlp_norm",
         "model.layers.{}.mlp.gate_proj.weight": "mlp_gate",
         "model.layers.{}.mlp.gate_proj.bias": "mlp_gate_bias",
         "model.layers.{}.mlp.up_proj.weight": "mlp_up",
@@ -59,6 +62,7 @@ NAME_MAPS: dict[str, dict[str, Target]] = {
         "model.layers.{}.mlp.down_proj.weight": "mlp_down",
         "model.layers.{}.mlp.down_proj.bias": "mlp_down_bias",
         "model.norm.weight": "final_norm",
+        "model.norm.bias": "final_norm",
         "lm_head.weight": "lm_head",
         "model.layers.{}.self_attn.rotary_emb.inv_freq": None,  # Llama-2 checkpoints store it
     },
