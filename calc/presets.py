@@ -28,6 +28,8 @@ PRESET_DIR = next(
 )
 _METADATA = ("aliases",)
 _FILE_SUFFIXES = (".yaml", ".yml", ".json")
+# libyaml's safe loader when PyYAML was built with it (several times faster), else the pure one.
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_yaml(path: Path) -> Any:
@@ -37,7 +39,7 @@ def read_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise GptcalcError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_SafeLoader)  # safe: builds only plain scalars, lists, dicts
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""
@@ -62,6 +64,10 @@ def preset_names() -> list[str]:
 
 
 def resolve_preset(name: str) -> Path | None:
+    """A preset's file by name (no index needed) or by alias (reads every preset once)."""
+    direct = PRESET_DIR / f"{name.lower()}.yaml"
+    if "/" not in name and direct.is_file():
+        return direct
     return _preset_index().get(name.lower())
 
 
