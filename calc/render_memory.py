@@ -122,7 +122,7 @@ def budget_lines(budget: Budget, label: str) -> list[str]:
         return lines
     lines.append(f"left for the KV cache after weights: {budget.free_bytes:,} B; "
                  f"{budget.kv_bytes_per_token:,} B per token per sequence")
-    limit = f"the model's context, n_positions = {budget.context:,}" if budget.limited_by == "context" else "memory"
-    lines.append(f"[bold]{what} at {fixed}: {budget.answer:,}[/] "
-                 f"(memory allows {budget.by_memory:,}; limited by {limit})")
+    limit = (f"limited by the model's context, n_positions = {budget.context:,}; memory allows {budget.by_memory:,}"
+             if budget.limited_by == "context" else "limited by memory")
+    lines.append(f"[bold]{what} at {fixed}: {budget.answer:,}[/] ({limit})")
     return lines
