@@ -86,7 +86,7 @@ class Parts(nn.Module):
     def has(self, role: str) -> bool:
         try:
             self.part(role)
-        except AttributeError:
+        except (KeyError, AttributeError):  # no such role in this family / not built for this spec
             return False
         return True
 
