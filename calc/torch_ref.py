@@ -1,30 +1,25 @@
 """The reference decoder: a real, runnable torch model built from any `ModelSpec`.
 
-One implementation covers both Hugging Face layouts. The *math* is written once (attention with
-GQA, rotary, GELU or SwiGLU, LayerNorm or RMSNorm); only the parameter *names* differ per family,
-and they are looked up in `HF_NAMES`, so a checkpoint saved by transformers loads with
-`load_state_dict(strict=True)`:
+The math is written once (attention with GQA, rotary, GELU or SwiGLU, LayerNorm or RMSNorm);
+only parameter *names* differ per family, looked up in `HF_NAMES`, so checkpoints saved by
+transformers load with `load_state_dict(strict=True)`:
 
 - GPT-2 (GPT2Model's names): `wte`, `wpe`, `h.N.ln_1`, `h.N.attn.c_attn` (fused Q|K|V),
-  `h.N.attn.c_proj`, `h.N.ln_2`, `h.N.mlp.c_fc`, `h.N.mlp.c_proj`, `ln_f`, and `lm_head` when untied.
-  Its linear layers are `Conv1D`: weight stored [in, out] and applied as x @ W, kept as stored
-  (never transposed), so the checkpoint's tensors are copied as they are.
-- Llama / Mistral / Qwen2: `model.embed_tokens`, `model.layers.N.input_layernorm`,
-  `model.layers.N.self_attn.{q,k,v,o}_proj`, `model.layers.N.post_attention_layernorm`,
-  `model.layers.N.mlp.{gate,up,down}_proj`, `model.norm`, `lm_head` (nn.Linear, [out, in]).
+  `h.N.attn.c_proj`, `h.N.ln_2`, `h.N.mlp.c_fc`, `h.N.mlp.c_proj`, `ln_f`; `lm_head` when untied.
+  Its linear layers are `Conv1D`: weight [in, out] applied as x @ W, kept as stored (no transpose).
+- Llama / Mistral / Qwen2: `model.embed_tokens`, `model.layers.N.{input_layernorm,
+  post_attention_layernorm}`, `...self_attn.{q,k,v,o}_proj`, `...mlp.{gate,up,down}_proj`,
+  `model.norm`, `lm_head` (nn.Linear, [out, in]).
 
-Loading (`Decoder._accept_hf_names`, a load_state_dict pre-hook): GPT2LMHeadModel's
-`transformer.` prefix is dropped, tensors `calc.names` knows as buffers (old GPT-2 causal masks,
-Llama-2's `rotary_emb.inv_freq`) are skipped, and a tied model ignores a stored `lm_head.weight`
-(it *is* the token embedding). Anything else unexpected or missing still fails strict loading.
+Loading (`Decoder._accept_hf_names`, a load_state_dict pre-hook) drops GPT2LMHeadModel's
+`transformer.` prefix, skips tensors `calc.names` knows as buffers (old GPT-2 masks, Llama-2's
+`rotary_emb.inv_freq`) and, in a tied model, a stored `lm_head.weight` (it *is* the embedding).
+Anything else unexpected or missing still fails strict loading.
 
-Not parameters: the rotary frequencies are a non-persistent buffer (`rotary.inv_freq`, head_dim/2
-floats); the causal mask is computed from positions in each forward pass rather than stored,
-because an [n_positions, n_positions] table would take 16 GiB for a 131,072-token context.
-A tied head has no parameter of its own: logits use the token embedding's matrix.
-
-Build big specs with `device="meta"`: shapes only, no memory. Counting (`breakdown`) goes through
-`calc.names.classify`/`component_counts`, the same tables the checkpoint reader uses.
+Not parameters: the rotary frequencies are a non-persistent buffer (`rotary.inv_freq`); the causal
+mask is computed from positions each forward pass instead of stored, since an [n_positions,
+n_positions] table would take 16 GiB at 131,072 positions. `device="meta"` builds any size for free.
+Counting by component lives in `calc.torch_count`.
 """
 
 from __future__ import annotations
@@ -37,11 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from calc.breakdown import ORDER, Breakdown
-from calc.names import classify, component_counts
+from calc.names import classify
 from calc.spec import ModelSpec
 
-__all__ = ["HF_NAMES", "Decoder", "KVCache", "Trace", "breakdown", "build", "torch_breakdown"]
+__all__ = ["HF_NAMES", "Decoder", "KVCache", "Trace", "build"]
 
 Trace = Callable[[str, torch.Tensor], None]
 
@@ -82,13 +76,6 @@ class Parts(nn.Module):
 
     def part(self, role: str) -> nn.Module:
         return self.get_submodule(self.names[role])
-
-    def has(self, role: str) -> bool:
-        try:
-            self.part(role)
-        except (KeyError, AttributeError):  # no such role in this family / not built for this spec
-            return False
-        return True
 
 
 class KVCache:
@@ -191,7 +178,7 @@ class Attention(Parts):
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         s = self.spec
-        if self.has("qkv"):
+        if s.family == "gpt2":
             return self.part("qkv")(x).split([s.q_dim, s.kv_dim, s.kv_dim], dim=-1)
         return self.part("q")(x), self.part("k")(x), self.part("v")(x)
 
@@ -314,7 +301,7 @@ class Decoder(Parts):
         trace("token_ids", input_ids)
         x = self.part("token_embedding")(input_ids)  # (B, T, d)
         trace("token_embedding", x)
-        if self.has("position_embedding"):
+        if self.spec.position_embedding == "learned":
             pos = self.part("position_embedding")(positions).expand(B, T, -1)  # (B, T, d)
             trace("position_embedding", pos)
             x = x + pos
@@ -366,29 +353,3 @@ def build(spec: ModelSpec, device: str | torch.device = "cpu", dtype: torch.dtyp
     """The spec as a torch model in eval mode; `device="meta"` allocates nothing (any size)."""
     with torch.device(device), _default_dtype(dtype):
         return Decoder(spec).eval()
-
-
-def breakdown(model: Decoder, spec: ModelSpec | None = None) -> Breakdown:
-    """Count the model's parameters by component, through the shared Hugging Face name maps.
-
-    named_parameters() lists each tensor once, and a tied model has no lm_head parameter, so the
-    tied head counts 0 (reported with tied=True), exactly as the analytic counter does.
-    """
-    spec = spec or model.spec
-    totals: dict[str, int] = {}
-    for name, param in model.named_parameters():
-        meaning = classify(name, spec.family)
-        if meaning is None or meaning.is_buffer:
-            raise ValueError(f"{name}: not a {spec.family} parameter name in calc.names.NAME_MAPS")
-        for component, n in component_counts(meaning, tuple(param.shape), spec).items():
-            totals[component] = totals.get(component, 0) + n
-    tied = model.lm_head is None
-    totals.setdefault("lm_head", 0)
-    ordered = {c: totals[c] for c in ORDER if c in totals} | totals
-    saving = spec.vocab_size * spec.d_model if tied else 0
-    return Breakdown(spec.name, spec.n_layers, ordered, tied=tied, tied_saving=saving, source="torch")
-
-
-def torch_breakdown(spec: ModelSpec) -> Breakdown:
-    """Build the spec on the meta device (no memory, any size) and count it."""
-    return breakdown(build(spec, device="meta"), spec)

@@ -15,7 +15,8 @@ from calc.count import count
 from calc.names import expected_shapes
 from calc.presets import load_spec, preset_names
 from calc.spec import spec_from_dict
-from calc.torch_ref import KVCache, breakdown, build, torch_breakdown
+from calc.torch_count import breakdown, torch_breakdown
+from calc.torch_ref import KVCache, build
 
 transformers = pytest.importorskip("transformers")
 
