@@ -1,0 +1,60 @@
+"""Refresh the command output shown in docs/*.md and README.md from the real CLI.
+
+A block of output is marked by a comment naming the command, followed by a fenced block:
+
+    <!-- output: gptcalc count gpt2-small -->
+    ```text
+    ...whatever the command prints...
+    ```
+
+`python docs/regenerate.py` rewrites every such block in place; `--check` only reports blocks
+that differ (tests/test_docs.py runs that, so the docs can never show stale numbers).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from calc.cli import main as cli  # noqa: E402  (after the path is set, for running as a script)
+
+MARKED = re.compile(r"(<!-- output: gptcalc (?P<args>.+?) -->\n```text\n)(?P<body>.*?)(```)", re.S)
+
+
+def command_output(args: str) -> str:
+    result = CliRunner().invoke(cli, shlex.split(args), terminal_width=160)
+    text = result.stdout + (result.stderr if result.exit_code else "")
+    return "\n".join(line.rstrip() for line in text.rstrip("\n").splitlines()) + "\n"
+
+
+def refreshed(text: str) -> str:
+    return MARKED.sub(lambda m: m.group(1) + command_output(m.group("args")) + m.group(4), text)
+
+
+def documents() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def main(check: bool) -> int:
+    stale = []
+    for path in documents():
+        text = path.read_text(encoding="utf-8")
+        new = refreshed(text)
+        if new != text:
+            stale.append(path.relative_to(REPO))
+            if not check:
+                path.write_text(new, encoding="utf-8")
+    for path in stale:
+        print(f"{'stale' if check else 'updated'}: {path}")
+    return 1 if check and stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(check="--check" in sys.argv[1:]))
