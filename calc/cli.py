@@ -154,20 +154,19 @@ def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, gq
 
     specs = [load_model(model, overrides) for model in (models or preset_names())]
     if gqa:
-        rows = [kv_variants(spec, seq or spec.n_positions, batch, dtype) for spec in specs]
-        if as_json:
-            render.print_json([_gqa_json(variants) for variants in rows])
-            return
-        render.console().print(render_memory.gqa_table(rows))
+        variants = [kv_variants(spec, seq or spec.n_positions, batch, dtype) for spec in specs]
+        data, table = [_gqa_json(v) for v in variants], render_memory.gqa_table(variants)
     else:
         caches = [kv_cache(spec, seq or spec.n_positions, batch, dtype) for spec in specs]
-        if as_json:
-            render.print_json([kv.to_json() for kv in caches])
-            return
-        render.console().print(render_memory.kvcache_table(caches))
+        data, table = [kv.to_json() for kv in caches], render_memory.kvcache_table(caches)
+    if as_json:
+        render.print_json(data)
+        return
+    out = render.console()
+    out.print(table)
     for spec in specs:
         if seq and seq > spec.n_positions:
-            render.console().print(f"  note: seq {seq:,} is longer than {spec.name}'s context ({spec.n_positions:,})")
+            out.print(f"  note: seq {seq:,} is longer than {spec.name}'s context ({spec.n_positions:,})")
 
 
 def _gqa_json(variants: Any) -> dict[str, Any]:
@@ -257,3 +256,87 @@ def shapes(spec: Any, seq: int, batch: int, decode: bool, explain: bool, as_json
     out.print(shapes_table(steps, explain))
     for note in shapes_notes(steps):
         out.print(f"  {note}")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("checkpoint", metavar="PATH|REPO_ID")
+@click.option("--model", "model", metavar="MODEL", default=None,
+              help="Check the tensors against this spec instead of the checkpoint's config.json.")
+@json_option
+def inspect(checkpoint: str, model: str | None, as_json: bool) -> None:
+    """What a checkpoint holds, read from its headers only (tensor data is never read).
+
+    Tensors grouped by component, parameters vs buffers, dtypes, bytes on disk per dtype, the
+    spec from its config.json (or inferred from the tensor shapes), and every tensor name that
+    no name map recognises. PATH is a .safetensors file, a .bin/.pt state dict, a directory
+    (config.json plus model.safetensors or a sharded index) or an index.json; REPO_ID is a Hub repo.
+
+    \b
+    Example:
+      gptcalc inspect ./gpt2/model.safetensors
+      gptcalc inspect ./Llama-2-70b-hf --json
+      gptcalc inspect openai-community/gpt2
+    """
+    from calc import render
+    from calc.checkpoint import read_checkpoint
+    from calc import render_checkpoint as rc
+
+    report = read_checkpoint(checkpoint, load_model(model) if model else None)
+    if as_json:
+        render.print_json(report.to_json())
+        return
+    out = render.console()
+    for line in rc.summary_lines(report):
+        out.print(line, markup=False)
+    out.print(rc.component_table(report))
+    out.print(rc.dtype_table(report))
+    for line in rc.inspect_lines(report):
+        out.print(line, markup=False)
+
+
+def verify_sources(spec: Any) -> dict[str, Any]:
+    """The breakdowns `verify` compares, reference first: the analytic formulas, then torch.
+
+    A further source (a checkpoint) is one more entry; the table and JSON follow the Diff.
+    """
+    from calc.count import count as count_params
+
+    try:
+        from calc.torch_count import torch_breakdown
+    except ImportError as exc:
+        raise GptcalcError(f"verify: needs torch ({exc}); install it with: pip install 'gptcalc[torch]'") from None
+    return {"analytic": count_params(spec), "torch": torch_breakdown(spec)}
+
+
+@main.command(context_settings=CONTEXT)
+@model_options
+@json_option
+def verify(spec: Any, as_json: bool) -> None:
+    """Check the analytic counts against a real torch model built from the same spec.
+
+    The torch model is built on the meta device (no memory, any size) with Hugging Face
+    parameter names; each parameter is mapped to a component and compared. Exit 0 when every
+    component and the total agree, 1 on any mismatch (after printing the table).
+
+    \b
+    Example:
+      gptcalc verify gpt2-small
+      gptcalc verify llama-70b --json
+      gptcalc verify qwen2-7b --set n_kv_heads=2
+    """
+    from calc import render, render_verify
+    from calc.breakdown import compare
+
+    sources = verify_sources(spec)
+    diff = compare(sources)
+    if as_json:
+        render.print_json({"model": spec.name, **diff.to_json(),
+                           "mismatches": [row.component for row in diff.mismatches],
+                           "tied": {name: b.tied for name, b in sources.items()}})
+    else:
+        out = render.console()
+        out.print(render_verify.verify_table(spec.name, diff))
+        for line in render_verify.verify_lines(diff, sources):
+            out.print(f"  {line}")
+    if not diff.ok:
+        raise SystemExit(1)

@@ -1,0 +1,68 @@
+"""The `verify` table: one column per source of truth, the differences, ✓/✗, then the totals.
+
+It draws any number of sources from a `calc.breakdown.Diff`: the first source is the reference
+(analytic), each other source gets its own difference column against it, so a checkpoint column
+drops in beside torch without changing this module.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from calc.breakdown import COMPONENT_LABELS, Breakdown, Diff
+from calc.units import human_count
+
+__all__ = ["difference_columns", "verify_lines", "verify_table"]
+
+OK, BAD = "[green]✓[/]", "[bold red]✗[/]"
+
+
+def difference_columns(diff: Diff) -> list[str]:
+    """`difference` for two sources; `<source> − <reference>` for each further source otherwise."""
+    reference, *others = diff.sources
+    if len(others) == 1:
+        return ["difference"]
+    return [f"{source} − {reference}" for source in others]
+
+
+def _differences(values: dict[str, int], sources: tuple[str, ...]) -> list[str]:
+    reference = values[sources[0]]
+    return [f"{values[s] - reference:+,}" if values[s] != reference else "0" for s in sources[1:]]
+
+
+def verify_table(model: str, diff: Diff) -> Table:
+    """Rows of components (label and key), one count column per source, differences, ✓/✗, totals."""
+    verdict = "all agree" if diff.ok else f"{len(diff.mismatches)} of {len(diff.rows)} components disagree"
+    table = Table(title=f"{model}: {' vs '.join(diff.sources)} ({verdict})")
+    table.add_column("component")
+    for header in (*diff.sources, *difference_columns(diff)):
+        table.add_column(header, justify="right")
+    table.add_column("", justify="center")
+    for row in diff.rows:
+        label = f"{COMPONENT_LABELS.get(row.component, row.component)} [dim]({row.component})[/]"
+        cells = [f"{row.values[s]:,}" for s in diff.sources]
+        table.add_row(label, *cells, *_differences(row.values, diff.sources), OK if row.ok else BAD,
+                      style=None if row.ok else "red")
+    table.add_section()
+    totals_ok = len(set(diff.totals.values())) <= 1
+    table.add_row("[bold]total[/]", *(f"[bold]{diff.totals[s]:,}[/]" for s in diff.sources),
+                  *_differences(diff.totals, diff.sources), OK if totals_ok else BAD)
+    table.add_row("", *(human_count(diff.totals[s]) for s in diff.sources), *[""] * (len(diff.sources) - 1), "")
+    return table
+
+
+def verify_lines(diff: Diff, breakdowns: dict[str, Breakdown]) -> list[str]:
+    """The sentences under the table: how the head is treated, then each mismatch by name."""
+    lines = []
+    tied = {name for name, b in breakdowns.items() if b.tied}
+    if tied:
+        untied = sorted(set(breakdowns) - tied)
+        lines.append(f"LM head tied to the token embedding in {', '.join(sorted(tied))}: counted once (0 for the head)"
+                     + (f"; untied in {', '.join(untied)}" if untied else ""))
+    lines.append("buffers (rotary frequencies, causal masks) are not parameters and are not counted")
+    for row in diff.mismatches:
+        values = ", ".join(f"{source} {value:,}" for source, value in row.values.items())
+        lines.append(f"[red]✗ mismatch: {COMPONENT_LABELS.get(row.component, row.component)} ({row.component}): {values}[/]")
+    if diff.ok:
+        lines.append(f"[green]✓ all {len(diff.rows)} components and the total agree[/]")
+    return lines
