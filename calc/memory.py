@@ -24,6 +24,8 @@ from calc.units import parse_bytes
 __all__ = [
     "DTYPE_BITS",
     "GPUS",
+    "QUANTIZED",
+    "SCALE_BITS",
     "GPU",
     "Budget",
     "Inference",

@@ -12,7 +12,7 @@ from typing import Iterable, Mapping
 from rich.table import Table
 
 from calc.breakdown import COMPONENT_LABELS
-from calc.memory import DTYPE_BITS, GPUS, SCALE_BITS, Budget, Inference, KVCache
+from calc.memory import DTYPE_BITS, GPUS, QUANTIZED, SCALE_BITS, Budget, Inference, KVCache
 from calc.units import human_bytes
 
 __all__ = ["budget_lines", "gpu_table", "gqa_table", "inference_notes", "inference_table", "kvcache_table", "weights_table"]
@@ -105,7 +105,7 @@ def inference_notes(result: Inference) -> list[str]:
     if w.group_size:
         notes.append(f"group quantization: one {SCALE_BITS}-bit scale per {w.group_size} weights "
                      f"(+{SCALE_BITS / w.group_size:g} bits per weight); zero points are not counted")
-    elif w.dtype in ("fp8", "int8", "int4"):
+    elif w.dtype in QUANTIZED:
         notes.append("no quantization scales counted: add --group-size 128 for GPTQ/AWQ-style fp16 scales")
     return notes
 
