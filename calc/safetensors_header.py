@@ -1,0 +1,245 @@
+"""A strict, header-only reader of `.safetensors` files: what a file holds, never its weights.
+
+The format (https://huggingface.co/docs/safetensors/index#format) is an 8-byte little-endian
+length N, N bytes of JSON, then one flat byte buffer:
+
+    {"__metadata__": {"format": "pt"},
+     "wte.weight": {"dtype": "F32", "shape": [50257, 768], "data_offsets": [0, 154389504]}, ...}
+
+`data_offsets` are [begin, end) inside the byte buffer, which starts right after the header. We
+read the 8 bytes and the header, nothing more, so a 140 GB checkpoint is described by reading a
+few megabytes. Nothing in the header is trusted before it is checked: the length against the
+file size and a 100 MB cap (safetensors' own limit) before anything is allocated, then every
+tensor's dtype, shape and offsets, then that the tensors tile the buffer exactly, with no
+overlap and no hole, as the safetensors library itself requires. Every failure is one
+`GptcalcError` line naming the file and the tensor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from calc.errors import GptcalcError
+
+__all__ = ["DTYPE_BITS", "MAX_HEADER_BYTES", "SafetensorsHeader", "TensorEntry", "parse_header", "read_header", "validate_header"]
+
+MAX_HEADER_BYTES = 100_000_000  # 100 MB, the limit the safetensors library enforces
+LENGTH_BYTES = 8
+
+# Every dtype the safetensors format defines, with its width in bits (F4 and F6 pack below a byte).
+DTYPE_BITS: dict[str, int] = {
+    "BOOL": 8, "U8": 8, "I8": 8,
+    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+    "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+    "I32": 32, "U32": 32, "F32": 32,
+    "I64": 64, "U64": 64, "F64": 64, "C64": 64,
+}
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One tensor as the header describes it; `begin`/`end` are offsets in the data buffer."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+    @property
+    def numel(self) -> int:
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        return count
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.begin
+
+
+@dataclass(frozen=True)
+class SafetensorsHeader:
+    """A validated header: its tensors (in file order), `__metadata__`, and what reading cost."""
+
+    path: str
+    tensors: tuple[TensorEntry, ...]
+    metadata: dict[str, str] = field(default_factory=dict)
+    header_length: int = 0  # N, the JSON's length in bytes
+    file_size: int = 0
+
+    @property
+    def bytes_read(self) -> int:
+        """The 8-byte length plus the JSON header: all this reader ever reads of a file."""
+        return LENGTH_BYTES + self.header_length
+
+    @property
+    def data_size(self) -> int:
+        return self.file_size - LENGTH_BYTES - self.header_length
+
+
+def read_header(path: str | Path) -> SafetensorsHeader:
+    """Read and validate the header of one safetensors file, without touching tensor data."""
+    origin = str(path)
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            length = _read_length(handle.read(LENGTH_BYTES), size, origin)
+            raw = handle.read(length)
+    except OSError as exc:
+        raise GptcalcError(f"{origin}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) != length:
+        raise GptcalcError(f"{origin}: truncated: the header needs {length:,} B but only {len(raw):,} B follow")
+    tensors, metadata = parse_header(raw, size - LENGTH_BYTES - length, origin)
+    return SafetensorsHeader(origin, tensors, metadata, length, size)
+
+
+def _read_length(prefix: bytes, size: int, origin: str) -> int:
+    """The header length N, checked against the cap and the file size before anything is read."""
+    if len(prefix) < LENGTH_BYTES:
+        raise GptcalcError(
+            f"{origin}: not a safetensors file: {size} B is shorter than the 8-byte header length"
+        )
+    length = int.from_bytes(prefix, "little")
+    if length > MAX_HEADER_BYTES:
+        raise GptcalcError(
+            f"{origin}: header length {length:,} B is over the {MAX_HEADER_BYTES:,} B limit "
+            "(not a safetensors file, or a corrupt one)"
+        )
+    if LENGTH_BYTES + length > size:
+        raise GptcalcError(
+            f"{origin}: header length {length:,} B runs past the end of the {size:,} B file (truncated?)"
+        )
+    return length
+
+
+def parse_header(raw: bytes, data_size: int | None, origin: str) -> tuple[tuple[TensorEntry, ...], dict[str, str]]:
+    """Validate header JSON; `data_size` is the byte buffer's length (None when unknown)."""
+    return validate_header(_load_json(raw, origin), data_size, origin)
+
+
+def validate_header(header: dict[str, Any], data_size: int | None, origin: str) -> tuple[tuple[TensorEntry, ...], dict[str, str]]:
+    """Check an already parsed header (e.g. one huggingface_hub fetched) as strictly as a file's."""
+    header = dict(header)
+    metadata = _metadata(header.pop("__metadata__", {}), origin)
+    tensors = tuple(_entry(name, info, origin) for name, info in header.items())
+    _check_layout(tensors, data_size, origin)
+    return tensors, metadata
+
+
+def _load_json(raw: bytes, origin: str) -> dict[str, Any]:
+    try:
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except UnicodeDecodeError as exc:
+        raise GptcalcError(f"{origin}: header is not UTF-8 text (byte {exc.start})") from None
+    except _DuplicateKey as exc:
+        raise GptcalcError(f"{origin}: header names {exc.args[0]!r} twice") from None
+    except RecursionError:
+        raise GptcalcError(f"{origin}: header JSON is nested too deeply") from None
+    except ValueError as exc:  # json.JSONDecodeError, and ints past Python's digit limit
+        raise GptcalcError(f"{origin}: header is not valid JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise GptcalcError(f"{origin}: header is JSON {type(header).__name__}, expected an object")
+    return header
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's object hook: a repeated key would silently hide a tensor, so it is an error."""
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+def _metadata(value: Any, origin: str) -> dict[str, str]:
+    """`__metadata__` is a flat string -> string map (e.g. {"format": "pt"})."""
+    if not isinstance(value, dict):
+        raise GptcalcError(f"{origin}: __metadata__: expected an object, got {_kind(value)}")
+    for key, item in value.items():
+        if not isinstance(item, str):
+            raise GptcalcError(f"{origin}: __metadata__: {key}: expected a string, got {_kind(item)}")
+    return value
+
+
+def _entry(name: str, info: Any, origin: str) -> TensorEntry:
+    where = f"{origin}: tensor {name!r}"
+    if not isinstance(info, dict):
+        raise GptcalcError(f"{where}: expected an object with dtype, shape, data_offsets, got {_kind(info)}")
+    for key in ("dtype", "shape", "data_offsets"):
+        if key not in info:
+            raise GptcalcError(f"{where}: {key}: missing")
+    dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        raise GptcalcError(f"{where}: dtype: unknown dtype {dtype!r} (known: {', '.join(DTYPE_BITS)})")
+    if not isinstance(shape, list) or not all(_is_int(dim) for dim in shape):
+        raise GptcalcError(f"{where}: shape: expected a list of integers, got {_short(shape)}")
+    if any(dim < 0 for dim in shape):
+        raise GptcalcError(f"{where}: shape: negative dimension in {shape}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
+        raise GptcalcError(f"{where}: data_offsets: expected [begin, end] integers, got {_short(offsets)}")
+    begin, end = offsets
+    if begin < 0 or end < begin:
+        raise GptcalcError(f"{where}: data_offsets: [{begin}, {end}] is not a valid byte range")
+    entry = TensorEntry(name, dtype, tuple(shape), begin, end)
+    _check_size(entry, where)
+    return entry
+
+
+def _check_size(entry: TensorEntry, where: str) -> None:
+    """The byte range must hold exactly shape x dtype width (sub-byte dtypes pack to whole bytes)."""
+    bits = entry.numel * DTYPE_BITS[entry.dtype]
+    if bits % 8:
+        raise GptcalcError(f"{where}: {entry.numel:,} x {entry.dtype} is {bits} bits, not a whole number of bytes")
+    if entry.nbytes != bits // 8:
+        raise GptcalcError(
+            f"{where}: data_offsets: [{entry.begin}, {entry.end}] holds {entry.nbytes:,} B but shape "
+            f"{list(entry.shape)} of {entry.dtype} needs {bits // 8:,} B"
+        )
+
+
+def _check_layout(tensors: tuple[TensorEntry, ...], data_size: int | None, origin: str) -> None:
+    """Tensors must tile the data buffer: inside it, no two overlapping, no gap between them."""
+    position, previous = 0, None
+    for entry in sorted(tensors, key=lambda t: (t.begin, t.end)):
+        if entry.begin < position:
+            raise GptcalcError(
+                f"{origin}: tensors {previous!r} and {entry.name!r} overlap (bytes {entry.begin:,}..{position:,})"
+            )
+        if entry.begin > position:
+            raise GptcalcError(f"{origin}: bytes {position:,}..{entry.begin:,} of the data belong to no tensor")
+        position, previous = entry.end, entry.name
+    if data_size is None:
+        return
+    if position > data_size:
+        raise GptcalcError(
+            f"{origin}: tensor {previous!r} ends at data byte {position:,}, past the end of the file "
+            f"({data_size:,} B of data; truncated?)"
+        )
+    if position < data_size:
+        raise GptcalcError(f"{origin}: {data_size - position:,} B after the last tensor belong to no tensor")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string"}.get(type(value), type(value).__name__)
+
+
+def _short(value: Any) -> str:
+    """A flat list of scalars as JSON, anything else by its kind (never a huge or deep dump)."""
+    if isinstance(value, list) and len(value) <= 8 and all(not isinstance(v, (list, dict)) for v in value):
+        return json.dumps(value)
+    return _kind(value)
