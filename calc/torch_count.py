@@ -3,19 +3,15 @@
 Every parameter name goes through `calc.names.classify` and `component_counts`, the same tables
 the checkpoint reader uses, so the torch model and a checkpoint cannot disagree about what a
 tensor is; GPT-2's fused `c_attn` is split into Q, K and V there. A name the tables do not know is
-an error quoting it, never silently skipped.
+an error quoting it, never silently skipped. Imports torch: callers import this module lazily.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from calc.breakdown import ORDER, Breakdown
 from calc.names import classify, component_counts
 from calc.spec import ModelSpec
-
-if TYPE_CHECKING:
-    from calc.torch_ref import Decoder
+from calc.torch_ref import Decoder, build
 
 __all__ = ["breakdown", "torch_breakdown"]
 
@@ -44,6 +40,4 @@ def breakdown(model: Decoder, spec: ModelSpec | None = None) -> Breakdown:
 
 def torch_breakdown(spec: ModelSpec) -> Breakdown:
     """Build the spec on the meta device (no memory, any size) and count it."""
-    from calc.torch_ref import build
-
     return breakdown(build(spec, device="meta"), spec)

@@ -1,0 +1,126 @@
+"""`gptcalc verify`: the table, --json, exit codes 0/1/2, and that a wrong formula is caught by name."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import importlib
+from calc.breakdown import Breakdown, compare
+from calc.cli import main
+from calc.count import count
+from calc.presets import load_spec
+from calc.render import console
+from calc.render_verify import difference_columns, verify_table
+
+pytest.importorskip("torch")
+count_module = importlib.import_module("calc.count")  # the module (calc.count is also the function)
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["verify", *args])
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("name", ["gpt2-small", "llama-70b", "qwen2-72b", "mistral-7b"])
+def test_presets_agree_and_exit_0(name: str) -> None:
+    code, output = run(name, "--json")
+    data = json.loads(output)
+    assert code == 0 and data["ok"] and data["mismatches"] == []
+    assert data["sources"] == ["analytic", "torch"]
+    assert all(row["ok"] and row["analytic"] == row["torch"] for row in data["components"])
+    assert sum(row["torch"] for row in data["components"]) == data["totals"]["torch"] == count(load_spec(name)).total
+
+
+def test_table_rows_add_up_to_the_printed_total() -> None:
+    code, output = run("llama-3-8b")
+    assert code == 0
+    rows = re.findall(r"│ [^│]*\(\w+\)\s*│\s*([\d,]+) │\s*([\d,]+) │\s*0 │ ✓ │", output)
+    total = re.search(r"│ total\s*│\s*([\d,]+) │\s*([\d,]+) │\s*0 │ ✓ │", output)
+    assert rows and total
+    # source: Meta-Llama-3-8B num_parameters() = 8,030,261,248
+    assert total.groups() == ("8,030,261,248", "8,030,261,248")
+    assert sum(int(a.replace(",", "")) for a, _ in rows) == 8_030_261_248
+    # token embedding, attn norm, Q, K, V, WO, MLP norm, gate, up, down, final norm, LM head
+    assert len(rows) == 12 and "all 12 components and the total agree" in output
+
+
+def test_tied_head_is_explained() -> None:
+    code, output = run("gpt2-small")
+    assert code == 0
+    assert "LM head tied to the token embedding in analytic, torch: counted once" in output
+    assert "124,439,808" in output  # source: openai-community/gpt2 num_parameters()
+
+
+def test_wrong_analytic_component_exits_1_and_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A K formula that forgot GQA (d_model * d_model instead of d_model * kv_dim) must be caught."""
+    monkeypatch.setitem(count_module.LAYER_FORMULAS, "k", lambda s: s.d_model * s.d_model)
+    code, output = run("llama-70b")
+    assert code == 1
+    assert re.search(r"│ K weight \(k\)\s*│ .* │ ✗ │", output)
+    assert "✗ mismatch: K weight (k): analytic 5,368,709,120, torch 671,088,640" in output  # 80·8192·8192 vs 80·8192·1024
+    assert "1 of 12 components disagree" in output
+    code, output = run("llama-70b", "--json")
+    data = json.loads(output)
+    assert code == 1 and data["ok"] is False and data["mismatches"] == ["k"]
+
+
+def test_forgotten_lm_head_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(count_module.MODEL_FORMULAS, "lm_head", lambda s: 0)
+    code, output = run("llama-7b")
+    assert code == 1 and "✗ mismatch: LM head (lm_head): analytic 0, torch 131,072,000" in output  # 32000·4096
+
+
+def test_overrides_yaml_and_config_json(tmp_path: Path) -> None:
+    assert run("qwen2-7b", "--set", "n_kv_heads=2", "--set", "tie_embeddings=true")[0] == 0
+    spec = tmp_path / "odd.yaml"
+    spec.write_text("family: llama\nvocab_size: 100\nn_positions: 64\nd_model: 48\nn_layers: 3\n"
+                    "n_heads: 6\nn_kv_heads: 3\nhead_dim: 10\nmlp: gelu\nnorm: layernorm\n")
+    assert run(str(spec))[0] == 0
+    config = {"model_type": "qwen2", "vocab_size": 1000, "max_position_embeddings": 128, "hidden_size": 64,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1, "intermediate_size": 96}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    code, output = run(str(tmp_path), "--json")
+    assert code == 0 and {row["component"] for row in json.loads(output)["components"]} >= {"q_bias", "k_bias"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["no-such-model"], "unknown model 'no-such-model'"),
+    (["gpt2-small", "--set", "n_heads=5"], "n_heads"),
+    (["gpt2-small", "--set", "bogus=1"], "--set bogus: unknown field"),
+])
+def test_bad_input_exits_2_with_one_error_line(args: list[str], message: str) -> None:
+    code, output = run(*args)
+    assert code == 2 and output.startswith("Error: ") and message in output and "Traceback" not in output
+
+
+def test_without_torch_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    for module in ("calc.torch_count", "calc.torch_ref"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    code, output = run("gpt2-small")
+    assert code == 2 and output.startswith("Error: verify: needs torch") and "gptcalc[torch]" in output
+
+
+def test_help_has_an_example() -> None:
+    result = CliRunner().invoke(main, ["verify", "--help"])
+    assert result.exit_code == 0 and "gptcalc verify gpt2-small" in result.output
+
+
+def test_a_third_source_gets_its_own_column() -> None:
+    """The table follows the Diff: a checkpoint source adds a count column and a difference column."""
+    analytic = count(load_spec("gpt2-small"))
+    checkpoint = Breakdown("gpt2-small", 12, {**analytic.components, "q": analytic.get("q") - 5}, source="checkpoint")
+    diff = compare({"analytic": analytic, "torch": analytic, "checkpoint": checkpoint})
+    assert difference_columns(diff) == ["torch − analytic", "checkpoint − analytic"]
+    out = console()
+    with out.capture() as captured:
+        out.print(verify_table("gpt2-small", diff))
+    text = captured.get()
+    assert "checkpoint − analytic" in text and "1 of 17 components disagree" in text
+    assert re.search(r"│ Q weight \(q\)\s*│\s*7,077,888 │\s*7,077,888 │\s*7,077,883 │\s*0 │\s*-5 │ ✗ │", text)
