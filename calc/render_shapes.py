@@ -83,7 +83,7 @@ def shapes_table(j: Journey, explain: bool = False) -> Table:
 def shapes_notes(j: Journey) -> list[str]:
     """The sentences under the table: totals in human units and the conventions behind them."""
     notes = [
-        f"parameters: {count_with_units(j.params)} (each once, as `gptcalc count`)",
+        f"parameters: {count_with_units(j.params)} (each counted once: the total of `gptcalc count`)",
         f"FLOPs of this pass: {j.flops:,} ({human_flops(j.flops)}), "
         f"{j.flops_per_layer:,} ({human_flops(j.flops_per_layer)}) per layer",
         *(f"FLOP convention: {part}" if i == 0 else f"  {part}" for i, part in enumerate(FLOP_CONVENTION.split("; "))),
