@@ -59,7 +59,8 @@ def shapes_table(j: Journey, explain: bool = False) -> Table:
     columns = _EXPLAIN if explain else _NUMBERS
     table = Table(title=_title(j))
     for header, justify in columns:
-        table.add_column(escape(header), justify=justify, no_wrap=header not in ("step", "why"))  # type: ignore[arg-type]
+        wraps = header in ("step", "why")
+        table.add_column(escape(header), justify=justify, no_wrap=not wraps)  # type: ignore[arg-type]
 
     def add(cells: dict[str, str], style: str | None = None) -> None:
         table.add_row(*(cells.get(header, "") for header, _ in columns), style=style)
@@ -72,7 +73,8 @@ def shapes_table(j: Journey, explain: bool = False) -> Table:
         add(_cells(step), None if step.traced else "dim")
         if index == block[-1]:
             if not explain:
-                add({"step": "one block", "params": f"{j.params_per_layer:,}", "FLOPs": f"{j.flops_per_layer:,}"}, "bold")
+                add({"step": "one block", "params": f"{j.params_per_layer:,}",
+                     "FLOPs": f"{j.flops_per_layer:,}"}, "bold")
             table.add_section()
     if not explain:
         table.add_section()
@@ -82,11 +84,13 @@ def shapes_table(j: Journey, explain: bool = False) -> Table:
 
 def shapes_notes(j: Journey) -> list[str]:
     """The sentences under the table: totals in human units and the conventions behind them."""
+    rule, zeros = FLOP_CONVENTION.split("; ", 1)
     notes = [
         f"parameters: {count_with_units(j.params)} (each counted once: the total of `gptcalc count`)",
         f"FLOPs of this pass: {j.flops:,} ({human_flops(j.flops)}), "
         f"{j.flops_per_layer:,} ({human_flops(j.flops_per_layer)}) per layer",
-        *(f"FLOP convention: {part}" if i == 0 else f"  {part}" for i, part in enumerate(FLOP_CONVENTION.split("; "))),
+        f"FLOP convention: {rule}",
+        f"  {zeros}",
         "weights are shown [in, out] as in x @ W (torch nn.Linear stores [out, in]); "
         "rows marked · explain a step that makes no tensor of its own",
     ]

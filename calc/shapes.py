@@ -178,9 +178,11 @@ def _embedding_steps(s: ModelSpec, d: _Dims) -> list[Step]:
         steps.append(Step("position_embedding", "position embedding", hidden, (d.shape(d.new),),
                           d.shape("n_positions", "d_model"), _owned(s, "position_embedding"),
                           note=f"learned rows for {where}"))
-    what = ("token + position rows, added" if s.position_embedding == "learned"
-            else "the token rows alone (rotary positions act inside attention)")
-    steps.append(Step("embeddings", "embeddings into block 0", hidden, (hidden,), note=what))
+    learned = s.position_embedding == "learned"
+    what = {"learned": "token + position rows, added", "rotary": "the token rows (rotary acts inside attention)",
+            "none": "the token rows (no position information)"}[s.position_embedding]
+    steps.append(Step("embeddings", "embeddings into block 0", hidden, (hidden, hidden) if learned else (hidden,),
+                      note=what))
     return steps
 
 
@@ -204,7 +206,8 @@ def _attention_steps(s: ModelSpec, d: _Dims) -> list[Step]:
                 "each token's key: what it can be found by"),
         _linear("v", "V = x·W_V", x, d.shape("d_model", "kv·d_head"), k, _owned(s, "v", "v_bias"),
                 "each token's value: what it passes on"),
-        Step("q_heads", "split Q into heads", q_heads, (q,), per_layer=True, note=f"h={s.n_heads} heads of d_head={s.head_dim}{rope}"),
+        Step("q_heads", "split Q into heads", q_heads, (q,), per_layer=True,
+             note=f"h={s.n_heads} heads of d_head={s.head_dim}{rope}"),
         Step("k_heads", "split K into heads", k_heads, (k,), per_layer=True, note=f"kv={s.n_kv_heads} heads{rope}"),
         Step("v_heads", "split V into heads", k_heads, (k,), per_layer=True, note=f"kv={s.n_kv_heads} heads"),
     ]
@@ -238,7 +241,8 @@ def _score_steps(s: ModelSpec, d: _Dims, q_heads: Shape) -> list[Step]:
              note="future keys masked; each row sums to 1"),
         Step("attn_heads_out", "weights·V", heads_out, (scores, values), flops=_matmul_flops(scores, values),
              per_layer=True, note="each head's weighted sum of values"),
-        Step("attn_concat", "concatenate heads", concat, (heads_out,), per_layer=True, note="back to one row per token"),
+        Step("attn_concat", "concatenate heads", concat, (heads_out,), per_layer=True,
+             note="back to one row per token"),
         _linear("attn_out", "output projection ·W_O", concat, d.shape("h·d_head", "d_model"), x,
                 _owned(s, "attn_out", "attn_out_bias"), "mixes the heads' results back into d_model"),
         Step("attn_residual", "residual: x + attention", x, (x, x), per_layer=True,
@@ -261,7 +265,8 @@ def _mlp_steps(s: ModelSpec, d: _Dims) -> list[Step]:
         Step("mlp_act", act, hidden, act_inputs, per_layer=True, note="elementwise; shape unchanged"),
         _linear("mlp_down", "MLP down ·W_down", hidden, d.shape("d_ff", "d_model"), x,
                 _owned(s, "mlp_down", "mlp_down_bias"), "narrows back to d_model"),
-        Step("mlp_residual", "residual: x + MLP", x, (x, x), per_layer=True, note=f"the block's output; × {s.n_layers} layers"),
+        Step("mlp_residual", "residual: x + MLP", x, (x, x), per_layer=True,
+             note=f"the block's output; × {s.n_layers} layers"),
     ]
     return steps
 
@@ -272,10 +277,12 @@ def _head_steps(s: ModelSpec, d: _Dims) -> list[Step]:
     tied = "; tied: the token embedding's table, transposed (owns 0 parameters)" if s.tie_embeddings else ""
     return [
         _norm(s, d, "final_norm", "final norm", per_layer=False),
-        Step("last_position", "last position", last, (d.shape("B", d.new, "d_model"),), note="only the last row predicts"),
+        Step("last_position", "last position", last, (d.shape("B", d.new, "d_model"),),
+             note="only the last row predicts"),
         Step("logits", "LM head ·W_vocab", logits, (last,), w, _owned(s, "lm_head"), _matmul_flops(last, w),
              note=f"one score per vocabulary entry{tied}"),
-        Step("probs", "softmax → probabilities", logits, (logits,), traced=False, note="probabilities summing to 1"),
+        Step("probs", "softmax → probabilities", logits, (logits,), traced=False,
+             note="probabilities summing to 1"),
         Step("next_token", "next token", d.shape("B"), (logits,), note="argmax (or a sample): one id per sequence"),
     ]
 

@@ -164,7 +164,8 @@ def specs(draw: st.DrawFn):
         "n_positions": draw(st.integers(8, 64)), "d_model": draw(st.integers(1, 64)),
         "n_layers": draw(st.integers(1, 4)), "n_heads": heads, "n_kv_heads": kv, "head_dim": head_dim,
         "d_ff": draw(st.integers(1, 128)), "tie_embeddings": draw(st.booleans()),
-        "qkv_bias": draw(st.booleans()), "mlp": draw(st.sampled_from(["gelu", "swiglu"] if family == "llama" else ["gelu"])),
+        "qkv_bias": draw(st.booleans()),
+        "mlp": draw(st.sampled_from(["gelu", "swiglu"] if family == "llama" else ["gelu"])),
         "position_embedding": draw(st.sampled_from(["learned", "rotary", "none"])),
     }
     return spec_from_dict(data, origin="hypothesis")
@@ -185,7 +186,8 @@ def test_invariants(spec, seq: int, batch: int, decode: bool) -> None:
             assert step.flops == 2 * prod(x.sizes) * step.weight.sizes[1]
     # A block maps [B, T, d_model] to itself; the head reads its last row.
     shapes = by_id(j)
-    assert shapes["embeddings"] == shapes["mlp_residual"] == shapes["final_norm"] == [batch, j.new_tokens, spec.d_model]
+    hidden = [batch, j.new_tokens, spec.d_model]
+    assert shapes["embeddings"] == shapes["mlp_residual"] == shapes["final_norm"] == hidden
     assert shapes["scores"] == [batch, spec.n_heads, j.new_tokens, j.keys]
     # FLOPs scale linearly with the batch.
     assert j.flops == batch * journey(spec, seq, 1, decode).flops
@@ -277,7 +279,8 @@ def test_json() -> None:
     assert code == 0
     assert data["params"] == 124_439_808 and data["batch"] == 3 and data["decode"] is False
     steps = {step["id"]: step for step in data["steps"]}
-    assert steps["q_heads"]["output"] == [3, 12, 5, 64] and steps["q_heads"]["output_dims"] == ["B", "h", "T", "d_head"]
+    assert steps["q_heads"]["output"] == [3, 12, 5, 64]
+    assert steps["q_heads"]["output_dims"] == ["B", "h", "T", "d_head"]
     assert steps["scores"]["inputs"] == [[3, 12, 5, 64], [3, 12, 64, 5]]
     assert steps["logits"]["weight"] == [768, 50257] and steps["probs"]["traced"] is False
     assert data["flops"] == 3 * 927_462_912
