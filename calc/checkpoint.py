@@ -1,0 +1,225 @@
+"""What a checkpoint really stores, as a `Breakdown` (source="checkpoint") and a report.
+
+`read_checkpoint(source, spec)` opens any source (`calc.checkpoint_sources`), then maps every
+tensor name through `calc.names` — the same tables the torch reference model uses — to a
+component. Parameters are counted by component (GPT-2's fused `c_attn` split into Q, K, V in
+the spec's proportions); known buffers (causal masks, rotary `inv_freq`) are listed apart and
+never counted; a name no table knows is reported by name, never dropped. Every tensor's shape is
+checked against the one the spec implies (`expected_shapes`), so a checkpoint can disagree with
+a spec even when the totals happen to match.
+
+The spec is the one given (MODEL), else the checkpoint's config.json, else one inferred from the
+tensor shapes (`calc.checkpoint_infer`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from calc.breakdown import ORDER, Breakdown
+from calc.checkpoint_infer import infer_spec
+from calc.checkpoint_sources import FileRead, RawCheckpoint, TensorRecord, open_checkpoint
+from calc.names import TensorName, classify, component_counts, expected_shapes
+from calc.spec import ModelSpec, spec_from_dict
+
+__all__ = ["CheckpointReport", "ComponentTensors", "ShapeMismatch", "analyze", "read_checkpoint"]
+
+UNSPLIT_QKV = "qkv_fused"  # a fused Q/K/V tensor whose size the spec cannot split (shape mismatch)
+
+
+@dataclass(frozen=True)
+class ShapeMismatch:
+    """One tensor whose presence or shape disagrees with the spec."""
+
+    name: str
+    expected: tuple[int, ...] | None  # None: the spec implies no such tensor
+    found: tuple[int, ...] | None  # None: the checkpoint does not store it
+
+    def describe(self) -> str:
+        if self.found is None:
+            return f"{self.name}: missing (spec expects {list(self.expected or ())})"
+        if self.expected is None:
+            return f"{self.name}: {list(self.found)} stored, but the spec has no such tensor"
+        return f"{self.name}: shape {list(self.found)}, spec expects {list(self.expected)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "expected": _listed(self.expected), "found": _listed(self.found)}
+
+
+@dataclass(frozen=True)
+class ComponentTensors:
+    """The stored tensors that make up one component."""
+
+    component: str
+    tensors: int
+    parameters: int
+    dtypes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CheckpointReport:
+    source: str
+    kind: str
+    spec: ModelSpec
+    spec_origin: str
+    breakdown: Breakdown
+    components: tuple[ComponentTensors, ...]
+    buffers: tuple[TensorRecord, ...]
+    unknown: tuple[TensorRecord, ...]
+    mismatches: tuple[ShapeMismatch, ...]
+    params_by_dtype: dict[str, int]
+    bytes_by_dtype: dict[str, int]  # every stored tensor, buffers and unknown ones included
+    files: tuple[FileRead, ...]
+    bytes_read: int | None
+    tensor_count: int
+    index_total_size: int | None = None
+    aliases: dict[str, str] = field(default_factory=dict)
+    spec_notes: tuple[str, ...] = ()
+
+    @property
+    def buffer_elements(self) -> int:
+        return sum(t.numel for t in self.buffers)
+
+    @property
+    def stored_elements(self) -> int:
+        """Everything in the file: the Hub's "137M" for GPT-2 is this, masks included."""
+        return self.breakdown.total + self.buffer_elements + sum(t.numel for t in self.unknown)
+
+    @property
+    def tensor_bytes(self) -> int:
+        return sum(self.bytes_by_dtype.values())
+
+    @property
+    def ok(self) -> bool:
+        """Every tensor recognised and shaped as the spec says."""
+        return not self.mismatches and not self.unknown
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "kind": self.kind,
+            "ok": self.ok,
+            "spec_origin": self.spec_origin,
+            "spec_notes": list(self.spec_notes),
+            "spec": self.spec.model_dump(),
+            "tensors": self.tensor_count,
+            "parameters": self.breakdown.total,
+            "stored_elements": self.stored_elements,
+            "tied_embeddings": self.breakdown.tied,
+            "breakdown": self.breakdown.to_json(),
+            "components": [c.__dict__ | {"dtypes": list(c.dtypes)} for c in self.components],
+            "buffers": [_record_json(t) for t in self.buffers],
+            "unknown": [_record_json(t) for t in self.unknown],
+            "aliases": self.aliases,
+            "shape_mismatches": [m.to_json() for m in self.mismatches],
+            "parameters_by_dtype": self.params_by_dtype,
+            "bytes_by_dtype": self.bytes_by_dtype,
+            "tensor_bytes": self.tensor_bytes,
+            "index_total_size": self.index_total_size,
+            "files": [f.__dict__ for f in self.files],
+            "bytes_read": self.bytes_read,
+        }
+
+
+def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointReport:
+    """Open a checkpoint (header only) and account for every tensor in it against a spec."""
+    raw = open_checkpoint(source)
+    if spec is not None:
+        return analyze(raw, spec, spec.name)
+    if raw.config is not None:
+        return analyze(raw, spec_from_dict(raw.config, raw.config_origin or source), raw.config_origin or source)
+    inferred, notes = infer_spec(raw)
+    return analyze(raw, inferred, "tensor shapes (no config.json)", notes)
+
+
+def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: tuple[str, ...] = ()) -> CheckpointReport:
+    """Count parameters by component, set buffers and unknown names apart, check every shape."""
+    components: dict[str, int] = defaultdict(int)
+    members: dict[str, list[TensorRecord]] = defaultdict(list)
+    buffers, unknown, found, layers = [], [], {}, set()
+    params_by_dtype: dict[str, int] = defaultdict(int)
+    bytes_by_dtype: dict[str, int] = defaultdict(int)
+    for tensor in raw.tensors:
+        if tensor.name in raw.aliases:
+            continue  # the same memory under a second name (a tied head in a torch state dict)
+        bytes_by_dtype[tensor.dtype] += tensor.nbytes
+        meaning = classify(tensor.name, spec.family)
+        if meaning is None:
+            unknown.append(tensor)
+        elif meaning.is_buffer:
+            buffers.append(tensor)
+        else:
+            found[_canonical(meaning)] = tensor.shape
+            layers.add(meaning.layer)
+            params_by_dtype[tensor.dtype] += tensor.numel
+            for component, count in _split(meaning, tensor.shape, spec).items():
+                components[component] += count
+                members[component].append(tensor)
+    return CheckpointReport(
+        source=raw.source, kind=raw.kind, spec=spec, spec_origin=spec_origin,
+        breakdown=_breakdown(raw, spec, components, layers),
+        components=_component_rows(components, members),
+        buffers=tuple(buffers), unknown=tuple(unknown),
+        mismatches=shape_mismatches(expected_shapes(spec), found),
+        params_by_dtype=dict(params_by_dtype), bytes_by_dtype=dict(bytes_by_dtype),
+        files=raw.files, bytes_read=raw.bytes_read, tensor_count=len(raw.tensors),
+        index_total_size=raw.index_total_size, aliases=dict(raw.aliases), spec_notes=spec_notes,
+    )
+
+
+def _canonical(meaning: TensorName) -> str:
+    """The name without optional prefixes (`transformer.h.3.ln_1.weight` -> `h.3.ln_1.weight`)."""
+    return meaning.template.format(meaning.layer) if meaning.layer is not None else meaning.template
+
+
+def _split(meaning: TensorName, shape: tuple[int, ...], spec: ModelSpec) -> dict[str, int]:
+    try:
+        return component_counts(meaning, shape, spec)
+    except ValueError:  # a fused Q/K/V of another model's size: counted whole, flagged by the shape check
+        elements = 1
+        for dim in shape:
+            elements *= dim
+        return {UNSPLIT_QKV: elements}
+
+
+def _breakdown(raw: RawCheckpoint, spec: ModelSpec, components: dict[str, int], layers: set[int | None]) -> Breakdown:
+    """The checkpoint's counts; a head that is absent (or shares the embedding's memory) is tied."""
+    stored_layers = [layer for layer in layers if layer is not None]
+    tied = "lm_head" not in components and (spec.tie_embeddings or any(
+        name.endswith("lm_head.weight") for name in raw.aliases))
+    ordered = {name: components[name] for name in ORDER if name in components}
+    ordered.update({name: count for name, count in components.items() if name not in ordered})
+    ordered.setdefault("lm_head", 0)  # as the analytic and torch sources: present, 0 when absent
+    return Breakdown(
+        model=raw.source,
+        n_layers=max(stored_layers) + 1 if stored_layers else spec.n_layers,
+        components=ordered,
+        tied=tied,
+        tied_saving=components.get("token_embedding", 0) if tied else 0,
+        source="checkpoint",
+    )
+
+
+def _component_rows(components: dict[str, int], members: dict[str, list[TensorRecord]]) -> tuple[ComponentTensors, ...]:
+    names = [n for n in ORDER if n in components] + [n for n in components if n not in ORDER]
+    return tuple(
+        ComponentTensors(name, len(members[name]), components[name], tuple(sorted({t.dtype for t in members[name]})))
+        for name in names
+    )
+
+
+def shape_mismatches(expected: dict[str, tuple[int, ...]], found: dict[str, tuple[int, ...]]) -> tuple[ShapeMismatch, ...]:
+    """Missing tensors and wrong shapes in the spec's order, then tensors the spec does not have."""
+    rows = [ShapeMismatch(name, shape, found.get(name)) for name, shape in expected.items() if found.get(name) != shape]
+    rows += [ShapeMismatch(name, None, shape) for name, shape in found.items() if name not in expected]
+    return tuple(rows)
+
+
+def _listed(shape: tuple[int, ...] | None) -> list[int] | None:
+    return list(shape) if shape is not None else None
+
+
+def _record_json(tensor: TensorRecord) -> dict[str, Any]:
+    return {"name": tensor.name, "dtype": tensor.dtype, "shape": list(tensor.shape), "nbytes": tensor.nbytes}

@@ -1,0 +1,133 @@
+"""Rich tables for `inspect`, and the checkpoint lines `verify --checkpoint` prints.
+
+The component table's rows add up to its parameter total; buffers and unrecognised tensors are
+shown apart from it, never folded in. Bytes say exact B and both MiB/GiB and MB/GB.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.table import Table
+
+from calc.breakdown import COMPONENT_LABELS
+from calc.checkpoint import CheckpointReport
+from calc.checkpoint_sources import TensorRecord
+from calc.names import classify
+from calc.units import count_with_units, human_bytes, human_count
+
+__all__ = ["buffer_groups", "component_table", "dtype_table", "inspect_lines", "problem_lines", "summary_lines"]
+
+MAX_LISTED = 10  # names listed before "... and N more"
+
+
+def label(component: str) -> str:
+    return COMPONENT_LABELS.get(component, component)
+
+
+def summary_lines(r: CheckpointReport) -> list[str]:
+    """Where it came from, what reading it cost, which spec it was checked against."""
+    files = f"{len(r.files)} file{'s' if len(r.files) != 1 else ''}"
+    read = f"not measured for {files} (torch.load with mmap, or huggingface_hub over HTTP)" if r.bytes_read is None \
+        else f"{_bytes(r.bytes_read)} from {files} (headers only)"
+    lines = [
+        f"source: {r.source} ({r.kind})",
+        f"tensors: {r.tensor_count:,} holding {_bytes(r.tensor_bytes)}",
+        f"bytes read: {read}",
+        f"spec: {r.spec.name} from {r.spec_origin}",
+    ]
+    lines += [f"  assumed: {note}" for note in r.spec_notes]
+    return lines
+
+
+def _bytes(n: int) -> str:
+    """`34,816 B (34.0 KiB, 34.8 kB)`: exact, binary and decimal."""
+    return f"{n:,} B" if n < 1000 else f"{n:,} B ({human_bytes(n)}, {human_bytes(n, binary=False)})"
+
+
+def component_table(r: CheckpointReport) -> Table:
+    """Parameters by component; the rows add up to the total row."""
+    b = r.breakdown
+    table = Table(title=f"{r.source}: {b.total:,} parameters ({human_count(b.total)})")
+    for column in ("component", "tensors", "parameters", "human", "dtypes"):
+        table.add_column(column, justify="left" if column in ("component", "dtypes") else "right")
+    for row in r.components:
+        table.add_row(label(row.component), f"{row.tensors:,}", f"{row.parameters:,}", human_count(row.parameters),
+                      ", ".join(row.dtypes))
+    if b.tied:
+        table.add_row(label("lm_head"), "0", "0 (tied to token embedding)", "", "")
+    table.add_section()
+    table.add_row("[bold]total parameters[/]", "", f"[bold]{b.total:,}[/]", human_count(b.total), "")
+    if r.buffers:
+        table.add_row("buffers (not parameters)", f"{len(r.buffers):,}", f"{r.buffer_elements:,}",
+                      human_count(r.buffer_elements), ", ".join(sorted({t.dtype for t in r.buffers})))
+    if r.unknown:
+        elements = sum(t.numel for t in r.unknown)
+        table.add_row("[red]unrecognised[/]", f"{len(r.unknown):,}", f"{elements:,}", human_count(elements), "")
+    if r.stored_elements != b.total:
+        table.add_row("all stored elements", f"{r.tensor_count - len(r.aliases):,}", f"{r.stored_elements:,}",
+                      human_count(r.stored_elements), "")
+    return table
+
+
+def dtype_table(r: CheckpointReport) -> Table:
+    """Bytes on disk per dtype (buffers included) and the parameters stored in each."""
+    table = Table(title="by dtype")
+    for column in ("dtype", "parameters", "bytes on disk", "binary", "decimal"):
+        table.add_column(column, justify="left" if column == "dtype" else "right")
+    for dtype, nbytes in sorted(r.bytes_by_dtype.items(), key=lambda item: -item[1]):
+        table.add_row(dtype, f"{r.params_by_dtype.get(dtype, 0):,}", f"{nbytes:,} B",
+                      human_bytes(nbytes, binary=True), human_bytes(nbytes, binary=False))
+    table.add_section()
+    table.add_row("total", f"{r.breakdown.total:,}", f"{r.tensor_bytes:,} B",
+                  human_bytes(r.tensor_bytes, binary=True), human_bytes(r.tensor_bytes, binary=False))
+    return table
+
+
+def buffer_groups(r: CheckpointReport) -> list[str]:
+    """`h.{}.attn.bias x 12: [1, 1, 1024, 1024] F32` — one line per kind of buffer."""
+    groups: dict[tuple[str, tuple[int, ...], str], int] = defaultdict(int)
+    for tensor in r.buffers:
+        meaning = classify(tensor.name, r.spec.family)
+        groups[(meaning.template if meaning else tensor.name, tensor.shape, tensor.dtype)] += 1
+    return [f"{template} x {n}: {list(shape)} {dtype}" for (template, shape, dtype), n in groups.items()]
+
+
+def problem_lines(r: CheckpointReport) -> list[str]:
+    """Unrecognised names and shape mismatches, the first few by name."""
+    lines: list[str] = []
+    if r.unknown:
+        lines.append(f"{len(r.unknown)} tensor name(s) not in the {r.spec.family} name map:")
+        lines += [f"  {_describe(t)}" for t in r.unknown[:MAX_LISTED]]
+        lines += _more(len(r.unknown))
+    if r.mismatches:
+        lines.append(f"{len(r.mismatches)} tensor(s) disagree with the spec {r.spec.name}:")
+        lines += [f"  {m.describe()}" for m in r.mismatches[:MAX_LISTED]]
+        lines += _more(len(r.mismatches))
+    return lines
+
+
+def inspect_lines(r: CheckpointReport) -> list[str]:
+    """The notes under the tables: buffers, tying, shared memory, the index's total_size."""
+    lines = []
+    if r.buffers:
+        lines.append(f"buffers (stored, not parameters): {count_with_units(r.buffer_elements)} elements")
+        lines += [f"  {group}" for group in buffer_groups(r)]
+        lines.append(f"parameters + buffers = {count_with_units(r.stored_elements)} stored elements")
+    if r.breakdown.tied:
+        lines.append(f"LM head tied to the token embedding: no lm_head.weight counted "
+                     f"(untied it would add {count_with_units(r.breakdown.tied_saving)})")
+    lines += [f"{alias}: the same memory as {owner} (counted once)" for alias, owner in r.aliases.items()]
+    if r.index_total_size is not None:
+        verdict = "= the tensors' bytes" if r.index_total_size == r.tensor_bytes \
+            else f"!= the tensors' bytes {r.tensor_bytes:,} B (stale index?)"
+        lines.append(f"index total_size: {r.index_total_size:,} B {verdict}")
+    return lines + problem_lines(r)
+
+
+def _describe(t: TensorRecord) -> str:
+    return f"{t.name} {list(t.shape)} {t.dtype}"
+
+
+def _more(n: int) -> list[str]:
+    return [f"  ... and {n - MAX_LISTED} more (--json lists all)"] if n > MAX_LISTED else []
