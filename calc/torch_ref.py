@@ -124,6 +124,18 @@ class Conv1D(nn.Module):
         return y if self.bias is None else y + self.bias
 
 
+class Embedding(nn.Module):
+    """A [rows, d_model] lookup table (nn.Embedding without its constructor-time init, which on
+    the meta device would pull in torch's Python decompositions: +1.5 s for nothing)."""
+
+    def __init__(self, rows: int, d_model: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(rows, d_model))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(ids, self.weight)
+
+
 class RMSNorm(nn.Module):
     """x / rms(x) * weight, computed in float32 as transformers does (no mean, no bias)."""
 
@@ -152,7 +164,10 @@ class Rotary(nn.Module):
 
     def __init__(self, head_dim: int, theta: float) -> None:
         super().__init__()
-        inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        # Computed on the CPU in float32 as transformers does, then moved to the build's device
+        # (torch.empty(0) lands there): arange on meta would import torch's decompositions (+1.5 s).
+        exponents = torch.arange(0, head_dim, 2, dtype=torch.float32, device="cpu") / head_dim
+        inv_freq = (1.0 / theta**exponents).to(torch.empty(0).device)
         self.register_buffer("inv_freq", inv_freq, persistent=False)  # (hs/2,), float32 always
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -277,15 +292,20 @@ class Decoder(Parts):
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__(spec.family)
         self.spec = spec
-        self.place("token_embedding", nn.Embedding(spec.vocab_size, spec.d_model))
+        self.place("token_embedding", Embedding(spec.vocab_size, spec.d_model))
         if spec.position_embedding == "learned":
-            self.place("position_embedding", nn.Embedding(spec.n_positions, spec.d_model))
+            self.place("position_embedding", Embedding(spec.n_positions, spec.d_model))
         self.place("blocks", nn.ModuleList(Block(spec) for _ in range(spec.n_layers)))
         self.place("final_norm", make_norm(spec))
         self.lm_head = None if spec.tie_embeddings else nn.Linear(spec.d_model, spec.vocab_size, bias=False)
         self.rotary = Rotary(spec.head_dim, spec.rope_theta) if spec.position_embedding == "rotary" else None
-        self.apply(_init_weights)
+        if not self.lm_head_weight().is_meta:  # meta tensors hold no values to initialise
+            self.apply(_init_weights)
         self._register_load_state_dict_pre_hook(self._accept_hf_names)
+
+    def lm_head_weight(self) -> torch.Tensor:
+        """The [vocab, d_model] output matrix: the token embedding's own when tied."""
+        return self.part("token_embedding").weight if self.lm_head is None else self.lm_head.weight
 
     def new_cache(self) -> KVCache:
         return KVCache()
@@ -310,8 +330,7 @@ class Decoder(Parts):
             x = block(x, positions, self.rotary, layer, cache, trace)  # (B, T, d)
         x = self.part("final_norm")(x)
         trace("final_norm", x)
-        head = self.part("token_embedding").weight if self.lm_head is None else self.lm_head.weight
-        logits = F.linear(x, head)  # (B, T, vocab)
+        logits = F.linear(x, self.lm_head_weight())  # (B, T, vocab)
         trace("last_position", x[:, -1])  # (B, d)
         trace("logits", logits[:, -1])  # (B, vocab)
         trace("next_token", logits[:, -1].argmax(dim=-1))  # (B,)
@@ -333,7 +352,7 @@ class Decoder(Parts):
 
 def _init_weights(module: nn.Module) -> None:
     """GPT-2's initialisation: N(0, 0.02) matrices, zero biases, unit norms (a no-op on meta)."""
-    if isinstance(module, (nn.Linear, Conv1D, nn.Embedding)):
+    if isinstance(module, (nn.Linear, Conv1D, Embedding)):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if getattr(module, "bias", None) is not None:
             nn.init.zeros_(module.bias)
