@@ -20,11 +20,12 @@ from typing import Any
 
 from calc.breakdown import ORDER, Breakdown
 from calc.checkpoint_infer import infer_spec
+from calc.errors import GptcalcError
 from calc.checkpoint_sources import FileRead, RawCheckpoint, TensorRecord, open_checkpoint
 from calc.names import TensorName, classify, component_counts, expected_shapes
 from calc.spec import ModelSpec, spec_from_dict
 
-__all__ = ["CheckpointReport", "ComponentTensors", "ShapeMismatch", "analyze", "read_checkpoint"]
+__all__ = ["CheckpointReport", "ComponentTensors", "ShapeMismatch", "analyze", "read_checkpoint", "read_for_verify"]
 
 UNSPLIT_QKV = "qkv_fused"  # a fused Q/K/V tensor whose size the spec cannot split (shape mismatch)
 
@@ -132,6 +133,21 @@ def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointRep
         return analyze(raw, spec_from_dict(raw.config, raw.config_origin or source), raw.config_origin or source)
     inferred, notes = infer_spec(raw)
     return analyze(raw, inferred, "tensor shapes (no config.json)", notes)
+
+
+def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, Any] | None = None) -> CheckpointReport:
+    """`verify --checkpoint`: against MODEL, else the checkpoint's own config.json (with --set).
+
+    Never against a spec inferred from the very shapes being checked: that would always agree.
+    """
+    raw = open_checkpoint(source)
+    if spec is not None:
+        return analyze(raw, spec, spec.name)
+    if raw.config is None:
+        raise GptcalcError(f"{source}: no config.json beside the weights, so MODEL is needed to verify against")
+    origin = raw.config_origin or source
+    spec = spec_from_dict({**raw.config, **(overrides or {})}, f"{origin} (with --set)" if overrides else origin)
+    return analyze(raw, spec, origin)
 
 
 def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: tuple[str, ...] = ()) -> CheckpointReport:

@@ -22,7 +22,7 @@ from calc import hf
 from calc.errors import GptcalcError
 from calc.safetensors_header import read_header, validate_header
 
-__all__ = ["FileRead", "RawCheckpoint", "TensorRecord", "open_checkpoint"]
+__all__ = ["FileRead", "RawCheckpoint", "TensorRecord", "as_state_dict", "load_torch_file", "open_checkpoint"]
 
 # What a checkpoint directory may hold, in the order they are looked for.
 WEIGHT_FILES = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json", "pytorch_model.bin")
@@ -178,7 +178,7 @@ _TORCH_DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16
 
 def _torch_tensors(path: Path) -> tuple[tuple[TensorRecord, ...], dict[str, str]]:
     """Tensor names, dtypes and shapes of a state dict; memory-mapped, so the weights stay on disk."""
-    state = _state_dict(_torch_load(path), path)
+    state = as_state_dict(load_torch_file(path), path)
     records, owners, aliases = [], {}, {}
     for name in sorted(state, key=lambda n: n.endswith("lm_head.weight")):  # a tied head is the alias
         tensor = state[name]
@@ -194,7 +194,7 @@ def _torch_tensors(path: Path) -> tuple[tuple[TensorRecord, ...], dict[str, str]
     return tuple(sorted(records, key=lambda r: order[r.name])), aliases
 
 
-def _torch_load(path: Path) -> Any:
+def load_torch_file(path: Path) -> Any:
     try:
         import torch
     except ImportError:
@@ -220,7 +220,7 @@ def _first_line(exc: Exception) -> str:
     return text[0][:200] if text else type(exc).__name__
 
 
-def _state_dict(obj: Any, path: Path) -> dict[str, Any]:
+def as_state_dict(obj: Any, path: Path) -> dict[str, Any]:
     """A flat name -> tensor mapping, or one wrapped under "state_dict" / "model"."""
     import torch
 

@@ -309,34 +309,103 @@ def verify_sources(spec: Any) -> dict[str, Any]:
 
 
 @main.command(context_settings=CONTEXT)
-@model_options
+@click.argument("model", required=False)
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a spec field, e.g. --set qkv_bias=false (repeatable).")
+@click.option("--checkpoint", metavar="PATH|REPO_ID", default=None,
+              help="Also compare with what this checkpoint stores, tensor by tensor (headers only). "
+                   "MODEL may be omitted when it has a config.json.")
+@click.option("--load", is_flag=True,
+              help="With --checkpoint: load the weights into the torch model (strict=True) and run one forward pass.")
 @json_option
-def verify(spec: Any, as_json: bool) -> None:
+def verify(model: str | None, overrides: tuple[str, ...], checkpoint: str | None, load: bool, as_json: bool) -> None:
     """Check the analytic counts against a real torch model built from the same spec.
 
     The torch model is built on the meta device (no memory, any size) with Hugging Face
     parameter names; each parameter is mapped to a component and compared. Exit 0 when every
     component and the total agree, 1 on any mismatch (after printing the table).
 
+    --checkpoint adds a third column: what a checkpoint really stores, read from its headers
+    only, every tensor's name and shape checked against the spec (a wrong shape, a missing or
+    unrecognised tensor also exits 1). --load then loads its weights for real (strict=True) and
+    runs one forward pass.
+
     \b
     Example:
       gptcalc verify gpt2-small
       gptcalc verify llama-70b --json
       gptcalc verify qwen2-7b --set n_kv_heads=2
+      gptcalc verify gpt2-small --checkpoint ./gpt2/model.safetensors
+      gptcalc verify --checkpoint ./Llama-2-7b-hf --load
     """
     from calc import render, render_verify
     from calc.breakdown import compare
 
+    spec, report = verify_checkpoint_spec(model, overrides, checkpoint, load)
     sources = verify_sources(spec)
+    if report is not None:
+        sources["checkpoint"] = report.breakdown
+    loaded = verify_load(report) if load else None
     diff = compare(sources)
+    ok = diff.ok and (report is None or report.ok) and (loaded is None or loaded.ok)
     if as_json:
         render.print_json({"model": spec.name, **diff.to_json(),
                            "mismatches": [row.component for row in diff.mismatches],
-                           "tied": {name: b.tied for name, b in sources.items()}})
+                           "tied": {name: b.tied for name, b in sources.items()},
+                           **verify_checkpoint_json(report, loaded), "ok": ok})
     else:
         out = render.console()
         out.print(render_verify.verify_table(spec.name, diff))
         for line in render_verify.verify_lines(diff, sources):
             out.print(f"  {line}")
-    if not diff.ok:
+        for line in verify_checkpoint_lines(report, loaded):
+            out.print(f"  {line}", markup=False)
+    if not ok:
         raise SystemExit(1)
+
+
+# --- verify --checkpoint / --load (issue 5): the checkpoint as a third source ----------------------
+
+def verify_checkpoint_spec(model: str | None, overrides: tuple[str, ...], checkpoint: str | None,
+                           load: bool) -> tuple[Any, Any]:
+    """The spec to verify (MODEL, else the checkpoint's config.json) and the checkpoint report."""
+    if load and checkpoint is None:
+        raise GptcalcError("--load: needs --checkpoint PATH|REPO_ID (the weights to load)")
+    if checkpoint is None:
+        if model is None:
+            raise GptcalcError("verify: give MODEL, or --checkpoint PATH|REPO_ID holding a config.json")
+        return load_model(model, overrides), None
+    from calc.checkpoint import read_for_verify
+    from calc.presets import parse_overrides
+
+    spec = load_model(model, overrides) if model else None
+    report = read_for_verify(checkpoint, spec, parse_overrides(overrides))
+    return report.spec, report
+
+
+def verify_load(report: Any) -> Any:
+    try:
+        from calc.checkpoint_load import load_and_run
+    except ImportError as exc:
+        raise GptcalcError(f"--load: needs torch ({exc}); install it with: pip install 'gptcalc[torch]'") from None
+    return load_and_run(report)
+
+
+def verify_checkpoint_json(report: Any, loaded: Any) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    if report is not None:
+        result["checkpoint"] = report.to_json()
+    if loaded is not None:
+        result["load"] = loaded.to_json()
+    return result
+
+
+def verify_checkpoint_lines(report: Any, loaded: Any) -> list[str]:
+    if report is None:
+        return []
+    from calc.render_checkpoint import verify_checkpoint_lines as lines
+
+    result = lines(report)
+    if loaded is not None:
+        result.append(f"{'✓' if loaded.ok else '✗'} --load: {loaded.message}")
+    return result

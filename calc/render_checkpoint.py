@@ -16,7 +16,8 @@ from calc.checkpoint_sources import TensorRecord
 from calc.names import classify
 from calc.units import count_with_units, human_bytes, human_count
 
-__all__ = ["buffer_groups", "component_table", "dtype_table", "inspect_lines", "problem_lines", "summary_lines"]
+__all__ = ["buffer_groups", "component_table", "dtype_table", "inspect_lines", "problem_lines", "summary_lines",
+           "verify_checkpoint_lines"]
 
 MAX_LISTED = 10  # names listed before "... and N more"
 
@@ -131,3 +132,16 @@ def _describe(t: TensorRecord) -> str:
 
 def _more(n: int) -> list[str]:
     return [f"  ... and {n - MAX_LISTED} more (--json lists all)"] if n > MAX_LISTED else []
+
+
+def verify_checkpoint_lines(r: CheckpointReport) -> list[str]:
+    """Under the verify table: what was read, what is stored but not counted, each disagreement."""
+    read = "not measured" if r.bytes_read is None else f"{_bytes(r.bytes_read)} read, headers only"
+    lines = [f"checkpoint: {r.source} ({r.kind}; {r.tensor_count:,} tensors; {read})"]
+    if r.buffers:
+        lines.append(f"checkpoint buffers, stored but not parameters: {'; '.join(buffer_groups(r))}")
+    lines += [f"{alias}: the same memory as {owner} (counted once)" for alias, owner in r.aliases.items()]
+    lines += problem_lines(r)
+    if r.ok:
+        lines.append(f"every checkpoint tensor has the name and shape {r.spec.name} implies")
+    return lines
