@@ -351,7 +351,7 @@ class Decoder(Parts):
 
 
 def _init_weights(module: nn.Module) -> None:
-    """GPT-2's initialisation: N(0, 0.02) matrices, zero biases, unit norms (a no-op on meta)."""
+    """GPT-2's initialisation: N(0, 0.02) matrices and embeddings, zero biases (norms start at 1)."""
     if isinstance(module, (nn.Linear, Conv1D, Embedding)):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if getattr(module, "bias", None) is not None:

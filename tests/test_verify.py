@@ -93,6 +93,7 @@ def test_overrides_yaml_and_config_json(tmp_path: Path) -> None:
     (["no-such-model"], "unknown model 'no-such-model'"),
     (["gpt2-small", "--set", "n_heads=5"], "n_heads"),
     (["gpt2-small", "--set", "bogus=1"], "--set bogus: unknown field"),
+    (["someone/not-cached"], "not in the local Hugging Face cache"),  # hub ids work offline only from the cache
 ])
 def test_bad_input_exits_2_with_one_error_line(args: list[str], message: str) -> None:
     code, output = run(*args)
