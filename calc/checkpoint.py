@@ -128,7 +128,7 @@ def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointRep
     """Open a checkpoint (header only) and account for every tensor in it against a spec."""
     raw = open_checkpoint(source)
     if spec is not None:
-        return analyze(raw, spec, spec.name)
+        return analyze(raw, spec, "the MODEL argument")
     if raw.config is not None:
         return analyze(raw, spec_from_dict(raw.config, raw.config_origin or source), raw.config_origin or source)
     inferred, notes = infer_spec(raw)
@@ -142,7 +142,7 @@ def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, An
     """
     raw = open_checkpoint(source)
     if spec is not None:
-        return analyze(raw, spec, spec.name)
+        return analyze(raw, spec, "the MODEL argument")
     if raw.config is None:
         raise GptcalcError(f"{source}: no config.json beside the weights, so MODEL is needed to verify against")
     origin = raw.config_origin or source
