@@ -34,9 +34,10 @@ GPT2_MASKS = 12 * 1024 * 1024  # source: 12 causal-mask buffers of shape [1, 1, 
 
 # source: Llama-2-70b-hf config (d 8192, 80 layers, 64 heads / 8 KV heads of 128, d_ff 28672, vocab 32000)
 LLAMA2_70B_PARAMS = 2 * 32000 * 8192 + 8192 + 80 * (2 * 8192 + 2 * 8192 * 8192 + 2 * 1024 * 8192 + 3 * 8192 * 28672)
-# source: model.safetensors.index.json of meta-llama/Llama-2-70b-hf, "total_size": 137953316864
-# (quoted e.g. in https://github.com/... accelerate big-model blog, 15 shards model-000NN-of-00015);
-# it is 2 bytes x 68,976,648,192 F16 parameters + 80 layers x 64 F32 inv_freq values x 4 bytes.
+# source: https://huggingface.co/meta-llama/Llama-2-70b-hf/blob/main/model.safetensors.index.json,
+# "metadata": {"total_size": 137953316864} over 15 shards model-000NN-of-00015 (seen in a public copy of
+# that index quoted in an accelerate big-model tutorial); the test below writes out why: 2 bytes x
+# 68,976,648,192 F16 parameters + 80 layers x 64 F32 inv_freq values x 4 bytes.
 LLAMA2_70B_TOTAL_SIZE = 137_953_316_864
 
 
