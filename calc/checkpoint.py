@@ -20,8 +20,8 @@ from typing import Any
 
 from calc.breakdown import ORDER, Breakdown
 from calc.checkpoint_infer import infer_spec
-from calc.errors import GptcalcError
 from calc.checkpoint_sources import FileRead, RawCheckpoint, TensorRecord, open_checkpoint
+from calc.errors import GptcalcError
 from calc.names import TensorName, classify, component_counts, expected_shapes
 from calc.spec import ModelSpec, spec_from_dict
 

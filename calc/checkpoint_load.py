@@ -18,8 +18,8 @@ import torch
 
 from calc import hf
 from calc.checkpoint import CheckpointReport
-from calc.count import count
 from calc.checkpoint_sources import as_state_dict, load_torch_file
+from calc.count import count
 from calc.errors import GptcalcError
 from calc.torch_ref import Decoder, build
 from calc.units import human_bytes

@@ -12,7 +12,6 @@ import json
 import struct
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,8 +19,8 @@ from hypothesis import strategies as st
 from calc.checkpoint import read_checkpoint
 from calc.cli import main
 from calc.errors import GptcalcError
-from calc.safetensors_header import read_header
 from calc.names import NAME_MAPS
+from calc.safetensors_header import read_header
 from checkpoint_files import header_bytes, numel, write_safetensors
 
 LAYOUT = {

@@ -108,7 +108,7 @@ def test_load_strict_and_forward(tiny, family: str) -> None:
     root, _ = tiny[family]
     code, out, _ = run("--checkpoint", str(root / "sharded"), "--load")
     assert code == 0, out
-    assert "✓ --load: loaded" in out and "with strict=True" in out and f"[1, 8, 97]" in out
+    assert "✓ --load: loaded" in out and "with strict=True" in out and "[1, 8, 97]" in out
 
 
 @pytest.mark.parametrize("family", sorted(TINY))
