@@ -69,6 +69,8 @@ COMPONENT_LABELS: dict[str, str] = {
     "mlp_down_bias": "MLP down bias",
     "final_norm": "final norm",
     "lm_head": "LM head",
+    # a checkpoint's fused Q/K/V tensor that does not split in the spec's proportions
+    "qkv_fused": "fused Q/K/V (unsplittable)",
 }
 
 ORDER: tuple[str, ...] = ("token_embedding", "position_embedding", *LAYER_COMPONENTS, "final_norm", "lm_head")

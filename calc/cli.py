@@ -294,20 +294,6 @@ def inspect(checkpoint: str, model: str | None, as_json: bool) -> None:
         out.print(line, markup=False)
 
 
-def verify_sources(spec: Any) -> dict[str, Any]:
-    """The breakdowns `verify` compares, reference first: the analytic formulas, then torch.
-
-    A further source (a checkpoint) is one more entry; the table and JSON follow the Diff.
-    """
-    from calc.count import count as count_params
-
-    try:
-        from calc.torch_count import torch_breakdown
-    except ImportError as exc:
-        raise GptcalcError(f"verify: needs torch ({exc}); install it with: pip install 'gptcalc[torch]'") from None
-    return {"analytic": count_params(spec), "torch": torch_breakdown(spec)}
-
-
 @main.command(context_settings=CONTEXT)
 @click.argument("model", required=False)
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -339,73 +325,15 @@ def verify(model: str | None, overrides: tuple[str, ...], checkpoint: str | None
       gptcalc verify --checkpoint ./Llama-2-7b-hf --load
     """
     from calc import render, render_verify
-    from calc.breakdown import compare
+    from calc.verify import verify as run_verification
 
-    spec, report = verify_checkpoint_spec(model, overrides, checkpoint, load)
-    sources = verify_sources(spec)
-    if report is not None:
-        sources["checkpoint"] = report.breakdown
-    loaded = verify_load(report) if load else None
-    diff = compare(sources)
-    ok = diff.ok and (report is None or report.ok) and (loaded is None or loaded.ok)
+    result = run_verification(model, overrides, checkpoint, load)
     if as_json:
-        render.print_json({"model": spec.name, **diff.to_json(),
-                           "mismatches": [row.component for row in diff.mismatches],
-                           "tied": {name: b.tied for name, b in sources.items()},
-                           **verify_checkpoint_json(report, loaded), "ok": ok})
+        render.print_json(result.to_json())
     else:
         out = render.console()
-        out.print(render_verify.verify_table(spec.name, diff))
-        for line in render_verify.verify_lines(diff, sources):
+        out.print(render_verify.verify_table(result.spec.name, result.diff))
+        for line in render_verify.verify_lines(result):
             out.print(f"  {line}")
-        for line in verify_checkpoint_lines(report, loaded):
-            out.print(f"  {line}", markup=False)
-    if not ok:
+    if not result.ok:
         raise SystemExit(1)
-
-
-# --- verify --checkpoint / --load (issue 5): the checkpoint as a third source ----------------------
-
-def verify_checkpoint_spec(model: str | None, overrides: tuple[str, ...], checkpoint: str | None,
-                           load: bool) -> tuple[Any, Any]:
-    """The spec to verify (MODEL, else the checkpoint's config.json) and the checkpoint report."""
-    if load and checkpoint is None:
-        raise GptcalcError("--load: needs --checkpoint PATH|REPO_ID (the weights to load)")
-    if checkpoint is None:
-        if model is None:
-            raise GptcalcError("verify: give MODEL, or --checkpoint PATH|REPO_ID holding a config.json")
-        return load_model(model, overrides), None
-    from calc.checkpoint import read_for_verify
-    from calc.presets import parse_overrides
-
-    spec = load_model(model, overrides) if model else None
-    report = read_for_verify(checkpoint, spec, parse_overrides(overrides))
-    return report.spec, report
-
-
-def verify_load(report: Any) -> Any:
-    try:
-        from calc.checkpoint_load import load_and_run
-    except ImportError as exc:
-        raise GptcalcError(f"--load: needs torch ({exc}); install it with: pip install 'gptcalc[torch]'") from None
-    return load_and_run(report)
-
-
-def verify_checkpoint_json(report: Any, loaded: Any) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    if report is not None:
-        result["checkpoint"] = report.to_json()
-    if loaded is not None:
-        result["load"] = loaded.to_json()
-    return result
-
-
-def verify_checkpoint_lines(report: Any, loaded: Any) -> list[str]:
-    if report is None:
-        return []
-    from calc.render_checkpoint import verify_checkpoint_lines as lines
-
-    result = lines(report)
-    if loaded is not None:
-        result.append(f"{'✓' if loaded.ok else '✗'} --load: {loaded.message}")
-    return result

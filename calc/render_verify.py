@@ -7,10 +7,13 @@ drops in beside torch without changing this module.
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
-from calc.breakdown import COMPONENT_LABELS, Breakdown, Diff
+from calc.breakdown import COMPONENT_LABELS, Diff
+from calc.render_checkpoint import verify_checkpoint_lines
 from calc.units import human_count
+from calc.verify import Verification
 
 __all__ = ["difference_columns", "verify_lines", "verify_table"]
 
@@ -51,8 +54,10 @@ def verify_table(model: str, diff: Diff) -> Table:
     return table
 
 
-def verify_lines(diff: Diff, breakdowns: dict[str, Breakdown]) -> list[str]:
-    """The sentences under the table: how the head is treated, then each mismatch by name."""
+def verify_lines(result: Verification) -> list[str]:
+    """The sentences under the table: how the head is treated, each mismatch by name, then the
+    checkpoint's own findings (escaped: tensor shapes like [768, 2304] are not markup)."""
+    diff, breakdowns = result.diff, result.sources
     lines = []
     tied = {name for name, b in breakdowns.items() if b.tied}
     if tied:
@@ -65,4 +70,8 @@ def verify_lines(diff: Diff, breakdowns: dict[str, Breakdown]) -> list[str]:
         lines.append(f"[red]✗ mismatch: {COMPONENT_LABELS.get(row.component, row.component)} ({row.component}): {values}[/]")
     if diff.ok:
         lines.append(f"[green]✓ all {len(diff.rows)} components and the total agree[/]")
+    if result.checkpoint is not None:
+        lines += [escape(line) for line in verify_checkpoint_lines(result.checkpoint)]
+    if result.loaded is not None:
+        lines.append(escape(f"{'✓' if result.loaded.ok else '✗'} --load: {result.loaded.message}"))
     return lines

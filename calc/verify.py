@@ -1,0 +1,90 @@
+"""`verify`: line up every source of truth for one spec and decide whether they agree.
+
+The sources are the analytic formulas (the reference), the torch model built from the same spec,
+and, when asked, a checkpoint's tensors (headers only) and a real load of its weights. Each
+source yields a `Breakdown`, so agreement is one `compare()`; the checkpoint adds its own
+per-tensor checks (names, shapes) and `--load` its forward pass. torch is imported only here,
+lazily, so the CLI module stays light.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from calc.breakdown import Breakdown, Diff, compare
+from calc.count import count
+from calc.errors import GptcalcError
+from calc.presets import load_spec, parse_overrides
+from calc.spec import ModelSpec
+
+__all__ = ["Verification", "torch_source", "verify"]
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The sources compared, their per-component diff, and the checkpoint's own findings."""
+
+    spec: ModelSpec
+    sources: dict[str, Breakdown]
+    diff: Diff
+    checkpoint: Any = None  # calc.checkpoint.CheckpointReport
+    loaded: Any = None  # calc.checkpoint_load result of --load
+
+    @property
+    def ok(self) -> bool:
+        return (self.diff.ok and (self.checkpoint is None or self.checkpoint.ok)
+                and (self.loaded is None or self.loaded.ok))
+
+    def to_json(self) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "model": self.spec.name,
+            **self.diff.to_json(),
+            "mismatches": [row.component for row in self.diff.mismatches],
+            "tied": {name: b.tied for name, b in self.sources.items()},
+        }
+        if self.checkpoint is not None:
+            result["checkpoint"] = self.checkpoint.to_json()
+        if self.loaded is not None:
+            result["load"] = self.loaded.to_json()
+        return {**result, "ok": self.ok}
+
+
+def torch_source(spec: ModelSpec) -> Breakdown:
+    """The torch reference model's breakdown (built on the meta device: any size, no memory)."""
+    try:
+        from calc.torch_count import torch_breakdown
+    except ImportError as exc:
+        raise GptcalcError(f"verify: needs torch ({exc}); install it with: pip install 'gptcalc[torch]'") from None
+    return torch_breakdown(spec)
+
+
+def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str | None = None,
+           load: bool = False) -> Verification:
+    """Analytic vs torch, plus the checkpoint (and a real load) when one is given."""
+    if load and checkpoint is None:
+        raise GptcalcError("--load: needs --checkpoint PATH|REPO_ID (the weights to load)")
+    changes = parse_overrides(overrides)
+    spec = load_spec(model, changes) if model else None
+    report = loaded = None
+    if checkpoint is not None:
+        from calc.checkpoint import read_for_verify
+
+        report = read_for_verify(checkpoint, spec, changes)
+        spec = report.spec
+    if spec is None:
+        raise GptcalcError("verify: give MODEL, or --checkpoint PATH|REPO_ID holding a config.json")
+    sources = {"analytic": count(spec), "torch": torch_source(spec)}
+    if report is not None:
+        sources["checkpoint"] = report.breakdown
+    if load:
+        loaded = _load(report)
+    return Verification(spec, sources, compare(sources), report, loaded)
+
+
+def _load(report: Any) -> Any:
+    try:
+        from calc.checkpoint_load import load_and_run
+    except ImportError as exc:
+        raise GptcalcError(f"--load: needs torch ({exc}); install it with: pip install 'gptcalc[torch]'") from None
+    return load_and_run(report)
