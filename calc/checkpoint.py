@@ -14,6 +14,8 @@ tensor shapes (`calc.checkpoint_infer`).
 
 from __future__ import annotations
 
+import math
+
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -194,10 +196,7 @@ def _split(meaning: TensorName, shape: tuple[int, ...], spec: ModelSpec) -> dict
     try:
         return component_counts(meaning, shape, spec)
     except ValueError:  # a fused Q/K/V of another model's size: counted whole, flagged by the shape check
-        elements = 1
-        for dim in shape:
-            elements *= dim
-        return {UNSPLIT_QKV: elements}
+        return {UNSPLIT_QKV: math.prod(shape)}
 
 
 def _breakdown(raw: RawCheckpoint, spec: ModelSpec, components: dict[str, int], layers: set[int | None]) -> Breakdown:

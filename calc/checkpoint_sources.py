@@ -11,6 +11,8 @@ imported only on the paths that need them.
 
 from __future__ import annotations
 
+import math
+
 import json
 import pickle
 import zipfile
@@ -41,10 +43,7 @@ class TensorRecord:
 
     @property
     def numel(self) -> int:
-        count = 1
-        for dim in self.shape:
-            count *= dim
-        return count
+        return math.prod(self.shape)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ parameter. A tuple marks a fused tensor (GPT-2's `c_attn`) that holds Q, K and V
 
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass
 
@@ -190,9 +192,7 @@ def component_counts(meaning: TensorName, shape: tuple[int, ...], spec: ModelSpe
     (q_dim : kv_dim : kv_dim); its element count must divide that way or the split is refused.
     A buffer contributes nothing.
     """
-    elements = 1
-    for dim in shape:
-        elements *= dim
+    elements = math.prod(shape)
     if meaning.target is None:
         return {}
     if isinstance(meaning.target, str):

@@ -17,6 +17,8 @@ overlap and no hole, as the safetensors library itself requires. Every failure i
 
 from __future__ import annotations
 
+import math
+
 import json
 import os
 from dataclasses import dataclass, field
@@ -53,10 +55,7 @@ class TensorEntry:
 
     @property
     def numel(self) -> int:
-        count = 1
-        for dim in self.shape:
-            count *= dim
-        return count
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
