@@ -164,9 +164,8 @@ def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, gq
         return
     out = render.console()
     out.print(table)
-    for spec in specs:
-        if seq and seq > spec.n_positions:
-            out.print(f"  note: seq {seq:,} is longer than {spec.name}'s context ({spec.n_positions:,})")
+    for note in filter(None, (render_memory.context_note(spec, seq) for spec in specs)):
+        out.print(f"  {note}")
 
 
 def _gqa_json(variants: Any) -> dict[str, Any]:
@@ -223,7 +222,9 @@ def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: 
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
                   render_memory.gpu_table(result)):
         out.print(table)
-    for line in render_memory.inference_notes(result) + (render_memory.budget_lines(solved, label) if solved else []):
+    notes = [render_memory.context_note(spec, seq), *render_memory.inference_notes(result),
+             *(render_memory.budget_lines(solved, label) if solved else [])]
+    for line in filter(None, notes):
         out.print(f"  {line}")
 
 

@@ -45,7 +45,7 @@ _REQUIRED = ("vocab_size", "n_positions", "d_model", "n_layers", "n_heads")
 
 # model_type -> (family, key table, what the family's modelling code does when a key is absent).
 _MODEL_TYPES: dict[str, tuple[str, dict[str, tuple[str, ...]], dict[str, Any]]] = {
-    "gpt2": ("gpt2", _GPT2_KEYS, {"tie_embeddings": True}),
+    "gpt2": ("gpt2", _GPT2_KEYS, {}),
     "llama": ("llama", _LLAMA_KEYS, {}),
     "mistral": ("llama", _LLAMA_KEYS, {}),
     # Qwen2Attention has bias=True on q_proj, k_proj, v_proj and bias=False on o_proj.
@@ -62,7 +62,7 @@ def looks_like_repo_id(text: str) -> bool:
 def spec_dict_from_config(config: dict[str, Any], origin: str) -> dict[str, Any]:
     """Translate one config.json mapping to spec fields (not yet validated)."""
     model_type = config.get("model_type")
-    if model_type not in _MODEL_TYPES:
+    if not isinstance(model_type, str) or model_type not in _MODEL_TYPES:
         raise GptcalcError(
             f"{origin}: model_type: {model_type!r} is not supported "
             f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})"

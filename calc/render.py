@@ -10,6 +10,7 @@ import json
 from typing import Any, Iterable
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from calc.breakdown import COMPONENT_LABELS, Breakdown
@@ -35,7 +36,7 @@ def share(part: int, total: int) -> str:
 
 def count_table(spec: ModelSpec, b: Breakdown) -> Table:
     """Seed 004's breakdown: outside-the-stack rows, one block x n_layers, the grand total."""
-    table = Table(title=f"{spec.name}: {b.total:,} parameters ({human_count(b.total)})")
+    table = Table(title=f"{escape(spec.name)}: {b.total:,} parameters ({human_count(b.total)})")
     for column, justify in (("component", "left"), ("per layer", "right"), ("count", "right"),
                             ("human", "right"), ("share", "right")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
@@ -78,7 +79,7 @@ def presets_table(rows: Iterable[tuple[ModelSpec, Breakdown]]) -> Table:
     for header in headers:
         table.add_column(header, justify="left" if header == "name" else "right")
     for spec, b in rows:
-        table.add_row(spec.name, str(spec.n_layers), f"{spec.d_model:,}", str(spec.n_heads), str(spec.n_kv_heads),
+        table.add_row(escape(spec.name), str(spec.n_layers), f"{spec.d_model:,}", str(spec.n_heads), str(spec.n_kv_heads),
                       str(spec.head_dim), f"{spec.d_ff:,}", f"{spec.vocab_size:,}", f"{spec.n_positions:,}",
                       f"{b.total:,}", human_count(b.total))
     return table

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+from rich.markup import escape
 from rich.table import Table
 
 from calc.breakdown import COMPONENT_LABELS
 from calc.memory import DTYPE_BITS, GPUS, QUANTIZED, SCALE_BITS, Budget, Inference, KVCache
+from calc.spec import ModelSpec
 from calc.units import human_bytes
 
-__all__ = ["budget_lines", "gpu_table", "gqa_table", "inference_notes", "inference_table", "kvcache_table", "weights_table"]
+__all__ = ["budget_lines", "context_note", "gpu_table", "gqa_table", "inference_notes", "inference_table", "kvcache_table", "weights_table"]
 
 
 def _columns(table: Table, *headers: str) -> Table:
@@ -35,7 +37,7 @@ def kvcache_table(caches: Iterable[KVCache]) -> Table:
                      "model", "attention", "layers", "KV heads", "head_dim", "seq", "batch", "dtype",
                      "bytes/token", "total", "GiB units", "GB units")
     for kv in caches:
-        table.add_row(kv.model, kv.attention_kind, str(kv.n_layers), f"{kv.n_kv_heads}/{kv.n_heads}",
+        table.add_row(escape(kv.model), kv.attention_kind, str(kv.n_layers), f"{kv.n_kv_heads}/{kv.n_heads}",
                       str(kv.head_dim), f"{kv.seq:,}", f"{kv.batch:,}", kv.dtype, f"{kv.bytes_per_token:,}",
                       *_units(kv.total_bytes))
     return table
@@ -49,7 +51,7 @@ def gqa_table(models: Iterable[Mapping[str, KVCache]]) -> Table:
         mha = variants["MHA"].total_bytes
         for name, kv in variants.items():
             label = f"{kv.attention_kind} (model's own)" if name == "model" else name
-            table.add_row(kv.model if name == "MHA" else "", label, f"{kv.n_kv_heads}/{kv.n_heads}",
+            table.add_row(escape(kv.model) if name == "MHA" else "", label, f"{kv.n_kv_heads}/{kv.n_heads}",
                           f"{kv.bytes_per_token:,}", *_units(kv.total_bytes), f"{mha // kv.total_bytes}x")
         table.add_section()
     return table
@@ -59,7 +61,7 @@ def weights_table(result: Inference) -> Table:
     """Bytes per component at the weights' dtype; the rows add up to the total row."""
     w = result.weights
     scales = f", +1 {SCALE_BITS}-bit scale per {w.group_size} weights" if w.group_size else ""
-    table = _columns(Table(title=f"{w.model}: weights at {w.dtype} ({DTYPE_BITS[w.dtype]} bits per weight{scales})"),
+    table = _columns(Table(title=f"{escape(w.model)}: weights at {w.dtype} ({DTYPE_BITS[w.dtype]} bits per weight{scales})"),
                      "component", "params", "bytes", "GiB units", "GB units")
     for name, size in w.components.items():
         table.add_row(COMPONENT_LABELS.get(name, name), f"{w.params[name]:,}", *_units(size))
@@ -71,7 +73,7 @@ def weights_table(result: Inference) -> Table:
 def inference_table(result: Inference) -> Table:
     """Weights + KV cache = what inference keeps in memory (activations and overhead excluded)."""
     kv = result.kv
-    table = _columns(Table(title=f"{kv.model}: inference memory at seq {kv.seq:,} x batch {kv.batch:,}"),
+    table = _columns(Table(title=f"{escape(kv.model)}: inference memory at seq {kv.seq:,} x batch {kv.batch:,}"),
                      "", "bytes", "GiB units", "GB units")
     table.add_row(f"weights ({result.weights.dtype})", *_units(result.weights.total_bytes))
     table.add_row(f"KV cache ({kv.dtype}, {kv.bytes_per_token:,} B/token)", *_units(kv.total_bytes))
@@ -126,3 +128,10 @@ def budget_lines(budget: Budget, label: str) -> list[str]:
              if budget.limited_by == "context" else "limited by memory")
     lines.append(f"[bold]{what} at {fixed}: {budget.answer:,}[/] ({limit})")
     return lines
+
+
+def context_note(spec: ModelSpec, seq: int | None) -> str | None:
+    """A warning when --seq asks for more tokens than the model was trained to attend over."""
+    if seq is None or seq <= spec.n_positions:
+        return None
+    return f"note: seq {seq:,} is longer than {escape(spec.name)}'s context ({spec.n_positions:,})"

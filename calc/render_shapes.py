@@ -27,8 +27,8 @@ def human_flops(n: int) -> str:
 
 def _title(j: Journey) -> str:
     if j.decode:
-        return f"{j.model}: decode 1 new token after T={j.seq} cached, batch B={j.batch}"
-    return f"{j.model}: prefill of T={j.seq} tokens, batch B={j.batch}"
+        return f"{escape(j.model)}: decode 1 new token after T={j.seq} cached, batch B={j.batch}"
+    return f"{escape(j.model)}: prefill of T={j.seq} tokens, batch B={j.batch}"
 
 
 # (header, justify); `explain` swaps the numbers for a sentence per step so the table still fits.

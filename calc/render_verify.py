@@ -36,7 +36,7 @@ def _differences(values: dict[str, int], sources: tuple[str, ...]) -> list[str]:
 def verify_table(model: str, diff: Diff) -> Table:
     """Rows of components (label and key), one count column per source, differences, ✓/✗, totals."""
     verdict = "all agree" if diff.ok else f"{len(diff.mismatches)} of {len(diff.rows)} components disagree"
-    table = Table(title=f"{model}: {' vs '.join(diff.sources)} ({verdict})")
+    table = Table(title=f"{escape(model)}: {' vs '.join(diff.sources)} ({verdict})")
     table.add_column("component")
     for header in (*diff.sources, *difference_columns(diff)):
         table.add_column(header, justify="right")

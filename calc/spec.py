@@ -47,7 +47,8 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 _Count = Field(gt=0)
-_DERIVED = ("n_kv_heads", "head_dim", "d_ff")
+# Fields that default from other fields: missing only when those are missing or invalid.
+_DERIVED = ("n_kv_heads", "head_dim", "d_ff", *FAMILY_DEFAULTS["gpt2"])
 
 
 class ModelSpec(BaseModel):
@@ -85,7 +86,8 @@ class ModelSpec(BaseModel):
         """Fill the fields that default from other fields, before they are validated."""
         if not isinstance(data, dict):
             return data
-        filled = dict(FAMILY_DEFAULTS.get(data.get("family", "gpt2"), {}))
+        family = data.get("family", "gpt2")
+        filled = dict(FAMILY_DEFAULTS.get(family, {}) if isinstance(family, str) else {})
         filled.update({key: value for key, value in data.items() if value is not None})
         heads, width = filled.get("n_heads"), filled.get("d_model")
         if _is_int(heads):
@@ -158,7 +160,6 @@ def _first_error(exc: ValidationError) -> str:
     """`field: what is wrong` for the first error (all missing fields at once), and how many more."""
     errors = exc.errors(include_url=False)
     missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing" and e["loc"]]
-    # n_kv_heads, head_dim and d_ff are only missing because the fields they default from are.
     others = [e for e in errors if e["type"] != "missing"]
     missing = [name for name in missing if name not in _DERIVED] or ([] if others else missing)
     if missing:

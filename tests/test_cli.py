@@ -119,3 +119,25 @@ def test_python_dash_m() -> None:
     done = subprocess.run([sys.executable, "-m", "calc", "count", "gpt2", "--json"], cwd=REPO,
                           capture_output=True, text=True, check=True)
     assert json.loads(done.stdout)["total"] == 124_439_808
+
+
+@pytest.mark.parametrize("command", [["count"], ["memory"], ["kvcache"], ["kvcache", "--gqa"],
+                                     ["shapes", "--seq", "3"], ["memory", "--seq", "64"]])
+def test_names_are_text_not_markup(tmp_path: Path, command: list[str]) -> None:
+    """A model called `a[/]b` is printed as such; rich must not read it as a closing tag."""
+    path = tmp_path / "spec.yaml"
+    path.write_text("name: 'a[/]b [bold]'\nvocab_size: 10\nn_positions: 16\nd_model: 8\nn_layers: 1\nn_heads: 2\n")
+    code, out, err = run(command[0], str(path), *command[1:])
+    assert code == 0, err
+    assert "a[/]b [bold]" in out
+
+
+@pytest.mark.parametrize("budget", ["inf", "nan", "1e400x", "-80GB"])
+def test_impossible_budgets_are_input_errors(budget: str) -> None:
+    code, _, err = run("memory", "gpt2-small", "--budget", budget)
+    assert code == 2 and err.startswith("Error: --budget: ") and "Traceback" not in err
+
+
+def test_memory_warns_when_seq_exceeds_context() -> None:
+    code, out, _ = run("memory", "gpt2-small", "--seq", "2048")
+    assert code == 0 and "note: seq 2,048 is longer than gpt2-small's context (1,024)" in out

@@ -109,6 +109,7 @@ def test_config_json_file_and_directory(tmp_path: Path, config: dict, preset: st
     ("{not json", "not valid JSON"),
     ("[1, 2]", "expected a JSON object, got list"),
     ('{"model_type": "bert"}', "model_type: 'bert' is not supported (supported: gpt2, llama, mistral, qwen2)"),
+    ('{"model_type": ["gpt2"]}', "model_type: ['gpt2'] is not supported"),
     ('{"model_type": "llama", "vocab_size": 10}', "max_position_embeddings: missing (required)"),
     ('{"model_type": "gpt2", "n_embd": 770, "n_head": 12, "n_layer": 1, "vocab_size": 5, "n_positions": 8}',
      "d_model=770 is not divisible by n_heads=12"),

@@ -56,6 +56,7 @@ def test_frozen() -> None:
         ({"family": "llama", "head_dim": 15}, "f.yaml: head_dim=15 must be even for rotary"),
         ({"mlp": "swiglu"}, "f.yaml: mlp=swiglu needs family=llama"),
         ({"vocab_size": None}, "f.yaml: vocab_size: missing (required)"),
+        ({"family": ["llama"]}, "f.yaml: family: Input should be 'gpt2' or 'llama'"),
     ],
 )
 def test_errors_name_the_field(change: dict, message: str) -> None:
