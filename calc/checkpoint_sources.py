@@ -29,6 +29,8 @@ __all__ = ["FileRead", "RawCheckpoint", "TensorRecord", "as_state_dict", "load_t
 # What a checkpoint directory may hold, in the order they are looked for.
 WEIGHT_FILES = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json", "pytorch_model.bin")
 TORCH_SUFFIXES = (".bin", ".pt", ".pth")
+# A path ending in one of these is a file, never a Hub repo id (`Qwen/Qwen2.5-7B` has a dot and is a repo).
+FILE_SUFFIXES = (".safetensors", ".json", *TORCH_SUFFIXES)
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ def open_checkpoint(text: str) -> RawCheckpoint:
         return _from_dir(path, text)
     if path.is_file():
         return _from_file(path, text)
-    if hf.looks_like_repo_id(text) and not path.suffix:
+    if hf.looks_like_repo_id(text) and path.suffix.lower() not in FILE_SUFFIXES:
         return _from_hub(text)
     raise GptcalcError(f"{text}: no such file or directory (nor a Hub repo id like org/name)")
 

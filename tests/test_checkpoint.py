@@ -423,3 +423,15 @@ def test_hub_repo_online_reads_headers_through_huggingface_hub(gpt2_file: Path, 
     repo.files_metadata["model.safetensors"] = SafetensorsFileMetadata(metadata, bad)
     with pytest.raises(GptcalcError, match=r"online-org/gpt2/model.safetensors: tensor 'h.0.ln_1.weight'"):
         read_checkpoint("online-org/gpt2")
+
+
+@pytest.mark.parametrize("repo_id", ["meta-llama/Llama-3.1-8B", "Qwen/Qwen2.5-7B"])
+def test_hub_repo_ids_with_a_dot_are_repo_ids(repo_id: str) -> None:
+    """A dot in the name is not a file suffix: offline, the error is the Hub cache's, not 'no such file'."""
+    with pytest.raises(GptcalcError, match=rf"{repo_id}: config.json is not in the local Hugging Face cache"):
+        read_checkpoint(repo_id)
+
+
+def test_a_missing_weights_file_with_an_org_like_path_is_no_such_file() -> None:
+    with pytest.raises(GptcalcError, match=r"org/model.safetensors: no such file or directory"):
+        read_checkpoint("org/model.safetensors")

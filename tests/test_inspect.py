@@ -144,6 +144,7 @@ BAD = {
     "missing shard": (_missing_shard, "which is missing"),
     "pickle that runs code": (lambda p: _pickle(p / "evil.bin"), "refused to unpickle"),
     "hub repo offline, not cached": (lambda p: "no-such-org/no-such-model", "not in the local Hugging Face cache"),
+    "hub repo id with a dot, offline": (lambda p: "Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-7B: config.json is not in the local Hugging Face cache"),
 }
 
 
