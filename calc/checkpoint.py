@@ -128,7 +128,7 @@ class CheckpointReport:
 
 def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointReport:
     """Open a checkpoint (header only) and account for every tensor in it against a spec."""
-    raw = open_checkpoint(source)
+    raw = open_checkpoint(source, with_config=spec is None)
     if spec is not None:
         return analyze(raw, spec, "the MODEL argument")
     if raw.config is not None:
@@ -142,7 +142,7 @@ def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, An
 
     Never against a spec inferred from the very shapes being checked: that would always agree.
     """
-    raw = open_checkpoint(source)
+    raw = open_checkpoint(source, with_config=spec is None)
     if spec is not None:
         return analyze(raw, spec, "the MODEL argument")
     if raw.config is None:

@@ -72,15 +72,19 @@ class RawCheckpoint:
         return None if any(c is None for c in counts) else sum(counts)  # type: ignore[misc]
 
 
-def open_checkpoint(text: str) -> RawCheckpoint:
-    """A .safetensors file, a .bin/.pt state dict, a directory, an index.json, or a Hub repo id."""
+def open_checkpoint(text: str, with_config: bool = True) -> RawCheckpoint:
+    """A .safetensors file, a .bin/.pt state dict, a directory, an index.json, or a Hub repo id.
+
+    with_config=False when the caller already has a spec: the config.json beside the weights is
+    then neither read nor translated, so one of a model_type we do not support is no obstacle.
+    """
     path = Path(text).expanduser()
     if path.is_dir():
-        return _from_dir(path, text)
+        return _from_dir(path, text, with_config)
     if path.is_file():
         return _from_file(path, text)
     if hf.looks_like_repo_id(text) and path.suffix.lower() not in FILE_SUFFIXES:
-        return _from_hub(text)
+        return _from_hub(text, with_config)
     raise GptcalcError(f"{text}: no such file or directory (nor a Hub repo id like org/name)")
 
 
@@ -98,8 +102,8 @@ def _from_file(path: Path, source: str, config: tuple[dict[str, Any], str] | Non
     return RawCheckpoint(source, "safetensors file", tensors, (read,), spec, origin)
 
 
-def _from_dir(path: Path, source: str) -> RawCheckpoint:
-    config = _dir_config(path)
+def _from_dir(path: Path, source: str, with_config: bool) -> RawCheckpoint:
+    config = _dir_config(path) if with_config else None
     for name in WEIGHT_FILES:
         if (path / name).is_file():
             return _from_file(path / name, source, config)
@@ -236,11 +240,11 @@ def as_state_dict(obj: Any, path: Path) -> dict[str, Any]:
     raise GptcalcError(f"{path}: not a state dict: the file holds a {type(obj).__name__}, expected name -> tensor")
 
 
-def _from_hub(repo_id: str) -> RawCheckpoint:
+def _from_hub(repo_id: str, with_config: bool) -> RawCheckpoint:
     """config.json, then the weights' headers: from the local cache if there, else over HTTP."""
     from huggingface_hub import constants
 
-    config = (hf.spec_dict_from_hub(repo_id), f"{repo_id}/config.json")
+    config = (hf.spec_dict_from_hub(repo_id), f"{repo_id}/config.json") if with_config else None
     if cached := _from_cache(repo_id, config):
         return cached
     if constants.HF_HUB_OFFLINE:
@@ -251,7 +255,7 @@ def _from_hub(repo_id: str) -> RawCheckpoint:
     return _from_hub_metadata(repo_id, config)
 
 
-def _from_cache(repo_id: str, config: tuple[dict[str, Any], str]) -> RawCheckpoint | None:
+def _from_cache(repo_id: str, config: tuple[dict[str, Any], str] | None) -> RawCheckpoint | None:
     """The cached checkpoint, read like a local one; None unless every file it needs is cached."""
     import huggingface_hub
 
@@ -268,7 +272,7 @@ def _from_cache(repo_id: str, config: tuple[dict[str, Any], str]) -> RawCheckpoi
     return None
 
 
-def _from_hub_metadata(repo_id: str, config: tuple[dict[str, Any], str]) -> RawCheckpoint:
+def _from_hub_metadata(repo_id: str, config: tuple[dict[str, Any], str] | None) -> RawCheckpoint:
     """Headers only, through huggingface_hub's range requests; checked as strictly as a local file."""
     import huggingface_hub
     from huggingface_hub import errors
@@ -293,8 +297,9 @@ def _from_hub_metadata(repo_id: str, config: tuple[dict[str, Any], str]) -> RawC
         tensors.extend(TensorRecord(e.name, e.dtype, e.shape, e.nbytes, filename) for e in entries)
     files = tuple(FileRead(f"{repo_id}/{name}", None, None) for name in sorted(meta.files_metadata))
     total = (meta.metadata or {}).get("total_size")
+    spec, origin = config or (None, None)
     return RawCheckpoint(repo_id, f"Hub safetensors headers ({len(files)} files)", tuple(tensors), files,
-                         config[0], config[1], total if isinstance(total, int) else None)
+                         spec, origin, total if isinstance(total, int) else None)
 
 
 def _httpx_errors() -> tuple[type[Exception], ...]:

@@ -103,6 +103,17 @@ def test_inspect_a_sharded_directory(tmp_path: Path) -> None:
     assert "assumed:" in out  # no config.json: the spec was read off the shapes, and says so
 
 
+def test_model_given_ignores_an_unsupported_config_beside_the_weights(tmp_path: Path) -> None:
+    write_safetensors(tmp_path / "model.safetensors", gpt2_small_layout())
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 768}))
+    code, out, err = run("inspect", str(tmp_path), "--model", "gpt2-small")
+    assert code == 0, err
+    assert "spec: gpt2-small from the MODEL argument" in out
+    code, out, err = run("inspect", str(tmp_path))  # without --model the config.json is the spec, and is refused
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("Error: ") and "model_type: 'bert' is not supported" in err
+
+
 def test_inspect_help_has_an_example() -> None:
     code, out, _ = run("inspect", "--help")
     assert code == 0 and "Example:" in out and "gptcalc inspect" in out

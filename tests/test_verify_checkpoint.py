@@ -85,6 +85,17 @@ def test_an_unrecognised_tensor_fails_verification(tmp_path: Path) -> None:
     assert "score.weight [2, 768] F32" in out  # ... but a tensor no map knows is named, and fails
 
 
+def test_model_given_ignores_an_unsupported_config_beside_the_weights(tmp_path: Path) -> None:
+    write_safetensors(tmp_path / "model.safetensors", gpt2_small_layout())
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 768}))
+    code, out, err = run("gpt2-small", "--checkpoint", str(tmp_path))
+    assert code == 0, err
+    assert "every checkpoint tensor has the name and shape gpt2-small implies" in out
+    code, out, err = run("--checkpoint", str(tmp_path))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("Error: ") and "model_type: 'bert' is not supported" in err
+
+
 def test_json_carries_the_checkpoint_report(gpt2_file: Path) -> None:
     code, out, _ = run("gpt2-small", "--checkpoint", str(gpt2_file), "--json")
     data = json.loads(out)
