@@ -73,7 +73,8 @@ COMPONENT_LABELS: dict[str, str] = {
     "qkv_fused": "fused Q/K/V (unsplittable)",
 }
 
-ORDER: tuple[str, ...] = ("token_embedding", "position_embedding", *LAYER_COMPONENTS, "final_norm", "lm_head")
+# Table order: embeddings, the block, then what follows the stack.
+ORDER: tuple[str, ...] = (*MODEL_COMPONENTS[:2], *LAYER_COMPONENTS, *MODEL_COMPONENTS[2:])
 
 
 @dataclass(frozen=True)

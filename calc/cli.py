@@ -50,12 +50,16 @@ def main() -> None:
     """
 
 
+set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                          help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of tables.")
+
+
 def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """MODEL plus `--set key=value` overrides; the command receives a loaded `spec`."""
 
     @click.argument("model")
-    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-                  help="Override a spec field, e.g. --set qkv_bias=false (repeatable).")
+    @set_option
     @functools.wraps(command)
     def wrapper(model: str, overrides: tuple[str, ...], **kwargs: Any) -> Any:
         return command(spec=load_model(model, overrides), **kwargs)
@@ -67,9 +71,6 @@ def load_model(model: str, overrides: tuple[str, ...] = ()) -> Any:
     from calc.presets import load_spec, parse_overrides
 
     return load_spec(model, parse_overrides(overrides))
-
-
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of tables.")
 
 
 @main.command(context_settings=CONTEXT)
@@ -133,8 +134,7 @@ _POSITIVE = click.IntRange(min=1)
 @click.option("--batch", type=_POSITIVE, default=1, show_default=True, help="Sequences held at once.")
 @click.option("--dtype", type=_DTYPES, default="fp16", show_default=True, help="Storage type of the cached K and V.")
 @click.option("--gqa", is_flag=True, help="Show each model under MHA, its own attention and MQA, with the saving.")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a spec field of every MODEL, e.g. --set n_kv_heads=8 (repeatable).")
+@set_option
 @json_option
 def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, gqa: bool,
             overrides: tuple[str, ...], as_json: bool) -> None:
@@ -297,8 +297,7 @@ def inspect(checkpoint: str, model: str | None, as_json: bool) -> None:
 
 @main.command(context_settings=CONTEXT)
 @click.argument("model", required=False)
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a spec field, e.g. --set qkv_bias=false (repeatable).")
+@set_option
 @click.option("--checkpoint", metavar="PATH|REPO_ID", default=None,
               help="Also compare with what this checkpoint stores, tensor by tensor (headers only). "
                    "MODEL may be omitted when it has a config.json.")

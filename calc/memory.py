@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from calc.breakdown import Breakdown
 from calc.errors import GptcalcError
-from calc.spec import ModelSpec
+from calc.spec import ModelSpec, attention_kind
 from calc.units import parse_bytes
 
 __all__ = [
@@ -92,9 +92,7 @@ class KVCache:
 
     @property
     def attention_kind(self) -> str:
-        if self.n_kv_heads == self.n_heads:
-            return "MHA"
-        return "MQA" if self.n_kv_heads == 1 else "GQA"
+        return attention_kind(self.n_heads, self.n_kv_heads)
 
     def to_json(self) -> dict[str, object]:
         return {

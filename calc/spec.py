@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from calc.errors import GptcalcError
 
-__all__ = ["FAMILY_DEFAULTS", "ModelSpec", "spec_from_dict"]
+__all__ = ["FAMILY_DEFAULTS", "ModelSpec", "attention_kind", "spec_from_dict"]
 
 Family = Literal["gpt2", "llama"]
 
@@ -132,14 +132,18 @@ class ModelSpec(BaseModel):
 
     @property
     def attention_kind(self) -> str:
-        """"MHA", "GQA" or "MQA", from n_kv_heads."""
-        if self.n_kv_heads == self.n_heads:
-            return "MHA"
-        return "MQA" if self.n_kv_heads == 1 else "GQA"
+        return attention_kind(self.n_heads, self.n_kv_heads)
 
     def with_changes(self, **changes: Any) -> ModelSpec:
         """A new validated spec with some fields changed (derived defaults are not recomputed)."""
         return spec_from_dict({**self.model_dump(), **changes}, origin=self.name)
+
+
+def attention_kind(n_heads: int, n_kv_heads: int) -> str:
+    """"MHA" (a KV head per query head), "MQA" (one KV head for all) or "GQA" (in between)."""
+    if n_kv_heads == n_heads:
+        return "MHA"
+    return "MQA" if n_kv_heads == 1 else "GQA"
 
 
 def _is_int(value: Any) -> bool:

@@ -32,3 +32,19 @@ def test_every_command_appears_in_the_readme() -> None:
     readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
     for name in main.commands:
         assert f"gptcalc {name}" in readme, name
+
+
+def test_readme_spec_example_counts_as_published() -> None:
+    """The README's own YAML example is TinyLlama-1.1B's shape; its count must stay right."""
+    import yaml
+
+    from calc.count import count
+    from calc.spec import spec_from_dict
+
+    readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
+    example = yaml.safe_load(readme.split("```yaml\n", 1)[1].split("```", 1)[0])
+    # source: TinyLlama/TinyLlama-1.1B's config (hidden 2048, 22 layers, 32 heads, 4 KV heads,
+    # intermediate 5632, vocab 32000, untied): 2*V*d + L*(2d^2 + 2*d*256 + 3*d*5632 + 2d) + d
+    d = 2048
+    expected = 2 * 32000 * d + 22 * (2 * d * d + 2 * d * 256 + 3 * d * 5632 + 2 * d) + d
+    assert count(spec_from_dict(example, "README.md")).total == expected == 1_100_048_384

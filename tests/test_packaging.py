@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -16,7 +17,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_wheel_carries_presets_and_runs_from_elsewhere(tmp_path: Path) -> None:
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(REPO)],
+    source = tmp_path / "source"  # a copy of the tracked files: the build leaves nothing in the checkout
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, source / name)
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source)],
                    check=True, cwd=tmp_path)
     wheel = next((tmp_path / "dist").glob("gptcalc-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()

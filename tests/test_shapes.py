@@ -93,6 +93,15 @@ def test_qwen2_72b_keys_are_8_heads_of_128_against_64_query_heads() -> None:
     assert shapes["logits"] == [1, 152064]
     groups = next(s for s in j.steps if s.id == "kv_groups")
     assert not groups.traced and "8 query heads" in groups.note
+    # Parameters each step owns, written out from the same config (weights + Q/K/V biases, no
+    # bias on o_proj or the MLP, RMSNorm scale only, untied head): independent of calc.count.
+    params = {s.id: s.params for s in j.steps}
+    assert params["q"] == 8192 * 8192 + 8192
+    assert params["k"] == params["v"] == 8192 * 1024 + 1024
+    assert params["attn_out"] == 8192 * 8192
+    assert params["mlp_gate"] == params["mlp_up"] == params["mlp_down"] == 8192 * 29568
+    assert params["attn_norm"] == params["mlp_norm"] == params["final_norm"] == 8192
+    assert params["token_embedding"] == params["logits"] == 152064 * 8192
 
 
 def teaching_model():
