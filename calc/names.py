@@ -116,7 +116,6 @@ def expected_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
     because its Conv1D computes x @ W. A tied head has no `lm_head.weight`.
     """
     layer_shapes = _gpt2_layer(spec) if spec.family == "gpt2" else _llama_layer(spec)
-    names = NAME_MAPS[spec.family]
     shapes: dict[str, tuple[int, ...]] = {}
     embed = "wte.weight" if spec.family == "gpt2" else "model.embed_tokens.weight"
     shapes[embed] = (spec.vocab_size, spec.d_model)

@@ -104,8 +104,13 @@ def test_every_command_is_documented_with_an_example() -> None:
         assert "-h, --help" in out
 
 
-@pytest.mark.parametrize("command", [["count", "gpt2-small"], ["presets"]])
+@pytest.mark.parametrize("command", [
+    ["count", "gpt2-small"], ["presets"], ["kvcache", "--gqa"],
+    ["memory", "llama-70b", "--budget", "H100-80GB", "--json"],
+    ["shapes", "llama-3-8b", "--seq", "16", "--decode"],
+])
 def test_calculator_commands_do_not_import_torch(command: list[str]) -> None:
+    """A calculator answers instantly: none of these may load torch, transformers or safetensors."""
     code = (
         "import sys; from click.testing import CliRunner; from calc.cli import main; "
         f"r = CliRunner().invoke(main, {command!r}); assert r.exit_code == 0, r.output; "
