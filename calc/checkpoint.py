@@ -27,7 +27,7 @@ from calc.errors import GptcalcError
 from calc.names import TensorName, classify, component_counts, expected_shapes
 from calc.spec import ModelSpec, spec_from_dict
 
-__all__ = ["CheckpointReport", "ComponentTensors", "ShapeMismatch", "analyze", "read_checkpoint", "read_for_verify"]
+__all__ = ["CheckpointReport", "ComponentTensors", "LoadResult", "ShapeMismatch", "analyze", "read_checkpoint", "read_for_verify"]
 
 UNSPLIT_QKV = "qkv_fused"  # a fused Q/K/V tensor whose size the spec cannot split (shape mismatch)
 
@@ -124,6 +124,20 @@ class CheckpointReport:
             "files": [f.__dict__ for f in self.files],
             "bytes_read": self.bytes_read,
         }
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What `verify --load` found (`calc.checkpoint_load`); here, beside the report, so that a
+    load skipped because the header check failed needs no torch."""
+
+    ok: bool
+    message: str
+    tensors: int = 0
+    logits_shape: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "message": self.message, "tensors": self.tensors, "logits_shape": list(self.logits_shape)}
 
 
 def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointReport:

@@ -10,34 +10,21 @@ shape [1, T, vocab_size]. Imports torch; the CLI imports this module only when -
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from calc import hf
-from calc.checkpoint import CheckpointReport
+from calc.checkpoint import CheckpointReport, LoadResult
 from calc.checkpoint_sources import as_state_dict, load_torch_file
 from calc.count import count
 from calc.errors import GptcalcError
 from calc.torch_ref import Decoder, build
 from calc.units import human_bytes
 
-__all__ = ["LoadResult", "load_and_run", "load_weights", "memory_needed"]
+__all__ = ["load_and_run", "load_weights", "memory_needed"]
 
 FORWARD_TOKENS = 8
-
-
-@dataclass(frozen=True)
-class LoadResult:
-    ok: bool
-    message: str
-    tensors: int = 0
-    logits_shape: tuple[int, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "message": self.message, "tensors": self.tensors, "logits_shape": list(self.logits_shape)}
 
 
 def memory_needed(report: CheckpointReport) -> int:

@@ -83,6 +83,12 @@ def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str |
 
 
 def _load(report: Any) -> Any:
+    """Load the weights for real, unless the headers already disagree with the spec: building the
+    model of a spec the checkpoint contradicts and reading every weight could only fail, slowly."""
+    from calc.checkpoint import LoadResult
+
+    if not report.ok:
+        return LoadResult(False, "skipped: header check failed (the tensor names or shapes above disagree with the spec)")
     try:
         from calc.checkpoint_load import load_and_run
     except ImportError as exc:

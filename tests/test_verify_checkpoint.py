@@ -137,7 +137,8 @@ def test_loaded_weights_give_transformers_logits(tiny, family: str) -> None:
             assert torch.allclose(loaded(ids), expected, atol=1e-5), source
 
 
-def test_load_failure_is_a_verification_failure(tiny, tmp_path: Path) -> None:
+def test_load_is_skipped_when_the_header_check_failed(tiny, tmp_path: Path) -> None:
+    """A spec the headers already contradict is not built and loaded: that would read every weight for nothing."""
     root, _ = tiny["llama"]
     config = json.loads((root / "single" / "config.json").read_text())
     spec = tmp_path / "wrong.yaml"  # the tiny Llama with a wider MLP than its checkpoint holds
@@ -146,7 +147,27 @@ def test_load_failure_is_a_verification_failure(tiny, tmp_path: Path) -> None:
     code, out, _ = run(str(spec), "--checkpoint", str(root / "single"), "--load")
     assert code == 1
     assert "model.layers.0.mlp.up_proj.weight: shape [40, 32], spec expects [48, 32]" in out
-    assert "✗ --load: load_state_dict(strict=True) failed: size mismatch for model.layers.0.mlp" in out
+    assert "✗ --load: skipped: header check failed" in out and "load_state_dict" not in out
+    code, out, _ = run(str(spec), "--checkpoint", str(root / "single"), "--load", "--json")
+    data = json.loads(out)
+    assert code == 1 and data["ok"] is False
+    assert data["load"]["ok"] is False and data["load"]["tensors"] == 0
+    assert data["load"]["message"].startswith("skipped: header check failed")
+
+
+def test_load_failure_is_a_verification_failure(tiny, tmp_path: Path) -> None:
+    """Names and shapes right, weights broken: only the real load and forward pass can see it."""
+    from safetensors.torch import save_file
+
+    root, model = tiny["llama"]
+    state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    state["model.layers.0.mlp.up_proj.weight"][0, 0] = float("nan")
+    save_file(state, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text((root / "single" / "config.json").read_text())
+    code, out, _ = run("--checkpoint", str(tmp_path), "--load")
+    assert code == 1
+    assert "every checkpoint tensor has the name and shape" in out  # the header check passes ...
+    assert "✗ --load: forward pass gave non-finite logits" in out  # ... the load does not
 
 
 def test_torch_state_dict_with_model(tiny, tmp_path: Path) -> None:
