@@ -22,9 +22,10 @@ from calc.errors import GptcalcError
 from calc.torch_ref import Decoder, build
 from calc.units import human_bytes
 
-__all__ = ["load_and_run", "load_weights", "memory_needed"]
+__all__ = ["available_memory", "load_and_run", "load_weights", "memory_needed"]
 
 FORWARD_TOKENS = 8
+MEMINFO = Path("/proc/meminfo")
 
 
 def memory_needed(report: CheckpointReport) -> int:
@@ -68,16 +69,32 @@ def _forward(model: Decoder, tensors: int) -> LoadResult:
 
 def _check_memory(report: CheckpointReport) -> None:
     needed = memory_needed(report)
-    try:
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return  # the platform does not say; try
-    if needed > free:
+    available = available_memory()
+    if available is not None and needed > available:
         raise GptcalcError(
             f"--load: {report.source} needs about {human_bytes(needed)} of memory to load "
-            f"(float32 model + checkpoint tensors) and {human_bytes(free)} is free; "
+            f"(float32 model + checkpoint tensors) and {human_bytes(available)} is available; "
             "the header check without --load needs none"
         )
+
+
+def available_memory() -> int | None:
+    """Bytes a new allocation can get: Linux's MemAvailable (free memory plus the page cache and
+    other memory the kernel reclaims on demand). MemFree alone leaves the cache out and, on a
+    machine that has been reading files, says "full" when it is not. Where /proc/meminfo has no
+    MemAvailable (macOS, Linux before 3.14) the free pages are the best the platform says; None
+    when it says nothing, and the load is tried."""
+    try:
+        for line in MEMINFO.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key == "MemAvailable" and value.split()[1:] == ["kB"]:
+                return int(value.split()[0]) * 1024
+    except (OSError, ValueError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _read_weights(report: CheckpointReport) -> dict[str, torch.Tensor]:

@@ -184,6 +184,37 @@ def test_load_refuses_a_model_that_does_not_fit(tmp_path: Path) -> None:
     assert err.startswith("Error: --load: ") and "of memory to load" in err and "without --load needs none" in err
 
 
+def test_memory_guard_uses_memavailable_not_memfree(tiny, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MemFree leaves out the page cache the kernel gives back on demand; MemAvailable is what a load can use."""
+    import calc.checkpoint_load
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       16000000 kB\nMemFree:        15000000 kB\nMemAvailable:          1 kB\n")
+    monkeypatch.setattr(calc.checkpoint_load, "MEMINFO", meminfo)
+    root, _ = tiny["gpt2"]
+    code, out, err = run("--checkpoint", str(root / "single"), "--load")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("Error: --load: ") and "and 1.00 KiB is available" in err
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("MemTotal: 8 kB\nMemFree: 2 kB\nMemAvailable: 5 kB\n", 5 * 1024),  # source: /proc/meminfo counts KiB
+    ("MemTotal: 8 kB\nMemFree: 2 kB\n", None),  # kernels before 3.14 have no MemAvailable: the fallback
+    (None, None),  # no /proc (macOS): the fallback
+])
+def test_available_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str | None, expected: int | None) -> None:
+    import os
+
+    import calc.checkpoint_load
+
+    meminfo = tmp_path / "meminfo"
+    if text is not None:
+        meminfo.write_text(text)
+    monkeypatch.setattr(calc.checkpoint_load, "MEMINFO", meminfo)
+    monkeypatch.setattr(os, "sysconf", {"SC_AVPHYS_PAGES": 3, "SC_PAGE_SIZE": 4096}.__getitem__)
+    assert calc.checkpoint_load.available_memory() == (3 * 4096 if expected is None else expected)
+
+
 def test_llama2_70b_sized_checkpoint_verifies_header_only(tmp_path: Path) -> None:
     write_sharded(tmp_path, llama2_70b_shards())
     code, out, _ = run("llama-2-70b", "--checkpoint", str(tmp_path), "--json")
