@@ -208,16 +208,24 @@ def load_torch_file(path: Path) -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
-        raise GptcalcError(f"{path}: refused to unpickle: {_pickle_reason(exc)}") from None
+        raise GptcalcError(f"{path}: {_unpickling_failure(exc)}") from None
     except (RuntimeError, EOFError, OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         raise GptcalcError(f"{path}: not a readable torch checkpoint: {_first_line(exc)}") from None
 
 
-def _pickle_reason(exc: Exception) -> str:
-    """torch's message is a page long; keep the line that says what the pickle wanted."""
+def _unpickling_failure(exc: Exception) -> str:
+    """torch's message is a page long; keep the line that says why it stopped.
+
+    Only a pickle that names a global the weights-only unpickler forbids (`posix.system`, a class)
+    wants to run code; anything else it cannot parse ("Unsupported operand 0": random bytes, a
+    1-byte file, a pickle framed as torch never writes one) is simply not a torch checkpoint.
+    """
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    reason = next((line for line in lines if "GLOBAL" in line or "Unsupported" in line), lines[-1] if lines else "")
-    return f"{reason} (torch.load(weights_only=True) builds tensors only; this file wants to run code or build other objects)"
+    if forbidden := next((line for line in lines if "GLOBAL" in line), None):
+        return (f"refused to unpickle: {forbidden} (torch.load(weights_only=True) builds tensors only; "
+                "this file wants to run code or build other objects)")
+    reason = next((line for line in lines if line.startswith("Unsupported")), lines[-1] if lines else "")
+    return f"not a readable torch checkpoint: the unpickler stopped at: {reason}"
 
 
 def _first_line(exc: Exception) -> str:

@@ -126,7 +126,7 @@ class RunsCode:
 
 def _pickle(path: Path) -> Path:
     with open(path, "wb") as handle:
-        pickle.dump({"x": RunsCode()}, handle)
+        pickle.dump({"x": RunsCode()}, handle, protocol=2)
     return path
 
 
@@ -154,6 +154,7 @@ BAD = {
     "overlapping tensors": (lambda p: write_raw(p / "v.safetensors", '{"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}, "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}}', 6), "overlap"),
     "missing shard": (_missing_shard, "which is missing"),
     "pickle that runs code": (lambda p: _pickle(p / "evil.bin"), "refused to unpickle"),
+    "random bytes in a .bin": (lambda p: _bytes(p / "r.bin", bytes(range(256))), "r.bin: not a readable torch checkpoint"),
     "hub repo offline, not cached": (lambda p: "no-such-org/no-such-model", "not in the local Hugging Face cache"),
     "hub repo id with a dot, offline": (lambda p: "Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-7B: config.json is not in the local Hugging Face cache"),
 }
