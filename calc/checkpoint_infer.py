@@ -45,18 +45,23 @@ def infer_spec(raw: RawCheckpoint) -> tuple[ModelSpec, tuple[str, ...]]:
             layers.add(meaning.layer)
     try:
         fields, notes = (_gpt2 if family == "gpt2" else _llama)(shapes)
-    except KeyError as exc:
-        raise GptcalcError(
-            f"{raw.source}: cannot infer a spec from tensor shapes: no {exc.args[0]} tensor; pass MODEL"
-        ) from None
+    except _Uninferable as exc:
+        raise GptcalcError(f"{raw.source}: cannot infer a spec from tensor shapes: {exc}; pass MODEL") from None
     fields.update(family=family, name=raw.source, n_layers=max((l for l in layers if l is not None), default=0) + 1)
     return spec_from_dict(fields, f"{raw.source} (spec inferred from tensor shapes)"), notes
 
 
+class _Uninferable(Exception):
+    """A tensor inference needs is absent, or not the matrix it should be."""
+
+
 def _dim(shapes: dict[str, tuple[int, ...]], template: str, axis: int) -> int:
-    shape = shapes.get(template)
-    if shape is None or len(shape) <= axis:
-        raise KeyError(template.replace("{}", "N"))
+    """One dimension of a weight matrix (every tensor inference reads is 2-D)."""
+    shape, name = shapes.get(template), template.replace("{}", "N")
+    if shape is None:
+        raise _Uninferable(f"no {name} tensor")
+    if len(shape) != 2:
+        raise _Uninferable(f"{name}: shape {list(shape)}, expected 2 dimensions")
     return shape[axis]
 
 

@@ -152,6 +152,12 @@ def test_layout_missing_a_tensor_inference_needs(tmp_path: Path) -> None:
         read_checkpoint(str(path))
 
 
+def test_a_tensor_of_the_wrong_rank_is_named_not_called_missing(tmp_path: Path) -> None:
+    layout = {**gpt2_small_layout(), "wte.weight": ("F32", (4,))}
+    with pytest.raises(GptcalcError, match=r"cannot infer a spec from tensor shapes: wte.weight: shape \[4\], expected 2 dimensions"):
+        read_checkpoint(str(write_safetensors(tmp_path / "x.safetensors", layout)))
+
+
 # --- tiny models written by transformers ---------------------------------------------------------
 
 TINY = {

@@ -153,6 +153,8 @@ BAD = {
     "offsets not shape x width": (lambda p: write_raw(p / "w.safetensors", '{"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 12]}}', 12), "needs 16 B"),
     "overlapping tensors": (lambda p: write_raw(p / "v.safetensors", '{"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}, "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}}', 6), "overlap"),
     "missing shard": (_missing_shard, "which is missing"),
+    "embedding of the wrong rank": (lambda p: write_safetensors(p / "k.safetensors", {**gpt2_small_layout(), "wte.weight": ("F32", (4,))}),
+                                    "wte.weight: shape [4], expected 2 dimensions"),
     "pickle that runs code": (lambda p: _pickle(p / "evil.bin"), "refused to unpickle"),
     "random bytes in a .bin": (lambda p: _bytes(p / "r.bin", bytes(range(256))), "r.bin: not a readable torch checkpoint"),
     "hub repo offline, not cached": (lambda p: "no-such-org/no-such-model", "not in the local Hugging Face cache"),
