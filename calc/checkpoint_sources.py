@@ -4,16 +4,15 @@ Every source is reduced to the same `RawCheckpoint`: tensor names, dtypes, shape
 plus the config.json it came with and how many bytes were read to learn all that. safetensors
 files are read header-only (`calc.safetensors_header`); a torch state dict is opened with
 `torch.load(weights_only=True, mmap=True)`, which builds tensors and nothing else and maps the
-weights instead of reading them; a Hub repo is read from the local cache when it is there, else
-through huggingface_hub's header-only `get_safetensors_metadata`. torch and huggingface_hub are
-imported only on the paths that need them.
+weights instead of reading them (a legacy, pre-zip torch file cannot be mapped and is read whole);
+a Hub repo id goes to `calc.checkpoint_hub`. torch and huggingface_hub are imported only on the
+paths that need them.
 """
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 import pickle
 import zipfile
 from dataclasses import dataclass, field
@@ -22,9 +21,10 @@ from typing import Any, Callable
 
 from calc import hf
 from calc.errors import GptcalcError
-from calc.safetensors_header import read_header, validate_header
+from calc.safetensors_header import read_header
 
-__all__ = ["FileRead", "RawCheckpoint", "TensorRecord", "as_state_dict", "load_torch_file", "open_checkpoint"]
+__all__ = ["FileRead", "RawCheckpoint", "TensorRecord", "as_state_dict", "from_file", "from_index", "load_torch_file",
+           "needs_torch", "open_checkpoint", "read_index"]
 
 # What a checkpoint directory may hold, in the order they are looked for.
 WEIGHT_FILES = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json", "pytorch_model.bin")
@@ -82,16 +82,18 @@ def open_checkpoint(text: str, with_config: bool = True) -> RawCheckpoint:
     if path.is_dir():
         return _from_dir(path, text, with_config)
     if path.is_file():
-        return _from_file(path, text)
+        return from_file(path, text)
     if hf.looks_like_repo_id(text) and path.suffix.lower() not in FILE_SUFFIXES:
-        return _from_hub(text, with_config)
+        from calc.checkpoint_hub import from_hub
+
+        return from_hub(text, with_config)
     raise GptcalcError(f"{text}: no such file or directory (nor a Hub repo id like org/name)")
 
 
-def _from_file(path: Path, source: str, config: tuple[dict[str, Any], str] | None = None) -> RawCheckpoint:
+def from_file(path: Path, source: str, config: tuple[dict[str, Any], str] | None = None) -> RawCheckpoint:
     spec, origin = config or (None, None)
     if path.name.endswith(".index.json"):
-        return _from_index(path, source, lambda name: path.parent / name, config)
+        return from_index(path, source, lambda name: path.parent / name, config)
     if path.suffix in TORCH_SUFFIXES:
         tensors, aliases = _torch_tensors(path)
         files = (FileRead(str(path), path.stat().st_size, None),)
@@ -106,7 +108,7 @@ def _from_dir(path: Path, source: str, with_config: bool) -> RawCheckpoint:
     config = _dir_config(path) if with_config else None
     for name in WEIGHT_FILES:
         if (path / name).is_file():
-            return _from_file(path / name, source, config)
+            return from_file(path / name, source, config)
     raise GptcalcError(f"{path}: no checkpoint in this directory (looked for {', '.join(WEIGHT_FILES)})")
 
 
@@ -121,11 +123,11 @@ def _safetensors(path: Path) -> tuple[tuple[TensorRecord, ...], FileRead]:
     return tensors, FileRead(str(path), header.file_size, header.bytes_read)
 
 
-def _from_index(
+def from_index(
     index: Path, source: str, locate: Callable[[str], Path | None], config: tuple[dict[str, Any], str] | None
 ) -> RawCheckpoint:
     """A sharded checkpoint: every shard the index names must exist and hold what it says."""
-    weight_map, total_size = _read_index(index)
+    weight_map, total_size = read_index(index)
     tensors: list[TensorRecord] = []
     files = [FileRead(str(index), index.stat().st_size, index.stat().st_size)]
     aliases: dict[str, str] = {}
@@ -133,7 +135,7 @@ def _from_index(
         shard_path = locate(shard)
         if shard_path is None or not shard_path.is_file():
             raise GptcalcError(f"{index}: weight_map names shard {shard!r}, which is missing")
-        raw = _from_file(shard_path, source)
+        raw = from_file(shard_path, source)
         tensors.extend(raw.tensors)
         files.extend(raw.files)
         aliases.update(raw.aliases)
@@ -144,7 +146,7 @@ def _from_index(
                          spec, origin, total_size, aliases)
 
 
-def _read_index(index: Path) -> tuple[dict[str, str], int | None]:
+def read_index(index: Path) -> tuple[dict[str, str], int | None]:
     try:
         data = json.loads(index.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -199,18 +201,23 @@ def _torch_tensors(path: Path) -> tuple[tuple[TensorRecord, ...], dict[str, str]
     return tuple(sorted(records, key=lambda r: order[r.name])), aliases
 
 
+def needs_torch(where: str, exc: ImportError) -> GptcalcError:
+    """The one message for a path that needs torch when it is not installed."""
+    return GptcalcError(f"{where}: needs torch ({exc}); install it with: pip install 'gptcalc[torch]'")
+
+
 def load_torch_file(path: Path) -> Any:
     try:
         import torch
-    except ImportError:
-        raise GptcalcError(f"{path}: reading a torch state dict needs torch (pip install 'gptcalc[torch]')") from None
+    except ImportError as exc:
+        raise needs_torch(f"{path}: reading a torch state dict", exc) from None
     mmap = zipfile.is_zipfile(path)  # the legacy (pre-1.6) format cannot be memory-mapped
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
         raise GptcalcError(f"{path}: {_unpickling_failure(exc)}") from None
     except (RuntimeError, EOFError, OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        raise GptcalcError(f"{path}: not a readable torch checkpoint: {_first_line(exc)}") from None
+        raise GptcalcError(f"{path}: not a readable torch checkpoint: {hf.first_line(exc)}") from None
 
 
 def _unpickling_failure(exc: Exception) -> str:
@@ -228,11 +235,6 @@ def _unpickling_failure(exc: Exception) -> str:
     return f"not a readable torch checkpoint: the unpickler stopped at: {reason}"
 
 
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:200] if text else type(exc).__name__
-
-
 def as_state_dict(obj: Any, path: Path) -> dict[str, Any]:
     """A flat name -> tensor mapping, or one wrapped under "state_dict" / "model"."""
     import torch
@@ -246,76 +248,3 @@ def as_state_dict(obj: Any, path: Path) -> dict[str, Any]:
         bad = next((k for k, v in obj.items() if not isinstance(v, torch.Tensor)), None)
         raise GptcalcError(f"{path}: not a state dict: entry {bad!r} is not a tensor")
     raise GptcalcError(f"{path}: not a state dict: the file holds a {type(obj).__name__}, expected name -> tensor")
-
-
-def _from_hub(repo_id: str, with_config: bool) -> RawCheckpoint:
-    """config.json, then the weights' headers: from the local cache if there, else over HTTP."""
-    from huggingface_hub import constants
-
-    config = (hf.spec_dict_from_hub(repo_id), f"{repo_id}/config.json") if with_config else None
-    if cached := _from_cache(repo_id, config):
-        return cached
-    if constants.HF_HUB_OFFLINE:
-        raise GptcalcError(
-            f"{repo_id}: no model.safetensors or model.safetensors.index.json in the local Hugging Face "
-            "cache, and HF_HUB_OFFLINE is set"
-        )
-    return _from_hub_metadata(repo_id, config)
-
-
-def _from_cache(repo_id: str, config: tuple[dict[str, Any], str] | None) -> RawCheckpoint | None:
-    """The cached checkpoint, read like a local one; None unless every file it needs is cached."""
-    import huggingface_hub
-
-    def locate(name: str) -> Path | None:
-        found = huggingface_hub.try_to_load_from_cache(repo_id, name)
-        return Path(found) if isinstance(found, str) else None
-
-    if index := locate("model.safetensors.index.json"):
-        weight_map, _ = _read_index(index)
-        if all(locate(shard) for shard in set(weight_map.values())):
-            return _from_index(index, repo_id, locate, config)
-    elif single := locate("model.safetensors"):
-        return _from_file(single, repo_id, config)
-    return None
-
-
-def _from_hub_metadata(repo_id: str, config: tuple[dict[str, Any], str] | None) -> RawCheckpoint:
-    """Headers only, through huggingface_hub's range requests; checked as strictly as a local file."""
-    import huggingface_hub
-    from huggingface_hub import errors
-
-    try:
-        meta = huggingface_hub.get_safetensors_metadata(repo_id)
-    except errors.NotASafetensorsRepoError:
-        raise GptcalcError(f"{repo_id}: the repository has no model.safetensors or model.safetensors.index.json") from None
-    except errors.SafetensorsParsingError as exc:
-        raise GptcalcError(f"{repo_id}: a safetensors header cannot be parsed: {_first_line(exc)}") from None
-    except errors.GatedRepoError:
-        raise GptcalcError(f"{repo_id}: gated repository; log in with `hf auth login` first") from None
-    except errors.RepositoryNotFoundError:
-        raise GptcalcError(f"{repo_id}: no such repository on the Hub (or it is private)") from None
-    except (errors.HfHubHTTPError, OSError, *_httpx_errors()) as exc:
-        raise GptcalcError(f"{repo_id}: cannot fetch safetensors headers: {_first_line(exc)}") from None
-    tensors: list[TensorRecord] = []
-    for filename, file_meta in sorted(meta.files_metadata.items()):
-        header = {name: {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": list(t.data_offsets)}
-                  for name, t in file_meta.tensors.items()}
-        entries, _ = validate_header(header, None, f"{repo_id}/{filename}")
-        tensors.extend(TensorRecord(e.name, e.dtype, e.shape, e.nbytes, filename) for e in entries)
-    files = tuple(FileRead(f"{repo_id}/{name}", None, None) for name in sorted(meta.files_metadata))
-    total = (meta.metadata or {}).get("total_size")
-    spec, origin = config or (None, None)
-    return RawCheckpoint(repo_id, f"Hub safetensors headers ({len(files)} files)", tuple(tensors), files,
-                         spec, origin, total if isinstance(total, int) else None)
-
-
-def _httpx_errors() -> tuple[type[Exception], ...]:
-    """huggingface_hub >= 1 talks HTTP through httpx (or its httpx2 fork), whose errors are not OSErrors."""
-    found: list[type[Exception]] = []
-    for module in ("httpx", "httpx2"):
-        try:
-            found.append(__import__(module).HTTPError)
-        except (ImportError, AttributeError):
-            continue
-    return tuple(found)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from calc.errors import GptcalcError
 
-__all__ = ["SUPPORTED_MODEL_TYPES", "looks_like_repo_id", "spec_dict_from_config", "spec_dict_from_config_file", "spec_dict_from_hub"]
+__all__ = ["SUPPORTED_MODEL_TYPES", "download", "first_line", "hub_errors", "looks_like_repo_id", "spec_dict_from_config",
+           "spec_dict_from_config_file", "spec_dict_from_hub"]
 
 _GPT2_KEYS: dict[str, tuple[str, ...]] = {
     "vocab_size": ("vocab_size",),
@@ -111,13 +113,25 @@ def spec_dict_from_hub(repo_id: str) -> dict[str, Any]:
 def download(repo_id: str, filename: str) -> Path:
     """One file of a Hub repo, from the cache or the network; every failure is one clear line."""
     import huggingface_hub
+
+    with hub_errors(repo_id, filename):
+        return Path(huggingface_hub.hf_hub_download(repo_id, filename))
+
+
+@contextmanager
+def hub_errors(repo_id: str, what: str) -> Iterator[None]:
+    """huggingface_hub's failures, as one `GptcalcError` line each, for every Hub call we make.
+
+    `what` names what was being fetched ("config.json", "safetensors headers"). Order matters:
+    a gated repo is a kind of missing repo, which is a kind of HTTP error, which is an OSError.
+    """
     from huggingface_hub import errors
 
     try:
-        return Path(huggingface_hub.hf_hub_download(repo_id, filename))
+        yield
     except errors.LocalEntryNotFoundError:
         raise GptcalcError(
-            f"{repo_id}: {filename} is not in the local Hugging Face cache and the Hub cannot be "
+            f"{repo_id}: {what} is not in the local Hugging Face cache and the Hub cannot be "
             "reached (HF_HUB_OFFLINE is set or there is no network)"
         ) from None
     except errors.GatedRepoError:
@@ -125,8 +139,25 @@ def download(repo_id: str, filename: str) -> Path:
     except errors.RepositoryNotFoundError:
         raise GptcalcError(f"{repo_id}: no such repository on the Hub (or it is private)") from None
     except errors.EntryNotFoundError:
-        raise GptcalcError(f"{repo_id}: the repository has no {filename}") from None
+        raise GptcalcError(f"{repo_id}: the repository has no {what}") from None
     except errors.HFValidationError as exc:
-        raise GptcalcError(f"{repo_id}: not a valid Hub repo id: {exc}") from None
-    except (errors.HfHubHTTPError, OSError) as exc:
-        raise GptcalcError(f"{repo_id}: cannot fetch {filename}: {exc}") from None
+        raise GptcalcError(f"{repo_id}: not a valid Hub repo id: {first_line(exc)}") from None
+    except (errors.HfHubHTTPError, OSError, *_httpx_errors()) as exc:
+        raise GptcalcError(f"{repo_id}: cannot fetch {what}: {first_line(exc)}") from None
+
+
+def _httpx_errors() -> tuple[type[Exception], ...]:
+    """huggingface_hub >= 1 talks HTTP through httpx (or its httpx2 fork), whose errors are not OSErrors."""
+    found: list[type[Exception]] = []
+    for module in ("httpx", "httpx2"):
+        try:
+            found.append(__import__(module).HTTPError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+def first_line(exc: Exception) -> str:
+    """A library's (often multi-line) message cut to its first line, for a one-line error."""
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__

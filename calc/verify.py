@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calc.breakdown import Breakdown, Diff, compare
+from calc.checkpoint_sources import needs_torch
 from calc.count import count
 from calc.errors import GptcalcError
 from calc.presets import load_spec, parse_overrides
@@ -55,7 +56,7 @@ def torch_source(spec: ModelSpec) -> Breakdown:
     try:
         from calc.torch_count import torch_breakdown
     except ImportError as exc:
-        raise GptcalcError(f"verify: needs torch ({exc}); install it with: pip install 'gptcalc[torch]'") from None
+        raise needs_torch("verify", exc) from None
     return torch_breakdown(spec)
 
 
@@ -92,5 +93,5 @@ def _load(report: Any) -> Any:
     try:
         from calc.checkpoint_load import load_and_run
     except ImportError as exc:
-        raise GptcalcError(f"--load: needs torch ({exc}); install it with: pip install 'gptcalc[torch]'") from None
+        raise needs_torch("--load", exc) from None
     return load_and_run(report)

@@ -449,3 +449,62 @@ def test_hub_repo_ids_with_a_dot_are_repo_ids(repo_id: str) -> None:
 def test_a_missing_weights_file_with_an_org_like_path_is_no_such_file() -> None:
     with pytest.raises(GptcalcError, match=r"org/model.safetensors: no such file or directory"):
         read_checkpoint("org/model.safetensors")
+
+
+def _hub_exception(name: str) -> Exception:
+    """A huggingface_hub error as the library raises it (built without an HTTP response; only its type and text matter)."""
+    from huggingface_hub import errors
+
+    cls = getattr(errors, name)
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, "what the Hub said\nand a second line")
+    return exc
+
+
+HUB_FAILURES = {
+    "GatedRepoError": "some-org/some-model: gated repository; log in with `hf auth login` first",
+    "RepositoryNotFoundError": "some-org/some-model: no such repository on the Hub (or it is private)",
+    "HfHubHTTPError": "some-org/some-model: cannot fetch WHAT: what the Hub said",
+    "LocalEntryNotFoundError": "some-org/some-model: WHAT is not in the local Hugging Face cache and the Hub cannot be reached",
+    "EntryNotFoundError": "some-org/some-model: the repository has no WHAT",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HUB_FAILURES))
+def test_hub_failures_are_one_line_the_same_for_config_and_headers(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hf.download (config.json) and the online header read share one mapping of Hub errors to messages."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    import calc.hf
+
+    def fail(*args, **kwargs):
+        raise _hub_exception(name)
+
+    with pytest.raises(GptcalcError) as caught, calc.hf.hub_errors("some-org/some-model", "WHAT"):
+        fail()
+    assert str(caught.value).startswith(HUB_FAILURES[name]) and "\n" not in str(caught.value)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fail)
+    with pytest.raises(GptcalcError) as caught:
+        calc.hf.download("some-org/some-model", "config.json")
+    assert str(caught.value).startswith(HUB_FAILURES[name].replace("WHAT", "config.json"))
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "get_safetensors_metadata", fail)
+    with pytest.raises(GptcalcError) as caught:
+        read_checkpoint("some-org/some-model", load_spec("gpt2-small"))  # a spec: no config.json fetched
+    assert str(caught.value).startswith(HUB_FAILURES[name].replace("WHAT", "safetensors headers"))
+
+
+def test_torch_missing_is_one_message_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from calc.checkpoint_sources import needs_torch
+
+    assert str(needs_torch("verify", ImportError("No module named 'torch'"))) == (
+        "verify: needs torch (No module named 'torch'); install it with: pip install 'gptcalc[torch]'")
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    (tmp_path / "x.bin").write_bytes(b"\x00")
+    with pytest.raises(GptcalcError, match=r"x.bin: reading a torch state dict: needs torch \(.*\); install it with: pip install 'gptcalc\[torch\]'"):
+        read_checkpoint(str(tmp_path / "x.bin"))
