@@ -77,10 +77,6 @@ class SafetensorsHeader:
         """The 8-byte length plus the JSON header: all this reader ever reads of a file."""
         return LENGTH_BYTES + self.header_length
 
-    @property
-    def data_size(self) -> int:
-        return self.file_size - LENGTH_BYTES - self.header_length
-
 
 def read_header(path: str | Path) -> SafetensorsHeader:
     """Read and validate the header of one safetensors file, without touching tensor data."""
@@ -167,7 +163,7 @@ def _metadata(value: Any, origin: str) -> dict[str, str]:
         raise GptcalcError(f"{origin}: __metadata__: expected an object, got {_kind(value)}")
     for key, item in value.items():
         if not isinstance(item, str):
-            raise GptcalcError(f"{origin}: __metadata__: {key}: expected a string, got {_kind(item)}")
+            raise GptcalcError(f"{origin}: __metadata__: {key!r}: expected a string, got {_kind(item)}")
     return value
 
 

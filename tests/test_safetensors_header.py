@@ -29,7 +29,7 @@ def test_reads_names_dtypes_shapes_and_metadata(tmp_path: Path) -> None:
     assert header.metadata == {"format": "pt", "note": "x"}
     # source: 3*4*4 + 5*2 + 1*8 bytes written by the test helper, back to back
     assert [t.nbytes for t in header.tensors] == [48, 10, 8]
-    assert header.data_size == 66
+    assert header.file_size - header.bytes_read == 66
     assert header.bytes_read == 8 + header.header_length == len(header_bytes(layout, {"format": "pt", "note": "x"})[0])
 
 
@@ -77,7 +77,7 @@ def test_reads_only_the_length_and_the_header(tmp_path: Path, monkeypatch: pytes
     header = read_header(path)
     assert counter[0] == header.bytes_read == 8 + header.header_length
     assert header.bytes_read < 10_000
-    assert header.data_size == 64 * 4096 * 4096 * 2
+    assert header.file_size - header.bytes_read == 64 * 4096 * 4096 * 2
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPE_BITS))
@@ -97,7 +97,7 @@ def test_zero_size_tensors_and_no_metadata(tmp_path: Path) -> None:
 
 def test_empty_checkpoint_is_valid(tmp_path: Path) -> None:
     parsed = read_header(write_raw(tmp_path / "n.safetensors", "{}"))
-    assert parsed.tensors == () and parsed.data_size == 0
+    assert parsed.tensors == () and parsed.file_size - parsed.bytes_read == 0
 
 
 def _header(**tensors: dict[str, object]) -> str:
@@ -129,7 +129,7 @@ BAD_HEADERS = {
     "sub-byte dtype not byte aligned": (_header(x=entry("F4", [3], 0, 2)), 2, None, "not a whole number of bytes"),
     "duplicate tensor name": ('{"a": %s, "a": %s}' % (json.dumps(entry("F32", [1], 0, 4)), json.dumps(entry("F32", [1], 4, 8))), 8, None, "names 'a' twice"),
     "metadata not an object": (json.dumps({"__metadata__": ["format"]}), 0, None, "__metadata__: expected an object"),
-    "metadata value not a string": (json.dumps({"__metadata__": {"format": 1}}), 0, None, "__metadata__: format: expected a string"),
+    "metadata value not a string": (json.dumps({"__metadata__": {"format": 1}}), 0, None, "__metadata__: 'format': expected a string"),
     "deeply nested JSON": ("[" * 100_000 + "]" * 100_000, 0, None, "nested too deeply"),
     "integer past the digit limit": ('{"x": {"dtype": "F32", "shape": [%s], "data_offsets": [0, 4]}}' % ("9" * 5000), 4, None, "not valid JSON"),
     "header length past the end": ("{}", 0, 1_000, "runs past the end of the"),
@@ -200,5 +200,13 @@ def test_any_layout_the_format_allows_reads_back_exactly(tmp_path_factory: pytes
     path = write_safetensors(tmp_path_factory.mktemp("h") / "x.safetensors", layout)
     header = read_header(path)
     assert {t.name: (t.dtype, t.shape) for t in header.tensors} == layout
-    assert header.data_size == sum(numel(shape) * WIDTH[dtype] for dtype, shape in layout.values())
+    assert header.file_size - header.bytes_read == sum(numel(shape) * WIDTH[dtype] for dtype, shape in layout.values())
     assert header.bytes_read == 8 + header.header_length
+
+
+def test_a_metadata_key_with_a_newline_stays_on_one_line(tmp_path: Path) -> None:
+    """Found by tests/test_header_fuzz.py: the key is the file's text, so it is quoted, never printed raw."""
+    path = write_raw(tmp_path / "k.safetensors", json.dumps({"__metadata__": {"a\nb": 1}}))
+    with pytest.raises(GptcalcError, match=r"__metadata__: 'a\\nb': expected a string, got int") as caught:
+        read_header(path)
+    assert "\n" not in str(caught.value)
