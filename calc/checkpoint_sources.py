@@ -35,7 +35,11 @@ FILE_SUFFIXES = (".safetensors", ".json", *TORCH_SUFFIXES)
 
 @dataclass(frozen=True)
 class TensorRecord:
-    """One stored tensor: enough to count it and check its shape, nothing of its values."""
+    """One stored tensor: enough to count it and check its shape, nothing of its values.
+
+    Not `safetensors_header.TensorEntry`: a torch state dict or a Hub header has no byte offsets
+    to give, and a checkpoint needs to know which of its files holds each tensor.
+    """
 
     name: str
     dtype: str  # safetensors spelling: F32, BF16, ...
