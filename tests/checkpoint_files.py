@@ -4,13 +4,20 @@
 little-endian header length, JSON header padded with spaces to 8 bytes, then the data) and
 makes the file sparse: the header is written, then the file is truncated to its full length,
 so a 138 GB checkpoint costs a few kilobytes of disk. The layouts below are the published ones.
+
+The fixtures at the end are shared by the checkpoint, inspect and verify tests; a test module
+uses one by importing it (`from checkpoint_files import gpt2_file, tiny`).
 """
 
 from __future__ import annotations
 
 import json
 import struct
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 WIDTH = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "U8": 1, "BOOL": 1}
 
@@ -120,3 +127,46 @@ def llama2_70b_shards(n_shards: int = 15, n_layers: int = 80) -> list[Layout]:
         shards[i * n_shards // n_layers].update(llama2_layer(i, d, kv, ff, 64))
     shards[-1].update({"model.norm.weight": ("F16", (d,)), "lm_head.weight": ("F16", (vocab, d))})
     return shards
+
+
+# --- shared fixtures -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gpt2_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """openai-community/gpt2's model.safetensors at full size (sparse), with no config.json beside it."""
+    return write_safetensors(tmp_path_factory.mktemp("gpt2") / "model.safetensors", gpt2_small_layout())
+
+
+# Tiny models of each supported model_type: (transformers config class, model class, config fields).
+TINY = {
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(vocab_size=97, n_positions=32, n_embd=24, n_layer=2, n_head=4)),
+    "llama": ("LlamaConfig", "LlamaForCausalLM", dict(vocab_size=97, hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(vocab_size=97, hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                                     tie_word_embeddings=True)),
+}
+
+
+@dataclass(frozen=True)
+class TinyModel:
+    root: Path  # single/ and sharded/ (save_pretrained, with config.json) and state.bin (torch.save)
+    params: int  # torch's own count of the model's parameters (a tied weight once)
+    model: Any  # the transformers model, in eval mode
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TinyModel]:
+    """Each TINY model saved single-file, sharded and as a torch state dict."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    out = {}
+    for name, (config_cls, model_cls, kwargs) in TINY.items():
+        model = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**kwargs)).eval()
+        root = tmp_path_factory.mktemp(name)
+        model.save_pretrained(root / "single")
+        model.save_pretrained(root / "sharded", max_shard_size="8KB")
+        torch.save(model.state_dict(), root / "state.bin")
+        out[name] = TinyModel(root, sum(p.numel() for p in model.parameters()), model)
+    return out

@@ -18,10 +18,13 @@ from calc.checkpoint import read_checkpoint
 from calc.count import count
 from calc.errors import GptcalcError
 from calc.presets import load_spec
-from checkpoint_files import (
+from checkpoint_files import (  # noqa: F401  (gpt2_file, tiny: fixtures)
+    TINY,
+    gpt2_file,
     gpt2_small_layout,
     llama2_70b_shards,
     llama2_layer,
+    tiny,
     write_raw,
     write_safetensors,
     write_sharded,
@@ -45,11 +48,6 @@ LLAMA2_70B_TOTAL_SIZE = 137_953_316_864
 def test_published_llama2_70b_total_size_is_params_plus_inv_freq() -> None:
     assert LLAMA2_70B_PARAMS == 68_976_648_192
     assert 2 * LLAMA2_70B_PARAMS + 80 * 64 * 4 == LLAMA2_70B_TOTAL_SIZE
-
-
-@pytest.fixture(scope="module")
-def gpt2_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_safetensors(tmp_path_factory.mktemp("gpt2") / "model.safetensors", gpt2_small_layout())
 
 
 def test_gpt2_small_real_layout(gpt2_file: Path) -> None:
@@ -160,38 +158,10 @@ def test_a_tensor_of_the_wrong_rank_is_named_not_called_missing(tmp_path: Path) 
 
 # --- tiny models written by transformers ---------------------------------------------------------
 
-TINY = {
-    "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(vocab_size=97, n_positions=32, n_embd=24, n_layer=3, n_head=4)),
-    "llama": ("LlamaConfig", "LlamaForCausalLM", dict(vocab_size=97, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
-                                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(vocab_size=97, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
-                                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                                     tie_word_embeddings=True)),
-}
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, int, object]]:
-    """Each tiny model saved single-file, sharded and as a torch state dict, with torch's own count."""
-    transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
-    out = {}
-    for name, (config_cls, model_cls, kwargs) in TINY.items():
-        model = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**kwargs))
-        root = tmp_path_factory.mktemp(name)
-        model.save_pretrained(root / "single")
-        model.save_pretrained(root / "sharded", max_shard_size="8KB")
-        torch.save(model.state_dict(), root / "state.bin")
-        params = sum(p.numel() for p in model.parameters())  # torch's count (tied weights once)
-        out[name] = (root, params, model)
-    return out
-
-
 @pytest.mark.parametrize("family", sorted(TINY))
 @pytest.mark.parametrize("layout", ["single", "sharded"])
 def test_save_pretrained_checkpoints_match_torch_and_the_analytic_count(tiny, family: str, layout: str) -> None:
-    root, params, _ = tiny[family]
+    root, params = tiny[family].root, tiny[family].params
     report = read_checkpoint(str(root / layout))
     assert report.spec_origin.endswith("config.json")
     assert report.breakdown.total == params == count(report.spec).total
@@ -203,7 +173,7 @@ def test_save_pretrained_checkpoints_match_torch_and_the_analytic_count(tiny, fa
 
 @pytest.mark.parametrize("family", sorted(TINY))
 def test_torch_state_dicts_count_a_tied_head_once(tiny, family: str) -> None:
-    root, params, _ = tiny[family]
+    root, params = tiny[family].root, tiny[family].params
     spec = read_checkpoint(str(root / "single")).spec
     report = read_checkpoint(str(root / "state.bin"), spec)
     assert report.breakdown.total == params
@@ -216,7 +186,7 @@ def test_torch_state_dicts_count_a_tied_head_once(tiny, family: str) -> None:
 
 def test_wrapped_and_legacy_torch_files(tiny, tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
-    root, params, model = tiny["llama"]
+    root, params, model = tiny["llama"].root, tiny["llama"].params, tiny["llama"].model
     torch.save({"state_dict": model.state_dict(), "step": 3}, tmp_path / "wrapped.pt")
     torch.save(model.state_dict(), tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
     for name in ("wrapped.pt", "legacy.pt"):

@@ -10,7 +10,15 @@ from click.testing import CliRunner
 
 from calc.checkpoint import read_for_verify
 from calc.cli import main
-from checkpoint_files import gpt2_small_layout, llama2_70b_shards, write_safetensors, write_sharded
+from checkpoint_files import (  # noqa: F401  (gpt2_file, tiny: fixtures)
+    TINY,
+    gpt2_file,
+    gpt2_small_layout,
+    llama2_70b_shards,
+    tiny,
+    write_safetensors,
+    write_sharded,
+)
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -22,35 +30,6 @@ def run(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(main, ["verify", *args])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result.exit_code, result.stdout, result.stderr
-
-
-@pytest.fixture(scope="module")
-def gpt2_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_safetensors(tmp_path_factory.mktemp("gpt2") / "model.safetensors", gpt2_small_layout())
-
-
-TINY = {
-    "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(vocab_size=97, n_positions=32, n_embd=24, n_layer=2, n_head=4)),
-    "llama": ("LlamaConfig", "LlamaForCausalLM", dict(vocab_size=97, hidden_size=32, intermediate_size=40, num_hidden_layers=2,
-                                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(vocab_size=97, hidden_size=32, intermediate_size=40, num_hidden_layers=2,
-                                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                                     tie_word_embeddings=True)),
-}
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, object]]:
-    torch.manual_seed(0)
-    out = {}
-    for name, (config_cls, model_cls, kwargs) in TINY.items():
-        model = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**kwargs)).eval()
-        root = tmp_path_factory.mktemp(name)
-        model.save_pretrained(root / "single")
-        model.save_pretrained(root / "sharded", max_shard_size="8KB")
-        torch.save(model.state_dict(), root / "state.bin")
-        out[name] = (root, model)
-    return out
 
 
 def test_gpt2_small_real_layout_agrees_three_ways(gpt2_file: Path) -> None:
@@ -108,7 +87,7 @@ def test_json_carries_the_checkpoint_report(gpt2_file: Path) -> None:
 @pytest.mark.parametrize("family", sorted(TINY))
 @pytest.mark.parametrize("layout", ["single", "sharded"])
 def test_model_comes_from_the_checkpoints_config(tiny, family: str, layout: str) -> None:
-    root, _ = tiny[family]
+    root = tiny[family].root
     code, out, _ = run("--checkpoint", str(root / layout))
     assert code == 0, out
     assert "(all agree)" in out
@@ -116,7 +95,7 @@ def test_model_comes_from_the_checkpoints_config(tiny, family: str, layout: str)
 
 @pytest.mark.parametrize("family", sorted(TINY))
 def test_load_strict_and_forward(tiny, family: str) -> None:
-    root, _ = tiny[family]
+    root = tiny[family].root
     code, out, _ = run("--checkpoint", str(root / "sharded"), "--load")
     assert code == 0, out
     assert "✓ --load: loaded" in out and "with strict=True" in out and "[1, 8, 97]" in out
@@ -127,7 +106,7 @@ def test_loaded_weights_give_transformers_logits(tiny, family: str) -> None:
     """The literal check: the reference model holding the checkpoint computes what transformers does."""
     from calc.checkpoint_load import load_weights
 
-    root, model = tiny[family]
+    root, model = tiny[family].root, tiny[family].model
     for source in (root / "single", root / "state.bin"):
         spec = read_for_verify(str(root / "single"), None).spec
         loaded = load_weights(read_for_verify(str(source), spec))
@@ -139,7 +118,7 @@ def test_loaded_weights_give_transformers_logits(tiny, family: str) -> None:
 
 def test_load_is_skipped_when_the_header_check_failed(tiny, tmp_path: Path) -> None:
     """A spec the headers already contradict is not built and loaded: that would read every weight for nothing."""
-    root, _ = tiny["llama"]
+    root = tiny["llama"].root
     config = json.loads((root / "single" / "config.json").read_text())
     spec = tmp_path / "wrong.yaml"  # the tiny Llama with a wider MLP than its checkpoint holds
     spec.write_text(f"family: llama\nvocab_size: 97\nn_positions: 64\nd_model: 32\nn_layers: 2\nn_heads: 4\n"
@@ -159,7 +138,7 @@ def test_load_failure_is_a_verification_failure(tiny, tmp_path: Path) -> None:
     """Names and shapes right, weights broken: only the real load and forward pass can see it."""
     from safetensors.torch import save_file
 
-    root, model = tiny["llama"]
+    root, model = tiny["llama"].root, tiny["llama"].model
     state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
     state["model.layers.0.mlp.up_proj.weight"][0, 0] = float("nan")
     save_file(state, str(tmp_path / "model.safetensors"))
@@ -171,7 +150,7 @@ def test_load_failure_is_a_verification_failure(tiny, tmp_path: Path) -> None:
 
 
 def test_torch_state_dict_with_model(tiny, tmp_path: Path) -> None:
-    root, _ = tiny["gpt2"]
+    root = tiny["gpt2"].root
     code, out, _ = run(str(root / "single"), "--checkpoint", str(root / "state.bin"), "--load")
     assert code == 0, out
     assert "lm_head.weight: the same memory as transformer.wte.weight (counted once)" in out
@@ -191,7 +170,7 @@ def test_memory_guard_uses_memavailable_not_memfree(tiny, tmp_path: Path, monkey
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       16000000 kB\nMemFree:        15000000 kB\nMemAvailable:          1 kB\n")
     monkeypatch.setattr(calc.checkpoint_load, "MEMINFO", meminfo)
-    root, _ = tiny["gpt2"]
+    root = tiny["gpt2"].root
     code, out, err = run("--checkpoint", str(root / "single"), "--load")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("Error: --load: ") and "and 1.00 KiB is available" in err
