@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from rich.markup import escape
 from rich.table import Table
 
 from calc.breakdown import COMPONENT_LABELS
@@ -49,7 +50,7 @@ def _bytes(n: int) -> str:
 def component_table(r: CheckpointReport) -> Table:
     """Parameters by component; the rows add up to the total row."""
     b = r.breakdown
-    table = Table(title=f"{r.source}: {b.total:,} parameters ({human_count(b.total)})")
+    table = Table(title=f"{escape(r.source)}: {b.total:,} parameters ({human_count(b.total)})")  # a path, not markup
     for column in ("component", "tensors", "parameters", "human", "dtypes"):
         table.add_column(column, justify="left" if column in ("component", "dtypes") else "right")
     for row in r.components:

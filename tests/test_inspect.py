@@ -114,6 +114,15 @@ def test_model_given_ignores_an_unsupported_config_beside_the_weights(tmp_path: 
     assert err.startswith("Error: ") and "model_type: 'bert' is not supported" in err
 
 
+def test_a_source_name_with_brackets_is_shown_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path is the user's text, not rich markup: `[bold]` is printed, not obeyed (nor dropped)."""
+    monkeypatch.chdir(tmp_path)
+    write_safetensors(tmp_path / "[bold]m.safetensors", gpt2_small_layout())
+    code, out, _ = run("inspect", "[bold]m.safetensors")
+    assert code == 0
+    assert "[bold]m.safetensors: 124,439,808 parameters" in out
+
+
 def test_inspect_help_has_an_example() -> None:
     code, out, _ = run("inspect", "--help")
     assert code == 0 and "Example:" in out and "gptcalc inspect" in out
