@@ -186,7 +186,7 @@ def test_torch_state_dicts_count_a_tied_head_once(tiny, family: str) -> None:
 
 def test_wrapped_and_legacy_torch_files(tiny, tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
-    root, params, model = tiny["llama"].root, tiny["llama"].params, tiny["llama"].model
+    params, model = tiny["llama"].params, tiny["llama"].model
     torch.save({"state_dict": model.state_dict(), "step": 3}, tmp_path / "wrapped.pt")
     torch.save(model.state_dict(), tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
     for name in ("wrapped.pt", "legacy.pt"):

@@ -153,7 +153,7 @@ def test_bad_headers_are_one_line_errors(tmp_path: Path, case: str) -> None:
 def test_files_shorter_than_the_length_prefix(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "short.safetensors"
     path.write_bytes(content)
-    with pytest.raises(GptcalcError, match=rf"shorter than the 8-byte header length"):
+    with pytest.raises(GptcalcError, match=r"shorter than the 8-byte header length"):
         read_header(path)
 
 
