@@ -15,7 +15,7 @@ from calc.breakdown import COMPONENT_LABELS
 from calc.checkpoint import CheckpointReport
 from calc.checkpoint_sources import TensorRecord
 from calc.names import classify
-from calc.units import count_with_units, human_bytes, human_count
+from calc.units import bytes_with_units, count_with_units, human_bytes, human_count
 
 __all__ = ["buffer_groups", "component_table", "dtype_table", "inspect_lines", "problem_lines", "summary_lines",
            "verify_checkpoint_lines"]
@@ -31,20 +31,15 @@ def summary_lines(r: CheckpointReport) -> list[str]:
     """Where it came from, what reading it cost, which spec it was checked against."""
     files = f"{len(r.files)} file{'s' if len(r.files) != 1 else ''}"
     read = f"not measured for {files} (torch.load with mmap, or huggingface_hub over HTTP)" if r.bytes_read is None \
-        else f"{_bytes(r.bytes_read)} from {files} (headers only)"
+        else f"{bytes_with_units(r.bytes_read)} from {files} (headers only)"
     lines = [
         f"source: {r.source} ({r.kind})",
-        f"tensors: {r.tensor_count:,} holding {_bytes(r.tensor_bytes)}",
+        f"tensors: {r.tensor_count:,} holding {bytes_with_units(r.tensor_bytes)}",
         f"bytes read: {read}",
         f"spec: {r.spec.name} from {r.spec_origin}",
     ]
     lines += [f"  assumed: {note}" for note in r.spec_notes]
     return lines
-
-
-def _bytes(n: int) -> str:
-    """`34,816 B (34.0 KiB, 34.8 kB)`: exact, binary and decimal."""
-    return f"{n:,} B" if n < 1000 else f"{n:,} B ({human_bytes(n)}, {human_bytes(n, binary=False)})"
 
 
 def component_table(r: CheckpointReport) -> Table:
@@ -137,7 +132,7 @@ def _more(n: int) -> list[str]:
 
 def verify_checkpoint_lines(r: CheckpointReport) -> list[str]:
     """Under the verify table: what was read, what is stored but not counted, each disagreement."""
-    read = "not measured" if r.bytes_read is None else f"{_bytes(r.bytes_read)} read, headers only"
+    read = "not measured" if r.bytes_read is None else f"{bytes_with_units(r.bytes_read)} read, headers only"
     lines = [f"checkpoint: {r.source} ({r.kind}; {r.tensor_count:,} tensors; {read})"]
     if r.buffers:
         lines.append(f"checkpoint buffers, stored but not parameters: {'; '.join(buffer_groups(r))}")
