@@ -204,16 +204,10 @@ def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: 
     """
     from calc import render, render_memory
     from calc.count import count as count_params
-    from calc.memory import inference, parse_budget, solve_budget
+    from calc.memory import budget_for, inference
 
-    if budget and seq and batch:
-        raise GptcalcError("--budget: give --seq (to solve for the batch) or --batch (to solve for the context), not both")
     result = inference(spec, count_params(spec), seq or spec.n_positions, batch or 1, dtype, kv_dtype, group_size)
-    solved = None
-    if budget:
-        size, label = parse_budget(budget)
-        solve_for, fixed = ("batch", seq) if seq else ("seq", batch or 1)
-        solved = solve_budget(spec, size, result.weights.total_bytes, result.kv.dtype, solve_for, fixed)
+    solved, label = budget_for(spec, budget, result, seq, batch) if budget else (None, "")
     if as_json:
         render.print_json({**result.to_json(), "model": spec.name,
                            **({"budget": {**solved.to_json(), "label": label}} if solved else {})})

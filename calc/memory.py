@@ -32,6 +32,7 @@ __all__ = [
     "KVCache",
     "Weights",
     "bits_to_bytes",
+    "budget_for",
     "dtype_bits",
     "find_gpu",
     "inference",
@@ -331,3 +332,14 @@ def solve_budget(spec: ModelSpec, budget_bytes: int, weights_bytes: int, kv_dtyp
         raise GptcalcError(f"--{'batch' if solve_for == 'seq' else 'seq'}: must be at least 1, got {fixed}")
     per_token = kv_cache(spec, 1, 1, kv_dtype).total_bytes
     return Budget(budget_bytes, weights_bytes, per_token, solve_for, fixed, spec.n_positions)
+
+
+def budget_for(spec: ModelSpec, budget: str, result: Inference, seq: int | None,
+               batch: int | None) -> tuple[Budget, str]:
+    """`memory --budget`: with --seq, the largest batch; otherwise the longest context at --batch
+    (default 1). Both given leaves nothing to solve for. Returns the answer and the budget's label."""
+    if seq and batch:
+        raise GptcalcError("--budget: give --seq (to solve for the batch) or --batch (to solve for the context), not both")
+    size, label = parse_budget(budget)
+    solve_for, fixed = ("batch", seq) if seq else ("seq", batch or 1)
+    return solve_budget(spec, size, result.weights.total_bytes, result.kv.dtype, solve_for, fixed), label
