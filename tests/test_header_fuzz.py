@@ -77,15 +77,20 @@ def apply(data: bytes, edit: tuple) -> bytes:
     return data[:where]
 
 
-@FUZZ
-@given(edits=edits)
-def test_byte_mutations(tmp_path: Path, edits: list[tuple]) -> None:
+def mutated(tmp_path: Path, edits: list[tuple]) -> Path:
+    """VALID with every edit applied, written to a file."""
     data = VALID
     for edit in edits:
         data = apply(data, edit)
     path = tmp_path / "m.safetensors"
     path.write_bytes(data)
-    check(path)
+    return path
+
+
+@FUZZ
+@given(edits=edits)
+def test_byte_mutations(tmp_path: Path, edits: list[tuple]) -> None:
+    check(mutated(tmp_path, edits))
 
 
 @FUZZ
@@ -128,11 +133,7 @@ def test_structural_mutations(tmp_path: Path, tensor: str, field: str | None, va
 @settings(max_examples=60, deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=edits)
 def test_cli_never_shows_a_traceback(tmp_path: Path, edits: list[tuple]) -> None:
-    data = VALID
-    for edit in edits:
-        data = apply(data, edit)
-    path = tmp_path / "m.safetensors"
-    path.write_bytes(data)
+    path = mutated(tmp_path, edits)
     result = CliRunner().invoke(main, ["inspect", str(path)])
     assert result.exit_code in (0, 2)
     assert result.exception is None or isinstance(result.exception, SystemExit)
