@@ -15,7 +15,6 @@ tensor shapes (`calc.checkpoint_infer`).
 from __future__ import annotations
 
 import math
-
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any

@@ -10,7 +10,6 @@ parameter. A tuple marks a fused tensor (GPT-2's `c_attn`) that holds Q, K and V
 from __future__ import annotations
 
 import math
-
 import re
 from dataclasses import dataclass
 

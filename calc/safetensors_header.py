@@ -17,9 +17,8 @@ overlap and no hole, as the safetensors library itself requires. Every failure i
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
