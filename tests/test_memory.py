@@ -25,7 +25,7 @@ def run(*args: str) -> Result:
 
 
 def test_cli_dtype_choices_are_the_dtype_table() -> None:
-    assert list(cli._DTYPES.choices) == list(DTYPE_BITS)
+    assert list(cli.options.DTYPES.choices) == list(DTYPE_BITS)
     # source: IEEE 754 binary32/binary16, bfloat16, OCP FP8 (E4M3/E5M2), int8, int4
     assert DTYPE_BITS == {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}
 
