@@ -126,14 +126,27 @@ def test_llama4_active_parameters_match_the_model_cards() -> None:
 
 # --- defaults: an empty config is the model transformers' config class describes ---------------
 
-EMPTY = ["gemma", "gemma2", "gemma3_text", "qwen3", "phi3", "cohere", "olmo", "olmo2", "granite", "smollm3",
-         "ministral3", "llama4_text"]
+EMPTY = ["llama", "mistral", "qwen2", "gemma", "gemma2", "gemma3_text", "qwen3", "phi3", "cohere", "olmo", "olmo2",
+         "granite", "smollm3", "ministral3", "llama4_text"]
 
 
 @pytest.mark.parametrize("model_type", EMPTY)
 def test_defaults_are_transformers_config_class_defaults(model_type: str) -> None:
     config = {"model_type": model_type, "num_hidden_layers": 2}  # 2 layers: the defaults are 7B-30B models
     assert total(config) == transformers_count(config)
+
+
+def test_defaulted_sizes_are_named_in_a_note() -> None:
+    """A config that leaves out its sizes is LlamaConfig()'s 7B shape, as transformers builds it, and
+    the output says which keys came from those defaults (the integer and true/false ones; epsilons and
+    rope bases change no count and are not listed)."""
+    config = {"model_type": "llama", "vocab_size": 1000, "num_hidden_layers": 2, "mlp_bias": True}
+    spec = spec_of(config)
+    assert count(spec).total == transformers_count(config)
+    assert spec.notes == ("llama: not in the config, so transformers' defaults for llama are used: hidden_size=4096, "
+                          "intermediate_size=11008, num_attention_heads=32, max_position_embeddings=2048, "
+                          "tie_word_embeddings=false, attention_bias=false",)
+    assert spec_of(saved("mistral.json")).notes == ()
 
 
 def test_gemma_defaults_are_gemma_7b() -> None:
