@@ -67,9 +67,8 @@ def _table_spec(model_type: str, example: str):  # noqa: ANN202 - a ModelSpec
     from calc.spec.hf import HFConfig
     from calc.spec.load import load_spec, spec_from_config
     from test_arch_dense import BLOOM_560M, OPT_350M
-    from test_arch_moe import DEEPSEEK_V2_LITE
 
-    inline = {"opt": OPT_350M, "bloom": BLOOM_560M, "deepseek_v2": DEEPSEEK_V2_LITE}
+    inline = {"opt": OPT_350M, "bloom": BLOOM_560M}
     if model_type in inline:
         return spec_from_config(HFConfig(inline[model_type], model_type))
     if "(preset)" in example:
