@@ -14,8 +14,9 @@ from typing import Any, Callable
 
 from calc.arch.config import Config
 
-__all__ = ["KEYS", "activation", "attention", "decoder", "defaulted_note", "gated_mlp", "layer_kinds", "layer_runs", "mha", "norm",
-           "renamed", "rope", "rotary_layers", "uniform", "with_defaults"]
+__all__ = ["ATTENTION_KINDS", "KEYS", "activation", "attention", "attention_kinds", "decoder", "defaulted_note",
+           "gated_mlp", "kind_stack", "layer_kinds", "layer_runs", "mha", "norm", "renamed", "rope", "rotary_layers",
+           "uniform", "with_defaults"]
 
 # The same quantity under the names different configs give it (transformers' attribute_map), first wins.
 KEYS = {
@@ -139,6 +140,28 @@ def layer_kinds(cfg: Config, default: Callable[[int], str]) -> list[str]:
     if len(kinds) != n_layers or not all(isinstance(kind, str) for kind in kinds):
         raise cfg.error("layer_types", f"expected {n_layers} layer type names (one per layer), got {kinds!r}")
     return kinds
+
+
+# The attention types `layer_types` may name, as transformers' hybrid models write them.
+ATTENTION_KINDS = ("sliding_attention", "full_attention")
+
+
+def attention_kinds(cfg: Config, default: Callable[[int], str]) -> list[str]:
+    """`layer_kinds` for models whose layers are sliding-window or full attention, and nothing else."""
+    kinds = layer_kinds(cfg, default)
+    unknown = sorted(set(kinds) - set(ATTENTION_KINDS))
+    if unknown:
+        raise cfg.error("layer_types", f"unknown layer type {unknown[0]!r} (expected {', '.join(ATTENTION_KINDS)})")
+    return kinds
+
+
+def kind_stack(kinds: list[str], names: dict[str, str],
+               build: Callable[[str], dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[int, str]]]:
+    """Blocks and run-length layers of a stack of layer kinds: one block per kind, `build(kind)`, named
+    by `names`, or "decoder" when every layer is of one kind."""
+    named = names if len(set(kinds)) > 1 else {kinds[0]: "decoder"}
+    blocks = {named[kind]: build(kind) for kind in dict.fromkeys(kinds)}
+    return blocks, layer_runs([named[kind] for kind in kinds])
 
 
 def rotary_layers(cfg: Config, n_layers: int) -> list[bool]:
