@@ -110,8 +110,9 @@ def test_smollm3_matches_keras_but_for_its_rotary_buffers() -> None:
     """keras-hub smollm3_3b_en says 3,075,100,928 (f"{KERAS}/smollm3/smollm3_presets.py#L11"), but
     its rotary layer stores inv_freq (head_dim/2 = 64 values) as a weight in each of the 36 layers
     (keras_hub/src/models/smollm3/smollm3_layers.py, `self.inv_freq = self.add_weight`); transformers
-    keeps it as a buffer. SmolLM3Config's defaults are SmolLM3-3B's shape."""
+    keeps it as a buffer. SmolLM3Config's defaults are SmolLM3-3B's shape, and so is its config.json."""
     assert total({"model_type": "smollm3"}) == 3_075_100_928 - 36 * 64 == transformers_count({"model_type": "smollm3"})
+    assert total(saved("smollm3.json")) == 3_075_100_928 - 36 * 64
 
 
 def test_llama4_active_parameters_match_the_model_cards() -> None:

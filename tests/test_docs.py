@@ -60,6 +60,7 @@ TABLE_FILES = {
     "ministral3": "tests/configs/model_types/mistral3.json", "llama4_text": "tests/configs/model_types/llama4-maverick.json",
     "qwen2_moe": "tests/configs/model_types/qwen2_moe.json", "falcon": "tests/configs/model_types/falcon.json",
     "olmo3": "tests/configs/model_types/olmo3.json", "exaone4": "tests/configs/model_types/exaone4.json",
+    "smollm3": "tests/configs/model_types/smollm3.json",
 }
 
 
