@@ -6,7 +6,9 @@ every tensor saved for backward, and the test adds up the bytes of their distinc
 out parameters. That sum equals our formula exactly, for GPT-2 and Llama layouts (MHA, GQA, MQA;
 LayerNorm and RMSNorm; learned, rotary or no positions; tied and untied heads) under each
 recompute mode: none, selective (QKᵀ, softmax, P·V checkpointed) and full (every layer
-checkpointed). What is measured is what autograd holds at the end of the forward pass; the
+checkpointed), with attention explicit or through torch's fused scaled_dot_product_attention (its
+CPU FlashAttention kernel, which keeps what FlashAttention-2 keeps on a GPU: Q, K, V, the output
+and the log-sum-exp). What is measured is what autograd holds at the end of the forward pass; the
 transient memory of backward (a recomputed layer, gradients in flight) is not.
 
 Optimizer: a real torch.optim.AdamW after one step holds `exp_avg` and `exp_avg_sq` (and a scalar
@@ -62,16 +64,18 @@ def saved_bytes(model: torch.nn.Module, run) -> int:
     return sum(kept.values())
 
 
+@pytest.mark.parametrize("attention", ["eager", "flash"])
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
 @pytest.mark.parametrize("name", TINY)
-def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str) -> None:
+def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, attention: str) -> None:
     spec = tiny(name)
     torch.manual_seed(0)
     model = TrainingForward(flat_view(spec))
     ids = torch.randint(0, spec.vocab_size, (B, T))
-    measured = saved_bytes(model, lambda: model(ids, recompute))
+    measured = saved_bytes(model, lambda: model(ids, recompute, attention))
     (block,) = spec.blocks.values()
-    layer = sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, T, FP32, recompute))
+    flash = attention == "flash"
+    layer = sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, T, FP32, recompute, flash))
     outside = sum(t.bytes(1, False) for t in activation_terms(spec, B, T, FP32, recompute))
     assert measured == spec.n_layers * layer + outside
 

@@ -7,7 +7,8 @@ calc/analysis/train/activations.py describes, op for op: RMSNorm as transformers
 causal mask built once per forward, GQA by expanding K and V to every head inside attention, explicit QKᵀ,
 softmax and P·V, GELU or SiLU-gated MLPs, the LM head and F.cross_entropy. No dropout.
 
-`recompute`: "selective" checkpoints QKᵀ, softmax and P·V (keeping Q, K, V); "full" checkpoints
+`attention`: "eager" (explicit, keeps P) or "flash" (F.scaled_dot_product_attention, causal, GQA
+native: keeps Q, K, V, its output and the log-sum-exp). `recompute`: "selective" checkpoints QKᵀ, softmax and P·V (keeping Q, K, V); "full" checkpoints
 every layer (keeping its input). Both use torch.utils.checkpoint's reentrant form, which saves its
 inputs with save_for_backward, where saved_tensors_hooks sees them.
 """
@@ -52,6 +53,11 @@ def core(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) 
     return (q @ k.transpose(-2, -1) / math.sqrt(d) + mask).softmax(-1) @ v
 
 
+def fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """torch's fused kernel (on the CPU, its FlashAttention port): K and V stay at kv heads."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
 class Layer(nn.Module):
     def __init__(self, spec: FlatSpec) -> None:
         super().__init__()
@@ -67,7 +73,7 @@ class Layer(nn.Module):
         self.up = nn.Linear(d, s.d_ff, bias=s.mlp_bias)
         self.down = nn.Linear(s.d_ff, d, bias=s.mlp_bias)
 
-    def forward(self, x: torch.Tensor, tables: tuple, selective: bool) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, tables: tuple, selective: bool, attend=core) -> torch.Tensor:
         s, (B, T, _) = self.spec, x.shape
         h = self.norm1(x)
         q = self.q(h).view(B, T, s.n_heads, s.head_dim).transpose(1, 2)
@@ -77,9 +83,10 @@ class Layer(nn.Module):
         if rope is not None:
             q, k = rotate(q, *rope), rotate(k, *rope)
         if selective:  # the mask is read through the closure, so only Q, K and V are the checkpoint's inputs
-            y = checkpoint(lambda q, k, v: core(q, k, v, mask), q, k, v, use_reentrant=True, preserve_rng_state=False)
+            y = checkpoint(lambda q, k, v: attend(q, k, v, mask), q, k, v, use_reentrant=True,
+                           preserve_rng_state=False)
         else:
-            y = core(q, k, v, mask)
+            y = attend(q, k, v, mask)
         x = x + self.o(y.transpose(1, 2).reshape(B, T, s.q_dim))
         h = self.norm2(x)
         a = F.silu(self.gate(h)) * self.up(h) if self.gated else F.gelu(self.up(h), approximate="tanh")
@@ -106,18 +113,18 @@ class TrainingForward(nn.Module):
         angles = torch.cat((angles, angles), dim=-1)
         return mask, (angles.cos(), angles.sin())
 
-    def forward(self, ids: torch.Tensor, recompute: str = "none") -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, recompute: str = "none", attention: str = "eager") -> torch.Tensor:
         """The mean cross-entropy of predicting `ids` (memory is what matters here, not the shift)."""
         T = ids.shape[1]
         x = F.embedding(ids, self.wte)
         if self.wpe is not None:
             x = x + F.embedding(torch.arange(T), self.wpe)
-        tables = self._tables(T)
+        tables, attend = self._tables(T), fused if attention == "flash" else core
         for layer in self.layers:
             if recompute == "full":
-                x = checkpoint(lambda x, layer=layer: layer(x, tables, False), x, use_reentrant=True,
+                x = checkpoint(lambda x, layer=layer: layer(x, tables, False, attend), x, use_reentrant=True,
                                preserve_rng_state=False)
             else:
-                x = layer(x, tables, recompute == "selective")
+                x = layer(x, tables, recompute == "selective", attend)
         logits = F.linear(self.norm(x), self.wte if self.head is None else self.head)
         return F.cross_entropy(logits.flatten(0, 1), ids.flatten())

@@ -44,6 +44,7 @@ class Setup:
     lora_rank: int | None = None
     lora_targets: tuple[str, ...] = tuple(LORA_TARGETS)
     qlora: bool = False
+    attention: str = "flash"  # "flash": a fused kernel keeps no P; "eager": explicit QKᵀ, softmax, P·V
 
     @property
     def dp(self) -> int:
@@ -105,6 +106,8 @@ def _check(spec: ModelSpec, s: Setup) -> None:
         raise GptcalcError(f"--optimizer: unknown {s.optimizer!r} (choose from {', '.join(OPTIMIZERS)})")
     if s.recompute not in RECOMPUTE:
         raise GptcalcError(f"--recompute: unknown {s.recompute!r} (choose from {', '.join(RECOMPUTE)})")
+    if s.attention not in ("flash", "eager"):
+        raise GptcalcError(f"--attention: unknown {s.attention!r} (choose from flash, eager)")
     if s.qlora and not s.lora_rank:
         raise GptcalcError("--qlora: needs --lora-rank (QLoRA trains LoRA adapters on a 4-bit base)")
     if s.seq > spec.n_positions:
@@ -137,7 +140,7 @@ def train(spec: ModelSpec, s: Setup) -> Training:
     first_stage = [spec.block_at(i) for i in range(min(per_stage, spec.n_layers))]
     layers = []
     for kind in kinds:
-        terms = layer_terms(spec.blocks[kind], spec.d_model, b, t, ACT_BYTES, s.recompute)
+        terms = layer_terms(spec.blocks[kind], spec.d_model, b, t, ACT_BYTES, s.recompute, s.attention == "flash")
         if s.lora_rank and s.recompute != "full":
             terms += _lora_terms(spec, kind, s)
         kept = first_stage.count(kind) * s.pp  # 1F1B: the first stage keeps p micro-batches in flight

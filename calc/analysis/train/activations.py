@@ -21,6 +21,10 @@ Outside the layers: the token ids (int64, and the position ids with a learned ta
 norm, the head's input n·d and the loss's log-softmax n·vocab (fp32, as transformers upcasts the
 logits) with its fp32 total-weight scalar.
 
+A fused attention kernel (FlashAttention, torch's scaled_dot_product_attention) never stores P: it
+keeps Q, K and V (at the kv heads), its output (laid out [B, T, h, d_head], so it is W_O's input
+itself, no copy) and one fp32 log-sum-exp per query row and head.
+
 Recomputation: `selective` drops P (Korthikanti et al., arXiv 2205.05198: recompute QKᵀ, softmax and
 P·V, keep Q, K, V); `full` keeps only each layer's input, n·d, and recomputes the layer in backward.
 
@@ -62,7 +66,7 @@ def _norm(norm: Norm, n: int, width: int, act: int, label: str) -> list[Term]:
     return [Term(f"{label}: input, rsqrt, normed", 2 * n * width + n, act, "sp")]
 
 
-def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: str) -> list[Term]:
+def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
     n, keys, h = b * s, min(s, a.window) if a.window else s, a.n_heads
     if isinstance(a, MLA):
         latents = [Term("Q latent: norm and up-projection input", 3 * n * a.q_lora_rank + n, act, "sp")] \
@@ -71,13 +75,19 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         inner = [*latents, Term("Q and K (every head)", 2 * n * h * a.qk_head_dim, act, "tp"),
                  Term("V and the heads' output (W_O's input)", 2 * n * h * a.v_head_dim, act, "tp")]
     else:
-        # QKᵀ and P·V keep K and V expanded to all h heads; a checkpoint around them keeps the kv heads
-        kv = a.q_dim if recompute == "none" else a.kv_dim
-        inner = [Term(f"Q, K, V (K and V at {'all h' if recompute == 'none' else 'the kv'} heads)",
+        # explicit QKᵀ and P·V keep K and V expanded to all h heads; a fused kernel, or a checkpoint
+        # around attention, keeps them at the kv heads
+        kv = a.q_dim if recompute == "none" and not flash else a.kv_dim
+        inner = [Term(f"Q, K, V (K and V at {'the kv' if kv == a.kv_dim else 'all h'} heads)",
                       n * (a.q_dim + 2 * kv), act, "tp"),
                  Term("heads' output (W_O's input)", n * a.q_dim, act, "tp")]
-    p = [] if recompute == "selective" else [Term("softmax output P", b * h * s * keys, act, "tp")]
-    return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *p]
+    if recompute == "selective":
+        core = []
+    elif flash:  # instead of P, one log-sum-exp per row; its output, laid out [B, T, h, d], is W_O's input
+        core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
+    else:
+        core = [Term("softmax output P", b * h * s * keys, act, "tp")]
+    return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *core]
 
 
 def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
@@ -95,13 +105,13 @@ def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
     return terms + [Term("MLP hidden" + hidden, (4 if m.gated else 2) * n * m.d_ff, act, "tp")]
 
 
-def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str) -> list[Term]:
-    """What one layer of `block` keeps for backward under `recompute`."""
+def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, flash: bool = False) -> list[Term]:
+    """What one layer of `block` keeps for backward under `recompute`, attention explicit or fused (`flash`)."""
     n = b * s
     if recompute == "full":
         return [Term("layer input (the checkpoint)", n * d, act, "sp")]
     norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})")]
-    return [*norms, *_attention(block.attention, b, s, d, act, recompute), *_mlp(block.mlp, n, d, act)]
+    return [*norms, *_attention(block.attention, b, s, d, act, recompute, flash), *_mlp(block.mlp, n, d, act)]
 
 
 def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str) -> list[Term]:
