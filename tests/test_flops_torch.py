@@ -20,8 +20,6 @@ model has no hook to checkpoint its core attention alone.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
@@ -29,23 +27,14 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from calc.analysis.flops import flops
 from calc.reference.model import Decoder, build
-from calc.spec.model import ModelSpec, spec_from_dict
+from calc.spec.model import ModelSpec
+from tiny_specs import TINY, tiny_spec
 
-SMALL = {"vocab_size": 97, "n_positions": 16, "d_model": 24, "n_layers": 2}
-TINY: dict[str, dict[str, Any]] = {
-    "gpt2-mha": {"family": "gpt2", "n_heads": 4},
-    "gpt2-gqa-head_dim": {"family": "gpt2", "n_heads": 4, "n_kv_heads": 2, "head_dim": 8},
-    "llama-gqa-qkv_bias": {"family": "llama", "n_heads": 4, "n_kv_heads": 2, "head_dim": 8, "d_ff": 40,
-                           "qkv_bias": True},
-    "llama-mqa-tied": {"family": "llama", "n_heads": 6, "n_kv_heads": 1, "tie_embeddings": True},
-    "llama-nopos-gelu": {"family": "llama", "n_heads": 2, "position_embedding": "none", "mlp": "gelu",
-                         "norm": "layernorm"},
-}
 B, T = 2, 5
 
 
 def tiny(name: str) -> tuple[ModelSpec, Decoder]:
-    spec = spec_from_dict({"name": name, **SMALL, **TINY[name]}, origin=name)
+    spec = tiny_spec(name)
     torch.manual_seed(0)
     return spec, build(spec)
 

@@ -17,8 +17,6 @@ Optimizer: a real torch.optim.AdamW after one step holds `exp_avg` and `exp_avg_
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 
@@ -26,25 +24,11 @@ from calc.analysis.train.activations import activation_terms, layer_terms
 from calc.analysis.train.params import held
 from calc.analysis.train.states import optimizer_bytes
 from calc.spec.flat import flat_view
-from calc.spec.model import ModelSpec, spec_from_dict
+from tiny_specs import TINY, tiny_spec
 from training_forward import TrainingForward
 
-SMALL = {"vocab_size": 97, "n_positions": 16, "d_model": 24, "n_layers": 2}
-TINY: dict[str, dict[str, Any]] = {
-    "gpt2-mha-learned": {"family": "gpt2", "n_heads": 4},
-    "gpt2-gqa-head_dim": {"family": "gpt2", "n_heads": 4, "n_kv_heads": 2, "head_dim": 8},
-    "llama-gqa-rotary-bias": {"family": "llama", "n_heads": 4, "n_kv_heads": 2, "head_dim": 8, "d_ff": 40,
-                              "qkv_bias": True},
-    "llama-mqa-tied": {"family": "llama", "n_heads": 6, "n_kv_heads": 1, "tie_embeddings": True},
-    "llama-nopos-gelu-layernorm": {"family": "llama", "n_heads": 2, "position_embedding": "none", "mlp": "gelu",
-                                   "norm": "layernorm"},
-}
 B, T = 3, 7
 FP32 = 4
-
-
-def tiny(name: str) -> ModelSpec:
-    return spec_from_dict({"name": name, **SMALL, **TINY[name]}, origin=name)
 
 
 def saved_bytes(model: torch.nn.Module, run) -> int:
@@ -68,7 +52,7 @@ def saved_bytes(model: torch.nn.Module, run) -> int:
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
 @pytest.mark.parametrize("name", TINY)
 def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, attention: str) -> None:
-    spec = tiny(name)
+    spec = tiny_spec(name)
     torch.manual_seed(0)
     model = TrainingForward(flat_view(spec))
     ids = torch.randint(0, spec.vocab_size, (B, T))
@@ -82,7 +66,7 @@ def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, a
 
 @pytest.mark.parametrize("name", TINY)
 def test_adamw_state_after_one_step(name: str) -> None:
-    spec = tiny(name)
+    spec = tiny_spec(name)
     torch.manual_seed(0)
     model = TrainingForward(flat_view(spec))
     optimizer = torch.optim.AdamW(model.parameters())
