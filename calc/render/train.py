@@ -20,9 +20,10 @@ _OPTIMIZER = {"adamw": "AdamW: fp32 m and v", "adamw8bit": "8-bit AdamW: int8 m 
 
 def _setup(t: Training) -> str:
     s = t.setup
-    lora = f", LoRA r={s.lora_rank}" + (" on a 4-bit base (QLoRA)" if s.qlora else "") if s.lora_rank else ""
-    return (f"{escape(t.model)}: training memory per GPU — {s.gpus} GPU{'s' if s.gpus > 1 else ''} = dp {s.dp} × tp {s.tp}{' (SP)' if s.sp else ''}"
-            f" × pp {s.pp}, ZeRO-{s.zero}, micro-batch {s.micro_batch} × seq {s.seq:,}, recompute {s.recompute}{lora}")
+    lora = f", {'QLoRA' if s.qlora else 'LoRA'} r={s.lora_rank}" if s.lora_rank else ""
+    gpus = f"{s.gpus} GPU{'s' if s.gpus > 1 else ''} = dp {s.dp} × tp {s.tp}{' (SP)' if s.sp else ''} × pp {s.pp}"
+    return (f"{escape(t.model)}, memory per GPU: {gpus}, ZeRO-{s.zero}, micro-batch {s.micro_batch} × seq "
+            f"{s.seq:,}, recompute {s.recompute}, {s.attention} attention{lora}")
 
 
 def _bytes(n: int) -> tuple[str, str, str]:
@@ -70,8 +71,9 @@ def train_notes(t: Training) -> list[str]:
     notes = [f"parameters on this GPU (the busiest pipeline stage, 1/{s.tp} of each matrix): {t.held.params:,}"
              + (f"; trained: {t.held.adapter_params:,} LoRA adapter parameters" if s.lora_rank else "")]
     if s.pp > 1:
-        notes.append(f"pipeline: the first stage keeps {s.pp} micro-batches in flight (1F1B), so its "
-                     f"{t.layers[0][1] // s.pp if t.layers else 0}-odd layers' activations count {s.pp} times")
+        first = sum(n for _, n, _ in t.layers) // s.pp
+        notes.append(f"pipeline: the first stage's {first} layers keep {s.pp} micro-batches in flight (1F1B), so "
+                     f"their activations count {s.pp} times; the parameters are the busiest stage's")
     if t.korthikanti is not None:
         ours = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
         notes += [f"Korthikanti et al. (arXiv 2205.05198), 34·s·b·h + 5·a·s²·b per layer with dropout: "

@@ -78,7 +78,8 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         # explicit QKᵀ and P·V keep K and V expanded to all h heads; a fused kernel, or a checkpoint
         # around attention, keeps them at the kv heads
         kv = a.q_dim if recompute == "none" and not flash else a.kv_dim
-        inner = [Term(f"Q, K, V (K and V at {'the kv' if kv == a.kv_dim else 'all h'} heads)",
+        heads = "" if a.kv_dim == a.q_dim else f" (K and V at {'the kv' if kv == a.kv_dim else 'all h'} heads)"
+        inner = [Term(f"Q, K, V{heads}",
                       n * (a.q_dim + 2 * kv), act, "tp"),
                  Term("heads' output (W_O's input)", n * a.q_dim, act, "tp")]
     if recompute == "selective":
