@@ -184,3 +184,12 @@ def test_bad_input(args: list[str], message: str) -> None:
 def test_unknown_gpu_is_an_input_error() -> None:
     with pytest.raises(GptcalcError):
         find_accelerator("v100")
+
+
+@pytest.mark.parametrize(("flag", "phrase"), [
+    ("--macs", "forward MACs of a prefill"), ("--causal-half", "only the (query, key) pairs the mask keeps"),
+    ("--last-logit", "LM head: on the last position only"),
+])
+def test_cli_conventions_are_stated(flag: str, phrase: str) -> None:
+    code, out = run("flops", "llama-3.2-1b", "--seq", "64", flag)
+    assert code == 0 and phrase in out

@@ -9,10 +9,9 @@ from typing import Mapping
 from calc.analysis.shapes import Journey, Step, journey
 from calc.spec.model import ModelSpec
 
-__all__ = ["ATTENTION_CORE", "RECOMPUTE", "Conventions", "FlopRow", "Flops", "causal_pairs", "flops"]
+__all__ = ["ATTENTION_CORE", "Conventions", "FlopRow", "Flops", "causal_pairs", "flops"]
 
 ATTENTION_CORE = ("scores", "attn_heads_out")  # the two matmuls whose size grows with the context
-RECOMPUTE = ("none", "selective", "full")
 
 
 @dataclass(frozen=True)
