@@ -108,7 +108,8 @@ def test_every_command_is_documented_with_an_example() -> None:
 @pytest.mark.parametrize("command", [
     ["count", "gpt2-small"], ["presets"], ["kvcache", "--gqa"],
     ["memory", "llama-70b", "--budget", "H100-80GB", "--json"],
-    ["shapes", "llama-3-8b", "--seq", "16", "--decode"],
+    ["shapes", "llama-3-8b", "--seq", "16", "--decode"], ["flops", "deepseek-v3", "--seq", "64", "--json"],
+    ["train", "mixtral-8x7b", "--seq", "512", "--micro-batch", "1", "--lora-rank", "8", "--qlora"],
 ])
 def test_calculator_commands_do_not_import_torch(command: list[str]) -> None:
     """A calculator answers instantly: none of these may load torch, transformers or safetensors."""
@@ -128,7 +129,8 @@ def test_python_dash_m() -> None:
 
 
 @pytest.mark.parametrize("command", [["count"], ["memory"], ["kvcache"], ["kvcache", "--gqa"],
-                                     ["shapes", "--seq", "3"], ["memory", "--seq", "64"]])
+                                     ["shapes", "--seq", "3"], ["memory", "--seq", "64"], ["flops", "--seq", "3"],
+                                     ["train", "--seq", "3", "--micro-batch", "1", "--layers"]])
 def test_names_are_text_not_markup(tmp_path: Path, command: list[str]) -> None:
     """A model called `a[/]b` is printed as such; rich must not read it as a closing tag."""
     path = tmp_path / "spec.yaml"
