@@ -1,4 +1,4 @@
-"""`kvcache` and `memory`: calc/analysis/memory.py, drawn by calc/render/memory.py."""
+"""`kvcache` and `memory`: calc/analysis/memory/, drawn by calc/render/memory.py."""
 
 from __future__ import annotations
 
@@ -6,28 +6,41 @@ from typing import Any
 
 import click
 
-from calc.cli.options import CONTEXT, DTYPES, POSITIVE, json_option, load_model, model_options, set_option
+from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TOKENS, WEIGHT_DTYPE, json_option, load_model, model_options,
+                              set_option)
 from calc.errors import GptcalcError
+
+
+SEQ_HELP = "Tokens per sequence: 4096, 32k or 128k (k = 1,024, so 128k = 131,072; the output says what it read)."
+KV_HELP = ("Storage type of the cached K and V: fp16 (bf16 is as wide), fp32, fp8_e4m3, fp8_e5m2, or llama.cpp's "
+           "q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl (block scales included: q8_0 is 8.5 bits).")
+TP_HELP = "Tensor-parallel GPUs: the cache per GPU (KV heads split, replicated past their count; MLA latent whole)."
+MLA_HELP = "MLA models: cache expanded per-head K and V (transformers' eager attention) instead of the latent."
 
 
 @click.command(context_settings=CONTEXT)
 @click.argument("models", nargs=-1, metavar="[MODEL]...")
-@click.option("--seq", type=POSITIVE, help="Tokens per sequence  [default: each model's context, n_positions]")
+@click.option("--seq", type=TOKENS, help=SEQ_HELP + "  [default: each model's context, n_positions]")
 @click.option("--batch", type=POSITIVE, default=1, show_default=True, help="Sequences held at once.")
-@click.option("--dtype", type=DTYPES, default="fp16", show_default=True, help="Storage type of the cached K and V.")
+@click.option("--dtype", "--kv-dtype", "dtype", type=KV_DTYPE, default="fp16", show_default=True, help=KV_HELP)
+@click.option("--tp", type=POSITIVE, default=1, show_default=True, help=TP_HELP)
+@click.option("--mla-expanded", is_flag=True, help=MLA_HELP)
 @click.option("--gqa", is_flag=True, help="Show each model under MHA, its own attention and MQA, with the saving.")
 @set_option
 @json_option
-def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, gqa: bool,
+def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, tp: int, mla_expanded: bool, gqa: bool,
             overrides: tuple[str, ...], as_json: bool) -> None:
-    """KV cache bytes per token and in total; no MODEL: every preset.
+    """KV cache bytes per token and in total, by layer kind; no MODEL: every preset.
 
-    bytes = 2 (K and V) x n_layers x n_kv_heads x head_dim x seq x batch x bytes per element.
+    bytes = n_layers x (K + V elements per token) x tokens kept x batch x bytes per element, where
+    K = V = n_kv_heads x head_dim, sliding-window layers keep at most their window, and MLA keeps
+    one latent of kv_lora_rank + qk_rope_head_dim.
 
     \b
     Example:
       gptcalc kvcache llama-7b --seq 4096
       gptcalc kvcache llama-70b qwen2-72b --seq 32768 --dtype bf16 --gqa
+      gptcalc kvcache mistral-7b deepseek-v3 --seq 32k --kv-dtype q8_0
       gptcalc kvcache --seq 8192 --json
     """
     from calc.render import base as render, memory as render_memory
@@ -47,14 +60,16 @@ def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, gq
                 skipped.append(str(exc).removeprefix("--gqa: "))
         data, table = [_gqa_json(v) for v in variants], render_memory.gqa_table(variants)
     else:
-        caches = [kv_cache(spec, seq or spec.n_positions, batch, dtype) for spec in specs]
+        caches = [kv_cache(spec, seq or spec.n_positions, batch, dtype, tp, mla_expanded) for spec in specs]
         data, table = [kv.to_json() for kv in caches], render_memory.kvcache_table(caches)
     if as_json:
         render.print_json(data)
         return
     out = render.console()
     out.print(table)
-    for note in filter(None, (render_memory.context_note(spec, seq) for spec in specs)):
+    notes = [render_memory.seq_note(seq), *(render_memory.context_note(spec, seq) for spec in specs),
+             *(note for kv in ([] if gqa else caches) for note in render_memory.kv_notes(kv))]
+    for note in filter(None, notes):
         out.print(f"  {note}")
     for reason in skipped:
         out.print(f"  not shown: {reason}", markup=False)
@@ -71,17 +86,20 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 
 @click.command(context_settings=CONTEXT)
 @model_options
-@click.option("--seq", type=POSITIVE, help="Tokens per sequence  [default: the model's context, n_positions]")
+@click.option("--seq", type=TOKENS, help=SEQ_HELP + "  [default: the model's context, n_positions]")
 @click.option("--batch", type=POSITIVE, help="Sequences held at once  [default: 1]")
-@click.option("--dtype", type=DTYPES, default="fp16", show_default=True, help="Storage type of the weights.")
-@click.option("--kv-dtype", type=DTYPES, help="Storage type of the KV cache  [default: --dtype]")
+@click.option("--dtype", type=WEIGHT_DTYPE, default="fp16", show_default=True,
+              help="Storage type of the weights: fp32, fp16/bfloat16, fp8_e4m3, int8, int4, or a llama.cpp type "
+                   "(q8_0, q4_0, q4_K, q6_K, mxfp4, ...).")
+@click.option("--kv-dtype", type=KV_DTYPE, default="fp16", show_default=True, help=KV_HELP + " Not tied to --dtype.")
+@click.option("--mla-expanded", is_flag=True, help=MLA_HELP)
 @click.option("--group-size", type=POSITIVE, metavar="G",
               help="fp8/int8/int4 only: count one fp16 scale per G weights (GPTQ/AWQ use 128).")
 @click.option("--budget", metavar="SIZE|GPU",
               help="Solve for the longest context at --batch, or with --seq the largest batch, "
                    "that fits, e.g. 80GB, 75GiB or H100-80GB.")
 @json_option
-def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: str | None,
+def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: str, mla_expanded: bool,
            group_size: int | None, budget: str | None, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
@@ -98,7 +116,8 @@ def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: 
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import budget_for, inference
 
-    result = inference(spec, count_params(spec), seq or spec.n_positions, batch or 1, dtype, kv_dtype, group_size)
+    result = inference(spec, count_params(spec), seq or spec.n_positions, batch or 1, dtype, kv_dtype, group_size,
+                       mla_expanded)
     solved, label = budget_for(spec, budget, result, seq, batch) if budget else (None, "")
     if as_json:
         render.print_json({**result.to_json(), "model": spec.name,
@@ -108,7 +127,8 @@ def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: 
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
                   render_memory.gpu_table(result)):
         out.print(table)
-    notes = [render_memory.context_note(spec, seq), *render_memory.inference_notes(result),
+    notes = [render_memory.seq_note(seq), render_memory.context_note(spec, seq),
+             *render_memory.inference_notes(result),
              *(render_memory.budget_lines(solved, label) if solved else [])]
     for line in filter(None, notes):
         out.print(f"  {line}")

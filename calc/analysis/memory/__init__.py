@@ -1,0 +1,26 @@
+"""Memory from a spec: the KV cache by layer kind, weights at a storage format, GPUs, and what fits.
+
+One module per question, pure integers, readable beside docs/memory.md:
+
+- `formats`: bits per value of every storage format, scales included (fp16, fp8, llama.cpp's q8_0 ...);
+- `kv`: the KV cache per layer kind (full, sliding window, MLA latent), per GPU under tensor parallelism;
+- `weights`: parameter bytes per component at a format;
+- `gpus`: the GPU catalog, each figure with its source;
+- `budget`: weights + cache, and the longest context or largest batch that fits a budget.
+
+No torch anywhere here: tests/test_memory_torch.py checks the cache against real tensors.
+"""
+
+from __future__ import annotations
+
+from calc.analysis.memory.budget import Budget, Inference, budget_for, inference, logits_bytes, parse_budget, solve_budget
+from calc.analysis.memory.formats import FORMATS, KV_FORMATS, WEIGHT_FORMATS, Format, bits_to_bytes, find_format
+from calc.analysis.memory.gpus import GPU, GPUS, find_gpu
+from calc.analysis.memory.kv import KVCache, KVLayers, kv_cache, kv_layers, kv_variants
+from calc.analysis.memory.weights import SCALE_BITS, Weights, weights
+
+__all__ = [
+    "FORMATS", "GPU", "GPUS", "KV_FORMATS", "SCALE_BITS", "WEIGHT_FORMATS", "Budget", "Format", "Inference", "KVCache",
+    "KVLayers", "Weights", "bits_to_bytes", "budget_for", "find_format", "find_gpu", "inference", "kv_cache",
+    "kv_layers", "kv_variants", "logits_bytes", "parse_budget", "solve_budget", "weights",
+]
