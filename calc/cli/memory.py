@@ -95,12 +95,16 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--mla-expanded", is_flag=True, help=MLA_HELP)
 @click.option("--group-size", type=POSITIVE, metavar="G",
               help="fp8/int8/int4 only: count one fp16 scale per G weights (GPTQ/AWQ use 128).")
-@click.option("--budget", metavar="SIZE|GPU",
-              help="Solve for the longest context at --batch, or with --seq the largest batch, "
-                   "that fits, e.g. 80GB, 75GiB or H100-80GB.")
+@click.option("--budget", metavar="SIZE|GPU|NxGPU",
+              help="Solve for the longest context at --batch, or with --seq the largest batch, that fits, per GPU: "
+                   "80GB, 75GiB, H100-80GB, or 2xH100-80GB (tensor parallel over 2 unless --tp/--pp say otherwise).")
+@click.option("--tp", type=POSITIVE, help="Tensor-parallel GPUs (shards matrices, splits KV heads)  [default: 1]")
+@click.option("--pp", type=POSITIVE, help="Pipeline stages (splits layers as vLLM does)  [default: 1]")
+@click.option("--ep", type=POSITIVE, help="Expert-parallel ways: routed experts split whole  [default: 1]")
 @json_option
 def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: str, mla_expanded: bool,
-           group_size: int | None, budget: str | None, as_json: bool) -> None:
+           group_size: int | None, budget: str | None, tp: int | None, pp: int | None, ep: int | None,
+           as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -111,24 +115,30 @@ def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: 
       gptcalc memory llama-70b --dtype int4 --group-size 128 --kv-dtype fp16
       gptcalc memory llama-3-8b --budget H100-80GB --batch 8
       gptcalc memory qwen2-72b --dtype fp8 --budget 141GB --seq 8192 --json
+      gptcalc memory llama-3-70b --budget 2xH100-80GB --seq 32k
     """
     from calc.render import base as render, memory as render_memory
     from calc.analysis.count import count as count_params
-    from calc.analysis.memory import budget_for, inference
+    from calc.analysis.memory import budget_for, inference, layout_for, parse_budget
 
+    target = parse_budget(budget) if budget else None
+    layout = layout_for(target, tp, pp, ep)
     result = inference(spec, count_params(spec), seq or spec.n_positions, batch or 1, dtype, kv_dtype, group_size,
-                       mla_expanded)
-    solved, label = budget_for(spec, budget, result, seq, batch) if budget else (None, "")
+                       mla_expanded, layout)
+    solved = budget_for(spec, target, result, seq, batch) if target else None
     if as_json:
         render.print_json({**result.to_json(), "model": spec.name,
-                           **({"budget": {**solved.to_json(), "label": label}} if solved else {})})
+                           **({"budget": {**solved.to_json(), "label": target.label, "gpus": target.count}}
+                              if solved and target else {})})
         return
     out = render.console()
+    for line in render_memory.headline(result, solved, target):
+        out.print(line)
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
                   render_memory.gpu_table(result)):
         out.print(table)
     notes = [render_memory.seq_note(seq), render_memory.context_note(spec, seq),
              *render_memory.inference_notes(result),
-             *(render_memory.budget_lines(solved, label) if solved else [])]
+             *(render_memory.budget_lines(solved, target.label) if solved and target else [])]
     for line in filter(None, notes):
         out.print(f"  {line}")

@@ -13,11 +13,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from calc.analysis.breakdown import label
-from calc.analysis.memory import GPUS, SCALE_BITS, Budget, Inference, KVCache, KVLayers
+from calc.analysis.memory import GPUS, SCALE_BITS, Budget, BudgetSpec, Inference, KVCache, KVLayers
 from calc.spec.model import ModelSpec
 from calc.units import human_bytes
 
-__all__ = ["budget_lines", "context_note", "gpu_table", "gqa_table", "inference_notes", "inference_table", "kv_notes",
+__all__ = ["budget_lines", "context_note", "gpu_table", "gqa_table", "headline", "inference_notes", "inference_table", "kv_notes",
            "kvcache_table", "weights_table"]
 
 
@@ -110,7 +110,7 @@ def weights_table(result: Inference) -> Table:
     """Bytes per component at the weights' dtype; the rows add up to the total row."""
     w = result.weights
     scales = f", +1 {SCALE_BITS}-bit scale per {w.group_size} weights" if w.group_size else ""
-    table = _columns(Table(title=f"{escape(w.model)}: weights at {w.format.describe()}{scales}"),
+    table = _columns(Table(title=f"{escape(w.model)}: weights at {w.format.describe()}{scales}{_where(result, True)}"),
                      "component", "params", "bytes", "GiB units", "GB units")
     for name, size in w.components.items():
         table.add_row(label(name), f"{w.params[name]:,}", *_units(size))
@@ -122,7 +122,7 @@ def weights_table(result: Inference) -> Table:
 def inference_table(result: Inference) -> Table:
     """Weights + KV cache = what inference keeps in memory (activations and overhead excluded)."""
     kv = result.kv
-    table = _columns(Table(title=f"{escape(kv.model)}: inference memory at seq {kv.seq:,} x batch {kv.batch:,}"),
+    table = _columns(Table(title=f"{escape(kv.model)}: inference memory at seq {kv.seq:,} x batch {kv.batch:,}{_where(result, True)}"),
                      "", "bytes", "GiB units", "GB units")
     table.add_row(f"weights ({result.weights.dtype})", *_units(result.weights.total_bytes))
     table.add_row(f"KV cache ({kv.dtype}, {kv.bytes_per_token:,} B/token)", *_units(kv.total_bytes))
@@ -133,7 +133,7 @@ def inference_table(result: Inference) -> Table:
 
 def gpu_table(result: Inference) -> Table:
     """Does weights + KV cache fit in each GPU's reported memory, and what is left over."""
-    table = _columns(Table(title="fits? (memory = nvidia-smi memory.total; GB = 10^9 B, GiB = 2^30 B)"),
+    table = _columns(Table(title=f"fits{_where(result, True)}? (memory = the total the driver reports; GB = 10^9 B, GiB = 2^30 B)"),
                      "GPU", "marketed", "memory", "GiB units", "GB units", "fits", "headroom")
     for gpu in GPUS:
         left = result.headroom(gpu.bytes)
@@ -157,16 +157,42 @@ def inference_notes(result: Inference) -> list[str]:
     if w.group_size:
         notes.append(f"group quantization: one {SCALE_BITS}-bit scale per {w.group_size} weights "
                      f"(+{SCALE_BITS / w.group_size:g} bits per weight); zero points are not counted")
-    elif w.format.block == 1 and w.format.bits_per_value < 16:
+    elif w.format.name in ("int8", "int4"):
         notes.append("no quantization scales counted: add --group-size 128 for GPTQ/AWQ-style fp16 scales")
     return notes
+
+
+def _where(result: Inference, short: bool = False) -> str:
+    """'' on one GPU; ' per GPU (busiest of 8: tp 4 x pp 2)' under a layout."""
+    layout = result.layout
+    if layout.gpus == 1:
+        return ""
+    if short:
+        return " per GPU"
+    ep = f", ep {layout.ep}" if layout.ep > 1 else ""
+    return f" per GPU (busiest of {layout.gpus}: tp {layout.tp} x pp {layout.pp}{ep})"
+
+
+def headline(result: Inference, solved: Budget | None, target: BudgetSpec | None) -> list[str]:
+    """The answer first: what it takes (per GPU), whether it fits the budget, and how far it stretches."""
+    kv, w = result.kv, result.weights
+    need = (f"{escape(kv.model)} at seq {kv.seq:,} x batch {kv.batch:,}{_where(result)}: weights {human_bytes(w.total_bytes)} "
+            f"+ KV cache {human_bytes(kv.total_bytes)} = [bold]{human_bytes(result.total_bytes)}[/] "
+            f"({result.total_bytes:,} B)")
+    if solved is None or target is None:
+        return [need]
+    left = result.headroom(target.bytes_per_gpu)
+    verdict = (f"[bold green]fits[/] on {target.label}, {human_bytes(left)} to spare" if left >= 0 else
+               f"[bold red]does not fit[/] on {target.label}: {human_bytes(-left)} short")
+    what = "longest context at batch" if solved.solve_for == "seq" else "largest batch at seq"
+    return [f"{verdict}; {what} {solved.fixed:,}: [bold]{solved.answer:,}[/]", need]
 
 
 def budget_lines(budget: Budget, label: str) -> list[str]:
     """The answer to --budget in words, with the arithmetic that produced it."""
     what, fixed = ("longest context", f"batch {budget.fixed:,}") if budget.solve_for == "seq" else \
         ("largest batch", f"seq {budget.fixed:,}")
-    lines = [f"budget {label}: {budget.budget_bytes:,} B ({human_bytes(budget.budget_bytes)}, "
+    lines = [f"budget {label}: {budget.budget_bytes:,} B per GPU ({human_bytes(budget.budget_bytes)}, "
              f"{human_bytes(budget.budget_bytes, binary=False)})"]
     if budget.limited_by == "weights":
         lines.append(f"the weights alone ({budget.weights_bytes:,} B) exceed the budget by "

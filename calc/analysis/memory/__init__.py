@@ -6,21 +6,25 @@ One module per question, pure integers, readable beside docs/memory.md:
 - `kv`: the KV cache per layer kind (full, sliding window, MLA latent), per GPU under tensor parallelism;
 - `weights`: parameter bytes per component at a format;
 - `gpus`: the GPU catalog, each figure with its source;
-- `budget`: weights + cache, and the longest context or largest batch that fits a budget.
+- `parallel`: what each GPU holds under tensor, pipeline and expert parallelism;
+- `budget`: weights + cache on the busiest GPU, and the longest context or largest batch that fits a budget.
 
 No torch anywhere here: tests/test_memory_torch.py checks the cache against real tensors.
 """
 
 from __future__ import annotations
 
-from calc.analysis.memory.budget import Budget, Inference, budget_for, inference, logits_bytes, parse_budget, solve_budget
+from calc.analysis.memory.budget import (Budget, BudgetSpec, GPUShare, Inference, budget_for, inference, layout_for,
+                                         logits_bytes, parse_budget, solve_budget)
 from calc.analysis.memory.formats import FORMATS, KV_FORMATS, WEIGHT_FORMATS, Format, bits_to_bytes, find_format
 from calc.analysis.memory.gpus import GPU, GPUS, find_gpu
 from calc.analysis.memory.kv import KVCache, KVLayers, kv_cache, kv_layers, kv_variants
+from calc.analysis.memory.parallel import Layout, pp_partitions, stages
 from calc.analysis.memory.weights import SCALE_BITS, Weights, weights
 
 __all__ = [
-    "FORMATS", "GPU", "GPUS", "KV_FORMATS", "SCALE_BITS", "WEIGHT_FORMATS", "Budget", "Format", "Inference", "KVCache",
-    "KVLayers", "Weights", "bits_to_bytes", "budget_for", "find_format", "find_gpu", "inference", "kv_cache",
-    "kv_layers", "kv_variants", "logits_bytes", "parse_budget", "solve_budget", "weights",
+    "FORMATS", "GPU", "GPUS", "KV_FORMATS", "SCALE_BITS", "WEIGHT_FORMATS", "Budget", "BudgetSpec", "Format", "GPUShare",
+    "Inference", "KVCache", "KVLayers", "Layout", "Weights", "bits_to_bytes", "budget_for", "find_format", "find_gpu",
+    "inference", "kv_cache", "kv_layers", "kv_variants", "layout_for", "logits_bytes", "parse_budget",
+    "pp_partitions", "solve_budget", "stages", "weights",
 ]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.gpus import GPUS, find_gpu
 from calc.analysis.memory.kv import KVCache, kv_cache
+from calc.analysis.memory.parallel import Layout, stage_kv, stages
 from calc.analysis.memory.weights import Weights, weights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -29,12 +30,28 @@ def logits_bytes(spec: ModelSpec, seq: int, batch: int) -> int:
 
 
 @dataclass(frozen=True)
+class GPUShare:
+    """What one GPU holds: its shard of the weights and the cache of its layers."""
+
+    weights: Weights
+    kv: KVCache
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights.total_bytes + self.kv.total_bytes
+
+
+@dataclass(frozen=True)
 class Inference:
-    """What inference holds for the whole run: the weights plus the KV cache at seq x batch."""
+    """What inference holds for the whole run: the weights plus the KV cache at seq x batch, on the
+    busiest GPU of the layout (the whole model on one GPU by default)."""
 
     weights: Weights
     kv: KVCache
     logits_bytes: int  # an estimate shown beside the total, never added to it
+    layout: Layout = Layout()
+    gpus: tuple[GPUShare, ...] = ()  # one per pipeline stage (each stands for its tp GPUs)
+    model_weights_bytes: int = 0  # the whole model's weights, all GPUs together
 
     @property
     def total_bytes(self) -> int:
@@ -46,6 +63,11 @@ class Inference:
 
     def to_json(self) -> dict[str, object]:
         return {
+            "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "ep": self.layout.ep, "gpus": self.layout.gpus},
+            "per_gpu": self.layout.gpus > 1,
+            "model_weights_bytes": self.model_weights_bytes,
+            "stages": [{"weights_bytes": g.weights.total_bytes, "kv_bytes": g.kv.total_bytes, "total_bytes": g.total_bytes}
+                       for g in self.gpus],
             "weights": self.weights.to_json(),
             "kv_cache": self.kv.to_json(),
             "total_bytes": self.total_bytes,
@@ -60,28 +82,49 @@ class Inference:
 
 
 def inference(spec: ModelSpec, breakdown: Breakdown, seq: int, batch: int = 1, dtype: str = "fp16",
-              kv_dtype: str | None = None, group_size: int | None = None, expanded: bool = False) -> Inference:
+              kv_dtype: str | None = None, group_size: int | None = None, expanded: bool = False,
+              layout: Layout = Layout()) -> Inference:
     """Weights at `dtype` and the cache at `kv_dtype`: 16-bit unless given, whatever the weights are
-    (servers keep a 16-bit cache for quantised weights unless told otherwise)."""
-    return Inference(
-        weights(breakdown, dtype, group_size),
-        kv_cache(spec, seq, batch, kv_dtype or "fp16", expanded=expanded),
-        logits_bytes(spec, seq, batch),
-    )
+    (servers keep a 16-bit cache for quantised weights unless told otherwise). Under a layout of
+    several GPUs the figures are the busiest GPU's."""
+    whole = weights(breakdown, dtype, group_size)
+    kv = kv_cache(spec, seq, batch, kv_dtype or "fp16", layout.tp, expanded)
+    order = list(breakdown.components)
+    shares = tuple(
+        GPUShare(Weights(whole.model, whole.format, {n: st.params[n] for n in order if n in st.params}, group_size),
+                 stage_kv(spec, kv, st))
+        for st in stages(spec, breakdown, layout))
+    busiest = max(shares, key=lambda share: share.total_bytes)
+    return Inference(busiest.weights, busiest.kv, logits_bytes(spec, seq, batch), layout, shares, whole.total_bytes)
 
 
-def parse_budget(text: str) -> tuple[int, str]:
-    """`--budget`: a GPU name (its reported memory) or a size with a unit such as 80GB or 75GiB -> (bytes, label).
-    A bare number is refused: 80 could be GB, GiB or bytes."""
-    if gpu := find_gpu(text):
-        return gpu.bytes, f"{gpu.name} (nvidia-smi memory.total {gpu.mib:,} MiB)"
+@dataclass(frozen=True)
+class BudgetSpec:
+    """--budget read: bytes per GPU, how many GPUs, and how to say it."""
+
+    bytes_per_gpu: int
+    count: int
+    label: str
+
+
+def parse_budget(text: str) -> BudgetSpec:
+    """`--budget`: a GPU name (its reported memory), N x a GPU ('2xH100-80GB', '8 x A100-40GB'), or a size
+    with a unit such as 80GB or 75GiB. A bare number is refused: 80 could be GB, GiB or bytes."""
     names = ", ".join(g.name for g in GPUS)
+    count, _, rest = text.strip().partition("x")
+    if count.strip().isdigit() and rest and find_gpu(rest):
+        if int(count) < 1:
+            raise GptcalcError(f"--budget {text!r}: at least one GPU")
+        single = parse_budget(rest)
+        return BudgetSpec(single.bytes_per_gpu, int(count), f"{int(count)} x {single.label}")
+    if gpu := find_gpu(text):
+        return BudgetSpec(gpu.bytes, 1, f"{gpu.name} (reported total {gpu.mib:,} MiB)")
     if text.strip().replace("_", "").replace(".", "", 1).isdigit():
         raise GptcalcError(f"--budget {text!r}: give a unit (80GB, 80GiB) or a GPU ({names})")
     try:
-        return parse_bytes(text), text
+        return BudgetSpec(parse_bytes(text), 1, text)
     except ValueError as exc:
-        raise GptcalcError(f"--budget: {exc}, or a GPU: {names}") from None
+        raise GptcalcError(f"--budget: {exc}, or a GPU ({names}), or N of them (2xH100-80GB)") from None
 
 
 def _largest(fits, hi: int) -> int:  # type: ignore[no-untyped-def]
@@ -169,13 +212,27 @@ def solve_budget(spec: ModelSpec, budget_bytes: int, weights_bytes: int, kv_dtyp
                   spec.n_positions)
 
 
-def budget_for(spec: ModelSpec, budget: str, result: Inference, seq: int | None,
-               batch: int | None) -> tuple[Budget, str]:
+def layout_for(budget: BudgetSpec | None, tp: int | None, pp: int | None, ep: int | None) -> Layout:
+    """The layout from --tp/--pp/--ep, or from the budget's GPU count (all tensor parallel) when
+    neither --tp nor --pp is given; a count that disagrees with tp x pp is bad input."""
+    if budget and budget.count > 1 and tp is None and pp is None:
+        tp = budget.count
+    layout = Layout(tp or 1, pp or 1, ep or 1)
+    if budget and budget.count > 1 and budget.count != layout.gpus:
+        raise GptcalcError(f"--budget {budget.label}: {budget.count} GPUs, but --tp x --pp = {layout.gpus}")
+    return layout
+
+
+def budget_for(spec: ModelSpec, budget: BudgetSpec, result: Inference, seq: int | None,
+               batch: int | None) -> Budget:
     """`memory --budget`: with --seq, the largest batch; otherwise the longest context at --batch
-    (default 1). Both given leaves nothing to solve for. Returns the answer and the budget's label."""
+    (default 1). Both given leaves nothing to solve for. Under pipeline parallelism each stage is
+    solved with its own weights and layers, and the tightest stage answers."""
     if seq and batch:
         raise GptcalcError("--budget: give --seq (to solve for the batch) or --batch (to solve for the context), not both")
-    size, label = parse_budget(budget)
     solve_for, fixed = ("batch", seq) if seq else ("seq", batch or 1)
-    return solve_budget(spec, size, result.weights.total_bytes, result.kv.dtype, solve_for, fixed,
-                        result.kv.expanded), label
+    if fixed < 1:
+        raise GptcalcError(f"--{'batch' if solve_for == 'seq' else 'seq'}: must be at least 1, got {fixed}")
+    answers = [Budget(budget.bytes_per_gpu, share.weights.total_bytes, share.kv, solve_for, fixed, spec.n_positions)
+               for share in result.gpus]
+    return min(answers, key=lambda b: (b.answer, b.free_bytes))
