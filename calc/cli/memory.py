@@ -93,6 +93,9 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
                    "(q8_0, q4_0, q4_K, q6_K, mxfp4, ...).")
 @click.option("--kv-dtype", type=KV_DTYPE, default="fp16", show_default=True, help=KV_HELP + " Not tied to --dtype.")
 @click.option("--mla-expanded", is_flag=True, help=MLA_HELP)
+@click.option("--quant", metavar="SCHEME",
+              help="A checkpoint's quantisation scheme, its real layout and what it keeps 16-bit: gptq-int4, awq-int4, "
+                   "bnb-nf4, bnb-nf4-dq, bnb-int8, fp8, fp8-channel, fp8-block, mxfp4, nvfp4 (replaces --dtype).")
 @click.option("--group-size", type=POSITIVE, metavar="G",
               help="fp8/int8/int4 only: count one fp16 scale per G weights (GPTQ/AWQ use 128).")
 @click.option("--budget", metavar="SIZE|GPU|NxGPU",
@@ -103,7 +106,7 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--ep", type=POSITIVE, help="Expert-parallel ways: routed experts split whole  [default: 1]")
 @json_option
 def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: str, mla_expanded: bool,
-           group_size: int | None, budget: str | None, tp: int | None, pp: int | None, ep: int | None,
+           quant: str | None, group_size: int | None, budget: str | None, tp: int | None, pp: int | None, ep: int | None,
            as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
@@ -119,12 +122,12 @@ def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: 
     """
     from calc.render import base as render, memory as render_memory
     from calc.analysis.count import count as count_params
-    from calc.analysis.memory import budget_for, inference, layout_for, parse_budget
+    from calc.analysis.memory import budget_for, find_scheme, inference, layout_for, parse_budget
 
     target = parse_budget(budget) if budget else None
     layout = layout_for(target, tp, pp, ep)
     result = inference(spec, count_params(spec), seq or spec.n_positions, batch or 1, dtype, kv_dtype, group_size,
-                       mla_expanded, layout)
+                       mla_expanded, layout, find_scheme(quant) if quant else None)
     solved = budget_for(spec, target, result, seq, batch) if target else None
     if as_json:
         render.print_json({**result.to_json(), "model": spec.name,

@@ -74,6 +74,11 @@ class MLA(Part):
             attn_out=h * self.v_head_dim * d, attn_out_bias=d * self.bias,
         )
 
+    def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
+        """Each weight matrix's input width and how many there are per layer."""
+        q = {"q": (d_model, 1)} if self.q_lora_rank is None else {"q_a": (d_model, 1), "q_b": (self.q_lora_rank, 1)}
+        return {**q, "kv_a": (d_model, 1), "kv_b": (self.kv_lora_rank, 1), "attn_out": (self.n_heads * self.v_head_dim, 1)}
+
     def kv_per_token(self) -> tuple[int, int]:
         """One layer's cache per token: the latent (kv_lora_rank) and the shared rotary key."""
         return self.kv_lora_rank + self.qk_rope_head_dim, 0

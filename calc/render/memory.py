@@ -110,7 +110,7 @@ def weights_table(result: Inference) -> Table:
     """Bytes per component at the weights' dtype; the rows add up to the total row."""
     w = result.weights
     scales = f", +1 {SCALE_BITS}-bit scale per {w.group_size} weights" if w.group_size else ""
-    table = _columns(Table(title=f"{escape(w.model)}: weights at {w.format.describe()}{scales}{_where(result, True)}"),
+    table = _columns(Table(title=f"{escape(w.model)}: weights as {w.describe()}{scales}{_where(result, True)}"),
                      "component", "params", "bytes", "GiB units", "GB units")
     for name, size in w.components.items():
         table.add_row(label(name), f"{w.params[name]:,}", *_units(size))
@@ -151,7 +151,8 @@ def inference_notes(result: Inference) -> list[str]:
         "so 'fits: yes' means weights + KV cache fit; the headroom must still hold all of the above",
         f"prefill logits, if computed in fp32 for every prompt position (batch x seq x vocab_size x 4 B): "
         f"{result.logits_bytes:,} B ({human_bytes(result.logits_bytes)}), not added above",
-        f"every parameter is stored as {w.format.describe()}, rounded up to whole bytes per component",
+        f"every parameter is stored as {w.format.describe()}, rounded up to whole bytes per component" if w.scheme is None
+        else f"{w.scheme.name}: quantised matrices laid out as in {w.scheme.source}; 16-bit: {w.scheme.keeps}",
         *kv_notes(result.kv),
     ]
     if w.group_size:
