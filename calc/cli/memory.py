@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TOKENS, WEIGHT_DTYPE, json_option, load_model, model_options,
                               set_option)
@@ -104,10 +105,16 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--tp", type=POSITIVE, help="Tensor-parallel GPUs (shards matrices, splits KV heads)  [default: 1]")
 @click.option("--pp", type=POSITIVE, help="Pipeline stages (splits layers as vLLM does)  [default: 1]")
 @click.option("--ep", type=POSITIVE, help="Expert-parallel ways: routed experts split whole  [default: 1]")
+@click.option("--engine", type=click.Choice(["vllm", "sglang", "trtllm", "llamacpp"]),
+              help="Print what this server will say about its KV cache (llama.cpp pads --seq to 256 cells).")
+@click.option("--kv-memory", metavar="SIZE",
+              help="The KV memory your server's log reports (vLLM 'Available KV cache memory: 8.11 GiB'): "
+                   "gives the exact blocks, tokens and concurrency it will print.")
+@click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM 16, TRT-LLM 32]")
 @json_option
 def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: str, mla_expanded: bool,
            quant: str | None, group_size: int | None, budget: str | None, tp: int | None, pp: int | None, ep: int | None,
-           as_json: bool) -> None:
+           engine: str | None, kv_memory: str | None, block_size: int | None, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -122,21 +129,36 @@ def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: 
     """
     from calc.render import base as render, memory as render_memory
     from calc.analysis.count import count as count_params
-    from calc.analysis.memory import budget_for, find_scheme, inference, layout_for, parse_budget
+    from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
+                                      padded_context, parse_budget)
+    from calc.units import parse_bytes
 
     target = parse_budget(budget) if budget else None
     layout = layout_for(target, tp, pp, ep)
-    result = inference(spec, count_params(spec), seq or spec.n_positions, batch or 1, dtype, kv_dtype, group_size,
+    if (kv_memory or block_size) and not engine:
+        raise GptcalcError("--kv-memory and --block-size describe a server's pool: give --engine too")
+    tokens = padded_context(ENGINES[engine], seq or spec.n_positions) if engine else seq or spec.n_positions
+    result = inference(spec, count_params(spec), tokens, batch or 1, dtype, kv_dtype, group_size,
                        mla_expanded, layout, find_scheme(quant) if quant else None)
+    pool = None
+    if kv_memory and engine:
+        try:
+            pool = kv_pool(result.kv, engine, parse_bytes(kv_memory), seq or spec.n_positions, block_size)
+        except ValueError as exc:
+            raise GptcalcError(f"--kv-memory: {exc}") from None
+    server = engine_lines(pool, result.kv, engine) if engine else []
     solved = budget_for(spec, target, result, seq, batch) if target else None
     if as_json:
-        render.print_json({**result.to_json(), "model": spec.name,
+        render.print_json({**result.to_json(), "model": spec.name, **({"engine": pool.to_json()} if pool else {}),
+                           **({"server_says": server} if server else {}),
                            **({"budget": {**solved.to_json(), "label": target.label, "gpus": target.count}}
                               if solved and target else {})})
         return
     out = render.console()
     for line in render_memory.headline(result, solved, target):
         out.print(line)
+    for line in server:
+        out.print(f"{engine} will print: [bold]{escape(line)}[/]")
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
                   render_memory.gpu_table(result)):
         out.print(table)

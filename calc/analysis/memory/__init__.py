@@ -8,6 +8,7 @@ One module per question, pure integers, readable beside docs/memory.md:
 - `schemes`: named quantisation schemes (GPTQ, AWQ, bitsandbytes, FP8, MXFP4, NVFP4) and what they keep 16-bit;
 - `gpus`: the GPU catalog, each figure with its source;
 - `parallel`: what each GPU holds under tensor, pipeline and expert parallelism;
+- `engines`: the pool vLLM, SGLang, TensorRT-LLM and llama.cpp carve from their KV memory, and what they print;
 - `budget`: weights + cache on the busiest GPU, and the longest context or largest batch that fits a budget.
 
 No torch anywhere here: tests/test_memory_torch.py checks the cache against real tensors.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from calc.analysis.memory.budget import (Budget, BudgetSpec, GPUShare, Inference, budget_for, inference, layout_for,
                                          logits_bytes, parse_budget, solve_budget)
+from calc.analysis.memory.engines import ENGINES, KVPool, engine_lines, kv_pool, padded_context
 from calc.analysis.memory.formats import FORMATS, KV_FORMATS, WEIGHT_FORMATS, Format, bits_to_bytes, find_format
 from calc.analysis.memory.gpus import GPU, GPUS, find_gpu
 from calc.analysis.memory.kv import KVCache, KVLayers, kv_cache, kv_layers, kv_variants
@@ -25,7 +27,7 @@ from calc.analysis.memory.schemes import SCHEMES, Scheme, find_scheme, scheme_bi
 from calc.analysis.memory.weights import SCALE_BITS, Weights, weights
 
 __all__ = [
-    "FORMATS", "GPU", "GPUS", "KV_FORMATS", "SCALE_BITS", "SCHEMES", "Scheme", "find_scheme", "scheme_bits", "WEIGHT_FORMATS", "Budget", "BudgetSpec", "Format", "GPUShare",
+    "ENGINES", "KVPool", "engine_lines", "kv_pool", "padded_context", "FORMATS", "GPU", "GPUS", "KV_FORMATS", "SCALE_BITS", "SCHEMES", "Scheme", "find_scheme", "scheme_bits", "WEIGHT_FORMATS", "Budget", "BudgetSpec", "Format", "GPUShare",
     "Inference", "KVCache", "KVLayers", "Layout", "Weights", "bits_to_bytes", "budget_for", "find_format", "find_gpu",
     "inference", "kv_cache", "kv_layers", "kv_variants", "layout_for", "logits_bytes", "parse_budget",
     "pp_partitions", "solve_budget", "stages", "weights",
