@@ -19,14 +19,14 @@ to a multiple of 64 per shard is not modelled.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from calc.analysis.breakdown import Breakdown
-from calc.analysis.memory.kv import KVCache, KVLayers
+from calc.analysis.memory.kv import KVCache
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["Layout", "Stage", "pp_partitions", "stages"]
+__all__ = ["Layout", "Stage", "pp_partitions", "stage_kv", "stages"]
 
 # Whole on every tensor-parallel GPU (everything else in a layer is sharded tp ways).
 REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "router", "router_bias", "router_score_bias",
@@ -113,11 +113,5 @@ def stage_kv(spec: ModelSpec, kv: KVCache, stage: Stage) -> KVCache:
     counts: dict[str, int] = {}
     for layer in range(stage.first_layer, stage.first_layer + stage.n_layers):
         counts[spec.block_at(layer)] = counts.get(spec.block_at(layer), 0) + 1
-    layers = tuple(_with_layers(kind, counts[kind.block]) for kind in kv.layers if kind.block in counts)
-    return KVCache(kv.model, kv.seq, kv.batch, kv.format, layers, kv.tp, kv.expanded)
-
-
-def _with_layers(kind: KVLayers, n: int) -> KVLayers:
-    from dataclasses import replace
-
-    return replace(kind, n_layers=n)
+    layers = tuple(replace(kind, n_layers=counts[kind.block]) for kind in kv.layers if kind.block in counts)
+    return replace(kv, layers=layers)
