@@ -81,8 +81,11 @@ def test_every_scheme_beats_16_bit_and_keeps_the_head(name: str) -> None:
     spec = load_spec("qwen3-30b-a3b")
     b = count(spec)
     w = weights(b, scheme=find_scheme(name), spec=spec)
-    assert w.total_bytes < 2 * b.total and w.components["lm_head"] == 2 * b.get("lm_head")
-    assert sum(w.components.values()) == w.total_bytes
+    assert w.total_bytes < 2 * b.total and sum(w.components.values()) == w.total_bytes
+    # the LM head stays 16-bit, except in GGUF files: Q6_K (210 bytes per 256), Q8_0 in a Q8_0 file
+    head = {"q8_0": b.get("lm_head") * 34 // 32}.get(name, b.get("lm_head") * 210 // 256 if w.scheme.gguf else
+                                                         2 * b.get("lm_head"))
+    assert w.components["lm_head"] == head
 
 
 def test_cli_quant() -> None:
@@ -95,3 +98,47 @@ def test_cli_quant() -> None:
         assert result.exit_code == 2 and message in result.output, result.output
     with pytest.raises(GptcalcError):
         find_scheme("int3")
+
+
+# --- llama.cpp's GGUF mixes -------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, printed", [
+    # source: https://github.com/ollama/ollama/issues/8509, Qwen2.5 Coder 7B Instruct Q4_K_M:
+    # "model params = 7.62 B", "model size = 4.36 GiB (4.91 BPW)"
+    ("qwen2.5-7b", "4.36 GiB (4.91 BPW)"),
+    # source: https://github.com/Jeffser/Alpaca/issues/572, DeepSeek R1 Distill Qwen 14B Q4_K_M:
+    # "model params = 14.77 B", "model size = 8.37 GiB (4.87 BPW)"
+    ("qwen2.5-14b", "8.37 GiB (4.87 BPW)"),
+    # source: https://github.com/utilityai/llama-cpp-rs/pull/400, Meta Llama 3.1 8B Instruct (file_type 15 = Q4_K_M):
+    # "model size = 4.58 GiB (4.89 BPW)"
+    ("llama-3.1-8b", "4.58 GiB (4.89 BPW)"),
+])
+def test_q4_k_m_matches_llama_cpp_model_size(name: str, printed: str) -> None:
+    spec = load_spec(name)
+    b = count(spec)
+    size = weights(b, scheme=find_scheme("Q4_K_M"), spec=spec).total_bytes
+    assert f"{size / 2**30:.2f} GiB ({size * 8 / b.total:.2f} BPW)" == printed
+
+
+def test_q4_k_m_per_tensor_rules_written_out() -> None:
+    # llama-3-8b, 32 layers: use_more_bits picks layers 0-3, 28-31 and every third from 4 (6, 9, ..., 27): 16 layers
+    from calc.analysis.memory.gguf import more_bits
+
+    more = [i for i in range(32) if more_bits(i, 32)]
+    assert more == [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]
+    q4k, q6k = 144 * 8, 210 * 8  # bits per 256-value block (ggml-common.h)
+    spec = load_spec("llama-3-8b")
+    w = weights(count(spec), scheme=find_scheme("q4_k_m"), spec=spec)
+    rows_v, rows_down = 1024, 4096  # v: 4096 -> 1024; down: 14336 -> 4096
+    assert w.components["v"] * 8 == rows_v * 16 * (16 * q6k + 16 * q4k)
+    assert w.components["mlp_down"] * 8 == rows_down * 56 * (16 * q6k + 16 * q4k)
+    assert w.components["q"] * 8 == 32 * 4096 * 16 * q4k
+    assert w.components["lm_head"] * 8 == VOCAB * 16 * q6k and w.components["token_embedding"] * 8 == VOCAB * 16 * q4k
+    assert w.components["attn_norm"] == 32 * 4096 * 4  # F32
+
+
+def test_gguf_falls_back_when_rows_do_not_fill_a_super_block() -> None:
+    # gpt-oss-20b's 2,880-wide rows are not a multiple of 256: q4_K falls back to q5_0 (22 bytes per 32)
+    spec = load_spec("gpt-oss-20b")
+    w = weights(count(spec), scheme=find_scheme("q4_k_m"), spec=spec)
+    assert w.components["q"] == 24 * 4096 * (2880 // 32) * 22

@@ -15,6 +15,8 @@ router where the scheme skips it) in 16 bits. Bits per matrix, with g the group 
     mxfp4       n x 4 + ceil(i/32) x o x 8                        FP4 E2M1 + one E8M0 scale per 32 (gpt-oss experts)
     nvfp4       n x 4 + ceil(i/16) x o x 8 + 2 x 32               FP4 + FP8 E4M3 scale per 16, fp32 global and input scales
 
+llama.cpp's mixes (q4_k_m, q5_k_m, q4_k_s, q6_k, q8_0) give each tensor its own ggml type: gguf.py.
+
 Counted per matrix as the model defines them; a checkpoint that fuses matrices (q/k/v, gate/up)
 stores fewer per-tensor scales (fp8, nvfp4: 32 bits each) and GPTQ's g_idx once per fused input.
 """
@@ -26,6 +28,7 @@ from fractions import Fraction
 from typing import Callable
 
 from calc.analysis.breakdown import Breakdown
+from calc.analysis.memory.gguf import MIXES, SOURCE as GGUF_SOURCE, gguf_bits
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -55,6 +58,7 @@ class Scheme:
     experts_only: bool  # only the routed experts (gpt-oss MXFP4)
     keeps: str  # what stays 16-bit, in words
     source: str
+    gguf: bool = False  # a llama.cpp mix: per-tensor types from llama_tensor_get_type (gguf.py)
 
     def quantises(self, name: str) -> bool:
         if self.experts_only:
@@ -81,19 +85,25 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
            "everything but the routed experts (attention, router, embeddings, LM head)", MX),
     Scheme("nvfp4", lambda i, o: i * o * 4 + _c(i, 16) * o * 8 + 64, False, False,
            "embeddings, LM head, norms, biases, router", NVFP4),
+    *(Scheme(mix, lambda i, o: 0, False, False, "norms and biases in F32, router in F16; LM head Q6_K (Q8_0 in a "
+             "Q8_0 file); attn_v and ffn_down take more bits on some layers", GGUF_SOURCE, True) for mix in MIXES),
 )}
 KEPT_BITS = 16  # what a scheme leaves unquantised is stored in bf16 / fp16
 
 
 def find_scheme(name: str) -> Scheme:
-    key = name.strip().lower().replace("_", "-")
-    if key not in SCHEMES:
+    """A scheme by name; '_' and '-' are the same ('AWQ_INT4', 'Q4_K_M', 'q4-k-m')."""
+    wanted = name.strip().lower().replace("_", "-")
+    key = next((s for s in SCHEMES if s.replace("_", "-") == wanted), None)
+    if key is None:
         raise GptcalcError(f"--quant {name!r}: unknown (choose from {', '.join(SCHEMES)})")
     return SCHEMES[key]
 
 
 def scheme_bits(spec: ModelSpec, breakdown: Breakdown, scheme: Scheme) -> dict[str, Fraction]:
     """Bits per parameter of every component under `scheme` (exact: total bits / parameters)."""
+    if scheme.gguf:
+        return _per_param(gguf_bits(spec, breakdown, scheme.name), breakdown)
     bits = {name: KEPT_BITS * n for name, n in breakdown.components.items()}
     for block in breakdown.blocks:
         for name, (i, count) in spec.blocks[block.name].matrices(spec.d_model).items():
@@ -101,5 +111,8 @@ def scheme_bits(spec: ModelSpec, breakdown: Breakdown, scheme: Scheme) -> dict[s
                 continue
             out = block.per_layer[name] // (i * count)
             bits[name] += block.layers * (count * scheme.bits(i, out) - KEPT_BITS * block.per_layer[name])
-    return {name: Fraction(b, n) for name, (b, n) in
-            ((name, (bits[name], breakdown.components[name])) for name in bits) if n}
+    return _per_param(bits, breakdown)
+
+
+def _per_param(bits: dict[str, int], breakdown: Breakdown) -> dict[str, Fraction]:
+    return {name: Fraction(b, breakdown.components[name]) for name, b in bits.items() if breakdown.components[name]}
