@@ -85,8 +85,8 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
            "everything but the routed experts (attention, router, embeddings, LM head)", MX),
     Scheme("nvfp4", lambda i, o: i * o * 4 + _c(i, 16) * o * 8 + 64, False, False,
            "embeddings, LM head, norms, biases, router", NVFP4),
-    *(Scheme(mix, lambda i, o: 0, False, False, "norms and biases in F32, router in F16; LM head Q6_K (Q8_0 in a "
-             "Q8_0 file); attn_v and ffn_down take more bits on some layers", GGUF_SOURCE, True) for mix in MIXES),
+    *(Scheme(mix, lambda i, o: 0, False, False, "norms and biases F32, router F16, LM head Q6_K (Q8_0 in a Q8_0 "
+             "file), attn_v and ffn_down with more bits on some layers", GGUF_SOURCE, True) for mix in MIXES),
 )}
 KEPT_BITS = 16  # what a scheme leaves unquantised is stored in bf16 / fp16
 

@@ -44,8 +44,8 @@ class Weights:
         if self.scheme is None:
             return self.format.describe()
         average = Fraction(self.total_bytes * 8, self.total_params or 1)
-        return (f"{self.scheme.name}: {float(average):.3f} bits per weight on average "
-                f"(kept 16-bit: {self.scheme.keeps})")
+        kept = "per tensor" if self.scheme.gguf else "kept 16-bit"
+        return f"{self.scheme.name}: {float(average):.3f} bits per weight on average ({kept}: {self.scheme.keeps})"
 
     def component_bytes(self, name: str) -> int:
         """ceil((bits of the values + one 16-bit scale per started group) / 8)."""
