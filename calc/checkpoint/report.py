@@ -137,9 +137,11 @@ class LoadResult:
     message: str
     tensors: int = 0
     logits_shape: tuple[int, ...] = ()
+    transformers: Any = None  # calc.checkpoint.crosscheck.LogitsComparison, once our forward pass ran
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "message": self.message, "tensors": self.tensors, "logits_shape": list(self.logits_shape)}
+        return {"ok": self.ok, "message": self.message, "tensors": self.tensors, "logits_shape": list(self.logits_shape),
+                "transformers": self.transformers.to_json() if self.transformers is not None else None}
 
 
 def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointReport:

@@ -81,7 +81,7 @@ def verify(model: str | None, overrides: tuple[str, ...], checkpoint: str | None
         render.print_json(result.to_json())
     else:
         out = render.console()
-        out.print(render_verify.verify_table(result.spec.name, result.diff))
+        out.print(render_verify.verify_table(result.spec.name, result.diff, result.verdict))
         for line in render_verify.verify_lines(result):
             out.print(f"  {line}")
     if not result.ok:
