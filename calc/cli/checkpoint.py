@@ -83,6 +83,6 @@ def verify(model: str | None, overrides: tuple[str, ...], checkpoint: str | None
         out = render.console()
         out.print(render_verify.verify_table(result.spec.name, result.diff, result.verdict))
         for line in render_verify.verify_lines(result):
-            out.print(f"  {line}")
+            out.print(f"  {line}", soft_wrap=True)  # one line each, however long: greppable
     if not result.ok:
         raise SystemExit(1)

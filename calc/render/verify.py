@@ -97,7 +97,8 @@ def transformers_lines(source: Any) -> list[str]:
 
 def load_lines(loaded: Any) -> list[str]:
     """`--load`'s verdict, then transformers' logits on the same weights (or why they were not compared)."""
-    lines = [f"{'✓' if loaded.ok else '✗'} --load: {loaded.message}"]
+    ran = loaded.ok or loaded.transformers is not None  # transformers is compared only after our forward pass passed
+    lines = [f"{'✓' if ran else '✗'} --load: {loaded.message}"]
     if loaded.transformers is not None:
         comparison = loaded.transformers
         mark = ("✓" if comparison.ok else "✗") if comparison.compared else "•"
