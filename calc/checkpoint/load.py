@@ -45,6 +45,7 @@ def load_and_run(report: CheckpointReport, config: dict[str, Any] | None = None)
     """Check every tensor, load strictly, run one forward pass, then compare with transformers' model
     of `config` (the config.json the spec came from); any failure is a verification failure (exit 1)."""
     _check_memory(report)
+    _check_not_quantised(report)
     try:
         state = read_checked(report)
     except Rejected as exc:
@@ -92,6 +93,17 @@ def _check_logits(spec: ModelSpec, ids: torch.Tensor, logits: torch.Tensor, tens
 
 def _dtypes(state: dict[str, torch.Tensor]) -> str:
     return ", ".join(sorted({str(t.dtype).removeprefix("torch.") for t in state.values()}))
+
+
+def _check_not_quantised(report: CheckpointReport) -> None:
+    """Quantised weights are read through their scales, which the reference model does not apply."""
+    if report.companions:
+        first = report.companions[0]
+        raise GptcalcError(
+            f"--load: {report.source} is quantised ({len(report.companions):,} scale tensors, e.g. "
+            f"{first.tensor.name}: {first.scheme}); --load does not dequantise, the header check without it "
+            "covers every tensor"
+        )
 
 
 def _check_memory(report: CheckpointReport) -> None:
