@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 
@@ -58,10 +58,11 @@ def load_and_run(report: CheckpointReport, config: dict[str, Any] | None = None)
     with torch.no_grad():
         logits = model(ids)  # (1, T, vocab)
     del model  # transformers' model is built next: one float32 model in memory at a time
-    result = _check_logits(report.spec, ids, logits, len(state), _dtypes(state))
+    not_parameters = {t.name for t in (*report.buffers, *report.unknown)}
+    dtypes = _dtypes(t for name, t in state.items() if name not in not_parameters)
+    result = _check_logits(report.spec, ids, logits, len(state), dtypes)
     if not result.ok:
         return result
-    not_parameters = {t.name for t in (*report.buffers, *report.unknown)}
     comparison = compare_logits(config, state, ids, logits, not_parameters)
     return replace(result, ok=comparison.ok, transformers=comparison)
 
@@ -91,8 +92,8 @@ def _check_logits(spec: ModelSpec, ids: torch.Tensor, logits: torch.Tensor, tens
                             f"one forward pass on {steps} tokens gave finite logits {list(shape)}", tensors, shape)
 
 
-def _dtypes(state: dict[str, torch.Tensor]) -> str:
-    return ", ".join(sorted({str(t.dtype).removeprefix("torch.") for t in state.values()}))
+def _dtypes(tensors: Iterable[torch.Tensor]) -> str:
+    return ", ".join(sorted({str(t.dtype).removeprefix("torch.") for t in tensors}))
 
 
 def _check_not_quantised(report: CheckpointReport) -> None:
