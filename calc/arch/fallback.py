@@ -39,15 +39,18 @@ def transformers_breakdown(exc: UnsupportedModelType) -> Breakdown:
     return Breakdown(str(name), layers, rows, source=SOURCE)
 
 
-def transformers_model(config: dict[str, Any], device: str = "meta") -> Any:
+def transformers_model(config: dict[str, Any], device: str = "meta", text_only: bool = False) -> Any:
     """transformers' own causal LM of a config.json mapping, float32, in eval mode; on the meta
-    device (shapes only, any size) unless a real one is asked for. transformers' errors pass
-    through: each caller says what a model_type transformers cannot build means for it."""
+    device (shapes only, any size) unless a real one is asked for. `text_only`: of a multimodal
+    config, the language model alone (what gptcalc counts). transformers' errors pass through:
+    each caller says what a model_type transformers cannot build means for it."""
     import torch
     import transformers
 
     data = copy.deepcopy(config)
     hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+    if text_only and "text_config" in config:
+        hf_config = hf_config.get_text_config()
     with torch.device(device):
         return transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32).eval()
 
