@@ -14,6 +14,7 @@ Imports torch: only `calc.checkpoint.load` imports this module.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -72,7 +73,7 @@ def _dtype(tensor: torch.Tensor) -> str:
     return str(tensor.dtype).removeprefix("torch.")
 
 
-def _tensors(path: Path):  # -> Iterator[tuple[str, torch.Tensor]]
+def _tensors(path: Path) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, tensor) pairs of one weight file, read one at a time where the format allows."""
     if path.suffix != ".safetensors":
         yield from as_state_dict(load_torch_file(path), path).items()
