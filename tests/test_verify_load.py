@@ -149,15 +149,21 @@ def llama3_rope_checkpoint(directory: Path) -> Path:
 
 
 def test_llama3_rope_scaling_is_never_a_silent_pass(tmp_path: Path) -> None:
-    """The motivating bug: the scaling changes no tensor, so only the logits can tell. Exit 1 when our
-    logits differ from transformers', 2 when the reference refuses the option; never ✓."""
-    code, out, err = run("--checkpoint", str(llama3_rope_checkpoint(tmp_path / "llama31")), "--load")
-    assert code in (1, 2), out
-    if code == 1:
-        assert "above the tolerance" in out and "✗ --load: transformers' LlamaForCausalLM" in out
-        assert "all agree" not in out
-    else:
+    """The motivating bug: the scaling changes no tensor, so only the logits can tell. A reference that
+    ignores it differs from transformers by ~1e-3 (exit 1); one that refuses the option exits 2; ✓ (exit 0)
+    only when transformers' logits were compared and agree."""
+    root = str(llama3_rope_checkpoint(tmp_path / "llama31"))
+    code, out, err = run("--checkpoint", root, "--load", "--json")
+    if code == 2:
         assert "rope" in err and err.count("\n") == 1
+        return
+    comparison = json.loads(out)["load"]["transformers"]
+    assert comparison["compared"] is True
+    assert (code == 0) is (comparison["max_difference"] <= comparison["tolerance"])
+    if code == 1:
+        code, out, _ = run("--checkpoint", root, "--load")
+        assert code == 1 and "all agree" not in out
+        assert "✗ --load: transformers' LlamaForCausalLM on the same weights" in out and "above the tolerance" in out
 
 
 def test_without_a_config_the_logits_are_not_compared_and_it_says_so(tiny, tmp_path: Path) -> None:
