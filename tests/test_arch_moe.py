@@ -175,6 +175,16 @@ def test_olmoe_1b_7b() -> None:
     assert billions(b.active) == 1.3
 
 
+def test_glm_4_6_active_matches_the_glm_4_5_card() -> None:
+    # GLM-4.5's model card (https://huggingface.co/zai-org/GLM-4.5): "355 billion total parameters and 32
+    # billion active parameters"; GLM-4.6 keeps that architecture (tests/configs/model_types/glm4_moe.json).
+    # 32B is the active count without the token embedding and the head (32.08B). The 355B is loose: the model
+    # is 352.80B, 356.79B with its MTP layer (whose embedding and head copies GLM-4.6 leaves out).
+    b = breakdown(saved("glm4_moe.json"))
+    assert billions(no_embedding(b) - b.get("lm_head"), 0) == 32
+    assert billions(b.total, 2) == 352.80 and billions(b.total + b.extra["mtp_layers"], 2) == 356.79
+
+
 SMALL = {"vocab_size": 97, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4,
          "max_position_embeddings": 128}
 MLA = {"kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8}
