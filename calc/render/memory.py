@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from calc.analysis.breakdown import label
-from calc.analysis.memory import GPUS, SCALE_BITS, Budget, BudgetSpec, Inference, KVCache, KVLayers
+from calc.analysis.memory import GPUS, SCALE_BITS, Budget, BudgetSpec, Inference, KVCache, KVLayers, StoredWeights, Weights
 from calc.spec.model import ModelSpec
 from calc.units import human_bytes
 
@@ -151,8 +151,7 @@ def inference_notes(result: Inference) -> list[str]:
         "so 'fits: yes' means weights + KV cache fit; the headroom must still hold all of the above",
         f"prefill logits, if computed in fp32 for every prompt position (batch x seq x vocab_size x 4 B): "
         f"{result.logits_bytes:,} B ({human_bytes(result.logits_bytes)}), not added above",
-        f"every parameter is stored as {w.format.describe()}, rounded up to whole bytes per component" if w.scheme is None
-        else f"{w.scheme.name}: quantised matrices laid out as in {w.scheme.source}; 16-bit: {w.scheme.keeps}",
+        _weights_note(w),
         *kv_notes(result.kv),
     ]
     if w.group_size:
@@ -161,6 +160,26 @@ def inference_notes(result: Inference) -> list[str]:
     elif w.format.name in ("int8", "int4"):
         notes.append("no quantization scales counted: add --group-size 128 for GPTQ/AWQ-style fp16 scales")
     return notes
+
+
+def _weights_note(w: Weights) -> str:
+    """How the weights' bytes were found: a plain dtype, a scheme's layout, or a checkpoint's headers."""
+    if w.stored is not None:
+        return (f"weights: every tensor's stored bytes from {escape(w.stored.source)}'s headers, scales and packed "
+                f"tensors placed with their weight{_left_out(w.stored)}")
+    if w.scheme is not None:
+        return f"{w.scheme.name}: quantised matrices laid out as in {w.scheme.source}; 16-bit: {w.scheme.keeps}"
+    return f"every parameter is stored as {w.format.describe()}, rounded up to whole bytes per component"
+
+
+def _left_out(stored: StoredWeights) -> str:
+    """'; not counted: buffers 12 B, 2 tensors no weight owns (a.b, c) 64 B', or ''."""
+    parts = [f"buffers {stored.buffer_bytes:,} B"] if stored.buffer_bytes else []
+    if stored.not_placed:
+        names = ", ".join(escape(t.name) for t in stored.not_placed[:3]) + (", ..." if len(stored.not_placed) > 3 else "")
+        parts.append(f"{len(stored.not_placed)} tensors no weight owns ({names}) "
+                     f"{sum(t.nbytes for t in stored.not_placed):,} B")
+    return f"; not counted: {', '.join(parts)}" if parts else ""
 
 
 def _where(result: Inference, short: bool = False) -> str:

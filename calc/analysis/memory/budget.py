@@ -10,13 +10,14 @@ does not bound the context, the model's n_positions does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.gpus import GPUS, find_gpu
 from calc.analysis.memory.kv import KVCache, kv_cache
 from calc.analysis.memory.parallel import Layout, stage_kv, stages
 from calc.analysis.memory.schemes import Scheme
+from calc.analysis.memory.stored import StoredWeights
 from calc.analysis.memory.weights import Weights, weights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -84,17 +85,16 @@ class Inference:
 
 def inference(spec: ModelSpec, breakdown: Breakdown, seq: int, batch: int = 1, dtype: str = "fp16",
               kv_dtype: str | None = None, group_size: int | None = None, expanded: bool = False,
-              layout: Layout = Layout(), scheme: Scheme | None = None) -> Inference:
-    """Weights at `dtype` and the cache at `kv_dtype`: 16-bit unless given, whatever the weights are
-    (servers keep a 16-bit cache for quantised weights unless told otherwise). Under a layout of
-    several GPUs the figures are the busiest GPU's."""
-    whole = weights(breakdown, dtype, group_size, scheme, spec)
+              layout: Layout = Layout(), scheme: Scheme | None = None,
+              stored: StoredWeights | None = None) -> Inference:
+    """Weights at `dtype` (or as a checkpoint stores them) and the cache at `kv_dtype`: 16-bit unless
+    given, whatever the weights are (servers keep a 16-bit cache for quantised weights unless told
+    otherwise). Under a layout of several GPUs the figures are the busiest GPU's."""
+    whole = weights(breakdown, dtype, group_size, scheme, spec, stored)
     kv = kv_cache(spec, seq, batch, kv_dtype or "fp16", layout.tp, expanded)
     order = list(breakdown.components)
     shares = tuple(
-        GPUShare(Weights(whole.model, whole.format, {n: st.params[n] for n in order if n in st.params}, group_size,
-                         whole.scheme, whole.bits_per_param),
-                 stage_kv(spec, kv, st))
+        GPUShare(replace(whole, params={n: st.params[n] for n in order if n in st.params}), stage_kv(spec, kv, st))
         for st in stages(spec, breakdown, layout))
     busiest = max(shares, key=lambda share: share.total_bytes)
     return Inference(busiest.weights, busiest.kv, logits_bytes(spec, seq, batch), layout, shares, whole.total_bytes)
