@@ -108,6 +108,9 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--tp", type=POSITIVE, help="Tensor-parallel GPUs (shards matrices, splits KV heads)  [default: 1]")
 @click.option("--pp", type=POSITIVE, help="Pipeline stages (splits layers as vLLM does)  [default: 1]")
 @click.option("--ep", type=POSITIVE, help="Expert-parallel ways: routed experts split whole  [default: 1]")
+@click.option("--cpu-experts", "--n-cpu-moe", "cpu_experts", metavar="all|N",
+              help="Keep the routed experts of the first N layers (all: every layer) in system RAM, as llama.cpp's "
+                   "--n-cpu-moe N / --cpu-moe: GPU bytes exclude them, and the output says what a token reads from RAM.")
 @click.option("--engine", type=click.Choice(["vllm", "sglang", "trtllm", "llamacpp"]),
               help="Print what this server will say about its KV cache (llama.cpp pads --seq to 256 cells).")
 @click.option("--kv-memory", metavar="SIZE",
@@ -117,7 +120,7 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @json_option
 def memory(model: str | None, overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None, dtype: str, kv_dtype: str, mla_expanded: bool,
            quant: str | None, group_size: int | None, budget: str | None, tp: int | None, pp: int | None, ep: int | None,
-           engine: str | None, kv_memory: str | None, block_size: int | None, as_json: bool) -> None:
+           cpu_experts: str | None, engine: str | None, kv_memory: str | None, block_size: int | None, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -130,11 +133,12 @@ def memory(model: str | None, overrides: tuple[str, ...], checkpoint: str | None
       gptcalc memory qwen2-72b --dtype fp8 --budget 141GB --seq 8192 --json
       gptcalc memory llama-3-70b --budget 2xH100-80GB --seq 32k
       gptcalc memory --checkpoint ./Llama-3.1-8B-Instruct-FP8 --budget L4
+      gptcalc memory qwen3-30b-a3b --quant q4_k_m --n-cpu-moe 24 --budget RTX-4090
     """
     from calc.render import base as render, memory as render_memory
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
-                                      padded_context, parse_budget)
+                                      padded_context, parse_budget, parse_cpu_experts)
     from calc.units import parse_bytes
 
     spec, stored = _model_and_checkpoint(model, overrides, checkpoint)
@@ -144,7 +148,8 @@ def memory(model: str | None, overrides: tuple[str, ...], checkpoint: str | None
         raise GptcalcError("--kv-memory and --block-size describe a server's pool: give --engine too")
     tokens = padded_context(ENGINES[engine], seq or spec.n_positions) if engine else seq or spec.n_positions
     result = inference(spec, count_params(spec), tokens, batch or 1, dtype, kv_dtype, group_size,
-                       mla_expanded, layout, find_scheme(quant) if quant else None, stored)
+                       mla_expanded, layout, find_scheme(quant) if quant else None, stored,
+                       parse_cpu_experts(cpu_experts, spec) if cpu_experts else 0)
     pool = None
     if kv_memory and engine:
         try:

@@ -153,6 +153,7 @@ def inference_notes(result: Inference) -> list[str]:
         f"{result.logits_bytes:,} B ({human_bytes(result.logits_bytes)}), not added above",
         _weights_note(w),
         *kv_notes(result.kv),
+        *_offload_notes(result),
     ]
     if w.group_size:
         notes.append(f"group quantization: one {SCALE_BITS}-bit scale per {w.group_size} weights "
@@ -160,6 +161,22 @@ def inference_notes(result: Inference) -> list[str]:
     elif w.format.name in ("int8", "int4"):
         notes.append("no quantization scales counted: add --group-size 128 for GPTQ/AWQ-style fp16 scales")
     return notes
+
+
+def _blocks(n: int) -> str:
+    return "layer 0" if n == 1 else f"layers 0-{n - 1}"
+
+
+def _offload_notes(result: Inference) -> list[str]:
+    """Where the offloaded experts are, and what each decoded token reads of them from system RAM."""
+    moved = result.offload
+    if moved is None:
+        return []
+    return [f"system RAM: the routed experts of {_blocks(moved.layers)}, {_bytes(moved.weights.total_bytes)} "
+            f"(llama.cpp --n-cpu-moe {moved.layers}); the GPU figures above leave them out, while the router, "
+            f"shared experts, attention and KV cache stay on the GPU",
+            f"decode: each token reads its top-k experts of those layers from system RAM, "
+            f"{_bytes(moved.read_per_token.total_bytes)} per token, at the CPU's memory bandwidth"]
 
 
 def _weights_note(w: Weights) -> str:
@@ -186,7 +203,7 @@ def _where(result: Inference, short: bool = False) -> str:
     """'' on one GPU; ' per GPU (busiest of 8: tp 4 x pp 2)' under a layout."""
     layout = result.layout
     if layout.gpus == 1:
-        return ""
+        return " on the GPU" if result.offload else ""
     if short:
         return " per GPU"
     ep = f", ep {layout.ep}" if layout.ep > 1 else ""
@@ -199,6 +216,8 @@ def headline(result: Inference, solved: Budget | None, target: BudgetSpec | None
     need = (f"{escape(kv.model)} at seq {kv.seq:,} x batch {kv.batch:,}{_where(result)}: weights {human_bytes(w.total_bytes)} "
             f"+ KV cache {human_bytes(kv.total_bytes)} = [bold]{human_bytes(result.total_bytes)}[/] "
             f"({result.total_bytes:,} B)")
+    if result.offload is not None:
+        need += f"; routed experts of {_blocks(result.offload.layers)} in system RAM: {human_bytes(result.offload.weights.total_bytes)}"
     if solved is None or target is None:
         return [need]
     left = result.headroom(target.bytes_per_gpu)
