@@ -117,10 +117,14 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
               help="The KV memory your server's log reports (vLLM 'Available KV cache memory: 8.11 GiB'): "
                    "gives the exact blocks, tokens and concurrency it will print.")
 @click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM 16, TRT-LLM 32]")
+@click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE, default=2048, show_default=True,
+              help="vLLM with sliding-window layers: tokens a window group holds beyond its window, which sets the "
+                   "concurrency it prints (vllm serve: 2048, or 8192 on a 70 GiB+ GPU that is not an A100).")
 @json_option
-def memory(model: str | None, overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None, dtype: str, kv_dtype: str, mla_expanded: bool,
-           quant: str | None, group_size: int | None, budget: str | None, tp: int | None, pp: int | None, ep: int | None,
-           cpu_experts: str | None, engine: str | None, kv_memory: str | None, block_size: int | None, as_json: bool) -> None:
+def memory(model: str | None, overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None,
+           dtype: str, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
+           tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
+           kv_memory: str | None, block_size: int | None, max_batched: int, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -153,7 +157,7 @@ def memory(model: str | None, overrides: tuple[str, ...], checkpoint: str | None
     pool = None
     if kv_memory and engine:
         try:
-            pool = kv_pool(result.kv, engine, parse_bytes(kv_memory), seq or spec.n_positions, block_size)
+            pool = kv_pool(result.kv, engine, parse_bytes(kv_memory), seq or spec.n_positions, block_size, max_batched)
         except ValueError as exc:
             raise GptcalcError(f"--kv-memory: {exc}") from None
     server = engine_lines(pool, result.kv, engine) if engine else []
