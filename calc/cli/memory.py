@@ -32,9 +32,12 @@ def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, gq
     """
     from calc.render import base as render, memory as render_memory
     from calc.analysis.memory import kv_cache, kv_variants
+    from calc.analysis.count import by_family
     from calc.spec.load import preset_names
 
-    specs = [load_model(model, overrides) for model in (models or preset_names())]
+    specs = [load_model(model, overrides) for model in models]
+    if not models:  # every preset, in the order `presets` lists them
+        specs = [spec for spec, _ in by_family(load_model(name, overrides) for name in preset_names())]
     skipped: list[str] = []
     if gqa:
         variants = []

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import click
 
-__all__ = ["CONTEXT", "DTYPES", "POSITIVE", "json_option", "load_model", "model_options", "set_option"]
+__all__ = ["CONTEXT", "DTYPES", "POSITIVE", "TOKENS", "json_option", "load_model", "model_options", "set_option"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -16,6 +16,25 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 # here so that defining the options imports nothing.
 DTYPES = click.Choice(["fp32", "fp16", "bf16", "fp8", "int8", "int4"])
 POSITIVE = click.IntRange(min=1)
+
+
+class Tokens(click.ParamType):
+    """A token count: 4096, 4k or 128k (k = 1024, as "128k context" means 131,072 for Llama 3.1)."""
+
+    name = "TOKENS"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower().replace(",", "").replace("_", "")
+        scale = 1024 if text.endswith("k") else 1
+        digits = text.removesuffix("k")
+        if not digits.isdigit() or int(digits) < 1:
+            self.fail(f"{value!r} is not a token count (examples: 4096, 4k, 128k)", param, ctx)
+        return int(digits) * scale
+
+
+TOKENS = Tokens()
 
 set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                           help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")
