@@ -99,7 +99,7 @@ def test_count_with_several_models_compares_them() -> None:
     (["compare", "llama-2-7b", "mistrall-7b"], "Error: unknown model 'mistrall-7b' (did you mean mistral-7b?)"),
     (["compare", "llama-2-7b", "mistral-7b", "--seq", "4q"], "'4q' is not a token count (examples: 4096, 4k, 128k)"),
     (["compare", "llama-2-7b", "--seq", "0"], "'0' is not a token count"),
-    (["compare"], "Missing argument 'MODEL MODEL...'"),
+    (["compare"], "Missing argument 'MODEL...'"),
     (["count", "gpt2-small", "nope"], "Error: unknown model 'nope'"),
 ])
 def test_compare_bad_input_exits_2(args: list[str], message: str) -> None:

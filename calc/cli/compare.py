@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import click
 
-from calc.cli.options import CONTEXT, DTYPES, TOKENS, json_option, load_model, set_option
+from calc.cli.options import (
+    CONTEXT, dtype_option, json_option, kv_dtype_option, load_model, models_argument, seq_option, set_option
+)
 
 
 @click.command(context_settings=CONTEXT)
-@click.argument("models", nargs=-1, required=True, metavar="MODEL MODEL...")
-@click.option("--seq", type=TOKENS, help="Context for the KV cache, e.g. 4096 or 32k (k = 1024)  "
-                                         "[default: the shortest context among the models]")
-@click.option("--dtype", type=DTYPES, default="fp16", show_default=True, help="Storage type of the weights.")
-@click.option("--kv-dtype", type=DTYPES, help="Storage type of the KV cache  [default: --dtype]")
+@models_argument
+@seq_option
+@dtype_option
+@kv_dtype_option
 @set_option
 @json_option
 def compare(models: tuple[str, ...], seq: int | None, dtype: str, kv_dtype: str | None,

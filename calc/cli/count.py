@@ -6,11 +6,11 @@ from typing import Any
 
 import click
 
-from calc.cli.options import CONTEXT, json_option, load_model, set_option
+from calc.cli.options import CONTEXT, json_option, load_model, models_argument, set_option
 
 
 @click.command(context_settings=CONTEXT)
-@click.argument("models", nargs=-1, required=True, metavar="MODEL...")
+@models_argument
 @set_option
 @json_option
 def count(models: tuple[str, ...], overrides: tuple[str, ...], as_json: bool) -> None:

@@ -8,7 +8,8 @@ from typing import Any, Callable
 
 import click
 
-__all__ = ["CONTEXT", "DTYPES", "POSITIVE", "TOKENS", "json_option", "load_model", "model_options", "set_option"]
+__all__ = ["CONTEXT", "DTYPES", "POSITIVE", "TOKENS", "dtype_option", "gpus_option", "json_option", "kv_dtype_option",
+           "load_model", "model_options", "models_argument", "seq_max_option", "seq_option", "set_option"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -35,6 +36,18 @@ class Tokens(click.ParamType):
 
 
 TOKENS = Tokens()
+
+# The arguments and options of the commands that size several models at once (compare, plot, report).
+models_argument = click.argument("models", nargs=-1, required=True, metavar="MODEL...")
+seq_option = click.option("--seq", type=TOKENS, help="Context of the KV cache, e.g. 4096 or 32k (k = 1024), batch 1  "
+                                                      "[default: the shortest context among the models]")
+dtype_option = click.option("--dtype", type=DTYPES, default="fp16", show_default=True,
+                            help="Storage type of the weights.")
+kv_dtype_option = click.option("--kv-dtype", type=DTYPES, help="Storage type of the KV cache  [default: --dtype]")
+seq_max_option = click.option("--seq-max", type=TOKENS, help="Longest context drawn, e.g. 32k or 131072 (k = 1024)  "
+                                                            "[default: the longest context among the models]")
+gpus_option = click.option("--gpus", metavar="GPU,...", help="GPUs drawn as horizontal lines at their memory, "
+                                                             "e.g. H100,4090.")
 
 set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                           help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")

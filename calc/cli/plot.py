@@ -6,9 +6,11 @@ from pathlib import Path
 
 import click
 
-from calc.cli.options import CONTEXT, DTYPES, TOKENS, load_model, set_option
+from calc.cli.options import (
+    CONTEXT, dtype_option, gpus_option, kv_dtype_option, load_model, models_argument, seq_max_option,
+    set_option
+)
 
-models_argument = click.argument("models", nargs=-1, required=True, metavar="MODEL...")
 output_option = click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
                              help="File to write: .png or .svg (the suffix picks the format).")
 
@@ -28,11 +30,10 @@ def plot() -> None:
 
 @plot.command(context_settings=CONTEXT)
 @models_argument
-@click.option("--seq-max", type=TOKENS, help="Longest context drawn, e.g. 32k or 131072 (k = 1024)  "
-                                             "[default: the longest context among the models]")
-@click.option("--gpus", metavar="GPU,...", help="GPUs drawn as horizontal lines at their memory, e.g. H100,4090.")
-@click.option("--dtype", type=DTYPES, default="fp16", show_default=True, help="Storage type of the weights.")
-@click.option("--kv-dtype", type=DTYPES, help="Storage type of the KV cache  [default: --dtype]")
+@seq_max_option
+@gpus_option
+@dtype_option
+@kv_dtype_option
 @set_option
 @output_option
 def memory(models: tuple[str, ...], seq_max: int | None, gpus: str | None, dtype: str, kv_dtype: str | None,

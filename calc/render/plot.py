@@ -15,17 +15,27 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from calc.analysis.memory import GPU
-from calc.analysis.pictures import MemoryCurve
+from calc.analysis.pictures import GROUPS, MemoryCurve
 from calc.errors import GptcalcError
 from calc.units import human_count
 
-__all__ = ["FORMATS", "INSTALL", "memory_figure", "params_figure", "save", "svg_text"]
+__all__ = ["FORMATS", "INSTALL", "available", "memory_figure", "params_figure", "save", "svg_text"]
 
 FORMATS = (".png", ".svg")
 INSTALL = "pip install 'gptcalc[plot]' (or pip install matplotlib)"
 GIB = 2**30
+_SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}  # no date, no links in the file
 _STYLE = {"svg.fonttype": "none", "svg.hashsalt": "gptcalc", "font.size": 10, "axes.spines.top": False,
           "axes.spines.right": False}
+
+
+def available() -> bool:
+    """Whether matplotlib can be imported (`report` leaves its pictures out when it cannot)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 @contextmanager
@@ -93,7 +103,7 @@ def params_figure(rows: list[tuple[str, dict[str, int]]]) -> Any:
         left = [0.0] * len(rows)
         for group in shown:
             shares = [100 * groups[group] / max(sum(groups.values()), 1) for _, groups in rows]
-            bars = ax.barh(names, shares, left=left, label=group, height=0.6)
+            bars = ax.barh(names, shares, left=left, label=group, height=0.6, color=_group_color(group))
             ax.bar_label(bars, labels=[f"{s:.0f}%" if s >= 6 else "" for s in shares], label_type="center",
                          fontsize=8, color="white")
             left = [a + b for a, b in zip(left, shares)]
@@ -105,13 +115,19 @@ def params_figure(rows: list[tuple[str, dict[str, int]]]) -> Any:
         return fig
 
 
+def _group_color(group: str) -> str:
+    """The same colour for a group in every picture, whichever groups a picture shows."""
+    order = [*GROUPS, "other"]
+    return f"C{order.index(group)}"
+
+
 def save(fig: Any, path: Path) -> None:
     """PNG or SVG by the file's suffix."""
     if path.suffix.lower() not in FORMATS:
         raise GptcalcError(f"{path}: the picture's format comes from its suffix: .png or .svg")
     with _matplotlib():
         try:
-            fig.savefig(path, dpi=150, metadata={"Date": None} if path.suffix.lower() == ".svg" else None)
+            fig.savefig(path, dpi=150, metadata=_SVG_METADATA if path.suffix.lower() == ".svg" else None)
         except OSError as exc:
             raise GptcalcError(f"{path}: cannot write ({exc.strerror or exc})") from None
 
@@ -120,6 +136,6 @@ def svg_text(fig: Any) -> str:
     """The figure as an inline <svg> element (no XML prologue), for an HTML page."""
     buffer = io.StringIO()
     with _matplotlib():
-        fig.savefig(buffer, format="svg", metadata={"Date": None})
+        fig.savefig(buffer, format="svg", metadata=_SVG_METADATA)
     text = buffer.getvalue()
     return text[text.index("<svg"):]
