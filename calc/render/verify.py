@@ -13,7 +13,7 @@ from rich.table import Table
 from calc.analysis.breakdown import Diff, label
 from calc.render.checkpoint import verify_checkpoint_lines
 from calc.units import human_count
-from calc.verify import Verification
+from calc.verify import WITHOUT_TORCH, Verification
 
 __all__ = ["difference_columns", "verify_lines", "verify_table"]
 
@@ -74,4 +74,6 @@ def verify_lines(result: Verification) -> list[str]:
         lines += [escape(line) for line in verify_checkpoint_lines(result.checkpoint)]
     if result.loaded is not None:
         lines.append(escape(f"{'✓' if result.loaded.ok else '✗'} --load: {result.loaded.message}"))
+    if result.without_torch:
+        lines.append(escape(f"note: {WITHOUT_TORCH}"))
     return lines
