@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import click
 
-__all__ = ["CONTEXT", "DTYPES", "POSITIVE", "TOKENS", "dtype_option", "gpus_option", "json_option", "kv_dtype_option",
+__all__ = ["CONTEXT", "DTYPES", "POSITIVE", "TOKENS", "complete_model", "dtype_option", "gpus_option", "json_option", "kv_dtype_option",
            "load_model", "model_options", "models_argument", "seq_max_option", "seq_option", "set_option"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -37,8 +37,18 @@ class Tokens(click.ParamType):
 
 TOKENS = Tokens()
 
+
+
+def complete_model(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of MODEL: the preset names that start with what is typed, else files."""
+    from calc.spec.load import preset_names
+
+    names = [name for name in preset_names() if name.startswith(incomplete)]
+    return names or [click.shell_completion.CompletionItem(incomplete, type="file")]
+
+
 # The arguments and options of the commands that size several models at once (compare, plot, report).
-models_argument = click.argument("models", nargs=-1, required=True, metavar="MODEL...")
+models_argument = click.argument("models", nargs=-1, required=True, metavar="MODEL...", shell_complete=complete_model)
 seq_option = click.option("--seq", type=TOKENS, help="Context of the KV cache, e.g. 4096 or 32k (k = 1024), batch 1  "
                                                       "[default: the shortest context among the models]")
 dtype_option = click.option("--dtype", type=DTYPES, default="fp16", show_default=True,
@@ -57,7 +67,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """MODEL plus `--set key=value` overrides; the command receives a loaded `spec`."""
 
-    @click.argument("model")
+    @click.argument("model", shell_complete=complete_model)
     @set_option
     @functools.wraps(command)
     def wrapper(model: str, overrides: tuple[str, ...], **kwargs: Any) -> Any:
