@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import click
@@ -36,6 +35,8 @@ def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, gpus: 
       gptcalc report llama-3.1-8b qwen2.5-7b mistral-7b --seq 32k --gpus H100,4090 -o report.html
       gptcalc report llama-2-70b mixtral-8x7b --dtype int4 --kv-dtype fp16 -o sizing.html
     """
+    import shlex
+
     from calc.analysis.compare import compare_models
     from calc.render.report import report_html
 
