@@ -82,6 +82,16 @@ def test_plot_memory_svg_has_the_models_gpus_and_axes(tmp_path: Path) -> None:
     assert "weights (fp16) + KV cache (fp16) against context" in texts
 
 
+def test_plot_memory_turns_logarithmic_when_sizes_differ_by_more_than_20x(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "memory.svg"
+    code, _ = run("plot", "memory", "deepseek-v3", "gemma-2-9b", "--dtype", "int4", "-o", str(path))
+    texts = svg_texts(path)
+    # int4 weights: 671,026,404,352 / 2 B = 312.5 GiB against Gemma-2-9B's 9,241,705,984 / 2 B = 4.3 GiB
+    assert code == 0 and "deepseek-v3 (weights 312.5 GiB)" in texts and "gemma-2-9b (weights 4.3 GiB)" in texts
+    assert "memory (GiB = 2^30 bytes), log scale" in texts and {"5", "10", "20", "50", "100", "200"} <= set(texts)
+
+
 def test_plot_params_png_and_svg(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     png, svg = tmp_path / "params.png", tmp_path / "params.svg"

@@ -24,6 +24,7 @@ __all__ = ["FORMATS", "INSTALL", "available", "memory_figure", "params_figure", 
 FORMATS = (".png", ".svg")
 INSTALL = "pip install 'gptcalc[plot]' (or pip install matplotlib)"
 GIB = 2**30
+LOG_RATIO = 20  # memory axis turns logarithmic when its largest value is this many times the smallest weights
 _SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}  # no date, no links in the file
 _STYLE = {"svg.fonttype": "none", "svg.hashsalt": "gptcalc", "font.size": 10, "axes.spines.top": False,
           "axes.spines.right": False}
@@ -44,10 +45,11 @@ def _matplotlib() -> Iterator[Any]:
     try:
         import matplotlib
         from matplotlib.figure import Figure
+        from matplotlib.ticker import LogLocator
     except ImportError:
         raise GptcalcError(f"pictures need matplotlib, which is not installed: {INSTALL}") from None
     with matplotlib.rc_context(_STYLE):
-        yield Figure
+        yield Figure, LogLocator
 
 
 def _token_label(n: float) -> str:
@@ -65,7 +67,7 @@ def _token_ticks(seq_max: int) -> list[int]:
 
 def memory_figure(curves: list[MemoryCurve], gpus: list[GPU], seq_max: int, dtype: str, kv_dtype: str) -> Any:
     """Weights + KV cache against context, one line per model (dotted past its context), GPUs as lines."""
-    with _matplotlib() as Figure:
+    with _matplotlib() as (Figure, LogLocator):
         fig = Figure(figsize=(9, 5.5), layout="constrained")
         ax = fig.subplots()
         for curve in curves:
@@ -84,19 +86,28 @@ def memory_figure(curves: list[MemoryCurve], gpus: list[GPU], seq_max: int, dtyp
         ax.set_xticks(ticks, [_token_label(t) for t in ticks])
         ax.set_xlim(0, seq_max)
         top = max([*(max(curve.total_bytes) for curve in curves), *(gpu.bytes for gpu in gpus)]) / GIB
-        ax.set_ylim(0, top * 1.08)
+        bottom = min(curve.weights_bytes for curve in curves) / GIB
+        scale = "linear"
+        if top > LOG_RATIO * bottom:  # a 671B model beside a 7B one: on a linear axis the 7B is a flat line at 0
+            scale = "log"
+            ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))  # 1, 2, 5, 10, 20, 50, ... GiB
+            ax.yaxis.set_major_formatter(lambda value, _: f"{value:,.4g}")
+            ax.set_ylim(bottom / 1.5, top * 1.5)
+        else:
+            ax.set_ylim(0, top * 1.08)
         ax.set_xlabel("context (tokens per sequence, batch 1)")
-        ax.set_ylabel("memory (GiB = 2^30 bytes)")
+        ax.set_ylabel("memory (GiB = 2^30 bytes)" + (", log scale" if scale == "log" else ""))
         ax.set_title(f"weights ({dtype}) + KV cache ({kv_dtype}) against context")
         ax.grid(True, color="0.9")
-        ax.legend(loc="upper left", fontsize=9, title="dotted: past the model's context", title_fontsize=8)
+        ax.legend(loc="best", fontsize=9, title="dotted: past the model's context", title_fontsize=8)
         return fig
 
 
 def params_figure(rows: list[tuple[str, dict[str, int]]]) -> Any:
     """Where the parameters sit: one bar per model, split by group, as shares of its total."""
     shown = [g for g in rows[0][1] if any(groups[g] for _, groups in rows)]
-    with _matplotlib() as Figure:
+    with _matplotlib() as (Figure, _):
         fig = Figure(figsize=(9, 1.2 + 0.55 * len(rows)), layout="constrained")
         ax = fig.subplots()
         names = [f"{name}\n{human_count(sum(groups.values()))}" for name, groups in rows]
