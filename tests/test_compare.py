@@ -100,6 +100,13 @@ def test_count_with_several_models_compares_them() -> None:
     assert [row["total"] for row in json.loads(out)] == [LLAMA2_7B, MISTRAL_7B]
 
 
+@pytest.mark.parametrize("command", [["memory"], ["shapes", "--seq", "4"]])
+def test_one_model_commands_point_to_compare(command: list[str]) -> None:
+    code, out = run(command[0], "llama-2-7b", "mistral-7b", *command[1:])
+    assert code == 2
+    assert "Error: one MODEL at a time; for several side by side: gptcalc compare llama-2-7b mistral-7b" in out
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["compare", "llama-2-7b", "mistrall-7b"], "Error: unknown model 'mistrall-7b' (did you mean mistral-7b?)"),
     (["compare", "llama-2-7b", "mistral-7b", "--seq", "4q"], "'4q' is not a token count (examples: 4096, 4k, 128k)"),

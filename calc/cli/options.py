@@ -65,12 +65,17 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 
 
 def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """MODEL plus `--set key=value` overrides; the command receives a loaded `spec`."""
+    """MODEL plus `--set key=value` overrides; the command receives a loaded `spec`. Several
+    models are refused with a pointer to `compare`, which puts them side by side."""
 
     @click.argument("model", shell_complete=complete_model)
+    @click.argument("more", nargs=-1, metavar="")
     @set_option
     @functools.wraps(command)
-    def wrapper(model: str, overrides: tuple[str, ...], **kwargs: Any) -> Any:
+    def wrapper(model: str, more: tuple[str, ...], overrides: tuple[str, ...], **kwargs: Any) -> Any:
+        if more:
+            raise click.UsageError(f"one MODEL at a time; for several side by side: gptcalc compare "
+                                   f"{' '.join((model, *more))}")
         return command(spec=load_model(model, overrides), **kwargs)
 
     return wrapper
