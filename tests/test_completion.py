@@ -31,7 +31,7 @@ def test_the_readme_line_prints_a_bash_completion_script() -> None:
 @pytest.mark.parametrize(("words", "expected"), [
     ("gptcalc co", ["plain,compare", "plain,count"]),
     ("gptcalc compare llama-2-7b mistral", ["plain,mistral-7b", "plain,mistral-nemo"]),
-    ("gptcalc memory qwen2.5-1", ["plain,qwen2.5-14b"]),
+    ("gptcalc memory qwen2.5-14", ["plain,qwen2.5-14b"]),
     ("gptcalc shapes ./my-spe", ["file,./my-spe"]),  # not a preset: the shell completes a path
 ])
 def test_commands_and_preset_names_complete(words: str, expected: list[str]) -> None:

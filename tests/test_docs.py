@@ -59,6 +59,8 @@ TABLE_FILES = {
 "gemma": "tests/configs/model_types/gemma.json",
     "ministral3": "tests/configs/model_types/mistral3.json", "llama4_text": "tests/configs/model_types/llama4-maverick.json",
     "qwen2_moe": "tests/configs/model_types/qwen2_moe.json", "falcon": "tests/configs/model_types/falcon.json",
+    "olmo3": "tests/configs/model_types/olmo3.json", "exaone4": "tests/configs/model_types/exaone4.json",
+    "smollm3": "tests/configs/model_types/smollm3.json",
 }
 
 
@@ -67,9 +69,8 @@ def _table_spec(model_type: str, example: str):  # noqa: ANN202 - a ModelSpec
     from calc.spec.hf import HFConfig
     from calc.spec.load import load_spec, spec_from_config
     from test_arch_dense import BLOOM_560M, OPT_350M
-    from test_arch_moe import DEEPSEEK_V2_LITE
 
-    inline = {"opt": OPT_350M, "bloom": BLOOM_560M, "deepseek_v2": DEEPSEEK_V2_LITE}
+    inline = {"opt": OPT_350M, "bloom": BLOOM_560M}
     if model_type in inline:
         return spec_from_config(HFConfig(inline[model_type], model_type))
     if "(preset)" in example:

@@ -49,10 +49,10 @@ def main() -> None:
 
 def _register() -> None:
     """Add each command module's commands (a new command is a module here plus one line)."""
-    from calc.cli import checkpoint, compare, count, memory, plot, report, shapes
+    from calc.cli import checkpoint, compare, count, flops, memory, plot, report, shapes, train
 
     for command in (count.count, count.presets, compare.compare, memory.kvcache, memory.memory, shapes.shapes,
-                    plot.plot, report.report, checkpoint.inspect, checkpoint.verify):
+                    flops.flops, train.train, plot.plot, report.report, checkpoint.inspect, checkpoint.verify):
         main.add_command(command)
 
 

@@ -8,8 +8,9 @@ from typing import Any, Callable
 
 import click
 
-__all__ = ["CONTEXT", "DTYPES", "POSITIVE", "TOKENS", "complete_model", "dtype_option", "gpus_option", "json_option", "kv_dtype_option",
-           "load_model", "model_options", "models_argument", "seq_max_option", "seq_option", "set_option"]
+__all__ = ["CONTEXT", "DTYPES", "POSITIVE", "TOKENS", "complete_model", "dtype_option", "gpus_option", "json_option",
+           "kv_dtype_option", "load_model", "model_options", "models_argument", "pass_options", "seq_max_option",
+           "seq_option", "set_option"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -62,6 +63,18 @@ gpus_option = click.option("--gpus", metavar="GPU,...", help="GPUs drawn as hori
 set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                           help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of tables.")
+
+
+def pass_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """One forward pass: `--seq T`, `--batch B` and `--decode` (shapes, flops)."""
+    for option in reversed((
+        click.option("--seq", "-T", type=POSITIVE, required=True,
+                     help="Prompt length T (with --decode: tokens already in the KV cache)."),
+        click.option("--batch", "-B", type=POSITIVE, default=1, show_default=True, help="Sequences per batch B."),
+        click.option("--decode", is_flag=True, help="One new token attending to a KV cache of T past tokens."),
+    )):
+        command = option(command)
+    return command
 
 
 def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
