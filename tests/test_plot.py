@@ -64,8 +64,8 @@ def test_groups_add_up_and_follow_the_parts() -> None:
 
 def test_parse_gpus() -> None:
     assert [g.name for g in parse_gpus("H100, 4090")] == ["H100-80GB", "RTX 4090"] and parse_gpus(None) == []
-    with pytest.raises(GptcalcError, match="--gpus: unknown GPU 'B200' \\(known: RTX 4090"):
-        parse_gpus("H100,B200")
+    with pytest.raises(GptcalcError, match="--gpus: unknown GPU 'Z999' \\(known: .*H100-80GB"):
+        parse_gpus("H100,Z999")
 
 
 def test_plot_memory_svg_has_the_models_gpus_and_axes(tmp_path: Path) -> None:
@@ -117,7 +117,7 @@ def test_same_input_same_svg(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["plot", "memory", "gpt2-small", "-o", "x.pdf"], "Error: x.pdf: the picture's format comes from its suffix: .png or .svg"),
-    (["plot", "memory", "gpt2-small", "--gpus", "B200", "-o", "x.png"], "Error: --gpus: unknown GPU 'B200'"),
+    (["plot", "memory", "gpt2-small", "--gpus", "Z999", "-o", "x.png"], "Error: --gpus: unknown GPU 'Z999'"),
     (["plot", "params", "gpt2-small", "-o", "no/such/dir/x.png"], "Error: no/such/dir/x.png: cannot write"),
     (["plot", "params", "gpt2-smal", "-o", "x.png"], "Error: unknown model 'gpt2-smal'"),
     (["plot", "memory", "gpt2-small"], "Missing option '-o' / '--output'"),

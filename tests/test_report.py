@@ -76,7 +76,7 @@ def test_without_matplotlib_the_page_keeps_its_tables(tmp_path: Path, monkeypatc
 
 @pytest.mark.parametrize(("args", "message"), [
     (["report", "gpt2-small", "-o", "no/such/dir/r.html"], "Error: no/such/dir/r.html: cannot write"),
-    (["report", "gpt2-small", "--gpus", "B200", "-o", "r.html"], "Error: --gpus: unknown GPU 'B200'"),
+    (["report", "gpt2-small", "--gpus", "Z999", "-o", "r.html"], "Error: --gpus: unknown GPU 'Z999'"),
     (["report", "gpt2-small"], "Missing option '-o' / '--output'"),
 ])
 def test_report_bad_input_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str) -> None:

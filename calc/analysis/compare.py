@@ -79,7 +79,7 @@ def column_names(specs: list[ModelSpec]) -> list[str]:
 
 
 def compare_models(specs: list[ModelSpec], seq: int | None = None, dtype: str = "fp16",
-                   kv_dtype: str | None = None) -> Comparison:
+                   kv_dtype: str = "fp16") -> Comparison:
     """Count each model and size its weights + KV cache (batch 1) at `seq` tokens; `seq` None: the
     shortest context among the models, which every one of them supports."""
     seq = seq or min(spec.n_positions for spec in specs)
@@ -87,4 +87,4 @@ def compare_models(specs: list[ModelSpec], seq: int | None = None, dtype: str = 
     for name, spec in zip(column_names(specs), specs):
         breakdown = count(spec)
         columns.append(Column(name, spec, breakdown, inference(spec, breakdown, seq, 1, dtype, kv_dtype)))
-    return Comparison(tuple(columns), seq, dtype, kv_dtype or dtype)
+    return Comparison(tuple(columns), seq, dtype, kv_dtype)

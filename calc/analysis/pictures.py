@@ -57,7 +57,7 @@ class MemoryCurve:
                 "points": [{"seq": s, "total_bytes": t} for s, t in zip(self.seqs, self.total_bytes)]}
 
 
-def memory_curves(specs: list[ModelSpec], seq_max: int, dtype: str = "fp16", kv_dtype: str | None = None,
+def memory_curves(specs: list[ModelSpec], seq_max: int, dtype: str = "fp16", kv_dtype: str = "fp16",
                   points: int = 64) -> list[MemoryCurve]:
     """Each model from 1 token to `seq_max` at `points` evenly spaced contexts (plus each model's own
     context when it falls inside, so its end is drawn exactly)."""

@@ -16,7 +16,7 @@ from calc.cli.options import (
 @kv_dtype_option
 @set_option
 @json_option
-def compare(models: tuple[str, ...], seq: int | None, dtype: str, kv_dtype: str | None,
+def compare(models: tuple[str, ...], seq: int | None, dtype: str, kv_dtype: str,
             overrides: tuple[str, ...], as_json: bool) -> None:
     """Models side by side: shape, parameters component by component, KV cache and memory.
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from calc.cli.options import CONTEXT, DTYPES, json_option, model_options, pass_options
+from calc.cli.options import CONTEXT, KV_DTYPE, WEIGHT_DTYPE, json_option, model_options, pass_options
 
 
 @click.command(context_settings=CONTEXT)
@@ -20,11 +20,13 @@ from calc.cli.options import CONTEXT, DTYPES, json_option, model_options, pass_o
               help="GPU for the time bounds: h100, a100, 4090 (repeatable; default all three).")
 @click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.5, show_default=True,
               help="Model FLOPs utilisation assumed for the prefill and training time.")
-@click.option("--dtype", type=DTYPES, default="bf16", show_default=True,
-              help="Bytes per weight and KV-cache element for the decode bound.")
+@click.option("--dtype", type=WEIGHT_DTYPE, default="bf16", show_default=True,
+              help="Storage format of the weights a decode step reads (bf16, fp8, int4, q4_0 ...).")
+@click.option("--kv-dtype", type=KV_DTYPE, default="bf16", show_default=True,
+              help="Storage format of the KV cache a decode step reads.")
 @json_option
 def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs: bool, last_logit: bool,
-          gpus: tuple[str, ...], mfu: float, dtype: str, as_json: bool) -> None:
+          gpus: tuple[str, ...], mfu: float, dtype: str, kv_dtype: str, as_json: bool) -> None:
     """Forward and training FLOPs per component, the rules of thumb beside them, and time bounds.
 
     \b
@@ -44,7 +46,7 @@ def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs
     result = count_flops(spec, seq, batch, decode, Conventions(macs, causal_half, last_logit))
     rules = checks(spec, result)
     chosen = [find_accelerator(name) for name in gpus] or list(ACCELERATORS)
-    limits = [bounds(spec, result, gpu, Fraction(mfu).limit_denominator(1000), dtype) for gpu in chosen]
+    limits = [bounds(spec, result, gpu, Fraction(mfu).limit_denominator(1000), dtype, kv_dtype) for gpu in chosen]
     if as_json:
         render.print_json({**result.to_json(), "checks": [c.to_json(result.scale) for c in rules],
                            "bounds": [b.to_json(decode) for b in limits]})

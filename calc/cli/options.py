@@ -8,36 +8,65 @@ from typing import Any, Callable
 
 import click
 
-__all__ = ["CONTEXT", "DTYPES", "POSITIVE", "TOKENS", "complete_model", "dtype_option", "gpus_option", "json_option",
-           "kv_dtype_option", "load_model", "model_options", "models_argument", "pass_options", "seq_max_option",
-           "seq_option", "set_option"]
+__all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
+           "gpus_option", "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument",
+           "pass_options", "seq_max_option", "seq_option", "set_option"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
-# The keys of calc.analysis.memory.DTYPE_BITS (tests/test_memory.py keeps the two in step), spelled out
-# here so that defining the options imports nothing.
-DTYPES = click.Choice(["fp32", "fp16", "bf16", "fp8", "int8", "int4"])
 POSITIVE = click.IntRange(min=1)
 
 
+class TokenCount(int):
+    """A token count that remembers how it was written ("128k"), so the output can say what it read."""
+
+    text: str
+
+    def __new__(cls, value: int, text: str) -> "TokenCount":
+        count = super().__new__(cls, value)
+        count.text = text
+        return count
+
+
 class Tokens(click.ParamType):
-    """A token count: 4096, 4k or 128k (k = 1024, as "128k context" means 131,072 for Llama 3.1)."""
+    """A token count as people write it: 4096, 32k, 128K (k = 1,024: "128k context" is 131,072), 1M."""
 
     name = "TOKENS"
+    _UNITS = {"k": 2**10, "m": 2**20}
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
         text = str(value).strip().lower().replace(",", "").replace("_", "")
-        scale = 1024 if text.endswith("k") else 1
-        digits = text.removesuffix("k")
-        if not digits.isdigit() or int(digits) < 1:
-            self.fail(f"{value!r} is not a token count (examples: 4096, 4k, 128k)", param, ctx)
-        return int(digits) * scale
+        scale = self._UNITS.get(text[-1:], 1)
+        digits = text[:-1] if scale > 1 else text
+        if not digits.isdigit() or int(digits) * scale < 1:
+            self.fail(f"{value!r} is not a positive token count (examples: 4096, 32k, 128k = 131,072)", param, ctx)
+        return TokenCount(int(digits) * scale, str(value)) if scale > 1 else int(digits)
+
+
+class Dtype(click.ParamType):
+    """A storage format by any common spelling (bfloat16, FP16, float8_e4m3fn, q8_0), resolved to its
+    canonical name by calc.analysis.memory.formats, imported only when a value is given."""
+
+    name = "DTYPE"
+
+    def __init__(self, kv: bool) -> None:
+        self.kv = kv
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from calc.analysis.memory.formats import KV_FORMATS, WEIGHT_FORMATS, find_format
+
+        allowed = KV_FORMATS if self.kv else WEIGHT_FORMATS
+        found = find_format(str(value), allowed)
+        if found is None:
+            self.fail(f"{value!r} is not one of {', '.join(allowed)}", param, ctx)
+        return found.name
 
 
 TOKENS = Tokens()
-
+KV_DTYPE = Dtype(kv=True)
+WEIGHT_DTYPE = Dtype(kv=False)
 
 
 def complete_model(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
@@ -52,9 +81,10 @@ def complete_model(ctx: click.Context, param: click.Parameter, incomplete: str) 
 models_argument = click.argument("models", nargs=-1, required=True, metavar="MODEL...", shell_complete=complete_model)
 seq_option = click.option("--seq", type=TOKENS, help="Context of the KV cache, e.g. 4096 or 32k (k = 1024), batch 1  "
                                                       "[default: the shortest context among the models]")
-dtype_option = click.option("--dtype", type=DTYPES, default="fp16", show_default=True,
+dtype_option = click.option("--dtype", type=WEIGHT_DTYPE, default="fp16", show_default=True,
                             help="Storage type of the weights.")
-kv_dtype_option = click.option("--kv-dtype", type=DTYPES, help="Storage type of the KV cache  [default: --dtype]")
+kv_dtype_option = click.option("--kv-dtype", type=KV_DTYPE, default="fp16", show_default=True,
+                               help="Storage type of the KV cache (not tied to --dtype, as servers keep it 16-bit).")
 seq_max_option = click.option("--seq-max", type=TOKENS, help="Longest context drawn, e.g. 32k or 131072 (k = 1024)  "
                                                             "[default: the longest context among the models]")
 gpus_option = click.option("--gpus", metavar="GPU,...", help="GPUs drawn as horizontal lines at their memory, "

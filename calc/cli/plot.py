@@ -36,7 +36,7 @@ def plot() -> None:
 @kv_dtype_option
 @set_option
 @output_option
-def memory(models: tuple[str, ...], seq_max: int | None, gpus: str | None, dtype: str, kv_dtype: str | None,
+def memory(models: tuple[str, ...], seq_max: int | None, gpus: str | None, dtype: str, kv_dtype: str,
            overrides: tuple[str, ...], output: Path) -> None:
     """Weights + KV cache (batch 1) against context, one line per model, GPUs as lines.
 
@@ -54,7 +54,7 @@ def memory(models: tuple[str, ...], seq_max: int | None, gpus: str | None, dtype
     lines = parse_gpus(gpus)
     seq_max = seq_max or max(spec.n_positions for spec in specs)
     curves = memory_curves(specs, seq_max, dtype, kv_dtype)
-    save(memory_figure(curves, lines, seq_max, dtype, kv_dtype or dtype), output)
+    save(memory_figure(curves, lines, seq_max, dtype, kv_dtype), output)
     click.echo(f"wrote {output}")
 
 

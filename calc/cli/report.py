@@ -24,7 +24,7 @@ from calc.errors import GptcalcError
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The HTML file to write.")
 def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, gpus: str | None, dtype: str,
-           kv_dtype: str | None, overrides: tuple[str, ...], output: Path) -> None:
+           kv_dtype: str, overrides: tuple[str, ...], output: Path) -> None:
     """One self-contained HTML page: the side-by-side table, the pictures, each model's tables.
 
     Opens offline (no scripts, nothing fetched; pictures inline as SVG), for sharing a sizing

@@ -14,7 +14,8 @@ from fractions import Fraction
 
 from calc.analysis.count import count
 from calc.analysis.flops.rows import Flops
-from calc.analysis.memory import bits_to_bytes, dtype_bits, kv_cache
+from calc.analysis.memory import kv_cache
+from calc.analysis.memory.formats import weight_format
 from calc.hardware import Accelerator
 from calc.spec.model import ModelSpec
 
@@ -74,8 +75,10 @@ def weights_read(spec: ModelSpec) -> int:
     return params - tables + tied_head
 
 
-def bounds(spec: ModelSpec, f: Flops, gpu: Accelerator, mfu: Fraction, dtype: str = "bf16") -> Bounds:
-    bits = dtype_bits(dtype)
-    cache = kv_cache(spec, f.seq, f.batch, dtype).total_bytes if f.decode else 0
+def bounds(spec: ModelSpec, f: Flops, gpu: Accelerator, mfu: Fraction, dtype: str = "bf16",
+           kv_dtype: str = "bf16") -> Bounds:
+    """Weights read at `dtype` (any storage format, block scales included), the cache at `kv_dtype`."""
+    weight_bytes = weight_format(dtype).row_bytes(weights_read(spec))
+    cache = kv_cache(spec, f.seq, f.batch, kv_dtype).total_bytes if f.decode else 0
     training = None if f.decode else f.training()["none"]
-    return Bounds(gpu, mfu, dtype, f.forward, training, bits_to_bytes(weights_read(spec) * bits), cache, f.batch)
+    return Bounds(gpu, mfu, dtype, f.forward, training, weight_bytes, cache, f.batch)
