@@ -94,3 +94,21 @@ def test_architectures_table_shows_what_count_prints() -> None:
         assert cells[4] == (f"{b.active:,}" if b.active else ""), model_type
         checked += 1
     assert checked >= 25
+
+
+def test_memory_md_gpu_table_is_the_catalog() -> None:
+    """docs/memory.md's GPU table (written by hand) says what calc/analysis/memory/gpus.py holds, card by card."""
+    from decimal import Decimal
+
+    from calc.analysis.memory.gpus import GPUS
+
+    rows = {cells[0]: cells for line in (DOCS / "memory.md").read_text(encoding="utf-8").splitlines()
+            if len(cells := [c.strip() for c in line.strip("|").split("|")]) == 7}
+    for gpu in GPUS:
+        _, marketed, mib, nbytes, bandwidth, bf16, source = rows[gpu.name]
+        assert (marketed, int(mib.removesuffix(" MiB").replace(",", "")), int(nbytes.replace(",", ""))) == \
+            (gpu.marketed, gpu.mib, gpu.bytes), gpu.name
+        assert bandwidth == (f"{gpu.bandwidth // 10**9:,} GB/s" if gpu.bandwidth else "-"), gpu.name
+        rate = Decimal(bf16.removesuffix(" TFLOP/s").replace(",", "")) * 10**12 if bf16 != "-" else None
+        assert rate == gpu.bf16_flops, gpu.name
+        assert source == gpu.source, gpu.name

@@ -21,7 +21,7 @@ from calc.analysis.flops.checks import checks
 from calc.analysis.flops.rows import causal_pairs
 from calc.cli import main
 from calc.errors import GptcalcError
-from calc.hardware import find_accelerator
+from calc.analysis.memory.gpus import rated_gpu
 from calc.spec.load import load_spec
 
 
@@ -127,7 +127,7 @@ def test_decode_bound_by_hand() -> None:
     embedding table (the head is untied) and a KV cache of 2·32·4096·4000 elements, each 2 bytes."""
     spec = load_spec("llama-2-7b")
     f = flops(spec, 4000, decode=True)
-    b = bounds(spec, f, find_accelerator("h100"), Fraction(1, 2))
+    b = bounds(spec, f, rated_gpu("h100"), Fraction(1, 2))
     weights = (6_738_415_616 - 32000 * 4096) * 2
     cache = 2 * 32 * 4096 * 4000 * 2
     assert (b.weight_bytes, b.kv_bytes) == (weights, cache)
@@ -143,7 +143,7 @@ def test_tied_head_and_moe_weights_read() -> None:
 def test_prefill_bound_is_flops_over_peak() -> None:
     spec = load_spec("gpt2-small")
     f = flops(spec, 1024)
-    b = bounds(spec, f, find_accelerator("A100"), Fraction(2, 5))
+    b = bounds(spec, f, rated_gpu("A100-80GB"), Fraction(2, 5))
     assert b.compute_seconds(f.forward, b.mfu) == Fraction(f.forward, 312 * 10**12) * Fraction(5, 2)
 
 
@@ -157,7 +157,7 @@ def test_cli_table_adds_up_and_states_conventions() -> None:
     rows.pop("per token (÷ 1,024)")
     assert sum(rows.values()) == total == flops(load_spec("gpt2-small"), 1024).forward
     for phrase in ("causal attention counted in full", "LM head: on every position", "Kaplan et al.", "PaLM",
-                   "H100 SXM", "training step"):
+                   "H100-80GB", "training step"):
         assert phrase in out
 
 
@@ -166,7 +166,7 @@ def test_cli_json() -> None:
     data = json.loads(out)
     assert code == 0 and data["decode"] and "training" not in data
     assert data["forward"] == sum(row["total"] for row in data["rows"])
-    assert [b["gpu"]["name"] for b in data["bounds"]] == ["H100 SXM"]
+    assert [b["gpu"]["gpu"] for b in data["bounds"]] == ["H100-80GB"]
     assert data["bounds"][0]["tokens_per_second"] > 0
 
 
@@ -183,7 +183,9 @@ def test_bad_input(args: list[str], message: str) -> None:
 
 def test_unknown_gpu_is_an_input_error() -> None:
     with pytest.raises(GptcalcError):
-        find_accelerator("v100")
+        rated_gpu("v100")
+    with pytest.raises(GptcalcError, match="no published peak bf16 rate"):
+        rated_gpu("A10G")
 
 
 @pytest.mark.parametrize(("flag", "phrase"), [

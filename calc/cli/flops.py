@@ -17,7 +17,7 @@ from calc.cli.options import CONTEXT, KV_DTYPE, WEIGHT_DTYPE, json_option, model
 @click.option("--macs", is_flag=True, help="Multiply-accumulates (half the FLOPs) instead of FLOPs.")
 @click.option("--last-logit", is_flag=True, help="The LM head on the last position only (default: every position).")
 @click.option("--gpu", "gpus", multiple=True, metavar="NAME",
-              help="GPU for the time bounds: h100, a100, 4090 (repeatable; default all three).")
+              help="GPU for the time bounds, from the catalog docs/memory.md lists: h100, a100-80gb, 4090, mi300x ... (repeatable; default those first three).")
 @click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.5, show_default=True,
               help="Model FLOPs utilisation assumed for the prefill and training time.")
 @click.option("--dtype", type=WEIGHT_DTYPE, default="bf16", show_default=True,
@@ -39,13 +39,13 @@ def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs
     from calc.analysis.flops import flops as count_flops
     from calc.analysis.flops.bounds import bounds
     from calc.analysis.flops.checks import checks
-    from calc.hardware import ACCELERATORS, find_accelerator
+    from calc.analysis.memory.gpus import RATED, rated_gpu
     from calc.render import base as render
     from calc.render.flops import CHECK_NOTES, bounds_notes, bounds_table, checks_table, flops_notes, flops_table
 
     result = count_flops(spec, seq, batch, decode, Conventions(macs, causal_half, last_logit))
     rules = checks(spec, result)
-    chosen = [find_accelerator(name) for name in gpus] or list(ACCELERATORS)
+    chosen = [rated_gpu(name) for name in gpus or RATED]
     limits = [bounds(spec, result, gpu, Fraction(mfu).limit_denominator(1000), dtype, kv_dtype) for gpu in chosen]
     if as_json:
         render.print_json({**result.to_json(), "checks": [c.to_json(result.scale) for c in rules],

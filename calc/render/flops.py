@@ -151,4 +151,4 @@ def bounds_notes(f: Flops) -> list[str]:
                 "can read; not the embedding table,",
                 "  of which a lookup reads B rows, unless the head is tied to it) and the whole KV cache once;",
                 "  step ≥ max(bytes / bandwidth, FLOPs / peak): a bound, real steps are slower (kernels, overheads)"]
-    return ["time ≥ FLOPs / (peak dense bf16 × MFU): a bound; peaks are vendor datasheet figures (calc/hardware.py)"]
+    return ["time ≥ FLOPs / (peak dense bf16 × MFU): a bound; peaks are vendor datasheet figures (calc/analysis/memory/gpus.py)"]

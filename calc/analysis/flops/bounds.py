@@ -16,7 +16,7 @@ from calc.analysis.count import count
 from calc.analysis.flops.rows import Flops
 from calc.analysis.memory import kv_cache
 from calc.analysis.memory.formats import weight_format
-from calc.hardware import Accelerator
+from calc.analysis.memory.gpus import GPU
 from calc.spec.model import ModelSpec
 
 __all__ = ["Bounds", "bounds", "weights_read"]
@@ -24,7 +24,7 @@ __all__ = ["Bounds", "bounds", "weights_read"]
 
 @dataclass(frozen=True)
 class Bounds:
-    gpu: Accelerator
+    gpu: GPU
     mfu: Fraction
     dtype: str
     flops: int  # the forward pass (FLOPs, whatever the printed unit)
@@ -75,7 +75,7 @@ def weights_read(spec: ModelSpec) -> int:
     return params - tables + tied_head
 
 
-def bounds(spec: ModelSpec, f: Flops, gpu: Accelerator, mfu: Fraction, dtype: str = "bf16",
+def bounds(spec: ModelSpec, f: Flops, gpu: GPU, mfu: Fraction, dtype: str = "bf16",
            kv_dtype: str = "bf16") -> Bounds:
     """Weights read at `dtype` (any storage format, block scales included), the cache at `kv_dtype`."""
     weight_bytes = weight_format(dtype).row_bytes(weights_read(spec))

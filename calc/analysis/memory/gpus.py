@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["GPU", "GPUS", "find_gpu"]
+from calc.errors import GptcalcError
+
+__all__ = ["GPU", "GPUS", "RATED", "find_gpu", "rated_gpu"]
 
 A100_SHEET = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
-H100_PAGE = "https://www.nvidia.com/en-us/data-center/h100/ (bf16 1,979 TF with sparsity, halved)"
+H100_PAGE = "https://www.nvidia.com/en-us/data-center/h100/ (bf16 1,979 TF with sparsity, halved: 989.5; 3.35 TB/s)"
 MODAL = "https://github.com/modal-labs/modal-client/pull/2797"
 TORCHAO = "https://github.com/pytorch/ao/blob/0598012907d6f6e88734088a65f788c38d294a65/torchao/testing/training/roofline_utils.py"
 
@@ -59,7 +61,7 @@ GPUS: tuple[GPU, ...] = (
         "https://www.nvidia.com/en-us/data-center/l40s/ (bf16 362.05 TF dense, 733 with sparsity; 864 GB/s)"),
     GPU("A100-80GB", "80 GB", 81920, MODAL, ("a100-80",), 2039 * 10**9, 312 * 10**12, A100_SHEET),
     GPU("H100-80GB", "80 GB", 81559, "https://github.com/NVIDIA/nccl/issues/1264 (0MiB / 81559MiB, H100 80GB HBM3 SXM)",
-        ("h100", "h100-sxm"), 3350 * 10**9, 989 * 10**12, H100_PAGE),
+        ("h100", "h100-sxm"), 3350 * 10**9, 989_500 * 10**9, H100_PAGE),
     GPU("H100 NVL", "94 GB", 95830, "https://github.com/NVIDIA/gpu-admin-tools/issues/4 (0MiB / 95830MiB)",
         ("h100nvl",), 3900 * 10**9, None, H100_PAGE),
     GPU("H200", "141 GB", 143771, "nvidia-smi on NVIDIA H200, driver 570.158.01 (public logs)", ("h200-141gb",),
@@ -80,3 +82,17 @@ def find_gpu(text: str) -> GPU | None:
     """A GPU by name or alias, ignoring case, spaces and dashes ('a100-80gb', 'H100', '4090')."""
     wanted = _key(text)
     return next((g for g in GPUS if wanted in {_key(n) for n in (g.name, *g.aliases)}), None)
+
+
+# The cards `gptcalc flops` draws its time bounds for when none is named: one of each generation people rent or own.
+RATED = ("H100-80GB", "A100-80GB", "RTX 4090")
+
+
+def rated_gpu(text: str) -> GPU:
+    """A GPU whose peak bf16 rate and bandwidth are both known (what a time bound needs); else bad input."""
+    gpu = find_gpu(text)
+    if gpu is None:
+        raise GptcalcError(f"--gpu: unknown GPU {text!r}; known: {', '.join(g.name for g in GPUS)}")
+    if gpu.bf16_flops is None or gpu.bandwidth is None:
+        raise GptcalcError(f"--gpu: {gpu.name} has no published peak bf16 rate or bandwidth in the catalog")
+    return gpu
