@@ -51,6 +51,15 @@ def test_memory_curves_include_each_models_own_context() -> None:
     assert curve.seqs == (1, 1000, 1024, 2000, 3000)  # 1,024: GPT-2's context, where its line turns dotted
 
 
+def test_memory_curves_turn_at_sliding_windows() -> None:
+    # Mistral-7B-v0.1: every layer slides over 4,096 tokens (config.json "sliding_window": 4096), so its cache
+    # stops growing there; 2 (K and V) x 32 layers x 8 KV heads x 128 x 2 B = 131,072 B per token until then
+    (curve,) = memory_curves([load_spec("mistral-7b")], 10_000, points=3)
+    assert curve.seqs == (1, 4096, 5000, 10_000)
+    weights = curve.weights_bytes
+    assert [t - weights for t in curve.total_bytes] == [131_072, 4096 * 131_072, 4096 * 131_072, 4096 * 131_072]
+
+
 def test_groups_add_up_and_follow_the_parts() -> None:
     gpt2 = groups(count(load_spec("gpt2-small")))
     # source: docs/counting.md's GPT-2 small term by term (wte 50,257 x 768, wpe 1,024 x 768; tied head)

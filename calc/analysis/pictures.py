@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.count import count
-from calc.analysis.memory import GPU, GPUS, find_gpu, inference
+from calc.analysis.memory import GPU, GPUS, find_gpu, inference, kv_layers
 from calc.errors import GptcalcError
 from calc.parts import attention, embedding, mla, mlp, moe, norm
 from calc.spec.model import ModelSpec
@@ -59,13 +59,15 @@ class MemoryCurve:
 
 def memory_curves(specs: list[ModelSpec], seq_max: int, dtype: str = "fp16", kv_dtype: str = "fp16",
                   points: int = 64) -> list[MemoryCurve]:
-    """Each model from 1 token to `seq_max` at `points` evenly spaced contexts (plus each model's own
-    context when it falls inside, so its end is drawn exactly)."""
-    grid = sorted({max(1, seq_max * i // (points - 1)) for i in range(points)})
+    """Each model from 1 token to `seq_max` at `points` evenly spaced contexts, plus the contexts
+    where its line turns — its own context and its sliding windows, past which those layers stop
+    growing — so the corners are drawn where they are."""
+    grid = {max(1, seq_max * i // (points - 1)) for i in range(points)}
     curves = []
     for spec in specs:
         breakdown = count(spec)
-        seqs = sorted({*grid, *([spec.n_positions] if spec.n_positions < seq_max else [])})
+        corners = {spec.n_positions, *(kind.window for kind in kv_layers(spec) if kind.window)}
+        seqs = sorted(grid | {seq for seq in corners if seq < seq_max})
         totals = [inference(spec, breakdown, seq, 1, dtype, kv_dtype) for seq in seqs]
         curves.append(MemoryCurve(spec.name, spec.n_positions, totals[0].weights.total_bytes, tuple(seqs),
                                   tuple(t.total_bytes for t in totals)))
