@@ -104,7 +104,7 @@ def test_bad_input_exits_2_with_one_error_line(args: list[str], message: str) ->
 
 
 def without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in ("calc.reference.count", "calc.reference.model"):
+    for module in ("calc.reference.count", "calc.reference.model", "calc.checkpoint.load"):  # modules importing torch
         monkeypatch.delitem(sys.modules, module, raising=False)
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
 
