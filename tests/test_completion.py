@@ -41,3 +41,12 @@ def test_commands_and_preset_names_complete(words: str, expected: list[str]) -> 
 def test_python_dash_m_is_gptcalc() -> None:
     done = subprocess.run([sys.executable, "-m", "calc", "--help"], cwd=REPO, capture_output=True, text=True, check=True)
     assert "Usage: python -m calc [OPTIONS] COMMAND [ARGS]..." in done.stdout and "compare" in done.stdout
+
+
+def test_help_loads_only_click() -> None:
+    """`gptcalc --help` (and completion) list commands: no spec library, no table library, no number types."""
+    code = ("import sys; from click.testing import CliRunner; from calc.cli import main; "
+            "r = CliRunner().invoke(main, ['--help']); assert r.exit_code == 0, r.output; "
+            "loaded = [m for m in ('pydantic', 'rich', 'yaml', 'decimal', 'fractions', 'matplotlib') if m in sys.modules]; "
+            "assert not loaded, loaded")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)

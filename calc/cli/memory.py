@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.markup import escape
 
 from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TOKENS, WEIGHT_DTYPE, json_option, load_model, model_options,
                               set_option)
@@ -160,6 +159,8 @@ def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: 
     out = render.console()
     for line in render_memory.headline(result, solved, target):
         out.print(line)
+    from rich.markup import escape
+
     for line in server:
         out.print(f"{engine} will print: [bold]{escape(line)}[/]")
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
