@@ -49,10 +49,10 @@ def main() -> None:
 
 def _register() -> None:
     """Add each command module's commands (a new command is a module here plus one line)."""
-    from calc.cli import checkpoint, count, flops, memory, shapes, train
+    from calc.cli import checkpoint, compare, count, flops, memory, plot, report, shapes, train
 
-    for command in (count.count, count.presets, memory.kvcache, memory.memory, shapes.shapes, flops.flops, train.train,
-                    checkpoint.inspect, checkpoint.verify):
+    for command in (count.count, count.presets, compare.compare, memory.kvcache, memory.memory, shapes.shapes,
+                    flops.flops, train.train, plot.plot, report.report, checkpoint.inspect, checkpoint.verify):
         main.add_command(command)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.markup import escape
 
 from calc.cli.options import CONTEXT, KV_DTYPE, POSITIVE, TOKENS, WEIGHT_DTYPE, json_option, load_model, set_option
 from calc.errors import GptcalcError
@@ -45,9 +44,12 @@ def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, tp
     """
     from calc.render import base as render, memory as render_memory
     from calc.analysis.memory import kv_cache, kv_variants
+    from calc.analysis.count import by_family
     from calc.spec.load import preset_names
 
-    specs = [load_model(model, overrides) for model in (models or preset_names())]
+    specs = [load_model(model, overrides) for model in models]
+    if not models:  # every preset, in the order `presets` lists them
+        specs = [spec for spec, _ in by_family(load_model(name, overrides) for name in preset_names())]
     skipped: list[str] = []
     if gqa:
         variants = []
@@ -171,6 +173,8 @@ def memory(model: str | None, overrides: tuple[str, ...], checkpoint: str | None
     out = render.console()
     for line in render_memory.headline(result, solved, target):
         out.print(line)
+    from rich.markup import escape
+
     for line in server:
         out.print(f"{engine} will print: [bold]{escape(line)}[/]")
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
