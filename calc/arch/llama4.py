@@ -53,8 +53,10 @@ def _block(cfg: Config, rms: dict[str, Any], is_moe: bool, rotary: bool) -> dict
     attn = attention(cfg)
     if not rotary:
         attn["rope"] = None
-    elif cfg.bool("use_qk_norm"):
-        attn["qk_norm"] = {"norm": norm("rmsnorm", cfg.float("rms_norm_eps"), weight=False)}
+    else:
+        attn["chunk"] = cfg.int("attention_chunk_size", default=None)
+        if cfg.bool("use_qk_norm"):
+            attn["qk_norm"] = {"norm": norm("rmsnorm", cfg.float("rms_norm_eps"), weight=False)}
     mlp = gated_mlp(cfg, "intermediate_size_mlp", bias=False)
     if is_moe:
         shared = gated_mlp(cfg, bias=False)
