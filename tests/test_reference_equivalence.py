@@ -21,7 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from click.testing import CliRunner
+
 from calc.arch import ADAPTERS
+from calc.cli import main
 from calc.errors import GptcalcError
 from oracle import spec_of
 from tiny_models import VOCAB, tiny_config
@@ -94,6 +97,14 @@ def test_checkpoint_header_recognises_every_tensor(pair: tuple) -> None:
     assert not report.unknown, [t.name for t in report.unknown]
     assert not report.mismatches, [m.describe() for m in report.mismatches]
     assert report.breakdown.total == sum(p.numel() for p in ours.parameters())
+
+
+def test_verify_checkpoint_and_load_pass(pair: tuple) -> None:
+    """The user-facing proof: `gptcalc verify --checkpoint DIR --load` agrees three ways and loads strictly."""
+    _, _, path, _ = pair
+    result = CliRunner().invoke(main, ["verify", "--checkpoint", str(path), "--load"])
+    assert result.exit_code == 0, result.output
+    assert "all agree" in result.output and "strict=True" in result.output
 
 
 @pytest.mark.parametrize("model_type", sorted(NOT_IMPLEMENTED))

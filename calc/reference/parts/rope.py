@@ -33,8 +33,9 @@ KEYS = {
     "llama3": {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"},
     "longrope": {"factor", "attention_factor", "long_factor", "short_factor", "original_max_position_embeddings"},
 }
-# Read by every type: Ministral-3's llama_4_scaling_beta scales queries by 1 + beta·ln(1 + ⌊p / original⌋).
-ALWAYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "llama_4_scaling_beta"}
+# Read by every type: Ministral-3's llama_4_scaling_beta scales queries by 1 + beta·ln(1 + ⌊p / original⌋);
+# max_position_embeddings is a copy of the context length (transformers 5 writes it there) that no rope reads.
+ALWAYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "llama_4_scaling_beta", "max_position_embeddings"}
 
 
 def scaling_type(rope: Rope) -> str:
