@@ -90,3 +90,29 @@ def test_custom_spec_takes_llamas_names() -> None:
     spec = spec_from_dict({"family": "llama", "vocab_size": 10, "d_model": 8, "n_layers": 1, "n_heads": 2,
                            "n_positions": 16}, "tiny")
     assert "model.layers.0.mlp.gate_proj.weight" in expected_shapes(spec)
+
+
+def test_deepseek_v3_full_size_hub_checkpoint_with_its_mtp_layer(tmp_path) -> None:
+    """A sparse file with DeepSeek-V3's every tensor as the Hub stores it (one per expert, the
+    e_score_correction_bias buffers, the MTP layer 61 with its embedding and head copies), in BF16:
+    every name recognised, every shape as the spec says, the MTP layer beside the total, not in it."""
+    import time
+
+    from calc.analysis.count import count
+    from calc.checkpoint.report import read_checkpoint
+    from checkpoint_files import write_safetensors
+
+    spec = load_spec("deepseek-v3")
+    table = tensor_table(spec)
+    layout = {name: ("BF16", shape) for name, shape in table.expected_shapes(hub=True, buffers=True, mtp=True).items()}
+    assert "model.layers.61.shared_head.head.weight" in layout and "model.layers.61.mlp.experts.255.w1.weight" not in layout
+    path = write_safetensors(tmp_path / "model.safetensors", layout)
+    start = time.perf_counter()
+    report = read_checkpoint(str(path), spec)
+    elapsed = time.perf_counter() - start
+    assert report.ok, ([t.name for t in report.unknown[:3]], [m.describe() for m in report.mismatches[:3]])
+    analytic = count(spec)
+    assert report.breakdown.total == analytic.total == 671_026_404_352  # source: transformers' count, presets/deepseek-v3.yaml
+    assert report.breakdown.extra == {k: v for k, v in analytic.extra.items() if k.startswith("mtp")}
+    assert len(report.buffers) == 58  # e_score_correction_bias of the 58 MoE layers (the MTP layer's counts with it)
+    assert elapsed < 10, elapsed

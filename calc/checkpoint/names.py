@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from calc.checkpoint.layouts import ROTARY_BUFFERS, layout, layout_name, with_base
-from calc.checkpoint.slots import Slot, Target, block_slots, model_slots
+from calc.checkpoint.slots import Slot, Target, block_slots, model_slots, mtp_slots
 from calc.spec.model import ModelSpec
 
 __all__ = ["Slot", "TensorName", "TensorTable", "classify", "component_counts", "expected_shapes", "tensor_table"]
@@ -64,6 +64,9 @@ class TensorTable:
         self.renamed = {name: {h.name: self.blocks[name][role].name for role, h in self.hub[name].items()
                                if role in self.blocks[name] and h.name != self.blocks[name][role].name}
                         for name in spec.blocks}
+        # Multi-token-prediction layers above the stack (checkpoint only), in either expert layout.
+        self.mtp = {slot.name: slot for hub in (False, True) for slot in mtp_slots(spec, self.lay, hub).values()} \
+            if spec.mtp else {}
         self._layer = re.compile(rf"^{re.escape(self.layers)}\.(\d+)\.(.+)$")
         self._buffers = [re.compile("^" + re.escape(t).replace(r"\{layer\}", r"\d+") + "$")
                          for t in self.lay.get("buffers", ())]
@@ -82,16 +85,17 @@ class TensorTable:
         if any(p.match(name) for p in self._buffers) or name.endswith(ROTARY_BUFFERS):
             return TensorName(re.sub(r"\.\d+\.", ".{layer}.", name, count=1), _layer_of(name), None)
         match = self._layer.match(name)
-        if not match or int(match.group(1)) >= self.spec.n_layers:
+        if not match or int(match.group(1)) >= self.spec.n_layers + (self.spec.mtp.n_layers if self.spec.mtp else 0):
             return None
         layer, rest = int(match.group(1)), match.group(2)
-        table = self._relative[self.spec.block_at(layer)]
+        table = self._relative[self.spec.block_at(layer)] if layer < self.spec.n_layers else self.mtp
         expert = re.search(r"\.(\d+)\.", rest)
         key = rest if expert is None else rest[:expert.start()] + ".{expert}." + rest[expert.end():]
         slot = table.get(key)
         if slot is None:
             return None
-        template = f"{self.layers}.{{layer}}.{self.renamed[self.spec.block_at(layer)].get(slot.name, slot.name)}"
+        renamed = self.renamed[self.spec.block_at(layer)] if layer < self.spec.n_layers else {}
+        template = f"{self.layers}.{{layer}}.{renamed.get(slot.name, slot.name)}"
         return TensorName(template, layer, slot.target, slot.widths, int(expert.group(1)) if expert else None)
 
     def is_hub(self, names: list[str]) -> bool:
@@ -107,8 +111,9 @@ class TensorTable:
                     return True
         return False
 
-    def expected_shapes(self, hub: bool = False, buffers: bool = False) -> dict[str, tuple[int, ...]]:
-        """Every tensor name of the spec with its shape; `hub`: routed experts one tensor each."""
+    def expected_shapes(self, hub: bool = False, buffers: bool = False, mtp: bool = False) -> dict[str, tuple[int, ...]]:
+        """Every tensor name of the spec with its shape; `hub`: routed experts one tensor each; `mtp`:
+        with the multi-token-prediction layers a checkpoint may store above the stack."""
         shapes = {s.name: s.shape for role, s in self.model.items() if role.split(".")[0] in _BELOW_STACK}
         above = {s.name: s.shape for role, s in self.model.items() if role.split(".")[0] not in _BELOW_STACK}
         tables = self.hub if hub else self.blocks
@@ -121,6 +126,13 @@ class TensorTable:
                 name = f"{self.layers}.{layer}.{slot.name}"
                 for expert in range(n_experts[kind]) if "{expert}" in name else (None,):
                     shapes[name.format(expert=expert) if expert is not None else name] = slot.shape
+        if mtp and self.spec.mtp:
+            experts = n_experts[self.spec.mtp.block]
+            for layer in range(self.spec.n_layers, self.spec.n_layers + self.spec.mtp.n_layers):
+                for slot in mtp_slots(self.spec, self.lay, hub).values():
+                    name = f"{self.layers}.{layer}.{slot.name}"
+                    for expert in range(experts) if "{expert}" in name else (None,):
+                        shapes[name.format(expert=expert) if expert is not None else name] = slot.shape
         return {**shapes, **above}
 
 

@@ -29,6 +29,8 @@ from calc.spec.model import ModelSpec
 
 __all__ = ["CheckpointReport", "ComponentTensors", "LoadResult", "ShapeMismatch", "analyze", "read_checkpoint", "read_for_verify"]
 
+# Multi-token-prediction layers: stored beside the model, shown beside its total (as the analytic count does).
+MTP = ("mtp_layers", "mtp_embedding_copies")
 UNSPLIT_QKV = "qkv_fused"  # a fused Q/K/V tensor whose size the spec cannot split (shape mismatch)
 
 
@@ -195,7 +197,9 @@ def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: t
         breakdown=_breakdown(raw, spec, components, layers),
         components=_component_rows(components, members),
         buffers=tuple(buffers), unknown=tuple(unknown),
-        mismatches=_as_stored(raw, table, shape_mismatches(table.expected_shapes(hub=table.is_hub(list(found))), found)),
+        mismatches=_as_stored(raw, table, shape_mismatches(table.expected_shapes(
+            hub=table.is_hub(list(found)), mtp=any(layer is not None and layer >= spec.n_layers for layer in layers)),
+            found)),
         params_by_dtype=dict(params_by_dtype), bytes_by_dtype=dict(bytes_by_dtype),
         files=raw.files, bytes_read=raw.bytes_read, tensor_count=len(raw.tensors),
         index_total_size=raw.index_total_size, aliases=dict(raw.aliases), spec_notes=spec_notes,
@@ -220,11 +224,11 @@ def _split(meaning: TensorName, shape: tuple[int, ...]) -> dict[str, int]:
 
 def _breakdown(raw: RawCheckpoint, spec: ModelSpec, components: dict[str, int], layers: set[int | None]) -> Breakdown:
     """The checkpoint's counts; a head that is absent (or shares the embedding's memory) is tied."""
-    stored_layers = [layer for layer in layers if layer is not None]
+    stored_layers = [layer for layer in layers if layer is not None and layer < spec.n_layers]  # not the MTP ones
     tied = "lm_head" not in components and (spec.head.tied or any(
         name.endswith("lm_head.weight") for name in raw.aliases))
-    ordered = {name: components[name] for name in ORDER if name in components}
-    ordered.update({name: count for name, count in components.items() if name not in ordered})
+    ordered = {name: components[name] for name in ORDER if name in components and name not in MTP}
+    ordered.update({name: count for name, count in components.items() if name not in ordered and name not in MTP})
     ordered.setdefault("lm_head", 0)  # as the analytic and torch sources: present, 0 when absent
     return Breakdown(
         model=raw.source,
@@ -233,6 +237,7 @@ def _breakdown(raw: RawCheckpoint, spec: ModelSpec, components: dict[str, int], 
         tied=tied,
         tied_saving=components.get("token_embedding", 0) if tied else 0,
         source="checkpoint",
+        extra={name: components[name] for name in MTP if name in components},
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from calc.spec.model import Block, ModelSpec
 
-__all__ = ["Slot", "Target", "block_slots", "model_slots"]
+__all__ = ["Slot", "Target", "block_slots", "model_slots", "mtp_slots"]
 
 Target = str | tuple[str, ...] | None
 
@@ -193,4 +193,22 @@ def model_slots(spec: ModelSpec, lay: dict[str, Any]) -> dict[str, Slot]:
     if spec.head.bias:
         s.add("lm_head.bias", f"{lay['lm_head']}.bias", (spec.vocab_size,), "lm_head_bias", init="zeros",
               kind="linear")
+    return s.slots
+
+
+def mtp_slots(spec: ModelSpec, lay: dict[str, Any], hub: bool = False) -> dict[str, Slot]:
+    """One multi-token-prediction layer (DeepSeek-V3's model.layers.61, GLM-4.5's): a whole block,
+    its buffers counted with it, plus enorm, hnorm, eh_proj (2d -> d), shared_head.norm and, when
+    stored, copies of the embedding and head (calc.spec.model.MTP; DeepSeek-V3's README_WEIGHTS.md)."""
+    mtp, d = spec.mtp, spec.d_model
+    block = spec.blocks[mtp.block]
+    s = _Slots(lay)
+    for role, slot in block_slots(lay, block, d, hub).items():
+        s.add(role, slot.name, slot.shape, "mtp_layers", (), slot.init, slot.kind)
+    for role in ("enorm", "hnorm", "shared_head.norm"):
+        s.norm(role, block.norm, d, "mtp_layers", role)
+    s.linear("eh_proj", 2 * d, d, "mtp_layers", path="eh_proj")
+    if mtp.stores_embedding:
+        s.add("mtp.embed", "embed_tokens.weight", (spec.vocab_size, d), "mtp_embedding_copies", kind="embedding")
+        s.add("mtp.head", "shared_head.head.weight", (spec.vocab_size, d), "mtp_embedding_copies", kind="linear")
     return s.slots
