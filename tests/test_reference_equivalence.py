@@ -38,7 +38,7 @@ from calc.reference.model import build  # noqa: E402
 
 ATOL = 1e-4  # float32; the differences seen are ~1e-7 (summation order)
 # What the reference refuses, and the option its error names.
-NOT_IMPLEMENTED = {"phimoe": "sparsemixer", "llama4_text": "chunked attention"}
+NOT_IMPLEMENTED = {"phimoe": "sparsemixer"}
 IDS = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(1))
 
 

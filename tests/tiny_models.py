@@ -72,7 +72,9 @@ TINY: dict[str, dict[str, Any]] = {
                 "intermediate_size": 16},
     "llama4_text": {**_COMMON, "head_dim": 8, "intermediate_size_mlp": 48, "num_local_experts": 4,
                     "num_experts_per_tok": 1, "num_hidden_layers": 4, "interleave_moe_layer_step": 2,
-                    "no_rope_layer_interval": 2, "attention_chunk_size": 64},
+                    "no_rope_layer_interval": 2, "attention_chunk_size": 5, "floor_scale": 4,
+                    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                     "high_freq_factor": 4.0, "original_max_position_embeddings": 16}},
 }
 
 

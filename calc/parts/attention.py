@@ -61,6 +61,15 @@ class Rope(Part):
 class QKNorm(Part):
     norm: Norm
     scope: Literal["head", "full"] = "head"  # one head_dim-wide norm for all heads, or the full width
+    after_rope: bool = False  # Llama-4 normalises the rotated queries and keys
+
+
+class Temperature(Part):
+    """Llama-4's query temperature on its layers without rotary: queries times
+    1 + scale · ln(1 + ⌊(position + 1) / floor⌋) (attn_scale, floor_scale)."""
+
+    scale: float = Field(strict=False)
+    floor: float = Field(gt=0, strict=False)
 
 
 class Attention(HeadWidths, Part):
@@ -81,6 +90,7 @@ class Attention(HeadWidths, Part):
     softcap: float | None = Field(default=None, gt=0, strict=False)
     scale: float | None = Field(default=None, gt=0, strict=False)  # softmax scale; None: 1/sqrt(head_dim)
     chunk: int | None = Field(default=None, gt=0)  # Llama-4's chunked attention: keys of the same chunk only
+    temperature: Temperature | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -51,6 +51,7 @@ class MoE(Part):
     group_score: Literal["max", "top2_sum"] = "max"
     routed_scale: float = Field(default=1.0, gt=0, strict=False)
     swiglu_limit: float | None = Field(default=None, gt=0, strict=False)  # gpt-oss: clamped SwiGLU, (up + 1)
+    weight_input: bool = False  # Llama-4: the routing weight scales the expert's input, not its output
 
     @model_validator(mode="after")
     def _check(self) -> "MoE":

@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 
-from calc.errors import GptcalcError
 from calc.parts.attention import Attention as AttentionSpec
 from calc.reference.parts.base import Part
 from calc.reference.parts.norm import Norm
@@ -25,12 +24,15 @@ from calc.reference.parts.rope import Rotary
 __all__ = ["Attention", "alibi_slopes", "causal_mask", "split_heads"]
 
 
-def causal_mask(positions: torch.Tensor, keys: int, window: int | None) -> torch.Tensor:
-    """[T, keys]: the query at position p sees keys 0..p, and with a window only the last `window` of them."""
+def causal_mask(positions: torch.Tensor, keys: int, window: int | None, chunk: int | None = None) -> torch.Tensor:
+    """[T, keys]: the query at position p sees keys 0..p; with a window only the last `window` of them,
+    with chunks (Llama-4) only those of its own chunk of `chunk` positions."""
     key_pos = torch.arange(keys, device=positions.device)[None, :]
     allowed = key_pos <= positions[:, None]
     if window is not None:
         allowed &= key_pos > positions[:, None] - window
+    if chunk is not None:
+        allowed &= key_pos // chunk == positions[:, None] // chunk
     return allowed
 
 
@@ -45,6 +47,14 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
+def merge_heads(t: torch.Tensor, merge: bool, heads: int = 0) -> torch.Tensor:
+    """[B, heads, T, hd] -> [B, T, heads * hd] (merge), or back."""
+    if merge:
+        B, H, T, _ = t.shape
+        return t.transpose(1, 2).reshape(B, T, -1)
+    return split_heads(t, heads)
+
+
 def split_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
     """[B, T, heads * hd] -> [B, heads, T, hd]."""
     B, T, _ = t.shape
@@ -54,9 +64,6 @@ def split_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
 class Attention(Part):
     def __init__(self, spec: AttentionSpec, n_positions: int, qkv_order: str) -> None:
         super().__init__()
-        if spec.chunk is not None:
-            raise GptcalcError(f"chunked attention (attention_chunk_size {spec.chunk}, Llama-4) is not implemented "
-                               "by the torch reference")
         self.spec, self.qkv_order = spec, qkv_order
         self.rotary = Rotary(spec.rope, n_positions) if spec.rope else None
         self.roles = {"attn_out": "o"}
@@ -73,9 +80,10 @@ class Attention(Part):
         return (grouped[..., :-2, :].reshape(B, T, s.q_dim), grouped[..., -2, :].reshape(B, T, s.kv_dim),
                 grouped[..., -1, :].reshape(B, T, s.kv_dim))
 
-    def _qk_norm(self, t: torch.Tensor, role: str, heads: int) -> torch.Tensor:
-        """QK-norm of [B, T, heads*hd]: over the full width, or per head (weight [hd] or [heads, hd])."""
-        if self.spec.qk_norm is None:
+    def _qk_norm(self, t: torch.Tensor, role: str, heads: int, after_rope: bool = False) -> torch.Tensor:
+        """QK-norm of [B, T, heads*hd] (before rotary, or after it for Llama-4): over the full width, or
+        per head (weight [hd] or [heads, hd])."""
+        if self.spec.qk_norm is None or self.spec.qk_norm.after_rope != after_rope:
             return t
         norm = self.weights.get(role) or Norm(self.spec.qk_norm.norm, ())  # no parameters: it still normalises
         if self.spec.qk_norm.scope == "full" and (norm is None or norm.weight is None or norm.weight.dim() == 1):
@@ -95,6 +103,12 @@ class Attention(Part):
             q, k = self.rotary.apply(q, cos, sin), self.rotary.apply(k, cos, sin)
             if (factor := self.rotary.query_scale(ctx.positions)) is not None:
                 q = q * factor.to(q.dtype)
+        if s.qk_norm is not None and s.qk_norm.after_rope:
+            q, k = (merge_heads(self._qk_norm(merge_heads(t, True), role, n, after_rope=True), False, n)
+                    for t, role, n in ((q, "q_norm", s.n_heads), (k, "k_norm", s.n_kv_heads)))
+        if s.temperature is not None:
+            t = s.temperature
+            q = q * (torch.log1p(torch.floor((ctx.positions.float() + 1) / t.floor)) * t.scale + 1)[:, None].to(q.dtype)
         for name, t in (("q_heads", q), ("k_heads", k), ("v_heads", v)):
             trace(name, t)
         if ctx.cache is not None:
@@ -105,7 +119,7 @@ class Attention(Part):
         v = v.repeat_interleave(s.group_size, dim=1)
         scores = q @ k.transpose(-2, -1) * (s.scale if s.scale is not None else s.head_dim ** -0.5)
         trace("scores", scores)  # (B, nh, T, T_total)
-        y = attend(self, scores, v, ctx, s.window)
+        y = attend(self, scores, v, ctx, s.window, s.chunk)
         trace("attn_heads_out", y)
         B, _, T, _ = y.shape
         y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, nh*hs)
@@ -115,7 +129,8 @@ class Attention(Part):
         return y
 
 
-def attend(part: Part, scores: torch.Tensor, v: torch.Tensor, ctx: Any, window: int | None) -> torch.Tensor:
+def attend(part: Part, scores: torch.Tensor, v: torch.Tensor, ctx: Any, window: int | None,
+           chunk: int | None = None) -> torch.Tensor:
     """Soft-cap, ALiBi, the causal (and window) mask, sinks, softmax in float32, then the weighted values."""
     s = part.spec
     if s.softcap:
@@ -123,7 +138,7 @@ def attend(part: Part, scores: torch.Tensor, v: torch.Tensor, ctx: Any, window: 
     if getattr(s, "alibi", False):
         keys = torch.arange(scores.shape[-1], device=scores.device, dtype=torch.float32)
         scores = scores + (alibi_slopes(s.n_heads).to(scores.device)[:, None] * keys)[None, :, None, :].to(scores.dtype)
-    scores = scores.masked_fill(~causal_mask(ctx.positions, scores.shape[-1], window), float("-inf"))
+    scores = scores.masked_fill(~causal_mask(ctx.positions, scores.shape[-1], window, chunk), float("-inf"))
     sinks = part.weights.tensor("sinks") if getattr(s, "sinks", False) else None
     if sinks is not None:
         B, H, T, _ = scores.shape

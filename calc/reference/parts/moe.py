@@ -92,7 +92,11 @@ class MoE(Part):
             out = out + self.expert(0, flat) * weights[:, :1]
         for e in [] if flat.is_meta else index.unique().tolist():
             token, slot = torch.where(index == e)
-            out.index_add_(0, token, (self.expert(e, flat[token]) * weights[token, slot, None]).to(out.dtype))
+            weight = weights[token, slot, None]
+            if self.spec.weight_input:  # Llama-4: expert(weight · x)
+                out.index_add_(0, token, self.expert(e, (flat[token] * weight).to(flat.dtype)))
+            else:
+                out.index_add_(0, token, (self.expert(e, flat[token]) * weight).to(out.dtype))
         if self.shared is not None:
             shared = self.shared.compute(self.weights, flat, ctx.trace)
             if "shared_gate" in self.weights:
