@@ -11,7 +11,7 @@ the spec that gptcalc reads from the config.json it wrote then
 - gives transformers' logits within 1e-4 (absolute, float32) for a 12-token prefill and for a
   4-token prefill followed by 8 cached one-token steps;
 - and the header check of that directory (`calc.checkpoint.report`) recognises every tensor.
-A model_type whose options the reference does not implement must say which, by name.
+An option the reference does not implement must be refused by name.
 """
 
 from __future__ import annotations
@@ -37,8 +37,6 @@ from calc.checkpoint.report import read_checkpoint  # noqa: E402
 from calc.reference.model import build  # noqa: E402
 
 ATOL = 1e-4  # float32; the differences seen are ~1e-7 (summation order)
-# What the reference refuses, and the option its error names.
-NOT_IMPLEMENTED = {"phimoe": "sparsemixer"}
 IDS = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(1))
 
 
@@ -57,7 +55,7 @@ def transformers_model(model_type: str, path: Path):
     return model
 
 
-@pytest.fixture(scope="module", params=sorted(set(ADAPTERS) - set(NOT_IMPLEMENTED)))
+@pytest.fixture(scope="module", params=sorted(ADAPTERS))
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """(model_type, transformers' model, its save_pretrained directory, our model loaded from it)."""
     path = tmp_path_factory.mktemp(request.param)
@@ -107,7 +105,12 @@ def test_verify_checkpoint_and_load_pass(pair: tuple) -> None:
     assert "all agree" in result.output and "strict=True" in result.output
 
 
-@pytest.mark.parametrize("model_type", sorted(NOT_IMPLEMENTED))
-def test_unimplemented_options_are_refused_by_name(model_type: str) -> None:
-    with pytest.raises(GptcalcError, match=NOT_IMPLEMENTED[model_type]):
-        build(spec_of(tiny_config(model_type)), device="meta")
+@pytest.mark.parametrize(("model_type", "change", "named"), [
+    ("phimoe", {"num_experts_per_tok": 3}, "'sparsemixer' with top_k 3"),
+    ("llama", {"rope_scaling": {"rope_type": "proportional", "factor": 2.0}}, "rope scaling type 'proportional'"),
+    ("llama", {"rope_scaling": {"rope_type": "linear", "factor": 2.0, "extra": 1}}, "rope scaling linear: 'extra'"),
+])
+def test_unimplemented_options_are_refused_by_name(model_type: str, change: dict, named: str) -> None:
+    """An option the reference does not compute is an error naming it, never silently ignored."""
+    with pytest.raises(GptcalcError, match=named):
+        build(spec_of({**tiny_config(model_type), **change}), device="meta")

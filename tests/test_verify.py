@@ -128,19 +128,21 @@ def test_a_third_source_gets_its_own_column() -> None:
 
 
 def test_a_spec_the_torch_reference_cannot_build_is_refused_by_name(tmp_path) -> None:
-    """An option the torch reference does not implement (Phi-3.5-MoE's sparsemixer routing): verify
-    says which, exit 2, rather than comparing against a model that computes something else."""
+    """An option the torch reference does not implement (sparsemixer routing to 3 experts; Phi-3.5-MoE's
+    routes to 2): verify says which, exit 2, rather than comparing against a model that computes
+    something else."""
     spec = {"name": "tiny-moe", "vocab_size": 100, "d_model": 64, "n_positions": 128,
             "blocks": {"moe": {"attention": {"n_heads": 4, "head_dim": 16},
-                               "mlp": {"kind": "moe", "n_experts": 8, "top_k": 2, "d_ff": 32, "scoring": "sparsemixer"},
+                               "mlp": {"kind": "moe", "n_experts": 8, "top_k": 3, "d_ff": 32, "scoring": "sparsemixer"},
                                "norm": {"kind": "rmsnorm"}}},
             "layers": [[2, "moe"]], "final_norm": {"kind": "rmsnorm"}, "head": {"tied": False}}
     path = tmp_path / "moe.yaml"
     path.write_text(json.dumps(spec))
     result = CliRunner().invoke(main, ["verify", str(path)])
     assert result.exit_code == 2
-    assert result.output.strip() == ("Error: tiny-moe: MoE routing 'sparsemixer' (Phi-3.5-MoE) is not implemented by "
-                                     "the torch reference; count, kvcache, memory and shapes work for every spec")
+    assert result.output.strip() == ("Error: tiny-moe: MoE routing 'sparsemixer' with top_k 3 is not implemented by the "
+                                     "torch reference (Phi-3.5-MoE's is top-2); count, kvcache, memory and shapes work "
+                                     "for every spec")
 
 
 def test_verify_compares_analytic_and_torch_for_a_layered_preset() -> None:

@@ -46,7 +46,7 @@ N_EXPERTS = {"olmoe": ("num_local_experts", "num_experts")}
 WINDOWED = ("mixtral", "phimoe")
 # How each router weighs its top_k experts (MixtralTopKRouter renormalises; OLMoE as norm_topk_prob says).
 ROUTING = {"mixtral": lambda cfg: {}, "granitemoe": lambda cfg: {},
-           "phimoe": lambda cfg: {"scoring": "sparsemixer"},
+           "phimoe": lambda cfg: {"scoring": "sparsemixer", "jitter_eps": cfg.float("router_jitter_noise", default=0.01)},
            "olmoe": lambda cfg: {"norm_topk": cfg.bool("norm_topk_prob", default=False)}}
 
 

@@ -5,8 +5,9 @@ DeepSeek-V2) or the sigmoid (DeepSeek-V3, GLM-4.5) of the router's logits, compu
 DeepSeek-V3's e_score_correction_bias (a buffer) shifts which experts are chosen but not their
 weights; with n_group > 1 only experts of the topk_group best groups (scored by their best expert,
 or their best two) can be chosen; the top_k weights are renormalised if `norm_topk` (gpt-oss's
-softmax over the top_k logits is the same thing) and scaled by `routed_scale`. Phi-3.5-MoE's
-sparsemixer is refused by name.
+softmax over the top_k logits is the same thing) and scaled by `routed_scale`; Llama-4 weighs
+the expert's input instead of its output. Phi-3.5-MoE's sparsemixer picks its two experts one after
+the other, each weighted by a softmax over the experts close to it (see `sparsemixer`).
 
 Experts are transformers 5's fused tensors: gate_up [E, 2f, d] (gate rows first) and down [E, d, f],
 or [E, d, 2f] and [E, f, d] ("in_out": Llama-4, gpt-oss, whose gate and up columns alternate).
@@ -30,11 +31,26 @@ __all__ = ["MoE"]
 GPT_OSS_ALPHA = 1.702  # gpt-oss's swiglu_alpha (GptOssConfig), fixed in its released models
 
 
+def sparsemixer(logits: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Phi-3.5-MoE's top-2 choice at inference (transformers' sparsemixer, not training): the best
+    expert, weighted by the softmax over the experts within 2·eps (relative) of it; then the best of
+    the others, weighted likewise among the rest."""
+    picks, weights, masked = [], [], logits
+    for _ in range(2):
+        best, index = masked.max(dim=-1, keepdim=True)
+        far = (best - logits) / logits.abs().clamp(min=best) > 2 * eps
+        weights.append(masked.masked_fill(far, float("-inf")).softmax(dim=-1).gather(-1, index))
+        picks.append(index)
+        masked = masked.scatter(-1, index, float("-inf"))
+    return torch.cat(picks, dim=-1), torch.cat(weights, dim=-1)
+
+
 class MoE(Part):
     def __init__(self, spec: MoESpec, experts_order: str) -> None:
         super().__init__()
-        if spec.scoring == "sparsemixer":
-            raise GptcalcError("MoE routing 'sparsemixer' (Phi-3.5-MoE) is not implemented by the torch reference")
+        if spec.scoring == "sparsemixer" and spec.top_k != 2:
+            raise GptcalcError(f"MoE routing 'sparsemixer' with top_k {spec.top_k} is not implemented by the torch "
+                               "reference (Phi-3.5-MoE's is top-2)")
         self.spec, self.order = spec, experts_order
         self.act = ACTIVATIONS[spec.activation]
         self.shared = MLP(spec.shared, "shared.") if spec.shared is not None else None
@@ -45,6 +61,8 @@ class MoE(Part):
         s = self.spec
         logits = torch.nn.functional.linear(x.float(), self.weights["router"].weight.float(),
                                             None if self.weights["router"].bias is None else self.weights["router"].bias.float())
+        if s.scoring == "sparsemixer":
+            return sparsemixer(logits, s.jitter_eps)
         scores = logits.sigmoid() if s.scoring == "sigmoid" else logits.softmax(dim=-1)
         choice = scores
         bias = self.weights.tensor("score_bias")
