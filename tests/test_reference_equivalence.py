@@ -8,8 +8,8 @@ the spec that gptcalc reads from the config.json it wrote then
 - loads that file with strict=True (transformers 5 writes the Hub's one-tensor-per-expert layout:
   Mixtral's w1/w3/w2, Qwen's experts.N.gate_proj, GraniteMoE's input_linear) and also transformers'
   in-memory state dict (the fused experts.gate_up_proj), so both layouts load;
-- gives transformers' logits within 1e-4 (absolute, float32) for a 12-token prefill and for a
-  4-token prefill followed by 8 cached one-token steps;
+- gives transformers' logits within 1e-4 (absolute, float32) for a 12-token prefill, and for a
+  4-token prefill followed by 8 cached one-token steps (transformers' with its own cache);
 - and the header check of that directory (`calc.checkpoint.report`) recognises every tensor.
 An option the reference does not implement must be refused by name.
 """
@@ -72,11 +72,19 @@ def test_prefill_logits_equal_transformers(pair: tuple) -> None:
 
 
 def test_cached_decode_logits_equal_transformers(pair: tuple) -> None:
+    """A 4-token prefill then 8 one-token steps, ours with our KVCache, transformers' with its own
+    past_key_values (a rope that depends on the length, Phi-3.5-MoE's long_mscale, differs between a
+    cached decode and one long prefill in transformers too, so the cached runs are compared)."""
     _, hf, _, ours = pair
     cache = ours.new_cache()
     with torch.no_grad():
         steps = [ours(IDS[:, :4], cache=cache)] + [ours(IDS[:, t:t + 1], cache=cache) for t in range(4, 12)]
-        torch.testing.assert_close(torch.cat(steps, dim=1), hf(IDS).logits, rtol=0, atol=ATOL)
+        out = hf(IDS[:, :4], use_cache=True)
+        expected = [out.logits]
+        for t in range(4, 12):
+            out = hf(IDS[:, t:t + 1], past_key_values=out.past_key_values, use_cache=True)
+            expected.append(out.logits)
+        torch.testing.assert_close(torch.cat(steps, dim=1), torch.cat(expected, dim=1), rtol=0, atol=ATOL)
     assert cache.length == 12
 
 

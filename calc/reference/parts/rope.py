@@ -1,7 +1,9 @@
 """Rotary position embedding with every scaling a supported config can carry, as transformers computes it.
 
 The inverse frequencies follow transformers' `modeling_rope_utils` (default, linear, dynamic NTK,
-YaRN, Llama-3, LongRoPE/"su"); YaRN and LongRoPE also scale cos and sin by an attention factor.
+YaRN, Llama-3, LongRoPE/"su"); YaRN and LongRoPE also scale cos and sin by an attention factor
+(Phi-3.5-MoE: its short_mscale, or long_mscale past the original context, with the short factors,
+as PhimoeRotaryEmbedding does).
 Tables are computed lazily, on the CPU in float32, the first time a forward pass needs them, so a
 model built on the meta device (any size) does no tensor work for them at all. A scaling type or
 a key this module does not implement is an error naming it, never ignored.
@@ -31,7 +33,8 @@ KEYS = {
     "yarn": {"factor", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
              "original_max_position_embeddings", "truncate"},
     "llama3": {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"},
-    "longrope": {"factor", "attention_factor", "long_factor", "short_factor", "original_max_position_embeddings"},
+    "longrope": {"factor", "attention_factor", "long_factor", "short_factor", "original_max_position_embeddings",
+                 "short_mscale", "long_mscale"},
 }
 # Read by every type: Ministral-3's llama_4_scaling_beta scales queries by 1 + beta·ln(1 + ⌊p / original⌋);
 # max_position_embeddings is a copy of the context length (transformers 5 writes it there) that no rope reads.
@@ -122,11 +125,15 @@ class Rotary:
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin [T, rotary_dim] at `positions`, in the layout `apply` expects."""
         long = self.kind == "longrope" and int(positions.max()) + 1 > self._get("original_max_position_embeddings")
+        mscale = (self.rope.scaling or {}).get("long_mscale" if long else "short_mscale")
+        if mscale is not None:  # Phi-3.5-MoE: short factors always, cos and sin scaled by short/long_mscale
+            long = False
         key = (long, str(positions.device))
         if key not in self._tables:
             inv, factor = self._inv_freq(long)
             self._tables[key] = (inv.to(positions.device), factor)
         inv, factor = self._tables[key]
+        factor = factor if mscale is None else mscale
         freqs = torch.outer(positions.float(), inv)  # (T, rd/2)
         angles = freqs.repeat_interleave(2, dim=-1) if self.rope.interleaved else torch.cat((freqs, freqs), dim=-1)
         return (angles.cos() * factor).to(dtype), (angles.sin() * factor).to(dtype)
