@@ -108,7 +108,10 @@ def torch_source(spec: ModelSpec, optional: bool = False) -> Breakdown | None:
         if optional:
             return None
         raise needs_torch("verify", exc) from None
-    return torch_breakdown(spec)
+    try:
+        return torch_breakdown(spec)
+    except GptcalcError as exc:  # an option the torch reference does not implement, named
+        raise GptcalcError(f"{spec.name}: {exc}; count, kvcache, memory and shapes work for every spec") from None
 
 
 def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str | None = None,

@@ -1,6 +1,8 @@
 """Refresh the command output shown in docs/*.md and README.md from the real CLI.
 
-A block of output is marked by a comment naming the command, followed by a fenced block:
+A block of output is marked by a comment naming the command, followed by a fenced block (and the
+tensor-name table of docs/checkpoints.md, from calc.checkpoint.layouts, between
+`<!-- generated: tensor-name layouts -->` and `<!-- end generated -->`):
 
     <!-- output: gptcalc count gpt2-small -->
     ```text
@@ -30,6 +32,8 @@ from calc.cli import main as cli  # noqa: E402  (after the path is set, for runn
 from calc.spec.presets import COMPILED, _compiled  # noqa: E402
 
 MARKED = re.compile(r"(<!-- output: gptcalc (?P<args>.+?) -->\n```text\n)(?P<body>.*?)(```)", re.S)
+# A table generated from data rather than from a command: the tensor-name layouts per model_type.
+LAYOUT_TABLE = re.compile(r"(<!-- generated: tensor-name layouts -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
 
 
 def command_output(args: str) -> str:
@@ -39,7 +43,10 @@ def command_output(args: str) -> str:
 
 
 def refreshed(text: str) -> str:
-    return MARKED.sub(lambda m: m.group(1) + command_output(m.group("args")) + m.group(4), text)
+    from calc.checkpoint.layouts import markdown
+
+    text = MARKED.sub(lambda m: m.group(1) + command_output(m.group("args")) + m.group(4), text)
+    return LAYOUT_TABLE.sub(lambda m: m.group(1) + markdown() + m.group(3), text)
 
 
 def documents() -> list[Path]:

@@ -58,10 +58,11 @@ def attentions(draw: st.DrawFn) -> dict[str, Any]:
     kv = draw(st.integers(1, 3))
     head_dim = 2 * draw(st.integers(1, 5))
     position = draw(st.sampled_from(["rope", "alibi", "none"]))
+    fused, qkv_bias = draw(st.booleans()), draw(st.booleans())  # a fused Q/K/V has one bias for all three or none
     return {
         "kind": "attention", "n_heads": kv * draw(st.integers(1, 3)), "n_kv_heads": kv, "head_dim": head_dim,
-        "q_bias": draw(st.booleans()), "k_bias": draw(st.booleans()), "v_bias": draw(st.booleans()),
-        "o_bias": draw(st.booleans()), "fused_qkv": draw(st.booleans()),
+        "q_bias": qkv_bias if fused else draw(st.booleans()), "k_bias": qkv_bias if fused else draw(st.booleans()),
+        "v_bias": qkv_bias if fused else draw(st.booleans()), "o_bias": draw(st.booleans()), "fused_qkv": fused,
         "qk_norm": draw(st.none() | st.fixed_dictionaries({"norm": norms(),
                                                            "scope": st.sampled_from(["head", "full"])})),
         "rope": {"rotary_dim": 2 * draw(st.integers(1, head_dim // 2))} if position == "rope" else None,

@@ -123,7 +123,7 @@ def module_for(model: Decoder, step: Step, layer: int) -> tuple[nn.Module, bool]
     if scope == "block":
         return block.part(role), False
     owner = block.part(scope)
-    if role in ("q", "k", "v") and model.spec.family == "gpt2":
+    if role in ("q", "k", "v") and owner.spec.fused_qkv:
         return owner.part("qkv"), True
     return owner.part(role), False
 

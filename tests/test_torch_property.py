@@ -1,22 +1,24 @@
 """Property tests over random valid specs: analytic == torch, and the KV cache changes nothing.
 
-Specs cover both families, MHA/GQA/MQA, every bias switch, tied and untied heads, both norms, both
-MLPs (a gated MLP needs the Llama layout), learned/rotary/no positions and head_dim unrelated to
-d_model / n_heads. Models are tiny and counted on the meta device, so each example takes
-milliseconds.
+Two generators: flat specs (both flat families, MHA/GQA/MQA, every bias switch, tied and untied
+heads, both norms, both MLPs, learned/rotary/no positions, head_dim unrelated to d_model / n_heads)
+and layered specs mixing every part option (MoE with shared experts and biases, MLA, sliding
+windows, sinks, QK-norm, ALiBi, soft-capping, parallel and post-LN blocks, output norms, several
+block kinds in one stack: `test_shapes_parts.layered_specs`). Models are tiny and counted on the
+meta device, so each example takes milliseconds.
 """
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, note, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from calc.spec.flat import flat_view
 from calc.analysis.breakdown import compare
 from calc.analysis.count import count
 from calc.checkpoint.names import expected_shapes
 from calc.spec.model import ModelSpec, spec_from_dict
+from test_shapes_parts import layered_specs
 
 torch = pytest.importorskip("torch")
 from calc.reference.count import breakdown  # noqa: E402  (needs torch)
@@ -24,7 +26,7 @@ from calc.reference.model import build  # noqa: E402
 
 
 @st.composite
-def specs(draw: st.DrawFn) -> ModelSpec:
+def flat_specs(draw: st.DrawFn) -> ModelSpec:
     family = draw(st.sampled_from(["gpt2", "llama"]))
     n_kv_heads = draw(st.integers(1, 4))
     n_heads = n_kv_heads * draw(st.integers(1, 4))  # group size 1 is MHA, n_heads is MQA
@@ -46,19 +48,27 @@ def specs(draw: st.DrawFn) -> ModelSpec:
     return spec_from_dict(fields, "hypothesis")
 
 
-@settings(max_examples=250, deadline=None)
-@given(specs())
+specs = st.one_of(flat_specs(), layered_specs())
+
+
+def kv_elements(spec: ModelSpec) -> int:
+    """Cached elements per token over the whole stack: K and V, or MLA's latent and rotary key."""
+    return sum(repeat * sum(block.attention.kv_per_token()) for repeat, block in spec.runs())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs)
 def test_analytic_equals_torch(spec: ModelSpec) -> None:
     note(spec.model_dump_json())
     model = build(spec, device="meta")
     diff = compare({"analytic": count(spec), "torch": breakdown(model)})
     assert diff.ok, diff.mismatches
-    assert {name: tuple(t.shape) for name, t in model.state_dict().items()} == expected_shapes(flat_view(spec))
+    assert {name: tuple(t.shape) for name, t in model.named_parameters()} == expected_shapes(spec)
     assert model(torch.zeros(2, 3, dtype=torch.long, device="meta")).shape == (2, 3, spec.vocab_size)
 
 
-@settings(max_examples=40, deadline=None)
-@given(specs(), st.integers(1, 4), st.data())
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs, st.integers(1, 4), st.data())
 def test_cached_decoding_equals_full_forward(spec: ModelSpec, prompt: int, data: st.DataObject) -> None:
     """Prefill `prompt` tokens, then decode one at a time: the logits match one full pass."""
     note(spec.model_dump_json())
@@ -73,4 +83,4 @@ def test_cached_decoding_equals_full_forward(spec: ModelSpec, prompt: int, data:
         stepped += [model(ids[:, t:t + 1], cache=cache) for t in range(prompt, length)]
     torch.testing.assert_close(torch.cat(stepped, dim=1), full)
     assert cache.length == length
-    assert cache.nbytes == 2 * spec.n_layers * flat_view(spec).n_kv_heads * flat_view(spec).head_dim * length * 8  # float64
+    assert cache.nbytes == kv_elements(spec) * length * 8  # float64

@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from flat_presets import FLAT_PRESETS
 from calc.spec.flat import flat_view
+from calc.spec.presets import preset_names
 from calc.analysis.breakdown import compare
 from calc.analysis.count import count
 from calc.checkpoint.names import expected_shapes
@@ -92,7 +92,7 @@ def test_hf_state_dict_with_tied_head_and_old_buffers_loads(tmp_path: Path) -> N
     state["transformer.h.1.attn.masked_bias"] = torch.tensor(-1e4)
     ours = build(load_spec(str(tmp_path)))
     ours.load_state_dict(state, strict=True)
-    assert torch.equal(ours.wte.weight, hf.transformer.wte.weight)
+    assert torch.equal(ours.transformer.wte.weight, hf.transformer.wte.weight)
 
 
 def test_gpt2model_names_without_prefix_load(tmp_path: Path) -> None:
@@ -113,12 +113,14 @@ def test_strict_loading_still_rejects_wrong_names(tmp_path: Path) -> None:
         ours.load_state_dict(state, strict=True)
 
 
-@pytest.mark.parametrize("name", FLAT_PRESETS)
+@pytest.mark.parametrize("name", preset_names())
 def test_preset_on_meta_matches_analytic_and_hf_shapes(name: str) -> None:
+    """Every preset (DeepSeek-V3's 671B included) builds on the meta device and counts like the formulas."""
     spec = load_spec(name)
     model = build(spec, device="meta")
     assert all(p.is_meta for p in model.parameters())
-    assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == expected_shapes(flat_view(spec))
+    params = {k: tuple(v.shape) for k, v in model.named_parameters()}
+    assert params == expected_shapes(spec)
     diff = compare({"analytic": count(spec), "torch": breakdown(model)})
     assert diff.ok, diff.mismatches
 
@@ -131,19 +133,28 @@ def test_gpt2_small_counts_once_with_a_tied_head() -> None:
     assert b.tied_saving == 50257 * 768
 
 
-def test_buffers_are_not_parameters_and_not_saved() -> None:
-    spec = load_spec("llama-3-8b")
-    model = build(spec, device="meta")
-    buffers = dict(model.named_buffers())
-    assert list(buffers) == ["rotary.inv_freq"] and buffers["rotary.inv_freq"].shape == (64,)
+def test_rotary_tables_are_not_stored() -> None:
+    """Rotary frequencies are computed on first use, never a buffer: a meta build holds none."""
+    model = build(load_spec("llama-3-8b"), device="meta")
+    assert not list(model.named_buffers())
     assert not any("inv_freq" in k for k in model.state_dict())
+
+
+def test_score_correction_bias_is_a_buffer() -> None:
+    """DeepSeek-V3's e_score_correction_bias is stored (state_dict) but is no parameter."""
+    model = build(load_spec("deepseek-v3"), device="meta")
+    buffers = dict(model.named_buffers())
+    assert len(buffers) == 58 and all(k.endswith("mlp.gate.e_score_correction_bias") for k in buffers)
+    assert not any(k.endswith("e_score_correction_bias") for k, _ in model.named_parameters())
 
 
 def test_dtype_applies_to_parameters_not_rotary_frequencies() -> None:
     spec = spec_from_dict({"family": "llama", "vocab_size": 50, **TINY}, "tiny")
     model = build(spec, dtype=torch.bfloat16)
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
-    assert model.rotary.inv_freq.dtype == torch.float32
+    rotary = model.part("blocks")[0].part("attn").rotary
+    model(torch.zeros(1, 4, dtype=torch.long))
+    assert {inv.dtype for inv, _ in rotary._tables.values()} == {torch.float32}
     assert torch.get_default_dtype() == torch.float32
     assert model(torch.zeros(1, 4, dtype=torch.long)).dtype == torch.bfloat16
 

@@ -160,16 +160,28 @@ def test_a_third_source_gets_its_own_column() -> None:
 
 
 def test_a_spec_the_torch_reference_cannot_build_is_refused_by_name(tmp_path) -> None:
-    """Until the torch reference learns MoE, verify says which part it cannot build (exit 2)."""
+    """An option the torch reference does not implement (sparsemixer routing to 3 experts; Phi-3.5-MoE's
+    routes to 2): verify says which, exit 2, rather than comparing against a model that computes
+    something else."""
     spec = {"name": "tiny-moe", "vocab_size": 100, "d_model": 64, "n_positions": 128,
             "blocks": {"moe": {"attention": {"n_heads": 4, "head_dim": 16},
-                               "mlp": {"kind": "moe", "n_experts": 8, "top_k": 2, "d_ff": 32},
+                               "mlp": {"kind": "moe", "n_experts": 8, "top_k": 3, "d_ff": 32, "scoring": "sparsemixer"},
                                "norm": {"kind": "rmsnorm"}}},
             "layers": [[2, "moe"]], "final_norm": {"kind": "rmsnorm"}, "head": {"tied": False}}
     path = tmp_path / "moe.yaml"
     path.write_text(json.dumps(spec))
     result = CliRunner().invoke(main, ["verify", str(path)])
     assert result.exit_code == 2
-    assert result.output.strip() == ("Error: tiny-moe: the torch reference model cannot build it yet: not a uniform "
-                                     "GPT-2/Llama-layout stack (a mixture of experts); count, kvcache, memory and "
-                                     "shapes work for every spec")
+    assert result.output.strip() == ("Error: tiny-moe: MoE routing 'sparsemixer' with top_k 3 is not implemented by the "
+                                     "torch reference (Phi-3.5-MoE's is top-2); count, kvcache, memory and shapes work "
+                                     "for every spec")
+
+
+def test_verify_compares_analytic_and_torch_for_a_layered_preset() -> None:
+    """DeepSeek-V3 (MLA, MoE with shared experts, dense then MoE layers): the torch model on the meta
+    device counts every component as the formulas do."""
+    result = CliRunner().invoke(main, ["verify", "deepseek-v3", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    # source: transformers 5.23 builds 671,026,404,352 parameters from the config (presets/deepseek-v3.yaml)
+    assert data["ok"] and data["totals"]["analytic"] == data["totals"]["torch"] == 671_026_404_352

@@ -18,15 +18,18 @@ __all__ = ["DEFAULTS", "spec_dict"]
 # transformers' CohereConfig defaults (models/cohere/configuration_cohere.py) for the keys read here.
 DEFAULTS = {"vocab_size": 256000, "hidden_size": 8192, "intermediate_size": 22528, "num_hidden_layers": 40,
             "num_attention_heads": 64, "max_position_embeddings": 8192, "layer_norm_eps": 1e-5,
-            "tie_word_embeddings": True, "attention_bias": False, "use_qk_norm": False, "rope_theta": 500000.0}
+            "tie_word_embeddings": True, "attention_bias": False, "use_qk_norm": False, "rope_theta": 500000.0,
+            "logit_scale": 0.0625}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(cfg, DEFAULTS)
     ln = norm("layernorm", cfg.float("layer_norm_eps"), bias=False)
     attn = attention(cfg)
+    attn["rope"]["interleaved"] = True  # CohereRotaryEmbedding: repeat_interleave, pairs of channels
     if cfg.bool("use_qk_norm"):
         attn["qk_norm"] = {"norm": ln, "scope": "full"}
     block = {"attention": attn, "mlp": gated_mlp(cfg, bias=False), "norm": ln, "norms": ("attn_in",),
              "parallel": True}
-    return uniform(cfg, "cohere", block, ln, cfg.bool("tie_word_embeddings"))
+    head = {"tied": cfg.bool("tie_word_embeddings"), "logit_scale": cfg.float("logit_scale")}
+    return uniform(cfg, "cohere", block, ln, head["tied"], head=head)

@@ -15,8 +15,8 @@ from typing import Any, Callable
 from calc.arch.config import Config
 
 __all__ = ["ATTENTION_KINDS", "KEYS", "activation", "attention", "attention_kinds", "decoder", "defaulted_note",
-           "gated_mlp", "kind_stack", "layer_kinds", "layer_runs", "mha", "norm", "renamed", "rope", "rotary_layers",
-           "uniform", "with_defaults"]
+           "gated_mlp", "granite_scalars", "kind_stack", "layer_kinds", "layer_runs", "mha", "norm", "renamed", "rope",
+           "rotary_layers", "uniform", "with_defaults"]
 
 # The same quantity under the names different configs give it (transformers' attribute_map), first wins.
 KEYS = {
@@ -203,3 +203,15 @@ def renamed(cfg: Config, names: dict[str, str]) -> Config:
         if data.get(old) is not None:
             data[new] = data.pop(old)
     return cfg.replace(data)
+
+
+def granite_scalars(cfg: Config, spec: dict[str, Any]) -> dict[str, Any]:
+    """Granite's (and GraniteMoE's) four multipliers, scalars with no parameters: embeddings times
+    embedding_multiplier, each sublayer's output times residual_multiplier, attention scores times
+    attention_multiplier (instead of 1/sqrt(head_dim)), logits divided by logits_scaling."""
+    blocks = {name: {**block, "residual_scale": cfg.float("residual_multiplier", default=1.0),
+                     "attention": {**block["attention"], "scale": cfg.float("attention_multiplier", default=1.0)}}
+              for name, block in spec["blocks"].items()}
+    return {**spec, "blocks": blocks, "embedding": {**spec.get("embedding", {}),
+                                                    "multiplier": cfg.float("embedding_multiplier", default=1.0)},
+            "head": {**spec["head"], "logit_scale": 1.0 / cfg.float("logits_scaling", default=1.0)}}

@@ -20,7 +20,7 @@ from typing import Any
 
 from calc.arch.common import KEYS, decoder, gated_mlp, norm, rope, with_defaults
 from calc.arch.config import Config
-from calc.arch.moe_common import deepseek_moe, dense_then_moe, mtp
+from calc.arch.moe_common import deepseek_moe, dense_then_moe, grouped_sigmoid, mtp
 
 __all__ = ["DEFAULTS", "spec_dict"]
 
@@ -32,11 +32,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v2": {**_COMMON, "vocab_size": 102400, "hidden_size": 4096, "intermediate_size": 11008,
                     "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048,
                     "mlp_bias": False, "first_k_dense_replace": 0, "n_routed_experts": 64, "n_shared_experts": 2,
-                    "moe_intermediate_size": 1407},
+                    "moe_intermediate_size": 1407, "topk_method": "greedy", "n_group": 1, "topk_group": 1,
+                    "routed_scaling_factor": 1.0},
     "deepseek_v3": {**_COMMON, "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
                     "num_hidden_layers": 61, "num_attention_heads": 128, "max_position_embeddings": 4096,
                     "first_k_dense_replace": 3, "n_routed_experts": 256, "n_shared_experts": 1,
-                    "moe_intermediate_size": 2048, "num_experts_per_tok": 8, "num_nextn_predict_layers": 1},
+                    "moe_intermediate_size": 2048, "num_experts_per_tok": 8, "num_nextn_predict_layers": 1,
+                    "n_group": 8, "topk_group": 4, "norm_topk_prob": True, "routed_scaling_factor": 2.5},
 }
 
 
@@ -48,10 +50,21 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
     attn, bias = _mla(cfg), cfg.bool("mlp_bias")
     mlps = {"dense": gated_mlp(cfg, bias=bias),
-            "moe": deepseek_moe(cfg, score_bias=model_type == "deepseek_v3", bias=bias)}
+            "moe": deepseek_moe(cfg, score_bias=model_type == "deepseek_v3", bias=bias, **_routing(cfg, model_type))}
     blocks = {name: {"attention": attn, "mlp": mlp, "norm": rms} for name, mlp in mlps.items()}
     stack = dense_then_moe(cfg, blocks, mtp(cfg) if model_type == "deepseek_v3" else None)
     return decoder(cfg, model_type, final_norm=rms, tied=cfg.bool("tie_word_embeddings"), notes=_notes(cfg), **stack)
+
+
+def _routing(cfg: Config, model_type: str) -> dict[str, Any]:
+    """DeepseekV3TopkRouter's grouped sigmoid choice; DeepseekV2's softmax over all experts, top_k of them
+    (within the topk_group best groups by their best expert with topk_method group_limited_greedy),
+    never renormalised, times routed_scaling_factor."""
+    if model_type == "deepseek_v3":
+        return grouped_sigmoid(cfg)
+    grouped = cfg.raw("topk_method") == "group_limited_greedy"
+    return {"scoring": "softmax", "norm_topk": False, "n_group": cfg.int("n_group") if grouped else 1,
+            "topk_group": cfg.int("topk_group") if grouped else 1, "routed_scale": cfg.float("routed_scaling_factor")}
 
 
 def _mla(cfg: Config) -> dict[str, Any]:
@@ -60,7 +73,8 @@ def _mla(cfg: Config) -> dict[str, Any]:
     return {"kind": "mla", "n_heads": cfg.int(*KEYS["n_heads"]), "q_lora_rank": cfg.int("q_lora_rank", default=None),
             "kv_lora_rank": cfg.int("kv_lora_rank"), "qk_nope_head_dim": cfg.int("qk_nope_head_dim"),
             "qk_rope_head_dim": rope_dim, "v_head_dim": cfg.int("v_head_dim"),
-            "bias": cfg.bool("attention_bias"), "norm": norm("rmsnorm", 1e-6), "rope": rope(cfg, rope_dim)}
+            "bias": cfg.bool("attention_bias"), "norm": norm("rmsnorm", 1e-6),
+            "rope": {**rope(cfg, rope_dim), "interleaved": cfg.bool("rope_interleave", default=True)}}
 
 
 def _notes(cfg: Config) -> tuple[str, ...]:

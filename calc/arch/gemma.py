@@ -33,11 +33,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {**_SHARED, "vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216,
                "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
                "max_position_embeddings": 8192, "rope_theta": 10000.0, "sliding_window": 4096,
-               "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0},
+               "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 256},
     "gemma3_text": {**_SHARED, "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
                     "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
                     "max_position_embeddings": 131072, "rope_theta": 1_000_000.0, "rope_local_base_freq": 10000.0,
-                    "sliding_window": 4096, "sliding_window_pattern": 6},
+                    "sliding_window": 4096, "sliding_window_pattern": 6, "query_pre_attn_scalar": 256},
 }
 
 # Block names when a stack mixes both kinds; a uniform stack (Gemma-1) is just "decoder".
@@ -47,7 +47,7 @@ BLOCK_NAMES = {"sliding_attention": "local", "full_attention": "global"}
 def spec_dict(cfg: Config) -> dict[str, Any]:
     model_type = cfg.raw("model_type")
     cfg = with_defaults(cfg, DEFAULTS[model_type])
-    rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
+    rms = norm("rmsnorm", cfg.float("rms_norm_eps"), unit_offset=True)  # GemmaRMSNorm: x * (1 + w)
     blocks, layers = kind_stack(_kinds(cfg, model_type), BLOCK_NAMES, lambda kind: _block(cfg, model_type, rms, kind))
     head = {"tied": cfg.bool("tie_word_embeddings"), "softcap": cfg.float("final_logit_softcapping", default=None)}
     return decoder(cfg, model_type, blocks, layers, rms, head["tied"], embedding={"scale": True}, head=head)
@@ -65,6 +65,8 @@ def _kinds(cfg: Config, model_type: str) -> list[str]:
 
 def _block(cfg: Config, model_type: str, rms: dict[str, Any], kind: str) -> dict[str, Any]:
     attn = attention(cfg, softcap=cfg.float("attn_logit_softcapping", default=None))
+    if model_type != "gemma":  # Gemma-2/3 scale scores by query_pre_attn_scalar^-0.5, not head_dim^-0.5
+        attn["scale"] = cfg.float("query_pre_attn_scalar") ** -0.5
     if kind == "sliding_attention":
         attn["window"] = cfg.int("sliding_window", default=None)
     if model_type == "gemma3_text":

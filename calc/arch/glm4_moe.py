@@ -17,7 +17,7 @@ from typing import Any
 
 from calc.arch.common import attention, decoder, gated_mlp, norm, with_defaults
 from calc.arch.config import Config
-from calc.arch.moe_common import deepseek_moe, dense_then_moe, mtp
+from calc.arch.moe_common import deepseek_moe, dense_then_moe, grouped_sigmoid, mtp
 
 __all__ = ["DEFAULTS", "spec_dict"]
 
@@ -27,7 +27,8 @@ DEFAULTS = {"vocab_size": 151552, "hidden_size": 4096, "intermediate_size": 1094
             "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "attention_bias": False,
             "moe_intermediate_size": 1408, "num_experts_per_tok": 8, "n_shared_experts": 1, "n_routed_experts": 128,
             "first_k_dense_replace": 1, "use_qk_norm": False, "num_nextn_predict_layers": 1,
-            "partial_rotary_factor": 0.5, "rope_theta": 10000.0}
+            "partial_rotary_factor": 0.5, "rope_theta": 10000.0, "n_group": 1, "topk_group": 1,
+            "norm_topk_prob": True, "routed_scaling_factor": 1.0}
 
 MTP_NOTE = ("multi-token prediction layers as GLM-4.5's checkpoint stores them, with copies of the embedding and "
             "head; GLM-4.6's leaves the copies out")
@@ -39,7 +40,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     attn = attention(cfg, o_bias=False)
     if cfg.bool("use_qk_norm"):
         attn["qk_norm"] = {"norm": rms, "scope": "head"}
-    mlps = {"dense": gated_mlp(cfg, bias=False), "moe": deepseek_moe(cfg, score_bias=True)}
+    mlps = {"dense": gated_mlp(cfg, bias=False), "moe": deepseek_moe(cfg, score_bias=True, **grouped_sigmoid(cfg))}
     blocks = {name: {"attention": attn, "mlp": mlp, "norm": rms} for name, mlp in mlps.items()}
     stack = dense_then_moe(cfg, blocks, mtp(cfg))
     notes = (MTP_NOTE,) if stack["mtp"] else ()

@@ -22,7 +22,7 @@ __all__ = ["DEFAULTS", "spec_dict"]
 DEFAULTS = {"num_hidden_layers": 36, "num_local_experts": 128, "vocab_size": 201088, "hidden_size": 2880,
             "intermediate_size": 2880, "head_dim": 64, "num_attention_heads": 64, "num_key_value_heads": 8,
             "sliding_window": 128, "tie_word_embeddings": False, "max_position_embeddings": 131072,
-            "rms_norm_eps": 1e-5, "num_experts_per_tok": 4, "attention_bias": True, "rope_theta": 150000.0,
+            "rms_norm_eps": 1e-5, "num_experts_per_tok": 4, "swiglu_limit": 7.0, "attention_bias": True, "rope_theta": 150000.0,
             "rope_parameters": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
                                 "truncate": False, "original_max_position_embeddings": 4096}}
 BLOCK_NAMES = {"sliding_attention": "sliding", "full_attention": "full"}
@@ -32,7 +32,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(cfg, DEFAULTS)
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
     kinds = attention_kinds(cfg, lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
-    moe = experts(cfg, ("num_experts", "num_local_experts"), "intermediate_size", expert_bias=True, router_bias=True)
+    moe = experts(cfg, ("num_experts", "num_local_experts"), "intermediate_size", expert_bias=True, router_bias=True,
+                  swiglu_limit=cfg.float("swiglu_limit"))
     windows = {"sliding_attention": cfg.int("sliding_window"), "full_attention": None}
     blocks = {BLOCK_NAMES[kind]: {"attention": attention(cfg, sinks=True, window=windows[kind]), "mlp": moe, "norm": rms}
               for kind in dict.fromkeys(kinds)}

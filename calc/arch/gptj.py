@@ -24,7 +24,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(cfg, DEFAULTS)
     ln = norm("layernorm", cfg.float("layer_norm_epsilon"))
     attn = mha(cfg, False)
-    attn["rope"] = {"theta": 10000.0, "rotary_dim": cfg.int("rotary_dim", default=None) or attn["head_dim"]}
+    attn["rope"] = {"theta": 10000.0, "rotary_dim": cfg.int("rotary_dim", default=None) or attn["head_dim"],
+                    "interleaved": True}
     d_ff = cfg.int("n_inner", default=None) or 4 * cfg.int(*KEYS["d_model"])
     mlp = {"d_ff": d_ff, "activation": activation(cfg, "activation_function"), "bias": True}
     block = {"attention": attn, "mlp": mlp, "norm": ln, "norms": ("attn_in",), "parallel": True}

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (KEYS, attention, decoder, gated_mlp, layer_kinds, layer_runs, norm, rotary_layers,
-                               with_defaults)
+from calc.arch.common import (KEYS, attention, decoder, gated_mlp, granite_scalars, layer_kinds, layer_runs, norm,
+                               rotary_layers, with_defaults)
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -72,8 +72,9 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     kinds = _layers(cfg, model_type)
     names = _names(kinds)
     blocks = {name: _variant(block, *kind) for kind, name in names.items()}
-    return decoder(cfg, model_type, blocks, layer_runs([names[kind] for kind in kinds]), rms,
+    spec = decoder(cfg, model_type, blocks, layer_runs([names[kind] for kind in kinds]), rms,
                    cfg.bool("tie_word_embeddings", default=False))
+    return granite_scalars(cfg, spec) if model_type == "granite" else spec
 
 
 def _layers(cfg: Config, model_type: str) -> list[tuple[int | None, bool]]:

@@ -24,7 +24,8 @@ DEFAULTS = {"vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192
             "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
             "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
             "num_experts_per_tok": 1, "num_local_experts": 16, "interleave_moe_layer_step": 1,
-            "use_qk_norm": True, "no_rope_layer_interval": 4, "attention_bias": False, "rope_theta": 500000.0}
+            "use_qk_norm": True, "no_rope_layer_interval": 4, "attention_bias": False, "rope_theta": 500000.0,
+            "attn_temperature_tuning": True, "attn_scale": 0.1, "floor_scale": 8192}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -50,14 +51,22 @@ def _moe_layers(cfg: Config, n_layers: int) -> set[int]:
 
 
 def _block(cfg: Config, rms: dict[str, Any], is_moe: bool, rotary: bool) -> dict[str, Any]:
+    """Llama4TextAttention: rotary on interleaved channel pairs (complex), chunked attention and an L2
+    norm of the rotated queries and keys on rotary layers; a query temperature on the others."""
     attn = attention(cfg)
     if not rotary:
         attn["rope"] = None
-    elif cfg.bool("use_qk_norm"):
-        attn["qk_norm"] = {"norm": norm("rmsnorm", cfg.float("rms_norm_eps"), weight=False)}
+        if cfg.bool("attn_temperature_tuning"):
+            attn["temperature"] = {"scale": cfg.float("attn_scale"), "floor": cfg.float("floor_scale")}
+    else:
+        attn["rope"]["interleaved"] = True
+        attn["chunk"] = cfg.int("attention_chunk_size", default=None)
+        if cfg.bool("use_qk_norm"):
+            attn["qk_norm"] = {"norm": norm("rmsnorm", cfg.float("rms_norm_eps"), weight=False), "after_rope": True}
     mlp = gated_mlp(cfg, "intermediate_size_mlp", bias=False)
     if is_moe:
         shared = gated_mlp(cfg, bias=False)
         mlp = {"kind": "moe", "n_experts": cfg.int("num_local_experts"), "top_k": cfg.int("num_experts_per_tok"),
-               "d_ff": shared["d_ff"], "fused_gate_up": True, "shared": shared, "n_shared": 1}
+               "d_ff": shared["d_ff"], "fused_gate_up": True, "shared": shared, "n_shared": 1,
+               "scoring": "sigmoid", "norm_topk": False, "weight_input": True}  # Llama4Router
     return {"attention": attn, "mlp": mlp, "norm": rms}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import attention, norm, uniform, with_defaults
+from calc.arch.common import attention, granite_scalars, norm, uniform, with_defaults
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
@@ -45,6 +45,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 # The key naming the number of experts (olmoe's attribute_map lets num_local_experts stand for it).
 N_EXPERTS = {"olmoe": ("num_local_experts", "num_experts")}
 WINDOWED = ("mixtral", "phimoe")
+# How each router weighs its top_k experts (MixtralTopKRouter renormalises; OLMoE as norm_topk_prob says).
+ROUTING = {"mixtral": lambda cfg: {}, "granitemoe": lambda cfg: {},
+           "phimoe": lambda cfg: {"scoring": "sparsemixer", "jitter_eps": cfg.float("router_jitter_noise", default=0.01)},
+           "olmoe": lambda cfg: {"norm_topk": cfg.bool("norm_topk_prob", default=False)}}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -57,8 +61,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
         attn.update(q_bias=False, k_bias=False, v_bias=False, o_bias=False)
     if model_type == "olmoe":
         attn["qk_norm"] = {"norm": block_norm, "scope": "full"}
-    moe = experts(cfg, N_EXPERTS.get(model_type, ("num_local_experts",)), "intermediate_size")
+    moe = experts(cfg, N_EXPERTS.get(model_type, ("num_local_experts",)), "intermediate_size", **ROUTING[model_type](cfg))
     spec = uniform(cfg, model_type, {"attention": attn, "mlp": moe, "norm": block_norm}, block_norm,
                    cfg.bool("tie_word_embeddings"))
     spec["head"]["bias"] = model_type == "phimoe" and cfg.bool("lm_head_bias")
-    return spec
+    return granite_scalars(cfg, spec) if model_type == "granitemoe" else spec

@@ -14,7 +14,7 @@ from typing import Any
 from calc.arch.common import KEYS, gated_mlp
 from calc.arch.config import Config
 
-__all__ = ["deepseek_moe", "dense_then_moe", "experts", "mtp"]
+__all__ = ["deepseek_moe", "dense_then_moe", "experts", "grouped_sigmoid", "mtp"]
 
 
 def experts(cfg: Config, n_experts_keys: tuple[str, ...], d_ff_key: str, **changes: Any) -> dict[str, Any]:
@@ -23,15 +23,24 @@ def experts(cfg: Config, n_experts_keys: tuple[str, ...], d_ff_key: str, **chang
             "d_ff": cfg.int(d_ff_key), "gated": True, "activation": "silu", "fused_gate_up": True, **changes}
 
 
-def deepseek_moe(cfg: Config, score_bias: bool, bias: bool = False) -> dict[str, Any]:
+def deepseek_moe(cfg: Config, score_bias: bool, bias: bool = False, **routing: Any) -> dict[str, Any]:
     """DeepSeek's MoE (also GLM-4.5's): `n_routed_experts` experts of `moe_intermediate_size` and one
     shared SwiGLU MLP `n_shared_experts` times as wide (DeepseekV3MoE.shared_experts), `bias` on it
-    only (DeepSeek-V2's mlp_bias); `score_bias`: the router's e_score_correction_bias buffer."""
+    only (DeepSeek-V2's mlp_bias); `score_bias`: the router's e_score_correction_bias buffer; `routing`:
+    how the router weighs experts (the MoE part's scoring, norm_topk, n_group, ... fields)."""
     n_shared = cfg.int("n_shared_experts")
     shared = gated_mlp(cfg, "moe_intermediate_size", bias=bias)
     shared["d_ff"] *= n_shared
     return experts(cfg, ("n_routed_experts",), "moe_intermediate_size", score_bias=score_bias,
-                   shared=shared, n_shared=n_shared)
+                   shared=shared, n_shared=n_shared, **routing)
+
+
+def grouped_sigmoid(cfg: Config) -> dict[str, Any]:
+    """DeepseekV3TopkRouter (also GLM-4.5's): sigmoid scores, n_group groups scored by their best two
+    experts, the best topk_group groups kept, weights renormalised if norm_topk_prob, then scaled."""
+    return {"scoring": "sigmoid", "norm_topk": cfg.bool("norm_topk_prob"), "n_group": cfg.int("n_group"),
+            "topk_group": cfg.int("topk_group"), "group_score": "top2_sum",
+            "routed_scale": cfg.float("routed_scaling_factor")}
 
 
 def dense_then_moe(cfg: Config, blocks: dict[str, dict[str, Any]], mtp: dict[str, Any] | None) -> dict[str, Any]:

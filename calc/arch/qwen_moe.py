@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, attention, decoder, gated_mlp, layer_kinds, layer_runs, norm, with_defaults
+from calc.arch.common import KEYS, attention, decoder, gated_mlp, layer_kinds, layer_runs, norm, renamed, with_defaults
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
@@ -24,7 +24,7 @@ __all__ = ["DEFAULTS", "spec_dict"]
 
 _COMMON = {"vocab_size": 151936, "hidden_size": 2048, "num_hidden_layers": 24, "max_position_embeddings": 32768,
            "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "use_sliding_window": False, "sliding_window": 4096,
-           "decoder_sparse_step": 1, "rope_theta": 10000.0}
+           "decoder_sparse_step": 1, "rope_theta": 10000.0, "norm_topk_prob": False}
 # transformers' config-class defaults (models/<type>/configuration_<type>.py) for the keys read here.
 DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen2_moe": {**_COMMON, "intermediate_size": 5632, "num_attention_heads": 16, "num_key_value_heads": 16,
@@ -38,7 +38,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
     model_type = cfg.raw("model_type")
-    cfg = with_defaults(cfg, DEFAULTS[model_type])
+    # transformers 5 writes num_experts as num_local_experts (its attribute_map) in the config.json it saves
+    cfg = with_defaults(renamed(cfg, {"num_local_experts": "num_experts"}), DEFAULTS[model_type])
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
     kinds = list(zip(_moe_layers(cfg), _windows(cfg, model_type)))
     names = {kind: "_".join(["moe" if kind[0] else "dense"] + ["sliding"] * bool(kind[1])) for kind in kinds}
@@ -78,7 +79,7 @@ def _block(cfg: Config, model_type: str, rms: dict[str, Any], is_moe: bool, wind
         attn["qk_norm"] = {"norm": rms, "scope": "head"}
     mlp = gated_mlp(cfg, bias=False)
     if is_moe:
-        mlp = experts(cfg, ("num_experts",), "moe_intermediate_size")
+        mlp = experts(cfg, ("num_experts",), "moe_intermediate_size", norm_topk=cfg.bool("norm_topk_prob"))
         if model_type == "qwen2_moe":
             mlp.update(shared=gated_mlp(cfg, "shared_expert_intermediate_size", bias=False), n_shared=1,
                        shared_gate=True)

@@ -9,25 +9,41 @@ for rotary models, the context length. Neither changes a parameter count.
 
 from __future__ import annotations
 
+import re
 from math import gcd
 from typing import Any
 
+from calc.checkpoint.layouts import LAYOUTS, with_base
 from calc.checkpoint.sources import RawCheckpoint
 from calc.errors import GptcalcError
-from calc.checkpoint.names import NAME_MAPS, classify
 from calc.spec.model import ModelSpec, spec_from_dict
 
 __all__ = ["detect_family", "infer_spec"]
 
+INFERABLE = ("gpt2", "llama")  # the layouts whose specs tensor shapes alone determine (with stated assumptions)
+
+
+def _template(name: str, family: str) -> tuple[str, int | None] | None:
+    """A stored name as the family's canonical template (`{}` for the layer) and its layer, or None
+    when the name is not under the family's paths."""
+    lay = LAYOUTS[family]
+    model_level = {f"{lay[role]}.{kind}" for role in ("embed", "positions", "final_norm", "lm_head") if role in lay
+                   for kind in ("weight", "bias")}
+    name = with_base(name, lay, model_level)
+    if name in model_level:
+        return name, None
+    match = re.match(rf"^{re.escape(lay['layers'])}\.(\d+)\.(.+)$", name)
+    return (f"{lay['layers']}.{{}}.{match.group(2)}", int(match.group(1))) if match else None
+
 
 def detect_family(raw: RawCheckpoint) -> str:
-    """The family whose name table recognises the most tensors."""
-    hits = {family: sum(classify(t.name, family) is not None for t in raw.tensors) for family in NAME_MAPS}
+    """The layout whose paths hold the most tensors."""
+    hits = {family: sum(_template(t.name, family) is not None for t in raw.tensors) for family in INFERABLE}
     family = max(hits, key=lambda f: hits[f])
     if not hits[family]:
         example = raw.tensors[0].name if raw.tensors else "(no tensors)"
         raise GptcalcError(
-            f"{raw.source}: no tensor name matches a known layout ({', '.join(NAME_MAPS)}), e.g. {example!r}; "
+            f"{raw.source}: no tensor name matches a known layout ({', '.join(INFERABLE)}), e.g. {example!r}; "
             "pass MODEL to say what it is"
         )
     return family
@@ -39,10 +55,10 @@ def infer_spec(raw: RawCheckpoint) -> tuple[ModelSpec, tuple[str, ...]]:
     shapes: dict[str, tuple[int, ...]] = {}
     layers = set()
     for tensor in raw.tensors:
-        meaning = classify(tensor.name, family)
-        if meaning is not None and not meaning.is_buffer and tensor.name not in raw.aliases:
-            shapes[meaning.template] = tensor.shape
-            layers.add(meaning.layer)
+        found = _template(tensor.name, family)
+        if found is not None and tensor.name not in raw.aliases:
+            shapes[found[0]] = tensor.shape
+            layers.add(found[1])
     try:
         fields, notes = (_gpt2 if family == "gpt2" else _llama)(shapes)
     except _Uninferable as exc:
@@ -57,7 +73,7 @@ class _Uninferable(Exception):
 
 def _dim(shapes: dict[str, tuple[int, ...]], template: str, axis: int) -> int:
     """One dimension of a weight matrix (every tensor inference reads is 2-D)."""
-    shape, name = shapes.get(template), template.replace("{}", "N")
+    shape, name = shapes.get(template), template.replace("{}", "N").removeprefix("transformer.")  # as GPT-2 files name it
     if shape is None:
         raise _Uninferable(f"no {name} tensor")
     if len(shape) != 2:
@@ -66,19 +82,19 @@ def _dim(shapes: dict[str, tuple[int, ...]], template: str, axis: int) -> int:
 
 
 def _gpt2(shapes: dict[str, tuple[int, ...]]) -> tuple[dict[str, Any], tuple[str, ...]]:
-    vocab, width = _dim(shapes, "wte.weight", 0), _dim(shapes, "wte.weight", 1)
+    vocab, width = _dim(shapes, "transformer.wte.weight", 0), _dim(shapes, "transformer.wte.weight", 1)
     heads = width // 64 if width % 64 == 0 else 1
     fields: dict[str, Any] = {
         "vocab_size": vocab, "d_model": width, "n_heads": heads,
-        "d_ff": _dim(shapes, "h.{}.mlp.c_fc.weight", 1),
-        "qkv_bias": "h.{}.attn.c_attn.bias" in shapes,
-        "attn_out_bias": "h.{}.attn.c_proj.bias" in shapes,
-        "mlp_bias": "h.{}.mlp.c_fc.bias" in shapes,
-        "norm": "layernorm" if "h.{}.ln_1.bias" in shapes else "rmsnorm",
+        "d_ff": _dim(shapes, "transformer.h.{}.mlp.c_fc.weight", 1),
+        "qkv_bias": "transformer.h.{}.attn.c_attn.bias" in shapes,
+        "attn_out_bias": "transformer.h.{}.attn.c_proj.bias" in shapes,
+        "mlp_bias": "transformer.h.{}.mlp.c_fc.bias" in shapes,
+        "norm": "layernorm" if "transformer.h.{}.ln_1.bias" in shapes else "rmsnorm",
         "tie_embeddings": "lm_head.weight" not in shapes,
     }
-    if "wpe.weight" in shapes:
-        fields["n_positions"] = _dim(shapes, "wpe.weight", 0)
+    if "transformer.wpe.weight" in shapes:
+        fields["n_positions"] = _dim(shapes, "transformer.wpe.weight", 0)
         notes = ()
     else:
         fields.update(position_embedding="none", n_positions=1024)

@@ -1,10 +1,16 @@
-"""Hugging Face tensor names -> our components, kept as data, and the tensors a spec implies.
+"""Hugging Face tensor names -> our components, derived from a spec's parts and its model_type's layout.
 
-Both the torch reference model (whose parameters carry Hugging Face names so real checkpoints
-load with strict=True) and the checkpoint readers map names through these tables, so the two
-sources cannot disagree about what a tensor is. `{}` stands for the layer index. A value of
-`None` marks a known buffer (causal masks, rotary frequencies): stored in some files, never a
-parameter. A tuple marks a fused tensor (GPT-2's `c_attn`) that holds Q, K and V side by side.
+`tensor_table(spec)` lists every tensor a Hugging Face checkpoint of the spec holds — its name
+(model-level in full, layer-level relative to `layers.{layer}`), shape, the component(s) it
+counts toward and how to start it (`init`). The names come from `calc.checkpoint.layouts` (paths per
+model_type, data); which tensors exist and their shapes come from the spec's parts. The torch
+reference model creates its parameters from this same table, and the checkpoint reader
+classifies stored names with it, so the two sources cannot disagree about what a tensor is.
+
+A fused tensor (GPT-2's `c_attn`, Phi-3's `gate_up_proj`, transformers 5's `experts.gate_up_proj`)
+has a tuple of components and the widths they split in. Buffers — rotary frequency tables, causal
+masks, Gemma's embed_scale, DeepSeek-V3's `e_score_correction_bias` — are stored in some files but
+are no parameters: `classify` marks them (`is_buffer`), and they count toward nothing.
 """
 
 from __future__ import annotations
@@ -13,181 +19,156 @@ import math
 import re
 from dataclasses import dataclass
 
+from calc.checkpoint.layouts import ROTARY_BUFFERS, layout, layout_name, with_base
+from calc.checkpoint.slots import Slot, Target, block_slots, model_slots, mtp_slots
 from calc.spec.model import ModelSpec
 
-__all__ = ["NAME_MAPS", "TensorName", "classify", "component_counts", "expected_shapes"]
-
-Target = str | tuple[str, ...] | None
-
-NAME_MAPS: dict[str, dict[str, Target]] = {
-    "gpt2": {
-        "wte.weight": "token_embedding",
-        "wpe.weight": "position_embedding",
-        "h.{}.ln_1.weight": "attn_norm",
-        "h.{}.ln_1.bias": "attn_norm",
-        "h.{}.attn.c_attn.weight": ("q", "k", "v"),
-        "h.{}.attn.c_attn.bias": ("q_bias", "k_bias", "v_bias"),
-        "h.{}.attn.c_proj.weight": "attn_out",
-        "h.{}.attn.c_proj.bias": "attn_out_bias",
-        "h.{}.ln_2.weight": "mlp_norm",
-        "h.{}.ln_2.bias": "mlp_norm",
-        "h.{}.mlp.c_fc.weight": "mlp_up",
-        "h.{}.mlp.c_fc.bias": "mlp_up_bias",
-        "h.{}.mlp.c_proj.weight": "mlp_down",
-        "h.{}.mlp.c_proj.bias": "mlp_down_bias",
-        "ln_f.weight": "final_norm",
-        "ln_f.bias": "final_norm",
-        "lm_head.weight": "lm_head",
-        "h.{}.attn.bias": None,  # causal mask [1, 1, n_positions, n_positions]
-        "h.{}.attn.masked_bias": None,  # the -1e4 fill value, older checkpoints
-    },
-    "llama": {
-        "model.embed_tokens.weight": "token_embedding",
-        "wpe.weight": "position_embedding",  # only a spec asking for learned positions; named as GPT-2's
-        "model.layers.{}.input_layernorm.weight": "attn_norm",
-        "model.layers.{}.input_layernorm.bias": "attn_norm",  # norm=layernorm only
-        "model.layers.{}.self_attn.q_proj.weight": "q",
-        "model.layers.{}.self_attn.q_proj.bias": "q_bias",
-        "model.layers.{}.self_attn.k_proj.weight": "k",
-        "model.layers.{}.self_attn.k_proj.bias": "k_bias",
-        "model.layers.{}.self_attn.v_proj.weight": "v",
-        "model.layers.{}.self_attn.v_proj.bias": "v_bias",
-        "model.layers.{}.self_attn.o_proj.weight": "attn_out",
-        "model.layers.{}.self_attn.o_proj.bias": "attn_out_bias",
-        "model.layers.{}.post_attention_layernorm.weight": "mlp_norm",
-        "model.layers.{}.post_attention_layernorm.bias": "mlp_norm",
-        "model.layers.{}.mlp.gate_proj.weight": "mlp_gate",
-        "model.layers.{}.mlp.gate_proj.bias": "mlp_gate_bias",
-        "model.layers.{}.mlp.up_proj.weight": "mlp_up",
-        "model.layers.{}.mlp.up_proj.bias": "mlp_up_bias",
-        "model.layers.{}.mlp.down_proj.weight": "mlp_down",
-        "model.layers.{}.mlp.down_proj.bias": "mlp_down_bias",
-        "model.norm.weight": "final_norm",
-        "model.norm.bias": "final_norm",
-        "lm_head.weight": "lm_head",
-        "model.layers.{}.self_attn.rotary_emb.inv_freq": None,  # Llama-2 checkpoints store it
-    },
-}
-
-# GPT2LMHeadModel's state dict says `transformer.wte.weight`; GPT2Model's says `wte.weight`.
-OPTIONAL_PREFIXES: dict[str, tuple[str, ...]] = {"gpt2": ("transformer.",), "llama": ()}
-
-
-def _compile(family: str) -> list[tuple[re.Pattern[str], str, Target]]:
-    return [
-        (re.compile("^" + re.escape(template).replace(r"\{\}", r"(\d+)") + "$"), template, target)
-        for template, target in NAME_MAPS[family].items()
-    ]
-
-
-_PATTERNS = {family: _compile(family) for family in NAME_MAPS}
-
+__all__ = ["Slot", "TensorName", "TensorTable", "classify", "component_counts", "expected_shapes", "tensor_table"]
 
 @dataclass(frozen=True)
 class TensorName:
-    """What one tensor name means: its template, layer (None outside the stack) and target."""
+    """What one stored tensor name means: its template, layer (None outside the stack) and target."""
 
     template: str
     layer: int | None
     target: Target
+    widths: tuple[int, ...] = ()
+    expert: int | None = None
 
     @property
     def is_buffer(self) -> bool:
         return self.target is None
 
-
-def classify(name: str, family: str) -> TensorName | None:
-    """Map a tensor name to its meaning, or None when the family has no such tensor."""
-    for prefix in OPTIONAL_PREFIXES[family]:
-        if name.startswith(prefix) and name != prefix:
-            name = name[len(prefix):]
-            break
-    for pattern, template, target in _PATTERNS[family]:
-        if match := pattern.match(name):
-            return TensorName(template, int(match.group(1)) if match.groups() else None, target)
-    return None
+    @property
+    def name(self) -> str:
+        """The canonical name (as transformers' save_pretrained writes it)."""
+        return self.template.format(layer=self.layer, expert=self.expert)
 
 
-def expected_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
-    """Every parameter tensor a Hugging Face checkpoint of this spec holds, with its shape.
-
-    Linear weights are [out, in] (torch's nn.Linear); GPT-2's Conv1D weights are [in, out]
-    because its Conv1D computes x @ W. A tied head has no `lm_head.weight`.
-    """
-    layer_shapes = _gpt2_layer(spec) if spec.family == "gpt2" else _llama_layer(spec)
-    shapes: dict[str, tuple[int, ...]] = {}
-    embed = "wte.weight" if spec.family == "gpt2" else "model.embed_tokens.weight"
-    shapes[embed] = (spec.vocab_size, spec.d_model)
-    if spec.position_embedding == "learned":
-        shapes["wpe.weight"] = (spec.n_positions, spec.d_model)
-    for layer in range(spec.n_layers):
-        for template, shape in layer_shapes.items():
-            shapes[template.format(layer)] = shape
-    final = "ln_f" if spec.family == "gpt2" else "model.norm"
-    shapes.update(_norm(spec, final))
-    if not spec.tie_embeddings:
-        shapes["lm_head.weight"] = (spec.vocab_size, spec.d_model)
-    return shapes
+_BELOW_STACK = ("embed", "positions", "project_in", "embed_norm")
 
 
-def _norm(spec: ModelSpec, prefix: str) -> dict[str, tuple[int, ...]]:
-    shapes = {f"{prefix}.weight": (spec.d_model,)}
-    if spec.norm == "layernorm":
-        shapes[f"{prefix}.bias"] = (spec.d_model,)
-    return shapes
+class TensorTable:
+    """Every tensor name of one spec, with its meaning; built once per spec."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec, self.lay, self.layout = spec, layout(spec), layout_name(spec)
+        self.model = model_slots(spec, self.lay)
+        self.blocks = {name: block_slots(self.lay, block, spec.d_model) for name, block in spec.blocks.items()}
+        self.hub = {name: block_slots(self.lay, block, spec.d_model, hub=True) for name, block in spec.blocks.items()}
+        self.layers = self.lay["layers"]
+        self._model_names = {slot.name: slot for slot in self.model.values()}
+        self._relative = {name: {slot.name: slot for slot in (*self.blocks[name].values(), *self.hub[name].values())}
+                          for name in spec.blocks}
+        # A Hub-layout name of a tensor transformers 5 keeps under another name (Mixtral's router, GraniteMoE's experts).
+        self.renamed = {name: {h.name: self.blocks[name][role].name for role, h in self.hub[name].items()
+                               if role in self.blocks[name] and h.name != self.blocks[name][role].name}
+                        for name in spec.blocks}
+        # Multi-token-prediction layers above the stack (checkpoint only), in either expert layout.
+        self.mtp = {slot.name: slot for hub in (False, True) for slot in mtp_slots(spec, self.lay, hub).values()} \
+            if spec.mtp else {}
+        self._layer = re.compile(rf"^{re.escape(self.layers)}\.(\d+)\.(.+)$")
+        self._buffers = [re.compile("^" + re.escape(t).replace(r"\{layer\}", r"\d+") + "$")
+                         for t in self.lay.get("buffers", ())]
+
+    def canonical(self, name: str) -> str:
+        """The name as save_pretrained writes it: an older alias renamed, a base model's prefix added."""
+        name = self.lay.get("aliases", {}).get(name, name)
+        return with_base(name, self.lay, self._model_names)
+
+    def classify(self, name: str) -> TensorName | None:
+        """The meaning of a stored tensor name, or None when the spec has no such tensor."""
+        name = self.canonical(name)
+        if name in self._model_names:
+            slot = self._model_names[name]
+            return TensorName(name, None, slot.target, slot.widths)
+        if any(p.match(name) for p in self._buffers) or name.endswith(ROTARY_BUFFERS):
+            return TensorName(re.sub(r"\.\d+\.", ".{layer}.", name, count=1), _layer_of(name), None)
+        match = self._layer.match(name)
+        if not match or int(match.group(1)) >= self.spec.n_layers + (self.spec.mtp.n_layers if self.spec.mtp else 0):
+            return None
+        layer, rest = int(match.group(1)), match.group(2)
+        table = self._relative[self.spec.block_at(layer)] if layer < self.spec.n_layers else self.mtp
+        expert = re.search(r"\.(\d+)\.", rest)
+        key = rest if expert is None else rest[:expert.start()] + ".{expert}." + rest[expert.end():]
+        slot = table.get(key)
+        if slot is None:
+            return None
+        renamed = self.renamed[self.spec.block_at(layer)] if layer < self.spec.n_layers else {}
+        template = f"{self.layers}.{{layer}}.{renamed.get(slot.name, slot.name)}"
+        return TensorName(template, layer, slot.target, slot.widths, int(expert.group(1)) if expert else None)
+
+    def is_hub(self, names: list[str]) -> bool:
+        """Whether stored names follow the Hub's expert layout (one tensor per expert, or GraniteMoE's
+        input_linear) rather than transformers 5's in-memory one: the shapes the checkpoint is held to."""
+        for name in names:
+            match = self._layer.match(self.canonical(name))
+            if match and int(match.group(1)) < self.spec.n_layers:
+                rest = re.sub(r"\.\d+\.", ".{expert}.", match.group(2), count=1)
+                kind = self.spec.block_at(int(match.group(1)))
+                fused = {s.name for s in self.blocks[kind].values()}
+                if rest not in fused and rest in {s.name for s in self.hub[kind].values()}:
+                    return True
+        return False
+
+    def expected_shapes(self, hub: bool = False, buffers: bool = False, mtp: bool = False) -> dict[str, tuple[int, ...]]:
+        """Every tensor name of the spec with its shape; `hub`: routed experts one tensor each; `mtp`:
+        with the multi-token-prediction layers a checkpoint may store above the stack."""
+        shapes = {s.name: s.shape for role, s in self.model.items() if role.split(".")[0] in _BELOW_STACK}
+        above = {s.name: s.shape for role, s in self.model.items() if role.split(".")[0] not in _BELOW_STACK}
+        tables = self.hub if hub else self.blocks
+        n_experts = {name: getattr(block.mlp, "n_experts", 0) for name, block in self.spec.blocks.items()}
+        for layer in range(self.spec.n_layers):
+            kind = self.spec.block_at(layer)
+            for slot in tables[kind].values():
+                if slot.init == "buffer" and not buffers:
+                    continue
+                name = f"{self.layers}.{layer}.{slot.name}"
+                for expert in range(n_experts[kind]) if "{expert}" in name else (None,):
+                    shapes[name.format(expert=expert) if expert is not None else name] = slot.shape
+        if mtp and self.spec.mtp:
+            experts = n_experts[self.spec.mtp.block]
+            for layer in range(self.spec.n_layers, self.spec.n_layers + self.spec.mtp.n_layers):
+                for slot in mtp_slots(self.spec, self.lay, hub).values():
+                    name = f"{self.layers}.{layer}.{slot.name}"
+                    for expert in range(experts) if "{expert}" in name else (None,):
+                        shapes[name.format(expert=expert) if expert is not None else name] = slot.shape
+        return {**shapes, **above}
 
 
-def _gpt2_layer(s: ModelSpec) -> dict[str, tuple[int, ...]]:
-    qkv = s.q_dim + 2 * s.kv_dim
-    shapes = {**_norm(s, "h.{}.ln_1"), "h.{}.attn.c_attn.weight": (s.d_model, qkv)}
-    if s.qkv_bias:
-        shapes["h.{}.attn.c_attn.bias"] = (qkv,)
-    shapes["h.{}.attn.c_proj.weight"] = (s.q_dim, s.d_model)
-    if s.attn_out_bias:
-        shapes["h.{}.attn.c_proj.bias"] = (s.d_model,)
-    shapes.update(_norm(s, "h.{}.ln_2"))
-    shapes["h.{}.mlp.c_fc.weight"] = (s.d_model, s.d_ff)
-    if s.mlp_bias:
-        shapes["h.{}.mlp.c_fc.bias"] = (s.d_ff,)
-    shapes["h.{}.mlp.c_proj.weight"] = (s.d_ff, s.d_model)
-    if s.mlp_bias:
-        shapes["h.{}.mlp.c_proj.bias"] = (s.d_model,)
-    return shapes
+def _layer_of(name: str) -> int | None:
+    match = re.search(r"\.(\d+)\.", name)
+    return int(match.group(1)) if match else None
 
 
-def _llama_layer(s: ModelSpec) -> dict[str, tuple[int, ...]]:
-    prefix = "model.layers.{}."
-    shapes = _norm(s, prefix + "input_layernorm")
-    linears = [
-        ("self_attn.q_proj", s.q_dim, s.d_model, s.qkv_bias),
-        ("self_attn.k_proj", s.kv_dim, s.d_model, s.qkv_bias),
-        ("self_attn.v_proj", s.kv_dim, s.d_model, s.qkv_bias),
-        ("self_attn.o_proj", s.d_model, s.q_dim, s.attn_out_bias),
-    ]
-    mlp = [("mlp.up_proj", s.d_ff, s.d_model, s.mlp_bias), ("mlp.down_proj", s.d_model, s.d_ff, s.mlp_bias)]
-    if s.mlp == "swiglu":
-        mlp.insert(0, ("mlp.gate_proj", s.d_ff, s.d_model, s.mlp_bias))
-    shapes.update(_linears(prefix, linears))
-    shapes.update(_norm(s, prefix + "post_attention_layernorm"))
-    shapes.update(_linears(prefix, mlp))
-    return shapes
+_TABLES: dict[int, tuple[ModelSpec, TensorTable]] = {}
 
 
-def _linears(prefix: str, linears: list[tuple[str, int, int, bool]]) -> dict[str, tuple[int, ...]]:
-    """nn.Linear tensors: weight [out, in] and, where present, bias [out]."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    for name, out_features, in_features, bias in linears:
-        shapes[f"{prefix}{name}.weight"] = (out_features, in_features)
-        if bias:
-            shapes[f"{prefix}{name}.bias"] = (out_features,)
-    return shapes
+def tensor_table(spec: ModelSpec) -> TensorTable:
+    """The spec's table (kept for the last few specs: classifying a checkpoint asks for it per tensor)."""
+    cached = _TABLES.get(id(spec))
+    if cached is None or cached[0] is not spec:
+        if len(_TABLES) > 16:
+            _TABLES.clear()
+        cached = _TABLES[id(spec)] = (spec, TensorTable(spec))
+    return cached[1]
 
 
-def component_counts(meaning: TensorName, shape: tuple[int, ...], spec: ModelSpec) -> dict[str, int]:
+def classify(name: str, spec: ModelSpec) -> TensorName | None:
+    return tensor_table(spec).classify(name)
+
+
+def expected_shapes(spec: ModelSpec, hub: bool = False) -> dict[str, tuple[int, ...]]:
+    """Every parameter tensor a Hugging Face checkpoint of this spec holds, with its shape, in the
+    order transformers lists them (embeddings, layers, final norm, head)."""
+    return tensor_table(spec).expected_shapes(hub)
+
+
+def component_counts(meaning: TensorName, shape: tuple[int, ...], spec: ModelSpec | None = None) -> dict[str, int]:
     """How many elements of a tensor of `shape` go to which component.
 
-    A fused Q/K/V tensor is split along its output axis in the proportions the spec gives
-    (q_dim : kv_dim : kv_dim); its element count must divide that way or the split is refused.
+    A fused tensor is split along its fused axis in the widths its slot gives (Q/K/V as
+    q_dim : kv_dim : kv_dim, gate_up as f : f); elements that do not divide that way are refused.
     A buffer contributes nothing.
     """
     elements = math.prod(shape)
@@ -195,8 +176,7 @@ def component_counts(meaning: TensorName, shape: tuple[int, ...], spec: ModelSpe
         return {}
     if isinstance(meaning.target, str):
         return {meaning.target: elements}
-    widths = (spec.q_dim, spec.kv_dim, spec.kv_dim)
-    rows, remainder = divmod(elements, sum(widths))
+    rows, remainder = divmod(elements, sum(meaning.widths))
     if remainder:
-        raise ValueError(f"fused Q/K/V of shape {list(shape)} does not split as {list(widths)}")
-    return {component: rows * width for component, width in zip(meaning.target, widths)}
+        raise ValueError(f"fused tensor of shape {list(shape)} does not split as {list(meaning.widths)}")
+    return {component: rows * width for component, width in zip(meaning.target, meaning.widths)}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from calc.analysis.breakdown import ORDER, Breakdown
@@ -24,14 +24,15 @@ from calc.checkpoint.infer import infer_spec
 from calc.checkpoint.quant import Companion, split_quantised
 from calc.checkpoint.sources import FileRead, RawCheckpoint, TensorRecord, open_checkpoint
 from calc.errors import GptcalcError
-from calc.checkpoint.names import TensorName, classify, component_counts, expected_shapes
-from calc.spec.flat import FlatSpec, flat_view
+from calc.checkpoint.names import TensorName, component_counts, tensor_table
 from calc.spec.load import spec_from_config
 from calc.spec.model import ModelSpec
 
 __all__ = ["CheckpointReport", "ComponentTensors", "LoadResult", "ShapeMismatch", "analyze", "read_checkpoint", "read_for_verify",
            "share_bytes"]
 
+# Multi-token-prediction layers: stored beside the model, shown beside its total (as the analytic count does).
+MTP = ("mtp_layers", "mtp_embedding_copies")
 UNSPLIT_QKV = "qkv_fused"  # a fused Q/K/V tensor whose size the spec cannot split (shape mismatch)
 
 
@@ -70,7 +71,7 @@ class CheckpointReport:
     kind: str
     spec: ModelSpec
     spec_origin: str
-    layout: str  # whose tensor names: gpt2 or llama
+    layout: str  # whose tensor names: a model_type of calc.checkpoint.layouts
     breakdown: Breakdown
     components: tuple[ComponentTensors, ...]
     buffers: tuple[TensorRecord, ...]
@@ -177,7 +178,7 @@ def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, An
 
 def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: tuple[str, ...] = ()) -> CheckpointReport:
     """Count parameters by component, set buffers and unknown names apart, check every shape."""
-    flat = flat_view(spec, "the checkpoint tensor-name maps")
+    table = tensor_table(spec)
     components: dict[str, int] = defaultdict(int)
     members: dict[str, list[TensorRecord]] = defaultdict(list)
     buffers, unknown, found, layers, companions = [], [], {}, set(), []
@@ -192,27 +193,29 @@ def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: t
         if companion is not None:
             companions.append(companion)
             continue
-        meaning = classify(tensor.name, flat.family)
+        meaning = table.classify(tensor.name)
         if meaning is None:
             unknown.append(tensor)
         elif meaning.is_buffer:
             buffers.append(tensor)
         else:
-            found[_canonical(meaning)] = tensor.shape
+            found[table.canonical(tensor.name)] = tensor.shape
             layers.add(meaning.layer)
             params_by_dtype[tensor.dtype] += tensor.numel
-            parts = _split(meaning, tensor.shape, flat)
+            parts = _split(meaning, tensor.shape)
             for component, count in parts.items():
                 components[component] += count
                 members[component].append(tensor)
             for component, size in share_bytes(parts, tensor.nbytes).items():
                 stored_bytes[component] += size
     return CheckpointReport(
-        source=raw.source, kind=raw.kind, spec=spec, spec_origin=spec_origin, layout=flat.family,
+        source=raw.source, kind=raw.kind, spec=spec, spec_origin=spec_origin, layout=table.layout,
         breakdown=_breakdown(raw, spec, components, layers),
         components=_component_rows(components, members),
         buffers=tuple(buffers), unknown=tuple(unknown),
-        mismatches=shape_mismatches(expected_shapes(flat), found),
+        mismatches=_as_stored(raw, table, shape_mismatches(table.expected_shapes(
+            hub=table.is_hub(list(found)), mtp=any(layer is not None and layer >= spec.n_layers for layer in layers)),
+            found)),
         params_by_dtype=dict(params_by_dtype), bytes_by_dtype=dict(bytes_by_dtype),
         files=raw.files, bytes_read=raw.bytes_read, tensor_count=len(raw.tensors),
         index_total_size=raw.index_total_size, aliases=dict(raw.aliases), spec_notes=spec_notes,
@@ -231,25 +234,29 @@ def share_bytes(parts: dict[str, int], nbytes: int) -> dict[str, int]:
     return shares
 
 
-def _canonical(meaning: TensorName) -> str:
-    """The name without optional prefixes (`transformer.h.3.ln_1.weight` -> `h.3.ln_1.weight`)."""
-    return meaning.template.format(meaning.layer) if meaning.layer is not None else meaning.template
+def _as_stored(raw: RawCheckpoint, table: Any, mismatches: tuple[ShapeMismatch, ...]) -> tuple[ShapeMismatch, ...]:
+    """Mismatches named as the checkpoint names its tensors: without the `transformer.` / `model.`
+    prefix when none of its names has it (a base model's file, as GPT-2's own)."""
+    base = table.lay.get("base", "")
+    if not base or any(t.name.startswith(base) for t in raw.tensors):
+        return mismatches
+    return tuple(replace(m, name=m.name.removeprefix(base)) for m in mismatches)
 
 
-def _split(meaning: TensorName, shape: tuple[int, ...], spec: FlatSpec) -> dict[str, int]:
+def _split(meaning: TensorName, shape: tuple[int, ...]) -> dict[str, int]:
     try:
-        return component_counts(meaning, shape, spec)
-    except ValueError:  # a fused Q/K/V of another model's size: counted whole, flagged by the shape check
+        return component_counts(meaning, shape)
+    except ValueError:  # a fused tensor of another model's size: counted whole, flagged by the shape check
         return {UNSPLIT_QKV: math.prod(shape)}
 
 
 def _breakdown(raw: RawCheckpoint, spec: ModelSpec, components: dict[str, int], layers: set[int | None]) -> Breakdown:
     """The checkpoint's counts; a head that is absent (or shares the embedding's memory) is tied."""
-    stored_layers = [layer for layer in layers if layer is not None]
+    stored_layers = [layer for layer in layers if layer is not None and layer < spec.n_layers]  # not the MTP ones
     tied = "lm_head" not in components and (spec.head.tied or any(
         name.endswith("lm_head.weight") for name in raw.aliases))
-    ordered = {name: components[name] for name in ORDER if name in components}
-    ordered.update({name: count for name, count in components.items() if name not in ordered})
+    ordered = {name: components[name] for name in ORDER if name in components and name not in MTP}
+    ordered.update({name: count for name, count in components.items() if name not in ordered and name not in MTP})
     ordered.setdefault("lm_head", 0)  # as the analytic and torch sources: present, 0 when absent
     return Breakdown(
         model=raw.source,
@@ -258,6 +265,7 @@ def _breakdown(raw: RawCheckpoint, spec: ModelSpec, components: dict[str, int], 
         tied=tied,
         tied_saving=components.get("token_embedding", 0) if tied else 0,
         source="checkpoint",
+        extra={name: components[name] for name in MTP if name in components},
     )
 
 

@@ -55,11 +55,21 @@ class Rope(Part):
     theta: float = Field(default=10000.0, gt=0, strict=False)
     rotary_dim: int = Field(gt=0)  # head_dim for full rotary; less for partial (GPT-J 64 of 256)
     scaling: dict[str, Any] | None = None  # rope_scaling as the config gives it (linear, yarn, llama3...)
+    interleaved: bool = False  # rotate channel pairs (0, 1), (2, 3), ... (GPT-J, Cohere, DeepSeek) instead of halves
 
 
 class QKNorm(Part):
     norm: Norm
     scope: Literal["head", "full"] = "head"  # one head_dim-wide norm for all heads, or the full width
+    after_rope: bool = False  # Llama-4 normalises the rotated queries and keys
+
+
+class Temperature(Part):
+    """Llama-4's query temperature on its layers without rotary: queries times
+    1 + scale · ln(1 + ⌊(position + 1) / floor⌋) (attn_scale, floor_scale)."""
+
+    scale: float = Field(strict=False)
+    floor: float = Field(gt=0, strict=False)
 
 
 class Attention(HeadWidths, Part):
@@ -78,6 +88,9 @@ class Attention(HeadWidths, Part):
     window: int | None = Field(default=None, gt=0)  # sliding window: each token sees this many keys
     sinks: bool = False
     softcap: float | None = Field(default=None, gt=0, strict=False)
+    scale: float | None = Field(default=None, gt=0, strict=False)  # softmax scale; None: 1/sqrt(head_dim)
+    chunk: int | None = Field(default=None, gt=0)  # Llama-4's chunked attention: keys of the same chunk only
+    temperature: Temperature | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -96,6 +109,8 @@ class Attention(HeadWidths, Part):
     def _check(self) -> "Attention":
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}")
+        if self.fused_qkv and len({self.q_bias, self.k_bias, self.v_bias}) > 1:
+            raise ValueError("fused_qkv: one fused projection has a bias on Q, K and V or on none of them")
         if self.rope is not None:
             if self.rope.rotary_dim % 2 or self.rope.rotary_dim > self.head_dim:
                 raise ValueError(f"rotary_dim={self.rope.rotary_dim} must be even and at most head_dim={self.head_dim}")

@@ -30,6 +30,7 @@ class Embedding(Part):
     norm: Norm | None = None  # BLOOM's word_embeddings_layernorm
     scale: bool = False  # Gemma: embeddings times sqrt(d_model)
     proj_dim: int | None = Field(default=None, gt=0)  # OPT-350m: word embeddings this wide, projected in and out
+    multiplier: float | None = Field(default=None, strict=False)  # Granite: embeddings times embedding_multiplier
 
     def width(self, d_model: int) -> int:
         """How wide the token embedding (and so the head) is: proj_dim when set, else d_model."""
@@ -46,6 +47,7 @@ class Head(Part):
     tied: bool
     bias: bool = False  # GPT-J and Phi-2 have one
     softcap: float | None = Field(default=None, gt=0, strict=False)  # Gemma-2's final_logit_softcapping
+    logit_scale: float | None = Field(default=None, strict=False)  # logits times this (Cohere; Granite: 1/logits_scaling)
 
     def params(self, vocab_size: int, d_model: int, proj_dim: int | None = None) -> dict[str, int]:
         """The head row is always present (0 when tied), so every source shows it; with the

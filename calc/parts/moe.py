@@ -40,6 +40,19 @@ class MoE(Part):
     shared: MLP | None = None  # the shared expert(s), as one MLP of their combined d_ff
     n_shared: int = Field(default=0, ge=0)  # how many experts `shared` stands for (DeepSeek: 1 or 2)
     shared_gate: bool = False  # Qwen2-MoE: a sigmoid gate d -> 1 on the shared expert's output
+    # How the router picks and weighs experts (no parameters): softmax or sigmoid scores, top_k of them
+    # renormalised to sum to 1 or not, DeepSeek's group-limited choice (n_group groups scored by their
+    # best expert, "max", or best two, "top2_sum"; the best topk_group groups kept) and a final scale;
+    # Phi-3.5-MoE's sparsemixer (top-2) picks each expert among those within 2·jitter_eps of the best.
+    scoring: Literal["softmax", "sigmoid", "sparsemixer"] = "softmax"
+    norm_topk: bool = True
+    n_group: int = Field(default=1, gt=0)
+    topk_group: int = Field(default=1, gt=0)
+    group_score: Literal["max", "top2_sum"] = "max"
+    routed_scale: float = Field(default=1.0, gt=0, strict=False)
+    swiglu_limit: float | None = Field(default=None, gt=0, strict=False)  # gpt-oss: clamped SwiGLU, (up + 1)
+    weight_input: bool = False  # Llama-4: the routing weight scales the expert's input, not its output
+    jitter_eps: float = Field(default=0.01, ge=0, strict=False)  # sparsemixer's threshold (router_jitter_noise)
 
     @model_validator(mode="after")
     def _check(self) -> "MoE":

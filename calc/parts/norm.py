@@ -21,6 +21,7 @@ class Norm(Part):
     weight: bool = True  # a learned scale per channel
     bias: bool  # filled before validation: a LayerNorm has one unless told otherwise
     eps: float = Field(default=1e-5, gt=0, strict=False)
+    unit_offset: bool = False  # Gemma: the stored scale w is applied as (1 + w)
 
     @model_validator(mode="before")
     @classmethod

@@ -6,6 +6,8 @@ shown apart from it, never folded in. Bytes say exact B and both MiB/GiB and MB/
 
 from __future__ import annotations
 
+import re
+
 from collections import defaultdict
 
 from rich.markup import escape
@@ -14,7 +16,6 @@ from rich.table import Table
 from calc.analysis.breakdown import label
 from calc.checkpoint.report import CheckpointReport
 from calc.checkpoint.sources import TensorRecord
-from calc.checkpoint.names import classify
 from calc.units import bytes_with_units, count_with_units, human_bytes, human_count
 
 __all__ = ["buffer_groups", "companion_lines", "component_table", "dtype_table", "inspect_lines", "problem_lines", "summary_lines",
@@ -85,8 +86,7 @@ def buffer_groups(r: CheckpointReport) -> list[str]:
     """`h.{}.attn.bias x 12: [1, 1, 1024, 1024] F32` — one line per kind of buffer."""
     groups: dict[tuple[str, tuple[int, ...], str], int] = defaultdict(int)
     for tensor in r.buffers:
-        meaning = classify(tensor.name, r.layout)
-        groups[(meaning.template if meaning else tensor.name, tensor.shape, tensor.dtype)] += 1
+        groups[(re.sub(r"\.\d+\.", ".{}.", tensor.name, count=1), tensor.shape, tensor.dtype)] += 1
     return [f"{template} x {n}: {list(shape)} {dtype}" for (template, shape, dtype), n in groups.items()]
 
 

@@ -45,6 +45,7 @@ class Block(Part):
     norms: tuple[NormPosition, ...] = Field(default=("attn_in", "mlp_in"), strict=False)
     parallel: bool = False
     post_ln: bool = False
+    residual_scale: float | None = Field(default=None, strict=False)  # Granite: each sublayer's output times this
 
     @model_validator(mode="before")
     @classmethod

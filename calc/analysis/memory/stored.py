@@ -25,8 +25,8 @@ from calc.errors import GptcalcError
 
 if TYPE_CHECKING:  # the checkpoint reader is imported only when a checkpoint is read
     from calc.checkpoint.report import CheckpointReport
+    from calc.checkpoint.names import TensorTable
     from calc.checkpoint.sources import TensorRecord
-    from calc.spec.flat import FlatSpec
 
 __all__ = ["StoredWeights", "stored_weights"]
 
@@ -66,15 +66,15 @@ class StoredWeights:
 def stored_weights(report: CheckpointReport) -> StoredWeights:
     """Bytes by component: the reader's parameter tensors, plus every companion and unrecognised
     tensor placed with the weight it belongs to."""
+    from calc.checkpoint.names import tensor_table
     from calc.checkpoint.report import share_bytes
-    from calc.spec.flat import flat_view
 
-    flat = flat_view(report.spec, "the checkpoint tensor-name maps")
+    table = tensor_table(report.spec)
     stored = dict(report.stored_bytes)
     not_placed = []
     beside = [(c.tensor, (c.base,)) for c in report.companions] + [(t, ()) for t in report.unknown]
     for tensor, bases in beside:
-        parts = _owner(tensor.name, bases, report.layout, flat)
+        parts = _owner(tensor.name, bases, table)
         if parts is None:
             not_placed.append(tensor)
             continue
@@ -84,17 +84,17 @@ def stored_weights(report: CheckpointReport) -> StoredWeights:
                          tuple(sorted(report.bytes_by_dtype)))
 
 
-def _owner(name: str, bases: tuple[str, ...], family: str, flat: FlatSpec) -> dict[str, int] | None:
-    """The components (in the proportions a fused Q/K/V splits) of the weight a tensor sits beside:
+def _owner(name: str, bases: tuple[str, ...], table: TensorTable) -> dict[str, int] | None:
+    """The components (in the proportions a fused tensor splits) of the weight a tensor sits beside:
     its named base, else the nearest enclosing module holding a known weight."""
-    from calc.checkpoint.names import classify, component_counts
+    from calc.checkpoint.names import component_counts
 
     stems, stem = [], name
     while "." in stem:
         stem = stem.rsplit(".", 1)[0]
         stems += [stem + ".weight", stem]
     for candidate in (*bases, *stems):
-        meaning = classify(candidate, family)
+        meaning = table.classify(candidate)
         if meaning is not None and not meaning.is_buffer:
-            return component_counts(meaning, (flat.q_dim + 2 * flat.kv_dim,), flat)
+            return component_counts(meaning, (sum(meaning.widths) or 1,))
     return None

@@ -1,0 +1,170 @@
+"""Where each model_type keeps its tensors: Hugging Face module paths per part role, as data.
+
+One table per model_type (`LAYOUTS`), read off transformers' own models (each model_type built on
+the meta device, `state_dict().keys()`). Model-level roles are full paths; layer-level roles are
+relative to `layers.{layer}`; `.weight` / `.bias` are added by `calc.checkpoint.names`. The
+tensors a spec implies follow from its parts and these paths, so the torch reference model, the
+checkpoint reader and the shape check cannot disagree about a name.
+
+Roles a layout may set (absent: the model_type has no such tensor):
+- model: embed, positions, embed_norm, project_in, project_out, final_norm, lm_head, layers
+- norms by position: attn_in, attn_out, mlp_in, mlp_out (parallel_norms: a parallel block's two)
+- attention: q, k, v, qkv (fused), o, q_norm, k_norm, sinks; MLA: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b
+- MLP: gate, up, down, gate_up (fused); MoE: router, experts, shared, shared_gate, score_bias
+
+Routed experts are stored the way transformers 5 saves them: two fused 3-D tensors per layer,
+`experts.gate_up_proj` and `experts.down_proj` ([E, 2f, d] and [E, d, f]; gpt_oss and llama4 store
+[E, d, 2f] and [E, f, d], "in_out"). Checkpoints on the Hub written before transformers 5 keep one
+tensor per expert: `hub` gives those names (`{expert}` the expert index; GraniteMoE's are fused under
+other names), which classification accepts as well. transformers 5's save_pretrained writes that
+Hub layout back out (its in-memory state dict is the fused one), and the torch reference loads both. Flags: `base`, the prefix a base-model checkpoint leaves out (GPT-2's `wte.weight`
+for `transformer.wte.weight`); `conv1d`, GPT-2's [in, out] linear weights; `qkv`, how a fused
+Q/K/V is ordered ("concat": Q|K|V, "grouped": per KV group, queries then key then value, as
+NeoX, BLOOM and Falcon store it); `rope`, "half" (rotate halves) or "interleaved" (GPT-J's pairs);
+`qk_norm_heads`, a full-width QK-norm stored as [heads, head_dim] (Cohere); `buffers`, names that
+are stored but no parameters; `aliases`, older names of the same tensor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["LAYOUTS", "ROTARY_BUFFERS", "layout", "layout_name", "with_base"]
+
+# Rotary frequency tables and attention masks: buffers wherever they appear in a name.
+ROTARY_BUFFERS = ("rotary_emb.inv_freq", "rotary_emb.original_inv_freq", "embed_positions", "attn.masked_bias",
+                  "attention.masked_bias", "embed_tokens.embed_scale")
+
+_PER_EXPERT = {"expert_gate": "mlp.experts.{expert}.gate_proj", "expert_up": "mlp.experts.{expert}.up_proj",
+               "expert_down": "mlp.experts.{expert}.down_proj"}
+
+LLAMA: dict[str, Any] = {
+    "base": "model.", "embed": "model.embed_tokens", "positions": "wpe", "final_norm": "model.norm", "lm_head": "lm_head",
+    "layers": "model.layers",
+    "attn_in": "input_layernorm", "mlp_in": "post_attention_layernorm",
+    "q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "qkv": "self_attn.qkv_proj",
+    "o": "self_attn.o_proj", "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm", "sinks": "self_attn.sinks",
+    "q_a": "self_attn.q_a_proj", "q_a_norm": "self_attn.q_a_layernorm", "q_b": "self_attn.q_b_proj",
+    "kv_a": "self_attn.kv_a_proj_with_mqa", "kv_a_norm": "self_attn.kv_a_layernorm", "kv_b": "self_attn.kv_b_proj",
+    "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj", "gate_up": "mlp.gate_up_proj",
+    "router": "mlp.gate", "experts": "mlp.experts", "shared": "mlp.shared_experts",
+    "shared_gate": "mlp.shared_expert_gate", "score_bias": "mlp.gate.e_score_correction_bias",
+    "hub": _PER_EXPERT, "buffers": ("model.layers.{layer}.self_attn.rotary_emb.inv_freq",),
+}
+_SANDWICH = {"attn_out": "post_attention_layernorm", "mlp_in": "pre_feedforward_layernorm",
+             "mlp_out": "post_feedforward_layernorm"}
+_GPT = {"base": "transformer.", "embed": "transformer.wte", "positions": "transformer.wpe",
+        "final_norm": "transformer.ln_f", "lm_head": "lm_head", "layers": "transformer.h",
+        "attn_in": "ln_1", "mlp_in": "ln_2", "qkv": "attn.c_attn", "o": "attn.c_proj",
+        "up": "mlp.c_fc", "down": "mlp.c_proj", "qkv_order": "concat",
+        "buffers": ("transformer.h.{layer}.attn.bias", "transformer.h.{layer}.attn.masked_bias", "transformer.bias")}
+_BLOOM_LIKE = {"base": "transformer.", "embed": "transformer.word_embeddings", "final_norm": "transformer.ln_f",
+               "lm_head": "lm_head", "layers": "transformer.h", "attn_in": "input_layernorm",
+               "mlp_in": "post_attention_layernorm", "qkv": "self_attention.query_key_value",
+               "o": "self_attention.dense", "up": "mlp.dense_h_to_4h", "down": "mlp.dense_4h_to_h",
+               "qkv_order": "grouped"}
+_MIXTRAL_HUB = {"router": "block_sparse_moe.gate", "expert_gate": "block_sparse_moe.experts.{expert}.w1",
+                "expert_up": "block_sparse_moe.experts.{expert}.w3",
+                "expert_down": "block_sparse_moe.experts.{expert}.w2"}
+
+LAYOUTS: dict[str, dict[str, Any]] = {
+    "gpt2": {**_GPT, "conv1d": True},
+    "gpt_bigcode": _GPT,
+    "gpt_neox": {"base": "gpt_neox.", "embed": "gpt_neox.embed_in", "final_norm": "gpt_neox.final_layer_norm",
+                 "lm_head": "lm_head", "layers": "gpt_neox.layers", "attn_in": "input_layernorm",
+                 "mlp_in": "post_attention_layernorm", "qkv": "attention.query_key_value", "o": "attention.dense",
+                 "up": "mlp.dense_h_to_4h", "down": "mlp.dense_4h_to_h", "qkv_order": "grouped",
+                 "aliases": {"embed_out.weight": "lm_head.weight"},
+                 "buffers": ("gpt_neox.layers.{layer}.attention.bias",
+                             "gpt_neox.layers.{layer}.attention.rotary_emb.inv_freq")},
+    "gptj": {"base": "transformer.", "embed": "transformer.wte", "final_norm": "transformer.ln_f",
+             "lm_head": "lm_head", "layers": "transformer.h", "attn_in": "ln_1", "q": "attn.q_proj",
+             "k": "attn.k_proj", "v": "attn.v_proj", "o": "attn.out_proj", "up": "mlp.fc_in", "down": "mlp.fc_out",
+             "rope": "interleaved", "buffers": ("transformer.h.{layer}.attn.bias",)},
+    "opt": {"base": "model.", "embed": "model.decoder.embed_tokens", "positions": "model.decoder.embed_positions",
+            "project_in": "model.decoder.project_in", "project_out": "model.decoder.project_out",
+            "final_norm": "model.decoder.final_layer_norm", "lm_head": "lm_head", "layers": "model.decoder.layers",
+            "attn_in": "self_attn_layer_norm", "mlp_in": "final_layer_norm", "q": "self_attn.q_proj",
+            "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.out_proj", "up": "fc1", "down": "fc2"},
+    "bloom": {**_BLOOM_LIKE, "embed_norm": "transformer.word_embeddings_layernorm"},
+    "falcon": {**_BLOOM_LIKE, "parallel_norms": {"attn_in": "ln_attn", "mlp_in": "ln_mlp"},
+               "buffers": ("transformer.rotary_emb.inv_freq",)},
+    "mpt": {"base": "transformer.", "embed": "transformer.wte", "final_norm": "transformer.norm_f",
+            "lm_head": "lm_head", "layers": "transformer.blocks", "attn_in": "norm_1", "mlp_in": "norm_2",
+            "qkv": "attn.Wqkv", "o": "attn.out_proj", "up": "ffn.up_proj", "down": "ffn.down_proj",
+            "qkv_order": "concat"},
+    **{t: LLAMA for t in ("llama", "mistral", "ministral3", "qwen2", "qwen3", "granite", "smollm3", "gemma", "olmo",
+                          "stablelm", "deepseek_v2", "deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe")},
+    "gemma2": {**LLAMA, **_SANDWICH},
+    "gemma3_text": {**LLAMA, **_SANDWICH},
+    "olmo2": {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"},
+    "cohere": {**LLAMA, "qk_norm_heads": True},
+    "phi": {**LLAMA, "o": "self_attn.dense", "up": "mlp.fc1", "down": "mlp.fc2", "final_norm": "model.final_layernorm",
+            "q_norm": "self_attn.q_layernorm", "k_norm": "self_attn.k_layernorm"},
+    "phi3": {**LLAMA, "qkv_order": "concat"},
+    "starcoder2": {**LLAMA, "up": "mlp.c_fc", "down": "mlp.c_proj"},
+    "mixtral": {**LLAMA, "hub": _MIXTRAL_HUB},
+    "phimoe": {**LLAMA, "router": "mlp.router", "hub": {**_MIXTRAL_HUB, "router": "block_sparse_moe.gate"}},
+    "granitemoe": {**LLAMA, "router": "block_sparse_moe.router", "experts": "block_sparse_moe.experts",
+                   "hub": {"router": "block_sparse_moe.router.layer", "experts.gate_up": "block_sparse_moe.input_linear.weight",
+                           "experts.down": "block_sparse_moe.output_linear.weight"}},
+    "qwen2_moe": {**LLAMA, "shared": "mlp.shared_expert"},
+    "gpt_oss": {**LLAMA, "router": "mlp.router", "experts_order": "in_out_interleaved", "hub": {}},
+    "llama4_text": {**LLAMA, "gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj",
+                    "down": "feed_forward.down_proj", "router": "feed_forward.router",
+                    "experts": "feed_forward.experts", "shared": "feed_forward.shared_expert",
+                    "experts_order": "in_out", "hub": {}},
+}
+# A spec of one's own (model_type "custom", or any other this table does not know) takes Llama's
+# names, with Gemma-2's for output norms and Phi-3's for fused projections.
+LAYOUTS["custom"] = {**LLAMA, "attn_out": "post_attention_output_layernorm", "mlp_out": "post_feedforward_layernorm",
+                     "qkv_order": "concat", "embed_norm": "model.embed_layernorm", "project_in": "model.project_in",
+                     "project_out": "model.project_out"}
+
+
+def layout(spec: Any) -> dict[str, Any]:
+    """The layout table of a spec's model_type."""
+    return LAYOUTS[layout_name(spec)]
+
+
+def layout_name(spec: Any) -> str:
+    return spec.model_type if spec.model_type in LAYOUTS else "custom"
+
+
+def with_base(name: str, lay: dict[str, Any], model_level: set[str] | dict[str, Any]) -> str:
+    """`name` as save_pretrained writes it: a base model's checkpoint (GPT-2's `wte.weight`, BLOOM's
+    `h.0...`) leaves out the `transformer.` / `model.` prefix that the causal-LM model puts in front."""
+    base = lay.get("base", "")
+    if name in model_level or not base or name.startswith(base):
+        return name
+    prefixed = base + name
+    return prefixed if prefixed in model_level or prefixed.startswith(lay["layers"] + ".") else name
+
+
+ROLE_ORDER = ("embed", "positions", "embed_norm", "project_in", "layers", "attn_in", "q", "k", "v", "qkv", "q_norm",
+              "k_norm", "sinks", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "o", "attn_out", "mlp_in",
+              "gate", "up", "gate_up", "down", "router", "score_bias", "experts", "shared", "shared_gate", "mlp_out",
+              "parallel_norms", "final_norm", "project_out", "lm_head")
+
+
+def markdown() -> str:
+    """The layouts as a table for docs/checkpoints.md (docs/regenerate.py writes it): Llama's paths in
+    full, every other model_type as what it changes; layer roles are under `layers.{layer}.`."""
+    def cell(value: Any) -> str:
+        if isinstance(value, dict):
+            return ", ".join(f"{k}: `{v}`" for k, v in value.items()) or "—"
+        return f"`{value}`"
+
+    lines = ["| model_type | paths (`.weight` / `.bias` added; layer roles under `layers.{layer}.`) | "
+             "Hub expert layout |", "|---|---|---|"]
+    for name in sorted(set(LAYOUTS), key=lambda n: (n != "llama", n)):
+        lay = LAYOUTS[name]
+        base = {} if name == "llama" else LLAMA
+        changed = {role: lay[role] for role in ROLE_ORDER if role in lay and lay[role] != base.get(role)}
+        flags = [f"{flag}: {lay[flag]}" for flag in ("base", "conv1d", "qkv_order", "experts_order", "qk_norm_heads")
+                 if flag in lay and lay[flag] != base.get(flag)]
+        paths = "; ".join(f"{role} {cell(path)}" for role, path in changed.items()) or "Llama's"
+        hub = lay.get("hub") if lay.get("hub") != base.get("hub") else None
+        lines.append(f"| `{name}` | {paths}{' (' + ', '.join(flags) + ')' if flags else ''} | "
+                     f"{cell(hub) if hub is not None else ('Llama' + chr(39) + 's' if 'experts' in lay else '—')} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,214 @@
+"""The tensors a spec's parts imply, one `Slot` each: name, shape, component(s) and holder kind.
+
+`model_slots(spec, layout)` gives the tensors outside the stack, `block_slots(layout, block, d)` one
+layer's, named relative to `layers.{layer}.`; the layout (`calc.checkpoint.layouts`) says where each
+part's tensors live, the part says which exist and their shapes. Linear weights are [out, in]
+(torch's nn.Linear; GPT-2's Conv1D: [in, out]); `hub=True` names routed experts as the Hub's
+checkpoints store them (one tensor per expert, `{expert}` its index).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from calc.spec.model import Block, ModelSpec
+
+__all__ = ["Slot", "Target", "block_slots", "model_slots", "mtp_slots"]
+
+Target = str | tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One tensor: its name, shape, component(s) and, for a fused tensor, the widths it splits in."""
+
+    name: str
+    shape: tuple[int, ...]
+    target: Target
+    widths: tuple[int, ...] = ()
+    init: str = "normal"  # normal (matrices), ones (norm scales), zeros (biases), buffer (not a parameter)
+    kind: str = "param"  # what holds it in torch: linear, norm, embedding, param (a bare tensor) or buffer
+
+
+
+class _Slots:
+    """Collects slots for one model or one block, in the order a token meets them."""
+
+    def __init__(self, lay: dict[str, Any]) -> None:
+        self.lay, self.slots = lay, {}
+
+    def add(self, role: str, name: str, shape: tuple[int, ...], target: Target, widths: tuple[int, ...] = (),
+            init: str = "normal", kind: str = "param") -> None:
+        self.slots[role] = Slot(name, shape, target, widths, init, "buffer" if init == "buffer" else kind)
+
+    def linear(self, role: str, n_in: int, n_out: int, target: Target, bias: Target = None,
+               widths: tuple[int, ...] = (), path: str | None = None) -> None:
+        """nn.Linear: weight [out, in] (GPT-2's Conv1D: [in, out]) and, with a bias target, bias [out]."""
+        path = path or self.lay[role]
+        shape = (n_in, n_out) if self.lay.get("conv1d") else (n_out, n_in)
+        self.add(f"{role}.weight", f"{path}.weight", shape, target, widths, kind="linear")
+        if bias:
+            self.add(f"{role}.bias", f"{path}.bias", (n_out,), bias, widths, "zeros", "linear")
+
+    def norm(self, role: str, norm: Any, width: int | tuple[int, ...], target: str, path: str | None = None) -> None:
+        path, shape = path or self.lay[role], width if isinstance(width, tuple) else (width,)
+        if norm.weight:
+            self.add(f"{role}.weight", f"{path}.weight", shape, target, init="zeros" if norm.unit_offset else "ones",
+                     kind="norm")
+        if norm.bias:
+            self.add(f"{role}.bias", f"{path}.bias", shape, target, init="zeros", kind="norm")
+
+
+def _attention(s: _Slots, a: Any, d: int) -> None:
+    if a.kind == "mla":
+        return _mla(s, a, d)
+    q, kv = a.q_dim, a.kv_dim
+    if a.fused_qkv:
+        bias = ("q_bias", "k_bias", "v_bias") if a.q_bias else None
+        s.linear("qkv", d, q + 2 * kv, ("q", "k", "v"), bias, (q, kv, kv))
+    else:
+        for role, width, bias in (("q", q, a.q_bias), ("k", kv, a.k_bias), ("v", kv, a.v_bias)):
+            s.linear(role, d, width, role, bias and f"{role}_bias")
+    if a.qk_norm is not None:
+        head = a.qk_norm.scope == "head"
+        for role, heads in (("q_norm", a.n_heads), ("k_norm", a.n_kv_heads)):
+            width = a.head_dim if head else ((heads, a.head_dim) if s.lay.get("qk_norm_heads") else heads * a.head_dim)
+            s.norm(role, a.qk_norm.norm, width, role)
+    if a.sinks:
+        s.add("sinks", s.lay["sinks"], (a.n_heads,), "attn_sinks")
+    s.linear("o", q, d, "attn_out", a.o_bias and "attn_out_bias")
+
+
+def _mla(s: _Slots, a: Any, d: int) -> None:
+    h, r = a.n_heads, a.q_lora_rank
+    if r is None:
+        s.linear("q", d, h * a.qk_head_dim, "q")
+    else:
+        s.linear("q_a", d, r, "q_a", a.bias and "q_a_bias")
+        s.norm("q_a_norm", a.norm, r, "q_a_norm")
+        s.linear("q_b", r, h * a.qk_head_dim, "q_b")
+    s.linear("kv_a", d, a.kv_lora_rank + a.qk_rope_head_dim, "kv_a", a.bias and "kv_a_bias")
+    s.norm("kv_a_norm", a.norm, a.kv_lora_rank, "kv_a_norm")
+    s.linear("kv_b", a.kv_lora_rank, h * (a.qk_nope_head_dim + a.v_head_dim), "kv_b")
+    s.linear("o", h * a.v_head_dim, d, "attn_out", a.bias and "attn_out_bias")
+
+
+def _mlp(s: _Slots, m: Any, d: int, prefix: str = "mlp", container: str | None = None) -> None:
+    """A dense MLP; a MoE's shared expert is one under the layout's `shared` container."""
+    def path(role: str) -> str:
+        return s.lay[role] if container is None else f"{container}.{s.lay[role].rsplit('.', 1)[1]}"
+
+    f, bias = m.d_ff, m.bias
+    role = "shared." if container else ""
+    if m.gated and m.fused_gate_up:
+        s.linear(f"{role}gate_up", d, 2 * f, (f"{prefix}_gate", f"{prefix}_up"),
+                 bias and (f"{prefix}_gate_bias", f"{prefix}_up_bias"), (f, f), path("gate_up"))
+    else:
+        if m.gated:
+            s.linear(f"{role}gate", d, f, f"{prefix}_gate", bias and f"{prefix}_gate_bias", path=path("gate"))
+        s.linear(f"{role}up", d, f, f"{prefix}_up", bias and f"{prefix}_up_bias", path=path("up"))
+    s.linear(f"{role}down", f, d, f"{prefix}_down", bias and f"{prefix}_down_bias", path=path("down"))
+
+
+def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
+    lay, e, f = s.lay, m.n_experts, m.d_ff
+    names = {**lay, **(lay.get("hub") or {})} if hub else lay
+    s.linear("router", d, e, "router", m.router_bias and "router_bias", path=names["router"])
+    if m.score_bias:
+        s.add("score_bias", lay["score_bias"], (e,), None, init="buffer")
+    if hub and "expert_gate" in names:
+        for role, n_in, n_out in (("gate", d, f), ("up", d, f), ("down", f, d)):
+            if role != "gate" or m.gated:
+                s.linear(f"expert_{role}", n_in, n_out, f"experts_{role}", m.expert_bias and f"experts_{role}_bias",
+                         path=names[f"expert_{role}"])
+    else:
+        _fused_experts(s, m, d, names if hub else lay)
+    if m.shared is not None:
+        _mlp(s, m.shared, d, "shared_mlp", lay["shared"])
+        if m.shared_gate:
+            s.linear("shared_gate", d, 1, "shared_expert_gate")
+
+
+def _fused_experts(s: _Slots, m: Any, d: int, names: dict[str, Any]) -> None:
+    """transformers 5's [E, 2f, d] gate_up_proj and [E, d, f] down_proj (or [E, d, 2f], [E, f, d]);
+    `names` may rename them (GraniteMoE's Hub checkpoints: input_linear, output_linear)."""
+    e, f, path = m.n_experts, m.d_ff, s.lay["experts"]
+    in_out = s.lay.get("experts_order", "out_in").startswith("in_out")
+    up = ("experts_gate", "experts_up") if m.gated else "experts_up"
+    up_bias = ("experts_gate_bias", "experts_up_bias") if m.gated else "experts_up_bias"
+    width = 2 * f if m.gated else f
+    name = "gate_up_proj" if m.gated else "up_proj"
+    widths = (f, f) if m.gated else ()
+    s.add("experts.gate_up", names.get("experts.gate_up", f"{path}.{name}"), (e, d, width) if in_out else (e, width, d),
+          up, widths)
+    if m.expert_bias:
+        s.add("experts.gate_up_bias", f"{path}.{name}_bias", (e, width), up_bias, widths, "zeros")
+    s.add("experts.down", names.get("experts.down", f"{path}.down_proj"), (e, f, d) if in_out else (e, d, f),
+          "experts_down")
+    if m.expert_bias:
+        s.add("experts.down_bias", f"{path}.down_proj_bias", (e, d), "experts_down_bias", init="zeros")
+
+
+def block_slots(lay: dict[str, Any], block: Block, d: int, hub: bool = False) -> dict[str, Slot]:
+    """One layer's tensors, names relative to `layers.{layer}.` (`{expert}` in a hub layout)."""
+    s = _Slots(lay)
+    parallel_names = lay.get("parallel_norms") if block.parallel and len(block.norms) == 2 else None
+    norm_path = {pos: (parallel_names or {}).get(pos, lay.get(pos)) for pos in block.norms}
+    order = {"attn_in": 0, "attn_out": 1, "mlp_in": 2, "mlp_out": 3}
+    targets = {"attn_in": "attn_norm", "attn_out": "attn_post_norm", "mlp_in": "mlp_norm", "mlp_out": "mlp_post_norm"}
+    positions = sorted(block.norms, key=order.get)
+    for position in (p for p in positions if p == "attn_in"):
+        s.norm(position, block.norm, d, targets[position], norm_path[position])
+    _attention(s, block.attention, d)
+    for position in (p for p in positions if p in ("attn_out", "mlp_in")):
+        s.norm(position, block.norm, d, targets[position], norm_path[position])
+    if block.mlp.kind == "moe":
+        _moe(s, block.mlp, d, hub)
+    else:
+        _mlp(s, block.mlp, d)
+    for position in (p for p in positions if p == "mlp_out"):
+        s.norm(position, block.norm, d, targets[position], norm_path[position])
+    return s.slots
+
+
+def model_slots(spec: ModelSpec, lay: dict[str, Any]) -> dict[str, Slot]:
+    """The tensors outside the stack: embeddings, final norm, head."""
+    s, d, e = _Slots(lay), spec.d_model, spec.embedding
+    width = e.width(d)
+    s.add("embed.weight", f"{lay['embed']}.weight", (spec.vocab_size, width), "token_embedding", kind="embedding")
+    if e.positions == "learned":
+        s.add("positions.weight", f"{lay['positions']}.weight", (spec.n_positions + e.position_offset, d),
+              "position_embedding", kind="embedding")
+    if e.proj_dim:
+        s.linear("project_in", e.proj_dim, d, "project_in")
+    if e.norm is not None:
+        s.norm("embed_norm", e.norm, d, "embedding_norm")
+    if spec.final_norm is not None:
+        s.norm("final_norm", spec.final_norm, d, "final_norm")
+    if e.proj_dim:
+        s.linear("project_out", d, e.proj_dim, "project_out")
+    if not spec.head.tied:
+        s.add("lm_head.weight", f"{lay['lm_head']}.weight", (spec.vocab_size, width), "lm_head", kind="linear")
+    if spec.head.bias:
+        s.add("lm_head.bias", f"{lay['lm_head']}.bias", (spec.vocab_size,), "lm_head_bias", init="zeros",
+              kind="linear")
+    return s.slots
+
+
+def mtp_slots(spec: ModelSpec, lay: dict[str, Any], hub: bool = False) -> dict[str, Slot]:
+    """One multi-token-prediction layer (DeepSeek-V3's model.layers.61, GLM-4.5's): a whole block,
+    its buffers counted with it, plus enorm, hnorm, eh_proj (2d -> d), shared_head.norm and, when
+    stored, copies of the embedding and head (calc.spec.model.MTP; DeepSeek-V3's README_WEIGHTS.md)."""
+    mtp, d = spec.mtp, spec.d_model
+    block = spec.blocks[mtp.block]
+    s = _Slots(lay)
+    for role, slot in block_slots(lay, block, d, hub).items():
+        s.add(role, slot.name, slot.shape, "mtp_layers", (), slot.init, slot.kind)
+    for role in ("enorm", "hnorm", "shared_head.norm"):
+        s.norm(role, block.norm, d, "mtp_layers", role)
+    s.linear("eh_proj", 2 * d, d, "mtp_layers", path="eh_proj")
+    if mtp.stores_embedding:
+        s.add("mtp.embed", "embed_tokens.weight", (spec.vocab_size, d), "mtp_embedding_copies", kind="embedding")
+        s.add("mtp.head", "shared_head.head.weight", (spec.vocab_size, d), "mtp_embedding_copies", kind="linear")
+    return s.slots

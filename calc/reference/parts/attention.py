@@ -1,0 +1,151 @@
+"""Multi-head self-attention (MHA/GQA/MQA) with everything the Attention part can switch on.
+
+Q, K, V from separate or fused projections (a fused one ordered Q|K|V, or per KV group as NeoX,
+BLOOM and Falcon store it: each group's queries, then its key, then its value); QK-norm over each
+head or the full width, before rotary; rotary on the first rotary_dim channels; ALiBi; scores
+scaled by `scale` (1/sqrt(head_dim) unless the spec says otherwise), soft-capped, masked causally
+and to a sliding window; gpt-oss's sinks as one extra logit per head that takes probability mass
+and is then dropped. The cache holds every key and value after rotary (a sliding window only masks:
+the cache is not rolled, so its size is T, not the window).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from calc.parts.attention import Attention as AttentionSpec
+from calc.reference.parts.base import Part
+from calc.reference.parts.norm import Norm
+from calc.reference.parts.rope import Rotary
+
+__all__ = ["Attention", "alibi_slopes", "causal_mask", "split_heads"]
+
+
+def causal_mask(positions: torch.Tensor, keys: int, window: int | None, chunk: int | None = None) -> torch.Tensor:
+    """[T, keys]: the query at position p sees keys 0..p; with a window only the last `window` of them,
+    with chunks (Llama-4) only those of its own chunk of `chunk` positions."""
+    key_pos = torch.arange(keys, device=positions.device)[None, :]
+    allowed = key_pos <= positions[:, None]
+    if window is not None:
+        allowed &= key_pos > positions[:, None] - window
+    if chunk is not None:
+        allowed &= key_pos // chunk == positions[:, None] // chunk
+    return allowed
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """BLOOM's (and MPT's, for a power-of-two head count) ALiBi slope per head."""
+    closest = 2 ** math.floor(math.log2(n_heads))
+    base = 2 ** (-(2 ** -(math.log2(closest) - 3)))
+    slopes = [base ** i for i in range(1, closest + 1)]
+    if closest != n_heads:
+        extra = 2 ** (-(2 ** -(math.log2(2 * closest) - 3)))
+        slopes += [extra ** i for i in range(1, 1 + 2 * (n_heads - closest), 2)]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def merge_heads(t: torch.Tensor, merge: bool, heads: int = 0) -> torch.Tensor:
+    """[B, heads, T, hd] -> [B, T, heads * hd] (merge), or back."""
+    if merge:
+        B, H, T, _ = t.shape
+        return t.transpose(1, 2).reshape(B, T, -1)
+    return split_heads(t, heads)
+
+
+def split_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
+    """[B, T, heads * hd] -> [B, heads, T, hd]."""
+    B, T, _ = t.shape
+    return t.view(B, T, heads, -1).transpose(1, 2)
+
+
+class Attention(Part):
+    def __init__(self, spec: AttentionSpec, n_positions: int, qkv_order: str) -> None:
+        super().__init__()
+        self.spec, self.qkv_order = spec, qkv_order
+        self.rotary = Rotary(spec.rope, n_positions) if spec.rope else None
+        self.roles = {"attn_out": "o"}
+
+    def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        s, w = self.spec, self.weights
+        if not s.fused_qkv:
+            return w["q"](x), w["k"](x), w["v"](x)
+        qkv = w["qkv"](x)
+        if self.qkv_order != "grouped":
+            return qkv.split([s.q_dim, s.kv_dim, s.kv_dim], dim=-1)
+        B, T, _ = qkv.shape
+        grouped = qkv.view(B, T, s.n_kv_heads, s.group_size + 2, s.head_dim)
+        return (grouped[..., :-2, :].reshape(B, T, s.q_dim), grouped[..., -2, :].reshape(B, T, s.kv_dim),
+                grouped[..., -1, :].reshape(B, T, s.kv_dim))
+
+    def _qk_norm(self, t: torch.Tensor, role: str, heads: int, after_rope: bool = False) -> torch.Tensor:
+        """QK-norm of [B, T, heads*hd] (before rotary, or after it for Llama-4): over the full width, or
+        per head (weight [hd] or [heads, hd])."""
+        if self.spec.qk_norm is None or self.spec.qk_norm.after_rope != after_rope:
+            return t
+        norm = self.weights.get(role) or Norm(self.spec.qk_norm.norm, ())  # no parameters: it still normalises
+        if self.spec.qk_norm.scope == "full" and (norm is None or norm.weight is None or norm.weight.dim() == 1):
+            return norm(t)
+        B, T, _ = t.shape
+        return norm(t.view(B, T, heads, -1)).reshape(B, T, -1)
+
+    def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
+        s, trace = self.spec, ctx.trace
+        q, k, v = self._project(x)  # (B, T, nh*hs), (B, T, nkv*hs), (B, T, nkv*hs)
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            trace(name, t)
+        q, k = self._qk_norm(q, "q_norm", s.n_heads), self._qk_norm(k, "k_norm", s.n_kv_heads)
+        q, k, v = split_heads(q, s.n_heads), split_heads(k, s.n_kv_heads), split_heads(v, s.n_kv_heads)
+        if self.rotary is not None:
+            cos, sin = self.rotary.cos_sin(ctx.positions, q.dtype)
+            q, k = self.rotary.apply(q, cos, sin), self.rotary.apply(k, cos, sin)
+            if (factor := self.rotary.query_scale(ctx.positions)) is not None:
+                q = q * factor.to(q.dtype)
+        if s.qk_norm is not None and s.qk_norm.after_rope:
+            q, k = (merge_heads(self._qk_norm(merge_heads(t, True), role, n, after_rope=True), False, n)
+                    for t, role, n in ((q, "q_norm", s.n_heads), (k, "k_norm", s.n_kv_heads)))
+        if s.temperature is not None:
+            t = s.temperature
+            q = q * (torch.log1p(torch.floor((ctx.positions.float() + 1) / t.floor)) * t.scale + 1)[:, None].to(q.dtype)
+        for name, t in (("q_heads", q), ("k_heads", k), ("v_heads", v)):
+            trace(name, t)
+        if ctx.cache is not None:
+            k, v = ctx.cache.append(ctx.layer, k, v)  # (B, nkv, T_total, hs)
+            trace("k_cache", k)
+            trace("v_cache", v)
+        k = k.repeat_interleave(s.group_size, dim=1)  # (B, nh, T_total, hs): query head i reads KV head i // g
+        v = v.repeat_interleave(s.group_size, dim=1)
+        scores = q @ k.transpose(-2, -1) * (s.scale if s.scale is not None else s.head_dim ** -0.5)
+        trace("scores", scores)  # (B, nh, T, T_total)
+        y = attend(self, scores, v, ctx, s.window, s.chunk)
+        trace("attn_heads_out", y)
+        B, _, T, _ = y.shape
+        y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, nh*hs)
+        trace("attn_concat", y)
+        y = self.weights["o"](y)  # (B, T, d)
+        trace("attn_out", y)
+        return y
+
+
+def attend(part: Part, scores: torch.Tensor, v: torch.Tensor, ctx: Any, window: int | None,
+           chunk: int | None = None) -> torch.Tensor:
+    """Soft-cap, ALiBi, the causal (and window) mask, sinks, softmax in float32, then the weighted values."""
+    s = part.spec
+    if s.softcap:
+        scores = torch.tanh(scores / s.softcap) * s.softcap
+    if getattr(s, "alibi", False):
+        keys = torch.arange(scores.shape[-1], device=scores.device, dtype=torch.float32)
+        scores = scores + (alibi_slopes(s.n_heads).to(scores.device)[:, None] * keys)[None, :, None, :].to(scores.dtype)
+    scores = scores.masked_fill(~causal_mask(ctx.positions, scores.shape[-1], window, chunk), float("-inf"))
+    sinks = part.weights.tensor("sinks") if getattr(s, "sinks", False) else None
+    if sinks is not None:
+        B, H, T, _ = scores.shape
+        scores = torch.cat((scores, sinks.reshape(1, H, 1, 1).expand(B, H, T, 1).to(scores.dtype)), dim=-1)
+        scores = scores - scores.max(dim=-1, keepdim=True).values
+    weights = scores.softmax(dim=-1, dtype=torch.float32).to(v.dtype)
+    if sinks is not None:
+        weights = weights[..., :-1]
+    ctx.trace("attn_weights", weights)
+    return weights @ v  # (B, nh, T, hs)

@@ -1,0 +1,51 @@
+"""The feed-forward block: down(act(up x)), or gated down(act(gate x) * up x), gate and up stored
+apart or fused side by side (Phi-3's gate_up_proj: gate first). Activations as transformers' ACT2FN
+names them: gelu (exact erf), gelu_tanh (gelu_new, gelu_pytorch_tanh), relu, silu, relu2 (squared ReLU)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from calc.reference.parts.base import Part
+
+__all__ = ["ACTIVATIONS", "MLP"]
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+    "relu2": lambda x: F.relu(x).square(),
+}
+
+
+class MLP(Part):
+    """A dense MLP; `prefix` picks a MoE's shared expert's roles ("shared.") within its part."""
+
+    def __init__(self, spec: Any, prefix: str = "") -> None:
+        super().__init__()
+        self.spec, self.prefix = spec, prefix
+        self.act = ACTIVATIONS[spec.activation]
+        self.roles = {f"mlp_{r}": f"{prefix}{r}" for r in ("gate", "up", "down")}
+
+    def compute(self, weights: Any, x: torch.Tensor, trace: Any) -> torch.Tensor:
+        s, p = self.spec, self.prefix
+        if s.gated and s.fused_gate_up:
+            gate, up = weights[f"{p}gate_up"](x).chunk(2, dim=-1)
+        else:
+            up = weights[f"{p}up"](x)  # (B, T, d_ff)
+            gate = weights[f"{p}gate"](x) if s.gated else None
+        if gate is not None:
+            trace("mlp_gate", gate)
+        trace("mlp_up", up)
+        h = self.act(gate) * up if gate is not None else self.act(up)
+        trace("mlp_act", h)
+        y = weights[f"{p}down"](h)  # (B, T, d)
+        trace("mlp_down", y)
+        return y
+
+    def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
+        return self.compute(self.weights, x, ctx.trace)

@@ -1,0 +1,123 @@
+"""Mixture of experts: the router's choice, the routed experts, the shared expert.
+
+Routing, as the MoE part describes it: scores are the softmax (Mixtral, Qwen-MoE, OLMoE, gpt-oss,
+DeepSeek-V2) or the sigmoid (DeepSeek-V3, GLM-4.5) of the router's logits, computed in float32;
+DeepSeek-V3's e_score_correction_bias (a buffer) shifts which experts are chosen but not their
+weights; with n_group > 1 only experts of the topk_group best groups (scored by their best expert,
+or their best two) can be chosen; the top_k weights are renormalised if `norm_topk` (gpt-oss's
+softmax over the top_k logits is the same thing) and scaled by `routed_scale`; Llama-4 weighs
+the expert's input instead of its output. Phi-3.5-MoE's sparsemixer picks its two experts one after
+the other, each weighted by a softmax over the experts close to it (see `sparsemixer`).
+
+Experts are transformers 5's fused tensors: gate_up [E, 2f, d] (gate rows first) and down [E, d, f],
+or [E, d, 2f] and [E, f, d] ("in_out": Llama-4, gpt-oss, whose gate and up columns alternate).
+gpt-oss's expert is a clamped SwiGLU: gate clamped above at the limit, up to ±limit,
+gate · sigmoid(1.702 · gate) · (up + 1). Qwen2-MoE's shared expert is gated by sigmoid(shared_expert_gate x).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from calc.errors import GptcalcError
+from calc.parts.moe import MoE as MoESpec
+from calc.reference.parts.base import Part
+from calc.reference.parts.mlp import ACTIVATIONS, MLP
+
+__all__ = ["MoE"]
+
+GPT_OSS_ALPHA = 1.702  # gpt-oss's swiglu_alpha (GptOssConfig), fixed in its released models
+
+
+def sparsemixer(logits: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Phi-3.5-MoE's top-2 choice at inference (transformers' sparsemixer, not training): the best
+    expert, weighted by the softmax over the experts within 2·eps (relative) of it; then the best of
+    the others, weighted likewise among the rest."""
+    picks, weights, masked = [], [], logits
+    for _ in range(2):
+        best, index = masked.max(dim=-1, keepdim=True)
+        far = (best - logits) / logits.abs().clamp(min=best) > 2 * eps
+        weights.append(masked.masked_fill(far, float("-inf")).softmax(dim=-1).gather(-1, index))
+        picks.append(index)
+        masked = masked.scatter(-1, index, float("-inf"))
+    return torch.cat(picks, dim=-1), torch.cat(weights, dim=-1)
+
+
+class MoE(Part):
+    def __init__(self, spec: MoESpec, experts_order: str) -> None:
+        super().__init__()
+        if spec.scoring == "sparsemixer" and spec.top_k != 2:
+            raise GptcalcError(f"MoE routing 'sparsemixer' with top_k {spec.top_k} is not implemented by the torch "
+                               "reference (Phi-3.5-MoE's is top-2)")
+        self.spec, self.order = spec, experts_order
+        self.act = ACTIVATIONS[spec.activation]
+        self.shared = MLP(spec.shared, "shared.") if spec.shared is not None else None
+        self.roles = {"router": "router"}
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(top_k expert indices, their weights) for tokens x [N, d]."""
+        s = self.spec
+        logits = torch.nn.functional.linear(x.float(), self.weights["router"].weight.float(),
+                                            None if self.weights["router"].bias is None else self.weights["router"].bias.float())
+        if s.scoring == "sparsemixer":
+            return sparsemixer(logits, s.jitter_eps)
+        scores = logits.sigmoid() if s.scoring == "sigmoid" else logits.softmax(dim=-1)
+        choice = scores
+        bias = self.weights.tensor("score_bias")
+        if bias is not None:
+            choice = scores + bias.float()
+        if s.n_group > 1:
+            groups = choice.view(-1, s.n_group, s.n_experts // s.n_group)
+            group_scores = groups.topk(2, dim=-1)[0].sum(-1) if s.group_score == "top2_sum" else groups.max(-1).values
+            keep = torch.zeros_like(group_scores).scatter_(1, group_scores.topk(s.topk_group, dim=-1)[1], 1.0)
+            mask = keep.unsqueeze(-1).expand_as(groups).reshape(-1, s.n_experts).bool()
+            choice = choice.masked_fill(~mask, float("-inf"))
+        index = choice.topk(s.top_k, dim=-1)[1]
+        weights = scores.gather(1, index)
+        if s.norm_topk:
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + (1e-20 if s.scoring == "sigmoid" else 0.0))
+        return index, weights * s.routed_scale
+
+    def expert(self, e: int, h: torch.Tensor) -> torch.Tensor:
+        s, w = self.spec, self.weights
+        in_out = self.order.startswith("in_out")
+        gate_up, down = w.tensor("experts.gate_up")[e], w.tensor("experts.down")[e]
+        y = h @ gate_up if in_out else torch.nn.functional.linear(h, gate_up)
+        if (bias := w.tensor("experts.gate_up_bias")) is not None:
+            y = y + bias[e]
+        if not s.gated:
+            act = self.act(y)
+        else:
+            gate, up = (y[..., ::2], y[..., 1::2]) if self.order == "in_out_interleaved" else y.chunk(2, dim=-1)
+            if s.swiglu_limit is not None:
+                gate, up = gate.clamp(max=s.swiglu_limit), up.clamp(-s.swiglu_limit, s.swiglu_limit)
+                act = gate * torch.sigmoid(gate * GPT_OSS_ALPHA) * (up + 1)
+            else:
+                act = self.act(gate) * up
+        out = act @ down if in_out else torch.nn.functional.linear(act, down)
+        if (bias := w.tensor("experts.down_bias")) is not None:
+            out = out + bias[e]
+        return out
+
+    def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
+        B, T, d = x.shape
+        flat = x.reshape(-1, d)
+        index, weights = self.route(flat)
+        out = torch.zeros_like(flat)
+        if flat.is_meta:  # no values to route by: one expert's shapes stand for all
+            out = out + self.expert(0, flat) * weights[:, :1]
+        for e in [] if flat.is_meta else index.unique().tolist():
+            token, slot = torch.where(index == e)
+            weight = weights[token, slot, None]
+            if self.spec.weight_input:  # Llama-4: expert(weight · x)
+                out.index_add_(0, token, self.expert(e, (flat[token] * weight).to(flat.dtype)))
+            else:
+                out.index_add_(0, token, (self.expert(e, flat[token]) * weight).to(out.dtype))
+        if self.shared is not None:
+            shared = self.shared.compute(self.weights, flat, ctx.trace)
+            if "shared_gate" in self.weights:
+                shared = torch.sigmoid(self.weights["shared_gate"](flat)) * shared
+            out = out + shared
+        return out.view(B, T, d)

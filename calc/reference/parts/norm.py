@@ -1,0 +1,36 @@
+"""LayerNorm and RMSNorm as transformers computes them: in float32, cast back at the end.
+
+An RMSNorm scales by its weight (Gemma's by 1 + weight, `unit_offset`); a LayerNorm may have a scale,
+a bias, both or neither (OLMo-1's only normalises). The weight's shape is the width normalised, or
+[heads, head_dim] for Cohere's per-head QK-norm (each head normalised over its own channels).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from calc.parts.norm import Norm as NormSpec
+
+__all__ = ["Norm"]
+
+
+class Norm(nn.Module):
+    def __init__(self, spec: NormSpec, shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.spec = spec
+        self.weight = nn.Parameter(torch.empty(shape)) if spec.weight else None
+        self.bias = nn.Parameter(torch.empty(shape)) if spec.bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s, x32 = self.spec, x.float()
+        if s.kind == "rmsnorm":
+            y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + s.eps)
+        else:
+            y = F.layer_norm(x32, x32.shape[-1:], eps=s.eps)
+        if self.weight is not None:
+            y = y * (1.0 + self.weight.float() if s.unit_offset else self.weight.float())
+        if self.bias is not None:
+            y = y + self.bias.float()
+        return y.to(x.dtype)

@@ -1,0 +1,86 @@
+"""Tiny configs of every supported model_type, for transformers to build and save as a test oracle.
+
+Each is a few layers of width 32 with 4 query heads (2 KV heads where the model_type has GQA),
+4 experts for a MoE: small enough that building, saving and running one takes a fraction of a
+second, but with every part its model_type has switched on (a sliding window shorter than the
+test's sequences, partial rotary, shared experts, MLA's latents, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+VOCAB = 97
+_IDS = {"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0}
+_COMMON = {"vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, **_IDS}
+_MOE = {"num_experts_per_tok": 2, "moe_intermediate_size": 16}
+_DEEPSEEK = {**_COMMON, **_MOE, "num_hidden_layers": 3, "num_key_value_heads": 4, "kv_lora_rank": 16,
+             "q_lora_rank": 24, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8,
+             "n_routed_experts": 4, "n_shared_experts": 1, "first_k_dense_replace": 1, "n_group": 2,
+             "topk_group": 1, "rope_theta": 5000.0}
+
+TINY: dict[str, dict[str, Any]] = {
+    "gpt2": {"vocab_size": VOCAB, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64, **_IDS},
+    "gpt_bigcode": {"vocab_size": VOCAB, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64,
+                    "multi_query": True, **_IDS},
+    "gpt_neox": {**_COMMON, "num_key_value_heads": 4, "rotary_pct": 0.5},
+    "gptj": {"vocab_size": VOCAB, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64, "rotary_dim": 4,
+             **_IDS},
+    "opt": {**_COMMON, "ffn_dim": 48, "word_embed_proj_dim": 16},
+    "bloom": {"vocab_size": VOCAB, "hidden_size": 32, "n_layer": 2, "n_head": 4, **_IDS},
+    "falcon": {**{k: v for k, v in _COMMON.items() if k != "num_key_value_heads"}, "multi_query": True, "parallel_attn": True,
+               "new_decoder_architecture": False, "bias": False},
+    "mpt": {"vocab_size": VOCAB, "d_model": 32, "n_heads": 4, "n_layers": 2, "max_seq_len": 64, **_IDS},
+    "llama": {**_COMMON, "rope_theta": 5000.0,
+              "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                               "original_max_position_embeddings": 16}},
+    "mistral": {**_COMMON, "sliding_window": 5},
+    "ministral3": {**_COMMON, "head_dim": 8},
+    "qwen2": {**_COMMON, "tie_word_embeddings": True, "rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+    "qwen3": {**_COMMON, "head_dim": 8},
+    "granite": {**_COMMON},
+    "smollm3": {**_COMMON, "no_rope_layer_interval": 2},
+    "gemma": {**_COMMON, "head_dim": 8},
+    "gemma2": {**_COMMON, "head_dim": 8, "sliding_window": 5},
+    "gemma3_text": {**_COMMON, "head_dim": 8, "sliding_window": 5, "num_hidden_layers": 3,
+                    "sliding_window_pattern": 3,
+                    "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+                    "rope_scaling": {"rope_type": "linear", "factor": 8.0}},
+    "phi": {**_COMMON, "num_key_value_heads": 4, "partial_rotary_factor": 0.5},
+    "phi3": {**_COMMON, "partial_rotary_factor": 0.5, "original_max_position_embeddings": 32,
+             "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.5], "long_factor": [2.0, 4.0]}},
+    "cohere": {**_COMMON, "use_qk_norm": True},
+    "olmo": {**_COMMON},
+    "olmo2": {**_COMMON},
+    "stablelm": {**_COMMON, "use_qkv_bias": True},
+    "starcoder2": {**_COMMON, "sliding_window": 5, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}},
+    "mixtral": {**_COMMON, "num_local_experts": 4, "num_experts_per_tok": 2},
+    "phimoe": {**_COMMON, "num_local_experts": 4, "num_experts_per_tok": 2,
+               "rope_scaling": {"rope_type": "longrope", "short_factor": [1.0, 1.1, 1.2, 1.5],
+                                "long_factor": [2.0, 3.0, 4.0, 5.0], "short_mscale": 1.1, "long_mscale": 1.3,
+                                "original_max_position_embeddings": 8}},
+    "granitemoe": {**_COMMON, "num_local_experts": 4, "num_experts_per_tok": 2},
+    "olmoe": {**_COMMON, "num_experts": 4, "num_experts_per_tok": 2},
+    "qwen2_moe": {**_COMMON, **_MOE, "num_experts": 4, "shared_expert_intermediate_size": 24},
+    "qwen3_moe": {**_COMMON, **_MOE, "num_experts": 4, "head_dim": 8, "norm_topk_prob": True},
+    "deepseek_v2": {**_DEEPSEEK, "q_lora_rank": None, "topk_method": "group_limited_greedy"},
+    "deepseek_v3": {**_DEEPSEEK, "num_nextn_predict_layers": 0,
+                    "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+                                     "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}},
+    "glm4_moe": {**_COMMON, **_MOE, "num_hidden_layers": 3, "n_routed_experts": 4, "n_shared_experts": 1,
+                 "first_k_dense_replace": 1, "n_group": 2, "topk_group": 1, "head_dim": 8, "use_qk_norm": True,
+                 "num_nextn_predict_layers": 0},
+    "gpt_oss": {**_COMMON, "head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 5,
+                "intermediate_size": 16},
+    "llama4_text": {**_COMMON, "head_dim": 8, "intermediate_size_mlp": 48, "num_local_experts": 4,
+                    "num_experts_per_tok": 1, "num_hidden_layers": 4, "interleave_moe_layer_step": 2,
+                    "no_rope_layer_interval": 2, "attention_chunk_size": 5, "floor_scale": 4,
+                    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                     "high_freq_factor": 4.0, "original_max_position_embeddings": 16}},
+}
+
+
+def tiny_config(model_type: str) -> dict[str, Any]:
+    """A config.json mapping of a tiny `model_type` model (a fresh copy)."""
+    return {"model_type": model_type, **TINY[model_type]}
