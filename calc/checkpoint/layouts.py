@@ -97,7 +97,8 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                           "stablelm", "deepseek_v2", "deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe")},
     "gemma2": {**LLAMA, **_SANDWICH},
     "gemma3_text": {**LLAMA, **_SANDWICH},
-    "olmo2": {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"},
+    **{t: {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"}
+       for t in ("olmo2", "olmo3", "exaone4")},
     "cohere": {**LLAMA, "qk_norm_heads": True},
     "phi": {**LLAMA, "o": "self_attn.dense", "up": "mlp.fc1", "down": "mlp.fc2", "final_norm": "model.final_layernorm",
             "q_norm": "self_attn.q_layernorm", "k_norm": "self_attn.k_layernorm"},

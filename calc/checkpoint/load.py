@@ -57,13 +57,16 @@ def load_and_run(report: CheckpointReport, config: dict[str, Any] | None = None)
     ids = forward_ids(report.spec)
     with torch.no_grad():
         logits = model(ids)  # (1, T, vocab)
+    # What our model holds, under transformers' in-memory names (a Hub checkpoint's per-expert tensors
+    # stacked as transformers 5 keeps them): the very weights transformers' model is given next.
+    held = model.state_dict()
     del model  # transformers' model is built next: one float32 model in memory at a time
     not_parameters = {t.name for t in (*report.buffers, *report.unknown)}
     dtypes = _dtypes(t for name, t in state.items() if name not in not_parameters)
     result = _check_logits(report.spec, ids, logits, len(state), dtypes)
     if not result.ok:
         return result
-    comparison = compare_logits(config, state, ids, logits, not_parameters)
+    comparison = compare_logits(config, held, ids, logits, not_parameters)
     return replace(result, ok=comparison.ok, transformers=comparison)
 
 
