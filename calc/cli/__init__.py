@@ -2,12 +2,17 @@
 
 Each command parses its arguments, calls one library function, picks a renderer and maps
 errors to exit codes: `GptcalcError` -> `Error: ...` and exit 2 (bad input); a failed
-verification -> exit 1. torch, transformers and safetensors are imported only inside the
+verification -> exit 1. `_Group` is the one boundary: whatever escapes a command (a library
+error, click's own usage errors, even a bug) leaves as exactly one `Error: ...` line on stderr
+with control characters escaped, never a traceback (`GPTCALC_DEBUG=1` shows the traceback of an
+unexpected error), and a library's warnings are not printed between the result and the user. torch, transformers and safetensors are imported only inside the
 commands that need them, so `count`, `kvcache` and `shapes` answer instantly.
 """
 
 from __future__ import annotations
 
+import os
+import warnings
 from typing import Any
 
 import click
@@ -15,8 +20,9 @@ import click
 from calc import __version__
 from calc.cli.options import CONTEXT
 from calc.errors import GptcalcError
+from calc.render.text import one_line
 
-__all__ = ["main"]
+__all__ = ["input_error", "main"]
 
 class InputError(click.ClickException):
     """Printed by click as `Error: <message>`; exit code 2 like click's own usage errors."""
@@ -24,17 +30,57 @@ class InputError(click.ClickException):
     exit_code = 2
 
 
+# What click raises to stop on purpose (--help, --version, Ctrl-C, no arguments: the help page).
+_PASS_THROUGH = (click.exceptions.Exit, click.Abort, click.exceptions.NoArgsIsHelpError)
+
+
 class _Group(click.Group):
-    """Resolves the `list` alias of `presets` and turns library errors into `InputError`."""
+    """Resolves the `list` alias of `presets`; every error, ours or not, becomes one `InputError` line."""
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         return super().get_command(ctx, "presets" if name == "list" else name)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """The group's own arguments (`gptcalc --bogus`) are parsed here, before `invoke`."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except _PASS_THROUGH:
+            raise
+        except click.ClickException as exc:
+            raise input_error(exc) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
-        except GptcalcError as exc:
-            raise InputError(str(exc)) from None
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch's and transformers' advice is not for our users
+                return super().invoke(ctx)
+        except _PASS_THROUGH:
+            raise
+        except Exception as exc:
+            if os.environ.get("GPTCALC_DEBUG") and not isinstance(exc, (GptcalcError, click.ClickException)):
+                raise
+            raise input_error(exc) from None
+
+
+def input_error(exc: Exception) -> InputError:
+    """The one line (control characters escaped) that `exc` is shown as; exit 2."""
+    if isinstance(exc, GptcalcError):
+        message = str(exc)
+    elif isinstance(exc, click.UsageError):  # click's usage, hint and error lines, as one
+        where = f"{exc.ctx.command_path}: " if exc.ctx else ""
+        help_hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx else ""
+        message = f"{where}{exc.format_message()}{help_hint}"
+    elif isinstance(exc, click.ClickException):
+        message = exc.format_message()
+    elif isinstance(exc, MemoryError):
+        message = "out of memory (an input far larger than any real model or file?)"
+    elif isinstance(exc, RecursionError):
+        message = "input nested too deeply to read"
+    else:
+        message = (f"unexpected {type(exc).__name__}: {str(exc).strip() or 'no message'} (a bug in gptcalc; "
+                   "please report it with the command; GPTCALC_DEBUG=1 shows the traceback)")
+    return InputError(one_line(message))
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)
