@@ -290,7 +290,7 @@ def test_index_that_is_not_json(tmp_path: Path) -> None:
 def test_bad_shard_header_names_the_shard(tmp_path: Path) -> None:
     directory = _two_shards(tmp_path)
     write_raw(directory / "model-00002-of-00002.safetensors", "nope")
-    with pytest.raises(GptcalcError, match=r"model-00002-of-00002.safetensors: header is not valid JSON"):
+    with pytest.raises(GptcalcError, match=r"model-00002-of-00002.safetensors: header: not valid JSON"):
         read_checkpoint(str(directory))
 
 

@@ -11,7 +11,6 @@ paths that need them.
 
 from __future__ import annotations
 
-import json
 import math
 import pickle
 import zipfile
@@ -21,6 +20,7 @@ from typing import Any, Callable
 
 from calc.spec import hf
 from calc.errors import GptcalcError
+from calc.inputs import MAX_INDEX_BYTES, inside, load_json, read_text
 from calc.checkpoint.safetensors_header import read_header
 
 __all__ = ["FileRead", "RawCheckpoint", "TensorRecord", "as_state_dict", "from_file", "from_index", "load_torch_file",
@@ -95,7 +95,7 @@ def open_checkpoint(text: str, with_config: bool = True) -> RawCheckpoint:
 
 def from_file(path: Path, source: str, config: hf.HFConfig | None = None) -> RawCheckpoint:
     if path.name.endswith(".index.json"):
-        return from_index(path, source, lambda name: path.parent / name, config)
+        return from_index(path, source, lambda name: path.parent / name, config, path.parent)
     if path.suffix in TORCH_SUFFIXES:
         tensors, aliases = _torch_tensors(path)
         files = (FileRead(str(path), path.stat().st_size, None),)
@@ -107,16 +107,21 @@ def from_file(path: Path, source: str, config: hf.HFConfig | None = None) -> Raw
 
 
 def _from_dir(path: Path, source: str, with_config: bool) -> RawCheckpoint:
+    """The first weight file of `WEIGHT_FILES` in the directory; none may link out of it."""
     config = _dir_config(path) if with_config else None
     for name in WEIGHT_FILES:
         if (path / name).is_file():
+            inside(path / name, path, "the checkpoint directory")
             return from_file(path / name, source, config)
     raise GptcalcError(f"{path}: no checkpoint in this directory (looked for {', '.join(WEIGHT_FILES)})")
 
 
 def _dir_config(path: Path) -> hf.HFConfig | None:
     config = path / "config.json"
-    return hf.read_config(config) if config.is_file() else None
+    if not config.is_file():
+        return None
+    inside(config, path, "the checkpoint directory")
+    return hf.read_config(config)
 
 
 def _safetensors(path: Path) -> tuple[tuple[TensorRecord, ...], FileRead]:
@@ -126,9 +131,10 @@ def _safetensors(path: Path) -> tuple[tuple[TensorRecord, ...], FileRead]:
 
 
 def from_index(
-    index: Path, source: str, locate: Callable[[str], Path | None], config: hf.HFConfig | None
+    index: Path, source: str, locate: Callable[[str], Path | None], config: hf.HFConfig | None, root: Path
 ) -> RawCheckpoint:
-    """A sharded checkpoint: every shard the index names must exist and hold what it says."""
+    """A sharded checkpoint: every shard the index names must exist, resolve to a file under `root`
+    (the index's directory; the Hub cache for a cached repo) and hold what the index says."""
     weight_map, total_size = read_index(index)
     tensors: list[TensorRecord] = []
     files = [FileRead(str(index), index.stat().st_size, index.stat().st_size)]
@@ -137,6 +143,7 @@ def from_index(
         shard_path = locate(shard)
         if shard_path is None or not shard_path.is_file():
             raise GptcalcError(f"{index}: weight_map names shard {shard!r}, which is missing")
+        inside(shard_path, root, "the checkpoint directory")
         raw = from_file(shard_path, source)
         tensors.extend(raw.tensors)
         files.extend(raw.files)
@@ -148,12 +155,7 @@ def from_index(
 
 
 def read_index(index: Path) -> tuple[dict[str, str], int | None]:
-    try:
-        data = json.loads(index.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise GptcalcError(f"{index}: cannot read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise GptcalcError(f"{index}: not valid JSON: {exc}") from None
+    data = load_json(read_text(index, MAX_INDEX_BYTES), str(index))
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise GptcalcError(f"{index}: weight_map: expected an object of tensor name -> shard file name")

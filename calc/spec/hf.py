@@ -9,7 +9,6 @@ required key is an error naming it. huggingface_hub is imported only when a hub 
 
 from __future__ import annotations
 
-import json
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,8 +16,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from calc.errors import GptcalcError
+from calc.inputs import inside, load_json, read_text
 
-__all__ = ["HFConfig", "config_from_hub", "download", "first_line", "hub_errors", "looks_like_repo_id", "read_config"]
+__all__ = ["HFConfig", "cache_root", "config_from_hub", "download", "first_line", "hub_errors", "in_cache",
+           "looks_like_repo_id", "read_config"]
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
 
@@ -54,12 +55,7 @@ class HFConfig:
 
 def read_config(path: Path) -> HFConfig:
     """A config.json file; a bad one is one error line naming it."""
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise GptcalcError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise GptcalcError(f"{path}: not valid JSON: {exc}") from None
+    config = load_json(read_text(path), str(path))
     if not isinstance(config, dict):
         raise GptcalcError(f"{path}: expected a JSON object, got {type(config).__name__}")
     # ./Llama-3.1-8B/config.json is "Llama-3.1-8B"; a config saved as mixtral.json is "mixtral"
@@ -79,7 +75,21 @@ def download(repo_id: str, filename: str) -> Path:
     import huggingface_hub
 
     with hub_errors(repo_id, filename):
-        return Path(huggingface_hub.hf_hub_download(repo_id, filename))
+        path = Path(huggingface_hub.hf_hub_download(repo_id, filename))
+    return in_cache(path)
+
+
+def cache_root() -> Path:
+    """huggingface_hub's cache directory: its snapshot files are symlinks into its own blobs/."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def in_cache(path: Path) -> Path:
+    """A file the cache returned, refused if it links out of the cache (a planted symlink)."""
+    inside(path, cache_root(), "the Hugging Face cache")
+    return path
 
 
 @contextmanager
