@@ -186,13 +186,15 @@ def test_torch_state_dicts_count_a_tied_head_once(tiny, family: str) -> None:
         assert report.breakdown.tied
 
 
-def test_wrapped_and_legacy_torch_files(tiny, tmp_path: Path) -> None:
+def test_wrapped_torch_file_is_read_and_a_legacy_one_refused(tiny, tmp_path: Path) -> None:
+    """A legacy (pre-zip) file cannot be memory-mapped: reading it would read every weight."""
     torch = pytest.importorskip("torch")
     params, model = tiny["llama"].params, tiny["llama"].model
     torch.save({"state_dict": model.state_dict(), "step": 3}, tmp_path / "wrapped.pt")
+    assert read_checkpoint(str(tmp_path / "wrapped.pt")).breakdown.total == params
     torch.save(model.state_dict(), tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
-    for name in ("wrapped.pt", "legacy.pt"):
-        assert read_checkpoint(str(tmp_path / name)).breakdown.total == params
+    with pytest.raises(GptcalcError, match="legacy.pt: a legacy .* torch file"):
+        read_checkpoint(str(tmp_path / "legacy.pt"))
 
 
 class RunsCode:

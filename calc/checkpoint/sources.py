@@ -4,8 +4,10 @@ Every source is reduced to the same `RawCheckpoint`: tensor names, dtypes, shape
 plus the config.json it came with and how many bytes were read to learn all that. safetensors
 files are read header-only (`calc.checkpoint.safetensors_header`); a torch state dict is opened with
 `torch.load(weights_only=True, mmap=True)`, which builds tensors and nothing else and maps the
-weights instead of reading them (a legacy, pre-zip torch file cannot be mapped and is read whole);
-a Hub repo id goes to `calc.checkpoint.hub`. torch and huggingface_hub are imported only on the
+weights instead of reading them. Before torch sees a file, the zip archive is checked: its pickle
+must be stored uncompressed (as torch.save writes it) and under `MAX_PICKLE_BYTES`, so a small
+file cannot inflate to gigabytes; a legacy (pre-1.6, non-zip) torch file cannot be mapped, would
+be read whole, and is refused. A Hub repo id goes to `calc.checkpoint.hub`. torch and huggingface_hub are imported only on the
 paths that need them.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +34,10 @@ WEIGHT_FILES = ("model.safetensors.index.json", "model.safetensors", "pytorch_mo
 TORCH_SUFFIXES = (".bin", ".pt", ".pth")
 # A path ending in one of these is a file, never a Hub repo id (`Qwen/Qwen2.5-7B` has a dot and is a repo).
 FILE_SUFFIXES = (".safetensors", ".json", *TORCH_SUFFIXES)
+# A state dict's pickle is ~150 B per tensor (a 1,000-tensor shard: 150 kB); the weights are separate records.
+MAX_PICKLE_BYTES = 64 * 2**20
+# torch.save's legacy format opens with this number, pickled (torch/serialization.py's MAGIC_NUMBER).
+_LEGACY_MAGIC = b"\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
 
 
 @dataclass(frozen=True)
@@ -187,9 +194,14 @@ _TORCH_DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16
 
 
 def _torch_tensors(path: Path) -> tuple[tuple[TensorRecord, ...], dict[str, str]]:
-    """Tensor names, dtypes and shapes of a state dict; memory-mapped, so the weights stay on disk."""
+    """Tensor names, dtypes and shapes of a state dict; memory-mapped, so the weights stay on disk.
+
+    Two names for the very same view (a tied head) are one tensor and an alias. Any other sharing
+    of stored bytes is refused rather than counted as bytes that are not there: a zero-stride
+    view (1,000 x 1,000 elements from one stored float) or two views that overlap in part.
+    """
     state = as_state_dict(load_torch_file(path), path)
-    records, owners, aliases = [], {}, {}
+    records, owners, aliases, views = [], {}, {}, []
     for name in sorted(state, key=lambda n: n.endswith("lm_head.weight")):  # a tied head is the alias
         tensor = state[name]
         dtype = _TORCH_DTYPES.get(str(tensor.dtype).removeprefix("torch."), str(tensor.dtype))
@@ -199,9 +211,31 @@ def _torch_tensors(path: Path) -> tuple[tuple[TensorRecord, ...], dict[str, str]
             key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), shape, tuple(tensor.stride()))
             if key in owners:
                 aliases[name] = owners[key]
-            owners.setdefault(key, name)
+            else:
+                owners[key] = name
+                views.append((key[0], *_view_bytes(tensor, name, path), name))
+    _check_disjoint(views, path)
     order = {name: i for i, name in enumerate(state)}
     return tuple(sorted(records, key=lambda r: order[r.name])), aliases
+
+
+def _view_bytes(tensor: Any, name: str, path: Path) -> tuple[int, int]:
+    """[begin, end) of the storage bytes a tensor's view spans; every element must have its own."""
+    span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    if span < tensor.numel():
+        raise GptcalcError(f"{path}: tensor {name!r}: {tensor.numel():,} elements are views of {span:,} stored ones "
+                           f"(strides {list(tensor.stride())}); a state dict stores every weight")
+    begin = tensor.storage_offset() * tensor.element_size()
+    return begin, begin + span * tensor.element_size()
+
+
+def _check_disjoint(views: list[tuple[int, int, int, str]], path: Path) -> None:
+    """No two tensors (other than aliases) may share stored bytes: (storage, begin, end, name) each."""
+    views.sort()
+    for (storage, _, end, name), (other, begin, _, second) in zip(views, views[1:]):
+        if storage == other and begin < end:
+            raise GptcalcError(f"{path}: tensors {name!r} and {second!r} overlap in storage; "
+                               "their bytes would be counted twice")
 
 
 def needs_torch(where: str, exc: ImportError) -> GptcalcError:
@@ -214,13 +248,40 @@ def load_torch_file(path: Path) -> Any:
         import torch
     except ImportError as exc:
         raise needs_torch(f"{path}: reading a torch state dict", exc) from None
-    mmap = zipfile.is_zipfile(path)  # the legacy (pre-1.6) format cannot be memory-mapped
+    mmap = _check_torch_file(path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
         raise GptcalcError(f"{path}: {_unpickling_failure(exc)}") from None
-    except (RuntimeError, EOFError, OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        raise GptcalcError(f"{path}: not a readable torch checkpoint: {hf.first_line(exc)}") from None
+    except Exception as exc:  # torch's readers fail on hostile bytes with AssertionError, IndexError, struct.error, ...
+        raise GptcalcError(f"{path}: not a readable torch checkpoint: {type(exc).__name__}: {hf.first_line(exc)}") from None
+
+
+def _check_torch_file(path: Path) -> bool:
+    """What can be checked before torch reads a byte: True for a zip archive torch can map.
+
+    torch reads the archive's pickle whole into memory, so its uncompressed size is capped, and
+    torch.save never compresses, so a compressed record (a zip bomb) is refused. A legacy file
+    cannot be memory-mapped, so torch.load would read every weight: refused.
+    """
+    if not zipfile.is_zipfile(path):
+        with open(path, "rb") as handle:
+            if _LEGACY_MAGIC in handle.read(32):
+                raise GptcalcError(f"{path}: a legacy (pre-1.6, non-zip) torch file: reading it means reading every "
+                                   "weight, so gptcalc does not; re-save it with torch.save or convert it to safetensors")
+        return False
+    try:
+        with zipfile.ZipFile(path) as archive:
+            records = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, struct.error, NotImplementedError) as exc:
+        raise GptcalcError(f"{path}: not a readable torch checkpoint: {type(exc).__name__}: {hf.first_line(exc)}") from None
+    for record in records:
+        if record.compress_type != zipfile.ZIP_STORED:
+            raise GptcalcError(f"{path}: {record.filename}: compressed, which torch.save never does; refused")
+        if record.filename.endswith("data.pkl") and record.file_size > MAX_PICKLE_BYTES:
+            raise GptcalcError(f"{path}: {record.filename}: a {record.file_size:,} B pickle, over the "
+                               f"{MAX_PICKLE_BYTES:,} B any state dict needs; refused")
+    return True
 
 
 def _unpickling_failure(exc: Exception) -> str:
