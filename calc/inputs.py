@@ -26,14 +26,19 @@ from typing import Any
 
 from calc.errors import GptcalcError
 
-__all__ = ["MAX_DEPTH", "MAX_INDEX_BYTES", "MAX_INT_DIGITS", "MAX_TEXT_BYTES", "MAX_VALUES", "check_nesting",
-           "inside", "load_json", "read_text", "strict_int"]
+__all__ = ["MAX_DEPTH", "MAX_INDEX_BYTES", "MAX_INT_DIGITS", "MAX_TEXT_BYTES", "MAX_TORCH_DIM", "MAX_TORCH_LAYERS",
+           "MAX_VALUES", "check_nesting", "inside", "load_json", "read_text", "strict_int"]
 
 MAX_TEXT_BYTES = 16 * 2**20  # a config.json or a YAML spec: real ones are a few KiB
 MAX_INDEX_BYTES = 64 * 2**20  # a shard index lists every tensor: DeepSeek-V3's 91,000 names take ~9 MB
 MAX_INT_DIGITS = 30
 MAX_DEPTH = 64
 MAX_VALUES = 5_000_000
+# A torch model is one Python module per layer, even on the meta device (100,000 layers: 3 GB, 70 s).
+# Released models have at most a few hundred layers; beyond this, only the arithmetic answers.
+MAX_TORCH_LAYERS = 1024
+# torch dimensions: wider than any real width, head, vocabulary or expert count (2^24 = 16,777,216).
+MAX_TORCH_DIM = 2**24
 
 
 def read_text(path: Path, limit: int = MAX_TEXT_BYTES) -> str:

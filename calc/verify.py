@@ -16,10 +16,11 @@ from calc.analysis.breakdown import Breakdown, Diff, compare
 from calc.checkpoint.sources import needs_torch
 from calc.analysis.count import count
 from calc.errors import GptcalcError
+from calc.inputs import MAX_TORCH_DIM, MAX_TORCH_LAYERS
 from calc.spec.load import load_spec, parse_overrides
 from calc.spec.model import ModelSpec
 
-__all__ = ["Verification", "torch_source", "verify"]
+__all__ = ["Verification", "check_buildable", "torch_source", "verify"]
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,40 @@ class Verification:
 
 
 def torch_source(spec: ModelSpec) -> Breakdown:
-    """The torch reference model's breakdown (built on the meta device: any size, no memory)."""
+    """The torch reference model's breakdown (built on the meta device: no memory for weights)."""
+    check_buildable(spec)
     try:
         from calc.reference.count import torch_breakdown
     except ImportError as exc:
         raise needs_torch("verify", exc) from None
     return torch_breakdown(spec)
+
+
+def check_buildable(spec: ModelSpec) -> None:
+    """Refuse, before torch is imported, a spec whose torch model cannot be built in seconds: one
+    module per layer, dimensions that make CPU-side tables (rotary frequencies) huge, or a tensor
+    of more elements than torch's int64 sizes hold. The arithmetic commands take any size."""
+    if spec.n_layers > MAX_TORCH_LAYERS:
+        raise GptcalcError(f"verify: {spec.name} has {spec.n_layers:,} layers; the torch model is one module per "
+                           f"layer and verify builds at most {MAX_TORCH_LAYERS:,} (count, memory and shapes take any size)")
+    for where, value in _ints(spec.model_dump(exclude={"n_positions", "layers"})):
+        if value > MAX_TORCH_DIM:
+            raise GptcalcError(f"verify: {spec.name}: {where} = {value:,} is over the {MAX_TORCH_DIM:,} a torch "
+                               "model is built with (count, memory and shapes take any size)")
+    if (total := count(spec).total) >= 2**63:
+        raise GptcalcError(f"verify: {spec.name}: {total:,} parameters overflow torch's int64 sizes")
+
+
+def _ints(data: Any, where: str = "") -> Any:
+    """(dotted.path, value) for every int in a nested spec dump."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from _ints(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(data, (list, tuple)):
+        for i, value in enumerate(data):
+            yield from _ints(value, f"{where}[{i}]")
+    elif isinstance(data, int) and not isinstance(data, bool):
+        yield where, data
 
 
 def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str | None = None,

@@ -13,6 +13,7 @@ from typing import Any
 
 from calc.analysis.breakdown import Breakdown
 from calc.errors import GptcalcError, UnsupportedModelType
+from calc.inputs import MAX_TORCH_LAYERS
 from calc.spec.hf import first_line
 
 __all__ = ["transformers_breakdown"]
@@ -42,6 +43,10 @@ def _build(torch: Any, transformers: Any, exc: UnsupportedModelType) -> Any:
     data = dict(exc.config)
     try:
         config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+        layers = getattr(config.get_text_config(), "num_hidden_layers", 0)
+        if isinstance(layers, int) and layers > MAX_TORCH_LAYERS:
+            raise GptcalcError(f"{exc}; building transformers' model of {layers:,} layers is refused "
+                               f"(at most {MAX_TORCH_LAYERS:,}: one torch module per layer)")
         with torch.device("meta"):
             return transformers.AutoModelForCausalLM.from_config(config)
     except (KeyError, ValueError) as error:

@@ -47,7 +47,11 @@ def infer_spec(raw: RawCheckpoint) -> tuple[ModelSpec, tuple[str, ...]]:
         fields, notes = (_gpt2 if family == "gpt2" else _llama)(shapes)
     except _Uninferable as exc:
         raise GptcalcError(f"{raw.source}: cannot infer a spec from tensor shapes: {exc}; pass MODEL") from None
-    fields.update(family=family, name=raw.source, n_layers=max((l for l in layers if l is not None), default=0) + 1)
+    n_layers = max((l for l in layers if l is not None), default=0) + 1
+    if n_layers > len(raw.tensors):  # every layer stores at least one tensor
+        raise GptcalcError(f"{raw.source}: a tensor name says layer {n_layers - 1:,}, but only {len(raw.tensors):,} "
+                           "tensors are stored; refused")
+    fields.update(family=family, name=raw.source, n_layers=n_layers)
     return spec_from_dict(fields, f"{raw.source} (spec inferred from tensor shapes)"), notes
 
 

@@ -73,9 +73,13 @@ NAME_MAPS: dict[str, dict[str, Target]] = {
 OPTIONAL_PREFIXES: dict[str, tuple[str, ...]] = {"gpt2": ("transformer.",), "llama": ()}
 
 
+# A layer index as transformers writes it: ASCII digits, no leading zero (`h.01.` and `h.١.` are not layer 1).
+LAYER_INDEX = r"(0|[1-9][0-9]*)"
+
+
 def _compile(family: str) -> list[tuple[re.Pattern[str], str, Target]]:
     return [
-        (re.compile("^" + re.escape(template).replace(r"\{\}", r"(\d+)") + "$"), template, target)
+        (re.compile("^" + re.escape(template).replace(r"\{\}", LAYER_INDEX) + "$"), template, target)
         for template, target in NAME_MAPS[family].items()
     ]
 

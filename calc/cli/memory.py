@@ -99,7 +99,7 @@ def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: 
     from calc.analysis.memory import budget_for, inference
 
     result = inference(spec, count_params(spec), seq or spec.n_positions, batch or 1, dtype, kv_dtype, group_size)
-    solved, label = budget_for(spec, budget, result, seq, batch) if budget else (None, "")
+    solved, label = budget_for(spec, budget, result, seq, batch) if budget is not None else (None, "")
     if as_json:
         render.print_json({**result.to_json(), "model": spec.name,
                            **({"budget": {**solved.to_json(), "label": label}} if solved else {})})

@@ -15,7 +15,9 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 # The keys of calc.analysis.memory.DTYPE_BITS (tests/test_memory.py keeps the two in step), spelled out
 # here so that defining the options imports nothing.
 DTYPES = click.Choice(["fp32", "fp16", "bf16", "fp8", "int8", "int4"])
-POSITIVE = click.IntRange(min=1)
+# A count of tokens, sequences or weights: positive, and bounded so that products of it stay printable
+# (Python refuses to print an int of more than 4,300 digits).
+POSITIVE = click.IntRange(min=1, max=10**15)
 
 set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                           help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")
