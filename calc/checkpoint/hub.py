@@ -57,6 +57,9 @@ def _from_hub_metadata(repo_id: str, config: hf.HFConfig | None) -> RawCheckpoin
     from huggingface_hub import errors
 
     with hf.hub_errors(repo_id, "safetensors headers"):
+        if not hf.reachable(repo_id):
+            raise GptcalcError(f"{repo_id}: the Hub cannot be reached (no network?) and the safetensors files are not "
+                               "in the local Hugging Face cache")
         try:
             meta = huggingface_hub.get_safetensors_metadata(repo_id)
         except errors.NotASafetensorsRepoError:
