@@ -401,6 +401,7 @@ def test_hub_repo_online_reads_headers_through_huggingface_hub(gpt2_file: Path, 
     (tmp_path / "config.json").write_text(GPT2_CONFIG)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(calc.spec.hf, "download", lambda repo_id, name: tmp_path / name)
+    monkeypatch.setattr(calc.spec.hf, "reachable", lambda repo_id: True)
     monkeypatch.setattr(huggingface_hub, "get_safetensors_metadata", lambda repo_id: repo)
     report = read_checkpoint("online-org/gpt2")
     assert report.breakdown.total == GPT2_PARAMS and report.ok
