@@ -466,6 +466,7 @@ def test_hub_failures_are_one_line_the_same_for_config_and_headers(name: str, mo
     assert str(caught.value).startswith(HUB_FAILURES[name].replace("WHAT", "config.json"))
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(calc.spec.hf, "reachable", lambda repo_id: True)  # the Hub answers, with an error
     monkeypatch.setattr(huggingface_hub, "get_safetensors_metadata", fail)
     with pytest.raises(GptcalcError) as caught:
         read_checkpoint("some-org/some-model", load_spec("gpt2-small"))  # a spec: no config.json fetched
