@@ -48,7 +48,7 @@ class _Group(click.Group):
         except _PASS_THROUGH:
             raise
         except click.ClickException as exc:
-            raise input_error(exc) from None
+            raise input_error(exc, parent) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -60,17 +60,16 @@ class _Group(click.Group):
         except Exception as exc:
             if os.environ.get("GPTCALC_DEBUG") and not isinstance(exc, (GptcalcError, click.ClickException)):
                 raise
-            raise input_error(exc) from None
+            raise input_error(exc, ctx) from None
 
 
-def input_error(exc: Exception) -> InputError:
+def input_error(exc: Exception, ctx: click.Context | None = None) -> InputError:
     """The one line (control characters escaped) that `exc` is shown as; exit 2."""
     if isinstance(exc, GptcalcError):
         message = str(exc)
     elif isinstance(exc, click.UsageError):  # click's usage, hint and error lines, as one
-        where = f"{exc.ctx.command_path}: " if exc.ctx else ""
-        help_hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx else ""
-        message = f"{where}{exc.format_message()}{help_hint}"
+        path = (exc.ctx or ctx).command_path if (exc.ctx or ctx) else "gptcalc"
+        message = f"{path}: {exc.format_message()} (see {path} --help)"
     elif isinstance(exc, click.ClickException):
         message = exc.format_message()
     elif isinstance(exc, MemoryError):
