@@ -1,4 +1,4 @@
-"""A tiny, valid GPT-2 checkpoint directory to break on purpose (hostile-input tests).
+"""A tiny, valid GPT-2 checkpoint directory to break on purpose (the hostile-input and fuzz tests).
 
 One layer, d_model 4, vocabulary 11, 8 positions, d_ff 16: `config.json` and either one
 `model.safetensors` or two shards with an index. Small enough that a test can build hundreds.
