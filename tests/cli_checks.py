@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner, Result
+from hypothesis import HealthCheck, settings
 
 from calc.cli import main
 
-__all__ = ["SECONDS", "check_run", "fuzz_examples"]
+__all__ = ["CASES", "SECONDS", "check_run", "fuzz_examples"]
 
 SECONDS = 10.0  # the wall-clock bound of one command (the shared CI machine is slow)
 _CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
@@ -40,6 +41,10 @@ sys.addaudithook(_audit)
 def fuzz_examples(default: int) -> int:
     """Examples per fuzz test: `default`, or 20 times as many with GPTCALC_FUZZ_LONG=1 (`--fuzz-long`)."""
     return default * 20 if os.environ.get("GPTCALC_FUZZ_LONG") else default
+
+
+# The hypothesis settings of the hostile-input tests: a dozen variants per class by default.
+CASES = settings(max_examples=fuzz_examples(12), deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def check_run(args: list[str], area: Path | None = None, allowed: Path | None = None) -> Result:

@@ -2,6 +2,7 @@
 
 One layer, d_model 4, vocabulary 11, 8 positions, d_ff 16: `config.json` and either one
 `model.safetensors` or two shards with an index. Small enough that a test can build hundreds.
+`cache_snapshot` lays one out in the Hugging Face cache as huggingface_hub does.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from checkpoint_files import Layout, write_safetensors, write_sharded
 
-__all__ = ["CONFIG", "LAYOUT", "TINY_PARAMS", "write_checkpoint"]
+__all__ = ["CONFIG", "LAYOUT", "TINY_PARAMS", "cache_snapshot", "write_checkpoint"]
 
 LAYOUT: Layout = {
     "wte.weight": ("F32", (11, 4)), "wpe.weight": ("F32", (8, 4)),
@@ -38,3 +39,22 @@ def write_checkpoint(directory: Path, sharded: bool = False, config: dict | None
     else:
         write_safetensors(directory / "model.safetensors", LAYOUT)
     return directory
+
+
+def cache_snapshot(repo_id: str) -> Path:
+    """huggingface_hub's layout: snapshots/<commit>/<file> are relative symlinks into ../../blobs/."""
+    from huggingface_hub import constants
+
+    repo = Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}"
+    snapshot = repo / "snapshots" / ("1" * 40)
+    source = write_checkpoint(repo / "source")
+    (repo / "blobs").mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("1" * 40)
+    for name in ("config.json", "model.safetensors"):
+        (source / name).rename(repo / "blobs" / f"blob-{name}")
+        (snapshot / name).symlink_to(Path("..") / ".." / "blobs" / f"blob-{name}")
+    return snapshot
+
+
