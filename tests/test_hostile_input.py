@@ -214,3 +214,22 @@ def test_torch_warnings_do_not_precede_the_error_line(tmp_path: Path) -> None:
     (tmp_path / "x.bin").write_bytes(pickle.dumps({"x": 1}, protocol=5))
     result = check_run(["inspect", str(tmp_path / "x.bin")])
     assert result.exit_code == 2 and result.stderr.startswith("Error: ")
+
+
+def test_library_log_lines_do_not_reach_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """huggingface_hub logs "Retrying in 8s" at WARNING; no library's log line reaches a user's stderr."""
+    import logging
+
+    import calc.analysis.count
+
+    real = calc.analysis.count.count
+
+    def logging_count(spec):
+        logging.getLogger("huggingface_hub").warning("Retrying in 8s [Retry 4/5].")
+        logging.getLogger("transformers").error("a library's error log")
+        return real(spec)
+
+    monkeypatch.setattr(calc.analysis.count, "count", logging_count)
+    result = check_run(["count", "gpt2"])
+    assert result.exit_code == 0 and result.stderr == ""
+    assert not logging.root.manager.disable  # logging is itself again after the command

@@ -11,9 +11,11 @@ commands that need them, so `count`, `kvcache` and `shapes` answer instantly.
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import click
 
@@ -52,7 +54,7 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _quiet_loggers():
                 warnings.simplefilter("ignore")  # torch's and transformers' advice is not for our users
                 return super().invoke(ctx)
         except _PASS_THROUGH:
@@ -61,6 +63,17 @@ class _Group(click.Group):
             if os.environ.get("GPTCALC_DEBUG") and not isinstance(exc, (GptcalcError, click.ClickException)):
                 raise
             raise input_error(exc, ctx) from None
+
+
+@contextmanager
+def _quiet_loggers() -> Iterator[None]:
+    """Libraries log to stderr too (huggingface_hub's "Retrying in 8s", transformers' notices): not
+    while a command runs, whose stderr is its one `Error:` line or nothing."""
+    logging.disable(logging.ERROR)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 def input_error(exc: Exception, ctx: click.Context | None = None) -> InputError:
