@@ -1,26 +1,31 @@
 """`verify`: line up every source of truth for one spec and decide whether they agree.
 
 The sources are the analytic formulas (the reference), the torch model built from the same spec,
+transformers' own model of the config.json the spec came from (when transformers is installed),
 and, when asked, a checkpoint's tensors (headers only) and a real load of its weights. Each
 source yields a `Breakdown`, so agreement is one `compare()`; the checkpoint adds its own
-per-tensor checks (names, shapes) and `--load` its forward pass. torch is imported only here,
-lazily, so the CLI module stays light.
+per-tensor checks (names, shapes) and `--load` its tensor checks, forward pass and logits against
+transformers'. `Verification.problems` is the one list both the headline and the exit code are
+read from, so they cannot disagree. torch is imported only here, lazily, so the CLI module stays
+light.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from calc.analysis.breakdown import Breakdown, Diff, compare
-from calc.checkpoint.sources import needs_torch
 from calc.analysis.count import count
+from calc.checkpoint.sources import needs_torch
 from calc.errors import GptcalcError
 from calc.inputs import MAX_TORCH_DIM, MAX_TORCH_LAYERS
-from calc.spec.load import load_spec, parse_overrides
+from calc.spec import hf
+from calc.spec.load import config_with_overrides, load_config, load_spec, parse_overrides
 from calc.spec.model import ModelSpec
 
-__all__ = ["Verification", "check_buildable", "torch_source", "verify"]
+__all__ = ["Verification", "check_buildable", "diff_verdict", "torch_source", "verify"]
 
 
 @dataclass(frozen=True)
@@ -31,12 +36,32 @@ class Verification:
     sources: dict[str, Breakdown]
     diff: Diff
     checkpoint: Any = None  # calc.checkpoint.report.CheckpointReport
-    loaded: Any = None  # calc.checkpoint.load result of --load
+    loaded: Any = None  # calc.checkpoint.report.LoadResult of --load
+    transformers: Any = None  # calc.checkpoint.transformers_source.TransformersSource
+
+    def problems(self) -> list[str]:
+        """Every reason verification fails, in words; empty when it passes."""
+        found = [] if self.diff.ok else [diff_verdict(self.diff)]
+        if self.transformers is not None and not self.transformers.ok:
+            found.append("transformers' model disagrees")
+        if self.checkpoint is not None and not self.checkpoint.ok:
+            bad = len(self.checkpoint.mismatches) + len(self.checkpoint.unknown)
+            found.append(f"{bad} checkpoint tensor{'s' if bad != 1 else ''} unrecognised or misshapen")
+        if self.loaded is not None and not self.loaded.ok:
+            found.append("--load failed")
+        return found
 
     @property
     def ok(self) -> bool:
-        return (self.diff.ok and (self.checkpoint is None or self.checkpoint.ok)
-                and (self.loaded is None or self.loaded.ok))
+        return not self.problems()
+
+    @property
+    def verdict(self) -> str:
+        """The headline: "all agree", or every failure (counts that agree said first)."""
+        problems = self.problems()
+        if not problems:
+            return "all agree"
+        return "; ".join(["counts agree", *problems] if self.diff.ok else problems)
 
     def to_json(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -45,11 +70,17 @@ class Verification:
             "mismatches": [row.component for row in self.diff.mismatches],
             "tied": {name: b.tied for name, b in self.sources.items()},
         }
+        if self.transformers is not None:
+            result["transformers"] = self.transformers.to_json()
         if self.checkpoint is not None:
             result["checkpoint"] = self.checkpoint.to_json()
         if self.loaded is not None:
             result["load"] = self.loaded.to_json()
-        return {**result, "ok": self.ok}
+        return {**result, "ok": self.ok, "verdict": self.verdict, "problems": self.problems()}
+
+
+def diff_verdict(diff: Diff) -> str:
+    return "all agree" if diff.ok else f"{len(diff.mismatches)} of {len(diff.rows)} components disagree"
 
 
 def torch_source(spec: ModelSpec) -> Breakdown:
@@ -91,28 +122,47 @@ def _ints(data: Any, where: str = "") -> Any:
 
 def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str | None = None,
            load: bool = False) -> Verification:
-    """Analytic vs torch, plus the checkpoint (and a real load) when one is given."""
+    """Analytic vs torch (and transformers), plus the checkpoint (and a real load) when one is given."""
     if load and checkpoint is None:
         raise GptcalcError("--load: needs --checkpoint PATH|REPO_ID (the weights to load)")
     changes = parse_overrides(overrides)
     spec = load_spec(model, changes) if model else None
+    config = load_config(model, changes) if model else None
     report = loaded = None
     if checkpoint is not None:
         from calc.checkpoint.report import read_for_verify
 
         report = read_for_verify(checkpoint, spec, changes)
+        if spec is None:
+            config = _checkpoint_config(checkpoint, changes)
         spec = report.spec
     if spec is None:
         raise GptcalcError("verify: give MODEL, or --checkpoint PATH|REPO_ID holding a config.json")
     sources = {"analytic": count(spec), "torch": torch_source(spec)}
+    transformers = _transformers(spec, config, sources["analytic"].total)
+    if transformers.breakdown is not None:
+        sources["transformers"] = transformers.breakdown
     if report is not None:
         sources["checkpoint"] = report.breakdown
     if load:
-        loaded = _load(report)
-    return Verification(spec, sources, compare(sources), report, loaded)
+        loaded = _load(report, config)
+    return Verification(spec, sources, compare(sources), report, loaded, transformers)
 
 
-def _load(report: Any) -> Any:
+def _transformers(spec: ModelSpec, config: hf.HFConfig | None, analytic_total: int) -> Any:
+    from calc.checkpoint.transformers_source import transformers_source
+
+    return transformers_source(spec, config, analytic_total)
+
+
+def _checkpoint_config(checkpoint: str, changes: dict[str, Any]) -> hf.HFConfig:
+    """The config.json the checkpoint's spec was read from (its directory's, or its Hub repo's)."""
+    path = Path(checkpoint).expanduser()
+    config = hf.read_config(path / "config.json") if path.is_dir() else hf.config_from_hub(checkpoint)
+    return config_with_overrides(config, changes) if changes else config
+
+
+def _load(report: Any, config: hf.HFConfig | None) -> Any:
     """Load the weights for real, unless the headers already disagree with the spec: building the
     model of a spec the checkpoint contradicts and reading every weight could only fail, slowly."""
     from calc.checkpoint.report import LoadResult
@@ -123,4 +173,4 @@ def _load(report: Any) -> Any:
         from calc.checkpoint.load import load_and_run
     except ImportError as exc:
         raise needs_torch("--load", exc) from None
-    return load_and_run(report)
+    return load_and_run(report, config.data if config is not None else None)

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from calc.analysis.count import count
+from calc.errors import GptcalcError
 from calc.spec.load import load_spec
 from oracle import CONFIG_DIR, preset_config, saved, spec_of, transformers_count, transformers_model
 
@@ -109,8 +110,9 @@ def test_smollm3_matches_keras_but_for_its_rotary_buffers() -> None:
     """keras-hub smollm3_3b_en says 3,075,100,928 (f"{KERAS}/smollm3/smollm3_presets.py#L11"), but
     its rotary layer stores inv_freq (head_dim/2 = 64 values) as a weight in each of the 36 layers
     (keras_hub/src/models/smollm3/smollm3_layers.py, `self.inv_freq = self.add_weight`); transformers
-    keeps it as a buffer. SmolLM3Config's defaults are SmolLM3-3B's shape."""
+    keeps it as a buffer. SmolLM3Config's defaults are SmolLM3-3B's shape, and so is its config.json."""
     assert total({"model_type": "smollm3"}) == 3_075_100_928 - 36 * 64 == transformers_count({"model_type": "smollm3"})
+    assert total(saved("smollm3.json")) == 3_075_100_928 - 36 * 64
 
 
 def test_llama4_active_parameters_match_the_model_cards() -> None:
@@ -126,14 +128,27 @@ def test_llama4_active_parameters_match_the_model_cards() -> None:
 
 # --- defaults: an empty config is the model transformers' config class describes ---------------
 
-EMPTY = ["gemma", "gemma2", "gemma3_text", "qwen3", "phi3", "cohere", "olmo", "olmo2", "granite", "smollm3",
-         "ministral3", "llama4_text"]
+EMPTY = ["llama", "mistral", "qwen2", "gemma", "gemma2", "gemma3_text", "qwen3", "phi3", "cohere", "olmo", "olmo2",
+         "olmo3", "granite", "smollm3", "ministral3", "llama4_text", "exaone4"]
 
 
 @pytest.mark.parametrize("model_type", EMPTY)
 def test_defaults_are_transformers_config_class_defaults(model_type: str) -> None:
     config = {"model_type": model_type, "num_hidden_layers": 2}  # 2 layers: the defaults are 7B-30B models
     assert total(config) == transformers_count(config)
+
+
+def test_defaulted_sizes_are_named_in_a_note() -> None:
+    """A config that leaves out its sizes is LlamaConfig()'s 7B shape, as transformers builds it, and
+    the output says which keys came from those defaults (the integer and true/false ones; epsilons and
+    rope bases change no count and are not listed)."""
+    config = {"model_type": "llama", "vocab_size": 1000, "num_hidden_layers": 2, "mlp_bias": True}
+    spec = spec_of(config)
+    assert count(spec).total == transformers_count(config)
+    assert spec.notes == ("llama: not in the config, so transformers' defaults for llama are used: hidden_size=4096, "
+                          "intermediate_size=11008, num_attention_heads=32, max_position_embeddings=2048, "
+                          "tie_word_embeddings=false, attention_bias=false",)
+    assert spec_of(saved("mistral.json")).notes == ()
 
 
 def test_gemma_defaults_are_gemma_7b() -> None:
@@ -158,6 +173,9 @@ LAYERED = {
     "phi3": {"model_type": "phi3", "num_hidden_layers": 2, "sliding_window": 2047},
     "ministral3": {"model_type": "ministral3", "num_hidden_layers": 2, "sliding_window": 4096},
     "llama4": {"model_type": "llama4_text", "num_hidden_layers": 8, "interleave_moe_layer_step": 2},
+    "olmo3": {"model_type": "olmo3", "num_hidden_layers": 8},
+    "olmo3-layer-types": {"model_type": "olmo3", "num_hidden_layers": 3, "sliding_window": 256,
+                          "layer_types": ["full_attention", "sliding_attention", "full_attention"]},
 }
 
 
@@ -175,23 +193,54 @@ def test_each_layer_is_windowed_and_rotated_as_in_transformers(name: str) -> Non
         assert (ours.rope is not None) == bool(getattr(attention, "use_rope", True)), i
 
 
-@pytest.mark.parametrize("config", [
-    {"model_type": "gemma3_text", "num_hidden_layers": 6},
-    {"model_type": "gemma3_text", "num_hidden_layers": 6, "rope_theta": 500000.0, "rope_local_base_freq": 20000.0,
-     "rope_scaling": {"rope_type": "linear", "factor": 8.0}},
+GEMMA3_BLOCKS = {"sliding_attention": "local", "full_attention": "global"}
+OLMO3_BLOCKS = {"sliding_attention": "sliding", "full_attention": "full"}
+
+
+@pytest.mark.parametrize("config, blocks", [
+    ({"model_type": "gemma3_text", "num_hidden_layers": 6}, GEMMA3_BLOCKS),
+    ({"model_type": "gemma3_text", "num_hidden_layers": 6, "rope_theta": 500000.0, "rope_local_base_freq": 20000.0,
+      "rope_scaling": {"rope_type": "linear", "factor": 8.0}}, GEMMA3_BLOCKS),
     # transformers 5 writes Gemma-3's rotary settings as one rope_parameters mapping per layer type
-    {"model_type": "gemma3_text", "num_hidden_layers": 6,
-     "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
-                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
-], ids=["defaults", "old-keys", "nested-per-layer-type"])
-def test_gemma3_rotary_bases_per_layer_type_as_in_transformers(config: dict[str, Any]) -> None:
+    ({"model_type": "gemma3_text", "num_hidden_layers": 6,
+      "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}, GEMMA3_BLOCKS),
+    # OLMo-3: one base for both kinds; a legacy rope_scaling goes to the full layers only
+    ({"model_type": "olmo3", "num_hidden_layers": 4}, OLMO3_BLOCKS),
+    ({**saved("olmo3.json"), "num_hidden_layers": 4, "layer_types": None}, OLMO3_BLOCKS),
+], ids=["gemma3-defaults", "gemma3-old-keys", "gemma3-nested-per-layer-type", "olmo3-defaults", "olmo3-yarn"])
+def test_rotary_bases_per_layer_type_as_in_transformers(config: dict[str, Any], blocks: dict[str, str]) -> None:
     spec = spec_of(config)
     hf = transformers_model(copy.deepcopy(config)).config
-    for kind, block in (("sliding_attention", "local"), ("full_attention", "global")):
+    for kind, block in blocks.items():
         rope = spec.blocks[block].attention.rope
         expected = hf.rope_parameters[kind]
         assert rope.theta == expected["rope_theta"], kind
         assert (rope.scaling or {}).get("factor") == (expected.get("factor") if expected["rope_type"] != "default" else None)
+
+
+@pytest.mark.parametrize("config", [
+    {"model_type": "exaone4", "num_hidden_layers": 8},
+    {"model_type": "exaone4", "num_hidden_layers": 6, "sliding_window_pattern": 3, "sliding_window": 128},
+    {"model_type": "exaone4", "num_hidden_layers": 2, "sliding_window": None,
+     "layer_types": ["sliding_attention", "full_attention"]},
+    saved("exaone4.json"),
+], ids=["defaults", "pattern-3", "no-window", "EXAONE-4.0-32B"])
+def test_exaone4_local_layers_windowed_global_layers_without_rotary(config: dict[str, Any]) -> None:
+    """Exaone4Attention windows its local layers and, in a model with a window, does not rotate the global
+    ones ("global NoPE"); its `sliding_window` attribute is the config's on every layer, `is_sliding` decides."""
+    spec = spec_of(config)
+    for i, layer in enumerate(transformers_model(copy.deepcopy(config)).model.layers):
+        ours, theirs = spec.blocks[spec.block_at(i)].attention, layer.self_attn
+        assert ours.window == (theirs.sliding_window if theirs.is_sliding else None), i
+        assert (ours.rope is None) == (theirs.sliding_window is not None and not theirs.is_sliding), i
+    assert count(spec).total == transformers_count(config)
+
+
+def test_exaone4_string_pattern_needs_layer_types() -> None:
+    """Exaone4Config cannot expand "LLLG" by itself (a TypeError in transformers 5.23): an error naming the key."""
+    with pytest.raises(GptcalcError, match="^test: sliding_window_pattern: 'LLLG' needs layer_types beside it"):
+        spec_of({"model_type": "exaone4", "num_hidden_layers": 4, "sliding_window_pattern": "LLLG"})
 
 
 def test_transformers5_flat_rope_parameters() -> None:

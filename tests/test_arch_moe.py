@@ -151,27 +151,15 @@ def test_deepseek_v3_mla_cache() -> None:
     assert kv_cache(spec, seq=1).elements_per_token == (512 + 64) * 61
 
 
-# DeepSeek-V2-Lite as its card describes it (https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite,
-# "5. Model Architecture": 27 layers, hidden 2048, 16 heads of 128, KV compression 512, no query
-# compression, rope dimension 64, 2 shared + 64 routed experts of 1408, 6 activated, every layer but
-# the first a MoE); vocab 102400 and dense intermediate 10944 as in its config.json.
-DEEPSEEK_V2_LITE = {
-    "model_type": "deepseek_v2", "vocab_size": 102400, "hidden_size": 2048, "intermediate_size": 10944,
-    "moe_intermediate_size": 1408, "num_hidden_layers": 27, "num_attention_heads": 16, "num_key_value_heads": 16,
-    "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6, "first_k_dense_replace": 1,
-    "q_lora_rank": None, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
-    "max_position_embeddings": 163840, "tie_word_embeddings": False,
-}
-
-
 def test_deepseek_v2_lite() -> None:
     # The card's "15.7B total parameters, of which 2.4B are activated"; the checkpoint's tensors sum
     # to 15,706,484,224, all BF16, no buffers or MTP stored (the Hub's safetensors total,
     # https://huggingface.co/api/models/deepseek-ai/DeepSeek-V2-Lite-Chat?expand=safetensors). Active,
     # head but no embedding as for V3, is 2.451B: the card's 2.4B is that truncated (rounding gives
     # 2.5B; with embeddings it is 2.66B, without embedding and head 2.24B).
-    b = breakdown(DEEPSEEK_V2_LITE)
-    assert b.total == 15_706_484_224 == sum(p.numel() for p in transformers_model(DEEPSEEK_V2_LITE).parameters())
+    config = preset_config("deepseek-v2-lite")  # its config.json (presets/deepseek-v2-lite.yaml says whose copy)
+    b = breakdown(config)
+    assert b.total == 15_706_484_224 == sum(p.numel() for p in transformers_model(config).parameters())
     assert not b.extra
     assert no_embedding(b) // 10**8 == 24
 

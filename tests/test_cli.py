@@ -108,7 +108,8 @@ def test_every_command_is_documented_with_an_example() -> None:
 @pytest.mark.parametrize("command", [
     ["count", "gpt2-small"], ["presets"], ["kvcache", "--gqa"],
     ["memory", "llama-70b", "--budget", "H100-80GB", "--json"],
-    ["shapes", "llama-3-8b", "--seq", "16", "--decode"],
+    ["shapes", "llama-3-8b", "--seq", "16", "--decode"], ["flops", "deepseek-v3", "--seq", "64", "--json"],
+    ["train", "mixtral-8x7b", "--seq", "512", "--micro-batch", "1", "--lora-rank", "8", "--qlora"],
 ])
 def test_calculator_commands_do_not_import_torch(command: list[str]) -> None:
     """A calculator answers instantly: none of these may load torch, transformers or safetensors."""
@@ -128,7 +129,8 @@ def test_python_dash_m() -> None:
 
 
 @pytest.mark.parametrize("command", [["count"], ["memory"], ["kvcache"], ["kvcache", "--gqa"],
-                                     ["shapes", "--seq", "3"], ["memory", "--seq", "64"]])
+                                     ["shapes", "--seq", "3"], ["memory", "--seq", "64"], ["flops", "--seq", "3"],
+                                     ["train", "--seq", "3", "--micro-batch", "1", "--layers"]])
 def test_names_are_text_not_markup(tmp_path: Path, command: list[str]) -> None:
     """A model called `a[/]b` is printed as such; rich must not read it as a closing tag."""
     path = tmp_path / "spec.yaml"
@@ -151,14 +153,14 @@ def test_memory_warns_when_seq_exceeds_context() -> None:
 
 def test_unknown_model_type_is_counted_by_transformers_and_labelled(tmp_path) -> None:
     pytest.importorskip("transformers")
-    # exaone4 has no adapter; transformers builds it. Expected total, independently: embedding and
-    # untied head 2*1000*64, per layer q 64*64 + k, v 64*32 each + o 64*64 + q_norm, k_norm 16 each
-    # + gate, up, down 3*64*128 + two norms 2*64, two layers, final norm 64.
-    config = {"model_type": "exaone4", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
+    # arcee (AFM) has no adapter; transformers builds it. Expected total, independently: embedding and
+    # untied head 2*1000*64, per layer q 64*64 + k, v 64*32 each + o 64*64 + up, down 2*64*128 (its MLP
+    # has no gate) + two norms 2*64, two layers, final norm 64.
+    config = {"model_type": "arcee", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
               "max_position_embeddings": 128, "tie_word_embeddings": False}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    expected = 2 * 1000 * 64 + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 2 * 16 + 3 * 64 * 128 + 2 * 64) + 64
+    expected = 2 * 1000 * 64 + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 2 * 64 * 128 + 2 * 64) + 64
     code, out, _ = run("count", str(tmp_path), "--json")
     data = json.loads(out)
     assert code == 0 and data["total"] == expected and "not analytic" in data["source"]

@@ -45,11 +45,13 @@ GOLDEN = {
 # tied head a second time: 1,498,482,688 - 128,256 x 2,048 = 1,235,814,400 and
 # 3,606,752,256 - 128,256 x 3,072 = 3,212,749,824.
 RELEASED = {
+    "deepseek-v2-lite": 15_706_484_224,
     "deepseek-v3": 671_026_404_352,
     "gemma-2-27b": 27_227_128_320,  # keras
     "gemma-2-2b": 2_614_341_888,  # keras
     "gemma-2-9b": 9_241_705_984,  # keras
     "gemma-3-1b": 999_885_952,  # keras
+    "gemma-3-27b": 27_009_346_304,  # the language model; keras-hub's text-only preset has a 262,144-row vocabulary
     "gpt-oss-120b": 116_829_156_672,
     "gpt-oss-20b": 20_914_757_184,
     "llama-3.1-405b": 405_853_388_800,
@@ -64,10 +66,12 @@ RELEASED = {
     "phi-3-mini": 3_821_079_552,  # keras
     "phi-4": 14_659_507_200,
     "qwen2.5-0.5b": 494_032_768,  # keras
+    "qwen2.5-1.5b": 1_543_714_304,
     "qwen2.5-14b": 14_770_033_664,
     "qwen2.5-32b": 32_763_876_352,  # keras (the instruct preset, same shape)
     "qwen2.5-3b": 3_085_938_688,  # keras
     "qwen2.5-7b": 7_615_616_512,
+    "qwen2.5-72b": 72_706_203_648,
     "qwen3-0.6b": 596_049_920,
     "qwen3-1.7b": 1_720_574_976,
     "qwen3-14b": 14_768_307_200,  # keras
@@ -92,6 +96,24 @@ def test_published_totals(name: str) -> None:
     published, arithmetic = GOLDEN[name]
     assert published == arithmetic
     assert count(load_spec(name)).total == published
+
+
+@pytest.mark.parametrize("name, total, non_embedding", [
+    # source: https://huggingface.co/Qwen/Qwen2.5-1.5B-Instruct "Number of Parameters: 1.54B,
+    # Non-Embedding: 1.31B" (mirrored: ZHUI/paddlenlp_model_readme .../Qwen2.5-1.5B-Instruct/index.md#L25)
+    ("qwen2.5-1.5b", 1.54, 1.31),
+    # source: https://huggingface.co/Qwen/Qwen2.5-72B-Instruct "72.7B" (its "70.0B non-embedding" is not
+    # reproduced: 72.7B less the untied embedding and head, 2 x 152,064 x 8,192, is 70.2B)
+    ("qwen2.5-72b", 72.7, None),
+    # source: https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite "15.7B total parameters"
+    ("deepseek-v2-lite", 15.7, None),
+])
+def test_model_cards_round_our_totals(name: str, total: float, non_embedding: float | None) -> None:
+    b = count(load_spec(name))
+    digits = len(str(total).split(".")[1])
+    assert round(b.total / 1e9, digits) == total
+    if non_embedding is not None:
+        assert round((b.total - b.get("token_embedding") - b.get("lm_head")) / 1e9, digits) == non_embedding
 
 
 def test_every_preset_has_a_golden_total() -> None:

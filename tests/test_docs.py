@@ -59,6 +59,8 @@ TABLE_FILES = {
 "gemma": "tests/configs/model_types/gemma.json",
     "ministral3": "tests/configs/model_types/mistral3.json", "llama4_text": "tests/configs/model_types/llama4-maverick.json",
     "qwen2_moe": "tests/configs/model_types/qwen2_moe.json", "falcon": "tests/configs/model_types/falcon.json",
+    "olmo3": "tests/configs/model_types/olmo3.json", "exaone4": "tests/configs/model_types/exaone4.json",
+    "smollm3": "tests/configs/model_types/smollm3.json",
 }
 
 
@@ -67,9 +69,8 @@ def _table_spec(model_type: str, example: str):  # noqa: ANN202 - a ModelSpec
     from calc.spec.hf import HFConfig
     from calc.spec.load import load_spec, spec_from_config
     from test_arch_dense import BLOOM_560M, OPT_350M
-    from test_arch_moe import DEEPSEEK_V2_LITE
 
-    inline = {"opt": OPT_350M, "bloom": BLOOM_560M, "deepseek_v2": DEEPSEEK_V2_LITE}
+    inline = {"opt": OPT_350M, "bloom": BLOOM_560M}
     if model_type in inline:
         return spec_from_config(HFConfig(inline[model_type], model_type))
     if "(preset)" in example:
@@ -93,3 +94,21 @@ def test_architectures_table_shows_what_count_prints() -> None:
         assert cells[4] == (f"{b.active:,}" if b.active else ""), model_type
         checked += 1
     assert checked >= 25
+
+
+def test_memory_md_gpu_table_is_the_catalog() -> None:
+    """docs/memory.md's GPU table (written by hand) says what calc/analysis/memory/gpus.py holds, card by card."""
+    from decimal import Decimal
+
+    from calc.analysis.memory.gpus import GPUS
+
+    rows = {cells[0]: cells for line in (DOCS / "memory.md").read_text(encoding="utf-8").splitlines()
+            if len(cells := [c.strip() for c in line.strip("|").split("|")]) == 7}
+    for gpu in GPUS:
+        _, marketed, mib, nbytes, bandwidth, bf16, source = rows[gpu.name]
+        assert (marketed, int(mib.removesuffix(" MiB").replace(",", "")), int(nbytes.replace(",", ""))) == \
+            (gpu.marketed, gpu.mib, gpu.bytes), gpu.name
+        assert bandwidth == (f"{gpu.bandwidth // 10**9:,} GB/s" if gpu.bandwidth else "-"), gpu.name
+        rate = Decimal(bf16.removesuffix(" TFLOP/s").replace(",", "")) * 10**12 if bf16 != "-" else None
+        assert rate == gpu.bf16_flops, gpu.name
+        assert source == gpu.source, gpu.name

@@ -131,7 +131,7 @@ def test_broken_yaml_is_one_error_line(tmp_path: Path, case: str) -> None:
 BROKEN_JSON = {
     "a digit-limit integer": '{"model_type": "gpt2", "n_embd": %s}' % ("9" * 5000),
     "nested 100,000 deep": '{"model_type": "gpt2", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
-    "nested 60 deep": '{"model_type": "gpt2", "x": ' + "[" * 60 + "]" * 60 + "}",
+    "nested 70 deep": '{"model_type": "gpt2", "x": ' + "[" * 70 + "]" * 70 + "}",
     "not UTF-8": b'{"model_type": "\xff"}',
     "NaN sizes": '{"model_type": "gpt2", "n_embd": NaN}',
     "a list": "[1, 2]",

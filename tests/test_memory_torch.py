@@ -68,3 +68,74 @@ def test_mha_gqa_mqa_variants_match_real_models(dtype: str) -> None:
         real = spec.with_kv_heads(kv.n_kv_heads)
         _, sizes = run_cache(real, dtype, batch=3, prompt=7, steps=0)
         assert sizes == [kv.total_bytes], variant
+
+
+# --- a rolling window and an MLA latent, as real tensors ---------------------------------------
+
+
+class RollingCache:
+    """What an engine with a rolling buffer keeps for one windowed layer: the last `window` K and V
+    rows, projected by a real nn.Linear sized from the spec's attention part."""
+
+    def __init__(self, d_model: int, width_k: int, width_v: int, window: int | None, dtype: torch.dtype) -> None:
+        self.k_proj = torch.nn.Linear(d_model, width_k, bias=False, dtype=dtype)
+        self.v_proj = torch.nn.Linear(d_model, width_v, bias=False, dtype=dtype) if width_v else None
+        self.window, self.keys, self.values = window, [], []
+
+    def append(self, x: torch.Tensor) -> None:
+        self.keys.append(self.k_proj(x))
+        if self.v_proj is not None:
+            self.values.append(self.v_proj(x))
+        if self.window:
+            self.keys, self.values = self.keys[-self.window:], self.values[-self.window:]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in (*self.keys, *self.values))
+
+
+def _run_layers(spec: ModelSpec, seq: int, batch: int, dtype: str) -> int:
+    """Decode `seq` tokens through one RollingCache per layer; the bytes all layers hold at the end."""
+    torch.manual_seed(0)
+    caches = []
+    for repeat, block in spec.runs():
+        part = block.attention
+        k, v = part.kv_per_token()
+        caches += [RollingCache(spec.d_model, k, v, part.window, TORCH_DTYPES[dtype]) for _ in range(repeat)]
+    with torch.no_grad():
+        for _ in range(seq):
+            x = torch.randn(batch, spec.d_model, dtype=TORCH_DTYPES[dtype])
+            for cache in caches:
+                cache.append(x)
+    return sum(cache.nbytes for cache in caches)
+
+
+
+def _hybrid(window: int) -> ModelSpec:
+    """A Gemma-2-like stack: local (windowed) and global layers alternating, 2 KV heads of 8."""
+    attention = dict(kind="attention", n_heads=4, n_kv_heads=2, head_dim=8)
+    block = lambda w: dict(attention={**attention, "window": w}, mlp=dict(kind="mlp", d_ff=64, gated=True),  # noqa: E731
+                           norm=dict(kind="rmsnorm"))
+    return spec_from_dict(dict(name="tiny-hybrid", vocab_size=50, d_model=32, n_positions=64,
+                               blocks={"local": block(window), "global": block(None)},
+                               layers=[[1, "local"], [1, "global"], [1, "local"], [1, "global"]],
+                               final_norm=dict(kind="rmsnorm"), head=dict(tied=True)), "test")
+
+
+@pytest.mark.parametrize("seq", [3, 5, 6, 11])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_rolling_window_cache_holds_the_formula(seq: int, dtype: str) -> None:
+    spec = _hybrid(window=5)
+    assert _run_layers(spec, seq, 2, dtype) == kv_cache(spec, seq, 2, dtype).total_bytes
+    if seq > 5:  # an engine that does not roll holds every position on every layer
+        assert kv_cache(spec, seq, 2, dtype).unrolled_bytes > kv_cache(spec, seq, 2, dtype).total_bytes
+
+
+def test_mla_latent_cache_holds_the_formula() -> None:
+    """The latent kv_a projection's output (kv_lora_rank + qk_rope_head_dim) is what is cached."""
+    mla = dict(kind="mla", n_heads=4, q_lora_rank=16, kv_lora_rank=12, qk_nope_head_dim=8, qk_rope_head_dim=4,
+               v_head_dim=6, norm=dict(kind="rmsnorm"))
+    block = dict(attention=mla, mlp=dict(kind="mlp", d_ff=64, gated=True), norm=dict(kind="rmsnorm"))
+    spec = spec_from_dict(dict(name="tiny-mla", vocab_size=50, d_model=32, n_positions=64, blocks={"block": block},
+                               layers=[[3, "block"]], final_norm=dict(kind="rmsnorm"), head=dict(tied=True)), "test")
+    assert _run_layers(spec, 7, 2, "fp16") == kv_cache(spec, 7, 2, "fp16").total_bytes == 3 * (12 + 4) * 2 * 7 * 2

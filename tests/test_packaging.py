@@ -19,7 +19,8 @@ def test_wheel_carries_presets_and_runs_from_elsewhere(tmp_path: Path) -> None:
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     source = tmp_path / "source"  # a copy of the tracked files: the build leaves nothing in the checkout
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
-    for name in filter(None, tracked.decode().split("\0")):
+    tracked_names = list(filter(None, tracked.decode().split("\0")))
+    for name in tracked_names:
         (source / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, source / name)
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source)],
@@ -28,6 +29,8 @@ def test_wheel_carries_presets_and_runs_from_elsewhere(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert {f"calc/presets/{name}.yaml" for name in preset_names()} | {"calc/presets/compiled.json"} <= set(names)
     assert not any(name.startswith(("tests/", "presets/")) for name in names)
+    # every subpackage is listed in pyproject.toml (a missing one installs, then fails on first import)
+    assert {n for n in tracked_names if n.startswith("calc/") and n.endswith("/__init__.py")} <= set(names)
 
     target = tmp_path / "site"
     subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True)

@@ -127,7 +127,7 @@ def test_config_json_file_and_directory(tmp_path: Path, config: dict, preset: st
     ("[1, 2]", "expected a JSON object, got list"),
     ('{"model_type": "bert"}', "model_type: 'bert' is not supported (supported: "),
     ('{"model_type": ["gpt2"]}', "model_type: ['gpt2'] is not supported"),
-    ('{"model_type": "llama", "vocab_size": 10}', "hidden_size: missing (required)"),
+    ('{"model_type": "llama", "hidden_size": "4096"}', "hidden_size: expected an integer, got '4096'"),
     ('{"model_type": "gpt2", "n_embd": 770, "n_head": 12, "n_layer": 1, "vocab_size": 5, "n_positions": 8}',
      "d_model=770 is not divisible by n_heads=12"),
 ])

@@ -60,8 +60,9 @@ def test_an_unrecognised_tensor_fails_verification(tmp_path: Path) -> None:
     layout = {**gpt2_small_layout(), "score.weight": ("F32", (2, 768))}
     code, out, _ = run("gpt2-small", "--checkpoint", str(write_safetensors(tmp_path / "m.safetensors", layout)))
     assert code == 1
-    assert "analytic vs torch vs checkpoint (all agree)" in out  # the counts agree ...
-    assert "score.weight [2, 768] F32" in out  # ... but a tensor no map knows is named, and fails
+    assert "(counts agree; 1 checkpoint tensor unrecognised or misshapen)" in out  # the counts agree ...
+    assert "all agree" not in out  # ... the headline says what fails, as the exit code does
+    assert "score.weight [2, 768] F32" in out  # ... a tensor no map knows is named, and fails
 
 
 def test_model_given_ignores_an_unsupported_config_beside_the_weights(tmp_path: Path) -> None:
@@ -146,7 +147,7 @@ def test_load_failure_is_a_verification_failure(tiny, tmp_path: Path) -> None:
     code, out, _ = run("--checkpoint", str(tmp_path), "--load")
     assert code == 1
     assert "every checkpoint tensor has the name and shape" in out  # the header check passes ...
-    assert "✗ --load: forward pass gave non-finite logits" in out  # ... the load does not
+    assert "✗ --load: tensor check failed: model.layers.0.mlp.up_proj.weight: 1 non-finite value(s)" in out  # ... the load does not
 
 
 def test_torch_state_dict_with_model(tiny, tmp_path: Path) -> None:

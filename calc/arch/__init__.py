@@ -32,6 +32,8 @@ ADAPTERS: dict[str, str] = {
     "cohere": "cohere",
     "olmo": "olmo",
     "olmo2": "olmo",
+    "olmo3": "olmo",
+    "exaone4": "exaone4",
     "llama4_text": "llama4",
     "ministral3": "llama",
     "mixtral": "mixtral",

@@ -8,13 +8,15 @@ config leaves out means whatever transformers does without it.
 
 from __future__ import annotations
 
+import json
 from itertools import groupby
 from typing import Any, Callable
 
 from calc.arch.config import Config
 
-__all__ = ["KEYS", "activation", "attention", "decoder", "gated_mlp", "layer_kinds", "layer_runs", "mha", "norm",
-           "renamed", "rope", "rotary_layers", "uniform", "with_defaults"]
+__all__ = ["ATTENTION_KINDS", "KEYS", "activation", "attention", "attention_kinds", "decoder", "defaulted_note",
+           "gated_mlp", "kind_stack", "layer_kinds", "layer_runs", "mha", "norm", "renamed", "rope", "rotary_layers",
+           "uniform", "with_defaults"]
 
 # The same quantity under the names different configs give it (transformers' attribute_map), first wins.
 KEYS = {
@@ -87,6 +89,7 @@ def gated_mlp(cfg: Config, d_ff_key: str = "intermediate_size", **changes: Any) 
 def decoder(cfg: Config, model_type: str, blocks: dict[str, Any], layers: list[tuple[int, str]],
             final_norm: dict[str, Any] | None, tied: bool, **changes: Any) -> dict[str, Any]:
     """The model-level fields every decoder has."""
+    notes = (*defaulted_note(cfg), *changes.pop("notes", ()))
     return {
         "name": cfg.raw("_name_or_path", default=None) or model_type,
         "model_type": model_type,
@@ -94,6 +97,7 @@ def decoder(cfg: Config, model_type: str, blocks: dict[str, Any], layers: list[t
         "d_model": cfg.int(*KEYS["d_model"]),
         "n_positions": cfg.int(*KEYS["n_positions"]),
         "blocks": blocks, "layers": layers, "final_norm": final_norm, "head": {"tied": tied},
+        **({"notes": notes} if notes else {}),
         **changes,
     }
 
@@ -108,10 +112,22 @@ def uniform(cfg: Config, model_type: str, block: dict[str, Any], final_norm: dic
 def with_defaults(cfg: Config, defaults: dict[str, Any]) -> Config:
     """The config as transformers' config class reads it: a key it leaves out takes the class's
     default (`defaults`, transcribed from configuration_<type>.py), unless the same quantity is
-    given under another name (LLaMA-1's `max_sequence_length`). A key set to null stays null."""
+    given under another name (LLaMA-1's `max_sequence_length`). A key set to null stays null.
+    The keys filled are remembered (`Config.defaulted`) for `decoder` to name in a note."""
     given = {alias for names in KEYS.values() if any(name in cfg.data for name in names) for alias in names}
-    filled = {key: value for key, value in defaults.items() if key not in given}
-    return Config({**filled, **cfg.data}, cfg.origin)
+    filled = {key: value for key, value in defaults.items() if key not in given and key not in cfg.data}
+    return Config({**filled, **cfg.data}, cfg.origin, {**cfg.defaulted, **filled})
+
+
+def defaulted_note(cfg: Config) -> tuple[str, ...]:
+    """One note naming the sizes and switches (integer and true/false keys: the ones a count depends
+    on) that the config left out and its model_type's transformers defaults filled, or none."""
+    shown = {key: value for key, value in cfg.defaulted.items() if isinstance(value, (bool, int))}
+    if not shown:
+        return ()
+    keys = ", ".join(f"{key}={json.dumps(value)}" for key, value in shown.items())
+    model_type = cfg.raw("model_type")
+    return (f"{model_type}: not in the config, so transformers' defaults for {model_type} are used: {keys}",)
 
 
 def layer_kinds(cfg: Config, default: Callable[[int], str]) -> list[str]:
@@ -124,6 +140,28 @@ def layer_kinds(cfg: Config, default: Callable[[int], str]) -> list[str]:
     if len(kinds) != n_layers or not all(isinstance(kind, str) for kind in kinds):
         raise cfg.error("layer_types", f"expected {n_layers} layer type names (one per layer), got {kinds!r}")
     return kinds
+
+
+# The attention types `layer_types` may name, as transformers' hybrid models write them.
+ATTENTION_KINDS = ("sliding_attention", "full_attention")
+
+
+def attention_kinds(cfg: Config, default: Callable[[int], str]) -> list[str]:
+    """`layer_kinds` for models whose layers are sliding-window or full attention, and nothing else."""
+    kinds = layer_kinds(cfg, default)
+    unknown = sorted(set(kinds) - set(ATTENTION_KINDS))
+    if unknown:
+        raise cfg.error("layer_types", f"unknown layer type {unknown[0]!r} (expected {', '.join(ATTENTION_KINDS)})")
+    return kinds
+
+
+def kind_stack(kinds: list[str], names: dict[str, str],
+               build: Callable[[str], dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[int, str]]]:
+    """Blocks and run-length layers of a stack of layer kinds: one block per kind, `build(kind)`, named
+    by `names`, or "decoder" when every layer is of one kind."""
+    named = names if len(set(kinds)) > 1 else {kinds[0]: "decoder"}
+    blocks = {named[kind]: build(kind) for kind in dict.fromkeys(kinds)}
+    return blocks, layer_runs([named[kind] for kind in kinds])
 
 
 def rotary_layers(cfg: Config, n_layers: int) -> list[bool]:
@@ -164,4 +202,4 @@ def renamed(cfg: Config, names: dict[str, str]) -> Config:
     for old, new in names.items():
         if data.get(old) is not None:
             data[new] = data.pop(old)
-    return Config(data, cfg.origin)
+    return cfg.replace(data)

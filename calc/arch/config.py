@@ -19,11 +19,17 @@ REQUIRED: Any = object()
 
 
 class Config:
-    """One config.json mapping and where it came from."""
+    """One config.json mapping, where it came from, and the keys it left out that were filled with
+    transformers' config-class defaults (`defaulted`, so the output can say so)."""
 
-    def __init__(self, data: dict[str, Any], origin: str) -> None:
+    def __init__(self, data: dict[str, Any], origin: str, defaulted: dict[str, Any] | None = None) -> None:
         self.data = data
         self.origin = origin
+        self.defaulted = defaulted or {}
+
+    def replace(self, data: dict[str, Any]) -> Config:
+        """The same config read with other data (renamed or fixed keys), keeping what was defaulted."""
+        return Config(data, self.origin, self.defaulted)
 
     def error(self, key: str, what: str) -> GptcalcError:
         return GptcalcError(f"{self.origin}: {key}: {what}")

@@ -44,7 +44,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     model_type = cfg.raw("model_type")
     cfg = with_defaults(cfg, DEFAULTS[model_type])
     if model_type == "deepseek_v3":  # what DeepseekV3MLP hard-codes
-        cfg = Config({**cfg.data, "mlp_bias": False}, cfg.origin)
+        cfg = cfg.replace({**cfg.data, "mlp_bias": False})
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
     attn, bias = _mla(cfg), cfg.bool("mlp_bias")
     mlps = {"dense": gated_mlp(cfg, bias=bias),

@@ -8,6 +8,7 @@ transformers is installed; otherwise the model_type is refused with the list of 
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -16,7 +17,7 @@ from calc.errors import GptcalcError, UnsupportedModelType
 from calc.inputs import MAX_TORCH_LAYERS
 from calc.spec.hf import first_line
 
-__all__ = ["transformers_breakdown"]
+__all__ = ["transformers_breakdown", "transformers_model"]
 
 SOURCE = "transformers (meta device, not analytic)"
 _INDEX = re.compile(r"\.\d+(?=\.|$)")
@@ -25,11 +26,11 @@ _INDEX = re.compile(r"\.\d+(?=\.|$)")
 def transformers_breakdown(exc: UnsupportedModelType) -> Breakdown:
     """transformers' model of the config, parameters grouped by module name; or the original error."""
     try:
-        import torch
-        import transformers
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
     except ImportError:
         raise GptcalcError(str(exc)) from None
-    model = _build(torch, transformers, exc)
+    model = _build(exc)
     rows: dict[str, int] = {}
     for name, param in model.named_parameters():  # a tied tensor is listed once
         key = _INDEX.sub(".{n}", name.removesuffix(".weight").removesuffix(".bias"))
@@ -39,16 +40,29 @@ def transformers_breakdown(exc: UnsupportedModelType) -> Breakdown:
     return Breakdown(str(name), layers, rows, source=SOURCE)
 
 
-def _build(torch: Any, transformers: Any, exc: UnsupportedModelType) -> Any:
-    data = dict(exc.config)
+def transformers_model(config: dict[str, Any], device: str = "meta", text_only: bool = False) -> Any:
+    """transformers' own causal LM of a config.json mapping, float32, in eval mode; on the meta
+    device (shapes only, any size) unless a real one is asked for. `text_only`: of a multimodal
+    config, the language model alone (what gptcalc counts). transformers' errors pass through:
+    each caller says what a model_type transformers cannot build means for it."""
+    import torch
+    import transformers
+
+    data = copy.deepcopy(config)
+    hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+    if text_only and "text_config" in config:
+        hf_config = hf_config.get_text_config()
+    layers = getattr(hf_config.get_text_config(), "num_hidden_layers", 0)
+    if isinstance(layers, int) and layers > MAX_TORCH_LAYERS:
+        raise GptcalcError(f"transformers' model of {layers:,} layers is refused (at most {MAX_TORCH_LAYERS:,}: "
+                           "one torch module per layer)")
+    with torch.device(device):
+        return transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32).eval()
+
+
+def _build(exc: UnsupportedModelType) -> Any:
     try:
-        config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
-        layers = getattr(config.get_text_config(), "num_hidden_layers", 0)
-        if isinstance(layers, int) and layers > MAX_TORCH_LAYERS:
-            raise GptcalcError(f"{exc}; building transformers' model of {layers:,} layers is refused "
-                               f"(at most {MAX_TORCH_LAYERS:,}: one torch module per layer)")
-        with torch.device("meta"):
-            return transformers.AutoModelForCausalLM.from_config(config)
+        return transformers_model(exc.config)
     except (KeyError, ValueError) as error:
         if "Unrecognized" in str(error):  # transformers does not know the model_type either
             raise GptcalcError(str(exc)) from None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, attention, decoder, gated_mlp, layer_kinds, layer_runs, norm, rope, with_defaults
+from calc.arch.common import KEYS, attention, attention_kinds, decoder, gated_mlp, kind_stack, norm, rope, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -48,12 +48,9 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     model_type = cfg.raw("model_type")
     cfg = with_defaults(cfg, DEFAULTS[model_type])
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
-    kinds = _kinds(cfg, model_type)
-    names = BLOCK_NAMES if len(set(kinds)) > 1 else {kinds[0]: "decoder"}
-    blocks = {names[kind]: _block(cfg, model_type, rms, kind) for kind in dict.fromkeys(kinds)}
+    blocks, layers = kind_stack(_kinds(cfg, model_type), BLOCK_NAMES, lambda kind: _block(cfg, model_type, rms, kind))
     head = {"tied": cfg.bool("tie_word_embeddings"), "softcap": cfg.float("final_logit_softcapping", default=None)}
-    return decoder(cfg, model_type, blocks, layer_runs([names[kind] for kind in kinds]), rms, head["tied"],
-                   embedding={"scale": True}, head=head)
+    return decoder(cfg, model_type, blocks, layers, rms, head["tied"], embedding={"scale": True}, head=head)
 
 
 def _kinds(cfg: Config, model_type: str) -> list[str]:
@@ -63,11 +60,7 @@ def _kinds(cfg: Config, model_type: str) -> list[str]:
     # Layer i is local unless (i + 1) is a multiple of the pattern: every other layer for Gemma-2 (whose
     # config class has no pattern key), `sliding_window_pattern` for Gemma-3.
     pattern = cfg.int("sliding_window_pattern") if model_type == "gemma3_text" else 2
-    kinds = layer_kinds(cfg, lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention")
-    unknown = sorted(set(kinds) - set(BLOCK_NAMES))
-    if unknown:
-        raise cfg.error("layer_types", f"{unknown[0]!r} is not a Gemma layer type ({', '.join(BLOCK_NAMES)})")
-    return kinds
+    return attention_kinds(cfg, lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention")
 
 
 def _block(cfg: Config, model_type: str, rms: dict[str, Any], kind: str) -> dict[str, Any]:

@@ -5,16 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, mha, norm, uniform
+from calc.arch.common import KEYS, mha, norm, uniform, with_defaults
 from calc.arch.config import Config
 
-__all__ = ["spec_dict"]
+__all__ = ["DEFAULTS", "spec_dict"]
+
+# transformers' GPT2Config defaults (models/gpt2/configuration_gpt2.py) for the keys read here: GPT-2 small.
+DEFAULTS = {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12,
+            "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
+    cfg = with_defaults(cfg, DEFAULTS)
     ln = norm("layernorm", cfg.float("layer_norm_epsilon", default=1e-5))
     d_ff = cfg.int("n_inner", default=None) or 4 * cfg.int(*KEYS["d_model"])
     mlp = {"d_ff": d_ff, "activation": "gelu_tanh", "bias": True}
     block = {"attention": mha(cfg, True, fused_qkv=True), "mlp": mlp, "norm": ln}
-    return uniform(cfg, "gpt2", block, ln, cfg.bool("tie_word_embeddings", default=True),
+    return uniform(cfg, "gpt2", block, ln, cfg.bool("tie_word_embeddings"),
                    embedding={"positions": "learned"})

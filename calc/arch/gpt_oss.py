@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import attention, decoder, layer_kinds, layer_runs, norm, with_defaults
+from calc.arch.common import attention, attention_kinds, decoder, layer_runs, norm, with_defaults
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
@@ -31,10 +31,7 @@ BLOCK_NAMES = {"sliding_attention": "sliding", "full_attention": "full"}
 def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(cfg, DEFAULTS)
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
-    kinds = layer_kinds(cfg, lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
-    unknown = set(kinds) - set(BLOCK_NAMES)
-    if unknown:
-        raise cfg.error("layer_types", f"unknown layer type {sorted(unknown)[0]!r} (expected {', '.join(BLOCK_NAMES)})")
+    kinds = attention_kinds(cfg, lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
     moe = experts(cfg, ("num_experts", "num_local_experts"), "intermediate_size", expert_bias=True, router_bias=True)
     windows = {"sliding_attention": cfg.int("sliding_window"), "full_attention": None}
     blocks = {BLOCK_NAMES[kind]: {"attention": attention(cfg, sinks=True, window=windows[kind]), "mlp": moe, "norm": rms}

@@ -29,14 +29,19 @@ _QWEN = {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, 
          "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 32768,
          "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "use_sliding_window": False, "sliding_window": 4096,
          "max_window_layers": 28, "rope_theta": 10000.0}
+_LLAMA = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+          "num_attention_heads": 32, "max_position_embeddings": 2048, "rms_norm_eps": 1e-6,
+          "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False, "rope_theta": 10000.0}
 
-# transformers' config-class defaults (models/<type>/configuration_<type>.py) for the keys read here.
-# llama, mistral and qwen2 have none on purpose: a config of theirs without hidden_size or vocab_size is
-# taken for a broken one (tests/test_presets.py), not for LlamaConfig()'s 7B.
+# transformers' config-class defaults (models/<type>/configuration_<type>.py) for the keys read here:
+# a key a config leaves out means what transformers builds without it (and the output says so).
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "granite": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-                "num_attention_heads": 32, "max_position_embeddings": 2048, "rms_norm_eps": 1e-6,
-                "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False, "rope_theta": 10000.0},
+    "llama": _LLAMA,
+    "granite": _LLAMA,
+    "mistral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+                "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "sliding_window": 4096, "rope_theta": 10000.0},
+    "qwen2": _QWEN,
     "ministral3": {"vocab_size": 131072, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 34,
                    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
                    "max_position_embeddings": 262144, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
@@ -60,8 +65,8 @@ FIXED: dict[str, dict[str, Any]] = {
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
     model_type = cfg.raw("model_type")
-    cfg = with_defaults(cfg, DEFAULTS.get(model_type, {}))
-    cfg = Config({**cfg.data, **FIXED.get(model_type, {})}, cfg.origin)
+    cfg = with_defaults(cfg, DEFAULTS[model_type])
+    cfg = cfg.replace({**cfg.data, **FIXED.get(model_type, {})})
     rms = norm("rmsnorm", cfg.float("rms_norm_eps", default=1e-6))
     block = _block(cfg, model_type, rms)
     kinds = _layers(cfg, model_type)

@@ -23,21 +23,22 @@ from calc.arch.moe_common import experts
 
 __all__ = ["DEFAULTS", "spec_dict"]
 
-_COMMON = {"hidden_act": "silu", "tie_word_embeddings": False, "attention_bias": False}
+_COMMON = {"hidden_act": "silu", "tie_word_embeddings": False}
+_BIASED = {**_COMMON, "attention_bias": False}  # the types whose attention reads attention_bias
 # transformers' config-class defaults (models/<type>/configuration_<type>.py) for the keys read here.
 DEFAULTS: dict[str, dict[str, Any]] = {
     "mixtral": {**_COMMON, "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
                 "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
                 "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "num_experts_per_tok": 2,
                 "num_local_experts": 8, "rope_theta": 1_000_000.0},
-    "phimoe": {**_COMMON, "vocab_size": 32064, "hidden_size": 4096, "intermediate_size": 6400,
+    "phimoe": {**_BIASED, "vocab_size": 32064, "hidden_size": 4096, "intermediate_size": 6400,
                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
                "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "num_experts_per_tok": 2,
                "num_local_experts": 16, "lm_head_bias": False, "rope_theta": 1_000_000.0},
-    "granitemoe": {**_COMMON, "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+    "granitemoe": {**_BIASED, "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
                    "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048,
                    "rms_norm_eps": 1e-6, "num_experts_per_tok": 2, "num_local_experts": 8, "rope_theta": 10000.0},
-    "olmoe": {**_COMMON, "vocab_size": 50304, "hidden_size": 2048, "intermediate_size": 2048,
+    "olmoe": {**_BIASED, "vocab_size": 50304, "hidden_size": 2048, "intermediate_size": 2048,
               "num_hidden_layers": 16, "num_attention_heads": 16, "max_position_embeddings": 4096,
               "rms_norm_eps": 1e-5, "num_experts_per_tok": 8, "num_experts": 64, "rope_theta": 10000.0},
 }

@@ -1,18 +1,22 @@
-"""OLMo (model_type olmo) and OLMo-2 (olmo2): Llama's tensors, different norms.
+"""OLMo (model_type olmo), OLMo-2 (olmo2) and OLMo-3 (olmo3): Llama's tensors, different norms.
 
 OLMo-1's LayerNorm has no parameters at all (OlmoLayerNorm: F.layer_norm with no weight or bias,
 eps fixed at 1e-5), so its blocks and final norm add nothing; `clip_qkv` clamps activations (no
 parameter). OLMo-2 drops the pre-norms and normalises outputs instead: RMSNorm on attention's and
 the MLP's outputs before each residual add (post_attention_layernorm, post_feedforward_layernorm),
 plus QK-norm over the full width (q_norm over n_heads x head_dim, k_norm over n_kv_heads x head_dim).
-Both untie the head unless `tie_word_embeddings` (OLMo-1B ties it).
+OLMo-3 is OLMo-2's block with three sliding-window layers (`sliding_window`) per full one, or as
+`layer_types` says; rope_theta defaults to 500,000 and a legacy `rope_scaling` applies to the full
+layers only (Olmo3Config files it under rope_parameters["full_attention"]).
+All untie the head unless `tie_word_embeddings` (OLMo-1B ties it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import attention, gated_mlp, norm, uniform, with_defaults
+from calc.arch.common import (attention, attention_kinds, decoder, gated_mlp, kind_stack, norm, rope, uniform,
+                               with_defaults)
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -22,12 +26,22 @@ _SHARED = {"vocab_size": 50304, "hidden_size": 4096, "intermediate_size": 11008,
            "attention_bias": False, "rope_theta": 10000.0}
 
 # transformers' config-class defaults (models/olmo*/configuration_olmo*.py) for the keys read here.
-DEFAULTS: dict[str, dict[str, Any]] = {"olmo": _SHARED, "olmo2": {**_SHARED, "rms_norm_eps": 1e-5}}
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "olmo": _SHARED,
+    "olmo2": {**_SHARED, "rms_norm_eps": 1e-5},
+    "olmo3": {**_SHARED, "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "sliding_window": 4096},
+}
+BLOCK_NAMES = {"sliding_attention": "sliding", "full_attention": "full"}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
     model_type = cfg.raw("model_type")
     cfg = with_defaults(cfg, DEFAULTS[model_type])
+    if model_type == "olmo3":
+        kinds = attention_kinds(cfg, lambda i: "sliding_attention" if (i + 1) % 4 else "full_attention")
+        blocks, layers = kind_stack(kinds, BLOCK_NAMES, lambda kind: _olmo3_block(cfg, kind))
+        return decoder(cfg, model_type, blocks, layers, norm("rmsnorm", cfg.float("rms_norm_eps")),
+                       cfg.bool("tie_word_embeddings"))
     block = _olmo2_block(cfg) if model_type == "olmo2" else _olmo_block(cfg)
     return uniform(cfg, model_type, block, block["norm"], cfg.bool("tie_word_embeddings"))
 
@@ -41,3 +55,12 @@ def _olmo2_block(cfg: Config) -> dict[str, Any]:
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
     attn = attention(cfg, qk_norm={"norm": rms, "scope": "full"})
     return {"attention": attn, "mlp": gated_mlp(cfg, bias=False), "norm": rms, "norms": ("attn_out", "mlp_out")}
+
+
+def _olmo3_block(cfg: Config, kind: str) -> dict[str, Any]:
+    block = _olmo2_block(cfg)
+    sliding = kind == "sliding_attention"
+    read = cfg.replace({key: value for key, value in cfg.data.items() if key != "rope_scaling"}) if sliding else cfg
+    attn = {**block["attention"], "window": cfg.int("sliding_window", default=None) if sliding else None,
+            "rope": rope(read, block["attention"]["head_dim"], layer_type=kind)}
+    return {**block, "attention": attn}

@@ -1,28 +1,36 @@
 """`verify --checkpoint ... --load`: the literal "loaded checkpoint" check.
 
 The header check (`calc.checkpoint.report`) proves every tensor has the name and shape the spec implies
-without reading a weight. This goes one step further for models that fit in memory: it reads the
-weights, loads them into the torch reference model (`calc.reference.model`) with `strict=True` — every
-parameter filled, nothing left over — and runs one forward pass, which must give finite logits of
-shape [1, T, vocab_size]. Imports torch; the CLI imports this module only when --load is given.
+without reading a weight. This goes further for models that fit in memory. Every tensor is read
+once and checked as it is read (`calc.checkpoint.weights`: a float dtype the model computes in,
+no NaN or inf anywhere, not only in the rows a short forward pass touches). The weights are then
+loaded into the torch reference model (`calc.reference.model`) with `strict=True` — every parameter
+filled, nothing left over — and one forward pass must give finite logits of shape [1, T, vocab_size].
+Last, transformers' own model of the same config takes the same tensors and must give the same
+logits within a stated tolerance (`calc.checkpoint.crosscheck`). The two models are built one
+after the other, so memory holds the tensors and one float32 model at a time. Imports torch; the
+CLI imports this module only when --load is given.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
+from typing import Any, Iterable
 
 import torch
 
-from calc.spec import hf
-from calc.checkpoint.report import CheckpointReport, LoadResult
-from calc.checkpoint.sources import as_state_dict, load_torch_file
 from calc.analysis.count import count
+from calc.checkpoint.crosscheck import compare_logits
+from calc.checkpoint.report import CheckpointReport, LoadResult
+from calc.checkpoint.weights import Rejected, read_checked
 from calc.errors import GptcalcError
 from calc.reference.model import Decoder, build
+from calc.spec.model import ModelSpec
 from calc.units import human_bytes
 
-__all__ = ["available_memory", "load_and_run", "load_weights", "memory_needed"]
+__all__ = ["available_memory", "forward_ids", "load_and_run", "load_weights", "memory_needed"]
 
 FORWARD_TOKENS = 8
 MEMINFO = Path("/proc/meminfo")
@@ -33,38 +41,70 @@ def memory_needed(report: CheckpointReport) -> int:
     return 4 * count(report.spec).total + report.tensor_bytes
 
 
-def load_and_run(report: CheckpointReport) -> LoadResult:
-    """Strict load, then one forward pass; a failure of either is a verification failure (exit 1)."""
+def load_and_run(report: CheckpointReport, config: dict[str, Any] | None = None) -> LoadResult:
+    """Check every tensor, load strictly, run one forward pass, then compare with transformers' model
+    of `config` (the config.json the spec came from); any failure is a verification failure (exit 1)."""
     _check_memory(report)
-    state = _read_weights(report)
+    _check_not_quantised(report)
     try:
-        model = load_weights(report, state)
+        state = read_checked(report)
+    except Rejected as exc:
+        return LoadResult(False, f"tensor check failed: {exc}")
+    try:
+        model = load_weights(report, dict(state))
     except RuntimeError as exc:
         return LoadResult(False, f"load_state_dict(strict=True) failed: {_compact(exc)}", len(state))
-    return _forward(model, len(state))
+    ids = forward_ids(report.spec)
+    with torch.no_grad():
+        logits = model(ids)  # (1, T, vocab)
+    del model  # transformers' model is built next: one float32 model in memory at a time
+    not_parameters = {t.name for t in (*report.buffers, *report.unknown)}
+    dtypes = _dtypes(t for name, t in state.items() if name not in not_parameters)
+    result = _check_logits(report.spec, ids, logits, len(state), dtypes)
+    if not result.ok:
+        return result
+    comparison = compare_logits(config, state, ids, logits, not_parameters)
+    return replace(result, ok=comparison.ok, transformers=comparison)
 
 
 def load_weights(report: CheckpointReport, state: dict[str, torch.Tensor] | None = None) -> Decoder:
     """The reference model of `report.spec` holding the checkpoint's weights (strict=True)."""
-    state = _read_weights(report) if state is None else state
+    state = read_checked(report) if state is None else state
     model = build(report.spec)
     model.load_state_dict(state, strict=True)
     return model
 
 
-def _forward(model: Decoder, tensors: int) -> LoadResult:
-    spec = model.spec
+def forward_ids(spec: ModelSpec) -> torch.Tensor:
+    """The token ids of the check: 0, 1, 2, ... for up to FORWARD_TOKENS positions, shape (1, T)."""
     steps = min(FORWARD_TOKENS, spec.n_positions)
-    ids = (torch.arange(steps) % spec.vocab_size).unsqueeze(0)  # (1, T)
-    with torch.no_grad():
-        logits = model(ids)  # (1, T, vocab)
+    return (torch.arange(steps) % spec.vocab_size).unsqueeze(0)
+
+
+def _check_logits(spec: ModelSpec, ids: torch.Tensor, logits: torch.Tensor, tensors: int, dtypes: str) -> LoadResult:
+    steps = ids.shape[1]
     shape = tuple(logits.shape)
     if shape != (1, steps, spec.vocab_size):
         return LoadResult(False, f"forward pass gave logits {list(shape)}, expected [1, {steps}, {spec.vocab_size}]", tensors, shape)
     if not bool(torch.isfinite(logits).all()):
-        return LoadResult(False, "forward pass gave non-finite logits (NaN or inf in the weights?)", tensors, shape)
-    return LoadResult(True, f"loaded {tensors} tensors with strict=True; one forward pass on {steps} tokens "
-                            f"gave finite logits {list(shape)}", tensors, shape)
+        return LoadResult(False, "forward pass gave non-finite logits", tensors, shape)
+    return LoadResult(True, f"loaded {tensors} tensors with strict=True (all finite, parameters in {dtypes}); "
+                            f"one forward pass on {steps} tokens gave finite logits {list(shape)}", tensors, shape)
+
+
+def _dtypes(tensors: Iterable[torch.Tensor]) -> str:
+    return ", ".join(sorted({str(t.dtype).removeprefix("torch.") for t in tensors}))
+
+
+def _check_not_quantised(report: CheckpointReport) -> None:
+    """Quantised weights are read through their scales, which the reference model does not apply."""
+    if report.companions:
+        first = report.companions[0]
+        raise GptcalcError(
+            f"--load: {report.source} is quantised ({len(report.companions):,} scale tensors, e.g. "
+            f"{first.tensor.name}: {first.scheme}); --load does not dequantise, the header check without it "
+            "covers every tensor"
+        )
 
 
 def _check_memory(report: CheckpointReport) -> None:
@@ -95,30 +135,6 @@ def available_memory() -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
-
-
-def _read_weights(report: CheckpointReport) -> dict[str, torch.Tensor]:
-    """Every tensor of every weight file (index files skipped), merged into one state dict."""
-    from safetensors.torch import load_file
-
-    state: dict[str, torch.Tensor] = {}
-    for read in report.files:
-        path = _local(report.source, read.path)
-        if path.name.endswith(".json"):
-            continue
-        if path.suffix == ".safetensors":
-            state.update(load_file(path))
-        else:
-            state.update(as_state_dict(load_torch_file(path), path))
-    return state
-
-
-def _local(source: str, path: str) -> Path:
-    """A weight file on disk; a Hub file read over HTTP is downloaded (into the cache) first."""
-    local = Path(path)
-    if local.is_file():
-        return local
-    return hf.download(source, path.removeprefix(f"{source}/"))
 
 
 def _compact(exc: Exception) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from calc.analysis.breakdown import ORDER, Breakdown
 from calc.checkpoint.infer import infer_spec
+from calc.checkpoint.quant import Companion, split_quantised
 from calc.checkpoint.sources import FileRead, RawCheckpoint, TensorRecord, open_checkpoint
 from calc.errors import GptcalcError
 from calc.checkpoint.names import TensorName, classify, component_counts, expected_shapes
@@ -82,6 +83,7 @@ class CheckpointReport:
     index_total_size: int | None = None
     aliases: dict[str, str] = field(default_factory=dict)
     spec_notes: tuple[str, ...] = ()
+    companions: tuple[Companion, ...] = ()  # quantisation scales: stored, not parameters (calc.checkpoint.quant)
 
     @property
     def buffer_elements(self) -> int:
@@ -90,7 +92,8 @@ class CheckpointReport:
     @property
     def stored_elements(self) -> int:
         """Everything in the file: the Hub's "137M" for GPT-2 is this, masks included."""
-        return self.breakdown.total + self.buffer_elements + sum(t.numel for t in self.unknown)
+        return (self.breakdown.total + self.buffer_elements + sum(t.numel for t in self.unknown)
+                + sum(c.tensor.numel for c in self.companions))
 
     @property
     def tensor_bytes(self) -> int:
@@ -117,6 +120,7 @@ class CheckpointReport:
             "components": [c.__dict__ | {"dtypes": list(c.dtypes)} for c in self.components],
             "buffers": [_record_json(t) for t in self.buffers],
             "unknown": [_record_json(t) for t in self.unknown],
+            "quantisation_companions": [c.to_json() for c in self.companions],
             "aliases": self.aliases,
             "shape_mismatches": [m.to_json() for m in self.mismatches],
             "parameters_by_dtype": self.params_by_dtype,
@@ -137,9 +141,11 @@ class LoadResult:
     message: str
     tensors: int = 0
     logits_shape: tuple[int, ...] = ()
+    transformers: Any = None  # calc.checkpoint.crosscheck.LogitsComparison, once our forward pass ran
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "message": self.message, "tensors": self.tensors, "logits_shape": list(self.logits_shape)}
+        return {"ok": self.ok, "message": self.message, "tensors": self.tensors, "logits_shape": list(self.logits_shape),
+                "transformers": self.transformers.to_json() if self.transformers is not None else None}
 
 
 def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointReport:
@@ -175,13 +181,17 @@ def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: t
     flat = flat_view(spec, "the checkpoint tensor-name maps")
     components: dict[str, int] = defaultdict(int)
     members: dict[str, list[TensorRecord]] = defaultdict(list)
-    buffers, unknown, found, layers = [], [], {}, set()
+    buffers, unknown, found, layers, companions = [], [], {}, set(), []
     params_by_dtype: dict[str, int] = defaultdict(int)
     bytes_by_dtype: dict[str, int] = defaultdict(int)
     for tensor in raw.tensors:
         if tensor.name in raw.aliases:
             continue  # the same memory under a second name (a tied head in a torch state dict)
         bytes_by_dtype[tensor.dtype] += tensor.nbytes
+        tensor, companion = split_quantised(tensor)  # calc.checkpoint.quant: a packed weight unpacked, scales aside
+        if companion is not None:
+            companions.append(companion)
+            continue
         meaning = classify(tensor.name, flat.family)
         if meaning is None:
             unknown.append(tensor)
@@ -203,6 +213,7 @@ def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: t
         params_by_dtype=dict(params_by_dtype), bytes_by_dtype=dict(bytes_by_dtype),
         files=raw.files, bytes_read=raw.bytes_read, tensor_count=len(raw.tensors),
         index_total_size=raw.index_total_size, aliases=dict(raw.aliases), spec_notes=spec_notes,
+        companions=tuple(companions),
     )
 
 

@@ -107,9 +107,9 @@ def main() -> None:
 
 def _register() -> None:
     """Add each command module's commands (a new command is a module here plus one line)."""
-    from calc.cli import checkpoint, count, memory, shapes
+    from calc.cli import checkpoint, count, flops, memory, shapes, train
 
-    for command in (count.count, count.presets, memory.kvcache, memory.memory, shapes.shapes,
+    for command in (count.count, count.presets, memory.kvcache, memory.memory, shapes.shapes, flops.flops, train.train,
                     checkpoint.inspect, checkpoint.verify):
         main.add_command(command)
 

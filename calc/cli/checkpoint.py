@@ -54,19 +54,23 @@ def inspect(checkpoint: str, model: str | None, as_json: bool) -> None:
               help="Also compare with what this checkpoint stores, tensor by tensor (headers only). "
                    "MODEL may be omitted when it has a config.json.")
 @click.option("--load", is_flag=True,
-              help="With --checkpoint: load the weights into the torch model (strict=True) and run one forward pass.")
+              help="With --checkpoint: check every tensor, load the weights into the torch model (strict=True), run one "
+                   "forward pass and compare its logits with transformers' model on the same weights.")
 @json_option
 def verify(model: str | None, overrides: tuple[str, ...], checkpoint: str | None, load: bool, as_json: bool) -> None:
     """Check the analytic counts against a real torch model built from the same spec.
 
     The torch model is built on the meta device (no memory, any size) with Hugging Face
-    parameter names; each parameter is mapped to a component and compared. Exit 0 when every
-    component and the total agree, 1 on any mismatch (after printing the table).
+    parameter names; each parameter is mapped to a component and compared. When transformers
+    is installed and MODEL comes from a config.json (a preset transcribing one, a file, a hub
+    id), transformers' own model of it is a further column. Exit 0 when every component and the
+    total agree, 1 on any mismatch (after printing the table); the title says which.
 
-    --checkpoint adds a third column: what a checkpoint really stores, read from its headers
-    only, every tensor's name and shape checked against the spec (a wrong shape, a missing or
-    unrecognised tensor also exits 1). --load then loads its weights for real (strict=True) and
-    runs one forward pass.
+    --checkpoint adds what a checkpoint really stores, read from its headers only, every
+    tensor's name and shape checked against the spec (a wrong shape, a missing or unrecognised
+    tensor also exits 1). --load then checks every tensor (float dtype, finite), loads the
+    weights for real (strict=True), runs one forward pass and compares the logits with
+    transformers' model on the same weights.
 
     \b
     Example:
@@ -84,8 +88,8 @@ def verify(model: str | None, overrides: tuple[str, ...], checkpoint: str | None
         render.print_json(result.to_json())
     else:
         out = render.console()
-        out.print(render_verify.verify_table(result.spec.name, result.diff))
+        out.print(render_verify.verify_table(result.spec.name, result.diff, result.verdict))
         for line in render_verify.verify_lines(result):
-            out.print(f"  {line}")
+            out.print(f"  {line}", soft_wrap=True)  # one line each, however long: greppable
     if not result.ok:
         raise SystemExit(1)

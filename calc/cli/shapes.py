@@ -6,15 +6,12 @@ from typing import Any
 
 import click
 
-from calc.cli.options import CONTEXT, json_option, model_options
+from calc.cli.options import CONTEXT, json_option, model_options, pass_options
 
 
 @click.command(context_settings=CONTEXT)
 @model_options
-@click.option("--seq", "-T", type=click.IntRange(min=1), required=True,
-              help="Prompt length T (with --decode: tokens already in the KV cache).")
-@click.option("--batch", "-B", type=click.IntRange(min=1), default=1, show_default=True, help="Sequences per batch B.")
-@click.option("--decode", is_flag=True, help="One new token attending to a KV cache of T past tokens.")
+@pass_options
 @click.option("--explain", is_flag=True, help="Add a column saying in a sentence what each step does.")
 @json_option
 def shapes(spec: Any, seq: int, batch: int, decode: bool, explain: bool, as_json: bool) -> None:

@@ -116,6 +116,10 @@ class Attention(HeadWidths, Part):
             attn_out=q * d, attn_out_bias=d * self.o_bias,
         )
 
+    def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
+        """Each weight matrix's input width and how many there are per layer (for quantisation layouts)."""
+        return {"q": (d_model, 1), "k": (d_model, 1), "v": (d_model, 1), "attn_out": (self.q_dim, 1)}
+
     def kv_per_token(self) -> tuple[int, int]:
         """Elements cached per token in one layer: (K, V), each n_kv_heads x head_dim."""
         return self.kv_dim, self.kv_dim

@@ -7,7 +7,9 @@ Per layer, with d = d_model, h = n_heads, qk = qk_nope_head_dim + qk_rope_head_d
     kv_b = kv_lora_rank·h·(qk_nope_head_dim + v_head_dim),  attn_out = h·v_head_dim·d
 
 What is cached per token is the compressed latent (kv_lora_rank) and the one shared rotary key
-(qk_rope_head_dim), not per-head keys and values: that is MLA's point.
+(qk_rope_head_dim), not per-head keys and values: that is MLA's point (vLLM, SGLang and llama.cpp
+cache the latent). An implementation that expands the latent first and caches per-head keys
+(qk_nope + qk_rope wide) and values (v_head_dim wide) holds `expanded_kv_per_token()` instead.
 """
 
 
@@ -72,9 +74,19 @@ class MLA(Part):
             attn_out=h * self.v_head_dim * d, attn_out_bias=d * self.bias,
         )
 
+    def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
+        """Each weight matrix's input width and how many there are per layer."""
+        q = {"q": (d_model, 1)} if self.q_lora_rank is None else {"q_a": (d_model, 1), "q_b": (self.q_lora_rank, 1)}
+        return {**q, "kv_a": (d_model, 1), "kv_b": (self.kv_lora_rank, 1), "attn_out": (self.n_heads * self.v_head_dim, 1)}
+
     def kv_per_token(self) -> tuple[int, int]:
         """One layer's cache per token: the latent (kv_lora_rank) and the shared rotary key."""
         return self.kv_lora_rank + self.qk_rope_head_dim, 0
+
+    def expanded_kv_per_token(self) -> tuple[int, int]:
+        """What a cache of per-head keys and values holds (transformers' eager DeepseekV3Attention
+        caches key_states and value_states after kv_b): K = h x (nope + rope), V = h x v_head_dim."""
+        return self.n_heads * self.qk_head_dim, self.n_heads * self.v_head_dim
 
     def describe(self) -> str:
         q = f"q_lora_rank {self.q_lora_rank}" if self.q_lora_rank else "full-rank Q"

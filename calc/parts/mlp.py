@@ -33,6 +33,11 @@ class MLP(Part):
             f"{prefix}_down": f * d, f"{prefix}_down_bias": d * self.bias,
         })
 
+    def matrices(self, d_model: int, prefix: str = "mlp") -> dict[str, tuple[int, int]]:
+        """Each weight matrix's input width and how many there are per layer."""
+        gate = {f"{prefix}_gate": (d_model, 1)} if self.gated else {}
+        return {**gate, f"{prefix}_up": (d_model, 1), f"{prefix}_down": (self.d_ff, 1)}
+
     def describe(self) -> str:
         kind = {"silu": "SwiGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU", "relu": "ReGLU"}.get(self.activation, "gated")
         return f"{kind} (d_ff {self.d_ff:,})" if self.gated else f"{self.activation.upper()} (d_ff {self.d_ff:,})"

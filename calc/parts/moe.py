@@ -67,6 +67,16 @@ class MoE(Part):
             rows.update(present(shared_expert_gate=d_model * self.shared_gate))
         return rows
 
+    def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
+        """Each weight matrix's input width and how many there are per layer (one per routed expert)."""
+        e = self.n_experts
+        rows = {"router": (d_model, 1), **({"experts_gate": (d_model, e)} if self.gated else {}),
+                "experts_up": (d_model, e), "experts_down": (self.d_ff, e)}
+        if self.shared is not None:
+            rows.update(self.shared.matrices(d_model, prefix="shared_mlp"))
+            rows.update({"shared_expert_gate": (d_model, 1)} if self.shared_gate else {})
+        return rows
+
     def buffers(self) -> dict[str, int]:
         """What one layer stores beside its parameters: the router's score correction bias."""
         return present(router_score_bias=self.n_experts * self.score_bias)

@@ -17,7 +17,7 @@ from calc.checkpoint.sources import TensorRecord
 from calc.checkpoint.names import classify
 from calc.units import bytes_with_units, count_with_units, human_bytes, human_count
 
-__all__ = ["buffer_groups", "component_table", "dtype_table", "inspect_lines", "problem_lines", "summary_lines",
+__all__ = ["buffer_groups", "companion_lines", "component_table", "dtype_table", "inspect_lines", "problem_lines", "summary_lines",
            "verify_checkpoint_lines"]
 
 MAX_LISTED = 10  # names listed before "... and N more"
@@ -54,6 +54,10 @@ def component_table(r: CheckpointReport) -> Table:
     if r.buffers:
         table.add_row("buffers (not parameters)", f"{len(r.buffers):,}", f"{r.buffer_elements:,}",
                       human_count(r.buffer_elements), ", ".join(sorted({t.dtype for t in r.buffers})))
+    if r.companions:
+        elements = sum(c.tensor.numel for c in r.companions)
+        table.add_row("quantisation scales (not parameters)", f"{len(r.companions):,}", f"{elements:,}",
+                      human_count(elements), ", ".join(sorted({c.tensor.dtype for c in r.companions})))
     if r.unknown:
         elements = sum(t.numel for t in r.unknown)
         table.add_row("[red]unrecognised[/]", f"{len(r.unknown):,}", f"{elements:,}", human_count(elements), "")
@@ -86,6 +90,18 @@ def buffer_groups(r: CheckpointReport) -> list[str]:
     return [f"{template} x {n}: {list(shape)} {dtype}" for (template, shape, dtype), n in groups.items()]
 
 
+def companion_lines(r: CheckpointReport) -> list[str]:
+    """Quantisation companions by scheme: how many, their dtype and bytes (calc.checkpoint.quant)."""
+    groups: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for companion in r.companions:
+        group = groups[(companion.scheme, companion.tensor.dtype)]
+        group[0] += 1
+        group[1] += companion.tensor.nbytes
+    lines = [f"quantisation companions, stored but not parameters: {len(r.companions):,} tensors"] if groups else []
+    return lines + [f"  {scheme} x {n:,}: {dtype}, {bytes_with_units(nbytes)}"
+                    for (scheme, dtype), (n, nbytes) in groups.items()]
+
+
 def problem_lines(r: CheckpointReport) -> list[str]:
     """Unrecognised names and shape mismatches, the first few by name."""
     lines: list[str] = []
@@ -115,7 +131,7 @@ def inspect_lines(r: CheckpointReport) -> list[str]:
         verdict = "= the tensors' bytes" if r.index_total_size == r.tensor_bytes \
             else f"!= the tensors' bytes {r.tensor_bytes:,} B (stale index?)"
         lines.append(f"index total_size: {r.index_total_size:,} B {verdict}")
-    return lines + problem_lines(r)
+    return lines + companion_lines(r) + problem_lines(r)
 
 
 def _describe(t: TensorRecord) -> str:
@@ -133,7 +149,7 @@ def verify_checkpoint_lines(r: CheckpointReport) -> list[str]:
     if r.buffers:
         lines.append(f"checkpoint buffers, stored but not parameters: {'; '.join(buffer_groups(r))}")
     lines += [f"{alias}: the same memory as {owner} (counted once)" for alias, owner in r.aliases.items()]
-    lines += problem_lines(r)
+    lines += companion_lines(r) + problem_lines(r)
     if r.ok:
         lines.append(f"every checkpoint tensor has the name and shape {r.spec.name} implies")
     return lines

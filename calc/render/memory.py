@@ -13,11 +13,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from calc.analysis.breakdown import label
-from calc.analysis.memory import DTYPE_BITS, GPUS, QUANTIZED, SCALE_BITS, Budget, Inference, KVCache, KVLayers
+from calc.analysis.memory import GPUS, SCALE_BITS, Budget, BudgetSpec, Inference, KVCache, KVLayers
 from calc.spec.model import ModelSpec
 from calc.units import human_bytes
 
-__all__ = ["budget_lines", "context_note", "gpu_table", "gqa_table", "inference_notes", "inference_table", "kvcache_table", "weights_table"]
+__all__ = ["budget_lines", "context_note", "gpu_table", "gqa_table", "headline", "inference_notes", "inference_table", "kv_notes",
+           "kvcache_table", "weights_table"]
 
 
 def _columns(table: Table, *headers: str) -> Table:
@@ -32,31 +33,63 @@ def _units(n: int) -> tuple[str, str, str]:
 
 
 def kvcache_table(caches: Iterable[KVCache]) -> Table:
-    """One row per model: the cache's shape, bytes per token and the total at seq x batch."""
-    table = _columns(Table(title="KV cache: 2 x n_layers x n_kv_heads x head_dim x seq x batch x bytes/element (MLA: latent + rope key)"),
-                     "model", "attention", "layers", "KV heads", "head_dim", "seq", "batch", "dtype",
+    """One row per model, or per layer kind and then the model's total: shape, tokens kept, bytes."""
+    table = _columns(Table(title="KV cache: n_layers x (K + V elements) x tokens kept x batch x bytes/element "
+                                 "(sliding-window layers keep at most their window; MLA: latent + rope key)"),
+                     "model", "attention", "layers", "KV heads x head_dim", "window", "tokens kept", "batch", "dtype",
                      "bytes/token", "total", "GiB units", "GB units")
     for kv in caches:
         if len(kv.layers) == 1:
-            table.add_row(escape(kv.model), *_kv_shape(kv.layers[0]), f"{kv.seq:,}", f"{kv.batch:,}", kv.dtype,
+            kind = kv.layers[0]
+            table.add_row(escape(kv.model), *_kv_shape(kind), f"{kind.tokens(kv.seq):,}", f"{kv.batch:,}", kv.dtype,
                           f"{kv.bytes_per_token:,}", *_units(kv.total_bytes))
             continue
         for kind in kv.layers:  # each kind of layer's share, then the model's total
-            part = KVCache(kv.model, kv.seq, kv.batch, kv.dtype, (kind,))
-            table.add_row("", *_kv_shape(kind), "", "", "", f"{part.bytes_per_token:,}", *_units(part.total_bytes),
-                          style="dim")
-        table.add_row(escape(kv.model), kv.attention_kind, str(kv.n_layers), "", "", f"{kv.seq:,}", f"{kv.batch:,}",
-                      kv.dtype, f"{kv.bytes_per_token:,}", *_units(kv.total_bytes))
+            table.add_row("", *_kv_shape(kind), f"{kind.tokens(kv.seq):,}", "", "",
+                          f"{kind.bytes_per_token(kv.format):,}", *_units(kv.kind_bytes(kind)), style="dim")
+        table.add_row(escape(kv.model), kv.attention_kind, str(kv.n_layers), "", "", f"seq {kv.seq:,}",
+                      f"{kv.batch:,}", kv.dtype, f"{kv.bytes_per_token:,}", *_units(kv.total_bytes))
         table.add_section()
     return table
 
 
 def _kv_shape(kind: KVLayers) -> tuple[str, str, str, str]:
-    """attention, layers, KV heads, head_dim; MLA caches a latent and one rope key instead of heads."""
-    layers = f"{kind.n_layers} ({escape(kind.block)})" if kind.block != "block" else str(kind.n_layers)
+    """attention, layers, KV heads x head_dim, window; MLA caches a latent and one rope key instead of heads."""
+    layers = f"{kind.n_layers} ({escape(kind.block)})" if kind.block not in ("block", "decoder") else str(kind.n_layers)
+    window = f"{kind.window:,}" if kind.window else "-"
+    if kind.kind == "MLA" and kind.expanded is not None:
+        return kind.kind, layers, f"latent {kind.k}", window
     if kind.kind == "MLA":
-        return kind.kind, layers, "latent", f"{kind.k} per token"
-    return kind.kind, layers, f"{kind.n_kv_heads}/{kind.n_heads}", str(kind.head_dim)
+        return kind.kind, layers, f"expanded: K {kind.k}, V {kind.v}", window
+    heads = f"{kind.n_kv_heads}/{kind.n_heads}"
+    if kind.kv_heads_per_gpu is not None and kind.kv_heads_per_gpu != kind.n_kv_heads:
+        heads += f" ({kind.kv_heads_per_gpu}/GPU)"
+    return kind.kind, layers, f"{heads} x {kind.head_dim}", window
+
+
+def kv_notes(kv: KVCache) -> list[str]:
+    """What the table's total assumes, in words: the format's width, windows, MLA, sinks, tensor parallelism."""
+    name = escape(kv.model)
+    notes = [] if kv.format.block == 1 and kv.format.bits_per_value == 16 else [f"{name}: KV {kv.format.describe()}"]
+    windowed = [k for k in kv.layers if k.window and k.window < kv.seq]
+    if windowed:
+        caps = ", ".join(f"{k.n_layers} {escape(k.block)} layers keep {k.window:,}" for k in windowed)
+        notes.append(f"{name}: sliding window, a rolling buffer ({caps} of {kv.seq:,} tokens); an engine that "
+                     f"allocates all {kv.seq:,} positions on every layer holds {_bytes(kv.unrolled_bytes)}")
+    if kv.expanded_bytes is not None:
+        notes.append(f"{name}: MLA caches one latent per layer per token for all heads (vLLM, SGLang, llama.cpp); "
+                     f"caching expanded per-head K and V instead (transformers' eager attention) takes "
+                     f"{_bytes(kv.expanded_bytes)}, {kv.expanded_bytes // kv.total_bytes}x more")
+    if any(k.sinks for k in kv.layers):
+        notes.append(f"{name}: attention sinks are one learned logit per head (parameters): nothing cached")
+    if kv.tp > 1:
+        notes.append(f"{name}: per GPU under --tp {kv.tp}: KV heads split across GPUs (replicated when tp exceeds "
+                     f"them); an MLA latent is held whole on every GPU")
+    return notes
+
+
+def _bytes(n: int) -> str:
+    return f"{n:,} B ({human_bytes(n)}, {human_bytes(n, binary=False)})"
 
 
 def gqa_table(models: Iterable[Mapping[str, KVCache]]) -> Table:
@@ -77,7 +110,7 @@ def weights_table(result: Inference) -> Table:
     """Bytes per component at the weights' dtype; the rows add up to the total row."""
     w = result.weights
     scales = f", +1 {SCALE_BITS}-bit scale per {w.group_size} weights" if w.group_size else ""
-    table = _columns(Table(title=f"{escape(w.model)}: weights at {w.dtype} ({DTYPE_BITS[w.dtype]} bits per weight{scales})"),
+    table = _columns(Table(title=f"{escape(w.model)}: weights as {w.describe()}{scales}{_where(result, True)}"),
                      "component", "params", "bytes", "GiB units", "GB units")
     for name, size in w.components.items():
         table.add_row(label(name), f"{w.params[name]:,}", *_units(size))
@@ -89,7 +122,7 @@ def weights_table(result: Inference) -> Table:
 def inference_table(result: Inference) -> Table:
     """Weights + KV cache = what inference keeps in memory (activations and overhead excluded)."""
     kv = result.kv
-    table = _columns(Table(title=f"{escape(kv.model)}: inference memory at seq {kv.seq:,} x batch {kv.batch:,}"),
+    table = _columns(Table(title=f"{escape(kv.model)}: inference memory at seq {kv.seq:,} x batch {kv.batch:,}{_where(result, True)}"),
                      "", "bytes", "GiB units", "GB units")
     table.add_row(f"weights ({result.weights.dtype})", *_units(result.weights.total_bytes))
     table.add_row(f"KV cache ({kv.dtype}, {kv.bytes_per_token:,} B/token)", *_units(kv.total_bytes))
@@ -100,7 +133,7 @@ def inference_table(result: Inference) -> Table:
 
 def gpu_table(result: Inference) -> Table:
     """Does weights + KV cache fit in each GPU's reported memory, and what is left over."""
-    table = _columns(Table(title="fits? (memory = nvidia-smi memory.total; GB = 10^9 B, GiB = 2^30 B)"),
+    table = _columns(Table(title=f"fits{_where(result, True)}? (memory = the total the driver reports; GB = 10^9 B, GiB = 2^30 B)"),
                      "GPU", "marketed", "memory", "GiB units", "GB units", "fits", "headroom")
     for gpu in GPUS:
         left = result.headroom(gpu.bytes)
@@ -118,21 +151,49 @@ def inference_notes(result: Inference) -> list[str]:
         "so 'fits: yes' means weights + KV cache fit; the headroom must still hold all of the above",
         f"prefill logits, if computed in fp32 for every prompt position (batch x seq x vocab_size x 4 B): "
         f"{result.logits_bytes:,} B ({human_bytes(result.logits_bytes)}), not added above",
-        f"every parameter is stored at {w.dtype}, {DTYPE_BITS[w.dtype]} bits each, rounded up to whole bytes per component",
+        f"every parameter is stored as {w.format.describe()}, rounded up to whole bytes per component" if w.scheme is None
+        else f"{w.scheme.name}: quantised matrices laid out as in {w.scheme.source}; 16-bit: {w.scheme.keeps}",
+        *kv_notes(result.kv),
     ]
     if w.group_size:
         notes.append(f"group quantization: one {SCALE_BITS}-bit scale per {w.group_size} weights "
                      f"(+{SCALE_BITS / w.group_size:g} bits per weight); zero points are not counted")
-    elif w.dtype in QUANTIZED:
+    elif w.format.name in ("int8", "int4"):
         notes.append("no quantization scales counted: add --group-size 128 for GPTQ/AWQ-style fp16 scales")
     return notes
+
+
+def _where(result: Inference, short: bool = False) -> str:
+    """'' on one GPU; ' per GPU (busiest of 8: tp 4 x pp 2)' under a layout."""
+    layout = result.layout
+    if layout.gpus == 1:
+        return ""
+    if short:
+        return " per GPU"
+    ep = f", ep {layout.ep}" if layout.ep > 1 else ""
+    return f" per GPU (busiest of {layout.gpus}: tp {layout.tp} x pp {layout.pp}{ep})"
+
+
+def headline(result: Inference, solved: Budget | None, target: BudgetSpec | None) -> list[str]:
+    """The answer first: what it takes (per GPU), whether it fits the budget, and how far it stretches."""
+    kv, w = result.kv, result.weights
+    need = (f"{escape(kv.model)} at seq {kv.seq:,} x batch {kv.batch:,}{_where(result)}: weights {human_bytes(w.total_bytes)} "
+            f"+ KV cache {human_bytes(kv.total_bytes)} = [bold]{human_bytes(result.total_bytes)}[/] "
+            f"({result.total_bytes:,} B)")
+    if solved is None or target is None:
+        return [need]
+    left = result.headroom(target.bytes_per_gpu)
+    verdict = (f"[bold green]fits[/] on {target.label}, {human_bytes(left)} to spare" if left >= 0 else
+               f"[bold red]does not fit[/] on {target.label}: {human_bytes(-left)} short")
+    what = "longest context at batch" if solved.solve_for == "seq" else "largest batch at seq"
+    return [f"{verdict}; {what} {solved.fixed:,}: [bold]{solved.answer:,}[/]", need]
 
 
 def budget_lines(budget: Budget, label: str) -> list[str]:
     """The answer to --budget in words, with the arithmetic that produced it."""
     what, fixed = ("longest context", f"batch {budget.fixed:,}") if budget.solve_for == "seq" else \
         ("largest batch", f"seq {budget.fixed:,}")
-    lines = [f"budget {label}: {budget.budget_bytes:,} B ({human_bytes(budget.budget_bytes)}, "
+    lines = [f"budget {label}: {budget.budget_bytes:,} B per GPU ({human_bytes(budget.budget_bytes)}, "
              f"{human_bytes(budget.budget_bytes, binary=False)})"]
     if budget.limited_by == "weights":
         lines.append(f"the weights alone ({budget.weights_bytes:,} B) exceed the budget by "
@@ -140,10 +201,17 @@ def budget_lines(budget: Budget, label: str) -> list[str]:
         return lines
     lines.append(f"left for the KV cache after weights: {budget.free_bytes:,} B; "
                  f"{budget.kv_bytes_per_token:,} B per token per sequence")
-    limit = (f"limited by the model's context, n_positions = {budget.context:,}; memory allows {budget.by_memory:,}"
+    allows = "any length (the cache stops growing at the window)" if budget.by_memory is None else f"{budget.by_memory:,}"
+    limit = (f"limited by the model's context, n_positions = {budget.context:,}; memory allows {allows}"
              if budget.limited_by == "context" else "limited by memory")
     lines.append(f"[bold]{what} at {fixed}: {budget.answer:,}[/] ({limit})")
     return lines
+
+
+def seq_note(seq: int | None) -> str | None:
+    """What a --seq written with a unit was read as: "seq 128k = 131,072 tokens (k = 1,024)"."""
+    text = getattr(seq, "text", None)
+    return f"seq {text} = {seq:,} tokens (k = 1,024)" if text else None
 
 
 def context_note(spec: ModelSpec, seq: int | None) -> str | None:

@@ -15,15 +15,15 @@ from calc.units import count_with_units
 
 __all__ = ["human_flops", "shapes_notes", "shapes_table"]
 
-_FLOP_UNITS = ((10**15, "PFLOP"), (10**12, "TFLOP"), (10**9, "GFLOP"), (10**6, "MFLOP"), (10**3, "kFLOP"))
+_PREFIXES = ((10**18, "E"), (10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k"))
 
 
-def human_flops(n: int) -> str:
-    """927462912 -> '927.46 MFLOP' (decimal prefixes)."""
-    for size, unit in _FLOP_UNITS:
+def human_flops(n: float, unit: str = "FLOP") -> str:
+    """927462912 -> '927.46 MFLOP' (decimal prefixes); `unit` 'MAC' for multiply-accumulates."""
+    for size, prefix in _PREFIXES:
         if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} FLOP"
+            return f"{n / size:.2f} {prefix}{unit}"
+    return f"{n:g} {unit}"
 
 
 def _title(j: Journey) -> str:

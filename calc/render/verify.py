@@ -7,15 +7,17 @@ drops in beside torch without changing this module.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.markup import escape
 from rich.table import Table
 
 from calc.analysis.breakdown import Diff, label
-from calc.render.checkpoint import verify_checkpoint_lines
+from calc.render.checkpoint import problem_lines, verify_checkpoint_lines
 from calc.units import human_count
-from calc.verify import Verification
+from calc.verify import Verification, diff_verdict
 
-__all__ = ["difference_columns", "verify_lines", "verify_table"]
+__all__ = ["difference_columns", "load_lines", "transformers_lines", "verify_lines", "verify_table"]
 
 OK, BAD = "[green]✓[/]", "[bold red]✗[/]"
 
@@ -33,9 +35,12 @@ def _differences(values: dict[str, int], sources: tuple[str, ...]) -> list[str]:
     return [f"{values[s] - reference:+,}" if values[s] != reference else "0" for s in sources[1:]]
 
 
-def verify_table(model: str, diff: Diff) -> Table:
-    """Rows of components (label and key), one count column per source, differences, ✓/✗, totals."""
-    verdict = "all agree" if diff.ok else f"{len(diff.mismatches)} of {len(diff.rows)} components disagree"
+def verify_table(model: str, diff: Diff, verdict: str | None = None) -> Table:
+    """Rows of components (label and key), one count column per source, differences, ✓/✗, totals.
+
+    `verdict` is the headline (`Verification.verdict`, which also decides the exit code); without
+    one, the diff's own."""
+    verdict = verdict or diff_verdict(diff)
     table = Table(title=f"{escape(model)}: {' vs '.join(diff.sources)} ({verdict})")
     table.add_column("component")
     for header in (*diff.sources, *difference_columns(diff)):
@@ -70,8 +75,32 @@ def verify_lines(result: Verification) -> list[str]:
         lines.append(f"[red]✗ mismatch: {label(row.component)} ({row.component}): {values}[/]")
     if diff.ok:
         lines.append(f"[green]✓ all {len(diff.rows)} components and the total agree[/]")
+    if result.transformers is not None:
+        lines += [escape(line) for line in transformers_lines(result.transformers)]
     if result.checkpoint is not None:
         lines += [escape(line) for line in verify_checkpoint_lines(result.checkpoint)]
     if result.loaded is not None:
-        lines.append(escape(f"{'✓' if result.loaded.ok else '✗'} --load: {result.loaded.message}"))
+        lines += [escape(line) for line in load_lines(result.loaded)]
+    return lines
+
+
+def transformers_lines(source: Any) -> list[str]:
+    """What transformers' model was compared by, and what of it disagrees."""
+    lines = [source.note]
+    if source.report is not None:
+        lines += problem_lines(source.report) or ["✓ every transformers parameter has the name and shape the spec implies"]
+    elif source.total is not None:
+        mark = "✓" if source.ok else "✗"
+        lines.append(f"{mark} transformers' total {source.total:,}, analytic {source.analytic_total:,}")
+    return lines
+
+
+def load_lines(loaded: Any) -> list[str]:
+    """`--load`'s verdict, then transformers' logits on the same weights (or why they were not compared)."""
+    ran = loaded.ok or loaded.transformers is not None  # transformers is compared only after our forward pass passed
+    lines = [f"{'✓' if ran else '✗'} --load: {loaded.message}"]
+    if loaded.transformers is not None:
+        comparison = loaded.transformers
+        mark = ("✓" if comparison.ok else "✗") if comparison.compared else "•"
+        lines.append(f"{mark} --load: {comparison.message}")
     return lines

@@ -22,7 +22,7 @@ from calc.spec.model import ModelSpec, is_flat, spec_from_dict
 from calc.spec.presets import compiled_preset, preset_index, preset_names, resolve_preset
 from calc.spec.yamlfile import load_yaml, read_yaml
 
-__all__ = ["apply_overrides", "load_spec", "parse_overrides", "preset_names", "read_yaml", "spec_from_config"]
+__all__ = ["apply_overrides", "config_with_overrides", "load_config", "load_spec", "parse_overrides", "preset_names", "read_yaml", "spec_from_config"]
 
 _METADATA = ("aliases", "copy", "published")  # provenance of a preset, not spec fields
 _FILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -77,11 +77,26 @@ def load_spec(text: str, overrides: dict[str, Any] | None = None) -> ModelSpec:
     return spec_from_dict(raw, origin)
 
 
+def load_config(text: str, overrides: dict[str, Any] | None = None) -> HFConfig | None:
+    """The config.json mapping MODEL comes from (a preset transcribing one, a file, a directory, a
+    hub id), with the same `--set` changes as its spec; None for a spec written as gptcalc's own
+    fields, which transformers cannot build."""
+    source = _raw_spec(text)
+    if not isinstance(source, HFConfig):
+        return None
+    return config_with_overrides(source, overrides) if overrides else source
+
+
 def spec_from_config(config: HFConfig, overrides: dict[str, Any] | None = None) -> ModelSpec:
     """A config.json's spec; `--set` names the config's own keys (num_key_value_heads=2)."""
     if overrides:
-        config = config.with_data(apply_overrides(config.data, overrides, config.data), f"{config.origin} (with --set)")
+        config = config_with_overrides(config, overrides)
     return spec_from_dict(config.spec_dict(), config.origin)
+
+
+def config_with_overrides(config: HFConfig, overrides: dict[str, Any]) -> HFConfig:
+    """`--set` names the config's own keys (num_key_value_heads=2)."""
+    return config.with_data(apply_overrides(config.data, overrides, config.data), f"{config.origin} (with --set)")
 
 
 def _raw_spec(text: str) -> tuple[dict[str, Any], str] | HFConfig:

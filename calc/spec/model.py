@@ -81,6 +81,10 @@ class Block(Part):
         rows.update({k: v for k, v in norms.items() if k == "mlp_post_norm" and v})
         return rows
 
+    def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
+        """Each weight matrix of one layer: its input width and how many there are."""
+        return {**self.attention.matrices(d_model), **self.mlp.matrices(d_model)}
+
     def active_params(self, d_model: int) -> dict[str, int]:
         """What one token uses: all of it, except the experts a MoE router did not pick."""
         if self.mlp.kind != "moe":

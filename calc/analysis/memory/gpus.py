@@ -1,0 +1,98 @@
+"""GPUs: the memory a program sees on each card, its peak memory bandwidth and dense bf16 rate,
+with the source of every figure. A data module: memory, budgets and other commands read it.
+
+Memory is what the driver reports as the card's total (nvidia-smi `memory.total`, rocminfo's
+pool size), in MiB: less than the marketed figure read as GiB (the driver keeps some back; ECC on
+GDDR cards keeps 1/16), more than it read as 10^9 B. Bandwidth (B/s) and bf16 (FLOP/s, dense,
+no 2:4 sparsity) are the vendor's peak figures; None where no public figure was found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from calc.errors import GptcalcError
+
+__all__ = ["GPU", "GPUS", "RATED", "find_gpu", "rated_gpu"]
+
+A100_SHEET = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
+H100_PAGE = "https://www.nvidia.com/en-us/data-center/h100/ (bf16 1,979 TF with sparsity, halved: 989.5; 3.35 TB/s)"
+MODAL = "https://github.com/modal-labs/modal-client/pull/2797"
+TORCHAO = "https://github.com/pytorch/ao/blob/0598012907d6f6e88734088a65f788c38d294a65/torchao/testing/training/roofline_utils.py"
+
+
+@dataclass(frozen=True)
+class GPU:
+    """A card: the memory a program sees (MiB), the vendor's marketed figure, peak rates, sources."""
+
+    name: str
+    marketed: str  # the vendor's figure, e.g. "80 GB" (HBM/GDDR come in GiB)
+    mib: int
+    source: str  # where the reported total comes from
+    aliases: tuple[str, ...] = ()
+    bandwidth: int | None = None  # peak memory bandwidth, bytes per second
+    bf16_flops: int | None = None  # peak dense bf16 tensor FLOP/s
+    rates_source: str | None = None
+
+    @property
+    def bytes(self) -> int:
+        return self.mib * 2**20
+
+    def to_json(self) -> dict[str, object]:
+        return {"gpu": self.name, "marketed": self.marketed, "bytes": self.bytes, "mib": self.mib, "source": self.source,
+                "bandwidth_bytes_per_s": self.bandwidth, "bf16_flops": self.bf16_flops, "rates_source": self.rates_source}
+
+
+GPUS: tuple[GPU, ...] = (
+    GPU("A10G", "24 GB", 23028, "https://github.com/NVIDIA/DCGM/issues/232 (8722MiB / 23028MiB)", ("a10",)),
+    GPU("L4", "24 GB", 23034, MODAL, (), 300 * 10**9, 121 * 10**12,
+        "https://www.nvidia.com/en-us/data-center/l4/ (bf16 242 TF with sparsity, halved; 300 GB/s)"),
+    GPU("RTX 3090", "24 GB", 24576, "https://github.com/noonghunna/club-3090/issues/1127 (22591MiB / 24576MiB)",
+        ("3090", "rtx3090"), 936 * 10**9, 71 * 10**12,
+        "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf (Table 9)"),
+    GPU("RTX 4090", "24 GB", 24564, "https://github.com/RLinf/RLinf/issues/255", ("4090", "rtx4090"),
+        1008 * 10**9, 165_200 * 10**9,
+        "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf (Table 2)"),
+    GPU("RTX 5090", "32 GB", 32607, "https://github.com/noonghunna/club-3090/issues/617 (492MiB / 32607MiB)",
+        ("5090", "rtx5090"), 1792 * 10**9, 209_500 * 10**9,
+        "https://images.nvidia.com/aem-dam/Solutions/geforce/blackwell/nvidia-rtx-blackwell-gpu-architecture.pdf"),
+    GPU("A100-40GB", "40 GB", 40960, MODAL, ("a100-40",), 1555 * 10**9, 312 * 10**12, A100_SHEET),
+    GPU("L40S", "48 GB", 46068, MODAL, (), 864 * 10**9, 362_050 * 10**9,
+        "https://www.nvidia.com/en-us/data-center/l40s/ (bf16 362.05 TF dense, 733 with sparsity; 864 GB/s)"),
+    GPU("A100-80GB", "80 GB", 81920, MODAL, ("a100-80",), 2039 * 10**9, 312 * 10**12, A100_SHEET),
+    GPU("H100-80GB", "80 GB", 81559, "https://github.com/NVIDIA/nccl/issues/1264 (0MiB / 81559MiB, H100 80GB HBM3 SXM)",
+        ("h100", "h100-sxm"), 3350 * 10**9, 989_500 * 10**9, H100_PAGE),
+    GPU("H100 NVL", "94 GB", 95830, "https://github.com/NVIDIA/gpu-admin-tools/issues/4 (0MiB / 95830MiB)",
+        ("h100nvl",), 3900 * 10**9, None, H100_PAGE),
+    GPU("H200", "141 GB", 143771, "nvidia-smi on NVIDIA H200, driver 570.158.01 (public logs)", ("h200-141gb",),
+        4800 * 10**9, 989 * 10**12, "https://github.com/allenai/open-instruct/pull/1441 (989 TFLOPS BF16, 4.8 TB/s)"),
+    GPU("B200", "180 GB", 183359, "https://github.com/NVIDIA/TensorRT-LLM/issues/10278 (166593MiB / 183359MiB)", (),
+        8 * 10**12, 2250 * 10**12, TORCHAO),
+    GPU("MI300X", "192 GB", 196592,
+        "https://github.com/ROCm/legacy-rocm-build/issues/4414 (rocminfo pool 201310208 KB)", ("mi300",),
+        5300 * 10**9, 1307 * 10**12, TORCHAO),
+)
+
+
+def _key(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def find_gpu(text: str) -> GPU | None:
+    """A GPU by name or alias, ignoring case, spaces and dashes ('a100-80gb', 'H100', '4090')."""
+    wanted = _key(text)
+    return next((g for g in GPUS if wanted in {_key(n) for n in (g.name, *g.aliases)}), None)
+
+
+# The cards `gptcalc flops` draws its time bounds for when none is named: one of each generation people rent or own.
+RATED = ("H100-80GB", "A100-80GB", "RTX 4090")
+
+
+def rated_gpu(text: str) -> GPU:
+    """A GPU whose peak bf16 rate and bandwidth are both known (what a time bound needs); else bad input."""
+    gpu = find_gpu(text)
+    if gpu is None:
+        raise GptcalcError(f"--gpu: unknown GPU {text!r}; known: {', '.join(g.name for g in GPUS)}")
+    if gpu.bf16_flops is None or gpu.bandwidth is None:
+        raise GptcalcError(f"--gpu: {gpu.name} has no published peak bf16 rate or bandwidth in the catalog")
+    return gpu

@@ -1,0 +1,208 @@
+"""The KV cache, one kind of layer at a time.
+
+Each layer kind caches K and V elements per token (the part says how many: `kv_per_token`), for
+as many tokens as it keeps:
+
+    row bytes          = format.row_bytes(width)            # ceil(width / block) blocks; fp16: width x 2
+    bytes per token    = sum over kinds of n_layers x (row(K) + row(V))
+    tokens kept        = min(seq, window) for a sliding-window layer in a rolling buffer, else seq
+    total bytes        = sum over kinds of n_layers x (row(K) + row(V)) x tokens kept x batch
+
+- full attention keeps every token; GQA and MQA shrink the rows by n_heads / n_kv_heads;
+- sliding window (Mistral-7B-v0.1's 4,096, Gemma-2/3's local layers, gpt-oss's 128) keeps the
+  last `window` tokens: a rolling buffer. An engine that does not roll allocates all `seq`
+  (`KVCache.unrolled_bytes`);
+- MLA (DeepSeek-V2/V3) caches one latent of kv_lora_rank + qk_rope_head_dim per layer per token,
+  for all heads (K = that, V = 0); `expanded=True` gives the per-head keys and values an
+  implementation that expands the latent would hold instead (K and V widths differ);
+- attention sinks (gpt-oss) are one learned logit per head: parameters, nothing cached.
+
+Under tensor parallelism (`tp`) each GPU holds n_kv_heads / tp KV heads, one head when tp exceeds
+them (vLLM and SGLang replicate KV heads then), and the whole MLA latent (it has no heads to split).
+No torch here: tests/test_memory_torch.py checks these numbers against real cache tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from calc.analysis.memory.formats import Format, kv_format
+from calc.errors import GptcalcError
+from calc.parts import MLA, Attention
+from calc.spec.model import ModelSpec
+
+__all__ = ["KVCache", "KVLayers", "kv_cache", "kv_layers", "kv_variants"]
+
+
+@dataclass(frozen=True)
+class KVLayers:
+    """One kind of layer's cache: how many layers, and the K and V elements each keeps per token."""
+
+    block: str
+    n_layers: int
+    k: int  # elements per token per layer on one GPU (n_kv_heads x head_dim; MLA: the latent + rope key)
+    v: int  # 0 for the MLA latent, which stands for both
+    kind: str  # MHA, GQA, MQA or MLA
+    n_heads: int
+    n_kv_heads: int  # the model's own (for MLA: n_heads once expanded)
+    head_dim: int
+    window: int | None = None  # a sliding window: at most this many tokens kept
+    kv_heads_per_gpu: int | None = None  # None: MLA's latent, not split by heads
+    sinks: bool = False
+    expanded: tuple[int, int] | None = None  # MLA latent: the per-head (K, V) an expanding cache would hold
+
+    def tokens(self, seq: int, rolling: bool = True) -> int:
+        """Tokens this kind keeps at `seq`: the window caps it in a rolling buffer."""
+        return min(seq, self.window) if self.window and rolling else seq
+
+    def row_bytes(self, fmt: Format) -> int:
+        """One token of one layer: a K row and a V row, each whole blocks of `fmt`."""
+        return fmt.row_bytes(self.k) + (fmt.row_bytes(self.v) if self.v else 0)
+
+    def bytes_per_token(self, fmt: Format) -> int:
+        return self.n_layers * self.row_bytes(fmt)
+
+    def as_expanded(self) -> "KVLayers":
+        """The same layers caching per-head K and V instead of the MLA latent (itself if not MLA)."""
+        if self.expanded is None:
+            return self
+        return replace(self, k=self.expanded[0], v=self.expanded[1], expanded=None)
+
+    def to_json(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def _split(k: int, v: int, heads: int, tp: int) -> tuple[int, int, int]:
+    """(K, V, KV heads) on one of `tp` GPUs: heads / tp each, or one replicated head when tp exceeds them."""
+    if tp > heads:
+        if tp % heads:
+            raise GptcalcError(f"--tp {tp}: more GPUs than the {heads} KV heads must be a multiple of them")
+        return k // heads, v // heads, 1  # each GPU holds a replica of one head
+    if heads % tp:
+        raise GptcalcError(f"--tp {tp}: does not divide the {heads} KV heads")
+    return k // tp, v // tp, heads // tp
+
+
+def _layers(name: str, n_layers: int, part: Attention | MLA, tp: int) -> KVLayers:
+    """One layer kind's cache on one GPU; MLA's latent is whole on every GPU, its expansion split."""
+    common = dict(kind=part.attention_kind, n_heads=part.n_heads, n_kv_heads=part.n_kv_heads,
+                  head_dim=part.head_dim, window=part.window)
+    if isinstance(part, MLA):
+        k, v, _ = _split(*part.expanded_kv_per_token(), part.n_heads, tp)
+        return KVLayers(name, n_layers, *part.kv_per_token(), **common, expanded=(k, v))
+    k, v, heads = _split(*part.kv_per_token(), part.n_kv_heads, tp)
+    return KVLayers(name, n_layers, k, v, **common, kv_heads_per_gpu=heads, sinks=part.sinks)
+
+
+def kv_layers(spec: ModelSpec, tp: int = 1, expanded: bool = False) -> tuple[KVLayers, ...]:
+    """Each layer kind's per-token cache on one GPU, from its attention part."""
+    counts = spec.layer_counts()
+    rows = tuple(_layers(name, counts[name], part, tp) for name, part in spec.attention_parts())
+    return tuple(kind.as_expanded() for kind in rows) if expanded else rows
+
+
+@dataclass(frozen=True)
+class KVCache:
+    """The K and V tensors a decoder keeps for `seq` tokens of `batch` sequences, by layer kind."""
+
+    model: str
+    seq: int
+    batch: int
+    format: Format
+    layers: tuple[KVLayers, ...]
+    tp: int = 1
+    expanded: bool = False  # MLA: per-head K and V instead of the latent
+
+    @property
+    def dtype(self) -> str:
+        return self.format.name
+
+    @property
+    def n_layers(self) -> int:
+        return sum(kind.n_layers for kind in self.layers)
+
+    @property
+    def elements_per_token(self) -> int:
+        """K and V elements one token adds on one GPU, over all layers: 2 x n_layers x n_kv_heads x head_dim uniform."""
+        return sum(kind.n_layers * (kind.k + kind.v) for kind in self.layers)
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes one more token adds to one sequence while every layer still keeps it (seq <= every window)."""
+        return sum(kind.bytes_per_token(self.format) for kind in self.layers)
+
+    def kind_bytes(self, kind: KVLayers, rolling: bool = True) -> int:
+        return kind.bytes_per_token(self.format) * kind.tokens(self.seq, rolling) * self.batch
+
+    @property
+    def total_bytes(self) -> int:
+        """Every kind at the tokens it keeps (sliding-window layers capped at their window)."""
+        return sum(self.kind_bytes(kind) for kind in self.layers)
+
+    @property
+    def unrolled_bytes(self) -> int:
+        """What an engine that allocates `seq` positions for every layer, windows or not, holds."""
+        return self.bytes_per_token * self.seq * self.batch
+
+    @property
+    def expanded_bytes(self) -> int | None:
+        """MLA: what caching per-head K and V instead of the latent would take (None without MLA)."""
+        if not any(kind.expanded for kind in self.layers):
+            return None
+        return replace(self, layers=tuple(kind.as_expanded() for kind in self.layers), expanded=True).total_bytes
+
+    @property
+    def attention_kind(self) -> str:
+        return " + ".join(dict.fromkeys(kind.kind for kind in self.layers))
+
+    # The first layer kind's heads, for the one-line summaries (every supported stack shares them).
+    @property
+    def n_heads(self) -> int:
+        return self.layers[0].n_heads
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.layers[0].n_kv_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.layers[0].head_dim
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "model": self.model, "seq": self.seq, "batch": self.batch, "dtype": self.dtype,
+            "bits_per_value": str(self.format.bits_per_value), "tp": self.tp,
+            "attention": self.attention_kind, "n_layers": self.n_layers,
+            "n_heads": self.n_heads, "n_kv_heads": self.n_kv_heads, "head_dim": self.head_dim,
+            "mla_cache": ("expanded" if self.expanded else "latent") if "MLA" in self.attention_kind else None,
+            "layers": [{**kind.to_json(), "tokens_kept": kind.tokens(self.seq),
+                        "bytes_per_token": kind.bytes_per_token(self.format), "total_bytes": self.kind_bytes(kind)}
+                       for kind in self.layers],
+            "bytes_per_token": self.bytes_per_token,
+            "total_bytes": self.total_bytes,
+            "unrolled_bytes": self.unrolled_bytes,
+            "mla_expanded_bytes": self.expanded_bytes,
+        }
+
+
+def kv_cache(spec: ModelSpec, seq: int, batch: int = 1, dtype: str | Format = "fp16", tp: int = 1,
+             expanded: bool = False) -> KVCache:
+    """The cache of `spec` at seq x batch tokens on one of `tp` GPUs, elements stored as `dtype`."""
+    fmt = dtype if isinstance(dtype, Format) else kv_format(dtype)
+    if seq < 1 or batch < 1 or tp < 1:
+        raise GptcalcError(f"seq={seq}, batch={batch}, tp={tp}: each must be at least 1")
+    return KVCache(spec.name, seq, batch, fmt, kv_layers(spec, tp, expanded), tp, expanded)
+
+
+def kv_variants(spec: ModelSpec, seq: int, batch: int = 1, dtype: str | Format = "fp16") -> dict[str, KVCache]:
+    """The same model's cache under MHA (n_kv_heads = n_heads), its own setting, and MQA (1)."""
+    if any(a.kind == "mla" for _, a in spec.attention_parts()):
+        raise GptcalcError(f"--gqa: {spec.name} uses MLA, which caches a latent rather than KV heads")
+    heads = {a.n_heads for _, a in spec.attention_parts()}
+    if len(heads) != 1:
+        raise GptcalcError(f"--gqa: {spec.name}'s layers differ in query heads ({sorted(heads)})")
+    return {
+        "MHA": kv_cache(spec.with_kv_heads(heads.pop()), seq, batch, dtype),
+        "model": kv_cache(spec, seq, batch, dtype),
+        "MQA": kv_cache(spec.with_kv_heads(1), seq, batch, dtype),
+    }

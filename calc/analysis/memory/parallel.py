@@ -1,0 +1,117 @@
+"""Weights and KV cache per GPU under tensor (tp), pipeline (pp) and expert (ep) parallelism.
+
+Tensor parallelism splits a layer's matrices tp ways, as vLLM and SGLang do (Megatron-style):
+column-parallel Q/K/V, gate/up (and their biases) and row-parallel O and down are sharded; the
+vocabulary-parallel token embedding and LM head are sharded by vocabulary rows; norms, the MoE
+router, row-parallel biases and MLA's down-projections (q_a, kv_a: ReplicatedLinear in vLLM's
+DeepSeek) are whole on every GPU. K and V are split by KV head, so past n_kv_heads GPUs each
+holds one replicated head. With --ep the routed experts are split ep ways, whole, instead of
+each expert being sharded.
+
+Pipeline parallelism gives each stage a contiguous run of layers, vLLM's get_pp_indices split
+(vllm/distributed/utils.py): n_layers // pp each, the remainder one extra per stage from the
+second-to-last backwards; the first stage also holds the embedding, the last the final norm and
+LM head. The busiest GPU (weights + its layers' KV) decides what fits.
+
+Sharding rounds up (a shard of an odd row count is the larger half); vLLM's vocabulary padding
+to a multiple of 64 per shard is not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from calc.analysis.breakdown import Breakdown
+from calc.analysis.memory.kv import KVCache
+from calc.errors import GptcalcError
+from calc.spec.model import ModelSpec
+
+__all__ = ["Layout", "Stage", "pp_partitions", "stage_kv", "stages"]
+
+# Whole on every tensor-parallel GPU (everything else in a layer is sharded tp ways).
+REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "router", "router_bias", "router_score_bias",
+              "shared_expert_gate", "q_a", "q_a_bias", "kv_a", "kv_a_bias", "position_embedding", "embedding_norm",
+              "lm_head_bias", "project_in", "project_out")
+EXPERTS = "experts_"
+FIRST_STAGE = ("token_embedding", "position_embedding", "embedding_norm", "project_in")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How many GPUs split the model which way; replicas (data parallel) copy the whole layout."""
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+
+def pp_partitions(n_layers: int, pp: int) -> list[int]:
+    """Layers per stage as vLLM's get_pp_indices splits them."""
+    if pp > n_layers:
+        raise GptcalcError(f"--pp {pp}: more stages than the model's {n_layers} layers")
+    parts = [n_layers // pp] * pp
+    for i in range(2, n_layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+def _share(name: str, n: int, layout: Layout, kv_split: int) -> int:
+    """One GPU's part of `n` parameters of component `name`."""
+    if name in REPLICATED or "norm" in name:
+        return n
+    if name.startswith(EXPERTS) and layout.ep > 1:
+        return -(-n // layout.ep)
+    if name in ("k", "v", "k_bias", "v_bias"):
+        return -(-n // kv_split)
+    return -(-n // layout.tp)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage's GPU: its layers and the parameters it holds (one tp shard)."""
+
+    index: int
+    first_layer: int
+    n_layers: int
+    params: dict[str, int]
+
+
+def _kv_split(spec: ModelSpec, tp: int) -> int:
+    """How many ways K and V weights split: by KV head, at most n_kv_heads ways."""
+    heads = {a.n_kv_heads for _, a in spec.attention_parts()}
+    return min(tp, min(heads))
+
+
+def stages(spec: ModelSpec, breakdown: Breakdown, layout: Layout) -> list[Stage]:
+    """Every pipeline stage's per-GPU parameters, by component."""
+    kv_split = _kv_split(spec, layout.tp)
+    per_layer = {block.name: block.per_layer for block in breakdown.blocks}
+    in_blocks = {name for rows in per_layer.values() for name in rows}
+    outside = {name: n for name, n in breakdown.components.items() if name not in in_blocks}
+    result, start = [], 0
+    parts = pp_partitions(spec.n_layers, layout.pp)
+    for index, count in enumerate(parts):
+        params: dict[str, int] = {}
+        for layer in range(start, start + count):
+            for name, n in per_layer[spec.block_at(layer)].items():
+                params[name] = params.get(name, 0) + _share(name, n, layout, kv_split)
+        for name, n in outside.items():
+            first = name in FIRST_STAGE
+            if (first and index == 0) or (not first and index == len(parts) - 1):
+                params[name] = _share(name, n, layout, kv_split)
+        result.append(Stage(index, start, count, params))
+        start += count
+    return result
+
+
+def stage_kv(spec: ModelSpec, kv: KVCache, stage: Stage) -> KVCache:
+    """The cache of one stage's layers (kv is already per tensor-parallel GPU)."""
+    counts: dict[str, int] = {}
+    for layer in range(stage.first_layer, stage.first_layer + stage.n_layers):
+        counts[spec.block_at(layer)] = counts.get(spec.block_at(layer), 0) + 1
+    layers = tuple(replace(kind, n_layers=counts[kind.block]) for kind in kv.layers if kind.block in counts)
+    return replace(kv, layers=layers)

@@ -1,0 +1,118 @@
+"""Named weight quantisation schemes: which matrices they quantise, and every byte they store.
+
+A scheme stores each quantised matrix (in_features i, out_features o, n = i x o values) as its
+library lays it out, and leaves everything else (embeddings, LM head, norms, biases, and the
+router where the scheme skips it) in 16 bits. Bits per matrix, with g the group size:
+
+    gptq-int4   n x 4 + ceil(i/g) x o x (16 + 4) + i x 32        qweight, fp16 scales, packed int4 zeros, int32 g_idx
+    awq-int4    n x 4 + (i/g) x o x (16 + 4)                      qweight, fp16 scales, packed int4 zeros
+    bnb-nf4     n x 4 + ceil(n/64) x 32 + 16 x 32                 fp32 absmax per 64, the 16-value NF4 code
+    bnb-nf4-dq  n x 4 + ceil(n/64) x 8 + ceil(n/64/256) x 32 + (16 + 256 + 1) x 32   absmax quantised to 8 bits
+    bnb-int8    n x 8 + o x 32                                    int8 weights, fp32 scale per output row (SCB)
+    fp8         n x 8 + 32                                        one fp32 scale per tensor
+    fp8-channel n x 8 + o x 32                                    one fp32 scale per output channel
+    fp8-block   n x 8 + ceil(o/128) x ceil(i/128) x 32            fp32 scale per 128 x 128 block (DeepSeek-V3)
+    mxfp4       n x 4 + ceil(i/32) x o x 8                        FP4 E2M1 + one E8M0 scale per 32 (gpt-oss experts)
+    nvfp4       n x 4 + ceil(i/16) x o x 8 + 2 x 32               FP4 + FP8 E4M3 scale per 16, fp32 global and input scales
+
+llama.cpp's mixes (q4_k_m, q5_k_m, q4_k_s, q6_k, q8_0) give each tensor its own ggml type: gguf.py.
+
+Counted per matrix as the model defines them; a checkpoint that fuses matrices (q/k/v, gate/up)
+stores fewer per-tensor scales (fp8, nvfp4: 32 bits each) and GPTQ's g_idx once per fused input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable
+
+from calc.analysis.breakdown import Breakdown
+from calc.analysis.memory.gguf import MIXES, SOURCE as GGUF_SOURCE, gguf_bits
+from calc.errors import GptcalcError
+from calc.spec.model import ModelSpec
+
+__all__ = ["SCHEMES", "Scheme", "find_scheme", "scheme_bits"]
+
+GPTQ = "https://github.com/AutoGPTQ/AutoGPTQ/blob/058fd80a72d63d992347e3a23dcd5757449a9e2d/auto_gptq/nn_modules/qlinear/qlinear_cuda.py (register_buffer shapes)"
+AWQ = "https://github.com/casper-hansen/AutoAWQ/blob/030fe2a15b959425d278de8121f03ed895e3b10c/awq/modules/linear/gemm.py (WQLinear_GEMM buffers)"
+BNB = "bitsandbytes functional.quantize_4bit / Int8Params (blocksize 64, nested blocksize 256, SCB per row): https://github.com/bitsandbytes-foundation/bitsandbytes"
+FP8 = "compressed-tensors / llm-compressor FP8 schemes (weight_scale per tensor or channel): https://github.com/neuralmagic/compressed-tensors"
+FP8_BLOCK = "DeepSeek-V3 config.json quantization_config weight_block_size [128, 128] (weight_scale_inv per block)"
+MX = "OCP Microscaling Formats (MX) v1.0; gpt-oss config.json quant_method mxfp4, modules_to_not_convert"
+NVFP4 = "NVIDIA ModelOpt NVFP4 (weight_scale FP8 per 16, weight_scale_2 and input_scale fp32)"
+G = 128  # the group size GPTQ and AWQ checkpoints use
+
+
+def _c(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """How one scheme stores a quantised matrix, and which matrices it quantises."""
+
+    name: str
+    bits: Callable[[int, int], int]  # (in_features, out_features) -> bits of one matrix, scales included
+    router: bool  # is the MoE router (and a shared-expert gate) quantised too?
+    experts_only: bool  # only the routed experts (gpt-oss MXFP4)
+    keeps: str  # what stays 16-bit, in words
+    source: str
+    gguf: bool = False  # a llama.cpp mix: per-tensor types from llama_tensor_get_type (gguf.py)
+
+    def quantises(self, name: str) -> bool:
+        if self.experts_only:
+            return name.startswith("experts_")
+        return self.router or name not in ("router", "shared_expert_gate")
+
+
+SCHEMES: dict[str, Scheme] = {s.name: s for s in (
+    Scheme("gptq-int4", lambda i, o: i * o * 4 + _c(i, G) * o * 20 + i * 32, False, False,
+           "embeddings, LM head, norms, biases, router", GPTQ),
+    Scheme("awq-int4", lambda i, o: i * o * 4 + _c(i, G) * o * 20, False, False,
+           "embeddings, LM head, norms, biases, router", AWQ),
+    Scheme("bnb-nf4", lambda i, o: i * o * 4 + _c(i * o, 64) * 32 + 16 * 32, True, False,
+           "embeddings, LM head, norms, biases", BNB),
+    Scheme("bnb-nf4-dq", lambda i, o: i * o * 4 + _c(i * o, 64) * 8 + _c(_c(i * o, 64), 256) * 32 + 273 * 32, True,
+           False, "embeddings, LM head, norms, biases", BNB),
+    Scheme("bnb-int8", lambda i, o: i * o * 8 + o * 32, True, False, "embeddings, LM head, norms, biases", BNB),
+    Scheme("fp8", lambda i, o: i * o * 8 + 32, False, False, "embeddings, LM head, norms, biases, router", FP8),
+    Scheme("fp8-channel", lambda i, o: i * o * 8 + o * 32, False, False,
+           "embeddings, LM head, norms, biases, router", FP8),
+    Scheme("fp8-block", lambda i, o: i * o * 8 + _c(o, 128) * _c(i, 128) * 32, False, False,
+           "embeddings, LM head, norms, biases, router", FP8_BLOCK),
+    Scheme("mxfp4", lambda i, o: i * o * 4 + _c(i, 32) * o * 8, False, True,
+           "everything but the routed experts (attention, router, embeddings, LM head)", MX),
+    Scheme("nvfp4", lambda i, o: i * o * 4 + _c(i, 16) * o * 8 + 64, False, False,
+           "embeddings, LM head, norms, biases, router", NVFP4),
+    *(Scheme(mix, lambda i, o: 0, False, False, "norms and biases F32, router F16, LM head Q6_K (Q8_0 in a Q8_0 "
+             "file), attn_v and ffn_down with more bits on some layers", GGUF_SOURCE, True) for mix in MIXES),
+)}
+KEPT_BITS = 16  # what a scheme leaves unquantised is stored in bf16 / fp16
+
+
+def find_scheme(name: str) -> Scheme:
+    """A scheme by name; '_' and '-' are the same ('AWQ_INT4', 'Q4_K_M', 'q4-k-m')."""
+    wanted = name.strip().lower().replace("_", "-")
+    key = next((s for s in SCHEMES if s.replace("_", "-") == wanted), None)
+    if key is None:
+        raise GptcalcError(f"--quant {name!r}: unknown (choose from {', '.join(SCHEMES)})")
+    return SCHEMES[key]
+
+
+def scheme_bits(spec: ModelSpec, breakdown: Breakdown, scheme: Scheme) -> dict[str, Fraction]:
+    """Bits per parameter of every component under `scheme` (exact: total bits / parameters)."""
+    if scheme.gguf:
+        return _per_param(gguf_bits(spec, breakdown, scheme.name), breakdown)
+    bits = {name: KEPT_BITS * n for name, n in breakdown.components.items()}
+    for block in breakdown.blocks:
+        for name, (i, count) in spec.blocks[block.name].matrices(spec.d_model).items():
+            if not scheme.quantises(name) or name not in block.per_layer:
+                continue
+            out = block.per_layer[name] // (i * count)
+            bits[name] += block.layers * (count * scheme.bits(i, out) - KEPT_BITS * block.per_layer[name])
+    return _per_param(bits, breakdown)
+
+
+def _per_param(bits: dict[str, int], breakdown: Breakdown) -> dict[str, Fraction]:
+    return {name: Fraction(b, breakdown.components[name]) for name, b in bits.items() if breakdown.components[name]}

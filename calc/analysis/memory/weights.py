@@ -1,0 +1,103 @@
+"""Weights at a storage format: bytes per component of the `count()` breakdown.
+
+    component bytes = ceil((format.row_bits(params) + scales) / 8)
+    scales          = ceil(params / group_size) x 16       # --group-size: GPTQ/AWQ-style fp16 scales
+
+A tied LM head costs 0 bytes: it *is* the token embedding's matrix, counted once. A named
+scheme (`calc/analysis/memory/schemes.py`) gives each component its exact bits per parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Mapping
+
+from calc.analysis.breakdown import Breakdown
+from calc.analysis.memory.formats import Format, bits_to_bytes, weight_format
+from calc.analysis.memory.schemes import Scheme, scheme_bits
+from calc.errors import GptcalcError
+from calc.spec.model import ModelSpec
+
+__all__ = ["SCALE_BITS", "Weights", "weights"]
+
+SCALE_BITS = 16  # one fp16 scale per group in group quantization (GPTQ/AWQ style)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Parameter bytes per component at one format, plus group-quantization scales if any."""
+
+    model: str
+    format: Format
+    params: dict[str, int]
+    group_size: int | None = None  # weights sharing one 16-bit scale; None: no scales counted
+    scheme: Scheme | None = None  # a named quantisation scheme (then `format` is what it keeps: bf16)
+    bits_per_param: Mapping[str, Fraction] | None = None  # the scheme's exact bits per parameter, by component
+
+    @property
+    def dtype(self) -> str:
+        return self.scheme.name if self.scheme else self.format.name
+
+    def describe(self) -> str:
+        """'fp16: 16 bits per value', or 'awq-int4: 4.27 bits per weight on average (16-bit: ...)'."""
+        if self.scheme is None:
+            return self.format.describe()
+        average = Fraction(self.total_bytes * 8, self.total_params or 1)
+        kept = "per tensor" if self.scheme.gguf else "kept 16-bit"
+        return f"{self.scheme.name}: {float(average):.3f} bits per weight on average ({kept}: {self.scheme.keeps})"
+
+    def component_bytes(self, name: str) -> int:
+        """ceil((bits of the values + one 16-bit scale per started group) / 8)."""
+        n = self.params[name]
+        if self.bits_per_param is not None:
+            bits = self.bits_per_param.get(name, Fraction(self.format.block_bits, self.format.block)) * n
+            return -(-bits.numerator // (bits.denominator * 8))
+        scales = -(-n // self.group_size) * SCALE_BITS if self.group_size else 0
+        return bits_to_bytes(self.format.row_bits(n) + scales)
+
+    @property
+    def components(self) -> dict[str, int]:
+        return {name: self.component_bytes(name) for name in self.params}
+
+    @property
+    def total_params(self) -> int:
+        return sum(self.params.values())
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.components.values())
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "dtype": self.scheme.name if self.scheme else self.dtype,
+            "scheme": self.scheme.name if self.scheme else None,
+            "kept_16_bit": self.scheme.keeps if self.scheme else None,
+            "bits_per_weight": str(self.format.bits_per_value if self.scheme is None
+                                   else Fraction(self.total_bytes * 8, self.total_params)),
+            "group_size": self.group_size,
+            "scale_bits": SCALE_BITS if self.group_size else 0,
+            "params": self.total_params,
+            "total_bytes": self.total_bytes,
+            "components": self.components,
+        }
+
+
+def weights(breakdown: Breakdown, dtype: str | Format = "fp16", group_size: int | None = None,
+            scheme: Scheme | None = None, spec: ModelSpec | None = None) -> Weights:
+    """Every parameter stored at `dtype` (a tied head is stored once, as the breakdown counts it), or
+    as a named `scheme` lays out its quantised matrices (it needs the spec for their shapes)."""
+    if scheme is not None:
+        if dtype not in ("fp16", "bf16"):
+            raise GptcalcError(f"--quant {scheme.name} fixes how weights are stored; drop --dtype {dtype}")
+        if spec is None or group_size is not None:
+            raise GptcalcError("--quant: a scheme fixes its own groups and scales; --group-size does not apply")
+        return Weights(breakdown.model, weight_format("bf16"), dict(breakdown.components), None, scheme,
+                       scheme_bits(spec, breakdown, scheme))
+    fmt = dtype if isinstance(dtype, Format) else weight_format(dtype)
+    if group_size is not None:
+        if fmt.bits_per_value >= 16 or fmt.block > 1:
+            raise GptcalcError(f"--group-size: only for plain 8- and 4-bit dtypes (fp8, int8, int4), not {fmt.name}")
+        if group_size < 1:
+            raise GptcalcError(f"--group-size: must be at least 1, got {group_size}")
+    return Weights(breakdown.model, fmt, dict(breakdown.components), group_size)

@@ -1,0 +1,145 @@
+"""Activation memory: the tensors autograd keeps for backward, per layer and for the whole model.
+
+Counted for the forward written with plain torch ops, the way transformers' models and our torch
+test write it (tests/training_forward.py), in the activation dtype (`act`, bytes per element):
+
+  RMSNorm  x·rsqrt(mean(x²)+ε)·w      keeps x, the per-token rsqrt and the normed x: 2·n·w + n
+  LayerNorm (F.layer_norm)            keeps x and the per-token mean and rstd: n·w + 2n
+  a linear layer x·W                  keeps its input x (one copy when Q, K and V read the same x)
+  QKᵀ and P·V                         keep Q, K, P and V; K and V at all h heads (GQA expanded:
+                                      selective recomputation keeps them at the kv heads)
+  softmax                             keeps its output P: B·h·T·keys
+  SiLU / GELU                         keep their input; gate × up keeps both factors
+  residual adds, scaling, an additive causal mask, rotary's multiplies   keep nothing per layer
+                                      (rotary keeps its cos and sin tables, T·rotary_dim each, once)
+
+so a pre-norm layer of n = B·T tokens keeps
+  attention: n·d (normed x) + 4·n·h·d_head (Q, K, V, the heads' concatenation) + B·h·T·keys (P)
+  gated MLP: n·d + 4·n·d_ff (gate, SiLU(gate), up, their product);  plain MLP: n·d + 2·n·d_ff
+  two norms as above.
+Outside the layers: the token ids (int64, and the position ids with a learned table), the final
+norm, the head's input n·d and the loss's log-softmax n·vocab (fp32, as transformers upcasts the
+logits) with its fp32 total-weight scalar.
+
+A fused attention kernel (FlashAttention, torch's scaled_dot_product_attention) never stores P: it
+keeps Q, K and V (at the kv heads), its output (laid out [B, T, h, d_head], so it is W_O's input
+itself, no copy) and one fp32 log-sum-exp per query row and head.
+
+Recomputation: `selective` drops P (Korthikanti et al., arXiv 2205.05198: recompute QKᵀ, softmax and
+P·V, keep Q, K, V); `full` keeps only each layer's input, n·d, and recomputes the layer in backward.
+
+Tensor parallelism over t GPUs splits the heads and d_ff, so every term h- or d_ff-wide (and P) is ÷ t;
+the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷ t only with sequence
+parallelism. MoE layers and MLA follow the same rules but are not measured by the torch test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from calc.parts import MLA, MLP, Attention, MoE, Norm
+from calc.spec.model import Block, ModelSpec
+
+__all__ = ["RECOMPUTE", "Term", "activation_terms", "korthikanti", "layer_terms"]
+
+RECOMPUTE = ("none", "selective", "full")
+INT64 = 8
+
+
+@dataclass(frozen=True)
+class Term:
+    """One kept tensor (or a group of equal ones): elements, bytes per element, how TP splits it."""
+
+    label: str
+    elements: int
+    bytes_per: int
+    split: str  # "tp": split by tensor parallelism; "sp": only with sequence parallelism; "": never
+
+    def bytes(self, tp: int, sp: bool) -> int:
+        divide = tp if self.split == "tp" or (self.split == "sp" and sp) else 1
+        return -(-self.elements // divide) * self.bytes_per
+
+
+def _norm(norm: Norm, n: int, width: int, act: int, label: str) -> list[Term]:
+    if norm.kind == "layernorm":
+        return [Term(f"{label}: input, mean, rstd", n * width + 2 * n, act, "sp")]
+    return [Term(f"{label}: input, rsqrt, normed", 2 * n * width + n, act, "sp")]
+
+
+def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
+    n, keys, h = b * s, min(s, a.window) if a.window else s, a.n_heads
+    if isinstance(a, MLA):
+        latents = [Term("Q latent: norm and up-projection input", 3 * n * a.q_lora_rank + n, act, "sp")] \
+            if a.q_lora_rank else []
+        latents.append(Term("KV latent: norm and up-projection input", 3 * n * a.kv_lora_rank + n, act, "sp"))
+        inner = [*latents, Term("Q and K (every head)", 2 * n * h * a.qk_head_dim, act, "tp"),
+                 Term("V and the heads' output (W_O's input)", 2 * n * h * a.v_head_dim, act, "tp")]
+    else:
+        # explicit QKᵀ and P·V keep K and V expanded to all h heads; a fused kernel, or a checkpoint
+        # around attention, keeps them at the kv heads
+        kv = a.q_dim if recompute == "none" and not flash else a.kv_dim
+        heads = "" if a.kv_dim == a.q_dim else f" (K and V at {'the kv' if kv == a.kv_dim else 'all h'} heads)"
+        inner = [Term(f"Q, K, V{heads}",
+                      n * (a.q_dim + 2 * kv), act, "tp"),
+                 Term("heads' output (W_O's input)", n * a.q_dim, act, "tp")]
+    if recompute == "selective":
+        core = []
+    elif flash:  # instead of P, one log-sum-exp per row; its output, laid out [B, T, h, d], is W_O's input
+        core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
+    else:
+        core = [Term("softmax output P", b * h * s * keys, act, "tp")]
+    return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *core]
+
+
+def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
+    terms = [Term("MLP input (normed x)", n * d, act, "sp")]
+    if isinstance(m, MoE):
+        rows = n * m.top_k
+        terms += [Term("router: softmax over experts", n * m.n_experts, act, ""),
+                  Term("routed rows (experts' input)", rows * d, act, "sp"),
+                  Term("experts' hidden", (4 if m.gated else 2) * rows * m.d_ff, act, "tp"),
+                  Term("experts' outputs and routing weights", rows * d + rows, act, "sp")]
+        if m.shared is not None:
+            terms.append(Term("shared expert hidden", (4 if m.shared.gated else 2) * n * m.shared.d_ff, act, "tp"))
+        return terms
+    hidden = " (gate, SiLU, up, product)" if m.gated else " (before and after the activation)"
+    return terms + [Term("MLP hidden" + hidden, (4 if m.gated else 2) * n * m.d_ff, act, "tp")]
+
+
+def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, flash: bool = False) -> list[Term]:
+    """What one layer of `block` keeps for backward under `recompute`, attention explicit or fused (`flash`)."""
+    n = b * s
+    if recompute == "full":
+        return [Term("layer input (the checkpoint)", n * d, act, "sp")]
+    norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})")]
+    return [*norms, *_attention(block.attention, b, s, d, act, recompute, flash), *_mlp(block.mlp, n, d, act)]
+
+
+def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str) -> list[Term]:
+    """Outside the layers: ids, rotary tables, the final norm, the head's input, the loss."""
+    n, d = b * s, spec.d_model
+    terms = [Term("token ids (int64)", n, INT64, "")]
+    if spec.embedding.positions == "learned":
+        terms.append(Term("position ids (int64)", s, INT64, ""))
+    rotary = {a.rope.rotary_dim for _, a in spec.attention_parts() if getattr(a, "rope", None)}
+    if recompute != "full":  # the tables are read inside the layers, so a checkpointed layer keeps none
+        terms += [Term(f"rotary cos and sin ({width} wide)", 2 * s * width, act, "") for width in sorted(rotary)]
+    if spec.final_norm is not None:
+        terms += _norm(spec.final_norm, n, d, act, "final norm")
+    return terms + [Term("LM head input", n * d, act, "sp"),
+                    Term("log-softmax of the logits (fp32)", n * spec.vocab_size, 4, "tp"),
+                    Term("loss: total weight (fp32 scalar)", 1, 4, "")]
+
+
+def korthikanti(s: int, b: int, h: int, a: int, layers: int, tp: int = 1, sp: bool = False,
+                recompute: str = "none") -> int:
+    """Korthikanti et al. (arXiv 2205.05198, eqs. 1-6) in bytes, 16-bit activations and 1-byte dropout
+    masks, GPT-3's layer: 34·s·b·h + 5·a·s²·b per layer; with TP t: s·b·h·(10 + 24/t) + 5·a·s²·b/t;
+    with SP: both terms ÷ t; selective recomputation drops the 5·a·s²·b term; full keeps 2·s·b·h."""
+    if recompute == "full":
+        per_layer = 2 * s * b * h
+    elif sp:
+        per_layer = (34 * s * b * h + (0 if recompute == "selective" else 5 * a * s * s * b)) // tp
+    else:
+        per_layer = s * b * h * 10 + 24 * s * b * h // tp + (0 if recompute == "selective" else 5 * a * s * s * b // tp)
+    return layers * per_layer

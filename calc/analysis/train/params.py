@@ -1,0 +1,118 @@
+"""Which parameters a GPU holds and which it trains: pipeline stages, tensor parallelism, LoRA, QLoRA.
+
+Every parameter is taken from the shapes journey's steps (each step owns its weight, of a known
+shape, and its bias), so the tensors here add up to `gptcalc count`'s total. Pipeline parallelism
+over p stages gives each stage ⌈L/p⌉ consecutive layers (the first stage also the embeddings, the
+last the final norm and the head); the busiest stage is reported. Tensor parallelism over t GPUs
+splits every matrix t ways (heads, d_ff, vocab: Megatron-LM's column and row splits) and copies
+vectors (norms, biases) to every GPU.
+
+LoRA (Hu et al., arXiv 2106.09685) trains, beside each frozen target matrix [in, out], an adapter
+A [in, r] and B [r, out]: r·(in + out) parameters (alpha only scales them). Targets by name: q, k,
+v, o (the attention output), gate, up, down (a MoE's experts and shared expert too). QLoRA
+(Dettmers et al., arXiv 2305.14314) stores the frozen matrices of the layers as 4-bit NF4 with
+double quantisation: 4 bits per weight, an 8-bit absmax per block of 64 and an fp32 constant per 256
+absmaxes; embeddings, norms, biases and the head stay 16-bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from calc.analysis.shapes import Step, journey
+from calc.analysis.train.states import Tensor
+from calc.errors import GptcalcError
+from calc.spec.model import ModelSpec
+
+__all__ = ["LORA_TARGETS", "Held", "held", "nf4_bytes"]
+
+LORA_TARGETS: dict[str, tuple[str, ...]] = {
+    "q": ("q", "q_b"), "k": ("k",), "v": ("v",), "o": ("attn_out",),
+    "gate": ("mlp_gate", "experts_gate", "shared_mlp_gate"), "up": ("mlp_up", "experts_up", "shared_mlp_up"),
+    "down": ("mlp_down", "experts_down", "shared_mlp_down"),
+}
+
+
+@dataclass(frozen=True)
+class Held:
+    """The parameters one GPU (the busiest pipeline stage) holds: all of them as tensors, and
+    LoRA's adapters, the matrices they adapt (frozen, quantised under QLoRA) among them."""
+
+    tensors: tuple[Tensor, ...]
+    layer_matrices: int  # elements of the layers' matrices (what QLoRA quantises)
+    adapters: tuple[Tensor, ...] = field(default=())
+    stage_layers: int = 0
+
+    @property
+    def params(self) -> int:
+        return sum(t.elements for t in self.tensors)
+
+    @property
+    def adapter_params(self) -> int:
+        return sum(t.elements for t in self.adapters)
+
+
+def _tensors(step: Step, copies: int, tp: int) -> list[Tensor]:
+    """A step's weight as a matrix (÷ tp along its output) or a vector, and its bias as a vector."""
+    if not step.params:
+        return []
+    w = step.weight.sizes if step.weight is not None else ()
+    out: list[Tensor] = []
+    if len(w) >= 2:
+        stack = w[0] if len(w) == 3 else 1
+        rows, cols = w[-2], w[-1]
+        out.append(Tensor(copies * stack, rows, -(-cols // tp)))
+        rest = step.params - stack * rows * cols
+    else:
+        rest = step.params
+    if rest:
+        out.append(Tensor(copies, rest))
+    return out
+
+
+def _adapters(step: Step, copies: int, rank: int, tp: int) -> list[Tensor]:
+    w = step.weight.sizes
+    stack = w[0] if len(w) == 3 else 1
+    return [Tensor(copies * stack, w[-2], rank), Tensor(copies * stack, rank, -(-w[-1] // tp))]
+
+
+def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None,
+         lora_targets: tuple[str, ...] = ()) -> Held:
+    """The busiest pipeline stage's parameters on one of its tp GPUs, and its LoRA adapters."""
+    if pp > spec.n_layers:
+        raise GptcalcError(f"--pp: {pp} stages for {spec.n_layers} layers; at most one stage per layer")
+    unknown = [t for t in lora_targets if t not in LORA_TARGETS]
+    if unknown:
+        raise GptcalcError(f"--lora-targets: unknown {', '.join(unknown)} (choose from {', '.join(LORA_TARGETS)})")
+    wanted = {step_id for t in lora_targets for step_id in LORA_TARGETS[t]}
+    steps = journey(spec, 1).steps
+    stages = [_stage(spec, steps, stage, pp, tp, lora_rank, wanted) for stage in range(pp)]
+    return max(stages, key=lambda h: (h.params, -h.stage_layers))
+
+
+def _stage(spec: ModelSpec, steps: tuple[Step, ...], stage: int, pp: int, tp: int, rank: int | None,
+           wanted: set[str]) -> Held:
+    per_stage = -(-spec.n_layers // pp)
+    first, last = stage * per_stage, min(spec.n_layers, (stage + 1) * per_stage)
+    kinds = [spec.block_at(i) for i in range(first, last)]
+    last_block = max(i for i, step in enumerate(steps) if step.block)
+    tensors, adapters, matrices = [], [], 0
+    for index, step in enumerate(steps):
+        if step.block:
+            copies = kinds.count(step.block)
+        else:
+            copies = int(stage == 0) if index < last_block else int(stage == pp - 1)
+        if not copies:
+            continue
+        found = _tensors(step, copies, tp)
+        tensors += found
+        if step.block and step.weight is not None and len(step.weight.sizes) >= 2:
+            matrices += found[0].elements
+        if rank and step.id in wanted and step.weight is not None:
+            adapters += _adapters(step, copies, rank, tp)
+    return Held(tuple(tensors), matrices, tuple(adapters), len(kinds))
+
+
+def nf4_bytes(elements: int) -> int:
+    """NF4 with double quantisation: ½ byte per weight, 1 byte per 64 (absmax), 4 bytes per 64·256."""
+    return -(-elements // 2) + -(-elements // 64) + 4 * -(-elements // (64 * 256))

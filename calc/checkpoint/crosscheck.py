@@ -1,0 +1,109 @@
+"""`verify --load`'s second opinion: transformers' own model holding the same weights.
+
+Our torch reference can agree with the checkpoint's names and shapes and still compute something
+else: a config option it ignores (Llama-3.1's `rope_scaling`) changes no tensor. So when
+transformers is installed and the spec came from a config.json, its `AutoModelForCausalLM` is
+built from that config (float32, eval), given the very tensors our model
+loaded, and run on the same token ids; the largest absolute logit difference must stay within
+`TOLERANCE` times the largest |logit| (at least 1). Both models compute in float32, so what
+separates them when they agree is rounding, orders of magnitude below the tolerance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from calc.arch.fallback import transformers_model
+from calc.spec.hf import first_line
+
+__all__ = ["TOLERANCE", "LogitsComparison", "compare_logits"]
+
+TOLERANCE = 1e-4  # relative to max(1, the largest |logit| transformers computes)
+
+
+@dataclass(frozen=True)
+class LogitsComparison:
+    """transformers' logits against ours on the same weights, or why they were not compared."""
+
+    ok: bool
+    message: str
+    compared: bool = True
+    max_difference: float | None = None
+    tolerance: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "compared": self.compared, "message": self.message,
+                "max_difference": self.max_difference, "tolerance": self.tolerance}
+
+
+def _skipped(why: str) -> LogitsComparison:
+    return LogitsComparison(True, f"transformers' logits not compared: {why}", compared=False)
+
+
+def compare_logits(config: dict[str, Any] | None, state: dict[str, torch.Tensor], ids: torch.Tensor,
+                   ours: torch.Tensor, not_parameters: set[str]) -> LogitsComparison:
+    """Build transformers' model of `config`, load `state` into it, compare its logits with `ours`."""
+    if config is None:
+        return _skipped("the spec did not come from a config.json (transformers builds models from one)")
+    try:
+        import transformers
+    except ImportError:
+        return _skipped("transformers is not installed")
+    try:
+        with _quiet(transformers):
+            model = transformers_model(config, device="cpu")
+    except (KeyError, ValueError, TypeError, AttributeError, ImportError, RuntimeError) as exc:
+        return _skipped(f"transformers cannot build model_type {config.get('model_type')!r}: {first_line(exc)}")
+    name = type(model).__name__
+    problem = _load(model, state, not_parameters)
+    if problem:
+        return LogitsComparison(False, f"transformers' {name} does not take these weights: {problem}")
+    with torch.no_grad():
+        theirs = model(ids).logits.float()  # (1, T, vocab)
+    return _verdict(name, ours, theirs)
+
+
+def _verdict(name: str, ours: torch.Tensor, theirs: torch.Tensor) -> LogitsComparison:
+    if theirs.shape != ours.shape:
+        return LogitsComparison(False, f"transformers' {name} gave logits {list(theirs.shape)}, ours {list(ours.shape)}")
+    difference = float((ours - theirs).abs().max())
+    tolerance = TOLERANCE * max(1.0, float(theirs.abs().max()))
+    ok = difference <= tolerance  # False for NaN too
+    verdict = "within" if ok else "above"
+    return LogitsComparison(ok, f"transformers' {name} on the same weights: max |logit difference| "
+                                f"{difference:.2e}, {verdict} the tolerance {tolerance:.2e}",
+                            max_difference=difference, tolerance=tolerance)
+
+
+def _load(model: Any, state: dict[str, torch.Tensor], not_parameters: set[str]) -> str:
+    """Load `state` (names as stored, with or without transformers' base-model prefix); what does
+    not fit, as one line ("" when every parameter was filled). A parameter tied to one that was
+    loaded (the LM head of a tied model) is filled by it; buffers our name maps know are left out."""
+    expected = model.state_dict()
+    prefix = f"{model.base_model_prefix}."
+    mapped = {(name if name in expected else prefix + name): tensor
+              for name, tensor in state.items() if name not in not_parameters}
+    missing, unexpected = model.load_state_dict(mapped, strict=False)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    filled = {params[name].data_ptr() for name in mapped if name in params}
+    missing = [name for name in missing if name in params and params[name].data_ptr() not in filled]
+    parts = [f"{label}: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
+             for label, names in (("missing", missing), ("unexpected", list(unexpected))) if names]
+    return "; ".join(parts)
+
+
+class _quiet:
+    """transformers' warnings about a config (unused keys, defaults) are not ours to print."""
+
+    def __init__(self, transformers: Any) -> None:
+        self.logging = transformers.utils.logging
+
+    def __enter__(self) -> None:
+        self.level = self.logging.get_verbosity()
+        self.logging.set_verbosity_error()
+
+    def __exit__(self, *_: object) -> None:
+        self.logging.set_verbosity(self.level)

@@ -1,0 +1,120 @@
+"""Quantised checkpoints: the tensors stored beside a weight, and weights stored packed, as data.
+
+A quantised checkpoint stores two kinds of tensor a model's `named_parameters()` does not have:
+
+- **companions** — scales (and zero points) that say how to read a quantised weight. They are not
+  parameters: each is named, classified by scheme and its bytes reported, never counted.
+- **packed weights** — several low-bit values per stored element. The parameter they stand for
+  is counted from the packed elements, exactly: MXFP4's `*_blocks` hold two 4-bit values per byte.
+
+The layouts, from their publishers:
+
+- FP8 with 128x128 block scales (DeepSeek-V3): `<name>.weight` in F8_E4M3 and
+  `<name>.weight_scale_inv`, one float32 per 128x128 block of the weight ("(128x128 weight block)
+  * weight_scale_inv"), so a [1536, 7168] weight has a [12, 56] scale and a [576, 7168] one a
+  [5, 56] scale (blocks at the edge are padded to 128).
+  https://github.com/deepseek-ai/DeepSeek-V3/blob/main/README_WEIGHTS.md
+- FP8 with per-tensor (or per-channel) scales: `<name>.weight_scale` and, with static activation
+  scales, `<name>.input_scale` (the FP8 checkpoints vLLM loads, dynamic and static).
+  https://github.com/vllm-project/vllm/pull/4332
+- MXFP4 (gpt-oss): `<name>_blocks` U8 [..., G, 16], 16 bytes holding 32 E2M1 values, and
+  `<name>_scales` U8 [..., G], one E8M0 exponent per block of 32. transformers dequantises
+  [E, R, G, 16] to [E, R, G*32] and transposes it to its parameter's [E, G*32, R].
+  https://github.com/huggingface/transformers/blob/main/src/transformers/integrations/mxfp4.py
+  https://arxiv.org/abs/2508.10925 (gpt-oss model card: MoE weights in MXFP4, 4.25 bits per parameter)
+
+`split_quantised(tensor)` is the one call a checkpoint reader makes per tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from calc.checkpoint.sources import TensorRecord
+
+__all__ = ["COMPANIONS", "FP8_BLOCK", "MXFP4_BLOCK", "PACKED", "Companion", "CompanionKind", "PackedKind",
+           "fp8_block_scale_shape", "split_quantised", "unpacked_shape"]
+
+FP8_BLOCK = 128  # DeepSeek-V3's weight_block_size [128, 128]
+MXFP4_BLOCK = 32  # values per E8M0 scale
+MXFP4_BYTES = 16  # bytes per block: 32 values x 4 bits
+
+
+@dataclass(frozen=True)
+class CompanionKind:
+    """A tensor that qualifies a weight: the name ending that marks it, the weight's name ending
+    in its place, the dtypes it is stored in, and the scheme in words."""
+
+    suffix: str
+    base_suffix: str
+    dtypes: tuple[str, ...]
+    scheme: str
+
+
+@dataclass(frozen=True)
+class PackedKind:
+    """A weight stored packed: its name ending, dtype, the size of its last axis, and how many
+    values each stored element holds."""
+
+    suffix: str
+    dtype: str
+    last_axis: int
+    values_per_element: int
+    scheme: str
+
+
+COMPANIONS: tuple[CompanionKind, ...] = (
+    CompanionKind(".weight_scale_inv", ".weight", ("F32", "BF16"),
+                  f"FP8 block scale (one per {FP8_BLOCK}x{FP8_BLOCK} block of the weight)"),
+    CompanionKind(".weight_scale", ".weight", ("F32", "BF16", "F16"), "FP8 weight scale (per tensor or per channel)"),
+    CompanionKind(".input_scale", ".weight", ("F32", "BF16", "F16"), "FP8 static activation scale"),
+    CompanionKind("_scales", "", ("U8", "F8_E8M0"), f"MXFP4 scales (one E8M0 exponent per {MXFP4_BLOCK} values)"),
+)
+
+PACKED: tuple[PackedKind, ...] = (
+    PackedKind("_blocks", "U8", MXFP4_BYTES, 2, f"MXFP4 blocks ({MXFP4_BLOCK} E2M1 values in {MXFP4_BYTES} bytes)"),
+)
+
+
+@dataclass(frozen=True)
+class Companion:
+    """One stored companion tensor: not a parameter; which weight it qualifies, under which scheme."""
+
+    tensor: TensorRecord
+    base: str  # the name of the weight it belongs to, as stored
+    scheme: str
+
+    def to_json(self) -> dict[str, Any]:
+        t = self.tensor
+        return {"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "nbytes": t.nbytes,
+                "base": self.base, "scheme": self.scheme}
+
+
+def split_quantised(tensor: TensorRecord) -> tuple[TensorRecord, Companion | None]:
+    """A packed weight becomes the parameter it stands for (its name without the packing suffix, its
+    unpacked shape, the bytes as stored); a companion is set aside; anything else passes unchanged."""
+    for kind in PACKED:
+        if tensor.name.endswith(kind.suffix) and tensor.dtype == kind.dtype and tensor.shape[-1:] == (kind.last_axis,):
+            return replace(tensor, name=tensor.name.removesuffix(kind.suffix), shape=unpacked_shape(tensor.shape)), None
+    for kind in COMPANIONS:
+        if tensor.name.endswith(kind.suffix) and tensor.dtype in kind.dtypes:
+            base = tensor.name.removesuffix(kind.suffix) + kind.base_suffix
+            return tensor, Companion(tensor, base, kind.scheme)
+    return tensor, None
+
+
+def unpacked_shape(blocks: tuple[int, ...]) -> tuple[int, ...]:
+    """The parameter an MXFP4 `[*prefix, G, 16]` tensor stands for: `[*prefix, G*32]`, with the last two
+    axes swapped when there are three or more (transformers' dequantised [E, in, out] expert layout)."""
+    *prefix, groups, _ = blocks
+    shape = [*prefix, groups * MXFP4_BYTES * 2]
+    if len(shape) >= 3:
+        shape[1], shape[2] = shape[2], shape[1]
+    return tuple(shape)
+
+
+def fp8_block_scale_shape(weight: tuple[int, ...], block: int = FP8_BLOCK) -> tuple[int, ...]:
+    """The `weight_scale_inv` shape of a weight: one scale per block, edge blocks padded."""
+    return tuple(math.ceil(dim / block) for dim in weight)

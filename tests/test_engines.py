@@ -1,0 +1,73 @@
+"""What servers print about their KV cache, reproduced from published start-up logs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.memory import engine_lines, kv_cache, kv_pool
+from calc.cli import main
+from calc.spec.load import load_spec
+
+LLAMA_31_8B_TOKEN = 32 * 2 * 8 * 128 * 2  # 131,072 B: 32 layers, K and V, 8 KV heads of 128, bf16
+
+
+def run(*args: str) -> dict:  # type: ignore[type-arg]
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.parametrize("max_len, blocks, gib, concurrency", [
+    # source: https://github.com/vllm-project/vllm/issues/10517 (Llama-3.1-8B-Instruct, RTX 3090, block 16):
+    # "kv_cache_size=3.81GiB", "GPU blocks: 1952", "Maximum concurrency for 20000 tokens per request: 1.56x"
+    (20000, 1952, "3.81", "1.56"),
+    # same issue: "kv_cache_size=2.89GiB", "# GPU blocks: 1478", "Maximum concurrency for 29000 ...: 0.82x",
+    # "the maximum number of tokens that can be stored in KV cache (23648)"
+    (29000, 1478, "2.89", "0.82"),
+])
+def test_vllm_blocks_tokens_concurrency(max_len: int, blocks: int, gib: str, concurrency: str) -> None:
+    kv = kv_cache(load_spec("llama-3.1-8b"), max_len, 1, "bf16")
+    assert kv.bytes_per_token == LLAMA_31_8B_TOKEN
+    memory = blocks * 16 * LLAMA_31_8B_TOKEN  # the pool those blocks fill: what vLLM measured, to the block
+    assert f"{memory / 2**30:.2f}" == gib
+    pool = kv_pool(kv, "vllm", memory, max_len)
+    assert (pool.blocks, pool.tokens, pool.concurrency) == (blocks, blocks * 16, concurrency)
+    assert kv_pool(kv, "vllm", memory + 16 * LLAMA_31_8B_TOKEN - 1, max_len).blocks == blocks  # one byte short of the next
+    data = run("memory", "llama-3.1-8b", "--seq", str(max_len), "--engine", "vllm", "--kv-memory", str(memory), "--json")
+    assert data["engine"]["tokens"] == blocks * 16
+    assert f"Maximum concurrency for {max_len:,} tokens per request: {concurrency}x" in data["server_says"]
+
+
+def test_sglang_qwen3_235b_tp4() -> None:
+    # source: https://github.com/vllm-project/vllm/issues/21348 (Qwen3-235B-A22B-FP8, SGLang --tp 4):
+    # "KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB". 94 layers, 4 KV heads
+    # over 4 GPUs: one head of 128 per GPU, bf16: K is 94 x 128 x 2 = 24,064 B per token.
+    spec = load_spec("qwen3-235b-a22b")
+    kv = kv_cache(spec, 8192, 1, "bf16", tp=4)
+    assert kv.bytes_per_token == 2 * 94 * 128 * 2
+    pool = kv_pool(kv, "sglang", 367404 * kv.bytes_per_token, 8192)
+    assert engine_lines(pool, kv, "sglang") == ["KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB"]
+
+
+def test_llamacpp_prints_the_mla_latent_as_k() -> None:
+    # source: https://github.com/ikawrakow/ik_llama.cpp/pull/259: DeepSeek at 32,768 cells, q8_0: 1166.62 MiB
+    data = run("memory", "deepseek-v3", "--seq", "32k", "--engine", "llamacpp", "--kv-dtype", "q8_0", "--json")
+    assert "K (q8_0): 1166.62 MiB" in data["server_says"][0] and "(32768 cells, 61 layers" in data["server_says"][0]
+
+
+def test_llamacpp_pads_the_context() -> None:
+    data = run("memory", "llama-3-8b", "--seq", "1000", "--engine", "llamacpp", "--json")
+    assert data["kv_cache"]["seq"] == 1024 and "(1024 cells" in data["server_says"][0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--kv-memory", "8GiB"], "give --engine"),
+    (["--engine", "vllm", "--kv-memory", "lots"], "--kv-memory"),
+    (["--engine", "nope"], "--engine"),
+])
+def test_engine_bad_input(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["memory", "llama-3-8b", *args])
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output

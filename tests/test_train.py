@@ -1,0 +1,151 @@
+"""`gptcalc train`: the ZeRO paper's figures, Korthikanti et al.'s formula, LoRA counts, the CLI.
+
+The torch cross-checks (saved-tensor bytes per recompute mode, AdamW's state) are in
+tests/test_train_torch.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.count import count
+from calc.analysis.train import Setup, train
+from calc.analysis.train.activations import korthikanti
+from calc.analysis.train.params import held, nf4_bytes
+from calc.analysis.train.states import Tensor, model_states, optimizer_bytes
+from calc.cli import main
+from calc.spec.load import load_spec
+
+ALL = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args), terminal_width=200)
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize(("zero", "gb"), [(0, "120"), (1, "31.40625"), (2, "16.640625"), (3, "1.875")])
+def test_zero_paper_model_states(zero: int, gb: str) -> None:
+    """7.5B parameters, 64 data-parallel GPUs, Adam in mixed precision (K = 12): 120 GB, then
+    31.4 / 16.6 / 1.9 GB per GPU for stages 1 / 2 / 3 (decimal GB)."""
+    # source: Rajbhandari et al., "ZeRO", arXiv 1910.02054, Figure 1 (Ψ = 7.5B, N_d = 64, K = 12)
+    psi = 7_500_000_000
+    rows = model_states(psi, optimizer_bytes("adamw", [Tensor(1, psi)]), zero, 64)
+    assert sum(row.per_gpu for row in rows) == int(float(gb) * 10**9)
+    assert f"{sum(r.per_gpu for r in rows) / 10**9:.1f}" == {0: "120.0", 1: "31.4", 2: "16.6", 3: "1.9"}[zero]
+
+
+def test_optimizers_per_parameter() -> None:
+    tensors = [Tensor(2, 3000, 4000), Tensor(3, 4000)]
+    n = 2 * 3000 * 4000 + 3 * 4000
+    assert optimizer_bytes("adamw", tensors) == 8 * n
+    assert optimizer_bytes("sgd", tensors) == 0
+    assert optimizer_bytes("sgd-momentum", tensors) == 4 * n
+    assert optimizer_bytes("adamw8bit", tensors) == 2 * n + 2 * 4 * -(-n // 2048)
+    assert optimizer_bytes("adafactor", tensors) == 4 * (2 * (3000 + 4000) + 3 * 4000)
+
+
+@pytest.mark.parametrize(("tp", "sp", "recompute", "per_layer"), [
+    (1, False, "none", "34·sbh + 5·a·s²·b"), (8, False, "none", "sbh(10 + 24/t) + 5as²b/t"),
+    (8, True, "none", "(34sbh + 5as²b)/t"), (8, False, "selective", "sbh(10 + 24/t)"),
+    (8, True, "selective", "34sbh/t"), (8, True, "full", "2sbh"),
+])
+def test_korthikanti_table_2(tp: int, sp: bool, recompute: str, per_layer: str) -> None:
+    """GPT-3 175B (s 2048, h 12288, a 96, 96 layers), micro-batch 1, each row of their Table 2."""
+    # source: Korthikanti et al., arXiv 2205.05198, Table 2 (activation memory per layer)
+    s, b, h, a, L = 2048, 1, 12288, 96, 96
+    expected = {"34·sbh + 5·a·s²·b": 34 * s * b * h + 5 * a * s * s * b,
+                "sbh(10 + 24/t) + 5as²b/t": s * b * h * (10 + 24 // tp) + 5 * a * s * s * b // tp,
+                "(34sbh + 5as²b)/t": (34 * s * b * h + 5 * a * s * s * b) // tp,
+                "sbh(10 + 24/t)": s * b * h * (10 + 24 // tp), "34sbh/t": 34 * s * b * h // tp,
+                "2sbh": 2 * s * b * h}[per_layer]
+    assert korthikanti(s, b, h, a, L, tp, sp, recompute) == L * expected
+
+
+def test_ours_beside_korthikanti_on_gpt2_small() -> None:
+    """Their GPT-3 layer with dropout vs ours without: the difference is the dropout masks (2sbh + as²b
+    bytes), the dropped-out P (2as²b), less LayerNorm's mean and rstd they leave out (2 × 2 per token, bf16)."""
+    spec = load_spec("gpt2-small")
+    s, b, h, a = 1024, 4, 768, 12
+    t = train(spec, Setup(s, b, attention="eager"))
+    ours = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
+    assert t.korthikanti - ours == 12 * (2 * s * b * h + 3 * a * s * s * b - 8 * s * b)
+
+
+def test_korthikanti_only_where_its_layer_applies() -> None:
+    assert train(load_spec("llama-2-70b"), Setup(128, 1)).korthikanti is None  # GQA and a gated MLP
+
+
+def test_llama3_8b_lora_adapters() -> None:
+    """r = 16 on q, k, v, o, gate, up, down: 32 layers × 16 × [(4096+4096) + 2·(4096+1024) + (4096+4096)
+    + 3·(4096+14336)] = 41,943,040, what PEFT prints for Llama-3-8B (8,072,204,288 = base + adapters)."""
+    # source: https://huggingface.co/docs/peft/main/en/developer_guides/lora (LoRA: A [in, r], B [r, out])
+    spec = load_spec("llama-3-8b")
+    h = held(spec, lora_rank=16, lora_targets=ALL)
+    assert h.adapter_params == 41_943_040
+    assert h.params + h.adapter_params == 8_072_204_288
+    assert held(spec, lora_rank=8, lora_targets=("q", "v")).adapter_params == 32 * 8 * (8192 + 5120)
+
+
+def test_qlora_base_is_nf4_layers_and_bf16_rest() -> None:
+    spec = load_spec("llama-3-8b")
+    t = train(spec, Setup(512, 1, lora_rank=16, qlora=True))
+    h = t.held
+    frozen = next(r for r in t.states if r.key == "frozen_weights")
+    assert frozen.full == nf4_bytes(h.layer_matrices) + 2 * (h.params - h.layer_matrices)
+    assert h.layer_matrices == count(spec).total - 2 * 128256 * 4096 - 65 * 4096  # all but embeddings, head, norms
+    assert nf4_bytes(64 * 256) == 64 * 256 // 2 + 256 + 4
+    assert {r.key for r in t.states} == {"weights", "frozen_weights", "gradients", "optimizer"}  # no fp32 master
+
+
+def test_tensor_and_pipeline_parallel_split() -> None:
+    """Llama-2-7B on tp 2 × pp 4: 8 layers per stage; matrices halved, norms copied; the busiest stage is
+    the first (embedding) or last (head, final norm) — both 32000·4096/2 wide, the last has the final norm."""
+    spec = load_spec("llama-2-7b")
+    c = count(spec)
+    per_layer_matrices = sum(v for k, v in c.per_layer.items() if not k.endswith("norm"))
+    expected = 8 * (per_layer_matrices // 2 + 2 * 4096) + 32000 * 4096 // 2 + 4096
+    assert held(spec, tp=2, pp=4).params == expected
+
+
+def test_zero3_with_tp_pp_divides_by_data_parallel_only() -> None:
+    t = train(load_spec("llama-2-7b"), Setup(256, 1, gpus=16, zero=3, tp=2, pp=2))
+    assert t.setup.dp == 4 and {r.shards for r in t.states} == {4}
+
+
+def test_cli_rows_add_up() -> None:
+    code, out = run("train", "llama-2-70b", "--seq", "4096", "--micro-batch", "1", "--gpus", "64", "--zero", "3",
+                    "--json")
+    data = json.loads(out)
+    assert code == 0
+    rows = [s["bytes"] for s in data["states"]] + [data["activations"]["total"], data["logits"]]
+    assert sum(rows) == data["total"]
+    assert data["states"][0]["shards"] == 64
+
+
+def test_cli_table() -> None:
+    code, out = run("train", "gpt2-small", "--seq", "1024", "--micro-batch", "8", "--layers", "--attention", "eager")
+    assert code == 0
+    for phrase in ("fp32 master weights", "optimizer states", "softmax output P", "Korthikanti", "total"):
+        assert phrase in out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--gpus", "6", "--tp", "4"], "do not split"),
+    (["--tp", "5", "--gpus", "5"], "does not divide"),
+    (["--qlora"], "--qlora: needs --lora-rank"),
+    (["--lora-rank", "8", "--lora-targets", "q,x"], "--lora-targets: unknown x"),
+    (["--pp", "13", "--gpus", "13"], "--pp: 13 stages for 12 layers"),
+    (["--zero", "4"], "--zero"),
+])
+def test_bad_input(args: list[str], message: str) -> None:
+    code, out = run("train", "gpt2-small", "--seq", "64", "--micro-batch", "1", *args)
+    assert code == 2 and message in out and "Traceback" not in out
+
+
+def test_seq_beyond_context() -> None:
+    code, out = run("train", "gpt2-small", "--seq", "2048", "--micro-batch", "1")
+    assert code == 2 and "n_positions=1024" in out
