@@ -32,12 +32,19 @@ FUZZ = settings(max_examples=fuzz_examples(25), deadline=None, suppress_health_c
 HOSTILE = ["", " ", "-", "--", "0", "-1", "1e999999999", "9" * 5000, "nan", "inf", "\x1b[2J", "a\nb", "\udcff",
            "../../etc/passwd", "/etc", "/dev/zero", "/proc/self/status", "org/repo", "x.safetensors", "=", "a=b=c",
            "d_model=1e9", "n_layers=!!int abc", "name=\x1b]0;pwned\x07", "qkv_bias=\"false\"", "d_model=" + "9" * 40,
-           "H100-80GB", "80GB", "fp12", "int4", "fp8", "n_layers=100000", "head_dim=1000000000"]
+           "H100-80GB", "80GB", "fp12", "int4", "fp8", "n_layers=100000", "head_dim=1000000000", "32k", "1M", "٣k",
+           "²", "vllm", "Q4_K_M", "2xH100-80GB", "0xH100-80GB", "99999999999999999999xH100-80GB", "adamw", "full",
+           "all", "3", "1e-9", "1.5"]
 values = st.one_of(st.sampled_from(HOSTILE), st.integers(-3, 10**20).map(str), st.text(max_size=6))
 MODELS = ["gpt2", "llama-7b", "mistral-7b", "gpt2\x1b[31m", "nosuchmodel", *HOSTILE[:8]]
-OPTIONS = ["--seq", "-T", "--batch", "--dtype", "--kv-dtype", "--group-size", "--budget", "--set", "--model",
-           "--checkpoint", "--json", "--gqa", "--decode", "--load", "--help", "--bogus"]
-COMMANDS = ["count", "presets", "list", "shapes", "kvcache", "memory", "inspect", "verify", "nosuchcommand"]
+FLAGS = ["--json", "--gqa", "--decode", "--load", "--help", "--bogus", "--mla-expanded", "--causal-half", "--macs",
+         "--last-logit", "--qlora", "--sp"]
+OPTIONS = ["--seq", "-T", "--batch", "-B", "--dtype", "--kv-dtype", "--group-size", "--budget", "--set", "--model",
+           "--checkpoint", "--quant", "--tp", "--pp", "--ep", "--engine", "--kv-memory", "--block-size", "--gpu",
+           "--mfu", "--micro-batch", "--gpus", "--zero", "--recompute", "--attention", "--optimizer", "--lora-rank",
+           "--lora-targets", "--layers", *FLAGS]
+COMMANDS = ["count", "presets", "list", "shapes", "kvcache", "memory", "flops", "train", "inspect", "verify",
+            "nosuchcommand"]
 
 
 @FUZZ
@@ -46,7 +53,7 @@ COMMANDS = ["count", "presets", "list", "shapes", "kvcache", "memory", "inspect"
 def test_random_arguments(command: str, model: str, options: list[tuple[str, str]]) -> None:
     args = [command, model]
     for option, value in options:
-        args += [option] if option in ("--json", "--gqa", "--decode", "--load", "--help", "--bogus") else [option, value]
+        args += [option] if option in FLAGS else [option, value]
     if command in ("presets", "list", "kvcache") and "--json" not in args:
         args.append("--json")  # every preset's table is slow to draw and says nothing new
     check_run(args)
