@@ -137,10 +137,28 @@ def test_a_layer_index_beyond_the_tensors_is_refused_fast(tmp_path_factory, laye
 @CASES
 @given(n_layer=st.integers(17, 10**12))
 def test_a_config_with_more_layers_than_tensors_is_refused_fast(tmp_path_factory, n_layer: int) -> None:
+    """Beside 16 tensors, 17 layers cannot be; past 65,536 no config.json is believed at all."""
     checkpoint = write_checkpoint(tmp_path_factory.mktemp("config"), config={**CONFIG, "n_layer": n_layer})
+    message = "cannot be the same model" if n_layer <= 65_536 else "more than the 65,536 any config.json describes"
     for args in (["inspect", str(checkpoint)], ["verify", "--checkpoint", str(checkpoint)]):
         result = check_run(args)
-        assert result.exit_code == 2 and "cannot be the same model" in result.stderr
+        assert result.exit_code == 2 and message in result.stderr
+    assert check_run(["count", str(checkpoint)]).exit_code == (0 if n_layer <= 65_536 else 2)
+
+
+DEEP = [["memory", "--tp", "2"], ["memory", "--pp", "4"], ["memory", "--engine", "vllm", "--kv-memory", "10GB"],
+        ["memory", "--quant", "q4_k_m"], ["memory", "--budget", "4xH100-80GB"], ["kvcache", "--tp", "2"],
+        ["train", "-T", "1024", "-b", "4", "--gpus", "4", "--pp", "4"], ["train", "-T", "1024", "-b", "1"],
+        ["flops", "-T", "1024"], ["shapes", "-T", "16"], ["count"], ["memory", "--pp", "100000"]]
+
+
+@CASES
+@given(n_layers=st.integers(10**6, 10**29), args=st.sampled_from(DEEP))
+def test_a_spec_of_any_depth_answers_or_is_refused_in_seconds(n_layers: int, args: list[str]) -> None:
+    """Layers are run-length: the arithmetic takes any depth; what lists layers one by one (a GGUF
+    mix, pipeline stages) refuses past its bound instead of looping."""
+    result = check_run([args[0], "llama-7b", "--set", f"n_layers={n_layers}", *args[1:]])
+    assert result.exit_code == 0 or "--quant" in args or "100000" in args
 
 
 @CASES
