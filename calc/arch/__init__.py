@@ -66,7 +66,7 @@ SUPPORTED_MODEL_TYPES = tuple(sorted(ADAPTERS))
 MAX_CONFIG_LAYERS = 65_536
 
 
-def _check_depth(config: dict[str, Any], origin: str) -> None:
+def _check_layer_count(config: dict[str, Any], origin: str) -> None:
     for key in KEYS["n_layers"]:
         value = config.get(key)
         if isinstance(value, int) and value > MAX_CONFIG_LAYERS:
@@ -83,7 +83,7 @@ def spec_dict(config: dict[str, Any], origin: str) -> dict[str, Any]:
             f"{origin}: model_type: {model_type!r} is not supported (supported: {', '.join(SUPPORTED_MODEL_TYPES)})",
             config, origin,
         )
-    _check_depth(config, origin)
+    _check_layer_count(config, origin)
     adapter = import_module(f"calc.arch.{ADAPTERS[model_type]}")
     spec = adapter.spec_dict(Config(config, origin))
     if notes:
