@@ -1,8 +1,13 @@
-"""Cold-process wall time of `gptcalc count gpt2-small` against a bare import of its libraries.
+"""Cold-process wall time of the calculator commands against the floor of their own dependencies.
 
-Goal (issue 2): at most 1.6x the time of `python -c "import click, rich, pydantic, yaml"`, i.e.
-gptcalc itself adds little beyond the libraries it cannot avoid. Prints the median of N runs of
-each, fresh processes every time. Run: python benchmarks/bench_count.py [N]
+Goal (issue 14): `count`, `presets`, `kvcache`, `memory` and `shapes` within 1.3x of the import
+floor `import click, yaml, rich; from pydantic import BaseModel` (what they cannot avoid), and
+`gptcalc --help` within 3x of `python -c pass`. Every run is a fresh process; the commands are
+run in turns (one of each, N times) so that a load spike on a shared machine hits all of them
+alike. Prints min / median / max and the median's ratio to the floor and to `python -c pass`.
+
+Run: python benchmarks/bench_count.py [N]. Compile the tree first when PYTHONDONTWRITEBYTECODE
+is set (`python -m compileall -q calc`), or every run also pays for compiling every module.
 """
 
 from __future__ import annotations
@@ -14,10 +19,21 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+PASS, FLOOR = "python -c pass", "floor: click+yaml+rich+BaseModel"
+GPTCALC = [sys.executable, "-m", "calc"]
 COMMANDS = {
-    "bare import click+rich+pydantic+yaml": [sys.executable, "-c", "import click, rich, pydantic, yaml"],
-    "gptcalc count gpt2-small": [sys.executable, "-m", "calc", "count", "gpt2-small"],
-    "gptcalc presets": [sys.executable, "-m", "calc", "presets"],
+    PASS: [sys.executable, "-c", "pass"],
+    FLOOR: [sys.executable, "-c", "import click, yaml, rich; from pydantic import BaseModel"],
+    # What every table-printing command must load on top of the floor: rich's console and table, and
+    # pydantic's field machinery, which the first BaseModel subclass with a field imports.
+    "floor + rich.table + pydantic.fields": [sys.executable, "-c", "import click, yaml, rich.console, rich.table; "
+                                             "from pydantic import BaseModel; import pydantic.fields"],
+    "gptcalc --help": [*GPTCALC, "--help"],
+    "gptcalc count gpt2-small": [*GPTCALC, "count", "gpt2-small"],
+    "gptcalc presets": [*GPTCALC, "presets"],
+    "gptcalc kvcache llama-70b": [*GPTCALC, "kvcache", "llama-70b", "--seq", "4096"],
+    "gptcalc memory llama-3-8b": [*GPTCALC, "memory", "llama-3-8b"],
+    "gptcalc shapes gpt2-small": [*GPTCALC, "shapes", "gpt2-small", "--seq", "5"],
 }
 
 
@@ -28,13 +44,17 @@ def wall_time(command: list[str]) -> float:
 
 
 def main(runs: int) -> None:
-    medians = {}
-    for label, command in COMMANDS.items():
+    times: dict[str, list[float]] = {label: [] for label in COMMANDS}
+    for command in COMMANDS.values():
         wall_time(command)  # warm the OS file cache; every measured run is still a new process
-        medians[label] = statistics.median(wall_time(command) for _ in range(runs))
-    base = medians["bare import click+rich+pydantic+yaml"]
-    for label, seconds in medians.items():
-        print(f"{label:40s} {seconds * 1000:7.1f} ms  {seconds / base:4.2f}x")
+    for _ in range(runs):
+        for label, command in COMMANDS.items():
+            times[label].append(wall_time(command))
+    medians = {label: statistics.median(ts) for label, ts in times.items()}
+    print(f"{'':38s} {'min':>7s} {'median':>7s} {'max':>7s}   {'/floor':>6s} {'/pass':>6s}   ({runs} runs, ms)")
+    for label, ts in times.items():
+        print(f"{label:38s} {min(ts) * 1e3:7.1f} {medians[label] * 1e3:7.1f} {max(ts) * 1e3:7.1f}   "
+              f"{medians[label] / medians[FLOOR]:5.2f}x {medians[label] / medians[PASS]:5.2f}x")
 
 
 if __name__ == "__main__":

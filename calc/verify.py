@@ -18,14 +18,18 @@ from typing import Any
 
 from calc.analysis.breakdown import Breakdown, Diff, compare
 from calc.analysis.count import count
-from calc.checkpoint.sources import needs_torch
+from calc.checkpoint.sources import TORCH_HINT, needs_torch
 from calc.errors import GptcalcError
 from calc.inputs import MAX_TORCH_DIM, MAX_TORCH_LAYERS
 from calc.spec import hf
 from calc.spec.load import config_with_overrides, load_config, load_spec, parse_overrides
 from calc.spec.model import ModelSpec
 
-__all__ = ["Verification", "check_buildable", "diff_verdict", "torch_source", "verify"]
+__all__ = ["WITHOUT_TORCH", "Verification", "check_buildable", "diff_verdict", "torch_source", "verify"]
+
+WITHOUT_TORCH = ("torch is not installed, so this compared the formulas with the checkpoint's headers only; with "
+                 "torch, verify also counts a torch model built from the spec (a torch column) and --load loads "
+                 f"the weights into it (strict) and runs a forward pass: {TORCH_HINT}")
 
 
 @dataclass(frozen=True)
@@ -76,25 +80,41 @@ class Verification:
             result["checkpoint"] = self.checkpoint.to_json()
         if self.loaded is not None:
             result["load"] = self.loaded.to_json()
+        if self.without_torch:
+            result["not_compared"] = WITHOUT_TORCH
         return {**result, "ok": self.ok, "verdict": self.verdict, "problems": self.problems()}
+
+    @property
+    def without_torch(self) -> bool:
+        """torch is missing: the formulas were compared with the checkpoint's headers only."""
+        return "torch" not in self.sources
 
 
 def diff_verdict(diff: Diff) -> str:
     return "all agree" if diff.ok else f"{len(diff.mismatches)} of {len(diff.rows)} components disagree"
 
+    @property
+    def without_torch(self) -> bool:
+        """torch is missing: the formulas were compared with the checkpoint's headers only."""
+        return "torch" not in self.sources
 
-def torch_source(spec: ModelSpec) -> Breakdown:
-    """The torch reference model's breakdown (built on the meta device: no memory for weights)."""
-    check_buildable(spec)
+
+def torch_source(spec: ModelSpec, optional: bool = False) -> Breakdown | None:
+    """The torch reference model's breakdown (built on the meta device: any size, no memory).
+    Without torch: None when `optional` (a checkpoint's headers still have something to say),
+    else the install hint."""
     try:
         from calc.reference.count import torch_breakdown
     except ImportError as exc:
+        if optional:
+            return None
         raise needs_torch("verify", exc) from None
+    check_buildable(spec)
     return torch_breakdown(spec)
 
 
 def check_buildable(spec: ModelSpec) -> None:
-    """Refuse, before torch is imported, a spec whose torch model cannot be built in seconds: one
+    """Refuse, before torch builds anything, a spec whose torch model cannot be built in seconds: one
     module per layer, dimensions that make CPU-side tables (rotary frequencies) huge, or a tensor
     of more elements than torch's int64 sizes hold. The arithmetic commands take any size."""
     if spec.n_layers > MAX_TORCH_LAYERS:
@@ -138,7 +158,9 @@ def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str |
         spec = report.spec
     if spec is None:
         raise GptcalcError("verify: give MODEL, or --checkpoint PATH|REPO_ID holding a config.json")
-    sources = {"analytic": count(spec), "torch": torch_source(spec)}
+    sources = {"analytic": count(spec)}
+    if (reference := torch_source(spec, optional=report is not None)) is not None:
+        sources["torch"] = reference
     transformers = _transformers(spec, config, sources["analytic"].total)
     if transformers.breakdown is not None:
         sources["transformers"] = transformers.breakdown

@@ -47,10 +47,14 @@ def test_pythia_6_9b_matches_the_model_card() -> None:
 BLOOM_560M = {"model_type": "bloom", "n_layer": 24, "n_head": 16, "n_embed": 1024, "vocab_size": 250880}
 
 
-def test_bloom_560m_matches_the_model_card() -> None:
-    b = count(spec_of(BLOOM_560M))
+@pytest.mark.parametrize("config", [BLOOM_560M, "bloom.json"], ids=["card", "config.json"])
+def test_bloom_560m_matches_the_model_card(config: dict[str, Any] | str) -> None:
+    """The card's figures, from the config written the old way and from the real config.json
+    (tests/configs/model_types/bloom.json)."""
+    config = saved(config) if isinstance(config, str) else config
+    b = count(spec_of(config))
     assert (b.total, b.get("token_embedding")) == (559_214_592, 256_901_120)
-    assert b.total == transformers_count(BLOOM_560M)
+    assert b.total == transformers_count(config)
 
 
 # OPT-350m as transformers prints it

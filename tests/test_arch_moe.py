@@ -24,7 +24,7 @@ from calc.analysis.count import count
 from calc.analysis.memory import kv_cache
 from calc.spec.hf import HFConfig, read_config
 from calc.spec.load import spec_from_config
-from oracle import CONFIG_DIR, preset_config, transformers_model
+from oracle import CONFIG_DIR, preset_config, saved, transformers_model
 
 
 def breakdown(config: Path | dict[str, Any]) -> Breakdown:
@@ -164,21 +164,25 @@ def test_deepseek_v2_lite() -> None:
     assert no_embedding(b) // 10**8 == 24
 
 
-# OLMoE-1B-7B (https://arxiv.org/abs/2409.02060: 16 layers, d_model 2048, 16 heads, 64 experts of
-# 1024, 8 activated, vocab 50304, untied); the rest are OlmoeConfig's defaults.
-OLMOE_1B_7B = {
-    "model_type": "olmoe", "vocab_size": 50304, "hidden_size": 2048, "intermediate_size": 1024,
-    "num_hidden_layers": 16, "num_attention_heads": 16, "num_experts": 64, "num_experts_per_tok": 8,
-    "max_position_embeddings": 4096, "tie_word_embeddings": False,
-}
-
-
 def test_olmoe_1b_7b() -> None:
-    # The paper's "6.9B total parameters ... 1.3B active": with embeddings (1.28B; 1.18B without).
-    b = breakdown(OLMOE_1B_7B)
-    assert b.total == sum(p.numel() for p in transformers_model(OLMOE_1B_7B).parameters())
+    # The OLMoE paper (https://arxiv.org/abs/2409.02060): "6.9B total parameters ... 1.3B active", counted on
+    # OLMoE-1B-7B-0125-Instruct's config.json (tests/configs/model_types/olmoe.json, the same architecture):
+    # with embeddings (1.28B active; 1.18B without).
+    config = saved("olmoe.json")
+    b = breakdown(config)
+    assert b.total == sum(p.numel() for p in transformers_model(config).parameters())
     assert billions(b.total) == 6.9
     assert billions(b.active) == 1.3
+
+
+def test_glm_4_6_active_matches_the_glm_4_5_card() -> None:
+    # GLM-4.5's model card (https://huggingface.co/zai-org/GLM-4.5): "355 billion total parameters and 32
+    # billion active parameters"; GLM-4.6 keeps that architecture (tests/configs/model_types/glm4_moe.json).
+    # 32B is the active count without the token embedding and the head (32.08B). The 355B is loose: the model
+    # is 352.80B, 356.79B with its MTP layer (whose embedding and head copies GLM-4.6 leaves out).
+    b = breakdown(saved("glm4_moe.json"))
+    assert billions(no_embedding(b) - b.get("lm_head"), 0) == 32
+    assert billions(b.total, 2) == 352.80 and billions(b.total + b.extra["mtp_layers"], 2) == 356.79
 
 
 SMALL = {"vocab_size": 97, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4,

@@ -479,8 +479,9 @@ def test_torch_missing_is_one_message_everywhere(tmp_path: Path, monkeypatch: py
     from calc.checkpoint.sources import needs_torch
 
     assert str(needs_torch("verify", ImportError("No module named 'torch'"))) == (
-        "verify: needs torch (No module named 'torch'); install it with: pip install 'gptcalc[torch]'")
+        "verify: needs torch (No module named 'torch'); install the torch build you want first (pip install "
+        "torch==2.13.0 for CPU; CUDA builds at https://pytorch.org/get-started/locally/), then: pip install 'gptcalc[torch]'")
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
     (tmp_path / "x.bin").write_bytes(b"\x00")
-    with pytest.raises(GptcalcError, match=r"x.bin: reading a torch state dict: needs torch \(.*\); install it with: pip install 'gptcalc\[torch\]'"):
+    with pytest.raises(GptcalcError, match=r"x.bin: reading a torch state dict: needs torch \(.*\); install the torch build you want first"):
         read_checkpoint(str(tmp_path / "x.bin"))

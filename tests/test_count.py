@@ -51,6 +51,8 @@ RELEASED = {
     "gemma-2-2b": 2_614_341_888,  # keras
     "gemma-2-9b": 9_241_705_984,  # keras
     "gemma-3-1b": 999_885_952,  # keras
+    "gemma-3-4b": 3_880_263_168,  # the language model; keras-hub's text-only preset has a 262,144-row vocabulary
+    "gemma-3-12b": 11_766_034_176,  # the language model; keras-hub's text-only preset has a 262,144-row vocabulary
     "gemma-3-27b": 27_009_346_304,  # the language model; keras-hub's text-only preset has a 262,144-row vocabulary
     "gpt-oss-120b": 116_829_156_672,
     "gpt-oss-20b": 20_914_757_184,

@@ -60,7 +60,9 @@ TABLE_FILES = {
     "ministral3": "tests/configs/model_types/mistral3.json", "llama4_text": "tests/configs/model_types/llama4-maverick.json",
     "qwen2_moe": "tests/configs/model_types/qwen2_moe.json", "falcon": "tests/configs/model_types/falcon.json",
     "olmo3": "tests/configs/model_types/olmo3.json", "exaone4": "tests/configs/model_types/exaone4.json",
-    "smollm3": "tests/configs/model_types/smollm3.json",
+    "smollm3": "tests/configs/model_types/smollm3.json", "bloom": "tests/configs/model_types/bloom.json",
+    "mpt": "tests/configs/model_types/mpt.json", "olmo": "tests/configs/model_types/olmo.json",
+    "olmoe": "tests/configs/model_types/olmoe.json", "glm4_moe": "tests/configs/model_types/glm4_moe.json",
 }
 
 
@@ -68,9 +70,9 @@ def _table_spec(model_type: str, example: str):  # noqa: ANN202 - a ModelSpec
     """The spec a table row was counted from: a preset, a config file, or a test's model-card config."""
     from calc.spec.hf import HFConfig
     from calc.spec.load import load_spec, spec_from_config
-    from test_arch_dense import BLOOM_560M, OPT_350M
+    from test_arch_dense import OPT_350M
 
-    inline = {"opt": OPT_350M, "bloom": BLOOM_560M}
+    inline = {"opt": OPT_350M}
     if model_type in inline:
         return spec_from_config(HFConfig(inline[model_type], model_type))
     if "(preset)" in example:

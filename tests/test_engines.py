@@ -71,3 +71,33 @@ def test_llamacpp_pads_the_context() -> None:
 def test_engine_bad_input(args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["memory", "llama-3-8b", *args])
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+# vLLM v1's hybrid allocator, computed by hand from its source:
+# source: https://github.com/vllm-project/vllm/blob/001cabc1be16a59a70d720ed61a13b678c060a18/vllm/v1/core/kv_cache_utils.py
+#   (_get_kv_cache_groups_uniform_page_size, get_num_blocks, _report_kv_cache_config,
+#   get_max_concurrency_for_kv_cache_config) and vllm/v1/kv_cache_interface.py (SlidingWindowSpec.max_memory_usage_bytes)
+# gpt-oss-20b: 12 sliding (window 128) + 12 full layers, 8 KV heads x 64, fp16: 2,048 B per token per layer
+# (https://huggingface.co/openai/gpt-oss-20b/blob/main/config.json); group_size 12, two groups, page 16 x 2,048 B.
+# Gemma-3-27B: 52 local (window 1024) + 10 global layers, 16 KV heads x 128: 8,192 B per token per layer
+# (https://huggingface.co/google/gemma-3-27b-it/blob/main/config.json); group_size 10, 6 + 1 groups (8 padding layers).
+@pytest.mark.parametrize("model, max_len, blocks, tokens, per_request", [
+    ("gpt-oss-20b", 131072, 10 * 2**30 // (16 * 2048) // 12, 10 * 2**30 // (16 * 2048) // 12 // 2 * 16,
+     131072 // 16 + (-(-(128 - 1 + 2048) // 16) + 1)),
+    ("gemma-3-27b", 8192, 10 * 2**30 // (16 * 8192) // 10, 10 * 2**30 // (16 * 8192) // 10 // 7 * 16,
+     8192 // 16 + 6 * (-(-(1024 - 1 + 2048) // 16) + 1)),
+])
+def test_vllm_hybrid_groups(model: str, max_len: int, blocks: int, tokens: int, per_request: int) -> None:
+    pool = kv_pool(kv_cache(load_spec(model), max_len, 1, "fp16"), "vllm", 10 * 2**30, max_len)
+    assert (pool.blocks, pool.tokens, pool.concurrency) == (blocks, tokens, f"{blocks / per_request:.2f}")
+    data = run("memory", model, "--seq", str(max_len), "--engine", "vllm", "--kv-memory", "10GiB", "--json")
+    assert data["engine"]["tokens"] == tokens and data["engine"]["hybrid_groups"]["group_size"] in (10, 12)
+    assert f"GPU KV cache size: {tokens:,} tokens" in data["server_says"]
+
+
+def test_vllm_hybrid_concurrency_follows_max_num_batched_tokens() -> None:
+    """A sliding group holds window - 1 + max_num_batched_tokens tokens per request: 8192 leaves room for fewer."""
+    args = ("memory", "gpt-oss-20b", "--seq", "32768", "--engine", "vllm", "--kv-memory", "10GiB", "--json")
+    small, large = run(*args)["engine"], run(*args, "--max-num-batched-tokens", "8192")["engine"]
+    assert small["tokens"] == large["tokens"] and float(small["max_concurrency"]) > float(large["max_concurrency"])
+    assert large["max_concurrency"] == f"{small['blocks'] / (32768 // 16 + -(-(127 + 8192) // 16) + 1):.2f}"

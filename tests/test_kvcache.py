@@ -117,6 +117,12 @@ def test_cli_without_models_lists_every_preset_at_its_own_context() -> None:
     assert all(r["seq"] == load_spec(r["model"]).n_positions for r in rows)
 
 
+def test_kvcache_without_models_lists_presets_in_the_presets_order() -> None:
+    kv = [row["model"] for row in json.loads(run("kvcache", "--json").output)]
+    listed = [row["name"] for row in json.loads(run("presets", "--json").output)]
+    assert kv == listed
+
+
 def test_cli_gqa_json_has_three_variants_with_savings() -> None:
     result = run("kvcache", "qwen2-72b", "--seq", "32768", "--dtype", "bf16", "--gqa", "--json")
     assert result.exit_code == 0, result.output

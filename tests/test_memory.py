@@ -88,6 +88,21 @@ def test_gpu_memory_is_what_nvidia_smi_reports() -> None:
     assert all(g.source for g in GPUS) and all(g.rates_source for g in GPUS if g.bandwidth or g.bf16_flops)
 
 
+def test_catalog_gaps_hold_their_logged_totals() -> None:
+    """H100 PCIe as nvidia-smi reports it; one MI250 GCD as rocminfo's pool; Apple Silicon as the GPU working
+    set llama.cpp logs, not the RAM."""
+    by_name = {g.name: g for g in GPUS}
+    # source: nvidia-smi "NVIDIA H100 PCIe ... 1MiB /  81559MiB" (driver 565.57.01): the SXM card's figure too
+    assert by_name["H100 PCIe"].bytes == by_name["H100-80GB"].bytes == 81559 * 2**20
+    # source: https://github.com/ROCm/rocm_smi_lib/issues/160 (gfx90a "Size: 67092480(0x3ffc000) KB")
+    assert by_name["MI250 (one GCD)"].bytes == 67092480 * 1024 == 68_702_699_520
+    # source: https://github.com/ggml-org/llama.cpp/issues/1870 ("recommendedMaxWorkingSetSize  = 49152.00 MiB",
+    # M1 Max 64 GB) and /issues/3213 ("73728,00 MB" on a 96 GB M2 Max): three quarters of the RAM
+    assert by_name["M1 Max 64GB"].bytes * 4 == 64 * 2**30 * 3
+    assert by_name["M2 Max 96GB"].bytes * 4 == 96 * 2**30 * 3
+    assert find_gpu("mi250x") is find_gpu("MI250") is by_name["MI250 (one GCD)"]
+
+
 @pytest.mark.parametrize("text, name", [("H100", "H100-80GB"), ("a100-80gb", "A100-80GB"), ("RTX 4090", "RTX 4090"),
                                         ("4090", "RTX 4090"), ("l40s", "L40S"), ("h200", "H200")])
 def test_find_gpu(text: str, name: str) -> None:

@@ -17,8 +17,10 @@ from calc.spec.load import load_spec
 from calc.render.base import console
 from calc.render.verify import difference_columns, verify_table
 
-pytest.importorskip("torch")
 from calc.parts import Attention, Head
+from checkpoint_files import gpt2_file  # noqa: F401  (a fixture)
+
+pytest.importorskip("torch")
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -101,12 +103,41 @@ def test_bad_input_exits_2_with_one_error_line(args: list[str], message: str) ->
     assert code == 2 and output.startswith("Error: ") and message in output and "Traceback" not in output
 
 
-def test_without_torch_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in ("calc.reference.count", "calc.reference.model"):
+def without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    for module in ("calc.reference.count", "calc.reference.model", "calc.checkpoint.load"):  # modules importing torch
         monkeypatch.delitem(sys.modules, module, raising=False)
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+
+
+def test_without_torch_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    without_torch(monkeypatch)
     code, output = run("gpt2-small")
-    assert code == 2 and output.startswith("Error: verify: needs torch") and "gptcalc[torch]" in output
+    assert code == 2 and output.startswith("Error: verify: needs torch")
+    # a torch build first (a bare `torch` requirement may pull a multi-GB CUDA build), then the extra
+    assert "install the torch build you want first (pip install torch==2.13.0" in output
+    assert output.index("torch==2.13.0") < output.index("pip install 'gptcalc[torch]'")
+
+
+def test_without_torch_a_checkpoint_is_still_checked_by_its_headers(gpt2_file: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    without_torch(monkeypatch)
+    code, output = run("gpt2-small", "--checkpoint", str(gpt2_file))
+    assert code == 0, output
+    assert "gpt2-small: analytic vs checkpoint (all agree)" in output
+    assert "every checkpoint tensor has the name and shape gpt2-small implies" in output
+    assert "note: torch is not installed, so this compared the formulas with the checkpoint's headers only" in output
+    assert "--load loads the weights into it (strict) and runs a forward pass" in output
+    code, output = run("gpt2-small", "--checkpoint", str(gpt2_file), "--json")
+    data = json.loads(output)
+    assert code == 0 and data["sources"] == ["analytic", "checkpoint"] and "not_compared" in data
+    code, output = run("gpt2-small", "--checkpoint", str(gpt2_file), "--load")
+    assert code == 2 and output.startswith("Error: --load: needs torch")
+
+
+def test_without_torch_a_wrong_checkpoint_still_exits_1(gpt2_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    without_torch(monkeypatch)
+    code, output = run("gpt2-medium", "--checkpoint", str(gpt2_file))
+    assert code == 1 and "wte.weight: shape [50257, 768], spec expects [50257, 1024]" in output
 
 
 def test_help_has_an_example() -> None:

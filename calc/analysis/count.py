@@ -9,10 +9,12 @@ knows about torch or checkpoints: those are separate sources that must agree wit
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from calc.analysis.breakdown import BlockCount, Breakdown
 from calc.spec.model import ModelSpec
 
-__all__ = ["active_params", "count", "stored_buffers"]
+__all__ = ["active_params", "by_family", "count", "stored_buffers"]
 
 
 def count(spec: ModelSpec) -> Breakdown:
@@ -37,6 +39,13 @@ def count(spec: ModelSpec) -> Breakdown:
         active=active_params(spec),
         extra={**stored_buffers(spec), **(spec.mtp.params(spec) if spec.mtp else {})},
     )
+
+
+def by_family(specs: Iterable[ModelSpec]) -> list[tuple[ModelSpec, Breakdown]]:
+    """Models counted and ordered as `presets` lists them (by model_type, then size), so every
+    command that lists all presets lists them in one order."""
+    rows = [(spec, count(spec)) for spec in specs]
+    return sorted(rows, key=lambda row: (row[0].model_type, row[1].total))
 
 
 def stored_buffers(spec: ModelSpec) -> dict[str, int]:

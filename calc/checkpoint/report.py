@@ -29,7 +29,8 @@ from calc.spec.flat import FlatSpec, flat_view
 from calc.spec.load import spec_from_config
 from calc.spec.model import ModelSpec
 
-__all__ = ["CheckpointReport", "ComponentTensors", "LoadResult", "ShapeMismatch", "analyze", "read_checkpoint", "read_for_verify"]
+__all__ = ["CheckpointReport", "ComponentTensors", "LoadResult", "ShapeMismatch", "analyze", "read_checkpoint", "read_for_verify",
+           "share_bytes"]
 
 UNSPLIT_QKV = "qkv_fused"  # a fused Q/K/V tensor whose size the spec cannot split (shape mismatch)
 
@@ -84,6 +85,7 @@ class CheckpointReport:
     aliases: dict[str, str] = field(default_factory=dict)
     spec_notes: tuple[str, ...] = ()
     companions: tuple[Companion, ...] = ()  # quantisation scales: stored, not parameters (calc.checkpoint.quant)
+    stored_bytes: dict[str, int] = field(default_factory=dict)  # bytes of the parameter tensors, by component
 
     @property
     def buffer_elements(self) -> int:
@@ -184,6 +186,7 @@ def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: t
     buffers, unknown, found, layers, companions = [], [], {}, set(), []
     params_by_dtype: dict[str, int] = defaultdict(int)
     bytes_by_dtype: dict[str, int] = defaultdict(int)
+    stored_bytes: dict[str, int] = defaultdict(int)
     for tensor in raw.tensors:
         if tensor.name in raw.aliases:
             continue  # the same memory under a second name (a tied head in a torch state dict)
@@ -201,9 +204,12 @@ def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: t
             found[_canonical(meaning)] = tensor.shape
             layers.add(meaning.layer)
             params_by_dtype[tensor.dtype] += tensor.numel
-            for component, count in _split(meaning, tensor.shape, flat).items():
+            parts = _split(meaning, tensor.shape, flat)
+            for component, count in parts.items():
                 components[component] += count
                 members[component].append(tensor)
+            for component, size in share_bytes(parts, tensor.nbytes).items():
+                stored_bytes[component] += size
     return CheckpointReport(
         source=raw.source, kind=raw.kind, spec=spec, spec_origin=spec_origin, layout=flat.family,
         breakdown=_breakdown(raw, spec, components, layers),
@@ -213,8 +219,19 @@ def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: t
         params_by_dtype=dict(params_by_dtype), bytes_by_dtype=dict(bytes_by_dtype),
         files=raw.files, bytes_read=raw.bytes_read, tensor_count=len(raw.tensors),
         index_total_size=raw.index_total_size, aliases=dict(raw.aliases), spec_notes=spec_notes,
-        companions=tuple(companions),
+        companions=tuple(companions), stored_bytes=dict(stored_bytes),
     )
+
+
+def share_bytes(parts: dict[str, int], nbytes: int) -> dict[str, int]:
+    """A tensor's stored bytes split over its components in proportion to their elements (a fused
+    Q/K/V), cumulatively rounded so the shares add up to `nbytes` exactly."""
+    total, seen, done, shares = sum(parts.values()), 0, 0, {}
+    for component, count in parts.items():
+        seen += count
+        shares[component] = nbytes * seen // (total or 1) - done
+        done += shares[component]
+    return shares
 
 
 def _canonical(meaning: TensorName) -> str:

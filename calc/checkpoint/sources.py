@@ -238,9 +238,14 @@ def _check_disjoint(views: list[tuple[int, int, int, str]], path: Path) -> None:
                                "their bytes would be counted twice")
 
 
+# As the README says: a bare `torch` requirement may pull a multi-GB CUDA build, so the user picks it.
+TORCH_HINT = ("install the torch build you want first (pip install torch==2.13.0 for CPU; CUDA builds at "
+              "https://pytorch.org/get-started/locally/), then: pip install 'gptcalc[torch]'")
+
+
 def needs_torch(where: str, exc: ImportError) -> GptcalcError:
     """The one message for a path that needs torch when it is not installed."""
-    return GptcalcError(f"{where}: needs torch ({exc}); install it with: pip install 'gptcalc[torch]'")
+    return GptcalcError(f"{where}: needs torch ({exc}); {TORCH_HINT}")
 
 
 def load_torch_file(path: Path) -> Any:

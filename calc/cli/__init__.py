@@ -5,8 +5,9 @@ errors to exit codes: `GptcalcError` -> `Error: ...` and exit 2 (bad input); a f
 verification -> exit 1. `_Group` is the one boundary: whatever escapes a command (a library
 error, click's own usage errors, even a bug) leaves as exactly one `Error: ...` line on stderr
 with control characters escaped, never a traceback (`GPTCALC_DEBUG=1` shows the traceback of an
-unexpected error), and a library's warnings are not printed between the result and the user. torch, transformers and safetensors are imported only inside the
-commands that need them, so `count`, `kvcache` and `shapes` answer instantly.
+unexpected error), and a library's warnings are not printed between the result and the user.
+torch, transformers and safetensors are imported only inside the commands that need them, so
+`count`, `kvcache` and `shapes` answer instantly.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def input_error(exc: Exception, ctx: click.Context | None = None) -> InputError:
         message = str(exc)
     elif isinstance(exc, click.UsageError):  # click's usage, hint and error lines, as one
         path = (exc.ctx or ctx).command_path if (exc.ctx or ctx) else "gptcalc"
-        message = f"{path}: {exc.format_message()} (see {path} --help)"
+        message = f"{exc.format_message()} (see {path} --help)"
     elif isinstance(exc, click.ClickException):
         message = exc.format_message()
     elif isinstance(exc, MemoryError):
@@ -107,10 +108,10 @@ def main() -> None:
 
 def _register() -> None:
     """Add each command module's commands (a new command is a module here plus one line)."""
-    from calc.cli import checkpoint, count, flops, memory, shapes, train
+    from calc.cli import checkpoint, compare, count, flops, memory, plot, report, shapes, train
 
-    for command in (count.count, count.presets, memory.kvcache, memory.memory, shapes.shapes, flops.flops, train.train,
-                    checkpoint.inspect, checkpoint.verify):
+    for command in (count.count, count.presets, compare.compare, memory.kvcache, memory.memory, shapes.shapes,
+                    flops.flops, train.train, plot.plot, report.report, checkpoint.inspect, checkpoint.verify):
         main.add_command(command)
 
 

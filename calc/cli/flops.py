@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Any
 
 import click
@@ -35,6 +34,8 @@ def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs
       gptcalc flops llama-3-8b --seq 8192 --causal-half --gpu h100
       gptcalc flops mixtral-8x7b --seq 4096 --decode --batch 8
     """
+    from fractions import Fraction
+
     from calc.analysis.flops import Conventions
     from calc.analysis.flops import flops as count_flops
     from calc.analysis.flops.bounds import bounds

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.markup import escape
 
-from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TOKENS, WEIGHT_DTYPE, json_option, load_model, model_options,
-                              set_option)
+from calc.cli.options import CONTEXT, KV_DTYPE, POSITIVE, TOKENS, WEIGHT_DTYPE, json_option, load_model, set_option
 from calc.errors import GptcalcError
 
 
@@ -46,9 +44,12 @@ def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, tp
     """
     from calc.render import base as render, memory as render_memory
     from calc.analysis.memory import kv_cache, kv_variants
+    from calc.analysis.count import by_family
     from calc.spec.load import preset_names
 
-    specs = [load_model(model, overrides) for model in (models or preset_names())]
+    specs = [load_model(model, overrides) for model in models]
+    if not models:  # every preset, in the order `presets` lists them
+        specs = [spec for spec, _ in by_family(load_model(name, overrides) for name in preset_names())]
     skipped: list[str] = []
     if gqa:
         variants = []
@@ -86,7 +87,11 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 
 
 @click.command(context_settings=CONTEXT)
-@model_options
+@click.argument("model", required=False, metavar="[MODEL]")
+@set_option
+@click.option("--checkpoint", metavar="PATH|REPO_ID",
+              help="Weights as this checkpoint stores them, read from its headers (any format: bf16, FP8 + scales, "
+                   "GPTQ, bitsandbytes); MODEL defaults to its config.json.")
 @click.option("--seq", type=TOKENS, help=SEQ_HELP + "  [default: the model's context, n_positions]")
 @click.option("--batch", type=POSITIVE, help="Sequences held at once  [default: 1]")
 @click.option("--dtype", type=WEIGHT_DTYPE, default="fp16", show_default=True,
@@ -105,16 +110,23 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--tp", type=POSITIVE, help="Tensor-parallel GPUs (shards matrices, splits KV heads)  [default: 1]")
 @click.option("--pp", type=POSITIVE, help="Pipeline stages (splits layers as vLLM does)  [default: 1]")
 @click.option("--ep", type=POSITIVE, help="Expert-parallel ways: routed experts split whole  [default: 1]")
+@click.option("--cpu-experts", "--n-cpu-moe", "cpu_experts", metavar="all|N",
+              help="Keep the routed experts of the first N layers (all: every layer) in system RAM, as llama.cpp's "
+                   "--n-cpu-moe N / --cpu-moe: GPU bytes exclude them, and the output says what a token reads from RAM.")
 @click.option("--engine", type=click.Choice(["vllm", "sglang", "trtllm", "llamacpp"]),
               help="Print what this server will say about its KV cache (llama.cpp pads --seq to 256 cells).")
 @click.option("--kv-memory", metavar="SIZE",
               help="The KV memory your server's log reports (vLLM 'Available KV cache memory: 8.11 GiB'): "
                    "gives the exact blocks, tokens and concurrency it will print.")
 @click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM 16, TRT-LLM 32]")
+@click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE, default=2048, show_default=True,
+              help="vLLM with sliding-window layers: tokens a window group holds beyond its window, which sets the "
+                   "concurrency it prints (vllm serve: 2048, or 8192 on a 70 GiB+ GPU that is not an A100).")
 @json_option
-def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: str, mla_expanded: bool,
-           quant: str | None, group_size: int | None, budget: str | None, tp: int | None, pp: int | None, ep: int | None,
-           engine: str | None, kv_memory: str | None, block_size: int | None, as_json: bool) -> None:
+def memory(model: str | None, overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None,
+           dtype: str, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
+           tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
+           kv_memory: str | None, block_size: int | None, max_batched: int, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -126,24 +138,28 @@ def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: 
       gptcalc memory llama-3-8b --budget H100-80GB --batch 8
       gptcalc memory qwen2-72b --dtype fp8 --budget 141GB --seq 8192 --json
       gptcalc memory llama-3-70b --budget 2xH100-80GB --seq 32k
+      gptcalc memory --checkpoint ./Llama-3.1-8B-Instruct-FP8 --budget L4
+      gptcalc memory qwen3-30b-a3b --quant q4_k_m --n-cpu-moe 24 --budget RTX-4090
     """
     from calc.render import base as render, memory as render_memory
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
-                                      padded_context, parse_budget)
+                                      padded_context, parse_budget, parse_cpu_experts)
     from calc.units import parse_bytes
 
+    spec, stored = _model_and_checkpoint(model, overrides, checkpoint)
     target = parse_budget(budget) if budget is not None else None  # `--budget ''` is an error, not no budget
     layout = layout_for(target, tp, pp, ep)
     if (kv_memory or block_size) and not engine:
         raise GptcalcError("--kv-memory and --block-size describe a server's pool: give --engine too")
     tokens = padded_context(ENGINES[engine], seq or spec.n_positions) if engine else seq or spec.n_positions
     result = inference(spec, count_params(spec), tokens, batch or 1, dtype, kv_dtype, group_size,
-                       mla_expanded, layout, find_scheme(quant) if quant else None)
+                       mla_expanded, layout, find_scheme(quant) if quant else None, stored,
+                       parse_cpu_experts(cpu_experts, spec) if cpu_experts else 0)
     pool = None
     if kv_memory is not None and engine:
         try:
-            pool = kv_pool(result.kv, engine, parse_bytes(kv_memory), seq or spec.n_positions, block_size)
+            pool = kv_pool(result.kv, engine, parse_bytes(kv_memory), seq or spec.n_positions, block_size, max_batched)
         except ValueError as exc:
             raise GptcalcError(f"--kv-memory: {exc}") from None
     server = engine_lines(pool, result.kv, engine) if engine else []
@@ -157,6 +173,8 @@ def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: 
     out = render.console()
     for line in render_memory.headline(result, solved, target):
         out.print(line)
+    from rich.markup import escape
+
     for line in server:
         out.print(f"{engine} will print: [bold]{escape(line)}[/]")
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
@@ -167,3 +185,19 @@ def memory(spec: Any, seq: int | None, batch: int | None, dtype: str, kv_dtype: 
              *(render_memory.budget_lines(solved, target.label) if solved and target else [])]
     for line in filter(None, notes):
         out.print(f"  {line}")
+
+
+def _model_and_checkpoint(model: str | None, overrides: tuple[str, ...], checkpoint: str | None) -> tuple[Any, Any]:
+    """MODEL's spec, or the checkpoint's own (its config.json, else its tensor shapes), and the
+    checkpoint's stored bytes by component when --checkpoint is given."""
+    if checkpoint is None:
+        if model is None:
+            raise click.UsageError("Missing argument 'MODEL' (or give --checkpoint PATH|REPO_ID).")
+        return load_model(model, overrides), None
+    from calc.analysis.memory.stored import stored_weights
+    from calc.checkpoint.report import read_checkpoint
+
+    if overrides and model is None:
+        raise GptcalcError("--set changes MODEL: name it too (with --checkpoint, MODEL defaults to its config.json)")
+    report = read_checkpoint(checkpoint, load_model(model, overrides) if model else None)
+    return report.spec, stored_weights(report)

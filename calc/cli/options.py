@@ -8,8 +8,9 @@ from typing import Any, Callable
 
 import click
 
-__all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "json_option", "load_model", "model_options",
-           "pass_options", "set_option"]
+__all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
+           "gpus_option", "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument",
+           "pass_options", "seq_max_option", "seq_option", "set_option"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -42,9 +43,10 @@ class Tokens(click.ParamType):
         text = str(value).strip().lower().replace(",", "").replace("_", "")
         scale = self._UNITS.get(text[-1:], 1)
         digits = text[:-1] if scale > 1 else text
-        if not (digits.isascii() and digits.isdigit()) or not 1 <= int(digits) * scale <= MAX_COUNT:
-            self.fail(f"{value!r} is not a positive token count up to {MAX_COUNT:,} "
-                      "(examples: 4096, 32k, 128k = 131,072)", param, ctx)
+        if not (digits.isascii() and digits.isdigit()) or int(digits) * scale < 1:
+            self.fail(f"{value!r} is not a positive token count (examples: 4096, 32k, 128k = 131,072)", param, ctx)
+        if int(digits) * scale > MAX_COUNT:
+            self.fail(f"{value!r} is more than {MAX_COUNT:,} tokens", param, ctx)
         return TokenCount(int(digits) * scale, str(value)) if scale > 1 else int(digits)
 
 
@@ -71,6 +73,28 @@ TOKENS = Tokens()
 KV_DTYPE = Dtype(kv=True)
 WEIGHT_DTYPE = Dtype(kv=False)
 
+
+def complete_model(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of MODEL: the preset names that start with what is typed, else files."""
+    from calc.spec.load import preset_names
+
+    names = [name for name in preset_names() if name.startswith(incomplete)]
+    return names or [click.shell_completion.CompletionItem(incomplete, type="file")]
+
+
+# The arguments and options of the commands that size several models at once (compare, plot, report).
+models_argument = click.argument("models", nargs=-1, required=True, metavar="MODEL...", shell_complete=complete_model)
+seq_option = click.option("--seq", type=TOKENS, help="Context of the KV cache, e.g. 4096 or 32k (k = 1024), batch 1  "
+                                                      "[default: the shortest context among the models]")
+dtype_option = click.option("--dtype", type=WEIGHT_DTYPE, default="fp16", show_default=True,
+                            help="Storage type of the weights.")
+kv_dtype_option = click.option("--kv-dtype", type=KV_DTYPE, default="fp16", show_default=True,
+                               help="Storage type of the KV cache (not tied to --dtype, as servers keep it 16-bit).")
+seq_max_option = click.option("--seq-max", type=TOKENS, help="Longest context drawn, e.g. 32k or 131072 (k = 1024)  "
+                                                            "[default: the longest context among the models]")
+gpus_option = click.option("--gpus", metavar="GPU,...", help="GPUs drawn as horizontal lines at their memory, "
+                                                             "e.g. H100,4090.")
+
 set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                           help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of tables.")
@@ -89,12 +113,17 @@ def pass_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """MODEL plus `--set key=value` overrides; the command receives a loaded `spec`."""
+    """MODEL plus `--set key=value` overrides; the command receives a loaded `spec`. Several
+    models are refused with a pointer to `compare`, which puts them side by side."""
 
-    @click.argument("model")
+    @click.argument("model", shell_complete=complete_model)
+    @click.argument("more", nargs=-1, metavar="")
     @set_option
     @functools.wraps(command)
-    def wrapper(model: str, overrides: tuple[str, ...], **kwargs: Any) -> Any:
+    def wrapper(model: str, more: tuple[str, ...], overrides: tuple[str, ...], **kwargs: Any) -> Any:
+        if more:
+            raise click.UsageError(f"one MODEL at a time; for several side by side: gptcalc compare "
+                                   f"{' '.join((model, *more))}")
         return command(spec=load_model(model, overrides), **kwargs)
 
     return wrapper

@@ -18,7 +18,7 @@ from calc.spec.model import ModelSpec
 from calc.render.text import shown
 from calc.units import count_with_units, human_count
 
-__all__ = ["FALLBACK_NOTE", "console", "count_notes", "count_table", "module_table", "presets_table", "print_json", "share"]
+__all__ = ["FALLBACK_NOTE", "SHAPE_HEADERS", "shape_cells", "console", "count_notes", "count_table", "module_table", "presets_table", "print_json", "share"]
 
 
 class _SafeConsole(Console):
@@ -44,7 +44,7 @@ def share(part: int, total: int) -> str:
 
 
 def count_table(spec: ModelSpec, b: Breakdown) -> Table:
-    """Seed 004's breakdown: outside-the-stack rows, each kind of block x its layers, the grand total."""
+    """The breakdown: outside-the-stack rows, each kind of block x its layers, the grand total."""
     table = Table(title=f"{escape(spec.name)}: {b.total:,} parameters ({human_count(b.total)})")
     for column, justify in (("component", "left"), ("per layer", "right"), ("count", "right"),
                             ("human", "right"), ("share", "right")):
@@ -108,20 +108,26 @@ def count_notes(spec: ModelSpec, b: Breakdown) -> list[str]:
     return notes + [escape(note) for note in spec.notes]
 
 
+SHAPE_HEADERS = ("layers", "d_model", "heads", "KV heads", "head_dim", "d_ff", "vocab", "context")
+
+
+def shape_cells(spec: ModelSpec) -> tuple[str, ...]:
+    """A model's shape as SHAPE_HEADERS cells (its first layer kind's attention and MLP)."""
+    first = spec.blocks[spec.layers[0].block]
+    a, m = first.attention, first.mlp
+    d_ff = f"{m.n_experts}×{m.d_ff:,}" if m.kind == "moe" else f"{m.d_ff:,}"
+    return (str(spec.n_layers), f"{spec.d_model:,}", str(a.n_heads), str(a.n_kv_heads), str(a.head_dim), d_ff,
+            f"{spec.vocab_size:,}", f"{spec.n_positions:,}")
+
+
 def presets_table(rows: Iterable[tuple[ModelSpec, Breakdown]]) -> Table:
-    """Seed 002's comparison table, exact: one row per preset (the first layer kind's shape)."""
+    """Every preset's shape and exact total, one row each (the first layer kind's shape)."""
     table = Table(title="presets")
-    headers = ("name", "layers", "d_model", "heads", "KV heads", "head_dim", "d_ff", "vocab", "context", "params", "",
-               "active")
-    for header in headers:
+    for header in ("name", *SHAPE_HEADERS, "params", "", "active"):
         table.add_column(header, justify="left" if header == "name" else "right")
     for spec, b in rows:
-        first = spec.blocks[spec.layers[0].block]
-        a, m = first.attention, first.mlp
-        d_ff = f"{m.n_experts}×{m.d_ff:,}" if m.kind == "moe" else f"{m.d_ff:,}"
-        table.add_row(escape(spec.name), str(spec.n_layers), f"{spec.d_model:,}", str(a.n_heads), str(a.n_kv_heads),
-                      str(a.head_dim), d_ff, f"{spec.vocab_size:,}", f"{spec.n_positions:,}",
-                      f"{b.total:,}", human_count(b.total), human_count(b.active) if b.active else "")
+        table.add_row(escape(spec.name), *shape_cells(spec), f"{b.total:,}", human_count(b.total),
+                      human_count(b.active) if b.active else "")
     return table
 
 

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from calc.analysis.breakdown import label
-from calc.analysis.memory import GPUS, SCALE_BITS, Budget, BudgetSpec, Inference, KVCache, KVLayers
+from calc.analysis.memory import GPUS, SCALE_BITS, Budget, BudgetSpec, Inference, KVCache, KVLayers, StoredWeights, Weights
 from calc.spec.model import ModelSpec
 from calc.units import human_bytes
 
@@ -151,9 +151,9 @@ def inference_notes(result: Inference) -> list[str]:
         "so 'fits: yes' means weights + KV cache fit; the headroom must still hold all of the above",
         f"prefill logits, if computed in fp32 for every prompt position (batch x seq x vocab_size x 4 B): "
         f"{result.logits_bytes:,} B ({human_bytes(result.logits_bytes)}), not added above",
-        f"every parameter is stored as {w.format.describe()}, rounded up to whole bytes per component" if w.scheme is None
-        else f"{w.scheme.name}: quantised matrices laid out as in {w.scheme.source}; 16-bit: {w.scheme.keeps}",
+        _weights_note(w),
         *kv_notes(result.kv),
+        *_offload_notes(result),
     ]
     if w.group_size:
         notes.append(f"group quantization: one {SCALE_BITS}-bit scale per {w.group_size} weights "
@@ -163,11 +163,47 @@ def inference_notes(result: Inference) -> list[str]:
     return notes
 
 
+def _blocks(n: int) -> str:
+    return "layer 0" if n == 1 else f"layers 0-{n - 1}"
+
+
+def _offload_notes(result: Inference) -> list[str]:
+    """Where the offloaded experts are, and what each decoded token reads of them from system RAM."""
+    moved = result.offload
+    if moved is None:
+        return []
+    return [f"system RAM: the routed experts of {_blocks(moved.layers)}, {_bytes(moved.weights.total_bytes)} "
+            f"(llama.cpp --n-cpu-moe {moved.layers}); the GPU figures above leave them out, while the router, "
+            f"shared experts, attention and KV cache stay on the GPU",
+            f"decode: each token reads its top-k experts of those layers from system RAM, "
+            f"{_bytes(moved.read_per_token.total_bytes)} per token, at the CPU's memory bandwidth"]
+
+
+def _weights_note(w: Weights) -> str:
+    """How the weights' bytes were found: a plain dtype, a scheme's layout, or a checkpoint's headers."""
+    if w.stored is not None:
+        return (f"weights: every tensor's stored bytes from {escape(w.stored.source)}'s headers, scales and packed "
+                f"tensors placed with their weight{_left_out(w.stored)}")
+    if w.scheme is not None:
+        return f"{w.scheme.name}: quantised matrices laid out as in {w.scheme.source}; 16-bit: {w.scheme.keeps}"
+    return f"every parameter is stored as {w.format.describe()}, rounded up to whole bytes per component"
+
+
+def _left_out(stored: StoredWeights) -> str:
+    """'; not counted: buffers 12 B, 2 tensors no weight owns (a.b, c) 64 B', or ''."""
+    parts = [f"buffers {stored.buffer_bytes:,} B"] if stored.buffer_bytes else []
+    if stored.not_placed:
+        names = ", ".join(escape(t.name) for t in stored.not_placed[:3]) + (", ..." if len(stored.not_placed) > 3 else "")
+        parts.append(f"{len(stored.not_placed)} tensors no weight owns ({names}) "
+                     f"{sum(t.nbytes for t in stored.not_placed):,} B")
+    return f"; not counted: {', '.join(parts)}" if parts else ""
+
+
 def _where(result: Inference, short: bool = False) -> str:
     """'' on one GPU; ' per GPU (busiest of 8: tp 4 x pp 2)' under a layout."""
     layout = result.layout
     if layout.gpus == 1:
-        return ""
+        return " on the GPU" if result.offload else ""
     if short:
         return " per GPU"
     ep = f", ep {layout.ep}" if layout.ep > 1 else ""
@@ -180,6 +216,8 @@ def headline(result: Inference, solved: Budget | None, target: BudgetSpec | None
     need = (f"{escape(kv.model)} at seq {kv.seq:,} x batch {kv.batch:,}{_where(result)}: weights {human_bytes(w.total_bytes)} "
             f"+ KV cache {human_bytes(kv.total_bytes)} = [bold]{human_bytes(result.total_bytes)}[/] "
             f"({result.total_bytes:,} B)")
+    if result.offload is not None:
+        need += f"; routed experts of {_blocks(result.offload.layers)} in system RAM: {human_bytes(result.offload.weights.total_bytes)}"
     if solved is None or target is None:
         return [need]
     left = result.headroom(target.bytes_per_gpu)

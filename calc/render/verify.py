@@ -15,7 +15,7 @@ from rich.table import Table
 from calc.analysis.breakdown import Diff, label
 from calc.render.checkpoint import problem_lines, verify_checkpoint_lines
 from calc.units import human_count
-from calc.verify import Verification, diff_verdict
+from calc.verify import WITHOUT_TORCH, Verification, diff_verdict
 
 __all__ = ["difference_columns", "load_lines", "transformers_lines", "verify_lines", "verify_table"]
 
@@ -81,6 +81,8 @@ def verify_lines(result: Verification) -> list[str]:
         lines += [escape(line) for line in verify_checkpoint_lines(result.checkpoint)]
     if result.loaded is not None:
         lines += [escape(line) for line in load_lines(result.loaded)]
+    if result.without_torch:
+        lines.append(escape(f"note: {WITHOUT_TORCH}"))
     return lines
 
 

@@ -5,7 +5,7 @@ repeated n_layers times), and every YAML file written in this form keeps loading
 numbers. `flat_view(spec)` goes the other way for the models that are such a stack in the GPT-2 or
 Llama tensor layout; the torch reference and the checkpoint name maps still build from it.
 
-The names are the seeds' (d_model, n_heads, d_ff, ...). A spec is frozen and validated once:
+The names are the usual ones (d_model, n_heads, d_ff, ... as in Attention Is All You Need). A spec is frozen and validated once:
 unknown fields are rejected (a typo such as `n_layer: 12` must not silently fall back to a
 default), ints are strict (`d_model: true` is an error, not 1), and cross-field rules name both
 fields. Fields that other fields default from (`n_kv_heads`, `head_dim`, `d_ff`, the family's

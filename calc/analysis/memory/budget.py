@@ -10,13 +10,15 @@ does not bound the context, the model's n_positions does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.gpus import GPUS, find_gpu
 from calc.analysis.memory.kv import KVCache, kv_cache
+from calc.analysis.memory.offload import Offload, offload, on_gpu
 from calc.analysis.memory.parallel import Layout, stage_kv, stages
 from calc.analysis.memory.schemes import Scheme
+from calc.analysis.memory.stored import StoredWeights
 from calc.analysis.memory.weights import Weights, weights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -53,6 +55,7 @@ class Inference:
     layout: Layout = Layout()
     gpus: tuple[GPUShare, ...] = ()  # one per pipeline stage (each stands for its tp GPUs)
     model_weights_bytes: int = 0  # the whole model's weights, all GPUs together
+    offload: Offload | None = None  # routed experts kept in system RAM (not in the GPU figures)
 
     @property
     def total_bytes(self) -> int:
@@ -67,6 +70,7 @@ class Inference:
             "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "ep": self.layout.ep, "gpus": self.layout.gpus},
             "per_gpu": self.layout.gpus > 1,
             "model_weights_bytes": self.model_weights_bytes,
+            "cpu_experts": self.offload.to_json() if self.offload else None,
             "stages": [{"weights_bytes": g.weights.total_bytes, "kv_bytes": g.kv.total_bytes, "total_bytes": g.total_bytes}
                        for g in self.gpus],
             "weights": self.weights.to_json(),
@@ -84,20 +88,24 @@ class Inference:
 
 def inference(spec: ModelSpec, breakdown: Breakdown, seq: int, batch: int = 1, dtype: str = "fp16",
               kv_dtype: str | None = None, group_size: int | None = None, expanded: bool = False,
-              layout: Layout = Layout(), scheme: Scheme | None = None) -> Inference:
-    """Weights at `dtype` and the cache at `kv_dtype`: 16-bit unless given, whatever the weights are
-    (servers keep a 16-bit cache for quantised weights unless told otherwise). Under a layout of
-    several GPUs the figures are the busiest GPU's."""
-    whole = weights(breakdown, dtype, group_size, scheme, spec)
+              layout: Layout = Layout(), scheme: Scheme | None = None,
+              stored: StoredWeights | None = None, cpu_experts: int = 0) -> Inference:
+    """Weights at `dtype` (or as a checkpoint stores them) and the cache at `kv_dtype`: 16-bit unless
+    given, whatever the weights are (servers keep a 16-bit cache for quantised weights unless told
+    otherwise). Under a layout of several GPUs the figures are the busiest GPU's. `cpu_experts` blocks
+    (from 0) keep their routed experts in system RAM, as llama.cpp's --n-cpu-moe does."""
+    whole = weights(breakdown, dtype, group_size, scheme, spec, stored)
     kv = kv_cache(spec, seq, batch, kv_dtype or "fp16", layout.tp, expanded)
     order = list(breakdown.components)
-    shares = tuple(
-        GPUShare(Weights(whole.model, whole.format, {n: st.params[n] for n in order if n in st.params}, group_size,
-                         whole.scheme, whole.bits_per_param),
-                 stage_kv(spec, kv, st))
-        for st in stages(spec, breakdown, layout))
+    if cpu_experts and layout.gpus > 1:
+        raise GptcalcError("--cpu-experts: llama.cpp's expert offload is for one GPU; drop --tp/--pp or a multi-GPU --budget")
+    moved = offload(spec, breakdown, whole, cpu_experts) if cpu_experts else None
+    shares = tuple(GPUShare(replace(whole, params=on_gpu({n: st.params[n] for n in order if n in st.params}, moved)),
+                            stage_kv(spec, kv, st))
+                   for st in stages(spec, breakdown, layout))
     busiest = max(shares, key=lambda share: share.total_bytes)
-    return Inference(busiest.weights, busiest.kv, logits_bytes(spec, seq, batch), layout, shares, whole.total_bytes)
+    return Inference(busiest.weights, busiest.kv, logits_bytes(spec, seq, batch), layout, shares, whole.total_bytes,
+                     moved)
 
 
 @dataclass(frozen=True)

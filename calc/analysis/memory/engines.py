@@ -14,8 +14,20 @@ Each engine carves its KV pool into fixed-size pages and reports the tokens they
 bytes per token is the cache of one token on one GPU (per tensor-parallel shard, all layers the GPU
 holds). How much memory the engine gives the pool is what it measures at start-up (vLLM: total x
 --gpu-memory-utilization minus weights, activation peak and non-torch memory); pass the figure
-from your server's log with --kv-memory. vLLM's hybrid allocator sizes sliding-window layers by
-their window; the figures here count every layer at full length, as its single-type pool does.
+from your server's log with --kv-memory.
+
+vLLM v1's hybrid allocator (a model with full-attention and sliding-window layers, Gemma-2/3,
+gpt-oss) puts the layers of each kind into groups of `group_size` layers (the fewest layers of any
+kind, or the most when that is under 1.5x the fewest), pads the last group of a kind, and shares
+one pool of pages among the groups (vllm/v1/core/kv_cache_utils.py, _get_kv_cache_groups_uniform_page_size,
+get_kv_cache_config_from_groups, _report_kv_cache_config, get_max_concurrency_for_kv_cache_config):
+
+    page      = block_size x bytes per token of one layer
+    blocks    = floor(floor(kv_memory / page) / group_size)
+    tokens    = floor(blocks / groups) x block_size                      ("GPU KV cache size")
+    per request: ceil(max_model_len / block) blocks per full group,
+                 ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block) + 1 per sliding group
+    concurrency = blocks / (blocks per request)
 """
 
 from __future__ import annotations
@@ -25,9 +37,12 @@ from dataclasses import dataclass
 from calc.analysis.memory.kv import KVCache
 from calc.errors import GptcalcError
 
-__all__ = ["ENGINES", "Engine", "KVPool", "engine_lines", "kv_pool", "padded_context", "split_kv_bytes"]
+__all__ = ["ENGINES", "Engine", "HybridGroups", "KVPool", "hybrid_groups", "engine_lines", "kv_pool", "padded_context", "split_kv_bytes"]
 
 VLLM = "https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/kv_cache_utils.py (get_num_blocks, page_size_bytes)"
+VLLM_HYBRID = ("https://github.com/vllm-project/vllm/blob/001cabc1be16a59a70d720ed61a13b678c060a18/vllm/v1/core/"
+               "kv_cache_utils.py (hybrid groups) and vllm/v1/kv_cache_interface.py (SlidingWindowSpec.max_memory_usage_bytes)")
+MAX_BATCHED = 2048  # vllm serve's max_num_batched_tokens below 70 GiB or on an A100 (8192 above): EngineArgs.get_batch_defaults
 SGLANG = "https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/mem_cache/memory_pool.py (MHATokenToKVPool)"
 TRTLLM = "https://github.com/NVIDIA/TensorRT-LLM (KvCacheConfig tokens_per_block)"
 LLAMACPP = "https://github.com/ggml-org/llama.cpp/blob/master/src/llama-kv-cache.cpp (cells padded to 256)"
@@ -58,39 +73,91 @@ class KVPool:
     bytes_per_token: int  # one token, one GPU, every layer it holds
     kv_memory: int
     max_model_len: int
+    hybrid: HybridGroups | None = None  # vLLM's groups of full and sliding-window layers
 
     @property
     def block_bytes(self) -> int:
+        if self.hybrid is not None:
+            return self.block * self.hybrid.layer_bytes * self.hybrid.group_size
         return self.block * self.bytes_per_token
 
     @property
     def blocks(self) -> int:
+        if self.hybrid is not None:  # floor(floor(memory / page) / group_size), as get_num_blocks divides
+            return self.kv_memory // (self.block * self.hybrid.layer_bytes) // self.hybrid.group_size
         return self.kv_memory // self.block_bytes
 
     @property
     def tokens(self) -> int:
+        if self.hybrid is not None:
+            return self.blocks // self.hybrid.groups * self.block
         return self.blocks * self.block
 
     @property
     def concurrency(self) -> str:
         """Requests of max_model_len the pool holds at once, as vLLM prints it (two decimals)."""
+        if self.hybrid is not None:
+            return f"{self.blocks / self.hybrid.blocks_per_request(self.max_model_len, self.block):.2f}"
         return f"{self.tokens / self.max_model_len:.2f}"
 
     def to_json(self) -> dict[str, object]:
         return {"engine": self.engine.name, "block_size": self.block, "bytes_per_token": self.bytes_per_token,
                 "block_bytes": self.block_bytes, "kv_memory_bytes": self.kv_memory, "blocks": self.blocks,
                 "tokens": self.tokens, "max_model_len": self.max_model_len,
-                "max_concurrency_numerator": self.tokens, "max_concurrency": self.concurrency}
+                "max_concurrency_numerator": self.tokens, "max_concurrency": self.concurrency,
+                "hybrid_groups": self.hybrid.to_json() if self.hybrid else None}
 
 
-def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None) -> KVPool:
+def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None,
+            max_batched: int = MAX_BATCHED) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
-    return KVPool(found, block or found.block, kv.bytes_per_token, kv_memory, max_model_len)
+    hybrid = hybrid_groups(kv, max_batched) if engine == "vllm" else None
+    return KVPool(found, block or found.block, kv.bytes_per_token, kv_memory, max_model_len, hybrid)
+
+
+@dataclass(frozen=True)
+class HybridGroups:
+    """vLLM's KV cache groups for a model with several kinds of attention layer."""
+
+    group_size: int  # layers per group (padding included)
+    windows: tuple[int | None, ...]  # one entry per group: its sliding window, None for full attention
+    layer_bytes: int  # one token of one layer
+    max_batched: int  # --max-num-batched-tokens: the tokens a sliding group holds beyond its window
+
+    @property
+    def groups(self) -> int:
+        return len(self.windows)
+
+    def blocks_per_request(self, max_model_len: int, block: int) -> int:
+        """The pages one request of max_model_len takes across the groups."""
+        return sum(-(-max_model_len // block) if window is None else
+                   -(-min(window - 1 + self.max_batched, max_model_len) // block) + 1 for window in self.windows)
+
+    def to_json(self) -> dict[str, object]:
+        return {"group_size": self.group_size, "groups": self.groups, "windows": list(self.windows),
+                "layer_bytes": self.layer_bytes, "max_num_batched_tokens": self.max_batched}
+
+
+def hybrid_groups(kv: KVCache, max_batched: int = MAX_BATCHED) -> HybridGroups | None:
+    """vLLM's grouping when the layers have more than one window (None: one kind, one group)."""
+    counts: dict[int | None, int] = {}
+    for kind in kv.layers:
+        counts[kind.window] = counts.get(kind.window, 0) + kind.n_layers
+    if len(counts) < 2:
+        return None
+    sizes = {kind.row_bytes(kv.format) for kind in kv.layers}
+    if len(sizes) > 1:
+        raise GptcalcError(f"{kv.model}: layers of different page sizes; vLLM then scales block sizes, "
+                           "which --engine vllm does not model")
+    fewest, most = min(counts.values()), max(counts.values())
+    size = most if 2 * most < 3 * fewest else fewest  # most < 1.5 x fewest: pad up to the most
+    windows = tuple(window for window, n in counts.items() for _ in range(-(-n // size)))
+    return HybridGroups(size, windows, sizes.pop(), max_batched)
 
 
 def padded_context(engine: Engine, n_ctx: int) -> int:

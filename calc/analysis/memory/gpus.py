@@ -3,7 +3,9 @@ with the source of every figure. A data module: memory, budgets and other comman
 
 Memory is what the driver reports as the card's total (nvidia-smi `memory.total`, rocminfo's
 pool size), in MiB: less than the marketed figure read as GiB (the driver keeps some back; ECC on
-GDDR cards keeps 1/16), more than it read as 10^9 B. Bandwidth (B/s) and bf16 (FLOP/s, dense,
+GDDR cards keeps 1/16), more than it read as 10^9 B. An MI250/MI250X is two GCDs, each its own
+device with its own 64 GB: the catalog lists one. On Apple Silicon the GPU shares the unified
+memory but may wire only Metal's recommendedMaxWorkingSetSize of it, as llama.cpp logs it at start. Bandwidth (B/s) and bf16 (FLOP/s, dense,
 no 2:4 sparsity) are the vendor's peak figures; None where no public figure was found.
 """
 
@@ -18,6 +20,8 @@ __all__ = ["GPU", "GPUS", "RATED", "find_gpu", "rated_gpu"]
 A100_SHEET = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
 H100_PAGE = "https://www.nvidia.com/en-us/data-center/h100/ (bf16 1,979 TF with sparsity, halved: 989.5; 3.35 TB/s)"
 MODAL = "https://github.com/modal-labs/modal-client/pull/2797"
+M1_MAX = "https://www.apple.com/newsroom/2021/10/introducing-m1-pro-and-m1-max-the-most-powerful-chips-apple-has-ever-built/ (400GB/s)"
+M2_MAX = "https://www.apple.com/newsroom/2023/01/apple-unveils-m2-pro-and-m2-max-next-generation-chips-for-next-level-workflows/ (400GB/s)"
 TORCHAO = "https://github.com/pytorch/ao/blob/0598012907d6f6e88734088a65f788c38d294a65/torchao/testing/training/roofline_utils.py"
 
 
@@ -59,9 +63,19 @@ GPUS: tuple[GPU, ...] = (
     GPU("A100-40GB", "40 GB", 40960, MODAL, ("a100-40",), 1555 * 10**9, 312 * 10**12, A100_SHEET),
     GPU("L40S", "48 GB", 46068, MODAL, (), 864 * 10**9, 362_050 * 10**9,
         "https://www.nvidia.com/en-us/data-center/l40s/ (bf16 362.05 TF dense, 733 with sparsity; 864 GB/s)"),
+    GPU("M1 Max 64GB", "64 GB unified", 49152,
+        "https://github.com/ggml-org/llama.cpp/issues/1870 (recommendedMaxWorkingSetSize  = 49152.00 MiB)",
+        ("m1-max-64gb",), 400 * 10**9, None, M1_MAX),
+    GPU("MI250 (one GCD)", "64 GB per GCD", 65520,
+        "https://github.com/ROCm/rocm_smi_lib/issues/160 (rocminfo gfx90a pool 67092480 KB)", ("mi250", "mi250x")),
+    GPU("M2 Max 96GB", "96 GB unified", 73728,
+        "https://github.com/ggml-org/llama.cpp/issues/3213 (recommendedMaxWorkingSetSize  = 73728,00 MB, in MiB "
+        "as its allocation lines show)", ("m2-max-96gb",), 400 * 10**9, None, M2_MAX),
     GPU("A100-80GB", "80 GB", 81920, MODAL, ("a100-80",), 2039 * 10**9, 312 * 10**12, A100_SHEET),
     GPU("H100-80GB", "80 GB", 81559, "https://github.com/NVIDIA/nccl/issues/1264 (0MiB / 81559MiB, H100 80GB HBM3 SXM)",
         ("h100", "h100-sxm"), 3350 * 10**9, 989_500 * 10**9, H100_PAGE),
+    GPU("H100 PCIe", "80 GB", 81559, "nvidia-smi on NVIDIA H100 PCIe, driver 565.57.01: 1MiB / 81559MiB (public logs)",
+        ("h100-pcie",)),
     GPU("H100 NVL", "94 GB", 95830, "https://github.com/NVIDIA/gpu-admin-tools/issues/4 (0MiB / 95830MiB)",
         ("h100nvl",), 3900 * 10**9, None, H100_PAGE),
     GPU("H200", "141 GB", 143771, "nvidia-smi on NVIDIA H200, driver 570.158.01 (public logs)", ("h200-141gb",),

@@ -4,7 +4,8 @@
     scales          = ceil(params / group_size) x 16       # --group-size: GPTQ/AWQ-style fp16 scales
 
 A tied LM head costs 0 bytes: it *is* the token embedding's matrix, counted once. A named
-scheme (`calc/analysis/memory/schemes.py`) gives each component its exact bits per parameter.
+scheme (`calc/analysis/memory/schemes.py`) gives each component its exact bits per parameter, and
+so does a checkpoint's headers (`calc/analysis/memory/stored.py`): its bytes x 8 / parameters.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Mapping
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.formats import Format, bits_to_bytes, weight_format
 from calc.analysis.memory.schemes import Scheme, scheme_bits
+from calc.analysis.memory.stored import StoredWeights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -34,16 +36,22 @@ class Weights:
     group_size: int | None = None  # weights sharing one 16-bit scale; None: no scales counted
     scheme: Scheme | None = None  # a named quantisation scheme (then `format` is what it keeps: bf16)
     bits_per_param: Mapping[str, Fraction] | None = None  # the scheme's exact bits per parameter, by component
+    stored: StoredWeights | None = None  # read from a checkpoint's headers (then bits_per_param are its own)
 
     @property
     def dtype(self) -> str:
+        if self.stored is not None:
+            return "checkpoint"
         return self.scheme.name if self.scheme else self.format.name
 
     def describe(self) -> str:
         """'fp16: 16 bits per value', or 'awq-int4: 4.27 bits per weight on average (16-bit: ...)'."""
+        average = Fraction(self.total_bytes * 8, self.total_params or 1)
+        if self.stored is not None:
+            return (f"stored in {self.stored.source} ({', '.join(self.stored.dtypes)}): "
+                    f"{float(average):.3f} bits per weight on average")
         if self.scheme is None:
             return self.format.describe()
-        average = Fraction(self.total_bytes * 8, self.total_params or 1)
         kept = "per tensor" if self.scheme.gguf else "kept 16-bit"
         return f"{self.scheme.name}: {float(average):.3f} bits per weight on average ({kept}: {self.scheme.keeps})"
 
@@ -71,9 +79,10 @@ class Weights:
     def to_json(self) -> dict[str, object]:
         return {
             "dtype": self.scheme.name if self.scheme else self.dtype,
+            "checkpoint": self.stored.to_json() if self.stored else None,
             "scheme": self.scheme.name if self.scheme else None,
             "kept_16_bit": self.scheme.keeps if self.scheme else None,
-            "bits_per_weight": str(self.format.bits_per_value if self.scheme is None
+            "bits_per_weight": str(self.format.bits_per_value if self.bits_per_param is None
                                    else Fraction(self.total_bytes * 8, self.total_params)),
             "group_size": self.group_size,
             "scale_bits": SCALE_BITS if self.group_size else 0,
@@ -84,9 +93,17 @@ class Weights:
 
 
 def weights(breakdown: Breakdown, dtype: str | Format = "fp16", group_size: int | None = None,
-            scheme: Scheme | None = None, spec: ModelSpec | None = None) -> Weights:
-    """Every parameter stored at `dtype` (a tied head is stored once, as the breakdown counts it), or
-    as a named `scheme` lays out its quantised matrices (it needs the spec for their shapes)."""
+            scheme: Scheme | None = None, spec: ModelSpec | None = None,
+            stored: StoredWeights | None = None) -> Weights:
+    """Every parameter stored at `dtype` (a tied head is stored once, as the breakdown counts it), as
+    a named `scheme` lays out its quantised matrices (it needs the spec for their shapes), or as a
+    checkpoint stores them."""
+    if stored is not None:
+        if scheme is not None or group_size is not None or dtype not in ("fp16", "bf16"):
+            raise GptcalcError("--checkpoint: the checkpoint fixes how weights are stored; drop --dtype, --quant "
+                               "and --group-size")
+        return Weights(breakdown.model, weight_format("bf16"), dict(breakdown.components),
+                       bits_per_param=stored.bits_per_param(breakdown.components), stored=stored)
     if scheme is not None:
         if dtype not in ("fp16", "bf16"):
             raise GptcalcError(f"--quant {scheme.name} fixes how weights are stored; drop --dtype {dtype}")

@@ -17,7 +17,7 @@ compare the two one to one; steps that explain without producing a tensor of the
 KV heads for GQA, the softmax over the vocabulary) are marked `traced=False`.
 
 Prefill reads T tokens at once. Decode reads one new token while the KV cache holds T past ones:
-queries have length 1, keys and values T+1 — seed 003's prefill/decode split.
+queries have length 1, keys and values T+1 — the prefill/decode split.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ FLOP_CONVENTION = (
 
 @dataclass(frozen=True)
 class Shape:
-    """A tensor's sizes and, beside them, the names the seeds use for each dimension."""
+    """A tensor's sizes and, beside them, the usual symbol of each dimension (B, T, d_model, h, d_head)."""
 
     sizes: tuple[int, ...]
     names: tuple[str, ...]

@@ -1,0 +1,90 @@
+"""Several models side by side: parameters component by component, and memory at one dtype and context.
+
+The parameter rows are `breakdown.compare` over each model's analytic breakdown — the same
+alignment `verify` uses between sources — so a component key (`q`, `mlp_up`, `experts_down`)
+is one row whatever kind of layer holds it, and a model without it shows 0. Memory is the
+`memory` command's own answer (`calc.analysis.memory.inference`) at one context for every model,
+so the columns are comparable: by default the shortest context among them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from calc.analysis.breakdown import Breakdown, Diff, compare
+from calc.analysis.count import count
+from calc.analysis.memory import Inference, inference
+from calc.spec.model import ModelSpec
+
+__all__ = ["Column", "Comparison", "compare_models", "column_names"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One model: its spec, its analytic count and its memory at the comparison's dtype and context."""
+
+    name: str  # unique within the comparison (a model named twice gets " (2)")
+    spec: ModelSpec
+    breakdown: Breakdown
+    memory: Inference
+
+    @property
+    def layer_kinds(self) -> str:
+        """'32' for a uniform stack; '3 dense + 58 moe' when kinds of layer differ."""
+        blocks = self.breakdown.blocks
+        if len(blocks) == 1:
+            return str(blocks[0].layers)
+        return " + ".join(f"{block.layers} {block.name}" for block in blocks)
+
+    def to_json(self) -> dict[str, object]:
+        b, m = self.breakdown, self.memory
+        return {
+            "model": self.name,
+            "total": b.total,
+            "non_embedding": b.non_embedding,
+            "active": b.active if b.active is not None else b.total,
+            "layers": {block.name: block.layers for block in b.blocks},
+            "components": dict(b.components),
+            "kv_bytes_per_token": m.kv.bytes_per_token,
+            "weights_bytes": m.weights.total_bytes,
+            "kv_cache_bytes": m.kv.total_bytes,
+            "memory_bytes": m.total_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    columns: tuple[Column, ...]
+    seq: int
+    dtype: str
+    kv_dtype: str
+
+    @property
+    def params(self) -> Diff:
+        """Parameter rows aligned by component, with totals (0 where a model lacks a component)."""
+        return compare({column.name: column.breakdown for column in self.columns})
+
+    def to_json(self) -> dict[str, object]:
+        return {"seq": self.seq, "batch": 1, "dtype": self.dtype, "kv_dtype": self.kv_dtype,
+                "models": [column.to_json() for column in self.columns]}
+
+
+def column_names(specs: list[ModelSpec]) -> list[str]:
+    """Each model's name, made unique by its position when the same name comes twice."""
+    names: list[str] = []
+    for spec in specs:
+        n = sum(1 for name in names if name == spec.name or name.startswith(f"{spec.name} ("))
+        names.append(spec.name if n == 0 else f"{spec.name} ({n + 1})")
+    return names
+
+
+def compare_models(specs: list[ModelSpec], seq: int | None = None, dtype: str = "fp16",
+                   kv_dtype: str = "fp16") -> Comparison:
+    """Count each model and size its weights + KV cache (batch 1) at `seq` tokens; `seq` None: the
+    shortest context among the models, which every one of them supports."""
+    seq = seq or min(spec.n_positions for spec in specs)
+    columns = []
+    for name, spec in zip(column_names(specs), specs):
+        breakdown = count(spec)
+        columns.append(Column(name, spec, breakdown, inference(spec, breakdown, seq, 1, dtype, kv_dtype)))
+    return Comparison(tuple(columns), seq, dtype, kv_dtype)

@@ -1,0 +1,85 @@
+"""The numbers behind `plot` and `report`: memory against context, and where the parameters sit.
+
+Exact integers, like everything else in calc.analysis; the renderers turn them into pictures.
+Memory at each context is the `memory` command's own answer (`calc.analysis.memory.inference`),
+taken at sample points rather than drawn as a line through two of them, so a cache that does not
+grow linearly with the context would still be drawn as it is. Parameters are grouped by the part
+whose formula produced them (calc/parts/: one home per kind), so the groups are the model's own
+structure: embedding, attention, MLP, experts, norms, LM head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from calc.analysis.breakdown import Breakdown
+from calc.analysis.count import count
+from calc.analysis.memory import GPU, GPUS, find_gpu, inference, kv_layers
+from calc.errors import GptcalcError
+from calc.parts import attention, embedding, mla, mlp, moe, norm
+from calc.spec.model import ModelSpec
+
+__all__ = ["GROUPS", "MemoryCurve", "groups", "memory_curves", "parse_gpus"]
+
+HEAD = ("project_out", "lm_head", "lm_head_bias")
+# Group -> the part modules' component keys, in the order a token meets them.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "embedding": tuple(key for key in embedding.LABELS if key not in HEAD),
+    "attention": (*mla.LABELS, *attention.LABELS),
+    "MLP": tuple(mlp.LABELS),
+    "experts and router (MoE)": tuple(moe.LABELS),
+    "norms": tuple(norm.LABELS),
+    "LM head": HEAD,
+}
+_GROUP_OF = {key: group for group, keys in GROUPS.items() for key in keys}
+
+
+def groups(b: Breakdown) -> dict[str, int]:
+    """Parameters per group (every group, 0 when absent); a component no part names goes to 'other'."""
+    totals = dict.fromkeys([*GROUPS, "other"], 0)
+    for name, n in b.components.items():
+        totals[_GROUP_OF.get(name, "other")] += n
+    return totals
+
+
+@dataclass(frozen=True)
+class MemoryCurve:
+    """One model's weights + KV cache (batch 1) at each sampled context."""
+
+    model: str
+    context: int  # the model's n_positions: beyond it the curve is an extrapolation
+    weights_bytes: int
+    seqs: tuple[int, ...]
+    total_bytes: tuple[int, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"model": self.model, "context": self.context, "weights_bytes": self.weights_bytes,
+                "points": [{"seq": s, "total_bytes": t} for s, t in zip(self.seqs, self.total_bytes)]}
+
+
+def memory_curves(specs: list[ModelSpec], seq_max: int, dtype: str = "fp16", kv_dtype: str = "fp16",
+                  points: int = 64) -> list[MemoryCurve]:
+    """Each model from 1 token to `seq_max` at `points` evenly spaced contexts, plus the contexts
+    where its line turns — its own context and its sliding windows, past which those layers stop
+    growing — so the corners are drawn where they are."""
+    grid = {max(1, seq_max * i // (points - 1)) for i in range(points)}
+    curves = []
+    for spec in specs:
+        breakdown = count(spec)
+        corners = {spec.n_positions, *(kind.window for kind in kv_layers(spec) if kind.window)}
+        seqs = sorted(grid | {seq for seq in corners if seq < seq_max})
+        totals = [inference(spec, breakdown, seq, 1, dtype, kv_dtype) for seq in seqs]
+        curves.append(MemoryCurve(spec.name, spec.n_positions, totals[0].weights.total_bytes, tuple(seqs),
+                                  tuple(t.total_bytes for t in totals)))
+    return curves
+
+
+def parse_gpus(text: str | None) -> list[GPU]:
+    """`--gpus H100,4090` -> the GPUs, in the order given; an unknown name is bad input."""
+    gpus = []
+    for name in filter(None, (part.strip() for part in (text or "").split(","))):
+        gpu = find_gpu(name)
+        if gpu is None:
+            raise GptcalcError(f"--gpus: unknown GPU {name!r} (known: {', '.join(g.name for g in GPUS)})")
+        gpus.append(gpu)
+    return gpus

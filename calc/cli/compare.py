@@ -1,0 +1,47 @@
+"""`compare`: calc/analysis/compare.py, drawn by calc/render/compare.py."""
+
+from __future__ import annotations
+
+import click
+
+from calc.cli.options import (
+    CONTEXT, dtype_option, json_option, kv_dtype_option, load_model, models_argument, seq_option, set_option
+)
+
+
+@click.command(context_settings=CONTEXT)
+@models_argument
+@seq_option
+@dtype_option
+@kv_dtype_option
+@set_option
+@json_option
+def compare(models: tuple[str, ...], seq: int | None, dtype: str, kv_dtype: str,
+            overrides: tuple[str, ...], as_json: bool) -> None:
+    """Models side by side: shape, parameters component by component, KV cache and memory.
+
+    One column per model. Parameter rows line up by component (Q weight with Q weight, experts
+    with experts; '-' where a model has none), then totals, active parameters per token, KV
+    bytes per token, and weights + KV cache at --dtype for --seq tokens (batch 1).
+
+    \b
+    Example:
+      gptcalc compare llama-2-7b mistral-7b
+      gptcalc compare llama-3-8b qwen2-7b gemma-2-9b --seq 8k --dtype bf16
+      gptcalc compare mixtral-8x7b llama-2-70b --dtype int4 --kv-dtype fp16 --json
+    """
+    from calc.analysis.compare import compare_models
+    from calc.render import base as render
+    from calc.render.compare import compare_table
+    from calc.render.memory import context_note
+
+    comparison = compare_models([load_model(model, overrides) for model in models], seq, dtype, kv_dtype)
+    if as_json:
+        render.print_json(comparison.to_json())
+        return
+    out = render.console()
+    out.print(compare_table(comparison))
+    for note in filter(None, (context_note(c.spec, comparison.seq) for c in comparison.columns)):
+        out.print(f"  {note}")
+    out.print("  memory: weights + KV cache at batch 1; activations and framework overhead not included "
+              "(gptcalc memory MODEL shows them per GPU)")

@@ -1,0 +1,78 @@
+"""`plot memory` and `plot params`: calc/analysis/pictures.py, drawn by calc/render/plot.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from calc.cli.options import (
+    CONTEXT, dtype_option, gpus_option, kv_dtype_option, load_model, models_argument, seq_max_option,
+    set_option
+)
+
+output_option = click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+                             help="File to write: .png or .svg (the suffix picks the format).")
+
+
+@click.group(context_settings=CONTEXT)
+def plot() -> None:
+    """Pictures: memory against context with your GPUs as lines, and where the parameters sit.
+
+    Needs matplotlib: pip install 'gptcalc[plot]'.
+
+    \b
+    Example:
+      gptcalc plot memory llama-3.1-8b qwen2.5-7b --seq-max 128k --gpus H100,4090 -o memory.png
+      gptcalc plot params gpt2-small llama-2-7b mixtral-8x7b deepseek-v3 -o params.svg
+    """
+
+
+@plot.command(context_settings=CONTEXT)
+@models_argument
+@seq_max_option
+@gpus_option
+@dtype_option
+@kv_dtype_option
+@set_option
+@output_option
+def memory(models: tuple[str, ...], seq_max: int | None, gpus: str | None, dtype: str, kv_dtype: str,
+           overrides: tuple[str, ...], output: Path) -> None:
+    """Weights + KV cache (batch 1) against context, one line per model, GPUs as lines.
+
+    Each line is dotted past its model's own context.
+
+    \b
+    Example:
+      gptcalc plot memory llama-3.1-8b --seq-max 128k --gpus H100,4090 -o memory.png
+      gptcalc plot memory llama-2-70b qwen2-72b --dtype int4 --kv-dtype fp16 --gpus A100-80GB,H200 -o m.svg
+    """
+    from calc.analysis.pictures import memory_curves, parse_gpus
+    from calc.render.plot import memory_figure, save
+
+    specs = [load_model(model, overrides) for model in models]
+    lines = parse_gpus(gpus)
+    seq_max = seq_max or max(spec.n_positions for spec in specs)
+    curves = memory_curves(specs, seq_max, dtype, kv_dtype)
+    save(memory_figure(curves, lines, seq_max, dtype, kv_dtype), output)
+    click.echo(f"wrote {output}")
+
+
+@plot.command(context_settings=CONTEXT)
+@models_argument
+@set_option
+@output_option
+def params(models: tuple[str, ...], overrides: tuple[str, ...], output: Path) -> None:
+    """Where the parameters sit: a bar per model split into embedding, attention, MLP, experts, norms, head.
+
+    \b
+    Example:
+      gptcalc plot params gpt2-small llama-2-7b mixtral-8x7b -o params.png
+    """
+    from calc.analysis.count import count
+    from calc.analysis.pictures import groups
+    from calc.render.plot import params_figure, save
+
+    specs = [load_model(model, overrides) for model in models]
+    save(params_figure([(spec.name, groups(count(spec))) for spec in specs]), output)
+    click.echo(f"wrote {output}")

@@ -1,0 +1,69 @@
+"""`report`: calc/analysis/compare.py and calc/analysis/pictures.py, drawn by calc/render/report.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from calc.cli.options import (
+    CONTEXT, dtype_option, gpus_option, kv_dtype_option, load_model, models_argument, seq_option, seq_max_option,
+    set_option
+)
+from calc.errors import GptcalcError
+
+
+@click.command(context_settings=CONTEXT)
+@models_argument
+@seq_option
+@seq_max_option
+@gpus_option
+@dtype_option
+@kv_dtype_option
+@set_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The HTML file to write.")
+def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, gpus: str | None, dtype: str,
+           kv_dtype: str, overrides: tuple[str, ...], output: Path) -> None:
+    """One self-contained HTML page: the side-by-side table, the pictures, each model's tables.
+
+    Opens offline (no scripts, nothing fetched; pictures inline as SVG), for sharing a sizing
+    decision. Without matplotlib the page has the tables and says the pictures need it.
+
+    \b
+    Example:
+      gptcalc report llama-3.1-8b qwen2.5-7b mistral-7b --seq 32k --gpus H100,4090 -o report.html
+      gptcalc report llama-2-70b mixtral-8x7b --dtype int4 --kv-dtype fp16 -o sizing.html
+    """
+    import shlex
+
+    from calc.analysis.compare import compare_models
+    from calc.render.report import report_html
+
+    specs = [load_model(model, overrides) for model in models]
+    comparison = compare_models(specs, seq, dtype, kv_dtype)
+    pictures = _pictures(comparison, seq_max or max(spec.n_positions for spec in specs), gpus)
+    settings = ["--seq", str(comparison.seq), "--dtype", dtype, "--kv-dtype", comparison.kv_dtype,
+                "--seq-max", str(seq_max or max(spec.n_positions for spec in specs)),
+                *(["--gpus", gpus] if gpus else []), *(arg for pair in overrides for arg in ("--set", pair))]
+    page = report_html(comparison, pictures, shlex.join(["gptcalc", "report", *models, *settings]))
+    try:
+        output.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise GptcalcError(f"{output}: cannot write ({exc.strerror or exc})") from None
+    click.echo(f"wrote {output}" + ("" if pictures else " (no pictures: pip install 'gptcalc[plot]')"))
+
+
+def _pictures(comparison, seq_max: int, gpus: str | None) -> dict[str, str] | None:  # type: ignore[no-untyped-def]
+    """Title -> inline SVG of both plots; None when matplotlib is missing (the tables still go out)."""
+    from calc.analysis.pictures import groups, memory_curves, parse_gpus
+    from calc.render import plot
+
+    lines = parse_gpus(gpus)
+    if not plot.available():
+        return None
+    specs = [column.spec for column in comparison.columns]
+    curves = memory_curves(specs, seq_max, comparison.dtype, comparison.kv_dtype)
+    memory = plot.memory_figure(curves, lines, seq_max, comparison.dtype, comparison.kv_dtype)
+    params = plot.params_figure([(c.name, groups(c.breakdown)) for c in comparison.columns])
+    return {"Memory against context": plot.svg_text(memory), "Where the parameters sit": plot.svg_text(params)}

@@ -1,0 +1,152 @@
+"""Pictures for `plot` and `report`, drawn with matplotlib (the optional extra `gptcalc[plot]`).
+
+matplotlib is imported only here, inside the functions, so nothing else pays for it; without it
+the user gets one `Error:` line saying how to install it. Figures are built on
+`matplotlib.figure.Figure` (no pyplot, no global state, no display needed). SVG keeps its text as
+text (`svg.fonttype: none`) so the model names and numbers can be found in the file and in an HTML
+page, and carries no date, so the same input gives the same file.
+"""
+
+from __future__ import annotations
+
+import io
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from calc.analysis.memory import GPU
+from calc.analysis.pictures import GROUPS, MemoryCurve
+from calc.errors import GptcalcError
+from calc.units import human_count
+
+__all__ = ["FORMATS", "INSTALL", "available", "memory_figure", "params_figure", "save", "svg_text"]
+
+FORMATS = (".png", ".svg")
+INSTALL = "pip install 'gptcalc[plot]' (or pip install matplotlib)"
+GIB = 2**30
+LOG_RATIO = 20  # memory axis turns logarithmic when its largest value is this many times the smallest weights
+_SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}  # no date, no links in the file
+_STYLE = {"svg.fonttype": "none", "svg.hashsalt": "gptcalc", "font.size": 10, "axes.spines.top": False,
+          "axes.spines.right": False}
+
+
+def available() -> bool:
+    """Whether matplotlib can be imported (`report` leaves its pictures out when it cannot)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@contextmanager
+def _matplotlib() -> Iterator[Any]:
+    """matplotlib's Figure under gptcalc's style, or one clear error when matplotlib is missing."""
+    try:
+        import matplotlib
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import LogLocator
+    except ImportError:
+        raise GptcalcError(f"pictures need matplotlib, which is not installed: {INSTALL}") from None
+    with matplotlib.rc_context(_STYLE):
+        yield Figure, LogLocator
+
+
+def _token_label(n: float) -> str:
+    n = int(n)
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else f"{n:,}"
+
+
+def _token_ticks(seq_max: int) -> list[int]:
+    """0 and about eight round steps (powers of two, so 128k reads as 128k) up to seq_max."""
+    step = 1
+    while seq_max // step > 8:
+        step *= 2
+    return list(range(0, seq_max + 1, step))
+
+
+def memory_figure(curves: list[MemoryCurve], gpus: list[GPU], seq_max: int, dtype: str, kv_dtype: str) -> Any:
+    """Weights + KV cache against context, one line per model (dotted past its context), GPUs as lines."""
+    with _matplotlib() as (Figure, LogLocator):
+        fig = Figure(figsize=(9, 5.5), layout="constrained")
+        ax = fig.subplots()
+        for curve in curves:
+            inside = [(s, t / GIB) for s, t in zip(curve.seqs, curve.total_bytes) if s <= curve.context]
+            beyond = [(s, t / GIB) for s, t in zip(curve.seqs, curve.total_bytes) if s >= curve.context]
+            label = f"{curve.model} (weights {curve.weights_bytes / GIB:,.1f} GiB)"
+            (line,) = ax.plot(*zip(*inside), linewidth=2, label=label)
+            if len(beyond) > 1:
+                ax.plot(*zip(*beyond), linewidth=2, linestyle=":", color=line.get_color())
+                ax.plot(*inside[-1], marker="o", color=line.get_color())
+        for gpu in gpus:
+            ax.axhline(gpu.bytes / GIB, color="0.45", linestyle="--", linewidth=1)
+            ax.annotate(f"{gpu.name}: {gpu.bytes / GIB:,.1f} GiB", (seq_max, gpu.bytes / GIB), xytext=(-4, 3),
+                        textcoords="offset points", color="0.3", fontsize=9, ha="right")
+        ticks = _token_ticks(seq_max)
+        ax.set_xticks(ticks, [_token_label(t) for t in ticks])
+        ax.set_xlim(0, seq_max)
+        top = max([*(max(curve.total_bytes) for curve in curves), *(gpu.bytes for gpu in gpus)]) / GIB
+        bottom = min(curve.weights_bytes for curve in curves) / GIB
+        scale = "linear"
+        if top > LOG_RATIO * bottom:  # a 671B model beside a 7B one: on a linear axis the 7B is a flat line at 0
+            scale = "log"
+            ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))  # 1, 2, 5, 10, 20, 50, ... GiB
+            ax.yaxis.set_major_formatter(lambda value, _: f"{value:,.4g}")
+            ax.set_ylim(bottom / 1.5, top * 1.5)
+        else:
+            ax.set_ylim(0, top * 1.08)
+        ax.set_xlabel("context (tokens per sequence, batch 1)")
+        ax.set_ylabel("memory (GiB = 2^30 bytes)" + (", log scale" if scale == "log" else ""))
+        ax.set_title(f"weights ({dtype}) + KV cache ({kv_dtype}) against context")
+        ax.grid(True, color="0.9")
+        ax.legend(loc="best", fontsize=9, title="dotted: past the model's context", title_fontsize=8)
+        return fig
+
+
+def params_figure(rows: list[tuple[str, dict[str, int]]]) -> Any:
+    """Where the parameters sit: one bar per model, split by group, as shares of its total."""
+    shown = [g for g in rows[0][1] if any(groups[g] for _, groups in rows)]
+    with _matplotlib() as (Figure, _):
+        fig = Figure(figsize=(9, 1.2 + 0.55 * len(rows)), layout="constrained")
+        ax = fig.subplots()
+        names = [f"{name}\n{human_count(sum(groups.values()))}" for name, groups in rows]
+        left = [0.0] * len(rows)
+        for group in shown:
+            shares = [100 * groups[group] / max(sum(groups.values()), 1) for _, groups in rows]
+            bars = ax.barh(names, shares, left=left, label=group, height=0.6, color=_group_color(group))
+            ax.bar_label(bars, labels=[f"{s:.0f}%" if s >= 6 else "" for s in shares], label_type="center",
+                         fontsize=8, color="white")
+            left = [a + b for a, b in zip(left, shares)]
+        ax.invert_yaxis()  # the first model on top
+        ax.set_xlim(0, 100)
+        ax.set_xlabel("share of the model's parameters (%)")
+        ax.set_title("where the parameters sit")
+        fig.legend(loc="outside lower center", ncol=min(len(shown), 4), fontsize=9, frameon=False)
+        return fig
+
+
+def _group_color(group: str) -> str:
+    """The same colour for a group in every picture, whichever groups a picture shows."""
+    order = [*GROUPS, "other"]
+    return f"C{order.index(group)}"
+
+
+def save(fig: Any, path: Path) -> None:
+    """PNG or SVG by the file's suffix."""
+    if path.suffix.lower() not in FORMATS:
+        raise GptcalcError(f"{path}: the picture's format comes from its suffix: .png or .svg")
+    with _matplotlib():
+        try:
+            fig.savefig(path, dpi=150, metadata=_SVG_METADATA if path.suffix.lower() == ".svg" else None)
+        except OSError as exc:
+            raise GptcalcError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
+def svg_text(fig: Any) -> str:
+    """The figure as an inline <svg> element (no XML prologue), for an HTML page."""
+    buffer = io.StringIO()
+    with _matplotlib():
+        fig.savefig(buffer, format="svg", metadata=_SVG_METADATA)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
