@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from calc.cli.options import CONTEXT, KV_DTYPE, POSITIVE, TOKENS, WEIGHT_DTYPE, json_option, load_model, set_option
+from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TOKENS, WEIGHT_DTYPE, complete_model, json_option, load_model,
+                              one_model, set_option)
 from calc.errors import GptcalcError
 
 
@@ -87,7 +88,8 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 
 
 @click.command(context_settings=CONTEXT)
-@click.argument("model", required=False, metavar="[MODEL]")
+@click.argument("model", required=False, metavar="[MODEL]", shell_complete=complete_model)
+@click.argument("more", nargs=-1, metavar="")
 @set_option
 @click.option("--checkpoint", metavar="PATH|REPO_ID",
               help="Weights as this checkpoint stores them, read from its headers (any format: bf16, FP8 + scales, "
@@ -123,7 +125,7 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
               help="vLLM with sliding-window layers: tokens a window group holds beyond its window, which sets the "
                    "concurrency it prints (vllm serve: 2048, or 8192 on a 70 GiB+ GPU that is not an A100).")
 @json_option
-def memory(model: str | None, overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None,
+def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None,
            dtype: str, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
            kv_memory: str | None, block_size: int | None, max_batched: int, as_json: bool) -> None:
@@ -147,6 +149,7 @@ def memory(model: str | None, overrides: tuple[str, ...], checkpoint: str | None
                                       padded_context, parse_budget, parse_cpu_experts)
     from calc.units import parse_bytes
 
+    one_model(model, more)
     spec, stored = _model_and_checkpoint(model, overrides, checkpoint)
     target = parse_budget(budget) if budget is not None else None  # `--budget ''` is an error, not no budget
     layout = layout_for(target, tp, pp, ep)

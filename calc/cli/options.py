@@ -9,7 +9,7 @@ from typing import Any, Callable
 import click
 
 __all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
-           "gpus_option", "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument",
+           "gpus_option", "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument", "one_model",
            "pass_options", "seq_max_option", "seq_option", "set_option"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -121,12 +121,17 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @set_option
     @functools.wraps(command)
     def wrapper(model: str, more: tuple[str, ...], overrides: tuple[str, ...], **kwargs: Any) -> Any:
-        if more:
-            raise click.UsageError(f"one MODEL at a time; for several side by side: gptcalc compare "
-                                   f"{' '.join((model, *more))}")
+        one_model(model, more)
         return command(spec=load_model(model, overrides), **kwargs)
 
     return wrapper
+
+
+def one_model(model: str | None, more: tuple[str, ...]) -> None:
+    """Refuse extra MODEL arguments with a pointer to `compare`, which puts models side by side."""
+    if more:
+        raise click.UsageError(f"one MODEL at a time; for several side by side: gptcalc compare "
+                               f"{' '.join((model or '', *more)).strip()}")
 
 
 def load_model(model: str, overrides: tuple[str, ...] = ()) -> Any:
