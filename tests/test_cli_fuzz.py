@@ -43,7 +43,7 @@ OPTIONS = ["--seq", "-T", "--batch", "-B", "--dtype", "--kv-dtype", "--group-siz
            "--checkpoint", "--quant", "--tp", "--pp", "--ep", "--engine", "--kv-memory", "--block-size", "--gpu",
            "--mfu", "--micro-batch", "--gpus", "--zero", "--recompute", "--attention", "--optimizer", "--lora-rank",
            "--lora-targets", "--layers", *FLAGS]
-COMMANDS = ["count", "presets", "list", "shapes", "kvcache", "memory", "flops", "train", "inspect", "verify",
+COMMANDS = ["count", "compare", "presets", "list", "shapes", "kvcache", "memory", "flops", "train", "inspect", "verify",
             "nosuchcommand"]
 
 
