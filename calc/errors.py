@@ -1,8 +1,10 @@
 """The one exception type users see.
 
 Library code raises `GptcalcError` with a message that already names the file and the field
-("presets/x.yaml: d_model: ..."); the CLI prints it as `Error: <message>` and exits 2. Nothing
-else is caught there, so a real bug still shows its traceback instead of a polite lie.
+("presets/x.yaml: d_model: ..."); the CLI prints it as `Error: <message>` and exits 2. Anything
+else that escapes is a bug, and the CLI says so in its one line ("unexpected KeyError: ... a bug
+in gptcalc"), never as a traceback a user of a broken file would have to read
+(`GPTCALC_DEBUG=1` shows it).
 """
 
 from __future__ import annotations

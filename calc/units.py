@@ -55,6 +55,9 @@ _SUFFIXES = {
 }
 
 
+_MAX_SIZE_DIGITS = 30  # 10^30 B: a million times all the storage on Earth
+
+
 def parse_bytes(text: str) -> int:
     """'80GB' -> 80_000_000_000, '24GiB' -> 25_769_803_776; a bare number is bytes.
 
@@ -72,4 +75,6 @@ def parse_bytes(text: str) -> int:
         raise ValueError(f"{text!r} is not a size (examples: 80GB, 24GiB, 1e9)")
     if value < 0:
         raise ValueError(f"{text!r} is negative")
+    if value.adjusted() >= _MAX_SIZE_DIGITS:  # before multiplying: 1e999999999 would overflow Decimal
+        raise ValueError(f"{text!r} is larger than any memory")
     return int((value * _SUFFIXES[suffix]).to_integral_value())

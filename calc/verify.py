@@ -20,11 +20,12 @@ from calc.analysis.breakdown import Breakdown, Diff, compare
 from calc.analysis.count import count
 from calc.checkpoint.sources import TORCH_HINT, needs_torch
 from calc.errors import GptcalcError
+from calc.inputs import MAX_TORCH_DIM, MAX_TORCH_LAYERS
 from calc.spec import hf
 from calc.spec.load import config_with_overrides, load_config, load_spec, parse_overrides
 from calc.spec.model import ModelSpec
 
-__all__ = ["WITHOUT_TORCH", "Verification", "diff_verdict", "torch_source", "verify"]
+__all__ = ["WITHOUT_TORCH", "Verification", "check_buildable", "diff_verdict", "torch_source", "verify"]
 
 WITHOUT_TORCH = ("torch is not installed, so this compared the formulas with the checkpoint's headers only; with "
                  "torch, verify also counts a torch model built from the spec (a torch column) and --load loads "
@@ -108,10 +109,38 @@ def torch_source(spec: ModelSpec, optional: bool = False) -> Breakdown | None:
         if optional:
             return None
         raise needs_torch("verify", exc) from None
+    check_buildable(spec)
     try:
         return torch_breakdown(spec)
     except GptcalcError as exc:  # an option the torch reference does not implement, named
         raise GptcalcError(f"{spec.name}: {exc}; count, kvcache, memory and shapes work for every spec") from None
+
+
+def check_buildable(spec: ModelSpec) -> None:
+    """Refuse, before torch builds anything, a spec whose torch model cannot be built in seconds: one
+    module per layer, dimensions that make CPU-side tables (rotary frequencies) huge, or a tensor
+    of more elements than torch's int64 sizes hold. The arithmetic commands take any size."""
+    if spec.n_layers > MAX_TORCH_LAYERS:
+        raise GptcalcError(f"verify: {spec.name} has {spec.n_layers:,} layers; the torch model is one module per "
+                           f"layer and verify builds at most {MAX_TORCH_LAYERS:,} (count, memory and shapes take any size)")
+    for where, value in _ints(spec.model_dump(exclude={"n_positions", "layers"})):
+        if value > MAX_TORCH_DIM:
+            raise GptcalcError(f"verify: {spec.name}: {where} = {value:,} is over the {MAX_TORCH_DIM:,} a torch "
+                               "model is built with (count, memory and shapes take any size)")
+    if (total := count(spec).total) >= 2**63:
+        raise GptcalcError(f"verify: {spec.name}: {total:,} parameters overflow torch's int64 sizes")
+
+
+def _ints(data: Any, where: str = "") -> Any:
+    """(dotted.path, value) for every int in a nested spec dump."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from _ints(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(data, (list, tuple)):
+        for i, value in enumerate(data):
+            yield from _ints(value, f"{where}[{i}]")
+    elif isinstance(data, int) and not isinstance(data, bool):
+        yield where, data
 
 
 def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str | None = None,

@@ -12,3 +12,15 @@ import tempfile
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="gptcalc-hf-home-")
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--fuzz-long", action="store_true",
+                     help="run the hostile-input fuzz tests with 20 times as many examples (minutes, not seconds)")
+
+
+def pytest_configure(config) -> None:
+    """`--fuzz-long` is passed on as GPTCALC_FUZZ_LONG=1, which tests/cli_checks.fuzz_examples reads
+    when the fuzz modules are imported (hypothesis settings are fixed at decoration time)."""
+    if config.getoption("--fuzz-long"):
+        os.environ["GPTCALC_FUZZ_LONG"] = "1"

@@ -186,13 +186,15 @@ def test_torch_state_dicts_count_a_tied_head_once(tiny, family: str) -> None:
         assert report.breakdown.tied
 
 
-def test_wrapped_and_legacy_torch_files(tiny, tmp_path: Path) -> None:
+def test_wrapped_torch_file_is_read_and_a_legacy_one_refused(tiny, tmp_path: Path) -> None:
+    """A legacy (pre-zip) file cannot be memory-mapped: reading it would read every weight."""
     torch = pytest.importorskip("torch")
     params, model = tiny["llama"].params, tiny["llama"].model
     torch.save({"state_dict": model.state_dict(), "step": 3}, tmp_path / "wrapped.pt")
+    assert read_checkpoint(str(tmp_path / "wrapped.pt")).breakdown.total == params
     torch.save(model.state_dict(), tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
-    for name in ("wrapped.pt", "legacy.pt"):
-        assert read_checkpoint(str(tmp_path / name)).breakdown.total == params
+    with pytest.raises(GptcalcError, match="legacy.pt: a legacy .* torch file"):
+        read_checkpoint(str(tmp_path / "legacy.pt"))
 
 
 class RunsCode:
@@ -290,7 +292,7 @@ def test_index_that_is_not_json(tmp_path: Path) -> None:
 def test_bad_shard_header_names_the_shard(tmp_path: Path) -> None:
     directory = _two_shards(tmp_path)
     write_raw(directory / "model-00002-of-00002.safetensors", "nope")
-    with pytest.raises(GptcalcError, match=r"model-00002-of-00002.safetensors: header is not valid JSON"):
+    with pytest.raises(GptcalcError, match=r"model-00002-of-00002.safetensors: header: not valid JSON"):
         read_checkpoint(str(directory))
 
 
@@ -399,6 +401,7 @@ def test_hub_repo_online_reads_headers_through_huggingface_hub(gpt2_file: Path, 
     (tmp_path / "config.json").write_text(GPT2_CONFIG)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(calc.spec.hf, "download", lambda repo_id, name: tmp_path / name)
+    monkeypatch.setattr(calc.spec.hf, "reachable", lambda repo_id: True)
     monkeypatch.setattr(huggingface_hub, "get_safetensors_metadata", lambda repo_id: repo)
     report = read_checkpoint("online-org/gpt2")
     assert report.breakdown.total == GPT2_PARAMS and report.ok
@@ -463,6 +466,7 @@ def test_hub_failures_are_one_line_the_same_for_config_and_headers(name: str, mo
     assert str(caught.value).startswith(HUB_FAILURES[name].replace("WHAT", "config.json"))
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(calc.spec.hf, "reachable", lambda repo_id: True)  # the Hub answers, with an error
     monkeypatch.setattr(huggingface_hub, "get_safetensors_metadata", fail)
     with pytest.raises(GptcalcError) as caught:
         read_checkpoint("some-org/some-model", load_spec("gpt2-small"))  # a spec: no config.json fetched

@@ -24,17 +24,8 @@ from calc.checkpoint.names import expected_shapes
 from calc.spec.load import load_spec
 from calc.checkpoint.safetensors_header import read_header
 from checkpoint_files import header_bytes, numel, write_safetensors
+from hostile_files import LAYOUT
 
-LAYOUT = {
-    "wte.weight": ("F32", (11, 4)), "wpe.weight": ("F32", (8, 4)),
-    "h.0.ln_1.weight": ("F32", (4,)), "h.0.ln_1.bias": ("F32", (4,)),
-    "h.0.attn.c_attn.weight": ("F32", (4, 12)), "h.0.attn.c_attn.bias": ("F32", (12,)),
-    "h.0.attn.c_proj.weight": ("F32", (4, 4)), "h.0.attn.c_proj.bias": ("F32", (4,)),
-    "h.0.ln_2.weight": ("F32", (4,)), "h.0.ln_2.bias": ("F32", (4,)),
-    "h.0.mlp.c_fc.weight": ("F32", (4, 16)), "h.0.mlp.c_fc.bias": ("F32", (16,)),
-    "h.0.mlp.c_proj.weight": ("F32", (16, 4)), "h.0.mlp.c_proj.bias": ("F32", (4,)),
-    "ln_f.weight": ("F32", (4,)), "ln_f.bias": ("F32", (4,)),
-}
 PREFIX, DATA_SIZE = header_bytes(LAYOUT)
 VALID = PREFIX + bytes(DATA_SIZE)
 FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])

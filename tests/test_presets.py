@@ -151,15 +151,19 @@ def test_hub_id_offline_and_not_cached_is_a_clear_error() -> None:
 
 
 def test_hub_id_from_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A cached config.json is used offline; the download goes through huggingface_hub."""
+    """A cached config.json is used offline; the download goes through huggingface_hub (whose files
+    are in its cache: one outside it would be refused)."""
     import huggingface_hub
+    from huggingface_hub import constants
 
-    (tmp_path / "config.json").write_text(json.dumps(LLAMA2_70B_CONFIG))
+    cached = Path(constants.HF_HUB_CACHE) / "models--someone--llama-2-70b-copy"
+    cached.mkdir(parents=True, exist_ok=True)
+    (cached / "config.json").write_text(json.dumps(LLAMA2_70B_CONFIG))
     calls = []
 
-    def cached_download(repo_id: str, filename: str) -> str:
+    def cached_download(repo_id: str, filename: str, **options: object) -> str:
         calls.append((repo_id, filename))
-        return str(tmp_path / filename)
+        return str(cached / filename)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", cached_download)
     spec = load_spec("someone/llama-2-70b-copy")

@@ -4,6 +4,8 @@ that name the fields."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calc.errors import GptcalcError
 from calc.analysis.count import count
@@ -101,6 +103,26 @@ def test_layers_are_run_length_and_a_huge_stack_is_instant() -> None:
     spec = spec_from_dict(data, "deep")
     assert spec.n_layers == 10_000 and len(spec.layers) == 1
     assert count(spec).get("q") == 10_000 * 64 * 64
+
+
+@settings(max_examples=60, deadline=None)
+@given(runs=st.lists(st.tuples(st.integers(1, 6), st.sampled_from(["a", "b"])), min_size=1, max_size=6),
+       first=st.integers(0, 40), width=st.integers(0, 40))
+def test_layer_counts_of_a_range_are_the_layers_counted_one_by_one(runs: list[tuple[int, str]], first: int,
+                                                                   width: int) -> None:
+    """The run-length count (what lets memory --pp and train take 10^12 layers) against block_at."""
+    data = spec_from_dict({**TINY, "family": "llama"}, "tiny").model_dump()
+    data["blocks"] = {"a": data["blocks"]["block"], "b": data["blocks"]["block"]}
+    kinds = {kind for _, kind in runs}
+    data["blocks"] = {k: v for k, v in data["blocks"].items() if k in kinds}
+    data["layers"] = [list(run) for run in runs]
+    spec = spec_from_dict(data, "runs")
+    last = min(first + width, spec.n_layers)
+    expected: dict[str, int] = {}
+    for layer in range(first, last):
+        expected[spec.block_at(layer)] = expected.get(spec.block_at(layer), 0) + 1
+    assert spec.layer_counts(first, last) == expected
+    assert spec.layer_counts() == {k: sum(n for n, kind in runs if kind == k) for k in dict.fromkeys(k for _, k in runs)}
 
 
 @pytest.mark.parametrize(("change", "message"), [

@@ -11,8 +11,9 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+from calc.arch.common import KEYS
 from calc.arch.config import Config, unwrap_text_config
-from calc.errors import UnsupportedModelType
+from calc.errors import GptcalcError, UnsupportedModelType
 
 __all__ = ["ADAPTERS", "SUPPORTED_MODEL_TYPES", "spec_dict"]
 
@@ -60,6 +61,19 @@ ADAPTERS: dict[str, str] = {
 SUPPORTED_MODEL_TYPES = tuple(sorted(ADAPTERS))
 
 
+# Adapters list a config's layers one by one (layer_types, rotary flags, MoE placement): a layer
+# count no released model comes near is refused before a list that long is built.
+MAX_CONFIG_LAYERS = 65_536
+
+
+def _check_layer_count(config: dict[str, Any], origin: str) -> None:
+    for key in KEYS["n_layers"]:
+        value = config.get(key)
+        if isinstance(value, int) and value > MAX_CONFIG_LAYERS:
+            raise GptcalcError(f"{origin}: {key}: {value:,} layers; more than the {MAX_CONFIG_LAYERS:,} any config.json "
+                               "describes (for a hypothetical model, --set n_layers on a YAML spec takes any size)")
+
+
 def spec_dict(config: dict[str, Any], origin: str) -> dict[str, Any]:
     """Translate one config.json mapping to ModelSpec fields (validated by the caller)."""
     config, notes = unwrap_text_config(config, origin)
@@ -69,6 +83,7 @@ def spec_dict(config: dict[str, Any], origin: str) -> dict[str, Any]:
             f"{origin}: model_type: {model_type!r} is not supported (supported: {', '.join(SUPPORTED_MODEL_TYPES)})",
             config, origin,
         )
+    _check_layer_count(config, origin)
     adapter = import_module(f"calc.arch.{ADAPTERS[model_type]}")
     spec = adapter.spec_dict(Config(config, origin))
     if notes:

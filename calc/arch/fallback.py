@@ -14,6 +14,7 @@ from typing import Any
 
 from calc.analysis.breakdown import Breakdown
 from calc.errors import GptcalcError, UnsupportedModelType
+from calc.inputs import MAX_TORCH_LAYERS
 from calc.spec.hf import first_line
 
 __all__ = ["transformers_breakdown", "transformers_model"]
@@ -51,6 +52,10 @@ def transformers_model(config: dict[str, Any], device: str = "meta", text_only: 
     hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
     if text_only and "text_config" in config:
         hf_config = hf_config.get_text_config()
+    layers = getattr(hf_config.get_text_config(), "num_hidden_layers", 0)
+    if isinstance(layers, int) and layers > MAX_TORCH_LAYERS:
+        raise GptcalcError(f"transformers' model of {layers:,} layers is refused (at most {MAX_TORCH_LAYERS:,}: "
+                           "one torch module per layer)")
     with torch.device(device):
         return transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32).eval()
 

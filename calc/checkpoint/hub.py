@@ -40,12 +40,12 @@ def _from_cache(repo_id: str, config: hf.HFConfig | None) -> RawCheckpoint | Non
 
     def locate(name: str) -> Path | None:
         found = huggingface_hub.try_to_load_from_cache(repo_id, name)
-        return Path(found) if isinstance(found, str) else None
+        return hf.in_cache(Path(found)) if isinstance(found, str) else None
 
     if index := locate("model.safetensors.index.json"):
         weight_map, _ = read_index(index)
         if all(locate(shard) for shard in set(weight_map.values())):
-            return from_index(index, repo_id, locate, config)
+            return from_index(index, repo_id, locate, config, hf.cache_root())
     elif single := locate("model.safetensors"):
         return from_file(single, repo_id, config)
     return None
@@ -57,6 +57,9 @@ def _from_hub_metadata(repo_id: str, config: hf.HFConfig | None) -> RawCheckpoin
     from huggingface_hub import errors
 
     with hf.hub_errors(repo_id, "safetensors headers"):
+        if not hf.reachable(repo_id):
+            raise GptcalcError(f"{repo_id}: the Hub cannot be reached (no network?) and the safetensors files are not "
+                               "in the local Hugging Face cache")
         try:
             meta = huggingface_hub.get_safetensors_metadata(repo_id)
         except errors.NotASafetensorsRepoError:

@@ -14,6 +14,7 @@ from math import gcd
 from typing import Any
 
 from calc.checkpoint.layouts import LAYOUTS, with_base
+from calc.checkpoint.names import INDEX
 from calc.checkpoint.sources import RawCheckpoint
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec, spec_from_dict
@@ -32,7 +33,7 @@ def _template(name: str, family: str) -> tuple[str, int | None] | None:
     name = with_base(name, lay, model_level)
     if name in model_level:
         return name, None
-    match = re.match(rf"^{re.escape(lay['layers'])}\.(\d+)\.(.+)$", name)
+    match = re.match(rf"^{re.escape(lay['layers'])}\.{INDEX}\.(.+)$", name)
     return (f"{lay['layers']}.{{}}.{match.group(2)}", int(match.group(1))) if match else None
 
 
@@ -63,7 +64,11 @@ def infer_spec(raw: RawCheckpoint) -> tuple[ModelSpec, tuple[str, ...]]:
         fields, notes = (_gpt2 if family == "gpt2" else _llama)(shapes)
     except _Uninferable as exc:
         raise GptcalcError(f"{raw.source}: cannot infer a spec from tensor shapes: {exc}; pass MODEL") from None
-    fields.update(family=family, name=raw.source, n_layers=max((l for l in layers if l is not None), default=0) + 1)
+    n_layers = max((l for l in layers if l is not None), default=0) + 1
+    if n_layers > len(raw.tensors):  # every layer stores at least one tensor
+        raise GptcalcError(f"{raw.source}: a tensor name says layer {n_layers - 1:,}, but only {len(raw.tensors):,} "
+                           "tensors are stored; refused")
+    fields.update(family=family, name=raw.source, n_layers=n_layers)
     return spec_from_dict(fields, f"{raw.source} (spec inferred from tensor shapes)"), notes
 
 
@@ -76,8 +81,8 @@ def _dim(shapes: dict[str, tuple[int, ...]], template: str, axis: int) -> int:
     shape, name = shapes.get(template), template.replace("{}", "N").removeprefix("transformer.")  # as GPT-2 files name it
     if shape is None:
         raise _Uninferable(f"no {name} tensor")
-    if len(shape) != 2:
-        raise _Uninferable(f"{name}: shape {list(shape)}, expected 2 dimensions")
+    if len(shape) != 2 or not all(shape):
+        raise _Uninferable(f"{name}: shape {list(shape)}, expected 2 dimensions, neither empty")
     return shape[axis]
 
 

@@ -25,6 +25,10 @@ from calc.spec.model import ModelSpec
 
 __all__ = ["Slot", "TensorName", "TensorTable", "classify", "component_counts", "expected_shapes", "tensor_table"]
 
+# A layer or expert index as transformers writes it: ASCII digits, no leading zero (`h.01.` and `h.١.`,
+# which `\d` would take, are not layer 1).
+INDEX = r"(0|[1-9][0-9]*)"
+
 @dataclass(frozen=True)
 class TensorName:
     """What one stored tensor name means: its template, layer (None outside the stack) and target."""
@@ -67,8 +71,8 @@ class TensorTable:
         # Multi-token-prediction layers above the stack (checkpoint only), in either expert layout.
         self.mtp = {slot.name: slot for hub in (False, True) for slot in mtp_slots(spec, self.lay, hub).values()} \
             if spec.mtp else {}
-        self._layer = re.compile(rf"^{re.escape(self.layers)}\.(\d+)\.(.+)$")
-        self._buffers = [re.compile("^" + re.escape(t).replace(r"\{layer\}", r"\d+") + "$")
+        self._layer = re.compile(rf"^{re.escape(self.layers)}\.{INDEX}\.(.+)$")
+        self._buffers = [re.compile("^" + re.escape(t).replace(r"\{layer\}", INDEX) + "$")
                          for t in self.lay.get("buffers", ())]
 
     def canonical(self, name: str) -> str:
@@ -83,13 +87,13 @@ class TensorTable:
             slot = self._model_names[name]
             return TensorName(name, None, slot.target, slot.widths)
         if any(p.match(name) for p in self._buffers) or name.endswith(ROTARY_BUFFERS):
-            return TensorName(re.sub(r"\.\d+\.", ".{layer}.", name, count=1), _layer_of(name), None)
+            return TensorName(re.sub(rf"\.{INDEX}\.", ".{layer}.", name, count=1), _layer_of(name), None)
         match = self._layer.match(name)
         if not match or int(match.group(1)) >= self.spec.n_layers + (self.spec.mtp.n_layers if self.spec.mtp else 0):
             return None
         layer, rest = int(match.group(1)), match.group(2)
         table = self._relative[self.spec.block_at(layer)] if layer < self.spec.n_layers else self.mtp
-        expert = re.search(r"\.(\d+)\.", rest)
+        expert = re.search(rf"\.{INDEX}\.", rest)
         key = rest if expert is None else rest[:expert.start()] + ".{expert}." + rest[expert.end():]
         slot = table.get(key)
         if slot is None:
@@ -104,7 +108,7 @@ class TensorTable:
         for name in names:
             match = self._layer.match(self.canonical(name))
             if match and int(match.group(1)) < self.spec.n_layers:
-                rest = re.sub(r"\.\d+\.", ".{expert}.", match.group(2), count=1)
+                rest = re.sub(rf"\.{INDEX}\.", ".{expert}.", match.group(2), count=1)
                 kind = self.spec.block_at(int(match.group(1)))
                 fused = {s.name for s in self.blocks[kind].values()}
                 if rest not in fused and rest in {s.name for s in self.hub[kind].values()}:
@@ -137,7 +141,7 @@ class TensorTable:
 
 
 def _layer_of(name: str) -> int | None:
-    match = re.search(r"\.(\d+)\.", name)
+    match = re.search(rf"\.{INDEX}\.", name)
     return int(match.group(1)) if match else None
 
 

@@ -178,6 +178,9 @@ def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, An
 
 def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: tuple[str, ...] = ()) -> CheckpointReport:
     """Count parameters by component, set buffers and unknown names apart, check every shape."""
+    if spec.n_layers > len(raw.tensors):  # every layer stores at least one tensor; and listing them would never end
+        raise GptcalcError(f"{raw.source}: the spec from {spec_origin} has {spec.n_layers:,} layers, but the checkpoint "
+                           f"stores only {len(raw.tensors):,} tensors; they cannot be the same model")
     table = tensor_table(spec)
     components: dict[str, int] = defaultdict(int)
     members: dict[str, list[TensorRecord]] = defaultdict(list)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from calc.errors import GptcalcError
+from calc.inputs import load_json
 
 __all__ = ["DTYPE_BITS", "MAX_HEADER_BYTES", "SafetensorsHeader", "TensorEntry", "parse_header", "read_header", "validate_header"]
 
@@ -127,33 +128,16 @@ def validate_header(header: dict[str, Any], data_size: int | None, origin: str) 
 
 
 def _load_json(raw: bytes, origin: str) -> dict[str, Any]:
+    """The header's JSON, read as strictly as every JSON file (`calc.inputs.load_json`): a tensor
+    named twice would silently hide one of them."""
     try:
-        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise GptcalcError(f"{origin}: header is not UTF-8 text (byte {exc.start})") from None
-    except _DuplicateKey as exc:
-        raise GptcalcError(f"{origin}: header names {exc.args[0]!r} twice") from None
-    except RecursionError:
-        raise GptcalcError(f"{origin}: header JSON is nested too deeply") from None
-    except ValueError as exc:  # json.JSONDecodeError, and ints past Python's digit limit
-        raise GptcalcError(f"{origin}: header is not valid JSON: {exc}") from None
+    header = load_json(text, f"{origin}: header")
     if not isinstance(header, dict):
         raise GptcalcError(f"{origin}: header is JSON {type(header).__name__}, expected an object")
     return header
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """json's object hook: a repeated key would silently hide a tensor, so it is an error."""
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey(key)
-        result[key] = value
-    return result
 
 
 def _metadata(value: Any, origin: str) -> dict[str, str]:

@@ -4,16 +4,18 @@ Every source is reduced to the same `RawCheckpoint`: tensor names, dtypes, shape
 plus the config.json it came with and how many bytes were read to learn all that. safetensors
 files are read header-only (`calc.checkpoint.safetensors_header`); a torch state dict is opened with
 `torch.load(weights_only=True, mmap=True)`, which builds tensors and nothing else and maps the
-weights instead of reading them (a legacy, pre-zip torch file cannot be mapped and is read whole);
-a Hub repo id goes to `calc.checkpoint.hub`. torch and huggingface_hub are imported only on the
+weights instead of reading them. Before torch sees a file, the zip archive is checked: its pickle
+must be stored uncompressed (as torch.save writes it) and under `MAX_PICKLE_BYTES`, so a small
+file cannot inflate to gigabytes; a legacy (pre-1.6, non-zip) torch file cannot be mapped, would
+be read whole, and is refused. A Hub repo id goes to `calc.checkpoint.hub`. torch and huggingface_hub are imported only on the
 paths that need them.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import pickle
+import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,7 @@ from typing import Any, Callable
 
 from calc.spec import hf
 from calc.errors import GptcalcError
+from calc.inputs import MAX_INDEX_BYTES, inside, load_json, read_text
 from calc.checkpoint.safetensors_header import read_header
 
 __all__ = ["FileRead", "RawCheckpoint", "TensorRecord", "as_state_dict", "from_file", "from_index", "load_torch_file",
@@ -31,6 +34,10 @@ WEIGHT_FILES = ("model.safetensors.index.json", "model.safetensors", "pytorch_mo
 TORCH_SUFFIXES = (".bin", ".pt", ".pth")
 # A path ending in one of these is a file, never a Hub repo id (`Qwen/Qwen2.5-7B` has a dot and is a repo).
 FILE_SUFFIXES = (".safetensors", ".json", *TORCH_SUFFIXES)
+# A state dict's pickle is ~150 B per tensor (a 1,000-tensor shard: 150 kB); the weights are separate records.
+MAX_PICKLE_BYTES = 64 * 2**20
+# torch.save's legacy format opens with this number, pickled (torch/serialization.py's MAGIC_NUMBER).
+_LEGACY_MAGIC = b"\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
 
 
 @dataclass(frozen=True)
@@ -95,7 +102,7 @@ def open_checkpoint(text: str, with_config: bool = True) -> RawCheckpoint:
 
 def from_file(path: Path, source: str, config: hf.HFConfig | None = None) -> RawCheckpoint:
     if path.name.endswith(".index.json"):
-        return from_index(path, source, lambda name: path.parent / name, config)
+        return from_index(path, source, lambda name: path.parent / name, config, path.parent)
     if path.suffix in TORCH_SUFFIXES:
         tensors, aliases = _torch_tensors(path)
         files = (FileRead(str(path), path.stat().st_size, None),)
@@ -107,16 +114,21 @@ def from_file(path: Path, source: str, config: hf.HFConfig | None = None) -> Raw
 
 
 def _from_dir(path: Path, source: str, with_config: bool) -> RawCheckpoint:
+    """The first weight file of `WEIGHT_FILES` in the directory; none may link out of it."""
     config = _dir_config(path) if with_config else None
     for name in WEIGHT_FILES:
         if (path / name).is_file():
+            inside(path / name, path, "the checkpoint directory")
             return from_file(path / name, source, config)
     raise GptcalcError(f"{path}: no checkpoint in this directory (looked for {', '.join(WEIGHT_FILES)})")
 
 
 def _dir_config(path: Path) -> hf.HFConfig | None:
     config = path / "config.json"
-    return hf.read_config(config) if config.is_file() else None
+    if not config.is_file():
+        return None
+    inside(config, path, "the checkpoint directory")
+    return hf.read_config(config)
 
 
 def _safetensors(path: Path) -> tuple[tuple[TensorRecord, ...], FileRead]:
@@ -126,9 +138,10 @@ def _safetensors(path: Path) -> tuple[tuple[TensorRecord, ...], FileRead]:
 
 
 def from_index(
-    index: Path, source: str, locate: Callable[[str], Path | None], config: hf.HFConfig | None
+    index: Path, source: str, locate: Callable[[str], Path | None], config: hf.HFConfig | None, root: Path
 ) -> RawCheckpoint:
-    """A sharded checkpoint: every shard the index names must exist and hold what it says."""
+    """A sharded checkpoint: every shard the index names must exist, resolve to a file under `root`
+    (the index's directory; the Hub cache for a cached repo) and hold what the index says."""
     weight_map, total_size = read_index(index)
     tensors: list[TensorRecord] = []
     files = [FileRead(str(index), index.stat().st_size, index.stat().st_size)]
@@ -137,6 +150,7 @@ def from_index(
         shard_path = locate(shard)
         if shard_path is None or not shard_path.is_file():
             raise GptcalcError(f"{index}: weight_map names shard {shard!r}, which is missing")
+        inside(shard_path, root, "the checkpoint directory")
         raw = from_file(shard_path, source)
         tensors.extend(raw.tensors)
         files.extend(raw.files)
@@ -148,12 +162,7 @@ def from_index(
 
 
 def read_index(index: Path) -> tuple[dict[str, str], int | None]:
-    try:
-        data = json.loads(index.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise GptcalcError(f"{index}: cannot read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise GptcalcError(f"{index}: not valid JSON: {exc}") from None
+    data = load_json(read_text(index, MAX_INDEX_BYTES), str(index))
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise GptcalcError(f"{index}: weight_map: expected an object of tensor name -> shard file name")
@@ -185,9 +194,14 @@ _TORCH_DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16
 
 
 def _torch_tensors(path: Path) -> tuple[tuple[TensorRecord, ...], dict[str, str]]:
-    """Tensor names, dtypes and shapes of a state dict; memory-mapped, so the weights stay on disk."""
+    """Tensor names, dtypes and shapes of a state dict; memory-mapped, so the weights stay on disk.
+
+    Two names for the very same view (a tied head) are one tensor and an alias. Any other sharing
+    of stored bytes is refused rather than counted as bytes that are not there: a zero-stride
+    view (1,000 x 1,000 elements from one stored float) or two views that overlap in part.
+    """
     state = as_state_dict(load_torch_file(path), path)
-    records, owners, aliases = [], {}, {}
+    records, owners, aliases, views = [], {}, {}, []
     for name in sorted(state, key=lambda n: n.endswith("lm_head.weight")):  # a tied head is the alias
         tensor = state[name]
         dtype = _TORCH_DTYPES.get(str(tensor.dtype).removeprefix("torch."), str(tensor.dtype))
@@ -197,9 +211,31 @@ def _torch_tensors(path: Path) -> tuple[tuple[TensorRecord, ...], dict[str, str]
             key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), shape, tuple(tensor.stride()))
             if key in owners:
                 aliases[name] = owners[key]
-            owners.setdefault(key, name)
+            else:
+                owners[key] = name
+                views.append((key[0], *_view_bytes(tensor, name, path), name))
+    _check_disjoint(views, path)
     order = {name: i for i, name in enumerate(state)}
     return tuple(sorted(records, key=lambda r: order[r.name])), aliases
+
+
+def _view_bytes(tensor: Any, name: str, path: Path) -> tuple[int, int]:
+    """[begin, end) of the storage bytes a tensor's view spans; every element must have its own."""
+    span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    if span < tensor.numel():
+        raise GptcalcError(f"{path}: tensor {name!r}: {tensor.numel():,} elements are views of {span:,} stored ones "
+                           f"(strides {list(tensor.stride())}); a state dict stores every weight")
+    begin = tensor.storage_offset() * tensor.element_size()
+    return begin, begin + span * tensor.element_size()
+
+
+def _check_disjoint(views: list[tuple[int, int, int, str]], path: Path) -> None:
+    """No two tensors (other than aliases) may share stored bytes: (storage, begin, end, name) each."""
+    views.sort()
+    for (storage, _, end, name), (other, begin, _, second) in zip(views, views[1:]):
+        if storage == other and begin < end:
+            raise GptcalcError(f"{path}: tensors {name!r} and {second!r} overlap in storage; "
+                               "their bytes would be counted twice")
 
 
 # As the README says: a bare `torch` requirement may pull a multi-GB CUDA build, so the user picks it.
@@ -217,13 +253,40 @@ def load_torch_file(path: Path) -> Any:
         import torch
     except ImportError as exc:
         raise needs_torch(f"{path}: reading a torch state dict", exc) from None
-    mmap = zipfile.is_zipfile(path)  # the legacy (pre-1.6) format cannot be memory-mapped
+    mmap = _check_torch_file(path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
         raise GptcalcError(f"{path}: {_unpickling_failure(exc)}") from None
-    except (RuntimeError, EOFError, OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        raise GptcalcError(f"{path}: not a readable torch checkpoint: {hf.first_line(exc)}") from None
+    except Exception as exc:  # torch's readers fail on hostile bytes with AssertionError, IndexError, struct.error, ...
+        raise GptcalcError(f"{path}: not a readable torch checkpoint: {type(exc).__name__}: {hf.first_line(exc)}") from None
+
+
+def _check_torch_file(path: Path) -> bool:
+    """What can be checked before torch reads a byte: True for a zip archive torch can map.
+
+    torch reads the archive's pickle whole into memory, so its uncompressed size is capped, and
+    torch.save never compresses, so a compressed record (a zip bomb) is refused. A legacy file
+    cannot be memory-mapped, so torch.load would read every weight: refused.
+    """
+    if not zipfile.is_zipfile(path):
+        with open(path, "rb") as handle:
+            if _LEGACY_MAGIC in handle.read(32):
+                raise GptcalcError(f"{path}: a legacy (pre-1.6, non-zip) torch file: reading it means reading every "
+                                   "weight, so gptcalc does not; re-save it with torch.save or convert it to safetensors")
+        return False
+    try:
+        with zipfile.ZipFile(path) as archive:
+            records = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, struct.error, NotImplementedError) as exc:
+        raise GptcalcError(f"{path}: not a readable torch checkpoint: {type(exc).__name__}: {hf.first_line(exc)}") from None
+    for record in records:
+        if record.compress_type != zipfile.ZIP_STORED:
+            raise GptcalcError(f"{path}: {record.filename}: compressed, which torch.save never does; refused")
+        if record.filename.endswith("data.pkl") and record.file_size > MAX_PICKLE_BYTES:
+            raise GptcalcError(f"{path}: {record.filename}: a {record.file_size:,} B pickle, over the "
+                               f"{MAX_PICKLE_BYTES:,} B any state dict needs; refused")
+    return True
 
 
 def _unpickling_failure(exc: Exception) -> str:

@@ -2,21 +2,30 @@
 
 Each command parses its arguments, calls one library function, picks a renderer and maps
 errors to exit codes: `GptcalcError` -> `Error: ...` and exit 2 (bad input); a failed
-verification -> exit 1. torch, transformers and safetensors are imported only inside the
-commands that need them, so `count`, `kvcache` and `shapes` answer instantly.
+verification -> exit 1. `_Group` is the one boundary: whatever escapes a command (a library
+error, click's own usage errors, even a bug) leaves as exactly one `Error: ...` line on stderr
+with control characters escaped, never a traceback (`GPTCALC_DEBUG=1` shows the traceback of an
+unexpected error), and a library's warnings are not printed between the result and the user.
+torch, transformers and safetensors are imported only inside the commands that need them, so
+`count`, `kvcache` and `shapes` answer instantly.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import os
+import warnings
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import click
 
 from calc import __version__
 from calc.cli.options import CONTEXT
 from calc.errors import GptcalcError
+from calc.render.text import one_line
 
-__all__ = ["main"]
+__all__ = ["input_error", "main"]
 
 class InputError(click.ClickException):
     """Printed by click as `Error: <message>`; exit code 2 like click's own usage errors."""
@@ -24,17 +33,67 @@ class InputError(click.ClickException):
     exit_code = 2
 
 
+# What click raises to stop on purpose (--help, --version, Ctrl-C, no arguments: the help page).
+_PASS_THROUGH = (click.exceptions.Exit, click.Abort, click.exceptions.NoArgsIsHelpError)
+
+
 class _Group(click.Group):
-    """Resolves the `list` alias of `presets` and turns library errors into `InputError`."""
+    """Resolves the `list` alias of `presets`; every error, ours or not, becomes one `InputError` line."""
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         return super().get_command(ctx, "presets" if name == "list" else name)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """The group's own arguments (`gptcalc --bogus`) are parsed here, before `invoke`."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except _PASS_THROUGH:
+            raise
+        except click.ClickException as exc:
+            raise input_error(exc, parent) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
-        except GptcalcError as exc:
-            raise InputError(str(exc)) from None
+            with warnings.catch_warnings(), _quiet_loggers():
+                warnings.simplefilter("ignore")  # torch's and transformers' advice is not for our users
+                return super().invoke(ctx)
+        except _PASS_THROUGH:
+            raise
+        except Exception as exc:
+            if os.environ.get("GPTCALC_DEBUG") and not isinstance(exc, (GptcalcError, click.ClickException)):
+                raise
+            raise input_error(exc, ctx) from None
+
+
+@contextmanager
+def _quiet_loggers() -> Iterator[None]:
+    """Libraries log to stderr too (huggingface_hub's "Retrying in 8s", transformers' notices): not
+    while a command runs, whose stderr is its one `Error:` line or nothing."""
+    logging.disable(logging.ERROR)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def input_error(exc: Exception, ctx: click.Context | None = None) -> InputError:
+    """The one line (control characters escaped) that `exc` is shown as; exit 2."""
+    if isinstance(exc, GptcalcError):
+        message = str(exc)
+    elif isinstance(exc, click.UsageError):  # click's usage, hint and error lines, as one
+        path = (exc.ctx or ctx).command_path if (exc.ctx or ctx) else "gptcalc"
+        message = f"{exc.format_message()} (see {path} --help)"
+    elif isinstance(exc, click.ClickException):
+        message = exc.format_message()
+    elif isinstance(exc, MemoryError):
+        message = "out of memory (an input far larger than any real model or file?)"
+    elif isinstance(exc, RecursionError):
+        message = "input nested too deeply to read"
+    else:
+        message = (f"unexpected {type(exc).__name__}: {str(exc).strip() or 'no message'} (a bug in gptcalc; "
+                   "please report it with the command; GPTCALC_DEBUG=1 shows the traceback)")
+    return InputError(one_line(message))
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)

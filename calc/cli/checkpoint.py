@@ -20,6 +20,7 @@ def inspect(checkpoint: str, model: str | None, as_json: bool) -> None:
     spec from its config.json (or inferred from the tensor shapes), and every tensor name that
     no name map recognises. PATH is a .safetensors file, a .bin/.pt state dict, a directory
     (config.json plus model.safetensors or a sharded index) or an index.json; REPO_ID is a Hub repo.
+    With --model, exit 1 when a tensor is missing, unrecognised or of another shape than MODEL says.
 
     \b
     Example:
@@ -34,14 +35,16 @@ def inspect(checkpoint: str, model: str | None, as_json: bool) -> None:
     report = read_checkpoint(checkpoint, load_model(model) if model else None)
     if as_json:
         render.print_json(report.to_json())
-        return
-    out = render.console()
-    for line in rc.summary_lines(report):
-        out.print(line, markup=False)
-    out.print(rc.component_table(report))
-    out.print(rc.dtype_table(report))
-    for line in rc.inspect_lines(report):
-        out.print(line, markup=False)
+    else:
+        out = render.console()
+        for line in rc.summary_lines(report):
+            out.print(line, markup=False)
+        out.print(rc.component_table(report))
+        out.print(rc.dtype_table(report))
+        for line in rc.inspect_lines(report):
+            out.print(line, markup=False)
+    if model and not report.ok:  # checked against a spec the user named, and it disagrees: like verify
+        raise SystemExit(1)
 
 
 @click.command(context_settings=CONTEXT)

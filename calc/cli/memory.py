@@ -151,7 +151,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
 
     one_model(model, more)
     spec, stored = _model_and_checkpoint(model, overrides, checkpoint)
-    target = parse_budget(budget) if budget else None
+    target = parse_budget(budget) if budget is not None else None  # `--budget ''` is an error, not no budget
     layout = layout_for(target, tp, pp, ep)
     if (kv_memory or block_size) and not engine:
         raise GptcalcError("--kv-memory and --block-size describe a server's pool: give --engine too")
@@ -160,7 +160,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                        mla_expanded, layout, find_scheme(quant) if quant else None, stored,
                        parse_cpu_experts(cpu_experts, spec) if cpu_experts else 0)
     pool = None
-    if kv_memory and engine:
+    if kv_memory is not None and engine:
         try:
             pool = kv_pool(result.kv, engine, parse_bytes(kv_memory), seq or spec.n_positions, block_size, max_batched)
         except ValueError as exc:

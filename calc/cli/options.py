@@ -14,7 +14,10 @@ __all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "TOKENS", "TokenCount", "WEIGHT_DT
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
-POSITIVE = click.IntRange(min=1)
+# A count of tokens, sequences, GPUs or weights is at most this: bounded so that products of counts
+# stay printable (Python refuses to print an int of more than 4,300 digits).
+MAX_COUNT = 10**15
+POSITIVE = click.IntRange(min=1, max=MAX_COUNT)
 
 
 class TokenCount(int):
@@ -40,8 +43,10 @@ class Tokens(click.ParamType):
         text = str(value).strip().lower().replace(",", "").replace("_", "")
         scale = self._UNITS.get(text[-1:], 1)
         digits = text[:-1] if scale > 1 else text
-        if not digits.isdigit() or int(digits) * scale < 1:
+        if not (digits.isascii() and digits.isdigit()) or int(digits) * scale < 1:
             self.fail(f"{value!r} is not a positive token count (examples: 4096, 32k, 128k = 131,072)", param, ctx)
+        if int(digits) * scale > MAX_COUNT:
+            self.fail(f"{value!r} is more than {MAX_COUNT:,} tokens", param, ctx)
         return TokenCount(int(digits) * scale, str(value)) if scale > 1 else int(digits)
 
 

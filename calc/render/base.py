@@ -15,14 +15,23 @@ from rich.table import Table
 
 from calc.analysis.breakdown import Breakdown, label
 from calc.spec.model import ModelSpec
+from calc.render.text import shown
 from calc.units import count_with_units, human_count
 
 __all__ = ["FALLBACK_NOTE", "SHAPE_HEADERS", "shape_cells", "console", "count_notes", "count_table", "module_table", "presets_table", "print_json", "share"]
 
 
+class _SafeConsole(Console):
+    """A console that escapes control characters in every string it draws (`calc.render.text`):
+    table cells, titles and printed lines all pass through `render_str`."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:
+        return super().render_str(shown(text), **kwargs)
+
+
 def console() -> Console:
     """A console sized for pipes too: wide enough that tables never wrap their numbers."""
-    return Console(width=None if Console().is_terminal else 160, highlight=False)
+    return _SafeConsole(width=None if Console().is_terminal else 160, highlight=False)
 
 
 def print_json(data: Any) -> None:

@@ -9,7 +9,6 @@ required key is an error naming it. huggingface_hub is imported only when a hub 
 
 from __future__ import annotations
 
-import json
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,9 +16,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from calc.errors import GptcalcError
+from calc.inputs import inside, load_json, read_text
 
-__all__ = ["HFConfig", "config_from_hub", "download", "first_line", "hub_errors", "looks_like_repo_id", "read_config"]
+__all__ = ["HUB_TIMEOUT", "HFConfig", "cache_root", "config_from_hub", "download", "first_line", "hub_errors",
+           "in_cache", "looks_like_repo_id", "reachable", "read_config"]
 
+HUB_TIMEOUT = 5  # seconds: an unreachable Hub is an error line within this, not after 24 s of retries
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
 
 
@@ -54,12 +56,7 @@ class HFConfig:
 
 def read_config(path: Path) -> HFConfig:
     """A config.json file; a bad one is one error line naming it."""
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise GptcalcError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise GptcalcError(f"{path}: not valid JSON: {exc}") from None
+    config = load_json(read_text(path), str(path))
     if not isinstance(config, dict):
         raise GptcalcError(f"{path}: expected a JSON object, got {type(config).__name__}")
     # ./Llama-3.1-8B/config.json is "Llama-3.1-8B"; a config saved as mixtral.json is "mixtral"
@@ -79,7 +76,49 @@ def download(repo_id: str, filename: str) -> Path:
     import huggingface_hub
 
     with hub_errors(repo_id, filename):
-        return Path(huggingface_hub.hf_hub_download(repo_id, filename))
+        if not reachable(repo_id):
+            cached = huggingface_hub.try_to_load_from_cache(repo_id, filename)
+            if not isinstance(cached, str):
+                raise GptcalcError(f"{repo_id}: the Hub cannot be reached (no network?) and {filename} is not in the "
+                                   "local Hugging Face cache")
+            return in_cache(Path(cached))
+        path = Path(huggingface_hub.hf_hub_download(repo_id, filename, etag_timeout=HUB_TIMEOUT))
+    return in_cache(path)
+
+
+def reachable(repo_id: str) -> bool:
+    """One request with a short timeout, no retries: can the Hub be reached at all?
+
+    Unreachable, huggingface_hub retries for 24 s (printing "Retrying in 8s" lines) before it
+    gives up on a file it has not cached; this answers in at most `HUB_TIMEOUT` seconds instead.
+    An HTTP error (404, 401, ...) means the Hub answered: the real request reports it. With
+    HF_HUB_OFFLINE set there is nothing to try, and huggingface_hub reads its cache.
+    """
+    import huggingface_hub
+    from huggingface_hub import constants, errors
+
+    if constants.HF_HUB_OFFLINE:
+        return True
+    try:
+        huggingface_hub.get_hf_file_metadata(huggingface_hub.hf_hub_url(repo_id, "config.json"), timeout=HUB_TIMEOUT)
+    except errors.HfHubHTTPError:
+        return True
+    except (OSError, *_httpx_errors()):
+        return False
+    return True
+
+
+def cache_root() -> Path:
+    """huggingface_hub's cache directory: its snapshot files are symlinks into its own blobs/."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def in_cache(path: Path) -> Path:
+    """A file the cache returned, refused if it links out of the cache (a planted symlink)."""
+    inside(path, cache_root(), "the Hugging Face cache")
+    return path
 
 
 @contextmanager

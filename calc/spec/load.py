@@ -14,21 +14,21 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from calc.spec import hf
 from calc.errors import GptcalcError
+from calc.inputs import inside
 from calc.spec.hf import HFConfig
 from calc.spec.model import ModelSpec, is_flat, spec_from_dict
 from calc.spec.presets import compiled_preset, preset_index, preset_names, resolve_preset
-from calc.spec.yamlfile import read_yaml
+from calc.spec.yamlfile import load_yaml, read_yaml
 
 __all__ = ["apply_overrides", "config_with_overrides", "load_config", "load_spec", "parse_overrides", "preset_names", "read_yaml", "spec_from_config"]
 
 _METADATA = ("aliases", "copy", "published")  # provenance of a preset, not spec fields
 _FILE_SUFFIXES = (".yaml", ".yml", ".json")
 def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
-    """['qkv_bias=false', 'd_model=1024'] -> {'qkv_bias': False, 'd_model': 1024} (YAML scalars).
+    """['qkv_bias=false', 'd_model=1024'] -> {'qkv_bias': False, 'd_model': 1024} (YAML scalars,
+    read as strictly as a YAML file: `--set d_model=!!int abc` is an error, not a traceback).
 
     Which keys exist depends on the model's source (a spec's fields, a config.json's own keys), so
     they are checked when applied (`apply_overrides`)."""
@@ -37,10 +37,7 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
         key, sep, raw = pair.partition("=")
         if not sep or not key.strip():
             raise GptcalcError(f"--set {pair!r}: expected key=value, e.g. --set qkv_bias=false")
-        try:
-            overrides[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError:
-            overrides[key.strip()] = raw
+        overrides[key.strip()] = load_yaml(raw, f"--set {key.strip()}") if raw.strip() else None
     return overrides
 
 
@@ -134,6 +131,7 @@ def _config_in_dir(path: Path) -> Path:
     config = path / "config.json"
     if not config.is_file():
         raise GptcalcError(f"{path}: directory has no config.json")
+    inside(config, path, "the directory")
     return config
 
 

@@ -180,11 +180,17 @@ class ModelSpec(Part):
         """(repeat, block) for each run of identical layers, bottom to top."""
         return [(run.repeat, self.blocks[run.block]) for run in self.layers]
 
-    def layer_counts(self) -> dict[str, int]:
-        """How many layers each block kind has, in order of first appearance."""
+    def layer_counts(self, first: int = 0, last: int | None = None) -> dict[str, int]:
+        """How many layers of each block kind lie in [first, last) (all of them by default), in order
+        of first appearance: from the runs, never layer by layer, so 10^12 layers cost nothing."""
+        last = self.n_layers if last is None else last
         counts: dict[str, int] = {}
+        start = 0
         for run in self.layers:
-            counts[run.block] = counts.get(run.block, 0) + run.repeat
+            low, high = max(start, first), min(start + run.repeat, last)
+            if low < high:
+                counts[run.block] = counts.get(run.block, 0) + high - low
+            start += run.repeat
         return counts
 
     def block_at(self, layer: int) -> str:

@@ -24,9 +24,12 @@ from dataclasses import dataclass
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.formats import FORMATS, Format
+from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["MIXES", "gguf_bits"]
+__all__ = ["MAX_GGUF_LAYERS", "MIXES", "gguf_bits"]
+
+MAX_GGUF_LAYERS = 65_536
 
 SOURCE = "https://github.com/ggml-org/llama.cpp/blob/007dbbf3fd17eefe9b47fee45f48f7ba5e62b714/src/llama-quant.cpp"
 MIXES = {"q4_k_m": "q4_K", "q4_k_s": "q4_K", "q5_k_m": "q5_K", "q6_k": "q6_K", "q8_0": "q8_0"}
@@ -101,6 +104,9 @@ def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]
     d = spec.d_model
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}
     n_expert = max((b.mlp.n_experts for b in spec.blocks.values() if b.mlp.kind == "moe"), default=1)
+    if spec.n_layers > MAX_GGUF_LAYERS:  # llama.cpp picks a type layer by layer, and so do we
+        raise GptcalcError(f"--quant {mix}: {spec.n_layers:,} layers; a GGUF mix is worked out layer by layer, "
+                           f"for at most {MAX_GGUF_LAYERS:,}")
     layers = [spec.block_at(i) for i in range(spec.n_layers)]
     mats = {name: spec.blocks[name].matrices(d) for name in per_layer}
     fused = {name: getattr(spec.blocks[name].attention, "fused_qkv", False) for name in per_layer}

@@ -49,10 +49,16 @@ class Layout:
         return self.tp * self.pp
 
 
+# Pipeline stages are listed one by one; real pipelines have tens, not thousands.
+MAX_STAGES = 4096
+
+
 def pp_partitions(n_layers: int, pp: int) -> list[int]:
     """Layers per stage as vLLM's get_pp_indices splits them."""
     if pp > n_layers:
         raise GptcalcError(f"--pp {pp}: more stages than the model's {n_layers} layers")
+    if pp > MAX_STAGES:
+        raise GptcalcError(f"--pp {pp}: more than {MAX_STAGES:,} pipeline stages (each is listed)")
     parts = [n_layers // pp] * pp
     for i in range(2, n_layers % pp + 2):
         parts[-i] += 1
@@ -96,9 +102,9 @@ def stages(spec: ModelSpec, breakdown: Breakdown, layout: Layout) -> list[Stage]
     parts = pp_partitions(spec.n_layers, layout.pp)
     for index, count in enumerate(parts):
         params: dict[str, int] = {}
-        for layer in range(start, start + count):
-            for name, n in per_layer[spec.block_at(layer)].items():
-                params[name] = params.get(name, 0) + _share(name, n, layout, kv_split)
+        for kind, layers in spec.layer_counts(start, start + count).items():
+            for name, n in per_layer[kind].items():
+                params[name] = params.get(name, 0) + layers * _share(name, n, layout, kv_split)
         for name, n in outside.items():
             first = name in FIRST_STAGE
             if (first and index == 0) or (not first and index == len(parts) - 1):
@@ -110,8 +116,6 @@ def stages(spec: ModelSpec, breakdown: Breakdown, layout: Layout) -> list[Stage]
 
 def stage_kv(spec: ModelSpec, kv: KVCache, stage: Stage) -> KVCache:
     """The cache of one stage's layers (kv is already per tensor-parallel GPU)."""
-    counts: dict[str, int] = {}
-    for layer in range(stage.first_layer, stage.first_layer + stage.n_layers):
-        counts[spec.block_at(layer)] = counts.get(spec.block_at(layer), 0) + 1
+    counts = spec.layer_counts(stage.first_layer, stage.first_layer + stage.n_layers)
     layers = tuple(replace(kind, n_layers=counts[kind.block]) for kind in kv.layers if kind.block in counts)
     return replace(kv, layers=layers)

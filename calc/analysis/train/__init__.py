@@ -137,13 +137,13 @@ def train(spec: ModelSpec, s: Setup) -> Training:
     b, t = s.micro_batch, s.seq
     kinds = spec.layer_counts()
     per_stage = -(-spec.n_layers // s.pp)
-    first_stage = [spec.block_at(i) for i in range(min(per_stage, spec.n_layers))]
+    first_stage = spec.layer_counts(0, min(per_stage, spec.n_layers))
     layers = []
     for kind in kinds:
         terms = layer_terms(spec.blocks[kind], spec.d_model, b, t, ACT_BYTES, s.recompute, s.attention == "flash")
         if s.lora_rank and s.recompute != "full":
             terms += _lora_terms(spec, kind, s)
-        kept = first_stage.count(kind) * s.pp  # 1F1B: the first stage keeps p micro-batches in flight
+        kept = first_stage.get(kind, 0) * s.pp  # 1F1B: the first stage keeps p micro-batches in flight
         if kept:
             layers.append((kind, kept, tuple(terms)))
     outside = tuple(activation_terms(spec, b, t, ACT_BYTES, s.recompute))

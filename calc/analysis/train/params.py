@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from calc.analysis.memory.parallel import MAX_STAGES
 from calc.analysis.shapes import Step, journey
 from calc.analysis.train.states import Tensor
 from calc.errors import GptcalcError
@@ -81,6 +82,8 @@ def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None
     """The busiest pipeline stage's parameters on one of its tp GPUs, and its LoRA adapters."""
     if pp > spec.n_layers:
         raise GptcalcError(f"--pp: {pp} stages for {spec.n_layers} layers; at most one stage per layer")
+    if pp > MAX_STAGES:
+        raise GptcalcError(f"--pp: {pp} stages; at most {MAX_STAGES:,} (each is listed)")
     unknown = [t for t in lora_targets if t not in LORA_TARGETS]
     if unknown:
         raise GptcalcError(f"--lora-targets: unknown {', '.join(unknown)} (choose from {', '.join(LORA_TARGETS)})")
@@ -94,12 +97,12 @@ def _stage(spec: ModelSpec, steps: tuple[Step, ...], stage: int, pp: int, tp: in
            wanted: set[str]) -> Held:
     per_stage = -(-spec.n_layers // pp)
     first, last = stage * per_stage, min(spec.n_layers, (stage + 1) * per_stage)
-    kinds = [spec.block_at(i) for i in range(first, last)]
+    kinds = spec.layer_counts(first, last)
     last_block = max(i for i, step in enumerate(steps) if step.block)
     tensors, adapters, matrices = [], [], 0
     for index, step in enumerate(steps):
         if step.block:
-            copies = kinds.count(step.block)
+            copies = kinds.get(step.block, 0)
         else:
             copies = int(stage == 0) if index < last_block else int(stage == pp - 1)
         if not copies:
@@ -110,7 +113,7 @@ def _stage(spec: ModelSpec, steps: tuple[Step, ...], stage: int, pp: int, tp: in
             matrices += found[0].elements
         if rank and step.id in wanted and step.weight is not None:
             adapters += _adapters(step, copies, rank, tp)
-    return Held(tuple(tensors), matrices, tuple(adapters), len(kinds))
+    return Held(tuple(tensors), matrices, tuple(adapters), last - first)
 
 
 def nf4_bytes(elements: int) -> int:
