@@ -93,11 +93,6 @@ class Verification:
 def diff_verdict(diff: Diff) -> str:
     return "all agree" if diff.ok else f"{len(diff.mismatches)} of {len(diff.rows)} components disagree"
 
-    @property
-    def without_torch(self) -> bool:
-        """torch is missing: the formulas were compared with the checkpoint's headers only."""
-        return "torch" not in self.sources
-
 
 def torch_source(spec: ModelSpec, optional: bool = False) -> Breakdown | None:
     """The torch reference model's breakdown (built on the meta device: any size, no memory).
