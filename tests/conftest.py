@@ -8,10 +8,11 @@ against an empty private cache and fail fast instead of trying the network.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="gptcalc-hf-home-")
+HF_HOME = os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="gptcalc-hf-home-")
 
 
 def pytest_addoption(parser) -> None:
@@ -24,3 +25,8 @@ def pytest_configure(config) -> None:
     when the fuzz modules are imported (hypothesis settings are fixed at decoration time)."""
     if config.getoption("--fuzz-long"):
         os.environ["GPTCALC_FUZZ_LONG"] = "1"
+
+
+def pytest_unconfigure(config) -> None:
+    """The private Hub cache goes with the run (one was left in the temp folder per run)."""
+    shutil.rmtree(HF_HOME, ignore_errors=True)
