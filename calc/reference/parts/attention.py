@@ -125,6 +125,9 @@ class Attention(Part):
             trace("v_cache", v[:, :, -s.window:] if s.window else v)
         k = k.repeat_interleave(s.group_size, dim=1)  # (B, nh, T_total, hs): query head i reads KV head i // g
         v = v.repeat_interleave(s.group_size, dim=1)
+        if s.group_size > 1:  # a GQA kernel reads the shared heads in place; here they are copied
+            past = k.shape[2] > q.shape[2]  # decoding: what a rolling window's cache holds, as above
+            trace("kv_groups", k[:, :, -s.window:] if s.window and past else k)
         scores = q @ k.transpose(-2, -1) * (s.scale if s.scale is not None else s.head_dim ** -0.5)
         y = attend(self, scores, v, ctx, s.window, s.chunk)
         trace("attn_heads_out", y)
