@@ -87,36 +87,48 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("preset", CASES)
-def test_full_size_checkpoint_headers(preset: str, tmp_path: Path) -> None:
-    make, n_companions = CASES[preset]
-    layout = make()
-    spec = load_spec(preset)
-    path = write_safetensors(tmp_path / "model.safetensors", layout)
+@pytest.fixture(scope="module", params=list(CASES))
+def checked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """(preset, layout, the sparse file, its report, seconds the header check took); each file written once."""
+    preset = request.param
+    layout = CASES[preset][0]()
+    path = write_safetensors(tmp_path_factory.mktemp(preset) / "model.safetensors", layout)
+    start = time.perf_counter()
+    report = read_checkpoint(str(path), load_spec(preset))
+    elapsed = time.perf_counter() - start
+    print(f"\n{preset}: {len(layout):,} tensors, {path.stat().st_size / 1e9:,.1f} GB sparse, "
+          f"header check {elapsed:.3f} s")
+    return preset, layout, path, report, elapsed
+
+
+def test_full_size_checkpoint_headers(checked: tuple) -> None:
+    preset, layout, path, report, elapsed = checked
     header, data = header_bytes(layout)
     assert path.stat().st_size == len(header) + data
-    # sparse: only the header's blocks are allocated (plus one block of rounding)
+    # sparse: only the header's blocks are allocated (plus rounding)
     assert os.stat(path).st_blocks * 512 <= len(header) + 65536, "the data must be truncated, never written"
-    start = time.perf_counter()
-    report = read_checkpoint(str(path), spec)
-    elapsed = time.perf_counter() - start
-    print(f"{preset}: {len(layout):,} tensors, {path.stat().st_size / 1e9:,.1f} GB sparse, "
-          f"header check {elapsed:.3f} s")
     assert report.ok, ([t.name for t in report.unknown[:3]], [m.describe() for m in report.mismatches[:3]])
-    analytic = count(spec)
+    analytic = count(load_spec(preset))
     assert report.breakdown.total == analytic.total
     assert report.breakdown.extra == {k: v for k, v in analytic.extra.items() if k.startswith("mtp")}
-    assert len(report.companions) == n_companions
+    assert len(report.companions) == CASES[preset][1]
     assert elapsed < BOUND, elapsed
 
 
-def test_deepseek_v3_block_scales_are_named_and_not_counted(tmp_path: Path) -> None:
-    """Each weight_scale_inv is set apart as an FP8 block scale of its own weight, one float per 128x128 block."""
-    layout = fp8_blocks(bf16("deepseek-v3", mtp=True))
-    report = read_checkpoint(str(write_safetensors(tmp_path / "model.safetensors", layout)), load_spec("deepseek-v3"))
+def test_quantisation_companions_are_named_and_not_counted(checked: tuple) -> None:
+    """Each scale is set apart under its scheme, beside the weight it qualifies: DeepSeek-V3's
+    weight_scale_inv one float per 128x128 block of an F8_E4M3 weight, gpt-oss's one E8M0 per 32 values."""
+    preset, layout, _, report, _ = checked
     scales = {c.tensor.name: c for c in report.companions}
-    q_a = scales["model.layers.0.self_attn.q_a_proj.weight_scale_inv"]
-    # source: https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json (q_lora_rank 1536, hidden 7168)
-    assert q_a.base == "model.layers.0.self_attn.q_a_proj.weight" and q_a.tensor.shape == (12, 56)
-    assert "128x128 block" in q_a.scheme
-    assert all(c.base in layout and layout[c.base][0] == "F8_E4M3" for c in report.companions)
+    if preset == "deepseek-v3":
+        q_a = scales["model.layers.0.self_attn.q_a_proj.weight_scale_inv"]
+        # source: https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json (q_lora_rank 1536, hidden 7168)
+        assert q_a.base == "model.layers.0.self_attn.q_a_proj.weight" and q_a.tensor.shape == (12, 56)
+        assert all(layout[c.base][0] == "F8_E4M3" and "128x128 block" in c.scheme for c in report.companions)
+    elif preset == "gpt-oss-20b":
+        down = scales["model.layers.23.mlp.experts.down_proj_scales"]
+        # source: https://huggingface.co/openai/gpt-oss-20b/blob/main/config.json (32 experts, hidden 2880)
+        assert down.base == "model.layers.23.mlp.experts.down_proj" and down.tensor.shape == (32, 2880, 90)
+        assert all("E8M0" in c.scheme for c in report.companions)
+    else:
+        assert not scales
