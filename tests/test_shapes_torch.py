@@ -1,10 +1,12 @@
 """Every shape `gptcalc shapes` prints, checked against a real torch model built from the same spec.
 
-calc/reference/model.py's decoder calls `trace(name, tensor)` at each step, with the step ids of
-calc/analysis/shapes.py; forward hooks record what each weight module reads and writes, and torch's own
-FlopCounterMode counts the matmuls. Tiny specs cover MHA, GQA and MQA, learned, rotary and no
-position embedding, head_dim != d_model / n_heads, tied and untied heads, both MLPs and norms,
-for a prefill and for a decode step after a filled KV cache.
+The reference (calc/reference/model.py and parts/) calls `trace(name, tensor)` at each step, with the
+step ids of calc/analysis/shapes/; forward hooks record what each weight module reads and writes, and
+torch's own FlopCounterMode counts the matmuls. Tiny specs cover MHA, GQA and MQA, learned, rotary
+and no position embedding, head_dim != d_model / n_heads, tied and untied heads, both MLPs and norms,
+for a prefill and for a decode step after a filled KV cache; and the trace of every model_type's tiny
+config (tests/tiny_models.py: MoE, MLA, sliding windows, soft-caps, sinks, QK-norm, parallel and
+sandwich blocks, mixed layer kinds) is compared step by step with what `shapes` prints.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from calc.spec.flat import flat_view
 from calc.analysis.shapes import Journey, Step, journey
 from calc.spec.model import ModelSpec, spec_from_dict
 from calc.reference.model import Decoder, build
+from oracle import spec_of
+from tiny_models import TINY as TINY_CONFIGS
+from tiny_models import tiny_config
 
 SMALL = {"vocab_size": 97, "n_positions": 16, "d_model": 24, "n_layers": 2}
 TINY: dict[str, dict[str, Any]] = {
@@ -34,6 +39,8 @@ TINY: dict[str, dict[str, Any]] = {
 }
 B, T = 2, 5
 MODES = ("prefill", "decode")
+# Printed steps the reference has no tensor for, and why. Every other printed step is asserted.
+UNTRACEABLE = {"probs": "the reference returns logits; the softmax over the vocabulary is the sampler's"}
 
 
 @dataclass
@@ -87,15 +94,49 @@ def case(request: pytest.FixtureRequest) -> tuple[ModelSpec, Decoder, Journey, R
     return spec, model, journey(spec, T, B, decode=True), rec
 
 
+def expected_trace(spec: ModelSpec, j: Journey) -> list[tuple[str, list[int]]]:
+    """What the reference must trace, in order: the steps before the blocks, each layer's block kind's
+    steps (a mixed stack: the kind of each layer in turn), the head's steps; all but UNTRACEABLE."""
+    def shapes(steps: list[Step]) -> list[tuple[str, list[int]]]:
+        return [(s.id, list(s.output.sizes)) for s in steps if s.id not in UNTRACEABLE]
+
+    first = next(i for i, s in enumerate(j.steps) if s.per_layer)
+    layers = [step for i in range(spec.n_layers) for step in shapes([s for s in j.steps if s.block == spec.block_at(i)])]
+    return shapes(list(j.steps[:first])) + layers + shapes([s for s in j.steps[first:] if not s.per_layer])
+
+
 def test_every_traced_shape_equals_the_printed_one(case) -> None:
     """The whole trace, in order, layer by layer: names and shapes equal the steps' outputs."""
     spec, _, j, rec = case
-    steps = [(s.id, list(s.output.sizes)) for s in j.steps if s.traced]
-    first = next(i for i, s in enumerate(j.steps) if s.per_layer)
-    before = [(s.id, list(s.output.sizes)) for s in j.steps[:first] if s.traced]
-    block = [(s.id, list(s.output.sizes)) for s in j.steps if s.traced and s.per_layer]
-    after = steps[len(before) + len(block):]
-    assert rec.traced == before + block * spec.n_layers + after
+    assert rec.traced == expected_trace(spec, j)
+
+
+def test_only_explanations_are_left_untraced() -> None:
+    """The steps `shapes` marks as making no tensor of their own (rendered dim, with ·): GQA's grouped
+    heads, which the reference copies and so traces all the same, and the softmax, listed in UNTRACEABLE."""
+    specs = [spec_of(tiny_config(name)) for name in TINY_CONFIGS]
+    untraced = {s.id for spec in specs for s in journey(spec, T, B).steps if not s.traced}
+    assert untraced == {"kv_groups", "probs"} and set(UNTRACEABLE) == {"probs"}
+
+
+@pytest.mark.parametrize("decode", [False, True], ids=["prefill", "decode"])
+@pytest.mark.parametrize("model_type", sorted(TINY_CONFIGS))
+def test_every_model_type_traces_every_printed_step(model_type: str, decode: bool) -> None:
+    """Each model_type's tiny config (MoE, MLA, windows longer than and shorter than the sequence, ...):
+    the reference's trace equals the printed steps, names and shapes, prefill and one decode step.
+    T = 6 is longer than the tiny sliding windows (5), so the band and the rolling cache show."""
+    spec, seq = spec_of(tiny_config(model_type)), 6
+    torch.manual_seed(0)
+    model = build(spec)
+    ids = torch.randint(0, spec.vocab_size, (B, seq))
+    cache = model.new_cache() if decode else None
+    with torch.no_grad():
+        if decode:
+            model(ids, cache=cache)
+            ids = ids[:, -1:]
+        traced: list[tuple[str, list[int]]] = []
+        model(ids, cache=cache, trace=lambda name, t: traced.append((name, list(t.shape))))
+    assert traced == expected_trace(spec, journey(spec, seq, B, decode=decode))
 
 
 # Where each weight step's matrix lives in the torch model: (scope, role) for `Parts.part(role)`.

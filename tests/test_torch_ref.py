@@ -173,7 +173,7 @@ def test_trace_names_order_and_shapes_gqa_cached() -> None:
         ("token_ids", (B, T)), ("token_embedding", (B, T, d)), ("embeddings", (B, T, d)),
         ("attn_norm", (B, T, d)), ("q", (B, T, h * dh)), ("k", (B, T, kv * dh)), ("v", (B, T, kv * dh)),
         ("q_heads", (B, h, T, dh)), ("k_heads", (B, kv, T, dh)), ("v_heads", (B, kv, T, dh)),
-        ("k_cache", (B, kv, N, dh)), ("v_cache", (B, kv, N, dh)),
+        ("k_cache", (B, kv, N, dh)), ("v_cache", (B, kv, N, dh)), ("kv_groups", (B, h, N, dh)),
         ("scores", (B, h, T, N)), ("attn_weights", (B, h, T, N)), ("attn_heads_out", (B, h, T, dh)),
         ("attn_concat", (B, T, h * dh)), ("attn_out", (B, T, d)), ("attn_residual", (B, T, d)),
         ("mlp_norm", (B, T, d)), ("mlp_gate", (B, T, ff)), ("mlp_up", (B, T, ff)), ("mlp_act", (B, T, ff)),

@@ -134,6 +134,7 @@ class Decoder(nn.Module):
         trace("token_embedding", x)
         if "project_in" in w:
             x = w["project_in"](x)
+            trace("project_in", x)
         if e.scale:
             x = x * torch.tensor(math.sqrt(s.d_model), dtype=x.dtype)
         if e.multiplier is not None:
@@ -142,26 +143,29 @@ class Decoder(nn.Module):
             pos = w["positions"](positions + e.position_offset).expand(ids.shape[0], -1, -1)  # (B, T, d)
             trace("position_embedding", pos)
             x = x + pos
+        trace("embeddings", x)
         if "embed_norm" in w:
             x = w["embed_norm"](x)
-        trace("embeddings", x)
+            trace("embedding_norm", x)
         return x
 
     def head(self, x: torch.Tensor, trace: Trace) -> torch.Tensor:
         s, w = self.spec, self.weights
         if "final_norm" in w:
             x = w["final_norm"](x)
-        trace("final_norm", x)
+            trace("final_norm", x)
+        trace("last_position", x[:, -1])  # (B, d)
         if "project_out" in w:
             x = w["project_out"](x)
+            trace("project_out", x[:, -1])  # (B, d_embed)
         bias = w.tensor("lm_head.bias") if "lm_head.bias" in w else getattr(w.get("lm_head"), "bias", None)
         logits = F.linear(x, self.lm_head_weight(), bias)  # (B, T, vocab)
         if s.head.logit_scale is not None:
             logits = logits * s.head.logit_scale
+        trace("logits", logits[:, -1])  # (B, vocab)
         if s.head.softcap:
             logits = torch.tanh(logits / s.head.softcap) * s.head.softcap
-        trace("last_position", x[:, -1])  # (B, d)
-        trace("logits", logits[:, -1])  # (B, vocab)
+            trace("logit_softcap", logits[:, -1])
         trace("next_token", logits[:, -1].argmax(dim=-1))  # (B,)
         return logits
 

@@ -21,7 +21,7 @@ from calc.reference.parts.base import Part
 from calc.reference.parts.norm import Norm
 from calc.reference.parts.rope import Rotary
 
-__all__ = ["Attention", "alibi_slopes", "causal_mask", "split_heads"]
+__all__ = ["Attention", "alibi_slopes", "attend", "band", "causal_mask", "split_heads"]
 
 
 def causal_mask(positions: torch.Tensor, keys: int, window: int | None, chunk: int | None = None) -> torch.Tensor:
@@ -97,6 +97,10 @@ class Attention(Part):
         for name, t in (("q", q), ("k", k), ("v", v)):
             trace(name, t)
         q, k = self._qk_norm(q, "q_norm", s.n_heads), self._qk_norm(k, "k_norm", s.n_kv_heads)
+        per_head = s.qk_norm is not None and s.qk_norm.scope == "head"
+        if s.qk_norm is not None and not per_head:
+            trace("q_norm", q)  # over the full width, before the split: [B, T, h·hd]
+            trace("k_norm", k)
         q, k, v = split_heads(q, s.n_heads), split_heads(k, s.n_kv_heads), split_heads(v, s.n_kv_heads)
         if self.rotary is not None:
             cos, sin = self.rotary.cos_sin(ctx.positions, q.dtype)
@@ -111,14 +115,20 @@ class Attention(Part):
             q = q * (torch.log1p(torch.floor((ctx.positions.float() + 1) / t.floor)) * t.scale + 1)[:, None].to(q.dtype)
         for name, t in (("q_heads", q), ("k_heads", k), ("v_heads", v)):
             trace(name, t)
+        if per_head:  # computed before the split (one norm over each head's channels); these are the normed heads
+            trace("q_norm", q)
+            trace("k_norm", k)
         if ctx.cache is not None:
             k, v = ctx.cache.append(ctx.layer, k, v)  # (B, nkv, T_total, hs)
-            trace("k_cache", k)
-            trace("v_cache", v)
+            # The cache keeps every key; a sliding window's rolling cache would hold only the last `window`.
+            trace("k_cache", k[:, :, -s.window:] if s.window else k)
+            trace("v_cache", v[:, :, -s.window:] if s.window else v)
         k = k.repeat_interleave(s.group_size, dim=1)  # (B, nh, T_total, hs): query head i reads KV head i // g
         v = v.repeat_interleave(s.group_size, dim=1)
+        if s.group_size > 1:  # a GQA kernel reads the shared heads in place; here they are copied
+            past = k.shape[2] > q.shape[2]  # decoding: what a rolling window's cache holds, as above
+            trace("kv_groups", k[:, :, -s.window:] if s.window and past else k)
         scores = q @ k.transpose(-2, -1) * (s.scale if s.scale is not None else s.head_dim ** -0.5)
-        trace("scores", scores)  # (B, nh, T, T_total)
         y = attend(self, scores, v, ctx, s.window, s.chunk)
         trace("attn_heads_out", y)
         B, _, T, _ = y.shape
@@ -132,9 +142,11 @@ class Attention(Part):
 def attend(part: Part, scores: torch.Tensor, v: torch.Tensor, ctx: Any, window: int | None,
            chunk: int | None = None) -> torch.Tensor:
     """Soft-cap, ALiBi, the causal (and window) mask, sinks, softmax in float32, then the weighted values."""
-    s = part.spec
+    s, trace = part.spec, ctx.trace
+    trace("scores", band(scores, ctx.positions, window))  # (B, nh, T, T_total)
     if s.softcap:
         scores = torch.tanh(scores / s.softcap) * s.softcap
+        trace("attn_softcap", band(scores, ctx.positions, window))
     if getattr(s, "alibi", False):
         keys = torch.arange(scores.shape[-1], device=scores.device, dtype=torch.float32)
         scores = scores + (alibi_slopes(s.n_heads).to(scores.device)[:, None] * keys)[None, :, None, :].to(scores.dtype)
@@ -142,10 +154,23 @@ def attend(part: Part, scores: torch.Tensor, v: torch.Tensor, ctx: Any, window: 
     sinks = part.weights.tensor("sinks") if getattr(s, "sinks", False) else None
     if sinks is not None:
         B, H, T, _ = scores.shape
-        scores = torch.cat((scores, sinks.reshape(1, H, 1, 1).expand(B, H, T, 1).to(scores.dtype)), dim=-1)
+        column = sinks.reshape(1, H, 1, 1).expand(B, H, T, 1).to(scores.dtype)
+        trace("attn_sinks", torch.cat((band(scores, ctx.positions, window), column), dim=-1))
+        scores = torch.cat((scores, column), dim=-1)
         scores = scores - scores.max(dim=-1, keepdim=True).values
     weights = scores.softmax(dim=-1, dtype=torch.float32).to(v.dtype)
     if sinks is not None:
         weights = weights[..., :-1]
-    ctx.trace("attn_weights", weights)
+    trace("attn_weights", band(weights, ctx.positions, window))
     return weights @ v  # (B, nh, T, hs)
+
+
+def band(t: torch.Tensor, positions: torch.Tensor, window: int | None) -> torch.Tensor:
+    """For tracing: [..., T, keys] -> [..., T, min(keys, window)], each query's last `window` keys.
+    The reference computes every query against every key and masks the ones out of the window; a
+    sliding-window kernel (and `gptcalc shapes`) computes only this band, which these columns are."""
+    keys = t.shape[-1]
+    if window is None or window >= keys:
+        return t
+    index = (positions[:, None] - window + 1 + torch.arange(window, device=t.device)).clamp(0, keys - 1)
+    return t.gather(-1, index.expand(*t.shape[:-1], window))

@@ -22,7 +22,7 @@ from calc.reference.parts.mla import MLA
 from calc.reference.parts.mlp import MLP
 from calc.reference.parts.moe import MoE
 from calc.reference.parts.norm import Norm
-from calc.spec.model import Block
+from calc.spec.model import NORM_COMPONENTS, Block
 
 __all__ = ["Layer", "make_norm"]
 
@@ -86,29 +86,35 @@ class Layer(nn.Module):
     def part(self, role: str) -> nn.Module:
         return self.parts.get(role) or self.norms[self.roles.get(role, role)]
 
-    def _norm(self, position: str, x: torch.Tensor) -> torch.Tensor:
+    def _norm(self, position: str, x: torch.Tensor, trace: Any) -> torch.Tensor:
+        """The norm at `position` (traced under its `shapes` step id), or x when the block has none there."""
         norm = self.norms.get(position)
-        return norm(x) if norm is not None else x
+        if norm is None:
+            return x
+        y = norm(x)
+        trace(NORM_COMPONENTS[position], y)
+        return y
 
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         b, trace, attn, mlp = self.block, ctx.trace, self.parts["attn"], self.parts["mlp"]
         scale = b.residual_scale if b.residual_scale is not None else 1.0
         if b.post_ln:
-            x = self._norm("attn_in", x + attn(x, ctx))
+            x = x + attn(x, ctx)
             trace("attn_residual", x)
-            x = self._norm("mlp_in", x + mlp(x, ctx))
+            x = self._norm("attn_in", x, trace)
+            x = x + mlp(x, ctx)
             trace("mlp_residual", x)
-            return x
-        h = self._norm("attn_in", x)  # (B, T, d)
-        trace("attn_norm", h)
-        a = self._norm("attn_out", attn(h, ctx)) * scale
+            return self._norm("mlp_in", x, trace)
+        h = self._norm("attn_in", x, trace)  # (B, T, d)
+        a = self._norm("attn_out", attn(h, ctx), trace) * scale
         if b.parallel:
-            m = mlp(self._norm("mlp_in", x) if "mlp_in" in self.norms else h, ctx)
-            return x + a + self._norm("mlp_out", m) * scale
+            m = mlp(self._norm("mlp_in", x, trace) if "mlp_in" in self.norms else h, ctx)
+            x = x + a + self._norm("mlp_out", m, trace) * scale
+            trace("residual", x)
+            return x
         x = x + a
         trace("attn_residual", x)
-        h = self._norm("mlp_in", x)
-        trace("mlp_norm", h)
-        x = x + self._norm("mlp_out", mlp(h, ctx)) * scale
+        h = self._norm("mlp_in", x, trace)
+        x = x + self._norm("mlp_out", mlp(h, ctx), trace) * scale
         trace("mlp_residual", x)
         return x

@@ -41,24 +41,64 @@ class MLA(Part):
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         s, w, trace = self.spec, self.weights, ctx.trace
         B, T, _ = x.shape
-        q = w["q"](x) if s.q_lora_rank is None else w["q_b"](self.norm("q_a_norm")(w["q_a"](x)))  # (B, T, h*qk)
-        q = split_heads(q, s.n_heads)  # (B, h, T, qk)
-        q_nope, q_rot = q.split([s.qk_nope_head_dim, s.qk_rope_head_dim], dim=-1)
-        latent, k_rot = w["kv_a"](x).split([s.kv_lora_rank, s.qk_rope_head_dim], dim=-1)
-        latent = self.norm("kv_a_norm")(latent).view(B, 1, T, s.kv_lora_rank)
+        cos_sin = self.rotary.cos_sin(ctx.positions, x.dtype) if self.rotary is not None else None
+        q_nope, q_rot = self._query(x, cos_sin, trace)
+        both = w["kv_a"](x)  # (B, T, r + rd)
+        trace("kv_a", both)
+        latent, k_rot = both.split([s.kv_lora_rank, s.qk_rope_head_dim], dim=-1)
+        trace("kv_latent", latent)
         k_rot = k_rot.view(B, 1, T, s.qk_rope_head_dim)
-        if self.rotary is not None:
-            cos, sin = self.rotary.cos_sin(ctx.positions, q.dtype)
-            q_rot, k_rot = self.rotary.apply(q_rot, cos, sin), self.rotary.apply(k_rot, cos, sin)
+        if cos_sin is not None:
+            k_rot = self.rotary.apply(k_rot, *cos_sin)
+        trace("k_rope", k_rot)
+        latent = self.norm("kv_a_norm")(latent)
+        trace("kv_a_norm", latent)
+        latent = latent.view(B, 1, T, s.kv_lora_rank)
         if ctx.cache is not None:
             latent, k_rot = ctx.cache.append(ctx.layer, latent, k_rot)  # (B, 1, T_total, r), (B, 1, T_total, rd)
+            trace("latent_cache", latent[:, 0, -s.window:] if s.window else latent[:, 0])  # (B, T_total, r)
+            trace("k_rope_cache", k_rot[:, :, -s.window:] if s.window else k_rot)
         keys = latent.shape[2]
-        kv = w["kv_b"](latent[:, 0]).view(B, keys, s.n_heads, -1).transpose(1, 2)  # (B, h, T_total, nope + v)
+        kv = w["kv_b"](latent[:, 0])  # (B, T_total, h*(nope + v))
+        trace("kv_b", kv)
+        kv = kv.view(B, keys, s.n_heads, -1).transpose(1, 2)  # (B, h, T_total, nope + v)
+        trace("kv_heads", kv)
         k_nope, v = kv.split([s.qk_nope_head_dim, s.v_head_dim], dim=-1)
-        k = torch.cat((k_nope, k_rot.expand(B, s.n_heads, keys, -1)), dim=-1)
+        if s.qk_nope_head_dim:
+            trace("k_nope", k_nope)
+        trace("v_heads", v)
         q = torch.cat((q_nope, q_rot), dim=-1)
+        trace("query", q)
+        k = torch.cat((k_nope, k_rot.expand(B, s.n_heads, keys, -1)), dim=-1)
+        trace("key", k)
         scores = q @ k.transpose(-2, -1) * self.scale  # (B, h, T, T_total)
-        trace("scores", scores)
         y = attend(self, scores, v, ctx, s.window)  # (B, h, T, v)
+        trace("attn_heads_out", y)
         y = y.transpose(1, 2).reshape(B, T, -1)
-        return w["o"](y)
+        trace("attn_concat", y)
+        y = w["o"](y)
+        trace("attn_out", y)
+        return y
+
+    def _query(self, x: torch.Tensor, cos_sin: Any, trace: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each head's query, its no-position and (rotated) rotary parts, [B, h, T, d_nope] and [B, h, T, d_rope]."""
+        s, w = self.spec, self.weights
+        if s.q_lora_rank is None:
+            q = w["q"](x)
+            trace("q", q)
+        else:
+            latent = w["q_a"](x)
+            trace("q_a", latent)
+            latent = self.norm("q_a_norm")(latent)
+            trace("q_a_norm", latent)
+            q = w["q_b"](latent)  # (B, T, h*qk)
+            trace("q_b", q)
+        q = split_heads(q, s.n_heads)  # (B, h, T, qk)
+        trace("q_heads", q)
+        q_nope, q_rot = q.split([s.qk_nope_head_dim, s.qk_rope_head_dim], dim=-1)
+        if s.qk_nope_head_dim:
+            trace("q_nope", q_nope)
+        if cos_sin is not None:
+            q_rot = self.rotary.apply(q_rot, *cos_sin)
+        trace("q_rope", q_rot)
+        return q_nope, q_rot

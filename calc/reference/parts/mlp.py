@@ -23,11 +23,12 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 
 class MLP(Part):
-    """A dense MLP; `prefix` picks a MoE's shared expert's roles ("shared.") within its part."""
+    """A dense MLP; `prefix` picks a MoE's shared expert's roles ("shared.") within its part, `step`
+    the `shapes` step ids it traces ("shared_mlp": shared_mlp_up, ...)."""
 
-    def __init__(self, spec: Any, prefix: str = "") -> None:
+    def __init__(self, spec: Any, prefix: str = "", step: str = "mlp") -> None:
         super().__init__()
-        self.spec, self.prefix = spec, prefix
+        self.spec, self.prefix, self.step = spec, prefix, step
         self.act = ACTIVATIONS[spec.activation]
         self.roles = {f"mlp_{r}": f"{prefix}{r}" for r in ("gate", "up", "down")}
 
@@ -39,12 +40,12 @@ class MLP(Part):
             up = weights[f"{p}up"](x)  # (B, T, d_ff)
             gate = weights[f"{p}gate"](x) if s.gated else None
         if gate is not None:
-            trace("mlp_gate", gate)
-        trace("mlp_up", up)
+            trace(f"{self.step}_gate", gate)
+        trace(f"{self.step}_up", up)
         h = self.act(gate) * up if gate is not None else self.act(up)
-        trace("mlp_act", h)
+        trace(f"{self.step}_act", h)
         y = weights[f"{p}down"](h)  # (B, T, d)
-        trace("mlp_down", y)
+        trace(f"{self.step}_down", y)
         return y
 
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:

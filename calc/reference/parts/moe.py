@@ -53,14 +53,17 @@ class MoE(Part):
                                "reference (Phi-3.5-MoE's is top-2)")
         self.spec, self.order = spec, experts_order
         self.act = ACTIVATIONS[spec.activation]
-        self.shared = MLP(spec.shared, "shared.") if spec.shared is not None else None
+        self.shared = MLP(spec.shared, "shared.", "shared_mlp") if spec.shared is not None else None
         self.roles = {"router": "router"}
 
-    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(top_k expert indices, their weights) for tokens x [N, d]."""
+    def route(self, x: torch.Tensor, trace: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(top_k expert indices, their weights) for tokens x [B, T, d] (or [N, d])."""
         s = self.spec
         logits = torch.nn.functional.linear(x.float(), self.weights["router"].weight.float(),
                                             None if self.weights["router"].bias is None else self.weights["router"].bias.float())
+        if trace is not None:
+            trace("router", logits)  # (B, T, E)
+        logits = logits.reshape(-1, s.n_experts)
         if s.scoring == "sparsemixer":
             return sparsemixer(logits, s.jitter_eps)
         scores = logits.sigmoid() if s.scoring == "sigmoid" else logits.softmax(dim=-1)
@@ -80,44 +83,64 @@ class MoE(Part):
             weights = weights / (weights.sum(dim=-1, keepdim=True) + (1e-20 if s.scoring == "sigmoid" else 0.0))
         return index, weights * s.routed_scale
 
-    def expert(self, e: int, h: torch.Tensor) -> torch.Tensor:
+    def expert(self, e: int, h: torch.Tensor, keep: dict[str, list[torch.Tensor]] | None = None) -> torch.Tensor:
+        """Expert e on its rows h [n_e, d]; `keep` collects each step's tensor, for the trace."""
         s, w = self.spec, self.weights
+        keep = keep if keep is not None else {}
         in_out = self.order.startswith("in_out")
         gate_up, down = w.tensor("experts.gate_up")[e], w.tensor("experts.down")[e]
         y = h @ gate_up if in_out else torch.nn.functional.linear(h, gate_up)
         if (bias := w.tensor("experts.gate_up_bias")) is not None:
             y = y + bias[e]
         if not s.gated:
+            keep.setdefault("experts_up", []).append(y)
             act = self.act(y)
         else:
             gate, up = (y[..., ::2], y[..., 1::2]) if self.order == "in_out_interleaved" else y.chunk(2, dim=-1)
+            keep.setdefault("experts_gate", []).append(gate)
+            keep.setdefault("experts_up", []).append(up)
             if s.swiglu_limit is not None:
                 gate, up = gate.clamp(max=s.swiglu_limit), up.clamp(-s.swiglu_limit, s.swiglu_limit)
                 act = gate * torch.sigmoid(gate * GPT_OSS_ALPHA) * (up + 1)
             else:
                 act = self.act(gate) * up
+        keep.setdefault("experts_act", []).append(act)
         out = act @ down if in_out else torch.nn.functional.linear(act, down)
         if (bias := w.tensor("experts.down_bias")) is not None:
             out = out + bias[e]
+        keep.setdefault("experts_down", []).append(out)
         return out
 
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         B, T, d = x.shape
+        trace = ctx.trace
         flat = x.reshape(-1, d)
-        index, weights = self.route(flat)
+        index, weights = self.route(x, trace)
+        trace("router_topk", index.view(B, T, -1))  # (B, T, k)
         out = torch.zeros_like(flat)
         if flat.is_meta:  # no values to route by: one expert's shapes stand for all
             out = out + self.expert(0, flat) * weights[:, :1]
+        # Each expert runs on the rows of its own tokens; `keep` stacks them, expert after expert, into
+        # the [B·T·k, ...] tensors `shapes` prints (Σ n_e = B·T·k rows, every routed row once).
+        keep: dict[str, list[torch.Tensor]] = {}
         for e in [] if flat.is_meta else index.unique().tolist():
             token, slot = torch.where(index == e)
             weight = weights[token, slot, None]
-            if self.spec.weight_input:  # Llama-4: expert(weight · x)
-                out.index_add_(0, token, self.expert(e, (flat[token] * weight).to(flat.dtype)))
-            else:
-                out.index_add_(0, token, (self.expert(e, flat[token]) * weight).to(out.dtype))
+            rows = (flat[token] * weight).to(flat.dtype) if self.spec.weight_input else flat[token]  # Llama-4: expert(w·x)
+            keep.setdefault("experts_dispatch", []).append(rows)
+            y = self.expert(e, rows, keep)
+            out.index_add_(0, token, y if self.spec.weight_input else (y * weight).to(out.dtype))
+        for name in ("experts_dispatch", "experts_gate", "experts_up", "experts_act", "experts_down"):
+            if name in keep:
+                trace(name, torch.cat(keep[name]))
+        out = out.view(B, T, d)
+        trace("experts_combine", out)
         if self.shared is not None:
-            shared = self.shared.compute(self.weights, flat, ctx.trace)
+            shared = self.shared.compute(self.weights, x, trace)
             if "shared_gate" in self.weights:
-                shared = torch.sigmoid(self.weights["shared_gate"](flat)) * shared
+                gate = torch.sigmoid(self.weights["shared_gate"](x))  # (B, T, 1)
+                trace("shared_expert_gate", gate)
+                shared = gate * shared
             out = out + shared
-        return out.view(B, T, d)
+            trace("moe_out", out)
+        return out
