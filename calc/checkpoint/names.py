@@ -73,8 +73,10 @@ class TensorTable:
         self.mtp = {slot.name: slot for hub in (False, True) for slot in mtp_slots(spec, self.lay, hub).values()} \
             if spec.mtp else {}
         self._layer = re.compile(rf"^{re.escape(self.layers)}\.{INDEX}\.(.+)$")
-        self._buffers = [re.compile("^" + re.escape(t).replace(r"\{layer\}", INDEX) + "$")
-                         for t in self.lay.get("buffers", ())]
+        # The layout's buffer names as one pattern (one match per tensor, not one per buffer name).
+        self._buffers = re.compile("^(?:" + "|".join(re.escape(t).replace(r"\{layer\}", INDEX)
+                                                     for t in self.lay.get("buffers", ())) + ")$"
+                                   if self.lay.get("buffers") else "(?!)")
         self._aliases = self.lay.get("aliases", {})
         # Per-tensor work is dict look-ups: the stack's depth, each layer's kind and each layer-relative
         # name's meaning are worked out once, not once per tensor (a checkpoint repeats them per layer).
@@ -98,7 +100,7 @@ class TensorTable:
         slot = self._model_names.get(name)
         if slot is not None:
             return TensorName(name, None, slot.target, slot.widths)
-        if name.endswith(ROTARY_BUFFERS) or any(p.match(name) for p in self._buffers):
+        if name.endswith(ROTARY_BUFFERS) or self._buffers.match(name):
             return TensorName(_EXPERT.sub(".{layer}.", name, count=1), _layer_of(name), None)
         found = self._in_layer(name)
         if found is None:

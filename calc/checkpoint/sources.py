@@ -132,8 +132,8 @@ def _dir_config(path: Path) -> hf.HFConfig | None:
 
 
 def _safetensors(path: Path) -> tuple[tuple[TensorRecord, ...], FileRead]:
-    header = read_header(path)
-    tensors = tuple(TensorRecord(t.name, t.dtype, t.shape, t.nbytes, str(path)) for t in header.tensors)
+    header, file = read_header(path), str(path)
+    tensors = tuple(TensorRecord(t.name, t.dtype, t.shape, t.end - t.begin, file) for t in header.tensors)
     return tensors, FileRead(str(path), header.file_size, header.bytes_read)
 
 
