@@ -18,16 +18,18 @@ set once:
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from calc.errors import GptcalcError
 
 __all__ = ["MAX_DEPTH", "MAX_INDEX_BYTES", "MAX_INT_DIGITS", "MAX_TEXT_BYTES", "MAX_TORCH_DIM", "MAX_TORCH_LAYERS",
-           "MAX_VALUES", "check_nesting", "inside", "load_json", "read_text", "strict_int"]
+           "MAX_VALUES", "check_nesting", "inside", "load_json", "many_objects", "read_text", "strict_int"]
 
 MAX_TEXT_BYTES = 16 * 2**20  # a config.json or a YAML spec: real ones are a few KiB
 MAX_INDEX_BYTES = 64 * 2**20  # a shard index lists every tensor: DeepSeek-V3's 91,000 names take ~9 MB
@@ -58,8 +60,22 @@ def read_text(path: Path, limit: int = MAX_TEXT_BYTES) -> str:
         raise GptcalcError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
-def load_json(text: str | bytes, origin: str) -> Any:
-    """Parse JSON strictly: no repeated key, no absurd integer, bounded depth and size."""
+def load_json(text: str | bytes, origin: str, plain: Callable[[Any], bool] | None = None) -> Any:
+    """Parse JSON strictly: no repeated key, no absurd integer, bounded depth and size.
+
+    `plain`: a caller's cheap test that a value it expects is shallow, small and free of long
+    integers (every tensor of a safetensors header a flat entry). A value that passes is returned
+    from one plain parse, without the per-integer and per-value checks a 100,000-tensor header would
+    pay for; anything else is parsed again the strict way, so its error is the same either way.
+    """
+    if plain is not None:
+        try:
+            value = json.loads(text, object_pairs_hook=_no_duplicates)
+        except (ValueError, RecursionError):  # a repeated key, an integer past Python's own limit, bad JSON
+            pass
+        else:
+            if plain(value):
+                return value
     try:
         value = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=lambda s: strict_int(s, origin))
     except _Duplicate as exc:
@@ -86,11 +102,13 @@ class _Duplicate(ValueError):
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _Duplicate(key)
-        result[key] = value
+    result = dict(pairs)
+    if len(result) != len(pairs):  # a key given twice: name the first one repeated
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Duplicate(key)
+            seen.add(key)
     return result
 
 
@@ -114,6 +132,24 @@ def _measure(value: Any, origin: str, depth: int, memo: dict[int, tuple[int, int
         raise GptcalcError(f"{origin}: more than {MAX_VALUES:,} values or {MAX_DEPTH} levels once its "
                            "aliases are expanded; refused")
     return values, height
+
+
+@contextlib.contextmanager
+def many_objects() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a large header is parsed and accounted for.
+
+    A 100,000-tensor checkpoint builds a few hundred thousand small objects (parsed JSON, one record
+    per tensor) and none of them in a cycle; the collector would otherwise walk the growing heap
+    again and again (half the time of reading such a checkpoint). Reference counting still frees
+    everything; the collector resumes, as it was, when the block ends.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def inside(path: Path, root: Path, what: str = "the directory it is in") -> Path:

@@ -105,6 +105,10 @@ def _header(**tensors: dict[str, object]) -> str:
 
 
 # (file contents as (header, data size, length prefix override), what the one-line error says)
+NESTED_70: list = []
+for _ in range(70):
+    NESTED_70 = [NESTED_70]
+
 BAD_HEADERS = {
     "not JSON": ("{not json", 0, None, "not valid JSON"),
     "JSON array": ("[1, 2]", 0, None, "expected an object"),
@@ -132,6 +136,13 @@ BAD_HEADERS = {
     "metadata value not a string": (json.dumps({"__metadata__": {"format": 1}}), 0, None, "__metadata__: 'format': expected a string"),
     "deeply nested JSON": ("[" * 100_000 + "]" * 100_000, 0, None, "nested too deeply"),
     "integer past the digit limit": ('{"x": {"dtype": "F32", "shape": [%s], "data_offsets": [0, 4]}}' % ("9" * 5000), 4, None, "integer of 5,000 digits"),
+    # Well-formed entries a header of plain entries is read without the per-value checks: these must still get them.
+    "integer of 31 digits in a shape": (_header(x=entry("F32", [10**30], 0, 4)), 4, None, "integer of 31 digits"),
+    "integer of 31 digits in data_offsets": (_header(x=entry("F32", [1], 0, 10**30)), 4, None, "integer of 31 digits"),
+    "negative integer of 31 digits": (_header(x=entry("F32", [-(10**30)], 0, 4)), 4, None, "integer of 32 digits"),
+    "entry with a deeply nested extra key": (json.dumps({"x": {**entry("F32", [1], 0, 4), "extra": NESTED_70}}), 4, None,
+                                             "nested too deeply"),
+    "metadata with a deeply nested value": (json.dumps({"__metadata__": {"format": NESTED_70}}), 0, None, "nested too deeply"),
     "header length past the end": ("{}", 0, 1_000, "runs past the end of the"),
     "header length over 100 MB": ("{}", 0, MAX_HEADER_BYTES + 1, "over the 100,000,000 B limit"),
     "header length 2**64 - 1": ("{}", 0, 2**64 - 1, "over the 100,000,000 B limit"),

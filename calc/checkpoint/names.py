@@ -28,6 +28,7 @@ __all__ = ["Slot", "TensorName", "TensorTable", "classify", "component_counts", 
 # A layer or expert index as transformers writes it: ASCII digits, no leading zero (`h.01.` and `h.١.`,
 # which `\d` would take, are not layer 1).
 INDEX = r"(0|[1-9][0-9]*)"
+_EXPERT = re.compile(rf"\.{INDEX}\.")  # the first index in a name: its layer, or in a layer-relative one its expert
 
 @dataclass(frozen=True)
 class TensorName:
@@ -72,47 +73,78 @@ class TensorTable:
         self.mtp = {slot.name: slot for hub in (False, True) for slot in mtp_slots(spec, self.lay, hub).values()} \
             if spec.mtp else {}
         self._layer = re.compile(rf"^{re.escape(self.layers)}\.{INDEX}\.(.+)$")
-        self._buffers = [re.compile("^" + re.escape(t).replace(r"\{layer\}", INDEX) + "$")
-                         for t in self.lay.get("buffers", ())]
+        # The layout's buffer names as one pattern (one match per tensor, not one per buffer name).
+        self._buffers = re.compile("^(?:" + "|".join(re.escape(t).replace(r"\{layer\}", INDEX)
+                                                     for t in self.lay.get("buffers", ())) + ")$"
+                                   if self.lay.get("buffers") else "(?!)")
+        self._aliases = self.lay.get("aliases", {})
+        # Per-tensor work is dict look-ups: the stack's depth, each layer's kind and each layer-relative
+        # name's meaning are worked out once, not once per tensor (a checkpoint repeats them per layer).
+        self.n_layers = spec.n_layers
+        self._stored_layers = self.n_layers + (spec.mtp.n_layers if spec.mtp else 0)
+        self._kinds: dict[int, str] = {}
+        self._keys: dict[str, tuple[str, int | None]] = {}
+        self._hub_only = {name: {s.name for s in self.hub[name].values()} - {s.name for s in self.blocks[name].values()}
+                          for name in spec.blocks}
 
     def canonical(self, name: str) -> str:
         """The name as save_pretrained writes it: an older alias renamed, a base model's prefix added."""
-        name = self.lay.get("aliases", {}).get(name, name)
-        return with_base(name, self.lay, self._model_names)
+        return with_base(self._aliases.get(name, name), self.lay, self._model_names)
 
     def classify(self, name: str) -> TensorName | None:
         """The meaning of a stored tensor name, or None when the spec has no such tensor."""
-        name = self.canonical(name)
-        if name in self._model_names:
-            slot = self._model_names[name]
+        return self.classify_canonical(self.canonical(name))
+
+    def classify_canonical(self, name: str) -> TensorName | None:
+        """`classify` of a name already made canonical (`canonical`)."""
+        slot = self._model_names.get(name)
+        if slot is not None:
             return TensorName(name, None, slot.target, slot.widths)
-        if any(p.match(name) for p in self._buffers) or name.endswith(ROTARY_BUFFERS):
-            return TensorName(re.sub(rf"\.{INDEX}\.", ".{layer}.", name, count=1), _layer_of(name), None)
-        match = self._layer.match(name)
-        if not match or int(match.group(1)) >= self.spec.n_layers + (self.spec.mtp.n_layers if self.spec.mtp else 0):
+        if name.endswith(ROTARY_BUFFERS) or self._buffers.match(name):
+            return TensorName(_EXPERT.sub(".{layer}.", name, count=1), _layer_of(name), None)
+        found = self._in_layer(name)
+        if found is None:
             return None
-        layer, rest = int(match.group(1)), match.group(2)
-        table = self._relative[self.spec.block_at(layer)] if layer < self.spec.n_layers else self.mtp
-        expert = re.search(rf"\.{INDEX}\.", rest)
-        key = rest if expert is None else rest[:expert.start()] + ".{expert}." + rest[expert.end():]
+        layer, kind, key, expert = found
+        table = self._relative[kind] if layer < self.n_layers else self.mtp
         slot = table.get(key)
         if slot is None:
             return None
-        renamed = self.renamed[self.spec.block_at(layer)] if layer < self.spec.n_layers else {}
+        renamed = self.renamed[kind] if layer < self.n_layers else {}
         template = f"{self.layers}.{{layer}}.{renamed.get(slot.name, slot.name)}"
-        return TensorName(template, layer, slot.target, slot.widths, int(expert.group(1)) if expert else None)
+        return TensorName(template, layer, slot.target, slot.widths, expert)
+
+    def _in_layer(self, name: str) -> tuple[int, str, str, int | None] | None:
+        """(layer, its block kind, the layer-relative name with `{expert}` for an expert index, the
+        expert) of a name inside the stack (or the MTP layers above it); None for any other name."""
+        match = self._layer.match(name)
+        if not match:
+            return None
+        layer = int(match.group(1))
+        if layer >= self._stored_layers:
+            return None
+        kind = self._kinds.get(layer)
+        if kind is None:
+            kind = self._kinds[layer] = self.spec.block_at(min(layer, self.n_layers - 1))
+        rest = match.group(2)
+        keyed = self._keys.get(rest)
+        if keyed is None:
+            expert = _EXPERT.search(rest)
+            keyed = (rest, None) if expert is None else \
+                (rest[:expert.start()] + ".{expert}." + rest[expert.end():], int(expert.group(1)))
+            if len(self._keys) < 65_536:  # layer-relative names repeat per layer; expert indices multiply them
+                self._keys[rest] = keyed
+        return layer, kind, *keyed
 
     def is_hub(self, names: list[str]) -> bool:
         """Whether stored names follow the Hub's expert layout (one tensor per expert, or GraniteMoE's
         input_linear) rather than transformers 5's in-memory one: the shapes the checkpoint is held to."""
+        if not any(self._hub_only.values()):  # no expert the two layouts name apart: nothing to tell
+            return False
         for name in names:
-            match = self._layer.match(self.canonical(name))
-            if match and int(match.group(1)) < self.spec.n_layers:
-                rest = re.sub(rf"\.{INDEX}\.", ".{expert}.", match.group(2), count=1)
-                kind = self.spec.block_at(int(match.group(1)))
-                fused = {s.name for s in self.blocks[kind].values()}
-                if rest not in fused and rest in {s.name for s in self.hub[kind].values()}:
-                    return True
+            found = self._in_layer(self.canonical(name))
+            if found is not None and found[0] < self.n_layers and found[2] in self._hub_only[found[1]]:
+                return True
         return False
 
     def expected_shapes(self, hub: bool = False, buffers: bool = False, mtp: bool = False) -> dict[str, tuple[int, ...]]:
@@ -141,7 +173,7 @@ class TensorTable:
 
 
 def _layer_of(name: str) -> int | None:
-    match = re.search(rf"\.{INDEX}\.", name)
+    match = _EXPERT.search(name)
     return int(match.group(1)) if match else None
 
 

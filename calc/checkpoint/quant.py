@@ -95,6 +95,8 @@ class Companion:
 def split_quantised(tensor: TensorRecord) -> tuple[TensorRecord, Companion | None]:
     """A packed weight becomes the parameter it stands for (its name without the packing suffix, its
     unpacked shape, the bytes as stored); a companion is set aside; anything else passes unchanged."""
+    if not tensor.name.endswith(_SUFFIXES):  # nearly every tensor: one test, not one per kind
+        return tensor, None
     for kind in PACKED:
         if tensor.name.endswith(kind.suffix) and tensor.dtype == kind.dtype and tensor.shape[-1:] == (kind.last_axis,):
             return replace(tensor, name=tensor.name.removesuffix(kind.suffix), shape=unpacked_shape(tensor.shape)), None
@@ -103,6 +105,9 @@ def split_quantised(tensor: TensorRecord) -> tuple[TensorRecord, Companion | Non
             base = tensor.name.removesuffix(kind.suffix) + kind.base_suffix
             return tensor, Companion(tensor, base, kind.scheme)
     return tensor, None
+
+
+_SUFFIXES = tuple(kind.suffix for kind in (*PACKED, *COMPANIONS))
 
 
 def unpacked_shape(blocks: tuple[int, ...]) -> tuple[int, ...]:

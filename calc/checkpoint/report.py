@@ -24,6 +24,7 @@ from calc.checkpoint.infer import infer_spec
 from calc.checkpoint.quant import Companion, split_quantised
 from calc.checkpoint.sources import FileRead, RawCheckpoint, TensorRecord, open_checkpoint
 from calc.errors import GptcalcError
+from calc.inputs import many_objects
 from calc.checkpoint.names import TensorName, component_counts, tensor_table
 from calc.spec.load import spec_from_config
 from calc.spec.model import ModelSpec
@@ -153,13 +154,14 @@ class LoadResult:
 
 def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointReport:
     """Open a checkpoint (header only) and account for every tensor in it against a spec."""
-    raw = open_checkpoint(source, with_config=spec is None)
-    if spec is not None:
-        return analyze(raw, spec, "the MODEL argument")
-    if raw.config is not None:
-        return analyze(raw, spec_from_config(raw.config), raw.config.origin)
-    inferred, notes = infer_spec(raw)
-    return analyze(raw, inferred, "tensor shapes (no config.json)", notes)
+    with many_objects():
+        raw = open_checkpoint(source, with_config=spec is None)
+        if spec is not None:
+            return analyze(raw, spec, "the MODEL argument")
+        if raw.config is not None:
+            return analyze(raw, spec_from_config(raw.config), raw.config.origin)
+        inferred, notes = infer_spec(raw)
+        return analyze(raw, inferred, "tensor shapes (no config.json)", notes)
 
 
 def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, Any] | None = None) -> CheckpointReport:
@@ -167,13 +169,14 @@ def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, An
 
     Never against a spec inferred from the very shapes being checked: that would always agree.
     """
-    raw = open_checkpoint(source, with_config=spec is None)
-    if spec is not None:
-        return analyze(raw, spec, "the MODEL argument")
-    if raw.config is None:
-        raise GptcalcError(f"{source}: no config.json beside the weights, so MODEL is needed to verify against")
-    origin = f"{raw.config.origin} (with --set)" if overrides else raw.config.origin
-    return analyze(raw, spec_from_config(raw.config, overrides), origin)
+    with many_objects():
+        raw = open_checkpoint(source, with_config=spec is None)
+        if spec is not None:
+            return analyze(raw, spec, "the MODEL argument")
+        if raw.config is None:
+            raise GptcalcError(f"{source}: no config.json beside the weights, so MODEL is needed to verify against")
+        origin = f"{raw.config.origin} (with --set)" if overrides else raw.config.origin
+        return analyze(raw, spec_from_config(raw.config, overrides), origin)
 
 
 def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: tuple[str, ...] = ()) -> CheckpointReport:
@@ -196,13 +199,14 @@ def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: t
         if companion is not None:
             companions.append(companion)
             continue
-        meaning = table.classify(tensor.name)
+        name = table.canonical(tensor.name)
+        meaning = table.classify_canonical(name)
         if meaning is None:
             unknown.append(tensor)
         elif meaning.is_buffer:
             buffers.append(tensor)
         else:
-            found[table.canonical(tensor.name)] = tensor.shape
+            found[name] = tensor.shape
             layers.add(meaning.layer)
             params_by_dtype[tensor.dtype] += tensor.numel
             parts = _split(meaning, tensor.shape)
@@ -229,6 +233,8 @@ def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: t
 def share_bytes(parts: dict[str, int], nbytes: int) -> dict[str, int]:
     """A tensor's stored bytes split over its components in proportion to their elements (a fused
     Q/K/V), cumulatively rounded so the shares add up to `nbytes` exactly."""
+    if len(parts) == 1:  # one component (nearly every tensor): all its bytes
+        return {component: nbytes for component in parts}
     total, seen, done, shares = sum(parts.values()), 0, 0, {}
     for component, count in parts.items():
         seen += count

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from calc.errors import GptcalcError
-from calc.inputs import load_json
+from calc.inputs import MAX_INT_DIGITS, MAX_VALUES, load_json
 
 __all__ = ["DTYPE_BITS", "MAX_HEADER_BYTES", "SafetensorsHeader", "TensorEntry", "parse_header", "read_header", "validate_header"]
 
@@ -134,10 +134,40 @@ def _load_json(raw: bytes, origin: str) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise GptcalcError(f"{origin}: header is not UTF-8 text (byte {exc.start})") from None
-    header = load_json(text, f"{origin}: header")
+    header = load_json(text, f"{origin}: header", _plain)
     if not isinstance(header, dict):
         raise GptcalcError(f"{origin}: header is JSON {type(header).__name__}, expected an object")
     return header
+
+
+def _plain(header: Any) -> bool:
+    """Whether a parsed header is what every real one is: flat string metadata and tensor entries of
+    exactly dtype, shape and data_offsets, integers of at most `MAX_INT_DIGITS` digits, at most
+    `MAX_VALUES` values; so it needs none of `load_json`'s generic per-value checks."""
+    if type(header) is not dict:
+        return False
+    values = 1
+    for name, info in header.items():
+        if type(info) is not dict:
+            return False
+        if name == "__metadata__":
+            if not set(map(type, info.values())) <= _STR:
+                return False
+            values += 1 + len(info)
+            continue
+        if len(info) != 3 or type(info.get("dtype")) is not str:
+            return False
+        shape, offsets = info.get("shape"), info.get("data_offsets")
+        if type(shape) is not list or type(offsets) is not list:
+            return False
+        numbers = shape + offsets
+        if numbers and not (set(map(type, numbers)) <= _INT and -_INT_LIMIT < min(numbers) and max(numbers) < _INT_LIMIT):
+            return False
+        values += 3 + len(numbers) + 2
+    return values <= MAX_VALUES
+
+
+_STR, _INT, _INT_LIMIT = {str}, {int}, 10**MAX_INT_DIGITS
 
 
 def _metadata(value: Any, origin: str) -> dict[str, str]:
@@ -151,37 +181,47 @@ def _metadata(value: Any, origin: str) -> dict[str, str]:
 
 
 def _entry(name: str, info: Any, origin: str) -> TensorEntry:
-    where = f"{origin}: tensor {name!r}"
     if not isinstance(info, dict):
-        raise GptcalcError(f"{where}: expected an object with dtype, shape, data_offsets, got {_kind(info)}")
+        raise GptcalcError(f"{_where(origin, name)}: expected an object with dtype, shape, data_offsets, got {_kind(info)}")
     for key in ("dtype", "shape", "data_offsets"):
         if key not in info:
-            raise GptcalcError(f"{where}: {key}: missing")
+            raise GptcalcError(f"{_where(origin, name)}: {key}: missing")
     dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
     if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
-        raise GptcalcError(f"{where}: dtype: unknown dtype {dtype!r} (known: {', '.join(DTYPE_BITS)})")
-    if not isinstance(shape, list) or not all(_is_int(dim) for dim in shape):
-        raise GptcalcError(f"{where}: shape: expected a list of integers, got {_short(shape)}")
-    if any(dim < 0 for dim in shape):
-        raise GptcalcError(f"{where}: shape: negative dimension in {shape}")
-    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
-        raise GptcalcError(f"{where}: data_offsets: expected [begin, end] integers, got {_short(offsets)}")
+        raise GptcalcError(f"{_where(origin, name)}: dtype: unknown dtype {dtype!r} (known: {', '.join(DTYPE_BITS)})")
+    if not isinstance(shape, list) or not _ints(shape):
+        raise GptcalcError(f"{_where(origin, name)}: shape: expected a list of integers, got {_short(shape)}")
+    if shape and min(shape) < 0:
+        raise GptcalcError(f"{_where(origin, name)}: shape: negative dimension in {shape}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and _ints(offsets)):
+        raise GptcalcError(f"{_where(origin, name)}: data_offsets: expected [begin, end] integers, got {_short(offsets)}")
     begin, end = offsets
     if begin < 0 or end < begin:
-        raise GptcalcError(f"{where}: data_offsets: [{begin}, {end}] is not a valid byte range")
+        raise GptcalcError(f"{_where(origin, name)}: data_offsets: [{begin}, {end}] is not a valid byte range")
     entry = TensorEntry(name, dtype, tuple(shape), begin, end)
-    _check_size(entry, where)
+    _check_size(entry, origin)
     return entry
 
 
-def _check_size(entry: TensorEntry, where: str) -> None:
+def _where(origin: str, name: str) -> str:
+    """How an error names a tensor: written only when there is an error to report."""
+    return f"{origin}: tensor {name!r}"
+
+
+def _ints(values: list[Any]) -> bool:
+    """Every item an integer (not a bool): one pass in C for the usual list of ints."""
+    return set(map(type, values)) <= _INT or all(_is_int(value) for value in values)
+
+
+def _check_size(entry: TensorEntry, origin: str) -> None:
     """The byte range must hold exactly shape x dtype width (sub-byte dtypes pack to whole bytes)."""
-    bits = entry.numel * DTYPE_BITS[entry.dtype]
+    bits = math.prod(entry.shape) * DTYPE_BITS[entry.dtype]
     if bits % 8:
-        raise GptcalcError(f"{where}: {entry.numel:,} x {entry.dtype} is {bits} bits, not a whole number of bytes")
-    if entry.nbytes != bits // 8:
+        raise GptcalcError(f"{_where(origin, entry.name)}: {entry.numel:,} x {entry.dtype} is {bits} bits, "
+                           "not a whole number of bytes")
+    if entry.end - entry.begin != bits // 8:
         raise GptcalcError(
-            f"{where}: data_offsets: [{entry.begin}, {entry.end}] holds {entry.nbytes:,} B but shape "
+            f"{_where(origin, entry.name)}: data_offsets: [{entry.begin}, {entry.end}] holds {entry.nbytes:,} B but shape "
             f"{list(entry.shape)} of {entry.dtype} needs {bits // 8:,} B"
         )
 

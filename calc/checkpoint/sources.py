@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from calc.spec import hf
 from calc.errors import GptcalcError
-from calc.inputs import MAX_INDEX_BYTES, inside, load_json, read_text
+from calc.inputs import MAX_INDEX_BYTES, MAX_INT_DIGITS, MAX_VALUES, inside, load_json, read_text
 from calc.checkpoint.safetensors_header import read_header
 
 __all__ = ["FileRead", "RawCheckpoint", "TensorRecord", "as_state_dict", "from_file", "from_index", "load_torch_file",
@@ -132,8 +132,8 @@ def _dir_config(path: Path) -> hf.HFConfig | None:
 
 
 def _safetensors(path: Path) -> tuple[tuple[TensorRecord, ...], FileRead]:
-    header = read_header(path)
-    tensors = tuple(TensorRecord(t.name, t.dtype, t.shape, t.nbytes, str(path)) for t in header.tensors)
+    header, file = read_header(path), str(path)
+    tensors = tuple(TensorRecord(t.name, t.dtype, t.shape, t.end - t.begin, file) for t in header.tensors)
     return tensors, FileRead(str(path), header.file_size, header.bytes_read)
 
 
@@ -162,7 +162,7 @@ def from_index(
 
 
 def read_index(index: Path) -> tuple[dict[str, str], int | None]:
-    data = load_json(read_text(index, MAX_INDEX_BYTES), str(index))
+    data = load_json(read_text(index, MAX_INDEX_BYTES), str(index), _plain_index)
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise GptcalcError(f"{index}: weight_map: expected an object of tensor name -> shard file name")
@@ -173,11 +173,27 @@ def read_index(index: Path) -> tuple[dict[str, str], int | None]:
     return weight_map, total if isinstance(total, int) and not isinstance(total, bool) else None
 
 
+def _plain_index(data: Any) -> bool:
+    """An index as save_pretrained writes it: a flat name -> file map and flat metadata, so none of
+    `load_json`'s generic per-value checks is needed (a 100,000-tensor index would pay for them)."""
+    if type(data) is not dict or not set(data) <= {"metadata", "weight_map"}:
+        return False
+    weight_map, metadata = data.get("weight_map", {}), data.get("metadata", {})
+    return (type(weight_map) is dict and set(map(type, weight_map.values())) <= {str} and type(metadata) is dict
+            and set(map(type, metadata.values())) <= {str, float, bool, type(None)} | _SMALL_INT
+            and all(-_INT_LIMIT < v < _INT_LIMIT for v in metadata.values() if type(v) is int)
+            and 3 + len(weight_map) + len(metadata) <= MAX_VALUES)
+
+
+_SMALL_INT, _INT_LIMIT = {int}, 10**MAX_INT_DIGITS
+
+
 def _check_index(index: Path, weight_map: dict[str, str], tensors: list[TensorRecord]) -> None:
     """Each tensor exactly once, in the shard the index says; nothing stored that it does not list."""
     where: dict[str, str] = {}
+    shards: dict[str, str] = {}  # a shard's path -> its file name, worked out once per shard, not per tensor
     for tensor in tensors:
-        shard = Path(tensor.file).name
+        shard = shards.get(tensor.file) or shards.setdefault(tensor.file, Path(tensor.file).name)
         if tensor.name in where:
             raise GptcalcError(f"{index}: tensor {tensor.name!r} is stored in both {where[tensor.name]} and {shard}")
         where[tensor.name] = shard

@@ -30,8 +30,12 @@ class _SafeConsole(Console):
 
 
 def console() -> Console:
-    """A console sized for pipes too: wide enough that tables never wrap their numbers."""
-    return _SafeConsole(width=None if Console().is_terminal else 160, highlight=False)
+    """A console sized for pipes too: wide enough that tables never wrap their numbers. No emoji
+    codes: a model named `:fire:` is printed as named (and rich's emoji table is never loaded)."""
+    out = _SafeConsole(highlight=False, emoji=False)
+    if not out.is_terminal:
+        out.width = 160
+    return out
 
 
 def print_json(data: Any) -> None:
