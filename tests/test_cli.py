@@ -52,7 +52,7 @@ def test_count_json() -> None:
 
 def test_count_with_set() -> None:
     code, out, _ = run("count", "gpt2-small", "--set", "qkv_bias=false", "--json")
-    assert code == 0 and json.loads(out)["total"] == 124_412_160  # source: seed 004
+    assert code == 0 and json.loads(out)["total"] == 124_412_160  # source: hironori-maruoka, "Understanding LLM Mechanisms from GPT-2 small (124M)", https://developer.mamezou-tech.com/en/blogs/2025/09/03/attention
 
 
 def test_presets_table_and_alias() -> None:

@@ -1,4 +1,4 @@
-"""The analytic counter against published totals, the seeds' arithmetic and transformers itself."""
+"""The analytic counter against published totals, the tutorials' arithmetic and transformers itself."""
 
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def test_gpt3_matches_the_papers_175b() -> None:
 
 
 def test_seed_004_bias_free_gpt2() -> None:
-    # source: seed 004 ("LLMs from scratch" GPT-2 small with qkv_bias=False): 124,412,160 in total;
+    # source: hironori-maruoka, "Understanding LLM Mechanisms from GPT-2 small (124M)", https://developer.mamezou-tech.com/en/blogs/2025/09/03/attention ("LLMs from scratch" GPT-2 small with qkv_bias=False): 124,412,160 in total;
     # token embedding 38,597,376, position embedding 786,432, per block 7,085,568 (attention
     # 2,360,064, FFN 4,722,432, LayerNorm 3,072), final LayerNorm 1,536; untied: 163,009,536.
     spec = load_spec("gpt2-small", {"qkv_bias": False})

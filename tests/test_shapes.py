@@ -1,8 +1,9 @@
-"""`gptcalc shapes`: the seeds' shape walk-throughs pinned, invariants over random specs, the CLI.
+"""`gptcalc shapes`: the tutorials' shape walk-throughs pinned, invariants over random specs, the CLI.
 
-Golden shapes come from the seeds (000: GPT-2 small with a 5-token prompt; 002: the teaching model
-with d_model 512, 4 heads, batch 4, T 16; 003: Qwen2-72B's 64 query heads against 8 KV heads of
-128) and from the models' published config.json values. The torch cross-check is in
+Golden shapes come from public tutorials (Life of a tensor: GPT-2 small with a 5-token prompt; the LLM
+Transformer book, ch. 12: the teaching model with d_model 512, 4 heads, batch 4, T 16; 邹佳旭's GPT
+article: Qwen2-72B's 64 query heads against 8 KV heads of 128) and from the models' published
+config.json values. The torch cross-check is in
 tests/test_shapes_torch.py.
 """
 
@@ -36,10 +37,10 @@ def weights(j: Journey) -> dict[str, list[int]]:
     return {step.id: list(step.weight.sizes) for step in j.steps if step.weight}
 
 
-# --- the seeds' examples -----------------------------------------------------------------------
+# --- the tutorials' examples -----------------------------------------------------------------------
 
 def test_gpt2_small_prompt_of_five_tokens() -> None:
-    # source: seed 000 ("The capital of France is" = 5 ids; [5, 768]; 12 heads of [5, 64]; QKᵀ [5, 5];
+    # source: Life of a tensor, https://jinspire.dev/2025/02/12/life-of-a-tensor.html ("The capital of France is" = 5 ids; [5, 768]; 12 heads of [5, 64]; QKᵀ [5, 5];
     # MLP [5, 768] -> [5, 3072] -> [5, 768]; the last row [768]), vocab 50,257 from GPT-2's config.json.
     j = journey(load_spec("gpt2-small"), seq=5)
     shapes = by_id(j)
@@ -56,7 +57,7 @@ def test_gpt2_small_prompt_of_five_tokens() -> None:
     assert shapes["logits"] == [1, 50257]
     assert shapes["next_token"] == [1]
     w = weights(j)
-    # source: seed 000: the embedding table [50000(.257), 768]; Q, K, V, output projection [768, 768];
+    # source: Life of a tensor, https://jinspire.dev/2025/02/12/life-of-a-tensor.html: the embedding table [50000(.257), 768]; Q, K, V, output projection [768, 768];
     # MLP [768 x 3072] and [3072 x 768].
     assert w["token_embedding"] == [50257, 768]
     assert w["q"] == w["k"] == w["v"] == w["attn_out"] == [768, 768]
@@ -77,7 +78,7 @@ def test_gpt2_small_flops_written_out() -> None:
 
 
 def test_qwen2_72b_keys_are_8_heads_of_128_against_64_query_heads() -> None:
-    # source: seed 003 and the Qwen2 technical report: hidden 8192, 64 Q heads, 8 KV heads of 128.
+    # source: 邹佳旭, "一文彻底讲透GPT架构及推理原理", https://mp.weixin.qq.com/s/moVLtn0_necwuyxdIlosSg, and the Qwen2 technical report: hidden 8192, 64 Q heads, 8 KV heads of 128.
     j = journey(load_spec("qwen2-72b"), seq=10)
     shapes, w = by_id(j), weights(j)
     assert shapes["q"] == [1, 10, 8192] and shapes["k"] == shapes["v"] == [1, 10, 1024]
@@ -103,14 +104,14 @@ def test_qwen2_72b_keys_are_8_heads_of_128_against_64_query_heads() -> None:
 
 
 def teaching_model():
-    # source: seed 002: d_model 512 split into 4 heads of 128 (vocab and depth are not given there;
+    # source: the LLM Transformer book, ch. 12, https://www.waylandz.com/llm-transformer-book/%E7%AC%AC12%E7%AB%A0-QKV%E8%BE%93%E5%87%BA%E7%9A%84%E6%9C%AC%E8%B4%A8: d_model 512 split into 4 heads of 128 (vocab and depth are not given there;
     # any value serves, the shapes below do not depend on them).
-    return spec_from_dict({"name": "seed-002", "vocab_size": 1000, "n_positions": 64, "d_model": 512,
+    return spec_from_dict({"name": "book-ch12", "vocab_size": 1000, "n_positions": 64, "d_model": 512,
                            "n_layers": 2, "n_heads": 4}, origin="test")
 
 
 def test_seed_002_teaching_model() -> None:
-    # source: seed 002: A = [4, 4, 16, 128] (batch, heads, seq_len, d_head); concatenated [4, 16, 512];
+    # source: the LLM Transformer book, ch. 12, https://www.waylandz.com/llm-transformer-book/%E7%AC%AC12%E7%AB%A0-QKV%E8%BE%93%E5%87%BA%E7%9A%84%E6%9C%AC%E8%B4%A8: A = [4, 4, 16, 128] (batch, heads, seq_len, d_head); concatenated [4, 16, 512];
     # W_O 512 x 512; per head Q·K is a 16 x 16 square.
     j = journey(teaching_model(), seq=16, batch=4)
     shapes = by_id(j)
@@ -121,7 +122,7 @@ def test_seed_002_teaching_model() -> None:
 
 
 def test_decode_one_token_against_the_cache() -> None:
-    # source: issue 6 / seed 003's decode stage: Q [B, h, 1, dh], cache K/V [B, kv, T+1, dh],
+    # source: the decode stage of 邹佳旭, "一文彻底讲透GPT架构及推理原理", https://mp.weixin.qq.com/s/moVLtn0_necwuyxdIlosSg: Q [B, h, 1, dh], cache K/V [B, kv, T+1, dh],
     # scores [B, h, 1, T+1]; GPT-2 small, T = 5 cached.
     j = journey(load_spec("gpt2-small"), seq=5, decode=True)
     shapes = by_id(j)
