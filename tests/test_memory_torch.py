@@ -167,3 +167,19 @@ def test_reference_cache_rolls_as_the_formula_counts(model_type: str) -> None:
             for tensor in (cache.keys[i], cache.values[i]):
                 assert tensor.untyped_storage().nbytes() == tensor.nbytes
     assert cache.nbytes == formula.total_bytes < formula.unrolled_bytes
+
+
+@pytest.mark.parametrize("model_type", ["gemma2", "gpt_oss"])
+def test_chunks_after_the_cache_rolled_equal_one_full_pass(model_type: str) -> None:
+    """A 7-token prompt (the window, 5, already rolled), then chunks of 3 and 1 tokens: each chunk's
+    queries read the rolled keys from their own window on, and the logits equal one 11-token pass."""
+    spec = spec_of(tiny_config(model_type))
+    torch.manual_seed(0)
+    model = build(spec)
+    ids = torch.randint(0, spec.vocab_size, (2, 11))
+    cache = model.new_cache()
+    with torch.no_grad():
+        full = model(ids)
+        chunks = [model(ids[:, a:b], cache=cache) for a, b in ((0, 7), (7, 10), (10, 11))]
+    torch.testing.assert_close(torch.cat(chunks, dim=1), full, rtol=1e-5, atol=1e-5)
+    assert cache.length == 11 and cache.nbytes == kv_cache(spec, 11, 2, "fp32").total_bytes
