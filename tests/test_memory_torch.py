@@ -1,7 +1,8 @@
 """The KV cache formula against a real decoder: the cache tensors' `nbytes` must equal it exactly.
 
 The torch reference model (calc.reference.model) appends each step's keys and values to a `KVCache`
-without preallocating, so after T positions it holds exactly what attention reads. Tiny specs
+without preallocating, so after T positions it holds exactly what attention reads: all T of a full
+layer, the last min(T, window) of a sliding-window layer (a rolling cache). Tiny specs
 cover MHA, GQA and MQA, both families (GPT-2's learned positions, Llama's rotary), a head_dim that
 is not d_model / n_heads, and the three float dtypes torch can run on CPU.
 """
@@ -15,6 +16,8 @@ from calc.analysis.memory import kv_cache, kv_variants
 from calc.spec.flat import flat_view
 from calc.spec.model import ModelSpec, spec_from_dict
 from calc.reference.model import build
+from oracle import spec_of
+from tiny_models import tiny_config
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -139,3 +142,44 @@ def test_mla_latent_cache_holds_the_formula() -> None:
     spec = spec_from_dict(dict(name="tiny-mla", vocab_size=50, d_model=32, n_positions=64, blocks={"block": block},
                                layers=[[3, "block"]], final_norm=dict(kind="rmsnorm"), head=dict(tied=True)), "test")
     assert _run_layers(spec, 7, 2, "fp16") == kv_cache(spec, 7, 2, "fp16").total_bytes == 3 * (12 + 4) * 2 * 7 * 2
+
+
+# --- the reference's own rolling cache, layer kind by layer kind --------------------------------
+
+
+@pytest.mark.parametrize("model_type", ["gemma2", "gemma3_text", "gpt_oss"])
+def test_reference_cache_rolls_as_the_formula_counts(model_type: str) -> None:
+    """Tiny stacks mixing sliding-window (5) and full layers, decoded to T = 9 > window: the reference's
+    own cache tensors hold, per layer kind, exactly the formula's bytes (fp32 = torch.float32), the
+    windowed layers min(T, window) positions, the full ones all T; no hidden storage behind them."""
+    spec, batch, prompt, steps = spec_of(tiny_config(model_type)), 2, 3, 6
+    seq = prompt + steps
+    cache, _ = run_cache(spec, "fp32", batch, prompt, steps)
+    assert cache.length == seq
+    formula = kv_cache(spec, seq, batch, "fp32")
+    windows = {kind.window for kind in formula.layers}
+    assert None in windows and any(w is not None and w < seq for w in windows)  # both kinds, a window that rolls
+    for kind in formula.layers:
+        layers = [i for i in range(spec.n_layers) if spec.block_at(i) == kind.block]
+        assert sum(cache.layer_nbytes(i) for i in layers) == formula.kind_bytes(kind), kind.block
+        for i in layers:
+            assert cache.keys[i].shape[2] == cache.values[i].shape[2] == kind.tokens(seq)
+            for tensor in (cache.keys[i], cache.values[i]):
+                assert tensor.untyped_storage().nbytes() == tensor.nbytes
+    assert cache.nbytes == formula.total_bytes < formula.unrolled_bytes
+
+
+@pytest.mark.parametrize("model_type", ["gemma2", "gpt_oss"])
+def test_chunks_after_the_cache_rolled_equal_one_full_pass(model_type: str) -> None:
+    """A 7-token prompt (the window, 5, already rolled), then chunks of 3 and 1 tokens: each chunk's
+    queries read the rolled keys from their own window on, and the logits equal one 11-token pass."""
+    spec = spec_of(tiny_config(model_type))
+    torch.manual_seed(0)
+    model = build(spec)
+    ids = torch.randint(0, spec.vocab_size, (2, 11))
+    cache = model.new_cache()
+    with torch.no_grad():
+        full = model(ids)
+        chunks = [model(ids[:, a:b], cache=cache) for a, b in ((0, 7), (7, 10), (10, 11))]
+    torch.testing.assert_close(torch.cat(chunks, dim=1), full, rtol=1e-5, atol=1e-5)
+    assert cache.length == 11 and cache.nbytes == kv_cache(spec, 11, 2, "fp32").total_bytes

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from calc.analysis.breakdown import compare
 from calc.analysis.count import count
+from calc.analysis.memory import kv_cache
 from calc.checkpoint.names import expected_shapes
 from calc.spec.model import ModelSpec, spec_from_dict
 from test_shapes_parts import layered_specs
@@ -51,11 +52,6 @@ def flat_specs(draw: st.DrawFn) -> ModelSpec:
 specs = st.one_of(flat_specs(), layered_specs())
 
 
-def kv_elements(spec: ModelSpec) -> int:
-    """Cached elements per token over the whole stack: K and V, or MLA's latent and rotary key."""
-    return sum(repeat * sum(block.attention.kv_per_token()) for repeat, block in spec.runs())
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs)
 def test_analytic_equals_torch(spec: ModelSpec) -> None:
@@ -83,4 +79,5 @@ def test_cached_decoding_equals_full_forward(spec: ModelSpec, prompt: int, data:
         stepped += [model(ids[:, t:t + 1], cache=cache) for t in range(prompt, length)]
     torch.testing.assert_close(torch.cat(stepped, dim=1), full)
     assert cache.length == length
-    assert cache.nbytes == kv_elements(spec) * length * 8  # float64
+    # float64 is twice fp32's bytes; sliding-window layers keep at most `window` positions (a rolling cache)
+    assert cache.nbytes == 2 * kv_cache(spec, length, 1, "fp32").total_bytes

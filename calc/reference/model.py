@@ -20,7 +20,8 @@ size (DeepSeek-V3's 671B: no memory, no initialisation, no rotary tables, which 
 first use). Each layer is its own set of modules (every parameter keeps its own Hugging Face name;
 no layer is shared between identical ones): about 2 ms per layer on a loaded 2-core machine, so
 DeepSeek-V3's 61 layers build in about 0.3 s and a 1,000-layer spec in under 2 s. The causal mask
-is computed from positions each forward pass, never stored.
+is computed from positions each forward pass, never stored; a sliding-window layer's KV cache
+rolls (`KVCache`: at most `window` positions kept).
 """
 
 from __future__ import annotations
@@ -45,36 +46,52 @@ __all__ = ["Decoder", "KVCache", "Trace", "build"]
 
 
 class KVCache:
-    """What attention keeps of every position seen so far, for token-by-token decoding.
+    """What attention keeps of the positions seen so far, for token-by-token decoding.
 
-    `keys[i]` and `values[i]` are layer i's tensors: [B, n_kv_heads, T, head_dim] keys and values
-    after rotary for attention; MLA's compressed latent [B, 1, T, kv_lora_rank] and shared rotary
-    key [B, 1, T, qk_rope_head_dim]. They grow by concatenation, never preallocated, so after T
-    tokens they hold exactly T positions and `nbytes` is the real cost.
+    `keys[i]` and `values[i]` are layer i's tensors: [B, n_kv_heads, kept, head_dim] keys and values
+    after rotary for attention; MLA's compressed latent [B, 1, kept, kv_lora_rank] and shared rotary
+    key [B, 1, kept, qk_rope_head_dim]. They grow by concatenation, never preallocated. A full
+    attention (or MLA) layer keeps all T positions; a sliding-window layer a rolling buffer of the
+    last min(T, window), as `gptcalc kvcache` counts it; so `nbytes` is the real cost of each.
     """
 
     def __init__(self) -> None:
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
+        self.seen: list[int] = []  # positions each layer has been given (a rolling layer keeps fewer)
 
     @property
     def length(self) -> int:
-        """Positions held (0 when empty); the next token's position."""
-        return self.keys[0].shape[2] if self.keys else 0
+        """Positions seen (0 when empty); the next token's position."""
+        return self.seen[0] if self.seen else 0
 
     @property
     def nbytes(self) -> int:
         return sum(t.nbytes for t in (*self.keys, *self.values))
 
-    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Add this step's keys/values for `layer`; return all of them so far."""
+    def layer_nbytes(self, layer: int) -> int:
+        return self.keys[layer].nbytes + self.values[layer].nbytes
+
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor,
+               window: int | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Add this step's keys/values [B, heads, T, dim] for `layer`. Returns the keys and values its
+        queries can see (a window's: from the first new position's window on) and the position of the
+        first of them; keeps all of them, or with a window only the last `window` (a copy, so the
+        dropped rows are freed)."""
         if layer == len(self.keys):
-            self.keys.append(k)
-            self.values.append(v)
-        else:
-            self.keys[layer] = torch.cat((self.keys[layer], k), dim=2)
-            self.values[layer] = torch.cat((self.values[layer], v), dim=2)
-        return self.keys[layer], self.values[layer]
+            self.keys.append(k[:, :, :0])
+            self.values.append(v[:, :, :0])
+            self.seen.append(0)
+        past = self.seen[layer]
+        first = past - self.keys[layer].shape[2]  # the position of the oldest kept row
+        keys, values = torch.cat((self.keys[layer], k), dim=2), torch.cat((self.values[layer], v), dim=2)
+        self.seen[layer] = past + k.shape[2]
+        if window is None or keys.shape[2] <= window:
+            self.keys[layer], self.values[layer] = keys, values
+            return keys, values, first
+        self.keys[layer], self.values[layer] = keys[:, :, -window:].clone(), values[:, :, -window:].clone()
+        start = max(first, past - window + 1)  # the oldest key the first new query sees
+        return keys[:, :, start - first:], values[:, :, start - first:], start
 
 
 @dataclass

@@ -5,8 +5,8 @@ BLOOM and Falcon store it: each group's queries, then its key, then its value); 
 head or the full width, before rotary; rotary on the first rotary_dim channels; ALiBi; scores
 scaled by `scale` (1/sqrt(head_dim) unless the spec says otherwise), soft-capped, masked causally
 and to a sliding window; gpt-oss's sinks as one extra logit per head that takes probability mass
-and is then dropped. The cache holds every key and value after rotary (a sliding window only masks:
-the cache is not rolled, so its size is T, not the window).
+and is then dropped. The cache holds every key and value after rotary; a sliding-window layer's
+rolls, keeping the last `window` positions, and its queries read only the keys they can see.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ from calc.reference.parts.rope import Rotary
 __all__ = ["Attention", "alibi_slopes", "attend", "band", "causal_mask", "split_heads"]
 
 
-def causal_mask(positions: torch.Tensor, keys: int, window: int | None, chunk: int | None = None) -> torch.Tensor:
+def causal_mask(positions: torch.Tensor, keys: int, window: int | None, chunk: int | None = None,
+                first: int = 0) -> torch.Tensor:
     """[T, keys]: the query at position p sees keys 0..p; with a window only the last `window` of them,
-    with chunks (Llama-4) only those of its own chunk of `chunk` positions."""
-    key_pos = torch.arange(keys, device=positions.device)[None, :]
+    with chunks (Llama-4) only those of its own chunk of `chunk` positions. The key columns are
+    positions first, first + 1, ... (a rolling cache starts after 0)."""
+    key_pos = torch.arange(first, first + keys, device=positions.device)[None, :]
     allowed = key_pos <= positions[:, None]
     if window is not None:
         allowed &= key_pos > positions[:, None] - window
@@ -118,18 +120,17 @@ class Attention(Part):
         if per_head:  # computed before the split (one norm over each head's channels); these are the normed heads
             trace("q_norm", q)
             trace("k_norm", k)
+        first = 0
         if ctx.cache is not None:
-            k, v = ctx.cache.append(ctx.layer, k, v)  # (B, nkv, T_total, hs)
-            # The cache keeps every key; a sliding window's rolling cache would hold only the last `window`.
-            trace("k_cache", k[:, :, -s.window:] if s.window else k)
-            trace("v_cache", v[:, :, -s.window:] if s.window else v)
-        k = k.repeat_interleave(s.group_size, dim=1)  # (B, nh, T_total, hs): query head i reads KV head i // g
+            k, v, first = ctx.cache.append(ctx.layer, k, v, s.window)  # (B, nkv, keys, hs) from position `first`
+            trace("k_cache", ctx.cache.keys[ctx.layer])  # as kept: a sliding window's at most `window`
+            trace("v_cache", ctx.cache.values[ctx.layer])
+        k = k.repeat_interleave(s.group_size, dim=1)  # (B, nh, keys, hs): query head i reads KV head i // g
         v = v.repeat_interleave(s.group_size, dim=1)
         if s.group_size > 1:  # a GQA kernel reads the shared heads in place; here they are copied
-            past = k.shape[2] > q.shape[2]  # decoding: what a rolling window's cache holds, as above
-            trace("kv_groups", k[:, :, -s.window:] if s.window and past else k)
+            trace("kv_groups", k)
         scores = q @ k.transpose(-2, -1) * (s.scale if s.scale is not None else s.head_dim ** -0.5)
-        y = attend(self, scores, v, ctx, s.window, s.chunk)
+        y = attend(self, scores, v, ctx, s.window, s.chunk, first)
         trace("attn_heads_out", y)
         B, _, T, _ = y.shape
         y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, nh*hs)
@@ -140,33 +141,36 @@ class Attention(Part):
 
 
 def attend(part: Part, scores: torch.Tensor, v: torch.Tensor, ctx: Any, window: int | None,
-           chunk: int | None = None) -> torch.Tensor:
-    """Soft-cap, ALiBi, the causal (and window) mask, sinks, softmax in float32, then the weighted values."""
+           chunk: int | None = None, first: int = 0) -> torch.Tensor:
+    """Soft-cap, ALiBi, the causal (and window) mask, sinks, softmax in float32, then the weighted values;
+    the key columns are positions `first` on (a rolling cache's oldest kept one)."""
     s, trace = part.spec, ctx.trace
-    trace("scores", band(scores, ctx.positions, window))  # (B, nh, T, T_total)
+    relative = ctx.positions - first  # each query's own key column
+    trace("scores", band(scores, relative, window))  # (B, nh, T, keys)
     if s.softcap:
         scores = torch.tanh(scores / s.softcap) * s.softcap
-        trace("attn_softcap", band(scores, ctx.positions, window))
+        trace("attn_softcap", band(scores, relative, window))
     if getattr(s, "alibi", False):
-        keys = torch.arange(scores.shape[-1], device=scores.device, dtype=torch.float32)
+        keys = torch.arange(first, first + scores.shape[-1], device=scores.device, dtype=torch.float32)
         scores = scores + (alibi_slopes(s.n_heads).to(scores.device)[:, None] * keys)[None, :, None, :].to(scores.dtype)
-    scores = scores.masked_fill(~causal_mask(ctx.positions, scores.shape[-1], window, chunk), float("-inf"))
+    scores = scores.masked_fill(~causal_mask(ctx.positions, scores.shape[-1], window, chunk, first), float("-inf"))
     sinks = part.weights.tensor("sinks") if getattr(s, "sinks", False) else None
     if sinks is not None:
         B, H, T, _ = scores.shape
         column = sinks.reshape(1, H, 1, 1).expand(B, H, T, 1).to(scores.dtype)
-        trace("attn_sinks", torch.cat((band(scores, ctx.positions, window), column), dim=-1))
+        trace("attn_sinks", torch.cat((band(scores, relative, window), column), dim=-1))
         scores = torch.cat((scores, column), dim=-1)
         scores = scores - scores.max(dim=-1, keepdim=True).values
     weights = scores.softmax(dim=-1, dtype=torch.float32).to(v.dtype)
     if sinks is not None:
         weights = weights[..., :-1]
-    trace("attn_weights", band(weights, ctx.positions, window))
+    trace("attn_weights", band(weights, relative, window))
     return weights @ v  # (B, nh, T, hs)
 
 
 def band(t: torch.Tensor, positions: torch.Tensor, window: int | None) -> torch.Tensor:
-    """For tracing: [..., T, keys] -> [..., T, min(keys, window)], each query's last `window` keys.
+    """For tracing: [..., T, keys] -> [..., T, min(keys, window)], each query's last `window` keys
+    (`positions`: each query's own key column).
     The reference computes every query against every key and masks the ones out of the window; a
     sliding-window kernel (and `gptcalc shapes`) computes only this band, which these columns are."""
     keys = t.shape[-1]

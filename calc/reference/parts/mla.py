@@ -2,10 +2,10 @@
 
 Queries: q_proj, or q_a -> its norm -> q_b; each head's query is qk_nope_head_dim channels without
 rotary and qk_rope_head_dim with. Keys and values: kv_a_proj_with_mqa gives the kv_lora_rank latent
-(normalised) and one shared rotary key; the cache holds exactly those two, and kv_b expands the
-latent into each head's non-rotary key and its value at every step. Scores are scaled by
-qk_head_dim^-0.5, times YaRN's mscale² when the rope scaling sets mscale_all_dim (transformers'
-yarn_apply_mscale for DeepSeek).
+(normalised) and one shared rotary key; the cache holds exactly those two (a sliding-window
+layer's only its last `window` positions), and kv_b expands the latent into each head's non-rotary
+key and its value at every step. Scores are scaled by qk_head_dim^-0.5, times YaRN's mscale² when
+the rope scaling sets mscale_all_dim (transformers' yarn_apply_mscale for DeepSeek).
 """
 
 from __future__ import annotations
@@ -54,14 +54,16 @@ class MLA(Part):
         latent = self.norm("kv_a_norm")(latent)
         trace("kv_a_norm", latent)
         latent = latent.view(B, 1, T, s.kv_lora_rank)
+        first = 0
         if ctx.cache is not None:
-            latent, k_rot = ctx.cache.append(ctx.layer, latent, k_rot)  # (B, 1, T_total, r), (B, 1, T_total, rd)
-            trace("latent_cache", latent[:, 0, -s.window:] if s.window else latent[:, 0])  # (B, T_total, r)
-            trace("k_rope_cache", k_rot[:, :, -s.window:] if s.window else k_rot)
+            # (B, 1, keys, r), (B, 1, keys, rd): the keys visible from position `first` on
+            latent, k_rot, first = ctx.cache.append(ctx.layer, latent, k_rot, s.window)
+            trace("latent_cache", ctx.cache.keys[ctx.layer][:, 0])  # as kept: (B, kept, r)
+            trace("k_rope_cache", ctx.cache.values[ctx.layer])
         keys = latent.shape[2]
-        kv = w["kv_b"](latent[:, 0])  # (B, T_total, h*(nope + v))
+        kv = w["kv_b"](latent[:, 0])  # (B, keys, h*(nope + v))
         trace("kv_b", kv)
-        kv = kv.view(B, keys, s.n_heads, -1).transpose(1, 2)  # (B, h, T_total, nope + v)
+        kv = kv.view(B, keys, s.n_heads, -1).transpose(1, 2)  # (B, h, keys, nope + v)
         trace("kv_heads", kv)
         k_nope, v = kv.split([s.qk_nope_head_dim, s.v_head_dim], dim=-1)
         if s.qk_nope_head_dim:
@@ -71,8 +73,8 @@ class MLA(Part):
         trace("query", q)
         k = torch.cat((k_nope, k_rot.expand(B, s.n_heads, keys, -1)), dim=-1)
         trace("key", k)
-        scores = q @ k.transpose(-2, -1) * self.scale  # (B, h, T, T_total)
-        y = attend(self, scores, v, ctx, s.window)  # (B, h, T, v)
+        scores = q @ k.transpose(-2, -1) * self.scale  # (B, h, T, keys)
+        y = attend(self, scores, v, ctx, s.window, first=first)  # (B, h, T, v)
         trace("attn_heads_out", y)
         y = y.transpose(1, 2).reshape(B, T, -1)
         trace("attn_concat", y)
