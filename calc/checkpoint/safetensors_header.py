@@ -43,7 +43,7 @@ DTYPE_BITS: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per stored tensor: no per-instance dict
 class TensorEntry:
     """One tensor as the header describes it; `begin`/`end` are offsets in the data buffer."""
 
