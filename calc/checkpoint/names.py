@@ -30,7 +30,7 @@ __all__ = ["Slot", "TensorName", "TensorTable", "classify", "component_counts", 
 INDEX = r"(0|[1-9][0-9]*)"
 _EXPERT = re.compile(rf"\.{INDEX}\.")  # the first index in a name: its layer, or in a layer-relative one its expert
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per stored tensor: no per-instance dict
 class TensorName:
     """What one stored tensor name means: its template, layer (None outside the stack) and target."""
 

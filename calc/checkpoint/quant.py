@@ -34,8 +34,8 @@ from typing import Any
 
 from calc.checkpoint.sources import TensorRecord
 
-__all__ = ["COMPANIONS", "FP8_BLOCK", "MXFP4_BLOCK", "PACKED", "Companion", "CompanionKind", "PackedKind",
-           "fp8_block_scale_shape", "split_quantised", "unpacked_shape"]
+__all__ = ["COMPANIONS", "FP8_BLOCK", "MXFP4_BLOCK", "PACKED", "QUANTISED_SUFFIXES", "Companion", "CompanionKind",
+           "PackedKind", "fp8_block_scale_shape", "split_quantised", "unpacked_shape"]
 
 FP8_BLOCK = 128  # DeepSeek-V3's weight_block_size [128, 128]
 MXFP4_BLOCK = 32  # values per E8M0 scale
@@ -95,7 +95,7 @@ class Companion:
 def split_quantised(tensor: TensorRecord) -> tuple[TensorRecord, Companion | None]:
     """A packed weight becomes the parameter it stands for (its name without the packing suffix, its
     unpacked shape, the bytes as stored); a companion is set aside; anything else passes unchanged."""
-    if not tensor.name.endswith(_SUFFIXES):  # nearly every tensor: one test, not one per kind
+    if not tensor.name.endswith(QUANTISED_SUFFIXES):  # nearly every tensor: one test, not one per kind
         return tensor, None
     for kind in PACKED:
         if tensor.name.endswith(kind.suffix) and tensor.dtype == kind.dtype and tensor.shape[-1:] == (kind.last_axis,):
@@ -107,7 +107,7 @@ def split_quantised(tensor: TensorRecord) -> tuple[TensorRecord, Companion | Non
     return tensor, None
 
 
-_SUFFIXES = tuple(kind.suffix for kind in (*PACKED, *COMPANIONS))
+QUANTISED_SUFFIXES = tuple(kind.suffix for kind in (*PACKED, *COMPANIONS))  # any packed weight or companion
 
 
 def unpacked_shape(blocks: tuple[int, ...]) -> tuple[int, ...]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from calc.analysis.breakdown import ORDER, Breakdown
 from calc.checkpoint.infer import infer_spec
-from calc.checkpoint.quant import Companion, split_quantised
+from calc.checkpoint.quant import QUANTISED_SUFFIXES, Companion, split_quantised
 from calc.checkpoint.sources import FileRead, RawCheckpoint, TensorRecord, open_checkpoint
 from calc.errors import GptcalcError
 from calc.inputs import many_objects
@@ -191,24 +191,32 @@ def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: t
     params_by_dtype: dict[str, int] = defaultdict(int)
     bytes_by_dtype: dict[str, int] = defaultdict(int)
     stored_bytes: dict[str, int] = defaultdict(int)
+    aliases, canonical, classify = raw.aliases, table.canonical, table.classify_canonical
     for tensor in raw.tensors:
-        if tensor.name in raw.aliases:
+        if tensor.name in aliases:
             continue  # the same memory under a second name (a tied head in a torch state dict)
         bytes_by_dtype[tensor.dtype] += tensor.nbytes
-        tensor, companion = split_quantised(tensor)  # calc.checkpoint.quant: a packed weight unpacked, scales aside
-        if companion is not None:
-            companions.append(companion)
-            continue
-        name = table.canonical(tensor.name)
-        meaning = table.classify_canonical(name)
+        if tensor.name.endswith(QUANTISED_SUFFIXES):  # nearly every tensor is neither packed nor a scale
+            tensor, companion = split_quantised(tensor)  # calc.checkpoint.quant: a packed weight unpacked, scales aside
+            if companion is not None:
+                companions.append(companion)
+                continue
+        name = canonical(tensor.name)
+        meaning = classify(name)
         if meaning is None:
             unknown.append(tensor)
-        elif meaning.is_buffer:
+        elif meaning.target is None:  # a buffer
             buffers.append(tensor)
         else:
             found[name] = tensor.shape
             layers.add(meaning.layer)
-            params_by_dtype[tensor.dtype] += tensor.numel
+            numel = tensor.numel
+            params_by_dtype[tensor.dtype] += numel
+            if type(meaning.target) is str:  # one component takes the whole tensor (as `_split`, without its dicts)
+                components[meaning.target] += numel
+                members[meaning.target].append(tensor)
+                stored_bytes[meaning.target] += tensor.nbytes
+                continue
             parts = _split(meaning, tensor.shape)
             for component, count in parts.items():
                 components[component] += count

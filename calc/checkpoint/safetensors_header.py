@@ -22,7 +22,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from calc.errors import GptcalcError
 from calc.inputs import MAX_INT_DIGITS, MAX_VALUES, load_json
@@ -43,7 +43,7 @@ DTYPE_BITS: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per stored tensor: no per-instance dict
 class TensorEntry:
     """One tensor as the header describes it; `begin`/`end` are offsets in the data buffer."""
 
@@ -114,12 +114,27 @@ def _read_length(prefix: bytes, size: int, origin: str) -> int:
 
 
 def parse_header(raw: bytes, data_size: int | None, origin: str) -> tuple[tuple[TensorEntry, ...], dict[str, str]]:
-    """Validate header JSON; `data_size` is the byte buffer's length (None when unknown)."""
-    return validate_header(_load_json(raw, origin), data_size, origin)
+    """Validate header JSON; `data_size` is the byte buffer's length (None when unknown).
+
+    A header that passes `_plain_header` is checked and turned into entries in that one pass;
+    any other is parsed the strict way and checked entry by entry, for the error to name."""
+    checked: list[tuple[tuple[TensorEntry, ...], dict[str, str]]] = []
+
+    def plain(value: Any) -> bool:
+        result = _plain_header(value, data_size)
+        if result is not None:
+            checked.append(result)
+        return result is not None
+
+    header = _load_json(raw, origin, plain)
+    return checked[0] if checked else validate_header(header, data_size, origin)
 
 
 def validate_header(header: dict[str, Any], data_size: int | None, origin: str) -> tuple[tuple[TensorEntry, ...], dict[str, str]]:
     """Check an already parsed header (e.g. one huggingface_hub fetched) as strictly as a file's."""
+    plain = _plain_header(header, data_size)
+    if plain is not None:
+        return plain
     header = dict(header)
     metadata = _metadata(header.pop("__metadata__", {}), origin)
     tensors = tuple(_entry(name, info, origin) for name, info in header.items())
@@ -127,44 +142,62 @@ def validate_header(header: dict[str, Any], data_size: int | None, origin: str) 
     return tensors, metadata
 
 
-def _load_json(raw: bytes, origin: str) -> dict[str, Any]:
+def _load_json(raw: bytes, origin: str, plain: Callable[[Any], bool]) -> dict[str, Any]:
     """The header's JSON, read as strictly as every JSON file (`calc.inputs.load_json`): a tensor
     named twice would silently hide one of them."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise GptcalcError(f"{origin}: header is not UTF-8 text (byte {exc.start})") from None
-    header = load_json(text, f"{origin}: header", _plain)
+    header = load_json(text, f"{origin}: header", plain)
     if not isinstance(header, dict):
         raise GptcalcError(f"{origin}: header is JSON {type(header).__name__}, expected an object")
     return header
 
 
-def _plain(header: Any) -> bool:
-    """Whether a parsed header is what every real one is: flat string metadata and tensor entries of
-    exactly dtype, shape and data_offsets, integers of at most `MAX_INT_DIGITS` digits, at most
-    `MAX_VALUES` values; so it needs none of `load_json`'s generic per-value checks."""
+def _plain_header(header: Any, data_size: int | None) -> tuple[tuple[TensorEntry, ...], dict[str, str]] | None:
+    """The tensors and metadata of a header that is what every real one is, checked in one pass:
+    flat string metadata, tensor entries of exactly dtype, shape and data_offsets with a known dtype,
+    integers of at most `MAX_INT_DIGITS` digits and none negative, each byte range the size its
+    shape needs, the ranges tiling the buffer, at most `MAX_VALUES` values. Such a header needs none
+    of `load_json`'s generic per-value checks. None for anything else: the entry-by-entry checks
+    (`_entry`, `_check_layout`) then say what is wrong."""
     if type(header) is not dict:
-        return False
-    values = 1
+        return None
+    metadata = header.get("__metadata__", {})
+    if type(metadata) is not dict or not set(map(type, metadata.values())) <= _STR:
+        return None
+    entries, spans, dims, bits_of, prod = [], [], 0, DTYPE_BITS.get, math.prod
     for name, info in header.items():
-        if type(info) is not dict:
-            return False
         if name == "__metadata__":
-            if not set(map(type, info.values())) <= _STR:
-                return False
-            values += 1 + len(info)
             continue
-        if len(info) != 3 or type(info.get("dtype")) is not str:
-            return False
-        shape, offsets = info.get("shape"), info.get("data_offsets")
-        if type(shape) is not list or type(offsets) is not list:
-            return False
-        numbers = shape + offsets
-        if numbers and not (set(map(type, numbers)) <= _INT and -_INT_LIMIT < min(numbers) and max(numbers) < _INT_LIMIT):
-            return False
-        values += 3 + len(numbers) + 2
-    return values <= MAX_VALUES
+        if type(info) is not dict or len(info) != 3:
+            return None
+        dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+        if type(dtype) is not str or type(shape) is not list or type(offsets) is not list or len(offsets) != 2:
+            return None
+        bits, numbers = bits_of(dtype), shape + offsets
+        if bits is None or not set(map(type, numbers)) <= _INT or min(numbers) < 0 or max(numbers) >= _INT_LIMIT:
+            return None
+        begin, end = offsets
+        size = prod(shape) * bits
+        if size % 8 or end - begin != size // 8:
+            return None
+        entries.append(TensorEntry(name, dtype, tuple(shape), begin, end))
+        spans.append((begin, end))
+        dims += len(shape)
+    if 1 + ("__metadata__" in header) * (1 + len(metadata)) + 7 * len(entries) + dims > MAX_VALUES:
+        return None
+    return (tuple(entries), metadata) if _tiles(spans, data_size) else None
+
+
+def _tiles(spans: list[tuple[int, int]], data_size: int | None) -> bool:
+    """Whether [begin, end) ranges tile the buffer from 0 (to `data_size` when known), as `_check_layout` requires."""
+    if not spans:
+        return not data_size
+    spans.sort()
+    begins, ends = zip(*spans)
+    return begins[0] == 0 and begins[1:] == ends[:-1] and (data_size is None or ends[-1] == data_size)
 
 
 _STR, _INT, _INT_LIMIT = {str}, {int}, 10**MAX_INT_DIGITS

@@ -40,7 +40,7 @@ MAX_PICKLE_BYTES = 64 * 2**20
 _LEGACY_MAGIC = b"\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per stored tensor: no per-instance dict
 class TensorRecord:
     """One stored tensor: enough to count it and check its shape, nothing of its values.
 
