@@ -15,7 +15,7 @@ from rich.table import Table
 from calc.analysis.breakdown import label
 from calc.analysis.memory import GPUS, SCALE_BITS, Budget, BudgetSpec, Inference, KVCache, KVLayers, StoredWeights, Weights
 from calc.spec.model import ModelSpec
-from calc.units import human_bytes
+from calc.units import bytes_with_units, human_bytes
 
 __all__ = ["budget_lines", "context_note", "gpu_table", "gqa_table", "headline", "inference_notes", "inference_table", "kv_notes",
            "kvcache_table", "weights_table"]
@@ -75,21 +75,17 @@ def kv_notes(kv: KVCache) -> list[str]:
     if windowed:
         caps = ", ".join(f"{k.n_layers} {escape(k.block)} layers keep {k.window:,}" for k in windowed)
         notes.append(f"{name}: sliding window, a rolling buffer ({caps} of {kv.seq:,} tokens); an engine that "
-                     f"allocates all {kv.seq:,} positions on every layer holds {_bytes(kv.unrolled_bytes)}")
+                     f"allocates all {kv.seq:,} positions on every layer holds {bytes_with_units(kv.unrolled_bytes)}")
     if kv.expanded_bytes is not None:
         notes.append(f"{name}: MLA caches one latent per layer per token for all heads (vLLM, SGLang, llama.cpp); "
                      f"caching expanded per-head K and V instead (transformers' eager attention) takes "
-                     f"{_bytes(kv.expanded_bytes)}, {kv.expanded_bytes // kv.total_bytes}x more")
+                     f"{bytes_with_units(kv.expanded_bytes)}, {kv.expanded_bytes // kv.total_bytes}x more")
     if any(k.sinks for k in kv.layers):
         notes.append(f"{name}: attention sinks are one learned logit per head (parameters): nothing cached")
     if kv.tp > 1:
         notes.append(f"{name}: per GPU under --tp {kv.tp}: KV heads split across GPUs (replicated when tp exceeds "
                      f"them); an MLA latent is held whole on every GPU")
     return notes
-
-
-def _bytes(n: int) -> str:
-    return f"{n:,} B ({human_bytes(n)}, {human_bytes(n, binary=False)})"
 
 
 def gqa_table(models: Iterable[Mapping[str, KVCache]]) -> Table:
@@ -172,11 +168,11 @@ def _offload_notes(result: Inference) -> list[str]:
     moved = result.offload
     if moved is None:
         return []
-    return [f"system RAM: the routed experts of {_blocks(moved.layers)}, {_bytes(moved.weights.total_bytes)} "
+    return [f"system RAM: the routed experts of {_blocks(moved.layers)}, {bytes_with_units(moved.weights.total_bytes)} "
             f"(llama.cpp --n-cpu-moe {moved.layers}); the GPU figures above leave them out, while the router, "
             f"shared experts, attention and KV cache stay on the GPU",
             f"decode: each token reads its top-k experts of those layers from system RAM, "
-            f"{_bytes(moved.read_per_token.total_bytes)} per token, at the CPU's memory bandwidth"]
+            f"{bytes_with_units(moved.read_per_token.total_bytes)} per token, at the CPU's memory bandwidth"]
 
 
 def _weights_note(w: Weights) -> str:
