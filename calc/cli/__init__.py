@@ -12,6 +12,7 @@ torch, transformers and safetensors are imported only inside the commands that n
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import warnings
@@ -37,11 +38,28 @@ class InputError(click.ClickException):
 _PASS_THROUGH = (click.exceptions.Exit, click.Abort, click.exceptions.NoArgsIsHelpError)
 
 
+# Each command's module and function (a new command is a module here plus one line): a command's
+# module is imported when it runs, so `gptcalc count` never loads what `verify` or `plot` need.
+COMMANDS = {
+    "count": "count", "presets": "count", "compare": "compare", "kvcache": "memory", "memory": "memory",
+    "shapes": "shapes", "flops": "flops", "train": "train", "plot": "plot", "report": "report",
+    "inspect": "checkpoint", "verify": "checkpoint",
+}
+
+
 class _Group(click.Group):
-    """Resolves the `list` alias of `presets`; every error, ours or not, becomes one `InputError` line."""
+    """Loads each command on demand and resolves the `list` alias of `presets`; every error, ours or
+    not, becomes one `InputError` line."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        return super().get_command(ctx, "presets" if name == "list" else name)
+        name = "presets" if name == "list" else name
+        if name not in COMMANDS:
+            return None
+        command: click.Command = getattr(importlib.import_module(f"calc.cli.{COMMANDS[name]}"), name)
+        return command
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
@@ -105,14 +123,3 @@ def main() -> None:
     config.json (or a directory holding one), or a Hub repo id whose config.json is fetched.
     """
 
-
-def _register() -> None:
-    """Add each command module's commands (a new command is a module here plus one line)."""
-    from calc.cli import checkpoint, compare, count, flops, memory, plot, report, shapes, train
-
-    for command in (count.count, count.presets, compare.compare, memory.kvcache, memory.memory, shapes.shapes,
-                    flops.flops, train.train, plot.plot, report.report, checkpoint.inspect, checkpoint.verify):
-        main.add_command(command)
-
-
-_register()

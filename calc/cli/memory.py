@@ -176,7 +176,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     out = render.console()
     for line in render_memory.headline(result, solved, target):
         out.print(line)
-    from rich.markup import escape
+    from calc.render.markup import escape
 
     for line in server:
         out.print(f"{engine} will print: [bold]{escape(line)}[/]")

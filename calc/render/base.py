@@ -1,4 +1,4 @@
-"""Rich tables for `count` and `presets`, and the shared console/JSON helpers.
+"""The tables of `count` and `presets`, and the shared console/JSON helpers.
 
 Renderers take result objects and draw them; they compute nothing a test would need to trust.
 Every count table's rows add up to its printed total (tests check this, as torchinfo does).
@@ -9,33 +9,15 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from calc.render.markup import escape
+from calc.render.output import console
+from calc.render.table import Table
 
 from calc.analysis.breakdown import Breakdown, label
 from calc.spec.model import ModelSpec
-from calc.render.text import shown
 from calc.units import count_with_units, human_count
 
 __all__ = ["FALLBACK_NOTE", "SHAPE_HEADERS", "shape_cells", "console", "count_notes", "count_table", "module_table", "presets_table", "print_json", "share"]
-
-
-class _SafeConsole(Console):
-    """A console that escapes control characters in every string it draws (`calc.render.text`):
-    table cells, titles and printed lines all pass through `render_str`."""
-
-    def render_str(self, text: str, **kwargs: Any) -> Any:
-        return super().render_str(shown(text), **kwargs)
-
-
-def console() -> Console:
-    """A console sized for pipes too: wide enough that tables never wrap their numbers. No emoji
-    codes: a model named `:fire:` is printed as named (and rich's emoji table is never loaded)."""
-    out = _SafeConsole(highlight=False, emoji=False)
-    if not out.is_terminal:
-        out.width = 160
-    return out
 
 
 def print_json(data: Any) -> None:

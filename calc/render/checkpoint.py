@@ -10,8 +10,8 @@ import re
 
 from collections import defaultdict
 
-from rich.markup import escape
-from rich.table import Table
+from calc.render.markup import escape
+from calc.render.table import Table
 
 from calc.analysis.breakdown import label
 from calc.checkpoint.report import CheckpointReport

@@ -7,8 +7,8 @@ memory at the comparison's dtype and context. Parameter rows add up to each colu
 
 from __future__ import annotations
 
-from rich.markup import escape
-from rich.table import Table
+from calc.render.markup import escape
+from calc.render.table import Table
 
 from calc.analysis.breakdown import label
 from calc.analysis.compare import Column, Comparison

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from rich.markup import escape
-from rich.table import Table
+from calc.render.markup import escape
+from calc.render.table import Table
 
 from calc.analysis.flops import Flops
 from calc.analysis.flops.bounds import Bounds

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from rich.markup import escape
-from rich.table import Table
+from calc.render.markup import escape
+from calc.render.table import Table
 
 from calc.analysis.breakdown import label
 from calc.analysis.memory import GPUS, SCALE_BITS, Budget, BudgetSpec, Inference, KVCache, KVLayers, StoredWeights, Weights

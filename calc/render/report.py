@@ -12,13 +12,13 @@ import html
 import io
 from typing import Any, Iterable
 
-from rich.console import Console
-
 from calc import __version__
 from calc.analysis.compare import Comparison
 from calc.render.base import count_notes, count_table
 from calc.render.compare import compare_table
 from calc.render.memory import gpu_table
+from calc.render.output import rich_console
+from calc.render.table import Table
 
 __all__ = ["report_html"]
 
@@ -33,9 +33,9 @@ figure { margin: 1em 0; } svg { max-width: 100%; height: auto; }
 
 def _tables(renderables: Iterable[Any]) -> str:
     """rich renderables as HTML (<pre> with inline-styled spans), exactly as the terminal shows them."""
-    console = Console(record=True, width=160, file=io.StringIO(), highlight=False, color_system="truecolor")
+    console = rich_console(record=True, width=160, file=io.StringIO(), color_system="truecolor")
     for renderable in renderables:
-        console.print(renderable)
+        console.print(renderable.to_rich() if isinstance(renderable, Table) else renderable)
     return console.export_html(inline_styles=True, code_format="<pre>{code}</pre>")
 
 

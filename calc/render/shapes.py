@@ -7,8 +7,8 @@ forward FLOPs.
 
 from __future__ import annotations
 
-from rich.markup import escape
-from rich.table import Table
+from calc.render.markup import escape
+from calc.render.table import Table
 
 from calc.analysis.shapes import FLOP_CONVENTION, Journey, Step
 from calc.units import count_with_units

@@ -12,7 +12,9 @@ line too, so no renderer has to remember.
 
 from __future__ import annotations
 
-__all__ = ["one_line", "shown"]
+import unicodedata
+
+__all__ = ["one_line", "shown", "width"]
 
 
 def shown(text: str) -> str:
@@ -26,6 +28,17 @@ def one_line(text: str, limit: int = 2000) -> str:
     """`shown(text)` cut to `limit` characters: a message that fits on one line of stderr."""
     safe = shown(text)
     return safe if len(safe) <= limit else safe[: limit - 3] + "..."
+
+
+def width(text: str) -> int | None:
+    """Terminal cells `text` takes when every character takes one (as it does in our tables); None
+    when some may take two or none (East Asian wide, combining), which only rich measures exactly."""
+    if text.isascii():
+        return len(text)
+    for ch in text:
+        if unicodedata.east_asian_width(ch) in "WF" or unicodedata.category(ch) in ("Mn", "Me", "Cf", "Cc"):
+            return None
+    return len(text)
 
 
 def _escape(ch: str) -> str:

@@ -5,8 +5,8 @@ Bytes are printed exact beside binary (GiB) and decimal (GB) units: the ZeRO pap
 
 from __future__ import annotations
 
-from rich.markup import escape
-from rich.table import Table
+from calc.render.markup import escape
+from calc.render.table import Table
 
 from calc.analysis.train import Training
 from calc.units import human_bytes

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.markup import escape
-from rich.table import Table
+from calc.render.markup import escape
+from calc.render.table import Table
 
 from calc.analysis.breakdown import Diff, label
 from calc.render.checkpoint import problem_lines, verify_checkpoint_lines

@@ -10,7 +10,6 @@ from others (head_dim, n_kv_heads, d_ff) follow the change.
 from __future__ import annotations
 
 import copy
-import difflib
 from pathlib import Path
 from typing import Any
 
@@ -149,5 +148,7 @@ def _same_numbers(text: str, names: Any) -> list[str]:
 
 
 def _suggest(word: str, choices: Any) -> str:
+    import difflib  # only a name that is not found needs it
+
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" (did you mean {close[0]}?)" if close else ""
