@@ -12,6 +12,8 @@ Part 1, what is on disk, is tests/test_hostile_files.py; both run every command 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -234,3 +236,36 @@ def test_library_log_lines_do_not_reach_stderr(monkeypatch: pytest.MonkeyPatch) 
     result = check_run(["count", "gpt2"])
     assert result.exit_code == 0 and result.stderr == ""
     assert not logging.root.manager.disable  # logging is itself again after the command
+
+
+FIRST_LOG = """
+import sys
+import calc.analysis.count
+from calc.cli import main
+
+real = calc.analysis.count.count
+
+
+def logging_count(spec):
+    import logging  # a library that logs, loaded inside the command: the first import of logging
+    logging.getLogger("huggingface_hub").warning("Retrying in 8s [Retry 4/5].")
+    return real(spec)
+
+
+assert "logging" not in sys.modules, "gptcalc itself imported logging"
+calc.analysis.count.count = logging_count
+sys.argv = ["gptcalc", "count", "gpt2"]
+try:
+    main()
+finally:
+    import logging
+    assert not logging.root.manager.disable, "logging stayed disabled after the command"
+"""
+
+
+def test_a_library_importing_logging_mid_command_is_quiet_too() -> None:
+    """A count does not load `logging` (start-up time), so a library that logs usually imports it
+    during the command: it is quietened on import, and itself again afterwards."""
+    result = subprocess.run([sys.executable, "-c", FIRST_LOG], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "" and "124,439,808" in result.stdout

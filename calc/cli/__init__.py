@@ -13,8 +13,9 @@ torch, transformers and safetensors are imported only inside the commands that n
 from __future__ import annotations
 
 import importlib
-import logging
+import importlib.machinery
 import os
+import sys
 import warnings
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -87,12 +88,43 @@ class _Group(click.Group):
 @contextmanager
 def _quiet_loggers() -> Iterator[None]:
     """Libraries log to stderr too (huggingface_hub's "Retrying in 8s", transformers' notices): not
-    while a command runs, whose stderr is its one `Error:` line or nothing."""
-    logging.disable(logging.ERROR)
+    while a command runs, whose stderr is its one `Error:` line or nothing. `logging` itself is
+    imported only by the libraries that log (a count never loads it): it is quietened when they do."""
+    hook = _QuietLogging()
+    if "logging" in sys.modules:
+        hook.quieten(sys.modules["logging"])
+    else:
+        sys.meta_path.insert(0, hook)
     try:
         yield
     finally:
-        logging.disable(logging.NOTSET)
+        if hook in sys.meta_path:
+            sys.meta_path.remove(hook)
+        if "logging" in sys.modules:
+            sys.modules["logging"].disable(sys.modules["logging"].NOTSET)
+
+
+class _QuietLogging:
+    """An import hook that loads `logging` as usual and disables it below CRITICAL right away."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "logging":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def exec_module(module: Any) -> None:
+                run(module)
+                self.quieten(module)
+
+            spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+    @staticmethod
+    def quieten(logging: Any) -> None:
+        logging.disable(logging.ERROR)
 
 
 def input_error(exc: Exception, ctx: click.Context | None = None) -> InputError:

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from calc.spec import hf
 from calc.errors import GptcalcError
 from calc.inputs import inside
-from calc.spec.hf import HFConfig
 from calc.spec.model import ModelSpec, is_flat, spec_from_dict
 from calc.spec.presets import compiled_preset, preset_index, preset_names, resolve_preset
 from calc.spec.yamlfile import load_yaml, read_yaml
+
+if TYPE_CHECKING:  # a preset's count never needs config.json machinery (start-up time)
+    from calc.spec.hf import HFConfig
 
 __all__ = ["apply_overrides", "config_with_overrides", "load_config", "load_spec", "parse_overrides", "preset_names", "read_yaml", "spec_from_config"]
 
@@ -65,7 +66,7 @@ def load_spec(text: str, overrides: dict[str, Any] | None = None) -> ModelSpec:
     if not overrides and (spec := compiled_preset(text)) is not None:
         return spec
     source = _raw_spec(text)
-    if isinstance(source, HFConfig):
+    if not isinstance(source, tuple):
         return spec_from_config(source, overrides)
     raw, origin = source
     if overrides:
@@ -81,7 +82,7 @@ def load_config(text: str, overrides: dict[str, Any] | None = None) -> HFConfig 
     hub id), with the same `--set` changes as its spec; None for a spec written as gptcalc's own
     fields, which transformers cannot build."""
     source = _raw_spec(text)
-    if not isinstance(source, HFConfig):
+    if isinstance(source, tuple):
         return None
     return config_with_overrides(source, overrides) if overrides else source
 
@@ -99,6 +100,9 @@ def config_with_overrides(config: HFConfig, overrides: dict[str, Any]) -> HFConf
 
 
 def _raw_spec(text: str) -> tuple[dict[str, Any], str] | HFConfig:
+    """A spec's own fields and where they came from, or a config.json."""
+    from calc.spec import hf
+
     path = Path(text).expanduser()
     if preset := resolve_preset(text):
         return _yaml_source(preset, preset.name)
@@ -123,6 +127,8 @@ def _yaml_source(path: Path, origin: str) -> tuple[dict[str, Any], str] | HFConf
         return data, origin
     if not isinstance(data["config"], dict):
         raise GptcalcError(f"{path}: config: expected the config.json mapping")
+    from calc.spec.hf import HFConfig
+
     return HFConfig(data["config"], origin, data.get("name", path.stem), data.get("source"), force_name=True)
 
 
