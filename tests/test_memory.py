@@ -13,8 +13,9 @@ from calc import cli
 from calc.analysis.count import count
 from calc.errors import GptcalcError
 from calc.analysis.memory import (
-    FORMATS, GPUS, Layout, Weights, find_gpu, inference, kv_cache, parse_budget, solve_budget, weights,
+    FORMATS, GPUS, Layout, Weights, find_gpu, inference, kv_cache, parse_budget, solve_budget,
 )
+from calc.analysis.memory.weights import weights
 from calc.spec.load import load_spec, preset_names
 
 LLAMA2_7B_PARAMS = 6_738_415_616  # source: tests/test_count.py GOLDEN (HF num_parameters, written out)

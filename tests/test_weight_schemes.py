@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from calc.analysis.count import count
-from calc.analysis.memory import SCHEMES, find_scheme, weights
+from calc.analysis.memory import SCHEMES, find_scheme
+from calc.analysis.memory.weights import weights
 from calc.cli import main
 from calc.errors import GptcalcError
 from calc.spec.load import load_spec

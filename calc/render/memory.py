@@ -7,15 +7,18 @@ complain about. The weights table's rows add up to its total, and total = weight
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from calc.render.markup import escape
 from calc.render.table import Table
 
 from calc.analysis.breakdown import label
-from calc.analysis.memory import GPUS, SCALE_BITS, Budget, BudgetSpec, Inference, KVCache, KVLayers, StoredWeights, Weights
+from calc.analysis import memory as mem  # its names load on first use (calc/analysis/memory/__init__.py)
 from calc.spec.model import ModelSpec
 from calc.units import bytes_with_units, human_bytes
+
+if TYPE_CHECKING:  # `kvcache` draws its tables without loading what only `memory` computes
+    from calc.analysis.memory import Budget, BudgetSpec, Inference, KVCache, KVLayers, StoredWeights, Weights
 
 __all__ = ["budget_lines", "context_note", "gpu_table", "gqa_table", "headline", "inference_notes", "inference_table", "kv_notes",
            "kvcache_table", "weights_table"]
@@ -105,7 +108,7 @@ def gqa_table(models: Iterable[Mapping[str, KVCache]]) -> Table:
 def weights_table(result: Inference) -> Table:
     """Bytes per component at the weights' dtype; the rows add up to the total row."""
     w = result.weights
-    scales = f", +1 {SCALE_BITS}-bit scale per {w.group_size} weights" if w.group_size else ""
+    scales = f", +1 {mem.SCALE_BITS}-bit scale per {w.group_size} weights" if w.group_size else ""
     table = _columns(Table(title=f"{escape(w.model)}: weights as {w.describe()}{scales}{_where(result, True)}"),
                      "component", "params", "bytes", "GiB units", "GB units")
     for name, size in w.components.items():
@@ -131,7 +134,7 @@ def gpu_table(result: Inference) -> Table:
     """Does weights + KV cache fit in each GPU's reported memory, and what is left over."""
     table = _columns(Table(title=f"fits{_where(result, True)}? (memory = the total the driver reports; GB = 10^9 B, GiB = 2^30 B)"),
                      "GPU", "marketed", "memory", "GiB units", "GB units", "fits", "headroom")
-    for gpu in GPUS:
+    for gpu in mem.GPUS:
         left = result.headroom(gpu.bytes)
         verdict = "[green]yes[/]" if left >= 0 else "[red]no[/]"
         sign = "" if left >= 0 else "-"
@@ -152,8 +155,8 @@ def inference_notes(result: Inference) -> list[str]:
         *_offload_notes(result),
     ]
     if w.group_size:
-        notes.append(f"group quantization: one {SCALE_BITS}-bit scale per {w.group_size} weights "
-                     f"(+{SCALE_BITS / w.group_size:g} bits per weight); zero points are not counted")
+        notes.append(f"group quantization: one {mem.SCALE_BITS}-bit scale per {w.group_size} weights "
+                     f"(+{mem.SCALE_BITS / w.group_size:g} bits per weight); zero points are not counted")
     elif w.format.name in ("int8", "int4"):
         notes.append("no quantization scales counted: add --group-size 128 for GPTQ/AWQ-style fp16 scales")
     return notes

@@ -18,21 +18,32 @@ No torch anywhere here: tests/test_memory_torch.py checks the cache against real
 
 from __future__ import annotations
 
-from calc.analysis.memory.budget import (Budget, BudgetSpec, GPUShare, Inference, budget_for, inference, layout_for,
-                                         logits_bytes, parse_budget, solve_budget)
-from calc.analysis.memory.engines import ENGINES, KVPool, engine_lines, kv_pool, padded_context
-from calc.analysis.memory.formats import FORMATS, KV_FORMATS, WEIGHT_FORMATS, Format, bits_to_bytes, find_format
-from calc.analysis.memory.gpus import GPU, GPUS, find_gpu
-from calc.analysis.memory.kv import KVCache, KVLayers, kv_cache, kv_layers, kv_variants
-from calc.analysis.memory.offload import Offload, offload, parse_cpu_experts
-from calc.analysis.memory.parallel import Layout, pp_partitions, stages
-from calc.analysis.memory.schemes import SCHEMES, Scheme, find_scheme, scheme_bits
-from calc.analysis.memory.stored import StoredWeights, stored_weights
-from calc.analysis.memory.weights import SCALE_BITS, Weights, weights
+import importlib
+from typing import Any
 
-__all__ = [
-    "ENGINES", "KVPool", "engine_lines", "kv_pool", "padded_context", "FORMATS", "GPU", "GPUS", "KV_FORMATS", "SCALE_BITS", "SCHEMES", "Scheme", "find_scheme", "scheme_bits", "StoredWeights", "stored_weights", "Offload", "offload", "parse_cpu_experts", "WEIGHT_FORMATS", "Budget", "BudgetSpec", "Format", "GPUShare",
-    "Inference", "KVCache", "KVLayers", "Layout", "Weights", "bits_to_bytes", "budget_for", "find_format", "find_gpu",
-    "inference", "kv_cache", "kv_layers", "kv_variants", "layout_for", "logits_bytes", "parse_budget",
-    "pp_partitions", "solve_budget", "stages", "weights",
-]
+# name -> the module that defines it. A name is imported when first used, so `gptcalc kvcache`
+# loads the KV cache module, not budgets, engines and quantisation schemes (start-up time).
+_HOMES = {
+    "budget": ("Budget", "BudgetSpec", "GPUShare", "Inference", "budget_for", "inference", "layout_for", "logits_bytes",
+               "parse_budget", "solve_budget"),
+    "engines": ("ENGINES", "KVPool", "engine_lines", "kv_pool", "padded_context"),
+    "formats": ("FORMATS", "KV_FORMATS", "WEIGHT_FORMATS", "Format", "bits_to_bytes", "find_format"),
+    "gpus": ("GPU", "GPUS", "find_gpu"),
+    "kv": ("KVCache", "KVLayers", "kv_cache", "kv_layers", "kv_variants"),
+    "offload": ("Offload", "parse_cpu_experts"),
+    "parallel": ("Layout", "pp_partitions", "stages"),
+    "schemes": ("SCHEMES", "Scheme", "find_scheme", "scheme_bits"),
+    "stored": ("StoredWeights", "stored_weights"),
+    "weights": ("SCALE_BITS", "Weights"),
+}  # `weights()` and `offload()` share their module's name, which the package attribute is: import them from it
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+    globals()[name] = value
+    return value
