@@ -1,7 +1,7 @@
 """gptcalc: exact parameter counts, shapes and memory for decoder-only transformers.
 
 Importing the package does no work and pulls in no heavy module: the names below are imported on
-first use (so `gptcalc --help` does not build a pydantic schema), and torch, transformers and
+first use (so `gptcalc --help` loads no spec machinery, and a preset's count not even pydantic), and torch, transformers and
 safetensors only inside the functions that need them.
 """
 

@@ -1,5 +1,6 @@
-"""The parts a decoder is made of, one module per kind: its pydantic model, its parameter formulas
-(`params(d_model)` for one layer), its KV-cache elements per token and its labels.
+"""The parts a decoder is made of, one module per kind: its fields (validated by pydantic, see
+`calc.parts.base`), its parameter formulas (`params(d_model)` for one layer), its KV-cache elements
+per token and its labels.
 
 `calc.spec.model.Block` puts an attention part (Attention or MLA), an MLP part (MLP or MoE) and
 norms together; `ModelSpec` stacks blocks run-length and adds the embedding and head.

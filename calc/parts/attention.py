@@ -17,9 +17,7 @@ the three matrices side by side, so it changes tensor names, never counts.
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
-
-from calc.parts.base import Part, present
+from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.norm import Norm
 
 __all__ = ["LABELS", "Attention", "HeadWidths", "QKNorm", "Rope", "attention_kind"]

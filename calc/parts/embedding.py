@@ -16,9 +16,7 @@ project_in = proj_dim·d after the lookup and project_out = d·proj_dim before t
 
 from typing import Literal
 
-from pydantic import Field
-
-from calc.parts.base import Part, present
+from calc.parts.base import Field, Part, present
 from calc.parts.norm import Norm
 
 __all__ = ["LABELS", "Embedding", "Head"]

@@ -15,10 +15,8 @@ cache the latent). An implementation that expands the latent first and caches pe
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
-
 from calc.parts.attention import Rope
-from calc.parts.base import Part, present
+from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.norm import Norm
 
 __all__ = ["LABELS", "MLA"]

@@ -8,9 +8,7 @@ gate_up projection (Phi-3) stores gate and up side by side: a naming matter, not
 
 from typing import Literal
 
-from pydantic import Field
-
-from calc.parts.base import Part, present
+from calc.parts.base import Field, Part, present
 
 __all__ = ["LABELS", "MLP"]
 

@@ -18,9 +18,7 @@ top_k experts and the shared experts.
 
 from typing import Literal
 
-from pydantic import Field, model_validator
-
-from calc.parts.base import Part, present
+from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.mlp import MLP, Activation
 
 __all__ = ["LABELS", "MoE"]

@@ -9,9 +9,7 @@ block is the block's business (`calc.spec.model.Block.norms`), not the norm's.
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
-
-from calc.parts.base import Part
+from calc.parts.base import Field, Part, model_validator
 
 __all__ = ["LABELS", "Norm"]
 

@@ -15,11 +15,9 @@ shorthand for one block kind repeated `n_layers` times: `spec_from_dict` accepts
 
 from typing import Any, Iterator, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
-
 from calc.errors import GptcalcError
 from calc.parts import MLA, MLP, Attention, Embedding, Head, MoE, Norm
-from calc.parts.base import Part
+from calc.parts.base import Field, Part, field_validator, model_validator
 
 __all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "is_flat", "spec_from_dict"]
 
@@ -225,17 +223,20 @@ def spec_from_dict(data: Any, origin: str) -> ModelSpec:
     origin and field."""
     if not isinstance(data, dict):
         raise GptcalcError(f"{origin}: expected a mapping of spec fields, got {type(data).__name__}")
-    from calc.spec.flat import FlatSpec  # only a flat spec needs it
+    from pydantic import ValidationError  # validating, and only validating, needs pydantic
+
+    from calc.spec.flat import FlatSpec
+    from calc.spec.validate import validated
 
     try:
         if is_flat(data):
             data = FlatSpec.model_validate(data).to_layered()
-        return ModelSpec.model_validate(data)
+        return validated(ModelSpec, data)
     except ValidationError as exc:
         raise GptcalcError(f"{origin}: {_first_error(exc)}") from None
 
 
-def _first_error(exc: ValidationError) -> str:
+def _first_error(exc: Any) -> str:
     """`field: what is wrong` for the first error (all missing fields at once), and how many more."""
     from calc.spec.flat import _DERIVED  # fields a flat spec derives: missing only with what they follow
 
