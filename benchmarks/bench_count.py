@@ -4,10 +4,9 @@ Goal (issue 14): `count`, `presets`, `kvcache`, `memory` and `shapes` within 1.3
 floor `import click, yaml, rich; from pydantic import BaseModel` (what they cannot avoid), and
 `gptcalc --help` within 3x of `python -c pass`. Every run is a fresh process; the commands are
 run in turns (one of each, N times) so that a load spike on a shared machine hits all of them
-alike. Prints min / median / max and four ratios: of medians to the floor and to `python -c pass`;
-of minimums to the floor (on a shared machine the minimum is the run other work disturbed least);
-of medians to the floor plus pydantic's field machinery, which every pydantic model with a field
-loads (see FIELDS).
+alike. Prints min / median / max and three ratios: of medians to the floor and to `python -c pass`,
+and of minimums to the floor (on a shared machine the minimum is the run other work disturbed least).
+A preset's command imports no pydantic at all (calc/parts/base.py), so it can run under the floor.
 
 Run: python benchmarks/bench_count.py [N]. Compile the tree first when PYTHONDONTWRITEBYTECODE
 is set (`python -m compileall -q calc`), or every run also pays for compiling every module.
@@ -22,15 +21,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PASS, FLOOR, FIELDS = "python -c pass", "floor: click+yaml+rich+BaseModel", "floor + pydantic.fields"
+PASS, FLOOR = "python -c pass", "floor: click+yaml+rich+BaseModel"
 GPTCALC = [sys.executable, "-m", "calc"]
 COMMANDS = {
     PASS: [sys.executable, "-c", "pass"],
     FLOOR: [sys.executable, "-c", "import click, yaml, rich; from pydantic import BaseModel"],
-    # What any pydantic model with a field loads on top of the floor: pydantic 2.13's `BaseModel` no
-    # longer imports its field machinery (pydantic.fields, annotated_types, pydantic.types); the first
-    # subclass with a field does.
-    FIELDS: [sys.executable, "-c", "import click, yaml, rich; from pydantic import BaseModel; import pydantic.fields"],
     "gptcalc --help": [*GPTCALC, "--help"],
     "gptcalc count gpt2-small": [*GPTCALC, "count", "gpt2-small"],
     "gptcalc presets": [*GPTCALC, "presets"],
@@ -55,12 +50,12 @@ def main(runs: int) -> None:
             times[label].append(wall_time(command))
     medians = {label: statistics.median(ts) for label, ts in times.items()}
     mins = {label: min(ts) for label, ts in times.items()}
-    print(f"{'':38s} {'min':>7s} {'median':>7s} {'max':>7s}   {'/floor':>6s} {'/pass':>6s}   {'min/floor':>9s} "
-          f"{'/fields':>7s}   ({runs} runs, ms)")
+    print(f"{'':38s} {'min':>7s} {'median':>7s} {'max':>7s}   {'/floor':>6s} {'/pass':>6s}   {'min/floor':>9s}"
+          f"   ({runs} runs, ms)")
     for label, ts in times.items():
         print(f"{label:38s} {mins[label] * 1e3:7.1f} {medians[label] * 1e3:7.1f} {max(ts) * 1e3:7.1f}   "
               f"{medians[label] / medians[FLOOR]:5.2f}x {medians[label] / medians[PASS]:5.2f}x   "
-              f"{mins[label] / mins[FLOOR]:8.2f}x {medians[label] / medians[FIELDS]:6.2f}x")
+              f"{mins[label] / mins[FLOOR]:8.2f}x")
 
 
 if __name__ == "__main__":
