@@ -175,3 +175,14 @@ def test_model_type_nobody_knows_is_one_error_line(tmp_path) -> None:
     (tmp_path / "config.json").write_text('{"model_type": "nonesuch"}')
     code, _, err = run("count", str(tmp_path))
     assert code == 2 and err.count("\n") == 1 and "model_type: 'nonesuch' is not supported (supported: " in err
+
+
+def test_a_reader_that_stops_reading_gets_no_error_line() -> None:
+    """`gptcalc presets --json | head -1`: the reader goes away mid-output. No `Error:` line and no
+    traceback on stderr; exit 141, as any Unix tool killed by SIGPIPE (`set -o pipefail` sees it)."""
+    process = subprocess.Popen([sys.executable, "-m", "calc", "presets", "--json"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stdout.readline().strip() == b"["
+    process.stdout.close()  # the output (~100 kB) is larger than a pipe holds: the writer hits the closed end
+    _, stderr = process.communicate(timeout=60)
+    assert (process.returncode, stderr) == (141, b"")

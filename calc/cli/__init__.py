@@ -35,6 +35,8 @@ class InputError(click.ClickException):
     exit_code = 2
 
 
+SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader went away
+
 # What click raises to stop on purpose (--help, --version, Ctrl-C, no arguments: the help page).
 _PASS_THROUGH = (click.exceptions.Exit, click.Abort, click.exceptions.NoArgsIsHelpError)
 
@@ -79,10 +81,23 @@ class _Group(click.Group):
                 return super().invoke(ctx)
         except _PASS_THROUGH:
             raise
+        except BrokenPipeError:
+            raise _reader_gone() from None
         except Exception as exc:
             if os.environ.get("GPTCALC_DEBUG") and not isinstance(exc, (GptcalcError, click.ClickException)):
                 raise
             raise input_error(exc, ctx) from None
+
+
+def _reader_gone() -> SystemExit:
+    """`gptcalc presets | head`: the reader stopped reading. No error line (nothing went wrong), and
+    no second one when Python flushes stdout at exit; the exit code is a Unix tool's killed by
+    SIGPIPE, 141, which `set -o pipefail` reports as it does for `yes | head`."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a file descriptor (a test's captured stdout)
+        pass
+    return SystemExit(SIGPIPE_EXIT)
 
 
 @contextmanager
