@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import pickle
+from itertools import repeat
 import struct
 import zipfile
 from dataclasses import dataclass, field
@@ -133,7 +134,8 @@ def _dir_config(path: Path) -> hf.HFConfig | None:
 
 def _safetensors(path: Path) -> tuple[tuple[TensorRecord, ...], FileRead]:
     header, file = read_header(path), str(path)
-    tensors = tuple(TensorRecord(t.name, t.dtype, t.shape, t.end - t.begin, file) for t in header.tensors)
+    c = header.columns
+    tensors = tuple(map(TensorRecord, c.names, c.dtypes, c.shapes, c.nbytes, repeat(file)))
     return tensors, FileRead(str(path), header.file_size, header.bytes_read)
 
 
