@@ -190,7 +190,7 @@ def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: t
         source=raw.source, kind=raw.kind, spec=spec, spec_origin=spec_origin, layout=table.layout,
         breakdown=_breakdown(raw, spec, sums.components, sums.layers),
         components=_component_rows(sums),
-        buffers=tuple(map(raw.columns.record, sums.buffers)), unknown=tuple(map(raw.columns.record, sums.unknown)),
+        buffers=raw.columns.records(sums.buffers), unknown=raw.columns.records(sums.unknown),
         mismatches=mismatches,
         params_by_dtype=dict(sums.params_by_dtype), bytes_by_dtype=dict(sums.bytes_by_dtype),
         files=raw.files, bytes_read=raw.bytes_read, tensor_count=len(raw.columns),
@@ -210,7 +210,8 @@ def _as_stored(raw: RawCheckpoint, table: Any, mismatches: tuple[ShapeMismatch, 
 
 def _breakdown(raw: RawCheckpoint, spec: ModelSpec, components: dict[str, int], layers: set[int | None]) -> Breakdown:
     """The checkpoint's counts; a head that is absent (or shares the embedding's memory) is tied."""
-    stored_layers = [layer for layer in layers if layer is not None and layer < spec.n_layers]  # not the MTP ones
+    depth = spec.n_layers
+    stored_layers = [layer for layer in layers if layer is not None and layer < depth]  # not the MTP ones
     tied = "lm_head" not in components and (spec.head.tied or any(
         name.endswith("lm_head.weight") for name in raw.aliases))
     ordered = {name: components[name] for name in ORDER if name in components and name not in MTP}

@@ -16,7 +16,6 @@ from __future__ import annotations
 import pickle
 import struct
 import zipfile
-from itertools import repeat
 from pathlib import Path
 from typing import Any, Callable
 
@@ -104,7 +103,7 @@ def from_index(
     tensors = TensorColumns()
     files = [FileRead(str(index), index.stat().st_size, index.stat().st_size)]
     aliases: dict[str, str] = {}
-    where: dict[str, str] = {}  # tensor name -> the shard holding it
+    agrees = True  # every tensor of every shard is listed under that shard
     for shard in sorted(set(weight_map.values())):
         shard_path = locate(shard)
         if shard_path is None or not shard_path.is_file():
@@ -112,10 +111,12 @@ def from_index(
         inside(shard_path, root, "the checkpoint directory")
         raw = from_file(shard_path, source)
         tensors.extend(raw.columns)
-        where.update(zip(raw.columns.names, repeat(shard_path.name)))
+        listed = list(map(weight_map.get, raw.columns.names))
+        agrees = agrees and listed.count(shard_path.name) == len(listed)
         files.extend(raw.files)
         aliases.update(raw.aliases)
-    if len(where) != len(tensors) or where != weight_map:  # each tensor once, where the index says: one compare
+    # A shard holds no name twice; each listed under its own shard, none is in two; as many as listed: all are.
+    if not agrees or len(tensors) != len(weight_map):
         _index_error(index, weight_map, tensors)
     kind = f"sharded {'safetensors' if index.name.startswith('model.safetensors') else 'torch state dict'}"
     return RawCheckpoint(source, f"{kind} ({len(files) - 1} files)", tensors, tuple(files), config, total_size, aliases)

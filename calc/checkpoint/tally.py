@@ -77,7 +77,7 @@ def tally(raw: RawCheckpoint, table: TensorTable) -> Tally:
     index = name_index(table, 4 * n + 1024) if n else None
     bulk = _Bulk(raw, index) if index else None
     counts = Counter(bulk.keys) if bulk else Counter()
-    rest = list(compress(range(n), map(not_, bulk.mask))) if bulk else range(n)
+    rest = range(n) if not bulk else [] if all(bulk.mask) else list(compress(range(n), map(not_, bulk.mask)))
     for position, key in sorted([(bulk.first[key], key) for key in counts] + [(i, -1) for i in rest]):
         if key < 0:
             _one(result, raw, table, position)
@@ -87,16 +87,18 @@ def tally(raw: RawCheckpoint, table: TensorTable) -> Tally:
         result.bytes_by_dtype[dtype] += nbytes * counts[key]
         if group.target is not None:
             result.add(group.parts, dtype, nbytes, counts[key])
-    if bulk:
-        param = {key: bulk.groups[key // len(bulk.dtypes)].target is not None for key in counts}
-        result.buffers = sorted([*result.buffers, *compress(bulk.tensors, map(not_, map(param.__getitem__, bulk.keys)))])
-        result.bulk = list(compress(bulk.tensors, map(param.__getitem__, bulk.keys)))
-        names = set(compress(bulk.positions, map(param.__getitem__, bulk.keys)))  # the index's positions: distinct names
-        result.layers.update(map(index.layer_of.__getitem__, names))
-        present = {key // len(bulk.dtypes) for key in counts if param[key]}
-        _shape_check(result, table, index, present, len(names))
-    else:
+    if not bulk:
         _shape_check(result, table, None, set(), 0)
+        return result
+    param = {key: bulk.groups[key // len(bulk.dtypes)].target is not None for key in counts}
+    result.bulk, positions = bulk.tensors, bulk.positions
+    if not all(param.values()):  # buffers among them (rotary tables): set apart
+        is_param = list(map(param.__getitem__, bulk.keys))
+        result.buffers = sorted([*result.buffers, *compress(bulk.tensors, map(not_, is_param))])
+        result.bulk, positions = list(compress(bulk.tensors, is_param)), list(compress(positions, is_param))
+    names = set(positions)  # the index's positions of the parameters: their distinct names
+    result.layers.update(map(index.layer_of.__getitem__, names))
+    _shape_check(result, table, index, {key // len(bulk.dtypes) for key in counts if param[key]}, len(names))
     return result
 
 
@@ -115,9 +117,10 @@ class _Bulk:
         if raw.aliases:  # an alias is skipped, by the per-tensor path
             for i in [i for i in compress(range(n), mask) if columns.names[i] in raw.aliases]:
                 mask[i] = False
-        self.dtypes = list(dict.fromkeys(columns.dtypes))
+        self.dtypes = list(set(columns.dtypes))
         code = {dtype: i for i, dtype in enumerate(self.dtypes)}
-        keys = list(map(add, map(mul, compress(gids, mask), repeat(len(self.dtypes))), map(code.__getitem__, compress(columns.dtypes, mask))))
+        keys = list(compress(gids, mask)) if len(self.dtypes) == 1 else \
+            list(map(add, map(mul, compress(gids, mask), repeat(len(self.dtypes))), map(code.__getitem__, compress(columns.dtypes, mask))))
         tensors = list(compress(range(n), mask))
         first = dict(zip(reversed(keys), reversed(tensors)))  # key -> the position of its first tensor
         size = {key: columns.nbytes[i] for key, i in first.items()}

@@ -76,8 +76,12 @@ class TensorColumns:
     def record(self, i: int) -> TensorRecord:
         return TensorRecord(self.names[i], self.dtypes[i], self.shapes[i], self.nbytes[i], self.files[i])
 
-    def records(self) -> tuple[TensorRecord, ...]:
-        return tuple(map(TensorRecord, *self.columns))
+    def records(self, positions: Iterable[int] | None = None) -> tuple[TensorRecord, ...]:
+        """Records of every tensor, or of those at `positions`."""
+        if positions is None:
+            return tuple(map(TensorRecord, *self.columns))
+        positions = list(positions)
+        return tuple(map(TensorRecord, *(map(column.__getitem__, positions) for column in self.columns)))
 
 
 @dataclass(frozen=True)
