@@ -24,17 +24,13 @@ colon inside a string, however keys are spelt (`"\\u0064type"` is `"dtype"` once
 second spelling is a second key token). A name or metadata value with a colon in it only costs the
 slow path.
 
-Numbers, without a pass over every dimension: `json.loads` parses an integer of any length up to
-Python's 4,300-digit limit (beyond it a ValueError: None here, and the strict path's one-line
-"integer of N digits" error). A shape's product (`math.prod`) is an int only if every dimension
-is an int or a bool: a float makes it a float (even 0 x 2.5 is 0.0), a string, list, null or
-object a string, a list or a TypeError. Bools are ruled out by the text: no `true` or `false` in it
-at all (a name holding the word costs the slow path). Negative dimensions (two make a positive
-size) are looked for when the text has a `-` at all. A dimension is at most its tensor's element
-count, which is at most 8 x the data buffer: bounded, except beside a 0 (`[10**40, 0]` holds no
-bytes), which is checked. The offsets are ints when `end - begin` is, and tiling the buffer from
-0 to its size bounds them. Sizes and tiling are checked as `safetensors_header._check_size` and
-`_check_layout` check them.
+Numbers: `json.loads` parses an integer of any length up to Python's 4,300-digit limit (beyond it a
+ValueError: None here, and the strict path's one-line "integer of N digits" error). Every dimension
+and offset must be an `int` (`type`, so not a bool). Negative dimensions (two make a positive size)
+are looked for when the text has a `-` at all. A dimension is at most its tensor's element count,
+which is at most 8 x the data buffer: bounded, except beside a 0 (`[10**40, 0]` holds no bytes),
+which is checked. The offsets tile the buffer from 0 to its size, which bounds them. Sizes and
+tiling are checked as `safetensors_header._check_size` and `_check_layout` check them.
 """
 
 from __future__ import annotations
@@ -67,8 +63,8 @@ class HeaderColumns(NamedTuple):
 
 def plain_columns(text: str, data_size: int | None, bits_of: dict[str, int]) -> tuple[HeaderColumns, dict[str, str]] | None:
     """The columns and metadata of a plain header (see the module docstring), else None."""
-    if data_size is None or data_size >= _INT_LIMIT // 8 or "true" in text or "false" in text:
-        return None  # no JSON true/false anywhere (a name with the word only costs the slow path): no bool below
+    if data_size is None or data_size >= _INT_LIMIT // 8:
+        return None
     try:
         header = json.loads(text)
     except (ValueError, RecursionError):  # not JSON, or an integer past Python's limit: the strict path says so
@@ -86,13 +82,12 @@ def plain_columns(text: str, data_size: int | None, bits_of: dict[str, int]) -> 
         if (text.count(":") != given + len(metadata) + 4 * n or not set(dtypes) <= bits_of.keys()
                 or not set(map(type, shapes)) <= _LIST or not set(map(len, offsets)) <= _PAIR):
             return None
-        elements = list(map(math.prod, shapes))  # a str, list, dict or None inside: a TypeError or no int
         begins, ends = zip(*offsets) if offsets else ((), ())
-        nbytes = list(map(sub, ends, begins))  # likewise for the offsets
     except (TypeError, KeyError):  # also: an unhashable dtype
         return None
-    if not set(map(type, elements)) <= _INT or not set(map(type, nbytes)) <= _INT:
-        return None  # a float anywhere in a shape makes its product a float (0 x 2.5 is 0.0); no bool (above)
+    if not set(map(type, chain.from_iterable(shapes))) <= _INT or not set(map(type, begins)) | set(map(type, ends)) <= _INT:
+        return None  # ints, not bools, floats, strings, lists, objects or nulls
+    elements, nbytes = list(map(math.prod, shapes)), list(map(sub, ends, begins))
     if "-" in text and min(chain.from_iterable(shapes), default=0) < 0:
         return None  # a negative dimension (two make a positive size)
     if 0 in elements and max(chain.from_iterable(compress(shapes, map(not_, elements)))) >= _INT_LIMIT:
