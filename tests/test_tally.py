@@ -4,7 +4,8 @@ For every model_type (tiny configs, `tests/tiny_models.py`) and the large MoE pr
 layouts, with the MTP layers and buffers a checkpoint may store: the name index spells exactly the
 names `expected_shapes` lists, and a checkpoint, whole or damaged (a tensor missing, reshaped,
 renamed, stored twice under a base-less name, in another dtype, with a quantisation scale beside
-it, an alias), gives the same report, to the last key order, whether tallied in bulk or one by one.
+it, an alias), gives the same report, to the last key order, whether tallied in bulk (quantisation
+scales too) or one by one.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from tiny_models import TINY, tiny_config
 
 SPECS = {**{t: lambda t=t: spec_from_config(HFConfig(tiny_config(t), t)) for t in sorted(TINY)},
          **{p: lambda p=p: load_spec(p) for p in ("deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b")}}
-WIDTH = {"BF16": 2, "F32": 4, "F8_E4M3": 1}
+WIDTH = {"BF16": 2, "F32": 4, "F8_E4M3": 1, "U8": 1}
+# (suffix, dtype) of quantisation scales, as calc.checkpoint.quant knows them, and one in a dtype it does not
+SCALES = [(".weight_scale_inv", "F32"), (".weight_scale", "BF16"), (".input_scale", "F32"), ("_scales", "U8"),
+          (".weight_scale_inv", "U8")]
 
 
 def spec_of(name: str) -> ModelSpec:
@@ -57,6 +61,7 @@ def both_ways(raw: RawCheckpoint, spec: ModelSpec, monkeypatch: pytest.MonkeyPat
     bulk = analyze(raw, spec, "test")
     with monkeypatch.context() as patched:
         patched.setattr(tally_module, "name_index", lambda table, limit: None)
+        patched.setattr(tally_module, "companions", lambda *args: [])
         one_by_one = analyze(raw, spec, "test")
     assert bulk.to_json() == one_by_one.to_json()
     assert list(bulk.to_json()["bytes_by_dtype"]) == list(one_by_one.to_json()["bytes_by_dtype"])
@@ -77,6 +82,21 @@ def test_a_whole_checkpoint_is_reported_the_same_either_way(name: str, hub: bool
     for buffer in lay.get("buffers", ()):  # a layout's buffers, as older checkpoints store them
         layout[buffer.format(layer=0)] = ("F32", (4,))
     both_ways(raw_of(layout), spec, monkeypatch)
+
+
+@pytest.mark.parametrize("name", ["deepseek_v3", "deepseek-v3"])
+def test_fp8_scales_beside_every_projection_are_reported_the_same_either_way(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeepSeek-V3's layout: each projection in F8_E4M3 followed by its F32 block scale (45,000 at full size)."""
+    spec, layout = spec_of(name), {}
+    for tensor, (dtype, shape) in layout_of(spec, True, True).items():
+        fp8 = "_proj" in tensor and tensor.endswith(".weight")
+        layout[tensor] = ("F8_E4M3", shape) if fp8 else (dtype, shape)
+        if fp8:
+            layout[tensor + "_scale_inv"] = ("F32", (len(tensor) % 5 + 1, 2))
+    both_ways(raw_of(layout), spec, monkeypatch)
+    assert len(analyze(raw_of(layout), spec, "test").companions) == sum(name.endswith("_scale_inv") for name in layout)
+    scale = next(name for name in layout if name.endswith("_scale_inv"))  # an alias is skipped, a scale too
+    both_ways(raw_of(layout, {scale: next(iter(layout))}), spec, monkeypatch)
 
 
 DAMAGE = st.sampled_from(["drop", "reshape", "rename", "dtype", "scale", "base-less", "alias", "buffer-shape", "other layout"])
@@ -106,8 +126,9 @@ def test_a_damaged_checkpoint_is_reported_the_same_either_way(name: str, hub: bo
         elif kind == "dtype":
             layout[victim] = ("F32", shape)
         elif kind == "scale":
+            suffix, scale_dtype = SCALES[where % len(SCALES)]
             layout[victim] = ("F8_E4M3", shape)
-            layout[victim + "_scale_inv"] = ("F32", (1,))
+            layout[victim.removesuffix(".weight") + suffix] = (scale_dtype, (1 + where % 3,))
         elif kind == "base-less" and base and victim.startswith(base):
             layout[victim.removeprefix(base)] = (dtype, shape)
         elif kind == "alias":

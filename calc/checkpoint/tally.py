@@ -3,8 +3,9 @@
 A stored tensor whose name is in the spec's `NameIndex` and whose shape is its template's is
 tallied in bulk: the tensors are counted per (template, dtype, byte size), in C, and each count
 is added once, so a 100,000-tensor Llama checkpoint costs about a dozen additions per sum instead
-of 100,000. Every other tensor (a quantisation companion, a packed weight, an alias, a name no
-template spells, a wrong shape) goes through `_one`, the per-tensor path, exactly as before.
+of 100,000. Quantisation companions (DeepSeek-V3's 45,000 scales) are found in bulk too
+(`quant.companions`). Every other tensor (a packed weight, an alias, a name no template spells, a
+wrong shape) goes through `_one`, the per-tensor path, exactly as before.
 
 Nothing of the report depends on which path a tensor took: contributions are applied in stored
 order (a bulk count at the position of its first tensor), so every dict keeps the insertion order
@@ -22,7 +23,7 @@ from operator import add, eq, mul, not_
 
 from calc.checkpoint.name_index import Group, NameIndex, name_index, split
 from calc.checkpoint.names import TensorTable
-from calc.checkpoint.quant import QUANTISED_SUFFIXES, Companion, split_quantised
+from calc.checkpoint.quant import QUANTISED_SUFFIXES, Companion, companions, split_quantised
 from calc.checkpoint.tensors import RawCheckpoint
 
 __all__ = ["Tally", "found_shapes", "share_bytes", "tally"]
@@ -77,16 +78,20 @@ def tally(raw: RawCheckpoint, table: TensorTable) -> Tally:
     index = name_index(table, 4 * n + 1024) if n else None
     bulk = _Bulk(raw, index) if index else None
     counts = Counter(bulk.keys) if bulk else Counter()
-    rest = range(n) if not bulk else [] if all(bulk.mask) else list(compress(range(n), map(not_, bulk.mask)))
-    for position, key in sorted([(bulk.first[key], key) for key in counts] + [(i, -1) for i in rest]):
-        if key < 0:
+    rest = list(range(n)) if not bulk else [] if all(bulk.mask) else list(compress(range(n), map(not_, bulk.mask)))
+    rest, scales = _companions(result, raw, rest)
+    events = [(bulk.first[key], key, 0) for key in counts] + scales + [(i, _ONE, 0) for i in rest]
+    for position, key, scale_bytes in sorted(events):  # in stored order: positions are distinct
+        if key == _SCALES:  # the first companion of its dtype, with the bytes of all of them
+            result.bytes_by_dtype[raw.columns.dtypes[position]] += scale_bytes
+        elif key == _ONE:
             _one(result, raw, table, position)
-            continue
-        gid, dtype = divmod(key, len(bulk.dtypes))
-        group, dtype, nbytes = bulk.groups[gid], bulk.dtypes[dtype], raw.columns.nbytes[position]
-        result.bytes_by_dtype[dtype] += nbytes * counts[key]
-        if group.target is not None:
-            result.add(group.parts, dtype, nbytes, counts[key])
+        else:
+            gid, dtype = divmod(key, len(bulk.dtypes))
+            group, dtype, nbytes = bulk.groups[gid], bulk.dtypes[dtype], raw.columns.nbytes[position]
+            result.bytes_by_dtype[dtype] += nbytes * counts[key]
+            if group.target is not None:
+                result.add(group.parts, dtype, nbytes, counts[key])
     if not bulk:
         _shape_check(result, table, None, set(), 0)
         return result
@@ -100,6 +105,25 @@ def tally(raw: RawCheckpoint, table: TensorTable) -> Tally:
     result.layers.update(map(index.layer_of.__getitem__, names))
     _shape_check(result, table, index, {key // len(bulk.dtypes) for key in counts if param[key]}, len(names))
     return result
+
+
+_ONE, _SCALES = -1, -2  # event keys beside the bulk ones (>= 0): a tensor one by one, the companions of a dtype
+
+
+def _companions(result: Tally, raw: RawCheckpoint, rest: list[int]) -> tuple[list[int], list[tuple[int, int, int]]]:
+    """Set aside the quantisation companions among `rest` (`quant.companions`, in bulk), as `_one` would:
+    the tensors left, and one event per dtype adding their bytes at the first one's position."""
+    found = companions(raw.columns.names, raw.columns.dtypes, rest, raw.aliases)
+    if not found:
+        return rest, []
+    result.companions = [Companion(record, record.name.removesuffix(kind.suffix) + kind.base_suffix, kind.scheme)
+                         for record, (_, kind) in zip(raw.columns.records(i for i, _ in found), found)]
+    by_dtype: dict[str, list[int]] = {}  # dtype -> [first position, bytes]
+    for i, _ in found:
+        entry = by_dtype.setdefault(raw.columns.dtypes[i], [i, 0])
+        entry[1] += raw.columns.nbytes[i]
+    taken = {i for i, _ in found}
+    return [i for i in rest if i not in taken], [(first, _SCALES, size) for first, size in by_dtype.values()]
 
 
 class _Bulk:
