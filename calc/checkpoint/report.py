@@ -152,14 +152,18 @@ class LoadResult:
 
 def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointReport:
     """Open a checkpoint (header only) and account for every tensor in it against a spec."""
-    with many_objects():
-        raw = open_checkpoint(source, with_config=spec is None)
-        if spec is not None:
-            return analyze(raw, spec, "the MODEL argument")
-        if raw.config is not None:
-            return analyze(raw, spec_from_config(raw.config), raw.config.origin)
-        inferred, notes = infer_spec(raw)
-        return analyze(raw, inferred, "tensor shapes (no config.json)", notes)
+    with many_objects():  # the tensor columns are freed in `_read`, before the collector resumes and would walk them
+        return _read(source, spec)
+
+
+def _read(source: str, spec: ModelSpec | None) -> CheckpointReport:
+    raw = open_checkpoint(source, with_config=spec is None)
+    if spec is not None:
+        return analyze(raw, spec, "the MODEL argument")
+    if raw.config is not None:
+        return analyze(raw, spec_from_config(raw.config), raw.config.origin)
+    inferred, notes = infer_spec(raw)
+    return analyze(raw, inferred, "tensor shapes (no config.json)", notes)
 
 
 def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, Any] | None = None) -> CheckpointReport:
@@ -168,13 +172,17 @@ def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, An
     Never against a spec inferred from the very shapes being checked: that would always agree.
     """
     with many_objects():
-        raw = open_checkpoint(source, with_config=spec is None)
-        if spec is not None:
-            return analyze(raw, spec, "the MODEL argument")
-        if raw.config is None:
-            raise GptcalcError(f"{source}: no config.json beside the weights, so MODEL is needed to verify against")
-        origin = f"{raw.config.origin} (with --set)" if overrides else raw.config.origin
-        return analyze(raw, spec_from_config(raw.config, overrides), origin)
+        return _read_for_verify(source, spec, overrides)
+
+
+def _read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, Any] | None) -> CheckpointReport:
+    raw = open_checkpoint(source, with_config=spec is None)
+    if spec is not None:
+        return analyze(raw, spec, "the MODEL argument")
+    if raw.config is None:
+        raise GptcalcError(f"{source}: no config.json beside the weights, so MODEL is needed to verify against")
+    origin = f"{raw.config.origin} (with --set)" if overrides else raw.config.origin
+    return analyze(raw, spec_from_config(raw.config, overrides), origin)
 
 
 def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: tuple[str, ...] = ()) -> CheckpointReport:
