@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from itertools import compress
-from operator import methodcaller
+from itertools import compress, repeat
+from operator import itemgetter, methodcaller
 from typing import Any
 
 from calc.checkpoint.sources import TensorRecord
@@ -114,12 +114,15 @@ QUANTISED_SUFFIXES = tuple(kind.suffix for kind in (*PACKED, *COMPANIONS))  # an
 
 def companions(names: list[str], dtypes: list[str], positions: list[int], aliases: dict[str, str]) -> list[tuple[int, CompanionKind]]:
     """The tensors at `positions` that `split_quantised` sets aside as companions, in order, with
-    their kind: a name test per kind in C, a dtype test per match (DeepSeek-V3 stores 45,000 scales)."""
+    their kind: a name test and a dtype test per kind, in C (DeepSeek-V3 stores 45,000 scales).
+    No name ends with two of the kinds' suffixes, nor with a packed weight's."""
     found: dict[int, CompanionKind] = {}
-    for kind in COMPANIONS:  # no name ends with two of their suffixes, nor with a packed weight's
-        ends = map(methodcaller("endswith", kind.suffix), map(names.__getitem__, positions))
-        found.update((i, kind) for i in compress(positions, ends) if dtypes[i] in kind.dtypes and i not in found)
-    return sorted((i, kind) for i, kind in found.items() if names[i] not in aliases)
+    for kind in COMPANIONS:
+        named = list(compress(positions, map(methodcaller("endswith", kind.suffix), map(names.__getitem__, positions))))
+        found.update(zip(compress(named, map(kind.dtypes.__contains__, map(dtypes.__getitem__, named))), repeat(kind)))
+    if aliases:
+        found = {i: kind for i, kind in found.items() if names[i] not in aliases}
+    return sorted(found.items(), key=itemgetter(0))
 
 
 def unpacked_shape(blocks: tuple[int, ...]) -> tuple[int, ...]:

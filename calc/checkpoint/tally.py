@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import add, eq, mul, not_
+from operator import add, attrgetter, eq, itemgetter, mul, not_
 
 from calc.checkpoint.name_index import Group, NameIndex, name_index, split
 from calc.checkpoint.names import TensorTable
@@ -116,8 +116,10 @@ def _companions(result: Tally, raw: RawCheckpoint, rest: list[int]) -> tuple[lis
     found = companions(raw.columns.names, raw.columns.dtypes, rest, raw.aliases)
     if not found:
         return rest, []
-    result.companions = [Companion(record, record.name.removesuffix(kind.suffix) + kind.base_suffix, kind.scheme)
-                         for record, (_, kind) in zip(raw.columns.records(i for i, _ in found), found)]
+    records, kinds = raw.columns.records(map(itemgetter(0), found)), list(map(itemgetter(1), found))
+    bases = map(add, map(str.removesuffix, map(attrgetter("name"), records), map(attrgetter("suffix"), kinds)),
+                map(attrgetter("base_suffix"), kinds))  # the weight each qualifies, as `split_quantised` names it
+    result.companions = list(map(Companion, records, bases, map(attrgetter("scheme"), kinds)))
     by_dtype: dict[str, list[int]] = {}  # dtype -> [first position, bytes]
     for i, _ in found:
         entry = by_dtype.setdefault(raw.columns.dtypes[i], [i, 0])
