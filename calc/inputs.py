@@ -60,21 +60,25 @@ def read_text(path: Path, limit: int = MAX_TEXT_BYTES) -> str:
         raise GptcalcError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
-def load_json(text: str | bytes, origin: str, plain: Callable[[Any], bool] | None = None) -> Any:
+def load_json(text: str | bytes, origin: str, plain: Callable[[Any], int | None] | None = None) -> Any:
     """Parse JSON strictly: no repeated key, no absurd integer, bounded depth and size.
 
     `plain`: a caller's cheap test that a value it expects is shallow, small and free of long
-    integers (every tensor of a safetensors header a flat entry). A value that passes is returned
-    from one plain parse, without the per-integer and per-value checks a 100,000-tensor header would
-    pay for; anything else is parsed again the strict way, so its error is the same either way.
+    integers (a shard index: a flat name -> file map), returning how many keys its objects hold
+    (None: not plain). A value that passes is returned from one plain parse, without the
+    per-key, per-integer and per-value checks a 100,000-tensor index would pay for, when the text
+    has exactly that many colons: each key is followed by one, so a key given twice (which a plain
+    parse drops) would leave more colons than keys (`calc.checkpoint.header_columns` argues it in
+    full). Anything else is parsed again the strict way, so its error is the same either way.
     """
     if plain is not None:
         try:
-            value = json.loads(text, object_pairs_hook=_no_duplicates)
-        except (ValueError, RecursionError):  # a repeated key, an integer past Python's own limit, bad JSON
+            value = json.loads(text)
+        except (ValueError, RecursionError):  # an integer past Python's own limit, bad JSON
             pass
         else:
-            if plain(value):
+            keys = plain(value)
+            if keys is not None and (text.count(":") if isinstance(text, str) else text.count(b":")) == keys:
                 return value
     try:
         value = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=lambda s: strict_int(s, origin))

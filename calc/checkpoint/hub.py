@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from calc.spec import hf
-from calc.checkpoint.sources import FileRead, RawCheckpoint, TensorRecord, from_file, from_index, read_index
+from calc.checkpoint.sources import FileRead, RawCheckpoint, TensorColumns, TensorRecord, from_file, from_index, read_index
 from calc.errors import GptcalcError
 from calc.checkpoint.safetensors_header import validate_header
 
@@ -74,5 +74,5 @@ def _from_hub_metadata(repo_id: str, config: hf.HFConfig | None) -> RawCheckpoin
         tensors.extend(TensorRecord(e.name, e.dtype, e.shape, e.nbytes, filename) for e in entries)
     files = tuple(FileRead(f"{repo_id}/{name}", None, None) for name in sorted(meta.files_metadata))
     total = (meta.metadata or {}).get("total_size")
-    return RawCheckpoint(repo_id, f"Hub safetensors headers ({len(files)} files)", tuple(tensors), files,
+    return RawCheckpoint(repo_id, f"Hub safetensors headers ({len(files)} files)", TensorColumns.of(tensors), files,
                          config, total if isinstance(total, int) else None)

@@ -84,8 +84,8 @@ class TensorTable:
         self._stored_layers = self.n_layers + (spec.mtp.n_layers if spec.mtp else 0)
         self._kinds: dict[int, str] = {}
         self._keys: dict[str, tuple[str, int | None]] = {}
-        self._hub_only = {name: {s.name for s in self.hub[name].values()} - {s.name for s in self.blocks[name].values()}
-                          for name in spec.blocks}
+        self.hub_only = {name: {s.name for s in self.hub[name].values()} - {s.name for s in self.blocks[name].values()}
+                         for name in spec.blocks}  # per block kind: names only the Hub's expert layout has
 
     def canonical(self, name: str) -> str:
         """The name as save_pretrained writes it: an older alias renamed, a base model's prefix added."""
@@ -139,11 +139,11 @@ class TensorTable:
     def is_hub(self, names: list[str]) -> bool:
         """Whether stored names follow the Hub's expert layout (one tensor per expert, or GraniteMoE's
         input_linear) rather than transformers 5's in-memory one: the shapes the checkpoint is held to."""
-        if not any(self._hub_only.values()):  # no expert the two layouts name apart: nothing to tell
+        if not any(self.hub_only.values()):  # no expert the two layouts name apart: nothing to tell
             return False
         for name in names:
             found = self._in_layer(self.canonical(name))
-            if found is not None and found[0] < self.n_layers and found[2] in self._hub_only[found[1]]:
+            if found is not None and found[0] < self.n_layers and found[2] in self.hub_only[found[1]]:
                 return True
         return False
 

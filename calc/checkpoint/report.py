@@ -14,18 +14,17 @@ tensor shapes (`calc.checkpoint.infer`).
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from calc.analysis.breakdown import ORDER, Breakdown
 from calc.checkpoint.infer import infer_spec
-from calc.checkpoint.quant import QUANTISED_SUFFIXES, Companion, split_quantised
+from calc.checkpoint.quant import Companion
 from calc.checkpoint.sources import FileRead, RawCheckpoint, TensorRecord, open_checkpoint
+from calc.checkpoint.tally import Tally, found_shapes, share_bytes, tally
 from calc.errors import GptcalcError
 from calc.inputs import many_objects
-from calc.checkpoint.names import TensorName, component_counts, tensor_table
+from calc.checkpoint.names import tensor_table
 from calc.spec.load import spec_from_config
 from calc.spec.model import ModelSpec
 
@@ -34,7 +33,6 @@ __all__ = ["CheckpointReport", "ComponentTensors", "LoadResult", "ShapeMismatch"
 
 # Multi-token-prediction layers: stored beside the model, shown beside its total (as the analytic count does).
 MTP = ("mtp_layers", "mtp_embedding_copies")
-UNSPLIT_QKV = "qkv_fused"  # a fused Q/K/V tensor whose size the spec cannot split (shape mismatch)
 
 
 @dataclass(frozen=True)
@@ -154,14 +152,18 @@ class LoadResult:
 
 def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointReport:
     """Open a checkpoint (header only) and account for every tensor in it against a spec."""
-    with many_objects():
-        raw = open_checkpoint(source, with_config=spec is None)
-        if spec is not None:
-            return analyze(raw, spec, "the MODEL argument")
-        if raw.config is not None:
-            return analyze(raw, spec_from_config(raw.config), raw.config.origin)
-        inferred, notes = infer_spec(raw)
-        return analyze(raw, inferred, "tensor shapes (no config.json)", notes)
+    with many_objects():  # the tensor columns are freed in `_read`, before the collector resumes and would walk them
+        return _read(source, spec)
+
+
+def _read(source: str, spec: ModelSpec | None) -> CheckpointReport:
+    raw = open_checkpoint(source, with_config=spec is None)
+    if spec is not None:
+        return analyze(raw, spec, "the MODEL argument")
+    if raw.config is not None:
+        return analyze(raw, spec_from_config(raw.config), raw.config.origin)
+    inferred, notes = infer_spec(raw)
+    return analyze(raw, inferred, "tensor shapes (no config.json)", notes)
 
 
 def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, Any] | None = None) -> CheckpointReport:
@@ -170,106 +172,54 @@ def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, An
     Never against a spec inferred from the very shapes being checked: that would always agree.
     """
     with many_objects():
-        raw = open_checkpoint(source, with_config=spec is None)
-        if spec is not None:
-            return analyze(raw, spec, "the MODEL argument")
-        if raw.config is None:
-            raise GptcalcError(f"{source}: no config.json beside the weights, so MODEL is needed to verify against")
-        origin = f"{raw.config.origin} (with --set)" if overrides else raw.config.origin
-        return analyze(raw, spec_from_config(raw.config, overrides), origin)
+        return _read_for_verify(source, spec, overrides)
+
+
+def _read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, Any] | None) -> CheckpointReport:
+    raw = open_checkpoint(source, with_config=spec is None)
+    if spec is not None:
+        return analyze(raw, spec, "the MODEL argument")
+    if raw.config is None:
+        raise GptcalcError(f"{source}: no config.json beside the weights, so MODEL is needed to verify against")
+    origin = f"{raw.config.origin} (with --set)" if overrides else raw.config.origin
+    return analyze(raw, spec_from_config(raw.config, overrides), origin)
 
 
 def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: tuple[str, ...] = ()) -> CheckpointReport:
     """Count parameters by component, set buffers and unknown names apart, check every shape."""
-    if spec.n_layers > len(raw.tensors):  # every layer stores at least one tensor; and listing them would never end
+    if spec.n_layers > len(raw.columns):  # every layer stores at least one tensor; and listing them would never end
         raise GptcalcError(f"{raw.source}: the spec from {spec_origin} has {spec.n_layers:,} layers, but the checkpoint "
-                           f"stores only {len(raw.tensors):,} tensors; they cannot be the same model")
+                           f"stores only {len(raw.columns):,} tensors; they cannot be the same model")
     table = tensor_table(spec)
-    components: dict[str, int] = defaultdict(int)
-    members: dict[str, list[TensorRecord]] = defaultdict(list)
-    buffers, unknown, found, layers, companions = [], [], {}, set(), []
-    params_by_dtype: dict[str, int] = defaultdict(int)
-    bytes_by_dtype: dict[str, int] = defaultdict(int)
-    stored_bytes: dict[str, int] = defaultdict(int)
-    aliases, canonical, classify = raw.aliases, table.canonical, table.classify_canonical
-    for tensor in raw.tensors:
-        if tensor.name in aliases:
-            continue  # the same memory under a second name (a tied head in a torch state dict)
-        bytes_by_dtype[tensor.dtype] += tensor.nbytes
-        if tensor.name.endswith(QUANTISED_SUFFIXES):  # nearly every tensor is neither packed nor a scale
-            tensor, companion = split_quantised(tensor)  # calc.checkpoint.quant: a packed weight unpacked, scales aside
-            if companion is not None:
-                companions.append(companion)
-                continue
-        name = canonical(tensor.name)
-        meaning = classify(name)
-        if meaning is None:
-            unknown.append(tensor)
-        elif meaning.target is None:  # a buffer
-            buffers.append(tensor)
-        else:
-            found[name] = tensor.shape
-            layers.add(meaning.layer)
-            numel = tensor.numel
-            params_by_dtype[tensor.dtype] += numel
-            if type(meaning.target) is str:  # one component takes the whole tensor (as `_split`, without its dicts)
-                components[meaning.target] += numel
-                members[meaning.target].append(tensor)
-                stored_bytes[meaning.target] += tensor.nbytes
-                continue
-            parts = _split(meaning, tensor.shape)
-            for component, count in parts.items():
-                components[component] += count
-                members[component].append(tensor)
-            for component, size in share_bytes(parts, tensor.nbytes).items():
-                stored_bytes[component] += size
+    sums = tally(raw, table)  # calc.checkpoint.tally: in bulk per template, one by one for the rest
+    mismatches = () if sums.shapes_checked else _as_stored(raw, table, shape_mismatches(
+        table.expected_shapes(hub=sums.hub, mtp=sums.mtp), found_shapes(raw, sums)))
     return CheckpointReport(
         source=raw.source, kind=raw.kind, spec=spec, spec_origin=spec_origin, layout=table.layout,
-        breakdown=_breakdown(raw, spec, components, layers),
-        components=_component_rows(components, members),
-        buffers=tuple(buffers), unknown=tuple(unknown),
-        mismatches=_as_stored(raw, table, shape_mismatches(table.expected_shapes(
-            hub=table.is_hub(list(found)), mtp=any(layer is not None and layer >= spec.n_layers for layer in layers)),
-            found)),
-        params_by_dtype=dict(params_by_dtype), bytes_by_dtype=dict(bytes_by_dtype),
-        files=raw.files, bytes_read=raw.bytes_read, tensor_count=len(raw.tensors),
+        breakdown=_breakdown(raw, spec, sums.components, sums.layers),
+        components=_component_rows(sums),
+        buffers=raw.columns.records(sums.buffers), unknown=raw.columns.records(sums.unknown),
+        mismatches=mismatches,
+        params_by_dtype=dict(sums.params_by_dtype), bytes_by_dtype=dict(sums.bytes_by_dtype),
+        files=raw.files, bytes_read=raw.bytes_read, tensor_count=len(raw.columns),
         index_total_size=raw.index_total_size, aliases=dict(raw.aliases), spec_notes=spec_notes,
-        companions=tuple(companions), stored_bytes=dict(stored_bytes),
+        companions=tuple(sums.companions), stored_bytes=dict(sums.stored_bytes),
     )
-
-
-def share_bytes(parts: dict[str, int], nbytes: int) -> dict[str, int]:
-    """A tensor's stored bytes split over its components in proportion to their elements (a fused
-    Q/K/V), cumulatively rounded so the shares add up to `nbytes` exactly."""
-    if len(parts) == 1:  # one component (nearly every tensor): all its bytes
-        return {component: nbytes for component in parts}
-    total, seen, done, shares = sum(parts.values()), 0, 0, {}
-    for component, count in parts.items():
-        seen += count
-        shares[component] = nbytes * seen // (total or 1) - done
-        done += shares[component]
-    return shares
 
 
 def _as_stored(raw: RawCheckpoint, table: Any, mismatches: tuple[ShapeMismatch, ...]) -> tuple[ShapeMismatch, ...]:
     """Mismatches named as the checkpoint names its tensors: without the `transformer.` / `model.`
     prefix when none of its names has it (a base model's file, as GPT-2's own)."""
     base = table.lay.get("base", "")
-    if not base or any(t.name.startswith(base) for t in raw.tensors):
+    if not base or any(name.startswith(base) for name in raw.columns.names):
         return mismatches
     return tuple(replace(m, name=m.name.removeprefix(base)) for m in mismatches)
 
 
-def _split(meaning: TensorName, shape: tuple[int, ...]) -> dict[str, int]:
-    try:
-        return component_counts(meaning, shape)
-    except ValueError:  # a fused tensor of another model's size: counted whole, flagged by the shape check
-        return {UNSPLIT_QKV: math.prod(shape)}
-
-
 def _breakdown(raw: RawCheckpoint, spec: ModelSpec, components: dict[str, int], layers: set[int | None]) -> Breakdown:
     """The checkpoint's counts; a head that is absent (or shares the embedding's memory) is tied."""
-    stored_layers = [layer for layer in layers if layer is not None and layer < spec.n_layers]  # not the MTP ones
+    depth = spec.n_layers
+    stored_layers = [layer for layer in layers if layer is not None and layer < depth]  # not the MTP ones
     tied = "lm_head" not in components and (spec.head.tied or any(
         name.endswith("lm_head.weight") for name in raw.aliases))
     ordered = {name: components[name] for name in ORDER if name in components and name not in MTP}
@@ -286,12 +236,11 @@ def _breakdown(raw: RawCheckpoint, spec: ModelSpec, components: dict[str, int], 
     )
 
 
-def _component_rows(components: dict[str, int], members: dict[str, list[TensorRecord]]) -> tuple[ComponentTensors, ...]:
+def _component_rows(sums: Tally) -> tuple[ComponentTensors, ...]:
+    components = sums.components
     names = [n for n in ORDER if n in components] + [n for n in components if n not in ORDER]
-    return tuple(
-        ComponentTensors(name, len(members[name]), components[name], tuple(sorted({t.dtype for t in members[name]})))
-        for name in names
-    )
+    return tuple(ComponentTensors(name, sums.tensors[name], components[name], tuple(sorted(sums.dtypes[name])))
+                 for name in names)
 
 
 def shape_mismatches(expected: dict[str, tuple[int, ...]], found: dict[str, tuple[int, ...]]) -> tuple[ShapeMismatch, ...]:

@@ -13,6 +13,10 @@ file size and a 100 MB cap (safetensors' own limit) before anything is allocated
 tensor's dtype, shape and offsets, then that the tensors tile the buffer exactly, with no
 overlap and no hole, as the safetensors library itself requires. Every failure is one
 `GptcalcError` line naming the file and the tensor.
+
+A header as real ones are (every name once, every entry plain) is checked in bulk, as columns
+(`calc.checkpoint.header_columns`: no Python code per tensor, 100,000 tensors in tens of ms); any
+other is parsed again strictly and checked entry by entry here, so the error is the same either way.
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from calc.checkpoint.header_columns import HeaderColumns, as_columns, plain_columns
 from calc.errors import GptcalcError
-from calc.inputs import MAX_INT_DIGITS, MAX_VALUES, load_json
+from calc.inputs import load_json
 
 __all__ = ["DTYPE_BITS", "MAX_HEADER_BYTES", "SafetensorsHeader", "TensorEntry", "parse_header", "read_header", "validate_header"]
 
@@ -64,13 +70,19 @@ class TensorEntry:
 
 @dataclass(frozen=True)
 class SafetensorsHeader:
-    """A validated header: its tensors (in file order), `__metadata__`, and what reading cost."""
+    """A validated header: its tensors (in file order, as columns), `__metadata__`, and what reading cost."""
 
     path: str
-    tensors: tuple[TensorEntry, ...]
+    columns: HeaderColumns
     metadata: dict[str, str] = field(default_factory=dict)
     header_length: int = 0  # N, the JSON's length in bytes
     file_size: int = 0
+
+    @cached_property
+    def tensors(self) -> tuple[TensorEntry, ...]:
+        """One `TensorEntry` per tensor, built when asked for (a checkpoint reader uses the columns)."""
+        c = self.columns
+        return tuple(map(TensorEntry, c.names, c.dtypes, c.shapes, c.begins, c.ends))
 
     @property
     def bytes_read(self) -> int:
@@ -90,8 +102,8 @@ def read_header(path: str | Path) -> SafetensorsHeader:
         raise GptcalcError(f"{origin}: cannot read: {exc.strerror or exc}") from None
     if len(raw) != length:
         raise GptcalcError(f"{origin}: truncated: the header needs {length:,} B but only {len(raw):,} B follow")
-    tensors, metadata = parse_header(raw, size - LENGTH_BYTES - length, origin)
-    return SafetensorsHeader(origin, tensors, metadata, length, size)
+    columns, metadata = parse_header(raw, size - LENGTH_BYTES - length, origin)
+    return SafetensorsHeader(origin, columns, metadata, length, size)
 
 
 def _read_length(prefix: bytes, size: int, origin: str) -> int:
@@ -113,28 +125,21 @@ def _read_length(prefix: bytes, size: int, origin: str) -> int:
     return length
 
 
-def parse_header(raw: bytes, data_size: int | None, origin: str) -> tuple[tuple[TensorEntry, ...], dict[str, str]]:
+def parse_header(raw: bytes, data_size: int | None, origin: str) -> tuple[HeaderColumns, dict[str, str]]:
     """Validate header JSON; `data_size` is the byte buffer's length (None when unknown).
 
-    A header that passes `_plain_header` is checked and turned into entries in that one pass;
+    A plain header (`calc.checkpoint.header_columns`: every real one) is checked in bulk, as columns;
     any other is parsed the strict way and checked entry by entry, for the error to name."""
-    checked: list[tuple[tuple[TensorEntry, ...], dict[str, str]]] = []
-
-    def plain(value: Any) -> bool:
-        result = _plain_header(value, data_size)
-        if result is not None:
-            checked.append(result)
-        return result is not None
-
-    header = _load_json(raw, origin, plain)
-    return checked[0] if checked else validate_header(header, data_size, origin)
+    text = _text(raw, origin)
+    plain = plain_columns(text, data_size, DTYPE_BITS)
+    if plain is not None:
+        return plain
+    tensors, metadata = validate_header(_load_json(text, origin), data_size, origin)
+    return as_columns(tensors), metadata
 
 
 def validate_header(header: dict[str, Any], data_size: int | None, origin: str) -> tuple[tuple[TensorEntry, ...], dict[str, str]]:
     """Check an already parsed header (e.g. one huggingface_hub fetched) as strictly as a file's."""
-    plain = _plain_header(header, data_size)
-    if plain is not None:
-        return plain
     header = dict(header)
     metadata = _metadata(header.pop("__metadata__", {}), origin)
     tensors = tuple(_entry(name, info, origin) for name, info in header.items())
@@ -142,65 +147,23 @@ def validate_header(header: dict[str, Any], data_size: int | None, origin: str) 
     return tensors, metadata
 
 
-def _load_json(raw: bytes, origin: str, plain: Callable[[Any], bool]) -> dict[str, Any]:
-    """The header's JSON, read as strictly as every JSON file (`calc.inputs.load_json`): a tensor
-    named twice would silently hide one of them."""
+def _text(raw: bytes, origin: str) -> str:
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise GptcalcError(f"{origin}: header is not UTF-8 text (byte {exc.start})") from None
-    header = load_json(text, f"{origin}: header", plain)
+
+
+def _load_json(text: str, origin: str) -> dict[str, Any]:
+    """The header's JSON, read as strictly as every JSON file (`calc.inputs.load_json`): a tensor
+    named twice would silently hide one of them."""
+    header = load_json(text, f"{origin}: header")
     if not isinstance(header, dict):
         raise GptcalcError(f"{origin}: header is JSON {type(header).__name__}, expected an object")
     return header
 
 
-def _plain_header(header: Any, data_size: int | None) -> tuple[tuple[TensorEntry, ...], dict[str, str]] | None:
-    """The tensors and metadata of a header that is what every real one is, checked in one pass:
-    flat string metadata, tensor entries of exactly dtype, shape and data_offsets with a known dtype,
-    integers of at most `MAX_INT_DIGITS` digits and none negative, each byte range the size its
-    shape needs, the ranges tiling the buffer, at most `MAX_VALUES` values. Such a header needs none
-    of `load_json`'s generic per-value checks. None for anything else: the entry-by-entry checks
-    (`_entry`, `_check_layout`) then say what is wrong."""
-    if type(header) is not dict:
-        return None
-    metadata = header.get("__metadata__", {})
-    if type(metadata) is not dict or not set(map(type, metadata.values())) <= _STR:
-        return None
-    entries, spans, dims, bits_of, prod = [], [], 0, DTYPE_BITS.get, math.prod
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        if type(info) is not dict or len(info) != 3:
-            return None
-        dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-        if type(dtype) is not str or type(shape) is not list or type(offsets) is not list or len(offsets) != 2:
-            return None
-        bits, numbers = bits_of(dtype), shape + offsets
-        if bits is None or not set(map(type, numbers)) <= _INT or min(numbers) < 0 or max(numbers) >= _INT_LIMIT:
-            return None
-        begin, end = offsets
-        size = prod(shape) * bits
-        if size % 8 or end - begin != size // 8:
-            return None
-        entries.append(TensorEntry(name, dtype, tuple(shape), begin, end))
-        spans.append((begin, end))
-        dims += len(shape)
-    if 1 + ("__metadata__" in header) * (1 + len(metadata)) + 7 * len(entries) + dims > MAX_VALUES:
-        return None
-    return (tuple(entries), metadata) if _tiles(spans, data_size) else None
-
-
-def _tiles(spans: list[tuple[int, int]], data_size: int | None) -> bool:
-    """Whether [begin, end) ranges tile the buffer from 0 (to `data_size` when known), as `_check_layout` requires."""
-    if not spans:
-        return not data_size
-    spans.sort()
-    begins, ends = zip(*spans)
-    return begins[0] == 0 and begins[1:] == ends[:-1] and (data_size is None or ends[-1] == data_size)
-
-
-_STR, _INT, _INT_LIMIT = {str}, {int}, 10**MAX_INT_DIGITS
+_INT = {int}
 
 
 def _metadata(value: Any, origin: str) -> dict[str, str]:

@@ -13,11 +13,9 @@ paths that need them.
 
 from __future__ import annotations
 
-import math
 import pickle
 import struct
 import zipfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,8 +23,9 @@ from calc.spec import hf
 from calc.errors import GptcalcError
 from calc.inputs import MAX_INDEX_BYTES, MAX_INT_DIGITS, MAX_VALUES, inside, load_json, read_text
 from calc.checkpoint.safetensors_header import read_header
+from calc.checkpoint.tensors import FileRead, RawCheckpoint, TensorColumns, TensorRecord
 
-__all__ = ["FileRead", "RawCheckpoint", "TensorRecord", "as_state_dict", "from_file", "from_index", "load_torch_file",
+__all__ = ["FileRead", "RawCheckpoint", "TensorColumns", "TensorRecord", "as_state_dict", "from_file", "from_index", "load_torch_file",
            "needs_torch", "open_checkpoint", "read_index"]
 
 # What a checkpoint directory may hold, in the order they are looked for.
@@ -38,48 +37,6 @@ FILE_SUFFIXES = (".safetensors", ".json", *TORCH_SUFFIXES)
 MAX_PICKLE_BYTES = 64 * 2**20
 # torch.save's legacy format opens with this number, pickled (torch/serialization.py's MAGIC_NUMBER).
 _LEGACY_MAGIC = b"\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
-
-
-@dataclass(frozen=True, slots=True)  # one per stored tensor: no per-instance dict
-class TensorRecord:
-    """One stored tensor: enough to count it and check its shape, nothing of its values.
-
-    Not `safetensors_header.TensorEntry`: a torch state dict or a Hub header has no byte offsets
-    to give, and a checkpoint needs to know which of its files holds each tensor.
-    """
-
-    name: str
-    dtype: str  # safetensors spelling: F32, BF16, ...
-    shape: tuple[int, ...]
-    nbytes: int
-    file: str
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-
-@dataclass(frozen=True)
-class FileRead:
-    path: str
-    size: int | None
-    bytes_read: int | None  # None: read by a library that does not say (torch mmap, HTTP)
-
-
-@dataclass(frozen=True)
-class RawCheckpoint:
-    source: str
-    kind: str
-    tensors: tuple[TensorRecord, ...]
-    files: tuple[FileRead, ...]
-    config: hf.HFConfig | None = None  # the config.json beside the weights
-    index_total_size: int | None = None
-    aliases: dict[str, str] = field(default_factory=dict)  # name -> the name whose memory it shares
-
-    @property
-    def bytes_read(self) -> int | None:
-        counts = [f.bytes_read for f in self.files]
-        return None if any(c is None for c in counts) else sum(counts)  # type: ignore[misc]
 
 
 def open_checkpoint(text: str, with_config: bool = True) -> RawCheckpoint:
@@ -106,7 +63,7 @@ def from_file(path: Path, source: str, config: hf.HFConfig | None = None) -> Raw
     if path.suffix in TORCH_SUFFIXES:
         tensors, aliases = _torch_tensors(path)
         files = (FileRead(str(path), path.stat().st_size, None),)
-        return RawCheckpoint(source, "torch state dict", tensors, files, config, aliases=aliases)
+        return RawCheckpoint(source, "torch state dict", TensorColumns.of(tensors), files, config, aliases=aliases)
     if path.suffix != ".safetensors":
         raise GptcalcError(f"{path}: not a checkpoint (expected .safetensors, .bin, .pt, .pth or *.index.json)")
     tensors, read = _safetensors(path)
@@ -131,10 +88,10 @@ def _dir_config(path: Path) -> hf.HFConfig | None:
     return hf.read_config(config)
 
 
-def _safetensors(path: Path) -> tuple[tuple[TensorRecord, ...], FileRead]:
+def _safetensors(path: Path) -> tuple[TensorColumns, FileRead]:
     header, file = read_header(path), str(path)
-    tensors = tuple(TensorRecord(t.name, t.dtype, t.shape, t.end - t.begin, file) for t in header.tensors)
-    return tensors, FileRead(str(path), header.file_size, header.bytes_read)
+    c = header.columns
+    return TensorColumns.of_file(c.names, c.dtypes, c.shapes, c.nbytes, file), FileRead(file, header.file_size, header.bytes_read)
 
 
 def from_index(
@@ -143,28 +100,32 @@ def from_index(
     """A sharded checkpoint: every shard the index names must exist, resolve to a file under `root`
     (the index's directory; the Hub cache for a cached repo) and hold what the index says."""
     weight_map, total_size = read_index(index)
-    tensors: list[TensorRecord] = []
+    tensors = TensorColumns()
     files = [FileRead(str(index), index.stat().st_size, index.stat().st_size)]
     aliases: dict[str, str] = {}
+    agrees = True  # every tensor of every shard is listed under that shard
     for shard in sorted(set(weight_map.values())):
         shard_path = locate(shard)
         if shard_path is None or not shard_path.is_file():
             raise GptcalcError(f"{index}: weight_map names shard {shard!r}, which is missing")
         inside(shard_path, root, "the checkpoint directory")
         raw = from_file(shard_path, source)
-        tensors.extend(raw.tensors)
+        tensors.extend(raw.columns)
+        listed = list(map(weight_map.get, raw.columns.names))
+        agrees = agrees and listed.count(shard_path.name) == len(listed)
         files.extend(raw.files)
         aliases.update(raw.aliases)
-    _check_index(index, weight_map, tensors)
+    # A shard holds no name twice; each listed under its own shard, none is in two; as many as listed: all are.
+    if not agrees or len(tensors) != len(weight_map):
+        _index_error(index, weight_map, tensors)
     kind = f"sharded {'safetensors' if index.name.startswith('model.safetensors') else 'torch state dict'}"
-    return RawCheckpoint(source, f"{kind} ({len(files) - 1} files)", tuple(tensors), tuple(files),
-                         config, total_size, aliases)
+    return RawCheckpoint(source, f"{kind} ({len(files) - 1} files)", tensors, tuple(files), config, total_size, aliases)
 
 
 def read_index(index: Path) -> tuple[dict[str, str], int | None]:
     data = load_json(read_text(index, MAX_INDEX_BYTES), str(index), _plain_index)
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
-    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+    if not isinstance(weight_map, dict) or not set(map(type, weight_map.values())) <= {str}:
         raise GptcalcError(f"{index}: weight_map: expected an object of tensor name -> shard file name")
     for shard in set(weight_map.values()):
         if not shard or Path(shard).name != shard or shard in (".", ".."):
@@ -173,32 +134,33 @@ def read_index(index: Path) -> tuple[dict[str, str], int | None]:
     return weight_map, total if isinstance(total, int) and not isinstance(total, bool) else None
 
 
-def _plain_index(data: Any) -> bool:
-    """An index as save_pretrained writes it: a flat name -> file map and flat metadata, so none of
-    `load_json`'s generic per-value checks is needed (a 100,000-tensor index would pay for them)."""
+def _plain_index(data: Any) -> int | None:
+    """An index as save_pretrained writes it, a flat name -> file map and flat metadata, needs none of
+    `load_json`'s generic per-value checks (a 100,000-tensor index would pay for them): its key count."""
     if type(data) is not dict or not set(data) <= {"metadata", "weight_map"}:
-        return False
+        return None
     weight_map, metadata = data.get("weight_map", {}), data.get("metadata", {})
-    return (type(weight_map) is dict and set(map(type, weight_map.values())) <= {str} and type(metadata) is dict
-            and set(map(type, metadata.values())) <= {str, float, bool, type(None)} | _SMALL_INT
-            and all(-_INT_LIMIT < v < _INT_LIMIT for v in metadata.values() if type(v) is int)
-            and 3 + len(weight_map) + len(metadata) <= MAX_VALUES)
+    plain = (type(weight_map) is dict and set(map(type, weight_map.values())) <= {str} and type(metadata) is dict
+             and set(map(type, metadata.values())) <= {str, float, bool, type(None)} | _SMALL_INT
+             and all(-_INT_LIMIT < v < _INT_LIMIT for v in metadata.values() if type(v) is int)
+             and 3 + len(weight_map) + len(metadata) <= MAX_VALUES)
+    return len(data) + len(weight_map) + len(metadata) if plain else None
 
 
 _SMALL_INT, _INT_LIMIT = {int}, 10**MAX_INT_DIGITS
 
 
-def _check_index(index: Path, weight_map: dict[str, str], tensors: list[TensorRecord]) -> None:
-    """Each tensor exactly once, in the shard the index says; nothing stored that it does not list."""
+def _index_error(index: Path, weight_map: dict[str, str], tensors: TensorColumns) -> None:
+    """Each tensor exactly once, in the shard the index says, nothing stored that it does not list:
+    the first tensor that breaks this, named (called when the shards and the index disagree)."""
     where: dict[str, str] = {}
-    shards: dict[str, str] = {}  # a shard's path -> its file name, worked out once per shard, not per tensor
-    for tensor in tensors:
-        shard = shards.get(tensor.file) or shards.setdefault(tensor.file, Path(tensor.file).name)
-        if tensor.name in where:
-            raise GptcalcError(f"{index}: tensor {tensor.name!r} is stored in both {where[tensor.name]} and {shard}")
-        where[tensor.name] = shard
-        if tensor.name not in weight_map:
-            raise GptcalcError(f"{index}: shard {shard} holds {tensor.name!r}, which weight_map does not list")
+    for name, file in zip(tensors.names, tensors.files):
+        shard = Path(file).name
+        if name in where:
+            raise GptcalcError(f"{index}: tensor {name!r} is stored in both {where[name]} and {shard}")
+        where[name] = shard
+        if name not in weight_map:
+            raise GptcalcError(f"{index}: shard {shard} holds {name!r}, which weight_map does not list")
     for name, shard in weight_map.items():
         if where.get(name) != shard:
             raise GptcalcError(f"{index}: weight_map puts {name!r} in {shard}, which does not hold it")

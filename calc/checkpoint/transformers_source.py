@@ -16,7 +16,7 @@ from typing import Any
 
 from calc.analysis.breakdown import Breakdown
 from calc.checkpoint.report import CheckpointReport, analyze
-from calc.checkpoint.sources import RawCheckpoint, TensorRecord
+from calc.checkpoint.sources import RawCheckpoint, TensorColumns, TensorRecord
 from calc.errors import GptcalcError
 from calc.spec.hf import HFConfig, first_line
 from calc.spec.model import ModelSpec
@@ -88,4 +88,4 @@ def _as_checkpoint(model: Any, origin: str) -> RawCheckpoint:
         TensorRecord(name, "F32", tuple(param.shape), param.numel() * F32_BYTES, "transformers")
         for name, param in model.named_parameters()
     )
-    return RawCheckpoint(f"transformers:{origin}", "transformers model (meta device)", tensors, ())
+    return RawCheckpoint(f"transformers:{origin}", "transformers model (meta device)", TensorColumns.of(tensors), ())
