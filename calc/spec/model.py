@@ -225,11 +225,12 @@ def spec_from_dict(data: Any, origin: str) -> ModelSpec:
         raise GptcalcError(f"{origin}: expected a mapping of spec fields, got {type(data).__name__}")
     from pydantic import ValidationError  # validating, and only validating, needs pydantic
 
-    from calc.spec.flat import FlatSpec
     from calc.spec.validate import validated
 
     try:
         if is_flat(data):
+            from calc.spec.flat import FlatSpec  # the flat shorthand's own model, for flat data only
+
             data = FlatSpec.model_validate(data).to_layered()
         return validated(ModelSpec, data)
     except ValidationError as exc:
