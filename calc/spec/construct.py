@@ -21,7 +21,7 @@ Convert = Callable[[Any], Any]
 
 
 def construct(cls: type[Part], data: dict[str, Any]) -> Any:
-    """`cls` holding `data` (a `model_dump(mode="json")` of a validated `cls`), unvalidated."""
+    """`cls` holding `data` (a dump, JSON or Python mode, of a validated `cls`), unvalidated."""
     return cls.model_construct(**{name: convert(data[name]) for name, convert in _plan(cls) if name in data})
 
 

@@ -3,8 +3,8 @@
 A preset file is either a spec (flat or layered) or a verbatim config.json under `config:`, with
 its `name`, `aliases` and the `source` URL it transcribes. `compiled.json` holds every preset's
 spec as validated, with its names: `python docs/regenerate.py` writes it and a test fails when it
-is stale. Looking a preset up then needs no YAML parsing, no adapter and no pydantic validator
-(`calc.spec.construct`), which is most of a calculator's start-up. Nothing is read at import time.
+is stale. Looking a preset up then needs no YAML parsing, no adapter and no pydantic at all
+(`calc.spec.construct`), which was most of a calculator's start-up. Nothing is read at import time.
 """
 
 import json
