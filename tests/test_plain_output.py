@@ -28,7 +28,7 @@ from calc.spec.presets import preset_names
 REPO = Path(__file__).resolve().parent.parent
 DOCUMENTED = sorted({m[1] for path in [REPO / "README.md", *(REPO / "docs").glob("*.md")]
                      for m in re.finditer(r"<!-- output: gptcalc (.+?) -->", path.read_text(encoding="utf-8"))
-                     if not m[1].startswith("verify")})  # verify builds torch models: its tables are test_verify's
+                     if not m[1].startswith("verify")})  # verify builds torch models: one below is enough
 
 
 def both_ways(args: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
@@ -47,6 +47,12 @@ def test_documented_commands_print_as_rich_does(command: str, monkeypatch: pytes
     plain, styled = both_ways(shlex.split(command), monkeypatch)
     assert plain == styled
     assert plain.strip()
+
+
+def test_verify_prints_as_rich_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One `verify` (it builds a torch model, so one is enough): its table and verdict lines."""
+    plain, styled = both_ways(["verify", "gpt2-small"], monkeypatch)
+    assert plain == styled and "✓" in plain
 
 
 @pytest.mark.parametrize("name", preset_names())
