@@ -28,12 +28,13 @@ from typing import Any, Callable, Iterator
 
 from calc.errors import GptcalcError
 
-__all__ = ["MAX_DEPTH", "MAX_INDEX_BYTES", "MAX_INT_DIGITS", "MAX_TEXT_BYTES", "MAX_TORCH_DIM", "MAX_TORCH_LAYERS",
+__all__ = ["INT_LIMIT", "MAX_DEPTH", "MAX_INDEX_BYTES", "MAX_INT_DIGITS", "MAX_TEXT_BYTES", "MAX_TORCH_DIM", "MAX_TORCH_LAYERS",
            "MAX_VALUES", "check_nesting", "inside", "load_json", "many_objects", "read_text", "strict_int"]
 
 MAX_TEXT_BYTES = 16 * 2**20  # a config.json or a YAML spec: real ones are a few KiB
 MAX_INDEX_BYTES = 64 * 2**20  # a shard index lists every tensor: DeepSeek-V3's 91,000 names take ~9 MB
 MAX_INT_DIGITS = 30
+INT_LIMIT = 10**MAX_INT_DIGITS  # the first integer too long: a bound a plain parse checks values against
 MAX_DEPTH = 64
 MAX_VALUES = 5_000_000
 # A torch model is one Python module per layer, even on the meta device (100,000 layers: 3 GB, 70 s).

@@ -41,13 +41,12 @@ from itertools import chain, compress, repeat
 from operator import itemgetter, lshift, mul, not_, sub
 from typing import Any, NamedTuple
 
-from calc.inputs import MAX_INT_DIGITS, MAX_VALUES
+from calc.inputs import INT_LIMIT, MAX_VALUES
 
 __all__ = ["HeaderColumns", "as_columns", "plain_columns"]
 
 _DTYPE, _SHAPE, _OFFSETS = itemgetter("dtype"), itemgetter("shape"), itemgetter("data_offsets")
 _STR, _INT, _LIST, _PAIR = {str}, {int}, {list}, {2}
-_INT_LIMIT = 10**MAX_INT_DIGITS
 
 
 class HeaderColumns(NamedTuple):
@@ -63,7 +62,7 @@ class HeaderColumns(NamedTuple):
 
 def plain_columns(text: str, data_size: int | None, bits_of: dict[str, int]) -> tuple[HeaderColumns, dict[str, str]] | None:
     """The columns and metadata of a plain header (see the module docstring), else None."""
-    if data_size is None or data_size >= _INT_LIMIT // 8:
+    if data_size is None or data_size >= INT_LIMIT // 8:
         return None
     try:
         header = json.loads(text)
@@ -90,7 +89,7 @@ def plain_columns(text: str, data_size: int | None, bits_of: dict[str, int]) -> 
     elements, nbytes = list(map(math.prod, shapes)), list(map(sub, ends, begins))
     if "-" in text and min(chain.from_iterable(shapes), default=0) < 0:
         return None  # a negative dimension (two make a positive size)
-    if 0 in elements and max(chain.from_iterable(compress(shapes, map(not_, elements)))) >= _INT_LIMIT:
+    if 0 in elements and max(chain.from_iterable(compress(shapes, map(not_, elements)))) >= INT_LIMIT:
         return None  # a huge dimension beside a 0; any other is at most the size, at most the buffer (checked below)
     if list(map(lshift, nbytes, repeat(3))) != list(map(mul, elements, map(bits_of.__getitem__, dtypes))):
         return None  # 8 x bytes == elements x bits: whole bytes, the right size, hence 0 <= begin <= end

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from calc.spec import hf
 from calc.errors import GptcalcError
-from calc.inputs import MAX_INDEX_BYTES, MAX_INT_DIGITS, MAX_VALUES, inside, load_json, read_text
+from calc.inputs import INT_LIMIT, MAX_INDEX_BYTES, MAX_VALUES, inside, load_json, read_text
 from calc.checkpoint.safetensors_header import read_header
 from calc.checkpoint.tensors import FileRead, RawCheckpoint, TensorColumns, TensorRecord
 
@@ -142,12 +142,12 @@ def _plain_index(data: Any) -> int | None:
     weight_map, metadata = data.get("weight_map", {}), data.get("metadata", {})
     plain = (type(weight_map) is dict and set(map(type, weight_map.values())) <= {str} and type(metadata) is dict
              and set(map(type, metadata.values())) <= {str, float, bool, type(None)} | _SMALL_INT
-             and all(-_INT_LIMIT < v < _INT_LIMIT for v in metadata.values() if type(v) is int)
+             and all(-INT_LIMIT < v < INT_LIMIT for v in metadata.values() if type(v) is int)
              and 3 + len(weight_map) + len(metadata) <= MAX_VALUES)
     return len(data) + len(weight_map) + len(metadata) if plain else None
 
 
-_SMALL_INT, _INT_LIMIT = {int}, 10**MAX_INT_DIGITS
+_SMALL_INT = {int}
 
 
 def _index_error(index: Path, weight_map: dict[str, str], tensors: TensorColumns) -> None:
