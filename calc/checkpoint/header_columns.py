@@ -41,6 +41,7 @@ from itertools import chain, compress, repeat
 from operator import itemgetter, lshift, mul, not_, sub
 from typing import Any, NamedTuple
 
+from calc.checkpoint.dtypes import BYTE_WIDTHS, DTYPE_BITS, DTYPE_NAMES
 from calc.inputs import INT_LIMIT, MAX_VALUES
 
 __all__ = ["HeaderColumns", "as_columns", "plain_columns"]
@@ -60,7 +61,7 @@ class HeaderColumns(NamedTuple):
     nbytes: list[int]
 
 
-def plain_columns(text: str, data_size: int | None, bits_of: dict[str, int]) -> tuple[HeaderColumns, dict[str, str]] | None:
+def plain_columns(text: str, data_size: int | None) -> tuple[HeaderColumns, dict[str, str]] | None:
     """The columns and metadata of a plain header (see the module docstring), else None."""
     if data_size is None or data_size >= INT_LIMIT // 8:
         return None
@@ -76,29 +77,40 @@ def plain_columns(text: str, data_size: int | None, bits_of: dict[str, int]) -> 
         return None
     names, infos = list(header), list(header.values())
     n = len(names)
-    try:  # only an object can be indexed by a string: anything else is a TypeError, a missing field a KeyError
-        dtypes, shapes, offsets = list(map(_DTYPE, infos)), list(map(_SHAPE, infos)), list(map(_OFFSETS, infos))
-        if (text.count(":") != given + len(metadata) + 4 * n or not set(dtypes) <= bits_of.keys()
-                or not set(map(type, shapes)) <= _LIST or not set(map(len, offsets)) <= _PAIR):
+    try:  # only an object can be indexed by a string: anything else is a TypeError, a missing field or unknown dtype a KeyError
+        dtypes = list(map(DTYPE_NAMES.__getitem__, map(_DTYPE, infos)))  # the shared spellings (calc.checkpoint.dtypes)
+        shapes, offsets = list(map(_SHAPE, infos)), list(map(_OFFSETS, infos))
+        if (text.count(":") != given + len(metadata) + 4 * n or not set(map(type, shapes)) <= _LIST
+                or not set(map(len, offsets)) <= _PAIR):
             return None
-        begins, ends = zip(*offsets) if offsets else ((), ())
+        spans, dims = list(chain.from_iterable(offsets)), list(chain.from_iterable(shapes))  # begin, end, begin, ...
     except (TypeError, KeyError):  # also: an unhashable dtype
         return None
-    if not set(map(type, chain.from_iterable(shapes))) <= _INT or not set(map(type, begins)) | set(map(type, ends)) <= _INT:
+    if not set(map(type, chain(spans, dims))) <= _INT:
         return None  # ints, not bools, floats, strings, lists, objects or nulls
+    begins, ends = spans[0::2], spans[1::2]
     elements, nbytes = list(map(math.prod, shapes)), list(map(sub, ends, begins))
-    if "-" in text and min(chain.from_iterable(shapes), default=0) < 0:
+    if "-" in text and min(dims, default=0) < 0:
         return None  # a negative dimension (two make a positive size)
     if 0 in elements and max(chain.from_iterable(compress(shapes, map(not_, elements)))) >= INT_LIMIT:
         return None  # a huge dimension beside a 0; any other is at most the size, at most the buffer (checked below)
-    if list(map(lshift, nbytes, repeat(3))) != list(map(mul, elements, map(bits_of.__getitem__, dtypes))):
-        return None  # 8 x bytes == elements x bits: whole bytes, the right size, hence 0 <= begin <= end
-    if 1 + (1 + len(metadata)) * given + 7 * n + sum(map(len, shapes)) > MAX_VALUES:
+    if not _sized(elements, dtypes, nbytes):
         return None
-    in_order = n and begins[0] == 0 and begins[1:] == ends[:-1] and ends[-1] == data_size  # as written: no sort
+    if 1 + (1 + len(metadata)) * given + 7 * n + len(dims) > MAX_VALUES:
+        return None
+    in_order = n and spans[0] == 0 and spans[2::2] == spans[1:-1:2] and spans[-1] == data_size  # as written: no sort
     if not in_order and not _tiles(list(zip(begins, ends)), data_size):  # begins from 0, so no offset is negative
         return None
-    return HeaderColumns(names, dtypes, list(map(tuple, shapes)), list(begins), list(ends), nbytes), metadata
+    shared: dict[int, int] = {}  # one int per distinct size, kept; the parser's own are freed with it (see calc.checkpoint.dtypes)
+    return HeaderColumns(names, dtypes, list(map(tuple, shapes)), begins, ends, list(map(shared.setdefault, nbytes, nbytes))), metadata
+
+
+def _sized(elements: list[int], dtypes: list[str], nbytes: list[int]) -> bool:
+    """bytes == elements x width, whole bytes: the right size, hence 0 <= begin <= end."""
+    try:
+        return list(map(mul, elements, map(BYTE_WIDTHS.__getitem__, dtypes))) == nbytes
+    except KeyError:  # a dtype narrower than a byte (F4, F6): 8 x bytes == elements x bits
+        return list(map(lshift, nbytes, repeat(3))) == list(map(mul, elements, map(DTYPE_BITS.__getitem__, dtypes)))
 
 
 def _tiles(spans: list[tuple[int, int]], data_size: int | None) -> bool:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import chain, compress, repeat
+from operator import add, eq
 from typing import Iterator
 
 from calc.checkpoint.names import TensorName, TensorTable, component_counts
@@ -67,8 +69,9 @@ def name_index(table: TensorTable, limit: int) -> NameIndex | None:
     layer_of: list[int | None] = []
     groups: list[Group] = []
     counted = []
+    prefixes: dict[tuple[str, int], list[str]] = {}
     for template, slot, expected, mtp, hub_only, layers, experts in templates:
-        names = _spell(template, layers, experts)
+        names = _spell(template, layers, experts, prefixes)
         counted.append((expected, mtp, len(names)))
         group = _group(table, names[0], layers[0], slot, expected, (mtp, hub_only), len(names))
         if group is None:
@@ -83,15 +86,21 @@ def name_index(table: TensorTable, limit: int) -> NameIndex | None:
 Template = tuple[str, Slot, tuple, bool, bool, list, int]
 
 
-def _spell(template: str, layers: list[int | None], experts: int) -> list[str]:
-    """Every name of a template: f-strings of its pieces (`str.format` per name costs twice as much)."""
+def _spell(template: str, layers: list[int | None], experts: int, prefixes: dict[tuple[str, int], list[str]]) -> list[str]:
+    """Every name of a template. The layer prefixes (`model.layers.7`) are spelt once per list of
+    layers and shared by its templates (`prefixes`, keyed by the list's id: `name_index` keeps every
+    list alive), so each name costs one concatenation."""
     if layers == [None]:
         return [template.format()]
     head, tail = template.split("{layer}")
+    key = (head, id(layers))
+    if key not in prefixes:
+        prefixes[key] = [f"{head}{layer}" for layer in layers]
     if not experts:
-        return [f"{head}{layer}{tail}" for layer in layers]
+        return list(map(add, prefixes[key], repeat(tail)))
     middle, end = tail.split("{expert}")
-    return [f"{head}{layer}{middle}{expert}{end}" for layer in layers for expert in range(experts)]
+    ends = [f"{middle}{expert}{end}" for expert in range(experts)]
+    return [start + rest for start in prefixes[key] for rest in ends]
 
 
 def _templates(table: TensorTable) -> Iterator[Template]:
@@ -101,9 +110,9 @@ def _templates(table: TensorTable) -> Iterator[Template]:
     for slot in table.model.values():
         yield slot.name.replace("{", "{{").replace("}", "}}"), slot, (slot.shape, slot.shape), False, False, [None], 0
     n_experts = {name: getattr(block.mlp, "n_experts", 0) for name, block in spec.blocks.items()}
-    kinds = [spec.block_at(layer) for layer in range(spec.n_layers)]
+    kinds = list(chain.from_iterable(repeat(run.block, run.repeat) for run in spec.layers))
     for kind in spec.blocks:
-        layers = [layer for layer, k in enumerate(kinds) if k == kind]
+        layers = list(compress(range(len(kinds)), map(eq, kinds, repeat(kind))))
         if not layers:
             continue
         blocks = {s.name: s for s in table.blocks[kind].values()}

@@ -29,6 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from calc.checkpoint.dtypes import DTYPE_BITS, DTYPE_NAMES
 from calc.checkpoint.header_columns import HeaderColumns, as_columns, plain_columns
 from calc.errors import GptcalcError
 from calc.inputs import load_json
@@ -37,16 +38,6 @@ __all__ = ["DTYPE_BITS", "MAX_HEADER_BYTES", "SafetensorsHeader", "TensorEntry",
 
 MAX_HEADER_BYTES = 100_000_000  # 100 MB, the limit the safetensors library enforces
 LENGTH_BYTES = 8
-
-# Every dtype the safetensors format defines, with its width in bits (F4 and F6 pack below a byte).
-DTYPE_BITS: dict[str, int] = {
-    "BOOL": 8, "U8": 8, "I8": 8,
-    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
-    "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
-    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
-    "I32": 32, "U32": 32, "F32": 32,
-    "I64": 64, "U64": 64, "F64": 64, "C64": 64,
-}
 
 
 @dataclass(frozen=True, slots=True)  # one per stored tensor: no per-instance dict
@@ -131,7 +122,7 @@ def parse_header(raw: bytes, data_size: int | None, origin: str) -> tuple[Header
     A plain header (`calc.checkpoint.header_columns`: every real one) is checked in bulk, as columns;
     any other is parsed the strict way and checked entry by entry, for the error to name."""
     text = _text(raw, origin)
-    plain = plain_columns(text, data_size, DTYPE_BITS)
+    plain = plain_columns(text, data_size)
     if plain is not None:
         return plain
     tensors, metadata = validate_header(_load_json(text, origin), data_size, origin)
@@ -194,7 +185,7 @@ def _entry(name: str, info: Any, origin: str) -> TensorEntry:
     begin, end = offsets
     if begin < 0 or end < begin:
         raise GptcalcError(f"{_where(origin, name)}: data_offsets: [{begin}, {end}] is not a valid byte range")
-    entry = TensorEntry(name, dtype, tuple(shape), begin, end)
+    entry = TensorEntry(name, DTYPE_NAMES[dtype], tuple(shape), begin, end)
     _check_size(entry, origin)
     return entry
 

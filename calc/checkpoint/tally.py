@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import Sequence
 from itertools import compress, repeat
 from operator import add, attrgetter, eq, itemgetter, mul, not_
 
@@ -56,7 +57,7 @@ class Tally:
     companions: list[Companion] = field(default_factory=list)
     layers: set[int | None] = field(default_factory=set)
     found: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # per-tensor path: position -> (name, shape)
-    bulk: list[int] = field(default_factory=list)  # positions of the parameter tensors tallied in bulk
+    bulk: Sequence[int] = field(default_factory=list)  # positions of the parameter tensors tallied in bulk
     hub: bool = False  # the shapes the checkpoint is held to: the Hub's expert layout
     mtp: bool = False  # it stores multi-token-prediction layers
     shapes_checked: bool = False  # proven in bulk: no shape mismatch
@@ -77,8 +78,8 @@ def tally(raw: RawCheckpoint, table: TensorTable) -> Tally:
     result, n = Tally(), len(raw.columns)
     index = name_index(table, 4 * n + 1024) if n else None
     bulk = _Bulk(raw, index) if index else None
-    counts = Counter(bulk.keys) if bulk else Counter()
-    rest = list(range(n)) if not bulk else [] if all(bulk.mask) else list(compress(range(n), map(not_, bulk.mask)))
+    counts = bulk.counts if bulk else Counter()
+    rest = list(range(n)) if not bulk else [] if bulk.every else list(compress(range(n), map(not_, bulk.mask)))
     rest, scales = _companions(result, raw, rest)
     events = [(bulk.first[key], key, 0) for key in counts] + scales + [(i, _ONE, 0) for i in rest]
     for position, key, scale_bytes in sorted(events):  # in stored order: positions are distinct
@@ -87,15 +88,15 @@ def tally(raw: RawCheckpoint, table: TensorTable) -> Tally:
         elif key == _ONE:
             _one(result, raw, table, position)
         else:
-            gid, dtype = divmod(key, len(bulk.dtypes))
-            group, dtype, nbytes = bulk.groups[gid], bulk.dtypes[dtype], raw.columns.nbytes[position]
+            (gid, dtype), nbytes = bulk.decode(key), raw.columns.nbytes[position]
+            group = bulk.groups[gid]
             result.bytes_by_dtype[dtype] += nbytes * counts[key]
             if group.target is not None:
                 result.add(group.parts, dtype, nbytes, counts[key])
     if not bulk:
         _shape_check(result, table, None, set(), 0)
         return result
-    param = {key: bulk.groups[key // len(bulk.dtypes)].target is not None for key in counts}
+    param = {key: bulk.groups[bulk.decode(key)[0]].target is not None for key in counts}
     result.bulk, positions = bulk.tensors, bulk.positions
     if not all(param.values()):  # buffers among them (rotary tables): set apart
         is_param = list(map(param.__getitem__, bulk.keys))
@@ -103,7 +104,7 @@ def tally(raw: RawCheckpoint, table: TensorTable) -> Tally:
         result.bulk, positions = list(compress(bulk.tensors, is_param)), list(compress(positions, is_param))
     names = set(positions)  # the index's positions of the parameters: their distinct names
     result.layers.update(map(index.layer_of.__getitem__, names))
-    _shape_check(result, table, index, {key // len(bulk.dtypes) for key in counts if param[key]}, len(names))
+    _shape_check(result, table, index, {bulk.decode(key)[0] for key in counts if param[key]}, len(names))
     return result
 
 
@@ -130,7 +131,9 @@ def _companions(result: Tally, raw: RawCheckpoint, rest: list[int]) -> tuple[lis
 
 class _Bulk:
     """The tensors tallied in bulk: named as the index spells them, shaped as their template says,
-    of the same byte size as the first of their (template, dtype); each with a key numbering that pair."""
+    of the same byte size as the first of their (template, dtype); each with a key numbering that
+    pair (the group's number plus the dtype's times the number of groups). When every tensor is
+    taken (a checkpoint of the spec's model, as it should be), the columns are used as they are."""
 
     def __init__(self, raw: RawCheckpoint, index: NameIndex) -> None:
         columns, n = raw.columns, len(raw.columns)
@@ -144,19 +147,26 @@ class _Bulk:
             for i in [i for i in compress(range(n), mask) if columns.names[i] in raw.aliases]:
                 mask[i] = False
         self.dtypes = list(set(columns.dtypes))
-        code = {dtype: i for i, dtype in enumerate(self.dtypes)}
-        keys = list(compress(gids, mask)) if len(self.dtypes) == 1 else \
-            list(map(add, map(mul, compress(gids, mask), repeat(len(self.dtypes))), map(code.__getitem__, compress(columns.dtypes, mask))))
-        tensors = list(compress(range(n), mask))
-        first = dict(zip(reversed(keys), reversed(tensors)))  # key -> the position of its first tensor
-        size = {key: columns.nbytes[i] for key, i in first.items()}
-        same = list(map(eq, compress(columns.nbytes, mask), map(size.__getitem__, keys)))
-        if not all(same):  # a tensor of another byte size than its first: one by one
+        code = {dtype: i * len(self.groups) for i, dtype in enumerate(self.dtypes)}
+        every = all(mask)
+        taken = [column if every else list(compress(column, mask)) for column in (gids, columns.dtypes, columns.nbytes)]
+        keys = taken[0] if len(self.dtypes) == 1 else list(map(add, taken[0], map(code.__getitem__, taken[1])))
+        tensors: Sequence[int] = range(n) if every else list(compress(range(n), mask))
+        self.first = {key: tensors[keys.index(key)] for key in set(keys)}  # key -> the position of its first tensor
+        size = {key: columns.nbytes[i] for key, i in self.first.items()}
+        if list(map(size.__getitem__, keys)) != taken[2]:  # a tensor of another byte size than its first: one by one
+            same = list(map(eq, taken[2], map(size.__getitem__, keys)))
             for i in compress(tensors, map(not_, same)):
                 mask[i] = False
-            keys, tensors = list(compress(keys, same)), list(compress(tensors, same))
-        self.mask, self.keys, self.tensors, self.first = mask, keys, tensors, first
-        self.positions = list(compress(positions, mask))
+            keys, tensors, every = list(compress(keys, same)), list(compress(tensors, same)), False
+        self.mask, self.every, self.keys, self.tensors = mask, every, keys, tensors
+        self.counts = Counter(keys)
+        self.positions = positions if every else list(compress(positions, mask))
+
+    def decode(self, key: int) -> tuple[int, str]:
+        """The group number and dtype a key numbers."""
+        dtype, gid = divmod(key, len(self.groups))
+        return gid, self.dtypes[dtype]
 
 
 def _shape_check(result: Tally, table: TensorTable, index: NameIndex | None, present: set[int], distinct: int) -> None:
