@@ -78,7 +78,7 @@ def strict(text: str, data_size: int) -> tuple:
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_hostile_headers_take_the_strict_path_and_its_error(tmp_path: Path, case: str) -> None:
     text, data_size, message = HOSTILE[case]
-    assert plain_columns(text, data_size) is None
+    assert plain_columns(text.encode(), data_size) is None
     with pytest.raises(GptcalcError) as caught:
         read_header(write_raw(tmp_path / "h.safetensors", text, data_size))
     assert "\n" not in str(caught.value) and message in str(caught.value)
@@ -103,7 +103,7 @@ VALID = {
 def test_valid_headers_read_the_same_on_either_path(case: str) -> None:
     text = VALID[case]
     data_size = max(end for info in json.loads(text).values() for end in info["data_offsets"][1:])
-    plain = plain_columns(text, data_size)
+    plain = plain_columns(text.encode(), data_size)
     assert plain is None or plain == strict(text, data_size)
     assert sh.parse_header(text.encode(), data_size, "h") == strict(text, data_size)
 
@@ -135,7 +135,7 @@ def render(members: list[tuple[str, tuple]]) -> tuple[str, int]:
 def test_what_the_bulk_check_accepts_the_strict_path_reads_identically(members: list, metadata: str) -> None:
     text, data_size = render(members)
     text = "{" + metadata + text[1:]
-    plain = plain_columns(text, data_size)
+    plain = plain_columns(text.encode(), data_size)
     if plain is not None:
         assert plain == strict(text, data_size)
     else:

@@ -121,11 +121,10 @@ def parse_header(raw: bytes, data_size: int | None, origin: str) -> tuple[Header
 
     A plain header (`calc.checkpoint.header_columns`: every real one) is checked in bulk, as columns;
     any other is parsed the strict way and checked entry by entry, for the error to name."""
-    text = _text(raw, origin)
-    plain = plain_columns(text, data_size)
+    plain = plain_columns(raw, data_size)
     if plain is not None:
         return plain
-    tensors, metadata = validate_header(_load_json(text, origin), data_size, origin)
+    tensors, metadata = validate_header(_load_json(_text(raw, origin), origin), data_size, origin)
     return as_columns(tensors), metadata
 
 

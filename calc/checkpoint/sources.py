@@ -17,7 +17,7 @@ import pickle
 import struct
 import zipfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from calc.spec import hf
 from calc.errors import GptcalcError
@@ -25,7 +25,7 @@ from calc.inputs import INT_LIMIT, MAX_INDEX_BYTES, MAX_VALUES, inside, load_jso
 from calc.checkpoint.safetensors_header import read_header
 from calc.checkpoint.tensors import FileRead, RawCheckpoint, TensorColumns, TensorRecord
 
-__all__ = ["FileRead", "RawCheckpoint", "TensorColumns", "TensorRecord", "as_state_dict", "from_file", "from_index", "load_torch_file",
+__all__ = ["FileRead", "RawCheckpoint", "ShardIndex", "TensorColumns", "TensorRecord", "as_state_dict", "from_file", "from_index", "load_torch_file",
            "needs_torch", "open_checkpoint", "read_index"]
 
 # What a checkpoint directory may hold, in the order they are looked for.
@@ -99,39 +99,56 @@ def from_index(
 ) -> RawCheckpoint:
     """A sharded checkpoint: every shard the index names must exist, resolve to a file under `root`
     (the index's directory; the Hub cache for a cached repo) and hold what the index says."""
-    weight_map, total_size = read_index(index)
+    listed = read_index(index)
     tensors = TensorColumns()
     files = [FileRead(str(index), index.stat().st_size, index.stat().st_size)]
     aliases: dict[str, str] = {}
     agrees = True  # every tensor of every shard is listed under that shard
-    for shard in sorted(set(weight_map.values())):
+    for shard in listed.shards:
         shard_path = locate(shard)
         if shard_path is None or not shard_path.is_file():
             raise GptcalcError(f"{index}: weight_map names shard {shard!r}, which is missing")
         inside(shard_path, root, "the checkpoint directory")
         raw = from_file(shard_path, source)
         tensors.extend(raw.columns)
-        listed = list(map(weight_map.get, raw.columns.names))
-        agrees = agrees and listed.count(shard_path.name) == len(listed)
+        where = list(map(listed.weight_map.get, raw.columns.names))
+        agrees = agrees and where.count(shard) == len(where)
         files.extend(raw.files)
         aliases.update(raw.aliases)
     # A shard holds no name twice; each listed under its own shard, none is in two; as many as listed: all are.
-    if not agrees or len(tensors) != len(weight_map):
-        _index_error(index, weight_map, tensors)
+    if not agrees or len(tensors) != len(listed.weight_map):
+        _index_error(index, listed.weight_map, tensors)
     kind = f"sharded {'safetensors' if index.name.startswith('model.safetensors') else 'torch state dict'}"
-    return RawCheckpoint(source, f"{kind} ({len(files) - 1} files)", tensors, tuple(files), config, total_size, aliases)
+    return RawCheckpoint(source, f"{kind} ({len(files) - 1} files)", tensors, tuple(files), config, listed.total_size, aliases)
 
 
-def read_index(index: Path) -> tuple[dict[str, str], int | None]:
+class ShardIndex(NamedTuple):
+    """A checked `*.index.json`: tensor name -> shard file, the shards (sorted), metadata's total_size."""
+
+    weight_map: dict[str, str]
+    shards: list[str]
+    total_size: int | None
+
+
+def read_index(index: Path) -> ShardIndex:
     data = load_json(read_text(index, MAX_INDEX_BYTES), str(index), _plain_index)
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
-    if not isinstance(weight_map, dict) or not set(map(type, weight_map.values())) <= {str}:
+    shards = _distinct(weight_map.values()) if isinstance(weight_map, dict) else None
+    if shards is None or not set(map(type, shards)) <= {str}:  # a non-string among the values leaves one among these
         raise GptcalcError(f"{index}: weight_map: expected an object of tensor name -> shard file name")
-    for shard in set(weight_map.values()):
+    for shard in shards:
         if not shard or Path(shard).name != shard or shard in (".", ".."):
             raise GptcalcError(f"{index}: weight_map: {shard!r} is not a plain file name beside the index")
     total = (data.get("metadata") or {}).get("total_size") if isinstance(data.get("metadata"), dict) else None
-    return weight_map, total if isinstance(total, int) and not isinstance(total, bool) else None
+    return ShardIndex(weight_map, sorted(shards), total if isinstance(total, int) and not isinstance(total, bool) else None)
+
+
+def _distinct(values: Iterable[Any]) -> set[Any] | None:
+    """The distinct values, None when one is a list or an object (unhashable)."""
+    try:
+        return set(values)
+    except TypeError:
+        return None
 
 
 def _plain_index(data: Any) -> int | None:
@@ -140,7 +157,8 @@ def _plain_index(data: Any) -> int | None:
     if type(data) is not dict or not set(data) <= {"metadata", "weight_map"}:
         return None
     weight_map, metadata = data.get("weight_map", {}), data.get("metadata", {})
-    plain = (type(weight_map) is dict and set(map(type, weight_map.values())) <= {str} and type(metadata) is dict
+    shards = _distinct(weight_map.values()) if type(weight_map) is dict else None  # a few, whatever the tensor count
+    plain = (shards is not None and set(map(type, shards)) <= {str} and type(metadata) is dict
              and set(map(type, metadata.values())) <= {str, float, bool, type(None)} | _SMALL_INT
              and all(-INT_LIMIT < v < INT_LIMIT for v in metadata.values() if type(v) is int)
              and 3 + len(weight_map) + len(metadata) <= MAX_VALUES)
