@@ -1,24 +1,25 @@
 """`inspect` at scale: time against the number of tensors, next to a bare read of the same headers.
 
-Goal (issue 14): time linear in tensors with a small constant; on a 100,000-tensor sparse
-checkpoint, within 2x a bare read-and-`json.loads` of its headers. The checkpoints are
-Llama-layout, 10 shards, tiny widths (the header, not the weights, is what costs), with a
-config.json; the files are sparse, so they cost a few MB of disk at most.
+Goal (issue 14): time linear in tensors with a small constant; a 100,000-tensor sparse checkpoint
+within 2x a bare read-and-`json.loads` of its headers.
 
-Measured, median of N runs after one warm-up, in one process:
-- bare: open each shard, read its 8-byte length and its header, `json.loads` it (the floor);
-- read_checkpoint: what `gptcalc inspect DIR` computes (validate every header, name every tensor,
-  group by component, check shapes against the config);
-and end to end, fresh processes: `gptcalc inspect DIR` (table) against `python -c` doing the bare
-read. Run: python benchmarks/bench_inspect.py [N]
+The checkpoints are Llama-layout, tiny widths (the header, not the weights, is what costs), with a
+config.json, in two layouts: one file, and 10 shards with the index `save_pretrained` writes
+(`json.dumps(index, indent=2, sort_keys=True)`). The files are sparse: a few MB of disk at most.
 
-Where read_checkpoint's time goes at 100,000 tensors (an idle 2-core machine; CPU ms, about): the
-headers' `json.loads` ~105 (the bare read itself, which pays ~30 more for the collector that
-read_checkpoint pauses); checking them in bulk (`calc.checkpoint.header_columns`) ~80; the index's
-`json.loads` ~40 and its check against the shards ~30; spelling the spec's names
-(`calc.checkpoint.name_index`) ~35; the tally (`calc.checkpoint.tally`: look-ups, masks, counts)
-~60; the rest (config, records of the buffers, the report) ~30. Every part is a handful of passes
-in C over whole lists; none runs Python code per tensor.
+The bare read is what any reader of the checkpoint must do, as a plain Python program does it (a
+fresh process, the collector on, timed from its first read to its last parse, start-up excluded):
+`json.loads` of the index, to learn the shards (a directory may hold other .safetensors files:
+mistralai/Mistral-7B-Instruct-v0.3 ships `consolidated.safetensors` beside its shards), then of each
+shard's header. `headers alone` leaves the index out, for comparison.
+
+`read_checkpoint(dir)` (what `gptcalc inspect DIR` computes: validate every header and the index,
+name every tensor, group by component, check shapes against the config) is timed in this process,
+its imports done; each of its runs follows a bare run. `ratio` is the median over runs of the
+two times' ratio, `min ratio` the ratio of the fastest of each (a shared machine's noise moves
+both). End to end, fresh processes: `gptcalc inspect DIR` against `python -c` doing the bare
+read, start-up and imports included, fastest of N each.
+Run: python benchmarks/bench_inspect.py [N]
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
@@ -39,71 +41,109 @@ from bench_checkpoint import layer, write_shard  # noqa: E402  (the sparse shard
 from calc.checkpoint.report import read_checkpoint  # noqa: E402
 
 SHARDS, D, KV, FF, VOCAB = 10, 64, 64, 128, 1000
-TENSORS_PER_LAYER = len(layer(0, D, KV, FF))
-BARE = """
-import json, struct, sys
+INDEX = "model.safetensors.index.json"
+READER = """
+import json, struct, sys, time
 from pathlib import Path
-for shard in sorted(Path(sys.argv[1]).glob("*.safetensors")):
-    with open(shard, "rb") as handle:
-        (n,) = struct.unpack("<Q", handle.read(8))
-        json.loads(handle.read(n))
+
+
+def read(root, headers_only):
+    index = root / "model.safetensors.index.json"
+    if not index.exists():
+        shards = ["model.safetensors"]
+    elif headers_only:
+        shards = sorted(path.name for path in root.glob("model-*.safetensors"))
+    else:
+        shards = sorted(set(json.loads(index.read_bytes())["weight_map"].values()))
+    for shard in shards:
+        with open(root / shard, "rb") as handle:
+            (n,) = struct.unpack("<Q", handle.read(8))
+            json.loads(handle.read(n))
 """
+BARE_TIMED = READER + """
+root, headers_only, times = Path(sys.argv[1]), len(sys.argv) > 2, []
+for _ in range(3):
+    start = time.perf_counter()
+    read(root, headers_only)
+    times.append(time.perf_counter() - start)
+print(min(times))
+"""
+BARE_ONCE = READER + "read(Path(sys.argv[1]), False)\n"
 
 
-def write_checkpoint(root: Path, n_layers: int) -> int:
-    """A Llama-layout checkpoint of `n_layers` tiny layers in SHARDS shards; returns its tensor count."""
-    shards: list[dict] = [{} for _ in range(SHARDS)]
-    shards[0]["model.embed_tokens.weight"] = ("F16", [VOCAB, D])
+def write_checkpoint(root: Path, n_layers: int, shards: int = SHARDS) -> int:
+    """A Llama-layout checkpoint of `n_layers` tiny layers, in one file or `shards` shards; its tensor count."""
+    parts: list[dict] = [{} for _ in range(shards)]
+    parts[0]["model.embed_tokens.weight"] = ("F16", [VOCAB, D])
     for i in range(n_layers):
-        shards[i * SHARDS // n_layers].update(layer(i, D, KV, FF))
-    shards[-1].update({"model.norm.weight": ("F16", [D]), "lm_head.weight": ("F16", [VOCAB, D])})
-    weight_map = {}
-    for i, tensors in enumerate(shards, start=1):
-        name = f"model-{i:05d}-of-{SHARDS:05d}.safetensors"
-        write_shard(root / name, tensors)
-        weight_map.update({tensor: name for tensor in tensors})
-    (root / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+        parts[i * shards // n_layers].update(layer(i, D, KV, FF))
+    parts[-1].update({"model.norm.weight": ("F16", [D]), "lm_head.weight": ("F16", [VOCAB, D])})
+    if shards == 1:
+        write_shard(root / "model.safetensors", parts[0])
+    else:
+        weight_map, total = {}, 0
+        for i, tensors in enumerate(parts, start=1):
+            name = f"model-{i:05d}-of-{shards:05d}.safetensors"
+            total += write_shard(root / name, tensors)
+            weight_map.update(dict.fromkeys(tensors, name))
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+        (root / INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
     config = {"model_type": "llama", "vocab_size": VOCAB, "hidden_size": D, "intermediate_size": FF,
               "num_hidden_layers": n_layers, "num_attention_heads": 4, "num_key_value_heads": 4,
               "max_position_embeddings": 128, "tie_word_embeddings": False}
     (root / "config.json").write_text(json.dumps(config))
-    return len(weight_map)
+    return sum(map(len, parts))
 
 
-def bare_read(root: Path) -> None:
-    for shard in sorted(root.glob("*.safetensors")):
-        with open(shard, "rb") as handle:
-            (n,) = struct.unpack("<Q", handle.read(8))
-            json.loads(handle.read(n))
+def bare_read(root: Path, headers_only: bool = False) -> float:
+    """Seconds a fresh Python process takes to read `root`'s headers, as it timed itself (its best of 3)."""
+    command = [sys.executable, "-c", BARE_TIMED, str(root), *(["headers only"] if headers_only else [])]
+    return float(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
 
 
-def median_time(function, runs: int) -> float:  # type: ignore[no-untyped-def]
-    function()  # warm-up: imports, page cache
-    times = []
+def timed(function: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def paired(root: Path, runs: int) -> dict[str, list[float]]:
+    """After one warm-up of each: a bare read, the headers alone, read_checkpoint, `runs` times over."""
+    steps = {"bare": lambda: bare_read(root), "headers": lambda: bare_read(root, True),
+             "ours": lambda: timed(lambda: read_checkpoint(str(root)))}
+    for step in steps.values():
+        step()  # imports, page cache
+    times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(runs):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, step in steps.items():
+            times[name].append(step())
+    return times
 
 
 def process_time(command: list[str], runs: int) -> float:
-    return median_time(lambda: subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL), runs)
+    subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    return min(timed(lambda: subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)) for _ in range(runs))
 
 
 def main(runs: int) -> None:
-    print(f"{'tensors':>8} {'bare read':>10} {'read_checkpoint':>16} {'ratio':>6} {'us/tensor':>10}   "
-          f"{'bare process':>12} {'gptcalc inspect':>16} {'ratio':>6}   (median of {runs})")
-    for n_layers in (99, 999, 9_999):
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            tensors = write_checkpoint(root, n_layers)
-            bare = median_time(lambda: bare_read(root), runs)
-            ours = median_time(lambda: read_checkpoint(str(root)), runs)
-            bare_proc = process_time([sys.executable, "-c", BARE, str(root)], runs)
-            ours_proc = process_time([sys.executable, "-m", "calc", "inspect", str(root)], runs)
-        print(f"{tensors:>8,} {bare * 1e3:>8.1f}ms {ours * 1e3:>14.1f}ms {ours / bare:>5.1f}x {ours / tensors * 1e6:>10.1f}   "
-              f"{bare_proc * 1e3:>10.1f}ms {ours_proc * 1e3:>14.1f}ms {ours_proc / bare_proc:>5.1f}x")
+    print(f"{'layout':>9} {'tensors':>8} {'bare read':>10} {'read_checkpoint':>16} {'ratio':>6} {'min ratio':>9} "
+          f"{'headers alone':>13} {'us/tensor':>9}   {'bare process':>12} {'gptcalc inspect':>15} {'ratio':>6}"
+          f"   (ms, median of {runs}; processes: fastest)")
+    for shards in (SHARDS, 1):
+        for n_layers in (99, 999, 9_999):
+            with tempfile.TemporaryDirectory() as tmp:
+                root = Path(tmp)
+                tensors = write_checkpoint(root, n_layers, shards)
+                times = paired(root, runs)
+                bare_proc = process_time([sys.executable, "-c", BARE_ONCE, str(root)], runs)
+                ours_proc = process_time([sys.executable, "-m", "calc", "inspect", str(root)], runs)
+            bare, ours = statistics.median(times["bare"]), statistics.median(times["ours"])
+            ratio = statistics.median(o / b for o, b in zip(times["ours"], times["bare"]))
+            alone = statistics.median(o / h for o, h in zip(times["ours"], times["headers"]))
+            print(f"{'sharded' if shards > 1 else 'one file':>9} {tensors:>8,} {bare * 1e3:>8.1f}ms {ours * 1e3:>14.1f}ms "
+                  f"{ratio:>5.2f}x {min(times['ours']) / min(times['bare']):>8.2f}x "
+                  f"{(f'{alone:.2f}x' if shards > 1 else '-'):>13} {ours / tensors * 1e6:>9.1f}   "
+                  f"{bare_proc * 1e3:>10.1f}ms {ours_proc * 1e3:>13.1f}ms {ours_proc / bare_proc:>5.2f}x")
 
 
 if __name__ == "__main__":

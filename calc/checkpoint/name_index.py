@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from itertools import chain, compress, repeat
+from itertools import chain, compress, cycle, repeat
 from operator import add, eq
 from typing import Iterator
 
@@ -44,6 +44,7 @@ class Group:
     hub_only: bool  # a name only the Hub's expert layout has
     mtp: bool  # in a multi-token-prediction layer above the stack
     size: int  # how many names
+    layers: list[int | None]  # the layers they are in ([None]: a model-level name)
 
 
 @dataclass(frozen=True)
@@ -64,43 +65,63 @@ def name_index(table: TensorTable, limit: int) -> NameIndex | None:
     templates = list(_templates(table))
     if sum(len(layers) * max(1, experts) for *_, layers, experts in templates) > limit:
         return None
-    positions: dict[str, int] = {}
-    group_of: list[int] = []
-    layer_of: list[int | None] = []
     groups: list[Group] = []
     counted = []
-    prefixes: dict[tuple[str, int], list[str]] = {}
+    batches: dict[tuple[str, tuple], _Batch] = {}
+    same: dict[int, tuple] = {}  # id of a list of layers -> its layers, as a key (a kind's and its buffers' lists are equal)
     for template, slot, expected, mtp, hub_only, layers, experts in templates:
-        names = _spell(template, layers, experts, prefixes)
-        counted.append((expected, mtp, len(names)))
-        group = _group(table, names[0], layers[0], slot, expected, (mtp, hub_only), len(names))
-        if group is None:
-            continue
-        positions.update(zip(names, range(len(group_of), len(group_of) + len(names))))
-        group_of += [len(groups)] * len(names)
-        layer_of += [layer for layer in layers for _ in range(experts)] if experts else layers
-        groups.append(group)
+        head, ends = _pieces(template, experts)
+        counted.append((expected, mtp, len(layers) * len(ends)))
+        first = head.format() if layers == [None] else f"{head}{layers[0]}{ends[0]}"
+        group = _group(table, first, layers, slot, expected, (mtp, hub_only), len(layers) * len(ends))
+        if group is not None:
+            key = (head, same.setdefault(id(layers), tuple(layers)))
+            batches.setdefault(key, _Batch(head, layers)).add(len(groups), ends)
+            groups.append(group)
+    names, group_of, layer_of = [], [], []
+    for batch in batches.values():
+        batch.spell(names, group_of, layer_of)
+    positions = dict(zip(names, range(len(names))))
     return NameIndex(positions, group_of, layer_of, groups, counted) if len(positions) == len(group_of) else None
 
 
 Template = tuple[str, Slot, tuple, bool, bool, list, int]
 
 
-def _spell(template: str, layers: list[int | None], experts: int, prefixes: dict[tuple[str, int], list[str]]) -> list[str]:
-    """Every name of a template. The layer prefixes (`model.layers.7`) are spelt once per list of
-    layers and shared by its templates (`prefixes`, keyed by the list's id: `name_index` keeps every
-    list alive), so each name costs one concatenation."""
-    if layers == [None]:
-        return [template.format()]
+def _pieces(template: str, experts: int) -> tuple[str, list[str]]:
+    """A template's text before its layer number, and every text after it (one per expert)."""
+    if "{layer}" not in template:
+        return template, [""]
     head, tail = template.split("{layer}")
-    key = (head, id(layers))
-    if key not in prefixes:
-        prefixes[key] = [f"{head}{layer}" for layer in layers]
     if not experts:
-        return list(map(add, prefixes[key], repeat(tail)))
+        return head, [tail]
     middle, end = tail.split("{expert}")
-    ends = [f"{middle}{expert}{end}" for expert in range(experts)]
-    return [start + rest for start in prefixes[key] for rest in ends]
+    return head, [f"{middle}{expert}{end}" for expert in range(experts)]
+
+
+class _Batch:
+    """The templates in the same layers under the same prefix (`model.layers.`), spelt together
+    layer by layer: a checkpoint stores its tensors so, and its names are then looked up in the
+    order they sit in memory (a quarter faster than template by template, measured)."""
+
+    def __init__(self, head: str, layers: list[int | None]) -> None:
+        self.head, self.layers = head, layers
+        self.ends: list[str] = []  # per layer, in order
+        self.gids: list[int] = []  # the group of each
+
+    def add(self, gid: int, ends: list[str]) -> None:
+        self.ends += ends
+        self.gids += [gid] * len(ends)
+
+    def spell(self, names: list[str], group_of: list[int], layer_of: list[int | None]) -> None:
+        """Append every name, its group and its layer."""
+        if self.layers == [None]:
+            names.append(self.head.format())
+        else:
+            prefixes = [f"{self.head}{layer}" for layer in self.layers]
+            names += map(add, chain.from_iterable(map(repeat, prefixes, repeat(len(self.ends)))), cycle(self.ends))
+        group_of += self.gids * len(self.layers)
+        layer_of += chain.from_iterable(map(repeat, self.layers, repeat(len(self.ends))))
 
 
 def _templates(table: TensorTable) -> Iterator[Template]:
@@ -140,18 +161,18 @@ def _expected(slot: Slot | None) -> tuple[int, ...] | None:
     return slot.shape if slot is not None and slot.init != "buffer" else None
 
 
-def _group(table: TensorTable, name: str, layer: int | None, slot: Slot, expected: tuple, flags: tuple[bool, bool],
+def _group(table: TensorTable, name: str, layers: list[int | None], slot: Slot, expected: tuple, flags: tuple[bool, bool],
            size: int) -> Group | None:
     """The group of `name`'s template, if `classify` reads `name` as the slot says; else None."""
     if name.endswith(QUANTISED_SUFFIXES) or table.canonical(name) != name:
         return None
     meaning = table.classify_canonical(name)
-    if meaning is None or meaning.layer != layer or (meaning.target, meaning.widths) != (slot.target, slot.widths):
+    if meaning is None or meaning.layer != layers[0] or (meaning.target, meaning.widths) != (slot.target, slot.widths):
         return None
     if slot.target is None:  # a buffer: any shape, counted toward nothing
-        return Group(None, None, {}, expected, False, flags[0], size)
+        return Group(None, None, {}, expected, False, flags[0], size, layers)
     shape = next((s for s in (*expected, slot.shape) if s is not None))
-    return Group(slot.target, shape, split(meaning, shape), expected, flags[1], flags[0], size)
+    return Group(slot.target, shape, split(meaning, shape), expected, flags[1], flags[0], size, layers)
 
 
 def split(meaning: TensorName, shape: tuple[int, ...]) -> dict[str, int]:

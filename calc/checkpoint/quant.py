@@ -29,7 +29,7 @@ The layouts, from their publishers:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import itemgetter, methodcaller
 from typing import Any
@@ -101,7 +101,7 @@ def split_quantised(tensor: TensorRecord) -> tuple[TensorRecord, Companion | Non
         return tensor, None
     for kind in PACKED:
         if tensor.name.endswith(kind.suffix) and tensor.dtype == kind.dtype and tensor.shape[-1:] == (kind.last_axis,):
-            return replace(tensor, name=tensor.name.removesuffix(kind.suffix), shape=unpacked_shape(tensor.shape)), None
+            return tensor._replace(name=tensor.name.removesuffix(kind.suffix), shape=unpacked_shape(tensor.shape)), None
     for kind in COMPANIONS:
         if tensor.name.endswith(kind.suffix) and tensor.dtype in kind.dtypes:
             base = tensor.name.removesuffix(kind.suffix) + kind.base_suffix

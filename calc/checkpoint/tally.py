@@ -39,7 +39,7 @@ class _Any:
     __hash__ = None  # type: ignore[assignment]
 
 
-_MISS = Group(None, object(), {}, (None, None), False, False, 0)  # the group of a name the index does not have: no shape equals it
+_MISS = Group(None, object(), {}, (None, None), False, False, 0, [])  # the group of a name the index does not have: no shape equals it
 
 
 @dataclass
@@ -97,15 +97,31 @@ def tally(raw: RawCheckpoint, table: TensorTable) -> Tally:
         _shape_check(result, table, None, set(), 0)
         return result
     param = {key: bulk.groups[bulk.decode(key)[0]].target is not None for key in counts}
-    result.bulk, positions = bulk.tensors, bulk.positions
-    if not all(param.values()):  # buffers among them (rotary tables): set apart
-        is_param = list(map(param.__getitem__, bulk.keys))
+    is_param = None if all(param.values()) else list(map(param.__getitem__, bulk.keys))
+    if is_param:  # buffers among them (rotary tables): set apart
         result.buffers = sorted([*result.buffers, *compress(bulk.tensors, map(not_, is_param))])
-        result.bulk, positions = list(compress(bulk.tensors, is_param)), list(compress(positions, is_param))
-    names = set(positions)  # the index's positions of the parameters: their distinct names
-    result.layers.update(map(index.layer_of.__getitem__, names))
-    _shape_check(result, table, index, {bulk.decode(key)[0] for key in counts if param[key]}, len(names))
+    present = Counter()  # parameter group number -> its tensors
+    for key in counts:
+        if param[key]:
+            present[bulk.decode(key)[0]] += counts[key]
+    _shape_check(result, table, index, set(present), _distinct(result, bulk, index, present, is_param))
+    if not result.shapes_checked:  # the parameters tallied in bulk, for the per-name comparison
+        result.bulk = list(compress(bulk.tensors, is_param)) if is_param else bulk.tensors
     return result
+
+
+def _distinct(result: Tally, bulk: _Bulk, index: NameIndex, present: Counter, is_param: list[bool] | None) -> int:
+    """How many distinct names the parameters tallied in bulk have, adding their layers to `result`.
+
+    With no name twice among all of them, every tensor is a name; a group with all its names present
+    is in all its layers (the common case: a layer set per kind of block, not per tensor)."""
+    if len(set(bulk.positions)) == len(bulk.positions) and all(present[g] == bulk.groups[g].size for g in present):
+        for layers in {id(bulk.groups[g].layers): bulk.groups[g].layers for g in present}.values():
+            result.layers.update(layers)
+        return sum(present.values())
+    names = set(compress(bulk.positions, is_param) if is_param else bulk.positions)  # the index's positions: names
+    result.layers.update(map(index.layer_of.__getitem__, names))
+    return len(names)
 
 
 _ONE, _SCALES = -1, -2  # event keys beside the bulk ones (>= 0): a tensor one by one, the companions of a dtype

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import repeat
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 if TYPE_CHECKING:
     from calc.spec import hf
@@ -21,12 +21,13 @@ if TYPE_CHECKING:
 __all__ = ["FileRead", "RawCheckpoint", "TensorColumns", "TensorRecord"]
 
 
-@dataclass(frozen=True, slots=True)  # no per-instance dict
-class TensorRecord:
+class TensorRecord(NamedTuple):
     """One stored tensor: enough to count it and check its shape, nothing of its values.
 
     Not `safetensors_header.TensorEntry`: a torch state dict or a Hub header has no byte offsets
-    to give, and a checkpoint needs to know which of its files holds each tensor.
+    to give, and a checkpoint needs to know which of its files holds each tensor. A named tuple,
+    not a frozen dataclass: a checkpoint may need tens of thousands of them at once (DeepSeek-V3's
+    quantisation scales), and a tuple is built in C, five times faster.
     """
 
     name: str
@@ -79,9 +80,9 @@ class TensorColumns:
     def records(self, positions: Iterable[int] | None = None) -> tuple[TensorRecord, ...]:
         """Records of every tensor, or of those at `positions`."""
         if positions is None:
-            return tuple(map(TensorRecord, *self.columns))
+            return tuple(map(TensorRecord._make, zip(*self.columns)))
         positions = list(positions)
-        return tuple(map(TensorRecord, *(map(column.__getitem__, positions) for column in self.columns)))
+        return tuple(map(TensorRecord._make, zip(*(map(column.__getitem__, positions) for column in self.columns))))
 
 
 @dataclass(frozen=True)
