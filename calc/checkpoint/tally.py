@@ -19,13 +19,13 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Sequence
-from itertools import compress, repeat
-from operator import add, attrgetter, eq, itemgetter, mul, not_
+from itertools import compress, filterfalse, repeat
+from operator import add, attrgetter, eq, itemgetter, not_
 
 from calc.checkpoint.name_index import Group, NameIndex, name_index, split
 from calc.checkpoint.names import TensorTable
 from calc.checkpoint.quant import QUANTISED_SUFFIXES, Companion, companions, split_quantised
-from calc.checkpoint.tensors import RawCheckpoint
+from calc.checkpoint.tensors import RawCheckpoint, rows_of
 
 __all__ = ["Tally", "found_shapes", "share_bytes", "tally"]
 
@@ -133,16 +133,15 @@ def _companions(result: Tally, raw: RawCheckpoint, rest: list[int]) -> tuple[lis
     found = companions(raw.columns.names, raw.columns.dtypes, rest, raw.aliases)
     if not found:
         return rest, []
-    records, kinds = raw.columns.records(map(itemgetter(0), found)), list(map(itemgetter(1), found))
+    positions, kinds = list(map(itemgetter(0), found)), list(map(itemgetter(1), found))
+    records = raw.columns.records(positions)
     bases = map(add, map(str.removesuffix, map(attrgetter("name"), records), map(attrgetter("suffix"), kinds)),
                 map(attrgetter("base_suffix"), kinds))  # the weight each qualifies, as `split_quantised` names it
-    result.companions = list(map(Companion, records, bases, map(attrgetter("scheme"), kinds)))
-    by_dtype: dict[str, list[int]] = {}  # dtype -> [first position, bytes]
-    for i, _ in found:
-        entry = by_dtype.setdefault(raw.columns.dtypes[i], [i, 0])
-        entry[1] += raw.columns.nbytes[i]
-    taken = {i for i, _ in found}
-    return [i for i in rest if i not in taken], [(first, _SCALES, size) for first, size in by_dtype.values()]
+    result.companions = list(rows_of(Companion, zip(records, bases, map(attrgetter("scheme"), kinds))))
+    dtypes, sizes = list(map(attrgetter("dtype"), records)), list(map(attrgetter("nbytes"), records))
+    events = [(positions[dtypes.index(dtype)], _SCALES, sum(compress(sizes, map(eq, dtypes, repeat(dtype)))))
+              for dtype in dict.fromkeys(dtypes)]  # per dtype: its first companion, and the bytes of all of them
+    return list(filterfalse(set(positions).__contains__, rest)), events
 
 
 class _Bulk:
@@ -168,7 +167,7 @@ class _Bulk:
         taken = [column if every else list(compress(column, mask)) for column in (gids, columns.dtypes, columns.nbytes)]
         keys = taken[0] if len(self.dtypes) == 1 else list(map(add, taken[0], map(code.__getitem__, taken[1])))
         tensors: Sequence[int] = range(n) if every else list(compress(range(n), mask))
-        self.first = {key: tensors[keys.index(key)] for key in set(keys)}  # key -> the position of its first tensor
+        self.first = dict(zip(reversed(keys), reversed(tensors)))  # key -> the position of its first tensor
         size = {key: columns.nbytes[i] for key, i in self.first.items()}
         if list(map(size.__getitem__, keys)) != taken[2]:  # a tensor of another byte size than its first: one by one
             same = list(map(eq, taken[2], map(size.__getitem__, keys)))
