@@ -269,6 +269,10 @@ def _edit_index(directory: Path, change) -> None:
     (lambda d: d["weight_map"].pop("model.layers.0.input_layernorm.weight"), "which weight_map does not list"),
     (lambda d: d["weight_map"].update({"x": "../../etc/passwd"}), "not a plain file name"),
     (lambda d: d.pop("weight_map"), "weight_map: expected an object"),
+    # values that are not file names: an unhashable list, a number, a bool beside an equal number (one set member)
+    (lambda d: d["weight_map"].update({"model.norm.weight": ["model-00002-of-00002.safetensors"]}), "expected an object of"),
+    (lambda d: d["weight_map"].update({"model.norm.weight": 2}), "expected an object of"),
+    (lambda d: d["weight_map"].update({"model.norm.weight": 1, "lm_head.weight": True}), "expected an object of"),
 ])
 def test_inconsistent_index(tmp_path: Path, change, message: str) -> None:
     _edit_index(_two_shards(tmp_path), change)

@@ -91,6 +91,7 @@ VALID = {
     "a name saying true": '{"true": %s}' % F32_1,
     "a unicode-escaped key": '{"a": {"\\u0064type": "F32", "shape": [1], "data_offsets": [0, 4]}}',
     "a name with a dash": '{"a-b": %s}' % F32_1,
+    "a name with a lone surrogate escape": '{"a\\ud800": %s}' % F32_1,  # json.loads reads it, from_json refuses it
     "offsets out of order": '{"b": %s, "a": %s}' % (F32_2, F32_1),
     "zero-size tensors": '{"e": {"dtype": "F32", "shape": [0, 5], "data_offsets": [0, 0]}, "a": %s}' % F32_1,
     "a fourth key": '{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "extra": 1}}',

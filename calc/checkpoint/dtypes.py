@@ -1,11 +1,12 @@
 """The dtypes a safetensors header may name, with their widths, each spelt by one shared string.
 
-A parsed header holds a new string per tensor for its dtype ("BF16" 100,000 times over). Kept as
-a column while the parser's other objects are freed, they leave the allocator's memory riddled with
-holes that the next shard's objects are then scattered into: reading a 100,000-tensor checkpoint of
-10 shards took about a quarter longer for it (measured: `benchmarks/bench_inspect.py`). Mapping
-each through `DTYPE_NAMES` keeps this module's one string per dtype instead, which also makes
-later look-ups by dtype compare by identity. Byte sizes are shared the same way
+A parser may hand back a new string per tensor for its dtype ("BF16" 100,000 times over; pydantic_core
+shares short strings, but only while its cache holds them). Kept as a column while the parser's other
+objects are freed, such strings leave the allocator's memory riddled with holes that the next
+shard's objects are then scattered into: reading a 100,000-tensor checkpoint of 10 shards took about
+a quarter longer for it (measured: `benchmarks/bench_inspect.py`, with `json.loads`). Mapping each
+through `DTYPE_NAMES` keeps this module's one string per dtype instead, which also makes later
+look-ups by dtype compare by identity. Byte sizes are shared the same way
 (`calc.checkpoint.header_columns`).
 """
 

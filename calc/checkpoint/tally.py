@@ -164,13 +164,13 @@ class _Bulk:
         self.dtypes = list(set(columns.dtypes))
         code = {dtype: i * len(self.groups) for i, dtype in enumerate(self.dtypes)}
         every = all(mask)
-        taken = [column if every else list(compress(column, mask)) for column in (gids, columns.dtypes, columns.nbytes)]
-        keys = taken[0] if len(self.dtypes) == 1 else list(map(add, taken[0], map(code.__getitem__, taken[1])))
+        gids, dtypes, nbytes = (column if every else list(compress(column, mask)) for column in (gids, columns.dtypes, columns.nbytes))
+        keys = gids if len(self.dtypes) == 1 else list(map(add, gids, map(code.__getitem__, dtypes)))
         tensors: Sequence[int] = range(n) if every else list(compress(range(n), mask))
         self.first = dict(zip(reversed(keys), reversed(tensors)))  # key -> the position of its first tensor
         size = {key: columns.nbytes[i] for key, i in self.first.items()}
-        if list(map(size.__getitem__, keys)) != taken[2]:  # a tensor of another byte size than its first: one by one
-            same = list(map(eq, taken[2], map(size.__getitem__, keys)))
+        if list(map(size.__getitem__, keys)) != nbytes:  # a tensor of another byte size than its first: one by one
+            same = list(map(eq, nbytes, map(size.__getitem__, keys)))
             for i in compress(tensors, map(not_, same)):
                 mask[i] = False
             keys, tensors, every = list(compress(keys, same)), list(compress(tensors, same)), False
@@ -188,7 +188,7 @@ def _shape_check(result: Tally, table: TensorTable, index: NameIndex | None, pre
     """Which layout the shapes are held to, and whether they are proven right in bulk."""
     groups = index.groups if index else []
     result.hub = any(groups[g].hub_only for g in present) or table.is_hub([name for name, _ in result.found.values()])
-    result.mtp = any(layer is not None and layer >= table.n_layers for layer in result.layers)
+    result.mtp = max(result.layers - {None}, default=-1) >= table.n_layers  # a layer above the stack
     result.shapes_checked = bool(index) and not result.found and distinct == index.expected_count(result.hub, result.mtp) \
         and all(groups[g].expected[result.hub] == groups[g].shape and (result.mtp or not groups[g].mtp) for g in present)
 
