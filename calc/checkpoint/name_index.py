@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import chain, compress, cycle, repeat
 from operator import add, eq
 from typing import Iterator
@@ -51,9 +52,14 @@ class Group:
 class NameIndex:
     positions: dict[str, int]  # name -> position
     group_of: list[int]  # position -> group number
-    layer_of: list[int | None]  # position -> layer (None outside the stack)
     groups: list[Group]
     templates: list[tuple[tuple, bool, int]]  # (expected shapes, MTP?, names) of every template, indexed or not
+    batches: list[_Batch]  # how the names were spelt, in position order
+
+    @cached_property
+    def layer_of(self) -> list[int | None]:
+        """Position -> layer (None outside the stack); only asked for when a group is stored in part."""
+        return list(chain.from_iterable(batch.layer_of() for batch in self.batches))
 
     def expected_count(self, hub: bool, mtp: bool) -> int:
         """How many parameter tensors `TensorTable.expected_shapes(hub=hub, mtp=mtp)` lists."""
@@ -70,7 +76,7 @@ def name_index(table: TensorTable, limit: int) -> NameIndex | None:
     batches: dict[tuple[str, tuple], _Batch] = {}
     same: dict[int, tuple] = {}  # id of a list of layers -> its layers, as a key (a kind's and its buffers' lists are equal)
     for template, slot, expected, mtp, hub_only, layers, experts in templates:
-        head, ends = _pieces(template, experts)
+        head, ends = _pieces(template, layers, experts)
         counted.append((expected, mtp, len(layers) * len(ends)))
         first = head.format() if layers == [None] else f"{head}{layers[0]}{ends[0]}"
         group = _group(table, first, layers, slot, expected, (mtp, hub_only), len(layers) * len(ends))
@@ -78,19 +84,21 @@ def name_index(table: TensorTable, limit: int) -> NameIndex | None:
             key = (head, same.setdefault(id(layers), tuple(layers)))
             batches.setdefault(key, _Batch(head, layers)).add(len(groups), ends)
             groups.append(group)
-    names, group_of, layer_of = [], [], []
+    names, group_of = [], []
     for batch in batches.values():
-        batch.spell(names, group_of, layer_of)
+        batch.spell(names, group_of)
     positions = dict(zip(names, range(len(names))))
-    return NameIndex(positions, group_of, layer_of, groups, counted) if len(positions) == len(group_of) else None
+    index = NameIndex(positions, group_of, groups, counted, list(batches.values()))
+    return index if len(positions) == len(group_of) else None
 
 
 Template = tuple[str, Slot, tuple, bool, bool, list, int]
 
 
-def _pieces(template: str, experts: int) -> tuple[str, list[str]]:
-    """A template's text before its layer number, and every text after it (one per expert)."""
-    if "{layer}" not in template:
+def _pieces(template: str, layers: list[int | None], experts: int) -> tuple[str, list[str]]:
+    """A template's text before its layer number, and every text after it (one per expert); a
+    model-level template (no layer) whole, as a format string."""
+    if layers == [None]:
         return template, [""]
     head, tail = template.split("{layer}")
     if not experts:
@@ -113,15 +121,18 @@ class _Batch:
         self.ends += ends
         self.gids += [gid] * len(ends)
 
-    def spell(self, names: list[str], group_of: list[int], layer_of: list[int | None]) -> None:
-        """Append every name, its group and its layer."""
+    def spell(self, names: list[str], group_of: list[int]) -> None:
+        """Append every name and its group."""
         if self.layers == [None]:
             names.append(self.head.format())
         else:
             prefixes = [f"{self.head}{layer}" for layer in self.layers]
             names += map(add, chain.from_iterable(map(repeat, prefixes, repeat(len(self.ends)))), cycle(self.ends))
         group_of += self.gids * len(self.layers)
-        layer_of += chain.from_iterable(map(repeat, self.layers, repeat(len(self.ends))))
+
+    def layer_of(self) -> Iterator[int | None]:
+        """The layer of every name, in the order `spell` spells them."""
+        return chain.from_iterable(map(repeat, self.layers, repeat(len(self.ends))))
 
 
 def _templates(table: TensorTable) -> Iterator[Template]:
