@@ -7,18 +7,18 @@ The checkpoints are Llama-layout, tiny widths (the header, not the weights, is w
 config.json, in two layouts: one file, and 10 shards with the index `save_pretrained` writes
 (`json.dumps(index, indent=2, sort_keys=True)`). The files are sparse: a few MB of disk at most.
 
-The bare read is what any reader of the checkpoint must do, as a plain Python program does it (a
-fresh process, the collector on, timed from its first read to its last parse, start-up excluded):
-`json.loads` of the index, to learn the shards (a directory may hold other .safetensors files:
+The bare read is what any reader of the checkpoint must do, as a plain Python program does it, in
+a fresh process (the collector on, start-up excluded, its best of 3 runs): `json.loads` of the
+index, to learn the shards (a directory may hold other .safetensors files:
 mistralai/Mistral-7B-Instruct-v0.3 ships `consolidated.safetensors` beside its shards), then of each
 shard's header. `headers alone` leaves the index out, for comparison.
 
 `read_checkpoint(dir)` (what `gptcalc inspect DIR` computes: validate every header and the index,
 name every tensor, group by component, check shapes against the config) is timed in this process,
-its imports done, also as the best of 3 runs in a row; each such sample follows a bare one. `ratio` is the median over runs of the
-two times' ratio, `min ratio` the ratio of the fastest of each (a shared machine's noise moves
-both). End to end, fresh processes: `gptcalc inspect DIR` against `python -c` doing the bare
-read, start-up and imports included, fastest of N each.
+its imports done, also as its best of 3 runs; each sample follows a bare one. `ratio` is the median
+over the samples of the two times' ratio, `min ratio` the ratio of the fastest of each (a shared
+machine's noise moves both). End to end, fresh processes: `gptcalc inspect DIR` against `python -c`
+doing the bare read once, start-up and imports included, fastest of N each.
 Run: python benchmarks/bench_inspect.py [N]
 """
 
