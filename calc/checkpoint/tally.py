@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
 from itertools import compress, filterfalse, repeat
 from operator import add, attrgetter, eq, itemgetter, not_
+from typing import Sequence
 
 from calc.checkpoint.name_index import Group, NameIndex, name_index, split
 from calc.checkpoint.names import TensorTable
