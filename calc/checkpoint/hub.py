@@ -43,8 +43,9 @@ def _from_cache(repo_id: str, config: hf.HFConfig | None) -> RawCheckpoint | Non
         return hf.in_cache(Path(found)) if isinstance(found, str) else None
 
     if index := locate("model.safetensors.index.json"):
-        if all(locate(shard) for shard in read_index(index).shards):
-            return from_index(index, repo_id, locate, config, hf.cache_root())
+        listed = read_index(index)
+        if all(locate(shard) for shard in listed.shards):
+            return from_index(index, repo_id, locate, config, hf.cache_root(), listed)
     elif single := locate("model.safetensors"):
         return from_file(single, repo_id, config)
     return None

@@ -95,11 +95,13 @@ def _safetensors(path: Path) -> tuple[TensorColumns, FileRead]:
 
 
 def from_index(
-    index: Path, source: str, locate: Callable[[str], Path | None], config: hf.HFConfig | None, root: Path
+    index: Path, source: str, locate: Callable[[str], Path | None], config: hf.HFConfig | None, root: Path,
+    listed: ShardIndex | None = None,
 ) -> RawCheckpoint:
     """A sharded checkpoint: every shard the index names must exist, resolve to a file under `root`
-    (the index's directory; the Hub cache for a cached repo) and hold what the index says."""
-    listed = read_index(index)
+    (the index's directory; the Hub cache for a cached repo) and hold what the index says.
+    `listed`: the index, when the caller has read it already."""
+    listed = listed or read_index(index)
     tensors = TensorColumns()
     files = [FileRead(str(index), index.stat().st_size, index.stat().st_size)]
     aliases: dict[str, str] = {}
