@@ -150,13 +150,9 @@ class LoadResult:
                 "transformers": self.transformers.to_json() if self.transformers is not None else None}
 
 
+@many_objects()  # the tensor columns are freed as this returns, before the collector resumes and would walk them
 def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointReport:
     """Open a checkpoint (header only) and account for every tensor in it against a spec."""
-    with many_objects():  # the tensor columns are freed in `_read`, before the collector resumes and would walk them
-        return _read(source, spec)
-
-
-def _read(source: str, spec: ModelSpec | None) -> CheckpointReport:
     raw = open_checkpoint(source, with_config=spec is None)
     if spec is not None:
         return analyze(raw, spec, "the MODEL argument")
@@ -166,16 +162,12 @@ def _read(source: str, spec: ModelSpec | None) -> CheckpointReport:
     return analyze(raw, inferred, "tensor shapes (no config.json)", notes)
 
 
+@many_objects()
 def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, Any] | None = None) -> CheckpointReport:
     """`verify --checkpoint`: against MODEL, else the checkpoint's own config.json (with --set).
 
     Never against a spec inferred from the very shapes being checked: that would always agree.
     """
-    with many_objects():
-        return _read_for_verify(source, spec, overrides)
-
-
-def _read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, Any] | None) -> CheckpointReport:
     raw = open_checkpoint(source, with_config=spec is None)
     if spec is not None:
         return analyze(raw, spec, "the MODEL argument")
