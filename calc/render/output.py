@@ -15,8 +15,7 @@ import os
 import sys
 from typing import Any
 
-from calc.render.markup import text_of
-from calc.render.table import Table
+from calc.render.table import Table, as_rich, plain_text
 from calc.render.text import shown, width
 
 __all__ = ["PIPE_WIDTH", "Output", "console"]
@@ -39,7 +38,7 @@ class Output:
             if lines is not None:
                 sys.stdout.write("".join(line + "\n" for line in lines))
                 return
-        self.rich().print(item.to_rich() if isinstance(item, Table) else item, markup=markup, soft_wrap=soft_wrap)
+        self.rich().print(as_rich(item), markup=markup, soft_wrap=soft_wrap)
 
     def rich(self) -> Any:
         """The rich console, made on first use."""
@@ -78,8 +77,7 @@ def _styled(stream: Any) -> bool:
 
 def _line(text: str, markup: bool, soft_wrap: bool) -> list[str] | None:
     """A printed line as rich writes it to a pipe, or None when rich would wrap it."""
-    shown_text = shown(text)
-    plain = text_of(shown_text) if markup else shown_text
+    plain = plain_text(text) if markup else shown(text)
     size = width(plain)
     if size is None or (size > PIPE_WIDTH and not soft_wrap):
         return None

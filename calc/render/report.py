@@ -18,7 +18,7 @@ from calc.render.base import count_notes, count_table
 from calc.render.compare import compare_table
 from calc.render.memory import gpu_table
 from calc.render.output import rich_console
-from calc.render.table import Table
+from calc.render.table import as_rich
 
 __all__ = ["report_html"]
 
@@ -35,7 +35,7 @@ def _tables(renderables: Iterable[Any]) -> str:
     """rich renderables as HTML (<pre> with inline-styled spans), exactly as the terminal shows them."""
     console = rich_console(record=True, width=160, file=io.StringIO(), color_system="truecolor")
     for renderable in renderables:
-        console.print(renderable.to_rich() if isinstance(renderable, Table) else renderable)
+        console.print(as_rich(renderable))
     return console.export_html(inline_styles=True, code_format="<pre>{code}</pre>")
 
 

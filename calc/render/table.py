@@ -17,7 +17,7 @@ from typing import Any, Literal
 from calc.render.markup import text_of
 from calc.render.text import shown, width
 
-__all__ = ["Table"]
+__all__ = ["Table", "as_rich", "plain_text"]
 
 Justify = Literal["left", "right", "center"]
 
@@ -46,10 +46,10 @@ class Table:
         """The table as rich draws it in `max_width` columns, or None when rich must decide."""
         if not self.columns:
             return None
-        headers = [_plain(header) for header, _, _ in self.columns]
-        body = [[_plain(cell) for cell in cells] for cells, _ in self.rows]
+        headers = [plain_text(header) for header, _, _ in self.columns]
+        body = [[plain_text(cell) for cell in cells] for cells, _ in self.rows]
         sizes = [[width(cell) for cell in row] for row in [headers, *body]]
-        title = _plain(self.title).rstrip()
+        title = plain_text(self.title).rstrip()
         if any(None in row for row in sizes) or width(title) is None:
             return None
         widths = [2 + max(column) for column in zip(*sizes)]  # type: ignore[type-var]
@@ -77,7 +77,12 @@ class Table:
         return table
 
 
-def _plain(markup: str) -> str:
+def as_rich(item: Any) -> Any:
+    """What rich prints for `item`: our `Table` as a rich one, anything else as it is."""
+    return item.to_rich() if isinstance(item, Table) else item
+
+
+def plain_text(markup: str) -> str:
     """What a cell shows: control characters escaped (as the console does), markup read out."""
     return text_of(shown(markup))
 
