@@ -18,6 +18,7 @@ the three matrices side by side, so it changes tensor names, never counts.
 from typing import Any, Literal
 
 from calc.parts.base import Field, Part, model_validator, present
+from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 
 __all__ = ["LABELS", "Attention", "HeadWidths", "QKNorm", "Rope", "attention_kind"]
@@ -89,6 +90,7 @@ class Attention(HeadWidths, Part):
     scale: float | None = Field(default=None, gt=0, strict=False)  # softmax scale; None: 1/sqrt(head_dim)
     chunk: int | None = Field(default=None, gt=0)  # Llama-4's chunked attention: keys of the same chunk only
     temperature: Temperature | None = None
+    output_gate: bool = False  # Qwen3-Next / Qwen3.5: q_proj also emits a sigmoid gate per query channel
 
     @model_validator(mode="before")
     @classmethod
@@ -123,8 +125,9 @@ class Attention(HeadWidths, Part):
         if norm is not None:
             q_norm = norm.norm.params(self.head_dim if norm.scope == "head" else q)
             k_norm = norm.norm.params(self.head_dim if norm.scope == "head" else kv)
+        gated = 1 + self.output_gate  # the gate doubles q_proj's output
         return present(
-            q=d * q, q_bias=q * self.q_bias, k=d * kv, k_bias=kv * self.k_bias, v=d * kv, v_bias=kv * self.v_bias,
+            q=d * q * gated, q_bias=q * gated * self.q_bias, k=d * kv, k_bias=kv * self.k_bias, v=d * kv, v_bias=kv * self.v_bias,
             q_norm=q_norm, k_norm=k_norm, attn_sinks=self.n_heads * self.sinks,
             attn_out=q * d, attn_out_bias=d * self.o_bias,
         )
@@ -137,12 +140,18 @@ class Attention(HeadWidths, Part):
         """Elements cached per token in one layer: (K, V), each n_kv_heads x head_dim."""
         return self.kv_dim, self.kv_dim
 
+    def cache(self, d_model: int) -> CacheSpec:
+        """K and V rows per token, split by KV heads under tensor parallelism, for the window if any."""
+        return CacheSpec(TokenSpec(self.kv_dim, self.kv_dim, self.attention_kind, self.n_heads, self.n_kv_heads,
+                                   self.head_dim, self.n_kv_heads, self.window, self.sinks))
+
     def describe(self) -> str:
         """'GQA (64 query heads, 8 KV heads, head_dim 128)' plus what else is switched on."""
         extras = [f"sliding window {self.window:,}"] if self.window else []
         if self.rope and self.rope.rotary_dim < self.head_dim:
             extras.append(f"rotary on {self.rope.rotary_dim} of {self.head_dim} channels")
-        extras += [name for name, on in (("ALiBi", self.alibi), ("QK-norm", self.qk_norm), ("sinks", self.sinks)) if on]
+        extras += [name for name, on in (("ALiBi", self.alibi), ("QK-norm", self.qk_norm), ("sinks", self.sinks),
+                                      ("output gate", self.output_gate)) if on]
         if self.softcap:
             extras.append(f"logits soft-capped at {self.softcap:g}")
         more = "; " + ", ".join(extras) if extras else ""
