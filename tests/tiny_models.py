@@ -20,6 +20,9 @@ _DEEPSEEK = {**_COMMON, **_MOE, "num_hidden_layers": 3, "num_key_value_heads": 4
              "n_routed_experts": 4, "n_shared_experts": 1, "first_k_dense_replace": 1, "n_group": 2,
              "topk_group": 1, "rope_theta": 5000.0}
 
+_DELTANET = {"linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8,
+             "linear_value_head_dim": 8}
+
 TINY: dict[str, dict[str, Any]] = {
     "gpt2": {"vocab_size": VOCAB, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64, **_IDS},
     "gpt_bigcode": {"vocab_size": VOCAB, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64,
@@ -81,6 +84,28 @@ TINY: dict[str, dict[str, Any]] = {
                     "no_rope_layer_interval": 2, "attention_chunk_size": 5, "floor_scale": 4,
                     "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                      "high_freq_factor": 4.0, "original_max_position_embeddings": 16}},
+    # hybrids: gated DeltaNet, Mamba2 and short-conv layers beside attention
+    "qwen3_next": {**_COMMON, **_DELTANET, "num_hidden_layers": 4, "head_dim": 8, "moe_intermediate_size": 16,
+                   "shared_expert_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2,
+                   "mlp_only_layers": [1], "full_attention_interval": 2},
+    "qwen3_5_text": {**_COMMON, **_DELTANET, "num_hidden_layers": 4, "head_dim": 8,
+                     "layer_types": ["linear_attention", "full_attention"] * 2},
+    "qwen3_5_moe_text": {**_COMMON, **_DELTANET, "head_dim": 8, "moe_intermediate_size": 16,
+                         "shared_expert_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2,
+                         "layer_types": ["linear_attention", "full_attention"]},
+    "mamba2": {"vocab_size": VOCAB, "hidden_size": 32, "num_hidden_layers": 2, "num_heads": 8, "head_dim": 8,
+               "state_size": 16, "n_groups": 2, **_IDS},
+    "nemotron_h": {**_COMMON, "hybrid_override_pattern": "M-*E", "head_dim": 8, "mamba_num_heads": 8,
+                   "mamba_head_dim": 8, "ssm_state_size": 16, "n_groups": 2, "n_routed_experts": 4,
+                   "moe_intermediate_size": 16, "moe_shared_expert_intermediate_size": 24, "num_experts_per_tok": 2},
+    "bamba": {**_COMMON, "num_hidden_layers": 3, "attn_layer_indices": [1], "mamba_n_heads": 8, "mamba_d_state": 16,
+              "mamba_n_groups": 2},
+    "granitemoehybrid": {**_COMMON, "layer_types": ["linear_attention", "full_attention"], "intermediate_size": 16,
+                         "shared_intermediate_size": 24, "num_local_experts": 4, "num_experts_per_tok": 2,
+                         "mamba_n_heads": 8, "mamba_d_state": 16, "position_embedding_type": "rope"},
+    "lfm2": {**_COMMON, "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"], "conv_bias": True},
+    "lfm2_moe": {**_COMMON, "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"],
+                 "moe_intermediate_size": 16, "num_dense_layers": 1, "num_experts": 4, "num_experts_per_tok": 2},
 }
 
 

@@ -57,6 +57,15 @@ ADAPTERS: dict[str, str] = {
     "phi": "phi",
     "stablelm": "stablelm",
     "starcoder2": "starcoder2",
+    "qwen3_next": "qwen3_next",
+    "qwen3_5_text": "qwen3_next",
+    "qwen3_5_moe_text": "qwen3_next",
+    "mamba2": "mamba",
+    "nemotron_h": "mamba",
+    "bamba": "mamba",
+    "granitemoehybrid": "mamba",
+    "lfm2": "lfm2",
+    "lfm2_moe": "lfm2",
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(ADAPTERS))
 
