@@ -27,7 +27,7 @@ from calc.arch import ADAPTERS
 from calc.cli import main
 from calc.errors import GptcalcError
 from oracle import spec_of
-from tiny_models import VOCAB, tiny_config
+from tiny_models import NO_TORCH_YET, VOCAB, tiny_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -53,13 +53,6 @@ def transformers_model(model_type: str, path: Path):
                 param.add_(torch.randn_like(param) * 0.1)
     model.save_pretrained(path)
     return model
-
-
-# Model types whose mixers (gated DeltaNet, Mamba2, short conv, gated attention) have no torch module
-# in the reference yet: verify refuses them by name (test_reference_refuses_what_it_lacks), while
-# count, kvcache, memory and the header check (tests/test_hybrids.py) cover them.
-NO_TORCH_YET = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "mamba2", "nemotron_h", "bamba", "granitemoehybrid",
-                "lfm2", "lfm2_moe"}
 
 
 @pytest.fixture(scope="module", params=sorted(set(ADAPTERS) - NO_TORCH_YET))

@@ -65,15 +65,20 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
             "granitemoehybrid": _two_norm}[model_type](cfg, model_type)
 
 
-def mamba2_mixer(cfg: Config, heads: str, head: str, state: str, groups: str, conv: str, expand: str,
+def mamba2_mixer(cfg: Config, heads: str, head: str, state: str, groups: str, conv: str, expand: str | None,
                  proj_bias: str, conv_bias: str, **changes: Any) -> dict[str, Any]:
-    """The Mamba2 mixer from the keys a model_type names its fields with; head_dim "auto" (or absent)
-    is expand x hidden_size / heads, which must come out whole (transformers' validate_architecture)."""
-    d, n_heads = cfg.int(*KEYS["d_model"]), cfg.int(heads)
-    inner = cfg.int(expand) * d
-    head_dim = inner // n_heads if cfg.raw(head, default="auto") == "auto" else cfg.int(head)
-    if head_dim * n_heads != inner:
-        raise cfg.error(heads, f"{n_heads} heads x head_dim {head_dim} must equal {expand} x hidden_size = {inner}")
+    """The Mamba2 mixer from the keys a model_type names its fields with. With `expand`, head_dim "auto"
+    (or absent) is expand x hidden_size / heads and heads x head_dim must equal expand x hidden_size
+    (transformers' validate_architecture); Nemotron-H's inner width is heads x head_dim, whatever
+    `expand` says (NemotronHMamba2Mixer), so it passes none."""
+    n_heads = cfg.int(heads)
+    if expand is None:
+        head_dim = cfg.int(head)
+    else:
+        inner = cfg.int(expand) * cfg.int(*KEYS["d_model"])
+        head_dim = inner // n_heads if cfg.raw(head, default="auto") == "auto" else cfg.int(head)
+        if head_dim * n_heads != inner:
+            raise cfg.error(heads, f"{n_heads} heads x head_dim {head_dim} must equal {expand} x hidden_size = {inner}")
     return {"kind": "mamba2", "n_heads": n_heads, "head_dim": head_dim, "d_state": cfg.int(state),
             "n_groups": cfg.int(groups), "conv_kernel": cfg.int(conv), "proj_bias": cfg.bool(proj_bias),
             "conv_bias": cfg.bool(conv_bias), **changes}
@@ -117,7 +122,7 @@ def _nemotron_h(cfg: Config, model_type: str) -> dict[str, Any]:
     mlp = {"d_ff": cfg.int("intermediate_size"), "gated": False, "activation": act, "bias": cfg.bool("mlp_bias")}
     parts = {
         "linear_attention": ("attention", mamba2_mixer(cfg, "mamba_num_heads", "mamba_head_dim", "ssm_state_size",
-                                                       "n_groups", "conv_kernel", "expand", "use_bias", "use_conv_bias",
+                                                       "n_groups", "conv_kernel", None, "use_bias", "use_conv_bias",
                                                        state_dtype=state)),
         "full_attention": ("attention", attention(cfg, rope=None, q_bias=False, k_bias=False, v_bias=False,
                                                   o_bias=False)),
