@@ -60,6 +60,11 @@ ADAPTERS: dict[str, str] = {
     "phi": "phi",
     "stablelm": "stablelm",
     "starcoder2": "starcoder2",
+    "seed_oss": "llama_variants",
+    "ernie4_5": "llama_variants",
+    "hunyuan_v1_dense": "llama_variants",
+    "arcee": "llama_variants",
+    "apertus": "llama_variants",
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(ADAPTERS))
 

@@ -95,7 +95,7 @@ LAYOUTS: dict[str, dict[str, Any]] = {
             "qkv_order": "concat"},
     **{t: LLAMA for t in ("llama", "mistral", "ministral3", "qwen2", "qwen3", "granite", "smollm3", "gemma", "olmo",
                           "stablelm", "deepseek_v2", "deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe", "internlm3",
-                          "cohere2")},
+                          "cohere2", "seed_oss", "ernie4_5", "arcee")},
     "gemma2": {**LLAMA, **_SANDWICH},
     "gemma3_text": {**LLAMA, **_SANDWICH},
     **{t: {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"}
@@ -103,6 +103,8 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     "glm4": {**LLAMA, "attn_out": "post_self_attn_layernorm", "mlp_in": "post_attention_layernorm",
              "mlp_out": "post_mlp_layernorm"},
     "cohere": {**LLAMA, "qk_norm_heads": True},
+    "hunyuan_v1_dense": {**LLAMA, "q_norm": "self_attn.query_layernorm", "k_norm": "self_attn.key_layernorm"},
+    "apertus": {**LLAMA, "attn_in": "attention_layernorm", "mlp_in": "feedforward_layernorm"},
     "phi": {**LLAMA, "o": "self_attn.dense", "up": "mlp.fc1", "down": "mlp.fc2", "final_norm": "model.final_layernorm",
             "q_norm": "self_attn.q_layernorm", "k_norm": "self_attn.k_layernorm"},
     "phi3": {**LLAMA, "qkv_order": "concat"},
