@@ -6,8 +6,7 @@ channels. The head is tied unless `tie_word_embeddings` says otherwise; `logit_s
 the logits (a scalar, no parameter).
 - cohere: with `use_qk_norm`, queries and keys get such a norm per head, stored as [n_heads,
   head_dim] and [n_kv_heads, head_dim]: a full-width count.
-- cohere2: no QK-norm; `attention_bias` reaches the output projection too; head_dim is always
-  hidden_size / num_attention_heads (Cohere2Config sets it). Layers are sliding (a window of
+- cohere2: no QK-norm; `attention_bias` reaches the output projection too. Layers are sliding (a window of
   `sliding_window`, rotary) or full (no window and no rotary at all), as `layer_types` says or,
   without it, every `sliding_window_pattern`-th layer (4) full. Cohere2Attention rotates only when
   its layer has a window, so with `sliding_window` null no layer rotates.
@@ -41,7 +40,6 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     head = {"tied": cfg.bool("tie_word_embeddings"), "logit_scale": cfg.float("logit_scale")}
     if model_type == "cohere":
         return uniform(cfg, model_type, _block(cfg, ln, _cohere_attention(cfg, ln)), ln, head["tied"], head=head)
-    cfg = cfg.replace({key: value for key, value in cfg.data.items() if key != "head_dim"})
     period = cfg.int("sliding_window_pattern")
     kinds = attention_kinds(cfg, lambda i: "sliding_attention" if (i + 1) % period else "full_attention")
     blocks, layers = kind_stack(kinds, BLOCK_NAMES, lambda kind: _cohere2_block(cfg, ln, kind))
