@@ -16,7 +16,7 @@ import pytest
 
 from calc.analysis.count import count
 from calc.errors import GptcalcError
-from oracle import spec_of, transformers_count, transformers_model
+from oracle import saved, spec_of, transformers_count, transformers_model
 
 TYPES = ["glm4", "cohere2", "internlm3", "seed_oss", "ernie4_5", "hunyuan_v1_dense", "arcee", "apertus"]
 # HunYuanDenseV1Config leaves head_dim None, which HunYuanDenseV1Attention cannot build: every real config sets it.
@@ -156,3 +156,9 @@ def test_apertus_rotary_as_its_config_class_fills_it(config: dict[str, Any]) -> 
     expected = transformers_model(copy.deepcopy(config)).config.rope_parameters
     assert rope.theta == expected["rope_theta"]
     assert rope.scaling["rope_type"] == expected["rope_type"] and rope.scaling["factor"] == expected["factor"]
+
+
+def test_ernie_0_3b_is_the_model_cards_0_36b() -> None:
+    """ERNIE-4.5-0.3B's model card gives "Params 0.36B" (rounded); the total is transformers' (test_arch)."""
+    # source: https://github.com/Hchnr/early_exiting/blob/ca9794deb204051c2e9cf1d5ea4517b49059a4ec/ERNIE45_03B_Base/README.md
+    assert round(total(saved("ernie4_5.json")) / 1e9, 2) == 0.36
