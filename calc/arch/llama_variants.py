@@ -41,20 +41,21 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                  "max_position_embeddings": 524288, "rms_norm_eps": 1e-6, "attention_bias": True,
                  "attention_out_bias": False, "mlp_bias": False},
     "ernie4_5": {"vocab_size": 103424, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 18,
-                 "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 128, "max_position_embeddings": 131072,
-                 "rms_norm_eps": 1e-5, "tie_word_embeddings": True, "use_bias": False, "rope_theta": 500000.0},
+                 "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 128,
+                 "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+                 "use_bias": False, "rope_theta": 500000.0},
     "hunyuan_v1_dense": {**_LLAMA_LIKE, "vocab_size": 290943, "hidden_size": 4096, "intermediate_size": 11008,
                          "num_hidden_layers": 32, "num_attention_heads": 32},
     "arcee": {**_LLAMA_LIKE, "vocab_size": 32000, "hidden_size": 2560, "intermediate_size": 18432,
-              "num_hidden_layers": 32, "num_attention_heads": 32, "hidden_act": "relu2", "max_position_embeddings": 4096,
-              "mlp_bias": False},
+              "num_hidden_layers": 32, "num_attention_heads": 32, "hidden_act": "relu2",
+              "max_position_embeddings": 4096, "mlp_bias": False},
     "apertus": {**_LLAMA_LIKE, "vocab_size": 131072, "hidden_size": 4096, "intermediate_size": 14336,
                 "num_hidden_layers": 32, "num_attention_heads": 32, "hidden_act": "xielu",
                 "max_position_embeddings": 65536, "rope_theta": 12_000_000.0},
 }
 # ApertusConfig's rotary when the config gives none (its __post_init__).
-APERTUS_ROPE = {"rope_type": "llama3", "rope_theta": 12_000_000.0, "factor": 8.0, "original_max_position_embeddings": 8192,
-                "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+APERTUS_ROPE = {"rope_type": "llama3", "rope_theta": 12_000_000.0, "factor": 8.0,
+                "original_max_position_embeddings": 8192, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:

@@ -31,7 +31,8 @@ class MLP(Part):
         return present(**{
             f"{prefix}_gate": d * f * self.gated, f"{prefix}_gate_bias": f * (self.gated and self.bias),
             f"{prefix}_up": d * f, f"{prefix}_up_bias": f * self.bias,
-            f"{prefix}_act": ACTIVATION_PARAMS.get(self.activation, 0), f"{prefix}_down": f * d, f"{prefix}_down_bias": d * self.bias,
+            f"{prefix}_act": ACTIVATION_PARAMS.get(self.activation, 0),
+            f"{prefix}_down": f * d, f"{prefix}_down_bias": d * self.bias,
         })
 
     def matrices(self, d_model: int, prefix: str = "mlp") -> dict[str, tuple[int, int]]:
