@@ -112,9 +112,21 @@ def test_cohere2_head_dim_is_hidden_over_heads_unless_set() -> None:
         assert transformers_model(copy.deepcopy(config)).model.layers[0].self_attn.head_dim == expected
 
 
-def test_cohere2_layer_types_must_name_every_layer() -> None:
-    with pytest.raises(GptcalcError, match="^test: layer_types: expected 2 layer type names"):
-        spec_of({"model_type": "cohere2", **SMALL, "layer_types": ["sliding_attention"]})
+@pytest.mark.parametrize(("change", "named"), [
+    ({"layer_types": ["sliding_attention"]}, "layer_types: expected 2 layer type names"),
+    ({"sliding_window_pattern": 0}, "sliding_window_pattern: expected a positive layer period, got 0"),
+    ({"sliding_window_pattern": "LLLG"}, "sliding_window_pattern: expected an integer"),
+])
+def test_cohere2_layer_kinds_it_cannot_read_are_named(change: dict[str, Any], named: str) -> None:
+    with pytest.raises(GptcalcError, match=f"^test: {named}"):
+        spec_of({"model_type": "cohere2", **SMALL, **change})
+
+
+def test_cohere2_pattern_is_named_as_defaulted_only_when_read() -> None:
+    """Cohere2Config reads sliding_window_pattern only without layer_types, so only then is its default noted."""
+    kinds = ["sliding_attention", "full_attention"]
+    assert "sliding_window_pattern=4" in spec_of({"model_type": "cohere2", **SMALL}).notes[0]
+    assert "sliding_window_pattern" not in spec_of({"model_type": "cohere2", **SMALL, "layer_types": kinds}).notes[0]
 
 
 def test_glm4_rotates_half_of_each_head_by_pairs() -> None:

@@ -28,8 +28,10 @@ _SHARED = {"vocab_size": 256000, "hidden_size": 8192, "intermediate_size": 22528
 # transformers' config-class defaults (models/cohere*/configuration_cohere*.py) for the keys read here.
 DEFAULTS: dict[str, dict[str, Any]] = {
     "cohere": {**_SHARED, "use_qk_norm": False, "rope_theta": 500000.0},
-    "cohere2": {**_SHARED, "sliding_window": 4096, "sliding_window_pattern": 4, "rope_theta": 10000.0},
+    "cohere2": {**_SHARED, "sliding_window": 4096, "rope_theta": 10000.0},
 }
+# Cohere2Config's pattern when the config has no layer_types (it reads the pattern only then).
+COHERE2_PATTERN = {"sliding_window_pattern": 4}
 BLOCK_NAMES = {"sliding_attention": "sliding", "full_attention": "full"}
 
 
@@ -40,10 +42,20 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     head = {"tied": cfg.bool("tie_word_embeddings"), "logit_scale": cfg.float("logit_scale")}
     if model_type == "cohere":
         return uniform(cfg, model_type, _block(cfg, ln, _cohere_attention(cfg, ln)), ln, head["tied"], head=head)
-    period = cfg.int("sliding_window_pattern")
-    kinds = attention_kinds(cfg, lambda i: "sliding_attention" if (i + 1) % period else "full_attention")
-    blocks, layers = kind_stack(kinds, BLOCK_NAMES, lambda kind: _cohere2_block(cfg, ln, kind))
+    if not cfg.has("layer_types"):
+        cfg = with_defaults(cfg, COHERE2_PATTERN)
+    blocks, layers = kind_stack(_cohere2_kinds(cfg), BLOCK_NAMES, lambda kind: _cohere2_block(cfg, ln, kind))
     return decoder(cfg, model_type, blocks, layers, ln, head["tied"], head=head)
+
+
+def _cohere2_kinds(cfg: Config) -> list[str]:
+    """`layer_types`, else what Cohere2Config fills in: every `sliding_window_pattern`-th layer full."""
+    if cfg.has("layer_types"):
+        return attention_kinds(cfg, lambda i: "full_attention")
+    period = cfg.int("sliding_window_pattern")
+    if period < 1:
+        raise cfg.error("sliding_window_pattern", f"expected a positive layer period, got {period}")
+    return attention_kinds(cfg, lambda i: "sliding_attention" if (i + 1) % period else "full_attention")
 
 
 def _block(cfg: Config, ln: dict[str, Any], attn: dict[str, Any]) -> dict[str, Any]:
