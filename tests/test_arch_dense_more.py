@@ -154,6 +154,13 @@ def test_hunyuan_ntk_alpha_is_a_fixed_base() -> None:
     torch.testing.assert_close(ours, module.inv_freq, rtol=0, atol=0)
 
 
+def test_hunyuan_ntk_alpha_needs_a_head_wider_than_two() -> None:
+    config = {"model_type": "hunyuan_v1_dense", **SMALL, "head_dim": 2,
+              "rope_scaling": {"type": "dynamic", "alpha": 1000.0, "factor": 1.0}}
+    with pytest.raises(GptcalcError, match="^test: rope_scaling: NTK-alpha needs a head_dim above 2"):
+        spec_of(config)
+
+
 @pytest.mark.parametrize("config", [
     {"model_type": "apertus", **SMALL},
     {"model_type": "apertus", **SMALL, "rope_theta": 500000.0},

@@ -84,6 +84,9 @@ def _hunyuan(cfg: Config, block: dict[str, Any]) -> dict[str, Any]:
     rope, head_dim = attn["rope"], attn["head_dim"]
     scaling = rope["scaling"] or {}
     if scaling.get("rope_type", scaling.get("type")) == "dynamic" and scaling.get("alpha"):
+        if head_dim <= 2:
+            raise cfg.error("rope_scaling", f"NTK-alpha needs a head_dim above 2 (it divides by head_dim - 2), "
+                                            f"got {head_dim}")
         theta = rope["theta"] * scaling["alpha"] ** (head_dim / (head_dim - 2))
         attn["rope"] = {**rope, "theta": theta, "scaling": None}
     return {**block, "attention": attn, "mlp": gated_mlp(cfg, bias=False)}
