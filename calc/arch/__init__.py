@@ -29,8 +29,10 @@ ADAPTERS: dict[str, str] = {
     "qwen3": "llama",
     "granite": "llama",
     "smollm3": "llama",
+    "internlm3": "llama",
     "phi3": "phi3",
     "cohere": "cohere",
+    "cohere2": "cohere",
     "olmo": "olmo",
     "olmo2": "olmo",
     "olmo3": "olmo",
@@ -46,6 +48,7 @@ ADAPTERS: dict[str, str] = {
     "deepseek_v2": "deepseek",
     "deepseek_v3": "deepseek",
     "glm4_moe": "glm4_moe",
+    "glm4": "glm4",
     "gpt_oss": "gpt_oss",
     "gpt_bigcode": "gpt_bigcode",
     "gpt_neox": "gpt_neox",
@@ -66,6 +69,11 @@ ADAPTERS: dict[str, str] = {
     "granitemoehybrid": "mamba",
     "lfm2": "lfm2",
     "lfm2_moe": "lfm2",
+    "seed_oss": "llama_variants",
+    "ernie4_5": "llama_variants",
+    "hunyuan_v1_dense": "llama_variants",
+    "arcee": "llama_variants",
+    "apertus": "llama_variants",
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(ADAPTERS))
 

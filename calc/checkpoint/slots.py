@@ -155,7 +155,18 @@ def _mlp(s: _Slots, m: Any, d: int, prefix: str = "mlp", container: str | None =
         if m.gated:
             s.linear(f"{role}gate", d, f, f"{prefix}_gate", bias and f"{prefix}_gate_bias", path=path("gate"))
         s.linear(f"{role}up", d, f, f"{prefix}_up", bias and f"{prefix}_up_bias", path=path("up"))
+    if m.activation == "xielu":
+        _xielu(s, f"{role}act", f"{path('up').rpartition('.')[0]}.act_fn", f"{prefix}_act")
     s.linear(f"{role}down", f, d, f"{prefix}_down", bias and f"{prefix}_down_bias", path=path("down"))
+
+
+def _xielu(s: _Slots, role: str, path: str, target: str) -> None:
+    """XIELUActivation, beside up_proj as the MLP's act_fn: alpha_p and alpha_n, one-element parameters,
+    and beta and eps, scalar buffers that save_pretrained writes too."""
+    for name in ("alpha_p", "alpha_n"):
+        s.add(f"{role}.{name}", f"{path}.{name}", (1,), target)
+    for name in ("beta", "eps"):
+        s.add(f"{role}.{name}", f"{path}.{name}", (), None, init="buffer")
 
 
 def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
