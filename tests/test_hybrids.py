@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from calc.analysis.count import count
 from calc.analysis.memory.kv import kv_cache
 from calc.cli import main
+from calc.spec.load import load_spec
 from oracle import spec_of, transformers_count
 from tiny_models import VOCAB, tiny_config
 
@@ -121,3 +122,26 @@ def test_kvcache_table_names_the_fixed_part(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["kvcache", str(tmp_path), "--seq", "10"])
     assert result.exit_code == 0, result.output
     assert "conv state" in result.output and "per sequence at any length" in result.output
+
+
+# Published figures. LFM2-1.2B's model card gives the exact total; the others publish rounded ones.
+# source: https://github.com/fetchwiki/LiquidAI-LFM2-1.2B/blob/60dc8602e06e43aec0e5cd5bb54fe7a7fedcdc81/README.md
+# ("Parameters 1,170,340,608", a mirror of huggingface.co/LiquidAI/LFM2-1.2B)
+def test_lfm2_1_2b_published_total() -> None:
+    assert count(load_spec("lfm2-1.2b")).total == 1_170_340_608
+
+
+@pytest.mark.parametrize("name, total_b, active_b", [
+    # source: https://huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct ("80B total, 3B activated")
+    ("qwen3-next-80b-a3b", 80, 3),
+    # source: https://huggingface.co/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 (the name: 30B total, A3B)
+    ("nemotron-3-nano-30b-a3b", 32, 3),
+    # source: https://huggingface.co/docs/transformers/v4.51.3/model_doc/bamba ("Bamba 9B (9.78B)")
+    ("bamba-9b", 10, None),
+])
+def test_rounded_published_totals(name: str, total_b: int, active_b: int | None) -> None:
+    """Totals rounded to the billion; "A3B" counts the active parameters without the token embedding
+    and the head (count prints both conventions), 3.25B and 2.88B here."""
+    b = count(load_spec(name))
+    assert round(b.total / 1e9) == total_b
+    assert (b.active is None) if active_b is None else round((b.active - b.embeddings) / 1e9) == active_b
