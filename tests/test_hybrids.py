@@ -38,15 +38,21 @@ def test_tiny_total_equals_transformers(model_type: str) -> None:
     assert count(spec_of(tiny_config(model_type))).total == transformers_count(tiny_config(model_type))
 
 
-def _transformers_cache(model_type: str, seq: int) -> tuple[int, int]:
-    """(K and V elements, conv and recurrent state elements) in transformers' cache after `seq` tokens."""
+def _transformers_tiny(model_type: str):
+    """transformers' own tiny model of `model_type`, random weights (seed 0)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
     data = tiny_config(model_type)
     config = transformers.AutoConfig.for_model(data.pop("model_type"), **copy.deepcopy(data))
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    return transformers.AutoModelForCausalLM.from_config(config).eval()
+
+
+def _transformers_cache(model_type: str, seq: int) -> tuple[int, int]:
+    """(K and V elements, conv and recurrent state elements) in transformers' cache after `seq` tokens."""
+    torch = pytest.importorskip("torch")
+    model = _transformers_tiny(model_type)
     ids = torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         cache = model(ids, use_cache=True).past_key_values
@@ -91,15 +97,9 @@ def test_pure_mamba2_cache_does_not_grow() -> None:
 
 @pytest.mark.parametrize("model_type", HYBRIDS)
 def test_header_check_recognises_every_tensor(model_type: str, tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
     from calc.checkpoint.report import read_checkpoint
 
-    transformers.logging.set_verbosity_error()
-    data = tiny_config(model_type)
-    config = transformers.AutoConfig.for_model(data.pop("model_type"), **copy.deepcopy(data))
-    torch.manual_seed(0)
-    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    _transformers_tiny(model_type).save_pretrained(tmp_path)
     report = read_checkpoint(str(tmp_path))
     assert report.ok, report.problems
     assert report.breakdown.total == transformers_count(tiny_config(model_type))
