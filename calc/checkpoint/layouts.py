@@ -21,7 +21,8 @@ Hub layout back out (its in-memory state dict is the fused one), and the torch r
 for `transformer.wte.weight`); `conv1d`, GPT-2's [in, out] linear weights; `qkv`, how a fused
 Q/K/V is ordered ("concat": Q|K|V, "grouped": per KV group, queries then key then value, as
 NeoX, BLOOM and Falcon store it); `rope`, "half" (rotate halves) or "interleaved" (GPT-J's pairs);
-`qk_norm_heads`, a full-width QK-norm stored as [heads, head_dim] (Cohere); `buffers`, names that
+`qk_norm_heads`, a full-width QK-norm stored as [heads, head_dim] (Cohere); `score_bias_2d`, the router's
+score correction bias stored [1, E] (ERNIE-4.5); `buffers`, names that
 are stored but no parameters; `aliases`, older names of the same tensor.
 """
 
@@ -94,7 +95,7 @@ LAYOUTS: dict[str, dict[str, Any]] = {
             "qkv": "attn.Wqkv", "o": "attn.out_proj", "up": "ffn.up_proj", "down": "ffn.down_proj",
             "qkv_order": "concat"},
     **{t: LLAMA for t in ("llama", "mistral", "ministral3", "qwen2", "qwen3", "granite", "smollm3", "gemma", "olmo",
-                          "stablelm", "deepseek_v2", "deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe")},
+                          "stablelm", "deepseek_v2", "deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe", "dots1")},
     "gemma2": {**LLAMA, **_SANDWICH},
     "gemma3_text": {**LLAMA, **_SANDWICH},
     **{t: {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"}
@@ -110,6 +111,14 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                    "hub": {"router": "block_sparse_moe.router.layer", "experts.gate_up": "block_sparse_moe.input_linear.weight",
                            "experts.down": "block_sparse_moe.output_linear.weight"}},
     "qwen2_moe": {**LLAMA, "shared": "mlp.shared_expert"},
+    "minimax_m2": {**LLAMA, "score_bias": "mlp.e_score_correction_bias",
+                   "hub": {**_MIXTRAL_HUB, "score_bias": "block_sparse_moe.e_score_correction_bias"}},
+    "flex_olmo": {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"},
+    "ernie4_5_moe": {**LLAMA, "score_bias": "mlp.gate.moe_statics.e_score_correction_bias", "score_bias_2d": True,
+                     "hub": {**_PER_EXPERT, "score_bias": "mlp.moe_statics.e_score_correction_bias"}},
+    "hunyuan_v1_moe": {**LLAMA, "q_norm": "self_attn.query_layernorm", "k_norm": "self_attn.key_layernorm",
+                       "router": "mlp.gate.wg", "shared": "mlp.shared_mlp"},
+    "exaone_moe": {**LLAMA, "hub": {**_PER_EXPERT, "score_bias": "mlp.e_score_correction_bias"}},
     "gpt_oss": {**LLAMA, "router": "mlp.router", "experts_order": "in_out_interleaved", "hub": {}},
     "llama4_text": {**LLAMA, "gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj",
                     "down": "feed_forward.down_proj", "router": "feed_forward.router",

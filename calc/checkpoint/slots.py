@@ -115,8 +115,10 @@ def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
     lay, e, f = s.lay, m.n_experts, m.d_ff
     names = {**lay, **(lay.get("hub") or {})} if hub else lay
     s.linear("router", d, e, "router", m.router_bias and "router_bias", path=names["router"])
-    if m.score_bias:
-        s.add("score_bias", lay["score_bias"], (e,), None, init="buffer")
+    if m.score_bias:  # ERNIE-4.5 stores it [1, E] and counts it (a parameter without gradient)
+        shape = (1, e) if lay.get("score_bias_2d") else (e,)
+        counted = "router_score_bias_param" if m.score_bias_param else None
+        s.add("score_bias", names["score_bias"], shape, counted, init="zeros" if counted else "buffer")
     if hub and "expert_gate" in names:
         for role, n_in, n_out in (("gate", d, f), ("up", d, f), ("down", f, d)):
             if role != "gate" or m.gated:
