@@ -171,7 +171,8 @@ def markdown() -> str:
         lay = LAYOUTS[name]
         base = {} if name == "llama" else LLAMA
         changed = {role: lay[role] for role in ROLE_ORDER if role in lay and lay[role] != base.get(role)}
-        flags = [f"{flag}: {lay[flag]}" for flag in ("base", "conv1d", "qkv_order", "experts_order", "qk_norm_heads")
+        flags = [f"{flag}: {lay[flag]}"
+                 for flag in ("base", "conv1d", "qkv_order", "experts_order", "qk_norm_heads", "score_bias_2d")
                  if flag in lay and lay[flag] != base.get(flag)]
         paths = "; ".join(f"{role} {cell(path)}" for role, path in changed.items()) or "Llama's"
         hub = lay.get("hub") if lay.get("hub") != base.get("hub") else None
