@@ -261,6 +261,25 @@ def test_dots_llm1() -> None:
     assert billions(b.active, 0) == 14
 
 
+# databricks/dbrx-instruct's config.json as its model card describes it (https://huggingface.co/databricks/dbrx-instruct:
+# 16 experts, 4 per token, GQA, 32K context) with the widths the released file uses (no verbatim copy was found).
+DBRX_INSTRUCT = {"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40, "max_seq_len": 32768,
+                 "vocab_size": 100352, "tie_word_embeddings": False,
+                 "attn_config": {"clip_qkv": 8, "kv_n_heads": 8, "model_type": "", "rope_theta": 500000},
+                 "ffn_config": {"ffn_hidden_size": 10752, "model_type": "", "moe_jitter_eps": 0, "moe_loss_weight": 0.05,
+                                "moe_num_experts": 16, "moe_top_k": 4}}
+
+
+def test_dbrx() -> None:
+    # https://www.databricks.com/blog/introducing-dbrx-new-state-art-open-llm: "132B total parameters of which 36B
+    # parameters are active on any input". The model is 131.60B; active 36.47B with the embedding and the head,
+    # 35.85B with the head only (35.24B with neither), so the 36B counts the head at least.
+    b = breakdown(DBRX_INSTRUCT)
+    assert b.total == sum(p.numel() for p in transformers_model(DBRX_INSTRUCT).parameters())
+    assert billions(b.total, 0) == 132
+    assert billions(b.active, 0) == billions(no_embedding(b), 0) == 36
+
+
 SMALL = {"vocab_size": 97, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4,
          "max_position_embeddings": 128}
 IDS = {"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0}  # inside the small vocabulary
@@ -330,6 +349,10 @@ BRANCHES: dict[str, dict[str, Any]] = {
                              "layer_types": ["sliding_attention", "full_attention", "full_attention", "sliding_attention"],
                              "mlp_layer_types": ["sparse", "dense", "sparse", "dense"],
                              **IDS},
+    "dbrx-unnormalised": {"model_type": "dbrx", "d_model": 64, "n_heads": 4, "n_layers": 2, **IDS,
+                          "attn_config": {"kv_n_heads": 4, "rope_theta": 10000.0},
+                          "ffn_config": {"ffn_hidden_size": 24, "moe_num_experts": 4, "moe_top_k": 2,
+                                         "moe_normalize_expert_weights": None, "ffn_act_fn": {"name": "gelu"}}},
     "gpt_oss-layer-types": {"model_type": "gpt_oss", "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 40,
                             "num_local_experts": 4, "num_experts_per_tok": 2, "attention_bias": False,
                             "layer_types": ["full_attention", "full_attention", "sliding_attention", "full_attention"]},
@@ -375,6 +398,11 @@ def test_defaults_are_transformers_config_class_defaults(model_type: str) -> Non
      "moe_topk: expected 2 positive integers (one per layer), got [8]"),
     ({"model_type": "exaone_moe", "num_hidden_layers": 2, "mlp_layer_types": ["dense", "moe"]},
      "mlp_layer_types: unknown MLP type 'moe' (expected dense, sparse)"),
+    ({"model_type": "dbrx", "ffn_config": {"moe_normalize_expert_weights": 2}},
+     "ffn_config.moe_normalize_expert_weights: 2: only 1 (weights divided by their sum, as released) or null is supported"),
+    ({"model_type": "dbrx", "tie_word_embeddings": True},
+     "tie_word_embeddings: DBRX's head is never tied to the embedding (DbrxConfig refuses it)"),
+    ({"model_type": "dbrx", "attn_config": {"kv_n_heads": "8"}}, "attn_config.kv_n_heads: expected an integer, got '8'"),
 ])
 def test_bad_layer_lists_name_the_key(config: dict[str, Any], message: str) -> None:
     with pytest.raises(GptcalcError, match=f"^test: {re.escape(message)}$"):

@@ -47,6 +47,7 @@ ADAPTERS: dict[str, str] = {
     "hunyuan_v1_moe": "hunyuan_v1_moe",
     "dots1": "dots1",
     "exaone_moe": "exaone4",
+    "dbrx": "dbrx",
     "qwen2_moe": "qwen_moe",
     "qwen3_moe": "qwen_moe",
     "deepseek_v2": "deepseek",

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from calc.arch.config import Config
 
-__all__ = ["ATTENTION_KINDS", "KEYS", "activation", "attention", "attention_kinds", "decoder", "defaulted_note",
+__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "KEYS", "activation", "attention", "attention_kinds", "decoder", "defaulted_note",
            "gated_mlp", "granite_scalars", "kind_stack", "layer_kinds", "layer_runs", "mha", "norm", "renamed", "rope",
            "rotary_layers", "uniform", "with_defaults"]
 

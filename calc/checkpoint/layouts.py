@@ -14,7 +14,8 @@ Roles a layout may set (absent: the model_type has no such tensor):
 
 Routed experts are stored the way transformers 5 saves them: two fused 3-D tensors per layer,
 `experts.gate_up_proj` and `experts.down_proj` ([E, 2f, d] and [E, d, f]; gpt_oss and llama4 store
-[E, d, 2f] and [E, f, d], "in_out"). Checkpoints on the Hub written before transformers 5 keep one
+[E, d, 2f] and [E, f, d], "in_out"; DBRX its w1, v1, w2 as three [E·f, d] matrices, "stacked_rows", on the
+Hub too). Checkpoints on the Hub written before transformers 5 keep one
 tensor per expert: `hub` gives those names (`{expert}` the expert index; GraniteMoE's are fused under
 other names), which classification accepts as well. transformers 5's save_pretrained writes that
 Hub layout back out (its in-memory state dict is the fused one), and the torch reference loads both. Flags: `base`, the prefix a base-model checkpoint leaves out (GPT-2's `wte.weight`
@@ -118,6 +119,10 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                      "hub": {**_PER_EXPERT, "score_bias": "mlp.moe_statics.e_score_correction_bias"}},
     "hunyuan_v1_moe": {**LLAMA, "q_norm": "self_attn.query_layernorm", "k_norm": "self_attn.key_layernorm",
                        "router": "mlp.gate.wg", "shared": "mlp.shared_mlp"},
+    "dbrx": {"base": "transformer.", "embed": "transformer.wte", "final_norm": "transformer.norm_f", "lm_head": "lm_head",
+             "layers": "transformer.blocks", "attn_in": "norm_attn_norm.norm_1", "mlp_in": "norm_attn_norm.norm_2",
+             "qkv": "norm_attn_norm.attn.Wqkv", "o": "norm_attn_norm.attn.out_proj", "qkv_order": "concat",
+             "router": "ffn.router.layer", "experts": "ffn.experts.mlp", "experts_order": "stacked_rows", "hub": {}},
     "exaone_moe": {**LLAMA, "hub": {**_PER_EXPERT, "score_bias": "mlp.e_score_correction_bias"}},
     "gpt_oss": {**LLAMA, "router": "mlp.router", "experts_order": "in_out_interleaved", "hub": {}},
     "llama4_text": {**LLAMA, "gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj",

@@ -136,6 +136,8 @@ def _fused_experts(s: _Slots, m: Any, d: int, names: dict[str, Any]) -> None:
     """transformers 5's [E, 2f, d] gate_up_proj and [E, d, f] down_proj (or [E, d, 2f], [E, f, d]);
     `names` may rename them (GraniteMoE's Hub checkpoints: input_linear, output_linear)."""
     e, f, path = m.n_experts, m.d_ff, s.lay["experts"]
+    if s.lay.get("experts_order") == "stacked_rows":
+        return _stacked_rows(s, m, d)
     in_out = s.lay.get("experts_order", "out_in").startswith("in_out")
     up = ("experts_gate", "experts_up") if m.gated else "experts_up"
     up_bias = ("experts_gate_bias", "experts_up_bias") if m.gated else "experts_up_bias"
@@ -150,6 +152,14 @@ def _fused_experts(s: _Slots, m: Any, d: int, names: dict[str, Any]) -> None:
           "experts_down")
     if m.expert_bias:
         s.add("experts.down_bias", f"{path}.down_proj_bias", (e, d), "experts_down_bias", init="zeros")
+
+
+def _stacked_rows(s: _Slots, m: Any, d: int) -> None:
+    """DBRX's experts: gate (w1), up (v1) and down (w2) each one [E·f, d] matrix, expert after expert
+    (the down projection transposed: an expert's output is act @ w2[e])."""
+    rows, path = m.n_experts * m.d_ff, s.lay["experts"]
+    for role, name in (("gate", "w1"), ("up", "v1"), ("down", "w2")):
+        s.add(f"experts.{role}", f"{path}.{name}", (rows, d), f"experts_{role}")
 
 
 def block_slots(lay: dict[str, Any], block: Block, d: int, hub: bool = False) -> dict[str, Slot]:

@@ -8,8 +8,8 @@ d / h: Gemma-7B has 16 heads of 256 in a 3,072-wide model):
 QK-norm normalises queries and keys before the dot product: over each head (one hd-wide norm shared
 by all heads: Qwen3, Gemma-3) or over the full width (h·hd and kv·hd: OLMo-2, OLMoE; Cohere's
 per-head norms also store h·hd). Attention sinks (gpt-oss) add one learned logit per head. Rotary
-(full or partial), ALiBi, sliding windows and logit soft-capping change what is computed, not what
-is stored: they are in the spec so that the KV cache, shapes and the torch reference know them.
+(full or partial), ALiBi, sliding windows, logit soft-capping and DBRX's clipping of Q, K and V
+(clip_qkv) change what is computed, not what is stored: they are in the spec so that the KV cache, shapes and the torch reference know them.
 A fused Q/K/V projection (GPT-2's c_attn, NeoX's query_key_value, Phi-3's qkv_proj) holds exactly
 the three matrices side by side, so it changes tensor names, never counts.
 """
@@ -89,6 +89,7 @@ class Attention(HeadWidths, Part):
     scale: float | None = Field(default=None, gt=0, strict=False)  # softmax scale; None: 1/sqrt(head_dim)
     chunk: int | None = Field(default=None, gt=0)  # Llama-4's chunked attention: keys of the same chunk only
     temperature: Temperature | None = None
+    clip_qkv: float | None = Field(default=None, gt=0, strict=False)  # DBRX: Q, K and V clamped to ±clip_qkv
 
     @model_validator(mode="before")
     @classmethod
@@ -143,6 +144,8 @@ class Attention(HeadWidths, Part):
         if self.rope and self.rope.rotary_dim < self.head_dim:
             extras.append(f"rotary on {self.rope.rotary_dim} of {self.head_dim} channels")
         extras += [name for name, on in (("ALiBi", self.alibi), ("QK-norm", self.qk_norm), ("sinks", self.sinks)) if on]
+        if self.clip_qkv:
+            extras.append(f"Q, K, V clipped at ±{self.clip_qkv:g}")
         if self.softcap:
             extras.append(f"logits soft-capped at {self.softcap:g}")
         more = "; " + ", ".join(extras) if extras else ""

@@ -1,8 +1,8 @@
 """Multi-head self-attention (MHA/GQA/MQA) with everything the Attention part can switch on.
 
 Q, K, V from separate or fused projections (a fused one ordered Q|K|V, or per KV group as NeoX,
-BLOOM and Falcon store it: each group's queries, then its key, then its value); QK-norm over each
-head or the full width, before rotary; rotary on the first rotary_dim channels; ALiBi; scores
+BLOOM and Falcon store it: each group's queries, then its key, then its value), clamped to
+±clip_qkv (DBRX); QK-norm over each head or the full width, before rotary; rotary on the first rotary_dim channels; ALiBi; scores
 scaled by `scale` (1/sqrt(head_dim) unless the spec says otherwise), soft-capped, masked causally
 and to a sliding window; gpt-oss's sinks as one extra logit per head that takes probability mass
 and is then dropped. The cache holds every key and value after rotary; a sliding-window layer's
@@ -71,6 +71,13 @@ class Attention(Part):
         self.roles = {"attn_out": "o"}
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Q, K and V, each [B, T, heads·hd], clamped to ±clip_qkv when the spec says so (DBRX)."""
+        q, k, v = self._qkv(x)
+        if (clip := self.spec.clip_qkv) is not None:
+            return q.clamp(-clip, clip), k.clamp(-clip, clip), v.clamp(-clip, clip)
+        return q, k, v
+
+    def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         s, w = self.spec, self.weights
         if not s.fused_qkv:
             return w["q"](x), w["k"](x), w["v"](x)
