@@ -280,6 +280,25 @@ def test_dbrx() -> None:
     assert billions(b.active, 0) == billions(no_embedding(b), 0) == 36
 
 
+def test_trinity_nano_and_mini() -> None:
+    # Arcee's model cards: Trinity Nano (https://huggingface.co/arcee-ai/Trinity-Nano-Preview) "6B parameters, 1B
+    # active", Trinity Mini (https://huggingface.co/arcee-ai/Trinity-Mini) "26B parameters, 3B active". Nano is
+    # tests/configs/model_types/afmoe.json (6.12B; 1.02B active with the embedding and the head, 0.82B with the head
+    # only); Mini is Nano with the widths and depth the same source lists for it (26.12B; 3.47B active with both,
+    # 3.06B with the head only, the count the card rounds). expert_bias is a parameter in transformers
+    # (nn.Parameter, requires_grad=False): counted, 128 per MoE layer.
+    nano = saved("afmoe.json")
+    b = breakdown(nano)
+    assert b.total == 6_120_003_328 == sum(p.numel() for p in transformers_model(nano).parameters())
+    assert billions(b.total, 0) == 6 and billions(b.active) == 1.0
+    assert b.get("router_score_bias_param") == 54 * 128
+    mini = {**nano, "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 1024,
+            "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 4}
+    b = breakdown(mini)
+    assert b.total == sum(p.numel() for p in transformers_model(mini).parameters())
+    assert billions(b.total, 0) == 26 and billions(no_embedding(b), 0) == 3
+
+
 SMALL = {"vocab_size": 97, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4,
          "max_position_embeddings": 128}
 IDS = {"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0}  # inside the small vocabulary
@@ -353,6 +372,10 @@ BRANCHES: dict[str, dict[str, Any]] = {
                           "attn_config": {"kv_n_heads": 4, "rope_theta": 10000.0},
                           "ffn_config": {"ffn_hidden_size": 24, "moe_num_experts": 4, "moe_top_k": 2,
                                          "moe_normalize_expert_weights": None, "ffn_act_fn": {"name": "gelu"}}},
+    "afmoe-plain": {"model_type": "afmoe", "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48,
+                    "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2, "num_shared_experts": 0,
+                    "num_dense_layers": 0, "tie_word_embeddings": True, "sliding_window": 8,
+                    "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"], **IDS},
     "gpt_oss-layer-types": {"model_type": "gpt_oss", "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 40,
                             "num_local_experts": 4, "num_experts_per_tok": 2, "attention_bias": False,
                             "layer_types": ["full_attention", "full_attention", "sliding_attention", "full_attention"]},
@@ -386,9 +409,10 @@ def test_score_bias_is_a_buffer_not_a_parameter() -> None:
         b.extra["router_score_bias"]
 
 
-@pytest.mark.parametrize("model_type", ["minimax_m2", "flex_olmo", "ernie4_5_moe", "exaone_moe"])
+@pytest.mark.parametrize("model_type", ["minimax_m2", "flex_olmo", "ernie4_5_moe", "exaone_moe", "afmoe"])
 def test_defaults_are_transformers_config_class_defaults(model_type: str) -> None:
-    # Hunyuan's and dots1's config classes leave head_dim and the expert counts None, which their models cannot build.
+    # Hunyuan's and dots1's config classes leave head_dim and the expert counts None, which their models cannot build;
+    # DBRX's attention config has no rope_theta, which its attention reads.
     config = {"model_type": model_type, "num_hidden_layers": 2, **IDS}
     assert breakdown(config).total == sum(p.numel() for p in transformers_model(config).parameters())
 

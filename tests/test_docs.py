@@ -63,7 +63,7 @@ TABLE_FILES = {
     "smollm3": "tests/configs/model_types/smollm3.json", "bloom": "tests/configs/model_types/bloom.json",
     "mpt": "tests/configs/model_types/mpt.json", "olmo": "tests/configs/model_types/olmo.json",
     "olmoe": "tests/configs/model_types/olmoe.json", "glm4_moe": "tests/configs/model_types/glm4_moe.json",
-    "minimax_m2": "tests/configs/model_types/minimax_m2.json",
+    "minimax_m2": "tests/configs/model_types/minimax_m2.json", "afmoe": "tests/configs/model_types/afmoe.json",
 }
 
 

@@ -48,6 +48,7 @@ ADAPTERS: dict[str, str] = {
     "dots1": "dots1",
     "exaone_moe": "exaone4",
     "dbrx": "dbrx",
+    "afmoe": "afmoe",
     "qwen2_moe": "qwen_moe",
     "qwen3_moe": "qwen_moe",
     "deepseek_v2": "deepseek",

@@ -56,7 +56,7 @@ def _moe(cfg: Config, bias: bool) -> dict[str, Any]:
 
 
 def _moe_layers(cfg: Config) -> list[bool]:
-    """Ernie4_5_MoeDecoderLayer's test, with moe_layer_end_index -1 meaning the last layer (its config's __post_init__)."""
+    """Ernie4_5_MoeDecoderLayer's test, moe_layer_end_index -1 meaning the last layer (its config's __post_init__)."""
     n_layers = cfg.int(*KEYS["n_layers"])
     start, end, step = (cfg.int(key) for key in ("moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval"))
     end = n_layers - 1 if end == -1 else end

@@ -21,7 +21,7 @@ from calc.arch.moe_common import experts
 
 __all__ = ["DEFAULTS", "spec_dict"]
 
-# transformers' HunYuanMoEV1Config defaults (models/hunyuan_v1_moe/configuration_hunyuan_v1_moe.py) for the keys read here.
+# transformers' HunYuanMoEV1Config defaults (models/hunyuan_v1_moe/configuration_hunyuan_v1_moe.py), keys read here.
 DEFAULTS = {"vocab_size": 290943, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
             "num_attention_heads": 32, "max_position_embeddings": 2048, "rms_norm_eps": 1e-5,
             "tie_word_embeddings": False, "attention_bias": False, "num_experts": 1, "moe_topk": 1,

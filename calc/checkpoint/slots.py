@@ -77,6 +77,8 @@ def _attention(s: _Slots, a: Any, d: int) -> None:
             s.norm(role, a.qk_norm.norm, width, role)
     if a.sinks:
         s.add("sinks", s.lay["sinks"], (a.n_heads,), "attn_sinks")
+    if a.output_gate:
+        s.linear("attn_gate", d, q, "attn_gate")
     s.linear("o", q, d, "attn_out", a.o_bias and "attn_out_bias")
 
 

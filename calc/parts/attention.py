@@ -7,9 +7,11 @@ d / h: Gemma-7B has 16 heads of 256 in a 3,072-wide model):
 
 QK-norm normalises queries and keys before the dot product: over each head (one hd-wide norm shared
 by all heads: Qwen3, Gemma-3) or over the full width (h·hd and kv·hd: OLMo-2, OLMoE; Cohere's
-per-head norms also store h·hd). Attention sinks (gpt-oss) add one learned logit per head. Rotary
-(full or partial), ALiBi, sliding windows, logit soft-capping and DBRX's clipping of Q, K and V
-(clip_qkv) change what is computed, not what is stored: they are in the spec so that the KV cache, shapes and the torch reference know them.
+per-head norms also store h·hd). Attention sinks (gpt-oss) add one learned logit per head. An
+output gate (AFMoE) adds attn_gate = d·h·hd: the heads' output is multiplied by sigmoid(x·W_G).
+Rotary (full or partial), ALiBi, sliding windows, logit soft-capping and DBRX's clipping of Q, K
+and V (clip_qkv) change what is computed, not what is stored: they are in the spec so that the KV
+cache, shapes and the torch reference know them.
 A fused Q/K/V projection (GPT-2's c_attn, NeoX's query_key_value, Phi-3's qkv_proj) holds exactly
 the three matrices side by side, so it changes tensor names, never counts.
 """
@@ -90,6 +92,7 @@ class Attention(HeadWidths, Part):
     chunk: int | None = Field(default=None, gt=0)  # Llama-4's chunked attention: keys of the same chunk only
     temperature: Temperature | None = None
     clip_qkv: float | None = Field(default=None, gt=0, strict=False)  # DBRX: Q, K and V clamped to ±clip_qkv
+    output_gate: bool = False  # AFMoE: the heads' output times sigmoid(x·W_G) before W_O, W_G d -> h·hd
 
     @model_validator(mode="before")
     @classmethod
@@ -126,13 +129,14 @@ class Attention(HeadWidths, Part):
             k_norm = norm.norm.params(self.head_dim if norm.scope == "head" else kv)
         return present(
             q=d * q, q_bias=q * self.q_bias, k=d * kv, k_bias=kv * self.k_bias, v=d * kv, v_bias=kv * self.v_bias,
-            q_norm=q_norm, k_norm=k_norm, attn_sinks=self.n_heads * self.sinks,
+            q_norm=q_norm, k_norm=k_norm, attn_sinks=self.n_heads * self.sinks, attn_gate=d * q * self.output_gate,
             attn_out=q * d, attn_out_bias=d * self.o_bias,
         )
 
     def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
         """Each weight matrix's input width and how many there are per layer (for quantisation layouts)."""
-        return {"q": (d_model, 1), "k": (d_model, 1), "v": (d_model, 1), "attn_out": (self.q_dim, 1)}
+        gate = {"attn_gate": (d_model, 1)} if self.output_gate else {}
+        return {"q": (d_model, 1), "k": (d_model, 1), "v": (d_model, 1), **gate, "attn_out": (self.q_dim, 1)}
 
     def kv_per_token(self) -> tuple[int, int]:
         """Elements cached per token in one layer: (K, V), each n_kv_heads x head_dim."""
@@ -143,7 +147,8 @@ class Attention(HeadWidths, Part):
         extras = [f"sliding window {self.window:,}"] if self.window else []
         if self.rope and self.rope.rotary_dim < self.head_dim:
             extras.append(f"rotary on {self.rope.rotary_dim} of {self.head_dim} channels")
-        extras += [name for name, on in (("ALiBi", self.alibi), ("QK-norm", self.qk_norm), ("sinks", self.sinks)) if on]
+        extras += [name for name, on in (("ALiBi", self.alibi), ("QK-norm", self.qk_norm), ("sinks", self.sinks),
+                                         ("output gate", self.output_gate)) if on]
         if self.clip_qkv:
             extras.append(f"Q, K, V clipped at ±{self.clip_qkv:g}")
         if self.softcap:
@@ -170,6 +175,7 @@ LABELS = {
     "q_norm": "Q norm",
     "k_norm": "K norm",
     "attn_sinks": "attention sinks",
+    "attn_gate": "attention output gate",
     "attn_out": "attention output (WO)",
     "attn_out_bias": "attention output bias",
 }

@@ -121,14 +121,23 @@ def attend(d: Dims, a: Attention | MLA, rows: Rows, query: Shape, keys_t: Shape,
         softmax += "; the sink's column is dropped after the softmax (it only takes weight away)"
     heads_out = d.shape("B", "h", d.new, values.names[-1])
     concat = d.shape("B", d.new, f"h·{values.names[-1]}")
+    gate = _output_gate(d, rows, concat) if isinstance(a, Attention) and a.output_gate else []
     return steps + [
         d.step("attn_weights", "causal mask + softmax", scores, (steps[-1].output,), note=softmax),
         d.step("attn_heads_out", "weights·V", heads_out, (scores, values), flops=matmul_flops(scores, values),
                note="each head's weighted sum of values"),
         d.step("attn_concat", "concatenate heads", concat, (heads_out,), note="back to one row per token"),
+        *gate,
         d.linear("attn_out", "output projection ·W_O", concat, d.shape(concat.names[-1], "d_model"), d.hidden,
                  rows.take("attn_out", "attn_out_bias"), "mixes the heads' results back into d_model"),
     ]
+
+
+def _output_gate(d: Dims, rows: Rows, concat: Shape) -> list[Step]:
+    """AFMoE: a gate per channel of the concatenated heads, sigmoid(x·W_G), multiplies them before W_O."""
+    return [d.linear("attn_gate", "output gate x·W_G", d.hidden, d.shape("d_model", concat.names[-1]), concat,
+                     rows.take("attn_gate"), "one gate logit per channel of the heads' output"),
+            d.step("attn_gated", "heads ⊙ sigmoid(gate)", concat, (concat, concat), note="the gated heads go to W_O")]
 
 
 def _sinks(d: Dims, rows: Rows, scores: Shape) -> Step:
