@@ -121,8 +121,8 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                      "hub": {**_PER_EXPERT, "score_bias": "mlp.moe_statics.e_score_correction_bias"}},
     "hunyuan_v1_moe": {**LLAMA, "q_norm": "self_attn.query_layernorm", "k_norm": "self_attn.key_layernorm",
                        "router": "mlp.gate.wg", "shared": "mlp.shared_mlp"},
-    "dbrx": {"base": "transformer.", "embed": "transformer.wte", "final_norm": "transformer.norm_f", "lm_head": "lm_head",
-             "layers": "transformer.blocks", "attn_in": "norm_attn_norm.norm_1", "mlp_in": "norm_attn_norm.norm_2",
+    "dbrx": {"base": "transformer.", "embed": "transformer.wte", "final_norm": "transformer.norm_f",
+             "lm_head": "lm_head", "layers": "transformer.blocks", "attn_in": "norm_attn_norm.norm_1", "mlp_in": "norm_attn_norm.norm_2",
              "qkv": "norm_attn_norm.attn.Wqkv", "o": "norm_attn_norm.attn.out_proj", "qkv_order": "concat",
              "router": "ffn.router.layer", "experts": "ffn.experts.mlp", "experts_order": "stacked_rows", "hub": {}},
     "afmoe": {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_in": "pre_mlp_layernorm",
@@ -162,8 +162,8 @@ def with_base(name: str, lay: dict[str, Any], model_level: set[str] | dict[str, 
 
 ROLE_ORDER = ("embed", "positions", "embed_norm", "project_in", "layers", "attn_in", "q", "k", "v", "qkv", "q_norm",
               "k_norm", "sinks", "attn_gate", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "o", "attn_out",
-              "mlp_in", "gate", "up", "gate_up", "down", "router", "score_bias", "experts", "shared", "shared_gate", "mlp_out",
-              "parallel_norms", "final_norm", "project_out", "lm_head")
+              "mlp_in", "gate", "up", "gate_up", "down", "router", "score_bias", "experts", "shared", "shared_gate",
+              "mlp_out", "parallel_norms", "final_norm", "project_out", "lm_head")
 
 
 def markdown() -> str:

@@ -52,7 +52,8 @@ def _router(d: Dims, moe: MoE, rows: Rows) -> list[Step]:
     return [
         d.linear("router", "router ·W_router", d.hidden, d.shape("d_model", "E"), logits,
                  rows.take("router", "router_bias"), f"one logit per expert{bias}"),
-        d.step("router_topk", "top-k experts", picks, (logits,), params=rows.take("router_score_bias_param"), note=pick),
+        d.step("router_topk", "top-k experts", picks, (logits,), params=rows.take("router_score_bias_param"),
+               note=pick),
     ]
 
 
