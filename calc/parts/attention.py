@@ -7,9 +7,11 @@ d / h: Gemma-7B has 16 heads of 256 in a 3,072-wide model):
 
 QK-norm normalises queries and keys before the dot product: over each head (one hd-wide norm shared
 by all heads: Qwen3, Gemma-3) or over the full width (h·hd and kv·hd: OLMo-2, OLMoE; Cohere's
-per-head norms also store h·hd). Attention sinks (gpt-oss) add one learned logit per head. Rotary
-(full or partial), ALiBi, sliding windows and logit soft-capping change what is computed, not what
-is stored: they are in the spec so that the KV cache, shapes and the torch reference know them.
+per-head norms also store h·hd). Attention sinks (gpt-oss) add one learned logit per head. An
+output gate (AFMoE) adds attn_gate = d·h·hd: the heads' output is multiplied by sigmoid(x·W_G).
+Rotary (full or partial), ALiBi, sliding windows, logit soft-capping and DBRX's clipping of Q, K
+and V (clip_qkv) change what is computed, not what is stored: they are in the spec so that the KV
+cache, shapes and the torch reference know them.
 A fused Q/K/V projection (GPT-2's c_attn, NeoX's query_key_value, Phi-3's qkv_proj) holds exactly
 the three matrices side by side, so it changes tensor names, never counts.
 """
@@ -90,7 +92,10 @@ class Attention(HeadWidths, Part):
     scale: float | None = Field(default=None, gt=0, strict=False)  # softmax scale; None: 1/sqrt(head_dim)
     chunk: int | None = Field(default=None, gt=0)  # Llama-4's chunked attention: keys of the same chunk only
     temperature: Temperature | None = None
-    output_gate: bool = False  # Qwen3-Next / Qwen3.5: q_proj also emits a sigmoid gate per query channel
+    clip_qkv: float | None = Field(default=None, gt=0, strict=False)  # DBRX: Q, K and V clamped to ±clip_qkv
+    gate_bias: bool = False  # a bias on W_G (Qwen3-Next's q_proj bias covers its gate half too)
+    output_gate: bool = False  # the heads' output times sigmoid(x·W_G) before W_O, W_G d -> h·hd (AFMoE;
+    # Qwen3-Next and Qwen3.5 store W_G inside q_proj, each head's queries then its gate: a layout matter)
 
     @model_validator(mode="before")
     @classmethod
@@ -125,16 +130,17 @@ class Attention(HeadWidths, Part):
         if norm is not None:
             q_norm = norm.norm.params(self.head_dim if norm.scope == "head" else q)
             k_norm = norm.norm.params(self.head_dim if norm.scope == "head" else kv)
-        gated = 1 + self.output_gate  # the gate doubles q_proj's output
         return present(
-            q=d * q * gated, q_bias=q * gated * self.q_bias, k=d * kv, k_bias=kv * self.k_bias, v=d * kv, v_bias=kv * self.v_bias,
-            q_norm=q_norm, k_norm=k_norm, attn_sinks=self.n_heads * self.sinks,
+            q=d * q, q_bias=q * self.q_bias, k=d * kv, k_bias=kv * self.k_bias, v=d * kv, v_bias=kv * self.v_bias,
+            q_norm=q_norm, k_norm=k_norm, attn_sinks=self.n_heads * self.sinks, attn_gate=d * q * self.output_gate,
+            attn_gate_bias=q * self.output_gate * self.gate_bias,
             attn_out=q * d, attn_out_bias=d * self.o_bias,
         )
 
     def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
         """Each weight matrix's input width and how many there are per layer (for quantisation layouts)."""
-        return {"q": (d_model, 1), "k": (d_model, 1), "v": (d_model, 1), "attn_out": (self.q_dim, 1)}
+        gate = {"attn_gate": (d_model, 1)} if self.output_gate else {}
+        return {"q": (d_model, 1), "k": (d_model, 1), "v": (d_model, 1), **gate, "attn_out": (self.q_dim, 1)}
 
     def kv_per_token(self) -> tuple[int, int]:
         """Elements cached per token in one layer: (K, V), each n_kv_heads x head_dim."""
@@ -151,7 +157,9 @@ class Attention(HeadWidths, Part):
         if self.rope and self.rope.rotary_dim < self.head_dim:
             extras.append(f"rotary on {self.rope.rotary_dim} of {self.head_dim} channels")
         extras += [name for name, on in (("ALiBi", self.alibi), ("QK-norm", self.qk_norm), ("sinks", self.sinks),
-                                      ("output gate", self.output_gate)) if on]
+                                         ("output gate", self.output_gate)) if on]
+        if self.clip_qkv:
+            extras.append(f"Q, K, V clipped at ±{self.clip_qkv:g}")
         if self.softcap:
             extras.append(f"logits soft-capped at {self.softcap:g}")
         more = "; " + ", ".join(extras) if extras else ""
@@ -176,6 +184,7 @@ LABELS = {
     "q_norm": "Q norm",
     "k_norm": "K norm",
     "attn_sinks": "attention sinks",
+    "attn_gate": "attention output gate",
     "attn_out": "attention output (WO)",
     "attn_out_bias": "attention output bias",
 }

@@ -1,12 +1,14 @@
 """Multi-head self-attention (MHA/GQA/MQA) with everything the Attention part can switch on.
 
 Q, K, V from separate or fused projections (a fused one ordered Q|K|V, or per KV group as NeoX,
-BLOOM and Falcon store it: each group's queries, then its key, then its value); QK-norm over each
-head or the full width, before rotary; rotary on the first rotary_dim channels; ALiBi; scores
-scaled by `scale` (1/sqrt(head_dim) unless the spec says otherwise), soft-capped, masked causally
-and to a sliding window; gpt-oss's sinks as one extra logit per head that takes probability mass
-and is then dropped. The cache holds every key and value after rotary; a sliding-window layer's
-rolls, keeping the last `window` positions, and its queries read only the keys they can see.
+BLOOM and Falcon store it: each group's queries, then its key, then its value), clamped to
+±clip_qkv (DBRX); QK-norm over each head or the full width, before rotary; rotary on the first
+rotary_dim channels; ALiBi; scores scaled by `scale` (1/sqrt(head_dim) unless the spec says
+otherwise), soft-capped, masked causally and to a sliding window; gpt-oss's sinks as one extra
+logit per head that takes probability mass and is then dropped; AFMoE's output gate,
+sigmoid(x·W_G), on the heads' output. The cache holds every key and value after rotary; a
+sliding-window layer's rolls, keeping the last `window` positions, and its queries read only the
+keys they can see.
 """
 
 from __future__ import annotations
@@ -71,6 +73,13 @@ class Attention(Part):
         self.roles = {"attn_out": "o"}
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Q, K and V, each [B, T, heads·hd], clamped to ±clip_qkv when the spec says so (DBRX)."""
+        q, k, v = self._qkv(x)
+        if (clip := self.spec.clip_qkv) is not None:
+            return q.clamp(-clip, clip), k.clamp(-clip, clip), v.clamp(-clip, clip)
+        return q, k, v
+
+    def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         s, w = self.spec, self.weights
         if not s.fused_qkv:
             return w["q"](x), w["k"](x), w["v"](x)
@@ -135,6 +144,11 @@ class Attention(Part):
         B, _, T, _ = y.shape
         y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, nh*hs)
         trace("attn_concat", y)
+        if s.output_gate:  # AFMoE: each channel of the heads' output gated by sigmoid(x·W_G)
+            gate = self.weights["attn_gate"](x)  # (B, T, nh*hs)
+            trace("attn_gate", gate)
+            y = y * torch.sigmoid(gate)
+            trace("attn_gated", y)
         y = self.weights["o"](y)  # (B, T, d)
         trace("attn_out", y)
         return y
