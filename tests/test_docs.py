@@ -64,6 +64,9 @@ TABLE_FILES = {
     "mpt": "tests/configs/model_types/mpt.json", "olmo": "tests/configs/model_types/olmo.json",
     "olmoe": "tests/configs/model_types/olmoe.json", "glm4_moe": "tests/configs/model_types/glm4_moe.json",
     "ernie4_5": "tests/configs/model_types/ernie4_5.json",
+    "qwen3_5_text": "tests/configs/model_types/qwen3_5.json",
+    "qwen3_5_moe_text": "tests/configs/model_types/qwen3_5_moe-397b.json",
+    "nemotron_h": "tests/configs/model_types/nemotron_h.json",
     "minimax_m2": "tests/configs/model_types/minimax_m2.json", "afmoe": "tests/configs/model_types/afmoe.json",
 }
 

@@ -65,9 +65,10 @@ class Layer(nn.Module):
         norms = {r: s for r, s in slots.items() if _base(r) in NORM_ROLES}
         mlp = {r: s for r, s in slots.items() if r not in attention and r not in norms}
         a = block.attention
-        if a is None or a.kind not in ("attention", "mla") or block.mlp is None or getattr(a, "output_gate", False):
+        if a is None or a.kind not in ("attention", "mla") or block.mlp is None or (a.kind == "attention" and
+                                                                                     a.output_gate and lay.get("q_gate")):
             what = "a layer without attention or without an MLP" if a is None or block.mlp is None else (
-                "the attention output gate" if a.kind == "attention" else f"the {a.kind} mixer")
+                "an output gate stored inside q_proj" if a.kind == "attention" else f"the {a.kind} mixer")
             raise GptcalcError(f"the torch reference does not implement {what} yet")
         self.parts: dict[str, Part] = {
             "attn": MLA(a, n_positions) if a.kind == "mla" else Attention(a, n_positions, lay.get("qkv_order", "concat")),
