@@ -24,6 +24,8 @@ __all__ = ["MLA"]
 
 
 class MLA(Part):
+    ROLES = frozenset({"q", "o", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b"})
+
     def __init__(self, spec: MLASpec, n_positions: int) -> None:
         super().__init__()
         self.spec = spec
@@ -33,6 +35,14 @@ class MLA(Part):
         if scaling.get("mscale_all_dim") and self.rotary is not None and self.rotary.kind != "default":
             self.scale *= yarn_mscale(scaling["factor"], scaling["mscale_all_dim"]) ** 2
         self.roles = {"attn_out": "o"}
+
+    @classmethod
+    def of(cls, block: Any, n_positions: int, lay: dict[str, Any]) -> "MLA":
+        return cls(block.attention, n_positions)
+
+    def norm_spec(self, role: str) -> Any:
+        """The latent norms' spec."""
+        return self.spec.norm
 
     def norm(self, role: str) -> Norm:
         """A latent norm; one with no parameters still normalises."""
