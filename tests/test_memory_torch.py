@@ -201,3 +201,20 @@ def test_mixer_states_hold_the_formula(model_type: str, dtype: str) -> None:
     for layer, states in cache.states.items():
         expected = spec.blocks[spec.block_at(layer)].cache(spec.d_model).states
         assert {name: t.numel() // batch for name, t in states.items()} == {s.name: s.elements for s in expected}
+
+
+@pytest.mark.parametrize("model_type", HYBRIDS)
+def test_mixer_chunks_equal_one_full_pass(model_type: str) -> None:
+    """A 2-token prompt (shorter than the conv windows: the kept window starts with zeros), then
+    chunks of 3, 1 and 5 tokens: each chunk continues the conv window and the recurrent state where
+    the last one left them, and the logits equal one 11-token pass."""
+    spec = spec_of(tiny_config(model_type))
+    torch.manual_seed(0)
+    model = build(spec)
+    ids = torch.randint(0, spec.vocab_size, (2, 11))
+    cache = model.new_cache()
+    with torch.no_grad():
+        full = model(ids)
+        chunks = [model(ids[:, a:b], cache=cache) for a, b in ((0, 2), (2, 5), (5, 6), (6, 11))]
+    torch.testing.assert_close(torch.cat(chunks, dim=1), full, rtol=1e-5, atol=1e-5)
+    assert cache.length == 11
