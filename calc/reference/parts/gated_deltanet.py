@@ -18,7 +18,8 @@ Qwen3-Next fuses the projections (in_proj_qkvz, in_proj_ba) per key head: for ea
 its r value heads' v and z (and its r b's, then r a's), which `_project` takes apart; Qwen3.5
 stores in_proj_qkv (q | k | v), in_proj_z, in_proj_b and in_proj_a. The recurrence runs one
 position at a time in float32; the cache keeps the conv window [B, 2K + V, L - 1] and S
-[B, H_v, D_k, D_v].
+[B, H_v, D_k, D_v]. The conv's activation is SiLU: the spec has no field for it (transformers
+reads hidden_act, "silu" in every config).
 """
 
 from __future__ import annotations

@@ -16,8 +16,11 @@ transformers computes the scan in chunks (the SSD form) for a prefill and the re
 a cached step; both are this recurrence, which is computed here one position at a time in float32
 (exact to float rounding; T·H·P·N work, nothing quadratic). The cache keeps the conv window
 [B, I + 2GN, K - 1] and S [B, H, P, N]: fixed per sequence, the mixer's `CacheSpec.states`.
+The conv's activation is SiLU: the spec has no field for it (transformers reads hidden_act or
+mamba_hidden_act, "silu" in every config; the causal-conv1d kernels implement only SiLU).
 Not modelled: a `time_step_limit` floor on dt (Nemotron-H clamps dt at time_step_min = 0.001 in a
-prefill, not in a cached step), which changes nothing unless softplus(dt + dt_bias) falls below it.
+prefill, not in a cached step), which changes nothing unless softplus(dt + dt_bias) falls below it;
+Mamba2Block's residual_in_fp32, which changes nothing in float32.
 """
 
 from __future__ import annotations
