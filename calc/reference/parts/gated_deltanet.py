@@ -83,7 +83,7 @@ class GatedDeltaNet(GatedNormMixer):
         qkv, z, b, a = self._project(x)
         for name, t in (("gdn_qkv", qkv), ("gdn_z", z), ("gdn_b", b), ("gdn_a", a)):
             trace(name, t)
-        qkv, window = causal_conv(qkv, w.tensor("gdn_conv.weight"), None, ctx)
+        qkv, window = causal_conv(qkv, w.tensor("gdn_conv.weight"), None, ctx, "gdn_conv_state")
         qkv = F.silu(qkv)  # (B, T, 2K + V)
         trace("gdn_conv", qkv)
         q, k, v = qkv.float().split([s.key_dim, s.key_dim, s.value_dim], dim=-1)
@@ -98,11 +98,10 @@ class GatedDeltaNet(GatedNormMixer):
         state = cached(ctx, "recurrent", (B, s.n_v_heads, s.k_head_dim, s.v_head_dim), v)
         o, state = delta_rule(q, k, v, g, beta, state)
         o = o.reshape(B, T, s.value_dim).to(x.dtype)  # (B, T, V): each value head's D_v channels in turn
-        trace("gdn_scan", o)
         if ctx.cache is not None:
             keep_states(ctx, T, s.state_dtype, x.dtype, conv=window, recurrent=state)
-            trace("gdn_conv_state", window)  # (B, 2K + V, L - 1)
             trace("gdn_state", state)  # (B, H_v, D_k, D_v)
+        trace("gdn_scan", o)
         y = gated_rms_norm(o, z, w["gdn_norm"], s.v_head_dim, gate_first=False)  # (B, T, V)
         trace("gdn_norm", y)
         y = w["gdn_out"](y)  # (B, T, d)

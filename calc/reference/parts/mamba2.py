@@ -64,7 +64,7 @@ class Mamba2(GatedNormMixer):
         projected = w["ssm_in"](x)  # (B, T, I + C + H)
         trace("ssm_in", projected)
         z, xbc, dt = projected.split([s.d_inner, s.conv_dim, H], dim=-1)
-        xbc, window = causal_conv(xbc, w.tensor("ssm_conv.weight"), w.tensor("ssm_conv.bias"), ctx)
+        xbc, window = causal_conv(xbc, w.tensor("ssm_conv.weight"), w.tensor("ssm_conv.bias"), ctx, "ssm_conv_state")
         xbc = F.silu(xbc)  # (B, T, I + 2GN)
         trace("ssm_conv", xbc)
         h, b, c = xbc.split([s.d_inner, G * N, G * N], dim=-1)
@@ -75,11 +75,10 @@ class Mamba2(GatedNormMixer):
         a = -torch.exp(w.tensor("ssm_a_log").float())  # (H,)
         y, state = selective_scan(h, dt, a, b, c, cached(ctx, "recurrent", (B, H, P, N), h))
         y = (y + w.tensor("ssm_d").float()[:, None] * h).reshape(B, T, s.d_inner).to(x.dtype)  # (B, T, I)
-        trace("ssm_scan", y)
         if ctx.cache is not None:
             keep_states(ctx, T, s.state_dtype, x.dtype, conv=window, recurrent=state)
-            trace("ssm_conv_state", window)  # (B, I + 2GN, K - 1)
             trace("ssm_state", state)  # (B, H, P, N)
+        trace("ssm_scan", y)
         if s.gated_norm:
             y = gated_rms_norm(y, z, w["ssm_norm"], s.d_inner // G, gate_first=True)  # (B, T, I)
             trace("ssm_norm", y)

@@ -23,16 +23,20 @@ from calc.reference.parts.base import Part
 __all__ = ["GatedNormMixer", "cached", "causal_conv", "keep_states"]
 
 
-def causal_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, ctx: Any) -> tuple[
-        torch.Tensor, torch.Tensor]:
+def causal_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, ctx: Any,
+                state_step: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(y [B, T, C], the window to keep [B, C, K - 1]) for inputs x [B, T, C] and a [C, 1, K] kernel;
-    the window before x is the layer's cached one (zeros at the start of a sequence)."""
+    the window before x is the layer's cached one (zeros at the start of a sequence). With a cache
+    the window to keep is traced as `state_step`."""
     B, T, C = x.shape
     K = weight.shape[-1]
     past = cached(ctx, "conv", (B, C, K - 1), x)
     window = torch.cat((past, x.transpose(1, 2)), dim=-1)  # (B, C, K - 1 + T)
     y = F.conv1d(window, weight, bias, groups=C)  # (B, C, T): every output sees K inputs
-    return y.transpose(1, 2), window[:, :, window.shape[-1] - (K - 1):].clone()
+    kept = window[:, :, window.shape[-1] - (K - 1):].clone()  # (B, C, K - 1)
+    if ctx.cache is not None:
+        ctx.trace(state_step, kept)
+    return y.transpose(1, 2), kept
 
 
 def cached(ctx: Any, name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
