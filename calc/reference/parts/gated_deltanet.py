@@ -83,9 +83,10 @@ class GatedDeltaNet(GatedNormMixer):
         qkv, z, b, a = self._project(x)
         for name, t in (("gdn_qkv", qkv), ("gdn_z", z), ("gdn_b", b), ("gdn_a", a)):
             trace(name, t)
-        qkv, window = causal_conv(qkv, w.tensor("gdn_conv.weight"), None, ctx, "gdn_conv_state")
-        qkv = F.silu(qkv)  # (B, T, 2K + V)
-        trace("gdn_conv", qkv)
+        qkv, window = causal_conv(qkv, w.tensor("gdn_conv.weight"), None, ctx)
+        trace("gdn_conv", qkv)  # (B, T, 2K + V)
+        qkv = F.silu(qkv)
+        trace("gdn_act", qkv)  # q and k are L2-normalised next, per head
         q, k, v = qkv.float().split([s.key_dim, s.key_dim, s.value_dim], dim=-1)
         r = s.n_v_heads // s.n_k_heads
         q, k = (l2_normalised(t.reshape(B, T, s.n_k_heads, s.k_head_dim)).repeat_interleave(r, dim=2)
@@ -94,16 +95,13 @@ class GatedDeltaNet(GatedNormMixer):
         v = v.reshape(B, T, s.n_v_heads, s.v_head_dim)
         beta = torch.sigmoid(b.float())  # (B, T, H_v)
         g = -torch.exp(w.tensor("gdn_a_log").float()) * F.softplus(a.float() + w.tensor("gdn_dt_bias").float())
-        trace("gdn_decay", g)
         state = cached(ctx, "recurrent", (B, s.n_v_heads, s.k_head_dim, s.v_head_dim), v)
         o, state = delta_rule(q, k, v, g, beta, state)
-        o = o.reshape(B, T, s.value_dim).to(x.dtype)  # (B, T, V): each value head's D_v channels in turn
-        if ctx.cache is not None:
-            keep_states(ctx, T, s.state_dtype, x.dtype, conv=window, recurrent=state)
-            trace("gdn_state", state)  # (B, H_v, D_k, D_v)
+        keep_states(ctx, T, window, state, s.state_dtype)  # (B, 2K + V, L - 1), (B, H_v, D_k, D_v)
+        o = o.to(x.dtype)  # (B, T, H_v, D_v)
         trace("gdn_scan", o)
-        y = gated_rms_norm(o, z, w["gdn_norm"], s.v_head_dim, gate_first=False)  # (B, T, V)
+        y = gated_rms_norm(o, z.view_as(o), w["gdn_norm"], s.v_head_dim, gate_first=False)  # (B, T, H_v, D_v)
         trace("gdn_norm", y)
-        y = w["gdn_out"](y)  # (B, T, d)
+        y = w["gdn_out"](y.reshape(B, T, s.value_dim))  # (B, T, d)
         trace("gdn_out", y)
         return y

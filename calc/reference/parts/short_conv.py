@@ -36,13 +36,12 @@ class ShortConv(Part):
         trace("conv_in", bcx)
         b, c, h = bcx.chunk(3, dim=-1)  # (B, T, d) each: B, C, x
         h = b * h
-        trace("conv_bx", h)
-        h, window = causal_conv(h, w.tensor("conv.weight"), w.tensor("conv.bias"), ctx, "conv_state")  # (B, T, d)
-        if ctx.cache is not None:
-            keep_states(ctx, x.shape[1], "model", x.dtype, conv=window)
+        trace("conv_gate_in", h)
+        h, window = causal_conv(h, w.tensor("conv.weight"), w.tensor("conv.bias"), ctx)  # (B, T, d)
+        keep_states(ctx, x.shape[1], window)
         trace("conv", h)
         y = c * h
-        trace("conv_gated", y)
+        trace("conv_gate_out", y)
         y = w["conv_out"](y)  # (B, T, d)
         trace("conv_out", y)
         return y

@@ -23,20 +23,16 @@ from calc.reference.parts.base import Part
 __all__ = ["GatedNormMixer", "cached", "causal_conv", "keep_states"]
 
 
-def causal_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, ctx: Any,
-                state_step: str) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, ctx: Any) -> tuple[
+        torch.Tensor, torch.Tensor]:
     """(y [B, T, C], the window to keep [B, C, K - 1]) for inputs x [B, T, C] and a [C, 1, K] kernel;
-    the window before x is the layer's cached one (zeros at the start of a sequence). With a cache
-    the window to keep is traced as `state_step`."""
+    the window before x is the layer's cached one (zeros at the start of a sequence)."""
     B, T, C = x.shape
     K = weight.shape[-1]
     past = cached(ctx, "conv", (B, C, K - 1), x)
     window = torch.cat((past, x.transpose(1, 2)), dim=-1)  # (B, C, K - 1 + T)
     y = F.conv1d(window, weight, bias, groups=C)  # (B, C, T): every output sees K inputs
-    kept = window[:, :, window.shape[-1] - (K - 1):].clone()  # (B, C, K - 1)
-    if ctx.cache is not None:
-        ctx.trace(state_step, kept)
-    return y.transpose(1, 2), kept
+    return y.transpose(1, 2), window[:, :, window.shape[-1] - (K - 1):].clone()
 
 
 def cached(ctx: Any, name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
@@ -46,11 +42,17 @@ def cached(ctx: Any, name: str, shape: tuple[int, ...], like: torch.Tensor) -> t
     return like.new_zeros(shape) if kept is None else kept.to(like.dtype)
 
 
-def keep_states(ctx: Any, positions: int, state_dtype: str, model_dtype: torch.dtype, **states: torch.Tensor) -> None:
-    """Keep a mixer's states after a step of `positions` tokens, in float32 where its spec says so
-    (`state_dtype` "fp32": Nemotron-H's mamba_ssm_cache_dtype), else in the model's dtype."""
-    dtype = torch.float32 if state_dtype == "fp32" else model_dtype
-    ctx.cache.keep(ctx.layer, positions, **{name: t.to(dtype) for name, t in states.items()})
+def keep_states(ctx: Any, positions: int, conv: torch.Tensor, recurrent: torch.Tensor | None = None,
+                state_dtype: str = "model") -> None:
+    """Keep a mixer's states after a step of `positions` tokens, when there is a cache: the conv window
+    in the model's dtype, the recurrent state in float32 where the spec says so (`state_dtype` "fp32":
+    Nemotron-H's mamba_ssm_cache_dtype, Qwen3.5's), else in the model's dtype too."""
+    if ctx.cache is None:
+        return
+    states = {"conv": conv}
+    if recurrent is not None:
+        states["recurrent"] = recurrent.to(torch.float32 if state_dtype == "fp32" else conv.dtype)
+    ctx.cache.keep(ctx.layer, positions, **states)
 
 
 class GatedNormMixer(Part):
