@@ -19,7 +19,6 @@ from calc.spec.load import load_spec
 from calc.spec.model import spec_from_dict
 from calc.reference.count import breakdown, torch_breakdown
 from calc.reference.model import KVCache, build
-from tiny_models import NO_TORCH_YET
 
 transformers = pytest.importorskip("transformers")
 
@@ -79,7 +78,9 @@ def test_kv_cache_decode_equals_full_forward(saved: tuple) -> None:
         steps = [ours(ids[:, t:t + 1], cache=cache) for t in range(3, 8)]
     torch.testing.assert_close(torch.cat([prefill, *steps], dim=1), full, rtol=1e-4, atol=1e-5)
     assert cache.length == 8
-    assert all(k.shape == (3, flat_view(s).n_kv_heads, 8, flat_view(s).head_dim) for k in cache.keys + cache.values)
+    kept = (*cache.keys.values(), *cache.values.values())  # per layer, by layer index
+    assert len(kept) == 2 * s.n_layers and all(k.shape == (3, flat_view(s).n_kv_heads, 8, flat_view(s).head_dim)
+                                                for k in kept)
     # 2 (K and V) * layers * KV heads * head_dim * positions * batch * 4 bytes (float32)
     assert cache.nbytes == 2 * s.n_layers * flat_view(s).n_kv_heads * flat_view(s).head_dim * 8 * 3 * 4
 
@@ -114,12 +115,7 @@ def test_strict_loading_still_rejects_wrong_names(tmp_path: Path) -> None:
         ours.load_state_dict(state, strict=True)
 
 
-def _built_by_the_reference(name: str) -> bool:
-    """Presets of the model_types whose mixers the torch reference does not build yet are left out."""
-    return load_spec(name).model_type not in NO_TORCH_YET
-
-
-@pytest.mark.parametrize("name", [name for name in preset_names() if _built_by_the_reference(name)])
+@pytest.mark.parametrize("name", preset_names())
 def test_preset_on_meta_matches_analytic_and_hf_shapes(name: str) -> None:
     """Every preset (DeepSeek-V3's 671B included) builds on the meta device and counts like the formulas."""
     spec = load_spec(name)
