@@ -4,13 +4,18 @@ Exact (it is the reference implementation's parameter count, each tensor once) b
 the rows are module names with the layer and expert indices folded (`model.layers.{n}.mlp...`),
 not our components, and nothing can be explained or verified beyond the total. Used only when
 transformers is installed; otherwise the model_type is refused with the list of supported ones.
+
+gptcalc never runs a model's own code, nor lets transformers offer to: a config's `auto_map` (class
+name -> `module.Class` in the model's directory or another repo) never reaches transformers, which is
+told `trust_remote_code=False` besides, so it builds its own class of the model_type or nothing and
+never prompts on stdin. Without an adapter the code `auto_map` names *is* the model, so such a config
+is refused here rather than counted as transformers' own class of its model_type.
 """
 
 from __future__ import annotations
 
-import copy
 import re
-from typing import Any
+from typing import Any, Iterator
 
 from calc.analysis.breakdown import Breakdown
 from calc.errors import GptcalcError, UnsupportedModelType
@@ -21,10 +26,12 @@ __all__ = ["transformers_breakdown", "transformers_model"]
 
 SOURCE = "transformers (meta device, not analytic)"
 _INDEX = re.compile(r"\.\d+(?=\.|$)")
+REMOTE_CODE = "auto_map"  # the key by which a config names modelling code of its own
 
 
 def transformers_breakdown(exc: UnsupportedModelType) -> Breakdown:
     """transformers' model of the config, parameters grouped by module name; or the original error."""
+    _refuse_remote_code(exc)
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -48,7 +55,7 @@ def transformers_model(config: dict[str, Any], device: str = "meta", text_only: 
     import torch
     import transformers
 
-    data = copy.deepcopy(config)
+    data = _without_remote_code(config)
     hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
     if text_only and "text_config" in config:
         hf_config = hf_config.get_text_config()
@@ -57,7 +64,37 @@ def transformers_model(config: dict[str, Any], device: str = "meta", text_only: 
         raise GptcalcError(f"transformers' model of {layers:,} layers is refused (at most {MAX_TORCH_LAYERS:,}: "
                            "one torch module per layer)")
     with torch.device(device):
-        return transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32).eval()
+        return transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32,
+                                                                trust_remote_code=False).eval()
+
+
+def _refuse_remote_code(exc: UnsupportedModelType) -> None:
+    """One error line naming `auto_map` (wherever it is nested), before transformers is imported."""
+    found = next(_remote_code(exc.config), None)
+    if found is not None:
+        path, value = found
+        raise GptcalcError(f"{exc.origin}: {path}: names the model's own code ({value!r}); gptcalc never runs it, and "
+                           f"model_type {exc.config.get('model_type')!r} has no adapter to count the model without it "
+                           "(remove auto_map to count transformers' own class of that model_type)")
+
+
+def _remote_code(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted key, value) of every `auto_map` in a config mapping and the mappings nested in it."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            path = f"{prefix}{key}"
+            if key == REMOTE_CODE:
+                yield path, value
+            yield from _remote_code(value, f"{path}.")
+
+
+def _without_remote_code(data: Any) -> Any:
+    """A copy of a config mapping with no `auto_map` at any depth: what transformers is given."""
+    if isinstance(data, dict):
+        return {key: _without_remote_code(value) for key, value in data.items() if key != REMOTE_CODE}
+    if isinstance(data, list):
+        return [_without_remote_code(value) for value in data]
+    return data
 
 
 def _build(exc: UnsupportedModelType) -> Any:
