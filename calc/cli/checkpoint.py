@@ -38,11 +38,11 @@ def inspect(checkpoint: str, model: str | None, as_json: bool) -> None:
     else:
         out = render.console()
         for line in rc.summary_lines(report):
-            out.print(line, markup=False)
+            out.print(line)
         out.print(rc.component_table(report))
         out.print(rc.dtype_table(report))
         for line in rc.inspect_lines(report):
-            out.print(line, markup=False)
+            out.print(line)
     if model and not report.ok:  # checked against a spec the user named, and it disagrees: like verify
         raise SystemExit(1)
 
@@ -90,6 +90,6 @@ def verify(model: str | None, overrides: tuple[str, ...], checkpoint: str | None
         out = render.console()
         out.print(render_verify.verify_table(result.spec.name, result.diff, result.verdict))
         for line in render_verify.verify_lines(result):
-            out.print(f"  {line}", soft_wrap=True)  # one line each, however long: greppable
+            out.print("  " + line, soft_wrap=True)  # one line each, however long: greppable
     if not result.ok:
         raise SystemExit(1)

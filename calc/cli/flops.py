@@ -55,10 +55,10 @@ def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs
     out = render.console()
     out.print(flops_table(result))
     for note in flops_notes(result):
-        out.print(f"  {note}")
+        out.print("  " + note)
     out.print(checks_table(result, rules))
     for note in CHECK_NOTES:
-        out.print(f"  {note}")
+        out.print("  " + note)
     out.print(bounds_table(result, limits))
     for note in bounds_notes(result):
-        out.print(f"  {note}")
+        out.print("  " + note)

@@ -73,9 +73,9 @@ def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, tp
     notes = [render_memory.seq_note(seq), *(render_memory.context_note(spec, seq) for spec in specs),
              *(note for kv in ([] if gqa else caches) for note in render_memory.kv_notes(kv))]
     for note in filter(None, notes):
-        out.print(f"  {note}")
+        out.print("  " + note)
     for reason in skipped:
-        out.print(f"  not shown: {reason}", markup=False)
+        out.print(f"  not shown: {reason}")
 
 
 def _gqa_json(variants: Any) -> dict[str, Any]:
@@ -176,10 +176,10 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     out = render.console()
     for line in render_memory.headline(result, solved, target):
         out.print(line)
-    from calc.render.markup import escape
+    from calc.render.markup import styled
 
     for line in server:
-        out.print(f"{engine} will print: [bold]{escape(line)}[/]")
+        out.print(f"{engine} will print: " + styled("bold", line))
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
                   render_memory.gpu_table(result)):
         out.print(table)
@@ -187,7 +187,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
              *render_memory.inference_notes(result),
              *(render_memory.budget_lines(solved, target.label) if solved and target else [])]
     for line in filter(None, notes):
-        out.print(f"  {line}")
+        out.print("  " + line)
 
 
 def _model_and_checkpoint(model: str | None, overrides: tuple[str, ...], checkpoint: str | None) -> tuple[Any, Any]:

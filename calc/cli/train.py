@@ -59,4 +59,4 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
     if show_layer:
         out.print(activations_table(result))
     for note in train_notes(result):
-        out.print(f"  {note}")
+        out.print("  " + note)

@@ -55,7 +55,7 @@ def report_html(comparison: Comparison, pictures: dict[str, str] | None, command
     for title, svg in (pictures or {}).items():
         parts += [f"<h2>{html.escape(title)}</h2>", f"<figure>{svg}</figure>"]
     for column in comparison.columns:
-        notes = [f"  {note}" for note in count_notes(column.spec, column.breakdown)]
+        notes = ["  " + note for note in count_notes(column.spec, column.breakdown)]
         parts += [f"<h2>{html.escape(column.name)}</h2>",
                   _tables([count_table(column.spec, column.breakdown), *notes,
                            f"  weights ({comparison.dtype}) + KV cache ({comparison.kv_dtype}) at {comparison.seq:,} "

@@ -1,0 +1,82 @@
+"""Names from files are text, never markup, in every table, line and page (issue 25).
+
+A layered YAML spec whose model and block names are rich markup (`[link=javascript:...]`) and HTML
+(`<script>`) goes through every command that prints names, on both output paths (drawn by hand for
+a pipe, by rich for a terminal), and through `report`'s page: each name must come out as written,
+as text, with no link and no element made of it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from calc.cli import main
+from calc.render import output
+from calc.render.markup import Markup, as_markup, styled, text_of
+from cli_checks import check_run
+
+LINK = "[link=javascript:alert(1)]x[/link]"
+SCRIPT = "<script>alert(2)</script>"
+BREAKOUT = '[link="><script>alert(3)</script>]y[/link]'  # a link whose URL would close the tag in the page
+NAME = f"{LINK} {SCRIPT}"
+BLOCKS = (LINK, SCRIPT, BREAKOUT)
+
+
+def _block() -> dict:
+    return {"attention": {"n_heads": 2, "head_dim": 4}, "mlp": {"d_ff": 16}, "norm": {"kind": "layernorm"}}
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> Path:
+    """Three kinds of layer, each named by an attack, in a model named by two."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": NAME, "vocab_size": 32, "d_model": 8, "n_positions": 16,
+        "blocks": {name: _block() for name in BLOCKS}, "layers": [[1, LINK], [2, SCRIPT], [1, BREAKOUT]],
+        "final_norm": {"kind": "layernorm"}, "head": {"tied": True}}))
+    return path
+
+
+COMMANDS = [["count"], ["count", "gpt2"], ["compare", "gpt2"], ["memory"], ["kvcache"], ["shapes", "--seq", "4"],
+            ["flops", "--seq", "4"], ["train", "--seq", "4", "--micro-batch", "1", "--layers"]]
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["pipe", "rich"])
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_markup_in_names_is_printed_as_written(spec: Path, command: list[str], terminal: bool,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model name and every block name the command shows appear verbatim: no tag eaten (the
+    tables are given room enough that rich neither wraps nor truncates a name)."""
+    monkeypatch.setattr(output, "_styled", lambda stream: terminal)
+    monkeypatch.setattr(output, "PIPE_WIDTH", 1000)
+    args = [command[0], str(spec), *command[1:]]
+    out = check_run(args).stdout
+    assert NAME in out or (command[0] == "shapes" and LINK in out), out  # shapes names the blocks
+    if command[0] in ("count", "compare", "shapes", "flops", "train") and command != ["count", "gpt2"]:
+        assert all(name in out for name in BLOCKS), out
+
+
+def test_report_page_holds_names_as_text_only(spec: Path, tmp_path: Path) -> None:
+    """No link, no element made of a name: every `<` of one is `&lt;` in the page."""
+    page = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", str(spec), "gpt2", "-o", str(page)])
+    assert result.exit_code == 0, result.output
+    text = page.read_text(encoding="utf-8")
+    assert not re.search(r"<script|<a\b|javascript:alert\(1\)\"", text, re.I)
+    assert "[link=javascript:alert(1)]x[/link] &lt;script&gt;alert(2)&lt;/script&gt;" in text  # the h1 and tables
+    assert '[link=&quot;&gt;&lt;script&gt;alert(3)&lt;/script&gt;]y[/link]' in text  # the side-by-side `layers` row
+
+
+def test_only_markup_is_read_as_markup() -> None:
+    """The one rule: a `str` reads back as itself; `Markup` and what is joined to it keep their tags."""
+    for text in BLOCKS:
+        assert text_of(as_markup(text)) == text
+        assert text_of(styled("bold", text)) == text
+        assert text_of(Markup("[dim]x[/] ") + text) == "x " + text and text_of(text + styled("dim", "y")) == text + "y"
+    assert text_of(Markup("[bold]{}[/]").format(LINK)) == LINK
+    assert as_markup(Markup("[bold]x[/]")) == "[bold]x[/]"
