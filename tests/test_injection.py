@@ -80,3 +80,41 @@ def test_only_markup_is_read_as_markup() -> None:
         assert text_of(Markup("[dim]x[/] ") + text) == "x " + text and text_of(text + styled("dim", "y")) == text + "y"
     assert text_of(Markup("[bold]{}[/]").format(LINK)) == LINK
     assert as_markup(Markup("[bold]x[/]")) == "[bold]x[/]"
+
+
+# --- what reaches a terminal -----------------------------------------------------------------------
+
+SGR = re.compile(r"\x1b\[[0-9;]*m")  # rich's own colours and bold: the only escape sequences a terminal may get
+CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+OSC_TITLE = "\x1b]0;pwned\x07"
+
+
+@pytest.mark.parametrize("command", [["count"], ["compare", "gpt2"], ["kvcache"], ["shapes", "--seq", "4"]], ids=" ".join)
+def test_a_styled_terminal_gets_rich_colours_and_nothing_from_a_file(tmp_path: Path, command: list[str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """rich writing for a terminal (TTY_COMPATIBLE=1): names with markup links (which rich would turn
+    into OSC 8 hyperlinks), an OSC title sequence and a newline reach it as escaped text."""
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("COLUMNS", "1000")  # no wrapping inside the escaped sequence
+    hostile = (LINK, f"a{OSC_TITLE}b\nc")
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": " ".join(hostile), "vocab_size": 32, "d_model": 8, "n_positions": 16,
+        "blocks": {name: _block() for name in hostile}, "layers": [[1, hostile[0]], [2, hostile[1]]],
+        "final_norm": {"kind": "layernorm"}, "head": {"tied": True}}))
+    result = CliRunner().invoke(main, [command[0], str(path), *command[1:]])
+    assert result.exit_code == 0, result.output
+    assert SGR.search(result.stdout), "rich did not write for a terminal: the test tests nothing"
+    assert not CONTROL.search(SGR.sub("", result.stdout)), repr(result.stdout)
+    assert "\\x1b]0;pwned\\x07" in result.stdout
+
+
+@pytest.mark.parametrize("args", [["plot", "params", "gpt2"], ["report", "gpt2"]], ids=" ".join)
+def test_the_path_of_a_written_file_is_printed_escaped_on_one_line(tmp_path: Path, args: list[str]) -> None:
+    """An OSC sequence in `-o` would retitle the terminal, a newline split the `wrote` line."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / f"a{OSC_TITLE}b\nc.svg"
+    result = check_run([*args, "-o", str(path)])
+    assert result.exit_code == 0 and path.is_file()
+    assert result.stdout.startswith("wrote ") and result.stdout.count("\n") == 1
+    assert "a\\x1b]0;pwned\\x07b\\x0ac.svg" in result.stdout

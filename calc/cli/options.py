@@ -4,13 +4,14 @@ option types of sizes and dtypes. Defining these imports nothing beyond click.""
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any, Callable
 
 import click
 
 __all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
            "gpus_option", "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument", "one_model",
-           "pass_options", "seq_max_option", "seq_option", "set_option"]
+           "pass_options", "seq_max_option", "seq_option", "set_option", "wrote"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -132,6 +133,15 @@ def one_model(model: str | None, more: tuple[str, ...]) -> None:
     if more:
         raise click.UsageError(f"one MODEL at a time; for several side by side: gptcalc compare "
                                f"{' '.join((model or '', *more)).strip()}")
+
+
+def wrote(path: Path, note: str = "") -> None:
+    """`wrote <path>`, the line of a command that writes a file: printed through the console like
+    every other line, so the path (the user's argument: any bytes) is text with its control
+    characters escaped, never an escape sequence or a second line; one line however long."""
+    from calc.render.output import console
+
+    console().print(f"wrote {path}{note}", soft_wrap=True)
 
 
 def load_model(model: str, overrides: tuple[str, ...] = ()) -> Any:

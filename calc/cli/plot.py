@@ -8,7 +8,7 @@ import click
 
 from calc.cli.options import (
     CONTEXT, dtype_option, gpus_option, kv_dtype_option, load_model, models_argument, seq_max_option,
-    set_option
+    set_option, wrote
 )
 
 output_option = click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
@@ -55,7 +55,7 @@ def memory(models: tuple[str, ...], seq_max: int | None, gpus: str | None, dtype
     seq_max = seq_max or max(spec.n_positions for spec in specs)
     curves = memory_curves(specs, seq_max, dtype, kv_dtype)
     save(memory_figure(curves, lines, seq_max, dtype, kv_dtype), output)
-    click.echo(f"wrote {output}")
+    wrote(output)
 
 
 @plot.command(context_settings=CONTEXT)
@@ -75,4 +75,4 @@ def params(models: tuple[str, ...], overrides: tuple[str, ...], output: Path) ->
 
     specs = [load_model(model, overrides) for model in models]
     save(params_figure([(spec.name, groups(count(spec))) for spec in specs]), output)
-    click.echo(f"wrote {output}")
+    wrote(output)

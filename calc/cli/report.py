@@ -8,7 +8,7 @@ import click
 
 from calc.cli.options import (
     CONTEXT, dtype_option, gpus_option, kv_dtype_option, load_model, models_argument, seq_option, seq_max_option,
-    set_option
+    set_option, wrote
 )
 from calc.errors import GptcalcError
 
@@ -51,7 +51,7 @@ def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, gpus: 
         output.write_text(page, encoding="utf-8")
     except OSError as exc:
         raise GptcalcError(f"{output}: cannot write ({exc.strerror or exc})") from None
-    click.echo(f"wrote {output}" + ("" if pictures else " (no pictures: pip install 'gptcalc[plot]')"))
+    wrote(output, "" if pictures else " (no pictures: pip install 'gptcalc[plot]')")
 
 
 def _pictures(comparison, seq_max: int, gpus: str | None) -> dict[str, str] | None:  # type: ignore[no-untyped-def]
