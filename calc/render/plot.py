@@ -110,11 +110,12 @@ def params_figure(rows: list[tuple[str, dict[str, int]]]) -> Any:
     with _matplotlib() as (Figure, _):
         fig = Figure(figsize=(9, 1.2 + 0.55 * len(rows)), layout="constrained")
         ax = fig.subplots()
-        names = [f"{name}\n{human_count(sum(groups.values()))}" for name, groups in rows]
+        places = range(len(rows))  # a bar per argument, by position: models of one name are two bars
+        ax.set_yticks(places, [f"{name}\n{human_count(sum(groups.values()))}" for name, groups in rows])
         left = [0.0] * len(rows)
         for group in shown:
             shares = [100 * groups[group] / max(sum(groups.values()), 1) for _, groups in rows]
-            bars = ax.barh(names, shares, left=left, label=group, height=0.6, color=_group_color(group))
+            bars = ax.barh(places, shares, left=left, label=group, height=0.6, color=_group_color(group))
             ax.bar_label(bars, labels=[f"{s:.0f}%" if s >= 6 else "" for s in shares], label_type="center",
                          fontsize=8, color="white")
             left = [a + b for a, b in zip(left, shares)]
