@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import click
 
-from calc.cli.options import CONTEXT, json_option, load_model, set_option
+from calc.cli.options import CONTEXT, TEXT, json_option, load_model, set_option
 
 
 @click.command(context_settings=CONTEXT)
-@click.argument("checkpoint", metavar="PATH|REPO_ID")
-@click.option("--model", "model", metavar="MODEL", default=None,
+@click.argument("checkpoint", type=TEXT, metavar="PATH|REPO_ID")
+@click.option("--model", "model", type=TEXT, metavar="MODEL", default=None,
               help="Check the tensors against this spec instead of the checkpoint's config.json.")
 @json_option
 def inspect(checkpoint: str, model: str | None, as_json: bool) -> None:
@@ -48,9 +48,9 @@ def inspect(checkpoint: str, model: str | None, as_json: bool) -> None:
 
 
 @click.command(context_settings=CONTEXT)
-@click.argument("model", required=False)
+@click.argument("model", type=TEXT, required=False)
 @set_option
-@click.option("--checkpoint", metavar="PATH|REPO_ID", default=None,
+@click.option("--checkpoint", type=TEXT, metavar="PATH|REPO_ID", default=None,
               help="Also compare with what this checkpoint stores, tensor by tensor (headers only). "
                    "MODEL may be omitted when it has a config.json.")
 @click.option("--load", is_flag=True,

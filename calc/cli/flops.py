@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from calc.cli.options import CONTEXT, KV_DTYPE, WEIGHT_DTYPE, json_option, model_options, pass_options
+from calc.cli.options import CONTEXT, KV_DTYPE, TEXT, WEIGHT_DTYPE, json_option, model_options, pass_options
 
 
 @click.command(context_settings=CONTEXT)
@@ -15,7 +15,7 @@ from calc.cli.options import CONTEXT, KV_DTYPE, WEIGHT_DTYPE, json_option, model
 @click.option("--causal-half", is_flag=True, help="Count attention over the causal mask's pairs only (default: in full).")
 @click.option("--macs", is_flag=True, help="Multiply-accumulates (half the FLOPs) instead of FLOPs.")
 @click.option("--last-logit", is_flag=True, help="The LM head on the last position only (default: every position).")
-@click.option("--gpu", "gpus", multiple=True, metavar="NAME",
+@click.option("--gpu", "gpus", type=TEXT, multiple=True, metavar="NAME",
               help="GPU for the time bounds, from the catalog docs/memory.md lists: h100, a100-80gb, 4090, mi300x ... (repeatable; default those first three).")
 @click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.5, show_default=True,
               help="Model FLOPs utilisation assumed for the prefill and training time.")

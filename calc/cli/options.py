@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import click
 
-__all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
+__all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "TEXT", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
            "gpus_option", "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument", "one_model",
            "pass_options", "seq_max_option", "seq_option", "set_option", "wrote"]
 
@@ -70,6 +70,20 @@ class Dtype(click.ParamType):
         return found.name
 
 
+class Text(click.ParamType):
+    """Free text (a model, a path, a scheme, a list of names) that must say something: an empty value
+    (`--quant ''`, often an unset shell variable) is an error, never "none", "all" or ".". Every
+    option and argument without a type of its own has this one."""
+
+    name = "TEXT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("empty (give a value, or leave the option out)", param, ctx)
+        return value
+
+
+TEXT = Text()
 TOKENS = Tokens()
 KV_DTYPE = Dtype(kv=True)
 WEIGHT_DTYPE = Dtype(kv=False)
@@ -84,7 +98,8 @@ def complete_model(ctx: click.Context, param: click.Parameter, incomplete: str) 
 
 
 # The arguments and options of the commands that size several models at once (compare, plot, report).
-models_argument = click.argument("models", nargs=-1, required=True, metavar="MODEL...", shell_complete=complete_model)
+models_argument = click.argument("models", nargs=-1, required=True, type=TEXT, metavar="MODEL...",
+                                 shell_complete=complete_model)
 seq_option = click.option("--seq", type=TOKENS, help="Context of the KV cache, e.g. 4096 or 32k (k = 1024), batch 1  "
                                                       "[default: the shortest context among the models]")
 dtype_option = click.option("--dtype", type=WEIGHT_DTYPE, default="fp16", show_default=True,
@@ -93,10 +108,10 @@ kv_dtype_option = click.option("--kv-dtype", type=KV_DTYPE, default="fp16", show
                                help="Storage type of the KV cache (not tied to --dtype, as servers keep it 16-bit).")
 seq_max_option = click.option("--seq-max", type=TOKENS, help="Longest context drawn, e.g. 32k or 131072 (k = 1024)  "
                                                             "[default: the longest context among the models]")
-gpus_option = click.option("--gpus", metavar="GPU,...", help="GPUs drawn as horizontal lines at their memory, "
+gpus_option = click.option("--gpus", type=TEXT, metavar="GPU,...", help="GPUs drawn as horizontal lines at their memory, "
                                                              "e.g. H100,4090.")
 
-set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+set_option = click.option("--set", "overrides", multiple=True, type=TEXT, metavar="KEY=VALUE",
                           help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of tables.")
 
@@ -117,8 +132,8 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """MODEL plus `--set key=value` overrides; the command receives a loaded `spec`. Several
     models are refused with a pointer to `compare`, which puts them side by side."""
 
-    @click.argument("model", shell_complete=complete_model)
-    @click.argument("more", nargs=-1, metavar="")
+    @click.argument("model", type=TEXT, shell_complete=complete_model)
+    @click.argument("more", nargs=-1, type=TEXT, metavar="")
     @set_option
     @functools.wraps(command)
     def wrapper(model: str, more: tuple[str, ...], overrides: tuple[str, ...], **kwargs: Any) -> Any:
