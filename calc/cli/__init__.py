@@ -4,8 +4,9 @@ Each command parses its arguments, calls one library function, picks a renderer 
 errors to exit codes: `GptcalcError` -> `Error: ...` and exit 2 (bad input); a failed
 verification -> exit 1. `_Group` is the one boundary: whatever escapes a command (a library
 error, click's own usage errors, even a bug) leaves as exactly one `Error: ...` line on stderr
-with control characters escaped, never a traceback (`GPTCALC_DEBUG=1` shows the traceback of an
-unexpected error), and a library's warnings are not printed between the result and the user.
+with control characters escaped, never a traceback (`GPTCALC_DEBUG=1`, and no other value, shows
+the traceback of an unexpected error), and a library's warnings are not printed between the result
+and the user. A path the system refuses (a name too long, no access) is bad input, named.
 torch, transformers and safetensors are imported only inside the commands that need them, so
 `count`, `kvcache` and `shapes` answer instantly.
 """
@@ -84,7 +85,7 @@ class _Group(click.Group):
         except BrokenPipeError:
             raise _reader_gone() from None
         except Exception as exc:
-            if os.environ.get("GPTCALC_DEBUG") and not isinstance(exc, (GptcalcError, click.ClickException)):
+            if os.environ.get("GPTCALC_DEBUG") == "1" and not isinstance(exc, (GptcalcError, click.ClickException)):
                 raise
             raise input_error(exc, ctx) from None
 
@@ -155,6 +156,8 @@ def input_error(exc: Exception, ctx: click.Context | None = None) -> InputError:
         message = "out of memory (an input far larger than any real model or file?)"
     elif isinstance(exc, RecursionError):
         message = "input nested too deeply to read"
+    elif isinstance(exc, OSError) and exc.filename is not None:  # a path the system refuses: too long, no access
+        message = f"{exc.filename}: {exc.strerror or exc}"
     else:
         message = (f"unexpected {type(exc).__name__}: {str(exc).strip() or 'no message'} (a bug in gptcalc; "
                    "please report it with the command; GPTCALC_DEBUG=1 shows the traceback)")

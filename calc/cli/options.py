@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-__all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "TEXT", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
+if TYPE_CHECKING:  # fractions loads decimal: only an option that is given a fraction imports it
+    from fractions import Fraction
+
+__all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "SHARE", "TEXT", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
            "gpus_option", "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument", "one_model",
            "pass_options", "seq_max_option", "seq_option", "set_option", "wrote"]
 
@@ -18,7 +21,9 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 # A count of tokens, sequences, GPUs or weights is at most this: bounded so that products of counts
 # stay printable (Python refuses to print an int of more than 4,300 digits).
 MAX_COUNT = 10**15
+MAX_DIGITS = len(str(MAX_COUNT))
 POSITIVE = click.IntRange(min=1, max=MAX_COUNT)
+MIN_SHARE_INVERSE = 10**6  # an MFU of one in a million at least: no smaller share of a GPU is worth a bound
 
 
 class TokenCount(int):
@@ -44,11 +49,34 @@ class Tokens(click.ParamType):
         text = str(value).strip().lower().replace(",", "").replace("_", "")
         scale = self._UNITS.get(text[-1:], 1)
         digits = text[:-1] if scale > 1 else text
+        if len(digits) > MAX_DIGITS:
+            self.fail(f"{len(digits):,} digits: more than {MAX_COUNT:,} tokens", param, ctx)
         if not (digits.isascii() and digits.isdigit()) or int(digits) * scale < 1:
             self.fail(f"{value!r} is not a positive token count (examples: 4096, 32k, 128k = 131,072)", param, ctx)
         if int(digits) * scale > MAX_COUNT:
             self.fail(f"{value!r} is more than {MAX_COUNT:,} tokens", param, ctx)
         return TokenCount(int(digits) * scale, str(value)) if scale > 1 else int(digits)
+
+
+class Share(click.ParamType):
+    """A fraction such as an MFU, read exactly from its decimal text (0.45 is 9/20, not the float
+    nearest it), finite and in [1 / MIN_SHARE_INVERSE, 1]: `nan`, `inf`, `0` and `1e-400` are errors, not a
+    division by zero or a float overflow later."""
+
+    name = "FRACTION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Fraction:
+        from fractions import Fraction
+
+        if isinstance(value, Fraction):
+            return value
+        try:
+            share = Fraction(str(value).strip())  # 'nan', 'inf', '1/0', 5,000 digits: errors, as junk is
+        except (ValueError, ZeroDivisionError):
+            self.fail(f"{value!r} is not a number (examples: 0.5, 0.35)", param, ctx)
+        if not 1 <= share * MIN_SHARE_INVERSE <= MIN_SHARE_INVERSE:
+            self.fail(f"{value!r} is not between {1 / MIN_SHARE_INVERSE:g} and 1", param, ctx)
+        return share
 
 
 class Dtype(click.ParamType):
@@ -84,6 +112,7 @@ class Text(click.ParamType):
 
 
 TEXT = Text()
+SHARE = Share()
 TOKENS = Tokens()
 KV_DTYPE = Dtype(kv=True)
 WEIGHT_DTYPE = Dtype(kv=False)

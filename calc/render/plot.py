@@ -17,9 +17,10 @@ from typing import Any, Iterator
 from calc.analysis.memory import GPU
 from calc.analysis.pictures import GROUPS, MemoryCurve
 from calc.errors import GptcalcError
+from calc.outputs import output_path, write_atomic
 from calc.units import human_count
 
-__all__ = ["FORMATS", "INSTALL", "available", "memory_figure", "params_figure", "save", "svg_text"]
+__all__ = ["FORMATS", "INSTALL", "available", "memory_figure", "params_figure", "picture_path", "save", "svg_text"]
 
 FORMATS = (".png", ".svg")
 INSTALL = "pip install 'gptcalc[plot]' (or pip install matplotlib)"
@@ -133,15 +134,27 @@ def _group_color(group: str) -> str:
     return f"C{order.index(group)}"
 
 
-def save(fig: Any, path: Path) -> None:
-    """PNG or SVG by the file's suffix."""
-    if path.suffix.lower() not in FORMATS:
+def picture_path(text: str) -> Path:
+    """The file `-o TEXT` names (`calc.outputs.output_path`), checked before any work is done."""
+    path = output_path(text, stdout_ok=False)
+    _format(path)
+    return path
+
+
+def _format(path: Path | None) -> str:
+    """'png' or 'svg', by the file's suffix."""
+    suffix = path.suffix.lower() if path is not None else ""
+    if suffix not in FORMATS:
         raise GptcalcError(f"{path}: the picture's format comes from its suffix: .png or .svg")
+    return suffix[1:]
+
+
+def save(fig: Any, path: Path) -> None:
+    """PNG or SVG by the file's suffix, written whole or not at all (`calc.outputs.write_atomic`)."""
+    kind = _format(path)
     with _matplotlib():
-        try:
-            fig.savefig(path, dpi=150, metadata=_SVG_METADATA if path.suffix.lower() == ".svg" else None)
-        except OSError as exc:
-            raise GptcalcError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        write_atomic(path, lambda handle: fig.savefig(handle, format=kind, dpi=150,
+                                                      metadata=_SVG_METADATA if kind == "svg" else None))
 
 
 def svg_text(fig: Any) -> str:

@@ -21,6 +21,7 @@ from calc.analysis.memory.schemes import Scheme
 from calc.analysis.memory.stored import StoredWeights
 from calc.analysis.memory.weights import Weights, weights
 from calc.errors import GptcalcError
+from calc.inputs import strict_int
 from calc.spec.model import ModelSpec
 from calc.units import parse_bytes
 
@@ -123,11 +124,12 @@ def parse_budget(text: str) -> BudgetSpec:
     with a unit such as 80GB or 75GiB. A bare number is refused: 80 could be GB, GiB or bytes."""
     names = ", ".join(g.name for g in GPUS)
     count, _, rest = text.strip().partition("x")
-    if count.strip().isdigit() and rest and find_gpu(rest):
-        if int(count) < 1:
+    if count.strip().isascii() and count.strip().isdigit() and rest and find_gpu(rest):
+        gpus = strict_int(count.strip(), "--budget")
+        if gpus < 1:
             raise GptcalcError(f"--budget {text!r}: at least one GPU")
         single = parse_budget(rest)
-        return BudgetSpec(single.bytes_per_gpu, int(count), f"{int(count)} x {single.label}")
+        return BudgetSpec(single.bytes_per_gpu, gpus, f"{gpus} x {single.label}")
     if gpu := find_gpu(text):
         return BudgetSpec(gpu.bytes, 1, f"{gpu.name} (reported total {gpu.mib:,} MiB)")
     if text.strip().replace("_", "").replace(".", "", 1).isdigit():

@@ -1,0 +1,138 @@
+"""What used to end in "unexpected ... (a bug in gptcalc)", closed where it starts (issue 25).
+
+- numbers: `--mfu` read exactly and strictly (finite, in range), integers of any length refused
+  before Python's 4,300-digit limit turns them into a ValueError;
+- paths the system refuses (a 300-character name: ENAMETOOLONG) are bad input, named;
+- one debug switch: `GPTCALC_DEBUG=1`, and no other value, shows a traceback;
+- output files: `-o -` is standard output where the format allows it, a path ending in `/` is
+  an error, and a file is written whole or not at all (a failed write keeps the old file).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from calc.cli import main
+from cli_checks import check_run
+
+HUGE = "9" * 5000  # past Python's int-from-text limit (4,300 digits)
+LONG = "a" * 300  # past every file system's 255-byte name limit
+
+
+@pytest.mark.parametrize("mfu", ["nan", "inf", "-inf", "0", "-0.5", "1.5", "1e-400", "1/0", "0x1", HUGE, "0." + HUGE])
+def test_an_mfu_that_is_no_share_is_refused(mfu: str) -> None:
+    result = check_run(["flops", "gpt2", "--seq", "8", "--mfu", mfu])
+    assert result.exit_code == 2 and "--mfu" in result.stderr
+
+
+def test_a_small_mfu_is_read_exactly() -> None:
+    """0.0001 was rounded to 0 (a fraction limited to denominators of 1,000), then divided by. The
+    prefill time bound is the FLOPs over (peak x MFU), so at 0.0001 it is 5,000 times that at 0.5."""
+    times = []
+    for mfu in ("0.5", "0.0001"):
+        result = check_run(["flops", "gpt2", "--seq", "8", "--mfu", mfu, "--json"])
+        bound = json.loads(result.stdout)["bounds"][0]
+        assert bound["mfu"] == float(mfu)
+        times.append(bound["prefill_seconds_at_mfu"])
+    assert times[1] == pytest.approx(5000 * times[0], rel=1e-12)
+
+
+@pytest.mark.parametrize("args", [
+    ["memory", "gpt2", "--budget", f"{HUGE}xH100-80GB"], ["memory", "mixtral-8x7b", "--cpu-experts", HUGE],
+    ["memory", "gpt2", "--seq", HUGE], ["memory", "gpt2", "--batch", HUGE], ["memory", "gpt2", "--budget", f"{HUGE}GB"],
+    ["memory", "mixtral-8x7b", "--cpu-experts", "²"], ["memory", "gpt2", "--budget", "²xH100-80GB"],
+    ["train", "gpt2", "--seq", HUGE, "--micro-batch", "1"],
+], ids=lambda args: " ".join(arg[:12] for arg in args))
+def test_integers_of_any_length_are_input_errors(args: list[str]) -> None:
+    result = check_run(args)
+    assert result.exit_code == 2 and "bug in gptcalc" not in result.stderr
+
+
+def test_cpu_experts_on_a_billion_layers_is_arithmetic(tmp_path: Path) -> None:
+    """`--cpu-experts all` summed the offloaded experts layer by layer; now by runs of layers. A
+    billion MoE layers of 4 experts (gate, up, down: 3 x 8 x 16 each): expert bytes in fp16 held in
+    system RAM = 10^9 x 4 x 384 x 2 B."""
+    spec = tmp_path / "deep.yaml"
+    spec.write_text("name: deep\nvocab_size: 10\nd_model: 8\nn_positions: 16\nfinal_norm: {kind: rmsnorm}\n"
+                    "head: {tied: true}\nlayers: [[1000000000, moe]]\nblocks:\n  moe:\n"
+                    "    attention: {n_heads: 2, head_dim: 4}\n    norm: {kind: rmsnorm}\n"
+                    "    mlp: {kind: moe, n_experts: 4, top_k: 2, d_ff: 16, gated: true}\n")
+    result = check_run(["memory", str(spec), "--cpu-experts", "all", "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["cpu_experts"]["weights_bytes"] == 10**9 * 4 * 3 * 8 * 16 * 2
+
+
+@pytest.mark.parametrize("args", [["count", LONG], ["count", f"{LONG}.yaml"], ["count", f"{LONG}/config.json"],
+                                  ["inspect", LONG], ["memory", "--checkpoint", LONG], ["verify", "gpt2", "--checkpoint", LONG]],
+                         ids=lambda args: " ".join(arg[:12] for arg in args))
+def test_a_name_too_long_for_the_file_system_is_an_input_error(args: list[str]) -> None:
+    result = check_run(args)
+    assert result.exit_code == 2 and "bug in gptcalc" not in result.stderr and LONG[:50] in result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "", "false", "no"])
+def test_only_gptcalc_debug_1_shows_a_traceback(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    import calc.analysis.count
+
+    def broken(spec):  # type: ignore[no-untyped-def]
+        raise KeyError("x")
+
+    monkeypatch.setattr(calc.analysis.count, "count", broken)
+    monkeypatch.setenv("GPTCALC_DEBUG", value)
+    result = check_run(["count", "gpt2"])
+    assert result.exit_code == 2 and "bug in gptcalc" in result.stderr
+
+
+# --- files written ---------------------------------------------------------------------------------
+
+def test_report_to_standard_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = check_run(["report", "gpt2", "-o", "-"])
+    assert result.exit_code == 0 and result.stdout.startswith("<!DOCTYPE html>") and "wrote" not in result.stdout
+    assert not list(tmp_path.iterdir())  # no file named '-'
+
+
+@pytest.mark.parametrize("args", [["plot", "params", "gpt2"], ["plot", "memory", "gpt2"]], ids=" ".join)
+def test_a_picture_is_not_written_to_standard_output(args: list[str]) -> None:
+    result = check_run([*args, "-o", "-"])
+    assert result.exit_code == 2 and "-o -" in result.stderr
+
+
+@pytest.mark.parametrize("args, name", [(["plot", "params", "gpt2"], "new.png/"), (["report", "gpt2"], "page.html/"),
+                                        (["plot", "params", "gpt2"], "."), (["report", "gpt2"], ".")])
+def test_a_directory_is_not_a_file_to_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                            name: str) -> None:
+    """`plot -o new.png/` wrote `new.png` (pathlib drops the slash)."""
+    monkeypatch.chdir(tmp_path)
+    result = check_run([*args, "-o", name])
+    assert result.exit_code == 2 and "a directory" in result.stderr
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("args, name", [(["plot", "params", "gpt2"], "p.svg"), (["plot", "memory", "gpt2"], "m.png"),
+                                        (["report", "gpt2"], "r.html")])
+def test_a_failed_write_keeps_the_old_file_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                                 name: str) -> None:
+    """The disk fills up as the file is written: the old file is still there, whole, and nothing else."""
+    pytest.importorskip("matplotlib")
+    import calc.outputs
+
+    path = tmp_path / name
+    path.write_text("the old file")
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(calc.outputs.os, "fsync", full)
+    result = check_run([*args, "-o", str(path)])
+    assert result.exit_code == 2 and "No space left on device" in result.stderr
+    assert path.read_text() == "the old file" and [p.name for p in tmp_path.iterdir()] == [name]
+    monkeypatch.undo()
+    assert check_run([*args, "-o", str(path)]).exit_code == 0 and path.read_bytes() != b"the old file"
+    assert [p.name for p in tmp_path.iterdir()] == [name] and oct(path.stat().st_mode & 0o777) != oct(0o600)
