@@ -33,7 +33,7 @@ NOT_DIVIDING = [
 @pytest.mark.parametrize("args", NOT_DIVIDING, ids=" ".join)
 def test_a_tp_that_does_not_divide_the_query_heads_is_refused(args: list[str]) -> None:
     result = check_run(args)
-    assert result.exit_code == 2 and "--tp: " in result.stderr and "does not divide llama-2-7b's 32 query" in result.stderr
+    assert result.exit_code == 2 and "--tp " in result.stderr and "does not divide llama-2-7b's 32 query" in result.stderr
 
 
 def test_a_tp_past_the_kv_heads_is_served_with_replicated_heads() -> None:

@@ -59,7 +59,7 @@ def check_tp(spec: ModelSpec, tp: int, kv_heads: bool = False) -> None:
         heads = (a.n_heads, a.n_kv_heads) if kv_heads else (a.n_heads,)
         if any(n % tp for n in heads):
             what = f"{a.n_heads} query and {a.n_kv_heads} KV heads" if kv_heads else f"{a.n_heads} query heads"
-            raise GptcalcError(f"--tp: {tp} does not divide {spec.name}'s {what}")
+            raise GptcalcError(f"--tp {tp}: does not divide {spec.name}'s {what}")
 
 
 # Pipeline stages are listed one by one; real pipelines have tens, not thousands.
