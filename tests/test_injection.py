@@ -8,6 +8,7 @@ as text, with no link and no element made of it.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -118,3 +119,54 @@ def test_the_path_of_a_written_file_is_printed_escaped_on_one_line(tmp_path: Pat
     assert result.exit_code == 0 and path.is_file()
     assert result.stdout.startswith("wrote ") and result.stdout.count("\n") == 1
     assert "a\\x1b]0;pwned\\x07b\\x0ac.svg" in result.stdout
+
+
+# --- pictures and pages ----------------------------------------------------------------------------
+
+PICTURE_NAMES = ("cost $5 or $6", "_hidden", "esc\x1b]0;t\x07 nul\x00 rtl\u202e")
+
+
+def _flat_spec(path: Path, name: str) -> str:
+    path.write_text(yaml.safe_dump({"name": name, "vocab_size": 10, "d_model": 8, "n_layers": 1, "n_heads": 2,
+                                    "n_positions": 16}))
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", ["memory", "params"])
+def test_pictures_draw_names_as_written(tmp_path: Path, kind: str) -> None:
+    """Not mathtext (`$5 or $6` was drawn `5or6`), a legend label starting with `_` kept (matplotlib
+    hid it), control and bidi characters escaped (they made the SVG ill-formed XML)."""
+    pytest.importorskip("matplotlib")
+    from xml.etree import ElementTree
+
+    specs = [_flat_spec(tmp_path / f"{i}.yaml", name) for i, name in enumerate(PICTURE_NAMES)]
+    svg = tmp_path / "p.svg"
+    assert check_run(["plot", kind, *specs, "-o", str(svg)]).exit_code == 0
+    texts = " ".join(" ".join(e.itertext()) for e in ElementTree.parse(svg).iter("{http://www.w3.org/2000/svg}text"))
+    for shown_name in ("cost $5 or $6", "_hidden", "esc\\x1b]0;t\\x07 nul\\x00 rtl\\u202e"):
+        assert shown_name in texts, texts
+
+
+def test_report_pages_hold_no_control_characters(tmp_path: Path) -> None:
+    specs = [_flat_spec(tmp_path / f"{i}.yaml", name) for i, name in enumerate(PICTURE_NAMES)]
+    page = tmp_path / "r.html"
+    assert check_run(["report", *specs, "-o", str(page)]).exit_code == 0
+    text = page.read_text(encoding="utf-8")
+    assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u202e]", text)
+    assert "esc\\x1b]0;t\\x07 nul\\x00 rtl\\u202e" in text
+
+
+def test_pictures_ignore_a_matplotlibrc_and_mplbackend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gptcalc's style only: a ./matplotlibrc asking for LaTeX (text.usetex runs `latex` on the names)
+    or an unknown backend, or MPLBACKEND naming one, neither stops the picture nor changes it.
+    matplotlib reads both when it is imported: the import runs in a fresh process."""
+    pytest.importorskip("matplotlib")
+    import subprocess
+    import sys
+
+    (tmp_path / "matplotlibrc").write_text("backend: nope\ntext.usetex: True\nsvg.fonttype: path\n")
+    code = ("import sys; from click.testing import CliRunner; from calc.cli import main; "
+            "r = CliRunner().invoke(main, ['plot', 'params', 'gpt2-small', '-o', 'p.svg']); "
+            "sys.exit(r.exit_code or ('<text' not in open('p.svg').read()))")
+    env = {**os.environ, "MPLBACKEND": "nope", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    assert subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env).returncode == 0
