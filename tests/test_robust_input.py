@@ -136,3 +136,26 @@ def test_a_failed_write_keeps_the_old_file_whole(tmp_path: Path, monkeypatch: py
     monkeypatch.undo()
     assert check_run([*args, "-o", str(path)]).exit_code == 0 and path.read_bytes() != b"the old file"
     assert [p.name for p in tmp_path.iterdir()] == [name] and oct(path.stat().st_mode & 0o777) != oct(0o600)
+
+
+# --- transformers' fallback: bounded before it builds ------------------------------------------------
+
+@pytest.mark.parametrize("change, key", [({"num_hidden_layers": 10**8}, "num_hidden_layers"),
+                                         ({"hidden_size": 2**25}, "hidden_size"),
+                                         ({"vocab_size": 2**25}, "vocab_size")])
+def test_the_fallback_refuses_sizes_before_transformers_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               change: dict, key: str) -> None:
+    """arcee has no adapter, so transformers would build it: 10^8 layers or a 2^25 width (the limits
+    docs/checkpoints.md states) are refused first, transformers' config class never made."""
+    pytest.importorskip("transformers")
+    import transformers
+
+    def never(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("transformers was asked to build it")
+
+    monkeypatch.setattr(transformers.AutoConfig, "for_model", never)
+    config = {"model_type": "arcee", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
+              "num_hidden_layers": 2, "num_attention_heads": 4, **change}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = check_run(["count", str(tmp_path)])
+    assert result.exit_code == 2 and f"config.json: {key}: {change[key]:,} is more than" in result.stderr

@@ -19,7 +19,8 @@ from typing import Any, Iterator
 
 from calc.analysis.breakdown import Breakdown
 from calc.errors import GptcalcError, UnsupportedModelType
-from calc.inputs import MAX_TORCH_LAYERS
+from calc.arch.common import KEYS
+from calc.inputs import MAX_TORCH_DIM, MAX_TORCH_LAYERS
 from calc.spec.hf import first_line
 
 __all__ = ["transformers_breakdown", "transformers_model"]
@@ -27,6 +28,11 @@ __all__ = ["transformers_breakdown", "transformers_model"]
 SOURCE = "transformers (meta device, not analytic)"
 _INDEX = re.compile(r"\.\d+(?=\.|$)")
 REMOTE_CODE = "auto_map"  # the key by which a config names modelling code of its own
+# The sizes checked before transformers builds anything (its config classes may already expand a
+# per-layer list of 10^8 entries): layers, one module each, and widths, one dimension each.
+_LAYERS = set(KEYS["n_layers"])
+_WIDTHS = {*KEYS["d_model"], *KEYS["n_heads"], "num_key_value_heads", "head_dim", "intermediate_size", "n_inner",
+           "ffn_dim", "d_ff", "moe_intermediate_size", "vocab_size", "num_experts", "num_local_experts", "n_routed_experts"}
 
 
 def transformers_breakdown(exc: UnsupportedModelType) -> Breakdown:
@@ -47,25 +53,38 @@ def transformers_breakdown(exc: UnsupportedModelType) -> Breakdown:
     return Breakdown(str(name), layers, rows, source=SOURCE)
 
 
-def transformers_model(config: dict[str, Any], device: str = "meta", text_only: bool = False) -> Any:
+def transformers_model(config: dict[str, Any], device: str = "meta", text_only: bool = False,
+                       origin: str = "config.json") -> Any:
     """transformers' own causal LM of a config.json mapping, float32, in eval mode; on the meta
     device (shapes only, any size) unless a real one is asked for. `text_only`: of a multimodal
-    config, the language model alone (what gptcalc counts). transformers' errors pass through:
+    config, the language model alone (what gptcalc counts). Sizes past what a torch model is built
+    with are refused first (`origin` names the file). transformers' errors pass through:
     each caller says what a model_type transformers cannot build means for it."""
     import torch
     import transformers
 
+    _check_sizes(config, origin)
     data = _without_remote_code(config)
     hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
     if text_only and "text_config" in config:
         hf_config = hf_config.get_text_config()
-    layers = getattr(hf_config.get_text_config(), "num_hidden_layers", 0)
-    if isinstance(layers, int) and layers > MAX_TORCH_LAYERS:
-        raise GptcalcError(f"transformers' model of {layers:,} layers is refused (at most {MAX_TORCH_LAYERS:,}: "
-                           "one torch module per layer)")
     with torch.device(device):
         return transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32,
                                                                 trust_remote_code=False).eval()
+
+
+def _check_sizes(data: Any, origin: str, prefix: str = "") -> None:
+    """Refuse, before transformers sees the config, a layer count over MAX_TORCH_LAYERS or a width
+    over MAX_TORCH_DIM, wherever in the mapping it is (a text_config's too)."""
+    if not isinstance(data, dict):
+        return
+    for key, value in data.items():
+        limit = MAX_TORCH_LAYERS if key in _LAYERS else MAX_TORCH_DIM if key in _WIDTHS else None
+        if limit is not None and isinstance(value, int) and value > limit:
+            unit = "layers, one torch module each" if key in _LAYERS else "per dimension"
+            raise GptcalcError(f"{origin}: {prefix}{key}: {value:,} is more than transformers' model is built with "
+                               f"({limit:,} {unit}); count, memory and shapes take any size for a model_type gptcalc reads")
+        _check_sizes(value, origin, f"{prefix}{key}.")
 
 
 def _refuse_remote_code(exc: UnsupportedModelType) -> None:
@@ -99,7 +118,7 @@ def _without_remote_code(data: Any) -> Any:
 
 def _build(exc: UnsupportedModelType) -> Any:
     try:
-        return transformers_model(exc.config)
+        return transformers_model(exc.config, origin=exc.origin)
     except (KeyError, ValueError) as error:
         if "Unrecognized" in str(error):  # transformers does not know the model_type either
             raise GptcalcError(str(exc)) from None
