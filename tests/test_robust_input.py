@@ -159,3 +159,52 @@ def test_the_fallback_refuses_sizes_before_transformers_builds(tmp_path: Path, m
     (tmp_path / "config.json").write_text(json.dumps(config))
     result = check_run(["count", str(tmp_path)])
     assert result.exit_code == 2 and f"config.json: {key}: {change[key]:,} is more than" in result.stderr
+
+
+# --- streams ------------------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _gptcalc(args: list[str], **streams) -> "subprocess.CompletedProcess[bytes]":  # type: ignore[name-defined]
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "calc", *args], cwd=REPO, **streams)
+
+
+@pytest.mark.parametrize("args", [["count", "gpt2"], ["count", "gpt2", "--json"], ["report", "gpt2", "-o", "-"]],
+                         ids=" ".join)
+def test_a_stdout_that_cannot_take_the_result_is_an_error_exit(args: list[str]) -> None:
+    """Closed (`>&-`): everything was dropped with exit 0; full (/dev/full): 'unexpected OSError'."""
+    import subprocess
+
+    closed = _gptcalc(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                      preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 2 and closed.stderr == b"Error: standard output is closed: the result would be lost\n"
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "wb") as full:
+        result = _gptcalc(args, stdout=full, stderr=subprocess.PIPE)
+    assert result.returncode == 2
+    assert result.stderr == b"Error: standard output: cannot write (No space left on device)\n"
+
+
+def test_a_stderr_that_cannot_take_the_error_line_still_exits_2() -> None:
+    """It exited 1 (click's own write of the line failed, then Python's of the traceback)."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    import subprocess
+
+    with open("/dev/full", "wb") as full:
+        assert _gptcalc(["count", "nope"], stdout=subprocess.DEVNULL, stderr=full).returncode == 2
+
+
+def test_an_ascii_only_stdout_gets_names_escaped(tmp_path: Path) -> None:
+    """A name its encoding lacks was a UnicodeEncodeError; it is escaped as a control character is."""
+    import subprocess
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text('name: "名前"\nvocab_size: 10\nd_model: 8\nn_layers: 1\nn_heads: 2\nn_positions: 16\n', encoding="utf-8")
+    result = _gptcalc(["count", str(spec)], capture_output=True, env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert result.returncode == 0 and b"\\u540d\\u524d: " in result.stdout, result.stderr

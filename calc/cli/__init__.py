@@ -35,6 +35,13 @@ class InputError(click.ClickException):
 
     exit_code = 2
 
+    def show(self, file: Any = None) -> None:
+        """The error line; a stderr that cannot take it (full, closed) leaves the exit code to say it."""
+        try:
+            super().show(file)
+        except (OSError, ValueError, AttributeError):
+            pass
+
 
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader went away
 
@@ -77,7 +84,7 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            with warnings.catch_warnings(), _quiet_loggers():
+            with warnings.catch_warnings(), _quiet_loggers(), _standard_output():
                 warnings.simplefilter("ignore")  # torch's and transformers' advice is not for our users
                 return super().invoke(ctx)
         except _PASS_THROUGH:
@@ -88,6 +95,28 @@ class _Group(click.Group):
             if os.environ.get("GPTCALC_DEBUG") == "1" and not isinstance(exc, (GptcalcError, click.ClickException)):
                 raise
             raise input_error(exc, ctx) from None
+
+
+@contextmanager
+def _standard_output() -> Iterator[None]:
+    """What a command prints reaches its reader, or the command fails with one error line: a closed
+    stdout (`>&-`: Python's sys.stdout is None, and print() then drops everything), a full or broken
+    one (a write or the final flush fails: an OSError naming no file) is exit 2, never a silent 0.
+    A character the stream's encoding lacks (an ASCII-only terminal) is escaped, as `\\u540d`,
+    like a control character, rather than failing the write."""
+    if sys.stdout is None:
+        raise GptcalcError("standard output is closed: the result would be lost")
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise GptcalcError(f"standard output: cannot write ({exc.strerror or exc})") from None
 
 
 def _reader_gone() -> SystemExit:
