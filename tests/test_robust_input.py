@@ -208,3 +208,49 @@ def test_an_ascii_only_stdout_gets_names_escaped(tmp_path: Path) -> None:
     spec.write_text('name: "名前"\nvocab_size: 10\nd_model: 8\nn_layers: 1\nn_heads: 2\nn_positions: 16\n', encoding="utf-8")
     result = _gptcalc(["count", str(spec)], capture_output=True, env={**os.environ, "PYTHONIOENCODING": "ascii"})
     assert result.returncode == 0 and b"\\u540d\\u524d: " in result.stdout, result.stderr
+
+
+# --- bounded pictures, strict JSON, transformers' own refusals ----------------------------------------
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_not_json(tmp_path: Path, constant: str) -> None:
+    """Python's json reads them (and transformers' fallback took an rms_norm_eps of NaN)."""
+    (tmp_path / "config.json").write_text(
+        '{"model_type": "gpt2", "vocab_size": 11, "n_positions": 8, "n_embd": 4, "n_layer": 1, "n_head": 1, '
+        f'"layer_norm_epsilon": {constant}}}')
+    result = check_run(["count", str(tmp_path)])
+    assert result.exit_code == 2 and f"{constant} is not a JSON value" in result.stderr
+
+
+def test_a_config_transformers_refuses_is_one_error_line(tmp_path: Path) -> None:
+    """mamba2 has no adapter; transformers' own validation (a huggingface_hub StrictDataclassError,
+    not a ValueError) refuses hidden_size x expand != num_heads x head_dim: that is the config's fault."""
+    pytest.importorskip("transformers")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba2", "vocab_size": 100, "hidden_size": 64,
+                                                      "num_hidden_layers": 2, "num_heads": 3, "head_dim": 7, "expand": 2}))
+    result = check_run(["count", str(tmp_path)])
+    assert result.exit_code == 2 and "transformers cannot build it either" in result.stderr
+
+
+def _spec(path: Path, name: str = "x", positions: int = 16) -> str:
+    path.write_text(json.dumps({"name": name, "vocab_size": 10, "d_model": 8, "n_layers": 1, "n_heads": 2,
+                                "n_positions": positions}))
+    return str(path)
+
+
+def test_a_context_past_what_a_picture_draws_is_refused(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    spec = _spec(tmp_path / "s.yaml", positions=10**29)
+    for args in (["plot", "memory", spec, "-o", str(tmp_path / "m.svg")], ["report", spec, "-o", str(tmp_path / "r.html")]):
+        result = check_run(args)
+        assert result.exit_code == 2 and "a picture draws contexts up to 1,000,000,000,000,000 tokens" in result.stderr
+    assert check_run(["plot", "memory", spec, "--seq-max", "1k", "-o", str(tmp_path / "m.svg")]).exit_code == 0
+
+
+def test_pictures_hold_at_most_64_models_and_cut_long_names(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    result = check_run(["plot", "params", *["gpt2"] * 65, "-o", str(tmp_path / "p.svg")])
+    assert result.exit_code == 2 and "a picture draws at most 64 models, not 65" in result.stderr
+    svg = tmp_path / "long.svg"
+    assert check_run(["plot", "params", _spec(tmp_path / "l.yaml", "n" * 10**6), "-o", str(svg)]).exit_code == 0
+    assert "n" * 97 + "..." in svg.read_text() and "n" * 101 not in svg.read_text()

@@ -119,9 +119,9 @@ def _without_remote_code(data: Any) -> Any:
 def _build(exc: UnsupportedModelType) -> Any:
     try:
         return transformers_model(exc.config, origin=exc.origin)
-    except (KeyError, ValueError) as error:
-        if "Unrecognized" in str(error):  # transformers does not know the model_type either
+    except GptcalcError:
+        raise
+    except Exception as error:  # transformers' own checks of a stranger's config raise all kinds (hub's StrictDataclassError)
+        if isinstance(error, (KeyError, ValueError)) and "Unrecognized" in str(error):  # an unknown model_type
             raise GptcalcError(str(exc)) from None
-        raise GptcalcError(f"{exc}; transformers cannot build it either: {first_line(error)}") from None
-    except (TypeError, AttributeError, ImportError, RuntimeError) as error:
         raise GptcalcError(f"{exc}; transformers cannot build it either: {first_line(error)}") from None

@@ -6,8 +6,8 @@ the user gets one `Error:` line saying how to install it. Figures are built on
 text (`svg.fonttype: none`) so the model names and numbers can be found in the file and in an HTML
 page, and carries no date, so the same input gives the same file.
 
-Names are drawn as written: through `calc.render.text.shown` (control and bidi characters escaped,
-which would make the SVG ill-formed), never read as mathtext (`cost $5 or $6`), and a legend label
+Names are drawn as written: through `calc.render.text.one_line` (control and bidi characters
+escaped, which would make the SVG ill-formed; cut at NAME_CHARS), never read as mathtext (`cost $5 or $6`), and a legend label
 that starts with `_` is kept (matplotlib hides those it finds itself). Only gptcalc's style
 applies: matplotlib's defaults under `_STYLE`, whatever a `./matplotlibrc` or `MPLBACKEND` says
 (a picture is drawn by its format's canvas; no backend is used).
@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from calc.analysis.memory import GPU
-from calc.analysis.pictures import GROUPS, MemoryCurve
+from calc.analysis.pictures import GROUPS, MemoryCurve, check_drawable
 from calc.errors import GptcalcError
 from calc.outputs import output_path, write_atomic
-from calc.render.text import shown
+from calc.render.text import one_line
 from calc.units import human_count
 
 __all__ = ["FORMATS", "INSTALL", "available", "memory_figure", "params_figure", "picture_path", "save", "svg_text"]
@@ -33,6 +33,7 @@ __all__ = ["FORMATS", "INSTALL", "available", "memory_figure", "params_figure", 
 FORMATS = (".png", ".svg")
 INSTALL = "pip install 'gptcalc[plot]' (or pip install matplotlib)"
 GIB = 2**30
+NAME_CHARS = 100  # a longer name is cut, with "...", where a picture draws it
 LOG_RATIO = 20  # memory axis turns logarithmic when its largest value is this many times the smallest weights
 _SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}  # no date, no links in the file
 _STYLE = {"text.parse_math": False, "svg.fonttype": "none", "svg.hashsalt": "gptcalc", "font.size": 10, "axes.spines.top": False,
@@ -101,7 +102,7 @@ def memory_figure(curves: list[MemoryCurve], gpus: list[GPU], seq_max: int, dtyp
             inside = [(s, t / GIB) for s, t in zip(curve.seqs, curve.total_bytes) if s <= curve.context]
             beyond = [(s, t / GIB) for s, t in zip(curve.seqs, curve.total_bytes) if s >= curve.context]
             (line,) = ax.plot(*zip(*inside), linewidth=2)
-            legend.append((line, f"{shown(curve.model)} (weights {curve.weights_bytes / GIB:,.1f} GiB)"))
+            legend.append((line, f"{_name(curve.model)} (weights {curve.weights_bytes / GIB:,.1f} GiB)"))
             if len(beyond) > 1:
                 ax.plot(*zip(*beyond), linewidth=2, linestyle=":", color=line.get_color())
                 ax.plot(*inside[-1], marker="o", color=line.get_color())
@@ -133,12 +134,13 @@ def memory_figure(curves: list[MemoryCurve], gpus: list[GPU], seq_max: int, dtyp
 
 def params_figure(rows: list[tuple[str, dict[str, int]]]) -> Any:
     """Where the parameters sit: one bar per model, split by group, as shares of its total."""
+    check_drawable(len(rows))
     drawn = [g for g in rows[0][1] if any(groups[g] for _, groups in rows)]
     with _matplotlib() as (Figure, _):
         fig = Figure(figsize=(9, 1.2 + 0.55 * len(rows)), layout="constrained")
         ax = fig.subplots()
         places = range(len(rows))  # a bar per argument, by position: models of one name are two bars
-        ax.set_yticks(places, [f"{shown(name)}\n{human_count(sum(groups.values()))}" for name, groups in rows])
+        ax.set_yticks(places, [f"{_name(name)}\n{human_count(sum(groups.values()))}" for name, groups in rows])
         left = [0.0] * len(rows)
         for group in drawn:
             shares = [100 * groups[group] / max(sum(groups.values()), 1) for _, groups in rows]
@@ -152,6 +154,12 @@ def params_figure(rows: list[tuple[str, dict[str, int]]]) -> Any:
         ax.set_title("where the parameters sit")
         fig.legend(loc="outside lower center", ncol=min(len(drawn), 4), fontsize=9, frameon=False)
         return fig
+
+
+def _name(name: str) -> str:
+    """A model's name as a picture shows it: control and bidi characters escaped, at most
+    NAME_CHARS long (a name of a million characters took a minute to lay out)."""
+    return one_line(name, NAME_CHARS)
 
 
 def _group_color(group: str) -> str:
