@@ -7,12 +7,15 @@
 - `write_atomic`: the bytes go to a temporary file beside the target, are flushed to disk, and
   the temporary file is renamed over the target. A failed or interrupted write (a full disk, a
   crash, two runs on one path) leaves the old file as it was, never a truncated page or a picture
-  two runs wrote into at once; the temporary file is removed.
+  two runs wrote into at once; the temporary file is removed. A link is followed (the file it
+  names is replaced, the link kept), and what is not a regular file (`/dev/stdout`, `/dev/null`, a
+  FIFO) is written as it is: nothing is renamed over a device.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -42,6 +45,14 @@ def write_atomic(path: Path | None, write: Callable[[BinaryIO], None]) -> None:
         write(sys.stdout.buffer)
         sys.stdout.flush()
         return
+    if _special(path):
+        try:
+            with open(path, "wb") as handle:
+                write(handle)
+        except OSError as exc:
+            raise GptcalcError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        return
+    path = Path(os.path.realpath(path))
     try:
         fd, temporary = tempfile.mkstemp(prefix=".gptcalc-", suffix=".tmp", dir=path.parent)
     except OSError as exc:
@@ -58,6 +69,14 @@ def write_atomic(path: Path | None, write: Callable[[BinaryIO], None]) -> None:
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+
+
+def _special(path: Path) -> bool:
+    """Whether `path` exists as something other than a regular file (links followed)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:  # not there (yet): a new file
+        return False
 
 
 def _umask() -> int:

@@ -254,3 +254,16 @@ def test_pictures_hold_at_most_64_models_and_cut_long_names(tmp_path: Path) -> N
     svg = tmp_path / "long.svg"
     assert check_run(["plot", "params", _spec(tmp_path / "l.yaml", "n" * 10**6), "-o", str(svg)]).exit_code == 0
     assert "n" * 97 + "..." in svg.read_text() and "n" * 101 not in svg.read_text()
+
+
+def test_a_device_is_written_as_it_is_and_a_link_keeps_pointing(tmp_path: Path) -> None:
+    """Nothing is renamed over /dev/null (as root, that would replace the device with a file); a
+    link's file is replaced, and the link stays a link to it."""
+    assert check_run(["report", "gpt2", "-o", os.devnull]).exit_code == 0
+    assert Path(os.devnull).is_char_device()
+    real, link = tmp_path / "real.html", tmp_path / "link.html"
+    real.write_text("old")
+    link.symlink_to(real.name)
+    assert check_run(["report", "gpt2", "-o", str(link)]).exit_code == 0
+    assert link.is_symlink() and real.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.html", "real.html"]
