@@ -267,3 +267,16 @@ def test_a_device_is_written_as_it_is_and_a_link_keeps_pointing(tmp_path: Path) 
     assert check_run(["report", "gpt2", "-o", str(link)]).exit_code == 0
     assert link.is_symlink() and real.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.html", "real.html"]
+
+
+@pytest.mark.parametrize("ref", ["../../../../etc", "2" * 40])
+def test_a_cache_ref_that_is_a_path_or_names_no_snapshot_is_one_error_line(ref: str) -> None:
+    """refs/main is the cache's own file: a path in it made huggingface_hub raise a bare ValueError."""
+    from hostile_files import cache_snapshot
+
+    repo = f"cache-org/refs-{len(ref)}"
+    snapshot = cache_snapshot(repo)
+    (snapshot.parent.parent / "refs" / "main").write_text(ref)
+    for args in (["count", repo], ["inspect", repo]):
+        result = check_run(args)
+        assert result.exit_code == 2 and "bug in gptcalc" not in result.stderr and repo in result.stderr
