@@ -44,31 +44,40 @@ def write_atomic(path: Path | None, write: Callable[[BinaryIO], None]) -> None:
     if path is None:
         write(sys.stdout.buffer)
         sys.stdout.flush()
-        return
-    if _special(path):
+    elif _special(path):
         try:
             with open(path, "wb") as handle:
                 write(handle)
         except OSError as exc:
-            raise GptcalcError(f"{path}: cannot write ({exc.strerror or exc})") from None
-        return
-    path = Path(os.path.realpath(path))
+            raise _cannot_write(path, exc) from None
+    else:
+        _write_and_rename(path, write)
+
+
+def _write_and_rename(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """A temporary file beside `path` (or the file a link there names), written, flushed to disk,
+    renamed over it; removed on failure. Errors name `path` as the user wrote it."""
+    target = Path(os.path.realpath(path))
     try:
-        fd, temporary = tempfile.mkstemp(prefix=".gptcalc-", suffix=".tmp", dir=path.parent)
+        fd, temporary = tempfile.mkstemp(prefix=".gptcalc-", suffix=".tmp", dir=target.parent)
     except OSError as exc:
-        raise GptcalcError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        raise _cannot_write(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temporary, 0o666 & ~_umask())  # mkstemp's 0600 would hide the page from everyone else
-        os.replace(temporary, path)
+        os.replace(temporary, target)
     except OSError as exc:
-        raise GptcalcError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        raise _cannot_write(path, exc) from None
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+
+
+def _cannot_write(path: Path, exc: OSError) -> GptcalcError:
+    return GptcalcError(f"{path}: cannot write ({exc.strerror or exc})")
 
 
 def _special(path: Path) -> bool:
