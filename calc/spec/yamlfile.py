@@ -22,6 +22,7 @@ __all__ = ["load_yaml", "read_yaml"]
 # libyaml's safe loader when PyYAML was built with it (several times faster), else the pure one.
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE = "tag:yaml.org,2002:merge"
+_VALUE = "tag:yaml.org,2002:value"
 
 
 class _StrictLoader(_SafeLoader):  # type: ignore[misc, valid-type]
@@ -34,6 +35,9 @@ class _StrictLoader(_SafeLoader):  # type: ignore[misc, valid-type]
         then its own, which win. Every mapping passes here before it is built (and a merged one before
         it is merged). PyYAML keeps the first pair of a key instead, so an override inside a merged
         mapping was lost (`d: {<<: *a, x: 5}` merged into `b` gave `b` the `x` of `a`)."""
+        for key_node, _ in node.value:
+            if key_node.tag == _VALUE:  # a plain `=` key is the string "=", as PyYAML reads it
+                key_node.tag = "tag:yaml.org,2002:str"
         self._check(node)
         merged: list[tuple[yaml.Node, yaml.Node]] = []
         for key_node, value_node in node.value:
