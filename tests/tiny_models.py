@@ -19,6 +19,13 @@ _DEEPSEEK = {**_COMMON, **_MOE, "num_hidden_layers": 3, "num_key_value_heads": 4
              "q_lora_rank": 24, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8,
              "n_routed_experts": 4, "n_shared_experts": 1, "first_k_dense_replace": 1, "n_group": 2,
              "topk_group": 1, "rope_theta": 5000.0}
+# DeepSeek-V3's release config (deepseek-ai/DeepSeek-V3 config.json): 256 experts in 8 groups, the best 4
+# groups kept, sigmoid scores renormalised and scaled by 2.5; YaRN rope of factor 40 over an original
+# 4096 positions, here 8, shorter than the tests' sequences.
+_DEEPSEEK_V3_ROUTING = {"n_routed_experts": 8, "n_group": 4, "topk_group": 2, "scoring_func": "sigmoid",
+                        "topk_method": "noaux_tc", "norm_topk_prob": True, "routed_scaling_factor": 2.5}
+_V3_YARN = {"type": "yarn", "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0, "original_max_position_embeddings": 8,
+            "beta_fast": 32, "beta_slow": 1}
 
 TINY: dict[str, dict[str, Any]] = {
     "gpt2": {"vocab_size": VOCAB, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64, **_IDS},
@@ -68,9 +75,7 @@ TINY: dict[str, dict[str, Any]] = {
     "qwen2_moe": {**_COMMON, **_MOE, "num_experts": 4, "shared_expert_intermediate_size": 24},
     "qwen3_moe": {**_COMMON, **_MOE, "num_experts": 4, "head_dim": 8, "norm_topk_prob": True},
     "deepseek_v2": {**_DEEPSEEK, "q_lora_rank": None, "topk_method": "group_limited_greedy"},
-    "deepseek_v3": {**_DEEPSEEK, "num_nextn_predict_layers": 0,
-                    "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
-                                     "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}},
+    "deepseek_v3": {**_DEEPSEEK, **_DEEPSEEK_V3_ROUTING, "num_nextn_predict_layers": 0, "rope_scaling": _V3_YARN},
     "glm4_moe": {**_COMMON, **_MOE, "num_hidden_layers": 3, "n_routed_experts": 4, "n_shared_experts": 1,
                  "first_k_dense_replace": 1, "n_group": 2, "topk_group": 1, "head_dim": 8, "use_qk_norm": True,
                  "num_nextn_predict_layers": 0},
