@@ -14,14 +14,18 @@ figure is only reached by truncation, the test says so.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.count import count
 from calc.analysis.memory import kv_cache
+from calc.cli import main
 from calc.spec.hf import HFConfig, read_config
 from calc.spec.load import spec_from_config
 from oracle import CONFIG_DIR, preset_config, saved, transformers_model
@@ -185,6 +189,57 @@ def test_glm_4_6_active_matches_the_glm_4_5_card() -> None:
     assert billions(b.total, 2) == 352.80 and billions(b.total + b.extra["mtp_layers"], 2) == 356.79
 
 
+def test_glm_4_7_flash() -> None:
+    # zai-org/GLM-4.7-Flash (tests/configs/model_types/glm4_moe_lite.json), model card
+    # (https://huggingface.co/zai-org/GLM-4.7-Flash): "30B-A3B", the 3B active without the token embedding
+    # and head (3.26B; 3.58B with the head). The checkpoint's tensor listing quoted beside the config copy
+    # (SOURCES.yaml) sums to 31,221,488,576 elements: the model, its MTP layer model.layers.47 (a MoE layer,
+    # enorm, hnorm, eh_proj, shared_head.norm, its own embed_tokens and shared_head.head) and the routers'
+    # e_score_correction_bias; what gptcalc shows beside the total must add up to exactly that.
+    b = breakdown(saved("glm4_moe_lite.json"))
+    assert billions(b.total, 0) == 30
+    assert billions(no_embedding(b) - b.get("lm_head"), 0) == 3
+    assert set(b.extra) == {"router_score_bias", "mtp_layers", "mtp_embedding_copies"}
+    assert b.stored_total == 31_221_488_576
+
+
+def test_kimi_k2() -> None:
+    # moonshotai/Kimi-K2-Instruct (tests/configs/model_types/kimi_k2.json), model card
+    # (https://huggingface.co/moonshotai/Kimi-K2-Instruct): "Total Parameters 1T", "Activated Parameters 32B",
+    # DeepSeek's convention (head, no embedding: 31.69B; 32.86B with the embedding as well). The checkpoint's
+    # tensor listing quoted beside the config copy (SOURCES.yaml) sums to 1,026,470,731,056 elements: the model,
+    # the routers' e_score_correction_bias, the FP8 weight_scale_inv tensors (blocks of 128 x 128, as
+    # DeepSeek-V3's) and 61 stored self_attn.rotary_emb.inv_freq of 56 elements each.
+    config = saved("kimi_k2.json")
+    b = breakdown(config)
+    assert round(b.total / 1e12) == 1
+    assert billions(no_embedding(b), 0) == 32
+    assert set(b.extra) == {"router_score_bias"}
+    assert b.stored_total + deepseek_v3_fp8_scales(config) + 61 * 56 == 1_026_470_731_056
+
+
+def test_kimi_k25_counts_the_language_model_and_says_the_vision_tower_is_not() -> None:
+    """Kimi-K2.5 (model_type kimi_k25) nests Kimi-K2 under text_config beside a vision tower: the language
+    model is counted (transformers' own KimiK25Config reads that text_config as deepseek_v3), and both
+    the text output and --json say the vision encoder is not."""
+    text = {k: v for k, v in saved("kimi_k2.json").items() if k != "quantization_config"}
+    config = {"model_type": "kimi_k25", "architectures": ["KimiK25ForConditionalGeneration"], "text_config": text,
+              "vision_config": {"vt_num_hidden_layers": 27, "vt_hidden_size": 1152}}
+    assert breakdown(config).total == breakdown(text).total == transformers_total_of(config)
+    note = "kimi_k25: the language model only (text_config); the vision encoder and projector are not counted"
+    with TemporaryDirectory() as folder:
+        path = Path(folder) / "config.json"
+        path.write_text(json.dumps(config))
+        shown = CliRunner().invoke(main, ["count", str(path)])
+        as_json = CliRunner().invoke(main, ["count", str(path), "--json"])
+    assert shown.exit_code == 0 and note in " ".join(shown.output.split())
+    assert as_json.exit_code == 0 and note in json.loads(as_json.output)["spec"]["notes"]
+
+
+def transformers_total_of(config: dict[str, Any]) -> int:
+    return sum(p.numel() for p in transformers_model(config).parameters())
+
+
 SMALL = {"vocab_size": 97, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4,
          "max_position_embeddings": 128}
 MLA = {"kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8}
@@ -224,6 +279,14 @@ BRANCHES: dict[str, dict[str, Any]] = {
     "deepseek_v3-all-dense": {"model_type": "deepseek_v3", **MLA, "intermediate_size": 48, "moe_intermediate_size": 16,
                               "n_routed_experts": 8, "num_experts_per_tok": 2, "first_k_dense_replace": 9,
                               "q_lora_rank": 24, "n_group": 2, "topk_group": 1},
+    "glm4_moe_lite-layer-types": {"model_type": "glm4_moe_lite", **MLA, "intermediate_size": 48,
+                                  "moe_intermediate_size": 16, "n_routed_experts": 8, "num_experts_per_tok": 2,
+                                  "q_lora_rank": None, "first_k_dense_replace": 3, "attention_bias": True,
+                                  "mlp_layer_types": ["sparse", "dense", "sparse", "dense"], "n_shared_experts": 2},
+    "kimi_k2-mtp-bias": {"model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"], **MLA,
+                         "intermediate_size": 48, "moe_intermediate_size": 16, "n_routed_experts": 8,
+                         "num_experts_per_tok": 2, "first_k_dense_replace": 1, "q_lora_rank": 24, "n_group": 1,
+                         "topk_group": 1, "attention_bias": True, "mlp_bias": True},
     "glm4_moe-qk-norm": {"model_type": "glm4_moe", "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 48,
                          "moe_intermediate_size": 16, "n_routed_experts": 8, "n_shared_experts": 2,
                          "num_experts_per_tok": 2, "use_qk_norm": True, "attention_bias": True},

@@ -18,13 +18,14 @@ An option the reference does not implement must be refused by name.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
 
 from click.testing import CliRunner
 
-from calc.arch import ADAPTERS
+from calc.arch import ADAPTERS, transformers_type
 from calc.cli import main
 from calc.errors import GptcalcError
 from oracle import spec_of
@@ -46,8 +47,10 @@ def random_model(data: dict):
     """transformers' model of a config mapping, random, its 1-D weights and buffers moved off their
     initial values."""
     transformers.logging.set_verbosity_error()
+    model_type = transformers_type(data, "test")  # kimi_k2: DeepseekV3 from the same keys
     data = copy.deepcopy(data)
-    config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+    data.pop("model_type")
+    config = transformers.AutoConfig.for_model(model_type, **data)
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     with torch.no_grad():
@@ -61,6 +64,9 @@ def transformers_model(model_type: str, path: Path):
     """transformers' tiny model of `model_type`, written to `path` by save_pretrained."""
     model = random_model(tiny_config(model_type))
     model.save_pretrained(path)
+    if model_type != model.config.model_type:  # an alias: its config.json says kimi_k2, as the Hub's does
+        config = json.loads((path / "config.json").read_text())
+        (path / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
     return model
 
 
@@ -114,6 +120,9 @@ ROPE_SCALINGS = [
     ("yarn", "deepseek_v2", {"rope_scaling": {**YARN, "factor": 40, "mscale": 0.707, "mscale_all_dim": 0.707}}),
     # source: deepseek-ai/DeepSeek-V3 (presets/deepseek-v3.yaml)
     ("yarn", "deepseek_v3", {"rope_scaling": {**YARN, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0}}),
+    # source: moonshotai/Kimi-K2-Instruct (tests/configs/model_types/kimi_k2.json): beta_fast = beta_slow = 1
+    ("yarn", "kimi_k2", {"rope_scaling": {**YARN, "factor": 32.0, "beta_fast": 1.0, "beta_slow": 1.0, "mscale": 1.0,
+                                          "mscale_all_dim": 1.0}}),
     # source: allenai/Olmo-3.1-32B-Instruct (tests/configs/model_types/olmo3.json): an explicit attention_factor
     ("yarn", "olmo3", {"rope_scaling": {**YARN, "rope_type": "yarn", "factor": 8.0,
                                         "attention_factor": 1.2079441541679836}}),

@@ -76,6 +76,13 @@ TINY: dict[str, dict[str, Any]] = {
     "qwen3_moe": {**_COMMON, **_MOE, "num_experts": 4, "head_dim": 8, "norm_topk_prob": True},
     "deepseek_v2": {**_DEEPSEEK, "q_lora_rank": None, "topk_method": "group_limited_greedy"},
     "deepseek_v3": {**_DEEPSEEK, **_DEEPSEEK_V3_ROUTING, "num_nextn_predict_layers": 0, "rope_scaling": _V3_YARN},
+    # Kimi-K2's config.json (moonshotai/Kimi-K2-Instruct): DeepSeek-V3 named as its architecture, one group,
+    # x2.827, YaRN factor 32 with beta_fast = beta_slow = 1, rope_theta 50000
+    "kimi_k2": {**_DEEPSEEK, **_DEEPSEEK_V3_ROUTING, "n_group": 1, "topk_group": 1, "routed_scaling_factor": 2.827,
+                "architectures": ["DeepseekV3ForCausalLM"], "num_nextn_predict_layers": 0, "rope_theta": 50000.0,
+                "rope_scaling": {**_V3_YARN, "factor": 32.0, "beta_fast": 1.0, "beta_slow": 1.0}},
+    # GLM-4.7-Flash: first_k_dense_replace is not read; mlp_layer_types (left out: dense, then sparse) is
+    "glm4_moe_lite": {**_DEEPSEEK, **_DEEPSEEK_V3_ROUTING, "first_k_dense_replace": 2, "routed_scaling_factor": 1.8},
     "glm4_moe": {**_COMMON, **_MOE, "num_hidden_layers": 3, "n_routed_experts": 4, "n_shared_experts": 1,
                  "first_k_dense_replace": 1, "n_group": 2, "topk_group": 1, "head_dim": 8, "use_qk_norm": True,
                  "num_nextn_predict_layers": 0},

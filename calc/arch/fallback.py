@@ -48,8 +48,12 @@ def transformers_model(config: dict[str, Any], device: str = "meta", text_only: 
     import torch
     import transformers
 
+    from calc.arch import transformers_type
+
     data = copy.deepcopy(config)
-    hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+    data.pop("model_type", None)
+    # A model_type transformers reads as another (kimi_k2: DeepseekV3, as its architectures says)
+    hf_config = transformers.AutoConfig.for_model(transformers_type(config, "config.json"), **data)
     if text_only and "text_config" in config:
         hf_config = hf_config.get_text_config()
     layers = getattr(hf_config.get_text_config(), "num_hidden_layers", 0)

@@ -94,7 +94,8 @@ LAYOUTS: dict[str, dict[str, Any]] = {
             "qkv": "attn.Wqkv", "o": "attn.out_proj", "up": "ffn.up_proj", "down": "ffn.down_proj",
             "qkv_order": "concat"},
     **{t: LLAMA for t in ("llama", "mistral", "ministral3", "qwen2", "qwen3", "granite", "smollm3", "gemma", "olmo",
-                          "stablelm", "deepseek_v2", "deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe")},
+                          "stablelm", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "glm4_moe_lite", "qwen3_moe",
+                          "olmoe")},
     "gemma2": {**LLAMA, **_SANDWICH},
     "gemma3_text": {**LLAMA, **_SANDWICH},
     **{t: {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"}
