@@ -218,6 +218,15 @@ def test_kimi_k2() -> None:
     assert b.stored_total + deepseek_v3_fp8_scales(config) + 61 * 56 == 1_026_470_731_056
 
 
+def test_mimo_v2_flash() -> None:
+    # XiaomiMiMo/MiMo-V2-Flash model card (https://huggingface.co/XiaomiMiMo/MiMo-V2-Flash): "309B total
+    # parameters and 15B active parameters", active with the embedding and head (15.45B; 14.20B without),
+    # counted on the transcribed config (tests/configs/model_types/mimo_v2_flash.json).
+    b = breakdown(saved("mimo_v2_flash.json"))
+    assert billions(b.total, 0) == 309
+    assert billions(b.active, 0) == 15
+
+
 def test_kimi_k25_counts_the_language_model_and_says_the_vision_tower_is_not() -> None:
     """Kimi-K2.5 (model_type kimi_k25) nests Kimi-K2 under text_config beside a vision tower: the language
     model is counted (transformers' own KimiK25Config reads that text_config as deepseek_v3), and both
@@ -287,6 +296,16 @@ BRANCHES: dict[str, dict[str, Any]] = {
                          "intermediate_size": 48, "moe_intermediate_size": 16, "n_routed_experts": 8,
                          "num_experts_per_tok": 2, "first_k_dense_replace": 1, "q_lora_rank": 24, "n_group": 1,
                          "topk_group": 1, "attention_bias": True, "mlp_bias": True},
+    "mimo_v2_flash-rope-window": {"model_type": "mimo_v2_flash", "num_key_value_heads": 2, "head_dim": 24,
+                                  "v_head_dim": 16, "intermediate_size": 48, "moe_intermediate_size": 16,
+                                  "n_routed_experts": 4, "num_experts_per_tok": 2, "attention_bias": True,
+                                  "sliding_window": 9, "attention_value_scale": None,
+                                  "mlp_layer_types": ["sparse", "dense", "sparse", "dense"],
+                                  "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                                                  "sliding_attention"],
+                                  "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 7.0e5},
+                                                      "sliding_attention": {"rope_type": "default", "rope_theta": 1.0e4,
+                                                                            "partial_rotary_factor": 0.5}}},
     "glm4_moe-qk-norm": {"model_type": "glm4_moe", "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 48,
                          "moe_intermediate_size": 16, "n_routed_experts": 8, "n_shared_experts": 2,
                          "num_experts_per_tok": 2, "use_qk_norm": True, "attention_bias": True},

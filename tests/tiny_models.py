@@ -86,6 +86,12 @@ TINY: dict[str, dict[str, Any]] = {
     "glm4_moe": {**_COMMON, **_MOE, "num_hidden_layers": 3, "n_routed_experts": 4, "n_shared_experts": 1,
                  "first_k_dense_replace": 1, "n_group": 2, "topk_group": 1, "head_dim": 8, "use_qk_norm": True,
                  "num_nextn_predict_layers": 0},
+    # MiMo-V2-Flash: 12-wide query/key heads, 8-wide values scaled by 0.707, sliding layers with twice the KV
+    # heads and sinks (window sliding_window_size + 1 = 5), rotary on int(12 x 0.334) = 4 channels
+    "mimo_v2_flash": {**_COMMON, **_MOE, "num_hidden_layers": 4, "num_key_value_heads": 1, "head_dim": 12,
+                      "v_head_dim": 8, "sliding_window_size": 4, "attention_bias": True, "n_routed_experts": 4,
+                      "n_group": 2, "topk_group": 1, "routed_scaling_factor": None,
+                      "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"]},
     "gpt_oss": {**_COMMON, "head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 5,
                 "intermediate_size": 16},
     "llama4_text": {**_COMMON, "head_dim": 8, "intermediate_size_mlp": 48, "num_local_experts": 4,

@@ -14,7 +14,8 @@ from typing import Any
 from calc.arch.common import KEYS, gated_mlp, layer_runs
 from calc.arch.config import Config
 
-__all__ = ["deepseek_moe", "dense_then_moe", "experts", "grouped_sigmoid", "mlp_typed_stack", "mtp"]
+__all__ = ["MLP_LAYER_TYPES", "deepseek_moe", "dense_then_moe", "experts", "grouped_sigmoid", "mlp_layer_types",
+           "mlp_typed_stack", "mtp"]
 
 
 def experts(cfg: Config, n_experts_keys: tuple[str, ...], d_ff_key: str, **changes: Any) -> dict[str, Any]:
@@ -66,10 +67,11 @@ MLP_LAYER_TYPES = {"dense": "dense", "sparse": "moe"}
 def mlp_typed_stack(cfg: Config, blocks: dict[str, dict[str, Any]], mtp: dict[str, Any] | None) -> dict[str, Any]:
     """ModelSpec's blocks, layers and mtp when `mlp_layer_types` says which layers are dense and which
     MoE ("dense" / "sparse"; Glm4MoeLiteConfig fills one dense layer, then sparse ones, when it is left out)."""
-    return _stack([MLP_LAYER_TYPES[kind] for kind in _mlp_layer_types(cfg)], blocks, mtp)
+    return _stack([MLP_LAYER_TYPES[kind] for kind in mlp_layer_types(cfg)], blocks, mtp)
 
 
-def _mlp_layer_types(cfg: Config) -> list[str]:
+def mlp_layer_types(cfg: Config) -> list[str]:
+    """Each layer's `mlp_layer_types` entry, "dense" or "sparse" (left out: one dense layer, then sparse)."""
     n_layers = cfg.int(*KEYS["n_layers"])
     kinds = cfg.list("mlp_layer_types")
     if kinds is None:

@@ -9,7 +9,7 @@ checkpoint reader and the shape check cannot disagree about a name.
 Roles a layout may set (absent: the model_type has no such tensor):
 - model: embed, positions, embed_norm, project_in, project_out, final_norm, lm_head, layers
 - norms by position: attn_in, attn_out, mlp_in, mlp_out (parallel_norms: a parallel block's two)
-- attention: q, k, v, qkv (fused), o, q_norm, k_norm, sinks; MLA: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b
+- attention: q, k, v, qkv (fused), o, q_norm, k_norm, sinks (a `hub` name too: MiMo-V2-Flash's); MLA: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b
 - MLP: gate, up, down, gate_up (fused); MoE: router, experts, shared, shared_gate, score_bias
 
 Routed experts are stored the way transformers 5 saves them: two fused 3-D tensors per layer,
@@ -111,6 +111,8 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                    "hub": {"router": "block_sparse_moe.router.layer", "experts.gate_up": "block_sparse_moe.input_linear.weight",
                            "experts.down": "block_sparse_moe.output_linear.weight"}},
     "qwen2_moe": {**LLAMA, "shared": "mlp.shared_expert"},
+    # the Hub's MiMo-V2-Flash names its sinks attention_sink_bias (transformers' conversion_mapping renames them)
+    "mimo_v2_flash": {**LLAMA, "hub": {**_PER_EXPERT, "sinks": "self_attn.attention_sink_bias"}},
     "gpt_oss": {**LLAMA, "router": "mlp.router", "experts_order": "in_out_interleaved", "hub": {}},
     "llama4_text": {**LLAMA, "gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj",
                     "down": "feed_forward.down_proj", "router": "feed_forward.router",

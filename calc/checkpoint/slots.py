@@ -60,15 +60,16 @@ class _Slots:
             self.add(f"{role}.bias", f"{path}.bias", shape, target, init="zeros", kind="norm")
 
 
-def _attention(s: _Slots, a: Any, d: int) -> None:
+def _attention(s: _Slots, a: Any, d: int, hub: bool = False) -> None:
+    """Q, K, V (or fused), QK-norms, sinks (under the Hub's name where a layout's `hub` renames them), W_O."""
     if a.kind == "mla":
         return _mla(s, a, d)
-    q, kv = a.q_dim, a.kv_dim
+    q, kv, v = a.q_dim, a.kv_dim, a.v_dim
     if a.fused_qkv:
         bias = ("q_bias", "k_bias", "v_bias") if a.q_bias else None
-        s.linear("qkv", d, q + 2 * kv, ("q", "k", "v"), bias, (q, kv, kv))
+        s.linear("qkv", d, q + kv + v, ("q", "k", "v"), bias, (q, kv, v))
     else:
-        for role, width, bias in (("q", q, a.q_bias), ("k", kv, a.k_bias), ("v", kv, a.v_bias)):
+        for role, width, bias in (("q", q, a.q_bias), ("k", kv, a.k_bias), ("v", v, a.v_bias)):
             s.linear(role, d, width, role, bias and f"{role}_bias")
     if a.qk_norm is not None:
         head = a.qk_norm.scope == "head"
@@ -76,8 +77,8 @@ def _attention(s: _Slots, a: Any, d: int) -> None:
             width = a.head_dim if head else ((heads, a.head_dim) if s.lay.get("qk_norm_heads") else heads * a.head_dim)
             s.norm(role, a.qk_norm.norm, width, role)
     if a.sinks:
-        s.add("sinks", s.lay["sinks"], (a.n_heads,), "attn_sinks")
-    s.linear("o", q, d, "attn_out", a.o_bias and "attn_out_bias")
+        s.add("sinks", ((s.lay.get("hub") or {}) if hub else {}).get("sinks", s.lay["sinks"]), (a.n_heads,), "attn_sinks")
+    s.linear("o", a.o_dim, d, "attn_out", a.o_bias and "attn_out_bias")
 
 
 def _mla(s: _Slots, a: Any, d: int) -> None:
@@ -160,7 +161,7 @@ def block_slots(lay: dict[str, Any], block: Block, d: int, hub: bool = False) ->
     positions = sorted(block.norms, key=order.get)
     for position in (p for p in positions if p == "attn_in"):
         s.norm(position, block.norm, d, targets[position], norm_path[position])
-    _attention(s, block.attention, d)
+    _attention(s, block.attention, d, hub)
     for position in (p for p in positions if p in ("attn_out", "mlp_in")):
         s.norm(position, block.norm, d, targets[position], norm_path[position])
     if block.mlp.kind == "moe":

@@ -5,7 +5,7 @@ BLOOM and Falcon store it: each group's queries, then its key, then its value); 
 head or the full width, before rotary; rotary on the first rotary_dim channels; ALiBi; scores
 scaled by `scale` (1/sqrt(head_dim) unless the spec says otherwise), soft-capped, masked causally
 and to a sliding window; gpt-oss's sinks as one extra logit per head that takes probability mass
-and is then dropped. The cache holds every key and value after rotary; a sliding-window layer's
+and is then dropped; values (as wide as keys, or v_head_dim) optionally times `value_scale`. The cache holds every key and value after rotary; a sliding-window layer's
 rolls, keeping the last `window` positions, and its queries read only the keys they can see.
 """
 
@@ -76,7 +76,7 @@ class Attention(Part):
             return w["q"](x), w["k"](x), w["v"](x)
         qkv = w["qkv"](x)
         if self.qkv_order != "grouped":
-            return qkv.split([s.q_dim, s.kv_dim, s.kv_dim], dim=-1)
+            return qkv.split([s.q_dim, s.kv_dim, s.v_dim], dim=-1)
         B, T, _ = qkv.shape
         grouped = qkv.view(B, T, s.n_kv_heads, s.group_size + 2, s.head_dim)
         return (grouped[..., :-2, :].reshape(B, T, s.q_dim), grouped[..., -2, :].reshape(B, T, s.kv_dim),
@@ -104,6 +104,8 @@ class Attention(Part):
             trace("q_norm", q)  # over the full width, before the split: [B, T, h·hd]
             trace("k_norm", k)
         q, k, v = split_heads(q, s.n_heads), split_heads(k, s.n_kv_heads), split_heads(v, s.n_kv_heads)
+        if s.value_scale is not None:  # MiMo-V2-Flash scales the values before they are cached
+            v = v * s.value_scale
         if self.rotary is not None:
             cos, sin = self.rotary.cos_sin(ctx.positions, q.dtype)
             q, k = self.rotary.apply(q, cos, sin), self.rotary.apply(k, cos, sin)
