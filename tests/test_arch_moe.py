@@ -227,6 +227,18 @@ def test_mimo_v2_flash() -> None:
     assert billions(b.active, 0) == 15
 
 
+def test_laguna_xs2() -> None:
+    # Laguna XS.2's model card (quoted at https://api-inference.hf-mirror.com/FenomAI/Laguna-XS.2-INT4): "33B
+    # total parameter Mixture-of-Experts model with 3B activated parameters per token", 10 global and 30 sliding-
+    # window layers; on the transcribed config (tests/configs/model_types/laguna.json), active with the embedding
+    # and head (3.02B; 2.61B without). The routers' e_score_correction_bias are frozen parameters: counted.
+    b = breakdown(saved("laguna.json"))
+    assert billions(b.total, 0) == 33
+    assert billions(b.active, 0) == 3
+    assert b.get("router_correction") == 39 * 256 and not b.extra
+    assert [block.layers for block in b.blocks if block.name.startswith("sliding")] == [30]
+
+
 def test_kimi_k25_counts_the_language_model_and_says_the_vision_tower_is_not() -> None:
     """Kimi-K2.5 (model_type kimi_k25) nests Kimi-K2 under text_config beside a vision tower: the language
     model is counted (transformers' own KimiK25Config reads that text_config as deepseek_v3), and both
@@ -306,6 +318,12 @@ BRANCHES: dict[str, dict[str, Any]] = {
                                   "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 7.0e5},
                                                       "sliding_attention": {"rope_type": "default", "rope_theta": 1.0e4,
                                                                             "partial_rotary_factor": 0.5}}},
+    "laguna-per-element-gate": {"model_type": "laguna", "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48,
+                                "moe_intermediate_size": 16, "shared_expert_intermediate_size": 24, "num_experts": 4,
+                                "num_experts_per_tok": 2, "gating": "per-element", "attention_bias": True,
+                                "num_attention_heads_per_layer": [4, 8, 4, 8], "moe_router_logit_softcapping": 30.0,
+                                "layer_types": ["full_attention", "sliding_attention"] * 2,
+                                "mlp_layer_types": ["sparse", "dense", "sparse", "sparse"]},
     "glm4_moe-qk-norm": {"model_type": "glm4_moe", "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 48,
                          "moe_intermediate_size": 16, "n_routed_experts": 8, "n_shared_experts": 2,
                          "num_experts_per_tok": 2, "use_qk_norm": True, "attention_bias": True},

@@ -92,6 +92,12 @@ TINY: dict[str, dict[str, Any]] = {
                       "v_head_dim": 8, "sliding_window_size": 4, "attention_bias": True, "n_routed_experts": 4,
                       "n_group": 2, "topk_group": 1, "routed_scaling_factor": None,
                       "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"]},
+    # Laguna: query heads per layer, sliding and full layers (rotary on half of the full ones' heads), a softplus
+    # output gate per head, per-head QK-norm, a soft-capped sigmoid router with a shared expert
+    "laguna": {**_COMMON, **_MOE, "num_hidden_layers": 4, "head_dim": 8, "num_experts": 4, "sliding_window": 5,
+               "shared_expert_intermediate_size": 24, "attention_bias": True, "num_attention_heads_per_layer": [4, 8, 4, 2],
+               "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+               "moe_router_logit_softcapping": 1.5, "moe_routed_scaling_factor": 2.5},
     "gpt_oss": {**_COMMON, "head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 5,
                 "intermediate_size": 16},
     "llama4_text": {**_COMMON, "head_dim": 8, "intermediate_size_mlp": 48, "num_local_experts": 4,

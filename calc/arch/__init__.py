@@ -50,6 +50,7 @@ ADAPTERS: dict[str, str] = {
     "glm4_moe_lite": "deepseek",
     "gpt_oss": "gpt_oss",
     "mimo_v2_flash": "mimo_v2_flash",
+    "laguna": "laguna",
     "gpt_bigcode": "gpt_bigcode",
     "gpt_neox": "gpt_neox",
     "gptj": "gptj",

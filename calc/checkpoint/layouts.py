@@ -9,7 +9,7 @@ checkpoint reader and the shape check cannot disagree about a name.
 Roles a layout may set (absent: the model_type has no such tensor):
 - model: embed, positions, embed_norm, project_in, project_out, final_norm, lm_head, layers
 - norms by position: attn_in, attn_out, mlp_in, mlp_out (parallel_norms: a parallel block's two)
-- attention: q, k, v, qkv (fused), o, q_norm, k_norm, sinks (a `hub` name too: MiMo-V2-Flash's); MLA: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b
+- attention: q, k, v, qkv (fused), o, g (Laguna's output gate), q_norm, k_norm, sinks (a `hub` name too: MiMo-V2-Flash's); MLA: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b
 - MLP: gate, up, down, gate_up (fused); MoE: router, experts, shared, shared_gate, score_bias
 
 Routed experts are stored the way transformers 5 saves them: two fused 3-D tensors per layer,
@@ -43,7 +43,7 @@ LLAMA: dict[str, Any] = {
     "layers": "model.layers",
     "attn_in": "input_layernorm", "mlp_in": "post_attention_layernorm",
     "q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "qkv": "self_attn.qkv_proj",
-    "o": "self_attn.o_proj", "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm", "sinks": "self_attn.sinks",
+    "o": "self_attn.o_proj", "g": "self_attn.g_proj", "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm", "sinks": "self_attn.sinks",
     "q_a": "self_attn.q_a_proj", "q_a_norm": "self_attn.q_a_layernorm", "q_b": "self_attn.q_b_proj",
     "kv_a": "self_attn.kv_a_proj_with_mqa", "kv_a_norm": "self_attn.kv_a_layernorm", "kv_b": "self_attn.kv_b_proj",
     "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj", "gate_up": "mlp.gate_up_proj",
@@ -113,6 +113,9 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     "qwen2_moe": {**LLAMA, "shared": "mlp.shared_expert"},
     # the Hub's MiMo-V2-Flash names its sinks attention_sink_bias (transformers' conversion_mapping renames them)
     "mimo_v2_flash": {**LLAMA, "hub": {**_PER_EXPERT, "sinks": "self_attn.attention_sink_bias"}},
+    # Laguna's Hub checkpoints: mlp.shared_expert and the correction bias under mlp.experts (conversion_mapping)
+    "laguna": {**LLAMA, "hub": {**_PER_EXPERT, "shared": "mlp.shared_expert",
+                                "score_bias": "mlp.experts.e_score_correction_bias"}},
     "gpt_oss": {**LLAMA, "router": "mlp.router", "experts_order": "in_out_interleaved", "hub": {}},
     "llama4_text": {**LLAMA, "gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj",
                     "down": "feed_forward.down_proj", "router": "feed_forward.router",
@@ -146,7 +149,7 @@ def with_base(name: str, lay: dict[str, Any], model_level: set[str] | dict[str, 
 
 
 ROLE_ORDER = ("embed", "positions", "embed_norm", "project_in", "layers", "attn_in", "q", "k", "v", "qkv", "q_norm",
-              "k_norm", "sinks", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "o", "attn_out", "mlp_in",
+              "k_norm", "sinks", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "g", "o", "attn_out", "mlp_in",
               "gate", "up", "gate_up", "down", "router", "score_bias", "experts", "shared", "shared_gate", "mlp_out",
               "parallel_norms", "final_norm", "project_out", "lm_head")
 

@@ -78,6 +78,8 @@ def _attention(s: _Slots, a: Any, d: int, hub: bool = False) -> None:
             s.norm(role, a.qk_norm.norm, width, role)
     if a.sinks:
         s.add("sinks", ((s.lay.get("hub") or {}) if hub else {}).get("sinks", s.lay["sinks"]), (a.n_heads,), "attn_sinks")
+    if a.gate is not None:
+        s.linear("g", d, a.gate_width, "attn_gate")
     s.linear("o", a.o_dim, d, "attn_out", a.o_bias and "attn_out_bias")
 
 
@@ -116,8 +118,10 @@ def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
     lay, e, f = s.lay, m.n_experts, m.d_ff
     names = {**lay, **(lay.get("hub") or {})} if hub else lay
     s.linear("router", d, e, "router", m.router_bias and "router_bias", path=names["router"])
-    if m.score_bias:
-        s.add("score_bias", lay["score_bias"], (e,), None, init="buffer")
+    if m.score_bias and m.score_bias_parameter:  # Laguna's, a frozen parameter
+        s.add("score_bias", names["score_bias"], (e,), "router_correction", init="zeros")
+    elif m.score_bias:
+        s.add("score_bias", names["score_bias"], (e,), None, init="buffer")
     if hub and "expert_gate" in names:
         for role, n_in, n_out in (("gate", d, f), ("up", d, f), ("down", f, d)):
             if role != "gate" or m.gated:
@@ -126,7 +130,7 @@ def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
     else:
         _fused_experts(s, m, d, names if hub else lay)
     if m.shared is not None:
-        _mlp(s, m.shared, d, "shared_mlp", lay["shared"])
+        _mlp(s, m.shared, d, "shared_mlp", names["shared"])
         if m.shared_gate:
             s.linear("shared_gate", d, 1, "shared_expert_gate")
 

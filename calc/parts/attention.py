@@ -23,7 +23,7 @@ from typing import Any, Literal
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.norm import Norm
 
-__all__ = ["LABELS", "Attention", "HeadWidths", "QKNorm", "Rope", "attention_kind"]
+__all__ = ["LABELS", "Attention", "HeadWidths", "OutputGate", "QKNorm", "Rope", "attention_kind"]
 
 
 class HeadWidths:
@@ -80,6 +80,13 @@ class QKNorm(Part):
     after_rope: bool = False  # Llama-4 normalises the rotated queries and keys
 
 
+class OutputGate(Part):
+    """Laguna's gate on the heads' output before W_O: activation(x·W_G), one value per head (broadcast
+    over its channels) or per channel; W_G is d_model x h (or h·value_head_dim), without a bias."""
+    scope: Literal["head", "element"] = "head"
+    activation: Literal["softplus"] = "softplus"
+
+
 class Temperature(Part):
     """Llama-4's query temperature on its layers without rotary: queries times
     1 + scale · ln(1 + ⌊(position + 1) / floor⌋) (attn_scale, floor_scale)."""
@@ -109,6 +116,7 @@ class Attention(HeadWidths, Part):
     scale: float | None = Field(default=None, gt=0, strict=False)  # softmax scale; None: 1/sqrt(head_dim)
     chunk: int | None = Field(default=None, gt=0)  # Llama-4's chunked attention: keys of the same chunk only
     temperature: Temperature | None = None
+    gate: OutputGate | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -148,12 +156,20 @@ class Attention(HeadWidths, Part):
         return present(
             q=d * q, q_bias=q * self.q_bias, k=d * kv, k_bias=kv * self.k_bias, v=d * v, v_bias=v * self.v_bias,
             q_norm=q_norm, k_norm=k_norm, attn_sinks=self.n_heads * self.sinks,
-            attn_out=self.o_dim * d, attn_out_bias=d * self.o_bias,
+            attn_gate=d * self.gate_width, attn_out=self.o_dim * d, attn_out_bias=d * self.o_bias,
         )
+
+    @property
+    def gate_width(self) -> int:
+        """W_G's output width: one per head, or one per output channel; 0 without an output gate."""
+        if self.gate is None:
+            return 0
+        return self.n_heads if self.gate.scope == "head" else self.o_dim
 
     def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
         """Each weight matrix's input width and how many there are per layer (for quantisation layouts)."""
-        return {"q": (d_model, 1), "k": (d_model, 1), "v": (d_model, 1), "attn_out": (self.o_dim, 1)}
+        gate = {"attn_gate": (d_model, 1)} if self.gate else {}
+        return {"q": (d_model, 1), "k": (d_model, 1), "v": (d_model, 1), **gate, "attn_out": (self.o_dim, 1)}
 
     def kv_per_token(self) -> tuple[int, int]:
         """Elements cached per token in one layer: (K, V), n_kv_heads x head_dim and n_kv_heads x value_head_dim."""
@@ -166,6 +182,8 @@ class Attention(HeadWidths, Part):
         if self.rope and self.rope.rotary_dim < self.head_dim:
             extras.append(f"rotary on {self.rope.rotary_dim} of {self.head_dim} channels")
         extras += [name for name, on in (("ALiBi", self.alibi), ("QK-norm", self.qk_norm), ("sinks", self.sinks)) if on]
+        if self.gate:
+            extras.append(f"{self.gate.activation} output gate per {self.gate.scope}")
         if self.softcap:
             extras.append(f"logits soft-capped at {self.softcap:g}")
         more = "; " + ", ".join(extras) if extras else ""
@@ -190,6 +208,7 @@ LABELS = {
     "q_norm": "Q norm",
     "k_norm": "K norm",
     "attn_sinks": "attention sinks",
+    "attn_gate": "attention output gate (W_G)",
     "attn_out": "attention output (WO)",
     "attn_out_bias": "attention output bias",
 }

@@ -35,6 +35,8 @@ class MoE(Part):
     fused_gate_up: bool = False
     router_bias: bool = False
     score_bias: bool = False  # DeepSeek-V3's e_score_correction_bias, one per expert: a stored buffer
+    score_bias_parameter: bool = False  # Laguna keeps it as a (frozen) parameter, which counts
+    router_softcap: float | None = Field(default=None, gt=0, strict=False)  # Laguna: router logits c·tanh(l/c)
     shared: MLP | None = None  # the shared expert(s), as one MLP of their combined d_ff
     n_shared: int = Field(default=0, ge=0)  # how many experts `shared` stands for (DeepSeek: 1 or 2)
     shared_gate: bool = False  # Qwen2-MoE: a sigmoid gate d -> 1 on the shared expert's output
@@ -71,7 +73,8 @@ class MoE(Part):
 
     def params(self, d_model: int) -> dict[str, int]:
         e = self.n_experts
-        rows = present(router=d_model * e, router_bias=e * self.router_bias)
+        rows = present(router=d_model * e, router_bias=e * self.router_bias,
+                       router_correction=e * (self.score_bias and self.score_bias_parameter))
         rows.update({name: e * n for name, n in self.expert_params(d_model).items()})
         if self.shared is not None:
             rows.update(self.shared.params(d_model, prefix="shared_mlp"))
@@ -90,7 +93,7 @@ class MoE(Part):
 
     def buffers(self) -> dict[str, int]:
         """What one layer stores beside its parameters: the router's score correction bias."""
-        return present(router_score_bias=self.n_experts * self.score_bias)
+        return present(router_score_bias=self.n_experts * (self.score_bias and not self.score_bias_parameter))
 
     def active_params(self, d_model: int) -> dict[str, int]:
         """What one token uses: every row, with top_k routed experts instead of all of them."""
@@ -107,6 +110,7 @@ LABELS = {
     "router": "router",
     "router_bias": "router bias",
     "router_score_bias": "router score correction bias (buffer)",
+    "router_correction": "router score correction bias",
     "experts_gate": "experts gate",
     "experts_gate_bias": "experts gate bias",
     "experts_up": "experts up",

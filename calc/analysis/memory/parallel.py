@@ -29,7 +29,7 @@ from calc.spec.model import ModelSpec
 __all__ = ["Layout", "Stage", "pp_partitions", "stage_kv", "stages"]
 
 # Whole on every tensor-parallel GPU (everything else in a layer is sharded tp ways).
-REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "router", "router_bias", "router_score_bias",
+REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "router", "router_bias", "router_score_bias", "router_correction",
               "shared_expert_gate", "q_a", "q_a_bias", "kv_a", "kv_a_bias", "position_embedding", "embedding_norm",
               "lm_head_bias", "project_in", "project_out")
 EXPERTS = "experts_"

@@ -130,14 +130,26 @@ def attend(d: Dims, a: Attention | MLA, rows: Rows, query: Shape, keys_t: Shape,
         softmax += "; the sink's column is dropped after the softmax (it only takes weight away)"
     heads_out = d.shape("B", "h", d.new, values.names[-1])
     concat = d.shape("B", d.new, f"h·{values.names[-1]}")
+    gate = _gate(d, a, rows, concat) if isinstance(a, Attention) and a.gate else []
     return steps + [
         d.step("attn_weights", "causal mask + softmax", scores, (steps[-1].output,), note=softmax),
         d.step("attn_heads_out", "weights·V", heads_out, (scores, values), flops=matmul_flops(scores, values),
                note="each head's weighted sum of values"),
         d.step("attn_concat", "concatenate heads", concat, (heads_out,), note="back to one row per token"),
+        *gate,
         d.linear("attn_out", "output projection ·W_O", concat, d.shape(concat.names[-1], "d_model"), d.hidden,
                  rows.take("attn_out", "attn_out_bias"), "mixes the heads' results back into d_model"),
     ]
+
+
+def _gate(d: Dims, a: Attention, rows: Rows, concat: Shape) -> list[Step]:
+    """Laguna: activation(x·W_G), one value per head (or per channel), times the heads' output."""
+    width = "h" if a.gate.scope == "head" else concat.names[-1]
+    gate = d.shape("B", d.new, width)
+    return [d.linear("attn_gate", f"gate = {a.gate.activation}(x·W_G)", d.hidden, d.shape("d_model", width), gate,
+                     rows.take("attn_gate"), f"one gate per {a.gate.scope} of each token's heads"),
+            d.step("attn_gated", "heads' output × gate", concat, (concat, gate),
+                   note="each head's output scaled by its gate" if a.gate.scope == "head" else "channel by channel")]
 
 
 def _sinks(d: Dims, rows: Rows, scores: Shape) -> Step:

@@ -5,7 +5,7 @@ BLOOM and Falcon store it: each group's queries, then its key, then its value); 
 head or the full width, before rotary; rotary on the first rotary_dim channels; ALiBi; scores
 scaled by `scale` (1/sqrt(head_dim) unless the spec says otherwise), soft-capped, masked causally
 and to a sliding window; gpt-oss's sinks as one extra logit per head that takes probability mass
-and is then dropped; values (as wide as keys, or v_head_dim) optionally times `value_scale`. The cache holds every key and value after rotary; a sliding-window layer's
+and is then dropped; Laguna's softplus gate on the heads' output; values (as wide as keys, or v_head_dim) optionally times `value_scale`. The cache holds every key and value after rotary; a sliding-window layer's
 rolls, keeping the last `window` positions, and its queries read only the keys they can see.
 """
 
@@ -137,8 +137,23 @@ class Attention(Part):
         B, _, T, _ = y.shape
         y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, nh*hs)
         trace("attn_concat", y)
+        if s.gate is not None:
+            y = self._gated(x, y, trace)
         y = self.weights["o"](y)  # (B, T, d)
         trace("attn_out", y)
+        return y
+
+
+    def _gated(self, x: torch.Tensor, y: torch.Tensor, trace: Any) -> torch.Tensor:
+        """Laguna: the heads' output [B, T, h·v] times softplus(x·W_G) in float32, per head or per channel."""
+        gate = torch.nn.functional.softplus(self.weights["g"](x).float()).to(y.dtype)  # (B, T, h) or (B, T, h·v)
+        trace("attn_gate", gate)
+        if self.spec.gate.scope == "head":
+            B, T, _ = y.shape
+            y = (y.view(B, T, self.spec.n_heads, -1) * gate[..., None]).reshape(B, T, -1)
+        else:
+            y = y * gate
+        trace("attn_gated", y)
         return y
 
 

@@ -26,7 +26,7 @@ from calc.spec.model import NORM_COMPONENTS, Block
 
 __all__ = ["Layer", "make_norm"]
 
-ATTENTION_ROLES = {"q", "k", "v", "qkv", "o", "q_norm", "k_norm", "sinks", "q_a", "q_a_norm", "q_b", "kv_a",
+ATTENTION_ROLES = {"q", "k", "v", "qkv", "o", "g", "q_norm", "k_norm", "sinks", "q_a", "q_a_norm", "q_b", "kv_a",
                    "kv_a_norm", "kv_b"}
 NORM_ROLES = {"attn_in", "attn_out", "mlp_in", "mlp_out"}
 
