@@ -28,7 +28,8 @@ from calc.analysis.memory import kv_cache
 from calc.cli import main
 from calc.spec.hf import HFConfig, read_config
 from calc.spec.load import spec_from_config
-from oracle import CONFIG_DIR, preset_config, saved, transformers_model
+from calc.errors import GptcalcError
+from oracle import CONFIG_DIR, preset_config, saved, spec_of, transformers_model
 
 
 def breakdown(config: Path | dict[str, Any]) -> Breakdown:
@@ -358,3 +359,17 @@ def test_score_bias_is_a_buffer_not_a_parameter() -> None:
     model = transformers_model(config)
     assert sum(buf.numel() for name, buf in model.named_buffers() if "e_score_correction_bias" in name) == \
         b.extra["router_score_bias"]
+
+
+@pytest.mark.parametrize(("config", "named"), [
+    ({"model_type": "kimi_k2", "architectures": ["KimiLinearForCausalLM"]}, "architectures: .* only when it names"),
+    ({"model_type": "glm4_moe_lite", "num_hidden_layers": 2, "mlp_layer_types": ["dense", "moe"]}, "mlp_layer_types"),
+    ({"model_type": "mimo_v2_flash", "num_hidden_layers": 2, "mlp_layer_types": ["dense"]}, "mlp_layer_types"),
+    ({"model_type": "laguna", "num_hidden_layers": 2, "num_attention_heads_per_layer": [8]}, "num_attention_heads_per_layer"),
+    ({"model_type": "laguna", "num_hidden_layers": 2, "gating": "per-token"}, "gating"),
+    ({"model_type": "laguna", "num_hidden_layers": 2, "rope_parameters": {"rope_theta": 1.0}}, "rope_parameters"),
+])
+def test_bad_layer_lists_are_refused_by_name(config: dict[str, Any], named: str) -> None:
+    """A per-layer list of the wrong length or values, or an alias naming another architecture: one error naming the key."""
+    with pytest.raises(GptcalcError, match=named):
+        spec_of(config)
