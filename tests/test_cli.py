@@ -156,14 +156,13 @@ def test_memory_warns_when_seq_exceeds_context() -> None:
 
 def test_unknown_model_type_is_counted_by_transformers_and_labelled(tmp_path) -> None:
     pytest.importorskip("transformers")
-    # arcee (AFM) has no adapter; transformers builds it. Expected total, independently: embedding and
-    # untied head 2*1000*64, per layer q 64*64 + k, v 64*32 each + o 64*64 + up, down 2*64*128 (its MLP
-    # has no gate) + two norms 2*64, two layers, final norm 64.
-    config = {"model_type": "arcee", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
-              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-              "max_position_embeddings": 128, "tie_word_embeddings": False}
+    # xglm has no adapter; transformers builds it. Expected total, independently: the token embedding
+    # 1000*64 (the head is tied, the positions sinusoidal), per layer q, k, v, out 4*(64*64 + 64), fc1
+    # 64*128 + 128, fc2 128*64 + 64, two LayerNorms 2*2*64, two layers, the final LayerNorm 2*64.
+    config = {"model_type": "xglm", "vocab_size": 1000, "d_model": 64, "ffn_dim": 128, "num_layers": 2,
+              "attention_heads": 4, "max_position_embeddings": 128}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    expected = 2 * 1000 * 64 + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 2 * 64 * 128 + 2 * 64) + 64
+    expected = 1000 * 64 + 2 * (4 * (64 * 64 + 64) + 64 * 128 + 128 + 128 * 64 + 64 + 2 * 2 * 64) + 2 * 64
     code, out, _ = run("count", str(tmp_path), "--json")
     data = json.loads(out)
     assert code == 0 and data["total"] == expected and "not analytic" in data["source"]

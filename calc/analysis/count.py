@@ -62,7 +62,7 @@ def active_params(spec: ModelSpec) -> int | None:
     """Parameters one token passes through: for a MoE, top_k routed experts (plus shared ones, the
     router, attention, norms, embeddings and head) instead of every expert. None for a dense model,
     where it is simply the total."""
-    if not any(block.mlp.kind == "moe" for block in spec.blocks.values()):
+    if not any(block.is_moe for block in spec.blocks.values()):
         return None
     d = spec.d_model
     layers = sum(repeat * sum(block.active_params(d).values()) for repeat, block in spec.runs())

@@ -95,7 +95,7 @@ def decoder(cfg: Config, model_type: str, blocks: dict[str, Any], layers: list[t
         "model_type": model_type,
         "vocab_size": cfg.int("vocab_size"),
         "d_model": cfg.int(*KEYS["d_model"]),
-        "n_positions": cfg.int(*KEYS["n_positions"]),
+        "n_positions": changes.pop("n_positions", None) or cfg.int(*KEYS["n_positions"]),
         "blocks": blocks, "layers": layers, "final_norm": final_norm, "head": {"tied": tied},
         **({"notes": notes} if notes else {}),
         **changes,
@@ -183,7 +183,8 @@ def layer_runs(kinds: list[str]) -> list[tuple[int, str]]:
 
 # transformers' ACT2FN names -> the MLP part's activations (the tanh approximations of GELU are one kind).
 ACTIVATIONS = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh",
-               "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "silu": "silu", "swish": "silu", "relu2": "relu2"}
+               "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "silu": "silu", "swish": "silu", "relu2": "relu2",
+               "xielu": "xielu"}
 
 
 def activation(cfg: Config, key: str) -> str:
@@ -208,9 +209,12 @@ def renamed(cfg: Config, names: dict[str, str]) -> Config:
 def granite_scalars(cfg: Config, spec: dict[str, Any]) -> dict[str, Any]:
     """Granite's (and GraniteMoE's) four multipliers, scalars with no parameters: embeddings times
     embedding_multiplier, each sublayer's output times residual_multiplier, attention scores times
-    attention_multiplier (instead of 1/sqrt(head_dim)), logits divided by logits_scaling."""
+    attention_multiplier (instead of 1/sqrt(head_dim)), logits divided by logits_scaling. Granite-4.0-H's
+    Mamba2 layers have no scores to scale: only their residual is."""
+    scale = cfg.float("attention_multiplier", default=1.0)
     blocks = {name: {**block, "residual_scale": cfg.float("residual_multiplier", default=1.0),
-                     "attention": {**block["attention"], "scale": cfg.float("attention_multiplier", default=1.0)}}
+                     "attention": {**block["attention"], "scale": scale}
+                     if block["attention"].get("kind", "attention") == "attention" else block["attention"]}
               for name, block in spec["blocks"].items()}
     return {**spec, "blocks": blocks, "embedding": {**spec.get("embedding", {}),
                                                     "multiplier": cfg.float("embedding_multiplier", default=1.0)},

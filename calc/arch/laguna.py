@@ -82,7 +82,7 @@ def _block(cfg: Config, kind: list[str], rms: dict[str, Any]) -> dict[str, Any]:
     if gating not in GATING:
         raise cfg.error("gating", f"expected true, false, 'per-head' or 'per-element', got {gating!r}")
     head_dim = cfg.int("head_dim")
-    attn = attention(cfg, n_heads=heads, qk_norm={"norm": rms, "scope": "head"}, gate={"scope": GATING[gating]},
+    attn = attention(cfg, n_heads=heads, qk_norm={"norm": rms, "scope": "head"}, gate_proj={"scope": GATING[gating]},
                      window=cfg.int("sliding_window") if attn_type == "sliding_attention" else None,
                      rope=rope(cfg, head_dim, layer_type=attn_type))
     if MLP_LAYER_TYPES[mlp] == "dense":

@@ -1,5 +1,5 @@
 """Llama and the model_types that share its layout and tensor names: mistral, ministral3 (the
-language model of Mistral-3 / Devstral-2 configs), qwen2, qwen3, granite, smollm3.
+language model of Mistral-3 / Devstral-2 configs), qwen2, qwen3, granite, smollm3, internlm3.
 
 Pre-norm RMSNorm blocks, rotary attention (GQA when num_key_value_heads < num_attention_heads),
 a SwiGLU MLP, untied head unless `tie_word_embeddings`. What the others change, as data:
@@ -11,6 +11,8 @@ a SwiGLU MLP, untied head unless `tie_word_embeddings`. What the others change, 
 - qwen2/qwen3 with `use_sliding_window`: layers from `max_window_layers` on are windowed (or as
   `layer_types` says); mistral and ministral3 may set a window on every layer.
 - granite scales embeddings, residuals, attention and logits by multipliers: scalars, no parameters.
+- internlm3 is built by transformers as a Llama: its `qkv_bias` and `bias` keys are `attention_bias`
+  and `mlp_bias` (InternLM3Config's attribute_map), and head_dim defaults to 128.
 - smollm3 leaves rotary out of the layers `no_rope_layers` marks 0 (by default every 4th): a second
   block kind, "nope".
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from calc.arch.common import (KEYS, attention, decoder, gated_mlp, granite_scalars, layer_kinds, layer_runs, norm,
-                               rotary_layers, with_defaults)
+                               renamed, rotary_layers, with_defaults)
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -53,7 +55,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                 "num_attention_heads": 16, "num_key_value_heads": 4, "max_position_embeddings": 32768,
                 "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "attention_bias": False, "mlp_bias": False,
                 "use_sliding_window": False, "no_rope_layer_interval": 4, "rope_theta": 2_000_000.0},
+    "internlm3": {"vocab_size": 128512, "hidden_size": 4096, "intermediate_size": 10240, "num_hidden_layers": 48,
+                  "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128,
+                  "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+                  "attention_bias": False, "mlp_bias": False, "rope_theta": 10000.0},
 }
+# Older names of a key, as the model_type's config class maps them (its attribute_map).
+RENAMED: dict[str, dict[str, str]] = {"internlm3": {"qkv_bias": "attention_bias", "bias": "mlp_bias"}}
 # What the modelling code hard-codes, whatever the config says.
 FIXED: dict[str, dict[str, Any]] = {
     "mistral": {"attention_bias": False, "mlp_bias": False},
@@ -65,7 +73,7 @@ FIXED: dict[str, dict[str, Any]] = {
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
     model_type = cfg.raw("model_type")
-    cfg = with_defaults(cfg, DEFAULTS[model_type])
+    cfg = with_defaults(renamed(cfg, RENAMED.get(model_type, {})), DEFAULTS[model_type])
     cfg = cfg.replace({**cfg.data, **FIXED.get(model_type, {})})
     rms = norm("rmsnorm", cfg.float("rms_norm_eps", default=1e-6))
     block = _block(cfg, model_type, rms)

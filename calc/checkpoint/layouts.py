@@ -67,6 +67,33 @@ _MIXTRAL_HUB = {"router": "block_sparse_moe.gate", "expert_gate": "block_sparse_
                 "expert_up": "block_sparse_moe.experts.{expert}.w3",
                 "expert_down": "block_sparse_moe.experts.{expert}.w2"}
 
+def _mamba2(path: str) -> dict[str, str]:
+    """transformers' Mamba2 mixer tensors under `path` (mixer, mamba)."""
+    return {"ssm_in": f"{path}.in_proj", "ssm_conv": f"{path}.conv1d", "ssm_dt_bias": f"{path}.dt_bias",
+            "ssm_a_log": f"{path}.A_log", "ssm_d": f"{path}.D", "ssm_norm": f"{path}.norm", "ssm_out": f"{path}.out_proj"}
+
+
+_DELTANET = {"gdn_conv": "linear_attn.conv1d", "gdn_dt_bias": "linear_attn.dt_bias", "gdn_a_log": "linear_attn.A_log",
+             "gdn_norm": "linear_attn.norm", "gdn_out": "linear_attn.out_proj"}
+_QWEN3_5 = {**LLAMA, **_DELTANET, "gdn_qkv": "linear_attn.in_proj_qkv", "gdn_z": "linear_attn.in_proj_z",
+            "gdn_b": "linear_attn.in_proj_b", "gdn_a": "linear_attn.in_proj_a", "shared": "mlp.shared_expert"}
+# Nemotron-H: one norm and one mixer per layer, whatever the mixer is (attention, Mamba2, MLP or MoE).
+_NEMOTRON_H = {**{role: f"mixer.{path.split('.', 1)[1]}" for role, path in LLAMA.items()
+                  if isinstance(path, str) and path.startswith(("self_attn.", "mlp."))},
+               **_mamba2("mixer"), "base": "backbone.", "embed": "backbone.embeddings", "final_norm": "backbone.norm_f",
+               "lm_head": "lm_head", "layers": "backbone.layers", "attn_in": "norm", "mlp_in": "norm",
+               "router": "mixer.gate", "experts": "mixer.experts", "shared": "mixer.shared_experts",
+               "score_bias": "mixer.gate.e_score_correction_bias",
+               "hub": {"expert_gate": "mixer.experts.{expert}.gate_proj", "expert_up": "mixer.experts.{expert}.up_proj",
+                       "expert_down": "mixer.experts.{expert}.down_proj"}}
+_LFM2 = {**LLAMA, "final_norm": "model.embedding_norm", "attn_in": "operator_norm", "mlp_in": "ffn_norm",
+         "o": "self_attn.out_proj", "q_norm": "self_attn.q_layernorm", "k_norm": "self_attn.k_layernorm",
+         "gate": "feed_forward.w1", "up": "feed_forward.w3", "down": "feed_forward.w2", "router": "feed_forward.gate",
+         "experts": "feed_forward.experts", "score_bias": "feed_forward.expert_bias", "conv_in": "conv.in_proj",
+         "conv": "conv.conv", "conv_out": "conv.out_proj",
+         "hub": {"expert_gate": "feed_forward.experts.{expert}.w1", "expert_up": "feed_forward.experts.{expert}.w3",
+                 "expert_down": "feed_forward.experts.{expert}.w2"}}
+
 LAYOUTS: dict[str, dict[str, Any]] = {
     "gpt2": {**_GPT, "conv1d": True},
     "gpt_bigcode": _GPT,
@@ -95,12 +122,16 @@ LAYOUTS: dict[str, dict[str, Any]] = {
             "qkv_order": "concat"},
     **{t: LLAMA for t in ("llama", "mistral", "ministral3", "qwen2", "qwen3", "granite", "smollm3", "gemma", "olmo",
                           "stablelm", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "glm4_moe_lite", "qwen3_moe",
-                          "olmoe")},
+                          "olmoe", "internlm3", "cohere2", "seed_oss", "ernie4_5", "arcee")},
     "gemma2": {**LLAMA, **_SANDWICH},
     "gemma3_text": {**LLAMA, **_SANDWICH},
     **{t: {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"}
        for t in ("olmo2", "olmo3", "exaone4")},
+    "glm4": {**LLAMA, "attn_out": "post_self_attn_layernorm", "mlp_in": "post_attention_layernorm",
+             "mlp_out": "post_mlp_layernorm"},
     "cohere": {**LLAMA, "qk_norm_heads": True},
+    "hunyuan_v1_dense": {**LLAMA, "q_norm": "self_attn.query_layernorm", "k_norm": "self_attn.key_layernorm"},
+    "apertus": {**LLAMA, "attn_in": "attention_layernorm", "mlp_in": "feedforward_layernorm"},
     "phi": {**LLAMA, "o": "self_attn.dense", "up": "mlp.fc1", "down": "mlp.fc2", "final_norm": "model.final_layernorm",
             "q_norm": "self_attn.q_layernorm", "k_norm": "self_attn.k_layernorm"},
     "phi3": {**LLAMA, "qkv_order": "concat"},
@@ -121,6 +152,22 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                     "down": "feed_forward.down_proj", "router": "feed_forward.router",
                     "experts": "feed_forward.experts", "shared": "feed_forward.shared_expert",
                     "experts_order": "in_out", "hub": {}},
+    "qwen3_next": {**_QWEN3_5, "gdn_qkvz": "linear_attn.in_proj_qkvz", "gdn_ba": "linear_attn.in_proj_ba"},
+    "qwen3_5_text": _QWEN3_5,
+    "qwen3_5_moe_text": _QWEN3_5,
+    "mamba2": {**_mamba2("mixer"), "base": "backbone.", "embed": "backbone.embeddings", "final_norm": "backbone.norm_f",
+               "lm_head": "lm_head", "layers": "backbone.layers", "attn_in": "norm"},
+    "nemotron_h": _NEMOTRON_H,
+    "bamba": {**LLAMA, **_mamba2("mamba"), "final_norm": "model.final_layernorm", "mlp_in": "pre_ff_layernorm",
+              "gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj", "down": "feed_forward.down_proj"},
+    "granitemoehybrid": {**LLAMA, **_mamba2("mamba"), "router": "block_sparse_moe.router",
+                         "experts": "block_sparse_moe.experts", "shared": "shared_mlp",
+                         "gate_up": "shared_mlp.input_linear", "down": "shared_mlp.output_linear",
+                         "hub": {"router": "block_sparse_moe.router.layer",
+                                 "experts.gate_up": "block_sparse_moe.input_linear.weight",
+                                 "experts.down": "block_sparse_moe.output_linear.weight"}},
+    "lfm2": _LFM2,
+    "lfm2_moe": _LFM2,
 }
 # A spec of one's own (model_type "custom", or any other this table does not know) takes Llama's
 # names, with Gemma-2's for output norms and Phi-3's for fused projections.

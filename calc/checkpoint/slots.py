@@ -35,8 +35,8 @@ class Slot:
 class _Slots:
     """Collects slots for one model or one block, in the order a token meets them."""
 
-    def __init__(self, lay: dict[str, Any]) -> None:
-        self.lay, self.slots = lay, {}
+    def __init__(self, lay: dict[str, Any], hub: bool = False) -> None:
+        self.lay, self.slots, self.hub = lay, {}, hub  # hub: the Hub's names where the layout's `hub` gives them
 
     def add(self, role: str, name: str, shape: tuple[int, ...], target: Target, widths: tuple[int, ...] = (),
             init: str = "normal", kind: str = "param") -> None:
@@ -60,12 +60,15 @@ class _Slots:
             self.add(f"{role}.bias", f"{path}.bias", shape, target, init="zeros", kind="norm")
 
 
-def _attention(s: _Slots, a: Any, d: int, hub: bool = False) -> None:
-    """Q, K, V (or fused), QK-norms, sinks (under the Hub's name where a layout's `hub` renames them), W_O."""
-    if a.kind == "mla":
-        return _mla(s, a, d)
+def _attention(s: _Slots, a: Any, d: int) -> None:
+    """Q, K, V (or fused), QK-norms, sinks (under the Hub's name in a hub table whose layout renames them),
+    Laguna's W_G, W_O."""
     q, kv, v = a.q_dim, a.kv_dim, a.v_dim
-    if a.fused_qkv:
+    if a.output_gate:  # Qwen3-Next: q_proj emits each head's queries and then its gate
+        s.linear("q", d, 2 * q, "q", a.q_bias and "q_bias")
+        s.linear("k", d, kv, "k", a.k_bias and "k_bias")
+        s.linear("v", d, v, "v", a.v_bias and "v_bias")
+    elif a.fused_qkv:
         bias = ("q_bias", "k_bias", "v_bias") if a.q_bias else None
         s.linear("qkv", d, q + kv + v, ("q", "k", "v"), bias, (q, kv, v))
     else:
@@ -77,9 +80,10 @@ def _attention(s: _Slots, a: Any, d: int, hub: bool = False) -> None:
             width = a.head_dim if head else ((heads, a.head_dim) if s.lay.get("qk_norm_heads") else heads * a.head_dim)
             s.norm(role, a.qk_norm.norm, width, role)
     if a.sinks:
-        s.add("sinks", ((s.lay.get("hub") or {}) if hub else {}).get("sinks", s.lay["sinks"]), (a.n_heads,), "attn_sinks")
-    if a.gate is not None:
-        s.linear("g", d, a.gate_width, "attn_gate")
+        s.add("sinks", ((s.lay.get("hub") or {}) if s.hub else {}).get("sinks", s.lay["sinks"]), (a.n_heads,),
+              "attn_sinks")
+    if a.gate_proj is not None:
+        s.linear("g", d, a.gate_width, "attn_gate_proj")
     s.linear("o", a.o_dim, d, "attn_out", a.o_bias and "attn_out_bias")
 
 
@@ -97,6 +101,51 @@ def _mla(s: _Slots, a: Any, d: int) -> None:
     s.linear("o", h * a.v_head_dim, d, "attn_out", a.bias and "attn_out_bias")
 
 
+def _conv(s: _Slots, role: str, channels: int, kernel: int, target: str, bias: str | None) -> None:
+    """A depthwise causal Conv1d: weight [channels, 1, kernel] (and a bias per channel)."""
+    s.add(f"{role}.weight", f"{s.lay[role]}.weight", (channels, 1, kernel), target)
+    if bias:
+        s.add(f"{role}.bias", f"{s.lay[role]}.bias", (channels,), bias, init="zeros")
+
+
+def _mamba2(s: _Slots, m: Any, d: int) -> None:
+    inner, conv, h = m.d_inner, m.conv_dim, m.n_heads
+    s.linear("ssm_in", d, inner + conv + h, "ssm_in", m.proj_bias and "ssm_in_bias")
+    _conv(s, "ssm_conv", conv, m.conv_kernel, "ssm_conv", m.conv_bias and "ssm_conv_bias")
+    for role in ("ssm_dt_bias", "ssm_a_log", "ssm_d"):
+        s.add(role, s.lay[role], (h,), role)
+    if m.gated_norm:
+        s.add("ssm_norm.weight", f"{s.lay['ssm_norm']}.weight", (inner,), "ssm_norm", init="ones", kind="norm")
+    s.linear("ssm_out", inner, d, "ssm_out", m.proj_bias and "ssm_out_bias")
+
+
+def _deltanet(s: _Slots, g: Any, d: int) -> None:
+    """Qwen3-Next fuses q, k, v with z and b with a (in_proj_qkvz, in_proj_ba); Qwen3.5 keeps four."""
+    h, value = g.n_v_heads, g.value_dim
+    if "gdn_qkvz" in s.lay:
+        s.linear("gdn_qkvz", d, g.conv_dim + value, ("gdn_qkv", "gdn_z"), widths=(g.conv_dim, value))
+        s.linear("gdn_ba", d, 2 * h, ("gdn_b", "gdn_a"), widths=(h, h))
+    else:
+        for role, width in (("gdn_qkv", g.conv_dim), ("gdn_z", value), ("gdn_b", h), ("gdn_a", h)):
+            s.linear(role, d, width, role)
+    _conv(s, "gdn_conv", g.conv_dim, g.conv_kernel, "gdn_conv", None)
+    s.add("gdn_dt_bias", s.lay["gdn_dt_bias"], (h,), "gdn_dt_bias")
+    s.add("gdn_a_log", s.lay["gdn_a_log"], (h,), "gdn_a_log")
+    s.add("gdn_norm.weight", f"{s.lay['gdn_norm']}.weight", (g.v_head_dim,), "gdn_norm", init="ones", kind="norm")
+    s.linear("gdn_out", value, d, "gdn_out")
+
+
+def _short_conv(s: _Slots, c: Any, d: int) -> None:
+    s.linear("conv_in", d, 3 * d, "conv_in", c.bias and "conv_in_bias")
+    _conv(s, "conv", d, c.kernel, "conv", c.bias and "conv_bias")
+    s.linear("conv_out", d, d, "conv_out", c.bias and "conv_out_bias")
+
+
+# Each token mixer's tensors, by the part's kind (its fields say which exist and their shapes).
+MIXERS = {"attention": _attention, "mla": _mla, "mamba2": _mamba2, "gated_deltanet": _deltanet,
+          "short_conv": _short_conv}
+
+
 def _mlp(s: _Slots, m: Any, d: int, prefix: str = "mlp", container: str | None = None) -> None:
     """A dense MLP; a MoE's shared expert is one under the layout's `shared` container."""
     def path(role: str) -> str:
@@ -111,7 +160,18 @@ def _mlp(s: _Slots, m: Any, d: int, prefix: str = "mlp", container: str | None =
         if m.gated:
             s.linear(f"{role}gate", d, f, f"{prefix}_gate", bias and f"{prefix}_gate_bias", path=path("gate"))
         s.linear(f"{role}up", d, f, f"{prefix}_up", bias and f"{prefix}_up_bias", path=path("up"))
+    if m.activation == "xielu":
+        _xielu(s, f"{role}act", f"{path('up').rpartition('.')[0]}.act_fn", f"{prefix}_act")
     s.linear(f"{role}down", f, d, f"{prefix}_down", bias and f"{prefix}_down_bias", path=path("down"))
+
+
+def _xielu(s: _Slots, role: str, path: str, target: str) -> None:
+    """XIELUActivation, beside up_proj as the MLP's act_fn: alpha_p and alpha_n, one-element parameters,
+    and beta and eps, scalar buffers that save_pretrained writes too."""
+    for name in ("alpha_p", "alpha_n"):
+        s.add(f"{role}.{name}", f"{path}.{name}", (1,), target)
+    for name in ("beta", "eps"):
+        s.add(f"{role}.{name}", f"{path}.{name}", (), None, init="buffer")
 
 
 def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
@@ -157,7 +217,7 @@ def _fused_experts(s: _Slots, m: Any, d: int, names: dict[str, Any]) -> None:
 
 def block_slots(lay: dict[str, Any], block: Block, d: int, hub: bool = False) -> dict[str, Slot]:
     """One layer's tensors, names relative to `layers.{layer}.` (`{expert}` in a hub layout)."""
-    s = _Slots(lay)
+    s = _Slots(lay, hub)
     parallel_names = lay.get("parallel_norms") if block.parallel and len(block.norms) == 2 else None
     norm_path = {pos: (parallel_names or {}).get(pos, lay.get(pos)) for pos in block.norms}
     order = {"attn_in": 0, "attn_out": 1, "mlp_in": 2, "mlp_out": 3}
@@ -165,12 +225,13 @@ def block_slots(lay: dict[str, Any], block: Block, d: int, hub: bool = False) ->
     positions = sorted(block.norms, key=order.get)
     for position in (p for p in positions if p == "attn_in"):
         s.norm(position, block.norm, d, targets[position], norm_path[position])
-    _attention(s, block.attention, d, hub)
+    if block.attention is not None:
+        MIXERS[block.attention.kind](s, block.attention, d)
     for position in (p for p in positions if p in ("attn_out", "mlp_in")):
         s.norm(position, block.norm, d, targets[position], norm_path[position])
-    if block.mlp.kind == "moe":
+    if block.is_moe:
         _moe(s, block.mlp, d, hub)
-    else:
+    elif block.mlp is not None:
         _mlp(s, block.mlp, d)
     for position in (p for p in positions if p == "mlp_out"):
         s.norm(position, block.norm, d, targets[position], norm_path[position])

@@ -2,21 +2,25 @@
 `calc.parts.base`), its parameter formulas (`params(d_model)` for one layer), its KV-cache elements
 per token and its labels.
 
-`calc.spec.model.Block` puts an attention part (Attention or MLA), an MLP part (MLP or MoE) and
-norms together; `ModelSpec` stacks blocks run-length and adds the embedding and head.
+`calc.spec.model.Block` puts a token mixer (Attention, MLA, Mamba2, GatedDeltaNet or ShortConv), an
+MLP part (MLP or MoE) and norms together, either of the two possibly absent; `ModelSpec` stacks blocks run-length and adds the embedding and head.
 """
 
 from __future__ import annotations
 
-from calc.parts import attention, embedding, mla, mlp, moe, norm
+from calc.parts import attention, embedding, gated_deltanet, mamba2, mla, mlp, moe, norm, short_conv
 from calc.parts.attention import Attention, QKNorm, Rope, attention_kind
 from calc.parts.embedding import Embedding, Head
+from calc.parts.gated_deltanet import GatedDeltaNet
+from calc.parts.mamba2 import Mamba2
 from calc.parts.mla import MLA
 from calc.parts.mlp import MLP
 from calc.parts.moe import MoE
 from calc.parts.norm import Norm
+from calc.parts.short_conv import ShortConv
 
-__all__ = ["LABELS", "MLA", "MLP", "Attention", "Embedding", "Head", "MoE", "Norm", "QKNorm", "Rope", "attention_kind"]
+__all__ = ["LABELS", "MLA", "MLP", "Attention", "Embedding", "GatedDeltaNet", "Head", "Mamba2", "MoE", "Norm", "QKNorm", "Rope",
+           "ShortConv", "attention_kind"]
 
 # Every component key any part can produce, with its label, in the order a token meets them.
 LABELS: dict[str, str] = {
@@ -24,6 +28,9 @@ LABELS: dict[str, str] = {
     "attn_norm": norm.LABELS["attn_norm"],
     **mla.LABELS,
     **attention.LABELS,
+    **mamba2.LABELS,
+    **gated_deltanet.LABELS,
+    **short_conv.LABELS,
     "attn_post_norm": norm.LABELS["attn_post_norm"],
     "mlp_norm": norm.LABELS["mlp_norm"],
     **mlp.LABELS,

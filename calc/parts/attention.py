@@ -21,9 +21,10 @@ the three matrices side by side, so it changes tensor names, never counts.
 from typing import Any, Literal
 
 from calc.parts.base import Field, Part, model_validator, present
+from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 
-__all__ = ["LABELS", "Attention", "HeadWidths", "OutputGate", "QKNorm", "Rope", "attention_kind"]
+__all__ = ["LABELS", "Attention", "GateProjection", "HeadWidths", "QKNorm", "Rope", "attention_kind"]
 
 
 class HeadWidths:
@@ -80,7 +81,7 @@ class QKNorm(Part):
     after_rope: bool = False  # Llama-4 normalises the rotated queries and keys
 
 
-class OutputGate(Part):
+class GateProjection(Part):
     """Laguna's gate on the heads' output before W_O: activation(x·W_G), one value per head (broadcast
     over its channels) or per channel; W_G is d_model x h (or h·value_head_dim), without a bias."""
     scope: Literal["head", "element"] = "head"
@@ -116,7 +117,8 @@ class Attention(HeadWidths, Part):
     scale: float | None = Field(default=None, gt=0, strict=False)  # softmax scale; None: 1/sqrt(head_dim)
     chunk: int | None = Field(default=None, gt=0)  # Llama-4's chunked attention: keys of the same chunk only
     temperature: Temperature | None = None
-    gate: OutputGate | None = None
+    output_gate: bool = False  # Qwen3-Next / Qwen3.5: q_proj also emits a sigmoid gate per query channel
+    gate_proj: GateProjection | None = None  # Laguna: a gate from its own projection W_G
 
     @model_validator(mode="before")
     @classmethod
@@ -153,27 +155,34 @@ class Attention(HeadWidths, Part):
         if norm is not None:
             q_norm = norm.norm.params(self.head_dim if norm.scope == "head" else q)
             k_norm = norm.norm.params(self.head_dim if norm.scope == "head" else kv)
+        gated = 1 + self.output_gate  # the gate doubles q_proj's output
         return present(
-            q=d * q, q_bias=q * self.q_bias, k=d * kv, k_bias=kv * self.k_bias, v=d * v, v_bias=v * self.v_bias,
+            q=d * q * gated, q_bias=q * gated * self.q_bias, k=d * kv, k_bias=kv * self.k_bias, v=d * v,
+            v_bias=v * self.v_bias,
             q_norm=q_norm, k_norm=k_norm, attn_sinks=self.n_heads * self.sinks,
-            attn_gate=d * self.gate_width, attn_out=self.o_dim * d, attn_out_bias=d * self.o_bias,
+            attn_gate_proj=d * self.gate_width, attn_out=self.o_dim * d, attn_out_bias=d * self.o_bias,
         )
 
     @property
     def gate_width(self) -> int:
         """W_G's output width: one per head, or one per output channel; 0 without an output gate."""
-        if self.gate is None:
+        if self.gate_proj is None:
             return 0
-        return self.n_heads if self.gate.scope == "head" else self.o_dim
+        return self.n_heads if self.gate_proj.scope == "head" else self.o_dim
 
     def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
         """Each weight matrix's input width and how many there are per layer (for quantisation layouts)."""
-        gate = {"attn_gate": (d_model, 1)} if self.gate else {}
+        gate = {"attn_gate_proj": (d_model, 1)} if self.gate_proj else {}
         return {"q": (d_model, 1), "k": (d_model, 1), "v": (d_model, 1), **gate, "attn_out": (self.o_dim, 1)}
 
     def kv_per_token(self) -> tuple[int, int]:
         """Elements cached per token in one layer: (K, V), n_kv_heads x head_dim and n_kv_heads x value_head_dim."""
         return self.kv_dim, self.v_dim
+
+    def cache(self, d_model: int) -> CacheSpec:
+        """K and V rows per token, split by KV heads under tensor parallelism, for the window if any."""
+        return CacheSpec(TokenSpec(self.kv_dim, self.v_dim, self.attention_kind, self.n_heads, self.n_kv_heads,
+                                   self.head_dim, self.n_kv_heads, self.window, self.sinks))
 
     def describe(self) -> str:
         """'GQA (64 query heads, 8 KV heads, head_dim 128)' plus what else is switched on."""
@@ -181,9 +190,10 @@ class Attention(HeadWidths, Part):
         extras += [f"sliding window {self.window:,}"] if self.window else []
         if self.rope and self.rope.rotary_dim < self.head_dim:
             extras.append(f"rotary on {self.rope.rotary_dim} of {self.head_dim} channels")
-        extras += [name for name, on in (("ALiBi", self.alibi), ("QK-norm", self.qk_norm), ("sinks", self.sinks)) if on]
-        if self.gate:
-            extras.append(f"{self.gate.activation} output gate per {self.gate.scope}")
+        extras += [name for name, on in (("ALiBi", self.alibi), ("QK-norm", self.qk_norm), ("sinks", self.sinks),
+                                      ("output gate", self.output_gate)) if on]
+        if self.gate_proj:
+            extras.append(f"{self.gate_proj.activation} output gate per {self.gate_proj.scope} (W_G)")
         if self.softcap:
             extras.append(f"logits soft-capped at {self.softcap:g}")
         more = "; " + ", ".join(extras) if extras else ""
@@ -208,7 +218,7 @@ LABELS = {
     "q_norm": "Q norm",
     "k_norm": "K norm",
     "attn_sinks": "attention sinks",
-    "attn_gate": "attention output gate (W_G)",
+    "attn_gate_proj": "attention gate projection (W_G)",
     "attn_out": "attention output (WO)",
     "attn_out_bias": "attention output bias",
 }

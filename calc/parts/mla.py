@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from calc.parts.attention import Rope
 from calc.parts.base import Field, Part, model_validator, present
+from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 
 __all__ = ["LABELS", "MLA"]
@@ -85,6 +86,11 @@ class MLA(Part):
         """What a cache of per-head keys and values holds (transformers' eager DeepseekV3Attention
         caches key_states and value_states after kv_b): K = h x (nope + rope), V = h x v_head_dim."""
         return self.n_heads * self.qk_head_dim, self.n_heads * self.v_head_dim
+
+    def cache(self, d_model: int) -> CacheSpec:
+        """The latent per token, whole on every GPU (it has no heads to split); expanded, per-head K and V."""
+        return CacheSpec(TokenSpec(*self.kv_per_token(), "MLA", self.n_heads, self.n_kv_heads, self.head_dim, None,
+                                   self.window, expanded=self.expanded_kv_per_token()))
 
     def describe(self) -> str:
         q = f"q_lora_rank {self.q_lora_rank}" if self.q_lora_rank else "full-rank Q"

@@ -10,16 +10,19 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, present
 
-__all__ = ["LABELS", "MLP"]
+__all__ = ["ACTIVATION_PARAMS", "LABELS", "MLP"]
 
-Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "relu2"]
+Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "relu2"]  # without parameters (a MoE's experts)
+MLPActivation = Literal[Activation, "xielu"]
+# Learned parameters of an activation, per MLP (XIELUActivation's alpha_p and alpha_n: one each).
+ACTIVATION_PARAMS = {"xielu": 2}
 
 
 class MLP(Part):
     kind: Literal["mlp"] = "mlp"
     d_ff: int = Field(gt=0)
     gated: bool = False
-    activation: Activation = "gelu"
+    activation: MLPActivation = "gelu"
     bias: bool = False  # on up (and gate) and on down
     fused_gate_up: bool = False
 
@@ -28,6 +31,7 @@ class MLP(Part):
         return present(**{
             f"{prefix}_gate": d * f * self.gated, f"{prefix}_gate_bias": f * (self.gated and self.bias),
             f"{prefix}_up": d * f, f"{prefix}_up_bias": f * self.bias,
+            f"{prefix}_act": ACTIVATION_PARAMS.get(self.activation, 0),
             f"{prefix}_down": f * d, f"{prefix}_down_bias": d * self.bias,
         })
 
@@ -38,7 +42,8 @@ class MLP(Part):
 
     def describe(self) -> str:
         kind = {"silu": "SwiGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU", "relu": "ReGLU"}.get(self.activation, "gated")
-        return f"{kind} (d_ff {self.d_ff:,})" if self.gated else f"{self.activation.upper()} (d_ff {self.d_ff:,})"
+        plain = {"xielu": "xIELU"}.get(self.activation, self.activation.upper())
+        return f"{kind} (d_ff {self.d_ff:,})" if self.gated else f"{plain} (d_ff {self.d_ff:,})"
 
 
 LABELS = {
@@ -46,6 +51,7 @@ LABELS = {
     "mlp_gate_bias": "MLP gate bias",
     "mlp_up": "MLP up",
     "mlp_up_bias": "MLP up bias",
+    "mlp_act": "MLP activation scalars",
     "mlp_down": "MLP down",
     "mlp_down_bias": "MLP down bias",
 }

@@ -123,5 +123,6 @@ LABELS = {
     "shared_mlp_gate_bias": "shared expert gate proj bias",
     "shared_mlp_up_bias": "shared expert up bias",
     "shared_mlp_down_bias": "shared expert down bias",
+    "shared_mlp_act": "shared expert activation scalars",
     "shared_expert_gate": "shared expert gate (sigmoid)",
 }

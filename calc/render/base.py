@@ -68,15 +68,16 @@ def count_table(spec: ModelSpec, b: Breakdown) -> Table:
 def count_notes(spec: ModelSpec, b: Breakdown) -> list[str]:
     """The sentences under the table: attention, tying, MoE, what is not counted."""
     attention = dict(spec.attention_parts())
-    kinds: dict[str, list[str]] = {}  # one line per distinct attention, naming the blocks that have it
-    for name, part in attention.items():
+    mixers = {name: spec.blocks[name].attention for name in spec.layer_counts() if spec.blocks[name].attention}
+    kinds: dict[str, list[str]] = {}  # one line per distinct token mixer, naming the blocks that have it
+    for name, part in mixers.items():
         kinds.setdefault(part.describe(), []).append(escape(name))
     if len(kinds) == 1:
-        notes = [f"attention: {next(iter(kinds))}"]
+        notes = [f"{'attention' if attention else 'token mixer'}: {next(iter(kinds))}"]
     else:
-        notes = [f"attention in {', '.join(names)} blocks: {text}" for text, names in kinds.items()]
-    notes += [f"{escape(name)} blocks: {block.mlp.describe()}" for name, block in spec.blocks.items()
-              if block.mlp.kind == "moe"]
+        notes = [f"{'attention' if attention.keys() >= set(mixers) else 'token mixer'} in {', '.join(names)} "
+                 f"blocks: {text}" for text, names in kinds.items()]
+    notes += [f"{escape(name)} blocks: {block.mlp.describe()}" for name, block in spec.blocks.items() if block.is_moe]
     if b.tied:
         notes.append(
             f"LM head tied to the token embedding: tying saves {count_with_units(b.tied_saving)} parameters "
@@ -98,12 +99,13 @@ SHAPE_HEADERS = ("layers", "d_model", "heads", "KV heads", "head_dim", "d_ff", "
 
 
 def shape_cells(spec: ModelSpec) -> tuple[str, ...]:
-    """A model's shape as SHAPE_HEADERS cells (its first layer kind's attention and MLP)."""
-    first = spec.blocks[spec.layers[0].block]
-    a, m = first.attention, first.mlp
-    d_ff = f"{m.n_experts}×{m.d_ff:,}" if m.kind == "moe" else f"{m.d_ff:,}"
-    return (str(spec.n_layers), f"{spec.d_model:,}", str(a.n_heads), str(a.n_kv_heads), str(a.head_dim), d_ff,
-            f"{spec.vocab_size:,}", f"{spec.n_positions:,}")
+    """A model's shape as SHAPE_HEADERS cells (the first attention and the first MLP in the stack;
+    "-" where a hybrid has none: a pure Mamba2 model has no heads to show)."""
+    a = next((part for _, part in spec.attention_parts()), None)
+    m = next((spec.blocks[name].mlp for name in spec.layer_counts() if spec.blocks[name].mlp), None)
+    heads = (str(a.n_heads), str(a.n_kv_heads), str(a.head_dim)) if a else ("-", "-", "-")
+    d_ff = "-" if m is None else f"{m.n_experts}×{m.d_ff:,}" if m.kind == "moe" else f"{m.d_ff:,}"
+    return (str(spec.n_layers), f"{spec.d_model:,}", *heads, d_ff, f"{spec.vocab_size:,}", f"{spec.n_positions:,}")
 
 
 def presets_table(rows: Iterable[tuple[ModelSpec, Breakdown]]) -> Table:

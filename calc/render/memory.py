@@ -35,14 +35,20 @@ def _units(n: int) -> tuple[str, str, str]:
     return f"{n:,} B", human_bytes(n, binary=True), human_bytes(n, binary=False)
 
 
+KV_TITLE = ("KV cache: n_layers x (K + V elements) x tokens kept x batch x bytes/element "
+            "(sliding-window layers keep at most their window; MLA: latent + rope key)")
+STATE_TITLE = ("cache: K and V rows grow with every token kept; conv and recurrent states are fixed per sequence "
+               "(n_layers x elements x batch x bytes/element, whatever the length)")
+
+
 def kvcache_table(caches: Iterable[KVCache]) -> Table:
-    """One row per model, or per layer kind and then the model's total: shape, tokens kept, bytes."""
-    table = _columns(Table(title="KV cache: n_layers x (K + V elements) x tokens kept x batch x bytes/element "
-                                 "(sliding-window layers keep at most their window; MLA: latent + rope key)"),
+    """One row per model, or per layer kind (K and V rows, then fixed states) and then the model's total."""
+    caches = list(caches)
+    table = _columns(Table(title=STATE_TITLE if any(kv.states for kv in caches) else KV_TITLE),
                      "model", "attention", "layers", "KV heads x head_dim", "window", "tokens kept", "batch", "dtype",
                      "bytes/token", "total", "GiB units", "GB units")
     for kv in caches:
-        if len(kv.layers) == 1:
+        if len(kv.layers) == 1 and not kv.states:
             kind = kv.layers[0]
             table.add_row(escape(kv.model), *_kv_shape(kind), f"{kind.tokens(kv.seq):,}", f"{kv.batch:,}", kv.dtype,
                           f"{kv.bytes_per_token:,}", *_units(kv.total_bytes))
@@ -50,15 +56,29 @@ def kvcache_table(caches: Iterable[KVCache]) -> Table:
         for kind in kv.layers:  # each kind of layer's share, then the model's total
             table.add_row("", *_kv_shape(kind), f"{kind.tokens(kv.seq):,}", "", "",
                           f"{kind.bytes_per_token(kv.format):,}", *_units(kv.kind_bytes(kind)), style="dim")
-        table.add_row(escape(kv.model), kv.attention_kind, str(kv.n_layers), "", "", f"seq {kv.seq:,}",
-                      f"{kv.batch:,}", kv.dtype, f"{kv.bytes_per_token:,}", *_units(kv.total_bytes))
+        for state in kv.states:  # fixed per sequence: no bytes per token
+            table.add_row("", f"{state.name} state", _layers_cell(state.n_layers, state.block),
+                          f"{state.elements:,} per seq", "-", "fixed", "", state.format(kv.format).name, "0",
+                          *_units(state.bytes_per_sequence(kv.format) * kv.batch), style="dim")
+        table.add_row(escape(kv.model), kv.attention_kind, str(kv.n_layers + _state_layers(kv)), "", "",
+                      f"seq {kv.seq:,}", f"{kv.batch:,}", kv.dtype, f"{kv.bytes_per_token:,}", *_units(kv.total_bytes))
         table.add_section()
     return table
 
 
+def _state_layers(kv: KVCache) -> int:
+    """Layers that keep a state but no K and V rows (a layer's conv and recurrent states count once)."""
+    rows = {kind.block for kind in kv.layers}
+    return sum({s.block: s.n_layers for s in kv.states if s.block not in rows}.values())
+
+
+def _layers_cell(n_layers: int, block: str) -> str:
+    return f"{n_layers} ({escape(block)})" if block not in ("block", "decoder") else str(n_layers)
+
+
 def _kv_shape(kind: KVLayers) -> tuple[str, str, str, str]:
     """attention, layers, KV heads x head_dim, window; MLA caches a latent and one rope key instead of heads."""
-    layers = f"{kind.n_layers} ({escape(kind.block)})" if kind.block not in ("block", "decoder") else str(kind.n_layers)
+    layers = _layers_cell(kind.n_layers, kind.block)
     window = f"{kind.window:,}" if kind.window else "-"
     if kind.kind == "MLA" and kind.expanded is not None:
         return kind.kind, layers, f"latent {kind.k}", window
@@ -85,6 +105,10 @@ def kv_notes(kv: KVCache) -> list[str]:
                      f"{bytes_with_units(kv.expanded_bytes)}, {kv.expanded_bytes // kv.total_bytes}x more")
     if any(k.sinks for k in kv.layers):
         notes.append(f"{name}: attention sinks are one learned logit per head (parameters): nothing cached")
+    if kv.states:
+        notes.append(f"{name}: {bytes_with_units(kv.state_bytes)} of conv and recurrent states, "
+                     f"{bytes_with_units(kv.state_bytes_per_sequence)} per sequence at any length: "
+                     + ("only the attention layers grow with the context" if kv.layers else "nothing grows with the context"))
     if kv.tp > 1:
         notes.append(f"{name}: per GPU under --tp {kv.tp}: KV heads split across GPUs (replicated when tp exceeds "
                      f"them); an MLA latent is held whole on every GPU")

@@ -1,7 +1,7 @@
 """`ModelSpec`: a decoder-only transformer as data — embeddings, a run-length stack of blocks made
 of typed parts, a final norm and a head.
 
-    blocks:  {name: Block}           a Block = attention (Attention | MLA) + MLP (MLP | MoE) + norms
+    blocks:  {name: Block}           a Block = a token mixer + an MLP (MLP | MoE) + norms; either may be absent
     layers:  [(repeat, name), ...]   DeepSeek-V3: [(3, dense), (58, moe)]; Gemma-3: (5, local), (1, global), ...
 
 Layers are stored run-length, never one object per layer, so a 10,000-layer spec costs nothing.
@@ -16,29 +16,36 @@ shorthand for one block kind repeated `n_layers` times: `spec_from_dict` accepts
 from typing import Any, Iterator, Literal
 
 from calc.errors import GptcalcError
-from calc.parts import MLA, MLP, Attention, Embedding, Head, MoE, Norm
+from calc.parts import MLA, MLP, Attention, Embedding, GatedDeltaNet, Head, Mamba2, MoE, Norm, ShortConv
 from calc.parts.base import Field, Part, field_validator, model_validator
+from calc.parts.cache import CacheSpec
 
 __all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "is_flat", "spec_from_dict"]
 
 NormPosition = Literal["attn_in", "attn_out", "mlp_in", "mlp_out"]
+Mixer = Attention | MLA | Mamba2 | GatedDeltaNet | ShortConv
 NORM_COMPONENTS = {"attn_in": "attn_norm", "attn_out": "attn_post_norm", "mlp_in": "mlp_norm", "mlp_out": "mlp_post_norm"}
 
 
 class Block(Part):
-    """One transformer layer: attention, MLP, and where its norms sit.
+    """One layer: a token mixer, an MLP, and where its norms sit.
 
-    `norms` lists the positions that have a norm: before attention (`attn_in`), on attention's
+    The token mixer (`attention`) is what lets a token see the others: attention (`attention`,
+    `mla`) or one of the mechanisms hybrids use instead (`mamba2`, `gated_deltanet`, `short_conv`).
+    Either sublayer may be absent: Mamba2 and Nemotron-H layers hold a mixer alone, Nemotron-H's
+    MLP layers an MLP alone (`attention: null` / `mlp: null`).
+
+    `norms` lists the positions that have a norm: before the mixer (`attn_in`), on the mixer's
     output before the residual add (`attn_out`: Gemma-2/3's sandwich, OLMo-2), before the MLP
-    (`mlp_in`), on the MLP's output (`mlp_out`). `parallel`: attention and MLP both read the block's
+    (`mlp_in`), on the MLP's output (`mlp_out`). `parallel`: mixer and MLP both read the block's
     input and are added together (GPT-J, GPT-NeoX, Falcon, Phi-2, Cohere); one shared norm there is
     just `norms: [attn_in]`. `post_ln`: the attn_in and mlp_in norms normalise the residual stream
     after each add instead of each sublayer's input (the original Transformer's post-LN, OPT-350m):
     the same parameters in another place.
     """
 
-    attention: Attention | MLA = Field(discriminator="kind")
-    mlp: MLP | MoE = Field(discriminator="kind")
+    attention: Mixer | None = Field(discriminator="kind")
+    mlp: MLP | MoE | None = Field(discriminator="kind")
     norm: Norm
     norms: tuple[NormPosition, ...] = Field(default=("attn_in", "mlp_in"), strict=False)
     parallel: bool = False
@@ -48,12 +55,15 @@ class Block(Part):
     @model_validator(mode="before")
     @classmethod
     def _default_kinds(cls, data: Any) -> Any:
-        """`kind` may be left out for plain attention and a dense MLP."""
+        """`kind` may be left out for plain attention and a dense MLP; a layer without one sublayer
+        keeps only its own norms by default."""
         if isinstance(data, dict):
             data = dict(data)
             for field, kind in (("attention", "attention"), ("mlp", "mlp")):
                 if isinstance(data.get(field), dict) and "kind" not in data[field]:
                     data[field] = {"kind": kind, **data[field]}
+            if "norms" not in data and (data.get("attention", 0) is None or data.get("mlp", 0) is None):
+                data["norms"] = ["attn_in"] if data.get("mlp", 0) is None else ["mlp_in"]
         return data
 
     @field_validator("norms")
@@ -65,39 +75,60 @@ class Block(Part):
 
     @model_validator(mode="after")
     def _post_ln(self) -> "Block":
+        if self.attention is None and self.mlp is None:
+            raise ValueError("a layer needs a token mixer (attention), an MLP, or both")
+        orphans = [p for p in self.norms if (p.startswith("attn") and self.attention is None)
+                   or (p.startswith("mlp") and self.mlp is None)]
+        if orphans:
+            raise ValueError(f"norms: {orphans[0]} normalises a sublayer this layer does not have")
+        if self.parallel and (self.attention is None or self.mlp is None):
+            raise ValueError("parallel: a layer needs both a mixer and an MLP to run them side by side")
         if self.post_ln and (self.parallel or not set(self.norms) <= {"attn_in", "mlp_in"}):
             raise ValueError("post_ln moves the attn_in and mlp_in norms after each residual add; "
                              "it takes no other norm positions and no parallel block")
         return self
 
+    def sublayers(self) -> tuple[Mixer | MLP | MoE, ...]:
+        """The mixer and the MLP this layer has, in the order a token meets them."""
+        return tuple(part for part in (self.attention, self.mlp) if part is not None)
+
     def params(self, d_model: int) -> dict[str, int]:
         """One layer's components, in the order a token meets them."""
         norms = {NORM_COMPONENTS[p]: self.norm.params(d_model) for p in self.norms}
         rows = {k: v for k, v in norms.items() if k == "attn_norm" and v}
-        rows.update(self.attention.params(d_model))
+        rows.update(self.attention.params(d_model) if self.attention else {})
         rows.update({k: v for k, v in norms.items() if k in ("attn_post_norm", "mlp_norm") and v})
-        rows.update(self.mlp.params(d_model))
+        rows.update(self.mlp.params(d_model) if self.mlp else {})
         rows.update({k: v for k, v in norms.items() if k == "mlp_post_norm" and v})
         return rows
 
     def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
         """Each weight matrix of one layer: its input width and how many there are."""
-        return {**self.attention.matrices(d_model), **self.mlp.matrices(d_model)}
+        return {key: value for part in self.sublayers() for key, value in part.matrices(d_model).items()}
+
+    def cache(self, d_model: int) -> CacheSpec:
+        """What this layer keeps per sequence: its mixer's cache (nothing for an MLP-only layer)."""
+        return self.attention.cache(d_model) if self.attention else CacheSpec()
+
+    @property
+    def is_moe(self) -> bool:
+        return self.mlp is not None and self.mlp.kind == "moe"
 
     def active_params(self, d_model: int) -> dict[str, int]:
         """What one token uses: all of it, except the experts a MoE router did not pick."""
-        if self.mlp.kind != "moe":
+        if not self.is_moe:
             return self.params(d_model)
         return {**self.params(d_model), **self.mlp.active_params(d_model)}
 
     def buffers(self) -> dict[str, int]:
         """What one layer stores beside its parameters (a MoE router's score correction bias)."""
-        return self.mlp.buffers() if self.mlp.kind == "moe" else {}
+        return self.mlp.buffers() if self.is_moe else {}
 
     def describe(self) -> str:
-        where = "parallel attention + MLP" if self.parallel else "sequential"
+        where = "parallel mixer + MLP" if self.parallel else "sequential"
         at = "after each residual add (post-LN)" if self.post_ln else f"at {', '.join(self.norms)}"
-        return f"{self.attention.describe()}; {self.mlp.describe()}; {self.norm.describe()} {at}; {where}"
+        parts = "; ".join(part.describe() for part in self.sublayers())
+        return f"{parts}; {self.norm.describe()} {at}; {where}"
 
 
 class LayerRun(Part):
@@ -200,15 +231,18 @@ class ModelSpec(Part):
         raise IndexError(layer)
 
     def attention_parts(self) -> Iterator[tuple[str, Attention | MLA]]:
+        """Each used block kind's attention (MHA/GQA/MQA or MLA): the layers that cache keys per token."""
         for name in self.layer_counts():
-            yield name, self.blocks[name].attention
+            part = self.blocks[name].attention
+            if part is not None and part.cache(self.d_model).tokens is not None:
+                yield name, part
 
     def with_kv_heads(self, n_kv_heads: int) -> "ModelSpec":
         """The same model with every (non-MLA) attention using `n_kv_heads` KV heads (for MHA/GQA/MQA
         comparisons); validated again, so a count that does not divide n_heads is an error."""
         data = self.model_dump()
         for block in data["blocks"].values():
-            if block["attention"]["kind"] == "attention":
+            if block["attention"] and block["attention"]["kind"] == "attention":
                 block["attention"]["n_kv_heads"] = n_kv_heads
         return spec_from_dict(data, self.name)
 

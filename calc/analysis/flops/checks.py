@@ -51,8 +51,9 @@ def checks(spec: ModelSpec, f: Flops) -> tuple[Check, ...]:
     b = count(spec)
     n = (b.active if b.active is not None else b.total) - b.embeddings  # Kaplan's N, active experts only
     n_ctx = f.seq + 1 if f.decode else f.seq
-    d_attn = sum(layers * spec.blocks[kind].attention.n_heads * spec.blocks[kind].attention.head_dim
-                 for kind, layers in f.layers.items())  # n_layer·d_attn = L·H·Q summed over layer kinds
+    attention = dict(spec.attention_parts())  # layers without attention add nothing to the context term
+    d_attn = sum(layers * attention[kind].n_heads * attention[kind].head_dim
+                 for kind, layers in f.layers.items() if kind in attention)  # n_layer·d_attn = L·H·Q
     weights, attention = f.per_token(f.forward - f.attention), f.per_token(f.attention)
     rows = [
         Check("ours: forward", "the rows above", weights, attention, ""),

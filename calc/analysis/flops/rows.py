@@ -131,7 +131,7 @@ def flops(spec: ModelSpec, seq: int, batch: int = 1, decode: bool = False,
     for index, step in enumerate(j.steps):
         if not step.flops:
             continue
-        window = spec.blocks[step.block].attention.window if step.block else None
+        window = _window(spec, step.block)
         if step.id in ATTENTION_CORE and conventions.causal_half and not decode:
             rows.append(_causal(j, step, window))
         elif index > last_block and not (conventions.last_logit or decode):
@@ -139,6 +139,12 @@ def flops(spec: ModelSpec, seq: int, batch: int = 1, decode: bool = False,
         else:
             rows.append(_row(j, step, step.flops, _formula(step)))
     return Flops(spec.name, batch, seq, decode, conventions, tuple(rows), j.layers)
+
+
+def _window(spec: ModelSpec, block: str) -> int | None:
+    """The sliding window of a block's cached keys, as its mixer states it (None: all, or no keys)."""
+    tokens = spec.blocks[block].cache(spec.d_model).tokens if block else None
+    return tokens.window if tokens else None
 
 
 def _row(j: Journey, step: Step, n: int, formula: str) -> FlopRow:

@@ -166,8 +166,8 @@ class Budget:
         return self.kv.bytes_per_token
 
     def cache_bytes(self, seq: int, batch: int) -> int:
-        """The cache at seq x batch (windowed layers capped), 0 at seq 0."""
-        return sum(kind.bytes_per_token(self.kv.format) * kind.tokens(seq) * batch for kind in self.kv.layers)
+        """The cache at seq x batch (windowed layers capped), fixed per-sequence states included."""
+        return self.kv.bytes_at(seq, batch)
 
     @property
     def by_memory(self) -> int | None:
@@ -176,7 +176,7 @@ class Budget:
         if self.solve_for == "batch":
             return free // self.cache_bytes(self.fixed, 1)
         growing = sum(k.bytes_per_token(self.kv.format) for k in self.kv.layers if not k.window) * self.fixed
-        windows = max((k.window or 0) for k in self.kv.layers)
+        windows = max((k.window or 0) for k in self.kv.layers) if self.kv.layers else 0
         if not growing:
             return None if self.cache_bytes(windows, self.fixed) <= free else \
                 _largest(lambda s: self.cache_bytes(s, self.fixed) <= free, windows)

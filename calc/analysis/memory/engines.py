@@ -114,6 +114,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
+    _refuse_states(kv, engine)
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
     hybrid = hybrid_groups(kv, max_batched) if engine == "vllm" else None
@@ -174,8 +175,19 @@ def split_kv_bytes(kv: KVCache) -> tuple[int, int]:
     return k, v
 
 
+def _refuse_states(kv: KVCache, engine: str) -> None:
+    """Engines page conv and recurrent states their own way (vLLM aligns Mamba state pages with the
+    attention blocks, SGLang keeps a separate Mamba pool, llama.cpp a recurrent-state buffer): until
+    those rules are modelled, a hybrid model gets no engine line rather than a wrong one."""
+    if kv.states:
+        raise GptcalcError(f"--engine {engine}: {kv.model} keeps conv and recurrent states beside its KV cache, and "
+                           f"how {engine} pages them is not modelled yet; without --engine, memory and kvcache give "
+                           "both parts")
+
+
 def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
     """The start-up lines the engine prints about its cache, with our numbers in them."""
+    _refuse_states(kv, engine)
     if engine == "llamacpp":
         k, v = split_kv_bytes(kv)
         t = "f16" if kv.dtype == "fp16" else kv.dtype

@@ -1,12 +1,15 @@
-"""The KV cache, one kind of layer at a time.
+"""The cache a decoder keeps while it generates, one kind of layer at a time.
 
-Each layer kind caches K and V elements per token (the part says how many: `kv_per_token`), for
-as many tokens as it keeps:
+Each layer's mixer states its cache (`calc.parts.cache.CacheSpec`): rows that grow with every
+token (attention's K and V, MLA's latent) and states of fixed size per sequence (Mamba2's and gated
+DeltaNet's conv window and recurrent state, LFM2's conv window). This module only adds them up:
 
     row bytes          = format.row_bytes(width)            # ceil(width / block) blocks; fp16: width x 2
     bytes per token    = sum over kinds of n_layers x (row(K) + row(V))
     tokens kept        = min(seq, window) for a sliding-window layer in a rolling buffer, else seq
+    state bytes        = sum over kinds of n_layers x state elements x state bytes/element
     total bytes        = sum over kinds of n_layers x (row(K) + row(V)) x tokens kept x batch
+                         + state bytes x batch
 
 - full attention keeps every token; GQA and MQA shrink the rows by n_heads / n_kv_heads;
 - sliding window (Mistral-7B-v0.1's 4,096, Gemma-2/3's local layers, gpt-oss's 128) keeps the
@@ -15,10 +18,16 @@ as many tokens as it keeps:
 - MLA (DeepSeek-V2/V3) caches one latent of kv_lora_rank + qk_rope_head_dim per layer per token,
   for all heads (K = that, V = 0); `expanded=True` gives the per-head keys and values an
   implementation that expands the latent would hold instead (K and V widths differ);
+- a recurrent layer's state does not grow: Qwen3-Next's 36 gated DeltaNet layers hold the same
+  bytes at 1 token and at 1M, so only its 12 attention layers grow with the context;
 - attention sinks (gpt-oss) are one learned logit per head: parameters, nothing cached.
 
+States are kept in the model's dtype (the cache's own when it is fp32, fp16 or bf16, 16 bits
+otherwise: engines quantise K and V, not states), or in fp32 where the model says so.
+
 Under tensor parallelism (`tp`) each GPU holds n_kv_heads / tp KV heads, one head when tp exceeds
-them (vLLM and SGLang replicate KV heads then), and the whole MLA latent (it has no heads to split).
+them (vLLM and SGLang replicate KV heads then), and the whole MLA latent (it has no heads to split);
+states split by their heads (`StateSpec.per_gpu`).
 No torch here: tests/test_memory_torch.py checks these numbers against real cache tensors.
 """
 
@@ -26,12 +35,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from calc.analysis.memory.formats import Format, kv_format
+from calc.analysis.memory.formats import FORMATS, Format, kv_format
 from calc.errors import GptcalcError
-from calc.parts import MLA, Attention
+from calc.parts.cache import StateSpec, TokenSpec
 from calc.spec.model import ModelSpec
 
-__all__ = ["KVCache", "KVLayers", "kv_cache", "kv_layers", "kv_variants"]
+__all__ = ["KVCache", "KVLayers", "StateLayers", "kv_cache", "kv_layers", "kv_variants", "state_layers"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,30 @@ class KVLayers:
         return dict(self.__dict__)
 
 
+@dataclass(frozen=True)
+class StateLayers:
+    """One kind of layer's fixed per-sequence state (a conv window or a recurrent state)."""
+
+    block: str
+    n_layers: int
+    name: str  # "conv" or "recurrent"
+    elements: int  # per layer per sequence on one GPU
+    dtype: str  # "model" or "fp32"
+
+    def format(self, cache: Format) -> Format:
+        """fp32 where the model keeps it so; else the model's dtype: the cache's when it is a plain
+        float of 16 or 32 bits, 16 bits when the cache is quantised (engines quantise K and V only)."""
+        if self.dtype == "fp32":
+            return FORMATS["fp32"]
+        return cache if cache.name in ("fp32", "fp16", "bf16") else FORMATS["bf16"]
+
+    def bytes_per_sequence(self, cache: Format) -> int:
+        return self.n_layers * self.format(cache).row_bytes(self.elements)
+
+    def to_json(self, cache: Format) -> dict[str, object]:
+        return {**self.__dict__, "dtype": self.format(cache).name, "bytes_per_sequence": self.bytes_per_sequence(cache)}
+
+
 def _split(k: int, v: int, heads: int, tp: int) -> tuple[int, int, int]:
     """(K, V, KV heads) on one of `tp` GPUs: heads / tp each, or one replicated head when tp exceeds them."""
     if tp > heads:
@@ -83,27 +116,41 @@ def _split(k: int, v: int, heads: int, tp: int) -> tuple[int, int, int]:
     return k // tp, v // tp, heads // tp
 
 
-def _layers(name: str, n_layers: int, part: Attention | MLA, tp: int) -> KVLayers:
-    """One layer kind's cache on one GPU; MLA's latent is whole on every GPU, its expansion split."""
-    common = dict(kind=part.attention_kind, n_heads=part.n_heads, n_kv_heads=part.n_kv_heads,
-                  head_dim=part.head_dim, window=part.window)
-    if isinstance(part, MLA):
-        k, v, _ = _split(*part.expanded_kv_per_token(), part.n_heads, tp)
-        return KVLayers(name, n_layers, *part.kv_per_token(), **common, expanded=(k, v))
-    k, v, heads = _split(*part.kv_per_token(), part.n_kv_heads, tp)
-    return KVLayers(name, n_layers, k, v, **common, kv_heads_per_gpu=heads, sinks=part.sinks)
+def _layers(name: str, n_layers: int, t: TokenSpec, tp: int) -> KVLayers:
+    """One layer kind's per-token cache on one GPU: rows split by their heads, or whole (MLA's
+    latent) with its expansion split by the query heads."""
+    common = dict(kind=t.kind, n_heads=t.n_heads, n_kv_heads=t.n_kv_heads, head_dim=t.head_dim, window=t.window,
+                  sinks=t.sinks)
+    if t.heads is None:
+        expanded = _split(*t.expanded, t.n_heads, tp)[:2] if t.expanded else None
+        return KVLayers(name, n_layers, t.k, t.v, **common, expanded=expanded)
+    k, v, heads = _split(t.k, t.v, t.heads, tp)
+    return KVLayers(name, n_layers, k, v, **common, kv_heads_per_gpu=heads)
+
+
+def _state(name: str, n_layers: int, state: StateSpec, tp: int) -> StateLayers:
+    if state.heads % tp and tp > 1:
+        raise GptcalcError(f"--tp {tp}: does not divide the {state.heads} heads of {name}'s {state.name} state")
+    return StateLayers(name, n_layers, state.name, state.per_gpu(tp), state.dtype)
 
 
 def kv_layers(spec: ModelSpec, tp: int = 1, expanded: bool = False) -> tuple[KVLayers, ...]:
-    """Each layer kind's per-token cache on one GPU, from its attention part."""
-    counts = spec.layer_counts()
-    rows = tuple(_layers(name, counts[name], part, tp) for name, part in spec.attention_parts())
+    """Each layer kind's per-token cache on one GPU, as its mixer states it."""
+    rows = tuple(_layers(name, n, t, tp) for name, n in spec.layer_counts().items()
+                 if (t := spec.blocks[name].cache(spec.d_model).tokens) is not None)
     return tuple(kind.as_expanded() for kind in rows) if expanded else rows
+
+
+def state_layers(spec: ModelSpec, tp: int = 1) -> tuple[StateLayers, ...]:
+    """Each layer kind's fixed per-sequence states on one GPU (none for a pure attention model)."""
+    return tuple(_state(name, n, state, tp) for name, n in spec.layer_counts().items()
+                 for state in spec.blocks[name].cache(spec.d_model).states)
 
 
 @dataclass(frozen=True)
 class KVCache:
-    """The K and V tensors a decoder keeps for `seq` tokens of `batch` sequences, by layer kind."""
+    """What a decoder keeps for `seq` tokens of `batch` sequences, by layer kind: K and V rows per
+    token (`layers`) and fixed per-sequence states (`states`)."""
 
     model: str
     seq: int
@@ -112,6 +159,7 @@ class KVCache:
     layers: tuple[KVLayers, ...]
     tp: int = 1
     expanded: bool = False  # MLA: per-head K and V instead of the latent
+    states: tuple[StateLayers, ...] = ()
 
     @property
     def dtype(self) -> str:
@@ -135,14 +183,28 @@ class KVCache:
         return kind.bytes_per_token(self.format) * kind.tokens(self.seq, rolling) * self.batch
 
     @property
+    def state_bytes_per_sequence(self) -> int:
+        """The fixed part: every state one sequence keeps, whatever its length (0 without states)."""
+        return sum(state.bytes_per_sequence(self.format) for state in self.states)
+
+    @property
+    def state_bytes(self) -> int:
+        return self.state_bytes_per_sequence * self.batch
+
+    def bytes_at(self, seq: int, batch: int) -> int:
+        """The whole cache at seq x batch: rows for the tokens each kind keeps, plus the states."""
+        rows = sum(kind.bytes_per_token(self.format) * kind.tokens(seq) for kind in self.layers)
+        return (rows + self.state_bytes_per_sequence) * batch
+
+    @property
     def total_bytes(self) -> int:
-        """Every kind at the tokens it keeps (sliding-window layers capped at their window)."""
-        return sum(self.kind_bytes(kind) for kind in self.layers)
+        """Every kind at the tokens it keeps (sliding-window layers capped at their window), plus states."""
+        return sum(self.kind_bytes(kind) for kind in self.layers) + self.state_bytes
 
     @property
     def unrolled_bytes(self) -> int:
         """What an engine that allocates `seq` positions for every layer, windows or not, holds."""
-        return self.bytes_per_token * self.seq * self.batch
+        return self.bytes_per_token * self.seq * self.batch + self.state_bytes
 
     @property
     def expanded_bytes(self) -> int | None:
@@ -153,20 +215,21 @@ class KVCache:
 
     @property
     def attention_kind(self) -> str:
-        return " + ".join(dict.fromkeys(kind.kind for kind in self.layers))
+        """MHA, GQA, MQA, MLA or a mix ("GQA + MLA"); "none" for a model without attention (Mamba2)."""
+        return " + ".join(dict.fromkeys(kind.kind for kind in self.layers)) or "none"
 
-    # The first layer kind's heads, for the one-line summaries (every supported stack shares them).
+    # The first layer kind's heads, for the one-line summaries (every supported stack shares them; 0 without attention).
     @property
     def n_heads(self) -> int:
-        return self.layers[0].n_heads
+        return self.layers[0].n_heads if self.layers else 0
 
     @property
     def n_kv_heads(self) -> int:
-        return self.layers[0].n_kv_heads
+        return self.layers[0].n_kv_heads if self.layers else 0
 
     @property
     def head_dim(self) -> int:
-        return self.layers[0].head_dim
+        return self.layers[0].head_dim if self.layers else 0
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -179,6 +242,9 @@ class KVCache:
                         "bytes_per_token": kind.bytes_per_token(self.format), "total_bytes": self.kind_bytes(kind)}
                        for kind in self.layers],
             "bytes_per_token": self.bytes_per_token,
+            "states": [state.to_json(self.format) for state in self.states],
+            "state_bytes_per_sequence": self.state_bytes_per_sequence,
+            "state_bytes": self.state_bytes,
             "total_bytes": self.total_bytes,
             "unrolled_bytes": self.unrolled_bytes,
             "mla_expanded_bytes": self.expanded_bytes,
@@ -191,14 +257,16 @@ def kv_cache(spec: ModelSpec, seq: int, batch: int = 1, dtype: str | Format = "f
     fmt = dtype if isinstance(dtype, Format) else kv_format(dtype)
     if seq < 1 or batch < 1 or tp < 1:
         raise GptcalcError(f"seq={seq}, batch={batch}, tp={tp}: each must be at least 1")
-    return KVCache(spec.name, seq, batch, fmt, kv_layers(spec, tp, expanded), tp, expanded)
+    return KVCache(spec.name, seq, batch, fmt, kv_layers(spec, tp, expanded), tp, expanded, state_layers(spec, tp))
 
 
 def kv_variants(spec: ModelSpec, seq: int, batch: int = 1, dtype: str | Format = "fp16") -> dict[str, KVCache]:
     """The same model's cache under MHA (n_kv_heads = n_heads), its own setting, and MQA (1)."""
-    if any(a.kind == "mla" for _, a in spec.attention_parts()):
+    if any(a.cache(spec.d_model).tokens.heads is None for _, a in spec.attention_parts()):
         raise GptcalcError(f"--gqa: {spec.name} uses MLA, which caches a latent rather than KV heads")
     heads = {a.n_heads for _, a in spec.attention_parts()}
+    if not heads:
+        raise GptcalcError(f"--gqa: {spec.name} has no attention layers, so no KV heads to vary")
     if len(heads) != 1:
         raise GptcalcError(f"--gqa: {spec.name}'s layers differ in query heads ({sorted(heads)})")
     return {

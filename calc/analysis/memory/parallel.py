@@ -29,7 +29,8 @@ from calc.spec.model import ModelSpec
 __all__ = ["Layout", "Stage", "pp_partitions", "stage_kv", "stages"]
 
 # Whole on every tensor-parallel GPU (everything else in a layer is sharded tp ways).
-REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "router", "router_bias", "router_score_bias", "router_correction",
+REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "mlp_act", "shared_mlp_act", "router",
+              "router_bias", "router_score_bias", "router_correction",
               "shared_expert_gate", "q_a", "q_a_bias", "kv_a", "kv_a_bias", "position_embedding", "embedding_norm",
               "lm_head_bias", "project_in", "project_out")
 EXPERTS = "experts_"
@@ -89,7 +90,7 @@ class Stage:
 def _kv_split(spec: ModelSpec, tp: int) -> int:
     """How many ways K and V weights split: by KV head, at most n_kv_heads ways."""
     heads = {a.n_kv_heads for _, a in spec.attention_parts()}
-    return min(tp, min(heads))
+    return min(tp, min(heads, default=tp))
 
 
 def stages(spec: ModelSpec, breakdown: Breakdown, layout: Layout) -> list[Stage]:
@@ -118,4 +119,5 @@ def stage_kv(spec: ModelSpec, kv: KVCache, stage: Stage) -> KVCache:
     """The cache of one stage's layers (kv is already per tensor-parallel GPU)."""
     counts = spec.layer_counts(stage.first_layer, stage.first_layer + stage.n_layers)
     layers = tuple(replace(kind, n_layers=counts[kind.block]) for kind in kv.layers if kind.block in counts)
-    return replace(kv, layers=layers)
+    states = tuple(replace(state, n_layers=counts[state.block]) for state in kv.states if state.block in counts)
+    return replace(kv, layers=layers, states=states)

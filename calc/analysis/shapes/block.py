@@ -15,10 +15,16 @@ from calc.analysis.shapes.mlp import mlp_steps
 from calc.analysis.shapes.moe import NOTE as MOE_NOTE
 from calc.analysis.shapes.moe import moe_steps
 from calc.analysis.shapes.norm import norm_step
+from calc.analysis.shapes.recurrent import deltanet_steps, mamba2_steps, short_conv_steps
 from calc.parts.norm import LABELS as NORM_LABELS
 from calc.spec.model import NORM_COMPONENTS, Block
 
 __all__ = ["block_notes", "block_steps"]
+
+# Each token mixer's steps and what the residual add calls it, by the part's kind.
+MIXERS = {"attention": (attention_steps, "attention"), "mla": (mla_steps, "attention"),
+          "mamba2": (mamba2_steps, "Mamba2"), "gated_deltanet": (deltanet_steps, "DeltaNet"),
+          "short_conv": (short_conv_steps, "short conv")}
 
 
 def block_steps(d: Dims, block: Block, d_model: int, name: str, layers: int) -> list[Step]:
@@ -26,8 +32,9 @@ def block_steps(d: Dims, block: Block, d_model: int, name: str, layers: int) -> 
     d = d.within(name)
     rows = Rows(block.params(d_model))
     a, m = block.attention, block.mlp
-    attention = mla_steps(d, a, rows) if a.kind == "mla" else attention_steps(d, a, rows)
-    mlp = moe_steps(d, m, rows) if m.kind == "moe" else mlp_steps(d, m, rows)
+    steps_of, mixer = MIXERS[a.kind] if a else (None, "")
+    attention = steps_of(d, a, rows) if a else []
+    mlp = [] if m is None else moe_steps(d, m, rows) if block.is_moe else mlp_steps(d, m, rows)
 
     def norm(position: str) -> list[Step]:
         if position not in block.norms:
@@ -37,21 +44,21 @@ def block_steps(d: Dims, block: Block, d_model: int, name: str, layers: int) -> 
         return [norm_step(d, block.norm, component, NORM_LABELS[component], d.hidden, rows.take(component), where)]
 
     x, out = d.hidden, f"the block's output; × {layers} layer{'s' if layers > 1 else ''}"
-    add_attention = d.step("attn_residual", "residual: x + attention", x, (x, x),
-                           note="adds attention's change to the block's input")
+    add_attention = d.step("attn_residual", f"residual: x + {mixer}", x, (x, x),
+                           note=out if m is None else f"adds {mixer}'s change to the block's input")
     add_mlp = d.step("mlp_residual", "residual: x + MLP", x, (x, x), note=out)
     if block.parallel:
         shared = ("x, each through its own norm" if "mlp_in" in block.norms
                   else "the same normed x" if "attn_in" in block.norms else "x")
-        add_both = d.step("residual", "residual: x + attention + MLP", x, (x, x, x),
-                          note=f"parallel: attention and MLP both read {shared}; their outputs are added to x "
+        add_both = d.step("residual", f"residual: x + {mixer} + MLP", x, (x, x, x),
+                          note=f"parallel: {mixer} and MLP both read {shared}; their outputs are added to x "
                                f"together: {out}")
         steps = [*norm("attn_in"), *attention, *norm("attn_out"), *norm("mlp_in"), *mlp, *norm("mlp_out"), add_both]
     elif block.post_ln:
         steps = [*attention, add_attention, *norm("attn_in"), *mlp, add_mlp, *norm("mlp_in")]
     else:
-        steps = [*norm("attn_in"), *attention, *norm("attn_out"), add_attention,
-                 *norm("mlp_in"), *mlp, *norm("mlp_out"), add_mlp]
+        steps = [*norm("attn_in"), *attention, *norm("attn_out"), *([add_attention] if a else []),
+                 *norm("mlp_in"), *mlp, *norm("mlp_out"), *([add_mlp] if m else [])]
     rows.done(f"block {name!r}")
     return steps
 
@@ -59,8 +66,9 @@ def block_steps(d: Dims, block: Block, d_model: int, name: str, layers: int) -> 
 def block_notes(block: Block, name: str) -> list[str]:
     """What a block's parts want said once under the table."""
     a = block.attention
-    notes = list(cache_note(a)) if a.kind == "mla" else []
-    if a.window:
-        notes.append(f"sliding window ({name} layers): each query sees at most the last {a.window:,} keys; "
-                     f"a decode step's rolling KV cache holds at most {a.window:,}")
-    return notes + (list(MOE_NOTE) if block.mlp.kind == "moe" else [])
+    notes = list(cache_note(a)) if a is not None and a.kind == "mla" else []
+    window = getattr(a, "window", None)
+    if window:
+        notes.append(f"sliding window ({name} layers): each query sees at most the last {window:,} keys; "
+                     f"a decode step's rolling KV cache holds at most {window:,}")
+    return notes + (list(MOE_NOTE) if block.is_moe else [])

@@ -58,7 +58,7 @@ def _positions(spec: ModelSpec, d: Dims, params: int) -> Step:
 
 def _positions_inside(spec: ModelSpec) -> str:
     """Where a model without a position table gets positions from: rotary or ALiBi in attention, or nowhere."""
-    parts = [block.attention for block in spec.blocks.values()]
+    parts = [part for _, part in spec.attention_parts()]
     if any(a.rope for a in parts):
         return "rotary acts inside attention"
     if any(isinstance(a, Attention) and a.alibi for a in parts):

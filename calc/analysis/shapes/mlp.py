@@ -10,8 +10,9 @@ __all__ = ["activation_label", "ffn_steps", "mlp_steps"]
 
 _GATED = {"silu": "SwiGLU: SiLU(gate) × up", "gelu": "GeGLU: GELU(gate) × up",
           "gelu_tanh": "GeGLU: GELU(gate) × up (tanh approximation)", "relu": "ReGLU: ReLU(gate) × up",
-          "relu2": "ReLU²(gate) × up"}
-_PLAIN = {"silu": "SiLU", "gelu": "GELU", "gelu_tanh": "GELU (tanh approximation)", "relu": "ReLU", "relu2": "ReLU²"}
+          "relu2": "ReLU²(gate) × up", "xielu": "xIELU(gate) × up"}
+_PLAIN = {"silu": "SiLU", "gelu": "GELU", "gelu_tanh": "GELU (tanh approximation)", "relu": "ReLU", "relu2": "ReLU²",
+          "xielu": "xIELU"}
 
 
 def activation_label(gated: bool, activation: str) -> str:
@@ -48,7 +49,9 @@ def ffn_steps(d: Dims, prefix: str, name: str, shapes: tuple[Shape, Shape, Shape
         d.linear(f"{prefix}_up", f"{name} up ·W_up", x, w_in, hidden, rows.take(f"{prefix}_up", f"{prefix}_up_bias"),
                  f"widens {who} from d_model={x.sizes[-1]} to {hidden.names[-1]}={width}" + how),
         d.step(f"{prefix}_act", activation_label(part.gated, part.activation), hidden,
-               (hidden, hidden) if part.gated else (hidden,), note="elementwise; shape unchanged"),
+               (hidden, hidden) if part.gated else (hidden,), params=rows.take(f"{prefix}_act"),
+               note="elementwise; shape unchanged" + ("; two learned scalars (alpha_p, alpha_n)"
+                                                       if part.activation == "xielu" else "")),
         d.linear(f"{prefix}_down", f"{name} down ·W_down", hidden, w_out, out,
                  rows.take(f"{prefix}_down", f"{prefix}_down_bias"), "narrows back to d_model" + how),
     ]

@@ -157,9 +157,9 @@ def _korthikanti(spec: ModelSpec, s: Setup) -> int | None:
         return None
     (block,) = spec.blocks.values()
     a, m = block.attention, block.mlp
-    if a.kind != "attention" or a.q_dim != spec.d_model or a.n_kv_heads != a.n_heads:
+    if a is None or a.kind != "attention" or a.q_dim != spec.d_model or a.n_kv_heads != a.n_heads:
         return None
-    if m.kind != "mlp" or m.gated or m.d_ff != 4 * spec.d_model:
+    if m is None or m.kind != "mlp" or m.gated or m.d_ff != 4 * spec.d_model:
         return None
     per_stage = -(-spec.n_layers // s.pp)
     return korthikanti(s.seq, s.micro_batch, spec.d_model, a.n_heads, per_stage * s.pp, s.tp, s.sp, s.recompute)

@@ -30,14 +30,18 @@ P·V, keep Q, K, V); `full` keeps only each layer's input, n·d, and recomputes 
 
 Tensor parallelism over t GPUs splits the heads and d_ff, so every term h- or d_ff-wide (and P) is ÷ t;
 the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷ t only with sequence
-parallelism. MoE layers and MLA follow the same rules but are not measured by the torch test.
+parallelism. MoE layers and MLA follow the same rules but are not measured by the torch test, nor
+are the recurrent mixers (Mamba2, gated DeltaNet, short conv): their terms list what the ops around
+each recurrence keep, read off transformers' torch paths.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calc.parts import MLA, MLP, Attention, MoE, Norm
+from typing import Any
+
+from calc.parts import MLA, MLP, Attention, GatedDeltaNet, Mamba2, MoE, Norm, ShortConv
 from calc.spec.model import Block, ModelSpec
 
 __all__ = ["RECOMPUTE", "Term", "activation_terms", "korthikanti", "layer_terms"]
@@ -92,6 +96,41 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
     return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *core]
 
 
+def _mamba2(m: Mamba2, n: int, d: int, act: int) -> list[Term]:
+    """in_proj's input and output, the conv's output and SiLU, the scan's output, the gate and the
+    gated norm's input, and out_proj's input. The scan's own per-chunk states are the kernel's
+    business (a fused kernel recomputes them); these are what the ops around it keep."""
+    proj = m.d_inner + m.conv_dim + m.n_heads
+    return [Term("mixer input (normed x)", n * d, act, "sp"),
+            Term("in_proj output (z, x·B·C, dt)", n * proj, act, "tp"),
+            Term("conv output and its SiLU", 2 * n * m.conv_dim, act, "tp"),
+            Term("scan output, gate SiLU(z), gated norm (input, normed)", 4 * n * m.d_inner + n * m.n_groups, act, "tp")]
+
+
+def _deltanet(g: GatedDeltaNet, n: int, d: int, act: int) -> list[Term]:
+    """The projections' outputs, the conv's output and SiLU, normalised q and k, the delta rule's
+    output, and the gated norm's input and output (out_proj's input)."""
+    return [Term("mixer input (normed x)", n * d, act, "sp"),
+            Term("q, k, v, z, beta, a projections", n * (g.conv_dim + g.value_dim + 2 * g.n_v_heads), act, "tp"),
+            Term("conv output and its SiLU", 2 * n * g.conv_dim, act, "tp"),
+            Term("normalised q and k", 2 * n * g.key_dim, act, "tp"),
+            Term("delta-rule output, gated norm (input, normed, gate)", 4 * n * g.value_dim + n * g.n_v_heads, act, "tp")]
+
+
+def _short_conv(c: ShortConv, n: int, d: int, act: int) -> list[Term]:
+    """in_proj's output (B, C, x), B·x (the conv's input), the conv's output, C·conv (out_proj's input)."""
+    return [Term("mixer input (normed x)", n * d, act, "sp"),
+            Term("in_proj output, B·x, conv output, C·conv", 6 * n * d, act, "sp")]
+
+
+def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
+    """What one layer's token mixer keeps, by the part's kind (attention and MLA share one rule)."""
+    if a is None:
+        return []
+    recurrent = {"mamba2": _mamba2, "gated_deltanet": _deltanet, "short_conv": _short_conv}.get(a.kind)
+    return recurrent(a, b * s, d, act) if recurrent else _attention(a, b, s, d, act, recompute, flash)
+
+
 def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
     terms = [Term("MLP input (normed x)", n * d, act, "sp")]
     if isinstance(m, MoE):
@@ -113,7 +152,8 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     if recompute == "full":
         return [Term("layer input (the checkpoint)", n * d, act, "sp")]
     norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})")]
-    return [*norms, *_attention(block.attention, b, s, d, act, recompute, flash), *_mlp(block.mlp, n, d, act)]
+    mlp = _mlp(block.mlp, n, d, act) if block.mlp is not None else []
+    return [*norms, *_mixer(block.attention, b, s, d, act, recompute, flash), *mlp]
 
 
 def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str) -> list[Term]:

@@ -137,7 +137,7 @@ class Attention(Part):
         B, _, T, _ = y.shape
         y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, nh*hs)
         trace("attn_concat", y)
-        if s.gate is not None:
+        if s.gate_proj is not None:
             y = self._gated(x, y, trace)
         y = self.weights["o"](y)  # (B, T, d)
         trace("attn_out", y)
@@ -147,13 +147,13 @@ class Attention(Part):
     def _gated(self, x: torch.Tensor, y: torch.Tensor, trace: Any) -> torch.Tensor:
         """Laguna: the heads' output [B, T, h·v] times softplus(x·W_G) in float32, per head or per channel."""
         gate = torch.nn.functional.softplus(self.weights["g"](x).float()).to(y.dtype)  # (B, T, h) or (B, T, h·v)
-        trace("attn_gate", gate)
-        if self.spec.gate.scope == "head":
+        trace("attn_gate_proj", gate)
+        if self.spec.gate_proj.scope == "head":
             B, T, _ = y.shape
             y = (y.view(B, T, self.spec.n_heads, -1) * gate[..., None]).reshape(B, T, -1)
         else:
             y = y * gate
-        trace("attn_gated", y)
+        trace("attn_gate", y)
         return y
 
 

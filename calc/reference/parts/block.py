@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from calc.checkpoint.names import Slot
+from calc.errors import GptcalcError
 from calc.reference.parts.attention import Attention
 from calc.reference.parts.base import Part, build_weights, place
 from calc.reference.parts.mla import MLA
@@ -64,6 +65,10 @@ class Layer(nn.Module):
         norms = {r: s for r, s in slots.items() if _base(r) in NORM_ROLES}
         mlp = {r: s for r, s in slots.items() if r not in attention and r not in norms}
         a = block.attention
+        if a is None or a.kind not in ("attention", "mla") or block.mlp is None or getattr(a, "output_gate", False):
+            what = "a layer without attention or without an MLP" if a is None or block.mlp is None else (
+                "the attention output gate" if a.kind == "attention" else f"the {a.kind} mixer")
+            raise GptcalcError(f"the torch reference does not implement {what} yet")
         self.parts: dict[str, Part] = {
             "attn": MLA(a, n_positions) if a.kind == "mla" else Attention(a, n_positions, lay.get("qkv_order", "concat")),
             "mlp": MoE(block.mlp, lay.get("experts_order", "out_in")) if block.mlp.kind == "moe" else MLP(block.mlp),

@@ -1,6 +1,7 @@
 """The feed-forward block: down(act(up x)), or gated down(act(gate x) * up x), gate and up stored
 apart or fused side by side (Phi-3's gate_up_proj: gate first). Activations as transformers' ACT2FN
-names them: gelu (exact erf), gelu_tanh (gelu_new, gelu_pytorch_tanh), relu, silu, relu2 (squared ReLU)."""
+names them: gelu (exact erf), gelu_tanh (gelu_new, gelu_pytorch_tanh), relu, silu, relu2 (squared ReLU),
+and xielu, the one that reads weights of its own (`xielu`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch.nn.functional as F
 
 from calc.reference.parts.base import Part
 
-__all__ = ["ACTIVATIONS", "MLP"]
+__all__ = ["ACTIVATIONS", "MLP", "xielu"]
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu": F.gelu,
@@ -22,6 +23,15 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
+def xielu(x: torch.Tensor, alpha_p: torch.Tensor, alpha_n: torch.Tensor, beta: torch.Tensor,
+          eps: torch.Tensor) -> torch.Tensor:
+    """xIELU as XIELUActivation._xielu_python computes it: a quadratic for positive inputs, an
+    exponential for negative ones, both with a linear term beta·x; the stored alphas go through
+    softplus (alpha_n offset by beta) so that each stays positive."""
+    a_p, a_n = F.softplus(alpha_p), beta + F.softplus(alpha_n)
+    return torch.where(x > 0, a_p * x * x + beta * x, (torch.expm1(torch.min(x, eps)) - x) * a_n + beta * x)
+
+
 class MLP(Part):
     """A dense MLP; `prefix` picks a MoE's shared expert's roles ("shared.") within its part, `step`
     the `shapes` step ids it traces ("shared_mlp": shared_mlp_up, ...)."""
@@ -29,8 +39,14 @@ class MLP(Part):
     def __init__(self, spec: Any, prefix: str = "", step: str = "mlp") -> None:
         super().__init__()
         self.spec, self.prefix, self.step = spec, prefix, step
-        self.act = ACTIVATIONS[spec.activation]
+        self.act = ACTIVATIONS.get(spec.activation)
         self.roles = {f"mlp_{r}": f"{prefix}{r}" for r in ("gate", "up", "down")}
+
+    def _act(self, weights: Any, x: torch.Tensor) -> torch.Tensor:
+        """The activation; xIELU with its scalars from `weights` (the MoE's, for a shared expert)."""
+        if self.act is not None:
+            return self.act(x)
+        return xielu(x, *(weights.tensor(f"{self.prefix}act.{name}") for name in ("alpha_p", "alpha_n", "beta", "eps")))
 
     def compute(self, weights: Any, x: torch.Tensor, trace: Any) -> torch.Tensor:
         s, p = self.spec, self.prefix
@@ -42,7 +58,7 @@ class MLP(Part):
         if gate is not None:
             trace(f"{self.step}_gate", gate)
         trace(f"{self.step}_up", up)
-        h = self.act(gate) * up if gate is not None else self.act(up)
+        h = self._act(weights, gate) * up if gate is not None else self._act(weights, up)
         trace(f"{self.step}_act", h)
         y = weights[f"{p}down"](h)  # (B, T, d)
         trace(f"{self.step}_down", y)

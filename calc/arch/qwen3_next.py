@@ -1,0 +1,93 @@
+"""Qwen3-Next and Qwen3.5: gated DeltaNet layers with a gated attention layer every few.
+
+`layer_types` names each layer `linear_attention` (a gated DeltaNet, calc.parts.gated_deltanet)
+or `full_attention`; without it, every `full_attention_interval`-th layer (4) is attention
+(Qwen3NextConfig.__post_init__). The attention is Qwen3's with a sigmoid output gate (q_proj twice
+as wide), a head_dim-wide QK-norm, rotary on a quarter of each 256-wide head
+(partial_rotary_factor 0.25) and no biases unless `attention_bias`. Every RMSNorm is zero-centred
+(weight stored as w, applied as 1 + w). The MLP:
+- qwen3_next, qwen3_5_moe_text: Qwen2-MoE's experts with one shared expert behind a sigmoid gate
+  (qwen3_next keeps Qwen2-MoE's `mlp_only_layers` / `decoder_sparse_step` rule; Qwen3.5-MoE has
+  every layer sparse);
+- qwen3_5_text: a dense SwiGLU of `intermediate_size` in every layer.
+Qwen3.5 splits the DeltaNet's input projection four ways (in_proj_qkv, _z, _b, _a) where
+Qwen3-Next fuses two (in_proj_qkvz, in_proj_ba): the same matrices, other names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calc.arch.common import KEYS, attention, decoder, gated_mlp, kind_stack, layer_kinds, norm, renamed, with_defaults
+from calc.arch.config import Config
+from calc.arch.moe_common import experts
+from calc.arch.qwen_moe import _moe_layers
+
+__all__ = ["DEFAULTS", "spec_dict"]
+
+_COMMON = {"hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 2, "max_position_embeddings": 32768,
+           "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "attention_bias": False, "head_dim": 256,
+           "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+           "linear_num_key_heads": 16, "linear_num_value_heads": 32, "full_attention_interval": 4,
+           "partial_rotary_factor": 0.25, "rope_theta": 10000.0}
+# transformers' config-class defaults (models/<type>/configuration_<type>.py) for the keys read here.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "qwen3_next": {**_COMMON, "vocab_size": 151936, "intermediate_size": 5632, "num_hidden_layers": 48,
+                   "decoder_sparse_step": 1, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+                   "num_experts_per_tok": 10, "num_experts": 512, "norm_topk_prob": True},
+    "qwen3_5_text": {**_COMMON, "vocab_size": 248320, "hidden_size": 4096, "intermediate_size": 12288,
+                     "num_hidden_layers": 32, "num_key_value_heads": 4},
+    "qwen3_5_moe_text": {**_COMMON, "vocab_size": 248320, "num_hidden_layers": 40, "moe_intermediate_size": 512,
+                         "shared_expert_intermediate_size": 512, "num_experts_per_tok": 8, "num_experts": 256,
+                         "norm_topk_prob": True},
+}
+KINDS = ("linear_attention", "full_attention")
+
+
+def spec_dict(cfg: Config) -> dict[str, Any]:
+    model_type = cfg.raw("model_type")
+    cfg = with_defaults(renamed(cfg, {"num_local_experts": "num_experts"}), DEFAULTS[model_type])
+    rms = norm("rmsnorm", cfg.float("rms_norm_eps"), unit_offset=True)
+    mixers = layer_kinds(cfg, lambda i: KINDS[(i + 1) % cfg.int("full_attention_interval") == 0])
+    unknown = sorted(set(mixers) - set(KINDS))
+    if unknown:
+        raise cfg.error("layer_types", f"unknown layer type {unknown[0]!r} (expected {', '.join(KINDS)})")
+    sparse = _sparse_layers(cfg, model_type)
+    kinds = [f"{mixer}+{'moe' if moe else 'dense'}" for mixer, moe in zip(mixers, sparse)]
+    names = {kind: _name(kind, any(sparse)) for kind in kinds}
+    blocks, layers = kind_stack(kinds, names, lambda kind: _block(cfg, rms, *kind.split("+")))
+    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+
+
+def _sparse_layers(cfg: Config, model_type: str) -> list[bool]:
+    """Which layers hold experts: Qwen2-MoE's rule for qwen3_next, all for Qwen3.5-MoE, none for Qwen3.5."""
+    if model_type == "qwen3_next":
+        return _moe_layers(cfg)
+    return [model_type == "qwen3_5_moe_text"] * cfg.int(*KEYS["n_layers"])
+
+
+def _name(kind: str, sparse: bool) -> str:
+    """"deltanet" or "attention", and "_dense" for a dense layer among MoE ones."""
+    mixer, mlp = kind.split("+")
+    return ("deltanet" if mixer == "linear_attention" else "attention") + ("_dense" if sparse and mlp == "dense" else "")
+
+
+def _block(cfg: Config, rms: dict[str, Any], mixer: str, mlp: str) -> dict[str, Any]:
+    return {"attention": _deltanet(cfg) if mixer == "linear_attention" else _attention(cfg, rms),
+            "mlp": _moe(cfg) if mlp == "moe" else gated_mlp(cfg, bias=False), "norm": rms}
+
+
+def _attention(cfg: Config, rms: dict[str, Any]) -> dict[str, Any]:
+    return attention(cfg, output_gate=True, qk_norm={"norm": rms, "scope": "head"})
+
+
+def _deltanet(cfg: Config) -> dict[str, Any]:
+    return {"kind": "gated_deltanet", "n_k_heads": cfg.int("linear_num_key_heads"),
+            "n_v_heads": cfg.int("linear_num_value_heads"), "k_head_dim": cfg.int("linear_key_head_dim"),
+            "v_head_dim": cfg.int("linear_value_head_dim"), "conv_kernel": cfg.int("linear_conv_kernel_dim")}
+
+
+def _moe(cfg: Config) -> dict[str, Any]:
+    return experts(cfg, ("num_experts",), "moe_intermediate_size", norm_topk=cfg.bool("norm_topk_prob"),
+                   shared=gated_mlp(cfg, "shared_expert_intermediate_size", bias=False), n_shared=1,
+                   shared_gate=True)

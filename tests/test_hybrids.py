@@ -1,0 +1,123 @@
+"""Hybrid models — gated DeltaNet (Qwen3-Next, Qwen3.5), Mamba2 (Mamba2, Nemotron-H, Bamba,
+Granite-4.0-H) and short convolutions (LFM2) beside attention — against transformers itself.
+
+For each model_type's tiny config (tests/tiny_models.py): our count equals transformers' model on
+the meta device; our cache equals the tensors transformers' own cache object holds after a forward
+pass, measured at two lengths, so that both the fixed per-sequence states and the per-token slope are
+checked; and the header check recognises every tensor transformers writes.
+
+transformers keeps each conv state one column wider than an engine must: `conv_kernel` past inputs
+(LinearAttentionLayer.lazy_initialization pads the prefill to the kernel), where the conv needs only
+the last kernel - 1 (vLLM's MambaStateShapeCalculator and llama.cpp's recurrent state keep
+kernel - 1). gptcalc states the engines' size; the test adds the extra column back for transformers.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.count import count
+from calc.analysis.memory.kv import kv_cache
+from calc.cli import main
+from oracle import spec_of, transformers_count
+from tiny_models import VOCAB, tiny_config
+
+HYBRIDS = ["qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "mamba2", "nemotron_h", "bamba", "granitemoehybrid",
+           "lfm2", "lfm2_moe"]
+BATCH = 2
+
+
+@pytest.mark.parametrize("model_type", HYBRIDS)
+def test_tiny_total_equals_transformers(model_type: str) -> None:
+    assert count(spec_of(tiny_config(model_type))).total == transformers_count(tiny_config(model_type))
+
+
+def _transformers_cache(model_type: str, seq: int) -> tuple[int, int]:
+    """(K and V elements, conv and recurrent state elements) in transformers' cache after `seq` tokens."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    data = tiny_config(model_type)
+    config = transformers.AutoConfig.for_model(data.pop("model_type"), **copy.deepcopy(data))
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    ids = torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        cache = model(ids, use_cache=True).past_key_values
+    rows = states = 0
+    for layer in cache.layers:
+        rows += sum(t.numel() for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+                    if isinstance(t, torch.Tensor))
+        for kind in ("conv_states", "recurrent_states"):
+            states += sum(t.numel() for t in (getattr(layer, kind, None) or {}).values() if isinstance(t, torch.Tensor))
+    return rows, states
+
+
+@pytest.mark.parametrize("model_type", HYBRIDS)
+@pytest.mark.parametrize("seq", [5, 9])
+def test_cache_equals_transformers_cache_objects(model_type: str, seq: int) -> None:
+    spec = spec_of(tiny_config(model_type))
+    ours = kv_cache(spec, seq, BATCH, "fp32")  # 4 bytes an element, as the fp32 tiny model keeps them
+    rows, states = _transformers_cache(model_type, seq)
+    assert (ours.total_bytes - ours.state_bytes) // 4 == rows
+    assert ours.state_bytes // 4 + _conv_channels(spec) * BATCH == states
+
+
+def _conv_channels(spec) -> int:
+    """Every conv state's channels over all layers: transformers' one extra column per sequence."""
+    return sum(n * state.elements // state.cols for name, n in spec.layer_counts().items()
+               for state in spec.blocks[name].cache(spec.d_model).states if state.name == "conv")
+
+
+def test_deltanet_state_is_constant_and_attention_grows() -> None:
+    """Qwen3-Next's shape of memory: 3 of every 4 layers hold a fixed state; only the others grow."""
+    spec = spec_of(tiny_config("qwen3_next"))
+    short, long = kv_cache(spec, 100, 1), kv_cache(spec, 1_000_000, 1)
+    assert short.state_bytes == long.state_bytes > 0
+    assert long.total_bytes - short.total_bytes == long.bytes_per_token * (1_000_000 - 100)
+    assert {kind.block for kind in long.layers} == {"attention", "attention_dense"}
+
+
+def test_pure_mamba2_cache_does_not_grow() -> None:
+    spec = spec_of(tiny_config("mamba2"))
+    assert kv_cache(spec, 1, 3).total_bytes == kv_cache(spec, 10**9, 3).total_bytes == 3 * kv_cache(spec, 1, 1).total_bytes
+
+
+@pytest.mark.parametrize("model_type", HYBRIDS)
+def test_header_check_recognises_every_tensor(model_type: str, tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from calc.checkpoint.report import read_checkpoint
+
+    transformers.logging.set_verbosity_error()
+    data = tiny_config(model_type)
+    config = transformers.AutoConfig.for_model(data.pop("model_type"), **copy.deepcopy(data))
+    torch.manual_seed(0)
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    report = read_checkpoint(str(tmp_path))
+    assert report.ok, report.problems
+    assert report.breakdown.total == transformers_count(tiny_config(model_type))
+
+
+def test_kvcache_json_shows_both_parts(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(tiny_config("nemotron_h")))
+    result = CliRunner().invoke(main, ["kvcache", str(tmp_path), "--seq", "10", "--batch", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    (kv,) = data if isinstance(data, list) else data["caches"]
+    rows = sum(layer["total_bytes"] for layer in kv["layers"])
+    assert kv["state_bytes"] == 3 * kv["state_bytes_per_sequence"] > 0
+    assert kv["total_bytes"] == rows + kv["state_bytes"]
+    assert {state["name"] for state in kv["states"]} == {"conv", "recurrent"}
+
+
+def test_kvcache_table_names_the_fixed_part(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(tiny_config("lfm2")))
+    result = CliRunner().invoke(main, ["kvcache", str(tmp_path), "--seq", "10"])
+    assert result.exit_code == 0, result.output
+    assert "conv state" in result.output and "per sequence at any length" in result.output
