@@ -225,7 +225,8 @@ def test_rotary_bases_per_layer_type_as_in_transformers(config: dict[str, Any], 
     {"model_type": "exaone4", "num_hidden_layers": 2, "sliding_window": None,
      "layer_types": ["sliding_attention", "full_attention"]},
     saved("exaone4.json"),
-], ids=["defaults", "pattern-3", "no-window", "EXAONE-4.0-32B"])
+    {"model_type": "exaone_moe", "num_hidden_layers": 6, "sliding_window_pattern": 3, "sliding_window": 128},
+], ids=["defaults", "pattern-3", "no-window", "EXAONE-4.0-32B", "exaone_moe"])
 def test_exaone4_local_layers_windowed_global_layers_without_rotary(config: dict[str, Any]) -> None:
     """Exaone4Attention windows its local layers and, in a model with a window, does not rotate the global
     ones ("global NoPE"); its `sliding_window` attribute is the config's on every layer, `is_sliding` decides."""

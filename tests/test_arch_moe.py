@@ -15,6 +15,7 @@ figure is only reached by truncation, the test says so.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -26,9 +27,9 @@ from calc.analysis.breakdown import Breakdown
 from calc.analysis.count import count
 from calc.analysis.memory import kv_cache
 from calc.cli import main
+from calc.errors import GptcalcError
 from calc.spec.hf import HFConfig, read_config
 from calc.spec.load import spec_from_config
-from calc.errors import GptcalcError
 from oracle import CONFIG_DIR, preset_config, saved, spec_of, transformers_model
 
 
@@ -236,7 +237,7 @@ def test_laguna_xs2() -> None:
     b = breakdown(saved("laguna.json"))
     assert billions(b.total, 0) == 33
     assert billions(b.active, 0) == 3
-    assert b.get("router_correction") == 39 * 256 and not b.extra
+    assert b.get("router_score_bias_param") == 39 * 256 and not b.extra
     assert [block.layers for block in b.blocks if block.name.startswith("sliding")] == [30]
 
 
@@ -260,10 +261,123 @@ def test_kimi_k25_counts_the_language_model_and_says_the_vision_tower_is_not() -
 
 def transformers_total_of(config: dict[str, Any]) -> int:
     return sum(p.numel() for p in transformers_model(config).parameters())
+def test_minimax_m2() -> None:
+    # https://huggingface.co/MiniMaxAI/MiniMax-M2 (and transformers' docs/source/en/model_doc/minimax_m2.md): "230
+    # billion total parameters with 10 billion active parameters", counted on MiniMax-M2's config.json
+    # (tests/configs/model_types/minimax_m2.json; M2.1 and M2.5 keep the architecture). The model is 228.69B, so
+    # "230B" is rounded to tens of billions. 10B is the active count with the head but not the embedding
+    # (10.42B; 9.80B without the head as well, 11.03B with both).
+    config = saved("minimax_m2.json")
+    b = breakdown(config)
+    assert b.total == 228_689_748_992 == sum(p.numel() for p in transformers_model(config).parameters())
+    assert round(b.total / 1e10) == 23
+    assert billions(no_embedding(b), 0) == 10
+    assert b.extra == {"router_score_bias": 62 * 256}  # e_score_correction_bias: a buffer, stored, not counted
+
+
+# ERNIE-4.5-21B-A3B's architecture as its model card gives it (https://huggingface.co/baidu/ERNIE-4.5-21B-A3B-PT:
+# 28 layers, 20 query and 4 KV heads, 64 text experts of which 6 are activated, 2 shared experts, 131072 context),
+# with the widths the released config.json uses (no verbatim copy of it was found).
+ERNIE_4_5_21B_A3B = {"model_type": "ernie4_5_moe", "hidden_size": 2560, "intermediate_size": 12288,
+                     "max_position_embeddings": 131072, "num_attention_heads": 20, "num_key_value_heads": 4,
+                     "num_hidden_layers": 28, "rms_norm_eps": 1e-05, "vocab_size": 103424, "rope_theta": 500000,
+                     "use_bias": False, "tie_word_embeddings": True, "moe_num_experts": 64,
+                     "moe_layer_start_index": 1, "moe_intermediate_size": 1536, "moe_k": 6, "moe_layer_interval": 1,
+                     "moe_num_shared_experts": 2}
+
+
+def test_ernie_4_5_21b_a3b() -> None:
+    # The model card (https://huggingface.co/baidu/ERNIE-4.5-21B-A3B-PT): "21B total parameters and 3B activated
+    # parameters for each token". The model is 21.83B (the card truncates; its name says A3B), 3.35B active with the
+    # (tied) embedding, 3.09B without. The 28 routers' score correction biases ([1, 64] each) are parameters in
+    # transformers (nn.Parameter, requires_grad=False), so they are in the total.
+    b = breakdown(ERNIE_4_5_21B_A3B)
+    assert b.total == sum(p.numel() for p in transformers_model(ERNIE_4_5_21B_A3B).parameters())
+    assert b.total // 10**9 == 21
+    assert billions(b.active, 0) == billions(no_embedding(b), 0) == 3
+    assert b.get("router_score_bias_param") == 27 * 64 and not b.extra
+
+
+# Hunyuan-A13B's architecture as its model card gives it (https://huggingface.co/tencent/Hunyuan-A13B-Instruct:
+# 32 layers, 32 attention heads, 8 KV heads, hidden 4096, FFN 3072, 64 experts and 1 shared, top-8, NTK-alpha
+# rotary); the vocabulary is its config.json's as other projects' tests copy it (no verbatim copy was found), the
+# embedding tied as in the Hunyuan family's configs (untied: 80.92B and 13.27B active, which the card's round figures
+# match as well).
+HUNYUAN_A13B = {"model_type": "hunyuan_v1_moe", "vocab_size": 128167, "hidden_size": 4096, "intermediate_size": 3072,
+                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+                "num_experts": 64, "moe_topk": [8] * 32, "max_position_embeddings": 32768, "tie_word_embeddings": True,
+                "rope_theta": 10000.0, "rope_scaling": {"alpha": 1000.0, "factor": 1.0, "type": "dynamic"}}
+
+
+def test_hunyuan_a13b() -> None:
+    # The model card (https://huggingface.co/tencent/Hunyuan-A13B-Instruct): "80 billion total parameters and 13
+    # billion active parameters". With the (tied) embedding: 80.39B and 12.75B (12.22B without it).
+    b = breakdown(HUNYUAN_A13B)
+    assert b.total == sum(p.numel() for p in transformers_model(HUNYUAN_A13B).parameters())
+    assert billions(b.total, 0) == 80
+    assert billions(b.active, 0) == 13
+
+
+# dots.llm1.inst's config.json as the mlx-lm dots1 loader's tests trim it (every size key kept).
+DOTS_LLM1 = {"model_type": "dots1", "hidden_size": 4096, "num_hidden_layers": 62, "intermediate_size": 10944,
+             "num_attention_heads": 32, "num_key_value_heads": 32, "rms_norm_eps": 1e-05, "vocab_size": 152064,
+             "first_k_dense_replace": 1, "moe_intermediate_size": 1408, "n_routed_experts": 128,
+             "n_shared_experts": 2, "num_experts_per_tok": 6, "norm_topk_prob": True, "routed_scaling_factor": 2.5,
+             "max_position_embeddings": 32768, "rope_theta": 10000000, "attention_bias": False,
+             "tie_word_embeddings": False}
+
+
+def test_dots_llm1() -> None:
+    # The model card (https://huggingface.co/rednote-hilab/dots.llm1.inst): "a MoE model with 14B activated and
+    # 142B total parameters". The model is 142.77B (the card truncates); 14.02B active with the embedding and the
+    # head, the count the card rounds (13.39B without the embedding).
+    b = breakdown(DOTS_LLM1)
+    assert b.total == sum(p.numel() for p in transformers_model(DOTS_LLM1).parameters())
+    assert b.total // 10**9 == 142
+    assert billions(b.active, 0) == 14
+
+
+# databricks/dbrx-instruct's config.json as its model card describes it (https://huggingface.co/databricks/dbrx-instruct:
+# 16 experts, 4 per token, GQA, 32K context) with the widths the released file uses (no verbatim copy was found).
+DBRX_INSTRUCT = {"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40, "max_seq_len": 32768,
+                 "vocab_size": 100352, "tie_word_embeddings": False,
+                 "attn_config": {"clip_qkv": 8, "kv_n_heads": 8, "model_type": "", "rope_theta": 500000},
+                 "ffn_config": {"ffn_hidden_size": 10752, "model_type": "", "moe_jitter_eps": 0, "moe_loss_weight": 0.05,
+                                "moe_num_experts": 16, "moe_top_k": 4}}
+
+
+def test_dbrx() -> None:
+    # https://www.databricks.com/blog/introducing-dbrx-new-state-art-open-llm: "132B total parameters of which 36B
+    # parameters are active on any input". The model is 131.60B; active 36.47B with the embedding and the head,
+    # 35.85B with the head only (35.24B with neither), so the 36B counts the head at least.
+    b = breakdown(DBRX_INSTRUCT)
+    assert b.total == sum(p.numel() for p in transformers_model(DBRX_INSTRUCT).parameters())
+    assert billions(b.total, 0) == 132
+    assert billions(b.active, 0) == billions(no_embedding(b), 0) == 36
+
+
+def test_trinity_nano_and_mini() -> None:
+    # Arcee's model cards: Trinity Nano (https://huggingface.co/arcee-ai/Trinity-Nano-Preview) "6B parameters, 1B
+    # active", Trinity Mini (https://huggingface.co/arcee-ai/Trinity-Mini) "26B parameters, 3B active". Nano is
+    # tests/configs/model_types/afmoe.json (6.12B; 1.02B active with the embedding and the head, 0.82B with the head
+    # only); Mini is Nano with the widths and depth the same source lists for it (26.12B; 3.47B active with both,
+    # 3.06B with the head only, the count the card rounds). expert_bias is a parameter in transformers
+    # (nn.Parameter, requires_grad=False): counted, 128 per MoE layer.
+    nano = saved("afmoe.json")
+    b = breakdown(nano)
+    assert b.total == 6_120_003_328 == sum(p.numel() for p in transformers_model(nano).parameters())
+    assert billions(b.total, 0) == 6 and billions(b.active) == 1.0
+    assert b.get("router_score_bias_param") == 54 * 128
+    mini = {**nano, "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 1024,
+            "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 4}
+    b = breakdown(mini)
+    assert b.total == sum(p.numel() for p in transformers_model(mini).parameters())
+    assert billions(b.total, 0) == 26 and billions(no_embedding(b), 0) == 3
 
 
 SMALL = {"vocab_size": 97, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4,
          "max_position_embeddings": 128}
+IDS = {"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0}  # inside the small vocabulary
 MLA = {"kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8}
 # Small configs that switch on what the real ones leave off: every branch of every adapter.
 BRANCHES: dict[str, dict[str, Any]] = {
@@ -328,6 +442,40 @@ BRANCHES: dict[str, dict[str, Any]] = {
     "glm4_moe-qk-norm": {"model_type": "glm4_moe", "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 48,
                          "moe_intermediate_size": 16, "n_routed_experts": 8, "n_shared_experts": 2,
                          "num_experts_per_tok": 2, "use_qk_norm": True, "attention_bias": True},
+    "minimax_m2-full-rotary": {"model_type": "minimax_m2", "num_key_value_heads": 2, "head_dim": 32,
+                               "intermediate_size": 40, "num_local_experts": 4, "num_experts_per_tok": 2, **IDS},
+    "minimax_m2-factor": {"model_type": "minimax_m2", "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 40,
+                          "num_local_experts": 4, "num_experts_per_tok": 2, "rotary_dim": 4,
+                          "partial_rotary_factor": 0.5, **IDS},
+    "flex_olmo-gqa-bias": {"model_type": "flex_olmo", "num_key_value_heads": 2, "intermediate_size": 40, "num_experts": 4,
+                           "num_experts_per_tok": 2, "attention_bias": True, "tie_word_embeddings": True, **IDS},
+    "ernie4_5_moe-interval": {"model_type": "ernie4_5_moe", "num_key_value_heads": 2, "intermediate_size": 48,
+                              "moe_intermediate_size": 16, "moe_num_experts": 4, "moe_k": 2, "moe_num_shared_experts": 0,
+                              "moe_layer_start_index": 0, "moe_layer_end_index": 2, "moe_layer_interval": 2, **IDS},
+    "ernie4_5_moe-bias": {"model_type": "ernie4_5_moe", "num_key_value_heads": 2, "intermediate_size": 48,
+                          "moe_intermediate_size": 16, "moe_num_experts": 4, "moe_k": 2, "use_bias": True,
+                          "tie_word_embeddings": False, **IDS},
+    "hunyuan_v1_moe-bias": {"model_type": "hunyuan_v1_moe", "num_key_value_heads": 2, "head_dim": 16,
+                            "intermediate_size": 40, "num_experts": 4, "moe_topk": 2, "attention_bias": True, **IDS},
+    "dots1-layer-types": {"model_type": "dots1", "num_key_value_heads": 2, "intermediate_size": 48,
+                          "moe_intermediate_size": 16, "n_routed_experts": 4, "n_shared_experts": 1,
+                          "num_experts_per_tok": 2, "first_k_dense_replace": 2, "sliding_window": 8,
+                          "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                          **IDS},
+    "exaone_moe-mlp-types": {"model_type": "exaone_moe", "num_key_value_heads": 2, "intermediate_size": 48,
+                             "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2,
+                             "num_shared_experts": 2, "sliding_window": 8,
+                             "layer_types": ["sliding_attention", "full_attention", "full_attention", "sliding_attention"],
+                             "mlp_layer_types": ["sparse", "dense", "sparse", "dense"],
+                             **IDS},
+    "dbrx-unnormalised": {"model_type": "dbrx", "d_model": 64, "n_heads": 4, "n_layers": 2, **IDS,
+                          "attn_config": {"kv_n_heads": 4, "rope_theta": 10000.0},
+                          "ffn_config": {"ffn_hidden_size": 24, "moe_num_experts": 4, "moe_top_k": 2,
+                                         "moe_normalize_expert_weights": None, "ffn_act_fn": {"name": "gelu"}}},
+    "afmoe-plain": {"model_type": "afmoe", "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48,
+                    "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2, "num_shared_experts": 0,
+                    "num_dense_layers": 0, "tie_word_embeddings": True, "sliding_window": 8,
+                    "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"], **IDS},
     "gpt_oss-layer-types": {"model_type": "gpt_oss", "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 40,
                             "num_local_experts": 4, "num_experts_per_tok": 2, "attention_bias": False,
                             "layer_types": ["full_attention", "full_attention", "sliding_attention", "full_attention"]},
@@ -373,3 +521,26 @@ def test_bad_layer_lists_are_refused_by_name(config: dict[str, Any], named: str)
     """A per-layer list of the wrong length or values, or an alias naming another architecture: one error naming the key."""
     with pytest.raises(GptcalcError, match=named):
         spec_of(config)
+@pytest.mark.parametrize("model_type", ["minimax_m2", "flex_olmo", "ernie4_5_moe", "exaone_moe", "afmoe"])
+def test_defaults_are_transformers_config_class_defaults(model_type: str) -> None:
+    # Hunyuan's and dots1's config classes leave head_dim and the expert counts None, which their models cannot build;
+    # DBRX's attention config has no rope_theta, which its attention reads.
+    config = {"model_type": model_type, "num_hidden_layers": 2, **IDS}
+    assert breakdown(config).total == sum(p.numel() for p in transformers_model(config).parameters())
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"model_type": "hunyuan_v1_moe", "num_hidden_layers": 2, "moe_topk": [8]},
+     "moe_topk: expected 2 positive integers (one per layer), got [8]"),
+    ({"model_type": "exaone_moe", "num_hidden_layers": 2, "mlp_layer_types": ["dense", "moe"]},
+     "mlp_layer_types: unknown MLP type 'moe' (expected dense, sparse)"),
+    ({"model_type": "dbrx", "ffn_config": {"moe_normalize_expert_weights": 2}},
+     "ffn_config.moe_normalize_expert_weights: 2: only 1 (weights divided by their sum, as released) or null is "
+     "supported"),
+    ({"model_type": "dbrx", "tie_word_embeddings": True},
+     "tie_word_embeddings: DBRX's head is never tied to the embedding (DbrxConfig refuses it)"),
+    ({"model_type": "dbrx", "attn_config": {"kv_n_heads": "8"}}, "attn_config.kv_n_heads: expected an integer, got '8'"),
+])
+def test_bad_layer_lists_name_the_key(config: dict[str, Any], message: str) -> None:
+    with pytest.raises(GptcalcError, match=f"^test: {re.escape(message)}$"):
+        spec_from_config(HFConfig(config, "test"))

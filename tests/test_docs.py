@@ -66,6 +66,7 @@ TABLE_FILES = {
     "kimi_k2": "tests/configs/model_types/kimi_k2.json", "glm4_moe_lite": "tests/configs/model_types/glm4_moe_lite.json",
     "mimo_v2_flash": "tests/configs/model_types/mimo_v2_flash.json", "laguna": "tests/configs/model_types/laguna.json",
     "ernie4_5": "tests/configs/model_types/ernie4_5.json",
+    "minimax_m2": "tests/configs/model_types/minimax_m2.json", "afmoe": "tests/configs/model_types/afmoe.json",
 }
 
 
@@ -74,8 +75,10 @@ def _table_spec(model_type: str, example: str):  # noqa: ANN202 - a ModelSpec
     from calc.spec.hf import HFConfig
     from calc.spec.load import load_spec, spec_from_config
     from test_arch_dense import OPT_350M
+    from test_arch_moe import DBRX_INSTRUCT, DOTS_LLM1, ERNIE_4_5_21B_A3B, HUNYUAN_A13B
 
-    inline = {"opt": OPT_350M}
+    inline = {"opt": OPT_350M, "ernie4_5_moe": ERNIE_4_5_21B_A3B, "hunyuan_v1_moe": HUNYUAN_A13B, "dots1": DOTS_LLM1,
+              "dbrx": DBRX_INSTRUCT}
     if model_type in inline:
         return spec_from_config(HFConfig(inline[model_type], model_type))
     if "(preset)" in example:

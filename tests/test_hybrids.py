@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from calc.analysis.count import count
 from calc.analysis.memory.kv import kv_cache
 from calc.cli import main
+from calc.spec.load import load_spec
 from oracle import spec_of, transformers_count
 from tiny_models import VOCAB, tiny_config
 
@@ -37,15 +38,21 @@ def test_tiny_total_equals_transformers(model_type: str) -> None:
     assert count(spec_of(tiny_config(model_type))).total == transformers_count(tiny_config(model_type))
 
 
-def _transformers_cache(model_type: str, seq: int) -> tuple[int, int]:
-    """(K and V elements, conv and recurrent state elements) in transformers' cache after `seq` tokens."""
+def _transformers_tiny(model_type: str):
+    """transformers' own tiny model of `model_type`, random weights (seed 0)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
     data = tiny_config(model_type)
     config = transformers.AutoConfig.for_model(data.pop("model_type"), **copy.deepcopy(data))
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    return transformers.AutoModelForCausalLM.from_config(config).eval()
+
+
+def _transformers_cache(model_type: str, seq: int) -> tuple[int, int]:
+    """(K and V elements, conv and recurrent state elements) in transformers' cache after `seq` tokens."""
+    torch = pytest.importorskip("torch")
+    model = _transformers_tiny(model_type)
     ids = torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         cache = model(ids, use_cache=True).past_key_values
@@ -90,15 +97,9 @@ def test_pure_mamba2_cache_does_not_grow() -> None:
 
 @pytest.mark.parametrize("model_type", HYBRIDS)
 def test_header_check_recognises_every_tensor(model_type: str, tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
     from calc.checkpoint.report import read_checkpoint
 
-    transformers.logging.set_verbosity_error()
-    data = tiny_config(model_type)
-    config = transformers.AutoConfig.for_model(data.pop("model_type"), **copy.deepcopy(data))
-    torch.manual_seed(0)
-    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    _transformers_tiny(model_type).save_pretrained(tmp_path)
     report = read_checkpoint(str(tmp_path))
     assert report.ok, report.problems
     assert report.breakdown.total == transformers_count(tiny_config(model_type))
@@ -121,3 +122,26 @@ def test_kvcache_table_names_the_fixed_part(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["kvcache", str(tmp_path), "--seq", "10"])
     assert result.exit_code == 0, result.output
     assert "conv state" in result.output and "per sequence at any length" in result.output
+
+
+# Published figures. LFM2-1.2B's model card gives the exact total; the others publish rounded ones.
+# source: https://github.com/fetchwiki/LiquidAI-LFM2-1.2B/blob/60dc8602e06e43aec0e5cd5bb54fe7a7fedcdc81/README.md
+# ("Parameters 1,170,340,608", a mirror of huggingface.co/LiquidAI/LFM2-1.2B)
+def test_lfm2_1_2b_published_total() -> None:
+    assert count(load_spec("lfm2-1.2b")).total == 1_170_340_608
+
+
+@pytest.mark.parametrize("name, total_b, active_b", [
+    # source: https://huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct ("80B total, 3B activated")
+    ("qwen3-next-80b-a3b", 80, 3),
+    # source: https://huggingface.co/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 (the name: 30B total, A3B)
+    ("nemotron-3-nano-30b-a3b", 32, 3),
+    # source: https://huggingface.co/docs/transformers/v4.51.3/model_doc/bamba ("Bamba 9B (9.78B)")
+    ("bamba-9b", 10, None),
+])
+def test_rounded_published_totals(name: str, total_b: int, active_b: int | None) -> None:
+    """Totals rounded to the billion; "A3B" counts the active parameters without the token embedding
+    and the head (count prints both conventions), 3.25B and 2.88B here."""
+    b = count(load_spec(name))
+    assert round(b.total / 1e9) == total_b
+    assert (b.active is None) if active_b is None else round((b.active - b.embeddings) / 1e9) == active_b

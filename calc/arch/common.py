@@ -14,9 +14,9 @@ from typing import Any, Callable
 
 from calc.arch.config import Config
 
-__all__ = ["ATTENTION_KINDS", "KEYS", "activation", "attention", "attention_kinds", "decoder", "defaulted_note",
-           "gated_mlp", "granite_scalars", "kind_stack", "layer_kinds", "layer_runs", "mha", "norm", "renamed", "rope",
-           "rotary_layers", "uniform", "with_defaults"]
+__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "KEYS", "activation", "attention", "attention_kinds", "decoder",
+           "defaulted_note", "gated_mlp", "granite_scalars", "kind_stack", "layer_kinds", "layer_runs", "mha", "norm",
+           "renamed", "rope", "rotary_layers", "uniform", "with_defaults"]
 
 # The same quantity under the names different configs give it (transformers' attribute_map), first wins.
 KEYS = {

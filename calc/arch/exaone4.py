@@ -1,4 +1,4 @@
-"""EXAONE 4.0 (model_type exaone4): OLMo-2's norm placement, Qwen-3's QK-norm, hybrid attention.
+"""EXAONE 4.0 (model_type exaone4) and K-EXAONE (exaone_moe): Qwen-3's QK-norm, hybrid attention.
 
 Exaone4DecoderLayer normalises outputs, not inputs: an RMSNorm on attention's and the MLP's outputs
 before each residual add (post_attention_layernorm, post_feedforward_layernorm). Attention is GQA
@@ -6,14 +6,23 @@ without biases, with a head_dim-wide RMSNorm on queries and one on keys (q_norm,
 are local (sliding window, rotary) or global (full attention and, when the model has a window at
 all, no rotary: "global NoPE"), as `layer_types` says or, without it, every `sliding_window_pattern`-th
 layer global. The MLP is SwiGLU without biases; the head is untied unless `tie_word_embeddings`.
+
+exaone_moe keeps that attention but normalises inputs (input_layernorm, post_attention_layernorm,
+OLMoE's decoder layer), and each layer's MLP is dense or sparse as `mlp_layer_types` says (by default
+the first `first_k_dense_replace` dense): a sparse one is `num_experts` SwiGLU experts of
+`moe_intermediate_size`, a shared SwiGLU `num_shared_experts` times as wide and DeepSeek-V3's grouped
+sigmoid router with its e_score_correction_bias buffer (stored, not counted). The checkpoints' MTP
+layers are ignored on load (_keys_to_ignore_on_load_unexpected), and not counted.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import attention, attention_kinds, decoder, gated_mlp, kind_stack, norm, with_defaults
+from calc.arch.common import (attention, attention_kinds, decoder, gated_mlp, kind_stack, layer_kinds, layer_runs, norm,
+                              renamed, with_defaults)
 from calc.arch.config import Config
+from calc.arch.moe_common import deepseek_moe, grouped_sigmoid
 
 __all__ = ["DEFAULTS", "spec_dict"]
 
@@ -24,15 +33,28 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                 "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "sliding_window": 4096,
                 "sliding_window_pattern": 4, "rope_theta": 10000.0},
 }
+# ExaoneMoeConfig: Exaone4Config's keys and defaults, and its MoE's.
+DEFAULTS["exaone_moe"] = {**DEFAULTS["exaone4"], "first_k_dense_replace": 1, "moe_intermediate_size": 1024,
+                          "num_experts": 64, "num_experts_per_tok": 8, "num_shared_experts": 1, "norm_topk_prob": True,
+                          "routed_scaling_factor": 2.5, "n_group": 1, "topk_group": 1}
 BLOCK_NAMES = {"sliding_attention": "local", "full_attention": "global"}
+MLP_KINDS = ("dense", "sparse")
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
-    cfg = with_defaults(cfg, DEFAULTS["exaone4"])
+    model_type = cfg.raw("model_type")
+    cfg = with_defaults(cfg, DEFAULTS[model_type])
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
     window = cfg.int("sliding_window", default=None)
-    blocks, layers = kind_stack(_kinds(cfg, window), BLOCK_NAMES, lambda kind: _block(cfg, rms, kind, window))
-    return decoder(cfg, "exaone4", blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+    attn_kinds = _kinds(cfg, window)
+    if model_type == "exaone4":
+        blocks, layers = kind_stack(attn_kinds, BLOCK_NAMES, lambda kind: _block(cfg, rms, kind, window))
+        return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+    kinds = list(zip(attn_kinds, _mlp_kinds(cfg)))
+    names = {kind: f"{BLOCK_NAMES[kind[0]]}_{'moe' if kind[1] == 'sparse' else 'dense'}" for kind in kinds}
+    blocks = {names[kind]: _moe_block(cfg, rms, kind, window) for kind in dict.fromkeys(kinds)}
+    return decoder(cfg, model_type, blocks, layer_runs([names[kind] for kind in kinds]), rms,
+                   cfg.bool("tie_word_embeddings"))
 
 
 def _kinds(cfg: Config, window: int | None) -> list[str]:
@@ -57,3 +79,23 @@ def _block(cfg: Config, rms: dict[str, Any], kind: str, window: int | None) -> d
     elif window is not None:
         attn["rope"] = None  # global NoPE: Exaone4Attention rotates only local layers of a hybrid model
     return {"attention": attn, "mlp": gated_mlp(cfg, bias=False), "norm": rms, "norms": ("attn_out", "mlp_out")}
+
+
+def _mlp_kinds(cfg: Config) -> list[str]:
+    """`mlp_layer_types`, else ExaoneMoeConfig's: the first `first_k_dense_replace` layers dense, then sparse."""
+    dense = cfg.int("first_k_dense_replace")
+    kinds = layer_kinds(cfg.replace({**cfg.data, "layer_types": cfg.list("mlp_layer_types")}),
+                        lambda i: "dense" if i < dense else "sparse")
+    unknown = sorted(set(kinds) - set(MLP_KINDS))
+    if unknown:
+        raise cfg.error("mlp_layer_types", f"unknown MLP type {unknown[0]!r} (expected {', '.join(MLP_KINDS)})")
+    return kinds
+
+
+def _moe_block(cfg: Config, rms: dict[str, Any], kind: tuple[str, str], window: int | None) -> dict[str, Any]:
+    """ExaoneMoeDecoderLayer: Exaone-4's attention, pre-norm, a dense or sparse MLP."""
+    block = {**_block(cfg, rms, kind[0], window), "norms": ("attn_in", "mlp_in")}
+    if kind[1] == "sparse":
+        moe_cfg = renamed(cfg, {"num_experts": "n_routed_experts", "num_shared_experts": "n_shared_experts"})
+        block["mlp"] = deepseek_moe(moe_cfg, score_bias=True, **grouped_sigmoid(moe_cfg))
+    return block

@@ -11,7 +11,7 @@ without partial_rotary_factor rotates the whole head). `mlp_layer_types` (defaul
 then sparse) picks a dense SwiGLU of `intermediate_size` or a MoE: `num_experts` SwiGLU experts of
 `moe_intermediate_size`, a shared one of `shared_expert_intermediate_size`, a router whose logits are
 soft-capped by `moe_router_logit_softcapping` (when > 0), scored by a sigmoid, chosen after adding
-e_score_correction_bias (a frozen parameter, so counted, unlike DeepSeek-V3's buffer), the top
+e_score_correction_bias (a frozen parameter, so counted as ERNIE-4.5's, unlike DeepSeek-V3's buffer), the top
 `num_experts_per_tok` renormalised and scaled by `moe_routed_scaling_factor`. Head untied by default.
 """
 
@@ -35,7 +35,7 @@ DEFAULTS = {"vocab_size": 100352, "hidden_size": 2048, "intermediate_size": 8192
 # LagunaConfig.__post_init__'s rope_parameters when the config has none (top-level rope keys are not read).
 ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 0.5},
         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}}
-GATING = {True: "head", "per-head": "head", False: "element", "per-element": "element"}
+GATING = {True: "head", "per-head": "head", False: "element", "per-element": "element"}  # gate_scope
 SHORT = {"full_attention": "full", "sliding_attention": "sliding", "dense": "dense", "sparse": "moe"}
 
 
@@ -82,13 +82,14 @@ def _block(cfg: Config, kind: list[str], rms: dict[str, Any]) -> dict[str, Any]:
     if gating not in GATING:
         raise cfg.error("gating", f"expected true, false, 'per-head' or 'per-element', got {gating!r}")
     head_dim = cfg.int("head_dim")
-    attn = attention(cfg, n_heads=heads, qk_norm={"norm": rms, "scope": "head"}, gate_proj={"scope": GATING[gating]},
+    attn = attention(cfg, n_heads=heads, qk_norm={"norm": rms, "scope": "head"}, output_gate=True,
+                     gate_activation="softplus", gate_scope=GATING[gating],
                      window=cfg.int("sliding_window") if attn_type == "sliding_attention" else None,
                      rope=rope(cfg, head_dim, layer_type=attn_type))
     if MLP_LAYER_TYPES[mlp] == "dense":
         return {"attention": attn, "mlp": gated_mlp(cfg, bias=False), "norm": rms}
     softcap = cfg.float("moe_router_logit_softcapping")
-    moe = experts(cfg, ("num_experts",), "moe_intermediate_size", score_bias=True, score_bias_parameter=True,
+    moe = experts(cfg, ("num_experts",), "moe_intermediate_size", score_bias=True, score_bias_param=True,
                   scoring="sigmoid", norm_topk=True, routed_scale=cfg.float("moe_routed_scaling_factor"),
                   router_softcap=softcap if softcap > 0 else None, n_shared=1,
                   shared=gated_mlp(cfg, "shared_expert_intermediate_size", bias=False))

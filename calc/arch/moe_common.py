@@ -18,9 +18,11 @@ __all__ = ["MLP_LAYER_TYPES", "deepseek_moe", "dense_then_moe", "experts", "grou
            "mlp_typed_stack", "mtp"]
 
 
-def experts(cfg: Config, n_experts_keys: tuple[str, ...], d_ff_key: str, **changes: Any) -> dict[str, Any]:
-    """A MoE part: routed SwiGLU experts (fused gate_up), top `num_experts_per_tok`, no biases."""
-    return {"kind": "moe", "n_experts": cfg.int(*n_experts_keys), "top_k": cfg.int("num_experts_per_tok"),
+def experts(cfg: Config, n_experts_keys: tuple[str, ...], d_ff_key: str,
+            top_k_keys: tuple[str, ...] = ("num_experts_per_tok",), **changes: Any) -> dict[str, Any]:
+    """A MoE part: routed SwiGLU experts (fused gate_up), top `num_experts_per_tok` (or what
+    `top_k_keys` name: ERNIE's moe_k, Hunyuan's moe_topk), no biases."""
+    return {"kind": "moe", "n_experts": cfg.int(*n_experts_keys), "top_k": cfg.int(*top_k_keys),
             "d_ff": cfg.int(d_ff_key), "gated": True, "activation": "silu", "fused_gate_up": True, **changes}
 
 

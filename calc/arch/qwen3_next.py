@@ -78,11 +78,14 @@ def _block(cfg: Config, rms: dict[str, Any], mixer: str, mlp: str) -> dict[str, 
 
 
 def _attention(cfg: Config, rms: dict[str, Any]) -> dict[str, Any]:
-    return attention(cfg, output_gate=True, qk_norm={"norm": rms, "scope": "head"})
+    """Qwen3's attention with the output gate q_proj also emits (its bias, if any, covers the gate too)."""
+    return attention(cfg, output_gate=True, gate_bias=cfg.bool("attention_bias"), qk_norm={"norm": rms, "scope": "head"})
 
 
 def _deltanet(cfg: Config) -> dict[str, Any]:
-    return {"kind": "gated_deltanet", "n_k_heads": cfg.int("linear_num_key_heads"),
+    """Qwen3.5's configs keep the recurrent state in `mamba_ssm_dtype` (float32); Qwen3-Next's say nothing."""
+    fp32 = cfg.raw("mamba_ssm_dtype", default=None) == "float32"
+    return {"kind": "gated_deltanet", "state_dtype": "fp32" if fp32 else "model", "n_k_heads": cfg.int("linear_num_key_heads"),
             "n_v_heads": cfg.int("linear_num_value_heads"), "k_head_dim": cfg.int("linear_key_head_dim"),
             "v_head_dim": cfg.int("linear_value_head_dim"), "conv_kernel": cfg.int("linear_conv_kernel_dim")}
 

@@ -9,19 +9,23 @@ checkpoint reader and the shape check cannot disagree about a name.
 Roles a layout may set (absent: the model_type has no such tensor):
 - model: embed, positions, embed_norm, project_in, project_out, final_norm, lm_head, layers
 - norms by position: attn_in, attn_out, mlp_in, mlp_out (parallel_norms: a parallel block's two)
-- attention: q, k, v, qkv (fused), o, g (Laguna's output gate), q_norm, k_norm, sinks (a `hub` name too: MiMo-V2-Flash's); MLA: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b
+- attention: q, k, v, qkv (fused), o, q_norm, k_norm, sinks (a `hub` name too: MiMo-V2-Flash's), attn_gate (an
+  output gate); MLA: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b
 - MLP: gate, up, down, gate_up (fused); MoE: router, experts, shared, shared_gate, score_bias
 
 Routed experts are stored the way transformers 5 saves them: two fused 3-D tensors per layer,
 `experts.gate_up_proj` and `experts.down_proj` ([E, 2f, d] and [E, d, f]; gpt_oss and llama4 store
-[E, d, 2f] and [E, f, d], "in_out"). Checkpoints on the Hub written before transformers 5 keep one
+[E, d, 2f] and [E, f, d], "in_out"; DBRX its w1, v1, w2 as three [E·f, d] matrices, "stacked_rows", on the
+Hub too). Checkpoints on the Hub written before transformers 5 keep one
 tensor per expert: `hub` gives those names (`{expert}` the expert index; GraniteMoE's are fused under
 other names), which classification accepts as well. transformers 5's save_pretrained writes that
 Hub layout back out (its in-memory state dict is the fused one), and the torch reference loads both. Flags: `base`, the prefix a base-model checkpoint leaves out (GPT-2's `wte.weight`
 for `transformer.wte.weight`); `conv1d`, GPT-2's [in, out] linear weights; `qkv`, how a fused
 Q/K/V is ordered ("concat": Q|K|V, "grouped": per KV group, queries then key then value, as
 NeoX, BLOOM and Falcon store it); `rope`, "half" (rotate halves) or "interleaved" (GPT-J's pairs);
-`qk_norm_heads`, a full-width QK-norm stored as [heads, head_dim] (Cohere); `buffers`, names that
+`qk_norm_heads`, a full-width QK-norm stored as [heads, head_dim] (Cohere); `q_gate`, an attention output
+gate stored inside q_proj, each head's queries then its gate (Qwen3-Next, Qwen3.5); `score_bias_2d`, the router's
+score correction bias stored [1, E] (ERNIE-4.5); `buffers`, names that
 are stored but no parameters; `aliases`, older names of the same tensor.
 """
 
@@ -43,7 +47,8 @@ LLAMA: dict[str, Any] = {
     "layers": "model.layers",
     "attn_in": "input_layernorm", "mlp_in": "post_attention_layernorm",
     "q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "qkv": "self_attn.qkv_proj",
-    "o": "self_attn.o_proj", "g": "self_attn.g_proj", "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm", "sinks": "self_attn.sinks",
+    "o": "self_attn.o_proj", "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm", "sinks": "self_attn.sinks",
+    "attn_gate": "self_attn.gate_proj",
     "q_a": "self_attn.q_a_proj", "q_a_norm": "self_attn.q_a_layernorm", "q_b": "self_attn.q_b_proj",
     "kv_a": "self_attn.kv_a_proj_with_mqa", "kv_a_norm": "self_attn.kv_a_layernorm", "kv_b": "self_attn.kv_b_proj",
     "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj", "gate_up": "mlp.gate_up_proj",
@@ -76,7 +81,8 @@ def _mamba2(path: str) -> dict[str, str]:
 _DELTANET = {"gdn_conv": "linear_attn.conv1d", "gdn_dt_bias": "linear_attn.dt_bias", "gdn_a_log": "linear_attn.A_log",
              "gdn_norm": "linear_attn.norm", "gdn_out": "linear_attn.out_proj"}
 _QWEN3_5 = {**LLAMA, **_DELTANET, "gdn_qkv": "linear_attn.in_proj_qkv", "gdn_z": "linear_attn.in_proj_z",
-            "gdn_b": "linear_attn.in_proj_b", "gdn_a": "linear_attn.in_proj_a", "shared": "mlp.shared_expert"}
+            "gdn_b": "linear_attn.in_proj_b", "gdn_a": "linear_attn.in_proj_a", "shared": "mlp.shared_expert",
+            "q_gate": True}
 # Nemotron-H: one norm and one mixer per layer, whatever the mixer is (attention, Mamba2, MLP or MoE).
 _NEMOTRON_H = {**{role: f"mixer.{path.split('.', 1)[1]}" for role, path in LLAMA.items()
                   if isinstance(path, str) and path.startswith(("self_attn.", "mlp."))},
@@ -122,7 +128,7 @@ LAYOUTS: dict[str, dict[str, Any]] = {
             "qkv_order": "concat"},
     **{t: LLAMA for t in ("llama", "mistral", "ministral3", "qwen2", "qwen3", "granite", "smollm3", "gemma", "olmo",
                           "stablelm", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "glm4_moe_lite", "qwen3_moe",
-                          "olmoe", "internlm3", "cohere2", "seed_oss", "ernie4_5", "arcee")},
+                          "olmoe", "internlm3", "cohere2", "seed_oss", "ernie4_5", "arcee", "dots1")},
     "gemma2": {**LLAMA, **_SANDWICH},
     "gemma3_text": {**LLAMA, **_SANDWICH},
     **{t: {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"}
@@ -144,9 +150,24 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     "qwen2_moe": {**LLAMA, "shared": "mlp.shared_expert"},
     # the Hub's MiMo-V2-Flash names its sinks attention_sink_bias (transformers' conversion_mapping renames them)
     "mimo_v2_flash": {**LLAMA, "hub": {**_PER_EXPERT, "sinks": "self_attn.attention_sink_bias"}},
-    # Laguna's Hub checkpoints: mlp.shared_expert and the correction bias under mlp.experts (conversion_mapping)
-    "laguna": {**LLAMA, "hub": {**_PER_EXPERT, "shared": "mlp.shared_expert",
-                                "score_bias": "mlp.experts.e_score_correction_bias"}},
+    # Laguna's gate is g_proj; its Hub checkpoints put the shared expert under mlp.shared_expert and the
+    # correction bias under mlp.experts (conversion_mapping)
+    "laguna": {**LLAMA, "attn_gate": "self_attn.g_proj",
+               "hub": {**_PER_EXPERT, "shared": "mlp.shared_expert", "score_bias": "mlp.experts.e_score_correction_bias"}},
+    "minimax_m2": {**LLAMA, "score_bias": "mlp.e_score_correction_bias",
+                   "hub": {**_MIXTRAL_HUB, "score_bias": "block_sparse_moe.e_score_correction_bias"}},
+    "flex_olmo": {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"},
+    "ernie4_5_moe": {**LLAMA, "score_bias": "mlp.gate.moe_statics.e_score_correction_bias", "score_bias_2d": True,
+                     "hub": {**_PER_EXPERT, "score_bias": "mlp.moe_statics.e_score_correction_bias"}},
+    "hunyuan_v1_moe": {**LLAMA, "q_norm": "self_attn.query_layernorm", "k_norm": "self_attn.key_layernorm",
+                       "router": "mlp.gate.wg", "shared": "mlp.shared_mlp"},
+    "dbrx": {"base": "transformer.", "embed": "transformer.wte", "final_norm": "transformer.norm_f",
+             "lm_head": "lm_head", "layers": "transformer.blocks", "attn_in": "norm_attn_norm.norm_1", "mlp_in": "norm_attn_norm.norm_2",
+             "qkv": "norm_attn_norm.attn.Wqkv", "o": "norm_attn_norm.attn.out_proj", "qkv_order": "concat",
+             "router": "ffn.router.layer", "experts": "ffn.experts.mlp", "experts_order": "stacked_rows", "hub": {}},
+    "afmoe": {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_in": "pre_mlp_layernorm",
+              "mlp_out": "post_mlp_layernorm", "router": "mlp.router.gate", "score_bias": "mlp.expert_bias"},
+    "exaone_moe": {**LLAMA, "hub": {**_PER_EXPERT, "score_bias": "mlp.e_score_correction_bias"}},
     "gpt_oss": {**LLAMA, "router": "mlp.router", "experts_order": "in_out_interleaved", "hub": {}},
     "llama4_text": {**LLAMA, "gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj",
                     "down": "feed_forward.down_proj", "router": "feed_forward.router",
@@ -196,9 +217,9 @@ def with_base(name: str, lay: dict[str, Any], model_level: set[str] | dict[str, 
 
 
 ROLE_ORDER = ("embed", "positions", "embed_norm", "project_in", "layers", "attn_in", "q", "k", "v", "qkv", "q_norm",
-              "k_norm", "sinks", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "g", "o", "attn_out", "mlp_in",
-              "gate", "up", "gate_up", "down", "router", "score_bias", "experts", "shared", "shared_gate", "mlp_out",
-              "parallel_norms", "final_norm", "project_out", "lm_head")
+              "k_norm", "sinks", "attn_gate", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "o", "attn_out",
+              "mlp_in", "gate", "up", "gate_up", "down", "router", "score_bias", "experts", "shared", "shared_gate",
+              "mlp_out", "parallel_norms", "final_norm", "project_out", "lm_head")
 
 
 def markdown() -> str:
@@ -215,7 +236,8 @@ def markdown() -> str:
         lay = LAYOUTS[name]
         base = {} if name == "llama" else LLAMA
         changed = {role: lay[role] for role in ROLE_ORDER if role in lay and lay[role] != base.get(role)}
-        flags = [f"{flag}: {lay[flag]}" for flag in ("base", "conv1d", "qkv_order", "experts_order", "qk_norm_heads")
+        flags = [f"{flag}: {lay[flag]}"
+                 for flag in ("base", "conv1d", "qkv_order", "experts_order", "qk_norm_heads", "score_bias_2d", "q_gate")
                  if flag in lay and lay[flag] != base.get(flag)]
         paths = "; ".join(f"{role} {cell(path)}" for role, path in changed.items()) or "Llama's"
         hub = lay.get("hub") if lay.get("hub") != base.get("hub") else None

@@ -62,10 +62,11 @@ class _Slots:
 
 def _attention(s: _Slots, a: Any, d: int) -> None:
     """Q, K, V (or fused), QK-norms, sinks (under the Hub's name in a hub table whose layout renames them),
-    Laguna's W_G, W_O."""
+    an output gate's W_G, W_O."""
     q, kv, v = a.q_dim, a.kv_dim, a.v_dim
-    if a.output_gate:  # Qwen3-Next: q_proj emits each head's queries and then its gate
-        s.linear("q", d, 2 * q, "q", a.q_bias and "q_bias")
+    gate_in_q = a.output_gate and s.lay.get("q_gate")  # Qwen3-Next: q_proj holds each head's queries, then its gate
+    if gate_in_q:
+        s.linear("q", d, 2 * q, ("q", "attn_gate"), a.q_bias and ("q_bias", "attn_gate_bias"), (q, q))
         s.linear("k", d, kv, "k", a.k_bias and "k_bias")
         s.linear("v", d, v, "v", a.v_bias and "v_bias")
     elif a.fused_qkv:
@@ -82,8 +83,8 @@ def _attention(s: _Slots, a: Any, d: int) -> None:
     if a.sinks:
         s.add("sinks", ((s.lay.get("hub") or {}) if s.hub else {}).get("sinks", s.lay["sinks"]), (a.n_heads,),
               "attn_sinks")
-    if a.gate_proj is not None:
-        s.linear("g", d, a.gate_width, "attn_gate_proj")
+    if a.output_gate and not gate_in_q:
+        s.linear("attn_gate", d, a.gate_width, "attn_gate")
     s.linear("o", a.o_dim, d, "attn_out", a.o_bias and "attn_out_bias")
 
 
@@ -178,10 +179,10 @@ def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
     lay, e, f = s.lay, m.n_experts, m.d_ff
     names = {**lay, **(lay.get("hub") or {})} if hub else lay
     s.linear("router", d, e, "router", m.router_bias and "router_bias", path=names["router"])
-    if m.score_bias and m.score_bias_parameter:  # Laguna's, a frozen parameter
-        s.add("score_bias", names["score_bias"], (e,), "router_correction", init="zeros")
-    elif m.score_bias:
-        s.add("score_bias", names["score_bias"], (e,), None, init="buffer")
+    if m.score_bias:  # ERNIE-4.5 stores it [1, E] and counts it (a parameter without gradient)
+        shape = (1, e) if lay.get("score_bias_2d") else (e,)
+        counted = "router_score_bias_param" if m.score_bias_param else None
+        s.add("score_bias", names["score_bias"], shape, counted, init="zeros" if counted else "buffer")
     if hub and "expert_gate" in names:
         for role, n_in, n_out in (("gate", d, f), ("up", d, f), ("down", f, d)):
             if role != "gate" or m.gated:
@@ -199,6 +200,8 @@ def _fused_experts(s: _Slots, m: Any, d: int, names: dict[str, Any]) -> None:
     """transformers 5's [E, 2f, d] gate_up_proj and [E, d, f] down_proj (or [E, d, 2f], [E, f, d]);
     `names` may rename them (GraniteMoE's Hub checkpoints: input_linear, output_linear)."""
     e, f, path = m.n_experts, m.d_ff, s.lay["experts"]
+    if s.lay.get("experts_order") == "stacked_rows":
+        return _stacked_rows(s, m, d)
     in_out = s.lay.get("experts_order", "out_in").startswith("in_out")
     up = ("experts_gate", "experts_up") if m.gated else "experts_up"
     up_bias = ("experts_gate_bias", "experts_up_bias") if m.gated else "experts_up_bias"
@@ -213,6 +216,14 @@ def _fused_experts(s: _Slots, m: Any, d: int, names: dict[str, Any]) -> None:
           "experts_down")
     if m.expert_bias:
         s.add("experts.down_bias", f"{path}.down_proj_bias", (e, d), "experts_down_bias", init="zeros")
+
+
+def _stacked_rows(s: _Slots, m: Any, d: int) -> None:
+    """DBRX's experts: gate (w1), up (v1) and down (w2) each one [E·f, d] matrix, expert after expert
+    (the down projection transposed: an expert's output is act @ w2[e])."""
+    rows, path = m.n_experts * m.d_ff, s.lay["experts"]
+    for role, name in (("gate", "w1"), ("up", "v1"), ("down", "w2")):
+        s.add(f"experts.{role}", f"{path}.{name}", (rows, d), f"experts_{role}")
 
 
 def block_slots(lay: dict[str, Any], block: Block, d: int, hub: bool = False) -> dict[str, Slot]:

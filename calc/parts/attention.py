@@ -10,9 +10,12 @@ keys, 128-wide values): then v = d·kv·v_hd and attn_out = h·v_hd·d.
 
 QK-norm normalises queries and keys before the dot product: over each head (one hd-wide norm shared
 by all heads: Qwen3, Gemma-3) or over the full width (h·hd and kv·hd: OLMo-2, OLMoE; Cohere's
-per-head norms also store h·hd). Attention sinks (gpt-oss) add one learned logit per head. Rotary
-(full or partial), ALiBi, sliding windows and logit soft-capping change what is computed, not what
-is stored: they are in the spec so that the KV cache, shapes and the torch reference know them.
+per-head norms also store h·hd). Attention sinks (gpt-oss) add one learned logit per head. An
+output gate (AFMoE) adds attn_gate = d·h·hd: the heads' output is multiplied by sigmoid(x·W_G)
+(Laguna: softplus(x·W_G), one value per head, W_G d·h; `gate_activation`, `gate_scope`).
+Rotary (full or partial), ALiBi, sliding windows, logit soft-capping and DBRX's clipping of Q, K
+and V (clip_qkv) change what is computed, not what is stored: they are in the spec so that the KV
+cache, shapes and the torch reference know them.
 A fused Q/K/V projection (GPT-2's c_attn, NeoX's query_key_value, Phi-3's qkv_proj) holds exactly
 the three matrices side by side, so it changes tensor names, never counts.
 """
@@ -24,7 +27,7 @@ from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 
-__all__ = ["LABELS", "Attention", "GateProjection", "HeadWidths", "QKNorm", "Rope", "attention_kind"]
+__all__ = ["LABELS", "Attention", "HeadWidths", "QKNorm", "Rope", "attention_kind"]
 
 
 class HeadWidths:
@@ -81,13 +84,6 @@ class QKNorm(Part):
     after_rope: bool = False  # Llama-4 normalises the rotated queries and keys
 
 
-class GateProjection(Part):
-    """Laguna's gate on the heads' output before W_O: activation(x·W_G), one value per head (broadcast
-    over its channels) or per channel; W_G is d_model x h (or h·value_head_dim), without a bias."""
-    scope: Literal["head", "element"] = "head"
-    activation: Literal["softplus"] = "softplus"
-
-
 class Temperature(Part):
     """Llama-4's query temperature on its layers without rotary: queries times
     1 + scale · ln(1 + ⌊(position + 1) / floor⌋) (attn_scale, floor_scale)."""
@@ -117,8 +113,12 @@ class Attention(HeadWidths, Part):
     scale: float | None = Field(default=None, gt=0, strict=False)  # softmax scale; None: 1/sqrt(head_dim)
     chunk: int | None = Field(default=None, gt=0)  # Llama-4's chunked attention: keys of the same chunk only
     temperature: Temperature | None = None
-    output_gate: bool = False  # Qwen3-Next / Qwen3.5: q_proj also emits a sigmoid gate per query channel
-    gate_proj: GateProjection | None = None  # Laguna: a gate from its own projection W_G
+    clip_qkv: float | None = Field(default=None, gt=0, strict=False)  # DBRX: Q, K and V clamped to ±clip_qkv
+    gate_bias: bool = False  # a bias on W_G (Qwen3-Next's q_proj bias covers its gate half too)
+    output_gate: bool = False  # the heads' output times sigmoid(x·W_G) before W_O, W_G d -> h·hd (AFMoE;
+    # Qwen3-Next and Qwen3.5 store W_G inside q_proj, each head's queries then its gate: a layout matter)
+    gate_activation: Literal["sigmoid", "softplus"] = "sigmoid"  # Laguna: softplus
+    gate_scope: Literal["element", "head"] = "element"  # Laguna: one gate per head, W_G d -> h
 
     @model_validator(mode="before")
     @classmethod
@@ -155,24 +155,24 @@ class Attention(HeadWidths, Part):
         if norm is not None:
             q_norm = norm.norm.params(self.head_dim if norm.scope == "head" else q)
             k_norm = norm.norm.params(self.head_dim if norm.scope == "head" else kv)
-        gated = 1 + self.output_gate  # the gate doubles q_proj's output
         return present(
-            q=d * q * gated, q_bias=q * gated * self.q_bias, k=d * kv, k_bias=kv * self.k_bias, v=d * v,
-            v_bias=v * self.v_bias,
-            q_norm=q_norm, k_norm=k_norm, attn_sinks=self.n_heads * self.sinks,
-            attn_gate_proj=d * self.gate_width, attn_out=self.o_dim * d, attn_out_bias=d * self.o_bias,
+            q=d * q, q_bias=q * self.q_bias, k=d * kv, k_bias=kv * self.k_bias, v=d * v, v_bias=v * self.v_bias,
+            q_norm=q_norm, k_norm=k_norm, attn_sinks=self.n_heads * self.sinks, attn_gate=d * self.gate_width,
+            attn_gate_bias=self.gate_width * self.gate_bias,
+            attn_out=self.o_dim * d, attn_out_bias=d * self.o_bias,
         )
 
     @property
     def gate_width(self) -> int:
-        """W_G's output width: one per head, or one per output channel; 0 without an output gate."""
-        if self.gate_proj is None:
+        """W_G's output width: one gate per channel of the heads' output (h·value_head_dim) or per head;
+        0 without an output gate."""
+        if not self.output_gate:
             return 0
-        return self.n_heads if self.gate_proj.scope == "head" else self.o_dim
+        return self.o_dim if self.gate_scope == "element" else self.n_heads
 
     def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
         """Each weight matrix's input width and how many there are per layer (for quantisation layouts)."""
-        gate = {"attn_gate_proj": (d_model, 1)} if self.gate_proj else {}
+        gate = {"attn_gate": (d_model, 1)} if self.output_gate else {}
         return {"q": (d_model, 1), "k": (d_model, 1), "v": (d_model, 1), **gate, "attn_out": (self.o_dim, 1)}
 
     def kv_per_token(self) -> tuple[int, int]:
@@ -191,9 +191,11 @@ class Attention(HeadWidths, Part):
         if self.rope and self.rope.rotary_dim < self.head_dim:
             extras.append(f"rotary on {self.rope.rotary_dim} of {self.head_dim} channels")
         extras += [name for name, on in (("ALiBi", self.alibi), ("QK-norm", self.qk_norm), ("sinks", self.sinks),
-                                      ("output gate", self.output_gate)) if on]
-        if self.gate_proj:
-            extras.append(f"{self.gate_proj.activation} output gate per {self.gate_proj.scope} (W_G)")
+                                         ("output gate", self.output_gate)) if on]
+        if self.output_gate and (self.gate_activation, self.gate_scope) != ("sigmoid", "element"):
+            extras[-1] = f"{self.gate_activation} output gate per {self.gate_scope}"
+        if self.clip_qkv:
+            extras.append(f"Q, K, V clipped at ±{self.clip_qkv:g}")
         if self.softcap:
             extras.append(f"logits soft-capped at {self.softcap:g}")
         more = "; " + ", ".join(extras) if extras else ""
@@ -218,7 +220,7 @@ LABELS = {
     "q_norm": "Q norm",
     "k_norm": "K norm",
     "attn_sinks": "attention sinks",
-    "attn_gate_proj": "attention gate projection (W_G)",
+    "attn_gate": "attention output gate",
     "attn_out": "attention output (WO)",
     "attn_out_bias": "attention output bias",
 }

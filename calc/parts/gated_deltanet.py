@@ -33,7 +33,7 @@ class GatedDeltaNet(Part):
     k_head_dim: int = Field(gt=0)
     v_head_dim: int = Field(gt=0)
     conv_kernel: int = Field(default=4, gt=0)
-    state_dtype: StateDtype = "model"
+    state_dtype: StateDtype = "model"  # the recurrent state's (fp32: Nemotron-H, Qwen3.5); the conv window's is the model's
 
     @model_validator(mode="after")
     def _check(self) -> "GatedDeltaNet":
@@ -67,7 +67,7 @@ class GatedDeltaNet(Part):
 
     def cache(self, d_model: int) -> CacheSpec:
         """The conv window over q, k and v, and a D_k x D_v state per value head."""
-        conv = StateSpec("conv", self.conv_dim, self.conv_kernel - 1, self.n_k_heads, dtype=self.state_dtype)
+        conv = StateSpec("conv", self.conv_dim, self.conv_kernel - 1, self.n_k_heads)
         state = StateSpec("recurrent", self.n_v_heads * self.k_head_dim * self.v_head_dim, 1, self.n_v_heads,
                           dtype=self.state_dtype)
         return CacheSpec(states=(conv, state))

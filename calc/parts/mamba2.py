@@ -35,7 +35,7 @@ class Mamba2(Part):
     proj_bias: bool = False  # `use_bias`: on in_proj and out_proj
     conv_bias: bool = True
     gated_norm: bool = True  # the gated RMSNorm before out_proj (Falcon-H1 may leave it out)
-    state_dtype: StateDtype = "model"
+    state_dtype: StateDtype = "model"  # the recurrent state's (fp32: Nemotron-H, Qwen3.5); the conv window's is the model's
 
     @model_validator(mode="after")
     def _check(self) -> "Mamba2":
@@ -67,8 +67,7 @@ class Mamba2(Part):
     def cache(self, d_model: int) -> CacheSpec:
         """The conv window (x, B, C channels) and the SSM state; both fixed per sequence."""
         group = 2 * self.d_state
-        conv = StateSpec("conv", self.d_inner, self.conv_kernel - 1, self.n_heads, group, self.n_groups,
-                         self.state_dtype)
+        conv = StateSpec("conv", self.d_inner, self.conv_kernel - 1, self.n_heads, group, self.n_groups)
         ssm = StateSpec("recurrent", self.d_inner * self.d_state, 1, self.n_heads, dtype=self.state_dtype)
         return CacheSpec(states=(conv, ssm))
 

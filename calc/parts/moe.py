@@ -10,6 +10,8 @@ Per layer, with d = d_model, E = n_experts, f = the expert's d_ff:
 DeepSeek-V3's and GLM-4.5's e_score_correction_bias (`score_bias`, E per layer) is stored in the
 checkpoint but is no parameter: it is adjusted by the load-balancing rule, not by gradients, and
 transformers registers it as a buffer. `buffers()` reports it; it is not in `params()` or the total.
+ERNIE-4.5 keeps the same bias as an nn.Parameter without gradient (`score_bias_param`): transformers'
+parameters() counts it, and so does `params()` (router_score_bias_param).
 
 Active parameters per token: everything but the experts the router did not pick, i.e. the router,
 top_k experts and the shared experts.
@@ -35,7 +37,7 @@ class MoE(Part):
     fused_gate_up: bool = False
     router_bias: bool = False
     score_bias: bool = False  # DeepSeek-V3's e_score_correction_bias, one per expert: a stored buffer
-    score_bias_parameter: bool = False  # Laguna keeps it as a (frozen) parameter, which counts
+    score_bias_param: bool = False  # ERNIE-4.5: the score bias is a parameter (no gradient), counted
     router_softcap: float | None = Field(default=None, gt=0, strict=False)  # Laguna: router logits c·tanh(l/c)
     shared: MLP | None = None  # the shared expert(s), as one MLP of their combined d_ff
     n_shared: int = Field(default=0, ge=0)  # how many experts `shared` stands for (DeepSeek: 1 or 2)
@@ -74,7 +76,7 @@ class MoE(Part):
     def params(self, d_model: int) -> dict[str, int]:
         e = self.n_experts
         rows = present(router=d_model * e, router_bias=e * self.router_bias,
-                       router_correction=e * (self.score_bias and self.score_bias_parameter))
+                       router_score_bias_param=e * (self.score_bias and self.score_bias_param))
         rows.update({name: e * n for name, n in self.expert_params(d_model).items()})
         if self.shared is not None:
             rows.update(self.shared.params(d_model, prefix="shared_mlp"))
@@ -93,7 +95,7 @@ class MoE(Part):
 
     def buffers(self) -> dict[str, int]:
         """What one layer stores beside its parameters: the router's score correction bias."""
-        return present(router_score_bias=self.n_experts * (self.score_bias and not self.score_bias_parameter))
+        return present(router_score_bias=self.n_experts * (self.score_bias and not self.score_bias_param))
 
     def active_params(self, d_model: int) -> dict[str, int]:
         """What one token uses: every row, with top_k routed experts instead of all of them."""
@@ -110,7 +112,7 @@ LABELS = {
     "router": "router",
     "router_bias": "router bias",
     "router_score_bias": "router score correction bias (buffer)",
-    "router_correction": "router score correction bias",
+    "router_score_bias_param": "router score correction bias",
     "experts_gate": "experts gate",
     "experts_gate_bias": "experts gate bias",
     "experts_up": "experts up",

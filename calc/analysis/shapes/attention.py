@@ -57,9 +57,6 @@ def _projections(d: Dims, a: Attention, rows: Rows) -> list[Step]:
     x, w_q, w_kv = d.hidden, d.shape("d_model", "h·d_head"), d.shape("d_model", "kv·d_head")
     q, kv = d.shape("B", d.new, "h·d_head"), d.shape("B", d.new, "kv·d_head")
     w_v, v = d.shape("d_model", f"kv·{_v(a)}"), d.shape("B", d.new, f"kv·{_v(a)}")
-    if a.output_gate:  # Qwen3-Next: W_Q also produces a gate per query channel
-        d = d.named(**{"2·h·d_head": 2 * a.q_dim})
-        w_q, q = d.shape("d_model", "2·h·d_head"), d.shape("B", d.new, "2·h·d_head")
     what = {"q": "each token's query: what it looks for", "k": "each token's key: what it can be found by",
             "v": "each token's value: what it passes on"}
     fused = (f"; fused: one x·W_QKV matmul, W_QKV [{d.sizes['d_model']}, {a.q_dim + a.kv_dim + a.v_dim}] = "
@@ -69,8 +66,6 @@ def _projections(d: Dims, a: Attention, rows: Rows) -> list[Step]:
         big = name.upper()
         label = f"x·W_QKV (fused) → {big}" if a.fused_qkv else f"{big} = x·W_{big}"
         note = what[name] + ("; plus a bias" if bias else "") + (fused if name == "q" else "")
-        if name == "q" and a.output_gate:
-            note += "; and, per head, a gate for attention's output (q_proj twice as wide, split per head)"
         steps.append(d.linear(name, label, x, w, out, rows.take(name, f"{name}_bias"), note))
     return steps
 
@@ -135,29 +130,28 @@ def attend(d: Dims, a: Attention | MLA, rows: Rows, query: Shape, keys_t: Shape,
         softmax += "; the sink's column is dropped after the softmax (it only takes weight away)"
     heads_out = d.shape("B", "h", d.new, values.names[-1])
     concat = d.shape("B", d.new, f"h·{values.names[-1]}")
-    gate = _gate_proj(d, a, rows, concat) if isinstance(a, Attention) and a.gate_proj else []
+    gate = _output_gate(d, a, rows, concat) if isinstance(a, Attention) and a.output_gate else []
     return steps + [
         d.step("attn_weights", "causal mask + softmax", scores, (steps[-1].output,), note=softmax),
         d.step("attn_heads_out", "weights·V", heads_out, (scores, values), flops=matmul_flops(scores, values),
                note="each head's weighted sum of values"),
         d.step("attn_concat", "concatenate heads", concat, (heads_out,), note="back to one row per token"),
-        *([d.step("attn_gate", "× sigmoid(gate)", concat, (concat, concat),
-                  note="the output gate from W_Q's second half, elementwise")] if getattr(a, "output_gate", False) else []),
         *gate,
         d.linear("attn_out", "output projection ·W_O", concat, d.shape(concat.names[-1], "d_model"), d.hidden,
                  rows.take("attn_out", "attn_out_bias"), "mixes the heads' results back into d_model"),
     ]
 
 
-def _gate_proj(d: Dims, a: Attention, rows: Rows, concat: Shape) -> list[Step]:
-    """Laguna: activation(x·W_G), one value per head (or per channel), times the heads' output."""
-    g = a.gate_proj
-    width = "h" if g.scope == "head" else concat.names[-1]
+def _output_gate(d: Dims, a: Attention, rows: Rows, concat: Shape) -> list[Step]:
+    """AFMoE: a gate per channel of the concatenated heads, sigmoid(x·W_G), multiplies them before W_O;
+    Laguna's is softplus(x·W_G), one per head."""
+    width = concat.names[-1] if a.gate_scope == "element" else "h"
     gate = d.shape("B", d.new, width)
-    return [d.linear("attn_gate_proj", f"gate = {g.activation}(x·W_G)", d.hidden, d.shape("d_model", width), gate,
-                     rows.take("attn_gate_proj"), f"one gate per {g.scope} of each token's heads"),
-            d.step("attn_gate", f"× {g.activation}(x·W_G)", concat, (concat, gate),
-                   note="each head's output scaled by its gate" if g.scope == "head" else "channel by channel")]
+    what = "channel of the heads' output" if a.gate_scope == "element" else "head"
+    return [d.linear("attn_gate", "output gate x·W_G", d.hidden, d.shape("d_model", width), gate,
+                     rows.take("attn_gate"), f"one gate logit per {what}"),
+            d.step("attn_gated", f"heads ⊙ {a.gate_activation}(gate)", concat, (concat, gate),
+                   note="the gated heads go to W_O")]
 
 
 def _sinks(d: Dims, rows: Rows, scores: Shape) -> Step:

@@ -46,16 +46,16 @@ def _router(d: Dims, moe: MoE, rows: Rows) -> list[Step]:
     logits, picks = d.shape("B", d.new, "E"), d.shape("B", d.new, "k")
     pick = f"each token's k = {moe.top_k} of E = {moe.n_experts} experts: their ids and weights, both [B, {d.new}, k]"
     if moe.score_bias:
-        held = "a frozen parameter" if moe.score_bias_parameter else "a buffer, not a parameter"
-        pick += f"; a per-expert score correction bias ({held}) shifts the choice"
+        what = "a parameter without gradient" if moe.score_bias_param else "a buffer, not a parameter"
+        pick += f"; a per-expert score correction bias ({what}) shifts the choice"
     bias = "; plus a bias" if moe.router_bias else ""
     if moe.router_softcap:
         bias += f"; soft-capped, {moe.router_softcap:g}·tanh(logit / {moe.router_softcap:g})"
-    correction = d.shape("E") if moe.score_bias and moe.score_bias_parameter else None
     return [
         d.linear("router", "router ·W_router", d.hidden, d.shape("d_model", "E"), logits,
                  rows.take("router", "router_bias"), f"one logit per expert{bias}"),
-        d.step("router_topk", "top-k experts", picks, (logits,), correction, rows.take("router_correction"), note=pick),
+        d.step("router_topk", "top-k experts", picks, (logits,), params=rows.take("router_score_bias_param"),
+               note=pick),
     ]
 
 

@@ -1,12 +1,15 @@
 """Multi-head self-attention (MHA/GQA/MQA) with everything the Attention part can switch on.
 
 Q, K, V from separate or fused projections (a fused one ordered Q|K|V, or per KV group as NeoX,
-BLOOM and Falcon store it: each group's queries, then its key, then its value); QK-norm over each
-head or the full width, before rotary; rotary on the first rotary_dim channels; ALiBi; scores
-scaled by `scale` (1/sqrt(head_dim) unless the spec says otherwise), soft-capped, masked causally
-and to a sliding window; gpt-oss's sinks as one extra logit per head that takes probability mass
-and is then dropped; Laguna's softplus gate on the heads' output; values (as wide as keys, or v_head_dim) optionally times `value_scale`. The cache holds every key and value after rotary; a sliding-window layer's
-rolls, keeping the last `window` positions, and its queries read only the keys they can see.
+BLOOM and Falcon store it: each group's queries, then its key, then its value), clamped to
+±clip_qkv (DBRX); values (as wide as keys, or v_head_dim) optionally times `value_scale`
+(MiMo-V2-Flash); QK-norm over each head or the full width, before rotary; rotary on the first
+rotary_dim channels; ALiBi; scores scaled by `scale` (1/sqrt(head_dim) unless the spec says
+otherwise), soft-capped, masked causally and to a sliding window; gpt-oss's sinks as one extra
+logit per head that takes probability mass and is then dropped; an output gate on the heads'
+output, AFMoE's sigmoid(x·W_G) per channel or Laguna's softplus(x·W_G) per head. The cache holds
+every key and value after rotary; a sliding-window layer's rolls, keeping the last `window`
+positions, and its queries read only the keys they can see.
 """
 
 from __future__ import annotations
@@ -71,6 +74,13 @@ class Attention(Part):
         self.roles = {"attn_out": "o"}
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Q, K and V, each [B, T, heads·hd], clamped to ±clip_qkv when the spec says so (DBRX)."""
+        q, k, v = self._qkv(x)
+        if (clip := self.spec.clip_qkv) is not None:
+            return q.clamp(-clip, clip), k.clamp(-clip, clip), v.clamp(-clip, clip)
+        return q, k, v
+
+    def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         s, w = self.spec, self.weights
         if not s.fused_qkv:
             return w["q"](x), w["k"](x), w["v"](x)
@@ -137,7 +147,7 @@ class Attention(Part):
         B, _, T, _ = y.shape
         y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, nh*hs)
         trace("attn_concat", y)
-        if s.gate_proj is not None:
+        if s.output_gate:
             y = self._gated(x, y, trace)
         y = self.weights["o"](y)  # (B, T, d)
         trace("attn_out", y)
@@ -145,15 +155,21 @@ class Attention(Part):
 
 
     def _gated(self, x: torch.Tensor, y: torch.Tensor, trace: Any) -> torch.Tensor:
-        """Laguna: the heads' output [B, T, h·v] times softplus(x·W_G) in float32, per head or per channel."""
-        gate = torch.nn.functional.softplus(self.weights["g"](x).float()).to(y.dtype)  # (B, T, h) or (B, T, h·v)
-        trace("attn_gate_proj", gate)
-        if self.spec.gate_proj.scope == "head":
+        """The heads' output [B, T, h·v] times sigmoid(x·W_G), each channel (AFMoE), or softplus(x·W_G)
+        computed in float32, one per head (Laguna)."""
+        s = self.spec
+        gate = self.weights["attn_gate"](x)  # (B, T, h·v) or (B, T, h)
+        trace("attn_gate", gate)
+        if s.gate_activation == "sigmoid":
+            gate = torch.sigmoid(gate)
+        else:
+            gate = torch.nn.functional.softplus(gate.float()).to(y.dtype)
+        if s.gate_scope == "head":
             B, T, _ = y.shape
-            y = (y.view(B, T, self.spec.n_heads, -1) * gate[..., None]).reshape(B, T, -1)
+            y = (y.view(B, T, s.n_heads, -1) * gate[..., None]).reshape(B, T, -1)
         else:
             y = y * gate
-        trace("attn_gate", y)
+        trace("attn_gated", y)
         return y
 
 

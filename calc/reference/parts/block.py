@@ -27,8 +27,8 @@ from calc.spec.model import NORM_COMPONENTS, Block
 
 __all__ = ["Layer", "make_norm"]
 
-ATTENTION_ROLES = {"q", "k", "v", "qkv", "o", "g", "q_norm", "k_norm", "sinks", "q_a", "q_a_norm", "q_b", "kv_a",
-                   "kv_a_norm", "kv_b"}
+ATTENTION_ROLES = {"q", "k", "v", "qkv", "o", "q_norm", "k_norm", "sinks", "attn_gate", "q_a", "q_a_norm", "q_b",
+                   "kv_a", "kv_a_norm", "kv_b"}
 NORM_ROLES = {"attn_in", "attn_out", "mlp_in", "mlp_out"}
 
 
@@ -65,9 +65,10 @@ class Layer(nn.Module):
         norms = {r: s for r, s in slots.items() if _base(r) in NORM_ROLES}
         mlp = {r: s for r, s in slots.items() if r not in attention and r not in norms}
         a = block.attention
-        if a is None or a.kind not in ("attention", "mla") or block.mlp is None or getattr(a, "output_gate", False):
+        gate_in_q = getattr(a, "output_gate", False) and lay.get("q_gate")  # Qwen3-Next's W_G inside q_proj
+        if a is None or a.kind not in ("attention", "mla") or block.mlp is None or gate_in_q:
             what = "a layer without attention or without an MLP" if a is None or block.mlp is None else (
-                "the attention output gate" if a.kind == "attention" else f"the {a.kind} mixer")
+                "an attention output gate stored inside q_proj" if a.kind == "attention" else f"the {a.kind} mixer")
             raise GptcalcError(f"the torch reference does not implement {what} yet")
         self.parts: dict[str, Part] = {
             "attn": MLA(a, n_positions) if a.kind == "mla" else Attention(a, n_positions, lay.get("qkv_order", "concat")),

@@ -11,7 +11,8 @@ the expert's input instead of its output. Phi-3.5-MoE's sparsemixer picks its tw
 the other, each weighted by a softmax over the experts close to it (see `sparsemixer`).
 
 Experts are transformers 5's fused tensors: gate_up [E, 2f, d] (gate rows first) and down [E, d, f],
-or [E, d, 2f] and [E, f, d] ("in_out": Llama-4, gpt-oss, whose gate and up columns alternate).
+or [E, d, 2f] and [E, f, d] ("in_out": Llama-4, gpt-oss, whose gate and up columns alternate), or
+DBRX's gate, up and down as three [E·f, d] matrices ("stacked_rows").
 gpt-oss's expert is a clamped SwiGLU: gate clamped above at the limit, up to ±limit,
 gate · sigmoid(1.702 · gate) · (up + 1). Qwen2-MoE's shared expert is gated by sigmoid(shared_expert_gate x).
 """
@@ -86,12 +87,22 @@ class MoE(Part):
             weights = weights / (weights.sum(dim=-1, keepdim=True) + (1e-20 if s.scoring == "sigmoid" else 0.0))
         return index, weights * s.routed_scale
 
+    def matrices(self, e: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Expert e's gate_up and down matrices as its layout stores them; DBRX's stacked rows (w1, v1,
+        w2, each [E·f, d]) as gate_up [2f, d] and down [d, f]."""
+        w = self.weights
+        if self.order != "stacked_rows":
+            return w.tensor("experts.gate_up")[e], w.tensor("experts.down")[e]
+        rows = slice(e * self.spec.d_ff, (e + 1) * self.spec.d_ff)
+        gate_up = torch.cat((w.tensor("experts.gate")[rows], w.tensor("experts.up")[rows]))
+        return gate_up, w.tensor("experts.down")[rows].T
+
     def expert(self, e: int, h: torch.Tensor, keep: dict[str, list[torch.Tensor]] | None = None) -> torch.Tensor:
         """Expert e on its rows h [n_e, d]; `keep` collects each step's tensor, for the trace."""
         s, w = self.spec, self.weights
         keep = keep if keep is not None else {}
         in_out = self.order.startswith("in_out")
-        gate_up, down = w.tensor("experts.gate_up")[e], w.tensor("experts.down")[e]
+        gate_up, down = self.matrices(e)
         y = h @ gate_up if in_out else torch.nn.functional.linear(h, gate_up)
         if (bias := w.tensor("experts.gate_up_bias")) is not None:
             y = y + bias[e]
