@@ -45,6 +45,12 @@ GOLDEN = {
 # tied head a second time: 1,498,482,688 - 128,256 x 2,048 = 1,235,814,400 and
 # 3,606,752,256 - 128,256 x 3,072 = 3,212,749,824.
 RELEASED = {
+    # transformers 5.24's own count of each preset's config.json (tests/test_arch.py checks it again)
+    "qwen3-next-80b-a3b": 79_674_391_296,
+    "nemotron-3-nano-30b-a3b": 31_577_937_344,
+    "lfm2-1.2b": 1_170_340_608,  # also the model card's exact figure
+    "bamba-9b": 9_780_235_392,
+    "mamba-codestral-7b": 7_285_403_648,
     "deepseek-v2-lite": 15_706_484_224,
     "deepseek-v3": 671_026_404_352,
     "gemma-2-27b": 27_227_128_320,  # keras

@@ -66,6 +66,9 @@ TABLE_FILES = {
     "kimi_k2": "tests/configs/model_types/kimi_k2.json", "glm4_moe_lite": "tests/configs/model_types/glm4_moe_lite.json",
     "mimo_v2_flash": "tests/configs/model_types/mimo_v2_flash.json", "laguna": "tests/configs/model_types/laguna.json",
     "ernie4_5": "tests/configs/model_types/ernie4_5.json",
+    "qwen3_5_text": "tests/configs/model_types/qwen3_5.json",
+    "qwen3_5_moe_text": "tests/configs/model_types/qwen3_5_moe-397b.json",
+    "nemotron_h": "tests/configs/model_types/nemotron_h.json",
     "minimax_m2": "tests/configs/model_types/minimax_m2.json", "afmoe": "tests/configs/model_types/afmoe.json",
 }
 

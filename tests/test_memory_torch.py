@@ -2,9 +2,10 @@
 
 The torch reference model (calc.reference.model) appends each step's keys and values to a `KVCache`
 without preallocating, so after T positions it holds exactly what attention reads: all T of a full
-layer, the last min(T, window) of a sliding-window layer (a rolling cache). Tiny specs
-cover MHA, GQA and MQA, both families (GPT-2's learned positions, Llama's rotary), a head_dim that
-is not d_model / n_heads, and the three float dtypes torch can run on CPU.
+layer, the last min(T, window) of a sliding-window layer (a rolling cache); a Mamba2, gated
+DeltaNet or short-conv layer its fixed conv window and recurrent state. Tiny specs cover MHA, GQA
+and MQA, both families (GPT-2's learned positions, Llama's rotary), a head_dim that is not
+d_model / n_heads, every hybrid model_type, and the three float dtypes torch can run on CPU.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from calc.spec.flat import flat_view
 from calc.spec.model import ModelSpec, spec_from_dict
 from calc.reference.model import build
 from oracle import spec_of
+from test_hybrids import HYBRIDS
 from tiny_models import tiny_config
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -58,7 +60,7 @@ def test_cache_nbytes_equal_the_formula(name: str, dtype: str) -> None:
     assert sizes == [kv_cache(spec, prompt + i, batch, dtype).total_bytes for i in range(steps + 1)]
     seq = prompt + steps
     assert len(cache.keys) == len(cache.values) == spec.n_layers
-    for tensor in (*cache.keys, *cache.values):
+    for tensor in (*cache.keys.values(), *cache.values.values()):
         assert tuple(tensor.shape) == (batch, flat_view(spec).n_kv_heads, seq, flat_view(spec).head_dim)
         assert tensor.dtype == TORCH_DTYPES[dtype]
         assert tensor.untyped_storage().nbytes() == tensor.nbytes  # no hidden preallocated storage
@@ -183,3 +185,36 @@ def test_chunks_after_the_cache_rolled_equal_one_full_pass(model_type: str) -> N
         chunks = [model(ids[:, a:b], cache=cache) for a, b in ((0, 7), (7, 10), (10, 11))]
     torch.testing.assert_close(torch.cat(chunks, dim=1), full, rtol=1e-5, atol=1e-5)
     assert cache.length == 11 and cache.nbytes == kv_cache(spec, 11, 2, "fp32").total_bytes
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("model_type", HYBRIDS)
+def test_mixer_states_hold_the_formula(model_type: str, dtype: str) -> None:
+    """A 3-token prompt (shorter than every conv window) then 4 one-token steps: after each call the
+    reference's cache holds exactly what `kvcache` counts, its mixers' conv windows and recurrent
+    states (Nemotron-H's in float32 whatever the weights) and its attention layers' K and V; and each
+    mixer layer keeps the states its part's CacheSpec lists, whatever the length."""
+    spec, batch, prompt, steps = spec_of(tiny_config(model_type)), 2, 3, 4
+    cache, sizes = run_cache(spec, dtype, batch, prompt, steps)
+    assert sizes == [kv_cache(spec, prompt + i, batch, dtype).total_bytes for i in range(steps + 1)]
+    assert cache.states  # every hybrid has mixer layers
+    for layer, states in cache.states.items():
+        expected = spec.blocks[spec.block_at(layer)].cache(spec.d_model).states
+        assert {name: t.numel() // batch for name, t in states.items()} == {s.name: s.elements for s in expected}
+
+
+@pytest.mark.parametrize("model_type", HYBRIDS)
+def test_mixer_chunks_equal_one_full_pass(model_type: str) -> None:
+    """A 2-token prompt (shorter than the conv windows: the kept window starts with zeros), then
+    chunks of 3, 1 and 5 tokens: each chunk continues the conv window and the recurrent state where
+    the last one left them, and the logits equal one 11-token pass."""
+    spec = spec_of(tiny_config(model_type))
+    torch.manual_seed(0)
+    model = build(spec)
+    ids = torch.randint(0, spec.vocab_size, (2, 11))
+    cache = model.new_cache()
+    with torch.no_grad():
+        full = model(ids)
+        chunks = [model(ids[:, a:b], cache=cache) for a, b in ((0, 2), (2, 5), (5, 6), (6, 11))]
+    torch.testing.assert_close(torch.cat(chunks, dim=1), full, rtol=1e-5, atol=1e-5)
+    assert cache.length == 11

@@ -29,7 +29,7 @@ from calc.arch import ADAPTERS, transformers_type
 from calc.cli import main
 from calc.errors import GptcalcError
 from oracle import spec_of
-from tiny_models import NO_TORCH_YET, VOCAB, tiny_config
+from tiny_models import VOCAB, tiny_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -70,7 +70,7 @@ def transformers_model(model_type: str, path: Path):
     return model
 
 
-@pytest.fixture(scope="module", params=sorted(set(ADAPTERS) - NO_TORCH_YET))
+@pytest.fixture(scope="module", params=sorted(ADAPTERS))
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """(model_type, transformers' model, its save_pretrained directory, our model loaded from it)."""
     path = tmp_path_factory.mktemp(request.param)
@@ -88,15 +88,17 @@ def test_prefill_logits_equal_transformers(pair: tuple) -> None:
 
 def cached_decode(ours, hf) -> None:
     """A 4-token prefill then 8 one-token steps, ours with our KVCache, transformers' with its own
-    past_key_values (a rope that depends on the length, Phi-3.5-MoE's long_mscale, differs between a
-    cached decode and one long prefill in transformers too, so the cached runs are compared)."""
+    `cache` (transformers 5's name for it: Mamba2ForCausalLM silently ignores the older
+    past_key_values and would decode each token without context). A rope that depends on the
+    length, Phi-3.5-MoE's long_mscale, differs between a cached decode and one long prefill in
+    transformers too, so the cached runs are compared."""
     cache = ours.new_cache()
     with torch.no_grad():
         steps = [ours(IDS[:, :4], cache=cache)] + [ours(IDS[:, t:t + 1], cache=cache) for t in range(4, 12)]
         out = hf(IDS[:, :4], use_cache=True)
         expected = [out.logits]
         for t in range(4, 12):
-            out = hf(IDS[:, t:t + 1], past_key_values=out.past_key_values, use_cache=True)
+            out = hf(IDS[:, t:t + 1], cache=out.cache, use_cache=True)
             expected.append(out.logits)
         torch.testing.assert_close(torch.cat(steps, dim=1), torch.cat(expected, dim=1), rtol=0, atol=ATOL)
     assert cache.length == 12
@@ -199,10 +201,3 @@ def test_unimplemented_options_are_refused_by_name(model_type: str, change: dict
     """An option the reference does not compute is an error naming it, never silently ignored."""
     with pytest.raises(GptcalcError, match=named):
         build(spec_of({**tiny_config(model_type), **change}), device="meta")
-
-
-@pytest.mark.parametrize("model_type", sorted(NO_TORCH_YET))
-def test_reference_refuses_what_it_lacks(model_type: str) -> None:
-    """Until each mixer has its torch module, building the reference is one named refusal, not a crash."""
-    with pytest.raises(GptcalcError, match="the torch reference does not implement"):
-        build(spec_of(tiny_config(model_type)))

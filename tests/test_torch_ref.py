@@ -78,7 +78,9 @@ def test_kv_cache_decode_equals_full_forward(saved: tuple) -> None:
         steps = [ours(ids[:, t:t + 1], cache=cache) for t in range(3, 8)]
     torch.testing.assert_close(torch.cat([prefill, *steps], dim=1), full, rtol=1e-4, atol=1e-5)
     assert cache.length == 8
-    assert all(k.shape == (3, flat_view(s).n_kv_heads, 8, flat_view(s).head_dim) for k in cache.keys + cache.values)
+    kept = (*cache.keys.values(), *cache.values.values())  # per layer, by layer index
+    assert len(kept) == 2 * s.n_layers and all(k.shape == (3, flat_view(s).n_kv_heads, 8, flat_view(s).head_dim)
+                                                for k in kept)
     # 2 (K and V) * layers * KV heads * head_dim * positions * batch * 4 bytes (float32)
     assert cache.nbytes == 2 * s.n_layers * flat_view(s).n_kv_heads * flat_view(s).head_dim * 8 * 3 * 4
 

@@ -167,9 +167,3 @@ def tiny_config(model_type: str) -> dict[str, Any]:
     """A config.json mapping of a tiny `model_type` model (a fresh copy)."""
     return {"model_type": model_type, **TINY[model_type]}
 
-
-# Model types whose mixers (gated DeltaNet, Mamba2, short conv, gated attention) have no torch module
-# in the reference yet: verify refuses them by name (test_reference_equivalence.py checks the refusal),
-# while count, kvcache, memory and the header check cover them (tests/test_hybrids.py).
-NO_TORCH_YET = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "mamba2", "nemotron_h", "bamba", "granitemoehybrid",
-                "lfm2", "lfm2_moe"}

@@ -50,7 +50,7 @@ def transformers_model(config: dict[str, Any], device: str = "meta", text_only: 
 
     from calc.arch import transformers_type
 
-    data = copy.deepcopy(config)
+    data = _special_floats(copy.deepcopy(config))
     data.pop("model_type", None)
     # A model_type transformers reads as another (kimi_k2: DeepseekV3, as its architectures says)
     hf_config = transformers.AutoConfig.for_model(transformers_type(config, "config.json"), **data)
@@ -62,6 +62,21 @@ def transformers_model(config: dict[str, Any], device: str = "meta", text_only: 
                            "one torch module per layer)")
     with torch.device(device):
         return transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32).eval()
+
+
+# How save_pretrained writes a float JSON has no literal for (Mamba2's time_step_limit [0.0, inf]);
+# transformers decodes it only when it reads the file itself (PreTrainedConfig._decode_special_floats).
+_FLOAT_TAG = "__float__"
+_SPECIAL_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+
+
+def _special_floats(value: Any) -> Any:
+    """`value` with every {"__float__": "Infinity"} (and -Infinity, NaN) back as the float it stands for."""
+    if isinstance(value, dict):
+        if set(value) == {_FLOAT_TAG} and value[_FLOAT_TAG] in _SPECIAL_FLOATS:
+            return _SPECIAL_FLOATS[value[_FLOAT_TAG]]
+        return {key: _special_floats(item) for key, item in value.items()}
+    return [_special_floats(item) for item in value] if isinstance(value, list) else value
 
 
 def _build(exc: UnsupportedModelType) -> Any:

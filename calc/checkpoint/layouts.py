@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["LAYOUTS", "ROTARY_BUFFERS", "layout", "layout_name", "with_base"]
+__all__ = ["LAYOUTS", "ROTARY_BUFFERS", "in_memory", "layout", "layout_name", "with_base"]
 
 # Rotary frequency tables and attention masks: buffers wherever they appear in a name.
 ROTARY_BUFFERS = ("rotary_emb.inv_freq", "rotary_emb.original_inv_freq", "embed_positions", "attn.masked_bias",
@@ -84,11 +84,13 @@ _QWEN3_5 = {**LLAMA, **_DELTANET, "gdn_qkv": "linear_attn.in_proj_qkv", "gdn_z":
             "gdn_b": "linear_attn.in_proj_b", "gdn_a": "linear_attn.in_proj_a", "shared": "mlp.shared_expert",
             "q_gate": True}
 # Nemotron-H: one norm and one mixer per layer, whatever the mixer is (attention, Mamba2, MLP or MoE).
+# Checkpoints (the Hub's and save_pretrained's) name the stack `backbone.`; transformers 5 holds it
+# under `model.` in memory (conversion_mapping.py renames it on load and back on save): `memory_base`.
 _NEMOTRON_H = {**{role: f"mixer.{path.split('.', 1)[1]}" for role, path in LLAMA.items()
                   if isinstance(path, str) and path.startswith(("self_attn.", "mlp."))},
                **_mamba2("mixer"), "base": "backbone.", "embed": "backbone.embeddings", "final_norm": "backbone.norm_f",
-               "lm_head": "lm_head", "layers": "backbone.layers", "attn_in": "norm", "mlp_in": "norm",
-               "router": "mixer.gate", "experts": "mixer.experts", "shared": "mixer.shared_experts",
+               "memory_base": "model.", "lm_head": "lm_head", "layers": "backbone.layers", "attn_in": "norm",
+               "mlp_in": "norm", "router": "mixer.gate", "experts": "mixer.experts", "shared": "mixer.shared_experts",
                "score_bias": "mixer.gate.e_score_correction_bias",
                "hub": {"expert_gate": "mixer.experts.{expert}.gate_proj", "expert_up": "mixer.experts.{expert}.up_proj",
                        "expert_down": "mixer.experts.{expert}.down_proj"}}
@@ -208,12 +210,22 @@ def layout_name(spec: Any) -> str:
 
 def with_base(name: str, lay: dict[str, Any], model_level: set[str] | dict[str, Any]) -> str:
     """`name` as save_pretrained writes it: a base model's checkpoint (GPT-2's `wte.weight`, BLOOM's
-    `h.0...`) leaves out the `transformer.` / `model.` prefix that the causal-LM model puts in front."""
-    base = lay.get("base", "")
+    `h.0...`) leaves out the `transformer.` / `model.` prefix that the causal-LM model puts in front;
+    a model that transformers holds under another prefix in memory (`memory_base`) gets its own back."""
+    base, memory = lay.get("base", ""), lay.get("memory_base")
+    if memory and name.startswith(memory):  # transformers' in-memory name of a checkpoint's `base` tensor
+        return base + name[len(memory):]
     if name in model_level or not base or name.startswith(base):
         return name
     prefixed = base + name
     return prefixed if prefixed in model_level or prefixed.startswith(lay["layers"] + ".") else name
+
+
+def in_memory(name: str, lay: dict[str, Any]) -> str:
+    """A checkpoint name as transformers holds it in memory: under `memory_base` instead of `base`
+    where the layout has one (Nemotron-H's `model.` for `backbone.`), else unchanged."""
+    base, memory = lay.get("base", ""), lay.get("memory_base")
+    return memory + name[len(base):] if memory and name.startswith(base) else name
 
 
 ROLE_ORDER = ("embed", "positions", "embed_norm", "project_in", "layers", "attn_in", "q", "k", "v", "qkv", "q_norm",
@@ -236,8 +248,8 @@ def markdown() -> str:
         lay = LAYOUTS[name]
         base = {} if name == "llama" else LLAMA
         changed = {role: lay[role] for role in ROLE_ORDER if role in lay and lay[role] != base.get(role)}
-        flags = [f"{flag}: {lay[flag]}"
-                 for flag in ("base", "conv1d", "qkv_order", "experts_order", "qk_norm_heads", "score_bias_2d", "q_gate")
+        flags = [f"{flag}: {lay[flag]}" for flag in ("base", "memory_base", "conv1d", "qkv_order", "experts_order",
+                                                      "qk_norm_heads", "score_bias_2d", "q_gate")
                  if flag in lay and lay[flag] != base.get(flag)]
         paths = "; ".join(f"{role} {cell(path)}" for role, path in changed.items()) or "Llama's"
         hub = lay.get("hub") if lay.get("hub") != base.get("hub") else None

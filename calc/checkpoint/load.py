@@ -23,6 +23,7 @@ import torch
 
 from calc.analysis.count import count
 from calc.checkpoint.crosscheck import compare_logits
+from calc.checkpoint.layouts import in_memory, layout
 from calc.checkpoint.report import CheckpointReport, LoadResult
 from calc.checkpoint.weights import Rejected, read_checked
 from calc.errors import GptcalcError
@@ -58,15 +59,17 @@ def load_and_run(report: CheckpointReport, config: dict[str, Any] | None = None)
     with torch.no_grad():
         logits = model(ids)  # (1, T, vocab)
     # What our model holds, under transformers' in-memory names (a Hub checkpoint's per-expert tensors
-    # stacked as transformers 5 keeps them): the very weights transformers' model is given next.
-    held = model.state_dict()
+    # stacked as transformers 5 keeps them, Nemotron-H's `backbone.` as `model.`): the very weights
+    # transformers' model is given next.
+    lay = layout(report.spec)
+    held = {in_memory(name, lay): tensor for name, tensor in model.state_dict().items()}
     del model  # transformers' model is built next: one float32 model in memory at a time
     not_parameters = {t.name for t in (*report.buffers, *report.unknown)}
     dtypes = _dtypes(t for name, t in state.items() if name not in not_parameters)
     result = _check_logits(report.spec, ids, logits, len(state), dtypes)
     if not result.ok:
         return result
-    comparison = compare_logits(config, held, ids, logits, not_parameters)
+    comparison = compare_logits(config, held, ids, logits, {in_memory(n, lay) for n in not_parameters})
     return replace(result, ok=comparison.ok, transformers=comparison)
 
 

@@ -96,10 +96,22 @@ def _mla(s: _Slots, a: Any, d: int) -> None:
         s.linear("q_a", d, r, "q_a", a.bias and "q_a_bias")
         s.norm("q_a_norm", a.norm, r, "q_a_norm")
         s.linear("q_b", r, h * a.qk_head_dim, "q_b")
+    if a.indexer is not None:
+        _indexer(s, a, d)
     s.linear("kv_a", d, a.kv_lora_rank + a.qk_rope_head_dim, "kv_a", a.bias and "kv_a_bias")
     s.norm("kv_a_norm", a.norm, a.kv_lora_rank, "kv_a_norm")
     s.linear("kv_b", a.kv_lora_rank, h * (a.qk_nope_head_dim + a.v_head_dim), "kv_b")
     s.linear("o", h * a.v_head_dim, d, "attn_out", a.bias and "attn_out_bias")
+
+
+def _indexer(s: _Slots, a: Any, d: int) -> None:
+    """DSA's indexer: wq_b from the query latent, wk, the key's LayerNorm (weight and bias), weights_proj."""
+    i = a.indexer
+    s.linear("idx_q", a.q_lora_rank, i.n_heads * i.head_dim, "idx_q")
+    s.linear("idx_k", d, i.head_dim, "idx_k")
+    s.add("idx_k_norm.weight", f"{s.lay['idx_k_norm']}.weight", (i.head_dim,), "idx_k_norm", init="ones", kind="norm")
+    s.add("idx_k_norm.bias", f"{s.lay['idx_k_norm']}.bias", (i.head_dim,), "idx_k_norm", init="zeros", kind="norm")
+    s.linear("idx_weights", d, i.n_heads, "idx_weights")
 
 
 def _conv(s: _Slots, role: str, channels: int, kernel: int, target: str, bias: str | None) -> None:

@@ -6,7 +6,8 @@ MLAAttentionSpec, MambaSpec), so `kvcache`, `memory` and the engines loop over s
 which mechanism a layer has. A spec has two parts:
 
 - `tokens`: what grows with the sequence — K and V rows per token (attention), one latent per
-  token (MLA), for all tokens or a sliding window of them;
+  token (MLA) and, with DeepSeek-V3.2's sparse attention, the indexer's key per token, for all
+  tokens or a sliding window of them;
 - `states`: what one sequence keeps whatever its length — a convolution's last inputs and a
   recurrent (SSM, delta-rule) state. Mamba2 and gated DeltaNet layers keep only these: their
   memory is constant in the sequence length.
@@ -72,5 +73,5 @@ class StateSpec:
 class CacheSpec:
     """A mechanism's whole cache for one layer: what grows per token, and what is fixed per sequence."""
 
-    tokens: TokenSpec | None = None
+    tokens: tuple[TokenSpec, ...] = ()  # usually one; DeepSeek-V3.2's MLA adds its indexer's keys
     states: tuple[StateSpec, ...] = ()

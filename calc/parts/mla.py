@@ -20,7 +20,18 @@ from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 
-__all__ = ["LABELS", "MLA"]
+__all__ = ["LABELS", "MLA", "Indexer"]
+
+
+class Indexer(Part):
+    """DeepSeek-V3.2's lightning indexer (also GLM-5's): it scores every cached token with `n_heads`
+    small heads of `head_dim` and keeps the `topk` best for the layer's MLA (DeepseekV32Indexer):
+    wq_b (q_lora_rank -> n_heads·head_dim, from MLA's query latent), wk (d -> head_dim, one key per
+    token, cached), a LayerNorm of the key (weight and bias), weights_proj (d -> n_heads)."""
+
+    n_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    topk: int = Field(gt=0)
 
 
 class MLA(Part):
@@ -36,6 +47,13 @@ class MLA(Part):
     rope: Rope | None = None
     softcap: float | None = None
     window: int | None = None
+    indexer: Indexer | None = None  # DeepSeek-V3.2 / GLM-5's sparse attention (DSA); None: dense MLA
+
+    @model_validator(mode="after")
+    def _indexer_reads_the_query_latent(self) -> "MLA":
+        if self.indexer is not None and self.q_lora_rank is None:
+            raise ValueError("indexer: reads the query latent, so it needs a q_lora_rank")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -68,15 +86,26 @@ class MLA(Part):
             "q_a": d * r, "q_a_bias": r * self.bias, "q_a_norm": self.norm.params(r), "q_b": r * h * self.qk_head_dim}
         kv_a = self.kv_lora_rank + self.qk_rope_head_dim
         return present(
-            **q, kv_a=d * kv_a, kv_a_bias=kv_a * self.bias, kv_a_norm=self.norm.params(self.kv_lora_rank),
+            **q, **self._indexer_params(d_model), kv_a=d * kv_a, kv_a_bias=kv_a * self.bias, kv_a_norm=self.norm.params(self.kv_lora_rank),
             kv_b=self.kv_lora_rank * h * (self.qk_nope_head_dim + self.v_head_dim),
             attn_out=h * self.v_head_dim * d, attn_out_bias=d * self.bias,
         )
 
+    def _indexer_params(self, d_model: int) -> dict[str, int]:
+        """The indexer's rows: its query from the latent, one key, the key's LayerNorm, per-head weights."""
+        i = self.indexer
+        if i is None:
+            return {}
+        return {"idx_q": self.q_lora_rank * i.n_heads * i.head_dim, "idx_k": d_model * i.head_dim,
+                "idx_k_norm": 2 * i.head_dim, "idx_weights": d_model * i.n_heads}
+
     def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
         """Each weight matrix's input width and how many there are per layer."""
         q = {"q": (d_model, 1)} if self.q_lora_rank is None else {"q_a": (d_model, 1), "q_b": (self.q_lora_rank, 1)}
-        return {**q, "kv_a": (d_model, 1), "kv_b": (self.kv_lora_rank, 1), "attn_out": (self.n_heads * self.v_head_dim, 1)}
+        idx = {} if self.indexer is None else {"idx_q": (self.q_lora_rank, 1), "idx_k": (d_model, 1),
+                                               "idx_weights": (d_model, 1)}
+        return {**q, **idx, "kv_a": (d_model, 1), "kv_b": (self.kv_lora_rank, 1),
+                "attn_out": (self.n_heads * self.v_head_dim, 1)}
 
     def kv_per_token(self) -> tuple[int, int]:
         """One layer's cache per token: the latent (kv_lora_rank) and the shared rotary key."""
@@ -89,16 +118,25 @@ class MLA(Part):
 
     def cache(self, d_model: int) -> CacheSpec:
         """The latent per token, whole on every GPU (it has no heads to split); expanded, per-head K and V."""
-        return CacheSpec(TokenSpec(*self.kv_per_token(), "MLA", self.n_heads, self.n_kv_heads, self.head_dim, None,
-                                   self.window, expanded=self.expanded_kv_per_token()))
+        latent = TokenSpec(*self.kv_per_token(), "MLA", self.n_heads, self.n_kv_heads, self.head_dim, None,
+                           self.window, expanded=self.expanded_kv_per_token())
+        i = self.indexer  # its one key per token, for all heads, whole on every GPU like the latent
+        keys = () if i is None else (TokenSpec(i.head_dim, 0, "DSA indexer", i.n_heads, 1, i.head_dim, None),)
+        return CacheSpec((latent, *keys))
 
     def describe(self) -> str:
         q = f"q_lora_rank {self.q_lora_rank}" if self.q_lora_rank else "full-rank Q"
+        i = self.indexer
+        dsa = f"; DSA indexer: {i.n_heads} heads of {i.head_dim}, top {i.topk:,} keys" if i else ""
         return (f"MLA ({self.n_heads} heads, {q}, kv_lora_rank {self.kv_lora_rank}, "
-                f"qk head {self.qk_nope_head_dim}+{self.qk_rope_head_dim} rope, v head {self.v_head_dim})")
+                f"qk head {self.qk_nope_head_dim}+{self.qk_rope_head_dim} rope, v head {self.v_head_dim}{dsa})")
 
 
 LABELS = {
+    "idx_q": "indexer Q (from the Q latent)",
+    "idx_k": "indexer K",
+    "idx_k_norm": "indexer K norm",
+    "idx_weights": "indexer head weights",
     "q_a": "Q down (W_DQ)",
     "q_a_bias": "Q down bias",
     "q_a_norm": "Q latent norm",

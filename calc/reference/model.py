@@ -4,10 +4,11 @@ Every tensor is created from `calc.checkpoint.names.tensor_table(spec)`, so para
 model_type's Hugging Face names (`model.layers.3.self_attn.q_proj.weight`, GPT-2's
 `transformer.h.3.attn.c_attn.weight`, transformers 5's fused `mlp.experts.gate_up_proj`) and a
 checkpoint saved by transformers loads with `load_state_dict(strict=True)`. The computation lives
-with each part kind (`calc.reference.parts`: attention, mla, mlp, moe, norm, rope, block); this
-module adds the embedding (scaled by √d for Gemma, by a multiplier for Granite, learned positions
-offset by 2 for OPT, BLOOM's embedding norm, OPT-350m's projections), the stack of layers, the
-final norm and the head (its bias, Cohere's and Granite's logit scale, Gemma-2's soft-cap).
+with each part kind (`calc.reference.parts`: attention, mla, mamba2, gated_deltanet, short_conv,
+mlp, moe, norm, rope, block); this module adds the embedding (scaled by √d for Gemma, by a
+multiplier for Granite, learned positions offset by 2 for OPT, BLOOM's embedding norm, OPT-350m's
+projections), the stack of layers, the final norm and the head (its bias, Cohere's and Granite's
+logit scale, Gemma-2's soft-cap).
 
 Loading (`Decoder._accept_hf_names`, a load_state_dict pre-hook) adds the prefix a base-model
 checkpoint leaves out (GPT-2's `wte.weight`), renames older aliases (NeoX's `embed_out`), drops
@@ -21,7 +22,8 @@ first use). Each layer is its own set of modules (every parameter keeps its own 
 no layer is shared between identical ones): about 2 ms per layer on a loaded 2-core machine, so
 DeepSeek-V3's 61 layers build in about 0.3 s and a 1,000-layer spec in under 2 s. The causal mask
 is computed from positions each forward pass, never stored; a sliding-window layer's KV cache
-rolls (`KVCache`: at most `window` positions kept).
+rolls (`KVCache`: at most `window` positions kept), a Mamba2, DeltaNet or short-conv layer keeps
+fixed-size states instead.
 """
 
 from __future__ import annotations
@@ -46,31 +48,37 @@ __all__ = ["Decoder", "KVCache", "Trace", "build"]
 
 
 class KVCache:
-    """What attention keeps of the positions seen so far, for token-by-token decoding.
+    """What each layer keeps of the positions seen so far, for token-by-token decoding.
 
-    `keys[i]` and `values[i]` are layer i's tensors: [B, n_kv_heads, kept, head_dim] keys and values
-    after rotary for attention; MLA's compressed latent [B, 1, kept, kv_lora_rank] and shared rotary
-    key [B, 1, kept, qk_rope_head_dim]. They grow by concatenation, never preallocated. A full
-    attention (or MLA) layer keeps all T positions; a sliding-window layer a rolling buffer of the
-    last min(T, window), as `gptcalc kvcache` counts it; so `nbytes` is the real cost of each.
+    Attention: `keys[i]` and `values[i]` are layer i's [B, n_kv_heads, kept, head_dim] keys and values
+    after rotary; MLA's compressed latent [B, 1, kept, kv_lora_rank] and shared rotary key
+    [B, 1, kept, qk_rope_head_dim]. They grow by concatenation, never preallocated. A full attention
+    (or MLA) layer keeps all T positions; a sliding-window layer a rolling buffer of the last
+    min(T, window), as `gptcalc kvcache` counts it; so `nbytes` is the real cost of each.
+    A Mamba2, gated DeltaNet or short-conv layer keeps `states[i]` instead: its conv window (the
+    last kernel - 1 inputs) and its recurrent state, replaced at every step and the same size
+    whatever T (the mixer's `CacheSpec.states`). A layer without a token mixer keeps nothing.
+    Every dict is keyed by layer index.
     """
 
     def __init__(self) -> None:
-        self.keys: list[torch.Tensor] = []
-        self.values: list[torch.Tensor] = []
-        self.seen: list[int] = []  # positions each layer has been given (a rolling layer keeps fewer)
+        self.keys: dict[int, torch.Tensor] = {}
+        self.values: dict[int, torch.Tensor] = {}
+        self.states: dict[int, dict[str, torch.Tensor]] = {}
+        self.seen: dict[int, int] = {}  # positions each layer has been given (a rolling layer keeps fewer)
 
     @property
     def length(self) -> int:
         """Positions seen (0 when empty); the next token's position."""
-        return self.seen[0] if self.seen else 0
+        return next(iter(self.seen.values()), 0)
 
     @property
     def nbytes(self) -> int:
-        return sum(t.nbytes for t in (*self.keys, *self.values))
+        return sum(self.layer_nbytes(layer) for layer in self.seen)
 
     def layer_nbytes(self, layer: int) -> int:
-        return self.keys[layer].nbytes + self.values[layer].nbytes
+        kept = (self.keys.get(layer), self.values.get(layer), *self.states.get(layer, {}).values())
+        return sum(t.nbytes for t in kept if t is not None)
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor,
                window: int | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -78,10 +86,8 @@ class KVCache:
         queries can see (a window's: from the first new position's window on) and the position of the
         first of them; keeps all of them, or with a window only the last `window` (a copy, so the
         dropped rows are freed)."""
-        if layer == len(self.keys):
-            self.keys.append(k[:, :, :0])
-            self.values.append(v[:, :, :0])
-            self.seen.append(0)
+        if layer not in self.keys:
+            self.keys[layer], self.values[layer], self.seen[layer] = k[:, :, :0], v[:, :, :0], 0
         past = self.seen[layer]
         first = past - self.keys[layer].shape[2]  # the position of the oldest kept row
         keys, values = torch.cat((self.keys[layer], k), dim=2), torch.cat((self.values[layer], v), dim=2)
@@ -92,6 +98,15 @@ class KVCache:
         self.keys[layer], self.values[layer] = keys[:, :, -window:].clone(), values[:, :, -window:].clone()
         start = max(first, past - window + 1)  # the oldest key the first new query sees
         return keys[:, :, start - first:], values[:, :, start - first:], start
+
+    def state(self, layer: int, name: str) -> torch.Tensor | None:
+        """Layer `layer`'s state `name` ("conv", "recurrent") as its last step left it; None before its first."""
+        return self.states.get(layer, {}).get(name)
+
+    def keep(self, layer: int, positions: int, **states: torch.Tensor) -> None:
+        """Replace the layer's states with the ones after a step of `positions` new tokens."""
+        self.states.setdefault(layer, {}).update(states)
+        self.seen[layer] = self.seen.get(layer, 0) + positions
 
 
 @dataclass

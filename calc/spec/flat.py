@@ -193,6 +193,8 @@ def _not_flat(spec: Any) -> list[str]:
 
 def _block_not_flat(spec: Any, block: Any) -> list[str]:
     a, m, n, e = block.attention, block.mlp, block.norm, spec.embedding
+    if a is None or m is None or a.kind not in ("attention", "mla"):
+        return ["a layer without attention or without an MLP" if a is None or m is None else f"a {a.kind} mixer"]
     checks = {
         "MLA attention": a.kind == "mla",
         "a mixture of experts": m.kind == "moe",

@@ -234,7 +234,7 @@ class ModelSpec(Part):
         """Each used block kind's attention (MHA/GQA/MQA or MLA): the layers that cache keys per token."""
         for name in self.layer_counts():
             part = self.blocks[name].attention
-            if part is not None and part.cache(self.d_model).tokens is not None:
+            if part is not None and part.cache(self.d_model).tokens:
                 yield name, part
 
     def with_kv_heads(self, n_kv_heads: int) -> "ModelSpec":

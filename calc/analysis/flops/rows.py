@@ -143,8 +143,8 @@ def flops(spec: ModelSpec, seq: int, batch: int = 1, decode: bool = False,
 
 def _window(spec: ModelSpec, block: str) -> int | None:
     """The sliding window of a block's cached keys, as its mixer states it (None: all, or no keys)."""
-    tokens = spec.blocks[block].cache(spec.d_model).tokens if block else None
-    return tokens.window if tokens else None
+    tokens = spec.blocks[block].cache(spec.d_model).tokens if block else ()
+    return tokens[0].window if tokens else None
 
 
 def _row(j: Journey, step: Step, n: int, formula: str) -> FlopRow:

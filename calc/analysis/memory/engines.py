@@ -175,14 +175,19 @@ def split_kv_bytes(kv: KVCache) -> tuple[int, int]:
     return k, v
 
 
+# The per-token caches whose pages the engine rules below describe.
+MODELLED = {"MHA", "GQA", "MQA", "MLA"}
+
+
 def _refuse_states(kv: KVCache, engine: str) -> None:
     """Engines page conv and recurrent states their own way (vLLM aligns Mamba state pages with the
     attention blocks, SGLang keeps a separate Mamba pool, llama.cpp a recurrent-state buffer): until
     those rules are modelled, a hybrid model gets no engine line rather than a wrong one."""
-    if kv.states:
-        raise GptcalcError(f"--engine {engine}: {kv.model} keeps conv and recurrent states beside its KV cache, and "
-                           f"how {engine} pages them is not modelled yet; without --engine, memory and kvcache give "
-                           "both parts")
+    other = sorted({kind.kind for kind in kv.layers} - MODELLED)
+    if kv.states or other:
+        what = "conv and recurrent states" if kv.states else f"{other[0]} keys"
+        raise GptcalcError(f"--engine {engine}: {kv.model} keeps {what} beside its KV cache, and how {engine} pages "
+                           "them is not modelled yet; without --engine, memory and kvcache give every part")
 
 
 def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:

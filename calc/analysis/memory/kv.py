@@ -137,7 +137,7 @@ def _state(name: str, n_layers: int, state: StateSpec, tp: int) -> StateLayers:
 def kv_layers(spec: ModelSpec, tp: int = 1, expanded: bool = False) -> tuple[KVLayers, ...]:
     """Each layer kind's per-token cache on one GPU, as its mixer states it."""
     rows = tuple(_layers(name, n, t, tp) for name, n in spec.layer_counts().items()
-                 if (t := spec.blocks[name].cache(spec.d_model).tokens) is not None)
+                 for t in spec.blocks[name].cache(spec.d_model).tokens)
     return tuple(kind.as_expanded() for kind in rows) if expanded else rows
 
 
@@ -262,7 +262,7 @@ def kv_cache(spec: ModelSpec, seq: int, batch: int = 1, dtype: str | Format = "f
 
 def kv_variants(spec: ModelSpec, seq: int, batch: int = 1, dtype: str | Format = "fp16") -> dict[str, KVCache]:
     """The same model's cache under MHA (n_kv_heads = n_heads), its own setting, and MQA (1)."""
-    if any(a.cache(spec.d_model).tokens.heads is None for _, a in spec.attention_parts()):
+    if any(a.cache(spec.d_model).tokens[0].heads is None for _, a in spec.attention_parts()):
         raise GptcalcError(f"--gqa: {spec.name} uses MLA, which caches a latent rather than KV heads")
     heads = {a.n_heads for _, a in spec.attention_parts()}
     if not heads:

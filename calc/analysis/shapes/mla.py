@@ -14,9 +14,9 @@ decode ·W_kv_b runs over every cached token.
 from __future__ import annotations
 
 from calc.analysis.shapes.attention import attend, cache_step, key_lengths
-from calc.analysis.shapes.core import Dims, Rows, Step
+from calc.analysis.shapes.core import Dims, Rows, Step, matmul_flops
 from calc.analysis.shapes.norm import norm_step
-from calc.parts import MLA
+from calc.parts import MLA, Norm
 
 __all__ = ["cache_note", "mla_steps"]
 
@@ -28,7 +28,35 @@ def mla_steps(d: Dims, m: MLA, rows: Rows) -> list[Step]:
                 **{"r_kv+d_rope": m.kv_lora_rank + rope, "h·d_qk": h * (nope + rope), "d_nope+d_v": nope + v,
                    "h·(d_nope+d_v)": h * (nope + v), "h·d_v": h * v})
     d, (past, held, keys) = key_lengths(d, m.window)
-    return [*_query(d, m, rows), *_latent(d, m, rows, past, held), *_keys_values(d, m, rows, held, keys)]
+    indexer = _indexer(d, m, rows, past, held) if m.indexer else []
+    return [*_query(d, m, rows), *indexer, *_latent(d, m, rows, past, held), *_keys_values(d, m, rows, held, keys)]
+
+
+def _indexer(d: Dims, m: MLA, rows: Rows, past: str, held: str) -> list[Step]:
+    """DSA's lightning indexer: small queries from the Q latent and one key per token score every
+    held key; the layer then attends to the top `topk` of them. The scores are counted in full (a
+    quadratic term, small: n_heads x head_dim per pair); which keys MLA then reads is a selection."""
+    i = m.indexer
+    d = d.named(h_idx=i.n_heads, d_idx=i.head_dim, **{"h_idx·d_idx": i.n_heads * i.head_dim})
+    q, k = d.shape("B", d.new, "h_idx·d_idx"), d.shape("B", d.new, "d_idx")
+    q_heads, keys_t = d.shape("B", d.new, "h_idx", "d_idx"), d.shape("B", "d_idx", held)
+    scores = d.shape("B", d.new, "h_idx", held)
+    steps = [
+        d.linear("idx_q", "indexer Q ·W_idx_q", d.shape("B", d.new, "r_q"), d.shape("r_q", "h_idx·d_idx"), q,
+                 rows.take("idx_q"), f"{i.n_heads} indexer heads of {i.head_dim}, from the Q latent"),
+        d.linear("idx_k", "indexer K ·W_idx_k", d.hidden, d.shape("d_model", "d_idx"), k, rows.take("idx_k"),
+                 "one key per token, for every indexer head; cached beside the latent"),
+        norm_step(d, Norm.model_construct(kind="layernorm", weight=True, bias=True, eps=1e-6), "idx_k_norm",
+                  "indexer K norm", k, rows.take("idx_k_norm")),
+        d.linear("idx_weights", "indexer head weights ·W_idx_w", d.hidden, d.shape("d_model", "h_idx"),
+                 d.shape("B", d.new, "h_idx"), rows.take("idx_weights"), "how much each indexer head counts"),
+    ]
+    if d.decode:
+        steps.append(cache_step(d, "idx_k", d.shape("B", "d_idx", past), k, keys_t, m.window, "the indexer key"))
+    return steps + [
+        d.step("idx_scores", "indexer scores = ReLU(Q_idx·K_idx) weighted, summed over heads", scores, (q_heads, keys_t),
+               flops=matmul_flops(q_heads, keys_t), note=f"every held key scored; the top {i.topk:,} go to MLA"),
+    ]
 
 
 def _query(d: Dims, m: MLA, rows: Rows) -> list[Step]:

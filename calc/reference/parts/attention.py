@@ -6,10 +6,11 @@ BLOOM and Falcon store it: each group's queries, then its key, then its value), 
 (MiMo-V2-Flash); QK-norm over each head or the full width, before rotary; rotary on the first
 rotary_dim channels; ALiBi; scores scaled by `scale` (1/sqrt(head_dim) unless the spec says
 otherwise), soft-capped, masked causally and to a sliding window; gpt-oss's sinks as one extra
-logit per head that takes probability mass and is then dropped; an output gate on the heads'
-output, AFMoE's sigmoid(x·W_G) per channel or Laguna's softplus(x·W_G) per head. The cache holds
-every key and value after rotary; a sliding-window layer's rolls, keeping the last `window`
-positions, and its queries read only the keys they can see.
+logit per head that takes probability mass and is then dropped; the output gate on the heads'
+output, sigmoid(x·W_G) per channel (AFMoE's W_G a matrix of its own; Qwen3-Next's inside q_proj, each
+head's queries then its gate, as the layout's `q_gate` says) or Laguna's softplus(x·W_G) per head. The
+cache holds every key and value after rotary; a sliding-window layer's rolls, keeping the last
+`window` positions, and its queries read only the keys they can see.
 """
 
 from __future__ import annotations
@@ -67,11 +68,24 @@ def split_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
 
 
 class Attention(Part):
-    def __init__(self, spec: AttentionSpec, n_positions: int, qkv_order: str) -> None:
+    ROLES = frozenset({"q", "k", "v", "qkv", "o", "q_norm", "k_norm", "sinks", "attn_gate"})
+
+    def __init__(self, spec: AttentionSpec, n_positions: int, qkv_order: str, gate_in_q: bool = False) -> None:
         super().__init__()
-        self.spec, self.qkv_order = spec, qkv_order
+        self.spec, self.qkv_order, self.gate_in_q = spec, qkv_order, gate_in_q
         self.rotary = Rotary(spec.rope, n_positions) if spec.rope else None
         self.roles = {"attn_out": "o"}
+
+    @classmethod
+    def of(cls, block: Any, n_positions: int, lay: dict[str, Any]) -> "Attention":
+        """The layout says how a fused Q|K|V projection is ordered (concat, or grouped per KV head) and
+        whether q_proj also holds the output gate (`q_gate`)."""
+        return cls(block.attention, n_positions, lay.get("qkv_order", "concat"),
+                   block.attention.output_gate and bool(lay.get("q_gate")))
+
+    def norm_spec(self, role: str) -> Any:
+        """The QK-norms' spec (the only norms attention holds)."""
+        return self.spec.qk_norm.norm
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Q, K and V, each [B, T, heads·hd], clamped to ±clip_qkv when the spec says so (DBRX)."""
@@ -103,9 +117,19 @@ class Attention(Part):
         B, T, _ = t.shape
         return norm(t.view(B, T, heads, -1)).reshape(B, T, -1)
 
+    def _gate(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(queries, the output gate when q_proj holds it): Qwen3-Next's q_proj gives each head its hs
+        queries and then its hs gate channels (Qwen3NextAttention), [B, T, nh*2hs] -> two [B, T, nh*hs]."""
+        if not self.gate_in_q:
+            return q, None
+        B, T, _ = q.shape
+        q, gate = q.view(B, T, self.spec.n_heads, 2 * self.spec.head_dim).chunk(2, dim=-1)
+        return q.reshape(B, T, -1), gate.reshape(B, T, -1)
+
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         s, trace = self.spec, ctx.trace
         q, k, v = self._project(x)  # (B, T, nh*hs), (B, T, nkv*hs), (B, T, nkv*hs)
+        q, gate = self._gate(q)
         for name, t in (("q", q), ("k", k), ("v", v)):
             trace(name, t)
         q, k = self._qk_norm(q, "q_norm", s.n_heads), self._qk_norm(k, "k_norm", s.n_kv_heads)
@@ -148,17 +172,17 @@ class Attention(Part):
         y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, nh*hs)
         trace("attn_concat", y)
         if s.output_gate:
-            y = self._gated(x, y, trace)
+            y = self._gated(x, y, gate, trace)
         y = self.weights["o"](y)  # (B, T, d)
         trace("attn_out", y)
         return y
 
 
-    def _gated(self, x: torch.Tensor, y: torch.Tensor, trace: Any) -> torch.Tensor:
-        """The heads' output [B, T, h·v] times sigmoid(x·W_G), each channel (AFMoE), or softplus(x·W_G)
-        computed in float32, one per head (Laguna)."""
+    def _gated(self, x: torch.Tensor, y: torch.Tensor, gate: torch.Tensor | None, trace: Any) -> torch.Tensor:
+        """The heads' output [B, T, h·v] times sigmoid(gate), each channel (AFMoE's x·W_G; Qwen3-Next's
+        `gate` from q_proj), or softplus(x·W_G) computed in float32, one per head (Laguna)."""
         s = self.spec
-        gate = self.weights["attn_gate"](x)  # (B, T, h·v) or (B, T, h)
+        gate = self.weights["attn_gate"](x) if gate is None else gate  # (B, T, h·v) or (B, T, h)
         trace("attn_gate", gate)
         if s.gate_activation == "sigmoid":
             gate = torch.sigmoid(gate)

@@ -1,10 +1,14 @@
-"""One layer: its norms where the block puts them, its attention part and its MLP part.
+"""One layer: its norms where the block puts them, its token mixer and its MLP (either may be absent).
 
-Sequential pre-norm: x + attn(norm(x)), then x + mlp(norm(x)); an `attn_out` / `mlp_out` norm
+Sequential pre-norm: x + mixer(norm(x)), then x + mlp(norm(x)); an `attn_out` / `mlp_out` norm
 normalises the sublayer's output before the add (Gemma-2/3's sandwich, OLMo-2); `post_ln` moves
 the two input norms after each add (OPT-350m); `parallel`: x + attn(norm(x)) + mlp(norm'(x)), with
 one shared norm or two (GPT-J, NeoX, Falcon, Phi-2, Cohere); `residual_scale` multiplies each
-sublayer's output (Granite).
+sublayer's output (Granite). A layer without a mixer or without an MLP (Mamba2's, Nemotron-H's)
+skips that half, its residual add included.
+
+The token mixer's module comes from `MIXERS`, by the part's kind; each class says which tensor
+roles are its own (`ROLES`), which sorts a layer's tensors between the mixer and the MLP.
 """
 
 from __future__ import annotations
@@ -16,19 +20,23 @@ import torch
 from torch import nn
 
 from calc.checkpoint.names import Slot
-from calc.errors import GptcalcError
 from calc.reference.parts.attention import Attention
 from calc.reference.parts.base import Part, build_weights, place
+from calc.reference.parts.gated_deltanet import GatedDeltaNet
+from calc.reference.parts.mamba2 import Mamba2
 from calc.reference.parts.mla import MLA
 from calc.reference.parts.mlp import MLP
 from calc.reference.parts.moe import MoE
 from calc.reference.parts.norm import Norm
+from calc.reference.parts.short_conv import ShortConv
 from calc.spec.model import NORM_COMPONENTS, Block
 
-__all__ = ["Layer", "make_norm"]
+__all__ = ["MIXERS", "Layer", "make_norm"]
 
-ATTENTION_ROLES = {"q", "k", "v", "qkv", "o", "q_norm", "k_norm", "sinks", "attn_gate", "q_a", "q_a_norm", "q_b",
-                   "kv_a", "kv_a_norm", "kv_b"}
+# Each token mixer's torch module, by the part's kind (`Block.attention.kind`).
+MIXERS: dict[str, type[Part]] = {"attention": Attention, "mla": MLA, "mamba2": Mamba2, "gated_deltanet": GatedDeltaNet,
+                                 "short_conv": ShortConv}
+MIXER_ROLES = frozenset().union(*(mixer.ROLES for mixer in MIXERS.values()))
 NORM_ROLES = {"attn_in", "attn_out", "mlp_in", "mlp_out"}
 
 
@@ -61,33 +69,27 @@ class Layer(nn.Module):
     def __init__(self, block: Block, slots: dict[str, Slot], lay: dict[str, Any], n_positions: int) -> None:
         super().__init__()
         self.block = block
-        attention = {r: s for r, s in slots.items() if _base(r) in ATTENTION_ROLES}
         norms = {r: s for r, s in slots.items() if _base(r) in NORM_ROLES}
-        mlp = {r: s for r, s in slots.items() if r not in attention and r not in norms}
-        a = block.attention
-        gate_in_q = getattr(a, "output_gate", False) and lay.get("q_gate")  # Qwen3-Next's W_G inside q_proj
-        if a is None or a.kind not in ("attention", "mla") or block.mlp is None or gate_in_q:
-            what = "a layer without attention or without an MLP" if a is None or block.mlp is None else (
-                "an attention output gate stored inside q_proj" if a.kind == "attention" else f"the {a.kind} mixer")
-            raise GptcalcError(f"the torch reference does not implement {what} yet")
-        self.parts: dict[str, Part] = {
-            "attn": MLA(a, n_positions) if a.kind == "mla" else Attention(a, n_positions, lay.get("qkv_order", "concat")),
-            "mlp": MoE(block.mlp, lay.get("experts_order", "out_in")) if block.mlp.kind == "moe" else MLP(block.mlp),
-        }
-        for (name, part), part_slots in zip(self.parts.items(), (attention, mlp)):
-            home = _home(part_slots)
+        mixer = {r: s for r, s in slots.items() if _base(r) in MIXER_ROLES}
+        by_part = {"attn": mixer, "mlp": {r: s for r, s in slots.items() if r not in mixer and r not in norms}}
+        self.parts: dict[str, Part] = {}
+        if block.attention is not None:
+            self.parts["attn"] = MIXERS[block.attention.kind].of(block, n_positions, lay)
+        if block.mlp is not None:
+            self.parts["mlp"] = MoE(block.mlp, lay.get("experts_order", "out_in")) if block.mlp.kind == "moe" \
+                else MLP(block.mlp)
+        for name, part in self.parts.items():
+            home = _home(by_part[name])
             place(self, home or name, part)
-            relative = {r: replace(s, name=s.name[len(home) + 1:]) for r, s in part_slots.items()} if home else part_slots
+            relative = {r: replace(s, name=s.name[len(home) + 1:]) for r, s in by_part[name].items()} if home \
+                else by_part[name]
             part.weights.update(build_weights(part if home else self, relative,
-                                              make_norm(self._qk_norm), lay.get("conv1d", False)))
+                                              make_norm(lambda role, part=part: part.norm_spec(role)),
+                                              lay.get("conv1d", False)))
         self.norms = build_weights(self, norms, make_norm(lambda role: block.norm), lay.get("conv1d", False))
         for position in block.norms:  # a norm with no parameters (OLMo-1's) still normalises
             self.norms.setdefault(position, Norm(block.norm, ()))
         self.roles = {"attn_norm": "attn_in", "mlp_norm": "mlp_in"}
-
-    def _qk_norm(self, role: str) -> Any:
-        a = self.block.attention
-        return a.norm if a.kind == "mla" else a.qk_norm.norm
 
     def part(self, role: str) -> nn.Module:
         return self.parts.get(role) or self.norms[self.roles.get(role, role)]
@@ -102,25 +104,25 @@ class Layer(nn.Module):
         return y
 
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
-        b, trace, attn, mlp = self.block, ctx.trace, self.parts["attn"], self.parts["mlp"]
+        b, trace = self.block, ctx.trace
         scale = b.residual_scale if b.residual_scale is not None else 1.0
-        if b.post_ln:
-            x = x + attn(x, ctx)
-            trace("attn_residual", x)
-            x = self._norm("attn_in", x, trace)
-            x = x + mlp(x, ctx)
-            trace("mlp_residual", x)
-            return self._norm("mlp_in", x, trace)
-        h = self._norm("attn_in", x, trace)  # (B, T, d)
-        a = self._norm("attn_out", attn(h, ctx), trace) * scale
-        if b.parallel:
+        if b.parallel:  # the spec gives a parallel block both sublayers
+            attn, mlp = self.parts["attn"], self.parts["mlp"]
+            h = self._norm("attn_in", x, trace)  # (B, T, d)
+            a = self._norm("attn_out", attn(h, ctx), trace) * scale
             m = mlp(self._norm("mlp_in", x, trace) if "mlp_in" in self.norms else h, ctx)
             x = x + a + self._norm("mlp_out", m, trace) * scale
             trace("residual", x)
             return x
-        x = x + a
-        trace("attn_residual", x)
-        h = self._norm("mlp_in", x, trace)
-        x = x + self._norm("mlp_out", mlp(h, ctx), trace) * scale
-        trace("mlp_residual", x)
+        for name, first, last in (("attn", "attn_in", "attn_out"), ("mlp", "mlp_in", "mlp_out")):
+            part = self.parts.get(name)
+            if part is None:  # a mixer-only or MLP-only layer
+                continue
+            if b.post_ln:
+                x = x + part(x, ctx)
+                trace(f"{name}_residual", x)
+                x = self._norm(first, x, trace)
+                continue
+            x = x + self._norm(last, part(self._norm(first, x, trace), ctx), trace) * scale  # (B, T, d)
+            trace(f"{name}_residual", x)
         return x

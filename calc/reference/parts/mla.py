@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from calc.errors import GptcalcError
 from calc.parts.mla import MLA as MLASpec
 from calc.reference.parts.attention import attend, split_heads
 from calc.reference.parts.base import Part
@@ -24,8 +25,12 @@ __all__ = ["MLA"]
 
 
 class MLA(Part):
+    ROLES = frozenset({"q", "o", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b"})
+
     def __init__(self, spec: MLASpec, n_positions: int) -> None:
         super().__init__()
+        if spec.indexer is not None:  # DeepSeek-V3.2's sparse attention: its top-k selection is not built yet
+            raise GptcalcError("the torch reference does not implement DSA's indexer (DeepSeek-V3.2, GLM-5) yet")
         self.spec = spec
         self.rotary = Rotary(spec.rope, n_positions) if spec.rope else None
         self.scale = spec.qk_head_dim ** -0.5
@@ -33,6 +38,14 @@ class MLA(Part):
         if scaling.get("mscale_all_dim") and self.rotary is not None and self.rotary.kind != "default":
             self.scale *= yarn_mscale(scaling["factor"], scaling["mscale_all_dim"]) ** 2
         self.roles = {"attn_out": "o"}
+
+    @classmethod
+    def of(cls, block: Any, n_positions: int, lay: dict[str, Any]) -> "MLA":
+        return cls(block.attention, n_positions)
+
+    def norm_spec(self, role: str) -> Any:
+        """The latent norms' spec."""
+        return self.spec.norm
 
     def norm(self, role: str) -> Norm:
         """A latent norm; one with no parameters still normalises."""
