@@ -14,19 +14,23 @@ figure is only reached by truncation, the test says so.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.count import count
 from calc.analysis.memory import kv_cache
+from calc.cli import main
 from calc.errors import GptcalcError
 from calc.spec.hf import HFConfig, read_config
 from calc.spec.load import spec_from_config
-from oracle import CONFIG_DIR, preset_config, saved, transformers_model
+from oracle import CONFIG_DIR, preset_config, saved, spec_of, transformers_model
 
 
 def breakdown(config: Path | dict[str, Any]) -> Breakdown:
@@ -187,6 +191,76 @@ def test_glm_4_6_active_matches_the_glm_4_5_card() -> None:
     assert billions(b.total, 2) == 352.80 and billions(b.total + b.extra["mtp_layers"], 2) == 356.79
 
 
+def test_glm_4_7_flash() -> None:
+    # zai-org/GLM-4.7-Flash (tests/configs/model_types/glm4_moe_lite.json), model card
+    # (https://huggingface.co/zai-org/GLM-4.7-Flash): "30B-A3B", the 3B active without the token embedding
+    # and head (3.26B; 3.58B with the head). The checkpoint's tensor listing quoted beside the config copy
+    # (SOURCES.yaml) sums to 31,221,488,576 elements: the model, its MTP layer model.layers.47 (a MoE layer,
+    # enorm, hnorm, eh_proj, shared_head.norm, its own embed_tokens and shared_head.head) and the routers'
+    # e_score_correction_bias; what gptcalc shows beside the total must add up to exactly that.
+    b = breakdown(saved("glm4_moe_lite.json"))
+    assert billions(b.total, 0) == 30
+    assert billions(no_embedding(b) - b.get("lm_head"), 0) == 3
+    assert set(b.extra) == {"router_score_bias", "mtp_layers", "mtp_embedding_copies"}
+    assert b.stored_total == 31_221_488_576
+
+
+def test_kimi_k2() -> None:
+    # moonshotai/Kimi-K2-Instruct (tests/configs/model_types/kimi_k2.json), model card
+    # (https://huggingface.co/moonshotai/Kimi-K2-Instruct): "Total Parameters 1T", "Activated Parameters 32B",
+    # DeepSeek's convention (head, no embedding: 31.69B; 32.86B with the embedding as well). The checkpoint's
+    # tensor listing quoted beside the config copy (SOURCES.yaml) sums to 1,026,470,731,056 elements: the model,
+    # the routers' e_score_correction_bias, the FP8 weight_scale_inv tensors (blocks of 128 x 128, as
+    # DeepSeek-V3's) and 61 stored self_attn.rotary_emb.inv_freq of 56 elements each.
+    config = saved("kimi_k2.json")
+    b = breakdown(config)
+    assert round(b.total / 1e12) == 1
+    assert billions(no_embedding(b), 0) == 32
+    assert set(b.extra) == {"router_score_bias"}
+    assert b.stored_total + deepseek_v3_fp8_scales(config) + 61 * 56 == 1_026_470_731_056
+
+
+def test_mimo_v2_flash() -> None:
+    # XiaomiMiMo/MiMo-V2-Flash model card (https://huggingface.co/XiaomiMiMo/MiMo-V2-Flash): "309B total
+    # parameters and 15B active parameters", active with the embedding and head (15.45B; 14.20B without),
+    # counted on the transcribed config (tests/configs/model_types/mimo_v2_flash.json).
+    b = breakdown(saved("mimo_v2_flash.json"))
+    assert billions(b.total, 0) == 309
+    assert billions(b.active, 0) == 15
+
+
+def test_laguna_xs2() -> None:
+    # Laguna XS.2's model card (quoted at https://api-inference.hf-mirror.com/FenomAI/Laguna-XS.2-INT4): "33B
+    # total parameter Mixture-of-Experts model with 3B activated parameters per token", 10 global and 30 sliding-
+    # window layers; on the transcribed config (tests/configs/model_types/laguna.json), active with the embedding
+    # and head (3.02B; 2.61B without). The routers' e_score_correction_bias are frozen parameters: counted.
+    b = breakdown(saved("laguna.json"))
+    assert billions(b.total, 0) == 33
+    assert billions(b.active, 0) == 3
+    assert b.get("router_score_bias_param") == 39 * 256 and not b.extra
+    assert [block.layers for block in b.blocks if block.name.startswith("sliding")] == [30]
+
+
+def test_kimi_k25_counts_the_language_model_and_says_the_vision_tower_is_not() -> None:
+    """Kimi-K2.5 (model_type kimi_k25) nests Kimi-K2 under text_config beside a vision tower: the language
+    model is counted (transformers' own KimiK25Config reads that text_config as deepseek_v3), and both
+    the text output and --json say the vision encoder is not."""
+    text = {k: v for k, v in saved("kimi_k2.json").items() if k != "quantization_config"}
+    config = {"model_type": "kimi_k25", "architectures": ["KimiK25ForConditionalGeneration"], "text_config": text,
+              "vision_config": {"vt_num_hidden_layers": 27, "vt_hidden_size": 1152}}
+    assert breakdown(config).total == breakdown(text).total == transformers_total_of(config)
+    note = "kimi_k25: the language model only (text_config); the vision encoder and projector are not counted"
+    with TemporaryDirectory() as folder:
+        path = Path(folder) / "config.json"
+        path.write_text(json.dumps(config))
+        shown = CliRunner().invoke(main, ["count", str(path)])
+        as_json = CliRunner().invoke(main, ["count", str(path), "--json"])
+    assert shown.exit_code == 0 and note in " ".join(shown.output.split())
+    assert as_json.exit_code == 0 and note in json.loads(as_json.output)["spec"]["notes"]
+
+
+def transformers_total_of(config: dict[str, Any]) -> int:
+    return sum(p.numel() for p in transformers_model(config).parameters())
 def test_minimax_m2() -> None:
     # https://huggingface.co/MiniMaxAI/MiniMax-M2 (and transformers' docs/source/en/model_doc/minimax_m2.md): "230
     # billion total parameters with 10 billion active parameters", counted on MiniMax-M2's config.json
@@ -341,6 +415,30 @@ BRANCHES: dict[str, dict[str, Any]] = {
     "deepseek_v3-all-dense": {"model_type": "deepseek_v3", **MLA, "intermediate_size": 48, "moe_intermediate_size": 16,
                               "n_routed_experts": 8, "num_experts_per_tok": 2, "first_k_dense_replace": 9,
                               "q_lora_rank": 24, "n_group": 2, "topk_group": 1},
+    "glm4_moe_lite-layer-types": {"model_type": "glm4_moe_lite", **MLA, "intermediate_size": 48,
+                                  "moe_intermediate_size": 16, "n_routed_experts": 8, "num_experts_per_tok": 2,
+                                  "q_lora_rank": None, "first_k_dense_replace": 3, "attention_bias": True,
+                                  "mlp_layer_types": ["sparse", "dense", "sparse", "dense"], "n_shared_experts": 2},
+    "kimi_k2-mtp-bias": {"model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"], **MLA,
+                         "intermediate_size": 48, "moe_intermediate_size": 16, "n_routed_experts": 8,
+                         "num_experts_per_tok": 2, "first_k_dense_replace": 1, "q_lora_rank": 24, "n_group": 1,
+                         "topk_group": 1, "attention_bias": True, "mlp_bias": True},
+    "mimo_v2_flash-rope-window": {"model_type": "mimo_v2_flash", "num_key_value_heads": 2, "head_dim": 24,
+                                  "v_head_dim": 16, "intermediate_size": 48, "moe_intermediate_size": 16,
+                                  "n_routed_experts": 4, "num_experts_per_tok": 2, "attention_bias": True,
+                                  "sliding_window": 9, "attention_value_scale": None,
+                                  "mlp_layer_types": ["sparse", "dense", "sparse", "dense"],
+                                  "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                                                  "sliding_attention"],
+                                  "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 7.0e5},
+                                                      "sliding_attention": {"rope_type": "default", "rope_theta": 1.0e4,
+                                                                            "partial_rotary_factor": 0.5}}},
+    "laguna-per-element-gate": {"model_type": "laguna", "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48,
+                                "moe_intermediate_size": 16, "shared_expert_intermediate_size": 24, "num_experts": 4,
+                                "num_experts_per_tok": 2, "gating": "per-element", "attention_bias": True,
+                                "num_attention_heads_per_layer": [4, 8, 4, 8], "moe_router_logit_softcapping": 30.0,
+                                "layer_types": ["full_attention", "sliding_attention"] * 2,
+                                "mlp_layer_types": ["sparse", "dense", "sparse", "sparse"]},
     "glm4_moe-qk-norm": {"model_type": "glm4_moe", "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 48,
                          "moe_intermediate_size": 16, "n_routed_experts": 8, "n_shared_experts": 2,
                          "num_experts_per_tok": 2, "use_qk_norm": True, "attention_bias": True},
@@ -411,6 +509,18 @@ def test_score_bias_is_a_buffer_not_a_parameter() -> None:
         b.extra["router_score_bias"]
 
 
+@pytest.mark.parametrize(("config", "named"), [
+    ({"model_type": "kimi_k2", "architectures": ["KimiLinearForCausalLM"]}, "architectures: .* only when it names"),
+    ({"model_type": "glm4_moe_lite", "num_hidden_layers": 2, "mlp_layer_types": ["dense", "moe"]}, "mlp_layer_types"),
+    ({"model_type": "mimo_v2_flash", "num_hidden_layers": 2, "mlp_layer_types": ["dense"]}, "mlp_layer_types"),
+    ({"model_type": "laguna", "num_hidden_layers": 2, "num_attention_heads_per_layer": [8]}, "num_attention_heads_per_layer"),
+    ({"model_type": "laguna", "num_hidden_layers": 2, "gating": "per-token"}, "gating"),
+    ({"model_type": "laguna", "num_hidden_layers": 2, "rope_parameters": {"rope_theta": 1.0}}, "rope_parameters"),
+])
+def test_bad_layer_lists_are_refused_by_name(config: dict[str, Any], named: str) -> None:
+    """A per-layer list of the wrong length or values, or an alias naming another architecture: one error naming the key."""
+    with pytest.raises(GptcalcError, match=named):
+        spec_of(config)
 @pytest.mark.parametrize("model_type", ["minimax_m2", "flex_olmo", "ernie4_5_moe", "exaone_moe", "afmoe"])
 def test_defaults_are_transformers_config_class_defaults(model_type: str) -> None:
     # Hunyuan's and dots1's config classes leave head_dim and the expert counts None, which their models cannot build;

@@ -63,6 +63,8 @@ TABLE_FILES = {
     "smollm3": "tests/configs/model_types/smollm3.json", "bloom": "tests/configs/model_types/bloom.json",
     "mpt": "tests/configs/model_types/mpt.json", "olmo": "tests/configs/model_types/olmo.json",
     "olmoe": "tests/configs/model_types/olmoe.json", "glm4_moe": "tests/configs/model_types/glm4_moe.json",
+    "kimi_k2": "tests/configs/model_types/kimi_k2.json", "glm4_moe_lite": "tests/configs/model_types/glm4_moe_lite.json",
+    "mimo_v2_flash": "tests/configs/model_types/mimo_v2_flash.json", "laguna": "tests/configs/model_types/laguna.json",
     "ernie4_5": "tests/configs/model_types/ernie4_5.json",
     "qwen3_5_text": "tests/configs/model_types/qwen3_5.json",
     "qwen3_5_moe_text": "tests/configs/model_types/qwen3_5_moe-397b.json",

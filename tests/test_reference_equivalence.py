@@ -3,7 +3,8 @@
 For each model_type a tiny random model (tests/tiny_models.py: a few layers of width 32, 4 experts,
 windows shorter than the sequence, rope scalings) is built by transformers, its 1-D weights (norm
 scales, biases) moved away from their initial values so that a norm applied as w and one applied as
-1 + w cannot agree by accident, and written with save_pretrained (safetensors, float32). Our model of
+1 + w cannot agree by accident (and DeepSeek-V3's stored e_score_correction_bias buffer away from
+zeros, so that a model which ignores it picks other experts), and written with save_pretrained (safetensors, float32). Our model of
 the spec that gptcalc reads from the config.json it wrote then
 - loads that file with strict=True (transformers 5 writes the Hub's one-tensor-per-expert layout:
   Mixtral's w1/w3/w2, Qwen's experts.N.gate_proj, GraniteMoE's input_linear) and also transformers'
@@ -17,17 +18,18 @@ An option the reference does not implement must be refused by name.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
 
 from click.testing import CliRunner
 
-from calc.arch import ADAPTERS
+from calc.arch import ADAPTERS, transformers_type
 from calc.cli import main
 from calc.errors import GptcalcError
 from oracle import spec_of
-from tiny_models import VOCAB, tiny_config
+from tiny_models import NO_TORCH_YET, VOCAB, tiny_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -35,27 +37,40 @@ from safetensors.torch import load_file  # noqa: E402
 
 from calc.checkpoint.report import read_checkpoint  # noqa: E402
 from calc.reference.model import build  # noqa: E402
+from calc.reference.parts.rope import scaling_type  # noqa: E402
 
 ATOL = 1e-4  # float32; the differences seen are ~1e-7 (summation order)
 IDS = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(1))
 
 
-def transformers_model(model_type: str, path: Path):
-    """transformers' tiny model of `model_type`, written to `path` by save_pretrained."""
+def random_model(data: dict):
+    """transformers' model of a config mapping, random, its 1-D weights and buffers moved off their
+    initial values."""
     transformers.logging.set_verbosity_error()
-    data = tiny_config(model_type)
-    config = transformers.AutoConfig.for_model(data.pop("model_type"), **copy.deepcopy(data))
+    model_type = transformers_type(data, "test")  # kimi_k2: DeepseekV3 from the same keys
+    data = copy.deepcopy(data)
+    data.pop("model_type")
+    config = transformers.AutoConfig.for_model(model_type, **data)
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 1:
-                param.add_(torch.randn_like(param) * 0.1)
-    model.save_pretrained(path)
+        for tensor in model.state_dict(keep_vars=True).values():  # parameters and stored buffers
+            if tensor.dim() == 1:
+                tensor.add_(torch.randn_like(tensor) * 0.1)
     return model
 
 
-@pytest.fixture(scope="module", params=sorted(ADAPTERS))
+def transformers_model(model_type: str, path: Path):
+    """transformers' tiny model of `model_type`, written to `path` by save_pretrained."""
+    model = random_model(tiny_config(model_type))
+    model.save_pretrained(path)
+    if model_type != model.config.model_type:  # an alias: its config.json says kimi_k2, as the Hub's does
+        config = json.loads((path / "config.json").read_text())
+        (path / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
+    return model
+
+
+@pytest.fixture(scope="module", params=sorted(set(ADAPTERS) - NO_TORCH_YET))
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """(model_type, transformers' model, its save_pretrained directory, our model loaded from it)."""
     path = tmp_path_factory.mktemp(request.param)
@@ -71,13 +86,12 @@ def test_prefill_logits_equal_transformers(pair: tuple) -> None:
         torch.testing.assert_close(ours(IDS), hf(IDS).logits, rtol=0, atol=ATOL)
 
 
-def test_cached_decode_logits_equal_transformers(pair: tuple) -> None:
+def cached_decode(ours, hf) -> None:
     """A 4-token prefill then 8 one-token steps, ours with our KVCache, transformers' with its own
     `cache` (transformers 5's name for it: Mamba2ForCausalLM silently ignores the older
     past_key_values and would decode each token without context). A rope that depends on the
     length, Phi-3.5-MoE's long_mscale, differs between a cached decode and one long prefill in
     transformers too, so the cached runs are compared."""
-    _, hf, _, ours = pair
     cache = ours.new_cache()
     with torch.no_grad():
         steps = [ours(IDS[:, :4], cache=cache)] + [ours(IDS[:, t:t + 1], cache=cache) for t in range(4, 12)]
@@ -88,6 +102,69 @@ def test_cached_decode_logits_equal_transformers(pair: tuple) -> None:
             expected.append(out.logits)
         torch.testing.assert_close(torch.cat(steps, dim=1), torch.cat(expected, dim=1), rtol=0, atol=ATOL)
     assert cache.length == 12
+
+
+def test_cached_decode_logits_equal_transformers(pair: tuple) -> None:
+    _, hf, _, ours = pair
+    cached_decode(ours, hf)
+
+
+# Each rope scaling type with every supported model_type whose released configs carry it, the scaling as
+# those configs write it, but with original_max_position_embeddings shrunk to 8, below the 12 test tokens,
+# so that what changes past the original context (YaRN's ramp, LongRoPE's long factors) is exercised.
+YARN = {"type": "yarn", "beta_fast": 32, "beta_slow": 1, "original_max_position_embeddings": 8}
+ROPE_SCALINGS = [
+    # source: google/gemma-3-27b-it config.json (tests/configs/model_types/gemma3_multimodal.json), global layers
+    ("linear", "gemma3_text", {"rope_scaling": {"rope_type": "linear", "factor": 8.0}}),
+    # no released config of a supported model_type with it was found; transformers computes it for Llama
+    ("dynamic", "llama", {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}),
+    # source: deepseek-ai/DeepSeek-V2-Lite (presets/deepseek-v2-lite.yaml): mscale 0.707 = mscale_all_dim
+    ("yarn", "deepseek_v2", {"rope_scaling": {**YARN, "factor": 40, "mscale": 0.707, "mscale_all_dim": 0.707}}),
+    # source: deepseek-ai/DeepSeek-V3 (presets/deepseek-v3.yaml)
+    ("yarn", "deepseek_v3", {"rope_scaling": {**YARN, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0}}),
+    # source: moonshotai/Kimi-K2-Instruct (tests/configs/model_types/kimi_k2.json): beta_fast = beta_slow = 1
+    ("yarn", "kimi_k2", {"rope_scaling": {**YARN, "factor": 32.0, "beta_fast": 1.0, "beta_slow": 1.0, "mscale": 1.0,
+                                          "mscale_all_dim": 1.0}}),
+    # source: allenai/Olmo-3.1-32B-Instruct (tests/configs/model_types/olmo3.json): an explicit attention_factor
+    ("yarn", "olmo3", {"rope_scaling": {**YARN, "rope_type": "yarn", "factor": 8.0,
+                                        "attention_factor": 1.2079441541679836}}),
+    # source: openai/gpt-oss-20b (presets/gpt-oss-20b.yaml): the correction range not truncated
+    ("yarn", "gpt_oss", {"rope_scaling": {**YARN, "factor": 32.0, "truncate": False}}),
+    # source: mistralai/Devstral-Small-2-24B-Instruct-2512 text_config (tests/configs/model_types/mistral3.json)
+    ("yarn", "ministral3", {"rope_scaling": {**YARN, "factor": 48.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+                                             "llama_4_scaling_beta": 0.1}}),
+    # source: microsoft/Phi-4-mini-instruct (tests/configs/model_types/phi3.json): Phi-3's original context is
+    # a top-level key
+    ("longrope", "phi3", {"original_max_position_embeddings": 8,
+                          "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.5], "long_factor": [2.0, 4.0]}}),
+    # source: microsoft/Phi-3.5-MoE-instruct: short_mscale and long_mscale (tests/tiny_models.py's phimoe)
+    ("longrope", "phimoe", {}),
+    # source: presets/llama-3.1-8b.yaml, tests/configs/model_types/exaone4.json, llama4.json (Llama-4-Scout)
+    ("llama3", "llama", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                          "high_freq_factor": 4.0, "original_max_position_embeddings": 8}}),
+    ("llama3", "exaone4", {"rope_scaling": {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0,
+                                            "high_freq_factor": 4.0, "original_max_position_embeddings": 8}}),
+    ("llama3", "llama4_text", {"rope_scaling": {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0,
+                                                "high_freq_factor": 1.0, "original_max_position_embeddings": 8}}),
+]
+
+
+@pytest.mark.parametrize(("kind", "model_type", "changes"), ROPE_SCALINGS,
+                         ids=[f"{kind}-{model_type}" for kind, model_type, _ in ROPE_SCALINGS])
+def test_rope_scaling_logits_equal_transformers(kind: str, model_type: str, changes: dict) -> None:
+    """Our logits equal transformers' for each rope scaling type on each model_type that ships it, in
+    one prefill and a cached decode (the scaling's attention factors included: YaRN's cos/sin factor
+    and, on MLA, its mscale² on the softmax scale)."""
+    config = {**tiny_config(model_type), **changes}
+    spec = spec_of(config)
+    assert {scaling_type(block.attention.rope) for block in spec.blocks.values() if block.attention.rope} - {"default"} \
+        == {kind}
+    hf = random_model(config)
+    ours = build(spec)
+    ours.load_state_dict(hf.state_dict(), strict=True)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(IDS), hf(IDS).logits, rtol=0, atol=ATOL)
+    cached_decode(ours, hf)
 
 
 def test_in_memory_state_dict_loads_strictly(pair: tuple) -> None:
@@ -124,3 +201,10 @@ def test_unimplemented_options_are_refused_by_name(model_type: str, change: dict
     """An option the reference does not compute is an error naming it, never silently ignored."""
     with pytest.raises(GptcalcError, match=named):
         build(spec_of({**tiny_config(model_type), **change}), device="meta")
+
+
+@pytest.mark.parametrize("model_type", sorted(NO_TORCH_YET))
+def test_reference_refuses_what_it_lacks(model_type: str) -> None:
+    """Until its mechanism has a torch module, building the reference is one named refusal, not a crash."""
+    with pytest.raises(GptcalcError, match="the torch reference does not implement"):
+        build(spec_of(tiny_config(model_type)))

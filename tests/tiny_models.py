@@ -19,9 +19,18 @@ _DEEPSEEK = {**_COMMON, **_MOE, "num_hidden_layers": 3, "num_key_value_heads": 4
              "q_lora_rank": 24, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8,
              "n_routed_experts": 4, "n_shared_experts": 1, "first_k_dense_replace": 1, "n_group": 2,
              "topk_group": 1, "rope_theta": 5000.0}
+# DeepSeek-V3's release config (deepseek-ai/DeepSeek-V3 config.json): 256 experts in 8 groups, the best 4
+# groups kept, sigmoid scores renormalised and scaled by 2.5; YaRN rope of factor 40 over an original
+# 4096 positions, here 8, shorter than the tests' sequences.
+_DEEPSEEK_V3_ROUTING = {"n_routed_experts": 8, "n_group": 4, "topk_group": 2, "scoring_func": "sigmoid",
+                        "topk_method": "noaux_tc", "norm_topk_prob": True, "routed_scaling_factor": 2.5}
+_V3_YARN = {"type": "yarn", "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0, "original_max_position_embeddings": 8,
+            "beta_fast": 32, "beta_slow": 1}
 
 _DELTANET = {"linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8,
              "linear_value_head_dim": 8}
+
+_INDEXER = {"index_n_heads": 2, "index_head_dim": 8, "index_topk": 4}
 
 TINY: dict[str, dict[str, Any]] = {
     "gpt2": {"vocab_size": VOCAB, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64, **_IDS},
@@ -84,12 +93,33 @@ TINY: dict[str, dict[str, Any]] = {
     "qwen2_moe": {**_COMMON, **_MOE, "num_experts": 4, "shared_expert_intermediate_size": 24},
     "qwen3_moe": {**_COMMON, **_MOE, "num_experts": 4, "head_dim": 8, "norm_topk_prob": True},
     "deepseek_v2": {**_DEEPSEEK, "q_lora_rank": None, "topk_method": "group_limited_greedy"},
-    "deepseek_v3": {**_DEEPSEEK, "num_nextn_predict_layers": 0,
-                    "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
-                                     "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}},
+    "deepseek_v3": {**_DEEPSEEK, **_DEEPSEEK_V3_ROUTING, "num_nextn_predict_layers": 0, "rope_scaling": _V3_YARN},
+    # DSA: MLA with the lightning indexer (GLM-5's middle layer reuses the first one's selection)
+    "deepseek_v32": {**_DEEPSEEK, **_DEEPSEEK_V3_ROUTING, **_INDEXER, "num_nextn_predict_layers": 0},
+    "glm_moe_dsa": {**_DEEPSEEK, **_INDEXER, "n_group": 1, "topk_group": 1, "num_nextn_predict_layers": 0,
+                    "indexer_types": ["full", "shared", "full"]},
+    # Kimi-K2's config.json (moonshotai/Kimi-K2-Instruct): DeepSeek-V3 named as its architecture, one group,
+    # x2.827, YaRN factor 32 with beta_fast = beta_slow = 1, rope_theta 50000
+    "kimi_k2": {**_DEEPSEEK, **_DEEPSEEK_V3_ROUTING, "n_group": 1, "topk_group": 1, "routed_scaling_factor": 2.827,
+                "architectures": ["DeepseekV3ForCausalLM"], "num_nextn_predict_layers": 0, "rope_theta": 50000.0,
+                "rope_scaling": {**_V3_YARN, "factor": 32.0, "beta_fast": 1.0, "beta_slow": 1.0}},
+    # GLM-4.7-Flash: first_k_dense_replace is not read; mlp_layer_types (left out: dense, then sparse) is
+    "glm4_moe_lite": {**_DEEPSEEK, **_DEEPSEEK_V3_ROUTING, "first_k_dense_replace": 2, "routed_scaling_factor": 1.8},
     "glm4_moe": {**_COMMON, **_MOE, "num_hidden_layers": 3, "n_routed_experts": 4, "n_shared_experts": 1,
                  "first_k_dense_replace": 1, "n_group": 2, "topk_group": 1, "head_dim": 8, "use_qk_norm": True,
                  "num_nextn_predict_layers": 0},
+    # MiMo-V2-Flash: 12-wide query/key heads, 8-wide values scaled by 0.707, sliding layers with twice the KV
+    # heads and sinks (window sliding_window_size + 1 = 5), rotary on int(12 x 0.334) = 4 channels
+    "mimo_v2_flash": {**_COMMON, **_MOE, "num_hidden_layers": 4, "num_key_value_heads": 1, "head_dim": 12,
+                      "v_head_dim": 8, "sliding_window_size": 4, "attention_bias": True, "n_routed_experts": 4,
+                      "n_group": 2, "topk_group": 1, "routed_scaling_factor": None,
+                      "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"]},
+    # Laguna: query heads per layer, sliding and full layers (rotary on half of the full ones' heads), a softplus
+    # output gate per head, per-head QK-norm, a soft-capped sigmoid router with a shared expert
+    "laguna": {**_COMMON, **_MOE, "num_hidden_layers": 4, "head_dim": 8, "num_experts": 4, "sliding_window": 5,
+               "shared_expert_intermediate_size": 24, "attention_bias": True, "num_attention_heads_per_layer": [4, 8, 4, 2],
+               "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+               "moe_router_logit_softcapping": 1.5, "moe_routed_scaling_factor": 2.5},
     "minimax_m2": {**_COMMON, "head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2, "rotary_dim": 4},
     "flex_olmo": {**_COMMON, "num_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": True},
     "ernie4_5_moe": {**_COMMON, "num_hidden_layers": 3, "moe_num_experts": 4, "moe_k": 2, "moe_intermediate_size": 16,
@@ -143,3 +173,8 @@ def tiny_config(model_type: str) -> dict[str, Any]:
     """A config.json mapping of a tiny `model_type` model (a fresh copy)."""
     return {"model_type": model_type, **TINY[model_type]}
 
+
+# Model types whose mechanism the torch reference does not build yet (DSA's indexer and its top-k
+# selection): verify refuses them by name (tests/test_reference_equivalence.py checks the refusal),
+# while count, kvcache and the header check cover them (tests/test_hybrids.py).
+NO_TORCH_YET = {"deepseek_v32", "glm_moe_dsa"}

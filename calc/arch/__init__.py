@@ -15,7 +15,7 @@ from calc.arch.common import KEYS
 from calc.arch.config import Config, unwrap_text_config
 from calc.errors import GptcalcError, UnsupportedModelType
 
-__all__ = ["ADAPTERS", "SUPPORTED_MODEL_TYPES", "spec_dict"]
+__all__ = ["ADAPTERS", "SUPPORTED_MODEL_TYPES", "TRANSFORMERS_ALIASES", "spec_dict", "transformers_type"]
 
 # model_type -> the calc.arch module that reads it.
 ADAPTERS: dict[str, str] = {
@@ -55,9 +55,15 @@ ADAPTERS: dict[str, str] = {
     "qwen3_moe": "qwen_moe",
     "deepseek_v2": "deepseek",
     "deepseek_v3": "deepseek",
+    "deepseek_v32": "deepseek",
+    "glm_moe_dsa": "deepseek",
+    "kimi_k2": "deepseek",
     "glm4_moe": "glm4_moe",
+    "glm4_moe_lite": "deepseek",
     "glm4": "glm4",
     "gpt_oss": "gpt_oss",
+    "mimo_v2_flash": "mimo_v2_flash",
+    "laguna": "laguna",
     "gpt_bigcode": "gpt_bigcode",
     "gpt_neox": "gpt_neox",
     "gptj": "gptj",
@@ -85,6 +91,26 @@ ADAPTERS: dict[str, str] = {
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(ADAPTERS))
 
+# model_types transformers has no config class for, whose config.json names the architecture that
+# reads them: Kimi-K2's (moonshotai/Kimi-K2-Instruct, K2-Thinking) says model_type "kimi_k2" with
+# architectures ["DeepseekV3ForCausalLM"] and its auto_map's DeepseekV3Config (transformers'
+# Kimi-K2.5 config reads its kimi_k2 text_config as deepseek_v3 too). alias -> (model_type, architecture).
+TRANSFORMERS_ALIASES = {"kimi_k2": ("deepseek_v3", "DeepseekV3ForCausalLM")}
+
+
+def transformers_type(config: dict[str, Any], origin: str) -> str:
+    """The model_type transformers builds a config as: its own, or for an alias the model_type of the
+    architecture it names (an alias whose `architectures` names another class is an error)."""
+    model_type = config.get("model_type")
+    if model_type not in TRANSFORMERS_ALIASES:
+        return model_type
+    target, architecture = TRANSFORMERS_ALIASES[model_type]
+    named = config.get("architectures")
+    if isinstance(named, list) and named and architecture not in named:
+        raise GptcalcError(f"{origin}: architectures: {named!r}; a {model_type} config is read as {target} "
+                           f"only when it names {architecture}")
+    return target
+
 
 # Adapters list a config's layers one by one (layer_types, rotary flags, MoE placement): a layer
 # count no released model comes near is refused before a list that long is built.
@@ -109,6 +135,7 @@ def spec_dict(config: dict[str, Any], origin: str) -> dict[str, Any]:
             config, origin,
         )
     _check_layer_count(config, origin)
+    transformers_type(config, origin)
     adapter = import_module(f"calc.arch.{ADAPTERS[model_type]}")
     spec = adapter.spec_dict(Config(config, origin))
     if notes:

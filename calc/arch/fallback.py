@@ -63,9 +63,13 @@ def transformers_model(config: dict[str, Any], device: str = "meta", text_only: 
     import torch
     import transformers
 
+    from calc.arch import transformers_type
+
     _check_sizes(config, origin)
     data = _special_floats(_without_remote_code(config))
-    hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+    data.pop("model_type", None)
+    # A model_type transformers reads as another (kimi_k2: DeepseekV3, as its architectures says)
+    hf_config = transformers.AutoConfig.for_model(transformers_type(config, origin), **data)
     if text_only and "text_config" in config:
         hf_config = hf_config.get_text_config()
     with torch.device(device):

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, gated_mlp
+from calc.arch.common import KEYS, gated_mlp, layer_runs
 from calc.arch.config import Config
 
-__all__ = ["deepseek_moe", "dense_then_moe", "experts", "grouped_sigmoid", "mtp"]
+__all__ = ["MLP_LAYER_TYPES", "deepseek_moe", "dense_then_moe", "experts", "grouped_sigmoid", "mlp_layer_types",
+           "mlp_typed_stack", "mtp"]
 
 
 def experts(cfg: Config, n_experts_keys: tuple[str, ...], d_ff_key: str,
@@ -49,11 +50,38 @@ def dense_then_moe(cfg: Config, blocks: dict[str, dict[str, Any]], mtp: dict[str
     """ModelSpec's blocks, layers and mtp: `first_k_dense_replace` layers of blocks["dense"], then
     blocks["moe"] to the top (DeepseekV3DecoderLayer, Glm4MoeDecoderLayer: a MoE where
     `layer_idx >= config.first_k_dense_replace`), keeping the blocks a layer or the MTP uses."""
-    n_layers, dense = cfg.int(*KEYS["n_layers"]), cfg.int("first_k_dense_replace")
-    runs = [(repeat, name) for repeat, name in ((min(dense, n_layers), "dense"), (n_layers - dense, "moe"))
-            if repeat > 0]
-    used = {name for _, name in runs} | ({mtp["block"]} if mtp else set())
-    return {"blocks": {name: block for name, block in blocks.items() if name in used}, "layers": runs, "mtp": mtp}
+    n_layers = cfg.int(*KEYS["n_layers"])
+    dense = max(0, min(cfg.int("first_k_dense_replace"), n_layers))
+    return _stack(["dense"] * dense + ["moe"] * (n_layers - dense), blocks, mtp)
+
+
+def _stack(names: list[str], blocks: dict[str, dict[str, Any]], mtp: dict[str, Any] | None) -> dict[str, Any]:
+    """Each layer's block name as run-length layers, keeping the blocks a layer or the MTP uses."""
+    used = set(names) | ({mtp["block"]} if mtp else set())
+    return {"blocks": {name: block for name, block in blocks.items() if name in used}, "layers": layer_runs(names),
+            "mtp": mtp}
+
+
+# `mlp_layer_types` names (Glm4MoeLiteConfig) -> the block names dense_then_moe uses.
+MLP_LAYER_TYPES = {"dense": "dense", "sparse": "moe"}
+
+
+def mlp_typed_stack(cfg: Config, blocks: dict[str, dict[str, Any]], mtp: dict[str, Any] | None) -> dict[str, Any]:
+    """ModelSpec's blocks, layers and mtp when `mlp_layer_types` says which layers are dense and which
+    MoE ("dense" / "sparse"; Glm4MoeLiteConfig fills one dense layer, then sparse ones, when it is left out)."""
+    return _stack([MLP_LAYER_TYPES[kind] for kind in mlp_layer_types(cfg)], blocks, mtp)
+
+
+def mlp_layer_types(cfg: Config) -> list[str]:
+    """Each layer's `mlp_layer_types` entry, "dense" or "sparse" (left out: one dense layer, then sparse)."""
+    n_layers = cfg.int(*KEYS["n_layers"])
+    kinds = cfg.list("mlp_layer_types")
+    if kinds is None:
+        return ["dense"] + ["sparse"] * (n_layers - 1)
+    if len(kinds) != n_layers or any(kind not in MLP_LAYER_TYPES for kind in kinds):
+        raise cfg.error("mlp_layer_types", f"expected {n_layers} of {', '.join(MLP_LAYER_TYPES)} (one per layer), "
+                                           f"got {kinds!r}")
+    return kinds
 
 
 def mtp(cfg: Config, stores_embedding: bool = True) -> dict[str, Any] | None:

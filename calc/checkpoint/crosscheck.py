@@ -81,11 +81,15 @@ def _verdict(name: str, ours: torch.Tensor, theirs: torch.Tensor) -> LogitsCompa
 def _load(model: Any, state: dict[str, torch.Tensor], not_parameters: set[str]) -> str:
     """Load `state` (names as stored, with or without transformers' base-model prefix); what does
     not fit, as one line ("" when every parameter was filled). A parameter tied to one that was
-    loaded (the LM head of a tied model) is filled by it; buffers our name maps know are left out."""
+    loaded (the LM head of a tied model) is filled by it. A buffer goes in where transformers' model
+    keeps one of that name in its state dict, as from_pretrained would load it (DeepSeek-V3's
+    e_score_correction_bias steers the routing: left at zeros, the two models pick other experts);
+    other buffers and unknown tensors are left out."""
     expected = model.state_dict()
     prefix = f"{model.base_model_prefix}."
-    mapped = {(name if name in expected else prefix + name): tensor
-              for name, tensor in state.items() if name not in not_parameters}
+    named = {name: name if name in expected else prefix + name for name in state}
+    mapped = {named[name]: tensor for name, tensor in state.items()
+              if name not in not_parameters or named[name] in expected}
     missing, unexpected = model.load_state_dict(mapped, strict=False)
     params = dict(model.named_parameters(remove_duplicate=False))
     filled = {params[name].data_ptr() for name in mapped if name in params}

@@ -9,8 +9,8 @@ checkpoint reader and the shape check cannot disagree about a name.
 Roles a layout may set (absent: the model_type has no such tensor):
 - model: embed, positions, embed_norm, project_in, project_out, final_norm, lm_head, layers
 - norms by position: attn_in, attn_out, mlp_in, mlp_out (parallel_norms: a parallel block's two)
-- attention: q, k, v, qkv (fused), o, q_norm, k_norm, sinks, attn_gate (an output gate); MLA: q_a,
-  q_a_norm, q_b, kv_a, kv_a_norm, kv_b
+- attention: q, k, v, qkv (fused), o, q_norm, k_norm, sinks (a `hub` name too: MiMo-V2-Flash's), attn_gate (an
+  output gate); MLA: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b
 - MLP: gate, up, down, gate_up (fused); MoE: router, experts, shared, shared_gate, score_bias
 
 Routed experts are stored the way transformers 5 saves them: two fused 3-D tensors per layer,
@@ -102,6 +102,10 @@ _LFM2 = {**LLAMA, "final_norm": "model.embedding_norm", "attn_in": "operator_nor
          "hub": {"expert_gate": "feed_forward.experts.{expert}.w1", "expert_up": "feed_forward.experts.{expert}.w3",
                  "expert_down": "feed_forward.experts.{expert}.w2"}}
 
+# DeepSeek-V3.2's and GLM-5's lightning indexer, inside self_attn.
+_INDEXER = {"idx_q": "self_attn.indexer.wq_b", "idx_k": "self_attn.indexer.wk", "idx_k_norm": "self_attn.indexer.k_norm",
+            "idx_weights": "self_attn.indexer.weights_proj"}
+
 LAYOUTS: dict[str, dict[str, Any]] = {
     "gpt2": {**_GPT, "conv1d": True},
     "gpt_bigcode": _GPT,
@@ -129,8 +133,8 @@ LAYOUTS: dict[str, dict[str, Any]] = {
             "qkv": "attn.Wqkv", "o": "attn.out_proj", "up": "ffn.up_proj", "down": "ffn.down_proj",
             "qkv_order": "concat"},
     **{t: LLAMA for t in ("llama", "mistral", "ministral3", "qwen2", "qwen3", "granite", "smollm3", "gemma", "olmo",
-                          "stablelm", "deepseek_v2", "deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe", "internlm3",
-                          "cohere2", "seed_oss", "ernie4_5", "arcee", "dots1")},
+                          "stablelm", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "glm4_moe_lite", "qwen3_moe",
+                          "olmoe", "internlm3", "cohere2", "seed_oss", "ernie4_5", "arcee", "dots1")},
     "gemma2": {**LLAMA, **_SANDWICH},
     "gemma3_text": {**LLAMA, **_SANDWICH},
     **{t: {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"}
@@ -150,6 +154,12 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                    "hub": {"router": "block_sparse_moe.router.layer", "experts.gate_up": "block_sparse_moe.input_linear.weight",
                            "experts.down": "block_sparse_moe.output_linear.weight"}},
     "qwen2_moe": {**LLAMA, "shared": "mlp.shared_expert"},
+    # the Hub's MiMo-V2-Flash names its sinks attention_sink_bias (transformers' conversion_mapping renames them)
+    "mimo_v2_flash": {**LLAMA, "hub": {**_PER_EXPERT, "sinks": "self_attn.attention_sink_bias"}},
+    # Laguna's gate is g_proj; its Hub checkpoints put the shared expert under mlp.shared_expert and the
+    # correction bias under mlp.experts (conversion_mapping)
+    "laguna": {**LLAMA, "attn_gate": "self_attn.g_proj",
+               "hub": {**_PER_EXPERT, "shared": "mlp.shared_expert", "score_bias": "mlp.experts.e_score_correction_bias"}},
     "minimax_m2": {**LLAMA, "score_bias": "mlp.e_score_correction_bias",
                    "hub": {**_MIXTRAL_HUB, "score_bias": "block_sparse_moe.e_score_correction_bias"}},
     "flex_olmo": {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"},
@@ -171,6 +181,8 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                     "experts_order": "in_out", "hub": {}},
     "qwen3_next": {**_QWEN3_5, "gdn_qkvz": "linear_attn.in_proj_qkvz", "gdn_ba": "linear_attn.in_proj_ba"},
     "qwen3_5_text": _QWEN3_5,
+    "deepseek_v32": {**LLAMA, **_INDEXER},
+    "glm_moe_dsa": {**LLAMA, **_INDEXER},
     "qwen3_5_moe_text": _QWEN3_5,
     "mamba2": {**_mamba2("mixer"), "base": "backbone.", "embed": "backbone.embeddings", "final_norm": "backbone.norm_f",
                "lm_head": "lm_head", "layers": "backbone.layers", "attn_in": "norm"},

@@ -35,8 +35,8 @@ class Slot:
 class _Slots:
     """Collects slots for one model or one block, in the order a token meets them."""
 
-    def __init__(self, lay: dict[str, Any]) -> None:
-        self.lay, self.slots = lay, {}
+    def __init__(self, lay: dict[str, Any], hub: bool = False) -> None:
+        self.lay, self.slots, self.hub = lay, {}, hub  # hub: the Hub's names where the layout's `hub` gives them
 
     def add(self, role: str, name: str, shape: tuple[int, ...], target: Target, widths: tuple[int, ...] = (),
             init: str = "normal", kind: str = "param") -> None:
@@ -61,17 +61,19 @@ class _Slots:
 
 
 def _attention(s: _Slots, a: Any, d: int) -> None:
-    q, kv = a.q_dim, a.kv_dim
+    """Q, K, V (or fused), QK-norms, sinks (under the Hub's name in a hub table whose layout renames them),
+    an output gate's W_G, W_O."""
+    q, kv, v = a.q_dim, a.kv_dim, a.v_dim
     gate_in_q = a.output_gate and s.lay.get("q_gate")  # Qwen3-Next: q_proj holds each head's queries, then its gate
     if gate_in_q:
         s.linear("q", d, 2 * q, ("q", "attn_gate"), a.q_bias and ("q_bias", "attn_gate_bias"), (q, q))
         s.linear("k", d, kv, "k", a.k_bias and "k_bias")
-        s.linear("v", d, kv, "v", a.v_bias and "v_bias")
+        s.linear("v", d, v, "v", a.v_bias and "v_bias")
     elif a.fused_qkv:
         bias = ("q_bias", "k_bias", "v_bias") if a.q_bias else None
-        s.linear("qkv", d, q + 2 * kv, ("q", "k", "v"), bias, (q, kv, kv))
+        s.linear("qkv", d, q + kv + v, ("q", "k", "v"), bias, (q, kv, v))
     else:
-        for role, width, bias in (("q", q, a.q_bias), ("k", kv, a.k_bias), ("v", kv, a.v_bias)):
+        for role, width, bias in (("q", q, a.q_bias), ("k", kv, a.k_bias), ("v", v, a.v_bias)):
             s.linear(role, d, width, role, bias and f"{role}_bias")
     if a.qk_norm is not None:
         head = a.qk_norm.scope == "head"
@@ -79,10 +81,11 @@ def _attention(s: _Slots, a: Any, d: int) -> None:
             width = a.head_dim if head else ((heads, a.head_dim) if s.lay.get("qk_norm_heads") else heads * a.head_dim)
             s.norm(role, a.qk_norm.norm, width, role)
     if a.sinks:
-        s.add("sinks", s.lay["sinks"], (a.n_heads,), "attn_sinks")
+        s.add("sinks", ((s.lay.get("hub") or {}) if s.hub else {}).get("sinks", s.lay["sinks"]), (a.n_heads,),
+              "attn_sinks")
     if a.output_gate and not gate_in_q:
-        s.linear("attn_gate", d, q, "attn_gate")
-    s.linear("o", q, d, "attn_out", a.o_bias and "attn_out_bias")
+        s.linear("attn_gate", d, a.gate_width, "attn_gate")
+    s.linear("o", a.o_dim, d, "attn_out", a.o_bias and "attn_out_bias")
 
 
 def _mla(s: _Slots, a: Any, d: int) -> None:
@@ -200,7 +203,7 @@ def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
     else:
         _fused_experts(s, m, d, names if hub else lay)
     if m.shared is not None:
-        _mlp(s, m.shared, d, "shared_mlp", lay["shared"])
+        _mlp(s, m.shared, d, "shared_mlp", names["shared"])
         if m.shared_gate:
             s.linear("shared_gate", d, 1, "shared_expert_gate")
 
@@ -237,7 +240,7 @@ def _stacked_rows(s: _Slots, m: Any, d: int) -> None:
 
 def block_slots(lay: dict[str, Any], block: Block, d: int, hub: bool = False) -> dict[str, Slot]:
     """One layer's tensors, names relative to `layers.{layer}.` (`{expert}` in a hub layout)."""
-    s = _Slots(lay)
+    s = _Slots(lay, hub)
     parallel_names = lay.get("parallel_norms") if block.parallel and len(block.norms) == 2 else None
     norm_path = {pos: (parallel_names or {}).get(pos, lay.get(pos)) for pos in block.norms}
     order = {"attn_in": 0, "attn_out": 1, "mlp_in": 2, "mlp_out": 3}

@@ -5,10 +5,14 @@ d / h: Gemma-7B has 16 heads of 256 in a 3,072-wide model):
 
     q = d·h·hd        k = v = d·kv·hd        attn_out = h·hd·d        (+ one bias row each if present)
 
+with values as wide as keys unless `v_head_dim` says otherwise (MiMo-V2-Flash: 192-wide queries and
+keys, 128-wide values): then v = d·kv·v_hd and attn_out = h·v_hd·d.
+
 QK-norm normalises queries and keys before the dot product: over each head (one hd-wide norm shared
 by all heads: Qwen3, Gemma-3) or over the full width (h·hd and kv·hd: OLMo-2, OLMoE; Cohere's
 per-head norms also store h·hd). Attention sinks (gpt-oss) add one learned logit per head. An
-output gate (AFMoE) adds attn_gate = d·h·hd: the heads' output is multiplied by sigmoid(x·W_G).
+output gate (AFMoE) adds attn_gate = d·h·hd: the heads' output is multiplied by sigmoid(x·W_G)
+(Laguna: softplus(x·W_G), one value per head, W_G d·h; `gate_activation`, `gate_scope`).
 Rotary (full or partial), ALiBi, sliding windows, logit soft-capping and DBRX's clipping of Q, K
 and V (clip_qkv) change what is computed, not what is stored: they are in the spec so that the KV
 cache, shapes and the torch reference know them.
@@ -37,8 +41,23 @@ class HeadWidths:
 
     @property
     def kv_dim(self) -> int:
-        """Width of all key (or value) heads together: n_kv_heads x head_dim."""
+        """Width of all key heads together (and value heads, unless v_head_dim differs): n_kv_heads x head_dim."""
         return self.n_kv_heads * self.head_dim
+
+    @property
+    def value_head_dim(self) -> int:
+        """One value head's width: head_dim unless the part sets v_head_dim."""
+        return getattr(self, "v_head_dim", None) or self.head_dim
+
+    @property
+    def v_dim(self) -> int:
+        """Width of all value heads together: n_kv_heads x value_head_dim."""
+        return self.n_kv_heads * self.value_head_dim
+
+    @property
+    def o_dim(self) -> int:
+        """Width of the heads' concatenated output, W_O's input: n_heads x value_head_dim."""
+        return self.n_heads * self.value_head_dim
 
     @property
     def group_size(self) -> int:
@@ -78,6 +97,8 @@ class Attention(HeadWidths, Part):
     n_heads: int = Field(gt=0)
     n_kv_heads: int = Field(gt=0)
     head_dim: int = Field(gt=0)
+    v_head_dim: int | None = Field(default=None, gt=0)  # None: values as wide as keys (head_dim)
+    value_scale: float | None = Field(default=None, gt=0, strict=False)  # values times this (MiMo-V2-Flash)
     q_bias: bool = False
     k_bias: bool = False
     v_bias: bool = False
@@ -96,6 +117,8 @@ class Attention(HeadWidths, Part):
     gate_bias: bool = False  # a bias on W_G (Qwen3-Next's q_proj bias covers its gate half too)
     output_gate: bool = False  # the heads' output times sigmoid(x·W_G) before W_O, W_G d -> h·hd (AFMoE;
     # Qwen3-Next and Qwen3.5 store W_G inside q_proj, each head's queries then its gate: a layout matter)
+    gate_activation: Literal["sigmoid", "softplus"] = "sigmoid"  # Laguna: softplus
+    gate_scope: Literal["element", "head"] = "element"  # Laguna: one gate per head, W_G d -> h
 
     @model_validator(mode="before")
     @classmethod
@@ -116,6 +139,8 @@ class Attention(HeadWidths, Part):
             raise ValueError(f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}")
         if self.fused_qkv and len({self.q_bias, self.k_bias, self.v_bias}) > 1:
             raise ValueError("fused_qkv: one fused projection has a bias on Q, K and V or on none of them")
+        if self.fused_qkv and self.value_head_dim != self.head_dim:
+            raise ValueError("fused_qkv: a fused projection's value heads are as wide as its keys (no v_head_dim)")
         if self.rope is not None:
             if self.rope.rotary_dim % 2 or self.rope.rotary_dim > self.head_dim:
                 raise ValueError(f"rotary_dim={self.rope.rotary_dim} must be even and at most head_dim={self.head_dim}")
@@ -124,40 +149,51 @@ class Attention(HeadWidths, Part):
         return self
 
     def params(self, d_model: int) -> dict[str, int]:
-        d, q, kv = d_model, self.q_dim, self.kv_dim
+        d, q, kv, v = d_model, self.q_dim, self.kv_dim, self.v_dim
         norm = self.qk_norm
         q_norm = k_norm = 0
         if norm is not None:
             q_norm = norm.norm.params(self.head_dim if norm.scope == "head" else q)
             k_norm = norm.norm.params(self.head_dim if norm.scope == "head" else kv)
         return present(
-            q=d * q, q_bias=q * self.q_bias, k=d * kv, k_bias=kv * self.k_bias, v=d * kv, v_bias=kv * self.v_bias,
-            q_norm=q_norm, k_norm=k_norm, attn_sinks=self.n_heads * self.sinks, attn_gate=d * q * self.output_gate,
-            attn_gate_bias=q * self.output_gate * self.gate_bias,
-            attn_out=q * d, attn_out_bias=d * self.o_bias,
+            q=d * q, q_bias=q * self.q_bias, k=d * kv, k_bias=kv * self.k_bias, v=d * v, v_bias=v * self.v_bias,
+            q_norm=q_norm, k_norm=k_norm, attn_sinks=self.n_heads * self.sinks, attn_gate=d * self.gate_width,
+            attn_gate_bias=self.gate_width * self.gate_bias,
+            attn_out=self.o_dim * d, attn_out_bias=d * self.o_bias,
         )
+
+    @property
+    def gate_width(self) -> int:
+        """W_G's output width: one gate per channel of the heads' output (h·value_head_dim) or per head;
+        0 without an output gate."""
+        if not self.output_gate:
+            return 0
+        return self.o_dim if self.gate_scope == "element" else self.n_heads
 
     def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
         """Each weight matrix's input width and how many there are per layer (for quantisation layouts)."""
         gate = {"attn_gate": (d_model, 1)} if self.output_gate else {}
-        return {"q": (d_model, 1), "k": (d_model, 1), "v": (d_model, 1), **gate, "attn_out": (self.q_dim, 1)}
+        return {"q": (d_model, 1), "k": (d_model, 1), "v": (d_model, 1), **gate, "attn_out": (self.o_dim, 1)}
 
     def kv_per_token(self) -> tuple[int, int]:
-        """Elements cached per token in one layer: (K, V), each n_kv_heads x head_dim."""
-        return self.kv_dim, self.kv_dim
+        """Elements cached per token in one layer: (K, V), n_kv_heads x head_dim and n_kv_heads x value_head_dim."""
+        return self.kv_dim, self.v_dim
 
     def cache(self, d_model: int) -> CacheSpec:
         """K and V rows per token, split by KV heads under tensor parallelism, for the window if any."""
-        return CacheSpec((TokenSpec(self.kv_dim, self.kv_dim, self.attention_kind, self.n_heads, self.n_kv_heads,
+        return CacheSpec((TokenSpec(self.kv_dim, self.v_dim, self.attention_kind, self.n_heads, self.n_kv_heads,
                                    self.head_dim, self.n_kv_heads, self.window, self.sinks),))
 
     def describe(self) -> str:
         """'GQA (64 query heads, 8 KV heads, head_dim 128)' plus what else is switched on."""
-        extras = [f"sliding window {self.window:,}"] if self.window else []
+        extras = [f"value head_dim {self.value_head_dim}"] if self.value_head_dim != self.head_dim else []
+        extras += [f"sliding window {self.window:,}"] if self.window else []
         if self.rope and self.rope.rotary_dim < self.head_dim:
             extras.append(f"rotary on {self.rope.rotary_dim} of {self.head_dim} channels")
         extras += [name for name, on in (("ALiBi", self.alibi), ("QK-norm", self.qk_norm), ("sinks", self.sinks),
                                          ("output gate", self.output_gate)) if on]
+        if self.output_gate and (self.gate_activation, self.gate_scope) != ("sigmoid", "element"):
+            extras[-1] = f"{self.gate_activation} output gate per {self.gate_scope}"
         if self.clip_qkv:
             extras.append(f"Q, K, V clipped at ±{self.clip_qkv:g}")
         if self.softcap:

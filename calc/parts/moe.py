@@ -38,6 +38,7 @@ class MoE(Part):
     router_bias: bool = False
     score_bias: bool = False  # DeepSeek-V3's e_score_correction_bias, one per expert: a stored buffer
     score_bias_param: bool = False  # ERNIE-4.5: the score bias is a parameter (no gradient), counted
+    router_softcap: float | None = Field(default=None, gt=0, strict=False)  # Laguna: router logits c·tanh(l/c)
     shared: MLP | None = None  # the shared expert(s), as one MLP of their combined d_ff
     n_shared: int = Field(default=0, ge=0)  # how many experts `shared` stands for (DeepSeek: 1 or 2)
     shared_gate: bool = False  # Qwen2-MoE: a sigmoid gate d -> 1 on the shared expert's output

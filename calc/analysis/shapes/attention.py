@@ -17,19 +17,26 @@ __all__ = ["attend", "attention_steps", "cache_step", "key_lengths"]
 def attention_steps(d: Dims, a: Attention, rows: Rows) -> list[Step]:
     """From the (normed) residual stream to attention's output projection, [B, T, d_model] again."""
     d = d.named(h=a.n_heads, kv=a.n_kv_heads, d_head=a.head_dim, **{"h·d_head": a.q_dim, "kv·d_head": a.kv_dim})
+    d = d.named(d_v=a.value_head_dim, **{"kv·d_v": a.v_dim, "h·d_v": a.o_dim}) if _v(a) == "d_v" else d
     d, (past, held, keys) = key_lengths(d, a.window)
     q_heads, k_heads = d.shape("B", "h", d.new, "d_head"), d.shape("B", "kv", d.new, "d_head")
     k_all = d.shape("B", "kv", held, "d_head")
     steps = [*_projections(d, a, rows), *_heads(d, a, rows)]
     if d.decode:
-        steps += [cache_step(d, name, d.shape("B", "kv", past, "d_head"), k_heads, k_all, a.window)
-                  for name in ("k", "v")]
+        steps += [cache_step(d, name, d.shape("B", "kv", past, width), d.shape("B", "kv", d.new, width),
+                             d.shape("B", "kv", held, width), a.window)
+                  for name, width in (("k", "d_head"), ("v", _v(a)))]
     if a.n_kv_heads != a.n_heads:
         groups = f"{a.attention_kind}: each KV head serves h/kv = {a.group_size} query heads"
         steps.append(d.step("kv_groups", "KV heads shared by groups", d.shape("B", "h", held, "d_head"), (k_all,),
                             traced=False, note=groups))
-    keys_t, values = d.shape("B", "h", "d_head", keys), d.shape("B", "h", keys, "d_head")
+    keys_t, values = d.shape("B", "h", "d_head", keys), d.shape("B", "h", keys, _v(a))
     return steps + attend(d, a, rows, q_heads, keys_t, values)
+
+
+def _v(a: Attention) -> str:
+    """The name of one value head's width: d_head, or d_v where v_head_dim differs (MiMo-V2-Flash)."""
+    return "d_head" if a.value_head_dim == a.head_dim else "d_v"
 
 
 def key_lengths(d: Dims, window: int | None) -> tuple[Dims, tuple[str, str, str]]:
@@ -49,12 +56,13 @@ def key_lengths(d: Dims, window: int | None) -> tuple[Dims, tuple[str, str, str]
 def _projections(d: Dims, a: Attention, rows: Rows) -> list[Step]:
     x, w_q, w_kv = d.hidden, d.shape("d_model", "h·d_head"), d.shape("d_model", "kv·d_head")
     q, kv = d.shape("B", d.new, "h·d_head"), d.shape("B", d.new, "kv·d_head")
+    w_v, v = d.shape("d_model", f"kv·{_v(a)}"), d.shape("B", d.new, f"kv·{_v(a)}")
     what = {"q": "each token's query: what it looks for", "k": "each token's key: what it can be found by",
             "v": "each token's value: what it passes on"}
-    fused = (f"; fused: one x·W_QKV matmul, W_QKV [{d.sizes['d_model']}, {a.q_dim + 2 * a.kv_dim}] = "
+    fused = (f"; fused: one x·W_QKV matmul, W_QKV [{d.sizes['d_model']}, {a.q_dim + a.kv_dim + a.v_dim}] = "
              "W_Q | W_K | W_V side by side, split in three" if a.fused_qkv else "")
     steps = []
-    for name, w, out, bias in (("q", w_q, q, a.q_bias), ("k", w_kv, kv, a.k_bias), ("v", w_kv, kv, a.v_bias)):
+    for name, w, out, bias in (("q", w_q, q, a.q_bias), ("k", w_kv, kv, a.k_bias), ("v", w_v, v, a.v_bias)):
         big = name.upper()
         label = f"x·W_QKV (fused) → {big}" if a.fused_qkv else f"{big} = x·W_{big}"
         note = what[name] + ("; plus a bias" if bias else "") + (fused if name == "q" else "")
@@ -74,7 +82,8 @@ def _heads(d: Dims, a: Attention, rows: Rows) -> list[Step]:
         d.step("q_heads", "split Q into heads", q_heads, (q,),
                note=f"h={a.n_heads} heads of d_head={a.head_dim}{rope}"),
         d.step("k_heads", "split K into heads", k_heads, (kv,), note=f"kv={a.n_kv_heads} heads{rope}"),
-        d.step("v_heads", "split V into heads", k_heads, (kv,), note=f"kv={a.n_kv_heads} heads"),
+        d.step("v_heads", "split V into heads", d.shape("B", "kv", d.new, _v(a)), (d.shape("B", d.new, f"kv·{_v(a)}"),),
+               note=f"kv={a.n_kv_heads} heads" + (f", times {a.value_scale:g}" if a.value_scale is not None else "")),
     ]
     if qk_norm and scope == "head":
         steps += _qk_norms(d, qk_norm, rows, q_heads, k_heads, "over each head's d_head channels, one norm for all")
@@ -121,7 +130,7 @@ def attend(d: Dims, a: Attention | MLA, rows: Rows, query: Shape, keys_t: Shape,
         softmax += "; the sink's column is dropped after the softmax (it only takes weight away)"
     heads_out = d.shape("B", "h", d.new, values.names[-1])
     concat = d.shape("B", d.new, f"h·{values.names[-1]}")
-    gate = _output_gate(d, rows, concat) if isinstance(a, Attention) and a.output_gate else []
+    gate = _output_gate(d, a, rows, concat) if isinstance(a, Attention) and a.output_gate else []
     return steps + [
         d.step("attn_weights", "causal mask + softmax", scores, (steps[-1].output,), note=softmax),
         d.step("attn_heads_out", "weights·V", heads_out, (scores, values), flops=matmul_flops(scores, values),
@@ -133,11 +142,16 @@ def attend(d: Dims, a: Attention | MLA, rows: Rows, query: Shape, keys_t: Shape,
     ]
 
 
-def _output_gate(d: Dims, rows: Rows, concat: Shape) -> list[Step]:
-    """AFMoE: a gate per channel of the concatenated heads, sigmoid(x·W_G), multiplies them before W_O."""
-    return [d.linear("attn_gate", "output gate x·W_G", d.hidden, d.shape("d_model", concat.names[-1]), concat,
-                     rows.take("attn_gate"), "one gate logit per channel of the heads' output"),
-            d.step("attn_gated", "heads ⊙ sigmoid(gate)", concat, (concat, concat), note="the gated heads go to W_O")]
+def _output_gate(d: Dims, a: Attention, rows: Rows, concat: Shape) -> list[Step]:
+    """AFMoE: a gate per channel of the concatenated heads, sigmoid(x·W_G), multiplies them before W_O;
+    Laguna's is softplus(x·W_G), one per head."""
+    width = concat.names[-1] if a.gate_scope == "element" else "h"
+    gate = d.shape("B", d.new, width)
+    what = "channel of the heads' output" if a.gate_scope == "element" else "head"
+    return [d.linear("attn_gate", "output gate x·W_G", d.hidden, d.shape("d_model", width), gate,
+                     rows.take("attn_gate"), f"one gate logit per {what}"),
+            d.step("attn_gated", f"heads ⊙ {a.gate_activation}(gate)", concat, (concat, gate),
+                   note="the gated heads go to W_O")]
 
 
 def _sinks(d: Dims, rows: Rows, scores: Shape) -> Step:

@@ -49,6 +49,8 @@ def _router(d: Dims, moe: MoE, rows: Rows) -> list[Step]:
         what = "a parameter without gradient" if moe.score_bias_param else "a buffer, not a parameter"
         pick += f"; a per-expert score correction bias ({what}) shifts the choice"
     bias = "; plus a bias" if moe.router_bias else ""
+    if moe.router_softcap:
+        bias += f"; soft-capped, {moe.router_softcap:g}·tanh(logit / {moe.router_softcap:g})"
     return [
         d.linear("router", "router ·W_router", d.hidden, d.shape("d_model", "E"), logits,
                  rows.take("router", "router_bias"), f"one logit per expert{bias}"),

@@ -81,11 +81,12 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
     else:
         # explicit QKᵀ and P·V keep K and V expanded to all h heads; a fused kernel, or a checkpoint
         # around attention, keeps them at the kv heads
-        kv = a.q_dim if recompute == "none" and not flash else a.kv_dim
-        heads = "" if a.kv_dim == a.q_dim else f" (K and V at {'the kv' if kv == a.kv_dim else 'all h'} heads)"
+        expanded = recompute == "none" and not flash
+        k, v = (a.q_dim, a.o_dim) if expanded else (a.kv_dim, a.v_dim)
+        heads = "" if a.kv_dim == a.q_dim else f" (K and V at {'all h' if expanded else 'the kv'} heads)"
         inner = [Term(f"Q, K, V{heads}",
-                      n * (a.q_dim + 2 * kv), act, "tp"),
-                 Term("heads' output (W_O's input)", n * a.q_dim, act, "tp")]
+                      n * (a.q_dim + k + v), act, "tp"),
+                 Term("heads' output (W_O's input)", n * a.o_dim, act, "tp")]
     if recompute == "selective":
         core = []
     elif flash:  # instead of P, one log-sum-exp per row; its output, laid out [B, T, h, d], is W_O's input

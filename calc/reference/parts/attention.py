@@ -2,14 +2,15 @@
 
 Q, K, V from separate or fused projections (a fused one ordered Q|K|V, or per KV group as NeoX,
 BLOOM and Falcon store it: each group's queries, then its key, then its value), clamped to
-±clip_qkv (DBRX); QK-norm over each head or the full width, before rotary; rotary on the first
+±clip_qkv (DBRX); values (as wide as keys, or v_head_dim) optionally times `value_scale`
+(MiMo-V2-Flash); QK-norm over each head or the full width, before rotary; rotary on the first
 rotary_dim channels; ALiBi; scores scaled by `scale` (1/sqrt(head_dim) unless the spec says
 otherwise), soft-capped, masked causally and to a sliding window; gpt-oss's sinks as one extra
-logit per head that takes probability mass and is then dropped; the output gate, sigmoid(x·W_G) on
-the heads' output (AFMoE's W_G a matrix of its own; Qwen3-Next's inside q_proj, each head's
-queries then its gate, as the layout's `q_gate` says). The cache holds every key and value after
-rotary; a sliding-window layer's rolls, keeping the last `window` positions, and its queries read
-only the keys they can see.
+logit per head that takes probability mass and is then dropped; the output gate on the heads'
+output, sigmoid(x·W_G) per channel (AFMoE's W_G a matrix of its own; Qwen3-Next's inside q_proj, each
+head's queries then its gate, as the layout's `q_gate` says) or Laguna's softplus(x·W_G) per head. The
+cache holds every key and value after rotary; a sliding-window layer's rolls, keeping the last
+`window` positions, and its queries read only the keys they can see.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class Attention(Part):
             return w["q"](x), w["k"](x), w["v"](x)
         qkv = w["qkv"](x)
         if self.qkv_order != "grouped":
-            return qkv.split([s.q_dim, s.kv_dim, s.kv_dim], dim=-1)
+            return qkv.split([s.q_dim, s.kv_dim, s.v_dim], dim=-1)
         B, T, _ = qkv.shape
         grouped = qkv.view(B, T, s.n_kv_heads, s.group_size + 2, s.head_dim)
         return (grouped[..., :-2, :].reshape(B, T, s.q_dim), grouped[..., -2, :].reshape(B, T, s.kv_dim),
@@ -137,6 +138,8 @@ class Attention(Part):
             trace("q_norm", q)  # over the full width, before the split: [B, T, h·hd]
             trace("k_norm", k)
         q, k, v = split_heads(q, s.n_heads), split_heads(k, s.n_kv_heads), split_heads(v, s.n_kv_heads)
+        if s.value_scale is not None:  # MiMo-V2-Flash scales the values before they are cached
+            v = v * s.value_scale
         if self.rotary is not None:
             cos, sin = self.rotary.cos_sin(ctx.positions, q.dtype)
             q, k = self.rotary.apply(q, cos, sin), self.rotary.apply(k, cos, sin)
@@ -168,13 +171,29 @@ class Attention(Part):
         B, _, T, _ = y.shape
         y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, nh*hs)
         trace("attn_concat", y)
-        if s.output_gate:  # each channel of the heads' output gated by sigmoid(x·W_G)
-            gate = self.weights["attn_gate"](x) if gate is None else gate  # (B, T, nh*hs)
-            trace("attn_gate", gate)
-            y = y * torch.sigmoid(gate)
-            trace("attn_gated", y)
+        if s.output_gate:
+            y = self._gated(x, y, gate, trace)
         y = self.weights["o"](y)  # (B, T, d)
         trace("attn_out", y)
+        return y
+
+
+    def _gated(self, x: torch.Tensor, y: torch.Tensor, gate: torch.Tensor | None, trace: Any) -> torch.Tensor:
+        """The heads' output [B, T, h·v] times sigmoid(gate), each channel (AFMoE's x·W_G; Qwen3-Next's
+        `gate` from q_proj), or softplus(x·W_G) computed in float32, one per head (Laguna)."""
+        s = self.spec
+        gate = self.weights["attn_gate"](x) if gate is None else gate  # (B, T, h·v) or (B, T, h)
+        trace("attn_gate", gate)
+        if s.gate_activation == "sigmoid":
+            gate = torch.sigmoid(gate)
+        else:
+            gate = torch.nn.functional.softplus(gate.float()).to(y.dtype)
+        if s.gate_scope == "head":
+            B, T, _ = y.shape
+            y = (y.view(B, T, s.n_heads, -1) * gate[..., None]).reshape(B, T, -1)
+        else:
+            y = y * gate
+        trace("attn_gated", y)
         return y
 
 

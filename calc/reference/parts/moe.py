@@ -2,7 +2,8 @@
 
 Routing, as the MoE part describes it: scores are the softmax (Mixtral, Qwen-MoE, OLMoE, gpt-oss,
 DeepSeek-V2) or the sigmoid (DeepSeek-V3, GLM-4.5) of the router's logits, computed in float32;
-DeepSeek-V3's e_score_correction_bias (a buffer) shifts which experts are chosen but not their
+Laguna's router logits may be soft-capped first. DeepSeek-V3's e_score_correction_bias (a buffer;
+Laguna's, a frozen parameter) shifts which experts are chosen but not their
 weights; with n_group > 1 only experts of the topk_group best groups (scored by their best expert,
 or their best two) can be chosen; the top_k weights are renormalised if `norm_topk` (gpt-oss's
 softmax over the top_k logits is the same thing) and scaled by `routed_scale`; Llama-4 weighs
@@ -65,6 +66,8 @@ class MoE(Part):
         if trace is not None:
             trace("router", logits)  # (B, T, E)
         logits = logits.reshape(-1, s.n_experts)
+        if s.router_softcap is not None:  # Laguna: the logits soft-capped before the sigmoid
+            logits = torch.tanh(logits / s.router_softcap) * s.router_softcap
         if s.scoring == "sparsemixer":
             return sparsemixer(logits, s.jitter_eps)
         scores = logits.sigmoid() if s.scoring == "sigmoid" else logits.softmax(dim=-1)
