@@ -1,6 +1,7 @@
 """Cold-process wall time of the calculator commands against the floor of their own dependencies.
 
-Goal (issue 14): `count`, `presets`, `kvcache`, `memory` and `shapes` within 1.3x of the import
+Goal (issues 14 and 26): `count`, `presets`, `kvcache`, `memory` and `shapes` — of presets and of the
+2026 models' config.json files — within 1.3x of the import
 floor `import click, yaml, rich; from pydantic import BaseModel` (what they cannot avoid), and
 `gptcalc --help` within 3x of `python -c pass`. Every run is a fresh process; the commands are
 run in turns (one of each, N times) so that a load spike on a shared machine hits all of them
@@ -23,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PASS, FLOOR = "python -c pass", "floor: click+yaml+rich+BaseModel"
 GPTCALC = [sys.executable, "-m", "calc"]
+CONFIGS = REPO / "tests" / "configs" / "model_types"
 COMMANDS = {
     PASS: [sys.executable, "-c", "pass"],
     FLOOR: [sys.executable, "-c", "import click, yaml, rich; from pydantic import BaseModel"],
@@ -32,6 +34,10 @@ COMMANDS = {
     "gptcalc kvcache llama-70b": [*GPTCALC, "kvcache", "llama-70b", "--seq", "4096"],
     "gptcalc memory llama-3-8b": [*GPTCALC, "memory", "llama-3-8b"],
     "gptcalc shapes gpt2-small": [*GPTCALC, "shapes", "gpt2-small", "--seq", "5"],
+    # a config.json of a 2026 hybrid and of a DSA model (issue 26: no transformers, within 1.3x the floor)
+    "gptcalc count qwen3_next.json": [*GPTCALC, "count", str(CONFIGS / "qwen3_next.json")],
+    "gptcalc kvcache nemotron_h-nano3.json": [*GPTCALC, "kvcache", str(CONFIGS / "nemotron_h-nano3.json"), "--seq", "1M"],
+    "gptcalc memory deepseek_v32.json": [*GPTCALC, "memory", str(CONFIGS / "deepseek_v32.json"), "--seq", "32k"],
 }
 
 
