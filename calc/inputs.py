@@ -76,7 +76,7 @@ def load_json(text: str | bytes, origin: str, plain: Callable[[Any], int | None]
         from pydantic_core import from_json  # Rust, a fifth faster than json.loads on a 100,000-name index
 
         try:
-            value = from_json(text)
+            value = from_json(text, allow_inf_nan=False)
         except ValueError:  # bad JSON, a number too long, nested too deeply: the strict parse says which
             pass
         else:
@@ -84,7 +84,8 @@ def load_json(text: str | bytes, origin: str, plain: Callable[[Any], int | None]
             if keys is not None and (text.count(":") if isinstance(text, str) else text.count(b":")) == keys:
                 return value
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=lambda s: strict_int(s, origin))
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=lambda s: strict_int(s, origin),
+                           parse_constant=lambda name: _not_json(name, origin))
     except _Duplicate as exc:
         raise GptcalcError(f"{origin}: key {exc.args[0]!r} is given twice (which one is meant?)") from None
     except RecursionError:
@@ -95,6 +96,11 @@ def load_json(text: str | bytes, origin: str, plain: Callable[[Any], int | None]
         raise GptcalcError(f"{origin}: not valid JSON: {exc}") from None
     check_nesting(value, origin)
     return value
+
+
+def _not_json(name: str, origin: str) -> None:
+    """NaN and Infinity: Python's json reads them, JSON has no such values and no size or rate is one."""
+    raise GptcalcError(f"{origin}: {name} is not a JSON value (nor any size)")
 
 
 def strict_int(digits: str, origin: str) -> int:

@@ -47,13 +47,13 @@ def fuzz_examples(default: int) -> int:
 CASES = settings(max_examples=fuzz_examples(12), deadline=None, suppress_health_check=list(HealthCheck))
 
 
-def check_run(args: list[str], area: Path | None = None, allowed: Path | None = None) -> Result:
+def check_run(args: list[str], area: Path | None = None, allowed: Path | None = None, input: str | None = None) -> Result:
     """Run the CLI in-process and assert the contract; with `area` and `allowed`, every file opened
-    under `area` must resolve under `allowed`."""
+    under `area` must resolve under `allowed`. `input`: what stdin holds."""
     _watch.update(root=area, opened=[])
     start = time.monotonic()
     try:
-        result = CliRunner().invoke(main, args)
+        result = CliRunner().invoke(main, args, input=input)
     finally:
         opened, _watch["root"] = list(_watch["opened"]), None
     elapsed = time.monotonic() - start

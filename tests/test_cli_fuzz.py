@@ -228,3 +228,90 @@ def test_directory_layouts(tmp_path_factory, layout: dict[str, str], sharded: bo
     for args in (["inspect", str(checkpoint)], ["count", str(checkpoint)], ["verify", "--checkpoint", str(checkpoint)]):
         result = check_run(args, area=root, allowed=checkpoint)
         assert "OUTSIDE" not in result.stdout + result.stderr
+
+
+# --- issue 25's classes: YAML merges, planted code, names in pictures and pages, output paths --------
+
+FEW = settings(max_examples=fuzz_examples(10), deadline=None, suppress_health_check=list(HealthCheck))
+ANCHOR_KEYS = ["d_model", "n_heads", "vocab_size", "n_layers", "n_positions", "family"]
+anchor = st.dictionaries(st.sampled_from(ANCHOR_KEYS), st.sampled_from([1, 2, 4, 8, 11, "gpt2", "x"]), max_size=3)
+
+
+@FUZZ
+@given(anchors=st.lists(anchor, min_size=1, max_size=3), merges=st.lists(st.lists(st.integers(0, 2), max_size=3),
+                                                                          min_size=1, max_size=2),
+       own=anchor, nested=st.booleans())
+def test_yaml_merges(tmp_path_factory, anchors: list[dict], merges: list[list[int]], own: dict, nested: bool) -> None:
+    """Anchors merged into the spec, into each other, twice, conflicting: a result or one error line."""
+    lines = [f"x-{i}: &a{i} {json.dumps(body)}" for i, body in enumerate(anchors)]
+    if nested and len(anchors) > 1:
+        lines.append("x-n: &n {<<: *a0, d_model: 4}")
+    for sources in merges:
+        refs = [f"*a{i}" for i in sources if i < len(anchors)] + (["*n"] if nested and len(anchors) > 1 else [])
+        if refs:
+            lines.append(f"<<: [{', '.join(refs)}]")
+    lines += [f"{key}: {json.dumps(value)}" for key, value in own.items()]
+    path = tmp_path_factory.mktemp("merge") / "spec.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    check_run(["count", str(path)])
+
+
+@FUZZ
+@given(model_type=st.sampled_from(["t5", "llama", "arcee", "nonesuch", "gpt2", "qwen3_vl"]),
+       where=st.sampled_from(["top", "text_config", "both"]),
+       ref=st.sampled_from(["evil.Evil", "{dir}--evil.Evil", "evil.Evil ", "./evil.Evil"]),
+       key=st.sampled_from(["AutoModelForCausalLM", "AutoModel", "AutoConfig"]),
+       command=st.sampled_from([["count"], ["verify"], ["shapes", "--seq", "2"], ["memory"]]))
+def test_planted_code_never_runs(tmp_path_factory, monkeypatch, model_type: str, where: str, ref: str, key: str,
+                                 command: list[str]) -> None:
+    """Code named by auto_map anywhere, on any route, with "y" on stdin: never imported, never asked about."""
+    root = tmp_path_factory.mktemp("evil")
+    marker = root / "PWNED"
+    (root / "evil.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n")
+    auto_map = {key: ref.format(dir=root)}
+    config = {**CONFIG, "model_type": model_type, "_name_or_path": "."}
+    if where in ("top", "both"):
+        config["auto_map"] = auto_map
+    if where in ("text_config", "both"):
+        config["text_config"] = {**CONFIG, "model_type": model_type, "auto_map": auto_map}
+    (root / "config.json").write_text(json.dumps(config))
+    monkeypatch.chdir(root)
+    result = check_run([command[0], str(root), *command[1:]], input="y\ny\n")
+    assert not marker.exists() and "[y/N]" not in result.stdout + result.stderr
+
+
+picture_names = st.text(st.sampled_from("ab$_\\[]/<>&\"'\x1b\x00\u202e名 {}^"), min_size=1, max_size=12)
+
+
+@FEW
+@given(names=st.lists(picture_names, min_size=1, max_size=3), command=st.sampled_from(["plot params", "plot memory",
+                                                                                       "report"]))
+def test_names_in_pictures_and_pages(tmp_path_factory, names: list[str], command: str) -> None:
+    """Markup, mathtext, HTML and control characters in model names: a picture or a page, never a crash
+    or an element made of a name."""
+    pytest.importorskip("matplotlib")
+    root = tmp_path_factory.mktemp("names")
+    specs = []
+    for i, name in enumerate(names):
+        (root / f"{i}.yaml").write_text(json.dumps({"name": name, "vocab_size": 11, "d_model": 4, "n_layers": 1,
+                                                    "n_heads": 1, "n_positions": 8}))
+        specs.append(str(root / f"{i}.yaml"))
+    out = root / ("page.html" if command == "report" else "picture.svg")
+    result = check_run([*command.split(), *specs, "-o", str(out)])
+    assert result.exit_code == 0, result.stderr
+    text = out.read_text(encoding="utf-8")
+    assert "<script" not in text and "<a " not in text and not any(c in text for c in "\x1b\x00\u202e")
+
+
+@FEW
+@given(name=st.one_of(st.sampled_from(HOSTILE), st.text(max_size=8))
+       .map(lambda s: s.replace("\x00", "").replace("..", "_").lstrip("/")),  # inside the test's folder
+       suffix=st.sampled_from(["", ".svg", ".png", ".html", "/", ".svg/", ".pdf"]),
+       command=st.sampled_from([["plot", "params", "gpt2"], ["report", "gpt2"]]))
+def test_output_paths(tmp_path_factory, monkeypatch, name: str, suffix: str, command: list[str]) -> None:
+    """Any -o: written whole where it names a file, one error line otherwise, no temporary file left."""
+    pytest.importorskip("matplotlib")
+    root = tmp_path_factory.mktemp("out")
+    monkeypatch.chdir(root)
+    check_run([*command, "-o", name + suffix])
+    assert not [p for p in Path(root).rglob(".gptcalc-*")]

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calc.analysis.compare import column_names, compare_models
 from calc.cli import main
@@ -86,6 +89,38 @@ def test_column_names_are_unique() -> None:
     assert column_names([spec, spec, spec]) == ["gpt2-small", "gpt2-small (2)", "gpt2-small (3)"]
     comparison = compare_models([spec, spec], seq=10)
     assert comparison.params.totals == {"gpt2-small": 124_439_808, "gpt2-small (2)": 124_439_808}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["x", "x (2)", "x (3)", "x (2) (3)", "y"]), min_size=1, max_size=5))
+def test_column_names_never_collide_whatever_the_models_are_called(names: list[str]) -> None:
+    """The rows of `params` are keyed by column name: two columns of one name would show one model twice."""
+    columns = column_names([SimpleNamespace(name=name) for name in names])  # type: ignore[misc]
+    assert len(set(columns)) == len(columns)
+    assert columns[0] == names[0] and all(column.startswith(name) for column, name in zip(columns, names))
+
+
+def _named(tmp_path, name: str, d_model: int):  # type: ignore[no-untyped-def]
+    path = tmp_path / f"{d_model}.yaml"
+    path.write_text(f"name: {json.dumps(name)}\nvocab_size: 10\nn_positions: 16\nd_model: {d_model}\nn_layers: 1\n"
+                    "n_heads: 2\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("command", ["compare", "count"])
+def test_each_column_shows_its_own_model_whatever_the_names(tmp_path, command: str) -> None:
+    """Models named `x (2)` and `x`: each column headed by its own name, holding its own rows."""
+    first, second = _named(tmp_path, "x (2)", 8), _named(tmp_path, "x", 16)
+    totals = [json.loads(run("count", path, "--json")[1])["total"] for path in (first, second)]
+    assert totals[0] != totals[1]
+    code, out = run(command, first, second)
+    assert code == 0 and re.search(r"┃\s+┃\s+x \(2\) ┃\s+x ┃", out), out
+    rows = table_columns(out, 2)
+    assert [number(cell) for cell in rows["total"]] == totals
+    assert rows["d_model"] == ["8", "16"]
+    code, out = run(command, first, second, "--json")
+    models = json.loads(out)["models"] if command == "compare" else json.loads(out)
+    assert [m["total"] for m in models] == totals and [m["model"] for m in models] == ["x (2)", "x"]
 
 
 def test_count_with_several_models_compares_them() -> None:

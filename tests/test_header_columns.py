@@ -49,7 +49,7 @@ HOSTILE = {
     "float dimension": ('{"a": {"dtype": "F32", "shape": [1.0], "data_offsets": [0, 4]}}', 4, "list of integers"),
     "float dimension beside a 0": ('{"a": {"dtype": "F32", "shape": [0, 2.5], "data_offsets": [0, 0]}}', 0,
                                    "list of integers"),
-    "NaN dimension": ('{"a": {"dtype": "F32", "shape": [NaN], "data_offsets": [0, 4]}}', 4, "list of integers"),
+    "NaN dimension": ('{"a": {"dtype": "F32", "shape": [NaN], "data_offsets": [0, 4]}}', 4, "NaN is not a JSON value"),
     "float offset": ('{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0.0, 4]}}', 4, "[begin, end] integers"),
     "two negative dimensions": ('{"a": {"dtype": "F32", "shape": [-1, -1], "data_offsets": [0, 4]}}', 4,
                                 "negative dimension"),

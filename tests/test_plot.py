@@ -116,6 +116,15 @@ def test_plot_params_png_and_svg(tmp_path: Path) -> None:
     assert "46%" in texts  # GPT-2 small's MLP: 56,669,184 of 124,439,808
 
 
+def test_plot_params_draws_a_bar_per_argument_even_of_one_name(tmp_path: Path) -> None:
+    """Bars are placed by argument position: the same model twice is two bars (by name, one)."""
+    pytest.importorskip("matplotlib")
+    svg = tmp_path / "params.svg"
+    assert run("plot", "params", "gpt2-small", "gpt2-small", "-o", str(svg))[0] == 0
+    texts = svg_texts(svg)
+    assert texts.count("gpt2-small") == 2 and texts.count("46%") == 2
+
+
 def test_same_input_same_svg(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     first, second = tmp_path / "a.svg", tmp_path / "b.svg"

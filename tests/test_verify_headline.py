@@ -159,8 +159,8 @@ def wider_mlp(monkeypatch: pytest.MonkeyPatch) -> None:
     import calc.arch.fallback as fallback
 
     real = fallback.transformers_model
-    monkeypatch.setattr(fallback, "transformers_model", lambda config, device="meta", text_only=False: real(
-        {**config, "intermediate_size": config["intermediate_size"] + 8}, device, text_only))
+    monkeypatch.setattr(fallback, "transformers_model", lambda config, device="meta", text_only=False, **options: real(
+        {**config, "intermediate_size": config["intermediate_size"] + 8}, device, text_only, **options))
 
 
 def test_a_transformers_model_that_disagrees_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,7 +23,7 @@ __all__ = ["Column", "Comparison", "compare_models", "column_names"]
 class Column:
     """One model: its spec, its analytic count and its memory at the comparison's dtype and context."""
 
-    name: str  # unique within the comparison (a model named twice gets " (2)")
+    name: str  # unique within the comparison (`column_names`): the key of its rows in `params`
     spec: ModelSpec
     breakdown: Breakdown
     memory: Inference
@@ -70,11 +70,15 @@ class Comparison:
 
 
 def column_names(specs: list[ModelSpec]) -> list[str]:
-    """Each model's name, made unique by its position when the same name comes twice."""
+    """Each model's name, made unique by its argument position while another column has it
+    (`x`, `x (2)`), whatever the models are called: models named `x (2)` and `x` keep their names,
+    and no two columns ever share one (the rows of `params` are keyed by it)."""
     names: list[str] = []
-    for spec in specs:
-        n = sum(1 for name in names if name == spec.name or name.startswith(f"{spec.name} ("))
-        names.append(spec.name if n == 0 else f"{spec.name} ({n + 1})")
+    for position, spec in enumerate(specs, 1):
+        name = spec.name
+        while name in names:
+            name = f"{name} ({position})"
+        names.append(name)
     return names
 
 

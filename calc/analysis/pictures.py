@@ -19,7 +19,13 @@ from calc.errors import GptcalcError
 from calc.parts import attention, embedding, mla, mlp, moe, norm
 from calc.spec.model import ModelSpec
 
-__all__ = ["GROUPS", "MemoryCurve", "groups", "memory_curves", "parse_gpus"]
+__all__ = ["GROUPS", "MAX_CONTEXT", "MAX_MODELS", "MemoryCurve", "check_drawable", "groups", "memory_curves", "parse_gpus"]
+
+# What one picture holds. Contexts up to 10^15 tokens (the bound of --seq-max, well inside the 2^53
+# a float axis places exactly; past 2^63 matplotlib cannot place a point at all), and at most 64
+# models: a line or a bar each (800 bars took minutes to lay out, and no one reads them).
+MAX_CONTEXT = 10**15
+MAX_MODELS = 64
 
 HEAD = ("project_out", "lm_head", "lm_head_bias")
 # Group -> the part modules' component keys, in the order a token meets them.
@@ -62,6 +68,10 @@ def memory_curves(specs: list[ModelSpec], seq_max: int, dtype: str = "fp16", kv_
     """Each model from 1 token to `seq_max` at `points` evenly spaced contexts, plus the contexts
     where its line turns — its own context and its sliding windows, past which those layers stop
     growing — so the corners are drawn where they are."""
+    check_drawable(len(specs))
+    if seq_max > MAX_CONTEXT:
+        raise GptcalcError(f"a picture draws contexts up to {MAX_CONTEXT:,} tokens, not {seq_max:,} (the longest "
+                           "n_positions of the models, unless --seq-max says less)")
     grid = {max(1, seq_max * i // (points - 1)) for i in range(points)}
     curves = []
     for spec in specs:
@@ -72,6 +82,12 @@ def memory_curves(specs: list[ModelSpec], seq_max: int, dtype: str = "fp16", kv_
         curves.append(MemoryCurve(spec.name, spec.n_positions, totals[0].weights.total_bytes, tuple(seqs),
                                   tuple(t.total_bytes for t in totals)))
     return curves
+
+
+def check_drawable(models: int) -> None:
+    """One picture holds at most MAX_MODELS models (the tables take any number)."""
+    if models > MAX_MODELS:
+        raise GptcalcError(f"a picture draws at most {MAX_MODELS} models, not {models:,}")
 
 
 def parse_gpus(text: str | None) -> list[GPU]:

@@ -87,7 +87,7 @@ def unwrap_text_config(config: dict[str, Any], origin: str) -> tuple[dict[str, A
     inner = dict(text)
     outer = config["model_type"]
     inner.setdefault("model_type", TEXT_MODEL_TYPES.get(outer, f"{outer}_text"))
-    for key in ("tie_word_embeddings", "_name_or_path"):
+    for key in ("tie_word_embeddings", "_name_or_path", "auto_map"):  # auto_map: see calc/arch/fallback.py
         if key in config and key not in inner:
             inner[key] = config[key]
     left_out = [key for key in ("vision_config", "audio_config") if key in config]

@@ -62,7 +62,7 @@ def transformers_source(spec: ModelSpec, config: HFConfig | None, analytic_total
     try:
         from calc.arch.fallback import transformers_model
 
-        model = transformers_model(config.data, text_only=True)
+        model = transformers_model(config.data, text_only=True, origin=config.origin)
     except ImportError:
         return TransformersSource("transformers' model not compared: transformers (and torch) are not installed")
     except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as exc:

@@ -4,8 +4,9 @@ Each command parses its arguments, calls one library function, picks a renderer 
 errors to exit codes: `GptcalcError` -> `Error: ...` and exit 2 (bad input); a failed
 verification -> exit 1. `_Group` is the one boundary: whatever escapes a command (a library
 error, click's own usage errors, even a bug) leaves as exactly one `Error: ...` line on stderr
-with control characters escaped, never a traceback (`GPTCALC_DEBUG=1` shows the traceback of an
-unexpected error), and a library's warnings are not printed between the result and the user.
+with control characters escaped, never a traceback (`GPTCALC_DEBUG=1`, and no other value, shows
+the traceback of an unexpected error), and a library's warnings are not printed between the result
+and the user. A path the system refuses (a name too long, no access) is bad input, named.
 torch, transformers and safetensors are imported only inside the commands that need them, so
 `count`, `kvcache` and `shapes` answer instantly.
 """
@@ -33,6 +34,13 @@ class InputError(click.ClickException):
     """Printed by click as `Error: <message>`; exit code 2 like click's own usage errors."""
 
     exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        """The error line; a stderr that cannot take it (full, closed) leaves the exit code to say it."""
+        try:
+            super().show(file)
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader went away
@@ -76,7 +84,7 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            with warnings.catch_warnings(), _quiet_loggers():
+            with warnings.catch_warnings(), _quiet_loggers(), _standard_output():
                 warnings.simplefilter("ignore")  # torch's and transformers' advice is not for our users
                 return super().invoke(ctx)
         except _PASS_THROUGH:
@@ -84,9 +92,31 @@ class _Group(click.Group):
         except BrokenPipeError:
             raise _reader_gone() from None
         except Exception as exc:
-            if os.environ.get("GPTCALC_DEBUG") and not isinstance(exc, (GptcalcError, click.ClickException)):
+            if os.environ.get("GPTCALC_DEBUG") == "1" and not isinstance(exc, (GptcalcError, click.ClickException)):
                 raise
             raise input_error(exc, ctx) from None
+
+
+@contextmanager
+def _standard_output() -> Iterator[None]:
+    """What a command prints reaches its reader, or the command fails with one error line: a closed
+    stdout (`>&-`: Python's sys.stdout is None, and print() then drops everything), a full or broken
+    one (a write or the final flush fails: an OSError naming no file) is exit 2, never a silent 0.
+    A character the stream's encoding lacks (an ASCII-only terminal) is escaped, as `\\u540d`,
+    like a control character, rather than failing the write."""
+    if sys.stdout is None:
+        raise GptcalcError("standard output is closed: the result would be lost")
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise GptcalcError(f"standard output: cannot write ({exc.strerror or exc})") from None
 
 
 def _reader_gone() -> SystemExit:
@@ -155,6 +185,8 @@ def input_error(exc: Exception, ctx: click.Context | None = None) -> InputError:
         message = "out of memory (an input far larger than any real model or file?)"
     elif isinstance(exc, RecursionError):
         message = "input nested too deeply to read"
+    elif isinstance(exc, OSError) and exc.filename is not None:  # a path the system refuses: too long, no access
+        message = f"{exc.filename}: {exc.strerror or exc}"
     else:
         message = (f"unexpected {type(exc).__name__}: {str(exc).strip() or 'no message'} (a bug in gptcalc; "
                    "please report it with the command; GPTCALC_DEBUG=1 shows the traceback)")

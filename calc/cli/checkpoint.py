@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import click
 
-from calc.cli.options import CONTEXT, json_option, load_model, set_option
+from calc.cli.options import CONTEXT, TEXT, json_option, load_model, set_option
 
 
 @click.command(context_settings=CONTEXT)
-@click.argument("checkpoint", metavar="PATH|REPO_ID")
-@click.option("--model", "model", metavar="MODEL", default=None,
+@click.argument("checkpoint", type=TEXT, metavar="PATH|REPO_ID")
+@click.option("--model", "model", type=TEXT, metavar="MODEL", default=None,
               help="Check the tensors against this spec instead of the checkpoint's config.json.")
 @json_option
 def inspect(checkpoint: str, model: str | None, as_json: bool) -> None:
@@ -38,19 +38,19 @@ def inspect(checkpoint: str, model: str | None, as_json: bool) -> None:
     else:
         out = render.console()
         for line in rc.summary_lines(report):
-            out.print(line, markup=False)
+            out.print(line)
         out.print(rc.component_table(report))
         out.print(rc.dtype_table(report))
         for line in rc.inspect_lines(report):
-            out.print(line, markup=False)
+            out.print(line)
     if model and not report.ok:  # checked against a spec the user named, and it disagrees: like verify
         raise SystemExit(1)
 
 
 @click.command(context_settings=CONTEXT)
-@click.argument("model", required=False)
+@click.argument("model", type=TEXT, required=False)
 @set_option
-@click.option("--checkpoint", metavar="PATH|REPO_ID", default=None,
+@click.option("--checkpoint", type=TEXT, metavar="PATH|REPO_ID", default=None,
               help="Also compare with what this checkpoint stores, tensor by tensor (headers only). "
                    "MODEL may be omitted when it has a config.json.")
 @click.option("--load", is_flag=True,
@@ -90,6 +90,6 @@ def verify(model: str | None, overrides: tuple[str, ...], checkpoint: str | None
         out = render.console()
         out.print(render_verify.verify_table(result.spec.name, result.diff, result.verdict))
         for line in render_verify.verify_lines(result):
-            out.print(f"  {line}", soft_wrap=True)  # one line each, however long: greppable
+            out.print("  " + line, soft_wrap=True)  # one line each, however long: greppable
     if not result.ok:
         raise SystemExit(1)

@@ -42,6 +42,6 @@ def compare(models: tuple[str, ...], seq: int | None, dtype: str, kv_dtype: str,
     out = render.console()
     out.print(compare_table(comparison))
     for note in filter(None, (context_note(c.spec, comparison.seq) for c in comparison.columns)):
-        out.print(f"  {note}")
+        out.print("  " + note)
     out.print("  memory: weights + KV cache at batch 1; activations and framework overhead not included "
               "(gptcalc memory MODEL shows them per GPU)")

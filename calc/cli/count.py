@@ -46,7 +46,7 @@ def count(models: tuple[str, ...], overrides: tuple[str, ...], as_json: bool) ->
     out = render.console()
     out.print(render.count_table(spec, breakdown))
     for note in render.count_notes(spec, breakdown):
-        out.print(f"  {note}")
+        out.print("  " + note)
 
 
 def _count_several(models: tuple[str, ...], overrides: tuple[str, ...], as_json: bool) -> None:

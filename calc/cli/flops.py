@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from calc.cli.options import CONTEXT, KV_DTYPE, WEIGHT_DTYPE, json_option, model_options, pass_options
+from calc.cli.options import CONTEXT, KV_DTYPE, SHARE, TEXT, WEIGHT_DTYPE, json_option, model_options, pass_options
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 
 @click.command(context_settings=CONTEXT)
@@ -15,9 +18,9 @@ from calc.cli.options import CONTEXT, KV_DTYPE, WEIGHT_DTYPE, json_option, model
 @click.option("--causal-half", is_flag=True, help="Count attention over the causal mask's pairs only (default: in full).")
 @click.option("--macs", is_flag=True, help="Multiply-accumulates (half the FLOPs) instead of FLOPs.")
 @click.option("--last-logit", is_flag=True, help="The LM head on the last position only (default: every position).")
-@click.option("--gpu", "gpus", multiple=True, metavar="NAME",
+@click.option("--gpu", "gpus", type=TEXT, multiple=True, metavar="NAME",
               help="GPU for the time bounds, from the catalog docs/memory.md lists: h100, a100-80gb, 4090, mi300x ... (repeatable; default those first three).")
-@click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.5, show_default=True,
+@click.option("--mfu", type=SHARE, default="0.5", show_default=True,
               help="Model FLOPs utilisation assumed for the prefill and training time.")
 @click.option("--dtype", type=WEIGHT_DTYPE, default="bf16", show_default=True,
               help="Storage format of the weights a decode step reads (bf16, fp8, int4, q4_0 ...).")
@@ -25,7 +28,7 @@ from calc.cli.options import CONTEXT, KV_DTYPE, WEIGHT_DTYPE, json_option, model
               help="Storage format of the KV cache a decode step reads.")
 @json_option
 def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs: bool, last_logit: bool,
-          gpus: tuple[str, ...], mfu: float, dtype: str, kv_dtype: str, as_json: bool) -> None:
+          gpus: tuple[str, ...], mfu: Fraction, dtype: str, kv_dtype: str, as_json: bool) -> None:
     """Forward and training FLOPs per component, the rules of thumb beside them, and time bounds.
 
     \b
@@ -34,8 +37,6 @@ def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs
       gptcalc flops llama-3-8b --seq 8192 --causal-half --gpu h100
       gptcalc flops mixtral-8x7b --seq 4096 --decode --batch 8
     """
-    from fractions import Fraction
-
     from calc.analysis.flops import Conventions
     from calc.analysis.flops import flops as count_flops
     from calc.analysis.flops.bounds import bounds
@@ -47,7 +48,7 @@ def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs
     result = count_flops(spec, seq, batch, decode, Conventions(macs, causal_half, last_logit))
     rules = checks(spec, result)
     chosen = [rated_gpu(name) for name in gpus or RATED]
-    limits = [bounds(spec, result, gpu, Fraction(mfu).limit_denominator(1000), dtype, kv_dtype) for gpu in chosen]
+    limits = [bounds(spec, result, gpu, mfu, dtype, kv_dtype) for gpu in chosen]
     if as_json:
         render.print_json({**result.to_json(), "checks": [c.to_json(result.scale) for c in rules],
                            "bounds": [b.to_json(decode) for b in limits]})
@@ -55,10 +56,10 @@ def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs
     out = render.console()
     out.print(flops_table(result))
     for note in flops_notes(result):
-        out.print(f"  {note}")
+        out.print("  " + note)
     out.print(checks_table(result, rules))
     for note in CHECK_NOTES:
-        out.print(f"  {note}")
+        out.print("  " + note)
     out.print(bounds_table(result, limits))
     for note in bounds_notes(result):
-        out.print(f"  {note}")
+        out.print("  " + note)

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TOKENS, WEIGHT_DTYPE, complete_model, json_option, load_model,
+from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TEXT, TOKENS, WEIGHT_DTYPE, complete_model, json_option, load_model,
                               one_model, set_option)
 from calc.errors import GptcalcError
 
@@ -19,7 +19,7 @@ MLA_HELP = "MLA models: cache expanded per-head K and V (transformers' eager att
 
 
 @click.command(context_settings=CONTEXT)
-@click.argument("models", nargs=-1, metavar="[MODEL]...")
+@click.argument("models", type=TEXT, nargs=-1, metavar="[MODEL]...")
 @click.option("--seq", type=TOKENS, help=SEQ_HELP + "  [default: each model's context, n_positions]")
 @click.option("--batch", type=POSITIVE, default=1, show_default=True, help="Sequences held at once.")
 @click.option("--dtype", "--kv-dtype", "dtype", type=KV_DTYPE, default="fp16", show_default=True, help=KV_HELP)
@@ -45,12 +45,15 @@ def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, tp
     """
     from calc.render import base as render, memory as render_memory
     from calc.analysis.memory import kv_cache, kv_variants
+    from calc.analysis.memory.parallel import check_tp
     from calc.analysis.count import by_family
     from calc.spec.load import preset_names
 
     specs = [load_model(model, overrides) for model in models]
     if not models:  # every preset, in the order `presets` lists them
         specs = [spec for spec, _ in by_family(load_model(name, overrides) for name in preset_names())]
+    for spec in specs:
+        check_tp(spec, tp)
     skipped: list[str] = []
     if gqa:
         variants = []
@@ -73,9 +76,9 @@ def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, tp
     notes = [render_memory.seq_note(seq), *(render_memory.context_note(spec, seq) for spec in specs),
              *(note for kv in ([] if gqa else caches) for note in render_memory.kv_notes(kv))]
     for note in filter(None, notes):
-        out.print(f"  {note}")
+        out.print("  " + note)
     for reason in skipped:
-        out.print(f"  not shown: {reason}", markup=False)
+        out.print(f"  not shown: {reason}")
 
 
 def _gqa_json(variants: Any) -> dict[str, Any]:
@@ -88,10 +91,10 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 
 
 @click.command(context_settings=CONTEXT)
-@click.argument("model", required=False, metavar="[MODEL]", shell_complete=complete_model)
-@click.argument("more", nargs=-1, metavar="")
+@click.argument("model", type=TEXT, required=False, metavar="[MODEL]", shell_complete=complete_model)
+@click.argument("more", type=TEXT, nargs=-1, metavar="")
 @set_option
-@click.option("--checkpoint", metavar="PATH|REPO_ID",
+@click.option("--checkpoint", type=TEXT, metavar="PATH|REPO_ID",
               help="Weights as this checkpoint stores them, read from its headers (any format: bf16, FP8 + scales, "
                    "GPTQ, bitsandbytes); MODEL defaults to its config.json.")
 @click.option("--seq", type=TOKENS, help=SEQ_HELP + "  [default: the model's context, n_positions]")
@@ -101,23 +104,23 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
                    "(q8_0, q4_0, q4_K, q6_K, mxfp4, ...).")
 @click.option("--kv-dtype", type=KV_DTYPE, default="fp16", show_default=True, help=KV_HELP + " Not tied to --dtype.")
 @click.option("--mla-expanded", is_flag=True, help=MLA_HELP)
-@click.option("--quant", metavar="SCHEME",
+@click.option("--quant", type=TEXT, metavar="SCHEME",
               help="A checkpoint's quantisation scheme, its real layout and what it keeps 16-bit: gptq-int4, awq-int4, "
                    "bnb-nf4, bnb-nf4-dq, bnb-int8, fp8, fp8-channel, fp8-block, mxfp4, nvfp4 (replaces --dtype).")
 @click.option("--group-size", type=POSITIVE, metavar="G",
               help="fp8/int8/int4 only: count one fp16 scale per G weights (GPTQ/AWQ use 128).")
-@click.option("--budget", metavar="SIZE|GPU|NxGPU",
+@click.option("--budget", type=TEXT, metavar="SIZE|GPU|NxGPU",
               help="Solve for the longest context at --batch, or with --seq the largest batch, that fits, per GPU: "
                    "80GB, 75GiB, H100-80GB, or 2xH100-80GB (tensor parallel over 2 unless --tp/--pp say otherwise).")
 @click.option("--tp", type=POSITIVE, help="Tensor-parallel GPUs (shards matrices, splits KV heads)  [default: 1]")
 @click.option("--pp", type=POSITIVE, help="Pipeline stages (splits layers as vLLM does)  [default: 1]")
 @click.option("--ep", type=POSITIVE, help="Expert-parallel ways: routed experts split whole  [default: 1]")
-@click.option("--cpu-experts", "--n-cpu-moe", "cpu_experts", metavar="all|N",
+@click.option("--cpu-experts", "--n-cpu-moe", "cpu_experts", type=TEXT, metavar="all|N",
               help="Keep the routed experts of the first N layers (all: every layer) in system RAM, as llama.cpp's "
                    "--n-cpu-moe N / --cpu-moe: GPU bytes exclude them, and the output says what a token reads from RAM.")
 @click.option("--engine", type=click.Choice(["vllm", "sglang", "trtllm", "llamacpp"]),
               help="Print what this server will say about its KV cache (llama.cpp pads --seq to 256 cells).")
-@click.option("--kv-memory", metavar="SIZE",
+@click.option("--kv-memory", type=TEXT, metavar="SIZE",
               help="The KV memory your server's log reports (vLLM 'Available KV cache memory: 8.11 GiB'): "
                    "gives the exact blocks, tokens and concurrency it will print.")
 @click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM 16, TRT-LLM 32]")
@@ -157,8 +160,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
         raise GptcalcError("--kv-memory and --block-size describe a server's pool: give --engine too")
     tokens = padded_context(ENGINES[engine], seq or spec.n_positions) if engine else seq or spec.n_positions
     result = inference(spec, count_params(spec), tokens, batch or 1, dtype, kv_dtype, group_size,
-                       mla_expanded, layout, find_scheme(quant) if quant else None, stored,
-                       parse_cpu_experts(cpu_experts, spec) if cpu_experts else 0)
+                       mla_expanded, layout, find_scheme(quant) if quant is not None else None, stored,
+                       parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0)
     pool = None
     if kv_memory is not None and engine:
         try:
@@ -176,10 +179,10 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     out = render.console()
     for line in render_memory.headline(result, solved, target):
         out.print(line)
-    from calc.render.markup import escape
+    from calc.render.markup import styled
 
     for line in server:
-        out.print(f"{engine} will print: [bold]{escape(line)}[/]")
+        out.print(f"{engine} will print: " + styled("bold", line))
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
                   render_memory.gpu_table(result)):
         out.print(table)
@@ -187,7 +190,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
              *render_memory.inference_notes(result),
              *(render_memory.budget_lines(solved, target.label) if solved and target else [])]
     for line in filter(None, notes):
-        out.print(f"  {line}")
+        out.print("  " + line)
 
 
 def _model_and_checkpoint(model: str | None, overrides: tuple[str, ...], checkpoint: str | None) -> tuple[Any, Any]:

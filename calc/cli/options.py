@@ -4,20 +4,26 @@ option types of sizes and dtypes. Defining these imports nothing beyond click.""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-__all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
+if TYPE_CHECKING:  # fractions loads decimal: only an option that is given a fraction imports it
+    from fractions import Fraction
+
+__all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "SHARE", "TEXT", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
            "gpus_option", "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument", "one_model",
-           "pass_options", "seq_max_option", "seq_option", "set_option"]
+           "pass_options", "seq_max_option", "seq_option", "set_option", "wrote"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 # A count of tokens, sequences, GPUs or weights is at most this: bounded so that products of counts
 # stay printable (Python refuses to print an int of more than 4,300 digits).
 MAX_COUNT = 10**15
+MAX_DIGITS = len(str(MAX_COUNT))
 POSITIVE = click.IntRange(min=1, max=MAX_COUNT)
+MIN_SHARE_INVERSE = 10**6  # an MFU of one in a million at least: no smaller share of a GPU is worth a bound
 
 
 class TokenCount(int):
@@ -43,11 +49,34 @@ class Tokens(click.ParamType):
         text = str(value).strip().lower().replace(",", "").replace("_", "")
         scale = self._UNITS.get(text[-1:], 1)
         digits = text[:-1] if scale > 1 else text
+        if len(digits) > MAX_DIGITS:
+            self.fail(f"{len(digits):,} digits: more than {MAX_COUNT:,} tokens", param, ctx)
         if not (digits.isascii() and digits.isdigit()) or int(digits) * scale < 1:
             self.fail(f"{value!r} is not a positive token count (examples: 4096, 32k, 128k = 131,072)", param, ctx)
         if int(digits) * scale > MAX_COUNT:
             self.fail(f"{value!r} is more than {MAX_COUNT:,} tokens", param, ctx)
         return TokenCount(int(digits) * scale, str(value)) if scale > 1 else int(digits)
+
+
+class Share(click.ParamType):
+    """A fraction such as an MFU, read exactly from its decimal text (0.45 is 9/20, not the float
+    nearest it), finite and in [1 / MIN_SHARE_INVERSE, 1]: `nan`, `inf`, `0` and `1e-400` are errors, not a
+    division by zero or a float overflow later."""
+
+    name = "FRACTION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Fraction:
+        from fractions import Fraction
+
+        if isinstance(value, Fraction):
+            return value
+        try:
+            share = Fraction(str(value).strip())  # 'nan', 'inf', '1/0', 5,000 digits: errors, as junk is
+        except (ValueError, ZeroDivisionError):
+            self.fail(f"{value!r} is not a number (examples: 0.5, 0.35)", param, ctx)
+        if not 1 <= share * MIN_SHARE_INVERSE <= MIN_SHARE_INVERSE:
+            self.fail(f"{value!r} is not between {1 / MIN_SHARE_INVERSE:g} and 1", param, ctx)
+        return share
 
 
 class Dtype(click.ParamType):
@@ -69,6 +98,21 @@ class Dtype(click.ParamType):
         return found.name
 
 
+class Text(click.ParamType):
+    """Free text (a model, a path, a scheme, a list of names) that must say something: an empty value
+    (`--quant ''`, often an unset shell variable) is an error, never "none", "all" or ".". Every
+    option and argument without a type of its own has this one."""
+
+    name = "TEXT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("empty (give a value, or leave the option out)", param, ctx)
+        return value
+
+
+TEXT = Text()
+SHARE = Share()
 TOKENS = Tokens()
 KV_DTYPE = Dtype(kv=True)
 WEIGHT_DTYPE = Dtype(kv=False)
@@ -83,7 +127,8 @@ def complete_model(ctx: click.Context, param: click.Parameter, incomplete: str) 
 
 
 # The arguments and options of the commands that size several models at once (compare, plot, report).
-models_argument = click.argument("models", nargs=-1, required=True, metavar="MODEL...", shell_complete=complete_model)
+models_argument = click.argument("models", nargs=-1, required=True, type=TEXT, metavar="MODEL...",
+                                 shell_complete=complete_model)
 seq_option = click.option("--seq", type=TOKENS, help="Context of the KV cache, e.g. 4096 or 32k (k = 1024), batch 1  "
                                                       "[default: the shortest context among the models]")
 dtype_option = click.option("--dtype", type=WEIGHT_DTYPE, default="fp16", show_default=True,
@@ -92,10 +137,10 @@ kv_dtype_option = click.option("--kv-dtype", type=KV_DTYPE, default="fp16", show
                                help="Storage type of the KV cache (not tied to --dtype, as servers keep it 16-bit).")
 seq_max_option = click.option("--seq-max", type=TOKENS, help="Longest context drawn, e.g. 32k or 131072 (k = 1024)  "
                                                             "[default: the longest context among the models]")
-gpus_option = click.option("--gpus", metavar="GPU,...", help="GPUs drawn as horizontal lines at their memory, "
+gpus_option = click.option("--gpus", type=TEXT, metavar="GPU,...", help="GPUs drawn as horizontal lines at their memory, "
                                                              "e.g. H100,4090.")
 
-set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+set_option = click.option("--set", "overrides", multiple=True, type=TEXT, metavar="KEY=VALUE",
                           help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of tables.")
 
@@ -116,8 +161,8 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """MODEL plus `--set key=value` overrides; the command receives a loaded `spec`. Several
     models are refused with a pointer to `compare`, which puts them side by side."""
 
-    @click.argument("model", shell_complete=complete_model)
-    @click.argument("more", nargs=-1, metavar="")
+    @click.argument("model", type=TEXT, shell_complete=complete_model)
+    @click.argument("more", nargs=-1, type=TEXT, metavar="")
     @set_option
     @functools.wraps(command)
     def wrapper(model: str, more: tuple[str, ...], overrides: tuple[str, ...], **kwargs: Any) -> Any:
@@ -132,6 +177,15 @@ def one_model(model: str | None, more: tuple[str, ...]) -> None:
     if more:
         raise click.UsageError(f"one MODEL at a time; for several side by side: gptcalc compare "
                                f"{' '.join((model or '', *more)).strip()}")
+
+
+def wrote(path: Path, note: str = "") -> None:
+    """`wrote <path>`, the line of a command that writes a file: printed through the console like
+    every other line, so the path (the user's argument: any bytes) is text with its control
+    characters escaped, never an escape sequence or a second line; one line however long."""
+    from calc.render.output import console
+
+    console().print(f"wrote {path}{note}", soft_wrap=True)
 
 
 def load_model(model: str, overrides: tuple[str, ...] = ()) -> Any:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from calc.cli.options import (
-    CONTEXT, dtype_option, gpus_option, kv_dtype_option, load_model, models_argument, seq_max_option,
-    set_option
+    CONTEXT, TEXT, dtype_option, gpus_option, kv_dtype_option, load_model, models_argument, seq_max_option,
+    set_option, wrote
 )
 
-output_option = click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+output_option = click.option("-o", "--output", type=TEXT, required=True,
                              help="File to write: .png or .svg (the suffix picks the format).")
 
 
@@ -37,7 +35,7 @@ def plot() -> None:
 @set_option
 @output_option
 def memory(models: tuple[str, ...], seq_max: int | None, gpus: str | None, dtype: str, kv_dtype: str,
-           overrides: tuple[str, ...], output: Path) -> None:
+           overrides: tuple[str, ...], output: str) -> None:
     """Weights + KV cache (batch 1) against context, one line per model, GPUs as lines.
 
     Each line is dotted past its model's own context.
@@ -48,21 +46,22 @@ def memory(models: tuple[str, ...], seq_max: int | None, gpus: str | None, dtype
       gptcalc plot memory llama-2-70b qwen2-72b --dtype int4 --kv-dtype fp16 --gpus A100-80GB,H200 -o m.svg
     """
     from calc.analysis.pictures import memory_curves, parse_gpus
-    from calc.render.plot import memory_figure, save
+    from calc.render.plot import memory_figure, picture_path, save
 
+    path = picture_path(output)
     specs = [load_model(model, overrides) for model in models]
     lines = parse_gpus(gpus)
     seq_max = seq_max or max(spec.n_positions for spec in specs)
     curves = memory_curves(specs, seq_max, dtype, kv_dtype)
-    save(memory_figure(curves, lines, seq_max, dtype, kv_dtype), output)
-    click.echo(f"wrote {output}")
+    save(memory_figure(curves, lines, seq_max, dtype, kv_dtype), path)
+    wrote(path)
 
 
 @plot.command(context_settings=CONTEXT)
 @models_argument
 @set_option
 @output_option
-def params(models: tuple[str, ...], overrides: tuple[str, ...], output: Path) -> None:
+def params(models: tuple[str, ...], overrides: tuple[str, ...], output: str) -> None:
     """Where the parameters sit: a bar per model split into embedding, attention, MLP, experts, norms, head.
 
     \b
@@ -71,8 +70,9 @@ def params(models: tuple[str, ...], overrides: tuple[str, ...], output: Path) ->
     """
     from calc.analysis.count import count
     from calc.analysis.pictures import groups
-    from calc.render.plot import params_figure, save
+    from calc.render.plot import params_figure, picture_path, save
 
+    path = picture_path(output)
     specs = [load_model(model, overrides) for model in models]
-    save(params_figure([(spec.name, groups(count(spec))) for spec in specs]), output)
-    click.echo(f"wrote {output}")
+    save(params_figure([(spec.name, groups(count(spec))) for spec in specs]), path)
+    wrote(path)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from calc.cli.options import (
-    CONTEXT, dtype_option, gpus_option, kv_dtype_option, load_model, models_argument, seq_option, seq_max_option,
-    set_option
+    CONTEXT, TEXT, dtype_option, gpus_option, kv_dtype_option, load_model, models_argument, seq_option, seq_max_option,
+    set_option, wrote
 )
-from calc.errors import GptcalcError
 
 
 @click.command(context_settings=CONTEXT)
@@ -21,10 +18,9 @@ from calc.errors import GptcalcError
 @dtype_option
 @kv_dtype_option
 @set_option
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="The HTML file to write.")
+@click.option("-o", "--output", type=TEXT, required=True, help="The HTML file to write (-: standard output).")
 def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, gpus: str | None, dtype: str,
-           kv_dtype: str, overrides: tuple[str, ...], output: Path) -> None:
+           kv_dtype: str, overrides: tuple[str, ...], output: str) -> None:
     """One self-contained HTML page: the side-by-side table, the pictures, each model's tables.
 
     Opens offline (no scripts, nothing fetched; pictures inline as SVG), for sharing a sizing
@@ -38,8 +34,10 @@ def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, gpus: 
     import shlex
 
     from calc.analysis.compare import compare_models
+    from calc.outputs import output_path, write_atomic
     from calc.render.report import report_html
 
+    path = output_path(output, stdout_ok=True)  # before the work, not after it
     specs = [load_model(model, overrides) for model in models]
     comparison = compare_models(specs, seq, dtype, kv_dtype)
     pictures = _pictures(comparison, seq_max or max(spec.n_positions for spec in specs), gpus)
@@ -47,11 +45,9 @@ def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, gpus: 
                 "--seq-max", str(seq_max or max(spec.n_positions for spec in specs)),
                 *(["--gpus", gpus] if gpus else []), *(arg for pair in overrides for arg in ("--set", pair))]
     page = report_html(comparison, pictures, shlex.join(["gptcalc", "report", *models, *settings]))
-    try:
-        output.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise GptcalcError(f"{output}: cannot write ({exc.strerror or exc})") from None
-    click.echo(f"wrote {output}" + ("" if pictures else " (no pictures: pip install 'gptcalc[plot]')"))
+    write_atomic(path, lambda handle: handle.write(page.encode("utf-8")))
+    if path is not None:
+        wrote(path, "" if pictures else " (no pictures: pip install 'gptcalc[plot]')")
 
 
 def _pictures(comparison, seq_max: int, gpus: str | None) -> dict[str, str] | None:  # type: ignore[no-untyped-def]

@@ -34,4 +34,4 @@ def shapes(spec: Any, seq: int, batch: int, decode: bool, explain: bool, as_json
     out = render.console()
     out.print(shapes_table(steps, explain))
     for note in shapes_notes(steps):
-        out.print(f"  {note}")
+        out.print("  " + note)

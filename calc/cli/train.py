@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from calc.cli.options import CONTEXT, POSITIVE, json_option, model_options
+from calc.cli.options import CONTEXT, POSITIVE, TEXT, json_option, model_options
 
 _OPTIMIZERS = ("adamw", "adamw8bit", "sgd", "sgd-momentum", "adafactor")  # calc.analysis.train.OPTIMIZERS
 
@@ -27,7 +27,7 @@ _OPTIMIZERS = ("adamw", "adamw8bit", "sgd", "sgd-momentum", "adafactor")  # calc
               help="A fused attention kernel (keeps no T×T scores) or explicit QKᵀ, softmax and P·V.")
 @click.option("--optimizer", type=click.Choice(_OPTIMIZERS), default="adamw", show_default=True)
 @click.option("--lora-rank", type=POSITIVE, default=None, help="Train LoRA adapters of this rank; the base is frozen.")
-@click.option("--lora-targets", default="q,k,v,o,gate,up,down", show_default=True,
+@click.option("--lora-targets", type=TEXT, default="q,k,v,o,gate,up,down", show_default=True,
               help="Matrices that get adapters, by name.")
 @click.option("--qlora", is_flag=True, help="With --lora-rank: the frozen base's layer matrices in 4-bit NF4.")
 @click.option("--layers", "show_layer", is_flag=True, help="Add a table of what one layer keeps for backward.")
@@ -48,7 +48,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
     from calc.render import base as render
     from calc.render.train import activations_table, memory_table, train_notes
 
-    targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip())
+    targets = tuple(t.strip() for t in lora_targets.split(","))  # an empty name is unknown, not skipped
     result = plan(spec, Setup(seq, micro_batch, gpus, zero, tp, pp, sp, recompute, optimizer, lora_rank, targets,
                               qlora, attention))
     if as_json:
@@ -59,4 +59,4 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
     if show_layer:
         out.print(activations_table(result))
     for note in train_notes(result):
-        out.print(f"  {note}")
+        out.print("  " + note)

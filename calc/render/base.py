@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from calc.render.markup import escape
+from calc.render.markup import styled
 from calc.render.output import console
 from calc.render.table import Table
 
@@ -31,7 +31,7 @@ def share(part: int, total: int) -> str:
 
 def count_table(spec: ModelSpec, b: Breakdown) -> Table:
     """The breakdown: outside-the-stack rows, each kind of block x its layers, the grand total."""
-    table = Table(title=f"{escape(spec.name)}: {b.total:,} parameters ({human_count(b.total)})")
+    table = Table(title=f"{spec.name}: {b.total:,} parameters ({human_count(b.total)})")
     for column, justify in (("component", "left"), ("per layer", "right"), ("count", "right"),
                             ("human", "right"), ("share", "right")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
@@ -46,8 +46,9 @@ def count_table(spec: ModelSpec, b: Breakdown) -> Table:
     for block in b.blocks:
         for name, per_layer in block.per_layer.items():
             row(f"  {label(name)}", per_layer * block.layers, f"{per_layer:,}")
-        kind = "" if len(b.blocks) == 1 else f" {escape(block.name)}"
-        row(f"[bold]{block.layers}{kind} blocks[/] ({block.per_layer_total:,} per block)", block.total, style="bold")
+        kind = "" if len(b.blocks) == 1 else f" {block.name}"
+        row(styled("bold", f"{block.layers}{kind} blocks") + f" ({block.per_layer_total:,} per block)", block.total,
+            style="bold")
     for name in ("final_norm", "project_out"):
         if b.get(name):
             row(label(name), b.get(name))
@@ -58,7 +59,7 @@ def count_table(spec: ModelSpec, b: Breakdown) -> Table:
     if b.get("lm_head_bias"):
         row(label("lm_head_bias"), b.get("lm_head_bias"))
     table.add_section()
-    table.add_row("[bold]total[/]", "", f"[bold]{total:,}[/]", human_count(total), "100.00%")
+    table.add_row(styled("bold", "total"), "", styled("bold", f"{total:,}"), human_count(total), "100.00%")
     row("non-embedding", b.non_embedding)
     if b.active is not None:
         row("active per token (MoE)", b.active)
@@ -71,13 +72,13 @@ def count_notes(spec: ModelSpec, b: Breakdown) -> list[str]:
     mixers = {name: spec.blocks[name].attention for name in spec.layer_counts() if spec.blocks[name].attention}
     kinds: dict[str, list[str]] = {}  # one line per distinct token mixer, naming the blocks that have it
     for name, part in mixers.items():
-        kinds.setdefault(part.describe(), []).append(escape(name))
+        kinds.setdefault(part.describe(), []).append(name)
     if len(kinds) == 1:
         notes = [f"{'attention' if attention else 'token mixer'}: {next(iter(kinds))}"]
     else:
         notes = [f"{'attention' if attention.keys() >= set(mixers) else 'token mixer'} in {', '.join(names)} "
                  f"blocks: {text}" for text, names in kinds.items()]
-    notes += [f"{escape(name)} blocks: {block.mlp.describe()}" for name, block in spec.blocks.items() if block.is_moe]
+    notes += [f"{name} blocks: {block.mlp.describe()}" for name, block in spec.blocks.items() if block.is_moe]
     if b.tied:
         notes.append(
             f"LM head tied to the token embedding: tying saves {count_with_units(b.tied_saving)} parameters "
@@ -92,7 +93,7 @@ def count_notes(spec: ModelSpec, b: Breakdown) -> list[str]:
         stored = "; ".join(f"{label(name)} {count_with_units(extra)}" for name, extra in b.extra.items())
         notes.append(f"stored in the checkpoint but not in the model's total: {stored}; "
                      f"checkpoint total {count_with_units(b.stored_total)}")
-    return notes + [escape(note) for note in spec.notes]
+    return notes + list(spec.notes)
 
 
 SHAPE_HEADERS = ("layers", "d_model", "heads", "KV heads", "head_dim", "d_ff", "vocab", "context")
@@ -114,7 +115,7 @@ def presets_table(rows: Iterable[tuple[ModelSpec, Breakdown]]) -> Table:
     for header in ("name", *SHAPE_HEADERS, "params", "", "active"):
         table.add_column(header, justify="left" if header == "name" else "right")
     for spec, b in rows:
-        table.add_row(escape(spec.name), *shape_cells(spec), f"{b.total:,}", human_count(b.total),
+        table.add_row(spec.name, *shape_cells(spec), f"{b.total:,}", human_count(b.total),
                       human_count(b.active) if b.active else "")
     return table
 
@@ -125,11 +126,11 @@ FALLBACK_NOTE = ("not analytic: gptcalc has no adapter for this model_type, so t
 
 def module_table(b: Breakdown) -> Table:
     """transformers' model counted by module name (a model_type without an adapter)."""
-    table = Table(title=f"{escape(b.model)}: {b.total:,} parameters ({human_count(b.total)}) — not analytic")
+    table = Table(title=f"{b.model}: {b.total:,} parameters ({human_count(b.total)}) — not analytic")
     for column in ("module", "count", "human", "share"):
         table.add_column(column, justify="left" if column == "module" else "right")
     for name, n in b.components.items():
-        table.add_row(escape(name), f"{n:,}", human_count(n), share(n, b.total))
+        table.add_row(name, f"{n:,}", human_count(n), share(n, b.total))
     table.add_section()
-    table.add_row("[bold]total[/]", f"[bold]{b.total:,}[/]", human_count(b.total), "100.00%")
+    table.add_row(styled("bold", "total"), styled("bold", f"{b.total:,}"), human_count(b.total), "100.00%")
     return table

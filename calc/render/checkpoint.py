@@ -10,7 +10,7 @@ import re
 
 from collections import defaultdict
 
-from calc.render.markup import escape
+from calc.render.markup import styled
 from calc.render.table import Table
 
 from calc.analysis.breakdown import label
@@ -42,7 +42,7 @@ def summary_lines(r: CheckpointReport) -> list[str]:
 def component_table(r: CheckpointReport) -> Table:
     """Parameters by component; the rows add up to the total row."""
     b = r.breakdown
-    table = Table(title=f"{escape(r.source)}: {b.total:,} parameters ({human_count(b.total)})")  # a path, not markup
+    table = Table(title=f"{r.source}: {b.total:,} parameters ({human_count(b.total)})")
     for column in ("component", "tensors", "parameters", "human", "dtypes"):
         table.add_column(column, justify="left" if column in ("component", "dtypes") else "right")
     for row in r.components:
@@ -51,7 +51,7 @@ def component_table(r: CheckpointReport) -> Table:
     if b.tied:
         table.add_row(label("lm_head"), "0", "0 (tied to token embedding)", "", "")
     table.add_section()
-    table.add_row("[bold]total parameters[/]", "", f"[bold]{b.total:,}[/]", human_count(b.total), "")
+    table.add_row(styled("bold", "total parameters"), "", styled("bold", f"{b.total:,}"), human_count(b.total), "")
     if r.buffers:
         table.add_row("buffers (not parameters)", f"{len(r.buffers):,}", f"{r.buffer_elements:,}",
                       human_count(r.buffer_elements), ", ".join(sorted({t.dtype for t in r.buffers})))
@@ -61,7 +61,7 @@ def component_table(r: CheckpointReport) -> Table:
                       human_count(elements), ", ".join(sorted({c.tensor.dtype for c in r.companions})))
     if r.unknown:
         elements = sum(t.numel for t in r.unknown)
-        table.add_row("[red]unrecognised[/]", f"{len(r.unknown):,}", f"{elements:,}", human_count(elements), "")
+        table.add_row(styled("red", "unrecognised"), f"{len(r.unknown):,}", f"{elements:,}", human_count(elements), "")
     if r.stored_elements != b.total:
         table.add_row("all stored elements", f"{r.tensor_count - len(r.aliases):,}", f"{r.stored_elements:,}",
                       human_count(r.stored_elements), "")

@@ -7,7 +7,7 @@ memory at the comparison's dtype and context. Parameter rows add up to each colu
 
 from __future__ import annotations
 
-from calc.render.markup import escape
+from calc.render.markup import styled
 from calc.render.table import Table
 
 from calc.analysis.breakdown import label
@@ -21,10 +21,10 @@ __all__ = ["compare_table"]
 def compare_table(comparison: Comparison, memory: bool = True) -> Table:
     """One table, a column per model; `memory=False` leaves out the bytes section (`count`)."""
     columns = comparison.columns
-    table = Table(title=" vs ".join(escape(column.name) for column in columns))
+    table = Table(title=" vs ".join(column.name for column in columns))
     table.add_column("")
     for column in columns:
-        table.add_column(escape(column.name), justify="right")
+        table.add_column(column.name, justify="right")
     _shape(table, columns)
     table.add_section()
     _params(table, comparison)
@@ -49,7 +49,7 @@ def _params(table: Table, comparison: Comparison) -> None:
     for row in diff.rows:
         table.add_row(label(row.component), *(_count_cell(row.component, row.values[c.name], c) for c in columns))
     table.add_section()
-    table.add_row("[bold]total[/]", *(f"[bold]{c.breakdown.total:,}[/]" for c in columns))
+    table.add_row(styled("bold", "total"), *(styled("bold", f"{c.breakdown.total:,}") for c in columns))
     table.add_row("", *(human_count(c.breakdown.total) for c in columns))
     table.add_row("non-embedding", *(f"{c.breakdown.non_embedding:,}" for c in columns))
     table.add_row("active per token", *(f"{_active(c):,}" for c in columns))
@@ -72,7 +72,7 @@ def _memory(table: Table, comparison: Comparison) -> None:
     table.add_row(f"KV bytes per token ({comparison.kv_dtype})", *(f"{c.memory.kv.bytes_per_token:,}" for c in columns))
     table.add_row(f"weights ({comparison.dtype})", *(_bytes(c.memory.weights.total_bytes) for c in columns))
     table.add_row(f"KV cache ({seq:,} tokens)", *(_bytes(c.memory.kv.total_bytes) for c in columns))
-    table.add_row("[bold]weights + KV cache[/]", *(f"[bold]{_bytes(c.memory.total_bytes)}[/]" for c in columns))
+    table.add_row(styled("bold", "weights + KV cache"), *(styled("bold", _bytes(c.memory.total_bytes)) for c in columns))
 
 
 def _bytes(n: int) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from calc.render.markup import escape
+from calc.render.markup import styled
 from calc.render.table import Table
 
 from calc.analysis.flops import Flops
@@ -34,8 +34,8 @@ def _exact(n: Fraction | int) -> str:
 def _title(f: Flops) -> str:
     unit = "MACs" if f.conventions.macs else "FLOPs"
     if f.decode:
-        return f"{escape(f.model)}: forward {unit} of one decode step after T={f.seq:,} cached, batch B={f.batch}"
-    return f"{escape(f.model)}: forward {unit} of a prefill of T={f.seq:,} tokens, batch B={f.batch}"
+        return f"{f.model}: forward {unit} of one decode step after T={f.seq:,} cached, batch B={f.batch}"
+    return f"{f.model}: forward {unit} of a prefill of T={f.seq:,} tokens, batch B={f.batch}"
 
 
 def flops_table(f: Flops) -> Table:
@@ -50,13 +50,13 @@ def flops_table(f: Flops) -> Table:
         if row.block != previous:
             table.add_section()
             previous = row.block
-        kind = f" [dim]({escape(row.block)})[/]" if row.block and len(f.layers) > 1 else ""
+        kind = " " + styled("dim", f"({row.block})") if row.block and len(f.layers) > 1 else ""
         formula = row.formula.removeprefix("2·") if f.conventions.macs else row.formula
-        table.add_row(escape(row.label) + kind, escape(formula), f"{row.flops // s:,}" if row.block else "",
+        table.add_row(row.label + kind, formula, f"{row.flops // s:,}" if row.block else "",
                       str(row.layers) if row.block else "", f"{row.total // s:,}", human_flops(row.total // s, unit),
                       share(row.total, f.forward))
     table.add_section()
-    table.add_row("[bold]forward total[/]", "", "", "", f"[bold]{f.forward // s:,}[/]", human_flops(f.forward // s, unit),
+    table.add_row(styled("bold", "forward total"), "", "", "", styled("bold", f"{f.forward // s:,}"), human_flops(f.forward // s, unit),
                   share(f.forward, f.forward))
     per_token = f.per_token(f.forward) / s
     table.add_row(f"per token (÷ {f.tokens:,})", "", "", "", _exact(per_token), human_flops(float(per_token), unit), "")
@@ -82,7 +82,7 @@ def flops_notes(f: Flops) -> list[str]:
                  "MoE experts count the k each token is routed to")
     notes += ["conventions: " + line if i == 0 else "  " + line
               for i, line in enumerate(f.conventions.described(f.decode))]
-    return [escape(note) for note in notes]
+    return notes
 
 
 def checks_table(f: Flops, rows: tuple[Check, ...]) -> Table:
@@ -98,7 +98,7 @@ def checks_table(f: Flops, rows: tuple[Check, ...]) -> Table:
             gap = (ours[c.compare_to].total - c.total) / s
             diff = f"{'+' if gap >= 0 else ''}{_exact(gap)} ({float(gap / (c.total / s)):+.1%})" if c.total else ""
         style = "bold" if not c.compare_to else None
-        table.add_row(escape(c.name), escape(c.formula), _exact(c.weights / s), _exact(c.attention / s),
+        table.add_row(c.name, c.formula, _exact(c.weights / s), _exact(c.attention / s),
                       _exact(c.total / s), diff, style=style)
     return table
 

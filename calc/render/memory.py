@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from calc.render.markup import escape
+from calc.render.markup import styled
 from calc.render.table import Table
 
 from calc.analysis.breakdown import label
@@ -50,7 +50,7 @@ def kvcache_table(caches: Iterable[KVCache]) -> Table:
     for kv in caches:
         if len(kv.layers) == 1 and not kv.states:
             kind = kv.layers[0]
-            table.add_row(escape(kv.model), *_kv_shape(kind), f"{kind.tokens(kv.seq):,}", f"{kv.batch:,}", kv.dtype,
+            table.add_row(kv.model, *_kv_shape(kind), f"{kind.tokens(kv.seq):,}", f"{kv.batch:,}", kv.dtype,
                           f"{kv.bytes_per_token:,}", *_units(kv.total_bytes))
             continue
         for kind in kv.layers:  # each kind of layer's share, then the model's total
@@ -60,7 +60,7 @@ def kvcache_table(caches: Iterable[KVCache]) -> Table:
             table.add_row("", f"{state.name} state", _layers_cell(state.n_layers, state.block),
                           f"{state.elements:,} per seq", "-", "fixed", "", state.format(kv.format).name, "0",
                           *_units(state.bytes_per_sequence(kv.format) * kv.batch), style="dim")
-        table.add_row(escape(kv.model), kv.attention_kind, str(kv.n_layers + _state_layers(kv)), "", "",
+        table.add_row(kv.model, kv.attention_kind, str(kv.n_layers + _state_layers(kv)), "", "",
                       f"seq {kv.seq:,}", f"{kv.batch:,}", kv.dtype, f"{kv.bytes_per_token:,}", *_units(kv.total_bytes))
         table.add_section()
     return table
@@ -73,7 +73,7 @@ def _state_layers(kv: KVCache) -> int:
 
 
 def _layers_cell(n_layers: int, block: str) -> str:
-    return f"{n_layers} ({escape(block)})" if block not in ("block", "decoder") else str(n_layers)
+    return f"{n_layers} ({block})" if block not in ("block", "decoder") else str(n_layers)
 
 
 def _kv_shape(kind: KVLayers) -> tuple[str, str, str, str]:
@@ -92,11 +92,11 @@ def _kv_shape(kind: KVLayers) -> tuple[str, str, str, str]:
 
 def kv_notes(kv: KVCache) -> list[str]:
     """What the table's total assumes, in words: the format's width, windows, MLA, sinks, tensor parallelism."""
-    name = escape(kv.model)
+    name = kv.model
     notes = [] if kv.format.block == 1 and kv.format.bits_per_value == 16 else [f"{name}: KV {kv.format.describe()}"]
     windowed = [k for k in kv.layers if k.window and k.window < kv.seq]
     if windowed:
-        caps = ", ".join(f"{k.n_layers} {escape(k.block)} layers keep {k.window:,}" for k in windowed)
+        caps = ", ".join(f"{k.n_layers} {k.block} layers keep {k.window:,}" for k in windowed)
         notes.append(f"{name}: sliding window, a rolling buffer ({caps} of {kv.seq:,} tokens); an engine that "
                      f"allocates all {kv.seq:,} positions on every layer holds {bytes_with_units(kv.unrolled_bytes)}")
     if kv.expanded_bytes is not None:
@@ -123,7 +123,7 @@ def gqa_table(models: Iterable[Mapping[str, KVCache]]) -> Table:
         mha = variants["MHA"].total_bytes
         for name, kv in variants.items():
             label = f"{kv.attention_kind} (model's own)" if name == "model" else name
-            table.add_row(escape(kv.model) if name == "MHA" else "", label, f"{kv.n_kv_heads}/{kv.n_heads}",
+            table.add_row(kv.model if name == "MHA" else "", label, f"{kv.n_kv_heads}/{kv.n_heads}",
                           f"{kv.bytes_per_token:,}", *_units(kv.total_bytes), f"{mha // kv.total_bytes}x")
         table.add_section()
     return table
@@ -133,24 +133,24 @@ def weights_table(result: Inference) -> Table:
     """Bytes per component at the weights' dtype; the rows add up to the total row."""
     w = result.weights
     scales = f", +1 {mem.SCALE_BITS}-bit scale per {w.group_size} weights" if w.group_size else ""
-    table = _columns(Table(title=f"{escape(w.model)}: weights as {w.describe()}{scales}{_where(result, True)}"),
+    table = _columns(Table(title=f"{w.model}: weights as {w.describe()}{scales}{_where(result, True)}"),
                      "component", "params", "bytes", "GiB units", "GB units")
     for name, size in w.components.items():
         table.add_row(label(name), f"{w.params[name]:,}", *_units(size))
     table.add_section()
-    table.add_row("[bold]weights total[/]", f"{w.total_params:,}", *_units(w.total_bytes), style="bold")
+    table.add_row(styled("bold", "weights total"), f"{w.total_params:,}", *_units(w.total_bytes), style="bold")
     return table
 
 
 def inference_table(result: Inference) -> Table:
     """Weights + KV cache = what inference keeps in memory (activations and overhead excluded)."""
     kv = result.kv
-    table = _columns(Table(title=f"{escape(kv.model)}: inference memory at seq {kv.seq:,} x batch {kv.batch:,}{_where(result, True)}"),
+    table = _columns(Table(title=f"{kv.model}: inference memory at seq {kv.seq:,} x batch {kv.batch:,}{_where(result, True)}"),
                      "", "bytes", "GiB units", "GB units")
     table.add_row(f"weights ({result.weights.dtype})", *_units(result.weights.total_bytes))
     table.add_row(f"KV cache ({kv.dtype}, {kv.bytes_per_token:,} B/token)", *_units(kv.total_bytes))
     table.add_section()
-    table.add_row("[bold]total[/]", *_units(result.total_bytes), style="bold")
+    table.add_row(styled("bold", "total"), *_units(result.total_bytes), style="bold")
     return table
 
 
@@ -160,7 +160,7 @@ def gpu_table(result: Inference) -> Table:
                      "GPU", "marketed", "memory", "GiB units", "GB units", "fits", "headroom")
     for gpu in mem.GPUS:
         left = result.headroom(gpu.bytes)
-        verdict = "[green]yes[/]" if left >= 0 else "[red]no[/]"
+        verdict = styled("green", "yes") if left >= 0 else styled("red", "no")
         sign = "" if left >= 0 else "-"
         table.add_row(gpu.name, gpu.marketed, *_units(gpu.bytes), verdict, f"{sign}{human_bytes(abs(left))}")
     return table
@@ -205,7 +205,7 @@ def _offload_notes(result: Inference) -> list[str]:
 def _weights_note(w: Weights) -> str:
     """How the weights' bytes were found: a plain dtype, a scheme's layout, or a checkpoint's headers."""
     if w.stored is not None:
-        return (f"weights: every tensor's stored bytes from {escape(w.stored.source)}'s headers, scales and packed "
+        return (f"weights: every tensor's stored bytes from {w.stored.source}'s headers, scales and packed "
                 f"tensors placed with their weight{_left_out(w.stored)}")
     if w.scheme is not None:
         return f"{w.scheme.name}: quantised matrices laid out as in {w.scheme.source}; 16-bit: {w.scheme.keeps}"
@@ -216,7 +216,7 @@ def _left_out(stored: StoredWeights) -> str:
     """'; not counted: buffers 12 B, 2 tensors no weight owns (a.b, c) 64 B', or ''."""
     parts = [f"buffers {stored.buffer_bytes:,} B"] if stored.buffer_bytes else []
     if stored.not_placed:
-        names = ", ".join(escape(t.name) for t in stored.not_placed[:3]) + (", ..." if len(stored.not_placed) > 3 else "")
+        names = ", ".join(t.name for t in stored.not_placed[:3]) + (", ..." if len(stored.not_placed) > 3 else "")
         parts.append(f"{len(stored.not_placed)} tensors no weight owns ({names}) "
                      f"{sum(t.nbytes for t in stored.not_placed):,} B")
     return f"; not counted: {', '.join(parts)}" if parts else ""
@@ -236,18 +236,18 @@ def _where(result: Inference, short: bool = False) -> str:
 def headline(result: Inference, solved: Budget | None, target: BudgetSpec | None) -> list[str]:
     """The answer first: what it takes (per GPU), whether it fits the budget, and how far it stretches."""
     kv, w = result.kv, result.weights
-    need = (f"{escape(kv.model)} at seq {kv.seq:,} x batch {kv.batch:,}{_where(result)}: weights {human_bytes(w.total_bytes)} "
-            f"+ KV cache {human_bytes(kv.total_bytes)} = [bold]{human_bytes(result.total_bytes)}[/] "
-            f"({result.total_bytes:,} B)")
+    need = (f"{kv.model} at seq {kv.seq:,} x batch {kv.batch:,}{_where(result)}: weights {human_bytes(w.total_bytes)} "
+            f"+ KV cache {human_bytes(kv.total_bytes)} = " + styled("bold", human_bytes(result.total_bytes))
+            + f" ({result.total_bytes:,} B)")
     if result.offload is not None:
         need += f"; routed experts of {_blocks(result.offload.layers)} in system RAM: {human_bytes(result.offload.weights.total_bytes)}"
     if solved is None or target is None:
         return [need]
     left = result.headroom(target.bytes_per_gpu)
-    verdict = (f"[bold green]fits[/] on {target.label}, {human_bytes(left)} to spare" if left >= 0 else
-               f"[bold red]does not fit[/] on {target.label}: {human_bytes(-left)} short")
+    verdict = (styled("bold green", "fits") + f" on {target.label}, {human_bytes(left)} to spare" if left >= 0 else
+               styled("bold red", "does not fit") + f" on {target.label}: {human_bytes(-left)} short")
     what = "longest context at batch" if solved.solve_for == "seq" else "largest batch at seq"
-    return [f"{verdict}; {what} {solved.fixed:,}: [bold]{solved.answer:,}[/]", need]
+    return [verdict + f"; {what} {solved.fixed:,}: " + styled("bold", f"{solved.answer:,}"), need]
 
 
 def budget_lines(budget: Budget, label: str) -> list[str]:
@@ -265,7 +265,7 @@ def budget_lines(budget: Budget, label: str) -> list[str]:
     allows = "any length (the cache stops growing at the window)" if budget.by_memory is None else f"{budget.by_memory:,}"
     limit = (f"limited by the model's context, n_positions = {budget.context:,}; memory allows {allows}"
              if budget.limited_by == "context" else "limited by memory")
-    lines.append(f"[bold]{what} at {fixed}: {budget.answer:,}[/] ({limit})")
+    lines.append(styled("bold", f"{what} at {fixed}: {budget.answer:,}") + f" ({limit})")
     return lines
 
 
@@ -279,4 +279,4 @@ def context_note(spec: ModelSpec, seq: int | None) -> str | None:
     """A warning when --seq asks for more tokens than the model was trained to attend over."""
     if seq is None or seq <= spec.n_positions:
         return None
-    return f"note: seq {seq:,} is longer than {escape(spec.name)}'s context ({spec.n_positions:,})"
+    return f"note: seq {seq:,} is longer than {spec.name}'s context ({spec.n_positions:,})"

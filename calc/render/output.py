@@ -6,7 +6,7 @@ when it can be sure of drawing exactly what rich would (`calc.render.table`), an
 else to a rich console built on first use: a terminal (colour, its own width), a table or line
 wider than the 160 columns a pipe gets, `FORCE_COLOR` and friends, a stdout that is not UTF-8.
 Every string passes through `calc.render.text.shown` on both paths, so control characters that
-came from a file are never printed raw.
+came from a file are never printed raw, and only `Markup` is read as markup (`calc.render.markup`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import sys
 from typing import Any
 
+from calc.render.markup import as_markup
 from calc.render.table import Table, as_rich, plain_text
 from calc.render.text import shown, width
 
@@ -26,19 +27,20 @@ _RICH_SETTINGS = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_C
 
 
 class Output:
-    """`print(table_or_line)`, as rich's `Console.print` with the options the commands use."""
+    """`print(table_or_line)`, as rich's `Console.print` with the options the commands use; a line
+    is text unless it is `Markup`."""
 
     def __init__(self) -> None:
         self._rich: Any = None
         self.plain = not _styled(sys.stdout)
 
-    def print(self, item: Table | str = "", markup: bool = True, soft_wrap: bool = False) -> None:
+    def print(self, item: Table | str = "", soft_wrap: bool = False) -> None:
         if self.plain:
-            lines = item.lines(PIPE_WIDTH) if isinstance(item, Table) else _line(item, markup, soft_wrap)
+            lines = item.lines(PIPE_WIDTH) if isinstance(item, Table) else _line(item, soft_wrap)
             if lines is not None:
                 sys.stdout.write("".join(line + "\n" for line in lines))
                 return
-        self.rich().print(as_rich(item), markup=markup, soft_wrap=soft_wrap)
+        self.rich().print(as_rich(item), soft_wrap=soft_wrap)
 
     def rich(self) -> Any:
         """The rich console, made on first use."""
@@ -75,9 +77,9 @@ def _styled(stream: Any) -> bool:
     return bool(isatty and isatty()) or any(os.environ.get(name) for name in _RICH_SETTINGS) or encoding != "utf8"
 
 
-def _line(text: str, markup: bool, soft_wrap: bool) -> list[str] | None:
+def _line(text: str, soft_wrap: bool) -> list[str] | None:
     """A printed line as rich writes it to a pipe, or None when rich would wrap it."""
-    plain = plain_text(text) if markup else shown(text)
+    plain = plain_text(as_markup(text))
     size = width(plain)
     if size is None or (size > PIPE_WIDTH and not soft_wrap):
         return None

@@ -19,6 +19,7 @@ from calc.render.compare import compare_table
 from calc.render.memory import gpu_table
 from calc.render.output import rich_console
 from calc.render.table import as_rich
+from calc.render.text import shown
 
 __all__ = ["report_html"]
 
@@ -29,6 +30,12 @@ pre { font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-size: 12px;
 figure { margin: 1em 0; } svg { max-width: 100%; height: auto; }
 .note { color: #555; }
 """
+
+
+def _text(text: str) -> str:
+    """Text from a file or an argument as page text: control and bidi characters escaped as in the
+    terminal (`calc.render.text.shown`: an ESC or NUL makes the page ill-formed), then HTML-escaped."""
+    return html.escape(shown(text))
 
 
 def _tables(renderables: Iterable[Any]) -> str:
@@ -44,8 +51,8 @@ def report_html(comparison: Comparison, pictures: dict[str, str] | None, command
     missing), then each model's parameter table and which GPUs its weights + KV cache fit."""
     names = " vs ".join(column.name for column in comparison.columns)
     parts = [
-        f"<h1>{html.escape(names)}</h1>",
-        f"<p class='note'>Made by gptcalc {__version__}: <code>{html.escape(command)}</code>. Exact counts; bytes "
+        f"<h1>{_text(names)}</h1>",
+        f"<p class='note'>Made by gptcalc {__version__}: <code>{_text(command)}</code>. Exact counts; bytes "
         "in binary units (GiB = 2<sup>30</sup> B) unless they say GB (10<sup>9</sup> B).</p>",
         "<h2>Side by side</h2>",
         _tables([compare_table(comparison)]),
@@ -53,13 +60,13 @@ def report_html(comparison: Comparison, pictures: dict[str, str] | None, command
     if pictures is None:
         parts.append("<p class='note'>No pictures: they need matplotlib (pip install 'gptcalc[plot]').</p>")
     for title, svg in (pictures or {}).items():
-        parts += [f"<h2>{html.escape(title)}</h2>", f"<figure>{svg}</figure>"]
+        parts += [f"<h2>{_text(title)}</h2>", f"<figure>{svg}</figure>"]
     for column in comparison.columns:
-        notes = [f"  {note}" for note in count_notes(column.spec, column.breakdown)]
-        parts += [f"<h2>{html.escape(column.name)}</h2>",
+        notes = ["  " + note for note in count_notes(column.spec, column.breakdown)]
+        parts += [f"<h2>{_text(column.name)}</h2>",
                   _tables([count_table(column.spec, column.breakdown), *notes,
                            f"  weights ({comparison.dtype}) + KV cache ({comparison.kv_dtype}) at {comparison.seq:,} "
                            f"tokens: {column.memory.total_bytes:,} B", gpu_table(column.memory)])]
     return ("<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n"
-            f"<title>gptcalc: {html.escape(names)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+            f"<title>gptcalc: {_text(names)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
             + "\n".join(parts) + "\n</body>\n</html>\n")

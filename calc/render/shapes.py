@@ -7,7 +7,7 @@ forward FLOPs.
 
 from __future__ import annotations
 
-from calc.render.markup import escape
+from calc.render.markup import styled
 from calc.render.table import Table
 
 from calc.analysis.shapes import FLOP_CONVENTION, Journey, Step
@@ -28,8 +28,8 @@ def human_flops(n: float, unit: str = "FLOP") -> str:
 
 def _title(j: Journey) -> str:
     if j.decode:
-        return f"{escape(j.model)}: decode 1 new token after T={j.seq} cached, batch B={j.batch}"
-    return f"{escape(j.model)}: prefill of T={j.seq} tokens, batch B={j.batch}"
+        return f"{j.model}: decode 1 new token after T={j.seq} cached, batch B={j.batch}"
+    return f"{j.model}: prefill of T={j.seq} tokens, batch B={j.batch}"
 
 
 # (header, justify); `explain` swaps the numbers for a sentence per step so the table still fits.
@@ -39,16 +39,16 @@ _EXPLAIN = (("step", "left"), ("output", "left"), ("output dims", "left"), ("why
 
 
 def _cells(step: Step) -> dict[str, str]:
-    label = escape(step.label) if step.traced else f"[italic]{escape(step.label)}[/] ·"
+    label = step.label if step.traced else styled("italic", step.label) + " ·"
     return {
         "step": label,
-        "input": escape(", ".join(map(str, step.inputs))),
-        "weight [in, out]": escape(str(step.weight or "")),
-        "output": escape(str(step.output)),
-        "output dims": escape(step.output.symbolic),
+        "input": ", ".join(map(str, step.inputs)),
+        "weight [in, out]": str(step.weight or ""),
+        "output": str(step.output),
+        "output dims": step.output.symbolic,
         "params": f"{step.params:,}" if step.params else "",
         "FLOPs": f"{step.flops:,}" if step.flops else "",
-        "why": escape(step.note),
+        "why": step.note,
     }
 
 
@@ -61,7 +61,7 @@ def shapes_table(j: Journey, explain: bool = False) -> Table:
     table = Table(title=_title(j))
     for header, justify in columns:
         wraps = header in ("step", "why")
-        table.add_column(escape(header), justify=justify, no_wrap=not wraps)  # type: ignore[arg-type]
+        table.add_column(header, justify=justify, no_wrap=not wraps)  # type: ignore[arg-type]
 
     def add(cells: dict[str, str], style: str | None = None) -> None:
         table.add_row(*(cells.get(header, "") for header, _ in columns), style=style)
@@ -72,11 +72,11 @@ def shapes_table(j: Journey, explain: bool = False) -> Table:
         if kind and (index == 0 or j.steps[index - 1].block != kind):
             table.add_section()
             n = j.layers[kind]
-            add({"step": f"[bold]block{'' if one else ' ' + escape(kind)} × {n} layer{'s' if n > 1 else ''}[/]"})
+            add({"step": styled("bold", f"block{'' if one else ' ' + kind} × {n} layer{'s' if n > 1 else ''}")})
         add(_cells(step), None if step.traced else "dim")
         if kind and (index + 1 == len(j.steps) or j.steps[index + 1].block != kind):
             if not explain:
-                add({"step": "one block" if one else f"one {escape(kind)} block",
+                add({"step": "one block" if one else f"one {kind} block",
                      "params": f"{j.block_total(kind, 'params'):,}", "FLOPs": f"{j.block_total(kind, 'flops'):,}"},
                     "bold")
             table.add_section()
@@ -90,7 +90,7 @@ def _stack(j: Journey) -> str:
     """'block × 12', or 'dense × 3, moe × 58' for several block kinds."""
     if len(j.layers) == 1:
         return f"block × {j.n_layers}"
-    return ", ".join(f"{escape(kind)} × {n}" for kind, n in j.layers.items())
+    return ", ".join(f"{kind} × {n}" for kind, n in j.layers.items())
 
 
 def _per_layer(j: Journey) -> str:
@@ -113,4 +113,4 @@ def shapes_notes(j: Journey) -> list[str]:
     ]
     if j.decode:
         notes.append(f"decode: queries have length 1; keys and values T+1 = {j.keys} (the cache plus the new token)")
-    return [escape(note) for note in [*notes, *j.notes]]
+    return [*notes, *j.notes]

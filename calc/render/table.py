@@ -1,6 +1,7 @@
 """The tables every command prints: drawn by hand when that is certain to match rich, by rich otherwise.
 
-A renderer builds a `Table` as it would a rich one (title, columns, rows with markup, sections).
+A renderer builds a `Table` as it would a rich one (title, columns, rows, sections). Its cells are
+text unless they are `Markup` (`calc.render.markup`): a name is escaped here, where it enters.
 On a terminal, or whenever the layout needs rich's judgement — a table wider than the console,
 a title wider than its table, a character that may take two cells — the table becomes a rich
 `Table` and rich draws it. For the common case, a table printed to a pipe or a file that fits,
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from calc.render.markup import text_of
+from calc.render.markup import as_markup, text_of
 from calc.render.text import shown, width
 
 __all__ = ["Table", "as_rich", "plain_text"]
@@ -23,19 +24,21 @@ Justify = Literal["left", "right", "center"]
 
 
 class Table:
-    """A title, columns (header, justification), rows of markup cells; `add_section` draws a rule."""
+    """A title, columns (header, justification), rows of cells; `add_section` draws a rule. Each is
+    text, or `Markup`, and kept as markup (text escaped)."""
 
     def __init__(self, title: str = "") -> None:
-        self.title = title
+        self.title = as_markup(title)
         self.columns: list[tuple[str, Justify, bool]] = []
         self.rows: list[tuple[tuple[str, ...], str | None]] = []
         self.sections: set[int] = set()  # rows followed by a rule
 
     def add_column(self, header: str = "", justify: Justify = "left", no_wrap: bool = False) -> None:
-        self.columns.append((header, justify, no_wrap))
+        self.columns.append((as_markup(header), justify, no_wrap))
 
     def add_row(self, *cells: str, style: str | None = None) -> None:
-        self.rows.append((cells + ("",) * (len(self.columns) - len(cells)), style))
+        markup = tuple(map(as_markup, cells))
+        self.rows.append((markup + ("",) * (len(self.columns) - len(cells)), style))
 
     def add_section(self) -> None:
         """End the current section: a rule under the last row (none after the table's last row)."""
@@ -77,9 +80,9 @@ class Table:
         return table
 
 
-def as_rich(item: Any) -> Any:
-    """What rich prints for `item`: our `Table` as a rich one, anything else as it is."""
-    return item.to_rich() if isinstance(item, Table) else item
+def as_rich(item: Table | str) -> Any:
+    """What rich prints for `item`: our `Table` as a rich one, a line as markup (text escaped)."""
+    return item.to_rich() if isinstance(item, Table) else as_markup(item)
 
 
 def plain_text(markup: str) -> str:

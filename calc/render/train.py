@@ -5,7 +5,7 @@ Bytes are printed exact beside binary (GiB) and decimal (GB) units: the ZeRO pap
 
 from __future__ import annotations
 
-from calc.render.markup import escape
+from calc.render.markup import styled
 from calc.render.table import Table
 
 from calc.analysis.train import Training
@@ -22,7 +22,7 @@ def _setup(t: Training) -> str:
     s = t.setup
     lora = f", {'QLoRA' if s.qlora else 'LoRA'} r={s.lora_rank}" if s.lora_rank else ""
     gpus = f"{s.gpus} GPU{'s' if s.gpus > 1 else ''} = dp {s.dp} × tp {s.tp}{' (SP)' if s.sp else ''} × pp {s.pp}"
-    return (f"{escape(t.model)}, memory per GPU: {gpus}, ZeRO-{s.zero}, micro-batch {s.micro_batch} × seq "
+    return (f"{t.model}, memory per GPU: {gpus}, ZeRO-{s.zero}, micro-batch {s.micro_batch} × seq "
             f"{s.seq:,}, recompute {s.recompute}, {s.attention} attention{lora}")
 
 
@@ -40,17 +40,17 @@ def memory_table(t: Training) -> Table:
             "gradients": f"{trained:,} × {4 if t.setup.lora_rank else 2} B",
             "master_weights": f"{trained:,} × 4 B", "optimizer": _OPTIMIZER[t.setup.optimizer]}
     for row in t.states:
-        table.add_row(escape(row.label), what[row.key], f"{row.full:,}", str(row.shards), *_bytes(row.per_gpu))
+        table.add_row(row.label, what[row.key], f"{row.full:,}", str(row.shards), *_bytes(row.per_gpu))
     table.add_section()
     for kind, n, terms in t.layers:
         per_layer = t.layer_bytes(terms)
-        name = "activations" + (f" ({escape(kind)})" if len(t.layers) > 1 else "")
+        name = "activations" + (f" ({kind})" if len(t.layers) > 1 else "")
         table.add_row(name, f"{per_layer:,} per layer × {n}", "", "", *_bytes(per_layer * n))
     table.add_row("activations outside the layers", "ids, final norm, head input, log-softmax", "", "",
                   *_bytes(t.layer_bytes(t.outside)))
     table.add_row("logits", "B·T·vocab × 4 B (fp32), held for the loss", "", "", *_bytes(t.logits))
     table.add_section()
-    table.add_row("[bold]total[/]", "", "", "", *(f"[bold]{cell}[/]" for cell in _bytes(t.total)))
+    table.add_row(styled("bold", "total"), "", "", "", *(styled("bold", cell) for cell in _bytes(t.total)))
     return table
 
 
@@ -61,7 +61,7 @@ def activations_table(t: Training) -> Table:
         table.add_column(header, justify="right" if header == "bytes per GPU" else "left")
     for kind, _, terms in t.layers:
         for term in terms:
-            table.add_row(escape(kind), escape(term.label), f"{term.bytes(t.setup.tp, t.setup.sp):,}")
+            table.add_row(kind, term.label, f"{term.bytes(t.setup.tp, t.setup.sp):,}")
         table.add_section()
     return table
 
@@ -84,4 +84,4 @@ def train_notes(t: Training) -> list[str]:
                   "states" + ("; LoRA adapters fp32 throughout, the base frozen" if s.lora_rank else ""))
     notes.append("not counted: framework and CUDA context, allocator fragmentation, communication buffers, "
                  "the transient memory of backward")
-    return [escape(note) for note in notes]
+    return notes

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.render.markup import escape
+from calc.render.markup import styled
 from calc.render.table import Table
 
 from calc.analysis.breakdown import Diff, label
@@ -19,7 +19,7 @@ from calc.verify import WITHOUT_TORCH, Verification, diff_verdict
 
 __all__ = ["difference_columns", "load_lines", "transformers_lines", "verify_lines", "verify_table"]
 
-OK, BAD = "[green]✓[/]", "[bold red]✗[/]"
+OK, BAD = styled("green", "✓"), styled("bold red", "✗")
 
 
 def difference_columns(diff: Diff) -> list[str]:
@@ -41,19 +41,19 @@ def verify_table(model: str, diff: Diff, verdict: str | None = None) -> Table:
     `verdict` is the headline (`Verification.verdict`, which also decides the exit code); without
     one, the diff's own."""
     verdict = verdict or diff_verdict(diff)
-    table = Table(title=f"{escape(model)}: {' vs '.join(diff.sources)} ({verdict})")
+    table = Table(title=f"{model}: {' vs '.join(diff.sources)} ({verdict})")
     table.add_column("component")
     for header in (*diff.sources, *difference_columns(diff)):
         table.add_column(header, justify="right")
     table.add_column("", justify="center")
     for row in diff.rows:
-        name = f"{label(row.component)} [dim]({row.component})[/]"
+        name = f"{label(row.component)} " + styled("dim", f"({row.component})")
         cells = [f"{row.values[s]:,}" for s in diff.sources]
         table.add_row(name, *cells, *_differences(row.values, diff.sources), OK if row.ok else BAD,
                       style=None if row.ok else "red")
     table.add_section()
     totals_ok = len(set(diff.totals.values())) <= 1
-    table.add_row("[bold]total[/]", *(f"[bold]{diff.totals[s]:,}[/]" for s in diff.sources),
+    table.add_row(styled("bold", "total"), *(styled("bold", f"{diff.totals[s]:,}") for s in diff.sources),
                   *_differences(diff.totals, diff.sources), OK if totals_ok else BAD)
     table.add_row("", *(human_count(diff.totals[s]) for s in diff.sources), *[""] * (len(diff.sources) - 1), "")
     return table
@@ -61,7 +61,7 @@ def verify_table(model: str, diff: Diff, verdict: str | None = None) -> Table:
 
 def verify_lines(result: Verification) -> list[str]:
     """The sentences under the table: how the head is treated, each mismatch by name, then the
-    checkpoint's own findings (escaped: tensor shapes like [768, 2304] are not markup)."""
+    checkpoint's own findings."""
     diff, breakdowns = result.diff, result.sources
     lines = []
     tied = {name for name, b in breakdowns.items() if b.tied}
@@ -72,17 +72,17 @@ def verify_lines(result: Verification) -> list[str]:
     lines.append("buffers (rotary frequencies, causal masks) are not parameters and are not counted")
     for row in diff.mismatches:
         values = ", ".join(f"{source} {value:,}" for source, value in row.values.items())
-        lines.append(f"[red]✗ mismatch: {label(row.component)} ({row.component}): {values}[/]")
+        lines.append(styled("red", f"✗ mismatch: {label(row.component)} ({row.component}): {values}"))
     if diff.ok:
-        lines.append(f"[green]✓ all {len(diff.rows)} components and the total agree[/]")
+        lines.append(styled("green", f"✓ all {len(diff.rows)} components and the total agree"))
     if result.transformers is not None:
-        lines += [escape(line) for line in transformers_lines(result.transformers)]
+        lines += transformers_lines(result.transformers)
     if result.checkpoint is not None:
-        lines += [escape(line) for line in verify_checkpoint_lines(result.checkpoint)]
+        lines += verify_checkpoint_lines(result.checkpoint)
     if result.loaded is not None:
-        lines += [escape(line) for line in load_lines(result.loaded)]
+        lines += load_lines(result.loaded)
     if result.without_torch:
-        lines.append(escape(f"note: {WITHOUT_TORCH}"))
+        lines.append(f"note: {WITHOUT_TORCH}")
     return lines
 
 

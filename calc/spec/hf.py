@@ -147,6 +147,8 @@ def hub_errors(repo_id: str, what: str) -> Iterator[None]:
         raise GptcalcError(f"{repo_id}: not a valid Hub repo id: {first_line(exc)}") from None
     except (errors.HfHubHTTPError, OSError, *_httpx_errors()) as exc:
         raise GptcalcError(f"{repo_id}: cannot fetch {what}: {first_line(exc)}") from None
+    except ValueError as exc:  # the cache's own state refused (a refs/main that is a path, not a commit)
+        raise GptcalcError(f"{repo_id}: cannot read {what} from the Hugging Face cache: {first_line(exc)}") from None
 
 
 def _httpx_errors() -> tuple[type[Exception], ...]:

@@ -16,11 +16,12 @@ from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.gpus import GPUS, find_gpu
 from calc.analysis.memory.kv import KVCache, kv_cache
 from calc.analysis.memory.offload import Offload, offload, on_gpu
-from calc.analysis.memory.parallel import Layout, stage_kv, stages
+from calc.analysis.memory.parallel import Layout, check_tp, stage_kv, stages
 from calc.analysis.memory.schemes import Scheme
 from calc.analysis.memory.stored import StoredWeights
 from calc.analysis.memory.weights import Weights, weights
 from calc.errors import GptcalcError
+from calc.inputs import strict_int
 from calc.spec.model import ModelSpec
 from calc.units import parse_bytes
 
@@ -94,6 +95,7 @@ def inference(spec: ModelSpec, breakdown: Breakdown, seq: int, batch: int = 1, d
     given, whatever the weights are (servers keep a 16-bit cache for quantised weights unless told
     otherwise). Under a layout of several GPUs the figures are the busiest GPU's. `cpu_experts` blocks
     (from 0) keep their routed experts in system RAM, as llama.cpp's --n-cpu-moe does."""
+    check_tp(spec, layout.tp)
     whole = weights(breakdown, dtype, group_size, scheme, spec, stored)
     kv = kv_cache(spec, seq, batch, kv_dtype or "fp16", layout.tp, expanded)
     order = list(breakdown.components)
@@ -122,11 +124,12 @@ def parse_budget(text: str) -> BudgetSpec:
     with a unit such as 80GB or 75GiB. A bare number is refused: 80 could be GB, GiB or bytes."""
     names = ", ".join(g.name for g in GPUS)
     count, _, rest = text.strip().partition("x")
-    if count.strip().isdigit() and rest and find_gpu(rest):
-        if int(count) < 1:
+    if count.strip().isascii() and count.strip().isdigit() and rest and find_gpu(rest):
+        gpus = strict_int(count.strip(), "--budget")
+        if gpus < 1:
             raise GptcalcError(f"--budget {text!r}: at least one GPU")
         single = parse_budget(rest)
-        return BudgetSpec(single.bytes_per_gpu, int(count), f"{int(count)} x {single.label}")
+        return BudgetSpec(single.bytes_per_gpu, gpus, f"{gpus} x {single.label}")
     if gpu := find_gpu(text):
         return BudgetSpec(gpu.bytes, 1, f"{gpu.name} (reported total {gpu.mib:,} MiB)")
     if text.strip().replace("_", "").replace(".", "", 1).isdigit():

@@ -167,7 +167,8 @@ class KVCache:
 
     @property
     def n_layers(self) -> int:
-        return sum(kind.n_layers for kind in self.layers)
+        """Layers that cache per token (a DSA layer's latent and indexer keys are one layer)."""
+        return sum({kind.block: kind.n_layers for kind in self.layers}.values())
 
     @property
     def elements_per_token(self) -> int:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.weights import Weights
 from calc.errors import GptcalcError
+from calc.inputs import strict_int
 from calc.spec.model import ModelSpec
 
 __all__ = ["Offload", "offload", "on_gpu", "parse_cpu_experts"]
@@ -52,9 +53,9 @@ def parse_cpu_experts(text: str, spec: ModelSpec) -> int:
         raise GptcalcError(f"--cpu-experts: {spec.name} has no routed experts to keep in system RAM")
     if text.strip().lower() == "all":
         return spec.n_layers
-    if not text.strip().isdigit():
+    if not (text.strip().isascii() and text.strip().isdigit()):
         raise GptcalcError(f"--cpu-experts {text!r}: give 'all' or a number of layers (llama.cpp --n-cpu-moe N)")
-    return min(int(text), spec.n_layers)
+    return min(strict_int(text.strip(), "--cpu-experts"), spec.n_layers)
 
 
 def offload(spec: ModelSpec, breakdown: Breakdown, whole: Weights, layers: int) -> Offload:
@@ -62,13 +63,12 @@ def offload(spec: ModelSpec, breakdown: Breakdown, whole: Weights, layers: int) 
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}
     held: dict[str, int] = {}
     read: dict[str, int] = {}
-    for layer in range(layers):
-        name = spec.block_at(layer)
+    for name, count in spec.layer_counts(0, layers).items():  # run-length: any depth costs its kinds
         mlp = spec.blocks[name].mlp
         for component, n in per_layer[name].items():
             if component.startswith(EXPERTS):
-                held[component] = held.get(component, 0) + n
-                read[component] = read.get(component, 0) + n * mlp.top_k // mlp.n_experts
+                held[component] = held.get(component, 0) + count * n
+                read[component] = read.get(component, 0) + count * (n * mlp.top_k // mlp.n_experts)
     return Offload(layers, replace(whole, params=held), replace(whole, params=read))
 
 

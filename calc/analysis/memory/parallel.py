@@ -26,7 +26,7 @@ from calc.analysis.memory.kv import KVCache
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["Layout", "Stage", "pp_partitions", "stage_kv", "stages"]
+__all__ = ["Layout", "Stage", "check_tp", "pp_partitions", "stage_kv", "stages"]
 
 # Whole on every tensor-parallel GPU (everything else in a layer is sharded tp ways).
 REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "mlp_act", "shared_mlp_act", "router",
@@ -47,6 +47,19 @@ class Layout:
     @property
     def gpus(self) -> int:
         return self.tp * self.pp
+
+
+def check_tp(spec: ModelSpec, tp: int, kv_heads: bool = False) -> None:
+    """Refuse a tensor-parallel degree no server or trainer runs: it must divide every attention's
+    query heads (vLLM's and SGLang's attention layers assert total_num_heads % tp_size == 0, as
+    Megatron does). `kv_heads`: the KV heads too, as training splits them (Megatron's
+    num_query_groups % tp); inference engines replicate a KV head past their count instead, which
+    the KV cache checks (calc/analysis/memory/kv.py)."""
+    for _, a in spec.attention_parts():
+        heads = (a.n_heads, a.n_kv_heads) if kv_heads else (a.n_heads,)
+        if any(n % tp for n in heads):
+            what = f"{a.n_heads} query and {a.n_kv_heads} KV heads" if kv_heads else f"{a.n_heads} query heads"
+            raise GptcalcError(f"--tp {tp}: does not divide {spec.name}'s {what}")
 
 
 # Pipeline stages are listed one by one; real pipelines have tens, not thousands.

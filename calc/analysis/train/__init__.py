@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from calc.analysis.memory.parallel import check_tp
 from calc.analysis.shapes import journey
 from calc.analysis.train.activations import RECOMPUTE, Term, activation_terms, korthikanti, layer_terms
 from calc.analysis.train.params import LORA_TARGETS, Held, held, nf4_bytes
@@ -98,10 +99,7 @@ def _check(spec: ModelSpec, s: Setup) -> None:
         raise GptcalcError(f"--zero: {s.zero} is not a ZeRO stage (0, 1, 2, 3)")
     if s.gpus % (s.tp * s.pp):
         raise GptcalcError(f"--gpus: {s.gpus} GPUs do not split into tp={s.tp} × pp={s.pp} groups")
-    for _, a in spec.attention_parts():
-        if a.n_heads % s.tp or a.n_kv_heads % s.tp:
-            raise GptcalcError(f"--tp: {s.tp} does not divide {spec.name}'s {a.n_heads} query and "
-                               f"{a.n_kv_heads} KV heads")
+    check_tp(spec, s.tp, kv_heads=True)
     if s.optimizer not in OPTIMIZERS:
         raise GptcalcError(f"--optimizer: unknown {s.optimizer!r} (choose from {', '.join(OPTIMIZERS)})")
     if s.recompute not in RECOMPUTE:

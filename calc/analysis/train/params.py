@@ -86,7 +86,7 @@ def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None
         raise GptcalcError(f"--pp: {pp} stages; at most {MAX_STAGES:,} (each is listed)")
     unknown = [t for t in lora_targets if t not in LORA_TARGETS]
     if unknown:
-        raise GptcalcError(f"--lora-targets: unknown {', '.join(unknown)} (choose from {', '.join(LORA_TARGETS)})")
+        raise GptcalcError(f"--lora-targets: unknown {', '.join(t or repr(t) for t in unknown)} (choose from {', '.join(LORA_TARGETS)})")
     wanted = {step_id for t in lora_targets for step_id in LORA_TARGETS[t]}
     steps = journey(spec, 1).steps
     stages = [_stage(spec, steps, stage, pp, tp, lora_rank, wanted) for stage in range(pp)]
