@@ -98,9 +98,13 @@ def load_json(text: str | bytes, origin: str, plain: Callable[[Any], int | None]
     return value
 
 
-def _not_json(name: str, origin: str) -> None:
-    """NaN and Infinity: Python's json reads them, JSON has no such values and no size or rate is one."""
-    raise GptcalcError(f"{origin}: {name} is not a JSON value (nor any size)")
+def _not_json(name: str, origin: str) -> float:
+    """Infinity: not JSON, but transformers writes it (Mamba2's time_step_limit [0.0, Infinity]), so a
+    config.json holding it loads, and a key gptcalc reads refuses it by name (no size or rate is infinite).
+    NaN: no config has a reason to hold it."""
+    if name == "NaN":
+        raise GptcalcError(f"{origin}: NaN is not a JSON value (nor any size)")
+    return float(name)
 
 
 def strict_int(digits: str, origin: str) -> int:

@@ -28,6 +28,7 @@ from calc.spec.load import load_spec
 from oracle import spec_of, transformers_count
 from tiny_models import VOCAB, tiny_config
 
+CONFIGS = Path(__file__).resolve().parent / "configs" / "model_types"
 HYBRIDS = ["qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "mamba2", "nemotron_h", "bamba", "granitemoehybrid",
            "lfm2", "lfm2_moe"]
 BATCH = 2
@@ -145,3 +146,49 @@ def test_rounded_published_totals(name: str, total_b: int, active_b: int | None)
     b = count(load_spec(name))
     assert round(b.total / 1e9) == total_b
     assert (b.active is None) if active_b is None else round((b.active - b.embeddings) / 1e9) == active_b
+
+
+# DeepSeek-V3.2's sparse attention (DSA): MLA plus a lightning indexer whose keys are a second per-token cache.
+DSA = ["deepseek_v32", "glm_moe_dsa"]
+
+
+@pytest.mark.parametrize("model_type", DSA)
+def test_dsa_tiny_total_equals_transformers(model_type: str) -> None:
+    assert count(spec_of(tiny_config(model_type))).total == transformers_count(tiny_config(model_type))
+
+
+@pytest.mark.parametrize("model_type", DSA)
+def test_dsa_header_check_recognises_every_tensor(model_type: str, tmp_path: Path) -> None:
+    from calc.checkpoint.report import read_checkpoint
+
+    _transformers_tiny(model_type).save_pretrained(tmp_path)
+    report = read_checkpoint(str(tmp_path))
+    assert report.ok, report.problems
+
+
+@pytest.mark.parametrize("model_type", DSA)
+def test_dsa_indexer_keys_equal_transformers_cache(model_type: str) -> None:
+    """transformers' DynamicIndexedLayer keeps [B, T, index_head_dim] indexer keys in each layer that
+    runs the indexer; ours are the 'DSA indexer' rows beside the latent (GLM-5's shared layers have none)."""
+    torch = pytest.importorskip("torch")
+    spec, seq = spec_of(tiny_config(model_type)), 7
+    ids = torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        cache = _transformers_tiny(model_type)(ids, use_cache=True).past_key_values
+    theirs = sum(layer.indexer_keys.numel() for layer in cache.layers if getattr(layer, "indexer_keys", None) is not None
+                 and layer.indexer_keys.numel())
+    ours = kv_cache(spec, seq, BATCH, "fp32")
+    indexer = [kind for kind in ours.layers if kind.kind == "DSA indexer"]
+    assert sum(kind.n_layers * kind.k for kind in indexer) * seq * BATCH == theirs > 0
+
+
+def test_published_dsa_totals() -> None:
+    """DeepSeek-V3.2's and GLM-5's config.json files, counted exactly as transformers 5.24 builds them."""
+    # transformers' own count of each file (tests/test_arch.py compares them again); the Hub's "685B" for
+    # DeepSeek-V3.2 adds the MTP layer (https://huggingface.co/deepseek-ai/DeepSeek-V3.2), GLM-5's card says 744B / 40B
+    # (https://huggingface.co/zai-org/GLM-5): 743.9B, and 39.9B active without the embedding and the head.
+    v32 = count(load_spec(str(CONFIGS / "deepseek_v32.json")))
+    glm5 = count(load_spec(str(CONFIGS / "glm_moe_dsa.json")))
+    assert v32.total == 671_877_929_216 and glm5.total == 743_911_199_232
+    assert round(glm5.total / 1e9) == 744 and round((glm5.active - glm5.embeddings) / 1e9) == 40
+    assert round((v32.total + v32.extra["mtp_layers"] + v32.extra["mtp_embedding_copies"]) / 1e9) == 685

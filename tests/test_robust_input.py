@@ -145,7 +145,7 @@ def test_a_failed_write_keeps_the_old_file_whole(tmp_path: Path, monkeypatch: py
                                          ({"vocab_size": 2**25}, "vocab_size")])
 def test_the_fallback_refuses_sizes_before_transformers_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                change: dict, key: str) -> None:
-    """arcee has no adapter, so transformers would build it: 10^8 layers or a 2^25 width (the limits
+    """jamba has no adapter, so transformers would build it: 10^8 layers or a 2^25 width (the limits
     docs/checkpoints.md states) are refused first, transformers' config class never made."""
     pytest.importorskip("transformers")
     import transformers
@@ -154,7 +154,7 @@ def test_the_fallback_refuses_sizes_before_transformers_builds(tmp_path: Path, m
         raise AssertionError("transformers was asked to build it")
 
     monkeypatch.setattr(transformers.AutoConfig, "for_model", never)
-    config = {"model_type": "arcee", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
+    config = {"model_type": "jamba", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
               "num_hidden_layers": 2, "num_attention_heads": 4, **change}
     (tmp_path / "config.json").write_text(json.dumps(config))
     result = check_run(["count", str(tmp_path)])
@@ -212,24 +212,44 @@ def test_an_ascii_only_stdout_gets_names_escaped(tmp_path: Path) -> None:
 
 # --- bounded pictures, strict JSON, transformers' own refusals ----------------------------------------
 
-@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
-def test_nan_and_infinity_are_not_json(tmp_path: Path, constant: str) -> None:
-    """Python's json reads them (and transformers' fallback took an rms_norm_eps of NaN)."""
+@pytest.mark.parametrize("constant, says", [("NaN", "NaN is not a JSON value"),
+                                            ("Infinity", "layer_norm_epsilon: expected a finite number"),
+                                            ("-Infinity", "layer_norm_epsilon: expected a finite number")])
+def test_nan_and_infinity_are_refused_where_they_would_count(tmp_path: Path, constant: str, says: str) -> None:
+    """Python's json reads them (and transformers' fallback took an rms_norm_eps of NaN). Infinity loads,
+    as transformers writes it into Mamba2's time_step_limit, but no key gptcalc reads may hold it."""
     (tmp_path / "config.json").write_text(
         '{"model_type": "gpt2", "vocab_size": 11, "n_positions": 8, "n_embd": 4, "n_layer": 1, "n_head": 1, '
         f'"layer_norm_epsilon": {constant}}}')
     result = check_run(["count", str(tmp_path)])
-    assert result.exit_code == 2 and f"{constant} is not a JSON value" in result.stderr
+    assert result.exit_code == 2 and says in result.stderr, result.stderr
 
 
-def test_a_config_transformers_refuses_is_one_error_line(tmp_path: Path) -> None:
-    """mamba2 has no adapter; transformers' own validation (a huggingface_hub StrictDataclassError,
-    not a ValueError) refuses hidden_size x expand != num_heads x head_dim: that is the config's fault."""
-    pytest.importorskip("transformers")
+def test_infinity_where_transformers_writes_it_loads(tmp_path: Path) -> None:
+    """Mamba2's time_step_limit is [0.0, Infinity] in the configs transformers saves; gptcalc reads no such key."""
+    (tmp_path / "config.json").write_text('{"model_type": "mamba2", "num_hidden_layers": 2, '
+                                          '"time_step_limit": [0.0, Infinity]}')
+    assert check_run(["count", str(tmp_path)]).exit_code == 0
+
+
+def test_an_inconsistent_config_is_one_error_line(tmp_path: Path) -> None:
+    """hidden_size x expand != num_heads x head_dim, which transformers' own validation refuses with a
+    huggingface_hub StrictDataclassError: the mamba2 adapter names the key instead."""
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba2", "vocab_size": 100, "hidden_size": 64,
                                                       "num_hidden_layers": 2, "num_heads": 3, "head_dim": 7, "expand": 2}))
     result = check_run(["count", str(tmp_path)])
-    assert result.exit_code == 2 and "transformers cannot build it either" in result.stderr
+    assert result.exit_code == 2 and "num_heads: 3 heads x head_dim 7 must equal expand x hidden_size = 128" \
+        in result.stderr, result.stderr
+
+
+def test_a_config_transformers_refuses_is_one_error_line(tmp_path: Path) -> None:
+    """jamba has no adapter; transformers' own validation (a huggingface_hub StrictDataclassError, not a
+    ValueError) refuses a field of the wrong type: that is the config's fault, said in one line."""
+    pytest.importorskip("transformers")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "jamba", "vocab_size": 100, "hidden_size": 64,
+                                                      "num_hidden_layers": 2, "hidden_act": 5}))
+    result = check_run(["count", str(tmp_path)])
+    assert result.exit_code == 2 and "transformers cannot build it either" in result.stderr, result.stderr
 
 
 def _spec(path: Path, name: str = "x", positions: int = 16) -> str:

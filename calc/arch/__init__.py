@@ -55,6 +55,8 @@ ADAPTERS: dict[str, str] = {
     "qwen3_moe": "qwen_moe",
     "deepseek_v2": "deepseek",
     "deepseek_v3": "deepseek",
+    "deepseek_v32": "deepseek",
+    "glm_moe_dsa": "deepseek",
     "kimi_k2": "deepseek",
     "glm4_moe": "glm4_moe",
     "glm4_moe_lite": "deepseek",

@@ -9,6 +9,7 @@ and says what is left out.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from calc.errors import GptcalcError
@@ -59,7 +60,8 @@ class Config:
         return self._typed(keys, default, lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
 
     def float(self, *keys: str, default: Any = REQUIRED) -> Any:
-        number = self._typed(keys, default, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number")
+        number = self._typed(keys, default, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                             and math.isfinite(v), "a finite number")
         return float(number) if isinstance(number, (int, float)) else number
 
     def bool(self, *keys: str, default: Any = REQUIRED) -> Any:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from calc.arch import transformers_type
-from calc.arch.common import KEYS, decoder, gated_mlp, norm, rope, with_defaults
+from calc.arch.common import KEYS, decoder, gated_mlp, kind_stack, norm, rope, with_defaults
 from calc.arch.config import Config
 from calc.arch.moe_common import deepseek_moe, dense_then_moe, grouped_sigmoid, mlp_typed_stack, mtp
 
@@ -47,6 +47,19 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                     "first_k_dense_replace": 3, "n_routed_experts": 256, "n_shared_experts": 1,
                     "moe_intermediate_size": 2048, "num_experts_per_tok": 8, "num_nextn_predict_layers": 1,
                     "n_group": 8, "topk_group": 4, "norm_topk_prob": True, "routed_scaling_factor": 2.5},
+    "deepseek_v32": {**_COMMON, "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
+                     "num_hidden_layers": 61, "num_attention_heads": 128, "max_position_embeddings": 163840,
+                     "first_k_dense_replace": 3, "n_routed_experts": 256, "n_shared_experts": 1,
+                     "moe_intermediate_size": 2048, "num_experts_per_tok": 8, "num_nextn_predict_layers": 1,
+                     "n_group": 8, "topk_group": 4, "norm_topk_prob": True, "routed_scaling_factor": 2.5,
+                     "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 64},
+    "glm_moe_dsa": {**_COMMON, "vocab_size": 154880, "hidden_size": 6144, "intermediate_size": 12288,
+                    "moe_intermediate_size": 2048, "num_hidden_layers": 78, "num_attention_heads": 64,
+                    "n_shared_experts": 1, "n_routed_experts": 256, "routed_scaling_factor": 2.5, "q_lora_rank": 2048,
+                    "v_head_dim": 256, "qk_nope_head_dim": 192, "n_group": 1, "topk_group": 1, "num_experts_per_tok": 8,
+                    "norm_topk_prob": True, "max_position_embeddings": 202752, "rms_norm_eps": 1e-5,
+                    "first_k_dense_replace": 3, "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 32,
+                    "index_topk_freq": 1, "index_skip_topk_offset": 2, "num_nextn_predict_layers": 1},
     "glm4_moe_lite": {**_COMMON, "vocab_size": 154880, "hidden_size": 2048, "intermediate_size": 10240,
                       "moe_intermediate_size": 1536, "num_hidden_layers": 47, "num_attention_heads": 20,
                       "n_shared_experts": 1, "n_routed_experts": 64, "routed_scaling_factor": 1.8, "q_lora_rank": 768,
@@ -55,7 +68,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                       "rms_norm_eps": 1e-5},
 }
 # What each model's MLPs hard-code (DeepseekV3MLP, Glm4MoeLiteMLP: no biases, whatever mlp_bias says).
-FIXED = {"deepseek_v3": {"mlp_bias": False}, "glm4_moe_lite": {"mlp_bias": False}}
+FIXED = {"deepseek_v3": {"mlp_bias": False}, "glm4_moe_lite": {"mlp_bias": False}, "deepseek_v32": {"mlp_bias": False},
+         "glm_moe_dsa": {"mlp_bias": False}}
+# DeepSeek-V3.2's sparse attention (DSA): MLA with a lightning indexer (calc.parts.mla.Indexer).
+DSA = ("deepseek_v32", "glm_moe_dsa")
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -69,9 +85,57 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
             "moe": deepseek_moe(cfg, score_bias=not v2, bias=bias, **_routing(cfg, arch))}
     blocks = {name: {"attention": attn, "mlp": mlp, "norm": rms} for name, mlp in mlps.items()}
     multi_token = mtp(cfg) if not v2 and cfg.has("num_nextn_predict_layers") else None
+    if arch in DSA:
+        return _dsa(cfg, model_type, blocks, multi_token, rms)
     stack = mlp_typed_stack(cfg, blocks, multi_token) if arch == "glm4_moe_lite" else dense_then_moe(cfg, blocks, multi_token)
     notes = (*_notes(cfg), *([_alias_note(model_type, arch)] if arch != model_type else []))
     return decoder(cfg, model_type, final_norm=rms, tied=cfg.bool("tie_word_embeddings"), notes=notes, **stack)
+
+
+def _dsa(cfg: Config, model_type: str, blocks: dict[str, Any], multi_token: dict[str, Any] | None,
+         rms: dict[str, Any]) -> dict[str, Any]:
+    """DeepSeek-V3.2 and GLM-5: every layer's MLA gets the lightning indexer, except GLM-5's "shared"
+    layers, which reuse the last full layer's selection and have no indexer of their own
+    (GlmMoeDsaAttention: `indexer_types`); dense and MoE layers as `mlp_layer_types` says, else
+    `first_k_dense_replace` dense ones first (DeepseekV32Config.__post_init__)."""
+    n_layers = cfg.int(*KEYS["n_layers"])
+    dense = min(cfg.int("first_k_dense_replace"), n_layers)
+    mlps = cfg.list("mlp_layer_types") or ["dense"] * dense + ["sparse"] * (n_layers - dense)
+    if len(mlps) != n_layers or set(mlps) - {"dense", "sparse"}:
+        raise cfg.error("mlp_layer_types", f"expected {n_layers} of dense, sparse (one per layer), got {mlps!r}")
+    indexed = _indexer_types(cfg, n_layers)
+    indexer = {"n_heads": cfg.int("index_n_heads"), "head_dim": cfg.int("index_head_dim"), "topk": cfg.int("index_topk")}
+
+    def build(kind: str) -> dict[str, Any]:
+        mlp, full = kind.split("+")
+        block = blocks["moe" if mlp == "sparse" else "dense"]
+        return {**block, "attention": {**block["attention"], "indexer": indexer if full == "full" else None}}
+
+    kinds = [f"{mlp}+{full}" for mlp, full in zip(mlps, indexed)]
+    names = {kind: ("moe" if kind.startswith("sparse") else "dense") + ("_shared" if kind.endswith("shared") else "")
+             for kind in kinds}
+    built, layers = kind_stack(kinds, names, build)
+    if multi_token is not None:  # the MTP layer is a MoE layer with its own indexer
+        built.setdefault("moe", build("sparse+full"))
+    return decoder(cfg, model_type, built, layers, rms, cfg.bool("tie_word_embeddings"), mtp=multi_token,
+                   notes=_notes(cfg))
+
+
+def _indexer_types(cfg: Config, n_layers: int) -> list[str]:
+    """GLM-5's `indexer_types` ("full" / "shared"), else its index_topk_pattern (F / S), else the
+    freq/offset schedule of GlmMoeDsaConfig.__post_init__; DeepSeek-V3.2 has an indexer in every layer."""
+    if cfg.raw("model_type") != "glm_moe_dsa":
+        return ["full"] * n_layers
+    kinds = cfg.list("indexer_types")
+    pattern = cfg.raw("index_topk_pattern", default=None)
+    if kinds is None and isinstance(pattern, str):
+        kinds = [{"F": "full", "S": "shared"}.get(letter, letter) for letter in pattern]
+    if kinds is None:
+        freq, offset = max(cfg.int("index_topk_freq"), 1), cfg.int("index_skip_topk_offset")
+        kinds = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n_layers)]
+    if len(kinds) != n_layers or set(kinds) - {"full", "shared"}:
+        raise cfg.error("indexer_types", f"expected {n_layers} of full, shared (one per layer), got {kinds!r}")
+    return kinds
 
 
 def _alias_note(model_type: str, arch: str) -> str:

@@ -102,6 +102,10 @@ _LFM2 = {**LLAMA, "final_norm": "model.embedding_norm", "attn_in": "operator_nor
          "hub": {"expert_gate": "feed_forward.experts.{expert}.w1", "expert_up": "feed_forward.experts.{expert}.w3",
                  "expert_down": "feed_forward.experts.{expert}.w2"}}
 
+# DeepSeek-V3.2's and GLM-5's lightning indexer, inside self_attn.
+_INDEXER = {"idx_q": "self_attn.indexer.wq_b", "idx_k": "self_attn.indexer.wk", "idx_k_norm": "self_attn.indexer.k_norm",
+            "idx_weights": "self_attn.indexer.weights_proj"}
+
 LAYOUTS: dict[str, dict[str, Any]] = {
     "gpt2": {**_GPT, "conv1d": True},
     "gpt_bigcode": _GPT,
@@ -177,6 +181,8 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                     "experts_order": "in_out", "hub": {}},
     "qwen3_next": {**_QWEN3_5, "gdn_qkvz": "linear_attn.in_proj_qkvz", "gdn_ba": "linear_attn.in_proj_ba"},
     "qwen3_5_text": _QWEN3_5,
+    "deepseek_v32": {**LLAMA, **_INDEXER},
+    "glm_moe_dsa": {**LLAMA, **_INDEXER},
     "qwen3_5_moe_text": _QWEN3_5,
     "mamba2": {**_mamba2("mixer"), "base": "backbone.", "embed": "backbone.embeddings", "final_norm": "backbone.norm_f",
                "lm_head": "lm_head", "layers": "backbone.layers", "attn_in": "norm"},

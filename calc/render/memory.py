@@ -84,6 +84,8 @@ def _kv_shape(kind: KVLayers) -> tuple[str, str, str, str]:
         return kind.kind, layers, f"latent {kind.k}", window
     if kind.kind == "MLA":
         return kind.kind, layers, f"expanded: K {kind.k}, V {kind.v}", window
+    if kind.kv_heads_per_gpu is None:  # one key per token for every head (DSA's indexer), whole on every GPU
+        return kind.kind, layers, f"key {kind.k} (all {kind.n_heads} heads)", window
     heads = f"{kind.n_kv_heads}/{kind.n_heads}"
     if kind.kv_heads_per_gpu is not None and kind.kv_heads_per_gpu != kind.n_kv_heads:
         heads += f" ({kind.kv_heads_per_gpu}/GPU)"
