@@ -65,6 +65,7 @@ TABLE_FILES = {
     "olmoe": "tests/configs/model_types/olmoe.json", "glm4_moe": "tests/configs/model_types/glm4_moe.json",
     "kimi_k2": "tests/configs/model_types/kimi_k2.json", "glm4_moe_lite": "tests/configs/model_types/glm4_moe_lite.json",
     "mimo_v2_flash": "tests/configs/model_types/mimo_v2_flash.json", "laguna": "tests/configs/model_types/laguna.json",
+    "deepseek_v32": "tests/configs/model_types/deepseek_v32.json", "glm_moe_dsa": "tests/configs/model_types/glm_moe_dsa.json",
     "ernie4_5": "tests/configs/model_types/ernie4_5.json",
     "qwen3_5_text": "tests/configs/model_types/qwen3_5.json",
     "qwen3_5_moe_text": "tests/configs/model_types/qwen3_5_moe-397b.json",
