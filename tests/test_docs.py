@@ -70,8 +70,6 @@ TABLE_FILES = {
     "qwen3_5_text": "tests/configs/model_types/qwen3_5.json",
     "qwen3_5_moe_text": "tests/configs/model_types/qwen3_5_moe-397b.json",
     "nemotron_h": "tests/configs/model_types/nemotron_h.json",
-    "deepseek_v32": "tests/configs/model_types/deepseek_v32.json",
-    "glm_moe_dsa": "tests/configs/model_types/glm_moe_dsa.json",
     "minimax_m2": "tests/configs/model_types/minimax_m2.json", "afmoe": "tests/configs/model_types/afmoe.json",
 }
 
