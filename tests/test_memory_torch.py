@@ -176,15 +176,23 @@ def test_chunks_after_the_cache_rolled_equal_one_full_pass(model_type: str) -> N
     """A 7-token prompt (the window, 5, already rolled), then chunks of 3 and 1 tokens: each chunk's
     queries read the rolled keys from their own window on, and the logits equal one 11-token pass."""
     spec = spec_of(tiny_config(model_type))
+    cache = _chunks_equal_one_pass(spec, ((0, 7), (7, 10), (10, 11)))
+    assert cache.nbytes == kv_cache(spec, 11, 2, "fp32").total_bytes
+
+
+def _chunks_equal_one_pass(spec, bounds: tuple[tuple[int, int], ...]):  # noqa: ANN202 - the reference's cache
+    """The reference's logits for 11 tokens fed as the chunks `bounds` into one cache equal one full
+    pass; the cache, holding all 11, is returned."""
     torch.manual_seed(0)
     model = build(spec)
     ids = torch.randint(0, spec.vocab_size, (2, 11))
     cache = model.new_cache()
     with torch.no_grad():
         full = model(ids)
-        chunks = [model(ids[:, a:b], cache=cache) for a, b in ((0, 7), (7, 10), (10, 11))]
+        chunks = [model(ids[:, a:b], cache=cache) for a, b in bounds]
     torch.testing.assert_close(torch.cat(chunks, dim=1), full, rtol=1e-5, atol=1e-5)
-    assert cache.length == 11 and cache.nbytes == kv_cache(spec, 11, 2, "fp32").total_bytes
+    assert cache.length == 11
+    return cache
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
@@ -208,13 +216,4 @@ def test_mixer_chunks_equal_one_full_pass(model_type: str) -> None:
     """A 2-token prompt (shorter than the conv windows: the kept window starts with zeros), then
     chunks of 3, 1 and 5 tokens: each chunk continues the conv window and the recurrent state where
     the last one left them, and the logits equal one 11-token pass."""
-    spec = spec_of(tiny_config(model_type))
-    torch.manual_seed(0)
-    model = build(spec)
-    ids = torch.randint(0, spec.vocab_size, (2, 11))
-    cache = model.new_cache()
-    with torch.no_grad():
-        full = model(ids)
-        chunks = [model(ids[:, a:b], cache=cache) for a, b in ((0, 2), (2, 5), (5, 6), (6, 11))]
-    torch.testing.assert_close(torch.cat(chunks, dim=1), full, rtol=1e-5, atol=1e-5)
-    assert cache.length == 11
+    _chunks_equal_one_pass(spec_of(tiny_config(model_type)), ((0, 2), (2, 5), (5, 6), (6, 11)))
