@@ -30,7 +30,7 @@ from tiny_models import VOCAB, tiny_config
 
 CONFIGS = Path(__file__).resolve().parent / "configs" / "model_types"
 HYBRIDS = ["qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "mamba2", "nemotron_h", "bamba", "granitemoehybrid",
-           "lfm2", "lfm2_moe"]
+           "lfm2", "lfm2_moe", "mamba", "falcon_mamba", "jamba"]
 BATCH = 2
 
 

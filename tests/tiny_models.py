@@ -163,6 +163,11 @@ TINY: dict[str, dict[str, Any]] = {
     "granitemoehybrid": {**_COMMON, "layer_types": ["linear_attention", "full_attention"], "intermediate_size": 16,
                          "shared_intermediate_size": 24, "num_local_experts": 4, "num_experts_per_tok": 2,
                          "mamba_n_heads": 8, "mamba_d_state": 16, "position_embedding_type": "rope"},
+    "mamba": {"vocab_size": VOCAB, "hidden_size": 32, "num_hidden_layers": 2, "state_size": 8, "time_step_rank": 4,
+              **_IDS},
+    "falcon_mamba": {"vocab_size": VOCAB, "hidden_size": 32, "num_hidden_layers": 2, "state_size": 8, **_IDS},
+    "jamba": {**_COMMON, "num_hidden_layers": 4, "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2,
+              "expert_layer_offset": 0, "num_experts": 4, "num_experts_per_tok": 2, "mamba_d_state": 8},
     "lfm2": {**_COMMON, "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"], "conv_bias": True},
     "lfm2_moe": {**_COMMON, "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"],
                  "moe_intermediate_size": 16, "num_dense_layers": 1, "num_experts": 4, "num_experts_per_tok": 2},
@@ -175,6 +180,6 @@ def tiny_config(model_type: str) -> dict[str, Any]:
 
 
 # Model types whose mechanism the torch reference does not build yet (DSA's indexer and its top-k
-# selection): verify refuses them by name (tests/test_reference_equivalence.py checks the refusal),
+# selection, Mamba version 1): verify refuses them by name (tests/test_reference_equivalence.py checks the refusal),
 # while count, kvcache and the header check cover them (tests/test_hybrids.py).
-NO_TORCH_YET = {"deepseek_v32", "glm_moe_dsa"}
+NO_TORCH_YET = {"deepseek_v32", "glm_moe_dsa", "mamba", "falcon_mamba", "jamba"}

@@ -78,6 +78,16 @@ def _mamba2(path: str) -> dict[str, str]:
             "ssm_a_log": f"{path}.A_log", "ssm_d": f"{path}.D", "ssm_norm": f"{path}.norm", "ssm_out": f"{path}.out_proj"}
 
 
+def _mamba(path: str) -> dict[str, str]:
+    """transformers' Mamba (v1) mixer tensors under `path`, with Jamba's dt, B and C norms."""
+    return {**_mamba2(path), "ssm_x_proj": f"{path}.x_proj", "ssm_dt_proj": f"{path}.dt_proj",
+            "ssm_dt_norm": f"{path}.dt_layernorm", "ssm_b_norm": f"{path}.b_layernorm",
+            "ssm_c_norm": f"{path}.c_layernorm"}
+
+
+_BACKBONE = {"base": "backbone.", "embed": "backbone.embeddings", "final_norm": "backbone.norm_f", "lm_head": "lm_head",
+             "layers": "backbone.layers", "attn_in": "norm"}
+
 _DELTANET = {"gdn_conv": "linear_attn.conv1d", "gdn_dt_bias": "linear_attn.dt_bias", "gdn_a_log": "linear_attn.A_log",
              "gdn_norm": "linear_attn.norm", "gdn_out": "linear_attn.out_proj"}
 _QWEN3_5 = {**LLAMA, **_DELTANET, "gdn_qkv": "linear_attn.in_proj_qkv", "gdn_z": "linear_attn.in_proj_z",
@@ -184,8 +194,15 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     "deepseek_v32": {**LLAMA, **_INDEXER},
     "glm_moe_dsa": {**LLAMA, **_INDEXER},
     "qwen3_5_moe_text": _QWEN3_5,
-    "mamba2": {**_mamba2("mixer"), "base": "backbone.", "embed": "backbone.embeddings", "final_norm": "backbone.norm_f",
-               "lm_head": "lm_head", "layers": "backbone.layers", "attn_in": "norm"},
+    "mamba2": {**_mamba2("mixer"), **_BACKBONE},
+    "mamba": {**_mamba("mixer"), **_BACKBONE},
+    "falcon_mamba": {**_mamba("mixer"), **_BACKBONE},
+    "jamba": {**LLAMA, **_mamba("mamba"), "final_norm": "model.final_layernorm", "mlp_in": "pre_ff_layernorm",
+              "gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj", "down": "feed_forward.down_proj",
+              "router": "feed_forward.router", "experts": "feed_forward.experts",
+              "hub": {"router": "feed_forward.router", "expert_gate": "feed_forward.experts.{expert}.gate_proj",
+                      "expert_up": "feed_forward.experts.{expert}.up_proj",
+                      "expert_down": "feed_forward.experts.{expert}.down_proj"}},
     "nemotron_h": _NEMOTRON_H,
     "bamba": {**LLAMA, **_mamba2("mamba"), "final_norm": "model.final_layernorm", "mlp_in": "pre_ff_layernorm",
               "gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj", "down": "feed_forward.down_proj"},

@@ -132,6 +132,21 @@ def _mamba2(s: _Slots, m: Any, d: int) -> None:
     s.linear("ssm_out", inner, d, "ssm_out", m.proj_bias and "ssm_out_bias")
 
 
+def _mamba(s: _Slots, m: Any, d: int) -> None:
+    """Mamba (v1): in_proj, conv1d, x_proj, (Jamba's dt/B/C norms,) dt_proj, A_log, D, out_proj."""
+    i, n, r = m.d_inner, m.d_state, m.dt_rank
+    s.linear("ssm_in", d, 2 * i, "ssm_in", m.proj_bias and "ssm_in_bias")
+    _conv(s, "ssm_conv", i, m.conv_kernel, "ssm_conv", m.conv_bias and "ssm_conv_bias")
+    s.linear("ssm_x_proj", i, r + 2 * n, "ssm_x_proj")
+    if m.dt_norms:
+        for role, width in (("ssm_dt_norm", r), ("ssm_b_norm", n), ("ssm_c_norm", n)):
+            s.add(f"{role}.weight", f"{s.lay[role]}.weight", (width,), role, init="ones", kind="norm")
+    s.linear("ssm_dt_proj", r, i, "ssm_dt_proj", "ssm_dt_proj_bias")
+    s.add("ssm_a_log", s.lay["ssm_a_log"], (i, n), "ssm_a_log")
+    s.add("ssm_d", s.lay["ssm_d"], (i,), "ssm_d")
+    s.linear("ssm_out", i, d, "ssm_out", m.proj_bias and "ssm_out_bias")
+
+
 def _deltanet(s: _Slots, g: Any, d: int) -> None:
     """Qwen3-Next fuses q, k, v with z and b with a (in_proj_qkvz, in_proj_ba); Qwen3.5 keeps four."""
     h, value = g.n_v_heads, g.value_dim
@@ -155,7 +170,7 @@ def _short_conv(s: _Slots, c: Any, d: int) -> None:
 
 
 # Each token mixer's tensors, by the part's kind (its fields say which exist and their shapes).
-MIXERS = {"attention": _attention, "mla": _mla, "mamba2": _mamba2, "gated_deltanet": _deltanet,
+MIXERS = {"attention": _attention, "mla": _mla, "mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet,
           "short_conv": _short_conv}
 
 

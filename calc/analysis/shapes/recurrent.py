@@ -16,9 +16,9 @@ Training kernels compute the same recurrences in chunks, with more arithmetic fo
 from __future__ import annotations
 
 from calc.analysis.shapes.core import Dims, Rows, Shape, Step
-from calc.parts import GatedDeltaNet, Mamba2, ShortConv
+from calc.parts import GatedDeltaNet, Mamba, Mamba2, ShortConv
 
-__all__ = ["deltanet_steps", "mamba2_steps", "short_conv_steps"]
+__all__ = ["deltanet_steps", "mamba_steps", "mamba2_steps", "short_conv_steps"]
 
 
 def _conv(d: Dims, id: str, x: Shape, kernel: int, params: int, state: str) -> Step:
@@ -58,6 +58,32 @@ def mamba2_steps(d: Dims, m: Mamba2, rows: Rows) -> list[Step]:
         d.step("ssm_norm", "gated RMSNorm: norm(y·SiLU(z))", inner, (inner, inner), d.shape("I"),
                rows.take("ssm_norm"), note=f"over {m.n_groups} group{'s' * (m.n_groups > 1)} of "
                                            f"{m.d_inner // m.n_groups} channels"),
+        d.linear("ssm_out", "out_proj", inner, d.shape("I", "d_model"), x, rows.take("ssm_out", "ssm_out_bias"),
+                 "back to d_model"),
+    ]
+
+
+def mamba_steps(d: Dims, m: Mamba, rows: Rows) -> list[Step]:
+    """x -> in_proj (x, z) -> conv -> SiLU -> x_proj (dt, B, C) -> dt_proj -> selective scan -> ·SiLU(z) -> out_proj."""
+    d = d.named(I=m.d_inner, N=m.d_state, R=m.dt_rank, K=m.conv_kernel,
+                **{"2I": 2 * m.d_inner, "R+2N": m.dt_rank + 2 * m.d_state})
+    x, inner = d.hidden, d.shape("B", d.new, "I")
+    dt_low = d.shape("B", d.new, "R+2N")
+    norms = " (each RMS-normed: Jamba)" if m.dt_norms else ""
+    return [
+        d.linear("ssm_in", "in_proj: x, z", x, d.shape("d_model", "2I"), d.shape("B", d.new, "2I"),
+                 rows.take("ssm_in", "ssm_in_bias"), f"the scan's input and its gate, I = {m.d_inner:,} each"),
+        _conv(d, "ssm_conv", inner, m.conv_kernel, rows.take("ssm_conv", "ssm_conv_bias"), "Mamba"),
+        d.step("ssm_act", "SiLU", inner, (inner,), note="elementwise"),
+        d.linear("ssm_x_proj", "x_proj: dt, B, C", inner, d.shape("I", "R+2N"), dt_low,
+                 rows.take("ssm_x_proj", "ssm_dt_norm", "ssm_b_norm", "ssm_c_norm"),
+                 f"a rank-{m.dt_rank} dt and a B and C of N = {m.d_state} per token{norms}"),
+        d.linear("ssm_dt_proj", "dt_proj", d.shape("B", d.new, "R"), d.shape("R", "I"), inner,
+                 rows.take("ssm_dt_proj", "ssm_dt_proj_bias"), "one time step per channel; plus a bias"),
+        d.step("ssm_scan", "selective scan: h = exp(dt·A)·h + dt·x⊗B, y = h·C + D·x", inner, (inner,),
+               d.shape("B", "I", "N"), rows.take("ssm_a_log", "ssm_d"), 4 * _positions(inner) * m.d_state,
+               note=f"an N = {m.d_state} state per channel, kept per sequence whatever its length"),
+        d.step("ssm_gate", "× SiLU(z)", inner, (inner, inner), note="elementwise"),
         d.linear("ssm_out", "out_proj", inner, d.shape("I", "d_model"), x, rows.take("ssm_out", "ssm_out_bias"),
                  "back to d_model"),
     ]

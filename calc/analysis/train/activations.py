@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from typing import Any
 
-from calc.parts import MLA, MLP, Attention, GatedDeltaNet, Mamba2, MoE, Norm, ShortConv
+from calc.parts import MLA, MLP, Attention, GatedDeltaNet, Mamba, Mamba2, MoE, Norm, ShortConv
 from calc.spec.model import Block, ModelSpec
 
 __all__ = ["RECOMPUTE", "Term", "activation_terms", "korthikanti", "layer_terms"]
@@ -107,6 +107,16 @@ def _mamba2(m: Mamba2, n: int, d: int, act: int) -> list[Term]:
             Term("scan output, gate SiLU(z), gated norm (input, normed)", 4 * n * m.d_inner + n * m.n_groups, act, "tp")]
 
 
+def _mamba(m: Mamba, n: int, d: int, act: int) -> list[Term]:
+    """in_proj's input and output, the conv's output and SiLU, x_proj's and dt_proj's outputs, the
+    scan's output, the gate and out_proj's input."""
+    i = m.d_inner
+    return [Term("mixer input (normed x)", n * d, act, "sp"),
+            Term("in_proj output (x, z), conv output and its SiLU", 4 * n * i, act, "tp"),
+            Term("x_proj output (dt, B, C) and dt_proj output", n * (m.dt_rank + 2 * m.d_state) + n * i, act, "tp"),
+            Term("scan output, SiLU(z), gated output", 3 * n * i, act, "tp")]
+
+
 def _deltanet(g: GatedDeltaNet, n: int, d: int, act: int) -> list[Term]:
     """The projections' outputs, the conv's output and SiLU, normalised q and k, the delta rule's
     output, and the gated norm's input and output (out_proj's input)."""
@@ -127,7 +137,7 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
     """What one layer's token mixer keeps, by the part's kind (attention and MLA share one rule)."""
     if a is None:
         return []
-    recurrent = {"mamba2": _mamba2, "gated_deltanet": _deltanet, "short_conv": _short_conv}.get(a.kind)
+    recurrent = {"mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet, "short_conv": _short_conv}.get(a.kind)
     return recurrent(a, b * s, d, act) if recurrent else _attention(a, b, s, d, act, recompute, flash)
 
 

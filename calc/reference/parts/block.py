@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from calc.checkpoint.names import Slot
+from calc.errors import GptcalcError
 from calc.reference.parts.attention import Attention
 from calc.reference.parts.base import Part, build_weights, place
 from calc.reference.parts.gated_deltanet import GatedDeltaNet
@@ -74,6 +75,8 @@ class Layer(nn.Module):
         by_part = {"attn": mixer, "mlp": {r: s for r, s in slots.items() if r not in mixer and r not in norms}}
         self.parts: dict[str, Part] = {}
         if block.attention is not None:
+            if block.attention.kind not in MIXERS:  # Mamba (v1): counted, cached, shaped; no torch module yet
+                raise GptcalcError(f"the torch reference does not implement the {block.attention.kind} mixer yet")
             self.parts["attn"] = MIXERS[block.attention.kind].of(block, n_positions, lay)
         if block.mlp is not None:
             self.parts["mlp"] = MoE(block.mlp, lay.get("experts_order", "out_in")) if block.mlp.kind == "moe" \

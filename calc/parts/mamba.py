@@ -1,0 +1,69 @@
+"""Mamba's (version 1) selective state-space mixer: Mamba, Falcon-Mamba and Jamba's Mamba layers.
+
+With d = d_model, I = d_inner (expand x d), N = d_state, R = dt_rank and a conv of K taps
+(transformers' MambaMixer, JambaMambaMixer):
+
+    ssm_in      = d·2I (+2I bias)        x and the gate z
+    ssm_conv    = I·K (+I bias)          a depthwise causal conv over x
+    ssm_x_proj  = I·(R + 2N)             dt's low-rank input, B and C per token
+    ssm_dt_proj = R·I + I                dt back to I channels, with its bias
+    ssm_a_log   = I·N, ssm_d = I         the decay per channel and state, the skip
+    ssm_out     = I·d (+d bias)
+    Jamba adds RMSNorms on dt (R), B and C (N each): ssm_dt_norm, ssm_b_norm, ssm_c_norm.
+
+Unlike Mamba2 its state is per channel, not per head: per sequence it keeps the conv's last K - 1
+inputs (I·(K-1)) and an I x N state, whatever the length.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from calc.parts.base import Field, Part, present
+from calc.parts.cache import CacheSpec, StateDtype, StateSpec
+
+__all__ = ["LABELS", "Mamba"]
+
+
+class Mamba(Part):
+    kind: Literal["mamba"] = "mamba"
+    d_inner: int = Field(gt=0)
+    d_state: int = Field(gt=0)
+    dt_rank: int = Field(gt=0)
+    conv_kernel: int = Field(default=4, gt=0)
+    proj_bias: bool = False
+    conv_bias: bool = True
+    dt_norms: bool = False  # Jamba's RMSNorms on dt, B and C
+    state_dtype: StateDtype = "model"  # the recurrent state's; the conv window's is the model's
+
+    def params(self, d_model: int) -> dict[str, int]:
+        d, i, n, r = d_model, self.d_inner, self.d_state, self.dt_rank
+        return present(
+            ssm_in=d * 2 * i, ssm_in_bias=2 * i * self.proj_bias, ssm_conv=i * self.conv_kernel,
+            ssm_conv_bias=i * self.conv_bias, ssm_x_proj=i * (r + 2 * n), ssm_dt_norm=r * self.dt_norms,
+            ssm_b_norm=n * self.dt_norms, ssm_c_norm=n * self.dt_norms, ssm_dt_proj=r * i, ssm_dt_proj_bias=i,
+            ssm_a_log=i * n, ssm_d=i, ssm_out=i * d, ssm_out_bias=d * self.proj_bias,
+        )
+
+    def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
+        return {"ssm_in": (d_model, 1), "ssm_x_proj": (self.d_inner, 1), "ssm_dt_proj": (self.dt_rank, 1),
+                "ssm_out": (self.d_inner, 1)}
+
+    def cache(self, d_model: int) -> CacheSpec:
+        """The conv window over x and an I x N state; both fixed per sequence, split by channel under TP."""
+        conv = StateSpec("conv", self.d_inner, self.conv_kernel - 1, self.d_inner)
+        ssm = StateSpec("recurrent", self.d_inner * self.d_state, 1, self.d_inner, dtype=self.state_dtype)
+        return CacheSpec(states=(conv, ssm))
+
+    def describe(self) -> str:
+        return f"Mamba (d_inner {self.d_inner:,}, state {self.d_state}, dt rank {self.dt_rank}, conv {self.conv_kernel})"
+
+
+LABELS = {
+    "ssm_x_proj": "SSM x_proj (dt, B, C)",
+    "ssm_dt_norm": "SSM dt norm",
+    "ssm_b_norm": "SSM B norm",
+    "ssm_c_norm": "SSM C norm",
+    "ssm_dt_proj": "SSM dt_proj",
+    "ssm_dt_proj_bias": "SSM dt_proj bias",
+}
