@@ -44,9 +44,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     mixers = _mixers(cfg)
     dense = cfg.int("num_dense_layers") if model_type == "lfm2_moe" else len(mixers)
     kinds = [f"{mixer}+{'dense' if i < dense else 'moe'}" for i, mixer in enumerate(mixers)]
-    sparse = dense < len(mixers)
-    names = {kind: ("conv" if kind.startswith("conv") else "attention") + ("_moe" if sparse and kind.endswith("moe")
-                                                                             else "") for kind in kinds}
+    names = {kind: ("conv" if kind.startswith("conv") else "attention") + ("_moe" if kind.endswith("moe") else "")
+             for kind in kinds}
     blocks, layers = kind_stack(kinds, names, lambda kind: _block(cfg, model_type, rms, *kind.split("+")))
     return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"))
 

@@ -26,7 +26,7 @@ from calc.arch.common import (KEYS, activation, attention, decoder, gated_mlp, g
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
-__all__ = ["DEFAULTS", "spec_dict"]
+__all__ = ["DEFAULTS", "NO_CONTEXT", "mixer_stack", "spec_dict"]
 
 _MAMBA = {"mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
           "mamba_expand": 2, "mamba_conv_bias": True, "mamba_proj_bias": False}
@@ -85,17 +85,23 @@ def mamba2_mixer(cfg: Config, heads: str, head: str, state: str, groups: str, co
 
 
 def _mamba2(cfg: Config, model_type: str) -> dict[str, Any]:
-    rms = norm("rmsnorm", cfg.float("layer_norm_epsilon"))
     mixer = mamba2_mixer(cfg, "num_heads", "head_dim", "state_size", "n_groups", "conv_kernel", "expand", "use_bias",
                          "use_conv_bias")
+    return mixer_stack(cfg, model_type, mixer)
+
+
+# A pure Mamba model has no position embeddings and no context limit in its config: the spec's context is nominal.
+NO_CONTEXT = 1_048_576
+
+
+def mixer_stack(cfg: Config, model_type: str, mixer: dict[str, Any]) -> dict[str, Any]:
+    """A `backbone.` stack of layers that are one RMSNorm and `mixer` each (Mamba2Block, MambaBlock)."""
+    rms = norm("rmsnorm", cfg.float("layer_norm_epsilon"))
     block = {"attention": mixer, "mlp": None, "norm": rms, "norms": ["attn_in"]}
     return decoder(cfg, model_type, {"mamba": block}, [(cfg.int(*KEYS["n_layers"]), "mamba")], rms,
-                   cfg.bool("tie_word_embeddings"), n_positions=_NO_CONTEXT,
-                   notes=(f"mamba2: no context limit (no position embeddings, a fixed state); {_NO_CONTEXT:,} is nominal",))
-
-
-# Mamba2 has no position embeddings and no context limit in its config: the spec's context is nominal.
-_NO_CONTEXT = 1_048_576
+                   cfg.bool("tie_word_embeddings"), n_positions=NO_CONTEXT,
+                   notes=(f"{model_type}: no context limit (no position embeddings, a fixed state); "
+                          f"{NO_CONTEXT:,} is nominal",))
 
 
 def _nemotron_kinds(cfg: Config) -> list[str]:

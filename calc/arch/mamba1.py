@@ -17,6 +17,7 @@ from typing import Any
 
 from calc.arch.common import KEYS, attention, decoder, gated_mlp, kind_stack, norm, with_defaults
 from calc.arch.config import Config
+from calc.arch.mamba import mixer_stack
 from calc.arch.moe_common import experts
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -35,10 +36,6 @@ DEFAULTS: dict[str, dict[str, Any]] = {
               "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": "auto",
               "mamba_conv_bias": True, "mamba_proj_bias": False},
 }
-# Mamba has no position embeddings and no context limit in its config: the spec's context is nominal.
-NO_CONTEXT = 1_048_576
-
-
 def spec_dict(cfg: Config) -> dict[str, Any]:
     model_type = cfg.raw("model_type")
     cfg = with_defaults(cfg, DEFAULTS[model_type])
@@ -55,13 +52,8 @@ def _mixer(cfg: Config, state: str, conv: str, expand: str, rank: str, proj_bias
 
 
 def _mamba(cfg: Config, model_type: str) -> dict[str, Any]:
-    rms = norm("rmsnorm", cfg.float("layer_norm_epsilon"))
     mixer = _mixer(cfg, "state_size", "conv_kernel", "expand", "time_step_rank", "use_bias", "use_conv_bias")
-    block = {"attention": mixer, "mlp": None, "norm": rms, "norms": ["attn_in"]}
-    return decoder(cfg, model_type, {"mamba": block}, [(cfg.int(*KEYS["n_layers"]), "mamba")], rms,
-                   cfg.bool("tie_word_embeddings"), n_positions=NO_CONTEXT,
-                   notes=(f"{model_type}: no context limit (no position embeddings, a fixed state); "
-                          f"{NO_CONTEXT:,} is nominal",))
+    return mixer_stack(cfg, model_type, mixer)
 
 
 def _jamba(cfg: Config) -> dict[str, Any]:

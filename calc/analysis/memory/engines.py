@@ -114,7 +114,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
-    _refuse_states(kv, engine)
+    _refuse_unmodelled(kv, engine)
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
     hybrid = hybrid_groups(kv, max_batched) if engine == "vllm" else None
@@ -179,10 +179,11 @@ def split_kv_bytes(kv: KVCache) -> tuple[int, int]:
 MODELLED = {"MHA", "GQA", "MQA", "MLA"}
 
 
-def _refuse_states(kv: KVCache, engine: str) -> None:
-    """Engines page conv and recurrent states their own way (vLLM aligns Mamba state pages with the
-    attention blocks, SGLang keeps a separate Mamba pool, llama.cpp a recurrent-state buffer): until
-    those rules are modelled, a hybrid model gets no engine line rather than a wrong one."""
+def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
+    """Engines page conv and recurrent states, and DSA's indexer keys, their own way (vLLM aligns Mamba
+    state pages with the attention blocks, SGLang keeps a separate Mamba pool, llama.cpp a recurrent-state
+    buffer, vLLM and SGLang store DSA's latent and keys as fp8 with scales): until those rules are
+    modelled, such a model gets no engine line rather than a wrong one."""
     other = sorted({kind.kind for kind in kv.layers} - MODELLED)
     if kv.states or other:
         what = "conv and recurrent states" if kv.states else f"{other[0]} keys"
@@ -192,7 +193,7 @@ def _refuse_states(kv: KVCache, engine: str) -> None:
 
 def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
     """The start-up lines the engine prints about its cache, with our numbers in them."""
-    _refuse_states(kv, engine)
+    _refuse_unmodelled(kv, engine)
     if engine == "llamacpp":
         k, v = split_kv_bytes(kv)
         t = "f16" if kv.dtype == "fp16" else kv.dtype
