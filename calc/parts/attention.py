@@ -181,7 +181,7 @@ class Attention(HeadWidths, Part):
 
     def cache(self, d_model: int) -> CacheSpec:
         """K and V rows per token, split by KV heads under tensor parallelism, for the window if any."""
-        return CacheSpec((TokenSpec(self.kv_dim, self.v_dim, self.attention_kind, self.n_heads, self.n_kv_heads,
+        return CacheSpec((TokenSpec(*self.kv_per_token(), self.attention_kind, self.n_heads, self.n_kv_heads,
                                    self.head_dim, self.n_kv_heads, self.window, self.sinks),))
 
     def describe(self) -> str:

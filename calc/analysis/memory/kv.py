@@ -200,7 +200,7 @@ class KVCache:
     @property
     def total_bytes(self) -> int:
         """Every kind at the tokens it keeps (sliding-window layers capped at their window), plus states."""
-        return sum(self.kind_bytes(kind) for kind in self.layers) + self.state_bytes
+        return self.bytes_at(self.seq, self.batch)
 
     @property
     def unrolled_bytes(self) -> int:
