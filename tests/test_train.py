@@ -121,15 +121,19 @@ def test_cli_rows_add_up() -> None:
                     "--json")
     data = json.loads(out)
     assert code == 0
-    rows = [s["bytes"] for s in data["states"]] + [data["activations"]["total"], data["logits"]]
-    assert sum(rows) == data["total"]
+    for moment in data["moments"]:
+        assert sum(moment["parts"].values()) == moment["allocated"]
+    forward = data["moments"][0]["parts"]
+    states = {s["label"]: s["bytes"] for s in data["states"] if s["key"] != "gradients"}
+    assert {k: forward[k] for k in states} == states and forward["activations kept"] == data["activations"]["total"]
+    assert data["peak"]["allocated"] == max(m["allocated"] for m in data["moments"])
     assert data["states"][0]["shards"] == 64
 
 
 def test_cli_table() -> None:
     code, out = run("train", "gpt2-small", "--seq", "1024", "--micro-batch", "8", "--layers", "--attention", "eager")
     assert code == 0
-    for phrase in ("fp32 master weights", "optimizer states", "softmax output P", "Korthikanti", "total"):
+    for phrase in ("fp32 master weights", "optimizer states", "softmax output P", "Korthikanti", "← peak", "nvidia-smi"):
         assert phrase in out
 
 

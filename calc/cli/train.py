@@ -8,7 +8,11 @@ import click
 
 from calc.cli.options import CONTEXT, POSITIVE, TEXT, json_option, model_options
 
-_OPTIMIZERS = ("adamw", "adamw8bit", "sgd", "sgd-momentum", "adafactor")  # calc.analysis.train.OPTIMIZERS
+# calc.analysis.train's OPTIMIZERS, PRECISIONS, LOSSES, FRAMEWORKS (kept here so that --help imports no analysis)
+_OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "sgd", "sgd-momentum", "adafactor")
+_PRECISIONS = ("mixed", "mixed-fp32-grads", "bf16", "fp32-autocast", "fsdp-mixed")
+_LOSSES = ("fp32", "chunked", "linear-chunked", "bf16-chunked", "fused")
+_FRAMEWORKS = ("torchtune", "litgpt", "hf", "torchtitan", "deepspeed", "megatron")
 
 
 @click.command(context_settings=CONTEXT)
@@ -21,42 +25,91 @@ _OPTIMIZERS = ("adamw", "adamw8bit", "sgd", "sgd-momentum", "adafactor")  # calc
 @click.option("--tp", type=POSITIVE, default=1, show_default=True, help="Tensor-parallel GPUs.")
 @click.option("--sp", is_flag=True, help="Sequence parallelism with TP (splits the d-wide activations too).")
 @click.option("--pp", type=POSITIVE, default=1, show_default=True, help="Pipeline stages.")
-@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True,
-              help="Activation recomputation.")
+@click.option("--framework", type=click.Choice(_FRAMEWORKS),
+              help="Take precision, loss, recompute and optimizer kernel from this framework's defaults "
+                   "(options given beside it win).")
+@click.option("--precision", type=click.Choice(_PRECISIONS),
+              help="mixed: bf16 + fp32 master and states (16 B/param with AdamW); bf16: pure bf16 (8); "
+                   "mixed-fp32-grads: Megatron (18); fp32-autocast: HF Trainer (16); fsdp-mixed: torchtitan (16).  "
+                   "[default: mixed]")
+@click.option("--loss", type=click.Choice(_LOSSES),
+              help="What the loss keeps and holds: fp32 logits + log-softmax, torchtune's chunked or linear-chunked "
+                   "cross-entropy, litgpt's bf16-chunked, or a fused (Liger) kernel.  [default: fp32]")
+@click.option("--recompute", type=click.Choice(["none", "selective", "full"]),
+              help="Activation recomputation.  [default: none]")
+@click.option("--checkpoint-every", type=POSITIVE, default=1, show_default=True,
+              help="With --recompute full: checkpoint only every k-th layer.")
 @click.option("--attention", type=click.Choice(["flash", "eager"]), default="flash", show_default=True,
               help="A fused attention kernel (keeps no T×T scores) or explicit QKᵀ, softmax and P·V.")
 @click.option("--optimizer", type=click.Choice(_OPTIMIZERS), default="adamw", show_default=True)
+@click.option("--optimizer-impl", type=click.Choice(["foreach", "fused"]),
+              help="torch's foreach AdamW makes one state-sized temporary in the step; fused none.  [default: foreach]")
+@click.option("--optimizer-in-backward", is_flag=True,
+              help="Step each parameter as its gradient is ready (torchtune's optimizer_in_bwd): no full set of gradients.")
+@click.option("--offload", type=TEXT, default=None, metavar="optimizer,params,activations",
+              help="Keep these on the host: optimizer (master + states), params (FSDP CPU offload: all states), "
+                   "activations (all but one layer's).")
 @click.option("--lora-rank", type=POSITIVE, default=None, help="Train LoRA adapters of this rank; the base is frozen.")
 @click.option("--lora-targets", type=TEXT, default="q,k,v,o,gate,up,down", show_default=True,
               help="Matrices that get adapters, by name.")
+@click.option("--lora-dropout", is_flag=True, help="LoRA dropout > 0: each adapter keeps its dropped-out input and mask.")
 @click.option("--qlora", is_flag=True, help="With --lora-rank: the frozen base's layer matrices in 4-bit NF4.")
+@click.option("--no-double-quant", is_flag=True, help="With --qlora: NF4 with an fp32 absmax per 64 (bitsandbytes' default).")
+@click.option("--allocator-overhead", type=click.IntRange(0, 1000), default=5, show_default=True, metavar="PCT",
+              help="Reserved = allocated + this percent (the caching allocator's slack; an assumption).")
+@click.option("--cuda-context", type=TEXT, default="512MiB", show_default=True, metavar="SIZE",
+              help="nvidia-smi = reserved + this (CUDA context and libraries; an assumption).")
+@click.option("--budget", type=TEXT, metavar="GPU|NxGPU|SIZE",
+              help="Does it fit (nvidia-smi figure ≤ the GPU's memory)? If not, or to see the margin: the largest "
+                   "micro-batch, the longest sequence and the cheapest recompute/offload setting that fit.")
 @click.option("--layers", "show_layer", is_flag=True, help="Add a table of what one layer keeps for backward.")
 @json_option
-def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, pp: int, recompute: str,
-          attention: str, optimizer: str, lora_rank: int | None, lora_targets: str, qlora: bool, show_layer: bool,
-          as_json: bool) -> None:
-    """Memory per GPU to train or fine-tune: weights, gradients, optimizer, activations, logits.
+def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, pp: int,
+          framework: str | None, precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
+          attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool, offload: str | None,
+          lora_rank: int | None, lora_targets: str, lora_dropout: bool, qlora: bool, no_double_quant: bool,
+          allocator_overhead: int, cuda_context: str, budget: str | None, show_layer: bool, as_json: bool) -> None:
+    """Memory per GPU to train or fine-tune: states, activations, the loss, and the peak of a step.
 
     \b
     Example:
       gptcalc train gpt2-small --seq 1024 --micro-batch 8
-      gptcalc train llama-3-8b --seq 2048 --micro-batch 1 --lora-rank 16 --qlora
+      gptcalc train llama-3.1-8b --seq 2048 --micro-batch 2 --lora-rank 8 --framework torchtune
+      gptcalc train llama-3-8b --seq 2048 --micro-batch 1 --lora-rank 16 --qlora --budget 1xRTX-4090
       gptcalc train llama-2-70b --seq 4096 --micro-batch 1 --gpus 64 --zero 3 --recompute full
     """
     from calc.analysis.train import Setup
     from calc.analysis.train import train as plan
+    from calc.analysis.train.budget import solve
+    from calc.analysis.train.frameworks import resolve
+    from calc.analysis.train.peak import Overheads
+    from calc.errors import GptcalcError
     from calc.render import base as render
-    from calc.render.train import activations_table, memory_table, train_notes
+    from calc.render.train import activations_table, budget_lines, memory_table, moments_table, train_notes
 
     targets = tuple(t.strip() for t in lora_targets.split(","))  # an empty name is unknown, not skipped
-    result = plan(spec, Setup(seq, micro_batch, gpus, zero, tp, pp, sp, recompute, optimizer, lora_rank, targets,
-                              qlora, attention))
+    try:
+        overheads = Overheads.parse(allocator_overhead, cuda_context)
+    except ValueError as exc:
+        raise GptcalcError(f"--cuda-context: {exc}") from None
+    options = resolve(framework, {"precision": precision, "loss": loss, "recompute": recompute,
+                                  "optimizer_impl": optimizer_impl})
+    setup = Setup(seq, micro_batch, gpus, zero, tp, pp, sp, optimizer=optimizer, lora_rank=lora_rank,
+                  lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,
+                  optimizer_in_backward=optimizer_in_backward,
+                  offload=tuple(o.strip() for o in offload.split(",")) if offload else (),
+                  lora_dropout=lora_dropout, double_quant=not no_double_quant, overheads=overheads, **options)
+    result = plan(spec, setup)
+    answer = solve(spec, setup, budget) if budget else None
     if as_json:
-        render.print_json(result.to_json())
+        render.print_json({**result.to_json(), **({"budget": answer.to_json()} if answer else {})})
         return
     out = render.console()
     out.print(memory_table(result))
+    out.print(moments_table(result))
     if show_layer:
         out.print(activations_table(result))
     for note in train_notes(result):
         out.print("  " + note)
+    for line in budget_lines(answer) if answer else ():
+        out.print(line)

@@ -8,22 +8,28 @@ from __future__ import annotations
 from calc.render.markup import styled
 from calc.render.table import Table
 
-from calc.analysis.train import Training
+from calc.analysis.train import LOSSES, PRECISIONS, Training
+from calc.analysis.train.budget import Answer
 from calc.units import human_bytes
 
-__all__ = ["activations_table", "memory_table", "train_notes"]
+__all__ = ["budget_lines", "activations_table", "memory_table", "moments_table", "train_notes"]
 
-_OPTIMIZER = {"adamw": "AdamW: fp32 m and v", "adamw8bit": "8-bit AdamW: int8 m and v + absmax per 2,048",
+_OPTIMIZER = {"adamw": "AdamW: m and v", "adamw8bit": "8-bit AdamW: int8 m and v + absmax per 2,048",
+              "paged-adamw8bit": "paged 8-bit AdamW (unified memory)",
               "sgd": "SGD: none", "sgd-momentum": "SGD with momentum: one fp32 buffer",
-              "adafactor": "Adafactor: factored fp32 second moment"}
+              "adafactor": "Adafactor: factored second moment"}
+_WHERE = {"gpu": "", "cpu": " (host)", "managed": " (unified)"}
 
 
 def _setup(t: Training) -> str:
     s = t.setup
     lora = f", {'QLoRA' if s.qlora else 'LoRA'} r={s.lora_rank}" if s.lora_rank else ""
     gpus = f"{s.gpus} GPU{'s' if s.gpus > 1 else ''} = dp {s.dp} × tp {s.tp}{' (SP)' if s.sp else ''} × pp {s.pp}"
+    frame = f", {s.framework} conventions" if s.framework else ""
+    every = f" every {s.checkpoint_every} layers" if s.checkpoint_every > 1 else ""
     return (f"{t.model}, memory per GPU: {gpus}, ZeRO-{s.zero}, micro-batch {s.micro_batch} × seq "
-            f"{s.seq:,}, recompute {s.recompute}, {s.attention} attention{lora}")
+            f"{s.seq:,}, {s.precision} precision, {s.loss} loss, recompute {s.recompute}{every}, "
+            f"{s.attention} attention{lora}{frame}")
 
 
 def _bytes(n: int) -> tuple[str, str, str]:
@@ -35,22 +41,40 @@ def memory_table(t: Training) -> Table:
     for header in ("", "what", "before sharding", "÷", "per GPU (B)", "GiB units", "GB units"):
         table.add_column(header, justify="left" if header in ("", "what") else "right")
     trained = t.held.adapter_params or t.held.params
-    what = {"weights": f"{trained:,} params × {4 if t.setup.lora_rank else 2} B",
+    p = PRECISIONS[t.setup.precision]
+    weight, grad = (p.adapter, p.adapter) if t.setup.lora_rank else (p.weight, p.grad)
+    what = {"weights": f"{trained:,} params × {weight} B",
             "frozen_weights": "NF4 layers + 16-bit rest" if t.setup.qlora else f"{t.held.params:,} params × 2 B (bf16)",
-            "gradients": f"{trained:,} × {4 if t.setup.lora_rank else 2} B",
+            "gradients": f"{trained:,} × {grad} B",
             "master_weights": f"{trained:,} × 4 B", "optimizer": _OPTIMIZER[t.setup.optimizer]}
     for row in t.states:
-        table.add_row(row.label, what[row.key], f"{row.full:,}", str(row.shards), *_bytes(row.per_gpu))
+        table.add_row(row.label + _WHERE[row.where], what[row.key], f"{row.full:,}", str(row.shards),
+                      *_bytes(row.per_gpu))
     table.add_section()
     for kind, n, terms in t.layers:
         per_layer = t.layer_bytes(terms)
         name = "activations" + (f" ({kind})" if len(t.layers) > 1 else "")
         table.add_row(name, f"{per_layer:,} per layer × {n}", "", "", *_bytes(per_layer * n))
-    table.add_row("activations outside the layers", "ids, final norm, head input, log-softmax", "", "",
+    table.add_row("activations outside the layers", "ids, final norm, head input, what the loss keeps", "", "",
                   *_bytes(t.layer_bytes(t.outside)))
-    table.add_row("logits", "B·T·vocab × 4 B (fp32), held for the loss", "", "", *_bytes(t.logits))
+    return table
+
+
+def moments_table(t: Training) -> Table:
+    """What is allocated at each moment of a step; the largest is the peak."""
+    table = Table(title="allocated at each moment of a step (the peak is what max_memory_allocated reports)")
+    for header in ("moment", "beyond the states", "allocated (B)", "GiB units", "GB units"):
+        table.add_column(header, justify="left" if header in ("moment", "beyond the states") else "right")
+    states = {r.label for r in t.states}
+    peak = t.peak
+    for m in t.moments:
+        extra = ", ".join(what for what, b in m.parts if what not in states and b)
+        cells = (m.name + (" ← peak" if m is peak else ""), extra, *_bytes(m.allocated))
+        table.add_row(*(styled("bold", c) for c in cells) if m is peak else cells)
+    o = t.setup.overheads
     table.add_section()
-    table.add_row(styled("bold", "total"), "", "", "", *(styled("bold", cell) for cell in _bytes(t.total)))
+    table.add_row(f"reserved (assumed +{o.allocator_pct}% allocator slack)", "", *_bytes(t.reserved))
+    table.add_row(f"nvidia-smi (+ {human_bytes(o.cuda_context)} CUDA context, assumed)", "", *_bytes(t.nvidia_smi))
     return table
 
 
@@ -59,7 +83,7 @@ def activations_table(t: Training) -> Table:
     table = Table(title=f"activations kept for backward, one layer (bf16, recompute {t.setup.recompute})")
     for header in ("block", "tensor", "bytes per GPU"):
         table.add_column(header, justify="right" if header == "bytes per GPU" else "left")
-    for kind, _, terms in t.layers:
+    for kind, _, terms in dict((kind, (kind, n, terms)) for kind, n, terms in t.layers).values():
         for term in terms:
             table.add_row(kind, term.label, f"{term.bytes(t.setup.tp, t.setup.sp):,}")
         table.add_section()
@@ -80,8 +104,35 @@ def train_notes(t: Training) -> list[str]:
                   f"{t.korthikanti:,} B ({human_bytes(t.korthikanti)}); ours, no dropout: {ours:,} B",
                   "  the difference: their dropout masks (2·s·b·h + a·s²·b bytes) and dropped-out P (2·a·s²·b), "
                   "less LayerNorm's mean and rstd they leave out (8·s·b)"]
-    notes.append("mixed precision: bf16 weights, gradients and activations; fp32 master weights and optimizer "
-                  "states" + ("; LoRA adapters fp32 throughout, the base frozen" if s.lora_rank else ""))
-    notes.append("not counted: framework and CUDA context, allocator fragmentation, communication buffers, "
-                 "the transient memory of backward")
+    p = PRECISIONS[s.precision]
+    notes.append(p.label + (f"; LoRA adapters {'fp32' if p.adapter == 4 else 'bf16'}, the base frozen"
+                            if s.lora_rank else "") + "; activations bf16")
+    notes.append(f"loss: {LOSSES[s.loss].label}")
+    if s.recompute == "selective" and s.attention == "flash":
+        notes.append("--recompute selective changes (almost) nothing under flash attention: a fused kernel keeps "
+                     "no T×T scores, which is what selective recomputation drops; only its log-sum-exp goes")
+    if s.optimizer == "paged-adamw8bit":
+        notes.append("paged optimizer: its states live in CUDA unified memory, outside torch's allocated and reserved "
+                     "figures; nvidia-smi shows them while resident, and the driver pages them out under pressure")
+    notes.append(f"peak at: {t.peak.name}; allocated {human_bytes(t.allocated)} "
+                 f"({human_bytes(t.allocated, binary=False)}), reserved ~{human_bytes(t.reserved)}, "
+                 f"nvidia-smi ~{human_bytes(t.nvidia_smi)}")
+    notes.append("not counted: a layer's backward working set beyond its rebuilt activations, DDP's gradient buckets, "
+                 "the framework's own buffers")
     return notes
+
+
+def budget_lines(a: "Answer") -> list[str]:
+    """The verdict on --budget and the inverse answers."""
+    verdict = (f"fits: {human_bytes(a.needed)} of {human_bytes(a.capacity)} per GPU ({a.label}), "
+               f"{human_bytes(a.capacity - a.needed)} to spare") if a.fits else \
+        (f"does not fit: needs {human_bytes(a.needed)}, {a.label} has {human_bytes(a.capacity)} per GPU")
+    lines = [styled("bold", verdict),
+             f"  largest micro-batch that fits at this sequence length: {a.max_micro_batch:,}" if a.max_micro_batch
+             else "  not even a micro-batch of 1 fits at this sequence length",
+             f"  longest sequence that fits at this micro-batch: {a.max_seq:,} tokens" if a.max_seq
+             else "  not even one token fits at this micro-batch"]
+    if not a.fits:
+        lines.append(f"  the first memory saver that fits as given: {a.setting}" if a.setting
+                     else "  no recompute/offload setting makes it fit as given: more GPUs (--gpus, --zero 3) or LoRA/QLoRA")
+    return lines

@@ -1,17 +1,22 @@
-"""Training memory per GPU: model states under ZeRO, activations, logits — for full training or LoRA.
+"""Training memory per GPU: model states, activations, the loss — and the peak of a training step.
 
-`train(spec, Setup(...))` returns a `Training` whose rows add up to the per-GPU total:
+`train(spec, Setup(...))` returns a `Training`:
 
-- weights, gradients, fp32 master weights, optimizer states (`states`: mixed precision, ZeRO 0-3
-  over the data-parallel GPUs, gpus ÷ (tp·pp); FSDP's full sharding is ZeRO-3);
+- model states (`states`: weights, gradients, fp32 master weights, optimizer states, in the bytes
+  the precision gives them, `precision.py`; ZeRO 0-3 over the data-parallel GPUs, gpus ÷ (tp·pp);
+  FSDP's full sharding is ZeRO-3; offloaded rows live on the host);
 - activations kept for backward (`activations`: per layer × the layers on the busiest stage × the
   micro-batches a 1F1B pipeline keeps in flight on its first stage, p of them; then what lies outside
-  the layers), with Korthikanti et al.'s formula beside ours where its GPT-3 layer applies;
-- the logits, fp32, held until the loss is computed.
+  the layers, the loss's kept tensors among them, `loss.py`), with Korthikanti et al.'s formula beside
+  ours where its GPT-3 layer applies;
+- the moments of a step (`moments`, `peak.py`): what is allocated when forward computes the loss,
+  when backward starts through it, when a checkpointed layer is recomputed, when backward ends and
+  during the optimizer step. The peak is the largest: the figure torch.cuda.max_memory_allocated
+  reports. `reserved` and `nvidia_smi` add the stated, settable overheads.
 
-Under LoRA the trained parameters are the adapters, kept in fp32 (as PEFT does): 4-byte weights
-and gradients, no separate master copy; the base is frozen at 16 bits (QLoRA: its layers' matrices
-in NF4) and has no gradients or optimizer states.
+Under LoRA the trained parameters are the adapters, at the precision's adapter width (fp32 as PEFT
+keeps them, bf16 under pure bf16) with no master copy; the base is frozen at 16 bits (QLoRA: its
+layers' matrices in NF4) and has no gradients or optimizer states.
 """
 
 from __future__ import annotations
@@ -21,14 +26,19 @@ from dataclasses import dataclass
 from calc.analysis.memory.parallel import check_tp
 from calc.analysis.shapes import journey
 from calc.analysis.train.activations import RECOMPUTE, Term, activation_terms, korthikanti, layer_terms
-from calc.analysis.train.params import LORA_TARGETS, Held, held, nf4_bytes
-from calc.analysis.train.states import OPTIMIZERS, StateRow, model_states, optimizer_bytes
+from calc.analysis.train.frameworks import FRAMEWORKS
+from calc.analysis.train.loss import LOSSES
+from calc.analysis.train.params import LORA_TARGETS, Held, held, layer_params, nf4_bytes
+from calc.analysis.train.peak import Moment, Overheads, moments
+from calc.analysis.train.precision import PRECISIONS, Precision
+from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, model_states, optimizer_bytes
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["OPTIMIZERS", "RECOMPUTE", "Setup", "Training", "train"]
+__all__ = ["FRAMEWORKS", "LOSSES", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "Setup", "Training", "train"]
 
 ACT_BYTES = 2  # bf16 activations
+OFFLOAD = ("optimizer", "params", "activations")
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,16 @@ class Setup:
     lora_targets: tuple[str, ...] = tuple(LORA_TARGETS)
     qlora: bool = False
     attention: str = "flash"  # "flash": a fused kernel keeps no P; "eager": explicit QKᵀ, softmax, P·V
+    precision: str = "mixed"
+    loss: str = "fp32"
+    optimizer_impl: str = "foreach"  # torch's default on CUDA; "fused" keeps no full-size temporary
+    optimizer_in_backward: bool = False
+    checkpoint_every: int = 1  # with recompute "full": checkpoint every k-th layer (torchtune's ac_option k)
+    offload: tuple[str, ...] = ()
+    lora_dropout: bool = False
+    double_quant: bool = True  # QLoRA's NF4 with double quantisation (bnb_4bit_use_double_quant)
+    framework: str | None = None  # the profile that set the defaults, for the title
+    overheads: Overheads = Overheads()
 
     @property
     def dp(self) -> int:
@@ -60,7 +80,7 @@ class Training:
     states: tuple[StateRow, ...]
     layers: tuple[tuple[str, int, tuple[Term, ...]], ...]  # block kind, layers kept (× in flight), its terms
     outside: tuple[Term, ...]
-    logits: int  # bytes
+    moments: tuple[Moment, ...]
     korthikanti: int | None  # bytes, GPT-3-shaped layers only
 
     def layer_bytes(self, terms: tuple[Term, ...]) -> int:
@@ -72,25 +92,44 @@ class Training:
 
     @property
     def model_states(self) -> int:
-        return sum(row.per_gpu for row in self.states)
+        """The states on this GPU (offloaded and unified-memory rows are elsewhere)."""
+        return sum(row.per_gpu for row in self.states if row.where == "gpu")
 
     @property
-    def total(self) -> int:
-        return self.model_states + self.activations + self.logits
+    def peak(self) -> Moment:
+        return max(self.moments, key=lambda m: m.allocated)
+
+    @property
+    def allocated(self) -> int:
+        return self.peak.allocated
+
+    @property
+    def reserved(self) -> int:
+        return self.setup.overheads.reserved(self.allocated)
+
+    @property
+    def nvidia_smi(self) -> int:
+        managed = sum(r.per_gpu for r in self.states if r.where == "managed")
+        return self.setup.overheads.nvidia_smi(self.allocated) + managed
 
     def to_json(self) -> dict[str, object]:
         s = self.setup
+        setup = {**s.__dict__, "lora_targets": list(s.lora_targets), "offload": list(s.offload), "dp": s.dp,
+                 "overheads": s.overheads.__dict__}
         return {
-            "model": self.model, "setup": {**s.__dict__, "lora_targets": list(s.lora_targets), "dp": s.dp},
+            "model": self.model, "setup": setup,
             "params_on_gpu": self.held.params, "trained_params": self.held.adapter_params or self.held.params,
             "states": [{"key": r.key, "label": r.label, "bytes_unsharded": r.full, "shards": r.shards,
-                        "bytes": r.per_gpu} for r in self.states],
+                        "bytes": r.per_gpu, "where": r.where} for r in self.states],
             "activations": {"layers": [{"block": kind, "layers": n, "per_layer": self.layer_bytes(terms),
                                         "terms": {t.label: t.bytes(s.tp, s.sp) for t in terms}}
                                        for kind, n, terms in self.layers],
                             "outside": {t.label: t.bytes(s.tp, s.sp) for t in self.outside},
                             "total": self.activations},
-            "logits": self.logits, "korthikanti": self.korthikanti, "total": self.total,
+            "moments": [m.to_json() for m in self.moments],
+            "peak": {"moment": self.peak.name, "allocated": self.allocated, "reserved": self.reserved,
+                     "nvidia_smi": self.nvidia_smi},
+            "korthikanti": self.korthikanti,
         }
 
 
@@ -100,53 +139,103 @@ def _check(spec: ModelSpec, s: Setup) -> None:
     if s.gpus % (s.tp * s.pp):
         raise GptcalcError(f"--gpus: {s.gpus} GPUs do not split into tp={s.tp} × pp={s.pp} groups")
     check_tp(spec, s.tp, kv_heads=True)
-    if s.optimizer not in OPTIMIZERS:
-        raise GptcalcError(f"--optimizer: unknown {s.optimizer!r} (choose from {', '.join(OPTIMIZERS)})")
-    if s.recompute not in RECOMPUTE:
-        raise GptcalcError(f"--recompute: unknown {s.recompute!r} (choose from {', '.join(RECOMPUTE)})")
-    if s.attention not in ("flash", "eager"):
-        raise GptcalcError(f"--attention: unknown {s.attention!r} (choose from flash, eager)")
+    for option, value, choices in (("--optimizer", s.optimizer, OPTIMIZERS), ("--recompute", s.recompute, RECOMPUTE),
+                                   ("--attention", s.attention, ("flash", "eager")),
+                                   ("--precision", s.precision, tuple(PRECISIONS)), ("--loss", s.loss, tuple(LOSSES)),
+                                   ("--optimizer-impl", s.optimizer_impl, ("foreach", "fused"))):
+        if value not in choices:
+            raise GptcalcError(f"{option}: unknown {value!r} (choose from {', '.join(choices)})")
+    unknown = [o for o in s.offload if o not in OFFLOAD]
+    if unknown:
+        raise GptcalcError(f"--offload: unknown {', '.join(o or repr(o) for o in unknown)} (choose from {', '.join(OFFLOAD)})")
     if s.qlora and not s.lora_rank:
         raise GptcalcError("--qlora: needs --lora-rank (QLoRA trains LoRA adapters on a 4-bit base)")
+    if s.checkpoint_every > 1 and s.recompute != "full":
+        raise GptcalcError("--checkpoint-every: needs --recompute full (it checkpoints every k-th layer)")
     if s.seq > spec.n_positions:
         raise GptcalcError(f"--seq: {s.seq} exceeds {spec.name}'s context length n_positions={spec.n_positions}")
 
 
-def _states(h: Held, s: Setup) -> list[StateRow]:
+def _states(h: Held, s: Setup, p: Precision) -> list[StateRow]:
     if not s.lora_rank:
-        return model_states(h.params, optimizer_bytes(s.optimizer, h.tensors), s.zero, s.dp)
-    base = nf4_bytes(h.layer_matrices) + 2 * (h.params - h.layer_matrices) if s.qlora else 2 * h.params
-    return model_states(h.adapter_params, optimizer_bytes(s.optimizer, h.adapters), s.zero, s.dp,
-                        weight_bytes=4, grad_bytes=4, master_bytes=0, frozen_weights=base)
+        rows = model_states(h.params, optimizer_bytes(s.optimizer, h.tensors, p.state), s.zero, s.dp,
+                            weight_bytes=p.weight, grad_bytes=p.grad, master_bytes=p.master)
+    else:
+        base = (nf4_bytes(h.layer_matrices, s.double_quant) + 2 * (h.params - h.layer_matrices)) if s.qlora \
+            else 2 * h.params
+        rows = model_states(h.adapter_params, optimizer_bytes(s.optimizer, h.adapters, p.state), s.zero, s.dp,
+                            weight_bytes=p.adapter, grad_bytes=p.adapter, master_bytes=0, frozen_weights=base)
+    return [_place(row, s) for row in rows]
 
 
-def _lora_terms(spec: ModelSpec, kind: str, s: Setup) -> list[Term]:
-    """Each adapter keeps A's output, r wide, for B's backward (its input is the frozen layer's, kept already)."""
+def _place(row: StateRow, s: Setup) -> StateRow:
+    """Where a state lives: the host when offloaded (optimizer: master and states, as ZeRO-Offload;
+    params: everything, as FSDP's CPU offload), unified memory for a paged optimizer's states."""
+    if "params" in s.offload or ("optimizer" in s.offload and row.key in ("master_weights", "optimizer")):
+        return StateRow(row.key, row.label, row.full, row.shards, "cpu")
+    if row.key == "optimizer" and s.optimizer in PAGED:
+        return StateRow(row.key, row.label, row.full, row.shards, "managed")
+    return row
+
+
+def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term]:
+    """Each adapter keeps A's output, r wide, for B's backward (its input is the frozen layer's, kept
+    already); with LoRA dropout also the dropped-out input (its own copy) and the dropout's mask."""
     wanted = {i for t in s.lora_targets for i in LORA_TARGETS[t]}
     rows = s.micro_batch * s.seq
     adapted = [st for st in journey(spec, 1).steps if st.block == kind and st.id in wanted]
-    per_token = sum(spec.blocks[kind].mlp.top_k if st.id.startswith("experts") else 1 for st in adapted)
-    return [Term("LoRA: A's outputs", rows * per_token * s.lora_rank, 4, "")] if adapted else []
+    if not adapted:
+        return []
+
+    def routed(st) -> int:
+        return spec.blocks[kind].mlp.top_k if st.id.startswith("experts") else 1
+
+    terms = [Term("LoRA: A's outputs", rows * s.lora_rank * sum(routed(st) for st in adapted), p.adapter, "")]
+    if s.lora_dropout:
+        inputs = rows * sum(routed(st) * st.weight.sizes[-2] for st in adapted)
+        terms += [Term("LoRA dropout: dropped-out inputs", inputs, ACT_BYTES, ""),
+                  Term("LoRA dropout: masks (bool)", inputs, 1, "")]
+    return terms
+
+
+def _layers(spec: ModelSpec, s: Setup, p: Precision) -> list[tuple[str, int, tuple[Term, ...]]]:
+    """(kind, layers kept, terms) per block kind; every-k checkpointing splits a kind into its
+    checkpointed layers (every k-th) and the rest, which keep everything."""
+    per_stage = -(-spec.n_layers // s.pp)
+    first_stage = spec.layer_counts(0, min(per_stage, spec.n_layers))
+    out = []
+    for kind in spec.layer_counts():
+        n = first_stage.get(kind, 0) * s.pp  # 1F1B: the first stage keeps p micro-batches in flight
+        if not n:
+            continue
+        checkpointed = n // s.checkpoint_every if s.recompute == "full" else 0
+        for recompute, count in (("full", checkpointed), ("none" if s.recompute == "full" else s.recompute,
+                                                          n - checkpointed)):
+            if count:
+                terms = layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch, s.seq, ACT_BYTES, recompute,
+                                    s.attention == "flash")
+                if s.lora_rank and recompute != "full":
+                    terms += _lora_terms(spec, kind, s, p)
+                out.append((kind if recompute == s.recompute or s.checkpoint_every == 1 else
+                            f"{kind} ({'checkpointed' if recompute == 'full' else 'not checkpointed'})",
+                            count, tuple(terms)))
+    return out
 
 
 def train(spec: ModelSpec, s: Setup) -> Training:
     _check(spec, s)
+    p = PRECISIONS[s.precision]
     h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else ())
-    b, t = s.micro_batch, s.seq
-    kinds = spec.layer_counts()
-    per_stage = -(-spec.n_layers // s.pp)
-    first_stage = spec.layer_counts(0, min(per_stage, spec.n_layers))
-    layers = []
-    for kind in kinds:
-        terms = layer_terms(spec.blocks[kind], spec.d_model, b, t, ACT_BYTES, s.recompute, s.attention == "flash")
-        if s.lora_rank and s.recompute != "full":
-            terms += _lora_terms(spec, kind, s)
-        kept = first_stage.get(kind, 0) * s.pp  # 1F1B: the first stage keeps p micro-batches in flight
-        if kept:
-            layers.append((kind, kept, tuple(terms)))
-    outside = tuple(activation_terms(spec, b, t, ACT_BYTES, s.recompute))
-    logits = -(-b * t * spec.vocab_size // s.tp) * 4
-    return Training(spec.name, s, h, tuple(_states(h, s)), tuple(layers), outside, logits, _korthikanti(spec, s))
+    layers = _layers(spec, s, p)
+    outside = activation_terms(spec, s.micro_batch, s.seq, ACT_BYTES, s.recompute, LOSSES[s.loss])
+    if p.autocast_copies and not s.lora_rank:
+        head = spec.vocab_size * spec.d_model // s.tp
+        outside.append(Term("autocast's bf16 weight copies, saved by each linear", h.layer_matrices + head, 2, ""))
+    states = tuple(_states(h, s, p))
+    gathered = layer_params(spec, s.tp) if (s.zero == 3 and s.dp > 1) or "params" in s.offload else 0
+    t = Training(spec.name, s, h, states, tuple(layers), tuple(outside), (), _korthikanti(spec, s))
+    return Training(spec.name, s, h, states, tuple(layers), tuple(outside),
+                    tuple(moments(t, spec, p, gathered)), t.korthikanti)
 
 
 def _korthikanti(spec: ModelSpec, s: Setup) -> int | None:

@@ -18,8 +18,8 @@ so a pre-norm layer of n = B·T tokens keeps
   gated MLP: n·d + 4·n·d_ff (gate, SiLU(gate), up, their product);  plain MLP: n·d + 2·n·d_ff
   two norms as above.
 Outside the layers: the token ids (int64, and the position ids with a learned table), the final
-norm, the head's input n·d and the loss's log-softmax n·vocab (fp32, as transformers upcasts the
-logits) with its fp32 total-weight scalar.
+norm, the head's input n·d and what the loss keeps (calc/analysis/train/loss.py: by default the
+fp32 log-softmax n·vocab, as transformers upcasts the logits) with its fp32 total-weight scalar.
 
 A fused attention kernel (FlashAttention, torch's scaled_dot_product_attention) never stores P: it
 keeps Q, K and V (at the kv heads), its output (laid out [B, T, h, d_head], so it is W_O's input
@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from typing import Any
 
+from calc.analysis.train.loss import LOSSES, Loss
 from calc.parts import MLA, MLP, Attention, GatedDeltaNet, Mamba, Mamba2, MoE, Norm, ShortConv
 from calc.spec.model import Block, ModelSpec
 
@@ -166,8 +167,8 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     return [*norms, *_mixer(block.attention, b, s, d, act, recompute, flash), *mlp]
 
 
-def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str) -> list[Term]:
-    """Outside the layers: ids, rotary tables, the final norm, the head's input, the loss."""
+def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, loss: Loss = LOSSES["fp32"]) -> list[Term]:
+    """Outside the layers: ids, rotary tables, the final norm, the head's input, what the loss keeps."""
     n, d = b * s, spec.d_model
     terms = [Term("token ids (int64)", n, INT64, "")]
     if spec.embedding.positions == "learned":
@@ -177,9 +178,13 @@ def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str) 
         terms += [Term(f"rotary cos and sin ({width} wide)", 2 * s * width, act, "") for width in sorted(rotary)]
     if spec.final_norm is not None:
         terms += _norm(spec.final_norm, n, d, act, "final norm")
-    return terms + [Term("LM head input", n * d, act, "sp"),
-                    Term("log-softmax of the logits (fp32)", n * spec.vocab_size, 4, "tp"),
-                    Term("loss: total weight (fp32 scalar)", 1, 4, "")]
+    terms.append(Term("LM head input", n * d, act, "sp"))
+    if loss.held:
+        terms.append(Term("log-softmax of the logits (fp32)" if loss is LOSSES["fp32"] else
+                          f"loss: {loss.held} B per token and vocabulary entry", n * spec.vocab_size, loss.held, "tp"))
+    else:  # a fused loss computes the head input's gradient in forward and keeps it instead
+        terms.append(Term("loss: the head input's gradient, computed in forward", n * d, act, "sp"))
+    return terms + [Term("loss: total weight (fp32 scalar)", 1, 4, "")]
 
 
 def korthikanti(s: int, b: int, h: int, a: int, layers: int, tp: int = 1, sp: bool = False,

@@ -25,7 +25,7 @@ from calc.analysis.train.states import Tensor
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["LORA_TARGETS", "Held", "held", "nf4_bytes"]
+__all__ = ["LORA_TARGETS", "Held", "held", "layer_params", "nf4_bytes"]
 
 LORA_TARGETS: dict[str, tuple[str, ...]] = {
     "q": ("q", "q_b"), "k": ("k",), "v": ("v",), "o": ("attn_out",),
@@ -116,6 +116,18 @@ def _stage(spec: ModelSpec, steps: tuple[Step, ...], stage: int, pp: int, tp: in
     return Held(tuple(tensors), matrices, tuple(adapters), last - first)
 
 
-def nf4_bytes(elements: int) -> int:
-    """NF4 with double quantisation: ½ byte per weight, 1 byte per 64 (absmax), 4 bytes per 64·256."""
+def nf4_bytes(elements: int, double_quant: bool = True) -> int:
+    """NF4: ½ byte per weight and an absmax per block of 64 — with double quantisation an 8-bit one and
+    an fp32 constant per 256 of them, without it (bitsandbytes' default, litgpt's bnb.nf4) an fp32 one."""
+    if not double_quant:
+        return -(-elements // 2) + 4 * -(-elements // 64)
     return -(-elements // 2) + -(-elements // 64) + 4 * -(-elements // (64 * 256))
+
+
+def layer_params(spec: ModelSpec, tp: int = 1) -> int:
+    """Parameters of the largest layer on one of tp GPUs: what FSDP gathers to run that layer."""
+    per_kind: dict[str, int] = {}
+    for step in journey(spec, 1).steps:
+        if step.block:
+            per_kind[step.block] = per_kind.get(step.block, 0) + sum(t.elements for t in _tensors(step, 1, tp))
+    return max(per_kind.values(), default=0)

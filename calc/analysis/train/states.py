@@ -10,6 +10,9 @@ Optimizer states per trained parameter:
   adamw         m, v in fp32: 8 bytes
   adamw8bit     m, v in int8 (bitsandbytes): 2 bytes, plus one fp32 absmax per block of 2,048 values
                 per state
+  paged-adamw8bit  the same states in CUDA unified memory (bitsandbytes' paged optimizers allocate
+                them with cudaMallocManaged): torch's allocator never sees them, the driver pages
+                them out to the host under pressure, nvidia-smi shows them while resident
   sgd           none
   sgd-momentum  one fp32 momentum buffer: 4 bytes
   adafactor     factored second moment (Shazeer & Stern, arXiv 1804.04235), no first moment: a
@@ -23,7 +26,8 @@ from typing import Iterable
 
 __all__ = ["OPTIMIZERS", "StateRow", "Tensor", "model_states", "optimizer_bytes"]
 
-OPTIMIZERS = ("adamw", "adamw8bit", "sgd", "sgd-momentum", "adafactor")
+OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "sgd", "sgd-momentum", "adafactor")
+PAGED = ("paged-adamw8bit",)
 _BLOCK_8BIT = 2048  # bitsandbytes' block size for 8-bit optimizer states
 
 
@@ -41,20 +45,20 @@ class Tensor:
         return self.copies * self.rows * (self.cols or 1)
 
 
-def optimizer_bytes(optimizer: str, tensors: Iterable[Tensor]) -> int:
+def optimizer_bytes(optimizer: str, tensors: Iterable[Tensor], state_bytes: int = 4) -> int:
     """Bytes of `optimizer`'s states for these trained tensors (not partitioned)."""
     tensors = list(tensors)
     n = sum(t.elements for t in tensors)
     if optimizer == "adamw":
-        return 8 * n
-    if optimizer == "adamw8bit":
+        return 2 * state_bytes * n
+    if optimizer in ("adamw8bit", "paged-adamw8bit"):
         return 2 * (n + 4 * -(-n // _BLOCK_8BIT))
     if optimizer == "sgd":
         return 0
     if optimizer == "sgd-momentum":
-        return 4 * n
+        return state_bytes * n
     if optimizer == "adafactor":
-        return 4 * sum(t.copies * (t.rows + t.cols if t.cols else t.rows) for t in tensors)
+        return state_bytes * sum(t.copies * (t.rows + t.cols if t.cols else t.rows) for t in tensors)
     raise ValueError(f"unknown optimizer {optimizer!r}")
 
 
@@ -66,6 +70,7 @@ class StateRow:
     label: str
     full: int  # bytes before partitioning
     shards: int  # 1, or N_d when this ZeRO stage partitions it
+    where: str = "gpu"  # "gpu"; "cpu" when offloaded; "managed": CUDA unified memory (paged optimizers)
 
     @property
     def per_gpu(self) -> int:

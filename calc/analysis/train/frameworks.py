@@ -1,0 +1,68 @@
+"""Framework profiles: the precision, loss, checkpointing and optimizer each training framework
+uses by default, and which memory statistic its published figures report.
+
+`--framework NAME` sets these; an option given beside it wins. Each line cites the source it is
+read from (commit-pinned where the file was read).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["FRAMEWORKS", "Profile", "resolve"]
+
+TORCHTUNE = "https://github.com/pytorch/torchtune/blob/bd2a0fc7c31430972728494fa01aaeeb0ebf1ba1"
+LITGPT = "https://github.com/Lightning-AI/litgpt/blob/03ffc5515b251fb7e3a461efd0e3c163e45b6b3b"
+
+
+@dataclass(frozen=True)
+class Profile:
+    precision: str
+    loss: str
+    recompute: str
+    optimizer_impl: str  # "fused": no full-size temporary in the step; "foreach": one, the states' size
+    statistic: str  # what the framework's published peaks measure
+    source: str
+
+
+FRAMEWORKS: dict[str, Profile] = {
+    # recipes/configs/llama3_1/8B_lora_single_device.yaml: dtype: bf16, loss LinearCrossEntropyLoss,
+    # enable_activation_checkpointing: True, torch.optim.AdamW fused: True; the recipe logs
+    # torchtune.training.get_memory_stats (peak_memory_active, _alloc, _reserved)
+    "torchtune": Profile("bf16", "linear-chunked", "full", "fused", "active (≈ allocated)",
+                         f"{TORCHTUNE}/recipes/configs/llama3_1/8B_lora_single_device.yaml"),
+    # config_hub/finetune/*/lora.yaml: precision bf16-true; finetune/lora.py: model(..., lm_head_chunk_size=128)
+    # and chunked_cross_entropy (bf16, 128-token chunks); torch.optim.AdamW (foreach on CUDA);
+    # utils.py prints torch.cuda.max_memory_allocated() / 1e9
+    "litgpt": Profile("bf16", "bf16-chunked", "none", "foreach", "allocated (decimal GB)",
+                      f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml"),
+    # transformers Trainer, bf16=True: fp32 model under torch.autocast, one F.cross_entropy on
+    # logits.float() (loss/loss_utils.py), gradient_checkpointing False, optim adamw_torch
+    "hf": Profile("fp32-autocast", "fp32", "none", "foreach", "allocated",
+                  "https://github.com/huggingface/transformers/blob/main/src/transformers/loss/loss_utils.py"),
+    # torchtitan: FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) over fp32 sharded
+    # parameters; cross_entropy_loss upcasts to fp32; selective (op) activation checkpointing;
+    # optimizer implementation "fused"; the log's "memory:" is the peak reserved
+    "torchtitan": Profile("fsdp-mixed", "fp32", "selective", "fused", "reserved",
+                          "https://github.com/pytorch/torchtitan/blob/main/docs/fsdp.md"),
+    # DeepSpeed bf16 with ZeRO: bf16 weights and gradients, fp32 master weights and Adam states
+    # (FusedAdam); see_memory_usage reports allocated (MA / Max_MA)
+    "deepspeed": Profile("mixed", "fp32", "none", "fused", "allocated",
+                         "https://www.deepspeed.ai/docs/config-json/#bfloat16-training-options"),
+    # Megatron-LM: bf16 weights with fp32 main gradients and fp32 optimizer (18 bytes per parameter,
+    # docs/source/api-guide/dist_optimizer.md), vocab-parallel fp32 cross-entropy,
+    # --recompute-activations (selective), TE/Apex FusedAdam
+    "megatron": Profile("mixed-fp32-grads", "fp32", "selective", "fused", "allocated",
+                        "https://github.com/NVIDIA/Megatron-LM/blob/main/docs/source/api-guide/dist_optimizer.md"),
+}
+
+
+def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object]:
+    """Options for Setup: what was given, else the framework's convention, else left to Setup's default."""
+    out = {k: v for k, v in given.items() if v is not None}
+    if framework is not None:
+        profile = FRAMEWORKS[framework]
+        for key in ("precision", "loss", "recompute", "optimizer_impl"):
+            out.setdefault(key, getattr(profile, key))
+        out["framework"] = framework
+    return out

@@ -1,0 +1,77 @@
+"""The loss over the vocabulary: what it keeps for backward and what it holds for a moment.
+
+For n tokens and a vocabulary of V (÷ tp under tensor parallelism), in bytes per token and
+vocabulary entry, measured with torch on the CPU (tests/test_train_torch.py, a live-storage tracker
+around the head, the loss and backward: `held` after forward, the peaks of forward and backward):
+
+  loss           held  forward peak adds   backward peak adds   as written by
+  fp32           4     6                   8                    transformers (`logits.float()`, one
+                                                                F.cross_entropy), torchtitan, Megatron
+  chunked        4     2 + 4/c             8/c                  torchtune's CEWithChunkedOutputLoss (c = 8)
+  linear-chunked 4     6/c                 8/c                  torchtune's LinearCrossEntropyLoss (c = 8)
+  bf16-chunked   4     0                   4·k/n                litgpt's chunked_cross_entropy (k = 128 tokens)
+  fused          0     2·k/n               0                    Liger's fused linear cross-entropy
+
+- fp32: the head's bf16 logits (2) and their fp32 copy (4) exist while F.cross_entropy runs, which
+  keeps its fp32 log-softmax (4); backward makes the log-softmax's gradient and the logits' (fp32, 4 + 4).
+- chunked: the model returns its bf16 logits in c chunks (2, dropped after the loss); each chunk is
+  upcast in turn, so only 1/c of the fp32 copy exists at once (the chunk's log-softmax is among the kept); all c log-softmaxes are kept (4);
+  backward works one chunk at a time.
+- linear-chunked: the head itself runs inside the loss one chunk at a time, so not even the bf16
+  logits exist whole.
+- bf16-chunked: litgpt applies the head in chunks of 128 tokens and computes cross-entropy in bf16:
+  the training loop's `logits` list (2) and the bf16 log-softmaxes (2) are kept; backward holds one
+  chunk's two bf16 gradients.
+- fused: the gradient is computed during forward chunk by chunk (Liger: chunks of
+  next_power_of_2(⌈n / ⌈V/d⌉⌉) tokens) and nothing vocabulary-wide is kept; what is kept is the
+  gradient of the head's input, n·d at the activation width. Liger's kernel is Triton: its figures
+  follow its source (linkedin/Liger-Kernel, src/liger_kernel/ops/fused_linear_cross_entropy.py), not
+  a measurement here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["LOSSES", "Loss"]
+
+LITGPT_CHUNK = 128  # litgpt/finetune/lora.py: model(input_ids, lm_head_chunk_size=128); chunked_cross_entropy(chunk_size=128)
+
+
+@dataclass(frozen=True)
+class Loss:
+    """Bytes per token·vocabulary entry: kept for backward, and added at forward's and backward's peaks,
+    each `whole` over all n tokens plus `per_chunk` over one chunk's tokens."""
+
+    label: str
+    held: int
+    forward: tuple[int, int]  # (whole, per chunk)
+    backward: tuple[int, int]
+    chunks: int = 1  # a fixed number of chunks; 0: chunks of `chunk_tokens` tokens
+    chunk_tokens: int = 0
+
+    def chunk(self, n: int, vocab: int, d: int) -> int:
+        """Tokens in one chunk (the largest)."""
+        if self.chunk_tokens == -1:  # Liger: next_power_of_2(⌈n / ⌈V/d⌉⌉)
+            return min(n, 1 << (-(-n // -(-vocab // d)) - 1).bit_length())
+        if self.chunk_tokens:
+            return min(n, self.chunk_tokens)
+        return -(-n // self.chunks)
+
+    def transient(self, phase: str, n: int, vocab: int, d: int) -> int:
+        """Bytes the loss adds to what it keeps at the peak of `phase` ("forward" or "backward")."""
+        whole, per_chunk = self.forward if phase == "forward" else self.backward
+        return (whole * n + per_chunk * self.chunk(n, vocab, d)) * vocab
+
+
+LOSSES: dict[str, Loss] = {
+    "fp32": Loss("fp32 logits and log-softmax (one F.cross_entropy on logits.float())", 4, (6, 0), (8, 0)),
+    "chunked": Loss("chunked cross-entropy: bf16 logits in 8 chunks, each upcast in turn (torchtune)", 4, (2, 4),
+                    (0, 8), chunks=8),
+    "linear-chunked": Loss("head and cross-entropy in 8 chunks (torchtune's LinearCrossEntropyLoss)", 4, (0, 6), (0, 8),
+                           chunks=8),
+    "bf16-chunked": Loss("bf16 logits and cross-entropy in chunks of 128 tokens (litgpt)", 4, (0, 0), (0, 4),
+                         chunks=0, chunk_tokens=LITGPT_CHUNK),
+    "fused": Loss("fused linear cross-entropy, gradient computed in forward (Liger)", 0, (0, 2), (0, 0), chunks=0,
+                  chunk_tokens=-1),
+}

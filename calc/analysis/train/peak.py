@@ -1,0 +1,126 @@
+"""The moments of a training step and what is allocated at each: the peak is the largest.
+
+A step's memory is not the sum of everything it ever holds. Gradients appear as backward frees the
+activations; the loss's vocabulary-wide temporaries exist only while it runs. What is allocated:
+
+  forward, computing the loss       states (no gradients: zero_grad(set_to_none) freed them)
+                                    + activations kept + the loss's forward temporaries
+  backward, through the loss        the same, with the loss's backward temporaries
+  backward, last layer recomputed   (full recomputation) + the head's gradient + that layer's
+                                    activations rebuilt in full
+  backward ends                     states + every gradient
+  optimizer step                    states + every gradient + the step's temporaries: torch's
+                                    foreach AdamW makes one state-sized tensor (sqrt of v) for all
+                                    parameters at once; the fused kernel makes none
+
+FSDP / ZeRO-3 (and FSDP's CPU offload) add, in forward and backward, the layers it has gathered:
+the one running and the one prefetched, both unsharded at 2 bytes a parameter; in backward also one
+layer's unsharded gradient before its reduce-scatter. With the optimizer step inside backward
+(torchtune's optimizer_in_bwd) each gradient is freed as soon as its parameter is updated, so at
+most the largest one exists. With activation offloading the layers' activations go to the host and
+one layer's stay.
+
+The statistic: `allocated` is what torch.cuda.max_memory_allocated reports (torchtune's
+"active" is within the allocator's rounding of it). `reserved` adds the caching allocator's slack
+and `nvidia_smi` the CUDA context, both stated assumptions, settable (`Overheads`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from calc.analysis.train.activations import layer_terms
+from calc.analysis.train.loss import LOSSES
+from calc.analysis.train.precision import Precision
+from calc.spec.model import ModelSpec
+from calc.units import parse_bytes
+
+if TYPE_CHECKING:
+    from calc.analysis.train import Training
+
+__all__ = ["Moment", "Overheads", "moments"]
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """What separates torch's allocated bytes from the other statistics. Assumptions, settable:
+    the caching allocator reserves `allocator_pct` percent more than it hands out (block rounding and
+    fragmentation), and the CUDA context (driver, kernels, cuBLAS workspace) takes `cuda_context`."""
+
+    allocator_pct: int = 5
+    cuda_context: int = 512 * MIB
+
+    def reserved(self, allocated: int) -> int:
+        return allocated + -(-allocated * self.allocator_pct // 100)
+
+    def nvidia_smi(self, allocated: int) -> int:
+        return self.reserved(allocated) + self.cuda_context
+
+    @classmethod
+    def parse(cls, allocator_pct: int, cuda_context: str) -> "Overheads":
+        return cls(allocator_pct, parse_bytes(cuda_context))
+
+
+@dataclass(frozen=True)
+class Moment:
+    name: str
+    parts: tuple[tuple[str, int], ...]  # (what, bytes) on this GPU at that moment
+
+    @property
+    def allocated(self) -> int:
+        return sum(b for _, b in self.parts)
+
+    def to_json(self) -> dict[str, object]:
+        return {"moment": self.name, "allocated": self.allocated, "parts": dict(self.parts)}
+
+
+def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
+    """A checkpointed layer's activations rebuilt in full during its backward, beyond its kept input."""
+    s = t.setup
+    if s.recompute != "full":
+        return 0
+    rebuilt = [sum(term.bytes(s.tp, s.sp) for term in layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch,
+                                                                  s.seq, 2, "none", s.attention == "flash")[:])
+               for kind in spec.layer_counts()]
+    return max(rebuilt) - -(-s.micro_batch * s.seq * spec.d_model // (s.tp if s.sp else 1)) * 2
+
+
+def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: int) -> list[Moment]:
+    """The moments of one step (see the module's docstring); `gathered`: parameters of one layer that
+    FSDP gathers, 0 without it."""
+    s = t.setup
+    gpu = [r for r in t.states if r.where == "gpu"]
+    base = tuple((r.label, r.per_gpu) for r in gpu if r.key != "gradients")
+    grads = next((r.per_gpu for r in gpu if r.key == "gradients"), 0)
+    if s.optimizer_in_backward:
+        trained = t.held.adapters if s.lora_rank else t.held.tensors
+        grads = min(grads, max((x.elements for x in trained), default=0) * (p.adapter if s.lora_rank else p.grad))
+    per_layer = [t.layer_bytes(terms) for _, _, terms in t.layers]
+    layers = max(per_layer, default=0) if "activations" in s.offload else \
+        sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
+    kept = (("activations kept (one layer's, the rest offloaded)" if "activations" in s.offload
+             else "activations kept", layers + t.layer_bytes(t.outside)),)
+    loss, n, vocab = LOSSES[s.loss], s.micro_batch * s.seq, -(-spec.vocab_size // s.tp)
+    fsdp = (("FSDP: two gathered layers (running, prefetched)", 2 * 2 * gathered),) if gathered else ()
+    fsdp_grad = (("FSDP: one layer's unsharded gradient", gathered * p.grad),) if gathered and not s.lora_rank else ()
+    head_grad = 0 if s.lora_rank else vocab * spec.d_model * p.grad
+    out = [Moment("forward, computing the loss",
+                  base + kept + (("loss: forward temporaries", loss.transient("forward", n, vocab, spec.d_model)),) + fsdp),
+           Moment("backward, through the loss",
+                  base + kept + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
+                  + fsdp)]
+    if s.recompute == "full":
+        out.append(Moment("backward, the last layer recomputed",
+                          base + kept + (("the head's gradient", min(head_grad, grads)),
+                                         ("one layer's activations rebuilt", _recomputed_layer(t, spec))) + fsdp + fsdp_grad))
+    out.append(Moment("backward ends", base + (("gradients", grads),) + fsdp_grad))
+    if not s.optimizer_in_backward:
+        step = 0
+        if s.optimizer_impl == "foreach" and s.optimizer == "adamw" and "optimizer" not in s.offload \
+                and "params" not in s.offload:
+            step = next((r.per_gpu for r in gpu if r.key == "optimizer"), 0) // 2
+        out.append(Moment("optimizer step", base + (("gradients", grads), ("foreach step: sqrt(v) for every parameter", step))))
+    return out

@@ -1,0 +1,48 @@
+"""How many bytes each model state takes per parameter: the precision a run trains in.
+
+  precision         weights  gradients  master  optimizer states  AdamW in all   who trains so
+  mixed             2 (bf16) 2 (bf16)   4       fp32 (8)          16             ZeRO paper §3.1, DeepSpeed
+  mixed-fp32-grads  2        4 (fp32)   4       fp32 (8)          18             Megatron-LM (fp32 main_grad)
+  bf16              2        2          none    bf16 (4)          8              torchtune, litgpt (bf16-true)
+  fp32-autocast     4 (fp32) 4 (fp32)   none    fp32 (8)          16             HF Trainer bf16=True, litgpt bf16-mixed
+  fsdp-mixed        4 (fp32) 4 (fp32)   none    fp32 (8)          16             torchtitan (FSDP2: bf16 gathered for
+                                                                                 compute, gradients reduced in fp32)
+
+Pure bf16 keeps no fp32 copy: the optimizer's states take the parameters' dtype (torch's AdamW
+allocates `exp_avg` with `torch.zeros_like(p)`). Under fp32 weights with bf16 autocast, every
+linear layer saves the bf16 copy of its weight that autocast made for forward, so backward holds
+2 bytes per matrix parameter beside the activations (counted as an activation term).
+
+LoRA adapters take the precision's adapter width: fp32 where the base is trained in fp32 states
+(PEFT upcasts adapters to fp32, `autocast_adapter_dtype=True`), bf16 under pure bf16; the frozen
+base is 16-bit either way (QLoRA: NF4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["PRECISIONS", "Precision"]
+
+
+@dataclass(frozen=True)
+class Precision:
+    weight: int  # bytes per trained parameter
+    grad: int
+    master: int  # fp32 master copy, 0 when the weights are themselves what the optimizer updates
+    state: int  # bytes per element of an optimizer state (AdamW's m and v each)
+    adapter: int  # LoRA adapters' weights and gradients
+    label: str
+    autocast_copies: bool = False  # fp32 weights under bf16 autocast: each linear saves its bf16 weight copy
+
+
+PRECISIONS: dict[str, Precision] = {
+    "mixed": Precision(2, 2, 4, 4, 4, "mixed precision: bf16 weights and gradients, fp32 master weights and optimizer states"),
+    "mixed-fp32-grads": Precision(2, 4, 4, 4, 4, "mixed precision with fp32 gradients (Megatron's main_grad): bf16 "
+                                  "weights, fp32 gradients, master weights and optimizer states"),
+    "bf16": Precision(2, 2, 0, 2, 2, "pure bf16: weights, gradients and optimizer states in bf16, no fp32 master copy"),
+    "fp32-autocast": Precision(4, 4, 0, 4, 4, "fp32 weights, gradients and optimizer states, bf16 autocast for compute",
+                               autocast_copies=True),
+    "fsdp-mixed": Precision(4, 4, 0, 4, 4, "fp32 sharded weights, gradients and optimizer states; bf16 copies "
+                            "gathered for compute (FSDP2 MixedPrecisionPolicy)"),
+}
