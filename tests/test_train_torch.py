@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from calc.analysis.train.activations import activation_terms, layer_terms
 from calc.analysis.train.params import held
-from calc.analysis.train.states import optimizer_bytes
+from calc.analysis.train.loss import LITGPT_CHUNK, LOSSES
+from calc.analysis.train.precision import PRECISIONS
+from calc.analysis.train.states import Tensor, optimizer_bytes
 from calc.spec.flat import flat_view
 from tiny_specs import TINY, tiny_spec
+from live_memory import Live
 from training_forward import TrainingForward
 
 B, T = 3, 7
@@ -77,3 +81,99 @@ def test_adamw_state_after_one_step(name: str) -> None:
     assert len(optimizer.state) == len(list(model.parameters())) and steps == {1}  # one scalar step count each
     assert moments == optimizer_bytes("adamw", held(spec).tensors)
     assert sum(p.numel() for p in model.parameters()) == held(spec).params
+
+
+# --- the loss, the optimizer step, autocast: measured with a live-storage tracker (tests/live_memory.py)
+
+V, D, N = 2048, 32, 512  # vocabulary, width, tokens (a multiple of litgpt's 128-token chunks)
+
+
+def _fp32(head, h, y, keep):  # transformers: logits = lm_head(...); loss_function(logits) upcasts a copy
+    logits = head(h)
+    return F.cross_entropy(logits.float(), y)
+
+
+def _chunked(head, h, y, keep):  # torchtune's CEWithChunkedOutputLoss: the model returns 8 bf16 chunks
+    logits = [head(c) for c in h.chunk(8)]
+    return sum(F.cross_entropy(x.float(), t, reduction="sum") for x, t in zip(logits, y.chunk(8))) / len(y)
+
+
+def _chunk_loss(head, chunk, target):  # torchtune's compute_cross_entropy: logits = projection(chunk), then .float()
+    logits = head(chunk)
+    return F.cross_entropy(logits.float(), target, reduction="sum")
+
+
+def _linear_chunked(head, h, y, keep):  # torchtune's LinearCrossEntropyLoss: the head runs inside, per chunk
+    return sum(_chunk_loss(head, c, t) for c, t in zip(h.chunk(8), y.chunk(8))) / len(y)
+
+
+def _bf16_chunked(head, h, y, keep):  # litgpt: lm_head_chunk_size=128, chunked_cross_entropy in bf16; the loop keeps `logits`
+    keep += [head(c) for c in h.split(LITGPT_CHUNK)]
+    losses = [F.cross_entropy(x, t, reduction="none") for x, t in zip(keep, y.split(LITGPT_CHUNK))]
+    return torch.cat(losses).sum() / len(y)
+
+
+@pytest.mark.parametrize(("name", "run"), [("fp32", _fp32), ("chunked", _chunked), ("linear-chunked", _linear_chunked),
+                                           ("bf16-chunked", _bf16_chunked)])
+def test_loss_keeps_and_holds_what_loss_py_says(name: str, run) -> None:
+    """Kept after forward, and the peaks of forward and backward, beyond the bf16 head and its input:
+    the vocabulary-wide bytes are exact; per-token scalars (losses, log-sum-exps) are allowed for."""
+    torch.manual_seed(0)
+    head = torch.nn.Linear(D, V, bias=False).to(torch.bfloat16)
+    h = torch.randn(N, D, dtype=torch.bfloat16, requires_grad=True)
+    y = torch.randint(0, V, (N,))
+    loss, keep = LOSSES[name], []
+    with Live(head.weight, h, y) as live:
+        live.tag = "forward"
+        value = run(head, h, y, keep)
+        kept = live.now
+        live.tag = "backward"
+        value.backward()
+    grads = head.weight.grad.nbytes + h.grad.nbytes  # made in backward, not the loss's
+    slack = 16 * N + 64
+    assert 0 <= kept - loss.held * N * V <= slack
+    assert 0 <= live.peaks["forward"] - kept - loss.transient("forward", N, V, D) <= slack
+    assert 0 <= live.peaks["backward"] - kept - loss.transient("backward", N, V, D) <= slack + grads
+
+
+@pytest.mark.parametrize("impl", ["foreach", "fused"])
+def test_adamw_step_temporaries(impl: str) -> None:
+    """torch's foreach AdamW makes sqrt(v) for every parameter at once (one state's worth); the fused
+    kernel makes nothing full-size: what peak.py's optimizer-step moment adds."""
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(64, 64)) for _ in range(4)]
+    optimizer = torch.optim.AdamW(params, **{impl: True})
+    for p in params:
+        p.grad = torch.randn_like(p)
+    optimizer.step()  # the states exist from here on
+    with Live(*params, *(p.grad for p in params), *(s[k] for s in optimizer.state.values() for k in s)) as live:
+        optimizer.step()
+    state = sum(p.numel() for p in params) * FP32
+    assert live.peaks[""] - state == 0 if impl == "foreach" else live.peaks[""] < state // 8
+
+
+def test_pure_bf16_adamw_states_take_the_parameters_width() -> None:
+    """torch's AdamW allocates m and v with zeros_like(param): 4 bytes per bf16 parameter, as precision 'bf16' says."""
+    params = [torch.nn.Parameter(torch.randn(64, 32, dtype=torch.bfloat16))]
+    optimizer = torch.optim.AdamW(params)
+    params[0].grad = torch.randn_like(params[0])
+    optimizer.step()
+    moments = sum(s[k].nbytes for s in optimizer.state.values() for k in ("exp_avg", "exp_avg_sq"))
+    assert moments == optimizer_bytes("adamw", [Tensor(1, 64, 32)], PRECISIONS["bf16"].state)
+
+
+def test_autocast_saves_bf16_weight_copies() -> None:
+    """fp32 weights under bf16 autocast: a linear saves the bf16 copy of its weight (2 B per parameter)
+    beside its bf16 input — the term precision 'fp32-autocast' adds."""
+    linear = torch.nn.Linear(64, 96, bias=False)
+    x = torch.randn(5, 64, requires_grad=True)  # as every layer but the first sees it
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = linear(x)
+    out.sum().backward()
+    assert sum(saved.values()) == 2 * 64 * 96 + 2 * 5 * 64
