@@ -144,6 +144,10 @@ def test_cli_table() -> None:
     (["--lora-rank", "8", "--lora-targets", "q,x"], "--lora-targets: unknown x"),
     (["--pp", "13", "--gpus", "13"], "--pp: 13 stages for 12 layers"),
     (["--zero", "4"], "--zero"),
+    (["--offload", "gpu"], "--offload: unknown gpu"),
+    (["--checkpoint-every", "2"], "--checkpoint-every: needs --recompute full"),
+    (["--budget", "80"], "give a unit"),
+    (["--cuda-context", "lots"], "--cuda-context"),
 ])
 def test_bad_input(args: list[str], message: str) -> None:
     code, out = run("train", "gpt2-small", "--seq", "64", "--micro-batch", "1", *args)
@@ -153,3 +157,70 @@ def test_bad_input(args: list[str], message: str) -> None:
 def test_seq_beyond_context() -> None:
     code, out = run("train", "gpt2-small", "--seq", "2048", "--micro-batch", "1")
     assert code == 2 and "n_positions=1024" in out
+
+
+@pytest.mark.parametrize(("precision", "per_param"), [("mixed", 16), ("bf16", 8), ("mixed-fp32-grads", 18),
+                                                      ("fp32-autocast", 16), ("fsdp-mixed", 16)])
+def test_precision_bytes_per_parameter(precision: str, per_param: int) -> None:
+    """AdamW: 16 B/param in mixed precision (ZeRO §3.1), 8 in pure bf16, 18 with Megatron's fp32 main grads."""
+    # source: Megatron-LM docs/source/api-guide/dist_optimizer.md (bf16 params + fp32 grads: 18 bytes per parameter)
+    t = train(load_spec("llama-2-7b"), Setup(128, 1, precision=precision))
+    assert sum(r.per_gpu for r in t.states) == per_param * t.held.params
+
+
+def test_framework_sets_conventions_and_given_options_win() -> None:
+    code, out = run("train", "llama-2-7b", "--seq", "512", "--micro-batch", "1", "--framework", "torchtune",
+                    "--recompute", "none", "--json")
+    setup = json.loads(out)["setup"]
+    assert code == 0 and (setup["precision"], setup["loss"], setup["recompute"]) == ("bf16", "linear-chunked", "none")
+
+
+def test_budget_verdict_and_inverse() -> None:
+    """The largest micro-batch fits and one more does not; the longest sequence likewise."""
+    spec = load_spec("llama-3-8b")
+    code, out = run("train", "llama-3-8b", "--seq", "2048", "--micro-batch", "1", "--lora-rank", "16", "--qlora",
+                    "--budget", "1xRTX-4090", "--json")
+    answer = json.loads(out)["budget"]
+    assert code == 0 and answer["fits"]
+    capacity = answer["bytes_per_gpu"]
+    b, s = answer["max_micro_batch"], answer["max_seq"]
+    setup = Setup(2048, 1, lora_rank=16, qlora=True)
+    assert train(spec, Setup(2048, b, lora_rank=16, qlora=True)).nvidia_smi <= capacity
+    assert train(spec, Setup(2048, b + 1, lora_rank=16, qlora=True)).nvidia_smi > capacity
+    assert train(spec, Setup(s, 1, lora_rank=16, qlora=True)).nvidia_smi <= capacity
+    assert train(spec, Setup(s + 1, 1, lora_rank=16, qlora=True)).nvidia_smi > capacity
+    assert setup.overheads.cuda_context == 512 * 2**20
+
+
+def test_budget_names_the_setting_that_fits() -> None:
+    code, out = run("train", "llama-2-7b", "--seq", "4096", "--micro-batch", "4", "--precision", "bf16",
+                    "--budget", "A100-80GB")
+    assert code == 0 and "does not fit" in out and "the first memory saver that fits as given: --recompute" in out
+
+
+def test_selective_recompute_under_flash_says_so() -> None:
+    code, out = run("train", "llama-2-7b", "--seq", "512", "--micro-batch", "1", "--recompute", "selective")
+    assert code == 0 and "changes (almost) nothing under flash attention" in out
+
+
+def test_optimizer_in_backward_and_paged_states() -> None:
+    """torchtune's optimizer_in_bwd frees each gradient after its step: at most the largest (the embedding);
+    a paged optimizer's states are outside allocated, inside nvidia-smi."""
+    spec = load_spec("llama-3.1-8b")
+    t = train(spec, Setup(512, 1, precision="bf16", optimizer="paged-adamw8bit", optimizer_in_backward=True))
+    end = next(m for m in t.moments if m.name == "backward ends")
+    assert dict(end.parts)["gradients"] == 128256 * 4096 * 2
+    assert all(m.name != "optimizer step" for m in t.moments)
+    paged = next(r for r in t.states if r.key == "optimizer")
+    assert paged.where == "managed" and t.nvidia_smi == t.setup.overheads.nvidia_smi(t.allocated) + paged.per_gpu
+
+
+def test_every_k_layers_checkpointing_splits_the_layers() -> None:
+    t = train(load_spec("llama-2-7b"), Setup(512, 1, recompute="full", checkpoint_every=4))
+    assert [n for _, n, _ in t.layers] == [8, 24]
+
+
+def test_nf4_without_double_quant() -> None:
+    """bitsandbytes' NF4 without double quantisation: ½ byte per weight and an fp32 absmax per 64."""
+    # source: https://huggingface.co/docs/bitsandbytes/main/en/reference/nn/linear4bit (blocksize 64, compress_statistics)
+    assert nf4_bytes(64 * 256, double_quant=False) == 64 * 256 // 2 + 4 * 256

@@ -1,0 +1,54 @@
+"""Published, measured training peaks beside `gptcalc train`'s peak allocated: each within 10%.
+
+Each case is the publisher's configuration (read from its config file) expressed with train's
+options, and the statistic the publisher reports: litgpt prints torch.cuda.max_memory_allocated()
+/ 1e9 (decimal GB); torchtune's README gives its recipes' logged peak (GiB; torchtune logs
+peak_memory_active, which equals allocated up to the allocator's rounding). The cases train does not
+yet land within 10% are in docs/training.md's table with their gap, not here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from calc.analysis.train import Setup, train
+from calc.analysis.train.frameworks import resolve
+from calc.spec.load import load_spec
+
+GIB, GB = 2**30, 10**9
+LITGPT_TABLE = "https://github.com/Lightning-AI/litgpt/blob/03ffc5515b251fb7e3a461efd0e3c163e45b6b3b/config_hub/finetune/README.md"
+TORCHTUNE_TABLE = "https://github.com/pytorch/torchtune/blob/0031bfb080bd35ec533c412df883cf2bf7bf7fe4/README.md#memory-and-training-speed"
+# litgpt config_hub/finetune/<model>/lora.yaml: bf16-true, lora_r 32 on query and value, lora_dropout 0.05,
+# max_seq_length 512 (Alpaca2k, padded to the batch's longest)
+LITGPT_LORA = dict(framework="litgpt", seq=512, lora_rank=32, lora_targets=("q", "v"), lora_dropout=True)
+# torchtune README: batch size 2, packed to 2048; recipes/configs/llama3_1/8B_full_single_device.yaml (then):
+# PagedAdamW8bit, optimizer_in_bwd, activation checkpointing, CEWithChunkedOutputLoss; 70B_full.yaml: FSDP over 8,
+# fsdp_cpu_offload; 70B_lora.yaml: lora_rank 16 on q, v, output_proj and the MLP
+TORCHTUNE = dict(framework="torchtune", loss="chunked", seq=2048, micro_batch=2)
+QVO_MLP = ("q", "v", "o", "gate", "up", "down")
+
+CASES = [
+    # (what, model, published, unit, options); source: the table named by the unit's publisher
+    ("litgpt llama-2-7b LoRA, 1xA10G", "llama-2-7b", 19.77, GB, dict(micro_batch=2, **LITGPT_LORA)),
+    ("litgpt llama-3-8b LoRA, 1xA10G", "llama-3-8b", 19.73, GB, dict(micro_batch=1, **LITGPT_LORA)),
+    ("litgpt mistral-7b LoRA, 1xA10G", "mistral-7b", 20.66, GB, dict(micro_batch=2, **LITGPT_LORA)),
+    ("torchtune Llama 3.1 8B full, 1x4090", "llama-3.1-8b", 18.9, GIB,
+     dict(optimizer="paged-adamw8bit", optimizer_in_backward=True, **TORCHTUNE)),
+    ("torchtune Llama 3.1 70B full, 8xA100", "llama-3.1-70b", 13.9, GIB,
+     dict(gpus=8, zero=3, offload=("params",), **TORCHTUNE)),
+    ("torchtune Llama 3.1 70B LoRA, 8xA100", "llama-3.1-70b", 27.6, GIB,
+     dict(gpus=8, zero=3, lora_rank=16, lora_targets=QVO_MLP, **TORCHTUNE)),
+]
+
+
+def predict(model: str, options: dict) -> int:
+    options = dict(options)
+    given = {k: options.pop(k, None) for k in ("precision", "loss", "recompute", "optimizer_impl")}
+    return train(load_spec(model), Setup(**resolve(options.pop("framework"), given), **options)).allocated
+
+
+@pytest.mark.parametrize(("what", "model", "published", "unit", "options"), CASES, ids=[c[0] for c in CASES])
+def test_published_peak_within_10_percent(what: str, model: str, published: float, unit: int, options: dict) -> None:
+    # source: LITGPT_TABLE (unit GB) or TORCHTUNE_TABLE (unit GiB)
+    ours = predict(model, options)
+    assert abs(ours / (published * unit) - 1) <= 0.10, f"{what}: {ours / unit:.2f} vs {published}"
