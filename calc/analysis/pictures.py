@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.count import count
 from calc.analysis.memory import GPU, GPUS, find_gpu, inference, kv_layers
+from calc.analysis.memory.gpus import gpu_suggestion
 from calc.errors import GptcalcError
 from calc.parts import attention, embedding, mla, mlp, moe, norm
 from calc.spec.model import ModelSpec
@@ -96,6 +97,7 @@ def parse_gpus(text: str | None) -> list[GPU]:
     for name in filter(None, (part.strip() for part in (text or "").split(","))):
         gpu = find_gpu(name)
         if gpu is None:
-            raise GptcalcError(f"--gpus: unknown GPU {name!r} (known: {', '.join(g.name for g in GPUS)})")
+            raise GptcalcError(f"--gpus: unknown GPU {name!r}{gpu_suggestion(name)} "
+                              f"(known: {', '.join(g.name for g in GPUS)})")
         gpus.append(gpu)
     return gpus

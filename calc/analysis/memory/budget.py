@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from calc.analysis.breakdown import Breakdown
-from calc.analysis.memory.gpus import GPUS, find_gpu
+from calc.analysis.memory.gpus import GPUS, find_gpu, gpu_suggestion
 from calc.analysis.memory.kv import KVCache, kv_cache
 from calc.analysis.memory.offload import Offload, offload, on_gpu
 from calc.analysis.memory.parallel import Layout, check_tp, stage_kv, stages
@@ -137,6 +137,8 @@ def parse_budget(text: str) -> BudgetSpec:
     try:
         return BudgetSpec(parse_bytes(text), 1, text)
     except ValueError as exc:
+        if hint := gpu_suggestion(text.strip()) or (gpu_suggestion(rest) if rest else ""):
+            raise GptcalcError(f"--budget {text!r}: unknown GPU{hint}") from None
         raise GptcalcError(f"--budget: {exc}, or a GPU ({names}), or N of them (2xH100-80GB)") from None
 
 
