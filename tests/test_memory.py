@@ -282,7 +282,7 @@ def test_cli_memory_tables_add_up() -> None:
 
 
 def test_cli_memory_says_when_the_weights_alone_do_not_fit() -> None:
-    result = run("memory", "llama-70b", "--budget", "rtx 4090")
+    result = run("memory", "llama-70b", "--budget", "rtx 4090", "--all")
     assert result.exit_code == 0, result.output
     assert "exceed the budget" in result.output and "nothing fits" in result.output
     rows = {line.split("│")[1].strip(): line.split("│")[6].strip() for line in result.output.splitlines()

@@ -72,6 +72,8 @@ def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, tp
         render.print_json(data)
         return
     out = render.console()
+    for kv in [] if gqa or not models else caches:  # the answer first; every preset is a table, not a list
+        out.print(render_memory.kvcache_headline(kv))
     out.print(table)
     notes = [render_memory.seq_note(seq), *(render_memory.context_note(spec, seq) for spec in specs),
              *(note for kv in ([] if gqa else caches) for note in render_memory.kv_notes(kv))]
@@ -127,11 +129,13 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE, default=2048, show_default=True,
               help="vLLM with sliding-window layers: tokens a window group holds beyond its window, which sets the "
                    "concurrency it prints (vllm serve: 2048, or 8192 on a 70 GiB+ GPU that is not an A100).")
+@click.option("--all", "show_all", is_flag=True,
+              help="Show every GPU of the catalog, not only the budget's card (or, without one, a short list).")
 @json_option
 def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None,
            dtype: str, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
-           kv_memory: str | None, block_size: int | None, max_batched: int, as_json: bool) -> None:
+           kv_memory: str | None, block_size: int | None, max_batched: int, show_all: bool, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -183,10 +187,11 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
 
     for line in server:
         out.print(f"{engine} will print: " + styled("bold", line))
+    gpus = render_memory.shown_gpus(target, show_all)
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
-                  render_memory.gpu_table(result)):
+                  render_memory.gpu_table(result, gpus)):
         out.print(table)
-    notes = [render_memory.seq_note(seq), render_memory.context_note(spec, seq),
+    notes = [render_memory.gpus_note(len(gpus)), render_memory.seq_note(seq), render_memory.context_note(spec, seq),
              *render_memory.inference_notes(result),
              *(render_memory.budget_lines(solved, target.label) if solved and target else [])]
     for line in filter(None, notes):
