@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TEXT, TOKENS, WEIGHT_DTYPE, complete_model, json_option, load_model,
-                              one_model, set_option)
+from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TEXT, TOKENS, complete_model, json_option, load_model,
+                              one_model, set_option, sizing_options)
 from calc.errors import GptcalcError
 
 
@@ -101,27 +101,13 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
                    "GPTQ, bitsandbytes); MODEL defaults to its config.json.")
 @click.option("--seq", type=TOKENS, help=SEQ_HELP + "  [default: the model's context, n_positions]")
 @click.option("--batch", type=POSITIVE, help="Sequences held at once  [default: 1]")
-@click.option("--dtype", type=WEIGHT_DTYPE, default="fp16", show_default=True,
-              help="Storage type of the weights: fp32, fp16/bfloat16, fp8_e4m3, int8, int4, or a llama.cpp type "
-                   "(q8_0, q4_0, q4_K, q6_K, mxfp4, ...).")
-@click.option("--kv-dtype", type=KV_DTYPE, default="fp16", show_default=True, help=KV_HELP + " Not tied to --dtype.")
+@sizing_options()
 @click.option("--mla-expanded", is_flag=True, help=MLA_HELP)
-@click.option("--quant", type=TEXT, metavar="SCHEME",
-              help="A checkpoint's quantisation scheme, its real layout and what it keeps 16-bit: gptq-int4, awq-int4, "
-                   "bnb-nf4, bnb-nf4-dq, bnb-int8, fp8, fp8-channel, fp8-block, mxfp4, nvfp4 (replaces --dtype).")
 @click.option("--group-size", type=POSITIVE, metavar="G",
               help="fp8/int8/int4 only: count one fp16 scale per G weights (GPTQ/AWQ use 128).")
-@click.option("--budget", type=TEXT, metavar="SIZE|GPU|NxGPU",
-              help="Solve for the longest context at --batch, or with --seq the largest batch, that fits, per GPU: "
-                   "80GB, 75GiB, H100-80GB, or 2xH100-80GB (tensor parallel over 2 unless --tp/--pp say otherwise).")
-@click.option("--tp", type=POSITIVE, help="Tensor-parallel GPUs (shards matrices, splits KV heads)  [default: 1]")
-@click.option("--pp", type=POSITIVE, help="Pipeline stages (splits layers as vLLM does)  [default: 1]")
-@click.option("--ep", type=POSITIVE, help="Expert-parallel ways: routed experts split whole  [default: 1]")
 @click.option("--cpu-experts", "--n-cpu-moe", "cpu_experts", type=TEXT, metavar="all|N",
               help="Keep the routed experts of the first N layers (all: every layer) in system RAM, as llama.cpp's "
                    "--n-cpu-moe N / --cpu-moe: GPU bytes exclude them, and the output says what a token reads from RAM.")
-@click.option("--engine", type=click.Choice(["vllm", "sglang", "trtllm", "llamacpp"]),
-              help="Print what this server will say about its KV cache (llama.cpp pads --seq to 256 cells).")
 @click.option("--kv-memory", type=TEXT, metavar="SIZE",
               help="The KV memory your server's log reports (vLLM 'Available KV cache memory: 8.11 GiB'): "
                    "gives the exact blocks, tokens and concurrency it will print.")
@@ -133,7 +119,7 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
               help="Show every GPU of the catalog, not only the budget's card (or, without one, a short list).")
 @json_option
 def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None,
-           dtype: str, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
+           dtype: str | None, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
            kv_memory: str | None, block_size: int | None, max_batched: int, show_all: bool, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
@@ -152,8 +138,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     """
     from calc.render import base as render, memory as render_memory
     from calc.analysis.count import count as count_params
-    from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
-                                      padded_context, parse_budget, parse_cpu_experts)
+    from calc.analysis.memory import (ENGINES, budget_for, engine_lines, inference, kv_pool, layout_for,
+                                      find_scheme, padded_context, parse_budget, parse_cpu_experts, weight_choice)
     from calc.units import parse_bytes
 
     one_model(model, more)
@@ -163,8 +149,10 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     if (kv_memory or block_size) and not engine:
         raise GptcalcError("--kv-memory and --block-size describe a server's pool: give --engine too")
     tokens = padded_context(ENGINES[engine], seq or spec.n_positions) if engine else seq or spec.n_positions
-    result = inference(spec, count_params(spec), tokens, batch or 1, dtype, kv_dtype, group_size,
-                       mla_expanded, layout, find_scheme(quant) if quant is not None else None, stored,
+    fmt, scheme = weight_choice(spec, dtype, quant) if stored is None else \
+        (dtype or "fp16", find_scheme(quant) if quant is not None else None)  # the checkpoint refuses either
+    result = inference(spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size,
+                       mla_expanded, layout, scheme, stored,
                        parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0)
     pool = None
     if kv_memory is not None and engine:

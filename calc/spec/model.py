@@ -172,6 +172,8 @@ class ModelSpec(Part):
     head: Head
     mtp: MTP | None = None
     notes: tuple[str, ...] = Field(default=(), strict=False)  # what the adapter wants said (e.g. not counted)
+    quant: str | None = Field(default=None, description="the weights as stored: a --quant scheme read from "
+                              "config.json's quantization_config (gpt-oss: mxfp4), the default of every sizing command")
 
     @field_validator("layers", mode="before")
     @classmethod
