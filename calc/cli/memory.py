@@ -136,38 +136,17 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
       gptcalc memory --checkpoint ./Llama-3.1-8B-Instruct-FP8 --budget L4
       gptcalc memory qwen3-30b-a3b --quant q4_k_m --n-cpu-moe 24 --budget RTX-4090
     """
+    from calc import api
     from calc.render import base as render, memory as render_memory
-    from calc.analysis.count import count as count_params
-    from calc.analysis.memory import (ENGINES, budget_for, engine_lines, inference, kv_pool, layout_for,
-                                      find_scheme, padded_context, parse_budget, parse_cpu_experts, weight_choice)
-    from calc.units import parse_bytes
 
     one_model(model, more)
     spec, stored = _model_and_checkpoint(model, overrides, checkpoint)
-    target = parse_budget(budget) if budget is not None else None  # `--budget ''` is an error, not no budget
-    layout = layout_for(target, tp, pp, ep)
-    if (kv_memory or block_size) and not engine:
-        raise GptcalcError("--kv-memory and --block-size describe a server's pool: give --engine too")
-    tokens = padded_context(ENGINES[engine], seq or spec.n_positions) if engine else seq or spec.n_positions
-    fmt, scheme = weight_choice(spec, dtype, quant) if stored is None else \
-        (dtype or "fp16", find_scheme(quant) if quant is not None else None)  # the checkpoint refuses either
-    result = inference(spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size,
-                       mla_expanded, layout, scheme, stored,
-                       parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0)
-    pool = None
-    if kv_memory is not None and engine:
-        try:
-            pool = kv_pool(result.kv, engine, parse_bytes(kv_memory), seq or spec.n_positions, block_size, max_batched)
-        except ValueError as exc:
-            raise GptcalcError(f"--kv-memory: {exc}") from None
-    server = engine_lines(pool, result.kv, engine) if engine else []
-    solved = budget_for(spec, target, result, seq, batch) if target else None
+    answer = api.memory(spec, seq, batch, dtype, quant, kv_dtype, group_size, tp, pp, ep, budget, engine, cpu_experts,
+                        kv_memory, block_size, max_batched, mla_expanded, stored)
     if as_json:
-        render.print_json({**result.to_json(), "model": spec.name, **({"engine": pool.to_json()} if pool else {}),
-                           **({"server_says": server} if server else {}),
-                           **({"budget": {**solved.to_json(), "label": target.label, "gpus": target.count}}
-                              if solved and target else {})})
+        render.print_json(answer.to_dict())
         return
+    result, solved, target, server = answer.inference, answer.budget, answer.target, answer.server
     out = render.console()
     for line in render_memory.headline(result, solved, target):
         out.print(line)
