@@ -57,7 +57,11 @@ def count(spec: ModelSpec) -> Result:
 
 
 def count_json(spec: ModelSpec, breakdown: Any) -> dict[str, Any]:
-    return {**breakdown.to_json(), "spec": spec.model_dump(mode="json")}
+    from calc.analysis.active import active_counts
+
+    active = [c.to_json() for c in active_counts(breakdown, spec.model_type)]
+    return {**breakdown.to_json(), **({"active_conventions": active} if active else {}),
+            "spec": spec.model_dump(mode="json")}
 
 
 def kvcache(*specs: ModelSpec, seq: int | None = None, batch: int = 1, dtype: str = "fp16", tp: int = 1,
