@@ -10,13 +10,16 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__all__ = ["Breakdown", "Diff", "GptcalcError", "ModelSpec", "compare", "count", "spec_from_dict"]
+__all__ = ["Breakdown", "Diff", "GptcalcError", "ModelSpec", "Result", "compare", "count", "flops", "kvcache", "load",
+           "memory", "spec_from_dict", "train"]
 __version__ = "0.1.0"
 
+# The API (docs/python.md): each command as a function of a loaded spec, returning a result whose
+# to_dict() is the command's --json (calc/api.py).
 _HOMES = {
-    "Breakdown": "calc.analysis.breakdown", "Diff": "calc.analysis.breakdown", "compare": "calc.analysis.breakdown",
-    "count": "calc.analysis.count", "GptcalcError": "calc.errors", "ModelSpec": "calc.spec.model",
-    "spec_from_dict": "calc.spec.model",
+    **{name: "calc.api" for name in ("Result", "compare", "count", "flops", "kvcache", "load", "memory", "train")},
+    "Breakdown": "calc.analysis.breakdown", "Diff": "calc.analysis.breakdown", "GptcalcError": "calc.errors",
+    "ModelSpec": "calc.spec.model", "spec_from_dict": "calc.spec.model",
 }
 
 

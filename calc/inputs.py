@@ -32,6 +32,12 @@ __all__ = ["INT_LIMIT", "MAX_DEPTH", "MAX_INDEX_BYTES", "MAX_INT_DIGITS", "MAX_T
            "MAX_VALUES", "check_nesting", "inside", "load_json", "many_objects", "read_text", "strict_int"]
 
 MAX_TEXT_BYTES = 16 * 2**20  # a config.json or a YAML spec: real ones are a few KiB
+# A YAML spec is read before anything is parsed only up to this size: the largest preset is 3.9 KB and
+# one that embeds a config.json (`config:`) stays far under, while PyYAML's pure parser takes about a
+# second per 100 KB (a 4 MB spec of 40,000 layer kinds took 39 s to parse before any check saw it).
+MAX_SPEC_BYTES = 256 * 2**10
+MAX_KINDS = 256  # layer kinds (blocks) in one spec: real models have a handful, DeepSeek-V3 two
+MAX_LAYER_RUNS = 100_000  # runs of the layers list: alternating kinds give one run per layer
 MAX_INDEX_BYTES = 64 * 2**20  # a shard index lists every tensor: DeepSeek-V3's 91,000 names take ~9 MB
 MAX_INT_DIGITS = 30
 INT_LIMIT = 10**MAX_INT_DIGITS  # the first integer too long: a bound a plain parse checks values against

@@ -115,12 +115,15 @@ def test_memory_md_gpu_table_is_the_catalog() -> None:
     from calc.analysis.memory.gpus import GPUS
 
     rows = {cells[0]: cells for line in (DOCS / "memory.md").read_text(encoding="utf-8").splitlines()
-            if len(cells := [c.strip() for c in line.strip("|").split("|")]) == 7}
+            if len(cells := [c.strip() for c in line.strip("|").split("|")]) == 9}
+
+    def rate(cell: str) -> Decimal | None:
+        return Decimal(cell.removesuffix(" TFLOP/s").replace(",", "")) * 10**12 if cell != "-" else None
+
     for gpu in GPUS:
-        _, marketed, mib, nbytes, bandwidth, bf16, source = rows[gpu.name]
+        _, marketed, mib, nbytes, bandwidth, bf16, fp8, fp4, source = rows[gpu.name]
         assert (marketed, int(mib.removesuffix(" MiB").replace(",", "")), int(nbytes.replace(",", ""))) == \
             (gpu.marketed, gpu.mib, gpu.bytes), gpu.name
         assert bandwidth == (f"{gpu.bandwidth // 10**9:,} GB/s" if gpu.bandwidth else "-"), gpu.name
-        rate = Decimal(bf16.removesuffix(" TFLOP/s").replace(",", "")) * 10**12 if bf16 != "-" else None
-        assert rate == gpu.bf16_flops, gpu.name
+        assert (rate(bf16), rate(fp8), rate(fp4)) == (gpu.bf16_flops, gpu.fp8_flops, gpu.fp4_flops), gpu.name
         assert source == gpu.source, gpu.name

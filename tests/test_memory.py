@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import re
+
 import pytest
 from click.testing import CliRunner, Result
 from hypothesis import given, settings
@@ -104,6 +106,44 @@ def test_catalog_gaps_hold_their_logged_totals() -> None:
     assert find_gpu("mi250x") is find_gpu("MI250") is by_name["MI250 (one GCD)"]
 
 
+def test_2026_catalog_holds_the_reported_totals() -> None:
+    """The cards people size for in 2026, each at the total its driver reports (MiB as nvidia-smi prints it)."""
+    by_name = {g.name: g for g in GPUS}
+    # source: modal-labs/modal-client PR 2797 ("A10: 23028MiB", "T4: 15360MiB"); NVIDIA/nvtrust issue 128
+    # ("NVIDIA H20 ... 0MiB /  97871MiB"); nvidia-smi logs: "NVIDIA B300 SXM6 AC ... 0MiB / 275040MiB",
+    # "NVIDIA GB200 ... 0MiB / 189471MiB", "NVIDIA GB300 ... 0MiB / 284208MiB", "NVIDIA RTX PRO 6000 Blackwell
+    # Server Edition ... 0MiB / 97887MiB", "NVIDIA L40 ... 5MiB /  46068MiB"
+    assert {name: by_name[name].mib for name in ("T4", "A10", "H20", "B300", "GB200 (per GPU)", "GB300 (per GPU)",
+                                                  "RTX PRO 6000 Blackwell", "L40")} == {
+        "T4": 15360, "A10": 23028, "H20": 97871, "B300": 275040, "GB200 (per GPU)": 189471,
+        "GB300 (per GPU)": 284208, "RTX PRO 6000 Blackwell": 97887, "L40": 46068}
+    # source: llama.cpp's Metal logs "recommendedMaxWorkingSetSize  = 103079.22 MB" (M4 Max 128GB) and
+    # "= 498216.21 MB" (M3 Ultra 512GB), in 10^6 B: 96 GiB and 464 GiB
+    assert round(by_name["M4 Max 128GB"].bytes / 10**4) == 10307922
+    assert round(by_name["M3 Ultra 512GB"].bytes / 10**4) == 49821621
+    # source: the DGX B300 page (8 GPUs: FP4 108 PF dense, FP8 72 PF with sparsity) and the GB200 NVL72 page
+    # (72 GPUs: FP4 720 PF dense, BF16 360 PF with sparsity)
+    assert (by_name["B300"].fp4_flops * 8, by_name["B300"].fp8_flops * 8 * 2) == (108 * 10**15, 72 * 10**15)
+    assert (by_name["GB200 (per GPU)"].fp4_flops * 72, by_name["GB200 (per GPU)"].bf16_flops * 72 * 2) == \
+        (720 * 10**15, 360 * 10**15)
+    assert all(g.rates_source for g in GPUS if g.fp8_flops or g.fp4_flops)
+
+
+@pytest.mark.parametrize("text, name", [("b300", "B300"), ("GB200", "GB200 (per GPU)"), ("gb300", "GB300 (per GPU)"),
+                                        ("rtx-pro-6000", "RTX PRO 6000 Blackwell"), ("h20", "H20"), ("t4", "T4"),
+                                        ("A10", "A10"), ("l40", "L40"), ("m3-ultra-512gb", "M3 Ultra 512GB")])
+def test_budget_takes_every_2026_card(text: str, name: str) -> None:
+    budget = parse_budget(f"4x{text}")
+    assert (budget.bytes_per_gpu, budget.count) == (find_gpu(name).bytes, 4)
+
+
+@pytest.mark.parametrize("text, near", [("H10", "H100-80GB"), ("2xB30", "B300"), ("rtx-pro-600", "RTX PRO 6000 Blackwell"),
+                                        ("gb2000", "GB200 (per GPU)")])
+def test_a_mistyped_gpu_gets_the_closest_name(text: str, near: str) -> None:
+    with pytest.raises(GptcalcError, match=f"unknown GPU .*{re.escape(near)}"):
+        parse_budget(text)
+
+
 @pytest.mark.parametrize("text, name", [("H100", "H100-80GB"), ("a100-80gb", "A100-80GB"), ("RTX 4090", "RTX 4090"),
                                         ("4090", "RTX 4090"), ("l40s", "L40S"), ("h200", "H200")])
 def test_find_gpu(text: str, name: str) -> None:
@@ -115,7 +155,7 @@ def test_parse_budget() -> None:
     assert parse_budget("75GiB").bytes_per_gpu == 75 * 2**30
     assert parse_budget("H100-80GB").bytes_per_gpu == 81559 * 2**20
     assert (parse_budget("8xA100-40GB").count, parse_budget("2 x H100").bytes_per_gpu) == (8, 81559 * 2**20)
-    with pytest.raises(GptcalcError, match="--budget: .*H200"):
+    with pytest.raises(GptcalcError, match="--budget 'A100': unknown GPU .which one: A100-40GB or A100-80GB"):
         parse_budget("A100")  # ambiguous: 40 or 80 GB, so not a name
     with pytest.raises(GptcalcError, match="give a unit"):
         parse_budget("80")  # 80 what?
@@ -242,13 +282,14 @@ def test_cli_memory_tables_add_up() -> None:
 
 
 def test_cli_memory_says_when_the_weights_alone_do_not_fit() -> None:
-    result = run("memory", "llama-70b", "--budget", "rtx 4090")
+    result = run("memory", "llama-70b", "--budget", "rtx 4090", "--all")
     assert result.exit_code == 0, result.output
     assert "exceed the budget" in result.output and "nothing fits" in result.output
     rows = {line.split("│")[1].strip(): line.split("│")[6].strip() for line in result.output.splitlines()
             if line.count("│") == 8}
-    # 137,953,296,384 B of weights + 1,342,177,280 B of cache: the H200 (150,754,820,096 B), B200 and MI300X hold it
-    assert {name for name, fits in rows.items() if fits == "yes"} == {"H200", "B200", "MI300X"}
+    # 137,953,296,384 B of weights + 1,342,177,280 B of cache: the cards from the H200 (150,754,820,096 B) up hold it
+    assert {name for name, fits in rows.items() if fits == "yes"} == {
+        "H200", "B200", "GB200 (per GPU)", "MI300X", "B300", "GB300 (per GPU)", "M3 Ultra 512GB"}
 
 
 @pytest.mark.parametrize("args, message", [

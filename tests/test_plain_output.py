@@ -82,8 +82,8 @@ def test_wide_characters_and_long_lines_are_left_to_rich(monkeypatch: pytest.Mon
     table.add_column("a")
     table.add_row("x")
     assert table.lines(160) is None
-    assert output._line("x" * 161, False) is None
-    assert output._line("x" * 161, True) == ["x" * 161]  # soft_wrap: one line however long
+    assert output._line("x" * 161, False, output.PIPE_WIDTH) is None
+    assert output._line("x" * 161, True, output.PIPE_WIDTH) == ["x" * 161]  # soft_wrap: one line however long
 
 
 @settings(max_examples=300, deadline=None)

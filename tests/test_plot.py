@@ -88,7 +88,7 @@ def test_plot_memory_svg_has_the_models_gpus_and_axes(tmp_path: Path) -> None:
     assert "H100-80GB: 79.6 GiB" in texts and "RTX 4090: 24.0 GiB" in texts  # 81,559 and 24,564 MiB
     assert {"0", "16k", "64k", "128k"} <= set(texts)
     assert "context (tokens per sequence, batch 1)" in texts and "memory (GiB = 2^30 bytes)" in texts
-    assert "weights (fp16) + KV cache (fp16) against context" in texts
+    assert "weights (as stored) + KV cache (fp16) against context" in texts  # both models are 16-bit as stored
 
 
 def test_plot_memory_turns_logarithmic_when_sizes_differ_by_more_than_20x(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ def test_page_has_the_numbers_and_both_pictures(page: Path) -> None:
     assert f"{LLAMA31_8B:,}" in text and f"{MISTRAL_7B:,}" in text
     assert f"{LLAMA31_8B_MEMORY:,} B" in text
     assert text.count("<svg") == 2 and "H100-80GB: 79.6 GiB" in text and "where the parameters sit" in text
-    assert "gptcalc report llama-3.1-8b mistral-7b --seq 32768 --dtype fp16" in text
+    assert "gptcalc report llama-3.1-8b mistral-7b --seq 32768 --kv-dtype fp16" in text
 
 
 def test_page_is_self_contained(page: Path) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from calc.analysis.breakdown import Breakdown, Diff, compare
 from calc.analysis.count import count
-from calc.analysis.memory import Inference, inference
+from calc.analysis.memory import AS_STORED, BudgetSpec, Inference, Layout, inference, weight_choice
 from calc.spec.model import ModelSpec
 
 __all__ = ["Column", "Comparison", "compare_models", "column_names"]
@@ -45,6 +45,7 @@ class Column:
             "active": b.active if b.active is not None else b.total,
             "layers": {block.name: block.layers for block in b.blocks},
             "components": dict(b.components),
+            "weights_dtype": m.weights.dtype,
             "kv_bytes_per_token": m.kv.bytes_per_token,
             "weights_bytes": m.weights.total_bytes,
             "kv_cache_bytes": m.kv.total_bytes,
@@ -56,8 +57,15 @@ class Column:
 class Comparison:
     columns: tuple[Column, ...]
     seq: int
-    dtype: str
+    dtype: str  # --quant, --dtype, or "as stored" (each column's weights say theirs)
     kv_dtype: str
+    layout: Layout = Layout()
+    budget: BudgetSpec | None = None  # --budget: does each model fit one GPU of it?
+
+    def fits(self, column: Column) -> int | None:
+        """Bytes left on one GPU of the budget once the busiest GPU holds weights + KV cache (negative:
+        short by that much), or None without a budget."""
+        return None if self.budget is None else column.memory.headroom(self.budget.bytes_per_gpu)
 
     @property
     def params(self) -> Diff:
@@ -66,7 +74,11 @@ class Comparison:
 
     def to_json(self) -> dict[str, object]:
         return {"seq": self.seq, "batch": 1, "dtype": self.dtype, "kv_dtype": self.kv_dtype,
-                "models": [column.to_json() for column in self.columns]}
+                "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "ep": self.layout.ep},
+                **({"budget": {"label": self.budget.label, "bytes_per_gpu": self.budget.bytes_per_gpu}}
+                   if self.budget else {}),
+                "models": [{**column.to_json(), **({"headroom_bytes": self.fits(column)} if self.budget else {})}
+                           for column in self.columns]}
 
 
 def column_names(specs: list[ModelSpec]) -> list[str]:
@@ -82,13 +94,17 @@ def column_names(specs: list[ModelSpec]) -> list[str]:
     return names
 
 
-def compare_models(specs: list[ModelSpec], seq: int | None = None, dtype: str = "fp16",
-                   kv_dtype: str = "fp16") -> Comparison:
-    """Count each model and size its weights + KV cache (batch 1) at `seq` tokens; `seq` None: the
-    shortest context among the models, which every one of them supports."""
+def compare_models(specs: list[ModelSpec], seq: int | None = None, dtype: str | None = None,
+                   kv_dtype: str = "fp16", quant: str | None = None, layout: Layout = Layout(),
+                   budget: BudgetSpec | None = None) -> Comparison:
+    """Count each model and size its weights + KV cache (batch 1) at `seq` tokens, per GPU under
+    `layout`; `seq` None: the shortest context among the models, which every one of them supports.
+    Weights at --quant or --dtype when given, else each model as stored (`weight_choice`)."""
     seq = seq or min(spec.n_positions for spec in specs)
     columns = []
     for name, spec in zip(column_names(specs), specs):
         breakdown = count(spec)
-        columns.append(Column(name, spec, breakdown, inference(spec, breakdown, seq, 1, dtype, kv_dtype)))
-    return Comparison(tuple(columns), seq, dtype, kv_dtype)
+        fmt, scheme = weight_choice(spec, dtype, quant)
+        columns.append(Column(name, spec, breakdown, inference(spec, breakdown, seq, 1, fmt, kv_dtype, layout=layout,
+                                                               scheme=scheme)))
+    return Comparison(tuple(columns), seq, quant or dtype or AS_STORED, kv_dtype, layout, budget)

@@ -10,11 +10,12 @@ structure: embedding, attention, MLP, experts, norms, LM head.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.count import count
-from calc.analysis.memory import GPU, GPUS, find_gpu, inference, kv_layers
+from calc.analysis.memory import (ENGINES, GPU, GPUS, Layout, find_gpu, gpu_suggestion, inference, kv_layers,
+                                  padded_context, parse_budget, weight_choice)
 from calc.errors import GptcalcError
 from calc.parts import attention, embedding, mla, mlp, moe, norm
 from calc.spec.model import ModelSpec
@@ -63,11 +64,14 @@ class MemoryCurve:
                 "points": [{"seq": s, "total_bytes": t} for s, t in zip(self.seqs, self.total_bytes)]}
 
 
-def memory_curves(specs: list[ModelSpec], seq_max: int, dtype: str = "fp16", kv_dtype: str = "fp16",
-                  points: int = 64) -> list[MemoryCurve]:
+def memory_curves(specs: list[ModelSpec], seq_max: int, dtype: str | None = None, kv_dtype: str = "fp16",
+                  points: int = 64, quant: str | None = None, layout: Layout = Layout(),
+                  engine: str | None = None) -> list[MemoryCurve]:
     """Each model from 1 token to `seq_max` at `points` evenly spaced contexts, plus the contexts
     where its line turns — its own context and its sliding windows, past which those layers stop
-    growing — so the corners are drawn where they are."""
+    growing — so the corners are drawn where they are. Weights as `compare` sizes them
+    (`weight_choice`: --quant, --dtype, else as stored), per GPU under `layout`, each context as
+    `engine` holds it (llama.cpp pads it to its cells)."""
     check_drawable(len(specs))
     if seq_max > MAX_CONTEXT:
         raise GptcalcError(f"a picture draws contexts up to {MAX_CONTEXT:,} tokens, not {seq_max:,} (the longest "
@@ -76,9 +80,11 @@ def memory_curves(specs: list[ModelSpec], seq_max: int, dtype: str = "fp16", kv_
     curves = []
     for spec in specs:
         breakdown = count(spec)
+        fmt, scheme = weight_choice(spec, dtype, quant)
         corners = {spec.n_positions, *(kind.window for kind in kv_layers(spec) if kind.window)}
         seqs = sorted(grid | {seq for seq in corners if seq < seq_max})
-        totals = [inference(spec, breakdown, seq, 1, dtype, kv_dtype) for seq in seqs]
+        held = [seq if engine is None else padded_context(ENGINES[engine], seq) for seq in seqs]
+        totals = [inference(spec, breakdown, seq, 1, fmt, kv_dtype, layout=layout, scheme=scheme) for seq in held]
         curves.append(MemoryCurve(spec.name, spec.n_positions, totals[0].weights.total_bytes, tuple(seqs),
                                   tuple(t.total_bytes for t in totals)))
     return curves
@@ -91,11 +97,16 @@ def check_drawable(models: int) -> None:
 
 
 def parse_gpus(text: str | None) -> list[GPU]:
-    """`--gpus H100,4090` -> the GPUs, in the order given; an unknown name is bad input."""
+    """`--gpus H100,4090,8xH100-80GB` -> the GPUs, in the order given; N x a card is one line at the N
+    cards' memory together (`--budget`'s NxGPU form); an unknown name is bad input."""
     gpus = []
     for name in filter(None, (part.strip() for part in (text or "").split(","))):
-        gpu = find_gpu(name)
+        budget = parse_budget(name) if find_gpu(name) is None and "x" in name.lower() else None
+        gpu = budget.gpu if budget is not None else find_gpu(name)
         if gpu is None:
-            raise GptcalcError(f"--gpus: unknown GPU {name!r} (known: {', '.join(g.name for g in GPUS)})")
-        gpus.append(gpu)
+            raise GptcalcError(f"--gpus: unknown GPU {name!r}{gpu_suggestion(name)} "
+                               f"(known: {', '.join(g.name for g in GPUS)})")
+        gpus.append(gpu if budget is None or budget.count == 1 else replace(
+            gpu, name=f"{budget.count} x {gpu.name}", marketed=f"{budget.count} x {gpu.marketed}",
+            mib=gpu.mib * budget.count))
     return gpus

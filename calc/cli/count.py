@@ -41,7 +41,9 @@ def count(models: tuple[str, ...], overrides: tuple[str, ...], as_json: bool) ->
         return _count_with_transformers(exc, as_json)
     breakdown = count_params(spec)
     if as_json:
-        render.print_json({**breakdown.to_json(), "spec": spec.model_dump()})
+        from calc.api import count_json
+
+        render.print_json(count_json(spec, breakdown))
         return
     out = render.console()
     out.print(render.count_table(spec, breakdown))
@@ -57,7 +59,9 @@ def _count_several(models: tuple[str, ...], overrides: tuple[str, ...], as_json:
 
     comparison = compare_models([load_model(model, overrides) for model in models])
     if as_json:
-        render.print_json([{**c.breakdown.to_json(), "spec": c.spec.model_dump()} for c in comparison.columns])
+        from calc.api import count_json
+
+        render.print_json([count_json(c.spec, c.breakdown) for c in comparison.columns])
         return
     out = render.console()
     out.print(compare_table(comparison, memory=False))

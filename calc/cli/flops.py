@@ -50,8 +50,9 @@ def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs
     chosen = [rated_gpu(name) for name in gpus or RATED]
     limits = [bounds(spec, result, gpu, mfu, dtype, kv_dtype) for gpu in chosen]
     if as_json:
-        render.print_json({**result.to_json(), "checks": [c.to_json(result.scale) for c in rules],
-                           "bounds": [b.to_json(decode) for b in limits]})
+        from calc.api import flops_json
+
+        render.print_json(flops_json(result, rules, limits, decode))
         return
     out = render.console()
     out.print(flops_table(result))

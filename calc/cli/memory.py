@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TEXT, TOKENS, WEIGHT_DTYPE, complete_model, json_option, load_model,
-                              one_model, set_option)
+from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TEXT, TOKENS, complete_model, json_option, load_model,
+                              one_model, set_option, sizing_options)
 from calc.errors import GptcalcError
 
 
@@ -72,6 +72,8 @@ def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, tp
         render.print_json(data)
         return
     out = render.console()
+    for kv in [] if gqa or not models else caches:  # the answer first; every preset is a table, not a list
+        out.print(render_memory.kvcache_headline(kv))
     out.print(table)
     notes = [render_memory.seq_note(seq), *(render_memory.context_note(spec, seq) for spec in specs),
              *(note for kv in ([] if gqa else caches) for note in render_memory.kv_notes(kv))]
@@ -99,27 +101,13 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
                    "GPTQ, bitsandbytes); MODEL defaults to its config.json.")
 @click.option("--seq", type=TOKENS, help=SEQ_HELP + "  [default: the model's context, n_positions]")
 @click.option("--batch", type=POSITIVE, help="Sequences held at once  [default: 1]")
-@click.option("--dtype", type=WEIGHT_DTYPE, default="fp16", show_default=True,
-              help="Storage type of the weights: fp32, fp16/bfloat16, fp8_e4m3, int8, int4, or a llama.cpp type "
-                   "(q8_0, q4_0, q4_K, q6_K, mxfp4, ...).")
-@click.option("--kv-dtype", type=KV_DTYPE, default="fp16", show_default=True, help=KV_HELP + " Not tied to --dtype.")
+@sizing_options()
 @click.option("--mla-expanded", is_flag=True, help=MLA_HELP)
-@click.option("--quant", type=TEXT, metavar="SCHEME",
-              help="A checkpoint's quantisation scheme, its real layout and what it keeps 16-bit: gptq-int4, awq-int4, "
-                   "bnb-nf4, bnb-nf4-dq, bnb-int8, fp8, fp8-channel, fp8-block, mxfp4, nvfp4 (replaces --dtype).")
 @click.option("--group-size", type=POSITIVE, metavar="G",
               help="fp8/int8/int4 only: count one fp16 scale per G weights (GPTQ/AWQ use 128).")
-@click.option("--budget", type=TEXT, metavar="SIZE|GPU|NxGPU",
-              help="Solve for the longest context at --batch, or with --seq the largest batch, that fits, per GPU: "
-                   "80GB, 75GiB, H100-80GB, or 2xH100-80GB (tensor parallel over 2 unless --tp/--pp say otherwise).")
-@click.option("--tp", type=POSITIVE, help="Tensor-parallel GPUs (shards matrices, splits KV heads)  [default: 1]")
-@click.option("--pp", type=POSITIVE, help="Pipeline stages (splits layers as vLLM does)  [default: 1]")
-@click.option("--ep", type=POSITIVE, help="Expert-parallel ways: routed experts split whole  [default: 1]")
 @click.option("--cpu-experts", "--n-cpu-moe", "cpu_experts", type=TEXT, metavar="all|N",
               help="Keep the routed experts of the first N layers (all: every layer) in system RAM, as llama.cpp's "
                    "--n-cpu-moe N / --cpu-moe: GPU bytes exclude them, and the output says what a token reads from RAM.")
-@click.option("--engine", type=click.Choice(["vllm", "sglang", "trtllm", "llamacpp"]),
-              help="Print what this server will say about its KV cache (llama.cpp pads --seq to 256 cells).")
 @click.option("--kv-memory", type=TEXT, metavar="SIZE",
               help="The KV memory your server's log reports (vLLM 'Available KV cache memory: 8.11 GiB'): "
                    "gives the exact blocks, tokens and concurrency it will print.")
@@ -127,11 +115,13 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE, default=2048, show_default=True,
               help="vLLM with sliding-window layers: tokens a window group holds beyond its window, which sets the "
                    "concurrency it prints (vllm serve: 2048, or 8192 on a 70 GiB+ GPU that is not an A100).")
+@click.option("--all", "show_all", is_flag=True,
+              help="Show every GPU of the catalog, not only the budget's card (or, without one, a short list).")
 @json_option
 def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None,
-           dtype: str, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
+           dtype: str | None, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
-           kv_memory: str | None, block_size: int | None, max_batched: int, as_json: bool) -> None:
+           kv_memory: str | None, block_size: int | None, max_batched: int, show_all: bool, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -146,36 +136,17 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
       gptcalc memory --checkpoint ./Llama-3.1-8B-Instruct-FP8 --budget L4
       gptcalc memory qwen3-30b-a3b --quant q4_k_m --n-cpu-moe 24 --budget RTX-4090
     """
+    from calc import api
     from calc.render import base as render, memory as render_memory
-    from calc.analysis.count import count as count_params
-    from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
-                                      padded_context, parse_budget, parse_cpu_experts)
-    from calc.units import parse_bytes
 
     one_model(model, more)
     spec, stored = _model_and_checkpoint(model, overrides, checkpoint)
-    target = parse_budget(budget) if budget is not None else None  # `--budget ''` is an error, not no budget
-    layout = layout_for(target, tp, pp, ep)
-    if (kv_memory or block_size) and not engine:
-        raise GptcalcError("--kv-memory and --block-size describe a server's pool: give --engine too")
-    tokens = padded_context(ENGINES[engine], seq or spec.n_positions) if engine else seq or spec.n_positions
-    result = inference(spec, count_params(spec), tokens, batch or 1, dtype, kv_dtype, group_size,
-                       mla_expanded, layout, find_scheme(quant) if quant is not None else None, stored,
-                       parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0)
-    pool = None
-    if kv_memory is not None and engine:
-        try:
-            pool = kv_pool(result.kv, engine, parse_bytes(kv_memory), seq or spec.n_positions, block_size, max_batched)
-        except ValueError as exc:
-            raise GptcalcError(f"--kv-memory: {exc}") from None
-    server = engine_lines(pool, result.kv, engine) if engine else []
-    solved = budget_for(spec, target, result, seq, batch) if target else None
+    answer = api.memory(spec, seq, batch, dtype, quant, kv_dtype, group_size, tp, pp, ep, budget, engine, cpu_experts,
+                        kv_memory, block_size, max_batched, mla_expanded, stored)
     if as_json:
-        render.print_json({**result.to_json(), "model": spec.name, **({"engine": pool.to_json()} if pool else {}),
-                           **({"server_says": server} if server else {}),
-                           **({"budget": {**solved.to_json(), "label": target.label, "gpus": target.count}}
-                              if solved and target else {})})
+        render.print_json(answer.to_dict())
         return
+    result, solved, target, server = answer.inference, answer.budget, answer.target, answer.server
     out = render.console()
     for line in render_memory.headline(result, solved, target):
         out.print(line)
@@ -183,10 +154,11 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
 
     for line in server:
         out.print(f"{engine} will print: " + styled("bold", line))
+    gpus = render_memory.shown_gpus(target, show_all)
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
-                  render_memory.gpu_table(result)):
+                  render_memory.gpu_table(result, gpus)):
         out.print(table)
-    notes = [render_memory.seq_note(seq), render_memory.context_note(spec, seq),
+    notes = [render_memory.gpus_note(len(gpus)), render_memory.seq_note(seq), render_memory.context_note(spec, seq),
              *render_memory.inference_notes(result),
              *(render_memory.budget_lines(solved, target.label) if solved and target else [])]
     for line in filter(None, notes):

@@ -13,8 +13,8 @@ if TYPE_CHECKING:  # fractions loads decimal: only an option that is given a fra
     from fractions import Fraction
 
 __all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "SHARE", "TEXT", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
-           "gpus_option", "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument", "one_model",
-           "pass_options", "seq_max_option", "seq_option", "set_option", "wrote"]
+           "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument", "one_model",
+           "engine_seq", "pass_options", "seq_max_option", "seq_option", "set_option", "sizing_options", "wrote"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -131,14 +131,61 @@ models_argument = click.argument("models", nargs=-1, required=True, type=TEXT, m
                                  shell_complete=complete_model)
 seq_option = click.option("--seq", type=TOKENS, help="Context of the KV cache, e.g. 4096 or 32k (k = 1024), batch 1  "
                                                       "[default: the shortest context among the models]")
-dtype_option = click.option("--dtype", type=WEIGHT_DTYPE, default="fp16", show_default=True,
-                            help="Storage type of the weights.")
+dtype_option = click.option("--dtype", type=WEIGHT_DTYPE, metavar="DTYPE",
+                            help="Storage type of the weights: fp32, fp16/bf16, fp8_e4m3, int8, int4, or a llama.cpp "
+                                 "type (q8_0, q4_K, mxfp4, ...)  [default: as stored: the scheme config.json's "
+                                 "quantization_config names (gpt-oss: mxfp4), else 16-bit]")
 kv_dtype_option = click.option("--kv-dtype", type=KV_DTYPE, default="fp16", show_default=True,
                                help="Storage type of the KV cache (not tied to --dtype, as servers keep it 16-bit).")
+ENGINES = ("vllm", "sglang", "trtllm", "llamacpp")  # calc.analysis.memory.engines.ENGINES, without importing it
 seq_max_option = click.option("--seq-max", type=TOKENS, help="Longest context drawn, e.g. 32k or 131072 (k = 1024)  "
                                                             "[default: the longest context among the models]")
-gpus_option = click.option("--gpus", type=TEXT, metavar="GPU,...", help="GPUs drawn as horizontal lines at their memory, "
-                                                             "e.g. H100,4090.")
+
+
+
+def sizing_options(gpus: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The one set of sizing options of memory, compare, plot memory and report: --dtype (as stored
+    by default) or --quant, --kv-dtype, --tp/--pp/--ep, --engine, and the GPUs: --budget
+    (SIZE|GPU|NxGPU), or with `gpus` --gpus (GPU,... lines, NxGPU among them). The command gets them
+    by these names: dtype, quant, kv_dtype, tp, pp, ep, engine, budget or gpus."""
+    where = (click.option("--gpus", type=TEXT, metavar="GPU,...",
+                          help="GPUs drawn as lines at their reported memory: H100,4090, or 8xH100-80GB for 8 cards' "
+                               "memory together.") if gpus else
+             click.option("--budget", type=TEXT, metavar="SIZE|GPU|NxGPU",
+                          help="The GPUs: a size per GPU (80GB, 75GiB), a card (H100-80GB) or N of them (2xH100-80GB: "
+                               "tensor parallel over 2 unless --tp/--pp say otherwise). memory solves for the longest "
+                               "context (or with --seq the largest batch) that fits; compare says if each model fits."))
+    options = (
+        dtype_option,
+        click.option("--quant", type=TEXT, metavar="SCHEME",
+                     help="A checkpoint's quantisation scheme, its real layout and what it keeps 16-bit: gptq-int4, "
+                          "awq-int4, bnb-nf4, bnb-nf4-dq, bnb-int8, fp8, fp8-channel, fp8-block, mxfp4, nvfp4, or a "
+                          "llama.cpp mix (q4_k_m, ...)."),
+        kv_dtype_option,
+        click.option("--tp", type=POSITIVE, help="Tensor-parallel GPUs (shards matrices, splits KV heads)  [default: 1]"),
+        click.option("--pp", type=POSITIVE, help="Pipeline stages (splits layers as vLLM does)  [default: 1]"),
+        click.option("--ep", type=POSITIVE, help="Expert-parallel ways: routed experts split whole  [default: 1]"),
+        where,
+        click.option("--engine", type=click.Choice(ENGINES),
+                     help="The server: its rules for the KV cache (llama.cpp pads the context to 256 cells)."),
+    )
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def engine_seq(engine: str | None, seq: int) -> int:
+    """The context a server holds for `seq` tokens: llama.cpp pads it to its cells, others keep it."""
+    if engine is None:
+        return seq
+    from calc.analysis.memory import ENGINES, padded_context
+
+    return padded_context(ENGINES[engine], seq)
+
 
 set_option = click.option("--set", "overrides", multiple=True, type=TEXT, metavar="KEY=VALUE",
                           help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")

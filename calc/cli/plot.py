@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 
 from calc.cli.options import (
-    CONTEXT, TEXT, dtype_option, gpus_option, kv_dtype_option, load_model, models_argument, seq_max_option,
-    set_option, wrote
+    CONTEXT, TEXT, load_model, models_argument, seq_max_option, set_option, sizing_options, wrote
 )
 
 output_option = click.option("-o", "--output", type=TEXT, required=True,
@@ -29,12 +28,11 @@ def plot() -> None:
 @plot.command(context_settings=CONTEXT)
 @models_argument
 @seq_max_option
-@gpus_option
-@dtype_option
-@kv_dtype_option
+@sizing_options(gpus=True)
 @set_option
 @output_option
-def memory(models: tuple[str, ...], seq_max: int | None, gpus: str | None, dtype: str, kv_dtype: str,
+def memory(models: tuple[str, ...], seq_max: int | None, dtype: str | None, quant: str | None, kv_dtype: str,
+           tp: int | None, pp: int | None, ep: int | None, gpus: str | None, engine: str | None,
            overrides: tuple[str, ...], output: str) -> None:
     """Weights + KV cache (batch 1) against context, one line per model, GPUs as lines.
 
@@ -44,7 +42,9 @@ def memory(models: tuple[str, ...], seq_max: int | None, gpus: str | None, dtype
     Example:
       gptcalc plot memory llama-3.1-8b --seq-max 128k --gpus H100,4090 -o memory.png
       gptcalc plot memory llama-2-70b qwen2-72b --dtype int4 --kv-dtype fp16 --gpus A100-80GB,H200 -o m.svg
+      gptcalc plot memory gpt-oss-120b deepseek-v3 --gpus 8xH100-80GB,8xB200 -o big.png
     """
+    from calc.analysis.memory import Layout
     from calc.analysis.pictures import memory_curves, parse_gpus
     from calc.render.plot import memory_figure, picture_path, save
 
@@ -52,8 +52,9 @@ def memory(models: tuple[str, ...], seq_max: int | None, gpus: str | None, dtype
     specs = [load_model(model, overrides) for model in models]
     lines = parse_gpus(gpus)
     seq_max = seq_max or max(spec.n_positions for spec in specs)
-    curves = memory_curves(specs, seq_max, dtype, kv_dtype)
-    save(memory_figure(curves, lines, seq_max, dtype, kv_dtype), path)
+    curves = memory_curves(specs, seq_max, dtype, kv_dtype, quant=quant, layout=Layout(tp or 1, pp or 1, ep or 1),
+                           engine=engine)
+    save(memory_figure(curves, lines, seq_max, quant or dtype or "as stored", kv_dtype), path)
     wrote(path)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from calc.cli.options import (
-    CONTEXT, TEXT, dtype_option, gpus_option, kv_dtype_option, load_model, models_argument, seq_option, seq_max_option,
-    set_option, wrote
+    CONTEXT, TEXT, engine_seq, load_model, models_argument, seq_option, seq_max_option, set_option, sizing_options,
+    wrote
 )
 
 
@@ -14,13 +14,12 @@ from calc.cli.options import (
 @models_argument
 @seq_option
 @seq_max_option
-@gpus_option
-@dtype_option
-@kv_dtype_option
+@sizing_options(gpus=True)
 @set_option
 @click.option("-o", "--output", type=TEXT, required=True, help="The HTML file to write (-: standard output).")
-def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, gpus: str | None, dtype: str,
-           kv_dtype: str, overrides: tuple[str, ...], output: str) -> None:
+def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, dtype: str | None, quant: str | None,
+           kv_dtype: str, tp: int | None, pp: int | None, ep: int | None, gpus: str | None, engine: str | None,
+           overrides: tuple[str, ...], output: str) -> None:
     """One self-contained HTML page: the side-by-side table, the pictures, each model's tables.
 
     Opens offline (no scripts, nothing fetched; pictures inline as SVG), for sharing a sizing
@@ -34,15 +33,20 @@ def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, gpus: 
     import shlex
 
     from calc.analysis.compare import compare_models
+    from calc.analysis.memory import Layout
     from calc.outputs import output_path, write_atomic
     from calc.render.report import report_html
 
     path = output_path(output, stdout_ok=True)  # before the work, not after it
     specs = [load_model(model, overrides) for model in models]
-    comparison = compare_models(specs, seq, dtype, kv_dtype)
-    pictures = _pictures(comparison, seq_max or max(spec.n_positions for spec in specs), gpus)
-    settings = ["--seq", str(comparison.seq), "--dtype", dtype, "--kv-dtype", comparison.kv_dtype,
-                "--seq-max", str(seq_max or max(spec.n_positions for spec in specs)),
+    layout = Layout(tp or 1, pp or 1, ep or 1)
+    comparison = compare_models(specs, engine_seq(engine, seq or min(spec.n_positions for spec in specs)), dtype,
+                                kv_dtype, quant, layout)
+    sizing = {"--dtype": dtype, "--quant": quant, "--tp": tp, "--pp": pp, "--ep": ep, "--engine": engine}
+    pictures = _pictures(comparison, seq_max or max(spec.n_positions for spec in specs), gpus,
+                         dict(dtype=dtype, quant=quant, layout=layout, engine=engine))
+    settings = ["--seq", str(comparison.seq), *(arg for key, value in sizing.items() if value for arg in (key, str(value))),
+                "--kv-dtype", comparison.kv_dtype, "--seq-max", str(seq_max or max(spec.n_positions for spec in specs)),
                 *(["--gpus", gpus] if gpus else []), *(arg for pair in overrides for arg in ("--set", pair))]
     page = report_html(comparison, pictures, shlex.join(["gptcalc", "report", *models, *settings]))
     write_atomic(path, lambda handle: handle.write(page.encode("utf-8")))
@@ -50,7 +54,8 @@ def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, gpus: 
         wrote(path, "" if pictures else " (no pictures: pip install 'gptcalc[plot]')")
 
 
-def _pictures(comparison, seq_max: int, gpus: str | None) -> dict[str, str] | None:  # type: ignore[no-untyped-def]
+def _pictures(comparison, seq_max: int, gpus: str | None,  # type: ignore[no-untyped-def]
+              sizing: dict) -> dict[str, str] | None:  # type: ignore[type-arg]
     """Title -> inline SVG of both plots; None when matplotlib is missing (the tables still go out)."""
     from calc.analysis.pictures import groups, memory_curves, parse_gpus
     from calc.render import plot
@@ -59,7 +64,7 @@ def _pictures(comparison, seq_max: int, gpus: str | None) -> dict[str, str] | No
     if not plot.available():
         return None
     specs = [column.spec for column in comparison.columns]
-    curves = memory_curves(specs, seq_max, comparison.dtype, comparison.kv_dtype)
+    curves = memory_curves(specs, seq_max, kv_dtype=comparison.kv_dtype, **sizing)
     memory = plot.memory_figure(curves, lines, seq_max, comparison.dtype, comparison.kv_dtype)
     params = plot.params_figure([(c.name, groups(c.breakdown)) for c in comparison.columns])
     return {"Memory against context": plot.svg_text(memory), "Where the parameters sit": plot.svg_text(params)}

@@ -84,9 +84,7 @@ def count_notes(spec: ModelSpec, b: Breakdown) -> list[str]:
             f"LM head tied to the token embedding: tying saves {count_with_units(b.tied_saving)} parameters "
             f"(untied total would be {count_with_units(b.total + b.tied_saving)})"
         )
-    if b.active is not None:
-        notes.append(f"active per token: {count_with_units(b.active)}; without the token embedding and head "
-                     f"{count_with_units(b.active - b.embeddings)} (vendors quote either)")
+    notes += active_notes(spec, b)
     if any(getattr(part, "rope", None) for part in attention.values()):
         notes.append("rotary position embedding: no parameters (its sin/cos tables are buffers)")
     if b.extra:
@@ -94,6 +92,17 @@ def count_notes(spec: ModelSpec, b: Breakdown) -> list[str]:
         notes.append(f"stored in the checkpoint but not in the model's total: {stored}; "
                      f"checkpoint total {count_with_units(b.stored_total)}")
     return notes + list(spec.notes)
+
+
+def active_notes(spec: ModelSpec, b: Breakdown) -> list[str]:
+    """Active parameters per token under each convention vendors use, the vendor's own marked."""
+    from calc.analysis.active import CONVENTIONS, VENDOR, active_counts
+
+    counts = active_counts(b, spec.model_type)
+    vendor = VENDOR.get(spec.model_type)
+    notes = [f"active per token, {CONVENTIONS[c.convention][0]}: {count_with_units(c.params)}"
+             + (" <- the vendor's convention" if c.vendor else "") for c in counts]
+    return notes + ([f"the vendor's figure: {vendor[1]}"] if vendor and counts else [])
 
 
 SHAPE_HEADERS = ("layers", "d_model", "heads", "KV heads", "head_dim", "d_ff", "vocab", "context")

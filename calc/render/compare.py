@@ -70,9 +70,23 @@ def _active(column: Column) -> int:
 def _memory(table: Table, comparison: Comparison) -> None:
     columns, seq = comparison.columns, comparison.seq
     table.add_row(f"KV bytes per token ({comparison.kv_dtype})", *(f"{c.memory.kv.bytes_per_token:,}" for c in columns))
-    table.add_row(f"weights ({comparison.dtype})", *(_bytes(c.memory.weights.total_bytes) for c in columns))
+    stored = comparison.dtype == "as stored"  # each model's own format, named in its cell
+    table.add_row(f"weights ({comparison.dtype})", *(_bytes(c.memory.weights.total_bytes)
+                                                      + (f" {c.memory.weights.dtype}" if stored else "") for c in columns))
     table.add_row(f"KV cache ({seq:,} tokens)", *(_bytes(c.memory.kv.total_bytes) for c in columns))
-    table.add_row(styled("bold", "weights + KV cache"), *(styled("bold", _bytes(c.memory.total_bytes)) for c in columns))
+    layout = comparison.layout
+    where = f" per GPU (busiest of {layout.gpus}: tp {layout.tp} x pp {layout.pp})" if layout.gpus > 1 else ""
+    table.add_row(styled("bold", "weights + KV cache" + where),
+                  *(styled("bold", _bytes(c.memory.total_bytes)) for c in columns))
+    if comparison.budget is not None:
+        table.add_row(f"fits {comparison.budget.label}?", *(_fits(comparison.fits(c)) for c in columns))
+
+
+def _fits(left: int | None) -> str:
+    if left is None:
+        return "-"
+    return styled("green", "yes") + f", {human_bytes(left)} left" if left >= 0 else \
+        styled("red", "no") + f", {human_bytes(-left)} short"
 
 
 def _bytes(n: int) -> str:

@@ -156,11 +156,24 @@ def inference_table(result: Inference) -> Table:
     return table
 
 
-def gpu_table(result: Inference) -> Table:
+# The cards `memory` shows when no --budget names one and --all is not given: one of each size people rent or own.
+SHORT_LIST = ("RTX 4090", "RTX 5090", "L40S", "A100-80GB", "H100-80GB", "H200", "B200", "MI300X", "B300")
+
+
+def shown_gpus(target: BudgetSpec | None, show_all: bool) -> tuple[mem.GPU, ...]:
+    """The GPU table's rows: every card with --all, the budget's card when it names one, else SHORT_LIST."""
+    if show_all:
+        return mem.GPUS
+    if target is not None and target.gpu is not None:
+        return (target.gpu,)
+    return tuple(gpu for gpu in mem.GPUS if gpu.name in SHORT_LIST)
+
+
+def gpu_table(result: Inference, gpus: Iterable[mem.GPU] | None = None) -> Table:
     """Does weights + KV cache fit in each GPU's reported memory, and what is left over."""
     table = _columns(Table(title=f"fits{_where(result, True)}? (memory = the total the driver reports; GB = 10^9 B, GiB = 2^30 B)"),
                      "GPU", "marketed", "memory", "GiB units", "GB units", "fits", "headroom")
-    for gpu in mem.GPUS:
+    for gpu in mem.GPUS if gpus is None else gpus:
         left = result.headroom(gpu.bytes)
         verdict = styled("green", "yes") if left >= 0 else styled("red", "no")
         sign = "" if left >= 0 else "-"
@@ -233,6 +246,19 @@ def _where(result: Inference, short: bool = False) -> str:
         return " per GPU"
     ep = f", ep {layout.ep}" if layout.ep > 1 else ""
     return f" per GPU (busiest of {layout.gpus}: tp {layout.tp} x pp {layout.pp}{ep})"
+
+
+def gpus_note(shown: int) -> str:
+    """Says how much of the catalog the GPU table shows, and how to see the rest."""
+    total = len(mem.GPUS)
+    return "" if shown == total else f"GPUs: {shown} of the {total} in the catalog shown; --all shows every one"
+
+
+def kvcache_headline(kv: KVCache) -> str:
+    """The answer first: one model's cache in total, per token and for what."""
+    return (f"{kv.model}: KV cache " + styled("bold", human_bytes(kv.total_bytes)) + f" ({kv.total_bytes:,} B) at seq "
+            f"{kv.seq:,} x batch {kv.batch:,} in {kv.dtype}, {kv.bytes_per_token:,} B per token"
+            + (f" per GPU (tp {kv.tp})" if kv.tp > 1 else ""))
 
 
 def headline(result: Inference, solved: Budget | None, target: BudgetSpec | None) -> list[str]:

@@ -35,8 +35,20 @@ class Output:
         self.plain = not _styled(sys.stdout)
 
     def print(self, item: Table | str = "", soft_wrap: bool = False) -> None:
+        if isinstance(item, Table):
+            for part in item.fit(self.width()):
+                self._print(part, soft_wrap)
+        else:
+            self._print(item, soft_wrap)
+
+    def width(self) -> int:
+        """The columns this output has: a pipe's (COLUMNS, else 160), a terminal's own."""
+        return (columns() or PIPE_WIDTH) if self.plain else self.rich().width
+
+    def _print(self, item: Table | str, soft_wrap: bool) -> None:
         if self.plain:
-            lines = item.lines(PIPE_WIDTH) if isinstance(item, Table) else _line(item, soft_wrap)
+            width = self.width()
+            lines = item.lines(width) if isinstance(item, Table) else _line(item, soft_wrap, width)
             if lines is not None:
                 sys.stdout.write("".join(line + "\n" for line in lines))
                 return
@@ -65,8 +77,15 @@ def rich_console(**options: Any) -> Any:
 
     out = SafeConsole(highlight=False, emoji=False, **options)
     if not out.is_terminal and "width" not in options:
-        out.width = PIPE_WIDTH
+        out.width = columns() or PIPE_WIDTH
     return out
+
+
+def columns() -> int | None:
+    """COLUMNS from the environment, when it is a sensible width (a shell exports it on request,
+    a test sets it): what a pipe is drawn for instead of 160."""
+    text = os.environ.get("COLUMNS", "").strip()
+    return int(text) if text.isascii() and text.isdigit() and 20 <= int(text) <= 1000 else None
 
 
 def _styled(stream: Any) -> bool:
@@ -77,10 +96,10 @@ def _styled(stream: Any) -> bool:
     return bool(isatty and isatty()) or any(os.environ.get(name) for name in _RICH_SETTINGS) or encoding != "utf8"
 
 
-def _line(text: str, soft_wrap: bool) -> list[str] | None:
+def _line(text: str, soft_wrap: bool, columns: int) -> list[str] | None:
     """A printed line as rich writes it to a pipe, or None when rich would wrap it."""
     plain = plain_text(as_markup(text))
     size = width(plain)
-    if size is None or (size > PIPE_WIDTH and not soft_wrap):
+    if size is None or (size > columns and not soft_wrap):
         return None
     return [plain]

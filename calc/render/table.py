@@ -20,6 +20,8 @@ from calc.render.text import shown, width
 
 __all__ = ["Table", "as_rich", "plain_text"]
 
+STACK_GAP = 2  # spaces between a stacked table's labels and values
+
 Justify = Literal["left", "right", "center"]
 
 
@@ -45,18 +47,64 @@ class Table:
         if self.rows:
             self.sections.add(len(self.rows) - 1)
 
+    def fit(self, max_width: int) -> list["Table"]:
+        """The table in parts that fit `max_width` columns, so that no cell is ever cut: as it is when it
+        fits; else its columns in groups, each part repeating the first (the row's name) under the same
+        title; else, when even one column beside the names is too wide, one `label  value` table per row.
+        A table whose cells may take two cells each (see `width`) is left to rich."""
+        widths = self._widths()
+        if widths is None or _outer(widths) <= max_width or len(widths) < 2:
+            return [self]
+        groups: list[list[int]] = [[0]]
+        for index in range(1, len(widths)):
+            if len(groups[-1]) > 1 and _outer([widths[i] for i in (*groups[-1], index)]) > max_width:
+                groups.append([0])
+            groups[-1].append(index)
+        if any(_outer([widths[i] for i in group]) > max_width for group in groups) or \
+                len(groups) > max(2, len(self.rows)):  # a few rows read better one by one than in many slices
+            return self._stacked()
+        return [self._only(group, first=number == 0) for number, group in enumerate(groups)]
+
+    def _widths(self) -> list[int] | None:
+        """Each column's width as drawn (its widest cell and one space each side); None when unsure."""
+        rows = [[plain_text(header) for header, _, _ in self.columns],
+                *([plain_text(cell) for cell in cells] for cells, _ in self.rows)]
+        sizes = [[width(cell) for cell in row] for row in rows]
+        if not self.columns or any(None in row for row in sizes):
+            return None
+        return [2 + max(column) for column in zip(*sizes)]  # type: ignore[type-var]
+
+    def _only(self, indexes: list[int], first: bool) -> "Table":
+        """These columns of the table (its title on the first part, 'continued' on the others)."""
+        part = Table()
+        part.title = self.title if first else as_markup("(continued)" if self.title else "")
+        part.columns = [self.columns[i] for i in indexes]
+        part.rows = [(tuple(cells[i] for i in indexes), style) for cells, style in self.rows]
+        part.sections = set(self.sections)
+        return part
+
+    def _stacked(self) -> list["Table"]:
+        """One two-column table per row: the headers down the left, that row's cells on the right."""
+        headers = [header for header, _, _ in self.columns]
+        parts = []
+        for number, (cells, style) in enumerate(self.rows):
+            part = Table()
+            part.title = self.title if number == 0 else ""
+            part.columns = [(headers[0], "left", False), (cells[0], "right", False)]  # already markup
+            for header, cell in zip(headers[1:], cells[1:]):
+                part.rows.append(((header, cell), style))
+            parts.append(part)
+        return parts
+
     def lines(self, max_width: int) -> list[str] | None:
         """The table as rich draws it in `max_width` columns, or None when rich must decide."""
-        if not self.columns:
+        widths = self._widths()
+        title = plain_text(self.title).rstrip()
+        if widths is None or width(title) is None:
             return None
         headers = [plain_text(header) for header, _, _ in self.columns]
         body = [[plain_text(cell) for cell in cells] for cells, _ in self.rows]
-        sizes = [[width(cell) for cell in row] for row in [headers, *body]]
-        title = plain_text(self.title).rstrip()
-        if any(None in row for row in sizes) or width(title) is None:
-            return None
-        widths = [2 + max(column) for column in zip(*sizes)]  # type: ignore[type-var]
-        total = sum(widths) + len(widths) + 1
+        total = _outer(widths)
         if total > max_width or len(title) > total:
             return None
         justify = [column[1] for column in self.columns]
@@ -88,6 +136,11 @@ def as_rich(item: Table | str) -> Any:
 def plain_text(markup: str) -> str:
     """What a cell shows: control characters escaped (as the console does), markup read out."""
     return text_of(shown(markup))
+
+
+def _outer(widths: list[int]) -> int:
+    """A table's drawn width: its columns and one border between and around them."""
+    return sum(widths) + len(widths) + 1
 
 
 def _centred(text: str, size: int) -> str:

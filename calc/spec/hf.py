@@ -48,6 +48,10 @@ class HFConfig:
             spec["name"] = self.name
         if self.source:
             spec.setdefault("source", self.source)
+        from calc.analysis.memory.schemes import stored_scheme
+
+        if scheme := stored_scheme(self.data.get("quantization_config")):
+            spec.setdefault("quant", scheme)
         return spec
 
     def with_data(self, data: dict[str, Any], origin: str) -> HFConfig:

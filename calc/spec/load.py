@@ -114,9 +114,12 @@ def _raw_spec(text: str) -> tuple[dict[str, Any], str] | HFConfig:
         return _yaml_source(path, str(path))
     if hf.looks_like_repo_id(text) and path.suffix.lower() not in _FILE_SUFFIXES:
         return hf.config_from_hub(text)
-    if path.suffix or "/" in text:
+    if path.suffix.lower() in _FILE_SUFFIXES or "/" in text:
         raise GptcalcError(f"{text}: no such file")
-    raise GptcalcError(f"unknown model {text!r}{_suggest(text.lower(), _same_numbers(text, preset_index()))}")
+    hint = _suggest(text.lower(), _same_numbers(text, preset_index())) or (
+        " (not a preset: give its config.json, a directory holding one, or its Hub id org/name; "
+        "`gptcalc presets` lists the presets)")
+    raise GptcalcError(f"unknown model {text!r}{hint}")
 
 
 def _yaml_source(path: Path, origin: str) -> tuple[dict[str, Any], str] | HFConfig:

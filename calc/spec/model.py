@@ -172,6 +172,8 @@ class ModelSpec(Part):
     head: Head
     mtp: MTP | None = None
     notes: tuple[str, ...] = Field(default=(), strict=False)  # what the adapter wants said (e.g. not counted)
+    quant: str | None = Field(default=None, description="the weights as stored: a --quant scheme read from "
+                              "config.json's quantization_config (gpt-oss: mxfp4), the default of every sizing command")
 
     @field_validator("layers", mode="before")
     @classmethod
@@ -257,6 +259,7 @@ def spec_from_dict(data: Any, origin: str) -> ModelSpec:
     origin and field."""
     if not isinstance(data, dict):
         raise GptcalcError(f"{origin}: expected a mapping of spec fields, got {type(data).__name__}")
+    check_sizes(data, origin)
     from pydantic import ValidationError  # validating, and only validating, needs pydantic
 
     from calc.spec.validate import validated
@@ -269,6 +272,19 @@ def spec_from_dict(data: Any, origin: str) -> ModelSpec:
         return validated(ModelSpec, data)
     except ValidationError as exc:
         raise GptcalcError(f"{origin}: {_first_error(exc)}") from None
+
+
+def check_sizes(data: dict[str, Any], origin: str) -> None:
+    """How many layer kinds and layer runs, counted before any validation: a spec with 40,000 kinds
+    is refused in microseconds, not validated field by field (and reported 40,000 times)."""
+    from calc.inputs import MAX_KINDS, MAX_LAYER_RUNS
+
+    blocks, layers = data.get("blocks"), data.get("layers")
+    if isinstance(blocks, dict) and len(blocks) > MAX_KINDS:
+        raise GptcalcError(f"{origin}: blocks: {len(blocks):,} layer kinds; at most {MAX_KINDS} (models have a handful)")
+    if isinstance(layers, (list, tuple)) and len(layers) > MAX_LAYER_RUNS:
+        raise GptcalcError(f"{origin}: layers: {len(layers):,} runs; at most {MAX_LAYER_RUNS:,} (write a repeated "
+                           "pattern as [count, kind] runs)")
 
 
 def _first_error(exc: Any) -> str:

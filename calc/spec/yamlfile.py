@@ -15,7 +15,7 @@ import yaml
 from yaml.constructor import ConstructorError
 
 from calc.errors import GptcalcError
-from calc.inputs import check_nesting, read_text, strict_int
+from calc.inputs import MAX_SPEC_BYTES, check_nesting, read_text, strict_int
 
 __all__ = ["load_yaml", "read_yaml"]
 
@@ -107,9 +107,10 @@ def _sources(value: yaml.Node) -> list[yaml.Node]:
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
 
 
-def read_yaml(path: Path) -> Any:
-    """Parse a YAML file (at most `MAX_TEXT_BYTES`); errors name the file and line."""
-    return load_yaml(read_text(path), str(path))
+def read_yaml(path: Path, limit: int = MAX_SPEC_BYTES) -> Any:
+    """Parse a YAML file of at most `limit` bytes (checked before parsing: see `MAX_SPEC_BYTES`);
+    errors name the file and line."""
+    return load_yaml(read_text(path, limit), str(path))
 
 
 def load_yaml(text: str, origin: str) -> Any:

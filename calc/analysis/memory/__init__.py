@@ -28,11 +28,11 @@ _HOMES = {
                "parse_budget", "solve_budget"),
     "engines": ("ENGINES", "KVPool", "engine_lines", "kv_pool", "padded_context"),
     "formats": ("FORMATS", "KV_FORMATS", "WEIGHT_FORMATS", "Format", "bits_to_bytes", "find_format"),
-    "gpus": ("GPU", "GPUS", "find_gpu"),
+    "gpus": ("GPU", "GPUS", "find_gpu", "gpu_suggestion"),
     "kv": ("KVCache", "KVLayers", "kv_cache", "kv_layers", "kv_variants"),
     "offload": ("Offload", "parse_cpu_experts"),
     "parallel": ("Layout", "pp_partitions", "stages"),
-    "schemes": ("SCHEMES", "Scheme", "find_scheme", "scheme_bits"),
+    "schemes": ("AS_STORED", "SCHEMES", "Scheme", "find_scheme", "scheme_bits", "stored_scheme", "weight_choice"),
     "stored": ("StoredWeights", "stored_weights"),
     "weights": ("SCALE_BITS", "Weights"),
 }  # `weights()` and `offload()` share their module's name, which the package attribute is: import them from it

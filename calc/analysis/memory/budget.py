@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from calc.analysis.breakdown import Breakdown
-from calc.analysis.memory.gpus import GPUS, find_gpu
+from calc.analysis.memory.gpus import GPU, GPUS, find_gpu, gpu_suggestion
 from calc.analysis.memory.kv import KVCache, kv_cache
 from calc.analysis.memory.offload import Offload, offload, on_gpu
 from calc.analysis.memory.parallel import Layout, check_tp, stage_kv, stages
@@ -117,6 +117,7 @@ class BudgetSpec:
     bytes_per_gpu: int
     count: int
     label: str
+    gpu: GPU | None = None  # the catalog's card, when the budget names one
 
 
 def parse_budget(text: str) -> BudgetSpec:
@@ -129,14 +130,16 @@ def parse_budget(text: str) -> BudgetSpec:
         if gpus < 1:
             raise GptcalcError(f"--budget {text!r}: at least one GPU")
         single = parse_budget(rest)
-        return BudgetSpec(single.bytes_per_gpu, gpus, f"{gpus} x {single.label}")
+        return BudgetSpec(single.bytes_per_gpu, gpus, f"{gpus} x {single.label}", single.gpu)
     if gpu := find_gpu(text):
-        return BudgetSpec(gpu.bytes, 1, f"{gpu.name} (reported total {gpu.mib:,} MiB)")
+        return BudgetSpec(gpu.bytes, 1, f"{gpu.name} (reported total {gpu.mib:,} MiB)", gpu)
     if text.strip().replace("_", "").replace(".", "", 1).isdigit():
         raise GptcalcError(f"--budget {text!r}: give a unit (80GB, 80GiB) or a GPU ({names})")
     try:
         return BudgetSpec(parse_bytes(text), 1, text)
     except ValueError as exc:
+        if hint := gpu_suggestion(text.strip()) or (gpu_suggestion(rest) if rest else ""):
+            raise GptcalcError(f"--budget {text!r}: unknown GPU{hint}") from None
         raise GptcalcError(f"--budget: {exc}, or a GPU ({names}), or N of them (2xH100-80GB)") from None
 
 

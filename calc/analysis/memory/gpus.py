@@ -6,7 +6,8 @@ pool size), in MiB: less than the marketed figure read as GiB (the driver keeps 
 GDDR cards keeps 1/16), more than it read as 10^9 B. An MI250/MI250X is two GCDs, each its own
 device with its own 64 GB: the catalog lists one. On Apple Silicon the GPU shares the unified
 memory but may wire only Metal's recommendedMaxWorkingSetSize of it, as llama.cpp logs it at start. Bandwidth (B/s) and bf16 (FLOP/s, dense,
-no 2:4 sparsity) are the vendor's peak figures; None where no public figure was found.
+no 2:4 sparsity) are the vendor's peak figures, and so are the dense fp8 and fp4 rates where the card
+has them; None where no public figure was found.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from calc.errors import GptcalcError
 
-__all__ = ["GPU", "GPUS", "RATED", "find_gpu", "rated_gpu"]
+__all__ = ["GPU", "GPUS", "RATED", "find_gpu", "gpu_suggestion", "rated_gpu"]
 
 A100_SHEET = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
 H100_PAGE = "https://www.nvidia.com/en-us/data-center/h100/ (bf16 1,979 TF with sparsity, halved: 989.5; 3.35 TB/s)"
@@ -23,6 +24,19 @@ MODAL = "https://github.com/modal-labs/modal-client/pull/2797"
 M1_MAX = "https://www.apple.com/newsroom/2021/10/introducing-m1-pro-and-m1-max-the-most-powerful-chips-apple-has-ever-built/ (400GB/s)"
 M2_MAX = "https://www.apple.com/newsroom/2023/01/apple-unveils-m2-pro-and-m2-max-next-generation-chips-for-next-level-workflows/ (400GB/s)"
 TORCHAO = "https://github.com/pytorch/ao/blob/0598012907d6f6e88734088a65f788c38d294a65/torchao/testing/training/roofline_utils.py"
+H100_FP8 = H100_PAGE.replace("bf16 1,979 TF with sparsity, halved: 989.5", "fp8 3,958 TF with sparsity, halved: 1,979")
+MODAL_ALL = MODAL + " (A10: 23028MiB, T4: 15360MiB)"
+DGX_B300 = ("https://www.nvidia.com/en-us/data-center/dgx-b300/ (8 GPUs: FP8 72 PF with sparsity, FP4 144 | 108 PF "
+            "sparse | dense; per GPU dense: fp8 4.5, fp4 13.5 PF) and NVIDIA/cosmos-framework PR 114 (bf16 2.25e15 "
+            "dense per GPU from the HGX B300 datasheet); 8 TB/s")
+GB200_NVL72 = ("https://www.nvidia.com/en-us/data-center/gb200-nvl72/ (72 GPUs: FP4 1,440 | 720 PF, FP8 720 PF and "
+               "BF16 360 PF with sparsity, 576 TB/s; per GPU dense: fp4 10, fp8 5, bf16 2.5 PF; 8 TB/s)")
+GB300_NVL72 = ("https://www.nvidia.com/en-us/data-center/gb300-nvl72/ (72 GPUs: FP4 1,440 | 1,080 PF sparse | dense, "
+               "FP8 720 PF with sparsity; per GPU dense: fp4 15, fp8 5 PF)")
+APPLE_M3_ULTRA = ("https://www.apple.com/newsroom/2025/03/apple-unveils-new-mac-studio-the-most-powerful-mac-ever/ "
+                  "(M3 Ultra: 819GB/s)")
+APPLE_M4_MAX = ("https://www.apple.com/newsroom/2024/10/new-macbook-pro-features-m4-family-of-chips-and-apple-"
+                "intelligence/ (M4 Max: 546GB/s)")
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,8 @@ class GPU:
     bandwidth: int | None = None  # peak memory bandwidth, bytes per second
     bf16_flops: int | None = None  # peak dense bf16 tensor FLOP/s
     rates_source: str | None = None
+    fp8_flops: int | None = None  # peak dense fp8 tensor FLOP/s (the same source)
+    fp4_flops: int | None = None  # peak dense fp4 tensor FLOP/s (the same source)
 
     @property
     def bytes(self) -> int:
@@ -44,11 +60,16 @@ class GPU:
 
     def to_json(self) -> dict[str, object]:
         return {"gpu": self.name, "marketed": self.marketed, "bytes": self.bytes, "mib": self.mib, "source": self.source,
-                "bandwidth_bytes_per_s": self.bandwidth, "bf16_flops": self.bf16_flops, "rates_source": self.rates_source}
+                "bandwidth_bytes_per_s": self.bandwidth, "bf16_flops": self.bf16_flops, "fp8_flops": self.fp8_flops,
+                "fp4_flops": self.fp4_flops, "rates_source": self.rates_source}
 
 
 GPUS: tuple[GPU, ...] = (
-    GPU("A10G", "24 GB", 23028, "https://github.com/NVIDIA/DCGM/issues/232 (8722MiB / 23028MiB)", ("a10",)),
+    GPU("T4", "16 GB", 15360, MODAL_ALL, ("tesla-t4",), 320 * 10**9, None,
+        "https://www.nvidia.com/en-us/data-center/tesla-t4/ (320+ GB/s; Turing tensor cores have no bf16)"),
+    GPU("A10", "24 GB", 23028, MODAL_ALL, (), 600 * 10**9, 125 * 10**12,
+        "https://www.nvidia.com/en-us/data-center/products/a10-gpu/ (BF16 125 | 250 TF dense | sparse; 600 GB/s)"),
+    GPU("A10G", "24 GB", 23028, "https://github.com/NVIDIA/DCGM/issues/232 (8722MiB / 23028MiB)"),
     GPU("L4", "24 GB", 23034, MODAL, (), 300 * 10**9, 121 * 10**12,
         "https://www.nvidia.com/en-us/data-center/l4/ (bf16 242 TF with sparsity, halved; 300 GB/s)"),
     GPU("RTX 3090", "24 GB", 24576, "https://github.com/noonghunna/club-3090/issues/1127 (22591MiB / 24576MiB)",
@@ -58,9 +79,12 @@ GPUS: tuple[GPU, ...] = (
         1008 * 10**9, 165_200 * 10**9,
         "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf (Table 2)"),
     GPU("RTX 5090", "32 GB", 32607, "https://github.com/noonghunna/club-3090/issues/617 (492MiB / 32607MiB)",
-        ("5090", "rtx5090"), 1792 * 10**9, 209_500 * 10**9,
-        "https://images.nvidia.com/aem-dam/Solutions/geforce/blackwell/nvidia-rtx-blackwell-gpu-architecture.pdf"),
+        ("5090", "rtx5090"), 1792 * 10**9, 209_500 * 10**9, TORCHAO, 419 * 10**12, 1676 * 10**12),
     GPU("A100-40GB", "40 GB", 40960, MODAL, ("a100-40",), 1555 * 10**9, 312 * 10**12, A100_SHEET),
+    GPU("L40", "48 GB", 46068, "nvidia-smi on NVIDIA L40 with ECC on: 5MiB / 46068MiB (public logs; 49140MiB with "
+        "ECC off)", (), 864 * 10**9, 181_050 * 10**9,
+        "https://www.nvidia.com/en-us/data-center/l40/ (BF16 181.05 | 362.1 TF, FP8 362 | 724 TF dense | sparse; "
+        "864 GB/s)", 362 * 10**12),
     GPU("L40S", "48 GB", 46068, MODAL, (), 864 * 10**9, 362_050 * 10**9,
         "https://www.nvidia.com/en-us/data-center/l40s/ (bf16 362.05 TF dense, 733 with sparsity; 864 GB/s)"),
     GPU("M1 Max 64GB", "64 GB unified", 49152,
@@ -73,18 +97,36 @@ GPUS: tuple[GPU, ...] = (
         "as its allocation lines show)", ("m2-max-96gb",), 400 * 10**9, None, M2_MAX),
     GPU("A100-80GB", "80 GB", 81920, MODAL, ("a100-80",), 2039 * 10**9, 312 * 10**12, A100_SHEET),
     GPU("H100-80GB", "80 GB", 81559, "https://github.com/NVIDIA/nccl/issues/1264 (0MiB / 81559MiB, H100 80GB HBM3 SXM)",
-        ("h100", "h100-sxm"), 3350 * 10**9, 989_500 * 10**9, H100_PAGE),
+        ("h100", "h100-sxm"), 3350 * 10**9, 989_500 * 10**9, H100_PAGE + "; " + H100_FP8, 1979 * 10**12),
     GPU("H100 PCIe", "80 GB", 81559, "nvidia-smi on NVIDIA H100 PCIe, driver 565.57.01: 1MiB / 81559MiB (public logs)",
         ("h100-pcie",)),
     GPU("H100 NVL", "94 GB", 95830, "https://github.com/NVIDIA/gpu-admin-tools/issues/4 (0MiB / 95830MiB)",
         ("h100nvl",), 3900 * 10**9, None, H100_PAGE),
+    GPU("M4 Max 128GB", "128 GB unified", 98304,
+        "LM Studio's llama.cpp log on an Apple M4 Max (2025-08): recommendedMaxWorkingSetSize  = 103079.22 MB "
+        "(= 96 GiB; public logs)", ("m4-max-128gb",), 546 * 10**9, None, APPLE_M4_MAX),
+    GPU("H20", "96 GB", 97871, "https://github.com/NVIDIA/nvtrust/issues/128 (0MiB /  97871MiB, NVIDIA H20)"),
+    GPU("RTX PRO 6000 Blackwell", "96 GB", 97887, "nvidia-smi on NVIDIA RTX PRO 6000 Blackwell Server Edition, driver "
+        "580.178.04: 0MiB / 97887MiB (public logs; the Workstation Edition reports the same)",
+        ("rtx-pro-6000", "rtx6000-pro", "pro6000")),
     GPU("H200", "141 GB", 143771, "nvidia-smi on NVIDIA H200, driver 570.158.01 (public logs)", ("h200-141gb",),
         4800 * 10**9, 989 * 10**12, "https://github.com/allenai/open-instruct/pull/1441 (989 TFLOPS BF16, 4.8 TB/s)"),
     GPU("B200", "180 GB", 183359, "https://github.com/NVIDIA/TensorRT-LLM/issues/10278 (166593MiB / 183359MiB)", (),
-        8 * 10**12, 2250 * 10**12, TORCHAO),
+        8 * 10**12, 2250 * 10**12, TORCHAO, 4500 * 10**12, 9000 * 10**12),
+    GPU("GB200 (per GPU)", "186 GB", 189471, "nvidia-smi on NVIDIA GB200 (one Blackwell GPU of a Grace Blackwell "
+        "superchip): 0MiB / 189471MiB (public logs)", ("gb200",), 8 * 10**12, 2500 * 10**12, GB200_NVL72,
+        5000 * 10**12, 10_000 * 10**12),
     GPU("MI300X", "192 GB", 196592,
         "https://github.com/ROCm/legacy-rocm-build/issues/4414 (rocminfo pool 201310208 KB)", ("mi300",),
-        5300 * 10**9, 1307 * 10**12, TORCHAO),
+        5300 * 10**9, 1307 * 10**12, TORCHAO, 2614 * 10**12),
+    GPU("B300", "288 GB", 275040, "nvidia-smi on NVIDIA B300 SXM6 AC, driver 580.105.08: 0MiB / 275040MiB "
+        "(public logs)", ("b300-sxm6",), 8 * 10**12, 2250 * 10**12, DGX_B300, 4500 * 10**12, 13_500 * 10**12),
+    GPU("GB300 (per GPU)", "288 GB", 284208, "nvidia-smi on NVIDIA GB300 (one Blackwell Ultra GPU of a Grace "
+        "Blackwell superchip): 0MiB / 284208MiB (public logs)", ("gb300",), None, None, GB300_NVL72,
+        5000 * 10**12, 15_000 * 10**12),
+    GPU("M3 Ultra 512GB", "512 GB unified", 475136,
+        "llama-bench's log on an Apple M3 Ultra Mac Studio: recommendedMaxWorkingSetSize  = 498216.21 MB "
+        "(= 464 GiB; public logs)", ("m3-ultra-512gb",), 819 * 10**9, None, APPLE_M3_ULTRA),
 )
 
 
@@ -98,6 +140,18 @@ def find_gpu(text: str) -> GPU | None:
     return next((g for g in GPUS if wanted in {_key(n) for n in (g.name, *g.aliases)}), None)
 
 
+def gpu_suggestion(text: str) -> str:
+    """' (did you mean H100-80GB?)' for a mistyped GPU name, or '' when nothing in the catalog is close."""
+    import difflib  # only a name that is not found needs it
+
+    names = {_key(n): g.name for g in GPUS for n in (g.name, *g.aliases)}
+    wanted = _key(text)
+    if wanted and (started := sorted({name for key, name in names.items() if key.startswith(wanted)})):
+        return f" (which one: {' or '.join(started)}?)" if len(started) > 1 else f" (did you mean {started[0]}?)"
+    close = difflib.get_close_matches(wanted, list(names), n=1, cutoff=0.7)
+    return f" (did you mean {names[close[0]]}?)" if close else ""
+
+
 # The cards `gptcalc flops` draws its time bounds for when none is named: one of each generation people rent or own.
 RATED = ("H100-80GB", "A100-80GB", "RTX 4090")
 
@@ -106,7 +160,8 @@ def rated_gpu(text: str) -> GPU:
     """A GPU whose peak bf16 rate and bandwidth are both known (what a time bound needs); else bad input."""
     gpu = find_gpu(text)
     if gpu is None:
-        raise GptcalcError(f"--gpu: unknown GPU {text!r}; known: {', '.join(g.name for g in GPUS)}")
+        raise GptcalcError(f"--gpu: unknown GPU {text!r}{gpu_suggestion(text)}; known: "
+                          f"{', '.join(g.name for g in GPUS)}")
     if gpu.bf16_flops is None or gpu.bandwidth is None:
         raise GptcalcError(f"--gpu: {gpu.name} has no published peak bf16 rate or bandwidth in the catalog")
     return gpu

@@ -32,7 +32,9 @@ from calc.analysis.memory.gguf import MIXES, SOURCE as GGUF_SOURCE, gguf_bits
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["SCHEMES", "Scheme", "find_scheme", "scheme_bits"]
+__all__ = ["AS_STORED", "SCHEMES", "Scheme", "find_scheme", "scheme_bits", "stored_scheme", "weight_choice"]
+
+AS_STORED = "as stored"  # what the sizing commands size weights as when neither --dtype nor --quant is given
 
 GPTQ = "https://github.com/AutoGPTQ/AutoGPTQ/blob/058fd80a72d63d992347e3a23dcd5757449a9e2d/auto_gptq/nn_modules/qlinear/qlinear_cuda.py (register_buffer shapes)"
 AWQ = "https://github.com/casper-hansen/AutoAWQ/blob/030fe2a15b959425d278de8121f03ed895e3b10c/awq/modules/linear/gemm.py (WQLinear_GEMM buffers)"
@@ -116,3 +118,54 @@ def scheme_bits(spec: ModelSpec, breakdown: Breakdown, scheme: Scheme) -> dict[s
 
 def _per_param(bits: dict[str, int], breakdown: Breakdown) -> dict[str, Fraction]:
     return {name: Fraction(b, breakdown.components[name]) for name, b in bits.items() if breakdown.components[name]}
+
+
+def weight_choice(spec: ModelSpec, dtype: str | None, quant: str | None) -> tuple[str, Scheme | None]:
+    """(dtype, scheme) the weights are sized as: --quant's scheme, else --dtype, else as stored (the
+    config's quantization_config: gpt-oss's MXFP4 experts), else 16-bit."""
+    if quant is not None:
+        return dtype or "fp16", find_scheme(quant)
+    if dtype is not None:
+        return dtype, None
+    return "fp16", find_scheme(spec.quant) if spec.quant else None
+
+
+def stored_scheme(config: object) -> str | None:
+    """The scheme a config.json's `quantization_config` says its weights are stored in ('mxfp4' for
+    gpt-oss, 'fp8-block' for DeepSeek-V3), or None: not quantised, or a method with no scheme here."""
+    if not isinstance(config, dict):
+        return None
+    method = str(config.get("quant_method", "")).lower().replace("_", "-")
+    bits = config.get("bits")
+    if method in ("mxfp4", "nvfp4"):
+        return method
+    if method == "fp8":
+        return "fp8-block" if config.get("weight_block_size") else "fp8"
+    if method in ("gptq", "awq") and bits == 4:
+        return f"{method}-int4"
+    if method == "bitsandbytes":
+        return _bitsandbytes(config)
+    if method == "modelopt":
+        return {"NVFP4": "nvfp4", "FP8": "fp8"}.get(str(config.get("quant_algo", "")).upper())
+    if method == "compressed-tensors":
+        return _compressed_tensors(config)
+    return None
+
+
+def _bitsandbytes(config: dict) -> str | None:  # type: ignore[type-arg]
+    if config.get("load_in_4bit") and config.get("bnb_4bit_quant_type") == "nf4":
+        return "bnb-nf4-dq" if config.get("bnb_4bit_use_double_quant") else "bnb-nf4"
+    return "bnb-int8" if config.get("load_in_8bit") else None
+
+
+def _compressed_tensors(config: dict) -> str | None:  # type: ignore[type-arg]
+    """llm-compressor's formats: FP8 by its scale strategy (tensor, channel, block), NVFP4."""
+    if config.get("format") == "nvfp4-pack-quantized":
+        return "nvfp4"
+    if config.get("format") != "float-quantized":
+        return None
+    groups = config.get("config_groups")
+    weights = [g.get("weights") for g in groups.values() if isinstance(g, dict)] if isinstance(groups, dict) else []
+    strategies = {w.get("strategy") for w in weights if isinstance(w, dict) and w.get("num_bits") == 8}
+    return {"tensor": "fp8", "channel": "fp8-channel", "block": "fp8-block"}.get(strategies.pop()) \
+        if len(strategies) == 1 else None

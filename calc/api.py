@@ -1,0 +1,193 @@
+"""The Python API: what each command computes, as a result whose `to_dict()` is the command's `--json`.
+
+    >>> import calc
+    >>> spec = calc.load("llama-3-8b")
+    >>> calc.count(spec).total
+    8030261248
+
+Each function takes a loaded spec (`load`) and the command's options as keyword arguments with the
+command's defaults, and returns a `Result`: the analysis object itself (its attributes read through,
+`calc.count(spec).total`) and `to_dict()`, built by the same function the command prints with `--json`,
+so a script and the CLI never disagree. docs/python.md shows every function; its examples run as tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from calc.spec.model import ModelSpec
+
+__all__ = ["Result", "compare", "count", "flops", "kvcache", "load", "memory", "train"]
+
+
+@dataclass(frozen=True)
+class Result:
+    """A command's answer: `value`, the analysis's own object (its attributes are read through this
+    result), and `to_dict()`, exactly what the command prints with --json."""
+
+    value: Any
+    _json: Callable[[], Any]
+
+    def to_dict(self) -> Any:
+        return self._json()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.value, name)
+
+
+def load(name_or_path: str, **overrides: Any) -> ModelSpec:
+    """A preset name, a YAML spec, a config.json or its directory, or a Hub id; `overrides` are
+    `--set` pairs (`load("llama-3-8b", n_layers=2)`)."""
+    from calc.spec.load import load_spec
+
+    return load_spec(name_or_path, overrides or None)
+
+
+def count(spec: ModelSpec) -> Result:
+    """`gptcalc count MODEL`: the exact parameter breakdown."""
+    from calc.analysis.count import count as count_params
+
+    breakdown = count_params(spec)
+    return Result(breakdown, lambda: count_json(spec, breakdown))
+
+
+def count_json(spec: ModelSpec, breakdown: Any) -> dict[str, Any]:
+    from calc.analysis.active import active_counts
+
+    active = [c.to_json() for c in active_counts(breakdown, spec.model_type)]
+    return {**breakdown.to_json(), **({"active_conventions": active} if active else {}),
+            "spec": spec.model_dump(mode="json")}
+
+
+def kvcache(*specs: ModelSpec, seq: int | None = None, batch: int = 1, dtype: str = "fp16", tp: int = 1,
+            mla_expanded: bool = False) -> Result:
+    """`gptcalc kvcache MODEL...`: the KV cache of each model at `seq` (default: its context); the
+    value is the list of caches, or the one cache of one model."""
+    from calc.analysis.memory import kv_cache
+    from calc.analysis.memory.parallel import check_tp
+
+    for spec in specs:
+        check_tp(spec, tp)
+    caches = [kv_cache(spec, seq or spec.n_positions, batch, dtype, tp, mla_expanded) for spec in specs]
+    return Result(caches[0] if len(caches) == 1 else caches, lambda: [kv.to_json() for kv in caches])
+
+
+@dataclass(frozen=True)
+class MemoryAnswer:
+    """What `memory` computes: the inference figures, the server's pool and lines, the budget's answer."""
+
+    spec: ModelSpec
+    inference: Any
+    pool: Any = None
+    server: tuple[str, ...] = ()
+    budget: Any = None  # the solved Budget
+    target: Any = None  # the BudgetSpec it was solved for
+    engine: str | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.inference, name)
+
+    def to_json(self) -> dict[str, Any]:
+        budget = self.budget
+        return {**self.inference.to_json(), "model": self.spec.name,
+                **({"engine": self.pool.to_json()} if self.pool else {}),
+                **({"server_says": list(self.server)} if self.server else {}),
+                **({"budget": {**budget.to_json(), "label": self.target.label, "gpus": self.target.count}}
+                   if budget and self.target else {})}
+
+
+def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dtype: str | None = None,
+           quant: str | None = None, kv_dtype: str = "fp16", group_size: int | None = None, tp: int | None = None,
+           pp: int | None = None, ep: int | None = None, budget: str | None = None, engine: str | None = None,
+           cpu_experts: str | None = None, kv_memory: str | None = None, block_size: int | None = None,
+           max_batched: int = 2048, mla_expanded: bool = False, stored: Any = None) -> Result:
+    """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
+    longest context (or with `seq` the largest batch) that fits `budget`."""
+    from calc.analysis.count import count as count_params
+    from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
+                                      padded_context, parse_budget, parse_cpu_experts, weight_choice)
+    from calc.errors import GptcalcError
+    from calc.units import parse_bytes
+
+    target = parse_budget(budget) if budget is not None else None  # `budget=''` is an error, not no budget
+    layout = layout_for(target, tp, pp, ep)
+    if (kv_memory or block_size) and not engine:
+        raise GptcalcError("--kv-memory and --block-size describe a server's pool: give --engine too")
+    tokens = padded_context(ENGINES[engine], seq or spec.n_positions) if engine else seq or spec.n_positions
+    fmt, scheme = weight_choice(spec, dtype, quant) if stored is None else \
+        (dtype or "fp16", find_scheme(quant) if quant is not None else None)  # the checkpoint refuses either
+    result = inference(spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout,
+                       scheme, stored, parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0)
+    pool = None
+    if kv_memory is not None and engine:
+        try:
+            pool = kv_pool(result.kv, engine, parse_bytes(kv_memory), seq or spec.n_positions, block_size, max_batched)
+        except ValueError as exc:
+            raise GptcalcError(f"--kv-memory: {exc}") from None
+    server = tuple(engine_lines(pool, result.kv, engine)) if engine else ()
+    solved = budget_for(spec, target, result, seq, batch) if target else None
+    answer = MemoryAnswer(spec, result, pool, server, solved, target, engine)
+    return Result(answer, answer.to_json)
+
+
+def flops(spec: ModelSpec, seq: int, batch: int = 1, decode: bool = False, causal_half: bool = False,
+          macs: bool = False, last_logit: bool = False, gpus: tuple[str, ...] = (), mfu: Fraction | float | str = "0.5",
+          dtype: str = "bf16", kv_dtype: str = "bf16") -> Result:
+    """`gptcalc flops MODEL --seq T`: FLOPs per component, the rules of thumb, and time bounds."""
+    from calc.analysis.flops import Conventions
+    from calc.analysis.flops import flops as count_flops
+    from calc.analysis.flops.bounds import bounds
+    from calc.analysis.flops.checks import checks
+    from calc.analysis.memory.gpus import RATED, rated_gpu
+    from calc.cli.options import SHARE
+
+    share = SHARE.convert(str(mfu), None, None)
+    result = count_flops(spec, seq, batch, decode, Conventions(macs, causal_half, last_logit))
+    rules = checks(spec, result)
+    limits = [bounds(spec, result, rated_gpu(name), share, dtype, kv_dtype) for name in gpus or RATED]
+    return Result(result, lambda: flops_json(result, rules, limits, decode))
+
+
+def flops_json(result: Any, rules: list[Any], limits: list[Any], decode: bool) -> dict[str, Any]:
+    return {**result.to_json(), "checks": [c.to_json(result.scale) for c in rules],
+            "bounds": [b.to_json(decode) for b in limits]}
+
+
+def train(spec: ModelSpec, seq: int, micro_batch: int, **setup: Any) -> Result:
+    """`gptcalc train MODEL --seq T --micro-batch b`: memory per GPU to train; `setup` holds the
+    command's other options by name (gpus, zero, tp, sp, pp, recompute, attention, optimizer,
+    lora_rank, lora_targets as a tuple of names, qlora), defaulting as the command does."""
+    from dataclasses import fields
+
+    from calc.analysis.train import Setup
+    from calc.analysis.train import train as plan
+
+    names = {field.name for field in fields(Setup)}
+    unknown = sorted(set(setup) - names)
+    if unknown:
+        from calc.errors import GptcalcError
+
+        raise GptcalcError(f"train: unknown option {unknown[0]!r} (one of {', '.join(sorted(names))})")
+    result = plan(spec, Setup(seq=seq, micro_batch=micro_batch, **setup))
+    return Result(result, result.to_json)
+
+
+def compare(*specs: ModelSpec, seq: int | None = None, dtype: str | None = None, quant: str | None = None,
+            kv_dtype: str = "fp16", tp: int | None = None, pp: int | None = None, ep: int | None = None,
+            budget: str | None = None, engine: str | None = None) -> Result:
+    """`gptcalc compare A B ...`: the models side by side, each as stored unless `dtype`/`quant` say."""
+    from calc.analysis.compare import compare_models
+    from calc.analysis.memory import layout_for, parse_budget
+    from calc.cli.options import engine_seq
+
+    target = parse_budget(budget) if budget is not None else None
+    comparison = compare_models(list(specs), engine_seq(engine, seq or min(spec.n_positions for spec in specs)),
+                                dtype, kv_dtype, quant, layout_for(target, tp, pp, ep), target)
+    return Result(comparison, comparison.to_json)
