@@ -26,6 +26,8 @@ ADAPTERS: dict[str, str] = {
     "gemma": "gemma",
     "gemma2": "gemma",
     "gemma3_text": "gemma",
+    "gemma3n_text": "gemma_ple",
+    "gemma4_text": "gemma_ple",
     "qwen3": "llama",
     "granite": "llama",
     "smollm3": "llama",
