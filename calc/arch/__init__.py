@@ -88,6 +88,7 @@ ADAPTERS: dict[str, str] = {
     "granitemoehybrid": "mamba",
     "lfm2": "lfm2",
     "lfm2_moe": "lfm2",
+    "step3p5": "step3p7",
     "seed_oss": "llama_variants",
     "ernie4_5": "llama_variants",
     "hunyuan_v1_dense": "llama_variants",

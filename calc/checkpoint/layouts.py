@@ -156,6 +156,8 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                           "olmoe", "internlm3", "cohere2", "seed_oss", "ernie4_5", "arcee", "dots1")},
     "gemma2": {**LLAMA, **_SANDWICH},
     "gemma3_text": {**LLAMA, **_SANDWICH},
+    # Step-3.7's language model as transformers holds it (Step3p7TextModel); its Hub checkpoints use other names
+    "step3p5": {**LLAMA, "attn_gate": "self_attn.g_proj"},
     "gemma3n_text": {**LLAMA, **_SANDWICH, **_GEMMA_PLE, "altup": "altup", "laurel": "laurel",
                      "altup_in": "model.altup_projections", "altup_out": "model.altup_unembed_projections"},
     "gemma4_text": {**LLAMA, **_SANDWICH, **_GEMMA_PLE, "router": "router.proj", "router_scale": "router.scale",

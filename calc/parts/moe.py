@@ -59,11 +59,14 @@ class MoE(Part):
     group_score: Literal["max", "top2_sum"] = "max"
     routed_scale: float = Field(default=1.0, gt=0, strict=False)
     swiglu_limit: float | None = Field(default=None, gt=0, strict=False)  # gpt-oss: clamped SwiGLU, (up + 1)
+    clamp: float | None = Field(default=None, gt=0, strict=False)  # Step-3.7: act(gate) at most c, up within ±c
     weight_input: bool = False  # Llama-4: the routing weight scales the expert's input, not its output
     jitter_eps: float = Field(default=0.01, ge=0, strict=False)  # sparsemixer's threshold (router_jitter_noise)
 
     @model_validator(mode="after")
     def _check(self) -> "MoE":
+        if self.clamp and self.swiglu_limit:
+            raise ValueError("clamp and swiglu_limit: an expert's SwiGLU is clamped one way (Step-3.7's or gpt-oss's)")
         if self.top_k > self.n_experts:
             raise ValueError(f"top_k={self.top_k} is more than n_experts={self.n_experts}")
         if self.shared_gate and self.shared is None:
@@ -117,7 +120,8 @@ class MoE(Part):
 
     def describe(self) -> str:
         shared = f" + {self.n_shared or 1} shared" if self.shared else ""
-        return f"MoE: top-{self.top_k} of {self.n_experts} experts (d_ff {self.d_ff:,}){shared}"
+        clamp = f", SwiGLU clamped at {self.clamp:g}" if self.clamp else ""
+        return f"MoE: top-{self.top_k} of {self.n_experts} experts (d_ff {self.d_ff:,}{clamp}){shared}"
 
 
 LABELS = {
