@@ -54,7 +54,24 @@ def transformers_model(config: dict[str, Any]) -> Any:
     if "text_config" in config:
         hf_config = hf_config.get_text_config()
     with torch.device("meta"):
+        if hf_config.model_type in WRAPPED:
+            return wrapped_language_model(hf_config)
         return transformers.AutoModelForCausalLM.from_config(hf_config)
+
+
+# Text configs transformers has no causal-LM class for: the multimodal model_type whose language model
+# and head they are (Step-3.7's step3p5 text config; its vision tower kept to one small layer).
+WRAPPED = {"step3p5": ("step3p7", {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+                                   "image_size": 28, "patch_size": 14})}
+
+
+def wrapped_language_model(text_config: Any) -> Any:
+    """The language model and LM head of the multimodal model built around `text_config`, as one module."""
+    torch, transformers = pytest.importorskip("torch"), pytest.importorskip("transformers")
+    outer, vision = WRAPPED[text_config.model_type]
+    config = transformers.AutoConfig.for_model(outer, text_config=text_config.to_dict(), vision_config=vision)
+    model = transformers.AutoModelForImageTextToText.from_config(config)
+    return torch.nn.ModuleDict({"model": model.model.language_model, "lm_head": model.lm_head})
 
 
 def transformers_count(config: dict[str, Any]) -> int:

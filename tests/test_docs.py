@@ -70,6 +70,8 @@ TABLE_FILES = {
     "qwen3_5_text": "tests/configs/model_types/qwen3_5.json",
     "qwen3_5_moe_text": "tests/configs/model_types/qwen3_5_moe-397b.json",
     "nemotron_h": "tests/configs/model_types/nemotron_h.json",
+    "gemma3n_text": "tests/configs/model_types/gemma3n_text-e2b.json",
+    "gemma4_text": "tests/configs/model_types/gemma4-26b-a4b.json",
     "minimax_m2": "tests/configs/model_types/minimax_m2.json", "afmoe": "tests/configs/model_types/afmoe.json",
 }
 

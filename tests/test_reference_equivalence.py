@@ -29,7 +29,7 @@ from calc.arch import ADAPTERS, transformers_type
 from calc.cli import main
 from calc.errors import GptcalcError
 from oracle import spec_of
-from tiny_models import NO_TORCH_YET, VOCAB, tiny_config
+from tiny_models import NO_CAUSAL_LM, NO_TORCH_YET, VOCAB, tiny_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -70,7 +70,7 @@ def transformers_model(model_type: str, path: Path):
     return model
 
 
-@pytest.fixture(scope="module", params=sorted(set(ADAPTERS) - NO_TORCH_YET))
+@pytest.fixture(scope="module", params=sorted(set(ADAPTERS) - NO_TORCH_YET - NO_CAUSAL_LM))
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """(model_type, transformers' model, its save_pretrained directory, our model loaded from it)."""
     path = tmp_path_factory.mktemp(request.param)

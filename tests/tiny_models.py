@@ -61,6 +61,28 @@ TINY: dict[str, dict[str, Any]] = {
                     "sliding_window_pattern": 3,
                     "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
                     "rope_scaling": {"rope_type": "linear", "factor": 8.0}},
+    # Gemma-3n: AltUp over 3 streams, LAuReL, a per-layer embedding narrower than the vocabulary, the last
+    # two layers reading the K and V of layers 0 and 1, a sparse first MLP, per-layer MLP widths.
+    "gemma3n_text": {**_COMMON, "head_dim": 8, "num_hidden_layers": 4, "sliding_window": 5,
+                     "layer_types": ["sliding_attention", "full_attention"] * 2, "num_kv_shared_layers": 2,
+                     "intermediate_size": [48, 48, 32, 32], "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0],
+                     "altup_num_inputs": 3, "laurel_rank": 4, "hidden_size_per_layer_input": 8,
+                     "vocab_size_per_layer_input": 50},
+    # Gemma-4: wider global heads with one KV head and V = K there, a MoE beside every dense MLP, the last two
+    # layers sharing K and V with double-wide MLPs, per-layer embeddings.
+    "gemma4_text": {**_COMMON, "head_dim": 8, "global_head_dim": 16, "num_hidden_layers": 4, "sliding_window": 5,
+                    "layer_types": ["sliding_attention", "full_attention"] * 2, "num_kv_shared_layers": 2,
+                    "attention_k_eq_v": True, "num_global_key_value_heads": 1, "enable_moe_block": True,
+                    "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 16, "use_double_wide_mlp": True,
+                    "hidden_size_per_layer_input": 8, "vocab_size_per_layer_input": VOCAB},
+    # Step-3.7's language model: fewer query heads on the sliding layers, half-rotary full layers, a dense
+    # first layer, clamped SwiGLU on the last layers' experts and shared experts (the Hub config's per-layer lists).
+    "step3p5": {**_COMMON, **_MOE, "head_dim": 8, "num_hidden_layers": 4, "sliding_window": 5,
+                "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+                "num_sliding_attention_heads": 2, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+                "n_routed_experts": 4, "share_expert_dim": 24, "moe_router_scaling_factor": 1.5,
+                "rope_theta": [5000.0, 10000.0, 10000.0, 5000.0], "partial_rotary_factors": [0.5, 1.0, 1.0, 0.5],
+                "swiglu_limits": [0, 0, 0, 0.5], "swiglu_limits_shared": [0, 0, 0.5, 0.5]},
     "phi": {**_COMMON, "num_key_value_heads": 4, "partial_rotary_factor": 0.5},
     "phi3": {**_COMMON, "partial_rotary_factor": 0.5, "original_max_position_embeddings": 32,
              "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.5], "long_factor": [2.0, 4.0]}},
@@ -180,6 +202,11 @@ def tiny_config(model_type: str) -> dict[str, Any]:
 
 
 # Model types whose mechanism the torch reference does not build yet (DSA's indexer and its top-k
-# selection, Mamba version 1): verify refuses them by name (tests/test_reference_equivalence.py checks the refusal),
-# while count, kvcache and the header check cover them (tests/test_hybrids.py).
-NO_TORCH_YET = {"deepseek_v32", "glm_moe_dsa", "mamba", "falcon_mamba", "jamba"}
+# selection, Mamba version 1, Gemma-3n's and Gemma-4's V-norm, shared K/V, AltUp, LAuReL, per-layer inputs and
+# MoE beside the MLP): verify refuses them by name (tests/test_reference_equivalence.py checks the refusal),
+# while count, kvcache and the header check cover them (tests/test_hybrids.py, tests/test_gemma_ple.py).
+# Model types transformers builds no causal LM for: their language model and head are compared inside the
+# multimodal model around them (tests/test_step3p7.py; tests/oracle.py WRAPPED for counts).
+NO_CAUSAL_LM = {"step3p5"}
+
+NO_TORCH_YET = {"deepseek_v32", "glm_moe_dsa", "mamba", "falcon_mamba", "jamba", "gemma3n_text", "gemma4_text"}

@@ -98,4 +98,5 @@ def unwrap_text_config(config: dict[str, Any], origin: str) -> tuple[dict[str, A
 
 
 # What transformers calls the language model of a multimodal model_type, when its text_config omits it.
-TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "mistral3": "mistral", "llama4": "llama4_text", "llava": "llama"}
+TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "mistral3": "mistral", "llama4": "llama4_text", "llava": "llama",
+                    "step3p7": "step3p5"}

@@ -11,7 +11,12 @@ Roles a layout may set (absent: the model_type has no such tensor):
 - norms by position: attn_in, attn_out, mlp_in, mlp_out (parallel_norms: a parallel block's two)
 - attention: q, k, v, qkv (fused), o, q_norm, k_norm, sinks (a `hub` name too: MiMo-V2-Flash's), attn_gate (an
   output gate); MLA: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b
-- MLP: gate, up, down, gate_up (fused); MoE: router, experts, shared, shared_gate, score_bias
+- MLP: gate, up, down, gate_up (fused); MoE: router, experts, shared, shared_gate, score_bias; Gemma-4's
+  router_scale, router_expert_scale and the norms beside its experts (experts_norm, shared_post_norm,
+  experts_post_norm)
+- Gemma-3n and Gemma-4: embed_per_layer, per_layer_projection, per_layer_projection_norm (model level),
+  ple_gate, ple_proj, ple_norm (each layer's per-layer input); Gemma-3n's altup, laurel (module paths),
+  altup_in, altup_out (the model's AltUp projections, `.{i}` per extra stream)
 
 Routed experts are stored the way transformers 5 saves them: two fused 3-D tensors per layer,
 `experts.gate_up_proj` and `experts.down_proj` ([E, 2f, d] and [E, d, f]; gpt_oss and llama4 store
@@ -58,6 +63,10 @@ LLAMA: dict[str, Any] = {
 }
 _SANDWICH = {"attn_out": "post_attention_layernorm", "mlp_in": "pre_feedforward_layernorm",
              "mlp_out": "post_feedforward_layernorm"}
+# Gemma-3n's and Gemma-4's per-layer embeddings: the table and projection at the bottom, a sublayer in each layer.
+_GEMMA_PLE = {"embed_per_layer": "model.embed_tokens_per_layer", "per_layer_projection": "model.per_layer_model_projection",
+              "per_layer_projection_norm": "model.per_layer_projection_norm", "ple_gate": "per_layer_input_gate",
+              "ple_proj": "per_layer_projection", "ple_norm": "post_per_layer_input_norm"}
 _GPT = {"base": "transformer.", "embed": "transformer.wte", "positions": "transformer.wpe",
         "final_norm": "transformer.ln_f", "lm_head": "lm_head", "layers": "transformer.h",
         "attn_in": "ln_1", "mlp_in": "ln_2", "qkv": "attn.c_attn", "o": "attn.c_proj",
@@ -147,6 +156,15 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                           "olmoe", "internlm3", "cohere2", "seed_oss", "ernie4_5", "arcee", "dots1")},
     "gemma2": {**LLAMA, **_SANDWICH},
     "gemma3_text": {**LLAMA, **_SANDWICH},
+    # Step-3.7's language model as transformers holds it (Step3p7TextModel); its Hub checkpoints use other names
+    "step3p5": {**LLAMA, "attn_gate": "self_attn.g_proj"},
+    "gemma3n_text": {**LLAMA, **_SANDWICH, **_GEMMA_PLE, "altup": "altup", "laurel": "laurel",
+                     "altup_in": "model.altup_projections", "altup_out": "model.altup_unembed_projections"},
+    "gemma4_text": {**LLAMA, **_SANDWICH, **_GEMMA_PLE, "router": "router.proj", "router_scale": "router.scale",
+                    "router_expert_scale": "router.per_expert_scale", "experts": "experts", "shared": "mlp",
+                    "experts_norm": "pre_feedforward_layernorm_2", "shared_post_norm": "post_feedforward_layernorm_1",
+                    "experts_post_norm": "post_feedforward_layernorm_2", "hub": {},
+                    "buffers": ("model.layers.{layer}.layer_scalar",)},
     **{t: {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"}
        for t in ("olmo2", "olmo3", "exaone4")},
     "glm4": {**LLAMA, "attn_out": "post_self_attn_layernorm", "mlp_in": "post_attention_layernorm",
@@ -251,10 +269,13 @@ def in_memory(name: str, lay: dict[str, Any]) -> str:
     return memory + name[len(base):] if memory and name.startswith(base) else name
 
 
-ROLE_ORDER = ("embed", "positions", "embed_norm", "project_in", "layers", "attn_in", "q", "k", "v", "qkv", "q_norm",
-              "k_norm", "sinks", "attn_gate", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "o", "attn_out",
-              "mlp_in", "gate", "up", "gate_up", "down", "router", "score_bias", "experts", "shared", "shared_gate",
-              "mlp_out", "parallel_norms", "final_norm", "project_out", "lm_head")
+ROLE_ORDER = ("embed", "positions", "embed_norm", "project_in", "embed_per_layer", "per_layer_projection",
+              "per_layer_projection_norm", "altup_in", "layers", "altup", "attn_in", "q", "k", "v", "qkv", "q_norm",
+              "k_norm", "sinks", "attn_gate", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "o", "laurel",
+              "attn_out", "mlp_in", "gate", "up", "gate_up", "down", "router_scale", "router_expert_scale", "router",
+              "score_bias", "experts_norm", "experts", "shared", "shared_gate", "shared_post_norm", "experts_post_norm",
+              "mlp_out", "ple_gate", "ple_proj", "ple_norm", "parallel_norms", "altup_out", "final_norm", "project_out",
+              "lm_head")
 
 
 def markdown() -> str:

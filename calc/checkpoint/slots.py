@@ -73,11 +73,15 @@ def _attention(s: _Slots, a: Any, d: int) -> None:
         bias = ("q_bias", "k_bias", "v_bias") if a.q_bias else None
         s.linear("qkv", d, q + kv + v, ("q", "k", "v"), bias, (q, kv, v))
     else:
+        own = {"q"} if a.kv_shared else {"q", "k"} if a.k_eq_v else {"q", "k", "v"}  # Gemma-3n/4: K, V elsewhere
         for role, width, bias in (("q", q, a.q_bias), ("k", kv, a.k_bias), ("v", v, a.v_bias)):
-            s.linear(role, d, width, role, bias and f"{role}_bias")
+            if role in own:
+                s.linear(role, d, width, role, bias and f"{role}_bias")
+    if a.augment is not None:
+        _augment(s, a.augment, d)
     if a.qk_norm is not None:
         head = a.qk_norm.scope == "head"
-        for role, heads in (("q_norm", a.n_heads), ("k_norm", a.n_kv_heads)):
+        for role, heads in (("q_norm", a.n_heads), ("k_norm", a.n_kv_heads))[:1 if a.kv_shared else 2]:
             width = a.head_dim if head else ((heads, a.head_dim) if s.lay.get("qk_norm_heads") else heads * a.head_dim)
             s.norm(role, a.qk_norm.norm, width, role)
     if a.sinks:
@@ -86,6 +90,30 @@ def _attention(s: _Slots, a: Any, d: int) -> None:
     if a.output_gate and not gate_in_q:
         s.linear("attn_gate", d, a.gate_width, "attn_gate")
     s.linear("o", a.o_dim, d, "attn_out", a.o_bias and "attn_out_bias")
+
+
+def _augment(s: _Slots, g: Any, d: int) -> None:
+    """Gemma-3n's AltUp and LAuReL and the per-layer input sublayer (Gemma-3n, Gemma-4); their norms
+    are scale-only RMSNorms."""
+    def norm(role: str, name: str, target: str) -> None:
+        s.add(role, name, (d,), target, init="ones", kind="norm")
+
+    if g.altup_inputs:
+        n, path = g.altup_inputs, s.lay["altup"]
+        s.add("altup.scale", f"{path}.correct_output_scale", (d,), "altup_scale")
+        s.linear("altup.correct", n, n, "altup_correct", path=f"{path}.correction_coefs")
+        s.linear("altup.predict", n, n * n, "altup_predict", path=f"{path}.prediction_coefs")
+        s.linear("altup.router", d, n, "altup_router", path=f"{path}.modality_router")
+        norm("altup.router_norm", f"{path}.router_norm.weight", "altup_router_norm")
+    if g.laurel_rank:
+        path = s.lay["laurel"]
+        s.linear("laurel.left", d, g.laurel_rank, "laurel_left", path=f"{path}.linear_left")
+        s.linear("laurel.right", g.laurel_rank, d, "laurel_right", path=f"{path}.linear_right")
+        norm("laurel.norm", f"{path}.post_laurel_norm.weight", "laurel_norm")
+    if g.per_layer_input:
+        s.linear("ple_gate", d, g.per_layer_input, "ple_gate")
+        s.linear("ple_proj", g.per_layer_input, d, "ple_proj")
+        norm("ple_norm", f"{s.lay['ple_norm']}.weight", "ple_norm")
 
 
 def _mla(s: _Slots, a: Any, d: int) -> None:
@@ -205,7 +233,14 @@ def _xielu(s: _Slots, role: str, path: str, target: str) -> None:
 def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
     lay, e, f = s.lay, m.n_experts, m.d_ff
     names = {**lay, **(lay.get("hub") or {})} if hub else lay
+    if m.router_scale:  # Gemma-4: a d-wide input scale and one scale per expert beside the router
+        s.add("router_scale", names["router_scale"], (d,), "router_scale", init="ones")
+        s.add("router_expert_scale", names["router_expert_scale"], (e,), "router_expert_scale", init="ones")
     s.linear("router", d, e, "router", m.router_bias and "router_bias", path=names["router"])
+    if m.shared_norms:
+        for role, target in (("experts_norm", "experts_norm"), ("shared_post_norm", "shared_mlp_post_norm"),
+                             ("experts_post_norm", "experts_post_norm")):
+            s.add(role, f"{names[role]}.weight", (d,), target, init="ones", kind="norm")
     if m.score_bias:  # ERNIE-4.5 stores it [1, E] and counts it (a parameter without gradient)
         shape = (1, e) if lay.get("score_bias_2d") else (e,)
         counted = "router_score_bias_param" if m.score_bias_param else None
@@ -281,6 +316,16 @@ def model_slots(spec: ModelSpec, lay: dict[str, Any]) -> dict[str, Slot]:
     s, d, e = _Slots(lay), spec.d_model, spec.embedding
     width = e.width(d)
     s.add("embed.weight", f"{lay['embed']}.weight", (spec.vocab_size, width), "token_embedding", kind="embedding")
+    if e.per_layer is not None:  # Gemma-3n, Gemma-4: every layer's slice of one table, and a projection into them
+        p = e.per_layer
+        s.add("embed_per_layer.weight", f"{lay['embed_per_layer']}.weight", (p.vocab_size, p.n_layers * p.width),
+              "per_layer_embedding", kind="embedding")
+        s.linear("per_layer_projection", d, p.n_layers * p.width, "per_layer_projection")
+        s.add("per_layer_projection_norm.weight", f"{lay['per_layer_projection_norm']}.weight", (p.width,),
+              "per_layer_projection_norm", init="ones", kind="norm")
+    for i in range(1, e.altup_inputs or 1):  # Gemma-3n's AltUp: n - 1 projections into the extra streams and back
+        s.linear(f"altup_in.{i}", d, d, "altup_in", path=f"{lay['altup_in']}.{i - 1}")
+        s.linear(f"altup_out.{i}", d, d, "altup_out", path=f"{lay['altup_out']}.{i - 1}")
     if e.positions == "learned":
         s.add("positions.weight", f"{lay['positions']}.weight", (spec.n_positions + e.position_offset, d),
               "position_embedding", kind="embedding")

@@ -8,7 +8,7 @@ MLP part (MLP or MoE) and norms together, either of the two possibly absent; `Mo
 
 from __future__ import annotations
 
-from calc.parts import attention, embedding, gated_deltanet, mamba, mamba2, mla, mlp, moe, norm, short_conv
+from calc.parts import attention, augment, embedding, gated_deltanet, mamba, mamba2, mla, mlp, moe, norm, short_conv
 from calc.parts.attention import Attention, QKNorm, Rope, attention_kind
 from calc.parts.embedding import Embedding, Head
 from calc.parts.gated_deltanet import GatedDeltaNet
@@ -25,10 +25,11 @@ __all__ = ["LABELS", "MLA", "MLP", "Attention", "Embedding", "GatedDeltaNet", "H
 
 # Every component key any part can produce, with its label, in the order a token meets them.
 LABELS: dict[str, str] = {
-    **{k: v for k, v in embedding.LABELS.items() if not k.startswith("lm_head") and k != "project_out"},
+    **{k: v for k, v in embedding.LABELS.items() if not k.startswith("lm_head") and k not in ("project_out", "altup_out")},
     "attn_norm": norm.LABELS["attn_norm"],
     **mla.LABELS,
     **attention.LABELS,
+    **augment.LABELS,
     **mamba2.LABELS,
     **mamba.LABELS,
     **gated_deltanet.LABELS,
@@ -38,6 +39,7 @@ LABELS: dict[str, str] = {
     **mlp.LABELS,
     **moe.LABELS,
     "mlp_post_norm": norm.LABELS["mlp_post_norm"],
+    "altup_out": embedding.LABELS["altup_out"],
     "final_norm": norm.LABELS["final_norm"],
     "project_out": embedding.LABELS["project_out"],
     "lm_head": embedding.LABELS["lm_head"],

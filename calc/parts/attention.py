@@ -16,6 +16,11 @@ output gate (AFMoE) adds attn_gate = d·h·hd: the heads' output is multiplied b
 Rotary (full or partial), ALiBi, sliding windows, logit soft-capping and DBRX's clipping of Q, K
 and V (clip_qkv) change what is computed, not what is stored: they are in the spec so that the KV
 cache, shapes and the torch reference know them.
+Gemma-3n and Gemma-4 share K and V between layers: a `kv_shared` layer attends to the keys and
+values of the last earlier layer of its kind, so it has no K or V projection, no K-norm and keeps
+no cache of its own. Gemma-4's global layers take their values from the key projection
+(`k_eq_v`: no W_V; the cache still holds K and V, V before rotary). `augment` holds what Gemma-3n
+and Gemma-4 add around a layer's attention (calc/parts/augment.py).
 A fused Q/K/V projection (GPT-2's c_attn, NeoX's query_key_value, Phi-3's qkv_proj) holds exactly
 the three matrices side by side, so it changes tensor names, never counts.
 """
@@ -23,6 +28,7 @@ the three matrices side by side, so it changes tensor names, never counts.
 
 from typing import Any, Literal
 
+from calc.parts.augment import Augment
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
@@ -119,6 +125,10 @@ class Attention(HeadWidths, Part):
     # Qwen3-Next and Qwen3.5 store W_G inside q_proj, each head's queries then its gate: a layout matter)
     gate_activation: Literal["sigmoid", "softplus"] = "sigmoid"  # Laguna: softplus
     gate_scope: Literal["element", "head"] = "element"  # Laguna: one gate per head, W_G d -> h
+    v_norm: bool = False  # values RMS-normed per head, without a scale (Gemma-3n, Gemma-4): no parameter
+    kv_shared: bool = False  # K and V are an earlier layer's (Gemma-3n, Gemma-4): no W_K, W_V, K-norm, cache
+    k_eq_v: bool = False  # values are the keys' projection (Gemma-4's global layers): no W_V
+    augment: Augment | None = None  # LAuReL, AltUp, a per-layer input around this layer (Gemma-3n, Gemma-4)
 
     @model_validator(mode="before")
     @classmethod
@@ -141,6 +151,8 @@ class Attention(HeadWidths, Part):
             raise ValueError("fused_qkv: one fused projection has a bias on Q, K and V or on none of them")
         if self.fused_qkv and self.value_head_dim != self.head_dim:
             raise ValueError("fused_qkv: a fused projection's value heads are as wide as its keys (no v_head_dim)")
+        if self.k_eq_v and (self.value_head_dim != self.head_dim or self.v_bias or self.fused_qkv):
+            raise ValueError("k_eq_v: values are the keys' projection, so they have no width, bias or fused W_V of their own")
         if self.rope is not None:
             if self.rope.rotary_dim % 2 or self.rope.rotary_dim > self.head_dim:
                 raise ValueError(f"rotary_dim={self.rope.rotary_dim} must be even and at most head_dim={self.head_dim}")
@@ -149,18 +161,21 @@ class Attention(HeadWidths, Part):
         return self
 
     def params(self, d_model: int) -> dict[str, int]:
-        d, q, kv, v = d_model, self.q_dim, self.kv_dim, self.v_dim
+        d, q = d_model, self.q_dim
+        kv = 0 if self.kv_shared else self.kv_dim  # a shared layer's K and V are another layer's
+        v = 0 if self.kv_shared or self.k_eq_v else self.v_dim
         norm = self.qk_norm
         q_norm = k_norm = 0
         if norm is not None:
             q_norm = norm.norm.params(self.head_dim if norm.scope == "head" else q)
-            k_norm = norm.norm.params(self.head_dim if norm.scope == "head" else kv)
-        return present(
+            k_norm = norm.norm.params(self.head_dim if norm.scope == "head" else kv) if kv else 0
+        augment = self.augment.params(d) if self.augment else {}
+        return {**{k: n for k, n in augment.items() if k.startswith("altup")}, **present(
             q=d * q, q_bias=q * self.q_bias, k=d * kv, k_bias=kv * self.k_bias, v=d * v, v_bias=v * self.v_bias,
             q_norm=q_norm, k_norm=k_norm, attn_sinks=self.n_heads * self.sinks, attn_gate=d * self.gate_width,
             attn_gate_bias=self.gate_width * self.gate_bias,
             attn_out=self.o_dim * d, attn_out_bias=d * self.o_bias,
-        )
+        ), **{k: n for k, n in augment.items() if not k.startswith("altup")}}
 
     @property
     def gate_width(self) -> int:
@@ -173,14 +188,19 @@ class Attention(HeadWidths, Part):
     def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
         """Each weight matrix's input width and how many there are per layer (for quantisation layouts)."""
         gate = {"attn_gate": (d_model, 1)} if self.output_gate else {}
-        return {"q": (d_model, 1), "k": (d_model, 1), "v": (d_model, 1), **gate, "attn_out": (self.o_dim, 1)}
+        kv = {} if self.kv_shared else {"k": (d_model, 1)} if self.k_eq_v else {"k": (d_model, 1), "v": (d_model, 1)}
+        augment = self.augment.matrices(d_model) if self.augment else {}
+        return {"q": (d_model, 1), **kv, **gate, "attn_out": (self.o_dim, 1), **augment}
 
     def kv_per_token(self) -> tuple[int, int]:
         """Elements cached per token in one layer: (K, V), n_kv_heads x head_dim and n_kv_heads x value_head_dim."""
         return self.kv_dim, self.v_dim
 
     def cache(self, d_model: int) -> CacheSpec:
-        """K and V rows per token, split by KV heads under tensor parallelism, for the window if any."""
+        """K and V rows per token, split by KV heads under tensor parallelism, for the window if any;
+        nothing for a layer that reads another layer's K and V."""
+        if self.kv_shared:
+            return CacheSpec()
         return CacheSpec((TokenSpec(*self.kv_per_token(), self.attention_kind, self.n_heads, self.n_kv_heads,
                                    self.head_dim, self.n_kv_heads, self.window, self.sinks),))
 
@@ -191,13 +211,15 @@ class Attention(HeadWidths, Part):
         if self.rope and self.rope.rotary_dim < self.head_dim:
             extras.append(f"rotary on {self.rope.rotary_dim} of {self.head_dim} channels")
         extras += [name for name, on in (("ALiBi", self.alibi), ("QK-norm", self.qk_norm), ("sinks", self.sinks),
-                                         ("output gate", self.output_gate)) if on]
+                                         ("output gate", self.output_gate), ("K and V of an earlier layer", self.kv_shared),
+                                         ("values = keys", self.k_eq_v)) if on]
         if self.output_gate and (self.gate_activation, self.gate_scope) != ("sigmoid", "element"):
             extras[-1] = f"{self.gate_activation} output gate per {self.gate_scope}"
         if self.clip_qkv:
             extras.append(f"Q, K, V clipped at ±{self.clip_qkv:g}")
         if self.softcap:
             extras.append(f"logits soft-capped at {self.softcap:g}")
+        extras += [self.augment.describe()] if self.augment else []
         more = "; " + ", ".join(extras) if extras else ""
         return (f"{self.attention_kind} ({self.n_heads} query heads, {self.n_kv_heads} KV heads, "
                 f"head_dim {self.head_dim}{more})")

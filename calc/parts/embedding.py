@@ -11,6 +11,11 @@ head *is* the token embedding's matrix, so it is counted once: counting it again
 OPT-350m's word embeddings are narrower than the model (`proj_dim` = word_embed_proj_dim, 512 of
 1,024): the token embedding and the head are vocab·proj_dim, with two bias-free projections,
 project_in = proj_dim·d after the lookup and project_out = d·proj_dim before the head.
+
+Gemma-3n and Gemma-4 (E2B, E4B) give every layer its own slice of a second, per-layer embedding
+(`per_layer`: a V_p x (L·p) table, plus per_layer_projection d·(L·p) of the token embedding into the
+same slices and one p-wide norm); Gemma-3n's AltUp widens the stream into n copies after the
+lookup and folds them back before the final norm (`altup_inputs`: (n - 1)·d² each way).
 """
 
 
@@ -19,7 +24,20 @@ from typing import Literal
 from calc.parts.base import Field, Part, present
 from calc.parts.norm import Norm
 
-__all__ = ["LABELS", "Embedding", "Head"]
+__all__ = ["LABELS", "Embedding", "Head", "PerLayerEmbedding"]
+
+
+class PerLayerEmbedding(Part):
+    """Gemma-3n's and Gemma-4's per-layer embeddings: `width` channels per layer, for `n_layers` layers."""
+
+    vocab_size: int = Field(gt=0)
+    width: int = Field(gt=0)
+    n_layers: int = Field(gt=0)
+
+    def params(self, d_model: int) -> dict[str, int]:
+        wide = self.n_layers * self.width
+        return {"per_layer_embedding": self.vocab_size * wide, "per_layer_projection": d_model * wide,
+                "per_layer_projection_norm": self.width}
 
 
 class Embedding(Part):
@@ -29,6 +47,8 @@ class Embedding(Part):
     scale: bool = False  # Gemma: embeddings times sqrt(d_model)
     proj_dim: int | None = Field(default=None, gt=0)  # OPT-350m: word embeddings this wide, projected in and out
     multiplier: float | None = Field(default=None, strict=False)  # Granite: embeddings times embedding_multiplier
+    per_layer: PerLayerEmbedding | None = None  # Gemma-3n, Gemma-4 E2B/E4B: every layer's own embedding slice
+    altup_inputs: int | None = Field(default=None, gt=0)  # Gemma-3n: the stream as n copies (AltUp)
 
     def width(self, d_model: int) -> int:
         """How wide the token embedding (and so the head) is: proj_dim when set, else d_model."""
@@ -36,9 +56,11 @@ class Embedding(Part):
 
     def params(self, vocab_size: int, d_model: int, n_positions: int) -> dict[str, int]:
         learned = (n_positions + self.position_offset) * d_model if self.positions == "learned" else 0
+        altup = ((self.altup_inputs or 1) - 1) * d_model * d_model
         return present(token_embedding=vocab_size * self.width(d_model), position_embedding=learned,
                        embedding_norm=self.norm.params(d_model) if self.norm else 0,
-                       project_in=(self.proj_dim or 0) * d_model)
+                       project_in=(self.proj_dim or 0) * d_model,
+                       **(self.per_layer.params(d_model) if self.per_layer else {}), altup_in=altup, altup_out=altup)
 
 
 class Head(Part):
@@ -60,6 +82,11 @@ LABELS = {
     "position_embedding": "position embedding",
     "embedding_norm": "embedding norm",
     "project_in": "embedding projection in (project_in)",
+    "per_layer_embedding": "per-layer embedding",
+    "per_layer_projection": "per-layer projection",
+    "per_layer_projection_norm": "per-layer projection norm",
+    "altup_in": "AltUp projections in",
+    "altup_out": "AltUp projections out",
     "project_out": "projection out to the head (project_out)",
     "lm_head": "LM head",
     "lm_head_bias": "LM head bias",

@@ -3,6 +3,9 @@
 Per layer, with d = d_model and f = d_ff:  up = d·f, down = f·d, and for a gated MLP gate = d·f.
 A gated MLP counted with two matrices is a classic mistake (LLaMA-7B short by 1.4B). A fused
 gate_up projection (Phi-3) stores gate and up side by side: a naming matter, not a count one.
+Gemma-3n's activation sparsity (`sparsity` s) keeps only the gate's values above mean + std·Φ⁻¹(s)
+of each token's row before the activation (a Gaussian top-k): arithmetic, no parameter. Step-3.5's
+and Step-3.7's clamped SwiGLU (`clamp` c) is min(act(gate), c) × clip(up, −c, c).
 """
 
 
@@ -25,6 +28,8 @@ class MLP(Part):
     activation: MLPActivation = "gelu"
     bias: bool = False  # on up (and gate) and on down
     fused_gate_up: bool = False
+    sparsity: float = Field(default=0.0, ge=0, lt=1, strict=False)  # Gemma-3n: the gate's Gaussian top-k
+    clamp: float | None = Field(default=None, gt=0, strict=False)  # Step-3.7: act(gate) at most c, up within ±c
 
     def params(self, d_model: int, prefix: str = "mlp") -> dict[str, int]:
         d, f = d_model, self.d_ff
@@ -43,7 +48,9 @@ class MLP(Part):
     def describe(self) -> str:
         kind = {"silu": "SwiGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU", "relu": "ReGLU"}.get(self.activation, "gated")
         plain = {"xielu": "xIELU"}.get(self.activation, self.activation.upper())
-        return f"{kind} (d_ff {self.d_ff:,})" if self.gated else f"{plain} (d_ff {self.d_ff:,})"
+        sparse = f", {self.sparsity:g} of the gate's activations cut" if self.sparsity else ""
+        sparse += f", clamped at {self.clamp:g}" if self.clamp else ""
+        return f"{kind} (d_ff {self.d_ff:,}{sparse})" if self.gated else f"{plain} (d_ff {self.d_ff:,}{sparse})"
 
 
 LABELS = {

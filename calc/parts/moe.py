@@ -13,6 +13,10 @@ transformers registers it as a buffer. `buffers()` reports it; it is not in `par
 ERNIE-4.5 keeps the same bias as an nn.Parameter without gradient (`score_bias_param`): transformers'
 parameters() counts it, and so does `params()` (router_score_bias_param).
 
+Gemma-4 runs its dense MLP beside the experts, as a shared expert with norms of its own
+(`shared_norms`: the MLP's output, the experts' input and their output, RMSNorms of d each), and
+scales its router's input per channel and each picked expert's weight (`router_scale`: d + E).
+
 Active parameters per token: everything but the experts the router did not pick, i.e. the router,
 top_k experts and the shared experts.
 """
@@ -42,6 +46,8 @@ class MoE(Part):
     shared: MLP | None = None  # the shared expert(s), as one MLP of their combined d_ff
     n_shared: int = Field(default=0, ge=0)  # how many experts `shared` stands for (DeepSeek: 1 or 2)
     shared_gate: bool = False  # Qwen2-MoE: a sigmoid gate d -> 1 on the shared expert's output
+    shared_norms: bool = False  # Gemma-4: the shared MLP's output, the experts' input and output normed (3 x d)
+    router_scale: bool = False  # Gemma-4: the router's input times a d-wide scale, each expert's weight times its own
     # How the router picks and weighs experts (no parameters): softmax or sigmoid scores, top_k of them
     # renormalised to sum to 1 or not, DeepSeek's group-limited choice (n_group groups scored by their
     # best expert, "max", or best two, "top2_sum"; the best topk_group groups kept) and a final scale;
@@ -53,15 +59,20 @@ class MoE(Part):
     group_score: Literal["max", "top2_sum"] = "max"
     routed_scale: float = Field(default=1.0, gt=0, strict=False)
     swiglu_limit: float | None = Field(default=None, gt=0, strict=False)  # gpt-oss: clamped SwiGLU, (up + 1)
+    clamp: float | None = Field(default=None, gt=0, strict=False)  # Step-3.7: act(gate) at most c, up within ±c
     weight_input: bool = False  # Llama-4: the routing weight scales the expert's input, not its output
     jitter_eps: float = Field(default=0.01, ge=0, strict=False)  # sparsemixer's threshold (router_jitter_noise)
 
     @model_validator(mode="after")
     def _check(self) -> "MoE":
+        if self.clamp and self.swiglu_limit:
+            raise ValueError("clamp and swiglu_limit: an expert's SwiGLU is clamped one way (Step-3.7's or gpt-oss's)")
         if self.top_k > self.n_experts:
             raise ValueError(f"top_k={self.top_k} is more than n_experts={self.n_experts}")
         if self.shared_gate and self.shared is None:
             raise ValueError("shared_gate needs a shared expert")
+        if self.shared_norms and self.shared is None:
+            raise ValueError("shared_norms: the norms sit on a shared expert's output, and there is none")
         return self
 
     def expert_params(self, d_model: int) -> dict[str, int]:
@@ -75,12 +86,16 @@ class MoE(Part):
 
     def params(self, d_model: int) -> dict[str, int]:
         e = self.n_experts
-        rows = present(router=d_model * e, router_bias=e * self.router_bias,
-                       router_score_bias_param=e * (self.score_bias and self.score_bias_param))
+        rows = present(router_scale=d_model * self.router_scale, router_expert_scale=e * self.router_scale,
+                       router=d_model * e, router_bias=e * self.router_bias,
+                       router_score_bias_param=e * (self.score_bias and self.score_bias_param),
+                       experts_norm=d_model * self.shared_norms)
         rows.update({name: e * n for name, n in self.expert_params(d_model).items()})
         if self.shared is not None:
             rows.update(self.shared.params(d_model, prefix="shared_mlp"))
-            rows.update(present(shared_expert_gate=d_model * self.shared_gate))
+            rows.update(present(shared_expert_gate=d_model * self.shared_gate,
+                                shared_mlp_post_norm=d_model * self.shared_norms,
+                                experts_post_norm=d_model * self.shared_norms))
         return rows
 
     def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
@@ -105,14 +120,18 @@ class MoE(Part):
 
     def describe(self) -> str:
         shared = f" + {self.n_shared or 1} shared" if self.shared else ""
-        return f"MoE: top-{self.top_k} of {self.n_experts} experts (d_ff {self.d_ff:,}){shared}"
+        clamp = f", SwiGLU clamped at {self.clamp:g}" if self.clamp else ""
+        return f"MoE: top-{self.top_k} of {self.n_experts} experts (d_ff {self.d_ff:,}{clamp}){shared}"
 
 
 LABELS = {
+    "router_scale": "router input scale",
+    "router_expert_scale": "router per-expert scale",
     "router": "router",
     "router_bias": "router bias",
     "router_score_bias": "router score correction bias (buffer)",
     "router_score_bias_param": "router score correction bias",
+    "experts_norm": "experts input norm",
     "experts_gate": "experts gate",
     "experts_gate_bias": "experts gate bias",
     "experts_up": "experts up",
@@ -127,4 +146,6 @@ LABELS = {
     "shared_mlp_down_bias": "shared expert down bias",
     "shared_mlp_act": "shared expert activation scalars",
     "shared_expert_gate": "shared expert gate (sigmoid)",
+    "shared_mlp_post_norm": "shared expert output norm",
+    "experts_post_norm": "experts output norm",
 }

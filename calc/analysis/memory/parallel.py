@@ -31,9 +31,13 @@ __all__ = ["Layout", "Stage", "check_tp", "pp_partitions", "stage_kv", "stages"]
 # Whole on every tensor-parallel GPU (everything else in a layer is sharded tp ways).
 REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "mlp_act", "shared_mlp_act", "router",
               "router_bias", "router_score_bias", "router_score_bias_param", "shared_expert_gate", "q_a", "q_a_bias", "idx_q", "idx_k", "idx_weights",
-              "kv_a", "kv_a_bias", "position_embedding", "embedding_norm", "lm_head_bias", "project_in", "project_out")
+              "kv_a", "kv_a_bias", "position_embedding", "embedding_norm", "lm_head_bias", "project_in", "project_out",
+              # Gemma-3n's and Gemma-4's small extras (AltUp, LAuReL, per-layer inputs, the router's scales): whole
+              "router_scale", "router_expert_scale", "altup_scale", "altup_correct", "altup_predict", "altup_router",
+              "laurel_left", "laurel_right", "ple_gate", "ple_proj", "per_layer_projection", "altup_in", "altup_out")
 EXPERTS = "experts_"
-FIRST_STAGE = ("token_embedding", "position_embedding", "embedding_norm", "project_in")
+FIRST_STAGE = ("token_embedding", "position_embedding", "embedding_norm", "project_in", "per_layer_embedding",
+               "per_layer_projection", "per_layer_projection_norm", "altup_in")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ A sliding-window layer attends to at most `window` keys: its scores are [.., T, 
 
 from __future__ import annotations
 
+from math import prod
+
 from calc.analysis.shapes.core import Dims, Rows, Shape, Step, matmul_flops, softcap_note
 from calc.analysis.shapes.norm import norm_step
 from calc.parts import MLA, Attention, QKNorm
@@ -22,7 +24,7 @@ def attention_steps(d: Dims, a: Attention, rows: Rows) -> list[Step]:
     q_heads, k_heads = d.shape("B", "h", d.new, "d_head"), d.shape("B", "kv", d.new, "d_head")
     k_all = d.shape("B", "kv", held, "d_head")
     steps = [*_projections(d, a, rows), *_heads(d, a, rows)]
-    if d.decode:
+    if d.decode and not a.kv_shared:  # a KV-shared layer reads an earlier layer's cache: nothing to append
         steps += [cache_step(d, name, d.shape("B", "kv", past, width), d.shape("B", "kv", d.new, width),
                              d.shape("B", "kv", held, width), a.window)
                   for name, width in (("k", "d_head"), ("v", _v(a)))]
@@ -31,7 +33,55 @@ def attention_steps(d: Dims, a: Attention, rows: Rows) -> list[Step]:
         steps.append(d.step("kv_groups", "KV heads shared by groups", d.shape("B", "h", held, "d_head"), (k_all,),
                             traced=False, note=groups))
     keys_t, values = d.shape("B", "h", "d_head", keys), d.shape("B", "h", keys, _v(a))
-    return steps + attend(d, a, rows, q_heads, keys_t, values)
+    return steps + attend(d, a, rows, q_heads, keys_t, values) + augment_steps(d, a, rows)
+
+
+def augment_steps(d: Dims, a: Attention, rows: Rows) -> list[Step]:
+    """Gemma-3n's AltUp and LAuReL and the per-layer input sublayer (Gemma-3n, Gemma-4), shown after
+    attention: AltUp's prediction before the layer and its correction after it, LAuReL beside
+    attention, the per-layer input after the MLP."""
+    g = a.augment
+    if g is None:
+        return []
+    x, steps = d.hidden, []
+    if g.altup_inputs:
+        n = g.altup_inputs
+        d = d.named(n=n, **{"n·n": n * n, "1": 1})
+        coefs, streams = d.shape("B", d.new, "n·n"), d.shape("n", "B", d.new, "d_model")
+        steps += [
+            d.linear("altup_router", "AltUp router ·W_router (on the normed stream 0)", x, d.shape("d_model", "n"),
+                     d.shape("B", d.new, "n"), rows.take("altup_router", "altup_router_norm"),
+                     "a tanh of n scores per token picks the mixing coefficients; its input RMS-normed"),
+            d.step("altup_predict", "AltUp predict: each stream from all n", streams, (streams, coefs),
+                   d.shape("n", "n"), rows.take("altup_predict"), 2 * prod(streams.sizes) * n,
+                   note="n² coefficients per token (from n·n² weights), then n × n mixes of the streams"),
+            d.step("altup_correct", "AltUp correct: each stream plus its share of the layer's change", streams,
+                   (streams, x), d.shape("d_model", "1"), rows.take("altup_correct", "altup_scale"),
+                   2 * prod(streams.sizes),
+                   note="the layer ran on stream 0 only; every stream takes coefficient × (output − prediction); "
+                        "stream 0 scaled by a d_model-wide output scale"),
+        ]
+    if g.laurel_rank:
+        d = d.named(r=g.laurel_rank)
+        low = d.shape("B", d.new, "r")
+        steps += [
+            d.linear("laurel_left", "LAuReL down ·W_left", x, d.shape("d_model", "r"), low, rows.take("laurel_left"),
+                     "beside attention, on the same normed input: a low-rank residual"),
+            d.linear("laurel_right", "LAuReL up ·W_right (normed, plus its input)", low, d.shape("r", "d_model"), x,
+                     rows.take("laurel_right", "laurel_norm"),
+                     "added to attention's output, the sum times 1/√2"),
+        ]
+    if g.per_layer_input:
+        d = d.named(p=g.per_layer_input)
+        narrow = d.shape("B", d.new, "p")
+        steps += [
+            d.linear("ple_gate", "per-layer input gate ·W_gate, act, × this layer's embedding slice", x,
+                     d.shape("d_model", "p"), narrow, rows.take("ple_gate"),
+                     "after the MLP: its output gated by the layer's own per-layer embedding"),
+            d.linear("ple_proj", "per-layer input projection ·W_proj (normed, added)", narrow, d.shape("p", "d_model"),
+                     x, rows.take("ple_proj", "ple_norm"), "back to d_model, RMS-normed, added to the stream"),
+        ]
+    return steps
 
 
 def _v(a: Attention) -> str:
@@ -62,7 +112,12 @@ def _projections(d: Dims, a: Attention, rows: Rows) -> list[Step]:
     fused = (f"; fused: one x·W_QKV matmul, W_QKV [{d.sizes['d_model']}, {a.q_dim + a.kv_dim + a.v_dim}] = "
              "W_Q | W_K | W_V side by side, split in three" if a.fused_qkv else "")
     steps = []
+    own = ("q",) if a.kv_shared else ("q", "k") if a.k_eq_v else ("q", "k", "v")  # Gemma-3n/4: K, V from elsewhere
+    what["q"] += "; K and V are an earlier layer's (shared), not projected here" if a.kv_shared else ""
+    what["k"] += "; the values are these keys too (V = K, before rotary)" if a.k_eq_v else ""
     for name, w, out, bias in (("q", w_q, q, a.q_bias), ("k", w_kv, kv, a.k_bias), ("v", w_v, v, a.v_bias)):
+        if name not in own:
+            continue
         big = name.upper()
         label = f"x·W_QKV (fused) → {big}" if a.fused_qkv else f"{big} = x·W_{big}"
         note = what[name] + ("; plus a bias" if bias else "") + (fused if name == "q" else "")

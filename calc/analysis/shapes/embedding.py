@@ -7,7 +7,7 @@ the token embedding's, already counted.
 
 from __future__ import annotations
 
-from math import sqrt
+from math import prod, sqrt
 
 from calc.analysis.shapes.core import Dims, Rows, Shape, Step, softcap_note
 from calc.analysis.shapes.norm import norm_step
@@ -20,7 +20,8 @@ __all__ = ["embedding_steps", "head_steps"]
 def embedding_steps(spec: ModelSpec, d: Dims) -> list[Step]:
     """Token ids -> token rows (-> project_in) (+ learned positions) (× √d_model) (-> embedding norm)."""
     e = spec.embedding
-    rows = Rows(e.params(spec.vocab_size, spec.d_model, spec.n_positions))
+    # AltUp's projections out of the streams run after the blocks: head_steps shows them
+    rows = Rows({k: n for k, n in e.params(spec.vocab_size, spec.d_model, spec.n_positions).items() if k != "altup_out"})
     ids, hidden = d.shape("B", d.new), d.hidden
     rows_out = d.shape("B", d.new, "d_embed") if e.proj_dim else hidden
     steps = [
@@ -41,8 +42,38 @@ def embedding_steps(spec: ModelSpec, d: Dims) -> list[Step]:
                         note=what))
     if e.norm is not None:
         steps.append(norm_step(d, e.norm, "embedding_norm", "embedding norm", hidden, rows.take("embedding_norm")))
+    steps += _per_layer_steps(spec, d, rows) + _altup_in(spec, d, rows)
     rows.done("embedding")
     return steps
+
+
+def _per_layer_steps(spec: ModelSpec, d: Dims, rows: Rows) -> list[Step]:
+    """Gemma-3n's and Gemma-4's per-layer inputs: a second table's rows plus a projection of the token
+    rows, normed, added and scaled by 1/√2, one p-wide slice for each layer."""
+    p = spec.embedding.per_layer
+    if p is None:
+        return []
+    d = d.named(**{"L·p": p.n_layers * p.width, "vocab_p": p.vocab_size})
+    ids, slices = d.shape("B", d.new), d.shape("B", d.new, "L·p")
+    return [
+        d.step("per_layer_embedding", "per-layer embedding", slices, (ids,), d.shape("vocab_p", "L·p"),
+               rows.take("per_layer_embedding"), note=f"{p.n_layers} layers × {p.width} channels per token, looked up"),
+        d.linear("per_layer_projection", "per-layer projection ·W (normed, added to the lookup)", d.hidden,
+                 d.shape("d_model", "L·p"), slices, rows.take("per_layer_projection", "per_layer_projection_norm"),
+                 "the token rows projected into the same slices, RMS-normed per slice; layer i reads slice i"),
+    ]
+
+
+def _altup_in(spec: ModelSpec, d: Dims, rows: Rows) -> list[Step]:
+    """Gemma-3n's AltUp: the stream becomes n streams, stream 0 the embedding, the others projections of it."""
+    n = spec.embedding.altup_inputs or 1
+    if n == 1:
+        return []
+    d = d.named(n=n, **{"(n-1)·d_model": (n - 1) * spec.d_model})
+    streams = d.shape("n", "B", d.new, "d_model")
+    return [d.step("altup_in", f"AltUp: {n} streams", streams, (d.hidden,), d.shape("d_model", "(n-1)·d_model"),
+                   rows.take("altup_in"), 2 * prod(d.hidden.sizes) * spec.d_model * (n - 1),
+                   note=f"{n - 1} d_model × d_model projections of the embedding, each rescaled to its magnitude")]
 
 
 def _positions(spec: ModelSpec, d: Dims, params: int) -> Step:
@@ -69,7 +100,7 @@ def _positions_inside(spec: ModelSpec) -> str:
 def head_steps(spec: ModelSpec, d: Dims) -> list[Step]:
     """Final norm, the last position, (project_out,) the LM head, (soft-capping,) softmax, the next token."""
     rows = Rows(spec.head.params(spec.vocab_size, spec.d_model, spec.embedding.proj_dim))
-    steps = []
+    steps = _altup_out(spec, d)
     if spec.final_norm is not None:
         params = spec.final_norm.params(spec.d_model)
         steps.append(norm_step(d, spec.final_norm, "final_norm", "final norm", d.hidden, params))
@@ -83,6 +114,18 @@ def head_steps(spec: ModelSpec, d: Dims) -> list[Step]:
     steps += _logits(spec, d, last, rows)
     rows.done("head")
     return steps
+
+
+def _altup_out(spec: ModelSpec, d: Dims) -> list[Step]:
+    """Gemma-3n's AltUp after the last block: n - 1 streams projected back, all n averaged."""
+    n = spec.embedding.altup_inputs or 1
+    if n == 1:
+        return []
+    params = spec.embedding.params(spec.vocab_size, spec.d_model, spec.n_positions)["altup_out"]
+    d = d.named(n=n, **{"n-1": n - 1})
+    return [d.step("altup_out", "AltUp: the streams back to one", d.hidden, (d.shape("n-1", "B", d.new, "d_model"),),
+                   d.shape("d_model", "d_model"), params, 2 * prod(d.hidden.sizes) * spec.d_model * (n - 1),
+                   note=f"{n - 1} d_model × d_model projections, rescaled, then the mean of the {n} streams")]
 
 
 def _logits(spec: ModelSpec, d: Dims, last: Shape, rows: Rows) -> list[Step]:

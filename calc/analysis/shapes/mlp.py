@@ -45,6 +45,10 @@ def ffn_steps(d: Dims, prefix: str, name: str, shapes: tuple[Shape, Shape, Shape
             note += f"; fused with up as one [{x.sizes[-1]}, {2 * width}] matrix (gate | up), split in two"
         steps.append(d.linear(f"{prefix}_gate", f"{name} gate ·W_gate", x, w_in, hidden,
                               rows.take(f"{prefix}_gate", f"{prefix}_gate_bias"), note + how))
+    if getattr(part, "sparsity", 0):  # Gemma-3n: a Gaussian top-k of the gate before its activation
+        steps.append(d.step(f"{prefix}_sparsity", "cut the gate below mean + std·Φ⁻¹(s)", hidden, (hidden,),
+                            note=f"each row's gate values below its mean + std × Φ⁻¹({part.sparsity:g}) set to 0 "
+                                 "(elementwise: a mean, a deviation, a subtraction, a ReLU; no parameter)"))
     steps += [
         d.linear(f"{prefix}_up", f"{name} up ·W_up", x, w_in, hidden, rows.take(f"{prefix}_up", f"{prefix}_up_bias"),
                  f"widens {who} from d_model={x.sizes[-1]} to {hidden.names[-1]}={width}" + how),
@@ -56,3 +60,4 @@ def ffn_steps(d: Dims, prefix: str, name: str, shapes: tuple[Shape, Shape, Shape
                  rows.take(f"{prefix}_down", f"{prefix}_down_bias"), "narrows back to d_model" + how),
     ]
     return steps
+

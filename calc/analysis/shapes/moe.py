@@ -30,8 +30,11 @@ def moe_steps(d: Dims, moe: MoE, rows: Rows) -> list[Step]:
     rows_in = d.shape(routed, "d_model")
     how = "; each expert multiplies only its own tokens' rows by its own matrix"
     weights = (d.shape("E", "d_model", "d_ff"), d.shape("E", "d_ff", "d_model"))
+    norm = [d.step("experts_norm", "experts' input norm", x, (x,), params=rows.take("experts_norm"),
+                   note="Gemma-4: the experts read the block's input through their own RMSNorm")] if moe.shared_norms else []
     steps = [
         *_router(d, moe, rows),
+        *norm,
         d.step("experts_dispatch", "send each token to its k experts", rows_in, (x, picks),
                note=f"each token's row once per chosen expert, grouped by expert: expert e gets [n_e, d_model], "
                     f"the tokens routed to it; Σ n_e = B·{d.new}·k"),
@@ -51,11 +54,14 @@ def _router(d: Dims, moe: MoE, rows: Rows) -> list[Step]:
     bias = "; plus a bias" if moe.router_bias else ""
     if moe.router_softcap:
         bias += f"; soft-capped, {moe.router_softcap:g}·tanh(logit / {moe.router_softcap:g})"
+    if moe.router_scale:
+        bias += "; its input RMS-normed and scaled per channel (a d_model-wide scale)"
+        pick += "; each picked expert's weight times its own learned scale"
     return [
         d.linear("router", "router ·W_router", d.hidden, d.shape("d_model", "E"), logits,
-                 rows.take("router", "router_bias"), f"one logit per expert{bias}"),
-        d.step("router_topk", "top-k experts", picks, (logits,), params=rows.take("router_score_bias_param"),
-               note=pick),
+                 rows.take("router", "router_bias", "router_scale"), f"one logit per expert{bias}"),
+        d.step("router_topk", "top-k experts", picks, (logits,),
+               params=rows.take("router_score_bias_param", "router_expert_scale"), note=pick),
     ]
 
 
@@ -70,5 +76,9 @@ def _shared(d: Dims, moe: MoE, rows: Rows) -> list[Step]:
         steps.append(d.linear("shared_expert_gate", "sigmoid gate of the shared expert ·w", x,
                               d.shape("d_model", "1"), gate, rows.take("shared_expert_gate"),
                               "sigmoid(x·w) scales the shared expert's output"))
+    if moe.shared_norms:
+        steps += [d.step(f"{name}", label, x, (x,), params=rows.take(name), note="Gemma-4: RMSNorm before the sum")
+                  for name, label in (("shared_mlp_post_norm", "shared expert's output norm"),
+                                      ("experts_post_norm", "experts' output norm"))]
     n = f"{moe.n_shared} shared experts as one MLP" if moe.n_shared > 1 else "the shared expert"
     return steps + [d.step("moe_out", "routed + shared", x, (x, x), note=f"{n}, every token, added to the routed sum")]

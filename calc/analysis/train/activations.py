@@ -94,7 +94,29 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
     else:
         core = [Term("softmax output P", b * h * s * keys, act, "tp")]
-    return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *core]
+    return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *core, *_augment(a, n, d, act)]
+
+
+def _augment(a: Attention | MLA, n: int, d: int, act: int) -> list[Term]:
+    """Gemma-3n's AltUp (the n streams the prediction and the correction read, the router's input and
+    scores), LAuReL (its rank-r middle and its normed output) and the per-layer input sublayer (the
+    gate's input, its activation and the product, the projection's output). Not yet checked with
+    saved-tensor hooks: the torch reference does not build these."""
+    g = getattr(a, "augment", None)
+    if g is None:
+        return []
+    terms = []
+    if g.altup_inputs:
+        k = g.altup_inputs
+        terms.append(Term("AltUp: the streams, predicted and corrected; the router's input and scores",
+                          2 * k * n * d + n * d + 2 * n * k, act, "sp"))
+    if g.laurel_rank:
+        terms.append(Term("LAuReL: the rank-r middle, the output and its norm", n * g.laurel_rank + 2 * n * d, act, "sp"))
+    if g.per_layer_input:
+        p = g.per_layer_input
+        terms.append(Term("per-layer input: gate input, gate, activation, product, projection and norm",
+                          2 * n * d + 3 * n * p + n * d, act, "sp"))
+    return terms
 
 
 def _mamba2(m: Mamba2, n: int, d: int, act: int) -> list[Term]:

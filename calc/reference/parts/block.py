@@ -66,6 +66,19 @@ def _home(slots: dict[str, Slot]) -> str:
     return ".".join(p for p in common if p)
 
 
+# Options counted, cached and shaped, not yet computed by the reference (Gemma-3n, Gemma-4), by name.
+_UNBUILT = (("attention", "v_norm", "a V-norm"), ("attention", "kv_shared", "K and V shared between layers"),
+            ("attention", "k_eq_v", "values equal to keys"), ("attention", "augment", "AltUp, LAuReL or per-layer inputs"),
+            ("mlp", "sparsity", "activation sparsity"), ("mlp", "shared_norms", "a MoE beside its MLP"),
+            ("mlp", "router_scale", "a scaled router"))
+
+
+def _refuse_unbuilt(block: Block) -> None:
+    for part, field, what in _UNBUILT:
+        if getattr(getattr(block, part), field, None):
+            raise GptcalcError(f"the torch reference does not implement {what} ({part} {field}) yet")
+
+
 class Layer(nn.Module):
     def __init__(self, block: Block, slots: dict[str, Slot], lay: dict[str, Any], n_positions: int) -> None:
         super().__init__()
@@ -77,6 +90,7 @@ class Layer(nn.Module):
         if block.attention is not None:
             if block.attention.kind not in MIXERS:  # Mamba (v1): counted, cached, shaped; no torch module yet
                 raise GptcalcError(f"the torch reference does not implement the {block.attention.kind} mixer yet")
+            _refuse_unbuilt(block)
             self.parts["attn"] = MIXERS[block.attention.kind].of(block, n_positions, lay)
         if block.mlp is not None:
             self.parts["mlp"] = MoE(block.mlp, lay.get("experts_order", "out_in")) if block.mlp.kind == "moe" \

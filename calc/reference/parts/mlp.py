@@ -58,7 +58,10 @@ class MLP(Part):
         if gate is not None:
             trace(f"{self.step}_gate", gate)
         trace(f"{self.step}_up", up)
-        h = self._act(weights, gate) * up if gate is not None else self._act(weights, up)
+        if gate is not None and s.clamp:  # Step-3.7's clamped SwiGLU
+            h = self._act(weights, gate).clamp(max=s.clamp) * up.clamp(-s.clamp, s.clamp)
+        else:
+            h = self._act(weights, gate) * up if gate is not None else self._act(weights, up)
         trace(f"{self.step}_act", h)
         y = weights[f"{p}down"](h)  # (B, T, d)
         trace(f"{self.step}_down", y)

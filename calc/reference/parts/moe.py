@@ -116,6 +116,8 @@ class MoE(Part):
             if s.swiglu_limit is not None:
                 gate, up = gate.clamp(max=s.swiglu_limit), up.clamp(-s.swiglu_limit, s.swiglu_limit)
                 act = gate * torch.sigmoid(gate * GPT_OSS_ALPHA) * (up + 1)
+            elif s.clamp is not None:  # Step-3.7: the activation clamped from above, up on both sides
+                act = self.act(gate).clamp(max=s.clamp) * up.clamp(-s.clamp, s.clamp)
             else:
                 act = self.act(gate) * up
         keep.setdefault("experts_act", []).append(act)
