@@ -206,6 +206,8 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     "nemotron_h": _NEMOTRON_H,
     "bamba": {**LLAMA, **_mamba2("mamba"), "final_norm": "model.final_layernorm", "mlp_in": "pre_ff_layernorm",
               "gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj", "down": "feed_forward.down_proj"},
+    "falcon_h1": {**LLAMA, **_mamba2("mamba"), "final_norm": "model.final_layernorm", "mlp_in": "pre_ff_layernorm",
+                  "gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj", "down": "feed_forward.down_proj"},
     "granitemoehybrid": {**LLAMA, **_mamba2("mamba"), "router": "block_sparse_moe.router",
                          "experts": "block_sparse_moe.experts", "shared": "shared_mlp",
                          "gate_up": "shared_mlp.input_linear", "down": "shared_mlp.output_linear",

@@ -129,7 +129,7 @@ def _mamba2(s: _Slots, m: Any, d: int) -> None:
         s.add(role, s.lay[role], (h,), role)
     if m.gated_norm:
         s.add("ssm_norm.weight", f"{s.lay['ssm_norm']}.weight", (inner,), "ssm_norm", init="ones", kind="norm")
-    s.linear("ssm_out", inner, d, "ssm_out", m.proj_bias and "ssm_out_bias")
+    s.linear("ssm_out", inner, d, "ssm_out", m.has_out_bias and "ssm_out_bias")
 
 
 def _mamba(s: _Slots, m: Any, d: int) -> None:
@@ -170,8 +170,14 @@ def _short_conv(s: _Slots, c: Any, d: int) -> None:
 
 
 # Each token mixer's tensors, by the part's kind (its fields say which exist and their shapes).
+def _parallel(s: _Slots, p: Any, d: int) -> None:
+    """A parallel group: each member's tensors under its own paths (Falcon-H1's self_attn and mamba)."""
+    for mixer in p.mixers:
+        MIXERS[mixer.kind](s, mixer, d)
+
+
 MIXERS = {"attention": _attention, "mla": _mla, "mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet,
-          "short_conv": _short_conv}
+          "short_conv": _short_conv, "parallel": _parallel}
 
 
 def _mlp(s: _Slots, m: Any, d: int, prefix: str = "mlp", container: str | None = None) -> None:

@@ -25,6 +25,8 @@ class MLP(Part):
     activation: MLPActivation = "gelu"
     bias: bool = False  # on up (and gate) and on down
     fused_gate_up: bool = False
+    gate_scale: float | None = Field(default=None, strict=False)  # the gate's pre-activation times this (Falcon-H1)
+    down_scale: float | None = Field(default=None, strict=False)  # the output times this (Falcon-H1)
 
     def params(self, d_model: int, prefix: str = "mlp") -> dict[str, int]:
         d, f = d_model, self.d_ff

@@ -19,11 +19,12 @@ from calc.errors import GptcalcError
 from calc.parts import MLA, MLP, Attention, Embedding, GatedDeltaNet, Head, Mamba, Mamba2, MoE, Norm, ShortConv
 from calc.parts.base import Field, Part, field_validator, model_validator
 from calc.parts.cache import CacheSpec
+from calc.parts.parallel import Member, Parallel
 
 __all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "is_flat", "spec_from_dict"]
 
 NormPosition = Literal["attn_in", "attn_out", "mlp_in", "mlp_out"]
-Mixer = Attention | MLA | Mamba | Mamba2 | GatedDeltaNet | ShortConv
+Mixer = Attention | MLA | Mamba | Mamba2 | GatedDeltaNet | ShortConv | Parallel
 NORM_COMPONENTS = {"attn_in": "attn_norm", "attn_out": "attn_post_norm", "mlp_in": "mlp_norm", "mlp_out": "mlp_post_norm"}
 
 
@@ -31,7 +32,8 @@ class Block(Part):
     """One layer: a token mixer, an MLP, and where its norms sit.
 
     The token mixer (`attention`) is what lets a token see the others: attention (`attention`,
-    `mla`) or one of the mechanisms hybrids use instead (`mamba2`, `gated_deltanet`, `short_conv`).
+    `mla`) or one of the mechanisms hybrids use instead (`mamba2`, `gated_deltanet`, `short_conv`),
+    or a parallel group of them (`parallel`: Falcon-H1's attention and Mamba2 on the same input).
     Either sublayer may be absent: Mamba2 and Nemotron-H layers hold a mixer alone, Nemotron-H's
     MLP layers an MLP alone (`attention: null` / `mlp: null`).
 
@@ -91,6 +93,17 @@ class Block(Part):
     def sublayers(self) -> tuple[Mixer | MLP | MoE, ...]:
         """The mixer and the MLP this layer has, in the order a token meets them."""
         return tuple(part for part in (self.attention, self.mlp) if part is not None)
+
+    def mixers(self) -> tuple[Member, ...]:
+        """The mechanisms this layer's mixer is made of: a parallel group's members, or the mixer itself."""
+        if self.attention is None:
+            return ()
+        return self.attention.mixers if isinstance(self.attention, Parallel) else (self.attention,)
+
+    def with_mixer(self, mixer: Member) -> "Block":
+        """This layer with `mixer` as its only mixer: how a parallel group's member is built alone."""
+        return type(self).model_construct(**{**{name: getattr(self, name) for name in self.model_fields},
+                                             "attention": mixer})
 
     def params(self, d_model: int) -> dict[str, int]:
         """One layer's components, in the order a token meets them."""
@@ -233,9 +246,9 @@ class ModelSpec(Part):
     def attention_parts(self) -> Iterator[tuple[str, Attention | MLA]]:
         """Each used block kind's attention (MHA/GQA/MQA or MLA): the layers that cache keys per token."""
         for name in self.layer_counts():
-            part = self.blocks[name].attention
-            if part is not None and part.cache(self.d_model).tokens:
-                yield name, part
+            for part in self.blocks[name].mixers():  # a parallel group's attention member too (Falcon-H1)
+                if part.cache(self.d_model).tokens:
+                    yield name, part
 
     def with_kv_heads(self, n_kv_heads: int) -> "ModelSpec":
         """The same model with every (non-MLA) attention using `n_kv_heads` KV heads (for MHA/GQA/MQA

@@ -1,5 +1,7 @@
 """One block kind's steps: its attention part and its MLP part, put in order by the block's norm
-positions (`attn_in`, `attn_out`, `mlp_in`, `mlp_out`), `parallel` and `post_ln`.
+positions (`attn_in`, `attn_out`, `mlp_in`, `mlp_out`), `parallel` and `post_ln`. A parallel group
+of mixers (Falcon-H1) gives each member's steps in turn, all reading the same normed x, and one
+residual add of their summed outputs.
 
     sequential:  [attn_in] attention [attn_out] + x  ->  [mlp_in] MLP [mlp_out] + x
     parallel:    [attn_in] attention [attn_out]  and  [mlp_in] MLP [mlp_out], both on x, added to x together
@@ -32,8 +34,8 @@ def block_steps(d: Dims, block: Block, d_model: int, name: str, layers: int) -> 
     d = d.within(name)
     rows = Rows(block.params(d_model))
     a, m = block.attention, block.mlp
-    steps_of, mixer = MIXERS[a.kind] if a else (None, "")
-    attention = steps_of(d, a, rows) if a else []
+    attention = [step for part in block.mixers() for step in MIXERS[part.kind][0](d, part, rows)]
+    mixer = " + ".join(MIXERS[part.kind][1] for part in block.mixers())  # a parallel group's outputs are summed
     mlp = [] if m is None else moe_steps(d, m, rows) if block.is_moe else mlp_steps(d, m, rows)
 
     def norm(position: str) -> list[Step]:
@@ -44,8 +46,9 @@ def block_steps(d: Dims, block: Block, d_model: int, name: str, layers: int) -> 
         return [norm_step(d, block.norm, component, NORM_LABELS[component], d.hidden, rows.take(component), where)]
 
     x, out = d.hidden, f"the block's output; × {layers} layer{'s' if layers > 1 else ''}"
-    add_attention = d.step("attn_residual", f"residual: x + {mixer}", x, (x, x),
-                           note=out if m is None else f"adds {mixer}'s change to the block's input")
+    summed = " (the parallel mixers' outputs, each times its scale, summed)" if len(block.mixers()) > 1 else ""
+    add_attention = d.step("attn_residual", f"residual: x + {mixer}", x, (x,) * (1 + len(block.mixers())),
+                           note=out if m is None else f"adds {mixer}'s change to the block's input{summed}")
     add_mlp = d.step("mlp_residual", "residual: x + MLP", x, (x, x), note=out)
     if block.parallel:
         shared = ("x, each through its own norm" if "mlp_in" in block.norms
@@ -65,10 +68,11 @@ def block_steps(d: Dims, block: Block, d_model: int, name: str, layers: int) -> 
 
 def block_notes(block: Block, name: str) -> list[str]:
     """What a block's parts want said once under the table."""
-    a = block.attention
-    notes = list(cache_note(a)) if a is not None and a.kind == "mla" else []
-    window = getattr(a, "window", None)
-    if window:
-        notes.append(f"sliding window ({name} layers): each query sees at most the last {window:,} keys; "
-                     f"a decode step's rolling KV cache holds at most {window:,}")
+    notes = []
+    for a in block.mixers():
+        notes += list(cache_note(a)) if a.kind == "mla" else []
+        window = getattr(a, "window", None)
+        if window:
+            notes.append(f"sliding window ({name} layers): each query sees at most the last {window:,} keys; "
+                         f"a decode step's rolling KV cache holds at most {window:,}")
     return notes + (list(MOE_NOTE) if block.is_moe else [])

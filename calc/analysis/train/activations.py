@@ -163,7 +163,8 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
         return [Term("layer input (the checkpoint)", n * d, act, "sp")]
     norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})")]
     mlp = _mlp(block.mlp, n, d, act) if block.mlp is not None else []
-    return [*norms, *_mixer(block.attention, b, s, d, act, recompute, flash), *mlp]
+    mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash)]  # a parallel group's each
+    return [*norms, *mixers, *mlp]
 
 
 def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str) -> list[Term]:
