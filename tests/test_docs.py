@@ -71,6 +71,7 @@ TABLE_FILES = {
     "qwen3_5_moe_text": "tests/configs/model_types/qwen3_5_moe-397b.json",
     "nemotron_h": "tests/configs/model_types/nemotron_h.json",
     "minimax_m2": "tests/configs/model_types/minimax_m2.json", "afmoe": "tests/configs/model_types/afmoe.json",
+    "falcon_h1": "tests/configs/model_types/falcon_h1.json", "longcat_flash": "tests/configs/model_types/longcat_flash.json",
 }
 
 

@@ -169,6 +169,12 @@ TINY: dict[str, dict[str, Any]] = {
                   "attention_in_multiplier": 1.2, "attention_out_multiplier": 0.7, "ssm_in_multiplier": 1.1,
                   "ssm_out_multiplier": 0.6, "mlp_multipliers": [1.5, 0.5],
                   "ssm_multipliers": [0.9, 1.1, 0.8, 1.2, 1.3]},
+    # LongCat-Flash: two MLA + SwiGLU pairs per layer and a shortcut MoE with zero-computation experts
+    "longcat_flash": {"vocab_size": VOCAB, "hidden_size": 32, "ffn_hidden_size": 48, "expert_ffn_hidden_size": 16,
+                      "num_layers": 2, "num_attention_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 24,
+                      "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "head_dim": 4, "v_head_dim": 8, "n_routed_experts": 4,
+                      "zero_expert_num": 2, "moe_topk": 2, "routed_scaling_factor": 2.0, "max_position_embeddings": 64,
+                      **_IDS},
     "granitemoehybrid": {**_COMMON, "layer_types": ["linear_attention", "full_attention"], "intermediate_size": 16,
                          "shared_intermediate_size": 24, "num_local_experts": 4, "num_experts_per_tok": 2,
                          "mamba_n_heads": 8, "mamba_d_state": 16, "position_embedding_type": "rope"},
@@ -191,4 +197,4 @@ def tiny_config(model_type: str) -> dict[str, Any]:
 # Model types whose mechanism the torch reference does not build yet (DSA's indexer and its top-k
 # selection, Mamba version 1): verify refuses them by name (tests/test_reference_equivalence.py checks the refusal),
 # while count, kvcache and the header check cover them (tests/test_hybrids.py).
-NO_TORCH_YET = {"deepseek_v32", "glm_moe_dsa", "mamba", "falcon_mamba", "jamba"}
+NO_TORCH_YET = {"deepseek_v32", "glm_moe_dsa", "mamba", "falcon_mamba", "jamba", "longcat_flash"}

@@ -208,6 +208,12 @@ LAYOUTS: dict[str, dict[str, Any]] = {
               "gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj", "down": "feed_forward.down_proj"},
     "falcon_h1": {**LLAMA, **_mamba2("mamba"), "final_norm": "model.final_layernorm", "mlp_in": "pre_ff_layernorm",
                   "gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj", "down": "feed_forward.down_proj"},
+    "longcat_flash": {**LLAMA, "attn_in": "input_layernorm.{sub}", "mlp_in": "post_attention_layernorm.{sub}",
+                      **{role: path.replace("self_attn.", "self_attn.{sub}.") for role, path in LLAMA.items()
+                         if role in ("q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "o")},
+                      "gate": "mlps.{sub}.gate_proj", "up": "mlps.{sub}.up_proj", "down": "mlps.{sub}.down_proj",
+                      "router": "mlp.router.classifier", "score_bias": "mlp.router.e_score_correction_bias",
+                      "rope": "interleaved"},
     "granitemoehybrid": {**LLAMA, **_mamba2("mamba"), "router": "block_sparse_moe.router",
                          "experts": "block_sparse_moe.experts", "shared": "shared_mlp",
                          "gate_up": "shared_mlp.input_linear", "down": "shared_mlp.output_linear",

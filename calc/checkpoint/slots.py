@@ -209,7 +209,7 @@ def _xielu(s: _Slots, role: str, path: str, target: str) -> None:
 
 
 def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
-    lay, e, f = s.lay, m.n_experts, m.d_ff
+    lay, e, f = s.lay, m.choices, m.d_ff  # the router scores zero-computation experts too (LongCat-Flash)
     names = {**lay, **(lay.get("hub") or {})} if hub else lay
     s.linear("router", d, e, "router", m.router_bias and "router_bias", path=names["router"])
     if m.score_bias:  # ERNIE-4.5 stores it [1, E] and counts it (a parameter without gradient)
@@ -260,7 +260,27 @@ def _stacked_rows(s: _Slots, m: Any, d: int) -> None:
 
 
 def block_slots(lay: dict[str, Any], block: Block, d: int, hub: bool = False) -> dict[str, Slot]:
-    """One layer's tensors, names relative to `layers.{layer}.` (`{expert}` in a hub layout)."""
+    """One layer's tensors, names relative to `layers.{layer}.` (`{expert}` in a hub layout). A layer
+    of several mixer + MLP pairs (LongCat-Flash) has each pair's under its own index, `{sub}` in the
+    layout's paths, roles `0.q_a`, `1.q_a`, ...; a shortcut's roles are `shortcut.router`, ..."""
+    if block.pairs == 1 and block.shortcut is None:
+        return _pair_slots(lay, block, d, hub)
+    slots = {f"{i}.{role}": slot for i in range(block.pairs)
+             for role, slot in _pair_slots(_sub_layout(lay, i), block, d, hub).items()}
+    if block.shortcut is not None:
+        s = _Slots(lay, hub)
+        _moe(s, block.shortcut, d, hub) if block.shortcut.kind == "moe" else _mlp(s, block.shortcut, d)
+        slots.update({f"shortcut.{role}": slot for role, slot in s.slots.items()})
+    return slots
+
+
+def _sub_layout(lay: dict[str, Any], index: int) -> dict[str, Any]:
+    """The layout with `{sub}` in every path replaced by a pair's index."""
+    return {key: value.replace("{sub}", str(index)) if isinstance(value, str) else value for key, value in lay.items()}
+
+
+def _pair_slots(lay: dict[str, Any], block: Block, d: int, hub: bool) -> dict[str, Slot]:
+    """One mixer + MLP pair's tensors with its norms."""
     s = _Slots(lay, hub)
     parallel_names = lay.get("parallel_norms") if block.parallel and len(block.norms) == 2 else None
     norm_path = {pos: (parallel_names or {}).get(pos, lay.get(pos)) for pos in block.norms}
@@ -273,7 +293,7 @@ def block_slots(lay: dict[str, Any], block: Block, d: int, hub: bool = False) ->
         MIXERS[block.attention.kind](s, block.attention, d)
     for position in (p for p in positions if p in ("attn_out", "mlp_in")):
         s.norm(position, block.norm, d, targets[position], norm_path[position])
-    if block.is_moe:
+    if block.mlp is not None and block.mlp.kind == "moe":
         _moe(s, block.mlp, d, hub)
     elif block.mlp is not None:
         _mlp(s, block.mlp, d)

@@ -125,7 +125,7 @@ def _lora_terms(spec: ModelSpec, kind: str, s: Setup) -> list[Term]:
     wanted = {i for t in s.lora_targets for i in LORA_TARGETS[t]}
     rows = s.micro_batch * s.seq
     adapted = [st for st in journey(spec, 1).steps if st.block == kind and st.id in wanted]
-    per_token = sum(spec.blocks[kind].mlp.top_k if st.id.startswith("experts") else 1 for st in adapted)
+    per_token = sum(spec.blocks[kind].moe.top_k if st.id.startswith("experts") else 1 for st in adapted)
     return [Term("LoRA: A's outputs", rows * per_token * s.lora_rank, 4, "")] if adapted else []
 
 

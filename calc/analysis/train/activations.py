@@ -145,7 +145,7 @@ def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
     terms = [Term("MLP input (normed x)", n * d, act, "sp")]
     if isinstance(m, MoE):
         rows = n * m.top_k
-        terms += [Term("router: softmax over experts", n * m.n_experts, act, ""),
+        terms += [Term("router: softmax over experts", n * m.choices, act, ""),
                   Term("routed rows (experts' input)", rows * d, act, "sp"),
                   Term("experts' hidden", (4 if m.gated else 2) * rows * m.d_ff, act, "tp"),
                   Term("experts' outputs and routing weights", rows * d + rows, act, "sp")]
@@ -164,7 +164,8 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})")]
     mlp = _mlp(block.mlp, n, d, act) if block.mlp is not None else []
     mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash)]  # a parallel group's each
-    return [*norms, *mixers, *mlp]
+    shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
+    return [*norms, *mixers, *mlp] * block.pairs + shortcut
 
 
 def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str) -> list[Term]:

@@ -70,6 +70,9 @@ def _home(slots: dict[str, Slot]) -> str:
 class Layer(nn.Module):
     def __init__(self, block: Block, slots: dict[str, Slot], lay: dict[str, Any], n_positions: int) -> None:
         super().__init__()
+        if block.pairs > 1 or block.shortcut is not None:  # LongCat-Flash: counted, cached, shaped; no module yet
+            raise GptcalcError("the torch reference does not implement layers of several mixer + MLP pairs "
+                               "or a shortcut MoE yet")
         self.block = block
         norms = {r: s for r, s in slots.items() if _base(r) in NORM_ROLES}
         mixer = {r: s for r, s in slots.items() if _base(r) in MIXER_ROLES}
