@@ -73,6 +73,7 @@ TABLE_FILES = {
     "gemma3n_text": "tests/configs/model_types/gemma3n_text-e2b.json",
     "gemma4_text": "tests/configs/model_types/gemma4-26b-a4b.json",
     "minimax_m2": "tests/configs/model_types/minimax_m2.json", "afmoe": "tests/configs/model_types/afmoe.json",
+    "falcon_h1": "tests/configs/model_types/falcon_h1.json", "longcat_flash": "tests/configs/model_types/longcat_flash.json",
 }
 
 

@@ -22,6 +22,8 @@ import pytest
 from click.testing import CliRunner
 
 from calc.analysis.count import count
+from calc.errors import GptcalcError
+from calc.spec.model import spec_from_dict
 from calc.analysis.memory.kv import kv_cache
 from calc.cli import main
 from calc.spec.load import load_spec
@@ -30,7 +32,7 @@ from tiny_models import VOCAB, tiny_config
 
 CONFIGS = Path(__file__).resolve().parent / "configs" / "model_types"
 HYBRIDS = ["qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "mamba2", "nemotron_h", "bamba", "granitemoehybrid",
-           "lfm2", "lfm2_moe", "mamba", "falcon_mamba", "jamba"]
+           "lfm2", "lfm2_moe", "mamba", "falcon_mamba", "jamba", "falcon_h1"]
 BATCH = 2
 
 
@@ -146,6 +148,21 @@ def test_rounded_published_totals(name: str, total_b: int, active_b: int | None)
     b = count(load_spec(name))
     assert round(b.total / 1e9) == total_b
     assert (b.active is None) if active_b is None else round((b.active - b.embeddings) / 1e9) == active_b
+
+
+def test_falcon_h1_0_5b_published_total() -> None:
+    # source: https://huggingface.co/tiiuae/Falcon-H1-0.5B-Base (the name: 0.5B); 521,411,104 is transformers' own count
+    assert round(count(load_spec(str(CONFIGS / "falcon_h1.json"))).total / 1e8) == 5
+
+
+def test_a_parallel_group_holds_different_mixers() -> None:
+    """Two members of one kind would share component keys (and tensor names): refused by name."""
+    attention = {"n_heads": 2, "head_dim": 8}
+    spec = {"vocab_size": 10, "d_model": 16, "n_positions": 8, "final_norm": None, "head": {"tied": True},
+            "blocks": {"b": {"attention": {"kind": "parallel", "mixers": [attention, attention]}, "mlp": None,
+                             "norm": {"kind": "rmsnorm"}}}, "layers": [[1, "b"]]}
+    with pytest.raises(GptcalcError, match="blocks.b.attention.*two members have the component"):
+        spec_from_dict(spec, "spec")
 
 
 # DeepSeek-V3.2's sparse attention (DSA): MLA plus a lightning indexer whose keys are a second per-token cache.

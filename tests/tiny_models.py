@@ -182,6 +182,21 @@ TINY: dict[str, dict[str, Any]] = {
                    "moe_intermediate_size": 16, "moe_shared_expert_intermediate_size": 24, "num_experts_per_tok": 2},
     "bamba": {**_COMMON, "num_hidden_layers": 3, "attn_layer_indices": [1], "mamba_n_heads": 8, "mamba_d_state": 16,
               "mamba_n_groups": 2},
+    # Falcon-H1: attention and Mamba2 in parallel in every layer, every muP multiplier away from 1, the
+    # gated norm on (normed before the gate), out_proj's bias apart from in_proj's
+    "falcon_h1": {**_COMMON, "head_dim": 8, "mamba_d_ssm": 64, "mamba_n_heads": 8, "mamba_d_head": "auto",
+                  "mamba_d_state": 16, "mamba_n_groups": 2, "mamba_chunk_size": 4, "mamba_rms_norm": True,
+                  "mamba_norm_before_gate": True, "projectors_bias": True, "attention_bias": True,
+                  "embedding_multiplier": 2.0, "lm_head_multiplier": 0.5, "key_multiplier": 0.8,
+                  "attention_in_multiplier": 1.2, "attention_out_multiplier": 0.7, "ssm_in_multiplier": 1.1,
+                  "ssm_out_multiplier": 0.6, "mlp_multipliers": [1.5, 0.5],
+                  "ssm_multipliers": [0.9, 1.1, 0.8, 1.2, 1.3]},
+    # LongCat-Flash: two MLA + SwiGLU pairs per layer and a shortcut MoE with zero-computation experts
+    "longcat_flash": {"vocab_size": VOCAB, "hidden_size": 32, "ffn_hidden_size": 48, "expert_ffn_hidden_size": 16,
+                      "num_layers": 2, "num_attention_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 24,
+                      "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "head_dim": 4, "v_head_dim": 8, "n_routed_experts": 4,
+                      "zero_expert_num": 2, "moe_topk": 2, "routed_scaling_factor": 2.0, "max_position_embeddings": 64,
+                      **_IDS},
     "granitemoehybrid": {**_COMMON, "layer_types": ["linear_attention", "full_attention"], "intermediate_size": 16,
                          "shared_intermediate_size": 24, "num_local_experts": 4, "num_experts_per_tok": 2,
                          "mamba_n_heads": 8, "mamba_d_state": 16, "position_embedding_type": "rope"},
@@ -209,4 +224,5 @@ def tiny_config(model_type: str) -> dict[str, Any]:
 # multimodal model around them (tests/test_step3p7.py; tests/oracle.py WRAPPED for counts).
 NO_CAUSAL_LM = {"step3p5"}
 
-NO_TORCH_YET = {"deepseek_v32", "glm_moe_dsa", "mamba", "falcon_mamba", "jamba", "gemma3n_text", "gemma4_text"}
+NO_TORCH_YET = {"deepseek_v32", "glm_moe_dsa", "mamba", "falcon_mamba", "jamba", "gemma3n_text", "gemma4_text",
+                "longcat_flash"}

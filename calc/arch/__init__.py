@@ -80,6 +80,8 @@ ADAPTERS: dict[str, str] = {
     "qwen3_5_text": "qwen3_next",
     "qwen3_5_moe_text": "qwen3_next",
     "mamba2": "mamba",
+    "falcon_h1": "falcon_h1",
+    "longcat_flash": "longcat_flash",
     "mamba": "mamba1",
     "falcon_mamba": "mamba1",
     "jamba": "mamba1",

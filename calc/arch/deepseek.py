@@ -30,7 +30,7 @@ from calc.arch.common import KEYS, decoder, gated_mlp, kind_stack, norm, rope, w
 from calc.arch.config import Config
 from calc.arch.moe_common import deepseek_moe, dense_then_moe, grouped_sigmoid, mlp_typed_stack, mtp
 
-__all__ = ["DEFAULTS", "spec_dict"]
+__all__ = ["DEFAULTS", "mla", "spec_dict"]
 
 _COMMON = {"rms_norm_eps": 1e-6, "tie_word_embeddings": False, "attention_bias": False, "kv_lora_rank": 512,
            "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
@@ -80,7 +80,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(cfg, DEFAULTS[arch])
     cfg = cfg.replace({**cfg.data, **FIXED.get(arch, {})})
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
-    attn, bias, v2 = _mla(cfg), cfg.bool("mlp_bias"), arch == "deepseek_v2"
+    attn, bias, v2 = mla(cfg), cfg.bool("mlp_bias"), arch == "deepseek_v2"
     mlps = {"dense": gated_mlp(cfg, bias=bias),
             "moe": deepseek_moe(cfg, score_bias=not v2, bias=bias, **_routing(cfg, arch))}
     blocks = {name: {"attention": attn, "mlp": mlp, "norm": rms} for name, mlp in mlps.items()}
@@ -154,8 +154,8 @@ def _routing(cfg: Config, model_type: str) -> dict[str, Any]:
             "topk_group": cfg.int("topk_group") if grouped else 1, "routed_scale": cfg.float("routed_scaling_factor")}
 
 
-def _mla(cfg: Config) -> dict[str, Any]:
-    """DeepseekV3Attention: the latent norms are RMSNorms at their default eps of 1e-6."""
+def mla(cfg: Config) -> dict[str, Any]:
+    """DeepseekV3Attention (also LongCat-Flash's): the latent norms are RMSNorms at their default eps of 1e-6."""
     rope_dim = cfg.int("qk_rope_head_dim")
     return {"kind": "mla", "n_heads": cfg.int(*KEYS["n_heads"]), "q_lora_rank": cfg.int("q_lora_rank", default=None),
             "kv_lora_rank": cfg.int("kv_lora_rank"), "qk_nope_head_dim": cfg.int("qk_nope_head_dim"),

@@ -141,7 +141,7 @@ def _templates(table: TensorTable) -> Iterator[Template]:
     spec, layers_path = table.spec, table.layers
     for slot in table.model.values():
         yield slot.name.replace("{", "{{").replace("}", "}}"), slot, (slot.shape, slot.shape), False, False, [None], 0
-    n_experts = {name: getattr(block.mlp, "n_experts", 0) for name, block in spec.blocks.items()}
+    n_experts = {name: block.moe.n_experts if block.moe else 0 for name, block in spec.blocks.items()}
     kinds = list(chain.from_iterable(repeat(run.block, run.repeat) for run in spec.layers))
     for kind in spec.blocks:
         layers = list(compress(range(len(kinds)), map(eq, kinds, repeat(kind))))

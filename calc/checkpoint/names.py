@@ -128,8 +128,8 @@ class TensorTable:
             kind = self._kinds[layer] = self.spec.block_at(min(layer, self.n_layers - 1))
         rest = match.group(2)
         keyed = self._keys.get(rest)
-        if keyed is None:
-            expert = _EXPERT.search(rest)
+        if keyed is None:  # a slot's own index (LongCat-Flash's self_attn.1) is no expert's
+            expert = None if rest in self._relative[kind] else _EXPERT.search(rest)
             keyed = (rest, None) if expert is None else \
                 (rest[:expert.start()] + ".{expert}." + rest[expert.end():], int(expert.group(1)))
             if len(self._keys) < 65_536:  # layer-relative names repeat per layer; expert indices multiply them
@@ -153,7 +153,7 @@ class TensorTable:
         shapes = {s.name: s.shape for role, s in self.model.items() if role.split(".")[0] in _BELOW_STACK}
         above = {s.name: s.shape for role, s in self.model.items() if role.split(".")[0] not in _BELOW_STACK}
         tables = self.hub if hub else self.blocks
-        n_experts = {name: getattr(block.mlp, "n_experts", 0) for name, block in self.spec.blocks.items()}
+        n_experts = {name: block.moe.n_experts if block.moe else 0 for name, block in self.spec.blocks.items()}
         for layer in range(self.spec.n_layers):
             kind = self.spec.block_at(layer)
             for slot in tables[kind].values():

@@ -157,7 +157,7 @@ def _mamba2(s: _Slots, m: Any, d: int) -> None:
         s.add(role, s.lay[role], (h,), role)
     if m.gated_norm:
         s.add("ssm_norm.weight", f"{s.lay['ssm_norm']}.weight", (inner,), "ssm_norm", init="ones", kind="norm")
-    s.linear("ssm_out", inner, d, "ssm_out", m.proj_bias and "ssm_out_bias")
+    s.linear("ssm_out", inner, d, "ssm_out", m.has_out_bias and "ssm_out_bias")
 
 
 def _mamba(s: _Slots, m: Any, d: int) -> None:
@@ -198,8 +198,14 @@ def _short_conv(s: _Slots, c: Any, d: int) -> None:
 
 
 # Each token mixer's tensors, by the part's kind (its fields say which exist and their shapes).
+def _parallel(s: _Slots, p: Any, d: int) -> None:
+    """A parallel group: each member's tensors under its own paths (Falcon-H1's self_attn and mamba)."""
+    for mixer in p.mixers:
+        MIXERS[mixer.kind](s, mixer, d)
+
+
 MIXERS = {"attention": _attention, "mla": _mla, "mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet,
-          "short_conv": _short_conv}
+          "short_conv": _short_conv, "parallel": _parallel}
 
 
 def _mlp(s: _Slots, m: Any, d: int, prefix: str = "mlp", container: str | None = None) -> None:
@@ -231,7 +237,7 @@ def _xielu(s: _Slots, role: str, path: str, target: str) -> None:
 
 
 def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
-    lay, e, f = s.lay, m.n_experts, m.d_ff
+    lay, e, f = s.lay, m.choices, m.d_ff  # the router scores zero-computation experts too (LongCat-Flash)
     names = {**lay, **(lay.get("hub") or {})} if hub else lay
     if m.router_scale:  # Gemma-4: a d-wide input scale and one scale per expert beside the router
         s.add("router_scale", names["router_scale"], (d,), "router_scale", init="ones")
@@ -289,7 +295,27 @@ def _stacked_rows(s: _Slots, m: Any, d: int) -> None:
 
 
 def block_slots(lay: dict[str, Any], block: Block, d: int, hub: bool = False) -> dict[str, Slot]:
-    """One layer's tensors, names relative to `layers.{layer}.` (`{expert}` in a hub layout)."""
+    """One layer's tensors, names relative to `layers.{layer}.` (`{expert}` in a hub layout). A layer
+    of several mixer + MLP pairs (LongCat-Flash) has each pair's under its own index, `{sub}` in the
+    layout's paths, roles `0.q_a`, `1.q_a`, ...; a shortcut's roles are `shortcut.router`, ..."""
+    if block.pairs == 1 and block.shortcut is None:
+        return _pair_slots(lay, block, d, hub)
+    slots = {f"{i}.{role}": slot for i in range(block.pairs)
+             for role, slot in _pair_slots(_sub_layout(lay, i), block, d, hub).items()}
+    if block.shortcut is not None:
+        s = _Slots(lay, hub)
+        _moe(s, block.shortcut, d, hub) if block.shortcut.kind == "moe" else _mlp(s, block.shortcut, d)
+        slots.update({f"shortcut.{role}": slot for role, slot in s.slots.items()})
+    return slots
+
+
+def _sub_layout(lay: dict[str, Any], index: int) -> dict[str, Any]:
+    """The layout with `{sub}` in every path replaced by a pair's index."""
+    return {key: value.replace("{sub}", str(index)) if isinstance(value, str) else value for key, value in lay.items()}
+
+
+def _pair_slots(lay: dict[str, Any], block: Block, d: int, hub: bool) -> dict[str, Slot]:
+    """One mixer + MLP pair's tensors with its norms."""
     s = _Slots(lay, hub)
     parallel_names = lay.get("parallel_norms") if block.parallel and len(block.norms) == 2 else None
     norm_path = {pos: (parallel_names or {}).get(pos, lay.get(pos)) for pos in block.norms}
@@ -302,7 +328,7 @@ def block_slots(lay: dict[str, Any], block: Block, d: int, hub: bool = False) ->
         MIXERS[block.attention.kind](s, block.attention, d)
     for position in (p for p in positions if p in ("attn_out", "mlp_in")):
         s.norm(position, block.norm, d, targets[position], norm_path[position])
-    if block.is_moe:
+    if block.mlp is not None and block.mlp.kind == "moe":
         _moe(s, block.mlp, d, hub)
     elif block.mlp is not None:
         _mlp(s, block.mlp, d)

@@ -105,6 +105,7 @@ class Attention(HeadWidths, Part):
     head_dim: int = Field(gt=0)
     v_head_dim: int | None = Field(default=None, gt=0)  # None: values as wide as keys (head_dim)
     value_scale: float | None = Field(default=None, gt=0, strict=False)  # values times this (MiMo-V2-Flash)
+    key_scale: float | None = Field(default=None, strict=False)  # keys times this, before rotary (Falcon-H1's key_multiplier)
     q_bias: bool = False
     k_bias: bool = False
     v_bias: bool = False

@@ -33,15 +33,23 @@ class Mamba2(Part):
     n_groups: int = Field(default=1, gt=0)
     conv_kernel: int = Field(default=4, gt=0)
     proj_bias: bool = False  # `use_bias`: on in_proj and out_proj
+    out_bias: bool | None = None  # out_proj's bias when it differs from in_proj's (Falcon-H1's projectors_bias)
     conv_bias: bool = True
     gated_norm: bool = True  # the gated RMSNorm before out_proj (Falcon-H1 may leave it out)
     state_dtype: StateDtype = "model"  # the recurrent state's (fp32: Nemotron-H, Qwen3.5); the conv window's is the model's
+    norm_before_gate: bool = False  # the gated norm's order: norm(y)·SiLU(z) (Falcon-H1's default), not norm(y·SiLU(z))
+    # Falcon-H1's muP multipliers on in_proj's output, one per section (z, x, B, C, dt); None: all 1
+    proj_scales: tuple[float, float, float, float, float] | None = Field(default=None, strict=False)
 
     @model_validator(mode="after")
     def _check(self) -> "Mamba2":
         if self.n_heads % self.n_groups:
             raise ValueError(f"n_heads={self.n_heads} is not a multiple of n_groups={self.n_groups}")
         return self
+
+    @property
+    def has_out_bias(self) -> bool:
+        return self.proj_bias if self.out_bias is None else self.out_bias
 
     @property
     def d_inner(self) -> int:
@@ -57,7 +65,7 @@ class Mamba2(Part):
         return present(
             ssm_in=d * proj, ssm_in_bias=proj * self.proj_bias, ssm_conv=conv * self.conv_kernel,
             ssm_conv_bias=conv * self.conv_bias, ssm_dt_bias=h, ssm_a_log=h, ssm_d=h,
-            ssm_norm=inner * self.gated_norm, ssm_out=inner * d, ssm_out_bias=d * self.proj_bias,
+            ssm_norm=inner * self.gated_norm, ssm_out=inner * d, ssm_out_bias=d * self.has_out_bias,
         )
 
     def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:

@@ -30,6 +30,8 @@ class MLP(Part):
     fused_gate_up: bool = False
     sparsity: float = Field(default=0.0, ge=0, lt=1, strict=False)  # Gemma-3n: the gate's Gaussian top-k
     clamp: float | None = Field(default=None, gt=0, strict=False)  # Step-3.7: act(gate) at most c, up within ±c
+    gate_scale: float | None = Field(default=None, strict=False)  # the gate's pre-activation times this (Falcon-H1)
+    down_scale: float | None = Field(default=None, strict=False)  # the output times this (Falcon-H1)
 
     def params(self, d_model: int, prefix: str = "mlp") -> dict[str, int]:
         d, f = d_model, self.d_ff

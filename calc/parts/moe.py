@@ -33,6 +33,10 @@ __all__ = ["LABELS", "MoE"]
 class MoE(Part):
     kind: Literal["moe"] = "moe"
     n_experts: int = Field(gt=0)
+    # LongCat-Flash's zero-computation experts: the router chooses among n_experts + zero_experts, and a
+    # zero expert gives back its input times its routing weight; no parameters, so a token routed to one
+    # uses fewer (active counts the most a token can use: top_k real experts)
+    zero_experts: int = Field(default=0, ge=0)
     top_k: int = Field(gt=0)
     d_ff: int = Field(gt=0)  # one routed expert's hidden size
     gated: bool = True
@@ -67,13 +71,18 @@ class MoE(Part):
     def _check(self) -> "MoE":
         if self.clamp and self.swiglu_limit:
             raise ValueError("clamp and swiglu_limit: an expert's SwiGLU is clamped one way (Step-3.7's or gpt-oss's)")
-        if self.top_k > self.n_experts:
-            raise ValueError(f"top_k={self.top_k} is more than n_experts={self.n_experts}")
+        if self.top_k > self.choices:
+            raise ValueError(f"top_k={self.top_k} is more than the router's {self.choices} choices")
         if self.shared_gate and self.shared is None:
             raise ValueError("shared_gate needs a shared expert")
         if self.shared_norms and self.shared is None:
             raise ValueError("shared_norms: the norms sit on a shared expert's output, and there is none")
         return self
+
+    @property
+    def choices(self) -> int:
+        """What the router scores: the routed experts and the zero-computation ones."""
+        return self.n_experts + self.zero_experts
 
     def expert_params(self, d_model: int) -> dict[str, int]:
         """One routed expert."""
@@ -85,10 +94,10 @@ class MoE(Part):
         )
 
     def params(self, d_model: int) -> dict[str, int]:
-        e = self.n_experts
+        e, c = self.n_experts, self.choices
         rows = present(router_scale=d_model * self.router_scale, router_expert_scale=e * self.router_scale,
-                       router=d_model * e, router_bias=e * self.router_bias,
-                       router_score_bias_param=e * (self.score_bias and self.score_bias_param),
+                       router=d_model * c, router_bias=c * self.router_bias,
+                       router_score_bias_param=c * (self.score_bias and self.score_bias_param),
                        experts_norm=d_model * self.shared_norms)
         rows.update({name: e * n for name, n in self.expert_params(d_model).items()})
         if self.shared is not None:
@@ -110,7 +119,7 @@ class MoE(Part):
 
     def buffers(self) -> dict[str, int]:
         """What one layer stores beside its parameters: the router's score correction bias."""
-        return present(router_score_bias=self.n_experts * (self.score_bias and not self.score_bias_param))
+        return present(router_score_bias=self.choices * (self.score_bias and not self.score_bias_param))
 
     def active_params(self, d_model: int) -> dict[str, int]:
         """What one token uses: every row, with top_k routed experts instead of all of them."""
@@ -121,7 +130,8 @@ class MoE(Part):
     def describe(self) -> str:
         shared = f" + {self.n_shared or 1} shared" if self.shared else ""
         clamp = f", SwiGLU clamped at {self.clamp:g}" if self.clamp else ""
-        return f"MoE: top-{self.top_k} of {self.n_experts} experts (d_ff {self.d_ff:,}{clamp}){shared}"
+        zero = f" and {self.zero_experts} zero-computation (identity) experts" if self.zero_experts else ""
+        return f"MoE: top-{self.top_k} of {self.n_experts} experts (d_ff {self.d_ff:,}{clamp}){zero}{shared}"
 
 
 LABELS = {

@@ -106,7 +106,8 @@ class KVCache:
     def keep(self, layer: int, positions: int, **states: torch.Tensor) -> None:
         """Replace the layer's states with the ones after a step of `positions` new tokens."""
         self.states.setdefault(layer, {}).update(states)
-        self.seen[layer] = self.seen.get(layer, 0) + positions
+        if layer not in self.keys:  # a layer that also appends keys (a parallel group's attention) counts there
+            self.seen[layer] = self.seen.get(layer, 0) + positions
 
 
 @dataclass

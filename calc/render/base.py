@@ -78,7 +78,7 @@ def count_notes(spec: ModelSpec, b: Breakdown) -> list[str]:
     else:
         notes = [f"{'attention' if attention.keys() >= set(mixers) else 'token mixer'} in {', '.join(names)} "
                  f"blocks: {text}" for text, names in kinds.items()]
-    notes += [f"{name} blocks: {block.mlp.describe()}" for name, block in spec.blocks.items() if block.is_moe]
+    notes += [f"{name} blocks: {block.moe.describe()}" for name, block in spec.blocks.items() if block.is_moe]
     if b.tied:
         notes.append(
             f"LM head tied to the token embedding: tying saves {count_with_units(b.tied_saving)} parameters "

@@ -19,11 +19,12 @@ from calc.errors import GptcalcError
 from calc.parts import MLA, MLP, Attention, Embedding, GatedDeltaNet, Head, Mamba, Mamba2, MoE, Norm, ShortConv
 from calc.parts.base import Field, Part, field_validator, model_validator
 from calc.parts.cache import CacheSpec
+from calc.parts.parallel import Member, Parallel
 
 __all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "is_flat", "spec_from_dict"]
 
 NormPosition = Literal["attn_in", "attn_out", "mlp_in", "mlp_out"]
-Mixer = Attention | MLA | Mamba | Mamba2 | GatedDeltaNet | ShortConv
+Mixer = Attention | MLA | Mamba | Mamba2 | GatedDeltaNet | ShortConv | Parallel
 NORM_COMPONENTS = {"attn_in": "attn_norm", "attn_out": "attn_post_norm", "mlp_in": "mlp_norm", "mlp_out": "mlp_post_norm"}
 
 
@@ -31,7 +32,8 @@ class Block(Part):
     """One layer: a token mixer, an MLP, and where its norms sit.
 
     The token mixer (`attention`) is what lets a token see the others: attention (`attention`,
-    `mla`) or one of the mechanisms hybrids use instead (`mamba2`, `gated_deltanet`, `short_conv`).
+    `mla`) or one of the mechanisms hybrids use instead (`mamba2`, `gated_deltanet`, `short_conv`),
+    or a parallel group of them (`parallel`: Falcon-H1's attention and Mamba2 on the same input).
     Either sublayer may be absent: Mamba2 and Nemotron-H layers hold a mixer alone, Nemotron-H's
     MLP layers an MLP alone (`attention: null` / `mlp: null`).
 
@@ -42,6 +44,12 @@ class Block(Part):
     just `norms: [attn_in]`. `post_ln`: the attn_in and mlp_in norms normalise the residual stream
     after each add instead of each sublayer's input (the original Transformer's post-LN, OPT-350m):
     the same parameters in another place.
+
+    A layer is a sequence of sublayers, each behind its norm with its residual add; the fields say
+    which sequence: the mixer then the MLP, `pairs` times over with weights of their own
+    (LongCat-Flash: attention, MLP, attention, MLP), and a `shortcut` that reads the first MLP's
+    normed input beside it and joins the residual stream at the end of the layer (LongCat-Flash's
+    shortcut-connected MoE). A parallel group of mixers is the mixer `parallel` (Falcon-H1).
     """
 
     attention: Mixer | None = Field(discriminator="kind")
@@ -51,6 +59,8 @@ class Block(Part):
     parallel: bool = False
     post_ln: bool = False
     residual_scale: float | None = Field(default=None, strict=False)  # Granite: each sublayer's output times this
+    pairs: int = Field(default=1, gt=0)  # the mixer + MLP pair, in sequence, this many times (LongCat-Flash: 2)
+    shortcut: MLP | MoE | None = Field(default=None, discriminator="kind")  # LongCat-Flash's shortcut-connected MoE
 
     @model_validator(mode="before")
     @classmethod
@@ -86,14 +96,33 @@ class Block(Part):
         if self.post_ln and (self.parallel or not set(self.norms) <= {"attn_in", "mlp_in"}):
             raise ValueError("post_ln moves the attn_in and mlp_in norms after each residual add; "
                              "it takes no other norm positions and no parallel block")
+        if self.shortcut is not None and (self.mlp is None or self.parallel or self.post_ln
+                                          or "mlp_in" not in self.norms):
+            raise ValueError("shortcut: reads the first MLP's normed input (mlp_in), in a sequential pre-norm layer")
+        if self.shortcut is not None and self.mlp is not None and set(self.shortcut.params(1)) & set(self.mlp.params(1)):
+            raise ValueError("shortcut: a MoE beside a dense MLP (an MLP of the same kind would share its rows)")
+        if self.pairs > 1 and (self.parallel or self.post_ln):
+            raise ValueError("pairs: repeats a sequential pre-norm mixer + MLP pair")
         return self
 
-    def sublayers(self) -> tuple[Mixer | MLP | MoE, ...]:
-        """The mixer and the MLP this layer has, in the order a token meets them."""
-        return tuple(part for part in (self.attention, self.mlp) if part is not None)
+    def mixers(self) -> tuple[Member, ...]:
+        """The mechanisms this layer's mixer is made of: a parallel group's members, or the mixer itself."""
+        if self.attention is None:
+            return ()
+        return self.attention.mixers if isinstance(self.attention, Parallel) else (self.attention,)
+
+    def with_mixer(self, mixer: Member) -> "Block":
+        """This layer with `mixer` as its only mixer: how a parallel group's member is built alone."""
+        return type(self).model_construct(**{**{name: getattr(self, name) for name in self.model_fields},
+                                             "attention": mixer})
 
     def params(self, d_model: int) -> dict[str, int]:
-        """One layer's components, in the order a token meets them."""
+        """One layer's components, in the order a token meets them (a repeated pair's rows summed)."""
+        rows = {k: v * self.pairs for k, v in self.pair_params(d_model).items()}
+        return {**rows, **(self.shortcut.params(d_model) if self.shortcut else {})}
+
+    def pair_params(self, d_model: int) -> dict[str, int]:
+        """One mixer + MLP pair's components with their norms, in the order a token meets them."""
         norms = {NORM_COMPONENTS[p]: self.norm.params(d_model) for p in self.norms}
         rows = {k: v for k, v in norms.items() if k == "attn_norm" and v}
         rows.update(self.attention.params(d_model) if self.attention else {})
@@ -104,31 +133,41 @@ class Block(Part):
 
     def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
         """Each weight matrix of one layer: its input width and how many there are."""
-        return {key: value for part in self.sublayers() for key, value in part.matrices(d_model).items()}
+        pair = {key: (width, n * self.pairs) for part in (self.attention, self.mlp) if part is not None
+                for key, (width, n) in part.matrices(d_model).items()}
+        return {**pair, **(self.shortcut.matrices(d_model) if self.shortcut else {})}
 
     def cache(self, d_model: int) -> CacheSpec:
-        """What this layer keeps per sequence: its mixer's cache (nothing for an MLP-only layer)."""
-        return self.attention.cache(d_model) if self.attention else CacheSpec()
+        """What this layer keeps per sequence: its mixer's cache, once per pair (nothing for an MLP-only layer)."""
+        spec = self.attention.cache(d_model) if self.attention else CacheSpec()
+        return CacheSpec(tokens=spec.tokens * self.pairs, states=spec.states * self.pairs)
+
+    @property
+    def moe(self) -> MoE | None:
+        """The layer's MoE: its MLP, or its shortcut (LongCat-Flash)."""
+        return next((part for part in (self.mlp, self.shortcut) if part is not None and part.kind == "moe"), None)
 
     @property
     def is_moe(self) -> bool:
-        return self.mlp is not None and self.mlp.kind == "moe"
+        return self.moe is not None
 
     def active_params(self, d_model: int) -> dict[str, int]:
         """What one token uses: all of it, except the experts a MoE router did not pick."""
         if not self.is_moe:
             return self.params(d_model)
-        return {**self.params(d_model), **self.mlp.active_params(d_model)}
+        return {**self.params(d_model), **self.moe.active_params(d_model)}
 
     def buffers(self) -> dict[str, int]:
         """What one layer stores beside its parameters (a MoE router's score correction bias)."""
-        return self.mlp.buffers() if self.is_moe else {}
+        return self.moe.buffers() if self.is_moe else {}
 
     def describe(self) -> str:
         where = "parallel mixer + MLP" if self.parallel else "sequential"
         at = "after each residual add (post-LN)" if self.post_ln else f"at {', '.join(self.norms)}"
-        parts = "; ".join(part.describe() for part in self.sublayers())
-        return f"{parts}; {self.norm.describe()} {at}; {where}"
+        parts = "; ".join(part.describe() for part in (self.attention, self.mlp) if part is not None)
+        parts = f"{self.pairs} × ({parts})" if self.pairs > 1 else parts
+        shortcut = f"; shortcut beside the first MLP: {self.shortcut.describe()}" if self.shortcut else ""
+        return f"{parts}{shortcut}; {self.norm.describe()} {at}; {where}"
 
 
 class LayerRun(Part):
@@ -235,9 +274,9 @@ class ModelSpec(Part):
     def attention_parts(self) -> Iterator[tuple[str, Attention | MLA]]:
         """Each used block kind's attention (MHA/GQA/MQA or MLA): the layers that cache keys per token."""
         for name in self.layer_counts():
-            part = self.blocks[name].attention
-            if part is not None and part.cache(self.d_model).tokens:
-                yield name, part
+            for part in self.blocks[name].mixers():  # a parallel group's attention member too (Falcon-H1)
+                if part.cache(self.d_model).tokens:
+                    yield name, part
 
     def with_kv_heads(self, n_kv_heads: int) -> "ModelSpec":
         """The same model with every (non-MLA) attention using `n_kv_heads` KV heads (for MHA/GQA/MQA

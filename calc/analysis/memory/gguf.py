@@ -103,7 +103,7 @@ def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]
     base = MIXES[mix]
     d = spec.d_model
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}
-    n_expert = max((b.mlp.n_experts for b in spec.blocks.values() if b.mlp.kind == "moe"), default=1)
+    n_expert = max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1)
     if spec.n_layers > MAX_GGUF_LAYERS:  # llama.cpp picks a type layer by layer, and so do we
         raise GptcalcError(f"--quant {mix}: {spec.n_layers:,} layers; a GGUF mix is worked out layer by layer, "
                            f"for at most {MAX_GGUF_LAYERS:,}")

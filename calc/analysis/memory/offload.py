@@ -48,7 +48,7 @@ class Offload:
 def parse_cpu_experts(text: str, spec: ModelSpec) -> int:
     """`--cpu-experts all|N` (llama.cpp `--cpu-moe` / `--n-cpu-moe N`): how many blocks, from 0, keep
     their routed experts in system RAM; at most the model's layers."""
-    moe = [b for b in spec.blocks.values() if b.mlp.kind == "moe"]
+    moe = [b for b in spec.blocks.values() if b.moe]
     if not moe:
         raise GptcalcError(f"--cpu-experts: {spec.name} has no routed experts to keep in system RAM")
     if text.strip().lower() == "all":
@@ -64,7 +64,7 @@ def offload(spec: ModelSpec, breakdown: Breakdown, whole: Weights, layers: int) 
     held: dict[str, int] = {}
     read: dict[str, int] = {}
     for name, count in spec.layer_counts(0, layers).items():  # run-length: any depth costs its kinds
-        mlp = spec.blocks[name].mlp
+        mlp = spec.blocks[name].moe
         for component, n in per_layer[name].items():
             if component.startswith(EXPERTS):
                 held[component] = held.get(component, 0) + count * n

@@ -1,5 +1,7 @@
 """One block kind's steps: its attention part and its MLP part, put in order by the block's norm
-positions (`attn_in`, `attn_out`, `mlp_in`, `mlp_out`), `parallel` and `post_ln`.
+positions (`attn_in`, `attn_out`, `mlp_in`, `mlp_out`), `parallel` and `post_ln`. A parallel group
+of mixers (Falcon-H1) gives each member's steps in turn, all reading the same normed x, and one
+residual add of their summed outputs.
 
     sequential:  [attn_in] attention [attn_out] + x  ->  [mlp_in] MLP [mlp_out] + x
     parallel:    [attn_in] attention [attn_out]  and  [mlp_in] MLP [mlp_out], both on x, added to x together
@@ -28,13 +30,36 @@ MIXERS = {"attention": (attention_steps, "attention"), "mla": (mla_steps, "atten
 
 
 def block_steps(d: Dims, block: Block, d_model: int, name: str, layers: int) -> list[Step]:
-    """Every step of one layer of block kind `name`, which the model has `layers` of."""
+    """Every step of one layer of block kind `name`, which the model has `layers` of: its mixer + MLP
+    pair (`pairs` times, each with its own weights), a shortcut beside the first MLP added at the end."""
     d = d.within(name)
-    rows = Rows(block.params(d_model))
+    out = f"the block's output; × {layers} layer{'s' if layers > 1 else ''}"
+    shortcut = Rows(block.shortcut.params(d_model)) if block.shortcut else None
+    steps: list[Step] = []
+    for i in range(block.pairs):
+        rows = Rows(block.pair_params(d_model))
+        last = i == block.pairs - 1 and shortcut is None
+        steps += _pair_steps(d, block, rows, out if last else "adds the MLP's change to the residual stream",
+                             shortcut if i == 0 else None)
+        rows.done(f"block {name!r}")
+    if shortcut is not None:
+        x = d.hidden
+        steps.append(d.step("shortcut_residual", "residual: x + shortcut", x, (x, x),
+                            note=f"the shortcut's output, computed beside the first MLP, joins here: {out}"))
+        shortcut.done(f"block {name!r} (shortcut)")
+    return steps
+
+
+def _pair_steps(d: Dims, block: Block, rows: Rows, out: str, shortcut: Rows | None) -> list[Step]:
+    """One mixer + MLP pair, its norms where the block puts them; `shortcut`: the shortcut's steps
+    (its own rows), reading the MLP's normed input."""
     a, m = block.attention, block.mlp
-    steps_of, mixer = MIXERS[a.kind] if a else (None, "")
-    attention = steps_of(d, a, rows) if a else []
-    mlp = [] if m is None else moe_steps(d, m, rows) if block.is_moe else mlp_steps(d, m, rows)
+    attention = [step for part in block.mixers() for step in MIXERS[part.kind][0](d, part, rows)]
+    mixer = " + ".join(MIXERS[part.kind][1] for part in block.mixers())  # a parallel group's outputs are summed
+    mlp = [] if m is None else moe_steps(d, m, rows) if m.kind == "moe" else mlp_steps(d, m, rows)
+    if shortcut is not None:
+        s = block.shortcut
+        mlp = [*(moe_steps(d, s, shortcut) if s.kind == "moe" else mlp_steps(d, s, shortcut)), *mlp]
 
     def norm(position: str) -> list[Step]:
         if position not in block.norms:
@@ -43,9 +68,10 @@ def block_steps(d: Dims, block: Block, d_model: int, name: str, layers: int) -> 
         where = "on the residual stream after the add (post-LN)" if block.post_ln else ""
         return [norm_step(d, block.norm, component, NORM_LABELS[component], d.hidden, rows.take(component), where)]
 
-    x, out = d.hidden, f"the block's output; × {layers} layer{'s' if layers > 1 else ''}"
-    add_attention = d.step("attn_residual", f"residual: x + {mixer}", x, (x, x),
-                           note=out if m is None else f"adds {mixer}'s change to the block's input")
+    x = d.hidden
+    summed = " (the parallel mixers' outputs, each times its scale, summed)" if len(block.mixers()) > 1 else ""
+    add_attention = d.step("attn_residual", f"residual: x + {mixer}", x, (x,) * (1 + len(block.mixers())),
+                           note=out if m is None else f"adds {mixer}'s change to the block's input{summed}")
     add_mlp = d.step("mlp_residual", "residual: x + MLP", x, (x, x), note=out)
     if block.parallel:
         shared = ("x, each through its own norm" if "mlp_in" in block.norms
@@ -53,22 +79,20 @@ def block_steps(d: Dims, block: Block, d_model: int, name: str, layers: int) -> 
         add_both = d.step("residual", f"residual: x + {mixer} + MLP", x, (x, x, x),
                           note=f"parallel: {mixer} and MLP both read {shared}; their outputs are added to x "
                                f"together: {out}")
-        steps = [*norm("attn_in"), *attention, *norm("attn_out"), *norm("mlp_in"), *mlp, *norm("mlp_out"), add_both]
-    elif block.post_ln:
-        steps = [*attention, add_attention, *norm("attn_in"), *mlp, add_mlp, *norm("mlp_in")]
-    else:
-        steps = [*norm("attn_in"), *attention, *norm("attn_out"), *([add_attention] if a else []),
-                 *norm("mlp_in"), *mlp, *norm("mlp_out"), *([add_mlp] if m else [])]
-    rows.done(f"block {name!r}")
-    return steps
+        return [*norm("attn_in"), *attention, *norm("attn_out"), *norm("mlp_in"), *mlp, *norm("mlp_out"), add_both]
+    if block.post_ln:
+        return [*attention, add_attention, *norm("attn_in"), *mlp, add_mlp, *norm("mlp_in")]
+    return [*norm("attn_in"), *attention, *norm("attn_out"), *([add_attention] if a else []),
+            *norm("mlp_in"), *mlp, *norm("mlp_out"), *([add_mlp] if m else [])]
 
 
 def block_notes(block: Block, name: str) -> list[str]:
     """What a block's parts want said once under the table."""
-    a = block.attention
-    notes = list(cache_note(a)) if a is not None and a.kind == "mla" else []
-    window = getattr(a, "window", None)
-    if window:
-        notes.append(f"sliding window ({name} layers): each query sees at most the last {window:,} keys; "
-                     f"a decode step's rolling KV cache holds at most {window:,}")
+    notes = []
+    for a in block.mixers():
+        notes += list(cache_note(a)) if a.kind == "mla" else []
+        window = getattr(a, "window", None)
+        if window:
+            notes.append(f"sliding window ({name} layers): each query sees at most the last {window:,} keys; "
+                         f"a decode step's rolling KV cache holds at most {window:,}")
     return notes + (list(MOE_NOTE) if block.is_moe else [])

@@ -46,8 +46,13 @@ def moe_steps(d: Dims, moe: MoE, rows: Rows) -> list[Step]:
 
 
 def _router(d: Dims, moe: MoE, rows: Rows) -> list[Step]:
-    logits, picks = d.shape("B", d.new, "E"), d.shape("B", d.new, "k")
+    choices = "E+Z" if moe.zero_experts else "E"
+    d = d.named(**{choices: moe.choices})
+    logits, picks = d.shape("B", d.new, choices), d.shape("B", d.new, "k")
     pick = f"each token's k = {moe.top_k} of E = {moe.n_experts} experts: their ids and weights, both [B, {d.new}, k]"
+    if moe.zero_experts:
+        pick += (f"; Z = {moe.zero_experts} more choices are zero-computation experts (the token's row times its "
+                 "weight, no matmul): the experts' FLOPs below are the most a token can cost, all k real")
     if moe.score_bias:
         what = "a parameter without gradient" if moe.score_bias_param else "a buffer, not a parameter"
         pick += f"; a per-expert score correction bias ({what}) shifts the choice"
@@ -58,7 +63,7 @@ def _router(d: Dims, moe: MoE, rows: Rows) -> list[Step]:
         bias += "; its input RMS-normed and scaled per channel (a d_model-wide scale)"
         pick += "; each picked expert's weight times its own learned scale"
     return [
-        d.linear("router", "router ·W_router", d.hidden, d.shape("d_model", "E"), logits,
+        d.linear("router", "router ·W_router", d.hidden, d.shape("d_model", choices), logits,
                  rows.take("router", "router_bias", "router_scale"), f"one logit per expert{bias}"),
         d.step("router_topk", "top-k experts", picks, (logits,),
                params=rows.take("router_score_bias_param", "router_expert_scale"), note=pick),

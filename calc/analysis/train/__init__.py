@@ -188,7 +188,7 @@ def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term
         return []
 
     def routed(st) -> int:
-        return spec.blocks[kind].mlp.top_k if st.id.startswith("experts") else 1
+        return spec.blocks[kind].moe.top_k if st.id.startswith("experts") else 1
 
     terms = [Term("LoRA: A's outputs", rows * s.lora_rank * sum(routed(st) for st in adapted), p.adapter, "")]
     if s.lora_dropout:

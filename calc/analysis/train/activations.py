@@ -168,7 +168,7 @@ def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
     terms = [Term("MLP input (normed x)", n * d, act, "sp")]
     if isinstance(m, MoE):
         rows = n * m.top_k
-        terms += [Term("router: softmax over experts", n * m.n_experts, act, ""),
+        terms += [Term("router: softmax over experts", n * m.choices, act, ""),
                   Term("routed rows (experts' input)", rows * d, act, "sp"),
                   Term("experts' hidden", (4 if m.gated else 2) * rows * m.d_ff, act, "tp"),
                   Term("experts' outputs and routing weights", rows * d + rows, act, "sp")]
@@ -186,7 +186,9 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
         return [Term("layer input (the checkpoint)", n * d, act, "sp")]
     norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})")]
     mlp = _mlp(block.mlp, n, d, act) if block.mlp is not None else []
-    return [*norms, *_mixer(block.attention, b, s, d, act, recompute, flash), *mlp]
+    mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash)]  # a parallel group's each
+    shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
+    return [*norms, *mixers, *mlp] * block.pairs + shortcut
 
 
 def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, loss: Loss = LOSSES["fp32"]) -> list[Term]:

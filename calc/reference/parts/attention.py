@@ -140,6 +140,8 @@ class Attention(Part):
         q, k, v = split_heads(q, s.n_heads), split_heads(k, s.n_kv_heads), split_heads(v, s.n_kv_heads)
         if s.value_scale is not None:  # MiMo-V2-Flash scales the values before they are cached
             v = v * s.value_scale
+        if s.key_scale is not None:  # Falcon-H1's key_multiplier, before rotary (which is linear) and the cache
+            k = k * s.key_scale
         if self.rotary is not None:
             cos, sin = self.rotary.cos_sin(ctx.positions, q.dtype)
             q, k = self.rotary.apply(q, cos, sin), self.rotary.apply(k, cos, sin)

@@ -29,6 +29,7 @@ from calc.reference.parts.mla import MLA
 from calc.reference.parts.mlp import MLP
 from calc.reference.parts.moe import MoE
 from calc.reference.parts.norm import Norm
+from calc.reference.parts.parallel import Parallel
 from calc.reference.parts.short_conv import ShortConv
 from calc.spec.model import NORM_COMPONENTS, Block
 
@@ -36,7 +37,7 @@ __all__ = ["MIXERS", "Layer", "make_norm"]
 
 # Each token mixer's torch module, by the part's kind (`Block.attention.kind`).
 MIXERS: dict[str, type[Part]] = {"attention": Attention, "mla": MLA, "mamba2": Mamba2, "gated_deltanet": GatedDeltaNet,
-                                 "short_conv": ShortConv}
+                                 "short_conv": ShortConv, "parallel": Parallel}
 MIXER_ROLES = frozenset().union(*(mixer.ROLES for mixer in MIXERS.values()))
 NORM_ROLES = {"attn_in", "attn_out", "mlp_in", "mlp_out"}
 
@@ -82,6 +83,9 @@ def _refuse_unbuilt(block: Block) -> None:
 class Layer(nn.Module):
     def __init__(self, block: Block, slots: dict[str, Slot], lay: dict[str, Any], n_positions: int) -> None:
         super().__init__()
+        if block.pairs > 1 or block.shortcut is not None:  # LongCat-Flash: counted, cached, shaped; no module yet
+            raise GptcalcError("the torch reference does not implement layers of several mixer + MLP pairs "
+                               "or a shortcut MoE yet")
         self.block = block
         norms = {r: s for r, s in slots.items() if _base(r) in NORM_ROLES}
         mixer = {r: s for r, s in slots.items() if _base(r) in MIXER_ROLES}

@@ -9,7 +9,9 @@ With H heads of P channels, inner width I = H·P, G groups of N-wide B and C, an
               S_t = exp(dt_t·A) S_{t-1} + dt_t · x_t ⊗ B_t         (S: P x N, zero at the start)
               y_t = S_t C_t + D · x_t
     norm:     RMSNorm of y·silu(z) over each of the G groups of I / G channels, times its weight
-              (the gate first: norm_before_gate=False); without the norm (Falcon-H1's option) y·silu(z)
+              (the gate first: norm_before_gate=False), or RMSNorm(y)·silu(z) (Falcon-H1's
+              norm_before_gate); without the norm (Falcon-H1's option) y·silu(z)
+    Falcon-H1 also scales in_proj's five sections (z, x, B, C, dt) by its ssm_multipliers (`proj_scales`).
     out_proj: I -> d
 
 transformers computes the scan in chunks (the SSD form) for a prefill and the recurrence above for
@@ -57,11 +59,19 @@ class Mamba2(GatedNormMixer):
         super().__init__(spec, eps)
         self.roles = {"attn_out": "ssm_out"}
 
+    def _section_scales(self, like: torch.Tensor) -> torch.Tensor:
+        """in_proj's output width, each section's channels holding its multiplier (compute_mup_vector)."""
+        s = self.spec
+        widths = (s.d_inner, s.d_inner, s.n_groups * s.d_state, s.n_groups * s.d_state, s.n_heads)
+        return torch.cat([like.new_full((n,), scale) for n, scale in zip(widths, s.proj_scales)])
+
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         s, w, trace = self.spec, self.weights, ctx.trace
         B, T, _ = x.shape
         H, P, N, G = s.n_heads, s.head_dim, s.d_state, s.n_groups
         projected = w["ssm_in"](x)  # (B, T, I + C + H)
+        if s.proj_scales is not None:  # Falcon-H1's mup_vector: z, x, B, C, dt each times its multiplier
+            projected = projected * self._section_scales(projected)
         trace("ssm_in", projected)
         z, xbc, dt = projected.split([s.d_inner, s.conv_dim, H], dim=-1)
         xbc, window = causal_conv(xbc, w.tensor("ssm_conv.weight"), w.tensor("ssm_conv.bias"), ctx)
@@ -79,7 +89,7 @@ class Mamba2(GatedNormMixer):
         trace("ssm_scan", y)
         y = y.reshape(B, T, s.d_inner)  # (B, T, I)
         if s.gated_norm:
-            y = gated_rms_norm(y, z, w["ssm_norm"], s.d_inner // G, gate_first=True)  # (B, T, I)
+            y = gated_rms_norm(y, z, w["ssm_norm"], s.d_inner // G, gate_first=not s.norm_before_gate)  # (B, T, I)
             trace("ssm_norm", y)
         else:
             y = y * F.silu(z)

@@ -57,6 +57,7 @@ class MLP(Part):
             gate = weights[f"{p}gate"](x) if s.gated else None
         if gate is not None:
             trace(f"{self.step}_gate", gate)
+            gate = gate * s.gate_scale if getattr(s, "gate_scale", None) is not None else gate  # Falcon-H1
         trace(f"{self.step}_up", up)
         if gate is not None and s.clamp:  # Step-3.7's clamped SwiGLU
             h = self._act(weights, gate).clamp(max=s.clamp) * up.clamp(-s.clamp, s.clamp)
@@ -64,6 +65,8 @@ class MLP(Part):
             h = self._act(weights, gate) * up if gate is not None else self._act(weights, up)
         trace(f"{self.step}_act", h)
         y = weights[f"{p}down"](h)  # (B, T, d)
+        if getattr(s, "down_scale", None) is not None:  # Falcon-H1's mlp_multipliers[1]
+            y = y * s.down_scale
         trace(f"{self.step}_down", y)
         return y
 
