@@ -21,10 +21,11 @@ TORCHTUNE_TABLE = "https://github.com/pytorch/torchtune/blob/0031bfb080bd35ec533
 # litgpt config_hub/finetune/<model>/lora.yaml: bf16-true, lora_r 32 on query and value, lora_dropout 0.05,
 # max_seq_length 512 (Alpaca2k, padded to the batch's longest)
 LITGPT_LORA = dict(framework="litgpt", seq=512, lora_rank=32, lora_targets=("q", "v"), lora_dropout=True)
-# torchtune README: batch size 2, packed to 2048; recipes/configs/llama3_1/8B_full_single_device.yaml (then):
-# PagedAdamW8bit, optimizer_in_bwd, activation checkpointing, CEWithChunkedOutputLoss; 70B_full.yaml: FSDP over 8,
-# fsdp_cpu_offload; 70B_lora.yaml: lora_rank 16 on q, v, output_proj and the MLP
-TORCHTUNE = dict(framework="torchtune", loss="chunked", seq=2048, micro_batch=2)
+# torchtune README: batch size 2, packed to 2048, torch.compile on (CEWithChunkedOutputLoss, compiled);
+# recipes/configs/llama3_1/8B_full_single_device.yaml: PagedAdamW8bit, optimizer_in_bwd, activation checkpointing;
+# 8B_lora_single_device.yaml / 8B_qlora_single_device.yaml: lora_rank 8 on q, v, output_proj and the MLP;
+# 70B_full.yaml: FSDP over 8, fsdp_cpu_offload; 70B_lora.yaml: lora_rank 16 on q, v, output_proj and the MLP
+TORCHTUNE = dict(framework="torchtune", loss="chunked-compiled", seq=2048, micro_batch=2)
 QVO_MLP = ("q", "v", "o", "gate", "up", "down")
 
 CASES = [
@@ -34,6 +35,10 @@ CASES = [
     ("litgpt mistral-7b LoRA, 1xA10G", "mistral-7b", 20.66, GB, dict(micro_batch=2, **LITGPT_LORA)),
     ("torchtune Llama 3.1 8B full, 1x4090", "llama-3.1-8b", 18.9, GIB,
      dict(optimizer="paged-adamw8bit", optimizer_in_backward=True, **TORCHTUNE)),
+    ("torchtune Llama 3.1 8B LoRA, 1x4090", "llama-3.1-8b", 16.2, GIB,
+     dict(lora_rank=8, lora_targets=QVO_MLP, **TORCHTUNE)),
+    ("torchtune Llama 3.1 8B QLoRA, 1x4090", "llama-3.1-8b", 7.4, GIB,
+     dict(lora_rank=8, lora_targets=QVO_MLP, qlora=True, **TORCHTUNE)),
     ("torchtune Llama 3.1 70B full, 8xA100", "llama-3.1-70b", 13.9, GIB,
      dict(gpus=8, zero=3, offload=("params",), **TORCHTUNE)),
     ("torchtune Llama 3.1 70B LoRA, 8xA100", "llama-3.1-70b", 27.6, GIB,

@@ -11,7 +11,7 @@ from calc.cli.options import CONTEXT, POSITIVE, TEXT, json_option, model_options
 # calc.analysis.train's OPTIMIZERS, PRECISIONS, LOSSES, FRAMEWORKS (kept here so that --help imports no analysis)
 _OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "sgd", "sgd-momentum", "adafactor")
 _PRECISIONS = ("mixed", "mixed-fp32-grads", "bf16", "fp32-autocast", "fsdp-mixed")
-_LOSSES = ("fp32", "chunked", "linear-chunked", "bf16-chunked", "fused")
+_LOSSES = ("fp32", "chunked", "chunked-compiled", "linear-chunked", "fp32-chunked", "fused")
 _FRAMEWORKS = ("torchtune", "litgpt", "hf", "torchtitan", "deepspeed", "megatron")
 
 
@@ -34,7 +34,7 @@ _FRAMEWORKS = ("torchtune", "litgpt", "hf", "torchtitan", "deepspeed", "megatron
                    "[default: mixed]")
 @click.option("--loss", type=click.Choice(_LOSSES),
               help="What the loss keeps and holds: fp32 logits + log-softmax, torchtune's chunked or linear-chunked "
-                   "cross-entropy, litgpt's bf16-chunked, or a fused (Liger) kernel.  [default: fp32]")
+                   "cross-entropy, litgpt's fp32-chunked, or a fused (Liger) kernel.  [default: fp32]")
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]),
               help="Activation recomputation.  [default: none]")
 @click.option("--checkpoint-every", type=POSITIVE, default=1, show_default=True,

@@ -59,6 +59,7 @@ class Term:
     elements: int
     bytes_per: int
     split: str  # "tp": split by tensor parallelism; "sp": only with sequence parallelism; "": never
+    head: bool = False  # kept for the head and the loss: freed once backward has passed them
 
     def bytes(self, tp: int, sp: bool) -> int:
         divide = tp if self.split == "tp" or (self.split == "sp" and sp) else 1
@@ -200,15 +201,15 @@ def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, 
     rotary = {a.rope.rotary_dim for _, a in spec.attention_parts() if getattr(a, "rope", None)}
     if recompute != "full":  # the tables are read inside the layers, so a checkpointed layer keeps none
         terms += [Term(f"rotary cos and sin ({width} wide)", 2 * s * width, act, "") for width in sorted(rotary)]
-    if spec.final_norm is not None:
-        terms += _norm(spec.final_norm, n, d, act, "final norm")
-    terms.append(Term("LM head input", n * d, act, "sp"))
+    head = _norm(spec.final_norm, n, d, act, "final norm") if spec.final_norm is not None else []
+    head.append(Term("LM head input", n * d, act, "sp"))
     if loss.held:
-        terms.append(Term("log-softmax of the logits (fp32)" if loss is LOSSES["fp32"] else
-                          f"loss: {loss.held} B per token and vocabulary entry", n * spec.vocab_size, loss.held, "tp"))
+        head.append(Term("log-softmax of the logits (fp32)" if loss is LOSSES["fp32"] else
+                         f"loss: {loss.held} B per token and vocabulary entry", n * spec.vocab_size, loss.held, "tp"))
     else:  # a fused loss computes the head input's gradient in forward and keeps it instead
-        terms.append(Term("loss: the head input's gradient, computed in forward", n * d, act, "sp"))
-    return terms + [Term("loss: total weight (fp32 scalar)", 1, 4, "")]
+        head.append(Term("loss: the head input's gradient, computed in forward", n * d, act, "sp"))
+    head.append(Term("loss: total weight (fp32 scalar)", 1, 4, ""))
+    return terms + [Term(t.label, t.elements, t.bytes_per, t.split, head=True) for t in head]
 
 
 def korthikanti(s: int, b: int, h: int, a: int, layers: int, tp: int = 1, sp: bool = False,

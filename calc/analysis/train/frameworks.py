@@ -32,9 +32,10 @@ FRAMEWORKS: dict[str, Profile] = {
     "torchtune": Profile("bf16", "linear-chunked", "full", "fused", "active (≈ allocated)",
                          f"{TORCHTUNE}/recipes/configs/llama3_1/8B_lora_single_device.yaml"),
     # config_hub/finetune/*/lora.yaml: precision bf16-true; finetune/lora.py: model(..., lm_head_chunk_size=128)
-    # and chunked_cross_entropy (bf16, 128-token chunks); torch.optim.AdamW (foreach on CUDA);
+    # (Fabric's convert_output returns the chunks in fp32) and chunked_cross_entropy over 128-token chunks;
+    # torch.optim.AdamW (foreach on CUDA);
     # utils.py prints torch.cuda.max_memory_allocated() / 1e9
-    "litgpt": Profile("bf16", "bf16-chunked", "none", "foreach", "allocated (decimal GB)",
+    "litgpt": Profile("bf16", "fp32-chunked", "none", "foreach", "allocated (decimal GB)",
                       f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml"),
     # transformers Trainer, bf16=True: fp32 model under torch.autocast, one F.cross_entropy on
     # logits.float() (loss/loss_utils.py), gradient_checkpointing False, optim adamw_torch

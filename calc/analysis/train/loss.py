@@ -8,8 +8,9 @@ around the head, the loss and backward: `held` after forward, the peaks of forwa
   fp32           4     6                   8                    transformers (`logits.float()`, one
                                                                 F.cross_entropy), torchtitan, Megatron
   chunked        4     2 + 4/c             8/c                  torchtune's CEWithChunkedOutputLoss (c = 8)
+  chunked-compiled 2   0                   2/c                  the same under torch.compile (torchtune's compile: True)
   linear-chunked 4     6/c                 8/c                  torchtune's LinearCrossEntropyLoss (c = 8)
-  bf16-chunked   4     0                   4·k/n                litgpt's chunked_cross_entropy (k = 128 tokens)
+  fp32-chunked   8     0                   8·k/n                litgpt (k = 128 tokens; Fabric returns fp32)
   fused          0     2·k/n               0                    Liger's fused linear cross-entropy
 
 - fp32: the head's bf16 logits (2) and their fp32 copy (4) exist while F.cross_entropy runs, which
@@ -17,11 +18,18 @@ around the head, the loss and backward: `held` after forward, the peaks of forwa
 - chunked: the model returns its bf16 logits in c chunks (2, dropped after the loss); each chunk is
   upcast in turn, so only 1/c of the fp32 copy exists at once (the chunk's log-softmax is among the kept); all c log-softmaxes are kept (4);
   backward works one chunk at a time.
+- chunked-compiled: torch.compile fuses each chunk's upcast, log-softmax and loss into reductions;
+  what it saves for backward is the bf16 chunk and one log-sum-exp per row (measured with
+  saved-tensor hooks around an inductor-compiled F.cross_entropy(chunk.float()): 2 bytes per
+  entry), and backward writes one bf16 chunk gradient. Its temporaries are inductor's own buffers,
+  which the CPU tracker cannot see: the 0 and 2/c are read from the fused kernels, not measured.
 - linear-chunked: the head itself runs inside the loss one chunk at a time, so not even the bf16
   logits exist whole.
-- bf16-chunked: litgpt applies the head in chunks of 128 tokens and computes cross-entropy in bf16:
-  the training loop's `logits` list (2) and the bf16 log-softmaxes (2) are kept; backward holds one
-  chunk's two bf16 gradients.
+- fp32-chunked: litgpt applies the head in chunks of 128 tokens (bf16), and Lightning Fabric's
+  precision plugin converts the model's output to the default dtype, fp32 (`convert_output`, in
+  HalfPrecision for bf16-true and in BitsandbytesPrecision alike); the training loop's `logits` list
+  (fp32, 4) and the chunks' fp32 log-softmaxes (4) are kept; backward holds one chunk's two fp32
+  gradients.
 - fused: the gradient is computed during forward chunk by chunk (Liger: chunks of
   next_power_of_2(⌈n / ⌈V/d⌉⌉) tokens) and nothing vocabulary-wide is kept; what is kept is the
   gradient of the head's input, n·d at the activation width. Liger's kernel is Triton: its figures
@@ -68,10 +76,12 @@ LOSSES: dict[str, Loss] = {
     "fp32": Loss("fp32 logits and log-softmax (one F.cross_entropy on logits.float())", 4, (6, 0), (8, 0)),
     "chunked": Loss("chunked cross-entropy: bf16 logits in 8 chunks, each upcast in turn (torchtune)", 4, (2, 4),
                     (0, 8), chunks=8),
+    "chunked-compiled": Loss("chunked cross-entropy under torch.compile: bf16 chunks and a log-sum-exp per row kept",
+                             2, (0, 0), (0, 2), chunks=8),
     "linear-chunked": Loss("head and cross-entropy in 8 chunks (torchtune's LinearCrossEntropyLoss)", 4, (0, 6), (0, 8),
                            chunks=8),
-    "bf16-chunked": Loss("bf16 logits and cross-entropy in chunks of 128 tokens (litgpt)", 4, (0, 0), (0, 4),
-                         chunks=0, chunk_tokens=LITGPT_CHUNK),
+    "fp32-chunked": Loss("fp32 logits (Fabric's output conversion) kept, cross-entropy in chunks of 128 tokens (litgpt)",
+                         8, (0, 0), (0, 8), chunks=0, chunk_tokens=LITGPT_CHUNK),
     "fused": Loss("fused linear cross-entropy, gradient computed in forward (Liger)", 0, (0, 2), (0, 0), chunks=0,
                   chunk_tokens=-1),
 }

@@ -6,7 +6,8 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
   forward, computing the loss       states (no gradients: zero_grad(set_to_none) freed them)
                                     + activations kept + the loss's forward temporaries
   backward, through the loss        the same, with the loss's backward temporaries
-  backward, last layer recomputed   (full recomputation) + the head's gradient + that layer's
+  backward, last layer recomputed   (full recomputation) the layers' activations (the head's and the
+                                    loss's are freed by now) + the head's gradient + that layer's
                                     activations rebuilt in full
   backward ends                     states + every gradient
   optimizer step                    states + every gradient + the step's temporaries: torch's
@@ -15,7 +16,12 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
 
 FSDP / ZeRO-3 (and FSDP's CPU offload) add, in forward and backward, the layers it has gathered:
 the one running and the one prefetched, both unsharded at 2 bytes a parameter; in backward also one
-layer's unsharded gradient before its reduce-scatter. With the optimizer step inside backward
+layer's unsharded gradient before its reduce-scatter. FSDP2 gathers into one flat buffer and copies
+out into the parameters, and copies a layer's gradients into one flat buffer to reduce-scatter, so
+each of those exists twice for a moment (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:
+foreach_all_gather, foreach_all_gather_copy_out, foreach_reduce). At the loss the gathered units are the output
+projection (FSDP wraps it on its own; with a 128k vocabulary it outweighs a layer) and the last
+layer, and in backward the projection's unsharded gradient. With the optimizer step inside backward
 (torchtune's optimizer_in_bwd) each gradient is freed as soon as its parameter is updated, so at
 most the largest one exists. With activation offloading the layers' activations go to the host and
 one layer's stay.
@@ -104,17 +110,30 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: int) -> list
     kept = (("activations kept (one layer's, the rest offloaded)" if "activations" in s.offload
              else "activations kept", layers + t.layer_bytes(t.outside)),)
     loss, n, vocab = LOSSES[s.loss], s.micro_batch * s.seq, -(-spec.vocab_size // s.tp)
-    fsdp = (("FSDP: two gathered layers (running, prefetched)", 2 * 2 * gathered),) if gathered else ()
-    fsdp_grad = (("FSDP: one layer's unsharded gradient", gathered * p.grad),) if gathered and not s.lora_rank else ()
-    head_grad = 0 if s.lora_rank else vocab * spec.d_model * p.grad
+    head_params = vocab * spec.d_model
+    # FSDP2 all-gathers into one flat buffer and copies out into the parameters (both exist for a moment),
+    # and copies a layer's gradients into one flat buffer to reduce-scatter
+    fsdp = (("FSDP: two gathered layers (running, prefetched)", 2 * 2 * gathered),
+            ("FSDP: the all-gather's flat output buffer", 2 * gathered)) if gathered else ()
+    fsdp_grad = (("FSDP: one layer's unsharded gradient and its reduce-scatter buffer", 2 * gathered * p.grad),) \
+        if gathered and not s.lora_rank else ()
+    # at the loss FSDP holds the output projection gathered (its own unit, larger than a layer for a big
+    # vocabulary) beside the last layer, and in backward the projection's unsharded gradient
+    at_loss = (("FSDP: the gathered output projection and the last layer", 2 * (head_params + gathered)),) \
+        if gathered else ()
+    head_grad_unsharded = (("FSDP: the output projection's unsharded gradient", head_params * p.grad),) \
+        if gathered and not s.lora_rank else ()
+    head_grad = 0 if s.lora_rank else head_params * p.grad
     out = [Moment("forward, computing the loss",
-                  base + kept + (("loss: forward temporaries", loss.transient("forward", n, vocab, spec.d_model)),) + fsdp),
+                  base + kept + (("loss: forward temporaries", loss.transient("forward", n, vocab, spec.d_model)),)
+                  + at_loss),
            Moment("backward, through the loss",
                   base + kept + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
-                  + fsdp)]
-    if s.recompute == "full":
+                  + at_loss + head_grad_unsharded)]
+    if s.recompute == "full":  # the head's and the loss's kept tensors are freed by now
+        below_head = ((kept[0][0], kept[0][1] - t.layer_bytes(tuple(x for x in t.outside if x.head))),)
         out.append(Moment("backward, the last layer recomputed",
-                          base + kept + (("the head's gradient", min(head_grad, grads)),
+                          base + below_head + (("the head's gradient", min(head_grad, grads)),
                                          ("one layer's activations rebuilt", _recomputed_layer(t, spec))) + fsdp + fsdp_grad))
     out.append(Moment("backward ends", base + (("gradients", grads),) + fsdp_grad))
     if not s.optimizer_in_backward:
