@@ -46,7 +46,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
     from calc.analysis.train import Setup
     from calc.analysis.train import train as plan
     from calc.render import base as render
-    from calc.render.train import activations_table, memory_table, train_notes
+    from calc.render.train import activations_table, memory_table, train_headline, train_notes
 
     targets = tuple(t.strip() for t in lora_targets.split(","))  # an empty name is unknown, not skipped
     result = plan(spec, Setup(seq, micro_batch, gpus, zero, tp, pp, sp, recompute, optimizer, lora_rank, targets,
@@ -55,6 +55,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
         render.print_json(result.to_json())
         return
     out = render.console()
+    out.print(train_headline(result))
     out.print(memory_table(result))
     if show_layer:
         out.print(activations_table(result))

@@ -30,6 +30,11 @@ def _bytes(n: int) -> tuple[str, str, str]:
     return f"{n:,}", human_bytes(n), human_bytes(n, binary=False)
 
 
+def train_headline(t: Training) -> str:
+    """The answer first: what one GPU holds to train, in total."""
+    return f"{t.model}: training takes " + styled("bold", human_bytes(t.total)) + f" ({t.total:,} B) per GPU"
+
+
 def memory_table(t: Training) -> Table:
     table = Table(title=_setup(t))
     for header in ("", "what", "before sharding", "÷", "per GPU (B)", "GiB units", "GB units"):
