@@ -37,7 +37,8 @@ LAYOUT_TABLE = re.compile(r"(<!-- generated: tensor-name layouts -->\n)(?P<body>
 
 
 def command_output(args: str) -> str:
-    result = CliRunner().invoke(cli, shlex.split(args), terminal_width=160)
+    # the docs show a 160-column pipe, whatever COLUMNS the shell running this exports
+    result = CliRunner(env={"COLUMNS": None}).invoke(cli, shlex.split(args), terminal_width=160)
     text = result.stdout + (result.stderr if result.exit_code else "")
     return "\n".join(line.rstrip() for line in text.rstrip("\n").splitlines()) + "\n"
 

@@ -12,6 +12,9 @@ import shutil
 import tempfile
 
 os.environ["HF_HUB_OFFLINE"] = "1"
+# A pipe's width is COLUMNS when the environment has it (calc/render/output.py): the tests draw at the
+# default 160 unless a test sets its own (tests/test_width.py).
+os.environ.pop("COLUMNS", None)
 HF_HOME = os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="gptcalc-hf-home-")
 
 

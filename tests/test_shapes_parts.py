@@ -338,9 +338,10 @@ def test_every_preset_adds_up(name: str) -> None:
 # --- the command for several block kinds ---------------------------------------------------------
 
 def run(*args: str) -> tuple[int, str]:
+    """The command's output in one piece: at 1,000 columns no table is cut into parts (calc.render.table)."""
     from calc.cli import main
 
-    result = CliRunner().invoke(main, list(args))
+    result = CliRunner(env={"COLUMNS": "1000"}).invoke(main, list(args))
     return result.exit_code, result.output
 
 

@@ -32,7 +32,7 @@ def compare(models: tuple[str, ...], seq: int | None, dtype: str | None, quant: 
     """
     from calc.analysis.compare import compare_models
     from calc.render import base as render
-    from calc.render.compare import compare_table
+    from calc.render.compare import compare_headlines, compare_table
     from calc.render.memory import context_note
 
     from calc.analysis.memory import layout_for, parse_budget
@@ -45,6 +45,8 @@ def compare(models: tuple[str, ...], seq: int | None, dtype: str | None, quant: 
         render.print_json(comparison.to_json())
         return
     out = render.console()
+    for line in compare_headlines(comparison):
+        out.print(line)
     out.print(compare_table(comparison))
     for note in filter(None, (context_note(c.spec, comparison.seq) for c in comparison.columns)):
         out.print("  " + note)

@@ -43,7 +43,8 @@ def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs
     from calc.analysis.flops.checks import checks
     from calc.analysis.memory.gpus import RATED, rated_gpu
     from calc.render import base as render
-    from calc.render.flops import CHECK_NOTES, bounds_notes, bounds_table, checks_table, flops_notes, flops_table
+    from calc.render.flops import (CHECK_NOTES, bounds_notes, bounds_table, checks_table, flops_headline, flops_notes,
+                                   flops_table)
 
     result = count_flops(spec, seq, batch, decode, Conventions(macs, causal_half, last_logit))
     rules = checks(spec, result)
@@ -55,6 +56,7 @@ def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs
         render.print_json(flops_json(result, rules, limits, decode))
         return
     out = render.console()
+    out.print(flops_headline(result))
     out.print(flops_table(result))
     for note in flops_notes(result):
         out.print("  " + note)

@@ -22,8 +22,11 @@ def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, dtype:
            overrides: tuple[str, ...], output: str) -> None:
     """One self-contained HTML page: the side-by-side table, the pictures, each model's tables.
 
-    Opens offline (no scripts, nothing fetched; pictures inline as SVG), for sharing a sizing
-    decision. Without matplotlib the page has the tables and says the pictures need it.
+    Opens offline (nothing fetched; pictures inline as SVG), for sharing a sizing decision. Its
+    controls (context, batch, weight and KV formats, GPU and count, engine) recompute every model's
+    memory per GPU from exact coefficients the page embeds, with the state in the URL fragment
+    (#seq=131072&batch=4&gpus=2xH100-80GB). Without matplotlib the page has the tables and says
+    the pictures need it.
 
     \b
     Example:
@@ -48,7 +51,10 @@ def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, dtype:
     settings = ["--seq", str(comparison.seq), *(arg for key, value in sizing.items() if value for arg in (key, str(value))),
                 "--kv-dtype", comparison.kv_dtype, "--seq-max", str(seq_max or max(spec.n_positions for spec in specs)),
                 *(["--gpus", gpus] if gpus else []), *(arg for pair in overrides for arg in ("--set", pair))]
-    page = report_html(comparison, pictures, shlex.join(["gptcalc", "report", *models, *settings]))
+    from calc.analysis.coefficients import coefficients
+
+    page = report_html(comparison, pictures, shlex.join(["gptcalc", "report", *models, *settings]),
+                       [{**coefficients(spec), "name": column.name} for spec, column in zip(specs, comparison.columns)])
     write_atomic(path, lambda handle: handle.write(page.encode("utf-8")))
     if path is not None:
         wrote(path, "" if pictures else " (no pictures: pip install 'gptcalc[plot]')")

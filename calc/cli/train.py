@@ -85,7 +85,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
     from calc.analysis.train.peak import Overheads
     from calc.errors import GptcalcError
     from calc.render import base as render
-    from calc.render.train import activations_table, budget_lines, memory_table, moments_table, train_notes
+    from calc.render.train import activations_table, budget_lines, memory_table, moments_table, train_headline, train_notes
 
     targets = tuple(t.strip() for t in lora_targets.split(","))  # an empty name is unknown, not skipped
     try:
@@ -105,6 +105,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
         render.print_json({**result.to_json(), **({"budget": answer.to_json()} if answer else {})})
         return
     out = render.console()
+    out.print(train_headline(result))
     out.print(memory_table(result))
     out.print(moments_table(result))
     if show_layer:

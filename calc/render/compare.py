@@ -18,6 +18,19 @@ from calc.units import human_bytes, human_count
 __all__ = ["compare_table"]
 
 
+def compare_headlines(comparison: Comparison) -> list[str]:
+    """The answer first: each model's total, and its memory (and with a budget whether it fits)."""
+    lines = []
+    for c in comparison.columns:
+        line = (f"{c.name}: {human_count(c.breakdown.total)} parameters, weights + KV cache "
+                + styled("bold", human_bytes(c.memory.total_bytes)) + f" at seq {comparison.seq:,}")
+        left = comparison.fits(c)
+        if left is not None:
+            line += f"; {'fits' if left >= 0 else 'does not fit'} {comparison.budget.label}"  # type: ignore[union-attr]
+        lines.append(line)
+    return lines
+
+
 def compare_table(comparison: Comparison, memory: bool = True) -> Table:
     """One table, a column per model; `memory=False` leaves out the bytes section (`count`)."""
     columns = comparison.columns

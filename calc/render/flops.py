@@ -38,6 +38,15 @@ def _title(f: Flops) -> str:
     return f"{f.model}: forward {unit} of a prefill of T={f.seq:,} tokens, batch B={f.batch}"
 
 
+def flops_headline(f: Flops) -> str:
+    """The answer first: the forward pass in total and per token, and (a prefill) a training step."""
+    unit, s = ("MAC" if f.conventions.macs else "FLOP"), f.scale
+    what = "one decode step" if f.decode else f"a prefill of {f.seq:,} tokens"
+    line = (f"{f.model}: {what} x batch {f.batch:,}: " + styled("bold", human_flops(f.forward / s, unit))
+            + f" ({f.forward // s:,}), {human_flops(float(f.per_token(f.forward)) / s, unit)} per token")
+    return line if f.decode else line + f"; a training step on them {human_flops(f.training()['none'] / s, unit)}"
+
+
 def flops_table(f: Flops) -> Table:
     """One row per matmul; block rows per layer × layers; the forward total and per token at the bottom."""
     s, unit = f.scale, _unit(f)

@@ -29,6 +29,10 @@ pre { font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-size: 12px;
       overflow-x: auto; background: #fafafa; padding: 0.8em; border: 1px solid #eee; }
 figure { margin: 1em 0; } svg { max-width: 100%; height: auto; }
 .note { color: #555; }
+form label { margin-right: 1em; white-space: nowrap; }
+#sizing-table { border-collapse: collapse; margin: 1em 0; font-variant-numeric: tabular-nums; }
+#sizing-table th, #sizing-table td { border: 1px solid #ddd; padding: 0.25em 0.6em; }
+#sizing-table td.num { text-align: right; } td.yes { color: #070; } td.no { color: #b00; }
 """
 
 
@@ -46,17 +50,23 @@ def _tables(renderables: Iterable[Any]) -> str:
     return console.export_html(inline_styles=True, code_format="<pre>{code}</pre>")
 
 
-def report_html(comparison: Comparison, pictures: dict[str, str] | None, command: str) -> str:
-    """The page: the side-by-side table, the pictures (title -> inline SVG; None: matplotlib is
-    missing), then each model's parameter table and which GPUs its weights + KV cache fit."""
+def report_html(comparison: Comparison, pictures: dict[str, str] | None, command: str,
+                coefficients: list[dict[str, Any]] | None = None) -> str:
+    """The page: the controls that recompute each model's memory (from `coefficients`, one per model:
+    calc/analysis/coefficients.py), the side-by-side table, the pictures (title -> inline SVG; None:
+    matplotlib is missing), then each model's parameter table and which GPUs its weights + KV cache fit."""
     names = " vs ".join(column.name for column in comparison.columns)
     parts = [
         f"<h1>{_text(names)}</h1>",
         f"<p class='note'>Made by gptcalc {__version__}: <code>{_text(command)}</code>. Exact counts; bytes "
         "in binary units (GiB = 2<sup>30</sup> B) unless they say GB (10<sup>9</sup> B).</p>",
-        "<h2>Side by side</h2>",
-        _tables([compare_table(comparison)]),
     ]
+    if coefficients:
+        from calc.analysis.memory import GPUS
+        from calc.render.interactive import interactive_section
+
+        parts.append(interactive_section(coefficients, list(GPUS), comparison.seq, comparison.kv_dtype))
+    parts += ["<h2>Side by side</h2>", _tables([compare_table(comparison)])]
     if pictures is None:
         parts.append("<p class='note'>No pictures: they need matplotlib (pip install 'gptcalc[plot]').</p>")
     for title, svg in (pictures or {}).items():

@@ -20,7 +20,6 @@ from calc.render.text import shown, width
 
 __all__ = ["Table", "as_rich", "plain_text"]
 
-STACK_GAP = 2  # spaces between a stacked table's labels and values
 
 Justify = Literal["left", "right", "center"]
 
@@ -66,7 +65,8 @@ class Table:
         return [self._only(group, first=number == 0) for number, group in enumerate(groups)]
 
     def _widths(self) -> list[int] | None:
-        """Each column's width as drawn (its widest cell and one space each side); None when unsure."""
+        """Each column's width as drawn (its widest cell and one space each side); None when unsure
+        (a character that may take two cells)."""
         rows = [[plain_text(header) for header, _, _ in self.columns],
                 *([plain_text(cell) for cell in cells] for cells, _ in self.rows)]
         sizes = [[width(cell) for cell in row] for row in rows]

@@ -36,6 +36,12 @@ def _bytes(n: int) -> tuple[str, str, str]:
     return f"{n:,}", human_bytes(n), human_bytes(n, binary=False)
 
 
+def train_headline(t: Training) -> str:
+    """The answer first: the peak one GPU allocates to train, and when it happens."""
+    return (f"{t.model}: training peaks at " + styled("bold", human_bytes(t.allocated))
+            + f" ({t.allocated:,} B) allocated per GPU, {t.peak.name}")
+
+
 def memory_table(t: Training) -> Table:
     table = Table(title=_setup(t))
     for header in ("", "what", "before sharding", "÷", "per GPU (B)", "GiB units", "GB units"):
