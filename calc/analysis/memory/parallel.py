@@ -31,7 +31,8 @@ __all__ = ["Layout", "Stage", "check_tp", "pp_partitions", "stage_kv", "stages"]
 # Whole on every tensor-parallel GPU (everything else in a layer is sharded tp ways).
 REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "mlp_act", "shared_mlp_act", "router",
               "router_bias", "router_score_bias", "router_score_bias_param", "shared_expert_gate", "q_a", "q_a_bias", "idx_q", "idx_k", "idx_weights",
-              "kv_a", "kv_a_bias", "position_embedding", "embedding_norm", "lm_head_bias", "project_in", "project_out")
+              "kv_a", "kv_a_bias", "position_embedding", "embedding_norm", "lm_head_bias", "project_in", "project_out",
+              "kda_f_a", "kda_g_a")  # KDA's gate bottlenecks: vLLM's ReplicatedLinear
 EXPERTS = "experts_"
 FIRST_STAGE = ("token_embedding", "position_embedding", "embedding_norm", "project_in")
 
