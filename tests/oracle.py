@@ -45,8 +45,9 @@ def preset_config(name: str) -> dict[str, Any]:
 def transformers_model(config: dict[str, Any]) -> Any:
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from calc.arch import transformers_type
+    from calc.arch import transformers_type, transformers_view
 
+    config = transformers_view(config)  # minimax_m1: its own code's keys as transformers' MiniMax names them
     data = dict(config)
     data.pop("model_type")
     # kimi_k2, which transformers has no class for: DeepseekV3 built from the same keys, as its config says

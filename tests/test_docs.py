@@ -67,6 +67,8 @@ TABLE_FILES = {
     "mimo_v2_flash": "tests/configs/model_types/mimo_v2_flash.json", "laguna": "tests/configs/model_types/laguna.json",
     "deepseek_v32": "tests/configs/model_types/deepseek_v32.json", "glm_moe_dsa": "tests/configs/model_types/glm_moe_dsa.json",
     "ernie4_5": "tests/configs/model_types/ernie4_5.json", "jamba": "tests/configs/model_types/jamba.json",
+    "kimi_linear": "tests/configs/model_types/kimi_linear.json",
+    "minimax_m1": "tests/configs/model_types/minimax_m1.json",
     "qwen3_5_text": "tests/configs/model_types/qwen3_5.json",
     "qwen3_5_moe_text": "tests/configs/model_types/qwen3_5_moe-397b.json",
     "nemotron_h": "tests/configs/model_types/nemotron_h.json",

@@ -25,6 +25,7 @@ from calc.analysis.count import count
 from calc.errors import GptcalcError
 from calc.spec.model import spec_from_dict
 from calc.analysis.memory.kv import kv_cache
+from calc.arch import transformers_view
 from calc.cli import main
 from calc.spec.load import load_spec
 from oracle import spec_of, transformers_count
@@ -32,7 +33,8 @@ from tiny_models import VOCAB, tiny_config
 
 CONFIGS = Path(__file__).resolve().parent / "configs" / "model_types"
 HYBRIDS = ["qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "mamba2", "nemotron_h", "bamba", "granitemoehybrid",
-           "lfm2", "lfm2_moe", "mamba", "falcon_mamba", "jamba", "falcon_h1"]
+           "lfm2", "lfm2_moe", "mamba", "falcon_mamba", "jamba", "falcon_h1", "kimi_linear", "minimax", "minimax_m1",
+           "olmo_hybrid"]
 BATCH = 2
 
 
@@ -46,7 +48,7 @@ def _transformers_tiny(model_type: str):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
-    data = tiny_config(model_type)
+    data = transformers_view(tiny_config(model_type))  # minimax_m1: as transformers' MiniMax reads it
     config = transformers.AutoConfig.for_model(data.pop("model_type"), **copy.deepcopy(data))
     torch.manual_seed(0)
     return transformers.AutoModelForCausalLM.from_config(config).eval()
@@ -63,6 +65,9 @@ def _transformers_cache(model_type: str, seq: int) -> tuple[int, int]:
     for layer in cache.layers:
         rows += sum(t.numel() for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
                     if isinstance(t, torch.Tensor))
+    for state in getattr(cache, "linear_cache", ()):  # MiniMaxCache: each lightning layer's [B, h, hd, hd] state
+        states += state.numel() if isinstance(state, torch.Tensor) else 0
+    for layer in cache.layers:
         for kind in ("conv_states", "recurrent_states"):
             states += sum(t.numel() for t in (getattr(layer, kind, None) or {}).values() if isinstance(t, torch.Tensor))
     return rows, states
@@ -209,3 +214,53 @@ def test_published_dsa_totals() -> None:
     assert v32.total == 671_877_929_216 and glm5.total == 743_911_199_232
     assert round(glm5.total / 1e9) == 744 and round((glm5.active - glm5.embeddings) / 1e9) == 40
     assert round((v32.total + v32.extra["mtp_layers"] + v32.extra["mtp_embedding_copies"]) / 1e9) == 685
+
+
+def test_published_kimi_linear_totals() -> None:
+    """Kimi-Linear-48B-A3B-Instruct's config.json: its checkpoint's parameter count, and the card's rounded figures."""
+    b = count(load_spec(str(CONFIGS / "kimi_linear.json")))
+    # source: the checkpoint's safetensors, 20,493 tensors summing to 49,122,681,728 parameters
+    # (https://huggingface.co/moonshotai/Kimi-Linear-48B-A3B-Instruct/tree/main, as a model-information report
+    # of the downloaded checkpoint prints it; tests/configs/model_types/SOURCES.yaml): the model plus the 26
+    # routers' e_score_correction_bias buffers.
+    assert b.total + b.extra["router_score_bias"] == 49_122_681_728
+    # source: https://huggingface.co/moonshotai/Kimi-Linear-48B-A3B-Instruct ("48B" total, "3B" activated): both
+    # without the token embedding and the head (49.12B and 3.48B with them)
+    assert round((b.total - b.embeddings) / 1e9) == 48 and round((b.active - b.embeddings) / 1e9) == 3
+
+
+def test_kimi_linear_state_is_fp32_and_mla_cache_is_the_latent() -> None:
+    """Kimi Linear keeps each KDA layer's recurrent state in float32 (transformers' update_recurrent_state(
+    state.to(torch.float32))) and its 7 MLA layers the 512-wide latent and the 64-wide shared key per token."""
+    spec = load_spec(str(CONFIGS / "kimi_linear.json"))
+    kv = kv_cache(spec, 1000, 1, "bf16")
+    assert kv.state_bytes == 20 * (3 * 4096 * 3 * 2 + 32 * 128 * 128 * 4)
+    assert kv.total_bytes - kv.state_bytes == 7 * (512 + 64) * 1000 * 2
+
+
+def test_published_minimax_m1_totals() -> None:
+    """MiniMax-M1's config.json (its own code's keys), counted as transformers' MiniMax builds it."""
+    b = count(load_spec(str(CONFIGS / "minimax_m1.json")))
+    # source: https://github.com/MiniMax-AI/MiniMax-M1/blob/2abb4f45a9df4154b4bde024d51874bd127edcee/README.md
+    # ("456 billion parameters in total, with 45.9 billion parameters activated per token"): 456.09B, and
+    # 45.94B active without the token embedding and the head
+    assert round(b.total / 1e9) == 456 and round((b.active - b.embeddings) / 1e8) == 459
+
+
+def test_lightning_state_is_constant() -> None:
+    """MiniMax-M1 keeps one 128 x 128 state per head in each of its 70 lightning layers, whatever the
+    length; only its 10 softmax layers' K and V (8 KV heads of 128) grow."""
+    spec = load_spec(str(CONFIGS / "minimax_m1.json"))
+    kv = kv_cache(spec, 1000, 1, "bf16")
+    assert kv.state_bytes == 70 * 64 * 128 * 128 * 2
+    assert kv.total_bytes - kv.state_bytes == 10 * 2 * 8 * 128 * 1000 * 2
+
+
+def test_olmo_hybrid_defaults_equal_transformers() -> None:
+    """No verbatim OLMo-Hybrid config.json could be found; OlmoHybridConfig's defaults are documented as
+    "a similar configuration to that of the allenai/Olmo-Hybrid-7B model"
+    (source: https://docs.vllm.ai/en/v0.18.1/api/vllm/transformers_utils/configs/olmo_hybrid/), so the
+    empty config is counted as transformers builds it, and rounds to the name's 7B."""
+    config = {"model_type": "olmo_hybrid"}
+    total = count(spec_of(config)).total
+    assert total == transformers_count(config) and round(total / 1e9) == 7

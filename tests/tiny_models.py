@@ -205,6 +205,32 @@ TINY: dict[str, dict[str, Any]] = {
     "falcon_mamba": {"vocab_size": VOCAB, "hidden_size": 32, "num_hidden_layers": 2, "state_size": 8, **_IDS},
     "jamba": {**_COMMON, "num_hidden_layers": 4, "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2,
               "expert_layer_offset": 0, "num_experts": 4, "num_experts_per_tok": 2, "mamba_d_state": 8},
+    # linear_attn_config's 1-indexed lists (MLA on layer 2), its conv kernel 3; two groups of experts,
+    # shared experts twice moe_intermediate_size, under the names Kimi-Linear-48B-A3B's config.json uses.
+    "kimi_linear": {**_COMMON, "num_hidden_layers": 4, "num_key_value_heads": 4, "kv_lora_rank": 16, "q_lora_rank": None,
+                    "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8, "moe_intermediate_size": 16,
+                    "num_experts": 4, "num_experts_per_token": 2, "num_shared_experts": 2, "num_expert_group": 2,
+                    "topk_group": 1, "first_k_dense_replace": 1,
+                    "linear_attn_config": {"num_heads": 2, "head_dim": 8, "short_conv_kernel_size": 3,
+                                           "full_attn_layers": [2], "kda_layers": [1, 3, 4]}},
+    # lightning attention on layers 1 and 3, softmax attention (half-rotary) on 2; blocks of 4 positions,
+    # shorter than the tests' sequences; residual factors other than 1.
+    "minimax": {**_COMMON, "num_hidden_layers": 3, "head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2,
+                "intermediate_size": 16, "block_size": 4,
+                "layer_types": ["linear_attention", "full_attention", "linear_attention"],
+                "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+                "full_attn_alpha_factor": 1.5, "linear_attn_alpha_factor": 1.5, "mlp_alpha_factor": 1.5},
+    # MiniMax-M1's own keys (attn_type_list, rotary_dim, layernorm_*_alpha), as its config.json writes them.
+    "minimax_m1": {**_COMMON, "num_hidden_layers": 3, "head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2,
+                   "intermediate_size": 16, "attn_type_list": [0, 1, 0], "rotary_dim": 4, "rope_theta": 10000.0,
+                   "layernorm_full_attention_alpha": 1.5, "layernorm_linear_attention_alpha": 1.5,
+                   "layernorm_mlp_alpha": 1.5, "shared_intermediate_size": 0, "postnorm": True},
+    # OLMo-3's attention on layer 2 (QK-norm, output norms), gated DeltaNet under input norms on 1 and 3,
+    # beta doubled (linear_allow_neg_eigval), the gated norm's eps 1e-5 beside rms_norm_eps 1e-6. Values as
+    # wide as keys in all (4 heads of 4): transformers' save_pretrained cuts the q, k, v conv into three equal
+    # parts (conversion_mapping.py's Concatenate reversed), which is right only then.
+    "olmo_hybrid": {**_COMMON, **_DELTANET, "linear_value_head_dim": 4, "num_hidden_layers": 3, "rope_theta": 5000.0,
+                    "layer_types": ["linear_attention", "full_attention", "linear_attention"]},
     "lfm2": {**_COMMON, "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"], "conv_bias": True},
     "lfm2_moe": {**_COMMON, "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"],
                  "moe_intermediate_size": 16, "num_dense_layers": 1, "num_experts": 4, "num_experts_per_tok": 2},
@@ -216,13 +242,12 @@ def tiny_config(model_type: str) -> dict[str, Any]:
     return {"model_type": model_type, **TINY[model_type]}
 
 
-# Model types whose mechanism the torch reference does not build yet (DSA's indexer and its top-k
-# selection, Mamba version 1, Gemma-3n's and Gemma-4's V-norm, shared K/V, AltUp, LAuReL, per-layer inputs and
-# MoE beside the MLP): verify refuses them by name (tests/test_reference_equivalence.py checks the refusal),
-# while count, kvcache and the header check cover them (tests/test_hybrids.py, tests/test_gemma_ple.py).
+# Model types whose mechanism the torch reference does not build yet (Kimi Delta Attention, MiniMax's lightning
+# attention, Gemma-3n's and Gemma-4's V-norm, shared K/V, AltUp, LAuReL, per-layer inputs and MoE beside the MLP,
+# LongCat-Flash's zero-computation experts): verify refuses them by name (tests/test_reference_equivalence.py checks
+# the refusal), while count, kvcache and the header check cover them (tests/test_hybrids.py, tests/test_gemma_ple.py).
 # Model types transformers builds no causal LM for: their language model and head are compared inside the
 # multimodal model around them (tests/test_step3p7.py; tests/oracle.py WRAPPED for counts).
 NO_CAUSAL_LM = {"step3p5"}
 
-NO_TORCH_YET = {"deepseek_v32", "glm_moe_dsa", "mamba", "falcon_mamba", "jamba", "gemma3n_text", "gemma4_text",
-                "longcat_flash"}
+NO_TORCH_YET = {"kimi_linear", "minimax", "minimax_m1", "gemma3n_text", "gemma4_text", "longcat_flash"}

@@ -15,7 +15,8 @@ from calc.arch.common import KEYS
 from calc.arch.config import Config, unwrap_text_config
 from calc.errors import GptcalcError, UnsupportedModelType
 
-__all__ = ["ADAPTERS", "SUPPORTED_MODEL_TYPES", "TRANSFORMERS_ALIASES", "spec_dict", "transformers_type"]
+__all__ = ["ADAPTERS", "CONVERTED", "SUPPORTED_MODEL_TYPES", "TRANSFORMERS_ALIASES", "spec_dict", "transformers_type",
+           "transformers_view"]
 
 # model_type -> the calc.arch module that reads it.
 ADAPTERS: dict[str, str] = {
@@ -82,6 +83,10 @@ ADAPTERS: dict[str, str] = {
     "mamba2": "mamba",
     "falcon_h1": "falcon_h1",
     "longcat_flash": "longcat_flash",
+    "kimi_linear": "kimi_linear",
+    "minimax": "minimax",
+    "minimax_m1": "minimax",
+    "olmo_hybrid": "olmo",
     "mamba": "mamba1",
     "falcon_mamba": "mamba1",
     "jamba": "mamba1",
@@ -104,6 +109,17 @@ SUPPORTED_MODEL_TYPES = tuple(sorted(ADAPTERS))
 # architectures ["DeepseekV3ForCausalLM"] and its auto_map's DeepseekV3Config (transformers'
 # Kimi-K2.5 config reads its kimi_k2 text_config as deepseek_v3 too). alias -> (model_type, architecture).
 TRANSFORMERS_ALIASES = {"kimi_k2": ("deepseek_v3", "DeepseekV3ForCausalLM")}
+
+
+# Configs written for a model's own code, whose keys transformers' class of the same model names
+# otherwise: the adapter module's `transformers_data` rewrites them (MiniMax-M1's attn_type_list).
+CONVERTED = {"minimax_m1": "minimax"}
+
+
+def transformers_view(config: dict[str, Any]) -> dict[str, Any]:
+    """The config as transformers' own class of its model reads it (converted where CONVERTED says)."""
+    module = CONVERTED.get(config.get("model_type"))
+    return import_module(f"calc.arch.{module}").transformers_data(config) if module else config
 
 
 def transformers_type(config: dict[str, Any], origin: str) -> str:

@@ -104,12 +104,15 @@ def _dsa(cfg: Config, model_type: str, blocks: dict[str, Any], multi_token: dict
     if len(mlps) != n_layers or set(mlps) - {"dense", "sparse"}:
         raise cfg.error("mlp_layer_types", f"expected {n_layers} of dense, sparse (one per layer), got {mlps!r}")
     indexed = _indexer_types(cfg, n_layers)
-    indexer = {"n_heads": cfg.int("index_n_heads"), "head_dim": cfg.int("index_head_dim"), "topk": cfg.int("index_topk")}
+    # DeepSeek-V3.2's indexer rotates halves, GLM-5's interleaved pairs (apply_rotary_pos_emb vs _interleave)
+    indexer = {"n_heads": cfg.int("index_n_heads"), "head_dim": cfg.int("index_head_dim"), "topk": cfg.int("index_topk"),
+               "interleaved": cfg.raw("model_type") == "glm_moe_dsa"}
 
     def build(kind: str) -> dict[str, Any]:
         mlp, full = kind.split("+")
         block = blocks["moe" if mlp == "sparse" else "dense"]
-        return {**block, "attention": {**block["attention"], "indexer": indexer if full == "full" else None}}
+        return {**block, "attention": {**block["attention"], "indexer": indexer if full == "full" else None,
+                                       "reuse_selection": full == "shared"}}
 
     kinds = [f"{mlp}+{full}" for mlp, full in zip(mlps, indexed)]
     names = {kind: ("moe" if kind.startswith("sparse") else "dense") + ("_shared" if kind.endswith("shared") else "")

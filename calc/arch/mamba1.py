@@ -4,11 +4,12 @@ The mixer (calc.parts.mamba) has `intermediate_size` = expand x hidden_size chan
 `state_size` per channel and a rank-`time_step_rank` dt ("auto": ceil(hidden_size / 16)).
 - mamba (state-spaces/mamba-*-hf) and falcon_mamba (Falcon-Mamba-7B): every layer one RMSNorm and the
   mixer, tensors under `backbone.`; Falcon-Mamba's extra RMS normalisations of dt, B and C have no
-  weights (FalconMambaMixer), so its count is Mamba's. Heads tied unless the config says otherwise.
+  weights (FalconMambaMixer, eps `mixer_rms_eps`), so its count is Mamba's. Heads tied unless the config says otherwise.
 - jamba (AI21's Jamba): Llama's two-norm layers; the mixer is attention (GQA without rotary) on every
   `attn_layer_period`-th layer from `attn_layer_offset`, Mamba elsewhere, with RMSNorms on dt, B and
   C; the MLP is a MoE of `num_experts` SwiGLU experts on every `expert_layer_period`-th layer from
-  `expert_layer_offset`, a SwiGLU elsewhere (JambaModel).
+  `expert_layer_offset`, a SwiGLU elsewhere (JambaModel); its router keeps the top-k softmax weights
+  as they are, not renormalised (JambaTopKRouter).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ _MAMBA = {"vocab_size": 50280, "hidden_size": 768, "state_size": 16, "num_hidden
 # transformers' config-class defaults (models/<type>/configuration_<type>.py) for the keys read here.
 DEFAULTS: dict[str, dict[str, Any]] = {
     "mamba": _MAMBA,
-    "falcon_mamba": {**_MAMBA, "vocab_size": 50280, "hidden_size": 768, "num_hidden_layers": 32},
+    "falcon_mamba": {**_MAMBA, "vocab_size": 50280, "hidden_size": 768, "num_hidden_layers": 32, "mixer_rms_eps": 1e-6},
     "jamba": {"vocab_size": 65536, "tie_word_embeddings": False, "hidden_size": 4096, "intermediate_size": 14336,
               "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-6,
               "max_position_embeddings": 262144, "num_experts_per_tok": 2, "num_experts": 16,
@@ -52,7 +53,8 @@ def _mixer(cfg: Config, state: str, conv: str, expand: str, rank: str, proj_bias
 
 
 def _mamba(cfg: Config, model_type: str) -> dict[str, Any]:
-    mixer = _mixer(cfg, "state_size", "conv_kernel", "expand", "time_step_rank", "use_bias", "use_conv_bias")
+    rms = {"dt_rms_eps": cfg.float("mixer_rms_eps")} if model_type == "falcon_mamba" else {}
+    mixer = _mixer(cfg, "state_size", "conv_kernel", "expand", "time_step_rank", "use_bias", "use_conv_bias", **rms)
     return mixer_stack(cfg, model_type, mixer)
 
 
@@ -64,7 +66,7 @@ def _jamba(cfg: Config) -> dict[str, Any]:
     parts = {"mamba": _mixer(cfg, "mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_dt_rank", "mamba_proj_bias",
                              "mamba_conv_bias", dt_norms=True),
              "attention": attention(cfg, rope=None, q_bias=False, k_bias=False, v_bias=False, o_bias=False),
-             "moe": experts(cfg, ("num_experts",), "intermediate_size"),
+             "moe": experts(cfg, ("num_experts",), "intermediate_size", norm_topk=False),  # JambaTopKRouter
              "dense": gated_mlp(cfg, bias=False)}
     kinds = [f"{mixer}_{mlp}" for mixer, mlp in zip(mixers, mlps)]
     blocks, layers = kind_stack(kinds, {kind: kind for kind in kinds}, lambda kind: {

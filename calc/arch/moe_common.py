@@ -72,12 +72,14 @@ def mlp_typed_stack(cfg: Config, blocks: dict[str, dict[str, Any]], mtp: dict[st
     return _stack([MLP_LAYER_TYPES[kind] for kind in mlp_layer_types(cfg)], blocks, mtp)
 
 
-def mlp_layer_types(cfg: Config) -> list[str]:
-    """Each layer's `mlp_layer_types` entry, "dense" or "sparse" (left out: one dense layer, then sparse)."""
+def mlp_layer_types(cfg: Config, dense: int = 1) -> list[str]:
+    """Each layer's `mlp_layer_types` entry, "dense" or "sparse" (left out: `dense` dense layers, then sparse;
+    Kimi Linear's config class reads first_k_dense_replace there, GLM-4.7-Flash's has one)."""
     n_layers = cfg.int(*KEYS["n_layers"])
     kinds = cfg.list("mlp_layer_types")
     if kinds is None:
-        return ["dense"] + ["sparse"] * (n_layers - 1)
+        dense = max(0, min(dense, n_layers))
+        return ["dense"] * dense + ["sparse"] * (n_layers - dense)
     if len(kinds) != n_layers or any(kind not in MLP_LAYER_TYPES for kind in kinds):
         raise cfg.error("mlp_layer_types", f"expected {n_layers} of {', '.join(MLP_LAYER_TYPES)} (one per layer), "
                                            f"got {kinds!r}")

@@ -1,4 +1,4 @@
-"""OLMo (model_type olmo), OLMo-2 (olmo2) and OLMo-3 (olmo3): Llama's tensors, different norms.
+"""OLMo (model_type olmo), OLMo-2 (olmo2), OLMo-3 (olmo3) and OLMo-Hybrid (olmo_hybrid): Llama's tensors, different norms.
 
 OLMo-1's LayerNorm has no parameters at all (OlmoLayerNorm: F.layer_norm with no weight or bias,
 eps fixed at 1e-5), so its blocks and final norm add nothing; `clip_qkv` clamps activations (no
@@ -8,6 +8,14 @@ plus QK-norm over the full width (q_norm over n_heads x head_dim, k_norm over n_
 OLMo-3 is OLMo-2's block with three sliding-window layers (`sliding_window`) per full one, or as
 `layer_types` says; rope_theta defaults to 500,000 and a legacy `rope_scaling` applies to the full
 layers only (Olmo3Config files it under rope_parameters["full_attention"]).
+OLMo-Hybrid (OlmoHybridForCausalLM) mixes OLMo-3's full-attention layer (output norms, full-width
+QK-norm, rotary always: transformers fills rope_theta 10,000 when the config has none) with gated
+DeltaNet layers under Llama's input norms (OlmoHybridLinearAttentionDecoderLayer), every 4th layer
+attention unless `layer_types` says otherwise (and the last one if none would be). Its DeltaNet
+projects q, k, v, a, b and the gate separately, scales beta by 2 when `linear_allow_neg_eigval`
+(the default) and normalises with eps 1e-5 whatever rms_norm_eps says; linear_num_key_heads and
+linear_num_value_heads default to num_attention_heads, linear_key_head_dim to
+int(0.75 x hidden_size / key heads), linear_value_head_dim to twice that (OlmoHybridConfig).
 All untie the head unless `tie_word_embeddings` (OLMo-1B ties it).
 """
 
@@ -15,9 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (attention, attention_kinds, decoder, gated_mlp, kind_stack, norm, rope, uniform,
-                               with_defaults)
+from calc.arch.common import (KEYS, attention, attention_kinds, decoder, gated_mlp, kind_stack, layer_kinds, norm,
+                               rope, uniform, with_defaults)
 from calc.arch.config import Config
+from calc.arch.qwen3_next import _deltanet
 
 __all__ = ["DEFAULTS", "spec_dict"]
 
@@ -30,13 +39,19 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "olmo": _SHARED,
     "olmo2": {**_SHARED, "rms_norm_eps": 1e-5},
     "olmo3": {**_SHARED, "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "sliding_window": 4096},
+    "olmo_hybrid": {**_SHARED, "vocab_size": 100352, "hidden_size": 3840, "num_attention_heads": 30,
+                    "max_position_embeddings": 65536, "rms_norm_eps": 1e-6, "linear_conv_kernel_dim": 4,
+                    "linear_allow_neg_eigval": True},
 }
+HYBRID_KINDS = ("linear_attention", "full_attention")
 BLOCK_NAMES = {"sliding_attention": "sliding", "full_attention": "full"}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
     model_type = cfg.raw("model_type")
     cfg = with_defaults(cfg, DEFAULTS[model_type])
+    if model_type == "olmo_hybrid":
+        return _olmo_hybrid(cfg)
     if model_type == "olmo3":
         kinds = attention_kinds(cfg, lambda i: "sliding_attention" if (i + 1) % 4 else "full_attention")
         blocks, layers = kind_stack(kinds, BLOCK_NAMES, lambda kind: _olmo3_block(cfg, kind))
@@ -64,3 +79,29 @@ def _olmo3_block(cfg: Config, kind: str) -> dict[str, Any]:
     attn = {**block["attention"], "window": cfg.int("sliding_window", default=None) if sliding else None,
             "rope": rope(read, block["attention"]["head_dim"], layer_type=kind)}
     return {**block, "attention": attn}
+
+
+def _olmo_hybrid(cfg: Config) -> dict[str, Any]:
+    n_layers = cfg.int(*KEYS["n_layers"])
+    kinds = layer_kinds(cfg, lambda i: HYBRID_KINDS[i % 4 == 3 or (n_layers < 4 and i == n_layers - 1)])
+    unknown = sorted(set(kinds) - set(HYBRID_KINDS))
+    if unknown:
+        raise cfg.error("layer_types", f"unknown layer type {unknown[0]!r} (expected {', '.join(HYBRID_KINDS)})")
+    rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
+    deltanet = {"attention": {**_deltanet(_linear_defaults(cfg)), "neg_eigval": cfg.bool("linear_allow_neg_eigval"),
+                              "norm_eps": 1e-5},
+                "mlp": gated_mlp(cfg, bias=False), "norm": rms}
+    blocks, layers = kind_stack(kinds, {"linear_attention": "deltanet", "full_attention": "attention"},
+                                lambda kind: deltanet if kind == "linear_attention" else _olmo2_block(cfg))
+    return decoder(cfg, "olmo_hybrid", blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+
+
+def _linear_defaults(cfg: Config) -> Config:
+    """OlmoHybridConfig.__post_init__'s DeltaNet widths for the keys a config leaves out (or sets to null)."""
+    heads = cfg.int(*KEYS["n_heads"])
+    k_heads = cfg.int("linear_num_key_heads", default=None) or heads
+    k_dim = cfg.int("linear_key_head_dim", default=None) or int(0.75 * cfg.int(*KEYS["d_model"]) / k_heads)
+    return cfg.replace({**cfg.data, "linear_num_key_heads": k_heads,
+                        "linear_num_value_heads": cfg.int("linear_num_value_heads", default=None) or heads,
+                        "linear_key_head_dim": k_dim,
+                        "linear_value_head_dim": cfg.int("linear_value_head_dim", default=None) or 2 * k_dim})

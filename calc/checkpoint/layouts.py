@@ -125,6 +125,32 @@ _LFM2 = {**LLAMA, "final_norm": "model.embedding_norm", "attn_in": "operator_nor
 _INDEXER = {"idx_q": "self_attn.indexer.wq_b", "idx_k": "self_attn.indexer.wk", "idx_k_norm": "self_attn.indexer.k_norm",
             "idx_weights": "self_attn.indexer.weights_proj"}
 
+# Kimi Linear: KDA's tensors inside self_attn (its forget gate in a submodule, its q, k, v convs one conv1d);
+# the Hub's checkpoints (and save_pretrained: conversion_mapping.py's "kimi_linear") keep the forget
+# gate beside the rest, three convs, Mixtral's block_sparse_moe names for every MLP, dense ones included.
+_KDA = {"kda_q": "self_attn.q_proj", "kda_k": "self_attn.k_proj", "kda_v": "self_attn.v_proj", "kda_conv": "self_attn.conv1d",
+        "kda_f_a": "self_attn.forget_gate.f_a_proj", "kda_f_b": "self_attn.forget_gate.f_b_proj",
+        "kda_dt_bias": "self_attn.forget_gate.dt_bias", "kda_a_log": "self_attn.forget_gate.A_log",
+        "kda_b": "self_attn.b_proj", "kda_g_a": "self_attn.g_a_proj", "kda_g_b": "self_attn.g_b_proj",
+        "kda_norm": "self_attn.o_norm", "kda_out": "self_attn.o_proj"}
+_KIMI_LINEAR_HUB = {**_MIXTRAL_HUB, "shared": "block_sparse_moe.shared_experts",
+                    "score_bias": "block_sparse_moe.gate.e_score_correction_bias", "mlp": "block_sparse_moe",
+                    "kda_f_a": "self_attn.f_a_proj", "kda_f_b": "self_attn.f_b_proj", "kda_dt_bias": "self_attn.dt_bias",
+                    "kda_a_log": "self_attn.A_log", "kda_conv_split": ("self_attn.q_conv1d", "self_attn.k_conv1d",
+                                                                       "self_attn.v_conv1d")}
+# OLMo-Hybrid's checkpoints (OLMo-core's names; conversion_mapping.py's "olmo_hybrid"): other norm names,
+# q, k and v convs apart.
+_OLMO_HYBRID_HUB = {"attn_in": "attention_layer_norm", "mlp_in": "feedforward_layer_norm",
+                    "attn_out": "feedforward_layer_norm",
+                    "gdn_conv_split": ("linear_attn.q_conv1d", "linear_attn.k_conv1d", "linear_attn.v_conv1d")}
+
+# MiniMax's lightning attention inside self_attn; its per-head decays (slope_rate and the block decay
+# tables) are buffers save_pretrained writes.
+_MINIMAX = {**LLAMA, "la_qkv": "self_attn.qkv_proj", "la_norm": "self_attn.norm", "la_gate": "self_attn.output_gate",
+            "la_out": "self_attn.out_proj", "hub": _MIXTRAL_HUB,
+            "buffers": (*LLAMA["buffers"], *(f"model.layers.{{layer}}.self_attn.{name}" for name in
+                                             ("slope_rate", "query_decay", "key_decay", "diagonal_decay")))}
+
 LAYOUTS: dict[str, dict[str, Any]] = {
     "gpt2": {**_GPT, "conv1d": True},
     "gpt_bigcode": _GPT,
@@ -213,6 +239,13 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     "glm_moe_dsa": {**LLAMA, **_INDEXER},
     "qwen3_5_moe_text": _QWEN3_5,
     "mamba2": {**_mamba2("mixer"), **_BACKBONE},
+    "kimi_linear": {**LLAMA, **_KDA, "hub": _KIMI_LINEAR_HUB},
+    "olmo_hybrid": {**LLAMA, **_DELTANET, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm",
+                    "gdn_q": "linear_attn.q_proj", "gdn_k": "linear_attn.k_proj", "gdn_v": "linear_attn.v_proj",
+                    "gdn_z": "linear_attn.g_proj", "gdn_b": "linear_attn.b_proj", "gdn_a": "linear_attn.a_proj",
+                    "gdn_norm": "linear_attn.o_norm", "gdn_out": "linear_attn.o_proj", "hub": _OLMO_HYBRID_HUB},
+    "minimax": _MINIMAX,
+    "minimax_m1": _MINIMAX,
     "mamba": {**_mamba("mixer"), **_BACKBONE},
     "falcon_mamba": {**_mamba("mixer"), **_BACKBONE},
     "jamba": {**LLAMA, **_mamba("mamba"), "final_norm": "model.final_layernorm", "mlp_in": "pre_ff_layernorm",

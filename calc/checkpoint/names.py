@@ -69,6 +69,11 @@ class TensorTable:
         self.renamed = {name: {h.name: self.blocks[name][role].name for role, h in self.hub[name].items()
                                if role in self.blocks[name] and h.name != self.blocks[name][role].name}
                         for name in spec.blocks}
+        # A Hub tensor that is one piece of a tensor transformers concatenates on load (`<role>_split` in the
+        # layout's hub table: Kimi Linear's and OLMo-Hybrid's q, k, v convs): its in-memory name, its place.
+        self._pieces = {f"{path}.weight": (f"{self.lay[key[:-len('_split')]]}.weight", index)
+                        for key, paths in (self.lay.get("hub") or {}).items() if key.endswith("_split")
+                        for index, path in enumerate(paths)}
         # Multi-token-prediction layers above the stack (checkpoint only), in either expert layout.
         self.mtp = {slot.name: slot for hub in (False, True) for slot in mtp_slots(spec, self.lay, hub).values()} \
             if spec.mtp else {}
@@ -90,6 +95,13 @@ class TensorTable:
     def canonical(self, name: str) -> str:
         """The name as save_pretrained writes it: an older alias renamed, a base model's prefix added."""
         return with_base(self._aliases.get(name, name), self.lay, self._model_names)
+
+    def piece(self, name: str) -> tuple[str, int] | None:
+        """(the in-memory tensor, this piece's place among those concatenated into it) for a Hub name
+        that is one piece of a tensor (`_pieces`), else None."""
+        match = self._layer.match(self.canonical(name))
+        found = self._pieces.get(match.group(2)) if match else None
+        return None if found is None else (f"{self.layers}.{match.group(1)}.{found[0]}", found[1])
 
     def classify(self, name: str) -> TensorName | None:
         """The meaning of a stored tensor name, or None when the spec has no such tensor."""

@@ -181,14 +181,56 @@ def _deltanet(s: _Slots, g: Any, d: int) -> None:
     if "gdn_qkvz" in s.lay:
         s.linear("gdn_qkvz", d, g.conv_dim + value, ("gdn_qkv", "gdn_z"), widths=(g.conv_dim, value))
         s.linear("gdn_ba", d, 2 * h, ("gdn_b", "gdn_a"), widths=(h, h))
-    else:
-        for role, width in (("gdn_qkv", g.conv_dim), ("gdn_z", value), ("gdn_b", h), ("gdn_a", h)):
+    else:  # OLMo-Hybrid keeps q, k and v apart too
+        split = (("gdn_q", g.key_dim), ("gdn_k", g.key_dim), ("gdn_v", value)) if "gdn_q" in s.lay else ()
+        for role, width in split:
+            s.linear(role, d, width, "gdn_qkv")
+        for role, width in (*(() if split else (("gdn_qkv", g.conv_dim),)), ("gdn_z", value), ("gdn_b", h), ("gdn_a", h)):
             s.linear(role, d, width, role)
-    _conv(s, "gdn_conv", g.conv_dim, g.conv_kernel, "gdn_conv", None)
+    names = {**s.lay, **(s.lay.get("hub") or {})} if s.hub else s.lay
+    _qkv_conv(s, "gdn_conv", names, (g.key_dim, g.key_dim, value), g.conv_kernel)
     s.add("gdn_dt_bias", s.lay["gdn_dt_bias"], (h,), "gdn_dt_bias")
     s.add("gdn_a_log", s.lay["gdn_a_log"], (h,), "gdn_a_log")
     s.add("gdn_norm.weight", f"{s.lay['gdn_norm']}.weight", (g.v_head_dim,), "gdn_norm", init="ones", kind="norm")
     s.linear("gdn_out", value, d, "gdn_out")
+
+
+def _qkv_conv(s: _Slots, role: str, names: dict[str, Any], widths: tuple[int, ...], kernel: int) -> None:
+    """A bias-free conv over q | k | v: one [sum(widths), 1, kernel] tensor, or, where a Hub layout
+    names `<role>_split` (Kimi Linear's and OLMo-Hybrid's q_conv1d, k_conv1d, v_conv1d), one per part."""
+    split = names.get(f"{role}_split")
+    if not split:
+        return _conv(s, role, sum(widths), kernel, role, None)
+    for part, path, width in zip("qkv", split, widths):
+        s.add(f"{role}_{part}.weight", f"{path}.weight", (width, 1, kernel), role)
+
+
+def _kda(s: _Slots, k: Any, d: int) -> None:
+    """Kimi Delta Attention: q, k, v, their conv (three convs in the Hub's layout), the forget gate
+    (f_a, f_b, dt_bias, A_log stored [1, 1, H, 1]), b, the output gate (g_a, g_b), o_norm, o_proj."""
+    names = {**s.lay, **(s.lay.get("hub") or {})} if s.hub else s.lay
+    width, r, h = k.width, k.head_dim, k.n_heads
+    for role in ("kda_q", "kda_k", "kda_v"):
+        s.linear(role, d, width, role)
+    _qkv_conv(s, "kda_conv", names, (width, width, width), k.conv_kernel)
+    s.linear("kda_f_a", d, r, "kda_f_a", path=names["kda_f_a"])
+    s.linear("kda_f_b", r, width, "kda_f_b", path=names["kda_f_b"])
+    s.add("kda_dt_bias", names["kda_dt_bias"], (width,), "kda_dt_bias")
+    s.add("kda_a_log", names["kda_a_log"], (1, 1, h, 1), "kda_a_log")
+    s.linear("kda_b", d, h, "kda_b")
+    s.linear("kda_g_a", d, r, "kda_g_a")
+    s.linear("kda_g_b", r, width, "kda_g_b")
+    s.add("kda_norm.weight", f"{s.lay['kda_norm']}.weight", (r,), "kda_norm", init="ones", kind="norm")
+    s.linear("kda_out", width, d, "kda_out")
+
+
+def _lightning(s: _Slots, a: Any, d: int) -> None:
+    """MiniMax's lightning attention: qkv_proj, its norm, output_gate, out_proj (its decays are buffers)."""
+    w = a.width
+    s.linear("la_qkv", d, 3 * w, "la_qkv")
+    s.add("la_norm.weight", f"{s.lay['la_norm']}.weight", (w,), "la_norm", init="ones", kind="norm")
+    s.linear("la_gate", d, w, "la_gate")
+    s.linear("la_out", w, d, "la_out")
 
 
 def _short_conv(s: _Slots, c: Any, d: int) -> None:
@@ -205,7 +247,7 @@ def _parallel(s: _Slots, p: Any, d: int) -> None:
 
 
 MIXERS = {"attention": _attention, "mla": _mla, "mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet,
-          "short_conv": _short_conv, "parallel": _parallel}
+          "kda": _kda, "lightning": _lightning, "short_conv": _short_conv, "parallel": _parallel}
 
 
 def _mlp(s: _Slots, m: Any, d: int, prefix: str = "mlp", container: str | None = None) -> None:
@@ -214,7 +256,7 @@ def _mlp(s: _Slots, m: Any, d: int, prefix: str = "mlp", container: str | None =
         return s.lay[role] if container is None else f"{container}.{s.lay[role].rsplit('.', 1)[1]}"
 
     f, bias = m.d_ff, m.bias
-    role = "shared." if container else ""
+    role = "shared." if prefix == "shared_mlp" else ""
     if m.gated and m.fused_gate_up:
         s.linear(f"{role}gate_up", d, 2 * f, (f"{prefix}_gate", f"{prefix}_up"),
                  bias and (f"{prefix}_gate_bias", f"{prefix}_up_bias"), (f, f), path("gate_up"))
@@ -318,7 +360,8 @@ def _pair_slots(lay: dict[str, Any], block: Block, d: int, hub: bool) -> dict[st
     """One mixer + MLP pair's tensors with its norms."""
     s = _Slots(lay, hub)
     parallel_names = lay.get("parallel_norms") if block.parallel and len(block.norms) == 2 else None
-    norm_path = {pos: (parallel_names or {}).get(pos, lay.get(pos)) for pos in block.norms}
+    hub_norms = (lay.get("hub") or {}) if hub else {}  # OLMo-Hybrid's OLMo-core names
+    norm_path = {pos: (parallel_names or {}).get(pos, hub_norms.get(pos, lay.get(pos))) for pos in block.norms}
     order = {"attn_in": 0, "attn_out": 1, "mlp_in": 2, "mlp_out": 3}
     targets = {"attn_in": "attn_norm", "attn_out": "attn_post_norm", "mlp_in": "mlp_norm", "mlp_out": "mlp_post_norm"}
     positions = sorted(block.norms, key=order.get)
@@ -330,8 +373,8 @@ def _pair_slots(lay: dict[str, Any], block: Block, d: int, hub: bool) -> dict[st
         s.norm(position, block.norm, d, targets[position], norm_path[position])
     if block.mlp is not None and block.mlp.kind == "moe":
         _moe(s, block.mlp, d, hub)
-    elif block.mlp is not None:
-        _mlp(s, block.mlp, d)
+    elif block.mlp is not None:  # a hub layout may keep even the dense MLP elsewhere (Kimi Linear's block_sparse_moe)
+        _mlp(s, block.mlp, d, container=(lay.get("hub") or {}).get("mlp") if hub else None)
     for position in (p for p in positions if p == "mlp_out"):
         s.norm(position, block.norm, d, targets[position], norm_path[position])
     return s.slots

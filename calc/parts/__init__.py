@@ -8,10 +8,13 @@ MLP part (MLP or MoE) and norms together, either of the two possibly absent; `Mo
 
 from __future__ import annotations
 
-from calc.parts import attention, augment, embedding, gated_deltanet, mamba, mamba2, mla, mlp, moe, norm, short_conv
+from calc.parts import (attention, augment, embedding, gated_deltanet, kda, lightning, mamba, mamba2, mla, mlp, moe, norm,
+                        short_conv)
 from calc.parts.attention import Attention, QKNorm, Rope, attention_kind
 from calc.parts.embedding import Embedding, Head
 from calc.parts.gated_deltanet import GatedDeltaNet
+from calc.parts.kda import KimiDeltaAttention
+from calc.parts.lightning import LightningAttention
 from calc.parts.mamba import Mamba
 from calc.parts.mamba2 import Mamba2
 from calc.parts.mla import MLA
@@ -20,7 +23,7 @@ from calc.parts.moe import MoE
 from calc.parts.norm import Norm
 from calc.parts.short_conv import ShortConv
 
-__all__ = ["LABELS", "MLA", "MLP", "Attention", "Embedding", "GatedDeltaNet", "Head", "Mamba", "Mamba2", "MoE", "Norm", "QKNorm", "Rope",
+__all__ = ["LABELS", "MLA", "MLP", "Attention", "Embedding", "GatedDeltaNet", "Head", "KimiDeltaAttention", "LightningAttention", "Mamba", "Mamba2", "MoE", "Norm", "QKNorm", "Rope",
            "ShortConv", "attention_kind"]
 
 # Every component key any part can produce, with its label, in the order a token meets them.
@@ -33,6 +36,8 @@ LABELS: dict[str, str] = {
     **mamba2.LABELS,
     **mamba.LABELS,
     **gated_deltanet.LABELS,
+    **kda.LABELS,
+    **lightning.LABELS,
     **short_conv.LABELS,
     "attn_post_norm": norm.LABELS["attn_post_norm"],
     "mlp_norm": norm.LABELS["mlp_norm"],

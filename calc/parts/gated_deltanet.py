@@ -34,6 +34,8 @@ class GatedDeltaNet(Part):
     v_head_dim: int = Field(gt=0)
     conv_kernel: int = Field(default=4, gt=0)
     state_dtype: StateDtype = "model"  # the recurrent state's (fp32: Nemotron-H, Qwen3.5); the conv window's is the model's
+    neg_eigval: bool = False  # beta in [0, 2] instead of [0, 1] (OLMo-Hybrid's linear_allow_neg_eigval)
+    norm_eps: float | None = Field(default=None, gt=0)  # the gated norm's own eps (OLMo-Hybrid: 1e-5); None: the block norm's
 
     @model_validator(mode="after")
     def _check(self) -> "GatedDeltaNet":

@@ -34,6 +34,7 @@ class Mamba(Part):
     proj_bias: bool = False
     conv_bias: bool = True
     dt_norms: bool = False  # Jamba's RMSNorms on dt, B and C
+    dt_rms_eps: float | None = Field(default=None, gt=0)  # Falcon-Mamba's weightless RMS of dt, B and C (mixer_rms_eps)
     state_dtype: StateDtype = "model"  # the recurrent state's; the conv window's is the model's
 
     def params(self, d_model: int) -> dict[str, int]:

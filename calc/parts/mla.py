@@ -32,6 +32,7 @@ class Indexer(Part):
     n_heads: int = Field(gt=0)
     head_dim: int = Field(gt=0)
     topk: int = Field(gt=0)
+    interleaved: bool = False  # its rotary on interleaved pairs (GLM-5) or halves (DeepSeek-V3.2), whatever MLA's
 
 
 class MLA(Part):
@@ -48,6 +49,7 @@ class MLA(Part):
     softcap: float | None = None
     window: int | None = None
     indexer: Indexer | None = None  # DeepSeek-V3.2 / GLM-5's sparse attention (DSA); None: dense MLA
+    reuse_selection: bool = False  # GLM-5's "shared" layers: attend to the keys the last indexer chose
 
     @model_validator(mode="after")
     def _indexer_reads_the_query_latent(self) -> "MLA":

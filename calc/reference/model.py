@@ -118,6 +118,7 @@ class Context:
     cache: KVCache | None
     trace: Trace
     layer: int = 0
+    selected: torch.Tensor | None = None  # the last DSA indexer's choice [B, T, keys], for GLM-5's shared layers
 
 
 class Decoder(nn.Module):
@@ -220,7 +221,12 @@ class Decoder(nn.Module):
         """Rename/skip/stack, in place, what a Hugging Face checkpoint holds beyond our parameters."""
         ours = set(self.state_dict())
         experts: dict[tuple[int, str], dict[int, torch.Tensor]] = {}
+        pieces: dict[str, dict[int, torch.Tensor]] = {}
         for key in list(state_dict):
+            piece = self.table.piece(key[len(prefix):])
+            if piece is not None:  # q_conv1d, k_conv1d, v_conv1d: concatenated below, as transformers loads them
+                pieces.setdefault(piece[0], {})[piece[1]] = state_dict.pop(key)
+                continue
             meaning = self.table.classify(key[len(prefix):])
             if meaning is not None and meaning.expert is not None and isinstance(meaning.target, str):
                 experts.setdefault((meaning.layer, meaning.target), {})[meaning.expert] = state_dict.pop(key)
@@ -231,6 +237,7 @@ class Decoder(nn.Module):
             elif key[len(prefix):] in ("lm_head.weight", "embed_out.weight") and "lm_head" not in self.weights:
                 del state_dict[key]  # tied: the same matrix as the token embedding
         state_dict.update({prefix + k: v for k, v in _fused_experts(self.table, experts).items()})
+        state_dict.update({prefix + name: torch.cat([parts[i] for i in sorted(parts)]) for name, parts in pieces.items()})
 
 
 def _fused_experts(table: TensorTable, experts: dict[tuple[int, str], dict[int, torch.Tensor]]) -> dict[str, torch.Tensor]:

@@ -16,7 +16,7 @@ shorthand for one block kind repeated `n_layers` times: `spec_from_dict` accepts
 from typing import Any, Iterator, Literal
 
 from calc.errors import GptcalcError
-from calc.parts import MLA, MLP, Attention, Embedding, GatedDeltaNet, Head, Mamba, Mamba2, MoE, Norm, ShortConv
+from calc.parts import MLA, MLP, Attention, Embedding, GatedDeltaNet, Head, KimiDeltaAttention, LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv
 from calc.parts.base import Field, Part, field_validator, model_validator
 from calc.parts.cache import CacheSpec
 from calc.parts.parallel import Member, Parallel
@@ -24,7 +24,7 @@ from calc.parts.parallel import Member, Parallel
 __all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "is_flat", "spec_from_dict"]
 
 NormPosition = Literal["attn_in", "attn_out", "mlp_in", "mlp_out"]
-Mixer = Attention | MLA | Mamba | Mamba2 | GatedDeltaNet | ShortConv | Parallel
+Mixer = Attention | MLA | Mamba | Mamba2 | GatedDeltaNet | KimiDeltaAttention | LightningAttention | ShortConv | Parallel
 NORM_COMPONENTS = {"attn_in": "attn_norm", "attn_out": "attn_post_norm", "mlp_in": "mlp_norm", "mlp_out": "mlp_post_norm"}
 
 

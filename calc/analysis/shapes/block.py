@@ -17,7 +17,7 @@ from calc.analysis.shapes.mlp import mlp_steps
 from calc.analysis.shapes.moe import NOTE as MOE_NOTE
 from calc.analysis.shapes.moe import moe_steps
 from calc.analysis.shapes.norm import norm_step
-from calc.analysis.shapes.recurrent import deltanet_steps, mamba2_steps, mamba_steps, short_conv_steps
+from calc.analysis.shapes.recurrent import deltanet_steps, kda_steps, lightning_steps, mamba2_steps, mamba_steps, short_conv_steps
 from calc.parts.norm import LABELS as NORM_LABELS
 from calc.spec.model import NORM_COMPONENTS, Block
 
@@ -25,7 +25,8 @@ __all__ = ["block_notes", "block_steps"]
 
 # Each token mixer's steps and what the residual add calls it, by the part's kind.
 MIXERS = {"attention": (attention_steps, "attention"), "mla": (mla_steps, "attention"),
-          "mamba": (mamba_steps, "Mamba"), "mamba2": (mamba2_steps, "Mamba2"), "gated_deltanet": (deltanet_steps, "DeltaNet"),
+          "mamba": (mamba_steps, "Mamba"), "mamba2": (mamba2_steps, "Mamba2"), "gated_deltanet": (deltanet_steps, "DeltaNet"), "kda": (kda_steps, "KDA"),
+          "lightning": (lightning_steps, "lightning attention"),
           "short_conv": (short_conv_steps, "short conv")}
 
 

@@ -9,16 +9,19 @@ recurrence is counted as the matmuls one token's update makes, once per token:
 - Mamba2: the state h [P, N] per head takes dt·x ⊗ B (2·P·N) and gives y = h·C (2·P·N): 4·I·N
   per token, I = H·P;
 - gated DeltaNet: S [D_k, D_v] per value head gives Sᵀk (2·D_k·D_v), takes β·k ⊗ (v - Sᵀk)
-  (2·D_k·D_v) and gives Sᵀq (2·D_k·D_v): 6·H_v·D_k·D_v per token.
+  (2·D_k·D_v) and gives Sᵀq (2·D_k·D_v): 6·H_v·D_k·D_v per token; Kimi Delta Attention the same
+  with D_k = D_v = D and as many key heads as value heads: 6·H·D² (its decay per channel, like
+  DeltaNet's per head, is an elementwise multiply, not counted); lightning attention's S [hd, hd]
+  per head takes k ⊗ v (2·hd²) and gives q·S (2·hd²): 4·h·hd² per token.
 Training kernels compute the same recurrences in chunks, with more arithmetic for the same result.
 """
 
 from __future__ import annotations
 
 from calc.analysis.shapes.core import Dims, Rows, Shape, Step
-from calc.parts import GatedDeltaNet, Mamba, Mamba2, ShortConv
+from calc.parts import GatedDeltaNet, KimiDeltaAttention, LightningAttention, Mamba, Mamba2, ShortConv
 
-__all__ = ["deltanet_steps", "mamba_steps", "mamba2_steps", "short_conv_steps"]
+__all__ = ["deltanet_steps", "kda_steps", "lightning_steps", "mamba_steps", "mamba2_steps", "short_conv_steps"]
 
 
 def _conv(d: Dims, id: str, x: Shape, kernel: int, params: int, state: str) -> Step:
@@ -113,6 +116,54 @@ def deltanet_steps(d: Dims, g: GatedDeltaNet, rows: Rows) -> list[Step]:
         d.step("gdn_norm", "gated RMSNorm: norm(o)·SiLU(z)", heads, (heads, heads), d.shape("Dv"), rows.take("gdn_norm"),
                note="one Dv-wide scale shared by the value heads"),
         d.linear("gdn_out", "out_proj", values, d.shape("V", "d_model"), x, rows.take("gdn_out"), "back to d_model"),
+    ]
+
+
+def kda_steps(d: Dims, k: KimiDeltaAttention, rows: Rows) -> list[Step]:
+    """x -> q, k, v (conv, SiLU), forget gate (f_a, f_b), beta -> delta rule per head -> gated norm (g_a, g_b) -> o_proj."""
+    d = d.named(H=k.n_heads, D=k.head_dim, K=k.conv_kernel, **{"HD": k.width, "3HD": 3 * k.width})
+    x, qkv, width = d.hidden, d.shape("B", d.new, "3HD"), d.shape("B", d.new, "HD")
+    low, heads = d.shape("B", d.new, "D"), d.shape("B", d.new, "H", "D")
+    scan = 6 * k.head_dim * k.head_dim * _positions(d.shape("B", d.new, "H"))  # per head per token
+    projections = [d.linear(f"kda_{name}", f"{name}_proj", x, d.shape("d_model", "HD"), width, rows.take(f"kda_{name}"))
+                   for name in "qkv"]
+    return [
+        *projections,
+        _conv(d, "kda_conv", qkv, k.conv_kernel, rows.take("kda_conv"), "KDA"),
+        d.step("kda_act", "SiLU; L2-normalise q and k", qkv, (qkv,), note="elementwise, per head"),
+        d.linear("kda_f_a", "forget gate: f_a_proj", x, d.shape("d_model", "D"), low, rows.take("kda_f_a"),
+                 f"a rank-{k.head_dim} bottleneck"),
+        d.linear("kda_f_b", "forget gate: f_b_proj", low, d.shape("D", "HD"), width, rows.take("kda_f_b"),
+                 "decay g = -exp(A)·softplus(f + dt_bias), one per channel"),
+        d.linear("kda_b", "b_proj: beta (write strength)", x, d.shape("d_model", "H"), d.shape("B", d.new, "H"),
+                 rows.take("kda_b")),
+        d.step("kda_scan", "delta rule: S = diag(exp(g))·S + β·k⊗(v − Sᵀk), o = Sᵀq", heads, (heads,),
+               d.shape("B", "H", "D", "D"), rows.take("kda_dt_bias", "kda_a_log"), scan,
+               note=f"a [{k.head_dim}, {k.head_dim}] state per head, kept per sequence whatever its length"),
+        d.linear("kda_g_a", "output gate: g_a_proj", x, d.shape("d_model", "D"), low, rows.take("kda_g_a")),
+        d.linear("kda_g_b", "output gate: g_b_proj", low, d.shape("D", "HD"), width, rows.take("kda_g_b")),
+        d.step("kda_norm", "gated RMSNorm: norm(o)·sigmoid(g)", heads, (heads, heads), d.shape("D"),
+               rows.take("kda_norm"), note="one D-wide scale shared by the heads"),
+        d.linear("kda_out", "o_proj", width, d.shape("HD", "d_model"), x, rows.take("kda_out"), "back to d_model"),
+    ]
+
+
+def lightning_steps(d: Dims, a: LightningAttention, rows: Rows) -> list[Step]:
+    """x -> qkv (SiLU) -> decayed linear attention per head -> RMSNorm -> × sigmoid(gate) -> out_proj."""
+    d = d.named(h=a.n_heads, hd=a.head_dim, **{"W": a.width, "3W": 3 * a.width})
+    x, qkv, width, heads = d.hidden, d.shape("B", d.new, "3W"), d.shape("B", d.new, "W"), d.shape("B", d.new, "h", "hd")
+    scan = 4 * a.head_dim * a.head_dim * _positions(d.shape("B", d.new, "h"))
+    return [
+        d.linear("la_qkv", "qkv_proj", x, d.shape("d_model", "3W"), qkv, rows.take("la_qkv"),
+                 f"q, k and v of {a.n_heads} heads of {a.head_dim}"),
+        d.step("la_act", "SiLU", qkv, (qkv,), note="elementwise"),
+        d.step("la_scan", "S = λ·S + k⊗v, o = q·S", heads, (heads,), None, 0, scan,
+               note=f"a [B, h, {a.head_dim}, {a.head_dim}] state, one per head with a fixed decay λ (buffers), "
+                    "kept per sequence whatever its length"),
+        d.step("la_norm", "RMSNorm", width, (width,), d.shape("W"), rows.take("la_norm"), note="over all heads"),
+        d.linear("la_gate", "output_gate", x, d.shape("d_model", "W"), width, rows.take("la_gate"),
+                 "sigmoid, times the normed output"),
+        d.linear("la_out", "out_proj", width, d.shape("W", "d_model"), x, rows.take("la_out"), "back to d_model"),
     ]
 
 

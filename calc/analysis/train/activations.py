@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calc.analysis.train.loss import LOSSES, Loss
-from calc.parts import MLA, MLP, Attention, GatedDeltaNet, Mamba, Mamba2, MoE, Norm, ShortConv
+from calc.parts import MLA, MLP, Attention, GatedDeltaNet, KimiDeltaAttention, LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv
 from calc.spec.model import Block, ModelSpec
 
 __all__ = ["RECOMPUTE", "Term", "activation_terms", "korthikanti", "layer_terms"]
@@ -151,6 +151,27 @@ def _deltanet(g: GatedDeltaNet, n: int, d: int, act: int) -> list[Term]:
             Term("delta-rule output, gated norm (input, normed, gate)", 4 * n * g.value_dim + n * g.n_v_heads, act, "tp")]
 
 
+def _kda(k: KimiDeltaAttention, n: int, d: int, act: int) -> list[Term]:
+    """As the gated DeltaNet's: the projections' outputs (q, k, v, the two gates' bottlenecks and
+    outputs, beta), the conv's output and SiLU, normalised q and k, the delta rule's output and the
+    gated norm's input and output (o_proj's input)."""
+    w = k.width
+    return [Term("mixer input (normed x)", n * d, act, "sp"),
+            Term("q, k, v, forget and output gates, beta projections", n * (5 * w + 2 * k.head_dim + k.n_heads), act, "tp"),
+            Term("conv output and its SiLU", 6 * n * w, act, "tp"),
+            Term("normalised q and k", 2 * n * w, act, "tp"),
+            Term("delta-rule output, gated norm (input, normed)", 3 * n * w, act, "tp")]
+
+
+def _lightning(a: LightningAttention, n: int, d: int, act: int) -> list[Term]:
+    """qkv_proj's output and its SiLU, the attention output, the norm's output, the gate's output and
+    its sigmoid, the gated output (out_proj's input)."""
+    w = a.width
+    return [Term("mixer input (normed x)", n * d, act, "sp"),
+            Term("qkv output and its SiLU", 6 * n * w, act, "tp"),
+            Term("attention output, norm, gate (linear, sigmoid), gated output", 5 * n * w, act, "tp")]
+
+
 def _short_conv(c: ShortConv, n: int, d: int, act: int) -> list[Term]:
     """in_proj's output (B, C, x), B·x (the conv's input), the conv's output, C·conv (out_proj's input)."""
     return [Term("mixer input (normed x)", n * d, act, "sp"),
@@ -161,7 +182,8 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
     """What one layer's token mixer keeps, by the part's kind (attention and MLA share one rule)."""
     if a is None:
         return []
-    recurrent = {"mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet, "short_conv": _short_conv}.get(a.kind)
+    recurrent = {"mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet, "kda": _kda,
+                 "lightning": _lightning, "short_conv": _short_conv}.get(a.kind)
     return recurrent(a, b * s, d, act) if recurrent else _attention(a, b, s, d, act, recompute, flash)
 
 

@@ -14,9 +14,10 @@ value heads), K = H_k·D_k and V = H_v·D_v:
                  silu(z) after normalising
     out_proj:    V -> d
 
+`neg_eigval` (OLMo-Hybrid) doubles beta, so the state may flip a direction (an eigenvalue in [-1, 1]).
 Qwen3-Next fuses the projections (in_proj_qkvz, in_proj_ba) per key head: for each, its q, k, then
 its r value heads' v and z (and its r b's, then r a's), which `_project` takes apart; Qwen3.5
-stores in_proj_qkv (q | k | v), in_proj_z, in_proj_b and in_proj_a. The recurrence runs one
+stores in_proj_qkv (q | k | v), in_proj_z, in_proj_b and in_proj_a; OLMo-Hybrid q, k, v apart. The recurrence runs one
 position at a time in float32; the cache keeps the conv window [B, 2K + V, L - 1] and S
 [B, H_v, D_k, D_v]. The conv's activation is SiLU: the spec has no field for it (transformers
 reads hidden_act, "silu" in every config).
@@ -57,8 +58,8 @@ def delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tenso
 
 
 class GatedDeltaNet(GatedNormMixer):
-    ROLES = frozenset({"gdn_qkvz", "gdn_ba", "gdn_qkv", "gdn_z", "gdn_b", "gdn_a", "gdn_conv", "gdn_dt_bias",
-                       "gdn_a_log", "gdn_norm", "gdn_out"})
+    ROLES = frozenset({"gdn_qkvz", "gdn_ba", "gdn_qkv", "gdn_q", "gdn_k", "gdn_v", "gdn_z", "gdn_b", "gdn_a", "gdn_conv",
+                       "gdn_dt_bias", "gdn_a_log", "gdn_norm", "gdn_out"})
 
     def __init__(self, spec: DeltaNetSpec, eps: float) -> None:
         super().__init__(spec, eps)
@@ -67,6 +68,8 @@ class GatedDeltaNet(GatedNormMixer):
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """q | k | v [B, T, 2K + V] (the conv's channel order), z [B, T, V], b and a [B, T, H_v]."""
         s, w = self.spec, self.weights
+        if "gdn_q" in w:  # OLMo-Hybrid: q, k and v apart
+            return torch.cat([w[r](x) for r in ("gdn_q", "gdn_k", "gdn_v")], dim=-1), w["gdn_z"](x), w["gdn_b"](x), w["gdn_a"](x)
         if "gdn_qkvz" not in w:
             return w["gdn_qkv"](x), w["gdn_z"](x), w["gdn_b"](x), w["gdn_a"](x)
         B, T, _ = x.shape
@@ -93,7 +96,7 @@ class GatedDeltaNet(GatedNormMixer):
                 for t in (q, k))  # (B, T, H_v, D_k): value head i reads key head i // r
         q = q * s.k_head_dim ** -0.5
         v = v.reshape(B, T, s.n_v_heads, s.v_head_dim)
-        beta = torch.sigmoid(b.float())  # (B, T, H_v)
+        beta = torch.sigmoid(b.float()) * (2.0 if s.neg_eigval else 1.0)  # (B, T, H_v); OLMo-Hybrid's in [0, 2]
         g = -torch.exp(w.tensor("gdn_a_log").float()) * F.softplus(a.float() + w.tensor("gdn_dt_bias").float())
         state = cached(ctx, "recurrent", (B, s.n_v_heads, s.k_head_dim, s.v_head_dim), v)
         o, state = delta_rule(q, k, v, g, beta, state)

@@ -59,7 +59,8 @@ class GatedNormMixer(Part):
     """Mamba2 and the gated DeltaNet: a mixer whose output goes through a gated RMSNorm
     (`calc.reference.parts.norm.gated_rms_norm`). The spec gives the norm no epsilon of its own:
     transformers builds it from the one the config names for every norm (rms_norm_eps,
-    layer_norm_epsilon), which is the layer norms' here. Its weight is applied as stored, even
+    layer_norm_epsilon), which is the layer norms' here, unless the mixer states its own (`norm_eps`:
+    OLMo-Hybrid's 1e-5). Its weight is applied as stored, even
     where the model's other norms are zero-centred (Qwen3-Next's RMSNormGated, unlike its RMSNorm)."""
 
     def __init__(self, spec: Any, eps: float) -> None:
@@ -68,7 +69,7 @@ class GatedNormMixer(Part):
 
     @classmethod
     def of(cls, block: Any, n_positions: int, lay: dict[str, Any]) -> "GatedNormMixer":
-        return cls(block.attention, block.norm.eps)
+        return cls(block.attention, getattr(block.attention, "norm_eps", None) or block.norm.eps)
 
     def norm_spec(self, role: str) -> NormSpec:
         return NormSpec.model_construct(kind="rmsnorm", bias=False, eps=self.eps)
