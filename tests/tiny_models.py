@@ -8,6 +8,7 @@ test's sequences, partial rotary, shared experts, MLA's latents, ...).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 VOCAB = 97
@@ -197,4 +198,23 @@ def tiny_config(model_type: str) -> dict[str, Any]:
 # Model types whose mechanism the torch reference does not build yet (DSA's indexer and its top-k
 # selection, Mamba version 1): verify refuses them by name (tests/test_reference_equivalence.py checks the refusal),
 # while count, kvcache and the header check cover them (tests/test_hybrids.py).
-NO_TORCH_YET = {"deepseek_v32", "glm_moe_dsa", "mamba", "falcon_mamba", "jamba", "longcat_flash"}
+NO_TORCH_YET = {"deepseek_v32", "glm_moe_dsa", "mamba", "falcon_mamba", "jamba"}
+
+
+# Model types whose transformers model holds rows its published checkpoints do not (never read by its forward).
+UNREAD_ROWS = {"longcat_flash"}
+# Model types whose routed experts' rows depend on the data: a pick of a zero-computation expert runs no
+# matmul, so the real experts' steps trace fewer than the B·T·k rows `shapes` prints (the most a token costs).
+DATA_DEPENDENT_ROWS = {"longcat_flash"}
+
+
+def as_published(model_type: str, tensors: dict[str, Any]) -> dict[str, Any]:
+    """transformers' tensors (its state dict, or what save_pretrained wrote) without what the model_type's
+    published checkpoints do not hold: LongCat-Flash's zero-computation experts' gate and up rows, which
+    LongcatFlashExperts allocates and never reads (tests/test_arch.py's zero_expert_rows). Others: as given."""
+    if model_type not in UNREAD_ROWS:
+        return tensors
+    routed = TINY[model_type]["n_routed_experts"]
+    kept = {name: t for name, t in tensors.items()
+            if not (match := re.search(r"\.experts\.(\d+)\.", name)) or int(match.group(1)) < routed}
+    return {name: t[:routed] if name.endswith("experts.gate_up_proj") else t for name, t in kept.items()}
