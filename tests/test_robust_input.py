@@ -145,7 +145,7 @@ def test_a_failed_write_keeps_the_old_file_whole(tmp_path: Path, monkeypatch: py
                                          ({"vocab_size": 2**25}, "vocab_size")])
 def test_the_fallback_refuses_sizes_before_transformers_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                change: dict, key: str) -> None:
-    """falcon_h1 has no adapter, so transformers would build it: 10^8 layers or a 2^25 width (the limits
+    """zamba2 has no adapter, so transformers would build it: 10^8 layers or a 2^25 width (the limits
     docs/checkpoints.md states) are refused first, transformers' config class never made."""
     pytest.importorskip("transformers")
     import transformers
@@ -154,7 +154,7 @@ def test_the_fallback_refuses_sizes_before_transformers_builds(tmp_path: Path, m
         raise AssertionError("transformers was asked to build it")
 
     monkeypatch.setattr(transformers.AutoConfig, "for_model", never)
-    config = {"model_type": "falcon_h1", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
+    config = {"model_type": "zamba2", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
               "num_hidden_layers": 2, "num_attention_heads": 4, **change}
     (tmp_path / "config.json").write_text(json.dumps(config))
     result = check_run(["count", str(tmp_path)])
@@ -243,10 +243,10 @@ def test_an_inconsistent_config_is_one_error_line(tmp_path: Path) -> None:
 
 
 def test_a_config_transformers_refuses_is_one_error_line(tmp_path: Path) -> None:
-    """falcon_h1 has no adapter; transformers' own validation (a huggingface_hub StrictDataclassError, not a
+    """zamba2 has no adapter; transformers' own validation (a huggingface_hub StrictDataclassError, not a
     ValueError) refuses a field of the wrong type: that is the config's fault, said in one line."""
     pytest.importorskip("transformers")
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "falcon_h1", "vocab_size": 100, "hidden_size": 64,
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "zamba2", "vocab_size": 100, "hidden_size": 64,
                                                       "num_hidden_layers": 2, "hidden_act": 5}))
     result = check_run(["count", str(tmp_path)])
     assert result.exit_code == 2 and "transformers cannot build it either" in result.stderr, result.stderr
