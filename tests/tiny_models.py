@@ -8,6 +8,7 @@ test's sequences, partial rotary, shared experts, MLA's latents, ...).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 VOCAB = 97
@@ -243,11 +244,30 @@ def tiny_config(model_type: str) -> dict[str, Any]:
 
 
 # Model types whose mechanism the torch reference does not build yet (Kimi Delta Attention, MiniMax's lightning
-# attention, Gemma-3n's and Gemma-4's V-norm, shared K/V, AltUp, LAuReL, per-layer inputs and MoE beside the MLP,
-# LongCat-Flash's zero-computation experts): verify refuses them by name (tests/test_reference_equivalence.py checks
+# attention, Gemma-3n's and Gemma-4's V-norm, shared K/V, AltUp, LAuReL, per-layer inputs and MoE beside the
+# MLP): verify refuses them by name (tests/test_reference_equivalence.py checks
 # the refusal), while count, kvcache and the header check cover them (tests/test_hybrids.py, tests/test_gemma_ple.py).
 # Model types transformers builds no causal LM for: their language model and head are compared inside the
 # multimodal model around them (tests/test_step3p7.py; tests/oracle.py WRAPPED for counts).
 NO_CAUSAL_LM = {"step3p5"}
 
-NO_TORCH_YET = {"kimi_linear", "minimax", "minimax_m1", "gemma3n_text", "gemma4_text", "longcat_flash"}
+NO_TORCH_YET = {"kimi_linear", "minimax", "minimax_m1", "gemma3n_text", "gemma4_text"}
+
+
+# Model types whose transformers model holds rows its published checkpoints do not (never read by its forward).
+UNREAD_ROWS = {"longcat_flash"}
+# Model types whose routed experts' rows depend on the data: a pick of a zero-computation expert runs no
+# matmul, so the real experts' steps trace fewer than the B·T·k rows `shapes` prints (the most a token costs).
+DATA_DEPENDENT_ROWS = {"longcat_flash"}
+
+
+def as_published(model_type: str, tensors: dict[str, Any]) -> dict[str, Any]:
+    """transformers' tensors (its state dict, or what save_pretrained wrote) without what the model_type's
+    published checkpoints do not hold: LongCat-Flash's zero-computation experts' gate and up rows, which
+    LongcatFlashExperts allocates and never reads (tests/test_arch.py's zero_expert_rows). Others: as given."""
+    if model_type not in UNREAD_ROWS:
+        return tensors
+    routed = TINY[model_type]["n_routed_experts"]
+    kept = {name: t for name, t in tensors.items()
+            if not (match := re.search(r"\.experts\.(\d+)\.", name)) or int(match.group(1)) < routed}
+    return {name: t[:routed] if name.endswith("experts.gate_up_proj") else t for name, t in kept.items()}

@@ -7,8 +7,8 @@ zero-computation experts (LongcatFlashDecoderLayer).
     x = x + mlps_1(post_attention_layernorm_1(x)) + s
 
 One block with `pairs: 2` and the MoE as its `shortcut`. The attention is DeepSeek-V3's MLA with a
-query LoRA (interleaved rotary), its query and latent scaled by sqrt(d / rank), which changes no
-count. The MoE's router (`router.classifier`, no bias, softmax scores, the top `moe_topk` chosen
+query LoRA (interleaved rotary), its query and latent scaled by sqrt(d / rank) (`q_scale`,
+`latent_scale`), which changes no count. The MoE's router (`router.classifier`, no bias, softmax scores, the top `moe_topk` chosen
 with an e_score_correction_bias buffer, weights times routed_scaling_factor, not renormalised)
 scores `n_routed_experts` SwiGLU experts of `expert_ffn_hidden_size` and `zero_expert_num`
 identity experts that hold no weights.
@@ -51,7 +51,10 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
                 "top_k": cfg.int("moe_topk"), "d_ff": cfg.int("expert_ffn_hidden_size"), "gated": True,
                 "activation": "silu", "fused_gate_up": True, "score_bias": True, "scoring": "softmax",
                 "norm_topk": False, "routed_scale": cfg.float("routed_scaling_factor")}
-    block = {"attention": mla(cfg), "mlp": gated_mlp(cfg, "ffn_hidden_size", bias=False), "norm": rms, "pairs": 2,
+    d = cfg.int("hidden_size")
+    attention = {**mla(cfg), "q_scale": (d / cfg.int("q_lora_rank")) ** 0.5,
+                 "latent_scale": (d / cfg.int("kv_lora_rank")) ** 0.5}
+    block = {"attention": attention, "mlp": gated_mlp(cfg, "ffn_hidden_size", bias=False), "norm": rms, "pairs": 2,
              "shortcut": shortcut}
     return decoder(cfg, "longcat_flash", {"layer": block}, [(_layers(cfg), "layer")], rms,
                    cfg.bool("tie_word_embeddings"),

@@ -84,18 +84,32 @@ def _load(model: Any, state: dict[str, torch.Tensor], not_parameters: set[str]) 
     loaded (the LM head of a tied model) is filled by it. A buffer goes in where transformers' model
     keeps one of that name in its state dict, as from_pretrained would load it (DeepSeek-V3's
     e_score_correction_bias steers the routing: left at zeros, the two models pick other experts);
-    other buffers and unknown tensors are left out."""
+    other buffers and unknown tensors are left out. A stored tensor that is the leading rows of a larger
+    one of transformers' fills those rows, the rest left as initialised: rows transformers allocates and
+    the checkpoint does not hold (LongCat-Flash's zero-computation experts' gate_up_proj); were they read,
+    the logits would show it. A tensor of any other shape is named, not loaded."""
     expected = model.state_dict()
     prefix = f"{model.base_model_prefix}."
     named = {name: name if name in expected else prefix + name for name in state}
     mapped = {named[name]: tensor for name, tensor in state.items()
               if name not in not_parameters or named[name] in expected}
+    mismatched = []
+    for name, tensor in list(mapped.items()):
+        target = expected.get(name)
+        if target is None or target.shape == tensor.shape:
+            continue
+        if tensor.dim() == target.dim() and tensor.shape[1:] == target.shape[1:] and tensor.shape[0] < target.shape[0]:
+            mapped[name] = torch.cat((tensor.to(target.dtype), target[tensor.shape[0]:].to(tensor.device)))
+        else:
+            mismatched.append(f"{name} stored {list(tensor.shape)}, transformers' {list(target.shape)}")
+            del mapped[name]
     missing, unexpected = model.load_state_dict(mapped, strict=False)
     params = dict(model.named_parameters(remove_duplicate=False))
     filled = {params[name].data_ptr() for name in mapped if name in params}
     missing = [name for name in missing if name in params and params[name].data_ptr() not in filled]
     parts = [f"{label}: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
-             for label, names in (("missing", missing), ("unexpected", list(unexpected))) if names]
+             for label, names in (("missing", missing), ("unexpected", list(unexpected)), ("shape", mismatched))
+             if names]
     return "; ".join(parts)
 
 

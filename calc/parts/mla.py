@@ -50,6 +50,10 @@ class MLA(Part):
     window: int | None = None
     indexer: Indexer | None = None  # DeepSeek-V3.2 / GLM-5's sparse attention (DSA); None: dense MLA
     reuse_selection: bool = False  # GLM-5's "shared" layers: attend to the keys the last indexer chose
+    # LongCat-Flash's LoRA scaling: the queries times sqrt(d / q_lora_rank), the normed latent (as cached)
+    # times sqrt(d / kv_lora_rank); no parameters
+    q_scale: float | None = Field(default=None, gt=0, strict=False)
+    latent_scale: float | None = Field(default=None, gt=0, strict=False)
 
     @model_validator(mode="after")
     def _indexer_reads_the_query_latent(self) -> "MLA":

@@ -252,8 +252,10 @@ def _fused_experts(table: TensorTable, experts: dict[tuple[int, str], dict[int, 
         if "experts_gate" in parts and up is not None:
             up = torch.cat((parts["experts_gate"], up), dim=1)
         for role, tensor in (("experts.gate_up", up), ("experts.down", parts.get("experts_down"))):
-            if tensor is not None and role in slots:
-                fused[f"{table.layers}.{layer}.{slots[role].name}"] = tensor
+            # the layer's experts slot, also under a prefix (LongCat-Flash's shortcut.experts.gate_up)
+            slot = next((s for r, s in slots.items() if r == role or r.endswith(f".{role}")), None)
+            if tensor is not None and slot is not None:
+                fused[f"{table.layers}.{layer}.{slot.name}"] = tensor
     return fused
 
 

@@ -5,7 +5,9 @@ normalises the sublayer's output before the add (Gemma-2/3's sandwich, OLMo-2); 
 the two input norms after each add (OPT-350m); `parallel`: x + attn(norm(x)) + mlp(norm'(x)), with
 one shared norm or two (GPT-J, NeoX, Falcon, Phi-2, Cohere); `residual_scale` multiplies each
 sublayer's output (Granite). A layer without a mixer or without an MLP (Mamba2's, Nemotron-H's)
-skips that half, its residual add included.
+skips that half, its residual add included. A layer of several pairs (LongCat-Flash) runs them in
+sequence, each pair's modules at its own paths; its shortcut reads the first MLP's normed input and
+is added at the end.
 
 The token mixer's module comes from `MIXERS`, by the part's kind; each class says which tensor
 roles are its own (`ROLES`), which sorts a layer's tensors between the mixer and the MLP.
@@ -84,41 +86,53 @@ def _refuse_unbuilt(block: Block) -> None:
 class Layer(nn.Module):
     def __init__(self, block: Block, slots: dict[str, Slot], lay: dict[str, Any], n_positions: int) -> None:
         super().__init__()
-        if block.pairs > 1 or block.shortcut is not None:  # LongCat-Flash: counted, cached, shaped; no module yet
-            raise GptcalcError("the torch reference does not implement layers of several mixer + MLP pairs "
-                               "or a shortcut MoE yet")
         self.block = block
+        pairs, shortcut = _groups(block, slots)
+        # each pair's parts and norms; the first pair's are `parts` and `norms`, what tests look up
+        self.pairs = [self._pair(block, group, lay, n_positions, f"{i}" if len(pairs) > 1 else "")
+                      for i, group in enumerate(pairs)]
+        self.parts, self.norms = self.pairs[0]
+        if block.shortcut is not None:  # with the first pair, whose MLP input it reads
+            self.parts["shortcut"] = self._attach(_mlp_part(block.shortcut, lay), shortcut, lay, "shortcut")
+        self.roles = {"attn_norm": "attn_in", "mlp_norm": "mlp_in"}
+
+    def _pair(self, block: Block, slots: dict[str, Slot], lay: dict[str, Any], n_positions: int,
+              tag: str) -> tuple[dict[str, Part], dict[str, Any]]:
+        """One mixer + MLP pair's modules, each at the common path of its tensors, and its norms."""
         norms = {r: s for r, s in slots.items() if _base(r) in NORM_ROLES}
         mixer = {r: s for r, s in slots.items() if _base(r) in MIXER_ROLES}
         by_part = {"attn": mixer, "mlp": {r: s for r, s in slots.items() if r not in mixer and r not in norms}}
-        self.parts: dict[str, Part] = {}
+        parts: dict[str, Part] = {}
         if block.attention is not None:
             if block.attention.kind not in MIXERS:  # KDA, lightning: counted, cached, shaped; no torch module yet
                 raise GptcalcError(f"the torch reference does not implement the {block.attention.kind} mixer yet")
             _refuse_unbuilt(block)
-            self.parts["attn"] = MIXERS[block.attention.kind].of(block, n_positions, lay)
+            parts["attn"] = MIXERS[block.attention.kind].of(block, n_positions, lay)
         if block.mlp is not None:
-            self.parts["mlp"] = MoE(block.mlp, lay.get("experts_order", "out_in")) if block.mlp.kind == "moe" \
-                else MLP(block.mlp)
-        for name, part in self.parts.items():
-            home = _home(by_part[name])
-            place(self, home or name, part)
-            relative = {r: replace(s, name=s.name[len(home) + 1:]) for r, s in by_part[name].items()} if home \
-                else by_part[name]
-            part.weights.update(build_weights(part if home else self, relative,
-                                              make_norm(lambda role, part=part: part.norm_spec(role)),
-                                              lay.get("conv1d", False)))
-        self.norms = build_weights(self, norms, make_norm(lambda role: block.norm), lay.get("conv1d", False))
+            parts["mlp"] = _mlp_part(block.mlp, lay)
+        for name, part in parts.items():
+            self._attach(part, by_part[name], lay, name + tag)
+        built = build_weights(self, norms, make_norm(lambda role: block.norm), lay.get("conv1d", False))
         for position in block.norms:  # a norm with no parameters (OLMo-1's) still normalises
-            self.norms.setdefault(position, Norm(block.norm, ()))
-        self.roles = {"attn_norm": "attn_in", "mlp_norm": "mlp_in"}
+            built.setdefault(position, Norm(block.norm, ()))
+        return parts, built
+
+    def _attach(self, part: Part, slots: dict[str, Slot], lay: dict[str, Any], name: str) -> Part:
+        """Place `part` at the common path of its tensors (or at `name`) and build its weights there."""
+        home = _home(slots)
+        place(self, home or name, part)
+        relative = {r: replace(s, name=s.name[len(home) + 1:]) for r, s in slots.items()} if home else slots
+        part.weights.update(build_weights(part if home else self, relative,
+                                          make_norm(lambda role, part=part: part.norm_spec(role)),
+                                          lay.get("conv1d", False)))
+        return part
 
     def part(self, role: str) -> nn.Module:
         return self.parts.get(role) or self.norms[self.roles.get(role, role)]
 
-    def _norm(self, position: str, x: torch.Tensor, trace: Any) -> torch.Tensor:
+    def _norm(self, position: str, x: torch.Tensor, trace: Any, norms: dict[str, Any] | None = None) -> torch.Tensor:
         """The norm at `position` (traced under its `shapes` step id), or x when the block has none there."""
-        norm = self.norms.get(position)
+        norm = (self.norms if norms is None else norms).get(position)
         if norm is None:
             return x
         y = norm(x)
@@ -127,6 +141,8 @@ class Layer(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         b, trace = self.block, ctx.trace
+        if len(self.pairs) > 1 or "shortcut" in self.parts:
+            return self._sequence(x, ctx)
         scale = b.residual_scale if b.residual_scale is not None else 1.0
         if b.parallel:  # the spec gives a parallel block both sublayers
             attn, mlp = self.parts["attn"], self.parts["mlp"]
@@ -148,3 +164,40 @@ class Layer(nn.Module):
             x = x + self._norm(last, part(self._norm(first, x, trace), ctx), trace) * scale  # (B, T, d)
             trace(f"{name}_residual", x)
         return x
+
+    def _sequence(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
+        """Pre-norm pairs in sequence, each attention keeping its own cache entry (layer, pair); the
+        shortcut reads the first MLP's normed input and joins the residual stream at the end."""
+        layer, trace, carried = ctx.layer, ctx.trace, None
+        scale = self.block.residual_scale if self.block.residual_scale is not None else 1.0
+        for i, (parts, norms) in enumerate(self.pairs):
+            ctx.layer = (layer, i) if len(self.pairs) > 1 else layer
+            h = parts["attn"](self._norm("attn_in", x, trace, norms), ctx)
+            x = x + self._norm("attn_out", h, trace, norms) * scale  # (B, T, d)
+            trace("attn_residual", x)
+            h = self._norm("mlp_in", x, trace, norms)
+            if "shortcut" in parts:
+                carried = parts["shortcut"](h, ctx)
+            x = x + self._norm("mlp_out", parts["mlp"](h, ctx), trace, norms) * scale
+            trace("mlp_residual", x)
+        ctx.layer = layer
+        if carried is not None:
+            x = x + carried * scale
+            trace("shortcut_residual", x)
+        return x
+
+
+def _mlp_part(spec: Any, lay: dict[str, Any]) -> Part:
+    return MoE(spec, lay.get("experts_order", "out_in")) if spec.kind == "moe" else MLP(spec)
+
+
+def _groups(block: Block, slots: dict[str, Slot]) -> tuple[list[dict[str, Slot]], dict[str, Slot]]:
+    """Each pair's slots and the shortcut's, their roles without the `0.` / `shortcut.` prefix
+    (calc.checkpoint.slots.block_slots); one group of every slot for a plain layer."""
+    if block.pairs == 1 and block.shortcut is None:
+        return [slots], {}
+
+    def under(prefix: str) -> dict[str, Slot]:
+        return {r[len(prefix):]: s for r, s in slots.items() if r.startswith(prefix)}
+
+    return [under(f"{i}.") for i in range(block.pairs)], under("shortcut.")

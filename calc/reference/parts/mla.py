@@ -91,6 +91,8 @@ class MLA(Part):
         trace("k_rope", k_rot)
         latent = self.norm("kv_a_norm")(latent)
         trace("kv_a_norm", latent)
+        if s.latent_scale is not None:  # LongCat-Flash: the latent is cached scaled
+            latent = latent * s.latent_scale
         latent = latent.view(B, 1, T, s.kv_lora_rank)
         first = 0
         if ctx.cache is not None:
@@ -169,6 +171,8 @@ class MLA(Part):
             trace("q_b", q)
         q = split_heads(q, s.n_heads)  # (B, h, T, qk)
         trace("q_heads", q)
+        if s.q_scale is not None:  # LongCat-Flash: every query channel, before rotary (which is linear)
+            q = q * s.q_scale
         q_nope, q_rot = q.split([s.qk_nope_head_dim, s.qk_rope_head_dim], dim=-1)
         if s.qk_nope_head_dim:
             trace("q_nope", q_nope)

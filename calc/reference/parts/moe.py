@@ -1,6 +1,7 @@
 """Mixture of experts: the router's choice, the routed experts, the shared expert.
 
-Routing, as the MoE part describes it: scores are the softmax (Mixtral, Qwen-MoE, OLMoE, gpt-oss,
+Routing, as the MoE part describes it (a pick past the routed experts is a zero-computation expert,
+LongCat-Flash's, which gives back its rows times their weights): scores are the softmax (Mixtral, Qwen-MoE, OLMoE, gpt-oss,
 DeepSeek-V2) or the sigmoid (DeepSeek-V3, GLM-4.5) of the router's logits, computed in float32;
 Laguna's router logits may be soft-capped first. DeepSeek-V3's e_score_correction_bias (a buffer;
 Laguna's, a frozen parameter) shifts which experts are chosen but not their
@@ -65,7 +66,7 @@ class MoE(Part):
                                             None if self.weights["router"].bias is None else self.weights["router"].bias.float())
         if trace is not None:
             trace("router", logits)  # (B, T, E)
-        logits = logits.reshape(-1, s.n_experts)
+        logits = logits.reshape(-1, s.choices)
         if s.router_softcap is not None:  # Laguna: the logits soft-capped before the sigmoid
             logits = torch.tanh(logits / s.router_softcap) * s.router_softcap
         if s.scoring == "sparsemixer":
@@ -144,7 +145,7 @@ class MoE(Part):
             weight = weights[token, slot, None]
             rows = (flat[token] * weight).to(flat.dtype) if self.spec.weight_input else flat[token]  # Llama-4: expert(w·x)
             keep.setdefault("experts_dispatch", []).append(rows)
-            y = self.expert(e, rows, keep)
+            y = self.expert(e, rows, keep) if e < self.spec.n_experts else rows  # a zero-computation expert: identity
             out.index_add_(0, token, y if self.spec.weight_input else (y * weight).to(out.dtype))
         for name in ("experts_dispatch", "experts_gate", "experts_up", "experts_act", "experts_down"):
             if name in keep:
