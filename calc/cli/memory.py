@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import click
 
-from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TEXT, TOKENS, WEIGHT_DTYPE, complete_model, json_option, load_model,
+from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, SHARE, TEXT, TOKENS, WEIGHT_DTYPE, complete_model, json_option, load_model,
                               one_model, set_option)
 from calc.errors import GptcalcError
 
@@ -124,14 +125,27 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
               help="The KV memory your server's log reports (vLLM 'Available KV cache memory: 8.11 GiB'): "
                    "gives the exact blocks, tokens and concurrency it will print.")
 @click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM 16, TRT-LLM 32]")
-@click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE, default=2048, show_default=True,
-              help="vLLM with sliding-window layers: tokens a window group holds beyond its window, which sets the "
-                   "concurrency it prints (vllm serve: 2048, or 8192 on a 70 GiB+ GPU that is not an A100).")
+@click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE,
+              help="vLLM: tokens of the profiling forward (its activation peak) and, with sliding-window layers, "
+                   "what a window group holds beyond its window  [default: vllm serve's: 2048, 8192 on a 70 GiB+ "
+                   "GPU that is not an A100, 16384 on 160 GiB+; SGLang: its chunked prefill size]")
+@click.option("--max-num-seqs", "max_seqs", type=POSITIVE,
+              help="vLLM: requests of the sampler's profiling run  [default: 256, 1024 on a 70 GiB+ GPU]")
+@click.option("--gpu-memory-utilization", "--mem-fraction-static", "fraction", type=SHARE,
+              help="Share of the GPU the engine may use  [default: vLLM 0.9; SGLang's rule by GPU size]")
+@click.option("--activation-memory", type=TEXT, metavar="SIZE",
+              help="The engine's activation peak from your log  [default: estimated from the shapes]")
+@click.option("--non-torch-memory", type=TEXT, metavar="SIZE", help="Memory outside torch (CUDA context, NCCL)  "
+              "[default: 0.2 GiB, as published vLLM logs show]")
+@click.option("--cuda-graph-memory", type=TEXT, metavar="SIZE",
+              help="vLLM's CUDA graph estimate (0 with --enforce-eager)  [default: 0.5 GiB]")
 @json_option
 def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None,
            dtype: str, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
-           kv_memory: str | None, block_size: int | None, max_batched: int, as_json: bool) -> None:
+           kv_memory: str | None, block_size: int | None, max_batched: int | None, max_seqs: int | None,
+           fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
+           as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -150,7 +164,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts)
-    from calc.units import parse_bytes
+    from calc.analysis.memory.startup import Reserves, budget_gpu, startup_budget, vllm_batch_defaults
 
     one_model(model, more)
     spec, stored = _model_and_checkpoint(model, overrides, checkpoint)
@@ -162,16 +176,25 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     result = inference(spec, count_params(spec), tokens, batch or 1, dtype, kv_dtype, group_size,
                        mla_expanded, layout, find_scheme(quant) if quant is not None else None, stored,
                        parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0)
+    reserves = Reserves(float(fraction) if fraction is not None else None, _size(activation_memory, "--activation-memory"),
+                        _size(non_torch_memory, "--non-torch-memory"), _size(cuda_graph_memory, "--cuda-graph-memory"),
+                        max_batched, max_seqs)
+    startup = (startup_budget(engine, spec, budget_gpu(target), result.weights.total_bytes, layout.tp, layout.pp,
+                              reserves) if engine in ("vllm", "sglang") and target and kv_memory is None else None)
+    if startup is not None:
+        startup.check()
+        target = replace(target, bytes_per_gpu=startup.kv_memory + result.weights.total_bytes,
+                         label=f"{target.label} under {engine}'s reserves")
     pool = None
-    if kv_memory is not None and engine:
-        try:
-            pool = kv_pool(result.kv, engine, parse_bytes(kv_memory), seq or spec.n_positions, block_size, max_batched)
-        except ValueError as exc:
-            raise GptcalcError(f"--kv-memory: {exc}") from None
-    server = engine_lines(pool, result.kv, engine) if engine else []
+    if engine and (kv_memory is not None or startup is not None):
+        memory = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
+        pool = kv_pool(result.kv, engine, memory, seq or spec.n_positions, block_size,
+                       max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048))
+    server = [*(startup.lines() if startup else []), *(engine_lines(pool, result.kv, engine) if engine else [])]
     solved = budget_for(spec, target, result, seq, batch) if target else None
     if as_json:
         render.print_json({**result.to_json(), "model": spec.name, **({"engine": pool.to_json()} if pool else {}),
+                           **({"engine_budget": startup.to_json()} if startup else {}),
                            **({"server_says": server} if server else {}),
                            **({"budget": {**solved.to_json(), "label": target.label, "gpus": target.count}}
                               if solved and target else {})})
@@ -183,6 +206,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
 
     for line in server:
         out.print(f"{engine} will print: " + styled("bold", line))
+    if startup is not None:
+        out.print(render_memory.startup_table(startup))
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
                   render_memory.gpu_table(result)):
         out.print(table)
@@ -191,6 +216,18 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
              *(render_memory.budget_lines(solved, target.label) if solved and target else [])]
     for line in filter(None, notes):
         out.print("  " + line)
+
+
+def _size(text: str | None, option: str) -> int | None:
+    """A size option (8GiB, 0.5GiB, 3099590656) in bytes; None when not given."""
+    from calc.units import parse_bytes
+
+    if text is None:
+        return None
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise GptcalcError(f"{option}: {exc}") from None
 
 
 def _model_and_checkpoint(model: str | None, overrides: tuple[str, ...], checkpoint: str | None) -> tuple[Any, Any]:

@@ -117,6 +117,7 @@ class BudgetSpec:
     bytes_per_gpu: int
     count: int
     label: str
+    gpu: str | None = None  # the catalog's name when the budget names a GPU
 
 
 def parse_budget(text: str) -> BudgetSpec:
@@ -129,9 +130,9 @@ def parse_budget(text: str) -> BudgetSpec:
         if gpus < 1:
             raise GptcalcError(f"--budget {text!r}: at least one GPU")
         single = parse_budget(rest)
-        return BudgetSpec(single.bytes_per_gpu, gpus, f"{gpus} x {single.label}")
+        return BudgetSpec(single.bytes_per_gpu, gpus, f"{gpus} x {single.label}", single.gpu)
     if gpu := find_gpu(text):
-        return BudgetSpec(gpu.bytes, 1, f"{gpu.name} (reported total {gpu.mib:,} MiB)")
+        return BudgetSpec(gpu.bytes, 1, f"{gpu.name} (reported total {gpu.mib:,} MiB)", gpu.name)
     if text.strip().replace("_", "").replace(".", "", 1).isdigit():
         raise GptcalcError(f"--budget {text!r}: give a unit (80GB, 80GiB) or a GPU ({names})")
     try:

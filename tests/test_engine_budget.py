@@ -1,0 +1,79 @@
+"""The engine's own memory budget (calc/analysis/memory/startup.py) against published start-up logs,
+kept verbatim with their URLs under tests/data/engine_logs/."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.memory.gpus import find_gpu
+from calc.analysis.memory.startup import sglang_fraction, vllm_batch_defaults
+from calc.cli import main
+
+LOGS = Path(__file__).parent / "data" / "engine_logs"
+
+
+def logged(name: str, label: str) -> str:
+    """A figure a log prints after `label` (the log file is the published excerpt, verbatim)."""
+    text = (LOGS / name).read_text()
+    return re.search(re.escape(label) + r"\s+([\d.,]+)", text).group(1)  # type: ignore[union-attr]
+
+
+def memory(*args: str) -> dict:  # type: ignore[type-arg]
+    result = CliRunner().invoke(main, ["memory", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+PR10511 = "vllm-pr10511-llama3-8b-h100.log"
+
+
+def test_vllm_terms_from_the_log_give_its_pool() -> None:
+    """Meta-Llama-3-8B on one H100: the log's own activation peak and non-torch memory (this vLLM
+    predates the CUDA graph estimate) leave exactly the pool it printed, and our weights are its weights."""
+    data = memory("llama-3-8b", "--engine", "vllm", "--budget", "H100", "--seq", "8192",
+                  "--activation-memory", logged(PR10511, "PyTorch activation peak memory") + "GiB",
+                  "--non-torch-memory", logged(PR10511, "non_torch_memory") + "GiB", "--cuda-graph-memory", "0GiB")
+    assert f"Available KV cache memory: {logged(PR10511, 'available_kv_cache_memory')} GiB" in data["server_says"]
+    assert f"Model loading took {logged(PR10511, 'model weights take')} GiB memory" in data["server_says"]
+    # 79.22 GiB x 0.9 = 71.298: the log's 71.29 is the same product of its unrounded total
+    assert abs(data["engine_budget"]["usable_bytes"] / 2**30 - float(logged(PR10511, "the current vLLM instance can use"))) <= 0.01
+
+
+def test_vllm_defaults_within_one_percent_of_the_log() -> None:
+    """No figure from the log: the estimated activation peak, the stated non-torch memory and CUDA graphs
+    leave a pool within 1% of the 53.29 GiB vLLM found."""
+    pool = memory("llama-3-8b", "--engine", "vllm", "--budget", "H100", "--seq", "8192")["engine_budget"]
+    published = float(logged(PR10511, "available_kv_cache_memory")) * 2**30
+    assert abs(pool["kv_memory_bytes"] - published) / published < 0.01
+    assert {t["key"]: t["how"] for t in pool["terms"]} == {"weights": "exact", "activation": "estimate",
+                                                           "non_torch": "estimate", "cuda_graphs": "estimate"}
+
+
+def test_sglang_default_fraction_rule() -> None:
+    """source: sglang/srt/arg_groups/memory_hook.py (v0.5.23): an H100 (81,559 MiB) at tp 1 takes chunked
+    prefill 8192 and decode graphs up to 256: reserved = 512 + 8192 x 1.5 + 1 x 1 / 8 x 1024 + 2 x 256 =
+    13,440 MiB (over the 10,240 floor), fraction = round((81559 - 13440) / 81559, 3) = 0.835."""
+    assert sglang_fraction(find_gpu("H100").mib, 1, 1) == (0.835, 13440)  # type: ignore[union-attr]
+    # An RTX 4090 (24,564 MiB): chunk 4096, graphs to 48: 512 + 6144 + 128 + 96 = 6,880 MiB, no floor.
+    assert sglang_fraction(find_gpu("4090").mib, 1, 1) == (round((24564 - 6880) / 24564, 3), 6880)  # type: ignore[union-attr]
+
+
+def test_vllm_serve_batch_defaults_by_card() -> None:
+    """source: vllm/engine/arg_utils.py get_batch_defaults (v0.32), OPENAI_API_SERVER column."""
+    assert vllm_batch_defaults(80 * 2**30) == (8192, 1024)
+    assert vllm_batch_defaults(180 * 2**30) == (16384, 1024)
+    assert vllm_batch_defaults(24 * 2**30) == (2048, 256)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--budget", "RTX-4090", "--tp", "1"], "nothing left for the KV cache on RTX 4090"),
+    (["--budget", "H100", "--activation-memory", "lots"], "--activation-memory"),
+])
+def test_engine_budget_bad_input(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["memory", "llama-2-70b", "--engine", "vllm", *args])
+    assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output, result.output
