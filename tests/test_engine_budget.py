@@ -96,3 +96,46 @@ def test_real_vllm_cpu_blocks_tokens_concurrency() -> None:
                                                             f"{real['max_concurrency']:.2f}")
     assert f"CPU KV cache size: {pool.tokens:,} tokens, Maximum concurrency for 4,096 tokens per request: " \
            f"{pool.concurrency}x" in CPU_LOG.read_text()
+
+
+PR11309 = (LOGS / "sglang-pr11309-deepseek-v32-exp-8xb200.log").read_text()
+
+
+def test_sglang_dsa_cell_is_656_latent_and_132_indexer_bytes() -> None:
+    """DeepSeek-V3.2 in SGLang with its fp8 cache: 656 B of latent (512 fp8 + 4 scales of 4 B + 64 bf16
+    rope) and 132 B of indexer key (128 fp8 + one 4 B scale) per token per layer, 61 layers, whole on
+    every GPU, pages of 64 tokens. The pool of the PR's 975,424 tokens is the 43.67 GB it printed; the
+    cell without the indexer (656 B) gives the 54.52 GB the PR's 'before' line printed for 1,462,784."""
+    from calc.analysis.memory import kv_cache, kv_pool, engine_lines
+    from calc.analysis.memory.engines import sglang_row_bytes
+    from calc.spec.load import load_spec
+
+    kv = kv_cache(load_spec("tests/configs/model_types/deepseek_v32.json"), 4096, dtype="fp8_e4m3")
+    rows = {kind.kind: sglang_row_bytes(kind, kv) for kind in kv.layers}
+    assert rows == {"MLA": 656, "DSA indexer": 132}
+    tokens = int(re.search(r"#tokens: (\d+), KV size: 43.67 GB", PR11309).group(1))  # type: ignore[union-attr]
+    pool = kv_pool(kv, "sglang", tokens * 61 * (656 + 132), 4096)
+    assert f"KV Cache is allocated. #tokens: {tokens}, KV size: 43.67 GB" in engine_lines(pool, kv, "sglang")
+    # its buffers hold one page (64 tokens for DSA) more than the pool
+    assert f"{(1462784 + 64) * 61 * 656 / 2**30:.2f}" == "54.52" and "#tokens: 1462784, KV size: 54.52 GB" in PR11309
+    assert pool.block == 64 and kv_pool(kv, "sglang", tokens * 61 * (656 + 132) + 63 * 61 * 788, 4096).tokens == tokens
+    # a 16-bit cache keeps the latent as 576 bf16 values; the indexer key stays fp8
+    bf16 = kv_cache(load_spec("tests/configs/model_types/deepseek_v32.json"), 4096, dtype="bf16")
+    assert {kind.kind: sglang_row_bytes(kind, bf16) for kind in bf16.layers} == {"MLA": 1152, "DSA indexer": 132}
+
+
+def test_sglang_separate_mamba_pool() -> None:
+    """SGLang carves the states' pool first: 0.9 / 1.9 of the memory, max_mamba_cache_size = floor((that
+    - one slot) / one slot), one padding slot more; conv states bf16, SSM states fp32; the token pool
+    takes the rest (source: sglang/srt/mem_cache/kv_cache_configurator.py, ratio-based branch)."""
+    from calc.analysis.memory import kv_cache, kv_pool
+    from calc.spec.load import load_spec
+
+    kv = kv_cache(load_spec("tests/configs/model_types/bamba.json"), 4096)
+    conv = sum(s.n_layers * s.elements for s in kv.states if s.name == "conv") * 2
+    ssm = sum(s.n_layers * s.elements for s in kv.states if s.name != "conv") * 4
+    memory = 40 * 2**30
+    slots = int((memory * 0.9 / 1.9 - (conv + ssm)) // (conv + ssm))
+    pool = kv_pool(kv, "sglang", memory, 4096)
+    assert pool.mamba is not None and pool.mamba.slots == slots
+    assert pool.tokens == (memory - (slots + 1) * (conv + ssm)) // kv.bytes_per_token

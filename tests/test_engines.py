@@ -38,7 +38,7 @@ def test_vllm_blocks_tokens_concurrency(max_len: int, blocks: int, gib: str, con
     assert kv_pool(kv, "vllm", memory + 16 * LLAMA_31_8B_TOKEN - 1, max_len).blocks == blocks  # one byte short of the next
     data = run("memory", "llama-3.1-8b", "--seq", str(max_len), "--engine", "vllm", "--kv-memory", str(memory), "--json")
     assert data["engine"]["tokens"] == blocks * 16
-    assert f"Maximum concurrency for {max_len:,} tokens per request: {concurrency}x" in data["server_says"]
+    assert f"Maximum concurrency for {max_len:,} tokens per request: {concurrency}x" in " ".join(data["server_says"])
 
 
 def test_sglang_qwen3_235b_tp4() -> None:
@@ -92,7 +92,8 @@ def test_vllm_hybrid_groups(model: str, max_len: int, blocks: int, tokens: int, 
     assert (pool.blocks, pool.tokens, pool.concurrency) == (blocks, tokens, f"{blocks / per_request:.2f}")
     data = run("memory", model, "--seq", str(max_len), "--engine", "vllm", "--kv-memory", "10GiB", "--json")
     assert data["engine"]["tokens"] == tokens and data["engine"]["hybrid_groups"]["group_size"] in (10, 12)
-    assert f"GPU KV cache size: {tokens:,} tokens" in data["server_says"]
+    # vLLM v0.32 prints int(concurrency x max_model_len) (kv_cache_utils.get_kv_cache_capacity)
+    assert f"GPU KV cache size: {int(blocks / per_request * max_len):,} tokens, " in " ".join(data["server_says"])
 
 
 def test_vllm_hybrid_concurrency_follows_max_num_batched_tokens() -> None:

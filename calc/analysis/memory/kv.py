@@ -59,6 +59,7 @@ class KVLayers:
     kv_heads_per_gpu: int | None = None  # None: MLA's latent, not split by heads
     sinks: bool = False
     expanded: tuple[int, int] | None = None  # MLA latent: the per-head (K, V) an expanding cache would hold
+    rope: int = 0  # MLA latent: the rotary key's width inside k
 
     def tokens(self, seq: int, rolling: bool = True) -> int:
         """Tokens this kind keeps at `seq`: the window caps it in a rolling buffer."""
@@ -75,7 +76,7 @@ class KVLayers:
         """The same layers caching per-head K and V instead of the MLA latent (itself if not MLA)."""
         if self.expanded is None:
             return self
-        return replace(self, k=self.expanded[0], v=self.expanded[1], expanded=None)
+        return replace(self, k=self.expanded[0], v=self.expanded[1], expanded=None, rope=0)
 
     def to_json(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -120,7 +121,7 @@ def _layers(name: str, n_layers: int, t: TokenSpec, tp: int) -> KVLayers:
     """One layer kind's per-token cache on one GPU: rows split by their heads, or whole (MLA's
     latent) with its expansion split by the query heads."""
     common = dict(kind=t.kind, n_heads=t.n_heads, n_kv_heads=t.n_kv_heads, head_dim=t.head_dim, window=t.window,
-                  sinks=t.sinks)
+                  sinks=t.sinks, rope=t.rope)
     if t.heads is None:
         expanded = _split(*t.expanded, t.n_heads, tp)[:2] if t.expanded else None
         return KVLayers(name, n_layers, t.k, t.v, **common, expanded=expanded)
