@@ -79,23 +79,35 @@ def test_engine_budget_bad_input(args: list[str], message: str) -> None:
     assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output, result.output
 
 
-CPU_LOG = LOGS / "vllm-cpu-llama-4layer.log"
+def recorded() -> list[str]:
+    """The configs a real vLLM sized (tests/conformance/record_vllm_cpu.py kept its lines)."""
+    return sorted(p.name[len("vllm-cpu-"):-len(".log")] for p in LOGS.glob("vllm-cpu-*.log"))
 
 
-def test_real_vllm_cpu_blocks_tokens_concurrency() -> None:
-    """A real vLLM (vllm-cpu 0.32, its output kept verbatim) on a shrunk Llama config with a pool of
-    exactly 100 MiB and CPU attention's block of 128: the same blocks, tokens and concurrency."""
+@pytest.mark.parametrize("name", recorded())
+def test_real_vllm_cpu_blocks_tokens_concurrency(name: str) -> None:
+    """A real vLLM (vllm-cpu, its lines kept verbatim) on a shrunk config of each layer kind, with a
+    pool of exactly kv_cache_memory_bytes: the same page size, blocks, printed tokens and concurrency.
+    On CPU attention pages hold 128 tokens, max_num_batched_tokens is max(max_model_len, 4096), and
+    with AVX-512 bf16 the SSM state is kept in fp32, which the log says (vllm/platforms/cpu.py)."""
     from calc.analysis.memory import kv_cache, kv_pool
     from calc.spec.load import load_spec
 
-    real = json.loads(CPU_LOG.read_text().split("RESULT ", 1)[1])
-    kv = kv_cache(load_spec(str(LOGS / "vllm-cpu-llama-4layer.config.json")), 4096, dtype="bf16")
-    pool = kv_pool(kv, "vllm", 104857600, 4096, block=real["groups"][0]["block_size"])
-    assert pool.block_bytes // kv.n_layers == real["groups"][0]["page_size_bytes"]
-    assert (pool.blocks, pool.tokens, pool.concurrency) == (real["num_blocks"], real["kv_cache_size_tokens"],
-                                                            f"{real['max_concurrency']:.2f}")
-    assert f"CPU KV cache size: {pool.tokens:,} tokens, Maximum concurrency for 4,096 tokens per request: " \
-           f"{pool.concurrency}x" in CPU_LOG.read_text()
+    log = (LOGS / f"vllm-cpu-{name}.log").read_text()
+    args = re.search(r"non-default args: (\{.*\})", log).group(1)  # type: ignore[union-attr]
+    pool_bytes = int(re.search(r"'kv_cache_memory_bytes': (\d+)", args).group(1))  # type: ignore[union-attr]
+    max_len = int(re.search(r"'max_model_len': (\d+)", args).group(1))  # type: ignore[union-attr]
+    real = json.loads(log.split("RESULT ", 1)[1])
+    kv = kv_cache(load_spec(str(LOGS / f"vllm-cpu-{name}.config.json")), max_len, dtype="bf16")
+    ssm_bytes = 4 if "Reset SSM cache type to float32" in log else 2
+    pool = kv_pool(kv, "vllm", pool_bytes, max_len, block=128, max_batched=max(max_len, 4096), ssm_bytes=ssm_bytes)
+    pages = {group["page_size_bytes"] for group in real["groups"]}
+    assert pool.block_bytes // (pool.hybrid.group_size if pool.hybrid else kv.n_layers) in pages
+    assert (pool.blocks, pool.printed_tokens, pool.concurrency) == (
+        real["num_blocks"], real["kv_cache_size_tokens"], f"{real['max_concurrency']:.2f}")
+    printed = re.search(r"CPU KV cache size: .*", log).group(0)  # type: ignore[union-attr]
+    assert printed == (f"CPU KV cache size: {pool.printed_tokens:,} tokens, Maximum concurrency for {max_len:,} "
+                       f"tokens per request: {pool.concurrency}x")
 
 
 PR11309 = (LOGS / "sglang-pr11309-deepseek-v32-exp-8xb200.log").read_text()

@@ -20,7 +20,8 @@ from calc.analysis.memory.engines import KVPool, kv_pool
 from calc.analysis.memory.gpus import GPU, find_gpu
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.memory.schemes import Scheme
-from calc.analysis.memory.startup import Reserves, StartupBudget, startup_budget, vllm_batch_defaults
+from calc.analysis.memory.startup import (Reserves, StartupBudget, startup_budget, vllm_batch_defaults,
+                                          vllm_extra_weights)
 from calc.analysis.memory.stored import StoredWeights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -104,7 +105,9 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
             skipped[f"tp {layout.tp} pp {layout.pp} ep {layout.ep}: {exc}"] = None
             continue
         for gpu in gpus:
-            budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves)
+            extra = vllm_extra_weights(spec, result.weights.params, layout.tp) if engine == "vllm" else 0
+            budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
+                                    extra=extra)
             pool = (kv_pool(result.kv, engine, budget.kv_memory, seq, None,
                             reserves.max_batched or vllm_batch_defaults(budget.total)[0])
                     if budget.kv_memory > 0 else None)

@@ -164,7 +164,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts)
-    from calc.analysis.memory.startup import Reserves, budget_gpu, startup_budget, vllm_batch_defaults
+    from calc.analysis.memory.startup import (Reserves, budget_gpu, startup_budget, vllm_batch_defaults,
+                                              vllm_extra_weights)
 
     one_model(model, more)
     spec, stored = _model_and_checkpoint(model, overrides, checkpoint)
@@ -179,8 +180,9 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     reserves = Reserves(float(fraction) if fraction is not None else None, _size(activation_memory, "--activation-memory"),
                         _size(non_torch_memory, "--non-torch-memory"), _size(cuda_graph_memory, "--cuda-graph-memory"),
                         max_batched, max_seqs)
+    extra = vllm_extra_weights(spec, result.weights.params, layout.tp) if engine == "vllm" else 0
     startup = (startup_budget(engine, spec, budget_gpu(target), result.weights.total_bytes, layout.tp, layout.pp,
-                              reserves) if engine in ("vllm", "sglang") and target and kv_memory is None else None)
+                              reserves, extra=extra) if engine in ("vllm", "sglang") and target and kv_memory is None else None)
     if startup is not None:
         startup.check()
         target = replace(target, bytes_per_gpu=startup.kv_memory + result.weights.total_bytes,

@@ -32,7 +32,7 @@ holds a state page (vllm/platforms/interface.py, _align_hybrid_block_size):
     blocks    = floor(floor(kv_memory / page) / group_size)
     per request: ceil(max_model_len / block) blocks per full group,
                  ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block) + 1 per sliding
-                 group, 1 per state group (MambaSpec.max_memory_usage_bytes)
+                 group, 2 per state group (mamba_cache_mode "align", on with prefix caching; 1 without)
     concurrency = blocks / (blocks per request)
 
 SGLang keeps states in a pool of their own (MambaPool): conv states in bf16, SSM states in fp32.
@@ -181,8 +181,10 @@ def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
 
 
 def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None,
-            max_batched: int = MAX_BATCHED) -> KVPool:
-    """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share)."""
+            max_batched: int = MAX_BATCHED, ssm_bytes: int = 2) -> KVPool:
+    """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
+    `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
+    float32, as vLLM's CPU platform sets it for its accelerated kernels)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
@@ -191,7 +193,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
     dsa = any(kind.kind == DSA for kind in kv.layers)
     block = block or (SGLANG_DSA_PAGE if engine == "sglang" and dsa else found.block)
-    hybrid = hybrid_groups(kv, block, max_batched) if engine == "vllm" else None
+    hybrid = hybrid_groups(kv, block, max_batched, ssm_bytes) if engine == "vllm" else None
     if hybrid is not None:
         block = hybrid.block
     mamba = sglang_mamba_pool(kv, kv_memory) if engine == "sglang" else None
@@ -199,7 +201,11 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
 
 
-STATE = "state"  # a group of Mamba / linear-attention layers: one page of state per request
+STATE = "state"  # a group of Mamba / linear-attention layers
+# Pages a state group takes per request: vLLM turns on prefix caching by default, and with it
+# mamba_cache_mode "align" (MambaModelConfig.verify_and_update_config), where a request holds
+# 2 + speculative + prefill-checkpoint pages (MambaSpec.max_memory_usage_bytes); 1 without prefix caching.
+STATE_PAGES = 2
 
 
 @dataclass(frozen=True)
@@ -220,11 +226,10 @@ class HybridGroups:
 
     def blocks_per_request(self, max_model_len: int, block: int) -> int:
         """The pages one request of max_model_len takes across the groups: every block of a full
-        group, the window's blocks plus one of a sliding group, one state page of a state group
-        (MambaSpec.max_memory_usage_bytes, mamba_cache_mode "none")."""
+        group, the window's blocks plus one of a sliding group, STATE_PAGES of a state group."""
         def one(window: int | str | None) -> int:
             if window == STATE:
-                return 1
+                return STATE_PAGES
             if window is None:
                 return -(-max_model_len // block)
             return -(-min(int(window) - 1 + self.max_batched, max_model_len) // block) + 1
@@ -236,13 +241,14 @@ class HybridGroups:
                 "max_num_batched_tokens": self.max_batched}
 
 
-def vllm_state_page(kv: KVCache, element_bytes: int = 2) -> int:
-    """One state layer's page: its conv and recurrent states per sequence, every element in the
-    model's dtype (vLLM's MambaStateDtypeCalculator keeps the SSM state in the conv state's dtype
-    unless --mamba-ssm-cache-dtype says otherwise)."""
+def vllm_state_page(kv: KVCache, ssm_bytes: int = 2) -> int:
+    """One state layer's page: its conv and recurrent states per sequence, the conv state in the
+    model's dtype and the SSM state in `ssm_bytes` (vLLM's MambaStateDtypeCalculator keeps it in the
+    conv state's dtype unless --mamba-ssm-cache-dtype says otherwise)."""
     per_block: dict[str, int] = {}
     for state in kv.states:
-        per_block[state.block] = per_block.get(state.block, 0) + state.elements * element_bytes
+        size = state.elements * (2 if state.name == "conv" else ssm_bytes)
+        per_block[state.block] = per_block.get(state.block, 0) + size
     return max(per_block.values(), default=0)
 
 
@@ -252,7 +258,7 @@ def aligned_block(block: int, attention_token: int, state_page: int) -> int:
     return block * -(-state_page // (block * attention_token))
 
 
-def hybrid_groups(kv: KVCache, block: int = 16, max_batched: int = MAX_BATCHED) -> HybridGroups | None:
+def hybrid_groups(kv: KVCache, block: int = 16, max_batched: int = MAX_BATCHED, ssm_bytes: int = 2) -> HybridGroups | None:
     """vLLM's grouping when the layers are of more than one kind (None: one kind, one group)."""
     counts: dict[int | str | None, int] = {}
     for kind in kv.layers:
@@ -266,7 +272,7 @@ def hybrid_groups(kv: KVCache, block: int = 16, max_batched: int = MAX_BATCHED) 
     if len(sizes) > 1:
         raise GptcalcError(f"{kv.model}: layers of different page sizes; vLLM then scales block sizes, "
                            "which --engine vllm does not model")
-    state_page = vllm_state_page(kv)
+    state_page = vllm_state_page(kv, ssm_bytes)
     if sizes:
         token = sizes.pop()
         block = aligned_block(block, token, state_page) if state_page > block * token else block

@@ -38,7 +38,7 @@ from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
 __all__ = ["CUDA_TOTAL", "Reserves", "StartupBudget", "Term", "activation_estimate", "budget_gpu", "cuda_total", "sglang_fraction",
-           "startup_budget", "vllm_batch_defaults"]
+           "startup_budget", "vllm_batch_defaults", "vllm_extra_weights"]
 
 GIB = 2**30
 MIB = 2**20
@@ -88,6 +88,18 @@ def vllm_batch_defaults(total: int) -> tuple[int, int]:
     if total >= 70 * GIB:
         return 8192, 1024
     return 2048, 256
+
+
+VOCAB_PADDING = 64  # vLLM's VocabParallelEmbedding pads the vocabulary to a multiple of 64 (DEFAULT_VOCAB_PADDING_SIZE)
+VOCAB_SOURCE = "https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/vocab_parallel_embedding.py"
+
+
+def vllm_extra_weights(spec: ModelSpec, params: dict[str, int], tp: int, element_bytes: int = 2) -> int:
+    """What vLLM holds beyond the checkpoint's tensors on one GPU: the embedding and LM head rows
+    that pad the vocabulary to a multiple of 64, split tp ways (16-bit, as every scheme keeps them)."""
+    pad = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING - spec.vocab_size
+    matrices = sum(name in params for name in ("token_embedding", "lm_head"))
+    return matrices * pad * spec.d_model * element_bytes // tp
 
 
 def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_bytes: int = 2) -> int:
@@ -210,8 +222,9 @@ class Reserves:
 
 
 def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int = 1, pp: int = 1,
-                   reserves: Reserves = Reserves(), dtype_bytes: int = 2) -> StartupBudget:
-    """The budget `engine` draws up on one GPU of the layout holding `weights` bytes of the model."""
+                   reserves: Reserves = Reserves(), dtype_bytes: int = 2, extra: int = 0) -> StartupBudget:
+    """The budget `engine` draws up on one GPU of the layout holding `weights` bytes of the model
+    (`extra`: what the engine holds beyond them, vllm_extra_weights)."""
     if engine not in ("vllm", "sglang"):
         raise GptcalcError(f"--engine {engine}: its start-up budget is not modelled (vllm and sglang are); "
                            "give the pool from its log with --kv-memory")
@@ -227,8 +240,9 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
     graphs = reserves.cuda_graphs if reserves.cuda_graphs is not None else round(CUDA_GRAPHS * GIB)
     given = lambda value: "given" if value is not None else "estimate"  # noqa: E731
     terms = [
-        Term("weights", "model weights", weights, "--quant/--dtype/--checkpoint", "exact",
-             "this model's bytes on one GPU of the layout"),
+        Term("weights", "model weights", weights + extra, "--quant/--dtype/--checkpoint", "exact",
+             f"this model's bytes on one GPU of the layout, with {extra:,} B of vocabulary padding ({VOCAB_SOURCE})"
+             if extra else "this model's bytes on one GPU of the layout"),
         Term("activation", "activation peak", act, "--activation-memory", given(reserves.activation),
              f"profiling forward of {tokens:,} tokens + sampler over {rows:,} rows ({VLLM_PROFILING})"),
         Term("non_torch", "non-torch memory", non_torch, "--non-torch-memory", given(reserves.non_torch),
