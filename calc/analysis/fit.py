@@ -2,8 +2,8 @@
 
 For each GPU type and each count (1, 2, 4, 8, then whole nodes of 8 up to MAX_GPUS), the layouts a
 server runs: tensor parallel within a node (tp = count up to 8), pipeline stages across nodes
-(pp = count / 8), and for a MoE the same with the routed experts split whole over the tp x pp GPUs
-(ep). Each is validated by `validate_layout` (the rules memory and budgets apply), sized with the
+(pp = count / 8), and for a MoE the same with each stage's routed experts split whole over its tp
+GPUs (ep = tp). Each is validated by `validate_layout` (the rules memory and budgets apply), sized with the
 weights as stored (quantisation included) on the busiest GPU, and given the engine's start-up budget
 (calc/analysis/memory/startup.py): a layout serves when its KV pool holds `concurrency` requests of
 `seq` tokens. Candidates are ranked by GPU count, then by the card's memory (the smaller card first),
@@ -49,15 +49,17 @@ def parse_gpus(text: str) -> tuple[GPU, ...]:
 
 
 def layouts(spec: ModelSpec) -> list[Layout]:
-    """Every layout tried, fewest GPUs first: tp within a node, pp across nodes, ep for a MoE."""
+    """Every layout tried, fewest GPUs first: tp within a node, pp across nodes, and for a MoE the
+    same with each stage's experts split whole over its tp GPUs (vLLM's --enable-expert-parallel
+    without data parallelism: ep = tp)."""
     moe = any(block.is_moe for block in spec.blocks.values())
     counts = [1, 2, 4, 8] + list(range(2 * NODE, MAX_GPUS + 1, NODE))
     found = []
     for count in counts:
         tp, pp = min(count, NODE), max(count // NODE, 1)
         found.append(Layout(tp, pp))
-        if moe and count > 1:
-            found.append(Layout(tp, pp, count))
+        if moe and tp > 1:
+            found.append(Layout(tp, pp, tp))
     return found
 
 
@@ -78,6 +80,13 @@ class Candidate:
         return float(self.pool.concurrency) if self.pool else 0.0
 
     @property
+    def headroom(self) -> int:
+        """Pool bytes left once `concurrency` requests of `seq` tokens hold theirs (pages are linear in requests)."""
+        if self.pool is None or not self.requests:
+            return 0
+        return int(self.budget.kv_memory * (1 - self.concurrency / self.requests))
+
+    @property
     def serves(self) -> bool:
         return self.pool is not None and self.requests >= self.concurrency
 
@@ -86,6 +95,7 @@ class Candidate:
                 "ep": self.layout.ep, "weights_bytes_per_gpu": self.weights_bytes,
                 "kv_memory_bytes": self.budget.kv_memory, "tokens": self.pool.tokens if self.pool else 0,
                 "max_concurrency": self.pool.concurrency if self.pool else "0.00", "serves": self.serves,
+                "headroom_bytes": self.headroom,
                 "budget": self.budget.to_json()}
 
 

@@ -66,7 +66,7 @@ def validate_layout(spec: ModelSpec, layout: Layout) -> None:
     """Every rule a server applies to a layout, in one place (memory, budgets and `fit` call it), each
     error naming the option: --tp divides the query heads (KV heads split or replicate, which the KV
     cache checks) and every state's heads; --pp at most the layers; --ep divides every MoE's routed
-    experts and at most the layout's GPUs (vLLM's expert group is tp x dp GPUs)."""
+    experts (an expert group of more GPUs than --tp takes data-parallel replicas: vLLM's is tp x dp)."""
     check_tp(spec, layout.tp)
     for name, block in spec.blocks.items():
         for state in block.cache(spec.d_model).states:
@@ -80,8 +80,6 @@ def validate_layout(spec: ModelSpec, layout: Layout) -> None:
             raise GptcalcError(f"--ep {layout.ep}: {spec.name} has no routed experts to split")
         if any(n % layout.ep for n in experts):
             raise GptcalcError(f"--ep {layout.ep}: does not divide {spec.name}'s {min(experts)} routed experts")
-        if layout.ep > layout.gpus:
-            raise GptcalcError(f"--ep {layout.ep}: more expert groups than the layout's {layout.gpus} GPUs (--tp x --pp)")
 
 
 # Pipeline stages are listed one by one; real pipelines have tens, not thousands.
