@@ -102,3 +102,21 @@ def test_vllm_hybrid_concurrency_follows_max_num_batched_tokens() -> None:
     small, large = run(*args)["engine"], run(*args, "--max-num-batched-tokens", "8192")["engine"]
     assert small["tokens"] == large["tokens"] and float(small["max_concurrency"]) > float(large["max_concurrency"])
     assert large["max_concurrency"] == f"{small['blocks'] / (32768 // 16 + -(-(127 + 8192) // 16) + 1):.2f}"
+
+
+def test_vllm_raises_qwen3_next_attention_block_to_544() -> None:
+    """source: https://github.com/vllm-project/vllm/pull/32492 ("the model uses non-standard block size (544)").
+    Qwen3-Next-80B's gated DeltaNet layer keeps, per request, a conv window of 3 x (2 x 16 x 128 + 32 x 128)
+    and a recurrent state of 32 x 128 x 128, both bf16: 1,097,728 B; an attention token of one layer is
+    2 KV heads x 256 x (K + V) x 2 B = 2,048 B, so vLLM raises the block to 16 x ceil(1,097,728 / (16 x 2,048))
+    = 544 tokens and pads the state page to 544 x 2,048 B (vllm/platforms/interface.py _align_hybrid_block_size)."""
+    from calc.analysis.memory.engines import STATE, vllm_state_page
+
+    kv = kv_cache(load_spec("qwen3-next-80b-a3b"), 8192, 1, "bf16")
+    assert vllm_state_page(kv) == 3 * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 2
+    pool = kv_pool(kv, "vllm", 10 * 2**30, 8192)
+    assert pool.hybrid is not None and (pool.block, pool.hybrid.page) == (544, 544 * 2048)
+    # 12 attention and 36 DeltaNet layers: groups of 12, one attention group and three state groups
+    assert pool.hybrid.windows == (None, STATE, STATE, STATE) and pool.hybrid.group_size == 12
+    assert pool.blocks == 10 * 2**30 // (544 * 2048) // 12
+    assert pool.blocks_per_request == -(-8192 // 544) + 3 * 2

@@ -215,7 +215,9 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
         out.print(table)
     notes = [render_memory.seq_note(seq), render_memory.context_note(spec, seq),
              *render_memory.inference_notes(result),
-             *(render_memory.budget_lines(solved, target.label) if solved and target else [])]
+             *(render_memory.budget_lines(solved, target.label) if solved and target else []),
+             (f"{engine}'s own budget (pool, blocks, tokens): give the GPU with --budget (H100, 2xH200), "
+              "or its log's figure with --kv-memory") if engine in ("vllm", "sglang") and not pool else None]
     for line in filter(None, notes):
         out.print("  " + line)
 
