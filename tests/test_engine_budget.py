@@ -119,11 +119,11 @@ def test_sglang_dsa_cell_is_656_latent_and_132_indexer_bytes() -> None:
     every GPU, pages of 64 tokens. The pool of the PR's 975,424 tokens is the 43.67 GB it printed; the
     cell without the indexer (656 B) gives the 54.52 GB the PR's 'before' line printed for 1,462,784."""
     from calc.analysis.memory import kv_cache, kv_pool, engine_lines
-    from calc.analysis.memory.engines import sglang_row_bytes
+    from calc.analysis.memory.engines import dsa_row_bytes
     from calc.spec.load import load_spec
 
     kv = kv_cache(load_spec("tests/configs/model_types/deepseek_v32.json"), 4096, dtype="fp8_e4m3")
-    rows = {kind.kind: sglang_row_bytes(kind, kv) for kind in kv.layers}
+    rows = {kind.kind: dsa_row_bytes(kind, kv) for kind in kv.layers}
     assert rows == {"MLA": 656, "DSA indexer": 132}
     tokens = int(re.search(r"#tokens: (\d+), KV size: 43.67 GB", PR11309).group(1))  # type: ignore[union-attr]
     pool = kv_pool(kv, "sglang", tokens * 61 * (656 + 132), 4096)
@@ -133,7 +133,7 @@ def test_sglang_dsa_cell_is_656_latent_and_132_indexer_bytes() -> None:
     assert pool.block == 64 and kv_pool(kv, "sglang", tokens * 61 * (656 + 132) + 63 * 61 * 788, 4096).tokens == tokens
     # a 16-bit cache keeps the latent as 576 bf16 values; the indexer key stays fp8
     bf16 = kv_cache(load_spec("tests/configs/model_types/deepseek_v32.json"), 4096, dtype="bf16")
-    assert {kind.kind: sglang_row_bytes(kind, bf16) for kind in bf16.layers} == {"MLA": 1152, "DSA indexer": 132}
+    assert {kind.kind: dsa_row_bytes(kind, bf16) for kind in bf16.layers} == {"MLA": 1152, "DSA indexer": 132}
 
 
 def test_sglang_separate_mamba_pool() -> None:

@@ -120,3 +120,15 @@ def test_vllm_raises_qwen3_next_attention_block_to_544() -> None:
     assert pool.hybrid.windows == (None, STATE, STATE, STATE) and pool.hybrid.group_size == 12
     assert pool.blocks == 10 * 2**30 // (544 * 2048) // 12
     assert pool.blocks_per_request == -(-8192 // 544) + 3 * 2
+
+
+def test_vllm_dsa_pages_sum_the_latent_and_indexer_layouts() -> None:
+    """DeepSeek-V3.2 in vLLM with an fp8 cache: each layer's latent in the 656 B "fp8_ds_mla" layout
+    (v1/attention/backends/mla/flashmla_sparse.py) and its indexer key of 128 fp8 values + one fp32 scale
+    (DeepseekV32IndexerCache in models/deepseek_v2.py: head_dim + head_dim // 128 x 4 bytes of uint8), all
+    61 layers in one group whose page is the sum of theirs (UniformTypeKVCacheSpecs.page_size_bytes),
+    blocks of 64 tokens (sparse FlashMLA's multiple of 64)."""
+    kv = kv_cache(load_spec("tests/configs/model_types/deepseek_v32.json"), 8192, 1, "fp8_e4m3")
+    pool = kv_pool(kv, "vllm", 10 * 2**30, 8192)
+    assert (pool.block, pool.bytes_per_token, pool.hybrid) == (64, 61 * (656 + 132), None)
+    assert pool.blocks == 10 * 2**30 // (64 * 61 * 788) and pool.blocks_per_request == 8192 // 64

@@ -192,12 +192,12 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
     dsa = any(kind.kind == DSA for kind in kv.layers)
-    block = block or (SGLANG_DSA_PAGE if engine == "sglang" and dsa else found.block)
+    block = block or (DSA_PAGE if engine in ("vllm", "sglang") and dsa else found.block)
     hybrid = hybrid_groups(kv, block, max_batched, ssm_bytes) if engine == "vllm" else None
     if hybrid is not None:
         block = hybrid.block
     mamba = sglang_mamba_pool(kv, kv_memory) if engine == "sglang" else None
-    per_token = sglang_bytes_per_token(kv) if engine == "sglang" else kv.bytes_per_token
+    per_token = engine_bytes_per_token(kv) if engine in ("vllm", "sglang") else kv.bytes_per_token
     return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
 
 
@@ -268,7 +268,9 @@ def hybrid_groups(kv: KVCache, block: int = 16, max_batched: int = MAX_BATCHED, 
         counts[STATE] = sum(state_layers.values())
     if len(counts) < 2 and not state_layers:
         return None
-    sizes = {kind.row_bytes(kv.format) for kind in kv.layers}
+    sizes = {kind.row_bytes(kv.format) for kind in kv.layers if kind.kind != DSA}
+    if any(kind.kind == DSA for kind in kv.layers) and len(counts) > 1:
+        raise GptcalcError(f"{kv.model}: DSA layers beside other kinds; vLLM's grouping of them is not modelled")
     if len(sizes) > 1:
         raise GptcalcError(f"{kv.model}: layers of different page sizes; vLLM then scales block sizes, "
                            "which --engine vllm does not model")
@@ -302,17 +304,22 @@ def split_kv_bytes(kv: KVCache) -> tuple[int, int]:
 # The per-token caches whose pages the engine rules below describe (SGLang also pages DSA's keys).
 MODELLED = {"MHA", "GQA", "MQA", "MLA"}
 DSA = "DSA indexer"
-SGLANG_DSA_PAGE = 64  # SGLang sets --page-size 64 for DeepSeek's DSA (arg_groups/model_overrides/deepseek_v2.py)
+# Tokens per page for DeepSeek's DSA: SGLang sets --page-size 64 (arg_groups/model_overrides/deepseek_v2.py);
+# vLLM's sparse FlashMLA takes blocks of a multiple of 64 (flashmla_sparse.py get_supported_kernel_block_sizes).
+DSA_PAGE = 64
 QUANT_BLOCK = 128  # DSA's fp8 rows carry one fp32 scale per 128 values (SGLang DSATokenToKVPool.quant_block_size)
 
 
-def sglang_row_bytes(kind: KVLayers, kv: KVCache) -> int:
-    """One token of one layer as SGLang stores it. DeepSeek-V3.2's sparse attention (a model with
-    DSA indexer keys) keeps the indexer key as fp8 with its scales, index_head_dim + index_head_dim /
-    128 x 4 bytes (132 for 128), whatever the cache dtype, and with an fp8 cache the latent as fp8
-    with scales and the rotary key in bf16: kv_lora_rank + kv_lora_rank / 128 x 4 + rope x 2 bytes
-    (656 for DeepSeek-V3.2) (mem_cache/kv_cache_configurator.py calculate_mla_kv_cache_dim,
-    model_executor/pool_configurator.py _compute_dsa_indexer_cell_size)."""
+def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
+    """One token of one layer as vLLM and SGLang store it. DeepSeek-V3.2's sparse attention (a model
+    with DSA indexer keys) keeps the indexer key as fp8 with its scales, index_head_dim +
+    index_head_dim / 128 x 4 bytes (132 for 128), whatever the cache dtype, and with an fp8 cache the
+    latent as fp8 with scales and the rotary key in bf16: kv_lora_rank + kv_lora_rank / 128 x 4 +
+    rope x 2 bytes (656 for DeepSeek-V3.2). SGLang: mem_cache/kv_cache_configurator.py
+    calculate_mla_kv_cache_dim, model_executor/pool_configurator.py _compute_dsa_indexer_cell_size;
+    vLLM: the "fp8_ds_mla" layout (v1/attention/backends/mla/flashmla_sparse.py) and
+    DeepseekV32IndexerCache (models/deepseek_v2.py), both in one group whose page is the sum of the
+    layers' pages (UniformTypeKVCacheSpecs, v1/kv_cache_interface.py)."""
     if kind.kind == DSA:
         return kind.k + kind.k // QUANT_BLOCK * 4
     dsa = any(other.kind == DSA for other in kv.layers)
@@ -322,17 +329,17 @@ def sglang_row_bytes(kind: KVLayers, kv: KVCache) -> int:
     return kind.row_bytes(kv.format)
 
 
-def sglang_bytes_per_token(kv: KVCache) -> int:
-    """SGLang's cell size: one token over every layer this GPU holds."""
-    return sum(kind.n_layers * sglang_row_bytes(kind, kv) for kind in kv.layers)
+def engine_bytes_per_token(kv: KVCache) -> int:
+    """One token over every layer this GPU holds, as vLLM and SGLang lay it out (SGLang's cell size)."""
+    return sum(kind.n_layers * dsa_row_bytes(kind, kv) for kind in kv.layers)
 
 
 def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     """Engines page conv and recurrent states, and DSA's indexer keys, their own way: vLLM's state
-    pages are modelled (hybrid_groups); SGLang's separate Mamba pool, llama.cpp's recurrent-state
-    buffer and DSA's fp8 latent and keys with scales are not yet, so such a model gets no engine line
-    rather than a wrong one."""
-    other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA} if engine == "sglang" else set()))
+    pages (hybrid_groups), SGLang's Mamba pool (MambaPool) and both engines' DSA layout
+    (dsa_row_bytes) are modelled; llama.cpp's recurrent-state buffer and TensorRT-LLM's are not yet,
+    so such a model gets no engine line there rather than a wrong one."""
+    other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA} if engine in ("vllm", "sglang") else set()))
     if (kv.states and engine not in ("vllm", "sglang")) or other:
         what = "conv and recurrent states" if kv.states else f"{other[0]} keys"
         raise GptcalcError(f"--engine {engine}: {kv.model} keeps {what} beside its KV cache, and how {engine} pages "
