@@ -32,7 +32,7 @@ holds a state page (vllm/platforms/interface.py, _align_hybrid_block_size):
     blocks    = floor(floor(kv_memory / page) / group_size)
     per request: ceil(max_model_len / block) blocks per full group,
                  ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block) + 1 per sliding
-                 group, 2 per state group (mamba_cache_mode "align", on with prefix caching; 1 without)
+                 group, 2 per state group of a hybrid (prefix caching's "align" mode), 1 attention-free
     concurrency = blocks / (blocks per request)
 
 SGLang keeps states in a pool of their own (MambaPool): conv states in bf16, SSM states in fp32.
@@ -202,10 +202,14 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
 
 
 STATE = "state"  # a group of Mamba / linear-attention layers
-# Pages a state group takes per request: vLLM turns on prefix caching by default, and with it
-# mamba_cache_mode "align" (MambaModelConfig.verify_and_update_config), where a request holds
-# 2 + speculative + prefill-checkpoint pages (MambaSpec.max_memory_usage_bytes); 1 without prefix caching.
-STATE_PAGES = 2
+
+
+def state_pages(kv: KVCache) -> int:
+    """Pages a state group takes per request. vLLM turns prefix caching on by default for a hybrid
+    model and off for an attention-free one (ModelConfig.is_prefix_caching_supported); with it comes
+    mamba_cache_mode "align" (MambaModelConfig.verify_and_update_config), where a request holds
+    2 + speculative + prefill-checkpoint pages, without it 1 (MambaSpec.max_memory_usage_bytes)."""
+    return 2 if kv.layers else 1
 
 
 @dataclass(frozen=True)
@@ -219,6 +223,7 @@ class HybridGroups:
     block: int  # tokens per attention page (raised so a state fits one page)
     max_batched: int  # --max-num-batched-tokens: the tokens a sliding group holds beyond its window
     state_page: int = 0  # a state layer's bytes before padding to `page`
+    state_pages: int = 1  # pages a state group takes per request (state_pages)
 
     @property
     def groups(self) -> int:
@@ -226,10 +231,10 @@ class HybridGroups:
 
     def blocks_per_request(self, max_model_len: int, block: int) -> int:
         """The pages one request of max_model_len takes across the groups: every block of a full
-        group, the window's blocks plus one of a sliding group, STATE_PAGES of a state group."""
+        group, the window's blocks plus one of a sliding group, state_pages of a state group."""
         def one(window: int | str | None) -> int:
             if window == STATE:
-                return STATE_PAGES
+                return self.state_pages
             if window is None:
                 return -(-max_model_len // block)
             return -(-min(int(window) - 1 + self.max_batched, max_model_len) // block) + 1
@@ -238,6 +243,7 @@ class HybridGroups:
     def to_json(self) -> dict[str, object]:
         return {"group_size": self.group_size, "groups": self.groups, "windows": list(self.windows),
                 "page_bytes": self.page, "block_size": self.block, "state_page_bytes": self.state_page,
+                "state_pages_per_request": self.state_pages,
                 "max_num_batched_tokens": self.max_batched}
 
 
@@ -284,7 +290,7 @@ def hybrid_groups(kv: KVCache, block: int = 16, max_batched: int = MAX_BATCHED, 
     fewest, most = min(counts.values()), max(counts.values())
     size = most if 2 * most < 3 * fewest else fewest  # most < 1.5 x fewest: pad up to the most
     windows = tuple(window for window, n in counts.items() for _ in range(-(-n // size)))
-    return HybridGroups(size, windows, page, block, max_batched, state_page)
+    return HybridGroups(size, windows, page, block, max_batched, state_page, state_pages(kv))
 
 
 def padded_context(engine: Engine, n_ctx: int) -> int:
