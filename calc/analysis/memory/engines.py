@@ -208,8 +208,11 @@ def state_pages(kv: KVCache) -> int:
     """Pages a state group takes per request. vLLM turns prefix caching on by default for a hybrid
     model and off for an attention-free one (ModelConfig.is_prefix_caching_supported); with it comes
     mamba_cache_mode "align" (MambaModelConfig.verify_and_update_config), where a request holds
-    2 + speculative + prefill-checkpoint pages, without it 1 (MambaSpec.max_memory_usage_bytes)."""
-    return 2 if kv.layers else 1
+    2 + speculative + prefill-checkpoint pages, without it 1 (MambaSpec.max_memory_usage_bytes).
+    Mamba2 mixers keep one prefill checkpoint (MambaMixer2.get_kv_cache_spec)."""
+    if not kv.layers:
+        return 1
+    return 2 + any(state.mixer == "mamba2" for state in kv.states)
 
 
 @dataclass(frozen=True)
@@ -250,10 +253,11 @@ class HybridGroups:
 def vllm_state_page(kv: KVCache, ssm_bytes: int = 2) -> int:
     """One state layer's page: its conv and recurrent states per sequence, the conv state in the
     model's dtype and the SSM state in `ssm_bytes` (vLLM's MambaStateDtypeCalculator keeps it in the
-    conv state's dtype unless --mamba-ssm-cache-dtype says otherwise)."""
+    conv state's dtype unless --mamba-ssm-cache-dtype says otherwise), or in fp32 where the model
+    keeps it so (vLLM's NemotronHForCausalLMConfig defaults Nemotron-H's to float32)."""
     per_block: dict[str, int] = {}
     for state in kv.states:
-        size = state.elements * (2 if state.name == "conv" else ssm_bytes)
+        size = state.elements * (2 if state.name == "conv" else 4 if state.dtype == "fp32" else ssm_bytes)
         per_block[state.block] = per_block.get(state.block, 0) + size
     return max(per_block.values(), default=0)
 

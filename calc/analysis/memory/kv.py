@@ -91,6 +91,7 @@ class StateLayers:
     name: str  # "conv" or "recurrent"
     elements: int  # per layer per sequence on one GPU
     dtype: str  # "model" or "fp32"
+    mixer: str = ""  # the mixer that keeps it (mamba2, gated_deltanet, ...): engines page some apart
 
     def format(self, cache: Format) -> Format:
         """fp32 where the model keeps it so; else the model's dtype: the cache's when it is a plain
@@ -129,10 +130,10 @@ def _layers(name: str, n_layers: int, t: TokenSpec, tp: int) -> KVLayers:
     return KVLayers(name, n_layers, k, v, **common, kv_heads_per_gpu=heads)
 
 
-def _state(name: str, n_layers: int, state: StateSpec, tp: int) -> StateLayers:
+def _state(name: str, n_layers: int, state: StateSpec, tp: int, mixer: str = "") -> StateLayers:
     if state.heads % tp and tp > 1:
         raise GptcalcError(f"--tp {tp}: does not divide the {state.heads} heads of {name}'s {state.name} state")
-    return StateLayers(name, n_layers, state.name, state.per_gpu(tp), state.dtype)
+    return StateLayers(name, n_layers, state.name, state.per_gpu(tp), state.dtype, mixer)
 
 
 def kv_layers(spec: ModelSpec, tp: int = 1, expanded: bool = False) -> tuple[KVLayers, ...]:
@@ -144,8 +145,8 @@ def kv_layers(spec: ModelSpec, tp: int = 1, expanded: bool = False) -> tuple[KVL
 
 def state_layers(spec: ModelSpec, tp: int = 1) -> tuple[StateLayers, ...]:
     """Each layer kind's fixed per-sequence states on one GPU (none for a pure attention model)."""
-    return tuple(_state(name, n, state, tp) for name, n in spec.layer_counts().items()
-                 for state in spec.blocks[name].cache(spec.d_model).states)
+    return tuple(_state(name, n, state, tp, getattr(spec.blocks[name].attention, "kind", ""))
+                 for name, n in spec.layer_counts().items() for state in spec.blocks[name].cache(spec.d_model).states)
 
 
 @dataclass(frozen=True)
