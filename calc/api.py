@@ -13,7 +13,7 @@ so a script and the CLI never disagree. docs/python.md shows every function; its
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -88,6 +88,7 @@ class MemoryAnswer:
     budget: Any = None  # the solved Budget
     target: Any = None  # the BudgetSpec it was solved for
     engine: str | None = None
+    startup: Any = None  # the engine's start-up budget, term by term (vLLM, SGLang with a GPU budget)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -98,6 +99,7 @@ class MemoryAnswer:
         budget = self.budget
         return {**self.inference.to_json(), "model": self.spec.name,
                 **({"engine": self.pool.to_json()} if self.pool else {}),
+                **({"engine_budget": self.startup.to_json()} if self.startup else {}),
                 **({"server_says": list(self.server)} if self.server else {}),
                 **({"budget": {**budget.to_json(), "label": self.target.label, "gpus": self.target.count}}
                    if budget and self.target else {})}
@@ -107,14 +109,20 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            quant: str | None = None, kv_dtype: str = "fp16", group_size: int | None = None, tp: int | None = None,
            pp: int | None = None, ep: int | None = None, budget: str | None = None, engine: str | None = None,
            cpu_experts: str | None = None, kv_memory: str | None = None, block_size: int | None = None,
-           max_batched: int = 2048, mla_expanded: bool = False, stored: Any = None) -> Result:
+           max_batched: int | None = None, mla_expanded: bool = False, stored: Any = None, *,
+           max_seqs: int | None = None, fraction: float | None = None, activation_memory: str | None = None,
+           non_torch_memory: str | None = None, cuda_graph_memory: str | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
-    longest context (or with `seq` the largest batch) that fits `budget`."""
+    longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
+    `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
+    non-torch and CUDA-graph memory, each a size like "2GiB"; None: the engine's default) set the
+    KV pool, unless `kv_memory` gives the pool the server's log printed."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
+    from calc.analysis.memory.startup import (Reserves, budget_gpu, startup_budget, vllm_batch_defaults,
+                                              vllm_extra_weights)
     from calc.errors import GptcalcError
-    from calc.units import parse_bytes
 
     target = parse_budget(budget) if budget is not None else None  # `budget=''` is an error, not no budget
     layout = layout_for(target, tp, pp, ep)
@@ -125,16 +133,38 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         (dtype or "fp16", find_scheme(quant) if quant is not None else None)  # the checkpoint refuses either
     result = inference(spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout,
                        scheme, stored, parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0)
+    reserves = Reserves(fraction, _size(activation_memory, "--activation-memory"),
+                        _size(non_torch_memory, "--non-torch-memory"), _size(cuda_graph_memory, "--cuda-graph-memory"),
+                        max_batched, max_seqs)
+    extra = vllm_extra_weights(spec, result.weights.params, layout.tp) if engine == "vllm" else 0
+    startup = (startup_budget(engine, spec, budget_gpu(target), result.weights.total_bytes, layout.tp, layout.pp,
+                              reserves, extra=extra) if engine in ("vllm", "sglang") and target and kv_memory is None else None)
+    if startup is not None:
+        startup.check()
+        target = replace(target, bytes_per_gpu=startup.kv_memory + result.weights.total_bytes,
+                         label=f"{target.label} under {engine}'s reserves")
     pool = None
-    if kv_memory is not None and engine:
-        try:
-            pool = kv_pool(result.kv, engine, parse_bytes(kv_memory), seq or spec.n_positions, block_size, max_batched)
-        except ValueError as exc:
-            raise GptcalcError(f"--kv-memory: {exc}") from None
-    server = tuple(engine_lines(pool, result.kv, engine)) if engine else ()
+    if engine and (kv_memory is not None or startup is not None):
+        pool_bytes = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
+        pool = kv_pool(result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
+                       max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048))
+    server = (*(startup.lines() if startup else ()), *(engine_lines(pool, result.kv, engine) if engine else ()))
     solved = budget_for(spec, target, result, seq, batch) if target else None
-    answer = MemoryAnswer(spec, result, pool, server, solved, target, engine)
+    answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup)
     return Result(answer, answer.to_json)
+
+
+def _size(text: str | None, option: str) -> int | None:
+    """A size option (8GiB, 0.5GiB, 3099590656) in bytes; None when not given."""
+    from calc.errors import GptcalcError
+    from calc.units import parse_bytes
+
+    if text is None:
+        return None
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise GptcalcError(f"{option}: {exc}") from None
 
 
 def flops(spec: ModelSpec, seq: int, batch: int = 1, decode: bool = False, causal_half: bool = False,

@@ -38,7 +38,7 @@ def test_vllm_blocks_tokens_concurrency(max_len: int, blocks: int, gib: str, con
     assert kv_pool(kv, "vllm", memory + 16 * LLAMA_31_8B_TOKEN - 1, max_len).blocks == blocks  # one byte short of the next
     data = run("memory", "llama-3.1-8b", "--seq", str(max_len), "--engine", "vllm", "--kv-memory", str(memory), "--json")
     assert data["engine"]["tokens"] == blocks * 16
-    assert f"Maximum concurrency for {max_len:,} tokens per request: {concurrency}x" in data["server_says"]
+    assert f"Maximum concurrency for {max_len:,} tokens per request: {concurrency}x" in " ".join(data["server_says"])
 
 
 def test_sglang_qwen3_235b_tp4() -> None:
@@ -92,7 +92,8 @@ def test_vllm_hybrid_groups(model: str, max_len: int, blocks: int, tokens: int, 
     assert (pool.blocks, pool.tokens, pool.concurrency) == (blocks, tokens, f"{blocks / per_request:.2f}")
     data = run("memory", model, "--seq", str(max_len), "--engine", "vllm", "--kv-memory", "10GiB", "--json")
     assert data["engine"]["tokens"] == tokens and data["engine"]["hybrid_groups"]["group_size"] in (10, 12)
-    assert f"GPU KV cache size: {tokens:,} tokens" in data["server_says"]
+    # vLLM v0.32 prints int(concurrency x max_model_len) (kv_cache_utils.get_kv_cache_capacity)
+    assert f"GPU KV cache size: {int(blocks / per_request * max_len):,} tokens, " in " ".join(data["server_says"])
 
 
 def test_vllm_hybrid_concurrency_follows_max_num_batched_tokens() -> None:
@@ -101,3 +102,33 @@ def test_vllm_hybrid_concurrency_follows_max_num_batched_tokens() -> None:
     small, large = run(*args)["engine"], run(*args, "--max-num-batched-tokens", "8192")["engine"]
     assert small["tokens"] == large["tokens"] and float(small["max_concurrency"]) > float(large["max_concurrency"])
     assert large["max_concurrency"] == f"{small['blocks'] / (32768 // 16 + -(-(127 + 8192) // 16) + 1):.2f}"
+
+
+def test_vllm_raises_qwen3_next_attention_block_to_544() -> None:
+    """source: https://github.com/vllm-project/vllm/pull/32492 ("the model uses non-standard block size (544)").
+    Qwen3-Next-80B's gated DeltaNet layer keeps, per request, a conv window of 3 x (2 x 16 x 128 + 32 x 128)
+    and a recurrent state of 32 x 128 x 128, both bf16: 1,097,728 B; an attention token of one layer is
+    2 KV heads x 256 x (K + V) x 2 B = 2,048 B, so vLLM raises the block to 16 x ceil(1,097,728 / (16 x 2,048))
+    = 544 tokens and pads the state page to 544 x 2,048 B (vllm/platforms/interface.py _align_hybrid_block_size)."""
+    from calc.analysis.memory.engines import STATE, vllm_state_page
+
+    kv = kv_cache(load_spec("qwen3-next-80b-a3b"), 8192, 1, "bf16")
+    assert vllm_state_page(kv) == 3 * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 2
+    pool = kv_pool(kv, "vllm", 10 * 2**30, 8192)
+    assert pool.hybrid is not None and (pool.block, pool.hybrid.page) == (544, 544 * 2048)
+    # 12 attention and 36 DeltaNet layers: groups of 12, one attention group and three state groups
+    assert pool.hybrid.windows == (None, STATE, STATE, STATE) and pool.hybrid.group_size == 12
+    assert pool.blocks == 10 * 2**30 // (544 * 2048) // 12
+    assert pool.blocks_per_request == -(-8192 // 544) + 3 * 2
+
+
+def test_vllm_dsa_pages_sum_the_latent_and_indexer_layouts() -> None:
+    """DeepSeek-V3.2 in vLLM with an fp8 cache: each layer's latent in the 656 B "fp8_ds_mla" layout
+    (v1/attention/backends/mla/flashmla_sparse.py) and its indexer key of 128 fp8 values + one fp32 scale
+    (DeepseekV32IndexerCache in models/deepseek_v2.py: head_dim + head_dim // 128 x 4 bytes of uint8), all
+    61 layers in one group whose page is the sum of theirs (UniformTypeKVCacheSpecs.page_size_bytes),
+    blocks of 64 tokens (sparse FlashMLA's multiple of 64)."""
+    kv = kv_cache(load_spec("tests/configs/model_types/deepseek_v32.json"), 8192, 1, "fp8_e4m3")
+    pool = kv_pool(kv, "vllm", 10 * 2**30, 8192)
+    assert (pool.block, pool.bytes_per_token, pool.hybrid) == (64, 61 * (656 + 132), None)
+    assert pool.blocks == 10 * 2**30 // (64 * 61 * 788) and pool.blocks_per_request == 8192 // 64

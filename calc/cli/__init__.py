@@ -52,7 +52,7 @@ _PASS_THROUGH = (click.exceptions.Exit, click.Abort, click.exceptions.NoArgsIsHe
 # Each command's module and function (a new command is a module here plus one line): a command's
 # module is imported when it runs, so `gptcalc count` never loads what `verify` or `plot` need.
 COMMANDS = {
-    "count": "count", "presets": "count", "compare": "compare", "kvcache": "memory", "memory": "memory",
+    "count": "count", "presets": "count", "compare": "compare", "kvcache": "memory", "memory": "memory", "fit": "fit",
     "shapes": "shapes", "flops": "flops", "train": "train", "plot": "plot", "report": "report",
     "inspect": "checkpoint", "verify": "checkpoint",
 }

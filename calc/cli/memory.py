@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TEXT, TOKENS, complete_model, json_option, load_model,
+from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, SHARE, TEXT, TOKENS, complete_model, json_option, load_model,
                               one_model, set_option, sizing_options)
 from calc.errors import GptcalcError
 
@@ -112,16 +112,29 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
               help="The KV memory your server's log reports (vLLM 'Available KV cache memory: 8.11 GiB'): "
                    "gives the exact blocks, tokens and concurrency it will print.")
 @click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM 16, TRT-LLM 32]")
-@click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE, default=2048, show_default=True,
-              help="vLLM with sliding-window layers: tokens a window group holds beyond its window, which sets the "
-                   "concurrency it prints (vllm serve: 2048, or 8192 on a 70 GiB+ GPU that is not an A100).")
+@click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE,
+              help="vLLM: tokens of the profiling forward (its activation peak) and, with sliding-window layers, "
+                   "what a window group holds beyond its window  [default: vllm serve's: 2048, 8192 on a 70 GiB+ "
+                   "GPU that is not an A100, 16384 on 160 GiB+; SGLang: its chunked prefill size]")
+@click.option("--max-num-seqs", "max_seqs", type=POSITIVE,
+              help="vLLM: requests of the sampler's profiling run  [default: 256, 1024 on a 70 GiB+ GPU]")
+@click.option("--gpu-memory-utilization", "--mem-fraction-static", "fraction", type=SHARE,
+              help="Share of the GPU the engine may use  [default: vLLM 0.9; SGLang's rule by GPU size]")
+@click.option("--activation-memory", type=TEXT, metavar="SIZE",
+              help="The engine's activation peak from your log  [default: estimated from the shapes]")
+@click.option("--non-torch-memory", type=TEXT, metavar="SIZE", help="Memory outside torch (CUDA context, NCCL)  "
+              "[default: 0.2 GiB, as published vLLM logs show]")
+@click.option("--cuda-graph-memory", type=TEXT, metavar="SIZE",
+              help="vLLM's CUDA graph estimate (0 with --enforce-eager)  [default: 0.5 GiB]")
 @click.option("--all", "show_all", is_flag=True,
               help="Show every GPU of the catalog, not only the budget's card (or, without one, a short list).")
 @json_option
 def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None,
            dtype: str | None, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
-           kv_memory: str | None, block_size: int | None, max_batched: int, show_all: bool, as_json: bool) -> None:
+           kv_memory: str | None, block_size: int | None, max_batched: int | None, max_seqs: int | None,
+           fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
+           show_all: bool, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -142,7 +155,10 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     one_model(model, more)
     spec, stored = _model_and_checkpoint(model, overrides, checkpoint)
     answer = api.memory(spec, seq, batch, dtype, quant, kv_dtype, group_size, tp, pp, ep, budget, engine, cpu_experts,
-                        kv_memory, block_size, max_batched, mla_expanded, stored)
+                        kv_memory, block_size, max_batched, mla_expanded, stored, max_seqs=max_seqs,
+                        fraction=float(fraction) if fraction is not None else None,
+                        activation_memory=activation_memory, non_torch_memory=non_torch_memory,
+                        cuda_graph_memory=cuda_graph_memory)
     if as_json:
         render.print_json(answer.to_dict())
         return
@@ -154,13 +170,17 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
 
     for line in server:
         out.print(f"{engine} will print: " + styled("bold", line))
+    if answer.startup is not None:
+        out.print(render_memory.startup_table(answer.startup))
     gpus = render_memory.shown_gpus(target, show_all)
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
                   render_memory.gpu_table(result, gpus)):
         out.print(table)
     notes = [render_memory.gpus_note(len(gpus)), render_memory.seq_note(seq), render_memory.context_note(spec, seq),
              *render_memory.inference_notes(result),
-             *(render_memory.budget_lines(solved, target.label) if solved and target else [])]
+             *(render_memory.budget_lines(solved, target.label) if solved and target else []),
+             (f"{engine}'s own budget (pool, blocks, tokens): give the GPU with --budget (H100, 2xH200), "
+              "or its log's figure with --kv-memory") if engine in ("vllm", "sglang") and not answer.pool else None]
     for line in filter(None, notes):
         out.print("  " + line)
 

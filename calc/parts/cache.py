@@ -40,6 +40,7 @@ class TokenSpec:
     window: int | None = None  # a sliding window: at most this many tokens kept
     sinks: bool = False
     expanded: tuple[int, int] | None = None  # MLA: the per-head (K, V) a cache that expands the latent holds
+    rope: int = 0  # MLA: the shared rotary key's width inside k (engines' fp8 layouts keep it 16-bit)
 
 
 @dataclass(frozen=True)

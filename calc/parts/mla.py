@@ -125,7 +125,7 @@ class MLA(Part):
     def cache(self, d_model: int) -> CacheSpec:
         """The latent per token, whole on every GPU (it has no heads to split); expanded, per-head K and V."""
         latent = TokenSpec(*self.kv_per_token(), "MLA", self.n_heads, self.n_kv_heads, self.head_dim, None,
-                           self.window, expanded=self.expanded_kv_per_token())
+                           self.window, expanded=self.expanded_kv_per_token(), rope=self.qk_rope_head_dim)
         i = self.indexer  # its one key per token, for all heads, whole on every GPU like the latent
         keys = () if i is None else (TokenSpec(i.head_dim, 0, "DSA indexer", i.n_heads, 1, i.head_dim, None),)
         return CacheSpec((latent, *keys))

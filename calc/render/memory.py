@@ -19,9 +19,10 @@ from calc.units import bytes_with_units, human_bytes
 
 if TYPE_CHECKING:  # `kvcache` draws its tables without loading what only `memory` computes
     from calc.analysis.memory import Budget, BudgetSpec, Inference, KVCache, KVLayers, StoredWeights, Weights
+    from calc.analysis.memory.startup import StartupBudget
 
 __all__ = ["budget_lines", "context_note", "gpu_table", "gqa_table", "headline", "inference_notes", "inference_table", "kv_notes",
-           "kvcache_table", "weights_table"]
+           "kvcache_table", "startup_table", "weights_table"]
 
 
 def _columns(table: Table, *headers: str) -> Table:
@@ -308,3 +309,20 @@ def context_note(spec: ModelSpec, seq: int | None) -> str | None:
     if seq is None or seq <= spec.n_positions:
         return None
     return f"note: seq {seq:,} is longer than {spec.name}'s context ({spec.n_positions:,})"
+
+
+def startup_table(budget: StartupBudget) -> Table:
+    """The engine's own budget on one GPU: what it may use, each term it takes out, and how each was found."""
+    table = _columns(Table(title=f"{budget.engine} on one {budget.gpu}: the KV pool, term by term"),
+                     "", "bytes", "GiB units", "how", "set with")
+    table.add_row("total (as CUDA reports it)", *_units(budget.total)[:2], "catalog" if "nvidia-smi" in budget.total_source
+                  else "published log", "--budget")
+    share = "x " + f"{budget.fraction}" + (" of what is free before loading" if budget.engine == "sglang" else "")
+    table.add_row(f"usable ({share})", *_units(budget.usable)[:2], budget.fraction_how.split(":")[0],
+                  budget.fraction_option)
+    for term in budget.terms:
+        sign = "- " if term in budget.taken else "  (outside the share) "
+        table.add_row(f"{sign}{term.label}", *_units(term.bytes)[:2], term.how, term.option)
+    table.add_section()
+    table.add_row(styled("bold", "= KV pool"), *_units(budget.kv_memory)[:2], "", "--kv-memory", style="bold")
+    return table

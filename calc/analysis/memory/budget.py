@@ -16,7 +16,7 @@ from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.gpus import GPU, GPUS, find_gpu, gpu_suggestion
 from calc.analysis.memory.kv import KVCache, kv_cache
 from calc.analysis.memory.offload import Offload, offload, on_gpu
-from calc.analysis.memory.parallel import Layout, check_tp, stage_kv, stages
+from calc.analysis.memory.parallel import Layout, stage_kv, stages, validate_layout
 from calc.analysis.memory.schemes import Scheme
 from calc.analysis.memory.stored import StoredWeights
 from calc.analysis.memory.weights import Weights, weights
@@ -95,7 +95,7 @@ def inference(spec: ModelSpec, breakdown: Breakdown, seq: int, batch: int = 1, d
     given, whatever the weights are (servers keep a 16-bit cache for quantised weights unless told
     otherwise). Under a layout of several GPUs the figures are the busiest GPU's. `cpu_experts` blocks
     (from 0) keep their routed experts in system RAM, as llama.cpp's --n-cpu-moe does."""
-    check_tp(spec, layout.tp)
+    validate_layout(spec, layout)
     whole = weights(breakdown, dtype, group_size, scheme, spec, stored)
     kv = kv_cache(spec, seq, batch, kv_dtype or "fp16", layout.tp, expanded)
     order = list(breakdown.components)

@@ -2,9 +2,11 @@
 
 Each engine carves its KV pool into fixed-size pages and reports the tokens they hold:
 
-    vLLM      blocks = floor(kv_memory / (block_size x bytes per token)),  tokens = blocks x block_size
-              "GPU KV cache size: {tokens:,} tokens", "Maximum concurrency for {max_model_len:,} tokens
-              per request: {tokens / max_model_len:.2f}x"  (block_size 16 by default, --block-size)
+    vLLM      blocks = floor(kv_memory / (block_size x bytes per token)),  concurrency = blocks /
+              ceil(max_model_len / block_size); v0.32 prints "GPU KV cache size: {int(concurrency x
+              max_model_len):,} tokens, Maximum concurrency for {max_model_len:,} tokens per request:
+              {concurrency:.2f}x" (up to v0.10: blocks x block_size tokens, on two lines); block_size 16
+              on a GPU (--block-size), 128 on CPU
     SGLang    tokens = floor(kv_memory / bytes per token)                   (page size 1 by default)
               "KV Cache is allocated. #tokens: {tokens}, K size: {K / 2^30:.2f} GB, V size: ..."
     TRT-LLM   blocks = floor(kv_memory / (tokens_per_block x bytes per token)), tokens_per_block 32
@@ -12,29 +14,35 @@ Each engine carves its KV pool into fixed-size pages and reports the tokens they
               buffers: "KV self size = {MiB:.2f} MiB, K (f16): ..., V (f16): ..."
 
 bytes per token is the cache of one token on one GPU (per tensor-parallel shard, all layers the GPU
-holds). How much memory the engine gives the pool is what it measures at start-up (vLLM: total x
---gpu-memory-utilization minus weights, activation peak and non-torch memory); pass the figure
-from your server's log with --kv-memory.
+holds). How much memory the engine gives the pool is what it works out at start-up
+(calc/analysis/memory/startup.py), or the figure from your server's log with --kv-memory.
 
 vLLM v1's hybrid allocator (a model with full-attention and sliding-window layers, Gemma-2/3,
-gpt-oss) puts the layers of each kind into groups of `group_size` layers (the fewest layers of any
-kind, or the most when that is under 1.5x the fewest), pads the last group of a kind, and shares
-one pool of pages among the groups (vllm/v1/core/kv_cache_utils.py, _get_kv_cache_groups_uniform_page_size,
-get_kv_cache_config_from_groups, _report_kv_cache_config, get_max_concurrency_for_kv_cache_config):
+gpt-oss, or with Mamba / linear-attention layers, Jamba, Bamba, Qwen3-Next, LFM2) puts the layers
+of each kind into groups of `group_size` layers (the fewest layers of any kind, or the most when
+that is under 1.5x the fewest), pads the last group of a kind, and shares one pool of pages among
+the groups (vllm/v1/core/kv_cache_utils.py, _get_kv_cache_groups_uniform_page_size,
+get_kv_cache_config_from_groups, get_max_concurrency_for_kv_cache_config). Every layer's page has
+one size: a state layer's page (its conv and SSM states of one request, in the model's dtype) is
+padded to the attention page, and the attention block is first raised so that one attention page
+holds a state page (vllm/platforms/interface.py, _align_hybrid_block_size):
 
-    page      = block_size x bytes per token of one layer
+    block     = block_size x ceil(state page / (block_size x bytes per token of one layer))
+    page      = block x bytes per token of one layer                (the state page when no attention)
     blocks    = floor(floor(kv_memory / page) / group_size)
-    tokens    = floor(blocks / groups) x block_size                      ("GPU KV cache size")
     per request: ceil(max_model_len / block) blocks per full group,
-                 ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block) + 1 per sliding group
+                 ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block) + 1 per sliding
+                 group, 2 per state group of a hybrid (prefix caching's "align" mode), 1 attention-free
     concurrency = blocks / (blocks per request)
+
+SGLang keeps states in a pool of their own (MambaPool): conv states in bf16, SSM states in fp32.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calc.analysis.memory.kv import KVCache
+from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.errors import GptcalcError
 
 __all__ = ["ENGINES", "Engine", "HybridGroups", "KVPool", "hybrid_groups", "engine_lines", "kv_pool", "padded_context", "split_kv_bytes"]
@@ -73,92 +81,220 @@ class KVPool:
     bytes_per_token: int  # one token, one GPU, every layer it holds
     kv_memory: int
     max_model_len: int
-    hybrid: HybridGroups | None = None  # vLLM's groups of full and sliding-window layers
+    hybrid: HybridGroups | None = None  # vLLM's groups of full, sliding-window and state layers
+    mamba: MambaPool | None = None  # SGLang's separate pool of per-request states
 
     @property
     def block_bytes(self) -> int:
         if self.hybrid is not None:
-            return self.block * self.hybrid.layer_bytes * self.hybrid.group_size
+            return self.hybrid.page * self.hybrid.group_size
         return self.block * self.bytes_per_token
 
     @property
     def blocks(self) -> int:
         if self.hybrid is not None:  # floor(floor(memory / page) / group_size), as get_num_blocks divides
-            return self.kv_memory // (self.block * self.hybrid.layer_bytes) // self.hybrid.group_size
-        return self.kv_memory // self.block_bytes
+            return self.kv_memory // self.hybrid.page // self.hybrid.group_size
+        left = self.kv_memory - (self.mamba.bytes if self.mamba else 0)
+        return max(left, 0) // self.block_bytes
 
     @property
     def tokens(self) -> int:
+        """Token slots: blocks x block, per group for a hybrid model (what vLLM up to v0.10 printed)."""
         if self.hybrid is not None:
             return self.blocks // self.hybrid.groups * self.block
         return self.blocks * self.block
 
     @property
-    def concurrency(self) -> str:
-        """Requests of max_model_len the pool holds at once, as vLLM prints it (two decimals)."""
+    def blocks_per_request(self) -> int:
         if self.hybrid is not None:
-            return f"{self.blocks / self.hybrid.blocks_per_request(self.max_model_len, self.block):.2f}"
-        return f"{self.tokens / self.max_model_len:.2f}"
+            return self.hybrid.blocks_per_request(self.max_model_len, self.block)
+        return -(-self.max_model_len // self.block)
+
+    @property
+    def max_concurrency(self) -> float:
+        """Requests of max_model_len the pool holds, as vLLM computes it (get_max_concurrency_for_kv_cache_config:
+        blocks / the blocks one request takes in every group); SGLang and TRT-LLM by token slots."""
+        if self.engine.name == "vllm":
+            return self.blocks / self.blocks_per_request
+        return self.tokens / self.max_model_len
+
+    @property
+    def concurrency(self) -> str:
+        """max_concurrency as vLLM prints it (two decimals)."""
+        return f"{self.max_concurrency:.2f}"
+
+    @property
+    def printed_tokens(self) -> int:
+        """vLLM v0.32's "KV cache size": int(max concurrency x max_model_len) (get_kv_cache_capacity)."""
+        return int(self.max_concurrency * self.max_model_len) if self.engine.name == "vllm" else self.tokens
 
     def to_json(self) -> dict[str, object]:
         return {"engine": self.engine.name, "block_size": self.block, "bytes_per_token": self.bytes_per_token,
                 "block_bytes": self.block_bytes, "kv_memory_bytes": self.kv_memory, "blocks": self.blocks,
-                "tokens": self.tokens, "max_model_len": self.max_model_len,
-                "max_concurrency_numerator": self.tokens, "max_concurrency": self.concurrency,
-                "hybrid_groups": self.hybrid.to_json() if self.hybrid else None}
+                "tokens": self.tokens, "printed_tokens": self.printed_tokens, "max_model_len": self.max_model_len,
+                "blocks_per_request": self.blocks_per_request, "max_concurrency": self.concurrency,
+                "hybrid_groups": self.hybrid.to_json() if self.hybrid else None,
+                "mamba_pool": self.mamba.to_json() if self.mamba else None}
+
+
+@dataclass(frozen=True)
+class MambaPool:
+    """SGLang's pool of per-request states beside its token pool (mem_cache/kv_cache_configurator.py,
+    the ratio-based branch with no speculative decoding): of the memory left after the weights,
+    ratio / (1 + ratio) (--mamba-full-memory-ratio, 0.9) goes to states, max_mamba_cache_size =
+    floor((that - one slot) / one slot) requests, and the pool holds one slot more (its padding slot).
+    Conv states are bf16 and SSM states fp32 (configs/mamba_utils.py mamba2_state_dtype)."""
+
+    conv_bytes: int  # one request, every state layer on this GPU
+    ssm_bytes: int
+    memory: int  # the memory the engine splits
+    ratio: float = 0.9
+
+    @property
+    def per_request(self) -> int:
+        return self.conv_bytes + self.ssm_bytes
+
+    @property
+    def slots(self) -> int:
+        """max_mamba_cache_size."""
+        return int((self.memory * self.ratio / (1 + self.ratio) - self.per_request) // self.per_request)
+
+    @property
+    def bytes(self) -> int:
+        return (self.slots + 1) * self.per_request
+
+    def to_json(self) -> dict[str, object]:
+        return {"max_mamba_cache_size": self.slots, "conv_bytes_per_request": self.conv_bytes,
+                "ssm_bytes_per_request": self.ssm_bytes, "bytes": self.bytes, "mamba_full_memory_ratio": self.ratio}
+
+
+def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
+    """The states' pool SGLang carves first from `memory` (None without states)."""
+    if not kv.states:
+        return None
+    if not kv.layers:
+        raise GptcalcError(f"--engine sglang: {kv.model} caches no tokens at all; SGLang's pool of a model "
+                           "without attention is not modelled")
+    conv = sum(s.n_layers * s.elements * 2 for s in kv.states if s.name == "conv")
+    ssm = sum(s.n_layers * s.elements * 4 for s in kv.states if s.name != "conv")
+    return MambaPool(conv, ssm, memory)
 
 
 def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None,
-            max_batched: int = MAX_BATCHED) -> KVPool:
-    """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share)."""
+            max_batched: int = MAX_BATCHED, ssm_bytes: int = 2) -> KVPool:
+    """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
+    `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
+    float32, as vLLM's CPU platform sets it for its accelerated kernels)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
     _refuse_unmodelled(kv, engine)
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
-    hybrid = hybrid_groups(kv, max_batched) if engine == "vllm" else None
-    return KVPool(found, block or found.block, kv.bytes_per_token, kv_memory, max_model_len, hybrid)
+    dsa = any(kind.kind == DSA for kind in kv.layers)
+    block = block or (DSA_PAGE if engine in ("vllm", "sglang") and dsa else found.block)
+    hybrid = hybrid_groups(kv, block, max_batched, ssm_bytes) if engine == "vllm" else None
+    if hybrid is not None:
+        block = hybrid.block
+    mamba = sglang_mamba_pool(kv, kv_memory) if engine == "sglang" else None
+    per_token = engine_bytes_per_token(kv) if engine in ("vllm", "sglang") else kv.bytes_per_token
+    return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
+
+
+STATE = "state"  # a group of Mamba / linear-attention layers
+
+
+def state_pages(kv: KVCache) -> int:
+    """Pages a state group takes per request. vLLM turns prefix caching on by default for a hybrid
+    model and off for an attention-free one (ModelConfig.is_prefix_caching_supported); with it comes
+    mamba_cache_mode "align" (MambaModelConfig.verify_and_update_config), where a request holds
+    2 + speculative + prefill-checkpoint pages, without it 1 (MambaSpec.max_memory_usage_bytes).
+    Mamba2 mixers keep one prefill checkpoint (MambaMixer2.get_kv_cache_spec)."""
+    if not kv.layers:
+        return 1
+    return 2 + any(state.mixer == "mamba2" for state in kv.states)
 
 
 @dataclass(frozen=True)
 class HybridGroups:
-    """vLLM's KV cache groups for a model with several kinds of attention layer."""
+    """vLLM's KV cache groups for a model with several kinds of layer: full attention, sliding
+    windows, and Mamba / linear-attention states, every layer's page of one size."""
 
     group_size: int  # layers per group (padding included)
-    windows: tuple[int | None, ...]  # one entry per group: its sliding window, None for full attention
-    layer_bytes: int  # one token of one layer
+    windows: tuple[int | str | None, ...]  # one entry per group: its window, None for full attention, STATE
+    page: int  # bytes of one layer's page
+    block: int  # tokens per attention page (raised so a state fits one page)
     max_batched: int  # --max-num-batched-tokens: the tokens a sliding group holds beyond its window
+    state_page: int = 0  # a state layer's bytes before padding to `page`
+    state_pages: int = 1  # pages a state group takes per request (state_pages)
 
     @property
     def groups(self) -> int:
         return len(self.windows)
 
     def blocks_per_request(self, max_model_len: int, block: int) -> int:
-        """The pages one request of max_model_len takes across the groups."""
-        return sum(-(-max_model_len // block) if window is None else
-                   -(-min(window - 1 + self.max_batched, max_model_len) // block) + 1 for window in self.windows)
+        """The pages one request of max_model_len takes across the groups: every block of a full
+        group, the window's blocks plus one of a sliding group, state_pages of a state group."""
+        def one(window: int | str | None) -> int:
+            if window == STATE:
+                return self.state_pages
+            if window is None:
+                return -(-max_model_len // block)
+            return -(-min(int(window) - 1 + self.max_batched, max_model_len) // block) + 1
+        return sum(one(window) for window in self.windows)
 
     def to_json(self) -> dict[str, object]:
         return {"group_size": self.group_size, "groups": self.groups, "windows": list(self.windows),
-                "layer_bytes": self.layer_bytes, "max_num_batched_tokens": self.max_batched}
+                "page_bytes": self.page, "block_size": self.block, "state_page_bytes": self.state_page,
+                "state_pages_per_request": self.state_pages,
+                "max_num_batched_tokens": self.max_batched}
 
 
-def hybrid_groups(kv: KVCache, max_batched: int = MAX_BATCHED) -> HybridGroups | None:
-    """vLLM's grouping when the layers have more than one window (None: one kind, one group)."""
-    counts: dict[int | None, int] = {}
+def vllm_state_page(kv: KVCache, ssm_bytes: int = 2) -> int:
+    """One state layer's page: its conv and recurrent states per sequence, the conv state in the
+    model's dtype and the SSM state in `ssm_bytes` (vLLM's MambaStateDtypeCalculator keeps it in the
+    conv state's dtype unless --mamba-ssm-cache-dtype says otherwise), or in fp32 where the model
+    keeps it so (vLLM's NemotronHForCausalLMConfig defaults Nemotron-H's to float32)."""
+    per_block: dict[str, int] = {}
+    for state in kv.states:
+        size = state.elements * (2 if state.name == "conv" else 4 if state.dtype == "fp32" else ssm_bytes)
+        per_block[state.block] = per_block.get(state.block, 0) + size
+    return max(per_block.values(), default=0)
+
+
+def aligned_block(block: int, attention_token: int, state_page: int) -> int:
+    """vLLM raises the attention block so one attention page holds a state page
+    (Platform._align_hybrid_block_size): block x ceil(state page / (block x bytes per token))."""
+    return block * -(-state_page // (block * attention_token))
+
+
+def hybrid_groups(kv: KVCache, block: int = 16, max_batched: int = MAX_BATCHED, ssm_bytes: int = 2) -> HybridGroups | None:
+    """vLLM's grouping when the layers are of more than one kind (None: one kind, one group)."""
+    counts: dict[int | str | None, int] = {}
     for kind in kv.layers:
         counts[kind.window] = counts.get(kind.window, 0) + kind.n_layers
-    if len(counts) < 2:
+    state_layers = {state.block: state.n_layers for state in kv.states}
+    if state_layers:
+        counts[STATE] = sum(state_layers.values())
+    if len(counts) < 2 and not state_layers:
         return None
-    sizes = {kind.row_bytes(kv.format) for kind in kv.layers}
+    sizes = {kind.row_bytes(kv.format) for kind in kv.layers if kind.kind != DSA}
+    if any(kind.kind == DSA for kind in kv.layers) and len(counts) > 1:
+        raise GptcalcError(f"{kv.model}: DSA layers beside other kinds; vLLM's grouping of them is not modelled")
     if len(sizes) > 1:
         raise GptcalcError(f"{kv.model}: layers of different page sizes; vLLM then scales block sizes, "
                            "which --engine vllm does not model")
+    state_page = vllm_state_page(kv, ssm_bytes)
+    if sizes:
+        token = sizes.pop()
+        block = aligned_block(block, token, state_page) if state_page > block * token else block
+        page = block * token
+    else:
+        page = state_page
     fewest, most = min(counts.values()), max(counts.values())
     size = most if 2 * most < 3 * fewest else fewest  # most < 1.5 x fewest: pad up to the most
     windows = tuple(window for window, n in counts.items() for _ in range(-(-n // size)))
-    return HybridGroups(size, windows, sizes.pop(), max_batched)
+    return HybridGroups(size, windows, page, block, max_batched, state_page, state_pages(kv))
 
 
 def padded_context(engine: Engine, n_ctx: int) -> int:
@@ -175,17 +311,46 @@ def split_kv_bytes(kv: KVCache) -> tuple[int, int]:
     return k, v
 
 
-# The per-token caches whose pages the engine rules below describe.
+# The per-token caches whose pages the engine rules below describe (SGLang also pages DSA's keys).
 MODELLED = {"MHA", "GQA", "MQA", "MLA"}
+DSA = "DSA indexer"
+# Tokens per page for DeepSeek's DSA: SGLang sets --page-size 64 (arg_groups/model_overrides/deepseek_v2.py);
+# vLLM's sparse FlashMLA takes blocks of a multiple of 64 (flashmla_sparse.py get_supported_kernel_block_sizes).
+DSA_PAGE = 64
+QUANT_BLOCK = 128  # DSA's fp8 rows carry one fp32 scale per 128 values (SGLang DSATokenToKVPool.quant_block_size)
+
+
+def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
+    """One token of one layer as vLLM and SGLang store it. DeepSeek-V3.2's sparse attention (a model
+    with DSA indexer keys) keeps the indexer key as fp8 with its scales, index_head_dim +
+    index_head_dim / 128 x 4 bytes (132 for 128), whatever the cache dtype, and with an fp8 cache the
+    latent as fp8 with scales and the rotary key in bf16: kv_lora_rank + kv_lora_rank / 128 x 4 +
+    rope x 2 bytes (656 for DeepSeek-V3.2). SGLang: mem_cache/kv_cache_configurator.py
+    calculate_mla_kv_cache_dim, model_executor/pool_configurator.py _compute_dsa_indexer_cell_size;
+    vLLM: the "fp8_ds_mla" layout (v1/attention/backends/mla/flashmla_sparse.py) and
+    DeepseekV32IndexerCache (models/deepseek_v2.py), both in one group whose page is the sum of the
+    layers' pages (UniformTypeKVCacheSpecs, v1/kv_cache_interface.py)."""
+    if kind.kind == DSA:
+        return kind.k + kind.k // QUANT_BLOCK * 4
+    dsa = any(other.kind == DSA for other in kv.layers)
+    if dsa and kind.kind == "MLA" and kv.format.name.startswith("fp8"):
+        latent = kind.k - kind.rope
+        return latent + latent // QUANT_BLOCK * 4 + kind.rope * 2
+    return kind.row_bytes(kv.format)
+
+
+def engine_bytes_per_token(kv: KVCache) -> int:
+    """One token over every layer this GPU holds, as vLLM and SGLang lay it out (SGLang's cell size)."""
+    return sum(kind.n_layers * dsa_row_bytes(kind, kv) for kind in kv.layers)
 
 
 def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
-    """Engines page conv and recurrent states, and DSA's indexer keys, their own way (vLLM aligns Mamba
-    state pages with the attention blocks, SGLang keeps a separate Mamba pool, llama.cpp a recurrent-state
-    buffer, vLLM and SGLang store DSA's latent and keys as fp8 with scales): until those rules are
-    modelled, such a model gets no engine line rather than a wrong one."""
-    other = sorted({kind.kind for kind in kv.layers} - MODELLED)
-    if kv.states or other:
+    """Engines page conv and recurrent states, and DSA's indexer keys, their own way: vLLM's state
+    pages (hybrid_groups), SGLang's Mamba pool (MambaPool) and both engines' DSA layout
+    (dsa_row_bytes) are modelled; llama.cpp's recurrent-state buffer and TensorRT-LLM's are not yet,
+    so such a model gets no engine line there rather than a wrong one."""
+    other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA} if engine in ("vllm", "sglang") else set()))
+    if (kv.states and engine not in ("vllm", "sglang")) or other:
         what = "conv and recurrent states" if kv.states else f"{other[0]} keys"
         raise GptcalcError(f"--engine {engine}: {kv.model} keeps {what} beside its KV cache, and how {engine} pages "
                            "them is not modelled yet; without --engine, memory and kvcache give every part")
@@ -202,12 +367,20 @@ def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
     if pool is None:
         return []
     if engine == "vllm":
-        return [f"Available KV cache memory: {pool.kv_memory / 2**30:.2f} GiB",
-                f"GPU KV cache size: {pool.tokens:,} tokens",
-                f"Maximum concurrency for {pool.max_model_len:,} tokens per request: {pool.concurrency}x"]
+        return [f"Available KV cache memory: {round(pool.kv_memory / 2**30, 2)} GiB",
+                f"GPU KV cache size: {pool.printed_tokens:,} tokens, Maximum concurrency for "
+                f"{pool.max_model_len:,} tokens per request: {pool.concurrency}x"]
     if engine == "sglang":
         per_k = sum(kind.n_layers * kv.format.row_bytes(kind.k) for kind in kv.layers)
         per_v = pool.bytes_per_token - per_k
-        return [f"KV Cache is allocated. #tokens: {pool.tokens}, K size: {pool.tokens * per_k / 2**30:.2f} GB, "
-                f"V size: {pool.tokens * per_v / 2**30:.2f} GB"]
+        latent = not any(kind.v for kind in kv.layers)  # MLA: one buffer, printed as "KV size"
+        mamba = pool.mamba
+        states = [] if mamba is None else [
+            f"Mamba Cache is allocated. max_mamba_cache_size: {mamba.slots}, conv_state size: "
+            f"{(mamba.slots + 1) * mamba.conv_bytes / 2**30:.2f}GB, ssm_state size: "
+            f"{(mamba.slots + 1) * mamba.ssm_bytes / 2**30:.2f}GB"]
+        rows = pool.tokens + pool.block  # the buffers hold one page more than the pool (its padding slots)
+        sizes = (f"KV size: {rows * pool.bytes_per_token / 2**30:.2f} GB" if latent else
+                 f"K size: {rows * per_k / 2**30:.2f} GB, V size: {rows * per_v / 2**30:.2f} GB")
+        return [*states, f"KV Cache is allocated. #tokens: {pool.tokens}, {sizes}"]
     return [f"{pool.blocks:,} blocks of {pool.block} tokens: {pool.tokens:,} tokens"]

@@ -59,6 +59,7 @@ class KVLayers:
     kv_heads_per_gpu: int | None = None  # None: MLA's latent, not split by heads
     sinks: bool = False
     expanded: tuple[int, int] | None = None  # MLA latent: the per-head (K, V) an expanding cache would hold
+    rope: int = 0  # MLA latent: the rotary key's width inside k
 
     def tokens(self, seq: int, rolling: bool = True) -> int:
         """Tokens this kind keeps at `seq`: the window caps it in a rolling buffer."""
@@ -75,7 +76,7 @@ class KVLayers:
         """The same layers caching per-head K and V instead of the MLA latent (itself if not MLA)."""
         if self.expanded is None:
             return self
-        return replace(self, k=self.expanded[0], v=self.expanded[1], expanded=None)
+        return replace(self, k=self.expanded[0], v=self.expanded[1], expanded=None, rope=0)
 
     def to_json(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -90,6 +91,7 @@ class StateLayers:
     name: str  # "conv" or "recurrent"
     elements: int  # per layer per sequence on one GPU
     dtype: str  # "model" or "fp32"
+    mixer: str = ""  # the mixer that keeps it (mamba2, gated_deltanet, ...): engines page some apart
 
     def format(self, cache: Format) -> Format:
         """fp32 where the model keeps it so; else the model's dtype: the cache's when it is a plain
@@ -120,7 +122,7 @@ def _layers(name: str, n_layers: int, t: TokenSpec, tp: int) -> KVLayers:
     """One layer kind's per-token cache on one GPU: rows split by their heads, or whole (MLA's
     latent) with its expansion split by the query heads."""
     common = dict(kind=t.kind, n_heads=t.n_heads, n_kv_heads=t.n_kv_heads, head_dim=t.head_dim, window=t.window,
-                  sinks=t.sinks)
+                  sinks=t.sinks, rope=t.rope)
     if t.heads is None:
         expanded = _split(*t.expanded, t.n_heads, tp)[:2] if t.expanded else None
         return KVLayers(name, n_layers, t.k, t.v, **common, expanded=expanded)
@@ -128,10 +130,10 @@ def _layers(name: str, n_layers: int, t: TokenSpec, tp: int) -> KVLayers:
     return KVLayers(name, n_layers, k, v, **common, kv_heads_per_gpu=heads)
 
 
-def _state(name: str, n_layers: int, state: StateSpec, tp: int) -> StateLayers:
+def _state(name: str, n_layers: int, state: StateSpec, tp: int, mixer: str = "") -> StateLayers:
     if state.heads % tp and tp > 1:
         raise GptcalcError(f"--tp {tp}: does not divide the {state.heads} heads of {name}'s {state.name} state")
-    return StateLayers(name, n_layers, state.name, state.per_gpu(tp), state.dtype)
+    return StateLayers(name, n_layers, state.name, state.per_gpu(tp), state.dtype, mixer)
 
 
 def kv_layers(spec: ModelSpec, tp: int = 1, expanded: bool = False) -> tuple[KVLayers, ...]:
@@ -143,8 +145,8 @@ def kv_layers(spec: ModelSpec, tp: int = 1, expanded: bool = False) -> tuple[KVL
 
 def state_layers(spec: ModelSpec, tp: int = 1) -> tuple[StateLayers, ...]:
     """Each layer kind's fixed per-sequence states on one GPU (none for a pure attention model)."""
-    return tuple(_state(name, n, state, tp) for name, n in spec.layer_counts().items()
-                 for state in spec.blocks[name].cache(spec.d_model).states)
+    return tuple(_state(name, n, state, tp, getattr(spec.blocks[name].attention, "kind", ""))
+                 for name, n in spec.layer_counts().items() for state in spec.blocks[name].cache(spec.d_model).states)
 
 
 @dataclass(frozen=True)

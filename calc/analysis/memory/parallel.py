@@ -26,7 +26,7 @@ from calc.analysis.memory.kv import KVCache
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["Layout", "Stage", "check_tp", "pp_partitions", "stage_kv", "stages"]
+__all__ = ["Layout", "Stage", "check_tp", "pp_partitions", "stage_kv", "stages", "validate_layout"]
 
 # Whole on every tensor-parallel GPU (everything else in a layer is sharded tp ways).
 REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "mlp_act", "shared_mlp_act", "router",
@@ -65,6 +65,26 @@ def check_tp(spec: ModelSpec, tp: int, kv_heads: bool = False) -> None:
         if any(n % tp for n in heads):
             what = f"{a.n_heads} query and {a.n_kv_heads} KV heads" if kv_heads else f"{a.n_heads} query heads"
             raise GptcalcError(f"--tp {tp}: does not divide {spec.name}'s {what}")
+
+
+def validate_layout(spec: ModelSpec, layout: Layout) -> None:
+    """Every rule a server applies to a layout, in one place (memory, budgets and `fit` call it), each
+    error naming the option: --tp divides the query heads (KV heads split or replicate, which the KV
+    cache checks) and every state's heads; --pp at most the layers; --ep divides every MoE's routed
+    experts (an expert group of more GPUs than --tp takes data-parallel replicas: vLLM's is tp x dp)."""
+    check_tp(spec, layout.tp)
+    for name, block in spec.blocks.items():
+        for state in block.cache(spec.d_model).states:
+            if layout.tp > 1 and state.heads % layout.tp:
+                raise GptcalcError(f"--tp {layout.tp}: does not divide the {state.heads} heads of {name}'s {state.name} state")
+    if layout.pp > spec.n_layers:
+        raise GptcalcError(f"--pp {layout.pp}: more stages than {spec.name}'s {spec.n_layers} layers")
+    if layout.ep > 1:
+        experts = {block.mlp.n_experts for block in spec.blocks.values() if block.is_moe}
+        if not experts:
+            raise GptcalcError(f"--ep {layout.ep}: {spec.name} has no routed experts to split")
+        if any(n % layout.ep for n in experts):
+            raise GptcalcError(f"--ep {layout.ep}: does not divide {spec.name}'s {min(experts)} routed experts")
 
 
 # Pipeline stages are listed one by one; real pipelines have tens, not thousands.

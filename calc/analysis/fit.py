@@ -1,0 +1,128 @@
+"""`gptcalc fit`: the smallest layouts that serve a model at a context, under an engine's own budget.
+
+For each GPU type and each count (1, 2, 4, 8, then whole nodes of 8 up to MAX_GPUS), the layouts a
+server runs: tensor parallel within a node (tp = count up to 8), pipeline stages across nodes
+(pp = count / 8), and for a MoE the same with each stage's routed experts split whole over its tp
+GPUs (ep = tp). Each is validated by `validate_layout` (the rules memory and budgets apply), sized with the
+weights as stored (quantisation included) on the busiest GPU, and given the engine's start-up budget
+(calc/analysis/memory/startup.py): a layout serves when its KV pool holds `concurrency` requests of
+`seq` tokens. Candidates are ranked by GPU count, then by the card's memory (the smaller card first),
+then by the most requests they hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from calc.analysis.breakdown import Breakdown
+from calc.analysis.memory.budget import inference
+from calc.analysis.memory.engines import KVPool, kv_pool
+from calc.analysis.memory.gpus import GPU, find_gpu
+from calc.analysis.memory.parallel import Layout, validate_layout
+from calc.analysis.memory.schemes import Scheme
+from calc.analysis.memory.startup import (Reserves, StartupBudget, startup_budget, vllm_batch_defaults,
+                                          vllm_extra_weights)
+from calc.analysis.memory.stored import StoredWeights
+from calc.errors import GptcalcError
+from calc.spec.model import ModelSpec
+
+__all__ = ["Candidate", "DEFAULT_GPUS", "MAX_GPUS", "fit", "parse_gpus"]
+
+DEFAULT_GPUS = ("H100-80GB", "H200", "B200")
+NODE = 8  # GPUs one node's NVLink joins: tensor parallelism stays within it
+MAX_GPUS = 64
+
+
+def parse_gpus(text: str) -> tuple[GPU, ...]:
+    """--gpus H100,H200,B200: catalog names or aliases, comma-separated, none repeated."""
+    names = [part.strip() for part in text.split(",")]
+    if not all(names):
+        raise GptcalcError(f"--gpus {text!r}: an empty name (give names separated by commas: H100,H200)")
+    gpus = []
+    for name in names:
+        gpu = find_gpu(name)
+        if gpu is None:
+            raise GptcalcError(f"--gpus: unknown GPU {name!r}")
+        if gpu not in gpus:
+            gpus.append(gpu)
+    return tuple(gpus)
+
+
+def layouts(spec: ModelSpec) -> list[Layout]:
+    """Every layout tried, fewest GPUs first: tp within a node, pp across nodes, and for a MoE the
+    same with each stage's experts split whole over its tp GPUs (vLLM's --enable-expert-parallel
+    without data parallelism: ep = tp)."""
+    moe = any(block.is_moe for block in spec.blocks.values())
+    counts = [1, 2, 4, 8] + list(range(2 * NODE, MAX_GPUS + 1, NODE))
+    found = []
+    for count in counts:
+        tp, pp = min(count, NODE), max(count // NODE, 1)
+        found.append(Layout(tp, pp))
+        if moe and tp > 1:
+            found.append(Layout(tp, pp, tp))
+    return found
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One GPU type and layout, its budget and the pool it leaves."""
+
+    gpu: GPU
+    layout: Layout
+    weights_bytes: int  # the busiest GPU's
+    budget: StartupBudget
+    pool: KVPool | None  # None: nothing left for the cache
+    seq: int
+    concurrency: int
+
+    @property
+    def requests(self) -> float:
+        return float(self.pool.concurrency) if self.pool else 0.0
+
+    @property
+    def headroom(self) -> int:
+        """Pool bytes left once `concurrency` requests of `seq` tokens hold theirs (pages are linear in requests)."""
+        if self.pool is None or not self.requests:
+            return 0
+        return int(self.budget.kv_memory * (1 - self.concurrency / self.requests))
+
+    @property
+    def serves(self) -> bool:
+        return self.pool is not None and self.requests >= self.concurrency
+
+    def to_json(self) -> dict[str, object]:
+        return {"gpu": self.gpu.name, "gpus": self.layout.gpus, "tp": self.layout.tp, "pp": self.layout.pp,
+                "ep": self.layout.ep, "weights_bytes_per_gpu": self.weights_bytes,
+                "kv_memory_bytes": self.budget.kv_memory, "tokens": self.pool.tokens if self.pool else 0,
+                "max_concurrency": self.pool.concurrency if self.pool else "0.00", "serves": self.serves,
+                "headroom_bytes": self.headroom,
+                "budget": self.budget.to_json()}
+
+
+def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], engine: str = "vllm",
+        concurrency: int = 1, dtype: str = "fp16", kv_dtype: str = "fp16", scheme: Scheme | None = None,
+        stored: StoredWeights | None = None, reserves: Reserves = Reserves()) -> tuple[list[Candidate], list[str]]:
+    """The layouts that serve `concurrency` requests of `seq` tokens, best first, and why others were skipped."""
+    if seq > spec.n_positions:
+        raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
+    served: list[Candidate] = []
+    skipped: dict[str, None] = {}
+    for layout in layouts(spec):
+        try:
+            validate_layout(spec, layout)
+            result = inference(spec, breakdown, seq, 1, dtype, kv_dtype, layout=layout, scheme=scheme, stored=stored)
+        except GptcalcError as exc:
+            skipped[f"tp {layout.tp} pp {layout.pp} ep {layout.ep}: {exc}"] = None
+            continue
+        for gpu in gpus:
+            extra = vllm_extra_weights(spec, result.weights.params, layout.tp) if engine == "vllm" else 0
+            budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
+                                    extra=extra)
+            pool = (kv_pool(result.kv, engine, budget.kv_memory, seq, None,
+                            reserves.max_batched or vllm_batch_defaults(budget.total)[0])
+                    if budget.kv_memory > 0 else None)
+            candidate = Candidate(gpu, layout, result.weights.total_bytes, budget, pool, seq, concurrency)
+            if candidate.serves:
+                served.append(candidate)
+    served.sort(key=lambda c: (c.layout.gpus, c.gpu.mib, -c.requests, c.layout.ep))
+    return served, list(skipped)

@@ -1,0 +1,264 @@
+"""The memory an inference engine gives its KV pool at start-up, term by term, as the engine computes it.
+
+vLLM (vllm/v1/worker/gpu_worker.py determine_available_memory, vllm/v1/worker/utils.py request_memory,
+vllm/utils/mem_utils.py memory_profiling; v0.32):
+
+    requested = ceil(total x gpu_memory_utilization)              total: what CUDA reports, 0.9 by default
+    pool      = requested - weights - activation peak - non-torch memory - CUDA graphs
+
+  weights are what the model holds after loading ("Model loading took 14.96 GiB"); the activation peak
+  is torch's peak above the weights during the profiling forward of max_num_batched_tokens tokens and
+  the sampler's dummy run over min(max_num_seqs, max_num_batched_tokens) rows of logits; non-torch
+  memory is what the process holds outside torch (NCCL, cuBLAS workspaces) after profiling; CUDA graphs
+  are estimated by capturing them once (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on since v0.21).
+
+SGLang (python/sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings,
+mem_cache/kv_cache_configurator.py _profile_available_bytes; v0.5):
+
+    reserved  = max(512 + 1.5 x max(chunked_prefill_size, 2048) + tp x pp / 8 x 1024 + 2 x cuda_graph_max_bs,
+                    10,240 on a GPU of more than 60 GiB)                                   (MiB)
+    mem_fraction_static = round((total MiB - reserved) / total MiB, 3)                    unless given
+    pool      = free before loading x mem_fraction_static - weights
+              = (total - non-torch memory) x mem_fraction_static - weights
+
+Only the weights are exact here (the checkpoint's bytes as the engine keeps them, one GPU's share).
+The activation peak is an estimate from the model's shapes (`activation_estimate`), and non-torch
+memory and CUDA graphs are the figures published start-up logs show; each is a named term the user
+can set from their own log, and `--kv-memory` still overrides the pool outright.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from calc.analysis.memory.budget import BudgetSpec
+from calc.analysis.memory.gpus import GPU
+from calc.errors import GptcalcError
+from calc.spec.model import ModelSpec
+
+__all__ = ["CUDA_TOTAL", "Reserves", "StartupBudget", "Term", "activation_estimate", "budget_gpu", "cuda_total", "sglang_fraction",
+           "startup_budget", "vllm_batch_defaults", "vllm_extra_weights"]
+
+GIB = 2**30
+MIB = 2**20
+VLLM_WORKER = "https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu_worker.py (determine_available_memory)"
+VLLM_PROFILING = "https://github.com/vllm-project/vllm/blob/main/vllm/utils/mem_utils.py (memory_profiling)"
+VLLM_DEFAULTS = "https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py (get_batch_defaults)"
+SGLANG_FRACTION = "https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/arg_groups/memory_hook.py"
+SGLANG_POOL = ("https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/mem_cache/kv_cache_configurator.py "
+               "(_profile_available_bytes)")
+# Non-torch memory after profiling, one GPU: 0.16 GiB (H100, vllm#12126) and 0.20 GiB (RTX 3090 x 4, vllm#14447).
+NON_TORCH = 0.2
+NON_TORCH_SOURCE = ("https://github.com/vllm-project/vllm/pull/12126 (non_torch_memory takes 0.16GiB), "
+                    "https://github.com/vllm-project/vllm/pull/14447 (0.20GiB)")
+# vLLM's CUDA graph estimate; 0 with --enforce-eager. A stated default, not a measurement of any model.
+CUDA_GRAPHS = 0.5
+CUDA_GRAPHS_SOURCE = "vLLM: profile_cudagraph_memory (captured at start-up); 0 under --enforce-eager"
+
+# What CUDA reports as a card's total (torch.cuda.mem_get_info), which vLLM multiplies by its
+# utilisation: less than nvidia-smi's total. From published vLLM start-up logs; other cards use the
+# catalog's nvidia-smi figure.
+CUDA_TOTAL: dict[str, tuple[float, str]] = {
+    "H100-80GB": (79.22, "https://github.com/vllm-project/vllm/pull/10511 (total_gpu_memory 79.22GiB)"),
+    "RTX 3090": (23.58, "https://github.com/vllm-project/vllm/pull/14447 (total_gpu_memory (23.58GiB))"),
+}
+
+
+def budget_gpu(budget: BudgetSpec) -> GPU:
+    """The card a --budget names, or one of its bytes when it gives a size (80GB)."""
+    if budget.gpu is not None:
+        return budget.gpu
+    return GPU(budget.label, budget.label, budget.bytes_per_gpu // MIB, "--budget")
+
+
+def cuda_total(gpu: GPU) -> tuple[int, str]:
+    """(bytes, source) of the total the engine sees on `gpu`."""
+    if gpu.name in CUDA_TOTAL:
+        gib, source = CUDA_TOTAL[gpu.name]
+        return round(gib * GIB), source
+    return gpu.bytes, f"nvidia-smi total ({gpu.source})"
+
+
+def vllm_batch_defaults(total: int) -> tuple[int, int]:
+    """`vllm serve`'s (max_num_batched_tokens, max_num_seqs) for a card of `total` bytes (A100s take
+    the small defaults whatever their memory)."""
+    if total >= 160 * GIB:
+        return 16384, 1024
+    if total >= 70 * GIB:
+        return 8192, 1024
+    return 2048, 256
+
+
+VOCAB_PADDING = 64  # vLLM's VocabParallelEmbedding pads the vocabulary to a multiple of 64 (DEFAULT_VOCAB_PADDING_SIZE)
+VOCAB_SOURCE = "https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/vocab_parallel_embedding.py"
+
+
+def vllm_extra_weights(spec: ModelSpec, params: dict[str, int], tp: int, element_bytes: int = 2) -> int:
+    """What vLLM holds beyond the checkpoint's tensors on one GPU: the embedding and LM head rows
+    that pad the vocabulary to a multiple of 64, split tp ways (16-bit, as every scheme keeps them)."""
+    pad = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING - spec.vocab_size
+    matrices = sum(name in params for name in ("token_embedding", "lm_head"))
+    return matrices * pad * spec.d_model * element_bytes // tp
+
+
+def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_bytes: int = 2) -> int:
+    """torch's peak above the weights in the profiling run, estimated from the shapes: the residual
+    stream and hidden states of `tokens` tokens, the widest layer's outputs for them (what one token
+    reads, in elements per model width: attention's projections and the MLP's, the routed experts it
+    picks; split tp ways), and the sampler's fp32 logits and probabilities over `rows` requests."""
+    widest = max(sum(block.active_params(spec.d_model).values()) // spec.d_model for block in spec.blocks.values())
+    forward = tokens * dtype_bytes * (2 * spec.d_model + -(-widest // tp))
+    sampler = rows * spec.vocab_size * 4 * 2
+    return forward + sampler
+
+
+@dataclass(frozen=True)
+class Term:
+    """One line of the engine's budget: bytes taken from the memory it may use."""
+
+    key: str
+    label: str  # as the engine's log names it
+    bytes: int
+    option: str  # the gptcalc option that sets it
+    how: str  # "exact", "estimate" or "given"
+    source: str
+
+    def to_json(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class StartupBudget:
+    """An engine's memory at start-up: what it may use, each term it takes out, the pool left."""
+
+    engine: str
+    gpu: str
+    total: int  # bytes CUDA reports
+    total_source: str
+    fraction: float  # vLLM gpu_memory_utilization, SGLang mem_fraction_static
+    fraction_option: str
+    fraction_how: str
+    terms: tuple[Term, ...]
+
+    def term(self, key: str) -> int:
+        return next(t.bytes for t in self.terms if t.key == key)
+
+    @property
+    def usable(self) -> int:
+        """vLLM: ceil(total x utilisation); SGLang: (total - non-torch) x mem_fraction_static."""
+        if self.engine == "sglang":
+            return int((self.total - self.term("non_torch")) * self.fraction)
+        return math.ceil(self.total * self.fraction)
+
+    @property
+    def taken(self) -> tuple[Term, ...]:
+        """The terms subtracted from `usable` (SGLang's activations and graphs live outside its fraction)."""
+        return tuple(t for t in self.terms if self.engine != "sglang" or t.key == "weights")
+
+    @property
+    def kv_memory(self) -> int:
+        return self.usable - sum(t.bytes for t in self.taken)
+
+    def check(self) -> None:
+        if self.kv_memory <= 0:
+            raise GptcalcError(f"--engine {self.engine}: nothing left for the KV cache on {self.gpu}: "
+                               f"{self.usable / GIB:.2f} GiB usable, {sum(t.bytes for t in self.taken) / GIB:.2f} GiB "
+                               "taken by weights and reserves (try more GPUs, --tp, or a larger "
+                               f"{self.fraction_option})")
+
+    def lines(self) -> list[str]:
+        """The engine's own start-up lines for these figures, in its units and rounding."""
+        gib = lambda n: f"{round(n / GIB, 2)}"  # noqa: E731 - vLLM's format_gib
+        if self.engine == "vllm":
+            return [f"Model loading took {gib(self.term('weights'))} GiB memory"]
+        if self.engine == "sglang":
+            return [f"mem_fraction_static={self.fraction}",
+                    f"Load weight end. mem usage={self.term('weights') / GIB:.2f} GB"]
+        return []
+
+    def to_json(self) -> dict[str, object]:
+        return {"engine": self.engine, "gpu": self.gpu, "total_bytes": self.total, "total_source": self.total_source,
+                "fraction": self.fraction, "fraction_option": self.fraction_option, "fraction_how": self.fraction_how,
+                "usable_bytes": self.usable, "terms": [t.to_json() for t in self.terms],
+                "subtracted": [t.key for t in self.taken], "kv_memory_bytes": self.kv_memory}
+
+
+def sglang_fraction(mib: int, tp: int, pp: int, chunked_prefill: int | None = None,
+                    graph_max_bs: int | None = None) -> tuple[float, int]:
+    """SGLang's default mem_fraction_static on a card of `mib` MiB (nvidia-smi's total, which SGLang
+    reads), and the MiB it reserves for activations, CUDA graphs and parallel buffers."""
+    chunk, max_bs = _sglang_sizes(mib, tp)
+    chunk = chunked_prefill or chunk
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + 2 * (graph_max_bs or max_bs)
+    if mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((mib - reserved) / mib, 3), int(reserved)
+
+
+def _sglang_sizes(mib: int, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, decode CUDA graph max batch) SGLang picks by the card's memory."""
+    if mib < 20 * 1024:
+        return 2048, 8
+    if mib < 35 * 1024:
+        return 4096, 48 if tp < 4 else 160
+    if mib < 60 * 1024:
+        return 4096, 32 if tp < 4 else 160
+    if mib < 160 * 1024:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+@dataclass(frozen=True)
+class Reserves:
+    """The settable terms (None: the engine's default or our estimate)."""
+
+    fraction: float | None = None  # --gpu-memory-utilization / --mem-fraction-static
+    activation: int | None = None
+    non_torch: int | None = None
+    cuda_graphs: int | None = None
+    max_batched: int | None = None  # --max-num-batched-tokens (SGLang: --chunked-prefill-size)
+    max_seqs: int | None = None
+
+
+def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int = 1, pp: int = 1,
+                   reserves: Reserves = Reserves(), dtype_bytes: int = 2, extra: int = 0) -> StartupBudget:
+    """The budget `engine` draws up on one GPU of the layout holding `weights` bytes of the model
+    (`extra`: what the engine holds beyond them, vllm_extra_weights)."""
+    if engine not in ("vllm", "sglang"):
+        raise GptcalcError(f"--engine {engine}: its start-up budget is not modelled (vllm and sglang are); "
+                           "give the pool from its log with --kv-memory")
+    total, total_source = cuda_total(gpu)
+    batched, seqs = vllm_batch_defaults(total)
+    if engine == "sglang":
+        batched = reserves.max_batched or _sglang_sizes(total // MIB, tp)[0]
+        seqs = 1  # SGLang's fraction covers activations; the estimate below is shown, not subtracted
+    tokens, rows = reserves.max_batched or batched, min(reserves.max_seqs or seqs, reserves.max_batched or batched)
+    act = reserves.activation if reserves.activation is not None else activation_estimate(spec, tokens, rows, tp,
+                                                                                             dtype_bytes)
+    non_torch = reserves.non_torch if reserves.non_torch is not None else round(NON_TORCH * GIB)
+    graphs = reserves.cuda_graphs if reserves.cuda_graphs is not None else round(CUDA_GRAPHS * GIB)
+    given = lambda value: "given" if value is not None else "estimate"  # noqa: E731
+    terms = [
+        Term("weights", "model weights", weights + extra, "--quant/--dtype/--checkpoint", "exact",
+             f"this model's bytes on one GPU of the layout, with {extra:,} B of vocabulary padding ({VOCAB_SOURCE})"
+             if extra else "this model's bytes on one GPU of the layout"),
+        Term("activation", "activation peak", act, "--activation-memory", given(reserves.activation),
+             f"profiling forward of {tokens:,} tokens + sampler over {rows:,} rows ({VLLM_PROFILING})"),
+        Term("non_torch", "non-torch memory", non_torch, "--non-torch-memory", given(reserves.non_torch),
+             NON_TORCH_SOURCE),
+        Term("cuda_graphs", "CUDA graphs", graphs, "--cuda-graph-memory", given(reserves.cuda_graphs),
+             CUDA_GRAPHS_SOURCE),
+    ]
+    if engine == "vllm":
+        fraction = reserves.fraction if reserves.fraction is not None else 0.9
+        how = "given" if reserves.fraction is not None else "vLLM's default"
+        return StartupBudget("vllm", gpu.name, total, total_source, fraction, "--gpu-memory-utilization", how,
+                             tuple(terms))
+    if reserves.fraction is not None:
+        fraction, how = reserves.fraction, "given"
+    else:
+        fraction, reserved = sglang_fraction(gpu.mib, tp, pp, reserves.max_batched)
+        how = f"SGLang's default: ({gpu.mib:,} - {reserved:,} MiB reserved) / {gpu.mib:,} MiB ({SGLANG_FRACTION})"
+    return StartupBudget("sglang", gpu.name, total, total_source, fraction, "--mem-fraction-static", how,
+                         tuple(terms))

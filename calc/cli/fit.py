@@ -1,0 +1,58 @@
+"""`fit`: calc/analysis/fit.py, drawn by calc/render/fit.py."""
+
+from __future__ import annotations
+
+import click
+
+from calc.cli.options import CONTEXT, KV_DTYPE, POSITIVE, TEXT, TOKENS, WEIGHT_DTYPE, complete_model, json_option, set_option
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("model", type=TEXT, metavar="MODEL", shell_complete=complete_model)
+@set_option
+@click.option("--seq", type=TOKENS, required=True, help="Tokens per request: 8192, 32k, 128k (k = 1,024).")
+@click.option("--gpus", type=TEXT, default="H100,H200,B200", show_default=True, metavar="GPU,GPU,...",
+              help="GPU types to try (names from the catalog: H100, H200, B200, A100-80GB, L40S, RTX-4090, MI300X, ...).")
+@click.option("--engine", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
+              help="Whose start-up budget sizes the KV pool.")
+@click.option("--concurrency", type=POSITIVE, default=1, show_default=True, help="Requests of --seq tokens held at once.")
+@click.option("--dtype", type=WEIGHT_DTYPE, default="fp16", show_default=True, help="Storage type of the weights.")
+@click.option("--quant", type=TEXT, metavar="SCHEME", help="The checkpoint's quantisation scheme (fp8, mxfp4, awq-int4, ...).")
+@click.option("--kv-dtype", type=KV_DTYPE, default="fp16", show_default=True, help="Storage type of the KV cache.")
+@click.option("--top", type=POSITIVE, default=10, show_default=True, help="Candidates shown.")
+@json_option
+def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str, concurrency: int, dtype: str,
+        quant: str | None, kv_dtype: str, top: int, as_json: bool) -> None:
+    """The smallest layouts (GPU type x count, TP/PP/EP) that serve MODEL at --seq, ranked.
+
+    Each layout is checked as a server checks it (TP divides the heads, EP the experts, PP at most the
+    layers) and sized with the engine's own start-up budget (see `gptcalc memory --engine`).
+
+    \b
+    Example:
+      gptcalc fit llama-3-70b --seq 32k
+      gptcalc fit deepseek-v3 --seq 128k --quant fp8 --gpus H200,B200 --concurrency 8
+      gptcalc fit qwen3-235b-a22b --seq 32k --engine sglang --json
+    """
+    from calc.analysis.count import count as count_params
+    from calc.analysis.fit import fit as find_layouts, parse_gpus
+    from calc.analysis.memory import find_scheme
+    from calc.cli.options import load_model
+    from calc.render import base as render, fit as render_fit
+
+    spec = load_model(model, overrides)
+    candidates, skipped = find_layouts(spec, count_params(spec), seq, parse_gpus(gpus), engine, concurrency, dtype,
+                                       kv_dtype, find_scheme(quant) if quant is not None else None)
+    shown = candidates[:top]
+    if as_json:
+        render.print_json({"model": spec.name, "seq": seq, "concurrency": concurrency, "engine": engine,
+                           "candidates": [c.to_json() for c in shown], "skipped_layouts": skipped})
+        return
+    out = render.console()
+    out.print(render_fit.header(spec.name, seq, concurrency, engine))
+    for rank, candidate in enumerate(shown, 1):
+        out.print(render_fit.candidate_line(rank, candidate))
+    if not shown:
+        out.print("  none of these GPUs serves it in up to 64 of them")
+    for reason in skipped:
+        out.print(f"  not tried: {reason}")

@@ -1,0 +1,153 @@
+"""The engine's own memory budget (calc/analysis/memory/startup.py) against published start-up logs,
+kept verbatim with their URLs under tests/data/engine_logs/."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.memory.gpus import find_gpu
+from calc.analysis.memory.startup import sglang_fraction, vllm_batch_defaults
+from calc.cli import main
+
+LOGS = Path(__file__).parent / "data" / "engine_logs"
+
+
+def logged(name: str, label: str) -> str:
+    """A figure a log prints after `label` (the log file is the published excerpt, verbatim)."""
+    text = (LOGS / name).read_text()
+    return re.search(re.escape(label) + r"\s+([\d.,]+)", text).group(1)  # type: ignore[union-attr]
+
+
+def memory(*args: str) -> dict:  # type: ignore[type-arg]
+    result = CliRunner().invoke(main, ["memory", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+PR10511 = "vllm-pr10511-llama3-8b-h100.log"
+
+
+def test_vllm_terms_from_the_log_give_its_pool() -> None:
+    """Meta-Llama-3-8B on one H100: the log's own activation peak and non-torch memory (this vLLM
+    predates the CUDA graph estimate) leave exactly the pool it printed, and our weights are its weights."""
+    data = memory("llama-3-8b", "--engine", "vllm", "--budget", "H100", "--seq", "8192",
+                  "--activation-memory", logged(PR10511, "PyTorch activation peak memory") + "GiB",
+                  "--non-torch-memory", logged(PR10511, "non_torch_memory") + "GiB", "--cuda-graph-memory", "0GiB")
+    assert f"Available KV cache memory: {logged(PR10511, 'available_kv_cache_memory')} GiB" in data["server_says"]
+    assert f"Model loading took {logged(PR10511, 'model weights take')} GiB memory" in data["server_says"]
+    # 79.22 GiB x 0.9 = 71.298: the log's 71.29 is the same product of its unrounded total
+    assert abs(data["engine_budget"]["usable_bytes"] / 2**30 - float(logged(PR10511, "the current vLLM instance can use"))) <= 0.01
+
+
+def test_vllm_defaults_within_one_percent_of_the_log() -> None:
+    """No figure from the log: the estimated activation peak, the stated non-torch memory and CUDA graphs
+    leave a pool within 1% of the 53.29 GiB vLLM found."""
+    pool = memory("llama-3-8b", "--engine", "vllm", "--budget", "H100", "--seq", "8192")["engine_budget"]
+    published = float(logged(PR10511, "available_kv_cache_memory")) * 2**30
+    assert abs(pool["kv_memory_bytes"] - published) / published < 0.01
+    assert {t["key"]: t["how"] for t in pool["terms"]} == {"weights": "exact", "activation": "estimate",
+                                                           "non_torch": "estimate", "cuda_graphs": "estimate"}
+
+
+def test_sglang_default_fraction_rule() -> None:
+    """source: sglang/srt/arg_groups/memory_hook.py (v0.5.23): an H100 (81,559 MiB) at tp 1 takes chunked
+    prefill 8192 and decode graphs up to 256: reserved = 512 + 8192 x 1.5 + 1 x 1 / 8 x 1024 + 2 x 256 =
+    13,440 MiB (over the 10,240 floor), fraction = round((81559 - 13440) / 81559, 3) = 0.835."""
+    assert sglang_fraction(find_gpu("H100").mib, 1, 1) == (0.835, 13440)  # type: ignore[union-attr]
+    # An RTX 4090 (24,564 MiB): chunk 4096, graphs to 48: 512 + 6144 + 128 + 96 = 6,880 MiB, no floor.
+    assert sglang_fraction(find_gpu("4090").mib, 1, 1) == (round((24564 - 6880) / 24564, 3), 6880)  # type: ignore[union-attr]
+
+
+def test_vllm_serve_batch_defaults_by_card() -> None:
+    """source: vllm/engine/arg_utils.py get_batch_defaults (v0.32), OPENAI_API_SERVER column."""
+    assert vllm_batch_defaults(80 * 2**30) == (8192, 1024)
+    assert vllm_batch_defaults(180 * 2**30) == (16384, 1024)
+    assert vllm_batch_defaults(24 * 2**30) == (2048, 256)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--budget", "RTX-4090", "--tp", "1"], "nothing left for the KV cache on RTX 4090"),
+    (["--budget", "H100", "--activation-memory", "lots"], "--activation-memory"),
+])
+def test_engine_budget_bad_input(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["memory", "llama-2-70b", "--engine", "vllm", *args])
+    assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output, result.output
+
+
+def recorded() -> list[str]:
+    """The configs a real vLLM sized (tests/conformance/record_vllm_cpu.py kept its lines)."""
+    return sorted(p.name[len("vllm-cpu-"):-len(".log")] for p in LOGS.glob("vllm-cpu-*.log"))
+
+
+@pytest.mark.parametrize("name", recorded())
+def test_real_vllm_cpu_blocks_tokens_concurrency(name: str) -> None:
+    """A real vLLM (vllm-cpu, its lines kept verbatim) on a shrunk config of each layer kind, with a
+    pool of exactly kv_cache_memory_bytes: the same page size, blocks, printed tokens and concurrency.
+    On CPU attention pages hold 128 tokens, max_num_batched_tokens is max(max_model_len, 4096), and
+    with AVX-512 bf16 the SSM state is kept in fp32, which the log says (vllm/platforms/cpu.py)."""
+    from calc.analysis.memory import kv_cache, kv_pool
+    from calc.spec.load import load_spec
+
+    log = (LOGS / f"vllm-cpu-{name}.log").read_text()
+    args = re.search(r"non-default args: (\{.*\})", log).group(1)  # type: ignore[union-attr]
+    pool_bytes = int(re.search(r"'kv_cache_memory_bytes': (\d+)", args).group(1))  # type: ignore[union-attr]
+    max_len = int(re.search(r"'max_model_len': (\d+)", args).group(1))  # type: ignore[union-attr]
+    real = json.loads(log.split("RESULT ", 1)[1])
+    kv = kv_cache(load_spec(str(LOGS / f"vllm-cpu-{name}.config.json")), max_len, dtype="bf16")
+    ssm_bytes = 4 if "Reset SSM cache type to float32" in log else 2
+    pool = kv_pool(kv, "vllm", pool_bytes, max_len, block=128, max_batched=max(max_len, 4096), ssm_bytes=ssm_bytes)
+    pages = {group["page_size_bytes"] for group in real["groups"]}
+    assert pool.block_bytes // (pool.hybrid.group_size if pool.hybrid else kv.n_layers) in pages
+    assert (pool.blocks, pool.printed_tokens, pool.concurrency) == (
+        real["num_blocks"], real["kv_cache_size_tokens"], f"{real['max_concurrency']:.2f}")
+    printed = re.search(r"CPU KV cache size: .*", log).group(0)  # type: ignore[union-attr]
+    assert printed == (f"CPU KV cache size: {pool.printed_tokens:,} tokens, Maximum concurrency for {max_len:,} "
+                       f"tokens per request: {pool.concurrency}x")
+
+
+PR11309 = (LOGS / "sglang-pr11309-deepseek-v32-exp-8xb200.log").read_text()
+
+
+def test_sglang_dsa_cell_is_656_latent_and_132_indexer_bytes() -> None:
+    """DeepSeek-V3.2 in SGLang with its fp8 cache: 656 B of latent (512 fp8 + 4 scales of 4 B + 64 bf16
+    rope) and 132 B of indexer key (128 fp8 + one 4 B scale) per token per layer, 61 layers, whole on
+    every GPU, pages of 64 tokens. The pool of the PR's 975,424 tokens is the 43.67 GB it printed; the
+    cell without the indexer (656 B) gives the 54.52 GB the PR's 'before' line printed for 1,462,784."""
+    from calc.analysis.memory import kv_cache, kv_pool, engine_lines
+    from calc.analysis.memory.engines import dsa_row_bytes
+    from calc.spec.load import load_spec
+
+    kv = kv_cache(load_spec("tests/configs/model_types/deepseek_v32.json"), 4096, dtype="fp8_e4m3")
+    rows = {kind.kind: dsa_row_bytes(kind, kv) for kind in kv.layers}
+    assert rows == {"MLA": 656, "DSA indexer": 132}
+    tokens = int(re.search(r"#tokens: (\d+), KV size: 43.67 GB", PR11309).group(1))  # type: ignore[union-attr]
+    pool = kv_pool(kv, "sglang", tokens * 61 * (656 + 132), 4096)
+    assert f"KV Cache is allocated. #tokens: {tokens}, KV size: 43.67 GB" in engine_lines(pool, kv, "sglang")
+    # its buffers hold one page (64 tokens for DSA) more than the pool
+    assert f"{(1462784 + 64) * 61 * 656 / 2**30:.2f}" == "54.52" and "#tokens: 1462784, KV size: 54.52 GB" in PR11309
+    assert pool.block == 64 and kv_pool(kv, "sglang", tokens * 61 * (656 + 132) + 63 * 61 * 788, 4096).tokens == tokens
+    # a 16-bit cache keeps the latent as 576 bf16 values; the indexer key stays fp8
+    bf16 = kv_cache(load_spec("tests/configs/model_types/deepseek_v32.json"), 4096, dtype="bf16")
+    assert {kind.kind: dsa_row_bytes(kind, bf16) for kind in bf16.layers} == {"MLA": 1152, "DSA indexer": 132}
+
+
+def test_sglang_separate_mamba_pool() -> None:
+    """SGLang carves the states' pool first: 0.9 / 1.9 of the memory, max_mamba_cache_size = floor((that
+    - one slot) / one slot), one padding slot more; conv states bf16, SSM states fp32; the token pool
+    takes the rest (source: sglang/srt/mem_cache/kv_cache_configurator.py, ratio-based branch)."""
+    from calc.analysis.memory import kv_cache, kv_pool
+    from calc.spec.load import load_spec
+
+    kv = kv_cache(load_spec("tests/configs/model_types/bamba.json"), 4096)
+    conv = sum(s.n_layers * s.elements for s in kv.states if s.name == "conv") * 2
+    ssm = sum(s.n_layers * s.elements for s in kv.states if s.name != "conv") * 4
+    memory = 40 * 2**30
+    slots = int((memory * 0.9 / 1.9 - (conv + ssm)) // (conv + ssm))
+    pool = kv_pool(kv, "sglang", memory, 4096)
+    assert pool.mamba is not None and pool.mamba.slots == slots
+    assert pool.tokens == (memory - (slots + 1) * (conv + ssm)) // kv.bytes_per_token

@@ -1,0 +1,62 @@
+"""`gptcalc fit` and the one-place layout validation it shares with memory and budgets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.memory.parallel import Layout, validate_layout
+from calc.cli import main
+from calc.errors import GptcalcError
+from calc.spec.load import load_spec
+
+
+def fit(*args: str) -> dict:  # type: ignore[type-arg]
+    result = CliRunner().invoke(main, ["fit", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_fit_ranks_fewest_gpus_first_and_each_serves() -> None:
+    data = fit("llama-3.1-70b", "--seq", "32k", "--gpus", "H100,H200")
+    ranked = [(c["gpus"], c["gpu"]) for c in data["candidates"]]
+    assert ranked == sorted(ranked, key=lambda r: (r[0], r[1] != "H100-80GB"))
+    # 70.6B parameters in bf16 (141 GB) fit no single H100 or H200 with a pool left: two H200s come first
+    assert ranked[0] == (2, "H200") and all(c["serves"] and float(c["max_concurrency"]) >= 1 for c in data["candidates"])
+
+
+def test_fit_agrees_with_memory_on_the_same_layout() -> None:
+    """fit's pool for a layout is memory --engine's for it: one budget, two commands."""
+    first = fit("llama-3.1-70b", "--seq", "32k", "--gpus", "H100")["candidates"][0]
+    result = CliRunner().invoke(main, ["memory", "llama-3.1-70b", "--seq", "32k", "--engine", "vllm",
+                                       "--budget", f"{first['gpus']}xH100", "--json"])
+    assert json.loads(result.output)["engine_budget"]["kv_memory_bytes"] == first["kv_memory_bytes"]
+
+
+def test_fit_concurrency_needs_more() -> None:
+    one = fit("llama-3.1-8b", "--seq", "128k", "--gpus", "RTX-4090")["candidates"][0]
+    many = fit("llama-3.1-8b", "--seq", "128k", "--gpus", "RTX-4090", "--concurrency", "16")["candidates"][0]
+    assert many["gpus"] > one["gpus"] and float(many["max_concurrency"]) >= 16
+
+
+@pytest.mark.parametrize("model, layout, message", [
+    ("llama-2-7b", Layout(tp=64), "--tp 64: does not divide llama-2-7b's 32 query heads"),
+    ("llama-2-7b", Layout(ep=2, tp=2), "--ep 2: llama-2-7b has no routed experts"),
+    ("mixtral-8x7b", Layout(tp=4, ep=3), "--ep 3: does not divide mixtral-8x7b's 8 routed experts"),
+    ("llama-2-7b", Layout(pp=33), "--pp 33: more stages than llama-2-7b's 32 layers"),
+])
+def test_validate_layout_names_the_option(model: str, layout: Layout, message: str) -> None:
+    with pytest.raises(GptcalcError, match=message.replace("'", ".")):
+        validate_layout(load_spec(model), layout)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpus", "H100,,B200"], "an empty name"),
+    (["--gpus", "H999"], "unknown GPU 'H999'"),
+    (["--seq", "1M"], "longer than llama-3.1-8b's context"),
+])
+def test_fit_bad_input(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["fit", "llama-3.1-8b", "--seq", "8k", *args])
+    assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output, result.output
