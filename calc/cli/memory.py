@@ -195,7 +195,10 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
 
 def _model_and_checkpoint(model: str | None, overrides: tuple[str, ...], checkpoint: str | None) -> tuple[Any, Any]:
     """MODEL's spec, or the checkpoint's own (its config.json, else its tensor shapes), and the
-    checkpoint's stored bytes by component when --checkpoint is given."""
+    checkpoint's stored bytes by component when --checkpoint is given. A GGUF given as MODEL is
+    both: its weights are what the file stores (its quant mix), not a dtype's."""
+    if checkpoint is None and model is not None and model.endswith(".gguf") and not overrides:
+        model, checkpoint = None, model
     if checkpoint is None:
         if model is None:
             raise click.UsageError("Missing argument 'MODEL' (or give --checkpoint PATH|REPO_ID).")
