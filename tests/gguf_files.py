@@ -27,7 +27,7 @@ from tests.oracle import transformers_model
 gguf = __import__("pytest").importorskip("gguf")
 
 ARCH = {"llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen3moe", "gemma3_text": "gemma3",
-        "deepseek_v3": "deepseek2", "mistral": "llama"}
+        "deepseek_v3": "deepseek2", "mistral": "llama", "lfm2": "lfm2"}
 # Every ggml type whose block divides a row of 32: the quantised ones, and the plain ones.
 TYPES = ("Q8_0", "Q4_0", "Q5_1", "IQ4_NL", "Q4_1", "Q5_0", "MXFP4", "F16", "BF16")
 
@@ -88,9 +88,11 @@ def _hyperparameters(writer: Any, c: dict[str, Any]) -> None:
     writer.add_context_length(c["max_position_embeddings"])
     writer.add_embedding_length(c["hidden_size"])
     writer.add_block_count(c["num_hidden_layers"])
-    writer.add_feed_forward_length(c["intermediate_size"])
+    if c["model_type"] != "lfm2":
+        writer.add_feed_forward_length(c["intermediate_size"])
     writer.add_head_count(c["num_attention_heads"])
-    writer.add_head_count_kv(c.get("num_key_value_heads", c["num_attention_heads"]))
+    kv = c.get("num_key_value_heads", c["num_attention_heads"])
+    writer.add_head_count_kv([kv if t != "conv" else 0 for t in c["layer_types"]] if "layer_types" in c else kv)
     writer.add_layer_norm_rms_eps(c.get("rms_norm_eps", 1e-6))
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
     if "head_dim" in c:
@@ -103,6 +105,11 @@ def _hyperparameters(writer: Any, c: dict[str, Any]) -> None:
         writer.add_expert_count(experts)
         writer.add_expert_used_count(c["num_experts_per_tok"])
         writer.add_expert_feed_forward_length(c["moe_intermediate_size"])
+    if c["model_type"] == "lfm2":  # LFM2Model: the adjusted width (Lfm2MLP), the conv's cache length
+        writer.add_vocab_size(c["vocab_size"])
+        writer.add_shortconv_l_cache(c.get("conv_L_cache", 3))
+        ff = int(2 * c["intermediate_size"] / 3)
+        writer.add_feed_forward_length(-(-ff // 256) * 256)  # block_multiple_of 256, multiplier 1.0 (defaults)
     if "kv_lora_rank" in c:  # DeepseekV2Model.set_gguf_parameters
         writer.add_vocab_size(c["vocab_size"])
         writer.add_leading_dense_block_count(c["first_k_dense_replace"])

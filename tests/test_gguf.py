@@ -21,8 +21,8 @@ gguf = pytest.importorskip("gguf")
 from tests.gguf_files import write_gguf  # noqa: E402  (needs gguf)
 
 ROOT = Path(__file__).resolve().parents[1]
-# dense (tied and untied), MoE, sliding-window, MLA with shared experts and a dense first layer
-TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3_text", "deepseek_v3")
+# dense (tied and untied), MoE, sliding-window, MLA with shared experts and a dense first layer, hybrid
+TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3_text", "deepseek_v3", "lfm2")
 
 
 @pytest.fixture(scope="module")

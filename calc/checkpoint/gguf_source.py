@@ -39,7 +39,13 @@ ARCHS = {
     "llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
     "gemma3": "gemma3_text", "gemma2": "gemma2", "deepseek2": "deepseek_v2", "mistral3": "ministral3",
     "olmo2": "olmo2", "olmoe": "olmoe", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
+    "lfm2": "lfm2",
 }
+# Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
+# set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
+LAYER_TYPES = {"lfm2": ("conv", "full_attention")}
+# config.json flags GGUF keeps only as tensors: set when any layer stores the bias.
+BIASES = {"attention_bias": ".attn_q.bias", "mlp_bias": ".ffn_up.bias", "conv_bias": ".shortconv.conv.bias"}
 SIGMOID = 2  # LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID: DeepSeek-V3's router
 # {arch}.KEY -> config.json key (src/llama-arch.cpp LLM_KV_NAMES).
 KEYS = {
@@ -65,6 +71,7 @@ KEYS = {
     "attention.q_lora_rank": "q_lora_rank",
     "attention.kv_lora_rank": "kv_lora_rank",
     "attention.value_length_mla": "v_head_dim",
+    "shortconv.l_cache": "conv_L_cache",
 }
 # The converter's splits: a Hugging Face tensor -> the parts it writes instead (conversion/qwen.py,
 # llama.py: fused experts; conversion/deepseek.py:433: MLA's kv_b, for the absorbed attention).
@@ -130,7 +137,11 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         raise GptcalcError(f"{header.path}: general.architecture: {arch!r} is not one gptcalc reads from GGUF "
                            f"(known: {', '.join(sorted(ARCHS))})")
     data: dict[str, Any] = {"model_type": ARCHS[arch]}
+    if arch in LAYER_TYPES:
+        _layer_types(data, meta, arch, header.path)
     for key, target in KEYS.items():
+        if target in data:
+            continue
         value = meta.get(f"{arch}.{key}")
         if isinstance(value, GGUFArray):
             raise GptcalcError(f"{header.path}: {arch}.{key}: an array of {value.count:,} values; expected one per layer")
@@ -144,12 +155,24 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         raise GptcalcError(f"{header.path}: token_embd.weight: missing or not 2-D (the vocabulary is read off it)")
     data["vocab_size"] = meta.get(f"{arch}.vocab_size", embedding.ne[1])
     data["tie_word_embeddings"] = "output.weight" not in by_name
-    data["attention_bias"] = "blk.0.attn_q.bias" in by_name
-    data["mlp_bias"] = "blk.0.ffn_up.bias" in by_name
+    for key, suffix in BIASES.items():
+        data[key] = any(name.endswith(suffix) for name in by_name)
     if arch == "deepseek2":
         _mla(data, meta, arch)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
+
+
+def _layer_types(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> None:
+    """A hybrid's layer_types from its per-layer KV head counts (0: no attention in that layer); the
+    feed-forward width GGUF stores is the one the model uses (lfm2's adjustment already applied)."""
+    counts = meta.get(f"{arch}.attention.head_count_kv")
+    if not isinstance(counts, list) or not all(type(c) is int for c in counts):
+        raise GptcalcError(f"{path}: {arch}.attention.head_count_kv: expected one count per layer (0: no attention)")
+    other, attention = LAYER_TYPES[arch]
+    data["layer_types"] = [attention if c else other for c in counts]
+    data["num_key_value_heads"] = _uniform([c for c in counts if c], f"{path}: {arch}.attention.head_count_kv")
+    data["block_auto_adjust_ff_dim"] = False
 
 
 def _mla(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
