@@ -8,6 +8,7 @@ import click
 
 from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TEXT, TOKENS, WEIGHT_DTYPE, complete_model, json_option, load_model,
                               one_model, set_option)
+from calc.analysis.memory.llamacpp import CACHE_TYPES
 from calc.errors import GptcalcError
 
 
@@ -124,6 +125,17 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
               help="The KV memory your server's log reports (vLLM 'Available KV cache memory: 8.11 GiB'): "
                    "gives the exact blocks, tokens and concurrency it will print.")
 @click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM 16, TRT-LLM 32]")
+@click.option("--parallel", "-np", "n_parallel", type=POSITIVE, default=1, show_default=True,
+              help="--engine llamacpp: sequences (llama.cpp's -np/--parallel, n_seq_max), each its own stream of cells "
+                   "unless --kv-unified.")
+@click.option("--ubatch", type=POSITIVE, default=512, show_default=True,
+              help="--engine llamacpp: llama.cpp's -ub; its sliding-window cache holds n_swa + ubatch cells.")
+@click.option("--kv-unified", is_flag=True, help="--engine llamacpp: one cache stream for all sequences (llama.cpp's -kvu).")
+@click.option("--swa-full", is_flag=True, help="--engine llamacpp: full-size sliding-window cache (llama.cpp's --swa-full).")
+@click.option("--cache-type-k", "-ctk", type=click.Choice(CACHE_TYPES), default=None,
+              help="--engine llamacpp: K cache type  [default: --kv-dtype's]")
+@click.option("--cache-type-v", "-ctv", type=click.Choice(CACHE_TYPES), default=None,
+              help="--engine llamacpp: V cache type  [default: --kv-dtype's]")
 @click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE, default=2048, show_default=True,
               help="vLLM with sliding-window layers: tokens a window group holds beyond its window, which sets the "
                    "concurrency it prints (vllm serve: 2048, or 8192 on a 70 GiB+ GPU that is not an A100).")
@@ -131,7 +143,8 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None,
            dtype: str, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
-           kv_memory: str | None, block_size: int | None, max_batched: int, as_json: bool) -> None:
+           kv_memory: str | None, block_size: int | None, n_parallel: int, ubatch: int, kv_unified: bool, swa_full: bool,
+           cache_type_k: str | None, cache_type_v: str | None, max_batched: int, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -168,10 +181,13 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
             pool = kv_pool(result.kv, engine, parse_bytes(kv_memory), seq or spec.n_positions, block_size, max_batched)
         except ValueError as exc:
             raise GptcalcError(f"--kv-memory: {exc}") from None
-    server = engine_lines(pool, result.kv, engine) if engine else []
+    caches = _llamacpp(spec, seq, kv_dtype, n_parallel, ubatch, kv_unified, swa_full, cache_type_k, cache_type_v) \
+        if engine == "llamacpp" else None
+    server = [line for c in caches for line in c["lines"]] if caches else engine_lines(pool, result.kv, engine) if engine else []
     solved = budget_for(spec, target, result, seq, batch) if target else None
     if as_json:
         render.print_json({**result.to_json(), "model": spec.name, **({"engine": pool.to_json()} if pool else {}),
+                           **({"llamacpp_caches": [c["cache"] for c in caches]} if caches else {}),
                            **({"server_says": server} if server else {}),
                            **({"budget": {**solved.to_json(), "label": target.label, "gpus": target.count}}
                               if solved and target else {})})
@@ -191,6 +207,20 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
              *(render_memory.budget_lines(solved, target.label) if solved and target else [])]
     for line in filter(None, notes):
         out.print("  " + line)
+
+
+def _llamacpp(spec: Any, seq: int | None, kv_dtype: str, n_parallel: int, ubatch: int, unified: bool, swa_full: bool,
+              type_k: str | None, type_v: str | None) -> list[dict[str, Any]]:
+    """llama.cpp's caches at -c SEQ (the model's context when not given) and the lines it prints about each."""
+    from calc.analysis.memory import LlamaCppContext, llamacpp_caches, llamacpp_lines
+    from calc.analysis.memory.llamacpp import GGML_NAMES
+
+    default = GGML_NAMES.get(kv_dtype)
+    if default is None and not (type_k and type_v):
+        raise GptcalcError(f"--kv-dtype {kv_dtype}: not a llama.cpp cache type (give --cache-type-k/-v: "
+                           f"{', '.join(CACHE_TYPES)})")
+    ctx = LlamaCppContext(seq or spec.n_positions, n_parallel, ubatch, unified, swa_full, type_k or default, type_v or default)
+    return [{"cache": cache.to_json(), "lines": llamacpp_lines([cache])} for cache in llamacpp_caches(spec, ctx)]
 
 
 def _model_and_checkpoint(model: str | None, overrides: tuple[str, ...], checkpoint: str | None) -> tuple[Any, Any]:
