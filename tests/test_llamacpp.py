@@ -84,3 +84,5 @@ def test_bad_llamacpp_options() -> None:
     assert run.exit_code == 2 and "not a llama.cpp cache type" in run.output
     run = CliRunner().invoke(main, ["memory", "gpt-oss-20b", "--engine", "llamacpp", "-np", "300"])
     assert run.exit_code == 2 and "at most 256" in run.output
+    run = CliRunner().invoke(main, ["memory", "gpt-oss-20b", "--engine", "llamacpp", "-ctk", "fp8"])
+    assert run.exit_code == 2 and "--cache-type-k 'fp8': not a llama.cpp cache type" in run.output

@@ -8,7 +8,6 @@ import click
 
 from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, TEXT, TOKENS, WEIGHT_DTYPE, complete_model, json_option, load_model,
                               one_model, set_option)
-from calc.analysis.memory.llamacpp import CACHE_TYPES
 from calc.errors import GptcalcError
 
 
@@ -132,9 +131,10 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
               help="--engine llamacpp: llama.cpp's -ub; its sliding-window cache holds n_swa + ubatch cells.")
 @click.option("--kv-unified", is_flag=True, help="--engine llamacpp: one cache stream for all sequences (llama.cpp's -kvu).")
 @click.option("--swa-full", is_flag=True, help="--engine llamacpp: full-size sliding-window cache (llama.cpp's --swa-full).")
-@click.option("--cache-type-k", "-ctk", type=click.Choice(CACHE_TYPES), default=None,
-              help="--engine llamacpp: K cache type  [default: --kv-dtype's]")
-@click.option("--cache-type-v", "-ctv", type=click.Choice(CACHE_TYPES), default=None,
+@click.option("--cache-type-k", "-ctk", type=TEXT, metavar="TYPE", default=None,
+              help="--engine llamacpp: K cache type (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)  "
+                   "[default: --kv-dtype's]")
+@click.option("--cache-type-v", "-ctv", type=TEXT, metavar="TYPE", default=None,
               help="--engine llamacpp: V cache type  [default: --kv-dtype's]")
 @click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE, default=2048, show_default=True,
               help="vLLM with sliding-window layers: tokens a window group holds beyond its window, which sets the "
@@ -213,7 +213,7 @@ def _llamacpp(spec: Any, seq: int | None, kv_dtype: str, n_parallel: int, ubatch
               type_k: str | None, type_v: str | None) -> list[dict[str, Any]]:
     """llama.cpp's caches at -c SEQ (the model's context when not given) and the lines it prints about each."""
     from calc.analysis.memory import LlamaCppContext, llamacpp_caches, llamacpp_lines
-    from calc.analysis.memory.llamacpp import GGML_NAMES
+    from calc.analysis.memory.llamacpp import CACHE_TYPES, GGML_NAMES
 
     default = GGML_NAMES.get(kv_dtype)
     if default is None and not (type_k and type_v):
