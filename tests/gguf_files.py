@@ -32,14 +32,18 @@ ARCH = {"llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen
 TYPES = ("Q8_0", "Q4_0", "Q5_1", "IQ4_NL", "Q4_1", "Q5_0", "MXFP4", "F16", "BF16")
 
 
-def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPES, split_max_tensors: int = 0) -> None:
-    """A GGUF of the tiny `config` (a config.json mapping) at `path`."""
+def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPES, split_max_tensors: int = 0,
+               runnable: bool = False) -> None:
+    """A GGUF of the tiny `config` (a config.json mapping) at `path`. `runnable`: with the metadata llama.cpp
+    needs to load it (no vocabulary: tokenizer model `no_vocab`, src/llama-vocab.cpp), for the conformance suite."""
     model = transformers_model(copy.deepcopy(config))
     arch = ARCH[config["model_type"]]
     enum = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch)
     names = gguf.TensorNameMap(enum, config["num_hidden_layers"])
     writer = gguf.GGUFWriter(path, arch, split_max_tensors=split_max_tensors)
     _hyperparameters(writer, config)
+    if runnable:
+        writer.add_tokenizer_model("no_vocab")
     cycle = iter(types * 10_000)
     for hf_name, shape in _converted(model, config):
         name = names.get_name(hf_name.replace("e_score_correction_bias", "e_score_correction.bias"),

@@ -199,6 +199,11 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
 
     for line in server:
         out.print(f"{engine} will print: " + styled("bold", line))
+    if caches and (allocated := sum(c["cache"]["bytes"] for c in caches)) != result.kv.total_bytes:
+        from calc.units import human_bytes
+
+        out.print(f"  llama.cpp allocates {allocated:,} B ({human_bytes(allocated)}) for these caches; the KV cache "
+                  f"below is what {result.kv.seq:,} tokens x {result.kv.batch} hold (its cells and slots differ)")
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
                   render_memory.gpu_table(result)):
         out.print(table)
