@@ -117,6 +117,8 @@ HOSTILE = {
     "truncated": (_file()[:60], "truncated"),
     "string past the end": (_file(kvs=[struct.pack("<Q", 1 << 60) + b"x"]), "runs past the end"),
     "huge array": (_file(kvs=[_string("a") + struct.pack("<IIq", 9, 4, 1 << 50)]), "an array of"),
+    "truncated vocabulary": (_file(kvs=[_string("v") + struct.pack("<IIq", 9, 8, 5000) + _string("x") * 10]),
+                             "an array of 5,000 strings runs past the end"),
     "nested array": (_file(kvs=[_string("a") + struct.pack("<IIq", 9, 9, 1)]), "nested arrays"),
     "unknown value type": (_file(kvs=[_string("a") + struct.pack("<I", 13)]), "unknown value type 13"),
     "duplicate key": (_file(kvs=[_string("a") + struct.pack("<IB", 0, 1)] * 2), "key given twice"),

@@ -147,6 +147,18 @@ class _Reader:
         self.pos += length
         return raw
 
+    def skip_strings(self, count: int) -> None:
+        """Step over `count` strings reading only their lengths (a vocabulary: ~10^5 of them)."""
+        view, size, pos, length = self.view, self.size, self.pos, struct.Struct("<Q").unpack_from
+        for _ in range(count):
+            if pos + 8 > size:
+                self.pos = pos
+                raise self.fail(f"truncated: an array of {count:,} strings runs past the end of the {size:,} B file")
+            pos += 8 + length(view, pos)[0]
+        if pos > size:
+            raise self.fail(f"truncated: an array of {count:,} strings runs past the end of the {size:,} B file")
+        self.pos = pos
+
     def header(self) -> GGUFHeader:
         if self.view[:4] != MAGIC:
             raise GptcalcError(f"{self.origin}: not a GGUF file (it starts {bytes(self.view[:4])!r}, not {MAGIC!r})")
@@ -188,10 +200,10 @@ class _Reader:
         if not 0 <= count <= MAX_ARRAY:
             raise self.fail(f"an array of {count:,} values, outside 0..{MAX_ARRAY:,}")
         if item == STRING:
-            values = [self.string() for _ in range(min(count, KEEP_ARRAY))]
-            for _ in range(count - len(values)):
-                self.skip(self.unpack("Q"))
-            return values if count <= KEEP_ARRAY else GGUFArray(item, count)
+            if count > KEEP_ARRAY:
+                self.skip_strings(count)
+                return GGUFArray(item, count)
+            return [self.string() for _ in range(count)]
         if item not in _SCALARS:
             raise self.fail(f"an array of value type {item} (nested arrays and unknown types are refused, as llama.cpp does)")
         fmt = f"<{count}{_SCALARS[item]}"
