@@ -81,8 +81,7 @@ SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 def from_gguf(path: Path, source: str) -> RawCheckpoint:
     """One GGUF file, or every file of its split set; tensors under Hugging Face names."""
-    headers = read_split(path)
-    config = gguf_config(headers[0], [t for h in headers for t in h.tensors])
+    headers, config = _read(path)
     from calc.spec.load import spec_from_config
 
     spec = spec_from_config(config)
@@ -94,8 +93,12 @@ def from_gguf(path: Path, source: str) -> RawCheckpoint:
 
 def config_of(path: Path) -> hf.HFConfig:
     """The config.json of a GGUF file (or split set): MODEL given as FILE.gguf."""
+    return _read(path)[1]
+
+
+def _read(path: Path) -> tuple[list[GGUFHeader], hf.HFConfig]:
     headers = read_split(path)
-    return gguf_config(headers[0], [t for h in headers for t in h.tensors])
+    return headers, gguf_config(headers[0], [t for h in headers for t in h.tensors])
 
 
 def read_split(path: Path) -> list[GGUFHeader]:
