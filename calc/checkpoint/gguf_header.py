@@ -185,7 +185,7 @@ class _Reader:
             key = self.string()
             self.where = key
             if key in metadata:
-                raise self.fail(f"key given twice (llama.cpp refuses duplicate keys)")
+                raise self.fail("key given twice (llama.cpp refuses duplicate keys)")
             metadata[key] = self.value(self.unpack("I"))
         return metadata
 

@@ -21,6 +21,7 @@ Bytes are exact per ggml type (blocks of `GGML_QUANT_SIZES`), and the dtype colu
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -246,16 +247,9 @@ def _shape(found: tuple[int, ...], numel: int, expected: tuple[int, ...] | None)
     if expected is None:
         return found
     squeeze = tuple(d for d in found if d != 1)
-    if squeeze == tuple(d for d in expected if d != 1) or (len(found) == 1 and numel == _prod(expected) and found != expected):
+    if squeeze == tuple(d for d in expected if d != 1) or (len(found) == 1 and numel == math.prod(expected) and found != expected):
         return expected
     return found
-
-
-def _prod(shape: tuple[int, ...]) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
 
 
 def _kind(headers: list[GGUFHeader]) -> str:
