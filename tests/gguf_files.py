@@ -27,7 +27,8 @@ from tests.oracle import transformers_model
 gguf = __import__("pytest").importorskip("gguf")
 
 ARCH = {"llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen3moe", "gemma3_text": "gemma3",
-        "deepseek_v3": "deepseek2", "mistral": "llama", "lfm2": "lfm2"}
+        "deepseek_v3": "deepseek2", "mistral": "llama", "lfm2": "lfm2", "qwen2_moe": "qwen2moe", "olmo2": "olmo2",
+        "gemma2": "gemma2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3", "ministral3": "mistral3"}
 # Every ggml type whose block divides a row of 32: the quantised ones, and the plain ones.
 TYPES = ("Q8_0", "Q4_0", "Q5_1", "IQ4_NL", "Q4_1", "Q5_0", "MXFP4", "F16", "BF16")
 
@@ -109,6 +110,8 @@ def _hyperparameters(writer: Any, c: dict[str, Any]) -> None:
         writer.add_expert_count(experts)
         writer.add_expert_used_count(c["num_experts_per_tok"])
         writer.add_expert_feed_forward_length(c["moe_intermediate_size"])
+    if "shared_expert_intermediate_size" in c:  # Qwen2MoeModel
+        writer.add_expert_shared_feed_forward_length(c["shared_expert_intermediate_size"])
     if c["model_type"] == "lfm2":  # LFM2Model: the adjusted width (Lfm2MLP), the conv's cache length
         writer.add_vocab_size(c["vocab_size"])
         writer.add_shortconv_l_cache(c.get("conv_L_cache", 3))

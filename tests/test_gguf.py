@@ -22,7 +22,8 @@ from tests.gguf_files import write_gguf  # noqa: E402  (needs gguf)
 
 ROOT = Path(__file__).resolve().parents[1]
 # dense (tied and untied), MoE, sliding-window, MLA with shared experts and a dense first layer, hybrid
-TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3_text", "deepseek_v3", "lfm2")
+TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3_text", "deepseek_v3", "lfm2",
+         "qwen2_moe", "olmo2", "gemma2", "phi3", "starcoder2", "smollm3", "ministral3")
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ __all__ = ["ARCHS", "config_of", "from_gguf", "gguf_config", "read_split"]
 ARCHS = {
     "llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
     "gemma3": "gemma3_text", "gemma2": "gemma2", "deepseek2": "deepseek_v2", "mistral3": "ministral3",
-    "olmo2": "olmo2", "olmoe": "olmoe", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
+    "olmo2": "olmo2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
     "lfm2": "lfm2",
 }
 # Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
