@@ -35,8 +35,8 @@ TYPES = ("Q8_0", "Q4_0", "Q5_1", "IQ4_NL", "Q4_1", "Q5_0", "MXFP4", "F16", "BF16
 
 def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPES, split_max_tensors: int = 0,
                runnable: bool = False) -> None:
-    """A GGUF of the tiny `config` (a config.json mapping) at `path`. `runnable`: with the metadata llama.cpp
-    needs to load it (no vocabulary: tokenizer model `no_vocab`, src/llama-vocab.cpp), for the conformance suite."""
+    """A GGUF of the tiny `config` (a config.json mapping) at `path`. `runnable`: with the vocabulary llama.cpp
+    needs to load it (a stub SentencePiece one of vocab_size tokens: n_vocab is its length), for the conformance suite."""
     model = transformers_model(copy.deepcopy(config))
     arch = ARCH[config["model_type"]]
     enum = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch)
@@ -44,7 +44,11 @@ def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPE
     writer = gguf.GGUFWriter(path, arch, split_max_tensors=split_max_tensors)
     _hyperparameters(writer, config)
     if runnable:
-        writer.add_tokenizer_model("no_vocab")
+        vocab = config["vocab_size"]
+        writer.add_tokenizer_model("llama")
+        writer.add_token_list([f"<t{i}>" for i in range(vocab)])
+        writer.add_token_scores([0.0] * vocab)
+        writer.add_token_types([1] * vocab)
     cycle = iter(types * 10_000)
     for hf_name, shape in _converted(model, config):
         name = names.get_name(hf_name.replace("e_score_correction_bias", "e_score_correction.bias"),
@@ -69,6 +73,8 @@ def _converted(model: Any, config: dict[str, Any]) -> list[tuple[str, tuple[int,
         if name.endswith("experts.gate_up_proj"):
             half = (shape[0], shape[1] // 2, shape[2])
             out += [(name.replace("gate_up_proj", "gate_proj"), half), (name.replace("gate_up_proj", "up_proj"), half)]
+        elif name.endswith("conv.conv.weight") and config["model_type"] == "lfm2":  # LFM2Model.modify_tensors: squeeze(1)
+            out.append((name, (shape[0], shape[2])))
         elif name.endswith("kv_b_proj.weight"):
             heads, nope, v = config["num_attention_heads"], config["qk_nope_head_dim"], config["v_head_dim"]
             out += [(name.replace("kv_b_proj", "k_b_proj"), (heads, config["kv_lora_rank"], nope)),
