@@ -51,8 +51,9 @@ def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPE
         writer.add_token_types([1] * vocab)
     cycle = iter(types * 10_000)
     for hf_name, shape in _converted(model, config):
-        name = names.get_name(hf_name.replace("e_score_correction_bias", "e_score_correction.bias"),
-                              try_suffixes=(".weight", ".bias"))
+        hf_name = hf_name.replace("e_score_correction_bias", "e_score_correction.bias")
+        hf_name += "" if hf_name.endswith((".weight", ".bias")) else ".weight"  # conversion/qwen.py: fused experts
+        name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
         assert name is not None, hf_name
         kind = "F32" if len(shape) == 1 or name.endswith("norm.weight") else next(cycle)
         _add(writer, name, shape, kind)

@@ -36,6 +36,7 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "qwen3-np4": ("qwen3", {}, ["-c", "4096", "-np", "4"]),
     "qwen3-q8_0-fa": ("qwen3", WIDE, ["-c", "2048", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"]),
     "qwen3-ctk-q4_0": ("qwen3", WIDE, ["-c", "1000", "-ctk", "q4_0", "-fa", "on"]),
+    "qwen3_moe-c2048": ("qwen3_moe", {}, ["-c", "2048"]),
     "gemma3-swa": ("gemma3_text", GEMMA6, ["-c", "4096"]),
     "gemma3-swa-np2": ("gemma3_text", GEMMA6, ["-c", "4096", "-np", "2", "-ub", "256"]),
     "gemma3-swa-full": ("gemma3_text", GEMMA6, ["-c", "2048", "--swa-full"]),

@@ -216,6 +216,8 @@ def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
         renamed = name.replace("e_score_correction_bias", "e_score_correction.bias")  # conversion/base.py:593
         whole = next((w for w in SPLITS if f".{w}" in renamed), None)
         for candidate in (renamed, *(renamed.replace(whole, part) for part in SPLITS.get(whole, ()))):
+            # transformers 5 names fused experts without `.weight`; the converter writes them with it
+            candidate += "" if candidate.endswith((".weight", ".bias")) else ".weight"
             gguf = mapper.get_name(candidate, try_suffixes=(".weight", ".bias"))
             if gguf is not None:
                 found[gguf] = (name, shape)
