@@ -89,6 +89,7 @@ class MemoryAnswer:
     target: Any = None  # the BudgetSpec it was solved for
     engine: str | None = None
     startup: Any = None  # the engine's start-up budget, term by term (vLLM, SGLang with a GPU budget)
+    llamacpp: list[dict[str, Any]] | None = None  # llama.cpp's caches and the lines it prints about each
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -100,6 +101,7 @@ class MemoryAnswer:
         return {**self.inference.to_json(), "model": self.spec.name,
                 **({"engine": self.pool.to_json()} if self.pool else {}),
                 **({"engine_budget": self.startup.to_json()} if self.startup else {}),
+                **({"llamacpp_caches": [c["cache"] for c in self.llamacpp]} if self.llamacpp else {}),
                 **({"server_says": list(self.server)} if self.server else {}),
                 **({"budget": {**budget.to_json(), "label": self.target.label, "gpus": self.target.count}}
                    if budget and self.target else {})}
@@ -111,12 +113,17 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            cpu_experts: str | None = None, kv_memory: str | None = None, block_size: int | None = None,
            max_batched: int | None = None, mla_expanded: bool = False, stored: Any = None, *,
            max_seqs: int | None = None, fraction: float | None = None, activation_memory: str | None = None,
-           non_torch_memory: str | None = None, cuda_graph_memory: str | None = None) -> Result:
+           non_torch_memory: str | None = None, cuda_graph_memory: str | None = None, n_parallel: int = 1,
+           ubatch: int = 512, kv_unified: bool = False, swa_full: bool = False, cache_type_k: str | None = None,
+           cache_type_v: str | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
     non-torch and CUDA-graph memory, each a size like "2GiB"; None: the engine's default) set the
-    KV pool, unless `kv_memory` gives the pool the server's log printed."""
+    KV pool, unless `kv_memory` gives the pool the server's log printed. With `engine="llamacpp"`,
+    llama.cpp's caches as it allocates them for `n_parallel` sequences, `ubatch`, a unified cache,
+    a full-size sliding-window cache and its K and V cache types (llama.cpp's -np, -ub, -kvu,
+    --swa-full, -ctk, -ctv)."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
@@ -148,10 +155,29 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         pool_bytes = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
         pool = kv_pool(result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
                        max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048))
-    server = (*(startup.lines() if startup else ()), *(engine_lines(pool, result.kv, engine) if engine else ()))
+    caches = _llamacpp(spec, seq, kv_dtype, n_parallel, ubatch, kv_unified, swa_full, cache_type_k, cache_type_v) \
+        if engine == "llamacpp" else None
+    server = (*(startup.lines() if startup else ()),
+              *([line for c in caches for line in c["lines"]] if caches else
+                engine_lines(pool, result.kv, engine) if engine else ()))
     solved = budget_for(spec, target, result, seq, batch) if target else None
-    answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup)
+    answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches)
     return Result(answer, answer.to_json)
+
+
+def _llamacpp(spec: Any, seq: int | None, kv_dtype: str, n_parallel: int, ubatch: int, unified: bool, swa_full: bool,
+              type_k: str | None, type_v: str | None) -> list[dict[str, Any]]:
+    """llama.cpp's caches at -c SEQ (the model's context when not given) and the lines it prints about each."""
+    from calc.analysis.memory import LlamaCppContext, llamacpp_caches, llamacpp_lines
+    from calc.analysis.memory.llamacpp import CACHE_TYPES, GGML_NAMES
+    from calc.errors import GptcalcError
+
+    default = GGML_NAMES.get(kv_dtype)
+    if default is None and not (type_k and type_v):
+        raise GptcalcError(f"--kv-dtype {kv_dtype}: not a llama.cpp cache type (give --cache-type-k/-v: "
+                           f"{', '.join(CACHE_TYPES)})")
+    ctx = LlamaCppContext(seq or spec.n_positions, n_parallel, ubatch, unified, swa_full, type_k or default, type_v or default)
+    return [{"cache": cache.to_json(), "lines": llamacpp_lines([cache])} for cache in llamacpp_caches(spec, ctx)]
 
 
 def _size(text: str | None, option: str) -> int | None:

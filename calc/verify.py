@@ -143,6 +143,9 @@ def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str |
     """Analytic vs torch (and transformers), plus the checkpoint (and a real load) when one is given."""
     if load and checkpoint is None:
         raise GptcalcError("--load: needs --checkpoint PATH|REPO_ID (the weights to load)")
+    if load and checkpoint.endswith(".gguf"):
+        raise GptcalcError(f"--load: {checkpoint}: a GGUF stores ggml blocks (Q4_K, ...) that the torch reference "
+                           "does not dequantise; its header check runs without --load")
     changes = parse_overrides(overrides)
     spec = load_spec(model, changes) if model else None
     config = load_config(model, changes) if model else None

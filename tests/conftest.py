@@ -21,6 +21,11 @@ HF_HOME = os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="gptcalc-hf-home-")
 def pytest_addoption(parser) -> None:
     parser.addoption("--fuzz-long", action="store_true",
                      help="run the hostile-input fuzz tests with 20 times as many examples (minutes, not seconds)")
+    parser.addoption("--llamacpp", metavar="BIN_DIR", default=None,
+                     help="opt-in conformance suite: run this llama.cpp build's llama-completion on tiny GGUFs "
+                          "(tests/test_llamacpp_conformance.py)")
+    parser.addoption("--llamacpp-record", action="store_true",
+                     help="with --llamacpp: record llama.cpp's cache lines under tests/data/llamacpp/")
 
 
 def pytest_configure(config) -> None:

@@ -55,12 +55,12 @@ def test_sglang_qwen3_235b_tp4() -> None:
 def test_llamacpp_prints_the_mla_latent_as_k() -> None:
     # source: https://github.com/ikawrakow/ik_llama.cpp/pull/259: DeepSeek at 32,768 cells, q8_0: 1166.62 MiB
     data = run("memory", "deepseek-v3", "--seq", "32k", "--engine", "llamacpp", "--kv-dtype", "q8_0", "--json")
-    assert "K (q8_0): 1166.62 MiB" in data["server_says"][0] and "(32768 cells, 61 layers" in data["server_says"][0]
+    assert "K (q8_0): 1166.62 MiB" in data["server_says"][0] and "( 32768 cells,  61 layers" in data["server_says"][0]
 
 
 def test_llamacpp_pads_the_context() -> None:
     data = run("memory", "llama-3-8b", "--seq", "1000", "--engine", "llamacpp", "--json")
-    assert data["kv_cache"]["seq"] == 1024 and "(1024 cells" in data["server_says"][0]
+    assert data["kv_cache"]["seq"] == 1024 and "(  1024 cells" in data["server_says"][0]
 
 
 @pytest.mark.parametrize("args, message", [

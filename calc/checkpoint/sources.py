@@ -32,7 +32,7 @@ __all__ = ["FileRead", "RawCheckpoint", "ShardIndex", "TensorColumns", "TensorRe
 WEIGHT_FILES = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json", "pytorch_model.bin")
 TORCH_SUFFIXES = (".bin", ".pt", ".pth")
 # A path ending in one of these is a file, never a Hub repo id (`Qwen/Qwen2.5-7B` has a dot and is a repo).
-FILE_SUFFIXES = (".safetensors", ".json", *TORCH_SUFFIXES)
+FILE_SUFFIXES = (".safetensors", ".json", ".gguf", *TORCH_SUFFIXES)
 # A state dict's pickle is ~150 B per tensor (a 1,000-tensor shard: 150 kB); the weights are separate records.
 MAX_PICKLE_BYTES = 64 * 2**20
 # torch.save's legacy format opens with this number, pickled (torch/serialization.py's MAGIC_NUMBER).
@@ -64,8 +64,12 @@ def from_file(path: Path, source: str, config: hf.HFConfig | None = None) -> Raw
         tensors, aliases = _torch_tensors(path)
         files = (FileRead(str(path), path.stat().st_size, None),)
         return RawCheckpoint(source, "torch state dict", TensorColumns.of(tensors), files, config, aliases=aliases)
+    if path.suffix == ".gguf":
+        from calc.checkpoint.gguf_source import from_gguf
+
+        return from_gguf(path, source)
     if path.suffix != ".safetensors":
-        raise GptcalcError(f"{path}: not a checkpoint (expected .safetensors, .bin, .pt, .pth or *.index.json)")
+        raise GptcalcError(f"{path}: not a checkpoint (expected .safetensors, .gguf, .bin, .pt, .pth or *.index.json)")
     tensors, read = _safetensors(path)
     return RawCheckpoint(source, "safetensors file", tensors, (read,), config)
 

@@ -83,6 +83,8 @@ def verify(model: str | None, overrides: tuple[str, ...], checkpoint: str | None
     from calc.render import base as render, verify as render_verify
     from calc.verify import verify as run_verification
 
+    if checkpoint is None and model is not None and model.endswith(".gguf"):  # its tensors are checked too
+        checkpoint = model
     result = run_verification(model, overrides, checkpoint, load)
     if as_json:
         render.print_json(result.to_json())

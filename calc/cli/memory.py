@@ -112,6 +112,18 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
               help="The KV memory your server's log reports (vLLM 'Available KV cache memory: 8.11 GiB'): "
                    "gives the exact blocks, tokens and concurrency it will print.")
 @click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM 16, TRT-LLM 32]")
+@click.option("--parallel", "-np", "n_parallel", type=POSITIVE, default=1, show_default=True,
+              help="--engine llamacpp: sequences (llama.cpp's -np/--parallel, n_seq_max), each its own stream of cells "
+                   "unless --kv-unified.")
+@click.option("--ubatch", type=POSITIVE, default=512, show_default=True,
+              help="--engine llamacpp: llama.cpp's -ub; its sliding-window cache holds n_swa + ubatch cells.")
+@click.option("--kv-unified", is_flag=True, help="--engine llamacpp: one cache stream for all sequences (llama.cpp's -kvu).")
+@click.option("--swa-full", is_flag=True, help="--engine llamacpp: full-size sliding-window cache (llama.cpp's --swa-full).")
+@click.option("--cache-type-k", "-ctk", type=TEXT, metavar="TYPE", default=None,
+              help="--engine llamacpp: K cache type (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)  "
+                   "[default: --kv-dtype's]")
+@click.option("--cache-type-v", "-ctv", type=TEXT, metavar="TYPE", default=None,
+              help="--engine llamacpp: V cache type  [default: --kv-dtype's]")
 @click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE,
               help="vLLM: tokens of the profiling forward (its activation peak) and, with sliding-window layers, "
                    "what a window group holds beyond its window  [default: vllm serve's: 2048, 8192 on a 70 GiB+ "
@@ -132,7 +144,8 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None,
            dtype: str | None, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
-           kv_memory: str | None, block_size: int | None, max_batched: int | None, max_seqs: int | None,
+           kv_memory: str | None, block_size: int | None, n_parallel: int, ubatch: int, kv_unified: bool, swa_full: bool,
+           cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, max_seqs: int | None,
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
            show_all: bool, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
@@ -158,7 +171,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         kv_memory, block_size, max_batched, mla_expanded, stored, max_seqs=max_seqs,
                         fraction=float(fraction) if fraction is not None else None,
                         activation_memory=activation_memory, non_torch_memory=non_torch_memory,
-                        cuda_graph_memory=cuda_graph_memory)
+                        cuda_graph_memory=cuda_graph_memory, n_parallel=n_parallel, ubatch=ubatch,
+                        kv_unified=kv_unified, swa_full=swa_full, cache_type_k=cache_type_k, cache_type_v=cache_type_v)
     if as_json:
         render.print_json(answer.to_dict())
         return
@@ -170,6 +184,11 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
 
     for line in server:
         out.print(f"{engine} will print: " + styled("bold", line))
+    if answer.llamacpp and (allocated := sum(c["cache"]["bytes"] for c in answer.llamacpp)) != result.kv.total_bytes:
+        from calc.units import human_bytes
+
+        out.print(f"  llama.cpp allocates {allocated:,} B ({human_bytes(allocated)}) for these caches; the KV cache "
+                  f"below is what {result.kv.seq:,} tokens x {result.kv.batch} hold (its cells and slots differ)")
     if answer.startup is not None:
         out.print(render_memory.startup_table(answer.startup))
     gpus = render_memory.shown_gpus(target, show_all)
@@ -187,7 +206,10 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
 
 def _model_and_checkpoint(model: str | None, overrides: tuple[str, ...], checkpoint: str | None) -> tuple[Any, Any]:
     """MODEL's spec, or the checkpoint's own (its config.json, else its tensor shapes), and the
-    checkpoint's stored bytes by component when --checkpoint is given."""
+    checkpoint's stored bytes by component when --checkpoint is given. A GGUF given as MODEL is
+    both: its weights are what the file stores (its quant mix), not a dtype's."""
+    if checkpoint is None and model is not None and model.endswith(".gguf") and not overrides:
+        model, checkpoint = None, model
     if checkpoint is None:
         if model is None:
             raise click.UsageError("Missing argument 'MODEL' (or give --checkpoint PATH|REPO_ID).")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # a preset's count never needs config.json machinery (start-u
 __all__ = ["apply_overrides", "config_with_overrides", "load_config", "load_spec", "parse_overrides", "preset_names", "read_yaml", "spec_from_config"]
 
 _METADATA = ("aliases", "copy", "published")  # provenance of a preset, not spec fields
-_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+_FILE_SUFFIXES = (".yaml", ".yml", ".json", ".gguf")
 def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
     """['qkv_bias=false', 'd_model=1024'] -> {'qkv_bias': False, 'd_model': 1024} (YAML scalars,
     read as strictly as a YAML file: `--set d_model=!!int abc` is an error, not a traceback).
@@ -111,6 +111,10 @@ def _raw_spec(text: str) -> tuple[dict[str, Any], str] | HFConfig:
     if path.is_file():
         if path.suffix == ".json":
             return hf.read_config(path)
+        if path.suffix == ".gguf":  # llama.cpp's file: its metadata is the config (calc.checkpoint.gguf_source)
+            from calc.checkpoint.gguf_source import config_of
+
+            return config_of(path)
         return _yaml_source(path, str(path))
     if hf.looks_like_repo_id(text) and path.suffix.lower() not in _FILE_SUFFIXES:
         return hf.config_from_hub(text)

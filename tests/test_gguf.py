@@ -1,0 +1,167 @@
+"""GGUF files as inputs: tiny files written as llama.cpp's converter writes them (tests/gguf_files.py),
+read header-only, every tensor recognised, counts equal to transformers', bytes equal to gguf-py's own
+reader's; split sets; hostile files refused with one error line."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from calc.checkpoint.report import read_checkpoint
+from calc.errors import GptcalcError
+from tests.cli_checks import check_run
+from tests.oracle import transformers_count
+from tests.tiny_models import tiny_config
+
+gguf = pytest.importorskip("gguf")
+from tests.gguf_files import write_gguf  # noqa: E402  (needs gguf)
+
+ROOT = Path(__file__).resolve().parents[1]
+# dense (tied and untied), MoE, sliding-window, MLA with shared experts and a dense first layer, hybrid
+TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3_text", "deepseek_v3", "lfm2",
+         "qwen2_moe", "olmo2", "gemma2", "phi3", "starcoder2", "smollm3", "ministral3")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("gguf")
+    out = {}
+    for model_type in TYPES:
+        out[model_type] = root / f"{model_type}.gguf"
+        write_gguf(tiny_config(model_type), out[model_type])
+    return out
+
+
+@pytest.mark.parametrize("model_type", TYPES)
+def test_every_tensor_recognised_and_counted(files: dict[str, Path], model_type: str) -> None:
+    report = read_checkpoint(str(files[model_type]))
+    assert report.ok, ([m.describe() for m in report.mismatches], [t.name for t in report.unknown])
+    # source: transformers' own model of the same config, counted on the meta device
+    assert report.breakdown.total == transformers_count(tiny_config(model_type))
+    assert report.spec.model_type == model_type
+
+
+@pytest.mark.parametrize("model_type", TYPES)
+def test_bytes_per_ggml_type_equal_gguf_py_reader(files: dict[str, Path], model_type: str) -> None:
+    """gguf-py's GGUFReader (numpy views over the file) is the independent oracle for sizes and offsets."""
+    reader = gguf.GGUFReader(files[model_type])
+    by_type: dict[str, int] = {}
+    for tensor in reader.tensors:
+        by_type[tensor.tensor_type.name] = by_type.get(tensor.tensor_type.name, 0) + int(tensor.n_bytes)
+    report = read_checkpoint(str(files[model_type]))
+    split = {}
+    for dtype, nbytes in report.bytes_by_dtype.items():  # a joined split (experts gate+up) in one column
+        if "+" not in dtype:
+            split[dtype] = split.get(dtype, 0) + nbytes
+    assert report.tensor_bytes == sum(by_type.values())
+    assert all(split[t] <= by_type[t] for t in split)
+    assert report.bytes_read == reader.data_offset  # everything before the data section, nothing after
+
+
+def test_split_set_reads_as_one_file(files: dict[str, Path], tmp_path: Path) -> None:
+    config = tiny_config("qwen3_moe")
+    write_gguf(config, tmp_path / "m.gguf", split_max_tensors=10)
+    parts = sorted(tmp_path.glob("m-*-of-*.gguf"))
+    assert len(parts) == 3  # 25 tensors, 10 a file
+    whole, split = read_checkpoint(str(files["qwen3_moe"])), read_checkpoint(str(parts[1]))
+    assert split.ok and split.breakdown.total == whole.breakdown.total
+    assert split.tensor_bytes == whole.tensor_bytes and len(split.files) == 3
+    parts[2].unlink()
+    with pytest.raises(GptcalcError, match="missing: m-00002-of-00003.gguf is one of 3 splits"):
+        read_checkpoint(str(parts[1]))
+
+
+def test_cli_commands_take_a_gguf(files: dict[str, Path]) -> None:
+    path = str(files["qwen3_moe"])
+    shown = {command: check_run([command, path]) for command in ("count", "inspect", "memory", "verify")}
+    assert all(run.exit_code == 0 for run in shown.values()), {c: r.stdout[-500:] for c, r in shown.items()}
+    assert "25,088" in shown["count"].stdout  # transformers' count, as asserted above
+    assert "weights as stored in" in shown["memory"].stdout
+    assert check_run(["verify", "--load", path]).stderr.startswith("Error: --load: ")
+
+
+def test_count_needs_neither_numpy_nor_torch(files: dict[str, Path]) -> None:
+    code = ("import sys; from calc.cli import main; sys.argv=['gptcalc','count',sys.argv[1]]\n"
+            "try: main()\nexcept SystemExit: pass\n"
+            "print([m for m in ('numpy','torch','transformers') if m in sys.modules])")
+    run = subprocess.run([sys.executable, "-c", code, str(files["llama"])], capture_output=True, text=True, cwd=ROOT)
+    assert run.stdout.strip().endswith("[]"), run.stdout[-300:] + run.stderr
+
+
+# A GGUF written byte by byte (independently of both readers), to break one field at a time.
+def _string(text: str | bytes) -> bytes:
+    raw = text.encode() if isinstance(text, str) else text
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _file(kvs: list[bytes] | None = None, tensors: list[tuple[str, list[int], int, int]] | None = None,
+          version: int = 3, counts: tuple[int, int] | None = None, data: int | None = None) -> bytes:
+    kvs = [_string("general.architecture") + struct.pack("<I", 8) + _string("llama")] if kvs is None else kvs
+    tensors = [("token_embd.weight", [32, 4], 0, 0)] if tensors is None else tensors
+    n_tensors, n_kv = counts or (len(tensors), len(kvs))
+    head = b"GGUF" + struct.pack("<Iqq", version, n_tensors, n_kv) + b"".join(kvs)
+    for name, ne, kind, offset in tensors:
+        head += _string(name) + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}q", *ne) + struct.pack("<IQ", kind, offset)
+    head += b"\0" * (-len(head) % 32)
+    return head + b"\0" * (512 if data is None else data)
+
+
+HOSTILE = {
+    "bad magic": (b"GGUX" + _file()[4:], "not a GGUF file"),
+    "version 1": (_file(version=1), "GGUF version 1"),
+    "huge tensor count": (_file(counts=(1 << 62, 1)), "tensor count"),
+    "huge key count": (_file(counts=(1, 1 << 40)), "key count"),
+    "truncated": (_file()[:60], "truncated"),
+    "string past the end": (_file(kvs=[struct.pack("<Q", 1 << 60) + b"x"]), "runs past the end"),
+    "huge array": (_file(kvs=[_string("a") + struct.pack("<IIq", 9, 4, 1 << 50)]), "an array of"),
+    "truncated vocabulary": (_file(kvs=[_string("v") + struct.pack("<IIq", 9, 8, 5000) + _string("x") * 10]),
+                             "an array of 5,000 strings runs past the end"),
+    "nested array": (_file(kvs=[_string("a") + struct.pack("<IIq", 9, 9, 1)]), "nested arrays"),
+    "unknown value type": (_file(kvs=[_string("a") + struct.pack("<I", 13)]), "unknown value type 13"),
+    "duplicate key": (_file(kvs=[_string("a") + struct.pack("<IB", 0, 1)] * 2), "key given twice"),
+    "unknown ggml type": (_file(tensors=[("t", [32], 4, 0)]), "unknown ggml type 4"),
+    "row not a whole block": (_file(tensors=[("t", [33, 2], 8, 0)]), "not a multiple of Q8_0's block of 32"),
+    "five dimensions": (_file(tensors=[("t", [1, 1, 1, 1, 1], 0, 0)]), "5 dimensions"),
+    "negative dimension": (_file(tensors=[("t", [-1], 0, 0)]), "negative dimension"),
+    "overflowing shape": (_file(tensors=[("t", [1 << 40, 1 << 40], 0, 0)]), "more elements than int64"),
+    "long name": (_file(tensors=[("t" * 64, [32], 0, 0)]), "over llama.cpp's limit of 63"),
+    "duplicate tensor": (_file(tensors=[("t", [8], 0, 0), ("t", [8], 0, 32)]), "named twice"),
+    "bad offset": (_file(tensors=[("a", [8], 0, 0), ("b", [8], 0, 64)]), "data offset 64, expected 32"),
+    "data past the end": (_file(tensors=[("t", [4096], 0, 0)], data=64), "run past the end"),
+    "no architecture": (_file(kvs=[]), "general.architecture: missing"),
+    "unknown architecture": (_file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("rwkv7")]),
+                             "'rwkv7' is not one gptcalc reads"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_hostile_files_are_one_error_line(tmp_path: Path, case: str) -> None:
+    content, message = HOSTILE[case]
+    path = tmp_path / "hostile.gguf"
+    path.write_bytes(content)
+    with pytest.raises(GptcalcError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        read_checkpoint(str(path))
+
+
+def test_every_truncation_of_a_real_header_is_refused(files: dict[str, Path], tmp_path: Path) -> None:
+    """Cut a real file anywhere in its header: always an error, never a traceback."""
+    whole = files["qwen3"].read_bytes()
+    header_end = gguf.GGUFReader(files["qwen3"]).data_offset
+    path = tmp_path / "cut.gguf"
+    for cut in range(0, header_end, 37):
+        path.write_bytes(whole[:cut])
+        with pytest.raises(GptcalcError):
+            read_checkpoint(str(path))
+
+
+@pytest.mark.parametrize("command", ["count", "inspect", "memory"])
+def test_cli_prints_one_error_line(tmp_path: Path, command: str) -> None:
+    """The CLI's contract (tests/cli_checks.py: exit 2, one `Error:` line, bounded time) for every hostile file."""
+    for case, (content, _) in HOSTILE.items():
+        path = tmp_path / f"{case.replace(' ', '-')}.gguf"
+        path.write_bytes(content)
+        assert check_run([command, str(path)], tmp_path, path).exit_code == 2, case

@@ -1,0 +1,88 @@
+"""llama.cpp's caches (calc/analysis/memory/llamacpp.py): the lines it prints, against published logs
+and against its allocation rules worked by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.memory.llamacpp import LlamaCppContext, llamacpp_caches, llamacpp_lines
+from calc.cli import main
+from calc.spec.load import load_spec
+
+MIB = 2**20
+
+
+def lines(model: str, *args: str) -> list[str]:
+    result = CliRunner().invoke(main, ["memory", model, "--engine", "llamacpp", "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["server_says"]
+
+
+def test_gpt_oss_20b_full_and_swa_caches() -> None:
+    # source: https://github.com/ikawrakow/ik_llama.cpp/issues/822 (gpt-oss-20b in llama.cpp, n_ctx 131072,
+    # n_seq_max 1, n_ubatch 512, kv_unified false: the log's four cache lines, verbatim)
+    assert lines("gpt-oss-20b", "--seq", "131072") == [
+        "llama_kv_cache_iswa: creating non-SWA KV cache, size = 131072 cells",
+        "llama_kv_cache: size = 3072.00 MiB (131072 cells,  12 layers,  1/1 seqs), K (f16): 1536.00 MiB, V (f16): 1536.00 MiB",
+        "llama_kv_cache_iswa: creating     SWA KV cache, size = 768 cells",
+        "llama_kv_cache: size =   18.00 MiB (   768 cells,  12 layers,  1/1 seqs), K (f16):    9.00 MiB, V (f16):    9.00 MiB",
+    ]
+
+
+@pytest.mark.parametrize("slots, mib", [(3, 27.0), (4, 18.0)])
+def test_gemma3_270m_slots_round_the_context(slots: int, mib: float) -> None:
+    # source: https://github.com/unslothai/unsloth/pull/7530 (measured on a live llama-server, Gemma-3-270M):
+    # "ctx 1024 with 3 slots allocates 1536 cells / 27.0 MiB, but 4 slots allocates 1024 cells / 18.0 MiB".
+    # Gemma-3-270M's cache is Gemma-3-1B's (1 KV head of 256, window 512) over 18 layers instead of 26.
+    spec = load_spec("gemma-3-1b", {"num_hidden_layers": 18})
+    caches = llamacpp_caches(spec, LlamaCppContext(1024, n_seq=slots))
+    assert sum(c.total for c in caches) == mib * MIB
+    assert {c.cells * c.streams for c in caches} == {1536 if slots == 3 else 1024}
+
+
+def test_unified_swa_cache_grows_with_the_slots() -> None:
+    """src/llama-kv-cache-iswa.cpp:73: n_swa x n_seq_max + n_ubatch cells when unified, n_swa + n_ubatch per stream if not."""
+    spec = load_spec("gpt-oss-20b")
+    unified = llamacpp_caches(spec, LlamaCppContext(8192, n_seq=4, unified=True))
+    split = llamacpp_caches(spec, LlamaCppContext(8192, n_seq=4))
+    assert [(c.cells, c.streams) for c in unified] == [(8192, 1), (1024, 1)]  # 128 x 4 + 512 = 1024
+    assert [(c.cells, c.streams) for c in split] == [(2048, 4), (768, 4)]  # 8192 / 4; 128 + 512 padded to 768
+    row = 8 * 64 * 2  # 8 KV heads of 64, f16: bytes of one K row of one layer
+    assert unified[1].first == 12 * 1024 * row and split[1].first == 12 * 768 * 4 * row
+    wider = llamacpp_caches(spec, LlamaCppContext(8192, n_ubatch=2048))
+    assert wider[1].cells == 2304  # 128 + 2048 = 2176, padded to 256
+    assert llamacpp_caches(spec, LlamaCppContext(8192, swa_full=True))[1].cells == 8192
+
+
+def test_quantised_cache_types_are_whole_blocks() -> None:
+    """q8_0 keeps 34 B per 32 values (ggml block_q8_0); K and V can differ (-ctk / -ctv)."""
+    caches = llamacpp_caches(load_spec("gpt-oss-20b"), LlamaCppContext(4096, type_k="q8_0", type_v="q4_0"))
+    assert caches[1].first == 12 * 768 * (512 // 32 * 34)
+    assert caches[1].second == 12 * 768 * (512 // 32 * 18)  # q4_0: 18 B per 32
+    assert "K (q8_0):    4.78 MiB, V (q4_0):    2.53 MiB" in llamacpp_lines(caches)[3]
+
+
+def test_hybrid_recurrent_state_buffer() -> None:
+    """Qwen3.5-27B: 16 attention layers of 4 KV heads x 256, 48 gated-DeltaNet layers whose R row is the conv
+    window (3 x (2 x 16 x 128 + 48 x 128) floats) and S row the state (48 x 128 x 128 floats), in F32."""
+    got = lines("tests/configs/model_types/qwen3_5.json", "--seq", "8192")
+    assert got[0] == ("llama_kv_cache: size =  512.00 MiB (  8192 cells,  16 layers,  1/1 seqs), "
+                      "K (f16):  256.00 MiB, V (f16):  256.00 MiB")  # 16 x 4 x 256 x 2 B x 8192 per K
+    r, s = 48 * 3 * (2 * 16 * 128 + 48 * 128) * 4, 48 * 48 * 128 * 128 * 4
+    assert (r, s) == (5_898_240, 150_994_944)  # 5.625 MiB (printed 5.62, as C rounds half to even) and 144 MiB
+    assert got[1] == ("llama_memory_recurrent: size =  149.62 MiB (     1 cells,  64 layers,  1 seqs  0 rs_seq), "
+                      "R (f32):    5.62 MiB, S (f32):  144.00 MiB, P (f32):    0.00 MiB")
+    two = lines("tests/configs/model_types/qwen3_5.json", "--seq", "8192", "-np", "2")
+    assert "size =  299.25 MiB (     2 cells,  64 layers,  2 seqs" in two[1]  # a row per sequence
+
+
+def test_bad_llamacpp_options() -> None:
+    run = CliRunner().invoke(main, ["memory", "gpt-oss-20b", "--engine", "llamacpp", "--kv-dtype", "fp8_e4m3"])
+    assert run.exit_code == 2 and "not a llama.cpp cache type" in run.output
+    run = CliRunner().invoke(main, ["memory", "gpt-oss-20b", "--engine", "llamacpp", "-np", "300"])
+    assert run.exit_code == 2 and "at most 256" in run.output
+    run = CliRunner().invoke(main, ["memory", "gpt-oss-20b", "--engine", "llamacpp", "-ctk", "fp8"])
+    assert run.exit_code == 2 and "--cache-type-k 'fp8': not a llama.cpp cache type" in run.output

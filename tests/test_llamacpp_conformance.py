@@ -1,0 +1,96 @@
+"""llama.cpp itself, on tiny GGUFs: the cache lines it prints equal gptcalc's (calc/analysis/memory/llamacpp.py).
+
+Two halves:
+- recorded: `tests/data/llamacpp/<run>.log` hold the lines a real llama.cpp printed for each run of `RUNS`
+  (its `llama_kv_cache*` and `llama_memory_recurrent` lines, nothing edited); the default test run
+  rebuilds the same GGUF and checks gptcalc prints the same lines, without llama.cpp;
+- live, opt-in: `pytest --llamacpp BUILD/bin tests/test_llamacpp_conformance.py` runs `llama-completion`
+  of a llama.cpp build (docs/memory.md: how it was built) on each GGUF and compares; with
+  `--llamacpp-record` it (re)writes the recorded logs from that run.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from calc.analysis.memory.llamacpp import LlamaCppContext, llamacpp_caches, llamacpp_lines
+from calc.spec.load import load_spec
+from tests.tiny_models import tiny_config
+
+pytest.importorskip("gguf")
+from tests.gguf_files import write_gguf  # noqa: E402
+
+RECORDED = Path(__file__).parent / "data" / "llamacpp"
+# Gemma 3's layout (five sliding-window layers, then a global one: llama.cpp's gemma3 hard-codes this pattern)
+GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
+# a quantised cache needs heads whose width its block (32) divides (llama_init_from_model refuses 8)
+WIDE = {"head_dim": 32}
+# name: (model_type, config changes, llama.cpp options); options are the ones LlamaCppContext takes
+RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
+    "qwen3-c4096": ("qwen3", {}, ["-c", "4096"]),
+    "qwen3-np4": ("qwen3", {}, ["-c", "4096", "-np", "4"]),
+    "qwen3-q8_0-fa": ("qwen3", WIDE, ["-c", "2048", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"]),
+    "qwen3-ctk-q4_0": ("qwen3", WIDE, ["-c", "1000", "-ctk", "q4_0", "-fa", "on"]),
+    "qwen3_moe-c2048": ("qwen3_moe", {}, ["-c", "2048"]),
+    "gemma3-swa": ("gemma3_text", GEMMA6, ["-c", "4096"]),
+    "gemma3-swa-np2": ("gemma3_text", GEMMA6, ["-c", "4096", "-np", "2", "-ub", "256"]),
+    "gemma3-swa-full": ("gemma3_text", GEMMA6, ["-c", "2048", "--swa-full"]),
+}
+FLAGS = ("-kvu", "--swa-full")  # options without a value
+LINE = re.compile(r"(llama_kv_cache_iswa: creating .*|llama_kv_cache: size = .*|llama_memory_recurrent: size = .*)$")
+
+
+def engine_lines(log: str) -> list[str]:
+    """The cache lines of a llama.cpp log (whatever prefix its logger adds)."""
+    return [m.group(1).rstrip() for line in log.splitlines() if (m := LINE.search(line))]
+
+
+def context(args: list[str]) -> LlamaCppContext:
+    """The LlamaCppContext of a run's llama.cpp options."""
+    rest = [a for a in args if a not in FLAGS]
+    opts = dict(zip(rest[::2], rest[1::2]))  # -fa on: flash attention changes V's layout, not its bytes
+    return LlamaCppContext(int(opts["-c"]), int(opts.get("-np", 1)), int(opts.get("-ub", 512)), "-kvu" in args,
+                           "--swa-full" in args, opts.get("-ctk", "f16"), opts.get("-ctv", "f16"))
+
+
+def gguf_of(name: str, where: Path) -> Path:
+    model_type, changes, _ = RUNS[name]
+    path = where / f"{name}.gguf"
+    write_gguf({**tiny_config(model_type), **changes}, path, runnable=True)
+    return path
+
+
+def ours(path: Path, args: list[str]) -> list[str]:
+    return llamacpp_lines(llamacpp_caches(load_spec(str(path)), context(args)))
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in RECORDED.glob("*.log")))
+def test_recorded_llamacpp_lines(name: str, tmp_path: Path) -> None:
+    """source: the log llama.cpp printed for this run (tests/data/llamacpp/NAME.log, recorded by --llamacpp-record)."""
+    recorded = engine_lines((RECORDED / f"{name}.log").read_text())
+    assert recorded, f"{name}.log holds no cache line"
+    assert ours(gguf_of(name, tmp_path), RUNS[name][2]) == recorded
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_live_llamacpp(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    binary = request.config.getoption("--llamacpp")
+    if not binary:
+        pytest.skip("opt-in: --llamacpp BUILD/bin (a llama.cpp build with llama-completion)")
+    path = gguf_of(name, tmp_path)
+    args = RUNS[name][2]
+    run = subprocess.run([str(Path(binary) / "llama-completion"), "-m", str(path), *args, "-lv", "4", "-n", "1",
+                          "-p", "", "--no-warmup", "-t", "1", "-no-cnv"],
+                         capture_output=True, text=True, timeout=300)
+    log = run.stdout + run.stderr
+    printed = engine_lines(log)
+    assert printed, f"llama.cpp printed no cache line (exit {run.returncode}):\n{log[-3000:]}"
+    if request.config.getoption("--llamacpp-record"):
+        RECORDED.mkdir(parents=True, exist_ok=True)
+        (RECORDED / f"{name}.log").write_text("\n".join(printed) + "\n")
+    assert ours(path, args) == printed
