@@ -159,7 +159,7 @@ def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str |
     sources = {"analytic": count(spec)}
     if (reference := torch_source(spec, optional=report is not None)) is not None:
         sources["torch"] = reference
-    transformers = _transformers(spec, config, sources["analytic"].total)
+    transformers = _transformers(spec, config, sources["analytic"].decoder_total)  # its text model: the decoder
     if transformers.breakdown is not None:
         sources["transformers"] = transformers.breakdown
     if report is not None:

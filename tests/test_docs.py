@@ -68,6 +68,7 @@ TABLE_FILES = {
     "deepseek_v32": "tests/configs/model_types/deepseek_v32.json", "glm_moe_dsa": "tests/configs/model_types/glm_moe_dsa.json",
     "ernie4_5": "tests/configs/model_types/ernie4_5.json", "jamba": "tests/configs/model_types/jamba.json",
     "qwen3_5_text": "tests/configs/model_types/qwen3_5.json",
+    "qwen2_5_vl": "tests/configs/model_types/qwen2_5_vl.json", "qwen3_vl": "tests/configs/model_types/qwen3_vl.json",
     "qwen3_5_moe_text": "tests/configs/model_types/qwen3_5_moe-397b.json",
     "nemotron_h": "tests/configs/model_types/nemotron_h.json",
     "minimax_m2": "tests/configs/model_types/minimax_m2.json", "afmoe": "tests/configs/model_types/afmoe.json",

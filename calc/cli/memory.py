@@ -127,11 +127,20 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE, default=2048, show_default=True,
               help="vLLM with sliding-window layers: tokens a window group holds beyond its window, which sets the "
                    "concurrency it prints (vllm serve: 2048, or 8192 on a 70 GiB+ GPU that is not an A100).")
+@click.option("--image", type=TEXT, metavar="WxH",
+              help="A multimodal model: the tokens one image of WxH pixels becomes (the model's processor rule) and "
+                   "their KV cache.")
+@click.option("--images", type=POSITIVE, default=1, show_default=True, help="How many such images (with --image).")
+@click.option("--text-only", is_flag=True,
+              help="Leave a multimodal model's towers out of the weights, as vLLM's --language-model-only does.")
+@click.option("--mm-encoder-tp-mode", "encoder_mode", type=click.Choice(["weights", "data"]), default="weights",
+              show_default=True, help="vLLM's: split the vision encoder's layers across --tp GPUs, or keep it whole on each.")
 @json_option
 def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None,
            dtype: str, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
-           kv_memory: str | None, block_size: int | None, max_batched: int, as_json: bool) -> None:
+           kv_memory: str | None, block_size: int | None, max_batched: int, image: str | None, images: int,
+           text_only: bool, encoder_mode: str, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -145,6 +154,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
       gptcalc memory llama-3-70b --budget 2xH100-80GB --seq 32k
       gptcalc memory --checkpoint ./Llama-3.1-8B-Instruct-FP8 --budget L4
       gptcalc memory qwen3-30b-a3b --quant q4_k_m --n-cpu-moe 24 --budget RTX-4090
+      gptcalc memory Qwen/Qwen3.5-27B --image 1024x1024 --images 4
     """
     from calc.render import base as render, memory as render_memory
     from calc.analysis.count import count as count_params
@@ -161,7 +171,9 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     tokens = padded_context(ENGINES[engine], seq or spec.n_positions) if engine else seq or spec.n_positions
     result = inference(spec, count_params(spec), tokens, batch or 1, dtype, kv_dtype, group_size,
                        mla_expanded, layout, find_scheme(quant) if quant is not None else None, stored,
-                       parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0)
+                       parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0, text_only,
+                       encoder_mode == "data")
+    pictures = _image_cost(spec, image, images, kv_dtype, text_only)
     pool = None
     if kv_memory is not None and engine:
         try:
@@ -173,6 +185,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     if as_json:
         render.print_json({**result.to_json(), "model": spec.name, **({"engine": pool.to_json()} if pool else {}),
                            **({"server_says": server} if server else {}),
+                           **({"images": pictures.to_json()} if pictures else {}),
                            **({"budget": {**solved.to_json(), "label": target.label, "gpus": target.count}}
                               if solved and target else {})})
         return
@@ -187,10 +200,21 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                   render_memory.gpu_table(result)):
         out.print(table)
     notes = [render_memory.seq_note(seq), render_memory.context_note(spec, seq),
-             *render_memory.inference_notes(result),
+             *render_memory.inference_notes(result), *render_memory.tower_notes(spec, pictures, text_only),
              *(render_memory.budget_lines(solved, target.label) if solved and target else [])]
     for line in filter(None, notes):
         out.print("  " + line)
+
+
+def _image_cost(spec: Any, image: str | None, images: int, kv_dtype: str, text_only: bool) -> Any:
+    """--image WxH --images N: what those images cost the decoder, or None without --image."""
+    from calc.analysis.memory.towers import image_cost, parse_image
+
+    if image is None:
+        return None
+    if text_only:
+        raise GptcalcError("--image and --text-only: a text-only server takes no images; drop one")
+    return image_cost(spec, *parse_image(image), images, kv_dtype)
 
 
 def _model_and_checkpoint(model: str | None, overrides: tuple[str, ...], checkpoint: str | None) -> tuple[Any, Any]:
