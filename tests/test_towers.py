@@ -116,3 +116,20 @@ def test_memory_holds_the_towers_and_what_images_cost() -> None:
     per_gpu = sum(n if name in whole_rows else n // 2 for name, n in tower.per_layer.items()) * tower.layers
     outside = tower.total - sum(tower.per_layer.values()) * tower.layers
     assert split["weights"]["params"] - split_text["weights"]["params"] == outside + per_gpu
+
+
+def test_the_fallback_never_passes_a_language_model_off_as_the_model() -> None:
+    """Issue 20: the fallback counted Qwen3.5's text_config and printed it as the model's total.
+    Now it builds the class `architectures` names (whole); without one, transformers'
+    AutoModelForCausalLM builds Qwen3.5's language model alone, and the breakdown says so."""
+    pytest.importorskip("transformers")
+    from calc.arch.fallback import transformers_breakdown
+    from calc.errors import UnsupportedModelType
+
+    config = json.loads((MODEL_TYPES / "qwen3_5.json").read_text())
+    whole = transformers_breakdown(UnsupportedModelType("test", dict(config), "qwen3_5.json"))
+    assert whole.total == counted("qwen3_5.json").total and not whole.partial
+    config.pop("architectures")
+    text = transformers_breakdown(UnsupportedModelType("test", config, "qwen3_5.json"))
+    assert text.total == counted("qwen3_5.json").decoder_total
+    assert text.partial and text.to_json()["not_counted"] == ["vision encoder and projector"]
