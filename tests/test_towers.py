@@ -133,3 +133,20 @@ def test_the_fallback_never_passes_a_language_model_off_as_the_model() -> None:
     text = transformers_breakdown(UnsupportedModelType("test", config, "qwen3_5.json"))
     assert text.total == counted("qwen3_5.json").decoder_total
     assert text.partial and text.to_json()["not_counted"] == ["vision encoder and projector"]
+
+
+def test_llama4_image_tiles() -> None:
+    """Llama 4's rule (TileImages). transformers' get_best_fit docstring (models/llama4/
+    image_processing_llama4.py): a 200 x 300 image (height x width) on the canvases 224x672, 672x224,
+    224x448, 448x224, 224x224 (all of at most 3 tiles of 224) goes to 224 x 448. A 1024 x 1024 image
+    on Scout's 336-pixel tiles: no canvas of at most 16 tiles is 1024 wide but 4 x 4 (1344), so 16
+    tiles plus the global view, 144 tokens each ((336 / 14)² / 2²), and _prompt_split_image's
+    <|image_start|>, 16 separators, <|image|>, <|image_end|>. (transformers' own functions need
+    torchvision, not installed here.)"""
+    from calc.towers.images import TileImages
+
+    docstring = TileImages.model_construct(tile=224, patch_size=14, shuffle=2, max_tiles=3).tokens(300, 200)
+    assert (docstring.height, docstring.width) == (224, 448)
+    scout = load_spec(str(MODEL_TYPES / "llama4.json")).towers["vision"].images.tokens(1024, 1024)
+    assert (scout.height, scout.width) == (1344, 1344)
+    assert scout.image_tokens == 17 * 144 and scout.special_tokens == 3 + 16

@@ -26,10 +26,10 @@ from typing import Any, Literal
 
 from calc.parts import MLP, Attention, Norm
 from calc.parts.base import Field, Part, present
-from calc.towers.images import FixedImages, GridImages, RowImages
+from calc.towers.images import FixedImages, GridImages, RowImages, TileImages
 
 __all__ = ["LABELS", "READERS", "Linear", "Projector", "Tower", "towers_of"]
-ImageRule = GridImages | FixedImages | RowImages
+ImageRule = GridImages | FixedImages | RowImages | TileImages
 
 
 class Linear(Part):

@@ -10,12 +10,13 @@ carry: they are fields, so a spec may change them.
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 from calc.errors import GptcalcError
 from calc.parts.base import Field, Part
 
-__all__ = ["FixedImages", "GridImages", "ImageTokens", "RowImages"]
+__all__ = ["FixedImages", "GridImages", "ImageTokens", "RowImages", "TileImages"]
 
 
 @dataclass(frozen=True)
@@ -106,3 +107,34 @@ class RowImages(Part):
         token = self.patch_size * self.merge_size
         rows, cols = (height - 1) // token + 1, (width - 1) // token + 1
         return ImageTokens(cols * token, rows * token, rows * cols * self.merge_size ** 2, rows * cols, rows)
+
+
+class TileImages(Part):
+    """Llama 4 (transformers models/llama4/image_processing_llama4.py `find_supported_resolutions`,
+    `get_best_fit`; processing_llama4.py `_prompt_split_image`): the canvas of rows x cols tiles of
+    `tile` pixels (rows·cols <= max_tiles) that the image fits with the least upscaling (or, when
+    none fits, the least downscaling; ties: the smaller canvas); each tile, and a global view when
+    there is more than one tile, becomes (tile / patch)² / shuffle² tokens. Around them:
+    <|image_start|>, a <|tile_x_separator|> between tiles of a row and a <|tile_y_separator|> after
+    each row (several tiles only), <|image|> before the global view, <|image_end|>."""
+
+    kind: Literal["tiles"] = "tiles"
+    tile: int = Field(gt=0)
+    patch_size: int = Field(gt=0)
+    shuffle: int = Field(gt=0)  # pixel shuffle: shuffle² patches per token (ratio 0.5 -> 2)
+    max_tiles: int = Field(gt=0)
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        rows, cols = self._canvas(width, height)
+        per_tile = (self.tile // self.patch_size) ** 2
+        views = rows * cols + (rows * cols > 1)
+        special = 3 + (rows * cols if rows * cols > 1 else 0)  # start, <|image|>, end; a separator after each tile
+        return ImageTokens(cols * self.tile, rows * self.tile, views * per_tile, views * per_tile // self.shuffle ** 2,
+                           special)
+
+    def _canvas(self, width: int, height: int) -> tuple[int, int]:
+        canvases = {(r, c) for n in range(1, self.max_tiles + 1) for r in range(1, n + 1) if n % r == 0 for c in [n // r]}
+        scale = {rc: min(Fraction(rc[0] * self.tile, height), Fraction(rc[1] * self.tile, width)) for rc in canvases}
+        up = [s for s in scale.values() if s >= 1]
+        best = min(up) if up else max(scale.values())
+        return min((rc for rc in canvases if scale[rc] == best), key=lambda rc: (rc[0] * rc[1], rc))

@@ -6,8 +6,9 @@ encoder, LayerNorm blocks with biased Q, K, V, O and a biased two-matrix GELU ML
 besides, no weights). The vision adapter (Llama4VisionPixelShuffleMLP) shuffles 2x2 patches into one
 and runs a bias-free MLP: fc1 intermediate_size -> projector_input_dim, fc2 projector_output_dim ->
 projector_output_dim; the multimodal projector is one bias-free matrix vision_output_dim -> text width.
-How an image becomes tiles and tokens (the processor's best-fit canvas of 336-pixel tiles plus a
-global tile) is not modelled yet: `memory --image` says so for Llama 4.
+An image becomes the processor's best-fit canvas of image_size tiles (at most 16, the image
+processor's max_patches) plus a global view, 144 tokens each at 336 / 14 with a 0.5 shuffle
+(calc/towers/images.py TileImages).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from calc.arch.config import Config
 __all__ = ["towers"]
 
 # Llama4VisionConfig (models/llama4/configuration_llama4.py).
+MAX_TILES = 16  # Llama4ImageProcessor.max_patches (models/llama4/image_processing_llama4.py)
 DEFAULTS = {"hidden_size": 768, "num_hidden_layers": 34, "num_attention_heads": 16, "num_channels": 3,
             "intermediate_size": 5632, "vision_output_dim": 7680, "image_size": 448, "patch_size": 14,
-            "norm_eps": 1e-5, "projector_input_dim": 4096, "projector_output_dim": 4096}
+            "norm_eps": 1e-5, "projector_input_dim": 4096, "projector_output_dim": 4096, "pixel_shuffle_ratio": 0.5}
 
 
 def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
@@ -41,4 +43,6 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "positions": (vision.int("image_size") // patch) ** 2 + 1, "pre_norm": layernorm, "post_norm": layernorm,
         "projectors": [{"name": "adapter", "linears": adapter},
                        {"name": "projector", "linears": [{"d_in": vision.int("vision_output_dim"), "d_out": text_width}]}],
+        "images": {"kind": "tiles", "tile": vision.int("image_size"), "patch_size": patch,
+                   "shuffle": round(1 / vision.float("pixel_shuffle_ratio")), "max_tiles": MAX_TILES},
     }}
