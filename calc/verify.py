@@ -82,6 +82,10 @@ class Verification:
             result["load"] = self.loaded.to_json()
         if self.without_torch:
             result["not_compared"] = WITHOUT_TORCH
+        analytic = self.sources.get("analytic")
+        if analytic is not None and (analytic.towers or analytic.partial):  # the totals above are the decoder's
+            result["towers_not_compared"] = {"towers_total": analytic.towers_total, "partial": analytic.partial,
+                                             "decoder_total": analytic.decoder_total}
         return {**result, "ok": self.ok, "verdict": self.verdict, "problems": self.problems()}
 
     @property
