@@ -90,6 +90,7 @@ class MemoryAnswer:
     engine: str | None = None
     startup: Any = None  # the engine's start-up budget, term by term (vLLM, SGLang with a GPU budget)
     llamacpp: list[dict[str, Any]] | None = None  # llama.cpp's caches and the lines it prints about each
+    pictures: Any = None  # what --image's images cost the decoder
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -103,6 +104,7 @@ class MemoryAnswer:
                 **({"engine_budget": self.startup.to_json()} if self.startup else {}),
                 **({"llamacpp_caches": [c["cache"] for c in self.llamacpp]} if self.llamacpp else {}),
                 **({"server_says": list(self.server)} if self.server else {}),
+                **({"images": self.pictures.to_json()} if self.pictures else {}),
                 **({"budget": {**budget.to_json(), "label": self.target.label, "gpus": self.target.count}}
                    if budget and self.target else {})}
 
@@ -115,7 +117,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            max_seqs: int | None = None, fraction: float | None = None, activation_memory: str | None = None,
            non_torch_memory: str | None = None, cuda_graph_memory: str | None = None, n_parallel: int = 1,
            ubatch: int = 512, kv_unified: bool = False, swa_full: bool = False, cache_type_k: str | None = None,
-           cache_type_v: str | None = None) -> Result:
+           cache_type_v: str | None = None, image: str | None = None, images: int = 1, text_only: bool = False,
+           encoder_replicated: bool = False) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -123,7 +126,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     KV pool, unless `kv_memory` gives the pool the server's log printed. With `engine="llamacpp"`,
     llama.cpp's caches as it allocates them for `n_parallel` sequences, `ubatch`, a unified cache,
     a full-size sliding-window cache and its K and V cache types (llama.cpp's -np, -ub, -kvu,
-    --swa-full, -ctk, -ctv)."""
+    --swa-full, -ctk, -ctv). A multimodal model's towers are in the weights (their encoder layers
+    split across `tp` GPUs, or whole on each with `encoder_replicated`) unless `text_only`; `image`
+    ("WxH") prices `images` such images in tokens and KV bytes."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
@@ -139,7 +144,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     fmt, scheme = weight_choice(spec, dtype, quant) if stored is None else \
         (dtype or "fp16", find_scheme(quant) if quant is not None else None)  # the checkpoint refuses either
     result = inference(spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout,
-                       scheme, stored, parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0)
+                       scheme, stored, parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0,
+                       text_only, encoder_replicated)
+    pictures = _image_cost(spec, image, images, kv_dtype, text_only)
     reserves = Reserves(fraction, _size(activation_memory, "--activation-memory"),
                         _size(non_torch_memory, "--non-torch-memory"), _size(cuda_graph_memory, "--cuda-graph-memory"),
                         max_batched, max_seqs)
@@ -161,7 +168,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
               *([line for c in caches for line in c["lines"]] if caches else
                 engine_lines(pool, result.kv, engine) if engine else ()))
     solved = budget_for(spec, target, result, seq, batch) if target else None
-    answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches)
+    answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures)
     return Result(answer, answer.to_json)
 
 
@@ -178,6 +185,18 @@ def _llamacpp(spec: Any, seq: int | None, kv_dtype: str, n_parallel: int, ubatch
                            f"{', '.join(CACHE_TYPES)})")
     ctx = LlamaCppContext(seq or spec.n_positions, n_parallel, ubatch, unified, swa_full, type_k or default, type_v or default)
     return [{"cache": cache.to_json(), "lines": llamacpp_lines([cache])} for cache in llamacpp_caches(spec, ctx)]
+
+
+def _image_cost(spec: Any, image: str | None, images: int, kv_dtype: str, text_only: bool) -> Any:
+    """--image WxH --images N: what those images cost the decoder, or None without --image."""
+    from calc.analysis.memory.towers import image_cost, parse_image
+    from calc.errors import GptcalcError
+
+    if image is None:
+        return None
+    if text_only:
+        raise GptcalcError("--image and --text-only: a text-only server takes no images; drop one")
+    return image_cost(spec, *parse_image(image), images, kv_dtype)
 
 
 def _size(text: str | None, option: str) -> int | None:

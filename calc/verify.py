@@ -82,6 +82,10 @@ class Verification:
             result["load"] = self.loaded.to_json()
         if self.without_torch:
             result["not_compared"] = WITHOUT_TORCH
+        analytic = self.sources.get("analytic")
+        if analytic is not None and (analytic.towers or analytic.partial):  # the totals above are the decoder's
+            result["towers_not_compared"] = {"towers_total": analytic.towers_total, "partial": analytic.partial,
+                                             "decoder_total": analytic.decoder_total}
         return {**result, "ok": self.ok, "verdict": self.verdict, "problems": self.problems()}
 
     @property
@@ -162,7 +166,7 @@ def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str |
     sources = {"analytic": count(spec)}
     if (reference := torch_source(spec, optional=report is not None)) is not None:
         sources["torch"] = reference
-    transformers = _transformers(spec, config, sources["analytic"].total)
+    transformers = _transformers(spec, config, sources["analytic"].decoder_total)  # its text model: the decoder
     if transformers.breakdown is not None:
         sources["transformers"] = transformers.breakdown
     if report is not None:

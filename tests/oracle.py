@@ -52,11 +52,18 @@ def transformers_model(config: dict[str, Any]) -> Any:
     data.pop("model_type")
     # kimi_k2, which transformers has no class for: DeepseekV3 built from the same keys, as its config says
     hf_config = transformers.AutoConfig.for_model(transformers_type(config, "test"), **data)
-    if "text_config" in config:
+    named = (config.get("architectures") or [None])[0]
+    # whole unless transformers lacks the class the config names (KimiK25ForConditionalGeneration)
+    whole = "vision_config" in config and (named is None or hasattr(transformers, named))
+    if "text_config" in config and not whole:
         hf_config = hf_config.get_text_config()
     with torch.device("meta"):
         if hf_config.model_type in WRAPPED:
             return wrapped_language_model(hf_config)
+        if whole and named:
+            return getattr(transformers, named)._from_config(hf_config)
+        if whole:  # a preset's transcription without `architectures`: the model_type's image-text class
+            return transformers.AutoModelForImageTextToText.from_config(hf_config)
         return transformers.AutoModelForCausalLM.from_config(hf_config)
 
 

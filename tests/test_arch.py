@@ -20,6 +20,7 @@ from oracle import (CONFIG_DIR, config_files, read_config, spec_of, transformers
 from tiny_models import tiny_config
 
 CONFIGS = config_files()
+MULTIMODAL = [path for path in CONFIGS if "vision_config" in read_config(path)]
 
 
 def _id(path: Path) -> str:
@@ -54,12 +55,23 @@ def test_zero_expert_rows_are_what_transformers_allocates() -> None:
     assert count(spec_of(config)).total == transformers_count(config) - allocated
 
 
+@pytest.mark.parametrize("path", MULTIMODAL, ids=_id)
+def test_multimodal_decoder_and_towers_each_exact(path: Path) -> None:
+    """The whole model is counted (no part left out), and its decoder alone equals the parameters of
+    transformers' whole model under its language model and head: the towers hold exactly the rest."""
+    b = count(load_spec(str(path)))
+    assert b.towers and not b.partial
+    named = transformers_model(read_config(path)).named_parameters()
+    assert b.decoder_total == sum(p.numel() for name, p in named if "language_model." in name or name.startswith("lm_head"))
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=_id)
 def test_rows_add_up(path: Path) -> None:
     b = count(load_spec(str(path)))
     layers = sum(block.total for block in b.blocks)
     outside = sum(n for name, n in b.components.items() if name in MODEL_COMPONENTS)
-    assert layers + outside == b.total == sum(b.components.values())
+    assert layers + outside == b.decoder_total == sum(b.components.values())
+    assert b.decoder_total + sum(sum(t.components.values()) for t in b.towers) == b.total
     assert sum(block.layers for block in b.blocks) == b.n_layers
 
 

@@ -52,7 +52,8 @@ def total(config: dict[str, Any]) -> int:
     (saved("llama-1.json"), 6_738_415_616),
 ], ids=["gemma-2-27b", "gemma-2-2b", "gemma-2b", "phi-3-mini-4k", "devstral-small-2", "llama-1-7b"])
 def test_published_totals(config: dict[str, Any], published: int) -> None:
-    assert total(config) == published
+    """Text models' figures: the language model's total (Devstral-Small-2's also holds a Pixtral tower)."""
+    assert count(spec_of(config)).decoder_total == published
 
 
 def test_phi3_128k_counts_as_4k_though_transformers_5_cannot_build_its_config() -> None:
@@ -95,15 +96,23 @@ def gemma3_multimodal(text: dict[str, Any]) -> dict[str, Any]:
                               "num_hidden_layers": 27, "patch_size": 14, "vision_use_head": False}}
 
 
+# keras-hub's vision+text presets gemma3_4b, gemma3_12b, gemma3_27b (262,144-row vocabulary, as its text ones):
+# https://github.com/keras-team/keras-hub/blob/00d9f10a8e74d4f552ed50170b7dcadb65d3bd52/keras_hub/src/models/gemma3/gemma3_presets.py
+GEMMA3_WITH_VISION = {"4b": 4_299_915_632, "12b": 12_187_079_280, "27b": 27_432_062_576}
+
+
 @pytest.mark.parametrize("size", GEMMA3)
-def test_gemma3_multimodal_counts_the_language_model(size: str) -> None:
+def test_gemma3_multimodal_counts_the_language_model_and_its_siglip_tower(size: str) -> None:
+    """The decoder is keras' text preset plus the 64 vocabulary rows the config has beyond keras';
+    the SigLIP tower and projector are keras' vision+text preset minus its text one, exactly."""
     text, published = GEMMA3[size]
     config = gemma3_multimodal(text)
-    spec = spec_of(config)
-    assert count(spec).total == published + 64 * text["hidden_size"] == transformers_count(config)
-    assert any("vision encoder and projector are not counted" in note for note in spec.notes)
-    assert spec.layer_counts() == {"local": text["num_hidden_layers"] - text["num_hidden_layers"] // 6,
-                                   "global": text["num_hidden_layers"] // 6}
+    b = count(spec_of(config))
+    assert b.decoder_total == published + 64 * text["hidden_size"]
+    assert b.towers_total == GEMMA3_WITH_VISION[size] - published
+    assert b.total == GEMMA3_WITH_VISION[size] + 64 * text["hidden_size"] == transformers_count(config)
+    assert spec_of(config).layer_counts() == {"local": text["num_hidden_layers"] - text["num_hidden_layers"] // 6,
+                                              "global": text["num_hidden_layers"] // 6}
 
 
 def test_smollm3_matches_keras_but_for_its_rotary_buffers() -> None:

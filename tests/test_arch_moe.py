@@ -244,7 +244,7 @@ def test_laguna_xs2() -> None:
 def test_kimi_k25_counts_the_language_model_and_says_the_vision_tower_is_not() -> None:
     """Kimi-K2.5 (model_type kimi_k25) nests Kimi-K2 under text_config beside a vision tower: the language
     model is counted (transformers' own KimiK25Config reads that text_config as deepseek_v3), and both
-    the text output and --json say the vision encoder is not."""
+    the text output and --json say the vision encoder is not, and that the total is partial."""
     text = {k: v for k, v in saved("kimi_k2.json").items() if k != "quantization_config"}
     config = {"model_type": "kimi_k25", "architectures": ["KimiK25ForConditionalGeneration"], "text_config": text,
               "vision_config": {"vt_num_hidden_layers": 27, "vt_hidden_size": 1152}}
@@ -257,6 +257,7 @@ def test_kimi_k25_counts_the_language_model_and_says_the_vision_tower_is_not() -
         as_json = CliRunner().invoke(main, ["count", str(path), "--json"])
     assert shown.exit_code == 0 and note in " ".join(shown.output.split())
     assert as_json.exit_code == 0 and note in json.loads(as_json.output)["spec"]["notes"]
+    assert json.loads(as_json.output)["partial"] is True and "PARTIAL" in shown.output
 
 
 def transformers_total_of(config: dict[str, Any]) -> int:

@@ -57,9 +57,12 @@ RELEASED = {
     "gemma-2-2b": 2_614_341_888,  # keras
     "gemma-2-9b": 9_241_705_984,  # keras
     "gemma-3-1b": 999_885_952,  # keras
-    "gemma-3-4b": 3_880_263_168,  # the language model; keras-hub's text-only preset has a 262,144-row vocabulary
-    "gemma-3-12b": 11_766_034_176,  # the language model; keras-hub's text-only preset has a 262,144-row vocabulary
-    "gemma-3-27b": 27_009_346_304,  # the language model; keras-hub's text-only preset has a 262,144-row vocabulary
+    # Gemma 3 with its SigLIP tower: keras-hub medgemma_4b / gemma3_12b + 64 x 3840 (its vision+text preset has a
+    # 262,144-row vocabulary, the config 262,208) / medgemma_instruct_27b, https://github.com/keras-team/keras-hub/blob/
+    # 00d9f10a8e74d4f552ed50170b7dcadb65d3bd52/keras_hub/src/models/gemma3/gemma3_presets.py
+    "gemma-3-4b": 4_300_079_472,
+    "gemma-3-12b": 12_187_079_280 + 64 * 3840,
+    "gemma-3-27b": 27_432_406_640,
     "gpt-oss-120b": 116_829_156_672,
     "gpt-oss-20b": 20_914_757_184,
     "llama-3.1-405b": 405_853_388_800,
@@ -178,7 +181,7 @@ def test_gated_mlp_has_three_matrices() -> None:
 @pytest.mark.parametrize("name", preset_names())
 def test_rows_add_up_by_layer_kind(name: str) -> None:
     b = count(load_spec(name))
-    assert b.total == sum(b.components.values())
+    assert b.decoder_total == sum(b.components.values()) == b.total - sum(t.total for t in b.towers)
     assert b.layers_total == sum(block.layers * sum(block.per_layer.values()) for block in b.blocks)
     assert sum(block.layers for block in b.blocks) == b.n_layers
     assert all(isinstance(value, int) for value in b.components.values())

@@ -184,7 +184,7 @@ def specs(draw: st.DrawFn):
 def test_invariants(spec, seq: int, batch: int, decode: bool) -> None:
     j = journey(spec, seq, batch, decode)
     # Every parameter is owned by exactly one step: the steps add up to the analytic count.
-    assert j.params == count(spec).total
+    assert j.params == count(spec).decoder_total
     assert len({s.id for s in j.steps}) == len(j.steps)
     for step in j.steps:
         assert step.output.sizes[0] == batch
@@ -207,7 +207,7 @@ def test_invariants(spec, seq: int, batch: int, decode: bool) -> None:
 def test_every_preset_adds_up(name: str) -> None:
     spec = load_spec(name)
     j = journey(spec, seq=8, decode=True)
-    assert j.params == count(spec).total
+    assert j.params == count(spec).decoder_total
     head = next(s for s in j.steps if s.id == "logits")
     assert head.params == (0 if flat_view(spec).tie_embeddings else spec.vocab_size * spec.d_model)
     assert ("kv_groups" in by_id(j)) == (flat_view(spec).n_kv_heads != flat_view(spec).n_heads)

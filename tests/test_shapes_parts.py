@@ -169,7 +169,7 @@ def test_invariants_over_random_layered_specs(spec: ModelSpec, seq: int, batch: 
     seq = min(seq, spec.n_positions - decode)
     j = journey(spec, seq, batch, decode)
     # Every parameter is owned by exactly one step: the column adds up to the analytic count.
-    assert j.params == count(spec).total
+    assert j.params == count(spec).decoder_total
     assert dict(j.layers) == spec.layer_counts() and j.n_layers == spec.n_layers
     assert len({(s.block, s.id) for s in j.steps}) == len(j.steps)
     for step in j.steps:
@@ -331,7 +331,7 @@ def test_every_preset_adds_up(name: str) -> None:
     spec = load_spec(name)
     for decode in (False, True):
         j = journey(spec, seq=8, batch=2, decode=decode)
-        assert j.params == count(spec).total
+        assert j.params == count(spec).decoder_total
         assert dict(j.layers) == spec.layer_counts()
 
 

@@ -11,6 +11,11 @@ dense layers, 58 MoE layers), each with its per-layer rows. A tied LM head is st
 163M parameters" mistake. `extra` holds what a checkpoint stores beyond the model itself
 (DeepSeek-V3's multi-token-prediction layers, its routers' score-correction buffers): shown, never
 added to the total.
+
+A multimodal model's towers (vision and audio encoders with their projectors) are `towers`, one
+`TowerCount` each with its own rows: `total` is the whole model's (what the checkpoint holds),
+`decoder_total` the language model's. `uncounted` names what a source knows the checkpoint holds but
+did not count (a tower of a kind not read yet): `partial` is then true, and every output says so.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from calc.parts import LABELS as PART_LABELS
+from calc.towers import LABELS as TOWER_LABELS
 
-__all__ = ["COMPONENT_LABELS", "MODEL_COMPONENTS", "ORDER", "BlockCount", "Breakdown", "Diff", "DiffRow", "compare"]
+__all__ = ["COMPONENT_LABELS", "MODEL_COMPONENTS", "ORDER", "BlockCount", "Breakdown", "Diff", "DiffRow", "TowerCount",
+           "compare"]
 
 # Outside the stack of blocks.
 MODEL_COMPONENTS: tuple[str, ...] = (
@@ -36,6 +43,7 @@ COMPONENT_LABELS: dict[str, str] = {
     "qkv_fused": "fused Q/K/V (unsplittable)",
     "mtp_layers": "multi-token prediction layers",
     "mtp_embedding_copies": "MTP copies of embedding and head",
+    **TOWER_LABELS,
 }
 
 # Table order: embeddings, a block as a token meets it, then what follows the stack.
@@ -69,6 +77,27 @@ class BlockCount:
 
 
 @dataclass(frozen=True)
+class TowerCount:
+    """One tower (an encoder and its projectors): its components, and one encoder layer's."""
+
+    name: str  # "vision", "audio"
+    kind: str  # which tower (calc/towers module): "siglip", "qwen3_vl", ...
+    components: Mapping[str, int]
+    layers: int = 0
+    per_layer: Mapping[str, int] = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def total(self) -> int:
+        return sum(self.components.values())
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "kind": self.kind, "total": self.total, "layers": self.layers,
+                "components": dict(self.components), "per_layer": dict(self.per_layer),
+                "description": self.description}
+
+
+@dataclass(frozen=True)
 class Breakdown:
     """Parameter counts by component for one model, from one source."""
 
@@ -81,13 +110,29 @@ class Breakdown:
     blocks: tuple[BlockCount, ...] = ()  # by layer kind; the analytic source knows them
     active: int | None = None  # parameters one token uses (MoE: top_k experts only); None: all of them
     extra: Mapping[str, int] = field(default_factory=dict)  # stored beside the model, not in its total
+    towers: tuple[TowerCount, ...] = ()  # a multimodal model's encoders, in its total
+    uncounted: tuple[str, ...] = ()  # what the checkpoint holds that no row counts: the total is partial
 
     def get(self, name: str) -> int:
         return self.components.get(name, 0)
 
     @property
-    def total(self) -> int:
+    def decoder_total(self) -> int:
+        """The language model alone: every component but the towers'."""
         return sum(self.components.values())
+
+    @property
+    def towers_total(self) -> int:
+        return sum(tower.total for tower in self.towers)
+
+    @property
+    def total(self) -> int:
+        """The whole model: the decoder and its towers (partial when `uncounted` names anything)."""
+        return self.decoder_total + self.towers_total
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.uncounted)
 
     @property
     def per_layer(self) -> dict[str, int]:
@@ -118,6 +163,8 @@ class Breakdown:
             "model": self.model,
             "source": self.source,
             "total": self.total,
+            "partial": self.partial,
+            "decoder_total": self.decoder_total,
             "non_embedding": self.non_embedding,
             "n_layers": self.n_layers,
             "tied_embeddings": self.tied,
@@ -131,6 +178,10 @@ class Breakdown:
         if self.active is not None:
             result["active"] = self.active
             result["active_non_embedding"] = self.active - self.embeddings
+        if self.towers:
+            result["towers"] = [tower.to_json() for tower in self.towers]
+        if self.uncounted:
+            result["not_counted"] = list(self.uncounted)
         if self.extra:
             result["not_in_total"] = dict(self.extra)
             result["stored_total"] = self.stored_total
@@ -175,12 +226,16 @@ class Diff:
 
 
 def compare(breakdowns: Mapping[str, Breakdown]) -> Diff:
-    """Line up several sources component by component; a component absent from one counts 0."""
+    """Line up several sources component by component (the decoder's components); a component
+    absent from one counts 0."""
     names = [name for name in ORDER if any(b.get(name) for b in breakdowns.values())]
     extra = sorted({n for b in breakdowns.values() for n in b.components} - set(ORDER))
     rows = tuple(
         DiffRow(name, {source: b.get(name) for source, b in breakdowns.items()})
         for name in [*names, *extra]
     )
-    totals = {source: b.total for source, b in breakdowns.items()}
+    # A multimodal model's towers are compared only where every source counts them (the torch
+    # reference and a text model of transformers build the decoder alone): else the decoders' totals.
+    whole = all(b.towers for b in breakdowns.values())
+    totals = {source: b.total if whole else b.decoder_total for source, b in breakdowns.items()}
     return Diff(tuple(breakdowns), rows, totals)

@@ -41,8 +41,10 @@ class Column:
         return {
             "model": self.name,
             "total": b.total,
+            "partial": b.partial,
+            "decoder_total": b.decoder_total,
             "non_embedding": b.non_embedding,
-            "active": b.active if b.active is not None else b.total,
+            "active": b.active if b.active is not None else b.decoder_total,
             "layers": {block.name: block.layers for block in b.blocks},
             "components": dict(b.components),
             "weights_dtype": m.weights.dtype,

@@ -1,4 +1,5 @@
-"""Exact parameter counts from a spec: a generic loop over layers x parts, Python ints throughout.
+"""Exact parameter counts from a spec: a generic loop over layers x parts (and over a multimodal
+model's towers), Python ints throughout.
 
 Every formula lives with its part (`calc.parts.*`: one home per part kind); this module only adds
 them up — the embedding, each run of identical layers (its per-layer rows times its repeat), the
@@ -11,10 +12,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from calc.analysis.breakdown import BlockCount, Breakdown
+from calc.analysis.breakdown import BlockCount, Breakdown, TowerCount
 from calc.spec.model import ModelSpec
 
-__all__ = ["active_params", "by_family", "count", "stored_buffers"]
+__all__ = ["active_params", "by_family", "count", "stored_buffers", "tower_counts"]
 
 
 def count(spec: ModelSpec) -> Breakdown:
@@ -38,7 +39,15 @@ def count(spec: ModelSpec) -> Breakdown:
         blocks=blocks,
         active=active_params(spec),
         extra={**stored_buffers(spec), **(spec.mtp.params(spec) if spec.mtp else {})},
+        towers=tower_counts(spec),
+        uncounted=spec.uncounted,
     )
+
+
+def tower_counts(spec: ModelSpec) -> tuple[TowerCount, ...]:
+    """Each tower's rows (its formulas live in calc/towers), in the order the spec lists them."""
+    return tuple(TowerCount(name, tower.kind, tower.params(), tower.n_layers, tower.layer_params(), tower.describe())
+                 for name, tower in spec.towers.items())
 
 
 def by_family(specs: Iterable[ModelSpec]) -> list[tuple[ModelSpec, Breakdown]]:

@@ -150,18 +150,31 @@ def _check_layer_count(config: dict[str, Any], origin: str) -> None:
 
 
 def spec_dict(config: dict[str, Any], origin: str) -> dict[str, Any]:
-    """Translate one config.json mapping to ModelSpec fields (validated by the caller)."""
-    config, notes = unwrap_text_config(config, origin)
-    model_type = config.get("model_type")
+    """Translate one config.json mapping to ModelSpec fields (validated by the caller): the decoder
+    through its model_type's adapter, and a multimodal config's towers through `calc.towers`; towers
+    of a kind not read there are named in `uncounted` (and a note), never silently left out."""
+    text, left_out = unwrap_text_config(config, origin)
+    model_type = text.get("model_type")
     if not isinstance(model_type, str) or model_type not in ADAPTERS:
         raise UnsupportedModelType(
             f"{origin}: model_type: {model_type!r} is not supported (supported: {', '.join(SUPPORTED_MODEL_TYPES)})",
             config, origin,
         )
-    _check_layer_count(config, origin)
-    transformers_type(config, origin)
+    _check_layer_count(text, origin)
+    transformers_type(text, origin)
     adapter = import_module(f"calc.arch.{ADAPTERS[model_type]}")
-    spec = adapter.spec_dict(Config(config, origin))
-    if notes:
-        spec["notes"] = (*notes, *spec.get("notes", ()))
+    spec = adapter.spec_dict(Config(text, origin))
+    if left_out:
+        spec.update(_towers(config, origin, spec, left_out))
     return spec
+
+
+def _towers(config: dict[str, Any], origin: str, spec: dict[str, Any], left_out: tuple[str, ...]) -> dict[str, Any]:
+    """The towers field of a multimodal config, or its `uncounted` parts and a note saying so."""
+    from calc.towers import towers_of
+
+    towers = towers_of(config, origin, spec["d_model"])
+    if towers is not None:
+        return {"towers": towers}
+    note = f"{config['model_type']}: the language model only (text_config); the {left_out[0]} are not counted"
+    return {"uncounted": left_out, "notes": (note, *spec.get("notes", ()))}

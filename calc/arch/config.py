@@ -76,27 +76,36 @@ class Config:
 
 
 def unwrap_text_config(config: dict[str, Any], origin: str) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """A multimodal config's language model, and a note saying what is not counted.
+    """A multimodal config's language model, and what else the checkpoint holds (its towers).
 
-    Gemma-3, Mistral-3 and Llama-4 configs put the decoder under `text_config` and a vision
-    encoder under `vision_config`. The language model is counted exactly; the vision tower and
-    projector are left out, and the note says so, so a partial total is never passed off as the
-    whole model's.
+    Gemma-3, Mistral-3, Llama-4, Qwen3-VL and Qwen3.5 configs put the decoder under `text_config`
+    and a vision encoder under `vision_config`; Qwen2.5-VL's keeps the decoder's keys at the top
+    level beside `vision_config`. The towers are read by `calc.towers` where their kind is known;
+    the names returned here ("vision encoder and projector") are what is left out otherwise, so a
+    partial total is never passed off as the whole model's. A plain config comes back with ().
     """
     text = config.get("text_config")
-    if not isinstance(text, dict) or not isinstance(config.get("model_type"), str):
+    outer = config.get("model_type")
+    if not isinstance(outer, str) or not (isinstance(text, dict) or (outer in FLAT_TEXT and "vision_config" in config)):
         return config, ()
-    inner = dict(text)
-    outer = config["model_type"]
-    inner.setdefault("model_type", TEXT_MODEL_TYPES.get(outer, f"{outer}_text"))
+    if isinstance(text, dict):
+        inner = dict(text)
+    else:
+        inner = {k: v for k, v in config.items() if k not in ("vision_config", "model_type", "architectures")}
+    inner.setdefault("model_type", TEXT_MODEL_TYPES.get(outer) or FLAT_TEXT.get(outer) or f"{outer}_text")
+    inner["model_type"] = TEXT_AS.get(inner["model_type"], inner["model_type"])
     for key in ("tie_word_embeddings", "_name_or_path", "auto_map"):  # auto_map: see calc/arch/fallback.py
         if key in config and key not in inner:
             inner[key] = config[key]
-    left_out = [key for key in ("vision_config", "audio_config") if key in config]
-    what = " and ".join(key.removesuffix("_config") + " encoder" for key in left_out) or "non-text parts"
-    return inner, (f"{outer}: the language model only (text_config); the {what} and projector are not counted",)
+    left_out = [key.removesuffix("_config") + " encoder" for key in ("vision_config", "audio_config") if key in config]
+    return inner, (" and ".join(left_out or ["non-text parts"]) + " and projector",)
 
 
 # What transformers calls the language model of a multimodal model_type, when its text_config omits it.
 TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "mistral3": "mistral", "llama4": "llama4_text", "llava": "llama",
                     "step3p7": "step3p5"}
+# Multimodal model_types whose decoder keys sit at the top level (no text_config), and its model_type.
+FLAT_TEXT = {"qwen2_5_vl": "qwen2"}
+# Language models transformers builds exactly as another model_type (Qwen3VLTextModel is Qwen3's
+# layers: QK-norm, no biases, no sliding window; mrope changes positions, not weights).
+TEXT_AS = {"qwen3_vl_text": "qwen3"}

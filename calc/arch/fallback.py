@@ -10,6 +10,12 @@ name -> `module.Class` in the model's directory or another repo) never reaches t
 told `trust_remote_code=False` besides, so it builds its own class of the model_type or nothing and
 never prompts on stdin. Without an adapter the code `auto_map` names *is* the model, so such a config
 is refused here rather than counted as transformers' own class of its model_type.
+
+A multimodal config (a `vision_config` or `audio_config` beside its text model) is built whole, as
+the class its `architectures` names, so the total is the checkpoint's. Where transformers has no such
+class, the causal LM it builds may hold the language model alone: the breakdown then names what is
+left out (`uncounted`), and every output says the total is partial. A sub-model's total is never
+printed as the model's.
 """
 
 from __future__ import annotations
@@ -43,14 +49,14 @@ def transformers_breakdown(exc: UnsupportedModelType) -> Breakdown:
         import transformers  # noqa: F401
     except ImportError:
         raise GptcalcError(str(exc)) from None
-    model = _build(exc)
+    model, uncounted = _build(exc)
     rows: dict[str, int] = {}
     for name, param in model.named_parameters():  # a tied tensor is listed once
         key = _INDEX.sub(".{n}", name.removesuffix(".weight").removesuffix(".bias"))
         rows[key] = rows.get(key, 0) + param.numel()
     name = exc.config.get("_name_or_path") or exc.config.get("model_type") or exc.origin
     layers = getattr(model.config.get_text_config(), "num_hidden_layers", 0) or 0
-    return Breakdown(str(name), layers, rows, source=SOURCE)
+    return Breakdown(str(name), layers, rows, source=SOURCE, uncounted=uncounted)
 
 
 def transformers_model(config: dict[str, Any], device: str = "meta", text_only: bool = False,
@@ -72,9 +78,39 @@ def transformers_model(config: dict[str, Any], device: str = "meta", text_only: 
     hf_config = transformers.AutoConfig.for_model(transformers_type(config, origin), **data)
     if text_only and "text_config" in config:
         hf_config = hf_config.get_text_config()
+    whole = None if text_only else whole_class(config)
     with torch.device(device):
+        if whole is not None:
+            return whole._from_config(hf_config, dtype=torch.float32).eval()
         return transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32,
                                                                 trust_remote_code=False).eval()
+
+
+TOWER_KEYS = {"vision_config": "vision encoder and projector", "audio_config": "audio encoder and projector"}
+
+
+def whole_class(config: dict[str, Any]) -> Any:
+    """transformers' class of a multimodal config's whole model (the one its `architectures` names),
+    or None: for a text-only config, or where transformers has no class of that name."""
+    import transformers
+
+    named = config.get("architectures")
+    if not any(key in config for key in TOWER_KEYS) or not isinstance(named, list) or not named:
+        return None
+    return getattr(transformers, str(named[0]), None) if str(named[0]).isidentifier() else None
+
+
+def _uncounted(exc: UnsupportedModelType, model: Any) -> tuple[str, ...]:
+    """The towers a multimodal config describes that `model` leaves out: none when it was built as
+    the whole class, or holds more than the config's language model alone; else all of them."""
+    left_out = tuple(what for key, what in TOWER_KEYS.items() if key in exc.config)
+    if not left_out or whole_class(exc.config) is not None:
+        return ()
+    if "text_config" in exc.config:
+        text = transformers_model(exc.config, origin=exc.origin, text_only=True)
+        if sum(p.numel() for p in text.parameters()) < sum(p.numel() for p in model.parameters()):
+            return ()
+    return left_out
 
 
 def _check_sizes(data: Any, origin: str, prefix: str = "") -> None:
@@ -135,9 +171,11 @@ def _special_floats(value: Any) -> Any:
     return [_special_floats(item) for item in value] if isinstance(value, list) else value
 
 
-def _build(exc: UnsupportedModelType) -> Any:
+def _build(exc: UnsupportedModelType) -> tuple[Any, tuple[str, ...]]:
+    """transformers' model of the config, and what it leaves out of the checkpoint (nothing when built whole)."""
     try:
-        return transformers_model(exc.config, origin=exc.origin)
+        model = transformers_model(exc.config, origin=exc.origin)
+        return model, _uncounted(exc, model)
     except GptcalcError:
         raise
     except Exception as error:  # transformers' own checks of a stranger's config raise all kinds (hub's StrictDataclassError)

@@ -140,6 +140,14 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
               help="vLLM's CUDA graph estimate (0 with --enforce-eager)  [default: 0.5 GiB]")
 @click.option("--all", "show_all", is_flag=True,
               help="Show every GPU of the catalog, not only the budget's card (or, without one, a short list).")
+@click.option("--image", type=TEXT, metavar="WxH",
+              help="A multimodal model: the tokens one image of WxH pixels becomes (the model's processor rule) and "
+                   "their KV cache.")
+@click.option("--images", type=POSITIVE, default=1, show_default=True, help="How many such images (with --image).")
+@click.option("--text-only", is_flag=True,
+              help="Leave a multimodal model's towers out of the weights, as vLLM's --language-model-only does.")
+@click.option("--mm-encoder-tp-mode", "encoder_mode", type=click.Choice(["weights", "data"]), default="weights",
+              show_default=True, help="vLLM's: split the vision encoder's layers across --tp GPUs, or keep it whole on each.")
 @json_option
 def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...], checkpoint: str | None, seq: int | None, batch: int | None,
            dtype: str | None, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
@@ -147,7 +155,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            kv_memory: str | None, block_size: int | None, n_parallel: int, ubatch: int, kv_unified: bool, swa_full: bool,
            cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, max_seqs: int | None,
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
-           show_all: bool, as_json: bool) -> None:
+           show_all: bool, image: str | None, images: int, text_only: bool, encoder_mode: str, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -161,6 +169,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
       gptcalc memory llama-3-70b --budget 2xH100-80GB --seq 32k
       gptcalc memory --checkpoint ./Llama-3.1-8B-Instruct-FP8 --budget L4
       gptcalc memory qwen3-30b-a3b --quant q4_k_m --n-cpu-moe 24 --budget RTX-4090
+      gptcalc memory Qwen/Qwen3.5-27B --image 1024x1024 --images 4
     """
     from calc import api
     from calc.render import base as render, memory as render_memory
@@ -172,7 +181,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         fraction=float(fraction) if fraction is not None else None,
                         activation_memory=activation_memory, non_torch_memory=non_torch_memory,
                         cuda_graph_memory=cuda_graph_memory, n_parallel=n_parallel, ubatch=ubatch,
-                        kv_unified=kv_unified, swa_full=swa_full, cache_type_k=cache_type_k, cache_type_v=cache_type_v)
+                        kv_unified=kv_unified, swa_full=swa_full, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
+                        image=image, images=images, text_only=text_only, encoder_replicated=encoder_mode == "data")
     if as_json:
         render.print_json(answer.to_dict())
         return
@@ -196,7 +206,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                   render_memory.gpu_table(result, gpus)):
         out.print(table)
     notes = [render_memory.gpus_note(len(gpus)), render_memory.seq_note(seq), render_memory.context_note(spec, seq),
-             *render_memory.inference_notes(result),
+             *render_memory.inference_notes(result), *render_memory.tower_notes(spec, answer.pictures, text_only),
              *(render_memory.budget_lines(solved, target.label) if solved and target else []),
              (f"{engine}'s own budget (pool, blocks, tokens): give the GPU with --budget (H100, 2xH200), "
               "or its log's figure with --kv-memory") if engine in ("vllm", "sglang") and not answer.pool else None]

@@ -17,7 +17,8 @@ from calc.analysis.breakdown import Breakdown, label
 from calc.spec.model import ModelSpec
 from calc.units import count_with_units, human_count
 
-__all__ = ["FALLBACK_NOTE", "SHAPE_HEADERS", "shape_cells", "console", "count_notes", "count_table", "module_table", "presets_table", "print_json", "share"]
+__all__ = ["FALLBACK_NOTE", "SHAPE_HEADERS", "shape_cells", "console", "count_notes", "count_table", "module_table",
+           "partial_mark", "presets_table", "print_json", "share"]
 
 
 def print_json(data: Any) -> None:
@@ -30,8 +31,10 @@ def share(part: int, total: int) -> str:
 
 
 def count_table(spec: ModelSpec, b: Breakdown) -> Table:
-    """The breakdown: outside-the-stack rows, each kind of block x its layers, the grand total."""
-    table = Table(title=f"{spec.name}: {b.total:,} parameters ({human_count(b.total)})")
+    """The breakdown: outside-the-stack rows, each kind of block x its layers, then each tower's rows
+    and subtotal (with the decoder's subtotal above them), the grand total. A partial total says so
+    in the title and on its row."""
+    table = Table(title=f"{spec.name}: {b.total:,} parameters ({human_count(b.total)}){partial_mark(b)}")
     for column, justify in (("component", "left"), ("per layer", "right"), ("count", "right"),
                             ("human", "right"), ("share", "right")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
@@ -58,12 +61,27 @@ def count_table(spec: ModelSpec, b: Breakdown) -> Table:
         row(label("lm_head"), b.get("lm_head"))
     if b.get("lm_head_bias"):
         row(label("lm_head_bias"), b.get("lm_head_bias"))
+    if b.towers:
+        row(styled("bold", "language model (decoder)"), b.decoder_total, style="bold")
+    for tower in b.towers:
+        table.add_section()
+        layers = {name for name, n in tower.per_layer.items() if n}
+        for name, n in tower.components.items():
+            per_layer = f"{tower.per_layer[name]:,}" if name in layers else ""
+            row(f"  {label(name)}", n, per_layer)
+        row(styled("bold", f"{tower.name} tower ({tower.kind}, {tower.layers} layers)"), tower.total, style="bold")
     table.add_section()
-    table.add_row(styled("bold", "total"), "", styled("bold", f"{total:,}"), human_count(total), "100.00%")
+    what = "total (partial)" if b.partial else "total"
+    table.add_row(styled("bold", what), "", styled("bold", f"{total:,}"), human_count(total), "100.00%")
     row("non-embedding", b.non_embedding)
     if b.active is not None:
         row("active per token (MoE)", b.active)
     return table
+
+
+def partial_mark(b: Breakdown) -> str:
+    """What a title adds when the total leaves out part of the checkpoint (empty when it does not)."""
+    return f" — PARTIAL: the {', '.join(b.uncounted)} not counted" if b.partial else ""
 
 
 def count_notes(spec: ModelSpec, b: Breakdown) -> list[str]:
@@ -85,6 +103,9 @@ def count_notes(spec: ModelSpec, b: Breakdown) -> list[str]:
             f"(untied total would be {count_with_units(b.total + b.tied_saving)})"
         )
     notes += active_notes(spec, b)
+    if b.active is not None and b.towers:
+        notes.append("active parameters are the language model's, for a text token; towers not included")
+    notes += [f"{tower.name} tower: {tower.description}; {count_with_units(tower.total)} parameters" for tower in b.towers]
     if any(getattr(part, "rope", None) for part in attention.values()):
         notes.append("rotary position embedding: no parameters (its sin/cos tables are buffers)")
     if b.extra:
@@ -135,11 +156,12 @@ FALLBACK_NOTE = ("not analytic: gptcalc has no adapter for this model_type, so t
 
 def module_table(b: Breakdown) -> Table:
     """transformers' model counted by module name (a model_type without an adapter)."""
-    table = Table(title=f"{b.model}: {b.total:,} parameters ({human_count(b.total)}) — not analytic")
+    table = Table(title=f"{b.model}: {b.total:,} parameters ({human_count(b.total)}) — not analytic{partial_mark(b)}")
     for column in ("module", "count", "human", "share"):
         table.add_column(column, justify="left" if column == "module" else "right")
     for name, n in b.components.items():
         table.add_row(name, f"{n:,}", human_count(n), share(n, b.total))
     table.add_section()
-    table.add_row(styled("bold", "total"), styled("bold", f"{b.total:,}"), human_count(b.total), "100.00%")
+    what = "total (partial)" if b.partial else "total"
+    table.add_row(styled("bold", what), styled("bold", f"{b.total:,}"), human_count(b.total), "100.00%")
     return table

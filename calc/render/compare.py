@@ -61,6 +61,9 @@ def _params(table: Table, comparison: Comparison) -> None:
     diff = comparison.params
     for row in diff.rows:
         table.add_row(label(row.component), *(_count_cell(row.component, row.values[c.name], c) for c in columns))
+    if any(c.breakdown.towers or c.breakdown.partial for c in columns):  # a multimodal model's encoders
+        table.add_row("towers (vision, audio)", *(f"{c.breakdown.towers_total:,}" + (" (partial)" * c.breakdown.partial)
+                                                  for c in columns))
     table.add_section()
     table.add_row(styled("bold", "total"), *(styled("bold", f"{c.breakdown.total:,}") for c in columns))
     table.add_row("", *(human_count(c.breakdown.total) for c in columns))
@@ -77,7 +80,7 @@ def _count_cell(component: str, n: int, column: Column) -> str:
 def _active(column: Column) -> int:
     """A MoE's parameters per token; a dense model uses all of them."""
     active = column.breakdown.active
-    return column.breakdown.total if active is None else active
+    return column.breakdown.decoder_total if active is None else active  # a text token: the decoder
 
 
 def _memory(table: Table, comparison: Comparison) -> None:

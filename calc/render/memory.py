@@ -7,7 +7,7 @@ complain about. The weights table's rows add up to its total, and total = weight
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from calc.render.markup import styled
 from calc.render.table import Table
@@ -326,3 +326,22 @@ def startup_table(budget: StartupBudget) -> Table:
     table.add_section()
     table.add_row(styled("bold", "= KV pool"), *_units(budget.kv_memory)[:2], "", "--kv-memory", style="bold")
     return table
+
+
+def tower_notes(spec: Any, pictures: Any, text_only: bool) -> list[str]:
+    """What the weights hold of a multimodal model's towers, and what --image costs."""
+    notes = []
+    if spec.towers:
+        kept = "left out (--text-only)" if text_only else (
+            "in the weights: encoder layers split across --tp GPUs as vLLM does by default "
+            "(mm_encoder_tp_mode weights), embeddings, norms and projectors whole on each; 16-bit under --quant")
+        notes.append(f"{', '.join(spec.towers)} tower {kept}")
+    if spec.uncounted:
+        notes.append(f"PARTIAL: the {', '.join(spec.uncounted)} are not counted, so their weights are missing here")
+    if pictures is not None:
+        t = pictures.tokens
+        notes.append(f"{pictures.count} image(s) resized to {t.width}x{t.height}: {t.patches:,} patches, {t.image_tokens:,} "
+                     f"image tokens + {t.special_tokens} special = {t.tokens:,} tokens each; {pictures.total_tokens:,} tokens "
+                     f"in the context, KV cache {bytes_with_units(pictures.kv_bytes)} at {pictures.kv_dtype} "
+                     "(part of --seq when --seq counts them)")
+    return notes

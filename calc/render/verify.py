@@ -70,6 +70,7 @@ def verify_lines(result: Verification) -> list[str]:
         lines.append(f"LM head tied to the token embedding in {', '.join(sorted(tied))}: counted once (0 for the head)"
                      + (f"; untied in {', '.join(untied)}" if untied else ""))
     lines.append("buffers (rotary frequencies, causal masks) are not parameters and are not counted")
+    lines += [towers_line(b) for b in breakdowns.values() if b.towers or b.partial][:1]
     for row in diff.mismatches:
         values = ", ".join(f"{source} {value:,}" for source, value in row.values.items())
         lines.append(styled("red", f"✗ mismatch: {label(row.component)} ({row.component}): {values}"))
@@ -84,6 +85,15 @@ def verify_lines(result: Verification) -> list[str]:
     if result.without_torch:
         lines.append(f"note: {WITHOUT_TORCH}")
     return lines
+
+
+def towers_line(b: Any) -> str:
+    """What verify leaves out of a multimodal model: its towers are counted, not compared here."""
+    if b.partial:
+        return f"PARTIAL: the {', '.join(b.uncounted)} are not counted; the totals compared are the language model's"
+    return (f"the towers ({', '.join(t.name for t in b.towers)}: {b.towers_total:,} parameters) are counted by count "
+            "and checked against transformers' whole model in the tests, not compared here: the totals compared are "
+            f"the language model's ({b.decoder_total:,})")
 
 
 def transformers_lines(source: Any) -> list[str]:

@@ -20,6 +20,7 @@ from calc.parts import MLA, MLP, Attention, Embedding, GatedDeltaNet, Head, Kimi
 from calc.parts.base import Field, Part, field_validator, model_validator
 from calc.parts.cache import CacheSpec
 from calc.parts.parallel import Member, Parallel
+from calc.towers import Tower
 
 __all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "is_flat", "spec_from_dict"]
 
@@ -196,7 +197,8 @@ class MTP(Part):
 
 
 class ModelSpec(Part):
-    """One decoder-only transformer, as a calculator needs to see it."""
+    """One transformer as a calculator needs to see it: a decoder, and the towers (vision, audio
+    encoders with their projectors) a multimodal checkpoint holds beside it."""
 
     name: str = "custom"
     source: str | None = Field(default=None, description="URL of the config this spec transcribes")
@@ -210,6 +212,12 @@ class ModelSpec(Part):
     final_norm: Norm | None
     head: Head
     mtp: MTP | None = None
+    # A multimodal model's encoders beside the decoder ("vision", "audio"), each with its projector:
+    # counted into the model's total, shown as their own rows (calc/towers).
+    towers: dict[str, Tower] = Field(default_factory=dict)
+    # What the checkpoint holds that this spec does not count (a tower of a kind not read yet): the
+    # total is then partial, and every output says so.
+    uncounted: tuple[str, ...] = Field(default=(), strict=False)
     notes: tuple[str, ...] = Field(default=(), strict=False)  # what the adapter wants said (e.g. not counted)
     quant: str | None = Field(default=None, description="the weights as stored: a --quant scheme read from "
                               "config.json's quantization_config (gpt-oss: mxfp4), the default of every sizing command")

@@ -69,7 +69,7 @@ def weights_read(spec: ModelSpec) -> int:
     fewest a batch can read), not the embedding tables a lookup reads a row of — but the tied head's
     matrix, which the head multiplies in full."""
     b = count(spec)
-    params = b.active if b.active is not None else b.total
+    params = b.active if b.active is not None else b.decoder_total  # a text token: the decoder, not the towers
     tables = b.get("token_embedding") + b.get("position_embedding")
     tied_head = spec.vocab_size * spec.embedding.width(spec.d_model) if spec.head.tied else 0
     return params - tables + tied_head

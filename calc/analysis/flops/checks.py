@@ -49,7 +49,7 @@ class Check:
 def checks(spec: ModelSpec, f: Flops) -> tuple[Check, ...]:
     """Ours (forward, and a training step without recomputation) and each rule beside it, per token."""
     b = count(spec)
-    n = (b.active if b.active is not None else b.total) - b.embeddings  # Kaplan's N, active experts only
+    n = (b.active if b.active is not None else b.decoder_total) - b.embeddings  # Kaplan's N, active experts only (decoder)
     n_ctx = f.seq + 1 if f.decode else f.seq
     attention = dict(spec.attention_parts())  # layers without attention add nothing to the context term
     d_attn = sum(layers * attention[kind].n_heads * attention[kind].head_dim

@@ -17,6 +17,7 @@ from calc.analysis.memory.gpus import GPU, GPUS, find_gpu, gpu_suggestion
 from calc.analysis.memory.kv import KVCache, kv_cache
 from calc.analysis.memory.offload import Offload, offload, on_gpu
 from calc.analysis.memory.parallel import Layout, stage_kv, stages, validate_layout
+from calc.analysis.memory.towers import tower_params
 from calc.analysis.memory.schemes import Scheme
 from calc.analysis.memory.stored import StoredWeights
 from calc.analysis.memory.weights import Weights, weights
@@ -90,19 +91,25 @@ class Inference:
 def inference(spec: ModelSpec, breakdown: Breakdown, seq: int, batch: int = 1, dtype: str = "fp16",
               kv_dtype: str | None = None, group_size: int | None = None, expanded: bool = False,
               layout: Layout = Layout(), scheme: Scheme | None = None,
-              stored: StoredWeights | None = None, cpu_experts: int = 0) -> Inference:
+              stored: StoredWeights | None = None, cpu_experts: int = 0, text_only: bool = False,
+              encoder_replicated: bool = False) -> Inference:
     """Weights at `dtype` (or as a checkpoint stores them) and the cache at `kv_dtype`: 16-bit unless
     given, whatever the weights are (servers keep a 16-bit cache for quantised weights unless told
     otherwise). Under a layout of several GPUs the figures are the busiest GPU's. `cpu_experts` blocks
-    (from 0) keep their routed experts in system RAM, as llama.cpp's --n-cpu-moe does."""
+    (from 0) keep their routed experts in system RAM, as llama.cpp's --n-cpu-moe does. A multimodal
+    model's towers sit with the first stage (calc/analysis/memory/towers.py) unless `text_only`."""
     validate_layout(spec, layout)
+    towers = {} if text_only else tower_params(breakdown, layout, encoder_replicated)
     whole = weights(breakdown, dtype, group_size, scheme, spec, stored)
+    if text_only:
+        whole = replace(whole, params={name: n for name, n in whole.params.items() if name in breakdown.components})
     kv = kv_cache(spec, seq, batch, kv_dtype or "fp16", layout.tp, expanded)
     order = list(breakdown.components)
     if cpu_experts and layout.gpus > 1:
         raise GptcalcError("--cpu-experts: llama.cpp's expert offload is for one GPU; drop --tp/--pp or a multi-GPU --budget")
     moved = offload(spec, breakdown, whole, cpu_experts) if cpu_experts else None
-    shares = tuple(GPUShare(replace(whole, params=on_gpu({n: st.params[n] for n in order if n in st.params}, moved)),
+    shares = tuple(GPUShare(replace(whole, params={**on_gpu({n: st.params[n] for n in order if n in st.params}, moved),
+                                                   **(towers if st.index == 0 else {})}),
                             stage_kv(spec, kv, st))
                    for st in stages(spec, breakdown, layout))
     busiest = max(shares, key=lambda share: share.total_bytes)

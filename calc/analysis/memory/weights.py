@@ -3,7 +3,9 @@
     component bytes = ceil((format.row_bits(params) + scales) / 8)
     scales          = ceil(params / group_size) x 16       # --group-size: GPTQ/AWQ-style fp16 scales
 
-A tied LM head costs 0 bytes: it *is* the token embedding's matrix, counted once. A named
+A tied LM head costs 0 bytes: it *is* the token embedding's matrix, counted once. A multimodal
+model's towers are rows of their own ("vision q", calc/analysis/memory/towers.py), 16-bit under a
+scheme or a checkpoint (quantised checkpoints leave the tower unquantised). A named
 scheme (`calc/analysis/memory/schemes.py`) gives each component its exact bits per parameter, and
 so does a checkpoint's headers (`calc/analysis/memory/stored.py`): its bytes x 8 / parameters.
 """
@@ -18,6 +20,7 @@ from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.formats import Format, bits_to_bytes, weight_format
 from calc.analysis.memory.schemes import Scheme, scheme_bits
 from calc.analysis.memory.stored import StoredWeights
+from calc.analysis.memory.towers import tower_params
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -102,14 +105,14 @@ def weights(breakdown: Breakdown, dtype: str | Format = "fp16", group_size: int 
         if scheme is not None or group_size is not None or dtype not in ("fp16", "bf16"):
             raise GptcalcError("--checkpoint: the checkpoint fixes how weights are stored; drop --dtype, --quant "
                                "and --group-size")
-        return Weights(breakdown.model, weight_format("bf16"), dict(breakdown.components),
+        return Weights(breakdown.model, weight_format("bf16"), _params(breakdown),
                        bits_per_param=stored.bits_per_param(breakdown.components), stored=stored)
     if scheme is not None:
         if dtype not in ("fp16", "bf16"):
             raise GptcalcError(f"--quant {scheme.name} fixes how weights are stored; drop --dtype {dtype}")
         if spec is None or group_size is not None:
             raise GptcalcError("--quant: a scheme fixes its own groups and scales; --group-size does not apply")
-        return Weights(breakdown.model, weight_format("bf16"), dict(breakdown.components), None, scheme,
+        return Weights(breakdown.model, weight_format("bf16"), _params(breakdown), None, scheme,
                        scheme_bits(spec, breakdown, scheme))
     fmt = dtype if isinstance(dtype, Format) else weight_format(dtype)
     if group_size is not None:
@@ -117,4 +120,9 @@ def weights(breakdown: Breakdown, dtype: str | Format = "fp16", group_size: int 
             raise GptcalcError(f"--group-size: only for plain 8- and 4-bit dtypes (fp8, int8, int4), not {fmt.name}")
         if group_size < 1:
             raise GptcalcError(f"--group-size: must be at least 1, got {group_size}")
-    return Weights(breakdown.model, fmt, dict(breakdown.components), group_size)
+    return Weights(breakdown.model, fmt, _params(breakdown), group_size)
+
+
+def _params(breakdown: Breakdown) -> dict[str, int]:
+    """Every stored parameter by row: the decoder's components, then each tower's."""
+    return {**breakdown.components, **tower_params(breakdown)}

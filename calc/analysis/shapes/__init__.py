@@ -10,7 +10,8 @@ parameters it owns and the FLOPs of its matmul.
 A generic walk over the layered `ModelSpec`: one module per part kind builds its steps
 (`embedding`: embeddings and head, `norm`, `attention`, `mla`, `mlp`, `moe`), and `block` orders a
 block's parts by its norm positions and `parallel`. Every parameter row a part's `params()` lists is
-owned by exactly one step, so the params column adds up to `count(spec).total`.
+owned by exactly one step, so the params column adds up to `count(spec).decoder_total` (a
+multimodal model's towers are not walked yet).
 
 Step ids are the names the torch reference model passes to its `trace` callback, so a test can
 compare the two one to one; steps that explain without producing a tensor of their own (grouping

@@ -3,7 +3,7 @@
 A `Step` belongs to the model (embeddings, head: `block == ""`) or to one block kind (`block` is
 its name in `ModelSpec.blocks`); a block step's params and FLOPs are per layer, and the `Journey`
 multiplies them by that kind's number of layers. `Rows` hands out one part's parameter rows so that
-every row is owned by exactly one step: the params column then adds up to `count(spec).total`.
+every row is owned by exactly one step: the params column then adds up to `count(spec).decoder_total`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,136 @@
+"""Towers: the encoders a multimodal checkpoint holds beside its decoder, each with the projector
+that maps its output into the decoder's width.
+
+    Model = decoder (ModelSpec's stack) + towers {vision | audio: Tower}
+
+Every vision tower in use is a pre-norm ViT, so one part describes them all as data:
+
+    patch embedding   in_channels · temporal · patch² · d  (+ d bias)   a conv, or Llama-4's linear
+    class token       d                                                 Llama-4
+    positions         rows · d                                          learned table; 0 with 2-D rotary
+    pre norm          (Llama-4's layernorm_pre, Pixtral's ln_pre)
+    n_layers × (norm, attention, norm, MLP)                             the decoder's own parts
+    post norm         (SigLIP's post_layernorm, Llama-4's layernorm_post)
+    projectors        a norm and linear layers each; `repeat` identical ones (Qwen3-VL's DeepStack
+                      mergers, one per tapped layer)
+
+What differs between kinds (SigLIP, Qwen2.5-VL / Qwen3-VL, Pixtral, Llama-4) is which of these a
+config switches on, read by the tower kind's module (calc/towers/<kind>.py), and how an image
+becomes tokens (`calc.towers.images`). Window attention (Qwen2.5-VL) and 2-D rotary change what is
+computed, never what is stored.
+"""
+
+
+from importlib import import_module
+from typing import Any, Literal
+
+from calc.parts import MLP, Attention, Norm
+from calc.parts.base import Field, Part, present
+from calc.towers.images import FixedImages, GridImages, RowImages, TileImages
+
+__all__ = ["LABELS", "READERS", "Linear", "Projector", "Tower", "towers_of"]
+ImageRule = GridImages | FixedImages | RowImages | TileImages
+
+
+class Linear(Part):
+    """One projection d_in -> d_out: d_in·d_out weights, d_out bias."""
+
+    d_in: int = Field(gt=0)
+    d_out: int = Field(gt=0)
+    bias: bool = False
+
+    def params(self) -> int:
+        return self.d_in * self.d_out + self.d_out * self.bias
+
+
+class Projector(Part):
+    """What maps a tower's output into the decoder: a norm (over `norm_width`) then linear layers;
+    `repeat` identical copies (Qwen3-VL's DeepStack mergers). `name` is its component key."""
+
+    name: str
+    norm: Norm | None = None
+    norm_width: int = Field(default=0, ge=0)
+    linears: tuple[Linear, ...] = Field(default=(), strict=False)
+    repeat: int = Field(default=1, gt=0)
+
+    def params(self) -> int:
+        norm = self.norm.params(self.norm_width) if self.norm else 0
+        return self.repeat * (norm + sum(linear.params() for linear in self.linears))
+
+    @property
+    def d_out(self) -> int:
+        return self.linears[-1].d_out
+
+
+class Tower(Part):
+    """One encoder (a ViT) and its projectors, as the checkpoint stores them."""
+
+    modality: Literal["vision", "audio"] = "vision"
+    kind: str = Field(description="which tower: the module under calc/towers that read it")
+    d_model: int = Field(gt=0)
+    n_layers: int = Field(gt=0)
+    attention: Attention
+    mlp: MLP
+    norm: Norm
+    in_channels: int = Field(default=3, gt=0)
+    patch_size: int = Field(gt=0)
+    temporal_patch: int = Field(default=1, gt=0)  # Qwen-VL: frames per patch (an image is repeated)
+    patch_bias: bool = False
+    class_token: bool = False
+    positions: int = Field(default=0, ge=0)  # rows of a learned position table
+    pre_norm: Norm | None = None
+    post_norm: Norm | None = None
+    projectors: tuple[Projector, ...] = Field(default=(), strict=False)
+    images: ImageRule | None = Field(default=None, discriminator="kind")
+
+    def layer_params(self) -> dict[str, int]:
+        """One encoder layer: norm, attention, norm, MLP, with the decoder parts' component keys."""
+        d = self.d_model
+        return {"attn_norm": self.norm.params(d), **self.attention.params(d), "mlp_norm": self.norm.params(d),
+                **self.mlp.params(d)}
+
+    def params(self) -> dict[str, int]:
+        """The tower's components, in the order an image meets them: layer rows summed over layers."""
+        d = self.d_model
+        rows = present(patch_embedding=self.in_channels * self.temporal_patch * self.patch_size ** 2 * d
+                       + d * self.patch_bias,
+                       class_embedding=d * self.class_token, position_embedding=self.positions * d,
+                       pre_norm=self.pre_norm.params(d) if self.pre_norm else 0)
+        rows.update({name: self.n_layers * n for name, n in self.layer_params().items() if n})
+        rows.update(present(post_norm=self.post_norm.params(d) if self.post_norm else 0))
+        rows.update({projector.name: projector.params() for projector in self.projectors})
+        return rows
+
+    @property
+    def total(self) -> int:
+        return sum(self.params().values())
+
+    def describe(self) -> str:
+        merged = [p for p in self.projectors if p.repeat > 1]
+        extra = "".join(f", {p.repeat} {p.name.replace('_', ' ')}" for p in merged)
+        return (f"{self.kind}: {self.n_layers} layers of {self.d_model}, {self.attention.n_heads} heads, "
+                f"patch {self.patch_size}{extra}")
+
+
+# Component labels a tower adds to the decoder's.
+LABELS = {
+    "patch_embedding": "patch embedding", "class_embedding": "class token", "pre_norm": "pre-encoder norm",
+    "post_norm": "post-encoder norm", "merger": "patch merger", "deepstack_mergers": "DeepStack mergers",
+    "projector": "multimodal projector", "adapter": "vision adapter (pixel shuffle MLP)",
+}
+
+# Outer (multimodal) model_type -> the calc.towers module that reads its towers.
+READERS: dict[str, str] = {
+    "qwen3_5": "qwen_vl", "qwen3_5_moe": "qwen_vl", "qwen3_vl": "qwen_vl",
+    "qwen2_5_vl": "qwen_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral",
+}
+
+
+def towers_of(config: dict[str, Any], origin: str, text_width: int) -> dict[str, dict[str, Any]] | None:
+    """The towers of a multimodal config.json as Tower fields, or None when its kind is not read here."""
+    from calc.arch.config import Config
+
+    module = READERS.get(config.get("model_type"))  # type: ignore[arg-type]
+    if module is None:
+        return None
+    return import_module(f"calc.towers.{module}").towers(Config(config, origin), text_width)

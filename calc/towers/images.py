@@ -1,0 +1,140 @@
+"""How one image becomes decoder tokens, per tower kind: the processor's resize, the patches the
+encoder sees, the tokens left after merging, and the special tokens around them.
+
+Each rule is what the model's processor in transformers does (cited per class); its numbers come
+from the config where the config has them (patch and merge sizes) and otherwise from the model's
+preprocessor_config.json as published (min/max pixels, longest edge), which a config.json does not
+carry: they are fields, so a spec may change them.
+"""
+
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+from calc.errors import GptcalcError
+from calc.parts.base import Field, Part
+
+__all__ = ["FixedImages", "GridImages", "ImageTokens", "RowImages", "TileImages"]
+
+
+@dataclass(frozen=True)
+class ImageTokens:
+    """One image through the tower: the size the processor resized it to, the patches the encoder
+    attends over, and the tokens the decoder receives (image tokens plus special ones)."""
+
+    width: int
+    height: int
+    patches: int
+    image_tokens: int
+    special_tokens: int
+
+    @property
+    def tokens(self) -> int:
+        """What the image costs in the decoder's context (and its KV cache)."""
+        return self.image_tokens + self.special_tokens
+
+    def to_json(self) -> dict[str, int]:
+        return {"width": self.width, "height": self.height, "patches": self.patches,
+                "image_tokens": self.image_tokens, "special_tokens": self.special_tokens, "tokens": self.tokens}
+
+
+class GridImages(Part):
+    """Qwen2-VL's rule, kept by Qwen2.5-VL, Qwen3-VL and Qwen3.5 (transformers
+    models/qwen2_vl/image_processing_qwen2_vl.py `smart_resize`): each side rounded to a multiple of
+    patch·merge, the area then brought within [min_pixels, max_pixels] keeping the aspect ratio;
+    (h/patch)·(w/patch) patches, merge² of them per token; <|vision_start|> and <|vision_end|> around."""
+
+    kind: Literal["grid"] = "grid"
+    patch_size: int = Field(gt=0)
+    merge_size: int = Field(gt=0)
+    min_pixels: int = Field(gt=0)
+    max_pixels: int = Field(gt=0)
+    special_tokens: int = Field(default=2, ge=0)
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        h, w = self._resize(height, width)
+        patches = (h // self.patch_size) * (w // self.patch_size)
+        return ImageTokens(w, h, patches, patches // self.merge_size ** 2, self.special_tokens)
+
+    def _resize(self, height: int, width: int) -> tuple[int, int]:
+        factor = self.patch_size * self.merge_size
+        if max(height, width) / min(height, width) > 200:  # smart_resize refuses it too
+            raise GptcalcError(f"--image {width}x{height}: an aspect ratio over 200 is refused by the processor")
+        h, w = round(height / factor) * factor, round(width / factor) * factor
+        if h * w > self.max_pixels:
+            beta = math.sqrt(height * width / self.max_pixels)
+            h = max(factor, math.floor(height / beta / factor) * factor)
+            w = max(factor, math.floor(width / beta / factor) * factor)
+        elif h * w < self.min_pixels:
+            beta = math.sqrt(self.min_pixels / (height * width))
+            h, w = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+        return h, w
+
+
+class FixedImages(Part):
+    """Gemma 3 (transformers models/gemma3/processing_gemma3.py): every image resized to one square
+    `image_size`, pooled to `tokens_per_image` soft tokens (mm_tokens_per_image), inserted as
+    "\\n\\n<start_of_image>" + tokens + "<end_of_image>\\n\\n": 4 more tokens ("\\n\\n" is one)."""
+
+    kind: Literal["fixed"] = "fixed"
+    image_size: int = Field(gt=0)
+    patch_size: int = Field(gt=0)
+    tokens_per_image: int = Field(gt=0)
+    special_tokens: int = Field(default=4, ge=0)
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        side = self.image_size
+        return ImageTokens(side, side, (side // self.patch_size) ** 2, self.tokens_per_image, self.special_tokens)
+
+
+class RowImages(Part):
+    """Pixtral / Mistral-3 (transformers models/pixtral/image_processing_pixtral.py
+    `get_resize_output_image_size` and processing_pixtral.py): scaled down (never up) so the longest
+    edge fits `longest_edge`, each side rounded up to whole tokens of patch·merge pixels; each row of
+    tokens ends with [IMG_BREAK], the last with [IMG_END] instead."""
+
+    kind: Literal["rows"] = "rows"
+    patch_size: int = Field(gt=0)
+    merge_size: int = Field(gt=0)
+    longest_edge: int = Field(gt=0)
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        ratio = max(height / self.longest_edge, width / self.longest_edge)
+        if ratio > 1:
+            height, width = math.floor(height / ratio), math.floor(width / ratio)
+        token = self.patch_size * self.merge_size
+        rows, cols = (height - 1) // token + 1, (width - 1) // token + 1
+        return ImageTokens(cols * token, rows * token, rows * cols * self.merge_size ** 2, rows * cols, rows)
+
+
+class TileImages(Part):
+    """Llama 4 (transformers models/llama4/image_processing_llama4.py `find_supported_resolutions`,
+    `get_best_fit`; processing_llama4.py `_prompt_split_image`): the canvas of rows x cols tiles of
+    `tile` pixels (rows·cols <= max_tiles) that the image fits with the least upscaling (or, when
+    none fits, the least downscaling; ties: the smaller canvas); each tile, and a global view when
+    there is more than one tile, becomes (tile / patch)² / shuffle² tokens. Around them:
+    <|image_start|>, a <|tile_x_separator|> between tiles of a row and a <|tile_y_separator|> after
+    each row (several tiles only), <|image|> before the global view, <|image_end|>."""
+
+    kind: Literal["tiles"] = "tiles"
+    tile: int = Field(gt=0)
+    patch_size: int = Field(gt=0)
+    shuffle: int = Field(gt=0)  # pixel shuffle: shuffle² patches per token (ratio 0.5 -> 2)
+    max_tiles: int = Field(gt=0)
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        rows, cols = self._canvas(width, height)
+        per_tile = (self.tile // self.patch_size) ** 2
+        views = rows * cols + (rows * cols > 1)
+        special = 3 + (rows * cols if rows * cols > 1 else 0)  # start, <|image|>, end; a separator after each tile
+        return ImageTokens(cols * self.tile, rows * self.tile, views * per_tile, views * per_tile // self.shuffle ** 2,
+                           special)
+
+    def _canvas(self, width: int, height: int) -> tuple[int, int]:
+        canvases = {(r, c) for n in range(1, self.max_tiles + 1) for r in range(1, n + 1) if n % r == 0 for c in [n // r]}
+        scale = {rc: min(Fraction(rc[0] * self.tile, height), Fraction(rc[1] * self.tile, width)) for rc in canvases}
+        up = [s for s in scale.values() if s >= 1]
+        best = min(up) if up else max(scale.values())
+        return min((rc for rc in canvases if scale[rc] == best), key=lambda rc: (rc[0] * rc[1], rc))

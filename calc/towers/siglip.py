@@ -1,0 +1,45 @@
+"""Gemma 3's vision tower: SigLIP plus Gemma 3's multimodal projector.
+
+Read off transformers (models/siglip/modeling_siglip.py, models/gemma3/modeling_gemma3.py): a
+biased Conv2d patch embedding, a learned position table of (image_size / patch_size)² rows,
+LayerNorm blocks with biased Q, K, V, O and a biased two-matrix GELU MLP, a post LayerNorm; the
+projector (Gemma3MultiModalProjector) is a Gemma RMSNorm over the vision width and one bias-free
+matrix into the text width (mm_input_projection_weight) after a 4x4 average pool: 4096 patches
+-> 256 tokens (mm_tokens_per_image). SigLIP's attention-pooling head (`vision_use_head`) is not
+built by Gemma 3's configs (false); one that asks for it is refused rather than counted short.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calc.arch.common import with_defaults
+from calc.arch.config import Config
+
+__all__ = ["towers"]
+
+# SiglipVisionConfig (models/siglip/configuration_siglip.py), Gemma3Config.mm_tokens_per_image.
+DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
+            "num_channels": 3, "image_size": 224, "patch_size": 16, "layer_norm_eps": 1e-6, "vision_use_head": True}
+
+
+def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
+    vision = with_defaults(Config(dict(cfg.dict("vision_config")), f"{cfg.origin}: vision_config"), DEFAULTS)
+    if vision.bool("vision_use_head"):
+        raise vision.error("vision_use_head", "true: SigLIP's attention-pooling head is not counted by gptcalc "
+                                              "(Gemma 3's configs set it false)")
+    d, heads, patch = vision.int("hidden_size"), vision.int("num_attention_heads"), vision.int("patch_size")
+    side = vision.int("image_size")
+    layernorm = {"kind": "layernorm", "eps": vision.float("layer_norm_eps")}
+    return {"vision": {
+        "kind": "siglip", "d_model": d, "n_layers": vision.int("num_hidden_layers"),
+        "attention": {"n_heads": heads, "head_dim": d // heads, "q_bias": True, "k_bias": True, "v_bias": True,
+                      "o_bias": True},
+        "mlp": {"d_ff": vision.int("intermediate_size"), "bias": True},
+        "norm": layernorm, "in_channels": vision.int("num_channels"), "patch_size": patch, "patch_bias": True,
+        "positions": (side // patch) ** 2, "post_norm": layernorm,
+        "projectors": [{"name": "projector", "norm": {"kind": "rmsnorm", "unit_offset": True}, "norm_width": d,
+                        "linears": [{"d_in": d, "d_out": text_width}]}],
+        "images": {"kind": "fixed", "image_size": side, "patch_size": patch,
+                   "tokens_per_image": cfg.int("mm_tokens_per_image", default=256)},
+    }}

@@ -1,0 +1,152 @@
+"""Towers: a multimodal model's vision encoders and projectors, counted per tower kind, and the
+image tokens an image costs, each against transformers (its whole model class on the meta device,
+its image processors on a blank image) or a published figure.
+
+tests/test_arch.py already checks every multimodal config under tests/configs whole (decoder and
+towers) against the class its `architectures` names, and its decoder alone against the language
+model inside it; here: published figures, partial totals, and image tokens.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from calc.analysis.count import count
+from calc.spec.load import load_spec
+from cli_checks import check_run
+from oracle import CONFIG_DIR, spec_of
+
+MODEL_TYPES = CONFIG_DIR / "model_types"
+
+
+def counted(name: str):  # noqa: ANN201
+    return count(load_spec(str(MODEL_TYPES / name)))
+
+
+def test_the_totals_issue_20_found_short() -> None:
+    """Issue 20: Qwen3.5-27B's total was short by 460,730,096 (its vision tower), Llama-4-Scout's by
+    871,932,416; the Scout model card says "109B total" (https://huggingface.co/meta-llama/Llama-4-Scout-17B-16E-Instruct)."""
+    qwen, scout = counted("qwen3_5.json"), counted("llama4.json")
+    assert qwen.towers_total == 460_730_096 and scout.towers_total == 871_932_416
+    assert round(scout.total / 1e9) == 109
+    assert [t.name for t in qwen.towers] == ["vision"] and not qwen.partial
+
+
+def test_deepstack_mergers_are_one_per_tapped_layer() -> None:
+    """Qwen3-VL-4B taps layers 5, 11, 17 (deepstack_visual_indexes): three mergers, each normalising
+    the merged 4·1024 width (Qwen3VLVisionPatchMerger(use_postshuffle_norm=True))."""
+    tower = counted("qwen3_vl.json").towers[0]
+    merger, deepstack = tower.components["merger"], tower.components["deepstack_mergers"]
+    assert deepstack == 3 * (merger + 2 * (4096 - 1024))  # LayerNorm scale and bias over 4096, not 1024
+
+
+MULTIMODAL_LLAVA = {"model_type": "llava", "architectures": ["LlavaForConditionalGeneration"],
+                    "text_config": {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+                                    "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000},
+                    "vision_config": {"model_type": "clip_vision_model"}}
+
+
+def test_a_tower_of_a_kind_not_read_makes_the_total_partial_everywhere(tmp_path) -> None:  # noqa: ANN001
+    """LLaVA's CLIP tower is not read yet: the decoder is counted, and the text and the JSON both say
+    the total is partial and what it leaves out."""
+    b = count(spec_of(MULTIMODAL_LLAVA))
+    assert b.partial and b.uncounted == ("vision encoder and projector",) and not b.towers
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(MULTIMODAL_LLAVA))
+    data = json.loads(check_run(["count", str(path), "--json"]).stdout)
+    assert data["partial"] is True and data["not_counted"] == ["vision encoder and projector"]
+    assert data["total"] == data["decoder_total"] == b.total
+    text = check_run(["count", str(path)]).stdout
+    assert "PARTIAL" in text and "total (partial)" in text
+
+
+def test_count_json_has_the_model_the_decoder_and_each_tower() -> None:
+    data = json.loads(check_run(["count", str(MODEL_TYPES / "qwen3_5.json"), "--json"]).stdout)
+    assert data["partial"] is False
+    assert data["total"] == data["decoder_total"] + sum(t["total"] for t in data["towers"]) == 27_356_728_560
+    assert data["towers"][0]["kind"] == "qwen3_5" and data["towers"][0]["layers"] == 27
+
+
+# --- image tokens: our rule against transformers' own image processors ------------------------------
+
+@pytest.mark.parametrize("width, height", [(1024, 1024), (640, 480), (4000, 3000), (20, 20)])
+def test_qwen_image_tokens_are_the_processors(width: int, height: int) -> None:
+    """Qwen3-VL's rule (GridImages) against transformers' Qwen2VLImageProcessor with the released
+    preprocessor bounds: patches = t·h·w of image_grid_thw, tokens = that / merge²."""
+    np = pytest.importorskip("numpy")
+    transformers = pytest.importorskip("transformers")
+    rule = load_spec(str(MODEL_TYPES / "qwen3_vl.json")).towers["vision"].images
+    processor = transformers.Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2,
+                                                   min_pixels=rule.min_pixels, max_pixels=rule.max_pixels)
+    grid = processor(images=[np.zeros((height, width, 3), dtype=np.uint8)], return_tensors="np")["image_grid_thw"][0]
+    ours = rule.tokens(width, height)
+    assert ours.patches == int(grid.prod()) and ours.image_tokens == int(grid.prod()) // 4
+    assert (ours.height, ours.width) == (grid[1] * 16, grid[2] * 16)
+
+
+@pytest.mark.parametrize("width, height", [(1024, 1024), (3000, 1000), (100, 37)])
+def test_pixtral_image_tokens_are_the_processors(width: int, height: int) -> None:
+    """Mistral-3's rule (RowImages) against transformers' Pixtral resize, with the processor's
+    patch_size x spatial_merge_size tokens (processing_pixtral.py): rows x (cols + 1) tokens."""
+    np = pytest.importorskip("numpy")
+    pixtral = pytest.importorskip("transformers.models.pixtral.image_processing_pil_pixtral")
+    rule = load_spec(str(MODEL_TYPES / "mistral3.json")).towers["vision"].images
+    h, w = pixtral.get_resize_output_image_size(np.zeros((height, width, 3)), size=(1540, 1540), patch_size=(28, 28))
+    ours = rule.tokens(width, height)
+    assert (ours.height, ours.width) == (h, w)
+    assert ours.tokens == (h // 28) * (w // 28 + 1)
+
+
+def test_memory_holds_the_towers_and_what_images_cost() -> None:
+    """--json: the weights hold decoder + towers (the decoder alone with --text-only); four
+    1024x1024 images through Qwen3-VL are 4 x (1,024 + 2) tokens, whose fp16 KV cache is
+    36 layers x 2 x 8 KV heads x 128 x 2 bytes per token."""
+    path = str(MODEL_TYPES / "qwen3_vl.json")
+    b = counted("qwen3_vl.json")
+    whole = json.loads(check_run(["memory", path, "--seq", "4096", "--json", "--image", "1024x1024", "--images", "4"]).stdout)
+    text = json.loads(check_run(["memory", path, "--seq", "4096", "--json", "--text-only"]).stdout)
+    assert whole["weights"]["params"] == b.total and text["weights"]["params"] == b.decoder_total
+    assert whole["images"]["tokens"] == 4 * 1026 and whole["images"]["kv_bytes"] == 4 * 1026 * 36 * 2 * 8 * 128 * 2
+    split, split_text = (json.loads(check_run(["memory", path, "--seq", "4096", "--json", "--tp", "2", *more]).stdout)
+                         for more in ([], ["--text-only"]))
+    tower = b.towers[0]  # under --tp 2 its layers' matrices and column biases halve; norms and row biases stay whole
+    whole_rows = ("attn_norm", "mlp_norm", "attn_out_bias", "mlp_down_bias")
+    per_gpu = sum(n if name in whole_rows else n // 2 for name, n in tower.per_layer.items()) * tower.layers
+    outside = tower.total - sum(tower.per_layer.values()) * tower.layers
+    assert split["weights"]["params"] - split_text["weights"]["params"] == outside + per_gpu
+
+
+def test_the_fallback_never_passes_a_language_model_off_as_the_model() -> None:
+    """Issue 20: the fallback counted Qwen3.5's text_config and printed it as the model's total.
+    Now it builds the class `architectures` names (whole); without one, transformers'
+    AutoModelForCausalLM builds Qwen3.5's language model alone, and the breakdown says so."""
+    pytest.importorskip("transformers")
+    from calc.arch.fallback import transformers_breakdown
+    from calc.errors import UnsupportedModelType
+
+    config = json.loads((MODEL_TYPES / "qwen3_5.json").read_text())
+    whole = transformers_breakdown(UnsupportedModelType("test", dict(config), "qwen3_5.json"))
+    assert whole.total == counted("qwen3_5.json").total and not whole.partial
+    config.pop("architectures")
+    text = transformers_breakdown(UnsupportedModelType("test", config, "qwen3_5.json"))
+    assert text.total == counted("qwen3_5.json").decoder_total
+    assert text.partial and text.to_json()["not_counted"] == ["vision encoder and projector"]
+
+
+def test_llama4_image_tiles() -> None:
+    """Llama 4's rule (TileImages). transformers' get_best_fit docstring (models/llama4/
+    image_processing_llama4.py): a 200 x 300 image (height x width) on the canvases 224x672, 672x224,
+    224x448, 448x224, 224x224 (all of at most 3 tiles of 224) goes to 224 x 448. A 1024 x 1024 image
+    on Scout's 336-pixel tiles: no canvas of at most 16 tiles is 1024 wide but 4 x 4 (1344), so 16
+    tiles plus the global view, 144 tokens each ((336 / 14)² / 2²), and _prompt_split_image's
+    <|image_start|>, 16 separators, <|image|>, <|image_end|>. (transformers' own functions need
+    torchvision, not installed here.)"""
+    from calc.towers.images import TileImages
+
+    docstring = TileImages.model_construct(tile=224, patch_size=14, shuffle=2, max_tiles=3).tokens(300, 200)
+    assert (docstring.height, docstring.width) == (224, 448)
+    scout = load_spec(str(MODEL_TYPES / "llama4.json")).towers["vision"].images.tokens(1024, 1024)
+    assert (scout.height, scout.width) == (1344, 1344)
+    assert scout.image_tokens == 17 * 144 and scout.special_tokens == 3 + 16
