@@ -32,7 +32,7 @@ function sizes(data, state) {
     const at = m.tp[count];
     if (!at) return {name: m.name, refused: "tp " + count + " does not divide its query heads"};
     const weights = BigInt(at.weights[state.weights]), kv = at.kv[state.kv];
-    if (state.engine !== "none" && kv.state !== "0")  // as `memory --engine` refuses it
+    if (state.engine === "trtllm" && kv.state !== "0")  // as `memory --engine trtllm` refuses it (engines.py)
       return {name: m.name, refused: "how " + state.engine + " pages its conv and recurrent states is not modelled"};
     let rows = 0n;
     for (const [perToken, window] of kv.rows) {
