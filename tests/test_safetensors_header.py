@@ -193,6 +193,20 @@ def test_huge_claimed_lengths_allocate_nothing(tmp_path: Path) -> None:
     assert peak < 1_000_000
 
 
+def test_a_header_of_too_many_tensors_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """720,000 entries (7 values each: over calc.inputs.MAX_VALUES) in a 40 MB header: refused without
+    the JSON ever being parsed, so in far less memory than the header itself (parsing 1.39M entries took
+    1.7 GB)."""
+    one = b'"t":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}'
+    path = write_raw(tmp_path / "many.safetensors", b"{" + b",".join([one] * 720_000) + b"}", 2)
+    tracemalloc.start()
+    with pytest.raises(GptcalcError, match="720,000 tensor entries hold more than 5,000,000 values"):
+        read_header(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2 * path.stat().st_size  # the raw header and no more: no parsed entries
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(GptcalcError, match="cannot read"):
         read_header(tmp_path / "nope.safetensors")

@@ -28,7 +28,7 @@ from calc.parts import MLP, Attention, Norm
 from calc.parts.base import Field, Part, present
 from calc.towers.images import FixedImages, GridImages, RowImages, TileImages
 
-__all__ = ["LABELS", "READERS", "Linear", "Projector", "Tower", "towers_of"]
+__all__ = ["LABELS", "READERS", "Linear", "Projector", "Tower", "biased_attention", "towers_of"]
 ImageRule = GridImages | FixedImages | RowImages | TileImages
 
 
@@ -124,6 +124,13 @@ READERS: dict[str, str] = {
     "qwen3_5": "qwen_vl", "qwen3_5_moe": "qwen_vl", "qwen3_vl": "qwen_vl",
     "qwen2_5_vl": "qwen_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral",
 }
+
+
+def biased_attention(d_model: int, n_heads: int, **layout: Any) -> dict[str, Any]:
+    """A ViT encoder's attention as the readers write it: heads of d_model / n_heads, a bias on
+    every projection (SigLIP, Llama-4's and Qwen-VL's encoders), plus a reader's own `layout`."""
+    return {"n_heads": n_heads, "head_dim": d_model // n_heads, "q_bias": True, "k_bias": True, "v_bias": True,
+            "o_bias": True, **layout}
 
 
 def towers_of(config: dict[str, Any], origin: str, text_width: int) -> dict[str, dict[str, Any]] | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from calc.arch.common import with_defaults
 from calc.arch.config import Config
+from calc.towers import biased_attention
 
 __all__ = ["towers"]
 
@@ -36,8 +37,7 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
                {"d_in": out, "d_out": out}]
     return {"vision": {
         "kind": "llama4", "d_model": d, "n_layers": vision.int("num_hidden_layers"),
-        "attention": {"n_heads": heads, "head_dim": d // heads, "q_bias": True, "k_bias": True, "v_bias": True,
-                      "o_bias": True},
+        "attention": biased_attention(d, heads),
         "mlp": {"d_ff": vision.int("intermediate_size"), "bias": True},
         "norm": layernorm, "in_channels": vision.int("num_channels"), "patch_size": patch, "class_token": True,
         "positions": (vision.int("image_size") // patch) ** 2 + 1, "pre_norm": layernorm, "post_norm": layernorm,

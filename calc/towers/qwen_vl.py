@@ -22,6 +22,7 @@ from typing import Any
 
 from calc.arch.common import with_defaults
 from calc.arch.config import Config
+from calc.towers import biased_attention
 
 __all__ = ["towers"]
 
@@ -63,8 +64,7 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
     patch = vision.int("patch_size")
     return {"vision": {
         "kind": model_type, "d_model": d, "n_layers": vision.int("depth"),
-        "attention": {"n_heads": heads, "head_dim": d // heads, "q_bias": True, "k_bias": True, "v_bias": True,
-                      "o_bias": True, "fused_qkv": True},
+        "attention": biased_attention(d, heads, fused_qkv=True),
         "mlp": mlp, "norm": norm,
         "in_channels": vision.int("in_channels"), "patch_size": patch,
         "temporal_patch": vision.int("temporal_patch_size"), "patch_bias": not legacy,

@@ -15,6 +15,7 @@ from typing import Any
 
 from calc.arch.common import with_defaults
 from calc.arch.config import Config
+from calc.towers import biased_attention
 
 __all__ = ["towers"]
 
@@ -33,8 +34,7 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
     layernorm = {"kind": "layernorm", "eps": vision.float("layer_norm_eps")}
     return {"vision": {
         "kind": "siglip", "d_model": d, "n_layers": vision.int("num_hidden_layers"),
-        "attention": {"n_heads": heads, "head_dim": d // heads, "q_bias": True, "k_bias": True, "v_bias": True,
-                      "o_bias": True},
+        "attention": biased_attention(d, heads),
         "mlp": {"d_ff": vision.int("intermediate_size"), "bias": True},
         "norm": layernorm, "in_channels": vision.int("num_channels"), "patch_size": patch, "patch_bias": True,
         "positions": (side // patch) ** 2, "post_norm": layernorm,
