@@ -167,7 +167,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     server = (*(startup.lines() if startup else ()),
               *([line for c in caches for line in c["lines"]] if caches else
                 engine_lines(pool, result.kv, engine) if engine else ()))
-    solved = budget_for(spec, target, result, seq, batch) if target else None
+    solved = budget_for(spec, target, result, seq, batch, None if caches else pool) if target else None
     answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures)
     return Result(answer, answer.to_json)
 

@@ -15,6 +15,7 @@ import calc
 from calc.cli import main
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
+DSA = str(Path(__file__).resolve().parent / "configs" / "model_types" / "deepseek_v32.json")
 
 
 def _cli(*args: str) -> object:
@@ -34,6 +35,8 @@ def test_docs_python_md_examples_run() -> None:
     (lambda s: calc.kvcache(s, seq=8192, tp=2), "kvcache llama-3-8b --seq 8192 --tp 2"),
     (lambda s: calc.memory(s, seq=32768, budget="2xH100-80GB", engine="vllm"),
      "memory llama-3-8b --seq 32768 --budget 2xH100-80GB --engine vllm"),
+    (lambda s: calc.memory(calc.load(DSA), seq=32768, budget="8xH200", engine="vllm", kv_dtype="fp8"),
+     f"memory {DSA} --seq 32768 --budget 8xH200 --engine vllm --kv-dtype fp8"),
     (lambda s: calc.memory(s, quant="awq-int4", kv_dtype="fp8_e4m3", batch=4),
      "memory llama-3-8b --quant awq-int4 --kv-dtype fp8_e4m3 --batch 4"),
     (lambda s: calc.flops(s, seq=2048, decode=True, gpus=("h200",), mfu="0.4"),

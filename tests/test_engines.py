@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -132,3 +133,56 @@ def test_vllm_dsa_pages_sum_the_latent_and_indexer_layouts() -> None:
     pool = kv_pool(kv, "vllm", 10 * 2**30, 8192)
     assert (pool.block, pool.bytes_per_token, pool.hybrid) == (64, 61 * (656 + 132), None)
     assert pool.blocks == 10 * 2**30 // (64 * 61 * 788) and pool.blocks_per_request == 8192 // 64
+
+
+DSA = "tests/configs/model_types/deepseek_v32.json"
+JAMBA = "tests/configs/model_types/jamba.json"
+
+
+def budget_answer(*args: str) -> dict:  # type: ignore[type-arg]
+    return run("memory", *args, "--seq", "32768", "--json")["budget"]
+
+
+def test_budget_dsa_largest_batch_is_the_engines_requests() -> None:
+    """DeepSeek-V3.2, fp8 cache, a 40 GiB pool per GPU at 32k: the largest batch comes from the engines'
+    DSA pages, not from the format's bytes per token."""
+    # hand formula: 61 layers x (fp8 latent 512 + 512 / 128 x 4 scales + 64 rope x 2 = 656, indexer 128 + 4 = 132)
+    # = 48,068 B a token; pages of 64 tokens; vLLM: 512 blocks a 32,768-token request; SGLang: token slots / 32,768
+    blocks = 40 * 2**30 // (64 * 61 * (656 + 132))
+    for engine in ("vllm", "sglang"):
+        got = budget_answer(DSA, "--engine", engine, "--kv-memory", "40GiB", "--budget", "8xH200", "--kv-dtype", "fp8")
+        assert (got["max_batch"], got["answered_by"]) == (blocks // 512, engine)
+        assert got["max_batch"] == blocks * 64 // 32768 == 27
+
+
+def test_budget_hybrid_largest_batch_is_vllms_requests() -> None:
+    """Jamba under --tp 2 with a 40 GiB pool per GPU at 32k: vLLM's hybrid groups answer."""
+    # hand formula: attention token per layer = K and V x 4 KV heads (8 / tp 2) x 128 x 2 B = 2,048 B; a Mamba1 layer's
+    # state page = (4,096 channels (2 x 4,096 / tp 2) x 3 conv + 4,096 x 16 SSM) x 2 B = 155,648 B, so the block is
+    # raised to 16 x ceil(155,648 / (16 x 2,048)) = 80 tokens and a page is 80 x 2,048 = 163,840 B; 4 attention and
+    # 28 Mamba layers make groups of 4: 1 full group + 7 state groups; blocks = floor(pool / page) / 4;
+    # a request takes ceil(32,768 / 80) = 410 blocks of the full group + 2 pages per state group (prefix caching)
+    blocks = 40 * 2**30 // 163_840 // 4
+    got = budget_answer(JAMBA, "--engine", "vllm", "--kv-memory", "40GiB", "--budget", "2xH100")
+    assert got["max_batch"] == blocks // (410 + 7 * 2) == 154
+
+
+@pytest.mark.parametrize("args", [
+    [DSA, "--engine", "vllm", "--budget", "8xH200", "--kv-dtype", "fp8"],
+    [DSA, "--engine", "sglang", "--budget", "8xH200", "--kv-dtype", "fp8"],
+    [JAMBA, "--engine", "vllm", "--budget", "2xH100"],
+    [JAMBA, "--engine", "sglang", "--budget", "2xH100"],
+])
+def test_headline_is_the_engine_lines_figure(args: list[str]) -> None:
+    """Under the engine's own reserves the headline's largest batch is the whole requests the engine's
+    line reports: floor(vLLM's maximum concurrency), SGLang's token slots / --seq (and its Mamba slots)."""
+    result = CliRunner(env={"COLUMNS": "400"}).invoke(main, ["memory", *args, "--seq", "32768"])
+    assert result.exit_code == 0, result.output
+    headline = int(re.search(r"largest batch at seq 32,768 \(\w+'s pool\): ([\d,]+)", result.output)[1].replace(",", ""))
+    if args[2] == "vllm":
+        expected = int(float(re.search(r"per request: ([\d.]+)x", result.output)[1]))
+    else:
+        slots = [int(n) for n in re.findall(r"max_mamba_cache_size: (\d+)", result.output)]
+        expected = min([int(re.search(r"#tokens: (\d+)", result.output)[1]) // 32768, *slots])
+    pool = run("memory", *args, "--seq", "32768", "--json")["engine"]
+    assert headline == expected == pool["requests"] >= 1

@@ -20,6 +20,7 @@ from calc.units import bytes_with_units, human_bytes
 if TYPE_CHECKING:  # `kvcache` draws its tables without loading what only `memory` computes
     from calc.analysis.memory import Budget, BudgetSpec, Inference, KVCache, KVLayers, StoredWeights, Weights
     from calc.analysis.memory.startup import StartupBudget
+    from calc.analysis.memory.engines import KVPool
 
 __all__ = ["budget_lines", "context_note", "gpu_table", "gqa_table", "headline", "inference_notes", "inference_table", "kv_notes",
            "kvcache_table", "startup_table", "weights_table"]
@@ -276,7 +277,8 @@ def headline(result: Inference, solved: Budget | None, target: BudgetSpec | None
     verdict = (styled("bold green", "fits") + f" on {target.label}, {human_bytes(left)} to spare" if left >= 0 else
                styled("bold red", "does not fit") + f" on {target.label}: {human_bytes(-left)} short")
     what = "longest context at batch" if solved.solve_for == "seq" else "largest batch at seq"
-    return [verdict + f"; {what} {solved.fixed:,}: " + styled("bold", f"{solved.answer:,}"), need]
+    whose = f" ({solved.engine.engine.name}'s pool)" if solved.engine else ""
+    return [verdict + f"; {what} {solved.fixed:,}{whose}: " + styled("bold", f"{solved.answer:,}"), need]
 
 
 def budget_lines(budget: Budget, label: str) -> list[str]:
@@ -289,13 +291,29 @@ def budget_lines(budget: Budget, label: str) -> list[str]:
         lines.append(f"the weights alone ({budget.weights_bytes:,} B) exceed the budget by "
                      f"{-budget.free_bytes:,} B: nothing fits")
         return lines
-    lines.append(f"left for the KV cache after weights: {budget.free_bytes:,} B; "
-                 f"{budget.kv_bytes_per_token:,} B per token per sequence")
+    if budget.engine is not None:
+        lines.append(_pool_line(budget.engine))
+    else:
+        lines.append(f"left for the KV cache after weights: {budget.free_bytes:,} B; "
+                     f"{budget.kv_bytes_per_token:,} B per token per sequence")
     allows = "any length (the cache stops growing at the window)" if budget.by_memory is None else f"{budget.by_memory:,}"
     limit = (f"limited by the model's context, n_positions = {budget.context:,}; memory allows {allows}"
              if budget.limited_by == "context" else "limited by memory")
     lines.append(styled("bold", f"{what} at {fixed}: {budget.answer:,}") + f" ({limit})")
     return lines
+
+
+def _pool_line(pool: KVPool) -> str:
+    """How the engine's pool answers the largest batch: its pages, and the pages one request takes."""
+    name = pool.engine.name
+    if name == "vllm":
+        per = (f"{pool.blocks:,} blocks of {pool.block_bytes:,} B ({pool.block} tokens), {pool.blocks_per_request:,} "
+               f"per request of {pool.max_model_len:,} tokens")
+    else:
+        per = f"{pool.tokens:,} token slots, {pool.max_model_len:,} per request"
+    states = f", {pool.mamba.slots:,} Mamba state slots" if pool.mamba else ""
+    return (f"{name}'s KV pool: {pool.kv_memory:,} B at {pool.bytes_per_token:,} B per token as {name} lays it out: "
+            f"{per}{states}; the largest batch is the whole requests it holds (its maximum concurrency, rounded down)")
 
 
 def seq_note(seq: int | None) -> str | None:

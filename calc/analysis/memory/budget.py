@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from calc.analysis.breakdown import Breakdown
+from calc.analysis.memory.engines import KVPool
 from calc.analysis.memory.gpus import GPU, GPUS, find_gpu, gpu_suggestion
 from calc.analysis.memory.kv import KVCache, kv_cache
 from calc.analysis.memory.offload import Offload, offload, on_gpu
@@ -169,6 +170,13 @@ class Budget:
     solve_for: str  # "seq" or "batch"
     fixed: int  # the batch (solving for seq) or the seq (solving for batch)
     context: int  # the model's n_positions
+    pool: KVPool | None = None  # the engine's pool (memory --engine): it answers the largest batch
+
+    @property
+    def engine(self) -> KVPool | None:
+        """The engine's pool when it answers: solving for the batch, its blocks hold `requests` of
+        --seq tokens, which is what the engine admits (its pages, not the format's bytes per token)."""
+        return self.pool if self.pool is not None and self.solve_for == "batch" else None
 
     @property
     def free_bytes(self) -> int:
@@ -186,6 +194,8 @@ class Budget:
     def by_memory(self) -> int | None:
         """The most memory allows; None when the cache stops growing below the budget (all layers windowed)."""
         free = max(self.free_bytes, 0)
+        if self.engine is not None:
+            return self.engine.requests
         if self.solve_for == "batch":
             return free // self.cache_bytes(self.fixed, 1)
         growing = sum(k.bytes_per_token(self.kv.format) for k in self.kv.layers if not k.window) * self.fixed
@@ -221,6 +231,7 @@ class Budget:
             f"max_{self.solve_for}": self.answer,
             f"max_{self.solve_for}_by_memory": self.by_memory,
             "limited_by": self.limited_by,
+            "answered_by": self.engine.engine.name if self.engine else "kv_cache",
         }
 
 
@@ -247,15 +258,16 @@ def layout_for(budget: BudgetSpec | None, tp: int | None, pp: int | None, ep: in
 
 
 def budget_for(spec: ModelSpec, budget: BudgetSpec, result: Inference, seq: int | None,
-               batch: int | None) -> Budget:
+               batch: int | None, pool: KVPool | None = None) -> Budget:
     """`memory --budget`: with --seq, the largest batch; otherwise the longest context at --batch
     (default 1). Both given leaves nothing to solve for. Under pipeline parallelism each stage is
-    solved with its own weights and layers, and the tightest stage answers."""
+    solved with its own weights and layers, and the tightest stage answers. With an engine's `pool`
+    the largest batch is the requests its blocks hold, so the answer and the engine's line agree."""
     if seq and batch:
         raise GptcalcError("--budget: give --seq (to solve for the batch) or --batch (to solve for the context), not both")
     solve_for, fixed = ("batch", seq) if seq else ("seq", batch or 1)
     if fixed < 1:
         raise GptcalcError(f"--{'batch' if solve_for == 'seq' else 'seq'}: must be at least 1, got {fixed}")
-    answers = [Budget(budget.bytes_per_gpu, share.weights.total_bytes, share.kv, solve_for, fixed, spec.n_positions)
-               for share in result.gpus]
+    answers = [Budget(budget.bytes_per_gpu, share.weights.total_bytes, share.kv, solve_for, fixed, spec.n_positions,
+                      pool) for share in result.gpus]
     return min(answers, key=lambda b: (b.answer, b.free_bytes))

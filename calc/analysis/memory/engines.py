@@ -119,6 +119,13 @@ class KVPool:
         return self.tokens / self.max_model_len
 
     @property
+    def requests(self) -> int:
+        """Whole requests of max_model_len the pool holds at once: floor(max_concurrency) in integers,
+        and under SGLang no more than its Mamba pool has slots for (one request, one slot)."""
+        whole = self.blocks // self.blocks_per_request if self.engine.name == "vllm" else self.tokens // self.max_model_len
+        return min(whole, self.mamba.slots) if self.mamba else whole
+
+    @property
     def concurrency(self) -> str:
         """max_concurrency as vLLM prints it (two decimals)."""
         return f"{self.max_concurrency:.2f}"
@@ -133,6 +140,7 @@ class KVPool:
                 "block_bytes": self.block_bytes, "kv_memory_bytes": self.kv_memory, "blocks": self.blocks,
                 "tokens": self.tokens, "printed_tokens": self.printed_tokens, "max_model_len": self.max_model_len,
                 "blocks_per_request": self.blocks_per_request, "max_concurrency": self.concurrency,
+                "requests": self.requests,
                 "hybrid_groups": self.hybrid.to_json() if self.hybrid else None,
                 "mamba_pool": self.mamba.to_json() if self.mamba else None}
 

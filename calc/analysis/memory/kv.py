@@ -79,7 +79,8 @@ class KVLayers:
         return replace(self, k=self.expanded[0], v=self.expanded[1], expanded=None, rope=0)
 
     def to_json(self) -> dict[str, object]:
-        return dict(self.__dict__)
+        """Its fields, `expanded` as a list: what --json prints, so that the API's to_dict() equals it."""
+        return {**self.__dict__, "expanded": list(self.expanded) if self.expanded else None}
 
 
 @dataclass(frozen=True)
