@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -135,8 +136,8 @@ def test_vllm_dsa_pages_sum_the_latent_and_indexer_layouts() -> None:
     assert pool.blocks == 10 * 2**30 // (64 * 61 * 788) and pool.blocks_per_request == 8192 // 64
 
 
-DSA = "tests/configs/model_types/deepseek_v32.json"
-JAMBA = "tests/configs/model_types/jamba.json"
+CONFIGS = Path(__file__).parent / "configs" / "model_types"
+DSA, JAMBA = str(CONFIGS / "deepseek_v32.json"), str(CONFIGS / "jamba.json")
 
 
 def budget_answer(*args: str) -> dict:  # type: ignore[type-arg]

@@ -7,6 +7,7 @@ tests/test_train_torch.py.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -139,10 +140,10 @@ def test_cli_table() -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--gpus", "6", "--tp", "4"], "do not split"),
-    (["--tp", "5", "--gpus", "5"], "does not divide"),
+    (["--tp", "5", "--gpus", "5"], "--tp 5: does not divide gpt2-small's 12 query and 12 KV heads"),
     (["--qlora"], "--qlora: needs --lora-rank"),
     (["--lora-rank", "8", "--lora-targets", "q,x"], "--lora-targets: unknown x"),
-    (["--pp", "13", "--gpus", "13"], "--pp: 13 stages for 12 layers"),
+    (["--pp", "13", "--gpus", "13"], "--pp 13: more stages than gpt2-small's 12 layers"),
     (["--zero", "4"], "--zero"),
     (["--offload", "gpu"], "--offload: unknown gpu"),
     (["--checkpoint-every", "2"], "--checkpoint-every: needs --recompute full"),
@@ -224,3 +225,19 @@ def test_nf4_without_double_quant() -> None:
     """bitsandbytes' NF4 without double quantisation: ½ byte per weight and an fp32 absmax per 64."""
     # source: https://huggingface.co/docs/bitsandbytes/main/en/reference/nn/linear4bit (blocksize 64, compress_statistics)
     assert nf4_bytes(64 * 256, double_quant=False) == 64 * 256 // 2 + 4 * 256
+
+
+@pytest.mark.parametrize(("model", "args", "message"), [
+    # training splits KV heads too (Megatron's num_query_groups % tp): 8 KV heads refuse --tp 16 that 32 query heads allow
+    ("llama-3-8b", ["--tp", "16", "--gpus", "16"], "--tp 16: does not divide llama-3-8b's 32 query and 8 KV heads"),
+    ("llama-2-7b", ["--tp", "64", "--gpus", "64"], "--tp 64: does not divide llama-2-7b's 32 query and 32 KV heads"),
+    ("llama-2-7b", ["--pp", "33", "--gpus", "33"], "--pp 33: more stages than llama-2-7b's 32 layers"),
+    # a state's heads split across tp GPUs as the attention's do (train accepted this layout before)
+    (str(Path(__file__).parent / "configs" / "model_types" / "mamba2.json"), ["--tp", "3", "--gpus", "3"],
+     "--tp 3: does not divide the 128 heads of mamba's conv state"),
+])
+def test_train_refuses_a_layout_as_memory_does(model: str, args: list[str], message: str) -> None:
+    """train checks its layout with memory's validate_layout (calc/analysis/memory/parallel.py): one
+    refusal line naming the option, never a traceback."""
+    code, out = run("train", model, "--seq", "64", "--micro-batch", "1", *args)
+    assert code == 2 and message in out and "Traceback" not in out

@@ -67,12 +67,13 @@ def check_tp(spec: ModelSpec, tp: int, kv_heads: bool = False) -> None:
             raise GptcalcError(f"--tp {tp}: does not divide {spec.name}'s {what}")
 
 
-def validate_layout(spec: ModelSpec, layout: Layout) -> None:
-    """Every rule a server applies to a layout, in one place (memory, budgets and `fit` call it), each
-    error naming the option: --tp divides the query heads (KV heads split or replicate, which the KV
-    cache checks) and every state's heads; --pp at most the layers; --ep divides every MoE's routed
-    experts (an expert group of more GPUs than --tp takes data-parallel replicas: vLLM's is tp x dp)."""
-    check_tp(spec, layout.tp)
+def validate_layout(spec: ModelSpec, layout: Layout, kv_heads: bool = False) -> None:
+    """Every rule a server or trainer applies to a layout, in one place (memory, budgets, `fit` and
+    `train` call it), each error naming the option: --tp divides the query heads (KV heads split or
+    replicate, which the KV cache checks; with `kv_heads`, as training splits them, the KV heads too)
+    and every state's heads; --pp at most the layers; --ep divides every MoE's routed experts (an
+    expert group of more GPUs than --tp takes data-parallel replicas: vLLM's is tp x dp)."""
+    check_tp(spec, layout.tp, kv_heads)
     for name, block in spec.blocks.items():
         for state in block.cache(spec.d_model).states:
             if layout.tp > 1 and state.heads % layout.tp:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calc.analysis.memory.parallel import check_tp
+from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.shapes import journey
 from calc.analysis.train.activations import RECOMPUTE, Term, activation_terms, korthikanti, layer_terms
 from calc.analysis.train.frameworks import FRAMEWORKS
@@ -138,7 +138,7 @@ def _check(spec: ModelSpec, s: Setup) -> None:
         raise GptcalcError(f"--zero: {s.zero} is not a ZeRO stage (0, 1, 2, 3)")
     if s.gpus % (s.tp * s.pp):
         raise GptcalcError(f"--gpus: {s.gpus} GPUs do not split into tp={s.tp} × pp={s.pp} groups")
-    check_tp(spec, s.tp, kv_heads=True)
+    validate_layout(spec, Layout(s.tp, s.pp), kv_heads=True)
     for option, value, choices in (("--optimizer", s.optimizer, OPTIMIZERS), ("--recompute", s.recompute, RECOMPUTE),
                                    ("--attention", s.attention, ("flash", "eager")),
                                    ("--precision", s.precision, tuple(PRECISIONS)), ("--loss", s.loss, tuple(LOSSES)),

@@ -79,9 +79,8 @@ def _adapters(step: Step, copies: int, rank: int, tp: int) -> list[Tensor]:
 
 def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None,
          lora_targets: tuple[str, ...] = ()) -> Held:
-    """The busiest pipeline stage's parameters on one of its tp GPUs, and its LoRA adapters."""
-    if pp > spec.n_layers:
-        raise GptcalcError(f"--pp: {pp} stages for {spec.n_layers} layers; at most one stage per layer")
+    """The busiest pipeline stage's parameters on one of its tp GPUs, and its LoRA adapters (the
+    layout is valid: train checks it with validate_layout first)."""
     if pp > MAX_STAGES:
         raise GptcalcError(f"--pp: {pp} stages; at most {MAX_STAGES:,} (each is listed)")
     unknown = [t for t in lora_targets if t not in LORA_TARGETS]
