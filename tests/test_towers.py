@@ -150,3 +150,56 @@ def test_llama4_image_tiles() -> None:
     scout = load_spec(str(MODEL_TYPES / "llama4.json")).towers["vision"].images.tokens(1024, 1024)
     assert (scout.height, scout.width) == (1344, 1344)
     assert scout.image_tokens == 17 * 144 and scout.special_tokens == 3 + 16
+
+
+# --- LLaVA-OneVision: SigLIP + two-layer projector + image newline ---------------------------------
+
+# No llava-hf/llava-onevision-* config.json was found in the searchable copies: this is the 0.5B's
+# shape as transformers builds it, the vision_config LlavaOnevisionConfig makes when none is given
+# (sub_configs_defaults, models/llava_onevision/configuration_llava_onevision.py) spelled out, and a
+# two-layer Qwen2-0.5B-wide decoder to keep the meta-device build small.
+LLAVA_ONEVISION = {
+    "model_type": "llava_onevision", "architectures": ["LlavaOnevisionForConditionalGeneration"],
+    "text_config": {"model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 2,
+                    "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936,
+                    "tie_word_embeddings": True},
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+                      "patch_size": 14, "image_size": 384, "num_hidden_layers": 26, "num_attention_heads": 16,
+                      "vision_use_head": False},
+}
+SMALL_SIGLIP = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "image_size": 56, "vision_use_head": False}
+
+
+@pytest.mark.parametrize("outer", [{}, {"vision_feature_layer": [-2, -5], "multimodal_projector_bias": False,
+                                        "vision_config": SMALL_SIGLIP}], ids=["defaults", "two-taps-no-bias"])
+def test_llava_onevision_is_transformers_whole_model(outer: dict) -> None:
+    """Total == LlavaOnevisionForConditionalGeneration's parameters; decoder == its language model
+    and head; the tower's newline row is the one text-width vector (image_newline)."""
+    from oracle import transformers_model
+
+    config = {**LLAVA_ONEVISION, **outer}
+    named = list(transformers_model(config).named_parameters())
+    b = count(spec_of(config))
+    assert not b.partial and b.total == sum(p.numel() for _, p in named)
+    assert b.decoder_total == sum(p.numel() for n, p in named if "language_model." in n or n.startswith("lm_head"))
+    assert b.towers[0].components["image_newline"] == 896
+
+
+def test_llava_onevision_siglip_head_is_refused_not_left_out() -> None:
+    """A vision_config mapping without vision_use_head gets SiglipVisionConfig's default (true), and
+    transformers builds the attention-pooling head gptcalc does not count: refused, one line."""
+    from calc.errors import GptcalcError
+
+    vision = {k: v for k, v in SMALL_SIGLIP.items() if k != "vision_use_head"}
+    with pytest.raises(GptcalcError, match="vision_use_head"):
+        spec_of({**LLAVA_ONEVISION, "vision_config": vision})
+
+
+def test_llava_onevision_count_is_analytic(tmp_path) -> None:  # noqa: ANN001
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAVA_ONEVISION))
+    data = json.loads(check_run(["count", str(path), "--json"]).stdout)
+    assert data["partial"] is False and data["towers"][0]["kind"] == "siglip"
+    assert data["total"] == data["decoder_total"] + data["towers"][0]["total"]
+    assert "not analytic" not in check_run(["count", str(path)]).stdout

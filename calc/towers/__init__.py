@@ -11,6 +11,7 @@ Every vision tower in use is a pre-norm ViT, so one part describes them all as d
     pre norm          (Llama-4's layernorm_pre, Pixtral's ln_pre)
     n_layers × (norm, attention, norm, MLP)                             the decoder's own parts
     post norm         (SigLIP's post_layernorm, Llama-4's layernorm_post)
+    image newline     text width                                        LLaVA-OneVision
     projectors        a norm and linear layers each; `repeat` identical ones (Qwen3-VL's DeepStack
                       mergers, one per tapped layer)
 
@@ -82,6 +83,7 @@ class Tower(Part):
     post_norm: Norm | None = None
     projectors: tuple[Projector, ...] = Field(default=(), strict=False)
     images: ImageRule | None = Field(default=None, discriminator="kind")
+    newline: int = Field(default=0, ge=0)  # LLaVA-OneVision's image_newline: one vector of this (text) width
 
     def layer_params(self) -> dict[str, int]:
         """One encoder layer: norm, attention, norm, MLP, with the decoder parts' component keys."""
@@ -99,6 +101,7 @@ class Tower(Part):
         rows.update({name: self.n_layers * n for name, n in self.layer_params().items() if n})
         rows.update(present(post_norm=self.post_norm.params(d) if self.post_norm else 0))
         rows.update({projector.name: projector.params() for projector in self.projectors})
+        rows.update(present(image_newline=self.newline))
         return rows
 
     @property
@@ -117,12 +120,14 @@ LABELS = {
     "patch_embedding": "patch embedding", "class_embedding": "class token", "pre_norm": "pre-encoder norm",
     "post_norm": "post-encoder norm", "merger": "patch merger", "deepstack_mergers": "DeepStack mergers",
     "projector": "multimodal projector", "adapter": "vision adapter (pixel shuffle MLP)",
+    "image_newline": "image newline",
 }
 
 # Outer (multimodal) model_type -> the calc.towers module that reads its towers.
 READERS: dict[str, str] = {
     "qwen3_5": "qwen_vl", "qwen3_5_moe": "qwen_vl", "qwen3_vl": "qwen_vl",
     "qwen2_5_vl": "qwen_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral",
+    "llava_onevision": "llava_onevision",
 }
 
 
