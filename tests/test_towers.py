@@ -203,3 +203,32 @@ def test_llava_onevision_count_is_analytic(tmp_path) -> None:  # noqa: ANN001
     assert data["partial"] is False and data["towers"][0]["kind"] == "siglip"
     assert data["total"] == data["decoder_total"] + data["towers"][0]["total"]
     assert "not analytic" not in check_run(["count", str(path)]).stdout
+
+
+# --- InternVL: InternViT (layer scale, QK-norm) + pixel-shuffle projector --------------------------
+
+# No OpenGVLab/InternVL*-hf config.json was found in the searchable copies: InternVLVisionConfig's
+# defaults (InternViT-300M, models/internvl/configuration_internvl.py) under a two-layer
+# Qwen2-0.5B-wide decoder, and InternViT-6B's switches (RMSNorm, QK-norm, biased Q/K/V, a post
+# LayerNorm) on a small encoder.
+INTERNVL = {"model_type": "internvl", "architectures": ["InternVLForConditionalGeneration"],
+            "text_config": LLAVA_ONEVISION["text_config"], "vision_config": {"model_type": "internvl_vision"}}
+INTERNVIT_6B_SWITCHES = {"model_type": "internvl_vision", "hidden_size": 64, "num_hidden_layers": 2,
+                         "num_attention_heads": 4, "intermediate_size": 96, "image_size": [56, 56],
+                         "patch_size": [14, 14], "norm_type": "rms_norm", "use_qk_norm": True,
+                         "attention_bias": True, "use_mean_pooling": False}
+
+
+@pytest.mark.parametrize("vision", [{}, INTERNVIT_6B_SWITCHES], ids=["internvit-300m", "internvit-6b-switches"])
+def test_internvl_is_transformers_whole_model(vision: dict) -> None:
+    """Total == InternVLForConditionalGeneration's parameters; decoder == its language model and head;
+    two layer scales of the encoder width in every layer."""
+    from oracle import transformers_model
+
+    config = {**INTERNVL, "vision_config": {**INTERNVL["vision_config"], **vision}}
+    named = list(transformers_model(config).named_parameters())
+    b = count(spec_of(config))
+    assert not b.partial and b.total == sum(p.numel() for _, p in named)
+    assert b.decoder_total == sum(p.numel() for n, p in named if "language_model." in n or n.startswith("lm_head"))
+    tower = b.towers[0]
+    assert tower.components["layer_scale"] == sum(p.numel() for n, p in named if ".lambda_" in n)
