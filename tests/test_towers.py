@@ -208,11 +208,13 @@ def test_llava_onevision_count_is_analytic(tmp_path) -> None:  # noqa: ANN001
 # --- InternVL: InternViT (layer scale, QK-norm) + pixel-shuffle projector --------------------------
 
 # No OpenGVLab/InternVL*-hf config.json was found in the searchable copies: InternVLVisionConfig's
-# defaults (InternViT-300M, models/internvl/configuration_internvl.py) under a two-layer
-# Qwen2-0.5B-wide decoder, and InternViT-6B's switches (RMSNorm, QK-norm, biased Q/K/V, a post
-# LayerNorm) on a small encoder.
+# defaults (InternViT-300M's shape, models/internvl/configuration_internvl.py) with attention_bias
+# true, as the HF-format InternViT-300M config in InternVL's converter copies carries it (found
+# with find_string, no Hub file), under a two-layer Qwen2-0.5B-wide decoder; and InternViT-6B's
+# switches (RMSNorm, QK-norm, a post LayerNorm) on a small encoder.
 INTERNVL = {"model_type": "internvl", "architectures": ["InternVLForConditionalGeneration"],
-            "text_config": LLAVA_ONEVISION["text_config"], "vision_config": {"model_type": "internvl_vision"}}
+            "text_config": LLAVA_ONEVISION["text_config"],
+            "vision_config": {"model_type": "internvl_vision", "attention_bias": True}}
 INTERNVIT_6B_SWITCHES = {"model_type": "internvl_vision", "hidden_size": 64, "num_hidden_layers": 2,
                          "num_attention_heads": 4, "intermediate_size": 96, "image_size": [56, 56],
                          "patch_size": [14, 14], "norm_type": "rms_norm", "use_qk_norm": True,
