@@ -234,3 +234,20 @@ def test_internvl_is_transformers_whole_model(vision: dict) -> None:
     assert b.decoder_total == sum(p.numel() for n, p in named if "language_model." in n or n.startswith("lm_head"))
     tower = b.towers[0]
     assert tower.components["layer_scale"] == sum(p.numel() for n, p in named if ".lambda_" in n)
+
+
+@pytest.mark.parametrize("width, height", [(1024, 1024), (640, 480), (4000, 3000), (300, 2000), (20, 20)])
+def test_llava_onevision_image_tokens_are_the_processors(width: int, height: int) -> None:
+    """anyres_max_9 (AnyresImages) against transformers' own code: LlavaOnevisionProcessor's
+    _get_number_of_features (num_image_tokens 729 = (384/14)², as the 0.5B/7B processors set it)
+    for the tokens, LlavaOnevisionImageProcessor on a blank image for the tiles the encoder sees."""
+    np = pytest.importorskip("numpy")
+    transformers = pytest.importorskip("transformers")
+    rule = spec_of(LLAVA_ONEVISION).towers["vision"].images
+    processor = object.__new__(transformers.LlavaOnevisionProcessor)
+    processor.image_processor = transformers.LlavaOnevisionImageProcessor()
+    processor.num_image_tokens, processor.vision_aspect_ratio = 729, "anyres_max_9"
+    ours = rule.tokens(width, height)
+    assert ours.tokens == processor._get_number_of_features(height, width, 384, 384)
+    pixels = processor.image_processor(np.zeros((height, width, 3), dtype=np.uint8), return_tensors="np")
+    assert ours.patches == pixels["pixel_values"].shape[1] * 729

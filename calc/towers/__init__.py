@@ -28,10 +28,10 @@ from typing import Any, Literal
 
 from calc.parts import MLP, Attention, Norm
 from calc.parts.base import Field, Part, present
-from calc.towers.images import FixedImages, GridImages, RowImages, TileImages
+from calc.towers.images import AnyresImages, FixedImages, GridImages, RowImages, TileImages
 
 __all__ = ["LABELS", "READERS", "Linear", "Projector", "Tower", "biased_attention", "towers_of"]
-ImageRule = GridImages | FixedImages | RowImages | TileImages
+ImageRule = GridImages | FixedImages | RowImages | TileImages | AnyresImages
 
 
 class Linear(Part):

@@ -8,13 +8,14 @@ attention-pooling head). LlavaOnevisionMultiModalProjector: linear_1 (vision wid
 `multimodal_projector_bias` (default true). LlavaOnevisionModel.image_newline: one learned vector
 of the text width, appended after each row of an image's tokens.
 
-Image tokens are not ruled here: the processor's "anyres_max_9" tiling (a best-fit grid of
-image_grid_pinpoints, the base view, rows unpadded to the original aspect, then pooled down when
-above 9 tiles' worth) is not transcribed yet, so `memory --image` says this tower has no rule.
+An image becomes tokens by the processor's "anyres_max_N" rule (calc/towers/images.py
+AnyresImages): a best-fit canvas of image_grid_pinpoints in image_size tiles, a base view, the grid
+unpadded to the image's aspect and shrunk to about N tiles' worth, a newline ending each row.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from calc.arch.common import with_defaults
@@ -28,7 +29,9 @@ __all__ = ["towers"]
 # head included: transformers' SubConfigSpec.create_subconfig), and its own keys.
 DEFAULTS = {**SIGLIP, "hidden_size": 1152, "intermediate_size": 4304, "patch_size": 14, "image_size": 384,
             "num_hidden_layers": 26, "num_attention_heads": 16, "vision_use_head": False}
-OUTER = {"multimodal_projector_bias": True, "vision_feature_layer": -1}
+OUTER = {"multimodal_projector_bias": True, "vision_feature_layer": -1, "vision_aspect_ratio": "anyres_max_9",
+         "vision_feature_select_strategy": "full",
+         "image_grid_pinpoints": [[384 * h, 384 * w] for h in range(1, 7) for w in range(1, 7)]}
 
 
 def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
@@ -41,5 +44,15 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         **encoder(vision),
         "projectors": [{"name": "projector", "linears": [{"d_in": d * taps, "d_out": text_width, "bias": bias},
                                                          {"d_in": text_width, "d_out": text_width, "bias": bias}]}],
-        "newline": text_width,
+        "newline": text_width, "images": images(cfg, vision),
     }}
+
+
+def images(cfg: Config, vision: Config) -> dict[str, Any] | None:
+    """The anyres_max_N rule, or None (no rule: `memory --image` says so) for another aspect mode."""
+    mode = re.fullmatch(r"anyres_max_(\d+)", str(cfg.raw("vision_aspect_ratio")))
+    if mode is None:
+        return None
+    return {"kind": "anyres", "tile": vision.int("image_size"), "patch_size": vision.int("patch_size"),
+            "pinpoints": [tuple(pair) if isinstance(pair, list) else pair for pair in cfg.list("image_grid_pinpoints")], "max_tiles": int(mode.group(1)),
+            "drop_first": cfg.raw("vision_feature_select_strategy") == "default"}
