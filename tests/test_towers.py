@@ -150,3 +150,104 @@ def test_llama4_image_tiles() -> None:
     scout = load_spec(str(MODEL_TYPES / "llama4.json")).towers["vision"].images.tokens(1024, 1024)
     assert (scout.height, scout.width) == (1344, 1344)
     assert scout.image_tokens == 17 * 144 and scout.special_tokens == 3 + 16
+
+
+# --- LLaVA-OneVision: SigLIP + two-layer projector + image newline ---------------------------------
+
+# No llava-hf/llava-onevision-* config.json was found in the searchable copies: this is the 0.5B's
+# shape as transformers builds it, the vision_config LlavaOnevisionConfig makes when none is given
+# (sub_configs_defaults, models/llava_onevision/configuration_llava_onevision.py) spelled out, and a
+# two-layer Qwen2-0.5B-wide decoder to keep the meta-device build small.
+LLAVA_ONEVISION = {
+    "model_type": "llava_onevision", "architectures": ["LlavaOnevisionForConditionalGeneration"],
+    "text_config": {"model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 2,
+                    "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936,
+                    "tie_word_embeddings": True},
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+                      "patch_size": 14, "image_size": 384, "num_hidden_layers": 26, "num_attention_heads": 16,
+                      "vision_use_head": False},
+}
+SMALL_SIGLIP = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "image_size": 56, "vision_use_head": False}
+
+
+@pytest.mark.parametrize("outer", [{}, {"vision_feature_layer": [-2, -5], "multimodal_projector_bias": False,
+                                        "vision_config": SMALL_SIGLIP}], ids=["defaults", "two-taps-no-bias"])
+def test_llava_onevision_is_transformers_whole_model(outer: dict) -> None:
+    """Total == LlavaOnevisionForConditionalGeneration's parameters; decoder == its language model
+    and head; the tower's newline row is the one text-width vector (image_newline)."""
+    from oracle import transformers_model
+
+    config = {**LLAVA_ONEVISION, **outer}
+    named = list(transformers_model(config).named_parameters())
+    b = count(spec_of(config))
+    assert not b.partial and b.total == sum(p.numel() for _, p in named)
+    assert b.decoder_total == sum(p.numel() for n, p in named if "language_model." in n or n.startswith("lm_head"))
+    assert b.towers[0].components["image_newline"] == 896
+
+
+def test_llava_onevision_siglip_head_is_refused_not_left_out() -> None:
+    """A vision_config mapping without vision_use_head gets SiglipVisionConfig's default (true), and
+    transformers builds the attention-pooling head gptcalc does not count: refused, one line."""
+    from calc.errors import GptcalcError
+
+    vision = {k: v for k, v in SMALL_SIGLIP.items() if k != "vision_use_head"}
+    with pytest.raises(GptcalcError, match="vision_use_head"):
+        spec_of({**LLAVA_ONEVISION, "vision_config": vision})
+
+
+def test_llava_onevision_count_is_analytic(tmp_path) -> None:  # noqa: ANN001
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAVA_ONEVISION))
+    data = json.loads(check_run(["count", str(path), "--json"]).stdout)
+    assert data["partial"] is False and data["towers"][0]["kind"] == "siglip"
+    assert data["total"] == data["decoder_total"] + data["towers"][0]["total"]
+    assert "not analytic" not in check_run(["count", str(path)]).stdout
+
+
+# --- InternVL: InternViT (layer scale, QK-norm) + pixel-shuffle projector --------------------------
+
+# No OpenGVLab/InternVL*-hf config.json was found in the searchable copies: InternVLVisionConfig's
+# defaults (InternViT-300M's shape, models/internvl/configuration_internvl.py) with attention_bias
+# true, as the HF-format InternViT-300M config in InternVL's converter copies carries it (found
+# with find_string, no Hub file), under a two-layer Qwen2-0.5B-wide decoder; and InternViT-6B's
+# switches (RMSNorm, QK-norm, a post LayerNorm) on a small encoder.
+INTERNVL = {"model_type": "internvl", "architectures": ["InternVLForConditionalGeneration"],
+            "text_config": LLAVA_ONEVISION["text_config"],
+            "vision_config": {"model_type": "internvl_vision", "attention_bias": True}}
+INTERNVIT_6B_SWITCHES = {"model_type": "internvl_vision", "hidden_size": 64, "num_hidden_layers": 2,
+                         "num_attention_heads": 4, "intermediate_size": 96, "image_size": [56, 56],
+                         "patch_size": [14, 14], "norm_type": "rms_norm", "use_qk_norm": True,
+                         "attention_bias": True, "use_mean_pooling": False}
+
+
+@pytest.mark.parametrize("vision", [{}, INTERNVIT_6B_SWITCHES], ids=["internvit-300m", "internvit-6b-switches"])
+def test_internvl_is_transformers_whole_model(vision: dict) -> None:
+    """Total == InternVLForConditionalGeneration's parameters; decoder == its language model and head;
+    two layer scales of the encoder width in every layer."""
+    from oracle import transformers_model
+
+    config = {**INTERNVL, "vision_config": {**INTERNVL["vision_config"], **vision}}
+    named = list(transformers_model(config).named_parameters())
+    b = count(spec_of(config))
+    assert not b.partial and b.total == sum(p.numel() for _, p in named)
+    assert b.decoder_total == sum(p.numel() for n, p in named if "language_model." in n or n.startswith("lm_head"))
+    tower = b.towers[0]
+    assert tower.components["layer_scale"] == sum(p.numel() for n, p in named if ".lambda_" in n)
+
+
+@pytest.mark.parametrize("width, height", [(1024, 1024), (640, 480), (4000, 3000), (300, 2000), (20, 20)])
+def test_llava_onevision_image_tokens_are_the_processors(width: int, height: int) -> None:
+    """anyres_max_9 (AnyresImages) against transformers' own code: LlavaOnevisionProcessor's
+    _get_number_of_features (num_image_tokens 729 = (384/14)², as the 0.5B/7B processors set it)
+    for the tokens, LlavaOnevisionImageProcessor on a blank image for the tiles the encoder sees."""
+    np = pytest.importorskip("numpy")
+    transformers = pytest.importorskip("transformers")
+    rule = spec_of(LLAVA_ONEVISION).towers["vision"].images
+    processor = object.__new__(transformers.LlavaOnevisionProcessor)
+    processor.image_processor = transformers.LlavaOnevisionImageProcessor()
+    processor.num_image_tokens, processor.vision_aspect_ratio = 729, "anyres_max_9"
+    ours = rule.tokens(width, height)
+    assert ours.tokens == processor._get_number_of_features(height, width, 384, 384)
+    pixels = processor.image_processor(np.zeros((height, width, 3), dtype=np.uint8), return_tensors="np")
+    assert ours.patches == pixels["pixel_values"].shape[1] * 729

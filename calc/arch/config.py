@@ -103,6 +103,7 @@ def unwrap_text_config(config: dict[str, Any], origin: str) -> tuple[dict[str, A
 
 # What transformers calls the language model of a multimodal model_type, when its text_config omits it.
 TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "mistral3": "mistral", "llama4": "llama4_text", "llava": "llama",
+                    "llava_onevision": "qwen2", "internvl": "qwen2",
                     "step3p7": "step3p5"}
 # Multimodal model_types whose decoder keys sit at the top level (no text_config), and its model_type.
 FLAT_TEXT = {"qwen2_5_vl": "qwen2"}

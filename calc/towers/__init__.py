@@ -10,7 +10,9 @@ Every vision tower in use is a pre-norm ViT, so one part describes them all as d
     positions         rows · d                                          learned table; 0 with 2-D rotary
     pre norm          (Llama-4's layernorm_pre, Pixtral's ln_pre)
     n_layers × (norm, attention, norm, MLP)                             the decoder's own parts
+                + 2 · d layer scales                                            InternViT
     post norm         (SigLIP's post_layernorm, Llama-4's layernorm_post)
+    image newline     text width                                        LLaVA-OneVision
     projectors        a norm and linear layers each; `repeat` identical ones (Qwen3-VL's DeepStack
                       mergers, one per tapped layer)
 
@@ -26,10 +28,10 @@ from typing import Any, Literal
 
 from calc.parts import MLP, Attention, Norm
 from calc.parts.base import Field, Part, present
-from calc.towers.images import FixedImages, GridImages, RowImages, TileImages
+from calc.towers.images import AnyresImages, FixedImages, GridImages, RowImages, TileImages
 
 __all__ = ["LABELS", "READERS", "Linear", "Projector", "Tower", "biased_attention", "towers_of"]
-ImageRule = GridImages | FixedImages | RowImages | TileImages
+ImageRule = GridImages | FixedImages | RowImages | TileImages | AnyresImages
 
 
 class Linear(Part):
@@ -82,12 +84,14 @@ class Tower(Part):
     post_norm: Norm | None = None
     projectors: tuple[Projector, ...] = Field(default=(), strict=False)
     images: ImageRule | None = Field(default=None, discriminator="kind")
+    layer_scale: bool = False  # InternViT: two learned d-wide scales per layer (lambda_1, lambda_2)
+    newline: int = Field(default=0, ge=0)  # LLaVA-OneVision's image_newline: one vector of this (text) width
 
     def layer_params(self) -> dict[str, int]:
         """One encoder layer: norm, attention, norm, MLP, with the decoder parts' component keys."""
         d = self.d_model
         return {"attn_norm": self.norm.params(d), **self.attention.params(d), "mlp_norm": self.norm.params(d),
-                **self.mlp.params(d)}
+                **self.mlp.params(d), **present(layer_scale=2 * d * self.layer_scale)}
 
     def params(self) -> dict[str, int]:
         """The tower's components, in the order an image meets them: layer rows summed over layers."""
@@ -99,6 +103,7 @@ class Tower(Part):
         rows.update({name: self.n_layers * n for name, n in self.layer_params().items() if n})
         rows.update(present(post_norm=self.post_norm.params(d) if self.post_norm else 0))
         rows.update({projector.name: projector.params() for projector in self.projectors})
+        rows.update(present(image_newline=self.newline))
         return rows
 
     @property
@@ -117,12 +122,14 @@ LABELS = {
     "patch_embedding": "patch embedding", "class_embedding": "class token", "pre_norm": "pre-encoder norm",
     "post_norm": "post-encoder norm", "merger": "patch merger", "deepstack_mergers": "DeepStack mergers",
     "projector": "multimodal projector", "adapter": "vision adapter (pixel shuffle MLP)",
+    "image_newline": "image newline", "layer_scale": "layer scale (2 per layer)",
 }
 
 # Outer (multimodal) model_type -> the calc.towers module that reads its towers.
 READERS: dict[str, str] = {
     "qwen3_5": "qwen_vl", "qwen3_5_moe": "qwen_vl", "qwen3_vl": "qwen_vl",
     "qwen2_5_vl": "qwen_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral",
+    "llava_onevision": "llava_onevision", "internvl": "internvl",
 }
 
 

@@ -16,7 +16,7 @@ from typing import Literal
 from calc.errors import GptcalcError
 from calc.parts.base import Field, Part
 
-__all__ = ["FixedImages", "GridImages", "ImageTokens", "RowImages", "TileImages"]
+__all__ = ["AnyresImages", "FixedImages", "GridImages", "ImageTokens", "RowImages", "TileImages"]
 
 
 @dataclass(frozen=True)
@@ -138,3 +138,49 @@ class TileImages(Part):
         up = [s for s in scale.values() if s >= 1]
         best = min(up) if up else max(scale.values())
         return min((rc for rc in canvases if scale[rc] == best), key=lambda rc: (rc[0] * rc[1], rc))
+
+
+class AnyresImages(Part):
+    """LLaVA-OneVision's "anyres_max_N" (transformers models/llava_onevision/processing_llava_onevision.py
+    `_get_number_of_features`, image_processing_utils.py `select_best_resolution`): the image goes
+    to the pinpoint canvas that keeps the most of its pixels (ties: the least waste), cut into
+    `tile`-pixel tiles, plus a base view of the whole image; the tiles' side x side feature grid is
+    cropped back to the image's aspect (the processor's padding removed), shrunk by √(area / N
+    tiles' worth) when that is over 1.1, and ends each row with the image newline. One image alone;
+    several images in one prompt take the base view and a newline each (not modelled). All of it is
+    image-token placeholders; a "default" feature selection drops one (the CLS it assumes)."""
+
+    kind: Literal["anyres"] = "anyres"
+    tile: int = Field(gt=0)
+    patch_size: int = Field(gt=0)
+    pinpoints: tuple[tuple[int, int], ...] = Field(strict=False, min_length=1)  # (height, width) canvases
+    max_tiles: int = Field(gt=0)  # the N of anyres_max_N
+    drop_first: bool = False  # vision_feature_select_strategy "default"
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        canvas_h, canvas_w = self._canvas(height, width)
+        side = self.tile // self.patch_size
+        rows, cols = self._grid(height, width, side * (canvas_h // self.tile), side * (canvas_w // self.tile), side)
+        views = 1 + (canvas_h // self.tile) * (canvas_w // self.tile)
+        return ImageTokens(canvas_w, canvas_h, views * side ** 2, rows * cols + rows + side ** 2 - self.drop_first, 0)
+
+    def _canvas(self, height: int, width: int) -> tuple[int, int]:
+        """select_best_resolution, in its own float arithmetic so ties fall the same way."""
+        best, most, waste = self.pinpoints[0], 0, math.inf
+        for h, w in self.pinpoints:
+            scale = min(w / width, h / height)
+            effective = min(int(width * scale) * int(height * scale), width * height)
+            if effective > most or (effective == most and w * h - effective < waste):
+                best, most, waste = (h, w), effective, w * h - effective
+        return best
+
+    def _grid(self, height: int, width: int, rows: int, cols: int, side: int) -> tuple[int, int]:
+        """The feature grid after unpadding and the anyres_max shrink (_get_unpadded_features)."""
+        if width / height > cols / rows:
+            rows -= (rows - int(round(height * (cols / width), 7))) // 2 * 2
+        else:
+            cols -= (cols - int(round(width * (rows / height), 7))) // 2 * 2
+        ratio = math.sqrt(rows * cols / (self.max_tiles * side ** 2))
+        if ratio > 1.1:
+            rows, cols = int(rows // ratio), int(cols // ratio)
+        return rows, cols

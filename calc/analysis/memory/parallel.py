@@ -35,7 +35,8 @@ REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "mlp_act
               # Gemma-3n's and Gemma-4's small extras (AltUp, LAuReL, per-layer inputs, the router's scales): whole
               "router_scale", "router_expert_scale", "altup_scale", "altup_correct", "altup_predict", "altup_router",
               "laurel_left", "laurel_right", "ple_gate", "ple_proj", "per_layer_projection", "altup_in", "altup_out",
-              "kda_f_a", "kda_g_a")  # KDA's gate bottlenecks: vLLM's ReplicatedLinear
+              "kda_f_a", "kda_g_a",  # KDA's gate bottlenecks: vLLM's ReplicatedLinear
+              "layer_scale")  # InternViT's ls1/ls2: d-wide vectors on the all-reduced output (vLLM InternVisionEncoderLayer)
 EXPERTS = "experts_"
 FIRST_STAGE = ("token_embedding", "position_embedding", "embedding_norm", "project_in", "per_layer_embedding",
                "per_layer_projection", "per_layer_projection_norm", "altup_in")
