@@ -155,3 +155,36 @@ def test_unknown_mix_is_one_error_line() -> None:
     assert result.exit_code == 2 and "--quant 'q3_k_xl': unknown" in result.output
     with pytest.raises(GptcalcError):
         find_scheme("iq1_s")
+
+
+# --- opt-in: the real llama-quantize (pytest --llamacpp BUILD/bin tests/test_gguf_mixes.py) ----------------------
+# Rows of 256 and 512 (whole super-blocks), 16 layers (so that n_layer/16 and n_layer/8 pick layers), 4 query heads
+# over 1 KV head (n_gqa 4); the MoE one has 8 experts, which switches llama.cpp's 8-expert rules on.
+WIDE = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 16, "num_attention_heads": 4,
+        "num_key_value_heads": 1, "head_dim": 64}
+LIVE = {"llama": WIDE, "qwen3_moe": {**WIDE, "moe_intermediate_size": 256, "num_experts": 8}}
+
+
+@pytest.mark.parametrize("model_type", sorted(LIVE))
+@pytest.mark.parametrize("mix", ["q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m",
+                                 "q6_k", "q8_0", "iq4_nl", "iq4_xs"])
+def test_live_llama_quantize(model_type: str, mix: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """source: the tensor bytes of the GGUF llama-quantize wrote from an F16 one (read back with gguf-py)."""
+    binary = request.config.getoption("--llamacpp")
+    if not binary:
+        pytest.skip("opt-in: --llamacpp BUILD/bin (a llama.cpp build with llama-quantize)")
+    import subprocess
+
+    gguf = pytest.importorskip("gguf")
+    from tests.gguf_files import write_gguf
+    from tests.tiny_models import tiny_config
+
+    source, quantised = tmp_path / "f16.gguf", tmp_path / f"{mix}.gguf"
+    write_gguf({**tiny_config(model_type), **LIVE[model_type]}, source, types=("F16",), runnable=True, finite=True)
+    run = subprocess.run([str(Path(binary) / "llama-quantize"), str(source), str(quantised), mix.upper(), "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    tensors = gguf.GGUFReader(quantised).tensors
+    spec = load_spec(str(source))
+    ours = weights(count(spec), scheme=find_scheme(mix), spec=spec)
+    assert ours.total_bytes == sum(int(t.n_bytes) for t in tensors), {t.name: t.tensor_type.name for t in tensors}
