@@ -124,6 +124,14 @@ def test_moe_ffn_down_falls_back_where_rows_miss_a_super_block() -> None:
     assert got["shared_mlp_down"] == 2048 * 11 * (12 * Q6K + 14 * Q4K)
 
 
+def test_mla_kv_b_is_stored_as_k_b_and_v_b() -> None:
+    # deepseek-v3, Q4_K_M: the converter writes kv_b as attn_k_b (128 heads x 512 rows of qk_nope 128, transposed)
+    # and attn_v_b (128 heads x 128 rows of kv_lora_rank 512) (conversion/deepseek.py:433-449); no rule names them
+    # (tensor_get_category, llama-quant.cpp:119-154): the base q4_K, and 128-wide rows fall back to q5_0 (4 blocks).
+    got = _bytes("deepseek-v3", "q4_k_m")
+    assert got["kv_b"] == 61 * (128 * 512 * 4 * Q5_0 + 128 * 128 * 2 * Q4K)
+
+
 def test_fused_qkv_follows_attn_v() -> None:
     # pythia-6.9b (gpt_neox): one attn_qkv per layer, which category_is_attn_v (:157-161) sends to attn_v's rule
     # (:567); Q4_K_M: Q6_K on use_more_bits' 16 of 32 layers, Q4_K on the others. q, k and v are each 4096 rows of
@@ -163,13 +171,20 @@ def test_unknown_mix_is_one_error_line() -> None:
 WIDE = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 16, "num_attention_heads": 4,
         "num_key_value_heads": 1, "head_dim": 64}
 LIVE = {"llama": WIDE, "qwen3_moe": {**WIDE, "moe_intermediate_size": 256, "num_experts": 8}}
+# MLA (DeepSeek-V3): 64-wide attn_k_b rows fall back, 256-wide attn_v_b rows do not; a dense first layer, shared experts.
+# Compared kind by kind: a GGUF of it also holds exp_probs_b (the router's score bias), which gptcalc's reading of
+# this GGUF does not count (left to the GGUF reader's owner).
+MLA = {**WIDE, "num_key_value_heads": 4, "moe_intermediate_size": 256, "kv_lora_rank": 256, "q_lora_rank": 256,
+       "qk_nope_head_dim": 64, "qk_rope_head_dim": 64, "v_head_dim": 64}
+MLA_KINDS = {"kv_b": ("attn_k_b", "attn_v_b"), "q_b": ("attn_q_b",), "attn_out": ("attn_output",),
+             "mlp_down": ("ffn_down",), "experts_down": ("ffn_down_exps",), "shared_mlp_down": ("ffn_down_shexp",),
+             "token_embedding": ("token_embd",), "lm_head": ("output",)}
+MIX_NAMES = ["q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k", "q8_0", "iq4_nl",
+             "iq4_xs"]
 
 
-@pytest.mark.parametrize("model_type", sorted(LIVE))
-@pytest.mark.parametrize("mix", ["q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m",
-                                 "q6_k", "q8_0", "iq4_nl", "iq4_xs"])
-def test_live_llama_quantize(model_type: str, mix: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    """source: the tensor bytes of the GGUF llama-quantize wrote from an F16 one (read back with gguf-py)."""
+def _quantise(request: pytest.FixtureRequest, config: dict, mix: str, where: Path) -> tuple[list, dict[str, int]]:
+    """(the tensors llama-quantize wrote, gptcalc's bytes per component) for an F16 GGUF of `config`."""
     binary = request.config.getoption("--llamacpp")
     if not binary:
         pytest.skip("opt-in: --llamacpp BUILD/bin (a llama.cpp build with llama-quantize)")
@@ -177,14 +192,31 @@ def test_live_llama_quantize(model_type: str, mix: str, tmp_path: Path, request:
 
     gguf = pytest.importorskip("gguf")
     from tests.gguf_files import write_gguf
-    from tests.tiny_models import tiny_config
 
-    source, quantised = tmp_path / "f16.gguf", tmp_path / f"{mix}.gguf"
-    write_gguf({**tiny_config(model_type), **LIVE[model_type]}, source, types=("F16",), runnable=True, finite=True)
+    source, quantised = where / "f16.gguf", where / f"{mix}.gguf"
+    write_gguf(config, source, types=("F16",), runnable=True, finite=True)
     run = subprocess.run([str(Path(binary) / "llama-quantize"), str(source), str(quantised), mix.upper(), "1"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
-    tensors = gguf.GGUFReader(quantised).tensors
-    spec = load_spec(str(source))
-    ours = weights(count(spec), scheme=find_scheme(mix), spec=spec)
-    assert ours.total_bytes == sum(int(t.n_bytes) for t in tensors), {t.name: t.tensor_type.name for t in tensors}
+    return gguf.GGUFReader(quantised).tensors, _bytes(str(source), mix)
+
+
+@pytest.mark.parametrize("model_type", sorted(LIVE))
+@pytest.mark.parametrize("mix", MIX_NAMES)
+def test_live_llama_quantize(model_type: str, mix: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """source: the tensor bytes of the GGUF llama-quantize wrote from an F16 one (read back with gguf-py)."""
+    from tests.tiny_models import tiny_config
+
+    tensors, ours = _quantise(request, {**tiny_config(model_type), **LIVE[model_type]}, mix, tmp_path)
+    assert sum(ours.values()) == sum(int(t.n_bytes) for t in tensors), {t.name: t.tensor_type.name for t in tensors}
+
+
+@pytest.mark.parametrize("mix", MIX_NAMES)
+def test_live_llama_quantize_mla(mix: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """source: the bytes of each kind of tensor in the GGUF llama-quantize wrote (MLA's kv_b as attn_k_b + attn_v_b)."""
+    from tests.tiny_models import tiny_config
+
+    tensors, ours = _quantise(request, {**tiny_config("deepseek_v3"), **MLA}, mix, tmp_path)
+    for kind, names in MLA_KINDS.items():
+        stored = sum(int(t.n_bytes) for t in tensors if t.name.removesuffix(".weight").split(".")[-1] in names)
+        assert ours[kind] == stored, kind

@@ -9,8 +9,8 @@ as they apply to the non-Falcon models here, quantised without an imatrix:
 - 1-D tensors (norms, biases, sinks) are F32 (convert_hf_to_gguf.py), the MoE router and learned
   positions are not quantised (F16; tensor_allows_quantization);
 - the LM head (and a tied token embedding) is Q6_K, or Q8_0 in a Q8_0 file (:490-510);
-- attn_v, MLA's attn_kv_b and a fused attn_qkv are one category (category_is_attn_v, :157; the
-  ATTENTION_QKV branch at :689 is never reached): Q2_K takes Q4_K where n_head / n_head_kv >= 4,
+- attn_v and a fused attn_qkv are one category (category_is_attn_v, :157; the ATTENTION_QKV branch
+  at :689 is never reached): Q2_K takes Q4_K where n_head / n_head_kv >= 4,
   else Q3_K; Q3_K_M takes Q5_K on the first two, Q4_K after; Q3_K_L Q5_K; IQ4_NL / IQ4_XS Q5_K
   where n_head / n_head_kv >= 4; Q4_K_M / Q5_K_M Q6_K on "more bits" layers (the first and last
   eighth, and every third in between); Q4_K_S Q5_K on the first 4 (:567-592); a model llama.cpp
@@ -22,6 +22,8 @@ as they apply to the non-Falcon models here, quantised without an imatrix:
   in dense files from a running count of ffn_down tensors;
 - attn_output (:669-688): Q2_K Q3_K, Q3_K_M Q4_K, Q3_K_L Q5_K; in 8-expert models Q5_K for the
   mixes listed at :672-675 (Q3_K_L, Q5_K_*, Q6_K and Q8_0 are not among them);
+- MLA's kv_b is stored as attn_k_b and attn_v_b (conversion/deepseek.py:433-449), which no rule
+  names: the base type (attn_kv_b, which category_is_attn_v names, is no longer written);
 - a row whose width is not a multiple of the type's block falls back (tensor_type_fallback, :390:
   Q2_K / Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL; F16 if that does
   not divide either).
@@ -79,7 +81,7 @@ class _State:
 def _category(name: str, fused_qkv: bool) -> str:
     if name in ("q", "k", "v") and fused_qkv:
         return "qkv"
-    if name in ("v", "kv_b"):
+    if name == "v":
         return "v"
     return {"k": "k", "attn_out": "out"}.get(name, "down" if name.endswith("down") else "other")
 
@@ -141,6 +143,17 @@ def _pick(mix: str, base: str, category: str, layer: int, s: _State) -> str:
     return base
 
 
+def _stored_as(attention: object, name: str, ncols: int, n: int) -> list[tuple[int, int]]:
+    """(row width, values) of the GGUF tensors a matrix becomes. MLA's kv_b is written as attn_k_b (rows of
+    qk_nope_head_dim, transposed) and attn_v_b (rows of kv_lora_rank) (conversion/deepseek.py:433-449), which
+    tensor_get_category (llama-quant.cpp:119-154) files under OTHER: the base type, each with its own fallback."""
+    if name != "kv_b":
+        return [(ncols, n)]
+    nope, rank = attention.qk_nope_head_dim, attention.kv_lora_rank
+    k_b = attention.n_heads * nope * rank
+    return [(w, values) for w, values in ((nope, k_b), (rank, n - k_b)) if values]
+
+
 def _gqa(spec: ModelSpec) -> int:
     attention = spec.blocks[spec.block_at(0)].attention
     heads, kv = getattr(attention, "n_heads", 0), getattr(attention, "n_kv_heads", 0)
@@ -175,8 +188,9 @@ def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]
                 wanted = qkv
             else:
                 wanted = _pick(mix, base, category, layer, state)
-            t = fitted(wanted, ncols)
-            bits[name] += FORMATS[t].row_bits(ncols) * (per_layer[block][name] // ncols) - F32 * per_layer[block][name]
+            rows = [(width, n // width) for width, n in _stored_as(spec.blocks[block].attention, name, ncols,
+                                                                    per_layer[block][name])]
+            bits[name] += sum(FORMATS[fitted(wanted, w)].row_bits(w) * r for w, r in rows) - F32 * per_layer[block][name]
     head = "q8_0" if base == "q8_0" else "q6_K"
     width = spec.embedding.width(d)
     for name in ("token_embedding", "lm_head"):
