@@ -34,9 +34,10 @@ TYPES = ("Q8_0", "Q4_0", "Q5_1", "IQ4_NL", "Q4_1", "Q5_0", "MXFP4", "F16", "BF16
 
 
 def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPES, split_max_tensors: int = 0,
-               runnable: bool = False) -> None:
+               runnable: bool = False, finite: bool = False) -> None:
     """A GGUF of the tiny `config` (a config.json mapping) at `path`. `runnable`: with the vocabulary llama.cpp
-    needs to load it (a stub SentencePiece one of vocab_size tokens: n_vocab is its length), for the conformance suite."""
+    needs to load it (a stub SentencePiece one of vocab_size tokens: n_vocab is its length), for the conformance suite.
+    `finite`: F32 / F16 tensors hold small normal values, not random bytes (llama-quantize refuses NaN scales)."""
     model = transformers_model(copy.deepcopy(config))
     arch = ARCH[config["model_type"]]
     enum = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch)
@@ -56,7 +57,7 @@ def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPE
         name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
         assert name is not None, hf_name
         kind = "F32" if len(shape) == 1 or name.endswith("norm.weight") else next(cycle)
-        _add(writer, name, shape, kind)
+        _add(writer, name, shape, kind, finite)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -85,8 +86,12 @@ def _converted(model: Any, config: dict[str, Any]) -> list[tuple[str, tuple[int,
     return out
 
 
-def _add(writer: Any, name: str, shape: tuple[int, ...], kind: str) -> None:
+def _add(writer: Any, name: str, shape: tuple[int, ...], kind: str, finite: bool = False) -> None:
     """Random bytes of `kind` (F16 where its block does not divide the row, as llama-quantize falls back)."""
+    if finite and kind in ("F32", "F16"):
+        values = np.random.default_rng(0).normal(0, 0.02, shape)
+        writer.add_tensor(name, values.astype(np.float32 if kind == "F32" else np.float16))
+        return
     qtype = gguf.GGMLQuantizationType[kind]
     if shape[-1] % gguf.GGML_QUANT_SIZES[qtype][0]:
         qtype = gguf.GGMLQuantizationType.F16

@@ -92,6 +92,7 @@ _GGML_K = (
     _ggml("q4_K", QK_K, 2 + 2 + K_SCALE_SIZE + QK_K // 2, "fp16 scale and min, 6-bit scales, 4-bit quants"),
     _ggml("q3_K", QK_K, QK_K // 8 + QK_K // 4 + 12 + 2, "3-bit quants, 6-bit scales, fp16 super-scale"),
     _ggml("q2_K", QK_K, QK_K // 16 + QK_K // 4 + 2 + 2, "2-bit quants, 4-bit scales and mins, fp16 scale and min"),
+    _ggml("iq4_xs", QK_K, 2 + 2 + QK_K // 64 + QK_K // 2, "fp16 scale, 6-bit sub-block scales, 4-bit non-linear quants"),
     # one E8M0 exponent per 32 FP4 (E2M1) values: OCP Microscaling Formats (MX) v1.0
     _ggml("mxfp4", 32, 1 + 16, "E8M0 scale + 32 FP4 E2M1"),
 )

@@ -15,7 +15,8 @@ router where the scheme skips it) in 16 bits. Bits per matrix, with g the group 
     mxfp4       n x 4 + ceil(i/32) x o x 8                        FP4 E2M1 + one E8M0 scale per 32 (gpt-oss experts)
     nvfp4       n x 4 + ceil(i/16) x o x 8 + 2 x 32               FP4 + FP8 E4M3 scale per 16, fp32 global and input scales
 
-llama.cpp's mixes (q4_k_m, q5_k_m, q4_k_s, q6_k, q8_0) give each tensor its own ggml type: gguf.py.
+llama.cpp's mixes (q2_k, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, q8_0, iq4_nl, iq4_xs) give each tensor its own
+ggml type: gguf.py.
 
 Counted per matrix as the model defines them; a checkpoint that fuses matrices (q/k/v, gate/up)
 stores fewer per-tensor scales (fp8, nvfp4: 32 bits each) and GPTQ's g_idx once per fused input.

