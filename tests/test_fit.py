@@ -60,3 +60,22 @@ def test_validate_layout_names_the_option(model: str, layout: Layout, message: s
 def test_fit_bad_input(args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["fit", "llama-3.1-8b", "--seq", "8k", *args])
     assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output, result.output
+
+
+def test_a_layout_serves_whole_requests_not_the_printed_figure() -> None:
+    """A pool of 18,996 token slots at --seq 1,000 holds 18.996 requests: SGLang prints 19.00, admits
+    18. Asked for 19, the layout does not serve; asked for 18, it does (18,996 = 18,996 x 131,072 B of
+    Llama-3-8B's fp16 K and V per token: 32 layers x 2 x 8 heads x 128 x 2 B)."""
+    from dataclasses import replace
+
+    from calc.analysis.count import count
+    from calc.analysis.fit import fit as fit_layouts
+    from calc.analysis.memory import GPUS, kv_cache
+    from calc.analysis.memory.engines import kv_pool
+
+    spec = load_spec("llama-3-8b")
+    first = fit_layouts(spec, count(spec), 1000, tuple(g for g in GPUS if g.name == "H100-80GB"), "sglang")[0][0]
+    pool = kv_pool(kv_cache(spec, 1000), "sglang", 18_996 * 131_072, 1000)
+    assert (pool.concurrency, pool.requests) == ("19.00", 18)
+    assert not replace(first, pool=pool, concurrency=19).serves
+    assert replace(first, pool=pool, concurrency=18).serves

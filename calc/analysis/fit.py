@@ -77,7 +77,8 @@ class Candidate:
 
     @property
     def requests(self) -> float:
-        return float(self.pool.concurrency) if self.pool else 0.0
+        """Requests of `seq` tokens the pool holds: the engine's max concurrency, not rounded as printed."""
+        return self.pool.max_concurrency if self.pool else 0.0
 
     @property
     def headroom(self) -> int:
@@ -88,7 +89,8 @@ class Candidate:
 
     @property
     def serves(self) -> bool:
-        return self.pool is not None and self.requests >= self.concurrency
+        """Whole requests, as the engine admits them (18.996 holds 18, though it prints 19.00)."""
+        return self.pool is not None and self.pool.requests >= self.concurrency
 
     def to_json(self) -> dict[str, object]:
         return {"gpu": self.gpu.name, "gpus": self.layout.gpus, "tp": self.layout.tp, "pp": self.layout.pp,
