@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.errors import GptcalcError
 
-__all__ = ["ENGINES", "Engine", "HybridGroups", "KVPool", "hybrid_groups", "engine_lines", "kv_pool", "padded_context", "split_kv_bytes"]
+__all__ = ["ENGINES", "Engine", "HybridGroups", "KVPool", "hybrid_groups", "engine_lines", "kv_pool", "padded_context"]
 
 VLLM = "https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/kv_cache_utils.py (get_num_blocks, page_size_bytes)"
 VLLM_HYBRID = ("https://github.com/vllm-project/vllm/blob/001cabc1be16a59a70d720ed61a13b678c060a18/vllm/v1/core/"
@@ -308,15 +308,6 @@ def hybrid_groups(kv: KVCache, block: int = 16, max_batched: int = MAX_BATCHED, 
 def padded_context(engine: Engine, n_ctx: int) -> int:
     """llama.cpp's cells: n_ctx rounded up to its padding; other engines allocate by the pool."""
     return -(-n_ctx // engine.block) * engine.block if engine.name == "llamacpp" else n_ctx
-
-
-def split_kv_bytes(kv: KVCache) -> tuple[int, int]:
-    """(K bytes, V bytes) of the cache as it stands: llama.cpp and SGLang print them apart."""
-    fmt = kv.format
-    k = sum(kind.n_layers * fmt.row_bytes(kind.k) * kind.tokens(kv.seq) * kv.batch for kind in kv.layers)
-    v = sum(kind.n_layers * (fmt.row_bytes(kind.v) if kind.v else 0) * kind.tokens(kv.seq) * kv.batch
-            for kind in kv.layers)
-    return k, v
 
 
 # The per-token caches whose pages the engine rules below describe (SGLang also pages DSA's keys).

@@ -21,8 +21,7 @@ def attention_steps(d: Dims, a: Attention, rows: Rows) -> list[Step]:
     d = d.named(h=a.n_heads, kv=a.n_kv_heads, d_head=a.head_dim, **{"h·d_head": a.q_dim, "kv·d_head": a.kv_dim})
     d = d.named(d_v=a.value_head_dim, **{"kv·d_v": a.v_dim, "h·d_v": a.o_dim}) if _v(a) == "d_v" else d
     d, (past, held, keys) = key_lengths(d, a.window)
-    q_heads, k_heads = d.shape("B", "h", d.new, "d_head"), d.shape("B", "kv", d.new, "d_head")
-    k_all = d.shape("B", "kv", held, "d_head")
+    q_heads, k_all = d.shape("B", "h", d.new, "d_head"), d.shape("B", "kv", held, "d_head")
     steps = [*_projections(d, a, rows), *_heads(d, a, rows)]
     if d.decode and not a.kv_shared:  # a KV-shared layer reads an earlier layer's cache: nothing to append
         steps += [cache_step(d, name, d.shape("B", "kv", past, width), d.shape("B", "kv", d.new, width),
