@@ -64,17 +64,66 @@ def count_json(spec: ModelSpec, breakdown: Any) -> dict[str, Any]:
             "spec": spec.model_dump(mode="json")}
 
 
-def kvcache(*specs: ModelSpec, seq: int | None = None, batch: int = 1, dtype: str = "fp16", tp: int = 1,
-            mla_expanded: bool = False) -> Result:
-    """`gptcalc kvcache MODEL...`: the KV cache of each model at `seq` (default: its context); the
-    value is the list of caches, or the one cache of one model."""
+def kvcache(*specs: ModelSpec, seq: int | None = None, batch: int | None = None, kv_dtype: str = "fp16", tp: int | None = None,
+            pp: int | None = None, ep: int | None = None, dtype: str | None = None, quant: str | None = None,
+            budget: str | None = None, engine: str | None = None, mla_expanded: bool = False) -> Result:
+    """`gptcalc kvcache MODEL...`: the cache of each model at `seq` (default: its context) on one GPU
+    of the layout, `kv_dtype` per element. The sizing options are memory's: with `pp` the busiest
+    stage's layers, with `engine` the server's rules and lines, with `budget` whether weights (as
+    stored, or `dtype`/`quant`) and cache fit and the longest context that does. The value is the
+    list of caches, or the one cache of one model. `batch` defaults to 1, or with `budget` and `seq`
+    is what the budget solves for."""
+    from calc.errors import GptcalcError
+
+    served = engine is not None or budget is not None or (pp or 1) > 1 or (ep or 1) > 1
+    if not budget and (dtype is not None or quant is not None):
+        option = "--dtype" if dtype is not None else "--quant"
+        raise GptcalcError(f"{option}: the weights' storage, which kvcache uses only with --budget "
+                           "(the cache's own type is --kv-dtype)")
+    caches = [_served_cache(spec, seq, batch, kv_dtype, tp, pp, ep, dtype, quant, budget, engine, mla_expanded)
+              if served else CacheAnswer(_plain_cache(spec, seq, batch or 1, kv_dtype, tp or 1, mla_expanded))
+              for spec in specs]
+    return Result(caches[0] if len(caches) == 1 else caches, lambda: [c.to_json() for c in caches])
+
+
+def _plain_cache(spec: ModelSpec, seq: int | None, batch: int, kv_dtype: str, tp: int, mla_expanded: bool) -> Any:
+    """The cache alone: the model's layers on one of `tp` GPUs."""
     from calc.analysis.memory import kv_cache
     from calc.analysis.memory.parallel import check_tp
 
-    for spec in specs:
-        check_tp(spec, tp)
-    caches = [kv_cache(spec, seq or spec.n_positions, batch, dtype, tp, mla_expanded) for spec in specs]
-    return Result(caches[0] if len(caches) == 1 else caches, lambda: [kv.to_json() for kv in caches])
+    check_tp(spec, tp)
+    return kv_cache(spec, seq or spec.n_positions, batch, kv_dtype, tp, mla_expanded)
+
+
+def _served_cache(spec: ModelSpec, seq: int | None, batch: int | None, kv_dtype: str, tp: int | None, pp: int | None,
+                  ep: int | None, dtype: str | None, quant: str | None, budget: str | None, engine: str | None,
+                  mla_expanded: bool) -> CacheAnswer:
+    """The cache as `memory` sizes it for a layout, server and budget: one computation, two commands."""
+    answer = memory(spec, seq, batch, dtype, quant, kv_dtype, None, tp, pp, ep, budget, engine,
+                    mla_expanded=mla_expanded).value
+    return CacheAnswer(answer.inference.kv, answer)
+
+
+@dataclass(frozen=True)
+class CacheAnswer:
+    """What `kvcache` computes for one model: its cache on one GPU (the busiest pipeline stage's
+    layers), and, where a layout, server or budget was asked for, memory's answer around it."""
+
+    cache: Any  # KVCache
+    served: Any = None  # the MemoryAnswer, with --pp/--ep/--engine/--budget
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.cache, name)
+
+    def to_json(self) -> dict[str, Any]:
+        served = self.served
+        if served is None:
+            return self.cache.to_json()
+        whole = served.to_json()
+        extra = {key: whole[key] for key in ("engine", "server_says", "budget", "llamacpp_caches") if key in whole}
+        return {**self.cache.to_json(), "layout": whole["layout"], "weights_bytes": served.weights.total_bytes, **extra}
 
 
 @dataclass(frozen=True)

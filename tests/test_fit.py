@@ -35,6 +35,16 @@ def test_fit_agrees_with_memory_on_the_same_layout() -> None:
     assert json.loads(result.output)["engine_budget"]["kv_memory_bytes"] == first["kv_memory_bytes"]
 
 
+def test_fit_sizes_weights_as_stored() -> None:
+    """gpt-oss-120b's config stores its experts in MXFP4: fit sizes it so, as memory does, unless --dtype says."""
+    stored = fit("gpt-oss-120b", "--seq", "32k", "--gpus", "H100")["candidates"][0]
+    # source: https://openai.com/index/introducing-gpt-oss/ ("gpt-oss-120b ... efficiently on a single 80 GB GPU")
+    assert stored["gpus"] == 1
+    memory = CliRunner().invoke(main, ["memory", "gpt-oss-120b", "--seq", "32k", "--json"])
+    assert stored["weights_bytes_per_gpu"] == json.loads(memory.output)["weights"]["total_bytes"]
+    assert fit("gpt-oss-120b", "--seq", "32k", "--gpus", "H100", "--dtype", "bf16")["candidates"][0]["gpus"] > 1
+
+
 def test_fit_concurrency_needs_more() -> None:
     one = fit("llama-3.1-8b", "--seq", "128k", "--gpus", "RTX-4090")["candidates"][0]
     many = fit("llama-3.1-8b", "--seq", "128k", "--gpus", "RTX-4090", "--concurrency", "16")["candidates"][0]

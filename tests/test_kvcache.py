@@ -124,7 +124,7 @@ def test_kvcache_without_models_lists_presets_in_the_presets_order() -> None:
 
 
 def test_cli_gqa_json_has_three_variants_with_savings() -> None:
-    result = run("kvcache", "qwen2-72b", "--seq", "32768", "--dtype", "bf16", "--gqa", "--json")
+    result = run("kvcache", "qwen2-72b", "--seq", "32768", "--kv-dtype", "bf16", "--gqa", "--json")
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.output)
     assert row["total_bytes"] == 10_737_418_240
@@ -154,7 +154,7 @@ def test_cli_notes_a_seq_beyond_the_context() -> None:
 @pytest.mark.parametrize("args, message", [
     (["kvcache", "no-such-model"], "unknown model"),
     (["kvcache", "gpt2-small", "--seq", "0"], "--seq"),
-    (["kvcache", "gpt2-small", "--dtype", "fp64"], "--dtype"),
+    (["kvcache", "gpt2-small", "--kv-dtype", "fp64"], "--kv-dtype"),
     (["kvcache", "gpt2-small", "--set", "n_kv_heads=5"], "n_kv_heads"),
     (["kvcache", "gpt2-small", "--set", "nope=1"], "unknown field"),
     (["kvcache", "llama-3-8b", "--tp", "3"], "--tp 3"),
@@ -162,6 +162,12 @@ def test_cli_notes_a_seq_beyond_the_context() -> None:
     (["kvcache", "gpt2-small", "--kv-dtype", "q4_K"], "--kv-dtype"),
     (["kvcache", "gpt2-small", "--seq", "12q"], "--seq"),
     (["kvcache", "gpt2-small", "--seq", "0k"], "--seq"),
+    (["kvcache", "llama-3-8b", "--dtype", "fp8_e4m3"], "--kv-dtype"),  # the weights' type, only with --budget
+    (["kvcache", "llama-3-8b", "--quant", "fp8"], "--budget"),
+    (["kvcache", "llama-3-8b", "--gqa", "--tp", "2"], "--gqa with --tp"),
+    (["kvcache", "llama-3-8b", "--gqa", "--engine", "vllm"], "--gqa with --engine"),
+    (["kvcache", "llama-3-8b", "--pp", "33"], "--pp 33"),
+    (["kvcache", "llama-3-8b", "--budget", "2xH100-80GB", "--tp", "4"], "--budget"),
 ])
 def test_cli_bad_input_exits_2(args: list[str], message: str) -> None:
     result = run(*args)

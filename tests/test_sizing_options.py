@@ -21,8 +21,8 @@ def _command(path: str):  # type: ignore[no-untyped-def]
     return command
 
 
-@pytest.mark.parametrize("path, where", [("memory", "--budget"), ("compare", "--budget"), ("plot memory", "--gpus"),
-                                         ("report", "--gpus")])
+@pytest.mark.parametrize("path, where", [("memory", "--budget"), ("kvcache", "--budget"), ("compare", "--budget"),
+                                         ("plot memory", "--gpus"), ("report", "--gpus")])
 def test_every_sizing_command_has_the_one_set(path: str, where: str) -> None:
     options = {opt for param in _command(path).params for opt in param.opts}
     assert SIZING | {where} <= options
@@ -85,3 +85,41 @@ def test_plot_takes_n_cards(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert result.exit_code == 0, result.output
     text = path.read_text(encoding="utf-8")
     assert "8 x H100-80GB: 637.2 GiB" in text  # 8 x 81,559 MiB = 652,472 MiB
+
+
+@pytest.mark.parametrize("sizing", [
+    ("--budget", "2xH100-80GB"), ("--pp", "4", "--tp", "2"), ("--budget", "24GB", "--quant", "fp8"),
+    ("--engine", "llamacpp"), ("--budget", "H100-80GB", "--engine", "vllm"), ("--ep", "2", "--tp", "2"),
+])
+def test_kvcache_sizes_the_cache_as_memory_does(sizing: tuple[str, ...]) -> None:
+    """kvcache takes memory's sizing options and answers with memory's figures: the cache on the
+    busiest GPU, the weights beside it, the budget's verdict and the server's lines."""
+    model = "qwen3-30b-a3b" if "--ep" in sizing else "llama-3-8b"
+    cache = _json("kvcache", model, "--seq", "8192", *sizing)[0]
+    memory = _json("memory", model, "--seq", "8192", *sizing)
+    assert {k: v for k, v in cache.items() if k not in ("layout", "weights_bytes", "engine", "server_says", "budget",
+                                                       "llamacpp_caches")} == memory["kv_cache"]
+    assert (cache["layout"], cache["weights_bytes"]) == (memory["layout"], memory["weights"]["total_bytes"])
+    assert all(cache.get(key) == memory.get(key) for key in ("engine", "server_says", "budget", "llamacpp_caches"))
+
+
+def test_kvcache_under_pipeline_stages_is_the_busiest_stage() -> None:
+    # llama-3-8b: 32 layers over 4 stages = 8 layers; 8 KV heads / tp 2 = 4 heads x 128 x (K + V) x 2 B = 16 KiB per
+    # layer per token, hand-computed from the preset (presets/llama-3-8b.yaml)
+    cache = _json("kvcache", "llama-3-8b", "--seq", "1024", "--pp", "4", "--tp", "2")[0]
+    assert cache["bytes_per_token"] == 8 * 4 * 128 * 2 * 2 and cache["total_bytes"] == 1024 * 8 * 4 * 128 * 2 * 2
+    assert "the busiest of 4 pipeline stages" in CliRunner().invoke(
+        cli.main, ["kvcache", "llama-3-8b", "--seq", "1024", "--pp", "4", "--tp", "2"]).output
+
+
+def test_kvcache_plain_json_is_unchanged_by_the_sizing_options() -> None:
+    """Without a layout, server or budget the entry is the cache alone, as before the options came."""
+    assert set(_json("kvcache", "llama-3-8b", "--seq", "1024")[0]) == set(_json("memory", "llama-3-8b", "--seq",
+                                                                             "1024")["kv_cache"])
+
+
+def test_fit_shares_the_weight_and_cache_options() -> None:
+    """fit searches --tp/--pp/--ep and the GPUs itself; its weight and cache options are the one set's."""
+    fit_helps = {p.opts[0]: p.help for p in _command("fit").params if p.opts[0] in ("--dtype", "--quant", "--kv-dtype")}
+    assert fit_helps == {p.opts[0]: p.help for p in _command("compare").params if p.opts[0] in fit_helps} and \
+        len(fit_helps) == 3

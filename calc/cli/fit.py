@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from calc.cli.options import CONTEXT, KV_DTYPE, POSITIVE, TEXT, TOKENS, WEIGHT_DTYPE, complete_model, json_option, set_option
+from calc.cli.options import (CONTEXT, POSITIVE, TEXT, TOKENS, complete_model, dtype_option, json_option, kv_dtype_option,
+                              quant_option, set_option)
 
 
 @click.command(context_settings=CONTEXT)
@@ -16,17 +17,18 @@ from calc.cli.options import CONTEXT, KV_DTYPE, POSITIVE, TEXT, TOKENS, WEIGHT_D
 @click.option("--engine", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
               help="Whose start-up budget sizes the KV pool.")
 @click.option("--concurrency", type=POSITIVE, default=1, show_default=True, help="Requests of --seq tokens held at once.")
-@click.option("--dtype", type=WEIGHT_DTYPE, default="fp16", show_default=True, help="Storage type of the weights.")
-@click.option("--quant", type=TEXT, metavar="SCHEME", help="The checkpoint's quantisation scheme (fp8, mxfp4, awq-int4, ...).")
-@click.option("--kv-dtype", type=KV_DTYPE, default="fp16", show_default=True, help="Storage type of the KV cache.")
+@dtype_option
+@quant_option
+@kv_dtype_option
 @click.option("--top", type=POSITIVE, default=10, show_default=True, help="Candidates shown.")
 @json_option
-def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str, concurrency: int, dtype: str,
+def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str, concurrency: int, dtype: str | None,
         quant: str | None, kv_dtype: str, top: int, as_json: bool) -> None:
     """The smallest layouts (GPU type x count, TP/PP/EP) that serve MODEL at --seq, ranked.
 
     Each layout is checked as a server checks it (TP divides the heads, EP the experts, PP at most the
-    layers) and sized with the engine's own start-up budget (see `gptcalc memory --engine`).
+    layers) and sized with the engine's own start-up budget (see `gptcalc memory --engine`), the
+    weights as stored unless --dtype/--quant say otherwise (gpt-oss: MXFP4 experts).
 
     \b
     Example:
@@ -36,13 +38,14 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
     """
     from calc.analysis.count import count as count_params
     from calc.analysis.fit import fit as find_layouts, parse_gpus
-    from calc.analysis.memory import find_scheme
+    from calc.analysis.memory import weight_choice
     from calc.cli.options import load_model
     from calc.render import base as render, fit as render_fit
 
     spec = load_model(model, overrides)
-    candidates, skipped = find_layouts(spec, count_params(spec), seq, parse_gpus(gpus), engine, concurrency, dtype,
-                                       kv_dtype, find_scheme(quant) if quant is not None else None)
+    weights, scheme = weight_choice(spec, dtype, quant)
+    candidates, skipped = find_layouts(spec, count_params(spec), seq, parse_gpus(gpus), engine, concurrency, weights,
+                                       kv_dtype, scheme)
     shown = candidates[:top]
     if as_json:
         render.print_json({"model": spec.name, "seq": seq, "concurrency": concurrency, "engine": engine,

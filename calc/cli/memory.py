@@ -6,81 +6,91 @@ from typing import Any
 
 import click
 
-from calc.cli.options import (CONTEXT, KV_DTYPE, POSITIVE, SHARE, TEXT, TOKENS, complete_model, json_option, load_model,
+from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, complete_model, json_option, load_model,
                               one_model, set_option, sizing_options)
 from calc.errors import GptcalcError
 
 
 SEQ_HELP = "Tokens per sequence: 4096, 32k or 128k (k = 1,024, so 128k = 131,072; the output says what it read)."
-KV_HELP = ("Storage type of the cached K and V: fp16 (bf16 is as wide), fp32, fp8_e4m3, fp8_e5m2, or llama.cpp's "
-           "q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl (block scales included: q8_0 is 8.5 bits).")
-TP_HELP = "Tensor-parallel GPUs: the cache per GPU (KV heads split, replicated past their count; MLA latent whole)."
 MLA_HELP = "MLA models: cache expanded per-head K and V (transformers' eager attention) instead of the latent."
 
 
 @click.command(context_settings=CONTEXT)
 @click.argument("models", type=TEXT, nargs=-1, metavar="[MODEL]...")
 @click.option("--seq", type=TOKENS, help=SEQ_HELP + "  [default: each model's context, n_positions]")
-@click.option("--batch", type=POSITIVE, default=1, show_default=True, help="Sequences held at once.")
-@click.option("--dtype", "--kv-dtype", "dtype", type=KV_DTYPE, default="fp16", show_default=True, help=KV_HELP)
-@click.option("--tp", type=POSITIVE, default=1, show_default=True, help=TP_HELP)
+@click.option("--batch", type=POSITIVE, help="Sequences held at once  [default: 1; with --budget and --seq, solved for]")
+@sizing_options()
 @click.option("--mla-expanded", is_flag=True, help=MLA_HELP)
 @click.option("--gqa", is_flag=True, help="Show each model under MHA, its own attention and MQA, with the saving.")
 @set_option
 @json_option
-def kvcache(models: tuple[str, ...], seq: int | None, batch: int, dtype: str, tp: int, mla_expanded: bool, gqa: bool,
-            overrides: tuple[str, ...], as_json: bool) -> None:
+def kvcache(models: tuple[str, ...], seq: int | None, batch: int | None, dtype: str | None, quant: str | None, kv_dtype: str,
+            tp: int | None, pp: int | None, ep: int | None, budget: str | None, engine: str | None,
+            mla_expanded: bool, gqa: bool, overrides: tuple[str, ...], as_json: bool) -> None:
     """KV cache bytes per token and in total, by layer kind; no MODEL: every preset.
 
     bytes = n_layers x (K + V elements per token) x tokens kept x batch x bytes per element, where
     K = V = n_kv_heads x head_dim, sliding-window layers keep at most their window, and MLA keeps
-    one latent of kv_lora_rank + qk_rope_head_dim.
+    one latent of kv_lora_rank + qk_rope_head_dim. The sizing options are memory's: the cache per
+    GPU under --tp/--pp (the busiest stage), the server's lines with --engine, and with --budget
+    whether the weights (--dtype/--quant, as stored by default) and the cache fit.
 
     \b
     Example:
       gptcalc kvcache llama-7b --seq 4096
-      gptcalc kvcache llama-70b qwen2-72b --seq 32768 --dtype bf16 --gqa
+      gptcalc kvcache llama-70b qwen2-72b --seq 32768 --kv-dtype bf16 --gqa
       gptcalc kvcache mistral-7b deepseek-v3 --seq 32k --kv-dtype q8_0
+      gptcalc kvcache llama-3-70b --seq 32k --budget 2xH100-80GB --engine vllm
       gptcalc kvcache --seq 8192 --json
     """
+    from calc import api
     from calc.render import base as render, memory as render_memory
-    from calc.analysis.memory import kv_cache, kv_variants
-    from calc.analysis.memory.parallel import check_tp
+    from calc.analysis.memory import kv_variants
     from calc.analysis.count import by_family
     from calc.spec.load import preset_names
 
     specs = [load_model(model, overrides) for model in models]
     if not models:  # every preset, in the order `presets` lists them
         specs = [spec for spec, _ in by_family(load_model(name, overrides) for name in preset_names())]
-    for spec in specs:
-        check_tp(spec, tp)
     skipped: list[str] = []
     if gqa:
+        _gqa_alone(tp=tp, pp=pp, ep=ep, budget=budget, engine=engine, dtype=dtype, quant=quant)
         variants = []
         for spec in specs:
             try:
-                variants.append(kv_variants(spec, seq or spec.n_positions, batch, dtype))
+                variants.append(kv_variants(spec, seq or spec.n_positions, batch or 1, kv_dtype))
             except GptcalcError as exc:
                 if models:  # a model the user named: say why it has no MHA/GQA/MQA variants
                     raise
                 skipped.append(str(exc).removeprefix("--gqa: "))
         data, table = [_gqa_json(v) for v in variants], render_memory.gqa_table(variants)
     else:
-        caches = [kv_cache(spec, seq or spec.n_positions, batch, dtype, tp, mla_expanded) for spec in specs]
-        data, table = [kv.to_json() for kv in caches], render_memory.kvcache_table(caches)
+        result = api.kvcache(*specs, seq=seq, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, ep=ep, dtype=dtype,
+                             quant=quant, budget=budget, engine=engine, mla_expanded=mla_expanded)
+        answers = result.value if isinstance(result.value, list) else [result.value]
+        data, table = result.to_dict(), render_memory.kvcache_table(a.cache for a in answers)
     if as_json:
         render.print_json(data)
         return
     out = render.console()
-    for kv in [] if gqa or not models else caches:  # the answer first; every preset is a table, not a list
-        out.print(render_memory.kvcache_headline(kv))
+    for answer in [] if gqa or not models else answers:  # the answer first; every preset is a table, not a list
+        for line in render_memory.served_cache_lines(answer):
+            out.print(line)
     out.print(table)
     notes = [render_memory.seq_note(seq), *(render_memory.context_note(spec, seq) for spec in specs),
-             *(note for kv in ([] if gqa else caches) for note in render_memory.kv_notes(kv))]
+             *(note for a in ([] if gqa else answers) for note in render_memory.kv_notes(a.cache))]
     for note in filter(None, notes):
         out.print("  " + note)
     for reason in skipped:
         out.print(f"  not shown: {reason}")
+
+
+def _gqa_alone(**options: Any) -> None:
+    """--gqa redraws one cache under three attentions; a layout, server or budget is memory's question."""
+    given = [name for name, value in options.items() if value is not None and value != 1]
+    if given:
+        raise GptcalcError(f"--gqa with --{given[0].replace('_', '-')}: --gqa compares the cache of one GPU under MHA, "
+                           "GQA and MQA; drop one")
 
 
 def _gqa_json(variants: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # fractions loads decimal: only an option that is given a fra
     from fractions import Fraction
 
 __all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "SHARE", "TEXT", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
-           "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument", "one_model",
+           "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument", "one_model", "quant_option",
            "engine_seq", "pass_options", "seq_max_option", "seq_option", "set_option", "sizing_options", "wrote"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -135,8 +135,14 @@ dtype_option = click.option("--dtype", type=WEIGHT_DTYPE, metavar="DTYPE",
                             help="Storage type of the weights: fp32, fp16/bf16, fp8_e4m3, int8, int4, or a llama.cpp "
                                  "type (q8_0, q4_K, mxfp4, ...)  [default: as stored: the scheme config.json's "
                                  "quantization_config names (gpt-oss: mxfp4), else 16-bit]")
+quant_option = click.option("--quant", type=TEXT, metavar="SCHEME",
+                            help="A checkpoint's quantisation scheme, its real layout and what it keeps 16-bit: "
+                                 "gptq-int4, awq-int4, bnb-nf4, bnb-nf4-dq, bnb-int8, fp8, fp8-channel, fp8-block, mxfp4, "
+                                 "nvfp4, or a llama.cpp mix (q4_k_m, ...).")
 kv_dtype_option = click.option("--kv-dtype", type=KV_DTYPE, default="fp16", show_default=True,
-                               help="Storage type of the KV cache (not tied to --dtype, as servers keep it 16-bit).")
+                               help="Storage type of the cached K and V, not tied to --dtype (servers keep it 16-bit): fp16 (bf16 "
+                                    "is as wide), fp32, fp8_e4m3, fp8_e5m2, or llama.cpp's q8_0, q5_1, q5_0, q4_1, q4_0, "
+                                    "iq4_nl (block scales included: q8_0 is 8.5 bits).")
 ENGINES = ("vllm", "sglang", "trtllm", "llamacpp")  # calc.analysis.memory.engines.ENGINES, without importing it
 seq_max_option = click.option("--seq-max", type=TOKENS, help="Longest context drawn, e.g. 32k or 131072 (k = 1024)  "
                                                             "[default: the longest context among the models]")
@@ -157,12 +163,10 @@ def sizing_options(gpus: bool = False) -> Callable[[Callable[..., Any]], Callabl
                                "context (or with --seq the largest batch) that fits; compare says if each model fits."))
     options = (
         dtype_option,
-        click.option("--quant", type=TEXT, metavar="SCHEME",
-                     help="A checkpoint's quantisation scheme, its real layout and what it keeps 16-bit: gptq-int4, "
-                          "awq-int4, bnb-nf4, bnb-nf4-dq, bnb-int8, fp8, fp8-channel, fp8-block, mxfp4, nvfp4, or a "
-                          "llama.cpp mix (q4_k_m, ...)."),
+        quant_option,
         kv_dtype_option,
-        click.option("--tp", type=POSITIVE, help="Tensor-parallel GPUs (shards matrices, splits KV heads)  [default: 1]"),
+        click.option("--tp", type=POSITIVE, help="Tensor-parallel GPUs: shards matrices, splits KV heads (replicated past their count; an "
+                                          "MLA latent stays whole)  [default: 1]"),
         click.option("--pp", type=POSITIVE, help="Pipeline stages (splits layers as vLLM does)  [default: 1]"),
         click.option("--ep", type=POSITIVE, help="Expert-parallel ways: routed experts split whole  [default: 1]"),
         where,

@@ -263,6 +263,18 @@ def kvcache_headline(kv: KVCache) -> str:
             + (f" per GPU (tp {kv.tp})" if kv.tp > 1 else ""))
 
 
+def served_cache_lines(answer: Any) -> list[str]:
+    """kvcache's answer first: the cache on one GPU, and where a budget or server was asked for,
+    memory's verdict before it and the server's own lines after it."""
+    served = answer.served
+    if served is None:
+        return [kvcache_headline(answer.cache)]
+    pp = served.inference.layout.pp
+    cache = kvcache_headline(answer.cache) + (f", the busiest of {pp} pipeline stages" if pp > 1 else "")
+    verdict = headline(served.inference, served.budget, served.target) if served.budget and served.target else []
+    return [*verdict, cache, *(f"{served.engine} will print: " + styled("bold", line) for line in served.server)]
+
+
 def headline(result: Inference, solved: Budget | None, target: BudgetSpec | None) -> list[str]:
     """The answer first: what it takes (per GPU), whether it fits the budget, and how far it stretches."""
     kv, w = result.kv, result.weights
