@@ -91,6 +91,28 @@ RELEASED = {
     "qwen3-32b": 32_762_123_264,  # keras
     "qwen3-4b": 4_022_468_096,  # keras
     "qwen3-8b": 8_190_735_360,  # keras
+    # the 2025-26 flagships: transformers 5.24's count of the config.json each preset transcribes, as
+    # tests/configs/model_types/SOURCES.yaml records it (transformers_params; a multimodal model's whole class)
+    "deepseek-v3.2": 671_877_929_216,
+    "glm-5": 743_911_199_232,
+    "kimi-k2": 1_026_408_209_408,
+    "glm-4.7-flash": 29_943_390_976,
+    "glm-4.6": 352_797_814_784,
+    "minimax-m2": 228_689_748_992,
+    "mimo-v2-flash": 308_778_768_832,
+    # transformers' 741,053,585,408 less the 180,388,626,432 zero-expert rows it allocates and never reads
+    # (tests/test_longcat.py measures both on transformers' own model)
+    "longcat-flash": 741_053_585_408 - 180_388_626_432,
+    "qwen3.5-27b": 27_356_728_560,
+    "qwen3.5-35b-a3b": 35_107_181_936,
+    "qwen3.5-397b-a17b": 396_802_360_816,
+    "llama-4-scout": 108_641_793_536,
+    "llama-4-maverick": 401_583_781_376,
+    "qwen3-coder-480b-a35b": 480_154_875_392,
+    "nemotron-h-56b": 56_324_350_464,
+    "jamba-v0.1": 51_570_323_328,
+    "qwen3-vl-4b": 4_437_815_808,
+    "devstral-small-2": 24_011_361_280,
 }
 # The presets written in the flat form, which the torch reference and transformers' Llama/GPT-2
 # classes below can build.
