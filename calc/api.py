@@ -181,8 +181,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
-    from calc.analysis.memory.startup import (Reserves, budget_gpu, startup_budget, vllm_batch_defaults,
-                                              vllm_extra_weights)
+    from calc.analysis.memory.startup import (STARTUP_ENGINES, Reserves, budget_gpu, startup_budget,
+                                              vllm_batch_defaults, vllm_extra_weights)
     from calc.errors import GptcalcError
 
     target = parse_budget(budget) if budget is not None else None  # `budget=''` is an error, not no budget
@@ -201,7 +201,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                         max_batched, max_seqs)
     extra = vllm_extra_weights(spec, result.weights.params, layout.tp) if engine == "vllm" else 0
     startup = (startup_budget(engine, spec, budget_gpu(target), result.weights.total_bytes, layout.tp, layout.pp,
-                              reserves, extra=extra) if engine in ("vllm", "sglang") and target and kv_memory is None else None)
+                              reserves, extra=extra) if engine in STARTUP_ENGINES and target and kv_memory is None else None)
     if startup is not None:
         startup.check()
         target = replace(target, bytes_per_gpu=startup.kv_memory + result.weights.total_bytes,
@@ -213,7 +213,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                        max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048))
     caches = _llamacpp(spec, seq, kv_dtype, n_parallel, ubatch, kv_unified, swa_full, cache_type_k, cache_type_v) \
         if engine == "llamacpp" else None
-    server = (*(startup.lines() if startup else ()),
+    server = (*(startup.lines(result.kv.bytes_per_token) if startup else ()),
               *([line for c in caches for line in c["lines"]] if caches else
                 engine_lines(pool, result.kv, engine) if engine else ()))
     solved = budget_for(spec, target, result, seq, batch, None if caches else pool) if target else None

@@ -151,3 +151,33 @@ def test_sglang_separate_mamba_pool() -> None:
     pool = kv_pool(kv, "sglang", memory, 4096)
     assert pool.mamba is not None and pool.mamba.slots == slots
     assert pool.tokens == (memory - (slots + 1) * (conv + ssm)) // kv.bytes_per_token
+
+
+def test_trtllm_pool_is_its_fraction_of_what_profiling_leaves() -> None:
+    """source: TensorRT-LLM tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator._cal_max_tokens:
+    available_kv_mem = (total_gpu_memory - peak_memory + temporary kv) x fraction, fraction 0.9 unless set
+    (llmapi/llm_args.py KvCacheConfig.free_gpu_memory_fraction). With the peak's terms given, the pool is
+    that product exactly; the weights are llama-3-8b's 16,060,522,496 B (test_count's arithmetic x 2 B)."""
+    data = memory("llama-3-8b", "--engine", "trtllm", "--budget", "H100", "--seq", "8192",
+                  "--activation-memory", "2GiB", "--non-torch-memory", "1GiB")
+    total = data["engine_budget"]["total_bytes"]  # 79.22 GiB, what CUDA reports on an H100 (startup.CUDA_TOTAL)
+    peak = 16_060_522_496 + 3 * 2**30
+    assert data["engine_budget"]["kv_memory_bytes"] == int((total - peak) * 0.9)
+    assert data["server_says"][0] == (
+        f"Peak memory during memory usage profiling (torch + non-torch): {peak / 2**30:.2f} GiB, available KV cache "
+        f"memory when calculating max tokens: {int((total - peak) * 0.9) / 2**30:.2f} GiB, fraction is set 0.9, kv size "
+        f"is 131072. device total memory {total / 2**30:.2f} GiB")
+    halved = memory("llama-3-8b", "--engine", "trtllm", "--budget", "H100", "--seq", "8192", "--activation-memory",
+                    "2GiB", "--non-torch-memory", "1GiB", "--free-gpu-memory-fraction", "0.5")["engine_budget"]
+    assert halved["kv_memory_bytes"] == int((total - peak) * 0.5) and halved["fraction_how"] == "given"
+
+
+def test_trtllm_prints_its_blocks_of_32_tokens() -> None:
+    """source: cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp (allocatePools): "Number of tokens per block:
+    %d." and "[MemUsageChange] Allocated %0.2f GiB for max tokens in paged KV cache (%d).", tokens = blocks x 32.
+    Qwen2.5-1.5B keeps 28 layers x 2 KV heads x 128 x (K + V) x 2 B = 28,672 B per token; a pool of exactly
+    8,556 blocks of 32 such tokens prints 8,556 x 32 x 28,672 B = 7.31 GiB and 273,792 tokens."""
+    pool = 8556 * 32 * 28672
+    data = memory("qwen2.5-1.5b", "--engine", "trtllm", "--kv-memory", str(pool + 32 * 28672 - 1))
+    assert data["server_says"] == ["Number of tokens per block: 32.",
+                                   "[MemUsageChange] Allocated 7.31 GiB for max tokens in paged KV cache (273792)."]

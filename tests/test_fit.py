@@ -27,10 +27,11 @@ def test_fit_ranks_fewest_gpus_first_and_each_serves() -> None:
     assert ranked[0] == (2, "H200") and all(c["serves"] and float(c["max_concurrency"]) >= 1 for c in data["candidates"])
 
 
-def test_fit_agrees_with_memory_on_the_same_layout() -> None:
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_fit_agrees_with_memory_on_the_same_layout(engine: str) -> None:
     """fit's pool for a layout is memory --engine's for it: one budget, two commands."""
-    first = fit("llama-3.1-70b", "--seq", "32k", "--gpus", "H100")["candidates"][0]
-    result = CliRunner().invoke(main, ["memory", "llama-3.1-70b", "--seq", "32k", "--engine", "vllm",
+    first = fit("llama-3.1-70b", "--seq", "32k", "--gpus", "H100", "--engine", engine)["candidates"][0]
+    result = CliRunner().invoke(main, ["memory", "llama-3.1-70b", "--seq", "32k", "--engine", engine,
                                        "--budget", f"{first['gpus']}xH100", "--json"])
     assert json.loads(result.output)["engine_budget"]["kv_memory_bytes"] == first["kv_memory_bytes"]
 

@@ -14,7 +14,7 @@ from calc.cli.options import (CONTEXT, POSITIVE, TEXT, TOKENS, complete_model, d
 @click.option("--seq", type=TOKENS, required=True, help="Tokens per request: 8192, 32k, 128k (k = 1,024).")
 @click.option("--gpus", type=TEXT, default="H100,H200,B200", show_default=True, metavar="GPU,GPU,...",
               help="GPU types to try (names from the catalog: H100, H200, B200, A100-80GB, L40S, RTX-4090, MI300X, ...).")
-@click.option("--engine", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
+@click.option("--engine", type=click.Choice(["vllm", "sglang", "trtllm"]), default="vllm", show_default=True,
               help="Whose start-up budget sizes the KV pool.")
 @click.option("--concurrency", type=POSITIVE, default=1, show_default=True, help="Requests of --seq tokens held at once.")
 @dtype_option

@@ -137,11 +137,13 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE,
               help="vLLM: tokens of the profiling forward (its activation peak) and, with sliding-window layers, "
                    "what a window group holds beyond its window  [default: vllm serve's: 2048, 8192 on a 70 GiB+ "
-                   "GPU that is not an A100, 16384 on 160 GiB+; SGLang: its chunked prefill size]")
+                   "GPU that is not an A100, 16384 on 160 GiB+; SGLang: its chunked prefill size; TensorRT-LLM: "
+                   "max_num_tokens, 8192]")
 @click.option("--max-num-seqs", "max_seqs", type=POSITIVE,
               help="vLLM: requests of the sampler's profiling run  [default: 256, 1024 on a 70 GiB+ GPU]")
-@click.option("--gpu-memory-utilization", "--mem-fraction-static", "fraction", type=SHARE,
-              help="Share of the GPU the engine may use  [default: vLLM 0.9; SGLang's rule by GPU size]")
+@click.option("--gpu-memory-utilization", "--mem-fraction-static", "--free-gpu-memory-fraction", "fraction", type=SHARE,
+              help="Share of the GPU the engine may use (TensorRT-LLM: of what its profiling run leaves free)  "
+                   "[default: vLLM 0.9; SGLang's rule by GPU size; TensorRT-LLM 0.9]")
 @click.option("--activation-memory", type=TEXT, metavar="SIZE",
               help="The engine's activation peak from your log  [default: estimated from the shapes]")
 @click.option("--non-torch-memory", type=TEXT, metavar="SIZE", help="Memory outside torch (CUDA context, NCCL)  "
@@ -219,7 +221,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
              *render_memory.inference_notes(result), *render_memory.tower_notes(spec, answer.pictures, text_only),
              *(render_memory.budget_lines(solved, target.label) if solved and target else []),
              (f"{engine}'s own budget (pool, blocks, tokens): give the GPU with --budget (H100, 2xH200), "
-              "or its log's figure with --kv-memory") if engine in ("vllm", "sglang") and not answer.pool else None]
+              "or its log's figure with --kv-memory") if engine in ("vllm", "sglang", "trtllm") and not answer.pool else None]
     for line in filter(None, notes):
         out.print("  " + line)
 

@@ -347,12 +347,16 @@ def startup_table(budget: StartupBudget) -> Table:
                      "", "bytes", "GiB units", "how", "set with")
     table.add_row("total (as CUDA reports it)", *_units(budget.total)[:2], "catalog" if "nvidia-smi" in budget.total_source
                   else "published log", "--budget")
-    share = "x " + f"{budget.fraction}" + (" of what is free before loading" if budget.engine == "sglang" else "")
+    before = budget.before_share
+    for term in before:
+        table.add_row(f"- {term.label}", *_units(term.bytes)[:2], term.how, term.option)
+    share = "x " + f"{budget.fraction}" + (" of what is left" if before else "")
     table.add_row(f"usable ({share})", *_units(budget.usable)[:2], budget.fraction_how.split(":")[0],
                   budget.fraction_option)
     for term in budget.terms:
-        sign = "- " if term in budget.taken else "  (outside the share) "
-        table.add_row(f"{sign}{term.label}", *_units(term.bytes)[:2], term.how, term.option)
+        if term not in before:
+            sign = "- " if term in budget.taken else "  (outside the share) "
+            table.add_row(f"{sign}{term.label}", *_units(term.bytes)[:2], term.how, term.option)
     table.add_section()
     table.add_row(styled("bold", "= KV pool"), *_units(budget.kv_memory)[:2], "", "--kv-memory", style="bold")
     return table

@@ -10,6 +10,9 @@ Each engine carves its KV pool into fixed-size pages and reports the tokens they
     SGLang    tokens = floor(kv_memory / bytes per token)                   (page size 1 by default)
               "KV Cache is allocated. #tokens: {tokens}, K size: {K / 2^30:.2f} GB, V size: ..."
     TRT-LLM   blocks = floor(kv_memory / (tokens_per_block x bytes per token)), tokens_per_block 32
+              "Number of tokens per block: 32." and "[MemUsageChange] Allocated {blocks x block bytes /
+              2^30:.2f} GiB for max tokens in paged KV cache ({blocks x 32})." (cpp/tensorrt_llm/
+              batch_manager/kvCacheManager.cpp, KVCacheManager::allocatePools)
     llama.cpp allocates n_ctx cells (-c), padded up to a multiple of 256, a second cache for sliding-window
               layers and a recurrent-state buffer: calc.analysis.memory.llamacpp, which prints its lines
 
@@ -52,7 +55,8 @@ VLLM_HYBRID = ("https://github.com/vllm-project/vllm/blob/001cabc1be16a59a70d720
                "kv_cache_utils.py (hybrid groups) and vllm/v1/kv_cache_interface.py (SlidingWindowSpec.max_memory_usage_bytes)")
 MAX_BATCHED = 2048  # vllm serve's max_num_batched_tokens below 70 GiB or on an A100 (8192 above): EngineArgs.get_batch_defaults
 SGLANG = "https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/mem_cache/memory_pool.py (MHATokenToKVPool)"
-TRTLLM = "https://github.com/NVIDIA/TensorRT-LLM (KvCacheConfig tokens_per_block)"
+TRTLLM = ("https://github.com/NVIDIA/TensorRT-LLM (KvCacheConfig tokens_per_block; cpp/tensorrt_llm/batch_manager/"
+          "kvCacheManager.cpp for the lines it prints)")
 LLAMACPP = "src/llama-context.cpp (n_ctx padded to 256): calc/analysis/memory/llamacpp.py"
 
 
@@ -377,4 +381,6 @@ def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
         sizes = (f"KV size: {rows * pool.bytes_per_token / 2**30:.2f} GB" if latent else
                  f"K size: {rows * per_k / 2**30:.2f} GB, V size: {rows * per_v / 2**30:.2f} GB")
         return [*states, f"KV Cache is allocated. #tokens: {pool.tokens}, {sizes}"]
-    return [f"{pool.blocks:,} blocks of {pool.block} tokens: {pool.tokens:,} tokens"]
+    return [f"Number of tokens per block: {pool.block}.",
+            f"[MemUsageChange] Allocated {pool.blocks * pool.block * pool.bytes_per_token / 2**30:.2f} GiB for max "
+            f"tokens in paged KV cache ({pool.blocks * pool.block})."]

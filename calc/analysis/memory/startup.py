@@ -21,6 +21,16 @@ mem_cache/kv_cache_configurator.py _profile_available_bytes; v0.5):
     pool      = free before loading x mem_fraction_static - weights
               = (total - non-torch memory) x mem_fraction_static - weights
 
+TensorRT-LLM (PyTorch backend, tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator._cal_max_tokens;
+llmapi/llm_args.py KvCacheConfig; v1.x):
+
+    peak      = torch peak + non-torch memory of the profiling run of max_num_tokens tokens (8192 by
+                default), less the temporary KV cache it allocated for that run
+    pool      = (total - peak) x free_gpu_memory_fraction                       0.9 by default
+    max tokens = floor(pool / kv size per token), in blocks of tokens_per_block (32)
+
+  so its CUDA graphs and everything after the profiling run live in the 10% the fraction leaves.
+
 Only the weights are exact here (the checkpoint's bytes as the engine keeps them, one GPU's share).
 The activation peak is an estimate from the model's shapes (`activation_estimate`), and non-torch
 memory and CUDA graphs are the figures published start-up logs show; each is a named term the user
@@ -37,11 +47,12 @@ from calc.analysis.memory.gpus import GPU
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["CUDA_TOTAL", "Reserves", "StartupBudget", "Term", "activation_estimate", "budget_gpu", "cuda_total", "sglang_fraction",
+__all__ = ["CUDA_TOTAL", "STARTUP_ENGINES", "Reserves", "StartupBudget", "Term", "activation_estimate", "budget_gpu", "cuda_total", "sglang_fraction",
            "startup_budget", "vllm_batch_defaults", "vllm_extra_weights"]
 
 GIB = 2**30
 MIB = 2**20
+STARTUP_ENGINES = ("vllm", "sglang", "trtllm")  # the engines whose start-up budget is modelled
 VLLM_WORKER = "https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu_worker.py (determine_available_memory)"
 VLLM_PROFILING = "https://github.com/vllm-project/vllm/blob/main/vllm/utils/mem_utils.py (memory_profiling)"
 VLLM_DEFAULTS = "https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py (get_batch_defaults)"
@@ -55,6 +66,11 @@ NON_TORCH_SOURCE = ("https://github.com/vllm-project/vllm/pull/12126 (non_torch_
 # vLLM's CUDA graph estimate; 0 with --enforce-eager. A stated default, not a measurement of any model.
 CUDA_GRAPHS = 0.5
 CUDA_GRAPHS_SOURCE = "vLLM: profile_cudagraph_memory (captured at start-up); 0 under --enforce-eager"
+TRTLLM_POOL = ("https://github.com/NVIDIA/TensorRT-LLM/blob/main/tensorrt_llm/_torch/pyexecutor/_util.py "
+               "(KvCacheCreator._cal_max_tokens: (total - peak + temporary KV) x fraction)")
+TRTLLM_FRACTION = ("TensorRT-LLM's default: KvCacheConfig.free_gpu_memory_fraction 0.9 "
+                   "(https://github.com/NVIDIA/TensorRT-LLM/blob/main/tensorrt_llm/llmapi/llm_args.py)")
+TRTLLM_MAX_NUM_TOKENS = 8192  # BuildConfig.max_num_tokens, the profiling run's tokens (llm_args.py)
 
 # What CUDA reports as a card's total (torch.cuda.mem_get_info), which vLLM multiplies by its
 # utilisation: less than nvidia-smi's total. From published vLLM start-up logs; other cards use the
@@ -145,16 +161,27 @@ class StartupBudget:
         return next(t.bytes for t in self.terms if t.key == key)
 
     @property
+    def before_share(self) -> tuple[Term, ...]:
+        """The terms taken from the total before the fraction applies: SGLang's non-torch memory (its
+        fraction is of what is free before loading), TensorRT-LLM's whole profiling peak."""
+        keys = {"sglang": ("non_torch",), "trtllm": ("weights", "activation", "non_torch")}.get(self.engine, ())
+        return tuple(t for t in self.terms if t.key in keys)
+
+    @property
     def usable(self) -> int:
-        """vLLM: ceil(total x utilisation); SGLang: (total - non-torch) x mem_fraction_static."""
-        if self.engine == "sglang":
-            return int((self.total - self.term("non_torch")) * self.fraction)
+        """vLLM: ceil(total x utilisation); SGLang: (total - non-torch) x mem_fraction_static;
+        TensorRT-LLM: (total - profiling peak) x free_gpu_memory_fraction."""
+        if self.before_share:
+            return int((self.total - sum(t.bytes for t in self.before_share)) * self.fraction)
         return math.ceil(self.total * self.fraction)
 
     @property
     def taken(self) -> tuple[Term, ...]:
-        """The terms subtracted from `usable` (SGLang's activations and graphs live outside its fraction)."""
-        return tuple(t for t in self.terms if self.engine != "sglang" or t.key == "weights")
+        """The terms subtracted from `usable` (SGLang's activations and graphs live outside its fraction,
+        TensorRT-LLM's CUDA graphs in what its fraction leaves)."""
+        if self.engine == "vllm":
+            return self.terms
+        return tuple(t for t in self.terms if self.engine == "sglang" and t.key == "weights")
 
     @property
     def kv_memory(self) -> int:
@@ -167,15 +194,19 @@ class StartupBudget:
                                "taken by weights and reserves (try more GPUs, --tp, or a larger "
                                f"{self.fraction_option})")
 
-    def lines(self) -> list[str]:
-        """The engine's own start-up lines for these figures, in its units and rounding."""
+    def lines(self, kv_bytes_per_token: int) -> list[str]:
+        """The engine's own start-up lines for these figures, in its units and rounding (TensorRT-LLM
+        names the cache's bytes per token on one GPU in its line)."""
         gib = lambda n: f"{round(n / GIB, 2)}"  # noqa: E731 - vLLM's format_gib
         if self.engine == "vllm":
             return [f"Model loading took {gib(self.term('weights'))} GiB memory"]
         if self.engine == "sglang":
             return [f"mem_fraction_static={self.fraction}",
                     f"Load weight end. mem usage={self.term('weights') / GIB:.2f} GB"]
-        return []
+        peak = sum(t.bytes for t in self.before_share)
+        return [f"Peak memory during memory usage profiling (torch + non-torch): {peak / GIB:.2f} GiB, available KV "
+                f"cache memory when calculating max tokens: {self.kv_memory / GIB:.2f} GiB, fraction is set "
+                f"{self.fraction}, kv size is {kv_bytes_per_token}. device total memory {self.total / GIB:.2f} GiB"]
 
     def to_json(self) -> dict[str, object]:
         return {"engine": self.engine, "gpu": self.gpu, "total_bytes": self.total, "total_source": self.total_source,
@@ -225,14 +256,16 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
                    reserves: Reserves = Reserves(), dtype_bytes: int = 2, extra: int = 0) -> StartupBudget:
     """The budget `engine` draws up on one GPU of the layout holding `weights` bytes of the model
     (`extra`: what the engine holds beyond them, vllm_extra_weights)."""
-    if engine not in ("vllm", "sglang"):
-        raise GptcalcError(f"--engine {engine}: its start-up budget is not modelled (vllm and sglang are); "
-                           "give the pool from its log with --kv-memory")
+    if engine not in STARTUP_ENGINES:
+        raise GptcalcError(f"--engine {engine}: its start-up budget is not modelled ({', '.join(STARTUP_ENGINES)} "
+                           "are); give the pool from its log with --kv-memory")
     total, total_source = cuda_total(gpu)
     batched, seqs = vllm_batch_defaults(total)
     if engine == "sglang":
         batched = reserves.max_batched or _sglang_sizes(total // MIB, tp)[0]
         seqs = 1  # SGLang's fraction covers activations; the estimate below is shown, not subtracted
+    if engine == "trtllm":  # the profiling run is context requests of one output token: one row of logits each
+        batched, seqs = TRTLLM_MAX_NUM_TOKENS, 1
     tokens, rows = reserves.max_batched or batched, min(reserves.max_seqs or seqs, reserves.max_batched or batched)
     act = reserves.activation if reserves.activation is not None else activation_estimate(spec, tokens, rows, tp,
                                                                                              dtype_bytes)
@@ -244,7 +277,8 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
              f"this model's bytes on one GPU of the layout, with {extra:,} B of vocabulary padding ({VOCAB_SOURCE})"
              if extra else "this model's bytes on one GPU of the layout"),
         Term("activation", "activation peak", act, "--activation-memory", given(reserves.activation),
-             f"profiling forward of {tokens:,} tokens + sampler over {rows:,} rows ({VLLM_PROFILING})"),
+             f"profiling forward of {tokens:,} tokens + sampler over {rows:,} rows "
+             f"({TRTLLM_POOL if engine == 'trtllm' else VLLM_PROFILING})"),
         Term("non_torch", "non-torch memory", non_torch, "--non-torch-memory", given(reserves.non_torch),
              NON_TORCH_SOURCE),
         Term("cuda_graphs", "CUDA graphs", graphs, "--cuda-graph-memory", given(reserves.cuda_graphs),
@@ -255,6 +289,10 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
         how = "given" if reserves.fraction is not None else "vLLM's default"
         return StartupBudget("vllm", gpu.name, total, total_source, fraction, "--gpu-memory-utilization", how,
                              tuple(terms))
+    if engine == "trtllm":
+        return StartupBudget("trtllm", gpu.name, total, total_source,
+                             reserves.fraction if reserves.fraction is not None else 0.9, "--free-gpu-memory-fraction",
+                             "given" if reserves.fraction is not None else TRTLLM_FRACTION, tuple(terms))
     if reserves.fraction is not None:
         fraction, how = reserves.fraction, "given"
     else:
