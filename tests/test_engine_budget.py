@@ -181,3 +181,19 @@ def test_trtllm_prints_its_blocks_of_32_tokens() -> None:
     data = memory("qwen2.5-1.5b", "--engine", "trtllm", "--kv-memory", str(pool + 32 * 28672 - 1))
     assert data["server_says"] == ["Number of tokens per block: 32.",
                                    "[MemUsageChange] Allocated 7.31 GiB for max tokens in paged KV cache (273792)."]
+
+
+def test_vllm_holds_a_16_bit_copy_of_a_quantised_mla_kv_b() -> None:
+    """source: vllm/v1/attention/backends/mla/common.py process_weights_after_loading: a quantised kv_b_proj
+    is dequantised (an identity through its quant method) into W_UK_T and W_UV, views of one 16-bit tensor that
+    stays beside the fp8 kv_b_proj prefill uses; an unquantised kv_b_proj is viewed, not copied. DeepSeek-V3
+    on 8 GPUs: 61 layers x 512 (kv_lora_rank) x 128 / 8 heads x (128 + 128) x 2 B = 255,852,544 B per GPU."""
+    def weights(*extra: str) -> dict:  # type: ignore[type-arg]
+        return memory("deepseek-v3", "--engine", "vllm", "--budget", "8xH200", "--seq", "8192", *extra)[
+            "engine_budget"]["terms"][0]
+
+    stored = weights()
+    assert "255,852,544 B of MLA's dequantised W_UK/W_UV copy" in stored["source"]
+    plain = memory("deepseek-v3", "--seq", "8192", "--tp", "8")["weights"]["total_bytes"]
+    assert stored["bytes"] == plain + 61 * 512 * 16 * 256 * 2
+    assert "W_UK/W_UV" not in weights("--budget", "8xB200", "--dtype", "bf16")["source"]

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 from calc.analysis.memory.budget import BudgetSpec
 from calc.analysis.memory.gpus import GPU
+from calc.analysis.memory.weights import Weights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -108,14 +109,26 @@ def vllm_batch_defaults(total: int) -> tuple[int, int]:
 
 VOCAB_PADDING = 64  # vLLM's VocabParallelEmbedding pads the vocabulary to a multiple of 64 (DEFAULT_VOCAB_PADDING_SIZE)
 VOCAB_SOURCE = "https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/vocab_parallel_embedding.py"
+MLA_COPY_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/v1/attention/backends/mla/common.py "
+                   "(process_weights_after_loading: a quantised kv_b_proj is dequantised into W_UK_T and W_UV, "
+                   "16-bit, and kept beside it for prefill)")
 
 
-def vllm_extra_weights(spec: ModelSpec, params: dict[str, int], tp: int, element_bytes: int = 2) -> int:
-    """What vLLM holds beyond the checkpoint's tensors on one GPU: the embedding and LM head rows
-    that pad the vocabulary to a multiple of 64, split tp ways (16-bit, as every scheme keeps them)."""
+def vllm_extra_weights(spec: ModelSpec, weights: Weights, tp: int, element_bytes: int = 2) -> tuple[tuple[str, int], ...]:
+    """What vLLM holds beyond the checkpoint's tensors on one GPU, each (what, bytes): the embedding
+    and LM head rows that pad the vocabulary to a multiple of 64, split tp ways (16-bit, as every
+    scheme keeps them), and, where MLA's kv_b is quantised, the 16-bit copy of it that its decode
+    path multiplies by (the weights' kv_b rows are already this GPU's share)."""
     pad = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING - spec.vocab_size
-    matrices = sum(name in params for name in ("token_embedding", "lm_head"))
-    return matrices * pad * spec.d_model * element_bytes // tp
+    matrices = sum(name in weights.params for name in ("token_embedding", "lm_head"))
+    extra = [("vocabulary padding", matrices * pad * spec.d_model * element_bytes // tp)]
+    kv_b = weights.params.get("kv_b", 0)
+    if kv_b and weights.component_bytes("kv_b") < kv_b * element_bytes:
+        extra.append(("MLA's dequantised W_UK/W_UV copy", kv_b * element_bytes))
+    return tuple((what, n) for what, n in extra if n)
+
+
+_EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_UV copy": MLA_COPY_SOURCE}
 
 
 def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_bytes: int = 2) -> int:
@@ -253,7 +266,8 @@ class Reserves:
 
 
 def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int = 1, pp: int = 1,
-                   reserves: Reserves = Reserves(), dtype_bytes: int = 2, extra: int = 0) -> StartupBudget:
+                   reserves: Reserves = Reserves(), dtype_bytes: int = 2,
+                   extra: tuple[tuple[str, int], ...] = ()) -> StartupBudget:
     """The budget `engine` draws up on one GPU of the layout holding `weights` bytes of the model
     (`extra`: what the engine holds beyond them, vllm_extra_weights)."""
     if engine not in STARTUP_ENGINES:
@@ -273,9 +287,10 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
     graphs = reserves.cuda_graphs if reserves.cuda_graphs is not None else round(CUDA_GRAPHS * GIB)
     given = lambda value: "given" if value is not None else "estimate"  # noqa: E731
     terms = [
-        Term("weights", "model weights", weights + extra, "--quant/--dtype/--checkpoint", "exact",
-             f"this model's bytes on one GPU of the layout, with {extra:,} B of vocabulary padding ({VOCAB_SOURCE})"
-             if extra else "this model's bytes on one GPU of the layout"),
+        Term("weights", "model weights", weights + sum(n for _, n in extra), "--quant/--dtype/--checkpoint", "exact",
+             "this model's bytes on one GPU of the layout" + "".join(
+                 f", with {n:,} B of {what}" for what, n in extra) + (
+                 f" ({'; '.join(_EXTRA_SOURCES[what] for what, _ in extra)})" if extra else "")),
         Term("activation", "activation peak", act, "--activation-memory", given(reserves.activation),
              f"profiling forward of {tokens:,} tokens + sampler over {rows:,} rows "
              f"({TRTLLM_POOL if engine == 'trtllm' else VLLM_PROFILING})"),
