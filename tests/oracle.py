@@ -22,11 +22,14 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 def config_files() -> list[Path]:
     """Every real config.json: those kept under tests/configs/, and the presets that transcribe one
-    (presets/<name>.yaml with the config.json verbatim under `config:`)."""
+    (presets/<name>.yaml with the config.json verbatim under `config:`) that is not already one of
+    those (a flagship's preset is the tested file verbatim: checked once, not twice)."""
     from calc.spec.presets import PRESET_DIR
 
+    kept = sorted(p for p in CONFIG_DIR.rglob("*.json") if not p.name.endswith(".index.json"))
+    seen = [read_config(p) for p in kept]
     presets = [p for p in PRESET_DIR.glob("*.yaml") if "config" in (yaml.safe_load(p.read_text()) or {})]
-    return sorted(p for p in CONFIG_DIR.rglob("*.json") if not p.name.endswith(".index.json")) + sorted(presets)
+    return kept + sorted(p for p in presets if read_config(p) not in seen)
 
 
 def read_config(path: Path) -> dict[str, Any]:
