@@ -199,7 +199,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     reserves = Reserves(fraction, _size(activation_memory, "--activation-memory"),
                         _size(non_torch_memory, "--non-torch-memory"), _size(cuda_graph_memory, "--cuda-graph-memory"),
                         max_batched, max_seqs)
-    extra = vllm_extra_weights(spec, result.weights, layout.tp) if engine == "vllm" else ()
+    extra = (vllm_extra_weights(spec, result.weights, budget_gpu(target), layout.tp, layout.ep)
+             if engine == "vllm" and target else ())
     startup = (startup_budget(engine, spec, budget_gpu(target), result.weights.total_bytes, layout.tp, layout.pp,
                               reserves, extra=extra) if engine in STARTUP_ENGINES and target and kv_memory is None else None)
     if startup is not None:

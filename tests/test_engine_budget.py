@@ -197,3 +197,21 @@ def test_vllm_holds_a_16_bit_copy_of_a_quantised_mla_kv_b() -> None:
     plain = memory("deepseek-v3", "--seq", "8192", "--tp", "8")["weights"]["total_bytes"]
     assert stored["bytes"] == plain + 61 * 512 * 16 * 256 * 2
     assert "W_UK/W_UV" not in weights("--budget", "8xB200", "--dtype", "bf16")["source"]
+
+
+def test_vllm_pads_mxfp4_experts_for_its_kernel() -> None:
+    """source: vllm/model_executor/layers/quantization/mxfp4.py: Marlin (an A100, no FP4 tensor cores) pads each
+    expert's intermediate size to a multiple of 128 and the hidden size to 256; SM90's Triton kernels pad the
+    intermediate size to 64, which 2,880 already is. gpt-oss-120b, 36 layers x 128 experts of 2,880 x 2,880: one
+    expert as vLLM allocates it (4-bit values, a u8 scale per 32, bf16 biases) is 2 x 2,880 x (1,440 + 90 + 2) +
+    2,880 x (1,440 + 90 + 2) = 13,236,480 B, padded to 2,944 x 3,072 it is 2 x 2,944 x (1,536 + 96 + 2) + 3,072 x
+    (1,472 + 92 + 2) = 14,431,744 B."""
+    def loaded(gpu: str) -> int:
+        return memory("gpt-oss-120b", "--engine", "vllm", "--budget", gpu, "--seq", "8192")["engine_budget"][
+            "terms"][0]["bytes"]
+
+    stored = memory("gpt-oss-120b", "--seq", "8192")["weights"]["total_bytes"]
+    assert loaded("A100-80GB") - stored == 36 * 128 * (14_431_744 - 13_236_480)
+    assert loaded("H100") == stored
+    # the issue that asked for this quotes vLLM's "Model loading took 65.97 GiB" on Marlin: 0.1% above this figure
+    assert abs(loaded("A100-80GB") / 2**30 - 65.97) / 65.97 < 0.002

@@ -117,7 +117,7 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
             skipped[f"tp {layout.tp} pp {layout.pp} ep {layout.ep}: {exc}"] = None
             continue
         for gpu in gpus:
-            extra = vllm_extra_weights(spec, result.weights, layout.tp) if engine == "vllm" else ()
+            extra = vllm_extra_weights(spec, result.weights, gpu, layout.tp, layout.ep) if engine == "vllm" else ()
             budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
                                     extra=extra)
             pool = (kv_pool(result.kv, engine, budget.kv_memory, seq, None,

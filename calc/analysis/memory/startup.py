@@ -114,21 +114,65 @@ MLA_COPY_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/v1/atten
                    "16-bit, and kept beside it for prefill)")
 
 
-def vllm_extra_weights(spec: ModelSpec, weights: Weights, tp: int, element_bytes: int = 2) -> tuple[tuple[str, int], ...]:
+def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep: int = 1,
+                       element_bytes: int = 2) -> tuple[tuple[str, int], ...]:
     """What vLLM holds beyond the checkpoint's tensors on one GPU, each (what, bytes): the embedding
     and LM head rows that pad the vocabulary to a multiple of 64, split tp ways (16-bit, as every
-    scheme keeps them), and, where MLA's kv_b is quantised, the 16-bit copy of it that its decode
-    path multiplies by (the weights' kv_b rows are already this GPU's share)."""
+    scheme keeps them); where MLA's kv_b is quantised, the 16-bit copy of it that its decode path
+    multiplies by (the weights' kv_b rows are already this GPU's share); and MXFP4 experts padded
+    for the backend `gpu` runs them with."""
     pad = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING - spec.vocab_size
     matrices = sum(name in weights.params for name in ("token_embedding", "lm_head"))
     extra = [("vocabulary padding", matrices * pad * spec.d_model * element_bytes // tp)]
     kv_b = weights.params.get("kv_b", 0)
     if kv_b and weights.component_bytes("kv_b") < kv_b * element_bytes:
         extra.append(("MLA's dequantised W_UK/W_UV copy", kv_b * element_bytes))
+    extra.append(("MXFP4 expert padding", mxfp4_padding(spec, weights, tp, ep, gpu)))
     return tuple((what, n) for what, n in extra if n)
 
 
-_EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_UV copy": MLA_COPY_SOURCE}
+MXFP4_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/quantization/mxfp4.py "
+                "(get_mxfp4_backend; Mxfp4MoEMethod.create_weights pads each expert's intermediate and hidden sizes "
+                "for its kernel)")
+# CUDA compute capability of the catalog's NVIDIA cards (https://developer.nvidia.com/cuda-gpus), which picks
+# vLLM's MXFP4 MoE backend: Hopper (9.0) Triton's kernels, Blackwell datacentre (10.x) FlashInfer's, others Marlin.
+CAPABILITY = {"A10": (8, 6), "A10G": (8, 6), "L4": (8, 9), "RTX 3090": (8, 6), "RTX 4090": (8, 9),
+              "RTX 5090": (12, 0), "A100-40GB": (8, 0), "A100-80GB": (8, 0), "L40": (8, 9), "L40S": (8, 9),
+              "H100-80GB": (9, 0), "H100 PCIe": (9, 0), "H100 NVL": (9, 0), "H20": (9, 0), "H200": (9, 0),
+              "RTX PRO 6000 Blackwell": (12, 0), "B200": (10, 0), "GB200 (per GPU)": (10, 0), "B300": (10, 3),
+              "GB300 (per GPU)": (10, 3)}
+MXFP4_PADDING = {"marlin": (128, 256), "triton": (64, 1), "flashinfer": (256, 256)}  # (intermediate, hidden) multiples
+
+
+def mxfp4_backend(gpu: GPU) -> str | None:
+    """vLLM's default MXFP4 MoE backend on `gpu` (None: not an NVIDIA card vLLM runs MXFP4 on): FlashInfer's
+    BF16 kernels on SM100 (installed with vLLM), Triton's on SM90, Marlin's weight-only kernel elsewhere."""
+    cc = CAPABILITY.get(gpu.name)
+    if cc is None or cc < (8, 0):
+        return None
+    return "flashinfer" if cc[0] == 10 else "triton" if cc == (9, 0) else "marlin"
+
+
+def _mxfp4_expert_bytes(inner: int, hidden: int) -> int:
+    """One expert as vLLM allocates it: fused gate/up and down, 4-bit values, a u8 scale per 32, bf16 biases."""
+    return 2 * inner * (hidden // 2 + hidden // 32 + 2) + hidden * (inner // 2 + inner // 32 + 2)
+
+
+def mxfp4_padding(spec: ModelSpec, weights: Weights, tp: int, ep: int, gpu: GPU) -> int:
+    """The bytes vLLM adds to MXFP4 experts on one GPU by padding their sizes to its kernel's multiples."""
+    backend = mxfp4_backend(gpu)
+    sizes = {block.moe.d_ff for block in spec.blocks.values() if block.moe is not None}
+    if backend is None or weights.scheme is None or weights.scheme.name != "mxfp4" or len(sizes) != 1:
+        return 0
+    inner, hidden = sizes.pop() // (1 if ep > 1 else tp), spec.d_model
+    experts = weights.params.get("experts_down", 0) // (inner * hidden)  # expert matrices on this GPU, all layers
+    up = lambda n, m: -(-n // m) * m  # noqa: E731 - vLLM's round_up
+    step_i, step_h = MXFP4_PADDING[backend]
+    return experts * (_mxfp4_expert_bytes(up(inner, step_i), up(hidden, step_h)) - _mxfp4_expert_bytes(inner, hidden))
+
+
+_EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_UV copy": MLA_COPY_SOURCE,
+                  "MXFP4 expert padding": MXFP4_SOURCE}
 
 
 def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_bytes: int = 2) -> int:
