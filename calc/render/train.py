@@ -24,12 +24,13 @@ _WHERE = {"gpu": "", "cpu": " (host)", "managed": " (unified)"}
 def _setup(t: Training) -> str:
     s = t.setup
     lora = f", {'QLoRA' if s.qlora else 'LoRA'} r={s.lora_rank}" if s.lora_rank else ""
-    gpus = f"{s.gpus} GPU{'s' if s.gpus > 1 else ''} = dp {s.dp} × tp {s.tp}{' (SP)' if s.sp else ''} × pp {s.pp}"
+    gpus = f"{s.gpus} GPU{'s' if s.gpus > 1 else ''} = dp {s.dp} × tp {s.tp}{' (SP)' if s.sp else ''} × pp {s.pp}" \
+        + (f" × cp {s.cp}" if s.cp > 1 else "")
     frame = f", {s.framework} conventions" if s.framework else ""
     every = f" every {s.checkpoint_every} layers" if s.checkpoint_every > 1 else ""
     return (f"{t.model}, memory per GPU: {gpus}, ZeRO-{s.zero}, micro-batch {s.micro_batch} × seq "
             f"{s.seq:,}, {s.precision} precision, {s.loss} loss, recompute {s.recompute}{every}, "
-            f"{s.attention} attention{lora}{frame}")
+            f"{s.attention} attention{lora}{f', float8 {s.float8}' if s.float8 != 'none' else ''}{frame}")
 
 
 def _bytes(n: int) -> tuple[str, str, str]:

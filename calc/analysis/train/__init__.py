@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.shapes import journey
 from calc.analysis.train.activations import RECOMPUTE, Term, activation_terms, korthikanti, layer_terms
+from calc.analysis.train.float8 import FLOAT8, gathered_matrix_bytes
 from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.analysis.train.loss import LOSSES
 from calc.analysis.train.params import LORA_TARGETS, Held, held, layer_params, nf4_bytes
@@ -35,7 +36,7 @@ from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, model_states
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["FRAMEWORKS", "LOSSES", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "Setup", "Training", "train"]
+__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "Setup", "Training", "train"]
 
 ACT_BYTES = 2  # bf16 activations
 OFFLOAD = ("optimizer", "params", "activations")
@@ -64,12 +65,24 @@ class Setup:
     offload: tuple[str, ...] = ()
     lora_dropout: bool = False
     double_quant: bool = True  # QLoRA's NF4 with double quantisation (bnb_4bit_use_double_quant)
+    cp: int = 1  # context-parallel GPUs: each holds seq / cp tokens of every sample
+    float8: str = "none"  # torchao Float8Linear on the layers' linears (float8.py)
     framework: str | None = None  # the profile that set the defaults, for the title
     overheads: Overheads = Overheads()
 
     @property
     def dp(self) -> int:
-        return self.gpus // (self.tp * self.pp)
+        return self.gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def shards(self) -> int:
+        """The GPUs ZeRO / FSDP shards over: data-parallel and context-parallel ranks together."""
+        return self.dp * self.cp
+
+    @property
+    def local_seq(self) -> int:
+        """Tokens of each sample on this GPU."""
+        return self.seq // self.cp
 
 
 @dataclass(frozen=True)
@@ -136,13 +149,19 @@ class Training:
 def _check(spec: ModelSpec, s: Setup) -> None:
     if s.zero not in (0, 1, 2, 3):
         raise GptcalcError(f"--zero: {s.zero} is not a ZeRO stage (0, 1, 2, 3)")
-    if s.gpus % (s.tp * s.pp):
-        raise GptcalcError(f"--gpus: {s.gpus} GPUs do not split into tp={s.tp} × pp={s.pp} groups")
+    if s.gpus % (s.tp * s.pp * s.cp):
+        raise GptcalcError(f"--gpus: {s.gpus} GPUs do not split into tp={s.tp} × pp={s.pp} × cp={s.cp} groups")
+    if s.cp > 1 and (s.seq % (2 * s.cp) or s.attention != "flash"):
+        raise GptcalcError(f"--cp: ring attention needs --attention flash and a sequence that splits into 2·cp = "
+                           f"{2 * s.cp} chunks (torch's causal load balancing); --seq {s.seq}")
+    if s.float8 != "none" and s.lora_rank:
+        raise GptcalcError("--float8: trains the full model's linears in float8 (torchao); not with --lora-rank")
     validate_layout(spec, Layout(s.tp, s.pp), kv_heads=True)
     for option, value, choices in (("--optimizer", s.optimizer, OPTIMIZERS), ("--recompute", s.recompute, RECOMPUTE),
                                    ("--attention", s.attention, ("flash", "eager")),
                                    ("--precision", s.precision, tuple(PRECISIONS)), ("--loss", s.loss, tuple(LOSSES)),
-                                   ("--optimizer-impl", s.optimizer_impl, ("foreach", "fused"))):
+                                   ("--optimizer-impl", s.optimizer_impl, ("foreach", "fused")),
+                                   ("--float8", s.float8, FLOAT8)):
         if value not in choices:
             raise GptcalcError(f"{option}: unknown {value!r} (choose from {', '.join(choices)})")
     unknown = [o for o in s.offload if o not in OFFLOAD]
@@ -158,12 +177,12 @@ def _check(spec: ModelSpec, s: Setup) -> None:
 
 def _states(h: Held, s: Setup, p: Precision) -> list[StateRow]:
     if not s.lora_rank:
-        rows = model_states(h.params, optimizer_bytes(s.optimizer, h.tensors, p.state), s.zero, s.dp,
+        rows = model_states(h.params, optimizer_bytes(s.optimizer, h.tensors, p.state), s.zero, s.shards,
                             weight_bytes=p.weight, grad_bytes=p.grad, master_bytes=p.master)
     else:
         base = (nf4_bytes(h.layer_matrices, s.double_quant) + 2 * (h.params - h.layer_matrices)) if s.qlora \
             else 2 * h.params
-        rows = model_states(h.adapter_params, optimizer_bytes(s.optimizer, h.adapters, p.state), s.zero, s.dp,
+        rows = model_states(h.adapter_params, optimizer_bytes(s.optimizer, h.adapters, p.state), s.zero, s.shards,
                             weight_bytes=p.adapter, grad_bytes=p.adapter, master_bytes=0, frozen_weights=base)
     return [_place(row, s) for row in rows]
 
@@ -182,7 +201,7 @@ def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term
     """Each adapter keeps A's output, r wide, for B's backward (its input is the frozen layer's, kept
     already); with LoRA dropout also the dropped-out input (its own copy) and the dropout's mask."""
     wanted = {i for t in s.lora_targets for i in LORA_TARGETS[t]}
-    rows = s.micro_batch * s.seq
+    rows = s.micro_batch * s.local_seq
     adapted = [st for st in journey(spec, 1).steps if st.block == kind and st.id in wanted]
     if not adapted:
         return []
@@ -212,7 +231,7 @@ def _layers(spec: ModelSpec, s: Setup, p: Precision) -> list[tuple[str, int, tup
         for recompute, count in (("full", checkpointed), ("none" if s.recompute == "full" else s.recompute,
                                                           n - checkpointed)):
             if count:
-                terms = layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch, s.seq, ACT_BYTES, recompute,
+                terms = layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, ACT_BYTES, recompute,
                                     s.attention == "flash")
                 if s.lora_rank and recompute != "full":
                     terms += _lora_terms(spec, kind, s, p)
@@ -227,20 +246,21 @@ def train(spec: ModelSpec, s: Setup) -> Training:
     p = PRECISIONS[s.precision]
     h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else ())
     layers = _layers(spec, s, p)
-    outside = activation_terms(spec, s.micro_batch, s.seq, ACT_BYTES, s.recompute, LOSSES[s.loss])
+    outside = activation_terms(spec, s.micro_batch, s.local_seq, ACT_BYTES, s.recompute, LOSSES[s.loss])
     if p.autocast_copies and not s.lora_rank:
         head = spec.vocab_size * spec.d_model // s.tp
         outside.append(Term("autocast's bf16 weight copies, saved by each linear", h.layer_matrices + head, 2, ""))
     states = tuple(_states(h, s, p))
-    gathered = layer_params(spec, s.tp) if (s.zero == 3 and s.dp > 1) or "params" in s.offload else 0
+    gathered = layer_params(spec, s.tp, gathered_matrix_bytes(s.float8)) \
+        if (s.zero == 3 and s.shards > 1) or "params" in s.offload else (0, 0)
     t = Training(spec.name, s, h, states, tuple(layers), tuple(outside), (), _korthikanti(spec, s))
     return Training(spec.name, s, h, states, tuple(layers), tuple(outside),
                     tuple(moments(t, spec, p, gathered)), t.korthikanti)
 
 
 def _korthikanti(spec: ModelSpec, s: Setup) -> int | None:
-    """The formula for the layer it describes, GPT-3's: MHA with h·d_head = d_model, a plain 4·d_model MLP."""
-    if len(spec.blocks) != 1:
+    """The formula for the layer it describes, GPT-3's (whole sequences on each GPU): MHA with h·d_head = d_model, a plain 4·d_model MLP."""
+    if len(spec.blocks) != 1 or s.cp > 1:
         return None
     (block,) = spec.blocks.values()
     a, m = block.attention, block.mlp

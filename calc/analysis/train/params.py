@@ -123,10 +123,14 @@ def nf4_bytes(elements: int, double_quant: bool = True) -> int:
     return -(-elements // 2) + -(-elements // 64) + 4 * -(-elements // (64 * 256))
 
 
-def layer_params(spec: ModelSpec, tp: int = 1) -> int:
-    """Parameters of the largest layer on one of tp GPUs: what FSDP gathers to run that layer."""
-    per_kind: dict[str, int] = {}
+def layer_params(spec: ModelSpec, tp: int = 1, matrix_bytes: int = 2) -> tuple[int, int]:
+    """The largest layer on one of tp GPUs, what FSDP gathers to run it: (parameters, bytes gathered,
+    its matrices at `matrix_bytes` — 1 when float8 all-gather casts them first — and vectors at 2)."""
+    per_kind: dict[str, tuple[int, int]] = {}
     for step in journey(spec, 1).steps:
         if step.block:
-            per_kind[step.block] = per_kind.get(step.block, 0) + sum(t.elements for t in _tensors(step, 1, tp))
-    return max(per_kind.values(), default=0)
+            params, size = per_kind.get(step.block, (0, 0))
+            for t in _tensors(step, 1, tp):
+                params, size = params + t.elements, size + t.elements * (matrix_bytes if t.cols else 2)
+            per_kind[step.block] = (params, size)
+    return max(per_kind.values(), default=(0, 0))

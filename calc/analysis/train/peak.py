@@ -8,14 +8,18 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
   backward, through the loss        the same, with the loss's backward temporaries
   backward, last layer recomputed   (full recomputation) the layers' activations (the head's and the
                                     loss's are freed by now) + the head's gradient + that layer's
-                                    activations rebuilt in full
+                                    activations rebuilt in full; with context parallelism also its
+                                    ring attention's buffers (context_parallel.py), under Float8 its
+                                    largest linear's fp8 operands (float8.py) — without full
+                                    recomputation this moment ("backward, the last layer") holds those
   backward ends                     states + every gradient
   optimizer step                    states + every gradient + the step's temporaries: torch's
                                     foreach AdamW makes one state-sized tensor (sqrt of v) for all
                                     parameters at once; the fused kernel makes none
 
 FSDP / ZeRO-3 (and FSDP's CPU offload) add, in forward and backward, the layers it has gathered:
-the one running and the one prefetched, both unsharded at 2 bytes a parameter; in backward also one
+the one running and the one prefetched, both unsharded at 2 bytes a parameter (a matrix 1 byte
+under float8 all-gather); in backward also one
 layer's unsharded gradient before its reduce-scatter. FSDP2 gathers into one flat buffer and copies
 out into the parameters, and copies a layer's gradients into one flat buffer to reduce-scatter, so
 each of those exists twice for a moment (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:
@@ -37,6 +41,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from calc.analysis.train.activations import layer_terms
+from calc.analysis.train.context_parallel import ring_bytes
+from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.loss import LOSSES
 from calc.analysis.train.precision import Precision
 from calc.spec.model import ModelSpec
@@ -89,15 +95,16 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     if s.recompute != "full":
         return 0
     rebuilt = [sum(term.bytes(s.tp, s.sp) for term in layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch,
-                                                                  s.seq, 2, "none", s.attention == "flash")[:])
+                                                                  s.local_seq, 2, "none", s.attention == "flash")[:])
                for kind in spec.layer_counts()]
-    return max(rebuilt) - -(-s.micro_batch * s.seq * spec.d_model // (s.tp if s.sp else 1)) * 2
+    return max(rebuilt) - -(-s.micro_batch * s.local_seq * spec.d_model // (s.tp if s.sp else 1)) * 2
 
 
-def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: int) -> list[Moment]:
-    """The moments of one step (see the module's docstring); `gathered`: parameters of one layer that
-    FSDP gathers, 0 without it."""
+def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int]) -> list[Moment]:
+    """The moments of one step (see the module's docstring); `gathered`: the parameters of one layer
+    that FSDP gathers and their bytes gathered, (0, 0) without it."""
     s = t.setup
+    gathered, gathered_bytes = gathered
     gpu = [r for r in t.states if r.where == "gpu"]
     base = tuple((r.label, r.per_gpu) for r in gpu if r.key != "gradients")
     grads = next((r.per_gpu for r in gpu if r.key == "gradients"), 0)
@@ -109,17 +116,17 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: int) -> list
         sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
     kept = (("activations kept (one layer's, the rest offloaded)" if "activations" in s.offload
              else "activations kept", layers + t.layer_bytes(t.outside)),)
-    loss, n, vocab = LOSSES[s.loss], s.micro_batch * s.seq, -(-spec.vocab_size // s.tp)
+    loss, n, vocab = LOSSES[s.loss], s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
     head_params = vocab * spec.d_model
     # FSDP2 all-gathers into one flat buffer and copies out into the parameters (both exist for a moment),
     # and copies a layer's gradients into one flat buffer to reduce-scatter
-    fsdp = (("FSDP: two gathered layers (running, prefetched)", 2 * 2 * gathered),
-            ("FSDP: the all-gather's flat output buffer", 2 * gathered)) if gathered else ()
+    fsdp = (("FSDP: two gathered layers (running, prefetched)", 2 * gathered_bytes),
+            ("FSDP: the all-gather's flat output buffer", gathered_bytes)) if gathered else ()
     fsdp_grad = (("FSDP: one layer's unsharded gradient and its reduce-scatter buffer", 2 * gathered * p.grad),) \
         if gathered and not s.lora_rank else ()
     # at the loss FSDP holds the output projection gathered (its own unit, larger than a layer for a big
     # vocabulary) beside the last layer, and in backward the projection's unsharded gradient
-    at_loss = (("FSDP: the gathered output projection and the last layer", 2 * (head_params + gathered)),) \
+    at_loss = (("FSDP: the gathered output projection and the last layer", 2 * head_params + gathered_bytes),) \
         if gathered else ()
     head_grad_unsharded = (("FSDP: the output projection's unsharded gradient", head_params * p.grad),) \
         if gathered and not s.lora_rank else ()
@@ -130,11 +137,15 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: int) -> list
            Moment("backward, through the loss",
                   base + kept + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
                   + at_loss + head_grad_unsharded)]
-    if s.recompute == "full":  # the head's and the loss's kept tensors are freed by now
+    in_layer = tuple((what, size) for what, size in (
+        ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
+        ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp)),
+        ("Float8: the largest linear's fp8 operands", cast_bytes(spec, s.float8, n, s.tp))) if size)
+    if in_layer:  # the head's and the loss's kept tensors are freed by now
         below_head = ((kept[0][0], kept[0][1] - t.layer_bytes(tuple(x for x in t.outside if x.head))),)
-        out.append(Moment("backward, the last layer recomputed",
-                          base + below_head + (("the head's gradient", min(head_grad, grads)),
-                                         ("one layer's activations rebuilt", _recomputed_layer(t, spec))) + fsdp + fsdp_grad))
+        out.append(Moment("backward, the last layer" + (" recomputed" if s.recompute == "full" else ""),
+                          base + below_head + (("the head's gradient", min(head_grad, grads)),) + in_layer
+                          + fsdp + fsdp_grad))
     out.append(Moment("backward ends", base + (("gradients", grads),) + fsdp_grad))
     if not s.optimizer_in_backward:
         step = 0
