@@ -41,8 +41,9 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--loss", type=click.Choice(_LOSSES),
               help="What the loss keeps and holds: fp32 logits + log-softmax, torchtune's chunked or linear-chunked "
                    "cross-entropy, litgpt's fp32-chunked, or a fused (Liger) kernel.  [default: fp32]")
-@click.option("--recompute", type=click.Choice(["none", "selective", "full"]),
-              help="Activation recomputation.  [default: none]")
+@click.option("--recompute", type=click.Choice(["none", "selective", "op", "full"]),
+              help="Activation recomputation: selective drops the attention scores; op is torchtitan's per-op policy "
+                   "(keeps every other matmul's output); full keeps each layer's input.  [default: none]")
 @click.option("--checkpoint-every", type=POSITIVE, default=1, show_default=True,
               help="With --recompute full: checkpoint only every k-th layer.")
 @click.option("--attention", type=click.Choice(["flash", "eager"]), default="flash", show_default=True,

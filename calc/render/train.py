@@ -80,7 +80,10 @@ def moments_table(t: Training) -> Table:
         table.add_row(*(styled("bold", c) for c in cells) if m is peak else cells)
     o = t.setup.overheads
     table.add_section()
-    table.add_row(f"reserved (assumed +{o.allocator_pct}% allocator slack)", "", *_bytes(t.reserved))
+    idle = max(m.cached for m in t.moments)
+    table.add_row(f"reserved ({'blocks held idle, ' if idle else ''}assumed +{o.allocator_pct}% allocator slack)",
+                  f"{human_bytes(idle)} idle in the cache: {next(m.name for m in t.moments if m.cached == idle)}"
+                  if idle else "", *_bytes(t.reserved))
     table.add_row(f"nvidia-smi (+ {human_bytes(o.cuda_context)} CUDA context, assumed)", "", *_bytes(t.nvidia_smi))
     return table
 

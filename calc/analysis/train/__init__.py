@@ -118,12 +118,13 @@ class Training:
 
     @property
     def reserved(self) -> int:
-        return self.setup.overheads.reserved(self.allocated)
+        """The caching allocator's peak: a moment's allocated bytes and the blocks it holds idle then."""
+        return self.setup.overheads.reserved(max(m.allocated + m.cached for m in self.moments))
 
     @property
     def nvidia_smi(self) -> int:
         managed = sum(r.per_gpu for r in self.states if r.where == "managed")
-        return self.setup.overheads.nvidia_smi(self.allocated) + managed
+        return self.reserved + self.setup.overheads.cuda_context + managed
 
     def to_json(self) -> dict[str, object]:
         s = self.setup
@@ -169,6 +170,9 @@ def _check(spec: ModelSpec, s: Setup) -> None:
         raise GptcalcError(f"--offload: unknown {', '.join(o or repr(o) for o in unknown)} (choose from {', '.join(OFFLOAD)})")
     if s.qlora and not s.lora_rank:
         raise GptcalcError("--qlora: needs --lora-rank (QLoRA trains LoRA adapters on a 4-bit base)")
+    if s.recompute == "op" and (s.attention != "flash" or s.tp > 1):
+        raise GptcalcError("--recompute op: torchtitan's per-op policy is counted for fused attention without "
+                           "tensor parallelism (--attention flash, --tp 1)")
     if s.checkpoint_every > 1 and s.recompute != "full":
         raise GptcalcError("--checkpoint-every: needs --recompute full (it checkpoints every k-th layer)")
     if s.seq > spec.n_positions:
@@ -260,7 +264,7 @@ def train(spec: ModelSpec, s: Setup) -> Training:
 
 def _korthikanti(spec: ModelSpec, s: Setup) -> int | None:
     """The formula for the layer it describes, GPT-3's (whole sequences on each GPU): MHA with h·d_head = d_model, a plain 4·d_model MLP."""
-    if len(spec.blocks) != 1 or s.cp > 1:
+    if len(spec.blocks) != 1 or s.cp > 1 or s.recompute == "op":
         return None
     (block,) = spec.blocks.values()
     a, m = block.attention, block.mlp

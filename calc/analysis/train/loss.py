@@ -15,6 +15,9 @@ around the head, the loss and backward: `held` after forward, the peaks of forwa
 
 - fp32: the head's bf16 logits (2) and their fp32 copy (4) exist while F.cross_entropy runs, which
   keeps its fp32 log-softmax (4); backward makes the log-softmax's gradient and the logits' (fp32, 4 + 4).
+  The caching allocator keeps the blocks forward freed: the first fp32 gradient reuses the fp32
+  copy's, but the second cannot fit in the bf16 logits' (half its size), so at backward's peak that
+  block (2) is reserved and idle (`cached`): reserved memory, not allocated.
 - chunked: the model returns its bf16 logits in c chunks (2, dropped after the loss); each chunk is
   upcast in turn, so only 1/c of the fp32 copy exists at once (the chunk's log-softmax is among the kept); all c log-softmaxes are kept (4);
   backward works one chunk at a time.
@@ -57,6 +60,7 @@ class Loss:
     backward: tuple[int, int]
     chunks: int = 1  # a fixed number of chunks; 0: chunks of `chunk_tokens` tokens
     chunk_tokens: int = 0
+    cached: int = 0  # freed in forward, too small for backward's tensors: reserved, idle, at backward's peak
 
     def chunk(self, n: int, vocab: int, d: int) -> int:
         """Tokens in one chunk (the largest)."""
@@ -73,7 +77,7 @@ class Loss:
 
 
 LOSSES: dict[str, Loss] = {
-    "fp32": Loss("fp32 logits and log-softmax (one F.cross_entropy on logits.float())", 4, (6, 0), (8, 0)),
+    "fp32": Loss("fp32 logits and log-softmax (one F.cross_entropy on logits.float())", 4, (6, 0), (8, 0), cached=2),
     "chunked": Loss("chunked cross-entropy: bf16 logits in 8 chunks, each upcast in turn (torchtune)", 4, (2, 4),
                     (0, 8), chunks=8),
     "chunked-compiled": Loss("chunked cross-entropy under torch.compile: bf16 chunks and a log-sum-exp per row kept",

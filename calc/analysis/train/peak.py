@@ -31,8 +31,11 @@ most the largest one exists. With activation offloading the layers' activations 
 one layer's stay.
 
 The statistic: `allocated` is what torch.cuda.max_memory_allocated reports (torchtune's
-"active" is within the allocator's rounding of it). `reserved` adds the caching allocator's slack
-and `nvidia_smi` the CUDA context, both stated assumptions, settable (`Overheads`).
+"active" is within the allocator's rounding of it). `reserved` is the largest of the moments'
+allocated plus the blocks the caching allocator holds idle then (a moment's `cached`: the fp32
+loss's bf16 logits, freed in forward and too small for backward's fp32 gradients), with the
+allocator's slack; `nvidia_smi` adds the CUDA context; the slack and the context are stated
+assumptions, settable (`Overheads`).
 """
 
 from __future__ import annotations
@@ -68,9 +71,6 @@ class Overheads:
     def reserved(self, allocated: int) -> int:
         return allocated + -(-allocated * self.allocator_pct // 100)
 
-    def nvidia_smi(self, allocated: int) -> int:
-        return self.reserved(allocated) + self.cuda_context
-
     @classmethod
     def parse(cls, allocator_pct: int, cuda_context: str) -> "Overheads":
         return cls(allocator_pct, parse_bytes(cuda_context))
@@ -80,13 +80,15 @@ class Overheads:
 class Moment:
     name: str
     parts: tuple[tuple[str, int], ...]  # (what, bytes) on this GPU at that moment
+    cached: int = 0  # blocks freed earlier in the step that nothing at this moment can reuse: reserved, idle
 
     @property
     def allocated(self) -> int:
         return sum(b for _, b in self.parts)
 
     def to_json(self) -> dict[str, object]:
-        return {"moment": self.name, "allocated": self.allocated, "parts": dict(self.parts)}
+        return {"moment": self.name, "allocated": self.allocated, "parts": dict(self.parts),
+                "cached_idle": self.cached}
 
 
 def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
@@ -136,7 +138,7 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
                   + at_loss),
            Moment("backward, through the loss",
                   base + kept + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
-                  + at_loss + head_grad_unsharded)]
+                  + at_loss + head_grad_unsharded, cached=loss.cached * n * vocab)]
     in_layer = tuple((what, size) for what, size in (
         ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
         ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp)),
