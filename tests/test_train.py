@@ -241,3 +241,16 @@ def test_train_refuses_a_layout_as_memory_does(model: str, args: list[str], mess
     refusal line naming the option, never a traceback."""
     code, out = run("train", model, "--seq", "64", "--micro-batch", "1", *args)
     assert code == 2 and message in out and "Traceback" not in out
+
+
+def test_fsdp_under_pipeline_keeps_the_stage_gathered_and_accumulates_fp32_gradients() -> None:
+    """torchtitan with PP: no resharding after forward, and unsharded fp32 gradients accumulate over
+    the micro-batches. Llama 3.1 8B over 2 stages: the last holds 16 layers (218,112,000 parameters
+    each: 4096² · 2 + 4096 · 1024 · 2 + 3 · 4096 · 14336 + two norms of 4096), the final norm and the
+    128,256 × 4096 head."""
+    stage = 16 * 218_112_000 + 4096 + 128256 * 4096
+    t = train(load_spec("llama-3.1-8b"), Setup(2048, 1, gpus=4, pp=2, zero=3, recompute="full", precision="fsdp-mixed"))
+    assert t.held.params == stage
+    parts = dict(next(m for m in t.moments if m.name == "backward, through the loss").parts)
+    assert parts["FSDP under PP: the stage kept gathered (no resharding after forward)"] == 2 * stage
+    assert parts["FSDP under PP: unsharded gradients accumulated over the micro-batches (fp32)"] == 4 * stage

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 
 from calc.analysis.train.activations import layer_terms
 from calc.analysis.train.context_parallel import ring_bytes
-from calc.analysis.train.float8 import cast_bytes
+from calc.analysis.train.float8 import cast_bytes, gathered_matrix_bytes
 from calc.analysis.train.loss import LOSSES
 from calc.analysis.train.precision import Precision
 from calc.spec.model import ModelSpec
@@ -102,11 +102,48 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     return max(rebuilt) - -(-s.micro_batch * s.local_seq * spec.d_model // (s.tp if s.sp else 1)) * 2
 
 
+@dataclass(frozen=True)
+class _Fsdp:
+    """What FSDP holds beyond the sharded states, by kind of moment: (what, bytes) parts."""
+
+    at_loss: tuple[tuple[str, int], ...] = ()  # forward and backward through the loss
+    loss_backward: tuple[tuple[str, int], ...] = ()  # backward through the loss only
+    in_layer: tuple[tuple[str, int], ...] = ()  # a layer's backward
+    layer_grad: tuple[tuple[str, int], ...] = ()  # a layer's backward, and backward's end
+
+
+def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: int) -> _Fsdp:
+    """FSDP2 all-gathers into one flat buffer and copies out into the parameters (both exist for a
+    moment), and copies a layer's gradients into one flat buffer to reduce-scatter. At the loss it holds
+    the output projection gathered (its own unit, larger than a layer for a big vocabulary) beside the
+    last layer, and in backward the projection's unsharded gradient. Under pipeline parallelism
+    torchtitan does not reshard after forward (parallelize_llama.py: "to avoid per-microbatch
+    all-gathers"), so the stage stays gathered through the step, and torch's pipeline schedule turns
+    gradient sync off until the last micro-batch (pipelining/stage.py, set_requires_gradient_sync), so
+    FSDP2 accumulates the unsharded gradients in its reduce dtype, fp32
+    (_fsdp_param.py, to_accumulated_grad_if_needed)."""
+    s, (params, size) = t.setup, gathered
+    if not params:
+        return _Fsdp()
+    flat = ("FSDP: the all-gather's flat output buffer", size)
+    layer_grad = () if s.lora_rank else \
+        (("FSDP: one layer's unsharded gradient and its reduce-scatter buffer", 2 * params * p.grad),)
+    if s.pp > 1:
+        h, matrix = t.held, gathered_matrix_bytes(s.float8)
+        stage = (("FSDP under PP: the stage kept gathered (no resharding after forward)",
+                  h.layer_matrices * matrix + (h.params - h.layer_matrices) * 2),)
+        stage += () if s.lora_rank else \
+            (("FSDP under PP: unsharded gradients accumulated over the micro-batches (fp32)", h.params * 4),)
+        return _Fsdp(stage, (), stage + (flat,), layer_grad)
+    return _Fsdp((("FSDP: the gathered output projection and the last layer", 2 * head_params + size),),
+                 () if s.lora_rank else (("FSDP: the output projection's unsharded gradient", head_params * p.grad),),
+                 (("FSDP: two gathered layers (running, prefetched)", 2 * size), flat), layer_grad)
+
+
 def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int]) -> list[Moment]:
     """The moments of one step (see the module's docstring); `gathered`: the parameters of one layer
     that FSDP gathers and their bytes gathered, (0, 0) without it."""
     s = t.setup
-    gathered, gathered_bytes = gathered
     gpu = [r for r in t.states if r.where == "gpu"]
     base = tuple((r.label, r.per_gpu) for r in gpu if r.key != "gradients")
     grads = next((r.per_gpu for r in gpu if r.key == "gradients"), 0)
@@ -120,25 +157,14 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
              else "activations kept", layers + t.layer_bytes(t.outside)),)
     loss, n, vocab = LOSSES[s.loss], s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
     head_params = vocab * spec.d_model
-    # FSDP2 all-gathers into one flat buffer and copies out into the parameters (both exist for a moment),
-    # and copies a layer's gradients into one flat buffer to reduce-scatter
-    fsdp = (("FSDP: two gathered layers (running, prefetched)", 2 * gathered_bytes),
-            ("FSDP: the all-gather's flat output buffer", gathered_bytes)) if gathered else ()
-    fsdp_grad = (("FSDP: one layer's unsharded gradient and its reduce-scatter buffer", 2 * gathered * p.grad),) \
-        if gathered and not s.lora_rank else ()
-    # at the loss FSDP holds the output projection gathered (its own unit, larger than a layer for a big
-    # vocabulary) beside the last layer, and in backward the projection's unsharded gradient
-    at_loss = (("FSDP: the gathered output projection and the last layer", 2 * head_params + gathered_bytes),) \
-        if gathered else ()
-    head_grad_unsharded = (("FSDP: the output projection's unsharded gradient", head_params * p.grad),) \
-        if gathered and not s.lora_rank else ()
+    f = _fsdp(t, p, gathered, head_params)
     head_grad = 0 if s.lora_rank else head_params * p.grad
     out = [Moment("forward, computing the loss",
                   base + kept + (("loss: forward temporaries", loss.transient("forward", n, vocab, spec.d_model)),)
-                  + at_loss),
+                  + f.at_loss),
            Moment("backward, through the loss",
                   base + kept + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
-                  + at_loss + head_grad_unsharded, cached=loss.cached * n * vocab)]
+                  + f.at_loss + f.loss_backward, cached=loss.cached * n * vocab)]
     in_layer = tuple((what, size) for what, size in (
         ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
         ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp)),
@@ -147,8 +173,8 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
         below_head = ((kept[0][0], kept[0][1] - t.layer_bytes(tuple(x for x in t.outside if x.head))),)
         out.append(Moment("backward, the last layer" + (" recomputed" if s.recompute == "full" else ""),
                           base + below_head + (("the head's gradient", min(head_grad, grads)),) + in_layer
-                          + fsdp + fsdp_grad))
-    out.append(Moment("backward ends", base + (("gradients", grads),) + fsdp_grad))
+                          + f.in_layer + f.layer_grad))
+    out.append(Moment("backward ends", base + (("gradients", grads),) + f.layer_grad))
     if not s.optimizer_in_backward:
         step = 0
         if s.optimizer_impl == "foreach" and s.optimizer == "adamw" and "optimizer" not in s.offload \
