@@ -28,7 +28,8 @@ projection (FSDP wraps it on its own; with a 128k vocabulary it outweighs a laye
 layer, and in backward the projection's unsharded gradient. With the optimizer step inside backward
 (torchtune's optimizer_in_bwd) each gradient is freed as soon as its parameter is updated, so at
 most the largest one exists. With activation offloading the layers' activations go to the host and
-one layer's stay.
+one layer's stay. Under pipeline parallelism FSDP (as torchtitan runs it) keeps the whole stage
+gathered and accumulates unsharded fp32 gradients over the micro-batches (`_fsdp`).
 
 The statistic: `allocated` is what torch.cuda.max_memory_allocated reports (torchtune's
 "active" is within the allocator's rounding of it). `reserved` is the largest of the moments'
