@@ -254,3 +254,13 @@ def test_fsdp_under_pipeline_keeps_the_stage_gathered_and_accumulates_fp32_gradi
     parts = dict(next(m for m in t.moments if m.name == "backward, through the loss").parts)
     assert parts["FSDP under PP: the stage kept gathered (no resharding after forward)"] == 2 * stage
     assert parts["FSDP under PP: unsharded gradients accumulated over the micro-batches (fp32)"] == 4 * stage
+
+
+def test_fsdp_gathers_qlora_layers_in_nf4() -> None:
+    """torchao's NF4Tensor all-gathers its 4-bit data and scalers (fsdp_pre_all_gather), so a QLoRA
+    layer travels in NF4: Llama 3.1 8B's layer matrices (218,103,808) at NF4 with double
+    quantisation, its two RMSNorm weights (2 × 4096) at 2 bytes."""
+    t = train(load_spec("llama-3.1-8b"), Setup(2048, 1, gpus=8, zero=3, recompute="full", precision="bf16",
+                                               lora_rank=8, qlora=True))
+    parts = dict(next(m for m in t.moments if m.name == "backward, the last layer recomputed").parts)
+    assert parts["FSDP: two gathered layers (running, prefetched)"] == 2 * (nf4_bytes(218_103_808) + 2 * 2 * 4096)

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.shapes import journey
 from calc.analysis.train.activations import RECOMPUTE, Term, activation_terms, korthikanti, layer_terms
-from calc.analysis.train.float8 import FLOAT8, gathered_matrix_bytes
+from calc.analysis.train.float8 import FLOAT8
 from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.analysis.train.loss import LOSSES
-from calc.analysis.train.params import LORA_TARGETS, Held, held, layer_params, nf4_bytes
+from calc.analysis.train.params import LORA_TARGETS, Held, gathered_bytes, held, layer_params, nf4_bytes
 from calc.analysis.train.peak import Moment, Overheads, moments
 from calc.analysis.train.precision import PRECISIONS, Precision
 from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, model_states, optimizer_bytes
@@ -255,8 +255,10 @@ def train(spec: ModelSpec, s: Setup) -> Training:
         head = spec.vocab_size * spec.d_model // s.tp
         outside.append(Term("autocast's bf16 weight copies, saved by each linear", h.layer_matrices + head, 2, ""))
     states = tuple(_states(h, s, p))
-    gathered = layer_params(spec, s.tp, gathered_matrix_bytes(s.float8)) \
-        if (s.zero == 3 and s.shards > 1) or "params" in s.offload else (0, 0)
+    gathered = (0, 0)
+    if (s.zero == 3 and s.shards > 1) or "params" in s.offload:
+        params, matrices = layer_params(spec, s.tp)
+        gathered = (params, gathered_bytes(s, params, matrices))
     t = Training(spec.name, s, h, states, tuple(layers), tuple(outside), (), _korthikanti(spec, s))
     return Training(spec.name, s, h, states, tuple(layers), tuple(outside),
                     tuple(moments(t, spec, p, gathered)), t.korthikanti)

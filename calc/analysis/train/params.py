@@ -18,14 +18,19 @@ absmaxes; embeddings, norms, biases and the head stay 16-bit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from calc.analysis.memory.parallel import MAX_STAGES
 from calc.analysis.shapes import Step, journey
+from calc.analysis.train.float8 import gathered_matrix_bytes
 from calc.analysis.train.states import Tensor
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["LORA_TARGETS", "Held", "held", "layer_params", "nf4_bytes"]
+if TYPE_CHECKING:
+    from calc.analysis.train import Setup
+
+__all__ = ["LORA_TARGETS", "Held", "gathered_bytes", "held", "layer_params", "nf4_bytes"]
 
 LORA_TARGETS: dict[str, tuple[str, ...]] = {
     "q": ("q", "q_b"), "k": ("k",), "v": ("v",), "o": ("attn_out",),
@@ -123,14 +128,24 @@ def nf4_bytes(elements: int, double_quant: bool = True) -> int:
     return -(-elements // 2) + -(-elements // 64) + 4 * -(-elements // (64 * 256))
 
 
-def layer_params(spec: ModelSpec, tp: int = 1, matrix_bytes: int = 2) -> tuple[int, int]:
-    """The largest layer on one of tp GPUs, what FSDP gathers to run it: (parameters, bytes gathered,
-    its matrices at `matrix_bytes` — 1 when float8 all-gather casts them first — and vectors at 2)."""
+def layer_params(spec: ModelSpec, tp: int = 1) -> tuple[int, int]:
+    """The largest layer on one of tp GPUs, what FSDP gathers to run it: (parameters, of them in matrices)."""
     per_kind: dict[str, tuple[int, int]] = {}
     for step in journey(spec, 1).steps:
         if step.block:
-            params, size = per_kind.get(step.block, (0, 0))
+            params, matrices = per_kind.get(step.block, (0, 0))
             for t in _tensors(step, 1, tp):
-                params, size = params + t.elements, size + t.elements * (matrix_bytes if t.cols else 2)
-            per_kind[step.block] = (params, size)
+                params, matrices = params + t.elements, matrices + (t.elements if t.cols else 0)
+            per_kind[step.block] = (params, matrices)
     return max(per_kind.values(), default=(0, 0))
+
+
+def gathered_bytes(s: "Setup", params: int, matrices: int) -> int:
+    """Bytes FSDP all-gathers for `params` parameters, `matrices` of them in layer matrices: those as
+    stored for compute — NF4 under QLoRA (torchao's NF4Tensor.fsdp_pre_all_gather sends its 4-bit data
+    and scalers), fp8 under float8 all-gather, else bf16 — and the rest at 2 bytes."""
+    if s.qlora:
+        stored = nf4_bytes(matrices, s.double_quant)
+    else:
+        stored = matrices * gathered_matrix_bytes(s.float8)
+    return stored + 2 * (params - matrices)

@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING
 
 from calc.analysis.train.activations import layer_terms
 from calc.analysis.train.context_parallel import ring_bytes
-from calc.analysis.train.float8 import cast_bytes, gathered_matrix_bytes
+from calc.analysis.train.float8 import cast_bytes
+from calc.analysis.train.params import gathered_bytes
 from calc.analysis.train.loss import LOSSES
 from calc.analysis.train.precision import Precision
 from calc.spec.model import ModelSpec
@@ -130,9 +131,9 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
     layer_grad = () if s.lora_rank else \
         (("FSDP: one layer's unsharded gradient and its reduce-scatter buffer", 2 * params * p.grad),)
     if s.pp > 1:
-        h, matrix = t.held, gathered_matrix_bytes(s.float8)
+        h = t.held
         stage = (("FSDP under PP: the stage kept gathered (no resharding after forward)",
-                  h.layer_matrices * matrix + (h.params - h.layer_matrices) * 2),)
+                  gathered_bytes(s, h.params, h.layer_matrices)),)
         stage += () if s.lora_rank else \
             (("FSDP under PP: unsharded gradients accumulated over the micro-batches (fp32)", h.params * 4),)
         return _Fsdp(stage, (), stage + (flat,), layer_grad)
