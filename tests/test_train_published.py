@@ -11,6 +11,8 @@ docs/training.md's table with their gap, not here.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from calc.analysis.train import Setup, train
@@ -60,11 +62,19 @@ TRAINY = dict(framework="torchtitan", recompute="op", loss="compiled", zero=3, s
 TITAN_4D = dict(framework="torchtitan", recompute="full", zero=3, gpus=512, tp=8, sp=True, pp=8, micro_batch=1,
                 float8="tensorwise-all-gather")
 
+# litgpt's falcon-7b rows, with falcon-7b-instruct's config.json (the same shapes: tests/configs/model_types/SOURCES.yaml);
+# mistral-7b-v0.2's: Mistral 7B v0.1's shapes without the sliding window, rope_theta 1e6, 32k positions (its config.json)
+FALCON = str(Path(__file__).parent / "configs" / "model_types" / "falcon.json")
+MISTRAL_V02 = {"sliding_window": None, "rope_theta": 1000000.0, "max_position_embeddings": 32768}
+
 CASES = [
     # (what, model, published, unit, options); source: the table named by the unit's publisher
     ("litgpt llama-2-7b LoRA, 1xA10G", "llama-2-7b", 19.77, GB, dict(micro_batch=2, **LITGPT_LORA)),
     ("litgpt llama-3-8b LoRA, 1xA10G", "llama-3-8b", 19.73, GB, dict(micro_batch=1, **LITGPT_LORA)),
     ("litgpt mistral-7b LoRA, 1xA10G", "mistral-7b", 20.66, GB, dict(micro_batch=2, **LITGPT_LORA)),
+    ("litgpt mistral-7b-v0.2 LoRA, 1xA10G", "mistral-7b", 20.66, GB, dict(micro_batch=2, config=MISTRAL_V02, **LITGPT_LORA)),
+    ("litgpt llama-3.1-8b LoRA, 1xA10G", "llama-3.1-8b", 19.73, GB, dict(micro_batch=1, **LITGPT_LORA)),
+    ("litgpt falcon-7b LoRA, 1xA10G", FALCON, 16.69, GB, dict(micro_batch=1, **LITGPT_LORA)),
     ("torchtune Llama 3.1 8B full, 1x4090", "llama-3.1-8b", 18.9, GIB,
      dict(optimizer="paged-adamw8bit", optimizer_in_backward=True, **TORCHTUNE)),
     ("torchtune Llama 3.1 8B LoRA, 1x4090", "llama-3.1-8b", 16.2, GIB,
