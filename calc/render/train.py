@@ -121,6 +121,13 @@ def train_notes(t: Training) -> list[str]:
     if s.recompute == "selective" and s.attention == "flash":
         notes.append("--recompute selective changes (almost) nothing under flash attention: a fused kernel keeps "
                      "no T×T scores, which is what selective recomputation drops; only its log-sum-exp goes")
+    if s.float8 != "none":
+        notes.append(f"float8 ({s.float8}, torchao Float8Linear on the layers' linears): each saves its bf16 input and "
+                     "weight as without it; the fp8 casts exist while a matmul runs"
+                     + ("; FSDP gathers the matrices in fp8" if s.float8 == "tensorwise-all-gather" else ""))
+    if s.cp > 1:
+        notes.append(f"context parallelism over {s.cp} GPUs: each holds {s.local_seq:,} of the {s.seq:,} tokens; "
+                     f"states sharded over dp × cp = {s.shards}; ring attention's buffers in a layer's backward")
     if s.optimizer == "paged-adamw8bit":
         notes.append("paged optimizer: its states live in CUDA unified memory, outside torch's allocated and reserved "
                      "figures; nvidia-smi shows them while resident, and the driver pages them out under pressure")

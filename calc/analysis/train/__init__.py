@@ -14,6 +14,10 @@
   during the optimizer step. The peak is the largest: the figure torch.cuda.max_memory_allocated
   reports. `reserved` and `nvidia_smi` add the stated, settable overheads.
 
+Context parallelism (`cp`) gives each GPU seq/cp tokens of every sample and shards the states over
+dp × cp (`context_parallel.py`); Float8 training (`float8`) changes what is gathered and what a
+layer's backward casts, not what is kept (`float8.py`).
+
 Under LoRA the trained parameters are the adapters, at the precision's adapter width (fp32 as PEFT
 keeps them, bf16 under pure bf16) with no master copy; the base is frozen at 16 bits (QLoRA: its
 layers' matrices in NF4) and has no gradients or optimizer states.
@@ -36,7 +40,8 @@ from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, model_states
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "Setup", "Training", "train"]
+__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "Setup", "Training",
+           "train"]
 
 ACT_BYTES = 2  # bf16 activations
 OFFLOAD = ("optimizer", "params", "activations")
@@ -265,7 +270,8 @@ def train(spec: ModelSpec, s: Setup) -> Training:
 
 
 def _korthikanti(spec: ModelSpec, s: Setup) -> int | None:
-    """The formula for the layer it describes, GPT-3's (whole sequences on each GPU): MHA with h·d_head = d_model, a plain 4·d_model MLP."""
+    """The formula for the layer it describes, GPT-3's, with whole sequences on each GPU and no per-op
+    policy: MHA with h·d_head = d_model, a plain 4·d_model MLP."""
     if len(spec.blocks) != 1 or s.cp > 1 or s.recompute == "op":
         return None
     (block,) = spec.blocks.values()
