@@ -7,6 +7,7 @@ tests/test_train_torch.py.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -264,3 +265,22 @@ def test_fsdp_gathers_qlora_layers_in_nf4() -> None:
                                                lora_rank=8, qlora=True))
     parts = dict(next(m for m in t.moments if m.name == "backward, the last layer recomputed").parts)
     assert parts["FSDP: two gathered layers (running, prefetched)"] == 2 * (nf4_bytes(218_103_808) + 2 * 2 * 4096)
+
+
+def test_lora_on_the_head_and_litgpt_s_shared_qkv_dropout() -> None:
+    """An adapter on the head (litgpt's lora_head) adds r·(4096 + 128,256) parameters for Llama 3.1 8B and
+    keeps its A output (bf16) outside the layers; litgpt's LoRAQKVLinear drops out the fused q, k, v input
+    once (litgpt/lora.py: `F.linear(self.lora_dropout(x), self.lora_A)`), so q and v adapters keep one
+    dropped-out copy of the 4096-wide input a token, not two."""
+    spec, rows = load_spec("llama-3.1-8b"), 512
+    base = Setup(512, 1, precision="bf16", lora_rank=8, lora_targets=("q", "v"), lora_dropout=True)
+
+    def dropped(t) -> int:
+        (_, _, terms), = t.layers
+        return next(x.elements for x in terms if x.label == "LoRA dropout: dropped-out inputs")
+
+    assert dropped(train(spec, base)) == 2 * rows * 4096
+    assert dropped(train(spec, replace(base, lora_fused_qkv=True))) == rows * 4096
+    head = train(spec, replace(base, lora_targets=("q", "v", "head")))
+    assert head.held.adapter_params - train(spec, base).held.adapter_params == 8 * (4096 + 128256)
+    assert {t.label: t.elements for t in head.outside}["LoRA: A's outputs (head)"] == rows * 8

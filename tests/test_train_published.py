@@ -64,7 +64,12 @@ TITAN_4D = dict(framework="torchtitan", recompute="full", zero=3, gpus=512, tp=8
 
 # litgpt's falcon-7b rows, with falcon-7b-instruct's config.json (the same shapes: tests/configs/model_types/SOURCES.yaml);
 # mistral-7b-v0.2's: Mistral 7B v0.1's shapes without the sliding window, rope_theta 1e6, 32k positions (its config.json)
-FALCON = str(Path(__file__).parent / "configs" / "model_types" / "falcon.json")
+CONFIGS = Path(__file__).parent / "configs" / "model_types"
+FALCON = str(CONFIGS / "falcon.json")
+# phi-2, gemma-2b and phi-3 lora.yaml: lora_r 8 on query, key, value, projection, MLP and head, dropout 0.05 (gemma
+# 0.1), micro-batch 4 (gemma 2); phi.json and gemma.json are microsoft/phi-2's and google/gemma-2b's config.json
+ALL_AND_HEAD = dict(framework="litgpt", seq=512, lora_rank=8, lora_dropout=True,
+                    lora_targets=("q", "k", "v", "o", "gate", "up", "down", "head"))
 MISTRAL_V02 = {"sliding_window": None, "rope_theta": 1000000.0, "max_position_embeddings": 32768}
 
 CASES = [
@@ -75,6 +80,9 @@ CASES = [
     ("litgpt mistral-7b-v0.2 LoRA, 1xA10G", "mistral-7b", 20.66, GB, dict(micro_batch=2, config=MISTRAL_V02, **LITGPT_LORA)),
     ("litgpt llama-3.1-8b LoRA, 1xA10G", "llama-3.1-8b", 19.73, GB, dict(micro_batch=1, **LITGPT_LORA)),
     ("litgpt falcon-7b LoRA, 1xA10G", FALCON, 16.69, GB, dict(micro_batch=1, **LITGPT_LORA)),
+    ("litgpt phi-2 LoRA, 1xA10G", str(CONFIGS / "phi.json"), 13.98, GB, dict(micro_batch=4, **ALL_AND_HEAD)),
+    ("litgpt gemma-2b LoRA, 1xA10G", str(CONFIGS / "gemma.json"), 12.62, GB, dict(micro_batch=2, **ALL_AND_HEAD)),
+    ("litgpt Phi-3-mini-4k-instruct LoRA, 1xA10G", "phi-3-mini", 19.75, GB, dict(micro_batch=4, **ALL_AND_HEAD)),
     ("torchtune Llama 3.1 8B full, 1x4090", "llama-3.1-8b", 18.9, GIB,
      dict(optimizer="paged-adamw8bit", optimizer_in_backward=True, **TORCHTUNE)),
     ("torchtune Llama 3.1 8B LoRA, 1x4090", "llama-3.1-8b", 16.2, GIB,

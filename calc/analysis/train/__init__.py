@@ -33,7 +33,7 @@ from calc.analysis.train.activations import RECOMPUTE, Term, activation_terms, k
 from calc.analysis.train.float8 import FLOAT8
 from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.analysis.train.loss import LOSSES
-from calc.analysis.train.params import LORA_TARGETS, Held, gathered_bytes, held, layer_params, nf4_bytes
+from calc.analysis.train.params import LAYER_TARGETS, LORA_TARGETS, Held, gathered_bytes, held, layer_params, nf4_bytes
 from calc.analysis.train.peak import Moment, Overheads, moments
 from calc.analysis.train.precision import PRECISIONS, Precision
 from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, model_states, optimizer_bytes
@@ -59,7 +59,7 @@ class Setup:
     recompute: str = "none"
     optimizer: str = "adamw"
     lora_rank: int | None = None
-    lora_targets: tuple[str, ...] = tuple(LORA_TARGETS)
+    lora_targets: tuple[str, ...] = LAYER_TARGETS
     qlora: bool = False
     attention: str = "flash"  # "flash": a fused kernel keeps no P; "eager": explicit QKᵀ, softmax, P·V
     precision: str = "mixed"
@@ -69,6 +69,7 @@ class Setup:
     checkpoint_every: int = 1  # with recompute "full": checkpoint every k-th layer (torchtune's ac_option k)
     offload: tuple[str, ...] = ()
     lora_dropout: bool = False
+    lora_fused_qkv: bool = False  # q, k and v adapters share one dropout of their input (litgpt's LoRAQKVLinear)
     double_quant: bool = True  # QLoRA's NF4 with double quantisation (bnb_4bit_use_double_quant)
     cp: int = 1  # context-parallel GPUs: each holds seq / cp tokens of every sample
     float8: str = "none"  # torchao Float8Linear on the layers' linears (float8.py)
@@ -208,7 +209,8 @@ def _place(row: StateRow, s: Setup) -> StateRow:
 
 def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term]:
     """Each adapter keeps A's output, r wide, for B's backward (its input is the frozen layer's, kept
-    already); with LoRA dropout also the dropped-out input (its own copy) and the dropout's mask."""
+    already); with LoRA dropout also the dropped-out input (its own copy) and the dropout's mask —
+    one for q, k and v together where they share it (`lora_fused_qkv`). `kind` "" is the head."""
     wanted = {i for t in s.lora_targets for i in LORA_TARGETS[t]}
     rows = s.micro_batch * s.local_seq
     adapted = [st for st in journey(spec, 1).steps if st.block == kind and st.id in wanted]
@@ -220,7 +222,8 @@ def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term
 
     terms = [Term("LoRA: A's outputs", rows * s.lora_rank * sum(routed(st) for st in adapted), p.adapter, "")]
     if s.lora_dropout:
-        inputs = rows * sum(routed(st) * st.weight.sizes[-2] for st in adapted)
+        reads = [(s.lora_fused_qkv and st.id in ("q", "k", "v"), routed(st) * st.weight.sizes[-2]) for st in adapted]
+        inputs = rows * (sum(w for shared, w in reads if not shared) + max((w for shared, w in reads if shared), default=0))
         terms += [Term("LoRA dropout: dropped-out inputs", inputs, ACT_BYTES, ""),
                   Term("LoRA dropout: masks (bool)", inputs, 1, "")]
     return terms
@@ -256,6 +259,9 @@ def train(spec: ModelSpec, s: Setup) -> Training:
     h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else ())
     layers = _layers(spec, s, p)
     outside = activation_terms(spec, s.micro_batch, s.local_seq, ACT_BYTES, s.recompute, LOSSES[s.loss])
+    if s.lora_rank:  # an adapter on the head keeps its tensors until backward has passed the head
+        outside += [Term(t.label + " (head)", t.elements, t.bytes_per, t.split, head=True)
+                    for t in _lora_terms(spec, "", s, p)]
     if p.autocast_copies and not s.lora_rank:
         head = spec.vocab_size * spec.d_model // s.tp
         outside.append(Term("autocast's bf16 weight copies, saved by each linear", h.layer_matrices + head, 2, ""))

@@ -9,7 +9,7 @@ vectors (norms, biases) to every GPU.
 
 LoRA (Hu et al., arXiv 2106.09685) trains, beside each frozen target matrix [in, out], an adapter
 A [in, r] and B [r, out]: r·(in + out) parameters (alpha only scales them). Targets by name: q, k,
-v, o (the attention output), gate, up, down (a MoE's experts and shared expert too). QLoRA
+v, o (the attention output), gate, up, down (a MoE's experts and shared expert too), head. QLoRA
 (Dettmers et al., arXiv 2305.14314) stores the frozen matrices of the layers as 4-bit NF4 with
 double quantisation: 4 bits per weight, an 8-bit absmax per block of 64 and an fp32 constant per 256
 absmaxes; embeddings, norms, biases and the head stay 16-bit.
@@ -30,13 +30,15 @@ from calc.spec.model import ModelSpec
 if TYPE_CHECKING:
     from calc.analysis.train import Setup
 
-__all__ = ["LORA_TARGETS", "Held", "gathered_bytes", "held", "layer_params", "nf4_bytes"]
+__all__ = ["LAYER_TARGETS", "LORA_TARGETS", "Held", "gathered_bytes", "held", "layer_params", "nf4_bytes"]
 
 LORA_TARGETS: dict[str, tuple[str, ...]] = {
     "q": ("q", "q_b"), "k": ("k",), "v": ("v",), "o": ("attn_out",),
     "gate": ("mlp_gate", "experts_gate", "shared_mlp_gate"), "up": ("mlp_up", "experts_up", "shared_mlp_up"),
     "down": ("mlp_down", "experts_down", "shared_mlp_down"),
+    "head": ("logits",),  # the output projection (litgpt's lora_head, torchtune's apply_lora_to_output)
 }
+LAYER_TARGETS = tuple(t for t in LORA_TARGETS if t != "head")  # the default: every layer matrix, not the head
 
 
 @dataclass(frozen=True)
