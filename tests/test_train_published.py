@@ -67,7 +67,8 @@ TITAN_4D = dict(framework="torchtitan", recompute="full", zero=3, gpus=512, tp=8
 CONFIGS = Path(__file__).parent / "configs" / "model_types"
 FALCON = str(CONFIGS / "falcon.json")
 # phi-2, gemma-2b and phi-3 lora.yaml: lora_r 8 on query, key, value, projection, MLP and head, dropout 0.05 (gemma
-# 0.1), micro-batch 4 (gemma 2); phi.json and gemma.json are microsoft/phi-2's and google/gemma-2b's config.json
+# 0.1), micro-batch 4 (gemma 2); phi.json and gemma.json are microsoft/phi-2's and google/gemma-2b's config.json;
+# tiny-llama/lora.yaml: the same targets at lora_r 32, micro-batch 8 (TinyLlama-1.1B-Chat-v1.0's config.json)
 ALL_AND_HEAD = dict(framework="litgpt", seq=512, lora_rank=8, lora_dropout=True,
                     lora_targets=("q", "k", "v", "o", "gate", "up", "down", "head"))
 MISTRAL_V02 = {"sliding_window": None, "rope_theta": 1000000.0, "max_position_embeddings": 32768}
@@ -83,6 +84,8 @@ CASES = [
     ("litgpt phi-2 LoRA, 1xA10G", str(CONFIGS / "phi.json"), 13.98, GB, dict(micro_batch=4, **ALL_AND_HEAD)),
     ("litgpt gemma-2b LoRA, 1xA10G", str(CONFIGS / "gemma.json"), 12.62, GB, dict(micro_batch=2, **ALL_AND_HEAD)),
     ("litgpt Phi-3-mini-4k-instruct LoRA, 1xA10G", "phi-3-mini", 19.75, GB, dict(micro_batch=4, **ALL_AND_HEAD)),
+    ("litgpt tiny-llama LoRA, 1xA10G", str(CONFIGS / "llama-tinyllama.json"), 13.50, GB,
+     dict(micro_batch=8, **{**ALL_AND_HEAD, "lora_rank": 32})),
     ("torchtune Llama 3.1 8B full, 1x4090", "llama-3.1-8b", 18.9, GIB,
      dict(optimizer="paged-adamw8bit", optimizer_in_backward=True, **TORCHTUNE)),
     ("torchtune Llama 3.1 8B LoRA, 1x4090", "llama-3.1-8b", 16.2, GIB,
