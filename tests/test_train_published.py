@@ -84,6 +84,10 @@ CASES = [
     ("litgpt phi-2 LoRA, 1xA10G", str(CONFIGS / "phi.json"), 13.98, GB, dict(micro_batch=4, **ALL_AND_HEAD)),
     ("litgpt gemma-2b LoRA, 1xA10G", str(CONFIGS / "gemma.json"), 12.62, GB, dict(micro_batch=2, **ALL_AND_HEAD)),
     ("litgpt Phi-3-mini-4k-instruct LoRA, 1xA10G", "phi-3-mini", 19.75, GB, dict(micro_batch=4, **ALL_AND_HEAD)),
+    # phi-2/full.yaml: devices 2, micro-batch 4; finetune/full.py: FSDPStrategy (full sharding) with activation
+    # checkpointing of every Block when devices > 1
+    ("litgpt phi-2 full, 2xA10G", str(CONFIGS / "phi.json"), 14.44, GB,
+     dict(framework="litgpt", seq=512, micro_batch=4, gpus=2, zero=3, recompute="full")),
     ("litgpt tiny-llama LoRA, 1xA10G", str(CONFIGS / "llama-tinyllama.json"), 13.50, GB,
      dict(micro_batch=8, **{**ALL_AND_HEAD, "lora_rank": 32})),
     ("torchtune Llama 3.1 8B full, 1x4090", "llama-3.1-8b", 18.9, GIB,
