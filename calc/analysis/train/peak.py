@@ -19,8 +19,8 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
 
 FSDP / ZeRO-3 (and FSDP's CPU offload) add, in forward and backward, the layers it has gathered:
 the one running and the one prefetched, both unsharded at 2 bytes a parameter (a matrix 1 byte
-under float8 all-gather); in backward also one
-layer's unsharded gradient before its reduce-scatter. FSDP2 gathers into one flat buffer and copies
+under float8 all-gather, NF4 under QLoRA: params.gathered_bytes); in backward also one layer's
+unsharded gradient before its reduce-scatter. FSDP2 gathers into one flat buffer and copies
 out into the parameters, and copies a layer's gradients into one flat buffer to reduce-scatter, so
 each of those exists twice for a moment (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:
 foreach_all_gather, foreach_all_gather_copy_out, foreach_reduce). At the loss the gathered units are the output
