@@ -89,3 +89,17 @@ def test_cli_shows_cp_and_float8() -> None:
                                 terminal_width=250)
     assert result.exit_code == 0, result.output
     assert "8 GPUs = dp 4 × tp 1 × pp 1 × cp 2" in result.output and "float8 tensorwise" in result.output
+
+
+def test_budget_under_cp_answers_in_whole_chunks(llama) -> None:
+    """The longest sequence that fits is a multiple of 2·cp (torch's load balancer), and one more
+    2·cp tokens does not fit."""
+    from calc.analysis.memory.budget import parse_budget
+    from calc.analysis.train.budget import solve
+
+    setup = replace(FSDP8, seq=65536, cp=2)
+    answer = solve(llama, setup, "8xH100-80GB")
+    capacity = parse_budget("8xH100-80GB").bytes_per_gpu
+    assert answer.max_seq % 4 == 0
+    assert train(llama, replace(setup, seq=answer.max_seq)).nvidia_smi <= capacity
+    assert train(llama, replace(setup, seq=answer.max_seq + 4)).nvidia_smi > capacity
