@@ -7,6 +7,7 @@ tests/test_train_torch.py.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -213,7 +214,7 @@ def test_optimizer_in_backward_and_paged_states() -> None:
     assert dict(end.parts)["gradients"] == 128256 * 4096 * 2
     assert all(m.name != "optimizer step" for m in t.moments)
     paged = next(r for r in t.states if r.key == "optimizer")
-    assert paged.where == "managed" and t.nvidia_smi == t.setup.overheads.nvidia_smi(t.allocated) + paged.per_gpu
+    assert paged.where == "managed" and t.nvidia_smi == t.reserved + t.setup.overheads.cuda_context + paged.per_gpu
 
 
 def test_every_k_layers_checkpointing_splits_the_layers() -> None:
@@ -241,3 +242,45 @@ def test_train_refuses_a_layout_as_memory_does(model: str, args: list[str], mess
     refusal line naming the option, never a traceback."""
     code, out = run("train", model, "--seq", "64", "--micro-batch", "1", *args)
     assert code == 2 and message in out and "Traceback" not in out
+
+
+def test_fsdp_under_pipeline_keeps_the_stage_gathered_and_accumulates_fp32_gradients() -> None:
+    """torchtitan with PP: no resharding after forward, and unsharded fp32 gradients accumulate over
+    the micro-batches. Llama 3.1 8B over 2 stages: the last holds 16 layers (218,112,000 parameters
+    each: 4096² · 2 + 4096 · 1024 · 2 + 3 · 4096 · 14336 + two norms of 4096), the final norm and the
+    128,256 × 4096 head."""
+    stage = 16 * 218_112_000 + 4096 + 128256 * 4096
+    t = train(load_spec("llama-3.1-8b"), Setup(2048, 1, gpus=4, pp=2, zero=3, recompute="full", precision="fsdp-mixed"))
+    assert t.held.params == stage
+    parts = dict(next(m for m in t.moments if m.name == "backward, through the loss").parts)
+    assert parts["FSDP under PP: the stage kept gathered (no resharding after forward)"] == 2 * stage
+    assert parts["FSDP under PP: unsharded gradients accumulated over the micro-batches (fp32)"] == 4 * stage
+
+
+def test_fsdp_gathers_qlora_layers_in_nf4() -> None:
+    """torchao's NF4Tensor all-gathers its 4-bit data and scalers (fsdp_pre_all_gather), so a QLoRA
+    layer travels in NF4: Llama 3.1 8B's layer matrices (218,103,808) at NF4 with double
+    quantisation, its two RMSNorm weights (2 × 4096) at 2 bytes."""
+    t = train(load_spec("llama-3.1-8b"), Setup(2048, 1, gpus=8, zero=3, recompute="full", precision="bf16",
+                                               lora_rank=8, qlora=True))
+    parts = dict(next(m for m in t.moments if m.name == "backward, the last layer recomputed").parts)
+    assert parts["FSDP: two gathered layers (running, prefetched)"] == 2 * (nf4_bytes(218_103_808) + 2 * 2 * 4096)
+
+
+def test_lora_on_the_head_and_litgpt_s_shared_qkv_dropout() -> None:
+    """An adapter on the head (litgpt's lora_head) adds r·(4096 + 128,256) parameters for Llama 3.1 8B and
+    keeps its A output (bf16) outside the layers; litgpt's LoRAQKVLinear drops out the fused q, k, v input
+    once (litgpt/lora.py: `F.linear(self.lora_dropout(x), self.lora_A)`), so q and v adapters keep one
+    dropped-out copy of the 4096-wide input a token, not two."""
+    spec, rows = load_spec("llama-3.1-8b"), 512
+    base = Setup(512, 1, precision="bf16", lora_rank=8, lora_targets=("q", "v"), lora_dropout=True)
+
+    def dropped(t) -> int:
+        (_, _, terms), = t.layers
+        return next(x.elements for x in terms if x.label == "LoRA dropout: dropped-out inputs")
+
+    assert dropped(train(spec, base)) == 2 * rows * 4096
+    assert dropped(train(spec, replace(base, lora_fused_qkv=True))) == rows * 4096
+    head = train(spec, replace(base, lora_targets=("q", "v", "head")))
+    assert head.held.adapter_params - train(spec, base).held.adapter_params == 8 * (4096 + 128256)
+    assert {t.label: t.elements for t in head.outside}["LoRA: A's outputs (head)"] == rows * 8

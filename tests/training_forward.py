@@ -10,7 +10,9 @@ softmax and P·V, GELU or SiLU-gated MLPs, the LM head and F.cross_entropy. No d
 `attention`: "eager" (explicit, keeps P) or "flash" (F.scaled_dot_product_attention, causal, GQA
 native: keeps Q, K, V, its output and the log-sum-exp). `recompute`: "selective" checkpoints QKᵀ, softmax and P·V (keeping Q, K, V); "full" checkpoints
 every layer (keeping its input). Both use torch.utils.checkpoint's reentrant form, which saves its
-inputs with save_for_backward, where saved_tensors_hooks sees them.
+inputs with save_for_backward, where saved_tensors_hooks sees them. "op" is torchtitan's per-op
+selective checkpointing of each layer (non-reentrant, with its policy, `op_sac_context`): what it
+keeps is measured with the live-storage tracker, since its cache is invisible to saved_tensors_hooks.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from calc.spec.flat import FlatSpec
 
@@ -56,6 +58,26 @@ def core(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) 
 def fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """torch's fused kernel (on the CPU, its FlashAttention port): K and V stay at kv heads."""
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+# torchtitan's _save_list (torchtitan/parallelisms/parallelize_llama.py @ 9dec370, lines 214-223), with torch's CPU
+# FlashAttention kernel beside the CUDA ones it lists, so that the policy runs here as it does on a GPU
+_SAVE = {torch.ops.aten.mm.default, torch.ops.aten._scaled_dot_product_efficient_attention.default,
+         torch.ops.aten._scaled_dot_product_flash_attention.default,
+         torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+         torch.ops.aten.abs.default, torch.ops.aten.max.default}
+
+
+def op_sac_context(meta: dict[str, int]):
+    """torchtitan's _custom_policy: save the listed ops' outputs except every second matmul, counting
+    matmuls in `meta`, which lives as long as the layer (so the count carries over to the next step)."""
+    def policy(ctx, func, *args, **kwargs):
+        key = f"{'recompute' if ctx.is_recompute else 'forward'}_mm_count"
+        if func == torch.ops.aten.mm.default:
+            meta[key] = meta.get(key, 0) + 1
+        save = func in _SAVE and not (func == torch.ops.aten.mm.default and meta[key] % 2 == 0)
+        return CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
+    return create_selective_checkpoint_contexts(policy)
 
 
 class Layer(nn.Module):
@@ -103,6 +125,7 @@ class TrainingForward(nn.Module):
         self.layers = nn.ModuleList(Layer(spec) for _ in range(spec.n_layers))
         self.norm = Norm(spec)
         self.head = None if spec.tie_embeddings else nn.Parameter(torch.randn(spec.vocab_size, spec.d_model) * 0.02)
+        self.mm_counts: list[dict[str, int]] = [{} for _ in range(spec.n_layers)]  # "op": the policy's per-layer meta
 
     def _tables(self, T: int) -> tuple:
         mask = torch.full((T, T), float("-inf")).triu(1)
@@ -120,8 +143,11 @@ class TrainingForward(nn.Module):
         if self.wpe is not None:
             x = x + F.embedding(torch.arange(T), self.wpe)
         tables, attend = self._tables(T), fused if attention == "flash" else core
-        for layer in self.layers:
-            if recompute == "full":
+        for layer, meta in zip(self.layers, self.mm_counts):
+            if recompute == "op":
+                x = checkpoint(lambda x, layer=layer: layer(x, tables, False, attend), x, use_reentrant=False,
+                               context_fn=lambda meta=meta: op_sac_context(meta), preserve_rng_state=False)
+            elif recompute == "full":
                 x = checkpoint(lambda x, layer=layer: layer(x, tables, False, attend), x, use_reentrant=True,
                                preserve_rng_state=False)
             else:

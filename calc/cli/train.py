@@ -8,11 +8,12 @@ import click
 
 from calc.cli.options import CONTEXT, POSITIVE, TEXT, json_option, model_options
 
-# calc.analysis.train's OPTIMIZERS, PRECISIONS, LOSSES, FRAMEWORKS (kept here so that --help imports no analysis)
+# calc.analysis.train's OPTIMIZERS, PRECISIONS, LOSSES, FRAMEWORKS, FLOAT8 (kept here so that --help imports no analysis)
 _OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "sgd", "sgd-momentum", "adafactor")
 _PRECISIONS = ("mixed", "mixed-fp32-grads", "bf16", "fp32-autocast", "fsdp-mixed")
-_LOSSES = ("fp32", "chunked", "chunked-compiled", "linear-chunked", "fp32-chunked", "fused")
+_LOSSES = ("fp32", "chunked", "chunked-compiled", "compiled", "linear-chunked", "fp32-chunked", "fused")
 _FRAMEWORKS = ("torchtune", "litgpt", "hf", "torchtitan", "deepspeed", "megatron")
+_FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 
 
 @click.command(context_settings=CONTEXT)
@@ -25,6 +26,11 @@ _FRAMEWORKS = ("torchtune", "litgpt", "hf", "torchtitan", "deepspeed", "megatron
 @click.option("--tp", type=POSITIVE, default=1, show_default=True, help="Tensor-parallel GPUs.")
 @click.option("--sp", is_flag=True, help="Sequence parallelism with TP (splits the d-wide activations too).")
 @click.option("--pp", type=POSITIVE, default=1, show_default=True, help="Pipeline stages.")
+@click.option("--cp", type=POSITIVE, default=1, show_default=True,
+              help="Context-parallel GPUs (torchtitan): each holds seq/cp tokens; ZeRO/FSDP shards over dp × cp.")
+@click.option("--float8", type=click.Choice(_FLOAT8), default="none", show_default=True,
+              help="torchao Float8Linear on the layers' linears (fp8 casts are transient; tensorwise-all-gather: "
+                   "FSDP gathers fp8 weights).")
 @click.option("--framework", type=click.Choice(_FRAMEWORKS),
               help="Take precision, loss, recompute and optimizer kernel from this framework's defaults "
                    "(options given beside it win).")
@@ -34,9 +40,11 @@ _FRAMEWORKS = ("torchtune", "litgpt", "hf", "torchtitan", "deepspeed", "megatron
                    "[default: mixed]")
 @click.option("--loss", type=click.Choice(_LOSSES),
               help="What the loss keeps and holds: fp32 logits + log-softmax, torchtune's chunked or linear-chunked "
-                   "cross-entropy, litgpt's fp32-chunked, or a fused (Liger) kernel.  [default: fp32]")
-@click.option("--recompute", type=click.Choice(["none", "selective", "full"]),
-              help="Activation recomputation.  [default: none]")
+                   "cross-entropy, a compiled one (torchtitan), litgpt's fp32-chunked, or a fused (Liger) kernel.  "
+                   "[default: fp32]")
+@click.option("--recompute", type=click.Choice(["none", "selective", "op", "full"]),
+              help="Activation recomputation: selective drops the attention scores; op is torchtitan's per-op policy "
+                   "(keeps every other matmul's output); full keeps each layer's input.  [default: none]")
 @click.option("--checkpoint-every", type=POSITIVE, default=1, show_default=True,
               help="With --recompute full: checkpoint only every k-th layer.")
 @click.option("--attention", type=click.Choice(["flash", "eager"]), default="flash", show_default=True,
@@ -51,7 +59,7 @@ _FRAMEWORKS = ("torchtune", "litgpt", "hf", "torchtitan", "deepspeed", "megatron
                    "activations (all but one layer's).")
 @click.option("--lora-rank", type=POSITIVE, default=None, help="Train LoRA adapters of this rank; the base is frozen.")
 @click.option("--lora-targets", type=TEXT, default="q,k,v,o,gate,up,down", show_default=True,
-              help="Matrices that get adapters, by name.")
+              help="Matrices that get adapters, by name (also head: the output projection).")
 @click.option("--lora-dropout", is_flag=True, help="LoRA dropout > 0: each adapter keeps its dropped-out input and mask.")
 @click.option("--qlora", is_flag=True, help="With --lora-rank: the frozen base's layer matrices in 4-bit NF4.")
 @click.option("--no-double-quant", is_flag=True, help="With --qlora: NF4 with an fp32 absmax per 64 (bitsandbytes' default).")
@@ -64,8 +72,8 @@ _FRAMEWORKS = ("torchtune", "litgpt", "hf", "torchtitan", "deepspeed", "megatron
                    "micro-batch, the longest sequence and the cheapest recompute/offload setting that fit.")
 @click.option("--layers", "show_layer", is_flag=True, help="Add a table of what one layer keeps for backward.")
 @json_option
-def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, pp: int,
-          framework: str | None, precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
+def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, pp: int, cp: int,
+          float8: str, framework: str | None, precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
           attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool, offload: str | None,
           lora_rank: int | None, lora_targets: str, lora_dropout: bool, qlora: bool, no_double_quant: bool,
           allocator_overhead: int, cuda_context: str, budget: str | None, show_layer: bool, as_json: bool) -> None:
@@ -77,6 +85,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
       gptcalc train llama-3.1-8b --seq 2048 --micro-batch 2 --lora-rank 8 --framework torchtune
       gptcalc train llama-3-8b --seq 2048 --micro-batch 1 --lora-rank 16 --qlora --budget 1xRTX-4090
       gptcalc train llama-2-70b --seq 4096 --micro-batch 1 --gpus 64 --zero 3 --recompute full
+      gptcalc train llama-3.1-8b --seq 65536 --micro-batch 1 --gpus 8 --cp 2 --zero 3 --framework torchtitan
     """
     from calc.analysis.train import Setup
     from calc.analysis.train import train as plan
@@ -98,7 +107,8 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
                   lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,
                   optimizer_in_backward=optimizer_in_backward,
                   offload=tuple(o.strip() for o in offload.split(",")) if offload else (),
-                  lora_dropout=lora_dropout, double_quant=not no_double_quant, overheads=overheads, **options)
+                  lora_dropout=lora_dropout, double_quant=not no_double_quant, cp=cp, float8=float8,
+                  overheads=overheads, **options)
     result = plan(spec, setup)
     answer = solve(spec, setup, budget) if budget else None
     if as_json:

@@ -24,12 +24,13 @@ _WHERE = {"gpu": "", "cpu": " (host)", "managed": " (unified)"}
 def _setup(t: Training) -> str:
     s = t.setup
     lora = f", {'QLoRA' if s.qlora else 'LoRA'} r={s.lora_rank}" if s.lora_rank else ""
-    gpus = f"{s.gpus} GPU{'s' if s.gpus > 1 else ''} = dp {s.dp} × tp {s.tp}{' (SP)' if s.sp else ''} × pp {s.pp}"
+    gpus = f"{s.gpus} GPU{'s' if s.gpus > 1 else ''} = dp {s.dp} × tp {s.tp}{' (SP)' if s.sp else ''} × pp {s.pp}" \
+        + (f" × cp {s.cp}" if s.cp > 1 else "")
     frame = f", {s.framework} conventions" if s.framework else ""
     every = f" every {s.checkpoint_every} layers" if s.checkpoint_every > 1 else ""
     return (f"{t.model}, memory per GPU: {gpus}, ZeRO-{s.zero}, micro-batch {s.micro_batch} × seq "
             f"{s.seq:,}, {s.precision} precision, {s.loss} loss, recompute {s.recompute}{every}, "
-            f"{s.attention} attention{lora}{frame}")
+            f"{s.attention} attention{lora}{f', float8 {s.float8}' if s.float8 != 'none' else ''}{frame}")
 
 
 def _bytes(n: int) -> tuple[str, str, str]:
@@ -79,7 +80,10 @@ def moments_table(t: Training) -> Table:
         table.add_row(*(styled("bold", c) for c in cells) if m is peak else cells)
     o = t.setup.overheads
     table.add_section()
-    table.add_row(f"reserved (assumed +{o.allocator_pct}% allocator slack)", "", *_bytes(t.reserved))
+    idle = max(m.cached for m in t.moments)
+    table.add_row(f"reserved ({'blocks held idle, ' if idle else ''}assumed +{o.allocator_pct}% allocator slack)",
+                  f"{human_bytes(idle)} idle in the cache: {next(m.name for m in t.moments if m.cached == idle)}"
+                  if idle else "", *_bytes(t.reserved))
     table.add_row(f"nvidia-smi (+ {human_bytes(o.cuda_context)} CUDA context, assumed)", "", *_bytes(t.nvidia_smi))
     return table
 
@@ -117,6 +121,13 @@ def train_notes(t: Training) -> list[str]:
     if s.recompute == "selective" and s.attention == "flash":
         notes.append("--recompute selective changes (almost) nothing under flash attention: a fused kernel keeps "
                      "no T×T scores, which is what selective recomputation drops; only its log-sum-exp goes")
+    if s.float8 != "none":
+        notes.append(f"float8 ({s.float8}, torchao Float8Linear on the layers' linears): each saves its bf16 input and "
+                     "weight as without it; the fp8 casts exist while a matmul runs"
+                     + ("; FSDP gathers the matrices in fp8" if s.float8 == "tensorwise-all-gather" else ""))
+    if s.cp > 1:
+        notes.append(f"context parallelism over {s.cp} GPUs: each holds {s.local_seq:,} of the {s.seq:,} tokens; "
+                     f"states sharded over dp × cp = {s.shards}; ring attention's buffers in a layer's backward")
     if s.optimizer == "paged-adamw8bit":
         notes.append("paged optimizer: its states live in CUDA unified memory, outside torch's allocated and reserved "
                      "figures; nvidia-smi shows them while resident, and the driver pages them out under pressure")

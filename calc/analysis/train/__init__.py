@@ -14,6 +14,10 @@
   during the optimizer step. The peak is the largest: the figure torch.cuda.max_memory_allocated
   reports. `reserved` and `nvidia_smi` add the stated, settable overheads.
 
+Context parallelism (`cp`) gives each GPU seq/cp tokens of every sample and shards the states over
+dp × cp (`context_parallel.py`); Float8 training (`float8`) changes what is gathered and what a
+layer's backward casts, not what is kept (`float8.py`).
+
 Under LoRA the trained parameters are the adapters, at the precision's adapter width (fp32 as PEFT
 keeps them, bf16 under pure bf16) with no master copy; the base is frozen at 16 bits (QLoRA: its
 layers' matrices in NF4) and has no gradients or optimizer states.
@@ -26,16 +30,18 @@ from dataclasses import dataclass
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.shapes import journey
 from calc.analysis.train.activations import RECOMPUTE, Term, activation_terms, korthikanti, layer_terms
+from calc.analysis.train.float8 import FLOAT8
 from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.analysis.train.loss import LOSSES
-from calc.analysis.train.params import LORA_TARGETS, Held, held, layer_params, nf4_bytes
+from calc.analysis.train.params import LAYER_TARGETS, LORA_TARGETS, Held, gathered_bytes, held, layer_params, nf4_bytes
 from calc.analysis.train.peak import Moment, Overheads, moments
 from calc.analysis.train.precision import PRECISIONS, Precision
 from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, model_states, optimizer_bytes
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["FRAMEWORKS", "LOSSES", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "Setup", "Training", "train"]
+__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "Setup", "Training",
+           "train"]
 
 ACT_BYTES = 2  # bf16 activations
 OFFLOAD = ("optimizer", "params", "activations")
@@ -53,7 +59,7 @@ class Setup:
     recompute: str = "none"
     optimizer: str = "adamw"
     lora_rank: int | None = None
-    lora_targets: tuple[str, ...] = tuple(LORA_TARGETS)
+    lora_targets: tuple[str, ...] = LAYER_TARGETS
     qlora: bool = False
     attention: str = "flash"  # "flash": a fused kernel keeps no P; "eager": explicit QKᵀ, softmax, P·V
     precision: str = "mixed"
@@ -63,13 +69,26 @@ class Setup:
     checkpoint_every: int = 1  # with recompute "full": checkpoint every k-th layer (torchtune's ac_option k)
     offload: tuple[str, ...] = ()
     lora_dropout: bool = False
+    lora_fused_qkv: bool = False  # q, k and v adapters share one dropout of their input (litgpt's LoRAQKVLinear)
     double_quant: bool = True  # QLoRA's NF4 with double quantisation (bnb_4bit_use_double_quant)
+    cp: int = 1  # context-parallel GPUs: each holds seq / cp tokens of every sample
+    float8: str = "none"  # torchao Float8Linear on the layers' linears (float8.py)
     framework: str | None = None  # the profile that set the defaults, for the title
     overheads: Overheads = Overheads()
 
     @property
     def dp(self) -> int:
-        return self.gpus // (self.tp * self.pp)
+        return self.gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def shards(self) -> int:
+        """The GPUs ZeRO / FSDP shards over: data-parallel and context-parallel ranks together."""
+        return self.dp * self.cp
+
+    @property
+    def local_seq(self) -> int:
+        """Tokens of each sample on this GPU."""
+        return self.seq // self.cp
 
 
 @dataclass(frozen=True)
@@ -105,12 +124,13 @@ class Training:
 
     @property
     def reserved(self) -> int:
-        return self.setup.overheads.reserved(self.allocated)
+        """The caching allocator's peak: a moment's allocated bytes and the blocks it holds idle then."""
+        return self.setup.overheads.reserved(max(m.allocated + m.cached for m in self.moments))
 
     @property
     def nvidia_smi(self) -> int:
         managed = sum(r.per_gpu for r in self.states if r.where == "managed")
-        return self.setup.overheads.nvidia_smi(self.allocated) + managed
+        return self.reserved + self.setup.overheads.cuda_context + managed
 
     def to_json(self) -> dict[str, object]:
         s = self.setup
@@ -136,13 +156,19 @@ class Training:
 def _check(spec: ModelSpec, s: Setup) -> None:
     if s.zero not in (0, 1, 2, 3):
         raise GptcalcError(f"--zero: {s.zero} is not a ZeRO stage (0, 1, 2, 3)")
-    if s.gpus % (s.tp * s.pp):
-        raise GptcalcError(f"--gpus: {s.gpus} GPUs do not split into tp={s.tp} × pp={s.pp} groups")
+    if s.gpus % (s.tp * s.pp * s.cp):
+        raise GptcalcError(f"--gpus: {s.gpus} GPUs do not split into tp={s.tp} × pp={s.pp} × cp={s.cp} groups")
+    if s.cp > 1 and (s.seq % (2 * s.cp) or s.attention != "flash"):
+        raise GptcalcError(f"--cp: ring attention needs --attention flash and a sequence that splits into 2·cp = "
+                           f"{2 * s.cp} chunks (torch's causal load balancing); --seq {s.seq}")
+    if s.float8 != "none" and s.lora_rank:
+        raise GptcalcError("--float8: trains the full model's linears in float8 (torchao); not with --lora-rank")
     validate_layout(spec, Layout(s.tp, s.pp), kv_heads=True)
     for option, value, choices in (("--optimizer", s.optimizer, OPTIMIZERS), ("--recompute", s.recompute, RECOMPUTE),
                                    ("--attention", s.attention, ("flash", "eager")),
                                    ("--precision", s.precision, tuple(PRECISIONS)), ("--loss", s.loss, tuple(LOSSES)),
-                                   ("--optimizer-impl", s.optimizer_impl, ("foreach", "fused"))):
+                                   ("--optimizer-impl", s.optimizer_impl, ("foreach", "fused")),
+                                   ("--float8", s.float8, FLOAT8)):
         if value not in choices:
             raise GptcalcError(f"{option}: unknown {value!r} (choose from {', '.join(choices)})")
     unknown = [o for o in s.offload if o not in OFFLOAD]
@@ -150,6 +176,9 @@ def _check(spec: ModelSpec, s: Setup) -> None:
         raise GptcalcError(f"--offload: unknown {', '.join(o or repr(o) for o in unknown)} (choose from {', '.join(OFFLOAD)})")
     if s.qlora and not s.lora_rank:
         raise GptcalcError("--qlora: needs --lora-rank (QLoRA trains LoRA adapters on a 4-bit base)")
+    if s.recompute == "op" and (s.attention != "flash" or s.tp > 1):
+        raise GptcalcError("--recompute op: torchtitan's per-op policy is counted for fused attention without "
+                           "tensor parallelism (--attention flash, --tp 1)")
     if s.checkpoint_every > 1 and s.recompute != "full":
         raise GptcalcError("--checkpoint-every: needs --recompute full (it checkpoints every k-th layer)")
     if s.seq > spec.n_positions:
@@ -158,12 +187,12 @@ def _check(spec: ModelSpec, s: Setup) -> None:
 
 def _states(h: Held, s: Setup, p: Precision) -> list[StateRow]:
     if not s.lora_rank:
-        rows = model_states(h.params, optimizer_bytes(s.optimizer, h.tensors, p.state), s.zero, s.dp,
+        rows = model_states(h.params, optimizer_bytes(s.optimizer, h.tensors, p.state), s.zero, s.shards,
                             weight_bytes=p.weight, grad_bytes=p.grad, master_bytes=p.master)
     else:
         base = (nf4_bytes(h.layer_matrices, s.double_quant) + 2 * (h.params - h.layer_matrices)) if s.qlora \
             else 2 * h.params
-        rows = model_states(h.adapter_params, optimizer_bytes(s.optimizer, h.adapters, p.state), s.zero, s.dp,
+        rows = model_states(h.adapter_params, optimizer_bytes(s.optimizer, h.adapters, p.state), s.zero, s.shards,
                             weight_bytes=p.adapter, grad_bytes=p.adapter, master_bytes=0, frozen_weights=base)
     return [_place(row, s) for row in rows]
 
@@ -180,9 +209,10 @@ def _place(row: StateRow, s: Setup) -> StateRow:
 
 def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term]:
     """Each adapter keeps A's output, r wide, for B's backward (its input is the frozen layer's, kept
-    already); with LoRA dropout also the dropped-out input (its own copy) and the dropout's mask."""
+    already); with LoRA dropout also the dropped-out input (its own copy) and the dropout's mask —
+    one for q, k and v together where they share it (`lora_fused_qkv`). `kind` "" is the head."""
     wanted = {i for t in s.lora_targets for i in LORA_TARGETS[t]}
-    rows = s.micro_batch * s.seq
+    rows = s.micro_batch * s.local_seq
     adapted = [st for st in journey(spec, 1).steps if st.block == kind and st.id in wanted]
     if not adapted:
         return []
@@ -192,7 +222,8 @@ def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term
 
     terms = [Term("LoRA: A's outputs", rows * s.lora_rank * sum(routed(st) for st in adapted), p.adapter, "")]
     if s.lora_dropout:
-        inputs = rows * sum(routed(st) * st.weight.sizes[-2] for st in adapted)
+        reads = [(s.lora_fused_qkv and st.id in ("q", "k", "v"), routed(st) * st.weight.sizes[-2]) for st in adapted]
+        inputs = rows * (sum(w for shared, w in reads if not shared) + max((w for shared, w in reads if shared), default=0))
         terms += [Term("LoRA dropout: dropped-out inputs", inputs, ACT_BYTES, ""),
                   Term("LoRA dropout: masks (bool)", inputs, 1, "")]
     return terms
@@ -212,7 +243,7 @@ def _layers(spec: ModelSpec, s: Setup, p: Precision) -> list[tuple[str, int, tup
         for recompute, count in (("full", checkpointed), ("none" if s.recompute == "full" else s.recompute,
                                                           n - checkpointed)):
             if count:
-                terms = layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch, s.seq, ACT_BYTES, recompute,
+                terms = layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, ACT_BYTES, recompute,
                                     s.attention == "flash")
                 if s.lora_rank and recompute != "full":
                     terms += _lora_terms(spec, kind, s, p)
@@ -227,20 +258,27 @@ def train(spec: ModelSpec, s: Setup) -> Training:
     p = PRECISIONS[s.precision]
     h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else ())
     layers = _layers(spec, s, p)
-    outside = activation_terms(spec, s.micro_batch, s.seq, ACT_BYTES, s.recompute, LOSSES[s.loss])
+    outside = activation_terms(spec, s.micro_batch, s.local_seq, ACT_BYTES, s.recompute, LOSSES[s.loss])
+    if s.lora_rank:  # an adapter on the head keeps its tensors until backward has passed the head
+        outside += [Term(t.label + " (head)", t.elements, t.bytes_per, t.split, head=True)
+                    for t in _lora_terms(spec, "", s, p)]
     if p.autocast_copies and not s.lora_rank:
         head = spec.vocab_size * spec.d_model // s.tp
         outside.append(Term("autocast's bf16 weight copies, saved by each linear", h.layer_matrices + head, 2, ""))
     states = tuple(_states(h, s, p))
-    gathered = layer_params(spec, s.tp) if (s.zero == 3 and s.dp > 1) or "params" in s.offload else 0
+    gathered = (0, 0)
+    if (s.zero == 3 and s.shards > 1) or "params" in s.offload:
+        params, matrices = layer_params(spec, s.tp)
+        gathered = (params, gathered_bytes(s, params, matrices))
     t = Training(spec.name, s, h, states, tuple(layers), tuple(outside), (), _korthikanti(spec, s))
     return Training(spec.name, s, h, states, tuple(layers), tuple(outside),
                     tuple(moments(t, spec, p, gathered)), t.korthikanti)
 
 
 def _korthikanti(spec: ModelSpec, s: Setup) -> int | None:
-    """The formula for the layer it describes, GPT-3's: MHA with h·d_head = d_model, a plain 4·d_model MLP."""
-    if len(spec.blocks) != 1:
+    """The formula for the layer it describes, GPT-3's, with whole sequences on each GPU and no per-op
+    policy: MHA with h·d_head = d_model, a plain 4·d_model MLP."""
+    if len(spec.blocks) != 1 or s.cp > 1 or s.recompute == "op":
         return None
     (block,) = spec.blocks.values()
     a, m = block.attention, block.mlp

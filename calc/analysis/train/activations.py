@@ -26,7 +26,9 @@ keeps Q, K and V (at the kv heads), its output (laid out [B, T, h, d_head], so i
 itself, no copy) and one fp32 log-sum-exp per query row and head.
 
 Recomputation: `selective` drops P (Korthikanti et al., arXiv 2205.05198: recompute QKᵀ, softmax and
-P·V, keep Q, K, V); `full` keeps only each layer's input, n·d, and recomputes the layer in backward.
+P·V, keep Q, K, V); `op` is torchtitan's per-op policy (the layer's input, the fused attention's
+output and every other matmul's output, `_op_sac`); `full` keeps only each layer's input, n·d, and
+recomputes the layer in backward.
 
 Tensor parallelism over t GPUs splits the heads and d_ff, so every term h- or d_ff-wide (and P) is ÷ t;
 the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷ t only with sequence
@@ -42,12 +44,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from calc.analysis.train.loss import LOSSES, Loss
+from calc.errors import GptcalcError
 from calc.parts import MLA, MLP, Attention, GatedDeltaNet, KimiDeltaAttention, LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv
 from calc.spec.model import Block, ModelSpec
 
 __all__ = ["RECOMPUTE", "Term", "activation_terms", "korthikanti", "layer_terms"]
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "op", "full")
 INT64 = 8
 
 
@@ -202,11 +205,32 @@ def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
     return terms + [Term("MLP hidden" + hidden, (4 if m.gated else 2) * n * m.d_ff, act, "tp")]
 
 
+def _op_sac(block: Block, d: int, b: int, s: int, act: int) -> list[Term]:
+    """torchtitan's per-op selective checkpointing (parallelize_llama.py, `_save_list` and
+    `_custom_policy`): of a layer only its input (the checkpoint's), the fused attention's output and
+    log-sum-exp, and every other matmul's output are saved. The policy counts matmuls per layer across
+    steps, and a Llama layer has seven (wq, wk, wv, wo, w1, w3, w2), so one step saves wq, wv, w1, w2
+    and the next wk, wo, w3: the larger set is counted."""
+    a, m, n = block.attention, block.mlp, b * s
+    if len(block.mixers()) != 1 or not isinstance(a, Attention) or not isinstance(m, MLP) or block.shortcut:
+        raise GptcalcError("--recompute op: torchtitan's per-op policy is counted for a layer of attention and a "
+                           "dense MLP (Llama's); use none, selective or full")
+    outputs = [a.q_dim, a.kv_dim, a.v_dim, d, *([m.d_ff] if m.gated else []), m.d_ff, d]
+    # an odd count alternates between the two sets step by step; an even one saves the same every step
+    saved = max(sum(outputs[0::2]), sum(outputs[1::2])) if len(outputs) % 2 else sum(outputs[0::2])
+    return [Term("layer input (the checkpoint)", n * d, act, ""),
+            Term("every other matmul's output (the larger set of two steps)", n * saved, act, ""),
+            Term("fused attention: output", n * a.o_dim, act, ""),
+            Term("fused attention: log-sum-exp (fp32)", b * a.n_heads * s, 4, "")]
+
+
 def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, flash: bool = False) -> list[Term]:
     """What one layer of `block` keeps for backward under `recompute`, attention explicit or fused (`flash`)."""
     n = b * s
     if recompute == "full":
         return [Term("layer input (the checkpoint)", n * d, act, "sp")]
+    if recompute == "op":
+        return _op_sac(block, d, b, s, act)
     norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})")]
     mlp = _mlp(block.mlp, n, d, act) if block.mlp is not None else []
     mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash)]  # a parallel group's each

@@ -6,7 +6,7 @@ The inverse answers hold everything else fixed:
 
   largest micro-batch   the peak grows with the batch, so the largest b that fits is found by
                         doubling, then bisection
-  longest sequence      the same over 1 … n_positions
+  longest sequence      the same over 1 … n_positions (in steps of 2·cp under context parallelism)
   setting               the first of a ladder of memory savers that fits at the given b and T:
                         recompute selective, full, then offloading activations, the optimizer,
                         both, and finally the parameters too (each costs time: recomputation ~⅓ more
@@ -78,7 +78,8 @@ def solve(spec: ModelSpec, s: Setup, budget: str) -> Answer:
 
     needed = smi(s)
     batch = _largest(lambda x: smi(replace(s, micro_batch=x)) <= b.bytes_per_gpu, MAX_BATCH)
-    seq = _largest(lambda x: smi(replace(s, seq=x)) <= b.bytes_per_gpu, spec.n_positions)
+    unit = 2 * s.cp if s.cp > 1 else 1  # context parallelism splits a sequence into 2·cp chunks
+    seq = unit * _largest(lambda x: smi(replace(s, seq=x * unit)) <= b.bytes_per_gpu, spec.n_positions // unit)
     setting = None
     if needed > b.bytes_per_gpu:
         setting = next((name for name, change in LADDER

@@ -23,6 +23,7 @@ class Profile:
     optimizer_impl: str  # "fused": no full-size temporary in the step; "foreach": one, the states' size
     statistic: str  # what the framework's published peaks measure
     source: str
+    lora_fused_qkv: bool = False  # one LoRA dropout for q, k and v (a fused qkv projection's adapter)
 
 
 FRAMEWORKS: dict[str, Profile] = {
@@ -35,8 +36,9 @@ FRAMEWORKS: dict[str, Profile] = {
     # (Fabric's convert_output returns the chunks in fp32) and chunked_cross_entropy over 128-token chunks;
     # torch.optim.AdamW (foreach on CUDA);
     # utils.py prints torch.cuda.max_memory_allocated() / 1e9
+    # litgpt/lora.py: LoRAQKVLinear applies one lora_dropout to the fused qkv input (line 421)
     "litgpt": Profile("bf16", "fp32-chunked", "none", "foreach", "allocated (decimal GB)",
-                      f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml"),
+                      f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml", lora_fused_qkv=True),
     # transformers Trainer, bf16=True: fp32 model under torch.autocast, one F.cross_entropy on
     # logits.float() (loss/loss_utils.py), gradient_checkpointing False, optim adamw_torch
     "hf": Profile("fp32-autocast", "fp32", "none", "foreach", "allocated",
@@ -63,7 +65,7 @@ def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object
     out = {k: v for k, v in given.items() if v is not None}
     if framework is not None:
         profile = FRAMEWORKS[framework]
-        for key in ("precision", "loss", "recompute", "optimizer_impl"):
+        for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv"):
             out.setdefault(key, getattr(profile, key))
         out["framework"] = framework
     return out

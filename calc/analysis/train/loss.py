@@ -9,12 +9,17 @@ around the head, the loss and backward: `held` after forward, the peaks of forwa
                                                                 F.cross_entropy), torchtitan, Megatron
   chunked        4     2 + 4/c             8/c                  torchtune's CEWithChunkedOutputLoss (c = 8)
   chunked-compiled 2   0                   2/c                  the same under torch.compile (torchtune's compile: True)
+  compiled       2     0                   2                    one compiled F.cross_entropy(logits.float())
+                                                                (torchtitan's loss under --training.compile)
   linear-chunked 4     6/c                 8/c                  torchtune's LinearCrossEntropyLoss (c = 8)
   fp32-chunked   8     0                   8·k/n                litgpt (k = 128 tokens; Fabric returns fp32)
   fused          0     2·k/n               0                    Liger's fused linear cross-entropy
 
 - fp32: the head's bf16 logits (2) and their fp32 copy (4) exist while F.cross_entropy runs, which
   keeps its fp32 log-softmax (4); backward makes the log-softmax's gradient and the logits' (fp32, 4 + 4).
+  The caching allocator keeps the blocks forward freed: the first fp32 gradient reuses the fp32
+  copy's, but the second cannot fit in the bf16 logits' (half its size), so at backward's peak that
+  block (2) is reserved and idle (`cached`): reserved memory, not allocated.
 - chunked: the model returns its bf16 logits in c chunks (2, dropped after the loss); each chunk is
   upcast in turn, so only 1/c of the fp32 copy exists at once (the chunk's log-softmax is among the kept); all c log-softmaxes are kept (4);
   backward works one chunk at a time.
@@ -23,6 +28,13 @@ around the head, the loss and backward: `held` after forward, the peaks of forwa
   saved-tensor hooks around an inductor-compiled F.cross_entropy(chunk.float()): 2 bytes per
   entry), and backward writes one bf16 chunk gradient. Its temporaries are inductor's own buffers,
   which the CPU tracker cannot see: the 0 and 2/c are read from the fused kernels, not measured.
+- compiled: the same compiled function over all the tokens at once, as torchtitan compiles its
+  cross_entropy_loss when compiling (torchtitan/components/loss.py, build_cross_entropy_loss): the
+  bf16 logits and a log-sum-exp per row are kept, backward writes one bf16 gradient of the logits.
+  Measured once with saved-tensor hooks around torch.compile(F.cross_entropy(pred.float(), y)) on
+  the CPU (torch 2.13, inductor; 512 × 2048 bf16 logits): it saves the bf16 logits (2 bytes an
+  entry), two fp32 values per row and the labels. Not in the test suite: inductor's compile takes
+  about 90 s here.
 - linear-chunked: the head itself runs inside the loss one chunk at a time, so not even the bf16
   logits exist whole.
 - fp32-chunked: litgpt applies the head in chunks of 128 tokens (bf16), and Lightning Fabric's
@@ -57,6 +69,7 @@ class Loss:
     backward: tuple[int, int]
     chunks: int = 1  # a fixed number of chunks; 0: chunks of `chunk_tokens` tokens
     chunk_tokens: int = 0
+    cached: int = 0  # freed in forward, too small for backward's tensors: reserved, idle, at backward's peak
 
     def chunk(self, n: int, vocab: int, d: int) -> int:
         """Tokens in one chunk (the largest)."""
@@ -73,11 +86,13 @@ class Loss:
 
 
 LOSSES: dict[str, Loss] = {
-    "fp32": Loss("fp32 logits and log-softmax (one F.cross_entropy on logits.float())", 4, (6, 0), (8, 0)),
+    "fp32": Loss("fp32 logits and log-softmax (one F.cross_entropy on logits.float())", 4, (6, 0), (8, 0), cached=2),
     "chunked": Loss("chunked cross-entropy: bf16 logits in 8 chunks, each upcast in turn (torchtune)", 4, (2, 4),
                     (0, 8), chunks=8),
     "chunked-compiled": Loss("chunked cross-entropy under torch.compile: bf16 chunks and a log-sum-exp per row kept",
                              2, (0, 0), (0, 2), chunks=8),
+    "compiled": Loss("one compiled cross-entropy: bf16 logits and a log-sum-exp per row kept (torchtitan, compiled)",
+                     2, (0, 0), (2, 0)),
     "linear-chunked": Loss("head and cross-entropy in 8 chunks (torchtune's LinearCrossEntropyLoss)", 4, (0, 6), (0, 8),
                            chunks=8),
     "fp32-chunked": Loss("fp32 logits (Fabric's output conversion) kept, cross-entropy in chunks of 128 tokens (litgpt)",

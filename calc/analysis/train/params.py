@@ -9,7 +9,7 @@ vectors (norms, biases) to every GPU.
 
 LoRA (Hu et al., arXiv 2106.09685) trains, beside each frozen target matrix [in, out], an adapter
 A [in, r] and B [r, out]: r·(in + out) parameters (alpha only scales them). Targets by name: q, k,
-v, o (the attention output), gate, up, down (a MoE's experts and shared expert too). QLoRA
+v, o (the attention output), gate, up, down (a MoE's experts and shared expert too), head. QLoRA
 (Dettmers et al., arXiv 2305.14314) stores the frozen matrices of the layers as 4-bit NF4 with
 double quantisation: 4 bits per weight, an 8-bit absmax per block of 64 and an fp32 constant per 256
 absmaxes; embeddings, norms, biases and the head stay 16-bit.
@@ -18,20 +18,27 @@ absmaxes; embeddings, norms, biases and the head stay 16-bit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from calc.analysis.memory.parallel import MAX_STAGES
 from calc.analysis.shapes import Step, journey
+from calc.analysis.train.float8 import gathered_matrix_bytes
 from calc.analysis.train.states import Tensor
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["LORA_TARGETS", "Held", "held", "layer_params", "nf4_bytes"]
+if TYPE_CHECKING:
+    from calc.analysis.train import Setup
+
+__all__ = ["LAYER_TARGETS", "LORA_TARGETS", "Held", "gathered_bytes", "held", "layer_params", "nf4_bytes"]
 
 LORA_TARGETS: dict[str, tuple[str, ...]] = {
     "q": ("q", "q_b"), "k": ("k",), "v": ("v",), "o": ("attn_out",),
     "gate": ("mlp_gate", "experts_gate", "shared_mlp_gate"), "up": ("mlp_up", "experts_up", "shared_mlp_up"),
     "down": ("mlp_down", "experts_down", "shared_mlp_down"),
+    "head": ("logits",),  # the output projection (litgpt's lora_head, torchtune's apply_lora_to_output)
 }
+LAYER_TARGETS = tuple(t for t in LORA_TARGETS if t != "head")  # the default: every layer matrix, not the head
 
 
 @dataclass(frozen=True)
@@ -123,10 +130,24 @@ def nf4_bytes(elements: int, double_quant: bool = True) -> int:
     return -(-elements // 2) + -(-elements // 64) + 4 * -(-elements // (64 * 256))
 
 
-def layer_params(spec: ModelSpec, tp: int = 1) -> int:
-    """Parameters of the largest layer on one of tp GPUs: what FSDP gathers to run that layer."""
-    per_kind: dict[str, int] = {}
+def layer_params(spec: ModelSpec, tp: int = 1) -> tuple[int, int]:
+    """The largest layer on one of tp GPUs, what FSDP gathers to run it: (parameters, of them in matrices)."""
+    per_kind: dict[str, tuple[int, int]] = {}
     for step in journey(spec, 1).steps:
         if step.block:
-            per_kind[step.block] = per_kind.get(step.block, 0) + sum(t.elements for t in _tensors(step, 1, tp))
-    return max(per_kind.values(), default=0)
+            params, matrices = per_kind.get(step.block, (0, 0))
+            for t in _tensors(step, 1, tp):
+                params, matrices = params + t.elements, matrices + (t.elements if t.cols else 0)
+            per_kind[step.block] = (params, matrices)
+    return max(per_kind.values(), default=(0, 0))
+
+
+def gathered_bytes(s: "Setup", params: int, matrices: int) -> int:
+    """Bytes FSDP all-gathers for `params` parameters, `matrices` of them in layer matrices: those as
+    stored for compute — NF4 under QLoRA (torchao's NF4Tensor.fsdp_pre_all_gather sends its 4-bit data
+    and scalers), fp8 under float8 all-gather, else bf16 — and the rest at 2 bytes."""
+    if s.qlora:
+        stored = nf4_bytes(matrices, s.double_quant)
+    else:
+        stored = matrices * gathered_matrix_bytes(s.float8)
+    return stored + 2 * (params - matrices)

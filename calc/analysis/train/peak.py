@@ -8,15 +8,19 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
   backward, through the loss        the same, with the loss's backward temporaries
   backward, last layer recomputed   (full recomputation) the layers' activations (the head's and the
                                     loss's are freed by now) + the head's gradient + that layer's
-                                    activations rebuilt in full
+                                    activations rebuilt in full; with context parallelism also its
+                                    ring attention's buffers (context_parallel.py), under Float8 its
+                                    largest linear's fp8 operands (float8.py) — without full
+                                    recomputation this moment ("backward, the last layer") holds those
   backward ends                     states + every gradient
   optimizer step                    states + every gradient + the step's temporaries: torch's
                                     foreach AdamW makes one state-sized tensor (sqrt of v) for all
                                     parameters at once; the fused kernel makes none
 
 FSDP / ZeRO-3 (and FSDP's CPU offload) add, in forward and backward, the layers it has gathered:
-the one running and the one prefetched, both unsharded at 2 bytes a parameter; in backward also one
-layer's unsharded gradient before its reduce-scatter. FSDP2 gathers into one flat buffer and copies
+the one running and the one prefetched, both unsharded at 2 bytes a parameter (a matrix 1 byte
+under float8 all-gather, NF4 under QLoRA: params.gathered_bytes); in backward also one layer's
+unsharded gradient before its reduce-scatter. FSDP2 gathers into one flat buffer and copies
 out into the parameters, and copies a layer's gradients into one flat buffer to reduce-scatter, so
 each of those exists twice for a moment (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:
 foreach_all_gather, foreach_all_gather_copy_out, foreach_reduce). At the loss the gathered units are the output
@@ -24,11 +28,15 @@ projection (FSDP wraps it on its own; with a 128k vocabulary it outweighs a laye
 layer, and in backward the projection's unsharded gradient. With the optimizer step inside backward
 (torchtune's optimizer_in_bwd) each gradient is freed as soon as its parameter is updated, so at
 most the largest one exists. With activation offloading the layers' activations go to the host and
-one layer's stay.
+one layer's stay. Under pipeline parallelism FSDP (as torchtitan runs it) keeps the whole stage
+gathered and accumulates unsharded fp32 gradients over the micro-batches (`_fsdp`).
 
 The statistic: `allocated` is what torch.cuda.max_memory_allocated reports (torchtune's
-"active" is within the allocator's rounding of it). `reserved` adds the caching allocator's slack
-and `nvidia_smi` the CUDA context, both stated assumptions, settable (`Overheads`).
+"active" is within the allocator's rounding of it). `reserved` is the largest of the moments'
+allocated plus the blocks the caching allocator holds idle then (a moment's `cached`: the fp32
+loss's bf16 logits, freed in forward and too small for backward's fp32 gradients), with the
+allocator's slack; `nvidia_smi` adds the CUDA context; the slack and the context are stated
+assumptions, settable (`Overheads`).
 """
 
 from __future__ import annotations
@@ -37,6 +45,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from calc.analysis.train.activations import layer_terms
+from calc.analysis.train.context_parallel import ring_bytes
+from calc.analysis.train.float8 import cast_bytes
+from calc.analysis.train.params import gathered_bytes
 from calc.analysis.train.loss import LOSSES
 from calc.analysis.train.precision import Precision
 from calc.spec.model import ModelSpec
@@ -62,9 +73,6 @@ class Overheads:
     def reserved(self, allocated: int) -> int:
         return allocated + -(-allocated * self.allocator_pct // 100)
 
-    def nvidia_smi(self, allocated: int) -> int:
-        return self.reserved(allocated) + self.cuda_context
-
     @classmethod
     def parse(cls, allocator_pct: int, cuda_context: str) -> "Overheads":
         return cls(allocator_pct, parse_bytes(cuda_context))
@@ -74,13 +82,15 @@ class Overheads:
 class Moment:
     name: str
     parts: tuple[tuple[str, int], ...]  # (what, bytes) on this GPU at that moment
+    cached: int = 0  # blocks freed earlier in the step that nothing at this moment can reuse: reserved, idle
 
     @property
     def allocated(self) -> int:
         return sum(b for _, b in self.parts)
 
     def to_json(self) -> dict[str, object]:
-        return {"moment": self.name, "allocated": self.allocated, "parts": dict(self.parts)}
+        return {"moment": self.name, "allocated": self.allocated, "parts": dict(self.parts),
+                "cached_idle": self.cached}
 
 
 def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
@@ -89,14 +99,52 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     if s.recompute != "full":
         return 0
     rebuilt = [sum(term.bytes(s.tp, s.sp) for term in layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch,
-                                                                  s.seq, 2, "none", s.attention == "flash")[:])
+                                                                  s.local_seq, 2, "none", s.attention == "flash")[:])
                for kind in spec.layer_counts()]
-    return max(rebuilt) - -(-s.micro_batch * s.seq * spec.d_model // (s.tp if s.sp else 1)) * 2
+    return max(rebuilt) - -(-s.micro_batch * s.local_seq * spec.d_model // (s.tp if s.sp else 1)) * 2
 
 
-def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: int) -> list[Moment]:
-    """The moments of one step (see the module's docstring); `gathered`: parameters of one layer that
-    FSDP gathers, 0 without it."""
+@dataclass(frozen=True)
+class _Fsdp:
+    """What FSDP holds beyond the sharded states, by kind of moment: (what, bytes) parts."""
+
+    at_loss: tuple[tuple[str, int], ...] = ()  # forward and backward through the loss
+    loss_backward: tuple[tuple[str, int], ...] = ()  # backward through the loss only
+    in_layer: tuple[tuple[str, int], ...] = ()  # a layer's backward
+    layer_grad: tuple[tuple[str, int], ...] = ()  # a layer's backward, and backward's end
+
+
+def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: int) -> _Fsdp:
+    """FSDP2 all-gathers into one flat buffer and copies out into the parameters (both exist for a
+    moment), and copies a layer's gradients into one flat buffer to reduce-scatter. At the loss it holds
+    the output projection gathered (its own unit, larger than a layer for a big vocabulary) beside the
+    last layer, and in backward the projection's unsharded gradient. Under pipeline parallelism
+    torchtitan does not reshard after forward (parallelize_llama.py: "to avoid per-microbatch
+    all-gathers"), so the stage stays gathered through the step, and torch's pipeline schedule turns
+    gradient sync off until the last micro-batch (pipelining/stage.py, set_requires_gradient_sync), so
+    FSDP2 accumulates the unsharded gradients in its reduce dtype, fp32
+    (_fsdp_param.py, to_accumulated_grad_if_needed)."""
+    s, (params, size) = t.setup, gathered
+    if not params:
+        return _Fsdp()
+    flat = ("FSDP: the all-gather's flat output buffer", size)
+    layer_grad = () if s.lora_rank else \
+        (("FSDP: one layer's unsharded gradient and its reduce-scatter buffer", 2 * params * p.grad),)
+    if s.pp > 1:
+        h = t.held
+        stage = (("FSDP under PP: the stage kept gathered (no resharding after forward)",
+                  gathered_bytes(s, h.params, h.layer_matrices)),)
+        stage += () if s.lora_rank else \
+            (("FSDP under PP: unsharded gradients accumulated over the micro-batches (fp32)", h.params * 4),)
+        return _Fsdp(stage, (), stage + (flat,), layer_grad)
+    return _Fsdp((("FSDP: the gathered output projection and the last layer", 2 * head_params + size),),
+                 () if s.lora_rank else (("FSDP: the output projection's unsharded gradient", head_params * p.grad),),
+                 (("FSDP: two gathered layers (running, prefetched)", 2 * size), flat), layer_grad)
+
+
+def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int]) -> list[Moment]:
+    """The moments of one step (see the module's docstring); `gathered`: the parameters of one layer
+    that FSDP gathers and their bytes gathered, (0, 0) without it."""
     s = t.setup
     gpu = [r for r in t.states if r.where == "gpu"]
     base = tuple((r.label, r.per_gpu) for r in gpu if r.key != "gradients")
@@ -109,33 +157,26 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: int) -> list
         sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
     kept = (("activations kept (one layer's, the rest offloaded)" if "activations" in s.offload
              else "activations kept", layers + t.layer_bytes(t.outside)),)
-    loss, n, vocab = LOSSES[s.loss], s.micro_batch * s.seq, -(-spec.vocab_size // s.tp)
+    loss, n, vocab = LOSSES[s.loss], s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
     head_params = vocab * spec.d_model
-    # FSDP2 all-gathers into one flat buffer and copies out into the parameters (both exist for a moment),
-    # and copies a layer's gradients into one flat buffer to reduce-scatter
-    fsdp = (("FSDP: two gathered layers (running, prefetched)", 2 * 2 * gathered),
-            ("FSDP: the all-gather's flat output buffer", 2 * gathered)) if gathered else ()
-    fsdp_grad = (("FSDP: one layer's unsharded gradient and its reduce-scatter buffer", 2 * gathered * p.grad),) \
-        if gathered and not s.lora_rank else ()
-    # at the loss FSDP holds the output projection gathered (its own unit, larger than a layer for a big
-    # vocabulary) beside the last layer, and in backward the projection's unsharded gradient
-    at_loss = (("FSDP: the gathered output projection and the last layer", 2 * (head_params + gathered)),) \
-        if gathered else ()
-    head_grad_unsharded = (("FSDP: the output projection's unsharded gradient", head_params * p.grad),) \
-        if gathered and not s.lora_rank else ()
+    f = _fsdp(t, p, gathered, head_params)
     head_grad = 0 if s.lora_rank else head_params * p.grad
     out = [Moment("forward, computing the loss",
                   base + kept + (("loss: forward temporaries", loss.transient("forward", n, vocab, spec.d_model)),)
-                  + at_loss),
+                  + f.at_loss),
            Moment("backward, through the loss",
                   base + kept + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
-                  + at_loss + head_grad_unsharded)]
-    if s.recompute == "full":  # the head's and the loss's kept tensors are freed by now
+                  + f.at_loss + f.loss_backward, cached=loss.cached * n * vocab)]
+    in_layer = tuple((what, size) for what, size in (
+        ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
+        ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp)),
+        ("Float8: the largest linear's fp8 operands", cast_bytes(spec, s.float8, n, s.tp))) if size)
+    if in_layer:  # the head's and the loss's kept tensors are freed by now
         below_head = ((kept[0][0], kept[0][1] - t.layer_bytes(tuple(x for x in t.outside if x.head))),)
-        out.append(Moment("backward, the last layer recomputed",
-                          base + below_head + (("the head's gradient", min(head_grad, grads)),
-                                         ("one layer's activations rebuilt", _recomputed_layer(t, spec))) + fsdp + fsdp_grad))
-    out.append(Moment("backward ends", base + (("gradients", grads),) + fsdp_grad))
+        out.append(Moment("backward, the last layer" + (" recomputed" if s.recompute == "full" else ""),
+                          base + below_head + (("the head's gradient", min(head_grad, grads)),) + in_layer
+                          + f.in_layer + f.layer_grad))
+    out.append(Moment("backward ends", base + (("gradients", grads),) + f.layer_grad))
     if not s.optimizer_in_backward:
         step = 0
         if s.optimizer_impl == "foreach" and s.optimizer == "adamw" and "optimizer" not in s.offload \
