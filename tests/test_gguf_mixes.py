@@ -172,8 +172,8 @@ WIDE = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 16, "
         "num_key_value_heads": 1, "head_dim": 64}
 LIVE = {"llama": WIDE, "qwen3_moe": {**WIDE, "moe_intermediate_size": 256, "num_experts": 8}}
 # MLA (DeepSeek-V3): 64-wide attn_k_b rows fall back, 256-wide attn_v_b rows do not; a dense first layer, shared experts.
-# Compared kind by kind: a GGUF of it also holds exp_probs_b (the router's score bias), which gptcalc's reading of
-# this GGUF does not count (left to the GGUF reader's owner).
+# Compared kind by kind: a GGUF of it also holds exp_probs_b (the router's score bias), which a --quant mix leaves out
+# (the reader of a GGUF counts it, in the router: tests/test_gguf.py).
 MLA = {**WIDE, "num_key_value_heads": 4, "moe_intermediate_size": 256, "kv_lora_rank": 256, "q_lora_rank": 256,
        "qk_nope_head_dim": 64, "qk_rope_head_dim": 64, "v_head_dim": 64}
 MLA_KINDS = {"kv_b": ("attn_k_b", "attn_v_b"), "q_b": ("attn_q_b",), "attn_out": ("attn_output",),
