@@ -285,3 +285,28 @@ def test_live_llama_quantize_mla(mix: str, tmp_path: Path, request: pytest.Fixtu
     for kind, names in MLA_KINDS.items():
         stored = sum(int(t.n_bytes) for t in tensors if t.name.removesuffix(".weight").split(".")[-1] in names)
         assert ours[kind] == stored, kind
+
+
+# ollama's own quantizer (`ollama create --quantize q4_K_M`): getTensorNewType of
+# https://github.com/ollama/ollama/blob/1e95ab3e4bc9de91fabd66844261fb9e3366ae36/server/quantization.go
+def test_ollama_q4_k_m_has_no_70b_rule() -> None:
+    # llama-3-70b: 80 layers, attn_v rows 1024 of 8192 (32 super-blocks). use_more_bits(i, 80): i < 10, i >= 70 and
+    # i = 12, 15, ..., 69 (20): 40 layers Q6_K in both; llama.cpp types 80 layers as 70B and lifts the other 40 from
+    # Q4_K to Q5_K (llama-quant.cpp:593-598); ollama's port leaves that rule as a TODO comment: Q4_K.
+    ours, theirs = _bytes("llama-3-70b", "ollama_q4_k_m"), _bytes("llama-3-70b", "q4_k_m")
+    assert ours["v"] == 1024 * 32 * (40 * Q6K + 40 * Q4K)
+    assert theirs["v"] == 1024 * 32 * (40 * Q6K + 40 * Q5K)
+    assert {k: v for k, v in ours.items() if k != "v"} == {k: v for k, v in theirs.items() if k != "v"}
+
+
+def test_ollama_q4_k_m_fused_qkv_and_mla() -> None:
+    # a fused attn_qkv is Q5_K in Q4_K_M (quantization.go: the attn_qkv.weight branch); pythia-6.9b: 32 layers of
+    # 4096 rows of 4096 (16 super-blocks) for each of q, k, v
+    got = _bytes(str(CONFIGS / "gpt_neox.json"), "ollama_q4_k_m")
+    assert got["q"] == got["k"] == got["v"] == 32 * D * 16 * Q5K
+    # MLA's attn_kv_a_mqa, attn_k_b and attn_v_b are Q8_0. deepseek-v2-lite: 27 layers, d 2048; kv_a 576 rows
+    # (kv_lora_rank 512 + rope 64) of 2048; attn_k_b 16 heads x 512 rows of 128, attn_v_b 16 heads x 128 rows of 512
+    got = _bytes("deepseek-v2-lite", "ollama_q4_k_m")
+    assert got["kv_a"] == 27 * 576 * 64 * Q8_0
+    assert got["kv_b"] == 27 * (16 * 512 * 4 * Q8_0 + 16 * 128 * 16 * Q8_0)
+    assert _bytes("deepseek-v2-lite", "q4_k_m")["kv_a"] == 27 * 576 * 8 * Q4K  # llama.cpp: the base

@@ -48,7 +48,9 @@ BASE = {"q2_k": "q2_K", "q2_k_s": "q2_K", "q3_k_s": "q3_K", "q3_k_m": "q3_K", "q
         "q4_k_m": "q4_K", "q5_k_s": "q5_K", "q5_k_m": "q5_K", "q6_k": "q6_K", "q8_0": "q8_0", "iq4_nl": "iq4_nl",
         "iq4_xs": "iq4_xs", "tq1_0": "tq1_0", "tq2_0": "tq2_0", "mxfp4_moe": "mxfp4", "iq1_s": "iq1_s",
         "iq1_m": "iq1_m", "iq2_xxs": "iq2_xxs", "iq2_xs": "iq2_xs", "iq2_s": "iq2_xs", "iq2_m": "iq2_s",
-        "iq3_xxs": "iq3_xxs", "iq3_xs": "iq3_s", "iq3_s": "iq3_s", "iq3_m": "iq3_s"}
+        "iq3_xxs": "iq3_xxs", "iq3_xs": "iq3_s", "iq3_s": "iq3_s", "iq3_m": "iq3_s",
+        "ollama_q4_k_m": "q4_K", "ollama_q4_k_s": "q4_K"}
+OLLAMA = "https://github.com/ollama/ollama/blob/1e95ab3e4bc9de91fabd66844261fb9e3366ae36/server/quantization.go"
 IQ_LOW = ("iq2_xxs", "iq2_xs", "iq1_s", "iq2_s", "iq2_m", "iq1_m")  # the branch of :538-565
 IQ2_S_M = ("iq2_s", "iq2_m")
 IMATRIX = (*IQ_LOW, "iq3_xxs", "iq3_xs", "q2_k_s")  # they write a type that requires one
@@ -90,6 +92,8 @@ class State:
 
 def pick(s: State, category: str, layer: int) -> str:
     """llama_tensor_get_type_impl for one tensor of layer `layer` (the indices advance as llama.cpp's do)."""
+    if s.mix.startswith("ollama_"):
+        return _ollama(s, category.removeprefix("experts_"))
     if s.mix == "mxfp4_moe":
         return "mxfp4" if category.startswith("experts") else "q8_0"
     kind = category.removeprefix("experts_")
@@ -179,6 +183,26 @@ def _attn_out(s: State) -> str:
     if s.mix in IQ_LOW:
         return "iq2_xxs" if s.mix in ("iq1_s", "iq1_m") else "iq3_s" if s.mix in IQ2_S_M else s.base
     return {"q2_k": "q3_K", "iq3_xxs": "iq3_s", "q3_k_m": "q4_K", "q3_k_l": "q5_K", "iq3_m": "q4_K"}.get(s.mix, s.base)
+
+
+def _ollama(s: State, kind: str) -> str:
+    """ollama's own quantizer (`ollama create --quantize q4_K_M|q4_K_S`): getTensorNewType of OLLAMA, a port of
+    llama_tensor_get_type with its own differences: no 70B rule for attn_v; a fused attn_qkv Q5_K in Q4_K_M
+    (llama.cpp sends it to attn_v's rule) without advancing attn_v's index; MLA's attn_q_a, attn_q_b,
+    attn_kv_a_mqa, attn_k_b, attn_v_b Q8_0 (llama.cpp: the base); ffn_down's layer a running count of every
+    ffn_down tensor (shared experts' included) even in MoE files; attn_output Q5_K with 8 experts."""
+    medium, experts8 = s.mix == "ollama_q4_k_m", s.n_expert == 8
+    if kind == "v":
+        t = "q6_K" if medium and more_bits(s.i_v, s.n_v) else "q5_K" if not medium and s.i_v < 4 else s.base
+        s.i_v += 1
+        return "q8_0" if experts8 else t
+    if kind == "down":
+        i, s.i_down = s.i_down, s.i_down + 1
+        if medium:
+            return "q6_K" if more_bits(i, s.n_layers) else s.base
+        return "q5_K" if i < s.n_layers // 8 else s.base
+    return {"k": "q8_0" if experts8 else s.base, "out": "q5_K" if experts8 else s.base, "mla": "q8_0",
+            "qkv": "q5_K" if medium else s.base}.get(kind, s.base)
 
 
 def head(mix: str, width: int, block: int) -> str:
