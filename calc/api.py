@@ -121,7 +121,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            ubatch: int = 512, kv_unified: bool = False, swa_full: bool = False, cache_type_k: str | None = None,
            cache_type_v: str | None = None, image: str | None = None, images: int = 1, text_only: bool = False,
            encoder_replicated: bool = False, n_gpu_layers: int | None = None, tensor_split: str | None = None,
-           kv_offload: bool = True) -> Result:
+           kv_offload: bool = True, override_tensor: str | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -129,8 +129,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     KV pool, unless `kv_memory` gives the pool the server's log printed. With `engine="llamacpp"`,
     llama.cpp's caches as it allocates them for `n_parallel` sequences, `ubatch`, a unified cache,
     a full-size sliding-window cache and its K and V cache types (llama.cpp's -np, -ub, -kvu,
-    --swa-full, -ctk, -ctv); with `n_gpu_layers` (-ngl; `tensor_split` "3,1", `cpu_experts` as --n-cpu-moe,
-    `kv_offload=False` as -nkvo) the buffers it allocates per device, the model's when `stored` is a GGUF
+    --swa-full, -ctk, -ctv); with `n_gpu_layers` (-ngl; `tensor_split` "3,1", `override_tensor` as -ot
+    "exps=CPU", `cpu_experts` as --n-cpu-moe, `kv_offload=False` as -nkvo) the buffers it allocates per device, the model's when `stored` is a GGUF
     file's (calc/analysis/memory/llamacpp_devices.py). A multimodal model's towers are in the weights (their encoder layers
     split across `tp` GPUs, or whole on each with `encoder_replicated`) unless `text_only`; `image`
     ("WxH") prices `images` such images in tokens and KV bytes."""
@@ -167,9 +167,11 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         pool_bytes = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
         pool = kv_pool(result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
                        max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048))
-    if (n_gpu_layers is not None or tensor_split is not None or not kv_offload) and engine != "llamacpp":
-        raise GptcalcError("--n-gpu-layers, --tensor-split and --no-kv-offload are llama.cpp's: give --engine llamacpp")
-    placement = _placement(spec, n_gpu_layers, tensor_split, cpu_experts, kv_offload)
+    placing = (n_gpu_layers, tensor_split, override_tensor)
+    if (any(p is not None for p in placing) or not kv_offload) and engine != "llamacpp":
+        raise GptcalcError("--n-gpu-layers, --tensor-split, --override-tensor and --no-kv-offload are llama.cpp's: "
+                           "give --engine llamacpp")
+    placement = _placement(spec, *placing, cpu_experts, kv_offload)
     caches = _llamacpp(spec, seq, kv_dtype, n_parallel, ubatch, kv_unified, swa_full, cache_type_k, cache_type_v,
                        placement) if engine == "llamacpp" else None
     model = _model_buffers(spec, stored, placement) if placement else None
@@ -182,20 +184,22 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     return Result(answer, answer.to_json)
 
 
-def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, cpu_experts: str | None,
-               kv_offload: bool) -> Any:
-    """llama.cpp's -ngl / -ts / --n-cpu-moe / -nkvo, or None when no -ngl is given."""
+def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, override_tensor: str | None,
+               cpu_experts: str | None, kv_offload: bool) -> Any:
+    """llama.cpp's -ngl / -ts / -ot / --n-cpu-moe / -nkvo, or None when no -ngl is given."""
     from calc.analysis.memory import parse_cpu_experts
-    from calc.analysis.memory.llamacpp_devices import Placement, parse_tensor_split
+    from calc.analysis.memory.llamacpp_devices import Placement, cpu_moe_overrides, parse_overrides, parse_tensor_split
     from calc.errors import GptcalcError
 
     if n_gpu_layers is None:
-        if tensor_split is not None or not kv_offload:
-            raise GptcalcError("--tensor-split and --no-kv-offload place layers: give --n-gpu-layers too (llama.cpp's -ngl)")
+        if tensor_split is not None or override_tensor is not None or not kv_offload:
+            raise GptcalcError("--tensor-split, --override-tensor and --no-kv-offload place layers: give "
+                               "--n-gpu-layers too (llama.cpp's -ngl)")
         return None
     split = parse_tensor_split(tensor_split) if tensor_split is not None else (1.0,)
     moe = parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0
-    return Placement(n_gpu_layers, split, moe, kv_offload)
+    overrides = parse_overrides(override_tensor, len(split)) if override_tensor is not None else ()
+    return Placement(n_gpu_layers, split, overrides + cpu_moe_overrides(moe), kv_offload)
 
 
 def _model_buffers(spec: Any, stored: Any, placement: Any) -> dict[str, Any]:

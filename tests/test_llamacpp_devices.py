@@ -136,6 +136,25 @@ def test_n_cpu_moe_keeps_the_experts_mapped(tmp_path: Path) -> None:
     assert got["CPU_Mapped"] > everything["CPU_Mapped"]  # the mapping now spans token_embd to blk.0's experts
 
 
+def test_override_tensor_first_match_wins(tmp_path: Path) -> None:
+    """-ot: the first pattern that finds a tensor's name sends it there (src/llama-model-loader.cpp:1235-1262): with
+    every layer offloaded, 'attn_q=CPU' maps every attn_q (and, as a search, attn_q_norm); 'blk\\.1\\.=CUDA1' then
+    moves the rest of layer 1."""
+    from gguf import GGUFReader
+
+    path = _file(tmp_path)
+    tensors = GGUFReader(path).tensors
+    q = [t for t in tensors if "attn_q" in t.name]
+    assert any("attn_q_norm" in t.name for t in q)
+    rest1 = [t for t in tensors if t.name.startswith("blk.1.") and "attn_q" not in t.name]
+    all_in = {b["buffer"]: b["bytes"] for b in _buffers(path, "-ngl", "99", "-ts", "1,1")}
+    got = {b["buffer"]: b["bytes"] for b in _buffers(path, "-ngl", "99", "-ts", "1,1", "-ot", "attn_q=CPU,blk\\.1\\.=CUDA1")}
+    assert got["CUDA0"] + got["CUDA1"] == all_in["CUDA0"] + all_in.get("CUDA1", 0) - sum(map(_cuda, q))
+    assert got["CUDA1"] - all_in.get("CUDA1", 0) == sum(map(_cuda, rest1))
+    span = max(t.data_offset + int(t.n_bytes) for t in q) - min(t.data_offset for t in tensors)  # from token_embd
+    assert got["CPU_Mapped"] == span
+
+
 def test_lines_are_printed_in_llamacpp_order(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["memory", str(_file(tmp_path)), "--engine", "llamacpp", "--seq", "256",
                                        "-ngl", "3", "-ts", "1,1", "--json"])
@@ -154,6 +173,9 @@ def test_lines_are_printed_in_llamacpp_order(tmp_path: Path) -> None:
     (["--engine", "llamacpp", "-ts", "1,1"], "give --n-gpu-layers too"),
     (["--engine", "llamacpp", "-ngl", "2", "-ts", "1,x"], "--tensor-split '1,x'"),
     (["--engine", "llamacpp", "-ngl", "2", "-ts", "0,0"], "not all 0"),
+    (["--engine", "llamacpp", "-ngl", "2", "-ot", "exps=CUDA1"], "--override-tensor 'exps=CUDA1'"),
+    (["--engine", "llamacpp", "-ngl", "2", "-ot", "(=CPU"], "not a regular expression"),
+    (["--engine", "llamacpp", "-ot", "exps=CPU"], "give --n-gpu-layers too"),
 ])
 def test_bad_placement_is_one_error_line(args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["memory", "llama-3-8b", *args])

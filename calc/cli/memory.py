@@ -130,6 +130,9 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--tensor-split", "-ts", type=TEXT, metavar="N0,N1,...",
               help="--engine llamacpp with -ngl: llama.cpp's -ts, the share of the offloaded layers of each GPU "
                    "(CUDA0, CUDA1, ...)  [default: one GPU]")
+@click.option("--override-tensor", "-ot", "override_tensor", type=TEXT, metavar="PATTERN=CPU|CUDAn,...",
+              help="--engine llamacpp with -ngl: llama.cpp's -ot: tensors whose name the pattern finds go to that "
+                   "buffer (the first pattern that matches wins; --n-cpu-moe's come after).")
 @click.option("--no-kv-offload", "-nkvo", "no_kv_offload", is_flag=True,
               help="--engine llamacpp with -ngl: keep the KV cache in system RAM (llama.cpp's -nkvo).")
 @click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE,
@@ -164,7 +167,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, max_seqs: int | None,
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
            show_all: bool, image: str | None, images: int, text_only: bool, encoder_mode: str, n_gpu_layers: int | None,
-           tensor_split: str | None, no_kv_offload: bool, as_json: bool) -> None:
+           tensor_split: str | None, override_tensor: str | None, no_kv_offload: bool, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -192,7 +195,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         cuda_graph_memory=cuda_graph_memory, n_parallel=n_parallel, ubatch=ubatch,
                         kv_unified=kv_unified, swa_full=swa_full, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
                         image=image, images=images, text_only=text_only, encoder_replicated=encoder_mode == "data",
-                        n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, kv_offload=not no_kv_offload)
+                        n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, kv_offload=not no_kv_offload,
+                        override_tensor=override_tensor)
     if as_json:
         render.print_json(answer.to_dict())
         return

