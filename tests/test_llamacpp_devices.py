@@ -68,6 +68,19 @@ def test_quantised_kv_rows_are_padded_on_the_gpu() -> None:
         assert gpu[0].bytes == 2 * cache.layers * pad
 
 
+def test_hybrid_state_rows_follow_their_layers() -> None:
+    """Qwen3.5-27B (tests/configs/model_types/qwen3_5.json): 64 layers, attention on 3, 7, ..., 63, gated DeltaNet on
+    the other 48. -ngl 33 offloads layers 32-63 and the output: 24 recurrent and 8 attention layers on each side.
+    One sequence: R = 3 x (2 x 16 x 128 + 48 x 128) floats, S = 48 x 128 x 128 floats per recurrent layer, F32
+    (both multiples of 128 B); K and V 4 heads x 256 in f16 per cell per attention layer."""
+    spec = load_spec("tests/configs/model_types/qwen3_5.json")
+    kv, rs = cache_buffers(spec, LlamaCppContext(8192), Placement(33))
+    r, s = 3 * (2 * 16 * 128 + 48 * 128) * 4, 48 * 128 * 128 * 4
+    assert [(b.name, b.bytes) for b in rs] == [("CPU", 24 * (r + s)), ("CUDA0", 24 * (r + s))]
+    assert [(b.name, b.bytes) for b in kv] == [("CPU", 8 * 2 * 4 * 256 * 2 * 8192), ("CUDA0", 8 * 2 * 4 * 256 * 2 * 8192)]
+    assert rs[1].line() == "llama_memory_recurrent:      CUDA0 RS buffer size =    74.81 MiB"  # 78,446,592 B
+
+
 def _file(tmp_path: Path, model_type: str = "qwen3") -> Path:
     gguf = pytest.importorskip("gguf")  # noqa: F841
     from tests.gguf_files import write_gguf

@@ -82,7 +82,7 @@ def parse_tensor_split(text: str) -> tuple[float, ...]:
 
 
 def parse_overrides(text: str, devices: int) -> tuple[tuple[str, str], ...]:
-    """`-ot 'exps=CPU,blk\.1\.=CUDA1'`: (pattern, buffer type) pairs, in order (parse_tensor_buffer_overrides)."""
+    """`-ot 'exps=CPU,blk.1.=CUDA1'`: (pattern, buffer type) pairs, in order (parse_tensor_buffer_overrides)."""
     out = []
     for item in filter(None, text.split(",")):
         pattern, _, buffer = item.rpartition("=")
