@@ -140,8 +140,8 @@ class Placement:
         start = max(n_layer + 1 - self.n_gpu_layers, 0)
         active = min(self.n_gpu_layers, n_layer + 1)
         total, running = 0.0, []
-        for share in self.tensor_split:
-            total = _f32(total + share)
+        for share in self.tensor_split:  # each a float (std::stof), summed in a float
+            total = _f32(total + _f32(share))
             running.append(total)
         splits = [_f32(s / total) for s in running]
         out = []
