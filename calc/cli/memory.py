@@ -222,6 +222,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     notes = [render_memory.gpus_note(len(gpus)), render_memory.seq_note(seq), render_memory.context_note(spec, seq),
              *render_memory.inference_notes(result), *render_memory.tower_notes(spec, answer.pictures, text_only),
              *(render_memory.budget_lines(solved, target.label) if solved and target else []),
+             "the tables size the whole model and cache; what each device holds under -ngl is in llama.cpp's buffer "
+             "lines above" if answer.buffers is not None else None,
              ("llama.cpp's model buffer lines need the .gguf file itself (its tensors' types and offsets): give it as "
               "MODEL") if answer.buffers is not None and not any(b.kind == "model" for b in answer.buffers) else None,
              (f"{engine}'s own budget (pool, blocks, tokens): give the GPU with --budget (H100, 2xH200), "
