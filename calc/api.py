@@ -140,6 +140,7 @@ class MemoryAnswer:
     startup: Any = None  # the engine's start-up budget, term by term (vLLM, SGLang with a GPU budget)
     llamacpp: list[dict[str, Any]] | None = None  # llama.cpp's caches and the lines it prints about each
     pictures: Any = None  # what --image's images cost the decoder
+    buffers: list[Any] | None = None  # with -ngl: llama.cpp's model, KV and RS buffers per device
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -152,6 +153,7 @@ class MemoryAnswer:
                 **({"engine": self.pool.to_json()} if self.pool else {}),
                 **({"engine_budget": self.startup.to_json()} if self.startup else {}),
                 **({"llamacpp_caches": [c["cache"] for c in self.llamacpp]} if self.llamacpp else {}),
+                **({"llamacpp_buffers": [b.to_json() for b in self.buffers]} if self.buffers is not None else {}),
                 **({"server_says": list(self.server)} if self.server else {}),
                 **({"images": self.pictures.to_json()} if self.pictures else {}),
                 **({"budget": {**budget.to_json(), "label": self.target.label, "gpus": self.target.count}}
@@ -167,7 +169,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            non_torch_memory: str | None = None, cuda_graph_memory: str | None = None, n_parallel: int = 1,
            ubatch: int = 512, kv_unified: bool = False, swa_full: bool = False, cache_type_k: str | None = None,
            cache_type_v: str | None = None, image: str | None = None, images: int = 1, text_only: bool = False,
-           encoder_replicated: bool = False) -> Result:
+           encoder_replicated: bool = False, n_gpu_layers: int | None = None, tensor_split: str | None = None,
+           kv_offload: bool = True, override_tensor: str | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -175,7 +178,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     KV pool, unless `kv_memory` gives the pool the server's log printed. With `engine="llamacpp"`,
     llama.cpp's caches as it allocates them for `n_parallel` sequences, `ubatch`, a unified cache,
     a full-size sliding-window cache and its K and V cache types (llama.cpp's -np, -ub, -kvu,
-    --swa-full, -ctk, -ctv). A multimodal model's towers are in the weights (their encoder layers
+    --swa-full, -ctk, -ctv); with `n_gpu_layers` (-ngl; `tensor_split` "3,1", `override_tensor` as -ot
+    "exps=CPU", `cpu_experts` as --n-cpu-moe, `kv_offload=False` as -nkvo) the buffers it allocates per device, the model's when `stored` is a GGUF
+    file's (calc/analysis/memory/llamacpp_devices.py). A multimodal model's towers are in the weights (their encoder layers
     split across `tp` GPUs, or whole on each with `encoder_replicated`) unless `text_only`; `image`
     ("WxH") prices `images` such images in tokens and KV bytes."""
     from calc.analysis.count import count as count_params
@@ -212,21 +217,63 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         pool_bytes = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
         pool = kv_pool(result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
                        max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048))
-    caches = _llamacpp(spec, seq, kv_dtype, n_parallel, ubatch, kv_unified, swa_full, cache_type_k, cache_type_v) \
-        if engine == "llamacpp" else None
-    server = (*(startup.lines(result.kv.bytes_per_token) if startup else ()),
+    placing = (n_gpu_layers, tensor_split, override_tensor)
+    if (any(p is not None for p in placing) or not kv_offload) and engine != "llamacpp":
+        raise GptcalcError("--n-gpu-layers, --tensor-split, --override-tensor and --no-kv-offload are llama.cpp's: "
+                           "give --engine llamacpp")
+    placement = _placement(spec, *placing, cpu_experts, kv_offload)
+    caches = _llamacpp(spec, seq, kv_dtype, n_parallel, ubatch, kv_unified, swa_full, cache_type_k, cache_type_v,
+                       placement) if engine == "llamacpp" else None
+    model = _model_buffers(spec, stored, placement) if placement else None
+    server = (*(startup.lines(result.kv.bytes_per_token) if startup else ()), *(model["lines"] if model else ()),
               *([line for c in caches for line in c["lines"]] if caches else
                 engine_lines(pool, result.kv, engine) if engine else ()))
     solved = budget_for(spec, target, result, seq, batch, None if caches else pool) if target else None
-    answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures)
+    placed = [*(model["buffers"] if model else ()), *(b for c in caches or () for b in c["buffers"])] if placement else None
+    answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed)
     return Result(answer, answer.to_json)
 
 
+def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, override_tensor: str | None,
+               cpu_experts: str | None, kv_offload: bool) -> Any:
+    """llama.cpp's -ngl / -ts / -ot / --n-cpu-moe / -nkvo, or None when no -ngl is given."""
+    from calc.analysis.memory import parse_cpu_experts
+    from calc.analysis.memory.llamacpp_devices import Placement, cpu_moe_overrides, parse_overrides, parse_tensor_split
+    from calc.errors import GptcalcError
+
+    if n_gpu_layers is None:
+        if tensor_split is not None or override_tensor is not None or not kv_offload:
+            raise GptcalcError("--tensor-split, --override-tensor and --no-kv-offload place layers: give "
+                               "--n-gpu-layers too (llama.cpp's -ngl)")
+        return None
+    split = parse_tensor_split(tensor_split) if tensor_split is not None else (1.0,)
+    moe = parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0
+    overrides = parse_overrides(override_tensor, len(split)) if override_tensor is not None else ()
+    return Placement(n_gpu_layers, split, overrides + cpu_moe_overrides(moe), kv_offload)
+
+
+def _model_buffers(spec: Any, stored: Any, placement: Any) -> dict[str, Any]:
+    """The model buffer lines of a GGUF input under `placement` (its tensor table read again, header only),
+    and the offloaded-layers line; a model that is not a GGUF file has no tensor offsets to place."""
+    from pathlib import Path
+
+    from calc.analysis.memory.llamacpp_devices import model_buffers
+
+    lines = [placement.offloaded_line(spec.n_layers)]
+    if stored is None or not str(stored.source).endswith(".gguf") or not Path(stored.source).is_file():
+        return {"buffers": [], "lines": lines}
+    from calc.checkpoint.gguf_source import read_split
+
+    buffers = model_buffers(read_split(Path(stored.source)), spec.n_layers, placement)
+    return {"buffers": buffers, "lines": lines + [b.line() for b in buffers]}
+
+
 def _llamacpp(spec: Any, seq: int | None, kv_dtype: str, n_parallel: int, ubatch: int, unified: bool, swa_full: bool,
-              type_k: str | None, type_v: str | None) -> list[dict[str, Any]]:
-    """llama.cpp's caches at -c SEQ (the model's context when not given) and the lines it prints about each."""
+              type_k: str | None, type_v: str | None, placement: Any = None) -> list[dict[str, Any]]:
+    """llama.cpp's caches at -c SEQ (the model's context when not given) and the lines it prints about each
+    (with `placement`, their buffers per device too)."""
     from calc.analysis.memory import LlamaCppContext, llamacpp_caches, llamacpp_lines
-    from calc.analysis.memory.llamacpp import CACHE_TYPES, GGML_NAMES
+    from calc.analysis.memory.llamacpp import CACHE_TYPES, GGML_NAMES, cache_buffers
     from calc.errors import GptcalcError
 
     default = GGML_NAMES.get(kv_dtype)
@@ -234,7 +281,10 @@ def _llamacpp(spec: Any, seq: int | None, kv_dtype: str, n_parallel: int, ubatch
         raise GptcalcError(f"--kv-dtype {kv_dtype}: not a llama.cpp cache type (give --cache-type-k/-v: "
                            f"{', '.join(CACHE_TYPES)})")
     ctx = LlamaCppContext(seq or spec.n_positions, n_parallel, ubatch, unified, swa_full, type_k or default, type_v or default)
-    return [{"cache": cache.to_json(), "lines": llamacpp_lines([cache])} for cache in llamacpp_caches(spec, ctx)]
+    caches = llamacpp_caches(spec, ctx)
+    placed = cache_buffers(spec, ctx, placement) if placement else [[] for _ in caches]
+    return [{"cache": cache.to_json(), "buffers": buffers, "lines": llamacpp_lines([cache], [buffers])}
+            for cache, buffers in zip(caches, placed)]
 
 
 def _image_cost(spec: Any, image: str | None, images: int, kv_dtype: str, text_only: bool) -> Any:

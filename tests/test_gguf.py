@@ -165,3 +165,18 @@ def test_cli_prints_one_error_line(tmp_path: Path, command: str) -> None:
         path = tmp_path / f"{case.replace(' ', '-')}.gguf"
         path.write_bytes(content)
         assert check_run([command, str(path)], tmp_path, path).exit_code == 2, case
+
+def test_deepseek_router_bias_is_a_loaded_weight(files: dict[str, Path]) -> None:
+    """llama.cpp loads every tensor a GGUF stores (src/llama-model-loader.cpp:1392-1398 refuses a file with one
+    left over), DeepSeek-V3's router bias `exp_probs_b` (transformers' e_score_correction_bias buffer) included:
+    the weights from the file are all its tensor bytes, the bias in the router's (gguf-py's reader is the oracle)."""
+    from calc.analysis.memory.stored import stored_weights
+
+    reader = gguf.GGUFReader(files["deepseek_v3"])
+    bias = [int(t.n_bytes) for t in reader.tensors if ".exp_probs_b." in t.name]
+    assert bias  # the MoE layers of the tiny DeepSeek-V3 (its first layer is dense)
+    report = read_checkpoint(str(files["deepseek_v3"]))
+    weights = stored_weights(report)
+    assert weights.total_bytes == sum(int(t.n_bytes) for t in reader.tensors) and weights.buffer_bytes == 0
+    router = sum(int(t.n_bytes) for t in reader.tensors if ".ffn_gate_inp." in t.name)
+    assert weights.bytes["router"] == router + sum(bias)

@@ -24,6 +24,9 @@ from calc.spec.load import load_spec
 
 Q2K, Q3K, Q4K, Q5K, Q6K, IQ4XS = 84, 110, 144, 176, 210, 136  # bytes per 256 values
 Q8_0, Q5_0, IQ4NL = 34, 22, 18  # bytes per 32 values
+# the i-quants below 4 bits and the ternary types, bytes per 256 (ggml-common.h's static_asserts = GGML_QUANT_SIZES)
+IQ1S, IQ1M, IQ2XXS, IQ2XS, IQ2S, IQ3XXS, IQ3S, TQ1, TQ2 = 50, 56, 66, 74, 82, 98, 110, 54, 66
+MXFP4 = 17  # per 32: one E8M0 scale + 16 bytes of FP4
 CONFIGS = Path(__file__).parent / "configs" / "model_types"
 
 
@@ -151,18 +154,79 @@ def test_cli_memory_q3_k_m() -> None:
     assert text.exit_code == 0 and "q3_k_m" in text.output.lower(), text.output
 
 
-@pytest.mark.parametrize("mix", ["q2_k", "q3_k_s", "q3_k_l", "q5_k_s", "iq4_nl", "iq4_xs"])
+@pytest.mark.parametrize("mix", ["q2_k", "q3_k_s", "q3_k_l", "q5_k_s", "iq4_nl", "iq4_xs", "q2_k_s", "iq1_m", "iq2_m",
+                                 "iq3_xxs", "tq2_0", "mxfp4_moe"])
 def test_cli_memory_accepts_every_mix(mix: str) -> None:
     result = CliRunner().invoke(main, ["memory", "qwen3-30b-a3b", "--quant", mix, "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["weights"]["scheme"] == mix
 
 
+# llama-3-8b again (n_gqa 4): the IQ1 / IQ2 branch (:538-565) gives attn_v Q4_K, the first n_layer/8 = 4 ffn_down
+# tensors Q2_K (IQ3_S for IQ2_S / IQ2_M), attn_output IQ2_XXS for IQ1_*, IQ3_S for IQ2_S / IQ2_M; the token embedding
+# Q2_K / IQ3_S (:526-533); the head Q5_K (:502-505). IQ2_S's base is IQ2_XS and IQ2_M's IQ2_S (:912-913).
+@pytest.mark.parametrize("mix, base, down4, out, embd", [
+    ("iq1_s", IQ1S, Q2K, IQ2XXS, Q2K), ("iq1_m", IQ1M, Q2K, IQ2XXS, Q2K), ("iq2_xxs", IQ2XXS, Q2K, IQ2XXS, Q2K),
+    ("iq2_xs", IQ2XS, Q2K, IQ2XS, Q2K), ("iq2_s", IQ2XS, IQ3S, IQ3S, IQ3S), ("iq2_m", IQ2S, IQ3S, IQ3S, IQ3S),
+])
+def test_iq1_iq2_dense(mix: str, base: int, down4: int, out: int, embd: int) -> None:
+    expected = _llama_dense(q=base, v=Q4K, out=out, ffn=base, embd=embd, down=base)
+    expected["mlp_down"] = D * 56 * (4 * down4 + 28 * base)
+    expected["lm_head"] = VOCAB * 16 * Q5K
+    got = _bytes("llama-3-8b", mix)
+    assert {k: got[k] for k in expected} == expected
+
+
+def test_iq3_mixes_dense() -> None:
+    # IQ3_XXS (an imatrix: it needs one): attn_q and attn_k IQ2_S (:611-622), attn_v Q4_K as n_gqa >= 4 (:575-577),
+    # ffn_down the base (the imatrix skips :630-632), attn_output IQ3_S (:680), embedding IQ3_S (:531), head Q5_K
+    got = _bytes("llama-3-8b", "iq3_xxs")
+    assert {k: got[k] for k in ("q", "k", "v", "mlp_down", "attn_out", "mlp_gate", "token_embedding", "lm_head")} == {
+        "q": L * D * 16 * IQ2S, "k": L * KV * 16 * IQ2S, "v": L * KV * 16 * Q4K, "mlp_down": L * D * 56 * IQ3XXS,
+        "attn_out": L * D * 16 * IQ3S, "mlp_gate": L * F * 16 * IQ3XXS, "token_embedding": VOCAB * 16 * IQ3S,
+        "lm_head": VOCAB * 16 * Q5K}
+    # IQ3_XS (base IQ3_S): q and k IQ3_XXS, gate and up IQ3_XXS on layers 4..27 (n/8 <= i < 7n/8, :697-709)
+    got = _bytes("llama-3-8b", "iq3_xs")
+    assert got["q"] == L * D * 16 * IQ3XXS and got["v"] == L * KV * 16 * Q4K
+    assert got["mlp_up"] == got["mlp_gate"] == F * 16 * (24 * IQ3XXS + 8 * IQ3S)
+    assert got["mlp_down"] == L * D * 56 * IQ3S and got["lm_head"] == VOCAB * 16 * Q6K
+    # IQ3_M (base IQ3_S): attn_v Q4_K (:581), ffn_down Q4_K on the first 4 (:638-641), attn_output Q4_K (:683)
+    got = _bytes("llama-3-8b", "iq3_m")
+    assert got["v"] == L * KV * 16 * Q4K and got["attn_out"] == L * D * 16 * Q4K
+    assert got["mlp_down"] == D * 56 * (4 * Q4K + 28 * IQ3S) and got["q"] == L * D * 16 * IQ3S
+    # IQ3_S: attn_v Q4_K (:578-580), the rest the base
+    got = _bytes("llama-3-8b", "iq3_s")
+    assert got["v"] == L * KV * 16 * Q4K and got["mlp_down"] == L * D * 56 * IQ3S and got["attn_out"] == L * D * 16 * IQ3S
+
+
+@pytest.mark.parametrize("mix, base", [("tq1_0", TQ1), ("tq2_0", TQ2)])
+def test_ternary_and_q2_k_s_dense(mix: str, base: int) -> None:
+    # TQ1_0 / TQ2_0: every matrix the base but the token embedding Q4_K (:534-536) and the head Q6_K
+    assert _bytes("llama-3-8b", mix) | {} == {**_bytes("llama-3-8b", mix),
+                                               **_llama_dense(q=base, v=base, out=base, ffn=base, embd=Q4K, down=base)}
+    # Q2_K_S (base Q2_K): attn_v Q4_K as n_gqa >= 4 (:571-573), ffn_down Q4_K on the first 4 (:628-630)
+    got = _bytes("llama-3-8b", "q2_k_s")
+    assert got["v"] == L * KV * 16 * Q4K and got["mlp_down"] == D * 56 * (4 * Q4K + 28 * Q2K)
+    assert got["attn_out"] == L * D * 16 * Q2K and got["lm_head"] == VOCAB * 16 * Q6K
+
+
+def test_eight_expert_iq2_and_mxfp4_moe() -> None:
+    # mixtral-8x7b, IQ2_XXS: attn_v Q4_K, attn_k Q4_K (8 experts, :549-551), attn_output Q5_K (:556-557); the first
+    # 32/8 = 4 ffn_down tensors (one merged ffn_down_exps per layer) Q2_K
+    got = _bytes("mixtral-8x7b", "iq2_xxs")
+    assert got["v"] == got["k"] == L * KV * 16 * Q4K and got["attn_out"] == L * D * 16 * Q5K
+    assert got["experts_down"] == 8 * D * 56 * (4 * Q2K + 28 * IQ2XXS)
+    # MXFP4_MOE: the routed experts (3-D) MXFP4, every other matrix Q8_0, the head Q8_0 (:496-523)
+    got = _bytes("mixtral-8x7b", "mxfp4_moe")
+    assert got["experts_gate"] == L * 8 * F * 128 * MXFP4 and got["experts_down"] == L * 8 * D * 448 * MXFP4
+    assert got["q"] == L * D * 128 * Q8_0 and got["lm_head"] == got["token_embedding"] == 32000 * 128 * Q8_0
+
+
 def test_unknown_mix_is_one_error_line() -> None:
     result = CliRunner().invoke(main, ["memory", "llama-3-8b", "--quant", "q3_k_xl"])
     assert result.exit_code == 2 and "--quant 'q3_k_xl': unknown" in result.output
     with pytest.raises(GptcalcError):
-        find_scheme("iq1_s")
+        find_scheme("iq2_k")  # ik_llama.cpp's type, not llama.cpp's
 
 
 # --- opt-in: the real llama-quantize (pytest --llamacpp BUILD/bin tests/test_gguf_mixes.py) ----------------------
@@ -172,15 +236,16 @@ WIDE = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 16, "
         "num_key_value_heads": 1, "head_dim": 64}
 LIVE = {"llama": WIDE, "qwen3_moe": {**WIDE, "moe_intermediate_size": 256, "num_experts": 8}}
 # MLA (DeepSeek-V3): 64-wide attn_k_b rows fall back, 256-wide attn_v_b rows do not; a dense first layer, shared experts.
-# Compared kind by kind: a GGUF of it also holds exp_probs_b (the router's score bias), which gptcalc's reading of
-# this GGUF does not count (left to the GGUF reader's owner).
+# Compared kind by kind: a GGUF of it also holds exp_probs_b (the router's score bias), which a --quant mix leaves out
+# (the reader of a GGUF counts it, in the router: tests/test_gguf.py).
 MLA = {**WIDE, "num_key_value_heads": 4, "moe_intermediate_size": 256, "kv_lora_rank": 256, "q_lora_rank": 256,
        "qk_nope_head_dim": 64, "qk_rope_head_dim": 64, "v_head_dim": 64}
 MLA_KINDS = {"kv_b": ("attn_k_b", "attn_v_b"), "q_b": ("attn_q_b",), "attn_out": ("attn_output",),
              "mlp_down": ("ffn_down",), "experts_down": ("ffn_down_exps",), "shared_mlp_down": ("ffn_down_shexp",),
              "token_embedding": ("token_embd",), "lm_head": ("output",)}
+# (the mixes llama-quantize writes without an imatrix; IQ1_*, IQ2_*, IQ3_XXS, IQ3_XS and Q2_K_S need one)
 MIX_NAMES = ["q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k", "q8_0", "iq4_nl",
-             "iq4_xs"]
+             "iq4_xs", "iq3_s", "iq3_m", "tq1_0", "tq2_0", "mxfp4_moe"]
 
 
 def _quantise(request: pytest.FixtureRequest, config: dict, mix: str, where: Path) -> tuple[list, dict[str, int]]:
@@ -220,3 +285,28 @@ def test_live_llama_quantize_mla(mix: str, tmp_path: Path, request: pytest.Fixtu
     for kind, names in MLA_KINDS.items():
         stored = sum(int(t.n_bytes) for t in tensors if t.name.removesuffix(".weight").split(".")[-1] in names)
         assert ours[kind] == stored, kind
+
+
+# ollama's own quantizer (`ollama create --quantize q4_K_M`): getTensorNewType of
+# https://github.com/ollama/ollama/blob/1e95ab3e4bc9de91fabd66844261fb9e3366ae36/server/quantization.go
+def test_ollama_q4_k_m_has_no_70b_rule() -> None:
+    # llama-3-70b: 80 layers, attn_v rows 1024 of 8192 (32 super-blocks). use_more_bits(i, 80): i < 10, i >= 70 and
+    # i = 12, 15, ..., 69 (20): 40 layers Q6_K in both; llama.cpp types 80 layers as 70B and lifts the other 40 from
+    # Q4_K to Q5_K (llama-quant.cpp:593-598); ollama's port leaves that rule as a TODO comment: Q4_K.
+    ours, theirs = _bytes("llama-3-70b", "ollama_q4_k_m"), _bytes("llama-3-70b", "q4_k_m")
+    assert ours["v"] == 1024 * 32 * (40 * Q6K + 40 * Q4K)
+    assert theirs["v"] == 1024 * 32 * (40 * Q6K + 40 * Q5K)
+    assert {k: v for k, v in ours.items() if k != "v"} == {k: v for k, v in theirs.items() if k != "v"}
+
+
+def test_ollama_q4_k_m_fused_qkv_and_mla() -> None:
+    # a fused attn_qkv is Q5_K in Q4_K_M (quantization.go: the attn_qkv.weight branch); pythia-6.9b: 32 layers of
+    # 4096 rows of 4096 (16 super-blocks) for each of q, k, v
+    got = _bytes(str(CONFIGS / "gpt_neox.json"), "ollama_q4_k_m")
+    assert got["q"] == got["k"] == got["v"] == 32 * D * 16 * Q5K
+    # MLA's attn_kv_a_mqa, attn_k_b and attn_v_b are Q8_0. deepseek-v2-lite: 27 layers, d 2048; kv_a 576 rows
+    # (kv_lora_rank 512 + rope 64) of 2048; attn_k_b 16 heads x 512 rows of 128, attn_v_b 16 heads x 128 rows of 512
+    got = _bytes("deepseek-v2-lite", "ollama_q4_k_m")
+    assert got["kv_a"] == 27 * 576 * 64 * Q8_0
+    assert got["kv_b"] == 27 * (16 * 512 * 4 * Q8_0 + 16 * 128 * 16 * Q8_0)
+    assert _bytes("deepseek-v2-lite", "q4_k_m")["kv_a"] == 27 * 576 * 8 * Q4K  # llama.cpp: the base

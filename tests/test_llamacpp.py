@@ -22,8 +22,9 @@ def lines(model: str, *args: str) -> list[str]:
 
 
 def test_gpt_oss_20b_full_and_swa_caches() -> None:
-    # source: https://github.com/ikawrakow/ik_llama.cpp/issues/822 (gpt-oss-20b in llama.cpp, n_ctx 131072,
-    # n_seq_max 1, n_ubatch 512, kv_unified false: the log's four cache lines, verbatim)
+    # source: https://github.com/ikawrakow/ik_llama.cpp/issues/822 ("llama.cpp vs ik-llama.cpp VRAM usage discrepancy
+    # (gpt-oss-20b, maybe other models)": its llama.cpp log, print_info n_layer 24, n_swa 128, n_embd_k_gqa 512;
+    # n_ctx 131072, n_seq_max 1, n_ubatch 512, kv_unified false: the log's four cache lines, verbatim)
     assert lines("gpt-oss-20b", "--seq", "131072") == [
         "llama_kv_cache_iswa: creating non-SWA KV cache, size = 131072 cells",
         "llama_kv_cache: size = 3072.00 MiB (131072 cells,  12 layers,  1/1 seqs), K (f16): 1536.00 MiB, V (f16): 1536.00 MiB",

@@ -94,3 +94,50 @@ def test_live_llamacpp(name: str, tmp_path: Path, request: pytest.FixtureRequest
         RECORDED.mkdir(parents=True, exist_ok=True)
         (RECORDED / f"{name}.log").write_text("\n".join(printed) + "\n")
     assert ours(path, args) == printed
+
+
+# --- opt-in, a CUDA build only: where -ngl / -ot / --n-cpu-moe put the model and the caches ------------------------
+# (model_type, config changes, llama.cpp placement options); every run at -c 256 on one GPU. A CPU-only build makes
+# other buffers (CPU_REPACK), which gptcalc does not model.
+OFFLOAD_RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
+    "qwen3-ngl0": ("qwen3", {}, ["-ngl", "0"]),
+    "qwen3-ngl2": ("qwen3", {}, ["-ngl", "2"]),
+    "qwen3-ngl99": ("qwen3", {}, ["-ngl", "99"]),
+    "qwen3-nkvo": ("qwen3", {}, ["-ngl", "99", "-nkvo"]),
+    "qwen3-ot": ("qwen3", {}, ["-ngl", "99", "-ot", "attn_q=CPU"]),
+    "qwen3_moe-ncmoe1": ("qwen3_moe", {}, ["-ngl", "99", "--n-cpu-moe", "1"]),
+    "gemma3-ngl3": ("gemma3_text", GEMMA6, ["-ngl", "3"]),  # a tied head: token_embd loaded again as the output
+}
+PLACED = re.compile(r"(load_tensors: offloaded .*|load_tensors: +\S+ model buffer size = .*|"
+                    r"llama_kv_cache: +\S+ KV buffer size = .*)$")
+OURS = {"-ngl": "--n-gpu-layers", "-nkvo": "--no-kv-offload", "-ot": "--override-tensor", "--n-cpu-moe": "--n-cpu-moe"}
+
+
+@pytest.mark.parametrize("name", sorted(OFFLOAD_RUNS))
+def test_live_llamacpp_offload(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """llama.cpp's model and KV buffer lines under -ngl / -ot / --n-cpu-moe / -nkvo equal gptcalc's
+    (calc/analysis/memory/llamacpp_devices.py)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from calc.cli import main
+
+    binary = request.config.getoption("--llamacpp")
+    if not binary:
+        pytest.skip("opt-in: --llamacpp BUILD/bin (a CUDA build of llama.cpp with llama-completion)")
+    model_type, changes, args = OFFLOAD_RUNS[name]
+    path = tmp_path / f"{name}.gguf"
+    write_gguf({**tiny_config(model_type), **changes}, path, runnable=True)
+    run = subprocess.run([str(Path(binary) / "llama-completion"), "-m", str(path), "-c", "256", *args, "-fit", "off",
+                          "-lv", "4", "-n", "1", "-p", "", "--no-warmup", "-t", "1", "-no-cnv"],
+                         capture_output=True, text=True, timeout=300)
+    log = run.stdout + run.stderr
+    printed = [m.group(1).rstrip() for line in log.splitlines() if (m := PLACED.search(line))]
+    if "CUDA0" not in log:  # the device list llama.cpp prints at start-up names it
+        pytest.skip(f"not a CUDA build, or no GPU (exit {run.returncode}): {log[-500:]}")
+    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--seq", "256", "--json",
+                                       *(OURS.get(a, a) for a in args)])
+    assert result.exit_code == 0, result.output
+    ours = [line for line in json.loads(result.output)["server_says"] if PLACED.search(line)]
+    assert ours == printed

@@ -83,9 +83,12 @@ def test_every_scheme_beats_16_bit_and_keeps_the_head(name: str) -> None:
     b = count(spec)
     w = weights(b, scheme=find_scheme(name), spec=spec)
     assert w.total_bytes < 2 * b.total and sum(w.components.values()) == w.total_bytes
-    # the LM head stays 16-bit, except in GGUF files: Q6_K (210 bytes per 256), Q8_0 in a Q8_0 file
-    head = {"q8_0": b.get("lm_head") * 34 // 32}.get(name, b.get("lm_head") * 210 // 256 if w.scheme.gguf else
-                                                         2 * b.get("lm_head"))
+    # the LM head stays 16-bit, except in GGUF files (llama-quant.cpp:489-510): Q6_K (210 bytes per 256), Q8_0 in a
+    # Q8_0 or MXFP4_MOE file, Q5_K (176 per 256) in the IQ1 / IQ2 / IQ3_XXS mixes
+    n = b.get("lm_head")
+    q5k = ("iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq2_m", "iq3_xxs")
+    head = {"q8_0": n * 34 // 32, "mxfp4_moe": n * 34 // 32, **dict.fromkeys(q5k, n * 176 // 256)}.get(
+        name, n * 210 // 256 if w.scheme.gguf else 2 * n)
     assert w.components["lm_head"] == head
 
 
@@ -123,7 +126,7 @@ def test_q4_k_m_matches_llama_cpp_model_size(name: str, printed: str) -> None:
 
 def test_q4_k_m_per_tensor_rules_written_out() -> None:
     # llama-3-8b, 32 layers: use_more_bits picks layers 0-3, 28-31 and every third from 4 (6, 9, ..., 27): 16 layers
-    from calc.analysis.memory.gguf import more_bits
+    from calc.analysis.memory.gguf_rules import more_bits
 
     more = [i for i in range(32) if more_bits(i, 32)]
     assert more == [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]

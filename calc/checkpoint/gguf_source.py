@@ -89,7 +89,7 @@ def from_gguf(path: Path, source: str) -> RawCheckpoint:
     names = _hf_names(spec, headers[0].architecture)
     columns = _columns([(t, h.path) for h in headers for t in h.tensors], names)
     files = tuple(FileRead(h.path, h.file_size, h.bytes_read) for h in headers)
-    return RawCheckpoint(source, _kind(headers), columns, files, config)
+    return RawCheckpoint(source, _kind(headers), columns, files, config, loads_buffers=True)
 
 
 def config_of(path: Path) -> hf.HFConfig:

@@ -86,6 +86,7 @@ class CheckpointReport:
     spec_notes: tuple[str, ...] = ()
     companions: tuple[Companion, ...] = ()  # quantisation scales: stored, not parameters (calc.checkpoint.quant)
     stored_bytes: dict[str, int] = field(default_factory=dict)  # bytes of the parameter tensors, by component
+    loads_buffers: bool = False  # RawCheckpoint.loads_buffers: a GGUF's buffers are weights llama.cpp loads
 
     @property
     def buffer_elements(self) -> int:
@@ -195,7 +196,7 @@ def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: t
         params_by_dtype=dict(sums.params_by_dtype), bytes_by_dtype=dict(sums.bytes_by_dtype),
         files=raw.files, bytes_read=raw.bytes_read, tensor_count=len(raw.columns),
         index_total_size=raw.index_total_size, aliases=dict(raw.aliases), spec_notes=spec_notes,
-        companions=tuple(sums.companions), stored_bytes=dict(sums.stored_bytes),
+        companions=tuple(sums.companions), stored_bytes=dict(sums.stored_bytes), loads_buffers=raw.loads_buffers,
     )
 
 

@@ -109,6 +109,9 @@ class RawCheckpoint:
     config: hf.HFConfig | None = None  # the config.json beside the weights
     index_total_size: int | None = None
     aliases: dict[str, str] = field(default_factory=dict)  # name -> the name whose memory it shares
+    # the engine loads the buffers too: llama.cpp creates a tensor for every one a GGUF stores (it refuses a
+    # file with one left over: done_getting_tensors, src/llama-model-loader.cpp:1392-1398)
+    loads_buffers: bool = False
 
     @cached_property
     def tensors(self) -> tuple[TensorRecord, ...]:

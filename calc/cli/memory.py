@@ -134,6 +134,17 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
                    "[default: --kv-dtype's]")
 @click.option("--cache-type-v", "-ctv", type=TEXT, metavar="TYPE", default=None,
               help="--engine llamacpp: V cache type  [default: --kv-dtype's]")
+@click.option("--n-gpu-layers", "-ngl", "n_gpu_layers", type=click.IntRange(min=0), metavar="N",
+              help="--engine llamacpp: llama.cpp's -ngl: the output layer and the last N-1 layers on the GPU(s); prints "
+                   "the KV (and, for a .gguf MODEL, model) buffer of each device as llama.cpp does.")
+@click.option("--tensor-split", "-ts", type=TEXT, metavar="N0,N1,...",
+              help="--engine llamacpp with -ngl: llama.cpp's -ts, the share of the offloaded layers of each GPU "
+                   "(CUDA0, CUDA1, ...)  [default: one GPU]")
+@click.option("--override-tensor", "-ot", "override_tensor", type=TEXT, metavar="PATTERN=CPU|CUDAn,...",
+              help="--engine llamacpp with -ngl: llama.cpp's -ot: tensors whose name the pattern finds go to that "
+                   "buffer (the first pattern that matches wins; --n-cpu-moe's come after).")
+@click.option("--no-kv-offload", "-nkvo", "no_kv_offload", is_flag=True,
+              help="--engine llamacpp with -ngl: keep the KV cache in system RAM (llama.cpp's -nkvo).")
 @click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE,
               help="vLLM: tokens of the profiling forward (its activation peak) and, with sliding-window layers, "
                    "what a window group holds beyond its window  [default: vllm serve's: 2048, 8192 on a 70 GiB+ "
@@ -167,7 +178,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            kv_memory: str | None, block_size: int | None, n_parallel: int, ubatch: int, kv_unified: bool, swa_full: bool,
            cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, max_seqs: int | None,
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
-           show_all: bool, image: str | None, images: int, text_only: bool, encoder_mode: str, as_json: bool) -> None:
+           show_all: bool, image: str | None, images: int, text_only: bool, encoder_mode: str, n_gpu_layers: int | None,
+           tensor_split: str | None, override_tensor: str | None, no_kv_offload: bool, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -194,7 +206,9 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         activation_memory=activation_memory, non_torch_memory=non_torch_memory,
                         cuda_graph_memory=cuda_graph_memory, n_parallel=n_parallel, ubatch=ubatch,
                         kv_unified=kv_unified, swa_full=swa_full, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
-                        image=image, images=images, text_only=text_only, encoder_replicated=encoder_mode == "data")
+                        image=image, images=images, text_only=text_only, encoder_replicated=encoder_mode == "data",
+                        n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, kv_offload=not no_kv_offload,
+                        override_tensor=override_tensor)
     if as_json:
         render.print_json(answer.to_dict())
         return
@@ -220,6 +234,10 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     notes = [render_memory.gpus_note(len(gpus)), render_memory.seq_note(seq), render_memory.context_note(spec, seq),
              *render_memory.inference_notes(result), *render_memory.tower_notes(spec, answer.pictures, text_only),
              *(render_memory.budget_lines(solved, target.label) if solved and target else []),
+             "the tables size the whole model and cache; what each device holds under -ngl is in llama.cpp's buffer "
+             "lines above" if answer.buffers is not None else None,
+             ("llama.cpp's model buffer lines need the .gguf file itself (its tensors' types and offsets): give it as "
+              "MODEL") if answer.buffers is not None and not any(b.kind == "model" for b in answer.buffers) else None,
              (f"{engine}'s own budget (pool, blocks, tokens): give the GPU with --budget (H100, 2xH200), "
               "or its log's figure with --kv-memory") if engine in ("vllm", "sglang", "trtllm") and not answer.pool else None]
     for line in filter(None, notes):

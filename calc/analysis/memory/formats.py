@@ -95,6 +95,16 @@ _GGML_K = (
     _ggml("iq4_xs", QK_K, 2 + 2 + QK_K // 64 + QK_K // 2, "fp16 scale, 6-bit sub-block scales, 4-bit non-linear quants"),
     # one E8M0 exponent per 32 FP4 (E2M1) values: OCP Microscaling Formats (MX) v1.0
     _ggml("mxfp4", 32, 1 + 16, "E8M0 scale + 32 FP4 E2M1"),
+    # the i-quants below 4 bits and the ternary types (ggml/src/ggml-common.h static_asserts of each block)
+    _ggml("iq3_s", QK_K, 2 + 13 * (QK_K // 32) + QK_K // 64, "fp16 scale, 3-bit grid indices, signs, 4-bit scales"),
+    _ggml("iq3_xxs", QK_K, 2 + 3 * (QK_K // 8), "fp16 scale, 3-bit grid indices with signs and scales"),
+    _ggml("iq2_s", QK_K, 2 + QK_K // 4 + QK_K // 16, "fp16 scale, 2-bit grid indices, signs, 4-bit scales"),
+    _ggml("iq2_xs", QK_K, 2 + 2 * (QK_K // 8) + QK_K // 32, "fp16 scale, 9-bit grid indices with signs, 4-bit scales"),
+    _ggml("iq2_xxs", QK_K, 2 + 2 * (QK_K // 8), "fp16 scale, 8-bit grid indices with signs and scales"),
+    _ggml("iq1_m", QK_K, QK_K // 8 + QK_K // 16 + QK_K // 32, "1.75-bit grid indices, 3-bit scales (fp16 split over them)"),
+    _ggml("iq1_s", QK_K, 2 + QK_K // 8 + QK_K // 16, "fp16 scale, 1.5-bit grid indices, 3-bit scales"),
+    _ggml("tq2_0", QK_K, QK_K // 4 + 2, "2-bit ternary values, fp16 scale"),
+    _ggml("tq1_0", QK_K, (QK_K - 4 * QK_K // 64) // 5 + QK_K // 64 + 2, "ternary values 5 per byte (and 4), fp16 scale"),
 )
 
 FORMATS: dict[str, Format] = {f.name: f for f in (*_PLAIN, *_GGML_32, *_GGML_K)}

@@ -28,11 +28,12 @@ import struct
 from dataclasses import dataclass
 
 from calc.analysis.memory.formats import FORMATS, Format
-from calc.analysis.memory.kv import kv_layers, state_layers
+from calc.analysis.memory.kv import KVLayers, kv_layers, state_layers
+from calc.analysis.memory.llamacpp_devices import Buffer, Placement, buffers, padded
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["CACHE_TYPES", "Cache", "LlamaCppContext", "llamacpp_caches", "llamacpp_lines"]
+__all__ = ["CACHE_TYPES", "Cache", "LlamaCppContext", "cache_buffers", "llamacpp_caches", "llamacpp_lines"]
 
 PAD = 256  # GGML_PAD(n_ctx, 256) and the SWA cache's padding
 # --cache-type-k/-v (common/arg.cpp kv_cache_types), in ggml's spelling, and gptcalc's format of each.
@@ -122,18 +123,8 @@ class Cache:
 
 def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache]:
     """Every cache llama.cpp allocates for the model: full, SWA (when a layer has a window), recurrent."""
-    k_fmt, v_fmt = FORMATS[CACHE_TYPES[ctx.type_k]], FORMATS[CACHE_TYPES[ctx.type_v]]
-    kinds = kv_layers(spec)
-    windows = {kind.window for kind in kinds if kind.window} if spec.model_type not in NO_SWA else set()
-    if len(windows) > 1:
-        raise GptcalcError(f"--engine llamacpp: {spec.name} has sliding windows of {sorted(windows)} tokens; llama.cpp "
-                           "has one n_swa per model")
-    if windows:
-        n_swa = windows.pop()
-        caches = [_kv("non-SWA", [k for k in kinds if not k.window], ctx.cells, ctx, k_fmt, v_fmt),
-                  _kv("SWA", [k for k in kinds if k.window], ctx.swa_cells(n_swa), ctx, k_fmt, v_fmt)]
-    else:
-        caches = [_kv("", list(kinds), ctx.cells, ctx, k_fmt, v_fmt)] if kinds else []
+    k_fmt, v_fmt = _formats(ctx)
+    caches = [_kv(label, members, cells, ctx, k_fmt, v_fmt) for label, members, cells in _kv_groups(spec, ctx)]
     states = state_layers(spec)
     if states:
         rows = ctx.n_seq  # max(1, n_seq_max) cells of one row each
@@ -144,18 +135,59 @@ def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache]:
     return caches
 
 
-def _kv(label: str, members: list, cells: int, ctx: LlamaCppContext, k_fmt: Format, v_fmt: Format) -> Cache:
+def _formats(ctx: LlamaCppContext) -> tuple[Format, Format]:
+    return FORMATS[CACHE_TYPES[ctx.type_k]], FORMATS[CACHE_TYPES[ctx.type_v]]
+
+
+def _kv_groups(spec: ModelSpec, ctx: LlamaCppContext) -> list[tuple[str, list[KVLayers], int]]:
+    """(label, layer kinds, cells) of each KV cache: one, or llama_kv_cache_iswa's non-SWA and SWA pair."""
+    kinds = kv_layers(spec)
+    windows = {kind.window for kind in kinds if kind.window} if spec.model_type not in NO_SWA else set()
+    if len(windows) > 1:
+        raise GptcalcError(f"--engine llamacpp: {spec.name} has sliding windows of {sorted(windows)} tokens; llama.cpp "
+                           "has one n_swa per model")
+    if windows:
+        n_swa = windows.pop()
+        return [("non-SWA", [k for k in kinds if not k.window], ctx.cells),
+                ("SWA", [k for k in kinds if k.window], ctx.swa_cells(n_swa))]
+    return [("", list(kinds), ctx.cells)] if kinds else []
+
+
+def _kv(label: str, members: list[KVLayers], cells: int, ctx: LlamaCppContext, k_fmt: Format, v_fmt: Format) -> Cache:
     rows = cells * ctx.streams
     k = sum(m.n_layers * k_fmt.row_bytes(m.k) for m in members) * rows
     v = sum(m.n_layers * v_fmt.row_bytes(m.v) for m in members if m.v) * rows
     return Cache("kv", label, cells, sum(m.n_layers for m in members), ctx.n_seq, ctx.streams, k, v, (ctx.type_k, ctx.type_v))
 
 
-def llamacpp_lines(caches: list[Cache]) -> list[str]:
-    """The cache lines in the order llama.cpp prints them (the iswa cache announces its two sizes)."""
+def cache_buffers(spec: ModelSpec, ctx: LlamaCppContext, placement: Placement) -> list[list[Buffer]]:
+    """The buffers of each cache of `llamacpp_caches` (same order), per device: every layer's K and V
+    (R and S) tensors on its layer's device, each padded as that device's buffer pads it."""
+    devices = [placement.cache_device(d) for d in placement.devices(spec.n_layers)]
+    k_fmt, v_fmt = _formats(ctx)
+    out = []
+    for _, members, cells in _kv_groups(spec, ctx):
+        rows = cells * ctx.streams
+        tensors = [(il, fmt, n) for il in range(spec.n_layers) for m in members if m.block == spec.block_at(il)
+                   for fmt, n in ((k_fmt, m.k), (v_fmt, m.v)) if n]
+        out.append(buffers("KV", ((devices[il], padded(fmt.row_bytes(n) * rows, n, fmt.block > 1, fmt.row_bytes,
+                                                        devices[il])) for il, fmt, n in tensors)))
+    states = state_layers(spec)
+    if states:
+        fp32 = FORMATS["fp32"]
+        out.append(buffers("RS", ((devices[il], padded(fp32.row_bytes(s.elements) * ctx.n_seq, s.elements, False,
+                                                       fp32.row_bytes, devices[il]))
+                                  for il in range(spec.n_layers) for s in states if s.block == spec.block_at(il))))
+    return out
+
+
+def llamacpp_lines(caches: list[Cache], placed: list[list[Buffer]] | None = None) -> list[str]:
+    """The cache lines in the order llama.cpp prints them (the iswa cache announces its two sizes;
+    a cache's per-device buffer lines, when placed, come before its size line)."""
     lines = []
-    for cache in caches:
+    for i, cache in enumerate(caches):
         if cache.label:
             lines.append(f"llama_kv_cache_iswa: creating {cache.label:>7} KV cache, size = {cache.cells} cells")
+        lines += [buffer.line() for buffer in (placed[i] if placed else [])]
         lines.append(cache.line())
     return lines

@@ -15,8 +15,9 @@ router where the scheme skips it) in 16 bits. Bits per matrix, with g the group 
     mxfp4       n x 4 + ceil(i/32) x o x 8                        FP4 E2M1 + one E8M0 scale per 32 (gpt-oss experts)
     nvfp4       n x 4 + ceil(i/16) x o x 8 + 2 x 32               FP4 + FP8 E4M3 scale per 16, fp32 global and input scales
 
-llama.cpp's mixes (q2_k, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, q8_0, iq4_nl, iq4_xs) give each tensor its own
-ggml type: gguf.py.
+llama.cpp's mixes (every llama-quantize type: q2_k, q2_k_s, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, q8_0, iq1_s/m,
+iq2_xxs/xs/s/m, iq3_xxs/xs/s/m, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4_moe) and ollama's own (ollama_q4_k_m,
+ollama_q4_k_s: `ollama create --quantize`) give each tensor its own ggml type: gguf.py and gguf_rules.py.
 
 Counted per matrix as the model defines them; a checkpoint that fuses matrices (q/k/v, gate/up)
 stores fewer per-tensor scales (fp8, nvfp4: 32 bits each) and GPTQ's g_idx once per fused input.
@@ -30,6 +31,7 @@ from typing import Callable
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.gguf import MIXES, SOURCE as GGUF_SOURCE, gguf_bits
+from calc.analysis.memory.gguf_rules import OLLAMA
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -88,8 +90,9 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
            "everything but the routed experts (attention, router, embeddings, LM head)", MX),
     Scheme("nvfp4", lambda i, o: i * o * 4 + _c(i, 16) * o * 8 + 64, False, False,
            "embeddings, LM head, norms, biases, router", NVFP4),
-    *(Scheme(mix, lambda i, o: 0, False, False, "norms and biases F32, router F16, LM head Q6_K (Q8_0 in a Q8_0 "
-             "file), attn_v and ffn_down with more bits on some layers", GGUF_SOURCE, True) for mix in MIXES),
+    *(Scheme(mix, lambda i, o: 0, False, False, "norms and biases F32, router F16, LM head Q6_K (Q8_0 in Q8_0 and "
+             "MXFP4_MOE files, Q5_K in IQ1 / IQ2 / IQ3_XXS ones), attn_v and ffn_down with more bits on some layers",
+             OLLAMA if mix.startswith("ollama_") else GGUF_SOURCE, True) for mix in MIXES),
 )}
 KEPT_BITS = 16  # what a scheme leaves unquantised is stored in bf16 / fp16
 

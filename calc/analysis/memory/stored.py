@@ -12,7 +12,9 @@ A tensor beside a weight belongs to that weight's component: a companion the rea
 (calc.checkpoint.quant: FP8 `weight_scale`, MXFP4 `_scales`), and any other unrecognised tensor
 whose module holds a known weight (`...q_proj.qweight`, `...q_proj.weight.absmax` -> `q_proj`).
 Buffers (causal masks, rotary inv_freq) are not weights a server loads; they are left out, as
-is anything no weight owns, and both are listed.
+is anything no weight owns, and both are listed. A GGUF is the exception: llama.cpp loads every
+tensor the file stores, so its buffers (DeepSeek-V3's router bias `exp_probs_b`, transformers'
+e_score_correction_bias buffer) are weights of the component that owns them (the router).
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ def stored_weights(report: CheckpointReport) -> StoredWeights:
     stored = dict(report.stored_bytes)
     not_placed = []
     beside = [(c.tensor, (c.base,)) for c in report.companions] + [(t, ()) for t in report.unknown]
+    loaded = report.buffers if report.loads_buffers else ()
+    beside += [(t, ()) for t in loaded]
     for tensor, bases in beside:
         parts = _owner(tensor.name, bases, table)
         if parts is None:
@@ -80,7 +84,7 @@ def stored_weights(report: CheckpointReport) -> StoredWeights:
             continue
         for component, size in share_bytes(parts, tensor.nbytes).items():
             stored[component] = stored.get(component, 0) + size
-    return StoredWeights(report.source, stored, tuple(not_placed), sum(t.nbytes for t in report.buffers),
+    return StoredWeights(report.source, stored, tuple(not_placed), sum(t.nbytes for t in report.buffers if t not in loaded),
                          tuple(sorted(report.bytes_by_dtype)))
 
 

