@@ -273,6 +273,9 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                                  "experts.down": "block_sparse_moe.output_linear.weight"}},
     "lfm2": _LFM2,
     "lfm2_moe": _LFM2,
+    # Zamba2's Mamba layers; a hybrid layer keeps its Mamba under mamba_decoder. and its shared block's
+    # tensors under shared_transformer., which the checkpoint reader does not map yet (it refuses the spec)
+    "zamba2": {**LLAMA, **_mamba2("mamba"), "final_norm": "model.final_layernorm"},
 }
 # A spec of one's own (model_type "custom", or any other this table does not know) takes Llama's
 # names, with Gemma-2's for output norms and Phi-3's for fused projections.

@@ -54,6 +54,12 @@ class SharedBlock(Part):
         rows.update({"mlp_norm": self.norm.params(d_model), **self.mlp.params(d_model)})
         return {PREFIX + key: n for key, n in present(**rows).items()}
 
+    def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
+        """Each weight matrix's input width and how many there are in the copy (for quantisation layouts)."""
+        rows = {**self.attention.matrices(self.in_width), "attn_out": (self.attention.o_dim, 1),
+                **self.mlp.matrices(d_model)}
+        return {PREFIX + key: value for key, value in rows.items()}
+
     def describe(self) -> str:
         return (f"norm, attention reading {self.in_width:,} wide: {self.attention.describe()}; norm, "
                 f"{self.mlp.describe()}; no residual add")
@@ -81,6 +87,10 @@ class Shared(Part):
         r = self.adapter_rank
         rows = {f"{PREFIX}{key}_adapter": (i + o) * r for key, (i, o) in self.adapter_widths(d_model).items()}
         return {**rows, **present(**{f"{PREFIX}proj": d_model * d_model * self.proj})}
+
+    def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
+        """The output linear's input width (the adapters' two small matrices stay 16-bit under a scheme)."""
+        return {f"{PREFIX}proj": (d_model, 1)} if self.proj else {}
 
     def cache(self, d_model: int) -> CacheSpec:
         """What this application keeps: its copy's attention's K and V, its own entry per layer."""

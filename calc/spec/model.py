@@ -141,7 +141,8 @@ class Block(Part):
         """Each weight matrix of one layer: its input width and how many there are."""
         pair = {key: (width, n * self.pairs) for part in (self.attention, self.mlp) if part is not None
                 for key, (width, n) in part.matrices(d_model).items()}
-        return {**pair, **(self.shortcut.matrices(d_model) if self.shortcut else {})}
+        applied = self.shared.matrices(d_model) if self.shared else {}
+        return {**applied, **pair, **(self.shortcut.matrices(d_model) if self.shortcut else {})}
 
     def cache(self, d_model: int) -> CacheSpec:
         """What this layer keeps per sequence: its mixer's cache, once per pair (nothing for an MLP-only
@@ -267,6 +268,13 @@ class ModelSpec(Part):
     @property
     def n_layers(self) -> int:
         return sum(run.repeat for run in self.layers)
+
+    def refuse_shared(self, what: str) -> None:
+        """One named error where `what` (a command, the torch reference) does not follow shared blocks yet:
+        a result that left them out would look right and be wrong."""
+        if self.shared_blocks():
+            raise GptcalcError(f"{what} does not implement shared blocks yet: {self.name} applies blocks stored "
+                               "once at several layers (Zamba2's shared transformer)")
 
     def shared_blocks(self) -> dict[str, tuple[SharedBlock, int]]:
         """Each stored copy the layers apply (Zamba2's shared blocks), with how many layers apply it:

@@ -34,6 +34,7 @@ __all__ = ["FLOP_CONVENTION", "Journey", "Shape", "Step", "journey"]
 
 def journey(spec: ModelSpec, seq: int, batch: int = 1, decode: bool = False) -> Journey:
     """Every step of a prefill of `seq` tokens, or of one decode step after `seq` cached tokens."""
+    spec.refuse_shared("shapes (and flops)")
     if seq < 1:
         raise GptcalcError(f"--seq: must be at least 1, got {seq}")
     if batch < 1:

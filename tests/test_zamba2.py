@@ -1,0 +1,120 @@
+"""Zamba2: shared transformer blocks stored once and applied by several layers, each application
+with its own adapters, output linear and KV cache (calc/parts/shared.py, calc/arch/zamba2.py).
+
+The oracle is transformers' own Zamba2 (models/zamba2/modeling_zamba2.py): its tied shared blocks
+appear once in named_parameters(), its DynamicCache keeps one K/V entry per hybrid layer. The tiny
+config (tests/tiny_models.py) has two copies, A and B, applied by hybrid layers 1, 3 and 4 (A, B, A).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.count import count
+from calc.analysis.memory.kv import kv_cache
+from calc.analysis.memory.parallel import Layout, stages
+from calc.cli import main
+from calc.errors import GptcalcError
+from calc.spec.model import spec_from_dict
+from oracle import CONFIG_DIR, read_config, spec_of, transformers_model
+from tiny_models import tiny_config
+
+# gptcalc's component -> the parameter names transformers gives it (modeling_zamba2.py's module paths)
+MODULES = {
+    "shared_block_attn_norm": ("shared_transformer.input_layernorm.",),
+    "shared_block_q": ("self_attn.q_proj.",), "shared_block_k": ("self_attn.k_proj.",),
+    "shared_block_v": ("self_attn.v_proj.",), "shared_block_attn_out": ("self_attn.o_proj.",),
+    "shared_block_mlp_norm": ("pre_ff_layernorm.",),
+    "shared_block_mlp_gate": ("feed_forward.gate_up_proj.",), "shared_block_mlp_up": ("feed_forward.gate_up_proj.",),
+    "shared_block_mlp_down": ("feed_forward.down_proj.",),
+    "shared_block_q_adapter": ("linear_q_adapter_list.",), "shared_block_k_adapter": ("linear_k_adapter_list.",),
+    "shared_block_v_adapter": ("linear_v_adapter_list.",), "shared_block_mlp_adapter": ("gate_up_proj_adapter_list.",),
+    "shared_block_proj": (".linear.",),
+}
+
+
+def test_shared_rows_equal_transformers_modules() -> None:
+    """Each shared-block component equals the parameters transformers holds under its module, each
+    tied tensor once: the copies' weights once, the adapters and linear once per application (biases
+    with their weights: add_bias_linear puts them on the MLP)."""
+    config = tiny_config("zamba2")
+    b = count(spec_of(config))
+    named = dict(transformers_model(config).named_parameters())  # a tied tensor is listed once
+    for component, paths in MODULES.items():
+        held = sum(p.numel() for name, p in named.items() if any(path in name for path in paths))
+        together = [c for c, other in MODULES.items() if other == paths]  # gate and up: one fused gate_up_proj
+        assert sum(b.get(c) + b.get(f"{c}_bias") for c in together) == held > 0, component
+
+
+def test_copies_counted_once_applications_each() -> None:
+    """d = 32, 4 heads of 2·32 / 4 = 16, rank 4, d_ff 48: each copy's W_Q is 64 × 64, stored twice (A
+    and B) for three applications; each application's Q adapter is 64·4 + 4·64, its linear 32 × 32."""
+    b = count(spec_of(tiny_config("zamba2")))
+    assert [(copy.name, copy.layers) for copy in b.shared] == [("A", 1), ("B", 1)]
+    assert b.get("shared_block_q") == 2 * 64 * 64
+    assert b.get("shared_block_q_adapter") == 3 * (64 * 4 + 4 * 64)
+    assert b.get("shared_block_mlp_adapter") == 3 * (32 * 4 + 4 * 2 * 48)
+    assert b.get("shared_block_proj") == 3 * 32 * 32
+    assert "applied by 2 layers" in b.shared[0].description and "applied by 1 layers" in b.shared[1].description
+
+
+def test_each_application_keeps_its_own_cache() -> None:
+    """Three applications, each K and V of 4 heads × 16 per token (fp32: 4 B); every layer, hybrid or
+    not, keeps its Mamba2's conv window and SSM state, whatever the length."""
+    spec = spec_of(tiny_config("zamba2"))
+    short, long = kv_cache(spec, 10, 1, "fp32"), kv_cache(spec, 1000, 1, "fp32")
+    assert short.bytes_per_token == 3 * 2 * 4 * 16 * 4
+    assert short.state_bytes == long.state_bytes > 0
+    assert long.total_bytes - short.total_bytes == 990 * short.bytes_per_token
+
+
+def test_zamba2_7b_cache_per_token() -> None:
+    """Zamba2-7B's config: 13 hybrid layers of 32 heads × 2·3584 / 32 = 224, K and V in fp16:
+    13 × 2 × 32 × 224 × 2 B = 372,736 B per token; the 81 Mamba2 layers' states do not grow."""
+    spec = spec_of(read_config(CONFIG_DIR / "model_types" / "zamba2.json"))
+    kv = kv_cache(spec, 4096, 1, "fp16")
+    assert kv.bytes_per_token == 13 * 2 * 32 * 224 * 2 == 372_736
+    assert sum(n for name, n in spec.layer_counts().items()) == 81
+    assert {copy: uses for copy, (_, uses) in spec.shared_blocks().items()} == {"A": 7, "B": 6}
+
+
+def test_a_pipeline_stage_holds_the_copies_its_layers_apply() -> None:
+    """--pp 2 splits the 5 layers 3 + 2 (vLLM's get_pp_indices): stage 0 applies A (layer 1), stage 1
+    applies B and A (layers 3, 4): it holds both copies, stage 0 one."""
+    spec = spec_of(tiny_config("zamba2"))
+    first, last = stages(spec, count(spec), Layout(pp=2))
+    assert (first.n_layers, last.n_layers) == (3, 2)
+    assert first.params["shared_block_q"] == 64 * 64 and last.params["shared_block_q"] == 2 * 64 * 64
+
+
+def test_one_copy_is_one_block() -> None:
+    """Two layers applying copy A must describe the same block: it is stored once."""
+    data = json.loads(json.dumps(spec_of(tiny_config("zamba2")).model_dump(mode="json")))
+    data["blocks"]["hybrid_B"]["shared"]["name"] = "A"
+    assert spec_from_dict(data, "spec").shared_blocks().keys() == {"A"}  # the same block under one name: fine
+    data["blocks"]["hybrid_B"]["shared"]["block"]["mlp"]["d_ff"] = 64
+    with pytest.raises(GptcalcError, match="copy 'A' is stored once"):
+        spec_from_dict(data, "spec")
+
+
+@pytest.mark.parametrize("args", [["shapes", "-T", "8"], ["flops", "-T", "8"], ["train", "-T", "8", "-b", "1"],
+                                  ["verify"], ["memory", "--seq", "8", "--quant", "q4_k_m"]])
+def test_what_does_not_follow_shared_blocks_refuses_by_name(args: list[str], tmp_path: Path) -> None:
+    """A result that left the shared blocks out would look right and be wrong: one named error."""
+    (tmp_path / "config.json").write_text(json.dumps(tiny_config("zamba2")))
+    result = CliRunner().invoke(main, [args[0], str(tmp_path), *args[1:]])
+    assert result.exit_code == 2, result.output
+    assert "does not implement shared blocks yet" in result.output
+
+
+def test_the_checkpoint_reader_refuses_by_name(tmp_path: Path) -> None:
+    from calc.checkpoint.report import read_checkpoint
+
+    model = transformers_model(tiny_config("zamba2"))
+    with pytest.raises(GptcalcError, match="the checkpoint reader does not implement shared blocks"):
+        model.to_empty(device="cpu").save_pretrained(tmp_path)
+        read_checkpoint(str(tmp_path))
