@@ -24,7 +24,7 @@ from calc.analysis.shapes import Journey, Step, journey
 from calc.spec.model import ModelSpec, spec_from_dict
 from calc.reference.model import Decoder, build
 from oracle import spec_of
-from tiny_models import DATA_DEPENDENT_ROWS, NO_TORCH_YET, NOT_SHAPED, TINY as TINY_CONFIGS
+from tiny_models import DATA_DEPENDENT_ROWS, NO_TORCH_YET, TINY as TINY_CONFIGS
 from tiny_models import tiny_config
 
 SMALL = {"vocab_size": 97, "n_positions": 16, "d_model": 24, "n_layers": 2}
@@ -114,7 +114,7 @@ def test_every_traced_shape_equals_the_printed_one(case) -> None:
 def test_only_explanations_are_left_untraced() -> None:
     """The steps `shapes` marks as making no tensor of their own (rendered dim, with ·): GQA's grouped
     heads, which the reference copies and so traces all the same, and the softmax, listed in UNTRACEABLE."""
-    specs = [spec_of(tiny_config(name)) for name in TINY_CONFIGS if name not in NOT_SHAPED]
+    specs = [spec_of(tiny_config(name)) for name in TINY_CONFIGS]
     untraced = {s.id for spec in specs for s in journey(spec, T, B).steps if not s.traced}
     assert untraced == {"kv_groups", "probs"} and set(UNTRACEABLE) == {"probs"}
 

@@ -17,10 +17,12 @@ from click.testing import CliRunner
 from calc.analysis.count import count
 from calc.analysis.memory.kv import kv_cache
 from calc.analysis.memory.parallel import Layout, stages
+from calc.analysis.shapes import journey
 from calc.cli import main
 from calc.errors import GptcalcError
 from calc.spec.model import spec_from_dict
 from oracle import CONFIG_DIR, read_config, spec_of, transformers_model
+from test_hybrids import _transformers_tiny
 from tiny_models import tiny_config
 
 # gptcalc's component -> the parameter names transformers gives it (modeling_zamba2.py's module paths)
@@ -101,8 +103,38 @@ def test_one_copy_is_one_block() -> None:
         spec_from_dict(data, "spec")
 
 
-@pytest.mark.parametrize("args", [["shapes", "-T", "8"], ["flops", "-T", "8"], ["train", "-T", "8", "-b", "1"],
-                                  ["verify"], ["memory", "--seq", "8", "--quant", "q4_k_m"]])
+def test_shapes_own_each_copy_once() -> None:
+    """The journey's params column adds up to the count: a copy's steps own its weights one time
+    (`once`), in the first layer kind applying it; each application's adapters and linear per layer."""
+    spec = spec_of(tiny_config("zamba2"))
+    for decode in (False, True):
+        j = journey(spec, 6, 2, decode)
+        assert j.params == count(spec).decoder_total
+        assert {s.block for s in j.steps if s.once and s.params} == {"hybrid_A", "hybrid_B"}
+
+
+def test_shared_block_flops_equal_flop_counter_on_transformers() -> None:
+    """FlopCounterMode over transformers' own tiny Zamba2 (eager attention, so the scores and the
+    weighted values are matmuls it sees): what each hybrid layer's shared_transformer and linear
+    modules multiply equals our shared-block steps' FLOPs, summed over the layers applying them."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    config, (batch, seq) = tiny_config("zamba2"), (2, 6)
+    model = _transformers_tiny("zamba2")
+    model.set_attn_implementation("eager")
+    ids = torch.randint(0, config["vocab_size"], (batch, seq), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(ids)
+    measured = sum(sum(ops.values()) for name, ops in counter.get_flop_counts().items()
+                   if name.count(".") == 4 and name.endswith((".shared_transformer", ".linear")))
+    j = journey(spec_of(config), seq, batch)
+    ours = sum(s.flops * j.layers[s.block] for s in j.steps if s.block.startswith("hybrid") and not s.id.startswith("ssm"))
+    assert ours == measured > 0
+
+
+@pytest.mark.parametrize("args", [["train", "-T", "8", "-b", "1"], ["verify"],
+                                  ["memory", "--seq", "8", "--quant", "q4_k_m"]])
 def test_what_does_not_follow_shared_blocks_refuses_by_name(args: list[str], tmp_path: Path) -> None:
     """A result that left the shared blocks out would look right and be wrong: one named error."""
     (tmp_path / "config.json").write_text(json.dumps(tiny_config("zamba2")))

@@ -258,8 +258,6 @@ def tiny_config(model_type: str) -> dict[str, Any]:
 NO_CAUSAL_LM = {"step3p5"}
 
 NO_TORCH_YET = {"kimi_linear", "minimax", "minimax_m1", "gemma3n_text", "gemma4_text", "zamba2"}
-# Model types `shapes` (and so flops and train) does not trace yet: Zamba2's shared blocks; they refuse it by name.
-NOT_SHAPED = {"zamba2"}
 
 
 # Model types whose transformers model holds rows its published checkpoints do not (never read by its forward).

@@ -49,10 +49,14 @@ class SharedBlock(Part):
 
     def params(self, d_model: int) -> dict[str, int]:
         """The copy's rows, counted once however many layers apply it."""
+        return {PREFIX + key: n for key, n in self.rows(d_model).items()}
+
+    def rows(self, d_model: int) -> dict[str, int]:
+        """The copy's rows under its parts' own keys (`attn_norm`, `q`, ..., `mlp_down`)."""
         rows = {"attn_norm": self.norm.params(self.in_width), **self.attention.params(self.in_width)}
         rows["attn_out"] = self.attention.o_dim * d_model  # W_O writes the d-wide stream, not the 2·d input
         rows.update({"mlp_norm": self.norm.params(d_model), **self.mlp.params(d_model)})
-        return {PREFIX + key: n for key, n in present(**rows).items()}
+        return present(**rows)
 
     def matrices(self, d_model: int) -> dict[str, tuple[int, int]]:
         """Each weight matrix's input width and how many there are in the copy (for quantisation layouts)."""
