@@ -18,6 +18,8 @@ from calc.analysis.count import count
 from calc.analysis.memory.kv import kv_cache
 from calc.analysis.memory.parallel import Layout, stages
 from calc.analysis.shapes import journey
+from calc.analysis.train.activations import shared_terms
+from calc.analysis.train.params import held
 from calc.cli import main
 from calc.errors import GptcalcError
 from calc.spec.model import spec_from_dict
@@ -133,8 +135,53 @@ def test_shared_block_flops_equal_flop_counter_on_transformers() -> None:
     assert ours == measured > 0
 
 
-@pytest.mark.parametrize("args", [["train", "-T", "8", "-b", "1"], ["verify"],
-                                  ["memory", "--seq", "8", "--quant", "q4_k_m"]])
+def test_shared_block_activations_equal_what_autograd_saves() -> None:
+    """saved_tensors_hooks over transformers' own tiny Zamba2 (eager attention, no dropout), recording
+    only while a hybrid layer's shared_transformer or linear runs: the distinct storages saved, the
+    parameters and the rotary tables (computed once for the model) left out, equal our terms for every
+    application — both norms, the attention reading d_in, the adapters' middles, the MLP, the linear's input."""
+    torch = pytest.importorskip("torch")
+    config, (batch, seq) = tiny_config("zamba2"), (2, 6)
+    spec, model = spec_of(config), _transformers_tiny("zamba2")
+    model.set_attn_implementation("eager")
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    state: dict = {"on": False, "kept": {}, "tables": set()}
+
+    def pack(t):  # noqa: ANN001, ANN202 - a saved tensor, returned as it is
+        storage = t.untyped_storage()
+        if state["on"] and storage.data_ptr() not in params | state["tables"]:
+            state["kept"][storage.data_ptr()] = storage.nbytes()
+        return t
+
+    for name, module in model.named_modules():
+        if name.count(".") == 3 and name.endswith((".shared_transformer", ".linear")):
+            module.register_forward_pre_hook(lambda *_: state.update(on=True))
+            module.register_forward_hook(lambda *_: state.update(on=False))
+    model.model.rotary_emb.register_forward_hook(
+        lambda _m, _a, out: state["tables"].update(t.untyped_storage().data_ptr() for t in out))
+    ids = torch.randint(0, config["vocab_size"], (batch, seq), generator=torch.Generator().manual_seed(0))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(ids)
+    ours = sum(n * sum(t.bytes(1, False) for t in shared_terms(spec.blocks[kind].shared, batch, seq, spec.d_model, 4,
+                                                          "none", False))
+               for kind, n in spec.layer_counts().items() if spec.blocks[kind].shared)
+    assert sum(state["kept"].values()) == ours > 0
+
+
+def test_train_holds_each_copy_once() -> None:
+    """The parameters train holds add up to the count (a copy once, not once per layer applying it);
+    over 2 pipeline stages (layers 0-2 and 3-4) the second applies both copies and holds both."""
+    spec = spec_of(tiny_config("zamba2"))
+    b = count(spec)
+    assert held(spec).params == b.total
+    busiest = held(spec, pp=2)
+    layers = {block.name: block.per_layer_total for block in b.blocks}
+    copies = sum(copy.total for copy in b.shared)
+    assert busiest.stage_layers == 2
+    assert busiest.params == layers["hybrid_B"] + layers["hybrid_A"] + copies + b.get("final_norm")
+
+
+@pytest.mark.parametrize("args", [["verify"], ["memory", "--seq", "8", "--quant", "q4_k_m"]])
 def test_what_does_not_follow_shared_blocks_refuses_by_name(args: list[str], tmp_path: Path) -> None:
     """A result that left the shared blocks out would look right and be wrong: one named error."""
     (tmp_path / "config.json").write_text(json.dumps(tiny_config("zamba2")))

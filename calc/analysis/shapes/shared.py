@@ -7,7 +7,7 @@
 A copy's weights are stored once (calc/parts/shared.py): its steps own their parameters in the first
 block kind that applies the copy, marked `once` (the journey counts them one time, not per layer),
 and own none in any other kind. Each application runs every matmul, so FLOPs are per layer as usual.
-The adapters' two matrices are two steps; the first owns both matrices' parameters, r·(in + out).
+An adapter's two matrices are two steps, each owning its own: in·r, then r·out.
 """
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ def _adapter(d: Dims, own: Rows, key: str, x: Shape, out: str) -> list[Step]:
     """An application's low-rank adapter beside a projection: x·A (in -> r), then ·B (r -> out), added
     to the projection's output."""
     low, width = d.shape("B", d.new, "r"), x.names[-1]
-    total = own.take(f"{PREFIX}{key}_adapter")
+    total, down = own.take(f"{PREFIX}{key}_adapter"), d.sizes[width] * d.sizes["r"]
     what = "the MLP's gate/up" if key == "mlp" else key.upper()
-    return [d.linear(f"shared_{key}_adapter_down", f"{what} adapter ·A", x, d.shape(width, "r"), low, total,
-                     f"this layer's own rank-r adapter (both matrices, r·({width} + {out}))"),
+    return [d.linear(f"shared_{key}_adapter_down", f"{what} adapter ·A", x, d.shape(width, "r"), low, down,
+                     "this layer's own rank-r adapter, on the projection's input"),
             d.linear(f"shared_{key}_adapter_up", f"{what} adapter ·B", low, d.shape("r", out), d.shape("B", d.new, out),
-                     0, f"added to {what}'s projection")]
+                     total - down, f"added to {what}'s projection")]

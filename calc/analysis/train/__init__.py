@@ -134,7 +134,6 @@ class Training:
 
 
 def _check(spec: ModelSpec, s: Setup) -> None:
-    spec.refuse_shared("train")
     if s.zero not in (0, 1, 2, 3):
         raise GptcalcError(f"--zero: {s.zero} is not a ZeRO stage (0, 1, 2, 3)")
     if s.gpus % (s.tp * s.pp):

@@ -31,8 +31,8 @@ P·V, keep Q, K, V); `full` keeps only each layer's input, n·d, and recomputes 
 Tensor parallelism over t GPUs splits the heads and d_ff, so every term h- or d_ff-wide (and P) is ÷ t;
 the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷ t only with sequence
 parallelism. MoE layers and MLA follow the same rules but are not measured by the torch test, nor
-are the recurrent mixers (Mamba2, gated DeltaNet, short conv): their terms list what the ops around
-each recurrence keep, read off transformers' torch paths.
+are the recurrent mixers (Mamba2, gated DeltaNet, short conv) or Zamba2's shared blocks: their terms
+list what the ops around each recurrence (each application) keep, read off transformers' torch paths.
 """
 
 from __future__ import annotations
@@ -43,9 +43,10 @@ from typing import Any
 
 from calc.analysis.train.loss import LOSSES, Loss
 from calc.parts import MLA, MLP, Attention, GatedDeltaNet, KimiDeltaAttention, LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv
+from calc.parts.shared import Shared
 from calc.spec.model import Block, ModelSpec
 
-__all__ = ["RECOMPUTE", "Term", "activation_terms", "korthikanti", "layer_terms"]
+__all__ = ["RECOMPUTE", "Term", "activation_terms", "korthikanti", "layer_terms", "shared_terms"]
 
 RECOMPUTE = ("none", "selective", "full")
 INT64 = 8
@@ -202,6 +203,18 @@ def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
     return terms + [Term("MLP hidden" + hidden, (4 if m.gated else 2) * n * m.d_ff, act, "tp")]
 
 
+def shared_terms(applied: Shared, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
+    """One application of a shared block (Zamba2's): its norm over the d_in-wide [x, embedding], its
+    attention reading d_in, each adapter's rank-r middle (its first matrix reads an input the
+    projection beside it keeps already), its second norm and MLP, and the linear's input."""
+    n, copy = b * s, applied.block
+    return [*_norm(copy.norm, n, copy.in_width, act, "shared block norm (over d_in)"),
+            *_attention(copy.attention, b, s, copy.in_width, act, recompute, flash),
+            Term("adapters' rank-r middles", n * applied.adapter_rank * len(applied.adapters), act, ""),
+            *_norm(copy.norm, n, d, act, "shared block norm"), *_mlp(copy.mlp, n, d, act),
+            *([Term("shared block output (its linear's input)", n * d, act, "sp")] if applied.proj else [])]
+
+
 def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, flash: bool = False) -> list[Term]:
     """What one layer of `block` keeps for backward under `recompute`, attention explicit or fused (`flash`)."""
     n = b * s
@@ -211,7 +224,8 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     mlp = _mlp(block.mlp, n, d, act) if block.mlp is not None else []
     mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash)]  # a parallel group's each
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
-    return [*norms, *mixers, *mlp] * block.pairs + shortcut
+    applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
+    return applied + [*norms, *mixers, *mlp] * block.pairs + shortcut
 
 
 def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, loss: Loss = LOSSES["fp32"]) -> list[Term]:
