@@ -23,7 +23,7 @@ from calc.analysis.train.params import held
 from calc.cli import main
 from calc.errors import GptcalcError
 from calc.spec.model import spec_from_dict
-from oracle import CONFIG_DIR, read_config, spec_of, transformers_model
+from oracle import CONFIG_DIR, read_config, spec_of, transformers_count, transformers_model
 from test_hybrids import _transformers_tiny
 from tiny_models import tiny_config
 
@@ -52,6 +52,32 @@ def test_shared_rows_equal_transformers_modules() -> None:
         held = sum(p.numel() for name, p in named.items() if any(path in name for path in paths))
         together = [c for c, other in MODULES.items() if other == paths]  # gate and up: one fused gate_up_proj
         assert sum(b.get(c) + b.get(f"{c}_bias") for c in together) == held > 0, component
+
+
+@pytest.mark.parametrize("change", [
+    {"num_mem_blocks": 1},  # one copy applied by every hybrid layer
+    {"num_mem_blocks": 3, "num_key_value_heads": 2, "use_shared_attention_adapter": False, "use_mem_rope": False,
+     "add_bias_linear": False, "hidden_act": "silu", "mamba_ngroups": 1},
+    {"layers_block_type": ["linear_attention", "hybrid", "hybrid", "linear_attention", "hybrid"]},  # as transformers writes it
+    {"layers_block_type": None, "num_hidden_layers": 54, "use_long_context": True},  # Zamba2Config's default 54-layer pattern
+], ids=["one-copy", "three-copies-gqa", "written-names", "default-pattern"])
+def test_variants_total_equals_transformers(change: dict) -> None:
+    config = {key: value for key, value in {**tiny_config("zamba2"), **change}.items() if value is not None}
+    assert count(spec_of(config)).total == transformers_count(config)
+
+
+def test_a_split_the_heads_cannot_run_is_said() -> None:
+    """Zamba2-7B's early config.json says mamba_headdim 64 but leaves n_mamba_heads at transformers'
+    default 8: 8 × 64 is not 2 × 3,584; the parameters do not depend on the split, the note says so."""
+    spec = spec_of(read_config(CONFIG_DIR / "model_types" / "zamba2.json"))
+    assert any("mamba_headdim 64 × n_mamba_heads 8 is not mamba_expand × hidden_size = 7,168" in n for n in spec.notes)
+    assert not any("mamba_headdim" in n for n in spec_of(tiny_config("zamba2")).notes)
+
+
+def test_gqa_with_attention_adapters_is_refused_by_name() -> None:
+    """Zamba2Attention's K and V adapters write attention_hidden_size (2·d): narrower K and V cannot take them."""
+    with pytest.raises(GptcalcError, match="num_key_value_heads: 2 of 4 heads"):
+        spec_of({**tiny_config("zamba2"), "num_key_value_heads": 2})
 
 
 def test_copies_counted_once_applications_each() -> None:

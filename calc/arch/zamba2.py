@@ -13,7 +13,10 @@ hybrid layers). Each application has its own rank-`adapter_rank` adapter beside 
 (always) and beside Q, K and V (`use_shared_attention_adapter`), and its own bias-free d × d linear.
 
 Read as transformers' Zamba2Config reads the keys: the Mamba2 inner width is mamba_expand ×
-hidden_size in n_mamba_heads heads (mamba_headdim in a config is recomputed, so it is not read), the
+hidden_size in n_mamba_heads heads (no parameter depends on how they split it, nor does a state: the
+conv keeps every channel, the SSM state inner × mamba_d_state; a config whose own mamba_headdim
+disagrees, as Zamba2-7B's early one does, gets a note: transformers builds its parameters as counted,
+but its Mamba2 forward cannot reshape the inner width into those heads), the
 conv has a bias whatever use_conv_bias says (Zamba2MambaMixer builds it with bias=True),
 add_bias_linear puts biases on in_proj, out_proj and the MLP, intermediate_size defaults to
 4 × hidden_size, num_key_value_heads to num_attention_heads, rotary only with use_mem_rope, the
@@ -67,7 +70,18 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
         del blocks["mamba"]
     n_positions = LONG_CONTEXT if cfg.bool("use_long_context") else cfg.int(*KEYS["n_positions"])
     return decoder(cfg, "zamba2", blocks, layer_runs(names), rms, cfg.bool("tie_word_embeddings"),
-                   n_positions=n_positions)
+                   n_positions=n_positions, notes=_split_note(cfg, mamba["attention"]))
+
+
+def _split_note(cfg: Config, mixer: dict[str, Any]) -> tuple[str, ...]:
+    """A note when the config's mamba_headdim does not split the inner width into n_mamba_heads."""
+    stated = cfg.raw("mamba_headdim", default=None)
+    if stated is None or stated == mixer["head_dim"]:
+        return ()
+    inner = mixer["n_heads"] * mixer["head_dim"]
+    return (f"zamba2: mamba_headdim {stated!r} × n_mamba_heads {mixer['n_heads']} is not mamba_expand × hidden_size = "
+            f"{inner:,}: transformers builds these parameters, but its Mamba2 forward cannot split {inner:,} channels "
+            f"so; the states are counted as {inner:,} channels × mamba_d_state, whatever the split",)
 
 
 def _kinds(cfg: Config) -> list[str]:
@@ -95,8 +109,12 @@ def _applied(cfg: Config, d: int, copy: str, rms: dict[str, Any]) -> dict[str, A
     heads = cfg.int(*KEYS["n_heads"])
     if (2 * d) % heads:
         raise cfg.error("num_attention_heads", f"{heads} heads do not divide the shared attention's width 2 × {d}")
-    head_dim = 2 * d // heads
-    attention = {"kind": "attention", "n_heads": heads, "n_kv_heads": cfg.int("num_key_value_heads", default=heads),
+    head_dim, kv_heads = 2 * d // heads, cfg.int("num_key_value_heads", default=heads)
+    if kv_heads != heads and cfg.bool("use_shared_attention_adapter"):
+        raise cfg.error("num_key_value_heads", f"{kv_heads} of {heads} heads: with use_shared_attention_adapter the K and "
+                                               "V adapters write 2 × hidden_size (Zamba2Attention), so K and V must be "
+                                               "as wide as Q")
+    attention = {"kind": "attention", "n_heads": heads, "n_kv_heads": kv_heads,
                  "head_dim": head_dim, "scale": 1 / math.sqrt(head_dim / 2),
                  "rope": rope(cfg, head_dim) if cfg.bool("use_mem_rope") else None}
     mlp = {"kind": "mlp", "d_ff": cfg.int("intermediate_size", default=4 * d), "gated": True,
