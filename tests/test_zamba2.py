@@ -216,10 +216,20 @@ def test_what_does_not_follow_shared_blocks_refuses_by_name(args: list[str], tmp
     assert "does not implement shared blocks yet" in result.output
 
 
-def test_the_checkpoint_reader_refuses_by_name(tmp_path: Path) -> None:
+def test_the_checkpoint_reader_places_each_copy_once(tmp_path: Path) -> None:
+    """transformers' save_pretrained writes copy A's tensors under layer 1, the first applying it, with
+    the adapters of applications 0 and 2, and copy B's under layer 3 (application 1); layer 4, which
+    applies A again, holds only its Mamba and its linear. Every tensor recognised, the total the count's."""
+    from calc.checkpoint.names import classify
     from calc.checkpoint.report import read_checkpoint
 
-    model = transformers_model(tiny_config("zamba2"))
-    with pytest.raises(GptcalcError, match="the checkpoint reader does not implement shared blocks"):
-        model.to_empty(device="cpu").save_pretrained(tmp_path)
-        read_checkpoint(str(tmp_path))
+    _transformers_tiny("zamba2").save_pretrained(tmp_path)
+    report = read_checkpoint(str(tmp_path))
+    assert report.ok, report.problems
+    spec = spec_of(tiny_config("zamba2"))
+    assert report.breakdown.total == count(spec).total
+    adapter = "model.layers.1.shared_transformer.self_attn.linear_q_adapter_list.{}.0.weight"
+    assert classify(adapter.format(2), spec).target == "shared_block_q_adapter"
+    assert classify(adapter.format(1), spec) is None  # application 1 applies B, stored under layer 3
+    assert classify("model.layers.4.linear.weight", spec).target == "shared_block_proj"
+    assert classify("model.layers.4.shared_transformer.self_attn.q_proj.weight", spec) is None

@@ -196,7 +196,6 @@ def tensor_table(spec: ModelSpec) -> TensorTable:
     """The spec's table (kept for the last few specs: classifying a checkpoint asks for it per tensor)."""
     cached = _TABLES.get(id(spec))
     if cached is None or cached[0] is not spec:
-        spec.refuse_shared("the checkpoint reader")
         if len(_TABLES) > 16:
             _TABLES.clear()
         cached = _TABLES[id(spec)] = (spec, TensorTable(spec))
