@@ -7,9 +7,9 @@ The analytic counter, the torch reference model and a checkpoint reader each pro
 Component counts are totals over the whole model: a per-layer component (e.g. `q`) holds the sum
 over every layer that has it. `blocks` says how those totals split by layer kind (DeepSeek-V3: 3
 dense layers, 58 MoE layers), each with its per-layer rows; `shared` lists the blocks stored once
-and applied by several layers (Zamba2's), each copy's rows counted once. A tied LM head is stored as 0 with
-`tied=True`: its matrix *is* the token embedding, so counting it again is the classic "GPT-2 has
-163M parameters" mistake. `extra` holds what a checkpoint stores beyond the model itself
+and applied by several layers (Zamba2's), each copy's rows counted once. A tied LM head is stored as
+0 with `tied=True`: its matrix *is* the token embedding, so counting it again is the classic "GPT-2
+has 163M parameters" mistake. `extra` holds what a checkpoint stores beyond the model itself
 (DeepSeek-V3's multi-token-prediction layers, its routers' score-correction buffers): shown, never
 added to the total.
 

@@ -122,5 +122,3 @@ def _applied(cfg: Config, d: int, copy: str, rms: dict[str, Any]) -> dict[str, A
     adapted = ["q", "k", "v"] if cfg.bool("use_shared_attention_adapter") else []
     return {"name": copy, "block": {"attention": attention, "mlp": mlp, "norm": rms, "in_width": 2 * d},
             "adapter_rank": cfg.int("adapter_rank"), "adapters": [*adapted, "mlp"]}
-
-

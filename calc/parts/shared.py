@@ -42,9 +42,13 @@ class SharedBlock(Part):
 
     @model_validator(mode="after")
     def _check(self) -> "SharedBlock":
+        """The form the checkpoint names, shapes and terms follow (Zamba2's): anything else is refused, not misread."""
         a = self.attention
-        if a.o_bias or a.output_gate or a.augment or a.kv_shared:
-            raise ValueError("a shared block's attention is plain: no output bias, gate, augment or shared K and V")
+        if any((a.q_bias, a.k_bias, a.v_bias, a.o_bias, a.qk_norm, a.sinks, a.output_gate, a.augment, a.kv_shared,
+                a.k_eq_v, a.fused_qkv)):
+            raise ValueError("attention: a shared block's is plain Q, K, V and W_O without biases (Zamba2Attention)")
+        if not (self.mlp.gated and self.mlp.fused_gate_up):
+            raise ValueError("mlp: a shared block's is gated, gate and up one fused matrix (Zamba2MLP's gate_up_proj)")
         return self
 
     def params(self, d_model: int) -> dict[str, int]:

@@ -11,7 +11,8 @@ each expert being sharded.
 Pipeline parallelism gives each stage a contiguous run of layers, vLLM's get_pp_indices split
 (vllm/distributed/utils.py): n_layers // pp each, the remainder one extra per stage from the
 second-to-last backwards; the first stage also holds the embedding, the last the final norm and
-LM head, and every stage with a layer that applies a shared block (Zamba2's) holds that block. The busiest GPU (weights + its layers' KV) decides what fits.
+LM head, and every stage with a layer that applies a shared block (Zamba2's) holds that block.
+The busiest GPU (weights + its layers' KV) decides what fits.
 
 Sharding rounds up (a shard of an odd row count is the larger half); vLLM's vocabulary padding
 to a multiple of 64 per shard is not modelled.

@@ -31,8 +31,9 @@ P·V, keep Q, K, V); `full` keeps only each layer's input, n·d, and recomputes 
 Tensor parallelism over t GPUs splits the heads and d_ff, so every term h- or d_ff-wide (and P) is ÷ t;
 the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷ t only with sequence
 parallelism. MoE layers and MLA follow the same rules but are not measured by the torch test, nor
-are the recurrent mixers (Mamba2, gated DeltaNet, short conv) or Zamba2's shared blocks: their terms
-list what the ops around each recurrence (each application) keep, read off transformers' torch paths.
+are the recurrent mixers (Mamba2, gated DeltaNet, short conv): their terms list what the ops around
+each recurrence keep, read off transformers' torch paths. Zamba2's shared blocks are: each
+application's terms equal what autograd saves in transformers' own model (tests/test_zamba2.py).
 """
 
 from __future__ import annotations
