@@ -92,6 +92,22 @@ def test_copies_counted_once_applications_each() -> None:
     assert "applied by 2 layers" in b.shared[0].description and "applied by 1 layers" in b.shared[1].description
 
 
+def test_count_shows_each_copy_once(tmp_path: Path) -> None:
+    """The table's section per copy ("shared block A (stored once)") and --json's shared_blocks, whose
+    totals with the blocks' and the model's rows add up to the total."""
+    (tmp_path / "config.json").write_text(json.dumps(tiny_config("zamba2")))
+    table = CliRunner().invoke(main, ["count", str(tmp_path)])
+    assert table.exit_code == 0 and "shared block A (stored once)" in table.output and "shared block B" in table.output
+    data = json.loads(CliRunner().invoke(main, ["count", str(tmp_path), "--json"]).output)
+    copies = {copy["name"]: copy["total"] for copy in data["shared_blocks"]}
+    # norm 64, Q, K, V 3 × 64·64, W_O 64·32, norm 32, gate_up 32·96 + 96, down 48·32 + 32 (add_bias_linear)
+    one_copy = 64 + 3 * 64 * 64 + 64 * 32 + 32 + (32 * 96 + 96) + (48 * 32 + 32)
+    assert copies == {"A": one_copy, "B": one_copy}
+    layers = sum(block["total"] for block in data["blocks"])
+    assert layers + sum(copies.values()) + data["components"]["token_embedding"] + data["components"]["final_norm"] \
+        == data["total"]
+
+
 def test_each_application_keeps_its_own_cache() -> None:
     """Three applications, each K and V of 4 heads × 16 per token (fp32: 4 B); every layer, hybrid or
     not, keeps its Mamba2's conv window and SSM state, whatever the length."""
