@@ -23,6 +23,7 @@ from calc.analysis.train.params import held
 from calc.cli import main
 from calc.errors import GptcalcError
 from calc.spec.model import spec_from_dict
+from cli_checks import check_run
 from oracle import CONFIG_DIR, read_config, spec_of, transformers_count, transformers_model
 from test_hybrids import _transformers_tiny
 from tiny_models import tiny_config
@@ -72,6 +73,21 @@ def test_a_split_the_heads_cannot_run_is_said() -> None:
     spec = spec_of(read_config(CONFIG_DIR / "model_types" / "zamba2.json"))
     assert any("mamba_headdim 64 × n_mamba_heads 8 is not mamba_expand × hidden_size = 7,168" in n for n in spec.notes)
     assert not any("mamba_headdim" in n for n in spec_of(tiny_config("zamba2")).notes)
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"layers_block_type": "hybrid"}, "layers_block_type: expected a list"),
+    ({"layers_block_type": ["mamba", "attention"]}, "layers_block_type: unknown layer type 'attention'"),
+    ({"layers_block_type": []}, "layers_block_type: empty"),
+    ({"n_mamba_heads": 3}, "n_mamba_heads: 3 heads do not divide"),
+    ({"num_mem_blocks": 0}, "num_mem_blocks: 0"),
+    ({"adapter_rank": 0}, "adapter_rank: 0"),
+    ({"num_attention_heads": 5}, "num_attention_heads: 5 heads do not divide"),
+])
+def test_bad_keys_are_one_error_naming_them(change: dict, named: str, tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({**tiny_config("zamba2"), **change}))
+    result = check_run(["count", str(tmp_path)])
+    assert result.exit_code == 2 and named in result.stderr
 
 
 def test_gqa_with_attention_adapters_is_refused_by_name() -> None:

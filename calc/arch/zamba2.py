@@ -55,7 +55,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     mamba = {"attention": _mixer(cfg, d), "mlp": None, "norm": rms, "norms": ["attn_in"]}
     kinds = _kinds(cfg)
     copies = cfg.int("num_mem_blocks")
-    if copies < 1:
+    if copies < 1 and "hybrid" in kinds:
         raise cfg.error("num_mem_blocks", f"{copies}: a hybrid layer needs at least one shared block")
     blocks, names, hybrid = {"mamba": mamba}, [], 0
     for kind in kinds:
@@ -87,10 +87,13 @@ def _split_note(cfg: Config, mixer: dict[str, Any]) -> tuple[str, ...]:
 def _kinds(cfg: Config) -> list[str]:
     """`layers_block_type` (or `layer_types`): hybrid, or mamba / linear_attention; its length is the
     layer count transformers builds."""
-    kinds = cfg.list("layers_block_type", "layer_types") or DEFAULT_TYPES
+    kinds = cfg.list("layers_block_type", "layer_types")
+    if kinds is None:
+        return DEFAULT_TYPES
     unknown = sorted({str(kind) for kind in kinds} - {"hybrid", *MAMBA_TYPES})
-    if unknown:
-        raise cfg.error("layers_block_type", f"unknown layer type {unknown[0]!r} (expected hybrid, mamba)")
+    if unknown or not kinds:
+        raise cfg.error("layers_block_type", f"unknown layer type {unknown[0]!r} (expected hybrid, mamba)" if unknown
+                        else "empty: a model needs at least one layer")
     return kinds
 
 
@@ -120,5 +123,7 @@ def _applied(cfg: Config, d: int, copy: str, rms: dict[str, Any]) -> dict[str, A
     mlp = {"kind": "mlp", "d_ff": cfg.int("intermediate_size", default=4 * d), "gated": True,
            "activation": activation(cfg, "hidden_act"), "bias": cfg.bool("add_bias_linear"), "fused_gate_up": True}
     adapted = ["q", "k", "v"] if cfg.bool("use_shared_attention_adapter") else []
+    if cfg.int("adapter_rank") < 1:
+        raise cfg.error("adapter_rank", f"{cfg.raw('adapter_rank')}: every application's adapters have rank 1 or more")
     return {"name": copy, "block": {"attention": attention, "mlp": mlp, "norm": rms, "in_width": 2 * d},
             "adapter_rank": cfg.int("adapter_rank"), "adapters": [*adapted, "mlp"]}
