@@ -83,7 +83,7 @@ def test_multimodal_decoder_and_towers_each_exact(path: Path) -> None:
 @pytest.mark.parametrize("path", CONFIGS, ids=_id)
 def test_rows_add_up(path: Path) -> None:
     b = count(load_spec(str(path)))
-    layers = sum(block.total for block in b.blocks)
+    layers = sum(block.total for block in (*b.blocks, *b.shared))  # shared blocks (Zamba2's): each copy once
     outside = sum(n for name, n in b.components.items() if name in MODEL_COMPONENTS)
     assert layers + outside == b.decoder_total == sum(b.components.values())
     assert b.decoder_total + sum(sum(t.components.values()) for t in b.towers) == b.total

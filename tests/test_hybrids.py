@@ -34,7 +34,7 @@ from tiny_models import VOCAB, tiny_config
 CONFIGS = Path(__file__).resolve().parent / "configs" / "model_types"
 HYBRIDS = ["qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "mamba2", "nemotron_h", "bamba", "granitemoehybrid",
            "lfm2", "lfm2_moe", "mamba", "falcon_mamba", "jamba", "falcon_h1", "kimi_linear", "minimax", "minimax_m1",
-           "olmo_hybrid"]
+           "olmo_hybrid", "zamba2"]
 BATCH = 2
 
 

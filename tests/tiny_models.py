@@ -235,6 +235,12 @@ TINY: dict[str, dict[str, Any]] = {
     "lfm2": {**_COMMON, "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"], "conv_bias": True},
     "lfm2_moe": {**_COMMON, "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"],
                  "moe_intermediate_size": 16, "num_dense_layers": 1, "num_experts": 4, "num_experts_per_tok": 2},
+    # Zamba2: Mamba2 layers, and two shared blocks (A, B) applied in turn by three hybrid layers, with
+    # Q/K/V adapters beside the MLP's, rotary, biases on in_proj, out_proj and the MLP, two groups of B and C
+    "zamba2": {**_COMMON, "num_hidden_layers": 5, "layers_block_type": ["mamba", "hybrid", "mamba", "hybrid", "hybrid"],
+               "num_key_value_heads": 4, "mamba_d_state": 8, "n_mamba_heads": 4, "mamba_ngroups": 2, "num_mem_blocks": 2,
+               "use_shared_attention_adapter": True, "adapter_rank": 4, "use_mem_rope": True, "chunk_size": 4,
+               "add_bias_linear": True},
 }
 
 
@@ -244,14 +250,14 @@ def tiny_config(model_type: str) -> dict[str, Any]:
 
 
 # Model types whose mechanism the torch reference does not build yet (Kimi Delta Attention, MiniMax's lightning
-# attention, Gemma-3n's and Gemma-4's V-norm, shared K/V, AltUp, LAuReL, per-layer inputs and MoE beside the
+# attention, Zamba2's shared blocks, Gemma-3n's and Gemma-4's V-norm, shared K/V, AltUp, LAuReL, per-layer inputs and MoE beside the
 # MLP): verify refuses them by name (tests/test_reference_equivalence.py checks
 # the refusal), while count, kvcache and the header check cover them (tests/test_hybrids.py, tests/test_gemma_ple.py).
 # Model types transformers builds no causal LM for: their language model and head are compared inside the
 # multimodal model around them (tests/test_step3p7.py; tests/oracle.py WRAPPED for counts).
 NO_CAUSAL_LM = {"step3p5"}
 
-NO_TORCH_YET = {"kimi_linear", "minimax", "minimax_m1", "gemma3n_text", "gemma4_text"}
+NO_TORCH_YET = {"kimi_linear", "minimax", "minimax_m1", "gemma3n_text", "gemma4_text", "zamba2"}
 
 
 # Model types whose transformers model holds rows its published checkpoints do not (never read by its forward).

@@ -6,9 +6,10 @@ The analytic counter, the torch reference model and a checkpoint reader each pro
 
 Component counts are totals over the whole model: a per-layer component (e.g. `q`) holds the sum
 over every layer that has it. `blocks` says how those totals split by layer kind (DeepSeek-V3: 3
-dense layers, 58 MoE layers), each with its per-layer rows. A tied LM head is stored as 0 with
-`tied=True`: its matrix *is* the token embedding, so counting it again is the classic "GPT-2 has
-163M parameters" mistake. `extra` holds what a checkpoint stores beyond the model itself
+dense layers, 58 MoE layers), each with its per-layer rows; `shared` lists the blocks stored once
+and applied by several layers (Zamba2's), each copy's rows counted once. A tied LM head is stored as
+0 with `tied=True`: its matrix *is* the token embedding, so counting it again is the classic "GPT-2
+has 163M parameters" mistake. `extra` holds what a checkpoint stores beyond the model itself
 (DeepSeek-V3's multi-token-prediction layers, its routers' score-correction buffers): shown, never
 added to the total.
 
@@ -108,6 +109,7 @@ class Breakdown:
     tied_saving: int = 0  # parameters an untied head would add (vocab_size * d_model)
     source: str = "analytic"
     blocks: tuple[BlockCount, ...] = ()  # by layer kind; the analytic source knows them
+    shared: tuple[BlockCount, ...] = ()  # blocks stored once and applied by several layers (Zamba2), one copy each
     active: int | None = None  # parameters one token uses (MoE: top_k experts only); None: all of them
     extra: Mapping[str, int] = field(default_factory=dict)  # stored beside the model, not in its total
     towers: tuple[TowerCount, ...] = ()  # a multimodal model's encoders, in its total
@@ -178,6 +180,8 @@ class Breakdown:
         if self.active is not None:
             result["active"] = self.active
             result["active_non_embedding"] = self.active - self.embeddings
+        if self.shared:
+            result["shared_blocks"] = [copy.to_json() for copy in self.shared]
         if self.towers:
             result["towers"] = [tower.to_json() for tower in self.towers]
         if self.uncounted:

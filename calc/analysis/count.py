@@ -15,7 +15,7 @@ from typing import Iterable
 from calc.analysis.breakdown import BlockCount, Breakdown, TowerCount
 from calc.spec.model import ModelSpec
 
-__all__ = ["active_params", "by_family", "count", "stored_buffers", "tower_counts"]
+__all__ = ["active_params", "by_family", "count", "shared_counts", "stored_buffers", "tower_counts"]
 
 
 def count(spec: ModelSpec) -> Breakdown:
@@ -23,8 +23,10 @@ def count(spec: ModelSpec) -> Breakdown:
     d = spec.d_model
     components = spec.embedding.params(spec.vocab_size, d, spec.n_positions)
     for repeat, block in spec.runs():
-        for name, n in block.params(d).items():
-            components[name] = components.get(name, 0) + repeat * n
+        _add(components, block.params(d), repeat)
+    shared = shared_counts(spec)
+    for copy in shared:  # stored once, however many layers apply it
+        _add(components, copy.per_layer, 1)
     if spec.final_norm is not None and (final := spec.final_norm.params(d)):
         components["final_norm"] = final
     components.update(spec.head.params(spec.vocab_size, d, spec.embedding.proj_dim))
@@ -37,11 +39,23 @@ def count(spec: ModelSpec) -> Breakdown:
         tied=spec.head.tied,
         tied_saving=spec.vocab_size * spec.embedding.width(d) if spec.head.tied else 0,
         blocks=blocks,
+        shared=shared,
         active=active_params(spec),
         extra={**stored_buffers(spec), **(spec.mtp.params(spec) if spec.mtp else {})},
         towers=tower_counts(spec),
         uncounted=spec.uncounted,
     )
+
+
+def _add(totals: dict[str, int], rows: dict[str, int], times: int) -> None:
+    for name, n in rows.items():
+        totals[name] = totals.get(name, 0) + times * n
+
+
+def shared_counts(spec: ModelSpec) -> tuple[BlockCount, ...]:
+    """Each stored copy of a shared block (Zamba2's), its rows once: `layers` is 1, the one copy."""
+    return tuple(BlockCount(name, 1, block.params(spec.d_model), f"applied by {uses} layers; {block.describe()}")
+                 for name, (block, uses) in spec.shared_blocks().items())
 
 
 def tower_counts(spec: ModelSpec) -> tuple[TowerCount, ...]:
@@ -62,8 +76,7 @@ def stored_buffers(spec: ModelSpec) -> dict[str, int]:
     shown beside the total, never in it, as transformers does not count them as parameters."""
     totals: dict[str, int] = {}
     for repeat, block in spec.runs():
-        for name, n in block.buffers().items():
-            totals[name] = totals.get(name, 0) + repeat * n
+        _add(totals, block.buffers(), repeat)
     return totals
 
 

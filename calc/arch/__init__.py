@@ -93,6 +93,7 @@ ADAPTERS: dict[str, str] = {
     "nemotron_h": "mamba",
     "bamba": "mamba",
     "granitemoehybrid": "mamba",
+    "zamba2": "zamba2",
     "lfm2": "lfm2",
     "lfm2_moe": "lfm2",
     "step3p5": "step3p7",

@@ -273,6 +273,20 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                                  "experts.down": "block_sparse_moe.output_linear.weight"}},
     "lfm2": _LFM2,
     "lfm2_moe": _LFM2,
+    # Zamba2: a hybrid layer's own tensors (`applied`: its Mamba under mamba_decoder., its linear); a
+    # shared block's (`shared_block`) under the first hybrid layer applying it, with every application's
+    # adapters, `.{i}.0` and `.{i}.1` by the application's index among the hybrid layers
+    "zamba2": {**LLAMA, **_mamba2("mamba"), "final_norm": "model.final_layernorm",
+               "applied": {"attn_in": "mamba_decoder.input_layernorm", **_mamba2("mamba_decoder.mamba"),
+                           "shared_proj": "linear"},
+               "shared_block": {"attn_in": "shared_transformer.input_layernorm",
+                                **{role: f"shared_transformer.self_attn.{role}_proj" for role in ("q", "k", "v", "o")},
+                                "mlp_in": "shared_transformer.pre_ff_layernorm",
+                                "gate_up": "shared_transformer.feed_forward.gate_up_proj",
+                                "down": "shared_transformer.feed_forward.down_proj",
+                                **{f"{key}_adapter": f"shared_transformer.self_attn.linear_{key}_adapter_list"
+                                   for key in ("q", "k", "v")},
+                                "mlp_adapter": "shared_transformer.feed_forward.gate_up_proj_adapter_list"}},
 }
 # A spec of one's own (model_type "custom", or any other this table does not know) takes Llama's
 # names, with Gemma-2's for output norms and Phi-3's for fused projections.

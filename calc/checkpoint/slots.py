@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from calc.parts.shared import PREFIX
 from calc.spec.model import Block, ModelSpec
 
 __all__ = ["Slot", "Target", "block_slots", "model_slots", "mtp_slots"]
@@ -340,6 +341,12 @@ def block_slots(lay: dict[str, Any], block: Block, d: int, hub: bool = False) ->
     """One layer's tensors, names relative to `layers.{layer}.` (`{expert}` in a hub layout). A layer
     of several mixer + MLP pairs (LongCat-Flash) has each pair's under its own index, `{sub}` in the
     layout's paths, roles `0.q_a`, `1.q_a`, ...; a shortcut's roles are `shortcut.router`, ..."""
+    if block.shared is not None:  # Zamba2's hybrid layer: its own tensors; its shared block's are the model's
+        slots = _pair_slots({**lay, **lay["applied"]}, block, d, hub)
+        s = _Slots(lay["applied"])
+        if block.shared.proj:
+            s.linear("shared_proj", d, d, f"{PREFIX}proj")
+        return {**s.slots, **slots}
     if block.pairs == 1 and block.shortcut is None:
         return _pair_slots(lay, block, d, hub)
     slots = {f"{i}.{role}": slot for i in range(block.pairs)
@@ -380,6 +387,37 @@ def _pair_slots(lay: dict[str, Any], block: Block, d: int, hub: bool) -> dict[st
     return s.slots
 
 
+def _shared_slots(s: _Slots, spec: ModelSpec, lay: dict[str, Any]) -> None:
+    """Each shared block (Zamba2's) under the first layer applying it, with every application's
+    adapters by its index among the applying layers (transformers' adapter lists)."""
+    firsts: dict[str, int] = {}
+    uses: dict[str, list[tuple[int, Any]]] = {}  # copy -> (index among the applying layers, that layer's use)
+    applying = [(layer, shared) for layer in range(spec.n_layers)
+                if (shared := spec.blocks[spec.block_at(layer)].shared) is not None]
+    for index, (layer, shared) in enumerate(applying):
+        firsts.setdefault(shared.name, layer)
+        uses.setdefault(shared.name, []).append((index, shared))
+    d = spec.d_model
+    for name, (copy, _) in spec.shared_blocks().items():
+        at = {role: f"{lay['layers']}.{firsts[name]}.{path}" for role, path in lay["shared_block"].items()}
+        a, m, role = copy.attention, copy.mlp, f"shared.{name}."
+        s.norm(f"{role}attn_in", copy.norm, copy.in_width, f"{PREFIX}attn_norm", at["attn_in"])
+        for key, width in (("q", a.q_dim), ("k", a.kv_dim), ("v", a.v_dim)):
+            s.linear(f"{role}{key}", copy.in_width, width, PREFIX + key, path=at[key])
+        s.linear(f"{role}o", a.o_dim, d, f"{PREFIX}attn_out", path=at["o"])
+        s.norm(f"{role}mlp_in", copy.norm, d, f"{PREFIX}mlp_norm", at["mlp_in"])
+        gate, up = f"{PREFIX}mlp_gate", f"{PREFIX}mlp_up"
+        s.linear(f"{role}gate_up", d, 2 * m.d_ff, (gate, up), m.bias and (f"{gate}_bias", f"{up}_bias"),
+                 (m.d_ff, m.d_ff), at["gate_up"])
+        s.linear(f"{role}down", m.d_ff, d, f"{PREFIX}mlp_down", m.bias and f"{PREFIX}mlp_down_bias", path=at["down"])
+        for index, shared in uses[name]:
+            r = shared.adapter_rank
+            for key, (n_in, n_out) in shared.adapter_widths(d).items():
+                path, target = f"{at[f'{key}_adapter']}.{index}", f"{PREFIX}{key}_adapter"
+                s.linear(f"{role}{key}_adapter.{index}.0", n_in, r, target, path=f"{path}.0")
+                s.linear(f"{role}{key}_adapter.{index}.1", r, n_out, target, path=f"{path}.1")
+
+
 def model_slots(spec: ModelSpec, lay: dict[str, Any]) -> dict[str, Slot]:
     """The tensors outside the stack: embeddings, final norm, head."""
     s, d, e = _Slots(lay), spec.d_model, spec.embedding
@@ -402,6 +440,8 @@ def model_slots(spec: ModelSpec, lay: dict[str, Any]) -> dict[str, Slot]:
         s.linear("project_in", e.proj_dim, d, "project_in")
     if e.norm is not None:
         s.norm("embed_norm", e.norm, d, "embedding_norm")
+    if spec.shared_blocks():
+        _shared_slots(s, spec, lay)
     if spec.final_norm is not None:
         s.norm("final_norm", spec.final_norm, d, "final_norm")
     if e.proj_dim:

@@ -9,7 +9,7 @@ MLP part (MLP or MoE) and norms together, either of the two possibly absent; `Mo
 from __future__ import annotations
 
 from calc.parts import (attention, augment, embedding, gated_deltanet, kda, lightning, mamba, mamba2, mla, mlp, moe, norm,
-                        short_conv)
+                        shared, short_conv)
 from calc.parts.attention import Attention, QKNorm, Rope, attention_kind
 from calc.parts.embedding import Embedding, Head
 from calc.parts.gated_deltanet import GatedDeltaNet
@@ -29,6 +29,7 @@ __all__ = ["LABELS", "MLA", "MLP", "Attention", "Embedding", "GatedDeltaNet", "H
 # Every component key any part can produce, with its label, in the order a token meets them.
 LABELS: dict[str, str] = {
     **{k: v for k, v in embedding.LABELS.items() if not k.startswith("lm_head") and k not in ("project_out", "altup_out")},
+    **shared.LABELS,
     "attn_norm": norm.LABELS["attn_norm"],
     **mla.LABELS,
     **attention.LABELS,

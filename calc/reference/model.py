@@ -280,5 +280,6 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
 def build(spec: ModelSpec, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> Decoder:
     """The spec as a torch model in eval mode; `device="meta"` allocates nothing (any size).
     A part option the reference does not implement is a GptcalcError naming it."""
+    spec.refuse_shared("the torch reference")
     with torch.device(device), _default_dtype(dtype):
         return Decoder(spec).eval()

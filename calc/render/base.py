@@ -52,6 +52,11 @@ def count_table(spec: ModelSpec, b: Breakdown) -> Table:
         kind = "" if len(b.blocks) == 1 else f" {block.name}"
         row(styled("bold", f"{block.layers}{kind} blocks") + f" ({block.per_layer_total:,} per block)", block.total,
             style="bold")
+    for copy in b.shared:
+        for name, n in copy.per_layer.items():
+            row(f"  {label(name)}", n)
+        row(styled("bold", f"shared block {copy.name}") + " (stored once)",
+            copy.total, style="bold")
     for name in ("final_norm", "project_out"):
         if b.get(name):
             row(label(name), b.get(name))
@@ -97,6 +102,7 @@ def count_notes(spec: ModelSpec, b: Breakdown) -> list[str]:
         notes = [f"{'attention' if attention.keys() >= set(mixers) else 'token mixer'} in {', '.join(names)} "
                  f"blocks: {text}" for text, names in kinds.items()]
     notes += [f"{name} blocks: {block.moe.describe()}" for name, block in spec.blocks.items() if block.is_moe]
+    notes += [f"shared block {copy.name}: {copy.description}" for copy in b.shared]
     if b.tied:
         notes.append(
             f"LM head tied to the token embedding: tying saves {count_with_units(b.tied_saving)} parameters "

@@ -20,6 +20,7 @@ from calc.parts import MLA, MLP, Attention, Embedding, GatedDeltaNet, Head, Kimi
 from calc.parts.base import Field, Part, field_validator, model_validator
 from calc.parts.cache import CacheSpec
 from calc.parts.parallel import Member, Parallel
+from calc.parts.shared import Shared, SharedBlock
 from calc.towers import Tower
 
 __all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "is_flat", "spec_from_dict"]
@@ -51,6 +52,8 @@ class Block(Part):
     (LongCat-Flash: attention, MLP, attention, MLP), and a `shortcut` that reads the first MLP's
     normed input beside it and joins the residual stream at the end of the layer (LongCat-Flash's
     shortcut-connected MoE). A parallel group of mixers is the mixer `parallel` (Falcon-H1).
+    `shared` applies a block stored once for the whole model (calc/parts/shared.py: Zamba2) before
+    them: its weights are the model's `shared` rows, its adapters and cache this layer's own.
     """
 
     attention: Mixer | None = Field(discriminator="kind")
@@ -62,6 +65,7 @@ class Block(Part):
     residual_scale: float | None = Field(default=None, strict=False)  # Granite: each sublayer's output times this
     pairs: int = Field(default=1, gt=0)  # the mixer + MLP pair, in sequence, this many times (LongCat-Flash: 2)
     shortcut: MLP | MoE | None = Field(default=None, discriminator="kind")  # LongCat-Flash's shortcut-connected MoE
+    shared: Shared | None = None  # a stored block this layer applies before its own sublayers (Zamba2's hybrid layers)
 
     @model_validator(mode="before")
     @classmethod
@@ -120,7 +124,8 @@ class Block(Part):
     def params(self, d_model: int) -> dict[str, int]:
         """One layer's components, in the order a token meets them (a repeated pair's rows summed)."""
         rows = {k: v * self.pairs for k, v in self.pair_params(d_model).items()}
-        return {**rows, **(self.shortcut.params(d_model) if self.shortcut else {})}
+        applied = self.shared.params(d_model) if self.shared else {}
+        return {**applied, **rows, **(self.shortcut.params(d_model) if self.shortcut else {})}
 
     def pair_params(self, d_model: int) -> dict[str, int]:
         """One mixer + MLP pair's components with their norms, in the order a token meets them."""
@@ -136,12 +141,16 @@ class Block(Part):
         """Each weight matrix of one layer: its input width and how many there are."""
         pair = {key: (width, n * self.pairs) for part in (self.attention, self.mlp) if part is not None
                 for key, (width, n) in part.matrices(d_model).items()}
-        return {**pair, **(self.shortcut.matrices(d_model) if self.shortcut else {})}
+        applied = self.shared.matrices(d_model) if self.shared else {}
+        return {**applied, **pair, **(self.shortcut.matrices(d_model) if self.shortcut else {})}
 
     def cache(self, d_model: int) -> CacheSpec:
-        """What this layer keeps per sequence: its mixer's cache, once per pair (nothing for an MLP-only layer)."""
+        """What this layer keeps per sequence: its mixer's cache, once per pair (nothing for an MLP-only
+        layer), after the cache of the shared block it applies (each application keeps its own)."""
         spec = self.attention.cache(d_model) if self.attention else CacheSpec()
-        return CacheSpec(tokens=spec.tokens * self.pairs, states=spec.states * self.pairs)
+        applied = self.shared.cache(d_model) if self.shared else CacheSpec()
+        return CacheSpec(tokens=applied.tokens + spec.tokens * self.pairs,
+                         states=applied.states + spec.states * self.pairs)
 
     @property
     def moe(self) -> MoE | None:
@@ -168,7 +177,8 @@ class Block(Part):
         parts = "; ".join(part.describe() for part in (self.attention, self.mlp) if part is not None)
         parts = f"{self.pairs} × ({parts})" if self.pairs > 1 else parts
         shortcut = f"; shortcut beside the first MLP: {self.shortcut.describe()}" if self.shortcut else ""
-        return f"{parts}{shortcut}; {self.norm.describe()} {at}; {where}"
+        applied = f"{self.shared.describe()}, then " if self.shared else ""
+        return f"{applied}{parts}{shortcut}; {self.norm.describe()} {at}; {where}"
 
 
 class LayerRun(Part):
@@ -248,11 +258,34 @@ class ModelSpec(Part):
             raise ValueError(f"blocks: {sorted(unused)[0]!r} is defined but no layer uses it")
         if self.mtp and self.mtp.block not in self.blocks:
             raise ValueError(f"mtp.block: {self.mtp.block!r} is not defined in blocks")
+        copies: dict[str, SharedBlock] = {}
+        for name, block in self.blocks.items():
+            if block.shared is not None and copies.setdefault(block.shared.name, block.shared.block) != block.shared.block:
+                raise ValueError(f"blocks.{name}.shared: copy {block.shared.name!r} is stored once, so every layer "
+                                 "applying it must describe the same block")
         return self
 
     @property
     def n_layers(self) -> int:
         return sum(run.repeat for run in self.layers)
+
+    def refuse_shared(self, what: str) -> None:
+        """One named error where `what` (a command, the torch reference) does not follow shared blocks yet:
+        a result that left them out would look right and be wrong."""
+        if self.shared_blocks():
+            raise GptcalcError(f"{what} does not implement shared blocks yet: {self.name} applies blocks stored "
+                               "once at several layers (Zamba2's shared transformer)")
+
+    def shared_blocks(self) -> dict[str, tuple[SharedBlock, int]]:
+        """Each stored copy the layers apply (Zamba2's shared blocks), with how many layers apply it:
+        counted once however many apply it."""
+        copies: dict[str, tuple[SharedBlock, int]] = {}
+        for name, n in self.layer_counts().items():
+            applied = self.blocks[name].shared
+            if applied is not None:
+                _, uses = copies.get(applied.name, (applied.block, 0))
+                copies[applied.name] = (applied.block, uses + n)
+        return copies
 
     def runs(self) -> list[tuple[int, Block]]:
         """(repeat, block) for each run of identical layers, bottom to top."""

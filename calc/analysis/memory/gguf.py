@@ -72,6 +72,7 @@ def _gqa(spec: ModelSpec) -> int:
 
 def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]:
     """Total bits of every component in a GGUF file of this mix."""
+    spec.refuse_shared(f"--quant {mix} (a GGUF mix)")  # llama.cpp's type choice for a shared block is not known
     base = MIXES[mix]
     d = spec.d_model
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}

@@ -11,7 +11,8 @@ each expert being sharded.
 Pipeline parallelism gives each stage a contiguous run of layers, vLLM's get_pp_indices split
 (vllm/distributed/utils.py): n_layers // pp each, the remainder one extra per stage from the
 second-to-last backwards; the first stage also holds the embedding, the last the final norm and
-LM head. The busiest GPU (weights + its layers' KV) decides what fits.
+LM head, and every stage with a layer that applies a shared block (Zamba2's) holds that block.
+The busiest GPU (weights + its layers' KV) decides what fits.
 
 Sharding rounds up (a shard of an odd row count is the larger half); vLLM's vocabulary padding
 to a multiple of 64 per shard is not modelled.
@@ -136,14 +137,18 @@ def stages(spec: ModelSpec, breakdown: Breakdown, layout: Layout) -> list[Stage]
     """Every pipeline stage's per-GPU parameters, by component."""
     kv_split = _kv_split(spec, layout.tp)
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}
-    in_blocks = {name for rows in per_layer.values() for name in rows}
+    copies = {copy.name: copy.per_layer for copy in breakdown.shared}
+    in_blocks = {name for rows in (*per_layer.values(), *copies.values()) for name in rows}
     outside = {name: n for name, n in breakdown.components.items() if name not in in_blocks}
     result, start = [], 0
     parts = pp_partitions(spec.n_layers, layout.pp)
     for index, count in enumerate(parts):
         params: dict[str, int] = {}
-        for kind, layers in spec.layer_counts(start, start + count).items():
-            for name, n in per_layer[kind].items():
+        kinds = spec.layer_counts(start, start + count)
+        # a shared block (Zamba2's) is held by every stage with a layer that applies it, once per stage
+        applied = dict.fromkeys(spec.blocks[kind].shared.name for kind in kinds if spec.blocks[kind].shared)
+        for rows, layers in [*((per_layer[kind], n) for kind, n in kinds.items()), *((copies[c], 1) for c in applied)]:
+            for name, n in rows.items():
                 params[name] = params.get(name, 0) + layers * _share(name, n, layout, kv_split)
         for name, n in outside.items():
             first = name in FIRST_STAGE

@@ -111,8 +111,10 @@ def scheme_bits(spec: ModelSpec, breakdown: Breakdown, scheme: Scheme) -> dict[s
     if scheme.gguf:
         return _per_param(gguf_bits(spec, breakdown, scheme.name), breakdown)
     bits = {name: KEPT_BITS * n for name, n in breakdown.components.items()}
-    for block in breakdown.blocks:
-        for name, (i, count) in spec.blocks[block.name].matrices(spec.d_model).items():
+    copies = {name: block for name, (block, _) in spec.shared_blocks().items()}
+    kinds = [(block, spec.blocks[block.name]) for block in breakdown.blocks]
+    for block, part in [*kinds, *((copy, copies[copy.name]) for copy in breakdown.shared)]:
+        for name, (i, count) in part.matrices(spec.d_model).items():
             if not scheme.quantises(name) or name not in block.per_layer:
                 continue
             out = block.per_layer[name] // (i * count)

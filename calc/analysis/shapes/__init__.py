@@ -46,8 +46,11 @@ def journey(spec: ModelSpec, seq: int, batch: int = 1, decode: bool = False) -> 
     d = _pass(spec, batch, seq, decode)
     layers = spec.layer_counts()
     steps = embedding_steps(spec, d)
+    owned: set[str] = set()  # shared blocks (Zamba2's) whose weights a step already owns
     for name, n in layers.items():
-        steps += block_steps(d, spec.blocks[name], spec.d_model, name, n)
+        applied = spec.blocks[name].shared
+        steps += block_steps(d, spec.blocks[name], spec.d_model, name, n, applied is None or applied.name not in owned)
+        owned |= {applied.name} if applied else set()
     steps += head_steps(spec, d)
     notes = dict.fromkeys(note for name in layers for note in block_notes(spec.blocks[name], name))
     return Journey(spec.name, batch, seq, decode, spec.n_layers, tuple(steps), layers, tuple(notes))

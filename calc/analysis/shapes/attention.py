@@ -16,13 +16,14 @@ from calc.parts import MLA, Attention, QKNorm
 __all__ = ["attend", "attention_steps", "cache_step", "key_lengths"]
 
 
-def attention_steps(d: Dims, a: Attention, rows: Rows) -> list[Step]:
-    """From the (normed) residual stream to attention's output projection, [B, T, d_model] again."""
+def attention_steps(d: Dims, a: Attention, rows: Rows, x_width: str = "d_model") -> list[Step]:
+    """From the (normed) residual stream to attention's output projection, [B, T, d_model] again;
+    `x_width` names the input's width where it is wider (Zamba2's shared attention reads d_in = 2·d_model)."""
     d = d.named(h=a.n_heads, kv=a.n_kv_heads, d_head=a.head_dim, **{"h·d_head": a.q_dim, "kv·d_head": a.kv_dim})
     d = d.named(d_v=a.value_head_dim, **{"kv·d_v": a.v_dim, "h·d_v": a.o_dim}) if _v(a) == "d_v" else d
     d, (past, held, keys) = key_lengths(d, a.window)
     q_heads, k_all = d.shape("B", "h", d.new, "d_head"), d.shape("B", "kv", held, "d_head")
-    steps = [*_projections(d, a, rows), *_heads(d, a, rows)]
+    steps = [*_projections(d, a, rows, x_width), *_heads(d, a, rows)]
     if d.decode and not a.kv_shared:  # a KV-shared layer reads an earlier layer's cache: nothing to append
         steps += [cache_step(d, name, d.shape("B", "kv", past, width), d.shape("B", "kv", d.new, width),
                              d.shape("B", "kv", held, width), a.window)
@@ -102,10 +103,10 @@ def key_lengths(d: Dims, window: int | None) -> tuple[Dims, tuple[str, str, str]
     return d, (fit("T"), fit(d.keys) if d.decode else "T", fit(d.keys))
 
 
-def _projections(d: Dims, a: Attention, rows: Rows) -> list[Step]:
-    x, w_q, w_kv = d.hidden, d.shape("d_model", "h·d_head"), d.shape("d_model", "kv·d_head")
+def _projections(d: Dims, a: Attention, rows: Rows, x_width: str) -> list[Step]:
+    x, w_q, w_kv = d.shape("B", d.new, x_width), d.shape(x_width, "h·d_head"), d.shape(x_width, "kv·d_head")
     q, kv = d.shape("B", d.new, "h·d_head"), d.shape("B", d.new, "kv·d_head")
-    w_v, v = d.shape("d_model", f"kv·{_v(a)}"), d.shape("B", d.new, f"kv·{_v(a)}")
+    w_v, v = d.shape(x_width, f"kv·{_v(a)}"), d.shape("B", d.new, f"kv·{_v(a)}")
     what = {"q": "each token's query: what it looks for", "k": "each token's key: what it can be found by",
             "v": "each token's value: what it passes on"}
     fused = (f"; fused: one x·W_QKV matmul, W_QKV [{d.sizes['d_model']}, {a.q_dim + a.kv_dim + a.v_dim}] = "

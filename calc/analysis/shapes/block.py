@@ -17,6 +17,7 @@ from calc.analysis.shapes.mlp import mlp_steps
 from calc.analysis.shapes.moe import NOTE as MOE_NOTE
 from calc.analysis.shapes.moe import moe_steps
 from calc.analysis.shapes.norm import norm_step
+from calc.analysis.shapes.shared import shared_steps
 from calc.analysis.shapes.recurrent import deltanet_steps, kda_steps, lightning_steps, mamba2_steps, mamba_steps, short_conv_steps
 from calc.parts.norm import LABELS as NORM_LABELS
 from calc.spec.model import NORM_COMPONENTS, Block
@@ -30,13 +31,14 @@ MIXERS = {"attention": (attention_steps, "attention"), "mla": (mla_steps, "atten
           "short_conv": (short_conv_steps, "short conv")}
 
 
-def block_steps(d: Dims, block: Block, d_model: int, name: str, layers: int) -> list[Step]:
-    """Every step of one layer of block kind `name`, which the model has `layers` of: its mixer + MLP
-    pair (`pairs` times, each with its own weights), a shortcut beside the first MLP added at the end."""
+def block_steps(d: Dims, block: Block, d_model: int, name: str, layers: int, owner: bool = True) -> list[Step]:
+    """Every step of one layer of block kind `name`, which the model has `layers` of: the shared block it
+    applies (its weights owned here when `owner`), its mixer + MLP pair (`pairs` times, each with its
+    own weights), a shortcut beside the first MLP added at the end."""
     d = d.within(name)
     out = f"the block's output; × {layers} layer{'s' if layers > 1 else ''}"
     shortcut = Rows(block.shortcut.params(d_model)) if block.shortcut else None
-    steps: list[Step] = []
+    steps: list[Step] = shared_steps(d, block.shared, d_model, owner) if block.shared else []
     for i in range(block.pairs):
         rows = Rows(block.pair_params(d_model))
         last = i == block.pairs - 1 and shortcut is None

@@ -49,6 +49,7 @@ class Step:
     block: str = ""  # the block kind this step repeats with; "" outside the stack of blocks
     traced: bool = True  # False: explains, makes no tensor the torch reference reports
     note: str = ""
+    once: bool = False  # its params are a shared block's (Zamba2), stored once however many layers run it
 
     @property
     def per_layer(self) -> bool:
@@ -68,6 +69,7 @@ class Step:
             "params": self.params,
             "flops": self.flops,
             "note": self.note,
+            **({"params_stored_once": True} if self.once else {}),
         }
 
 
@@ -95,7 +97,9 @@ class Journey:
         return self.seq + 1 if self.decode else self.seq
 
     def _total(self, column: str) -> int:
-        return sum(getattr(s, column) * (self.layers[s.block] if s.block else 1) for s in self.steps)
+        """A column over the pass: a block step's value times its layers (a shared block's params once)."""
+        return sum(getattr(s, column) * (self.layers[s.block] if s.block and not (s.once and column == "params")
+                                         else 1) for s in self.steps)
 
     def block_total(self, kind: str, column: str) -> int:
         """One layer of block `kind`: the sum of its steps' `params` or `flops`."""

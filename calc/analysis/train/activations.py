@@ -34,7 +34,8 @@ Tensor parallelism over t GPUs splits the heads and d_ff, so every term h- or d_
 the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷ t only with sequence
 parallelism. MoE layers and MLA follow the same rules but are not measured by the torch test, nor
 are the recurrent mixers (Mamba2, gated DeltaNet, short conv): their terms list what the ops around
-each recurrence keep, read off transformers' torch paths.
+each recurrence keep, read off transformers' torch paths. Zamba2's shared blocks are: each
+application's terms equal what autograd saves in transformers' own model (tests/test_zamba2.py).
 """
 
 from __future__ import annotations
@@ -46,9 +47,10 @@ from typing import Any
 from calc.analysis.train.loss import LOSSES, Loss
 from calc.errors import GptcalcError
 from calc.parts import MLA, MLP, Attention, GatedDeltaNet, KimiDeltaAttention, LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv
+from calc.parts.shared import Shared
 from calc.spec.model import Block, ModelSpec
 
-__all__ = ["RECOMPUTE", "Term", "activation_terms", "korthikanti", "layer_terms"]
+__all__ = ["RECOMPUTE", "Term", "activation_terms", "korthikanti", "layer_terms", "shared_terms"]
 
 RECOMPUTE = ("none", "selective", "op", "full")
 INT64 = 8
@@ -224,6 +226,18 @@ def _op_sac(block: Block, d: int, b: int, s: int, act: int) -> list[Term]:
             Term("fused attention: log-sum-exp (fp32)", b * a.n_heads * s, 4, "")]
 
 
+def shared_terms(applied: Shared, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
+    """One application of a shared block (Zamba2's): its norm over the d_in-wide [x, embedding], its
+    attention reading d_in, each adapter's rank-r middle (its first matrix reads an input the
+    projection beside it keeps already), its second norm and MLP, and the linear's input."""
+    n, copy = b * s, applied.block
+    return [*_norm(copy.norm, n, copy.in_width, act, "shared block norm (over d_in)"),
+            *_attention(copy.attention, b, s, copy.in_width, act, recompute, flash),
+            Term("adapters' rank-r middles", n * applied.adapter_rank * len(applied.adapters), act, ""),
+            *_norm(copy.norm, n, d, act, "shared block norm"), *_mlp(copy.mlp, n, d, act),
+            *([Term("shared block output (its linear's input)", n * d, act, "sp")] if applied.proj else [])]
+
+
 def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, flash: bool = False) -> list[Term]:
     """What one layer of `block` keeps for backward under `recompute`, attention explicit or fused (`flash`)."""
     n = b * s
@@ -235,7 +249,8 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     mlp = _mlp(block.mlp, n, d, act) if block.mlp is not None else []
     mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash)]  # a parallel group's each
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
-    return [*norms, *mixers, *mlp] * block.pairs + shortcut
+    applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
+    return applied + [*norms, *mixers, *mlp] * block.pairs + shortcut
 
 
 def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, loss: Loss = LOSSES["fp32"]) -> list[Term]:

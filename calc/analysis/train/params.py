@@ -107,8 +107,8 @@ def _stage(spec: ModelSpec, steps: tuple[Step, ...], stage: int, pp: int, tp: in
     last_block = max(i for i, step in enumerate(steps) if step.block)
     tensors, adapters, matrices = [], [], 0
     for index, step in enumerate(steps):
-        if step.block:
-            copies = kinds.get(step.block, 0)
+        if step.block:  # a shared block's weights (Zamba2's): one copy on a stage with a layer applying it
+            copies = min(kinds.get(step.block, 0), 1) if step.once else kinds.get(step.block, 0)
         else:
             copies = int(stage == 0) if index < last_block else int(stage == pp - 1)
         if not copies:
