@@ -16,7 +16,7 @@ import pytest
 from calc.analysis.count import count
 from calc.spec.load import load_spec
 from cli_checks import check_run
-from oracle import CONFIG_DIR, spec_of
+from oracle import CONFIG_DIR, spec_of, transformers_model
 
 MODEL_TYPES = CONFIG_DIR / "model_types"
 
@@ -251,3 +251,30 @@ def test_llava_onevision_image_tokens_are_the_processors(width: int, height: int
     assert ours.tokens == processor._get_number_of_features(height, width, 384, 384)
     pixels = processor.image_processor(np.zeros((height, width, 3), dtype=np.uint8), return_tensors="np")
     assert ours.patches == pixels["pixel_values"].shape[1] * 729
+
+
+# --- Gemma 4 ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("width, height", [(1024, 1024), (640, 480), (4000, 3000), (3000, 40), (20, 20)])
+def test_gemma4_image_tokens_are_the_processors(width: int, height: int) -> None:
+    """Gemma 4's rule (PooledImages) against transformers' get_aspect_ratio_preserving_size with the
+    processor's defaults (patch 16, pool 3, 280 soft tokens = 2,520 patches): tokens = patches / 9."""
+    gemma4 = pytest.importorskip("transformers.models.gemma4.image_processing_pil_gemma4")
+    rule = load_spec(str(MODEL_TYPES / "gemma4-26b-a4b.json")).towers["vision"].images
+    h, w = gemma4.get_aspect_ratio_preserving_size(height, width, patch_size=16, max_patches=2520, pooling_kernel_size=3)
+    ours = rule.tokens(width, height)
+    assert (ours.height, ours.width) == (h, w)
+    assert ours.patches == (h // 16) * (w // 16) and ours.image_tokens == ours.patches // 9 and ours.tokens == ours.image_tokens + 2
+
+
+def test_gemma4_audio_encoder_is_flagged_beside_the_counted_vision_tower() -> None:
+    """Gemma 4 with an audio_config (E2B / E4B): its vision tower is counted, the Conformer audio
+    encoder is not yet, and the total says so; what is counted equals transformers' whole model
+    less its audio_tower and embed_audio."""
+    config = json.loads((MODEL_TYPES / "gemma4-26b-a4b.json").read_text())
+    config["audio_config"] = {"model_type": "gemma4_audio"}
+    b = count(spec_of(config))
+    assert b.partial and [t.name for t in b.towers] == ["vision"]
+    assert b.uncounted == ("audio encoder and projector",)
+    named = transformers_model(config).named_parameters()
+    assert b.total == sum(p.numel() for name, p in named if ".audio_tower." not in name and ".embed_audio." not in name)

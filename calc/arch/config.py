@@ -97,7 +97,8 @@ def unwrap_text_config(config: dict[str, Any], origin: str) -> tuple[dict[str, A
     for key in ("tie_word_embeddings", "_name_or_path", "auto_map"):  # auto_map: see calc/arch/fallback.py
         if key in config and key not in inner:
             inner[key] = config[key]
-    left_out = [key.removesuffix("_config") + " encoder" for key in ("vision_config", "audio_config") if key in config]
+    left_out = [key.removesuffix("_config") + " encoder" for key in ("vision_config", "audio_config")
+                if config.get(key) is not None]  # Gemma 4 writes "audio_config": null for none
     return inner, (" and ".join(left_out or ["non-text parts"]) + " and projector",)
 
 

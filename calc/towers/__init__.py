@@ -10,6 +10,7 @@ Every vision tower in use is a pre-norm ViT, so one part describes them all as d
     positions         rows · d                                          learned table; 0 with 2-D rotary
     pre norm          (Llama-4's layernorm_pre, Pixtral's ln_pre)
     n_layers × (norm, attention, norm, MLP)                             the decoder's own parts
+                + 2 · d output norms                                            Gemma 4 (sandwich)
                 + 2 · d layer scales                                            InternViT
     post norm         (SigLIP's post_layernorm, Llama-4's layernorm_post)
     image newline     text width                                        LLaVA-OneVision
@@ -28,10 +29,10 @@ from typing import Any, Literal
 
 from calc.parts import MLP, Attention, Norm
 from calc.parts.base import Field, Part, present
-from calc.towers.images import AnyresImages, FixedImages, GridImages, RowImages, TileImages
+from calc.towers.images import AnyresImages, FixedImages, GridImages, PooledImages, RowImages, TileImages
 
 __all__ = ["LABELS", "READERS", "Linear", "Projector", "Tower", "biased_attention", "towers_of"]
-ImageRule = GridImages | FixedImages | RowImages | TileImages | AnyresImages
+ImageRule = GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages
 
 
 class Linear(Part):
@@ -86,12 +87,15 @@ class Tower(Part):
     images: ImageRule | None = Field(default=None, discriminator="kind")
     layer_scale: bool = False  # InternViT: two learned d-wide scales per layer (lambda_1, lambda_2)
     newline: int = Field(default=0, ge=0)  # LLaVA-OneVision's image_newline: one vector of this (text) width
+    post_norms: bool = False  # Gemma 4: a norm on the attention's and on the MLP's output too (sandwich)
 
     def layer_params(self) -> dict[str, int]:
         """One encoder layer: norm, attention, norm, MLP, with the decoder parts' component keys."""
         d = self.d_model
-        return {"attn_norm": self.norm.params(d), **self.attention.params(d), "mlp_norm": self.norm.params(d),
-                **self.mlp.params(d), **present(layer_scale=2 * d * self.layer_scale)}
+        post = self.norm.params(d) * self.post_norms
+        return {"attn_norm": self.norm.params(d), **self.attention.params(d), **present(attn_post_norm=post),
+                "mlp_norm": self.norm.params(d), **self.mlp.params(d), **present(mlp_post_norm=post),
+                **present(layer_scale=2 * d * self.layer_scale)}
 
     def params(self) -> dict[str, int]:
         """The tower's components, in the order an image meets them: layer rows summed over layers."""
@@ -129,7 +133,7 @@ LABELS = {
 READERS: dict[str, str] = {
     "qwen3_5": "qwen_vl", "qwen3_5_moe": "qwen_vl", "qwen3_vl": "qwen_vl",
     "qwen3_vl_moe": "qwen_vl", "qwen2_5_vl": "qwen_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral",
-    "llava_onevision": "llava_onevision", "internvl": "internvl",
+    "llava_onevision": "llava_onevision", "internvl": "internvl", "gemma4": "gemma4",
 }
 
 

@@ -16,7 +16,7 @@ from typing import Literal
 from calc.errors import GptcalcError
 from calc.parts.base import Field, Part
 
-__all__ = ["AnyresImages", "FixedImages", "GridImages", "ImageTokens", "RowImages", "TileImages"]
+__all__ = ["AnyresImages", "FixedImages", "GridImages", "ImageTokens", "PooledImages", "RowImages", "TileImages"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,38 @@ class FixedImages(Part):
     def tokens(self, width: int, height: int) -> ImageTokens:
         side = self.image_size
         return ImageTokens(side, side, (side // self.patch_size) ** 2, self.tokens_per_image, self.special_tokens)
+
+
+class PooledImages(Part):
+    """Gemma 4 (transformers models/gemma4/image_processing_gemma4.py `get_aspect_ratio_preserving_size`,
+    processing_gemma4.py `replace_image_token`): the image scaled, keeping its aspect ratio, to the
+    largest size of at most max_tokens · pool² patches whose sides are multiples of pool·patch;
+    pool x pool patches average into one soft token; <boi> and <eoi> around them. The encoder
+    itself runs over the batch padded to max_tokens · pool² patches (padding masked)."""
+
+    kind: Literal["pooled"] = "pooled"
+    patch_size: int = Field(gt=0)
+    pool: int = Field(gt=0)
+    max_tokens: int = Field(gt=0)
+    special_tokens: int = Field(default=2, ge=0)
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        h, w = self._resize(height, width)
+        patches = (h // self.patch_size) * (w // self.patch_size)
+        return ImageTokens(w, h, patches, patches // self.pool ** 2, self.special_tokens)
+
+    def _resize(self, height: int, width: int) -> tuple[int, int]:
+        side = self.pool * self.patch_size
+        factor = math.sqrt(self.max_tokens * self.pool ** 2 * self.patch_size ** 2 / (height * width))
+        h, w = math.floor(factor * height / side) * side, math.floor(factor * width / side) * side
+        if h == 0 and w == 0:
+            raise GptcalcError(f"--image {width}x{height}: the processor refuses to resize it to 0 x 0")
+        longest = self.max_tokens * side
+        if h == 0:
+            return side, min(width // height * side, longest)
+        if w == 0:
+            return min(height // width * side, longest), side
+        return h, w
 
 
 class RowImages(Part):
