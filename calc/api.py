@@ -189,7 +189,8 @@ def _llamacpp(spec: Any, seq: int | None, kv_dtype: str, n_parallel: int, ubatch
 
 def _image_cost(spec: Any, image: str | None, images: int, kv_dtype: str, text_only: bool) -> Any:
     """--image WxH --images N: what those images cost the decoder, or None without --image."""
-    from calc.analysis.memory.towers import image_cost, parse_image
+    from calc.analysis.memory.towers import image_cost
+    from calc.towers.images import parse_image
     from calc.errors import GptcalcError
 
     if image is None:

@@ -27,11 +27,12 @@ computed, never what is stored.
 from importlib import import_module
 from typing import Any, Literal
 
+from calc.errors import GptcalcError
 from calc.parts import MLP, Attention, Norm
 from calc.parts.base import Field, Part, present
 from calc.towers.images import AnyresImages, FixedImages, GridImages, PooledImages, RowImages, TileImages
 
-__all__ = ["LABELS", "READERS", "Linear", "Projector", "Tower", "biased_attention", "towers_of"]
+__all__ = ["LABELS", "READERS", "Linear", "Projector", "Tower", "biased_attention", "towers_of", "vision_tower"]
 ImageRule = GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages
 
 
@@ -152,3 +153,15 @@ def towers_of(config: dict[str, Any], origin: str, text_width: int) -> dict[str,
     if module is None:
         return None
     return import_module(f"calc.towers.{module}").towers(Config(config, origin), text_width)
+
+
+def vision_tower(spec: Any) -> Tower:
+    """`spec`'s vision tower, for what an image costs (`--image`): an error line where it has none
+    gptcalc reads, or no rule for how its images become tokens."""
+    tower = spec.towers.get("vision")
+    if tower is None:
+        raise GptcalcError(f"--image: {spec.name} has no vision tower gptcalc reads"
+                           + (f" ({', '.join(spec.uncounted)} not counted)" if spec.uncounted else ""))
+    if tower.images is None:
+        raise GptcalcError(f"--image: how {tower.kind} turns an image into tokens is not modelled yet")
+    return tower

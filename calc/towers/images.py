@@ -16,7 +16,16 @@ from typing import Literal
 from calc.errors import GptcalcError
 from calc.parts.base import Field, Part
 
-__all__ = ["AnyresImages", "FixedImages", "GridImages", "ImageTokens", "PooledImages", "RowImages", "TileImages"]
+__all__ = ["AnyresImages", "FixedImages", "GridImages", "ImageTokens", "PooledImages", "RowImages", "TileImages",
+           "parse_image"]
+
+
+def parse_image(text: str) -> tuple[int, int]:
+    """`--image 1024x768`: width x height in pixels."""
+    width, sep, height = text.lower().partition("x")
+    if not sep or not width.strip().isdigit() or not height.strip().isdigit() or not int(width) or not int(height):
+        raise GptcalcError(f"--image {text!r}: give WIDTHxHEIGHT in pixels, as 1024x768")
+    return int(width), int(height)
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,7 @@ class ImageTokens:
     patches: int
     image_tokens: int
     special_tokens: int
+    views: int = 1  # what the encoder runs on separately: Llama-4's tiles and global view, LLaVA-OneVision's
 
     @property
     def tokens(self) -> int:
@@ -36,7 +46,7 @@ class ImageTokens:
         return self.image_tokens + self.special_tokens
 
     def to_json(self) -> dict[str, int]:
-        return {"width": self.width, "height": self.height, "patches": self.patches,
+        return {"width": self.width, "height": self.height, "patches": self.patches, "views": self.views,
                 "image_tokens": self.image_tokens, "special_tokens": self.special_tokens, "tokens": self.tokens}
 
 
@@ -57,6 +67,11 @@ class GridImages(Part):
         h, w = self._resize(height, width)
         patches = (h // self.patch_size) * (w // self.patch_size)
         return ImageTokens(w, h, patches, patches // self.merge_size ** 2, self.special_tokens)
+
+    @property
+    def per_token(self) -> int:
+        """Patches the projector makes one token of (merge x merge)."""
+        return self.merge_size ** 2
 
     def _resize(self, height: int, width: int) -> tuple[int, int]:
         factor = self.patch_size * self.merge_size
@@ -88,6 +103,11 @@ class FixedImages(Part):
         side = self.image_size
         return ImageTokens(side, side, (side // self.patch_size) ** 2, self.tokens_per_image, self.special_tokens)
 
+    @property
+    def per_token(self) -> int:
+        """Patches averaged into one soft token (Gemma 3: 4096 / 256 = a 4 x 4 pool)."""
+        return (self.image_size // self.patch_size) ** 2 // self.tokens_per_image
+
 
 class PooledImages(Part):
     """Gemma 4 (transformers models/gemma4/image_processing_gemma4.py `get_aspect_ratio_preserving_size`,
@@ -106,6 +126,10 @@ class PooledImages(Part):
         h, w = self._resize(height, width)
         patches = (h // self.patch_size) * (w // self.patch_size)
         return ImageTokens(w, h, patches, patches // self.pool ** 2, self.special_tokens)
+
+    @property
+    def per_token(self) -> int:
+        return self.pool ** 2
 
     def _resize(self, height: int, width: int) -> tuple[int, int]:
         side = self.pool * self.patch_size
@@ -140,6 +164,10 @@ class RowImages(Part):
         rows, cols = (height - 1) // token + 1, (width - 1) // token + 1
         return ImageTokens(cols * token, rows * token, rows * cols * self.merge_size ** 2, rows * cols, rows)
 
+    @property
+    def per_token(self) -> int:
+        return self.merge_size ** 2
+
 
 class TileImages(Part):
     """Llama 4 (transformers models/llama4/image_processing_llama4.py `find_supported_resolutions`,
@@ -162,7 +190,12 @@ class TileImages(Part):
         views = rows * cols + (rows * cols > 1)
         special = 3 + (rows * cols if rows * cols > 1 else 0)  # start, <|image|>, end; a separator after each tile
         return ImageTokens(cols * self.tile, rows * self.tile, views * per_tile, views * per_tile // self.shuffle ** 2,
-                           special)
+                           special, views)
+
+    @property
+    def per_token(self) -> int:
+        """Patches one pixel-shuffled token holds (shuffle x shuffle)."""
+        return self.shuffle ** 2
 
     def _canvas(self, width: int, height: int) -> tuple[int, int]:
         canvases = {(r, c) for n in range(1, self.max_tiles + 1) for r in range(1, n + 1) if n % r == 0 for c in [n // r]}
@@ -194,7 +227,13 @@ class AnyresImages(Part):
         side = self.tile // self.patch_size
         rows, cols = self._grid(height, width, side * (canvas_h // self.tile), side * (canvas_w // self.tile), side)
         views = 1 + (canvas_h // self.tile) * (canvas_w // self.tile)
-        return ImageTokens(canvas_w, canvas_h, views * side ** 2, rows * cols + rows + side ** 2 - self.drop_first, 0)
+        return ImageTokens(canvas_w, canvas_h, views * side ** 2, rows * cols + rows + side ** 2 - self.drop_first, 0,
+                           views)
+
+    @property
+    def per_token(self) -> int:
+        """Every patch feature is a token (before the unpadding crop and the shrink drop some)."""
+        return 1
 
     def _canvas(self, height: int, width: int) -> tuple[int, int]:
         """select_best_resolution, in its own float arithmetic so ties fall the same way."""

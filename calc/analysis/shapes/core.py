@@ -83,6 +83,8 @@ class Journey:
     steps: tuple[Step, ...]
     layers: Mapping[str, int]  # block kind -> how many layers have it, in order of first appearance
     notes: tuple[str, ...] = ()  # what the parts want said under the table (MoE FLOPs, MLA's cache)
+    title: str = ""  # what the table is of, when not a decoder's pass (an image through a tower)
+    counted: str = "the total of `gptcalc count`"  # what the params column adds up to
 
     @property
     def new_tokens(self) -> int:
