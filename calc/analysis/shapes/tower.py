@@ -28,7 +28,7 @@ from calc.towers.images import ImageTokens
 
 __all__ = ["tower_journey"]
 
-LAYERS, REPEATED = "vision", "repeated projector"
+LAYERS = "vision"
 
 
 def tower_journey(spec: ModelSpec, width: int, height: int, images: int = 1) -> tuple[Journey, ImageTokens]:
@@ -39,17 +39,17 @@ def tower_journey(spec: ModelSpec, width: int, height: int, images: int = 1) -> 
     per_view = tokens.patches // tokens.views
     d = Dims({"B": images * tokens.views, "P": per_view, "T": per_view + tower.class_token, "d_model": tower.d_model,
               "C·t·p²": tower.in_channels * tower.temporal_patch * tower.patch_size ** 2, "d_text": spec.d_model,
-              "images": images, "tokens": tokens.tokens}, decode=False)
+              "N": images, "tokens": tokens.tokens}, decode=False)
     steps = _embedding(d, tower, rows, tokens)
     steps += [_bidirectional(step) for step in block_steps(d, _block(tower), tower.d_model, LAYERS, tower.n_layers)]
     steps += _layer_scale(d, tower, rows) + _after(d, tower, rows)
     steps += _projectors(d, tower, tower.images.per_token, rows)
-    steps.append(d.step("image_tokens", "image tokens in the decoder's context", d.shape("images", "tokens", "d_text"),
+    steps.append(d.step("image_tokens", "image tokens", d.shape("N", "tokens", "d_text"),
                         (steps[-1].output,), traced=False, note=_placed(tokens)))
     for name in [name for name in tower.layer_params() if name != "layer_scale"]:
         rows.take(name)  # the block's steps own one layer's rows; the journey multiplies them by n_layers
     rows.done(f"tower {tower.kind!r}")
-    layers = {LAYERS: tower.n_layers, **{REPEATED: p.repeat for p in tower.projectors if p.repeat > 1}}
+    layers = {LAYERS: tower.n_layers, **{_kind(p): p.repeat for p in tower.projectors if p.repeat > 1}}
     title = (f"{spec.name} vision tower ({tower.kind}): {images} image{'s' if images > 1 else ''} of {width}x{height}, "
              f"resized to {tokens.width}x{tokens.height}")
     notes = (f"B = {d.sizes['B']} view(s) the encoder runs on separately, P = {per_view:,} patches of "
@@ -135,8 +135,13 @@ def _projectors(d: Dims, tower: Tower, r: int, rows: Rows) -> list[Step]:
         part, d, x = _projector(d, projector, x, r, rows)
         steps += part
     for projector in [p for p in tower.projectors if p.repeat > 1]:
-        steps += _projector(d.within(REPEATED), projector, d.shape("B", "P", "d_model"), r, rows)[0]
+        steps += _projector(d.within(_kind(projector)), projector, d.shape("B", "P", "d_model"), r, rows)[0]
     return steps
+
+
+def _kind(p: Projector) -> str:
+    """A repeated projector's block kind: its name ("deepstack mergers")."""
+    return p.name.replace("_", " ")
 
 
 def _projector(d: Dims, p: Projector, x: Shape, r: int, rows: Rows) -> tuple[list[Step], Dims, Shape]:
