@@ -13,7 +13,7 @@ from calc.analysis.flops import tower_flops
 from calc.analysis.shapes.tower import tower_journey
 from calc.spec.load import load_spec
 from cli_checks import check_run
-from oracle import CONFIG_DIR, read_config, spec_of
+from oracle import CONFIG_DIR, spec_of
 
 MODEL_TYPES = CONFIG_DIR / "model_types"
 WITH_IMAGES = ["qwen3_vl.json", "qwen3_vl_moe.json", "qwen2_5_vl.json", "qwen3_5.json", "gemma3_multimodal.json",
