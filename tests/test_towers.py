@@ -267,14 +267,54 @@ def test_gemma4_image_tokens_are_the_processors(width: int, height: int) -> None
     assert ours.patches == (h // 16) * (w // 16) and ours.image_tokens == ours.patches // 9 and ours.tokens == ours.image_tokens + 2
 
 
-def test_gemma4_audio_encoder_is_flagged_beside_the_counted_vision_tower() -> None:
-    """Gemma 4 with an audio_config (E2B / E4B): its vision tower is counted, the Conformer audio
-    encoder is not yet, and the total says so; what is counted equals transformers' whole model
-    less its audio_tower and embed_audio."""
+# The audio_config Gemma 4's E2B and E4B checkpoints ship, as ollama's test of its Gemma 4 reader
+# quotes it (releasedGemma4AudioConfig, x/models/gemma4 in github.com/ollama/ollama; public code index
+# file id 58001126666): a 12-layer Conformer of 1024 with 8 heads, output 1536.
+RELEASED_GEMMA4_AUDIO = {"model_type": "gemma4_audio", "attention_chunk_size": 12, "attention_context_left": 13,
+                         "attention_context_right": 0, "attention_invalid_logits_value": -1000000000.0,
+                         "attention_logit_cap": 50.0, "conv_kernel_size": 5, "gradient_clipping": 10000000000.0,
+                         "hidden_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 12,
+                         "output_proj_dims": 1536, "residual_weight": 0.5, "rms_norm_eps": 0.000001,
+                         "subsampling_conv_channels": [128, 32], "use_clipped_linears": True}
+
+
+def test_gemma4_audio_tower_is_transformers_whole_model() -> None:
+    """Gemma 4 with that audio_config (here beside gemma-4-26B-A4B's decoder and vision tower): the
+    Conformer is counted, and decoder + vision + audio equal transformers' Gemma4ForConditionalGeneration
+    on the meta device, the audio tower exactly its audio_tower and embed_audio."""
     config = json.loads((MODEL_TYPES / "gemma4-26b-a4b.json").read_text())
-    config["audio_config"] = {"model_type": "gemma4_audio"}
+    config["audio_config"] = RELEASED_GEMMA4_AUDIO
     b = count(spec_of(config))
-    assert b.partial and [t.name for t in b.towers] == ["vision"]
-    assert b.uncounted == ("audio encoder and projector",)
-    named = transformers_model(config).named_parameters()
-    assert b.total == sum(p.numel() for name, p in named if ".audio_tower." not in name and ".embed_audio." not in name)
+    assert not b.partial and [(t.name, t.kind) for t in b.towers] == [("vision", "gemma4"), ("audio", "conformer")]
+    named = list(transformers_model(config).named_parameters())
+    assert b.total == sum(p.numel() for _, p in named)
+    audio = sum(p.numel() for name, p in named if ".audio_tower." in name or ".embed_audio." in name)
+    d, layers, heads = 1024, 12, 8  # by hand, from the modelling code (calc/towers/conformer.py's table)
+    subsample = 9 * 128 + 9 * 128 * 32 + (128 + 32) + (128 // 4) * 32 * d
+    layer = 2 * (2 * 4 * d * d + 2 * d) + 5 * d * d + d // heads + 2 * d + 3 * d * d + 5 * d + 2 * d + d
+    encoder = subsample + layers * layer + d * 1536 + 1536
+    assert b.towers[1].total == audio == encoder + 1536 * 2816 == 309_149_984  # then embed_audio into 2816
+
+
+def test_a_tower_its_reader_does_not_read_is_flagged_beside_those_it_does() -> None:
+    """An audio_config beside a reader that reads vision only (Gemma 3's): the vision tower is
+    counted and the total says the audio encoder is not."""
+    config = json.loads((MODEL_TYPES / "gemma3_multimodal.json").read_text())
+    config["audio_config"] = {"hidden_size": 32}
+    b = count(spec_of(config))
+    assert b.partial and [t.name for t in b.towers] == ["vision"] and b.uncounted == ("audio encoder and projector",)
+
+
+def test_a_conformer_survives_the_compiled_round_trip() -> None:
+    """Presets ship as dumps rebuilt without validation (calc/spec/construct.py): a union of a Tower
+    (any kind name) and a Conformer (kind "conformer") rebuilds each as its own part."""
+    from calc.spec.construct import construct
+    from calc.spec.model import ModelSpec
+    from calc.towers import Conformer, Tower
+
+    config = json.loads((MODEL_TYPES / "gemma4-26b-a4b.json").read_text())
+    config["audio_config"] = RELEASED_GEMMA4_AUDIO
+    spec = spec_of(config)
+    rebuilt = construct(ModelSpec, json.loads(json.dumps(spec.model_dump(mode="json"))))
+    assert rebuilt == spec
+    assert isinstance(rebuilt.towers["vision"], Tower) and isinstance(rebuilt.towers["audio"], Conformer)

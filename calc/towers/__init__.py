@@ -20,7 +20,8 @@ Every vision tower in use is a pre-norm ViT, so one part describes them all as d
 What differs between kinds (SigLIP, Qwen2.5-VL / Qwen3-VL, Pixtral, Llama-4) is which of these a
 config switches on, read by the tower kind's module (calc/towers/<kind>.py), and how an image
 becomes tokens (`calc.towers.images`). Window attention (Qwen2.5-VL) and 2-D rotary change what is
-computed, never what is stored.
+computed, never what is stored. An audio encoder of Conformer layers (Gemma 4's) is its own part,
+`calc.towers.conformer.Conformer`, with the same interface (params, layer_params, describe).
 """
 
 
@@ -30,9 +31,11 @@ from typing import Any, Literal
 from calc.errors import GptcalcError
 from calc.parts import MLP, Attention, Norm
 from calc.parts.base import Field, Part, present
+from calc.towers.conformer import LABELS as CONFORMER_LABELS
+from calc.towers.conformer import Conformer
 from calc.towers.images import AnyresImages, FixedImages, GridImages, PooledImages, RowImages, TileImages
 
-__all__ = ["LABELS", "READERS", "Linear", "Projector", "Tower", "biased_attention", "towers_of", "vision_tower"]
+__all__ = ["LABELS", "READERS", "Conformer", "Linear", "Projector", "Tower", "biased_attention", "towers_of", "vision_tower"]
 ImageRule = GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages
 
 
@@ -127,7 +130,7 @@ LABELS = {
     "patch_embedding": "patch embedding", "class_embedding": "class token", "pre_norm": "pre-encoder norm",
     "post_norm": "post-encoder norm", "merger": "patch merger", "deepstack_mergers": "DeepStack mergers",
     "projector": "multimodal projector", "adapter": "vision adapter (pixel shuffle MLP)",
-    "image_newline": "image newline", "layer_scale": "layer scale (2 per layer)",
+    "image_newline": "image newline", "layer_scale": "layer scale (2 per layer)", **CONFORMER_LABELS,
 }
 
 # Outer (multimodal) model_type -> the calc.towers module that reads its towers.
