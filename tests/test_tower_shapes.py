@@ -29,6 +29,29 @@ def test_the_params_column_is_the_towers_count(name: str, width: int, height: in
     assert walk.steps[-1].output.sizes == (2, tokens.tokens, spec.d_model)  # at the decoder's width
 
 
+@pytest.mark.parametrize("outer", [{}, {"vision_feature_layer": [-2, -5]}], ids=["one-layer", "two-taps"])
+def test_llava_onevision_views_and_taps(outer: dict) -> None:
+    """LLaVA-OneVision's tower (tests/test_towers.py's config): a 1024 x 1024 image is the base view
+    and the 3 x 3 tiles of its 1152-pixel canvas, 10 views of 27 x 27 patches, every patch a feature;
+    two tapped layers are concatenated before the projector."""
+    from test_towers import LLAVA_ONEVISION
+
+    spec = spec_of({**LLAVA_ONEVISION, **outer})
+    walk, tokens = tower_journey(spec, 1024, 1024)
+    assert tokens.views == 10 and walk.batch == 10 and walk.seq == 27 * 27
+    assert walk.params == count(spec).towers_total
+    assert ("taps" in [step.id for step in walk.steps]) == bool(outer)
+
+
+def test_a_tower_without_an_image_rule_refuses_an_image() -> None:
+    """InternVL's dynamic tiling is not transcribed: --image says so rather than guess."""
+    from calc.errors import GptcalcError
+    from test_towers import INTERNVL
+
+    with pytest.raises(GptcalcError, match="how internvl turns an image into tokens is not modelled yet"):
+        tower_journey(spec_of(INTERNVL), 1024, 1024)
+
+
 def test_qwen3_vl_flops_by_hand() -> None:
     """Qwen3-VL-4B's tower on a 1024x1024 image, from its config (tests/configs/model_types/qwen3_vl.json:
     depth 24, hidden 1024, 16 heads, intermediate 4096, patch 16, temporal 2, merge 2, out 2560,
@@ -75,27 +98,62 @@ def test_qwen3_vl_steps_are_a_torch_trace() -> None:
     """A 320 x 256 image (20 x 16 patches of 16; the processor keeps it, a multiple of 32) through a tiny
     Qwen3VLVisionModel: each hooked module's output holds as many rows, as wide, as our step says
     (transformers packs an image's patches as [P, width], we show [B, P, width] with B = 1)."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch, transformers = pytest.importorskip("torch"), pytest.importorskip("transformers")
     config = transformers.AutoConfig.for_model(**{k: v for k, v in TINY_QWEN3_VL.items() if k != "architectures"})
     torch.manual_seed(0)
     visual = transformers.Qwen3VLForConditionalGeneration(config).model.visual.eval()
     walk, tokens = tower_journey(spec_of(TINY_QWEN3_VL), 320, 256)
     grid = torch.tensor([[1, tokens.height // 16, tokens.width // 16]])
-    seen: dict[str, tuple[int, ...]] = {}
     modules = {"patch_embed": visual.patch_embed, "mlp_residual": visual.blocks[0], "merger_1": visual.merger,
                "deepstack_mergers_1": visual.deepstack_merger_list[0]}
+    seen = traced(modules, lambda: visual(torch.zeros(int(grid.prod()), 3 * 2 * 16 * 16), grid_thw=grid))
+    ours = {step.id: step.output.sizes for step in walk.steps}
+    for name, shape in seen.items():
+        assert (ours[name][0] * ours[name][1], ours[name][2]) == shape, name
+    assert seen["merger_1"] == (tokens.image_tokens, 64) == (80, 64)
+
+
+TINY_GEMMA3 = {
+    "model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "mm_tokens_per_image": 16,
+    "text_config": {"model_type": "gemma3_text", "hidden_size": 48, "intermediate_size": 96, "num_hidden_layers": 2,
+                    "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 24, "vocab_size": 300},
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 48,
+                      "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 64, "patch_size": 8,
+                      "vision_use_head": False},
+}
+
+
+def test_gemma3_steps_are_a_torch_trace() -> None:
+    """Gemma 3's SigLIP tower and its pooling projector, tiny: a 64-pixel image is 8 x 8 patches of 8;
+    the projector averages 2 x 2 of them into 16 tokens at the text width 48. Each hooked module's
+    output has our step's shape exactly."""
+    torch, transformers = pytest.importorskip("torch"), pytest.importorskip("transformers")
+    config = transformers.AutoConfig.for_model(**{k: v for k, v in TINY_GEMMA3.items() if k != "architectures"})
+    torch.manual_seed(0)
+    model = transformers.Gemma3ForConditionalGeneration(config).model.eval()
+    walk, tokens = tower_journey(spec_of(TINY_GEMMA3), 500, 300)
+    vision = model.vision_tower
+    modules = {"positions": vision.embeddings, "post_norm": vision.post_layernorm,
+               "projector_0": model.multi_modal_projector}
+    seen = traced(modules, lambda: model.get_image_features(pixel_values=torch.zeros(1, 3, 64, 64)))
+    ours = {step.id: step.output.sizes for step in walk.steps}
+    assert seen == {name: ours[name] for name in modules} and seen["projector_0"] == (1, 16, 48)
+    assert (tokens.width, tokens.height, tokens.image_tokens) == (64, 64, 16)
+
+
+def traced(modules: dict, run) -> dict[str, tuple[int, ...]]:  # noqa: ANN001
+    """The output shape of each named module, from forward hooks, after `run()` without gradients."""
+    import torch
+
+    seen: dict[str, tuple[int, ...]] = {}
 
     def hook(name: str):  # noqa: ANN202
         def record(_module, _inputs, out) -> None:  # noqa: ANN001
-            seen.setdefault(name, tuple(out.shape))
+            seen.setdefault(name, tuple((out[0] if isinstance(out, tuple) else out).shape))
         return record
 
     for name, module in modules.items():
         module.register_forward_hook(hook(name))
     with torch.no_grad():
-        visual(torch.zeros(int(grid.prod()), 3 * 2 * 16 * 16), grid_thw=grid)
-    ours = {step.id: step.output.sizes for step in walk.steps}
-    for name, shape in seen.items():
-        assert (ours[name][0] * ours[name][1], ours[name][2]) == shape, name
-    assert seen["merger_1"] == (tokens.image_tokens, 64) == (80, 64)
+        run()
+    return seen

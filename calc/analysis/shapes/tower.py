@@ -44,8 +44,10 @@ def tower_journey(spec: ModelSpec, width: int, height: int, images: int = 1) -> 
     steps += [_bidirectional(step) for step in block_steps(d, _block(tower), tower.d_model, LAYERS, tower.n_layers)]
     steps += _layer_scale(d, tower, rows) + _after(d, tower, rows)
     steps += _projectors(d, tower, tower.images.per_token, rows)
-    steps.append(d.step("image_tokens", "image tokens", d.shape("N", "tokens", "d_text"),
-                        (steps[-1].output,), traced=False, note=_placed(tokens)))
+    newline = rows.take("image_newline")  # LLaVA-OneVision: one learned row ends each row of features
+    steps.append(d.step("image_tokens", "image tokens", d.shape("N", "tokens", "d_text"), (steps[-1].output,),
+                        d.shape("d_text") if newline else None, newline, traced=False,
+                        note=_placed(tokens) + ("; a learned image-newline row ends each row" if newline else "")))
     for name in [name for name in tower.layer_params() if name != "layer_scale"]:
         rows.take(name)  # the block's steps own one layer's rows; the journey multiplies them by n_layers
     rows.done(f"tower {tower.kind!r}")
