@@ -43,13 +43,25 @@ def test_llava_onevision_views_and_taps(outer: dict) -> None:
     assert ("taps" in [step.id for step in walk.steps]) == bool(outer)
 
 
-def test_a_tower_without_an_image_rule_refuses_an_image() -> None:
-    """InternVL's dynamic tiling is not transcribed: --image says so rather than guess."""
-    from calc.errors import GptcalcError
+def test_internvl_tiles_and_thumbnail() -> None:
+    """InternVL (tests/test_towers.py's config, InternViT-300M): a 1024 x 1024 image is 3 x 3 tiles of
+    448 and a thumbnail, 10 views of 32 x 32 patches with a class token, 256 tokens each."""
     from test_towers import INTERNVL
 
-    with pytest.raises(GptcalcError, match="how internvl turns an image into tokens is not modelled yet"):
-        tower_journey(spec_of(INTERNVL), 1024, 1024)
+    spec = spec_of(INTERNVL)
+    walk, tokens = tower_journey(spec, 1024, 1024)
+    assert (walk.batch, walk.seq, tokens.image_tokens, tokens.tokens) == (10, 32 * 32 + 1, 2560, 2562)
+    assert walk.params == count(spec).towers_total
+
+
+def test_a_tower_without_an_image_rule_refuses_an_image() -> None:
+    """MoonViT's processor (its token limit and padding) is not transcribed: --image says so rather than guess."""
+    from calc.errors import GptcalcError
+
+    kimi = {"model_type": "kimi_k25", "text_config": TINY_QWEN3_VL["text_config"] | {"model_type": "qwen3"},
+            "vision_config": {}}
+    with pytest.raises(GptcalcError, match="how moonvit turns an image into tokens is not modelled yet"):
+        tower_journey(spec_of(kimi), 1024, 1024)
 
 
 def test_qwen3_vl_flops_by_hand() -> None:

@@ -318,3 +318,16 @@ def test_a_conformer_survives_the_compiled_round_trip() -> None:
     rebuilt = construct(ModelSpec, json.loads(json.dumps(spec.model_dump(mode="json"))))
     assert rebuilt == spec
     assert isinstance(rebuilt.towers["vision"], Tower) and isinstance(rebuilt.towers["audio"], Conformer)
+
+
+@pytest.mark.parametrize("width, height", [(1024, 1024), (640, 480), (4000, 300), (448, 448), (20, 900)])
+def test_internvl_image_tokens_are_the_processors(width: int, height: int) -> None:
+    """InternVL's rule (CanvasImages) against transformers' get_optimal_tiled_canvas with the
+    processor's crop_to_patches range (1 to 12 tiles of 448): tiles, a thumbnail beside several, 256
+    tokens each (InternVLProcessor's image_seq_length), <img> and </img>."""
+    got_ocr2 = pytest.importorskip("transformers.models.got_ocr2.image_processing_pil_got_ocr2")
+    cols, rows = got_ocr2.get_optimal_tiled_canvas((height, width), (448, 448), 1, 12)
+    ours = spec_of(INTERNVL).towers["vision"].images.tokens(width, height)
+    views = cols * rows + (cols * rows > 1)
+    assert (ours.width, ours.height, ours.views) == (cols * 448, rows * 448, views)
+    assert ours.tokens == 256 * views + 2

@@ -33,10 +33,11 @@ from calc.parts import MLP, Attention, Norm
 from calc.parts.base import Field, Part, present
 from calc.towers.conformer import LABELS as CONFORMER_LABELS
 from calc.towers.conformer import Conformer
-from calc.towers.images import AnyresImages, FixedImages, GridImages, PooledImages, RowImages, TileImages
+from calc.towers.images import (AnyresImages, CanvasImages, FixedImages, GridImages, PooledImages, RowImages,
+                                TileImages)
 
 __all__ = ["LABELS", "READERS", "Conformer", "Linear", "Projector", "Tower", "biased_attention", "towers_of", "vision_tower"]
-ImageRule = GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages
+ImageRule = GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages
 
 
 class Linear(Part):

@@ -16,7 +16,7 @@ from typing import Literal
 from calc.errors import GptcalcError
 from calc.parts.base import Field, Part
 
-__all__ = ["AnyresImages", "FixedImages", "GridImages", "ImageTokens", "PooledImages", "RowImages", "TileImages",
+__all__ = ["AnyresImages", "CanvasImages", "FixedImages", "GridImages", "ImageTokens", "PooledImages", "RowImages", "TileImages",
            "parse_image"]
 
 
@@ -203,6 +203,47 @@ class TileImages(Part):
         up = [s for s in scale.values() if s >= 1]
         best = min(up) if up else max(scale.values())
         return min((rc for rc in canvases if scale[rc] == best), key=lambda rc: (rc[0] * rc[1], rc))
+
+
+class CanvasImages(Part):
+    """InternVL (transformers models/got_ocr2/image_processing_pil_got_ocr2.py `get_optimal_tiled_canvas`,
+    which InternVLProcessor turns on with crop_to_patches; processing_internvl.py): the columns x rows
+    of `tile`-pixel tiles (min_tiles .. max_tiles of them, fewest first) whose aspect ratio is closest
+    to the image's, a tie going to more tiles while the image's area exceeds half the canvas; a
+    thumbnail of the whole image beside several tiles; each view's (tile / patch)² patches
+    pixel-shuffled shuffle x shuffle into one token; <img> and </img> around them."""
+
+    kind: Literal["canvas"] = "canvas"
+    tile: int = Field(gt=0)
+    patch_size: int = Field(gt=0)
+    shuffle: int = Field(gt=0)  # 1 / downsample_ratio
+    min_tiles: int = Field(default=1, gt=0)
+    max_tiles: int = Field(default=12, gt=0)
+    special_tokens: int = Field(default=2, ge=0)
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        cols, rows = self._grid(width, height)
+        views = cols * rows + (cols * rows > 1)
+        per_view = (self.tile // self.patch_size) ** 2
+        return ImageTokens(cols * self.tile, rows * self.tile, views * per_view,
+                           views * per_view // self.per_token, self.special_tokens, views)
+
+    @property
+    def per_token(self) -> int:
+        return self.shuffle ** 2
+
+    def _grid(self, width: int, height: int) -> tuple[int, int]:
+        """get_optimal_tiled_canvas, in its own float arithmetic so ties fall the same way."""
+        grids = sorted(((c, r) for c in range(1, self.max_tiles + 1) for r in range(1, self.max_tiles + 1)
+                        if self.min_tiles <= c * r <= self.max_tiles), key=lambda g: g[0] * g[1])
+        best, best_diff = (1, 1), math.inf
+        for cols, rows in grids:
+            diff = abs(width / height - cols / rows)
+            if diff < best_diff:
+                best, best_diff = (cols, rows), diff
+            elif diff == best_diff and width * height > 0.5 * self.tile * self.tile * cols * rows:
+                best = (cols, rows)
+        return best
 
 
 class AnyresImages(Part):
