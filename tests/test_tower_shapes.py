@@ -5,6 +5,7 @@ of transformers' own vision model on a tiny config."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -151,6 +152,38 @@ def test_gemma3_steps_are_a_torch_trace() -> None:
     ours = {step.id: step.output.sizes for step in walk.steps}
     assert seen == {name: ours[name] for name in modules} and seen["projector_0"] == (1, 16, 48)
     assert (tokens.width, tokens.height, tokens.image_tokens) == (64, 64, 16)
+
+
+TINY_LLAMA4 = {
+    "model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"],
+    "text_config": {"model_type": "llama4_text", "hidden_size": 48, "intermediate_size": 64, "intermediate_size_mlp": 96,
+                    "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 24,
+                    "vocab_size": 300, "num_local_experts": 2},
+    "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 32, "num_hidden_layers": 2,
+                      "num_attention_heads": 2, "intermediate_size": 128, "image_size": 56, "patch_size": 14,
+                      "vision_output_dim": 40, "projector_input_dim": 40, "projector_output_dim": 40},
+}
+
+
+def test_llama4_steps_are_a_torch_trace() -> None:
+    """Llama 4's tower, tiny: a 100 x 60 image on 56-pixel tiles goes to the 2 x 2 canvas (the least
+    upscaling), 4 tiles and a global view: 5 views of 4 x 4 patches plus the class token (appended;
+    dropped before the adapter); the adapter's pixel shuffle makes 4 patches one 4·32 row, the
+    projector takes it to the text width 48. transformers keeps a chunk axis of 1 in the encoder
+    ([views, 1, T, d]): compared as rows x width."""
+    torch, transformers = pytest.importorskip("torch"), pytest.importorskip("transformers")
+    config = transformers.AutoConfig.for_model(**{k: v for k, v in TINY_LLAMA4.items() if k != "architectures"})
+    torch.manual_seed(0)
+    model = transformers.Llama4ForConditionalGeneration(config).eval()
+    walk, tokens = tower_journey(spec_of(TINY_LLAMA4), 100, 60)
+    vision = model.vision_model
+    modules = {"patch_embed": vision.patch_embedding, "pre_norm": vision.layernorm_pre,
+               "post_norm": vision.layernorm_post, "adapter_1": vision.vision_adapter}
+    seen = traced(modules, lambda: model.multi_modal_projector(vision(torch.zeros(tokens.views, 3, 56, 56)).last_hidden_state))
+    ours = {step.id: step.output.sizes for step in walk.steps}
+    for name, shape in seen.items():
+        assert (math.prod(shape[:-1]), shape[-1]) == (math.prod(ours[name][:-1]), ours[name][-1]), name
+    assert seen["adapter_1"] == (5, 4, 40) and ours["projector_0"] == (5, 4, 48) and tokens.image_tokens == 20
 
 
 def traced(modules: dict, run) -> dict[str, tuple[int, ...]]:  # noqa: ANN001
