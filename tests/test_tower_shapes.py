@@ -65,6 +65,24 @@ def test_a_tower_without_an_image_rule_refuses_an_image() -> None:
         tower_journey(spec_of(kimi), 1024, 1024)
 
 
+@pytest.mark.parametrize("width, height", [(1024, 1024), (640, 480), (2000, 300)])
+def test_qwen2_5_vl_window_attention_is_transformers_windows(width: int, height: int) -> None:
+    """Qwen2.5-VL's window layers (28 of 32: fullatt_block_indexes 7, 15, 23, 31) attend within the
+    windows transformers' get_vision_window_index cuts: their scores cost 2·h·d_head·Σ len² a layer,
+    len each window's patches (the steps of cu_window_seqlens); the full layers T²."""
+    torch = pytest.importorskip("torch")
+    vision_utils = pytest.importorskip("transformers.vision_utils")
+    spec = load_spec(str(MODEL_TYPES / "qwen2_5_vl.json"))
+    walk, tokens = tower_journey(spec, width, height)
+    grid = torch.tensor([[1, tokens.height // 14, tokens.width // 14]])
+    _, cu = vision_utils.get_vision_window_index(grid, spatial_merge_size=2, window_size=112, patch_size=14)
+    lengths = [b - a for a, b in zip(cu.tolist(), cu.tolist()[1:])]  # in patches (merged tokens x merge²)
+    scores = {step.block: step.flops for step in walk.steps if step.id == "scores"}
+    assert walk.layers == {"vision": 4, "vision window": 28}
+    assert scores["vision window"] == 2 * 16 * 80 * sum(n * n for n in lengths)
+    assert scores["vision"] == 2 * 16 * 80 * tokens.patches ** 2
+
+
 def test_qwen3_vl_flops_by_hand() -> None:
     """Qwen3-VL-4B's tower on a 1024x1024 image, from its config (tests/configs/model_types/qwen3_vl.json:
     depth 24, hidden 1024, 16 heads, intermediate 4096, patch 16, temporal 2, merge 2, out 2560,

@@ -93,6 +93,8 @@ class Tower(Part):
     layer_scale: bool = False  # InternViT: two learned d-wide scales per layer (lambda_1, lambda_2)
     newline: int = Field(default=0, ge=0)  # LLaVA-OneVision's image_newline: one vector of this (text) width
     post_norms: bool = False  # Gemma 4: a norm on the attention's and on the MLP's output too (sandwich)
+    window: int = Field(default=0, ge=0)  # Qwen2.5-VL: attention within window x window patches ...
+    full_layers: tuple[int, ...] = Field(default=(), strict=False)  # ... but in these layers (computation only)
 
     def layer_params(self) -> dict[str, int]:
         """One encoder layer: norm, attention, norm, MLP, with the decoder parts' component keys."""

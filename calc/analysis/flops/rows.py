@@ -178,6 +178,8 @@ def _product(*names: str) -> str:
 
 
 def _formula(step: Step, extra: tuple[str, ...] = ()) -> str:
+    if step.formula:
+        return step.formula
     lead, k, n = _operands(step)
     return _product(*lead[:1], *extra, *lead[1:], k, n)
 

@@ -49,6 +49,7 @@ class Step:
     block: str = ""  # the block kind this step repeats with; "" outside the stack of blocks
     traced: bool = True  # False: explains, makes no tensor the torch reference reports
     note: str = ""
+    formula: str = ""  # the FLOPs' formula where the shapes do not give it (windows of unequal sizes)
 
     @property
     def per_layer(self) -> bool:

@@ -28,7 +28,7 @@ from calc.towers.images import ImageTokens
 
 __all__ = ["tower_journey"]
 
-LAYERS = "vision"
+LAYERS, WINDOWED = "vision", "vision window"
 
 
 def tower_journey(spec: ModelSpec, width: int, height: int, images: int = 1) -> tuple[Journey, ImageTokens]:
@@ -41,7 +41,11 @@ def tower_journey(spec: ModelSpec, width: int, height: int, images: int = 1) -> 
               "C·t·p²": tower.in_channels * tower.temporal_patch * tower.patch_size ** 2, "d_text": spec.d_model,
               "N": images, "tokens": tokens.tokens}, decode=False)
     steps = _embedding(d, tower, rows, tokens)
-    steps += [_bidirectional(step) for step in block_steps(d, _block(tower), tower.d_model, LAYERS, tower.n_layers)]
+    full = len(tower.full_layers) if tower.window else tower.n_layers
+    steps += [_bidirectional(step) for step in block_steps(d, _block(tower), tower.d_model, LAYERS, full)]
+    if tower.window:
+        windowed = block_steps(d, _block(tower), tower.d_model, WINDOWED, tower.n_layers - full)
+        steps += [_within_windows(d, step, tower, tokens) for step in windowed]
     steps += _layer_scale(d, tower, rows) + _after(d, tower, rows)
     steps += _projectors(d, tower, tower.images.per_token, rows)
     newline = rows.take("image_newline")  # LLaVA-OneVision: one learned row ends each row of features
@@ -51,7 +55,8 @@ def tower_journey(spec: ModelSpec, width: int, height: int, images: int = 1) -> 
     for name in [name for name in tower.layer_params() if name != "layer_scale"]:
         rows.take(name)  # the block's steps own one layer's rows; the journey multiplies them by n_layers
     rows.done(f"tower {tower.kind!r}")
-    layers = {LAYERS: tower.n_layers, **{_kind(p): p.repeat for p in tower.projectors if p.repeat > 1}}
+    layers = {LAYERS: full, **({WINDOWED: tower.n_layers - full} if tower.window else {}),
+              **{_kind(p): p.repeat for p in tower.projectors if p.repeat > 1}}
     title = (f"{spec.name} vision tower ({tower.kind}): {images} image{'s' if images > 1 else ''} of {width}x{height}, "
              f"resized to {tokens.width}x{tokens.height}")
     notes = (f"B = {d.sizes['B']} view(s) the encoder runs on separately, P = {per_view:,} patches of "
@@ -76,6 +81,30 @@ def _bidirectional(step: Step) -> Step:
     if step.id != "attn_weights":
         return step
     return replace(step, label="softmax (no mask)", note="every patch attends to every patch of its view; rows sum to 1")
+
+
+def _within_windows(d: Dims, step: Step, tower: Tower, tokens: ImageTokens) -> Step:
+    """A window-attention layer's scores and weighted values: each patch attends to the patches of its
+    window only (Qwen2.5-VL: windows of w x w patches, those at the right and bottom edges cut short),
+    so the (query, key) pairs are Σ over windows of its size², per view; shown against a full
+    window's w² keys, counted exactly."""
+    if step.id not in ("scores", "attn_weights", "attn_heads_out"):
+        return _bidirectional(step)
+    w, patch = tower.window, tower.patch_size
+    sides = [[w] * (n // w) + [n % w] * bool(n % w) for n in (tokens.height // patch, tokens.width // patch)]
+    pairs = sum(a * a for a in sides[0]) * sum(b * b for b in sides[1])
+    full = step.output if step.id != "attn_heads_out" else step.inputs[0]  # [B, h, T, T]
+    scores = Shape((*full.sizes[:-1], w * w), (*full.names[:-1], "w²"))
+    note = (f"within windows of {w}x{w} patches (edge windows smaller): {pairs:,} (query, key) pairs a view, "
+            f"not T² = {d.sizes['T'] ** 2:,}; full attention in layers {', '.join(map(str, tower.full_layers))}")
+    if step.id == "attn_weights":
+        return replace(step, label="softmax (within each window)", output=scores, inputs=(scores,), note=note)
+    a = tower.attention
+    flops = 2 * d.sizes["B"] * a.n_heads * a.head_dim * pairs
+    formula = "2·B·h·d_head·Σ_windows len²"
+    if step.id == "scores":
+        return replace(step, output=scores, flops=flops, note=note, formula=formula)
+    return replace(step, inputs=(scores, step.inputs[1]), flops=flops, note=note, formula=formula)
 
 
 def _embedding(d: Dims, tower: Tower, rows: Rows, tokens: ImageTokens) -> list[Step]:
