@@ -61,10 +61,10 @@ def tower_journey(spec: ModelSpec, width: int, height: int, images: int = 1) -> 
              f"resized to {tokens.width}x{tokens.height}")
     notes = (f"B = {d.sizes['B']} view(s) the encoder runs on separately, P = {per_view:,} patches of "
              f"{tower.patch_size}x{tower.patch_size} pixels each (T = P, plus a class token where there is one), "
-             f"d_model = the tower's width {tower.d_model}, "
-             f"d_text = the decoder's {spec.d_model}",
-             "each layer's attention is counted over all of a view's patches (bidirectional, no cache); "
-             "r = the patches one image token is made of")
+             f"d_model = the tower's width {tower.d_model}, d_text = the decoder's {spec.d_model}, N = the images",
+             "each layer's attention is counted over all of a view's patches (bidirectional, no cache)"
+             + (", a window layer's over its window's" if tower.window else "")
+             + "; r = the patches one image token is made of")
     journey = Journey(spec.name, d.sizes["B"], d.sizes["T"], False, tower.n_layers, tuple(steps), layers, notes,
                       title, "the tower's total in `gptcalc count`")
     return journey, tokens
