@@ -331,3 +331,23 @@ def test_internvl_image_tokens_are_the_processors(width: int, height: int) -> No
     views = cols * rows + (cols * rows > 1)
     assert (ours.width, ours.height, ours.views) == (cols * 448, rows * 448, views)
     assert ours.tokens == 256 * views + 2
+
+
+def test_gemma3n_audio_tower_is_transformers_and_its_vision_tower_is_flagged() -> None:
+    """Gemma 3n (E2B's text decoder, tests/configs/model_types/gemma3n_text-e2b.json, under a gemma3n
+    config with Gemma3nAudioConfig's defaults): the Conformer and its embedder are counted, equal to
+    transformers' Gemma3nAudioEncoder and Gemma3nMultimodalEmbedder built from the same configs; the
+    MobileNet-v5 vision tower (timm's, not installed here) is not, and the total says so."""
+    torch, transformers = pytest.importorskip("torch"), pytest.importorskip("transformers")
+    from transformers.models.gemma3n import modeling_gemma3n
+
+    text = json.loads((MODEL_TYPES / "gemma3n_text-e2b.json").read_text())
+    config = {"model_type": "gemma3n", "architectures": ["Gemma3nForConditionalGeneration"], "text_config": text,
+              "audio_config": {"model_type": "gemma3n_audio"}, "vision_config": {"model_type": "gemma3n_vision"}}
+    b = count(spec_of(config))
+    assert b.partial and b.uncounted == ("vision encoder and projector",)
+    assert [(t.name, t.kind) for t in b.towers] == [("audio", "conformer")]
+    audio, text_config = transformers.Gemma3nAudioConfig(), transformers.Gemma3nTextConfig(**text)
+    with torch.device("meta"):
+        parts = (modeling_gemma3n.Gemma3nAudioEncoder(audio), modeling_gemma3n.Gemma3nMultimodalEmbedder(audio, text_config))
+    assert b.towers[0].total == sum(p.numel() for part in parts for p in part.parameters())

@@ -140,7 +140,7 @@ LABELS = {
 READERS: dict[str, str] = {
     "qwen3_5": "qwen_vl", "qwen3_5_moe": "qwen_vl", "qwen3_vl": "qwen_vl",
     "qwen3_vl_moe": "qwen_vl", "qwen2_5_vl": "qwen_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral",
-    "llava_onevision": "llava_onevision", "internvl": "internvl", "gemma4": "gemma4", "kimi_k25": "moonvit",
+    "llava_onevision": "llava_onevision", "internvl": "internvl", "gemma4": "gemma4", "kimi_k25": "moonvit", "gemma3n": "gemma3n",
 }
 
 
