@@ -103,6 +103,9 @@ def test_the_cli_walks_an_image_then_the_text() -> None:
     assert data["params"] == count(load_spec(path)).decoder_total
     flops = json.loads(check_run(["flops", path, "--seq", "1100", "--image", "1024x1024", "--json"]).stdout)
     assert flops["image"]["forward"] == 4_359_391_805_440 and flops["image"]["per"] == "patch"
+    import calc
+
+    assert calc.flops(load_spec(path), seq=1100, image="1024x1024").to_dict()["image"] == flops["image"]
     text = check_run(["shapes", path, "--seq", "8", "--image", "640x480", "--images", "3"]).stdout
     assert "merge 4 patches -> 1" in text and "3 images of 640x480" in text
 

@@ -43,6 +43,7 @@ def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs
     """
     from calc.analysis.flops import Conventions
     from calc.analysis.flops import flops as count_flops
+    from calc.api import flops_json, image_flops
     from calc.analysis.flops.bounds import bounds
     from calc.analysis.flops.checks import checks
     from calc.analysis.memory.gpus import RATED, rated_gpu
@@ -53,15 +54,12 @@ def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs
 
     conventions = Conventions(macs, causal_half, last_logit)
     result = count_flops(spec, seq, batch, decode, conventions)
-    tower = _tower(spec, image, images, conventions)
+    tower = image_flops(spec, image, images, conventions)
     rules = checks(spec, result)
     chosen = [rated_gpu(name) for name in gpus or RATED]
     limits = [bounds(spec, result, gpu, mfu, dtype, kv_dtype) for gpu in chosen]
     if as_json:
-        from calc.api import flops_json
-
-        data = flops_json(result, rules, limits, decode)
-        render.print_json({**data, "image": tower.to_json()} if tower else data)
+        render.print_json(flops_json(result, rules, limits, decode, tower))
         return
     out = render.console()
     if tower:
@@ -79,10 +77,3 @@ def flops(spec: Any, seq: int, batch: int, decode: bool, causal_half: bool, macs
     for note in bounds_notes(result):
         out.print("  " + note)
 
-
-def _tower(spec: Any, image: str | None, images: int, conventions: Any) -> Any:
-    """--image: the vision tower's FLOPs for the images, or None without --image."""
-    from calc.analysis.flops import tower_flops
-    from calc.towers.images import parse_image
-
-    return None if image is None else tower_flops(spec, *parse_image(image), images, conventions)
