@@ -20,7 +20,7 @@ Every vision tower in use is a pre-norm ViT, so one part describes them all as d
 What differs between kinds (SigLIP, Qwen2.5-VL / Qwen3-VL, Pixtral, Llama-4) is which of these a
 config switches on, read by the tower kind's module (calc/towers/<kind>.py), and how an image
 becomes tokens (`calc.towers.images`). Window attention (Qwen2.5-VL) and 2-D rotary change what is
-computed, never what is stored. An audio encoder of Conformer layers (Gemma 4's) is its own part,
+computed, never what is stored. An audio encoder of Conformer layers (Gemma 3n's, Gemma 4's) is its own part,
 `calc.towers.conformer.Conformer`, with the same interface (params, layer_params, describe).
 """
 
@@ -36,7 +36,8 @@ from calc.towers.conformer import Conformer
 from calc.towers.images import (AnyresImages, CanvasImages, FixedImages, GridImages, PooledImages, RowImages,
                                 TileImages)
 
-__all__ = ["LABELS", "READERS", "Conformer", "Linear", "Projector", "Tower", "biased_attention", "towers_of", "vision_tower"]
+__all__ = ["LABELS", "READERS", "Conformer", "Linear", "Projector", "Tower", "biased_attention", "towers_of",
+           "vision_tower"]
 ImageRule = GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages
 
 
@@ -139,8 +140,9 @@ LABELS = {
 # Outer (multimodal) model_type -> the calc.towers module that reads its towers.
 READERS: dict[str, str] = {
     "qwen3_5": "qwen_vl", "qwen3_5_moe": "qwen_vl", "qwen3_vl": "qwen_vl",
-    "qwen3_vl_moe": "qwen_vl", "qwen2_5_vl": "qwen_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral",
-    "llava_onevision": "llava_onevision", "internvl": "internvl", "gemma4": "gemma4", "kimi_k25": "moonvit", "gemma3n": "gemma3n",
+    "qwen3_vl_moe": "qwen_vl", "qwen2_5_vl": "qwen_vl", "gemma3": "siglip", "llama4": "llama4",
+    "mistral3": "pixtral", "llava_onevision": "llava_onevision", "internvl": "internvl", "gemma4": "gemma4",
+    "gemma3n": "gemma3n", "kimi_k25": "moonvit",
 }
 
 
