@@ -56,13 +56,43 @@ def test_internvl_tiles_and_thumbnail() -> None:
 
 
 def test_a_tower_without_an_image_rule_refuses_an_image() -> None:
-    """MoonViT's processor (its token limit and padding) is not transcribed: --image says so rather than guess."""
+    """LLaVA-OneVision without an anyres_max_N aspect mode has no image rule here: --image says so
+    rather than guess."""
     from calc.errors import GptcalcError
+    from test_towers import LLAVA_ONEVISION
 
-    kimi = {"model_type": "kimi_k25", "text_config": TINY_QWEN3_VL["text_config"] | {"model_type": "qwen3"},
-            "vision_config": {}}
-    with pytest.raises(GptcalcError, match="how moonvit turns an image into tokens is not modelled yet"):
-        tower_journey(spec_of(kimi), 1024, 1024)
+    with pytest.raises(GptcalcError, match="how siglip turns an image into tokens is not modelled yet"):
+        tower_journey(spec_of({**LLAVA_ONEVISION, "vision_aspect_ratio": "pad"}), 1024, 1024)
+
+
+KIMI_K25 = {"model_type": "kimi_k25", "vision_config": {},  # MoonViT with its config class's defaults
+            "text_config": {"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 1000}}
+
+
+@pytest.mark.parametrize("width, height", [(1024, 1024), (640, 480), (9000, 300), (30, 20), (4000, 3000)])
+def test_moonvit_image_tokens_are_navit_resize(width: int, height: int) -> None:
+    """Kimi-K2.5's rule (NavitImages) against transformers' own navit_resize, read out of
+    models/kimi_k25/image_processing_kimi_k25.py (the module itself needs torchvision, not installed
+    here) with the processor's defaults: patch 14, merge 2, 16384 patches, 512 a side."""
+    import ast
+    import importlib.util
+    import math as math_module
+    from pathlib import Path
+
+    spec_file = importlib.util.find_spec("transformers.models.kimi_k25")
+    if spec_file is None:
+        pytest.skip("transformers without kimi_k25")
+    source = (Path(spec_file.origin).parent / "image_processing_kimi_k25.py").read_text()
+    function = next(node for node in ast.parse(source).body if getattr(node, "name", "") == "navit_resize")
+    scope = {"math": math_module}
+    exec(compile(ast.Module([function], []), "navit_resize", "exec"), scope)  # noqa: S102 - transformers' own code
+    _, (pad_h, pad_w) = scope["navit_resize"](height, width, patch_size=14, merge_kernel_size=2, max_patches=16384,
+                                              max_size_per_side=512)
+    walk, tokens = tower_journey(spec_of(KIMI_K25), width, height)
+    assert (tokens.height, tokens.width) == (pad_h, pad_w)
+    assert tokens.patches == (pad_h // 14) * (pad_w // 14) == 4 * tokens.image_tokens == walk.seq
+    assert walk.params == count(spec_of(KIMI_K25)).towers_total
 
 
 @pytest.mark.parametrize("width, height", [(1024, 1024), (640, 480), (2000, 300)])

@@ -33,12 +33,12 @@ from calc.parts import MLP, Attention, Norm
 from calc.parts.base import Field, Part, present
 from calc.towers.conformer import LABELS as CONFORMER_LABELS
 from calc.towers.conformer import Conformer
-from calc.towers.images import (AnyresImages, CanvasImages, FixedImages, GridImages, PooledImages, RowImages,
-                                TileImages)
+from calc.towers.images import (AnyresImages, CanvasImages, FixedImages, GridImages, NavitImages, PooledImages,
+                                RowImages, TileImages)
 
 __all__ = ["LABELS", "READERS", "Conformer", "Linear", "Projector", "Tower", "biased_attention", "towers_of",
            "vision_tower"]
-ImageRule = GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages
+ImageRule = GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages | NavitImages
 
 
 class Linear(Part):

@@ -16,7 +16,7 @@ from typing import Literal
 from calc.errors import GptcalcError
 from calc.parts.base import Field, Part
 
-__all__ = ["AnyresImages", "CanvasImages", "FixedImages", "GridImages", "ImageTokens", "PooledImages", "RowImages", "TileImages",
+__all__ = ["AnyresImages", "CanvasImages", "FixedImages", "NavitImages", "GridImages", "ImageTokens", "PooledImages", "RowImages", "TileImages",
            "parse_image"]
 
 
@@ -203,6 +203,34 @@ class TileImages(Part):
         up = [s for s in scale.values() if s >= 1]
         best = min(up) if up else max(scale.values())
         return min((rc for rc in canvases if scale[rc] == best), key=lambda rc: (rc[0] * rc[1], rc))
+
+
+class NavitImages(Part):
+    """Kimi-K2.5 (transformers models/kimi_k25/image_processing_kimi_k25.py `navit_resize`,
+    processing_kimi_k25.py `replace_image_token`): scaled down (never up) until it holds at most
+    max_patches patches and max_side patches a side, then padded to whole tokens of merge x merge
+    patches; every merge² patches one <|media_pad|> token. The markers around an image come from the
+    chat template, not the processor: not counted here."""
+
+    kind: Literal["navit"] = "navit"
+    patch_size: int = Field(gt=0)
+    merge_size: int = Field(gt=0)
+    max_patches: int = Field(default=16384, gt=0)
+    max_side: int = Field(default=512, gt=0)  # the processor's size {"max_height": 512}, in patches
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        p, side = self.patch_size, self.max_side * self.patch_size
+        patches = max(1, height // p) * max(1, width // p)
+        scale = min(1.0, math.sqrt(self.max_patches / patches), side / height, side / width)
+        h, w = min(max(1, int(height * scale)), side), min(max(1, int(width * scale)), side)
+        factor = self.merge_size * p
+        h, w = -(-h // factor) * factor, -(-w // factor) * factor
+        grid = (h // p) * (w // p)
+        return ImageTokens(w, h, grid, grid // self.per_token, 0)
+
+    @property
+    def per_token(self) -> int:
+        return self.merge_size ** 2
 
 
 class CanvasImages(Part):

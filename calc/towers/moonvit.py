@@ -6,11 +6,11 @@ each image; the time axis is a sinusoidal buffer, no weights), 2-D rotary beside
 with biased Q, K, V and output projections and a biased two-matrix GELU MLP; a final LayerNorm. The
 projector (Kimi_K25MultimodalProjection): a LayerNorm over `projection_hidden_size` (the vision
 width) before the merge_kernel_size patches are concatenated, then in_proj (m·d -> m·d) and out_proj
-(-> text width), both biased. The configs Moonshot publishes for its own code name the vision keys
+(-> text width), both biased; an image becomes tokens by navit_resize (calc/towers/images.py
+NavitImages). The configs Moonshot publishes for its own code name the vision keys
 vt_hidden_size, vt_intermediate_size, vt_num_attention_heads, vt_num_hidden_layers,
 init_pos_emb_height / _width and mm_hidden_size (the projector's norm width); they are read as
-transformers' names. Image tokens are not ruled here: the processor's token limit and
-padding are not transcribed yet (`--image` says so).
+transformers' names.
 """
 
 from __future__ import annotations
@@ -52,4 +52,5 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "projectors": [{"name": "projector", "norm": layernorm, "norm_width": cfg.int("projection_hidden_size"),
                         "linears": [{"d_in": merged, "d_out": merged, "bias": True},
                                     {"d_in": merged, "d_out": text_width, "bias": True}]}],
+        "images": {"kind": "navit", "patch_size": vision.int("patch_size"), "merge_size": kernel[0]},
     }}
