@@ -38,7 +38,8 @@ from calc.towers.images import (AnyresImages, CanvasImages, FixedImages, GridIma
 
 __all__ = ["LABELS", "READERS", "Conformer", "Linear", "Projector", "Tower", "biased_attention", "towers_of",
            "vision_tower"]
-ImageRule = GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages | NavitImages
+ImageRule = (GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages
+             | NavitImages)
 
 
 class Linear(Part):
