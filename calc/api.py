@@ -289,7 +289,8 @@ def _llamacpp(spec: Any, seq: int | None, kv_dtype: str, n_parallel: int, ubatch
 
 def _image_cost(spec: Any, image: str | None, images: int, kv_dtype: str, text_only: bool) -> Any:
     """--image WxH --images N: what those images cost the decoder, or None without --image."""
-    from calc.analysis.memory.towers import image_cost, parse_image
+    from calc.analysis.memory.towers import image_cost
+    from calc.towers.images import parse_image
     from calc.errors import GptcalcError
 
     if image is None:
@@ -314,8 +315,9 @@ def _size(text: str | None, option: str) -> int | None:
 
 def flops(spec: ModelSpec, seq: int, batch: int = 1, decode: bool = False, causal_half: bool = False,
           macs: bool = False, last_logit: bool = False, gpus: tuple[str, ...] = (), mfu: Fraction | float | str = "0.5",
-          dtype: str = "bf16", kv_dtype: str = "bf16") -> Result:
-    """`gptcalc flops MODEL --seq T`: FLOPs per component, the rules of thumb, and time bounds."""
+          dtype: str = "bf16", kv_dtype: str = "bf16", image: str | None = None, images: int = 1) -> Result:
+    """`gptcalc flops MODEL --seq T`: FLOPs per component, the rules of thumb, and time bounds; with
+    `image="WxH"`, the vision tower's FLOPs for `images` such images too (`to_dict()["image"]`)."""
     from calc.analysis.flops import Conventions
     from calc.analysis.flops import flops as count_flops
     from calc.analysis.flops.bounds import bounds
@@ -324,15 +326,25 @@ def flops(spec: ModelSpec, seq: int, batch: int = 1, decode: bool = False, causa
     from calc.cli.options import SHARE
 
     share = SHARE.convert(str(mfu), None, None)
-    result = count_flops(spec, seq, batch, decode, Conventions(macs, causal_half, last_logit))
+    conventions = Conventions(macs, causal_half, last_logit)
+    result = count_flops(spec, seq, batch, decode, conventions)
     rules = checks(spec, result)
     limits = [bounds(spec, result, rated_gpu(name), share, dtype, kv_dtype) for name in gpus or RATED]
-    return Result(result, lambda: flops_json(result, rules, limits, decode))
+    tower = image_flops(spec, image, images, conventions)
+    return Result(result, lambda: flops_json(result, rules, limits, decode, tower))
 
 
-def flops_json(result: Any, rules: list[Any], limits: list[Any], decode: bool) -> dict[str, Any]:
+def image_flops(spec: ModelSpec, image: str | None, images: int, conventions: Any) -> Any:
+    """`--image WxH --images N`: the vision tower's FLOPs for the images, or None without an image."""
+    from calc.analysis.flops import tower_flops
+    from calc.towers.images import parse_image
+
+    return None if image is None else tower_flops(spec, *parse_image(image), images, conventions)
+
+
+def flops_json(result: Any, rules: list[Any], limits: list[Any], decode: bool, tower: Any = None) -> dict[str, Any]:
     return {**result.to_json(), "checks": [c.to_json(result.scale) for c in rules],
-            "bounds": [b.to_json(decode) for b in limits]}
+            "bounds": [b.to_json(decode) for b in limits], **({"image": tower.to_json()} if tower else {})}
 
 
 def train(spec: ModelSpec, seq: int, micro_batch: int, **setup: Any) -> Result:

@@ -17,6 +17,7 @@ the output of the commands depends on it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
@@ -38,7 +39,8 @@ LAYOUT_TABLE = re.compile(r"(<!-- generated: tensor-name layouts -->\n)(?P<body>
 
 def command_output(args: str) -> str:
     # the docs show a 160-column pipe, whatever COLUMNS the shell running this exports
-    result = CliRunner(env={"COLUMNS": None}).invoke(cli, shlex.split(args), terminal_width=160)
+    with contextlib.chdir(REPO):  # a command may name a file of the repository (tests/configs/...)
+        result = CliRunner(env={"COLUMNS": None}).invoke(cli, shlex.split(args), terminal_width=160)
     text = result.stdout + (result.stderr if result.exit_code else "")
     return "\n".join(line.rstrip() for line in text.rstrip("\n").splitlines()) + "\n"
 

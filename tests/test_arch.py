@@ -30,7 +30,7 @@ def _id(path: Path) -> str:
 
 @pytest.mark.parametrize("path", CONFIGS, ids=_id)
 def test_total_equals_transformers(path: Path) -> None:
-    """A model whose towers gptcalc cannot count yet (Gemma-4's vision and audio encoders) says so
+    """A model whose towers gptcalc cannot count yet (Gemma-3n's MobileNet-v5 vision tower) says so
     (`partial`, and what is missing); its decoder then equals the language model and head inside
     transformers' whole model, and the whole model is larger by exactly what is not counted."""
     b = count(load_spec(str(path)))

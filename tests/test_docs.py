@@ -71,6 +71,7 @@ TABLE_FILES = {
     "minimax_m1": "tests/configs/model_types/minimax_m1.json",
     "qwen3_5_text": "tests/configs/model_types/qwen3_5.json",
     "qwen2_5_vl": "tests/configs/model_types/qwen2_5_vl.json", "qwen3_vl": "tests/configs/model_types/qwen3_vl.json",
+    "qwen3_vl_moe": "tests/configs/model_types/qwen3_vl_moe.json",
     "qwen3_5_moe_text": "tests/configs/model_types/qwen3_5_moe-397b.json",
     "nemotron_h": "tests/configs/model_types/nemotron_h.json",
     "gemma3n_text": "tests/configs/model_types/gemma3n_text-e2b.json",

@@ -16,7 +16,7 @@ import pytest
 from calc.analysis.count import count
 from calc.spec.load import load_spec
 from cli_checks import check_run
-from oracle import CONFIG_DIR, spec_of
+from oracle import CONFIG_DIR, spec_of, transformers_model
 
 MODEL_TYPES = CONFIG_DIR / "model_types"
 
@@ -251,3 +251,103 @@ def test_llava_onevision_image_tokens_are_the_processors(width: int, height: int
     assert ours.tokens == processor._get_number_of_features(height, width, 384, 384)
     pixels = processor.image_processor(np.zeros((height, width, 3), dtype=np.uint8), return_tensors="np")
     assert ours.patches == pixels["pixel_values"].shape[1] * 729
+
+
+# --- Gemma 4 ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("width, height", [(1024, 1024), (640, 480), (4000, 3000), (3000, 40), (20, 20)])
+def test_gemma4_image_tokens_are_the_processors(width: int, height: int) -> None:
+    """Gemma 4's rule (PooledImages) against transformers' get_aspect_ratio_preserving_size with the
+    processor's defaults (patch 16, pool 3, 280 soft tokens = 2,520 patches): tokens = patches / 9."""
+    gemma4 = pytest.importorskip("transformers.models.gemma4.image_processing_pil_gemma4")
+    rule = load_spec(str(MODEL_TYPES / "gemma4-26b-a4b.json")).towers["vision"].images
+    h, w = gemma4.get_aspect_ratio_preserving_size(height, width, patch_size=16, max_patches=2520, pooling_kernel_size=3)
+    ours = rule.tokens(width, height)
+    assert (ours.height, ours.width) == (h, w)
+    assert ours.patches == (h // 16) * (w // 16) and ours.image_tokens == ours.patches // 9 and ours.tokens == ours.image_tokens + 2
+
+
+# The audio_config Gemma 4's E2B and E4B checkpoints ship, as ollama's test of its Gemma 4 reader
+# quotes it (releasedGemma4AudioConfig, x/models/gemma4 in github.com/ollama/ollama; public code index
+# file id 58001126666): a 12-layer Conformer of 1024 with 8 heads, output 1536.
+RELEASED_GEMMA4_AUDIO = {"model_type": "gemma4_audio", "attention_chunk_size": 12, "attention_context_left": 13,
+                         "attention_context_right": 0, "attention_invalid_logits_value": -1000000000.0,
+                         "attention_logit_cap": 50.0, "conv_kernel_size": 5, "gradient_clipping": 10000000000.0,
+                         "hidden_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 12,
+                         "output_proj_dims": 1536, "residual_weight": 0.5, "rms_norm_eps": 0.000001,
+                         "subsampling_conv_channels": [128, 32], "use_clipped_linears": True}
+
+
+def test_gemma4_audio_tower_is_transformers_whole_model() -> None:
+    """Gemma 4 with that audio_config (here beside gemma-4-26B-A4B's decoder and vision tower): the
+    Conformer is counted, and decoder + vision + audio equal transformers' Gemma4ForConditionalGeneration
+    on the meta device, the audio tower exactly its audio_tower and embed_audio."""
+    config = json.loads((MODEL_TYPES / "gemma4-26b-a4b.json").read_text())
+    config["audio_config"] = RELEASED_GEMMA4_AUDIO
+    b = count(spec_of(config))
+    assert not b.partial and [(t.name, t.kind) for t in b.towers] == [("vision", "gemma4"), ("audio", "conformer")]
+    named = list(transformers_model(config).named_parameters())
+    assert b.total == sum(p.numel() for _, p in named)
+    audio = sum(p.numel() for name, p in named if ".audio_tower." in name or ".embed_audio." in name)
+    d, layers, heads = 1024, 12, 8  # by hand, from the modelling code (calc/towers/conformer.py's table)
+    subsample = 9 * 128 + 9 * 128 * 32 + (128 + 32) + (128 // 4) * 32 * d
+    layer = 2 * (2 * 4 * d * d + 2 * d) + 5 * d * d + d // heads + 2 * d + 3 * d * d + 5 * d + 2 * d + d
+    encoder = subsample + layers * layer + d * 1536 + 1536
+    assert b.towers[1].total == audio == encoder + 1536 * 2816 == 309_149_984  # then embed_audio into 2816
+
+
+def test_a_tower_its_reader_does_not_read_is_flagged_beside_those_it_does() -> None:
+    """An audio_config beside a reader that reads vision only (Gemma 3's): the vision tower is
+    counted and the total says the audio encoder is not."""
+    config = json.loads((MODEL_TYPES / "gemma3_multimodal.json").read_text())
+    config["audio_config"] = {"hidden_size": 32}
+    b = count(spec_of(config))
+    assert b.partial and [t.name for t in b.towers] == ["vision"] and b.uncounted == ("audio encoder and projector",)
+
+
+def test_a_conformer_survives_the_compiled_round_trip() -> None:
+    """Presets ship as dumps rebuilt without validation (calc/spec/construct.py): a union of a Tower
+    (any kind name) and a Conformer (kind "conformer") rebuilds each as its own part."""
+    from calc.spec.construct import construct
+    from calc.spec.model import ModelSpec
+    from calc.towers import Conformer, Tower
+
+    config = json.loads((MODEL_TYPES / "gemma4-26b-a4b.json").read_text())
+    config["audio_config"] = RELEASED_GEMMA4_AUDIO
+    spec = spec_of(config)
+    rebuilt = construct(ModelSpec, json.loads(json.dumps(spec.model_dump(mode="json"))))
+    assert rebuilt == spec
+    assert isinstance(rebuilt.towers["vision"], Tower) and isinstance(rebuilt.towers["audio"], Conformer)
+
+
+@pytest.mark.parametrize("width, height", [(1024, 1024), (640, 480), (4000, 300), (448, 448), (20, 900)])
+def test_internvl_image_tokens_are_the_processors(width: int, height: int) -> None:
+    """InternVL's rule (CanvasImages) against transformers' get_optimal_tiled_canvas with the
+    processor's crop_to_patches range (1 to 12 tiles of 448): tiles, a thumbnail beside several, 256
+    tokens each (InternVLProcessor's image_seq_length), <img> and </img>."""
+    got_ocr2 = pytest.importorskip("transformers.models.got_ocr2.image_processing_pil_got_ocr2")
+    cols, rows = got_ocr2.get_optimal_tiled_canvas((height, width), (448, 448), 1, 12)
+    ours = spec_of(INTERNVL).towers["vision"].images.tokens(width, height)
+    views = cols * rows + (cols * rows > 1)
+    assert (ours.width, ours.height, ours.views) == (cols * 448, rows * 448, views)
+    assert ours.tokens == 256 * views + 2
+
+
+def test_gemma3n_audio_tower_is_transformers_and_its_vision_tower_is_flagged() -> None:
+    """Gemma 3n (E2B's text decoder, tests/configs/model_types/gemma3n_text-e2b.json, under a gemma3n
+    config with Gemma3nAudioConfig's defaults): the Conformer and its embedder are counted, equal to
+    transformers' Gemma3nAudioEncoder and Gemma3nMultimodalEmbedder built from the same configs; the
+    MobileNet-v5 vision tower (timm's, not installed here) is not, and the total says so."""
+    torch, transformers = pytest.importorskip("torch"), pytest.importorskip("transformers")
+    from transformers.models.gemma3n import modeling_gemma3n
+
+    text = json.loads((MODEL_TYPES / "gemma3n_text-e2b.json").read_text())
+    config = {"model_type": "gemma3n", "architectures": ["Gemma3nForConditionalGeneration"], "text_config": text,
+              "audio_config": {"model_type": "gemma3n_audio"}, "vision_config": {"model_type": "gemma3n_vision"}}
+    b = count(spec_of(config))
+    assert b.partial and b.uncounted == ("vision encoder and projector",)
+    assert [(t.name, t.kind) for t in b.towers] == [("audio", "conformer")]
+    audio, text_config = transformers.Gemma3nAudioConfig(), transformers.Gemma3nTextConfig(**text)
+    with torch.device("meta"):
+        parts = (modeling_gemma3n.Gemma3nAudioEncoder(audio), modeling_gemma3n.Gemma3nMultimodalEmbedder(audio, text_config))
+    assert b.towers[0].total == sum(p.numel() for part in parts for p in part.parameters())

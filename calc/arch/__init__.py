@@ -171,11 +171,17 @@ def spec_dict(config: dict[str, Any], origin: str) -> dict[str, Any]:
 
 
 def _towers(config: dict[str, Any], origin: str, spec: dict[str, Any], left_out: tuple[str, ...]) -> dict[str, Any]:
-    """The towers field of a multimodal config, or its `uncounted` parts and a note saying so."""
+    """The towers field of a multimodal config; what its reader does not count (every tower when
+    there is no reader, Gemma 4's audio encoder beside its vision tower) is `uncounted`, with a note."""
     from calc.towers import towers_of
 
     towers = towers_of(config, origin, spec["d_model"])
-    if towers is not None:
+    if towers is None:
+        note = f"{config['model_type']}: the language model only (text_config); the {left_out[0]} are not counted"
+        return {"uncounted": left_out, "notes": (note, *spec.get("notes", ()))}
+    unread = [m for m in ("vision", "audio") if config.get(f"{m}_config") is not None and m not in towers]
+    if not unread:
         return {"towers": towers}
-    note = f"{config['model_type']}: the language model only (text_config); the {left_out[0]} are not counted"
-    return {"uncounted": left_out, "notes": (note, *spec.get("notes", ()))}
+    missing = " and ".join(f"{m} encoder" for m in unread) + " and projector"
+    note = f"{config['model_type']}: the {missing} are not counted"
+    return {"towers": towers, "uncounted": (missing,), "notes": (note, *spec.get("notes", ()))}

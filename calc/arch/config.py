@@ -97,7 +97,8 @@ def unwrap_text_config(config: dict[str, Any], origin: str) -> tuple[dict[str, A
     for key in ("tie_word_embeddings", "_name_or_path", "auto_map"):  # auto_map: see calc/arch/fallback.py
         if key in config and key not in inner:
             inner[key] = config[key]
-    left_out = [key.removesuffix("_config") + " encoder" for key in ("vision_config", "audio_config") if key in config]
+    left_out = [key.removesuffix("_config") + " encoder" for key in ("vision_config", "audio_config")
+                if config.get(key) is not None]  # Gemma 4 writes "audio_config": null for none
     return inner, (" and ".join(left_out or ["non-text parts"]) + " and projector",)
 
 
@@ -109,4 +110,4 @@ TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "mistral3": "mistral", "llama4": "l
 FLAT_TEXT = {"qwen2_5_vl": "qwen2"}
 # Language models transformers builds exactly as another model_type (Qwen3VLTextModel is Qwen3's
 # layers: QK-norm, no biases, no sliding window; mrope changes positions, not weights).
-TEXT_AS = {"qwen3_vl_text": "qwen3"}
+TEXT_AS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe"}

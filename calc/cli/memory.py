@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, complete_model, json_option, load_model,
-                              one_model, set_option, sizing_options)
+from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, complete_model, image_options, json_option,
+                              load_model, one_model, set_option, sizing_options)
 from calc.errors import GptcalcError
 
 
@@ -163,10 +163,7 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
               help="vLLM's CUDA graph estimate (0 with --enforce-eager)  [default: 0.5 GiB]")
 @click.option("--all", "show_all", is_flag=True,
               help="Show every GPU of the catalog, not only the budget's card (or, without one, a short list).")
-@click.option("--image", type=TEXT, metavar="WxH",
-              help="A multimodal model: the tokens one image of WxH pixels becomes (the model's processor rule) and "
-                   "their KV cache.")
-@click.option("--images", type=POSITIVE, default=1, show_default=True, help="How many such images (with --image).")
+@image_options("the tokens it becomes (the model's processor rule) and their KV cache.")
 @click.option("--text-only", is_flag=True,
               help="Leave a multimodal model's towers out of the weights, as vLLM's --language-model-only does.")
 @click.option("--mm-encoder-tp-mode", "encoder_mode", type=click.Choice(["weights", "data"]), default="weights",

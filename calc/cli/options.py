@@ -196,6 +196,19 @@ set_option = click.option("--set", "overrides", multiple=True, type=TEXT, metava
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of tables.")
 
 
+def image_options(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--image WxH` and `--images N`: images through a multimodal model's vision tower; `what` says
+    what the command shows of them."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = click.option("--images", type=POSITIVE, default=1, show_default=True,
+                               help="How many such images (with --image).")(command)
+        return click.option("--image", type=TEXT, metavar="WxH",
+                            help=f"A multimodal model: one image of WxH pixels through its vision tower; {what}")(command)
+
+    return decorate
+
+
 def pass_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """One forward pass: `--seq T`, `--batch B` and `--decode` (shapes, flops)."""
     for option in reversed((

@@ -33,6 +33,8 @@ def _exact(n: Fraction | int) -> str:
 
 def _title(f: Flops) -> str:
     unit = "MACs" if f.conventions.macs else "FLOPs"
+    if f.title:
+        return f"{f.title}: forward {unit}"
     if f.decode:
         return f"{f.model}: forward {unit} of one decode step after T={f.seq:,} cached, batch B={f.batch}"
     return f"{f.model}: forward {unit} of a prefill of T={f.seq:,} tokens, batch B={f.batch}"
@@ -68,7 +70,7 @@ def flops_table(f: Flops) -> Table:
     table.add_row(styled("bold", "forward total"), "", "", "", styled("bold", f"{f.forward // s:,}"), human_flops(f.forward // s, unit),
                   share(f.forward, f.forward))
     per_token = f.per_token(f.forward) / s
-    table.add_row(f"per token (÷ {f.tokens:,})", "", "", "", _exact(per_token), human_flops(float(per_token), unit), "")
+    table.add_row(f"per {f.per} (÷ {f.tokens:,})", "", "", "", _exact(per_token), human_flops(float(per_token), unit), "")
     return table
 
 

@@ -27,6 +27,8 @@ def human_flops(n: float, unit: str = "FLOP") -> str:
 
 
 def _title(j: Journey) -> str:
+    if j.title:
+        return j.title
     if j.decode:
         return f"{j.model}: decode 1 new token after T={j.seq} cached, batch B={j.batch}"
     return f"{j.model}: prefill of T={j.seq} tokens, batch B={j.batch}"
@@ -104,7 +106,7 @@ def shapes_notes(j: Journey) -> list[str]:
     """The sentences under the table: totals in human units and the conventions behind them."""
     rule, zeros = FLOP_CONVENTION.split("; ", 1)
     notes = [
-        f"parameters: {count_with_units(j.params)} (each counted once: the total of `gptcalc count`)",
+        f"parameters: {count_with_units(j.params)} (each counted once: {j.counted})",
         f"FLOPs of this pass: {j.flops:,} ({human_flops(j.flops)}), {_per_layer(j)}",
         f"FLOP convention: {rule}",
         f"  {zeros}",

@@ -13,7 +13,7 @@ from functools import cache
 from types import UnionType
 from typing import Any, Callable, Union, get_args, get_origin
 
-from calc.parts.base import Part
+from calc.parts.base import MISSING, Part
 
 __all__ = ["construct"]
 
@@ -41,8 +41,9 @@ def _converter(annotation: Any) -> Convert:
         if not models:
             return _same
         by_kind = {model.model_fields["kind"].default: model for model in models} if len(models) > 1 else {}
+        free = by_kind.pop(MISSING, None)  # a part whose `kind` is any name (Tower: its reader's), not a literal
         return lambda value: value if not isinstance(value, dict) else construct(
-            by_kind[value.get("kind")] if by_kind else models[0], value)
+            by_kind.get(value.get("kind"), free) if by_kind else models[0], value)
     if origin is dict:
         item = _converter(args[1])
         return _optional(lambda value: {key: item(entry) for key, entry in value.items()})

@@ -10,6 +10,7 @@ Every vision tower in use is a pre-norm ViT, so one part describes them all as d
     positions         rows · d                                          learned table; 0 with 2-D rotary
     pre norm          (Llama-4's layernorm_pre, Pixtral's ln_pre)
     n_layers × (norm, attention, norm, MLP)                             the decoder's own parts
+                + 2 · d output norms                                            Gemma 4 (sandwich)
                 + 2 · d layer scales                                            InternViT
     post norm         (SigLIP's post_layernorm, Llama-4's layernorm_post)
     image newline     text width                                        LLaVA-OneVision
@@ -19,19 +20,26 @@ Every vision tower in use is a pre-norm ViT, so one part describes them all as d
 What differs between kinds (SigLIP, Qwen2.5-VL / Qwen3-VL, Pixtral, Llama-4) is which of these a
 config switches on, read by the tower kind's module (calc/towers/<kind>.py), and how an image
 becomes tokens (`calc.towers.images`). Window attention (Qwen2.5-VL) and 2-D rotary change what is
-computed, never what is stored.
+computed, never what is stored. An audio encoder of Conformer layers (Gemma 3n's, Gemma 4's) is its own part,
+`calc.towers.conformer.Conformer`, with the same interface (params, layer_params, describe).
 """
 
 
 from importlib import import_module
 from typing import Any, Literal
 
+from calc.errors import GptcalcError
 from calc.parts import MLP, Attention, Norm
 from calc.parts.base import Field, Part, present
-from calc.towers.images import AnyresImages, FixedImages, GridImages, RowImages, TileImages
+from calc.towers.conformer import LABELS as CONFORMER_LABELS
+from calc.towers.conformer import Conformer
+from calc.towers.images import (AnyresImages, CanvasImages, FixedImages, GridImages, NavitImages, PooledImages,
+                                RowImages, TileImages)
 
-__all__ = ["LABELS", "READERS", "Linear", "Projector", "Tower", "biased_attention", "towers_of"]
-ImageRule = GridImages | FixedImages | RowImages | TileImages | AnyresImages
+__all__ = ["LABELS", "READERS", "Conformer", "Linear", "Projector", "Tower", "biased_attention", "towers_of",
+           "vision_tower"]
+ImageRule = (GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages
+             | NavitImages)
 
 
 class Linear(Part):
@@ -86,12 +94,17 @@ class Tower(Part):
     images: ImageRule | None = Field(default=None, discriminator="kind")
     layer_scale: bool = False  # InternViT: two learned d-wide scales per layer (lambda_1, lambda_2)
     newline: int = Field(default=0, ge=0)  # LLaVA-OneVision's image_newline: one vector of this (text) width
+    post_norms: bool = False  # Gemma 4: a norm on the attention's and on the MLP's output too (sandwich)
+    window: int = Field(default=0, ge=0)  # Qwen2.5-VL: attention within window x window patches ...
+    full_layers: tuple[int, ...] = Field(default=(), strict=False)  # ... but in these layers (computation only)
 
     def layer_params(self) -> dict[str, int]:
         """One encoder layer: norm, attention, norm, MLP, with the decoder parts' component keys."""
         d = self.d_model
-        return {"attn_norm": self.norm.params(d), **self.attention.params(d), "mlp_norm": self.norm.params(d),
-                **self.mlp.params(d), **present(layer_scale=2 * d * self.layer_scale)}
+        post = self.norm.params(d) * self.post_norms
+        return {"attn_norm": self.norm.params(d), **self.attention.params(d), **present(attn_post_norm=post),
+                "mlp_norm": self.norm.params(d), **self.mlp.params(d), **present(mlp_post_norm=post),
+                **present(layer_scale=2 * d * self.layer_scale)}
 
     def params(self) -> dict[str, int]:
         """The tower's components, in the order an image meets them: layer rows summed over layers."""
@@ -122,14 +135,15 @@ LABELS = {
     "patch_embedding": "patch embedding", "class_embedding": "class token", "pre_norm": "pre-encoder norm",
     "post_norm": "post-encoder norm", "merger": "patch merger", "deepstack_mergers": "DeepStack mergers",
     "projector": "multimodal projector", "adapter": "vision adapter (pixel shuffle MLP)",
-    "image_newline": "image newline", "layer_scale": "layer scale (2 per layer)",
+    "image_newline": "image newline", "layer_scale": "layer scale (2 per layer)", **CONFORMER_LABELS,
 }
 
 # Outer (multimodal) model_type -> the calc.towers module that reads its towers.
 READERS: dict[str, str] = {
     "qwen3_5": "qwen_vl", "qwen3_5_moe": "qwen_vl", "qwen3_vl": "qwen_vl",
-    "qwen2_5_vl": "qwen_vl", "gemma3": "siglip", "llama4": "llama4", "mistral3": "pixtral",
-    "llava_onevision": "llava_onevision", "internvl": "internvl",
+    "qwen3_vl_moe": "qwen_vl", "qwen2_5_vl": "qwen_vl", "gemma3": "siglip", "llama4": "llama4",
+    "mistral3": "pixtral", "llava_onevision": "llava_onevision", "internvl": "internvl", "gemma4": "gemma4",
+    "gemma3n": "gemma3n", "kimi_k25": "moonvit",
 }
 
 
@@ -148,3 +162,15 @@ def towers_of(config: dict[str, Any], origin: str, text_width: int) -> dict[str,
     if module is None:
         return None
     return import_module(f"calc.towers.{module}").towers(Config(config, origin), text_width)
+
+
+def vision_tower(spec: Any) -> Tower:
+    """`spec`'s vision tower, for what an image costs (`--image`): an error line where it has none
+    gptcalc reads, or no rule for how its images become tokens."""
+    tower = spec.towers.get("vision")
+    if tower is None:
+        raise GptcalcError(f"--image: {spec.name} has no vision tower gptcalc reads"
+                           + (f" ({', '.join(spec.uncounted)} not counted)" if spec.uncounted else ""))
+    if tower.images is None:
+        raise GptcalcError(f"--image: how {tower.kind} turns an image into tokens is not modelled yet")
+    return tower

@@ -16,7 +16,16 @@ from typing import Literal
 from calc.errors import GptcalcError
 from calc.parts.base import Field, Part
 
-__all__ = ["AnyresImages", "FixedImages", "GridImages", "ImageTokens", "RowImages", "TileImages"]
+__all__ = ["AnyresImages", "CanvasImages", "FixedImages", "NavitImages", "GridImages", "ImageTokens", "PooledImages", "RowImages", "TileImages",
+           "parse_image"]
+
+
+def parse_image(text: str) -> tuple[int, int]:
+    """`--image 1024x768`: width x height in pixels."""
+    width, sep, height = text.lower().partition("x")
+    if not sep or not width.strip().isdigit() or not height.strip().isdigit() or not int(width) or not int(height):
+        raise GptcalcError(f"--image {text!r}: give WIDTHxHEIGHT in pixels, as 1024x768")
+    return int(width), int(height)
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,7 @@ class ImageTokens:
     patches: int
     image_tokens: int
     special_tokens: int
+    views: int = 1  # what the encoder runs on separately: Llama-4's tiles and global view, LLaVA-OneVision's
 
     @property
     def tokens(self) -> int:
@@ -36,7 +46,7 @@ class ImageTokens:
         return self.image_tokens + self.special_tokens
 
     def to_json(self) -> dict[str, int]:
-        return {"width": self.width, "height": self.height, "patches": self.patches,
+        return {"width": self.width, "height": self.height, "patches": self.patches, "views": self.views,
                 "image_tokens": self.image_tokens, "special_tokens": self.special_tokens, "tokens": self.tokens}
 
 
@@ -57,6 +67,11 @@ class GridImages(Part):
         h, w = self._resize(height, width)
         patches = (h // self.patch_size) * (w // self.patch_size)
         return ImageTokens(w, h, patches, patches // self.merge_size ** 2, self.special_tokens)
+
+    @property
+    def per_token(self) -> int:
+        """Patches the projector makes one token of (merge x merge)."""
+        return self.merge_size ** 2
 
     def _resize(self, height: int, width: int) -> tuple[int, int]:
         factor = self.patch_size * self.merge_size
@@ -88,6 +103,47 @@ class FixedImages(Part):
         side = self.image_size
         return ImageTokens(side, side, (side // self.patch_size) ** 2, self.tokens_per_image, self.special_tokens)
 
+    @property
+    def per_token(self) -> int:
+        """Patches averaged into one soft token (Gemma 3: 4096 / 256 = a 4 x 4 pool)."""
+        return (self.image_size // self.patch_size) ** 2 // self.tokens_per_image
+
+
+class PooledImages(Part):
+    """Gemma 4 (transformers models/gemma4/image_processing_gemma4.py `get_aspect_ratio_preserving_size`,
+    processing_gemma4.py `replace_image_token`): the image scaled, keeping its aspect ratio, to the
+    largest size of at most max_tokens · pool² patches whose sides are multiples of pool·patch;
+    pool x pool patches average into one soft token; <boi> and <eoi> around them. The encoder
+    itself runs over the batch padded to max_tokens · pool² patches (padding masked)."""
+
+    kind: Literal["pooled"] = "pooled"
+    patch_size: int = Field(gt=0)
+    pool: int = Field(gt=0)
+    max_tokens: int = Field(gt=0)
+    special_tokens: int = Field(default=2, ge=0)
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        h, w = self._resize(height, width)
+        patches = (h // self.patch_size) * (w // self.patch_size)
+        return ImageTokens(w, h, patches, patches // self.pool ** 2, self.special_tokens)
+
+    @property
+    def per_token(self) -> int:
+        return self.pool ** 2
+
+    def _resize(self, height: int, width: int) -> tuple[int, int]:
+        side = self.pool * self.patch_size
+        factor = math.sqrt(self.max_tokens * self.pool ** 2 * self.patch_size ** 2 / (height * width))
+        h, w = math.floor(factor * height / side) * side, math.floor(factor * width / side) * side
+        if h == 0 and w == 0:
+            raise GptcalcError(f"--image {width}x{height}: the processor refuses to resize it to 0 x 0")
+        longest = self.max_tokens * side
+        if h == 0:
+            return side, min(width // height * side, longest)
+        if w == 0:
+            return min(height // width * side, longest), side
+        return h, w
+
 
 class RowImages(Part):
     """Pixtral / Mistral-3 (transformers models/pixtral/image_processing_pixtral.py
@@ -107,6 +163,10 @@ class RowImages(Part):
         token = self.patch_size * self.merge_size
         rows, cols = (height - 1) // token + 1, (width - 1) // token + 1
         return ImageTokens(cols * token, rows * token, rows * cols * self.merge_size ** 2, rows * cols, rows)
+
+    @property
+    def per_token(self) -> int:
+        return self.merge_size ** 2
 
 
 class TileImages(Part):
@@ -130,7 +190,12 @@ class TileImages(Part):
         views = rows * cols + (rows * cols > 1)
         special = 3 + (rows * cols if rows * cols > 1 else 0)  # start, <|image|>, end; a separator after each tile
         return ImageTokens(cols * self.tile, rows * self.tile, views * per_tile, views * per_tile // self.shuffle ** 2,
-                           special)
+                           special, views)
+
+    @property
+    def per_token(self) -> int:
+        """Patches one pixel-shuffled token holds (shuffle x shuffle)."""
+        return self.shuffle ** 2
 
     def _canvas(self, width: int, height: int) -> tuple[int, int]:
         canvases = {(r, c) for n in range(1, self.max_tiles + 1) for r in range(1, n + 1) if n % r == 0 for c in [n // r]}
@@ -138,6 +203,75 @@ class TileImages(Part):
         up = [s for s in scale.values() if s >= 1]
         best = min(up) if up else max(scale.values())
         return min((rc for rc in canvases if scale[rc] == best), key=lambda rc: (rc[0] * rc[1], rc))
+
+
+class NavitImages(Part):
+    """Kimi-K2.5 (transformers models/kimi_k25/image_processing_kimi_k25.py `navit_resize`,
+    processing_kimi_k25.py `replace_image_token`): scaled down (never up) until it holds at most
+    max_patches patches and max_side patches a side, then padded to whole tokens of merge x merge
+    patches; every merge² patches one <|media_pad|> token. The markers around an image come from the
+    chat template, not the processor: not counted here."""
+
+    kind: Literal["navit"] = "navit"
+    patch_size: int = Field(gt=0)
+    merge_size: int = Field(gt=0)
+    max_patches: int = Field(default=16384, gt=0)
+    max_side: int = Field(default=512, gt=0)  # the processor's size {"max_height": 512}, in patches
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        p, side = self.patch_size, self.max_side * self.patch_size
+        patches = max(1, height // p) * max(1, width // p)
+        scale = min(1.0, math.sqrt(self.max_patches / patches), side / height, side / width)
+        h, w = min(max(1, int(height * scale)), side), min(max(1, int(width * scale)), side)
+        factor = self.merge_size * p
+        h, w = -(-h // factor) * factor, -(-w // factor) * factor
+        grid = (h // p) * (w // p)
+        return ImageTokens(w, h, grid, grid // self.per_token, 0)
+
+    @property
+    def per_token(self) -> int:
+        return self.merge_size ** 2
+
+
+class CanvasImages(Part):
+    """InternVL (transformers models/got_ocr2/image_processing_pil_got_ocr2.py `get_optimal_tiled_canvas`,
+    which InternVLProcessor turns on with crop_to_patches; processing_internvl.py): the columns x rows
+    of `tile`-pixel tiles (min_tiles .. max_tiles of them, fewest first) whose aspect ratio is closest
+    to the image's, a tie going to more tiles while the image's area exceeds half the canvas; a
+    thumbnail of the whole image beside several tiles; each view's (tile / patch)² patches
+    pixel-shuffled shuffle x shuffle into one token; <img> and </img> around them."""
+
+    kind: Literal["canvas"] = "canvas"
+    tile: int = Field(gt=0)
+    patch_size: int = Field(gt=0)
+    shuffle: int = Field(gt=0)  # 1 / downsample_ratio
+    min_tiles: int = Field(default=1, gt=0)
+    max_tiles: int = Field(default=12, gt=0)
+    special_tokens: int = Field(default=2, ge=0)
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        cols, rows = self._grid(width, height)
+        views = cols * rows + (cols * rows > 1)
+        per_view = (self.tile // self.patch_size) ** 2
+        return ImageTokens(cols * self.tile, rows * self.tile, views * per_view,
+                           views * per_view // self.per_token, self.special_tokens, views)
+
+    @property
+    def per_token(self) -> int:
+        return self.shuffle ** 2
+
+    def _grid(self, width: int, height: int) -> tuple[int, int]:
+        """get_optimal_tiled_canvas, in its own float arithmetic so ties fall the same way."""
+        grids = sorted(((c, r) for c in range(1, self.max_tiles + 1) for r in range(1, self.max_tiles + 1)
+                        if self.min_tiles <= c * r <= self.max_tiles), key=lambda g: g[0] * g[1])
+        best, best_diff = (1, 1), math.inf
+        for cols, rows in grids:
+            diff = abs(width / height - cols / rows)
+            if diff < best_diff:
+                best, best_diff = (cols, rows), diff
+            elif diff == best_diff and width * height > 0.5 * self.tile * self.tile * cols * rows:
+                best = (cols, rows)
+        return best
 
 
 class AnyresImages(Part):
@@ -162,7 +296,13 @@ class AnyresImages(Part):
         side = self.tile // self.patch_size
         rows, cols = self._grid(height, width, side * (canvas_h // self.tile), side * (canvas_w // self.tile), side)
         views = 1 + (canvas_h // self.tile) * (canvas_w // self.tile)
-        return ImageTokens(canvas_w, canvas_h, views * side ** 2, rows * cols + rows + side ** 2 - self.drop_first, 0)
+        return ImageTokens(canvas_w, canvas_h, views * side ** 2, rows * cols + rows + side ** 2 - self.drop_first, 0,
+                           views)
+
+    @property
+    def per_token(self) -> int:
+        """Every patch feature is a token (before the unpadding crop and the shrink drop some)."""
+        return 1
 
     def _canvas(self, height: int, width: int) -> tuple[int, int]:
         """select_best_resolution, in its own float arithmetic so ties fall the same way."""

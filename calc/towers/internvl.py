@@ -10,8 +10,9 @@ layer scales per layer (lambda_1, lambda_2); a LayerNorm after the encoder unles
 1 / downsample_ratio (2x2 patches -> one), a LayerNorm over that 4·d width, linear_1 (-> text width)
 and linear_2 (text -> text), both biased. `use_mask_token` (a BEiT pre-training token) is refused.
 
-Image tokens are not ruled here: the processor's dynamic tiling (1 to 12 tiles of 448 px by
-aspect ratio, plus a thumbnail, 256 tokens each) is not transcribed yet.
+An image becomes up to 12 tiles of image_size by aspect ratio plus a thumbnail, each
+(image_size / patch_size)² x downsample_ratio² tokens (256 at 448 / 14 and 0.5; calc/towers/images.py
+CanvasImages), as InternVLProcessor asks its image processor (crop_to_patches, 1 to 12 tiles).
 """
 
 from __future__ import annotations
@@ -67,4 +68,6 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "projectors": [{"name": "projector", "norm": layernorm, "norm_width": shuffled,
                         "linears": [{"d_in": shuffled, "d_out": text_width, "bias": True},
                                     {"d_in": text_width, "d_out": text_width, "bias": True}]}],
+        "images": {"kind": "canvas", "tile": side(vision, "image_size"), "patch_size": patch,
+                   "shuffle": round(1 / cfg.float("downsample_ratio"))},
     }}

@@ -5,7 +5,7 @@ Read off transformers' modelling (models/qwen2_5_vl, qwen3_vl, qwen3_5 modeling_
   with a bias from Qwen3-VL on, without in Qwen2.5-VL;
 - Qwen2.5-VL: RMSNorm blocks, a fused QKV and output projection with biases, a gated SiLU MLP with
   biases, 2-D rotary only (no position table); window attention on all layers but
-  `fullatt_block_indexes` changes the computation, not the weights; merger = RMSNorm(d) then
+  `fullatt_block_indexes` changes the computation (shapes, flops), not the weights; merger = RMSNorm(d) then
   Linear(4d, 4d) + GELU + Linear(4d, out_hidden_size), biased;
 - Qwen3-VL and Qwen3.5: LayerNorm blocks, the same biased attention, a plain GELU MLP with biases,
   a learned position table (num_position_embeddings rows, bilinearly interpolated) beside 2-D rotary;
@@ -32,7 +32,8 @@ _QWEN3 = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_head
           "num_position_embeddings": 2304, "deepstack_visual_indexes": [8, 16, 24]}
 DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen2_5_vl": {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "num_heads": 16, "in_channels": 3,
-                   "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584},
+                   "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584,
+                   "window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31]},
     "qwen3_vl": _QWEN3, "qwen3_vl_moe": _QWEN3, "qwen3_5": _QWEN3, "qwen3_5_moe": _QWEN3,
 }
 DEEPSTACK = ("qwen3_vl", "qwen3_vl_moe")  # Qwen3.5's vision model has no DeepStack mergers (nor reads the key)
@@ -71,4 +72,15 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "positions": 0 if legacy else vision.int("num_position_embeddings"),
         "projectors": projectors,
         "images": {"kind": "grid", "patch_size": patch, "merge_size": merge, "min_pixels": low, "max_pixels": high},
+        **(_windows(vision, patch, merge) if legacy else {}),
     }}
+
+
+def _windows(vision: Config, patch: int, merge: int) -> dict[str, Any]:
+    """Qwen2.5-VL's window attention: windows of window_size // merge // patch merged tokens a side
+    (transformers vision_utils.get_vision_window_index), so that many x merge patches; full attention
+    in `fullatt_block_indexes`."""
+    full = vision.list("fullatt_block_indexes")
+    if not all(isinstance(i, int) for i in full):
+        raise vision.error("fullatt_block_indexes", f"expected layer indices, got {full!r}")
+    return {"window": vision.int("window_size") // merge // patch * merge, "full_layers": full}

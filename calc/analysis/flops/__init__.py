@@ -22,6 +22,6 @@ block (full).
 
 from __future__ import annotations
 
-from calc.analysis.flops.rows import Conventions, FlopRow, Flops, flops
+from calc.analysis.flops.rows import Conventions, FlopRow, Flops, flops, tower_flops
 
-__all__ = ["Conventions", "FlopRow", "Flops", "flops"]
+__all__ = ["Conventions", "FlopRow", "Flops", "flops", "tower_flops"]

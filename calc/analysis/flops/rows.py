@@ -9,7 +9,7 @@ from typing import Mapping
 from calc.analysis.shapes import Journey, Step, journey
 from calc.spec.model import ModelSpec
 
-__all__ = ["ATTENTION_CORE", "Conventions", "FlopRow", "Flops", "causal_pairs", "flops"]
+__all__ = ["ATTENTION_CORE", "Conventions", "FlopRow", "Flops", "causal_pairs", "flops", "tower_flops"]
 
 ATTENTION_CORE = ("scores", "attn_heads_out")  # the two matmuls whose size grows with the context
 
@@ -72,6 +72,8 @@ class Flops:
     conventions: Conventions
     rows: tuple[FlopRow, ...]
     layers: Mapping[str, int] = field(default_factory=dict)
+    title: str = ""  # what was computed, when not a decoder's pass (images through a tower)
+    per: str = "token"  # what `tokens` counts: a tower's rows are patches
 
     @property
     def tokens(self) -> int:
@@ -111,7 +113,7 @@ class Flops:
     def to_json(self) -> dict[str, object]:
         s = self.scale
         result: dict[str, object] = {
-            "model": self.model, "batch": self.batch, "seq": self.seq, "decode": self.decode,
+            "model": self.model, "batch": self.batch, "seq": self.seq, "decode": self.decode, "per": self.per,
             "unit": "MAC" if self.conventions.macs else "FLOP", "tokens": self.tokens,
             "conventions": self.conventions.described(self.decode),
             "forward": self.forward // s, "forward_per_token": float(self.per_token(self.forward) / s),
@@ -141,6 +143,17 @@ def flops(spec: ModelSpec, seq: int, batch: int = 1, decode: bool = False,
     return Flops(spec.name, batch, seq, decode, conventions, tuple(rows), j.layers)
 
 
+def tower_flops(spec: ModelSpec, width: int, height: int, images: int = 1,
+                conventions: Conventions = Conventions()) -> Flops:
+    """`images` images of width x height through the vision tower (`tower_journey`): every matmul on
+    all of a view's patches (bidirectional, so no causal half; no LM head)."""
+    from calc.analysis.shapes.tower import tower_journey
+
+    j, _ = tower_journey(spec, width, height, images)
+    rows = tuple(_row(j, step, step.flops, _formula(step)) for step in j.steps if step.flops)
+    return Flops(spec.name, j.batch, j.seq, False, Conventions(macs=conventions.macs), rows, j.layers, j.title, "patch")
+
+
 def _window(spec: ModelSpec, block: str) -> int | None:
     """The sliding window of a block's cached keys, as its mixer states it (None: all, or no keys)."""
     tokens = spec.blocks[block].cache(spec.d_model).tokens if block else ()
@@ -165,6 +178,8 @@ def _product(*names: str) -> str:
 
 
 def _formula(step: Step, extra: tuple[str, ...] = ()) -> str:
+    if step.formula:
+        return step.formula
     lead, k, n = _operands(step)
     return _product(*lead[:1], *extra, *lead[1:], k, n)
 

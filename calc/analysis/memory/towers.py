@@ -26,11 +26,11 @@ from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.kv import kv_cache
 from calc.analysis.memory.parallel import Layout
 from calc.analysis.memory.parallel import _share as share  # the decoder's tensor-parallel rule, applied to encoder layers
-from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
+from calc.towers import vision_tower
 from calc.towers.images import ImageTokens
 
-__all__ = ["ImageCost", "image_cost", "parse_image", "tower_params"]
+__all__ = ["ImageCost", "image_cost", "tower_params"]
 
 
 def tower_params(breakdown: Breakdown, layout: Layout = Layout(), replicated: bool = False) -> dict[str, int]:
@@ -63,22 +63,8 @@ class ImageCost:
                 "kv_bytes": self.kv_bytes, "kv_dtype": self.kv_dtype}
 
 
-def parse_image(text: str) -> tuple[int, int]:
-    """`--image 1024x768`: width x height in pixels."""
-    width, sep, height = text.lower().partition("x")
-    if not sep or not width.strip().isdigit() or not height.strip().isdigit() or not int(width) or not int(height):
-        raise GptcalcError(f"--image {text!r}: give WIDTHxHEIGHT in pixels, as 1024x768")
-    return int(width), int(height)
-
-
 def image_cost(spec: ModelSpec, width: int, height: int, count: int, kv_dtype: str = "fp16") -> ImageCost:
     """What `count` images of width x height cost the decoder: tokens each, and the KV cache of them all."""
-    tower = spec.towers.get("vision")
-    if tower is None:
-        raise GptcalcError(f"--image: {spec.name} has no vision tower gptcalc reads"
-                           + (f" ({', '.join(spec.uncounted)} not counted)" if spec.uncounted else ""))
-    if tower.images is None:
-        raise GptcalcError(f"--image: how {tower.kind} turns an image into tokens is not modelled yet")
-    tokens = tower.images.tokens(width, height)
+    tokens = vision_tower(spec).images.tokens(width, height)
     kv = kv_cache(spec, tokens.tokens * count, 1, kv_dtype)
     return ImageCost(tokens, count, kv.total_bytes, kv_dtype)

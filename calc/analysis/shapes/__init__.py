@@ -11,7 +11,7 @@ A generic walk over the layered `ModelSpec`: one module per part kind builds its
 (`embedding`: embeddings and head, `norm`, `attention`, `mla`, `mlp`, `moe`), and `block` orders a
 block's parts by its norm positions and `parallel`. Every parameter row a part's `params()` lists is
 owned by exactly one step, so the params column adds up to `count(spec).decoder_total` (a
-multimodal model's towers are not walked yet).
+multimodal model's vision tower has its own journey, `tower.tower_journey`, for `--image`).
 
 Step ids are the names the torch reference model passes to its `trace` callback, so a test can
 compare the two one to one; steps that explain without producing a tensor of their own (grouping
@@ -53,7 +53,9 @@ def journey(spec: ModelSpec, seq: int, batch: int = 1, decode: bool = False) -> 
         owned |= {applied.name} if applied else set()
     steps += head_steps(spec, d)
     notes = dict.fromkeys(note for name in layers for note in block_notes(spec.blocks[name], name))
-    return Journey(spec.name, batch, seq, decode, spec.n_layers, tuple(steps), layers, tuple(notes))
+    counted = "the language model's total in `gptcalc count`, towers apart" if spec.towers else ""
+    return Journey(spec.name, batch, seq, decode, spec.n_layers, tuple(steps), layers, tuple(notes),
+                   **({"counted": counted} if counted else {}))
 
 
 def _pass(spec: ModelSpec, batch: int, seq: int, decode: bool) -> Dims:

@@ -50,6 +50,7 @@ class Step:
     traced: bool = True  # False: explains, makes no tensor the torch reference reports
     note: str = ""
     once: bool = False  # its params are a shared block's (Zamba2), stored once however many layers run it
+    formula: str = ""  # the FLOPs' formula where the shapes do not give it (windows of unequal sizes)
 
     @property
     def per_layer(self) -> bool:
@@ -85,6 +86,8 @@ class Journey:
     steps: tuple[Step, ...]
     layers: Mapping[str, int]  # block kind -> how many layers have it, in order of first appearance
     notes: tuple[str, ...] = ()  # what the parts want said under the table (MoE FLOPs, MLA's cache)
+    title: str = ""  # what the table is of, when not a decoder's pass (an image through a tower)
+    counted: str = "the total of `gptcalc count`"  # what the params column adds up to
 
     @property
     def new_tokens(self) -> int:

@@ -1,0 +1,47 @@
+"""Gemma 3n's audio tower (transformers models/gemma3n/modeling_gemma3n.py): a Conformer encoder
+(Gemma3nAudioEncoder, calc/towers/conformer.py) and its embedder (Gemma3nMultimodalEmbedder: a table
+of `vocab_size` audio-token rows, hard and soft embedding norms, a bias-free projection into the text
+width, a scale-free norm). The subsampling's two convolutions pad each frequency axis by one on
+both sides, so a conv of kernel k and stride s leaves (f + 2 - k) // s + 1 frequencies; the input
+projection reads the last one's channels x frequencies.
+
+The vision tower is MobileNet-v5, built by timm (TimmWrapperModel) from `vision_config`: not read
+here, so a Gemma 3n config's total is partial and says so (calc/arch/__init__.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calc.arch.common import with_defaults
+from calc.arch.config import Config
+
+__all__ = ["towers"]
+
+# Gemma3nAudioConfig (models/gemma3n/configuration_gemma3n.py).
+AUDIO = {"vocab_size": 128, "input_feat_size": 128, "hidden_size": 1536, "conf_num_attention_heads": 8,
+         "conf_num_hidden_layers": 12, "conf_conv_kernel_size": 5, "sscp_conv_channel_size": [128, 32],
+         "sscp_conv_kernel_size": [[3, 3], [3, 3]], "sscp_conv_stride_size": [[2, 2], [2, 2]]}
+
+
+def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
+    if cfg.raw("audio_config", default=None) is None:
+        return {}
+    audio = with_defaults(Config(dict(cfg.dict("audio_config")), f"{cfg.origin}: audio_config"), AUDIO)
+    channels, kernels, strides = (audio.list(key) for key in ("sscp_conv_channel_size", "sscp_conv_kernel_size",
+                                                              "sscp_conv_stride_size"))
+    pairs = all(isinstance(p, list) and len(p) == 2 and all(isinstance(n, int) and n > 0 for n in p)
+                for p in (*kernels, *strides))
+    if not (len(channels) == len(kernels) == len(strides) == 2 and pairs):
+        raise audio.error("sscp_conv_channel_size", "expected two subsampling convolutions, each kernel and "
+                                                    "stride a [time, frequency] pair")
+    convs, frequencies = [], audio.int("input_feat_size")
+    for before, out, (kh, kw), (_, stride) in zip([1, *channels], channels, kernels, strides):
+        convs.append((before, out, kh, kw))
+        frequencies = (frequencies + 2 - kw) // stride + 1
+    return {"audio": {
+        "kind": "conformer", "d_model": audio.int("hidden_size"), "n_layers": audio.int("conf_num_hidden_layers"),
+        "n_heads": audio.int("conf_num_attention_heads"), "conv_kernel": audio.int("conf_conv_kernel_size"),
+        "convs": convs, "subsample_width": channels[-1] * frequencies, "vocab": audio.int("vocab_size"),
+        "text_width": text_width,
+    }}
