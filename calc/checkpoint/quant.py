@@ -17,6 +17,11 @@ The layouts, from their publishers:
 - FP8 with per-tensor (or per-channel) scales: `<name>.weight_scale` and, with static activation
   scales, `<name>.input_scale` (the FP8 checkpoints vLLM loads, dynamic and static).
   https://github.com/vllm-project/vllm/pull/4332
+- FP8 with power-of-two block scales (DeepSeek-V4, "scale_fmt": "ue8m0"): `<name>.weight` in
+  F8_E4M3 and `<name>.scale` in F8_E8M0, one per 128x128 block (wq_a [1024, 4096]: scale [8, 32]);
+  the routed experts' FP4 weights carry one per 32 values (not read yet: their int8-packed weights
+  are not unpacked, so a V4 checkpoint's experts are reported at half their width).
+  https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash (inference/convert.py, its safetensors index)
 - MXFP4 (gpt-oss): `<name>_blocks` U8 [..., G, 16], 16 bytes holding 32 E2M1 values, and
   `<name>_scales` U8 [..., G], one E8M0 exponent per block of 32. transformers dequantises
   [E, R, G, 16] to [E, R, G*32] and transposes it to its parameter's [E, G*32, R].
@@ -73,6 +78,8 @@ COMPANIONS: tuple[CompanionKind, ...] = (
     CompanionKind(".weight_scale", ".weight", ("F32", "BF16", "F16"), "FP8 weight scale (per tensor or per channel)"),
     CompanionKind(".input_scale", ".weight", ("F32", "BF16", "F16"), "FP8 static activation scale"),
     CompanionKind("_scales", "", ("U8", "F8_E8M0"), f"MXFP4 scales (one E8M0 exponent per {MXFP4_BLOCK} values)"),
+    CompanionKind(".scale", ".weight", ("F8_E8M0",), f"UE8M0 scale (DeepSeek-V4: one per {FP8_BLOCK}x{FP8_BLOCK} "
+                  f"block of an FP8 weight, one per {MXFP4_BLOCK} values of an FP4 expert)"),
 )
 
 PACKED: tuple[PackedKind, ...] = (

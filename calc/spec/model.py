@@ -16,8 +16,9 @@ shorthand for one block kind repeated `n_layers` times: `spec_from_dict` accepts
 from typing import Any, Iterator, Literal
 
 from calc.errors import GptcalcError
-from calc.parts import MLA, MLP, Attention, Embedding, GatedDeltaNet, Head, KimiDeltaAttention, LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv
-from calc.parts.base import Field, Part, field_validator, model_validator
+from calc.parts import (MLA, MLP, Attention, CompressedAttention, Embedding, GatedDeltaNet, Head, HyperConnections,
+                        KimiDeltaAttention, LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv)
+from calc.parts.base import Field, Part, field_validator, model_validator, present
 from calc.parts.cache import CacheSpec
 from calc.parts.parallel import Member, Parallel
 from calc.towers import Tower
@@ -25,7 +26,8 @@ from calc.towers import Tower
 __all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "is_flat", "spec_from_dict"]
 
 NormPosition = Literal["attn_in", "attn_out", "mlp_in", "mlp_out"]
-Mixer = Attention | MLA | Mamba | Mamba2 | GatedDeltaNet | KimiDeltaAttention | LightningAttention | ShortConv | Parallel
+Mixer = (Attention | MLA | CompressedAttention | Mamba | Mamba2 | GatedDeltaNet | KimiDeltaAttention | LightningAttention
+         | ShortConv | Parallel)
 NORM_COMPONENTS = {"attn_in": "attn_norm", "attn_out": "attn_post_norm", "mlp_in": "mlp_norm", "mlp_out": "mlp_post_norm"}
 
 
@@ -62,6 +64,7 @@ class Block(Part):
     residual_scale: float | None = Field(default=None, strict=False)  # Granite: each sublayer's output times this
     pairs: int = Field(default=1, gt=0)  # the mixer + MLP pair, in sequence, this many times (LongCat-Flash: 2)
     shortcut: MLP | MoE | None = Field(default=None, discriminator="kind")  # LongCat-Flash's shortcut-connected MoE
+    hyper: HyperConnections | None = None  # DeepSeek-V4's mHC: the residual as copies, mixed before each sublayer
 
     @model_validator(mode="before")
     @classmethod
@@ -104,6 +107,9 @@ class Block(Part):
             raise ValueError("shortcut: a MoE beside a dense MLP (an MLP of the same kind would share its rows)")
         if self.pairs > 1 and (self.parallel or self.post_ln):
             raise ValueError("pairs: repeats a sequential pre-norm mixer + MLP pair")
+        if self.hyper is not None and (self.parallel or self.post_ln or self.pairs > 1 or self.shortcut is not None
+                                       or self.attention is None or self.mlp is None):
+            raise ValueError("hyper: mixes the residual copies before a mixer and an MLP, in sequence, once each")
         return self
 
     def mixers(self) -> tuple[Member, ...]:
@@ -125,9 +131,13 @@ class Block(Part):
     def pair_params(self, d_model: int) -> dict[str, int]:
         """One mixer + MLP pair's components with their norms, in the order a token meets them."""
         norms = {NORM_COMPONENTS[p]: self.norm.params(d_model) for p in self.norms}
-        rows = {k: v for k, v in norms.items() if k == "attn_norm" and v}
+        hyper = self.hyper.params(d_model) if self.hyper else {}
+        rows = present(hc_attn=hyper.get("hc_attn", 0))
+        rows.update({k: v for k, v in norms.items() if k == "attn_norm" and v})
         rows.update(self.attention.params(d_model) if self.attention else {})
-        rows.update({k: v for k, v in norms.items() if k in ("attn_post_norm", "mlp_norm") and v})
+        rows.update({k: v for k, v in norms.items() if k == "attn_post_norm" and v})
+        rows.update(present(hc_mlp=hyper.get("hc_mlp", 0)))
+        rows.update({k: v for k, v in norms.items() if k == "mlp_norm" and v})
         rows.update(self.mlp.params(d_model) if self.mlp else {})
         rows.update({k: v for k, v in norms.items() if k == "mlp_post_norm" and v})
         return rows
@@ -168,7 +178,8 @@ class Block(Part):
         parts = "; ".join(part.describe() for part in (self.attention, self.mlp) if part is not None)
         parts = f"{self.pairs} × ({parts})" if self.pairs > 1 else parts
         shortcut = f"; shortcut beside the first MLP: {self.shortcut.describe()}" if self.shortcut else ""
-        return f"{parts}{shortcut}; {self.norm.describe()} {at}; {where}"
+        hyper = f"; {self.hyper.describe()}" if self.hyper else ""
+        return f"{parts}{shortcut}; {self.norm.describe()} {at}; {where}{hyper}"
 
 
 class LayerRun(Part):

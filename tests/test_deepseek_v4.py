@@ -1,0 +1,153 @@
+"""DeepSeek-V4 (deepseek_v4) against transformers itself: its count, and its cache as transformers'
+own cache objects (DeepseekV4CSACache, DeepseekV4HCACache) hold it.
+
+The tiny config (tests/tiny_models.py) has a sliding layer, two CSA layers (one compressed entry per
+4 tokens, with the indexer's keys) and an HCA layer (one per 8), so that a forward at 7 and at 15
+tokens (one short of a window of 4 and of 8: every compressor holds the most tokens waiting it can)
+checks the window's rows, the compressed rows at 1/ratio, and the per-sequence compressor states.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.count import count
+from calc.analysis.memory.kv import kv_cache
+from calc.cli import main
+from calc.spec.load import load_spec
+from oracle import spec_of, transformers_count
+from test_hybrids import BATCH, _transformers_tiny
+from tiny_models import VOCAB, tiny_config
+
+FLASH = Path(__file__).resolve().parent / "configs" / "model_types" / "deepseek_v4.json"
+STATES = ("buffer_kv", "buffer_gate", "overlap_kv", "overlap_gate")
+
+
+def test_tiny_total_equals_transformers() -> None:
+    assert count(spec_of(tiny_config("deepseek_v4"))).total == transformers_count(tiny_config("deepseek_v4"))
+
+
+def test_flash_total_and_active() -> None:
+    """DeepSeek-V4-Flash's config.json (tests/configs/model_types/SOURCES.yaml)."""
+    b = count(load_spec(str(FLASH)))
+    # transformers 5.24's DeepseekV4ForCausalLM on the meta device, sum of parameters().numel()
+    assert b.total == 284_332_230_231
+    # https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash: "284B total parameters, 13B activated" (the
+    # activated figure without the token embedding and the head, 0.53B each)
+    assert round(b.total / 1e9) == 284 and round((b.active - b.embeddings) / 1e9) == 13
+    # the first 3 layers' token-id tables (129,280 x 6, int64) and 40 score-correction biases: buffers
+    assert b.extra == {"router_hash_table": 3 * 129_280 * 6, "router_score_bias": 40 * 256}
+
+
+def _transformers_cache(seq: int) -> tuple[int, int, int]:
+    """(rows, states, sliding-only layers' copy of V) in transformers' cache after `seq` tokens: rows are
+    the window's K = V (each storage once) and the compressed entries, states the tokens waiting for their
+    window and the last window's overlap."""
+    torch = pytest.importorskip("torch")
+    ids = torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        cache = _transformers_tiny("deepseek_v4")(ids, use_cache=True).past_key_values
+    rows = states = copies = 0
+    for layer in cache.layers:
+        rows += layer.keys.numel()
+        if layer.values.data_ptr() != layer.keys.data_ptr():  # a plain sliding layer keeps V as a copy of K
+            copies += layer.values.numel()
+        rows += sum(t.numel() for t in getattr(layer, "compressed_kv", {}).values())
+        states += sum(t.numel() for name in STATES for t in getattr(layer, name, {}).values() if t is not None)
+    return rows, states, copies
+
+
+@pytest.mark.parametrize("seq", [7, 15])
+def test_cache_equals_transformers_cache_objects(seq: int) -> None:
+    """transformers' DynamicSlidingWindowLayer keeps the sliding layer's K = V row twice (keys and values);
+    its own V4 cache layers keep it once (values is keys), as gptcalc counts every layer."""
+    ours = kv_cache(spec_of(tiny_config("deepseek_v4")), seq, BATCH, "fp32")
+    rows, states, copies = _transformers_cache(seq)
+    assert copies == BATCH * seq * 16
+    assert (ours.total_bytes - ours.state_bytes) // 4 == rows
+    assert ours.state_bytes // 4 == states > 0
+
+
+def test_flash_cache_at_128k_and_1m() -> None:
+    """Per layer per sequence, bf16: the window's 128 rows of 512 (K = V), a compressed row of 512 per 4
+    tokens (21 CSA layers) or 128 (20 HCA layers) and an indexer key of 128 per 4 tokens (CSA); states:
+    CSA's 3 waiting tokens (kv and gate, 2 x 512 each) and 4 rows of overlap (kv bf16, gate fp32), its
+    indexer's the same at 128; HCA's 127 waiting tokens (kv and gate, 512 each)."""
+    spec = load_spec(str(FLASH))
+    window = 43 * 128 * 512 * 2
+    states = 21 * (3 * 2 * 2 * 512 * 2 + 4 * 512 * 2 + 4 * 512 * 4 + 3 * 2 * 2 * 128 * 2 + 4 * 128 * 2 + 4 * 128 * 4) \
+        + 20 * 127 * 2 * 512 * 2
+    for seq in (131_072, 1_048_576):
+        kv = kv_cache(spec, seq, 1, "bf16")
+        compressed = 21 * (seq // 4) * (512 + 128) * 2 + 20 * (seq // 128) * 512 * 2
+        assert kv.state_bytes == states
+        assert kv.total_bytes == window + compressed + states
+    assert kv_cache(spec, 1_048_576, 1, "bf16").total_bytes == 7_225_686_016
+
+
+def test_kvcache_cli_names_the_compressed_rows(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(FLASH.read_text())
+    result = CliRunner().invoke(main, ["kvcache", str(config), "--seq", "131072", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    kinds = {(layer["kind"], layer["ratio"], layer["tokens_kept"]) for layer in data[0]["layers"]}
+    assert kinds == {("MQA", 1, 128), ("compressed", 4, 32_768), ("compressed indexer", 4, 32_768),
+                     ("compressed", 128, 1_024)}
+
+
+def _saved(tmp_path: Path) -> Path:
+    """transformers' own save_pretrained of the tiny model: the Hub's leaf names under `model.layers`
+    (conversion_mapping.py's "deepseek_v4", reversed), `head.weight`, `model.embed_tokens.weight`."""
+    _transformers_tiny("deepseek_v4").save_pretrained(tmp_path)
+    return tmp_path / "model.safetensors"
+
+
+def test_header_check_recognises_what_transformers_saves(tmp_path: Path) -> None:
+    from calc.checkpoint.report import read_checkpoint
+
+    _saved(tmp_path)
+    report = read_checkpoint(str(tmp_path))
+    assert report.ok, (report.unknown, report.mismatches)
+    assert report.breakdown.total == transformers_count(tiny_config("deepseek_v4"))
+
+
+def _hub_name(name: str) -> str:
+    """The name DeepSeek's checkpoint gives a tensor save_pretrained wrote: no `model.` prefix, its own
+    model-level names (embed.weight, norm.weight, hc_head_fn: the Flash checkpoint's tensor listing)."""
+    name = {"model.embed_tokens.weight": "embed.weight", "model.norm.weight": "norm.weight"}.get(name, name)
+    return name.removeprefix("model.").replace("hc_head.hc_", "hc_head_")
+
+
+def test_hub_layout_with_fp8_scales(tmp_path: Path) -> None:
+    """The Hub's names, every attention and shared-expert projection in F8_E4M3 with an F8_E8M0 `.scale`
+    per 128x128 block (the compressors' and the indexer's kv, gate and weights_proj stay BF16, as
+    DeepSeek-V4-Flash stores them): every tensor recognised, the scales set apart, the total unchanged."""
+    import math
+
+    from calc.checkpoint.report import read_checkpoint
+    from checkpoint_files import write_safetensors
+
+    raw = _saved(tmp_path / "saved").read_bytes()
+    header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
+    layout: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        hub, shape = _hub_name(name), tuple(entry["shape"])
+        fp8 = any(f".{w}." in hub for w in ("wq_a", "wq_b", "wkv", "wo_a", "wo_b", "w1", "w2", "w3")) \
+            and ".compressor." not in hub and "experts." not in hub.replace("shared_experts", "")
+        layout[hub] = ("F8_E4M3" if fp8 else entry["dtype"], shape)
+        if fp8:
+            layout[hub.removesuffix(".weight") + ".scale"] = ("F8_E8M0", tuple(math.ceil(n / 128) for n in shape))
+    write_safetensors(tmp_path / "hub" / "model.safetensors", layout)
+    (tmp_path / "hub" / "config.json").write_text(json.dumps(tiny_config("deepseek_v4")))
+    report = read_checkpoint(str(tmp_path / "hub"))
+    assert report.ok, (report.unknown, report.mismatches)
+    assert report.breakdown.total == transformers_count(tiny_config("deepseek_v4"))
+    scales = [name for name in layout if name.endswith(".scale") and layout[name][0] == "F8_E8M0"]
+    assert len(report.companions) == len(scales) > 0
