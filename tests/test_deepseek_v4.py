@@ -151,3 +151,41 @@ def test_hub_layout_with_fp8_scales(tmp_path: Path) -> None:
     assert report.breakdown.total == transformers_count(tiny_config("deepseek_v4"))
     scales = [name for name in layout if name.endswith(".scale") and layout[name][0] == "F8_E8M0"]
     assert len(report.companions) == len(scales) > 0
+
+
+def _counted(run) -> int:  # noqa: ANN001 - a callable
+    """FlopCounterMode's total while `run()` runs."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        run()
+    return sum(counter.get_flop_counts()["Global"].values())
+
+
+def test_flops_equal_flop_counter_prefill_and_decode() -> None:
+    """transformers' tiny model under FlopCounterMode, its experts run one by one (eager: the default
+    grouped_mm is not seen by the counter). At 7 tokens every query sees every key (window 16) and
+    every compressed entry (one per CSA layer, within its top 2), so eager attention, which scores
+    all entries and masks, computes what `flops` counts; a decode step then closes a window in each
+    compressor (8 tokens: two CSA entries, one HCA entry)."""
+    torch = pytest.importorskip("torch")
+    from calc.analysis.flops import flops
+
+    model = _transformers_tiny("deepseek_v4")
+    model.set_experts_implementation("eager")
+    spec, seq = spec_of(tiny_config("deepseek_v4")), 7
+    ids = torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert _counted(lambda: model(ids, use_cache=False)) == flops(spec, seq, BATCH).forward
+        cache = model(ids, use_cache=True).cache
+        step = ids[:, :1]
+        assert _counted(lambda: model(step, cache=cache, use_cache=True)) == \
+            flops(spec, seq, BATCH, decode=True).forward
+
+
+@pytest.mark.parametrize("decode", [False, True])
+def test_shapes_own_every_parameter(decode: bool) -> None:
+    from calc.analysis.shapes import journey
+
+    spec = load_spec(str(FLASH))
+    assert journey(spec, 4096, 1, decode).params == count(spec).total
