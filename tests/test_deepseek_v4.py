@@ -123,10 +123,11 @@ def _hub_name(name: str) -> str:
     return name.removeprefix("model.").replace("hc_head.hc_", "hc_head_")
 
 
-def test_hub_layout_with_fp8_scales(tmp_path: Path) -> None:
+def test_hub_layout_with_fp8_and_fp4(tmp_path: Path) -> None:
     """The Hub's names, every attention and shared-expert projection in F8_E4M3 with an F8_E8M0 `.scale`
-    per 128x128 block (the compressors' and the indexer's kv, gate and weights_proj stay BF16, as
-    DeepSeek-V4-Flash stores them): every tensor recognised, the scales set apart, the total unchanged."""
+    per 128x128 block, the routed experts in FP4, two values an int8 ([out, in / 2] I8) with a `.scale`
+    per 32 values (the compressors' and the indexer's kv, gate and weights_proj stay BF16), as
+    DeepSeek-V4-Flash stores them: every tensor recognised, the scales set apart, the total unchanged."""
     import math
 
     from calc.checkpoint.report import read_checkpoint
@@ -138,12 +139,17 @@ def test_hub_layout_with_fp8_scales(tmp_path: Path) -> None:
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        hub, shape = _hub_name(name), tuple(entry["shape"])
+        hub, (out, *rest) = _hub_name(name), entry["shape"]
+        fp4 = ".ffn.experts." in hub
         fp8 = any(f".{w}." in hub for w in ("wq_a", "wq_b", "wkv", "wo_a", "wo_b", "w1", "w2", "w3")) \
-            and ".compressor." not in hub and "experts." not in hub.replace("shared_experts", "")
-        layout[hub] = ("F8_E4M3" if fp8 else entry["dtype"], shape)
+            and ".compressor." not in hub and not fp4
+        if fp4:
+            layout[hub] = ("I8", (out, rest[0] // 2))
+            layout[hub.removesuffix(".weight") + ".scale"] = ("F8_E8M0", (out, math.ceil(rest[0] / 32)))
+        else:
+            layout[hub] = ("F8_E4M3" if fp8 else entry["dtype"], (out, *rest))
         if fp8:
-            layout[hub.removesuffix(".weight") + ".scale"] = ("F8_E8M0", tuple(math.ceil(n / 128) for n in shape))
+            layout[hub.removesuffix(".weight") + ".scale"] = ("F8_E8M0", (math.ceil(out / 128), math.ceil(rest[0] / 128)))
     write_safetensors(tmp_path / "hub" / "model.safetensors", layout)
     (tmp_path / "hub" / "config.json").write_text(json.dumps(tiny_config("deepseek_v4")))
     report = read_checkpoint(str(tmp_path / "hub"))
@@ -189,3 +195,41 @@ def test_shapes_own_every_parameter(decode: bool) -> None:
 
     spec = load_spec(str(FLASH))
     assert journey(spec, 4096, 1, decode).params == count(spec).total
+
+
+# deepseek-ai/DeepSeek-V4-Flash's safetensors (https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash/tree/main), the
+# 43 layers' and the model's tensors as a model-information report of the downloaded checkpoint lists them (46 files,
+# 69,187 tensors; found in the code search corpus, its repository not named): (tensors, shape, bytes per element).
+# FP8 weights F8_E4M3 with F8_E8M0 `.scale`s per 128x128 block, experts' FP4 as I8 [out, in/2] with a scale per 32,
+# compressors and the indexer's kv, gate and weights_proj BF16, hyper-connections, sinks and `ape` F32. Left out:
+# the MTP layer (mtp.0.*) and the buffers (ffn.gate.tid2eid, ffn.gate.bias).
+FLASH_TENSORS = [
+    (1, (129280, 4096), 2), (1, (4,), 4), (1, (4, 16384), 4), (1, (1,), 4), (1, (129280, 4096), 2), (1, (4096,), 2),
+    (43, (64,), 4), (43, (512,), 2), (43, (1024,), 2), (43, (4096,), 2), (43, (4096,), 2),  # sinks, norms
+    (43, (4, 32), 1), (43, (512, 4096), 1), (43, (64, 32), 1), (43, (8192, 4096), 1),  # wkv, wo_a
+    (43, (32, 64), 1), (43, (4096, 8192), 1), (43, (8, 32), 1), (43, (1024, 4096), 1),  # wo_b, wq_a
+    (43, (256, 8), 1), (43, (32768, 1024), 1),  # wq_b
+    (43 * 256, (2048, 128), 1), (43 * 256, (2048, 2048), 1), (43 * 256, (4096, 64), 1),  # experts w1, w2
+    (43 * 256, (4096, 1024), 1), (43 * 256, (2048, 128), 1), (43 * 256, (2048, 2048), 1),  # w2, w3
+    (43, (256, 4096), 2), (43, (16, 32), 1), (43, (2048, 4096), 1), (43, (32, 16), 1),  # router, shared w1, w2
+    (43, (4096, 2048), 1), (43, (16, 32), 1), (43, (2048, 4096), 1),  # shared w2, w3
+    (86, (24,), 4), (86, (24, 16384), 4), (86, (3,), 4),  # hc_attn_*, hc_ffn_*
+    (21, (4, 1024), 4), (21, (1024, 4096), 2), (21, (1024, 4096), 2), (41, (512,), 2),  # CSA compressor, norms
+    (21, (4, 256), 4), (21, (128,), 2), (21, (256, 4096), 2), (21, (256, 4096), 2),  # indexer compressor
+    (21, (64, 4096), 2), (21, (64, 8), 1), (21, (8192, 1024), 1),  # indexer weights_proj, wq_b
+    (20, (128, 512), 4), (20, (512, 4096), 2), (20, (512, 4096), 2),  # HCA compressor
+]
+
+
+def test_flash_weights_as_stored_equal_its_checkpoint() -> None:
+    """config.json's quantization_config (fp8, ue8m0 block scales) and expert_dtype fp4 name the scheme;
+    its bytes equal the checkpoint's tensors, every dtype and shape as stored."""
+    from math import prod
+
+    from calc.analysis.memory.schemes import find_scheme
+    from calc.analysis.memory.weights import weights
+
+    spec = load_spec(str(FLASH))
+    assert spec.quant == "fp8-fp4"
+    stored = weights(count(spec), scheme=find_scheme(spec.quant), spec=spec).total_bytes
+    assert stored == sum(n * prod(shape) * width for n, shape, width in FLASH_TENSORS) == 155_997_040_860
