@@ -233,3 +233,52 @@ def test_flash_weights_as_stored_equal_its_checkpoint() -> None:
     assert spec.quant == "fp8-fp4"
     stored = weights(count(spec), scheme=find_scheme(spec.quant), spec=spec).total_bytes
     assert stored == sum(n * prod(shape) * width for n, shape, width in FLASH_TENSORS) == 155_997_040_860
+
+
+def _flash_hub_layout() -> dict[str, tuple[str, tuple[int, ...]]]:
+    """DeepSeek-V4-Flash's 43 layers as its checkpoint names and stores them (FLASH_TENSORS' dtypes):
+    the names from the layout's Hub table, without `model.`; the buffers (token-id tables, score biases) too."""
+    import math
+
+    from calc.checkpoint.names import tensor_table
+
+    layout: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for name, shape in tensor_table(load_spec(str(FLASH))).expected_shapes(hub=True, buffers=True).items():
+        hub, out, rest = _hub_name(name), shape[0], shape[1:]
+        if hub.endswith("tid2eid"):
+            layout[hub] = ("I64", (129_280, 6))
+        elif ".ffn.experts." in hub:
+            layout[hub] = ("I8", (out, rest[0] // 2))
+            layout[hub.removesuffix(".weight") + ".scale"] = ("F8_E8M0", (out, rest[0] // 32))
+        elif hub.endswith(".weight") and rest and any(f".{w}." in hub for w in ("wq_a", "wq_b", "wkv", "wo_a", "wo_b",
+                                                                                  "w1", "w2", "w3")) \
+                and ".compressor." not in hub:
+            layout[hub] = ("F8_E4M3", shape)
+            layout[hub.removesuffix(".weight") + ".scale"] = ("F8_E8M0", (math.ceil(out / 128), math.ceil(rest[0] / 128)))
+        else:
+            fp32 = any(part in hub for part in ("hc_", "attn_sink", ".ape", "gate.bias"))
+            layout[hub] = ("F32" if fp32 else "BF16", shape)
+    return layout
+
+
+def test_flash_checkpoint_header_full_size(tmp_path: Path) -> None:
+    """The whole Flash checkpoint as a sparse file (header only): every tensor recognised, the FP4 experts
+    unpacked, the total transformers counts, its bytes the tensor list's plus the buffers, read fast."""
+    import time
+
+    from calc.checkpoint.report import read_checkpoint
+    from checkpoint_files import write_safetensors
+    from test_full_size_checkpoints import BOUND
+
+    layout = _flash_hub_layout()
+    write_safetensors(tmp_path / "model.safetensors", layout)
+    (tmp_path / "config.json").write_text(FLASH.read_text())
+    start = time.perf_counter()
+    report = read_checkpoint(str(tmp_path))
+    elapsed = time.perf_counter() - start
+    assert report.ok, (report.unknown[:3], report.mismatches[:3])
+    assert report.breakdown.total == 284_332_230_231
+    assert len(report.companions) == 43 * (5 + 3 + 3 * 256) + 21  # attention and shared experts' scales, experts', indexers'
+    buffers = 3 * 129_280 * 6 * 8 + 40 * 256 * 4
+    assert report.tensor_bytes == 155_997_040_860 + buffers
+    assert elapsed < BOUND
