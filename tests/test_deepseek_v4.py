@@ -39,8 +39,9 @@ def test_flash_total_and_active() -> None:
     # https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash: "284B total parameters, 13B activated" (the
     # activated figure without the token embedding and the head, 0.53B each)
     assert round(b.total / 1e9) == 284 and round((b.active - b.embeddings) / 1e9) == 13
-    # the first 3 layers' token-id tables (129,280 x 6, int64) and 40 score-correction biases: buffers
-    assert b.extra == {"router_hash_table": 3 * 129_280 * 6, "router_score_bias": 40 * 256}
+    # the first 3 layers' token-id tables (129,280 x 6, int64) and 40 score-correction biases: buffers; the
+    # checkpoint's MTP layer (mtp.0.*: MTP_TENSORS below, each FP4 int8 two parameters, scales left out)
+    assert b.extra == {"router_hash_table": 3 * 129_280 * 6, "router_score_bias": 40 * 256, "mtp_layers": 6_610_048_891}
 
 
 def _transformers_cache(seq: int) -> tuple[int, int, int]:
@@ -219,6 +220,18 @@ FLASH_TENSORS = [
     (21, (64, 4096), 2), (21, (64, 8), 1), (21, (8192, 1024), 1),  # indexer weights_proj, wq_b
     (20, (128, 512), 4), (20, (512, 4096), 2), (20, (512, 4096), 2),  # HCA compressor
 ]
+# Its MTP layer, mtp.0.* in the same listing: a sliding layer's attention, a scored MoE (FP4 experts), e_proj and
+# h_proj in FP8, enorm, hnorm, norm, and its own hyper-connections and head (the router's bias, a buffer, included).
+MTP_TENSORS = [
+    (1, (64,), 4), (1, (512,), 2), (1, (1024,), 2), (4, (4096,), 2), (1, (4096,), 2),  # sink, norms, 4 d-wide norms
+    (1, (4, 32), 1), (1, (512, 4096), 1), (1, (64, 32), 1), (1, (8192, 4096), 1), (1, (32, 64), 1),
+    (1, (4096, 8192), 1), (1, (8, 32), 1), (1, (1024, 4096), 1), (1, (256, 8), 1), (1, (32768, 1024), 1),
+    (2, (32, 32), 1), (2, (4096, 4096), 1),  # e_proj, h_proj
+    (512, (2048, 128), 1), (512, (2048, 2048), 1), (256, (4096, 64), 1), (256, (4096, 1024), 1),  # experts
+    (1, (256,), 4), (1, (256, 4096), 2), (2, (16, 32), 1), (2, (2048, 4096), 1), (1, (32, 16), 1),
+    (1, (4096, 2048), 1),  # router bias and weight, shared experts
+    (2, (24,), 4), (2, (24, 16384), 4), (2, (3,), 4), (1, (4,), 4), (1, (4, 16384), 4), (1, (1,), 4),  # hc
+]
 
 
 def test_flash_weights_as_stored_equal_its_checkpoint() -> None:
@@ -236,22 +249,22 @@ def test_flash_weights_as_stored_equal_its_checkpoint() -> None:
 
 
 def _flash_hub_layout() -> dict[str, tuple[str, tuple[int, ...]]]:
-    """DeepSeek-V4-Flash's 43 layers as its checkpoint names and stores them (FLASH_TENSORS' dtypes):
-    the names from the layout's Hub table, without `model.`; the buffers (token-id tables, score biases) too."""
+    """DeepSeek-V4-Flash's checkpoint as it names and stores its tensors (FLASH_TENSORS' dtypes): the
+    names from the layout's Hub table, without `model.`, the MTP layer as mtp.0.*; the buffers too."""
     import math
 
     from calc.checkpoint.names import tensor_table
 
     layout: dict[str, tuple[str, tuple[int, ...]]] = {}
-    for name, shape in tensor_table(load_spec(str(FLASH))).expected_shapes(hub=True, buffers=True).items():
-        hub, out, rest = _hub_name(name), shape[0], shape[1:]
+    for name, shape in tensor_table(load_spec(str(FLASH))).expected_shapes(hub=True, buffers=True, mtp=True).items():
+        hub, out, rest = _hub_name(name).replace("layers.43.", "mtp.0."), shape[0], shape[1:]
         if hub.endswith("tid2eid"):
             layout[hub] = ("I64", (129_280, 6))
         elif ".ffn.experts." in hub:
             layout[hub] = ("I8", (out, rest[0] // 2))
             layout[hub.removesuffix(".weight") + ".scale"] = ("F8_E8M0", (out, rest[0] // 32))
         elif hub.endswith(".weight") and rest and any(f".{w}." in hub for w in ("wq_a", "wq_b", "wkv", "wo_a", "wo_b",
-                                                                                  "w1", "w2", "w3")) \
+                                                                                  "w1", "w2", "w3", "e_proj", "h_proj")) \
                 and ".compressor." not in hub:
             layout[hub] = ("F8_E4M3", shape)
             layout[hub.removesuffix(".weight") + ".scale"] = ("F8_E8M0", (math.ceil(out / 128), math.ceil(rest[0] / 128)))
@@ -265,6 +278,7 @@ def test_flash_checkpoint_header_full_size(tmp_path: Path) -> None:
     """The whole Flash checkpoint as a sparse file (header only): every tensor recognised, the FP4 experts
     unpacked, the total transformers counts, its bytes the tensor list's plus the buffers, read fast."""
     import time
+    from math import prod
 
     from calc.checkpoint.report import read_checkpoint
     from checkpoint_files import write_safetensors
@@ -278,7 +292,11 @@ def test_flash_checkpoint_header_full_size(tmp_path: Path) -> None:
     elapsed = time.perf_counter() - start
     assert report.ok, (report.unknown[:3], report.mismatches[:3])
     assert report.breakdown.total == 284_332_230_231
-    assert len(report.companions) == 43 * (5 + 3 + 3 * 256) + 21  # attention and shared experts' scales, experts', indexers'
+    # the MTP layer's parameters, from MTP_TENSORS' shapes (an FP4 int8 two values, its router bias included)
+    assert report.breakdown.extra["mtp_layers"] == 6_610_048_891
+    # attention's 5 and the shared expert's 3 scales a layer, the experts' 3 each, the indexers' one; the MTP layer's
+    assert len(report.companions) == 44 * (5 + 3 + 3 * 256) + 21 + 2
     buffers = 3 * 129_280 * 6 * 8 + 40 * 256 * 4
-    assert report.tensor_bytes == 155_997_040_860 + buffers
+    mtp = sum(n * prod(shape) * width for n, shape, width in MTP_TENSORS)
+    assert report.tensor_bytes == 155_997_040_860 + buffers + mtp
     assert elapsed < BOUND

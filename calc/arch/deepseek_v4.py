@@ -13,8 +13,8 @@ expert of the same width (DeepseekV4MLP reads intermediate_size = moe_intermedia
 n_shared_experts says); the first `num_hash_layers` (mlp_layer_types "hash_moe") pick experts from
 a token-id table (a buffer), the others by sqrt(softplus) scores plus the score-correction buffer.
 The residual is `hc_mult` copies mixed by hyper-connections (calc.parts.hyper). Norms are RMSNorms.
-The checkpoint's `num_nextn_predict_layers` MTP layer (mtp.0.*, its own hyper-connection head and
-e_proj / h_proj) is not built by transformers and not counted here. Head untied.
+The checkpoint's `num_nextn_predict_layers` MTP layer (mtp.0.*, with its own hyper-connection head
+and e_proj / h_proj) is not built by transformers: shown beside the total. Head untied.
 """
 
 from __future__ import annotations
@@ -60,9 +60,24 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     kinds = [f"{attn}+{mlp}" for attn, mlp in zip(attention, mlps)]
     names = {kind: SHORT[kind.split("+")[0]] + ("_hash" if kind.endswith("hash_moe") else "") for kind in kinds}
     blocks, layers = kind_stack(kinds, names, build)
-    spec = decoder(cfg, "deepseek_v4", blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+    mtp = _mtp(cfg, n_layers, blocks, build)
+    spec = decoder(cfg, "deepseek_v4", blocks, layers, rms, cfg.bool("tie_word_embeddings"), **mtp)
     spec["head"] = {**spec["head"], "hyper": hyper}
     return spec
+
+
+def _mtp(cfg: Config, n_layers: int, blocks: dict[str, Any], build: Any) -> dict[str, Any]:
+    """The checkpoint's `num_nextn_predict_layers` MTP layers (mtp.0.*: not built by transformers, so
+    beside the total): a scored MoE layer with the attention `compress_ratios` gives after the stack's
+    (sliding: DeepSeek-V4-Flash's 0), with no copies of the embedding and the head."""
+    count = cfg.int("num_nextn_predict_layers", default=0)
+    if not count:
+        return {}
+    ratios = cfg.list("compress_ratios") or []
+    attention = RATIO_TYPES.get(ratios[n_layers], SLIDING) if len(ratios) > n_layers else SLIDING
+    name = SHORT[attention]
+    blocks.setdefault(name, build(f"{attention}+moe"))
+    return {"mtp": {"n_layers": count, "block": name, "stores_embedding": False}}
 
 
 def _attention_types(cfg: Config, n_layers: int) -> list[str]:

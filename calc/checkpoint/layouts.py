@@ -35,7 +35,9 @@ NeoX, BLOOM and Falcon store it); `rope`, "half" (rotate halves) or "interleaved
 `qk_norm_heads`, a full-width QK-norm stored as [heads, head_dim] (Cohere); `q_gate`, an attention output
 gate stored inside q_proj, each head's queries then its gate (Qwen3-Next, Qwen3.5); `score_bias_2d`, the router's
 score correction bias stored [1, E] (ERNIE-4.5); `buffers`, names that
-are stored but no parameters; `aliases`, older names of the same tensor.
+are stored but no parameters; `aliases`, older names of the same tensor; `mtp_prefix`, where a checkpoint
+keeps its MTP layers apart from the stack (DeepSeek-V4's `mtp.0.`), and `mtp_names`, the names of
+what an MTP layer adds to its block where they are not DeepSeek-V3's.
 """
 
 from __future__ import annotations
@@ -150,6 +152,10 @@ _DSV4 = {**LLAMA, **{role: f"self_attn.{path}" for role, path in _DSV4_ATTN.item
          "aliases": {"embed.weight": "model.embed_tokens.weight", "head.weight": "lm_head.weight",
                      "norm.weight": "model.norm.weight", **{f"hc_head_{leaf}": f"model.hc_head.hc_{leaf}"
                                                             for leaf in ("fn", "base", "scale")}},
+         # the MTP layers as the Hub stores them, mtp.{i}.* (transformers builds none): `mtp_prefix` for
+         # `layers.{n_layers + i}`, and the names of what an MTP layer adds to its block
+         "mtp_prefix": "mtp.", "mtp_names": {"shared_head.norm": "norm", "eh_proj": ("e_proj", "h_proj"),
+                                             "hc_head": "hc_head_{}"},
          "hub": {**{role: f"attn.{path}" for role, path in _DSV4_HUB_ATTN.items()},
                  "attn_in": "attn_norm", "mlp_in": "ffn_norm", "hc_attn": "hc_attn_{}", "hc_mlp": "hc_ffn_{}",
                  "router": "ffn.gate", "score_bias": "ffn.gate.bias", "hash_table": "ffn.gate.tid2eid",

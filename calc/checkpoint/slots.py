@@ -472,12 +472,21 @@ def mtp_slots(spec: ModelSpec, lay: dict[str, Any], hub: bool = False) -> dict[s
     stored, copies of the embedding and head (calc.spec.model.MTP; DeepSeek-V3's README_WEIGHTS.md)."""
     mtp, d = spec.mtp, spec.d_model
     block = spec.blocks[mtp.block]
-    s = _Slots(lay)
+    s, names = _Slots(lay), lay.get("mtp_names", {})  # DeepSeek-V4's: its output norm `norm`, e_proj and h_proj
     for role, slot in block_slots(lay, block, d, hub).items():
         s.add(role, slot.name, slot.shape, "mtp_layers", (), slot.init, slot.kind)
     for role in ("enorm", "hnorm", "shared_head.norm"):
-        s.norm(role, block.norm, d, "mtp_layers", role)
-    s.linear("eh_proj", 2 * d, d, "mtp_layers", path="eh_proj")
+        s.norm(role, block.norm, d, "mtp_layers", names.get(role, role))
+    if "eh_proj" in names:  # its two halves apart: the embedding's and the hidden state's
+        for path in names["eh_proj"]:
+            s.linear(path, d, d, "mtp_layers", path=path)
+    else:
+        s.linear("eh_proj", 2 * d, d, "mtp_layers", path="eh_proj")
+    if spec.head.hyper is not None:
+        n, path = spec.head.hyper.streams, names["hc_head"]
+        s.add("hc_head.fn", path.format("fn"), (n, n * d), "mtp_layers")
+        s.add("hc_head.base", path.format("base"), (n,), "mtp_layers", init="zeros")
+        s.add("hc_head.scale", path.format("scale"), (1,), "mtp_layers", init="ones")
     if mtp.stores_embedding:
         s.add("mtp.embed", "embed_tokens.weight", (spec.vocab_size, d), "mtp_embedding_copies", kind="embedding")
         s.add("mtp.head", "shared_head.head.weight", (spec.vocab_size, d), "mtp_embedding_copies", kind="linear")
