@@ -121,7 +121,8 @@ def kv_notes(kv: KVCache) -> list[str]:
                      + ("only the attention layers grow with the context" if kv.layers else "nothing grows with the context"))
     if kv.tp > 1:
         notes.append(f"{name}: per GPU under --tp {kv.tp}: KV heads split across GPUs (replicated when tp exceeds "
-                     f"them); an MLA latent is held whole on every GPU")
+                     f"them); rows with no heads to split (an MLA latent, DeepSeek-V4's K = V row and compressed "
+                     f"rows) are held whole on every GPU")
     return notes
 
 
