@@ -255,8 +255,8 @@ def tiny_config(model_type: str) -> dict[str, Any]:
 
 
 # Model types whose mechanism the torch reference does not build yet (Kimi Delta Attention, MiniMax's lightning
-# attention, DeepSeek-V4's compressed attention and hyper-connections, Gemma-3n's and Gemma-4's V-norm, shared K/V, AltUp, LAuReL, per-layer inputs and MoE beside the
-# MLP): verify refuses them by name (tests/test_reference_equivalence.py checks
+# attention, DeepSeek-V4's compressed attention and hyper-connections, Gemma-3n's and Gemma-4's V-norm, shared
+# K/V, AltUp, LAuReL, per-layer inputs and MoE beside the MLP): verify refuses them by name (tests/test_reference_equivalence.py checks
 # the refusal), while count, kvcache and the header check cover them (tests/test_hybrids.py, tests/test_gemma_ple.py).
 # Model types transformers builds no causal LM for: their language model and head are compared inside the
 # multimodal model around them (tests/test_step3p7.py; tests/oracle.py WRAPPED for counts).

@@ -15,9 +15,11 @@ Pooling, the softmax and the copies' collapse are counted as no FLOPs (elementwi
 convention); the copies' comb mix is a [n, n] x [n, d_model] matmul per token. A compressed
 entry closes every m tokens, so a prefill of T tokens makes T // m of them and a decode step reads
 (T + 1) // m. A CSA query scores the window's keys and its top k entries (transformers' eager
-attention scores every entry and masks the rest; a sparse kernel reads only the k). The hyper-connections wrap each sublayer: the residual is n copies [B, T, n, d_model],
-mixed before it (`hc_*`: one matmul to (2 + n)·n mixing weights, then the copies collapsed to one
-input) and written back after it (each copy: post × output + comb-mixed copies).
+attention scores every entry and masks the rest; a sparse kernel reads only the k).
+
+The hyper-connections wrap each sublayer: the residual is n copies [B, T, n, d_model], mixed
+before it (`hc_*`: one matmul to (2 + n)·n mixing weights, then the copies collapsed to one input)
+and written back after it (each copy: post × output + comb-mixed copies).
 """
 
 from __future__ import annotations
