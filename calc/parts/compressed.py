@@ -67,11 +67,8 @@ class CompressedAttention(Part):
 
     @property
     def n_kv_heads(self) -> int:
+        """One head, both key and value: what tensor-parallel checks and K/V weight splits read."""
         return 1
-
-    @property
-    def attention_kind(self) -> str:
-        return "MQA"
 
     @property
     def series(self) -> int:
