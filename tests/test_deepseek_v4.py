@@ -300,3 +300,20 @@ def test_flash_checkpoint_header_full_size(tmp_path: Path) -> None:
     mtp = sum(n * prod(shape) * width for n, shape, width in MTP_TENSORS)
     assert report.tensor_bytes == 155_997_040_860 + buffers + mtp
     assert elapsed < BOUND
+
+
+def test_tensor_parallel_gpus_each_hold_the_whole_cache() -> None:
+    """The one K = V head, the compressed rows and the compressor states have no heads to split."""
+    spec = load_spec(str(FLASH))
+    assert kv_cache(spec, 131_072, 2, "bf16", tp=8).total_bytes == kv_cache(spec, 131_072, 2, "bf16").total_bytes
+
+
+def test_budget_finds_the_longest_context_a_row_per_ratio_tokens_allows() -> None:
+    """Solving for the context: the answer's cache fits, one token more would not (the compressed rows
+    grow by a whole row every ratio tokens, so the search is over rows kept, not a bytes-per-token slope)."""
+    from calc.analysis.memory.budget import solve_budget
+
+    spec = load_spec(str(FLASH))
+    budget = solve_budget(spec, 200 * 2**30, 155_997_040_860, "bf16", "seq", 4)
+    free, seq = budget.free_bytes, budget.by_memory
+    assert budget.cache_bytes(seq, 4) <= free < budget.cache_bytes(seq + 1, 4)
