@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-WIDTH = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "U8": 1, "BOOL": 1, "F8_E4M3": 1}
+WIDTH = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I8": 1}
 
 Layout = dict[str, tuple[str, tuple[int, ...]]]  # name -> (dtype, shape)
 

@@ -79,6 +79,7 @@ TABLE_FILES = {
     "minimax_m2": "tests/configs/model_types/minimax_m2.json", "afmoe": "tests/configs/model_types/afmoe.json",
     "falcon_h1": "tests/configs/model_types/falcon_h1.json", "longcat_flash": "tests/configs/model_types/longcat_flash.json",
     "zamba2": "tests/configs/model_types/zamba2.json",
+    "deepseek_v4": "tests/configs/model_types/deepseek_v4.json",
 }
 
 

@@ -232,6 +232,17 @@ TINY: dict[str, dict[str, Any]] = {
     # parts (conversion_mapping.py's Concatenate reversed), which is right only then.
     "olmo_hybrid": {**_COMMON, **_DELTANET, "linear_value_head_dim": 4, "num_hidden_layers": 3, "rope_theta": 5000.0,
                     "layer_types": ["linear_attention", "full_attention", "linear_attention"]},
+    # DeepSeek-V4: a sliding layer, CSA (one entry per 4 tokens, with the indexer), HCA (here one per 8) and CSA;
+    # the first layer routes by token id; two residual copies (hyper-connections); YaRN on the compressed layers
+    "deepseek_v4": {**_COMMON, "num_hidden_layers": 4, "head_dim": 16, "qk_rope_head_dim": 8, "q_lora_rank": 12,
+                    "o_groups": 2, "o_lora_rank": 8, "sliding_window": 16,
+                    "layer_types": ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
+                                    "compressed_sparse_attention"],
+                    "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
+                    "index_n_heads": 2, "index_head_dim": 8, "index_topk": 2, "n_routed_experts": 4,
+                    "num_experts_per_tok": 2, "moe_intermediate_size": 16, "num_hash_layers": 1, "hc_mult": 2,
+                    "hc_sinkhorn_iters": 3, "rope_scaling": {"type": "yarn", "factor": 4.0, "beta_fast": 32, "beta_slow": 1,
+                                                             "original_max_position_embeddings": 16}},
     "lfm2": {**_COMMON, "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"], "conv_bias": True},
     "lfm2_moe": {**_COMMON, "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"],
                  "moe_intermediate_size": 16, "num_dense_layers": 1, "num_experts": 4, "num_experts_per_tok": 2},
@@ -250,14 +261,15 @@ def tiny_config(model_type: str) -> dict[str, Any]:
 
 
 # Model types whose mechanism the torch reference does not build yet (Kimi Delta Attention, MiniMax's lightning
-# attention, Zamba2's shared blocks, Gemma-3n's and Gemma-4's V-norm, shared K/V, AltUp, LAuReL, per-layer inputs and MoE beside the
-# MLP): verify refuses them by name (tests/test_reference_equivalence.py checks
+# attention, DeepSeek-V4's compressed attention and hyper-connections, Zamba2's shared blocks, Gemma-3n's and Gemma-4's
+# V-norm, shared K/V, AltUp, LAuReL, per-layer inputs and MoE beside the MLP): verify refuses them by name
+# (tests/test_reference_equivalence.py checks
 # the refusal), while count, kvcache and the header check cover them (tests/test_hybrids.py, tests/test_gemma_ple.py).
 # Model types transformers builds no causal LM for: their language model and head are compared inside the
 # multimodal model around them (tests/test_step3p7.py; tests/oracle.py WRAPPED for counts).
 NO_CAUSAL_LM = {"step3p5"}
 
-NO_TORCH_YET = {"kimi_linear", "minimax", "minimax_m1", "gemma3n_text", "gemma4_text", "zamba2"}
+NO_TORCH_YET = {"kimi_linear", "minimax", "minimax_m1", "gemma3n_text", "gemma4_text", "zamba2", "deepseek_v4"}
 
 
 # Model types whose transformers model holds rows its published checkpoints do not (never read by its forward).

@@ -33,7 +33,7 @@ __all__ = ["COMPONENT_LABELS", "MODEL_COMPONENTS", "ORDER", "BlockCount", "Break
 # Outside the stack of blocks.
 MODEL_COMPONENTS: tuple[str, ...] = (
     "token_embedding", "position_embedding", "embedding_norm", "project_in", "per_layer_embedding",
-    "per_layer_projection", "per_layer_projection_norm", "altup_in", "altup_out", "final_norm", "project_out", "lm_head",
+    "per_layer_projection", "per_layer_projection_norm", "altup_in", "altup_out", "hc_head", "final_norm", "project_out", "lm_head",
     "lm_head_bias")
 # Lookup tables and the head: Gemma-3n's per-layer embedding is a table too (Google's "effective" sizes leave it out).
 EMBEDDING_COMPONENTS: tuple[str, ...] = ("token_embedding", "position_embedding", "per_layer_embedding", "lm_head")

@@ -59,6 +59,7 @@ ADAPTERS: dict[str, str] = {
     "deepseek_v2": "deepseek",
     "deepseek_v3": "deepseek",
     "deepseek_v32": "deepseek",
+    "deepseek_v4": "deepseek_v4",
     "glm_moe_dsa": "deepseek",
     "kimi_k2": "deepseek",
     "glm4_moe": "glm4_moe",

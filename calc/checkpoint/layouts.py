@@ -14,6 +14,10 @@ Roles a layout may set (absent: the model_type has no such tensor):
 - MLP: gate, up, down, gate_up (fused); MoE: router, experts, shared, shared_gate, score_bias; Gemma-4's
   router_scale, router_expert_scale and the norms beside its experts (experts_norm, shared_post_norm,
   experts_post_norm)
+- DeepSeek-V4: hc_attn, hc_mlp, hc_head (hyper-connections, `{}` the leaf), kv, kv_norm, o_a, o_b, the
+  compressor's comp_kv, comp_gate, comp_bias, comp_norm and its indexer's idx_kv, idx_gate, idx_bias,
+  idx_norm, idx_q, idx_weights, hash_table (the router's token-id table); `shared_leaves` in a hub table
+  names a shared expert's tensors (w1, w3, w2)
 - Gemma-3n and Gemma-4: embed_per_layer, per_layer_projection, per_layer_projection_norm (model level),
   ple_gate, ple_proj, ple_norm (each layer's per-layer input); Gemma-3n's altup, laurel (module paths),
   altup_in, altup_out (the model's AltUp projections, `.{i}` per extra stream)
@@ -31,7 +35,9 @@ NeoX, BLOOM and Falcon store it); `rope`, "half" (rotate halves) or "interleaved
 `qk_norm_heads`, a full-width QK-norm stored as [heads, head_dim] (Cohere); `q_gate`, an attention output
 gate stored inside q_proj, each head's queries then its gate (Qwen3-Next, Qwen3.5); `score_bias_2d`, the router's
 score correction bias stored [1, E] (ERNIE-4.5); `buffers`, names that
-are stored but no parameters; `aliases`, older names of the same tensor.
+are stored but no parameters; `aliases`, older names of the same tensor; `mtp_prefix`, where a checkpoint
+keeps its MTP layers apart from the stack (DeepSeek-V4's `mtp.0.`), and `mtp_names`, the names of
+what an MTP layer adds to its block where they are not DeepSeek-V3's.
 """
 
 from __future__ import annotations
@@ -124,6 +130,38 @@ _LFM2 = {**LLAMA, "final_norm": "model.embedding_norm", "attn_in": "operator_nor
 # DeepSeek-V3.2's and GLM-5's lightning indexer, inside self_attn.
 _INDEXER = {"idx_q": "self_attn.indexer.wq_b", "idx_k": "self_attn.indexer.wk", "idx_k_norm": "self_attn.indexer.k_norm",
             "idx_weights": "self_attn.indexer.weights_proj"}
+
+# DeepSeek-V4: transformers' names in memory, and the Hub's (DeepSeek's own inference names, which
+# conversion_mapping.py's "deepseek_v4" renames on load and save_pretrained writes back under `model.`):
+# `{}` in a path is the tensor's own leaf (a hyper-connection's fn, base, scale).
+_DSV4_ATTN = {"q_a": "q_a_proj", "q_a_norm": "q_a_norm", "q_b": "q_b_proj", "kv": "kv_proj", "kv_norm": "kv_norm",
+              "o_a": "o_a_proj", "o_b": "o_b_proj", "sinks": "sinks", "comp_kv": "compressor.kv_proj",
+              "comp_gate": "compressor.gate_proj", "comp_bias": "compressor.position_bias",
+              "comp_norm": "compressor.kv_norm", "idx_kv": "compressor.indexer.kv_proj",
+              "idx_gate": "compressor.indexer.gate_proj", "idx_bias": "compressor.indexer.position_bias",
+              "idx_norm": "compressor.indexer.kv_norm", "idx_q": "compressor.indexer.q_b_proj",
+              "idx_weights": "compressor.indexer.scorer.weights_proj"}
+_DSV4_HUB_ATTN = {"q_a": "wq_a", "q_a_norm": "q_norm", "q_b": "wq_b", "kv": "wkv", "kv_norm": "norm", "o_a": "wo_a",
+                  "o_b": "wo_b", "sinks": "attn_sink", "comp_kv": "compressor.wkv", "comp_gate": "compressor.wgate",
+                  "comp_bias": "compressor.ape", "comp_norm": "compressor.norm", "idx_kv": "indexer.compressor.wkv",
+                  "idx_gate": "indexer.compressor.wgate", "idx_bias": "indexer.compressor.ape",
+                  "idx_norm": "indexer.compressor.norm", "idx_q": "indexer.wq_b", "idx_weights": "indexer.weights_proj"}
+_DSV4 = {**LLAMA, **{role: f"self_attn.{path}" for role, path in _DSV4_ATTN.items()},
+         "hc_attn": "attn_hc.{}", "hc_mlp": "ffn_hc.{}", "hc_head": "model.hc_head.hc_{}", "hash_table": "mlp.gate.tid2eid",
+         "rope": "interleaved",
+         "aliases": {"embed.weight": "model.embed_tokens.weight", "head.weight": "lm_head.weight",
+                     "norm.weight": "model.norm.weight", **{f"hc_head_{leaf}": f"model.hc_head.hc_{leaf}"
+                                                            for leaf in ("fn", "base", "scale")}},
+         # the MTP layers as the Hub stores them, mtp.{i}.* (transformers builds none): `mtp_prefix` for
+         # `layers.{n_layers + i}`, and the names of what an MTP layer adds to its block
+         "mtp_prefix": "mtp.", "mtp_names": {"shared_head.norm": "norm", "eh_proj": ("e_proj", "h_proj"),
+                                             "hc_head": "hc_head_{}"},
+         "hub": {**{role: f"attn.{path}" for role, path in _DSV4_HUB_ATTN.items()},
+                 "attn_in": "attn_norm", "mlp_in": "ffn_norm", "hc_attn": "hc_attn_{}", "hc_mlp": "hc_ffn_{}",
+                 "router": "ffn.gate", "score_bias": "ffn.gate.bias", "hash_table": "ffn.gate.tid2eid",
+                 "expert_gate": "ffn.experts.{expert}.w1", "expert_up": "ffn.experts.{expert}.w3",
+                 "expert_down": "ffn.experts.{expert}.w2", "shared": "ffn.shared_experts",
+                 "shared_leaves": {"gate": "w1", "up": "w3", "down": "w2"}}}
 
 # Kimi Linear: KDA's tensors inside self_attn (its forget gate in a submodule, its q, k, v convs one conv1d);
 # the Hub's checkpoints (and save_pretrained: conversion_mapping.py's "kimi_linear") keep the forget
@@ -236,6 +274,7 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     "qwen3_next": {**_QWEN3_5, "gdn_qkvz": "linear_attn.in_proj_qkvz", "gdn_ba": "linear_attn.in_proj_ba"},
     "qwen3_5_text": _QWEN3_5,
     "deepseek_v32": {**LLAMA, **_INDEXER},
+    "deepseek_v4": _DSV4,
     "glm_moe_dsa": {**LLAMA, **_INDEXER},
     "qwen3_5_moe_text": _QWEN3_5,
     "mamba2": {**_mamba2("mixer"), **_BACKBONE},
@@ -330,7 +369,7 @@ ROLE_ORDER = ("embed", "positions", "embed_norm", "project_in", "embed_per_layer
               "attn_out", "mlp_in", "gate", "up", "gate_up", "down", "router_scale", "router_expert_scale", "router",
               "score_bias", "experts_norm", "experts", "shared", "shared_gate", "shared_post_norm", "experts_post_norm",
               "mlp_out", "ple_gate", "ple_proj", "ple_norm", "parallel_norms", "altup_out", "final_norm", "project_out",
-              "lm_head")
+              "lm_head", "hc_attn", "hc_mlp", "hc_head", *_DSV4_ATTN, "hash_table")
 
 
 def markdown() -> str:

@@ -26,7 +26,7 @@ from operator import add, eq
 from typing import Iterator
 
 from calc.checkpoint.names import TensorName, TensorTable, component_counts
-from calc.checkpoint.quant import QUANTISED_SUFFIXES
+from calc.checkpoint.quant import NEVER_PARAMETERS
 from calc.checkpoint.slots import Slot, Target, mtp_slots
 
 __all__ = ["Group", "NameIndex", "UNSPLIT_QKV", "name_index", "split"]
@@ -175,7 +175,7 @@ def _expected(slot: Slot | None) -> tuple[int, ...] | None:
 def _group(table: TensorTable, name: str, layers: list[int | None], slot: Slot, expected: tuple, flags: tuple[bool, bool],
            size: int) -> Group | None:
     """The group of `name`'s template, if `classify` reads `name` as the slot says; else None."""
-    if name.endswith(QUANTISED_SUFFIXES) or table.canonical(name) != name:
+    if name.endswith(NEVER_PARAMETERS) or table.canonical(name) != name:
         return None
     meaning = table.classify_canonical(name)
     if meaning is None or meaning.layer != layers[0] or (meaning.target, meaning.widths) != (slot.target, slot.widths):

@@ -83,6 +83,7 @@ class TensorTable:
                                                      for t in self.lay.get("buffers", ())) + ")$"
                                    if self.lay.get("buffers") else "(?!)")
         self._aliases = self.lay.get("aliases", {})
+        self._mtp_prefix = self.lay.get("mtp_prefix") if spec.mtp else None
         # Per-tensor work is dict look-ups: the stack's depth, each layer's kind and each layer-relative
         # name's meaning are worked out once, not once per tensor (a checkpoint repeats them per layer).
         self.n_layers = spec.n_layers
@@ -93,7 +94,12 @@ class TensorTable:
                          for name in spec.blocks}  # per block kind: names only the Hub's expert layout has
 
     def canonical(self, name: str) -> str:
-        """The name as save_pretrained writes it: an older alias renamed, a base model's prefix added."""
+        """The name as save_pretrained writes it: an older alias renamed, a base model's prefix added,
+        an MTP layer kept apart (DeepSeek-V4's mtp.0.*) named as the layer above the stack."""
+        if self._mtp_prefix and name.startswith(self._mtp_prefix):
+            index, _, rest = name[len(self._mtp_prefix):].partition(".")
+            if index.isdigit():
+                return f"{self.layers}.{self.n_layers + int(index)}.{rest}"
         return with_base(self._aliases.get(name, name), self.lay, self._model_names)
 
     def piece(self, name: str) -> tuple[str, int] | None:

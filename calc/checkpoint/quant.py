@@ -17,6 +17,11 @@ The layouts, from their publishers:
 - FP8 with per-tensor (or per-channel) scales: `<name>.weight_scale` and, with static activation
   scales, `<name>.input_scale` (the FP8 checkpoints vLLM loads, dynamic and static).
   https://github.com/vllm-project/vllm/pull/4332
+- FP8 with power-of-two block scales (DeepSeek-V4, "scale_fmt": "ue8m0"): `<name>.weight` in
+  F8_E4M3 and `<name>.scale` in F8_E8M0, one per 128x128 block (wq_a [1024, 4096]: scale [8, 32]);
+  the routed experts' FP4 weights, two E2M1 values per int8 under the weight's own name ([2048, 2048]
+  I8 for a [2048, 4096] w1), carry one per 32 values ([2048, 128]).
+  https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash (inference/convert.py, its safetensors index)
 - MXFP4 (gpt-oss): `<name>_blocks` U8 [..., G, 16], 16 bytes holding 32 E2M1 values, and
   `<name>_scales` U8 [..., G], one E8M0 exponent per block of 32. transformers dequantises
   [E, R, G, 16] to [E, R, G*32] and transposes it to its parameter's [E, G*32, R].
@@ -36,7 +41,8 @@ from typing import Any, NamedTuple
 
 from calc.checkpoint.sources import TensorRecord
 
-__all__ = ["COMPANIONS", "companions", "FP8_BLOCK", "MXFP4_BLOCK", "PACKED", "QUANTISED_SUFFIXES", "Companion", "CompanionKind",
+__all__ = ["COMPANIONS", "companions", "FP8_BLOCK", "MXFP4_BLOCK", "NEVER_PARAMETERS", "PACKED", "PACKED_DTYPES",
+           "QUANTISED_SUFFIXES", "Companion", "CompanionKind",
            "PackedKind", "fp8_block_scale_shape", "split_quantised", "unpacked_shape"]
 
 FP8_BLOCK = 128  # DeepSeek-V3's weight_block_size [128, 128]
@@ -53,6 +59,7 @@ class CompanionKind:
     base_suffix: str
     dtypes: tuple[str, ...]
     scheme: str
+    parameter_too: bool = False  # a parameter's name may end so too (Gemma-4's router.scale): only the dtype tells
 
 
 @dataclass(frozen=True)
@@ -62,9 +69,15 @@ class PackedKind:
 
     suffix: str
     dtype: str
-    last_axis: int
+    last_axis: int | None  # None: any width
     values_per_element: int
     scheme: str
+    blocks: bool = True  # MXFP4's [..., G, 16] blocks under a name of their own; False: a weight's own name,
+    # its values side by side along the last axis (DeepSeek-V4's FP4 experts in int8)
+
+    def unpack(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of the parameter a packed tensor of `shape` stands for."""
+        return unpacked_shape(shape) if self.blocks else (*shape[:-1], shape[-1] * self.values_per_element)
 
 
 COMPANIONS: tuple[CompanionKind, ...] = (
@@ -73,10 +86,13 @@ COMPANIONS: tuple[CompanionKind, ...] = (
     CompanionKind(".weight_scale", ".weight", ("F32", "BF16", "F16"), "FP8 weight scale (per tensor or per channel)"),
     CompanionKind(".input_scale", ".weight", ("F32", "BF16", "F16"), "FP8 static activation scale"),
     CompanionKind("_scales", "", ("U8", "F8_E8M0"), f"MXFP4 scales (one E8M0 exponent per {MXFP4_BLOCK} values)"),
+    CompanionKind(".scale", ".weight", ("F8_E8M0",), f"UE8M0 scale (DeepSeek-V4: one per {FP8_BLOCK}x{FP8_BLOCK} "
+                  f"block of an FP8 weight, one per {MXFP4_BLOCK} values of an FP4 expert)", parameter_too=True),
 )
 
 PACKED: tuple[PackedKind, ...] = (
     PackedKind("_blocks", "U8", MXFP4_BYTES, 2, f"MXFP4 blocks ({MXFP4_BLOCK} E2M1 values in {MXFP4_BYTES} bytes)"),
+    PackedKind(".weight", "I8", None, 2, "FP4 E2M1, two per int8 (DeepSeek-V4's routed experts)", blocks=False),
 )
 
 
@@ -97,11 +113,13 @@ class Companion(NamedTuple):
 def split_quantised(tensor: TensorRecord) -> tuple[TensorRecord, Companion | None]:
     """A packed weight becomes the parameter it stands for (its name without the packing suffix, its
     unpacked shape, the bytes as stored); a companion is set aside; anything else passes unchanged."""
-    if not tensor.name.endswith(QUANTISED_SUFFIXES):  # nearly every tensor: one test, not one per kind
+    if not tensor.name.endswith(QUANTISED_SUFFIXES) and tensor.dtype not in PACKED_DTYPES:  # nearly every tensor
         return tensor, None
     for kind in PACKED:
-        if tensor.name.endswith(kind.suffix) and tensor.dtype == kind.dtype and tensor.shape[-1:] == (kind.last_axis,):
-            return tensor._replace(name=tensor.name.removesuffix(kind.suffix), shape=unpacked_shape(tensor.shape)), None
+        if tensor.name.endswith(kind.suffix) and tensor.dtype == kind.dtype and \
+                (kind.last_axis is None or tensor.shape[-1:] == (kind.last_axis,)):
+            name = tensor.name.removesuffix(kind.suffix) if kind.blocks else tensor.name
+            return tensor._replace(name=name, shape=kind.unpack(tensor.shape)), None
     for kind in COMPANIONS:
         if tensor.name.endswith(kind.suffix) and tensor.dtype in kind.dtypes:
             base = tensor.name.removesuffix(kind.suffix) + kind.base_suffix
@@ -109,7 +127,11 @@ def split_quantised(tensor: TensorRecord) -> tuple[TensorRecord, Companion | Non
     return tensor, None
 
 
-QUANTISED_SUFFIXES = tuple(kind.suffix for kind in (*PACKED, *COMPANIONS))  # any packed weight or companion
+_BLOCKS = tuple(kind.suffix for kind in PACKED if kind.blocks)
+QUANTISED_SUFFIXES = (*_BLOCKS, *(kind.suffix for kind in COMPANIONS))  # a packed weight's own name, or a companion's
+PACKED_DTYPES = tuple(kind.dtype for kind in PACKED if not kind.blocks)  # a packed weight under the weight's name
+# Name endings no parameter has: a name ending so is a packed weight or a companion, whatever its dtype.
+NEVER_PARAMETERS = (*_BLOCKS, *(kind.suffix for kind in COMPANIONS if not kind.parameter_too))
 
 
 def companions(names: list[str], dtypes: list[str], positions: list[int], aliases: dict[str, str]) -> list[tuple[int, CompanionKind]]:

@@ -240,6 +240,43 @@ def _short_conv(s: _Slots, c: Any, d: int) -> None:
     s.linear("conv_out", d, d, "conv_out", c.bias and "conv_out_bias")
 
 
+def _hub_names(s: _Slots) -> dict[str, Any]:
+    """The layout's paths, with its hub table's over them when the Hub's names are asked for."""
+    return {**s.lay, **(s.lay.get("hub") or {})} if s.hub else s.lay
+
+
+def _compressed(s: _Slots, a: Any, d: int) -> None:
+    """DeepSeek-V4's attention: the query latent, the one K = V head, the grouped output, the sinks,
+    then the compressor (kv and gate k·c wide, a [ratio, k·c] position bias, a norm) and the indexer's."""
+    names, h, c, r, go = _hub_names(s), a.n_heads, a.head_dim, a.q_lora_rank, a.o_groups * a.o_lora_rank
+    s.linear("q_a", d, r, "q_a", path=names["q_a"])
+    s.norm("q_a_norm", a.norm, r, "q_a_norm", names["q_a_norm"])
+    s.linear("q_b", r, h * c, "q_b", path=names["q_b"])
+    s.linear("kv", d, c, "kv", path=names["kv"])
+    s.norm("kv_norm", a.norm, c, "kv_norm", names["kv_norm"])
+    s.linear("o_a", h * c // a.o_groups, go, "o_a", path=names["o_a"])
+    s.linear("o_b", go, d, "o_b", path=names["o_b"])
+    s.add("sinks", names["sinks"], (h,), "attn_sinks")
+    compressors = [("comp", a.series, c)] if a.ratio else []
+    compressors += [("idx", 2, a.indexer.head_dim)] if a.indexer else []
+    for prefix, series, width in compressors:
+        for role in (f"{prefix}_kv", f"{prefix}_gate"):
+            s.linear(role, d, series * width, role, path=names[role])
+        s.add(f"{prefix}_bias", names[f"{prefix}_bias"], (a.ratio, series * width), f"{prefix}_bias")
+        s.norm(f"{prefix}_norm", a.norm, width, f"{prefix}_norm", names[f"{prefix}_norm"])
+    if a.indexer:
+        s.linear("idx_q", r, a.indexer.n_heads * a.indexer.head_dim, "idx_q", path=names["idx_q"])
+        s.linear("idx_weights", d, a.indexer.n_heads, "idx_weights", path=names["idx_weights"])
+
+
+def _hyper(s: _Slots, role: str, n: int, d: int) -> None:
+    """One hyper-connection mix (DeepSeek-V4): fn [(2 + n)·n, n·d], base [(2 + n)·n], scale [3]."""
+    path, width = _hub_names(s)[role], (2 + n) * n
+    s.add(f"{role}.fn", path.format("fn"), (width, n * d), role)
+    s.add(f"{role}.base", path.format("base"), (width,), role, init="zeros")
+    s.add(f"{role}.scale", path.format("scale"), (3,), role, init="ones")
+
+
 # Each token mixer's tensors, by the part's kind (its fields say which exist and their shapes).
 def _parallel(s: _Slots, p: Any, d: int) -> None:
     """A parallel group: each member's tensors under its own paths (Falcon-H1's self_attn and mamba)."""
@@ -247,14 +284,18 @@ def _parallel(s: _Slots, p: Any, d: int) -> None:
         MIXERS[mixer.kind](s, mixer, d)
 
 
-MIXERS = {"attention": _attention, "mla": _mla, "mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet,
+MIXERS = {"attention": _attention, "mla": _mla, "compressed_attention": _compressed, "mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet,
           "kda": _kda, "lightning": _lightning, "short_conv": _short_conv, "parallel": _parallel}
 
 
-def _mlp(s: _Slots, m: Any, d: int, prefix: str = "mlp", container: str | None = None) -> None:
-    """A dense MLP; a MoE's shared expert is one under the layout's `shared` container."""
+def _mlp(s: _Slots, m: Any, d: int, prefix: str = "mlp", container: str | None = None,
+         leaves: dict[str, str] | None = None) -> None:
+    """A dense MLP; a MoE's shared expert is one under the layout's `shared` container, its tensors
+    named as the MLP's or as `leaves` says (DeepSeek-V4's Hub: w1, w3, w2)."""
     def path(role: str) -> str:
-        return s.lay[role] if container is None else f"{container}.{s.lay[role].rsplit('.', 1)[1]}"
+        if container is None:
+            return s.lay[role]
+        return f"{container}.{(leaves or {}).get(role) or s.lay[role].rsplit('.', 1)[1]}"
 
     f, bias = m.d_ff, m.bias
     role = "shared." if prefix == "shared_mlp" else ""
@@ -294,6 +335,8 @@ def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
         shape = (1, e) if lay.get("score_bias_2d") else (e,)
         counted = "router_score_bias_param" if m.score_bias_param else None
         s.add("score_bias", names["score_bias"], shape, counted, init="zeros" if counted else "buffer")
+    if m.hash_vocab:  # DeepSeek-V4's hashed layers: the token-id -> experts table
+        s.add("hash_table", names["hash_table"], (m.hash_vocab, m.top_k), None, init="buffer")
     if hub and "expert_gate" in names:
         for role, n_in, n_out in (("gate", d, f), ("up", d, f), ("down", f, d)):
             if role != "gate" or m.gated:
@@ -302,7 +345,7 @@ def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
     else:
         _fused_experts(s, m, d, names if hub else lay)
     if m.shared is not None:
-        _mlp(s, m.shared, d, "shared_mlp", names["shared"])
+        _mlp(s, m.shared, d, "shared_mlp", names["shared"], names.get("shared_leaves") if hub else None)
         if m.shared_gate:
             s.linear("shared_gate", d, 1, "shared_expert_gate")
 
@@ -372,10 +415,14 @@ def _pair_slots(lay: dict[str, Any], block: Block, d: int, hub: bool) -> dict[st
     order = {"attn_in": 0, "attn_out": 1, "mlp_in": 2, "mlp_out": 3}
     targets = {"attn_in": "attn_norm", "attn_out": "attn_post_norm", "mlp_in": "mlp_norm", "mlp_out": "mlp_post_norm"}
     positions = sorted(block.norms, key=order.get)
+    if block.hyper is not None:
+        _hyper(s, "hc_attn", block.hyper.streams, d)
     for position in (p for p in positions if p == "attn_in"):
         s.norm(position, block.norm, d, targets[position], norm_path[position])
     if block.attention is not None:
         MIXERS[block.attention.kind](s, block.attention, d)
+    if block.hyper is not None:
+        _hyper(s, "hc_mlp", block.hyper.streams, d)
     for position in (p for p in positions if p in ("attn_out", "mlp_in")):
         s.norm(position, block.norm, d, targets[position], norm_path[position])
     if block.mlp is not None and block.mlp.kind == "moe":
@@ -442,6 +489,11 @@ def model_slots(spec: ModelSpec, lay: dict[str, Any]) -> dict[str, Slot]:
         s.norm("embed_norm", e.norm, d, "embedding_norm")
     if spec.shared_blocks():
         _shared_slots(s, spec, lay)
+    if spec.head.hyper is not None:  # DeepSeek-V4: the residual copies collapsed before the final norm
+        n, path = spec.head.hyper.streams, lay["hc_head"]
+        s.add("hc_head.fn", path.format("fn"), (n, n * d), "hc_head")
+        s.add("hc_head.base", path.format("base"), (n,), "hc_head", init="zeros")
+        s.add("hc_head.scale", path.format("scale"), (1,), "hc_head", init="ones")
     if spec.final_norm is not None:
         s.norm("final_norm", spec.final_norm, d, "final_norm")
     if e.proj_dim:
@@ -460,12 +512,21 @@ def mtp_slots(spec: ModelSpec, lay: dict[str, Any], hub: bool = False) -> dict[s
     stored, copies of the embedding and head (calc.spec.model.MTP; DeepSeek-V3's README_WEIGHTS.md)."""
     mtp, d = spec.mtp, spec.d_model
     block = spec.blocks[mtp.block]
-    s = _Slots(lay)
+    s, names = _Slots(lay), lay.get("mtp_names", {})  # DeepSeek-V4's: its output norm `norm`, e_proj and h_proj
     for role, slot in block_slots(lay, block, d, hub).items():
         s.add(role, slot.name, slot.shape, "mtp_layers", (), slot.init, slot.kind)
     for role in ("enorm", "hnorm", "shared_head.norm"):
-        s.norm(role, block.norm, d, "mtp_layers", role)
-    s.linear("eh_proj", 2 * d, d, "mtp_layers", path="eh_proj")
+        s.norm(role, block.norm, d, "mtp_layers", names.get(role, role))
+    if "eh_proj" in names:  # its two halves apart: the embedding's and the hidden state's
+        for path in names["eh_proj"]:
+            s.linear(path, d, d, "mtp_layers", path=path)
+    else:
+        s.linear("eh_proj", 2 * d, d, "mtp_layers", path="eh_proj")
+    if spec.head.hyper is not None:
+        n, path = spec.head.hyper.streams, names["hc_head"]
+        s.add("hc_head.fn", path.format("fn"), (n, n * d), "mtp_layers")
+        s.add("hc_head.base", path.format("base"), (n,), "mtp_layers", init="zeros")
+        s.add("hc_head.scale", path.format("scale"), (1,), "mtp_layers", init="ones")
     if mtp.stores_embedding:
         s.add("mtp.embed", "embed_tokens.weight", (spec.vocab_size, d), "mtp_embedding_copies", kind="embedding")
         s.add("mtp.head", "shared_head.head.weight", (spec.vocab_size, d), "mtp_embedding_copies", kind="linear")

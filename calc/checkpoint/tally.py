@@ -24,7 +24,7 @@ from typing import Sequence
 
 from calc.checkpoint.name_index import Group, NameIndex, name_index, split
 from calc.checkpoint.names import TensorTable
-from calc.checkpoint.quant import QUANTISED_SUFFIXES, Companion, companions, split_quantised
+from calc.checkpoint.quant import PACKED_DTYPES, QUANTISED_SUFFIXES, Companion, companions, split_quantised
 from calc.checkpoint.tensors import RawCheckpoint, rows_of
 
 __all__ = ["Tally", "found_shapes", "share_bytes", "tally"]
@@ -205,7 +205,7 @@ def _one(result: Tally, raw: RawCheckpoint, table: TensorTable, position: int) -
     if tensor.name in raw.aliases:
         return  # the same memory under a second name (a tied head in a torch state dict)
     result.bytes_by_dtype[tensor.dtype] += tensor.nbytes
-    if tensor.name.endswith(QUANTISED_SUFFIXES):  # nearly every tensor is neither packed nor a scale
+    if tensor.name.endswith(QUANTISED_SUFFIXES) or tensor.dtype in PACKED_DTYPES:  # nearly every tensor is neither
         tensor, companion = split_quantised(tensor)  # calc.checkpoint.quant: a packed weight unpacked, scales aside
         if companion is not None:
             result.companions.append(companion)

@@ -7,13 +7,15 @@ which mechanism a layer has. A spec has two parts:
 
 - `tokens`: what grows with the sequence — K and V rows per token (attention), one latent per
   token (MLA) and, with DeepSeek-V3.2's sparse attention, the indexer's key per token, for all
-  tokens or a sliding window of them;
+  tokens, a sliding window of them, or one row per `ratio` tokens (DeepSeek-V4's compressed
+  blocks: a row stands for `ratio` tokens, so the part grows at 1/ratio of a row per token);
 - `states`: what one sequence keeps whatever its length — a convolution's last inputs and a
   recurrent (SSM, delta-rule) state. Mamba2 and gated DeltaNet layers keep only these: their
   memory is constant in the sequence length.
 
 Element counts are for the whole layer; `heads` says how tensor parallelism divides them (each of
-`tp` GPUs holds heads / tp of them), None when every GPU holds all of it (MLA's latent).
+`tp` GPUs holds heads / tp of them), None when every GPU holds all of it (MLA's latent, DeepSeek-V4's
+single K = V head and its compressors' states).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class TokenSpec:
     sinks: bool = False
     expanded: tuple[int, int] | None = None  # MLA: the per-head (K, V) a cache that expands the latent holds
     rope: int = 0  # MLA: the shared rotary key's width inside k (engines' fp8 layouts keep it 16-bit)
+    ratio: int = 1  # one row kept per this many tokens (a compressed block); 1: a row per token
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,10 @@ class StateSpec:
     group, as vLLM replicates groups when tp exceeds them (extra_groups_for_head_shards in
     vllm/model_executor/layers/mamba/mamba_utils.py)."""
 
-    name: str  # "conv" or "recurrent"
+    name: str  # "conv", "recurrent", or a compressor's ("compressor window", ...)
     rows: int
     cols: int
-    heads: int
+    heads: int | None  # tensor parallelism splits the rows by these heads; None: whole on every GPU
     group_rows: int = 0  # rows per group, on top of `rows`
     groups: int = 1
     dtype: StateDtype = "model"  # "fp32" where the model keeps its state in fp32 whatever its weights
@@ -65,8 +68,14 @@ class StateSpec:
     def elements(self) -> int:
         return (self.rows + self.group_rows * self.groups) * self.cols
 
+    def splits(self, tp: int) -> bool:
+        """Whether `tp` GPUs can share this state: a whole one always, else tp must divide its heads."""
+        return self.heads is None or tp == 1 or self.heads % tp == 0
+
     def per_gpu(self, tp: int) -> int:
-        """Elements on one of `tp` GPUs; `tp` must divide the heads."""
+        """Elements on one of `tp` GPUs; `tp` must divide the heads (a whole state is on every GPU)."""
+        if self.heads is None:
+            return self.elements
         return (self.rows // tp + self.group_rows * max(self.groups // tp, 1)) * self.cols
 
 

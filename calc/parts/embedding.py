@@ -22,6 +22,7 @@ lookup and folds them back before the final norm (`altup_inputs`: (n - 1)·d² e
 from typing import Literal
 
 from calc.parts.base import Field, Part, present
+from calc.parts.hyper import HyperConnections
 from calc.parts.norm import Norm
 
 __all__ = ["LABELS", "Embedding", "Head", "PerLayerEmbedding"]
@@ -68,13 +69,14 @@ class Head(Part):
     bias: bool = False  # GPT-J and Phi-2 have one
     softcap: float | None = Field(default=None, gt=0, strict=False)  # Gemma-2's final_logit_softcapping
     logit_scale: float | None = Field(default=None, strict=False)  # logits times this (Cohere; Granite: 1/logits_scaling)
+    hyper: HyperConnections | None = None  # DeepSeek-V4: the residual copies collapsed once more before the final norm
 
     def params(self, vocab_size: int, d_model: int, proj_dim: int | None = None) -> dict[str, int]:
         """The head row is always present (0 when tied), so every source shows it; with the
         embedding's `proj_dim`, project_out (d_model -> proj_dim) comes first."""
         width = proj_dim or d_model
-        return {**present(project_out=d_model * (proj_dim or 0)), "lm_head": 0 if self.tied else vocab_size * width,
-                **present(lm_head_bias=vocab_size * self.bias)}
+        return {**present(hc_head=self.hyper.head(d_model) if self.hyper else 0, project_out=d_model * (proj_dim or 0)),
+                "lm_head": 0 if self.tied else vocab_size * width, **present(lm_head_bias=vocab_size * self.bias)}
 
 
 LABELS = {

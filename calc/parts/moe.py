@@ -17,6 +17,10 @@ Gemma-4 runs its dense MLP beside the experts, as a shared expert with norms of 
 (`shared_norms`: the MLP's output, the experts' input and their output, RMSNorms of d each), and
 scales its router's input per channel and each picked expert's weight (`router_scale`: d + E).
 
+DeepSeek-V4's first layers route by token id (`hash_vocab`): a fixed table (tid2eid, vocab x
+top_k, a buffer like the score bias) names each token's experts, and the router's scores only
+weigh them; its other layers score with sqrt(softplus(logits)) ("sqrtsoftplus").
+
 Active parameters per token: everything but the experts the router did not pick, i.e. the router,
 top_k experts and the shared experts.
 """
@@ -46,6 +50,7 @@ class MoE(Part):
     router_bias: bool = False
     score_bias: bool = False  # DeepSeek-V3's e_score_correction_bias, one per expert: a stored buffer
     score_bias_param: bool = False  # ERNIE-4.5: the score bias is a parameter (no gradient), counted
+    hash_vocab: int | None = Field(default=None, gt=0)  # DeepSeek-V4: experts from a vocab x top_k token-id table
     router_softcap: float | None = Field(default=None, gt=0, strict=False)  # Laguna: router logits c·tanh(l/c)
     shared: MLP | None = None  # the shared expert(s), as one MLP of their combined d_ff
     n_shared: int = Field(default=0, ge=0)  # how many experts `shared` stands for (DeepSeek: 1 or 2)
@@ -56,7 +61,7 @@ class MoE(Part):
     # renormalised to sum to 1 or not, DeepSeek's group-limited choice (n_group groups scored by their
     # best expert, "max", or best two, "top2_sum"; the best topk_group groups kept) and a final scale;
     # Phi-3.5-MoE's sparsemixer (top-2) picks each expert among those within 2·jitter_eps of the best.
-    scoring: Literal["softmax", "sigmoid", "sparsemixer"] = "softmax"
+    scoring: Literal["softmax", "sigmoid", "sparsemixer", "sqrtsoftplus"] = "softmax"
     norm_topk: bool = True
     n_group: int = Field(default=1, gt=0)
     topk_group: int = Field(default=1, gt=0)
@@ -118,8 +123,10 @@ class MoE(Part):
         return rows
 
     def buffers(self) -> dict[str, int]:
-        """What one layer stores beside its parameters: the router's score correction bias."""
-        return present(router_score_bias=self.choices * (self.score_bias and not self.score_bias_param))
+        """What one layer stores beside its parameters: the router's score correction bias, or its
+        token-id table."""
+        return present(router_score_bias=self.choices * (self.score_bias and not self.score_bias_param),
+                       router_hash_table=(self.hash_vocab or 0) * self.top_k)
 
     def active_params(self, d_model: int) -> dict[str, int]:
         """What one token uses: every row, with top_k routed experts instead of all of them."""
@@ -131,6 +138,7 @@ class MoE(Part):
         shared = f" + {self.n_shared or 1} shared" if self.shared else ""
         clamp = f", SwiGLU clamped at {self.clamp:g}" if self.clamp else ""
         zero = f" and {self.zero_experts} zero-computation (identity) experts" if self.zero_experts else ""
+        zero += ", picked by token id" if self.hash_vocab else ""
         return f"MoE: top-{self.top_k} of {self.n_experts} experts (d_ff {self.d_ff:,}{clamp}){zero}{shared}"
 
 
@@ -140,6 +148,7 @@ LABELS = {
     "router": "router",
     "router_bias": "router bias",
     "router_score_bias": "router score correction bias (buffer)",
+    "router_hash_table": "router token-id to expert table (buffer)",
     "router_score_bias_param": "router score correction bias",
     "experts_norm": "experts input norm",
     "experts_gate": "experts gate",

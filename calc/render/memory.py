@@ -39,7 +39,8 @@ def _units(n: int) -> tuple[str, str, str]:
 
 KV_TITLE = ("KV cache: n_layers x (K + V elements) x tokens kept x batch x bytes/element "
             "(sliding-window layers keep at most their window; MLA: latent + rope key)")
-STATE_TITLE = ("cache: K and V rows grow with every token kept; conv and recurrent states are fixed per sequence "
+STATE_TITLE = ("cache: K and V rows grow with every token kept (a compressed kind: one row per ratio tokens); conv, "
+               "recurrent and compressor states are fixed per sequence "
                "(n_layers x elements x batch x bytes/element, whatever the length)")
 
 
@@ -81,7 +82,7 @@ def _layers_cell(n_layers: int, block: str) -> str:
 def _kv_shape(kind: KVLayers) -> tuple[str, str, str, str]:
     """attention, layers, KV heads x head_dim, window; MLA caches a latent and one rope key instead of heads."""
     layers = _layers_cell(kind.n_layers, kind.block)
-    window = f"{kind.window:,}" if kind.window else "-"
+    window = f"{kind.window:,}" if kind.window else f"1 per {kind.ratio:,}" if kind.ratio > 1 else "-"
     if kind.kind == "MLA" and kind.expanded is not None:
         return kind.kind, layers, f"latent {kind.k}", window
     if kind.kind == "MLA":
@@ -92,6 +93,11 @@ def _kv_shape(kind: KVLayers) -> tuple[str, str, str, str]:
     if kind.kv_heads_per_gpu is not None and kind.kv_heads_per_gpu != kind.n_kv_heads:
         heads += f" ({kind.kv_heads_per_gpu}/GPU)"
     return kind.kind, layers, f"{heads} x {kind.head_dim}", window
+
+
+def _state_names(kv: KVCache) -> str:
+    """The kinds of state the model keeps, each once: "conv, recurrent", "compressor window, ..."."""
+    return ", ".join(dict.fromkeys(state.name for state in kv.states))
 
 
 def kv_notes(kv: KVCache) -> list[str]:
@@ -110,12 +116,13 @@ def kv_notes(kv: KVCache) -> list[str]:
     if any(k.sinks for k in kv.layers):
         notes.append(f"{name}: attention sinks are one learned logit per head (parameters): nothing cached")
     if kv.states:
-        notes.append(f"{name}: {bytes_with_units(kv.state_bytes)} of conv and recurrent states, "
+        notes.append(f"{name}: {bytes_with_units(kv.state_bytes)} of fixed states ({_state_names(kv)}), "
                      f"{bytes_with_units(kv.state_bytes_per_sequence)} per sequence at any length: "
                      + ("only the attention layers grow with the context" if kv.layers else "nothing grows with the context"))
     if kv.tp > 1:
         notes.append(f"{name}: per GPU under --tp {kv.tp}: KV heads split across GPUs (replicated when tp exceeds "
-                     f"them); an MLA latent is held whole on every GPU")
+                     f"them); rows with no heads to split (an MLA latent, DeepSeek-V4's K = V row and compressed "
+                     f"rows) are held whole on every GPU")
     return notes
 
 

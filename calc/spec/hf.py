@@ -50,7 +50,10 @@ class HFConfig:
             spec.setdefault("source", self.source)
         from calc.analysis.memory.schemes import stored_scheme
 
-        if scheme := stored_scheme(self.data.get("quantization_config")):
+        quantization = self.data.get("quantization_config")
+        if isinstance(quantization, dict) and "expert_dtype" in self.data:  # DeepSeek-V4 states it beside
+            quantization = {"expert_dtype": self.data["expert_dtype"], **quantization}  # (DeepseekV4Config folds it in)
+        if scheme := stored_scheme(quantization):
             spec.setdefault("quant", scheme)
         return spec
 

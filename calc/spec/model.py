@@ -16,8 +16,9 @@ shorthand for one block kind repeated `n_layers` times: `spec_from_dict` accepts
 from typing import Any, Iterator, Literal
 
 from calc.errors import GptcalcError
-from calc.parts import MLA, MLP, Attention, Embedding, GatedDeltaNet, Head, KimiDeltaAttention, LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv
-from calc.parts.base import Field, Part, field_validator, model_validator
+from calc.parts import (MLA, MLP, Attention, CompressedAttention, Embedding, GatedDeltaNet, Head, HyperConnections,
+                        KimiDeltaAttention, LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv)
+from calc.parts.base import Field, Part, field_validator, model_validator, present
 from calc.parts.cache import CacheSpec
 from calc.parts.parallel import Member, Parallel
 from calc.parts.shared import Shared, SharedBlock
@@ -26,7 +27,8 @@ from calc.towers import Conformer, Tower
 __all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "is_flat", "spec_from_dict"]
 
 NormPosition = Literal["attn_in", "attn_out", "mlp_in", "mlp_out"]
-Mixer = Attention | MLA | Mamba | Mamba2 | GatedDeltaNet | KimiDeltaAttention | LightningAttention | ShortConv | Parallel
+Mixer = (Attention | MLA | CompressedAttention | Mamba | Mamba2 | GatedDeltaNet | KimiDeltaAttention | LightningAttention
+         | ShortConv | Parallel)
 NORM_COMPONENTS = {"attn_in": "attn_norm", "attn_out": "attn_post_norm", "mlp_in": "mlp_norm", "mlp_out": "mlp_post_norm"}
 
 
@@ -66,6 +68,7 @@ class Block(Part):
     pairs: int = Field(default=1, gt=0)  # the mixer + MLP pair, in sequence, this many times (LongCat-Flash: 2)
     shortcut: MLP | MoE | None = Field(default=None, discriminator="kind")  # LongCat-Flash's shortcut-connected MoE
     shared: Shared | None = None  # a stored block this layer applies before its own sublayers (Zamba2's hybrid layers)
+    hyper: HyperConnections | None = None  # DeepSeek-V4's mHC: the residual as copies, mixed before each sublayer
 
     @model_validator(mode="before")
     @classmethod
@@ -108,6 +111,9 @@ class Block(Part):
             raise ValueError("shortcut: a MoE beside a dense MLP (an MLP of the same kind would share its rows)")
         if self.pairs > 1 and (self.parallel or self.post_ln):
             raise ValueError("pairs: repeats a sequential pre-norm mixer + MLP pair")
+        if self.hyper is not None and (self.parallel or self.post_ln or self.pairs > 1 or self.shortcut is not None
+                                       or self.attention is None or self.mlp is None):
+            raise ValueError("hyper: mixes the residual copies before a mixer and an MLP, in sequence, once each")
         return self
 
     def mixers(self) -> tuple[Member, ...]:
@@ -130,9 +136,13 @@ class Block(Part):
     def pair_params(self, d_model: int) -> dict[str, int]:
         """One mixer + MLP pair's components with their norms, in the order a token meets them."""
         norms = {NORM_COMPONENTS[p]: self.norm.params(d_model) for p in self.norms}
-        rows = {k: v for k, v in norms.items() if k == "attn_norm" and v}
+        hyper = self.hyper.params(d_model) if self.hyper else {}
+        rows = present(hc_attn=hyper.get("hc_attn", 0))
+        rows.update({k: v for k, v in norms.items() if k == "attn_norm" and v})
         rows.update(self.attention.params(d_model) if self.attention else {})
-        rows.update({k: v for k, v in norms.items() if k in ("attn_post_norm", "mlp_norm") and v})
+        rows.update({k: v for k, v in norms.items() if k == "attn_post_norm" and v})
+        rows.update(present(hc_mlp=hyper.get("hc_mlp", 0)))
+        rows.update({k: v for k, v in norms.items() if k == "mlp_norm" and v})
         rows.update(self.mlp.params(d_model) if self.mlp else {})
         rows.update({k: v for k, v in norms.items() if k == "mlp_post_norm" and v})
         return rows
@@ -178,7 +188,8 @@ class Block(Part):
         parts = f"{self.pairs} × ({parts})" if self.pairs > 1 else parts
         shortcut = f"; shortcut beside the first MLP: {self.shortcut.describe()}" if self.shortcut else ""
         applied = f"{self.shared.describe()}, then " if self.shared else ""
-        return f"{applied}{parts}{shortcut}; {self.norm.describe()} {at}; {where}"
+        hyper = f"; {self.hyper.describe()}" if self.hyper else ""
+        return f"{applied}{parts}{shortcut}; {self.norm.describe()} {at}; {where}{hyper}"
 
 
 class LayerRun(Part):
@@ -192,7 +203,9 @@ class MTP(Part):
     (enorm, hnorm), a bias-free 2d -> d projection (eh_proj), an output norm (shared_head.norm) and,
     as DeepSeek-V3 and GLM-4.5 store them, its own copies of the embedding and the head
     (model.layers.61.embed_tokens, model.layers.61.shared_head.head: DeepSeek-V3's README_WEIGHTS.md
-    and tensor listing); GLM-4.6's checkpoint leaves the copies out (`stores_embedding: false`)."""
+    and tensor listing); GLM-4.6's checkpoint leaves the copies out (`stores_embedding: false`). With
+    hyper-connections (DeepSeek-V4) each also collapses its residual copies with a head of its own
+    (mtp.0.hc_head_fn, _base, _scale), and its 2d -> d projection is two d x d ones (e_proj, h_proj)."""
 
     n_layers: int = Field(gt=0)
     block: str
@@ -201,7 +214,7 @@ class MTP(Part):
     def params(self, spec: "ModelSpec") -> dict[str, int]:
         d, block = spec.d_model, spec.blocks[self.block]
         stored = sum(block.params(d).values()) + sum(block.buffers().values())
-        per_layer = stored + 3 * block.norm.params(d) + 2 * d * d
+        per_layer = stored + 3 * block.norm.params(d) + 2 * d * d + (spec.head.hyper.head(d) if spec.head.hyper else 0)
         copies = 2 * spec.vocab_size * d if self.stores_embedding else 0
         return {"mtp_layers": self.n_layers * per_layer, **({"mtp_embedding_copies": self.n_layers * copies} if copies else {})}
 

@@ -128,7 +128,9 @@ def flops(spec: ModelSpec, seq: int, batch: int = 1, decode: bool = False,
           conventions: Conventions = Conventions()) -> Flops:
     """The forward pass's matmuls under `conventions`, one row per journey step that multiplies."""
     j = journey(spec, seq, batch, decode)
-    last_block = max(i for i, step in enumerate(j.steps) if step.block)
+    # the head's steps from the last position on; those before it (Gemma-3n's AltUp, DeepSeek-V4's
+    # hyper-connection head) already run on every position
+    last = next(i for i, step in enumerate(j.steps) if step.id == "last_position")
     rows = []
     for index, step in enumerate(j.steps):
         if not step.flops:
@@ -136,7 +138,7 @@ def flops(spec: ModelSpec, seq: int, batch: int = 1, decode: bool = False,
         window = _window(spec, step.block)
         if step.id in ATTENTION_CORE and conventions.causal_half and not decode:
             rows.append(_causal(j, step, window))
-        elif index > last_block and not (conventions.last_logit or decode):
+        elif index > last and not (conventions.last_logit or decode):
             rows.append(_every_position(j, step))  # the head's matmuls, on all T positions
         else:
             rows.append(_row(j, step, step.flops, _formula(step)))

@@ -351,10 +351,11 @@ def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     """Engines page conv and recurrent states, and DSA's indexer keys, their own way: vLLM's state
     pages (hybrid_groups), SGLang's Mamba pool (MambaPool) and both engines' DSA layout
     (dsa_row_bytes) are modelled; llama.cpp's recurrent-state buffer and TensorRT-LLM's are not yet,
-    so such a model gets no engine line there rather than a wrong one."""
+    nor any engine's pages of DeepSeek-V4's compressed rows, so such a model gets no engine line there
+    rather than a wrong one."""
     other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA} if engine in ("vllm", "sglang") else set()))
     if (kv.states and engine not in ("vllm", "sglang")) or other:
-        what = "conv and recurrent states" if kv.states else f"{other[0]} keys"
+        what = f"{other[0]} keys" if other else "conv and recurrent states"
         raise GptcalcError(f"--engine {engine}: {kv.model} keeps {what} beside its KV cache, and how {engine} pages "
                            "them is not modelled yet; without --engine, memory and kvcache give every part")
 

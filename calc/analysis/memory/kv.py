@@ -5,10 +5,11 @@ token (attention's K and V, MLA's latent) and states of fixed size per sequence 
 DeltaNet's conv window and recurrent state, LFM2's conv window). This module only adds them up:
 
     row bytes          = format.row_bytes(width)            # ceil(width / block) blocks; fp16: width x 2
-    bytes per token    = sum over kinds of n_layers x (row(K) + row(V))
-    tokens kept        = min(seq, window) for a sliding-window layer in a rolling buffer, else seq
+    bytes per token    = sum over kinds of n_layers x (row(K) + row(V)) // ratio
+    rows kept          = min(seq, window) for a sliding-window layer in a rolling buffer,
+                         seq // ratio for a compressed one (a row per `ratio` tokens), else seq
     state bytes        = sum over kinds of n_layers x state elements x state bytes/element
-    total bytes        = sum over kinds of n_layers x (row(K) + row(V)) x tokens kept x batch
+    total bytes        = sum over kinds of n_layers x (row(K) + row(V)) x rows kept x batch
                          + state bytes x batch
 
 - full attention keeps every token; GQA and MQA shrink the rows by n_heads / n_kv_heads;
@@ -18,6 +19,8 @@ DeltaNet's conv window and recurrent state, LFM2's conv window). This module onl
 - MLA (DeepSeek-V2/V3) caches one latent of kv_lora_rank + qk_rope_head_dim per layer per token,
   for all heads (K = that, V = 0); `expanded=True` gives the per-head keys and values an
   implementation that expands the latent would hold instead (K and V widths differ);
+- DeepSeek-V4 keeps a window of 128 tokens plus one compressed row per 4 tokens (CSA, with its
+  indexer's key) or per 128 (HCA): its cache grows at 1/4 or 1/128 of a row per token;
 - a recurrent layer's state does not grow: Qwen3-Next's 36 gated DeltaNet layers hold the same
   bytes at 1 token and at 1M, so only its 12 attention layers grow with the context;
 - attention sinks (gpt-oss) are one learned logit per head: parameters, nothing cached.
@@ -60,17 +63,24 @@ class KVLayers:
     sinks: bool = False
     expanded: tuple[int, int] | None = None  # MLA latent: the per-head (K, V) an expanding cache would hold
     rope: int = 0  # MLA latent: the rotary key's width inside k
+    ratio: int = 1  # a compressed kind: one row per this many tokens
 
     def tokens(self, seq: int, rolling: bool = True) -> int:
-        """Tokens this kind keeps at `seq`: the window caps it in a rolling buffer."""
-        return min(seq, self.window) if self.window and rolling else seq
+        """Rows this kind keeps at `seq`: the window caps them in a rolling buffer; a compressed
+        kind keeps one per `ratio` tokens, for whole blocks only."""
+        return min(seq, self.window) if self.window and rolling else seq // self.ratio
 
     def row_bytes(self, fmt: Format) -> int:
-        """One token of one layer: a K row and a V row, each whole blocks of `fmt`."""
+        """One row of one layer: a K row and a V row, each whole blocks of `fmt`."""
         return fmt.row_bytes(self.k) + (fmt.row_bytes(self.v) if self.v else 0)
 
     def bytes_per_token(self, fmt: Format) -> int:
-        return self.n_layers * self.row_bytes(fmt)
+        """What one more token adds over this kind's layers: a row each, or 1/ratio of one (rounded down)."""
+        return self.n_layers * self.row_bytes(fmt) // self.ratio
+
+    def bytes_at(self, seq: int, fmt: Format, rolling: bool = True) -> int:
+        """This kind's rows at `seq` tokens of one sequence."""
+        return self.n_layers * self.row_bytes(fmt) * self.tokens(seq, rolling)
 
     def as_expanded(self) -> "KVLayers":
         """The same layers caching per-head K and V instead of the MLA latent (itself if not MLA)."""
@@ -123,7 +133,7 @@ def _layers(name: str, n_layers: int, t: TokenSpec, tp: int) -> KVLayers:
     """One layer kind's per-token cache on one GPU: rows split by their heads, or whole (MLA's
     latent) with its expansion split by the query heads."""
     common = dict(kind=t.kind, n_heads=t.n_heads, n_kv_heads=t.n_kv_heads, head_dim=t.head_dim, window=t.window,
-                  sinks=t.sinks, rope=t.rope)
+                  sinks=t.sinks, rope=t.rope, ratio=t.ratio)
     if t.heads is None:
         expanded = _split(*t.expanded, t.n_heads, tp)[:2] if t.expanded else None
         return KVLayers(name, n_layers, t.k, t.v, **common, expanded=expanded)
@@ -132,7 +142,7 @@ def _layers(name: str, n_layers: int, t: TokenSpec, tp: int) -> KVLayers:
 
 
 def _state(name: str, n_layers: int, state: StateSpec, tp: int, mixer: str = "") -> StateLayers:
-    if state.heads % tp and tp > 1:
+    if not state.splits(tp):
         raise GptcalcError(f"--tp {tp}: does not divide the {state.heads} heads of {name}'s {state.name} state")
     return StateLayers(name, n_layers, state.name, state.per_gpu(tp), state.dtype, mixer)
 
@@ -184,7 +194,7 @@ class KVCache:
         return sum(kind.bytes_per_token(self.format) for kind in self.layers)
 
     def kind_bytes(self, kind: KVLayers, rolling: bool = True) -> int:
-        return kind.bytes_per_token(self.format) * kind.tokens(self.seq, rolling) * self.batch
+        return kind.bytes_at(self.seq, self.format, rolling) * self.batch
 
     @property
     def state_bytes_per_sequence(self) -> int:
@@ -197,7 +207,7 @@ class KVCache:
 
     def bytes_at(self, seq: int, batch: int) -> int:
         """The whole cache at seq x batch: rows for the tokens each kind keeps, plus the states."""
-        rows = sum(kind.bytes_per_token(self.format) * kind.tokens(seq) for kind in self.layers)
+        rows = sum(kind.bytes_at(seq, self.format) for kind in self.layers)
         return (rows + self.state_bytes_per_sequence) * batch
 
     @property
@@ -208,7 +218,8 @@ class KVCache:
     @property
     def unrolled_bytes(self) -> int:
         """What an engine that allocates `seq` positions for every layer, windows or not, holds."""
-        return self.bytes_per_token * self.seq * self.batch + self.state_bytes
+        rows = sum(kind.bytes_at(self.seq, self.format, rolling=False) for kind in self.layers)
+        return rows * self.batch + self.state_bytes
 
     @property
     def expanded_bytes(self) -> int | None:

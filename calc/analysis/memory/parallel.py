@@ -37,6 +37,8 @@ REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "mlp_act
               "router_scale", "router_expert_scale", "altup_scale", "altup_correct", "altup_predict", "altup_router",
               "laurel_left", "laurel_right", "ple_gate", "ple_proj", "per_layer_projection", "altup_in", "altup_out",
               "kda_f_a", "kda_g_a",  # KDA's gate bottlenecks: vLLM's ReplicatedLinear
+              # DeepSeek-V4: the one K = V head, its compressors and the hyper-connection mixes
+              "kv", "comp_kv", "comp_gate", "comp_bias", "idx_kv", "idx_gate", "idx_bias", "hc_attn", "hc_mlp", "hc_head",
               "layer_scale")  # InternViT's ls1/ls2: d-wide vectors on the all-reduced output (vLLM InternVisionEncoderLayer)
 EXPERTS = "experts_"
 FIRST_STAGE = ("token_embedding", "position_embedding", "embedding_norm", "project_in", "per_layer_embedding",
@@ -78,7 +80,7 @@ def validate_layout(spec: ModelSpec, layout: Layout, kv_heads: bool = False) -> 
     check_tp(spec, layout.tp, kv_heads)
     for name, block in spec.blocks.items():
         for state in block.cache(spec.d_model).states:
-            if layout.tp > 1 and state.heads % layout.tp:
+            if not state.splits(layout.tp):
                 raise GptcalcError(f"--tp {layout.tp}: does not divide the {state.heads} heads of {name}'s {state.name} state")
     if layout.pp > spec.n_layers:
         raise GptcalcError(f"--pp {layout.pp}: more stages than {spec.name}'s {spec.n_layers} layers")

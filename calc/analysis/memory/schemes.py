@@ -14,6 +14,9 @@ router where the scheme skips it) in 16 bits. Bits per matrix, with g the group 
     fp8-block   n x 8 + ceil(o/128) x ceil(i/128) x 32            fp32 scale per 128 x 128 block (DeepSeek-V3)
     mxfp4       n x 4 + ceil(i/32) x o x 8                        FP4 E2M1 + one E8M0 scale per 32 (gpt-oss experts)
     nvfp4       n x 4 + ceil(i/16) x o x 8 + 2 x 32               FP4 + FP8 E4M3 scale per 16, fp32 global and input scales
+    fp8-fp4     n x 8 + ceil(o/128) x ceil(i/128) x 8             DeepSeek-V4: FP8 with a UE8M0 scale per 128 x 128 block;
+                routed experts n x 4 + ceil(i/32) x o x 8         its experts FP4 with a UE8M0 scale per 32; compressors,
+                                                                  indexer kv, gate and weights BF16; fp32 rows below
 
 llama.cpp's mixes (every llama-quantize type: q2_k, q2_k_s, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, q8_0, iq1_s/m,
 iq2_xxs/xs/s/m, iq3_xxs/xs/s/m, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4_moe) and ollama's own (ollama_q4_k_m,
@@ -46,6 +49,8 @@ FP8 = "compressed-tensors / llm-compressor FP8 schemes (weight_scale per tensor 
 FP8_BLOCK = "DeepSeek-V3 config.json quantization_config weight_block_size [128, 128] (weight_scale_inv per block)"
 MX = "OCP Microscaling Formats (MX) v1.0; gpt-oss config.json quant_method mxfp4, modules_to_not_convert"
 NVFP4 = "NVIDIA ModelOpt NVFP4 (weight_scale FP8 per 16, weight_scale_2 and input_scale fp32)"
+DSV4 = ("DeepSeek-V4-Flash config.json quantization_config (fp8, weight_block_size [128, 128], scale_fmt ue8m0) and "
+        "expert_dtype fp4; dtypes as its safetensors store them (https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash)")
 G = 128  # the group size GPTQ and AWQ checkpoints use
 
 
@@ -64,11 +69,19 @@ class Scheme:
     keeps: str  # what stays 16-bit, in words
     source: str
     gguf: bool = False  # a llama.cpp mix: per-tensor types from llama_tensor_get_type (gguf.py)
+    expert_bits: Callable[[int, int], int] | None = None  # the routed experts stored another way (DeepSeek-V4's FP4)
+    kept: tuple[str, ...] = ()  # more matrices left in 16 bits (DeepSeek-V4's compressors)
+    fp32: tuple[str, ...] = ()  # rows stored in fp32 (DeepSeek-V4's hyper-connections, sinks, position biases)
 
     def quantises(self, name: str) -> bool:
         if self.experts_only:
             return name.startswith("experts_")
-        return self.router or name not in ("router", "shared_expert_gate")
+        return self.router or name not in ("router", "shared_expert_gate", *self.kept)
+
+    def matrix_bits(self, name: str, n_in: int, n_out: int) -> int:
+        """One quantised matrix, scales included: the experts' way where the scheme has one."""
+        bits = self.expert_bits if self.expert_bits is not None and name.startswith("experts_") else self.bits
+        return bits(n_in, n_out)
 
 
 SCHEMES: dict[str, Scheme] = {s.name: s for s in (
@@ -90,6 +103,12 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
            "everything but the routed experts (attention, router, embeddings, LM head)", MX),
     Scheme("nvfp4", lambda i, o: i * o * 4 + _c(i, 16) * o * 8 + 64, False, False,
            "embeddings, LM head, norms, biases, router", NVFP4),
+    Scheme("fp8-fp4", lambda i, o: i * o * 8 + _c(o, 128) * _c(i, 128) * 8, False, False,
+           "embeddings, LM head, norms, router, compressors and the indexer's kv, gate and weights in 16 bits; "
+           "hyper-connections, sinks and position biases in fp32", DSV4,
+           expert_bits=lambda i, o: i * o * 4 + _c(i, 32) * o * 8,
+           kept=("comp_kv", "comp_gate", "idx_kv", "idx_gate", "idx_weights"),
+           fp32=("hc_attn", "hc_mlp", "hc_head", "attn_sinks", "comp_bias", "idx_bias")),
     *(Scheme(mix, lambda i, o: 0, False, False, "norms and biases F32, router F16, LM head Q6_K (Q8_0 in Q8_0 and "
              "MXFP4_MOE files, Q5_K in IQ1 / IQ2 / IQ3_XXS ones), attn_v and ffn_down with more bits on some layers",
              OLLAMA if mix.startswith("ollama_") else GGUF_SOURCE, True) for mix in MIXES),
@@ -110,7 +129,7 @@ def scheme_bits(spec: ModelSpec, breakdown: Breakdown, scheme: Scheme) -> dict[s
     """Bits per parameter of every component under `scheme` (exact: total bits / parameters)."""
     if scheme.gguf:
         return _per_param(gguf_bits(spec, breakdown, scheme.name), breakdown)
-    bits = {name: KEPT_BITS * n for name, n in breakdown.components.items()}
+    bits = {name: (32 if name in scheme.fp32 else KEPT_BITS) * n for name, n in breakdown.components.items()}
     copies = {name: block for name, (block, _) in spec.shared_blocks().items()}
     kinds = [(block, spec.blocks[block.name]) for block in breakdown.blocks]
     for block, part in [*kinds, *((copy, copies[copy.name]) for copy in breakdown.shared)]:
@@ -118,7 +137,7 @@ def scheme_bits(spec: ModelSpec, breakdown: Breakdown, scheme: Scheme) -> dict[s
             if not scheme.quantises(name) or name not in block.per_layer:
                 continue
             out = block.per_layer[name] // (i * count)
-            bits[name] += block.layers * (count * scheme.bits(i, out) - KEPT_BITS * block.per_layer[name])
+            bits[name] += block.layers * (count * scheme.matrix_bits(name, i, out) - KEPT_BITS * block.per_layer[name])
     return _per_param(bits, breakdown)
 
 
@@ -145,6 +164,8 @@ def stored_scheme(config: object) -> str | None:
     bits = config.get("bits")
     if method in ("mxfp4", "nvfp4"):
         return method
+    if method == "fp8" and config.get("expert_dtype") == "fp4" and config.get("scale_fmt") == "ue8m0":
+        return "fp8-fp4"  # DeepSeek-V4
     if method == "fp8":
         return "fp8-block" if config.get("weight_block_size") else "fp8"
     if method in ("gptq", "awq") and bits == 4:

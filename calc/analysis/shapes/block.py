@@ -4,6 +4,7 @@ of mixers (Falcon-H1) gives each member's steps in turn, all reading the same no
 residual add of their summed outputs.
 
     sequential:  [attn_in] attention [attn_out] + x  ->  [mlp_in] MLP [mlp_out] + x
+    hyper:       mix n copies -> [attn_in] attention -> write copies -> mix -> [mlp_in] MLP -> write (DeepSeek-V4)
     parallel:    [attn_in] attention [attn_out]  and  [mlp_in] MLP [mlp_out], both on x, added to x together
     post-LN:     attention + x -> attn_in norm  ->  MLP + x -> mlp_in norm
 """
@@ -11,6 +12,7 @@ residual add of their summed outputs.
 from __future__ import annotations
 
 from calc.analysis.shapes.attention import attention_steps
+from calc.analysis.shapes.compressed import compressed_steps, hyper_mix, hyper_write
 from calc.analysis.shapes.core import Dims, Rows, Step
 from calc.analysis.shapes.mla import cache_note, mla_steps
 from calc.analysis.shapes.mlp import mlp_steps
@@ -26,6 +28,7 @@ __all__ = ["block_notes", "block_steps"]
 
 # Each token mixer's steps and what the residual add calls it, by the part's kind.
 MIXERS = {"attention": (attention_steps, "attention"), "mla": (mla_steps, "attention"),
+          "compressed_attention": (compressed_steps, "attention"),
           "mamba": (mamba_steps, "Mamba"), "mamba2": (mamba2_steps, "Mamba2"), "gated_deltanet": (deltanet_steps, "DeltaNet"), "kda": (kda_steps, "KDA"),
           "lightning": (lightning_steps, "lightning attention"),
           "short_conv": (short_conv_steps, "short conv")}
@@ -85,6 +88,11 @@ def _pair_steps(d: Dims, block: Block, rows: Rows, out: str, shortcut: Rows | No
         return [*norm("attn_in"), *attention, *norm("attn_out"), *norm("mlp_in"), *mlp, *norm("mlp_out"), add_both]
     if block.post_ln:
         return [*attention, add_attention, *norm("attn_in"), *mlp, add_mlp, *norm("mlp_in")]
+    if block.hyper is not None:  # DeepSeek-V4: the copies mixed before each sublayer, written back after it
+        n = block.hyper.streams
+        return [*hyper_mix(d, "hc_attn", n, rows), *norm("attn_in"), *attention,
+                hyper_write(d, "hc_attn", n, f"attention's change into every copy"),
+                *hyper_mix(d, "hc_mlp", n, rows), *norm("mlp_in"), *mlp, hyper_write(d, "hc_mlp", n, out)]
     return [*norm("attn_in"), *attention, *norm("attn_out"), *([add_attention] if a else []),
             *norm("mlp_in"), *mlp, *norm("mlp_out"), *([add_mlp] if m else [])]
 

@@ -100,7 +100,7 @@ def _positions_inside(spec: ModelSpec) -> str:
 def head_steps(spec: ModelSpec, d: Dims) -> list[Step]:
     """Final norm, the last position, (project_out,) the LM head, (soft-capping,) softmax, the next token."""
     rows = Rows(spec.head.params(spec.vocab_size, spec.d_model, spec.embedding.proj_dim))
-    steps = _altup_out(spec, d)
+    steps = _altup_out(spec, d) + _hyper_head(spec, d, rows)
     if spec.final_norm is not None:
         params = spec.final_norm.params(spec.d_model)
         steps.append(norm_step(d, spec.final_norm, "final_norm", "final norm", d.hidden, params))
@@ -126,6 +126,18 @@ def _altup_out(spec: ModelSpec, d: Dims) -> list[Step]:
     return [d.step("altup_out", "AltUp: the streams back to one", d.hidden, (d.shape("n-1", "B", d.new, "d_model"),),
                    d.shape("d_model", "d_model"), params, 2 * prod(d.hidden.sizes) * spec.d_model * (n - 1),
                    note=f"{n - 1} d_model × d_model projections, rescaled, then the mean of the {n} streams")]
+
+
+def _hyper_head(spec: ModelSpec, d: Dims, rows: Rows) -> list[Step]:
+    """DeepSeek-V4: the residual's n copies collapsed once more (weights from their flattened rows)."""
+    if spec.head.hyper is None:
+        return []
+    n = spec.head.hyper.streams
+    d = d.named(n=n, **{"n·d_model": n * spec.d_model})
+    flat = d.shape("B", d.new, "n·d_model")
+    return [d.linear("hc_head", "hyper-connection head ·W_hc: collapse the copies", flat, d.shape("n·d_model", "n"),
+                     d.hidden, rows.take("hc_head"),
+                     f"n = {n} weights per token from the flattened copies, then their weighted sum")]
 
 
 def _logits(spec: ModelSpec, d: Dims, last: Shape, rows: Rows) -> list[Step]:

@@ -46,7 +46,8 @@ from typing import Any
 
 from calc.analysis.train.loss import LOSSES, Loss
 from calc.errors import GptcalcError
-from calc.parts import MLA, MLP, Attention, GatedDeltaNet, KimiDeltaAttention, LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv
+from calc.parts import (MLA, MLP, Attention, CompressedAttention, GatedDeltaNet, HyperConnections, KimiDeltaAttention,
+                        LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv)
 from calc.parts.shared import Shared
 from calc.spec.model import Block, ModelSpec
 
@@ -183,13 +184,55 @@ def _short_conv(c: ShortConv, n: int, d: int, act: int) -> list[Term]:
             Term("in_proj output, B·x, conv output, C·conv", 6 * n * d, act, "sp")]
 
 
+def _compressed(a: CompressedAttention, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
+    """DeepSeek-V4's attention, as transformers' eager forward keeps it: the Q latent (as MLA's), Q at
+    every head with its weightless norm, the one K = V head (normed; expanded to every head for the
+    explicit matmuls), each compressor's kv and gate projections, pooled entries and norm, the
+    indexer's queries and scores, P over the window's keys and the entries plus the sink column, and
+    the grouped output's two inputs. Not yet checked with saved-tensor hooks: the torch reference
+    does not build this mixer."""
+    n, h, c, r = b * s, a.n_heads, a.head_dim, a.q_lora_rank
+    entries = s // a.ratio if a.ratio else 0
+    seen = min(s, a.window) + (min(a.indexer.topk, entries) if a.indexer else entries)
+    expanded = recompute == "none" and not flash
+    terms = [Term("attention input (normed x)", n * d, act, "sp"),
+             Term("Q latent: norm and up-projection input", 3 * n * r + n, act, "sp"),
+             Term("Q (every head) and its weightless norm", 3 * n * h * c + n * h, act, "tp"),
+             Term(f"K = V (one head; {'expanded to every head' if expanded else 'once'}) and its norm",
+                  3 * n * c + n + (2 * n * h * c if expanded else 0), act, "tp" if expanded else "")]
+    for what, series, width in ([("compressor", a.series, c)] if a.ratio else []) +             ([("indexer", 2, a.indexer.head_dim)] if a.indexer else []):
+        terms.append(Term(f"{what}: kv and gate, softmax, pooled entries and norm",
+                          3 * n * series * width + b * entries * (3 * width + 1), act, ""))
+    if a.indexer:
+        i = a.indexer
+        terms.append(Term("indexer: queries, head weights, scores", n * i.n_heads * (i.head_dim + 1 + 2 * entries),
+                          act, ""))
+    core = [] if recompute == "selective" else         [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")] if flash else         [Term("softmax output P (with the sink column)", b * h * s * (seen + 1), act, "tp")]
+    return [*terms, *core, Term("heads' output and the grouped output's middle (W_o_a's and W_o_b's inputs)",
+                                n * h * c + n * a.o_groups * a.o_lora_rank, act, "tp")]
+
+
+def _hyper(hyper: HyperConnections, n: int, d: int, act: int) -> list[Term]:
+    """Each sublayer's mix (DeepSeek-V4): the copies flattened and RMS-normed in fp32 (input, rsqrt,
+    normed), the mixing weights, and the copies the collapse and the write-back read. Not yet checked
+    with saved-tensor hooks."""
+    k, mixes = hyper.streams, (2 + hyper.streams) * hyper.streams
+    return [Term("hyper-connections: the copies flattened and normed in fp32, the mixes (two sublayers)",
+                 2 * (2 * n * k * d + n + n * mixes), 4, "sp"),
+            Term("hyper-connections: the copies the collapse and the write-back read (two sublayers)",
+                 2 * 2 * n * k * d, act, "sp")]
+
+
 def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
     """What one layer's token mixer keeps, by the part's kind (attention and MLA share one rule)."""
     if a is None:
         return []
     recurrent = {"mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet, "kda": _kda,
                  "lightning": _lightning, "short_conv": _short_conv}.get(a.kind)
-    return recurrent(a, b * s, d, act) if recurrent else _attention(a, b, s, d, act, recompute, flash)
+    if recurrent:
+        return recurrent(a, b * s, d, act)
+    attention = _compressed if a.kind == "compressed_attention" else _attention
+    return attention(a, b, s, d, act, recompute, flash)
 
 
 def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
@@ -250,7 +293,8 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash)]  # a parallel group's each
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
     applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
-    return applied + [*norms, *mixers, *mlp] * block.pairs + shortcut
+    hyper = _hyper(block.hyper, n, d, act) if block.hyper is not None else []
+    return applied + [*hyper, *norms, *mixers, *mlp] * block.pairs + shortcut
 
 
 def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, loss: Loss = LOSSES["fp32"]) -> list[Term]:
