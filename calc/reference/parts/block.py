@@ -26,6 +26,7 @@ from calc.errors import GptcalcError
 from calc.reference.parts.attention import Attention
 from calc.reference.parts.base import Part, build_weights, place
 from calc.reference.parts.gated_deltanet import GatedDeltaNet
+from calc.reference.parts.kda import KimiDeltaAttention
 from calc.reference.parts.mamba import Mamba
 from calc.reference.parts.mamba2 import Mamba2
 from calc.reference.parts.mla import MLA
@@ -40,7 +41,8 @@ __all__ = ["MIXERS", "Layer", "make_norm"]
 
 # Each token mixer's torch module, by the part's kind (`Block.attention.kind`).
 MIXERS: dict[str, type[Part]] = {"attention": Attention, "mla": MLA, "mamba": Mamba, "mamba2": Mamba2,
-                                 "gated_deltanet": GatedDeltaNet, "short_conv": ShortConv, "parallel": Parallel}
+                                 "gated_deltanet": GatedDeltaNet, "kda": KimiDeltaAttention, "short_conv": ShortConv,
+                                 "parallel": Parallel}
 MIXER_ROLES = frozenset().union(*(mixer.ROLES for mixer in MIXERS.values()))
 NORM_ROLES = {"attn_in", "attn_out", "mlp_in", "mlp_out"}
 
@@ -104,7 +106,7 @@ class Layer(nn.Module):
         by_part = {"attn": mixer, "mlp": {r: s for r, s in slots.items() if r not in mixer and r not in norms}}
         parts: dict[str, Part] = {}
         if block.attention is not None:
-            if block.attention.kind not in MIXERS:  # KDA, lightning: counted, cached, shaped; no torch module yet
+            if block.attention.kind not in MIXERS:  # lightning: counted, cached, shaped; no torch module yet
                 raise GptcalcError(f"the torch reference does not implement the {block.attention.kind} mixer yet")
             _refuse_unbuilt(block)
             parts["attn"] = MIXERS[block.attention.kind].of(block, n_positions, lay)
