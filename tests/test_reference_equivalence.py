@@ -25,7 +25,7 @@ import pytest
 
 from click.testing import CliRunner
 
-from calc.arch import ADAPTERS, transformers_type
+from calc.arch import ADAPTERS, transformers_type, transformers_view
 from calc.cli import main
 from calc.errors import GptcalcError
 from oracle import spec_of
@@ -47,8 +47,8 @@ def random_model(data: dict):
     """transformers' model of a config mapping, random, its 1-D weights and buffers moved off their
     initial values."""
     transformers.logging.set_verbosity_error()
+    data = transformers_view(copy.deepcopy(data))  # minimax_m1: its own code's keys as transformers' MiniMax names them
     model_type = transformers_type(data, "test")  # kimi_k2: DeepseekV3 from the same keys
-    data = copy.deepcopy(data)
     data.pop("model_type")
     config = transformers.AutoConfig.for_model(model_type, **data)
     torch.manual_seed(0)
@@ -64,7 +64,7 @@ def transformers_model(model_type: str, path: Path):
     """transformers' tiny model of `model_type`, written to `path` by save_pretrained."""
     model = random_model(tiny_config(model_type))
     model.save_pretrained(path)
-    if model_type != model.config.model_type:  # an alias: its config.json says kimi_k2, as the Hub's does
+    if model_type != model.config.model_type:  # an alias: its config.json says kimi_k2 (minimax_m1), as the Hub's does
         config = json.loads((path / "config.json").read_text())
         (path / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
     return model

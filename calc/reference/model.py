@@ -118,6 +118,7 @@ class Context:
     cache: KVCache | None
     trace: Trace
     layer: int = 0
+    n_layers: int = 1  # the stack's depth: MiniMax's lightning decays depend on layer / (n_layers - 1)
     selected: torch.Tensor | None = None  # the last DSA indexer's choice [B, T, keys], for GLM-5's shared layers
 
 
@@ -210,7 +211,8 @@ class Decoder(nn.Module):
         past = cache.length if cache is not None else 0
         if past + T > self.spec.n_positions:
             raise ValueError(f"{past + T} positions exceed n_positions={self.spec.n_positions}")
-        ctx = Context(torch.arange(past, past + T, device=input_ids.device), cache, trace)
+        ctx = Context(torch.arange(past, past + T, device=input_ids.device), cache, trace,
+                      n_layers=self.spec.n_layers)
         trace("token_ids", input_ids)
         x = self.embed(input_ids, ctx.positions, trace)
         for ctx.layer, layer in enumerate(self.layers[0]):

@@ -22,11 +22,21 @@ from calc.parts.cache import CacheSpec
 from calc.parts.parallel import Member, Parallel
 from calc.towers import Tower
 
-__all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "is_flat", "spec_from_dict"]
+__all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "NormedResidual", "is_flat", "spec_from_dict"]
 
 NormPosition = Literal["attn_in", "attn_out", "mlp_in", "mlp_out"]
 Mixer = Attention | MLA | Mamba | Mamba2 | GatedDeltaNet | KimiDeltaAttention | LightningAttention | ShortConv | Parallel
 NORM_COMPONENTS = {"attn_in": "attn_norm", "attn_out": "attn_post_norm", "mlp_in": "mlp_norm", "mlp_out": "mlp_post_norm"}
+
+
+class NormedResidual(Part):
+    """MiniMax's residual adds (MiniMaxDecoderLayer): the residual is the sublayer's normed input, not
+    its raw input, and both sides are scaled: x = alpha·norm(x) + beta·f(norm(x)), one (alpha, beta)
+    for the mixer and one for the MLP (the config's *_alpha_factor and *_beta_factor). Scalars: they
+    change no count, cache or shape, only what the torch reference computes."""
+
+    mixer: tuple[float, float] = Field(default=(1.0, 1.0), strict=False)
+    mlp: tuple[float, float] = Field(default=(1.0, 1.0), strict=False)
 
 
 class Block(Part):
@@ -62,6 +72,7 @@ class Block(Part):
     residual_scale: float | None = Field(default=None, strict=False)  # Granite: each sublayer's output times this
     pairs: int = Field(default=1, gt=0)  # the mixer + MLP pair, in sequence, this many times (LongCat-Flash: 2)
     shortcut: MLP | MoE | None = Field(default=None, discriminator="kind")  # LongCat-Flash's shortcut-connected MoE
+    normed_residual: NormedResidual | None = None  # MiniMax: each add starts from the normed input, both sides scaled
 
     @model_validator(mode="before")
     @classmethod
@@ -104,6 +115,11 @@ class Block(Part):
             raise ValueError("shortcut: a MoE beside a dense MLP (an MLP of the same kind would share its rows)")
         if self.pairs > 1 and (self.parallel or self.post_ln):
             raise ValueError("pairs: repeats a sequential pre-norm mixer + MLP pair")
+        if self.normed_residual is not None and (self.parallel or self.post_ln or self.pairs > 1 or self.shortcut
+                                                 or self.residual_scale is not None
+                                                 or not set(self.norms) <= {"attn_in", "mlp_in"}):
+            raise ValueError("normed_residual: one sequential mixer + MLP pair with input norms only (attn_in, mlp_in), "
+                             "scaled by its own factors")
         return self
 
     def mixers(self) -> tuple[Member, ...]:

@@ -4,7 +4,8 @@ Sequential pre-norm: x + mixer(norm(x)), then x + mlp(norm(x)); an `attn_out` / 
 normalises the sublayer's output before the add (Gemma-2/3's sandwich, OLMo-2); `post_ln` moves
 the two input norms after each add (OPT-350m); `parallel`: x + attn(norm(x)) + mlp(norm'(x)), with
 one shared norm or two (GPT-J, NeoX, Falcon, Phi-2, Cohere); `residual_scale` multiplies each
-sublayer's output (Granite). A layer without a mixer or without an MLP (Mamba2's, Nemotron-H's)
+sublayer's output (Granite); `normed_residual` (MiniMax) adds alpha·norm(x) + beta·f(norm(x)), the
+residual taken after the norm. A layer without a mixer or without an MLP (Mamba2's, Nemotron-H's)
 skips that half, its residual add included. A layer of several pairs (LongCat-Flash) runs them in
 sequence, each pair's modules at its own paths; its shortcut reads the first MLP's normed input and
 is added at the end.
@@ -27,6 +28,7 @@ from calc.reference.parts.attention import Attention
 from calc.reference.parts.base import Part, build_weights, place
 from calc.reference.parts.gated_deltanet import GatedDeltaNet
 from calc.reference.parts.kda import KimiDeltaAttention
+from calc.reference.parts.lightning import Lightning
 from calc.reference.parts.mamba import Mamba
 from calc.reference.parts.mamba2 import Mamba2
 from calc.reference.parts.mla import MLA
@@ -41,8 +43,8 @@ __all__ = ["MIXERS", "Layer", "make_norm"]
 
 # Each token mixer's torch module, by the part's kind (`Block.attention.kind`).
 MIXERS: dict[str, type[Part]] = {"attention": Attention, "mla": MLA, "mamba": Mamba, "mamba2": Mamba2,
-                                 "gated_deltanet": GatedDeltaNet, "kda": KimiDeltaAttention, "short_conv": ShortConv,
-                                 "parallel": Parallel}
+                                 "gated_deltanet": GatedDeltaNet, "kda": KimiDeltaAttention, "lightning": Lightning,
+                                 "short_conv": ShortConv, "parallel": Parallel}
 MIXER_ROLES = frozenset().union(*(mixer.ROLES for mixer in MIXERS.values()))
 NORM_ROLES = {"attn_in", "attn_out", "mlp_in", "mlp_out"}
 
@@ -106,8 +108,6 @@ class Layer(nn.Module):
         by_part = {"attn": mixer, "mlp": {r: s for r, s in slots.items() if r not in mixer and r not in norms}}
         parts: dict[str, Part] = {}
         if block.attention is not None:
-            if block.attention.kind not in MIXERS:  # lightning: counted, cached, shaped; no torch module yet
-                raise GptcalcError(f"the torch reference does not implement the {block.attention.kind} mixer yet")
             _refuse_unbuilt(block)
             parts["attn"] = MIXERS[block.attention.kind].of(block, n_positions, lay)
         if block.mlp is not None:
@@ -163,7 +163,12 @@ class Layer(nn.Module):
                 trace(f"{name}_residual", x)
                 x = self._norm(first, x, trace)
                 continue
-            x = x + self._norm(last, part(self._norm(first, x, trace), ctx), trace) * scale  # (B, T, d)
+            h = self._norm(first, x, trace)
+            if b.normed_residual is not None:  # MiniMax: alpha·norm(x) + beta·f(norm(x))
+                alpha, beta = b.normed_residual.mixer if name == "attn" else b.normed_residual.mlp
+                x = h * alpha + part(h, ctx) * beta
+            else:
+                x = x + self._norm(last, part(h, ctx), trace) * scale  # (B, T, d)
             trace(f"{name}_residual", x)
         return x
 
