@@ -206,7 +206,7 @@ def test_verify_checkpoint_and_load_pass(pair: tuple) -> None:
 
 @pytest.mark.parametrize(("model_type", "change", "named"), [
     ("phimoe", {"num_experts_per_tok": 3}, "'sparsemixer' with top_k 3"),
-    ("llama", {"rope_scaling": {"rope_type": "proportional", "factor": 2.0}}, "rope scaling type 'proportional'"),
+    ("llama", {"rope_scaling": {"rope_type": "mrope", "factor": 2.0}}, "rope scaling type 'mrope'"),
     ("llama", {"rope_scaling": {"rope_type": "linear", "factor": 2.0, "extra": 1}}, "rope scaling linear: 'extra'"),
 ])
 def test_unimplemented_options_are_refused_by_name(model_type: str, change: dict, named: str) -> None:

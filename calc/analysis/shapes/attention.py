@@ -13,7 +13,7 @@ from calc.analysis.shapes.core import Dims, Rows, Shape, Step, matmul_flops, sof
 from calc.analysis.shapes.norm import norm_step
 from calc.parts import MLA, Attention, QKNorm
 
-__all__ = ["attend", "attention_steps", "cache_step", "key_lengths"]
+__all__ = ["attend", "attention_steps", "cache_step", "key_lengths", "per_layer_input_steps"]
 
 
 def attention_steps(d: Dims, a: Attention, rows: Rows) -> list[Step]:
@@ -36,9 +36,9 @@ def attention_steps(d: Dims, a: Attention, rows: Rows) -> list[Step]:
 
 
 def augment_steps(d: Dims, a: Attention, rows: Rows) -> list[Step]:
-    """Gemma-3n's AltUp and LAuReL and the per-layer input sublayer (Gemma-3n, Gemma-4), shown after
-    attention: AltUp's prediction before the layer and its correction after it, LAuReL beside
-    attention, the per-layer input after the MLP."""
+    """Gemma-3n's AltUp and LAuReL, shown after attention: AltUp's prediction before the layer and its
+    correction after it, LAuReL beside attention. The per-layer input comes after the MLP
+    (`per_layer_input_steps`)."""
     g = a.augment
     if g is None:
         return []
@@ -70,17 +70,23 @@ def augment_steps(d: Dims, a: Attention, rows: Rows) -> list[Step]:
                      rows.take("laurel_right", "laurel_norm"),
                      "added to attention's output, the sum times 1/√2"),
         ]
-    if g.per_layer_input:
-        d = d.named(p=g.per_layer_input)
-        narrow = d.shape("B", d.new, "p")
-        steps += [
-            d.linear("ple_gate", "per-layer input gate ·W_gate, act, × this layer's embedding slice", x,
-                     d.shape("d_model", "p"), narrow, rows.take("ple_gate"),
-                     "after the MLP: its output gated by the layer's own per-layer embedding"),
-            d.linear("ple_proj", "per-layer input projection ·W_proj (normed, added)", narrow, d.shape("p", "d_model"),
-                     x, rows.take("ple_proj", "ple_norm"), "back to d_model, RMS-normed, added to the stream"),
-        ]
     return steps
+
+
+def per_layer_input_steps(d: Dims, a: Attention | None, rows: Rows) -> list[Step]:
+    """Gemma-3n's and Gemma-4's per-layer input sublayer, after the MLP's residual add."""
+    g = getattr(a, "augment", None)
+    if g is None or not g.per_layer_input:
+        return []
+    d = d.named(p=g.per_layer_input)
+    x, narrow = d.hidden, d.shape("B", d.new, "p")
+    return [
+        d.linear("ple_gate", "per-layer input gate ·W_gate, act, × this layer's embedding slice", x,
+                 d.shape("d_model", "p"), narrow, rows.take("ple_gate"),
+                 "after the MLP: its output gated by the layer's own per-layer embedding"),
+        d.linear("ple_proj", "per-layer input projection ·W_proj (normed, added)", narrow, d.shape("p", "d_model"),
+                 x, rows.take("ple_proj", "ple_norm"), "back to d_model, RMS-normed, added to the stream"),
+    ]
 
 
 def _v(a: Attention) -> str:

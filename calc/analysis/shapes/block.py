@@ -10,7 +10,7 @@ residual add of their summed outputs.
 
 from __future__ import annotations
 
-from calc.analysis.shapes.attention import attention_steps
+from calc.analysis.shapes.attention import attention_steps, per_layer_input_steps
 from calc.analysis.shapes.core import Dims, Rows, Step
 from calc.analysis.shapes.mla import cache_note, mla_steps
 from calc.analysis.shapes.mlp import mlp_steps
@@ -84,7 +84,7 @@ def _pair_steps(d: Dims, block: Block, rows: Rows, out: str, shortcut: Rows | No
     if block.post_ln:
         return [*attention, add_attention, *norm("attn_in"), *mlp, add_mlp, *norm("mlp_in")]
     return [*norm("attn_in"), *attention, *norm("attn_out"), *([add_attention] if a else []),
-            *norm("mlp_in"), *mlp, *norm("mlp_out"), *([add_mlp] if m else [])]
+            *norm("mlp_in"), *mlp, *norm("mlp_out"), *([add_mlp] if m else []), *per_layer_input_steps(d, a, rows)]
 
 
 def block_notes(block: Block, name: str) -> list[str]:

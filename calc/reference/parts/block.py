@@ -32,7 +32,7 @@ from calc.reference.parts.lightning import Lightning
 from calc.reference.parts.mamba import Mamba
 from calc.reference.parts.mamba2 import Mamba2
 from calc.reference.parts.mla import MLA
-from calc.reference.parts.mlp import MLP
+from calc.reference.parts.mlp import ACTIVATIONS, MLP
 from calc.reference.parts.moe import MoE
 from calc.reference.parts.norm import Norm
 from calc.reference.parts.parallel import Parallel
@@ -74,24 +74,29 @@ def _home(slots: dict[str, Slot]) -> str:
     return ".".join(p for p in common if p)
 
 
-# Options counted, cached and shaped, not yet computed by the reference (Gemma-3n, Gemma-4), by name.
-_UNBUILT = (("attention", "v_norm", "a V-norm"), ("attention", "kv_shared", "K and V shared between layers"),
-            ("attention", "k_eq_v", "values equal to keys"), ("attention", "augment", "AltUp, LAuReL or per-layer inputs"),
-            ("mlp", "sparsity", "activation sparsity"), ("mlp", "shared_norms", "a MoE beside its MLP"),
-            ("mlp", "router_scale", "a scaled router"))
+# Options counted, cached and shaped, not yet computed by the reference (Gemma-3n's), by name.
+_UNBUILT = (("attention", "augment", "altup_inputs", "AltUp"), ("attention", "augment", "laurel_rank", "LAuReL"),
+            ("mlp", "sparsity", None, "activation sparsity"))
+# What a layer holds itself, beside its sublayers: the per-layer input sublayer after the MLP (Gemma-3n,
+# Gemma-4) and Gemma-4's layer_scalar (a buffer its output is multiplied by).
+LAYER_ROLES = {"ple_gate", "ple_proj", "ple_norm", "layer_scalar"}
 
 
 def _refuse_unbuilt(block: Block) -> None:
-    for part, field, what in _UNBUILT:
-        if getattr(getattr(block, part), field, None):
-            raise GptcalcError(f"the torch reference does not implement {what} ({part} {field}) yet")
+    for part, field, option, what in _UNBUILT:
+        value = getattr(getattr(block, part), field, None)
+        if option is not None:
+            value = getattr(value, option, None)
+        if value:
+            raise GptcalcError(f"the torch reference does not implement {what} ({part} {option or field}) yet")
 
 
 class Layer(nn.Module):
     def __init__(self, block: Block, slots: dict[str, Slot], lay: dict[str, Any], n_positions: int) -> None:
         super().__init__()
         self.block = block
-        pairs, shortcut = _groups(block, slots)
+        own = {r: s for r, s in slots.items() if _base(r) in LAYER_ROLES}
+        pairs, shortcut = _groups(block, {r: s for r, s in slots.items() if r not in own})
         # each pair's parts and norms; the first pair's are `parts` and `norms`, what tests look up
         self.pairs = [self._pair(block, group, lay, n_positions, f"{i}" if len(pairs) > 1 else "")
                       for i, group in enumerate(pairs)]
@@ -99,6 +104,9 @@ class Layer(nn.Module):
         if block.shortcut is not None:  # with the first pair, whose MLP input it reads
             self.parts["shortcut"] = self._attach(_mlp_part(block.shortcut, lay), shortcut, lay, "shortcut")
         self.roles = {"attn_norm": "attn_in", "mlp_norm": "mlp_in"}
+        self.own = build_weights(self, own, make_norm(lambda role: block.norm), False)
+        # the per-layer input's activation: the config's hidden_activation, the MLP's (the spec has no other)
+        self.ple_act = ACTIVATIONS[block.mlp.activation] if "ple_gate" in self.own else None
 
     def _pair(self, block: Block, slots: dict[str, Slot], lay: dict[str, Any], n_positions: int,
               tag: str) -> tuple[dict[str, Part], dict[str, Any]]:
@@ -111,7 +119,7 @@ class Layer(nn.Module):
             _refuse_unbuilt(block)
             parts["attn"] = MIXERS[block.attention.kind].of(block, n_positions, lay)
         if block.mlp is not None:
-            parts["mlp"] = _mlp_part(block.mlp, lay)
+            parts["mlp"] = _mlp_part(block.mlp, lay, block.norm)
         for name, part in parts.items():
             self._attach(part, by_part[name], lay, name + tag)
         built = build_weights(self, norms, make_norm(lambda role: block.norm), lay.get("conv1d", False))
@@ -142,6 +150,17 @@ class Layer(nn.Module):
         return y
 
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
+        x = self._sublayers(x, ctx)
+        if "ple_gate" in self.own:  # Gemma's per-layer input: x + norm(W_proj(act(W_gate x) · this layer's slice))
+            h = self.ple_act(self.own["ple_gate"](x)) * ctx.per_layer[:, :, ctx.layer]  # (B, T, p)
+            ctx.trace("ple_gate", h)
+            h = self.own["ple_proj"](h)
+            ctx.trace("ple_proj", h)
+            x = x + self.own["ple_norm"](h)
+        scalar = self.own.tensor("layer_scalar")
+        return x if scalar is None else x * scalar
+
+    def _sublayers(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         b, trace = self.block, ctx.trace
         if len(self.pairs) > 1 or "shortcut" in self.parts:
             return self._sequence(x, ctx)
@@ -163,6 +182,7 @@ class Layer(nn.Module):
                 trace(f"{name}_residual", x)
                 x = self._norm(first, x, trace)
                 continue
+            ctx.residual = x  # Gemma-4's router and experts read the stream before the MLP's norm
             h = self._norm(first, x, trace)
             if b.normed_residual is not None:  # MiniMax: alpha·norm(x) + beta·f(norm(x))
                 alpha, beta = b.normed_residual.mixer if name == "attn" else b.normed_residual.mlp
@@ -194,8 +214,8 @@ class Layer(nn.Module):
         return x
 
 
-def _mlp_part(spec: Any, lay: dict[str, Any]) -> Part:
-    return MoE(spec, lay.get("experts_order", "out_in")) if spec.kind == "moe" else MLP(spec)
+def _mlp_part(spec: Any, lay: dict[str, Any], norm: Any = None) -> Part:
+    return MoE(spec, lay.get("experts_order", "out_in"), norm) if spec.kind == "moe" else MLP(spec)
 
 
 def _groups(block: Block, slots: dict[str, Slot]) -> tuple[list[dict[str, Slot]], dict[str, Slot]]:
