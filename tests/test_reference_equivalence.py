@@ -29,7 +29,7 @@ from calc.arch import ADAPTERS, transformers_type, transformers_view
 from calc.cli import main
 from calc.errors import GptcalcError
 from oracle import spec_of
-from tiny_models import NO_CAUSAL_LM, NO_TORCH_YET, UNREAD_ROWS, VOCAB, as_published, tiny_config
+from tiny_models import NO_CAUSAL_LM, UNREAD_ROWS, VOCAB, as_published, tiny_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -70,7 +70,7 @@ def transformers_model(model_type: str, path: Path):
     return model
 
 
-@pytest.fixture(scope="module", params=sorted(set(ADAPTERS) - NO_TORCH_YET - NO_CAUSAL_LM))
+@pytest.fixture(scope="module", params=sorted(set(ADAPTERS) - NO_CAUSAL_LM))
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """(model_type, transformers' model, its save_pretrained directory, our model loaded from it)."""
     path = tmp_path_factory.mktemp(request.param)
@@ -213,10 +213,3 @@ def test_unimplemented_options_are_refused_by_name(model_type: str, change: dict
     """An option the reference does not compute is an error naming it, never silently ignored."""
     with pytest.raises(GptcalcError, match=named):
         build(spec_of({**tiny_config(model_type), **change}), device="meta")
-
-
-@pytest.mark.parametrize("model_type", sorted(NO_TORCH_YET))
-def test_reference_refuses_what_it_lacks(model_type: str) -> None:
-    """Until its mechanism has a torch module, building the reference is one named refusal, not a crash."""
-    with pytest.raises(GptcalcError, match="the torch reference does not implement"):
-        build(spec_of(tiny_config(model_type)))

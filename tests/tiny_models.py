@@ -246,14 +246,9 @@ def tiny_config(model_type: str) -> dict[str, Any]:
     return {"model_type": model_type, **TINY[model_type]}
 
 
-# Model types whose mechanism the torch reference does not build yet (Gemma-3n's AltUp, LAuReL and activation
-# sparsity): verify refuses them by name (tests/test_reference_equivalence.py checks
-# the refusal), while count, kvcache and the header check cover them (tests/test_hybrids.py, tests/test_gemma_ple.py).
 # Model types transformers builds no causal LM for: their language model and head are compared inside the
 # multimodal model around them (tests/test_step3p7.py; tests/oracle.py WRAPPED for counts).
 NO_CAUSAL_LM = {"step3p5"}
-
-NO_TORCH_YET = {"gemma3n_text"}
 
 
 # Model types whose transformers model holds rows its published checkpoints do not (never read by its forward).

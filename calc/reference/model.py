@@ -39,6 +39,7 @@ from torch import nn
 
 from calc.checkpoint.names import Slot, TensorTable, tensor_table
 from calc.parts.norm import Norm as NormSpec
+from calc.reference.parts import augment
 from calc.reference.parts.base import Trace, build_weights, initialise, no_trace, place
 from calc.reference.parts.block import Layer, make_norm
 from calc.reference.parts.norm import Norm
@@ -144,6 +145,9 @@ class Decoder(nn.Module):
             self.weights.setdefault("final_norm", Norm(spec.final_norm, ()))
         self.roles = {"token_embedding": "embed", "position_embedding": "positions", "final_norm": "final_norm"}
         self.layers = [layers]  # a plain list: the ModuleList is registered once, at its Hugging Face path
+        n = spec.embedding.altup_inputs or 1  # Gemma-3n's AltUp: projections into and out of n - 1 streams
+        self.altup = ([self.weights[f"altup_in.{i}"] for i in range(1, n)],
+                      [self.weights[f"altup_out.{i}"] for i in range(1, n)]) if n > 1 else None
         if "lm_head" not in self.weights and "lm_head" not in self._modules:
             self.lm_head = None
         if not self.lm_head_weight().is_meta:
@@ -197,6 +201,7 @@ class Decoder(nn.Module):
         if p is None:
             return None
         w, (B, T) = self.weights, ids.shape
+        ids = torch.where(ids < p.vocab_size, ids, 0)  # Gemma-3n: ids past its table read row 0
         rows = w["embed_per_layer"](ids) * torch.tensor(math.sqrt(p.width), dtype=x.dtype)  # (B, T, L·p)
         trace("per_layer_embedding", rows)
         projected = w["per_layer_projection"](x) * self.spec.d_model ** -0.5
@@ -236,8 +241,14 @@ class Decoder(nn.Module):
         trace("token_ids", input_ids)
         x = self.embed(input_ids, ctx.positions, trace)
         ctx.per_layer = self.per_layer_inputs(input_ids, x, trace)
+        if self.altup:  # Gemma-3n: the stream as n streams [n, B, T, d] through the stack
+            x = augment.streams_in(x, self.altup[0])
+            trace("altup_in", x)
         for ctx.layer, layer in enumerate(self.layers[0]):
             x = layer(x, ctx)  # (B, T, d)
+        if self.altup:
+            x = augment.streams_out(x, self.altup[1])
+            trace("altup_out", x)
         return self.head(x, trace)
 
     def _accept_hf_names(self, state_dict: dict, prefix: str, *_: object) -> None:

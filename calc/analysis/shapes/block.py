@@ -10,7 +10,7 @@ residual add of their summed outputs.
 
 from __future__ import annotations
 
-from calc.analysis.shapes.attention import attention_steps, per_layer_input_steps
+from calc.analysis.shapes.attention import attention_steps, augment_steps
 from calc.analysis.shapes.core import Dims, Rows, Step
 from calc.analysis.shapes.mla import cache_note, mla_steps
 from calc.analysis.shapes.mlp import mlp_steps
@@ -83,8 +83,9 @@ def _pair_steps(d: Dims, block: Block, rows: Rows, out: str, shortcut: Rows | No
         return [*norm("attn_in"), *attention, *norm("attn_out"), *norm("mlp_in"), *mlp, *norm("mlp_out"), add_both]
     if block.post_ln:
         return [*attention, add_attention, *norm("attn_in"), *mlp, add_mlp, *norm("mlp_in")]
-    return [*norm("attn_in"), *attention, *norm("attn_out"), *([add_attention] if a else []),
-            *norm("mlp_in"), *mlp, *norm("mlp_out"), *([add_mlp] if m else []), *per_layer_input_steps(d, a, rows)]
+    before, beside, after = augment_steps(d, a, rows)  # Gemma-3n's AltUp and LAuReL, Gemma's per-layer input
+    return [*before, *norm("attn_in"), *beside, *attention, *norm("attn_out"), *([add_attention] if a else []),
+            *norm("mlp_in"), *mlp, *norm("mlp_out"), *([add_mlp] if m else []), *after]
 
 
 def block_notes(block: Block, name: str) -> list[str]:

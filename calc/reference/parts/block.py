@@ -17,13 +17,14 @@ roles are its own (`ROLES`), which sorts a layer's tensors between the mixer and
 from __future__ import annotations
 
 from dataclasses import replace
+import math
 from typing import Any
 
 import torch
 from torch import nn
 
 from calc.checkpoint.names import Slot
-from calc.errors import GptcalcError
+from calc.reference.parts import augment
 from calc.reference.parts.attention import Attention
 from calc.reference.parts.base import Part, build_weights, place
 from calc.reference.parts.gated_deltanet import GatedDeltaNet
@@ -74,28 +75,17 @@ def _home(slots: dict[str, Slot]) -> str:
     return ".".join(p for p in common if p)
 
 
-# Options counted, cached and shaped, not yet computed by the reference (Gemma-3n's), by name.
-_UNBUILT = (("attention", "augment", "altup_inputs", "AltUp"), ("attention", "augment", "laurel_rank", "LAuReL"),
-            ("mlp", "sparsity", None, "activation sparsity"))
 # What a layer holds itself, beside its sublayers: the per-layer input sublayer after the MLP (Gemma-3n,
-# Gemma-4) and Gemma-4's layer_scalar (a buffer its output is multiplied by).
+# Gemma-4), Gemma-4's layer_scalar (a buffer its output is multiplied by) and, by prefix, Gemma-3n's
+# AltUp and LAuReL.
 LAYER_ROLES = {"ple_gate", "ple_proj", "ple_norm", "layer_scalar"}
-
-
-def _refuse_unbuilt(block: Block) -> None:
-    for part, field, option, what in _UNBUILT:
-        value = getattr(getattr(block, part), field, None)
-        if option is not None:
-            value = getattr(value, option, None)
-        if value:
-            raise GptcalcError(f"the torch reference does not implement {what} ({part} {option or field}) yet")
 
 
 class Layer(nn.Module):
     def __init__(self, block: Block, slots: dict[str, Slot], lay: dict[str, Any], n_positions: int) -> None:
         super().__init__()
         self.block = block
-        own = {r: s for r, s in slots.items() if _base(r) in LAYER_ROLES}
+        own = {r: s for r, s in slots.items() if _base(r) in LAYER_ROLES or r.startswith(("altup.", "laurel."))}
         pairs, shortcut = _groups(block, {r: s for r, s in slots.items() if r not in own})
         # each pair's parts and norms; the first pair's are `parts` and `norms`, what tests look up
         self.pairs = [self._pair(block, group, lay, n_positions, f"{i}" if len(pairs) > 1 else "")
@@ -116,7 +106,6 @@ class Layer(nn.Module):
         by_part = {"attn": mixer, "mlp": {r: s for r, s in slots.items() if r not in mixer and r not in norms}}
         parts: dict[str, Part] = {}
         if block.attention is not None:
-            _refuse_unbuilt(block)
             parts["attn"] = MIXERS[block.attention.kind].of(block, n_positions, lay)
         if block.mlp is not None:
             parts["mlp"] = _mlp_part(block.mlp, lay, block.norm)
@@ -150,15 +139,43 @@ class Layer(nn.Module):
         return y
 
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
+        if "altup.predict" in self.own:
+            return self._alternating(x, ctx)
         x = self._sublayers(x, ctx)
-        if "ple_gate" in self.own:  # Gemma's per-layer input: x + norm(W_proj(act(W_gate x) · this layer's slice))
-            h = self.ple_act(self.own["ple_gate"](x)) * ctx.per_layer[:, :, ctx.layer]  # (B, T, p)
-            ctx.trace("ple_gate", h)
-            h = self.own["ple_proj"](h)
-            ctx.trace("ple_proj", h)
-            x = x + self.own["ple_norm"](h)
+        if "ple_gate" in self.own:
+            x = x + self._per_layer_input(x, ctx)
         scalar = self.own.tensor("layer_scalar")
         return x if scalar is None else x * scalar
+
+    def _per_layer_input(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
+        """Gemma's per-layer input sublayer: norm(W_proj(act(W_gate x) · this layer's slice)), [B, T, d]."""
+        h = self.ple_act(self.own["ple_gate"](x)) * ctx.per_layer[:, :, ctx.layer]  # (B, T, p)
+        ctx.trace("ple_gate", h)
+        h = self.own["ple_proj"](h)
+        ctx.trace("ple_proj", h)
+        return self.own["ple_norm"](h)
+
+    def _alternating(self, streams: torch.Tensor, ctx: Any) -> torch.Tensor:
+        """Gemma-3n's layer (Gemma3nTextDecoderLayer) on AltUp's streams [n, B, T, d]: the sandwich-normed
+        attention and MLP run on prediction 0, LAuReL beside attention ((a + attn + laurel) / √2 is
+        the residual), the correction spreads the change to every stream, and the per-layer input of
+        the corrected stream 0 (times correct_output_scale) is added to the other streams."""
+        w, trace = self.own, ctx.trace
+        predictions = augment.predict(w, streams, trace)
+        a = predictions[0]
+        h = self._norm("attn_in", a, trace)
+        beside = augment.laurel(w, h, trace) if "laurel.left" in w else None
+        x = a + self._norm("attn_out", self.parts["attn"](h, ctx), trace)
+        x = x if beside is None else (x + beside) / math.sqrt(2)
+        trace("attn_residual", x)
+        x = x + self._norm("mlp_out", self.parts["mlp"](self._norm("mlp_in", x, trace), ctx), trace)
+        trace("mlp_residual", x)
+        corrected = augment.correct(w, predictions, x, trace)
+        if "ple_gate" not in w:
+            return corrected
+        scale = w.tensor("altup.scale")
+        first = (corrected[0].type_as(scale) * scale).type_as(corrected)
+        return torch.cat((corrected[:1], corrected[1:] + self._per_layer_input(first, ctx)))
 
     def _sublayers(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         b, trace = self.block, ctx.trace
