@@ -143,6 +143,9 @@ ROPE_SCALINGS = [
                           "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.5], "long_factor": [2.0, 4.0]}}),
     # source: microsoft/Phi-3.5-MoE-instruct: short_mscale and long_mscale (tests/tiny_models.py's phimoe)
     ("longrope", "phimoe", {}),
+    # source: transformers' Gemma4TextConfig (configuration_gemma4.py __post_init__): its full_attention layers'
+    # default rope_parameters, proportional with partial_rotary_factor 0.25 (tests/tiny_models.py's gemma4_text)
+    ("proportional", "gemma4_text", {}),
     # source: presets/llama-3.1-8b.yaml, tests/configs/model_types/exaone4.json, llama4.json (Llama-4-Scout)
     ("llama3", "llama", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                           "high_freq_factor": 4.0, "original_max_position_embeddings": 8}}),
@@ -189,7 +192,8 @@ def test_checkpoint_header_recognises_every_tensor(pair: tuple) -> None:
 
 
 def test_verify_checkpoint_and_load_pass(pair: tuple) -> None:
-    """The user-facing proof: `gptcalc verify --checkpoint DIR --load` agrees three ways and loads strictly.
+    """The user-facing proof: `gptcalc verify --checkpoint DIR --load` agrees three ways, loads strictly and
+    compares its logits with transformers' own model of the config.json (MiniMax-M1's read as MiniMax's).
     LongCat-Flash's transformers model holds zero-expert gate/up rows its checkpoint does not (as_published):
     verify says so, those two components and nothing else, and its logits still agree on the same weights."""
     model_type, _, path, _ = pair
@@ -197,6 +201,7 @@ def test_verify_checkpoint_and_load_pass(pair: tuple) -> None:
     if model_type not in UNREAD_ROWS:
         assert result.exit_code == 0, result.output
         assert "all agree" in result.output and "strict=True" in result.output
+        assert "max |logit difference|" in result.output, result.output  # transformers' own model built and run
         return
     disagree = {line.split("(")[-1].split(")")[0] for line in result.output.splitlines()
                 if line.endswith("✗ │") and "(" in line}
