@@ -38,6 +38,7 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 from calc.checkpoint.report import read_checkpoint  # noqa: E402
 from calc.reference.model import build  # noqa: E402
 from calc.reference.parts.rope import scaling_type  # noqa: E402
+from calc.spec.model import spec_from_dict  # noqa: E402
 
 ATOL = 1e-4  # float32; the differences seen are ~1e-7 (summation order)
 IDS = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(1))
@@ -218,3 +219,14 @@ def test_unimplemented_options_are_refused_by_name(model_type: str, change: dict
     """An option the reference does not compute is an error naming it, never silently ignored."""
     with pytest.raises(GptcalcError, match=named):
         build(spec_of({**tiny_config(model_type), **change}), device="meta")
+
+
+def test_laurel_outside_altup_is_refused() -> None:
+    """LAuReL without AltUp's streams is no layer transformers builds (Gemma3nTextDecoderLayer has both):
+    refused by name, not computed as if it were absent."""
+    data = spec_of(tiny_config("gemma3n_text")).model_dump()
+    data["embedding"]["altup_inputs"] = None
+    for block in data["blocks"].values():
+        block["attention"]["augment"]["altup_inputs"] = None
+    with pytest.raises(GptcalcError, match="LAuReL"):
+        build(spec_from_dict(data, "laurel-alone"), device="meta")

@@ -16,14 +16,15 @@ roles are its own (`ROLES`), which sorts a layer's tensors between the mixer and
 
 from __future__ import annotations
 
-from dataclasses import replace
 import math
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import nn
 
 from calc.checkpoint.names import Slot
+from calc.errors import GptcalcError
 from calc.reference.parts import augment
 from calc.reference.parts.attention import Attention
 from calc.reference.parts.base import Part, build_weights, place
@@ -95,6 +96,9 @@ class Layer(nn.Module):
             self.parts["shortcut"] = self._attach(_mlp_part(block.shortcut, lay), shortcut, lay, "shortcut")
         self.roles = {"attn_norm": "attn_in", "mlp_norm": "mlp_in"}
         self.own = build_weights(self, own, make_norm(lambda role: block.norm), False)
+        if "laurel.left" in self.own and "altup.predict" not in self.own:
+            raise GptcalcError("the torch reference computes LAuReL (laurel_rank) only in Gemma-3n's AltUp layer "
+                               "(altup_inputs), as transformers builds it")
         # the per-layer input's activation: the config's hidden_activation, the MLP's (the spec has no other)
         self.ple_act = ACTIVATIONS[block.mlp.activation] if "ple_gate" in self.own else None
 
