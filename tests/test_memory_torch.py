@@ -149,11 +149,12 @@ def test_mla_latent_cache_holds_the_formula() -> None:
 # --- the reference's own rolling cache, layer kind by layer kind --------------------------------
 
 
-@pytest.mark.parametrize("model_type", ["gemma2", "gemma3_text", "gpt_oss"])
+@pytest.mark.parametrize("model_type", ["gemma2", "gemma3_text", "gpt_oss", "gemma3n_text", "gemma4_text"])
 def test_reference_cache_rolls_as_the_formula_counts(model_type: str) -> None:
     """Tiny stacks mixing sliding-window (5) and full layers, decoded to T = 9 > window: the reference's
     own cache tensors hold, per layer kind, exactly the formula's bytes (fp32 = torch.float32), the
-    windowed layers min(T, window) positions, the full ones all T; no hidden storage behind them."""
+    windowed layers min(T, window) positions, the full ones all T; no hidden storage behind them.
+    Gemma-3n's and Gemma-4's KV-shared layers (their last two) keep nothing: the whole cache is the formula's total."""
     spec, batch, prompt, steps = spec_of(tiny_config(model_type)), 2, 3, 6
     seq = prompt + steps
     cache, _ = run_cache(spec, "fp32", batch, prompt, steps)
@@ -171,10 +172,11 @@ def test_reference_cache_rolls_as_the_formula_counts(model_type: str) -> None:
     assert cache.nbytes == formula.total_bytes < formula.unrolled_bytes
 
 
-@pytest.mark.parametrize("model_type", ["gemma2", "gpt_oss"])
+@pytest.mark.parametrize("model_type", ["gemma2", "gpt_oss", "gemma3n_text", "gemma4_text"])
 def test_chunks_after_the_cache_rolled_equal_one_full_pass(model_type: str) -> None:
     """A 7-token prompt (the window, 5, already rolled), then chunks of 3 and 1 tokens: each chunk's
-    queries read the rolled keys from their own window on, and the logits equal one 11-token pass."""
+    queries read the rolled keys from their own window on (Gemma-3n's and Gemma-4's KV-shared layers
+    the keys their source layer kept), and the logits equal one 11-token pass."""
     spec = spec_of(tiny_config(model_type))
     cache = _chunks_equal_one_pass(spec, ((0, 7), (7, 10), (10, 11)))
     assert cache.nbytes == kv_cache(spec, 11, 2, "fp32").total_bytes

@@ -25,7 +25,7 @@ import pytest
 
 from click.testing import CliRunner
 
-from calc.arch import ADAPTERS, transformers_type
+from calc.arch import ADAPTERS, transformers_type, transformers_view
 from calc.cli import main
 from calc.errors import GptcalcError
 from oracle import spec_of
@@ -38,6 +38,7 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 from calc.checkpoint.report import read_checkpoint  # noqa: E402
 from calc.reference.model import build  # noqa: E402
 from calc.reference.parts.rope import scaling_type  # noqa: E402
+from calc.spec.model import spec_from_dict  # noqa: E402
 
 ATOL = 1e-4  # float32; the differences seen are ~1e-7 (summation order)
 IDS = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(1))
@@ -47,8 +48,8 @@ def random_model(data: dict):
     """transformers' model of a config mapping, random, its 1-D weights and buffers moved off their
     initial values."""
     transformers.logging.set_verbosity_error()
+    data = transformers_view(copy.deepcopy(data))  # minimax_m1: its own code's keys as transformers' MiniMax names them
     model_type = transformers_type(data, "test")  # kimi_k2: DeepseekV3 from the same keys
-    data = copy.deepcopy(data)
     data.pop("model_type")
     config = transformers.AutoConfig.for_model(model_type, **data)
     torch.manual_seed(0)
@@ -64,7 +65,7 @@ def transformers_model(model_type: str, path: Path):
     """transformers' tiny model of `model_type`, written to `path` by save_pretrained."""
     model = random_model(tiny_config(model_type))
     model.save_pretrained(path)
-    if model_type != model.config.model_type:  # an alias: its config.json says kimi_k2, as the Hub's does
+    if model_type != model.config.model_type:  # an alias: its config.json says kimi_k2 (minimax_m1), as the Hub's does
         config = json.loads((path / "config.json").read_text())
         (path / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
     return model
@@ -143,6 +144,9 @@ ROPE_SCALINGS = [
                           "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.5], "long_factor": [2.0, 4.0]}}),
     # source: microsoft/Phi-3.5-MoE-instruct: short_mscale and long_mscale (tests/tiny_models.py's phimoe)
     ("longrope", "phimoe", {}),
+    # source: transformers' Gemma4TextConfig (configuration_gemma4.py __post_init__): its full_attention layers'
+    # default rope_parameters, proportional with partial_rotary_factor 0.25 (tests/tiny_models.py's gemma4_text)
+    ("proportional", "gemma4_text", {}),
     # source: presets/llama-3.1-8b.yaml, tests/configs/model_types/exaone4.json, llama4.json (Llama-4-Scout)
     ("llama3", "llama", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                           "high_freq_factor": 4.0, "original_max_position_embeddings": 8}}),
@@ -189,7 +193,8 @@ def test_checkpoint_header_recognises_every_tensor(pair: tuple) -> None:
 
 
 def test_verify_checkpoint_and_load_pass(pair: tuple) -> None:
-    """The user-facing proof: `gptcalc verify --checkpoint DIR --load` agrees three ways and loads strictly.
+    """The user-facing proof: `gptcalc verify --checkpoint DIR --load` agrees three ways, loads strictly and
+    compares its logits with transformers' own model of the config.json (MiniMax-M1's read as MiniMax's).
     LongCat-Flash's transformers model holds zero-expert gate/up rows its checkpoint does not (as_published):
     verify says so, those two components and nothing else, and its logits still agree on the same weights."""
     model_type, _, path, _ = pair
@@ -197,6 +202,7 @@ def test_verify_checkpoint_and_load_pass(pair: tuple) -> None:
     if model_type not in UNREAD_ROWS:
         assert result.exit_code == 0, result.output
         assert "all agree" in result.output and "strict=True" in result.output
+        assert "max |logit difference|" in result.output, result.output  # transformers' own model built and run
         return
     disagree = {line.split("(")[-1].split(")")[0] for line in result.output.splitlines()
                 if line.endswith("✗ │") and "(" in line}
@@ -206,13 +212,24 @@ def test_verify_checkpoint_and_load_pass(pair: tuple) -> None:
 
 @pytest.mark.parametrize(("model_type", "change", "named"), [
     ("phimoe", {"num_experts_per_tok": 3}, "'sparsemixer' with top_k 3"),
-    ("llama", {"rope_scaling": {"rope_type": "proportional", "factor": 2.0}}, "rope scaling type 'proportional'"),
+    ("llama", {"rope_scaling": {"rope_type": "mrope", "factor": 2.0}}, "rope scaling type 'mrope'"),
     ("llama", {"rope_scaling": {"rope_type": "linear", "factor": 2.0, "extra": 1}}, "rope scaling linear: 'extra'"),
 ])
 def test_unimplemented_options_are_refused_by_name(model_type: str, change: dict, named: str) -> None:
     """An option the reference does not compute is an error naming it, never silently ignored."""
     with pytest.raises(GptcalcError, match=named):
         build(spec_of({**tiny_config(model_type), **change}), device="meta")
+
+
+def test_laurel_outside_altup_is_refused() -> None:
+    """LAuReL without AltUp's streams is no layer transformers builds (Gemma3nTextDecoderLayer has both):
+    refused by name, not computed as if it were absent."""
+    data = spec_of(tiny_config("gemma3n_text")).model_dump()
+    data["embedding"]["altup_inputs"] = None
+    for block in data["blocks"].values():
+        block["attention"]["augment"]["altup_inputs"] = None
+    with pytest.raises(GptcalcError, match="LAuReL"):
+        build(spec_from_dict(data, "laurel-alone"), device="meta")
 
 
 @pytest.mark.parametrize("model_type", sorted(NO_TORCH_YET))

@@ -132,6 +132,9 @@ def test_layer_counts_of_a_range_are_the_layers_counted_one_by_one(runs: list[tu
                                                                                "top_k": 3, "d_ff": 8},
                            "norm": {"kind": "rmsnorm"}}}}, "layered: blocks.block.mlp: Value error, top_k=3 is more"),
     ({"final_norm": {"kind": "rmsnorm", "bias": True}}, "layered: final_norm: an RMSNorm has no bias"),
+    ({"blocks": {"block": {"attention": {"n_heads": 4, "head_dim": 16}, "mlp": {"d_ff": 8}, "norm": {"kind": "rmsnorm"},
+                           "norms": ["attn_in", "attn_out", "mlp_in"], "normed_residual": {"mixer": [1.5, 1.0]}}}},
+     "layered: blocks.block: Value error, normed_residual: one sequential mixer + MLP pair with input norms only"),
 ])
 def test_layered_errors_name_the_path(change: dict, message: str) -> None:
     data = {**spec_from_dict({**TINY, "family": "llama"}, "tiny").model_dump(), **change}

@@ -215,17 +215,20 @@ TINY: dict[str, dict[str, Any]] = {
                     "linear_attn_config": {"num_heads": 2, "head_dim": 8, "short_conv_kernel_size": 3,
                                            "full_attn_layers": [2], "kda_layers": [1, 3, 4]}},
     # lightning attention on layers 1 and 3, softmax attention (half-rotary) on 2; blocks of 4 positions,
-    # shorter than the tests' sequences; residual factors other than 1.
+    # shorter than the tests' sequences; residual factors other than 1, each its own (a swap changes the logits).
     "minimax": {**_COMMON, "num_hidden_layers": 3, "head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2,
                 "intermediate_size": 16, "block_size": 4,
                 "layer_types": ["linear_attention", "full_attention", "linear_attention"],
                 "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
-                "full_attn_alpha_factor": 1.5, "linear_attn_alpha_factor": 1.5, "mlp_alpha_factor": 1.5},
+                "full_attn_alpha_factor": 1.5, "linear_attn_alpha_factor": 1.25, "mlp_alpha_factor": 1.75,
+                "full_attn_beta_factor": 0.75, "linear_attn_beta_factor": 0.5, "mlp_beta_factor": 1.25},
     # MiniMax-M1's own keys (attn_type_list, rotary_dim, layernorm_*_alpha), as its config.json writes them.
     "minimax_m1": {**_COMMON, "num_hidden_layers": 3, "head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2,
                    "intermediate_size": 16, "attn_type_list": [0, 1, 0], "rotary_dim": 4, "rope_theta": 10000.0,
-                   "layernorm_full_attention_alpha": 1.5, "layernorm_linear_attention_alpha": 1.5,
-                   "layernorm_mlp_alpha": 1.5, "shared_intermediate_size": 0, "postnorm": True},
+                   "layernorm_full_attention_alpha": 1.5, "layernorm_linear_attention_alpha": 1.25,
+                   "layernorm_mlp_alpha": 1.75, "layernorm_full_attention_beta": 0.75,
+                   "layernorm_linear_attention_beta": 0.5, "layernorm_mlp_beta": 1.25, "shared_intermediate_size": 0,
+                   "postnorm": True},
     # OLMo-3's attention on layer 2 (QK-norm, output norms), gated DeltaNet under input norms on 1 and 3,
     # beta doubled (linear_allow_neg_eigval), the gated norm's eps 1e-5 beside rms_norm_eps 1e-6. Values as
     # wide as keys in all (4 heads of 4): transformers' save_pretrained cuts the q, k, v conv into three equal
@@ -260,16 +263,14 @@ def tiny_config(model_type: str) -> dict[str, Any]:
     return {"model_type": model_type, **TINY[model_type]}
 
 
-# Model types whose mechanism the torch reference does not build yet (Kimi Delta Attention, MiniMax's lightning
-# attention, DeepSeek-V4's compressed attention and hyper-connections, Zamba2's shared blocks, Gemma-3n's and Gemma-4's
-# V-norm, shared K/V, AltUp, LAuReL, per-layer inputs and MoE beside the MLP): verify refuses them by name
-# (tests/test_reference_equivalence.py checks
-# the refusal), while count, kvcache and the header check cover them (tests/test_hybrids.py, tests/test_gemma_ple.py).
+# Model types whose mechanism the torch reference does not build yet (DeepSeek-V4's compressed attention and
+# hyper-connections, Zamba2's shared blocks): verify refuses them by name (tests/test_reference_equivalence.py checks
+# the refusal), while count, kvcache and the header check cover them (tests/test_deepseek_v4.py, tests/test_zamba2.py).
 # Model types transformers builds no causal LM for: their language model and head are compared inside the
 # multimodal model around them (tests/test_step3p7.py; tests/oracle.py WRAPPED for counts).
 NO_CAUSAL_LM = {"step3p5"}
 
-NO_TORCH_YET = {"kimi_linear", "minimax", "minimax_m1", "gemma3n_text", "gemma4_text", "zamba2", "deepseek_v4"}
+NO_TORCH_YET = {"zamba2", "deepseek_v4"}
 
 
 # Model types whose transformers model holds rows its published checkpoints do not (never read by its forward).

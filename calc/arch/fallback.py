@@ -69,8 +69,9 @@ def transformers_model(config: dict[str, Any], device: str = "meta", text_only: 
     import torch
     import transformers
 
-    from calc.arch import transformers_type
+    from calc.arch import transformers_type, transformers_view
 
+    config = transformers_view(config)  # minimax_m1: its own code's keys as transformers' MiniMax names them
     _check_sizes(config, origin)
     data = _special_floats(_without_remote_code(config))
     data.pop("model_type", None)

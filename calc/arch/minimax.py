@@ -5,8 +5,8 @@
   attention, no biases, `head_dim` wide heads); left out, every other layer from the first is full
   (MiniMaxConfig.__post_init__). The MLP is Mixtral's MoE (softmax router, top `num_experts_per_tok`
   of `num_local_experts` SwiGLU experts, renormalised). Each sublayer's residual is scaled
-  (residual·alpha + output·beta, `*_alpha_factor` / `*_beta_factor`) and taken after its norm:
-  scalars that change no count and no cache.
+  (residual·alpha + output·beta, `*_alpha_factor` / `*_beta_factor`) and taken after its norm (the
+  block's `normed_residual`): scalars that change no count and no cache.
 - minimax_m1 (the original release's config.json for its own code, MiniMaxM1ForCausalLM): the same
   model written in that code's keys, read here as transformers reads the converted checkpoints:
   `attn_type_list` (1 softmax, 0 lightning) for layer_types, `rotary_dim` for
@@ -52,8 +52,17 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
                                          q_bias=False, k_bias=False, v_bias=False, o_bias=False)}
     moe = experts(cfg, ("num_local_experts", "num_experts"), "intermediate_size")
     names = {"linear_attention": "lightning", "full_attention": "attention"}
-    blocks, layers = kind_stack(mixers, names, lambda kind: {"attention": parts[kind], "mlp": moe, "norm": rms})
+    blocks, layers = kind_stack(mixers, names, lambda kind: {"attention": parts[kind], "mlp": moe, "norm": rms,
+                                                             "normed_residual": _residual(cfg, kind)})
     return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+
+
+def _residual(cfg: Config, kind: str) -> dict[str, Any]:
+    """MiniMaxDecoderLayer's residual adds: from the normed input, times the layer kind's (alpha, beta)
+    around the mixer and the MLP's around the MLP (MiniMaxConfig's defaults: 1)."""
+    mixer = "linear_attn" if kind == "linear_attention" else "full_attn"
+    return {part: tuple(cfg.float(f"{prefix}_{factor}_factor", default=1.0) for factor in ("alpha", "beta"))
+            for part, prefix in (("mixer", mixer), ("mlp", "mlp"))}
 
 
 def transformers_data(data: dict[str, Any], error: Any = None) -> dict[str, Any]:

@@ -227,8 +227,7 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     "gemma4_text": {**LLAMA, **_SANDWICH, **_GEMMA_PLE, "router": "router.proj", "router_scale": "router.scale",
                     "router_expert_scale": "router.per_expert_scale", "experts": "experts", "shared": "mlp",
                     "experts_norm": "pre_feedforward_layernorm_2", "shared_post_norm": "post_feedforward_layernorm_1",
-                    "experts_post_norm": "post_feedforward_layernorm_2", "hub": {},
-                    "buffers": ("model.layers.{layer}.layer_scalar",)},
+                    "experts_post_norm": "post_feedforward_layernorm_2", "hub": {}, "layer_scalar": "layer_scalar"},
     **{t: {**LLAMA, "attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"}
        for t in ("olmo2", "olmo3", "exaone4")},
     "glm4": {**LLAMA, "attn_out": "post_self_attn_layernorm", "mlp_in": "post_attention_layernorm",

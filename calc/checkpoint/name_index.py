@@ -169,7 +169,7 @@ def _template(layers: str, name: str) -> str:
 
 
 def _expected(slot: Slot | None) -> tuple[int, ...] | None:
-    return slot.shape if slot is not None and slot.init != "buffer" else None
+    return slot.shape if slot is not None and slot.kind != "buffer" else None
 
 
 def _group(table: TensorTable, name: str, layers: list[int | None], slot: Slot, expected: tuple, flags: tuple[bool, bool],

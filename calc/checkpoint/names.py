@@ -175,7 +175,7 @@ class TensorTable:
         for layer in range(self.spec.n_layers):
             kind = self.spec.block_at(layer)
             for slot in tables[kind].values():
-                if slot.init == "buffer" and not buffers:
+                if slot.kind == "buffer" and not buffers:
                     continue
                 name = f"{self.layers}.{layer}.{slot.name}"
                 for expert in range(n_experts[kind]) if "{expert}" in name else (None,):

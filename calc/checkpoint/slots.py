@@ -431,6 +431,8 @@ def _pair_slots(lay: dict[str, Any], block: Block, d: int, hub: bool) -> dict[st
         _mlp(s, block.mlp, d, container=(lay.get("hub") or {}).get("mlp") if hub else None)
     for position in (p for p in positions if p == "mlp_out"):
         s.norm(position, block.norm, d, targets[position], norm_path[position])
+    if "layer_scalar" in lay:  # Gemma-4: each layer's output times a stored one-element buffer (1 when built)
+        s.add("layer_scalar", lay["layer_scalar"], (1,), None, init="ones", kind="buffer")
     return s.slots
 
 

@@ -4,8 +4,8 @@ Every tensor is created from `calc.checkpoint.names.tensor_table(spec)`, so para
 model_type's Hugging Face names (`model.layers.3.self_attn.q_proj.weight`, GPT-2's
 `transformer.h.3.attn.c_attn.weight`, transformers 5's fused `mlp.experts.gate_up_proj`) and a
 checkpoint saved by transformers loads with `load_state_dict(strict=True)`. The computation lives
-with each part kind (`calc.reference.parts`: attention, mla, mamba2, gated_deltanet, short_conv,
-mlp, moe, norm, rope, block); this module adds the embedding (scaled by √d for Gemma, by a
+with each part kind (`calc.reference.parts`: attention, mla, mamba2, gated_deltanet, kda,
+lightning, short_conv, mlp, moe, norm, rope, block); this module adds the embedding (scaled by √d for Gemma, by a
 multiplier for Granite, learned positions offset by 2 for OPT, BLOOM's embedding norm, OPT-350m's
 projections), the stack of layers, the final norm and the head (its bias, Cohere's and Granite's
 logit scale, Gemma-2's soft-cap).
@@ -22,15 +22,15 @@ first use). Each layer is its own set of modules (every parameter keeps its own 
 no layer is shared between identical ones): about 2 ms per layer on a loaded 2-core machine, so
 DeepSeek-V3's 61 layers build in about 0.3 s and a 1,000-layer spec in under 2 s. The causal mask
 is computed from positions each forward pass, never stored; a sliding-window layer's KV cache
-rolls (`KVCache`: at most `window` positions kept), a Mamba2, DeltaNet or short-conv layer keeps
-fixed-size states instead.
+rolls (`KVCache`: at most `window` positions kept), a Mamba2, DeltaNet, KDA, lightning or short-conv
+layer keeps fixed-size states instead, and a Gemma KV-shared layer keeps nothing.
 """
 
 from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Iterator
 
 import torch
@@ -39,6 +39,7 @@ from torch import nn
 
 from calc.checkpoint.names import Slot, TensorTable, tensor_table
 from calc.parts.norm import Norm as NormSpec
+from calc.reference.parts import augment
 from calc.reference.parts.base import Trace, build_weights, initialise, no_trace, place
 from calc.reference.parts.block import Layer, make_norm
 from calc.reference.parts.norm import Norm
@@ -55,8 +56,8 @@ class KVCache:
     [B, 1, kept, qk_rope_head_dim]. They grow by concatenation, never preallocated. A full attention
     (or MLA) layer keeps all T positions; a sliding-window layer a rolling buffer of the last
     min(T, window), as `gptcalc kvcache` counts it; so `nbytes` is the real cost of each.
-    A Mamba2, gated DeltaNet or short-conv layer keeps `states[i]` instead: its conv window (the
-    last kernel - 1 inputs) and its recurrent state, replaced at every step and the same size
+    A Mamba2, gated DeltaNet, KDA or short-conv layer keeps `states[i]` instead: its conv window (the
+    last kernel - 1 inputs) and its recurrent state (lightning attention: the state alone), replaced at every step and the same size
     whatever T (the mixer's `CacheSpec.states`). A layer without a token mixer keeps nothing.
     Every dict is keyed by layer index.
     """
@@ -118,7 +119,13 @@ class Context:
     cache: KVCache | None
     trace: Trace
     layer: int = 0
+    n_layers: int = 1  # the stack's depth: MiniMax's lightning decays depend on layer / (n_layers - 1)
     selected: torch.Tensor | None = None  # the last DSA indexer's choice [B, T, keys], for GLM-5's shared layers
+    # each attention kind's (by window) last new and visible keys and values and the first visible position:
+    # what Gemma-3n's and Gemma-4's KV-shared layers attend to
+    shared_kv: dict = field(default_factory=dict)
+    per_layer: torch.Tensor | None = None  # Gemma's per-layer inputs [B, T, n_layers, p]; layer i reads [:, :, i]
+    residual: torch.Tensor | None = None  # the stream before the MLP's norm (Gemma-4's router and experts read it)
 
 
 class Decoder(nn.Module):
@@ -138,6 +145,9 @@ class Decoder(nn.Module):
             self.weights.setdefault("final_norm", Norm(spec.final_norm, ()))
         self.roles = {"token_embedding": "embed", "position_embedding": "positions", "final_norm": "final_norm"}
         self.layers = [layers]  # a plain list: the ModuleList is registered once, at its Hugging Face path
+        n = spec.embedding.altup_inputs or 1  # Gemma-3n's AltUp: projections into and out of n - 1 streams
+        self.altup = ([self.weights[f"altup_in.{i}"] for i in range(1, n)],
+                      [self.weights[f"altup_out.{i}"] for i in range(1, n)]) if n > 1 else None
         if "lm_head" not in self.weights and "lm_head" not in self._modules:
             self.lm_head = None
         if not self.lm_head_weight().is_meta:
@@ -183,6 +193,22 @@ class Decoder(nn.Module):
             trace("embedding_norm", x)
         return x
 
+    def per_layer_inputs(self, ids: torch.Tensor, x: torch.Tensor, trace: Trace) -> torch.Tensor | None:
+        """Gemma's per-layer inputs [B, T, L, p] (Gemma4TextModel.get_per_layer_inputs and
+        project_per_layer_inputs): the per-layer table's rows times √p, plus the embeddings x projected
+        into the same L slices times d^-1/2 and RMS-normed per slice, the sum times 1/√2. None without."""
+        p = self.spec.embedding.per_layer
+        if p is None:
+            return None
+        w, (B, T) = self.weights, ids.shape
+        ids = torch.where(ids < p.vocab_size, ids, 0)  # Gemma-3n: ids past its table read row 0
+        rows = w["embed_per_layer"](ids) * torch.tensor(math.sqrt(p.width), dtype=x.dtype)  # (B, T, L·p)
+        trace("per_layer_embedding", rows)
+        projected = w["per_layer_projection"](x) * self.spec.d_model ** -0.5
+        projected = w["per_layer_projection_norm"](projected.view(B, T, p.n_layers, p.width))
+        trace("per_layer_projection", projected.view(B, T, -1))
+        return (projected + rows.view(B, T, p.n_layers, p.width)) * 2 ** -0.5
+
     def head(self, x: torch.Tensor, trace: Trace) -> torch.Tensor:
         s, w = self.spec, self.weights
         if "final_norm" in w:
@@ -210,11 +236,19 @@ class Decoder(nn.Module):
         past = cache.length if cache is not None else 0
         if past + T > self.spec.n_positions:
             raise ValueError(f"{past + T} positions exceed n_positions={self.spec.n_positions}")
-        ctx = Context(torch.arange(past, past + T, device=input_ids.device), cache, trace)
+        ctx = Context(torch.arange(past, past + T, device=input_ids.device), cache, trace,
+                      n_layers=self.spec.n_layers)
         trace("token_ids", input_ids)
         x = self.embed(input_ids, ctx.positions, trace)
+        ctx.per_layer = self.per_layer_inputs(input_ids, x, trace)
+        if self.altup:  # Gemma-3n: the stream as n streams [n, B, T, d] through the stack
+            x = augment.streams_in(x, self.altup[0])
+            trace("altup_in", x)
         for ctx.layer, layer in enumerate(self.layers[0]):
             x = layer(x, ctx)  # (B, T, d)
+        if self.altup:
+            x = augment.streams_out(x, self.altup[1])
+            trace("altup_out", x)
         return self.head(x, trace)
 
     def _accept_hf_names(self, state_dict: dict, prefix: str, *_: object) -> None:

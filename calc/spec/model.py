@@ -24,12 +24,22 @@ from calc.parts.parallel import Member, Parallel
 from calc.parts.shared import Shared, SharedBlock
 from calc.towers import Conformer, Tower
 
-__all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "is_flat", "spec_from_dict"]
+__all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "NormedResidual", "is_flat", "spec_from_dict"]
 
 NormPosition = Literal["attn_in", "attn_out", "mlp_in", "mlp_out"]
 Mixer = (Attention | MLA | CompressedAttention | Mamba | Mamba2 | GatedDeltaNet | KimiDeltaAttention | LightningAttention
          | ShortConv | Parallel)
 NORM_COMPONENTS = {"attn_in": "attn_norm", "attn_out": "attn_post_norm", "mlp_in": "mlp_norm", "mlp_out": "mlp_post_norm"}
+
+
+class NormedResidual(Part):
+    """MiniMax's residual adds (MiniMaxDecoderLayer): the residual is the sublayer's normed input, not
+    its raw input, and both sides are scaled: x = alpha·norm(x) + beta·f(norm(x)), one (alpha, beta)
+    for the mixer and one for the MLP (the config's *_alpha_factor and *_beta_factor). Scalars: they
+    change no count, cache or shape, only what the torch reference computes."""
+
+    mixer: tuple[float, float] = Field(default=(1.0, 1.0), strict=False)
+    mlp: tuple[float, float] = Field(default=(1.0, 1.0), strict=False)
 
 
 class Block(Part):
@@ -69,6 +79,7 @@ class Block(Part):
     shortcut: MLP | MoE | None = Field(default=None, discriminator="kind")  # LongCat-Flash's shortcut-connected MoE
     shared: Shared | None = None  # a stored block this layer applies before its own sublayers (Zamba2's hybrid layers)
     hyper: HyperConnections | None = None  # DeepSeek-V4's mHC: the residual as copies, mixed before each sublayer
+    normed_residual: NormedResidual | None = None  # MiniMax: each add starts from the normed input, both sides scaled
 
     @model_validator(mode="before")
     @classmethod
@@ -114,6 +125,11 @@ class Block(Part):
         if self.hyper is not None and (self.parallel or self.post_ln or self.pairs > 1 or self.shortcut is not None
                                        or self.attention is None or self.mlp is None):
             raise ValueError("hyper: mixes the residual copies before a mixer and an MLP, in sequence, once each")
+        if self.normed_residual is not None and (self.parallel or self.post_ln or self.pairs > 1 or self.shortcut
+                                                 or self.residual_scale is not None
+                                                 or not set(self.norms) <= {"attn_in", "mlp_in"}):
+            raise ValueError("normed_residual: one sequential mixer + MLP pair with input norms only (attn_in, mlp_in), "
+                             "scaled by its own factors")
         return self
 
     def mixers(self) -> tuple[Member, ...]:

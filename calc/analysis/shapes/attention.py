@@ -8,12 +8,13 @@ A sliding-window layer attends to at most `window` keys: its scores are [.., T, 
 from __future__ import annotations
 
 from math import prod
+from typing import Any
 
 from calc.analysis.shapes.core import Dims, Rows, Shape, Step, matmul_flops, softcap_note
 from calc.analysis.shapes.norm import norm_step
 from calc.parts import MLA, Attention, QKNorm
 
-__all__ = ["attend", "attention_steps", "cache_step", "key_lengths"]
+__all__ = ["attend", "attention_steps", "augment_steps", "cache_step", "key_lengths"]
 
 
 def attention_steps(d: Dims, a: Attention, rows: Rows, x_width: str = "d_model") -> list[Step]:
@@ -33,55 +34,72 @@ def attention_steps(d: Dims, a: Attention, rows: Rows, x_width: str = "d_model")
         steps.append(d.step("kv_groups", "KV heads shared by groups", d.shape("B", "h", held, "d_head"), (k_all,),
                             traced=False, note=groups))
     keys_t, values = d.shape("B", "h", "d_head", keys), d.shape("B", "h", keys, _v(a))
-    return steps + attend(d, a, rows, q_heads, keys_t, values) + augment_steps(d, a, rows)
+    return steps + attend(d, a, rows, q_heads, keys_t, values)
 
 
-def augment_steps(d: Dims, a: Attention, rows: Rows) -> list[Step]:
-    """Gemma-3n's AltUp and LAuReL and the per-layer input sublayer (Gemma-3n, Gemma-4), shown after
-    attention: AltUp's prediction before the layer and its correction after it, LAuReL beside
-    attention, the per-layer input after the MLP."""
-    g = a.augment
+def augment_steps(d: Dims, a: Attention | None, rows: Rows) -> tuple[list[Step], list[Step], list[Step]]:
+    """What Gemma-3n and Gemma-4 add around a layer, in the order it runs (Gemma3nTextDecoderLayer):
+    (before the layer: AltUp's router and prediction; on the normed input, before attention: LAuReL;
+    after the MLP's residual add: AltUp's correction, then the per-layer input)."""
+    g = getattr(a, "augment", None)
     if g is None:
+        return [], [], []
+    before, after = _altup_steps(d, g, rows)
+    beside = _laurel_steps(d, g, rows) if g.laurel_rank else []
+    return before, beside, after + per_layer_input_steps(d, a, rows)
+
+
+def _altup_steps(d: Dims, g: Any, rows: Rows) -> tuple[list[Step], list[Step]]:
+    """AltUp's (router and prediction, correction), or nothing."""
+    if not g.altup_inputs:
+        return [], []
+    x, n = d.hidden, g.altup_inputs
+    d = d.named(n=n, **{"n·n": n * n, "1": 1})
+    coefs, streams = d.shape("B", d.new, "n·n"), d.shape("n", "B", d.new, "d_model")
+    predict = [
+        d.linear("altup_router", "AltUp router ·W_router (on the normed stream 0)", x, d.shape("d_model", "n"),
+                 d.shape("B", d.new, "n"), rows.take("altup_router", "altup_router_norm"),
+                 "a tanh of n scores per token picks the mixing coefficients; its input RMS-normed"),
+        d.step("altup_predict", "AltUp predict: each stream from all n", streams, (streams, coefs),
+               d.shape("n", "n"), rows.take("altup_predict"), 2 * prod(streams.sizes) * n,
+               note="n² coefficients per token (from n·n² weights), then n × n mixes of the streams"),
+    ]
+    correct = [
+        d.step("altup_correct", "AltUp correct: each stream plus its share of the layer's change", streams,
+               (streams, x), d.shape("d_model", "1"), rows.take("altup_correct", "altup_scale"),
+               2 * prod(streams.sizes),
+               note="the layer ran on stream 0 only; every stream takes coefficient × (output − prediction); "
+                    "stream 0 scaled by a d_model-wide output scale"),
+    ]
+    return predict, correct
+
+
+def _laurel_steps(d: Dims, g: Any, rows: Rows) -> list[Step]:
+    x, d = d.hidden, d.named(r=g.laurel_rank)
+    low = d.shape("B", d.new, "r")
+    return [
+        d.linear("laurel_left", "LAuReL down ·W_left", x, d.shape("d_model", "r"), low, rows.take("laurel_left"),
+                 "beside attention, on the same normed input: a low-rank residual"),
+        d.linear("laurel_right", "LAuReL up ·W_right (normed, plus its input)", low, d.shape("r", "d_model"), x,
+                 rows.take("laurel_right", "laurel_norm"),
+                 "added to attention's output, the sum times 1/√2"),
+    ]
+
+
+def per_layer_input_steps(d: Dims, a: Attention, rows: Rows) -> list[Step]:
+    """Gemma-3n's and Gemma-4's per-layer input sublayer, after the MLP's residual add."""
+    g = a.augment
+    if not g.per_layer_input:
         return []
-    x, steps = d.hidden, []
-    if g.altup_inputs:
-        n = g.altup_inputs
-        d = d.named(n=n, **{"n·n": n * n, "1": 1})
-        coefs, streams = d.shape("B", d.new, "n·n"), d.shape("n", "B", d.new, "d_model")
-        steps += [
-            d.linear("altup_router", "AltUp router ·W_router (on the normed stream 0)", x, d.shape("d_model", "n"),
-                     d.shape("B", d.new, "n"), rows.take("altup_router", "altup_router_norm"),
-                     "a tanh of n scores per token picks the mixing coefficients; its input RMS-normed"),
-            d.step("altup_predict", "AltUp predict: each stream from all n", streams, (streams, coefs),
-                   d.shape("n", "n"), rows.take("altup_predict"), 2 * prod(streams.sizes) * n,
-                   note="n² coefficients per token (from n·n² weights), then n × n mixes of the streams"),
-            d.step("altup_correct", "AltUp correct: each stream plus its share of the layer's change", streams,
-                   (streams, x), d.shape("d_model", "1"), rows.take("altup_correct", "altup_scale"),
-                   2 * prod(streams.sizes),
-                   note="the layer ran on stream 0 only; every stream takes coefficient × (output − prediction); "
-                        "stream 0 scaled by a d_model-wide output scale"),
-        ]
-    if g.laurel_rank:
-        d = d.named(r=g.laurel_rank)
-        low = d.shape("B", d.new, "r")
-        steps += [
-            d.linear("laurel_left", "LAuReL down ·W_left", x, d.shape("d_model", "r"), low, rows.take("laurel_left"),
-                     "beside attention, on the same normed input: a low-rank residual"),
-            d.linear("laurel_right", "LAuReL up ·W_right (normed, plus its input)", low, d.shape("r", "d_model"), x,
-                     rows.take("laurel_right", "laurel_norm"),
-                     "added to attention's output, the sum times 1/√2"),
-        ]
-    if g.per_layer_input:
-        d = d.named(p=g.per_layer_input)
-        narrow = d.shape("B", d.new, "p")
-        steps += [
-            d.linear("ple_gate", "per-layer input gate ·W_gate, act, × this layer's embedding slice", x,
-                     d.shape("d_model", "p"), narrow, rows.take("ple_gate"),
-                     "after the MLP: its output gated by the layer's own per-layer embedding"),
-            d.linear("ple_proj", "per-layer input projection ·W_proj (normed, added)", narrow, d.shape("p", "d_model"),
-                     x, rows.take("ple_proj", "ple_norm"), "back to d_model, RMS-normed, added to the stream"),
-        ]
-    return steps
+    d = d.named(p=g.per_layer_input)
+    x, narrow = d.hidden, d.shape("B", d.new, "p")
+    return [
+        d.linear("ple_gate", "per-layer input gate ·W_gate, act, × this layer's embedding slice", x,
+                 d.shape("d_model", "p"), narrow, rows.take("ple_gate"),
+                 "after the MLP: its output gated by the layer's own per-layer embedding"),
+        d.linear("ple_proj", "per-layer input projection ·W_proj (normed, added)", narrow, d.shape("p", "d_model"),
+                 x, rows.take("ple_proj", "ple_norm"), "back to d_model, RMS-normed, added to the stream"),
+    ]
 
 
 def _v(a: Attention) -> str:

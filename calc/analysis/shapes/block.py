@@ -11,7 +11,7 @@ residual add of their summed outputs.
 
 from __future__ import annotations
 
-from calc.analysis.shapes.attention import attention_steps
+from calc.analysis.shapes.attention import attention_steps, augment_steps
 from calc.analysis.shapes.compressed import compressed_steps, hyper_mix, hyper_write
 from calc.analysis.shapes.core import Dims, Rows, Step
 from calc.analysis.shapes.mla import cache_note, mla_steps
@@ -93,8 +93,9 @@ def _pair_steps(d: Dims, block: Block, rows: Rows, out: str, shortcut: Rows | No
         return [*hyper_mix(d, "hc_attn", n, rows), *norm("attn_in"), *attention,
                 hyper_write(d, "hc_attn", n, f"attention's change into every copy"),
                 *hyper_mix(d, "hc_mlp", n, rows), *norm("mlp_in"), *mlp, hyper_write(d, "hc_mlp", n, out)]
-    return [*norm("attn_in"), *attention, *norm("attn_out"), *([add_attention] if a else []),
-            *norm("mlp_in"), *mlp, *norm("mlp_out"), *([add_mlp] if m else [])]
+    before, beside, after = augment_steps(d, a, rows)  # Gemma-3n's AltUp and LAuReL, Gemma's per-layer input
+    return [*before, *norm("attn_in"), *beside, *attention, *norm("attn_out"), *([add_attention] if a else []),
+            *norm("mlp_in"), *mlp, *norm("mlp_out"), *([add_mlp] if m else []), *after]
 
 
 def block_notes(block: Block, name: str) -> list[str]:

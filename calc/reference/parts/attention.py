@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from calc.parts.attention import Attention as AttentionSpec
+from calc.parts.norm import Norm as NormSpec
 from calc.reference.parts.base import Part
 from calc.reference.parts.norm import Norm
 from calc.reference.parts.rope import Rotary
@@ -73,7 +74,10 @@ class Attention(Part):
     def __init__(self, spec: AttentionSpec, n_positions: int, qkv_order: str, gate_in_q: bool = False) -> None:
         super().__init__()
         self.spec, self.qkv_order, self.gate_in_q = spec, qkv_order, gate_in_q
-        self.rotary = Rotary(spec.rope, n_positions) if spec.rope else None
+        self.rotary = Rotary(spec.rope, n_positions, spec.head_dim) if spec.rope else None
+        # Gemma-3n's and Gemma-4's V-norm: an RMSNorm over each head without a scale, the QK-norms' epsilon
+        self.v_norm = Norm(NormSpec.model_construct(kind="rmsnorm", weight=False, bias=False,
+                                                    eps=spec.qk_norm.norm.eps), ()) if spec.v_norm else None
         self.roles = {"attn_out": "o"}
 
     @classmethod
@@ -91,13 +95,17 @@ class Attention(Part):
         """Q, K and V, each [B, T, heads·hd], clamped to ±clip_qkv when the spec says so (DBRX)."""
         q, k, v = self._qkv(x)
         if (clip := self.spec.clip_qkv) is not None:
-            return q.clamp(-clip, clip), k.clamp(-clip, clip), v.clamp(-clip, clip)
+            return tuple(None if t is None else t.clamp(-clip, clip) for t in (q, k, v))
         return q, k, v
 
     def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Q, K, V; a KV-shared layer's K and V are None (an earlier layer's), k_eq_v's V is K's projection."""
         s, w = self.spec, self.weights
+        if s.kv_shared:
+            return w["q"](x), None, None
         if not s.fused_qkv:
-            return w["q"](x), w["k"](x), w["v"](x)
+            k = w["k"](x)
+            return w["q"](x), k, k if s.k_eq_v else w["v"](x)
         qkv = w["qkv"](x)
         if self.qkv_order != "grouped":
             return qkv.split([s.q_dim, s.kv_dim, s.v_dim], dim=-1)
@@ -130,39 +138,41 @@ class Attention(Part):
         s, trace = self.spec, ctx.trace
         q, k, v = self._project(x)  # (B, T, nh*hs), (B, T, nkv*hs), (B, T, nkv*hs)
         q, gate = self._gate(q)
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            trace(name, t)
-        q, k = self._qk_norm(q, "q_norm", s.n_heads), self._qk_norm(k, "k_norm", s.n_kv_heads)
-        per_head = s.qk_norm is not None and s.qk_norm.scope == "head"
-        if s.qk_norm is not None and not per_head:
+        for name, t in (("q", q), ("k", k), ("v", None if s.k_eq_v else v)):
+            if t is not None:  # a KV-shared layer projects only Q; k_eq_v's values are the keys
+                trace(name, t)
+        q = self._qk_norm(q, "q_norm", s.n_heads)
+        k = None if k is None else self._qk_norm(k, "k_norm", s.n_kv_heads)
+        if s.qk_norm is not None and s.qk_norm.scope != "head":
             trace("q_norm", q)  # over the full width, before the split: [B, T, h·hd]
             trace("k_norm", k)
-        q, k, v = split_heads(q, s.n_heads), split_heads(k, s.n_kv_heads), split_heads(v, s.n_kv_heads)
-        if s.value_scale is not None:  # MiMo-V2-Flash scales the values before they are cached
-            v = v * s.value_scale
-        if s.key_scale is not None:  # Falcon-H1's key_multiplier, before rotary (which is linear) and the cache
-            k = k * s.key_scale
+        q = split_heads(q, s.n_heads)
         if self.rotary is not None:
             cos, sin = self.rotary.cos_sin(ctx.positions, q.dtype)
-            q, k = self.rotary.apply(q, cos, sin), self.rotary.apply(k, cos, sin)
+            q = self.rotary.apply(q, cos, sin)
             if (factor := self.rotary.query_scale(ctx.positions)) is not None:
                 q = q * factor.to(q.dtype)
+        if s.kv_shared:  # Gemma-3n/4: the last earlier layer of this kind's keys and values, as it saw them
+            new_k, new_v, k, v, first = ctx.shared_kv[s.window]
+        else:
+            new_k, new_v = self._keys_values(k, v, ctx)
         if s.qk_norm is not None and s.qk_norm.after_rope:
-            q, k = (merge_heads(self._qk_norm(merge_heads(t, True), role, n, after_rope=True), False, n)
-                    for t, role, n in ((q, "q_norm", s.n_heads), (k, "k_norm", s.n_kv_heads)))
+            q = merge_heads(self._qk_norm(merge_heads(q, True), "q_norm", s.n_heads, after_rope=True), False, s.n_heads)
         if s.temperature is not None:
             t = s.temperature
             q = q * (torch.log1p(torch.floor((ctx.positions.float() + 1) / t.floor)) * t.scale + 1)[:, None].to(q.dtype)
-        for name, t in (("q_heads", q), ("k_heads", k), ("v_heads", v)):
+        for name, t in (("q_heads", q), ("k_heads", new_k), ("v_heads", new_v)):
             trace(name, t)
-        if per_head:  # computed before the split (one norm over each head's channels); these are the normed heads
+        if s.qk_norm is not None and s.qk_norm.scope == "head":  # computed before the split: these are the normed heads
             trace("q_norm", q)
-            trace("k_norm", k)
-        first = 0
-        if ctx.cache is not None:
-            k, v, first = ctx.cache.append(ctx.layer, k, v, s.window)  # (B, nkv, keys, hs) from position `first`
-            trace("k_cache", ctx.cache.keys[ctx.layer])  # as kept: a sliding window's at most `window`
-            trace("v_cache", ctx.cache.values[ctx.layer])
+            trace("k_norm", new_k)
+        if not s.kv_shared:
+            k, v, first = new_k, new_v, 0
+            if ctx.cache is not None:
+                k, v, first = ctx.cache.append(ctx.layer, k, v, s.window)  # (B, nkv, keys, hs) from position `first`
+                trace("k_cache", ctx.cache.keys[ctx.layer])  # as kept: a sliding window's at most `window`
+                trace("v_cache", ctx.cache.values[ctx.layer])
+            ctx.shared_kv[s.window] = new_k, new_v, k, v, first
         k = k.repeat_interleave(s.group_size, dim=1)  # (B, nh, keys, hs): query head i reads KV head i // g
         v = v.repeat_interleave(s.group_size, dim=1)
         if s.group_size > 1:  # a GQA kernel reads the shared heads in place; here they are copied
@@ -179,6 +189,24 @@ class Attention(Part):
         trace("attn_out", y)
         return y
 
+    def _keys_values(self, k: torch.Tensor, v: torch.Tensor, ctx: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """This step's keys and values [B, nkv, T, hs] as they are cached, from the (K-normed) projections:
+        K scaled and rotated; V scaled, or RMS-normed without a scale (`v_norm`: Gemma-3n's, Gemma-4's)."""
+        s = self.spec
+        k, v = split_heads(k, s.n_kv_heads), split_heads(v, s.n_kv_heads)
+        if self.v_norm is not None:
+            v = self.v_norm(v)
+        if s.value_scale is not None:  # MiMo-V2-Flash scales the values before they are cached
+            v = v * s.value_scale
+        if s.key_scale is not None:  # Falcon-H1's key_multiplier, before rotary (which is linear) and the cache
+            k = k * s.key_scale
+        if self.rotary is not None:
+            cos, sin = self.rotary.cos_sin(ctx.positions, k.dtype)
+            k = self.rotary.apply(k, cos, sin)
+        if s.qk_norm is not None and s.qk_norm.after_rope:
+            k = merge_heads(self._qk_norm(merge_heads(k, True), "k_norm", s.n_kv_heads, after_rope=True), False,
+                            s.n_kv_heads)
+        return k, v
 
     def _gated(self, x: torch.Tensor, y: torch.Tensor, gate: torch.Tensor | None, trace: Any) -> torch.Tensor:
         """The heads' output [B, T, h·v] times sigmoid(gate), each channel (AFMoE's x·W_G; Qwen3-Next's

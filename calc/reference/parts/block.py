@@ -4,7 +4,8 @@ Sequential pre-norm: x + mixer(norm(x)), then x + mlp(norm(x)); an `attn_out` / 
 normalises the sublayer's output before the add (Gemma-2/3's sandwich, OLMo-2); `post_ln` moves
 the two input norms after each add (OPT-350m); `parallel`: x + attn(norm(x)) + mlp(norm'(x)), with
 one shared norm or two (GPT-J, NeoX, Falcon, Phi-2, Cohere); `residual_scale` multiplies each
-sublayer's output (Granite). A layer without a mixer or without an MLP (Mamba2's, Nemotron-H's)
+sublayer's output (Granite); `normed_residual` (MiniMax) adds alpha·norm(x) + beta·f(norm(x)), the
+residual taken after the norm. A layer without a mixer or without an MLP (Mamba2's, Nemotron-H's)
 skips that half, its residual add included. A layer of several pairs (LongCat-Flash) runs them in
 sequence, each pair's modules at its own paths; its shortcut reads the first MLP's normed input and
 is added at the end.
@@ -15,6 +16,7 @@ roles are its own (`ROLES`), which sorts a layer's tensors between the mixer and
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -23,13 +25,16 @@ from torch import nn
 
 from calc.checkpoint.names import Slot
 from calc.errors import GptcalcError
+from calc.reference.parts import augment
 from calc.reference.parts.attention import Attention
 from calc.reference.parts.base import Part, build_weights, place
 from calc.reference.parts.gated_deltanet import GatedDeltaNet
+from calc.reference.parts.kda import KimiDeltaAttention
+from calc.reference.parts.lightning import Lightning
 from calc.reference.parts.mamba import Mamba
 from calc.reference.parts.mamba2 import Mamba2
 from calc.reference.parts.mla import MLA
-from calc.reference.parts.mlp import MLP
+from calc.reference.parts.mlp import ACTIVATIONS, MLP
 from calc.reference.parts.moe import MoE
 from calc.reference.parts.norm import Norm
 from calc.reference.parts.parallel import Parallel
@@ -40,7 +45,8 @@ __all__ = ["MIXERS", "Layer", "make_norm"]
 
 # Each token mixer's torch module, by the part's kind (`Block.attention.kind`).
 MIXERS: dict[str, type[Part]] = {"attention": Attention, "mla": MLA, "mamba": Mamba, "mamba2": Mamba2,
-                                 "gated_deltanet": GatedDeltaNet, "short_conv": ShortConv, "parallel": Parallel}
+                                 "gated_deltanet": GatedDeltaNet, "kda": KimiDeltaAttention, "lightning": Lightning,
+                                 "short_conv": ShortConv, "parallel": Parallel}
 MIXER_ROLES = frozenset().union(*(mixer.ROLES for mixer in MIXERS.values()))
 NORM_ROLES = {"attn_in", "attn_out", "mlp_in", "mlp_out"}
 
@@ -70,24 +76,18 @@ def _home(slots: dict[str, Slot]) -> str:
     return ".".join(p for p in common if p)
 
 
-# Options counted, cached and shaped, not yet computed by the reference (Gemma-3n, Gemma-4), by name.
-_UNBUILT = (("attention", "v_norm", "a V-norm"), ("attention", "kv_shared", "K and V shared between layers"),
-            ("attention", "k_eq_v", "values equal to keys"), ("attention", "augment", "AltUp, LAuReL or per-layer inputs"),
-            ("mlp", "sparsity", "activation sparsity"), ("mlp", "shared_norms", "a MoE beside its MLP"),
-            ("mlp", "router_scale", "a scaled router"))
-
-
-def _refuse_unbuilt(block: Block) -> None:
-    for part, field, what in _UNBUILT:
-        if getattr(getattr(block, part), field, None):
-            raise GptcalcError(f"the torch reference does not implement {what} ({part} {field}) yet")
+# What a layer holds itself, beside its sublayers: the per-layer input sublayer after the MLP (Gemma-3n,
+# Gemma-4), Gemma-4's layer_scalar (a buffer its output is multiplied by) and, by prefix, Gemma-3n's
+# AltUp and LAuReL.
+LAYER_ROLES = {"ple_gate", "ple_proj", "ple_norm", "layer_scalar"}
 
 
 class Layer(nn.Module):
     def __init__(self, block: Block, slots: dict[str, Slot], lay: dict[str, Any], n_positions: int) -> None:
         super().__init__()
         self.block = block
-        pairs, shortcut = _groups(block, slots)
+        own = {r: s for r, s in slots.items() if _base(r) in LAYER_ROLES or r.startswith(("altup.", "laurel."))}
+        pairs, shortcut = _groups(block, {r: s for r, s in slots.items() if r not in own})
         # each pair's parts and norms; the first pair's are `parts` and `norms`, what tests look up
         self.pairs = [self._pair(block, group, lay, n_positions, f"{i}" if len(pairs) > 1 else "")
                       for i, group in enumerate(pairs)]
@@ -95,6 +95,12 @@ class Layer(nn.Module):
         if block.shortcut is not None:  # with the first pair, whose MLP input it reads
             self.parts["shortcut"] = self._attach(_mlp_part(block.shortcut, lay), shortcut, lay, "shortcut")
         self.roles = {"attn_norm": "attn_in", "mlp_norm": "mlp_in"}
+        self.own = build_weights(self, own, make_norm(lambda role: block.norm), False)
+        if "laurel.left" in self.own and "altup.predict" not in self.own:
+            raise GptcalcError("the torch reference computes LAuReL (laurel_rank) only in Gemma-3n's AltUp layer "
+                               "(altup_inputs), as transformers builds it")
+        # the per-layer input's activation: the config's hidden_activation, the MLP's (the spec has no other)
+        self.ple_act = ACTIVATIONS[block.mlp.activation] if "ple_gate" in self.own else None
 
     def _pair(self, block: Block, slots: dict[str, Slot], lay: dict[str, Any], n_positions: int,
               tag: str) -> tuple[dict[str, Part], dict[str, Any]]:
@@ -104,12 +110,9 @@ class Layer(nn.Module):
         by_part = {"attn": mixer, "mlp": {r: s for r, s in slots.items() if r not in mixer and r not in norms}}
         parts: dict[str, Part] = {}
         if block.attention is not None:
-            if block.attention.kind not in MIXERS:  # KDA, lightning: counted, cached, shaped; no torch module yet
-                raise GptcalcError(f"the torch reference does not implement the {block.attention.kind} mixer yet")
-            _refuse_unbuilt(block)
             parts["attn"] = MIXERS[block.attention.kind].of(block, n_positions, lay)
         if block.mlp is not None:
-            parts["mlp"] = _mlp_part(block.mlp, lay)
+            parts["mlp"] = _mlp_part(block.mlp, lay, block.norm)
         for name, part in parts.items():
             self._attach(part, by_part[name], lay, name + tag)
         built = build_weights(self, norms, make_norm(lambda role: block.norm), lay.get("conv1d", False))
@@ -140,6 +143,45 @@ class Layer(nn.Module):
         return y
 
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
+        if "altup.predict" in self.own:
+            return self._alternating(x, ctx)
+        x = self._sublayers(x, ctx)
+        if "ple_gate" in self.own:
+            x = x + self._per_layer_input(x, ctx)
+        scalar = self.own.tensor("layer_scalar")
+        return x if scalar is None else x * scalar
+
+    def _per_layer_input(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
+        """Gemma's per-layer input sublayer: norm(W_proj(act(W_gate x) · this layer's slice)), [B, T, d]."""
+        h = self.ple_act(self.own["ple_gate"](x)) * ctx.per_layer[:, :, ctx.layer]  # (B, T, p)
+        ctx.trace("ple_gate", h)
+        h = self.own["ple_proj"](h)
+        ctx.trace("ple_proj", h)
+        return self.own["ple_norm"](h)
+
+    def _alternating(self, streams: torch.Tensor, ctx: Any) -> torch.Tensor:
+        """Gemma-3n's layer (Gemma3nTextDecoderLayer) on AltUp's streams [n, B, T, d]: the sandwich-normed
+        attention and MLP run on prediction 0, LAuReL beside attention ((a + attn + laurel) / √2 is
+        the residual), the correction spreads the change to every stream, and the per-layer input of
+        the corrected stream 0 (times correct_output_scale) is added to the other streams."""
+        w, trace = self.own, ctx.trace
+        predictions = augment.predict(w, streams, trace)
+        a = predictions[0]
+        h = self._norm("attn_in", a, trace)
+        beside = augment.laurel(w, h, trace) if "laurel.left" in w else None
+        x = a + self._norm("attn_out", self.parts["attn"](h, ctx), trace)
+        x = x if beside is None else (x + beside) / math.sqrt(2)
+        trace("attn_residual", x)
+        x = x + self._norm("mlp_out", self.parts["mlp"](self._norm("mlp_in", x, trace), ctx), trace)
+        trace("mlp_residual", x)
+        corrected = augment.correct(w, predictions, x, trace)
+        if "ple_gate" not in w:
+            return corrected
+        scale = w.tensor("altup.scale")
+        first = (corrected[0].type_as(scale) * scale).type_as(corrected)
+        return torch.cat((corrected[:1], corrected[1:] + self._per_layer_input(first, ctx)))
+
+    def _sublayers(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         b, trace = self.block, ctx.trace
         if len(self.pairs) > 1 or "shortcut" in self.parts:
             return self._sequence(x, ctx)
@@ -161,7 +203,13 @@ class Layer(nn.Module):
                 trace(f"{name}_residual", x)
                 x = self._norm(first, x, trace)
                 continue
-            x = x + self._norm(last, part(self._norm(first, x, trace), ctx), trace) * scale  # (B, T, d)
+            ctx.residual = x  # Gemma-4's router and experts read the stream before the MLP's norm
+            h = self._norm(first, x, trace)
+            if b.normed_residual is not None:  # MiniMax: alpha·norm(x) + beta·f(norm(x))
+                alpha, beta = b.normed_residual.mixer if name == "attn" else b.normed_residual.mlp
+                x = h * alpha + part(h, ctx) * beta
+            else:
+                x = x + self._norm(last, part(h, ctx), trace) * scale  # (B, T, d)
             trace(f"{name}_residual", x)
         return x
 
@@ -187,8 +235,8 @@ class Layer(nn.Module):
         return x
 
 
-def _mlp_part(spec: Any, lay: dict[str, Any]) -> Part:
-    return MoE(spec, lay.get("experts_order", "out_in")) if spec.kind == "moe" else MLP(spec)
+def _mlp_part(spec: Any, lay: dict[str, Any], norm: Any = None) -> Part:
+    return MoE(spec, lay.get("experts_order", "out_in"), norm) if spec.kind == "moe" else MLP(spec)
 
 
 def _groups(block: Block, slots: dict[str, Slot]) -> tuple[list[dict[str, Slot]], dict[str, Slot]]:

@@ -45,11 +45,12 @@ def l2_normalised(t: torch.Tensor) -> torch.Tensor:
 
 def delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
                state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The gated delta rule in float32: q, k [B, T, H, D_k] (per value head), v [B, T, H, D_v], g and
+    """The gated delta rule in float32: q, k [B, T, H, D_k] (per value head), v [B, T, H, D_v], the log
+    decay g [B, T, H, 1] (one per head) or [B, T, H, D_k] (one per key channel: Kimi Delta Attention),
     beta [B, T, H], state [B, H, D_k, D_v]; returns o [B, T, H, D_v] and the state after the last position."""
     outs = []
     for t in range(q.shape[1]):
-        state = state * torch.exp(g[:, t])[..., None, None]
+        state = state * torch.exp(g[:, t])[..., None]  # each row of S (a key channel) decays
         remembered = (state * k[:, t, ..., None]).sum(-2)  # (B, H, D_v): what S already holds for k_t
         delta = (v[:, t] - remembered) * beta[:, t, :, None]
         state = state + k[:, t, ..., None] * delta[..., None, :]
@@ -99,7 +100,7 @@ class GatedDeltaNet(GatedNormMixer):
         beta = torch.sigmoid(b.float()) * (2.0 if s.neg_eigval else 1.0)  # (B, T, H_v); OLMo-Hybrid's in [0, 2]
         g = -torch.exp(w.tensor("gdn_a_log").float()) * F.softplus(a.float() + w.tensor("gdn_dt_bias").float())
         state = cached(ctx, "recurrent", (B, s.n_v_heads, s.k_head_dim, s.v_head_dim), v)
-        o, state = delta_rule(q, k, v, g, beta, state)
+        o, state = delta_rule(q, k, v, g[..., None], beta, state)
         keep_states(ctx, T, window, state, s.state_dtype)  # (B, 2K + V, L - 1), (B, H_v, D_k, D_v)
         o = o.to(x.dtype)  # (B, T, H_v, D_v)
         trace("gdn_scan", o)

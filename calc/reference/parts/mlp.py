@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from calc.reference.parts.base import Part
 
-__all__ = ["ACTIVATIONS", "MLP", "xielu"]
+__all__ = ["ACTIVATIONS", "MLP", "gaussian_top", "xielu"]
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu": F.gelu,
@@ -30,6 +30,15 @@ def xielu(x: torch.Tensor, alpha_p: torch.Tensor, alpha_n: torch.Tensor, beta: t
     softplus (alpha_n offset by beta) so that each stays positive."""
     a_p, a_n = F.softplus(alpha_p), beta + F.softplus(alpha_n)
     return torch.where(x > 0, a_p * x * x + beta * x, (torch.expm1(torch.min(x, eps)) - x) * a_n + beta * x)
+
+
+def gaussian_top(gate: torch.Tensor, sparsity: float) -> torch.Tensor:
+    """Gemma-3n's activation sparsity (Gemma3nTextMLP._gaussian_topk): each token's gate values less
+    their cutoff, mean + std·Φ⁻¹(sparsity) over the channels (the share of a normal distribution below it),
+    through ReLU: about `sparsity` of them become 0 before the activation."""
+    quantile = torch.distributions.normal.Normal(0, 1).icdf(torch.tensor(sparsity, dtype=torch.float32)).to(gate.dtype)
+    cutoff = gate.mean(dim=-1, keepdim=True) + gate.std(dim=-1, keepdim=True, unbiased=False) * quantile
+    return F.relu(gate - cutoff)
 
 
 class MLP(Part):
@@ -58,6 +67,9 @@ class MLP(Part):
         if gate is not None:
             trace(f"{self.step}_gate", gate)
             gate = gate * s.gate_scale if getattr(s, "gate_scale", None) is not None else gate  # Falcon-H1
+            if getattr(s, "sparsity", 0.0):
+                gate = gaussian_top(gate, s.sparsity)
+                trace(f"{self.step}_sparsity", gate)
         trace(f"{self.step}_up", up)
         if gate is not None and s.clamp:  # Step-3.7's clamped SwiGLU
             h = self._act(weights, gate).clamp(max=s.clamp) * up.clamp(-s.clamp, s.clamp)

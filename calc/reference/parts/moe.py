@@ -16,6 +16,12 @@ or [E, d, 2f] and [E, f, d] ("in_out": Llama-4, gpt-oss, whose gate and up colum
 DBRX's gate, up and down as three [E·f, d] matrices ("stacked_rows").
 gpt-oss's expert is a clamped SwiGLU: gate clamped above at the limit, up to ±limit,
 gate · sigmoid(1.702 · gate) · (up + 1). Qwen2-MoE's shared expert is gated by sigmoid(shared_expert_gate x).
+
+Gemma-4's MoE beside its dense MLP (`shared_norms`, `router_scale`; Gemma4TextDecoderLayer): the
+dense MLP (the shared expert) reads the layer's normed input, but the router and the experts read
+the residual stream before that norm (`ctx.residual`): the router an RMSNorm of it without a scale,
+times router.scale and d^-1/2, each picked expert's weight times its per_expert_scale; the experts
+their own norm of it (pre_feedforward_layernorm_2); the two outputs are normed apart and summed.
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ import torch
 
 from calc.errors import GptcalcError
 from calc.parts.moe import MoE as MoESpec
+from calc.parts.norm import Norm as NormSpec
 from calc.reference.parts.base import Part
 from calc.reference.parts.mlp import ACTIVATIONS, MLP
+from calc.reference.parts.norm import Norm
 
 __all__ = ["MoE"]
 
@@ -49,8 +57,9 @@ def sparsemixer(logits: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.T
 
 
 class MoE(Part):
-    def __init__(self, spec: MoESpec, experts_order: str) -> None:
+    def __init__(self, spec: MoESpec, experts_order: str, norm: NormSpec | None = None) -> None:
         super().__init__()
+        self.norm = norm  # the layer's norm: Gemma-4's norms beside the experts
         if spec.scoring == "sparsemixer" and spec.top_k != 2:
             raise GptcalcError(f"MoE routing 'sparsemixer' with top_k {spec.top_k} is not implemented by the torch "
                                "reference (Phi-3.5-MoE's is top-2)")
@@ -59,10 +68,21 @@ class MoE(Part):
         self.shared = MLP(spec.shared, "shared.", "shared_mlp") if spec.shared is not None else None
         self.roles = {"router": "router"}
 
+    def norm_spec(self, role: str) -> NormSpec:
+        return self.norm
+
+    def _router_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What the router reads: x, or Gemma-4's RMSNorm of it (no scale) times router.scale and d^-1/2."""
+        scale = self.weights.tensor("router_scale")
+        if scale is None:
+            return x
+        unit = NormSpec.model_construct(kind="rmsnorm", weight=False, bias=False, eps=self.norm.eps)
+        return Norm(unit, ())(x) * scale * x.shape[-1] ** -0.5
+
     def route(self, x: torch.Tensor, trace: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(top_k expert indices, their weights) for tokens x [B, T, d] (or [N, d])."""
         s = self.spec
-        logits = torch.nn.functional.linear(x.float(), self.weights["router"].weight.float(),
+        logits = torch.nn.functional.linear(self._router_input(x).float(), self.weights["router"].weight.float(),
                                             None if self.weights["router"].bias is None else self.weights["router"].bias.float())
         if trace is not None:
             trace("router", logits)  # (B, T, E)
@@ -86,6 +106,8 @@ class MoE(Part):
         weights = scores.gather(1, index)
         if s.norm_topk:
             weights = weights / (weights.sum(dim=-1, keepdim=True) + (1e-20 if s.scoring == "sigmoid" else 0.0))
+        if (expert_scale := self.weights.tensor("router_expert_scale")) is not None:  # Gemma-4's per_expert_scale
+            weights = weights * expert_scale.float()[index]
         return index, weights * s.routed_scale
 
     def matrices(self, e: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -130,10 +152,33 @@ class MoE(Part):
 
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         B, T, d = x.shape
-        trace = ctx.trace
-        flat = x.reshape(-1, d)
-        index, weights = self.route(x, trace)
+        trace, beside = ctx.trace, self.spec.shared_norms  # Gemma-4: router and experts read the un-normed stream
+        index, weights = self.route(ctx.residual if beside else x, trace)
         trace("router_topk", index.view(B, T, -1))  # (B, T, k)
+        routed = x
+        if beside:
+            routed = self.weights["experts_norm"](ctx.residual)
+            trace("experts_norm", routed)
+        out = self._experts(routed.reshape(-1, d), index, weights, trace).view(B, T, d)
+        trace("experts_combine", out)
+        if self.shared is None:
+            return out
+        shared = self.shared.compute(self.weights, x, trace)
+        if "shared_gate" in self.weights:
+            gate = torch.sigmoid(self.weights["shared_gate"](x))  # (B, T, 1)
+            trace("shared_expert_gate", gate)
+            shared = gate * shared
+        if beside:
+            shared = self.weights["shared_post_norm"](shared)
+            trace("shared_mlp_post_norm", shared)
+            out = self.weights["experts_post_norm"](out)
+            trace("experts_post_norm", out)
+        out = out + shared
+        trace("moe_out", out)
+        return out
+
+    def _experts(self, flat: torch.Tensor, index: torch.Tensor, weights: torch.Tensor, trace: Any) -> torch.Tensor:
+        """The routed experts' weighted sum [N, d] for rows flat [N, d] and their picks."""
         out = torch.zeros_like(flat)
         if flat.is_meta:  # no values to route by: one expert's shapes stand for all
             out = out + self.expert(0, flat) * weights[:, :1]
@@ -150,14 +195,4 @@ class MoE(Part):
         for name in ("experts_dispatch", "experts_gate", "experts_up", "experts_act", "experts_down"):
             if name in keep:
                 trace(name, torch.cat(keep[name]))
-        out = out.view(B, T, d)
-        trace("experts_combine", out)
-        if self.shared is not None:
-            shared = self.shared.compute(self.weights, x, trace)
-            if "shared_gate" in self.weights:
-                gate = torch.sigmoid(self.weights["shared_gate"](x))  # (B, T, 1)
-                trace("shared_expert_gate", gate)
-                shared = gate * shared
-            out = out + shared
-            trace("moe_out", out)
         return out

@@ -4,11 +4,14 @@ An RMSNorm scales by its weight (Gemma's by 1 + weight, `unit_offset`); a LayerN
 a bias, both or neither (OLMo-1's only normalises). The weight's shape is the width normalised, or
 [heads, head_dim] for Cohere's per-head QK-norm (each head normalised over its own channels).
 
-`gated_rms_norm`: the gated RMSNorms of Mamba2 and the gated DeltaNet, which multiply by silu(gate)
-either before normalising (Mamba2, over each of its groups) or after (the DeltaNet, over each head).
+`gated_rms_norm`: the gated RMSNorms of Mamba2, the gated DeltaNet and Kimi Delta Attention, which
+multiply by silu(gate) (KDA: sigmoid(gate)) either before normalising (Mamba2, over each of its groups)
+or after (the DeltaNet and KDA, over each head).
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -39,15 +42,17 @@ class Norm(nn.Module):
         return y.to(x.dtype)
 
 
-def gated_rms_norm(x: torch.Tensor, gate: torch.Tensor, norm: Norm, group: int, gate_first: bool) -> torch.Tensor:
+def gated_rms_norm(x: torch.Tensor, gate: torch.Tensor, norm: Norm, group: int, gate_first: bool,
+                   act: Callable[[torch.Tensor], torch.Tensor] = F.silu) -> torch.Tensor:
     """RMSNorm over each `group` consecutive channels of x [..., C] times `norm`'s weight ([C], or [group]
-    shared by every group), gated by silu(gate) [..., C]: before normalising (`gate_first`, Mamba2's
-    MambaRMSNormGated, norm_before_gate=False) or after (Qwen3-Next's RMSNormGated). In float32, as
-    both compute it; the weight is applied as stored (neither is zero-centred)."""
-    x32, silu = x.float(), F.silu(gate.float())
+    shared by every group), gated by act(gate) [..., C] (silu; Kimi Delta Attention's sigmoid): before
+    normalising (`gate_first`, Mamba2's MambaRMSNormGated, norm_before_gate=False) or after (Qwen3-Next's
+    RMSNormGated, KimiLinearRMSNormGated). In float32, as all compute it; the weight is applied as stored
+    (none is zero-centred)."""
+    x32, gating = x.float(), act(gate.float())
     if gate_first:
-        x32 = x32 * silu
+        x32 = x32 * gating
     grouped = x32.unflatten(-1, (-1, group))  # (..., C / group, group)
     scale = norm.weight.float().view(-1, group)  # (C / group, group), or (1, group) when shared
     y = (grouped * torch.rsqrt(grouped.pow(2).mean(-1, keepdim=True) + norm.spec.eps) * scale).flatten(-2)
-    return (y if gate_first else y * silu).to(x.dtype)
+    return (y if gate_first else y * gating).to(x.dtype)

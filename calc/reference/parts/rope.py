@@ -1,7 +1,7 @@
 """Rotary position embedding with every scaling a supported config can carry, as transformers computes it.
 
 The inverse frequencies follow transformers' `modeling_rope_utils` (default, linear, dynamic NTK,
-YaRN, Llama-3, LongRoPE/"su"); YaRN and LongRoPE also scale cos and sin by an attention factor
+YaRN, Llama-3, LongRoPE/"su", Gemma-4's proportional); YaRN and LongRoPE also scale cos and sin by an attention factor
 (Phi-3.5-MoE: its short_mscale, or long_mscale past the original context, with the short factors,
 as PhimoeRotaryEmbedding does).
 Tables are computed lazily, on the CPU in float32, the first time a forward pass needs them, so a
@@ -35,6 +35,7 @@ KEYS = {
     "llama3": {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"},
     "longrope": {"factor", "attention_factor", "long_factor", "short_factor", "original_max_position_embeddings",
                  "short_mscale", "long_mscale"},
+    "proportional": {"factor"},
 }
 # Read by every type: Ministral-3's llama_4_scaling_beta scales queries by 1 + beta·ln(1 + ⌊p / original⌋);
 # max_position_embeddings is a copy of the context length (transformers 5 writes it there) that no rope reads.
@@ -56,10 +57,15 @@ def scaling_type(rope: Rope) -> str:
 
 
 class Rotary:
-    """cos/sin tables for one rotary configuration, computed on first use."""
+    """cos/sin tables for one rotary configuration, computed on first use. `width`: the channels each
+    head rotates, rotary_dim; a proportional rope (Gemma-4's global layers) turns the whole head
+    (`head_dim`), its channels past rotary_dim at frequency 0."""
 
-    def __init__(self, rope: Rope, n_positions: int) -> None:
+    def __init__(self, rope: Rope, n_positions: int, head_dim: int | None = None) -> None:
         self.rope, self.n_positions, self.kind = rope, n_positions, scaling_type(rope)
+        if self.kind == "proportional" and head_dim is None:
+            raise GptcalcError("rope scaling proportional: the head's width is needed")
+        self.width = head_dim if self.kind == "proportional" else rope.rotary_dim
         self._tables: dict[tuple[bool, str], tuple[torch.Tensor, float]] = {}
 
     def _get(self, key: str, default: float | None = None) -> float:
@@ -78,6 +84,10 @@ class Rotary:
             return self._llama3(inv), 1.0
         if kind == "yarn":
             return self._yarn(exponents)
+        if kind == "proportional":  # _compute_proportional_rope_parameters: exponents over the whole head
+            inv = 1.0 / base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / self.width)
+            zeros = torch.zeros(self.width // 2 - dim // 2)  # the channels past rotary_dim: angle 0, not turned
+            return torch.cat((inv, zeros)) / self._get("factor", 1.0), 1.0
         if kind == "longrope":
             original = self._get("original_max_position_embeddings")
             factor = self._get("factor", None) if "factor" in (self.rope.scaling or {}) else self.n_positions / original
@@ -123,7 +133,7 @@ class Rotary:
         return inv, float(attention)
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin [T, rotary_dim] at `positions`, in the layout `apply` expects."""
+        """cos and sin [T, width] at `positions`, in the layout `apply` expects."""
         long = self.kind == "longrope" and int(positions.max()) + 1 > self._get("original_max_position_embeddings")
         mscale = (self.rope.scaling or {}).get("long_mscale" if long else "short_mscale")
         if mscale is not None:  # Phi-3.5-MoE: short factors always, cos and sin scaled by short/long_mscale
@@ -147,8 +157,8 @@ class Rotary:
         return (1 + beta * torch.log(1 + torch.floor(positions.float() / original)))[:, None]
 
     def apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """Rotate the first rotary_dim channels of x [..., T, head_dim]; the rest pass through."""
-        rd = self.rope.rotary_dim
+        """Rotate the first `width` channels of x [..., T, head_dim]; the rest pass through."""
+        rd = self.width
         rot, rest = x[..., :rd], x[..., rd:]
         if self.rope.interleaved:
             turned = torch.stack((-rot[..., 1::2], rot[..., ::2]), dim=-1).flatten(-2)

@@ -1,4 +1,4 @@
-"""What the token mixers without attention (Mamba2, gated DeltaNet, LFM2's short conv) share: the
+"""What the token mixers without attention (Mamba2, gated DeltaNet, KDA, LFM2's short conv) share: the
 depthwise causal convolution each runs, with the window it keeps between decoding steps; how a
 mixer's fixed-size states are read from and kept in the cache; and, for the two with a gated
 RMSNorm, how that norm is made (`GatedNormMixer`).
@@ -42,16 +42,18 @@ def cached(ctx: Any, name: str, shape: tuple[int, ...], like: torch.Tensor) -> t
     return like.new_zeros(shape) if kept is None else kept.to(like.dtype)
 
 
-def keep_states(ctx: Any, positions: int, conv: torch.Tensor, recurrent: torch.Tensor | None = None,
-                state_dtype: str = "model") -> None:
+def keep_states(ctx: Any, positions: int, conv: torch.Tensor | None, recurrent: torch.Tensor | None = None,
+                state_dtype: str = "model", model_dtype: torch.dtype | None = None) -> None:
     """Keep a mixer's states after a step of `positions` tokens, when there is a cache: the conv window
-    in the model's dtype, the recurrent state in float32 where the spec says so (`state_dtype` "fp32":
-    Nemotron-H's mamba_ssm_cache_dtype, Qwen3.5's), else in the model's dtype too."""
+    (none for lightning attention) in the model's dtype, the recurrent state in float32 where the spec
+    says so (`state_dtype` "fp32": Nemotron-H's mamba_ssm_cache_dtype, Qwen3.5's), else in the model's
+    dtype too (the conv window's, or `model_dtype`)."""
     if ctx.cache is None:
         return
-    states = {"conv": conv}
+    states = {"conv": conv} if conv is not None else {}
     if recurrent is not None:
-        states["recurrent"] = recurrent.to(torch.float32 if state_dtype == "fp32" else conv.dtype)
+        model_dtype = conv.dtype if conv is not None else model_dtype
+        states["recurrent"] = recurrent.to(torch.float32 if state_dtype == "fp32" else model_dtype)
     ctx.cache.keep(ctx.layer, positions, **states)
 
 
