@@ -110,6 +110,8 @@ class Layer(nn.Module):
         by_part = {"attn": mixer, "mlp": {r: s for r, s in slots.items() if r not in mixer and r not in norms}}
         parts: dict[str, Part] = {}
         if block.attention is not None:
+            if block.attention.kind not in MIXERS:  # DeepSeek-V4's compressed attention: counted, cached, shaped
+                raise GptcalcError(f"the torch reference does not implement the {block.attention.kind} mixer yet")
             parts["attn"] = MIXERS[block.attention.kind].of(block, n_positions, lay)
         if block.mlp is not None:
             parts["mlp"] = _mlp_part(block.mlp, lay, block.norm)
