@@ -112,7 +112,7 @@ def torch_source(spec: ModelSpec, optional: bool = False) -> Breakdown | None:
     try:
         return torch_breakdown(spec)
     except GptcalcError as exc:  # an option the torch reference does not implement, named
-        raise GptcalcError(f"{spec.name}: {exc}; count, kvcache and memory work for every spec") from None
+        raise GptcalcError(f"{spec.name}: {exc}; count, kvcache, memory and shapes work for every spec") from None
 
 
 def check_buildable(spec: ModelSpec) -> None:
