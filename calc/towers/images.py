@@ -58,6 +58,12 @@ class GridImages(Part):
         patches = (h // self.patch_size) * (w // self.patch_size)
         return ImageTokens(w, h, patches, patches // self.merge_size ** 2, self.special_tokens)
 
+    def largest(self) -> ImageTokens:
+        """The image of the most tokens: the square of max_pixels (vLLM's Qwen2-VL processing info,
+        get_image_size_with_most_features: Qwen3-VL's 4096² -> 16,384 tokens)."""
+        side = math.isqrt(self.max_pixels)
+        return self.tokens(side, side)
+
     def _resize(self, height: int, width: int) -> tuple[int, int]:
         factor = self.patch_size * self.merge_size
         if max(height, width) / min(height, width) > 200:  # smart_resize refuses it too
@@ -88,6 +94,10 @@ class FixedImages(Part):
         side = self.image_size
         return ImageTokens(side, side, (side // self.patch_size) ** 2, self.tokens_per_image, self.special_tokens)
 
+    def largest(self) -> ImageTokens:
+        """Every image is the same (pan and scan, off by default, not modelled)."""
+        return self.tokens(self.image_size, self.image_size)
+
 
 class RowImages(Part):
     """Pixtral / Mistral-3 (transformers models/pixtral/image_processing_pixtral.py
@@ -107,6 +117,10 @@ class RowImages(Part):
         token = self.patch_size * self.merge_size
         rows, cols = (height - 1) // token + 1, (width - 1) // token + 1
         return ImageTokens(cols * token, rows * token, rows * cols * self.merge_size ** 2, rows * cols, rows)
+
+    def largest(self) -> ImageTokens:
+        """The square of the longest edge."""
+        return self.tokens(self.longest_edge, self.longest_edge)
 
 
 class TileImages(Part):
@@ -131,6 +145,10 @@ class TileImages(Part):
         special = 3 + (rows * cols if rows * cols > 1 else 0)  # start, <|image|>, end; a separator after each tile
         return ImageTokens(cols * self.tile, rows * self.tile, views * per_tile, views * per_tile // self.shuffle ** 2,
                            special)
+
+    def largest(self) -> ImageTokens:
+        """An image that fills all max_tiles tiles exactly (one row of them), plus the global view."""
+        return self.tokens(self.max_tiles * self.tile, self.tile)
 
     def _canvas(self, width: int, height: int) -> tuple[int, int]:
         canvases = {(r, c) for n in range(1, self.max_tiles + 1) for r in range(1, n + 1) if n % r == 0 for c in [n // r]}
@@ -163,6 +181,11 @@ class AnyresImages(Part):
         rows, cols = self._grid(height, width, side * (canvas_h // self.tile), side * (canvas_w // self.tile), side)
         views = 1 + (canvas_h // self.tile) * (canvas_w // self.tile)
         return ImageTokens(canvas_w, canvas_h, views * side ** 2, rows * cols + rows + side ** 2 - self.drop_first, 0)
+
+    def largest(self) -> ImageTokens:
+        """The pinpoint canvas of the most tokens, as vLLM's LLaVA-NeXT-style processing info looks for it
+        (get_image_size_with_most_features: each pinpoint tried)."""
+        return max((self.tokens(w, h) for h, w in self.pinpoints), key=lambda t: (t.image_tokens, t.tokens))
 
     def _canvas(self, height: int, width: int) -> tuple[int, int]:
         """select_best_resolution, in its own float arithmetic so ties fall the same way."""
