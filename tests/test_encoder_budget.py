@@ -68,3 +68,11 @@ def test_largest_images_of_each_rule() -> None:
     assert (largest["qwen2_5_vl"].width, largest["qwen2_5_vl"].image_tokens) == (3584, 16384)
     assert largest["gemma3_multimodal"].image_tokens == 256
     assert largest["mistral3"].image_tokens == 55 * 55
+
+
+def test_fit_takes_the_same_encoder_terms() -> None:
+    """fit draws up memory's budget for each layout: one H100 holds the same encoder cache."""
+    data = json.loads(check_run(["fit", QWEN3_VL, "--seq", "32768", "--json"]).stdout)
+    first = data["candidates"][0]
+    terms = {term["key"]: term["bytes"] for term in first["budget"]["terms"]}
+    assert (first["gpu"], first["tp"]) == ("H100-80GB", 1) and terms["encoder_cache"] == budget()["encoder_cache"]["bytes"]
