@@ -24,7 +24,7 @@ from calc.checkpoint.slots import Slot, _Slots, block_slots
 from calc.spec.model import Block
 from calc.towers import Tower
 
-__all__ = ["TOWER_LAYOUTS", "canonical_prefix", "renames_of", "tower_slots"]
+__all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_roles", "tower_slots"]
 
 # The save_pretrained / Hub prefixes of Gemma 3, Mistral 3, LLaVA-OneVision and InternVL (their
 # conversion_mapping: "^language_model.model" <-> "model.language_model", "^vision_tower" <->
@@ -95,7 +95,7 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
 
 def renames_of(towers: dict[str, Tower]) -> tuple[tuple[str, str], ...]:
     """The (stored prefix, canonical prefix) pairs of a spec's towers' checkpoints; () for a text model."""
-    return tuple(dict.fromkeys(pair for tower in towers.values() for pair in _layout(tower).get("renames", ())))
+    return tuple(dict.fromkeys(pair for tower in towers.values() for pair in layout_of(tower).get("renames", ())))
 
 
 def canonical_prefix(name: str, renames: tuple[tuple[str, str], ...]) -> str:
@@ -108,7 +108,13 @@ def canonical_prefix(name: str, renames: tuple[tuple[str, str], ...]) -> str:
 
 def tower_slots(name: str, tower: Tower) -> dict[str, Slot]:
     """Every tensor of one tower, by its full (canonical) name; targets are `{name}.{component}`."""
-    lay, d = _layout(tower), tower.d_model
+    return {slot.name: slot for slot in tower_roles(name, tower).values()}
+
+
+def tower_roles(name: str, tower: Tower) -> dict[str, Slot]:
+    """Every tensor of one tower by its role (`patch.weight`, `layer.3.q.weight`, `merger.0.1.weight`),
+    each named in full: what the torch reference builds (`calc.reference.tower`)."""
+    lay, d = layout_of(tower), tower.d_model
     s = _Slots(lay)
     _embeddings(s, lay, tower)
     layer = block_slots(lay, Block.model_construct(attention=tower.attention, mlp=tower.mlp, norm=tower.norm), d)
@@ -125,11 +131,12 @@ def tower_slots(name: str, tower: Tower) -> dict[str, Slot]:
     if tower.newline:
         s.add("newline", lay["newline"], (tower.newline,), "image_newline")
     root = lay["root"]
-    return {full: Slot(full, slot.shape, _under(name, slot.target), slot.widths, slot.init, slot.kind)
-            for slot in s.slots.values() for full in [slot.name[1:] if slot.name.startswith("~") else f"{root}.{slot.name}"]}
+    return {role: Slot(full, slot.shape, _under(name, slot.target), slot.widths, slot.init, slot.kind)
+            for role, slot in s.slots.items()
+            for full in [slot.name[1:] if slot.name.startswith("~") else f"{root}.{slot.name}"]}
 
 
-def _layout(tower: Tower) -> dict[str, Any]:
+def layout_of(tower: Tower) -> dict[str, Any]:
     return TOWER_LAYOUTS[tower.kind]
 
 
@@ -156,7 +163,8 @@ def _embeddings(s: _Slots, lay: dict[str, Any], tower: Tower) -> None:
         s.add("class", path, (1,) * ones + (d,), "class_embedding")
     if tower.positions:
         path, ones = lay["positions"]
-        s.add("positions", path, (1,) * ones + (tower.positions, d), "position_embedding", kind="embedding")
+        s.add("positions", path, (1,) * ones + (tower.positions, d), "position_embedding",
+              kind="embedding" if path.endswith(".weight") else "param")  # an nn.Embedding's table, or a bare one
     if tower.pre_norm is not None:
         s.norm("pre_norm", tower.pre_norm, d, "pre_norm")
 

@@ -119,6 +119,7 @@ class Context:
     trace: Trace
     layer: int = 0
     selected: torch.Tensor | None = None  # the last DSA indexer's choice [B, T, keys], for GLM-5's shared layers
+    causal: bool = True  # False: every position sees every other (a vision encoder's layers)
 
 
 class Decoder(nn.Module):
