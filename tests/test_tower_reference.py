@@ -9,6 +9,7 @@ features for the same pixels.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,35 @@ def test_other_tower_kinds_are_refused_by_name() -> None:
     spec = load_spec(str(CONFIG_DIR / "model_types" / "qwen3_vl.json"))
     with pytest.raises(GptcalcError, match="qwen3_vl towers are counted and checked in checkpoints, not run"):
         VisionTower("vision", spec.towers["vision"], device="meta")
+
+
+def verify_load(directory: Path) -> dict:
+    from click.testing import CliRunner
+
+    from calc.cli import main
+
+    result = CliRunner().invoke(main, ["verify", "--checkpoint", str(directory), "--load", "--json"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return json.loads(result.stdout)
+
+
+def test_verify_load_runs_the_tower_against_transformers(gemma3) -> None:  # noqa: ANN001
+    """--load: decoder and tower loaded strictly, one seeded image through our tower, and transformers'
+    whole model on the same tensors gives the same logits and the same image features."""
+    _, directory = gemma3
+    data = verify_load(directory)
+    load = data["load"]
+    assert load["ok"] and "vision tower: image features [1, 4, 32] of one 56x56 image" in load["message"]
+    assert "Gemma3ForConditionalGeneration.get_image_features on the same weights: max |feature difference|" \
+        in load["transformers"]["message"] and load["transformers"]["compared"]
+
+
+def test_verify_load_of_a_tower_the_reference_does_not_run(tmp_path: Path) -> None:
+    """Qwen3-VL: the decoder's logits against Qwen3VLForConditionalGeneration holding every tensor
+    (towers included); the tower is named as not run, not skipped in silence."""
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model("qwen3_vl", **copy.deepcopy(TINY_MULTIMODAL["qwen3_vl"]))
+    transformers.Qwen3VLForConditionalGeneration._from_config(config).save_pretrained(tmp_path)
+    data = verify_load(tmp_path)
+    assert data["ok"] and "vision tower not run: the torch reference builds SigLIP" in data["load"]["message"]
+    assert "Qwen3VLForConditionalGeneration on the same weights: max |logit difference|" in data["load"]["transformers"]["message"]

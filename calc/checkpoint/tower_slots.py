@@ -18,13 +18,13 @@ layout back out (its conversion_mapping.py reversed: `language_model.model.*`, `
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from calc.checkpoint.slots import Slot, _Slots, block_slots
 from calc.spec.model import Block
 from calc.towers import Tower
 
-__all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_roles", "tower_slots"]
+__all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_roles", "tower_slots", "whole_model_names"]
 
 # The save_pretrained / Hub prefixes of Gemma 3, Mistral 3, LLaVA-OneVision and InternVL (their
 # conversion_mapping: "^language_model.model" <-> "model.language_model", "^vision_tower" <->
@@ -34,6 +34,10 @@ _LLAVA_RENAMES = (("language_model.model.", "model."), ("language_model.lm_head.
                   ("multi_modal_projector.", "model.multi_modal_projector."), ("image_newline", "model.image_newline"))
 # Qwen2.5-VL's Hub files: "^visual" and "^model" (not language_model) (its _checkpoint_conversion_mapping).
 _QWEN_RENAMES = (("model.language_model.", "model."), ("visual.", "model.visual."))
+
+# Where transformers 5's whole model holds the decoder whose canonical names are the text model's
+# (`model.layers.*`, `lm_head`): under `model.language_model.`, Llama 4's under `language_model.`.
+_IN_WHOLE = (("model.", "model.language_model."),)
 
 _QWEN3 = {"root": "model.visual", "patch": "patch_embed.proj", "positions": ("pos_embed.weight", 0),
           "layers": "blocks", "attn_in": "norm1", "mlp_in": "norm2", "qkv": "attn.qkv", "o": "attn.proj",
@@ -78,6 +82,7 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj", "up": "mlp.fc1",
                "down": "mlp.fc2",
                "renames": (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head.")),
+               "in_whole": (("model.", "language_model.model."), ("lm_head.", "language_model.lm_head.")),
                "projectors": {"adapter": (None, "vision_adapter.mlp.fc1", "vision_adapter.mlp.fc2"),
                               "projector": (None, "~multi_modal_projector.linear_1")}},
     "internvl": {"root": "model.vision_tower", "patch": "embeddings.patch_embeddings.projection",
@@ -96,6 +101,16 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
 def renames_of(towers: dict[str, Tower]) -> tuple[tuple[str, str], ...]:
     """The (stored prefix, canonical prefix) pairs of a spec's towers' checkpoints; () for a text model."""
     return tuple(dict.fromkeys(pair for tower in towers.values() for pair in layout_of(tower).get("renames", ())))
+
+
+def whole_model_names(names: Iterable[str], towers: dict[str, Tower]) -> dict[str, str]:
+    """Canonical names as transformers 5's whole multimodal model holds them: a decoder tensor under
+    the language model's prefix; a tower's (in-memory already) and a text model's unchanged."""
+    if not towers:
+        return {name: name for name in names}
+    own = {slot for n, t in towers.items() for slot in tower_slots(n, t)}
+    prefixes = layout_of(next(iter(towers.values()))).get("in_whole", _IN_WHOLE)
+    return {name: name if name in own else canonical_prefix(name, prefixes) for name in names}
 
 
 def canonical_prefix(name: str, renames: tuple[tuple[str, str], ...]) -> str:
