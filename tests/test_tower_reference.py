@@ -1,9 +1,9 @@
 """The torch reference's vision tower against transformers' on the same weights.
 
-A tiny Gemma 3 (tests/tiny_models.py TINY_MULTIMODAL), built by transformers'
-Gemma3ForConditionalGeneration and written by its save_pretrained; our VisionTower loads the
-checkpoint's tower tensors (strict) and must give Gemma3Model.get_image_features' projected
-features for the same pixels.
+Tiny Gemma 3 and InternVL models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
+ForConditionalGeneration classes and written by their save_pretrained; our VisionTower loads the
+checkpoint's tower tensors (strict) and must give get_image_features' projected features for the
+same pixels.
 """
 
 from __future__ import annotations
@@ -24,17 +24,24 @@ transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 
-@pytest.fixture(scope="module")
-def gemma3(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    directory = tmp_path_factory.mktemp("gemma3")
+# InternViT-6B's switches (RMSNorm, QK-norm over the full width, a post LayerNorm) on the tiny InternViT.
+INTERNVIT_6B = {"norm_type": "rms_norm", "use_qk_norm": True, "use_mean_pooling": False}
+BUILT = {"gemma3": {}, "internvl": {}, "internvl-6b-switches": INTERNVIT_6B}
+
+
+def saved(model_type: str, directory: Path, vision: dict | None = None):  # noqa: ANN201
+    """transformers' whole model of the tiny config, every weight random (it starts Gemma 3's projector
+    at zeros, which would make any two towers agree), written by save_pretrained to `directory`."""
+    config = copy.deepcopy(TINY_MULTIMODAL[model_type])
+    config["vision_config"].update(vision or {})
     torch.manual_seed(0)
-    config = transformers.AutoConfig.for_model("gemma3", **copy.deepcopy(TINY_MULTIMODAL["gemma3"]))
-    model = transformers.Gemma3ForConditionalGeneration._from_config(config).eval()
-    with torch.no_grad():  # transformers starts the projector at zeros: every weight random, so features differ
+    hf = transformers.AutoConfig.for_model(model_type, **config)
+    model = getattr(transformers, config["architectures"][0])._from_config(hf).eval()
+    with torch.no_grad():
         for param in model.parameters():
             param.normal_(0.0, 0.2)
     model.save_pretrained(directory)
-    return model, directory
+    return model
 
 
 def tower_state(directory: Path) -> tuple[object, dict]:
@@ -45,20 +52,26 @@ def tower_state(directory: Path) -> tuple[object, dict]:
     return spec, {table.canonical(n): t for n, t in state.items() if table.canonical(n) in table.towers}
 
 
-def test_gemma3_image_features_are_transformers(gemma3) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("case", sorted(BUILT))
+def test_image_features_are_transformers(case: str, tmp_path: Path) -> None:
+    """Our tower on the checkpoint's tensors (strict) gives get_image_features' projected features;
+    one changed weight moves them, so the comparison can fail."""
     from calc.reference.tower import VisionTower
 
-    model, directory = gemma3
-    spec, state = tower_state(directory)
+    model_type = case.split("-")[0]
+    model = saved(model_type, tmp_path, BUILT[case])
+    spec, state = tower_state(tmp_path)
     ours = VisionTower("vision", spec.towers["vision"])
     ours.load_state_dict(state, strict=True)
     pixels = torch.randn(2, 3, 56, 56, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         mine, theirs = ours(pixels), model.get_image_features(pixels).pooler_output
-    assert mine.shape == theirs.shape == (2, 4, 32)  # 4 = mm_tokens_per_image, 32 = the text width
+    # 4 tokens: Gemma 3's mm_tokens_per_image; InternVL's 16 patches shuffled 2 x 2. 32: the text width
+    assert mine.shape == theirs.shape == (2, 4, 32)
     assert float((mine - theirs).abs().max()) <= 1e-5 * max(1.0, float(theirs.abs().max()))
-    with torch.no_grad():  # the comparison can fail: one changed weight moves the features
-        ours.get_parameter("model.vision_tower.encoder.layers.1.mlp.fc2.weight")[0, 0] += 0.5
+    name = next(n for n in ours.state_dict() if n.endswith("layers.1.mlp.fc2.weight") or n.endswith("layer.1.mlp.fc2.weight"))
+    with torch.no_grad():
+        ours.get_parameter(name).mul_(2.0)
         assert float((ours(pixels) - theirs).abs().max()) > 1e-3
 
 
@@ -81,14 +94,16 @@ def verify_load(directory: Path) -> dict:
     return json.loads(result.stdout)
 
 
-def test_verify_load_runs_the_tower_against_transformers(gemma3) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("model_type, image, whole", [("gemma3", "56x56", "Gemma3ForConditionalGeneration"),
+                                                     ("internvl", "56x56", "InternVLForConditionalGeneration")])
+def test_verify_load_runs_the_tower_against_transformers(model_type: str, image: str, whole: str,
+                                                         tmp_path: Path) -> None:
     """--load: decoder and tower loaded strictly, one seeded image through our tower, and transformers'
     whole model on the same tensors gives the same logits and the same image features."""
-    _, directory = gemma3
-    data = verify_load(directory)
-    load = data["load"]
-    assert load["ok"] and "vision tower: image features [1, 4, 32] of one 56x56 image" in load["message"]
-    assert "Gemma3ForConditionalGeneration.get_image_features on the same weights: max |feature difference|" \
+    saved(model_type, tmp_path)
+    load = verify_load(tmp_path)["load"]
+    assert load["ok"] and f"vision tower: image features [1, 4, 32] of one {image} image" in load["message"]
+    assert f"{whole}.get_image_features on the same weights: max |feature difference|" \
         in load["transformers"]["message"] and load["transformers"]["compared"]
 
 

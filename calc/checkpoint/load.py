@@ -17,6 +17,7 @@ CLI imports this module only when --load is given.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -35,6 +36,7 @@ from calc.errors import GptcalcError
 from calc.reference.model import Decoder, build
 from calc.reference.tower import VisionTower, buildable
 from calc.spec.model import ModelSpec
+from calc.towers import Tower
 from calc.units import human_bytes
 
 __all__ = ["available_memory", "forward_ids", "load_and_run", "load_weights", "memory_needed", "run_towers", "split_towers"]
@@ -100,13 +102,13 @@ def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, Tow
     runs = {}
     for name, tower in spec.towers.items():
         why = buildable(tower)
-        if why is not None or tower.images is None:
-            runs[name] = TowerRun(name, None, None, why or f"{tower.kind}: no image rule to size an image by")
+        if why is not None:
+            runs[name] = TowerRun(name, None, None, why)
             continue
         model = VisionTower(name, tower)
         model.load_state_dict({n: t for n, t in state.items() if n in model.state_dict()}, strict=True)
-        size = tower.images.largest()
-        pixels = torch.randn(1, tower.in_channels, size.height, size.width, generator=torch.Generator().manual_seed(0))
+        width, height = _image_size(tower)
+        pixels = torch.randn(1, tower.in_channels, height, width, generator=torch.Generator().manual_seed(0))
         with torch.no_grad():
             runs[name] = TowerRun(name, pixels, model(pixels))
     return runs
@@ -118,6 +120,16 @@ def load_weights(report: CheckpointReport, state: dict[str, torch.Tensor] | None
     model = build(report.spec)
     model.load_state_dict(state, strict=True)
     return model
+
+
+def _image_size(tower: Tower) -> tuple[int, int]:
+    """(width, height) of the image a tower is run on: its rule's largest, else the square its
+    position table was learned for (InternViT's image_size)."""
+    if tower.images is not None:
+        largest = tower.images.largest()
+        return largest.width, largest.height
+    side = math.isqrt(tower.positions - tower.class_token) * tower.patch_size
+    return side, side
 
 
 def forward_ids(spec: ModelSpec) -> torch.Tensor:
