@@ -98,7 +98,9 @@ class TensorTable:
                          for name in spec.blocks}  # per block kind: names only the Hub's expert layout has
 
     def canonical(self, name: str) -> str:
-        """The name as save_pretrained writes it: an older alias renamed, a base model's prefix added."""
+        """The name as save_pretrained writes it: an older alias renamed, a base model's prefix added; a
+        multimodal checkpoint's decoder tensor as its text model names it, its tower's as transformers 5
+        holds it (`calc.checkpoint.tower_slots`)."""
         if self.renames:  # a multimodal checkpoint: its decoder under the text model's names, its towers in-memory
             name = canonical_prefix(name, self.renames)
         return with_base(self._aliases.get(name, name), self.lay, self._model_names)
