@@ -91,3 +91,23 @@ def test_inspect_lists_the_tower_rows(tmp_path: Path) -> None:
     assert data["breakdown"]["towers"][0]["components"]["adapter"] == sum(
         n for name, n in tower.items() if name.startswith("vision_adapter."))
     assert "vision tower: vision adapter (pixel shuffle MLP)" in CliRunner().invoke(main, ["inspect", str(directory)]).stdout
+
+
+@pytest.mark.parametrize("model_type", ["gemma3", "llava_onevision"])
+def test_siglip_under_its_own_vision_model_prefix(model_type: str, tmp_path: Path) -> None:
+    """The Hub's Gemma 3 and LLaVA-OneVision files keep SigLIP's `vision_model.` inside the tower
+    (`vision_tower.vision_model.encoder.layers.0...`; transformers' conversion_mapping.py reads
+    SiglipVisionModel as CLIPVisionModel, prefix_to_remove="vision_model"). transformers loads such a
+    file with nothing missing or left over, and verify recognises every tensor of it."""
+    directory, params = saved(model_type, tmp_path)
+    path = directory / "model.safetensors"
+    state = safetensors_torch.load_file(str(path))
+    hub = {name.replace("vision_tower.", "vision_tower.vision_model.", 1): t for name, t in state.items()}
+    assert sum(name.startswith("vision_tower.vision_model.") for name in hub) > 10
+    safetensors_torch.save_file(hub, str(path), metadata={"format": "pt"})
+    named = TINY_MULTIMODAL[model_type]["architectures"][0]
+    _, info = getattr(transformers, named).from_pretrained(directory, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    code, data = verify_json("--checkpoint", str(directory))
+    assert data["checkpoint"]["unknown"] == [] and data["checkpoint"]["shape_mismatches"] == []
+    assert data["checkpoint"]["parameters"] == sum(params.values()) and code == 0

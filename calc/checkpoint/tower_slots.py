@@ -50,7 +50,11 @@ _SIGLIP = {"root": "model.vision_tower", "patch": "embeddings.patch_embedding",
            "positions": ("embeddings.position_embedding.weight", 0), "layers": "encoder.layers",
            "attn_in": "layer_norm1", "mlp_in": "layer_norm2", "q": "self_attn.q_proj", "k": "self_attn.k_proj",
            "v": "self_attn.v_proj", "o": "self_attn.out_proj", "up": "mlp.fc1", "down": "mlp.fc2",
-           "post_norm": "post_layernorm", "newline": "~model.image_newline", "renames": _LLAVA_RENAMES,
+           "post_norm": "post_layernorm", "newline": "~model.image_newline",
+           # the Hub's Gemma 3 and LLaVA-OneVision files keep SigLIP's own `vision_model.` inside the tower
+           # (transformers' conversion_mapping.py: SiglipVisionModel as CLIPVisionModel, prefix_to_remove="vision_model")
+           "renames": (("vision_tower.vision_model.", "model.vision_tower."),
+                       ("model.vision_tower.vision_model.", "model.vision_tower."), *_LLAVA_RENAMES),
            # Gemma 3's projector (a norm and a bare [vision, text] matrix) or LLaVA-OneVision's (two linears)
            "projectors": {"projector": ("~model.multi_modal_projector.mm_soft_emb_norm",
                                         "~model.multi_modal_projector.mm_input_projection_weight"),
