@@ -170,7 +170,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            ubatch: int = 512, kv_unified: bool = False, swa_full: bool = False, cache_type_k: str | None = None,
            cache_type_v: str | None = None, image: str | None = None, images: int = 1, text_only: bool = False,
            encoder_replicated: bool = False, n_gpu_layers: int | None = None, tensor_split: str | None = None,
-           kv_offload: bool = True, override_tensor: str | None = None) -> Result:
+           kv_offload: bool = True, override_tensor: str | None = None, encoder_cache_size: int | None = None,
+           mm_limit: int | None = None, encoder_activation_memory: str | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -182,7 +183,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     "exps=CPU", `cpu_experts` as --n-cpu-moe, `kv_offload=False` as -nkvo) the buffers it allocates per device, the model's when `stored` is a GGUF
     file's (calc/analysis/memory/llamacpp_devices.py). A multimodal model's towers are in the weights (their encoder layers
     split across `tp` GPUs, or whole on each with `encoder_replicated`) unless `text_only`; `image`
-    ("WxH") prices `images` such images in tokens and KV bytes."""
+    ("WxH") prices `images` such images in tokens and KV bytes. Under vLLM with a --budget, its
+    encoder cache (`encoder_cache_size` embeddings, `mm_limit` images a prompt) and the encoder's
+    profiling forward (`encoder_activation_memory` from a log) are terms of the engine's budget."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
@@ -203,11 +206,14 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     pictures = _image_cost(spec, image, images, kv_dtype, text_only)
     reserves = Reserves(fraction, _size(activation_memory, "--activation-memory"),
                         _size(non_torch_memory, "--non-torch-memory"), _size(cuda_graph_memory, "--cuda-graph-memory"),
-                        max_batched, max_seqs)
+                        max_batched, max_seqs, encoder_cache_size, mm_limit,
+                        _size(encoder_activation_memory, "--encoder-activation-memory"))
     extra = (vllm_extra_weights(spec, result.weights, budget_gpu(target), layout.tp, layout.ep)
              if engine == "vllm" and target else ())
+    encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
     startup = (startup_budget(engine, spec, budget_gpu(target), result.weights.total_bytes, layout.tp, layout.pp,
-                              reserves, extra=extra) if engine in STARTUP_ENGINES and target and kv_memory is None else None)
+                              reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp)
+               if engine in STARTUP_ENGINES and target and kv_memory is None else None)
     if startup is not None:
         startup.check()
         target = replace(target, bytes_per_gpu=startup.kv_memory + result.weights.total_bytes,

@@ -173,7 +173,7 @@ def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str |
         sources["checkpoint"] = report.breakdown
     if load:
         loaded = _load(report, config)
-    return Verification(spec, sources, compare(sources), report, loaded, transformers)
+    return Verification(spec, sources, compare(sources, towers=True), report, loaded, transformers)
 
 
 def _transformers(spec: ModelSpec, config: hf.HFConfig | None, analytic_total: int) -> Any:

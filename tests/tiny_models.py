@@ -258,6 +258,52 @@ TINY: dict[str, dict[str, Any]] = {
 }
 
 
+# Tiny multimodal models: a two-layer decoder of width 32 and a two- or three-layer vision tower of width 16
+# with every switch its kind has (Qwen2.5-VL's full-attention layer, Qwen3-VL's DeepStack taps, InternViT's
+# biases and layer scales, Llama 4's pixel shuffle), for transformers' whole ForConditionalGeneration class
+# to build and save. The decoder's head is tied or not the same way at both levels (InternVL's and
+# Mistral 3's outer classes default to tied, their text configs to untied).
+_TEXT = _COMMON
+_MROPE = {"rope_type": "default", "mrope_section": [1, 1, 2]}
+_VIT = {"hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "image_size": 56, "patch_size": 14}
+_QWEN_VIT = {"depth": 2, "hidden_size": 16, "intermediate_size": 24, "num_heads": 2, "out_hidden_size": 32}
+_SIGLIP = {"model_type": "siglip_vision_model", **_VIT, "vision_use_head": False}
+TINY_MULTIMODAL: dict[str, dict[str, Any]] = {
+    "qwen2_5_vl": {"architectures": ["Qwen2_5_VLForConditionalGeneration"],
+                   "text_config": {**_TEXT, "model_type": "qwen2_5_vl_text", "rope_scaling": _MROPE},
+                   "vision_config": {**_QWEN_VIT, "patch_size": 14, "fullatt_block_indexes": [1], "window_size": 56}},
+    "qwen3_vl": {"architectures": ["Qwen3VLForConditionalGeneration"],
+                 "text_config": {**_TEXT, "model_type": "qwen3_vl_text", "head_dim": 8,
+                                 "rope_scaling": {**_MROPE, "mrope_interleaved": True}},
+                 "vision_config": {**_QWEN_VIT, "depth": 3, "num_position_embeddings": 16,
+                                   "deepstack_visual_indexes": [0, 1]}},
+    "qwen3_5": {"architectures": ["Qwen3_5ForConditionalGeneration"],
+                "text_config": {**_TEXT, **_DELTANET, "model_type": "qwen3_5_text", "head_dim": 8,
+                                "layer_types": ["linear_attention", "full_attention"],
+                                "rope_parameters": {**_MROPE, "mrope_interleaved": True, "partial_rotary_factor": 0.5,
+                                                    "rope_theta": 10000.0}},
+                "vision_config": {**_QWEN_VIT, "num_position_embeddings": 16}},
+    "gemma3": {"architectures": ["Gemma3ForConditionalGeneration"], "mm_tokens_per_image": 4,
+               "text_config": {**_TEXT, "model_type": "gemma3_text", "head_dim": 8, "sliding_window": 5},
+               "vision_config": _SIGLIP},
+    "mistral3": {"architectures": ["Mistral3ForConditionalGeneration"], "tie_word_embeddings": False,
+                 "text_config": {**_TEXT, "model_type": "mistral", "head_dim": 8},
+                 "vision_config": {"model_type": "pixtral", **_VIT, "head_dim": 8}},
+    "llama4": {"architectures": ["Llama4ForConditionalGeneration"],
+               "text_config": {**_TEXT, "model_type": "llama4_text", "head_dim": 8, "num_local_experts": 2,
+                               "intermediate_size_mlp": 48, "interleave_moe_layer_step": 1},
+               "vision_config": {**_VIT, "projector_input_dim": 32, "projector_output_dim": 32,
+                                 "vision_output_dim": 32, "pixel_shuffle_ratio": 0.5}},
+    "llava_onevision": {"architectures": ["LlavaOnevisionForConditionalGeneration"],
+                        "text_config": {**_TEXT, "model_type": "qwen2"}, "vision_config": _SIGLIP},
+    "internvl": {"architectures": ["InternVLForConditionalGeneration"], "tie_word_embeddings": False,
+                 "text_config": {**_TEXT, "model_type": "qwen2"},
+                 "vision_config": {"model_type": "internvl_vision", **_VIT, "image_size": [56, 56],
+                                   "patch_size": [14, 14], "attention_bias": True}},
+}
+
+
 def tiny_config(model_type: str) -> dict[str, Any]:
     """A config.json mapping of a tiny `model_type` model (a fresh copy)."""
     return {"model_type": model_type, **TINY[model_type]}

@@ -52,6 +52,10 @@ ORDER: tuple[str, ...] = tuple(COMPONENT_LABELS)
 
 
 def label(component: str) -> str:
+    """A component's words; a tower's component (`vision.q`, as a checkpoint counts it) under its tower's name."""
+    tower, dot, own = component.partition(".")
+    if dot and own in COMPONENT_LABELS:
+        return f"{tower} tower: {COMPONENT_LABELS[own]}"
     return COMPONENT_LABELS.get(component, component)
 
 
@@ -229,17 +233,30 @@ class Diff:
         }
 
 
-def compare(breakdowns: Mapping[str, Breakdown]) -> Diff:
+def compare(breakdowns: Mapping[str, Breakdown], towers: bool = False) -> Diff:
     """Line up several sources component by component (the decoder's components); a component
-    absent from one counts 0."""
+    absent from one counts 0. `towers`: each tower's components too, as rows of their own (verify's
+    sources are one model; `compare`'s columns are different models)."""
     names = [name for name in ORDER if any(b.get(name) for b in breakdowns.values())]
     extra = sorted({n for b in breakdowns.values() for n in b.components} - set(ORDER))
     rows = tuple(
         DiffRow(name, {source: b.get(name) for source, b in breakdowns.items()})
         for name in [*names, *extra]
     )
-    # A multimodal model's towers are compared only where every source counts them (the torch
+    # A multimodal model's towers are compared row by row among the sources that count them (the
+    # formulas and a checkpoint), and in the totals only where every source does (the torch
     # reference and a text model of transformers build the decoder alone): else the decoders' totals.
     whole = all(b.towers for b in breakdowns.values())
     totals = {source: b.total if whole else b.decoder_total for source, b in breakdowns.items()}
-    return Diff(tuple(breakdowns), rows, totals)
+    return Diff(tuple(breakdowns), rows + (_tower_rows(breakdowns) if towers else ()), totals)
+
+
+def _tower_rows(breakdowns: Mapping[str, Breakdown]) -> tuple[DiffRow, ...]:
+    """One row per tower component (`vision.q`), holding only the sources that count towers; none
+    unless two sources do (nothing to compare)."""
+    counted = {source: {t.name: t.components for t in b.towers} for source, b in breakdowns.items() if b.towers}
+    if len(counted) < 2:
+        return ()
+    keys = dict.fromkeys((tower, c) for towers in counted.values() for tower, rows in towers.items() for c in rows)
+    return tuple(DiffRow(f"{tower}.{c}", {source: towers.get(tower, {}).get(c, 0) for source, towers in counted.items()})
+                 for tower, c in keys)

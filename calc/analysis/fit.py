@@ -119,7 +119,7 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
         for gpu in gpus:
             extra = vllm_extra_weights(spec, result.weights, gpu, layout.tp, layout.ep) if engine == "vllm" else ()
             budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
-                                    extra=extra)
+                                    extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None)
             pool = (kv_pool(result.kv, engine, budget.kv_memory, seq, None,
                             reserves.max_batched or vllm_batch_defaults(budget.total)[0])
                     if budget.kv_memory > 0 else None)

@@ -110,4 +110,4 @@ TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "mistral3": "mistral", "llama4": "l
 FLAT_TEXT = {"qwen2_5_vl": "qwen2"}
 # Language models transformers builds exactly as another model_type (Qwen3VLTextModel is Qwen3's
 # layers: QK-norm, no biases, no sliding window; mrope changes positions, not weights).
-TEXT_AS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe"}
+TEXT_AS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "qwen2_5_vl_text": "qwen2"}

@@ -19,7 +19,7 @@ import torch
 from calc.arch.fallback import transformers_model
 from calc.spec.hf import first_line
 
-__all__ = ["TOLERANCE", "LogitsComparison", "compare_logits"]
+__all__ = ["TOLERANCE", "LogitsComparison", "TowerRun", "compare_logits"]
 
 TOLERANCE = 1e-4  # relative to max(1, the largest |logit| transformers computes)
 
@@ -39,13 +39,30 @@ class LogitsComparison:
                 "max_difference": self.max_difference, "tolerance": self.tolerance}
 
 
+@dataclass(frozen=True)
+class TowerRun:
+    """One tower of our reference run on an image (`features` None: not run, `why`)."""
+
+    name: str
+    pixels: Any  # torch.Tensor [1, channels, H, W]
+    features: Any  # torch.Tensor [1, tokens, text width]
+    why: str = ""
+
+    def describe(self) -> str:
+        if self.features is None:
+            return f"{self.name} tower not run: {self.why}"
+        _, _, height, width = self.pixels.shape
+        return f"{self.name} tower: image features {list(self.features.shape)} of one {width}x{height} image"
+
+
 def _skipped(why: str) -> LogitsComparison:
     return LogitsComparison(True, f"transformers' logits not compared: {why}", compared=False)
 
 
 def compare_logits(config: dict[str, Any] | None, state: dict[str, torch.Tensor], ids: torch.Tensor,
-                   ours: torch.Tensor, not_parameters: set[str]) -> LogitsComparison:
-    """Build transformers' model of `config`, load `state` into it, compare its logits with `ours`."""
+                   ours: torch.Tensor, not_parameters: set[str], towers: dict[str, TowerRun] | None = None) -> LogitsComparison:
+    """Build transformers' model of `config`, load `state` into it, compare its logits with `ours`,
+    then its image features with each tower's run (`towers`: a multimodal model's)."""
     if config is None:
         return _skipped("the spec did not come from a config.json (transformers builds models from one)")
     try:
@@ -61,19 +78,31 @@ def compare_logits(config: dict[str, Any] | None, state: dict[str, torch.Tensor]
     problem = _load(model, state, not_parameters)
     if problem:
         return LogitsComparison(False, f"transformers' {name} does not take these weights: {problem}")
-    with torch.no_grad():
-        theirs = model(ids).logits.float()  # (1, T, vocab)
-    return _verdict(name, ours, theirs)
+    try:
+        with torch.no_grad():
+            theirs = model(ids).logits.float()  # (1, T, vocab)
+    except (AttributeError, TypeError, ValueError) as exc:  # transformers' own forward fails on text alone
+        return _skipped(f"transformers' {name} fails on token ids alone: {first_line(exc)}")
+    verdict = _verdict(name, ours, theirs)
+    for run in (towers or {}).values():
+        with torch.no_grad():
+            features = model.get_image_features(run.pixels)
+        image = _verdict(f"{name}.get_image_features", run.features, getattr(features, "pooler_output", features),
+                         "image features")
+        verdict = LogitsComparison(verdict.ok and image.ok, f"{verdict.message}; {image.message}", True,
+                                   verdict.max_difference, verdict.tolerance)
+    return verdict
 
 
-def _verdict(name: str, ours: torch.Tensor, theirs: torch.Tensor) -> LogitsComparison:
+def _verdict(name: str, ours: torch.Tensor, theirs: torch.Tensor, what: str = "logits") -> LogitsComparison:
     if theirs.shape != ours.shape:
-        return LogitsComparison(False, f"transformers' {name} gave logits {list(theirs.shape)}, ours {list(ours.shape)}")
+        return LogitsComparison(False, f"transformers' {name} gave {what} {list(theirs.shape)}, ours {list(ours.shape)}")
     difference = float((ours - theirs).abs().max())
     tolerance = TOLERANCE * max(1.0, float(theirs.abs().max()))
     ok = difference <= tolerance  # False for NaN too
     verdict = "within" if ok else "above"
-    return LogitsComparison(ok, f"transformers' {name} on the same weights: max |logit difference| "
+    unit = "logit" if what == "logits" else "feature"
+    return LogitsComparison(ok, f"transformers' {name} on the same weights: max |{unit} difference| "
                                 f"{difference:.2e}, {verdict} the tolerance {tolerance:.2e}",
                             max_difference=difference, tolerance=tolerance)
 

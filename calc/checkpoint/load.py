@@ -8,12 +8,16 @@ loaded into the torch reference model (`calc.reference.model`) with `strict=True
 filled, nothing left over — and one forward pass must give finite logits of shape [1, T, vocab_size].
 Last, transformers' own model of the same config takes the same tensors and must give the same
 logits within a stated tolerance (`calc.checkpoint.crosscheck`). The two models are built one
-after the other, so memory holds the tensors and one float32 model at a time. Imports torch; the
+after the other, so memory holds the tensors and one float32 model at a time. A multimodal
+checkpoint's tower tensors load into the reference's vision tower (`calc.reference.tower`), which
+encodes one seeded random image of its largest size; transformers' whole model, given every tensor,
+must give the same image features (a tower kind the reference does not build says so, unrun). Imports torch; the
 CLI imports this module only when --load is given.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -22,16 +26,20 @@ from typing import Any, Iterable
 import torch
 
 from calc.analysis.count import count
-from calc.checkpoint.crosscheck import compare_logits
+from calc.checkpoint.crosscheck import TowerRun, compare_logits
 from calc.checkpoint.layouts import in_memory, layout
+from calc.checkpoint.names import tensor_table
 from calc.checkpoint.report import CheckpointReport, LoadResult
+from calc.checkpoint.tower_slots import whole_model_names
 from calc.checkpoint.weights import Rejected, read_checked
 from calc.errors import GptcalcError
 from calc.reference.model import Decoder, build
+from calc.reference.tower import VisionTower, buildable
 from calc.spec.model import ModelSpec
+from calc.towers import Tower
 from calc.units import human_bytes
 
-__all__ = ["available_memory", "forward_ids", "load_and_run", "load_weights", "memory_needed"]
+__all__ = ["available_memory", "forward_ids", "load_and_run", "load_weights", "memory_needed", "run_towers", "split_towers"]
 
 FORWARD_TOKENS = 8
 MEMINFO = Path("/proc/meminfo")
@@ -51,26 +59,59 @@ def load_and_run(report: CheckpointReport, config: dict[str, Any] | None = None)
         state = read_checked(report)
     except Rejected as exc:
         return LoadResult(False, f"tensor check failed: {exc}")
+    decoder, towers = split_towers(report, state)
     try:
-        model = load_weights(report, dict(state))
+        model = load_weights(report, decoder)
+        images = run_towers(report.spec, towers)
     except RuntimeError as exc:
         return LoadResult(False, f"load_state_dict(strict=True) failed: {_compact(exc)}", len(state))
     ids = forward_ids(report.spec)
     with torch.no_grad():
         logits = model(ids)  # (1, T, vocab)
     # What our model holds, under transformers' in-memory names (a Hub checkpoint's per-expert tensors
-    # stacked as transformers 5 keeps them, Nemotron-H's `backbone.` as `model.`): the very weights
+    # stacked as transformers 5 keeps them, Nemotron-H's `backbone.` as `model.`, a multimodal model's
+    # decoder under its language model's prefix, its towers' tensors beside): the very weights
     # transformers' model is given next.
-    lay = layout(report.spec)
+    lay, spec = layout(report.spec), report.spec
     held = {in_memory(name, lay): tensor for name, tensor in model.state_dict().items()}
+    held = {whole: held[name] for name, whole in whole_model_names(held, spec.towers).items()} | towers
     del model  # transformers' model is built next: one float32 model in memory at a time
     not_parameters = {t.name for t in (*report.buffers, *report.unknown)}
     dtypes = _dtypes(t for name, t in state.items() if name not in not_parameters)
-    result = _check_logits(report.spec, ids, logits, len(state), dtypes)
+    result = _check_logits(spec, ids, logits, len(state), dtypes)
     if not result.ok:
         return result
-    comparison = compare_logits(config, held, ids, logits, {in_memory(n, lay) for n in not_parameters})
+    result = replace(result, message=result.message + "".join(f"; {image.describe()}" for image in images.values()))
+    comparison = compare_logits(config, held, ids, logits, {in_memory(n, lay) for n in not_parameters},
+                                {name: image for name, image in images.items() if image.features is not None})
     return replace(result, ok=comparison.ok, transformers=comparison)
+
+
+def split_towers(report: CheckpointReport, state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """(the decoder's tensors as stored, the towers' under their canonical names): the reference
+    decoder loads the first, `calc.reference.tower` the second."""
+    table = tensor_table(report.spec)
+    canonical = {name: table.canonical(name) for name in state} if table.towers else {}
+    towers = {canonical[name]: t for name, t in state.items() if canonical.get(name) in table.towers}
+    return {name: t for name, t in state.items() if canonical.get(name) not in table.towers}, towers
+
+
+def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, TowerRun]:
+    """Each tower the reference builds, loaded strictly from `state` and run on one seeded random image
+    of its rule's largest size; the others say why they were not run."""
+    runs = {}
+    for name, tower in spec.towers.items():
+        why = buildable(tower)
+        if why is not None:
+            runs[name] = TowerRun(name, None, None, why)
+            continue
+        model = VisionTower(name, tower)
+        model.load_state_dict({n: t for n, t in state.items() if n in model.state_dict()}, strict=True)
+        width, height = _image_size(tower)
+        pixels = torch.randn(1, tower.in_channels, height, width, generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            runs[name] = TowerRun(name, pixels, model(pixels))
+    return runs
 
 
 def load_weights(report: CheckpointReport, state: dict[str, torch.Tensor] | None = None) -> Decoder:
@@ -79,6 +120,16 @@ def load_weights(report: CheckpointReport, state: dict[str, torch.Tensor] | None
     model = build(report.spec)
     model.load_state_dict(state, strict=True)
     return model
+
+
+def _image_size(tower: Tower) -> tuple[int, int]:
+    """(width, height) of the image a tower is run on: its rule's largest, else the square its
+    position table was learned for (InternViT's image_size)."""
+    if tower.images is not None:
+        largest = tower.images.largest()
+        return largest.width, largest.height
+    side = math.isqrt(tower.positions - tower.class_token) * tower.patch_size
+    return side, side
 
 
 def forward_ids(spec: ModelSpec) -> torch.Tensor:

@@ -139,7 +139,7 @@ def _templates(table: TensorTable) -> Iterator[Template]:
     """(name template, the slot `classify` finds, expected shapes, MTP?, Hub layout only?, layers, experts)
     of every group."""
     spec, layers_path = table.spec, table.layers
-    for slot in table.model.values():
+    for slot in (*table.model.values(), *table.towers.values()):
         yield slot.name.replace("{", "{{").replace("}", "}}"), slot, (slot.shape, slot.shape), False, False, [None], 0
     n_experts = {name: block.moe.n_experts if block.moe else 0 for name, block in spec.blocks.items()}
     kinds = list(chain.from_iterable(repeat(run.block, run.repeat) for run in spec.layers))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from calc.checkpoint.layouts import ROTARY_BUFFERS, layout, layout_name, with_base
 from calc.checkpoint.slots import Slot, Target, block_slots, model_slots, mtp_slots
+from calc.checkpoint.tower_slots import canonical_prefix, renames_of, tower_slots
 from calc.spec.model import ModelSpec
 
 __all__ = ["Slot", "TensorName", "TensorTable", "classify", "component_counts", "expected_shapes", "tensor_table"]
@@ -62,7 +63,11 @@ class TensorTable:
         self.blocks = {name: block_slots(self.lay, block, spec.d_model) for name, block in spec.blocks.items()}
         self.hub = {name: block_slots(self.lay, block, spec.d_model, hub=True) for name, block in spec.blocks.items()}
         self.layers = self.lay["layers"]
-        self._model_names = {slot.name: slot for slot in self.model.values()}
+        # A multimodal model's towers: every tensor by its full name (calc.checkpoint.tower_slots), and the
+        # stored prefixes its checkpoints use for them and for the decoder.
+        self.towers = {full: slot for name, tower in spec.towers.items() for full, slot in tower_slots(name, tower).items()}
+        self.renames = renames_of(spec.towers)
+        self._model_names = {**{slot.name: slot for slot in self.model.values()}, **self.towers}
         self._relative = {name: {slot.name: slot for slot in (*self.blocks[name].values(), *self.hub[name].values())}
                           for name in spec.blocks}
         # A Hub-layout name of a tensor transformers 5 keeps under another name (Mixtral's router, GraniteMoE's experts).
@@ -95,11 +100,15 @@ class TensorTable:
 
     def canonical(self, name: str) -> str:
         """The name as save_pretrained writes it: an older alias renamed, a base model's prefix added,
-        an MTP layer kept apart (DeepSeek-V4's mtp.0.*) named as the layer above the stack."""
+        an MTP layer kept apart (DeepSeek-V4's mtp.0.*) named as the layer above the stack; a
+        multimodal checkpoint's decoder tensor as its text model names it, its tower's as transformers 5
+        holds it (`calc.checkpoint.tower_slots`)."""
         if self._mtp_prefix and name.startswith(self._mtp_prefix):
             index, _, rest = name[len(self._mtp_prefix):].partition(".")
             if index.isdigit():
                 return f"{self.layers}.{self.n_layers + int(index)}.{rest}"
+        if self.renames:  # a multimodal checkpoint: its decoder under the text model's names, its towers in-memory
+            name = canonical_prefix(name, self.renames)
         return with_base(self._aliases.get(name, name), self.lay, self._model_names)
 
     def piece(self, name: str) -> tuple[str, int] | None:
@@ -187,7 +196,7 @@ class TensorTable:
                     name = f"{self.layers}.{layer}.{slot.name}"
                     for expert in range(experts) if "{expert}" in name else (None,):
                         shapes[name.format(expert=expert) if expert is not None else name] = slot.shape
-        return {**shapes, **above}
+        return {**shapes, **above, **{name: slot.shape for name, slot in self.towers.items()}}
 
 
 def _layer_of(name: str) -> int | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from calc.analysis.breakdown import ORDER, Breakdown
+from calc.analysis.breakdown import ORDER, Breakdown, TowerCount
 from calc.checkpoint.infer import infer_spec
 from calc.checkpoint.quant import Companion
 from calc.checkpoint.sources import FileRead, RawCheckpoint, TensorRecord, open_checkpoint
@@ -202,7 +202,11 @@ def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: t
 
 def _as_stored(raw: RawCheckpoint, table: Any, mismatches: tuple[ShapeMismatch, ...]) -> tuple[ShapeMismatch, ...]:
     """Mismatches named as the checkpoint names its tensors: without the `transformer.` / `model.`
-    prefix when none of its names has it (a base model's file, as GPT-2's own)."""
+    prefix when none of its names has it (a base model's file, as GPT-2's own); a multimodal
+    checkpoint's under its own prefixes (a stored tensor's name, a missing one's canonical name)."""
+    if table.renames:
+        stored = {table.canonical(name): name for name in raw.columns.names}
+        return tuple(replace(m, name=stored.get(m.name, m.name)) for m in mismatches)
     base = table.lay.get("base", "")
     if not base or any(name.startswith(base) for name in raw.columns.names):
         return mismatches
@@ -215,8 +219,10 @@ def _breakdown(raw: RawCheckpoint, spec: ModelSpec, components: dict[str, int], 
     stored_layers = [layer for layer in layers if layer is not None and layer < depth]  # not the MTP ones
     tied = "lm_head" not in components and (spec.head.tied or any(
         name.endswith("lm_head.weight") for name in raw.aliases))
+    towers = _towers(spec, components)
     ordered = {name: components[name] for name in ORDER if name in components and name not in MTP}
-    ordered.update({name: count for name, count in components.items() if name not in ordered and name not in MTP})
+    ordered.update({name: count for name, count in components.items()
+                    if name not in ordered and name not in MTP and name.partition(".")[0] not in spec.towers})
     ordered.setdefault("lm_head", 0)  # as the analytic and torch sources: present, 0 when absent
     return Breakdown(
         model=raw.source,
@@ -226,7 +232,19 @@ def _breakdown(raw: RawCheckpoint, spec: ModelSpec, components: dict[str, int], 
         tied_saving=components.get("token_embedding", 0) if tied else 0,
         source="checkpoint",
         extra={name: components[name] for name in MTP if name in components},
+        towers=towers, uncounted=spec.uncounted,
     )
+
+
+def _towers(spec: ModelSpec, components: dict[str, int]) -> tuple[TowerCount, ...]:
+    """The towers' components as stored (`vision.q` -> the vision tower's `q`), in the formulas' order."""
+    towers = []
+    for name, tower in spec.towers.items():
+        stored = {key.partition(".")[2]: n for key, n in components.items() if key.partition(".")[0] == name}
+        order = [*tower.params(), *stored]
+        towers.append(TowerCount(name, tower.kind, {key: stored[key] for key in dict.fromkeys(order) if key in stored},
+                                 tower.n_layers, description=tower.describe()))
+    return tuple(towers)
 
 
 def _component_rows(sums: Tally) -> tuple[ComponentTensors, ...]:

@@ -11,7 +11,7 @@ this spec, transformers' total alone is compared with the analytic total, and th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from calc.analysis.breakdown import Breakdown
@@ -62,7 +62,8 @@ def transformers_source(spec: ModelSpec, config: HFConfig | None, analytic_total
     try:
         from calc.arch.fallback import transformers_model
 
-        model = transformers_model(config.data, text_only=True, origin=config.origin)
+        # the whole multimodal model where the spec counts its towers (their names are mapped too), else its text model
+        model = transformers_model(config.data, text_only=not spec.towers, origin=config.origin)
     except ImportError:
         return TransformersSource("transformers' model not compared: transformers (and torch) are not installed")
     except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as exc:
@@ -75,8 +76,7 @@ def transformers_source(spec: ModelSpec, config: HFConfig | None, analytic_total
     except GptcalcError as exc:
         total = sum(t.numel for t in raw.tensors)
         return TransformersSource(f"transformers' {name}: total only ({exc})", total=total, analytic_total=analytic_total)
-    breakdown = Breakdown(report.breakdown.model, report.breakdown.n_layers, report.breakdown.components,
-                          report.breakdown.tied, report.breakdown.tied_saving, source=SOURCE)
+    breakdown = replace(report.breakdown, source=SOURCE)
     note = (f"transformers' {name}, built on the meta device from {config.origin}, counted by component "
             "through the checkpoint name maps")
     return TransformersSource(note, breakdown, report)

@@ -166,6 +166,13 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @image_options("the tokens it becomes (the model's processor rule) and their KV cache.")
 @click.option("--text-only", is_flag=True,
               help="Leave a multimodal model's towers out of the weights, as vLLM's --language-model-only does.")
+@click.option("--encoder-cache-size", type=POSITIVE, metavar="EMBEDS",
+              help="vLLM's encoder cache, in encoder embeddings (its --encoder-cache-size)  "
+                   "[default: --max-num-batched-tokens, at least one largest image's]")
+@click.option("--limit-mm-per-prompt", "mm_limit", type=click.IntRange(min=0), metavar="IMAGES",
+              help="vLLM's images a prompt may hold; 0 profiles no encoder  [default: 999]")
+@click.option("--encoder-activation-memory", type=TEXT, metavar="SIZE",
+              help="vLLM: what the encoder's profiling forward adds above the decoder's  [default: estimated]")
 @click.option("--mm-encoder-tp-mode", "encoder_mode", type=click.Choice(["weights", "data"]), default="weights",
               show_default=True, help="vLLM's: split the vision encoder's layers across --tp GPUs, or keep it whole on each.")
 @json_option
@@ -175,7 +182,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            kv_memory: str | None, block_size: int | None, n_parallel: int, ubatch: int, kv_unified: bool, swa_full: bool,
            cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, max_seqs: int | None,
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
-           show_all: bool, image: str | None, images: int, text_only: bool, encoder_mode: str, n_gpu_layers: int | None,
+           show_all: bool, image: str | None, images: int, text_only: bool, encoder_cache_size: int | None,
+           mm_limit: int | None, encoder_activation_memory: str | None, encoder_mode: str, n_gpu_layers: int | None,
            tensor_split: str | None, override_tensor: str | None, no_kv_offload: bool, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
@@ -205,7 +213,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         kv_unified=kv_unified, swa_full=swa_full, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
                         image=image, images=images, text_only=text_only, encoder_replicated=encoder_mode == "data",
                         n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, kv_offload=not no_kv_offload,
-                        override_tensor=override_tensor)
+                        override_tensor=override_tensor, encoder_cache_size=encoder_cache_size, mm_limit=mm_limit,
+                        encoder_activation_memory=encoder_activation_memory)
     if as_json:
         render.print_json(answer.to_dict())
         return

@@ -126,6 +126,7 @@ class Context:
     shared_kv: dict = field(default_factory=dict)
     per_layer: torch.Tensor | None = None  # Gemma's per-layer inputs [B, T, n_layers, p]; layer i reads [:, :, i]
     residual: torch.Tensor | None = None  # the stream before the MLP's norm (Gemma-4's router and experts read it)
+    causal: bool = True  # False: every position sees every other (a vision encoder's layers)
 
 
 class Decoder(nn.Module):

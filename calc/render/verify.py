@@ -31,8 +31,11 @@ def difference_columns(diff: Diff) -> list[str]:
 
 
 def _differences(values: dict[str, int], sources: tuple[str, ...]) -> list[str]:
+    """Each source against the reference; blank where a source has no value (a tower row of a
+    source that builds the decoder alone)."""
     reference = values[sources[0]]
-    return [f"{values[s] - reference:+,}" if values[s] != reference else "0" for s in sources[1:]]
+    return ["" if s not in values else f"{values[s] - reference:+,}" if values[s] != reference else "0"
+            for s in sources[1:]]
 
 
 def verify_table(model: str, diff: Diff, verdict: str | None = None) -> Table:
@@ -48,7 +51,7 @@ def verify_table(model: str, diff: Diff, verdict: str | None = None) -> Table:
     table.add_column("", justify="center")
     for row in diff.rows:
         name = f"{label(row.component)} " + styled("dim", f"({row.component})")
-        cells = [f"{row.values[s]:,}" for s in diff.sources]
+        cells = [f"{row.values[s]:,}" if s in row.values else "—" for s in diff.sources]
         table.add_row(name, *cells, *_differences(row.values, diff.sources), OK if row.ok else BAD,
                       style=None if row.ok else "red")
     table.add_section()
@@ -70,7 +73,8 @@ def verify_lines(result: Verification) -> list[str]:
         lines.append(f"LM head tied to the token embedding in {', '.join(sorted(tied))}: counted once (0 for the head)"
                      + (f"; untied in {', '.join(untied)}" if untied else ""))
     lines.append("buffers (rotary frequencies, causal masks) are not parameters and are not counted")
-    lines += [towers_line(b) for b in breakdowns.values() if b.towers or b.partial][:1]
+    lines += [towers_line(b, [name for name, other in breakdowns.items() if other.towers], list(breakdowns))
+              for b in breakdowns.values() if b.towers or b.partial][:1]
     for row in diff.mismatches:
         values = ", ".join(f"{source} {value:,}" for source, value in row.values.items())
         lines.append(styled("red", f"✗ mismatch: {label(row.component)} ({row.component}): {values}"))
@@ -87,13 +91,20 @@ def verify_lines(result: Verification) -> list[str]:
     return lines
 
 
-def towers_line(b: Any) -> str:
-    """What verify leaves out of a multimodal model: its towers are counted, not compared here."""
+def towers_line(b: Any, counting: list[str], every: list[str]) -> str:
+    """How a multimodal model's towers were compared: row by row among the sources that count them
+    (`counting`: the formulas, transformers' whole model, a checkpoint); the totals are the language
+    model's unless every source counts the towers (the torch reference builds the decoder alone)."""
     if b.partial:
         return f"PARTIAL: the {', '.join(b.uncounted)} are not counted; the totals compared are the language model's"
-    return (f"the towers ({', '.join(t.name for t in b.towers)}: {b.towers_total:,} parameters) are counted by count "
-            "and checked against transformers' whole model in the tests, not compared here: the totals compared are "
-            f"the language model's ({b.decoder_total:,})")
+    towers = f"the towers ({', '.join(t.name for t in b.towers)}: {b.towers_total:,} parameters)"
+    if len(counting) == len(every) > 1:
+        return f"{towers} are compared row by row among {', '.join(counting)}, and in the totals"
+    if len(counting) < 2:
+        return (f"{towers} are counted by count, not compared here (no other source counts them): the totals "
+                f"compared are the language model's ({b.decoder_total:,})")
+    return (f"{towers} are compared row by row among {', '.join(counting)}; the torch reference builds the "
+            f"language model alone, so the totals compared are the language model's ({b.decoder_total:,})")
 
 
 def transformers_lines(source: Any) -> list[str]:

@@ -73,6 +73,12 @@ class GridImages(Part):
         """Patches the projector makes one token of (merge x merge)."""
         return self.merge_size ** 2
 
+    def largest(self) -> ImageTokens:
+        """The image of the most tokens: the square of max_pixels (vLLM's Qwen2-VL processing info,
+        get_image_size_with_most_features: Qwen3-VL's 4096² -> 16,384 tokens)."""
+        side = math.isqrt(self.max_pixels)
+        return self.tokens(side, side)
+
     def _resize(self, height: int, width: int) -> tuple[int, int]:
         factor = self.patch_size * self.merge_size
         if max(height, width) / min(height, width) > 200:  # smart_resize refuses it too
@@ -107,6 +113,10 @@ class FixedImages(Part):
     def per_token(self) -> int:
         """Patches averaged into one soft token (Gemma 3: 4096 / 256 = a 4 x 4 pool)."""
         return (self.image_size // self.patch_size) ** 2 // self.tokens_per_image
+
+    def largest(self) -> ImageTokens:
+        """Every image is the same (pan and scan, off by default, not modelled)."""
+        return self.tokens(self.image_size, self.image_size)
 
 
 class PooledImages(Part):
@@ -144,6 +154,11 @@ class PooledImages(Part):
             return min(height // width * side, longest), side
         return h, w
 
+    def largest(self) -> ImageTokens:
+        """The image of the most tokens: a square that fills max_tokens soft tokens."""
+        side = math.isqrt(self.max_tokens) * self.pool * self.patch_size
+        return self.tokens(side, side)
+
 
 class RowImages(Part):
     """Pixtral / Mistral-3 (transformers models/pixtral/image_processing_pixtral.py
@@ -167,6 +182,10 @@ class RowImages(Part):
     @property
     def per_token(self) -> int:
         return self.merge_size ** 2
+
+    def largest(self) -> ImageTokens:
+        """The square of the longest edge."""
+        return self.tokens(self.longest_edge, self.longest_edge)
 
 
 class TileImages(Part):
@@ -196,6 +215,10 @@ class TileImages(Part):
     def per_token(self) -> int:
         """Patches one pixel-shuffled token holds (shuffle x shuffle)."""
         return self.shuffle ** 2
+
+    def largest(self) -> ImageTokens:
+        """An image that fills all max_tiles tiles exactly (one row of them), plus the global view."""
+        return self.tokens(self.max_tiles * self.tile, self.tile)
 
     def _canvas(self, width: int, height: int) -> tuple[int, int]:
         canvases = {(r, c) for n in range(1, self.max_tiles + 1) for r in range(1, n + 1) if n % r == 0 for c in [n // r]}
@@ -232,6 +255,11 @@ class NavitImages(Part):
     def per_token(self) -> int:
         return self.merge_size ** 2
 
+    def largest(self) -> ImageTokens:
+        """The image of the most tokens: a square of max_patches patches."""
+        side = math.isqrt(self.max_patches) * self.patch_size
+        return self.tokens(side, side)
+
 
 class CanvasImages(Part):
     """InternVL (transformers models/got_ocr2/image_processing_pil_got_ocr2.py `get_optimal_tiled_canvas`,
@@ -259,6 +287,11 @@ class CanvasImages(Part):
     @property
     def per_token(self) -> int:
         return self.shuffle ** 2
+
+    def largest(self) -> ImageTokens:
+        """The image of the most tokens: one shaped like the largest grid of tiles, so every tile is used."""
+        cols, rows = max(((c, self.max_tiles // c) for c in range(1, self.max_tiles + 1)), key=lambda g: g[0] * g[1])
+        return self.tokens(cols * self.tile, rows * self.tile)
 
     def _grid(self, width: int, height: int) -> tuple[int, int]:
         """get_optimal_tiled_canvas, in its own float arithmetic so ties fall the same way."""
@@ -303,6 +336,11 @@ class AnyresImages(Part):
     def per_token(self) -> int:
         """Every patch feature is a token (before the unpadding crop and the shrink drop some)."""
         return 1
+
+    def largest(self) -> ImageTokens:
+        """The pinpoint canvas of the most tokens, as vLLM's LLaVA-NeXT-style processing info looks for it
+        (get_image_size_with_most_features: each pinpoint tried)."""
+        return max((self.tokens(w, h) for h, w in self.pinpoints), key=lambda t: (t.image_tokens, t.tokens))
 
     def _canvas(self, height: int, width: int) -> tuple[int, int]:
         """select_best_resolution, in its own float arithmetic so ties fall the same way."""

@@ -7,8 +7,8 @@ with Q, K, V biased if `attention_bias` and a biased output projection, QK-norm 
 an RMSNorm over the full width, InternViT-6B's), a biased two-matrix GELU MLP, and two learned
 layer scales per layer (lambda_1, lambda_2); a LayerNorm after the encoder unless
 `use_mean_pooling` (the default: none). InternVLMultiModalProjector: pixel shuffle by
-1 / downsample_ratio (2x2 patches -> one), a LayerNorm over that 4·d width, linear_1 (-> text width)
-and linear_2 (text -> text), both biased. `use_mask_token` (a BEiT pre-training token) is refused.
+1 / downsample_ratio (2x2 patches -> one), a LayerNorm over that 4·d width (nn.LayerNorm's eps, 1e-5),
+linear_1 (-> text width), GELU and linear_2 (text -> text), both biased. `use_mask_token` (a BEiT pre-training token) is refused.
 
 An image becomes up to 12 tiles of image_size by aspect ratio plus a thumbnail, each
 (image_size / patch_size)² x downsample_ratio² tokens (256 at 448 / 14 and 0.5; calc/towers/images.py
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import with_defaults
+from calc.arch.common import activation, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["towers"]
@@ -28,7 +28,7 @@ __all__ = ["towers"]
 DEFAULTS = {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "attention_bias": False,
             "use_qk_norm": False, "intermediate_size": 4096, "norm_type": "layer_norm", "layer_norm_eps": 1e-6,
             "image_size": 448, "patch_size": 14, "num_channels": 3, "use_mask_token": False,
-            "use_absolute_position_embeddings": True, "use_mean_pooling": True}
+            "use_absolute_position_embeddings": True, "use_mean_pooling": True, "hidden_act": "gelu"}
 OUTER = {"downsample_ratio": 0.5}
 NORMS = {"layer_norm": "layernorm", "rms_norm": "rmsnorm"}
 
@@ -60,12 +60,12 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "kind": "internvl", "d_model": d, "n_layers": vision.int("num_hidden_layers"),
         "attention": {"n_heads": heads, "head_dim": d // heads, "q_bias": bias, "k_bias": bias, "v_bias": bias,
                       "o_bias": True, "qk_norm": qk_norm},
-        "mlp": {"d_ff": vision.int("intermediate_size"), "bias": True},
+        "mlp": {"d_ff": vision.int("intermediate_size"), "bias": True, "activation": activation(vision, "hidden_act")},
         "norm": {"kind": NORMS[norm_type], "eps": eps}, "in_channels": vision.int("num_channels"),
         "patch_size": patch, "patch_bias": True, "class_token": True, "layer_scale": True,
         "positions": ((side(vision, "image_size") // patch) ** 2 + 1) * vision.bool("use_absolute_position_embeddings"),
         "post_norm": None if vision.bool("use_mean_pooling") else layernorm,
-        "projectors": [{"name": "projector", "norm": layernorm, "norm_width": shuffled,
+        "projectors": [{"name": "projector", "norm": {"kind": "layernorm"}, "norm_width": shuffled,
                         "linears": [{"d_in": shuffled, "d_out": text_width, "bias": True},
                                     {"d_in": text_width, "d_out": text_width, "bias": True}]}],
         "images": {"kind": "canvas", "tile": side(vision, "image_size"), "patch_size": patch,

@@ -272,6 +272,28 @@ class StartupBudget:
                 "subtracted": [t.key for t in self.taken], "kv_memory_bytes": self.kv_memory}
 
 
+def _encoder_terms(spec: ModelSpec, tokens: int, seqs: int, max_model_len: int, tp: int, reserves: Reserves,
+                   decoder_forward: int, dtype_bytes: int) -> list[Term]:
+    """vLLM's encoder cache and the encoder forward's excess over the decoder's in its profiling run
+    (`calc.analysis.memory.encoder`); none for a text model or a tower without an image rule."""
+    from calc.analysis.memory.encoder import MM_LIMIT, SOURCE, encoder_profile
+
+    profile = encoder_profile(spec, tokens, seqs, max_model_len, tp, reserves.encoder_cache_size,
+                              MM_LIMIT if reserves.mm_limit is None else reserves.mm_limit, dtype_bytes)
+    if profile is None:
+        return []
+    cache_how = "given" if reserves.encoder_cache_size is not None else "exact"
+    excess = reserves.encoder_activation if reserves.encoder_activation is not None else \
+        max(0, profile.forward_bytes - decoder_forward)
+    return [Term("encoder_cache", "encoder cache", profile.cache_bytes, "--encoder-cache-size", cache_how,
+                 f"{profile.describe()}: their outputs, {profile.width:,} wide, held through the profiling forward "
+                 f"({SOURCE})"),
+            Term("encoder_activation", "encoder forward (above the decoder's)", excess, "--encoder-activation-memory",
+                 "given" if reserves.encoder_activation is not None else "estimate",
+                 f"the encoder's forward over {profile.items:,} x {profile.item.patches:,} patches, "
+                 f"{profile.forward_bytes:,} B, less the decoder's profiling forward")]
+
+
 def sglang_fraction(mib: int, tp: int, pp: int, chunked_prefill: int | None = None,
                     graph_max_bs: int | None = None) -> tuple[float, int]:
     """SGLang's default mem_fraction_static on a card of `mib` MiB (nvidia-smi's total, which SGLang
@@ -307,13 +329,19 @@ class Reserves:
     cuda_graphs: int | None = None
     max_batched: int | None = None  # --max-num-batched-tokens (SGLang: --chunked-prefill-size)
     max_seqs: int | None = None
+    encoder_cache_size: int | None = None  # vLLM's --encoder-cache-size (encoder embeddings)
+    mm_limit: int | None = None  # vLLM's --limit-mm-per-prompt for images
+    encoder_activation: int | None = None  # the encoder forward's excess over the decoder's, from a log
 
 
 def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int = 1, pp: int = 1,
                    reserves: Reserves = Reserves(), dtype_bytes: int = 2,
-                   extra: tuple[tuple[str, int], ...] = ()) -> StartupBudget:
+                   extra: tuple[tuple[str, int], ...] = (), max_model_len: int | None = None,
+                   encoder_tp: int | None = None) -> StartupBudget:
     """The budget `engine` draws up on one GPU of the layout holding `weights` bytes of the model
-    (`extra`: what the engine holds beyond them, vllm_extra_weights)."""
+    (`extra`: what the engine holds beyond them, vllm_extra_weights); under vLLM, a multimodal model's
+    encoder cache and encoder forward for requests of `max_model_len` tokens (`encoder_tp`: the GPUs
+    its layers are split over; None: the towers are not loaded, --text-only)."""
     if engine not in STARTUP_ENGINES:
         raise GptcalcError(f"--engine {engine}: its start-up budget is not modelled ({', '.join(STARTUP_ENGINES)} "
                            "are); give the pool from its log with --kv-memory")
@@ -343,6 +371,9 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
         Term("cuda_graphs", "CUDA graphs", graphs, "--cuda-graph-memory", given(reserves.cuda_graphs),
              CUDA_GRAPHS_SOURCE),
     ]
+    if engine == "vllm" and encoder_tp is not None and reserves.activation is None:  # a log's peak holds them already
+        terms += _encoder_terms(spec, tokens, reserves.max_seqs or seqs, max_model_len or spec.n_positions, encoder_tp,
+                                reserves, act, dtype_bytes)
     if engine == "vllm":
         fraction = reserves.fraction if reserves.fraction is not None else 0.9
         how = "given" if reserves.fraction is not None else "vLLM's default"

@@ -229,7 +229,8 @@ class Attention(Part):
 
 def attend(part: Part, scores: torch.Tensor, v: torch.Tensor, ctx: Any, window: int | None,
            chunk: int | None = None, first: int = 0) -> torch.Tensor:
-    """Soft-cap, ALiBi, the causal (and window) mask, sinks, softmax in float32, then the weighted values;
+    """Soft-cap, ALiBi, the causal (and window) mask unless the context is not causal, sinks, softmax in
+    float32, then the weighted values;
     the key columns are positions `first` on (a rolling cache's oldest kept one)."""
     s, trace = part.spec, ctx.trace
     relative = ctx.positions - first  # each query's own key column
@@ -240,7 +241,8 @@ def attend(part: Part, scores: torch.Tensor, v: torch.Tensor, ctx: Any, window: 
     if getattr(s, "alibi", False):
         keys = torch.arange(first, first + scores.shape[-1], device=scores.device, dtype=torch.float32)
         scores = scores + (alibi_slopes(s.n_heads).to(scores.device)[:, None] * keys)[None, :, None, :].to(scores.dtype)
-    scores = scores.masked_fill(~causal_mask(ctx.positions, scores.shape[-1], window, chunk, first), float("-inf"))
+    if ctx.causal:  # an encoder's attention (calc.reference.tower) sees every position
+        scores = scores.masked_fill(~causal_mask(ctx.positions, scores.shape[-1], window, chunk, first), float("-inf"))
     sinks = part.weights.tensor("sinks") if getattr(s, "sinks", False) else None
     if sinks is not None:
         B, H, T, _ = scores.shape

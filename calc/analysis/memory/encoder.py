@@ -1,0 +1,95 @@
+"""What a multimodal model's encoder takes from vLLM's memory at start-up: its encoder cache and the
+encoder's own forward in the profiling run.
+
+vLLM sizes an encoder budget in encoder embeddings (vllm/v1/core/encoder_cache_manager.py
+compute_mm_encoder_budget; vllm/multimodal/encoder_budget.py MultiModalBudget):
+
+    item    = the most embeddings one image gives (the processor's largest image, `ImageRule.largest`)
+    compute = max(max_num_batched_tokens, item)
+    cache   = max(encoder_cache_size or compute, item)                     (--encoder-cache-size)
+    budget  = min(compute, cache)
+    items   = max(1, min(budget // item, max_num_seqs x max(1, min(limit, max_model_len // item))))
+                                                                           (limit: --limit-mm-per-prompt, 999)
+
+Its profiling run (vllm/v1/worker/gpu_model_runner.py profile_run) runs the encoder on `items`
+dummy images of that largest size, keeps their outputs in the encoder cache (`encoder_cache["tmp"]`),
+padded with as many more embeddings as the cache exceeds the compute budget (vllm#34051), through the
+decoder's profiling forward, and clears them after; so the activation peak that vLLM subtracts
+before sizing the KV pool holds
+
+    encoder cache      (items x item + cache - budget) x the width the decoder receives x dtype bytes
+    encoder forward    items x patches through the ViT: its residual stream and widest layer's outputs
+                       (split tp ways unless --mm-encoder-tp-mode data), above the decoder's forward
+                       (an estimate; only the excess over the decoder's forward raises the peak)
+
+The width the decoder receives is the last projector's output; Qwen3-VL's encoder returns its
+DeepStack features beside the merger's (vllm/model_executor/models/qwen3_vl.py: the visual model's
+output is [tokens, out_hidden_size x (1 + DeepStack levels)]). Only images are profiled here (a
+model whose videos give more embeddings than its largest image is profiled with videos).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from calc.spec.model import ModelSpec
+from calc.towers import Tower
+from calc.towers.images import ImageTokens
+
+__all__ = ["EncoderProfile", "MM_LIMIT", "encoder_profile"]
+
+MM_LIMIT = 999  # vLLM's --limit-mm-per-prompt default per modality (vllm/config/multimodal.py limit_per_prompt)
+SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/encoder_cache_manager.py "
+          "(compute_mm_encoder_budget), vllm/multimodal/encoder_budget.py (MultiModalBudget._get_max_items), "
+          "vllm/v1/worker/gpu_model_runner.py (profile_run), https://github.com/vllm-project/vllm/pull/34051")
+
+
+@dataclass(frozen=True)
+class EncoderProfile:
+    """vLLM's encoder budget for one model and the dummy images of its profiling run."""
+
+    item: ImageTokens  # the largest image
+    budget: int  # encoder embeddings computed at once
+    items: int  # dummy images profiled
+    embeds: int  # embeddings the cache holds through the profiling forward
+    width: int  # the embedding width the decoder receives
+    cache_bytes: int
+    forward_bytes: int  # the encoder's forward over the dummy images (an estimate)
+
+    def describe(self) -> str:
+        return (f"{self.items:,} dummy image(s) of {self.item.width}x{self.item.height} ({self.item.image_tokens:,} "
+                f"embeddings each, {self.item.patches:,} patches) in an encoder budget of {self.budget:,}; "
+                f"the cache holds {self.embeds:,} embeddings")
+
+
+def encoder_profile(spec: ModelSpec, max_batched: int, max_seqs: int, max_model_len: int, tp: int = 1,
+                    cache_size: int | None = None, limit: int = MM_LIMIT, dtype_bytes: int = 2) -> EncoderProfile | None:
+    """vLLM's encoder budget and profiling images for `spec`'s vision tower; None without one (or
+    without an image rule, or with images limited to 0)."""
+    tower = spec.towers.get("vision")
+    if tower is None or tower.images is None or limit == 0:
+        return None
+    item = tower.images.largest()
+    each = item.image_tokens
+    compute = max(max_batched, each)
+    cache = max(cache_size or compute, each)
+    budget = min(compute, cache)
+    items = max(1, min(budget // each, max_seqs * max(1, min(limit, max_model_len // each))))
+    embeds, width = items * each + cache - budget, output_width(tower)
+    return EncoderProfile(item, budget, items, embeds, width, embeds * width * dtype_bytes,
+                          forward_estimate(tower, items * item.patches, tp, dtype_bytes))
+
+
+def output_width(tower: Tower) -> int:
+    """The width of one embedding the encoder hands the decoder: the last projector's, once per
+    projector that feeds it (Qwen3-VL's merger and each DeepStack merger)."""
+    main = [p for p in tower.projectors if p.name != "deepstack_mergers"][-1]
+    return main.d_out * (1 + sum(p.repeat for p in tower.projectors if p.name == "deepstack_mergers"))
+
+
+def forward_estimate(tower: Tower, patches: int, tp: int, dtype_bytes: int) -> int:
+    """The encoder's activations over `patches` patches, as `activation_estimate` sizes the decoder's:
+    its residual stream twice and its widest layer's outputs (in elements per width, split tp ways)."""
+    d = tower.d_model
+    widest = sum(tower.layer_params().values()) // d
+    return patches * dtype_bytes * (2 * d + -(-widest // tp))

@@ -1,0 +1,206 @@
+"""A multimodal checkpoint's towers, tensor by tensor: where each tower kind keeps its tensors
+(data, `TOWER_LAYOUTS`), and the `Slot`s a `Tower` implies, so `verify --checkpoint` and `inspect`
+account for every tensor of a VLM checkpoint, header-only.
+
+Names are transformers 5's in-memory ones (read off each ForConditionalGeneration model built on
+the meta device, `state_dict().keys()`); an encoder layer is the decoder's `block_slots` under the
+tower's own paths, so Q/K/V, biases and norms get the decoder's component keys, each put under the
+tower's name (`vision.q`). The component keys are Tower.params()' own, so a tower's rows from a
+checkpoint line up with the formulas' (`calc.towers`).
+
+The same model is stored under other names: transformers 5's save_pretrained writes the Hub's
+layout back out (its conversion_mapping.py reversed: `language_model.model.*`, `vision_tower.*`,
+`multi_modal_projector.*` for Gemma 3, Mistral 3, LLaVA-OneVision and InternVL; `model.layers.*`,
+`visual.*` for Qwen2.5-VL), and Qwen3-VL's and Qwen3.5's Hub files keep the in-memory names.
+`renames` maps every stored prefix to the canonical name: the decoder's as its text model names it
+(`model.layers.*`, `lm_head`, the names `calc.checkpoint.layouts` gives), the tower's in-memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from calc.checkpoint.slots import Slot, _Slots, block_slots
+from calc.spec.model import Block
+from calc.towers import Tower
+
+__all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_roles", "tower_slots", "whole_model_names"]
+
+# The save_pretrained / Hub prefixes of Gemma 3, Mistral 3, LLaVA-OneVision and InternVL (their
+# conversion_mapping: "^language_model.model" <-> "model.language_model", "^vision_tower" <->
+# "model.vision_tower", "^multi_modal_projector" <-> "model.multi_modal_projector", "^image_newline").
+_LLAVA_RENAMES = (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."),
+                  ("model.language_model.", "model."), ("vision_tower.", "model.vision_tower."),
+                  ("multi_modal_projector.", "model.multi_modal_projector."), ("image_newline", "model.image_newline"))
+# Qwen2.5-VL's Hub files: "^visual" and "^model" (not language_model) (its _checkpoint_conversion_mapping).
+_QWEN_RENAMES = (("model.language_model.", "model."), ("visual.", "model.visual."))
+
+# Where transformers 5's whole model holds the decoder whose canonical names are the text model's
+# (`model.layers.*`, `lm_head`): under `model.language_model.`, Llama 4's under `language_model.`.
+_IN_WHOLE = (("model.", "model.language_model."),)
+
+_QWEN3 = {"root": "model.visual", "patch": "patch_embed.proj", "positions": ("pos_embed.weight", 0),
+          "layers": "blocks", "attn_in": "norm1", "mlp_in": "norm2", "qkv": "attn.qkv", "o": "attn.proj",
+          "up": "mlp.linear_fc1", "down": "mlp.linear_fc2",
+          "projectors": {"merger": ("merger.norm", "merger.linear_fc1", "merger.linear_fc2"),
+                         "deepstack_mergers": ("deepstack_merger_list.{i}.norm", "deepstack_merger_list.{i}.linear_fc1",
+                                               "deepstack_merger_list.{i}.linear_fc2")},
+          "renames": _QWEN_RENAMES}
+_SIGLIP = {"root": "model.vision_tower", "patch": "embeddings.patch_embedding",
+           "positions": ("embeddings.position_embedding.weight", 0), "layers": "encoder.layers",
+           "attn_in": "layer_norm1", "mlp_in": "layer_norm2", "q": "self_attn.q_proj", "k": "self_attn.k_proj",
+           "v": "self_attn.v_proj", "o": "self_attn.out_proj", "up": "mlp.fc1", "down": "mlp.fc2",
+           "post_norm": "post_layernorm", "newline": "~model.image_newline",
+           # the Hub's Gemma 3 and LLaVA-OneVision files keep SigLIP's own `vision_model.` inside the tower
+           # (transformers' conversion_mapping.py: SiglipVisionModel as CLIPVisionModel, prefix_to_remove="vision_model")
+           "renames": (("vision_tower.vision_model.", "model.vision_tower."),
+                       ("model.vision_tower.vision_model.", "model.vision_tower."), *_LLAVA_RENAMES),
+           # Gemma 3's projector (a norm and a bare [vision, text] matrix) or LLaVA-OneVision's (two linears)
+           "projectors": {"projector": ("~model.multi_modal_projector.mm_soft_emb_norm",
+                                        "~model.multi_modal_projector.mm_input_projection_weight"),
+                          "projector/plain": (None, "~model.multi_modal_projector.linear_1",
+                                              "~model.multi_modal_projector.linear_2")}}
+
+# Per tower kind (Tower.kind): the encoder's paths under `root` (layer roles under `{layers}.{i}.`, as
+# calc.checkpoint.layouts names a decoder's), `positions` / `class` as (path, leading 1-dims), and each
+# projector as (norm, linear, ...) paths, under `root` unless `~`-marked (a full name); a path ending in
+# `_weight` is a bare [d_in, d_out] parameter, not an nn.Linear.
+TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
+    "qwen2_5_vl": {**_QWEN3, "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj",
+                   "projectors": {"merger": ("merger.ln_q", "merger.mlp.0", "merger.mlp.2")}},
+    **{kind: _QWEN3 for kind in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")},
+    "siglip": _SIGLIP,
+    "pixtral": {"root": "model.vision_tower", "patch": "patch_conv", "pre_norm": "ln_pre", "layers": "transformer.layers",
+                "attn_in": "attention_norm", "mlp_in": "ffn_norm", "q": "attention.q_proj", "k": "attention.k_proj",
+                "v": "attention.v_proj", "o": "attention.o_proj", "gate": "feed_forward.gate_proj",
+                "up": "feed_forward.up_proj", "down": "feed_forward.down_proj", "renames": _LLAVA_RENAMES,
+                "projectors": {"projector": ("~model.multi_modal_projector.norm",
+                                             "~model.multi_modal_projector.patch_merger.merging_layer",
+                                             "~model.multi_modal_projector.linear_1",
+                                             "~model.multi_modal_projector.linear_2")}},
+    # Llama 4 holds and saves the same names (no conversion mapping)
+    "llama4": {"root": "vision_model", "patch": "patch_embedding.linear", "patch_linear": True,
+               "class": ("class_embedding", 0), "positions": ("positional_embedding_vlm", 0),
+               "pre_norm": "layernorm_pre", "post_norm": "layernorm_post", "layers": "model.layers",
+               "attn_in": "input_layernorm", "mlp_in": "post_attention_layernorm", "q": "self_attn.q_proj",
+               "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj", "up": "mlp.fc1",
+               "down": "mlp.fc2",
+               "renames": (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head.")),
+               "in_whole": (("model.", "language_model.model."), ("lm_head.", "language_model.lm_head.")),
+               "projectors": {"adapter": (None, "vision_adapter.mlp.fc1", "vision_adapter.mlp.fc2"),
+                              "projector": (None, "~multi_modal_projector.linear_1")}},
+    "internvl": {"root": "model.vision_tower", "patch": "embeddings.patch_embeddings.projection",
+                 "class": ("embeddings.cls_token", 2), "positions": ("embeddings.position_embeddings", 1),
+                 "layers": "encoder.layer", "attn_in": "layernorm_before", "mlp_in": "layernorm_after",
+                 "q": "attention.q_proj", "k": "attention.k_proj", "v": "attention.v_proj",
+                 "o": "attention.projection_layer", "q_norm": "attention.q_norm", "k_norm": "attention.k_norm",
+                 "up": "mlp.fc1", "down": "mlp.fc2", "layer_scale": ("lambda_1", "lambda_2"), "post_norm": "layernorm",
+                 "renames": _LLAVA_RENAMES,
+                 "projectors": {"projector": ("~model.multi_modal_projector.layer_norm",
+                                              "~model.multi_modal_projector.linear_1",
+                                              "~model.multi_modal_projector.linear_2")}},
+}
+
+
+def renames_of(towers: dict[str, Tower]) -> tuple[tuple[str, str], ...]:
+    """The (stored prefix, canonical prefix) pairs of a spec's towers' checkpoints; () for a text model."""
+    return tuple(dict.fromkeys(pair for tower in towers.values() for pair in layout_of(tower).get("renames", ())))
+
+
+def whole_model_names(names: Iterable[str], towers: dict[str, Tower]) -> dict[str, str]:
+    """Canonical names as transformers 5's whole multimodal model holds them: a decoder tensor under
+    the language model's prefix; a tower's (in-memory already) and a text model's unchanged."""
+    if not towers:
+        return {name: name for name in names}
+    own = {slot for n, t in towers.items() for slot in tower_slots(n, t)}
+    prefixes = layout_of(next(iter(towers.values()))).get("in_whole", _IN_WHOLE)
+    return {name: name if name in own else canonical_prefix(name, prefixes) for name in names}
+
+
+def canonical_prefix(name: str, renames: tuple[tuple[str, str], ...]) -> str:
+    """`name` with the first stored prefix it starts with made canonical."""
+    for stored, canonical in renames:
+        if name.startswith(stored):
+            return canonical + name[len(stored):]
+    return name
+
+
+def tower_slots(name: str, tower: Tower) -> dict[str, Slot]:
+    """Every tensor of one tower, by its full (canonical) name; targets are `{name}.{component}`."""
+    return {slot.name: slot for slot in tower_roles(name, tower).values()}
+
+
+def tower_roles(name: str, tower: Tower) -> dict[str, Slot]:
+    """Every tensor of one tower by its role (`patch.weight`, `layer.3.q.weight`, `merger.0.1.weight`),
+    each named in full: what the torch reference builds (`calc.reference.tower`)."""
+    lay, d = layout_of(tower), tower.d_model
+    s = _Slots(lay)
+    _embeddings(s, lay, tower)
+    layer = block_slots(lay, Block.model_construct(attention=tower.attention, mlp=tower.mlp, norm=tower.norm), d)
+    for i in range(tower.n_layers):
+        for role, slot in layer.items():
+            s.add(f"layer.{i}.{role}", f"{lay['layers']}.{i}.{slot.name}", slot.shape, slot.target, slot.widths,
+                  slot.init, slot.kind)
+        for scale in lay.get("layer_scale", ()) if tower.layer_scale else ():
+            s.add(f"layer.{i}.{scale}", f"{lay['layers']}.{i}.{scale}", (d,), "layer_scale", init="ones")
+    if tower.post_norm is not None:
+        s.norm("post_norm", tower.post_norm, d, "post_norm")
+    for projector in tower.projectors:
+        _projector(s, lay, projector)
+    if tower.newline:
+        s.add("newline", lay["newline"], (tower.newline,), "image_newline")
+    root = lay["root"]
+    return {role: Slot(full, slot.shape, _under(name, slot.target), slot.widths, slot.init, slot.kind)
+            for role, slot in s.slots.items()
+            for full in [slot.name[1:] if slot.name.startswith("~") else f"{root}.{slot.name}"]}
+
+
+def layout_of(tower: Tower) -> dict[str, Any]:
+    return TOWER_LAYOUTS[tower.kind]
+
+
+def _under(name: str, target: Any) -> Any:
+    """A decoder component key put under the tower's name (a fused tensor's each)."""
+    if isinstance(target, tuple):
+        return tuple(f"{name}.{t}" for t in target)
+    return f"{name}.{target}"
+
+
+def _embeddings(s: _Slots, lay: dict[str, Any], tower: Tower) -> None:
+    """Patch embedding (a conv over temporal_patch frames, or Llama 4's linear over flattened patches),
+    class token, position table, pre-encoder norm."""
+    d, p, c, t = tower.d_model, tower.patch_size, tower.in_channels, tower.temporal_patch
+    if lay.get("patch_linear"):
+        shape: tuple[int, ...] = (d, c * p * p)
+    else:
+        shape = (d, c, t, p, p) if t > 1 else (d, c, p, p)
+    s.add("patch.weight", f"{lay['patch']}.weight", shape, "patch_embedding")
+    if tower.patch_bias:
+        s.add("patch.bias", f"{lay['patch']}.bias", (d,), "patch_embedding", init="zeros")
+    if tower.class_token:
+        path, ones = lay["class"]
+        s.add("class", path, (1,) * ones + (d,), "class_embedding")
+    if tower.positions:
+        path, ones = lay["positions"]
+        s.add("positions", path, (1,) * ones + (tower.positions, d), "position_embedding",
+              kind="embedding" if path.endswith(".weight") else "param")  # an nn.Embedding's table, or a bare one
+    if tower.pre_norm is not None:
+        s.norm("pre_norm", tower.pre_norm, d, "pre_norm")
+
+
+def _projector(s: _Slots, lay: dict[str, Any], projector: Any) -> None:
+    """A projector's norm and linears, `repeat` copies under their index (Qwen3-VL's DeepStack mergers)."""
+    paths = lay["projectors"].get(projector.name)
+    if paths is None or (paths[0] is None) != (projector.norm is None):
+        paths = lay["projectors"][f"{projector.name}/plain"]
+    norm, *linears = paths
+    for i in range(projector.repeat):
+        if norm is not None:
+            s.norm(f"{projector.name}.{i}.norm", projector.norm, projector.norm_width, projector.name,
+                   norm.format(i=i))
+        for j, (path, linear) in enumerate(zip(linears, projector.linears, strict=True)):
+            role, path = f"{projector.name}.{i}.{j}", path.format(i=i)
+            if path.endswith("_weight"):
+                s.add(role, path, (linear.d_in, linear.d_out), projector.name)
+            else:
+                s.linear(role, linear.d_in, linear.d_out, projector.name, linear.bias and projector.name, path=path)

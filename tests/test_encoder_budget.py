@@ -1,0 +1,78 @@
+"""vLLM's encoder cache and the encoder's profiling forward as terms of `memory --engine vllm`'s budget.
+
+Facts: vLLM sizes the encoder budget as max(encoder_cache_size or max_num_batched_tokens, the largest
+image's embeddings) and profiles budget // item dummy images (vllm/v1/core/encoder_cache_manager.py
+compute_mm_encoder_budget, vllm/multimodal/encoder_budget.py _get_max_items). Qwen3-VL's largest image
+is 4096x4096 -> 16,384 embeddings: published start-up logs of Qwen3-VL print "Encoder cache will be
+initialized with a budget of 16384 tokens, and profiled with 1 image items of the maximum feature
+size" at the default 8,192 batched tokens (https://github.com/vllm-project/vllm/issues/34209 asks how
+to lower that 16384), and with --max-num-batched-tokens 32768 "a budget of 32768 tokens, and profiled
+with 2 image items" beside "Qwen3-VL dummy_mm_data target_width: 4096" (a Qwen3-VL-8B log found by
+search; Qwen3-VL-8B and the 4B kept here share the vision rule: patch 16, merge 2, max_pixels 4096²).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_checks import check_run
+from oracle import CONFIG_DIR
+
+QWEN3_VL = str(CONFIG_DIR / "model_types" / "qwen3_vl.json")  # Qwen3-VL-4B: text width 2560, 3 DeepStack mergers
+
+
+def budget(*more: str) -> dict:
+    data = json.loads(check_run(["memory", QWEN3_VL, "--engine", "vllm", "--budget", "H100-80GB", "--seq", "32768",
+                                 "--json", *more]).stdout)
+    return {term["key"]: term for term in data["engine_budget"]["terms"]} | {"pool": data["engine_budget"]["kv_memory_bytes"]}
+
+
+@pytest.mark.parametrize("batched, items", [(None, 1), (32768, 2)])
+def test_encoder_cache_is_vllms_budget_of_largest_images(batched: int | None, items: int) -> None:
+    """items x 16,384 embeddings x (2560 x (1 + 3 DeepStack levels)) wide x 2 bytes."""
+    terms = budget(*(["--max-num-batched-tokens", str(batched)] if batched else []))
+    assert terms["encoder_cache"]["bytes"] == items * 16384 * 2560 * 4 * 2
+    assert f"{items:,} dummy image(s) of 4096x4096 (16,384 embeddings each, 65,536 patches)" in terms["encoder_cache"]["source"]
+    assert f"the cache holds {items * 16384:,} embeddings" in terms["encoder_cache"]["source"]
+
+
+def test_encoder_terms_are_settable_and_leave_the_pool() -> None:
+    """--encoder-cache-size 49152: one image computed, the cache padded to 49,152 embeddings (vllm#34051: more
+    embeddings when the cache exceeds the compute budget); an encoder forward given from a log is taken as
+    given; both come out of the KV pool byte for byte."""
+    base, more = budget(), budget("--encoder-cache-size", "49152", "--encoder-activation-memory", "1GiB")
+    assert more["encoder_cache"]["bytes"] == 3 * base["encoder_cache"]["bytes"]
+    assert more["encoder_activation"]["bytes"] == 2**30 and more["encoder_activation"]["how"] == "given"
+    assert base["pool"] - more["pool"] == (more["encoder_cache"]["bytes"] - base["encoder_cache"]["bytes"]) + (
+        2**30 - base["encoder_activation"]["bytes"])
+
+
+@pytest.mark.parametrize("more", [["--text-only"], ["--limit-mm-per-prompt", "0"], ["--activation-memory", "3GiB"]],
+                         ids=["text-only", "no-images", "peak-from-a-log"])
+def test_no_encoder_terms_without_a_profiled_encoder(more: list[str]) -> None:
+    """No towers loaded, images limited to 0, or the whole activation peak read off a log (which holds
+    the encoder's profiling already): no encoder terms."""
+    terms = budget(*more)
+    assert "encoder_cache" not in terms and "encoder_activation" not in terms
+
+
+def test_largest_images_of_each_rule() -> None:
+    """The largest image each processor rule allows: Qwen2.5-VL's max_pixels 12,845,056 = 3584²
+    (16,384 tokens), Gemma 3's fixed 256, Pixtral's 1540-pixel square of 55 x 55 tokens."""
+    from calc.spec.load import load_spec
+
+    largest = {name: load_spec(str(CONFIG_DIR / "model_types" / f"{name}.json")).towers["vision"].images.largest()
+               for name in ("qwen2_5_vl", "gemma3_multimodal", "mistral3")}
+    assert (largest["qwen2_5_vl"].width, largest["qwen2_5_vl"].image_tokens) == (3584, 16384)
+    assert largest["gemma3_multimodal"].image_tokens == 256
+    assert largest["mistral3"].image_tokens == 55 * 55
+
+
+def test_fit_takes_the_same_encoder_terms() -> None:
+    """fit draws up memory's budget for each layout: one H100 holds the same encoder cache."""
+    data = json.loads(check_run(["fit", QWEN3_VL, "--seq", "32768", "--json"]).stdout)
+    first = data["candidates"][0]
+    terms = {term["key"]: term["bytes"] for term in first["budget"]["terms"]}
+    assert (first["gpu"], first["tp"]) == ("H100-80GB", 1) and terms["encoder_cache"] == budget()["encoder_cache"]["bytes"]

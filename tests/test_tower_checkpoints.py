@@ -1,0 +1,113 @@
+"""Towers in checkpoints: `verify --checkpoint` and `inspect` account for every tensor of a
+multimodal checkpoint, header-only, and compare each tower's rows with the formulas.
+
+The checkpoints are tiny whole models (tests/tiny_models.py TINY_MULTIMODAL) built by transformers'
+own ForConditionalGeneration class and written by its save_pretrained, which writes the Hub's layout
+(`language_model.model.*`, `vision_tower.*`; Qwen2.5-VL's `model.layers.*`, `visual.*`); and the same
+weights under transformers 5's in-memory names (`model.language_model.*`, `model.vision_tower.*`),
+which Qwen3-VL's and Qwen3.5's Hub files use. The reference total is the whole model's parameters.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from calc.cli import main
+from tiny_models import TINY_MULTIMODAL
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+
+def whole_model(model_type: str):  # noqa: ANN201
+    config = copy.deepcopy(TINY_MULTIMODAL[model_type])
+    named = config["architectures"][0]
+    torch.manual_seed(0)
+    return getattr(transformers, named)._from_config(transformers.AutoConfig.for_model(model_type, **config))
+
+
+def saved(model_type: str, directory: Path, in_memory: bool = False) -> tuple[Path, dict[str, int]]:
+    """The tiny model written to `directory` (save_pretrained's layout, or its in-memory names), and
+    transformers' parameters by name."""
+    model = whole_model(model_type)
+    model.save_pretrained(directory)
+    if in_memory:  # the same tensors under the names transformers 5 holds them by
+        for old in directory.glob("*.safetensors"):
+            old.unlink()
+        state = {name: t.contiguous() for name, t in model.state_dict().items() if name in dict(model.named_parameters())}
+        safetensors_torch.save_file(state, directory / "model.safetensors", metadata={"format": "pt"})
+    return directory, {name: p.numel() for name, p in model.named_parameters()}
+
+
+def verify_json(*args: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(main, ["verify", *args, "--json"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("in_memory", [False, True], ids=["save_pretrained", "in-memory-names"])
+@pytest.mark.parametrize("model_type", sorted(TINY_MULTIMODAL))
+def test_every_tensor_of_a_vlm_checkpoint_is_recognised(model_type: str, in_memory: bool, tmp_path: Path) -> None:
+    """No unknown tensor, no shape mismatch; the checkpoint's total is transformers' whole model's,
+    and each tower row equals the formulas' (and transformers' own model's, read the same way)."""
+    directory, params = saved(model_type, tmp_path, in_memory)
+    code, data = verify_json("--checkpoint", str(directory))
+    checkpoint = data["checkpoint"]
+    assert checkpoint["unknown"] == [] and checkpoint["shape_mismatches"] == [], checkpoint
+    assert checkpoint["parameters"] == sum(params.values())
+    towers = [row for row in data["components"] if row["component"].startswith("vision.")]
+    assert towers and all(row["ok"] and row["checkpoint"] == row["analytic"] for row in towers)
+    assert sum(row["checkpoint"] for row in towers) == checkpoint["breakdown"]["towers"][0]["total"]
+    assert code == 0 and data["ok"], data["problems"]
+
+
+def test_a_tower_of_another_shape_is_named(tmp_path: Path) -> None:
+    """Gemma 3's checkpoint against a spec whose SigLIP MLP is 20 wide, not 24: the tower's tensors are
+    named as stored, with both shapes, its rows disagree, and verify exits 1."""
+    directory, _ = saved("gemma3", tmp_path)
+    config = json.loads((directory / "config.json").read_text())
+    config["vision_config"]["intermediate_size"] = 20
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(config))
+    code, data = verify_json(str(other), "--checkpoint", str(directory))
+    mismatched = {m["name"]: (m["expected"], m["found"]) for m in data["checkpoint"]["shape_mismatches"]}
+    assert mismatched["vision_tower.encoder.layers.0.mlp.fc1.weight"] == ([20, 16], [24, 16])
+    assert "vision.mlp_up" in data["mismatches"] and code == 1
+
+
+def test_inspect_lists_the_tower_rows(tmp_path: Path) -> None:
+    """inspect (config.json beside the weights): every tensor accounted for, the towers' rows labelled."""
+    directory, params = saved("llama4", tmp_path)
+    result = CliRunner().invoke(main, ["inspect", str(directory), "--json"])
+    data = json.loads(result.stdout)
+    assert data["unknown"] == [] and data["parameters"] == sum(params.values())
+    tower = {name.removeprefix("vision_model."): n for name, n in params.items() if name.startswith("vision_model.")}
+    assert data["breakdown"]["towers"][0]["components"]["adapter"] == sum(
+        n for name, n in tower.items() if name.startswith("vision_adapter."))
+    assert "vision tower: vision adapter (pixel shuffle MLP)" in CliRunner().invoke(main, ["inspect", str(directory)]).stdout
+
+
+@pytest.mark.parametrize("model_type", ["gemma3", "llava_onevision"])
+def test_siglip_under_its_own_vision_model_prefix(model_type: str, tmp_path: Path) -> None:
+    """The Hub's Gemma 3 and LLaVA-OneVision files keep SigLIP's `vision_model.` inside the tower
+    (`vision_tower.vision_model.encoder.layers.0...`; transformers' conversion_mapping.py reads
+    SiglipVisionModel as CLIPVisionModel, prefix_to_remove="vision_model"). transformers loads such a
+    file with nothing missing or left over, and verify recognises every tensor of it."""
+    directory, params = saved(model_type, tmp_path)
+    path = directory / "model.safetensors"
+    state = safetensors_torch.load_file(str(path))
+    hub = {name.replace("vision_tower.", "vision_tower.vision_model.", 1): t for name, t in state.items()}
+    assert sum(name.startswith("vision_tower.vision_model.") for name in hub) > 10
+    safetensors_torch.save_file(hub, str(path), metadata={"format": "pt"})
+    named = TINY_MULTIMODAL[model_type]["architectures"][0]
+    _, info = getattr(transformers, named).from_pretrained(directory, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    code, data = verify_json("--checkpoint", str(directory))
+    assert data["checkpoint"]["unknown"] == [] and data["checkpoint"]["shape_mismatches"] == []
+    assert data["checkpoint"]["parameters"] == sum(params.values()) and code == 0
