@@ -123,13 +123,14 @@ def load_weights(report: CheckpointReport, state: dict[str, torch.Tensor] | None
 
 
 def _image_size(tower: Tower) -> tuple[int, int]:
-    """(width, height) of the image a tower is run on: its rule's largest, else the square its
-    position table was learned for (InternViT's image_size)."""
-    if tower.images is not None:
-        largest = tower.images.largest()
-        return largest.width, largest.height
-    side = math.isqrt(tower.positions - tower.class_token) * tower.patch_size
-    return side, side
+    """(width, height) of the one image a tower is run on: the square its learned position table
+    covers (SigLIP's, InternViT's: a tiling rule such as InternVL's cuts larger images into such
+    squares), else its rule's largest image (2-D rotary towers take any size)."""
+    if tower.positions or tower.images is None:
+        side = math.isqrt(tower.positions - tower.class_token) * tower.patch_size
+        return side, side
+    largest = tower.images.largest()
+    return largest.width, largest.height
 
 
 def forward_ids(spec: ModelSpec) -> torch.Tensor:
