@@ -307,7 +307,12 @@ def spec_from_dict(data: Any, origin: str) -> ModelSpec:
     if not isinstance(data, dict):
         raise GptcalcError(f"{origin}: expected a mapping of spec fields, got {type(data).__name__}")
     check_sizes(data, origin)
-    from pydantic import ValidationError  # validating, and only validating, needs pydantic
+    if not is_flat(data):
+        from calc.spec.quick import accepted  # a plainly valid spec needs no pydantic (start-up time)
+
+        if (spec := accepted(ModelSpec, data)) is not None:
+            return spec
+    from pydantic import ValidationError  # validating what is not plainly valid needs pydantic
 
     from calc.spec.validate import validated
 
