@@ -48,10 +48,11 @@ class HFConfig:
             spec["name"] = self.name
         if self.source:
             spec.setdefault("source", self.source)
-        from calc.analysis.memory.schemes import stored_scheme
+        if isinstance(quantization := self.data.get("quantization_config"), dict):
+            from calc.analysis.memory.schemes import stored_scheme  # the sizing formats: only a quantised config
 
-        if scheme := stored_scheme(self.data.get("quantization_config")):
-            spec.setdefault("quant", scheme)
+            if scheme := stored_scheme(quantization):
+                spec.setdefault("quant", scheme)
         return spec
 
     def with_data(self, data: dict[str, Any], origin: str) -> HFConfig:
