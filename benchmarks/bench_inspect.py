@@ -70,8 +70,9 @@ print(min(times))
 BARE_ONCE = READER + "read(Path(sys.argv[1]), False)\n"
 
 
-def write_checkpoint(root: Path, n_layers: int, shards: int = SHARDS) -> int:
-    """A Llama-layout checkpoint of `n_layers` tiny layers, in one file or `shards` shards; its tensor count."""
+def write_checkpoint(root: Path, n_layers: int, shards: int = SHARDS, config: bool = True) -> int:
+    """A Llama-layout checkpoint of `n_layers` tiny layers, in one file or `shards` shards, with its
+    config.json or without (the spec then inferred from the tensor names); its tensor count."""
     parts: list[dict] = [{} for _ in range(shards)]
     parts[0]["model.embed_tokens.weight"] = ("F16", [VOCAB, D])
     for i in range(n_layers):
@@ -87,10 +88,11 @@ def write_checkpoint(root: Path, n_layers: int, shards: int = SHARDS) -> int:
             weight_map.update(dict.fromkeys(tensors, name))
         index = {"metadata": {"total_size": total}, "weight_map": weight_map}
         (root / INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
-    config = {"model_type": "llama", "vocab_size": VOCAB, "hidden_size": D, "intermediate_size": FF,
+    settings = {"model_type": "llama", "vocab_size": VOCAB, "hidden_size": D, "intermediate_size": FF,
               "num_hidden_layers": n_layers, "num_attention_heads": 4, "num_key_value_heads": 4,
               "max_position_embeddings": 128, "tie_word_embeddings": False}
-    (root / "config.json").write_text(json.dumps(config))
+    if config:
+        (root / "config.json").write_text(json.dumps(settings))
     return sum(map(len, parts))
 
 
@@ -128,18 +130,18 @@ def main(runs: int) -> None:
     print(f"{'layout':>9} {'tensors':>8} {'bare read':>10} {'read_checkpoint':>16} {'ratio':>6} {'min ratio':>9} "
           f"{'headers alone':>13} {'us/tensor':>9}   {'bare process':>12} {'gptcalc inspect':>15} {'ratio':>6}"
           f"   (ms, median of {runs}; processes: fastest)")
-    for shards in (SHARDS, 1):
+    for shards, config in ((SHARDS, True), (1, True), (1, False)):
         for n_layers in (99, 999, 9_999):
             with tempfile.TemporaryDirectory() as tmp:
                 root = Path(tmp)
-                tensors = write_checkpoint(root, n_layers, shards)
+                tensors = write_checkpoint(root, n_layers, shards, config)
                 times = paired(root, runs)
                 bare_proc = process_time([sys.executable, "-c", BARE_ONCE, str(root)], runs)
                 ours_proc = process_time([sys.executable, "-m", "calc", "inspect", str(root)], runs)
             bare, ours = statistics.median(times["bare"]), statistics.median(times["ours"])
             ratio = statistics.median(o / b for o, b in zip(times["ours"], times["bare"]))
             alone = statistics.median(o / h for o, h in zip(times["ours"], times["headers"]))
-            print(f"{'sharded' if shards > 1 else 'one file':>9} {tensors:>8,} {bare * 1e3:>8.1f}ms {ours * 1e3:>14.1f}ms "
+            print(f"{'sharded' if shards > 1 else 'one file' if config else 'no config':>9} {tensors:>8,} {bare * 1e3:>8.1f}ms {ours * 1e3:>14.1f}ms "
                   f"{ratio:>5.2f}x {min(times['ours']) / min(times['bare']):>8.2f}x "
                   f"{(f'{alone:.2f}x' if shards > 1 else '-'):>13} {ours / tensors * 1e6:>9.1f}   "
                   f"{bare_proc * 1e3:>10.1f}ms {ours_proc * 1e3:>13.1f}ms {ours_proc / bare_proc:>5.2f}x")

@@ -10,8 +10,12 @@ for rotary models, the context length. Neither changes a parameter count.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import cache
+from itertools import compress, repeat
 from math import gcd
-from typing import Any
+from operator import gt, methodcaller, or_
+from typing import Any, Iterator
 
 from calc.checkpoint.layouts import LAYOUTS, with_base
 from calc.checkpoint.names import INDEX
@@ -24,49 +28,113 @@ __all__ = ["detect_family", "infer_spec"]
 INFERABLE = ("gpt2", "llama")  # the layouts whose specs tensor shapes alone determine (with stated assumptions)
 
 
+@cache
+def _paths(family: str) -> tuple[dict[str, Any], frozenset[str], re.Pattern[str]]:
+    """A family's layout, its model-level tensor names and its layer-name pattern, made once."""
+    lay = LAYOUTS[family]
+    model_level = frozenset(f"{lay[role]}.{kind}" for role in ("embed", "positions", "final_norm", "lm_head")
+                            if role in lay for kind in ("weight", "bias"))
+    return lay, model_level, re.compile(rf"^{re.escape(lay['layers'])}\.{INDEX}\.(.+)$")
+
+
 def _template(name: str, family: str) -> tuple[str, int | None] | None:
     """A stored name as the family's canonical template (`{}` for the layer) and its layer, or None
     when the name is not under the family's paths."""
-    lay = LAYOUTS[family]
-    model_level = {f"{lay[role]}.{kind}" for role in ("embed", "positions", "final_norm", "lm_head") if role in lay
-                   for kind in ("weight", "bias")}
+    lay, model_level, pattern = _paths(family)
     name = with_base(name, lay, model_level)
     if name in model_level:
         return name, None
-    match = re.match(rf"^{re.escape(lay['layers'])}\.{INDEX}\.(.+)$", name)
+    match = pattern.match(name)
     return (f"{lay['layers']}.{{}}.{match.group(2)}", int(match.group(1))) if match else None
+
+
+@dataclass(frozen=True)
+class _Found:
+    """The names under one family's paths: how many, the shape of each template, the top layer."""
+
+    hits: int
+    shapes: dict[str, tuple[int, ...]]  # template -> the shape of its last tensor (aliases left out)
+    layers: set[int | None]
+
+
+def _found(raw: RawCheckpoint, family: str) -> _Found:
+    """`_template` of every stored name, as the whole-column operations that 100,000 names need.
+
+    A name already under the full layer path (`model.layers.7.…`, all but a few in a checkpoint
+    of this family) is its own canonical name, so the layer pattern is matched on the column at
+    once; only the few others (model-level names, a base model's `layers.7.…`) and names that might
+    become one of them take `_template` one by one. Names of another family are skipped unread.
+    """
+    lay, model_level, pattern = _paths(family)
+    names, shapes = raw.columns.names, raw.columns.shapes
+    layers_dot, base, memory = lay["layers"] + ".", lay.get("base", ""), lay.get("memory_base", "")
+    direct = map(methodcaller("startswith", layers_dot), names)
+    if memory:  # a name under `memory_base` is renamed first (`with_base`)
+        direct = map(gt, direct, map(methodcaller("startswith", memory), names))
+    # (a layout whose layers are not under its base, or with a model-level name there: one by one)
+    direct = list(direct) if _direct(lay, model_level) else [False] * len(names)
+    rest = compress(range(len(names)), map(gt, _may_match(names, lay, model_level), direct))
+    positions = list(compress(range(len(names)), direct))
+    matches = list(map(pattern.match, map(names.__getitem__, positions)))
+    positions, matches = list(compress(positions, matches)), list(filter(None, matches))
+    templates = list(map((layers_dot + "{}.").__add__, map(methodcaller("group", 2), matches)))
+    layers: list[int | None] = list(map(int, map(methodcaller("group", 1), matches)))
+    for i in rest:
+        if (found := _template(names[i], family)) is not None:
+            positions.append(i)
+            templates.append(found[0])
+            layers.append(found[1])
+    order = sorted(range(len(positions)), key=positions.__getitem__)  # the last of a template's tensors wins
+    kept = [k for k in order if names[positions[k]] not in raw.aliases] if raw.aliases else order
+    return _Found(len(positions), {templates[k]: shapes[positions[k]] for k in kept}, {layers[k] for k in kept})
+
+
+def _direct(lay: dict[str, Any], model_level: frozenset[str]) -> bool:
+    """Whether a name under the full layer path is sure to be its own canonical name, not model-level."""
+    layers_dot = lay["layers"] + "."
+    return layers_dot.startswith(lay.get("base", "")) and not any(name.startswith(layers_dot) for name in model_level)
+
+
+def _may_match(names: list[str], lay: dict[str, Any], model_level: frozenset[str]) -> Iterator[bool]:
+    """For each name, whether `with_base` might make it a model-level or a layer name (`_template`
+    decides): it is one, or one with the base left out, or under the memory base, or a layer name
+    with the base left out."""
+    base, memory, layers_dot = lay.get("base", ""), lay.get("memory_base", ""), lay["layers"] + "."
+    if base.startswith(layers_dot):
+        return repeat(True)
+    known = model_level | {name.removeprefix(base) for name in model_level if name.startswith(base)}
+    starts = tuple(prefix for prefix in (memory, layers_dot.removeprefix(base) if layers_dot.startswith(base) else "")
+                   if prefix)
+    return map(or_, map(known.__contains__, names), map(methodcaller("startswith", starts), names))
 
 
 def detect_family(raw: RawCheckpoint) -> str:
     """The layout whose paths hold the most tensors."""
-    hits = {family: sum(_template(t.name, family) is not None for t in raw.tensors) for family in INFERABLE}
-    family = max(hits, key=lambda f: hits[f])
-    if not hits[family]:
-        example = raw.tensors[0].name if raw.tensors else "(no tensors)"
+    return _detected(raw)[0]
+
+
+def _detected(raw: RawCheckpoint) -> tuple[str, _Found]:
+    found = {family: _found(raw, family) for family in INFERABLE}
+    family = max(found, key=lambda f: found[f].hits)
+    if not found[family].hits:
+        example = raw.columns.names[0] if len(raw.columns) else "(no tensors)"
         raise GptcalcError(
             f"{raw.source}: no tensor name matches a known layout ({', '.join(INFERABLE)}), e.g. {example!r}; "
             "pass MODEL to say what it is"
         )
-    return family
+    return family, found[family]
 
 
 def infer_spec(raw: RawCheckpoint) -> tuple[ModelSpec, tuple[str, ...]]:
     """A spec consistent with every tensor shape, and the notes saying what was assumed."""
-    family = detect_family(raw)
-    shapes: dict[str, tuple[int, ...]] = {}
-    layers = set()
-    for tensor in raw.tensors:
-        found = _template(tensor.name, family)
-        if found is not None and tensor.name not in raw.aliases:
-            shapes[found[0]] = tensor.shape
-            layers.add(found[1])
+    family, found = _detected(raw)
     try:
-        fields, notes = (_gpt2 if family == "gpt2" else _llama)(shapes)
+        fields, notes = (_gpt2 if family == "gpt2" else _llama)(found.shapes)
     except _Uninferable as exc:
         raise GptcalcError(f"{raw.source}: cannot infer a spec from tensor shapes: {exc}; pass MODEL") from None
-    n_layers = max((l for l in layers if l is not None), default=0) + 1
-    if n_layers > len(raw.tensors):  # every layer stores at least one tensor
-        raise GptcalcError(f"{raw.source}: a tensor name says layer {n_layers - 1:,}, but only {len(raw.tensors):,} "
+    n_layers = max((l for l in found.layers if l is not None), default=0) + 1
+    if n_layers > len(raw.columns):  # every layer stores at least one tensor
+        raise GptcalcError(f"{raw.source}: a tensor name says layer {n_layers - 1:,}, but only {len(raw.columns):,} "
                            "tensors are stored; refused")
     fields.update(family=family, name=raw.source, n_layers=n_layers)
     return spec_from_dict(fields, f"{raw.source} (spec inferred from tensor shapes)"), notes
