@@ -8,12 +8,21 @@ family claims, the shape each template keeps (the last tensor's, aliases left ou
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from calc.analysis.count import count
 from calc.checkpoint import infer
+from calc.checkpoint.names import tensor_table
+from calc.checkpoint.report import read_checkpoint
 from calc.checkpoint.sources import RawCheckpoint
 from calc.checkpoint.tensors import TensorColumns
+from calc.spec.load import load_spec
+from checkpoint_files import write_safetensors
 from tests.cli_checks import fuzz_examples
 
 # Name fragments: both families' paths, their base-less forms, indexes valid and not (leading zero,
@@ -63,3 +72,35 @@ def test_a_checkpoint_of_each_family_is_read_both_ways() -> None:
         found = infer._found(raw, family)
         assert found.hits == len(names) and (found.hits, found.shapes, found.layers) == one_by_one(raw, family)
         assert infer.detect_family(raw) == family
+
+
+# --- the layouts read through their config.json's keys (calc.checkpoint.infer_configs) -------------
+
+MODEL_TYPES = Path(__file__).parent / "configs" / "model_types"
+# Real configs (tests/configs/model_types/SOURCES.yaml), DeepSeek's cut to a few layers and experts
+# with --set so that the sparse files stay small; the reference is the analytic count of that spec.
+INFERRED = [
+    ("lfm2.json", {}),
+    ("deepseek_v32.json", {"num_hidden_layers": 4, "first_k_dense_replace": 1, "n_routed_experts": 16}),
+    ("deepseek_v2.json", {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8}),
+    ("kimi_k2.json", {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8}),
+]
+
+
+def lone_file(spec: Any, directory: Path, hub: bool) -> Path:
+    """The tensors `spec` implies (buffers and MTP layers included, in the Hub's or transformers 5's expert
+    layout), as a sparse safetensors file with no config.json beside it."""
+    shapes = tensor_table(spec).expected_shapes(hub=hub, buffers=True, mtp=True)
+    return write_safetensors(directory / "model.safetensors", {name: ("BF16", shape) for name, shape in shapes.items()})
+
+
+@pytest.mark.parametrize("hub", [False, True], ids=["transformers5", "hub"])
+@pytest.mark.parametrize(("config", "changes"), INFERRED, ids=[config for config, _ in INFERRED])
+def test_a_lone_checkpoint_of_a_newer_layout_is_read_as_its_config_says(config: str, changes: dict[str, Any],
+                                                                          hub: bool, tmp_path: Path) -> None:
+    spec = load_spec(str(MODEL_TYPES / config), changes)
+    report = read_checkpoint(str(lone_file(spec, tmp_path, hub)))
+    assert report.spec_origin == "tensor shapes (no config.json)"
+    assert report.mismatches == () and report.unknown == ()
+    assert dict(count(report.spec).components) == dict(count(spec).components)
+    assert [(n, block.describe()) for n, block in report.spec.runs()] == [(n, block.describe()) for n, block in spec.runs()]

@@ -17,10 +17,12 @@ from math import gcd
 from operator import gt, methodcaller, or_
 from typing import Any, Iterator
 
+from calc.checkpoint.infer_configs import Shapes, Uninferable, config_of
 from calc.checkpoint.layouts import LAYOUTS, with_base
 from calc.checkpoint.names import INDEX
 from calc.checkpoint.sources import RawCheckpoint
 from calc.errors import GptcalcError
+from calc.spec.hf import HFConfig
 from calc.spec.model import ModelSpec, spec_from_dict
 
 __all__ = ["detect_family", "infer_spec"]
@@ -50,11 +52,21 @@ def _template(name: str, family: str) -> tuple[str, int | None] | None:
 
 @dataclass(frozen=True)
 class _Found:
-    """The names under one family's paths: how many, the shape of each template, the top layer."""
+    """The names under one family's paths: how many; of those not aliases, in order, each one's
+    template and layer, and the shape of each template (its last tensor's)."""
 
     hits: int
-    shapes: dict[str, tuple[int, ...]]  # template -> the shape of its last tensor (aliases left out)
-    layers: set[int | None]
+    templates: list[str]
+    layer_of: list[int | None]
+    shapes: dict[str, tuple[int, ...]]
+
+    @property
+    def layers(self) -> set[int | None]:
+        return set(self.layer_of)
+
+    def layers_of(self, template: str) -> list[int]:
+        """The layers that store a tensor of `template`, in order."""
+        return sorted(set(compress(self.layer_of, map(template.__eq__, self.templates))))  # type: ignore[type-var]
 
 
 def _found(raw: RawCheckpoint, family: str) -> _Found:
@@ -86,7 +98,8 @@ def _found(raw: RawCheckpoint, family: str) -> _Found:
             layers.append(found[1])
     order = sorted(range(len(positions)), key=positions.__getitem__)  # the last of a template's tensors wins
     kept = [k for k in order if names[positions[k]] not in raw.aliases] if raw.aliases else order
-    return _Found(len(positions), {templates[k]: shapes[positions[k]] for k in kept}, {layers[k] for k in kept})
+    return _Found(len(positions), [templates[k] for k in kept], [layers[k] for k in kept],
+                  {templates[k]: shapes[positions[k]] for k in kept})
 
 
 def _direct(lay: dict[str, Any], model_level: frozenset[str]) -> bool:
@@ -126,40 +139,32 @@ def _detected(raw: RawCheckpoint) -> tuple[str, _Found]:
 
 
 def infer_spec(raw: RawCheckpoint) -> tuple[ModelSpec, tuple[str, ...]]:
-    """A spec consistent with every tensor shape, and the notes saying what was assumed."""
+    """A spec consistent with every tensor shape, and the notes saying what was assumed: a layout
+    `calc.checkpoint.infer_configs` knows by its own tensors through its config.json's keys and
+    adapter, any other GPT-2- or Llama-named one as a flat spec."""
     family, found = _detected(raw)
-    try:
-        fields, notes = (_gpt2 if family == "gpt2" else _llama)(found.shapes)
-    except _Uninferable as exc:
-        raise GptcalcError(f"{raw.source}: cannot infer a spec from tensor shapes: {exc}; pass MODEL") from None
     n_layers = max((l for l in found.layers if l is not None), default=0) + 1
+    shapes, origin = Shapes(found.shapes, found.layers_of, n_layers), f"{raw.source} (spec inferred from tensor shapes)"
+    try:
+        configured = config_of(shapes) if family == "llama" and n_layers <= len(raw.columns) else None
+        fields, notes = configured or (_gpt2 if family == "gpt2" else _llama)(shapes)
+    except Uninferable as exc:
+        raise GptcalcError(f"{raw.source}: cannot infer a spec from tensor shapes: {exc}; pass MODEL") from None
     if n_layers > len(raw.columns):  # every layer stores at least one tensor
         raise GptcalcError(f"{raw.source}: a tensor name says layer {n_layers - 1:,}, but only {len(raw.columns):,} "
                            "tensors are stored; refused")
+    if configured:
+        return spec_from_dict(HFConfig(fields, origin, raw.source, force_name=True).spec_dict(), origin), notes
     fields.update(family=family, name=raw.source, n_layers=n_layers)
-    return spec_from_dict(fields, f"{raw.source} (spec inferred from tensor shapes)"), notes
+    return spec_from_dict(fields, origin), notes
 
 
-class _Uninferable(Exception):
-    """A tensor inference needs is absent, or not the matrix it should be."""
-
-
-def _dim(shapes: dict[str, tuple[int, ...]], template: str, axis: int) -> int:
-    """One dimension of a weight matrix (every tensor inference reads is 2-D)."""
-    shape, name = shapes.get(template), template.replace("{}", "N").removeprefix("transformer.")  # as GPT-2 files name it
-    if shape is None:
-        raise _Uninferable(f"no {name} tensor")
-    if len(shape) != 2 or not all(shape):
-        raise _Uninferable(f"{name}: shape {list(shape)}, expected 2 dimensions, neither empty")
-    return shape[axis]
-
-
-def _gpt2(shapes: dict[str, tuple[int, ...]]) -> tuple[dict[str, Any], tuple[str, ...]]:
-    vocab, width = _dim(shapes, "transformer.wte.weight", 0), _dim(shapes, "transformer.wte.weight", 1)
+def _gpt2(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    vocab, width = shapes.dim("transformer.wte.weight", 0), shapes.dim("transformer.wte.weight", 1)
     heads = width // 64 if width % 64 == 0 else 1
     fields: dict[str, Any] = {
         "vocab_size": vocab, "d_model": width, "n_heads": heads,
-        "d_ff": _dim(shapes, "transformer.h.{}.mlp.c_fc.weight", 1),
+        "d_ff": shapes.dim("transformer.h.{}.mlp.c_fc.weight", 1),
         "qkv_bias": "transformer.h.{}.attn.c_attn.bias" in shapes,
         "attn_out_bias": "transformer.h.{}.attn.c_proj.bias" in shapes,
         "mlp_bias": "transformer.h.{}.mlp.c_fc.bias" in shapes,
@@ -167,7 +172,7 @@ def _gpt2(shapes: dict[str, tuple[int, ...]]) -> tuple[dict[str, Any], tuple[str
         "tie_embeddings": "lm_head.weight" not in shapes,
     }
     if "transformer.wpe.weight" in shapes:
-        fields["n_positions"] = _dim(shapes, "transformer.wpe.weight", 0)
+        fields["n_positions"] = shapes.dim("transformer.wpe.weight", 0)
         notes = ()
     else:
         fields.update(position_embedding="none", n_positions=1024)
@@ -175,15 +180,15 @@ def _gpt2(shapes: dict[str, tuple[int, ...]]) -> tuple[dict[str, Any], tuple[str
     return fields, (f"n_heads is not stored in tensor shapes: assumed {heads} (head_dim {width // heads})", *notes)
 
 
-def _llama(shapes: dict[str, tuple[int, ...]]) -> tuple[dict[str, Any], tuple[str, ...]]:
+def _llama(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
     prefix = "model.layers.{}."
-    width = _dim(shapes, "model.embed_tokens.weight", 1)
-    q_dim, kv_dim = _dim(shapes, prefix + "self_attn.q_proj.weight", 0), _dim(shapes, prefix + "self_attn.k_proj.weight", 0)
+    width = shapes.dim("model.embed_tokens.weight", 1)
+    q_dim, kv_dim = shapes.dim(prefix + "self_attn.q_proj.weight", 0), shapes.dim(prefix + "self_attn.k_proj.weight", 0)
     head_dim = next((h for h in (128, 64) if q_dim % h == 0 and kv_dim % h == 0), gcd(q_dim, kv_dim))
     fields: dict[str, Any] = {
-        "vocab_size": _dim(shapes, "model.embed_tokens.weight", 0), "d_model": width,
+        "vocab_size": shapes.dim("model.embed_tokens.weight", 0), "d_model": width,
         "n_heads": q_dim // head_dim, "n_kv_heads": kv_dim // head_dim, "head_dim": head_dim,
-        "d_ff": _dim(shapes, prefix + "mlp.up_proj.weight", 0), "n_positions": 4096,
+        "d_ff": shapes.dim(prefix + "mlp.up_proj.weight", 0), "n_positions": 4096,
         "mlp": "swiglu" if prefix + "mlp.gate_proj.weight" in shapes else "gelu",
         "qkv_bias": prefix + "self_attn.q_proj.bias" in shapes,
         "attn_out_bias": prefix + "self_attn.o_proj.bias" in shapes,
@@ -192,7 +197,7 @@ def _llama(shapes: dict[str, tuple[int, ...]]) -> tuple[dict[str, Any], tuple[st
         "norm": "layernorm" if prefix + "input_layernorm.bias" in shapes else "rmsnorm",
     }
     if "wpe.weight" in shapes:
-        fields.update(position_embedding="learned", n_positions=_dim(shapes, "wpe.weight", 0))
+        fields.update(position_embedding="learned", n_positions=shapes.dim("wpe.weight", 0))
     notes = (
         f"head count is not stored in tensor shapes: assumed head_dim {head_dim} "
         f"({fields['n_heads']} query heads, {fields['n_kv_heads']} KV heads)",

@@ -1,0 +1,128 @@
+"""config.json keys read off tensor shapes, for the layouts whose spec the adapter then builds.
+
+A Llama-named checkpoint whose layers hold more than attention and an MLP — LFM2's short
+convolutions beside attention, DeepSeek's MLA with routed experts (and V3.2's lightning indexer,
+its multi-token-prediction layer) — is told by a tensor only it stores (`SIGNATURES`). Its sizes
+are then read off the shapes into the keys of its config.json, and its model_type's adapter
+(`calc.arch`) builds the spec from them, exactly as from the real file: one description of each
+layout, never a second one here. What no tensor stores (the context length, how many experts a
+token picks) keeps its config-class default, and the notes say so; it changes no stored count.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["SIGNATURES", "Shapes", "Uninferable", "config_of"]
+
+L = "model.layers.{}."
+
+
+class Uninferable(Exception):
+    """A tensor inference needs is absent, or not the matrix it should be."""
+
+
+class Shapes:
+    """The shape of each template (`model.layers.{}.…` for a layer's), and which layers store each."""
+
+    def __init__(self, shapes: dict[str, tuple[int, ...]], layers_of: Callable[[str], list[int]], n_layers: int) -> None:
+        self.shapes, self.layers_of, self.n_layers = shapes, layers_of, n_layers
+
+    def __contains__(self, template: str) -> bool:
+        return template in self.shapes
+
+    def dim(self, template: str, axis: int, rank: int = 2) -> int:
+        """One dimension of a tensor of `rank` dimensions (a weight matrix unless said otherwise)."""
+        shape, name = self.shapes.get(template), template.replace("{}", "N").removeprefix("transformer.")
+        if shape is None:
+            raise Uninferable(f"no {name} tensor")
+        if len(shape) != rank or not all(shape):
+            raise Uninferable(f"{name}: shape {list(shape)}, expected {rank} dimensions, neither empty")
+        return shape[axis]
+
+
+def _lfm2(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """LFM2: attention where q_proj is stored, a short convolution elsewhere; head_dim from the QK-norm."""
+    head_dim = shapes.dim(L + "self_attn.q_layernorm.weight", 0, rank=1)
+    if L + "feed_forward.experts.gate_up_proj" in shapes or L + "feed_forward.gate.weight" in shapes:
+        raise Uninferable("LFM2-MoE's experts are not read off shapes")
+    config = {
+        "model_type": "lfm2", "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
+        "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": shapes.n_layers,
+        "full_attn_idxs": shapes.layers_of(L + "self_attn.q_proj.weight"), "head_dim": head_dim,
+        "num_attention_heads": shapes.dim(L + "self_attn.q_proj.weight", 0) // head_dim,
+        "num_key_value_heads": shapes.dim(L + "self_attn.k_proj.weight", 0) // head_dim,
+        "intermediate_size": shapes.dim(L + "feed_forward.w1.weight", 0), "block_auto_adjust_ff_dim": False,
+        "conv_L_cache": shapes.dim(L + "conv.conv.weight", 2, rank=3), "conv_bias": L + "conv.in_proj.bias" in shapes,
+        "tie_word_embeddings": "lm_head.weight" not in shapes,
+    }
+    return config, ("context length is not stored in tensors: LFM2's default max_position_embeddings is assumed",)
+
+
+def _deepseek(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """DeepSeek-V2/V3/V3.2: MLA's widths solved from its four matrices, experts from the router."""
+    mtp = shapes.layers_of(L + "eh_proj.weight")  # the multi-token-prediction layers sit above the stack
+    n_layers = shapes.n_layers - len(mtp)
+    routed = [layer for layer in shapes.layers_of(L + "mlp.gate.weight") if layer < n_layers]
+    model_type = ("deepseek_v32" if L + "self_attn.indexer.wk.weight" in shapes else "deepseek_v3"
+                  if L + "mlp.gate.e_score_correction_bias" in shapes else "deepseek_v2")
+    config = {"model_type": model_type, "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
+              "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": n_layers,
+              "tie_word_embeddings": "lm_head.weight" not in shapes, **_mla(shapes),
+              "first_k_dense_replace": n_layers - len(routed), "num_nextn_predict_layers": len(mtp),
+              "attention_bias": L + "self_attn.o_proj.bias" in shapes}
+    if routed != list(range(n_layers - len(routed), n_layers)):
+        raise Uninferable("routed experts in layers that are not the top ones: pass MODEL")
+    if len(routed) < n_layers:
+        config["intermediate_size"] = shapes.dim(L + "mlp.gate_proj.weight", 0)
+    if routed:
+        config.update(_experts(shapes))
+    if routed and model_type == "deepseek_v2":  # DeepseekV2Config has no default: both V2 and V2-Lite pick 6
+        config["num_experts_per_tok"] = 6
+    if model_type == "deepseek_v32":
+        head_dim = shapes.dim(L + "self_attn.indexer.wk.weight", 0)
+        config.update(index_head_dim=head_dim, index_n_heads=shapes.dim(L + "self_attn.indexer.weights_proj.weight", 0))
+    return config, ("context length and the experts each token picks are not stored in tensors: "
+                    f"{model_type}'s config defaults are assumed",)
+
+
+def _mla(shapes: Shapes) -> dict[str, Any]:
+    """MLA's heads and widths: kv_a_layernorm gives the latent, kv_a the rotary width beside it; then
+    q_b (or q) = h·(nope + rope), kv_b = h·(nope + v) and o_proj's input h·v fix h, nope and v."""
+    latent = shapes.dim(L + "self_attn.kv_a_layernorm.weight", 0, rank=1)
+    rope = shapes.dim(L + "self_attn.kv_a_proj_with_mqa.weight", 0) - latent
+    lora = L + "self_attn.q_a_proj.weight" in shapes
+    queries = shapes.dim(L + ("self_attn.q_b_proj.weight" if lora else "self_attn.q_proj.weight"), 0)
+    keys_values, values = shapes.dim(L + "self_attn.kv_b_proj.weight", 0), shapes.dim(L + "self_attn.o_proj.weight", 1)
+    heads, left = divmod(queries - keys_values + values, rope) if rope > 0 else (0, 1)
+    if left or heads <= 0 or values % heads or (keys_values - values) % heads:
+        raise Uninferable("MLA's q_b, kv_a, kv_b and o_proj widths do not solve to whole heads")
+    return {"num_attention_heads": heads, "kv_lora_rank": latent, "qk_rope_head_dim": rope,
+            "qk_nope_head_dim": (keys_values - values) // heads, "v_head_dim": values // heads,
+            "q_lora_rank": shapes.dim(L + "self_attn.q_a_proj.weight", 0) if lora else None}
+
+
+def _experts(shapes: Shapes) -> dict[str, Any]:
+    """Routed experts from the router's rows, their width from one expert (the Hub's names) or the
+    fused tensor (transformers 5's), shared experts as multiples of that width."""
+    if L + "mlp.experts.0.gate_proj.weight" in shapes:
+        width = shapes.dim(L + "mlp.experts.0.gate_proj.weight", 0)
+    else:
+        width = shapes.dim(L + "mlp.experts.gate_up_proj", 1, rank=3) // 2
+    shared = shapes.dim(L + "mlp.shared_experts.gate_proj.weight", 0) // width if \
+        L + "mlp.shared_experts.gate_proj.weight" in shapes else 0
+    return {"n_routed_experts": shapes.dim(L + "mlp.gate.weight", 0), "moe_intermediate_size": width,
+            "n_shared_experts": shared}
+
+
+# A tensor only the layout stores -> how its config is read off the shapes.
+SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]] = {
+    L + "conv.conv.weight": _lfm2,
+    L + "self_attn.kv_a_proj_with_mqa.weight": _deepseek,
+}
+
+
+def config_of(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]] | None:
+    """The config.json keys of a layout `SIGNATURES` knows, and what was assumed; None for any other."""
+    reader = next((read for template, read in SIGNATURES.items() if template in shapes), None)
+    return None if reader is None else reader(shapes)
