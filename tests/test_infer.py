@@ -84,6 +84,7 @@ INFERRED = [
     ("deepseek_v32.json", {"num_hidden_layers": 4, "first_k_dense_replace": 1, "n_routed_experts": 16}),
     ("deepseek_v2.json", {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8}),
     ("kimi_k2.json", {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8}),
+    ("qwen3_next.json", {"num_hidden_layers": 8, "num_experts": 16, "mlp_only_layers": [1]}),
 ]
 
 

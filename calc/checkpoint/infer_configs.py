@@ -2,7 +2,8 @@
 
 A Llama-named checkpoint whose layers hold more than attention and an MLP — LFM2's short
 convolutions beside attention, DeepSeek's MLA with routed experts (and V3.2's lightning indexer,
-its multi-token-prediction layer) — is told by a tensor only it stores (`SIGNATURES`). Its sizes
+its multi-token-prediction layer), Qwen3-Next's gated DeltaNet beside gated attention — is told by
+a tensor only it stores (`SIGNATURES`). Its sizes
 are then read off the shapes into the keys of its config.json, and its model_type's adapter
 (`calc.arch`) builds the spec from them, exactly as from the real file: one description of each
 layout, never a second one here. What no tensor stores (the context length, how many experts a
@@ -103,22 +104,68 @@ def _mla(shapes: Shapes) -> dict[str, Any]:
 
 
 def _experts(shapes: Shapes) -> dict[str, Any]:
-    """Routed experts from the router's rows, their width from one expert (the Hub's names) or the
-    fused tensor (transformers 5's), shared experts as multiples of that width."""
+    """DeepSeek's experts: the shared ones as multiples of a routed expert's width."""
+    routed, width = _routed(shapes)
+    shared = _width(shapes, L + "mlp.shared_experts.gate_proj.weight") // width
+    return {"n_routed_experts": routed, "moe_intermediate_size": width, "n_shared_experts": shared}
+
+
+def _routed(shapes: Shapes) -> tuple[int, int]:
+    """How many routed experts (the router's rows) and how wide one is: from one expert's gate_proj
+    (the Hub's names), else from the fused gate_up_proj (transformers 5's)."""
     if L + "mlp.experts.0.gate_proj.weight" in shapes:
         width = shapes.dim(L + "mlp.experts.0.gate_proj.weight", 0)
     else:
         width = shapes.dim(L + "mlp.experts.gate_up_proj", 1, rank=3) // 2
-    shared = shapes.dim(L + "mlp.shared_experts.gate_proj.weight", 0) // width if \
-        L + "mlp.shared_experts.gate_proj.weight" in shapes else 0
-    return {"n_routed_experts": shapes.dim(L + "mlp.gate.weight", 0), "moe_intermediate_size": width,
-            "n_shared_experts": shared}
+    return shapes.dim(L + "mlp.gate.weight", 0), width
+
+
+def _width(shapes: Shapes, gate: str) -> int:
+    """A SwiGLU's width from its gate projection's rows; 0 when none is stored."""
+    return shapes.dim(gate, 0) if gate in shapes else 0
+
+
+def _qwen3_next(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Qwen3-Next: gated DeltaNet layers where linear_attn is stored, gated attention elsewhere.
+
+    The DeltaNet's value heads are A_log's length and their width its norm's; its conv mixes
+    queries, keys and values (2·nk·dk + nv·dv channels), which fixes nk·dk but not the split:
+    dk = dv is assumed (Qwen3-Next's 128 and 128). Attention's head_dim is the QK-norm's width,
+    its q_proj twice the heads' width (queries and the output gate)."""
+    deltanet, attention = L + "linear_attn.", L + "self_attn."
+    head_dim, v_dim = shapes.dim(attention + "q_norm.weight", 0, rank=1), shapes.dim(deltanet + "norm.weight", 0, rank=1)
+    v_heads = shapes.dim(deltanet + "A_log", 0, rank=1)
+    keys, left = divmod(shapes.dim(deltanet + "conv1d.weight", 0, rank=3) - v_heads * v_dim, 2 * v_dim)
+    if left or keys <= 0:
+        raise Uninferable("linear_attn.conv1d's channels are not 2·nk·dk + nv·dv with dk = dv")
+    routed, linear = shapes.layers_of(L + "mlp.gate.weight"), set(shapes.layers_of(deltanet + "out_proj.weight"))
+    config = {
+        "model_type": "qwen3_next", "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
+        "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": shapes.n_layers,
+        "layer_types": ["linear_attention" if layer in linear else "full_attention" for layer in range(shapes.n_layers)],
+        "head_dim": head_dim, "num_attention_heads": shapes.dim(attention + "q_proj.weight", 0) // (2 * head_dim),
+        "num_key_value_heads": shapes.dim(attention + "k_proj.weight", 0) // head_dim,
+        "attention_bias": attention + "q_proj.bias" in shapes, "linear_num_value_heads": v_heads,
+        "linear_value_head_dim": v_dim, "linear_key_head_dim": v_dim, "linear_num_key_heads": keys,
+        "linear_conv_kernel_dim": shapes.dim(deltanet + "conv1d.weight", 2, rank=3),
+        "mlp_only_layers": sorted(set(range(shapes.n_layers)) - set(routed)), "decoder_sparse_step": 1,
+        "intermediate_size": _width(shapes, L + "mlp.gate_proj.weight"),
+        "tie_word_embeddings": "lm_head.weight" not in shapes,
+    }
+    if routed:
+        n_experts, width = _routed(shapes)
+        config.update(num_experts=n_experts, moe_intermediate_size=width,
+                      shared_expert_intermediate_size=shapes.dim(L + "mlp.shared_expert.gate_proj.weight", 0))
+    return config, ("not stored in tensors: the context length, the experts each token picks, the rotary fraction "
+                    "(Qwen3-Next's defaults assumed) and the DeltaNet's key head width (assumed its value head width, "
+                    f"{v_dim}: {keys} key heads)",)
 
 
 # A tensor only the layout stores -> how its config is read off the shapes.
 SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]] = {
     L + "conv.conv.weight": _lfm2,
     L + "self_attn.kv_a_proj_with_mqa.weight": _deepseek,
+    L + "linear_attn.in_proj_qkvz.weight": _qwen3_next,
 }
 
 
