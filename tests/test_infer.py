@@ -85,7 +85,13 @@ INFERRED = [
     ("deepseek_v2.json", {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8}),
     ("kimi_k2.json", {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8}),
     ("qwen3_next.json", {"num_hidden_layers": 8, "num_experts": 16, "mlp_only_layers": [1]}),
+    ("nemotron_h-nano3.json", {"hybrid_override_pattern": "MEM*EM-", "n_routed_experts": 8}),
+    ("nemotron_h.json", {}),
+    ("mamba2.json", {"num_hidden_layers": 4}),
 ]
+# Mamba2 stores n_groups·d_state, never the two apart: d_state 128 is assumed (and said), which
+# Nemotron-H 8B's 8 x 256 is not: its count is exact, its recurrent state read as 16 x 128.
+STATE_ASSUMED = {"nemotron_h.json"}
 
 
 def lone_file(spec: Any, directory: Path, hub: bool) -> Path:
@@ -104,4 +110,17 @@ def test_a_lone_checkpoint_of_a_newer_layout_is_read_as_its_config_says(config: 
     assert report.spec_origin == "tensor shapes (no config.json)"
     assert report.mismatches == () and report.unknown == ()
     assert dict(count(report.spec).components) == dict(count(spec).components)
-    assert [(n, block.describe()) for n, block in report.spec.runs()] == [(n, block.describe()) for n, block in spec.runs()]
+    assert layers(report.spec) == layers(spec)
+    assert (caches(report.spec) == caches(spec)) is (config not in STATE_ASSUMED)
+    assert (config in STATE_ASSUMED) <= any("d_state 128 assumed" in note for note in report.spec_notes)
+
+
+def layers(spec: Any) -> list[tuple[int, list[str], str | None]]:
+    """What the shapes fix layer by layer: each run's mixers and MLP kind (not, say, how many experts
+    a token picks, which no tensor stores)."""
+    return [(n, [mixer.kind for mixer in block.mixers()], block.mlp and block.mlp.kind) for n, block in spec.runs()]
+
+
+def caches(spec: Any) -> list[Any]:
+    """What each run keeps per token and per sequence."""
+    return [block.cache(spec.d_model) for _, block in spec.runs()]

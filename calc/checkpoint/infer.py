@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from itertools import compress, repeat
 from math import gcd
-from operator import gt, methodcaller, or_
+from operator import and_, gt, is_not, itemgetter, methodcaller, or_
 from typing import Any, Iterator
 
 from calc.checkpoint.infer_configs import Shapes, Uninferable, config_of
@@ -27,7 +27,13 @@ from calc.spec.model import ModelSpec, spec_from_dict
 
 __all__ = ["detect_family", "infer_spec"]
 
-INFERABLE = ("gpt2", "llama")  # the layouts whose specs tensor shapes alone determine (with stated assumptions)
+# The layouts whose specs tensor shapes determine (with stated assumptions), by their paths: GPT-2's
+# and Llama's, whose own tensors may tell a newer layout (calc.checkpoint.infer_configs), and the
+# `backbone.` of Mamba2 and Nemotron-H. A tie goes to the first.
+INFERABLE = ("gpt2", "llama", "mamba2")
+
+
+_INDEX, _REST = re.compile(INDEX), re.compile(r"(.+)$")  # a layer name's index and what follows it, as `_paths`' pattern reads them
 
 
 @cache
@@ -73,33 +79,59 @@ def _found(raw: RawCheckpoint, family: str) -> _Found:
     """`_template` of every stored name, as the whole-column operations that 100,000 names need.
 
     A name already under the full layer path (`model.layers.7.…`, all but a few in a checkpoint
-    of this family) is its own canonical name, so the layer pattern is matched on the column at
-    once; only the few others (model-level names, a base model's `layers.7.…`) and names that might
-    become one of them take `_template` one by one. Names of another family are skipped unread.
+    of this family) is its own canonical name: it splits at its first dot after the path into a
+    layer index and a rest, and only the distinct indexes (one per layer) and rests (a few dozen)
+    are read by the pattern. The few other names that might match (model-level names, a base
+    model's `layers.7.…`) take `_template` one by one; names of another family are skipped unread.
     """
-    lay, model_level, pattern = _paths(family)
+    lay, model_level, _ = _paths(family)
     names, shapes = raw.columns.names, raw.columns.shapes
-    layers_dot, base, memory = lay["layers"] + ".", lay.get("base", ""), lay.get("memory_base", "")
+    layers_dot, memory = lay["layers"] + ".", lay.get("memory_base", "")
     direct = map(methodcaller("startswith", layers_dot), names)
     if memory:  # a name under `memory_base` is renamed first (`with_base`)
         direct = map(gt, direct, map(methodcaller("startswith", memory), names))
     # (a layout whose layers are not under its base, or with a model-level name there: one by one)
     direct = list(direct) if _direct(lay, model_level) else [False] * len(names)
     rest = compress(range(len(names)), map(gt, _may_match(names, lay, model_level), direct))
-    positions = list(compress(range(len(names)), direct))
-    matches = list(map(pattern.match, map(names.__getitem__, positions)))
-    positions, matches = list(compress(positions, matches)), list(filter(None, matches))
-    templates = list(map((layers_dot + "{}.").__add__, map(methodcaller("group", 2), matches)))
-    layers: list[int | None] = list(map(int, map(methodcaller("group", 1), matches)))
+    positions, templates, layers = _in_layers(names, list(compress(range(len(names)), direct)), layers_dot)
+    n_direct = len(positions)
     for i in rest:
         if (found := _template(names[i], family)) is not None:
             positions.append(i)
             templates.append(found[0])
             layers.append(found[1])
-    order = sorted(range(len(positions)), key=positions.__getitem__)  # the last of a template's tensors wins
-    kept = [k for k in order if names[positions[k]] not in raw.aliases] if raw.aliases else order
-    return _Found(len(positions), [templates[k] for k in kept], [layers[k] for k in kept],
-                  {templates[k]: shapes[positions[k]] for k in kept})
+    hits = len(positions)
+    if raw.aliases:  # (a torch state dict's shared tensors: rare, and few names)
+        kept = [k for k, i in enumerate(positions) if names[i] not in raw.aliases]
+        positions, templates, layers = ([column[k] for k in kept] for column in (positions, templates, layers))
+        n_direct = sum(k < n_direct for k in kept)
+    return _Found(hits, templates, layers, _last_shapes(positions, templates, shapes, n_direct))
+
+
+def _in_layers(names: list[str], positions: list[int], layers_dot: str) -> tuple[list[int], list[str], list[int | None]]:
+    """Of the names at `positions` (all under `layers_dot`), those the layer pattern matches: their
+    positions, templates and layers."""
+    tails = map(itemgetter(slice(len(layers_dot), None)), map(names.__getitem__, positions))
+    indexes, _, rests = zip(*map(methodcaller("partition", "."), tails)) if positions else ((), (), ())
+    layer_of = {index: int(index) if _INDEX.fullmatch(index) else None for index in set(indexes)}
+    template_of = {rest: layers_dot + "{}." + match.group(1) if (match := _REST.match(rest)) else None
+                   for rest in set(rests)}
+    ok = list(map(and_, map(is_not, map(layer_of.__getitem__, indexes), repeat(None)),
+                  map(is_not, map(template_of.__getitem__, rests), repeat(None))))
+    return (list(compress(positions, ok)), list(map(template_of.__getitem__, compress(rests, ok))),
+            list(map(layer_of.__getitem__, compress(indexes, ok))))
+
+
+def _last_shapes(positions: list[int], templates: list[str], shapes: list[tuple[int, ...]],
+                 n_direct: int) -> dict[str, tuple[int, ...]]:
+    """Each template's shape: that of its last tensor in the file. The first `n_direct` are in file
+    order (a dict keeps the last); each of the others replaces a template's only if it comes later."""
+    found = dict(zip(templates[:n_direct], map(shapes.__getitem__, positions[:n_direct])))
+    last = dict(zip(templates[:n_direct], positions[:n_direct]))
+    for position, template in zip(positions[n_direct:], templates[n_direct:]):
+        if last.get(template, -1) < position:
+            found[template], last[template] = shapes[position], position
+    return found
 
 
 def _direct(lay: dict[str, Any], model_level: frozenset[str]) -> bool:
@@ -146,8 +178,10 @@ def infer_spec(raw: RawCheckpoint) -> tuple[ModelSpec, tuple[str, ...]]:
     n_layers = max((l for l in found.layers if l is not None), default=0) + 1
     shapes, origin = Shapes(found.shapes, found.layers_of, n_layers), f"{raw.source} (spec inferred from tensor shapes)"
     try:
-        configured = config_of(shapes) if family == "llama" and n_layers <= len(raw.columns) else None
-        fields, notes = configured or (_gpt2 if family == "gpt2" else _llama)(shapes)
+        configured = config_of(shapes) if n_layers <= len(raw.columns) else None
+        if configured is None and family not in FLAT:
+            raise Uninferable(f"no tensor says which {family}-named layout it is")
+        fields, notes = configured or FLAT[family](shapes)
     except Uninferable as exc:
         raise GptcalcError(f"{raw.source}: cannot infer a spec from tensor shapes: {exc}; pass MODEL") from None
     if n_layers > len(raw.columns):  # every layer stores at least one tensor
@@ -205,3 +239,6 @@ def _llama(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
     if "wpe.weight" not in shapes:
         notes += ("context length is not stored in a rotary model's tensors: n_positions assumed 4096",)
     return fields, notes
+
+
+FLAT = {"gpt2": _gpt2, "llama": _llama}  # the families read as a flat spec when no newer layout's tensor is stored

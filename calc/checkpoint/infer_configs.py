@@ -2,8 +2,9 @@
 
 A Llama-named checkpoint whose layers hold more than attention and an MLP — LFM2's short
 convolutions beside attention, DeepSeek's MLA with routed experts (and V3.2's lightning indexer,
-its multi-token-prediction layer), Qwen3-Next's gated DeltaNet beside gated attention — is told by
-a tensor only it stores (`SIGNATURES`). Its sizes
+its multi-token-prediction layer), Qwen3-Next's gated DeltaNet beside gated attention — and a
+`backbone.` one of Mamba2 or Nemotron-H's hybrid layers are told by a tensor only they store
+(`SIGNATURES`). Its sizes
 are then read off the shapes into the keys of its config.json, and its model_type's adapter
 (`calc.arch`) builds the spec from them, exactly as from the real file: one description of each
 layout, never a second one here. What no tensor stores (the context length, how many experts a
@@ -12,6 +13,7 @@ token picks) keeps its config-class default, and the notes say so; it changes no
 
 from __future__ import annotations
 
+from math import gcd
 from typing import Any, Callable
 
 __all__ = ["SIGNATURES", "Shapes", "Uninferable", "config_of"]
@@ -161,11 +163,67 @@ def _qwen3_next(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
                     f"{v_dim}: {keys} key heads)",)
 
 
+B = "backbone.layers.{}.mixer."  # Mamba2's and Nemotron-H's layers: one mixer each
+
+
+def _mamba(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Mamba2 (every layer the mixer) and Nemotron-H (each layer one mixer: Mamba2, attention, a
+    squared-ReLU MLP or MoE, as its pattern's M, *, - and E say, read off which tensors a layer has)."""
+    embed, mixer, notes = "backbone.embeddings.weight", _mamba2_widths(shapes), [_STATE_NOTE]
+    config = {"vocab_size": shapes.dim(embed, 0), "hidden_size": shapes.dim(embed, 1), "num_hidden_layers": shapes.n_layers,
+              "tie_word_embeddings": "lm_head.weight" not in shapes}
+    letters = {letter: set(shapes.layers_of(B + tensor)) for letter, tensor in
+               (("M", "A_log"), ("*", "q_proj.weight"), ("E", "gate.weight"), ("-", "up_proj.weight"))}
+    pattern = "".join(next((letter for letter, layers in letters.items() if layer in layers), "?")
+                      for layer in range(shapes.n_layers))
+    if pattern == "M" * shapes.n_layers:
+        inner, width = mixer["mamba_num_heads"] * mixer["mamba_head_dim"], config["hidden_size"]
+        if inner % width:
+            raise Uninferable(f"Mamba2's inner width {inner} is not a multiple of hidden_size {width}")
+        config.update(model_type="mamba2", num_heads=mixer["mamba_num_heads"], head_dim=mixer["mamba_head_dim"],
+                      state_size=mixer["ssm_state_size"], n_groups=mixer["n_groups"], conv_kernel=mixer["conv_kernel"],
+                      expand=inner // width, use_bias=mixer["use_bias"], use_conv_bias=mixer["use_conv_bias"])
+        return config, tuple(notes)
+    config.update(model_type="nemotron_h", hybrid_override_pattern=pattern, **mixer)
+    if "*" in pattern:
+        queries, kv = shapes.dim(B + "q_proj.weight", 0), shapes.dim(B + "k_proj.weight", 0)
+        head_dim = next((h for h in (128, 64) if queries % h == 0 and kv % h == 0), gcd(queries, kv))
+        config.update(head_dim=head_dim, num_attention_heads=queries // head_dim, num_key_value_heads=kv // head_dim)
+        notes.append(f"attention's head count is not stored in tensor shapes: assumed head_dim {head_dim}")
+    if "-" in pattern:
+        config["intermediate_size"] = shapes.dim(B + "up_proj.weight", 0)
+    if "E" in pattern:
+        one = B + "experts.0.up_proj.weight"
+        width = shapes.dim(one, 0) if one in shapes else shapes.dim(B + "experts.up_proj", 1, rank=3)
+        config.update(n_routed_experts=shapes.dim(B + "gate.weight", 0), moe_intermediate_size=width,
+                      moe_shared_expert_intermediate_size=shapes.dim(B + "shared_experts.up_proj.weight", 0))
+    return config, (*notes, "context length and the experts each token picks are not stored in tensors: "
+                    "Nemotron-H's defaults assumed")
+
+
+_STATE_NOTE = ("Mamba2's groups and state width are not stored apart (only their product): d_state 128 assumed "
+               "where it divides it")
+
+
+def _mamba2_widths(shapes: Shapes) -> dict[str, Any]:
+    """The Mamba2 mixer's keys (Nemotron-H's names): heads from A_log, the inner width from the gated
+    norm, groups x state from the conv's other channels (d_state 128 assumed when it divides them)."""
+    heads, inner = shapes.dim(B + "A_log", 0, rank=1), shapes.dim(B + "norm.weight", 0, rank=1)
+    groups_state, left = divmod(shapes.dim(B + "conv1d.weight", 0, rank=3) - inner, 2)
+    if left or groups_state <= 0 or inner % heads:
+        raise Uninferable("Mamba2's conv1d, norm and A_log widths do not fit its layout")
+    state = 128 if groups_state % 128 == 0 else groups_state
+    return {"mamba_num_heads": heads, "mamba_head_dim": inner // heads, "ssm_state_size": state,
+            "n_groups": groups_state // state, "conv_kernel": shapes.dim(B + "conv1d.weight", 2, rank=3),
+            "use_bias": B + "in_proj.bias" in shapes, "use_conv_bias": B + "conv1d.bias" in shapes}
+
+
 # A tensor only the layout stores -> how its config is read off the shapes.
 SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]] = {
     L + "conv.conv.weight": _lfm2,
     L + "self_attn.kv_a_proj_with_mqa.weight": _deepseek,
     L + "linear_attn.in_proj_qkvz.weight": _qwen3_next,
+    B + "A_log": _mamba,
 }
 
 
