@@ -1,11 +1,13 @@
 """`inspect` at scale: time against the number of tensors, next to a bare read of the same headers.
 
-Goal (issue 14): time linear in tensors with a small constant; a 100,000-tensor sparse checkpoint
-within 2x a bare read-and-`json.loads` of its headers.
+Goal (issues 14 and 26): time linear in tensors with a small constant; a 100,000-tensor sparse
+checkpoint within 2x a bare read-and-`json.loads` of its headers, with its config.json or, for one
+file, without (the spec then inferred from the tensor names, `calc/checkpoint/infer.py`).
 
-The checkpoints are Llama-layout, tiny widths (the header, not the weights, is what costs), with a
-config.json, in two layouts: one file, and 10 shards with the index `save_pretrained` writes
-(`json.dumps(index, indent=2, sort_keys=True)`). The files are sparse: a few MB of disk at most.
+The checkpoints are Llama-layout, tiny widths (the header, not the weights, is what costs), in three
+layouts: one file and 10 shards with the index `save_pretrained` writes
+(`json.dumps(index, indent=2, sort_keys=True)`), each with a config.json, and one file alone
+("no config"). The files are sparse: a few MB of disk at most.
 
 The bare read is what any reader of the checkpoint must do, as a plain Python program does it, in
 a fresh process (the collector on, start-up excluded, its best of 3 runs): `json.loads` of the

@@ -90,7 +90,7 @@ INFERRED = [
     ("mamba2.json", {"num_hidden_layers": 4}),
 ]
 # Mamba2 stores n_groups·d_state, never the two apart: d_state 128 is assumed (and said), which
-# Nemotron-H 8B's 8 x 256 is not: its count is exact, its recurrent state read as 16 x 128.
+# Nemotron-H-56B's 8 x 256 (nvidia/Nemotron-H-56B-Base-8K) is not: its count is exact, its recurrent state read as 16 x 128.
 STATE_ASSUMED = {"nemotron_h.json"}
 
 
