@@ -76,7 +76,7 @@ def _plan(cls: type[Part]) -> tuple[dict[str, tuple[Check, Any]], Any, Any, dict
     fields = {}
     hints = get_type_hints(cls)  # a module with `from __future__ import annotations` declares strings
     for name, info in cls.model_fields.items():
-        if not info.options.keys() <= _OPTIONS:
+        if not info.options.keys() <= _OPTIONS or info.options.get("discriminator", "kind") != "kind":
             raise Declined  # an option this module does not apply: pydantic validates this class
         check = _check(hints.get(name, info.annotation), info.options.get("strict", True) is False)
         fields[name] = (_bounded(check, info.options), _default(info))
