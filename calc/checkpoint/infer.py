@@ -4,7 +4,8 @@ Shapes give almost everything: vocabulary and width from the embedding, depth fr
 indices, d_ff from the MLP, the Q and KV widths, which biases exist, whether the head is tied.
 Two things are not stored in any tensor and are assumed, and said so in the returned notes:
 the head count (head_dim 64 for GPT-2, 128 for Llama-style models when the widths allow) and,
-for rotary models, the context length. Neither changes a parameter count.
+for rotary models, the context length. Neither changes a parameter count. Layouts with more in
+their layers (hybrids, MLA) go through their config.json's keys (`calc.checkpoint.infer_configs`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ __all__ = ["detect_family", "infer_spec"]
 INFERABLE = ("gpt2", "llama", "mamba2")
 
 
-_INDEX, _REST = re.compile(INDEX), re.compile(r"(.+)$")  # a layer name's index and what follows it, as `_paths`' pattern reads them
+# A layer name's index, and what follows it, as `_paths`' pattern reads them.
+_INDEX, _REST = re.compile(INDEX), re.compile(r"(.+)$")
 
 
 @cache
@@ -58,8 +60,8 @@ def _template(name: str, family: str) -> tuple[str, int | None] | None:
 
 @dataclass(frozen=True)
 class _Found:
-    """The names under one family's paths: how many; of those not aliases, in order, each one's
-    template and layer, and the shape of each template (its last tensor's)."""
+    """The names under one family's paths: how many; of those not aliases, each one's template and
+    layer, and the shape of each template (its last tensor's)."""
 
     hits: int
     templates: list[str]
