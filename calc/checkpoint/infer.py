@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from itertools import compress, repeat
 from math import gcd
-from operator import and_, gt, is_not, itemgetter, methodcaller, or_
+from operator import gt, methodcaller, or_
 from typing import Any, Iterator
 
 from calc.checkpoint.infer_configs import Shapes, Uninferable, config_of
@@ -32,10 +32,6 @@ __all__ = ["detect_family", "infer_spec"]
 # and Llama's, whose own tensors may tell a newer layout (calc.checkpoint.infer_configs), and the
 # `backbone.` of Mamba2 and Nemotron-H. A tie goes to the first.
 INFERABLE = ("gpt2", "llama", "mamba2")
-
-
-# A layer name's index, and what follows it, as `_paths`' pattern reads them.
-_INDEX, _REST = re.compile(INDEX), re.compile(r"(.+)$")
 
 
 @cache
@@ -94,7 +90,12 @@ def _found(raw: RawCheckpoint, family: str) -> _Found:
         direct = map(gt, direct, map(methodcaller("startswith", memory), names))
     # (a layout whose layers are not under its base, or with a model-level name there: one by one)
     direct = list(direct) if _direct(lay, model_level) else [False] * len(names)
-    rest = compress(range(len(names)), map(gt, _may_match(names, lay, model_level), direct))
+    broken = []  # a name with a line break (never a real one) would break `_in_layers`' lines: one by one
+    if any(map(methodcaller("__contains__", "\n"), compress(names, direct))):
+        broken = [i for i in compress(range(len(names)), direct) if "\n" in names[i]]
+        for i in broken:
+            direct[i] = False
+    rest = sorted({*compress(range(len(names)), map(gt, _may_match(names, lay, model_level), direct)), *broken})
     positions, templates, layers = _in_layers(names, list(compress(range(len(names)), direct)), layers_dot)
     n_direct = len(positions)
     for i in rest:
@@ -111,17 +112,21 @@ def _found(raw: RawCheckpoint, family: str) -> _Found:
 
 
 def _in_layers(names: list[str], positions: list[int], layers_dot: str) -> tuple[list[int], list[str], list[int | None]]:
-    """Of the names at `positions` (all under `layers_dot`), those the layer pattern matches: their
-    positions, templates and layers."""
-    tails = map(itemgetter(slice(len(layers_dot), None)), map(names.__getitem__, positions))
-    indexes, _, rests = zip(*map(methodcaller("partition", "."), tails)) if positions else ((), (), ())
-    layer_of = {index: int(index) if _INDEX.fullmatch(index) else None for index in set(indexes)}
-    template_of = {rest: layers_dot + "{}." + match.group(1) if (match := _REST.match(rest)) else None
-                   for rest in set(rests)}
-    ok = list(map(and_, map(is_not, map(layer_of.__getitem__, indexes), repeat(None)),
-                  map(is_not, map(template_of.__getitem__, rests), repeat(None))))
-    return (list(compress(positions, ok)), list(map(template_of.__getitem__, compress(rests, ok))),
-            list(map(layer_of.__getitem__, compress(indexes, ok))))
+    """Of the names at `positions` (all under `layers_dot`, none with a line break), those the layer
+    pattern matches: their positions, templates and layers. One regular expression reads them all,
+    joined a line each."""
+    joined = "\n".join(map(names.__getitem__, positions))
+    indexes, rests = zip(*_lines(layers_dot).findall(joined)) if positions else ((), ())
+    layer_of = {index: int(index) for index in set(indexes) if index}  # one per layer
+    template_of = {rest: layers_dot + "{}." + rest for rest in set(rests)}  # a few dozen
+    return (list(compress(positions, indexes)), list(map(template_of.__getitem__, compress(rests, indexes))),
+            list(map(layer_of.__getitem__, compress(indexes, indexes))))
+
+
+@cache
+def _lines(layers_dot: str) -> re.Pattern[str]:
+    """Each line: the layer pattern's index and rest, or ("", "") when it does not match."""
+    return re.compile(rf"^(?:{re.escape(layers_dot)}{INDEX}\.(.+)|.*)$", re.MULTILINE)
 
 
 def _last_shapes(positions: list[int], templates: list[str], shapes: list[tuple[int, ...]],
