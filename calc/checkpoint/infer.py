@@ -76,27 +76,27 @@ class _Found:
 def _found(raw: RawCheckpoint, family: str) -> _Found:
     """`_template` of every stored name, as the whole-column operations that 100,000 names need.
 
-    A name already under the full layer path (`model.layers.7.…`, all but a few in a checkpoint
-    of this family) is its own canonical name: it splits at its first dot after the path into a
-    layer index and a rest, and only the distinct indexes (one per layer) and rests (a few dozen)
-    are read by the pattern. The few other names that might match (model-level names, a base
-    model's `layers.7.…`) take `_template` one by one; names of another family are skipped unread.
+    First the names that might be the family's at all (`_might`: names of another family are left
+    there, in one pass). Of those, a name already under the full layer path (`model.layers.7.…`,
+    all but a few in a checkpoint of this family) is its own canonical name, so one regular
+    expression reads them all (`_in_layers`); the few others (model-level names, a base model's
+    `layers.7.…`) take `_template` one by one.
     """
     lay, model_level, _ = _paths(family)
     names, shapes = raw.columns.names, raw.columns.shapes
     layers_dot, memory = lay["layers"] + ".", lay.get("memory_base", "")
-    direct = map(methodcaller("startswith", layers_dot), names)
-    if memory:  # a name under `memory_base` is renamed first (`with_base`)
-        direct = map(gt, direct, map(methodcaller("startswith", memory), names))
-    # (a layout whose layers are not under its base, or with a model-level name there: one by one)
-    direct = list(direct) if _direct(lay, model_level) else [False] * len(names)
-    broken = []  # a name with a line break (never a real one) would break `_in_layers`' lines: one by one
-    if any(map(methodcaller("__contains__", "\n"), compress(names, direct))):
-        broken = [i for i in compress(range(len(names)), direct) if "\n" in names[i]]
-        for i in broken:
-            direct[i] = False
-    rest = sorted({*compress(range(len(names)), map(gt, _may_match(names, lay, model_level), direct)), *broken})
-    positions, templates, layers = _in_layers(names, list(compress(range(len(names)), direct)), layers_dot)
+    candidates = list(compress(range(len(names)), _might(names, lay, model_level)))
+    if _direct(lay, model_level):
+        direct = list(map(methodcaller("startswith", layers_dot), map(names.__getitem__, candidates)))
+        if memory:  # a name under `memory_base` is renamed first (`with_base`)
+            direct = list(map(gt, direct, map(methodcaller("startswith", memory), map(names.__getitem__, candidates))))
+    else:  # (a layout whose layers are not under its base, or with a model-level name there: one by one)
+        direct = [False] * len(candidates)
+    under, rest = list(compress(candidates, direct)), [i for i, flag in zip(candidates, direct) if not flag]
+    if any(map(methodcaller("__contains__", "\n"), map(names.__getitem__, under))):  # it would break the lines
+        rest = sorted([*rest, *(i for i in under if "\n" in names[i])])
+        under = [i for i in under if "\n" not in names[i]]
+    positions, templates, layers = _in_layers(names, under, layers_dot)
     n_direct = len(positions)
     for i in rest:
         if (found := _template(names[i], family)) is not None:
@@ -147,16 +147,16 @@ def _direct(lay: dict[str, Any], model_level: frozenset[str]) -> bool:
     return layers_dot.startswith(lay.get("base", "")) and not any(name.startswith(layers_dot) for name in model_level)
 
 
-def _may_match(names: list[str], lay: dict[str, Any], model_level: frozenset[str]) -> Iterator[bool]:
-    """For each name, whether `with_base` might make it a model-level or a layer name (`_template`
-    decides): it is one, or one with the base left out, or under the memory base, or a layer name
-    with the base left out."""
+def _might(names: list[str], lay: dict[str, Any], model_level: frozenset[str]) -> Iterator[bool]:
+    """For each name, whether `_template` might find it under the family's paths: a model-level
+    name (or one with the base left out), a name under the layer path, the memory base, or the
+    layer path with the base left out."""
     base, memory, layers_dot = lay.get("base", ""), lay.get("memory_base", ""), lay["layers"] + "."
     if base.startswith(layers_dot):
         return repeat(True)
     known = model_level | {name.removeprefix(base) for name in model_level if name.startswith(base)}
-    starts = tuple(prefix for prefix in (memory, layers_dot.removeprefix(base) if layers_dot.startswith(base) else "")
-                   if prefix)
+    starts = tuple(prefix for prefix in (layers_dot, memory, layers_dot.removeprefix(base)
+                                         if layers_dot.startswith(base) else "") if prefix)
     return map(or_, map(known.__contains__, names), map(methodcaller("startswith", starts), names))
 
 
