@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from itertools import compress, repeat
 from math import gcd
-from operator import gt, methodcaller, or_
+from operator import gt, methodcaller, not_, or_
 from typing import Any, Iterator
 
 from calc.checkpoint.infer_configs import Shapes, Uninferable, config_of
@@ -92,11 +92,11 @@ def _found(raw: RawCheckpoint, family: str) -> _Found:
             direct = list(map(gt, direct, map(methodcaller("startswith", memory), map(names.__getitem__, candidates))))
     else:  # (a layout whose layers are not under its base, or with a model-level name there: one by one)
         direct = [False] * len(candidates)
-    under, rest = list(compress(candidates, direct)), [i for i, flag in zip(candidates, direct) if not flag]
-    if any(map(methodcaller("__contains__", "\n"), map(names.__getitem__, under))):  # it would break the lines
-        rest = sorted([*rest, *(i for i in under if "\n" in names[i])])
-        under = [i for i in under if "\n" not in names[i]]
+    under, rest = list(compress(candidates, direct)), list(compress(candidates, map(not_, direct)))
     positions, templates, layers = _in_layers(names, under, layers_dot)
+    if positions is None:  # a name with a line break (never a real one) would break the lines: one by one
+        rest = sorted([*rest, *(i for i in under if "\n" in names[i])])
+        positions, templates, layers = _in_layers(names, [i for i in under if "\n" not in names[i]], layers_dot)
     n_direct = len(positions)
     for i in rest:
         if (found := _template(names[i], family)) is not None:
@@ -111,11 +111,13 @@ def _found(raw: RawCheckpoint, family: str) -> _Found:
     return _Found(hits, templates, layers, _last_shapes(positions, templates, shapes, n_direct))
 
 
-def _in_layers(names: list[str], positions: list[int], layers_dot: str) -> tuple[list[int], list[str], list[int | None]]:
-    """Of the names at `positions` (all under `layers_dot`, none with a line break), those the layer
-    pattern matches: their positions, templates and layers. One regular expression reads them all,
-    joined a line each."""
+def _in_layers(names: list[str], positions: list[int], layers_dot: str) -> tuple[Any, Any, Any]:
+    """Of the names at `positions` (all under `layers_dot`), those the layer pattern matches: their
+    positions, templates and layers. One regular expression reads them all, joined a line each;
+    (None, None, None) when a name holds a line break."""
     joined = "\n".join(map(names.__getitem__, positions))
+    if joined.count("\n") != max(len(positions) - 1, 0):
+        return None, None, None
     indexes, rests = zip(*_lines(layers_dot).findall(joined)) if positions else ((), ())
     layer_of = {index: int(index) for index in set(indexes) if index}  # one per layer
     template_of = {rest: layers_dot + "{}." + rest for rest in set(rests)}  # a few dozen
@@ -134,8 +136,10 @@ def _last_shapes(positions: list[int], templates: list[str], shapes: list[tuple[
     """Each template's shape: that of its last tensor in the file. The first `n_direct` are in file
     order (a dict keeps the last); each of the others replaces a template's only if it comes later."""
     found = dict(zip(templates[:n_direct], map(shapes.__getitem__, positions[:n_direct])))
-    last = dict(zip(templates[:n_direct], positions[:n_direct]))
+    last: dict[str, int] = {}  # of a template the others share with the first ones (base-less layer names: rare)
     for position, template in zip(positions[n_direct:], templates[n_direct:]):
+        if template in found and template not in last:
+            last[template] = max(compress(positions[:n_direct], map(template.__eq__, templates[:n_direct])), default=-1)
         if last.get(template, -1) < position:
             found[template], last[template] = shapes[position], position
     return found
