@@ -34,10 +34,16 @@ COMMANDS = {
     "gptcalc kvcache llama-70b": [*GPTCALC, "kvcache", "llama-70b", "--seq", "4096"],
     "gptcalc memory llama-3-8b": [*GPTCALC, "memory", "llama-3-8b"],
     "gptcalc shapes gpt2-small": [*GPTCALC, "shapes", "gpt2-small", "--seq", "5"],
-    # a config.json of a 2026 hybrid and of a DSA model (issue 26: no transformers, within 1.3x the floor)
+    # config.json files of the 2026 kinds (issue 26: no transformers, within 1.3x the floor): hybrids of
+    # attention with gated DeltaNet, Mamba2, KDA, short convolutions and lightning attention, MLA with
+    # DSA's indexer, a parallel attention + Mamba2 group, a quantised (fp8) MoE
     "gptcalc count qwen3_next.json": [*GPTCALC, "count", str(CONFIGS / "qwen3_next.json")],
     "gptcalc kvcache nemotron_h-nano3.json": [*GPTCALC, "kvcache", str(CONFIGS / "nemotron_h-nano3.json"), "--seq", "1M"],
     "gptcalc memory deepseek_v32.json": [*GPTCALC, "memory", str(CONFIGS / "deepseek_v32.json"), "--seq", "32k"],
+    "gptcalc count falcon_h1.json": [*GPTCALC, "count", str(CONFIGS / "falcon_h1.json")],
+    "gptcalc kvcache kimi_linear.json": [*GPTCALC, "kvcache", str(CONFIGS / "kimi_linear.json"), "--seq", "128k"],
+    "gptcalc memory lfm2.json": [*GPTCALC, "memory", str(CONFIGS / "lfm2.json"), "--seq", "32k"],
+    "gptcalc kvcache minimax_m1.json": [*GPTCALC, "kvcache", str(CONFIGS / "minimax_m1.json"), "--seq", "1M"],
 }
 
 

@@ -1,11 +1,13 @@
 """`inspect` at scale: time against the number of tensors, next to a bare read of the same headers.
 
-Goal (issue 14): time linear in tensors with a small constant; a 100,000-tensor sparse checkpoint
-within 2x a bare read-and-`json.loads` of its headers.
+Goal (issues 14 and 26): time linear in tensors with a small constant; a 100,000-tensor sparse
+checkpoint within 2x a bare read-and-`json.loads` of its headers, with its config.json or, for one
+file, without (the spec then inferred from the tensor names, `calc/checkpoint/infer.py`).
 
-The checkpoints are Llama-layout, tiny widths (the header, not the weights, is what costs), with a
-config.json, in two layouts: one file, and 10 shards with the index `save_pretrained` writes
-(`json.dumps(index, indent=2, sort_keys=True)`). The files are sparse: a few MB of disk at most.
+The checkpoints are Llama-layout, tiny widths (the header, not the weights, is what costs), in three
+layouts: one file and 10 shards with the index `save_pretrained` writes
+(`json.dumps(index, indent=2, sort_keys=True)`), each with a config.json, and one file alone
+("no config"). The files are sparse: a few MB of disk at most.
 
 The bare read is what any reader of the checkpoint must do, as a plain Python program does it, in
 a fresh process (the collector on, start-up excluded, its best of 3 runs): `json.loads` of the
@@ -70,8 +72,9 @@ print(min(times))
 BARE_ONCE = READER + "read(Path(sys.argv[1]), False)\n"
 
 
-def write_checkpoint(root: Path, n_layers: int, shards: int = SHARDS) -> int:
-    """A Llama-layout checkpoint of `n_layers` tiny layers, in one file or `shards` shards; its tensor count."""
+def write_checkpoint(root: Path, n_layers: int, shards: int = SHARDS, config: bool = True) -> int:
+    """A Llama-layout checkpoint of `n_layers` tiny layers, in one file or `shards` shards, with its
+    config.json or without (the spec then inferred from the tensor names); its tensor count."""
     parts: list[dict] = [{} for _ in range(shards)]
     parts[0]["model.embed_tokens.weight"] = ("F16", [VOCAB, D])
     for i in range(n_layers):
@@ -87,10 +90,11 @@ def write_checkpoint(root: Path, n_layers: int, shards: int = SHARDS) -> int:
             weight_map.update(dict.fromkeys(tensors, name))
         index = {"metadata": {"total_size": total}, "weight_map": weight_map}
         (root / INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
-    config = {"model_type": "llama", "vocab_size": VOCAB, "hidden_size": D, "intermediate_size": FF,
+    settings = {"model_type": "llama", "vocab_size": VOCAB, "hidden_size": D, "intermediate_size": FF,
               "num_hidden_layers": n_layers, "num_attention_heads": 4, "num_key_value_heads": 4,
               "max_position_embeddings": 128, "tie_word_embeddings": False}
-    (root / "config.json").write_text(json.dumps(config))
+    if config:
+        (root / "config.json").write_text(json.dumps(settings))
     return sum(map(len, parts))
 
 
@@ -128,18 +132,18 @@ def main(runs: int) -> None:
     print(f"{'layout':>9} {'tensors':>8} {'bare read':>10} {'read_checkpoint':>16} {'ratio':>6} {'min ratio':>9} "
           f"{'headers alone':>13} {'us/tensor':>9}   {'bare process':>12} {'gptcalc inspect':>15} {'ratio':>6}"
           f"   (ms, median of {runs}; processes: fastest)")
-    for shards in (SHARDS, 1):
+    for shards, config in ((SHARDS, True), (1, True), (1, False)):
         for n_layers in (99, 999, 9_999):
             with tempfile.TemporaryDirectory() as tmp:
                 root = Path(tmp)
-                tensors = write_checkpoint(root, n_layers, shards)
+                tensors = write_checkpoint(root, n_layers, shards, config)
                 times = paired(root, runs)
                 bare_proc = process_time([sys.executable, "-c", BARE_ONCE, str(root)], runs)
                 ours_proc = process_time([sys.executable, "-m", "calc", "inspect", str(root)], runs)
             bare, ours = statistics.median(times["bare"]), statistics.median(times["ours"])
             ratio = statistics.median(o / b for o, b in zip(times["ours"], times["bare"]))
             alone = statistics.median(o / h for o, h in zip(times["ours"], times["headers"]))
-            print(f"{'sharded' if shards > 1 else 'one file':>9} {tensors:>8,} {bare * 1e3:>8.1f}ms {ours * 1e3:>14.1f}ms "
+            print(f"{'sharded' if shards > 1 else 'one file' if config else 'no config':>9} {tensors:>8,} {bare * 1e3:>8.1f}ms {ours * 1e3:>14.1f}ms "
                   f"{ratio:>5.2f}x {min(times['ours']) / min(times['bare']):>8.2f}x "
                   f"{(f'{alone:.2f}x' if shards > 1 else '-'):>13} {ours / tensors * 1e6:>9.1f}   "
                   f"{bare_proc * 1e3:>10.1f}ms {ours_proc * 1e3:>13.1f}ms {ours_proc / bare_proc:>5.2f}x")

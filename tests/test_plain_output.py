@@ -103,3 +103,51 @@ def test_escape_is_rich_escape_and_reads_back(text: str) -> None:
     assert escape(text) == rich_escape(text)
     markup = f"[bold]{escape(text)}[/]"
     assert text_of(markup) == render(markup).plain
+
+
+def rich_printed(item: output.Table | str, columns: int) -> str:
+    """What rich itself prints for `item` on a pipe `columns` wide."""
+    from io import StringIO
+
+    stream = StringIO()
+    output.rich_console(file=stream, width=columns).print(output.as_rich(item))
+    return stream.getvalue()
+
+
+def hand_printed(lines: list[str] | None) -> str | None:
+    return None if lines is None else "".join(line + "\n" for line in lines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab .", min_size=1, max_size=90), st.integers(min_value=4, max_value=30))
+def test_long_lines_wrap_as_rich_wraps_them(text: str, columns: int) -> None:
+    """A line wider than the pipe is wrapped by hand exactly as rich wraps it, or left to rich."""
+    drawn = hand_printed(output._line(text, False, columns))
+    assert drawn is None or drawn == rich_printed(text, columns)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab .", min_size=1, max_size=90), st.lists(st.text(alphabet="xy", max_size=12), min_size=1, max_size=3))
+def test_long_titles_wrap_as_rich_wraps_them(title: str, headers: list[str]) -> None:
+    """A title wider than its table: rich wraps it to the table's width and centres each line."""
+    table = output.Table(title)
+    for header in headers:
+        table.add_column(header)
+    table.add_row(*("1" for _ in headers))
+    drawn = hand_printed(table.lines(160))
+    assert drawn is None or drawn == rich_printed(table, 160)
+
+
+def test_the_long_lines_and_titles_of_the_commands_are_drawn_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kvcache and memory of these configs have a title wider than its table and a note wider than
+    the pipe: drawn without rich, as rich draws them."""
+    configs = REPO / "tests" / "configs" / "model_types"
+    for command in (["kvcache", str(configs / "nemotron_h-nano3.json"), "--seq", "1M"],
+                    ["memory", str(configs / "deepseek_v32.json"), "--seq", "32k"]):
+        plain, styled = both_ways(command, monkeypatch)
+        assert plain == styled
+        drawn_by_rich: list[object] = []
+        with monkeypatch.context() as patched:
+            patched.setattr(output.Output, "rich", lambda self: drawn_by_rich.append(self) or output.rich_console())
+            assert CliRunner().invoke(cli, command).output == plain
+        assert not drawn_by_rich, command

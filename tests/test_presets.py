@@ -11,8 +11,9 @@ import yaml
 from calc.analysis.count import count
 from calc.errors import GptcalcError
 from calc.spec.flat import flat_view
-from calc.spec.load import load_spec, parse_overrides, preset_names, read_yaml
+from calc.spec.load import load_spec, parse_overrides, preset_names
 from calc.spec.presets import COMPILED, PRESET_DIR, compile_presets, compiled_preset
+from calc.spec.yamlfile import read_yaml
 
 GPT2_CONFIG = {  # source: https://huggingface.co/openai-community/gpt2/blob/main/config.json (abridged)
     "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "layer_norm_epsilon": 1e-05,

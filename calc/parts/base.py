@@ -49,6 +49,12 @@ class Validator:
     def __init__(self, function: Any, mode: str, fields: tuple[str, ...] = ()) -> None:
         self.function, self.mode, self.fields = function, mode, fields
 
+    @property
+    def plain(self) -> Any:
+        """The function itself (a classmethod unwrapped): whoever runs it passes the part's class, or
+        the part, explicitly (calc.spec.validate wires it into a pydantic model, calc.spec.quick calls it)."""
+        return self.function.__func__ if isinstance(self.function, classmethod) else self.function
+
 
 def model_validator(*, mode: str) -> Callable[[Any], Validator]:
     return lambda function: Validator(function, mode)

@@ -17,7 +17,7 @@ from typing import Any
 
 from calc.render.markup import as_markup
 from calc.render.table import Table, as_rich, plain_text
-from calc.render.text import shown, width
+from calc.render.text import shown, width, wrapped
 
 __all__ = ["PIPE_WIDTH", "Output", "console"]
 
@@ -97,9 +97,10 @@ def _styled(stream: Any) -> bool:
 
 
 def _line(text: str, soft_wrap: bool, columns: int) -> list[str] | None:
-    """A printed line as rich writes it to a pipe, or None when rich would wrap it."""
+    """A printed line as rich writes it to a pipe (wrapped at `columns` unless `soft_wrap`), or None
+    when only rich can say."""
     plain = plain_text(as_markup(text))
     size = width(plain)
-    if size is None or (size > columns and not soft_wrap):
-        return None
-    return [plain]
+    if size is None or size <= columns or soft_wrap:
+        return None if size is None else [plain]
+    return wrapped(plain, columns)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from calc.render.markup import as_markup, text_of
-from calc.render.text import shown, width
+from calc.render.text import shown, width, wrapped
 
 __all__ = ["Table", "as_rich", "plain_text"]
 
@@ -100,15 +100,16 @@ class Table:
         """The table as rich draws it in `max_width` columns, or None when rich must decide."""
         widths = self._widths()
         title = plain_text(self.title).rstrip()
-        if widths is None or width(title) is None:
-            return None
+        if widths is None or width(title) is None or (self.title and not title):
+            return None  # (a title of spaces alone: rich prints it as a blank line)
         headers = [plain_text(header) for header, _, _ in self.columns]
         body = [[plain_text(cell) for cell in cells] for cells, _ in self.rows]
         total = _outer(widths)
-        if total > max_width or len(title) > total:
+        title_lines = wrapped(title, total) if title else []
+        if total > max_width or title_lines is None:
             return None
         justify = [column[1] for column in self.columns]
-        out = [_centred(title, total)] if title else []
+        out = [_centred(line.rstrip(), total) for line in title_lines]  # rich centres each line of a long title
         out += [_rule("┏━┳┓", widths), _row("┃", headers, widths, justify), _rule("┡━╇┩", widths)]
         for index, row in enumerate(body):
             out.append(_row("│", row, widths, justify))

@@ -12,9 +12,12 @@ line too, so no renderer has to remember.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
-__all__ = ["one_line", "shown", "width"]
+__all__ = ["one_line", "shown", "width", "wrapped"]
+
+_WORD = re.compile(r"\s*\S+\s*")  # a word and the spaces around it, as rich's word wrap reads them
 
 
 def shown(text: str) -> str:
@@ -39,6 +42,28 @@ def width(text: str) -> int | None:
         if unicodedata.east_asian_width(ch) in "WF" or unicodedata.category(ch) in ("Mn", "Me", "Cf", "Cc"):
             return None
     return len(text)
+
+
+def wrapped(text: str, size: int) -> list[str] | None:
+    """`text` word-wrapped into lines of `size` columns exactly as rich wraps it (rich/_wrap.py's
+    `divide_line`, then `Text.rstrip_end`): a line keeps its trailing spaces up to `size`. None when
+    only rich can say: a character that may take two cells, or a word longer than a line (rich folds it).
+    `text` is as `shown` leaves it, so its only whitespace is the space."""
+    if width(text) is None:
+        return None
+    breaks, offset = [], 0
+    for match in _WORD.finditer(text):
+        start, word = match.start(), match.group()
+        length = len(word.rstrip())
+        if length > size:
+            return None
+        if size - offset >= length:
+            offset += len(word)
+        elif offset and start:
+            breaks.append(start)
+            offset = len(word)
+    lines = [text[start:end] for start, end in zip([0, *breaks], [*breaks, len(text)])]
+    return [line[:max(size, len(line.rstrip(" ")))] for line in lines]
 
 
 def _escape(ch: str) -> str:

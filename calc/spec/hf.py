@@ -48,13 +48,13 @@ class HFConfig:
             spec["name"] = self.name
         if self.source:
             spec.setdefault("source", self.source)
-        from calc.analysis.memory.schemes import stored_scheme
+        if isinstance(quantization := self.data.get("quantization_config"), dict):
+            from calc.analysis.memory.schemes import stored_scheme  # the sizing formats: only a quantised config
 
-        quantization = self.data.get("quantization_config")
-        if isinstance(quantization, dict) and "expert_dtype" in self.data:  # DeepSeek-V4 states it beside
-            quantization = {"expert_dtype": self.data["expert_dtype"], **quantization}  # (DeepseekV4Config folds it in)
-        if scheme := stored_scheme(quantization):
-            spec.setdefault("quant", scheme)
+            if "expert_dtype" in self.data:  # DeepSeek-V4 states it beside (DeepseekV4Config folds it in)
+                quantization = {"expert_dtype": self.data["expert_dtype"], **quantization}
+            if scheme := stored_scheme(quantization):
+                spec.setdefault("quant", scheme)
         return spec
 
     def with_data(self, data: dict[str, Any], origin: str) -> HFConfig:

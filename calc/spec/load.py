@@ -17,12 +17,11 @@ from calc.errors import GptcalcError
 from calc.inputs import inside
 from calc.spec.model import ModelSpec, is_flat, spec_from_dict
 from calc.spec.presets import compiled_preset, preset_index, preset_names, resolve_preset
-from calc.spec.yamlfile import load_yaml, read_yaml
 
 if TYPE_CHECKING:  # a preset's count never needs config.json machinery (start-up time)
     from calc.spec.hf import HFConfig
 
-__all__ = ["apply_overrides", "config_with_overrides", "load_config", "load_spec", "parse_overrides", "preset_names", "read_yaml", "spec_from_config"]
+__all__ = ["apply_overrides", "config_with_overrides", "load_config", "load_spec", "parse_overrides", "preset_names", "spec_from_config"]
 
 _METADATA = ("aliases", "copy", "published")  # provenance of a preset, not spec fields
 _FILE_SUFFIXES = (".yaml", ".yml", ".json", ".gguf")
@@ -32,6 +31,10 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
 
     Which keys exist depends on the model's source (a spec's fields, a config.json's own keys), so
     they are checked when applied (`apply_overrides`)."""
+    if not pairs:
+        return {}
+    from calc.spec.yamlfile import load_yaml  # YAML is read only for a --set (or a YAML spec): start-up time
+
     overrides: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
@@ -129,6 +132,8 @@ def _raw_spec(text: str) -> tuple[dict[str, Any], str] | HFConfig:
 def _yaml_source(path: Path, origin: str) -> tuple[dict[str, Any], str] | HFConfig:
     """A spec (flat or layered), or under `config:` a config.json transcribed with its name and source
     (how the presets of released models are written)."""
+    from calc.spec.yamlfile import read_yaml
+
     data = _mapping(read_yaml(path), path)
     if "config" not in data:
         return data, origin

@@ -369,7 +369,11 @@ def spec_from_dict(data: Any, origin: str) -> ModelSpec:
     if not isinstance(data, dict):
         raise GptcalcError(f"{origin}: expected a mapping of spec fields, got {type(data).__name__}")
     check_sizes(data, origin)
-    from pydantic import ValidationError  # validating, and only validating, needs pydantic
+    from calc.spec.quick import accepted  # a plainly valid spec needs no pydantic model of its parts (start-up time)
+
+    if not is_flat(data) and (spec := accepted(ModelSpec, data)) is not None:
+        return spec
+    from pydantic import ValidationError  # validating what is not plainly valid needs pydantic
 
     from calc.spec.validate import validated
 
@@ -378,6 +382,8 @@ def spec_from_dict(data: Any, origin: str) -> ModelSpec:
             from calc.spec.flat import FlatSpec  # the flat shorthand's own model, for flat data only
 
             data = FlatSpec.model_validate(data).to_layered()
+            if (spec := accepted(ModelSpec, data)) is not None:  # the layered form it writes is plainly valid
+                return spec
         return validated(ModelSpec, data)
     except ValidationError as exc:
         raise GptcalcError(f"{origin}: {_first_error(exc)}") from None

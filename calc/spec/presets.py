@@ -42,10 +42,14 @@ def preset_index() -> dict[str, Path]:
 
 
 def resolve_preset(name: str) -> Path | None:
-    """A preset's file by name (no index needed) or by alias (reads every preset once)."""
+    """A preset's file by name (no index needed) or by alias: from compiled.json's names, or where
+    there is none (a source tree mid-edit) by reading every preset once, which a config.json's path
+    would otherwise pay for on every run (it may be an alias, such as meta-llama/Meta-Llama-3-8B)."""
     direct = PRESET_DIR / f"{name.lower()}.yaml"
     if "/" not in name and direct.is_file():
         return direct
+    if names := _compiled()["names"]:
+        return PRESET_DIR / f"{names[name.lower()]}.yaml" if name.lower() in names else None
     return preset_index().get(name.lower())
 
 

@@ -67,7 +67,7 @@ def _field(info: FieldInfo) -> Any:
 def _validator(cls: type[Part], validator: Validator) -> Any:
     """A part's validator, wired into its model: before-validators and field validators see the raw
     data as they would have; an after-validator gets the part rebuilt from the validated model."""
-    function = validator.function.__func__ if isinstance(validator.function, classmethod) else validator.function
+    function = validator.plain
     if validator.fields:
         return field_validator(*validator.fields, mode=validator.mode)(  # type: ignore[call-overload]
             classmethod(lambda _model, value: function(cls, value)))

@@ -1,0 +1,233 @@
+"""config.json keys read off tensor shapes, for the layouts whose spec the adapter then builds.
+
+A Llama-named checkpoint whose layers hold more than attention and an MLP — LFM2's short
+convolutions beside attention, DeepSeek's MLA with routed experts (and V3.2's lightning indexer,
+its multi-token-prediction layer), Qwen3-Next's gated DeltaNet beside gated attention — and a
+`backbone.` one of Mamba2 or Nemotron-H's hybrid layers are told by a tensor only they store
+(`SIGNATURES`). Its sizes
+are then read off the shapes into the keys of its config.json, and its model_type's adapter
+(`calc.arch`) builds the spec from them, exactly as from the real file: one description of each
+layout, never a second one here. What no tensor stores (the context length, how many experts a
+token picks) keeps its config-class default, and the notes say so; it changes no stored count.
+"""
+
+from __future__ import annotations
+
+from math import gcd
+from typing import Any, Callable
+
+__all__ = ["SIGNATURES", "Shapes", "Uninferable", "config_of"]
+
+L = "model.layers.{}."
+
+
+class Uninferable(Exception):
+    """A tensor inference needs is absent, or not the matrix it should be."""
+
+
+class Shapes:
+    """The shape of each template (`model.layers.{}.…` for a layer's), and which layers store each."""
+
+    def __init__(self, shapes: dict[str, tuple[int, ...]], layers_of: Callable[[str], list[int]], n_layers: int) -> None:
+        self.shapes, self.layers_of, self.n_layers = shapes, layers_of, n_layers
+
+    def __contains__(self, template: str) -> bool:
+        return template in self.shapes
+
+    def dim(self, template: str, axis: int, rank: int = 2) -> int:
+        """One dimension of a tensor of `rank` dimensions (a weight matrix unless said otherwise)."""
+        shape, name = self.shapes.get(template), template.replace("{}", "N").removeprefix("transformer.")
+        if shape is None:
+            raise Uninferable(f"no {name} tensor")
+        if len(shape) != rank or not all(shape):
+            raise Uninferable(f"{name}: shape {list(shape)}, expected {rank} dimensions, neither empty")
+        return shape[axis]
+
+
+def _lfm2(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """LFM2: attention where q_proj is stored, a short convolution elsewhere; head_dim from the QK-norm."""
+    head_dim = shapes.dim(L + "self_attn.q_layernorm.weight", 0, rank=1)
+    if L + "feed_forward.experts.gate_up_proj" in shapes or L + "feed_forward.gate.weight" in shapes:
+        raise Uninferable("LFM2-MoE's experts are not read off shapes")
+    config = {
+        "model_type": "lfm2", "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
+        "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": shapes.n_layers,
+        "full_attn_idxs": shapes.layers_of(L + "self_attn.q_proj.weight"), "head_dim": head_dim,
+        "num_attention_heads": shapes.dim(L + "self_attn.q_proj.weight", 0) // head_dim,
+        "num_key_value_heads": shapes.dim(L + "self_attn.k_proj.weight", 0) // head_dim,
+        "intermediate_size": shapes.dim(L + "feed_forward.w1.weight", 0), "block_auto_adjust_ff_dim": False,
+        "conv_L_cache": shapes.dim(L + "conv.conv.weight", 2, rank=3), "conv_bias": L + "conv.in_proj.bias" in shapes,
+        "tie_word_embeddings": "lm_head.weight" not in shapes,
+    }
+    return config, ("context length is not stored in tensors: LFM2's default max_position_embeddings is assumed",)
+
+
+def _deepseek(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """DeepSeek-V2/V3/V3.2: MLA's widths solved from its four matrices, experts from the router."""
+    mtp = shapes.layers_of(L + "eh_proj.weight")  # the multi-token-prediction layers sit above the stack
+    n_layers = shapes.n_layers - len(mtp)
+    routed = [layer for layer in shapes.layers_of(L + "mlp.gate.weight") if layer < n_layers]
+    model_type = ("deepseek_v32" if L + "self_attn.indexer.wk.weight" in shapes else "deepseek_v3"
+                  if L + "mlp.gate.e_score_correction_bias" in shapes else "deepseek_v2")
+    config = {"model_type": model_type, "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
+              "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": n_layers,
+              "tie_word_embeddings": "lm_head.weight" not in shapes, **_mla(shapes),
+              "first_k_dense_replace": n_layers - len(routed), "num_nextn_predict_layers": len(mtp),
+              "attention_bias": L + "self_attn.o_proj.bias" in shapes}
+    if routed != list(range(n_layers - len(routed), n_layers)):
+        raise Uninferable("routed experts in layers that are not the top ones: pass MODEL")
+    if len(routed) < n_layers:
+        config["intermediate_size"] = shapes.dim(L + "mlp.gate_proj.weight", 0)
+    if routed:
+        config.update(_experts(shapes))
+    if routed and model_type == "deepseek_v2":  # DeepseekV2Config has no default: both V2 and V2-Lite pick 6
+        config["num_experts_per_tok"] = 6
+    if model_type == "deepseek_v32":
+        head_dim = shapes.dim(L + "self_attn.indexer.wk.weight", 0)
+        config.update(index_head_dim=head_dim, index_n_heads=shapes.dim(L + "self_attn.indexer.weights_proj.weight", 0))
+    return config, ("context length and the experts each token picks are not stored in tensors: "
+                    f"{model_type}'s config defaults are assumed",)
+
+
+def _mla(shapes: Shapes) -> dict[str, Any]:
+    """MLA's heads and widths: kv_a_layernorm gives the latent, kv_a the rotary width beside it; then
+    q_b (or q) = h·(nope + rope), kv_b = h·(nope + v) and o_proj's input h·v fix h, nope and v."""
+    latent = shapes.dim(L + "self_attn.kv_a_layernorm.weight", 0, rank=1)
+    rope = shapes.dim(L + "self_attn.kv_a_proj_with_mqa.weight", 0) - latent
+    lora = L + "self_attn.q_a_proj.weight" in shapes
+    queries = shapes.dim(L + ("self_attn.q_b_proj.weight" if lora else "self_attn.q_proj.weight"), 0)
+    keys_values, values = shapes.dim(L + "self_attn.kv_b_proj.weight", 0), shapes.dim(L + "self_attn.o_proj.weight", 1)
+    heads, left = divmod(queries - keys_values + values, rope) if rope > 0 else (0, 1)
+    if left or heads <= 0 or values % heads or (keys_values - values) % heads:
+        raise Uninferable("MLA's q_b, kv_a, kv_b and o_proj widths do not solve to whole heads")
+    return {"num_attention_heads": heads, "kv_lora_rank": latent, "qk_rope_head_dim": rope,
+            "qk_nope_head_dim": (keys_values - values) // heads, "v_head_dim": values // heads,
+            "q_lora_rank": shapes.dim(L + "self_attn.q_a_proj.weight", 0) if lora else None}
+
+
+def _experts(shapes: Shapes) -> dict[str, Any]:
+    """DeepSeek's experts: the shared ones as multiples of a routed expert's width."""
+    routed, width = _routed(shapes)
+    shared = _width(shapes, L + "mlp.shared_experts.gate_proj.weight") // width
+    return {"n_routed_experts": routed, "moe_intermediate_size": width, "n_shared_experts": shared}
+
+
+def _routed(shapes: Shapes) -> tuple[int, int]:
+    """How many routed experts (the router's rows) and how wide one is: from one expert's gate_proj
+    (the Hub's names), else from the fused gate_up_proj (transformers 5's)."""
+    if L + "mlp.experts.0.gate_proj.weight" in shapes:
+        width = shapes.dim(L + "mlp.experts.0.gate_proj.weight", 0)
+    else:
+        width = shapes.dim(L + "mlp.experts.gate_up_proj", 1, rank=3) // 2
+    return shapes.dim(L + "mlp.gate.weight", 0), width
+
+
+def _width(shapes: Shapes, gate: str) -> int:
+    """A SwiGLU's width from its gate projection's rows; 0 when none is stored."""
+    return shapes.dim(gate, 0) if gate in shapes else 0
+
+
+def _qwen3_next(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Qwen3-Next: gated DeltaNet layers where linear_attn is stored, gated attention elsewhere.
+
+    The DeltaNet's value heads are A_log's length and their width its norm's; its conv mixes
+    queries, keys and values (2·nk·dk + nv·dv channels), which fixes nk·dk but not the split:
+    dk = dv is assumed (Qwen3-Next's 128 and 128). Attention's head_dim is the QK-norm's width,
+    its q_proj twice the heads' width (queries and the output gate)."""
+    deltanet, attention = L + "linear_attn.", L + "self_attn."
+    head_dim, v_dim = shapes.dim(attention + "q_norm.weight", 0, rank=1), shapes.dim(deltanet + "norm.weight", 0, rank=1)
+    v_heads = shapes.dim(deltanet + "A_log", 0, rank=1)
+    keys, left = divmod(shapes.dim(deltanet + "conv1d.weight", 0, rank=3) - v_heads * v_dim, 2 * v_dim)
+    if left or keys <= 0:
+        raise Uninferable("linear_attn.conv1d's channels are not 2·nk·dk + nv·dv with dk = dv")
+    routed, linear = shapes.layers_of(L + "mlp.gate.weight"), set(shapes.layers_of(deltanet + "out_proj.weight"))
+    config = {
+        "model_type": "qwen3_next", "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
+        "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": shapes.n_layers,
+        "layer_types": ["linear_attention" if layer in linear else "full_attention" for layer in range(shapes.n_layers)],
+        "head_dim": head_dim, "num_attention_heads": shapes.dim(attention + "q_proj.weight", 0) // (2 * head_dim),
+        "num_key_value_heads": shapes.dim(attention + "k_proj.weight", 0) // head_dim,
+        "attention_bias": attention + "q_proj.bias" in shapes, "linear_num_value_heads": v_heads,
+        "linear_value_head_dim": v_dim, "linear_key_head_dim": v_dim, "linear_num_key_heads": keys,
+        "linear_conv_kernel_dim": shapes.dim(deltanet + "conv1d.weight", 2, rank=3),
+        "mlp_only_layers": sorted(set(range(shapes.n_layers)) - set(routed)), "decoder_sparse_step": 1,
+        "intermediate_size": _width(shapes, L + "mlp.gate_proj.weight"),
+        "tie_word_embeddings": "lm_head.weight" not in shapes,
+    }
+    if routed:
+        n_experts, width = _routed(shapes)
+        config.update(num_experts=n_experts, moe_intermediate_size=width,
+                      shared_expert_intermediate_size=shapes.dim(L + "mlp.shared_expert.gate_proj.weight", 0))
+    return config, ("not stored in tensors: the context length, the experts each token picks, the rotary fraction "
+                    "(Qwen3-Next's defaults assumed) and the DeltaNet's key head width (assumed its value head width, "
+                    f"{v_dim}: {keys} key heads)",)
+
+
+B = "backbone.layers.{}.mixer."  # Mamba2's and Nemotron-H's layers: one mixer each
+
+
+def _mamba(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Mamba2 (every layer the mixer) and Nemotron-H (each layer one mixer: Mamba2, attention, a
+    squared-ReLU MLP or MoE, as its pattern's M, *, - and E say, read off which tensors a layer has)."""
+    embed, mixer, notes = "backbone.embeddings.weight", _mamba2_widths(shapes), [_STATE_NOTE]
+    config = {"vocab_size": shapes.dim(embed, 0), "hidden_size": shapes.dim(embed, 1), "num_hidden_layers": shapes.n_layers,
+              "tie_word_embeddings": "lm_head.weight" not in shapes}
+    letters = {letter: set(shapes.layers_of(B + tensor)) for letter, tensor in
+               (("M", "A_log"), ("*", "q_proj.weight"), ("E", "gate.weight"), ("-", "up_proj.weight"))}
+    pattern = "".join(next((letter for letter, layers in letters.items() if layer in layers), "?")
+                      for layer in range(shapes.n_layers))
+    if pattern == "M" * shapes.n_layers:
+        inner, width = mixer["mamba_num_heads"] * mixer["mamba_head_dim"], config["hidden_size"]
+        if inner % width:
+            raise Uninferable(f"Mamba2's inner width {inner} is not a multiple of hidden_size {width}")
+        config.update(model_type="mamba2", num_heads=mixer["mamba_num_heads"], head_dim=mixer["mamba_head_dim"],
+                      state_size=mixer["ssm_state_size"], n_groups=mixer["n_groups"], conv_kernel=mixer["conv_kernel"],
+                      expand=inner // width, use_bias=mixer["use_bias"], use_conv_bias=mixer["use_conv_bias"])
+        return config, tuple(notes)
+    config.update(model_type="nemotron_h", hybrid_override_pattern=pattern, **mixer)
+    if "*" in pattern:
+        queries, kv = shapes.dim(B + "q_proj.weight", 0), shapes.dim(B + "k_proj.weight", 0)
+        head_dim = next((h for h in (128, 64) if queries % h == 0 and kv % h == 0), gcd(queries, kv))
+        config.update(head_dim=head_dim, num_attention_heads=queries // head_dim, num_key_value_heads=kv // head_dim)
+        notes.append(f"attention's head count is not stored in tensor shapes: assumed head_dim {head_dim}")
+    if "-" in pattern:
+        config["intermediate_size"] = shapes.dim(B + "up_proj.weight", 0)
+    if "E" in pattern:
+        one = B + "experts.0.up_proj.weight"
+        width = shapes.dim(one, 0) if one in shapes else shapes.dim(B + "experts.up_proj", 1, rank=3)
+        config.update(n_routed_experts=shapes.dim(B + "gate.weight", 0), moe_intermediate_size=width,
+                      moe_shared_expert_intermediate_size=shapes.dim(B + "shared_experts.up_proj.weight", 0))
+    return config, (*notes, "context length and the experts each token picks are not stored in tensors: "
+                    "Nemotron-H's defaults assumed")
+
+
+_STATE_NOTE = ("Mamba2's groups and state width are not stored apart (only their product): d_state 128 assumed "
+               "where it divides it")
+
+
+def _mamba2_widths(shapes: Shapes) -> dict[str, Any]:
+    """The Mamba2 mixer's keys (Nemotron-H's names): heads from A_log, the inner width from the gated
+    norm, groups x state from the conv's other channels (d_state 128 assumed when it divides them)."""
+    heads, inner = shapes.dim(B + "A_log", 0, rank=1), shapes.dim(B + "norm.weight", 0, rank=1)
+    groups_state, left = divmod(shapes.dim(B + "conv1d.weight", 0, rank=3) - inner, 2)
+    if left or groups_state <= 0 or inner % heads:
+        raise Uninferable("Mamba2's conv1d, norm and A_log widths do not fit its layout")
+    state = 128 if groups_state % 128 == 0 else groups_state
+    return {"mamba_num_heads": heads, "mamba_head_dim": inner // heads, "ssm_state_size": state,
+            "n_groups": groups_state // state, "conv_kernel": shapes.dim(B + "conv1d.weight", 2, rank=3),
+            "use_bias": B + "in_proj.bias" in shapes, "use_conv_bias": B + "conv1d.bias" in shapes}
+
+
+# A tensor only the layout stores -> how its config is read off the shapes.
+SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]] = {
+    L + "conv.conv.weight": _lfm2,
+    L + "self_attn.kv_a_proj_with_mqa.weight": _deepseek,
+    L + "linear_attn.in_proj_qkvz.weight": _qwen3_next,
+    B + "A_log": _mamba,
+}
+
+
+def config_of(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]] | None:
+    """The config.json keys of a layout `SIGNATURES` knows, and what was assumed; None for any other."""
+    reader = next((read for template, read in SIGNATURES.items() if template in shapes), None)
+    return None if reader is None else reader(shapes)

@@ -1,0 +1,126 @@
+"""Spec inference's pass over the names (calc.checkpoint.infer): the whole-column matching that
+100,000 names need gives what `_template` gives name by name, on hostile names too.
+
+The reference is computed here, one name at a time, with the per-name `_template` (the layout's
+paths through `with_base` and the layer pattern); the column pass must agree on how many names each
+family claims, the shape each template keeps (the last tensor's, aliases left out) and the layers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calc.analysis.count import count
+from calc.checkpoint import infer
+from calc.checkpoint.names import tensor_table
+from calc.checkpoint.report import read_checkpoint
+from calc.checkpoint.sources import RawCheckpoint
+from calc.checkpoint.tensors import TensorColumns
+from calc.spec.load import load_spec
+from checkpoint_files import write_safetensors
+from tests.cli_checks import fuzz_examples
+
+# Name fragments: both families' paths, their base-less forms, indexes valid and not (leading zero,
+# non-ASCII digits), empty parts and the newline a regex `$` treats specially.
+FRAGMENTS = ["model.", "layers.", "transformer.", "h.", "0.", "7.", "12.", "01.", "١.", "²", ".", "\n", "",
+             "self_attn.q_proj.", "mlp.c_fc.", "attn.c_attn.", "weight", "bias", "embed_tokens.weight", "wte.weight",
+             "wpe.weight", "lm_head.weight", "norm.weight", "ln_f.weight", "model.norm.weight"]
+NAMES = st.lists(st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=6).map("".join), max_size=40)
+
+
+def raw_of(names: list[str], aliases: dict[str, str]) -> RawCheckpoint:
+    shapes = [(i + 1, 2) for i in range(len(names))]  # each tensor's own shape: which one a template keeps shows
+    columns = TensorColumns(names, ["F16"] * len(names), shapes, [4 * (i + 1) for i in range(len(names))],
+                            ["x.safetensors"] * len(names))
+    return RawCheckpoint("x.safetensors", "safetensors", columns, (), aliases=aliases)
+
+
+def one_by_one(raw: RawCheckpoint, family: str) -> tuple[int, dict, set]:
+    hits, shapes, layers = 0, {}, set()
+    for name, shape in zip(raw.columns.names, raw.columns.shapes):
+        found = infer._template(name, family)
+        if found is None:
+            continue
+        hits += 1
+        if name not in raw.aliases:
+            shapes[found[0]] = shape
+            layers.add(found[1])
+    return hits, shapes, layers
+
+
+@settings(max_examples=fuzz_examples(300), deadline=None)
+@given(NAMES, st.data())
+def test_the_column_pass_finds_what_each_name_says(names: list[str], data: st.DataObject) -> None:
+    aliased = data.draw(st.lists(st.sampled_from(names), max_size=3)) if names else []
+    raw = raw_of(names, {name: names[0] for name in aliased})
+    for family in infer.INFERABLE:
+        found = infer._found(raw, family)
+        assert (found.hits, found.shapes, found.layers) == one_by_one(raw, family), family
+
+
+def test_a_checkpoint_of_each_family_is_read_both_ways() -> None:
+    """Real paths of both layouts, base-less too: the column pass claims every one of them."""
+    llama = [f"model.layers.{i}.self_attn.q_proj.weight" for i in range(3)] + ["model.embed_tokens.weight", "lm_head.weight"]
+    gpt2 = [f"h.{i}.attn.c_attn.weight" for i in range(3)] + ["wte.weight", "transformer.ln_f.weight"]
+    for names, family in ((llama, "llama"), (gpt2, "gpt2")):
+        raw = raw_of(names, {})
+        found = infer._found(raw, family)
+        assert found.hits == len(names) and (found.hits, found.shapes, found.layers) == one_by_one(raw, family)
+        assert infer.detect_family(raw) == family
+
+
+# --- the layouts read through their config.json's keys (calc.checkpoint.infer_configs) -------------
+
+MODEL_TYPES = Path(__file__).parent / "configs" / "model_types"
+# Real configs (tests/configs/model_types/SOURCES.yaml), DeepSeek's cut to a few layers and experts
+# with --set so that the sparse files stay small; the reference is the analytic count of that spec.
+INFERRED = [
+    ("lfm2.json", {}),
+    ("deepseek_v32.json", {"num_hidden_layers": 4, "first_k_dense_replace": 1, "n_routed_experts": 16}),
+    ("deepseek_v2.json", {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8}),
+    ("kimi_k2.json", {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8}),
+    ("qwen3_next.json", {"num_hidden_layers": 8, "num_experts": 16, "mlp_only_layers": [1]}),
+    ("nemotron_h-nano3.json", {"hybrid_override_pattern": "MEM*EM-", "n_routed_experts": 8}),
+    ("nemotron_h.json", {}),
+    ("mamba2.json", {"num_hidden_layers": 4}),
+]
+# Mamba2 stores n_groups·d_state, never the two apart: d_state 128 is assumed (and said), which
+# Nemotron-H-56B's 8 x 256 (nvidia/Nemotron-H-56B-Base-8K) is not: its count is exact, its recurrent state read as 16 x 128.
+STATE_ASSUMED = {"nemotron_h.json"}
+
+
+def lone_file(spec: Any, directory: Path, hub: bool) -> Path:
+    """The tensors `spec` implies (buffers and MTP layers included, in the Hub's or transformers 5's expert
+    layout), as a sparse safetensors file with no config.json beside it."""
+    shapes = tensor_table(spec).expected_shapes(hub=hub, buffers=True, mtp=True)
+    return write_safetensors(directory / "model.safetensors", {name: ("BF16", shape) for name, shape in shapes.items()})
+
+
+@pytest.mark.parametrize("hub", [False, True], ids=["transformers5", "hub"])
+@pytest.mark.parametrize(("config", "changes"), INFERRED, ids=[config for config, _ in INFERRED])
+def test_a_lone_checkpoint_of_a_newer_layout_is_read_as_its_config_says(config: str, changes: dict[str, Any],
+                                                                          hub: bool, tmp_path: Path) -> None:
+    spec = load_spec(str(MODEL_TYPES / config), changes)
+    report = read_checkpoint(str(lone_file(spec, tmp_path, hub)))
+    assert report.spec_origin == "tensor shapes (no config.json)"
+    assert report.mismatches == () and report.unknown == ()
+    assert dict(count(report.spec).components) == dict(count(spec).components)
+    assert layers(report.spec) == layers(spec)
+    assert (caches(report.spec) == caches(spec)) is (config not in STATE_ASSUMED)
+    assert (config in STATE_ASSUMED) <= any("d_state 128 assumed" in note for note in report.spec_notes)
+
+
+def layers(spec: Any) -> list[tuple[int, list[str], str | None]]:
+    """What the shapes fix layer by layer: each run's mixers and MLP kind (not, say, how many experts
+    a token picks, which no tensor stores)."""
+    return [(n, [mixer.kind for mixer in block.mixers()], block.mlp and block.mlp.kind) for n, block in spec.runs()]
+
+
+def caches(spec: Any) -> list[Any]:
+    """What each run keeps per token and per sequence."""
+    return [block.cache(spec.d_model) for _, block in spec.runs()]
