@@ -220,13 +220,27 @@ def _union(members: tuple[Any, ...], lax: bool) -> Check:
 
 
 def _by_kind(parts: list[type[Part]]) -> Check:
-    kinds = {}
+    """The part whose `kind` the value names; a part whose kind is any name (a Tower's: the module
+    that read it) takes the kinds no other part declares, as pydantic's smart union ends up doing."""
+    kinds, named = {}, []
     for part in parts:
         kind = part.model_fields.get("kind")
-        if kind is None or type(kind.default) is not str:
+        if kind is None:
             raise Declined
-        kinds[kind.default] = part
-    return lambda value: _part(kinds[_exactly(dict, value)["kind"]], value)
+        if type(kind.default) is str:
+            kinds[kind.default] = part
+        else:
+            named.append(part)
+    if len(named) > 1:
+        raise Declined
+
+    def pick(value: Any) -> Any:
+        part = kinds.get(_exactly(dict, value)["kind"], named[0] if named else None)
+        if part is None:
+            raise Declined
+        return _part(part, value)
+
+    return pick
 
 
 def _tuple(args: tuple[Any, ...], lax: bool) -> Check:
