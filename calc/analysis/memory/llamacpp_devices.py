@@ -86,7 +86,7 @@ def parse_overrides(text: str, devices: int) -> tuple[tuple[str, str], ...]:
     out = []
     for item in filter(None, text.split(",")):
         pattern, _, buffer = item.rpartition("=")
-        if not pattern or not (buffer == CPU or re.fullmatch(rf"CUDA([0-9]|1[0-5])", buffer)
+        if not pattern or not (buffer == CPU or re.fullmatch(r"CUDA([0-9]|1[0-5])", buffer)
                                and int(buffer[4:]) < devices):
             raise GptcalcError(f"--override-tensor {item!r}: give PATTERN=CPU or PATTERN=CUDAn, n below the "
                                f"{devices} GPU(s) of --tensor-split")

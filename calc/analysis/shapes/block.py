@@ -91,7 +91,7 @@ def _pair_steps(d: Dims, block: Block, rows: Rows, out: str, shortcut: Rows | No
     if block.hyper is not None:  # DeepSeek-V4: the copies mixed before each sublayer, written back after it
         n = block.hyper.streams
         return [*hyper_mix(d, "hc_attn", n, rows), *norm("attn_in"), *attention,
-                hyper_write(d, "hc_attn", n, f"attention's change into every copy"),
+                hyper_write(d, "hc_attn", n, "attention's change into every copy"),
                 *hyper_mix(d, "hc_mlp", n, rows), *norm("mlp_in"), *mlp, hyper_write(d, "hc_mlp", n, out)]
     before, beside, after = augment_steps(d, a, rows)  # Gemma-3n's AltUp and LAuReL, Gemma's per-layer input
     return [*before, *norm("attn_in"), *beside, *attention, *norm("attn_out"), *([add_attention] if a else []),
