@@ -63,8 +63,8 @@ out = {"num_blocks": cfg.num_blocks,
        "max_concurrency": llm.llm_engine.vllm_config.cache_config.kv_cache_max_concurrency, "weights": held}
 print("RESULT " + json.dumps(out))
 '''
-KEPT = ("non-default args", "] Using ", "KV cache size", "Setting attention block size", "Padding mamba page", "Reset SSM cache",
-        "Mamba cache mode", "RESULT ")
+KEPT = ("non-default args", "] Using ", "KV cache size", "Setting attention block size", "Padding mamba page",
+        "Reset SSM cache", "Mamba cache mode", "RESULT ")
 
 
 def record(name: str, python: str) -> None:
