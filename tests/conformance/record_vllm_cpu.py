@@ -8,8 +8,10 @@ Not part of the default test run (it needs vLLM in its own virtualenv, about 15 
     VLLM_PYTHON=/path/to/vllm-venv/bin/python python tests/conformance/record_vllm_cpu.py [NAME ...]
 
 Each engine runs with dummy weights, bf16, eager, a pool of exactly POOL bytes and max_model_len
-MAX_LEN; the fixture keeps vLLM's "non-default args" line, its "KV cache size" line, and the
-kv_cache_config it built (blocks, each group's spec, block size and page size) as one RESULT line.
+MAX_LEN; the fixture keeps vLLM's "non-default args" line, the attention backends it chose, its "KV cache size"
+line, and the kv_cache_config it built (blocks, each group's spec, block size and page size) with the
+bytes of the weights it loaded (before post-processing), of its buffers and of MLA's W_UK_T / W_UV
+copy as one RESULT line.
 """
 
 from __future__ import annotations
@@ -25,8 +27,26 @@ MAX_LEN = 4096
 
 ENGINE = r'''
 import json, sys
+import torch
 from vllm import LLM
+from vllm.model_executor.model_loader import base_loader
 model, pool, max_len = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+held = {}
+def storages(tensors):
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors if t.numel()}.values())
+def weighed(process):
+    """Weigh the weights as loaded, before post-processing: the CPU build then packs its linear layers
+    for oneDNN outside any tensor, so only the loaded figure is the one a GPU holds. After it, the
+    bytes of MLA's W_UK_T / W_UV not sharing kv_b_proj's storage (its copy)."""
+    def run(model, *args, **kwargs):
+        held["loaded"] = storages(list(model.parameters()))
+        held["buffers"] = storages(list(model.buffers()))
+        process(model, *args, **kwargs)
+        kv_b = {m.kv_b_proj.weight.untyped_storage().data_ptr() for m in model.modules() if hasattr(m, "W_UK_T")}
+        held["mla_copy"] = storages([t for m in model.modules() if hasattr(m, "W_UK_T") for t in (m.W_UK_T, m.W_UV)
+                                     if t.untyped_storage().data_ptr() not in kv_b])
+    return run
+base_loader.process_weights_after_loading = weighed(base_loader.process_weights_after_loading)
 llm = LLM(model=model, load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16", enforce_eager=True,
           kv_cache_memory_bytes=pool, max_model_len=max_len)
 def found(obj, path):
@@ -40,11 +60,11 @@ out = {"num_blocks": cfg.num_blocks,
                    "page_size_bytes": g.kv_cache_spec.page_size_bytes, "layers": len(g.layer_names)}
                   for g in cfg.kv_cache_groups],
        "kv_cache_size_tokens": llm.llm_engine.vllm_config.cache_config.kv_cache_size_tokens,
-       "max_concurrency": llm.llm_engine.vllm_config.cache_config.kv_cache_max_concurrency}
+       "max_concurrency": llm.llm_engine.vllm_config.cache_config.kv_cache_max_concurrency, "weights": held}
 print("RESULT " + json.dumps(out))
 '''
-KEPT = ("non-default args", "KV cache size", "Setting attention block size", "Padding mamba page", "Reset SSM cache",
-        "Mamba cache mode", "RESULT ")
+KEPT = ("non-default args", "] Using ", "KV cache size", "Setting attention block size", "Padding mamba page",
+        "Reset SSM cache", "Mamba cache mode", "RESULT ")
 
 
 def record(name: str, python: str) -> None:

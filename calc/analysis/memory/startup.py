@@ -113,6 +113,13 @@ MLA_COPY_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/v1/atten
                    "(process_weights_after_loading: a quantised kv_b_proj is dequantised into W_UK_T and W_UV, "
                    "16-bit, and kept beside it for prefill)")
 
+# Mamba's, Mamba2's, Qwen3-Next's gated DeltaNet's and Kimi's KDA decay: vLLM allocates these fp32 whatever the
+# model's dtype (a real vLLM loads 2 B more per value than the bf16 model: tests/test_engine_budget.py)
+FP32_DECAY = ("ssm_a_log", "gdn_a_log", "kda_a_log")
+FP32_DECAY_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/mamba/mamba_mixer2.py "
+                     "(self.A, dtype=torch.float32; likewise mamba_mixer.py, gdn/qwen_gdn_linear_attn.py and "
+                     "gdn/kimi_gdn_linear_attn.py for A_log)")
+
 
 def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep: int = 1,
                        element_bytes: int = 2) -> tuple[tuple[str, int], ...]:
@@ -120,7 +127,7 @@ def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep:
     and LM head rows that pad the vocabulary to a multiple of 64, split tp ways (16-bit, as every
     scheme keeps them); where MLA's kv_b is quantised, the 16-bit copy of it that its decode path
     multiplies by (the weights' kv_b rows are already this GPU's share); and MXFP4 experts padded
-    for the backend `gpu` runs them with."""
+    for the backend `gpu` runs them with; the state layers' decay (A), which vLLM keeps in fp32."""
     pad = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING - spec.vocab_size
     matrices = sum(name in weights.params for name in ("token_embedding", "lm_head"))
     extra = [("vocabulary padding", matrices * pad * spec.d_model * element_bytes // tp)]
@@ -128,6 +135,8 @@ def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep:
     if kv_b and weights.component_bytes("kv_b") < kv_b * element_bytes:
         extra.append(("MLA's dequantised W_UK/W_UV copy", kv_b * element_bytes))
     extra.append(("MXFP4 expert padding", mxfp4_padding(spec, weights, tp, ep, gpu)))
+    extra.append(("fp32 decay of state layers", sum(max(4 * weights.params[name] - weights.component_bytes(name), 0)
+                                                    for name in FP32_DECAY if name in weights.params)))
     return tuple((what, n) for what, n in extra if n)
 
 
@@ -172,7 +181,7 @@ def mxfp4_padding(spec: ModelSpec, weights: Weights, tp: int, ep: int, gpu: GPU)
 
 
 _EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_UV copy": MLA_COPY_SOURCE,
-                  "MXFP4 expert padding": MXFP4_SOURCE}
+                  "MXFP4 expert padding": MXFP4_SOURCE, "fp32 decay of state layers": FP32_DECAY_SOURCE}
 
 
 def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_bytes: int = 2) -> int:
