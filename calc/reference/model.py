@@ -5,7 +5,8 @@ model_type's Hugging Face names (`model.layers.3.self_attn.q_proj.weight`, GPT-2
 `transformer.h.3.attn.c_attn.weight`, transformers 5's fused `mlp.experts.gate_up_proj`) and a
 checkpoint saved by transformers loads with `load_state_dict(strict=True)`. The computation lives
 with each part kind (`calc.reference.parts`: attention, mla, mamba2, gated_deltanet, kda,
-lightning, short_conv, mlp, moe, norm, rope, block); this module adds the embedding (scaled by √d for Gemma, by a
+lightning, short_conv, mlp, moe, norm, rope, block, and shared: Zamba2's blocks stored once, whose
+tensors are built after the layers they sit under); this module adds the embedding (scaled by √d for Gemma, by a
 multiplier for Granite, learned positions offset by 2 for OPT, BLOOM's embedding norm, OPT-350m's
 projections), the stack of layers, the final norm and the head (its bias, Cohere's and Granite's
 logit scale, Gemma-2's soft-cap).
@@ -58,7 +59,8 @@ class KVCache:
     min(T, window), as `gptcalc kvcache` counts it; so `nbytes` is the real cost of each.
     A Mamba2, gated DeltaNet, KDA or short-conv layer keeps `states[i]` instead: its conv window (the
     last kernel - 1 inputs) and its recurrent state (lightning attention: the state alone), replaced at every step and the same size
-    whatever T (the mixer's `CacheSpec.states`). A layer without a token mixer keeps nothing.
+    whatever T (the mixer's `CacheSpec.states`); a Zamba2 hybrid layer keeps both, its shared block's
+    keys and values beside its Mamba2's states. A layer without a token mixer keeps nothing.
     Every dict is keyed by layer index.
     """
 
