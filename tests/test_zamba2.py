@@ -293,3 +293,21 @@ def test_reference_floors_the_time_step_in_a_prefill_only() -> None:
         torch.testing.assert_close(floored(IDS), expected, rtol=0, atol=ATOL)
         assert (unfloored(IDS) - expected).abs().max() > 10 * ATOL
     cached_decode(floored, hf)
+
+
+def test_reference_builds_each_copy_once_at_full_size() -> None:
+    """Zamba2-7B's config.json on the meta device: the torch reference's parameters are the count's
+    (7,326,532,760, transformers' own meta model's: docs/architectures.md's table), each copy once,
+    under the first two of its 13 hybrid layers (A, B in turn); the names transformers' state dict
+    lists a copy under again, in each of the 11 later hybrid layers, map to the first's."""
+    pytest.importorskip("torch")
+    from calc.reference.model import build
+
+    config = read_config(CONFIG_DIR / "model_types" / "zamba2.json")
+    hybrid = [i for i, kind in enumerate(config["layers_block_type"]) if kind == "hybrid"]
+    spec = spec_of(config)
+    model = build(spec, device="meta")
+    assert sum(p.numel() for p in model.parameters()) == count(spec).total == 7_326_532_760
+    layer = lambda name: int(name.split(".")[2])  # noqa: E731  model.layers.{i}.shared_transformer...
+    assert len(hybrid) == 13 and {layer(name) for name in model.tied.values()} == set(hybrid[:2])
+    assert {layer(name) for name in model.tied} == set(hybrid[2:])

@@ -12,10 +12,10 @@ rest is the copy's, one set of tensors for every application. Each application i
 attention over its own keys: it caches them under its layer's index, beside that layer's Mamba2
 states, as transformers' cache keeps one entry per hybrid layer.
 
-The copy's computation is the reference's Attention and MLP, unchanged: an application hands them
-the copy's weights with each adapted projection replaced by `_Adapted` (the projection plus this
-application's adapter output, computed first so that the trace follows `shapes`' order: the Q, K and
-V adapters, then the attention's steps; the MLP's adapter, then the MLP's).
+The copy's computation is the reference's Attention and MLP, unchanged: at each call an application
+hands them the copy's weights with each adapted projection replaced by `_Adapted` (the projection
+plus this application's adapter output, computed first so that the trace follows `shapes`' order:
+the Q, K and V adapters, then the attention's steps; the MLP's adapter, then the MLP's).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from calc.checkpoint.names import Slot
 from calc.parts.shared import Shared as SharedSpec, SharedBlock as SharedBlockSpec
 from calc.reference.parts.attention import Attention
 from calc.reference.parts.base import Part, Weights, build_weights
+from calc.reference.parts.block import make_norm
 from calc.reference.parts.mlp import MLP
-from calc.reference.parts.norm import Norm
 
 __all__ = ["ROLE", "Application", "Copy", "attach"]
 
@@ -52,9 +52,9 @@ class Copy(Part):
     """One stored copy's weights (norms, Q, K, V, W_O, the MLP and every application's adapters) and
     the computation they share; not a module of the state dict, whose names are the checkpoint's."""
 
-    def __init__(self, spec: SharedBlockSpec, weights: Weights) -> None:
+    def __init__(self, spec: SharedBlockSpec, weights: Weights, layer: int) -> None:
         super().__init__()
-        self.spec = spec
+        self.spec, self.layer = spec, layer  # the first layer applying it: where its tensors are named
         self.weights.update(weights)
         self.mlp = MLP(spec.mlp)
 
@@ -108,21 +108,25 @@ def attach(root: nn.Module, slots: dict[str, Slot], layers: list[Any], path: str
     `Application`, numbered in layer order as transformers numbers them. Returns the names under which
     transformers' in-memory state dict lists each copy again, once per later layer applying it (its
     tied modules), with the name each stands for."""
+    by_copy: dict[str, dict[str, Slot]] = {}
+    for role, slot in slots.items():
+        name, _, rest = role[len(ROLE):].partition(".")
+        by_copy.setdefault(name, {})[rest] = slot
     copies: dict[str, Copy] = {}
     tied: dict[str, str] = {}
-    for layer_index, layer in enumerate(layers):
+    applications = 0
+    for at, layer in enumerate(layers):
         applied = layer.block.shared
         if applied is None:
             continue
-        prefix = f"{ROLE}{applied.name}."
-        own = {r[len(prefix):]: s for r, s in slots.items() if r.startswith(prefix)}
-        if applied.name in copies:
-            first = f"{path}.{copies[applied.name].layer}."
-            tied.update({s.name.replace(first, f"{path}.{layer_index}.", 1): s.name for s in own.values()})
+        copy = copies.get(applied.name)
+        if copy is None:
+            weights = build_weights(root, by_copy[applied.name], make_norm(lambda role, spec=applied.block: spec.norm),
+                                    conv1d=False)
+            copy = copies[applied.name] = Copy(applied.block, weights, at)
         else:
-            copies[applied.name] = Copy(applied.block, build_weights(
-                root, own, lambda role, slot, bias, spec=applied.block: Norm(spec.norm, slot.shape), conv1d=False))
-            copies[applied.name].layer = layer_index
-        index = sum(1 for before in layers[:layer_index] if before.block.shared is not None)
-        layer.shared = Application(applied, copies[applied.name], index, layer.own.get("shared_proj"), n_positions)
+            first = f"{path}.{copy.layer}."
+            tied.update({s.name.replace(first, f"{path}.{at}.", 1): s.name for s in by_copy[applied.name].values()})
+        layer.shared = Application(applied, copy, applications, layer.own.get("shared_proj"), n_positions)
+        applications += 1
     return tied
