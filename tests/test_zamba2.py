@@ -311,3 +311,16 @@ def test_reference_builds_each_copy_once_at_full_size() -> None:
     layer = lambda name: int(name.split(".")[2])  # noqa: E731  model.layers.{i}.shared_transformer...
     assert len(hybrid) == 13 and {layer(name) for name in model.tied.values()} == set(hybrid[:2])
     assert {layer(name) for name in model.tied} == set(hybrid[2:])
+
+
+def test_reference_refuses_a_shared_block_in_another_layer_form() -> None:
+    """The reference adds a shared block's output to what a sequential layer's mixer norm reads; a
+    parallel layer (a spec written by hand) is refused by name rather than run without it."""
+    pytest.importorskip("torch")
+    from calc.reference.model import build
+
+    data = spec_of(tiny_config("zamba2")).model_dump()
+    data["blocks"]["hybrid_A"]["parallel"] = True
+    data["blocks"]["hybrid_A"]["mlp"] = {"kind": "mlp", "d_ff": 48}
+    with pytest.raises(GptcalcError, match="applies a shared block before the mixer"):
+        build(spec_from_dict(data, "zamba2-parallel"), device="meta")

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from calc.checkpoint.names import Slot
+from calc.errors import GptcalcError
 from calc.parts.shared import Shared as SharedSpec, SharedBlock as SharedBlockSpec
 from calc.reference.parts.attention import Attention
 from calc.reference.parts.base import Part, Weights, build_weights
@@ -116,9 +117,12 @@ def attach(root: nn.Module, slots: dict[str, Slot], layers: list[Any], path: str
     tied: dict[str, str] = {}
     applications = 0
     for at, layer in enumerate(layers):
-        applied = layer.block.shared
+        applied, block = layer.block.shared, layer.block
         if applied is None:
             continue
+        if block.attention is None or block.parallel or block.post_ln or block.pairs > 1 or block.shortcut is not None:
+            raise GptcalcError("the torch reference applies a shared block before the mixer of a sequential pre-norm "
+                               "layer with one (Zamba2's hybrid layer), not in this layer's form")
         copy = copies.get(applied.name)
         if copy is None:
             weights = build_weights(root, by_copy[applied.name], make_norm(lambda role, spec=applied.block: spec.norm),
