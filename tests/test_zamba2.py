@@ -239,11 +239,11 @@ def test_train_holds_each_copy_once() -> None:
     assert busiest.params == layers["hybrid_B"] + layers["hybrid_A"] + copies + b.get("final_norm")
 
 
-@pytest.mark.parametrize("args", [["verify"], ["memory", "--seq", "8", "--quant", "q4_k_m"]])
-def test_what_does_not_follow_shared_blocks_refuses_by_name(args: list[str], tmp_path: Path) -> None:
-    """A result that left the shared blocks out would look right and be wrong: one named error."""
+def test_what_does_not_follow_shared_blocks_refuses_by_name(tmp_path: Path) -> None:
+    """A result that left the shared blocks out would look right and be wrong: one named error
+    (a GGUF mix, whose type choice for a shared block llama.cpp's code does not say)."""
     (tmp_path / "config.json").write_text(json.dumps(tiny_config("zamba2")))
-    result = CliRunner().invoke(main, [args[0], str(tmp_path), *args[1:]])
+    result = CliRunner().invoke(main, ["memory", str(tmp_path), "--seq", "8", "--quant", "q4_k_m"])
     assert result.exit_code == 2, result.output
     assert "does not implement shared blocks yet" in result.output
 
@@ -265,3 +265,62 @@ def test_the_checkpoint_reader_places_each_copy_once(tmp_path: Path) -> None:
     assert classify(adapter.format(1), spec) is None  # application 1 applies B, stored under layer 3
     assert classify("model.layers.4.linear.weight", spec).target == "shared_block_proj"
     assert classify("model.layers.4.shared_transformer.self_attn.q_proj.weight", spec) is None
+
+
+def test_reference_floors_the_time_step_in_a_prefill_only() -> None:
+    """transformers' Zamba2MambaMixer floors dt at time_step_min in its chunked scan (a prefill:
+    dt_limit = (time_step_min, inf)) and not in its one-token recurrent update (modeling_zamba2.py's
+    mamba2_selective_state_update takes no limit). time_step_min = 5.0, above the init range's top
+    (time_step_max 0.1), makes the floor bind for every head: our logits equal transformers' in a
+    prefill and in a cached decode, where flooring every step as well would differ, and the same
+    weights without the floor are more than the tolerance away in the prefill."""
+    torch = pytest.importorskip("torch")
+    from calc.reference.model import build
+    from test_reference_equivalence import ATOL, IDS, cached_decode, random_model
+
+    config = {**tiny_config("zamba2"), "time_step_min": 5.0}
+    spec = spec_of(config)
+    hf = random_model(config)
+    floored = build(spec)
+    data = spec.model_dump()
+    for block in data["blocks"].values():
+        block["attention"]["dt_min"] = None
+    unfloored = build(spec_from_dict(data, "zamba2-no-floor"))
+    for ours in (floored, unfloored):
+        ours.load_state_dict(hf.state_dict(), strict=True)
+    with torch.no_grad():
+        expected = hf(IDS).logits
+        torch.testing.assert_close(floored(IDS), expected, rtol=0, atol=ATOL)
+        assert (unfloored(IDS) - expected).abs().max() > 10 * ATOL
+    cached_decode(floored, hf)
+
+
+def test_reference_builds_each_copy_once_at_full_size() -> None:
+    """Zamba2-7B's config.json on the meta device: the torch reference's parameters are the count's
+    (7,326,532,760, transformers' own meta model's: docs/architectures.md's table), each copy once,
+    under the first two of its 13 hybrid layers (A, B in turn); the names transformers' state dict
+    lists a copy under again, in each of the 11 later hybrid layers, map to the first's."""
+    pytest.importorskip("torch")
+    from calc.reference.model import build
+
+    config = read_config(CONFIG_DIR / "model_types" / "zamba2.json")
+    hybrid = [i for i, kind in enumerate(config["layers_block_type"]) if kind == "hybrid"]
+    spec = spec_of(config)
+    model = build(spec, device="meta")
+    assert sum(p.numel() for p in model.parameters()) == count(spec).total == 7_326_532_760
+    layer = lambda name: int(name.split(".")[2])  # noqa: E731  model.layers.{i}.shared_transformer...
+    assert len(hybrid) == 13 and {layer(name) for name in model.tied.values()} == set(hybrid[:2])
+    assert {layer(name) for name in model.tied} == set(hybrid[2:])
+
+
+def test_reference_refuses_a_shared_block_in_another_layer_form() -> None:
+    """The reference adds a shared block's output to what a sequential layer's mixer norm reads; a
+    parallel layer (a spec written by hand) is refused by name rather than run without it."""
+    pytest.importorskip("torch")
+    from calc.reference.model import build
+
+    data = spec_of(tiny_config("zamba2")).model_dump()
+    data["blocks"]["hybrid_A"]["parallel"] = True
+    data["blocks"]["hybrid_A"]["mlp"] = {"kind": "mlp", "d_ff": 48}
+    with pytest.raises(GptcalcError, match="applies a shared block before the mixer"):
+        build(spec_from_dict(data, "zamba2-parallel"), device="meta")

@@ -310,13 +310,13 @@ def tiny_config(model_type: str) -> dict[str, Any]:
 
 
 # Model types whose mechanism the torch reference does not build yet (DeepSeek-V4's compressed attention and
-# hyper-connections, Zamba2's shared blocks): verify refuses them by name (tests/test_reference_equivalence.py checks
-# the refusal), while count, kvcache and the header check cover them (tests/test_deepseek_v4.py, tests/test_zamba2.py).
+# hyper-connections): verify refuses them by name (tests/test_reference_equivalence.py checks the refusal),
+# while count, kvcache and the header check cover them (tests/test_deepseek_v4.py).
 # Model types transformers builds no causal LM for: their language model and head are compared inside the
 # multimodal model around them (tests/test_step3p7.py; tests/oracle.py WRAPPED for counts).
 NO_CAUSAL_LM = {"step3p5"}
 
-NO_TORCH_YET = {"zamba2", "deepseek_v4"}
+NO_TORCH_YET = {"deepseek_v4"}
 
 
 # Model types whose transformers model holds rows its published checkpoints do not (never read by its forward).

@@ -17,7 +17,8 @@ hidden_size in n_mamba_heads heads (no parameter depends on how they split it, n
 conv keeps every channel, the SSM state inner × mamba_d_state; a config whose own mamba_headdim
 disagrees, as Zamba2-7B's early one does, gets a note: transformers builds its parameters as counted,
 but its Mamba2 forward cannot reshape the inner width into those heads), the
-conv has a bias whatever use_conv_bias says (Zamba2MambaMixer builds it with bias=True),
+conv has a bias whatever use_conv_bias says (Zamba2MambaMixer builds it with bias=True), the time
+step has the floor time_step_min in a prefill (its time_step_limit; a cached one-token step has none),
 add_bias_linear puts biases on in_proj, out_proj and the MLP, intermediate_size defaults to
 4 × hidden_size, num_key_value_heads to num_attention_heads, rotary only with use_mem_rope, the
 context 16,384 with use_long_context.
@@ -39,7 +40,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                "mamba_d_state": 64, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_ngroups": 1, "n_mamba_heads": 8,
                "add_bias_linear": False, "hidden_act": "gelu", "num_attention_heads": 32, "num_mem_blocks": 1,
                "use_shared_attention_adapter": False, "adapter_rank": 128, "use_mem_rope": False,
-               "rms_norm_eps": 1e-5, "use_long_context": False, "tie_word_embeddings": True},
+               "rms_norm_eps": 1e-5, "use_long_context": False, "tie_word_embeddings": True,
+               "time_step_min": 0.001},
 }
 # Zamba2Config's layers_block_type when a config gives none: 54 layers, 9 of them hybrid.
 DEFAULT_TYPES = ["mamba"] + (["mamba"] * 5 + ["hybrid"]) * 7 + ["mamba"] * 4 + ["hybrid"] + ["mamba"] * 3 \
@@ -104,7 +106,7 @@ def _mixer(cfg: Config, d: int) -> dict[str, Any]:
         raise cfg.error("n_mamba_heads", f"{heads} heads do not divide mamba_expand × hidden_size = {inner}")
     return {"kind": "mamba2", "n_heads": heads, "head_dim": inner // heads, "d_state": cfg.int("mamba_d_state"),
             "n_groups": cfg.int("mamba_ngroups"), "conv_kernel": cfg.int("mamba_d_conv"),
-            "proj_bias": cfg.bool("add_bias_linear"), "conv_bias": True}
+            "proj_bias": cfg.bool("add_bias_linear"), "conv_bias": True, "dt_min": cfg.float("time_step_min")}
 
 
 def _applied(cfg: Config, d: int, copy: str, rms: dict[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,9 @@ class Mamba2(Part):
     norm_before_gate: bool = False  # the gated norm's order: norm(y)·SiLU(z) (Falcon-H1's default), not norm(y·SiLU(z))
     # Falcon-H1's muP multipliers on in_proj's output, one per section (z, x, B, C, dt); None: all 1
     proj_scales: tuple[float, float, float, float, float] | None = Field(default=None, strict=False)
+    # the floor on the time step in a prefill (transformers' chunked scan), not in a cached one-token step
+    # (its recurrent update): Zamba2's time_step_min. Changes outputs only, never a count or a state's size.
+    dt_min: float | None = Field(default=None, strict=False)
 
     @model_validator(mode="after")
     def _check(self) -> "Mamba2":

@@ -5,7 +5,8 @@ model_type's Hugging Face names (`model.layers.3.self_attn.q_proj.weight`, GPT-2
 `transformer.h.3.attn.c_attn.weight`, transformers 5's fused `mlp.experts.gate_up_proj`) and a
 checkpoint saved by transformers loads with `load_state_dict(strict=True)`. The computation lives
 with each part kind (`calc.reference.parts`: attention, mla, mamba2, gated_deltanet, kda,
-lightning, short_conv, mlp, moe, norm, rope, block); this module adds the embedding (scaled by √d for Gemma, by a
+lightning, short_conv, mlp, moe, norm, rope, block, and shared: Zamba2's blocks stored once, whose
+tensors are built after the layers they sit under); this module adds the embedding (scaled by √d for Gemma, by a
 multiplier for Granite, learned positions offset by 2 for OPT, BLOOM's embedding norm, OPT-350m's
 projections), the stack of layers, the final norm and the head (its bias, Cohere's and Granite's
 logit scale, Gemma-2's soft-cap).
@@ -39,7 +40,7 @@ from torch import nn
 
 from calc.checkpoint.names import Slot, TensorTable, tensor_table
 from calc.parts.norm import Norm as NormSpec
-from calc.reference.parts import augment
+from calc.reference.parts import augment, shared
 from calc.reference.parts.base import Trace, build_weights, initialise, no_trace, place
 from calc.reference.parts.block import Layer, make_norm
 from calc.reference.parts.norm import Norm
@@ -58,7 +59,8 @@ class KVCache:
     min(T, window), as `gptcalc kvcache` counts it; so `nbytes` is the real cost of each.
     A Mamba2, gated DeltaNet, KDA or short-conv layer keeps `states[i]` instead: its conv window (the
     last kernel - 1 inputs) and its recurrent state (lightning attention: the state alone), replaced at every step and the same size
-    whatever T (the mixer's `CacheSpec.states`). A layer without a token mixer keeps nothing.
+    whatever T (the mixer's `CacheSpec.states`); a Zamba2 hybrid layer keeps both, its shared block's
+    keys and values beside its Mamba2's states. A layer without a token mixer keeps nothing.
     Every dict is keyed by layer index.
     """
 
@@ -127,6 +129,7 @@ class Context:
     per_layer: torch.Tensor | None = None  # Gemma's per-layer inputs [B, T, n_layers, p]; layer i reads [:, :, i]
     residual: torch.Tensor | None = None  # the stream before the MLP's norm (Gemma-4's router and experts read it)
     causal: bool = True  # False: every position sees every other (a vision encoder's layers)
+    embeddings: torch.Tensor | None = None  # the embedding output [B, T, d]: what Zamba2's shared blocks read beside x
 
 
 class Decoder(nn.Module):
@@ -137,11 +140,14 @@ class Decoder(nn.Module):
         self.spec = spec
         table: TensorTable = tensor_table(spec)
         self.table, lay = table, table.lay
-        self.weights = build_weights(self, table.model, make_norm(lambda role: _model_norm(spec, role)),
+        model = {r: s for r, s in table.model.items() if not r.startswith(shared.ROLE)}
+        self.weights = build_weights(self, model, make_norm(lambda role: _model_norm(spec, role)),
                                      conv1d=False)  # GPT-2's Conv1D is only inside its layers
         layers = nn.ModuleList(Layer(spec.blocks[spec.block_at(i)], table.blocks[spec.block_at(i)], lay, spec.n_positions)
                                for i in range(spec.n_layers))
         place(self, lay["layers"], layers)
+        self.tied = shared.attach(self, {r: s for r, s in table.model.items() if r not in model}, layers, table.layers,
+                                  spec.n_positions)
         if spec.final_norm is not None:  # OLMo-1's has no parameters and still normalises
             self.weights.setdefault("final_norm", Norm(spec.final_norm, ()))
         self.roles = {"token_embedding": "embed", "position_embedding": "positions", "final_norm": "final_norm"}
@@ -240,7 +246,7 @@ class Decoder(nn.Module):
         ctx = Context(torch.arange(past, past + T, device=input_ids.device), cache, trace,
                       n_layers=self.spec.n_layers)
         trace("token_ids", input_ids)
-        x = self.embed(input_ids, ctx.positions, trace)
+        x = ctx.embeddings = self.embed(input_ids, ctx.positions, trace)
         ctx.per_layer = self.per_layer_inputs(input_ids, x, trace)
         if self.altup:  # Gemma-3n: the stream as n streams [n, B, T, d] through the stack
             x = augment.streams_in(x, self.altup[0])
@@ -258,6 +264,9 @@ class Decoder(nn.Module):
         experts: dict[tuple[int, str], dict[int, torch.Tensor]] = {}
         pieces: dict[str, dict[int, torch.Tensor]] = {}
         for key in list(state_dict):
+            if key[len(prefix):] in self.tied:  # a shared block listed again under a later layer applying it
+                state_dict.setdefault(prefix + self.tied[key[len(prefix):]], state_dict.pop(key))
+                continue
             piece = self.table.piece(key[len(prefix):])
             if piece is not None:  # q_conv1d, k_conv1d, v_conv1d: concatenated below, as transformers loads them
                 pieces.setdefault(piece[0], {})[piece[1]] = state_dict.pop(key)
@@ -315,6 +324,5 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
 def build(spec: ModelSpec, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> Decoder:
     """The spec as a torch model in eval mode; `device="meta"` allocates nothing (any size).
     A part option the reference does not implement is a GptcalcError naming it."""
-    spec.refuse_shared("the torch reference")
     with torch.device(device), _default_dtype(dtype):
         return Decoder(spec).eval()

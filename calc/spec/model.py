@@ -299,7 +299,7 @@ class ModelSpec(Part):
         return sum(run.repeat for run in self.layers)
 
     def refuse_shared(self, what: str) -> None:
-        """One named error where `what` (a command, the torch reference) does not follow shared blocks yet:
+        """One named error where `what` (a GGUF mix) does not follow shared blocks yet:
         a result that left them out would look right and be wrong."""
         if self.shared_blocks():
             raise GptcalcError(f"{what} does not implement shared blocks yet: {self.name} applies blocks stored "

@@ -77,9 +77,9 @@ def _home(slots: dict[str, Slot]) -> str:
 
 
 # What a layer holds itself, beside its sublayers: the per-layer input sublayer after the MLP (Gemma-3n,
-# Gemma-4), Gemma-4's layer_scalar (a buffer its output is multiplied by) and, by prefix, Gemma-3n's
-# AltUp and LAuReL.
-LAYER_ROLES = {"ple_gate", "ple_proj", "ple_norm", "layer_scalar"}
+# Gemma-4), Gemma-4's layer_scalar (a buffer its output is multiplied by), Zamba2's linear after the shared
+# block it applies and, by prefix, Gemma-3n's AltUp and LAuReL.
+LAYER_ROLES = {"ple_gate", "ple_proj", "ple_norm", "layer_scalar", "shared_proj"}
 
 
 class Layer(nn.Module):
@@ -101,6 +101,7 @@ class Layer(nn.Module):
                                "(altup_inputs), as transformers builds it")
         # the per-layer input's activation: the config's hidden_activation, the MLP's (the spec has no other)
         self.ple_act = ACTIVATIONS[block.mlp.activation] if "ple_gate" in self.own else None
+        self.shared: Any = None  # the shared block it applies (Zamba2): set by calc.reference.parts.shared.attach
 
     def _pair(self, block: Block, slots: dict[str, Slot], lay: dict[str, Any], n_positions: int,
               tag: str) -> tuple[dict[str, Part], dict[str, Any]]:
@@ -185,6 +186,8 @@ class Layer(nn.Module):
 
     def _sublayers(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         b, trace = self.block, ctx.trace
+        # a shared block's output joins what the mixer's norm reads, not the residual stream (Zamba2)
+        inputs = {"attn": self.shared(x, ctx)} if self.shared is not None else {}
         if len(self.pairs) > 1 or "shortcut" in self.parts:
             return self._sequence(x, ctx)
         scale = b.residual_scale if b.residual_scale is not None else 1.0
@@ -206,7 +209,7 @@ class Layer(nn.Module):
                 x = self._norm(first, x, trace)
                 continue
             ctx.residual = x  # Gemma-4's router and experts read the stream before the MLP's norm
-            h = self._norm(first, x, trace)
+            h = self._norm(first, inputs.get(name, x), trace)
             if b.normed_residual is not None:  # MiniMax: alpha·norm(x) + beta·f(norm(x))
                 alpha, beta = b.normed_residual.mixer if name == "attn" else b.normed_residual.mlp
                 x = h * alpha + part(h, ctx) * beta

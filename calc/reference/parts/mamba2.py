@@ -20,9 +20,11 @@ a cached step; both are this recurrence, which is computed here one position at 
 [B, I + 2GN, K - 1] and S [B, H, P, N]: fixed per sequence, the mixer's `CacheSpec.states`.
 The conv's activation is SiLU: the spec has no field for it (transformers reads hidden_act or
 mamba_hidden_act, "silu" in every config; the causal-conv1d kernels implement only SiLU).
-Not modelled: a `time_step_limit` floor on dt (Nemotron-H clamps dt at time_step_min = 0.001 in a
-prefill, not in a cached step), which changes nothing unless softplus(dt + dt_bias) falls below it;
-Mamba2Block's residual_in_fp32, which changes nothing in float32.
+The spec's `dt_min` floors dt where transformers' chunked scan does (its `time_step_limit`, Zamba2's
+time_step_min): in a prefill, and in any step without a kept state, but not in a cached one-token
+step, whose recurrent update has no floor. (Nemotron-H's mixer has the same floor; its adapter does
+not state it yet, which changes nothing unless softplus(dt + dt_bias) falls below 0.001.)
+Not modelled: Mamba2Block's residual_in_fp32, which changes nothing in float32.
 """
 
 from __future__ import annotations
@@ -82,6 +84,9 @@ class Mamba2(GatedNormMixer):
         h = h.reshape(B, T, H, P).float()
         b, c = (t.reshape(B, T, G, N).float().repeat_interleave(H // G, dim=2) for t in (b, c))  # (B, T, H, N)
         dt = F.softplus(dt.float() + w.tensor("ssm_dt_bias").float())  # (B, T, H)
+        kept = ctx.cache.state(ctx.layer, "recurrent") if ctx.cache is not None else None
+        if s.dt_min is not None and (T > 1 or kept is None):  # transformers' chunked scan, not its one-step update
+            dt = dt.clamp(min=s.dt_min)
         a = -torch.exp(w.tensor("ssm_a_log").float())  # (H,)
         y, state = selective_scan(h, dt, a, b, c, cached(ctx, "recurrent", (B, H, P, N), h))
         keep_states(ctx, T, window, state, s.state_dtype)  # (B, I + 2GN, K - 1), (B, H, P, N)
