@@ -316,7 +316,7 @@ def tiny_config(model_type: str) -> dict[str, Any]:
 # multimodal model around them (tests/test_step3p7.py; tests/oracle.py WRAPPED for counts).
 NO_CAUSAL_LM = {"step3p5"}
 
-NO_TORCH_YET = {"zamba2", "deepseek_v4"}
+NO_TORCH_YET = {"zamba2"}
 
 
 # Model types whose transformers model holds rows its published checkpoints do not (never read by its forward).

@@ -36,7 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "max_position_embeddings": 1048576, "rope_theta": 10000.0, "compress_rope_theta": 160000.0, "hc_mult": 4,
     "swiglu_limit": 10.0, "sliding_window": 128, "o_groups": 8, "o_lora_rank": 1024, "index_n_heads": 64,
     "index_head_dim": 128, "index_topk": 512, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
-    "num_hash_layers": 3,
+    "num_hash_layers": 3, "hc_sinkhorn_iters": 20, "hc_eps": 1e-6,
 }
 RATES = {CSA: 4, HCA: 128}  # default_compress_rates
 RATIO_TYPES = {0: SLIDING, 4: CSA, 128: HCA}  # _COMPRESS_RATIO_TO_LAYER_TYPE
@@ -50,7 +50,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(cfg, DEFAULTS)
     n_layers = cfg.int(*KEYS["n_layers"])
     attention, mlps = _attention_types(cfg, n_layers), _mlp_types(cfg, n_layers)
-    rms, hyper = norm("rmsnorm", cfg.float("rms_norm_eps")), {"streams": cfg.int("hc_mult")}
+    rms, hyper = norm("rmsnorm", cfg.float("rms_norm_eps")), _hyper(cfg)
 
     def build(kind: str) -> dict[str, Any]:
         attn, mlp = kind.split("+")
@@ -64,6 +64,11 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     spec = decoder(cfg, "deepseek_v4", blocks, layers, rms, cfg.bool("tie_word_embeddings"), **mtp)
     spec["head"] = {**spec["head"], "hyper": hyper}
     return spec
+
+
+def _hyper(cfg: Config) -> dict[str, Any]:
+    """The residual copies and what mixing them reads (DeepseekV4HyperConnection)."""
+    return {"streams": cfg.int("hc_mult"), "sinkhorn_iters": cfg.int("hc_sinkhorn_iters"), "eps": cfg.float("hc_eps")}
 
 
 def _mtp(cfg: Config, n_layers: int, blocks: dict[str, Any], build: Any) -> dict[str, Any]:
@@ -131,6 +136,8 @@ def _rope(cfg: Config, compressed: bool) -> dict[str, Any]:
     scaling = {k: v for k, v in nested.items() if k not in ("rope_theta", "partial_rotary_factor")} or \
         (cfg.dict("rope_scaling") if compressed else {})
     yarn = scaling.get("rope_type", scaling.get("type")) not in (None, "default")
+    if yarn:  # DeepseekV4Config.__post_init__: V4 does not scale cos and sin by YaRN's mscale
+        scaling = {**scaling, "attention_factor": scaling.get("attention_factor", 1.0)}
     return {"theta": float(theta), "rotary_dim": rotary, "interleaved": True, "scaling": scaling if yarn else None}
 
 

@@ -39,7 +39,7 @@ from torch import nn
 
 from calc.checkpoint.names import Slot, TensorTable, tensor_table
 from calc.parts.norm import Norm as NormSpec
-from calc.reference.parts import augment
+from calc.reference.parts import augment, hyper
 from calc.reference.parts.base import Trace, build_weights, initialise, no_trace, place
 from calc.reference.parts.block import Layer, make_norm
 from calc.reference.parts.norm import Norm
@@ -127,6 +127,7 @@ class Context:
     per_layer: torch.Tensor | None = None  # Gemma's per-layer inputs [B, T, n_layers, p]; layer i reads [:, :, i]
     residual: torch.Tensor | None = None  # the stream before the MLP's norm (Gemma-4's router and experts read it)
     causal: bool = True  # False: every position sees every other (a vision encoder's layers)
+    ids: torch.Tensor | None = None  # the token ids [B, T]: DeepSeek-V4's hash-routed layers pick experts by them
 
 
 class Decoder(nn.Module):
@@ -212,6 +213,9 @@ class Decoder(nn.Module):
 
     def head(self, x: torch.Tensor, trace: Trace) -> torch.Tensor:
         s, w = self.spec, self.weights
+        if s.head.hyper is not None:  # DeepSeek-V4: the residual copies collapsed into one before the final norm
+            x = hyper.head(w, s.head.hyper, x, s.final_norm.eps)
+            trace("hc_head", x)
         if "final_norm" in w:
             x = w["final_norm"](x)
             trace("final_norm", x)
@@ -238,13 +242,15 @@ class Decoder(nn.Module):
         if past + T > self.spec.n_positions:
             raise ValueError(f"{past + T} positions exceed n_positions={self.spec.n_positions}")
         ctx = Context(torch.arange(past, past + T, device=input_ids.device), cache, trace,
-                      n_layers=self.spec.n_layers)
+                      n_layers=self.spec.n_layers, ids=input_ids)
         trace("token_ids", input_ids)
         x = self.embed(input_ids, ctx.positions, trace)
         ctx.per_layer = self.per_layer_inputs(input_ids, x, trace)
         if self.altup:  # Gemma-3n: the stream as n streams [n, B, T, d] through the stack
             x = augment.streams_in(x, self.altup[0])
             trace("altup_in", x)
+        if self.spec.head.hyper is not None:  # DeepSeek-V4: n copies of the stream [B, T, n, d] through the stack
+            x = x.unsqueeze(2).expand(-1, -1, self.spec.head.hyper.streams, -1).contiguous()
         for ctx.layer, layer in enumerate(self.layers[0]):
             x = layer(x, ctx)  # (B, T, d)
         if self.altup:

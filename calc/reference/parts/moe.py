@@ -39,6 +39,9 @@ from calc.reference.parts.norm import Norm
 
 __all__ = ["MoE"]
 
+# Each scoring's scores from the router's float32 logits; sqrt(softplus) is DeepSeek-V4's
+SCORES = {"softmax": lambda logits: logits.softmax(dim=-1), "sigmoid": torch.sigmoid,
+          "sqrtsoftplus": lambda logits: torch.nn.functional.softplus(logits).sqrt()}
 GPT_OSS_ALPHA = 1.702  # gpt-oss's swiglu_alpha (GptOssConfig), fixed in its released models
 
 
@@ -79,8 +82,9 @@ class MoE(Part):
         unit = NormSpec.model_construct(kind="rmsnorm", weight=False, bias=False, eps=self.norm.eps)
         return Norm(unit, ())(x) * scale * x.shape[-1] ** -0.5
 
-    def route(self, x: torch.Tensor, trace: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(top_k expert indices, their weights) for tokens x [B, T, d] (or [N, d])."""
+    def route(self, x: torch.Tensor, trace: Any = None, ids: torch.Tensor | None = None) -> tuple[
+            torch.Tensor, torch.Tensor]:
+        """(top_k expert indices, their weights) for tokens x [B, T, d] (or [N, d]) with ids [B, T]."""
         s = self.spec
         logits = torch.nn.functional.linear(self._router_input(x).float(), self.weights["router"].weight.float(),
                                             None if self.weights["router"].bias is None else self.weights["router"].bias.float())
@@ -91,7 +95,9 @@ class MoE(Part):
             logits = torch.tanh(logits / s.router_softcap) * s.router_softcap
         if s.scoring == "sparsemixer":
             return sparsemixer(logits, s.jitter_eps)
-        scores = logits.sigmoid() if s.scoring == "sigmoid" else logits.softmax(dim=-1)
+        scores = SCORES[s.scoring](logits)
+        if s.hash_vocab is not None:  # DeepSeek-V4's first layers: the experts from the token-id table
+            return self._weighted(scores, self.weights.tensor("hash_table")[ids.reshape(-1)].long())
         choice = scores
         bias = self.weights.tensor("score_bias")
         if bias is not None:
@@ -102,10 +108,14 @@ class MoE(Part):
             keep = torch.zeros_like(group_scores).scatter_(1, group_scores.topk(s.topk_group, dim=-1)[1], 1.0)
             mask = keep.unsqueeze(-1).expand_as(groups).reshape(-1, s.n_experts).bool()
             choice = choice.masked_fill(~mask, float("-inf"))
-        index = choice.topk(s.top_k, dim=-1)[1]
+        return self._weighted(scores, choice.topk(s.top_k, dim=-1)[1])
+
+    def _weighted(self, scores: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the picks [N, k], their weights): their scores, renormalised (`norm_topk`), scaled."""
+        s = self.spec
         weights = scores.gather(1, index)
         if s.norm_topk:
-            weights = weights / (weights.sum(dim=-1, keepdim=True) + (1e-20 if s.scoring == "sigmoid" else 0.0))
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + (0.0 if s.scoring == "softmax" else 1e-20))
         if (expert_scale := self.weights.tensor("router_expert_scale")) is not None:  # Gemma-4's per_expert_scale
             weights = weights * expert_scale.float()[index]
         return index, weights * s.routed_scale
@@ -153,7 +163,7 @@ class MoE(Part):
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         B, T, d = x.shape
         trace, beside = ctx.trace, self.spec.shared_norms  # Gemma-4: router and experts read the un-normed stream
-        index, weights = self.route(ctx.residual if beside else x, trace)
+        index, weights = self.route(ctx.residual if beside else x, trace, ctx.ids)
         trace("router_topk", index.view(B, T, -1))  # (B, T, k)
         routed = x
         if beside:
