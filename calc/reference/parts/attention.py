@@ -26,7 +26,7 @@ from calc.reference.parts.base import Part
 from calc.reference.parts.norm import Norm
 from calc.reference.parts.rope import Rotary
 
-__all__ = ["Attention", "alibi_slopes", "attend", "band", "causal_mask", "softmax_with_sinks", "split_heads"]
+__all__ = ["Attention", "alibi_slopes", "attend", "band", "causal_mask", "sink_column", "softmax_with_sinks", "split_heads"]
 
 
 def causal_mask(positions: torch.Tensor, keys: int, window: int | None, chunk: int | None = None,

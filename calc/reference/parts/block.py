@@ -193,10 +193,9 @@ class Layer(nn.Module):
         back into them (calc.reference.parts.hyper)."""
         spec, eps = self.block.hyper, self.block.norm.eps
         for name, first, mix in (("attn", "attn_in", "hc_attn"), ("mlp", "mlp_in", "hc_mlp")):
-            post, comb, h = hyper.collapse(self.own, mix, spec, streams, eps)
-            ctx.trace(mix, h)
+            post, comb, h = hyper.collapse(self.own, mix, spec, streams, eps, ctx.trace)
             streams = hyper.expand(post, comb, self.parts[name](self._norm(first, h, ctx.trace), ctx), streams)
-            ctx.trace(f"{name}_residual", streams)
+            ctx.trace(f"{mix}_write", streams)
         return streams
 
     def _sublayers(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:

@@ -20,7 +20,7 @@ import torch
 
 from calc.parts.compressed import CompressedAttention as CompressedSpec
 from calc.parts.norm import Norm as NormSpec
-from calc.reference.parts.attention import causal_mask, softmax_with_sinks
+from calc.reference.parts.attention import band, causal_mask, sink_column, softmax_with_sinks
 from calc.reference.parts.base import Part
 from calc.reference.parts.compressor import compress, rotate_tail, select, visible
 from calc.reference.parts.norm import Norm
@@ -53,36 +53,72 @@ class CompressedAttention(Part):
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         s, w, trace = self.spec, self.weights, ctx.trace
         B, T, _ = x.shape
-        q_latent = w["q_a_norm"](w["q_a"](x))  # (B, T, r)
-        trace("q_a_norm", q_latent)
-        q = self.head_norm(w["q_b"](q_latent).view(B, T, s.n_heads, s.head_dim).transpose(1, 2))
-        q = rotate_tail(self.rotary, q, ctx.positions)  # (B, h, T, c)
-        trace("q_heads", q)
-        kv = rotate_tail(self.rotary, w["kv_norm"](w["kv"](x)).view(B, 1, T, s.head_dim), ctx.positions)
-        trace("kv", kv)
-        keys, first = kv, 0
-        if ctx.cache is not None:  # K = V: the rows are kept once, as keys
-            keys, _, first = ctx.cache.append(ctx.layer, kv, kv[..., :0], s.window)
-        allowed = causal_mask(ctx.positions, keys.shape[2], s.window, None, first)  # (T, keys)
+        q_latent = self._query_latent(x, trace)
+        q = w["q_b"](q_latent)  # (B, T, h·c)
+        trace("q_b", q)
+        q = rotate_tail(self.rotary, self.head_norm(q.view(B, T, s.n_heads, s.head_dim).transpose(1, 2)), ctx.positions)
+        trace("q_heads", q)  # (B, h, T, c)
+        kv, first = self._key_value(x, ctx)  # (B, 1, keys, c) from position `first`
+        keys, allowed, picks = kv.shape[2], causal_mask(ctx.positions, kv.shape[2], s.window, None, first), None
         if s.ratio:
             entries = compress(w, "comp", x, ctx, "compressor", s.ratio, s.head_dim, s.overlap, self.rotary)
-            trace("compressed", entries)
-            seen = (select(w, s, x, q_latent, ctx, self.rotary) if s.indexer is not None
-                    else visible(ctx.positions, entries.shape[1], s.ratio).expand(B, T, -1))  # (B, T, N)
-            keys = torch.cat((keys.expand(B, -1, -1, -1), entries.unsqueeze(1)), dim=2)  # (B, 1, keys + N, c)
+            seen = visible(ctx.positions, entries.shape[1], s.ratio).expand(B, T, -1)  # (B, T, N)
+            if s.indexer is not None:
+                seen, picks = select(w, s, x, q_latent, ctx, self.rotary)
+            kv = torch.cat((kv.expand(B, -1, -1, -1), entries.unsqueeze(1)), dim=2)  # (B, 1, keys + N, c)
             allowed = torch.cat((allowed.expand(B, T, -1), seen), dim=-1)
-        scores = (q @ keys.transpose(-2, -1)) * s.head_dim ** -0.5  # (B, h, T, keys [+ N])
+        scores = (q @ kv.transpose(-2, -1)) * s.head_dim ** -0.5  # (B, h, T, keys [+ N])
         scores = scores.masked_fill(~allowed.view(-1, 1, T, allowed.shape[-1]), float("-inf"))
-        trace("scores", scores)
-        y = softmax_with_sinks(scores, w.tensor("sinks")).to(keys.dtype) @ keys  # (B, h, T, c)
-        y = rotate_tail(self.rotary, y, ctx.positions, sign=-1.0).transpose(1, 2)  # (B, T, h, c)
+        read = lambda t: self._read(t, ctx.positions - first, keys, picks)  # noqa: E731 - for the trace
+        trace("scores", read(scores))
+        sinks = w.tensor("sinks")
+        trace("attn_sinks", torch.cat((read(scores), sink_column(scores, sinks)), dim=-1))
+        weights = softmax_with_sinks(scores, sinks).to(kv.dtype)
+        trace("attn_weights", read(weights))
+        y = weights @ kv  # (B, h, T, c)
         trace("attn_heads_out", y)
-        return self._output(y)
+        y = rotate_tail(self.rotary, y, ctx.positions, sign=-1.0).transpose(1, 2)  # (B, T, h, c)
+        return self._output(y, trace)
 
-    def _output(self, y: torch.Tensor) -> torch.Tensor:
+    def _query_latent(self, x: torch.Tensor, trace: Any) -> torch.Tensor:
+        """The query latent [B, T, r], normed (the indexer reads it too)."""
+        latent = self.weights["q_a"](x)
+        trace("q_a", latent)
+        latent = self.weights["q_a_norm"](latent)
+        trace("q_a_norm", latent)
+        return latent
+
+    def _key_value(self, x: torch.Tensor, ctx: Any) -> tuple[torch.Tensor, torch.Tensor | int]:
+        """(the K = V rows this pass's queries can see [B, 1, keys, c], the position of the first);
+        the cache keeps the rows once, as keys (its values slot is zero-wide)."""
+        s, w, trace = self.spec, self.weights, ctx.trace
+        kv = w["kv"](x)  # (B, T, c)
+        trace("kv", kv)
+        kv = w["kv_norm"](kv)
+        trace("kv_norm", kv)
+        kv = rotate_tail(self.rotary, kv.unsqueeze(1), ctx.positions)  # (B, 1, T, c)
+        if ctx.cache is None:
+            return kv, 0
+        kv, _, first = ctx.cache.append(ctx.layer, kv, kv[..., :0], s.window)
+        trace("kv_cache", ctx.cache.keys[ctx.layer])
+        return kv, first
+
+    def _read(self, t: torch.Tensor, relative: torch.Tensor, keys: int, picks: torch.Tensor | None) -> torch.Tensor:
+        """For tracing: [B, h, T, keys + N] -> the columns each query reads, as `shapes` counts them: its
+        window's keys (`band`), then the compressed entries (CSA: only the indexer's picks)."""
+        window = band(t[..., :keys], relative, self.spec.window)
+        entries = t[..., keys:]
+        if picks is not None:
+            entries = entries.gather(-1, picks.unsqueeze(1).expand(-1, t.shape[1], -1, -1))
+        return torch.cat((window, entries), dim=-1)
+
+    def _output(self, y: torch.Tensor, trace: Any) -> torch.Tensor:
         """[B, T, h, c] -> [B, T, d]: each head group through its own o_a block, then o_b."""
         s, w = self.spec, self.weights
         B, T = y.shape[:2]
-        groups = y.reshape(B, T, s.o_groups, -1)  # (B, T, g, h·c / g)
         blocks = w["o_a"].weight.view(s.o_groups, s.o_lora_rank, -1)  # (g, o, h·c / g)
-        return w["o_b"](torch.einsum("btgi,goi->btgo", groups, blocks).reshape(B, T, -1))  # (B, T, g·o) -> (B, T, d)
+        low = torch.einsum("btgi,goi->btgo", y.reshape(B, T, s.o_groups, -1), blocks).reshape(B, T, -1)  # (B, T, g·o)
+        trace("o_a", low)
+        y = w["o_b"](low)
+        trace("o_b", y)
+        return y

@@ -70,22 +70,29 @@ def _overlapped(kv: torch.Tensor, gate: torch.Tensor, width: int, ctx: Any, name
 def compress(w: Any, prefix: str, x: torch.Tensor, ctx: Any, name: str, ratio: int, width: int, overlap: bool,
              rotary: Rotary) -> torch.Tensor:
     """Every entry so far [B, N, width] after the tokens x [B, T, d]; the compressor's tensors are
-    `{prefix}_kv`, `{prefix}_gate`, `{prefix}_bias`, `{prefix}_norm` in `w`."""
-    kv, gate, before, keep = _windows(w[f"{prefix}_kv"](x), w[f"{prefix}_gate"](x), ctx, name, ratio)
+    `{prefix}_kv`, `{prefix}_gate`, `{prefix}_bias`, `{prefix}_norm` in `w` (and its trace steps)."""
+    kv, gate = w[f"{prefix}_kv"](x), w[f"{prefix}_gate"](x)  # (B, T, k·width) each
+    ctx.trace(f"{prefix}_kv", kv)
+    ctx.trace(f"{prefix}_gate", gate)
+    kv, gate, before, keep = _windows(kv, gate, ctx, name, ratio)
     B, n = x.shape[0], kv.shape[1] // ratio
-    compressed = kv.new_zeros((B, 0, width))
+    pooled = kv.new_zeros((B, 0, width))
     if n:
         kv = kv.view(B, n, ratio, -1)
         gate = gate.view(B, n, ratio, -1).float() + w.tensor(f"{prefix}_bias").float()  # the bias is kept in fp32
         if overlap:
             kv, gate = _overlapped(kv, gate, width, ctx, name, keep)
         pooled = (kv * gate.softmax(dim=2, dtype=torch.float32).to(kv.dtype)).sum(dim=2)  # (B, n, width)
-        positions = torch.arange(before, before + n, device=x.device) * ratio  # each entry's first token
-        compressed = rotate_tail(rotary, w[f"{prefix}_norm"](pooled), positions)
+    ctx.trace(f"{prefix}_pool", pooled)
+    normed = w[f"{prefix}_norm"](pooled)
+    ctx.trace(f"{prefix}_norm", normed)
+    positions = torch.arange(before, before + n, device=x.device) * ratio  # each entry's first token
     previous = _state(ctx, f"{name}.entries")
-    entries = compressed if previous is None else torch.cat((previous, compressed), dim=1)
+    entries = rotate_tail(rotary, normed, positions)
+    entries = entries if previous is None else torch.cat((previous, entries), dim=1)
     if ctx.cache is not None:
         ctx.cache.keep(ctx.layer, x.shape[1], **keep, **{f"{name}.entries": entries})
+        ctx.trace(f"{prefix}_cache", entries)
     return entries
 
 
@@ -95,20 +102,23 @@ def visible(positions: torch.Tensor, entries: int, ratio: int) -> torch.Tensor:
     return torch.arange(entries, device=positions.device)[None, :] < ((positions + 1) // ratio)[:, None]
 
 
-def select(w: Any, spec: Any, x: torch.Tensor, q_latent: torch.Tensor, ctx: Any, rotary: Rotary) -> torch.Tensor:
-    """[B, T, N] True where the lightning indexer lets a query read one of the N compressor entries:
-    its own compressed keys scored by sum over heads h of weight_h · ReLU(q_h · k) / sqrt(i), the best
-    `topk` of those visible kept (DeepseekV4Indexer, DeepseekV4IndexerScorer)."""
+def select(w: Any, spec: Any, x: torch.Tensor, q_latent: torch.Tensor, ctx: Any, rotary: Rotary) -> tuple[
+        torch.Tensor, torch.Tensor]:
+    """([B, T, N] True where the lightning indexer lets a query read one of the N compressor entries,
+    the picks [B, T, k]): its own compressed keys scored by the sum over heads h of
+    weight_h · ReLU(q_h · k) / sqrt(i), the best `topk` of those visible kept (DeepseekV4Indexer,
+    DeepseekV4IndexerScorer)."""
     i, (B, T, _) = spec.indexer, x.shape
     keys = compress(w, "idx", x, ctx, "indexer", spec.ratio, i.head_dim, True, rotary)  # (B, N, i)
-    q = w["idx_q"](q_latent).view(B, T, i.n_heads, i.head_dim).transpose(1, 2)  # (B, n_i, T, i)
-    q = rotate_tail(rotary, q, ctx.positions).transpose(1, 2)  # (B, T, n_i, i)
+    q = w["idx_q"](q_latent)  # (B, T, n_i·i)
+    ctx.trace("idx_q", q)
+    q = rotate_tail(rotary, q.view(B, T, i.n_heads, i.head_dim).transpose(1, 2), ctx.positions).transpose(1, 2)
+    weights = w["idx_weights"](x)  # (B, T, n_i)
+    ctx.trace("idx_weights", weights)
     scores = torch.relu(q.float() @ keys.transpose(-1, -2).float().unsqueeze(1)) * i.head_dim ** -0.5  # (B, T, n_i, N)
-    weights = w["idx_weights"](x).float() * i.n_heads ** -0.5  # (B, T, n_i)
-    scores = (scores * weights.unsqueeze(-1)).sum(dim=2)  # (B, T, N)
-    ctx.trace("indexer_scores", scores)
+    ctx.trace("idx_scores", scores)
+    scores = (scores * (weights.float() * i.n_heads ** -0.5).unsqueeze(-1)).sum(dim=2)  # (B, T, N)
     allowed = visible(ctx.positions, keys.shape[1], spec.ratio)
-    scores = scores.masked_fill(~allowed, float("-inf"))
-    picked = scores.topk(min(i.topk, keys.shape[1]), dim=-1).indices  # (B, T, k)
+    picked = scores.masked_fill(~allowed, float("-inf")).topk(min(i.topk, keys.shape[1]), dim=-1).indices
     chosen = torch.zeros((B, T, keys.shape[1]), dtype=torch.bool, device=x.device).scatter_(-1, picked, True)
-    return chosen & allowed
+    return chosen & allowed, picked

@@ -26,12 +26,14 @@ def _mixes(fn: torch.Tensor, streams: torch.Tensor, norm_eps: float) -> torch.Te
     return torch.nn.functional.linear(flat, fn.float())
 
 
-def collapse(w: Any, role: str, spec: Any, streams: torch.Tensor, norm_eps: float) -> tuple[
+def collapse(w: Any, role: str, spec: Any, streams: torch.Tensor, norm_eps: float, trace: Any) -> tuple[
         torch.Tensor, torch.Tensor, torch.Tensor]:
     """(post [B, T, n], comb [B, T, n, n], the sublayer's input [B, T, d]) from the copies [B, T, n, d]
     and the mix `role` ("hc_attn", "hc_mlp") of `w`."""
     n, eps = spec.streams, spec.eps
-    pre, post, comb = _mixes(w.tensor(f"{role}.fn"), streams, norm_eps).split([n, n, n * n], dim=-1)
+    mixes = _mixes(w.tensor(f"{role}.fn"), streams, norm_eps)  # (B, T, (2 + n)·n)
+    trace(role, mixes)
+    pre, post, comb = mixes.split([n, n, n * n], dim=-1)
     pre_b, post_b, comb_b = w.tensor(f"{role}.base").float().split([n, n, n * n])
     pre_s, post_s, comb_s = w.tensor(f"{role}.scale").float().unbind(0)
     pre = torch.sigmoid(pre * pre_s + pre_b) + eps
@@ -41,7 +43,9 @@ def collapse(w: Any, role: str, spec: Any, streams: torch.Tensor, norm_eps: floa
     for _ in range(spec.sinkhorn_iters - 1):
         comb = comb / (comb.sum(dim=-1, keepdim=True) + eps)
         comb = comb / (comb.sum(dim=-2, keepdim=True) + eps)
-    return post, comb, (pre.unsqueeze(-1) * streams).sum(dim=2).to(streams.dtype)
+    collapsed = (pre.unsqueeze(-1) * streams).sum(dim=2).to(streams.dtype)
+    trace(f"{role}_collapse", collapsed)
+    return post, comb, collapsed
 
 
 def expand(post: torch.Tensor, comb: torch.Tensor, output: torch.Tensor, streams: torch.Tensor) -> torch.Tensor:
