@@ -12,7 +12,8 @@ Every layer is a MoE: `n_routed_experts` SwiGLU experts of `moe_intermediate_siz
 expert of the same width (DeepseekV4MLP reads intermediate_size = moe_intermediate_size whatever
 n_shared_experts says); the first `num_hash_layers` (mlp_layer_types "hash_moe") pick experts from
 a token-id table (a buffer), the others by sqrt(softplus) scores plus the score-correction buffer.
-The residual is `hc_mult` copies mixed by hyper-connections (calc.parts.hyper). Norms are RMSNorms.
+Experts and the shared expert clamp their SwiGLU at `swiglu_limit` (the gate from above before the
+activation, up on both sides). The residual is `hc_mult` copies mixed by hyper-connections (calc.parts.hyper). Norms are RMSNorms.
 The checkpoint's `num_nextn_predict_layers` MTP layer (mtp.0.*, with its own hyper-connection head
 and e_proj / h_proj) is not built by transformers: shown beside the total. Head untied.
 """
@@ -158,9 +159,10 @@ def _attention(cfg: Config, kind: str, rms: dict[str, Any]) -> dict[str, Any]:
 def _moe(cfg: Config, hashed: bool) -> dict[str, Any]:
     """DeepseekV4SparseMoeBlock: routed experts, one shared expert as wide, sqrt(softplus) scores
     renormalised and scaled; a token-id table (hash) or the score-correction bias (the rest)."""
-    width = cfg.int(*WIDTH)
-    shared = {"kind": "mlp", "d_ff": width, "gated": True, "activation": "silu"}
+    width, limit = cfg.int(*WIDTH), cfg.float("swiglu_limit")
+    shared = {"kind": "mlp", "d_ff": width, "gated": True, "activation": "silu", "gate_clamp": limit}
     routing = {"scoring": cfg.raw("scoring_func"), "norm_topk": cfg.bool("norm_topk_prob"),
                "routed_scale": cfg.float("routed_scaling_factor")}
     table = {"hash_vocab": cfg.int("vocab_size")} if hashed else {"score_bias": True}
-    return {**experts(cfg, EXPERTS, WIDTH[1], shared=shared, n_shared=1, **routing, **table), "d_ff": width}
+    return {**experts(cfg, EXPERTS, WIDTH[1], shared=shared, n_shared=1, gate_clamp=limit, **routing, **table),
+            "d_ff": width}

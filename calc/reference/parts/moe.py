@@ -2,7 +2,8 @@
 
 Routing, as the MoE part describes it (a pick past the routed experts is a zero-computation expert,
 LongCat-Flash's, which gives back its rows times their weights): scores are the softmax (Mixtral, Qwen-MoE, OLMoE, gpt-oss,
-DeepSeek-V2) or the sigmoid (DeepSeek-V3, GLM-4.5) of the router's logits, computed in float32;
+DeepSeek-V2), the sigmoid (DeepSeek-V3, GLM-4.5) or sqrt(softplus) (DeepSeek-V4) of the router's logits, computed in float32;
+DeepSeek-V4's hash-routed layers take their experts from a token-id table (tid2eid) and weigh them by those scores;
 Laguna's router logits may be soft-capped first. DeepSeek-V3's e_score_correction_bias (a buffer;
 Laguna's, a frozen parameter) shifts which experts are chosen but not their
 weights; with n_group > 1 only experts of the topk_group best groups (scored by their best expert,
@@ -15,7 +16,8 @@ Experts are transformers 5's fused tensors: gate_up [E, 2f, d] (gate rows first)
 or [E, d, 2f] and [E, f, d] ("in_out": Llama-4, gpt-oss, whose gate and up columns alternate), or
 DBRX's gate, up and down as three [E·f, d] matrices ("stacked_rows").
 gpt-oss's expert is a clamped SwiGLU: gate clamped above at the limit, up to ±limit,
-gate · sigmoid(1.702 · gate) · (up + 1). Qwen2-MoE's shared expert is gated by sigmoid(shared_expert_gate x).
+gate · sigmoid(1.702 · gate) · (up + 1); Step-3.7's and DeepSeek-V4's clamps are the dense MLP's (`gated`).
+Qwen2-MoE's shared expert is gated by sigmoid(shared_expert_gate x).
 
 Gemma-4's MoE beside its dense MLP (`shared_norms`, `router_scale`; Gemma4TextDecoderLayer): the
 dense MLP (the shared expert) reads the layer's normed input, but the router and the experts read
@@ -34,7 +36,7 @@ from calc.errors import GptcalcError
 from calc.parts.moe import MoE as MoESpec
 from calc.parts.norm import Norm as NormSpec
 from calc.reference.parts.base import Part
-from calc.reference.parts.mlp import ACTIVATIONS, MLP
+from calc.reference.parts.mlp import ACTIVATIONS, MLP, gated
 from calc.reference.parts.norm import Norm
 
 __all__ = ["MoE"]
@@ -149,10 +151,8 @@ class MoE(Part):
             if s.swiglu_limit is not None:
                 gate, up = gate.clamp(max=s.swiglu_limit), up.clamp(-s.swiglu_limit, s.swiglu_limit)
                 act = gate * torch.sigmoid(gate * GPT_OSS_ALPHA) * (up + 1)
-            elif s.clamp is not None:  # Step-3.7: the activation clamped from above, up on both sides
-                act = self.act(gate).clamp(max=s.clamp) * up.clamp(-s.clamp, s.clamp)
             else:
-                act = self.act(gate) * up
+                act = gated(self.act, gate, up, s)
         keep.setdefault("experts_act", []).append(act)
         out = act @ down if in_out else torch.nn.functional.linear(act, down)
         if (bias := w.tensor("experts.down_bias")) is not None:
