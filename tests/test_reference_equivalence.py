@@ -125,6 +125,9 @@ ROPE_SCALINGS = [
     ("dynamic", "llama", {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}),
     # source: deepseek-ai/DeepSeek-V2-Lite (presets/deepseek-v2-lite.yaml): mscale 0.707 = mscale_all_dim
     ("yarn", "deepseek_v2", {"rope_scaling": {**YARN, "factor": 40, "mscale": 0.707, "mscale_all_dim": 0.707}}),
+    # source: deepseek-ai/DeepSeek-V4-Flash (tests/configs/model_types/deepseek_v4.json): on the compressed layers
+    # only, without YaRN's cos/sin factor (DeepseekV4Config sets attention_factor 1.0)
+    ("yarn", "deepseek_v4", {"rope_scaling": {**YARN, "factor": 16}}),
     # source: deepseek-ai/DeepSeek-V3 (presets/deepseek-v3.yaml)
     ("yarn", "deepseek_v3", {"rope_scaling": {**YARN, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0}}),
     # source: moonshotai/Kimi-K2-Instruct (tests/configs/model_types/kimi_k2.json): beta_fast = beta_slow = 1
