@@ -4,11 +4,12 @@ Every tensor is created from `calc.checkpoint.names.tensor_table(spec)`, so para
 model_type's Hugging Face names (`model.layers.3.self_attn.q_proj.weight`, GPT-2's
 `transformer.h.3.attn.c_attn.weight`, transformers 5's fused `mlp.experts.gate_up_proj`) and a
 checkpoint saved by transformers loads with `load_state_dict(strict=True)`. The computation lives
-with each part kind (`calc.reference.parts`: attention, mla, mamba2, gated_deltanet, kda,
-lightning, short_conv, mlp, moe, norm, rope, block); this module adds the embedding (scaled by √d for Gemma, by a
-multiplier for Granite, learned positions offset by 2 for OPT, BLOOM's embedding norm, OPT-350m's
-projections), the stack of layers, the final norm and the head (its bias, Cohere's and Granite's
-logit scale, Gemma-2's soft-cap).
+with each part kind (`calc.reference.parts`: attention, mla, compressed and compressor,
+mamba2, gated_deltanet, kda, lightning, short_conv, mlp, moe, norm, rope, hyper, block); this module
+adds the embedding (scaled by √d for Gemma, by a multiplier for Granite, learned positions offset
+by 2 for OPT, BLOOM's embedding norm, OPT-350m's projections), the stack of layers (DeepSeek-V4's
+on n copies of the stream, collapsed by its hyper-connection head), the final norm and the head
+(its bias, Cohere's and Granite's logit scale, Gemma-2's soft-cap).
 
 Loading (`Decoder._accept_hf_names`, a load_state_dict pre-hook) adds the prefix a base-model
 checkpoint leaves out (GPT-2's `wte.weight`), renames older aliases (NeoX's `embed_out`), drops

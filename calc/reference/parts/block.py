@@ -8,7 +8,8 @@ sublayer's output (Granite); `normed_residual` (MiniMax) adds alpha·norm(x) + b
 residual taken after the norm. A layer without a mixer or without an MLP (Mamba2's, Nemotron-H's)
 skips that half, its residual add included. A layer of several pairs (LongCat-Flash) runs them in
 sequence, each pair's modules at its own paths; its shortcut reads the first MLP's normed input and
-is added at the end.
+is added at the end. DeepSeek-V4's layer runs on n copies of the residual stream: each sublayer reads
+their hyper-connection collapse and writes its output back into all of them (`hyper`).
 
 The token mixer's module comes from `MIXERS`, by the part's kind; each class says which tensor
 roles are its own (`ROLES`), which sorts a layer's tensors between the mixer and the MLP.
@@ -25,11 +26,10 @@ from torch import nn
 
 from calc.checkpoint.names import Slot
 from calc.errors import GptcalcError
-from calc.reference.parts import augment
+from calc.reference.parts import augment, hyper
 from calc.reference.parts.attention import Attention
 from calc.reference.parts.base import Part, build_weights, place
 from calc.reference.parts.compressed import CompressedAttention
-from calc.reference.parts import hyper
 from calc.reference.parts.gated_deltanet import GatedDeltaNet
 from calc.reference.parts.kda import KimiDeltaAttention
 from calc.reference.parts.lightning import Lightning
