@@ -113,6 +113,9 @@ RELEASED = {
     "jamba-v0.1": 51_570_323_328,
     "qwen3-vl-4b": 4_437_815_808,
     "devstral-small-2": 24_011_361_280,
+    "kimi-linear-48b-a3b": 49_122_675_072,
+    "minimax-m1": 456_089_655_296,
+    "qwen3-vl-30b-a3b": 31_070_754_032,
 }
 # The presets written in the flat form, which the torch reference and transformers' Llama/GPT-2
 # classes below can build.

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from calc.checkpoint.slots import Slot, _Slots, block_slots
+from calc.errors import GptcalcError
 from calc.spec.model import Block
 from calc.towers import Tower
 
@@ -155,8 +156,15 @@ def tower_roles(name: str, tower: Tower) -> dict[str, Slot]:
             for full in [slot.name[1:] if slot.name.startswith("~") else f"{root}.{slot.name}"]}
 
 
-def layout_of(tower: Tower) -> dict[str, Any]:
-    return TOWER_LAYOUTS[tower.kind]
+def layout_of(tower: Any) -> dict[str, Any]:
+    """The tensor names of a tower kind, or one error naming the kind whose names are not mapped yet
+    (its count, memory and shapes stand; a checkpoint's tensors cannot be matched to it)."""
+    layout = TOWER_LAYOUTS.get(tower.kind)
+    if layout is None:
+        raise GptcalcError(f"the {tower.kind} tower's tensor names are not mapped yet: verify and inspect cannot "
+                           f"match its tensors (count, memory and shapes count it: {', '.join(sorted(TOWER_LAYOUTS))} "
+                           "are mapped)")
+    return layout
 
 
 def _under(name: str, target: Any) -> Any:
