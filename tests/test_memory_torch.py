@@ -19,7 +19,7 @@ from calc.spec.model import ModelSpec, spec_from_dict
 from calc.reference.model import build
 from oracle import spec_of
 from test_hybrids import HYBRIDS
-from tiny_models import NO_TORCH_YET, tiny_config
+from tiny_models import tiny_config
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -198,7 +198,7 @@ def _chunks_equal_one_pass(spec, bounds: tuple[tuple[int, int], ...]):  # noqa: 
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-@pytest.mark.parametrize("model_type", [t for t in HYBRIDS if t not in NO_TORCH_YET])
+@pytest.mark.parametrize("model_type", HYBRIDS)
 def test_mixer_states_hold_the_formula(model_type: str, dtype: str) -> None:
     """A 3-token prompt (shorter than every conv window) then 4 one-token steps: after each call the
     reference's cache holds exactly what `kvcache` counts, its mixers' conv windows and recurrent
@@ -213,7 +213,7 @@ def test_mixer_states_hold_the_formula(model_type: str, dtype: str) -> None:
         assert {name: t.numel() // batch for name, t in states.items()} == {s.name: s.elements for s in expected}
 
 
-@pytest.mark.parametrize("model_type", [t for t in HYBRIDS if t not in NO_TORCH_YET])
+@pytest.mark.parametrize("model_type", HYBRIDS)
 def test_mixer_chunks_equal_one_full_pass(model_type: str) -> None:
     """A 2-token prompt (shorter than the conv windows: the kept window starts with zeros), then
     chunks of 3, 1 and 5 tokens: each chunk continues the conv window and the recurrent state where

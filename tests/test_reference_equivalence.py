@@ -29,7 +29,7 @@ from calc.arch import ADAPTERS, transformers_type, transformers_view
 from calc.cli import main
 from calc.errors import GptcalcError
 from oracle import spec_of
-from tiny_models import NO_CAUSAL_LM, NO_TORCH_YET, UNREAD_ROWS, VOCAB, as_published, tiny_config
+from tiny_models import NO_CAUSAL_LM, UNREAD_ROWS, VOCAB, as_published, tiny_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -71,7 +71,7 @@ def transformers_model(model_type: str, path: Path):
     return model
 
 
-@pytest.fixture(scope="module", params=sorted(set(ADAPTERS) - NO_TORCH_YET - NO_CAUSAL_LM))
+@pytest.fixture(scope="module", params=sorted(set(ADAPTERS) - NO_CAUSAL_LM))
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """(model_type, transformers' model, its save_pretrained directory, our model loaded from it)."""
     path = tmp_path_factory.mktemp(request.param)
@@ -125,6 +125,9 @@ ROPE_SCALINGS = [
     ("dynamic", "llama", {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}),
     # source: deepseek-ai/DeepSeek-V2-Lite (presets/deepseek-v2-lite.yaml): mscale 0.707 = mscale_all_dim
     ("yarn", "deepseek_v2", {"rope_scaling": {**YARN, "factor": 40, "mscale": 0.707, "mscale_all_dim": 0.707}}),
+    # source: deepseek-ai/DeepSeek-V4-Flash (tests/configs/model_types/deepseek_v4.json): on the compressed layers
+    # only, without YaRN's cos/sin factor (DeepseekV4Config sets attention_factor 1.0)
+    ("yarn", "deepseek_v4", {"rope_scaling": {**YARN, "factor": 16}}),
     # source: deepseek-ai/DeepSeek-V3 (presets/deepseek-v3.yaml)
     ("yarn", "deepseek_v3", {"rope_scaling": {**YARN, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0}}),
     # source: moonshotai/Kimi-K2-Instruct (tests/configs/model_types/kimi_k2.json): beta_fast = beta_slow = 1
@@ -230,10 +233,3 @@ def test_laurel_outside_altup_is_refused() -> None:
         block["attention"]["augment"]["altup_inputs"] = None
     with pytest.raises(GptcalcError, match="LAuReL"):
         build(spec_from_dict(data, "laurel-alone"), device="meta")
-
-
-@pytest.mark.parametrize("model_type", sorted(NO_TORCH_YET))
-def test_reference_refuses_what_it_lacks(model_type: str) -> None:
-    """Until its mechanism has a torch module, building the reference is one named refusal, not a crash."""
-    with pytest.raises(GptcalcError, match="the torch reference does not implement"):
-        build(spec_of(tiny_config(model_type)))

@@ -24,7 +24,7 @@ from calc.analysis.shapes import Journey, Step, journey
 from calc.spec.model import ModelSpec, spec_from_dict
 from calc.reference.model import Decoder, build
 from oracle import spec_of
-from tiny_models import DATA_DEPENDENT_ROWS, NO_TORCH_YET, TINY as TINY_CONFIGS
+from tiny_models import DATA_DEPENDENT_ROWS, TINY as TINY_CONFIGS
 from tiny_models import tiny_config
 
 SMALL = {"vocab_size": 97, "n_positions": 16, "d_model": 24, "n_layers": 2}
@@ -120,7 +120,7 @@ def test_only_explanations_are_left_untraced() -> None:
 
 
 @pytest.mark.parametrize("decode", [False, True], ids=["prefill", "decode"])
-@pytest.mark.parametrize("model_type", sorted(set(TINY_CONFIGS) - NO_TORCH_YET - DATA_DEPENDENT_ROWS))
+@pytest.mark.parametrize("model_type", sorted(set(TINY_CONFIGS) - DATA_DEPENDENT_ROWS))
 def test_every_model_type_traces_every_printed_step(model_type: str, decode: bool) -> None:
     """Each model_type's tiny config (MoE, MLA, windows longer than and shorter than the sequence, ...):
     the reference's trace equals the printed steps, names and shapes, prefill and one decode step.

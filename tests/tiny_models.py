@@ -236,8 +236,9 @@ TINY: dict[str, dict[str, Any]] = {
     "olmo_hybrid": {**_COMMON, **_DELTANET, "linear_value_head_dim": 4, "num_hidden_layers": 3, "rope_theta": 5000.0,
                     "layer_types": ["linear_attention", "full_attention", "linear_attention"]},
     # DeepSeek-V4: a sliding layer, CSA (one entry per 4 tokens, with the indexer), HCA (here one per 8) and CSA;
-    # the first layer routes by token id; two residual copies (hyper-connections); YaRN on the compressed layers
-    "deepseek_v4": {**_COMMON, "num_hidden_layers": 4, "head_dim": 16, "qk_rope_head_dim": 8, "q_lora_rank": 12,
+    # the first layer routes by token id; two residual copies (hyper-connections); YaRN on the compressed layers;
+    # swiglu_limit 0.05, below the gate and up pre-activations' spread here (~0.1), so that the clamps act
+    "deepseek_v4": {**_COMMON, "swiglu_limit": 0.05, "num_hidden_layers": 4, "head_dim": 16, "qk_rope_head_dim": 8, "q_lora_rank": 12,
                     "o_groups": 2, "o_lora_rank": 8, "sliding_window": 16,
                     "layer_types": ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
                                     "compressed_sparse_attention"],
@@ -309,14 +310,9 @@ def tiny_config(model_type: str) -> dict[str, Any]:
     return {"model_type": model_type, **TINY[model_type]}
 
 
-# Model types whose mechanism the torch reference does not build yet (DeepSeek-V4's compressed attention and
-# hyper-connections): verify refuses them by name (tests/test_reference_equivalence.py checks the refusal),
-# while count, kvcache and the header check cover them (tests/test_deepseek_v4.py).
 # Model types transformers builds no causal LM for: their language model and head are compared inside the
 # multimodal model around them (tests/test_step3p7.py; tests/oracle.py WRAPPED for counts).
 NO_CAUSAL_LM = {"step3p5"}
-
-NO_TORCH_YET = {"deepseek_v4"}
 
 
 # Model types whose transformers model holds rows its published checkpoints do not (never read by its forward).

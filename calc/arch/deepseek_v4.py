@@ -12,7 +12,8 @@ Every layer is a MoE: `n_routed_experts` SwiGLU experts of `moe_intermediate_siz
 expert of the same width (DeepseekV4MLP reads intermediate_size = moe_intermediate_size whatever
 n_shared_experts says); the first `num_hash_layers` (mlp_layer_types "hash_moe") pick experts from
 a token-id table (a buffer), the others by sqrt(softplus) scores plus the score-correction buffer.
-The residual is `hc_mult` copies mixed by hyper-connections (calc.parts.hyper). Norms are RMSNorms.
+Experts and the shared expert clamp their SwiGLU at `swiglu_limit` (the gate from above before the
+activation, up on both sides). The residual is `hc_mult` copies mixed by hyper-connections (calc.parts.hyper). Norms are RMSNorms.
 The checkpoint's `num_nextn_predict_layers` MTP layer (mtp.0.*, with its own hyper-connection head
 and e_proj / h_proj) is not built by transformers: shown beside the total. Head untied.
 """
@@ -36,7 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "max_position_embeddings": 1048576, "rope_theta": 10000.0, "compress_rope_theta": 160000.0, "hc_mult": 4,
     "swiglu_limit": 10.0, "sliding_window": 128, "o_groups": 8, "o_lora_rank": 1024, "index_n_heads": 64,
     "index_head_dim": 128, "index_topk": 512, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
-    "num_hash_layers": 3,
+    "num_hash_layers": 3, "hc_sinkhorn_iters": 20, "hc_eps": 1e-6,
 }
 RATES = {CSA: 4, HCA: 128}  # default_compress_rates
 RATIO_TYPES = {0: SLIDING, 4: CSA, 128: HCA}  # _COMPRESS_RATIO_TO_LAYER_TYPE
@@ -50,7 +51,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(cfg, DEFAULTS)
     n_layers = cfg.int(*KEYS["n_layers"])
     attention, mlps = _attention_types(cfg, n_layers), _mlp_types(cfg, n_layers)
-    rms, hyper = norm("rmsnorm", cfg.float("rms_norm_eps")), {"streams": cfg.int("hc_mult")}
+    rms, hyper = norm("rmsnorm", cfg.float("rms_norm_eps")), _hyper(cfg)
 
     def build(kind: str) -> dict[str, Any]:
         attn, mlp = kind.split("+")
@@ -64,6 +65,11 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     spec = decoder(cfg, "deepseek_v4", blocks, layers, rms, cfg.bool("tie_word_embeddings"), **mtp)
     spec["head"] = {**spec["head"], "hyper": hyper}
     return spec
+
+
+def _hyper(cfg: Config) -> dict[str, Any]:
+    """The residual copies and what mixing them reads (DeepseekV4HyperConnection)."""
+    return {"streams": cfg.int("hc_mult"), "sinkhorn_iters": cfg.int("hc_sinkhorn_iters"), "eps": cfg.float("hc_eps")}
 
 
 def _mtp(cfg: Config, n_layers: int, blocks: dict[str, Any], build: Any) -> dict[str, Any]:
@@ -131,6 +137,8 @@ def _rope(cfg: Config, compressed: bool) -> dict[str, Any]:
     scaling = {k: v for k, v in nested.items() if k not in ("rope_theta", "partial_rotary_factor")} or \
         (cfg.dict("rope_scaling") if compressed else {})
     yarn = scaling.get("rope_type", scaling.get("type")) not in (None, "default")
+    if yarn:  # DeepseekV4Config.__post_init__: V4 does not scale cos and sin by YaRN's mscale
+        scaling = {**scaling, "attention_factor": scaling.get("attention_factor", 1.0)}
     return {"theta": float(theta), "rotary_dim": rotary, "interleaved": True, "scaling": scaling if yarn else None}
 
 
@@ -151,9 +159,10 @@ def _attention(cfg: Config, kind: str, rms: dict[str, Any]) -> dict[str, Any]:
 def _moe(cfg: Config, hashed: bool) -> dict[str, Any]:
     """DeepseekV4SparseMoeBlock: routed experts, one shared expert as wide, sqrt(softplus) scores
     renormalised and scaled; a token-id table (hash) or the score-correction bias (the rest)."""
-    width = cfg.int(*WIDTH)
-    shared = {"kind": "mlp", "d_ff": width, "gated": True, "activation": "silu"}
+    width, limit = cfg.int(*WIDTH), cfg.float("swiglu_limit")
+    shared = {"kind": "mlp", "d_ff": width, "gated": True, "activation": "silu", "gate_clamp": limit}
     routing = {"scoring": cfg.raw("scoring_func"), "norm_topk": cfg.bool("norm_topk_prob"),
                "routed_scale": cfg.float("routed_scaling_factor")}
     table = {"hash_vocab": cfg.int("vocab_size")} if hashed else {"score_bias": True}
-    return {**experts(cfg, EXPERTS, WIDTH[1], shared=shared, n_shared=1, **routing, **table), "d_ff": width}
+    return {**experts(cfg, EXPERTS, WIDTH[1], shared=shared, n_shared=1, gate_clamp=limit, **routing, **table),
+            "d_ff": width}

@@ -21,6 +21,10 @@ __all__ = ["LABELS", "HyperConnections"]
 
 class HyperConnections(Part):
     streams: int = Field(gt=0)  # hc_mult: copies of the residual stream
+    # what the forward pass reads (no parameters): Sinkhorn iterations making `comb` doubly stochastic,
+    # and the epsilon added to `pre`, `comb` and their normalisers (hc_sinkhorn_iters, hc_eps)
+    sinkhorn_iters: int = Field(default=20, gt=0)
+    eps: float = Field(default=1e-6, gt=0, strict=False)
 
     def sublayer(self, d_model: int) -> int:
         """One sublayer's mixing projection, its bias and its three scales."""

@@ -5,7 +5,8 @@ A gated MLP counted with two matrices is a classic mistake (LLaMA-7B short by 1.
 gate_up projection (Phi-3) stores gate and up side by side: a naming matter, not a count one.
 Gemma-3n's activation sparsity (`sparsity` s) keeps only the gate's values above mean + std·Φ⁻¹(s)
 of each token's row before the activation (a Gaussian top-k): arithmetic, no parameter. Step-3.5's
-and Step-3.7's clamped SwiGLU (`clamp` c) is min(act(gate), c) × clip(up, −c, c).
+and Step-3.7's clamped SwiGLU (`clamp` c) is min(act(gate), c) × clip(up, −c, c); DeepSeek-V4's
+(`gate_clamp` c, its swiglu_limit) clamps the gate before the activation: act(min(gate, c)) × clip(up, −c, c).
 """
 
 
@@ -30,6 +31,7 @@ class MLP(Part):
     fused_gate_up: bool = False
     sparsity: float = Field(default=0.0, ge=0, lt=1, strict=False)  # Gemma-3n: the gate's Gaussian top-k
     clamp: float | None = Field(default=None, gt=0, strict=False)  # Step-3.7: act(gate) at most c, up within ±c
+    gate_clamp: float | None = Field(default=None, gt=0, strict=False)  # DeepSeek-V4: gate at most c, up within ±c
     gate_scale: float | None = Field(default=None, strict=False)  # the gate's pre-activation times this (Falcon-H1)
     down_scale: float | None = Field(default=None, strict=False)  # the output times this (Falcon-H1)
 
@@ -52,6 +54,7 @@ class MLP(Part):
         plain = {"xielu": "xIELU"}.get(self.activation, self.activation.upper())
         sparse = f", {self.sparsity:g} of the gate's activations cut" if self.sparsity else ""
         sparse += f", clamped at {self.clamp:g}" if self.clamp else ""
+        sparse += f", gate clamped at {self.gate_clamp:g}" if self.gate_clamp else ""
         return f"{kind} (d_ff {self.d_ff:,}{sparse})" if self.gated else f"{plain} (d_ff {self.d_ff:,}{sparse})"
 
 

@@ -69,13 +69,15 @@ class MoE(Part):
     routed_scale: float = Field(default=1.0, gt=0, strict=False)
     swiglu_limit: float | None = Field(default=None, gt=0, strict=False)  # gpt-oss: clamped SwiGLU, (up + 1)
     clamp: float | None = Field(default=None, gt=0, strict=False)  # Step-3.7: act(gate) at most c, up within ±c
+    gate_clamp: float | None = Field(default=None, gt=0, strict=False)  # DeepSeek-V4: gate at most c, up within ±c
     weight_input: bool = False  # Llama-4: the routing weight scales the expert's input, not its output
     jitter_eps: float = Field(default=0.01, ge=0, strict=False)  # sparsemixer's threshold (router_jitter_noise)
 
     @model_validator(mode="after")
     def _check(self) -> "MoE":
-        if self.clamp and self.swiglu_limit:
-            raise ValueError("clamp and swiglu_limit: an expert's SwiGLU is clamped one way (Step-3.7's or gpt-oss's)")
+        if sum(bool(limit) for limit in (self.clamp, self.gate_clamp, self.swiglu_limit)) > 1:
+            raise ValueError("clamp, gate_clamp and swiglu_limit: an expert's SwiGLU is clamped one way "
+                             "(Step-3.7's, DeepSeek-V4's or gpt-oss's)")
         if self.top_k > self.choices:
             raise ValueError(f"top_k={self.top_k} is more than the router's {self.choices} choices")
         if self.shared_gate and self.shared is None:
@@ -137,6 +139,7 @@ class MoE(Part):
     def describe(self) -> str:
         shared = f" + {self.n_shared or 1} shared" if self.shared else ""
         clamp = f", SwiGLU clamped at {self.clamp:g}" if self.clamp else ""
+        clamp += f", gate clamped at {self.gate_clamp:g}" if self.gate_clamp else ""
         zero = f" and {self.zero_experts} zero-computation (identity) experts" if self.zero_experts else ""
         zero += ", picked by token id" if self.hash_vocab else ""
         return f"MoE: top-{self.top_k} of {self.n_experts} experts (d_ff {self.d_ff:,}{clamp}){zero}{shared}"

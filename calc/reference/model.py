@@ -4,12 +4,13 @@ Every tensor is created from `calc.checkpoint.names.tensor_table(spec)`, so para
 model_type's Hugging Face names (`model.layers.3.self_attn.q_proj.weight`, GPT-2's
 `transformer.h.3.attn.c_attn.weight`, transformers 5's fused `mlp.experts.gate_up_proj`) and a
 checkpoint saved by transformers loads with `load_state_dict(strict=True)`. The computation lives
-with each part kind (`calc.reference.parts`: attention, mla, mamba2, gated_deltanet, kda,
-lightning, short_conv, mlp, moe, norm, rope, block, and shared: Zamba2's blocks stored once, whose
-tensors are built after the layers they sit under); this module adds the embedding (scaled by √d for Gemma, by a
-multiplier for Granite, learned positions offset by 2 for OPT, BLOOM's embedding norm, OPT-350m's
-projections), the stack of layers, the final norm and the head (its bias, Cohere's and Granite's
-logit scale, Gemma-2's soft-cap).
+with each part kind (`calc.reference.parts`: attention, mla, compressed and compressor,
+mamba2, gated_deltanet, kda, lightning, short_conv, mlp, moe, norm, rope, hyper, block, and shared:
+Zamba2's blocks stored once, whose tensors are built after the layers they sit under); this module
+adds the embedding (scaled by √d for Gemma, by a multiplier for Granite, learned positions offset
+by 2 for OPT, BLOOM's embedding norm, OPT-350m's projections), the stack of layers (DeepSeek-V4's
+on n copies of the stream, collapsed by its hyper-connection head), the final norm and the head
+(its bias, Cohere's and Granite's logit scale, Gemma-2's soft-cap).
 
 Loading (`Decoder._accept_hf_names`, a load_state_dict pre-hook) adds the prefix a base-model
 checkpoint leaves out (GPT-2's `wte.weight`), renames older aliases (NeoX's `embed_out`), drops
@@ -40,7 +41,7 @@ from torch import nn
 
 from calc.checkpoint.names import Slot, TensorTable, tensor_table
 from calc.parts.norm import Norm as NormSpec
-from calc.reference.parts import augment, shared
+from calc.reference.parts import augment, hyper, shared
 from calc.reference.parts.base import Trace, build_weights, initialise, no_trace, place
 from calc.reference.parts.block import Layer, make_norm
 from calc.reference.parts.norm import Norm
@@ -130,6 +131,7 @@ class Context:
     residual: torch.Tensor | None = None  # the stream before the MLP's norm (Gemma-4's router and experts read it)
     causal: bool = True  # False: every position sees every other (a vision encoder's layers)
     embeddings: torch.Tensor | None = None  # the embedding output [B, T, d]: what Zamba2's shared blocks read beside x
+    ids: torch.Tensor | None = None  # the token ids [B, T]: DeepSeek-V4's hash-routed layers pick experts by them
 
 
 class Decoder(nn.Module):
@@ -218,6 +220,9 @@ class Decoder(nn.Module):
 
     def head(self, x: torch.Tensor, trace: Trace) -> torch.Tensor:
         s, w = self.spec, self.weights
+        if s.head.hyper is not None:  # DeepSeek-V4: the residual copies collapsed into one before the final norm
+            x = hyper.head(w, s.head.hyper, x, s.final_norm.eps)
+            trace("hc_head", x)
         if "final_norm" in w:
             x = w["final_norm"](x)
             trace("final_norm", x)
@@ -244,13 +249,15 @@ class Decoder(nn.Module):
         if past + T > self.spec.n_positions:
             raise ValueError(f"{past + T} positions exceed n_positions={self.spec.n_positions}")
         ctx = Context(torch.arange(past, past + T, device=input_ids.device), cache, trace,
-                      n_layers=self.spec.n_layers)
+                      n_layers=self.spec.n_layers, ids=input_ids)
         trace("token_ids", input_ids)
         x = ctx.embeddings = self.embed(input_ids, ctx.positions, trace)
         ctx.per_layer = self.per_layer_inputs(input_ids, x, trace)
         if self.altup:  # Gemma-3n: the stream as n streams [n, B, T, d] through the stack
             x = augment.streams_in(x, self.altup[0])
             trace("altup_in", x)
+        if self.spec.head.hyper is not None:  # DeepSeek-V4: n copies of the stream [B, T, n, d] through the stack
+            x = x.unsqueeze(2).expand(-1, -1, self.spec.head.hyper.streams, -1).contiguous()
         for ctx.layer, layer in enumerate(self.layers[0]):
             x = layer(x, ctx)  # (B, T, d)
         if self.altup:

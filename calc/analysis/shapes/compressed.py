@@ -14,7 +14,7 @@ DeepseekV4Attention and DeepseekV4DecoderLayer compute them (models/deepseek_v4/
 Pooling, the softmax and the copies' collapse are counted as no FLOPs (elementwise work, the
 convention); the copies' comb mix is a [n, n] x [n, d_model] matmul per token. A compressed
 entry closes every m tokens, so a prefill of T tokens makes T // m of them and a decode step reads
-(T + 1) // m. A CSA query scores the window's keys and its top k entries (transformers' eager
+(T + 1) // m, making one only when its token fills a window. A CSA query scores the window's keys and its top k entries (transformers' eager
 attention scores every entry and masks the rest; a sparse kernel reads only the k).
 
 The hyper-connections wrap each sublayer: the residual is n copies [B, T, n, d_model], mixed
@@ -106,8 +106,12 @@ def _compressor(d: Dims, a: CompressedAttention, rows: Rows, entries: str) -> li
 
 
 def _made(d: Dims, entries: str, width: str) -> Shape:
-    """The entries this pass closes: T // m in prefill; at most one in a decode step (when a window fills)."""
-    return d.shape("B", "1" if d.decode else entries, width)
+    """The entries this pass closes: T // m in prefill; in a decode step one when it fills a window
+    (its position + 1 a multiple of m), else none."""
+    if not d.decode:
+        return d.shape("B", entries, width)
+    closes = d.sizes[d.keys] % d.sizes["m"] == 0
+    return d.named(**{"0": 0}).shape("B", "1" if closes else "0", width)
 
 
 def _entries_cache(d: Dims, name: str, made: Shape, entries: str, width: str, what: str) -> list[Step]:

@@ -26,7 +26,7 @@ from calc.reference.parts.base import Part
 from calc.reference.parts.norm import Norm
 from calc.reference.parts.rope import Rotary
 
-__all__ = ["Attention", "alibi_slopes", "attend", "band", "causal_mask", "split_heads"]
+__all__ = ["Attention", "alibi_slopes", "attend", "band", "causal_mask", "sink_column", "softmax_with_sinks", "split_heads"]
 
 
 def causal_mask(positions: torch.Tensor, keys: int, window: int | None, chunk: int | None = None,
@@ -245,16 +245,27 @@ def attend(part: Part, scores: torch.Tensor, v: torch.Tensor, ctx: Any, window: 
         scores = scores.masked_fill(~causal_mask(ctx.positions, scores.shape[-1], window, chunk, first), float("-inf"))
     sinks = part.weights.tensor("sinks") if getattr(s, "sinks", False) else None
     if sinks is not None:
-        B, H, T, _ = scores.shape
-        column = sinks.reshape(1, H, 1, 1).expand(B, H, T, 1).to(scores.dtype)
-        trace("attn_sinks", torch.cat((band(scores, relative, window), column), dim=-1))
-        scores = torch.cat((scores, column), dim=-1)
-        scores = scores - scores.max(dim=-1, keepdim=True).values
-    weights = scores.softmax(dim=-1, dtype=torch.float32).to(v.dtype)
-    if sinks is not None:
-        weights = weights[..., :-1]
+        trace("attn_sinks", torch.cat((band(scores, relative, window), sink_column(scores, sinks)), dim=-1))
+    weights = softmax_with_sinks(scores, sinks).to(v.dtype)
     trace("attn_weights", band(weights, relative, window))
     return weights @ v  # (B, nh, T, hs)
+
+
+def sink_column(scores: torch.Tensor, sinks: torch.Tensor) -> torch.Tensor:
+    """[B, H, T, 1]: each head's sink logit beside its scores [B, H, T, keys]."""
+    B, H, T, _ = scores.shape
+    return sinks.reshape(1, H, 1, 1).expand(B, H, T, 1).to(scores.dtype)
+
+
+def softmax_with_sinks(scores: torch.Tensor, sinks: torch.Tensor | None) -> torch.Tensor:
+    """The softmax over the keys in float32; with gpt-oss's sinks (DeepSeek-V4's too) one extra logit
+    per head takes its share of the mass and is dropped, the row's maximum subtracted first as
+    transformers' eager_attention_forward does."""
+    if sinks is None:
+        return scores.softmax(dim=-1, dtype=torch.float32)
+    scores = torch.cat((scores, sink_column(scores, sinks)), dim=-1)
+    scores = scores - scores.max(dim=-1, keepdim=True).values
+    return scores.softmax(dim=-1, dtype=torch.float32)[..., :-1]
 
 
 def band(t: torch.Tensor, positions: torch.Tensor, window: int | None) -> torch.Tensor:

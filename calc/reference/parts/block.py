@@ -8,7 +8,8 @@ sublayer's output (Granite); `normed_residual` (MiniMax) adds alpha·norm(x) + b
 residual taken after the norm. A layer without a mixer or without an MLP (Mamba2's, Nemotron-H's)
 skips that half, its residual add included. A layer of several pairs (LongCat-Flash) runs them in
 sequence, each pair's modules at its own paths; its shortcut reads the first MLP's normed input and
-is added at the end.
+is added at the end. DeepSeek-V4's layer runs on n copies of the residual stream: each sublayer reads
+their hyper-connection collapse and writes its output back into all of them (`hyper`).
 
 The token mixer's module comes from `MIXERS`, by the part's kind; each class says which tensor
 roles are its own (`ROLES`), which sorts a layer's tensors between the mixer and the MLP.
@@ -25,9 +26,10 @@ from torch import nn
 
 from calc.checkpoint.names import Slot
 from calc.errors import GptcalcError
-from calc.reference.parts import augment
+from calc.reference.parts import augment, hyper
 from calc.reference.parts.attention import Attention
 from calc.reference.parts.base import Part, build_weights, place
+from calc.reference.parts.compressed import CompressedAttention
 from calc.reference.parts.gated_deltanet import GatedDeltaNet
 from calc.reference.parts.kda import KimiDeltaAttention
 from calc.reference.parts.lightning import Lightning
@@ -44,7 +46,8 @@ from calc.spec.model import NORM_COMPONENTS, Block
 __all__ = ["MIXERS", "Layer", "make_norm"]
 
 # Each token mixer's torch module, by the part's kind (`Block.attention.kind`).
-MIXERS: dict[str, type[Part]] = {"attention": Attention, "mla": MLA, "mamba": Mamba, "mamba2": Mamba2,
+MIXERS: dict[str, type[Part]] = {"attention": Attention, "mla": MLA, "compressed_attention": CompressedAttention,
+                                 "mamba": Mamba, "mamba2": Mamba2,
                                  "gated_deltanet": GatedDeltaNet, "kda": KimiDeltaAttention, "lightning": Lightning,
                                  "short_conv": ShortConv, "parallel": Parallel}
 MIXER_ROLES = frozenset().union(*(mixer.ROLES for mixer in MIXERS.values()))
@@ -78,15 +81,16 @@ def _home(slots: dict[str, Slot]) -> str:
 
 # What a layer holds itself, beside its sublayers: the per-layer input sublayer after the MLP (Gemma-3n,
 # Gemma-4), Gemma-4's layer_scalar (a buffer its output is multiplied by), Zamba2's linear after the shared
-# block it applies and, by prefix, Gemma-3n's AltUp and LAuReL.
+# block it applies and, by prefix, Gemma-3n's AltUp and LAuReL and DeepSeek-V4's hyper-connection mixes.
 LAYER_ROLES = {"ple_gate", "ple_proj", "ple_norm", "layer_scalar", "shared_proj"}
+LAYER_PREFIXES = ("altup.", "laurel.", "hc_attn.", "hc_mlp.")
 
 
 class Layer(nn.Module):
     def __init__(self, block: Block, slots: dict[str, Slot], lay: dict[str, Any], n_positions: int) -> None:
         super().__init__()
         self.block = block
-        own = {r: s for r, s in slots.items() if _base(r) in LAYER_ROLES or r.startswith(("altup.", "laurel."))}
+        own = {r: s for r, s in slots.items() if _base(r) in LAYER_ROLES or r.startswith(LAYER_PREFIXES)}
         pairs, shortcut = _groups(block, {r: s for r, s in slots.items() if r not in own})
         # each pair's parts and norms; the first pair's are `parts` and `norms`, what tests look up
         self.pairs = [self._pair(block, group, lay, n_positions, f"{i}" if len(pairs) > 1 else "")
@@ -111,8 +115,6 @@ class Layer(nn.Module):
         by_part = {"attn": mixer, "mlp": {r: s for r, s in slots.items() if r not in mixer and r not in norms}}
         parts: dict[str, Part] = {}
         if block.attention is not None:
-            if block.attention.kind not in MIXERS:  # DeepSeek-V4's compressed attention: counted, cached, shaped
-                raise GptcalcError(f"the torch reference does not implement the {block.attention.kind} mixer yet")
             parts["attn"] = MIXERS[block.attention.kind].of(block, n_positions, lay)
         if block.mlp is not None:
             parts["mlp"] = _mlp_part(block.mlp, lay, block.norm)
@@ -148,6 +150,8 @@ class Layer(nn.Module):
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         if "altup.predict" in self.own:
             return self._alternating(x, ctx)
+        if self.block.hyper is not None:
+            return self._hyper(x, ctx)
         x = self._sublayers(x, ctx)
         if "ple_gate" in self.own:
             x = x + self._per_layer_input(x, ctx)
@@ -183,6 +187,17 @@ class Layer(nn.Module):
         scale = w.tensor("altup.scale")
         first = (corrected[0].type_as(scale) * scale).type_as(corrected)
         return torch.cat((corrected[:1], corrected[1:] + self._per_layer_input(first, ctx)))
+
+    def _hyper(self, streams: torch.Tensor, ctx: Any) -> torch.Tensor:
+        """DeepSeek-V4's layer (DeepseekV4DecoderLayer) on the residual copies [B, T, n, d]: before each
+        pre-normed sublayer its mix collapses the copies into its input, after it spreads its output
+        back into them (calc.reference.parts.hyper)."""
+        spec, eps = self.block.hyper, self.block.norm.eps
+        for name, first, mix in (("attn", "attn_in", "hc_attn"), ("mlp", "mlp_in", "hc_mlp")):
+            post, comb, h = hyper.collapse(self.own, mix, spec, streams, eps, ctx.trace)
+            streams = hyper.expand(post, comb, self.parts[name](self._norm(first, h, ctx.trace), ctx), streams)
+            ctx.trace(f"{mix}_write", streams)
+        return streams
 
     def _sublayers(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         b, trace = self.block, ctx.trace

@@ -41,6 +41,18 @@ def gaussian_top(gate: torch.Tensor, sparsity: float) -> torch.Tensor:
     return F.relu(gate - cutoff)
 
 
+def gated(act: Any, gate: torch.Tensor, up: torch.Tensor, spec: Any) -> torch.Tensor:
+    """act(gate) · up, clamped as the spec says: Step-3.7's `clamp` after the activation, DeepSeek-V4's
+    `gate_clamp` before it (up within ±c in both)."""
+    if getattr(spec, "gate_clamp", None):
+        c = spec.gate_clamp
+        return act(gate.clamp(max=c)) * up.clamp(-c, c)
+    if getattr(spec, "clamp", None):
+        c = spec.clamp
+        return act(gate).clamp(max=c) * up.clamp(-c, c)
+    return act(gate) * up
+
+
 class MLP(Part):
     """A dense MLP; `prefix` picks a MoE's shared expert's roles ("shared.") within its part, `step`
     the `shapes` step ids it traces ("shared_mlp": shared_mlp_up, ...)."""
@@ -71,10 +83,8 @@ class MLP(Part):
                 gate = gaussian_top(gate, s.sparsity)
                 trace(f"{self.step}_sparsity", gate)
         trace(f"{self.step}_up", up)
-        if gate is not None and s.clamp:  # Step-3.7's clamped SwiGLU
-            h = self._act(weights, gate).clamp(max=s.clamp) * up.clamp(-s.clamp, s.clamp)
-        else:
-            h = self._act(weights, gate) * up if gate is not None else self._act(weights, up)
+        act = lambda t: self._act(weights, t)  # noqa: E731
+        h = gated(act, gate, up, s) if gate is not None else act(up)
         trace(f"{self.step}_act", h)
         y = weights[f"{p}down"](h)  # (B, T, d)
         if getattr(s, "down_scale", None) is not None:  # Falcon-H1's mlp_multipliers[1]

@@ -2,7 +2,8 @@
 
 Routing, as the MoE part describes it (a pick past the routed experts is a zero-computation expert,
 LongCat-Flash's, which gives back its rows times their weights): scores are the softmax (Mixtral, Qwen-MoE, OLMoE, gpt-oss,
-DeepSeek-V2) or the sigmoid (DeepSeek-V3, GLM-4.5) of the router's logits, computed in float32;
+DeepSeek-V2), the sigmoid (DeepSeek-V3, GLM-4.5) or sqrt(softplus) (DeepSeek-V4) of the router's logits, computed in float32;
+DeepSeek-V4's hash-routed layers take their experts from a token-id table (tid2eid) and weigh them by those scores;
 Laguna's router logits may be soft-capped first. DeepSeek-V3's e_score_correction_bias (a buffer;
 Laguna's, a frozen parameter) shifts which experts are chosen but not their
 weights; with n_group > 1 only experts of the topk_group best groups (scored by their best expert,
@@ -15,7 +16,8 @@ Experts are transformers 5's fused tensors: gate_up [E, 2f, d] (gate rows first)
 or [E, d, 2f] and [E, f, d] ("in_out": Llama-4, gpt-oss, whose gate and up columns alternate), or
 DBRX's gate, up and down as three [E·f, d] matrices ("stacked_rows").
 gpt-oss's expert is a clamped SwiGLU: gate clamped above at the limit, up to ±limit,
-gate · sigmoid(1.702 · gate) · (up + 1). Qwen2-MoE's shared expert is gated by sigmoid(shared_expert_gate x).
+gate · sigmoid(1.702 · gate) · (up + 1); Step-3.7's and DeepSeek-V4's clamps are the dense MLP's (`gated`).
+Qwen2-MoE's shared expert is gated by sigmoid(shared_expert_gate x).
 
 Gemma-4's MoE beside its dense MLP (`shared_norms`, `router_scale`; Gemma4TextDecoderLayer): the
 dense MLP (the shared expert) reads the layer's normed input, but the router and the experts read
@@ -34,11 +36,14 @@ from calc.errors import GptcalcError
 from calc.parts.moe import MoE as MoESpec
 from calc.parts.norm import Norm as NormSpec
 from calc.reference.parts.base import Part
-from calc.reference.parts.mlp import ACTIVATIONS, MLP
+from calc.reference.parts.mlp import ACTIVATIONS, MLP, gated
 from calc.reference.parts.norm import Norm
 
 __all__ = ["MoE"]
 
+# Each scoring's scores from the router's float32 logits; sqrt(softplus) is DeepSeek-V4's
+SCORES = {"softmax": lambda logits: logits.softmax(dim=-1), "sigmoid": torch.sigmoid,
+          "sqrtsoftplus": lambda logits: torch.nn.functional.softplus(logits).sqrt()}
 GPT_OSS_ALPHA = 1.702  # gpt-oss's swiglu_alpha (GptOssConfig), fixed in its released models
 
 
@@ -79,8 +84,9 @@ class MoE(Part):
         unit = NormSpec.model_construct(kind="rmsnorm", weight=False, bias=False, eps=self.norm.eps)
         return Norm(unit, ())(x) * scale * x.shape[-1] ** -0.5
 
-    def route(self, x: torch.Tensor, trace: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(top_k expert indices, their weights) for tokens x [B, T, d] (or [N, d])."""
+    def route(self, x: torch.Tensor, trace: Any = None, ids: torch.Tensor | None = None) -> tuple[
+            torch.Tensor, torch.Tensor]:
+        """(top_k expert indices, their weights) for tokens x [B, T, d] (or [N, d]) with ids [B, T]."""
         s = self.spec
         logits = torch.nn.functional.linear(self._router_input(x).float(), self.weights["router"].weight.float(),
                                             None if self.weights["router"].bias is None else self.weights["router"].bias.float())
@@ -91,7 +97,9 @@ class MoE(Part):
             logits = torch.tanh(logits / s.router_softcap) * s.router_softcap
         if s.scoring == "sparsemixer":
             return sparsemixer(logits, s.jitter_eps)
-        scores = logits.sigmoid() if s.scoring == "sigmoid" else logits.softmax(dim=-1)
+        scores = SCORES[s.scoring](logits)
+        if s.hash_vocab is not None:  # DeepSeek-V4's first layers: the experts from the token-id table
+            return self._weighted(scores, self.weights.tensor("hash_table")[ids.reshape(-1)].long())
         choice = scores
         bias = self.weights.tensor("score_bias")
         if bias is not None:
@@ -102,10 +110,14 @@ class MoE(Part):
             keep = torch.zeros_like(group_scores).scatter_(1, group_scores.topk(s.topk_group, dim=-1)[1], 1.0)
             mask = keep.unsqueeze(-1).expand_as(groups).reshape(-1, s.n_experts).bool()
             choice = choice.masked_fill(~mask, float("-inf"))
-        index = choice.topk(s.top_k, dim=-1)[1]
+        return self._weighted(scores, choice.topk(s.top_k, dim=-1)[1])
+
+    def _weighted(self, scores: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the picks [N, k], their weights): their scores, renormalised (`norm_topk`), scaled."""
+        s = self.spec
         weights = scores.gather(1, index)
         if s.norm_topk:
-            weights = weights / (weights.sum(dim=-1, keepdim=True) + (1e-20 if s.scoring == "sigmoid" else 0.0))
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + (0.0 if s.scoring == "softmax" else 1e-20))
         if (expert_scale := self.weights.tensor("router_expert_scale")) is not None:  # Gemma-4's per_expert_scale
             weights = weights * expert_scale.float()[index]
         return index, weights * s.routed_scale
@@ -139,10 +151,8 @@ class MoE(Part):
             if s.swiglu_limit is not None:
                 gate, up = gate.clamp(max=s.swiglu_limit), up.clamp(-s.swiglu_limit, s.swiglu_limit)
                 act = gate * torch.sigmoid(gate * GPT_OSS_ALPHA) * (up + 1)
-            elif s.clamp is not None:  # Step-3.7: the activation clamped from above, up on both sides
-                act = self.act(gate).clamp(max=s.clamp) * up.clamp(-s.clamp, s.clamp)
             else:
-                act = self.act(gate) * up
+                act = gated(self.act, gate, up, s)
         keep.setdefault("experts_act", []).append(act)
         out = act @ down if in_out else torch.nn.functional.linear(act, down)
         if (bias := w.tensor("experts.down_bias")) is not None:
@@ -153,7 +163,7 @@ class MoE(Part):
     def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         B, T, d = x.shape
         trace, beside = ctx.trace, self.spec.shared_norms  # Gemma-4: router and experts read the un-normed stream
-        index, weights = self.route(ctx.residual if beside else x, trace)
+        index, weights = self.route(ctx.residual if beside else x, trace, ctx.ids)
         trace("router_topk", index.view(B, T, -1))  # (B, T, k)
         routed = x
         if beside:
