@@ -1,6 +1,6 @@
 """The torch reference's vision tower against transformers' on the same weights.
 
-Tiny Gemma 3 and InternVL models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
+Tiny Gemma 3, InternVL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
 ForConditionalGeneration classes and written by their save_pretrained; our VisionTower loads the
 checkpoint's tower tensors (strict) and must give get_image_features' projected features for the
 same pixels.
@@ -26,7 +26,14 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 
 # InternViT-6B's switches (RMSNorm, QK-norm over the full width, a post LayerNorm) on the tiny InternViT.
 INTERNVIT_6B = {"norm_type": "rms_norm", "use_qk_norm": True, "use_mean_pooling": False}
-BUILT = {"gemma3": {}, "internvl": {}, "internvl-6b-switches": INTERNVIT_6B}
+# case: (vision_config changes, image side in pixels, images, features per image). Gemma 3: its
+# mm_tokens_per_image 4; InternVL: 4 x 4 patches of 14 shuffled 2 x 2. Qwen (one image, its grid_thw):
+# Qwen2.5-VL's 140 px = 10 x 10 patches of 14, merged 2 x 2 = 25 tokens, windows of 56 // 2 // 14 = 2
+# merged tokens (transformers vision_utils.get_vision_window_index), so 4 + 4 + 2 patches a side: two whole
+# windows, one cut short; Qwen3-VL's 96 px = 6 x 6 patches of 16 (the config class's default patch size)
+# against a 4 x 4 position table (resized), 9 tokens from the merger and 9 from each of 2 DeepStack mergers.
+BUILT = {"gemma3": ({}, 56, 2, 4), "internvl": ({}, 56, 2, 4), "internvl-6b-switches": (INTERNVIT_6B, 56, 2, 4),
+         "qwen2_5_vl": ({}, 140, 1, 25), "qwen3_vl": ({}, 96, 1, 27), "qwen3_5": ({}, 96, 1, 9)}
 
 
 def saved(model_type: str, directory: Path, vision: dict | None = None):  # noqa: ANN201
@@ -56,20 +63,21 @@ def tower_state(directory: Path) -> tuple[object, dict]:
 def test_image_features_are_transformers(case: str, tmp_path: Path) -> None:
     """Our tower on the checkpoint's tensors (strict) gives get_image_features' projected features;
     one changed weight moves them, so the comparison can fail."""
+    from calc.checkpoint.crosscheck import image_features
+    from calc.checkpoint.tower_slots import tower_roles
     from calc.reference.tower import VisionTower
 
-    model_type = case.split("-")[0]
-    model = saved(model_type, tmp_path, BUILT[case])
+    vision, side, images, tokens = BUILT[case]
+    model = saved(case.split("-")[0], tmp_path, vision)
     spec, state = tower_state(tmp_path)
     ours = VisionTower("vision", spec.towers["vision"])
     ours.load_state_dict(state, strict=True)
-    pixels = torch.randn(2, 3, 56, 56, generator=torch.Generator().manual_seed(1))
+    pixels = torch.randn(images, 3, side, side, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        mine, theirs = ours(pixels), model.get_image_features(pixels).pooler_output
-    # 4 tokens: Gemma 3's mm_tokens_per_image; InternVL's 16 patches shuffled 2 x 2. 32: the text width
-    assert mine.shape == theirs.shape == (2, 4, 32)
+        mine, theirs = ours(pixels), image_features(model.get_image_features(**ours.transformers_inputs(pixels)))
+    assert mine.shape == theirs.shape == (images, tokens, 32)  # 32: the text width
     assert float((mine - theirs).abs().max()) <= 1e-5 * max(1.0, float(theirs.abs().max()))
-    name = next(n for n in ours.state_dict() if n.endswith("layers.1.mlp.fc2.weight") or n.endswith("layer.1.mlp.fc2.weight"))
+    name = tower_roles("vision", spec.towers["vision"])["layer.1.down.weight"].name
     with torch.no_grad():
         ours.get_parameter(name).mul_(2.0)
         assert float((ours(pixels) - theirs).abs().max()) > 1e-3
@@ -79,8 +87,8 @@ def test_other_tower_kinds_are_refused_by_name() -> None:
     from calc.reference.tower import VisionTower
     from oracle import CONFIG_DIR
 
-    spec = load_spec(str(CONFIG_DIR / "model_types" / "qwen3_vl.json"))
-    with pytest.raises(GptcalcError, match="qwen3_vl towers are counted and checked in checkpoints, not run"):
+    spec = load_spec(str(CONFIG_DIR / "model_types" / "mistral3.json"))
+    with pytest.raises(GptcalcError, match="pixtral towers are counted and checked in checkpoints, not run"):
         VisionTower("vision", spec.towers["vision"], device="meta")
 
 
@@ -94,25 +102,30 @@ def verify_load(directory: Path) -> dict:
     return json.loads(result.stdout)
 
 
-@pytest.mark.parametrize("model_type, image, whole", [("gemma3", "56x56", "Gemma3ForConditionalGeneration"),
-                                                     ("internvl", "56x56", "InternVLForConditionalGeneration")])
-def test_verify_load_runs_the_tower_against_transformers(model_type: str, image: str, whole: str,
-                                                         tmp_path: Path) -> None:
+@pytest.mark.parametrize("model_type, image, features, whole", [
+    ("gemma3", "56x56", [1, 4, 32], "Gemma3ForConditionalGeneration"),
+    ("internvl", "56x56", [1, 4, 32], "InternVLForConditionalGeneration"),
+    # two whole windows of 4 patches and one merge block (2) a side: 10 x 14 px; 25 merged tokens
+    ("qwen2_5_vl", "140x140", [1, 25, 32], "Qwen2_5_VLForConditionalGeneration"),
+    # the 4 x 4 position table's square of 16 px patches: 4 merged tokens, then 4 from each DeepStack merger
+    ("qwen3_vl", "64x64", [1, 12, 32], "Qwen3VLForConditionalGeneration")])
+def test_verify_load_runs_the_tower_against_transformers(model_type: str, image: str, features: list[int],
+                                                         whole: str, tmp_path: Path) -> None:
     """--load: decoder and tower loaded strictly, one seeded image through our tower, and transformers'
     whole model on the same tensors gives the same logits and the same image features."""
     saved(model_type, tmp_path)
     load = verify_load(tmp_path)["load"]
-    assert load["ok"] and f"vision tower: image features [1, 4, 32] of one {image} image" in load["message"]
+    assert load["ok"] and f"vision tower: image features {features} of one {image} image" in load["message"]
     assert f"{whole}.get_image_features on the same weights: max |feature difference|" \
         in load["transformers"]["message"] and load["transformers"]["compared"]
 
 
 def test_verify_load_of_a_tower_the_reference_does_not_run(tmp_path: Path) -> None:
-    """Qwen3-VL: the decoder's logits against Qwen3VLForConditionalGeneration holding every tensor
-    (towers included); the tower is named as not run, not skipped in silence."""
+    """Mistral 3: the decoder's logits against Mistral3ForConditionalGeneration holding every tensor
+    (towers included); the Pixtral tower is named as not run, not skipped in silence."""
     torch.manual_seed(0)
-    config = transformers.AutoConfig.for_model("qwen3_vl", **copy.deepcopy(TINY_MULTIMODAL["qwen3_vl"]))
-    transformers.Qwen3VLForConditionalGeneration._from_config(config).save_pretrained(tmp_path)
+    config = transformers.AutoConfig.for_model("mistral3", **copy.deepcopy(TINY_MULTIMODAL["mistral3"]))
+    transformers.Mistral3ForConditionalGeneration._from_config(config).save_pretrained(tmp_path)
     data = verify_load(tmp_path)
     assert data["ok"] and "vision tower not run: the torch reference builds SigLIP" in data["load"]["message"]
-    assert "Qwen3VLForConditionalGeneration on the same weights: max |logit difference|" in data["load"]["transformers"]["message"]
+    assert "Mistral3ForConditionalGeneration on the same weights: max |logit difference|" in data["load"]["transformers"]["message"]

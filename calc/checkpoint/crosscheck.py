@@ -19,7 +19,7 @@ import torch
 from calc.arch.fallback import transformers_model
 from calc.spec.hf import first_line
 
-__all__ = ["TOLERANCE", "LogitsComparison", "TowerRun", "compare_logits"]
+__all__ = ["TOLERANCE", "LogitsComparison", "TowerRun", "compare_logits", "image_features"]
 
 TOLERANCE = 1e-4  # relative to max(1, the largest |logit| transformers computes)
 
@@ -47,6 +47,7 @@ class TowerRun:
     pixels: Any  # torch.Tensor [1, channels, H, W]
     features: Any  # torch.Tensor [1, tokens, text width]
     why: str = ""
+    inputs: Any = None  # what get_image_features takes for `pixels` (a Qwen tower: patches and grid_thw)
 
     def describe(self) -> str:
         if self.features is None:
@@ -86,12 +87,19 @@ def compare_logits(config: dict[str, Any] | None, state: dict[str, torch.Tensor]
     verdict = _verdict(name, ours, theirs)
     for run in (towers or {}).values():
         with torch.no_grad():
-            features = model.get_image_features(run.pixels)
-        image = _verdict(f"{name}.get_image_features", run.features, getattr(features, "pooler_output", features),
-                         "image features")
+            features = model.get_image_features(**(run.inputs or {"pixel_values": run.pixels}))
+        image = _verdict(f"{name}.get_image_features", run.features, image_features(features), "image features")
         verdict = LogitsComparison(verdict.ok and image.ok, f"{verdict.message}; {image.message}", True,
                                    verdict.max_difference, verdict.tolerance)
     return verdict
+
+
+def image_features(output: Any) -> torch.Tensor:
+    """get_image_features' projected features as one [N, tokens, width] tensor: pooler_output (a
+    tuple of one per image from the Qwen models, stacked), then each DeepStack merger's (Qwen3-VL's
+    deepstack_features), along the tokens, as our tower returns them."""
+    parts = [getattr(output, "pooler_output", output), *(getattr(output, "deepstack_features", None) or [])]
+    return torch.cat([torch.stack(part) if isinstance(part, (tuple, list)) else part for part in parts], dim=1)
 
 
 def _verdict(name: str, ours: torch.Tensor, theirs: torch.Tensor, what: str = "logits") -> LogitsComparison:

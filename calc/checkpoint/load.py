@@ -110,7 +110,7 @@ def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, Tow
         width, height = _image_size(tower)
         pixels = torch.randn(1, tower.in_channels, height, width, generator=torch.Generator().manual_seed(0))
         with torch.no_grad():
-            runs[name] = TowerRun(name, pixels, model(pixels))
+            runs[name] = TowerRun(name, pixels, model(pixels), inputs=model.transformers_inputs(pixels))
     return runs
 
 
@@ -123,9 +123,14 @@ def load_weights(report: CheckpointReport, state: dict[str, torch.Tensor] | None
 
 
 def _image_size(tower: Tower) -> tuple[int, int]:
-    """(width, height) of the one image a tower is run on: the square its learned position table
-    covers (SigLIP's, InternViT's: a tiling rule such as InternVL's cuts larger images into such
-    squares), else its rule's largest image (2-D rotary towers take any size)."""
+    """(width, height) of the one image a tower is run on: with window attention (Qwen2.5-VL), a
+    square of two whole windows and one cut short a side (its full-attention layers over the rule's
+    largest image would need every patch against every other); else the square its learned position
+    table covers (SigLIP's, InternViT's: a tiling rule such as InternVL's cuts larger images into such
+    squares; Qwen3-VL's, resized to any grid), else its rule's largest image (2-D rotary towers take any size)."""
+    if tower.window and tower.images is not None:
+        side = (2 * tower.window + tower.images.merge_size) * tower.patch_size
+        return side, side
     if tower.positions or tower.images is None:
         side = math.isqrt(tower.positions - tower.class_token) * tower.patch_size
         return side, side
