@@ -99,7 +99,8 @@ def image_features(output: Any) -> torch.Tensor:
     tuple of one per image from the Qwen models, stacked), then each DeepStack merger's (Qwen3-VL's
     deepstack_features), along the tokens, as our tower returns them."""
     parts = [getattr(output, "pooler_output", output), *(getattr(output, "deepstack_features", None) or [])]
-    return torch.cat([torch.stack(part) if isinstance(part, (tuple, list)) else part for part in parts], dim=1)
+    return torch.cat([torch.stack(part) if isinstance(part, (tuple, list)) else part for part in parts],
+                     dim=1)
 
 
 def _verdict(name: str, ours: torch.Tensor, theirs: torch.Tensor, what: str = "logits") -> LogitsComparison:

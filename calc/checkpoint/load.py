@@ -10,7 +10,7 @@ Last, transformers' own model of the same config takes the same tensors and must
 logits within a stated tolerance (`calc.checkpoint.crosscheck`). The two models are built one
 after the other, so memory holds the tensors and one float32 model at a time. A multimodal
 checkpoint's tower tensors load into the reference's vision tower (`calc.reference.tower`), which
-encodes one seeded random image of its largest size; transformers' whole model, given every tensor,
+encodes one seeded random image (`_image_size`); transformers' whole model, given every tensor,
 must give the same image features (a tower kind the reference does not build says so, unrun). Imports torch; the
 CLI imports this module only when --load is given.
 """
@@ -98,7 +98,8 @@ def split_towers(report: CheckpointReport, state: dict[str, torch.Tensor]) -> tu
 
 def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, TowerRun]:
     """Each tower the reference builds, loaded strictly from `state` and run on one seeded random image
-    of its rule's largest size; the others say why they were not run."""
+    (`_image_size`), with what transformers' get_image_features takes for it; the others say why
+    they were not run."""
     runs = {}
     for name, tower in spec.towers.items():
         why = buildable(tower)

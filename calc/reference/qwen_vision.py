@@ -87,8 +87,8 @@ def features(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
     rows, columns = grid_of(tower, pixels)
     bias = w.tensor("patch.bias") if t.patch_bias else None
     x = F.linear(patchify(tower, pixels), w.tensor("patch.weight").reshape(t.d_model, -1), bias)
-    row, column = _merge_order(torch.arange(rows)[:, None].expand(rows, columns), m), \
-        _merge_order(torch.arange(columns)[None, :].expand(rows, columns), m)
+    grid = torch.meshgrid(torch.arange(rows), torch.arange(columns), indexing="ij")
+    row, column = (_merge_order(axis, m) for axis in grid)  # each patch's row and column, in patch order
     if t.positions:
         x = x + _resized_table(w["positions"].weight, rows, columns, m)
     rotary = AxialRotary(row, column, t.attention.head_dim, t.rope_theta)
@@ -146,5 +146,8 @@ def _merge_tokens(tower: "VisionTower", x: torch.Tensor, name: str, i: int) -> t
     projector, w = next(p for p in tower.tower.projectors if p.name == name), tower.weights
     norm, first, second = (w[f"{name}.{i}.{part}"] for part in ("norm", "0", "1"))
     merged = projector.linears[0].d_in
-    x = norm(x).reshape(1, -1, merged) if projector.norm_width == tower.tower.d_model else norm(x.reshape(1, -1, merged))
+    if projector.norm_width == tower.tower.d_model:
+        x = norm(x).reshape(1, -1, merged)
+    else:
+        x = norm(x.reshape(1, -1, merged))
     return second(F.gelu(first(x)))

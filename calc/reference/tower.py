@@ -88,7 +88,8 @@ class VisionTower(nn.Module):
         if self.tower.kind not in qwen_vision.KINDS:
             return {"pixel_values": pixels}
         rows, columns = qwen_vision.grid_of(self, pixels)
-        return {"pixel_values": qwen_vision.patchify(self, pixels), "image_grid_thw": torch.tensor([[1, rows, columns]])}
+        return {"pixel_values": qwen_vision.patchify(self, pixels),
+                "image_grid_thw": torch.tensor([[1, rows, columns]])}
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         """Image features [N, tokens, text width] of pixels [N, channels, H, W] (a Qwen tower: N = 1)."""

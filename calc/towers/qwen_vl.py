@@ -3,15 +3,16 @@
 Read off transformers' modelling (models/qwen2_5_vl, qwen3_vl, qwen3_5 modeling_*.py):
 - a Conv3d patch embedding over temporal_patch_size frames (an image is repeated to fill them):
   with a bias from Qwen3-VL on, without in Qwen2.5-VL;
-- Qwen2.5-VL: RMSNorm blocks, a fused QKV and output projection with biases, a gated MLP (hidden_act, SiLU) with
-  biases, 2-D rotary only (no position table); window attention on all layers but
-  `fullatt_block_indexes` changes the computation (shapes, flops), not the weights; merger = RMSNorm(d) then
-  Linear(4d, 4d) + GELU + Linear(4d, out_hidden_size), biased;
-- Qwen3-VL and Qwen3.5: LayerNorm blocks, the same biased attention, a plain MLP (hidden_act, tanh GELU) with biases,
-  a learned position table (num_position_embeddings rows, bilinearly interpolated) beside 2-D rotary;
-  merger = LayerNorm(d) + Linear(m²d, m²d) + Linear(m²d, out), and one DeepStack merger per
-  `deepstack_visual_indexes` entry (Qwen3-VL only; the layers it reads kept for the torch reference), the same but normalising after the merge
-  (LayerNorm(m²d)). Qwen2.5-VL's "in_chans" is not read by transformers 5 (in_channels, default 3).
+- Qwen2.5-VL: RMSNorm blocks, a fused QKV and output projection with biases, a gated MLP
+  (hidden_act, SiLU) with biases, 2-D rotary only (no position table); window attention on all
+  layers but `fullatt_block_indexes` changes the computation (shapes, flops), not the weights;
+  merger = RMSNorm(d) then Linear(4d, 4d) + GELU + Linear(4d, out_hidden_size), biased;
+- Qwen3-VL and Qwen3.5: LayerNorm blocks, the same biased attention, a plain MLP (hidden_act, tanh
+  GELU) with biases, a learned position table (num_position_embeddings rows, bilinearly
+  interpolated) beside 2-D rotary; merger = LayerNorm(d) + Linear(m²d, m²d) + Linear(m²d, out), and
+  one DeepStack merger per `deepstack_visual_indexes` entry (Qwen3-VL only; the layers it reads kept
+  for the torch reference), the same but normalising after the merge (LayerNorm(m²d)).
+  Qwen2.5-VL's "in_chans" is not read by transformers 5 (in_channels, default 3).
 Defaults are each vision config class's (configuration_<type>.py); the image rule's pixel bounds are
 the released preprocessor_config.json's (not in config.json).
 """
