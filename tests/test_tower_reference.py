@@ -1,6 +1,6 @@
 """The torch reference's vision tower against transformers' on the same weights.
 
-Tiny Gemma 3, InternVL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
+Tiny Gemma 3, InternVL, Qwen2.5-VL, Qwen3-VL, Qwen3.5 and Mistral 3 models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
 ForConditionalGeneration classes and written by their save_pretrained; our VisionTower loads the
 checkpoint's tower tensors (strict) and must give get_image_features' projected features for the
 same pixels.
@@ -32,8 +32,10 @@ INTERNVIT_6B = {"norm_type": "rms_norm", "use_qk_norm": True, "use_mean_pooling"
 # merged tokens (transformers vision_utils.get_vision_window_index), so 4 + 4 + 2 patches a side: two whole
 # windows, one cut short; Qwen3-VL's 96 px = 6 x 6 patches of 16 (the config class's default patch size)
 # against a 4 x 4 position table (resized), 9 tokens from the merger and 9 from each of 2 DeepStack mergers.
+# Mistral 3: 112 px = 8 x 8 Pixtral patches of 14, merged 2 x 2 (spatial_merge_size) = 16 tokens.
 BUILT = {"gemma3": ({}, 56, 2, 4), "internvl": ({}, 56, 2, 4), "internvl-6b-switches": (INTERNVIT_6B, 56, 2, 4),
-         "qwen2_5_vl": ({}, 140, 1, 25), "qwen3_vl": ({}, 96, 1, 27), "qwen3_5": ({}, 96, 1, 9)}
+         "qwen2_5_vl": ({}, 140, 1, 25), "qwen3_vl": ({}, 96, 1, 27), "qwen3_5": ({}, 96, 1, 9),
+         "mistral3": ({}, 112, 1, 16)}
 
 
 def saved(model_type: str, directory: Path, vision: dict | None = None):  # noqa: ANN201
@@ -87,8 +89,8 @@ def test_other_tower_kinds_are_refused_by_name() -> None:
     from calc.reference.tower import VisionTower
     from oracle import CONFIG_DIR
 
-    spec = load_spec(str(CONFIG_DIR / "model_types" / "mistral3.json"))
-    with pytest.raises(GptcalcError, match="pixtral towers are counted and checked in checkpoints, not run"):
+    spec = load_spec(str(CONFIG_DIR / "model_types" / "llama4.json"))
+    with pytest.raises(GptcalcError, match="llama4 towers are counted and checked in checkpoints, not run"):
         VisionTower("vision", spec.towers["vision"], device="meta")
 
 
@@ -108,7 +110,9 @@ def verify_load(directory: Path) -> dict:
     # two whole windows of 4 patches and one merge block (2) a side: 10 x 14 px; 25 merged tokens
     ("qwen2_5_vl", "140x140", [1, 25, 32], "Qwen2_5_VLForConditionalGeneration"),
     # the 4 x 4 position table's square of 16 px patches: 4 merged tokens, then 4 from each DeepStack merger
-    ("qwen3_vl", "64x64", [1, 12, 32], "Qwen3VLForConditionalGeneration")])
+    ("qwen3_vl", "64x64", [1, 12, 32], "Qwen3VLForConditionalGeneration"),
+    # Pixtral's image_size (56, the rule's longest edge): 4 x 4 patches of 14, merged 2 x 2
+    ("mistral3", "56x56", [1, 4, 32], "Mistral3ForConditionalGeneration")])
 def test_verify_load_runs_the_tower_against_transformers(model_type: str, image: str, features: list[int],
                                                          whole: str, tmp_path: Path) -> None:
     """--load: decoder and tower loaded strictly, one seeded image through our tower, and transformers'
@@ -121,11 +125,12 @@ def test_verify_load_runs_the_tower_against_transformers(model_type: str, image:
 
 
 def test_verify_load_of_a_tower_the_reference_does_not_run(tmp_path: Path) -> None:
-    """Mistral 3: the decoder's logits against Mistral3ForConditionalGeneration holding every tensor
-    (towers included); the Pixtral tower is named as not run, not skipped in silence."""
+    """LLaVA-OneVision: the decoder's logits against LlavaOnevisionForConditionalGeneration holding every
+    tensor (towers included); the tower is named as not run, not skipped in silence."""
     torch.manual_seed(0)
-    config = transformers.AutoConfig.for_model("mistral3", **copy.deepcopy(TINY_MULTIMODAL["mistral3"]))
-    transformers.Mistral3ForConditionalGeneration._from_config(config).save_pretrained(tmp_path)
+    config = transformers.AutoConfig.for_model("llava_onevision", **copy.deepcopy(TINY_MULTIMODAL["llava_onevision"]))
+    transformers.LlavaOnevisionForConditionalGeneration._from_config(config).save_pretrained(tmp_path)
     data = verify_load(tmp_path)
     assert data["ok"] and "vision tower not run: the torch reference builds SigLIP" in data["load"]["message"]
-    assert "Mistral3ForConditionalGeneration on the same weights: max |logit difference|" in data["load"]["transformers"]["message"]
+    assert "LlavaOnevisionForConditionalGeneration on the same weights: max |logit difference|" \
+        in data["load"]["transformers"]["message"]

@@ -8,8 +8,8 @@ Computed as transformers' Qwen2_5_VisionTransformerPretrainedModel and Qwen3VLVi
                by merge block (the m x m patches one merged token takes are adjacent: the processor's
                order, Qwen2VLImageProcessor), each C·T·P·P wide, times the Conv3d's kernel (+ bias)
     positions  Qwen3: the learned √rows x √rows table bilinearly resized to the patch grid (align corners)
-    rotary     2-D: each head's first half of frequencies turns with the patch's row, the second with its
-               column (d_head / 4 frequencies each, base rope_theta), rotate-half over the whole head
+    rotary     2-D (`calc.reference.axial_rope`): d_head / 4 frequencies turn with the patch's row, the
+               same with its column
     layers     attention over all patches; Qwen2.5-VL's windowed layers (all but full_layers) attend only
                within squares of `window` patches a side (the last row and column of squares cut short)
     mergers    m x m patches concatenated (m²d), normed before (over d) or after (over m²d), linear, GELU,
@@ -27,39 +27,23 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from calc.reference.axial_rope import AxialRotary, qwen_frequencies
 from calc.reference.model import Context
 from calc.reference.parts.base import no_trace
 
 if TYPE_CHECKING:
     from calc.reference.tower import VisionTower
 
-__all__ = ["KINDS", "AxialRotary", "features", "grid_of", "patchify"]
+__all__ = ["KINDS", "features", "transformers_inputs"]
 
 KINDS = frozenset({"qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
 
 
-class AxialRotary:
-    """The 2-D rotary of one image, in the interface the encoder layers' attention calls (cos_sin at
-    the positions of the tokens it is given, apply, query_scale): tables of every patch, in patch order."""
-
-    def __init__(self, rows: torch.Tensor, columns: torch.Tensor, head_dim: int, theta: float) -> None:
-        quarter = torch.arange(0, head_dim // 2, 2, dtype=torch.float32) / (head_dim // 2)
-        inv = 1.0 / theta ** quarter  # (head_dim / 4,)
-        angles = torch.cat((torch.outer(rows.float(), inv), torch.outer(columns.float(), inv)), dim=-1)
-        angles = torch.cat((angles, angles), dim=-1)  # (patches, head_dim)
-        self.cos, self.sin = angles.cos(), angles.sin()
-
-    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.cos[positions].to(dtype), self.sin[positions].to(dtype)
-
-    @staticmethod
-    def query_scale(positions: torch.Tensor) -> None:
-        return None
-
-    @staticmethod
-    def apply(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        first, second = x.chunk(2, dim=-1)
-        return x * cos + torch.cat((-second, first), dim=-1) * sin
+def transformers_inputs(tower: "VisionTower", pixels: torch.Tensor) -> dict[str, torch.Tensor]:
+    """get_image_features' inputs: the processor's flattened patches and the image's (frames, rows,
+    columns) of patches."""
+    rows, columns = grid_of(tower, pixels)
+    return {"pixel_values": patchify(tower, pixels), "image_grid_thw": torch.tensor([[1, rows, columns]])}
 
 
 def grid_of(tower: "VisionTower", pixels: torch.Tensor) -> tuple[int, int]:
@@ -91,7 +75,7 @@ def features(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
     row, column = (_merge_order(axis, m) for axis in grid)  # each patch's row and column, in patch order
     if t.positions:
         x = x + _resized_table(w["positions"].weight, rows, columns, m)
-    rotary = AxialRotary(row, column, t.attention.head_dim, t.rope_theta)
+    rotary = AxialRotary(row, column, qwen_frequencies(t.attention.head_dim, t.rope_theta))
     groups = _windows(row, column, t.window) if t.window else None
     deep = []
     x = x.unsqueeze(0)  # (1, patches, d)

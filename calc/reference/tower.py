@@ -19,9 +19,10 @@ Built, as each model's get_image_features computes its projected features:
                 (4d wide), LayerNorm, linear, GELU, linear
     Qwen2.5-VL, Qwen3-VL, Qwen3.5 (2-D rotary, window attention, patch and DeepStack mergers):
                 `calc.reference.qwen_vision`, on these same weights and layers
+    Pixtral + Mistral 3's projector (2-D rotary, the patch merger): `calc.reference.pixtral_vision`
 
-Every other tower kind (Pixtral's and Llama 4's rotary, anyres packing) is counted, cached and
-checked in checkpoints, and refused here by name.
+Every other tower kind (Llama 4's rotary, anyres packing) is counted, cached and checked in
+checkpoints, and refused here by name.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from torch import nn
 from calc.checkpoint.names import Slot
 from calc.checkpoint.tower_slots import layout_of, tower_roles
 from calc.errors import GptcalcError
-from calc.reference import qwen_vision
+from calc.reference import pixtral_vision, qwen_vision
 from calc.reference.model import Context
 from calc.reference.parts.base import build_weights, initialise, no_trace, place
 from calc.reference.parts.block import Layer, make_norm
@@ -45,13 +46,16 @@ from calc.towers import Tower
 
 __all__ = ["VisionTower", "buildable"]
 
+# Tower kinds computed by a module of their own (features, transformers_inputs) on these weights.
+RUNNERS = {kind: module for module in (qwen_vision, pixtral_vision) for kind in module.KINDS}
+
 
 def buildable(tower: Tower) -> str | None:
     """Why the reference cannot build `tower` (None: it can)."""
     gemma3 = tower.kind == "siglip" and len(tower.projectors) == 1 and tower.projectors[0].norm is not None
-    return None if gemma3 or tower.kind == "internvl" or tower.kind in qwen_vision.KINDS else (
-        f"the torch reference builds SigLIP with Gemma 3's projector, InternVL and the Qwen-VL towers only; "
-        f"{tower.kind} towers are counted and checked in checkpoints, not run")
+    return None if gemma3 or tower.kind == "internvl" or tower.kind in RUNNERS else (
+        f"the torch reference builds SigLIP with Gemma 3's projector, InternVL, the Qwen-VL towers and "
+        f"Pixtral only; {tower.kind} towers are counted and checked in checkpoints, not run")
 
 
 class VisionTower(nn.Module):
@@ -77,25 +81,23 @@ class VisionTower(nn.Module):
             initialise(self, roles)
 
     def _norm_spec(self, role: str) -> object:
-        """The spec of the norm at `role`: the post norm, or a projector's."""
-        if role == "post_norm":
-            return self.tower.post_norm
+        """The spec of the norm at `role`: the pre or post norm, or a projector's."""
+        if role in ("pre_norm", "post_norm"):
+            return getattr(self.tower, role)
         return next(p.norm for p in self.tower.projectors if role.startswith(f"{p.name}."))
 
     def transformers_inputs(self, pixels: torch.Tensor) -> dict[str, torch.Tensor]:
-        """What the model's get_image_features takes for these pixels: the pixels, or for a Qwen
-        tower the processor's flattened patches and the image's (frames, rows, columns) of patches."""
-        if self.tower.kind not in qwen_vision.KINDS:
-            return {"pixel_values": pixels}
-        rows, columns = qwen_vision.grid_of(self, pixels)
-        return {"pixel_values": qwen_vision.patchify(self, pixels),
-                "image_grid_thw": torch.tensor([[1, rows, columns]])}
+        """What the model's get_image_features takes for these pixels: the pixels, or what a tower
+        kind's own module says (a Qwen tower's flattened patches and grid_thw)."""
+        runner = RUNNERS.get(self.tower.kind)
+        return {"pixel_values": pixels} if runner is None else runner.transformers_inputs(self, pixels)
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        """Image features [N, tokens, text width] of pixels [N, channels, H, W] (a Qwen tower: N = 1)."""
+        """Image features [N, tokens, text width] of pixels [N, channels, H, W] (N = 1 for a kind with
+        a module of its own)."""
         t, w = self.tower, self.weights
-        if t.kind in qwen_vision.KINDS:
-            return qwen_vision.features(self, pixels)
+        if t.kind in RUNNERS:
+            return RUNNERS[t.kind].features(self, pixels)
         x = F.conv2d(pixels, w.tensor("patch.weight"), w.tensor("patch.bias"), stride=t.patch_size)
         x = x.flatten(2).transpose(1, 2)  # (N, patches, d)
         if t.class_token:

@@ -101,6 +101,9 @@ class Tower(Part):
     # vision rope_parameters; transformers' default 10000) and the layers whose output a DeepStack merger reads
     rope_theta: float = Field(default=10_000.0, gt=0)
     deepstack_layers: tuple[int, ...] = Field(default=(), strict=False)
+    # ... and the encoder outputs the projector reads, concatenated (Mistral-3's vision_feature_layer:
+    # 0 the embeddings, i the output of layer i, -1 the last layer's)
+    feature_layers: tuple[int, ...] = Field(default=(-1,), strict=False)
 
     def layer_params(self) -> dict[str, int]:
         """One encoder layer: norm, attention, norm, MLP, with the decoder parts' component keys."""

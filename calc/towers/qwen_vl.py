@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import activation, with_defaults
+from calc.arch.common import activation, rope, with_defaults
 from calc.arch.config import Config
 from calc.towers import biased_attention
 
@@ -72,7 +72,7 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "temporal_patch": vision.int("temporal_patch_size"), "patch_bias": not legacy,
         "positions": 0 if legacy else vision.int("num_position_embeddings"),
         "projectors": projectors,
-        "rope_theta": _theta(vision), "deepstack_layers": deepstack,
+        "rope_theta": rope(vision, d // heads)["theta"], "deepstack_layers": deepstack,
         "images": {"kind": "grid", "patch_size": patch, "merge_size": merge, "min_pixels": low, "max_pixels": high},
         **(_windows(vision, patch, merge) if legacy else {}),
     }}
@@ -87,9 +87,3 @@ def _windows(vision: Config, patch: int, merge: int) -> dict[str, Any]:
         raise vision.error("fullatt_block_indexes", f"expected layer indices, got {full!r}")
     return {"window": vision.int("window_size") // merge // patch * merge, "full_layers": full}
 
-
-def _theta(vision: Config) -> float:
-    """The vision rotary's base: rope_parameters' (or a flat rope_theta), else 10000, what
-    Qwen*VisionConfig's rope_parameters default to (no released config sets one)."""
-    given = Config(vision.dict("rope_parameters"), f"{vision.origin}: rope_parameters")
-    return given.float("rope_theta", default=vision.float("rope_theta", default=10_000.0))
