@@ -42,6 +42,7 @@ from calc.units import human_bytes
 __all__ = ["available_memory", "forward_ids", "load_and_run", "load_weights", "memory_needed", "run_towers", "split_towers"]
 
 FORWARD_TOKENS = 8
+LARGEST_SIDE = 64  # patches a side of the image a tower without a position table is run on (4,096 patches)
 MEMINFO = Path("/proc/meminfo")
 
 
@@ -128,15 +129,17 @@ def _image_size(tower: Tower) -> tuple[int, int]:
     square of two whole windows and one cut short a side (its full-attention layers over the rule's
     largest image would need every patch against every other); else the square its learned position
     table covers (SigLIP's, InternViT's: a tiling rule such as InternVL's cuts larger images into such
-    squares; Qwen3-VL's, resized to any grid), else its rule's largest image (2-D rotary towers take any size)."""
+    squares; Qwen3-VL's, resized to any grid), else its rule's largest image up to `LARGEST_SIDE`
+    patches a side (2-D rotary towers take any size: Pixtral's 1540 px would be 12,100 patches, every
+    one against every other in each layer)."""
     if tower.window and tower.images is not None:
         side = (2 * tower.window + tower.images.merge_size) * tower.patch_size
         return side, side
     if tower.positions or tower.images is None:
         side = math.isqrt(tower.positions - tower.class_token) * tower.patch_size
         return side, side
-    largest = tower.images.largest()
-    return largest.width, largest.height
+    largest, cap = tower.images.largest(), LARGEST_SIDE * tower.patch_size
+    return min(largest.width, cap), min(largest.height, cap)
 
 
 def forward_ids(spec: ModelSpec) -> torch.Tensor:
