@@ -33,9 +33,12 @@ INTERNVIT_6B = {"norm_type": "rms_norm", "use_qk_norm": True, "use_mean_pooling"
 # windows, one cut short; Qwen3-VL's 96 px = 6 x 6 patches of 16 (the config class's default patch size)
 # against a 4 x 4 position table (resized), 9 tokens from the merger and 9 from each of 2 DeepStack mergers.
 # Mistral 3: 112 px = 8 x 8 Pixtral patches of 14, merged 2 x 2 (spatial_merge_size) = 16 tokens.
+# Llama 4: tiles of its image_size 56 = 4 x 4 patches of 14, pixel-shuffled 2 x 2 (ratio 0.5) = 4 tokens;
+# the adapter's fc1 reads intermediate_size channels, so that is 4 x the width (Llama 4's 5632 = 4 x 1408).
+LLAMA4_ADAPTER = {"intermediate_size": 64}
 BUILT = {"gemma3": ({}, 56, 2, 4), "internvl": ({}, 56, 2, 4), "internvl-6b-switches": (INTERNVIT_6B, 56, 2, 4),
          "qwen2_5_vl": ({}, 140, 1, 25), "qwen3_vl": ({}, 96, 1, 27), "qwen3_5": ({}, 96, 1, 9),
-         "mistral3": ({}, 112, 1, 16)}
+         "mistral3": ({}, 112, 1, 16), "llama4": (LLAMA4_ADAPTER, 56, 2, 4)}
 
 
 def saved(model_type: str, directory: Path, vision: dict | None = None):  # noqa: ANN201
@@ -76,7 +79,7 @@ def test_image_features_are_transformers(case: str, tmp_path: Path) -> None:
     ours.load_state_dict(state, strict=True)
     pixels = torch.randn(images, 3, side, side, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        mine, theirs = ours(pixels), image_features(model.get_image_features(**ours.transformers_inputs(pixels)))
+        mine, theirs = ours(pixels), image_features(model, ours.transformers_inputs(pixels))
     assert mine.shape == theirs.shape == (images, tokens, 32)  # 32: the text width
     assert float((mine - theirs).abs().max()) <= 1e-5 * max(1.0, float(theirs.abs().max()))
     name = tower_roles("vision", spec.towers["vision"])["layer.1.down.weight"].name

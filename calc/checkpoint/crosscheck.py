@@ -87,18 +87,24 @@ def compare_logits(config: dict[str, Any] | None, state: dict[str, torch.Tensor]
     verdict = _verdict(name, ours, theirs)
     for run in (towers or {}).values():
         with torch.no_grad():
-            features = model.get_image_features(**(run.inputs or {"pixel_values": run.pixels}))
-        image = _verdict(f"{name}.get_image_features", run.features, image_features(features), "image features")
+            features = image_features(model, run.inputs or {"pixel_values": run.pixels})
+        image = _verdict(f"{name}.get_image_features", run.features, features, "image features")
         verdict = LogitsComparison(verdict.ok and image.ok, f"{verdict.message}; {image.message}", True,
                                    verdict.max_difference, verdict.tolerance)
     return verdict
 
 
-def image_features(output: Any) -> torch.Tensor:
-    """get_image_features' projected features as one [N, tokens, width] tensor: pooler_output (a
-    tuple of one per image from the Qwen models, stacked), then each DeepStack merger's (Qwen3-VL's
-    deepstack_features), along the tokens, as our tower returns them."""
-    parts = [getattr(output, "pooler_output", output), *(getattr(output, "deepstack_features", None) or [])]
+def image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """transformers' projected image features of `inputs` as one [N, tokens, width] tensor:
+    get_image_features' pooler_output (a tuple of one per image from the Qwen models and Mistral 3,
+    stacked), then each DeepStack merger's (Qwen3-VL's deepstack_features), along the tokens, as our
+    tower returns them. Llama 4's gives no pooler_output: its forward applies multi_modal_projector
+    to last_hidden_state, and so does this."""
+    output = model.get_image_features(**inputs)
+    pooled = getattr(output, "pooler_output", output)
+    if pooled is None:
+        pooled = model.multi_modal_projector(output.last_hidden_state)
+    parts = [pooled, *(getattr(output, "deepstack_features", None) or [])]
     return torch.cat([torch.stack(part) if isinstance(part, (tuple, list)) else part for part in parts],
                      dim=1)
 

@@ -20,9 +20,10 @@ Built, as each model's get_image_features computes its projected features:
     Qwen2.5-VL, Qwen3-VL, Qwen3.5 (2-D rotary, window attention, patch and DeepStack mergers):
                 `calc.reference.qwen_vision`, on these same weights and layers
     Pixtral + Mistral 3's projector (2-D rotary, the patch merger): `calc.reference.pixtral_vision`
+    Llama 4 (2-D rotary, the class token last, the pixel-shuffle adapter): `calc.reference.llama4_vision`
 
-Every other tower kind (Llama 4's rotary, anyres packing) is counted, cached and checked in
-checkpoints, and refused here by name.
+Every other tower kind (LLaVA-OneVision's anyres packing, Gemma 4's, Gemma 3n's, MoonViT) is counted,
+cached and checked in checkpoints, and refused here by name.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from torch import nn
 from calc.checkpoint.names import Slot
 from calc.checkpoint.tower_slots import layout_of, tower_roles
 from calc.errors import GptcalcError
-from calc.reference import pixtral_vision, qwen_vision
+from calc.reference import llama4_vision, pixtral_vision, qwen_vision
 from calc.reference.model import Context
 from calc.reference.parts.base import build_weights, initialise, no_trace, place
 from calc.reference.parts.block import Layer, make_norm
@@ -47,15 +48,15 @@ from calc.towers import Tower
 __all__ = ["VisionTower", "buildable"]
 
 # Tower kinds computed by a module of their own (features, transformers_inputs) on these weights.
-RUNNERS = {kind: module for module in (qwen_vision, pixtral_vision) for kind in module.KINDS}
+RUNNERS = {kind: module for module in (qwen_vision, pixtral_vision, llama4_vision) for kind in module.KINDS}
 
 
 def buildable(tower: Tower) -> str | None:
     """Why the reference cannot build `tower` (None: it can)."""
     gemma3 = tower.kind == "siglip" and len(tower.projectors) == 1 and tower.projectors[0].norm is not None
     return None if gemma3 or tower.kind == "internvl" or tower.kind in RUNNERS else (
-        f"the torch reference builds SigLIP with Gemma 3's projector, InternVL, the Qwen-VL towers and "
-        f"Pixtral only; {tower.kind} towers are counted and checked in checkpoints, not run")
+        f"the torch reference builds SigLIP with Gemma 3's projector, InternVL, the Qwen-VL towers, "
+        f"Pixtral and Llama 4 only; {tower.kind} towers are counted and checked in checkpoints, not run")
 
 
 class VisionTower(nn.Module):
@@ -132,10 +133,8 @@ class VisionTower(nn.Module):
         shuffled into one 4d-wide token (InternVLModel.pixel_shuffle), then the projector."""
         projector, w = self.tower.projectors[0], self.weights
         x = x[:, 1:]
-        N, patches, d = x.shape
-        side, r = math.isqrt(patches), math.isqrt(projector.norm_width // d)  # r = 1 / downsample_ratio
-        x = x.reshape(N, side, side // r, d * r).permute(0, 2, 1, 3)  # (N, side/r, side, r·d)
-        x = x.reshape(N, side // r, side // r, d * r * r).permute(0, 2, 1, 3).reshape(N, -1, d * r * r)
+        r = math.isqrt(projector.norm_width // self.tower.d_model)  # r = 1 / downsample_ratio
+        x = llama4_vision.pixel_shuffle(x, r)
         x = F.gelu(w[f"{projector.name}.0.0"](w[f"{projector.name}.0.norm"](x)))
         return w[f"{projector.name}.0.1"](x)
 
