@@ -1,6 +1,7 @@
 """The torch reference's vision tower against transformers' on the same weights.
 
-Tiny Gemma 3, InternVL, Qwen2.5-VL, Qwen3-VL, Qwen3.5 and Mistral 3 models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
+Tiny Gemma 3, InternVL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral 3, Llama 4 and LLaVA-OneVision
+models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
 ForConditionalGeneration classes and written by their save_pretrained; our VisionTower loads the
 checkpoint's tower tensors (strict) and must give get_image_features' projected features for the
 same pixels.
@@ -36,15 +37,19 @@ INTERNVIT_6B = {"norm_type": "rms_norm", "use_qk_norm": True, "use_mean_pooling"
 # Llama 4: tiles of its image_size 56 = 4 x 4 patches of 14, pixel-shuffled 2 x 2 (ratio 0.5) = 4 tokens;
 # the adapter's fc1 reads intermediate_size channels, so that is 4 x the width (Llama 4's 5632 = 4 x 1408).
 LLAMA4_ADAPTER = {"intermediate_size": 64}
+# LLaVA-OneVision: a 56 px image of one tile, with canvases of the tiny tile (56) as image_grid_pinpoints
+# (the released ones are 384's multiples for 384 px tiles): a base view of 4 x 4 patches of 14 = 16 tokens,
+# then the one grid tile's 4 rows of 4, each ended by the image newline = 20: 36 tokens.
+OUTER = {"llava_onevision": {"image_grid_pinpoints": [[56, 56], [56, 112], [112, 56], [112, 112]]}}
 BUILT = {"gemma3": ({}, 56, 2, 4), "internvl": ({}, 56, 2, 4), "internvl-6b-switches": (INTERNVIT_6B, 56, 2, 4),
          "qwen2_5_vl": ({}, 140, 1, 25), "qwen3_vl": ({}, 96, 1, 27), "qwen3_5": ({}, 96, 1, 9),
-         "mistral3": ({}, 112, 1, 16), "llama4": (LLAMA4_ADAPTER, 56, 2, 4)}
+         "mistral3": ({}, 112, 1, 16), "llama4": (LLAMA4_ADAPTER, 56, 2, 4), "llava_onevision": ({}, 56, 1, 36)}
 
 
 def saved(model_type: str, directory: Path, vision: dict | None = None):  # noqa: ANN201
     """transformers' whole model of the tiny config, every weight random (it starts Gemma 3's projector
     at zeros, which would make any two towers agree), written by save_pretrained to `directory`."""
-    config = copy.deepcopy(TINY_MULTIMODAL[model_type])
+    config = {**copy.deepcopy(TINY_MULTIMODAL[model_type]), **OUTER.get(model_type, {})}
     config["vision_config"].update(vision or {})
     torch.manual_seed(0)
     hf = transformers.AutoConfig.for_model(model_type, **config)
@@ -118,7 +123,8 @@ def verify_load(directory: Path) -> dict:
     ("mistral3", "56x56", [1, 4, 32], "Mistral3ForConditionalGeneration"),
     # one tile of image_size 56; transformers' whole model fails on token ids alone (the logits are not
     # compared), the tower is compared all the same
-    ("llama4", "56x56", [1, 4, 32], "Llama4ForConditionalGeneration")])
+    ("llama4", "56x56", [1, 4, 32], "Llama4ForConditionalGeneration"),
+    ("llava_onevision", "56x56", [1, 36, 32], "LlavaOnevisionForConditionalGeneration")])
 def test_verify_load_runs_the_tower_against_transformers(model_type: str, image: str, features: list[int],
                                                          whole: str, tmp_path: Path) -> None:
     """--load: decoder and tower loaded strictly, one seeded image through our tower, and transformers'
@@ -131,12 +137,14 @@ def test_verify_load_runs_the_tower_against_transformers(model_type: str, image:
 
 
 def test_verify_load_of_a_tower_the_reference_does_not_run(tmp_path: Path) -> None:
-    """LLaVA-OneVision: the decoder's logits against LlavaOnevisionForConditionalGeneration holding every
-    tensor (towers included); the tower is named as not run, not skipped in silence."""
+    """LLaVA-OneVision with the released 384 px canvases on 56 px tiles: one tile-sized image is not a
+    canvas of its own, so the tower is named as not run (not skipped in silence), and the decoder's
+    logits are compared with LlavaOnevisionForConditionalGeneration holding every tensor."""
     torch.manual_seed(0)
     config = transformers.AutoConfig.for_model("llava_onevision", **copy.deepcopy(TINY_MULTIMODAL["llava_onevision"]))
     transformers.LlavaOnevisionForConditionalGeneration._from_config(config).save_pretrained(tmp_path)
     data = verify_load(tmp_path)
-    assert data["ok"] and "vision tower not run: the torch reference builds SigLIP" in data["load"]["message"]
+    assert data["ok"] and "vision tower not run: the torch reference runs LLaVA-OneVision's tower on one " \
+        "tile-sized image, which needs an anyres_max_N rule with a tile x tile canvas" in data["load"]["message"]
     assert "LlavaOnevisionForConditionalGeneration on the same weights: max |logit difference|" \
         in data["load"]["transformers"]["message"]

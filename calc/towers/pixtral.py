@@ -20,7 +20,8 @@ from calc.arch.config import Config
 __all__ = ["towers"]
 
 # Mistral3Config's default vision_config (models/mistral3/configuration_mistral3.py) and its own keys.
-DEFAULTS = {"hidden_act": "gelu", "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
+DEFAULTS = {"hidden_act": "gelu",
+            "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
             "num_channels": 3, "image_size": 1540, "patch_size": 14}
 OUTER = {"spatial_merge_size": 2, "multimodal_projector_bias": False, "vision_feature_layer": -1}
 
