@@ -27,13 +27,14 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 
 # InternViT-6B's switches (RMSNorm, QK-norm over the full width, a post LayerNorm) on the tiny InternViT.
 INTERNVIT_6B = {"norm_type": "rms_norm", "use_qk_norm": True, "use_mean_pooling": False}
-# case: (vision_config changes, image side in pixels, images, features per image). Gemma 3: its
-# mm_tokens_per_image 4; InternVL: 4 x 4 patches of 14 shuffled 2 x 2. Qwen (one image, its grid_thw):
-# Qwen2.5-VL's 140 px = 10 x 10 patches of 14, merged 2 x 2 = 25 tokens, windows of 56 // 2 // 14 = 2
-# merged tokens (transformers vision_utils.get_vision_window_index), so 4 + 4 + 2 patches a side: two whole
-# windows, one cut short; Qwen3-VL's 96 px = 6 x 6 patches of 16 (the config class's default patch size)
-# against a 4 x 4 position table (resized), 9 tokens from the merger and 9 from each of 2 DeepStack mergers.
-# Mistral 3: 112 px = 8 x 8 Pixtral patches of 14, merged 2 x 2 (spatial_merge_size) = 16 tokens.
+# case: (vision_config changes, image (height, width) in pixels, images, features per image). Gemma 3:
+# its mm_tokens_per_image 4; InternVL: 4 x 4 patches of 14 shuffled 2 x 2. Qwen (one image, its grid_thw),
+# wider than tall so a swapped axis shows: Qwen2.5-VL's 140 x 196 px = 10 x 14 patches of 14, merged 2 x 2 =
+# 5 x 7 = 35 tokens, windows of 56 // 2 // 14 = 2 merged tokens (transformers vision_utils.get_vision_window_index),
+# so 4 + 4 + 2 patches down and 4 + 4 + 4 + 2 across: whole windows and cut-short ones; Qwen3-VL's 96 x 160 px
+# = 6 x 10 patches of 16 (the config class's default patch size) against a 4 x 4 position table (resized),
+# 15 tokens from the merger and 15 from each of 2 DeepStack mergers; Qwen3.5 the same without DeepStack.
+# Mistral 3: 84 x 140 px = 6 x 10 Pixtral patches of 14, merged 2 x 2 (spatial_merge_size) = 15 tokens.
 # Llama 4: tiles of its image_size 56 = 4 x 4 patches of 14, pixel-shuffled 2 x 2 (ratio 0.5) = 4 tokens;
 # the adapter's fc1 reads intermediate_size channels, so that is 4 x the width (Llama 4's 5632 = 4 x 1408).
 LLAMA4_ADAPTER = {"intermediate_size": 64}
@@ -41,9 +42,10 @@ LLAMA4_ADAPTER = {"intermediate_size": 64}
 # (the released ones are 384's multiples for 384 px tiles): a base view of 4 x 4 patches of 14 = 16 tokens,
 # then the one grid tile's 4 rows of 4, each ended by the image newline = 20: 36 tokens.
 OUTER = {"llava_onevision": {"image_grid_pinpoints": [[56, 56], [56, 112], [112, 56], [112, 112]]}}
-BUILT = {"gemma3": ({}, 56, 2, 4), "internvl": ({}, 56, 2, 4), "internvl-6b-switches": (INTERNVIT_6B, 56, 2, 4),
-         "qwen2_5_vl": ({}, 140, 1, 25), "qwen3_vl": ({}, 96, 1, 27), "qwen3_5": ({}, 96, 1, 9),
-         "mistral3": ({}, 112, 1, 16), "llama4": (LLAMA4_ADAPTER, 56, 2, 4), "llava_onevision": ({}, 56, 1, 36)}
+BUILT = {"gemma3": ({}, (56, 56), 2, 4), "internvl": ({}, (56, 56), 2, 4),
+         "internvl-6b-switches": (INTERNVIT_6B, (56, 56), 2, 4), "qwen2_5_vl": ({}, (140, 196), 1, 35),
+         "qwen3_vl": ({}, (96, 160), 1, 45), "qwen3_5": ({}, (96, 160), 1, 15), "mistral3": ({}, (84, 140), 1, 15),
+         "llama4": (LLAMA4_ADAPTER, (56, 56), 2, 4), "llava_onevision": ({}, (56, 56), 1, 36)}
 
 
 def saved(model_type: str, directory: Path, vision: dict | None = None):  # noqa: ANN201
@@ -77,12 +79,12 @@ def test_image_features_are_transformers(case: str, tmp_path: Path) -> None:
     from calc.checkpoint.tower_slots import tower_roles
     from calc.reference.tower import VisionTower
 
-    vision, side, images, tokens = BUILT[case]
+    vision, (height, width), images, tokens = BUILT[case]
     model = saved(case.split("-")[0], tmp_path, vision)
     spec, state = tower_state(tmp_path)
     ours = VisionTower("vision", spec.towers["vision"])
     ours.load_state_dict(state, strict=True)
-    pixels = torch.randn(images, 3, side, side, generator=torch.Generator().manual_seed(1))
+    pixels = torch.randn(images, 3, height, width, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         mine, theirs = ours(pixels), image_features(model, ours.transformers_inputs(pixels))
     assert mine.shape == theirs.shape == (images, tokens, 32)  # 32: the text width
