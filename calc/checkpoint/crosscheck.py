@@ -19,7 +19,7 @@ import torch
 from calc.arch.fallback import transformers_model
 from calc.spec.hf import first_line
 
-__all__ = ["TOLERANCE", "LogitsComparison", "TowerRun", "compare_logits"]
+__all__ = ["TOLERANCE", "LogitsComparison", "TowerRun", "compare_logits", "image_features"]
 
 TOLERANCE = 1e-4  # relative to max(1, the largest |logit| transformers computes)
 
@@ -47,6 +47,7 @@ class TowerRun:
     pixels: Any  # torch.Tensor [1, channels, H, W]
     features: Any  # torch.Tensor [1, tokens, text width]
     why: str = ""
+    inputs: Any = None  # what get_image_features takes for `pixels` (a Qwen tower: patches and grid_thw)
 
     def describe(self) -> str:
         if self.features is None:
@@ -82,16 +83,31 @@ def compare_logits(config: dict[str, Any] | None, state: dict[str, torch.Tensor]
         with torch.no_grad():
             theirs = model(ids).logits.float()  # (1, T, vocab)
     except (AttributeError, TypeError, ValueError) as exc:  # transformers' own forward fails on text alone
-        return _skipped(f"transformers' {name} fails on token ids alone: {first_line(exc)}")
-    verdict = _verdict(name, ours, theirs)
-    for run in (towers or {}).values():
+        verdict = _skipped(f"transformers' {name} fails on token ids alone: {first_line(exc)}")
+    else:
+        verdict = _verdict(name, ours, theirs)
+    for run in (towers or {}).values():  # the towers are compared even where the text forward fails (Llama 4)
         with torch.no_grad():
-            features = model.get_image_features(run.pixels)
-        image = _verdict(f"{name}.get_image_features", run.features, getattr(features, "pooler_output", features),
-                         "image features")
+            features = image_features(model, run.inputs or {"pixel_values": run.pixels})
+        image = _verdict(f"{name}.get_image_features", run.features, features, "image features")
         verdict = LogitsComparison(verdict.ok and image.ok, f"{verdict.message}; {image.message}", True,
                                    verdict.max_difference, verdict.tolerance)
     return verdict
+
+
+def image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """transformers' projected image features of `inputs` as one [N, tokens, width] tensor:
+    get_image_features' pooler_output (a tuple of one per image from the Qwen models and Mistral 3,
+    stacked), then each DeepStack merger's (Qwen3-VL's deepstack_features), along the tokens, as our
+    tower returns them. Llama 4's gives no pooler_output: its forward applies multi_modal_projector
+    to last_hidden_state, and so does this."""
+    output = model.get_image_features(**inputs)
+    pooled = getattr(output, "pooler_output", output)
+    if pooled is None:
+        pooled = model.multi_modal_projector(output.last_hidden_state)
+    parts = [pooled, *(getattr(output, "deepstack_features", None) or [])]
+    return torch.cat([torch.stack(part) if isinstance(part, (tuple, list)) else part for part in parts],
+                     dim=1)
 
 
 def _verdict(name: str, ours: torch.Tensor, theirs: torch.Tensor, what: str = "logits") -> LogitsComparison:

@@ -10,7 +10,7 @@ Last, transformers' own model of the same config takes the same tensors and must
 logits within a stated tolerance (`calc.checkpoint.crosscheck`). The two models are built one
 after the other, so memory holds the tensors and one float32 model at a time. A multimodal
 checkpoint's tower tensors load into the reference's vision tower (`calc.reference.tower`), which
-encodes one seeded random image of its largest size; transformers' whole model, given every tensor,
+encodes one seeded random image (`_image_size`); transformers' whole model, given every tensor,
 must give the same image features (a tower kind the reference does not build says so, unrun). Imports torch; the
 CLI imports this module only when --load is given.
 """
@@ -42,6 +42,7 @@ from calc.units import human_bytes
 __all__ = ["available_memory", "forward_ids", "load_and_run", "load_weights", "memory_needed", "run_towers", "split_towers"]
 
 FORWARD_TOKENS = 8
+LARGEST_SIDE = 64  # patches a side of the image a tower without a position table is run on (4,096 patches)
 MEMINFO = Path("/proc/meminfo")
 
 
@@ -98,7 +99,8 @@ def split_towers(report: CheckpointReport, state: dict[str, torch.Tensor]) -> tu
 
 def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, TowerRun]:
     """Each tower the reference builds, loaded strictly from `state` and run on one seeded random image
-    of its rule's largest size; the others say why they were not run."""
+    (`_image_size`), with what transformers' get_image_features takes for it; the others say why
+    they were not run."""
     runs = {}
     for name, tower in spec.towers.items():
         why = buildable(tower)
@@ -110,7 +112,7 @@ def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, Tow
         width, height = _image_size(tower)
         pixels = torch.randn(1, tower.in_channels, height, width, generator=torch.Generator().manual_seed(0))
         with torch.no_grad():
-            runs[name] = TowerRun(name, pixels, model(pixels))
+            runs[name] = TowerRun(name, pixels, model(pixels), inputs=model.transformers_inputs(pixels))
     return runs
 
 
@@ -123,14 +125,21 @@ def load_weights(report: CheckpointReport, state: dict[str, torch.Tensor] | None
 
 
 def _image_size(tower: Tower) -> tuple[int, int]:
-    """(width, height) of the one image a tower is run on: the square its learned position table
-    covers (SigLIP's, InternViT's: a tiling rule such as InternVL's cuts larger images into such
-    squares), else its rule's largest image (2-D rotary towers take any size)."""
+    """(width, height) of the one image a tower is run on: with window attention (Qwen2.5-VL), a
+    square of two whole windows and one cut short a side (its full-attention layers over the rule's
+    largest image would need every patch against every other); else the square its learned position
+    table covers (SigLIP's, InternViT's: a tiling rule such as InternVL's cuts larger images into such
+    squares; Qwen3-VL's, resized to any grid), else its rule's largest image up to `LARGEST_SIDE`
+    patches a side (2-D rotary towers take any size: Pixtral's 1540 px would be 12,100 patches, every
+    one against every other in each layer)."""
+    if tower.window and tower.images is not None:
+        side = (2 * tower.window + tower.images.merge_size) * tower.patch_size
+        return side, side
     if tower.positions or tower.images is None:
         side = math.isqrt(tower.positions - tower.class_token) * tower.patch_size
         return side, side
-    largest = tower.images.largest()
-    return largest.width, largest.height
+    largest, cap = tower.images.largest(), LARGEST_SIDE * tower.patch_size
+    return min(largest.width, cap), min(largest.height, cap)
 
 
 def forward_ids(spec: ModelSpec) -> torch.Tensor:

@@ -17,15 +17,23 @@ Built, as each model's get_image_features computes its projected features:
       encoder   n_layers x (x + λ1·attention(norm(x)), then + λ2·MLP(norm(x))), QK-norm where configured
       project   the class token dropped ("default" feature selection), the grid pixel-shuffled by 1/2
                 (4d wide), LayerNorm, linear, GELU, linear
+    Qwen2.5-VL, Qwen3-VL, Qwen3.5 (2-D rotary, window attention, patch and DeepStack mergers):
+                `calc.reference.qwen_vision`, on these same weights and layers
+    Pixtral + Mistral 3's projector (2-D rotary, the patch merger): `calc.reference.pixtral_vision`
+    Llama 4 (2-D rotary, the class token last, the pixel-shuffle adapter): `calc.reference.llama4_vision`
 
-Every other tower kind (window attention and 2-D rotary, Pixtral's and Llama 4's rotary, anyres
-packing) is counted, cached and checked in checkpoints, and refused here by name.
+    SigLIP + LLaVA-OneVision's projector and anyres packing, one tile-sized image:
+                `calc.reference.llava_vision`
+
+Every other tower kind (Gemma 4's, Gemma 3n's, MoonViT) is counted, cached and checked in
+checkpoints, and refused here by name.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +42,7 @@ from torch import nn
 from calc.checkpoint.names import Slot
 from calc.checkpoint.tower_slots import layout_of, tower_roles
 from calc.errors import GptcalcError
+from calc.reference import llama4_vision, llava_vision, pixtral_vision, qwen_vision
 from calc.reference.model import Context
 from calc.reference.parts.base import build_weights, initialise, no_trace, place
 from calc.reference.parts.block import Layer, make_norm
@@ -42,13 +51,25 @@ from calc.towers import Tower
 
 __all__ = ["VisionTower", "buildable"]
 
+# Tower kinds computed by a module of their own (features, transformers_inputs) on these weights.
+RUNNERS = {kind: module for module in (qwen_vision, pixtral_vision, llama4_vision) for kind in module.KINDS}
+
 
 def buildable(tower: Tower) -> str | None:
     """Why the reference cannot build `tower` (None: it can)."""
     gemma3 = tower.kind == "siglip" and len(tower.projectors) == 1 and tower.projectors[0].norm is not None
-    return None if gemma3 or tower.kind == "internvl" else (
-        f"the torch reference builds SigLIP with Gemma 3's projector and InternVL only; {tower.kind} towers "
-        "are counted and checked in checkpoints, not run")
+    if tower.kind == "siglip" and tower.newline:
+        return llava_vision.unbuildable(tower)
+    return None if gemma3 or tower.kind == "internvl" or tower.kind in RUNNERS else (
+        f"the torch reference builds SigLIP with Gemma 3's or LLaVA-OneVision's projector, InternVL, the "
+        f"Qwen-VL towers, Pixtral and Llama 4 only; {tower.kind} towers are counted and checked in "
+        "checkpoints, not run")
+
+
+def runner_of(tower: Tower) -> Any:
+    """The module computing `tower` (features, transformers_inputs), or None: this one's own forward.
+    SigLIP with an image newline is LLaVA-OneVision's tower (anyres packing)."""
+    return llava_vision if tower.kind == "siglip" and tower.newline else RUNNERS.get(tower.kind)
 
 
 class VisionTower(nn.Module):
@@ -74,26 +95,43 @@ class VisionTower(nn.Module):
             initialise(self, roles)
 
     def _norm_spec(self, role: str) -> object:
-        """The spec of the norm at `role`: the post norm, or a projector's."""
-        if role == "post_norm":
-            return self.tower.post_norm
+        """The spec of the norm at `role`: the pre or post norm, or a projector's."""
+        if role in ("pre_norm", "post_norm"):
+            return getattr(self.tower, role)
         return next(p.norm for p in self.tower.projectors if role.startswith(f"{p.name}."))
 
+    def transformers_inputs(self, pixels: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What the model's get_image_features takes for these pixels: the pixels, or what a tower
+        kind's own module says (a Qwen tower's flattened patches and grid_thw)."""
+        runner = runner_of(self.tower)
+        return {"pixel_values": pixels} if runner is None else runner.transformers_inputs(self, pixels)
+
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        """Image features [N, tokens, text width] of pixels [N, channels, H, W]."""
+        """Image features [N, tokens, text width] of pixels [N, channels, H, W] (N = 1 for a kind with
+        a module of its own)."""
+        t, w = self.tower, self.weights
+        if (runner := runner_of(t)) is not None:
+            return runner.features(self, pixels)
+        x = self.hidden_states(pixels)[-1]
+        if "post_norm" in w:
+            x = w["post_norm"](x)
+        return self._internvl_projector(x) if t.kind == "internvl" else self._gemma3_projector(x)
+
+    def hidden_states(self, pixels: torch.Tensor) -> list[torch.Tensor]:
+        """A learned-position ViT's hidden states [N, patches (+ class), d] of pixels [N, C, H, W]: the
+        embeddings (the conv, the class token in front, the position table), then each layer's output."""
         t, w = self.tower, self.weights
         x = F.conv2d(pixels, w.tensor("patch.weight"), w.tensor("patch.bias"), stride=t.patch_size)
         x = x.flatten(2).transpose(1, 2)  # (N, patches, d)
         if t.class_token:
             x = torch.cat((w.tensor("class").reshape(1, 1, -1).expand(x.shape[0], 1, -1), x), dim=1)
         table = w["positions"].weight if isinstance(w["positions"], nn.Module) else w.tensor("positions")
-        x = x + table.reshape(-1, t.d_model)[: x.shape[1]]
+        states = [x + table.reshape(-1, t.d_model)[: x.shape[1]]]
         ctx = Context(torch.arange(x.shape[1], device=x.device), None, no_trace, causal=False)
         for ctx.layer, layer in enumerate(self.layers):
-            x = self._scaled(layer, x, ctx, self.scales[ctx.layer]) if t.layer_scale else layer(x, ctx)
-        if "post_norm" in w:
-            x = w["post_norm"](x)
-        return self._internvl_projector(x) if t.kind == "internvl" else self._gemma3_projector(x)
+            x = states[-1]
+            states.append(self._scaled(layer, x, ctx, self.scales[ctx.layer]) if t.layer_scale else layer(x, ctx))
+        return states
 
     @staticmethod
     def _scaled(layer: Layer, x: torch.Tensor, ctx: Context, scales: list[torch.Tensor]) -> torch.Tensor:
@@ -116,10 +154,8 @@ class VisionTower(nn.Module):
         shuffled into one 4d-wide token (InternVLModel.pixel_shuffle), then the projector."""
         projector, w = self.tower.projectors[0], self.weights
         x = x[:, 1:]
-        N, patches, d = x.shape
-        side, r = math.isqrt(patches), math.isqrt(projector.norm_width // d)  # r = 1 / downsample_ratio
-        x = x.reshape(N, side, side // r, d * r).permute(0, 2, 1, 3)  # (N, side/r, side, r·d)
-        x = x.reshape(N, side // r, side // r, d * r * r).permute(0, 2, 1, 3).reshape(N, -1, d * r * r)
+        r = math.isqrt(projector.norm_width // self.tower.d_model)  # r = 1 / downsample_ratio
+        x = llama4_vision.pixel_shuffle(x, r)
         x = F.gelu(w[f"{projector.name}.0.0"](w[f"{projector.name}.0.norm"](x)))
         return w[f"{projector.name}.0.1"](x)
 

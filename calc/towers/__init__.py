@@ -97,6 +97,13 @@ class Tower(Part):
     post_norms: bool = False  # Gemma 4: a norm on the attention's and on the MLP's output too (sandwich)
     window: int = Field(default=0, ge=0)  # Qwen2.5-VL: attention within window x window patches ...
     full_layers: tuple[int, ...] = Field(default=(), strict=False)  # ... but in these layers (computation only)
+    # Computation only, for the torch reference (calc.reference.tower): the 2-D rotary's base (Qwen-VL's
+    # vision rope_parameters; transformers' default 10000) and the layers whose output a DeepStack merger reads
+    rope_theta: float = Field(default=10_000.0, gt=0)
+    deepstack_layers: tuple[int, ...] = Field(default=(), strict=False)
+    # ... and the encoder outputs the projector reads, concatenated (Mistral-3's vision_feature_layer:
+    # 0 the embeddings, i the output of layer i, -1 the last layer's)
+    feature_layers: tuple[int, ...] = Field(default=(-1,), strict=False)
 
     def layer_params(self) -> dict[str, int]:
         """One encoder layer: norm, attention, norm, MLP, with the decoder parts' component keys."""

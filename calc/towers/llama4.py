@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import with_defaults
+from calc.arch.common import rope, with_defaults
 from calc.arch.config import Config
 from calc.towers import biased_attention
 
@@ -43,6 +43,7 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "positions": (vision.int("image_size") // patch) ** 2 + 1, "pre_norm": layernorm, "post_norm": layernorm,
         "projectors": [{"name": "adapter", "linears": adapter},
                        {"name": "projector", "linears": [{"d_in": vision.int("vision_output_dim"), "d_out": text_width}]}],
+        "rope_theta": rope(vision, d // heads)["theta"],
         "images": {"kind": "tiles", "tile": vision.int("image_size"), "patch_size": patch,
                    "shuffle": round(1 / vision.float("pixel_shuffle_ratio")), "max_tiles": MAX_TILES},
     }}

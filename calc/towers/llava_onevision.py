@@ -39,12 +39,12 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
     cfg = with_defaults(cfg, OUTER)
     d, bias = vision.int("hidden_size"), cfg.bool("multimodal_projector_bias")
     layers = cfg.raw("vision_feature_layer")
-    taps = len(layers) if isinstance(layers, list) else 1
+    layers = layers if isinstance(layers, list) else [layers]
     return {"vision": {
         **encoder(vision),
-        "projectors": [{"name": "projector", "linears": [{"d_in": d * taps, "d_out": text_width, "bias": bias},
+        "projectors": [{"name": "projector", "linears": [{"d_in": d * len(layers), "d_out": text_width, "bias": bias},
                                                          {"d_in": text_width, "d_out": text_width, "bias": bias}]}],
-        "newline": text_width, "images": images(cfg, vision),
+        "newline": text_width, "images": images(cfg, vision), "feature_layers": layers,
     }}
 
 

@@ -3,15 +3,16 @@
 Read off transformers' modelling (models/qwen2_5_vl, qwen3_vl, qwen3_5 modeling_*.py):
 - a Conv3d patch embedding over temporal_patch_size frames (an image is repeated to fill them):
   with a bias from Qwen3-VL on, without in Qwen2.5-VL;
-- Qwen2.5-VL: RMSNorm blocks, a fused QKV and output projection with biases, a gated SiLU MLP with
-  biases, 2-D rotary only (no position table); window attention on all layers but
-  `fullatt_block_indexes` changes the computation (shapes, flops), not the weights; merger = RMSNorm(d) then
-  Linear(4d, 4d) + GELU + Linear(4d, out_hidden_size), biased;
-- Qwen3-VL and Qwen3.5: LayerNorm blocks, the same biased attention, a plain GELU MLP with biases,
-  a learned position table (num_position_embeddings rows, bilinearly interpolated) beside 2-D rotary;
-  merger = LayerNorm(d) + Linear(m²d, m²d) + Linear(m²d, out), and one DeepStack merger per
-  `deepstack_visual_indexes` entry (Qwen3-VL only), the same but normalising after the merge
-  (LayerNorm(m²d)). Qwen2.5-VL's "in_chans" is not read by transformers 5 (in_channels, default 3).
+- Qwen2.5-VL: RMSNorm blocks, a fused QKV and output projection with biases, a gated MLP
+  (hidden_act, SiLU) with biases, 2-D rotary only (no position table); window attention on all
+  layers but `fullatt_block_indexes` changes the computation (shapes, flops), not the weights;
+  merger = RMSNorm(d) then Linear(4d, 4d) + GELU + Linear(4d, out_hidden_size), biased;
+- Qwen3-VL and Qwen3.5: LayerNorm blocks, the same biased attention, a plain MLP (hidden_act, tanh
+  GELU) with biases, a learned position table (num_position_embeddings rows, bilinearly
+  interpolated) beside 2-D rotary; merger = LayerNorm(d) + Linear(m²d, m²d) + Linear(m²d, out), and
+  one DeepStack merger per `deepstack_visual_indexes` entry (Qwen3-VL only; the layers it reads kept
+  for the torch reference), the same but normalising after the merge (LayerNorm(m²d)).
+  Qwen2.5-VL's "in_chans" is not read by transformers 5 (in_channels, default 3).
 Defaults are each vision config class's (configuration_<type>.py); the image rule's pixel bounds are
 the released preprocessor_config.json's (not in config.json).
 """
@@ -20,18 +21,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import with_defaults
+from calc.arch.common import activation, rope, with_defaults
 from calc.arch.config import Config
 from calc.towers import biased_attention
 
 __all__ = ["towers"]
 
 # Qwen2_5_VLVisionConfig, Qwen3VLVisionConfig (Qwen3_5VisionConfig and the MoE ones share its defaults).
-_QWEN3 = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
+_QWEN3 = {"hidden_act": "gelu_pytorch_tanh", "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
           "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584,
           "num_position_embeddings": 2304, "deepstack_visual_indexes": [8, 16, 24]}
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "qwen2_5_vl": {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "num_heads": 16, "in_channels": 3,
+    "qwen2_5_vl": {"hidden_act": "silu", "depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "num_heads": 16, "in_channels": 3,
                    "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584,
                    "window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31]},
     "qwen3_vl": _QWEN3, "qwen3_vl_moe": _QWEN3, "qwen3_5": _QWEN3, "qwen3_5_moe": _QWEN3,
@@ -53,7 +54,7 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
     out = vision.int("out_hidden_size")
     norm = {"kind": "rmsnorm" if legacy else "layernorm", "eps": 1e-6}
     mlp = {"d_ff": vision.int("intermediate_size"), "gated": legacy, "bias": True,
-           "activation": "silu" if legacy else "gelu"}
+           "activation": activation(vision, "hidden_act")}
     heads = vision.int("num_heads")
     linears = ({"d_in": merged, "d_out": merged, "bias": True}, {"d_in": merged, "d_out": out, "bias": True})
     projectors = [{"name": "merger", "norm": norm, "norm_width": d, "linears": linears}]
@@ -71,6 +72,7 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "temporal_patch": vision.int("temporal_patch_size"), "patch_bias": not legacy,
         "positions": 0 if legacy else vision.int("num_position_embeddings"),
         "projectors": projectors,
+        "rope_theta": rope(vision, d // heads)["theta"], "deepstack_layers": deepstack,
         "images": {"kind": "grid", "patch_size": patch, "merge_size": merge, "min_pixels": low, "max_pixels": high},
         **(_windows(vision, patch, merge) if legacy else {}),
     }}
@@ -84,3 +86,4 @@ def _windows(vision: Config, patch: int, merge: int) -> dict[str, Any]:
     if not all(isinstance(i, int) for i in full):
         raise vision.error("fullatt_block_indexes", f"expected layer indices, got {full!r}")
     return {"window": vision.int("window_size") // merge // patch * merge, "full_layers": full}
+
