@@ -25,7 +25,7 @@ from calc.errors import GptcalcError
 from calc.spec.model import Block
 from calc.towers import Tower
 
-__all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_roles", "tower_slots", "whole_model_names"]
+__all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_block", "tower_roles", "tower_slots", "whole_model_names"]
 
 # The save_pretrained / Hub prefixes of Gemma 3, Mistral 3, LLaVA-OneVision and InternVL (their
 # conversion_mapping: "^language_model.model" <-> "model.language_model", "^vision_tower" <->
@@ -90,6 +90,20 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                "in_whole": (("model.", "language_model.model."), ("lm_head.", "language_model.lm_head.")),
                "projectors": {"adapter": (None, "vision_adapter.mlp.fc1", "vision_adapter.mlp.fc2"),
                               "projector": (None, "~multi_modal_projector.linear_1")}},
+    # Gemma 4 holds and saves the same names (no conversion mapping for gemma4): each linear wrapped in a
+    # Gemma4ClippableLinear (`.linear`), a position table of two axes (x, y), sandwich norms, the projector
+    # a bare Linear behind a scale-free norm (models/gemma4/modeling_gemma4.py)
+    "gemma4": {"root": "model.vision_tower", "patch": "patch_embedder.input_proj", "patch_linear": True,
+               "positions": ("patch_embedder.position_embedding_table", 0), "position_axes": 2,
+               "layers": "encoder.layers", "attn_in": "input_layernorm", "attn_out": "post_attention_layernorm",
+               "mlp_in": "pre_feedforward_layernorm", "mlp_out": "post_feedforward_layernorm",
+               **{role: f"{path}.linear" for role, path in (("q", "self_attn.q_proj"), ("k", "self_attn.k_proj"),
+                                                           ("v", "self_attn.v_proj"), ("o", "self_attn.o_proj"),
+                                                           ("gate", "mlp.gate_proj"), ("up", "mlp.up_proj"),
+                                                           ("down", "mlp.down_proj"))},
+               "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm",
+               "projectors": {"projector": (None, "~model.embed_vision.embedding_projection")},
+               "renames": (("model.language_model.", "model."),)},
     "internvl": {"root": "model.vision_tower", "patch": "embeddings.patch_embeddings.projection",
                  "class": ("embeddings.cls_token", 2), "positions": ("embeddings.position_embeddings", 1),
                  "layers": "encoder.layer", "attn_in": "layernorm_before", "mlp_in": "layernorm_after",
@@ -137,7 +151,7 @@ def tower_roles(name: str, tower: Tower) -> dict[str, Slot]:
     lay, d = layout_of(tower), tower.d_model
     s = _Slots(lay)
     _embeddings(s, lay, tower)
-    layer = block_slots(lay, Block.model_construct(attention=tower.attention, mlp=tower.mlp, norm=tower.norm), d)
+    layer = block_slots(lay, tower_block(tower), d)
     for i in range(tower.n_layers):
         for role, slot in layer.items():
             s.add(f"layer.{i}.{role}", f"{lay['layers']}.{i}.{slot.name}", slot.shape, slot.target, slot.widths,
@@ -154,6 +168,12 @@ def tower_roles(name: str, tower: Tower) -> dict[str, Slot]:
     return {role: Slot(full, slot.shape, _under(name, slot.target), slot.widths, slot.init, slot.kind)
             for role, slot in s.slots.items()
             for full in [slot.name[1:] if slot.name.startswith("~") else f"{root}.{slot.name}"]}
+
+
+def tower_block(tower: Tower) -> Block:
+    """One encoder layer as a decoder Block: its attention, MLP and norms (Gemma 4's sandwich: four)."""
+    norms = ("attn_in", "attn_out", "mlp_in", "mlp_out") if tower.post_norms else ("attn_in", "mlp_in")
+    return Block.model_construct(attention=tower.attention, mlp=tower.mlp, norm=tower.norm, norms=norms)
 
 
 def layout_of(tower: Any) -> dict[str, Any]:
@@ -189,8 +209,9 @@ def _embeddings(s: _Slots, lay: dict[str, Any], tower: Tower) -> None:
         path, ones = lay["class"]
         s.add("class", path, (1,) * ones + (d,), "class_embedding")
     if tower.positions:
-        path, ones = lay["positions"]
-        s.add("positions", path, (1,) * ones + (tower.positions, d), "position_embedding",
+        (path, ones), axes = lay["positions"], lay.get("position_axes", 1)  # Gemma 4: one table per image axis
+        rows = (axes, tower.positions // axes) if axes > 1 else (tower.positions,)
+        s.add("positions", path, (1,) * ones + rows + (d,), "position_embedding",
               kind="embedding" if path.endswith(".weight") else "param")  # an nn.Embedding's table, or a bare one
     if tower.pre_norm is not None:
         s.norm("pre_norm", tower.pre_norm, d, "pre_norm")
