@@ -297,6 +297,12 @@ TINY_MULTIMODAL: dict[str, dict[str, Any]] = {
                                  "vision_output_dim": 32, "pixel_shuffle_ratio": 0.5}},
     "llava_onevision": {"architectures": ["LlavaOnevisionForConditionalGeneration"],
                         "text_config": {**_TEXT, "model_type": "qwen2"}, "vision_config": _SIGLIP},
+    # Gemma 4: the tiny gemma4_text decoder (PLE, KV sharing, MoE) under a sandwich-norm tower with its
+    # two-axis position table (8 rows an axis); no audio tower
+    "gemma4": {"architectures": ["Gemma4ForConditionalGeneration"], "audio_config": None,
+               "text_config": {**TINY["gemma4_text"], "model_type": "gemma4_text"},
+               "vision_config": {**_VIT, "num_key_value_heads": 2, "head_dim": 8, "position_embedding_size": 8,
+                                 "patch_size": 4}},
     "internvl": {"architectures": ["InternVLForConditionalGeneration"], "tie_word_embeddings": False,
                  "text_config": {**_TEXT, "model_type": "qwen2"},
                  "vision_config": {"model_type": "internvl_vision", **_VIT, "image_size": [56, 56],
