@@ -94,8 +94,8 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
     # Gemma4ClippableLinear (`.linear`), a position table of two axes (x, y), sandwich norms, the projector
     # a bare Linear behind a scale-free norm (models/gemma4/modeling_gemma4.py)
     "gemma4": {"root": "model.vision_tower", "patch": "patch_embedder.input_proj", "patch_linear": True,
-               "positions": ("patch_embedder.position_embedding_table", 0), "position_axes": 2,
-               "layers": "encoder.layers", "attn_in": "input_layernorm", "attn_out": "post_attention_layernorm",
+               "positions": ("patch_embedder.position_embedding_table", 0), "layers": "encoder.layers",
+               "attn_in": "input_layernorm", "attn_out": "post_attention_layernorm",
                "mlp_in": "pre_feedforward_layernorm", "mlp_out": "post_feedforward_layernorm",
                **{role: f"{path}.linear" for role, path in (("q", "self_attn.q_proj"), ("k", "self_attn.k_proj"),
                                                            ("v", "self_attn.v_proj"), ("o", "self_attn.o_proj"),
@@ -104,6 +104,14 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm",
                "projectors": {"projector": (None, "~model.embed_vision.embedding_projection")},
                "renames": (("model.language_model.", "model."),)},
+    # Kimi-K2.5's MoonViT as transformers 5 holds it (models/kimi_k25/modeling_kimi_k25.py): a (height, width)
+    # position grid, the projector beside the tower (`model.mm_projector`); the decoder saved as LLaVA's
+    "moonvit": {"root": "model.vision_tower", "patch": "patch_embed.proj",
+                "positions": ("patch_embed.pos_emb.position_embeddings", 0), "layers": "layers", "attn_in": "norm1",
+                "mlp_in": "norm2", "q": "attn.q_proj", "k": "attn.k_proj", "v": "attn.v_proj", "o": "attn.proj",
+                "up": "mlp.fc1", "down": "mlp.fc2", "post_norm": "final_layernorm", "renames": _LLAVA_RENAMES[:3],
+                "projectors": {"projector": ("~model.mm_projector.pre_norm", "~model.mm_projector.in_proj",
+                                             "~model.mm_projector.out_proj")}},
     "internvl": {"root": "model.vision_tower", "patch": "embeddings.patch_embeddings.projection",
                  "class": ("embeddings.cls_token", 2), "positions": ("embeddings.position_embeddings", 1),
                  "layers": "encoder.layer", "attn_in": "layernorm_before", "mlp_in": "layernorm_after",
@@ -209,8 +217,8 @@ def _embeddings(s: _Slots, lay: dict[str, Any], tower: Tower) -> None:
         path, ones = lay["class"]
         s.add("class", path, (1,) * ones + (d,), "class_embedding")
     if tower.positions:
-        (path, ones), axes = lay["positions"], lay.get("position_axes", 1)  # Gemma 4: one table per image axis
-        rows = (axes, tower.positions // axes) if axes > 1 else (tower.positions,)
+        path, ones = lay["positions"]
+        rows = tower.position_grid or (tower.positions,)  # Gemma 4's and MoonViT's tables have two axes
         s.add("positions", path, (1,) * ones + rows + (d,), "position_embedding",
               kind="embedding" if path.endswith(".weight") else "param")  # an nn.Embedding's table, or a bare one
     if tower.pre_norm is not None:

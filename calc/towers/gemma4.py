@@ -60,6 +60,7 @@ def _vision(cfg: Config, text_width: int) -> dict[str, Any]:
         "mlp": {"d_ff": vision.int("intermediate_size"), "gated": True, "activation": "gelu"},
         "norm": rms, "post_norms": True, "patch_size": patch,
         "positions": 2 * vision.int("position_embedding_size"),
+        "position_grid": [2, vision.int("position_embedding_size")],
         "projectors": [{"name": "projector", "linears": [{"d_in": d, "d_out": text_width}]}],
         "images": {"kind": "pooled", "patch_size": patch, "pool": vision.int("pooling_kernel_size"),
                    "max_tokens": cfg.int("vision_soft_tokens_per_image", default=SOFT_TOKENS)},
