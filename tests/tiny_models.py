@@ -298,8 +298,10 @@ TINY_MULTIMODAL: dict[str, dict[str, Any]] = {
     "llava_onevision": {"architectures": ["LlavaOnevisionForConditionalGeneration"],
                         "text_config": {**_TEXT, "model_type": "qwen2"}, "vision_config": _SIGLIP},
     # Gemma 4: the tiny gemma4_text decoder (PLE, KV sharing, MoE) under a sandwich-norm tower with its
-    # two-axis position table (8 rows an axis); no audio tower
-    "gemma4": {"architectures": ["Gemma4ForConditionalGeneration"], "audio_config": None,
+    # two-axis position table (8 rows an axis), and a two-layer Conformer audio tower (clipped linears)
+    "gemma4": {"architectures": ["Gemma4ForConditionalGeneration"],
+               "audio_config": {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+                                "subsampling_conv_channels": [8, 4], "output_proj_dims": 24},
                "text_config": {**TINY["gemma4_text"], "model_type": "gemma4_text"},
                "vision_config": {**_VIT, "num_key_value_heads": 2, "head_dim": 8, "position_embedding_size": 8,
                                  "patch_size": 4}},

@@ -196,7 +196,8 @@ class TensorTable:
                     name = f"{self.layers}.{layer}.{slot.name}"
                     for expert in range(experts) if "{expert}" in name else (None,):
                         shapes[name.format(expert=expert) if expert is not None else name] = slot.shape
-        return {**shapes, **above, **{name: slot.shape for name, slot in self.towers.items()}}
+        towers = {name: slot.shape for name, slot in self.towers.items() if buffers or slot.kind != "buffer"}
+        return {**shapes, **above, **towers}
 
 
 def _layer_of(name: str) -> int | None:

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from calc.checkpoint.conformer_slots import CONFORMER_LAYOUTS, conformer_roles
 from calc.checkpoint.slots import Slot, _Slots, block_slots
 from calc.errors import GptcalcError
 from calc.spec.model import Block
-from calc.towers import Tower
+from calc.towers import Conformer, Tower
 
 __all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_block", "tower_roles", "tower_slots", "whole_model_names"]
 
@@ -155,8 +156,11 @@ def tower_slots(name: str, tower: Tower) -> dict[str, Slot]:
 
 def tower_roles(name: str, tower: Tower) -> dict[str, Slot]:
     """Every tensor of one tower by its role (`patch.weight`, `layer.3.q.weight`, `merger.0.1.weight`),
-    each named in full: what the torch reference builds (`calc.reference.tower`)."""
+    each named in full: what the torch reference builds (`calc.reference.tower`); a Conformer's by its own
+    roles (`calc.checkpoint.conformer_slots`)."""
     lay, d = layout_of(tower), tower.d_model
+    if isinstance(tower, Conformer):
+        return conformer_roles(name, tower, lay)
     s = _Slots(lay)
     _embeddings(s, lay, tower)
     layer = block_slots(lay, tower_block(tower), d)
@@ -187,7 +191,7 @@ def tower_block(tower: Tower) -> Block:
 def layout_of(tower: Any) -> dict[str, Any]:
     """The tensor names of a tower kind, or one error naming the kind whose names are not mapped yet
     (its count, memory and shapes stand; a checkpoint's tensors cannot be matched to it)."""
-    layout = TOWER_LAYOUTS.get(tower.kind)
+    layout = {**TOWER_LAYOUTS, **CONFORMER_LAYOUTS}.get(tower.names)
     if layout is None:
         raise GptcalcError(f"the {tower.kind} tower's tensor names are not mapped yet: verify and inspect cannot "
                            f"match its tensors (count, memory and shapes count it: {', '.join(sorted(TOWER_LAYOUTS))} "

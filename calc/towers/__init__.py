@@ -134,6 +134,11 @@ class Tower(Part):
     def total(self) -> int:
         return sum(self.params().values())
 
+    @property
+    def names(self) -> str:
+        """Whose tensor names its checkpoints use (calc.checkpoint.tower_slots): its kind's."""
+        return self.kind
+
     def describe(self) -> str:
         merged = [p for p in self.projectors if p.repeat > 1]
         extra = "".join(f", {p.repeat} {p.name.replace('_', ' ')}" for p in merged)
