@@ -26,7 +26,8 @@ from calc.errors import GptcalcError
 from calc.spec.model import Block
 from calc.towers import Conformer, Tower
 
-__all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_block", "tower_roles", "tower_slots", "whole_model_names"]
+__all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_block", "tower_roles", "tower_slots",
+           "whole_model_names"]
 
 # The save_pretrained / Hub prefixes of Gemma 3, Mistral 3, LLaVA-OneVision and InternVL (their
 # conversion_mapping: "^language_model.model" <-> "model.language_model", "^vision_tower" <->

@@ -37,7 +37,6 @@ from calc.errors import GptcalcError
 from calc.reference.model import Context
 from calc.reference.parts.base import build_weights, initialise, no_trace, place
 from calc.reference.parts.block import Layer, make_norm
-from calc.spec.model import Block
 from calc.towers import Tower
 
 __all__ = ["VisionTower", "buildable"]

@@ -43,7 +43,8 @@ def _audio(cfg: Config, text_width: int) -> dict[str, Any]:
     if len(channels) != 2 or not all(isinstance(c, int) and c > 0 for c in channels):
         raise audio.error("subsampling_conv_channels", f"expected two channel counts, got {channels!r}")
     c0, c1 = channels  # two 3 x 3 convolutions; the projection reads (c0 // 4)·c1 (Gemma4AudioSubSampleConvProjection)
-    return {"kind": "conformer", "names": "gemma4_audio", "d_model": audio.int("hidden_size"), "n_layers": audio.int("num_hidden_layers"),
+    return {"kind": "conformer", "names": "gemma4_audio", "d_model": audio.int("hidden_size"),
+            "n_layers": audio.int("num_hidden_layers"),
             "n_heads": audio.int("num_attention_heads"), "conv_kernel": audio.int("conv_kernel_size"),
             "convs": [(1, c0, 3, 3), (c0, c1, 3, 3)], "subsample_width": c0 // 4 * c1,
             "out_width": audio.int("output_proj_dims"), "text_width": text_width}
