@@ -118,3 +118,23 @@ def test_siglip_under_its_own_vision_model_prefix(model_type: str, tmp_path: Pat
     code, data = verify_json("--checkpoint", str(directory))
     assert data["checkpoint"]["unknown"] == [] and data["checkpoint"]["shape_mismatches"] == []
     assert data["checkpoint"]["parameters"] == sum(params.values()) and code == 0
+
+
+@pytest.mark.parametrize("model_type", ["gemma4", "kimi_k25"])
+def test_verify_compares_each_tower_row_with_transformers_whole_model(model_type: str, tmp_path: Path) -> None:
+    """`verify CONFIG.json` of a tiny Gemma 4 (vision and Conformer audio) and Kimi-K2.5 (MoonViT): every
+    parameter of transformers' whole model is named and shaped as the spec implies, and each tower row
+    equals the formulas' (Kimi's config names Moonshot's class; transformers' own is found by model_type)."""
+    config = {"model_type": model_type, **copy.deepcopy(TINY_MULTIMODAL[model_type])}
+    if model_type == "kimi_k25":
+        config["architectures"] = ["KimiK25ForConditionalGeneration"]  # as moonshotai/Kimi-K2.5's config.json
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, data = verify_json(str(path))
+    source = data["transformers"]
+    assert source["by_component"] and source["unknown"] == [] and source["shape_mismatches"] == [], source
+    towers = [row for row in data["components"] if row["component"].startswith(("vision.", "audio."))]
+    assert {row["component"].partition(".")[0] for row in towers} == ({"vision", "audio"} if model_type == "gemma4"
+                                                                     else {"vision"})
+    assert all(row["ok"] and row["transformers"] == row["analytic"] for row in towers)
+    assert code == 0 and data["ok"], data["problems"]
