@@ -107,13 +107,24 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                "projectors": {"projector": (None, "~model.embed_vision.embedding_projection")},
                "renames": (("model.language_model.", "model."),)},
     # Kimi-K2.5's MoonViT as transformers 5 holds it (models/kimi_k25/modeling_kimi_k25.py): a (height, width)
-    # position grid, the projector beside the tower (`model.mm_projector`); the decoder saved as LLaVA's
+    # position grid, the projector beside the tower (`model.mm_projector`). Its Hub files (`hub`, transformers'
+    # conversion_mapping.py "kimi_k25" reversed) fuse Q, K, V into `wqkv` (rotary-permuted: the shape is the
+    # same) and number norms and MLP linears from 0; save_pretrained writes the same but for a few prefixes
+    # (`renames`: the decoder's layers as `blocks`, patch_embed under `encoder`, pre_norm under `model.`).
     "moonvit": {"root": "model.vision_tower", "patch": "patch_embed.proj",
                 "positions": ("patch_embed.pos_emb.position_embeddings", 0), "layers": "layers", "attn_in": "norm1",
                 "mlp_in": "norm2", "q": "attn.q_proj", "k": "attn.k_proj", "v": "attn.v_proj", "o": "attn.proj",
-                "up": "mlp.fc1", "down": "mlp.fc2", "post_norm": "final_layernorm", "renames": _LLAVA_RENAMES[:3],
+                "up": "mlp.fc1", "down": "mlp.fc2", "post_norm": "final_layernorm",
+                "renames": (("language_model.model.blocks.", "model.layers."), *_LLAVA_RENAMES[:3],
+                            ("vision_tower.encoder.patch_embed.", "vision_tower.patch_embed."),
+                            ("mm_projector.pre_norm.", "model.mm_projector.pre_norm.")),
                 "projectors": {"projector": ("~model.mm_projector.pre_norm", "~model.mm_projector.in_proj",
-                                             "~model.mm_projector.out_proj")}},
+                                             "~model.mm_projector.out_proj")},
+                "hub": {"root": "vision_tower", "positions": ("patch_embed.pos_emb.weight", 0), "layers": "encoder.blocks",
+                        "attn_in": "norm0", "mlp_in": "norm1", "fused_qkv": True, "qkv": "wqkv", "o": "wo",
+                        "up": "mlp.fc0", "down": "mlp.fc1", "post_norm": "encoder.final_layernorm",
+                        "projectors": {"projector": ("~model.mm_projector.pre_norm", "~mm_projector.proj.0",
+                                                     "~mm_projector.proj.2")}}},
     "internvl": {"root": "model.vision_tower", "patch": "embeddings.patch_embeddings.projection",
                  "class": ("embeddings.cls_token", 2), "positions": ("embeddings.position_embeddings", 1),
                  "layers": "encoder.layer", "attn_in": "layernorm_before", "mlp_in": "layernorm_after",
@@ -150,21 +161,23 @@ def canonical_prefix(name: str, renames: tuple[tuple[str, str], ...]) -> str:
     return name
 
 
-def tower_slots(name: str, tower: Tower) -> dict[str, Slot]:
-    """Every tensor of one tower, by its full (canonical) name; targets are `{name}.{component}`."""
-    return {slot.name: slot for slot in tower_roles(name, tower).values()}
+def tower_slots(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
+    """Every tensor of one tower, by its full (canonical) name; targets are `{name}.{component}`. `hub`:
+    as its Hub files name them where they differ from transformers 5's (the layout's `hub`), else the same."""
+    return {slot.name: slot for slot in tower_roles(name, tower, hub).values()}
 
 
-def tower_roles(name: str, tower: Tower) -> dict[str, Slot]:
+def tower_roles(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
     """Every tensor of one tower by its role (`patch.weight`, `layer.3.q.weight`, `merger.0.1.weight`),
     each named in full: what the torch reference builds (`calc.reference.tower`); a Conformer's by its own
     roles (`calc.checkpoint.conformer_slots`)."""
     lay, d = layout_of(tower), tower.d_model
     if isinstance(tower, Conformer):
         return conformer_roles(name, tower, lay)
+    lay = {**lay, **lay["hub"]} if hub and "hub" in lay else lay
     s = _Slots(lay)
     _embeddings(s, lay, tower)
-    layer = block_slots(lay, tower_block(tower), d)
+    layer = block_slots(lay, tower_block(tower, lay.get("fused_qkv", False)), d)
     for i in range(tower.n_layers):
         for role, slot in layer.items():
             s.add(f"layer.{i}.{role}", f"{lay['layers']}.{i}.{slot.name}", slot.shape, slot.target, slot.widths,
@@ -183,10 +196,14 @@ def tower_roles(name: str, tower: Tower) -> dict[str, Slot]:
             for full in [slot.name[1:] if slot.name.startswith("~") else f"{root}.{slot.name}"]}
 
 
-def tower_block(tower: Tower) -> Block:
-    """One encoder layer as a decoder Block: its attention, MLP and norms (Gemma 4's sandwich: four)."""
+def tower_block(tower: Tower, fused_qkv: bool = False) -> Block:
+    """One encoder layer as a decoder Block: its attention (Q, K, V in one tensor where a Hub layout
+    fuses them), MLP and norms (Gemma 4's sandwich: four)."""
     norms = ("attn_in", "attn_out", "mlp_in", "mlp_out") if tower.post_norms else ("attn_in", "mlp_in")
-    return Block.model_construct(attention=tower.attention, mlp=tower.mlp, norm=tower.norm, norms=norms)
+    a = tower.attention
+    fields = {field: getattr(a, field) for field in a.model_fields}
+    attention = type(a).model_construct(**{**fields, "fused_qkv": True}) if fused_qkv else a
+    return Block.model_construct(attention=attention, mlp=tower.mlp, norm=tower.norm, norms=norms)
 
 
 def layout_of(tower: Any) -> dict[str, Any]:
