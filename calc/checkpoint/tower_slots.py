@@ -13,7 +13,10 @@ layout back out (its conversion_mapping.py reversed: `language_model.model.*`, `
 `multi_modal_projector.*` for Gemma 3, Mistral 3, LLaVA-OneVision and InternVL; `model.layers.*`,
 `visual.*` for Qwen2.5-VL), and Qwen3-VL's and Qwen3.5's Hub files keep the in-memory names.
 `renames` maps every stored prefix to the canonical name: the decoder's as its text model names it
-(`model.layers.*`, `lm_head`, the names `calc.checkpoint.layouts` gives), the tower's in-memory.
+(`model.layers.*`, `lm_head`, the names `calc.checkpoint.layouts` gives), the tower's in-memory. Where
+the Hub names a tower's tensors otherwise inside (Kimi-K2.5's MoonViT fuses Q, K and V), the layout's
+`hub` overrides give those names too: a checkpoint is held to one layout or the other, as for a
+decoder's experts. A Conformer audio tower is its own table (`calc.checkpoint.conformer_slots`).
 """
 
 from __future__ import annotations
