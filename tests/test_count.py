@@ -116,6 +116,9 @@ RELEASED = {
     "kimi-linear-48b-a3b": 49_122_675_072,
     "minimax-m1": 456_089_655_296,
     "qwen3-vl-30b-a3b": 31_070_754_032,
+    # the whole model: decoder 25,233,141,760 + vision tower 572,792,112 (transformers 5.24's
+    # Gemma4ForConditionalGeneration on the meta device, tests/configs/model_types/gemma4-26b-a4b.json)
+    "gemma-4-26b-a4b": 25_805_933_872,
 }
 # The presets written in the flat form, which the torch reference and transformers' Llama/GPT-2
 # classes below can build.

@@ -61,9 +61,9 @@ def test_every_tensor_of_a_vlm_checkpoint_is_recognised(model_type: str, in_memo
     checkpoint = data["checkpoint"]
     assert checkpoint["unknown"] == [] and checkpoint["shape_mismatches"] == [], checkpoint
     assert checkpoint["parameters"] == sum(params.values())
-    towers = [row for row in data["components"] if row["component"].startswith("vision.")]
+    towers = [row for row in data["components"] if row["component"].startswith(("vision.", "audio."))]
     assert towers and all(row["ok"] and row["checkpoint"] == row["analytic"] for row in towers)
-    assert sum(row["checkpoint"] for row in towers) == checkpoint["breakdown"]["towers"][0]["total"]
+    assert sum(row["checkpoint"] for row in towers) == sum(t["total"] for t in checkpoint["breakdown"]["towers"])
     assert code == 0 and data["ok"], data["problems"]
 
 
@@ -111,3 +111,51 @@ def test_siglip_under_its_own_vision_model_prefix(model_type: str, tmp_path: Pat
     code, data = verify_json("--checkpoint", str(directory))
     assert data["checkpoint"]["unknown"] == [] and data["checkpoint"]["shape_mismatches"] == []
     assert data["checkpoint"]["parameters"] == sum(params.values()) and code == 0
+
+
+@pytest.mark.parametrize("model_type", ["gemma4", "kimi_k25"])
+def test_verify_compares_each_tower_row_with_transformers_whole_model(model_type: str, tmp_path: Path) -> None:
+    """`verify CONFIG.json` of a tiny Gemma 4 (vision and Conformer audio) and Kimi-K2.5 (MoonViT): every
+    parameter of transformers' whole model is named and shaped as the spec implies, and each tower row
+    equals the formulas' (Kimi's config names Moonshot's class; transformers' own is found by model_type)."""
+    config = {"model_type": model_type, **copy.deepcopy(TINY_MULTIMODAL[model_type])}
+    if model_type == "kimi_k25":
+        config["architectures"] = ["KimiK25ForConditionalGeneration"]  # as moonshotai/Kimi-K2.5's config.json
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, data = verify_json(str(path))
+    source = data["transformers"]
+    assert source["by_component"] and source["unknown"] == [] and source["shape_mismatches"] == [], source
+    towers = [row for row in data["components"] if row["component"].startswith(("vision.", "audio."))]
+    assert {row["component"].partition(".")[0] for row in towers} == ({"vision", "audio"} if model_type == "gemma4"
+                                                                     else {"vision"})
+    assert all(row["ok"] and row["transformers"] == row["analytic"] for row in towers)
+    assert code == 0 and data["ok"], data["problems"]
+
+
+def test_kimi_k25_hub_names(tmp_path: Path) -> None:
+    """Kimi-K2.5's Hub files, as transformers' conversion_mapping.py "kimi_k25" reads them (its source
+    patterns: `language_model.model.*`, `vision_tower.patch_embed.pos_emb.weight`,
+    `vision_tower.encoder.blocks.N.{norm0,norm1,wqkv,wo,mlp.fc0,mlp.fc1}`, `mm_projector.proj.0/.2`), made
+    from what save_pretrained writes (which spells a few prefixes otherwise): transformers loads the file
+    with nothing missing or left over, and verify recognises every tensor, the fused wqkv as Q, K and V."""
+    directory, params = saved("kimi_k25", tmp_path)
+    path = directory / "model.safetensors"
+    renames = (("language_model.model.blocks.", "language_model.model.layers."),
+               ("vision_tower.encoder.patch_embed.", "vision_tower.patch_embed."),
+               ("model.mm_projector.pre_norm.", "mm_projector.pre_norm."))
+    hub = {}
+    for name, tensor in safetensors_torch.load_file(str(path)).items():
+        stored, canonical = next(((s, c) for s, c in renames if name.startswith(s)), ("", ""))
+        hub[canonical + name[len(stored):]] = tensor
+    assert "vision_tower.encoder.blocks.1.wqkv.weight" in hub and "mm_projector.pre_norm.weight" in hub
+    safetensors_torch.save_file(hub, str(path), metadata={"format": "pt"})
+    _, info = transformers.Kimi_K25ForConditionalGeneration.from_pretrained(directory, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    code, data = verify_json("--checkpoint", str(directory))
+    checkpoint = data["checkpoint"]
+    assert checkpoint["unknown"] == [] and checkpoint["shape_mismatches"] == [], checkpoint
+    assert checkpoint["parameters"] == sum(params.values())
+    rows = {row["component"]: row for row in data["components"]}
+    assert all(rows[f"vision.{key}"]["ok"] and rows[f"vision.{key}"]["checkpoint"] > 0 for key in ("q", "k", "v", "q_bias"))
+    assert code == 0 and data["ok"], data["problems"]

@@ -351,3 +351,26 @@ def test_gemma3n_audio_tower_is_transformers_and_its_vision_tower_is_flagged() -
     with torch.device("meta"):
         parts = (modeling_gemma3n.Gemma3nAudioEncoder(audio), modeling_gemma3n.Gemma3nMultimodalEmbedder(audio, text_config))
     assert b.towers[0].total == sum(p.numel() for part in parts for p in part.parameters())
+
+
+def test_gemma3n_audio_tensor_names_are_transformers() -> None:
+    """Gemma 3n's Conformer and embedder, tensor by tensor: the names and shapes verify and inspect match
+    are transformers' Gemma3nAudioEncoder's and Gemma3nMultimodalEmbedder's, under the attributes
+    Gemma3nModel holds them by (`audio_tower`, `embed_audio`: models/gemma3n/modeling_gemma3n.py,
+    Gemma3nModel.__init__) inside Gemma3nForConditionalGeneration's `model` (its whole model needs timm)."""
+    torch, transformers = pytest.importorskip("torch"), pytest.importorskip("transformers")
+    from transformers.models.gemma3n import modeling_gemma3n
+
+    from calc.checkpoint.tower_slots import tower_slots
+
+    text = json.loads((MODEL_TYPES / "gemma3n_text-e2b.json").read_text())
+    config = {"model_type": "gemma3n", "architectures": ["Gemma3nForConditionalGeneration"], "text_config": text,
+              "audio_config": {"model_type": "gemma3n_audio", "conf_num_hidden_layers": 2}}
+    audio = transformers.Gemma3nAudioConfig(conf_num_hidden_layers=2)
+    with torch.device("meta"):
+        encoder = modeling_gemma3n.Gemma3nAudioEncoder(audio)
+        embedder = modeling_gemma3n.Gemma3nMultimodalEmbedder(audio, transformers.Gemma3nTextConfig(**text))
+    theirs = {f"model.{prefix}.{name}": tuple(p.shape) for prefix, part in (("audio_tower", encoder), ("embed_audio", embedder))
+              for name, p in part.state_dict().items()}
+    ours = {name: slot.shape for name, slot in tower_slots("audio", spec_of(config).towers["audio"]).items()}
+    assert ours == theirs

@@ -298,6 +298,20 @@ TINY_MULTIMODAL: dict[str, dict[str, Any]] = {
                                  "vision_output_dim": 32, "pixel_shuffle_ratio": 0.5}},
     "llava_onevision": {"architectures": ["LlavaOnevisionForConditionalGeneration"],
                         "text_config": {**_TEXT, "model_type": "qwen2"}, "vision_config": _SIGLIP},
+    # Gemma 4: the tiny gemma4_text decoder (PLE, KV sharing, MoE) under a sandwich-norm tower with its
+    # two-axis position table (8 rows an axis), and a two-layer Conformer audio tower (clipped linears)
+    "gemma4": {"architectures": ["Gemma4ForConditionalGeneration"],
+               "audio_config": {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+                                "subsampling_conv_channels": [8, 4], "output_proj_dims": 24},
+               "text_config": {**TINY["gemma4_text"], "model_type": "gemma4_text"},
+               "vision_config": {**_VIT, "num_key_value_heads": 2, "head_dim": 8, "position_embedding_size": 8,
+                                 "patch_size": 4}},
+    # Kimi-K2.5: a DeepSeek-V3 decoder (MLA, one dense layer, then MoE) under MoonViT with a 4 x 6 position
+    # grid and its 2 x 2 patch-merger projector
+    "kimi_k25": {"architectures": ["Kimi_K25ForConditionalGeneration"], "tie_word_embeddings": False,
+                 "projection_hidden_size": 16,
+                 "text_config": {**TINY["deepseek_v3"], "model_type": "deepseek_v3"},
+                 "vision_config": {**_VIT, "pos_emb_height": 4, "pos_emb_width": 6, "patch_size": 4}},
     "internvl": {"architectures": ["InternVLForConditionalGeneration"], "tie_word_embeddings": False,
                  "text_config": {**_TEXT, "model_type": "qwen2"},
                  "vision_config": {"model_type": "internvl_vision", **_VIT, "image_size": [56, 56],

@@ -91,14 +91,19 @@ TOWER_KEYS = {"vision_config": "vision encoder and projector", "audio_config": "
 
 
 def whole_class(config: dict[str, Any]) -> Any:
-    """transformers' class of a multimodal config's whole model (the one its `architectures` names),
-    or None: for a text-only config, or where transformers has no class of that name."""
+    """transformers' class of a multimodal config's whole model (the one its `architectures` names,
+    else its model_type's image-text-to-text class: Moonshot's configs name KimiK25ForConditionalGeneration,
+    transformers' is Kimi_K25ForConditionalGeneration), or None: for a text-only config, or where
+    transformers has neither."""
     import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
     named = config.get("architectures")
     if not any(key in config for key in TOWER_KEYS) or not isinstance(named, list) or not named:
         return None
-    return getattr(transformers, str(named[0]), None) if str(named[0]).isidentifier() else None
+    own = getattr(transformers, str(named[0]), None) if str(named[0]).isidentifier() else None
+    by_type = MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(str(config.get("model_type")))
+    return own or (getattr(transformers, by_type, None) if by_type else None)
 
 
 def _uncounted(exc: UnsupportedModelType, model: Any) -> tuple[str, ...]:

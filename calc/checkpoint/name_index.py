@@ -139,8 +139,11 @@ def _templates(table: TensorTable) -> Iterator[Template]:
     """(name template, the slot `classify` finds, expected shapes, MTP?, Hub layout only?, layers, experts)
     of every group."""
     spec, layers_path = table.spec, table.layers
-    for slot in (*table.model.values(), *table.towers.values()):
+    for slot in table.model.values():
         yield slot.name.replace("{", "{{").replace("}", "}}"), slot, (slot.shape, slot.shape), False, False, [None], 0
+    for name, slot in {**table.towers_hub, **table.towers}.items():  # a tower's, in either layout
+        expected = tuple(_expected(found.get(name)) for found in (table.towers, table.towers_hub))
+        yield name.replace("{", "{{").replace("}", "}}"), slot, expected, False, name in table.tower_hub_only, [None], 0
     n_experts = {name: block.moe.n_experts if block.moe else 0 for name, block in spec.blocks.items()}
     kinds = list(chain.from_iterable(repeat(run.block, run.repeat) for run in spec.layers))
     for kind in spec.blocks:

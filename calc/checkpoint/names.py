@@ -66,8 +66,13 @@ class TensorTable:
         # A multimodal model's towers: every tensor by its full name (calc.checkpoint.tower_slots), and the
         # stored prefixes its checkpoints use for them and for the decoder.
         self.towers = {full: slot for name, tower in spec.towers.items() for full, slot in tower_slots(name, tower).items()}
+        # ... and as their Hub files name them where those differ (Kimi-K2.5's fused `wqkv`): the shapes a Hub
+        # checkpoint is held to, as for the decoder's experts (`hub`)
+        self.towers_hub = {full: slot for name, tower in spec.towers.items()
+                           for full, slot in tower_slots(name, tower, hub=True).items()}
+        self.tower_hub_only = self.towers_hub.keys() - self.towers.keys()
         self.renames = renames_of(spec.towers)
-        self._model_names = {**{slot.name: slot for slot in self.model.values()}, **self.towers}
+        self._model_names = {**{slot.name: slot for slot in self.model.values()}, **self.towers_hub, **self.towers}
         self._relative = {name: {slot.name: slot for slot in (*self.blocks[name].values(), *self.hub[name].values())}
                           for name in spec.blocks}
         # A Hub-layout name of a tensor transformers 5 keeps under another name (Mixtral's router, GraniteMoE's experts).
@@ -166,9 +171,11 @@ class TensorTable:
     def is_hub(self, names: list[str]) -> bool:
         """Whether stored names follow the Hub's expert layout (one tensor per expert, or GraniteMoE's
         input_linear) rather than transformers 5's in-memory one: the shapes the checkpoint is held to."""
-        if not any(self.hub_only.values()):  # no expert the two layouts name apart: nothing to tell
+        if not any(self.hub_only.values()) and not self.tower_hub_only:  # nothing the two layouts name apart
             return False
         for name in names:
+            if self.canonical(name) in self.tower_hub_only:
+                return True
             found = self._in_layer(self.canonical(name))
             if found is not None and found[0] < self.n_layers and found[2] in self.hub_only[found[1]]:
                 return True
@@ -196,7 +203,9 @@ class TensorTable:
                     name = f"{self.layers}.{layer}.{slot.name}"
                     for expert in range(experts) if "{expert}" in name else (None,):
                         shapes[name.format(expert=expert) if expert is not None else name] = slot.shape
-        return {**shapes, **above, **{name: slot.shape for name, slot in self.towers.items()}}
+        towers = {name: slot.shape for name, slot in (self.towers_hub if hub else self.towers).items()
+                  if buffers or slot.kind != "buffer"}
+        return {**shapes, **above, **towers}
 
 
 def _layer_of(name: str) -> int | None:

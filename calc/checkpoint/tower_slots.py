@@ -13,19 +13,24 @@ layout back out (its conversion_mapping.py reversed: `language_model.model.*`, `
 `multi_modal_projector.*` for Gemma 3, Mistral 3, LLaVA-OneVision and InternVL; `model.layers.*`,
 `visual.*` for Qwen2.5-VL), and Qwen3-VL's and Qwen3.5's Hub files keep the in-memory names.
 `renames` maps every stored prefix to the canonical name: the decoder's as its text model names it
-(`model.layers.*`, `lm_head`, the names `calc.checkpoint.layouts` gives), the tower's in-memory.
+(`model.layers.*`, `lm_head`, the names `calc.checkpoint.layouts` gives), the tower's in-memory. Where
+the Hub names a tower's tensors otherwise inside (Kimi-K2.5's MoonViT fuses Q, K and V), the layout's
+`hub` overrides give those names too: a checkpoint is held to one layout or the other, as for a
+decoder's experts. A Conformer audio tower is its own table (`calc.checkpoint.conformer_slots`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
+from calc.checkpoint.conformer_slots import CONFORMER_LAYOUTS, conformer_roles
 from calc.checkpoint.slots import Slot, _Slots, block_slots
 from calc.errors import GptcalcError
 from calc.spec.model import Block
-from calc.towers import Tower
+from calc.towers import Conformer, Tower
 
-__all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_roles", "tower_slots", "whole_model_names"]
+__all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_block", "tower_roles", "tower_slots",
+           "whole_model_names"]
 
 # The save_pretrained / Hub prefixes of Gemma 3, Mistral 3, LLaVA-OneVision and InternVL (their
 # conversion_mapping: "^language_model.model" <-> "model.language_model", "^vision_tower" <->
@@ -90,6 +95,39 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                "in_whole": (("model.", "language_model.model."), ("lm_head.", "language_model.lm_head.")),
                "projectors": {"adapter": (None, "vision_adapter.mlp.fc1", "vision_adapter.mlp.fc2"),
                               "projector": (None, "~multi_modal_projector.linear_1")}},
+    # Gemma 4 holds and saves the same names (no conversion mapping for gemma4): each linear wrapped in a
+    # Gemma4ClippableLinear (`.linear`), a position table of two axes (x, y), sandwich norms, the projector
+    # a bare Linear behind a scale-free norm (models/gemma4/modeling_gemma4.py)
+    "gemma4": {"root": "model.vision_tower", "patch": "patch_embedder.input_proj", "patch_linear": True,
+               "positions": ("patch_embedder.position_embedding_table", 0), "layers": "encoder.layers",
+               "attn_in": "input_layernorm", "attn_out": "post_attention_layernorm",
+               "mlp_in": "pre_feedforward_layernorm", "mlp_out": "post_feedforward_layernorm",
+               **{role: f"{path}.linear" for role, path in (("q", "self_attn.q_proj"), ("k", "self_attn.k_proj"),
+                                                           ("v", "self_attn.v_proj"), ("o", "self_attn.o_proj"),
+                                                           ("gate", "mlp.gate_proj"), ("up", "mlp.up_proj"),
+                                                           ("down", "mlp.down_proj"))},
+               "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm",
+               "projectors": {"projector": (None, "~model.embed_vision.embedding_projection")},
+               "renames": (("model.language_model.", "model."),)},
+    # Kimi-K2.5's MoonViT as transformers 5 holds it (models/kimi_k25/modeling_kimi_k25.py): a (height, width)
+    # position grid, the projector beside the tower (`model.mm_projector`). Its Hub files (`hub`, transformers'
+    # conversion_mapping.py "kimi_k25" reversed) fuse Q, K, V into `wqkv` (rotary-permuted: the shape is the
+    # same) and number norms and MLP linears from 0; save_pretrained writes the same but for a few prefixes
+    # (`renames`: the decoder's layers as `blocks`, patch_embed under `encoder`, pre_norm under `model.`).
+    "moonvit": {"root": "model.vision_tower", "patch": "patch_embed.proj",
+                "positions": ("patch_embed.pos_emb.position_embeddings", 0), "layers": "layers", "attn_in": "norm1",
+                "mlp_in": "norm2", "q": "attn.q_proj", "k": "attn.k_proj", "v": "attn.v_proj", "o": "attn.proj",
+                "up": "mlp.fc1", "down": "mlp.fc2", "post_norm": "final_layernorm",
+                "renames": (("language_model.model.blocks.", "model.layers."), *_LLAVA_RENAMES[:3],
+                            ("vision_tower.encoder.patch_embed.", "vision_tower.patch_embed."),
+                            ("mm_projector.pre_norm.", "model.mm_projector.pre_norm.")),
+                "projectors": {"projector": ("~model.mm_projector.pre_norm", "~model.mm_projector.in_proj",
+                                             "~model.mm_projector.out_proj")},
+                "hub": {"root": "vision_tower", "positions": ("patch_embed.pos_emb.weight", 0), "layers": "encoder.blocks",
+                        "attn_in": "norm0", "mlp_in": "norm1", "fused_qkv": True, "qkv": "wqkv", "o": "wo",
+                        "up": "mlp.fc0", "down": "mlp.fc1", "post_norm": "encoder.final_layernorm",
+                        "projectors": {"projector": ("~model.mm_projector.pre_norm", "~mm_projector.proj.0",
+                                                     "~mm_projector.proj.2")}}},
     "internvl": {"root": "model.vision_tower", "patch": "embeddings.patch_embeddings.projection",
                  "class": ("embeddings.cls_token", 2), "positions": ("embeddings.position_embeddings", 1),
                  "layers": "encoder.layer", "attn_in": "layernorm_before", "mlp_in": "layernorm_after",
@@ -126,18 +164,23 @@ def canonical_prefix(name: str, renames: tuple[tuple[str, str], ...]) -> str:
     return name
 
 
-def tower_slots(name: str, tower: Tower) -> dict[str, Slot]:
-    """Every tensor of one tower, by its full (canonical) name; targets are `{name}.{component}`."""
-    return {slot.name: slot for slot in tower_roles(name, tower).values()}
+def tower_slots(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
+    """Every tensor of one tower, by its full (canonical) name; targets are `{name}.{component}`. `hub`:
+    as its Hub files name them where they differ from transformers 5's (the layout's `hub`), else the same."""
+    return {slot.name: slot for slot in tower_roles(name, tower, hub).values()}
 
 
-def tower_roles(name: str, tower: Tower) -> dict[str, Slot]:
+def tower_roles(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
     """Every tensor of one tower by its role (`patch.weight`, `layer.3.q.weight`, `merger.0.1.weight`),
-    each named in full: what the torch reference builds (`calc.reference.tower`)."""
+    each named in full: what the torch reference builds (`calc.reference.tower`); a Conformer's by its own
+    roles (`calc.checkpoint.conformer_slots`)."""
     lay, d = layout_of(tower), tower.d_model
+    if isinstance(tower, Conformer):
+        return conformer_roles(name, tower, lay)
+    lay = {**lay, **lay["hub"]} if hub and "hub" in lay else lay
     s = _Slots(lay)
     _embeddings(s, lay, tower)
-    layer = block_slots(lay, Block.model_construct(attention=tower.attention, mlp=tower.mlp, norm=tower.norm), d)
+    layer = block_slots(lay, tower_block(tower, lay.get("fused_qkv", False)), d)
     for i in range(tower.n_layers):
         for role, slot in layer.items():
             s.add(f"layer.{i}.{role}", f"{lay['layers']}.{i}.{slot.name}", slot.shape, slot.target, slot.widths,
@@ -156,10 +199,20 @@ def tower_roles(name: str, tower: Tower) -> dict[str, Slot]:
             for full in [slot.name[1:] if slot.name.startswith("~") else f"{root}.{slot.name}"]}
 
 
+def tower_block(tower: Tower, fused_qkv: bool = False) -> Block:
+    """One encoder layer as a decoder Block: its attention (Q, K, V in one tensor where a Hub layout
+    fuses them), MLP and norms (Gemma 4's sandwich: four)."""
+    norms = ("attn_in", "attn_out", "mlp_in", "mlp_out") if tower.post_norms else ("attn_in", "mlp_in")
+    a = tower.attention
+    fields = {field: getattr(a, field) for field in a.model_fields}
+    attention = type(a).model_construct(**{**fields, "fused_qkv": True}) if fused_qkv else a
+    return Block.model_construct(attention=attention, mlp=tower.mlp, norm=tower.norm, norms=norms)
+
+
 def layout_of(tower: Any) -> dict[str, Any]:
     """The tensor names of a tower kind, or one error naming the kind whose names are not mapped yet
     (its count, memory and shapes stand; a checkpoint's tensors cannot be matched to it)."""
-    layout = TOWER_LAYOUTS.get(tower.kind)
+    layout = {**TOWER_LAYOUTS, **CONFORMER_LAYOUTS}.get(tower.names)
     if layout is None:
         raise GptcalcError(f"the {tower.kind} tower's tensor names are not mapped yet: verify and inspect cannot "
                            f"match its tensors (count, memory and shapes count it: {', '.join(sorted(TOWER_LAYOUTS))} "
@@ -190,7 +243,8 @@ def _embeddings(s: _Slots, lay: dict[str, Any], tower: Tower) -> None:
         s.add("class", path, (1,) * ones + (d,), "class_embedding")
     if tower.positions:
         path, ones = lay["positions"]
-        s.add("positions", path, (1,) * ones + (tower.positions, d), "position_embedding",
+        rows = tower.position_grid or (tower.positions,)  # Gemma 4's and MoonViT's tables have two axes
+        s.add("positions", path, (1,) * ones + rows + (d,), "position_embedding",
               kind="embedding" if path.endswith(".weight") else "param")  # an nn.Embedding's table, or a bare one
     if tower.pre_norm is not None:
         s.norm("pre_norm", tower.pre_norm, d, "pre_norm")

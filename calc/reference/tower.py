@@ -40,13 +40,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from calc.checkpoint.names import Slot
-from calc.checkpoint.tower_slots import layout_of, tower_roles
+from calc.checkpoint.tower_slots import layout_of, tower_block, tower_roles
 from calc.errors import GptcalcError
 from calc.reference import llama4_vision, llava_vision, pixtral_vision, qwen_vision
 from calc.reference.model import Context
 from calc.reference.parts.base import build_weights, initialise, no_trace, place
 from calc.reference.parts.block import Layer, make_norm
-from calc.spec.model import Block
 from calc.towers import Tower
 
 __all__ = ["VisionTower", "buildable"]
@@ -82,7 +81,7 @@ class VisionTower(nn.Module):
         self.tower, lay = tower, layout_of(tower)
         roles = tower_roles(name, tower)
         stack = f"{lay['root']}.{lay['layers']}"
-        block = Block.model_construct(attention=tower.attention, mlp=tower.mlp, norm=tower.norm)
+        block = tower_block(tower)
         scales = tuple(lay.get("layer_scale", ())) if tower.layer_scale else ()
         with torch.device(device):
             self.layers = [place(self, f"{stack}.{i}", Layer(block, _layer(roles, i, f"{stack}.{i}.", scales), lay, 1))

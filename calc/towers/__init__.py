@@ -25,12 +25,13 @@ computed, never what is stored. An audio encoder of Conformer layers (Gemma 3n's
 """
 
 
+import math
 from importlib import import_module
 from typing import Any, Literal
 
 from calc.errors import GptcalcError
 from calc.parts import MLP, Attention, Norm
-from calc.parts.base import Field, Part, present
+from calc.parts.base import Field, Part, model_validator, present
 from calc.towers.conformer import LABELS as CONFORMER_LABELS
 from calc.towers.conformer import Conformer
 from calc.towers.images import (AnyresImages, CanvasImages, FixedImages, GridImages, NavitImages, PooledImages,
@@ -88,6 +89,9 @@ class Tower(Part):
     patch_bias: bool = False
     class_token: bool = False
     positions: int = Field(default=0, ge=0)  # rows of a learned position table
+    # the table's rows as stored where it has two axes (Gemma 4: one table per image axis, (2, size);
+    # MoonViT: a (height, width) grid): what a checkpoint's tensor shape says; their product is `positions`
+    position_grid: tuple[int, ...] = Field(default=(), strict=False)
     pre_norm: Norm | None = None
     post_norm: Norm | None = None
     projectors: tuple[Projector, ...] = Field(default=(), strict=False)
@@ -104,6 +108,13 @@ class Tower(Part):
     # ... and the encoder outputs the projector reads, concatenated (Mistral-3's vision_feature_layer:
     # 0 the embeddings, i the output of layer i, -1 the last layer's)
     feature_layers: tuple[int, ...] = Field(default=(-1,), strict=False)
+
+    @model_validator(mode="after")
+    def _grid(self) -> "Tower":
+        if self.position_grid and math.prod(self.position_grid) != self.positions:
+            raise ValueError(f"position_grid {self.position_grid} holds {math.prod(self.position_grid)} rows, "
+                             f"not positions={self.positions}")
+        return self
 
     def layer_params(self) -> dict[str, int]:
         """One encoder layer: norm, attention, norm, MLP, with the decoder parts' component keys."""
@@ -129,6 +140,11 @@ class Tower(Part):
     @property
     def total(self) -> int:
         return sum(self.params().values())
+
+    @property
+    def names(self) -> str:
+        """Whose tensor names its checkpoints use (calc.checkpoint.tower_slots): its kind's."""
+        return self.kind
 
     def describe(self) -> str:
         merged = [p for p in self.projectors if p.repeat > 1]

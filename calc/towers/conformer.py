@@ -43,6 +43,9 @@ class Conformer(Part):
     """One Conformer audio encoder and its projector, as the checkpoint stores them."""
 
     kind: Literal["conformer"] = "conformer"
+    # whose tensor names its checkpoints use (calc.checkpoint.conformer_slots.CONFORMER_LAYOUTS): the same
+    # layers are Gemma4AudioModel's and Gemma3nAudioEncoder's under different names
+    names: Literal["gemma4_audio", "gemma3n_audio"]
     modality: Literal["audio"] = "audio"
     d_model: int = Field(gt=0)
     n_layers: int = Field(gt=0)

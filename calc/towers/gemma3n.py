@@ -40,7 +40,8 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         convs.append((before, out, kh, kw))
         frequencies = (frequencies + 2 - kw) // stride + 1
     return {"audio": {
-        "kind": "conformer", "d_model": audio.int("hidden_size"), "n_layers": audio.int("conf_num_hidden_layers"),
+        "kind": "conformer", "names": "gemma3n_audio", "d_model": audio.int("hidden_size"),
+        "n_layers": audio.int("conf_num_hidden_layers"),
         "n_heads": audio.int("conf_num_attention_heads"), "conv_kernel": audio.int("conf_conv_kernel_size"),
         "convs": convs, "subsample_width": channels[-1] * frequencies, "vocab": audio.int("vocab_size"),
         "text_width": text_width,

@@ -43,7 +43,8 @@ def _audio(cfg: Config, text_width: int) -> dict[str, Any]:
     if len(channels) != 2 or not all(isinstance(c, int) and c > 0 for c in channels):
         raise audio.error("subsampling_conv_channels", f"expected two channel counts, got {channels!r}")
     c0, c1 = channels  # two 3 x 3 convolutions; the projection reads (c0 // 4)·c1 (Gemma4AudioSubSampleConvProjection)
-    return {"kind": "conformer", "d_model": audio.int("hidden_size"), "n_layers": audio.int("num_hidden_layers"),
+    return {"kind": "conformer", "names": "gemma4_audio", "d_model": audio.int("hidden_size"),
+            "n_layers": audio.int("num_hidden_layers"),
             "n_heads": audio.int("num_attention_heads"), "conv_kernel": audio.int("conv_kernel_size"),
             "convs": [(1, c0, 3, 3), (c0, c1, 3, 3)], "subsample_width": c0 // 4 * c1,
             "out_width": audio.int("output_proj_dims"), "text_width": text_width}
@@ -60,6 +61,7 @@ def _vision(cfg: Config, text_width: int) -> dict[str, Any]:
         "mlp": {"d_ff": vision.int("intermediate_size"), "gated": True, "activation": "gelu"},
         "norm": rms, "post_norms": True, "patch_size": patch,
         "positions": 2 * vision.int("position_embedding_size"),
+        "position_grid": [2, vision.int("position_embedding_size")],
         "projectors": [{"name": "projector", "linears": [{"d_in": d, "d_out": text_width}]}],
         "images": {"kind": "pooled", "patch_size": patch, "pool": vision.int("pooling_kernel_size"),
                    "max_tokens": cfg.int("vision_soft_tokens_per_image", default=SOFT_TOKENS)},

@@ -49,6 +49,7 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "attention": biased_attention(d, heads), "mlp": {"d_ff": vision.int("intermediate_size"), "bias": True},
         "norm": layernorm, "patch_size": vision.int("patch_size"), "patch_bias": True,
         "positions": vision.int("pos_emb_height") * vision.int("pos_emb_width"), "post_norm": layernorm,
+        "position_grid": [vision.int("pos_emb_height"), vision.int("pos_emb_width")],
         "projectors": [{"name": "projector", "norm": layernorm, "norm_width": cfg.int("projection_hidden_size"),
                         "linears": [{"d_in": merged, "d_out": merged, "bias": True},
                                     {"d_in": merged, "d_out": text_width, "bias": True}]}],
