@@ -124,12 +124,17 @@ def test_real_vllm_cpu_weights(name: str) -> None:
     layers for oneDNN) are gptcalc's engine weights: the checkpoint's tensors plus the vocabulary padded to a
     multiple of 64 (the MLA config's vocabulary of 1,000 becomes 1,024 rows of embedding and head), and the
     Mamba2 / gated DeltaNet decay A in fp32 (2 B more per value: 128 B for the Mamba2 config's 4 layers x 16
-    heads). MLA's W_UK_T / W_UV of a 16-bit kv_b_proj are views of it, no copy (mla_attention.py split_kv_b_proj)."""
+    heads). MLA's W_UK_T / W_UV of a 16-bit kv_b_proj are views of it, no copy (mla_attention.py split_kv_b_proj).
+    Beside them, the rotary cos/sin table its layers share, which vLLM measures with the weights: 4,096 x 40
+    YaRN positions x 64 x 2 B for the MLA config, 8,192 x 64 x 2 B for Llama's, 8,192 x 32 (a quarter of
+    128) x 2 B for Qwen3-Next's; none without rotary (Mamba2, Nemotron-H) nor for OLMo-3, which vLLM runs
+    through its Transformers backend."""
     config = str(LOGS / f"vllm-cpu-{name}.config.json")
     held = json.loads((LOGS / f"vllm-cpu-{name}.log").read_text().split("RESULT ", 1)[1])["weights"]
     term = memory(config, "--engine", "vllm", "--budget", "H100", "--dtype", "bf16", "--seq", "4096")[
         "engine_budget"]["terms"][0]
-    assert term["key"] == "weights" and term["bytes"] == held["loaded"]
+    assert term["key"] == "weights" and term["bytes"] == held["loaded"] + held["rope"]
+    assert ("rotary cos/sin cache" in term["source"]) == (held["rope"] > 0)
     assert held["mla_copy"] == 0 and "W_UK/W_UV" not in term["source"]
 
 
@@ -210,7 +215,9 @@ def test_vllm_holds_a_16_bit_copy_of_a_quantised_mla_kv_b() -> None:
     """source: vllm/v1/attention/backends/mla/common.py process_weights_after_loading: a quantised kv_b_proj
     is dequantised (an identity through its quant method) into W_UK_T and W_UV, views of one 16-bit tensor that
     stays beside the fp8 kv_b_proj prefill uses; an unquantised kv_b_proj is viewed, not copied. DeepSeek-V3
-    on 8 GPUs: 61 layers x 512 (kv_lora_rank) x 128 / 8 heads x (128 + 128) x 2 B = 255,852,544 B per GPU."""
+    on 8 GPUs: 61 layers x 512 (kv_lora_rank) x 128 / 8 heads x (128 + 128) x 2 B = 255,852,544 B per GPU, beside
+    the YaRN cos/sin table every GPU keeps whole: 4,096 (original_max_position_embeddings) x 40 (factor) positions
+    x 64 (qk_rope_head_dim) x 2 B (deepseek-ai/DeepSeek-V3 config.json)."""
     def weights(*extra: str) -> dict:  # type: ignore[type-arg]
         return memory("deepseek-v3", "--engine", "vllm", "--budget", "8xH200", "--seq", "8192", *extra)[
             "engine_budget"]["terms"][0]
@@ -218,7 +225,7 @@ def test_vllm_holds_a_16_bit_copy_of_a_quantised_mla_kv_b() -> None:
     stored = weights()
     assert "255,852,544 B of MLA's dequantised W_UK/W_UV copy" in stored["source"]
     plain = memory("deepseek-v3", "--seq", "8192", "--tp", "8")["weights"]["total_bytes"]
-    assert stored["bytes"] == plain + 61 * 512 * 16 * 256 * 2
+    assert stored["bytes"] == plain + 61 * 512 * 16 * 256 * 2 + 4096 * 40 * 64 * 2
     assert "W_UK/W_UV" not in weights("--budget", "8xB200", "--dtype", "bf16")["source"]
 
 
@@ -228,13 +235,17 @@ def test_vllm_pads_mxfp4_experts_for_its_kernel() -> None:
     intermediate size to 64, which 2,880 already is. gpt-oss-120b, 36 layers x 128 experts of 2,880 x 2,880: one
     expert as vLLM allocates it (4-bit values, a u8 scale per 32, bf16 biases) is 2 x 2,880 x (1,440 + 90 + 2) +
     2,880 x (1,440 + 90 + 2) = 13,236,480 B, padded to 2,944 x 3,072 it is 2 x 2,944 x (1,536 + 96 + 2) + 3,072 x
-    (1,472 + 92 + 2) = 14,431,744 B."""
+    (1,472 + 92 + 2) = 14,431,744 B. Every card also keeps the YaRN cos/sin table, fp32 as gpt_oss.py asks
+    get_rope for it: 4,096 (original_max_position_embeddings) x 32 (factor) positions x 64 (head_dim) x 4 B
+    (openai/gpt-oss-120b config.json)."""
+    rope = 4096 * 32 * 64 * 4
+
     def loaded(gpu: str) -> int:
         return memory("gpt-oss-120b", "--engine", "vllm", "--budget", gpu, "--seq", "8192")["engine_budget"][
             "terms"][0]["bytes"]
 
     stored = memory("gpt-oss-120b", "--seq", "8192")["weights"]["total_bytes"]
-    assert loaded("A100-80GB") - stored == 36 * 128 * (14_431_744 - 13_236_480)
-    assert loaded("H100") == stored
+    assert loaded("A100-80GB") - stored - rope == 36 * 128 * (14_431_744 - 13_236_480)
+    assert loaded("H100") == stored + rope
     # the issue that asked for this quotes vLLM's "Model loading took 65.97 GiB" on Marlin: 0.1% above this figure
     assert abs(loaded("A100-80GB") / 2**30 - 65.97) / 65.97 < 0.002

@@ -10,8 +10,8 @@ Not part of the default test run (it needs vLLM in its own virtualenv, about 15 
 Each engine runs with dummy weights, bf16, eager, a pool of exactly POOL bytes and max_model_len
 MAX_LEN; the fixture keeps vLLM's "non-default args" line, the attention backends it chose, its "KV cache size"
 line, and the kv_cache_config it built (blocks, each group's spec, block size and page size) with the
-bytes of the weights it loaded (before post-processing), of its buffers and of MLA's W_UK_T / W_UV
-copy as one RESULT line.
+bytes of the weights it loaded (before post-processing), of its buffers, of the rotary cos/sin caches among
+them (each distinct one once) and of MLA's W_UK_T / W_UV copy as one RESULT line.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def weighed(process):
     def run(model, *args, **kwargs):
         held["loaded"] = storages(list(model.parameters()))
         held["buffers"] = storages(list(model.buffers()))
+        held["rope"] = storages([m.cos_sin_cache for m in model.modules() if isinstance(getattr(m, "cos_sin_cache", None), torch.Tensor)])
         process(model, *args, **kwargs)
         kv_b = {m.kv_b_proj.weight.untyped_storage().data_ptr() for m in model.modules() if hasattr(m, "W_UK_T")}
         held["mla_copy"] = storages([t for m in model.modules() if hasattr(m, "W_UK_T") for t in (m.W_UK_T, m.W_UV)

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 from calc.analysis.memory.budget import BudgetSpec
 from calc.analysis.memory.gpus import GPU
+from calc.analysis.memory.rope_cache import ROPE_SOURCE, vllm_rope_cache
 from calc.analysis.memory.weights import Weights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -127,7 +128,8 @@ def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep:
     and LM head rows that pad the vocabulary to a multiple of 64, split tp ways (16-bit, as every
     scheme keeps them); where MLA's kv_b is quantised, the 16-bit copy of it that its decode path
     multiplies by (the weights' kv_b rows are already this GPU's share); and MXFP4 experts padded
-    for the backend `gpu` runs them with; the state layers' decay (A), which vLLM keeps in fp32."""
+    for the backend `gpu` runs them with; the state layers' decay (A), which vLLM keeps in fp32; and the
+    rotary cos/sin tables its layers share (`calc.analysis.memory.rope_cache`), whole on every GPU."""
     pad = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING - spec.vocab_size
     matrices = sum(name in weights.params for name in ("token_embedding", "lm_head"))
     extra = [("vocabulary padding", matrices * pad * spec.d_model * element_bytes // tp)]
@@ -137,6 +139,7 @@ def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep:
     extra.append(("MXFP4 expert padding", mxfp4_padding(spec, weights, tp, ep, gpu)))
     extra.append(("fp32 decay of state layers", sum(max(4 * weights.params[name] - weights.component_bytes(name), 0)
                                                     for name in FP32_DECAY if name in weights.params)))
+    extra.append(("rotary cos/sin cache", vllm_rope_cache(spec, element_bytes)))
     return tuple((what, n) for what, n in extra if n)
 
 
@@ -181,7 +184,8 @@ def mxfp4_padding(spec: ModelSpec, weights: Weights, tp: int, ep: int, gpu: GPU)
 
 
 _EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_UV copy": MLA_COPY_SOURCE,
-                  "MXFP4 expert padding": MXFP4_SOURCE, "fp32 decay of state layers": FP32_DECAY_SOURCE}
+                  "MXFP4 expert padding": MXFP4_SOURCE, "fp32 decay of state layers": FP32_DECAY_SOURCE,
+                  "rotary cos/sin cache": ROPE_SOURCE}
 
 
 def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_bytes: int = 2) -> int:
