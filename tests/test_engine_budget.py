@@ -126,7 +126,7 @@ def test_real_vllm_cpu_weights(name: str) -> None:
     Mamba2 / gated DeltaNet decay A in fp32 (2 B more per value: 128 B for the Mamba2 config's 4 layers x 16
     heads). MLA's W_UK_T / W_UV of a 16-bit kv_b_proj are views of it, no copy (mla_attention.py split_kv_b_proj).
     Beside them, the rotary cos/sin table its layers share, which vLLM measures with the weights: 4,096 x 40
-    YaRN positions x 64 x 2 B for the MLA config, 8,192 x 64 x 2 B for Llama's, 8,192 x 32 (a quarter of
+    YaRN positions x 64 x 2 B for the MLA config, 8,192 x 64 x 2 B for Llama's and LFM2's, 8,192 x 32 (a quarter of
     128) x 2 B for Qwen3-Next's; none without rotary (Mamba2, Nemotron-H) nor for OLMo-3, which vLLM runs
     through its Transformers backend."""
     config = str(LOGS / f"vllm-cpu-{name}.config.json")
@@ -136,6 +136,16 @@ def test_real_vllm_cpu_weights(name: str) -> None:
     assert term["key"] == "weights" and term["bytes"] == held["loaded"] + held["rope"]
     assert ("rotary cos/sin cache" in term["source"]) == (held["rope"] > 0)
     assert held["mla_copy"] == 0 and "W_UK/W_UV" not in term["source"]
+
+
+def test_rope_table_is_whole_on_every_gpu() -> None:
+    """The table is not split by tensor parallelism: Llama-3.1-8B's engine weights at TP 2 hold it whole
+    (131,072 x 128 x 2 B) beside half the checkpoint."""
+    term = memory("llama-3.1-8b", "--engine", "vllm", "--budget", "2xH100", "--tp", "2", "--seq", "8192")[
+        "engine_budget"]["terms"][0]
+    plain = memory("llama-3.1-8b", "--seq", "8192", "--tp", "2")["weights"]["total_bytes"]
+    assert term["bytes"] == plain + 131072 * 128 * 2
+    assert "33,554,432 B of rotary cos/sin cache" in term["source"]
 
 
 PR11309 = (LOGS / "sglang-pr11309-deepseek-v32-exp-8xb200.log").read_text()

@@ -41,7 +41,8 @@ def weighed(process):
     def run(model, *args, **kwargs):
         held["loaded"] = storages(list(model.parameters()))
         held["buffers"] = storages(list(model.buffers()))
-        held["rope"] = storages([m.cos_sin_cache for m in model.modules() if isinstance(getattr(m, "cos_sin_cache", None), torch.Tensor)])
+        held["rope"] = storages([m.cos_sin_cache for m in model.modules()
+                                 if isinstance(getattr(m, "cos_sin_cache", None), torch.Tensor)])
         process(model, *args, **kwargs)
         kv_b = {m.kv_b_proj.weight.untyped_storage().data_ptr() for m in model.modules() if hasattr(m, "W_UK_T")}
         held["mla_copy"] = storages([t for m in model.modules() if hasattr(m, "W_UK_T") for t in (m.W_UK_T, m.W_UV)
