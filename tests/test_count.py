@@ -119,6 +119,7 @@ RELEASED = {
     # the whole model: decoder 25,233,141,760 + vision tower 572,792,112 (transformers 5.24's
     # Gemma4ForConditionalGeneration on the meta device, tests/configs/model_types/gemma4-26b-a4b.json)
     "gemma-4-26b-a4b": 25_805_933_872,
+    "deepseek-v4-flash": 284_332_230_231,  # its MTP layer (6,610,048,891) shown beside, as transformers leaves it out
 }
 # The presets written in the flat form, which the torch reference and transformers' Llama/GPT-2
 # classes below can build.
