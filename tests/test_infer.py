@@ -8,6 +8,7 @@ family claims, the shape each template keeps (the last tensor's, aliases left ou
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,7 @@ def test_a_checkpoint_of_each_family_is_read_both_ways() -> None:
 MODEL_TYPES = Path(__file__).parent / "configs" / "model_types"
 # Real configs (tests/configs/model_types/SOURCES.yaml), DeepSeek's cut to a few layers and experts
 # with --set so that the sparse files stay small; the reference is the analytic count of that spec.
+QWEN3_5_LAYERS = (["linear_attention"] * 3 + ["full_attention"]) * 2  # the real configs' first 8 layer_types
 INFERRED = [
     ("lfm2.json", {}),
     ("deepseek_v32.json", {"num_hidden_layers": 4, "first_k_dense_replace": 1, "n_routed_experts": 16}),
@@ -88,7 +90,11 @@ INFERRED = [
     ("nemotron_h-nano3.json", {"hybrid_override_pattern": "MEM*EM-", "n_routed_experts": 8}),
     ("nemotron_h.json", {}),
     ("mamba2.json", {"num_hidden_layers": 4}),
+    ("qwen3_5.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS}),
+    ("qwen3_5_moe.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS, "num_experts": 16}),
 ]
+# Multimodal configs whose text model is read: their `text_config`, alone (the towers' tensors are another issue's).
+TEXT_ONLY = {"qwen3_5.json", "qwen3_5_moe.json"}
 # Mamba2 stores n_groups·d_state, never the two apart: d_state 128 is assumed (and said), which
 # Nemotron-H-56B's 8 x 256 (nvidia/Nemotron-H-56B-Base-8K) is not: its count is exact, its recurrent state read as 16 x 128.
 STATE_ASSUMED = {"nemotron_h.json"}
@@ -105,7 +111,7 @@ def lone_file(spec: Any, directory: Path, hub: bool) -> Path:
 @pytest.mark.parametrize(("config", "changes"), INFERRED, ids=[config for config, _ in INFERRED])
 def test_a_lone_checkpoint_of_a_newer_layout_is_read_as_its_config_says(config: str, changes: dict[str, Any],
                                                                           hub: bool, tmp_path: Path) -> None:
-    spec = load_spec(str(MODEL_TYPES / config), changes)
+    spec = load_spec(str(config_file(config, tmp_path)), changes)
     report = read_checkpoint(str(lone_file(spec, tmp_path, hub)))
     assert report.spec_origin == "tensor shapes (no config.json)"
     assert report.mismatches == () and report.unknown == ()
@@ -113,6 +119,15 @@ def test_a_lone_checkpoint_of_a_newer_layout_is_read_as_its_config_says(config: 
     assert layers(report.spec) == layers(spec)
     assert (caches(report.spec) == caches(spec)) is (config not in STATE_ASSUMED)
     assert (config in STATE_ASSUMED) <= any("d_state 128 assumed" in note for note in report.spec_notes)
+
+
+def config_file(config: str, directory: Path) -> Path:
+    """The real config, or for a multimodal one in `TEXT_ONLY` its text model's config alone."""
+    if config not in TEXT_ONLY:
+        return MODEL_TYPES / config
+    text = directory / "text_config.json"
+    text.write_text(json.dumps(json.loads((MODEL_TYPES / config).read_text())["text_config"]))
+    return text
 
 
 def layers(spec: Any) -> list[tuple[int, list[str], str | None]]:

@@ -128,11 +128,13 @@ def _width(shapes: Shapes, gate: str) -> int:
 
 
 def _qwen3_next(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """Qwen3-Next: gated DeltaNet layers where linear_attn is stored, gated attention elsewhere.
+    """Qwen3-Next and Qwen3.5 (text): gated DeltaNet layers where linear_attn is stored, gated
+    attention elsewhere. Qwen3.5 is told by its four-way input projection (in_proj_qkv, not
+    Qwen3-Next's fused in_proj_qkvz), its MoE variant by a router in every layer.
 
     The DeltaNet's value heads are A_log's length and their width its norm's; its conv mixes
     queries, keys and values (2·nk·dk + nv·dv channels), which fixes nk·dk but not the split:
-    dk = dv is assumed (Qwen3-Next's 128 and 128). Attention's head_dim is the QK-norm's width,
+    dk = dv is assumed (both models' 128 and 128). Attention's head_dim is the QK-norm's width,
     its q_proj twice the heads' width (queries and the output gate)."""
     deltanet, attention = L + "linear_attn.", L + "self_attn."
     head_dim, v_dim = shapes.dim(attention + "q_norm.weight", 0, rank=1), shapes.dim(deltanet + "norm.weight", 0, rank=1)
@@ -142,7 +144,7 @@ def _qwen3_next(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
         raise Uninferable("linear_attn.conv1d's channels are not 2·nk·dk + nv·dv with dk = dv")
     routed, linear = shapes.layers_of(L + "mlp.gate.weight"), set(shapes.layers_of(deltanet + "out_proj.weight"))
     config = {
-        "model_type": "qwen3_next", "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
+        "model_type": _qwen_type(shapes, routed), "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
         "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": shapes.n_layers,
         "layer_types": ["linear_attention" if layer in linear else "full_attention" for layer in range(shapes.n_layers)],
         "head_dim": head_dim, "num_attention_heads": shapes.dim(attention + "q_proj.weight", 0) // (2 * head_dim),
@@ -150,17 +152,32 @@ def _qwen3_next(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
         "attention_bias": attention + "q_proj.bias" in shapes, "linear_num_value_heads": v_heads,
         "linear_value_head_dim": v_dim, "linear_key_head_dim": v_dim, "linear_num_key_heads": keys,
         "linear_conv_kernel_dim": shapes.dim(deltanet + "conv1d.weight", 2, rank=3),
-        "mlp_only_layers": sorted(set(range(shapes.n_layers)) - set(routed)), "decoder_sparse_step": 1,
         "intermediate_size": _width(shapes, L + "mlp.gate_proj.weight"),
         "tie_word_embeddings": "lm_head.weight" not in shapes,
     }
+    notes = ("not stored in tensors: the context length, the experts each token picks, the rotary fraction "
+             f"({config['model_type']}'s defaults assumed) and the DeltaNet's key head width (assumed its value "
+             f"head width, {v_dim}: {keys} key heads)",)
+    if config["model_type"] == "qwen3_next":
+        config.update(mlp_only_layers=sorted(set(range(shapes.n_layers)) - set(routed)), decoder_sparse_step=1)
+    else:  # every published Qwen3.5 config.json says mamba_ssm_dtype float32 (Qwen/Qwen3.5-27B, -35B-A3B, -397B-A17B)
+        config["mamba_ssm_dtype"] = "float32"
+        notes += ("the DeltaNet's recurrent state dtype is not stored in tensors: float32 assumed, as every "
+                  "Qwen3.5 config.json says",)
     if routed:
         n_experts, width = _routed(shapes)
         config.update(num_experts=n_experts, moe_intermediate_size=width,
                       shared_expert_intermediate_size=shapes.dim(L + "mlp.shared_expert.gate_proj.weight", 0))
-    return config, ("not stored in tensors: the context length, the experts each token picks, the rotary fraction "
-                    "(Qwen3-Next's defaults assumed) and the DeltaNet's key head width (assumed its value head width, "
-                    f"{v_dim}: {keys} key heads)",)
+    return config, notes
+
+
+def _qwen_type(shapes: Shapes, routed: list[int]) -> str:
+    """Qwen3-Next (fused in_proj_qkvz), else Qwen3.5: its MoE variant routes in every layer, its dense one in none."""
+    if L + "linear_attn.in_proj_qkvz.weight" in shapes:
+        return "qwen3_next"
+    if routed and routed != list(range(shapes.n_layers)):
+        raise Uninferable("a Qwen3.5 checkpoint with experts in only some layers: pass MODEL")
+    return "qwen3_5_moe_text" if routed else "qwen3_5_text"
 
 
 B = "backbone.layers.{}.mixer."  # Mamba2's and Nemotron-H's layers: one mixer each
@@ -223,6 +240,7 @@ SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]
     L + "conv.conv.weight": _lfm2,
     L + "self_attn.kv_a_proj_with_mqa.weight": _deepseek,
     L + "linear_attn.in_proj_qkvz.weight": _qwen3_next,
+    L + "linear_attn.in_proj_qkv.weight": _qwen3_next,
     B + "A_log": _mamba,
 }
 
