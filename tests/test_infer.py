@@ -90,6 +90,9 @@ INFERRED = [
     ("nemotron_h-nano3.json", {"hybrid_override_pattern": "MEM*EM-", "n_routed_experts": 8}),
     ("nemotron_h.json", {}),
     ("mamba2.json", {"num_hidden_layers": 4}),
+    ("jamba.json", {"num_hidden_layers": 16, "num_experts": 4}),
+    ("bamba.json", {"num_hidden_layers": 10}),
+    ("falcon_h1.json", {"num_hidden_layers": 4}),
     ("qwen3_5.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS}),
     ("qwen3_5_moe.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS, "num_experts": 16}),
 ]
@@ -98,6 +101,9 @@ TEXT_ONLY = {"qwen3_5.json", "qwen3_5_moe.json"}
 # Mamba2 stores n_groups·d_state, never the two apart: d_state 128 is assumed (and said), which
 # Nemotron-H-56B's 8 x 256 (nvidia/Nemotron-H-56B-Base-8K) is not: its count is exact, its recurrent state read as 16 x 128.
 STATE_ASSUMED = {"nemotron_h.json"}
+# Attention's heads are stored only as total widths: head_dim 128 is assumed (and said), which
+# Falcon-H1-0.5B's 64 (tiiuae/Falcon-H1-0.5B-Base) is not: its KV elements per token are exact, its heads read as 4 and 1.
+HEADS_ASSUMED = {"falcon_h1.json"}
 
 
 def lone_file(spec: Any, directory: Path, hub: bool) -> Path:
@@ -117,8 +123,10 @@ def test_a_lone_checkpoint_of_a_newer_layout_is_read_as_its_config_says(config: 
     assert report.mismatches == () and report.unknown == ()
     assert dict(count(report.spec).components) == dict(count(spec).components)
     assert layers(report.spec) == layers(spec)
-    assert (caches(report.spec) == caches(spec)) is (config not in STATE_ASSUMED)
+    assert (caches(report.spec) == caches(spec)) is (config not in STATE_ASSUMED | HEADS_ASSUMED)
     assert (config in STATE_ASSUMED) <= any("d_state 128 assumed" in note for note in report.spec_notes)
+    assert (config in HEADS_ASSUMED) <= any("assumed head_dim 128" in note for note in report.spec_notes)
+    assert (widths(report.spec) == widths(spec)) is (config not in STATE_ASSUMED)
 
 
 def config_file(config: str, directory: Path) -> Path:
@@ -139,3 +147,9 @@ def layers(spec: Any) -> list[tuple[int, list[str], str | None]]:
 def caches(spec: Any) -> list[Any]:
     """What each run keeps per token and per sequence."""
     return [block.cache(spec.d_model) for _, block in spec.runs()]
+
+
+def widths(spec: Any) -> list[Any]:
+    """What each run keeps, as element counts: per token (K and V widths) and per sequence (each state's size)."""
+    return [([(token.k, token.v) for token in cache.tokens], [(state.name, state.rows, state.cols, state.dtype)
+                                                              for state in cache.states]) for cache in caches(spec)]

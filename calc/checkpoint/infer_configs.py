@@ -112,14 +112,14 @@ def _experts(shapes: Shapes) -> dict[str, Any]:
     return {"n_routed_experts": routed, "moe_intermediate_size": width, "n_shared_experts": shared}
 
 
-def _routed(shapes: Shapes) -> tuple[int, int]:
+def _routed(shapes: Shapes, moe: str = L + "mlp.", router: str = "gate.weight") -> tuple[int, int]:
     """How many routed experts (the router's rows) and how wide one is: from one expert's gate_proj
     (the Hub's names), else from the fused gate_up_proj (transformers 5's)."""
-    if L + "mlp.experts.0.gate_proj.weight" in shapes:
-        width = shapes.dim(L + "mlp.experts.0.gate_proj.weight", 0)
+    if moe + "experts.0.gate_proj.weight" in shapes:
+        width = shapes.dim(moe + "experts.0.gate_proj.weight", 0)
     else:
-        width = shapes.dim(L + "mlp.experts.gate_up_proj", 1, rank=3) // 2
-    return shapes.dim(L + "mlp.gate.weight", 0), width
+        width = shapes.dim(moe + "experts.gate_up_proj", 1, rank=3) // 2
+    return shapes.dim(moe + router, 0), width
 
 
 def _width(shapes: Shapes, gate: str) -> int:
@@ -203,10 +203,8 @@ def _mamba(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
         return config, tuple(notes)
     config.update(model_type="nemotron_h", hybrid_override_pattern=pattern, **mixer)
     if "*" in pattern:
-        queries, kv = shapes.dim(B + "q_proj.weight", 0), shapes.dim(B + "k_proj.weight", 0)
-        head_dim = next((h for h in (128, 64) if queries % h == 0 and kv % h == 0), gcd(queries, kv))
-        config.update(head_dim=head_dim, num_attention_heads=queries // head_dim, num_key_value_heads=kv // head_dim)
-        notes.append(f"attention's head count is not stored in tensor shapes: assumed head_dim {head_dim}")
+        config.update(_heads(shapes, B))
+        notes.append(f"attention's head count is not stored in tensor shapes: assumed head_dim {config['head_dim']}")
     if "-" in pattern:
         config["intermediate_size"] = shapes.dim(B + "up_proj.weight", 0)
     if "E" in pattern:
@@ -218,22 +216,104 @@ def _mamba(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
                     "Nemotron-H's defaults assumed")
 
 
+def _heads(shapes: Shapes, attention: str) -> dict[str, int]:
+    """Attention's heads, which only their total widths store: head_dim 128 assumed where both
+    q_proj's and k_proj's widths allow it, else 64, else their common divisor."""
+    queries, kv = shapes.dim(attention + "q_proj.weight", 0), shapes.dim(attention + "k_proj.weight", 0)
+    head_dim = next((h for h in (128, 64) if queries % h == 0 and kv % h == 0), gcd(queries, kv))
+    return {"head_dim": head_dim, "num_attention_heads": queries // head_dim, "num_key_value_heads": kv // head_dim}
+
+
 _STATE_NOTE = ("Mamba2's groups and state width are not stored apart (only their product): d_state 128 assumed "
                "where it divides it")
 
 
-def _mamba2_widths(shapes: Shapes) -> dict[str, Any]:
-    """The Mamba2 mixer's keys (Nemotron-H's names): heads from A_log, the inner width from the gated
-    norm, groups x state from the conv's other channels (d_state 128 assumed when it divides them)."""
-    heads, inner = shapes.dim(B + "A_log", 0, rank=1), shapes.dim(B + "norm.weight", 0, rank=1)
-    groups_state, left = divmod(shapes.dim(B + "conv1d.weight", 0, rank=3) - inner, 2)
+def _mamba2_widths(shapes: Shapes, mixer: str = B) -> dict[str, Any]:
+    """The Mamba2 mixer's keys (Nemotron-H's names): heads from A_log, the inner width from out_proj's
+    input, groups x state from the conv's other channels (d_state 128 assumed when it divides them)."""
+    heads, inner = shapes.dim(mixer + "A_log", 0, rank=1), shapes.dim(mixer + "out_proj.weight", 1)
+    groups_state, left = divmod(shapes.dim(mixer + "conv1d.weight", 0, rank=3) - inner, 2)
     if left or groups_state <= 0 or inner % heads:
-        raise Uninferable("Mamba2's conv1d, norm and A_log widths do not fit its layout")
+        raise Uninferable("Mamba2's conv1d, out_proj and A_log widths do not fit its layout")
     state = 128 if groups_state % 128 == 0 else groups_state
     return {"mamba_num_heads": heads, "mamba_head_dim": inner // heads, "ssm_state_size": state,
-            "n_groups": groups_state // state, "conv_kernel": shapes.dim(B + "conv1d.weight", 2, rank=3),
-            "use_bias": B + "in_proj.bias" in shapes, "use_conv_bias": B + "conv1d.bias" in shapes}
+            "n_groups": groups_state // state, "conv_kernel": shapes.dim(mixer + "conv1d.weight", 2, rank=3),
+            "use_bias": mixer + "in_proj.bias" in shapes, "use_conv_bias": mixer + "conv1d.bias" in shapes}
 
+
+def _mamba2_hybrid(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Bamba (each layer Mamba2 or attention, then a SwiGLU) and Falcon-H1 (both in parallel in every
+    layer): the Mamba2 mixer under `mamba.`, its keys renamed to these configs' `mamba_*`."""
+    mixer, attention = L + "mamba.", L + "self_attn."
+    if L + "feed_forward.gate_proj.weight" not in shapes:
+        raise Uninferable("a Mamba2 hybrid without Bamba's feed_forward (Granite-4.0-H's MoE is not read off shapes)")
+    widths, mamba_layers = _mamba2_widths(shapes, mixer), shapes.layers_of(mixer + "A_log")
+    attention_layers = shapes.layers_of(attention + "q_proj.weight")
+    parallel = mamba_layers == attention_layers == list(range(shapes.n_layers))
+    config = {"model_type": "falcon_h1" if parallel else "bamba", "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
+              "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": shapes.n_layers,
+              "intermediate_size": shapes.dim(L + "feed_forward.gate_proj.weight", 0),
+              "tie_word_embeddings": "lm_head.weight" not in shapes, "mamba_n_heads": widths["mamba_num_heads"],
+              "mamba_d_head": widths["mamba_head_dim"], "mamba_d_state": widths["ssm_state_size"],
+              "mamba_n_groups": widths["n_groups"], "mamba_d_conv": widths["conv_kernel"],
+              "mamba_proj_bias": widths["use_bias"], "mamba_conv_bias": widths["use_conv_bias"],
+              **(_heads(shapes, attention) if attention_layers else {})}
+    inner = widths["mamba_num_heads"] * widths["mamba_head_dim"]
+    notes = [_STATE_NOTE, f"attention's head count is not stored in tensor shapes: assumed head_dim {config.get('head_dim')}"]
+    if parallel:
+        config.update(mamba_d_ssm=inner, mamba_rms_norm=mixer + "norm.weight" in shapes,
+                      projectors_bias=mixer + "out_proj.bias" in shapes)
+        notes.append("Falcon-H1's muP multipliers cost no parameter and are not stored in tensors: all assumed 1")
+    else:
+        if inner % config["hidden_size"]:
+            raise Uninferable(f"Bamba's Mamba2 inner width {inner} is not a multiple of hidden_size")
+        if set(mamba_layers) | set(attention_layers) != set(range(shapes.n_layers)):
+            raise Uninferable("a layer with neither a Mamba2 mixer nor attention")
+        config.update(mamba_expand=inner // config["hidden_size"], attn_layer_indices=attention_layers)
+    return config, (*notes, f"context length is not stored in tensors: {config['model_type']}'s default assumed")
+
+
+_JAMBA = L + "mamba."
+
+
+def _jamba(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Jamba: Mamba (version 1) or attention in each layer, a SwiGLU or experts after it, each kind
+    placed every `period` layers from an `offset`, solved from the layers that store it. Mamba's
+    inner width is out_proj's input, its state A_log's columns, the dt rank dt_proj's input."""
+    width = shapes.dim("model.embed_tokens.weight", 1)
+    inner = shapes.dim(_JAMBA + "out_proj.weight", 1)
+    dense, (n_experts, expert) = _width(shapes, L + "feed_forward.gate_proj.weight"), (0, 0)
+    if L + "feed_forward.router.weight" in shapes:
+        n_experts, expert = _routed(shapes, L + "feed_forward.", "router.weight")
+    if inner % width or (dense and expert and dense != expert):
+        raise Uninferable("Jamba's inner width is not a multiple of hidden_size, or its experts differ from its MLP")
+    config = {"model_type": "jamba", "vocab_size": shapes.dim("model.embed_tokens.weight", 0), "hidden_size": width,
+              "num_hidden_layers": shapes.n_layers, "tie_word_embeddings": "lm_head.weight" not in shapes,
+              "intermediate_size": expert or dense, "mamba_expand": inner // width,
+              "mamba_d_state": shapes.dim(_JAMBA + "A_log", 1), "mamba_dt_rank": shapes.dim(_JAMBA + "dt_proj.weight", 1),
+              "mamba_d_conv": shapes.dim(_JAMBA + "conv1d.weight", 2, rank=3),
+              "mamba_conv_bias": _JAMBA + "conv1d.bias" in shapes, "mamba_proj_bias": _JAMBA + "in_proj.bias" in shapes,
+              **_placement(shapes, "attn_layer", L + "self_attn.q_proj.weight"),
+              **_placement(shapes, "expert_layer", L + "feed_forward.router.weight")}
+    notes = ["context length and the experts each token picks are not stored in tensors: Jamba's defaults assumed"]
+    if shapes.layers_of(L + "self_attn.q_proj.weight"):
+        heads = _heads(shapes, L + "self_attn.")
+        config.update(num_attention_heads=width // heads["head_dim"], num_key_value_heads=heads["num_key_value_heads"])
+        notes.append(f"attention's head count is not stored in tensor shapes: assumed head_dim {heads['head_dim']}")
+    if expert:
+        config["num_experts"] = n_experts
+    return config, tuple(notes)
+
+
+def _placement(shapes: Shapes, what: str, tensor: str) -> dict[str, int]:
+    """Jamba's `<what>_period` and `_offset` for the layers storing `tensor`: every period-th layer
+    from offset (an offset past the last layer when none stores it)."""
+    layers, n = shapes.layers_of(tensor), shapes.n_layers
+    period = layers[1] - layers[0] if len(layers) > 1 else n
+    offset = layers[0] if layers else n
+    if layers != list(range(offset, n, period)):
+        raise Uninferable(f"the layers storing {tensor.replace('{}', 'N')} are not every period-th one: pass MODEL")
+    return {f"{what}_period": period, f"{what}_offset": offset}
 
 # A tensor only the layout stores -> how its config is read off the shapes.
 SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]] = {
@@ -242,6 +322,8 @@ SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]
     L + "linear_attn.in_proj_qkvz.weight": _qwen3_next,
     L + "linear_attn.in_proj_qkv.weight": _qwen3_next,
     B + "A_log": _mamba,
+    L + "mamba.dt_bias": _mamba2_hybrid,
+    L + "mamba.x_proj.weight": _jamba,
 }
 
 
