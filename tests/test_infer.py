@@ -93,6 +93,7 @@ INFERRED = [
     ("jamba.json", {"num_hidden_layers": 16, "num_experts": 4}),
     ("bamba.json", {"num_hidden_layers": 10}),
     ("falcon_h1.json", {"num_hidden_layers": 4}),
+    ("minimax_m1.json", {"num_hidden_layers": 9, "attn_type_list": [0] * 7 + [1, 0], "num_local_experts": 4}),
     ("qwen3_5.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS}),
     ("qwen3_5_moe.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS, "num_experts": 16}),
 ]

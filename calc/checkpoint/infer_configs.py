@@ -114,11 +114,9 @@ def _experts(shapes: Shapes) -> dict[str, Any]:
 
 def _routed(shapes: Shapes, moe: str = L + "mlp.", router: str = "gate.weight") -> tuple[int, int]:
     """How many routed experts (the router's rows) and how wide one is: from one expert's gate_proj
-    (the Hub's names), else from the fused gate_up_proj (transformers 5's)."""
-    if moe + "experts.0.gate_proj.weight" in shapes:
-        width = shapes.dim(moe + "experts.0.gate_proj.weight", 0)
-    else:
-        width = shapes.dim(moe + "experts.gate_up_proj", 1, rank=3) // 2
+    (or Mixtral's w1: the Hub's names), else from the fused gate_up_proj (transformers 5's)."""
+    one = next((name for name in (moe + "experts.0.gate_proj.weight", moe + "experts.0.w1.weight") if name in shapes), None)
+    width = shapes.dim(one, 0) if one else shapes.dim(moe + "experts.gate_up_proj", 1, rank=3) // 2
     return shapes.dim(moe + router, 0), width
 
 
@@ -315,6 +313,28 @@ def _placement(shapes: Shapes, what: str, tensor: str) -> dict[str, int]:
         raise Uninferable(f"the layers storing {tensor.replace('{}', 'N')} are not every period-th one: pass MODEL")
     return {f"{what}_period": period, f"{what}_offset": offset}
 
+def _minimax(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """MiniMax-Text-01 / M1 (transformers' minimax): lightning attention where qkv_proj is stored,
+    softmax GQA elsewhere, both of the same heads; Mixtral's experts (under `block_sparse_moe.` on
+    the Hub, `mlp.` in transformers 5). The heads are stored only as widths: head_dim 128 assumed."""
+    attention = L + "self_attn."
+    inner = shapes.dim(attention + "norm.weight", 0, rank=1)
+    softmax = shapes.layers_of(attention + "q_proj.weight")
+    if softmax and shapes.dim(attention + "q_proj.weight", 0) != inner:
+        raise Uninferable("lightning attention's width is not the softmax attention's heads x head_dim")
+    heads = _heads(shapes, attention) if softmax else {"head_dim": 128 if inner % 128 == 0 else inner}
+    moe = L + "block_sparse_moe." if L + "block_sparse_moe.gate.weight" in shapes else L + "mlp."
+    n_experts, width = _routed(shapes, moe)
+    config = {"model_type": "minimax", "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
+              "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": shapes.n_layers,
+              "tie_word_embeddings": "lm_head.weight" not in shapes,
+              "num_attention_heads": inner // heads["head_dim"], **heads, "num_local_experts": n_experts, "intermediate_size": width,
+              "layer_types": ["full_attention" if layer in softmax else "linear_attention" for layer in range(shapes.n_layers)]}
+    return config, (f"attention's head count is not stored in tensor shapes: assumed head_dim {heads['head_dim']}",
+                    "not stored in tensors: the context length, the rotary fraction, the experts each token picks "
+                    "and the residual scales (MiniMax's defaults assumed; none changes a count)")
+
+
 # A tensor only the layout stores -> how its config is read off the shapes.
 SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]] = {
     L + "conv.conv.weight": _lfm2,
@@ -324,6 +344,7 @@ SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]
     B + "A_log": _mamba,
     L + "mamba.dt_bias": _mamba2_hybrid,
     L + "mamba.x_proj.weight": _jamba,
+    L + "self_attn.output_gate.weight": _minimax,
 }
 
 
