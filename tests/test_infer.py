@@ -94,6 +94,9 @@ INFERRED = [
     ("bamba.json", {"num_hidden_layers": 10}),
     ("falcon_h1.json", {"num_hidden_layers": 4}),
     ("minimax_m1.json", {"num_hidden_layers": 9, "attn_type_list": [0] * 7 + [1, 0], "num_local_experts": 4}),
+    # the real config's first five layers (KDA, KDA, KDA, MLA, KDA): the top one is not MLA, whose q_proj is wider
+    ("kimi_linear.json", {"num_hidden_layers": 5, "linear_attn_config.full_attn_layers": [4],
+                          "linear_attn_config.kda_layers": [1, 2, 3, 5], "num_experts": 8}),
     ("qwen3_5.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS}),
     ("qwen3_5_moe.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS, "num_experts": 16}),
 ]

@@ -28,8 +28,13 @@ class Uninferable(Exception):
 class Shapes:
     """The shape of each template (`model.layers.{}.…` for a layer's), and which layers store each."""
 
-    def __init__(self, shapes: dict[str, tuple[int, ...]], layers_of: Callable[[str], list[int]], n_layers: int) -> None:
-        self.shapes, self.layers_of, self.n_layers = shapes, layers_of, n_layers
+    def __init__(self, shapes: dict[str, tuple[int, ...]], layers_of: Callable[[str], list[int]], n_layers: int,
+                 in_layer: Callable[[int], dict[str, tuple[int, ...]]]) -> None:
+        self.shapes, self.layers_of, self.n_layers, self.in_layer = shapes, layers_of, n_layers, in_layer
+
+    def of_layer(self, layer: int) -> "Shapes":
+        """The shapes as `layer` stores them, where a template's last shape may be another kind of layer's."""
+        return Shapes(self.in_layer(layer), self.layers_of, self.n_layers, self.in_layer)
 
     def __contains__(self, template: str) -> bool:
         return template in self.shapes
@@ -89,6 +94,38 @@ def _deepseek(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
                     f"{model_type}'s config defaults are assumed",)
 
 
+def _kimi_linear(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Kimi Linear: Kimi Delta Attention where its f_a_proj is stored, MLA elsewhere, DeepSeek-V3's
+    experts above the first dense layers (under `block_sparse_moe.` on the Hub, `mlp.` in
+    transformers 5). Both mixers name their projections q_proj and o_proj, so MLA's widths are read
+    from a layer that holds it. The KDA's heads are A_log's, its head width its output norm's; the
+    Hub stores its forget gate and q/k/v convolutions apart, transformers 5 under `forget_gate.` and
+    as one conv1d."""
+    kda, mla_layers = L + "self_attn.", shapes.layers_of(L + "self_attn.kv_a_proj_with_mqa.weight")
+    gate = kda + "forget_gate." if kda + "forget_gate.f_a_proj.weight" in shapes else kda
+    conv, convs = (kda + "q_conv1d.weight", 1) if kda + "q_conv1d.weight" in shapes else (kda + "conv1d.weight", 3)
+    heads, head_dim = shapes.dim(gate + "A_log", 2, rank=4), shapes.dim(kda + "o_norm.weight", 0, rank=1)
+    if shapes.dim(conv, 0, rank=3) != convs * heads * head_dim:
+        raise Uninferable("the KDA's conv1d channels are not A_log's heads x o_norm's width for each of q, k, v")
+    moe = L + "block_sparse_moe." if L + "block_sparse_moe.gate.weight" in shapes else L + "mlp."
+    routed = shapes.layers_of(moe + "gate.weight")
+    if routed != list(range(shapes.n_layers - len(routed), shapes.n_layers)):
+        raise Uninferable("routed experts in layers that are not the top ones: pass MODEL")
+    linear = set(shapes.layers_of(gate + "f_a_proj.weight"))
+    config = {"model_type": "kimi_linear", "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
+              "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": shapes.n_layers,
+              "tie_word_embeddings": "lm_head.weight" not in shapes,
+              "layer_types": ["linear_attention" if layer in linear else "full_attention" for layer in range(shapes.n_layers)],
+              "linear_num_heads": heads, "linear_head_dim": head_dim,
+              "linear_conv_kernel_dim": shapes.dim(conv, 2, rank=3),
+              "first_k_dense_replace": shapes.n_layers - len(routed),
+              **(_mla(shapes.of_layer(mla_layers[0])) if mla_layers else {}), **(_experts(shapes, moe) if routed else {})}
+    if len(routed) < shapes.n_layers:
+        config["intermediate_size"] = shapes.dim(moe + "gate_proj.weight", 0)
+    return config, ("context length and the experts each token picks are not stored in tensors: "
+                    "Kimi Linear's defaults assumed",)
+
+
 def _mla(shapes: Shapes) -> dict[str, Any]:
     """MLA's heads and widths: kv_a_layernorm gives the latent, kv_a the rotary width beside it; then
     q_b (or q) = h·(nope + rope), kv_b = h·(nope + v) and o_proj's input h·v fix h, nope and v."""
@@ -105,10 +142,10 @@ def _mla(shapes: Shapes) -> dict[str, Any]:
             "q_lora_rank": shapes.dim(L + "self_attn.q_a_proj.weight", 0) if lora else None}
 
 
-def _experts(shapes: Shapes) -> dict[str, Any]:
+def _experts(shapes: Shapes, moe: str = L + "mlp.") -> dict[str, Any]:
     """DeepSeek's experts: the shared ones as multiples of a routed expert's width."""
-    routed, width = _routed(shapes)
-    shared = _width(shapes, L + "mlp.shared_experts.gate_proj.weight") // width
+    routed, width = _routed(shapes, moe)
+    shared = _width(shapes, moe + "shared_experts.gate_proj.weight") // width
     return {"n_routed_experts": routed, "moe_intermediate_size": width, "n_shared_experts": shared}
 
 
@@ -338,6 +375,9 @@ def _minimax(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
 # A tensor only the layout stores -> how its config is read off the shapes.
 SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]] = {
     L + "conv.conv.weight": _lfm2,
+    # (Kimi Linear's before DeepSeek's: its MLA layers store kv_a_proj_with_mqa too)
+    L + "self_attn.f_a_proj.weight": _kimi_linear,
+    L + "self_attn.forget_gate.f_a_proj.weight": _kimi_linear,
     L + "self_attn.kv_a_proj_with_mqa.weight": _deepseek,
     L + "linear_attn.in_proj_qkvz.weight": _qwen3_next,
     L + "linear_attn.in_proj_qkv.weight": _qwen3_next,
