@@ -97,6 +97,9 @@ INFERRED = [
     # the real config's first five layers (KDA, KDA, KDA, MLA, KDA): the top one is not MLA, whose q_proj is wider
     ("kimi_linear.json", {"num_hidden_layers": 5, "linear_attn_config.full_attn_layers": [4],
                           "linear_attn_config.kda_layers": [1, 2, 3, 5], "num_experts": 8}),
+    # the real configs' first layers (Flash: sliding, sliding, CSA, HCA; Pro: HCA, HCA, CSA, HCA), hash-routed and not
+    ("deepseek_v4.json", {"num_hidden_layers": 4, "compress_ratios": [0, 0, 4, 128, 0], "n_routed_experts": 8}),
+    ("deepseek_v4-pro.json", {"num_hidden_layers": 4, "compress_ratios": [128, 128, 4, 128, 0], "n_routed_experts": 8}),
     ("qwen3_5.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS}),
     ("qwen3_5_moe.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS, "num_experts": 16}),
 ]

@@ -372,6 +372,53 @@ def _minimax(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
                     "and the residual scales (MiniMax's defaults assumed; none changes a count)")
 
 
+# DeepSeek-V4's tensors as the Hub stores them and as transformers 5 names them (calc.checkpoint.layouts).
+V4_NAMES = {
+    "hub": {"hc": "hc_attn_fn", "q_a": "attn.wq_a.weight", "q_b": "attn.wq_b.weight", "kv_norm": "attn.norm.weight",
+            "o_a": "attn.wo_a.weight", "compressor": "attn.compressor.norm.weight", "moe": "ffn.",
+            "indexer": "attn.indexer.weights_proj.weight", "index_norm": "attn.indexer.compressor.norm.weight"},
+    "transformers": {"hc": "attn_hc.fn", "q_a": "self_attn.q_a_proj.weight", "q_b": "self_attn.q_b_proj.weight",
+                     "kv_norm": "self_attn.kv_norm.weight", "o_a": "self_attn.o_a_proj.weight",
+                     "compressor": "self_attn.compressor.kv_norm.weight", "moe": "mlp.",
+                     "indexer": "self_attn.compressor.indexer.scorer.weights_proj.weight",
+                     "index_norm": "self_attn.compressor.indexer.kv_norm.weight"},
+}
+V4_RATES = {"indexer": 4, "compressor": 128}  # DeepseekV4Config's CSA and HCA compress rates
+
+
+def _deepseek_v4(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """DeepSeek-V4: shared-KV MQA of `head_dim` (its KV norm's width) in every layer, grouped low-rank
+    output (o_a's input is one group's heads), compressed blocks where a compressor is stored (CSA
+    where an indexer is too, HCA elsewhere), hyper-connections of `hc_mult` copies (their mixing
+    matrix's input), hash-routed experts where the token table is, MTP layers (e_proj) on top."""
+    names = {key: L + name for key, name in V4_NAMES["hub" if L + "hc_attn_fn" in shapes else "transformers"].items()}
+    mtp = shapes.layers_of(L + "e_proj.weight")
+    n_layers, width = shapes.n_layers - len(mtp), shapes.dim("model.embed_tokens.weight", 1)
+    head_dim, queries = shapes.dim(names["kv_norm"], 0, rank=1), shapes.dim(names["q_b"], 0)
+    groups, left = divmod(queries, shapes.dim(names["o_a"], 1))
+    hashed = shapes.layers_of(names["moe"] + "gate.tid2eid")
+    compressed, indexed = (set(shapes.layers_of(names[key])) for key in ("compressor", "indexer"))
+    if left or queries % head_dim or shapes.dim(names["o_a"], 0) % groups or hashed != list(range(len(hashed))):
+        raise Uninferable("DeepSeek-V4's q_b, KV norm and o_a widths do not fit whole heads and groups, "
+                          "or hash-routed layers are not the first ones")
+    n_experts, expert = _routed(shapes, names["moe"])
+    config = {"model_type": "deepseek_v4", "vocab_size": shapes.dim("model.embed_tokens.weight", 0), "hidden_size": width,
+              "num_hidden_layers": n_layers, "num_nextn_predict_layers": len(mtp),
+              "tie_word_embeddings": "lm_head.weight" not in shapes, "head_dim": head_dim,
+              "num_attention_heads": queries // head_dim, "q_lora_rank": shapes.dim(names["q_a"], 0),
+              "o_groups": groups, "o_lora_rank": shapes.dim(names["o_a"], 0) // groups,
+              "compress_ratios": [V4_RATES["indexer"] if layer in indexed else V4_RATES["compressor"]
+                                  if layer in compressed else 0 for layer in range(n_layers)],
+              "n_routed_experts": n_experts, "moe_intermediate_size": expert, "num_hash_layers": len(hashed),
+              "hc_mult": shapes.dim(names["hc"], 1) // width}
+    if indexed:
+        config.update(index_n_heads=shapes.dim(names["indexer"], 0), index_head_dim=shapes.dim(names["index_norm"], 0, rank=1))
+    if hashed:  # the token table holds each token's experts: how many a token picks
+        config["num_experts_per_tok"] = shapes.dim(names["moe"] + "gate.tid2eid", 1)
+    return config, ("not stored in tensors: the compress rates (CSA 4, HCA 128), the sliding window, the rotary "
+                    "width, the indexer's top-k and the SwiGLU clamp (DeepSeek-V4's defaults assumed; none changes a count)",)
+
+
 # A tensor only the layout stores -> how its config is read off the shapes.
 SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]] = {
     L + "conv.conv.weight": _lfm2,
@@ -385,6 +432,8 @@ SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]
     L + "mamba.dt_bias": _mamba2_hybrid,
     L + "mamba.x_proj.weight": _jamba,
     L + "self_attn.output_gate.weight": _minimax,
+    L + "hc_attn_fn": _deepseek_v4,
+    L + "attn_hc.fn": _deepseek_v4,
 }
 
 
