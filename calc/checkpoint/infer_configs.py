@@ -239,7 +239,7 @@ def _mamba(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
     config.update(model_type="nemotron_h", hybrid_override_pattern=pattern, **mixer)
     if "*" in pattern:
         config.update(_heads(shapes, B))
-        notes.append(f"attention's head count is not stored in tensor shapes: assumed head_dim {config['head_dim']}")
+        notes.append(_head_note(config["head_dim"]))
     if "-" in pattern:
         config["intermediate_size"] = shapes.dim(B + "up_proj.weight", 0)
     if "E" in pattern:
@@ -257,6 +257,11 @@ def _heads(shapes: Shapes, attention: str) -> dict[str, int]:
     queries, kv = shapes.dim(attention + "q_proj.weight", 0), shapes.dim(attention + "k_proj.weight", 0)
     head_dim = next((h for h in (128, 64) if queries % h == 0 and kv % h == 0), gcd(queries, kv))
     return {"head_dim": head_dim, "num_attention_heads": queries // head_dim, "num_key_value_heads": kv // head_dim}
+
+
+def _head_note(head_dim: int) -> str:
+    """The one wording of `_heads`' assumption, whichever layout makes it."""
+    return f"attention's head count is not stored in tensor shapes: assumed head_dim {head_dim}"
 
 
 _STATE_NOTE = ("Mamba2's groups and state width are not stored apart (only their product): d_state 128 assumed "
@@ -294,7 +299,7 @@ def _mamba2_hybrid(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
               "mamba_proj_bias": widths["use_bias"], "mamba_conv_bias": widths["use_conv_bias"],
               **(_heads(shapes, attention) if attention_layers else {})}
     inner = widths["mamba_num_heads"] * widths["mamba_head_dim"]
-    notes = [_STATE_NOTE, f"attention's head count is not stored in tensor shapes: assumed head_dim {config.get('head_dim')}"]
+    notes = [_STATE_NOTE, *([_head_note(config["head_dim"])] if attention_layers else [])]
     if parallel:
         config.update(mamba_d_ssm=inner, mamba_rms_norm=mixer + "norm.weight" in shapes,
                       projectors_bias=mixer + "out_proj.bias" in shapes)
@@ -334,7 +339,7 @@ def _jamba(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
     if shapes.layers_of(L + "self_attn.q_proj.weight"):
         heads = _heads(shapes, L + "self_attn.")
         config.update(num_attention_heads=width // heads["head_dim"], num_key_value_heads=heads["num_key_value_heads"])
-        notes.append(f"attention's head count is not stored in tensor shapes: assumed head_dim {heads['head_dim']}")
+        notes.append(_head_note(heads["head_dim"]))
     if expert:
         config["num_experts"] = n_experts
     return config, tuple(notes)
@@ -367,7 +372,7 @@ def _minimax(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
               "tie_word_embeddings": "lm_head.weight" not in shapes,
               "num_attention_heads": inner // heads["head_dim"], **heads, "num_local_experts": n_experts, "intermediate_size": width,
               "layer_types": ["full_attention" if layer in softmax else "linear_attention" for layer in range(shapes.n_layers)]}
-    return config, (f"attention's head count is not stored in tensor shapes: assumed head_dim {heads['head_dim']}",
+    return config, (_head_note(heads["head_dim"]),
                     "not stored in tensors: the context length, the rotary fraction, the experts each token picks "
                     "and the residual scales (MiniMax's defaults assumed; none changes a count)")
 
