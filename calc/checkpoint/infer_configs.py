@@ -2,7 +2,9 @@
 
 A Llama-named checkpoint whose layers hold more than attention and an MLP — LFM2's short
 convolutions beside attention, DeepSeek's MLA with routed experts (and V3.2's lightning indexer,
-its multi-token-prediction layer), Qwen3-Next's gated DeltaNet beside gated attention — and a
+its multi-token-prediction layer), Qwen3-Next's and Qwen3.5's gated DeltaNet beside gated
+attention, Jamba's Mamba, Bamba's and Falcon-H1's Mamba2, Kimi Linear's KDA beside MLA,
+MiniMax's lightning attention, DeepSeek-V4's compressed attention and hyper-connections — and a
 `backbone.` one of Mamba2 or Nemotron-H's hybrid layers are told by a tensor only they store
 (`SIGNATURES`). Its sizes
 are then read off the shapes into the keys of its config.json, and its model_type's adapter
