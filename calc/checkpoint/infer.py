@@ -82,6 +82,12 @@ class _Found:
         return {**self.shapes, **dict(zip(compress(self.templates, here),
                                           map(self.column.__getitem__, compress(self.positions, here))))}
 
+    def per_layer(self, template: str) -> dict[int, tuple[int, ...]]:
+        """Each layer's shape of `template`: one pass, for a layout whose layer kinds differ only in
+        widths (Gemma-4's local and global layers' head widths)."""
+        here = [found == template for found in self.templates]
+        return dict(zip(compress(self.layer_of, here), map(self.column.__getitem__, compress(self.positions, here))))
+
 
 def _found(raw: RawCheckpoint, family: str) -> _Found:
     """`_template` of every stored name, as the whole-column operations that 100,000 names need.
@@ -197,7 +203,7 @@ def infer_spec(raw: RawCheckpoint) -> tuple[ModelSpec, tuple[str, ...]]:
     adapter, any other GPT-2- or Llama-named one as a flat spec."""
     family, found = _detected(raw)
     n_layers = max((l for l in found.layers if l is not None), default=0) + 1
-    shapes, origin = Shapes(found.shapes, found.layers_of, n_layers, found.in_layer), f"{raw.source} (spec inferred from tensor shapes)"
+    shapes, origin = Shapes(found.shapes, found.layers_of, n_layers, found.in_layer, found.per_layer), f"{raw.source} (spec inferred from tensor shapes)"
     try:
         configured = config_of(shapes) if n_layers <= len(raw.columns) else None
         if configured is None and family not in FLAT:

@@ -4,13 +4,14 @@ A Llama-named checkpoint whose layers hold more than attention and an MLP — LF
 convolutions beside attention, DeepSeek's MLA with routed experts (and V3.2's lightning indexer,
 its multi-token-prediction layer), Qwen3-Next's and Qwen3.5's gated DeltaNet beside gated
 attention, Jamba's Mamba, Bamba's and Falcon-H1's Mamba2, Kimi Linear's KDA beside MLA,
-MiniMax's lightning attention, DeepSeek-V4's compressed attention and hyper-connections — and a
-`backbone.` one of Mamba2 or Nemotron-H's hybrid layers are told by a tensor only they store
-(`SIGNATURES`). Its sizes
-are then read off the shapes into the keys of its config.json, and its model_type's adapter
-(`calc.arch`) builds the spec from them, exactly as from the real file: one description of each
-layout, never a second one here. What no tensor stores (the context length, how many experts a
-token picks) keeps its config-class default, and the notes say so; it changes no stored count.
+MiniMax's lightning attention, DeepSeek-V4's compressed attention and hyper-connections, Gemma-4's
+local and global layers of two head widths — and a `backbone.` one of Mamba2 or Nemotron-H's
+hybrid layers are told by a tensor only they store (`SIGNATURES`). Its sizes are then read off
+the shapes into the keys of its config.json, and its model_type's adapter (`calc.arch`) builds
+the spec from them, exactly as from the real file: one description of each layout, never a second
+one here. What no tensor stores (the context length, how many experts a token picks) keeps its
+config-class default, or where the class has none the released models' value, and the notes say
+so; it changes no stored count.
 """
 
 from __future__ import annotations
@@ -31,24 +32,39 @@ class Shapes:
     """The shape of each template (`model.layers.{}.…` for a layer's), and which layers store each."""
 
     def __init__(self, shapes: dict[str, tuple[int, ...]], layers_of: Callable[[str], list[int]], n_layers: int,
-                 in_layer: Callable[[int], dict[str, tuple[int, ...]]]) -> None:
-        self.shapes, self.layers_of, self.n_layers, self.in_layer = shapes, layers_of, n_layers, in_layer
+                 in_layer: Callable[[int], dict[str, tuple[int, ...]]],
+                 per_layer: Callable[[str], dict[int, tuple[int, ...]]]) -> None:
+        self.shapes, self.layers_of, self.n_layers = shapes, layers_of, n_layers
+        self.in_layer, self.per_layer = in_layer, per_layer
 
     def of_layer(self, layer: int) -> "Shapes":
         """The shapes as `layer` stores them, where a template's last shape may be another kind of layer's."""
-        return Shapes(self.in_layer(layer), self.layers_of, self.n_layers, self.in_layer)
+        return Shapes(self.in_layer(layer), self.layers_of, self.n_layers, self.in_layer, self.per_layer)
 
     def __contains__(self, template: str) -> bool:
         return template in self.shapes
 
     def dim(self, template: str, axis: int, rank: int = 2) -> int:
         """One dimension of a tensor of `rank` dimensions (a weight matrix unless said otherwise)."""
-        shape, name = self.shapes.get(template), template.replace("{}", "N").removeprefix("transformer.")
+        shape = self.shapes.get(template)
         if shape is None:
-            raise Uninferable(f"no {name} tensor")
-        if len(shape) != rank or not all(shape):
-            raise Uninferable(f"{name}: shape {list(shape)}, expected {rank} dimensions, neither empty")
-        return shape[axis]
+            raise Uninferable(f"no {_shown(template)} tensor")
+        return _checked(template, shape, rank)[axis]
+
+    def dims(self, template: str, axis: int, rank: int = 2) -> dict[int, int]:
+        """`dim` in each layer that stores `template`, where layers of one layout differ in it."""
+        return {layer: _checked(template, shape, rank)[axis] for layer, shape in self.per_layer(template).items()}
+
+
+def _shown(template: str) -> str:
+    return template.replace("{}", "N").removeprefix("transformer.")
+
+
+def _checked(template: str, shape: tuple[int, ...], rank: int) -> tuple[int, ...]:
+    """`shape`, refused unless it has `rank` dimensions, none empty."""
+    if len(shape) != rank or not all(shape):
+        raise Uninferable(f"{_shown(template)}: shape {list(shape)}, expected {rank} dimensions, neither empty")
+    return shape
 
 
 def _lfm2(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -426,6 +442,50 @@ def _deepseek_v4(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
                     "width, the indexer's top-k and the SwiGLU clamp (DeepSeek-V4's defaults assumed; none changes a count)",)
 
 
+def _gemma4(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Gemma-4's text decoder (every layer stores a `layer_scalar`): global layers are those whose
+    QK-norm is as wide as the last layer's (always global) where local ones are narrower; the last
+    layers with no k_proj share an earlier layer's K and V; a global layer with no v_proj takes its
+    values from its keys; a router beside the MLP makes each layer a MoE; a per-layer embedding
+    table gives the per-layer input's width (its columns over the layers)."""
+    attention, n_layers = L + "self_attn.", shapes.n_layers
+    norm_widths = shapes.dims(attention + "q_norm.weight", 0, rank=1)
+    wide, narrow = norm_widths.get(n_layers - 1), min(norm_widths.values(), default=None)
+    keys = set(shapes.layers_of(attention + "k_proj.weight"))
+    n_shared = next((n for n in range(n_layers + 1) if keys == set(range(n_layers - n))), None)
+    if wide is None or narrow is None or n_shared is None or set(norm_widths) != set(range(n_layers)):
+        raise Uninferable("Gemma-4's layers need a QK-norm each, and K projections in all but the top layers")
+    kinds = ["full_attention" if width == wide and wide != narrow else "sliding_attention"
+             for _, width in sorted(norm_widths.items())]
+    local = shapes.of_layer(kinds.index("sliding_attention"))
+    full = max((layer for layer in range(n_layers - n_shared) if kinds[layer] == "full_attention"), default=None)
+    k_eq_v = full is not None and full not in shapes.layers_of(attention + "v_proj.weight")
+    width, mlps = shapes.dim("model.embed_tokens.weight", 1), shapes.dims(L + "mlp.gate_proj.weight", 0)
+    if set(mlps) != set(range(n_layers)):
+        raise Uninferable("Gemma-4's layers need a dense MLP each")
+    config = {"model_type": "gemma4_text", "vocab_size": shapes.dim("model.embed_tokens.weight", 0), "hidden_size": width,
+              "num_hidden_layers": n_layers, "layer_types": kinds, "head_dim": narrow, "global_head_dim": wide,
+              "num_attention_heads": local.dim(attention + "q_proj.weight", 0) // narrow,
+              "num_key_value_heads": local.dim(attention + "k_proj.weight", 0) // narrow,
+              "attention_k_eq_v": k_eq_v,
+              "num_kv_shared_layers": n_shared, "intermediate_size": mlps[0],
+              "use_double_wide_mlp": n_shared > 0 and mlps[n_layers - 1] == 2 * mlps[0],
+              "attention_bias": attention + "q_proj.bias" in shapes,
+              "tie_word_embeddings": "lm_head.weight" not in shapes, "hidden_size_per_layer_input": 0}
+    notes = ["not stored in tensors: the sliding window, the context length and the logit soft-cap "
+             "(Gemma-4's defaults assumed: the window sizes the local layers' cache)"]
+    if k_eq_v:
+        config["num_global_key_value_heads"] = shapes.dims(attention + "k_proj.weight", 0)[full] // wide
+    if "model.embed_tokens_per_layer.weight" in shapes:
+        config.update(vocab_size_per_layer_input=shapes.dim("model.embed_tokens_per_layer.weight", 0),
+                      hidden_size_per_layer_input=shapes.dim("model.embed_tokens_per_layer.weight", 1) // n_layers)
+    if L + "router.proj.weight" in shapes:  # (Gemma4TextConfig has no default for the experts a token picks)
+        config.update(enable_moe_block=True, num_experts=shapes.dim(L + "router.proj.weight", 0), top_k_experts=8,
+                      moe_intermediate_size=shapes.dim(L + "experts.gate_up_proj", 1, rank=3) // 2)
+        notes.append("the experts each token picks are not stored in tensors: 8 assumed, Gemma-4-26B-A4B's")
+    return config, tuple(notes)
+
+
 # A tensor only the layout stores -> how its config is read off the shapes.
 SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]] = {
     L + "conv.conv.weight": _lfm2,
@@ -441,6 +501,7 @@ SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]
     L + "self_attn.output_gate.weight": _minimax,
     L + "hc_attn_fn": _deepseek_v4,
     L + "attn_hc.fn": _deepseek_v4,
+    L + "layer_scalar": _gemma4,
 }
 
 
