@@ -8,6 +8,7 @@ family claims, the shape each template keeps (the last tensor's, aliases left ou
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,7 @@ def test_a_checkpoint_of_each_family_is_read_both_ways() -> None:
 MODEL_TYPES = Path(__file__).parent / "configs" / "model_types"
 # Real configs (tests/configs/model_types/SOURCES.yaml), DeepSeek's cut to a few layers and experts
 # with --set so that the sparse files stay small; the reference is the analytic count of that spec.
+QWEN3_5_LAYERS = (["linear_attention"] * 3 + ["full_attention"]) * 2  # the real configs' first 8 layer_types
 INFERRED = [
     ("lfm2.json", {}),
     ("deepseek_v32.json", {"num_hidden_layers": 4, "first_k_dense_replace": 1, "n_routed_experts": 16}),
@@ -88,10 +90,33 @@ INFERRED = [
     ("nemotron_h-nano3.json", {"hybrid_override_pattern": "MEM*EM-", "n_routed_experts": 8}),
     ("nemotron_h.json", {}),
     ("mamba2.json", {"num_hidden_layers": 4}),
+    ("jamba.json", {"num_hidden_layers": 16, "num_experts": 4}),
+    ("bamba.json", {"num_hidden_layers": 10}),
+    ("falcon_h1.json", {"num_hidden_layers": 4}),
+    ("minimax_m1.json", {"num_hidden_layers": 9, "attn_type_list": [0] * 7 + [1, 0], "num_local_experts": 4}),
+    # the real config's first five layers (KDA, KDA, KDA, MLA, KDA): the top one is not MLA, whose q_proj is wider
+    ("kimi_linear.json", {"num_hidden_layers": 5, "linear_attn_config.full_attn_layers": [4],
+                          "linear_attn_config.kda_layers": [1, 2, 3, 5], "num_experts": 8}),
+    # the real configs' first layers (Flash: sliding, sliding, CSA, HCA; Pro: HCA, HCA, CSA, HCA), hash-routed and not
+    ("deepseek_v4.json", {"num_hidden_layers": 4, "compress_ratios": [0, 0, 4, 128, 0], "n_routed_experts": 8}),
+    ("deepseek_v4-pro.json", {"num_hidden_layers": 4, "compress_ratios": [128, 128, 4, 128, 0], "n_routed_experts": 8}),
+    ("qwen3_5.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS}),
+    ("qwen3_5_moe.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS, "num_experts": 16}),
+    # the real config's first six layers: five local, one global (its keys its values, 2 KV heads of 512)
+    ("gemma4-26b-a4b.json", {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
+                             "num_experts": 8}),
 ]
+# Multimodal configs whose text model is read: their `text_config`, alone (the towers' tensors are another issue's).
+TEXT_ONLY = {"qwen3_5.json", "qwen3_5_moe.json", "gemma4-26b-a4b.json"}
 # Mamba2 stores n_groups·d_state, never the two apart: d_state 128 is assumed (and said), which
 # Nemotron-H-56B's 8 x 256 (nvidia/Nemotron-H-56B-Base-8K) is not: its count is exact, its recurrent state read as 16 x 128.
 STATE_ASSUMED = {"nemotron_h.json"}
+# Attention's heads are stored only as total widths: head_dim 128 is assumed (and said), which
+# Falcon-H1-0.5B's 64 (tiiuae/Falcon-H1-0.5B-Base) is not: its KV elements per token are exact, its heads read as 4 and 1.
+HEADS_ASSUMED = {"falcon_h1.json"}
+# No tensor stores Gemma-4's sliding window: Gemma4TextConfig's 512 is assumed (and said), which
+# Gemma-4-26B-A4B's 1024 is not: its local layers' cache is read as half its length, every width exact.
+WINDOW_ASSUMED = {"gemma4-26b-a4b.json"}
 
 
 def lone_file(spec: Any, directory: Path, hub: bool) -> Path:
@@ -105,14 +130,26 @@ def lone_file(spec: Any, directory: Path, hub: bool) -> Path:
 @pytest.mark.parametrize(("config", "changes"), INFERRED, ids=[config for config, _ in INFERRED])
 def test_a_lone_checkpoint_of_a_newer_layout_is_read_as_its_config_says(config: str, changes: dict[str, Any],
                                                                           hub: bool, tmp_path: Path) -> None:
-    spec = load_spec(str(MODEL_TYPES / config), changes)
+    spec = load_spec(str(config_file(config, tmp_path)), changes)
     report = read_checkpoint(str(lone_file(spec, tmp_path, hub)))
     assert report.spec_origin == "tensor shapes (no config.json)"
     assert report.mismatches == () and report.unknown == ()
     assert dict(count(report.spec).components) == dict(count(spec).components)
     assert layers(report.spec) == layers(spec)
-    assert (caches(report.spec) == caches(spec)) is (config not in STATE_ASSUMED)
+    assert (caches(report.spec) == caches(spec)) is (config not in STATE_ASSUMED | HEADS_ASSUMED | WINDOW_ASSUMED)
+    assert (config in WINDOW_ASSUMED) <= any("the sliding window" in note for note in report.spec_notes)
     assert (config in STATE_ASSUMED) <= any("d_state 128 assumed" in note for note in report.spec_notes)
+    assert (config in HEADS_ASSUMED) <= any("assumed head_dim 128" in note for note in report.spec_notes)
+    assert (widths(report.spec) == widths(spec)) is (config not in STATE_ASSUMED)
+
+
+def config_file(config: str, directory: Path) -> Path:
+    """The real config, or for a multimodal one in `TEXT_ONLY` its text model's config alone."""
+    if config not in TEXT_ONLY:
+        return MODEL_TYPES / config
+    text = directory / "text_config.json"
+    text.write_text(json.dumps(json.loads((MODEL_TYPES / config).read_text())["text_config"]))
+    return text
 
 
 def layers(spec: Any) -> list[tuple[int, list[str], str | None]]:
@@ -124,3 +161,9 @@ def layers(spec: Any) -> list[tuple[int, list[str], str | None]]:
 def caches(spec: Any) -> list[Any]:
     """What each run keeps per token and per sequence."""
     return [block.cache(spec.d_model) for _, block in spec.runs()]
+
+
+def widths(spec: Any) -> list[Any]:
+    """What each run keeps, as element counts: per token (K and V widths) and per sequence (each state's size)."""
+    return [([(token.k, token.v) for token in cache.tokens], [(state.name, state.rows, state.cols, state.dtype)
+                                                              for state in cache.states]) for cache in caches(spec)]

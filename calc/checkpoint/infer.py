@@ -57,12 +57,15 @@ def _template(name: str, family: str) -> tuple[str, int | None] | None:
 @dataclass(frozen=True)
 class _Found:
     """The names under one family's paths: how many; of those not aliases, each one's template and
-    layer, and the shape of each template (its last tensor's)."""
+    layer, and the shape of each template (its last tensor's); each one's position in `column`, the
+    file's shapes, for the rare layout whose layers store one template at two shapes."""
 
     hits: int
     templates: list[str]
     layer_of: list[int | None]
     shapes: dict[str, tuple[int, ...]]
+    positions: list[int]
+    column: list[tuple[int, ...]]
 
     @property
     def layers(self) -> set[int | None]:
@@ -71,6 +74,19 @@ class _Found:
     def layers_of(self, template: str) -> list[int]:
         """The layers that store a tensor of `template`, in order."""
         return sorted(set(compress(self.layer_of, map(template.__eq__, self.templates))))  # type: ignore[type-var]
+
+    def in_layer(self, layer: int) -> dict[str, tuple[int, ...]]:
+        """The shapes as one layer stores them (the model-level ones beside): a pass over every name,
+        made only for a layout that asks (Kimi Linear's MLA and KDA layers share q_proj's name)."""
+        here = [found == layer for found in self.layer_of]
+        return {**self.shapes, **dict(zip(compress(self.templates, here),
+                                          map(self.column.__getitem__, compress(self.positions, here))))}
+
+    def per_layer(self, template: str) -> dict[int, tuple[int, ...]]:
+        """Each layer's shape of `template`: one pass, for a layout whose layer kinds differ only in
+        widths (Gemma-4's local and global layers' head widths)."""
+        here = [found == template for found in self.templates]
+        return dict(zip(compress(self.layer_of, here), map(self.column.__getitem__, compress(self.positions, here))))
 
 
 def _found(raw: RawCheckpoint, family: str) -> _Found:
@@ -108,7 +124,7 @@ def _found(raw: RawCheckpoint, family: str) -> _Found:
         kept = [k for k, i in enumerate(positions) if names[i] not in raw.aliases]
         positions, templates, layers = ([column[k] for k in kept] for column in (positions, templates, layers))
         n_direct = sum(k < n_direct for k in kept)
-    return _Found(hits, templates, layers, _last_shapes(positions, templates, shapes, n_direct))
+    return _Found(hits, templates, layers, _last_shapes(positions, templates, shapes, n_direct), positions, shapes)
 
 
 def _in_layers(names: list[str], positions: list[int], layers_dot: str) -> tuple[Any, Any, Any]:
@@ -187,7 +203,7 @@ def infer_spec(raw: RawCheckpoint) -> tuple[ModelSpec, tuple[str, ...]]:
     adapter, any other GPT-2- or Llama-named one as a flat spec."""
     family, found = _detected(raw)
     n_layers = max((l for l in found.layers if l is not None), default=0) + 1
-    shapes, origin = Shapes(found.shapes, found.layers_of, n_layers), f"{raw.source} (spec inferred from tensor shapes)"
+    shapes, origin = Shapes(found.shapes, found.layers_of, n_layers, found.in_layer, found.per_layer), f"{raw.source} (spec inferred from tensor shapes)"
     try:
         configured = config_of(shapes) if n_layers <= len(raw.columns) else None
         if configured is None and family not in FLAT:
