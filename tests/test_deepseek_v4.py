@@ -10,7 +10,6 @@ checks the window's rows, the compressed rows at 1/ratio, and the per-sequence c
 from __future__ import annotations
 
 import json
-import weakref
 from pathlib import Path
 
 import pytest
@@ -162,44 +161,6 @@ def test_hub_layout_with_fp8_and_fp4(tmp_path: Path) -> None:
     assert len(report.companions) == len(scales) > 0
 
 
-def _saved_per_layer(model, batch: int, seq: int) -> list[int]:  # noqa: ANN001 - transformers' model
-    """Bytes of the distinct storages autograd holds for backward at the end of the forward pass, per
-    decoder layer outside its MoE block, parameters left out, each storage in the layer that first
-    saved it. A tensor saved by a graph branch that does not reach the loss (the indexer's scores end
-    in top-k indices) is freed with that branch: only those still alive after forward count."""
-    torch = pytest.importorskip("torch")
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    state: dict = {"at": [], "saved": []}
-
-    def pack(t):  # noqa: ANN001, ANN202 - a saved tensor, held detached: an op's own output held as
-        held = t.detach()  # it is would hold its node in a cycle and outlive a freed branch
-        if state["at"] and state["at"][-1] is not None and t.untyped_storage().data_ptr() not in params:
-            state["saved"].append((state["at"][-1], weakref.ref(held)))
-        return held
-
-    def enter(index):  # noqa: ANN001, ANN202 - a layer's index, or None inside its MoE block
-        return lambda *_: state["at"].append(index)
-
-    def leave(*_) -> None:  # returns None: a forward hook's value would replace the module's output
-        state["at"].pop()
-
-    for index, layer in enumerate(model.model.layers):
-        for module, at in ((layer, index), (layer.mlp, None)):
-            module.register_forward_pre_hook(enter(at))
-            module.register_forward_hook(leave)
-    ids = torch.randint(0, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(0))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = model(ids, labels=ids).loss
-    kept, seen = [0] * len(model.model.layers), set()
-    for index, ref in state["saved"]:
-        tensor = ref()
-        if tensor is not None and tensor.untyped_storage().data_ptr() not in seen:
-            seen.add(tensor.untyped_storage().data_ptr())
-            kept[index] += tensor.untyped_storage().nbytes()
-    loss.backward()  # the graph was complete and usable
-    return kept
-
-
 @pytest.mark.parametrize("seq", [30, 32])
 def test_layer_activations_equal_what_autograd_saves(seq: int) -> None:
     """saved_tensors_hooks over transformers' own tiny DeepSeek-V4 in fp32 (eager attention, training
@@ -207,10 +168,14 @@ def test_layer_activations_equal_what_autograd_saves(seq: int) -> None:
     write-backs, both norms, the sliding, CSA (with its indexer) or HCA attention — equals layer_terms
     without the MLP's terms, at a length that fills every compressor window (32) and one that leaves
     a partial window waiting (30). The MoE block's terms are not checked here."""
+    torch = pytest.importorskip("torch")
+    from saved_tensors import saved_per_layer
+
     spec, model = spec_of(tiny_config("deepseek_v4")), _transformers_tiny("deepseek_v4")
     model.set_attn_implementation("eager")
     model.train()
-    measured = _saved_per_layer(model, BATCH, seq)
+    ids = torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(0))
+    measured = saved_per_layer(model, ids, skip=("mlp",))
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
     expected = [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, BATCH, seq, 4, "none"))
                 - sum(t.bytes(1, False) for t in _mlp(block.mlp, BATCH * seq, spec.d_model, 4)) for block in blocks]

@@ -36,7 +36,7 @@ parallelism. MoE layers and MLA follow the same rules but are not measured by th
 are the recurrent mixers (Mamba2, gated DeltaNet, short conv): their terms list what the ops around
 each recurrence keep, read off transformers' torch paths. Zamba2's shared blocks are: each
 application's terms equal what autograd saves in transformers' own model (tests/test_zamba2.py), and
-so are DeepSeek-V4's layers but for their MoE block: hyper-connections, norms and the sliding, CSA and
+so do LFM2's short-conv layers (tests/test_hybrids.py) and DeepSeek-V4's layers but for their MoE block: hyper-connections, norms and the sliding, CSA and
 HCA attentions (tests/test_deepseek_v4.py, fp32).
 """
 
@@ -180,10 +180,14 @@ def _lightning(a: LightningAttention, n: int, d: int, act: int) -> list[Term]:
             Term("attention output, norm, gate (linear, sigmoid), gated output", 5 * n * w, act, "tp")]
 
 
-def _short_conv(c: ShortConv, n: int, d: int, act: int) -> list[Term]:
-    """in_proj's output (B, C, x), B·x (the conv's input), the conv's output, C·conv (out_proj's input)."""
+def _short_conv(c: ShortConv, b: int, s: int, d: int, act: int) -> list[Term]:
+    """in_proj's output (B, C, x), B·x (the conv's input), the conv's output, C·conv (out_proj's input).
+    transformers' causal_conv1d_fn (modeling_lfm2.py) pads kernel − 1 on both sides and slices the
+    first s outputs: the storage C·conv keeps holds s + kernel − 1 per channel."""
+    n = b * s
     return [Term("mixer input (normed x)", n * d, act, "sp"),
-            Term("in_proj output, B·x, conv output, C·conv", 6 * n * d, act, "sp")]
+            Term("in_proj output, B·x, C·conv", 5 * n * d, act, "sp"),
+            Term("conv output (its padded length)", b * d * (s + c.kernel - 1), act, "sp")]
 
 
 def _compressed(a: CompressedAttention, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
@@ -252,8 +256,10 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
     """What one layer's token mixer keeps, by the part's kind (attention and MLA share one rule)."""
     if a is None:
         return []
+    if a.kind == "short_conv":
+        return _short_conv(a, b, s, d, act)
     recurrent = {"mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet, "kda": _kda,
-                 "lightning": _lightning, "short_conv": _short_conv}.get(a.kind)
+                 "lightning": _lightning}.get(a.kind)
     if recurrent:
         return recurrent(a, b * s, d, act)
     attention = _compressed if a.kind == "compressed_attention" else _attention
