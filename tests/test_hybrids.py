@@ -297,20 +297,3 @@ def test_reference_floors_the_time_step_in_a_prefill_only(model_type: str) -> No
         assert (unfloored(IDS) - expected).abs().max() > 10 * ATOL
     cached_decode(floored, hf)
 
-
-@pytest.mark.parametrize("seq", [7, 12])
-def test_short_conv_layer_activations_equal_what_autograd_saves(seq: int) -> None:
-    """saved_tensors_hooks over transformers' own tiny LFM2 (fp32, training mode): what each conv layer
-    holds after forward — both norms, the short conv (in_proj's output, B·x, the conv's output at its
-    padded length s + kernel − 1, C·conv) and the SwiGLU MLP — equals layer_terms."""
-    torch = pytest.importorskip("torch")
-    from calc.analysis.train.activations import layer_terms
-    from saved_tensors import saved_per_layer
-
-    spec, model = spec_of(tiny_config("lfm2")), _transformers_tiny("lfm2").train()
-    ids = torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(0))
-    measured = saved_per_layer(model, ids)
-    conv = [layer for layer in range(spec.n_layers) if spec.blocks[spec.block_at(layer)].attention.kind == "short_conv"]
-    expected = [sum(t.bytes(1, False) for t in layer_terms(spec.blocks[spec.block_at(layer)], spec.d_model, BATCH,
-                                                           seq, 4, "none")) for layer in conv]
-    assert conv and [measured[layer] for layer in conv] == expected

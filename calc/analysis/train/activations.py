@@ -8,13 +8,14 @@ test write it (tests/training_forward.py), in the activation dtype (`act`, bytes
   a linear layer x·W                  keeps its input x (one copy when Q, K and V read the same x)
   QKᵀ and P·V                         keep Q, K, P and V; K and V at all h heads (GQA expanded:
                                       selective recomputation keeps them at the kv heads)
-  softmax                             keeps its output P: B·h·T·keys
+  softmax                             keeps its output P: B·h·T·T (a sliding window or a chunk
+                                      is a mask on it: transformers' eager_attention_forward)
   SiLU / GELU                         keep their input; gate × up keeps both factors
   residual adds, scaling, an additive causal mask, rotary's multiplies   keep nothing per layer
                                       (rotary keeps its cos and sin tables, T·rotary_dim each, once)
 
 so a pre-norm layer of n = B·T tokens keeps
-  attention: n·d (normed x) + 4·n·h·d_head (Q, K, V, the heads' concatenation) + B·h·T·keys (P)
+  attention: n·d (normed x) + 4·n·h·d_head (Q, K, V, the heads' concatenation) + B·h·T·T (P)
   gated MLP: n·d + 4·n·d_ff (gate, SiLU(gate), up, their product);  plain MLP: n·d + 2·n·d_ff
   two norms as above.
 Outside the layers: the token ids (int64, and the position ids with a learned table), the final
@@ -33,10 +34,11 @@ recomputes the layer in backward.
 Tensor parallelism over t GPUs splits the heads and d_ff, so every term h- or d_ff-wide (and P) is ÷ t;
 the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷ t only with sequence
 parallelism. MoE layers and MLA follow the same rules but are not measured by the torch test, nor
-are the recurrent mixers (Mamba2, gated DeltaNet, short conv): their terms list what the ops around
-each recurrence keep, read off transformers' torch paths. Zamba2's shared blocks are: each
+are the recurrent mixers (Mamba2, gated DeltaNet, KDA, lightning): their terms list what the ops
+around each recurrence keep, read off transformers' torch paths. Zamba2's shared blocks are: each
 application's terms equal what autograd saves in transformers' own model (tests/test_zamba2.py), and
-so do LFM2's short-conv layers (tests/test_hybrids.py) and DeepSeek-V4's layers but for their MoE block: hyper-connections, norms and the sliding, CSA and
+so do whole layers of Qwen3, OLMo-2/3, EXAONE-4, Mistral and LFM2 (tests/test_train_torch.py) and
+DeepSeek-V4's layers but for their MoE block: hyper-connections, norms and the sliding, CSA and
 HCA attentions (tests/test_deepseek_v4.py, fp32).
 """
 
@@ -81,7 +83,7 @@ def _norm(norm: Norm, n: int, width: int, act: int, label: str) -> list[Term]:
 
 
 def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
-    n, keys, h = b * s, min(s, a.window) if a.window else s, a.n_heads
+    n, h = b * s, a.n_heads
     if isinstance(a, MLA):
         latents = [Term("Q latent: norm and up-projection input", 3 * n * a.q_lora_rank + n, act, "sp")] \
             if a.q_lora_rank else []
@@ -102,8 +104,25 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
     elif flash:  # instead of P, one log-sum-exp per row; its output, laid out [B, T, h, d], is W_O's input
         core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
     else:
-        core = [Term("softmax output P", b * h * s * keys, act, "tp")]
-    return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *core, *_augment(a, n, d, act)]
+        core = [Term("softmax output P", b * h * s * s, act, "tp")]  # every key scored, a window masked
+    return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *_qk_norm(a, n, act), *core,
+            *_augment(a, n, d, act)]
+
+
+def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
+    """The Q and K norms (Qwen3, OLMo-2, LFM2 ...), each as a norm over its rows: one row per head, or
+    one per token over the full width; a layer reading an earlier layer's K has no K norm."""
+    qk = getattr(a, "qk_norm", None)
+    if qk is None:
+        return []
+    widths = [(a.n_heads, a.q_dim)] + ([] if a.kv_shared else [(a.n_kv_heads, a.kv_dim)])
+    terms = []
+    for which, (heads, width) in zip("QK", widths):
+        rows = n * heads if qk.scope == "head" else n
+        kept = n * width + 2 * rows if qk.norm.kind == "layernorm" else 2 * n * width + rows
+        terms.append(Term(f"{which} norm: input, {'mean, rstd' if qk.norm.kind == 'layernorm' else 'rsqrt, normed'}",
+                          kept, act, "tp"))
+    return terms
 
 
 def _augment(a: Attention | MLA, n: int, d: int, act: int) -> list[Term]:
