@@ -37,7 +37,7 @@ parallelism. MoE layers and MLA follow the same rules but are not measured by th
 are the recurrent mixers (Mamba2, gated DeltaNet, KDA, lightning): their terms list what the ops
 around each recurrence keep, read off transformers' torch paths. Zamba2's shared blocks are: each
 application's terms equal what autograd saves in transformers' own model (tests/test_zamba2.py), and
-so do whole layers of Qwen3, OLMo-2/3, EXAONE-4, Mistral and LFM2 (tests/test_train_torch.py) and
+so do whole layers of Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3 and LFM2 (tests/test_train_torch.py) and
 DeepSeek-V4's layers but for their MoE block: hyper-connections, norms and the sliding, CSA and
 HCA attentions (tests/test_deepseek_v4.py, fp32).
 """
@@ -79,7 +79,12 @@ class Term:
 def _norm(norm: Norm, n: int, width: int, act: int, label: str) -> list[Term]:
     if norm.kind == "layernorm":
         return [Term(f"{label}: input, mean, rstd", n * width + 2 * n, act, "sp")]
-    return [Term(f"{label}: input, rsqrt, normed", 2 * n * width + n, act, "sp")]
+    return [Term(f"{label}: input, rsqrt, normed", 2 * n * width + n, act, "sp"), *_unit_offset(norm, width, act, label)]
+
+
+def _unit_offset(norm: Norm, width: int, act: int, label: str) -> list[Term]:
+    """Gemma's scale (1 + w) is a new tensor each call, kept by the multiply it feeds (Gemma3RMSNorm)."""
+    return [Term(f"{label}: its scale 1 + w", width, act, "")] if norm.unit_offset else []
 
 
 def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
@@ -105,6 +110,8 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
     else:
         core = [Term("softmax output P", b * h * s * s, act, "tp")]  # every key scored, a window masked
+        if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
+            core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
     return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *_qk_norm(a, n, act), *core,
             *_augment(a, n, d, act)]
 
@@ -122,6 +129,7 @@ def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
         kept = n * width + 2 * rows if qk.norm.kind == "layernorm" else 2 * n * width + rows
         terms.append(Term(f"{which} norm: input, {'mean, rstd' if qk.norm.kind == 'layernorm' else 'rsqrt, normed'}",
                           kept, act, "tp"))
+        terms += _unit_offset(qk.norm, a.head_dim if qk.scope == "head" else width, act, f"{which} norm")
     return terms
 
 
