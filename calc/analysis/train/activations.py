@@ -79,7 +79,8 @@ class Term:
 def _norm(norm: Norm, n: int, width: int, act: int, label: str) -> list[Term]:
     if norm.kind == "layernorm":
         return [Term(f"{label}: input, mean, rstd", n * width + 2 * n, act, "sp")]
-    return [Term(f"{label}: input, rsqrt, normed", 2 * n * width + n, act, "sp"), *_unit_offset(norm, width, act, label)]
+    return [Term(f"{label}: input, rsqrt, normed", 2 * n * width + n, act, "sp"),
+            *_unit_offset(norm, width, act, label)]
 
 
 def _unit_offset(norm: Norm, width: int, act: int, label: str) -> list[Term]:
