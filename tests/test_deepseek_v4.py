@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from calc.analysis.count import count
 from calc.analysis.memory.kv import kv_cache
+from calc.analysis.train.activations import _mlp, layer_terms
 from calc.cli import main
 from calc.spec.load import load_spec
 from oracle import spec_of, transformers_count
@@ -158,6 +159,27 @@ def test_hub_layout_with_fp8_and_fp4(tmp_path: Path) -> None:
     assert report.breakdown.total == transformers_count(tiny_config("deepseek_v4"))
     scales = [name for name in layout if name.endswith(".scale") and layout[name][0] == "F8_E8M0"]
     assert len(report.companions) == len(scales) > 0
+
+
+@pytest.mark.parametrize("seq", [30, 32])
+def test_layer_activations_equal_what_autograd_saves(seq: int) -> None:
+    """saved_tensors_hooks over transformers' own tiny DeepSeek-V4 in fp32 (eager attention, training
+    mode): what each layer saves outside its MoE block — both hyper-connection mixes with their
+    write-backs, both norms, the sliding, CSA (with its indexer) or HCA attention — equals layer_terms
+    without the MLP's terms, at a length that fills every compressor window (32) and one that leaves
+    a partial window waiting (30). The MoE block's terms are not checked here."""
+    torch = pytest.importorskip("torch")
+    from saved_tensors import saved_per_layer
+
+    spec, model = spec_of(tiny_config("deepseek_v4")), _transformers_tiny("deepseek_v4")
+    model.set_attn_implementation("eager")
+    model.train()
+    ids = torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(0))
+    measured = saved_per_layer(model, ids, skip=("mlp",))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    expected = [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, BATCH, seq, 4, "none"))
+                - sum(t.bytes(1, False) for t in _mlp(block.mlp, BATCH * seq, spec.d_model, 4)) for block in blocks]
+    assert measured == expected
 
 
 def _counted(run) -> int:  # noqa: ANN001 - a callable

@@ -264,3 +264,36 @@ def test_olmo_hybrid_defaults_equal_transformers() -> None:
     config = {"model_type": "olmo_hybrid"}
     total = count(spec_of(config)).total
     assert total == transformers_count(config) and round(total / 1e9) == 7
+
+
+@pytest.mark.parametrize("model_type", ["zamba2", "nemotron_h"])
+def test_reference_floors_the_time_step_in_a_prefill_only(model_type: str) -> None:
+    """transformers' Zamba2MambaMixer and NemotronHMamba2Mixer floor dt at time_step_min in their
+    chunked scan (a prefill: time_step_limit = (time_step_min, inf); modeling_zamba2.py,
+    modeling_nemotron_h.py ~line 415) and not in their one-token recurrent update
+    (mamba2_selective_state_update gets no limit). time_step_min = 5.0, above the init range's top
+    (time_step_max 0.1), makes the floor bind for every head: our logits equal transformers' in a
+    prefill and in a cached decode, where flooring every step as well would differ, and the same
+    weights without the floor are more than the tolerance away in the prefill."""
+    torch = pytest.importorskip("torch")
+    from calc.reference.model import build
+    from test_reference_equivalence import ATOL, IDS, cached_decode, random_model
+
+    config = {**tiny_config(model_type), "time_step_min": 5.0}
+    spec = spec_of(config)
+    hf = random_model(config)
+    floored = build(spec)
+    data = spec.model_dump()
+    mixers = [block["attention"] for block in data["blocks"].values() if (block["attention"] or {}).get("dt_min")]
+    assert mixers  # the floor reached the spec
+    for mixer in mixers:
+        mixer["dt_min"] = None
+    unfloored = build(spec_from_dict(data, f"{model_type}-no-floor"))
+    for ours in (floored, unfloored):
+        ours.load_state_dict(hf.state_dict(), strict=True)
+    with torch.no_grad():
+        expected = hf(IDS).logits
+        torch.testing.assert_close(floored(IDS), expected, rtol=0, atol=ATOL)
+        assert (unfloored(IDS) - expected).abs().max() > 10 * ATOL
+    cached_decode(floored, hf)
+

@@ -68,6 +68,29 @@ def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, a
     assert measured == spec.n_layers * layer + outside
 
 
+@pytest.mark.parametrize("seq", [7, 12])
+@pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen3", "olmo2", "olmo3", "exaone4", "gemma", "gemma2",
+                                        "gemma3_text", "lfm2"])
+def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
+    """transformers' own tiny models (tests/tiny_models.py; fp32, eager, training mode), measured layer
+    by layer with saved-tensor hooks (tests/saved_tensors.py): each layer's bytes equal layer_terms —
+    Q and K norms per head (Qwen3, OLMo-3, EXAONE-4, LFM2) or over the full width (OLMo-2), sliding
+    layers' P over every key (Mistral, OLMo-3, EXAONE-4: their window of 5 is a mask in
+    eager_attention_forward), Gemma's norm scale 1 + w made at each call, Gemma-2's soft-capped logits
+    (tanh keeps its output), LFM2's short conv with its output at the padded length s + kernel − 1."""
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    spec, model = spec_of(tiny_config(model_type)), _transformers_tiny(model_type).train()
+    model.set_attn_implementation("eager")
+    ids = torch.randint(0, VOCAB, (B, seq), generator=torch.Generator().manual_seed(0))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, seq, FP32,
+                                                                                        "none")) for block in blocks]
+
+
 @pytest.mark.parametrize("name", [n for n in TINY if n.startswith("llama") and "bias" not in n])
 def test_torchtitan_op_checkpointing_keeps_what_the_formula_says(name: str) -> None:
     """torchtitan's per-op policy run for real: after forward the live storages (parameters left out) are the layers' op terms and what lies outside the layers, plus the causal mask the

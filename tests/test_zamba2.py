@@ -267,34 +267,6 @@ def test_the_checkpoint_reader_places_each_copy_once(tmp_path: Path) -> None:
     assert classify("model.layers.4.shared_transformer.self_attn.q_proj.weight", spec) is None
 
 
-def test_reference_floors_the_time_step_in_a_prefill_only() -> None:
-    """transformers' Zamba2MambaMixer floors dt at time_step_min in its chunked scan (a prefill:
-    dt_limit = (time_step_min, inf)) and not in its one-token recurrent update (modeling_zamba2.py's
-    mamba2_selective_state_update takes no limit). time_step_min = 5.0, above the init range's top
-    (time_step_max 0.1), makes the floor bind for every head: our logits equal transformers' in a
-    prefill and in a cached decode, where flooring every step as well would differ, and the same
-    weights without the floor are more than the tolerance away in the prefill."""
-    torch = pytest.importorskip("torch")
-    from calc.reference.model import build
-    from test_reference_equivalence import ATOL, IDS, cached_decode, random_model
-
-    config = {**tiny_config("zamba2"), "time_step_min": 5.0}
-    spec = spec_of(config)
-    hf = random_model(config)
-    floored = build(spec)
-    data = spec.model_dump()
-    for block in data["blocks"].values():
-        block["attention"]["dt_min"] = None
-    unfloored = build(spec_from_dict(data, "zamba2-no-floor"))
-    for ours in (floored, unfloored):
-        ours.load_state_dict(hf.state_dict(), strict=True)
-    with torch.no_grad():
-        expected = hf(IDS).logits
-        torch.testing.assert_close(floored(IDS), expected, rtol=0, atol=ATOL)
-        assert (unfloored(IDS) - expected).abs().max() > 10 * ATOL
-    cached_decode(floored, hf)
-
-
 def test_reference_builds_each_copy_once_at_full_size() -> None:
     """Zamba2-7B's config.json on the meta device: the torch reference's parameters are the count's
     (7,326,532,760, transformers' own meta model's: docs/architectures.md's table), each copy once,

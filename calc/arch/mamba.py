@@ -8,7 +8,9 @@ sits around it, as data:
 - nemotron_h (Nemotron-H, Nemotron-Nano-2, Nemotron-3): each layer holds ONE sublayer behind one
   RMSNorm, as `layers_block_type` (or the older `hybrid_override_pattern`, M * - E) says: the Mamba2
   mixer, attention without rotary, a squared-ReLU MLP, or a MoE of squared-ReLU experts with a
-  shared expert and DeepSeek-style sigmoid routing (NemotronHBlock).
+  shared expert and DeepSeek-style sigmoid routing (NemotronHBlock). Its mixer floors dt at
+  time_step_min (or mamba_dt_min) in a prefill, as Zamba2's does (modeling_nemotron_h.py,
+  NemotronHMamba2Mixer.time_step_limit; the one-token recurrent update passes no limit).
 - bamba (Bamba-9B): Llama's two-norm layers whose mixer is Mamba2 except at `attn_layer_indices`
   (attention with rotary on half of each head), a SwiGLU MLP in every layer.
 - granitemoehybrid (Granite-4.0-H): the same, `layer_types` naming the mixers, and a MoE of
@@ -42,7 +44,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                    "use_conv_bias": True, "use_bias": False, "n_routed_experts": 8, "n_shared_experts": 1,
                    "moe_intermediate_size": 7688, "moe_shared_expert_intermediate_size": 7688,
                    "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_group": 1, "topk_group": 1,
-                   "norm_topk_prob": True, "layer_norm_epsilon": 1e-5, "mamba_ssm_cache_dtype": "float32"},
+                   "norm_topk_prob": True, "layer_norm_epsilon": 1e-5, "mamba_ssm_cache_dtype": "float32",
+                   "time_step_min": 0.001},
     "bamba": {**_MAMBA, "vocab_size": 128000, "tie_word_embeddings": False, "hidden_size": 4096,
               "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
               "num_key_value_heads": 8, "rms_norm_eps": 1e-5, "max_position_embeddings": 262144,
@@ -129,7 +132,8 @@ def _nemotron_h(cfg: Config, model_type: str) -> dict[str, Any]:
     parts = {
         "linear_attention": ("attention", mamba2_mixer(cfg, "mamba_num_heads", "mamba_head_dim", "ssm_state_size",
                                                        "n_groups", "conv_kernel", None, "use_bias", "use_conv_bias",
-                                                       state_dtype=state)),
+                                                       state_dtype=state,
+                                                       dt_min=cfg.float("mamba_dt_min", "time_step_min"))),
         "full_attention": ("attention", attention(cfg, rope=None, q_bias=False, k_bias=False, v_bias=False,
                                                   o_bias=False)),
         "mlp": ("mlp", mlp),

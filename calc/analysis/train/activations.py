@@ -8,13 +8,14 @@ test write it (tests/training_forward.py), in the activation dtype (`act`, bytes
   a linear layer x·W                  keeps its input x (one copy when Q, K and V read the same x)
   QKᵀ and P·V                         keep Q, K, P and V; K and V at all h heads (GQA expanded:
                                       selective recomputation keeps them at the kv heads)
-  softmax                             keeps its output P: B·h·T·keys
+  softmax                             keeps its output P: B·h·T·T (a sliding window or a chunk
+                                      is a mask on it: transformers' eager_attention_forward)
   SiLU / GELU                         keep their input; gate × up keeps both factors
   residual adds, scaling, an additive causal mask, rotary's multiplies   keep nothing per layer
                                       (rotary keeps its cos and sin tables, T·rotary_dim each, once)
 
 so a pre-norm layer of n = B·T tokens keeps
-  attention: n·d (normed x) + 4·n·h·d_head (Q, K, V, the heads' concatenation) + B·h·T·keys (P)
+  attention: n·d (normed x) + 4·n·h·d_head (Q, K, V, the heads' concatenation) + B·h·T·T (P)
   gated MLP: n·d + 4·n·d_ff (gate, SiLU(gate), up, their product);  plain MLP: n·d + 2·n·d_ff
   two norms as above.
 Outside the layers: the token ids (int64, and the position ids with a learned table), the final
@@ -33,9 +34,12 @@ recomputes the layer in backward.
 Tensor parallelism over t GPUs splits the heads and d_ff, so every term h- or d_ff-wide (and P) is ÷ t;
 the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷ t only with sequence
 parallelism. MoE layers and MLA follow the same rules but are not measured by the torch test, nor
-are the recurrent mixers (Mamba2, gated DeltaNet, short conv): their terms list what the ops around
-each recurrence keep, read off transformers' torch paths. Zamba2's shared blocks are: each
-application's terms equal what autograd saves in transformers' own model (tests/test_zamba2.py).
+are the recurrent mixers (Mamba2, gated DeltaNet, KDA, lightning): their terms list what the ops
+around each recurrence keep, read off transformers' torch paths. Zamba2's shared blocks are: each
+application's terms equal what autograd saves in transformers' own model (tests/test_zamba2.py), and
+so do whole layers of Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3 and LFM2 (tests/test_train_torch.py) and
+DeepSeek-V4's layers but for their MoE block: hyper-connections, norms and the sliding, CSA and
+HCA attentions (tests/test_deepseek_v4.py, fp32).
 """
 
 from __future__ import annotations
@@ -75,11 +79,17 @@ class Term:
 def _norm(norm: Norm, n: int, width: int, act: int, label: str) -> list[Term]:
     if norm.kind == "layernorm":
         return [Term(f"{label}: input, mean, rstd", n * width + 2 * n, act, "sp")]
-    return [Term(f"{label}: input, rsqrt, normed", 2 * n * width + n, act, "sp")]
+    return [Term(f"{label}: input, rsqrt, normed", 2 * n * width + n, act, "sp"),
+            *_unit_offset(norm, width, act, label)]
+
+
+def _unit_offset(norm: Norm, width: int, act: int, label: str) -> list[Term]:
+    """Gemma's scale (1 + w) is a new tensor each call, kept by the multiply it feeds (Gemma3RMSNorm)."""
+    return [Term(f"{label}: its scale 1 + w", width, act, "")] if norm.unit_offset else []
 
 
 def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
-    n, keys, h = b * s, min(s, a.window) if a.window else s, a.n_heads
+    n, h = b * s, a.n_heads
     if isinstance(a, MLA):
         latents = [Term("Q latent: norm and up-projection input", 3 * n * a.q_lora_rank + n, act, "sp")] \
             if a.q_lora_rank else []
@@ -100,8 +110,28 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
     elif flash:  # instead of P, one log-sum-exp per row; its output, laid out [B, T, h, d], is W_O's input
         core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
     else:
-        core = [Term("softmax output P", b * h * s * keys, act, "tp")]
-    return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *core, *_augment(a, n, d, act)]
+        core = [Term("softmax output P", b * h * s * s, act, "tp")]  # every key scored, a window masked
+        if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
+            core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
+    return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *_qk_norm(a, n, act), *core,
+            *_augment(a, n, d, act)]
+
+
+def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
+    """The Q and K norms (Qwen3, OLMo-2, LFM2 ...), each as a norm over its rows: one row per head, or
+    one per token over the full width; a layer reading an earlier layer's K has no K norm."""
+    qk = getattr(a, "qk_norm", None)
+    if qk is None:
+        return []
+    widths = [(a.n_heads, a.q_dim)] + ([] if a.kv_shared else [(a.n_kv_heads, a.kv_dim)])
+    terms = []
+    for which, (heads, width) in zip("QK", widths):
+        rows = n * heads if qk.scope == "head" else n
+        kept = n * width + 2 * rows if qk.norm.kind == "layernorm" else 2 * n * width + rows
+        terms.append(Term(f"{which} norm: input, {'mean, rstd' if qk.norm.kind == 'layernorm' else 'rsqrt, normed'}",
+                          kept, act, "tp"))
+        terms += _unit_offset(qk.norm, a.head_dim if qk.scope == "head" else width, act, f"{which} norm")
+    return terms
 
 
 def _augment(a: Attention | MLA, n: int, d: int, act: int) -> list[Term]:
@@ -178,57 +208,86 @@ def _lightning(a: LightningAttention, n: int, d: int, act: int) -> list[Term]:
             Term("attention output, norm, gate (linear, sigmoid), gated output", 5 * n * w, act, "tp")]
 
 
-def _short_conv(c: ShortConv, n: int, d: int, act: int) -> list[Term]:
-    """in_proj's output (B, C, x), B·x (the conv's input), the conv's output, C·conv (out_proj's input)."""
+def _short_conv(c: ShortConv, b: int, s: int, d: int, act: int) -> list[Term]:
+    """in_proj's output (B, C, x), B·x (the conv's input), the conv's output, C·conv (out_proj's input).
+    transformers' causal_conv1d_fn (modeling_lfm2.py) pads kernel − 1 on both sides and slices the
+    first s outputs: the storage C·conv keeps holds s + kernel − 1 per channel."""
+    n = b * s
     return [Term("mixer input (normed x)", n * d, act, "sp"),
-            Term("in_proj output, B·x, conv output, C·conv", 6 * n * d, act, "sp")]
+            Term("in_proj output, B·x, C·conv", 5 * n * d, act, "sp"),
+            Term("conv output (its padded length)", b * d * (s + c.kernel - 1), act, "sp")]
 
 
 def _compressed(a: CompressedAttention, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
-    """DeepSeek-V4's attention, as transformers' eager forward keeps it: the Q latent (as MLA's), Q at
-    every head with its weightless norm, the one K = V head (normed; expanded to every head for the
-    explicit matmuls), each compressor's kv and gate projections, pooled entries and norm, the
-    indexer's queries and scores, P over the window's keys and the entries plus the sink column, and
-    the grouped output's two inputs. Not yet checked with saved-tensor hooks: the torch reference
-    does not build this mixer."""
+    """DeepSeek-V4's attention, as transformers' eager DeepseekV4Attention keeps it (modeling_deepseek_v4.py,
+    checked with saved-tensor hooks in tests/test_deepseek_v4.py): the Q latent (as MLA's), Q's weightless
+    norm (input, rsqrt) and Q roped, the one K = V head's norm, K and V expanded to every head over all
+    s keys and every compressed entry (the eager path masks the window and the indexer's choice rather
+    than gathering), cos and sin repeated for each of the three rotations (Q, K, the output's inverse),
+    the compressor's terms, P with the sink column and the max's indices, and the grouped output's two
+    inputs. The lightning indexer keeps nothing: its scores end in top-k indices, which carry no
+    gradient, so autograd frees its whole branch (its compressor, queries and scores) after forward."""
     n, h, c, r = b * s, a.n_heads, a.head_dim, a.q_lora_rank
     entries = s // a.ratio if a.ratio else 0
-    seen = min(s, a.window) + (min(a.indexer.topk, entries) if a.indexer else entries)
+    keys, rope = s + entries, a.rope.rotary_dim if a.rope else 0
     expanded = recompute == "none" and not flash
     terms = [Term("attention input (normed x)", n * d, act, "sp"),
              Term("Q latent: norm and up-projection input", 3 * n * r + n, act, "sp"),
-             Term("Q (every head) and its weightless norm", 3 * n * h * c + n * h, act, "tp"),
-             Term(f"K = V (one head; {'expanded to every head' if expanded else 'once'}) and its norm",
-                  3 * n * c + n + (2 * n * h * c if expanded else 0), act, "tp" if expanded else "")]
-    for what, series, width in ([("compressor", a.series, c)] if a.ratio else []) +             ([("indexer", 2, a.indexer.head_dim)] if a.indexer else []):
-        terms.append(Term(f"{what}: kv and gate, softmax, pooled entries and norm",
-                          3 * n * series * width + b * entries * (3 * width + 1), act, ""))
-    if a.indexer:
-        i = a.indexer
-        terms.append(Term("indexer: queries, head weights, scores", n * i.n_heads * (i.head_dim + 1 + 2 * entries),
-                          act, ""))
-    core = [] if recompute == "selective" else         [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")] if flash else         [Term("softmax output P (with the sink column)", b * h * s * (seen + 1), act, "tp")]
+             Term("Q (every head): its weightless norm's input and rsqrt, Q roped", 2 * n * h * c + n * h, act, "tp"),
+             Term("K = V (one head): its norm's input, rsqrt and output", 2 * n * c + n, act, ""),
+             Term(f"K and V over every key and entry ({'expanded to every head' if expanded else 'once'})",
+                  (2 * h if expanded else 1) * b * keys * c, act, "tp" if expanded else ""),
+             Term("cos and sin repeated for Q, K and the output's inverse rotation", 6 * s * rope, act, "")]
+    terms += _compressor(a, b, s, act) if a.ratio else []
+    if recompute == "selective":
+        core = []
+    elif flash:
+        core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
+    else:
+        core = [Term("softmax output P (with the sink column)", b * h * s * (keys + 1), act, "tp"),
+                Term("the logits' row max: its indices (int64)", b * h * s, INT64, "tp")]
     return [*terms, *core, Term("heads' output and the grouped output's middle (W_o_a's and W_o_b's inputs)",
                                 n * h * c + n * a.o_groups * a.o_lora_rank, act, "tp")]
 
 
+def _compressor(a: CompressedAttention, b: int, s: int, act: int) -> list[Term]:
+    """The compressor (DeepseekV4HCACompressor or CSACompressor): the gate's softmax over the full
+    windows and the kv it weighs (an overlapping one copies both series into 2·ratio slots per entry; a
+    plain one weighs a slice of kv, whose whole n × head_dim storage stays), the pooled entries' norm
+    (input, rsqrt, output), and cos and sin repeated at the entries."""
+    entries, n, width = s // a.ratio, b * s, a.head_dim
+    slots = b * entries * a.ratio * a.series * width
+    rope = a.rope.rotary_dim if a.rope else 0
+    return [Term("compressor: gate softmax and the kv it weighs", slots + (slots if a.overlap else n * width),
+                 act, ""),
+            Term("compressor: pooled entries' norm and their cos and sin",
+                 b * entries * (2 * width + 1 + 2 * rope), act, "")]
+
+
 def _hyper(hyper: HyperConnections, n: int, d: int, act: int) -> list[Term]:
-    """Each sublayer's mix (DeepSeek-V4): the copies flattened and RMS-normed in fp32 (input, rsqrt,
-    normed), the mixing weights, and the copies the collapse and the write-back read. Not yet checked
-    with saved-tensor hooks."""
-    k, mixes = hyper.streams, (2 + hyper.streams) * hyper.streams
-    return [Term("hyper-connections: the copies flattened and normed in fp32, the mixes (two sublayers)",
-                 2 * (2 * n * k * d + n + n * mixes), 4, "sp"),
-            Term("hyper-connections: the copies the collapse and the write-back read (two sublayers)",
-                 2 * 2 * n * k * d, act, "sp")]
+    """Each sublayer's mix, as transformers' DeepseekV4HyperConnection and DecoderLayer keep it
+    (modeling_deepseek_v4.py): in fp32, the copies flattened (a copy only when the model is not fp32
+    already), the weightless norm's rsqrt and output, the mixing projection's output, the sigmoids of
+    pre and post, comb's softmax, each of Sinkhorn's 2·iters − 1 divisions' numerator (k × k) and
+    denominator (k), and pre + eps read by the collapse; in the model's dtype, the copies (read by
+    the collapse and the write-back), the sublayer's output, post and comb as the write-back reads them."""
+    k, mixes, divisions = hyper.streams, (2 + hyper.streams) * hyper.streams, 2 * hyper.sinkhorn_iters - 1
+    upcast = 0 if act == 4 else n * k * d
+    weights = n * (1 + mixes + 2 * k + k * k + divisions * (k * k + k) + k)
+    return [Term("hyper-connections: fp32 norm of the flattened copies, mixing weights, Sinkhorn (two sublayers)",
+                 2 * (upcast + n * k * d + weights), 4, "sp"),
+            Term("hyper-connections: the copies, the sublayer's output, post and comb (two sublayers)",
+                 2 * (n * k * d + n * d + n * k + n * k * k), act, "sp")]
 
 
 def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
     """What one layer's token mixer keeps, by the part's kind (attention and MLA share one rule)."""
     if a is None:
         return []
+    if a.kind == "short_conv":
+        return _short_conv(a, b, s, d, act)
     recurrent = {"mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet, "kda": _kda,
-                 "lightning": _lightning, "short_conv": _short_conv}.get(a.kind)
+                 "lightning": _lightning}.get(a.kind)
     if recurrent:
         return recurrent(a, b * s, d, act)
     attention = _compressed if a.kind == "compressed_attention" else _attention

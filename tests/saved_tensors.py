@@ -1,0 +1,53 @@
+"""What autograd holds for backward at the end of a forward pass, layer by layer, in transformers' own model.
+
+`torch.autograd.graph.saved_tensors_hooks` sees every tensor an op saves; each is held detached (an
+op's own output held as it is would keep its node alive in a cycle), and only those still alive when
+forward ends count: a graph branch that does not reach the loss (DeepSeek-V4's indexer, whose scores
+end in top-k indices) is freed with what it saved. Each distinct storage counts once, in the layer
+that saved it first; parameters, the model's rotary tables and what `skip` modules save are left out.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+
+def saved_per_layer(model, ids: torch.Tensor, skip: tuple[str, ...] = ()) -> list[int]:  # noqa: ANN001
+    """Bytes each of model.model.layers holds for backward after forward (the loss on `ids` itself)."""
+    left_out = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    state: dict = {"at": [], "saved": []}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        held = t.detach()
+        if state["at"] and state["at"][-1] is not None and t.untyped_storage().data_ptr() not in left_out:
+            state["saved"].append((state["at"][-1], weakref.ref(held)))
+        return held
+
+    def enter(index):  # noqa: ANN001, ANN202 - a layer's index, or None inside a skipped module
+        return lambda *_: state["at"].append(index)
+
+    def leave(*_) -> None:  # returns None: a forward hook's value would replace the module's output
+        state["at"].pop()
+
+    def tables(_module, _args, out) -> None:  # noqa: ANN001
+        left_out.update(t.untyped_storage().data_ptr() for t in out)
+
+    rotary = getattr(model.model, "rotary_emb", None)
+    hooks = [rotary.register_forward_hook(tables)] if rotary is not None else []
+    for index, layer in enumerate(model.model.layers):
+        for module, at in ((layer, index), *((getattr(layer, name), None) for name in skip)):
+            hooks += [module.register_forward_pre_hook(enter(at)), module.register_forward_hook(leave)]
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(ids, labels=ids).loss
+    kept, seen = [0] * len(model.model.layers), set()
+    for index, ref in state["saved"]:
+        tensor = ref()
+        if tensor is not None and tensor.untyped_storage().data_ptr() not in seen:
+            seen.add(tensor.untyped_storage().data_ptr())
+            kept[index] += tensor.untyped_storage().nbytes()
+    loss.backward()  # the graph was complete and usable
+    for hook in hooks:
+        hook.remove()
+    return kept
