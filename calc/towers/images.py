@@ -50,6 +50,13 @@ class ImageTokens:
                 "image_tokens": self.image_tokens, "special_tokens": self.special_tokens, "tokens": self.tokens}
 
 
+def _patch_grid(width: int, height: int, patch: int, per_token: int, special: int) -> ImageTokens:
+    """An image resized to width x height: (height/patch)·(width/patch) patches, `per_token` of them
+    merged or pooled into each token the decoder receives."""
+    patches = (height // patch) * (width // patch)
+    return ImageTokens(width, height, patches, patches // per_token, special)
+
+
 class GridImages(Part):
     """Qwen2-VL's rule, kept by Qwen2.5-VL, Qwen3-VL and Qwen3.5 (transformers
     models/qwen2_vl/image_processing_qwen2_vl.py `smart_resize`): each side rounded to a multiple of
@@ -65,8 +72,7 @@ class GridImages(Part):
 
     def tokens(self, width: int, height: int) -> ImageTokens:
         h, w = self._resize(height, width)
-        patches = (h // self.patch_size) * (w // self.patch_size)
-        return ImageTokens(w, h, patches, patches // self.merge_size ** 2, self.special_tokens)
+        return _patch_grid(w, h, self.patch_size, self.per_token, self.special_tokens)
 
     @property
     def per_token(self) -> int:
@@ -134,8 +140,7 @@ class PooledImages(Part):
 
     def tokens(self, width: int, height: int) -> ImageTokens:
         h, w = self._resize(height, width)
-        patches = (h // self.patch_size) * (w // self.patch_size)
-        return ImageTokens(w, h, patches, patches // self.pool ** 2, self.special_tokens)
+        return _patch_grid(w, h, self.patch_size, self.per_token, self.special_tokens)
 
     @property
     def per_token(self) -> int:
@@ -248,8 +253,7 @@ class NavitImages(Part):
         h, w = min(max(1, int(height * scale)), side), min(max(1, int(width * scale)), side)
         factor = self.merge_size * p
         h, w = -(-h // factor) * factor, -(-w // factor) * factor
-        grid = (h // p) * (w // p)
-        return ImageTokens(w, h, grid, grid // self.per_token, 0)
+        return _patch_grid(w, h, p, self.per_token, 0)
 
     @property
     def per_token(self) -> int:
