@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from calc.analysis.memory.startup import forward_bytes
 from calc.spec.model import ModelSpec
 from calc.towers import Tower
 from calc.towers.images import ImageTokens
@@ -88,8 +89,6 @@ def output_width(tower: Tower) -> int:
 
 
 def forward_estimate(tower: Tower, patches: int, tp: int, dtype_bytes: int) -> int:
-    """The encoder's activations over `patches` patches, as `activation_estimate` sizes the decoder's:
-    its residual stream twice and its widest layer's outputs (in elements per width, split tp ways)."""
-    d = tower.d_model
-    widest = sum(tower.layer_params().values()) // d
-    return patches * dtype_bytes * (2 * d + -(-widest // tp))
+    """The encoder's activations over `patches` patches, sized as the decoder's are
+    (`calc.analysis.memory.startup.forward_bytes`), its widest layer being its one kind of layer."""
+    return forward_bytes(patches, tower.d_model, sum(tower.layer_params().values()) // tower.d_model, tp, dtype_bytes)

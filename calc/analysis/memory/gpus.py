@@ -38,6 +38,14 @@ APPLE_M3_ULTRA = ("https://www.apple.com/newsroom/2025/03/apple-unveils-new-mac-
 APPLE_M4_MAX = ("https://www.apple.com/newsroom/2024/10/new-macbook-pro-features-m4-family-of-chips-and-apple-"
                 "intelligence/ (M4 Max: 546GB/s)")
 
+# CUDA compute capability of the catalog's NVIDIA cards (https://developer.nvidia.com/cuda-gpus): what picks an
+# engine's kernels (vLLM's MXFP4 backend, calc/analysis/memory/startup.py).
+CAPABILITY = {"T4": (7, 5), "A10": (8, 6), "A10G": (8, 6), "L4": (8, 9), "RTX 3090": (8, 6), "RTX 4090": (8, 9),
+              "RTX 5090": (12, 0), "A100-40GB": (8, 0), "A100-80GB": (8, 0), "L40": (8, 9), "L40S": (8, 9),
+              "H100-80GB": (9, 0), "H100 PCIe": (9, 0), "H100 NVL": (9, 0), "H20": (9, 0), "H200": (9, 0),
+              "RTX PRO 6000 Blackwell": (12, 0), "B200": (10, 0), "GB200 (per GPU)": (10, 0), "B300": (10, 3),
+              "GB300 (per GPU)": (10, 3)}
+
 
 @dataclass(frozen=True)
 class GPU:
@@ -57,6 +65,11 @@ class GPU:
     @property
     def bytes(self) -> int:
         return self.mib * 2**20
+
+    @property
+    def capability(self) -> tuple[int, int] | None:
+        """CUDA compute capability (None: not an NVIDIA card, or a size given as a budget)."""
+        return CAPABILITY.get(self.name)
 
     def to_json(self) -> dict[str, object]:
         return {"gpu": self.name, "marketed": self.marketed, "bytes": self.bytes, "mib": self.mib, "source": self.source,

@@ -49,7 +49,7 @@ from calc.analysis.memory.weights import Weights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["CUDA_TOTAL", "STARTUP_ENGINES", "Reserves", "StartupBudget", "Term", "activation_estimate", "budget_gpu", "cuda_total", "sglang_fraction",
+__all__ = ["CUDA_TOTAL", "STARTUP_ENGINES", "Reserves", "StartupBudget", "Term", "activation_estimate", "budget_gpu", "cuda_total", "forward_bytes", "sglang_fraction",
            "startup_budget", "vllm_batch_defaults", "vllm_extra_weights"]
 
 GIB = 2**30
@@ -146,20 +146,15 @@ def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep:
 MXFP4_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/quantization/mxfp4.py "
                 "(get_mxfp4_backend; Mxfp4MoEMethod.create_weights pads each expert's intermediate and hidden sizes "
                 "for its kernel)")
-# CUDA compute capability of the catalog's NVIDIA cards (https://developer.nvidia.com/cuda-gpus), which picks
-# vLLM's MXFP4 MoE backend: Hopper (9.0) Triton's kernels, Blackwell datacentre (10.x) FlashInfer's, others Marlin.
-CAPABILITY = {"A10": (8, 6), "A10G": (8, 6), "L4": (8, 9), "RTX 3090": (8, 6), "RTX 4090": (8, 9),
-              "RTX 5090": (12, 0), "A100-40GB": (8, 0), "A100-80GB": (8, 0), "L40": (8, 9), "L40S": (8, 9),
-              "H100-80GB": (9, 0), "H100 PCIe": (9, 0), "H100 NVL": (9, 0), "H20": (9, 0), "H200": (9, 0),
-              "RTX PRO 6000 Blackwell": (12, 0), "B200": (10, 0), "GB200 (per GPU)": (10, 0), "B300": (10, 3),
-              "GB300 (per GPU)": (10, 3)}
+# vLLM's MXFP4 MoE backend by the card's CUDA compute capability: Hopper (9.0) Triton's kernels,
+# Blackwell datacentre (10.x) FlashInfer's, others Marlin.
 MXFP4_PADDING = {"marlin": (128, 256), "triton": (64, 1), "flashinfer": (256, 256)}  # (intermediate, hidden) multiples
 
 
 def mxfp4_backend(gpu: GPU) -> str | None:
     """vLLM's default MXFP4 MoE backend on `gpu` (None: not an NVIDIA card vLLM runs MXFP4 on): FlashInfer's
     BF16 kernels on SM100 (installed with vLLM), Triton's on SM90, Marlin's weight-only kernel elsewhere."""
-    cc = CAPABILITY.get(gpu.name)
+    cc = gpu.capability
     if cc is None or cc < (8, 0):
         return None
     return "flashinfer" if cc[0] == 10 else "triton" if cc == (9, 0) else "marlin"
@@ -194,9 +189,15 @@ def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_
     reads, in elements per model width: attention's projections and the MLP's, the routed experts it
     picks; split tp ways), and the sampler's fp32 logits and probabilities over `rows` requests."""
     widest = max(sum(block.active_params(spec.d_model).values()) // spec.d_model for block in spec.blocks.values())
-    forward = tokens * dtype_bytes * (2 * spec.d_model + -(-widest // tp))
     sampler = rows * spec.vocab_size * 4 * 2
-    return forward + sampler
+    return forward_bytes(tokens, spec.d_model, widest, tp, dtype_bytes) + sampler
+
+
+def forward_bytes(tokens: int, d_model: int, widest: int, tp: int, dtype_bytes: int) -> int:
+    """A profiling forward's activations, a decoder's or an encoder's: the residual stream and hidden
+    states of `tokens` tokens (2·d_model each) and the widest layer's outputs for them (`widest`
+    elements per token, split tp ways)."""
+    return tokens * dtype_bytes * (2 * d_model + -(-widest // tp))
 
 
 @dataclass(frozen=True)
