@@ -35,9 +35,15 @@ class Result:
         return self._json()
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.value, name)
+        return _read_through(self.value, name)
+
+
+def _read_through(target: Any, name: str) -> Any:
+    """An answer's public attributes are its analysis object's (`calc.count(spec).total`); private and
+    dunder names are not, so copying and pickling see the dataclass itself."""
+    if name.startswith("_"):
+        raise AttributeError(name)
+    return getattr(target, name)
 
 
 def load(name_or_path: str, **overrides: Any) -> ModelSpec:
@@ -64,9 +70,10 @@ def count_json(spec: ModelSpec, breakdown: Any) -> dict[str, Any]:
             "spec": spec.model_dump(mode="json")}
 
 
-def kvcache(*specs: ModelSpec, seq: int | None = None, batch: int | None = None, kv_dtype: str = "fp16", tp: int | None = None,
-            pp: int | None = None, ep: int | None = None, dtype: str | None = None, quant: str | None = None,
-            budget: str | None = None, engine: str | None = None, mla_expanded: bool = False) -> Result:
+def kvcache(*specs: ModelSpec, seq: int | None = None, batch: int | None = None, kv_dtype: str = "fp16",
+            tp: int | None = None, pp: int | None = None, ep: int | None = None, dtype: str | None = None,
+            quant: str | None = None, budget: str | None = None, engine: str | None = None,
+            mla_expanded: bool = False) -> Result:
     """`gptcalc kvcache MODEL...`: the cache of each model at `seq` (default: its context) on one GPU
     of the layout, `kv_dtype` per element. The sizing options are memory's: with `pp` the busiest
     stage's layers, with `engine` the server's rules and lines, with `budget` whether weights (as
@@ -113,9 +120,7 @@ class CacheAnswer:
     served: Any = None  # the MemoryAnswer, with --pp/--ep/--engine/--budget
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.cache, name)
+        return _read_through(self.cache, name)
 
     def to_json(self) -> dict[str, Any]:
         served = self.served
@@ -143,9 +148,7 @@ class MemoryAnswer:
     buffers: list[Any] | None = None  # with -ngl: llama.cpp's model, KV and RS buffers per device
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.inference, name)
+        return _read_through(self.inference, name)
 
     def to_json(self) -> dict[str, Any]:
         budget = self.budget
@@ -180,9 +183,10 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     llama.cpp's caches as it allocates them for `n_parallel` sequences, `ubatch`, a unified cache,
     a full-size sliding-window cache and its K and V cache types (llama.cpp's -np, -ub, -kvu,
     --swa-full, -ctk, -ctv); with `n_gpu_layers` (-ngl; `tensor_split` "3,1", `override_tensor` as -ot
-    "exps=CPU", `cpu_experts` as --n-cpu-moe, `kv_offload=False` as -nkvo) the buffers it allocates per device, the model's when `stored` is a GGUF
-    file's (calc/analysis/memory/llamacpp_devices.py). A multimodal model's towers are in the weights (their encoder layers
-    split across `tp` GPUs, or whole on each with `encoder_replicated`) unless `text_only`; `image`
+    "exps=CPU", `cpu_experts` as --n-cpu-moe, `kv_offload=False` as -nkvo) the buffers it allocates
+    per device, the model's when `stored` is a GGUF file's (calc/analysis/memory/llamacpp_devices.py).
+    A multimodal model's towers are in the weights (their encoder layers split across `tp` GPUs, or
+    whole on each with `encoder_replicated`) unless `text_only`; `image`
     ("WxH") prices `images` such images in tokens and KV bytes. Under vLLM with a --budget, its
     encoder cache (`encoder_cache_size` embeddings, `mm_limit` images a prompt) and the encoder's
     profiling forward (`encoder_activation_memory` from a log) are terms of the engine's budget."""
@@ -208,10 +212,10 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                         _size(non_torch_memory, "--non-torch-memory"), _size(cuda_graph_memory, "--cuda-graph-memory"),
                         max_batched, max_seqs, encoder_cache_size, mm_limit,
                         _size(encoder_activation_memory, "--encoder-activation-memory"))
-    extra = (vllm_extra_weights(spec, result.weights, budget_gpu(target), layout.tp, layout.ep)
-             if engine == "vllm" and target else ())
+    gpu = budget_gpu(target) if target else None
+    extra = vllm_extra_weights(spec, result.weights, gpu, layout.tp, layout.ep) if engine == "vllm" and gpu else ()
     encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
-    startup = (startup_budget(engine, spec, budget_gpu(target), result.weights.total_bytes, layout.tp, layout.pp,
+    startup = (startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp,
                               reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp)
                if engine in STARTUP_ENGINES and target and kv_memory is None else None)
     if startup is not None:

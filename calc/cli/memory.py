@@ -220,12 +220,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
         return
     result, solved, target, server = answer.inference, answer.budget, answer.target, answer.server
     out = render.console()
-    for line in render_memory.headline(result, solved, target):
+    for line in [*render_memory.headline(result, solved, target), *render_memory.server_lines(engine, server)]:
         out.print(line)
-    from calc.render.markup import styled
-
-    for line in server:
-        out.print(f"{engine} will print: " + styled("bold", line))
     if answer.llamacpp and (allocated := sum(c["cache"]["bytes"] for c in answer.llamacpp)) != result.kv.total_bytes:
         from calc.units import human_bytes
 

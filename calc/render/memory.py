@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # `kvcache` draws its tables without loading what only `memor
     from calc.analysis.memory.engines import KVPool
 
 __all__ = ["budget_lines", "context_note", "gpu_table", "gqa_table", "headline", "inference_notes", "inference_table", "kv_notes",
-           "kvcache_table", "startup_table", "weights_table"]
+           "kvcache_table", "served_cache_lines", "server_lines", "startup_table", "weights_table"]
 
 
 def _columns(table: Table, *headers: str) -> Table:
@@ -279,7 +279,12 @@ def served_cache_lines(answer: Any) -> list[str]:
     pp = served.inference.layout.pp
     cache = kvcache_headline(answer.cache) + (f", the busiest of {pp} pipeline stages" if pp > 1 else "")
     verdict = headline(served.inference, served.budget, served.target) if served.budget and served.target else []
-    return [*verdict, cache, *(f"{served.engine} will print: " + styled("bold", line) for line in served.server)]
+    return [*verdict, cache, *server_lines(served.engine, served.server)]
+
+
+def server_lines(engine: str | None, lines: Iterable[str]) -> list[str]:
+    """The lines the server prints at start-up, each introduced as its own."""
+    return [f"{engine} will print: " + styled("bold", line) for line in lines]
 
 
 def headline(result: Inference, solved: Budget | None, target: BudgetSpec | None) -> list[str]:
