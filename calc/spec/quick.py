@@ -19,6 +19,7 @@ strict and only the common case is faster.
 from __future__ import annotations
 
 import math
+import operator
 from functools import cache
 from types import UnionType
 from typing import Any, Callable, Literal, Union, get_args, get_origin, get_type_hints
@@ -108,7 +109,8 @@ def _default(info: Any) -> Any:
 
 def _bounded(check: Check, options: dict[str, Any]) -> Check:
     """`check`, then the field's bounds (on a number, or the length of a tuple or mapping)."""
-    bounds = [(options[key], test) for key, test in (("gt", _gt), ("ge", _ge), ("lt", _lt)) if key in options]
+    tests = (("gt", operator.gt), ("ge", operator.ge), ("lt", operator.lt))
+    bounds = [(options[key], test) for key, test in tests if key in options]
     shortest = options.get("min_length")
     if not bounds and shortest is None:
         return check
@@ -124,18 +126,6 @@ def _bounded(check: Check, options: dict[str, Any]) -> Check:
         return value
 
     return bounded
-
-
-def _gt(value: Any, limit: Any) -> bool:
-    return value > limit
-
-
-def _ge(value: Any, limit: Any) -> bool:
-    return value >= limit
-
-
-def _lt(value: Any, limit: Any) -> bool:
-    return value < limit
 
 
 def _check(annotation: Any, lax: bool) -> Check:
