@@ -22,8 +22,6 @@ import torch
 import torch.nn.functional as F
 
 from calc.reference.axial_rope import AxialRotary, qwen_frequencies
-from calc.reference.model import Context
-from calc.reference.parts.base import no_trace
 
 if TYPE_CHECKING:
     from calc.reference.tower import VisionTower
@@ -59,10 +57,7 @@ def features(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
     none = torch.zeros(1, dtype=index.dtype)
     rotary = AxialRotary(torch.cat((index % side + 1, none)), torch.cat((index // side + 1, none)),
                          qwen_frequencies(t.attention.head_dim, t.rope_theta), interleaved=True)
-    ctx = Context(torch.arange(patches + 1), None, no_trace, causal=False)
-    for layer in tower.layers:
-        layer.parts["attn"].rotary = rotary
-        x = layer(x, ctx)
+    x = tower.rotary_states(x, rotary)[-1]
     x = pixel_shuffle(w["post_norm"](x)[:, :-1], t.images.shuffle)
     x = F.gelu(w["adapter.0.1"](F.gelu(w["adapter.0.0"](x))))
     return w["projector.0.0"](x)

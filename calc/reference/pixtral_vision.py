@@ -23,8 +23,6 @@ import torch
 import torch.nn.functional as F
 
 from calc.reference.axial_rope import AxialRotary, pixtral_frequencies
-from calc.reference.model import Context
-from calc.reference.parts.base import no_trace
 
 if TYPE_CHECKING:
     from calc.reference.tower import VisionTower
@@ -47,11 +45,7 @@ def features(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
     x = w["pre_norm"](x.flatten(2).transpose(1, 2))  # (1, patches, d)
     row, column = (axis.flatten() for axis in torch.meshgrid(torch.arange(rows), torch.arange(columns), indexing="ij"))
     rotary = AxialRotary(row, column, pixtral_frequencies(t.attention.head_dim, t.rope_theta))
-    ctx = Context(torch.arange(x.shape[1]), None, no_trace, causal=False)
-    states = [x]
-    for layer in tower.layers:
-        layer.parts["attn"].rotary = rotary
-        states.append(layer(states[-1], ctx))
+    states = tower.rotary_states(x, rotary)
     x = torch.cat([states[i] for i in t.feature_layers], dim=-1)
     return _project(tower, x, rows, columns)
 

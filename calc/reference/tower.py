@@ -132,6 +132,16 @@ class VisionTower(nn.Module):
             states.append(self._scaled(layer, x, ctx, self.scales[ctx.layer]) if t.layer_scale else layer(x, ctx))
         return states
 
+    def rotary_states(self, x: torch.Tensor, rotary: object) -> list[torch.Tensor]:
+        """A 2-D rotary ViT's hidden states (Pixtral's, Llama 4's) from its embeddings x [N, positions, d]:
+        every layer's attention turned by `rotary`, every position seeing every other."""
+        ctx = Context(torch.arange(x.shape[1], device=x.device), None, no_trace, causal=False)
+        states = [x]
+        for layer in self.layers:
+            layer.parts["attn"].rotary = rotary
+            states.append(layer(states[-1], ctx))
+        return states
+
     @staticmethod
     def _scaled(layer: Layer, x: torch.Tensor, ctx: Context, scales: list[torch.Tensor]) -> torch.Tensor:
         """InternViT's layer: each sublayer's output times its learned per-channel scale before the add."""
