@@ -129,9 +129,26 @@ def test_2026_catalog_holds_the_reported_totals() -> None:
     assert all(g.rates_source for g in GPUS if g.fp8_flops or g.fp4_flops)
 
 
+def test_amd_2025_cards_and_m4_pro_hold_their_reported_totals() -> None:
+    """MI325X and MI355X at the total ROCm reports; a 48 GB M4 Pro at Metal's working set for 48 GB."""
+    by_name = {g.name: g for g in GPUS}
+    # source: torch's total_memory on an MI325X, "274,861,129,728 bytes / 262128 MiB", and vllm-project/vllm
+    # issue 41963 ("AMD MI325X × 8 (255.98 GiB HBM each)")
+    assert by_name["MI325X"].bytes == 274_861_129_728 and f"{by_name['MI325X'].bytes / 2**30:.2f}" == "255.98"
+    # source: SGLang notes on MI355X (driver 6.14.14) "294896MiB reported GPU memory"; vLLM's "Free memory on
+    # device cuda:0 (84.11/287.98 GiB)" on an MI355X
+    assert by_name["MI355X"].mib == 294896 and f"{by_name['MI355X'].bytes / 2**30:.2f}" == "287.98"
+    # source: llama.cpp's Metal log on a 48 GB M3 Max, "recommendedMaxWorkingSetSize  = 38654.71 MB" (10^6 B)
+    assert round(by_name["M4 Pro 48GB"].bytes / 10**4) == 3865471
+    # source: AMD's pages (MI325X FP8 2614.9 TF, 6 TB/s; MI355X MXFP4 10 PF dense) and Apple's (M4 Pro 273GB/s)
+    assert (by_name["MI325X"].fp8_flops, by_name["MI355X"].fp4_flops) == (2_614_900 * 10**9, 10**16)
+    assert (by_name["MI325X"].bandwidth, by_name["M4 Pro 48GB"].bandwidth) == (6 * 10**12, 273 * 10**9)
+
+
 @pytest.mark.parametrize("text, name", [("b300", "B300"), ("GB200", "GB200 (per GPU)"), ("gb300", "GB300 (per GPU)"),
                                         ("rtx-pro-6000", "RTX PRO 6000 Blackwell"), ("h20", "H20"), ("t4", "T4"),
-                                        ("A10", "A10"), ("l40", "L40"), ("m3-ultra-512gb", "M3 Ultra 512GB")])
+                                        ("A10", "A10"), ("l40", "L40"), ("m3-ultra-512gb", "M3 Ultra 512GB"),
+                                        ("mi325x", "MI325X"), ("MI355X", "MI355X"), ("m4-pro-48gb", "M4 Pro 48GB")])
 def test_budget_takes_every_2026_card(text: str, name: str) -> None:
     budget = parse_budget(f"4x{text}")
     assert (budget.bytes_per_gpu, budget.count) == (find_gpu(name).bytes, 4)
@@ -289,7 +306,7 @@ def test_cli_memory_says_when_the_weights_alone_do_not_fit() -> None:
             if line.count("│") == 8}
     # 137,953,296,384 B of weights + 1,342,177,280 B of cache: the cards from the H200 (150,754,820,096 B) up hold it
     assert {name for name, fits in rows.items() if fits == "yes"} == {
-        "H200", "B200", "GB200 (per GPU)", "MI300X", "B300", "GB300 (per GPU)", "M3 Ultra 512GB"}
+        "H200", "B200", "GB200 (per GPU)", "MI300X", "MI325X", "B300", "GB300 (per GPU)", "MI355X", "M3 Ultra 512GB"}
 
 
 @pytest.mark.parametrize("args, message", [

@@ -35,6 +35,12 @@ GB300_NVL72 = ("https://www.nvidia.com/en-us/data-center/gb300-nvl72/ (72 GPUs: 
                "FP8 720 PF with sparsity; per GPU dense: fp4 15, fp8 5 PF)")
 APPLE_M3_ULTRA = ("https://www.apple.com/newsroom/2025/03/apple-unveils-new-mac-studio-the-most-powerful-mac-ever/ "
                   "(M3 Ultra: 819GB/s)")
+APPLE_M4_PRO = ("https://www.apple.com/newsroom/2024/10/new-macbook-pro-features-m4-family-of-chips-and-apple-"
+                "intelligence/ (M4 Pro: 273GB/s)")
+AMD_MI325X = ("https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html (data sheet: BF16 1307.4 TF, "
+              "FP8 2614.9 TF dense; 6 TB/s)")
+AMD_MI355X = ("https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html (BF16 2.5 PF, FP8 5 PF, MXFP4 "
+              "10 PF dense; 8 TB/s)")
 APPLE_M4_MAX = ("https://www.apple.com/newsroom/2024/10/new-macbook-pro-features-m4-family-of-chips-and-apple-"
                 "intelligence/ (M4 Max: 546GB/s)")
 
@@ -93,6 +99,10 @@ GPUS: tuple[GPU, ...] = (
         "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf (Table 2)"),
     GPU("RTX 5090", "32 GB", 32607, "https://github.com/noonghunna/club-3090/issues/617 (492MiB / 32607MiB)",
         ("5090", "rtx5090"), 1792 * 10**9, 209_500 * 10**9, TORCHAO, 419 * 10**12, 1676 * 10**12),
+    GPU("M4 Pro 48GB", "48 GB unified", 36864,
+        "llama.cpp's log on a 48 GB Apple M3 Max: recommendedMaxWorkingSetSize  = 38654.71 MB (= 36 GiB; public "
+        "logs). Metal sets the limit from the unified memory size, not the chip, so a 48 GB M4 Pro gets the same",
+        ("m4-pro-48gb",), 273 * 10**9, None, APPLE_M4_PRO),
     GPU("A100-40GB", "40 GB", 40960, MODAL, ("a100-40",), 1555 * 10**9, 312 * 10**12, A100_SHEET),
     GPU("L40", "48 GB", 46068, "nvidia-smi on NVIDIA L40 with ECC on: 5MiB / 46068MiB (public logs; 49140MiB with "
         "ECC off)", (), 864 * 10**9, 181_050 * 10**9,
@@ -132,11 +142,17 @@ GPUS: tuple[GPU, ...] = (
     GPU("MI300X", "192 GB", 196592,
         "https://github.com/ROCm/legacy-rocm-build/issues/4414 (rocminfo pool 201310208 KB)", ("mi300",),
         5300 * 10**9, 1307 * 10**12, TORCHAO, 2614 * 10**12),
+    GPU("MI325X", "256 GB", 262128, "https://github.com/vllm-project/vllm/issues/41963 (AMD MI325X × 8, 255.98 GiB "
+        "HBM each) and torch's total_memory on an MI325X: 274,861,129,728 B = 262128 MiB (public logs)", (),
+        6 * 10**12, 1_307_400 * 10**9, AMD_MI325X, 2_614_900 * 10**9),
     GPU("B300", "288 GB", 275040, "nvidia-smi on NVIDIA B300 SXM6 AC, driver 580.105.08: 0MiB / 275040MiB "
         "(public logs)", ("b300-sxm6",), 8 * 10**12, 2250 * 10**12, DGX_B300, 4500 * 10**12, 13_500 * 10**12),
     GPU("GB300 (per GPU)", "288 GB", 284208, "nvidia-smi on NVIDIA GB300 (one Blackwell Ultra GPU of a Grace "
         "Blackwell superchip): 0MiB / 284208MiB (public logs)", ("gb300",), None, None, GB300_NVL72,
         5000 * 10**12, 15_000 * 10**12),
+    GPU("MI355X", "288 GB", 294896, "SGLang benchmark notes on AMD Instinct MI355X, driver 6.14.14: gfx950, 294896MiB "
+        "reported GPU memory; vLLM's start-up check prints the same as 287.98 GiB (public logs)", (),
+        8 * 10**12, 2500 * 10**12, AMD_MI355X, 5000 * 10**12, 10_000 * 10**12),
     GPU("M3 Ultra 512GB", "512 GB unified", 475136,
         "llama-bench's log on an Apple M3 Ultra Mac Studio: recommendedMaxWorkingSetSize  = 498216.21 MB "
         "(= 464 GiB; public logs)", ("m3-ultra-512gb",), 819 * 10**9, None, APPLE_M3_ULTRA),
