@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
+from math import prod
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -22,6 +24,7 @@ from calc.analysis.flops.rows import causal_pairs
 from calc.cli import main
 from calc.errors import GptcalcError
 from calc.analysis.memory.gpus import rated_gpu
+from calc.analysis.shapes import journey
 from calc.spec.load import load_spec
 
 
@@ -195,3 +198,28 @@ def test_unknown_gpu_is_an_input_error() -> None:
 def test_cli_conventions_are_stated(flag: str, phrase: str) -> None:
     code, out = run("flops", "llama-3.2-1b", "--seq", "64", flag)
     assert code == 0 and phrase in out
+
+
+MODEL_TYPE_CONFIGS = sorted((Path(__file__).resolve().parent / "configs" / "model_types").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", MODEL_TYPE_CONFIGS, ids=lambda p: p.stem)
+def test_every_printed_formula_evaluates_to_its_row(path: Path) -> None:
+    """Each row's formula, read with the sizes its step's shapes name, is the FLOPs the row prints, for a
+    prefill and a decode step of every model_type: a recurrence's scan (Mamba's 4·B·T·I·N, a delta rule's
+    6·B·T·Hv·Dk·Dv, lightning attention's 4·B·T·h·hd·hd) states its own, not a matmul's 2·m·k·n. Formulas
+    with names no shape of the step carries (a sum of windows, 'k' routed experts) are left to their own
+    tests. MiniMax-M1's lightning scan, which carried no state shape, made `flops` crash before."""
+    spec = load_spec(str(path))
+    checked = 0
+    for decode in (False, True):
+        steps = {(s.id, s.block): s for s in journey(spec, 12, 2, decode=decode).steps}
+        for row in flops(spec, 12, 2, decode=decode).rows:
+            step = steps[row.id, row.block]
+            sizes = {"T": 12} | {name: size for shape in (*step.inputs, step.output, step.weight) if shape
+                                 for name, size in zip(shape.names, shape.sizes)}
+            factors = [int(f) if f.isdigit() else sizes.get(f.strip("()")) for f in row.formula.split("·")]
+            if None not in factors:
+                assert prod(factors) == row.flops, (row.id, row.formula)
+                checked += 1
+    assert checked

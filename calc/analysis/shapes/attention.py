@@ -56,20 +56,23 @@ def _altup_steps(d: Dims, g: Any, rows: Rows) -> tuple[list[Step], list[Step]]:
     x, n = d.hidden, g.altup_inputs
     d = d.named(n=n, **{"n·n": n * n, "1": 1})
     coefs, streams = d.shape("B", d.new, "n·n"), d.shape("n", "B", d.new, "d_model")
+    tokens = prod(coefs.sizes[:-1])
     predict = [
         d.linear("altup_router", "AltUp router ·W_router (on the normed stream 0)", x, d.shape("d_model", "n"),
                  d.shape("B", d.new, "n"), rows.take("altup_router", "altup_router_norm"),
                  "a tanh of n scores per token picks the mixing coefficients; its input RMS-normed"),
         d.step("altup_predict", "AltUp predict: each stream from all n", streams, (streams, coefs),
-               d.shape("n", "n"), rows.take("altup_predict"), 2 * prod(streams.sizes) * n,
-               note="n² coefficients per token (from n·n² weights), then n × n mixes of the streams"),
+               d.shape("n", "n"), rows.take("altup_predict"), 2 * tokens * n**3 + 2 * prod(streams.sizes) * n,
+               note="n² coefficients per token (from n·n² weights), then n × n mixes of the streams",
+               formula=f"2·B·{d.new}·n·n·n + 2·B·{d.new}·d_model·n·n"),
     ]
     correct = [
         d.step("altup_correct", "AltUp correct: each stream plus its share of the layer's change", streams,
                (streams, x), d.shape("d_model", "1"), rows.take("altup_correct", "altup_scale"),
-               2 * prod(streams.sizes),
-               note="the layer ran on stream 0 only; every stream takes coefficient × (output − prediction); "
-                    "stream 0 scaled by a d_model-wide output scale"),
+               2 * prod(x.sizes) * n + 2 * tokens * n * n,
+               note="the router again, on the layer's output, and n coefficients from it (n·n weights); every "
+                    "stream takes coefficient × (output − prediction), stream 0 scaled by a d_model-wide output "
+                    "scale (elementwise)", formula=f"2·B·{d.new}·d_model·n + 2·B·{d.new}·n·n"),
     ]
     return predict, correct
 

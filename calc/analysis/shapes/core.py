@@ -210,8 +210,8 @@ class Dims:
         return self.shape("B", self.new, "d_model")
 
     def step(self, id: str, label: str, output: Shape, inputs: tuple[Shape, ...] = (), weight: Shape | None = None,
-             params: int = 0, flops: int = 0, traced: bool = True, note: str = "") -> Step:
-        return Step(id, label, output, inputs, weight, params, flops, self.block, traced, note)
+             params: int = 0, flops: int = 0, traced: bool = True, note: str = "", formula: str = "") -> Step:
+        return Step(id, label, output, inputs, weight, params, flops, self.block, traced, note, formula=formula)
 
     def linear(self, id: str, label: str, x: Shape, w: Shape, out: Shape, params: int, note: str = "") -> Step:
         """x @ W: the step owns W (and its bias) and costs 2·m·n·k."""

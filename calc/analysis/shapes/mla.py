@@ -13,6 +13,8 @@ decode ·W_kv_b runs over every cached token.
 
 from __future__ import annotations
 
+from math import prod
+
 from calc.analysis.shapes.attention import attend, cache_step, key_lengths
 from calc.analysis.shapes.core import Dims, Rows, Step, matmul_flops
 from calc.analysis.shapes.norm import norm_step
@@ -55,7 +57,10 @@ def _indexer(d: Dims, m: MLA, rows: Rows, past: str, held: str) -> list[Step]:
         steps.append(cache_step(d, "idx_k", d.shape("B", "d_idx", past), k, keys_t, m.window, "the indexer key"))
     return steps + [
         d.step("idx_scores", "indexer scores = ReLU(Q_idx·K_idx) weighted, summed over heads", scores, (q_heads, keys_t),
-               flops=matmul_flops(q_heads, keys_t), note=f"every held key scored; the top {i.topk:,} go to MLA"),
+               flops=matmul_flops(q_heads, keys_t) + 2 * prod(scores.sizes),
+               note=f"every held key scored, then the heads' scores summed with their weights (a matmul over "
+                    f"h_idx); the top {i.topk:,} go to MLA",
+               formula=f"2·B·{d.new}·h_idx·d_idx·{held} + 2·B·{d.new}·h_idx·{held}"),
     ]
 
 

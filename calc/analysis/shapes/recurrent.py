@@ -41,6 +41,12 @@ def _positions(x: Shape) -> int:
     return n
 
 
+def _scan_formula(factor: int, positions: Shape, *state: str) -> str:
+    """'4·B·T·I·N': a recurrence's multiply-adds per position and state element, which no [m, k] × [k, n]
+    shape states (the flops table would otherwise print a matmul's 2·m·n·k of the wrong names)."""
+    return "·".join((str(factor), *positions.names, *state))
+
+
 def mamba2_steps(d: Dims, m: Mamba2, rows: Rows) -> list[Step]:
     """x -> in_proj (z, x B C, dt) -> conv -> SiLU -> selective scan -> gated norm -> out_proj."""
     d = d.named(I=m.d_inner, C=m.conv_dim, H=m.n_heads, P=m.head_dim, N=m.d_state, G=m.n_groups,
@@ -55,7 +61,7 @@ def mamba2_steps(d: Dims, m: Mamba2, rows: Rows) -> list[Step]:
         _conv(d, "ssm_conv", xbc, m.conv_kernel, rows.take("ssm_conv", "ssm_conv_bias"), "Mamba2"),
         d.step("ssm_act", "SiLU", xbc, (xbc,), note="elementwise; then split into x [.., I], B and C [.., G, N]"),
         d.step("ssm_scan", "selective scan: h = exp(dt·A)·h + dt·x⊗B, y = h·C + D·x", heads, (heads,), state,
-               rows.take("ssm_dt_bias", "ssm_a_log", "ssm_d"), scan,
+               rows.take("ssm_dt_bias", "ssm_a_log", "ssm_d"), scan, formula=_scan_formula(4, inner, "N"),
                note=f"a [{m.head_dim}, {m.d_state}] state per head, kept per sequence whatever its length; "
                     "dt_bias, A (as log) and D are one number per head"),
         d.step("ssm_norm", "gated RMSNorm: norm(y·SiLU(z))", inner, (inner, inner), d.shape("I"),
@@ -85,7 +91,7 @@ def mamba_steps(d: Dims, m: Mamba, rows: Rows) -> list[Step]:
                  rows.take("ssm_dt_proj", "ssm_dt_proj_bias"), "one time step per channel; plus a bias"),
         d.step("ssm_scan", "selective scan: h = exp(dt·A)·h + dt·x⊗B, y = h·C + D·x", inner, (inner,),
                d.shape("B", "I", "N"), rows.take("ssm_a_log", "ssm_d"), 4 * _positions(inner) * m.d_state,
-               note=f"an N = {m.d_state} state per channel, kept per sequence whatever its length"),
+               formula=_scan_formula(4, inner, "N"), note=f"an N = {m.d_state} state per channel, kept per sequence whatever its length"),
         d.step("ssm_gate", "× SiLU(z)", inner, (inner, inner), note="elementwise"),
         d.linear("ssm_out", "out_proj", inner, d.shape("I", "d_model"), x, rows.take("ssm_out", "ssm_out_bias"),
                  "back to d_model"),
@@ -112,7 +118,7 @@ def deltanet_steps(d: Dims, g: GatedDeltaNet, rows: Rows) -> list[Step]:
                f"{g.n_v_heads // g.n_k_heads}× to meet the value heads"),
         d.step("gdn_scan", "delta rule: S = exp(g)·S + β·k⊗(v − Sᵀk), o = Sᵀq", heads, (heads,),
                d.shape("B", "Hv", "Dk", "Dv"), rows.take("gdn_dt_bias", "gdn_a_log"), scan,
-               note=f"a [{g.k_head_dim}, {g.v_head_dim}] state per value head, kept per sequence whatever its length"),
+               formula=_scan_formula(6, gates, "Dk", "Dv"), note=f"a [{g.k_head_dim}, {g.v_head_dim}] state per value head, kept per sequence whatever its length"),
         d.step("gdn_norm", "gated RMSNorm: norm(o)·SiLU(z)", heads, (heads, heads), d.shape("Dv"), rows.take("gdn_norm"),
                note="one Dv-wide scale shared by the value heads"),
         d.linear("gdn_out", "out_proj", values, d.shape("V", "d_model"), x, rows.take("gdn_out"), "back to d_model"),
@@ -139,7 +145,7 @@ def kda_steps(d: Dims, k: KimiDeltaAttention, rows: Rows) -> list[Step]:
                  rows.take("kda_b")),
         d.step("kda_scan", "delta rule: S = diag(exp(g))·S + β·k⊗(v − Sᵀk), o = Sᵀq", heads, (heads,),
                d.shape("B", "H", "D", "D"), rows.take("kda_dt_bias", "kda_a_log"), scan,
-               note=f"a [{k.head_dim}, {k.head_dim}] state per head, kept per sequence whatever its length"),
+               formula=_scan_formula(6, d.shape("B", d.new, "H"), "D", "D"), note=f"a [{k.head_dim}, {k.head_dim}] state per head, kept per sequence whatever its length"),
         d.linear("kda_g_a", "output gate: g_a_proj", x, d.shape("d_model", "D"), low, rows.take("kda_g_a")),
         d.linear("kda_g_b", "output gate: g_b_proj", low, d.shape("D", "HD"), width, rows.take("kda_g_b")),
         d.step("kda_norm", "gated RMSNorm: norm(o)·sigmoid(g)", heads, (heads, heads), d.shape("D"),
@@ -157,8 +163,8 @@ def lightning_steps(d: Dims, a: LightningAttention, rows: Rows) -> list[Step]:
         d.linear("la_qkv", "qkv_proj", x, d.shape("d_model", "3W"), qkv, rows.take("la_qkv"),
                  f"q, k and v of {a.n_heads} heads of {a.head_dim}"),
         d.step("la_act", "SiLU", qkv, (qkv,), note="elementwise"),
-        d.step("la_scan", "S = λ·S + k⊗v, o = q·S", heads, (heads,), None, 0, scan,
-               note=f"a [B, h, {a.head_dim}, {a.head_dim}] state, one per head with a fixed decay λ (buffers), "
+        d.step("la_scan", "S = λ·S + k⊗v, o = q·S", heads, (heads,), d.shape("B", "h", "hd", "hd"), 0, scan,
+               formula=_scan_formula(4, d.shape("B", d.new, "h"), "hd", "hd"), note=f"a [B, h, {a.head_dim}, {a.head_dim}] state, one per head with a fixed decay λ (buffers), "
                     "kept per sequence whatever its length"),
         d.step("la_norm", "RMSNorm", width, (width,), d.shape("W"), rows.take("la_norm"), note="over all heads"),
         d.linear("la_gate", "output_gate", x, d.shape("d_model", "W"), width, rows.take("la_gate"),
