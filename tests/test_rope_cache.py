@@ -49,6 +49,11 @@ CASES = [
     # (__init__.py L69-72), max_position_embeddings 262,144; Qwen3.5's attention passes mrope_positions_factor 1
     # (models/qwen3_5.py L165)
     ("qwen3.5-27b", 262144 * 1 * 64 * 2),
+    # deepseek-ai/DeepSeek-V4-Flash config.json: qk_rope_head_dim 64, max_position_embeddings 1,048,576. vLLM
+    # (vllm/models/deepseek_v4/common/rope.py L28-47) gives its sliding layers deepseek_yarn with factor 1 over
+    # max_position and its compressed layers (compress_rope_theta, one setting for all) YaRN 65,536 x 16; both
+    # DeepseekV4ScalingRotaryEmbedding, which keeps the table in fp32 (deepseek_scaling_rope.py L237-242)
+    ("deepseek-v4-flash", (1048576 * 1 + 65536 * 16) * 64 * 4),
 ]
 
 
