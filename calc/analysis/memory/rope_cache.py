@@ -17,6 +17,10 @@ many positions (mrope.py MRotaryEmbedding: cache_max_position_num = max_position
 4 by get_rope's default (Qwen2.5-VL's Qwen2 layers), 1 where the model passes it (Qwen3-VL, Qwen3.5). Which
 implementation, dtype and factor vLLM uses for a model are the adapter's facts (`ModelSpec.vllm`).
 
+Not modelled: the vision towers' own tables. vLLM's Qwen2.5-VL and Qwen3-VL ViTs call get_rope(head_dim,
+max_position=8192, partial_rotary_factor 0.5) (models/qwen2_5_vl.py L682-687, qwen3_vl.py L628-633): 8,192 x 40 x 2 B
+= 655,360 B for Qwen2.5-VL-7B's 80-wide heads; Llama 4's vision rope keeps a complex64 table (mllama4.py L308-315).
+
 Measured by a real vLLM (tests/data/engine_logs/vllm-cpu-*.log, "rope"): 20,971,520 B for the DeepSeek-V2
 config (4,096 x 40 positions x 64 x 2 B), 1,048,576 B for the Llama one (8,192 x 64 x 2 B).
 """
