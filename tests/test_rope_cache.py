@@ -98,7 +98,8 @@ def test_a_written_spec_states_vllm_facts_too() -> None:
     position (1,000 x 3 x 64 x 2 B), a YaRN M-RoPE table original x factor x positions_factor (mrope.py L351 feeds
     YaRN's arange of max_position x factor: yarn_scaling_rope.py L76-79), and fp32 doubles the bytes."""
     sections = {"sections": [16, 8, 8]}
-    assert vllm_rope_cache(spec_from_dict(_spec(rope=sections, vllm={"mrope_positions": 3}), "t"), 2) == 1000 * 3 * 64 * 2
+    three = spec_from_dict(_spec(rope=sections, vllm={"mrope_positions": 3}), "t")
+    assert vllm_rope_cache(three, 2) == 1000 * 3 * 64 * 2
     yarn = {**sections, "scaling": {"rope_type": "yarn", "factor": 2.5, "original_max_position_embeddings": 100}}
     assert vllm_rope_cache(spec_from_dict(_spec(rope=yarn), "t"), 2) == 100 * 4 * 5 // 2 * 64 * 2
     assert vllm_rope_cache(spec_from_dict(_spec(vllm={"rope_dtype": "float32"}), "t"), 2) == 1000 * 64 * 4

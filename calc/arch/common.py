@@ -16,7 +16,8 @@ from calc.arch.config import Config
 
 __all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "KEYS", "TRANSFORMERS_BACKEND", "activation", "attention",
            "attention_kinds", "decoder", "defaulted_note", "gated_mlp", "granite_scalars", "kind_stack", "layer_kinds",
-           "layer_runs", "mha", "norm", "qwen3_vl_build", "renamed", "rope", "rotary_layers", "uniform", "with_defaults"]
+           "layer_runs", "mha", "norm", "qwen3_vl_build", "renamed", "rope", "rotary_layers", "uniform",
+           "with_defaults"]
 
 # The same quantity under the names different configs give it (transformers' attribute_map), first wins.
 KEYS = {

@@ -57,8 +57,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                          "attention_multiplier": 1.0, "num_local_experts": 8, "num_experts_per_tok": 2,
                          "shared_intermediate_size": 1024, "position_embedding_type": None, "rope_theta": 10000.0},
 }
-# vLLM 0.32 has no BambaForCausalLM of its own any more (vllm/model_executor/models/registry.py L818, until 0.23.0): resolve_model_cls falls
-# back to the Transformers backend, which takes transformers' class (it uses the attention interface).
+# vLLM 0.32 has no BambaForCausalLM of its own any more (vllm/model_executor/models/registry.py L818, until 0.23.0):
+# resolve_model_cls falls back to the Transformers backend, which takes transformers' class (it uses the
+# attention interface).
 VLLM = {"bamba": TRANSFORMERS_BACKEND}
 # Nemotron-H's one-letter layer pattern (NemotronHConfig._pattern_to_list).
 PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}

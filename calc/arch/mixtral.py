@@ -63,7 +63,8 @@ WINDOWED = ("mixtral", "phimoe")
 UNBIASED = ("mixtral", "minimax_m2")  # attention without biases, whatever attention_bias says
 FULL_QK_NORM = ("olmoe", "flex_olmo", "minimax_m2")
 OUTPUT_NORMS = {"flex_olmo": ("attn_out", "mlp_out")}
-VLLM = {"flex_olmo": TRANSFORMERS_BACKEND}  # vLLM 0.32: FlexOlmoForCausalLM via Transformers (vllm/model_executor/models/registry.py L713)
+# vLLM 0.32 runs FlexOlmoForCausalLM through its Transformers backend (vllm/model_executor/models/registry.py L713)
+VLLM = {"flex_olmo": TRANSFORMERS_BACKEND}
 # How each router weighs its top_k experts (MixtralTopKRouter renormalises; OLMoE as norm_topk_prob says).
 ROUTING = {"mixtral": lambda cfg: {}, "granitemoe": lambda cfg: {},
            "phimoe": lambda cfg: {"scoring": "sparsemixer", "jitter_eps": cfg.float("router_jitter_noise", default=0.01)},

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (KEYS, TRANSFORMERS_BACKEND, attention, attention_kinds, decoder, gated_mlp, kind_stack, layer_kinds, norm,
-                               rope, uniform, with_defaults)
+from calc.arch.common import (KEYS, TRANSFORMERS_BACKEND, attention, attention_kinds, decoder, gated_mlp, kind_stack,
+                               layer_kinds, norm, rope, uniform, with_defaults)
 from calc.arch.config import Config
 from calc.arch.qwen3_next import _deltanet
 
@@ -43,7 +43,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                     "max_position_embeddings": 65536, "rms_norm_eps": 1e-6, "linear_conv_kernel_dim": 4,
                     "linear_allow_neg_eigval": True},
 }
-# vLLM 0.32 runs OLMo, OLMo-2 and OLMo-3 through its Transformers backend (vllm/model_executor/models/registry.py L722-724); OLMo-Hybrid is its own.
+# vLLM 0.32 runs OLMo, OLMo-2 and OLMo-3 through its Transformers backend
+# (vllm/model_executor/models/registry.py L722-724); OLMo-Hybrid is its own.
 VLLM = {"olmo": TRANSFORMERS_BACKEND, "olmo2": TRANSFORMERS_BACKEND, "olmo3": TRANSFORMERS_BACKEND}
 HYBRID_KINDS = ("linear_attention", "full_attention")
 BLOCK_NAMES = {"sliding_attention": "sliding", "full_attention": "full"}

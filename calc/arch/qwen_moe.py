@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (KEYS, attention, decoder, gated_mlp, layer_kinds, layer_runs, norm, qwen3_vl_build, renamed,
-                               with_defaults)
+from calc.arch.common import (KEYS, attention, decoder, gated_mlp, layer_kinds, layer_runs, norm, qwen3_vl_build,
+                               renamed, with_defaults)
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
