@@ -76,3 +76,32 @@ def test_fit_takes_the_same_encoder_terms() -> None:
     first = data["candidates"][0]
     terms = {term["key"]: term["bytes"] for term in first["budget"]["terms"]}
     assert (first["gpu"], first["tp"]) == ("H100-80GB", 1) and terms["encoder_cache"] == budget()["encoder_cache"]["bytes"]
+
+
+def sglang(model: str, *more: str) -> dict:
+    return json.loads(check_run(["memory", model, "--engine", "sglang", "--budget", "H100-80GB", "--seq", "8192",
+                                 "--json", *more]).stdout)["engine_budget"]
+
+
+# SGLang's default mem_fraction_static on an H100 (81,559 MiB) at TP 1: round((81,559 - max(512 + 1.5 x 8,192
+# + 1,024 / 8 + 2 x 256, 10,240)) / 81,559, 3) (python/sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings)
+H100_SGLANG = round((81559 - (512 + 1.5 * 8192 + 1024 / 8 + 2 * 256)) / 81559, 3)
+
+
+@pytest.mark.parametrize("model, layers, width", [
+    # google/gemma-3-27b-it vision_config: SigLIP, num_hidden_layers 27, hidden_size 1152 (preset gemma-3-27b)
+    ("gemma-3-27b", 27, 1152),
+    # Qwen/Qwen3-VL-4B-Instruct vision_config: depth 24, hidden_size 1024 (transformers' Qwen3VLVisionConfig
+    # answers num_hidden_layers with depth): ViT-L/14's size, 0.95 exactly
+    (QWEN3_VL, 24, 1024),
+    # Qwen/Qwen2.5-VL-7B-Instruct vision_config: depth 32 (Qwen2_5_VLVisionConfig's default), hidden_size 1280
+    (str(CONFIG_DIR / "model_types" / "qwen2_5_vl.json"), 32, 1280),
+])
+def test_sglang_scales_its_default_fraction_for_the_vision_encoder(model: str, layers: int, width: int) -> None:
+    """adjust_mem_fraction_for_vlm (sglang a82da8d python/sglang/srt/arg_groups/memory_hook.py): the default
+    fraction x 0.95 x clamp(1 - 0.1 x (layers x width^2 / (24 x 1024^2) - 1), 0.8, 1.05); none with the towers
+    left unloaded (--text-only: SGLang's language_only) or with a fraction the user gives."""
+    factor = 0.95 * max(0.8, min(1.05, 1 - 0.1 * (layers * width**2 / (24 * 1024**2) - 1)))
+    assert sglang(model)["fraction"] == pytest.approx(H100_SGLANG * factor, rel=1e-12)
+    assert sglang(model, "--text-only")["fraction"] == H100_SGLANG
+    assert sglang(model, "--mem-fraction-static", "0.8")["fraction"] == 0.8

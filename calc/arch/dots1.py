@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import attention, attention_kinds, decoder, gated_mlp, layer_runs, norm, with_defaults
+from calc.arch.common import (TRANSFORMERS_BACKEND, attention, attention_kinds, decoder, gated_mlp, layer_runs, norm,
+                               with_defaults)
 from calc.arch.config import Config
 from calc.arch.moe_common import deepseek_moe, grouped_sigmoid
 
@@ -41,8 +42,11 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = {kind: kind[0] + ("_sliding" if kind[1] == "sliding_attention" else "") for kind in kinds}
     blocks = {names[kind]: _block(cfg, rms, mlps[kind[0]], window if kind[1] == "sliding_attention" else None)
               for kind in dict.fromkeys(kinds)}
+    # vLLM 0.32 has no Dots1ForCausalLM of its own any more (vllm/model_executor/models/registry.py L817, until 0.23.0):
+    # resolve_model_cls falls back to the Transformers backend, whose check transformers' Dots1ForCausalLM
+    # passes (_supports_attention_backend)
     return decoder(cfg, "dots1", blocks, layer_runs([names[kind] for kind in kinds]), rms,
-                   cfg.bool("tie_word_embeddings"))
+                   cfg.bool("tie_word_embeddings"), **TRANSFORMERS_BACKEND)
 
 
 def _attention_kinds(cfg: Config, window: int | None) -> list[str]:

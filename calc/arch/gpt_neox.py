@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import activation, mha, norm, renamed, rope, uniform, with_defaults
+from calc.arch.common import TRANSFORMERS_BACKEND, activation, mha, norm, renamed, rope, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -35,4 +35,5 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     attn["rope"] = rope(cfg, attn["head_dim"])
     mlp = {"d_ff": cfg.int("intermediate_size"), "activation": activation(cfg, "hidden_act"), "bias": True}
     block = {"attention": attn, "mlp": mlp, "norm": ln, "parallel": cfg.bool("use_parallel_residual")}
-    return uniform(cfg, "gpt_neox", block, ln, cfg.bool("tie_word_embeddings"))
+    # vLLM 0.32: GPTNeoXForCausalLM through the Transformers backend (vllm/model_executor/models/registry.py L716)
+    return uniform(cfg, "gpt_neox", block, ln, cfg.bool("tie_word_embeddings"), **TRANSFORMERS_BACKEND)

@@ -37,5 +37,6 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     windows = {"sliding_attention": cfg.int("sliding_window"), "full_attention": None}
     blocks = {BLOCK_NAMES[kind]: {"attention": attention(cfg, sinks=True, window=windows[kind]), "mlp": moe, "norm": rms}
               for kind in dict.fromkeys(kinds)}
+    # vLLM asks get_rope for an fp32 table whatever the model's dtype (models/gpt_oss.py L113: dtype=torch.float32)
     return decoder(cfg, "gpt_oss", blocks, layer_runs([BLOCK_NAMES[kind] for kind in kinds]), rms,
-                   cfg.bool("tie_word_embeddings"))
+                   cfg.bool("tie_word_embeddings"), vllm={"rope_dtype": "float32"})

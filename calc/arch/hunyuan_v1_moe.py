@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, attention, decoder, gated_mlp, layer_runs, norm, with_defaults
+from calc.arch.common import KEYS, TRANSFORMERS_BACKEND, attention, decoder, gated_mlp, layer_runs, norm, with_defaults
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
@@ -37,8 +37,9 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = {k: "moe" if len(set(top_ks)) == 1 else f"moe_top{k}" for k in top_ks}
     blocks = {names[k]: {"attention": attn, "mlp": _moe(cfg.replace({**cfg.data, "moe_topk": k})), "norm": rms}
               for k in dict.fromkeys(top_ks)}
+    # vLLM 0.32: HunYuanMoEV1ForCausalLM through the Transformers backend (vllm/model_executor/models/registry.py L718)
     return decoder(cfg, "hunyuan_v1_moe", blocks, layer_runs([names[k] for k in top_ks]), rms,
-                   cfg.bool("tie_word_embeddings"))
+                   cfg.bool("tie_word_embeddings"), **TRANSFORMERS_BACKEND)
 
 
 def _moe(cfg: Config) -> dict[str, Any]:

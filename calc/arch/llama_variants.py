@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from calc.arch.common import activation, attention, gated_mlp, norm, uniform, with_defaults
+from calc.arch.common import TRANSFORMERS_BACKEND, activation, attention, gated_mlp, norm, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -53,6 +53,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                 "num_hidden_layers": 32, "num_attention_heads": 32, "hidden_act": "xielu",
                 "max_position_embeddings": 65536, "rope_theta": 12_000_000.0},
 }
+# vLLM 0.32 runs these through its Transformers backend (vllm/model_executor/models/registry.py L711, L717, L726:
+# ArceeForCausalLM, HunYuanDenseV1ForCausalLM, SeedOssForCausalLM); Ernie4_5 and Apertus are its own.
+VLLM = {"arcee": TRANSFORMERS_BACKEND, "hunyuan_v1_dense": TRANSFORMERS_BACKEND, "seed_oss": TRANSFORMERS_BACKEND}
 # ApertusConfig's rotary when the config gives none (its __post_init__).
 APERTUS_ROPE = {"rope_type": "llama3", "rope_theta": 12_000_000.0, "factor": 8.0,
                 "original_max_position_embeddings": 8192, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
@@ -65,7 +68,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
         cfg = with_defaults(cfg, {"rope_parameters": APERTUS_ROPE})
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
     block = {"attention": attention(cfg), "mlp": gated_mlp(cfg), "norm": rms}
-    return uniform(cfg, model_type, CHANGES[model_type](cfg, block), rms, cfg.bool("tie_word_embeddings"))
+    return uniform(cfg, model_type, CHANGES[model_type](cfg, block), rms, cfg.bool("tie_word_embeddings"),
+                   **VLLM.get(model_type, {}))
 
 
 def _seed_oss(cfg: Config, block: dict[str, Any]) -> dict[str, Any]:

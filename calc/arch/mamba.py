@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (KEYS, activation, attention, decoder, gated_mlp, granite_scalars, kind_stack, layer_kinds,
-                               norm, with_defaults)
+from calc.arch.common import (KEYS, TRANSFORMERS_BACKEND, activation, attention, decoder, gated_mlp, granite_scalars,
+                               kind_stack, layer_kinds, norm, with_defaults)
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
@@ -57,6 +57,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                          "attention_multiplier": 1.0, "num_local_experts": 8, "num_experts_per_tok": 2,
                          "shared_intermediate_size": 1024, "position_embedding_type": None, "rope_theta": 10000.0},
 }
+# vLLM 0.32 has no BambaForCausalLM of its own any more (vllm/model_executor/models/registry.py L818, until 0.23.0):
+# resolve_model_cls falls back to the Transformers backend, which takes transformers' class (it uses the
+# attention interface).
+VLLM = {"bamba": TRANSFORMERS_BACKEND}
 # Nemotron-H's one-letter layer pattern (NemotronHConfig._pattern_to_list).
 PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
 
@@ -175,7 +179,7 @@ def _two_norm(cfg: Config, model_type: str) -> dict[str, Any]:
         return {"attention": mamba if kind == "linear_attention" else attn, "mlp": mlp, "norm": rms}
 
     blocks, layers = kind_stack(kinds, {"linear_attention": "mamba", "full_attention": "attention"}, build)
-    spec = decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+    spec = decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **VLLM.get(model_type, {}))
     return granite_scalars(cfg, spec) if granite else spec
 
 

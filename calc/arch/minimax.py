@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, attention, decoder, kind_stack, layer_kinds, norm, with_defaults
+from calc.arch.common import (KEYS, TRANSFORMERS_BACKEND, attention, decoder, kind_stack, layer_kinds, norm,
+                               with_defaults)
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
@@ -32,6 +33,11 @@ _MINIMAX = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336
 # original code's MiniMaxM1Config is not in transformers, so a minimax_m1 config is read with the same ones.
 DEFAULTS: dict[str, dict[str, Any]] = {"minimax": _MINIMAX, "minimax_m1": {**_MINIMAX, "shared_intermediate_size": 0}}
 KINDS = ("linear_attention", "full_attention")
+# vLLM 0.32 has no MiniMax text model of its own any more (vllm/model_executor/models/registry.py L819-821, until
+# 0.23.0): MiniMaxForCausalLM falls back to the Transformers backend (transformers' class supports it);
+# MiniMaxM1ForCausalLM has no transformers class, and its remote code (modeling_minimax_m1.py:
+# MiniMaxM1LightningAttention(nn.Module), no attention interface) fails the backend's check, so vLLM refuses it.
+VLLM = {"minimax": TRANSFORMERS_BACKEND, "minimax_m1": {"vllm": {"implementation": "none"}}}
 M1_TYPES = {0: "linear_attention", 1: "full_attention"}
 
 
@@ -54,7 +60,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = {"linear_attention": "lightning", "full_attention": "attention"}
     blocks, layers = kind_stack(mixers, names, lambda kind: {"attention": parts[kind], "mlp": moe, "norm": rms,
                                                              "normed_residual": _residual(cfg, kind)})
-    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **VLLM[model_type])
 
 
 def _residual(cfg: Config, kind: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import attention, granite_scalars, norm, uniform, with_defaults
+from calc.arch.common import TRANSFORMERS_BACKEND, attention, granite_scalars, norm, uniform, with_defaults
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
@@ -63,6 +63,8 @@ WINDOWED = ("mixtral", "phimoe")
 UNBIASED = ("mixtral", "minimax_m2")  # attention without biases, whatever attention_bias says
 FULL_QK_NORM = ("olmoe", "flex_olmo", "minimax_m2")
 OUTPUT_NORMS = {"flex_olmo": ("attn_out", "mlp_out")}
+# vLLM 0.32 runs FlexOlmoForCausalLM through its Transformers backend (vllm/model_executor/models/registry.py L713)
+VLLM = {"flex_olmo": TRANSFORMERS_BACKEND}
 # How each router weighs its top_k experts (MixtralTopKRouter renormalises; OLMoE as norm_topk_prob says).
 ROUTING = {"mixtral": lambda cfg: {}, "granitemoe": lambda cfg: {},
            "phimoe": lambda cfg: {"scoring": "sparsemixer", "jitter_eps": cfg.float("router_jitter_noise", default=0.01)},
@@ -87,7 +89,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     block = {"attention": attn, "mlp": moe, "norm": block_norm}
     if model_type in OUTPUT_NORMS:
         block["norms"] = OUTPUT_NORMS[model_type]
-    spec = uniform(cfg, model_type, block, block_norm, cfg.bool("tie_word_embeddings"))
+    spec = uniform(cfg, model_type, block, block_norm, cfg.bool("tie_word_embeddings"), **VLLM.get(model_type, {}))
     spec["head"]["bias"] = model_type == "phimoe" and cfg.bool("lm_head_bias")
     return granite_scalars(cfg, spec) if model_type == "granitemoe" else spec
 

@@ -32,7 +32,11 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     attn = mha(cfg, False, fused_qkv=True, alibi=True)
     mlp = {"d_ff": 4 * cfg.int(*KEYS["d_model"]), "activation": "gelu"}
     block = {"attention": attn, "mlp": mlp, "norm": ln}
-    return uniform(cfg, "mpt", block, ln, cfg.bool("tie_word_embeddings"), notes=_ignored(cfg))
+    # vLLM 0.32 serves MPT no more (vllm/model_executor/models/registry.py L847-848, until 0.28.0), nor can its
+    # Transformers backend: transformers' MptForCausalLM neither supports the attention backend nor uses the
+    # attention interface
+    return uniform(cfg, "mpt", block, ln, cfg.bool("tie_word_embeddings"), notes=_ignored(cfg),
+                   vllm={"implementation": "none"})
 
 
 def _ignored(cfg: Config) -> tuple[str, ...]:

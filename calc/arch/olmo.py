@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (KEYS, attention, attention_kinds, decoder, gated_mlp, kind_stack, layer_kinds, norm,
-                               rope, uniform, with_defaults)
+from calc.arch.common import (KEYS, TRANSFORMERS_BACKEND, attention, attention_kinds, decoder, gated_mlp, kind_stack,
+                               layer_kinds, norm, rope, uniform, with_defaults)
 from calc.arch.config import Config
 from calc.arch.qwen3_next import _deltanet
 
@@ -43,6 +43,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                     "max_position_embeddings": 65536, "rms_norm_eps": 1e-6, "linear_conv_kernel_dim": 4,
                     "linear_allow_neg_eigval": True},
 }
+# vLLM 0.32 runs OLMo, OLMo-2 and OLMo-3 through its Transformers backend
+# (vllm/model_executor/models/registry.py L722-724); OLMo-Hybrid is its own.
+VLLM = {"olmo": TRANSFORMERS_BACKEND, "olmo2": TRANSFORMERS_BACKEND, "olmo3": TRANSFORMERS_BACKEND}
 HYBRID_KINDS = ("linear_attention", "full_attention")
 BLOCK_NAMES = {"sliding_attention": "sliding", "full_attention": "full"}
 
@@ -56,9 +59,9 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
         kinds = attention_kinds(cfg, lambda i: "sliding_attention" if (i + 1) % 4 else "full_attention")
         blocks, layers = kind_stack(kinds, BLOCK_NAMES, lambda kind: _olmo3_block(cfg, kind))
         return decoder(cfg, model_type, blocks, layers, norm("rmsnorm", cfg.float("rms_norm_eps")),
-                       cfg.bool("tie_word_embeddings"))
+                       cfg.bool("tie_word_embeddings"), **VLLM[model_type])
     block = _olmo2_block(cfg) if model_type == "olmo2" else _olmo_block(cfg)
-    return uniform(cfg, model_type, block, block["norm"], cfg.bool("tie_word_embeddings"))
+    return uniform(cfg, model_type, block, block["norm"], cfg.bool("tie_word_embeddings"), **VLLM[model_type])
 
 
 def _olmo_block(cfg: Config) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import activation, attention, norm, uniform, with_defaults
+from calc.arch.common import TRANSFORMERS_BACKEND, activation, attention, norm, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -32,5 +32,6 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
         attn["qk_norm"] = {"norm": ln, "scope": "head"}
     mlp = {"d_ff": cfg.int("intermediate_size"), "activation": activation(cfg, "hidden_act"), "bias": True}
     block = {"attention": attn, "mlp": mlp, "norm": ln, "norms": ("attn_in",), "parallel": True}
-    spec = uniform(cfg, "phi", block, ln, cfg.bool("tie_word_embeddings"))
+    # vLLM 0.32: PhiForCausalLM through the Transformers backend (vllm/model_executor/models/registry.py L725)
+    spec = uniform(cfg, "phi", block, ln, cfg.bool("tie_word_embeddings"), **TRANSFORMERS_BACKEND)
     return {**spec, "head": {**spec["head"], "bias": True}}

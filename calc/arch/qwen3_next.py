@@ -42,6 +42,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                          "norm_topk_prob": True},
 }
 KINDS = ("linear_attention", "full_attention")
+# vLLM's Qwen3.5 attention layers get_rope with mrope_positions_factor 1, 4 only when video pruning is on
+# (vllm/model_executor/models/qwen3_5.py L165, qwen3_vl.py mrope_positions_factor L1818-1825); Qwen3-Next has no M-RoPE.
+QWEN3_5 = {"vllm": {"mrope_positions": 1}}
+VLLM = {"qwen3_5_text": QWEN3_5, "qwen3_5_moe_text": QWEN3_5}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -56,7 +60,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     kinds = [f"{mixer}+{'moe' if moe else 'dense'}" for mixer, moe in zip(mixers, sparse)]
     names = {kind: _name(kind, any(sparse)) for kind in kinds}
     blocks, layers = kind_stack(kinds, names, lambda kind: _block(cfg, rms, *kind.split("+")))
-    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **VLLM.get(model_type, {}))
 
 
 def _sparse_layers(cfg: Config, model_type: str) -> list[bool]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import activation, attention, norm, uniform, with_defaults
+from calc.arch.common import TRANSFORMERS_BACKEND, activation, attention, norm, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -29,4 +29,6 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     attn = attention(cfg, q_bias=bias, k_bias=bias, v_bias=bias, o_bias=bias,
                      window=cfg.int("sliding_window", default=None))
     mlp = {"d_ff": cfg.int("intermediate_size"), "activation": activation(cfg, "hidden_act"), "bias": bias}
-    return uniform(cfg, "starcoder2", {"attention": attn, "mlp": mlp, "norm": ln}, ln, cfg.bool("tie_word_embeddings"))
+    # vLLM 0.32: Starcoder2ForCausalLM through the Transformers backend (vllm/model_executor/models/registry.py L728)
+    return uniform(cfg, "starcoder2", {"attention": attn, "mlp": mlp, "norm": ln}, ln, cfg.bool("tie_word_embeddings"),
+                   **TRANSFORMERS_BACKEND)

@@ -82,6 +82,17 @@ class Rope(Part):
     rotary_dim: int = Field(gt=0)  # head_dim for full rotary; less for partial (GPT-J 64 of 256)
     scaling: dict[str, Any] | None = None  # rope_scaling as the config gives it (linear, yarn, llama3...)
     interleaved: bool = False  # rotate channel pairs (0, 1), (2, 3), ... (GPT-J, Cohere, DeepSeek) instead of halves
+    # M-RoPE (Qwen2.5-VL, Qwen3-VL, Qwen3.5: the config's mrope_section): the rotary_dim / 2 frequencies split into
+    # temporal, height and width sections, each turned by its own position index. A text token has the same index
+    # on all three, so weights and text outputs are a plain rope's; engines size their tables for it apart.
+    sections: tuple[int, ...] = Field(default=(), strict=False)  # (): one position index, a plain rope
+
+    @model_validator(mode="after")
+    def _sections(self) -> "Rope":
+        if self.sections and (min(self.sections) <= 0 or 2 * sum(self.sections) != self.rotary_dim):
+            raise ValueError(f"sections: {list(self.sections)} must be positive and add up to rotary_dim / 2 "
+                             f"= {self.rotary_dim / 2:g}")
+        return self
 
 
 class QKNorm(Part):

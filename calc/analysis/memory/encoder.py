@@ -1,5 +1,5 @@
-"""What a multimodal model's encoder takes from vLLM's memory at start-up: its encoder cache and the
-encoder's own forward in the profiling run.
+"""What a multimodal model's encoder takes from an engine's memory at start-up: in vLLM its encoder cache
+and the encoder's own forward in the profiling run; in SGLang a smaller default mem_fraction_static.
 
 vLLM sizes an encoder budget in encoder embeddings (vllm/v1/core/encoder_cache_manager.py
 compute_mm_encoder_budget; vllm/multimodal/encoder_budget.py MultiModalBudget):
@@ -26,6 +26,21 @@ The width the decoder receives is the last projector's output; Qwen3-VL's encode
 DeepStack features beside the merger's (vllm/model_executor/models/qwen3_vl.py: the visual model's
 output is [tokens, out_hidden_size x (1 + DeepStack levels)]). Only images are profiled here (a
 model whose videos give more embeddings than its largest image is profiled with videos).
+
+SGLang runs no profiling forward: for a model with a vision tower, served with it, it scales its default
+mem_fraction_static (not one the user gives) by a factor of the ViT's size (python/sglang/srt/arg_groups/
+memory_hook.py adjust_mem_fraction_for_vlm, called from handle_gpu_memory_settings), so the pool leaves room
+for the encoder in proportion to layers x width^2 against ViT-L/14's 24 x 1024^2:
+
+    factor = 0.95 x clamp(1 - 0.1 x (layers x width^2 / (24 x 1024^2) - 1), 0.8, 1.05)
+
+(its vision_config's num_hidden_layers and hidden_size, which transformers' configs of the towers read here
+answer with the tower's depth and width). Its post-capture KV sizing, an opt-in, takes 8 GiB instead.
+
+TensorRT-LLM (PyTorch backend) keeps no encoder cache: its KV-cache profiling run adds a dummy multimodal
+request where the model's input processor can build one (tensorrt_llm/_torch/pyexecutor/_util.py
+KvCacheCreator._create_dummy_mm_context_request; pyexecutor/multimodal_budget.py, "currently compute-only"),
+so the encoder's forward is inside the peak it measures; that share of the peak is not estimated here.
 """
 
 from __future__ import annotations
@@ -37,12 +52,15 @@ from calc.spec.model import ModelSpec
 from calc.towers import Tower
 from calc.towers.images import ImageTokens
 
-__all__ = ["EncoderProfile", "MM_LIMIT", "encoder_profile"]
+__all__ = ["EncoderProfile", "MM_LIMIT", "SGLANG_VLM_SOURCE", "encoder_profile", "sglang_vlm_factor"]
 
 MM_LIMIT = 999  # vLLM's --limit-mm-per-prompt default per modality (vllm/config/multimodal.py limit_per_prompt)
 SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/encoder_cache_manager.py "
           "(compute_mm_encoder_budget), vllm/multimodal/encoder_budget.py (MultiModalBudget._get_max_items), "
           "vllm/v1/worker/gpu_model_runner.py (profile_run), https://github.com/vllm-project/vllm/pull/34051")
+SGLANG_VLM_SOURCE = ("https://github.com/sgl-project/sglang/blob/a82da8da159ec67038d9357c172fba89ad8af6a3/python/"
+                     "sglang/srt/arg_groups/memory_hook.py (adjust_mem_fraction_for_vlm)")
+VIT_L14 = 24 * 1024**2  # SGLang's baseline ViT: 24 layers of 1,024
 
 
 @dataclass(frozen=True)
@@ -92,3 +110,13 @@ def forward_estimate(tower: Tower, patches: int, tp: int, dtype_bytes: int) -> i
     """The encoder's activations over `patches` patches, sized as the decoder's are
     (`calc.analysis.memory.startup.forward_bytes`), its widest layer being its one kind of layer."""
     return forward_bytes(patches, tower.d_model, sum(tower.layer_params().values()) // tower.d_model, tp, dtype_bytes)
+
+
+def sglang_vlm_factor(spec: ModelSpec) -> float:
+    """What SGLang multiplies its default mem_fraction_static by for `spec`'s vision tower (1 without one):
+    a smaller static pool the larger the ViT, from 0.95 x 1.05 down to 0.95 x 0.8."""
+    tower = spec.towers.get("vision")
+    if tower is None:
+        return 1.0
+    ratio = tower.n_layers * tower.d_model**2 / VIT_L14
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))

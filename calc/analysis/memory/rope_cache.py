@@ -12,8 +12,14 @@ rotary_dim / 2 frequencies for every position, rotary_dim values per position, i
               = original_max_position_embeddings + max_position_embeddings
                                                             longrope (Phi-3: short and long tables, one buffer)
 
-Not modelled: M-RoPE (Qwen-VL), whose table vLLM sizes for up to 4 x max_position_embeddings positions
-(mrope.py positions_factor, chosen per model); it is counted as one table of max_position_embeddings.
+M-RoPE (Qwen2.5-VL, Qwen3-VL, Qwen3.5: `Rope.sections`) is a plain or YaRN table of mrope_positions times as
+many positions (mrope.py MRotaryEmbedding: cache_max_position_num = max_position_embeddings x positions_factor):
+4 by get_rope's default (Qwen2.5-VL's Qwen2 layers), 1 where the model passes it (Qwen3-VL, Qwen3.5). Which
+implementation, dtype and factor vLLM uses for a model are the adapter's facts (`ModelSpec.vllm`).
+
+Not modelled: the vision towers' own tables. vLLM's Qwen2.5-VL and Qwen3-VL ViTs call get_rope(head_dim,
+max_position=8192, partial_rotary_factor 0.5) (models/qwen2_5_vl.py L682-687, qwen3_vl.py L628-633): 8,192 x 40 x 2 B
+= 655,360 B for Qwen2.5-VL-7B's 80-wide heads; Llama 4's vision rope keeps a complex64 table (mllama4.py L308-315).
 
 Measured by a real vLLM (tests/data/engine_logs/vllm-cpu-*.log, "rope"): 20,971,520 B for the DeepSeek-V2
 config (4,096 x 40 positions x 64 x 2 B), 1,048,576 B for the Llama one (8,192 x 64 x 2 B).
@@ -31,38 +37,33 @@ __all__ = ["ROPE_SOURCE", "vllm_rope_cache"]
 
 ROPE_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/rotary_embedding/__init__.py "
                "(get_rope: one cos_sin_cache buffer per distinct rope setting, [positions, rotary_dim])")
-# Architectures vLLM serves through its Transformers backend (vllm/model_executor/models/registry.py,
-# _TRANSFORMERS_BACKEND_MODELS, v0.32), by their config's model_type: transformers' rotary layers keep
-# only inv_freq, no cos/sin table (a real vLLM on the OLMo-3 config holds none).
-TRANSFORMERS_BACKEND = frozenset({"arcee", "cwm", "flex_olmo", "glm", "gpt_bigcode", "gpt_neox", "hunyuan_v1_dense",
-                                  "hunyuan_v1_moe", "jais2", "olmo", "olmo2", "olmo3", "phi", "seed_oss", "smollm3",
-                                  "starcoder2", "vaultgemma"})
-# Models whose vLLM implementation asks get_rope for an fp32 table whatever the model's dtype
-# (vllm/model_executor/models/gpt_oss.py: get_rope(..., dtype=torch.float32)).
-FP32_TABLE = frozenset({"gpt_oss"})
 # Rope types whose table spans factor x (the value of this key; None: max_position_embeddings) positions
 SCALED = {"yarn": "original_max_position_embeddings", "deepseek_yarn": "original_max_position_embeddings",
           "deepseek_llama_scaling": "original_max_position_embeddings", "linear": None}
+MROPE_KINDS = (None, "default", "yarn")  # get_rope builds MRotaryEmbedding for these with mrope_section
 
 
-def _positions(rope: Rope, max_position: int) -> int:
+def _positions(rope: Rope, max_position: int, mrope_positions: int) -> int:
     """The rows of one table: positions it precomputes (torch.arange of a float length: its ceiling)."""
     scaling = rope.scaling or {}
     kind = scaling.get("rope_type", scaling.get("type"))
     if kind in ("longrope", "su"):  # phi3_long_rope_scaled_rope.py: the short table, then the long one
         return scaling["original_max_position_embeddings"] + max_position
-    if kind not in SCALED or "mrope_section" in scaling:
-        return max_position
+    repeat = mrope_positions if rope.sections and kind in MROPE_KINDS else 1
+    if kind not in SCALED:
+        return max_position * repeat
     base = scaling[SCALED[kind]] if SCALED[kind] else max_position
-    return math.ceil(base * scaling["factor"])
+    return math.ceil(base * repeat * scaling["factor"])
 
 
 def vllm_rope_cache(spec: ModelSpec, element_bytes: int) -> int:
     """The bytes of vLLM's cos/sin tables for `spec`, whole on every GPU: one per distinct rope setting
-    among the layers' mixers, positions x rotary_dim values of `element_bytes` (fp32 where the model asks)."""
-    if spec.model_type in TRANSFORMERS_BACKEND:
+    among the layers' mixers, positions x rotary_dim values of `element_bytes` (4 where vLLM keeps fp32);
+    none where vLLM's own implementation is not the one that runs (`spec.vllm.implementation`)."""
+    build = spec.vllm
+    if build.implementation != "native":
         return 0
-    width = 4 if spec.model_type in FP32_TABLE else element_bytes
+    width = 4 if build.rope_dtype == "float32" else element_bytes
     tables = {}
     for block in spec.blocks.values():
         for mixer in block.mixers():
@@ -70,5 +71,5 @@ def vllm_rope_cache(spec: ModelSpec, element_bytes: int) -> int:
             if isinstance(rope, Rope):
                 key = json.dumps([getattr(mixer, "head_dim", None), rope.model_dump()], sort_keys=True,
                                  default=str)  # get_rope's cache key: head size and rope parameters
-                tables[key] = _positions(rope, spec.n_positions) * rope.rotary_dim
+                tables[key] = _positions(rope, spec.n_positions, build.mrope_positions) * rope.rotary_dim
     return sum(tables.values()) * width

@@ -308,6 +308,16 @@ def _encoder_terms(spec: ModelSpec, tokens: int, seqs: int, max_model_len: int, 
                  f"{profile.forward_bytes:,} B, less the decoder's profiling forward")]
 
 
+def _sglang_vlm(spec: ModelSpec, fraction: float, how: str) -> tuple[float, str]:
+    """SGLang's default fraction scaled down for a vision tower (`calc.analysis.memory.encoder`)."""
+    from calc.analysis.memory.encoder import SGLANG_VLM_SOURCE, sglang_vlm_factor
+
+    factor = sglang_vlm_factor(spec)
+    if factor == 1.0:
+        return fraction, how
+    return fraction * factor, f"{how}, x {factor:.4f} for the vision encoder ({SGLANG_VLM_SOURCE})"
+
+
 def sglang_fraction(mib: int, tp: int, pp: int, chunked_prefill: int | None = None,
                     graph_max_bs: int | None = None) -> tuple[float, int]:
     """SGLang's default mem_fraction_static on a card of `mib` MiB (nvidia-smi's total, which SGLang
@@ -354,8 +364,9 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
                    encoder_tp: int | None = None) -> StartupBudget:
     """The budget `engine` draws up on one GPU of the layout holding `weights` bytes of the model
     (`extra`: what the engine holds beyond them, vllm_extra_weights); under vLLM, a multimodal model's
-    encoder cache and encoder forward for requests of `max_model_len` tokens (`encoder_tp`: the GPUs
-    its layers are split over; None: the towers are not loaded, --text-only)."""
+    encoder cache and encoder forward for requests of `max_model_len` tokens, under SGLang its default
+    fraction scaled for the vision encoder (`encoder_tp`: the GPUs its layers are split over; None: the
+    towers are not loaded, --text-only)."""
     if engine not in STARTUP_ENGINES:
         raise GptcalcError(f"--engine {engine}: its start-up budget is not modelled ({', '.join(STARTUP_ENGINES)} "
                            "are); give the pool from its log with --kv-memory")
@@ -402,5 +413,7 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
     else:
         fraction, reserved = sglang_fraction(gpu.mib, tp, pp, reserves.max_batched)
         how = f"SGLang's default: ({gpu.mib:,} - {reserved:,} MiB reserved) / {gpu.mib:,} MiB ({SGLANG_FRACTION})"
+        if encoder_tp is not None:  # the towers are loaded: SGLang leaves room for the vision encoder
+            fraction, how = _sglang_vlm(spec, fraction, how)
     return StartupBudget("sglang", gpu.name, total, total_source, fraction, "--mem-fraction-static", how,
                          tuple(terms))
