@@ -1,5 +1,6 @@
-"""The rotary cos/sin table vLLM keeps beside the weights (v0.32,
-vllm/model_executor/layers/rotary_embedding/__init__.py get_rope, base.py RotaryEmbedding).
+"""The rotary cos/sin table vLLM and SGLang keep beside the weights (vLLM v0.32,
+vllm/model_executor/layers/rotary_embedding/__init__.py get_rope, base.py RotaryEmbedding; SGLang's
+python/sglang/srt/layers/rotary_embedding.py is the same code with one difference, below).
 
 get_rope caches one RotaryEmbedding per distinct (head size, rotary_dim, max_position, rope parameters,
 dtype) in _ROPE_DICT, so every layer with the same settings shares one buffer. Each holds cos and sin of
@@ -11,6 +12,11 @@ rotary_dim / 2 frequencies for every position, rotary_dim values per position, i
               = max_position_embeddings x factor            linear (linear_scaling_rope.py)
               = original_max_position_embeddings + max_position_embeddings
                                                             longrope (Phi-3: short and long tables, one buffer)
+
+SGLang keeps the table in fp32 on CUDA whatever the model's dtype ("NOTE(ByronHsu): cache needs to be in FP32
+for numerical stability", then `if not _is_cuda: cache = cache.to(dtype)`: RotaryEmbedding.__init__ in
+python/sglang/srt/layers/rotary_embedding.py at ed0774f90abed3c89cbff4108683f73881a2e853; sglang#29729 quotes it),
+so its table is twice vLLM's for a 16-bit model.
 
 Not modelled: M-RoPE (Qwen-VL), whose table vLLM sizes for up to 4 x max_position_embeddings positions
 (mrope.py positions_factor, chosen per model); it is counted as one table of max_position_embeddings.
@@ -27,10 +33,13 @@ import math
 from calc.parts.attention import Rope
 from calc.spec.model import ModelSpec
 
-__all__ = ["ROPE_SOURCE", "vllm_rope_cache"]
+__all__ = ["ROPE_SOURCE", "SGLANG_ROPE_SOURCE", "sglang_rope_cache", "vllm_rope_cache"]
 
 ROPE_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/rotary_embedding/__init__.py "
                "(get_rope: one cos_sin_cache buffer per distinct rope setting, [positions, rotary_dim])")
+SGLANG_ROPE_SOURCE = ("https://github.com/sgl-project/sglang/blob/ed0774f90abed3c89cbff4108683f73881a2e853/"
+                      "python/sglang/srt/layers/rotary_embedding.py (RotaryEmbedding.__init__: the cos_sin_cache "
+                      "stays fp32 on CUDA)")
 # Architectures vLLM serves through its Transformers backend (vllm/model_executor/models/registry.py,
 # _TRANSFORMERS_BACKEND_MODELS, v0.32), by their config's model_type: transformers' rotary layers keep
 # only inv_freq, no cos/sin table (a real vLLM on the OLMo-3 config holds none).
@@ -57,18 +66,27 @@ def _positions(rope: Rope, max_position: int) -> int:
     return math.ceil(base * scaling["factor"])
 
 
-def vllm_rope_cache(spec: ModelSpec, element_bytes: int) -> int:
-    """The bytes of vLLM's cos/sin tables for `spec`, whole on every GPU: one per distinct rope setting
-    among the layers' mixers, positions x rotary_dim values of `element_bytes` (fp32 where the model asks)."""
-    if spec.model_type in TRANSFORMERS_BACKEND:
-        return 0
-    width = 4 if spec.model_type in FP32_TABLE else element_bytes
+def _table_values(spec: ModelSpec) -> int:
+    """The values of the cos/sin tables `spec`'s layers share: one per distinct rope setting among the
+    mixers (get_rope's cache key: head size and rope parameters), positions x rotary_dim each."""
     tables = {}
     for block in spec.blocks.values():
         for mixer in block.mixers():
             rope = getattr(mixer, "rope", None)
             if isinstance(rope, Rope):
-                key = json.dumps([getattr(mixer, "head_dim", None), rope.model_dump()], sort_keys=True,
-                                 default=str)  # get_rope's cache key: head size and rope parameters
+                key = json.dumps([getattr(mixer, "head_dim", None), rope.model_dump()], sort_keys=True, default=str)
                 tables[key] = _positions(rope, spec.n_positions) * rope.rotary_dim
-    return sum(tables.values()) * width
+    return sum(tables.values())
+
+
+def vllm_rope_cache(spec: ModelSpec, element_bytes: int) -> int:
+    """The bytes of vLLM's cos/sin tables for `spec`, whole on every GPU, in values of `element_bytes`
+    (fp32 where the model asks; none for a model vLLM runs through transformers)."""
+    if spec.model_type in TRANSFORMERS_BACKEND:
+        return 0
+    return _table_values(spec) * (4 if spec.model_type in FP32_TABLE else element_bytes)
+
+
+def sglang_rope_cache(spec: ModelSpec) -> int:
+    """The bytes of SGLang's cos/sin tables for `spec` on a CUDA GPU: the same tables, kept in fp32."""
+    return _table_values(spec) * 4
