@@ -261,8 +261,8 @@ def test_vllm_pads_mxfp4_experts_for_its_kernel() -> None:
     assert abs(loaded("A100-80GB") / 2**30 - 65.97) / 65.97 < 0.002
 
 
-# SGLang sizes its pool from the free memory it measured before loading (source:
-# https://github.com/sgl-project/sglang/blob/4fa3482/python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py#L56-L70):
+# SGLang sizes its pool from the free memory it measured before loading (source: python/sglang/srt/model_executor/
+# model_runner_kv_cache_mixin.py, profile_max_num_token, lines 111-144 at 226149ac457bd1a1b5d450f55c01f72f604320d6):
 #   tokens = int((free after loading - free before loading x (1 - mem_fraction_static)) GiB) // cell
 DOCS_LLAMA = "sglang-docs-llama31-8b-h100.log"
 QWEN3_14B = "sglang-xinference3481-qwen3-14b.log"
@@ -270,7 +270,8 @@ QWEN3_14B = "sglang-xinference3481-qwen3-14b.log"
 
 def sglang_says(data: dict, label: str) -> float:  # type: ignore[type-arg]
     """A figure gptcalc prints among SGLang's lines, after `label`."""
-    return float(re.search(re.escape(label) + r"=?\s*([\d.]+)", " ".join(data["server_says"])).group(1))  # type: ignore[union-attr]
+    found = re.search(re.escape(label) + r"=?\s*([\d.]+)", " ".join(data["server_says"]))
+    return float(found.group(1))  # type: ignore[union-attr]
 
 
 def test_sglang_default_terms_match_its_documented_log() -> None:

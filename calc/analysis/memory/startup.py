@@ -23,11 +23,12 @@ mem_cache/kv_cache_configurator.py _profile_available_bytes; v0.5):
 
   "free before loading" is pre_model_load_memory, the least free memory of the GPUs once CUDA is up and,
   on several GPUs, once the process groups (NCCL communicators, custom all-reduce buffers) exist: the
-  "Load weight begin. avail mem" its log prints (model_runner_kv_cache_mixin.py _profile_available_bytes:
-  rest_memory = available_gpu_memory - pre_model_load_memory * (1 - self.mem_fraction_static), at
-  https://github.com/sgl-project/sglang/blob/4fa3482/python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py#L56-L70;
-  profile_max_num_token in model_runner.py before it). Weights are what loading took ("mem usage"):
-  the checkpoint's bytes and the fp32 rotary table (`calc.analysis.memory.rope_cache`).
+  "Load weight begin. avail mem" its log prints (init_torch_distributed's min_per_gpu_memory in
+  model_runner.py). model_runner_kv_cache_mixin.py profile_max_num_token, lines 111-144 at 226149ac:
+  rest_memory = available_gpu_memory - total_gpu_memory * (1 - self.mem_fraction_static), then
+  int(rest_memory * (1 << 30)) // cell_size (SGLANG_POOL; later versions' _profile_available_bytes keep
+  the rule). Weights are what loading took ("mem usage"): the checkpoint's bytes and the fp32 rotary
+  table (`calc.analysis.memory.rope_cache`).
 
 TensorRT-LLM (PyTorch backend, tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator._cal_max_tokens;
 llmapi/llm_args.py KvCacheConfig; v1.x):
@@ -58,8 +59,8 @@ from calc.analysis.memory.weights import Weights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["CUDA_TOTAL", "STARTUP_ENGINES", "Reserves", "StartupBudget", "Term", "activation_estimate", "budget_gpu", "cuda_total",
-           "engine_extra_weights", "forward_bytes", "sglang_fraction", "sglang_preload", "startup_budget",
+__all__ = ["CUDA_TOTAL", "STARTUP_ENGINES", "Reserves", "StartupBudget", "Term", "activation_estimate", "budget_gpu",
+           "cuda_total", "engine_extra_weights", "forward_bytes", "sglang_fraction", "sglang_preload", "startup_budget",
            "vllm_batch_defaults", "vllm_extra_weights"]
 
 GIB = 2**30
@@ -69,8 +70,9 @@ VLLM_WORKER = "https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu
 VLLM_PROFILING = "https://github.com/vllm-project/vllm/blob/main/vllm/utils/mem_utils.py (memory_profiling)"
 VLLM_DEFAULTS = "https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py (get_batch_defaults)"
 SGLANG_FRACTION = "https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/arg_groups/memory_hook.py"
-SGLANG_POOL = ("https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/mem_cache/kv_cache_configurator.py "
-               "(_profile_available_bytes)")
+SGLANG_POOL = ("https://github.com/sgl-project/sglang/blob/226149ac457bd1a1b5d450f55c01f72f604320d6/"
+               "python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py#L111-L144 (profile_max_num_token: "
+               "free after loading - free before loading x (1 - mem_fraction_static))")
 # Non-torch memory after profiling, one GPU: 0.16 GiB (H100, vllm#12126) and 0.20 GiB (RTX 3090 x 4, vllm#14447).
 NON_TORCH = 0.2
 NON_TORCH_SOURCE = ("https://github.com/vllm-project/vllm/pull/12126 (non_torch_memory takes 0.16GiB), "
@@ -423,7 +425,7 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
              f"profiling forward of {tokens:,} tokens + sampler over {rows:,} rows "
              f"({TRTLLM_POOL if engine == 'trtllm' else VLLM_PROFILING})"),
         Term("non_torch", "in use before loading" if sglang else "non-torch memory", non_torch, "--non-torch-memory",
-             given(reserves.non_torch), SGLANG_PRELOAD_SOURCE if sglang else NON_TORCH_SOURCE),
+             given(reserves.non_torch), f"{SGLANG_PRELOAD_SOURCE}; {SGLANG_POOL}" if sglang else NON_TORCH_SOURCE),
         Term("cuda_graphs", "CUDA graphs", graphs, "--cuda-graph-memory", given(reserves.cuda_graphs),
              CUDA_GRAPHS_SOURCE),
     ]
