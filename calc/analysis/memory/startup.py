@@ -69,7 +69,11 @@ STARTUP_ENGINES = ("vllm", "sglang", "trtllm")  # the engines whose start-up bud
 VLLM_WORKER = "https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu_worker.py (determine_available_memory)"
 VLLM_PROFILING = "https://github.com/vllm-project/vllm/blob/main/vllm/utils/mem_utils.py (memory_profiling)"
 VLLM_DEFAULTS = "https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py (get_batch_defaults)"
-SGLANG_FRACTION = "https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/arg_groups/memory_hook.py"
+# handle_gpu_memory_settings: card tiers at L67-L148, then the reserve ("Static memory and runtime headroom"
+# and reserve_for_graph_mb). This commit also reserves len(prefill graph sizes) x 8 MiB (1.5 GiB under MLA)
+# for prefill CUDA graphs where they are on; not modelled (it would lower the default fraction by that much).
+SGLANG_FRACTION = ("https://github.com/sgl-project/sglang/blob/a82da8da159ec67038d9357c172fba89ad8af6a3/"
+                   "python/sglang/srt/arg_groups/memory_hook.py#L67-L148 (handle_gpu_memory_settings)")
 SGLANG_POOL = ("https://github.com/sgl-project/sglang/blob/226149ac457bd1a1b5d450f55c01f72f604320d6/"
                "python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py#L111-L144 (profile_max_num_token: "
                "free after loading - free before loading x (1 - mem_fraction_static))")
