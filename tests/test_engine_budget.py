@@ -313,7 +313,7 @@ def test_sglang_rope_table_is_fp32_and_preload_counts_the_groups() -> None:
 
     spec = load_spec("llama-3.1-8b")
     assert sglang_rope_cache(spec) == 131072 * 128 * 4 == 2 * vllm_rope_cache(spec, 2)
-    groups = (LOGS / "sglang-pr11716-8xh200-groups.log").read_text()
+    groups = (LOGS / "sglang-pr11716-llama70b-8xh200.log").read_text()
     most = max(float(x) for x in re.findall(r"Init torch distributed ends\. mem usage=([\d.]+) GB", groups))
     assert most == 2.01 and "mem usage=0.00 GB" in groups
     assert abs(sglang_preload(4, 1) - sglang_preload(1, 1) - most * 2**30) <= 1
@@ -334,3 +334,21 @@ def test_sglang_qwen3_235b_tp4_within_the_term_its_log_omits() -> None:
     implied = memory(*args, "--non-torch-memory", f"{79.22 - 77.00:.2f}GiB")
     assert sglang_says(implied, "Load weight begin. avail mem") == 77.00
     assert abs(implied["engine"]["tokens"] - published) / published < 0.0005
+
+
+def test_sglang_default_fraction_on_eight_h200() -> None:
+    """sglang#11716: 8 x H200 at tp 8, SGLang's default fraction (no --mem-fraction-static), a model of Llama-3.1-70B's
+    shape (80 layers x 8 KV heads of 128: one head a GPU, 80 x 128 x 2 x 2 B = 40,960 B a token). The rule gives
+    round((143,771 - 14,848) / 143,771, 3) = 0.897 (reserved 512 + 8,192 x 1.5 + 8 / 8 x 1,024 + 2 x 512 MiB); with
+    the log's 137.29 GB free before loading (given as the rest of the catalog's 143,771 MiB in use), our weights
+    and that fraction land within 0.1% of its 2,795,207 tokens."""
+    text = (LOGS / "sglang-pr11716-llama70b-8xh200.log").read_text()
+    free = min(float(x) for x in re.findall(r"TP\d\] Load weight begin\. avail mem=([\d.]+) GB", text))
+    assert free == 137.29
+    data = memory("llama-3.1-70b", "--engine", "sglang", "--budget", "8xH200", "--seq", "8192",
+                  "--non-torch-memory", f"{143771 / 1024 - free:.2f}GiB")
+    assert data["engine_budget"]["fraction"] == round((143771 - 14848) / 143771, 3) == 0.897
+    assert data["engine"]["bytes_per_token"] == 80 * 128 * 2 * 2
+    assert sglang_says(data, "Load weight begin. avail mem") == free
+    published = int(re.search(r"#tokens: (\d+), K size: 53\.31 GB", text).group(1))  # type: ignore[union-attr]
+    assert abs(data["engine"]["tokens"] - published) / published < 0.001
