@@ -193,8 +193,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
-    from calc.analysis.memory.startup import (STARTUP_ENGINES, Reserves, budget_gpu, startup_budget,
-                                              vllm_batch_defaults, vllm_extra_weights)
+    from calc.analysis.memory.startup import (STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights,
+                                              startup_budget, vllm_batch_defaults)
     from calc.errors import GptcalcError
 
     target = parse_budget(budget) if budget is not None else None  # `budget=''` is an error, not no budget
@@ -213,7 +213,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                         max_batched, max_seqs, encoder_cache_size, mm_limit,
                         _size(encoder_activation_memory, "--encoder-activation-memory"))
     gpu = budget_gpu(target) if target else None
-    extra = vllm_extra_weights(spec, result.weights, gpu, layout.tp, layout.ep) if engine == "vllm" and gpu else ()
+    extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep) if engine and gpu else ()
     encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
     startup = (startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp,
                               reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp)

@@ -20,7 +20,7 @@ LOGS = Path(__file__).parent / "data" / "engine_logs"
 def logged(name: str, label: str) -> str:
     """A figure a log prints after `label` (the log file is the published excerpt, verbatim)."""
     text = (LOGS / name).read_text()
-    return re.search(re.escape(label) + r"\s+([\d.,]+)", text).group(1)  # type: ignore[union-attr]
+    return re.search(re.escape(label) + r"\s*([\d.,]*\d)", text).group(1)  # type: ignore[union-attr]
 
 
 def memory(*args: str) -> dict:  # type: ignore[type-arg]
@@ -259,3 +259,96 @@ def test_vllm_pads_mxfp4_experts_for_its_kernel() -> None:
     assert loaded("H100") == stored + rope
     # the issue that asked for this quotes vLLM's "Model loading took 65.97 GiB" on Marlin: 0.1% above this figure
     assert abs(loaded("A100-80GB") / 2**30 - 65.97) / 65.97 < 0.002
+
+
+# SGLang sizes its pool from the free memory it measured before loading (source: python/sglang/srt/model_executor/
+# model_runner_kv_cache_mixin.py, profile_max_num_token, lines 111-144 at 226149ac457bd1a1b5d450f55c01f72f604320d6):
+#   tokens = int((free after loading - free before loading x (1 - mem_fraction_static)) GiB) // cell
+DOCS_LLAMA = "sglang-docs-llama31-8b-h100.log"
+QWEN3_14B = "sglang-xinference3481-qwen3-14b.log"
+
+
+def sglang_says(data: dict, label: str) -> float:  # type: ignore[type-arg]
+    """A figure gptcalc prints among SGLang's lines, after `label`."""
+    found = re.search(re.escape(label) + r"=?\s*([\d.]+)", " ".join(data["server_says"]))
+    return float(found.group(1))  # type: ignore[union-attr]
+
+
+def test_sglang_default_terms_match_its_documented_log() -> None:
+    """Llama-3.1-8B-Instruct on one 80 GB GPU (SGLang's own documentation, mem_fraction_static 0.88): what is in
+    use before loading defaults to this log's 79.22 - 78.81 = 0.41 GiB (so that line is reproduced, not
+    predicted); the weights (16,060,522,496 B checkpoint + 131,072 x 128 x 4 B of fp32 rotary table) come
+    within 0.1 GiB of the 78.81 - 63.72 = 15.09 GB loading took; the pool within 0.5% of its 444,500 tokens."""
+    data = memory("llama-3.1-8b", "--engine", "sglang", "--budget", "H100", "--mem-fraction-static", "0.88",
+                  "--seq", "8192")
+    before, after = float(logged(DOCS_LLAMA, "Load weight begin. avail mem=")), 63.72
+    assert "avail mem=63.72 GB" in (LOGS / DOCS_LLAMA).read_text()
+    assert sglang_says(data, "Load weight begin. avail mem") == before
+    assert abs(sglang_says(data, "Load weight end. mem usage") - (before - after)) < 0.1
+    published = int(logged(DOCS_LLAMA, "max_total_num_tokens="))
+    assert abs(data["engine"]["tokens"] - published) / published < 0.005
+
+
+def test_sglang_pool_from_the_free_memory_before_loading() -> None:
+    """Qwen3-14B on one GPU, xinference#3481: free before loading = 19.67 + 27.57 = 47.24 GB (after loading plus
+    what loading took), fraction 0.88. Given that free memory as the card (nothing in use before), our weights
+    (29,536,614,400 B + 40,960 x 128 x 4 B of rotary table) come within 0.1 GiB of its 27.57 GB and the
+    pool within 0.5% of its 91,749 tokens (40 layers x 8 KV heads x 128 x 2 x 2 B = 163,840 B a token)."""
+    data = memory("qwen3-14b", "--engine", "sglang", "--budget", "47.24GiB", "--non-torch-memory", "0GiB",
+                  "--mem-fraction-static", "0.88", "--seq", "4096")
+    assert data["engine"]["bytes_per_token"] == 40 * 8 * 128 * 2 * 2
+    assert abs(sglang_says(data, "Load weight end. mem usage") - float(logged(QWEN3_14B, "mem usage="))) < 0.1
+    published = int(logged(QWEN3_14B, "#tokens:"))
+    assert abs(data["engine"]["tokens"] - published) / published < 0.005
+
+
+def test_sglang_rope_table_is_fp32_and_preload_counts_the_groups() -> None:
+    """SGLang keeps the cos/sin table fp32 on CUDA (python/sglang/srt/layers/rotary_embedding.py at
+    ed0774f90abed3c89cbff4108683f73881a2e853, RotaryEmbedding.__init__): Llama-3.1-8B's 131,072 positions x
+    128 x 4 B. Before loading, a GPU of a group also holds its process groups' buffers: the most any rank of
+    sglang#11716 took, 2.01 GB; one GPU builds none (sglang#9574: 0.00 GB)."""
+    from calc.analysis.memory.rope_cache import sglang_rope_cache, vllm_rope_cache
+    from calc.analysis.memory.startup import sglang_preload
+    from calc.spec.load import load_spec
+
+    spec = load_spec("llama-3.1-8b")
+    assert sglang_rope_cache(spec) == 131072 * 128 * 4 == 2 * vllm_rope_cache(spec, 2)
+    groups = (LOGS / "sglang-pr11716-llama70b-8xh200.log").read_text()
+    most = max(float(x) for x in re.findall(r"Init torch distributed ends\. mem usage=([\d.]+) GB", groups))
+    assert most == 2.01 and "mem usage=0.00 GB" in groups
+    assert abs(sglang_preload(4, 1) - sglang_preload(1, 1) - most * 2**30) <= 1
+    assert sglang_preload(1, 2) == sglang_preload(8, 1)  # pipeline stages are a group too
+
+
+def test_sglang_qwen3_235b_tp4_within_the_term_its_log_omits() -> None:
+    """vllm#21348 prints only SGLang's pool line (Qwen3-235B-A22B-FP8, 4 x H100, --mem-fraction-static 0.93):
+    367,404 tokens of 94 x 2 x 128 x 2 B. The defaults (in use before loading 0.41 + 2.01 GiB) give 1.1% fewer;
+    the log does not print its 'Load weight begin. avail mem', and the 77.00 GB it implies (2.22 GiB in use,
+    between one GPU's 0.41 and the 2.42 of sglang#11716) reproduces it to the token's rounding."""
+    issue = (LOGS / "vllm-issue21348-qwen3-235b-fp8-4xh100.log").read_text()
+    published = int(re.search(r"#tokens: (\d+)", issue).group(1))  # type: ignore[union-attr]
+    args = ["qwen3-235b-a22b", "--quant", "fp8-block", "--engine", "sglang", "--budget", "4xH100",
+            "--mem-fraction-static", "0.93", "--seq", "8192"]
+    default = memory(*args)["engine"]["tokens"]
+    assert 0.985 < default / published < 0.99
+    implied = memory(*args, "--non-torch-memory", f"{79.22 - 77.00:.2f}GiB")
+    assert sglang_says(implied, "Load weight begin. avail mem") == 77.00
+    assert abs(implied["engine"]["tokens"] - published) / published < 0.0005
+
+
+def test_sglang_default_fraction_on_eight_h200() -> None:
+    """sglang#11716: 8 x H200 at tp 8, SGLang's default fraction (no --mem-fraction-static), a model of Llama-3.1-70B's
+    shape (80 layers x 8 KV heads of 128: one head a GPU, 80 x 128 x 2 x 2 B = 40,960 B a token). The rule gives
+    round((143,771 - 14,848) / 143,771, 3) = 0.897 (reserved 512 + 8,192 x 1.5 + 8 / 8 x 1,024 + 2 x 512 MiB); with
+    the log's 137.29 GB free before loading (given as the rest of the catalog's 143,771 MiB in use), our weights
+    and that fraction land within 0.1% of its 2,795,207 tokens."""
+    text = (LOGS / "sglang-pr11716-llama70b-8xh200.log").read_text()
+    free = min(float(x) for x in re.findall(r"TP\d\] Load weight begin\. avail mem=([\d.]+) GB", text))
+    assert free == 137.29
+    data = memory("llama-3.1-70b", "--engine", "sglang", "--budget", "8xH200", "--seq", "8192",
+                  "--non-torch-memory", f"{143771 / 1024 - free:.2f}GiB")
+    assert data["engine_budget"]["fraction"] == round((143771 - 14848) / 143771, 3) == 0.897
+    assert data["engine"]["bytes_per_token"] == 80 * 128 * 2 * 2
+    assert sglang_says(data, "Load weight begin. avail mem") == free
+    published = int(re.search(r"#tokens: (\d+), K size: 53\.31 GB", text).group(1))  # type: ignore[union-attr]
+    assert abs(data["engine"]["tokens"] - published) / published < 0.001

@@ -20,8 +20,8 @@ from calc.analysis.memory.engines import KVPool, kv_pool
 from calc.analysis.memory.gpus import GPU, find_gpu
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.memory.schemes import Scheme
-from calc.analysis.memory.startup import (Reserves, StartupBudget, startup_budget, vllm_batch_defaults,
-                                          vllm_extra_weights)
+from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
+                                          vllm_batch_defaults)
 from calc.analysis.memory.stored import StoredWeights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -117,7 +117,7 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
             skipped[f"tp {layout.tp} pp {layout.pp} ep {layout.ep}: {exc}"] = None
             continue
         for gpu in gpus:
-            extra = vllm_extra_weights(spec, result.weights, gpu, layout.tp, layout.ep) if engine == "vllm" else ()
+            extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep)
             budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
                                     extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None)
             pool = (kv_pool(result.kv, engine, budget.kv_memory, seq, None,

@@ -157,8 +157,10 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
                    "[default: vLLM 0.9; SGLang's rule by GPU size; TensorRT-LLM 0.9]")
 @click.option("--activation-memory", type=TEXT, metavar="SIZE",
               help="The engine's activation peak from your log  [default: estimated from the shapes]")
-@click.option("--non-torch-memory", type=TEXT, metavar="SIZE", help="Memory outside torch (CUDA context, NCCL)  "
-              "[default: 0.2 GiB, as published vLLM logs show]")
+@click.option("--non-torch-memory", type=TEXT, metavar="SIZE",
+              help="Memory outside torch (CUDA context, NCCL); SGLang: what is in use before it loads the weights "
+                   "(total less its 'Load weight begin. avail mem')  "
+                   "[default: 0.2 GiB, as published vLLM logs show; SGLang 0.41 GiB, 2.42 GiB on several GPUs]")
 @click.option("--cuda-graph-memory", type=TEXT, metavar="SIZE",
               help="vLLM's CUDA graph estimate (0 with --enforce-eager)  [default: 0.5 GiB]")
 @click.option("--all", "show_all", is_flag=True,

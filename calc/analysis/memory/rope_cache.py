@@ -1,5 +1,6 @@
-"""The rotary cos/sin table vLLM keeps beside the weights (v0.32,
-vllm/model_executor/layers/rotary_embedding/__init__.py get_rope, base.py RotaryEmbedding).
+"""The rotary cos/sin table vLLM and SGLang keep beside the weights (vLLM v0.32,
+vllm/model_executor/layers/rotary_embedding/__init__.py get_rope, base.py RotaryEmbedding; SGLang's
+python/sglang/srt/layers/rotary_embedding.py is the same code with one difference, below).
 
 get_rope caches one RotaryEmbedding per distinct (head size, rotary_dim, max_position, rope parameters,
 dtype) in _ROPE_DICT, so every layer with the same settings shares one buffer. Each holds cos and sin of
@@ -21,6 +22,12 @@ Not modelled: the vision towers' own tables. vLLM's Qwen2.5-VL and Qwen3-VL ViTs
 max_position=8192, partial_rotary_factor 0.5) (models/qwen2_5_vl.py L682-687, qwen3_vl.py L628-633): 8,192 x 40 x 2 B
 = 655,360 B for Qwen2.5-VL-7B's 80-wide heads; Llama 4's vision rope keeps a complex64 table (mllama4.py L308-315).
 
+SGLang keeps the table in fp32 on CUDA whatever the model's dtype ("NOTE(ByronHsu): cache needs to be in FP32
+for numerical stability", then `if not _is_cuda: cache = cache.to(dtype)`: RotaryEmbedding.__init__ in
+python/sglang/srt/layers/rotary_embedding.py at ed0774f90abed3c89cbff4108683f73881a2e853; sglang#29729 quotes it),
+so its table is twice vLLM's for a 16-bit model. Its M-RoPE tables are counted as
+one of max_position_embeddings positions (how SGLang sizes them is not modelled).
+
 Measured by a real vLLM (tests/data/engine_logs/vllm-cpu-*.log, "rope"): 20,971,520 B for the DeepSeek-V2
 config (4,096 x 40 positions x 64 x 2 B), 1,048,576 B for the Llama one (8,192 x 64 x 2 B).
 """
@@ -33,10 +40,13 @@ import math
 from calc.parts.attention import Rope
 from calc.spec.model import ModelSpec
 
-__all__ = ["ROPE_SOURCE", "vllm_rope_cache"]
+__all__ = ["ROPE_SOURCE", "SGLANG_ROPE_SOURCE", "sglang_rope_cache", "vllm_rope_cache"]
 
 ROPE_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/rotary_embedding/__init__.py "
                "(get_rope: one cos_sin_cache buffer per distinct rope setting, [positions, rotary_dim])")
+SGLANG_ROPE_SOURCE = ("https://github.com/sgl-project/sglang/blob/ed0774f90abed3c89cbff4108683f73881a2e853/"
+                      "python/sglang/srt/layers/rotary_embedding.py (RotaryEmbedding.__init__: the cos_sin_cache "
+                      "stays fp32 on CUDA)")
 # Rope types whose table spans factor x (the value of this key; None: max_position_embeddings) positions
 SCALED = {"yarn": "original_max_position_embeddings", "deepseek_yarn": "original_max_position_embeddings",
           "deepseek_llama_scaling": "original_max_position_embeddings", "linear": None}
@@ -56,20 +66,30 @@ def _positions(rope: Rope, max_position: int, mrope_positions: int) -> int:
     return math.ceil(base * repeat * scaling["factor"])
 
 
-def vllm_rope_cache(spec: ModelSpec, element_bytes: int) -> int:
-    """The bytes of vLLM's cos/sin tables for `spec`, whole on every GPU: one per distinct rope setting
-    among the layers' mixers, positions x rotary_dim values of `element_bytes` (4 where vLLM keeps fp32);
-    none where vLLM's own implementation is not the one that runs (`spec.vllm.implementation`)."""
-    build = spec.vllm
-    if build.implementation != "native":
-        return 0
-    width = 4 if build.rope_dtype == "float32" else element_bytes
+def _table_values(spec: ModelSpec, mrope_positions: int) -> int:
+    """The values of the cos/sin tables `spec`'s layers share: one per distinct rope setting among the
+    mixers (get_rope's cache key: head size and rope parameters), positions x rotary_dim each."""
     tables = {}
     for block in spec.blocks.values():
         for mixer in block.mixers():
             rope = getattr(mixer, "rope", None)
             if isinstance(rope, Rope):
                 key = json.dumps([getattr(mixer, "head_dim", None), rope.model_dump()], sort_keys=True,
-                                 default=str)  # get_rope's cache key: head size and rope parameters
-                tables[key] = _positions(rope, spec.n_positions, build.mrope_positions) * rope.rotary_dim
-    return sum(tables.values()) * width
+                                 default=str)
+                tables[key] = _positions(rope, spec.n_positions, mrope_positions) * rope.rotary_dim
+    return sum(tables.values())
+
+
+def vllm_rope_cache(spec: ModelSpec, element_bytes: int) -> int:
+    """The bytes of vLLM's cos/sin tables for `spec`, whole on every GPU, in values of `element_bytes`
+    (4 where vLLM keeps fp32); none where vLLM's own implementation is not the one that runs
+    (`spec.vllm.implementation`)."""
+    build = spec.vllm
+    if build.implementation != "native":
+        return 0
+    return _table_values(spec, build.mrope_positions) * (4 if build.rope_dtype == "float32" else element_bytes)
+
+
+def sglang_rope_cache(spec: ModelSpec) -> int:
+    """The bytes of SGLang's cos/sin tables for `spec` on a CUDA GPU: the same tables, kept in fp32."""
+    return _table_values(spec, 1) * 4

@@ -18,8 +18,17 @@ mem_cache/kv_cache_configurator.py _profile_available_bytes; v0.5):
     reserved  = max(512 + 1.5 x max(chunked_prefill_size, 2048) + tp x pp / 8 x 1024 + 2 x cuda_graph_max_bs,
                     10,240 on a GPU of more than 60 GiB)                                   (MiB)
     mem_fraction_static = round((total MiB - reserved) / total MiB, 3)                    unless given
-    pool      = free before loading x mem_fraction_static - weights
-              = (total - non-torch memory) x mem_fraction_static - weights
+    pool      = free after loading - free before loading x (1 - mem_fraction_static)
+              = (total - in use before loading) x mem_fraction_static - weights
+
+  "free before loading" is pre_model_load_memory, the least free memory of the GPUs once CUDA is up and,
+  on several GPUs, once the process groups (NCCL communicators, custom all-reduce buffers) exist: the
+  "Load weight begin. avail mem" its log prints (init_torch_distributed's min_per_gpu_memory in
+  model_runner.py). model_runner_kv_cache_mixin.py profile_max_num_token, lines 111-144 at 226149ac:
+  rest_memory = available_gpu_memory - total_gpu_memory * (1 - self.mem_fraction_static), then
+  int(rest_memory * (1 << 30)) // cell_size (SGLANG_POOL; later versions' _profile_available_bytes keep
+  the rule). Weights are what loading took ("mem usage"): the checkpoint's bytes and the fp32 rotary
+  table (`calc.analysis.memory.rope_cache`).
 
 TensorRT-LLM (PyTorch backend, tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator._cal_max_tokens;
 llmapi/llm_args.py KvCacheConfig; v1.x):
@@ -33,8 +42,9 @@ llmapi/llm_args.py KvCacheConfig; v1.x):
 
 Only the weights are exact here (the checkpoint's bytes as the engine keeps them, one GPU's share).
 The activation peak is an estimate from the model's shapes (`activation_estimate`), and non-torch
-memory and CUDA graphs are the figures published start-up logs show; each is a named term the user
-can set from their own log, and `--kv-memory` still overrides the pool outright.
+memory (SGLang: what is in use before loading) and CUDA graphs are the figures published start-up logs
+show; each is a named term the user can set from their own log, and `--kv-memory` still overrides the
+pool outright.
 """
 
 from __future__ import annotations
@@ -44,13 +54,14 @@ from dataclasses import dataclass
 
 from calc.analysis.memory.budget import BudgetSpec
 from calc.analysis.memory.gpus import GPU
-from calc.analysis.memory.rope_cache import ROPE_SOURCE, vllm_rope_cache
+from calc.analysis.memory.rope_cache import ROPE_SOURCE, SGLANG_ROPE_SOURCE, sglang_rope_cache, vllm_rope_cache
 from calc.analysis.memory.weights import Weights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["CUDA_TOTAL", "STARTUP_ENGINES", "Reserves", "StartupBudget", "Term", "activation_estimate", "budget_gpu", "cuda_total", "forward_bytes", "sglang_fraction",
-           "startup_budget", "vllm_batch_defaults", "vllm_extra_weights"]
+__all__ = ["CUDA_TOTAL", "STARTUP_ENGINES", "Reserves", "StartupBudget", "Term", "activation_estimate", "budget_gpu",
+           "cuda_total", "engine_extra_weights", "forward_bytes", "sglang_fraction", "sglang_preload", "startup_budget",
+           "vllm_batch_defaults", "vllm_extra_weights"]
 
 GIB = 2**30
 MIB = 2**20
@@ -58,13 +69,28 @@ STARTUP_ENGINES = ("vllm", "sglang", "trtllm")  # the engines whose start-up bud
 VLLM_WORKER = "https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu_worker.py (determine_available_memory)"
 VLLM_PROFILING = "https://github.com/vllm-project/vllm/blob/main/vllm/utils/mem_utils.py (memory_profiling)"
 VLLM_DEFAULTS = "https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py (get_batch_defaults)"
-SGLANG_FRACTION = "https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/arg_groups/memory_hook.py"
-SGLANG_POOL = ("https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/mem_cache/kv_cache_configurator.py "
-               "(_profile_available_bytes)")
+# handle_gpu_memory_settings: card tiers at L67-L148, then the reserve ("Static memory and runtime headroom"
+# and reserve_for_graph_mb). This commit also reserves len(prefill graph sizes) x 8 MiB (1.5 GiB under MLA)
+# for prefill CUDA graphs where they are on; not modelled (it would lower the default fraction by that much).
+SGLANG_FRACTION = ("https://github.com/sgl-project/sglang/blob/a82da8da159ec67038d9357c172fba89ad8af6a3/"
+                   "python/sglang/srt/arg_groups/memory_hook.py#L67-L148 (handle_gpu_memory_settings)")
+SGLANG_POOL = ("https://github.com/sgl-project/sglang/blob/226149ac457bd1a1b5d450f55c01f72f604320d6/"
+               "python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py#L111-L144 (profile_max_num_token: "
+               "free after loading - free before loading x (1 - mem_fraction_static))")
 # Non-torch memory after profiling, one GPU: 0.16 GiB (H100, vllm#12126) and 0.20 GiB (RTX 3090 x 4, vllm#14447).
 NON_TORCH = 0.2
 NON_TORCH_SOURCE = ("https://github.com/vllm-project/vllm/pull/12126 (non_torch_memory takes 0.16GiB), "
                     "https://github.com/vllm-project/vllm/pull/14447 (0.20GiB)")
+# What SGLang finds in use when it measures its free memory before loading (GiB, as its "GB" are): the CUDA
+# context on any GPU; on several, also its process groups' NCCL and custom all-reduce buffers, counted on
+# the GPU that has least left (the pool is sized from the least free memory of the group).
+SGLANG_CONTEXT = 0.41  # 79.22 GiB total (H100, CUDA_TOTAL) - 78.81 "Load weight begin. avail mem", one GPU
+SGLANG_GROUPS = 2.01  # "Init torch distributed ends. mem usage=2.01 GB", the most of 8 x H200's ranks
+SGLANG_PRELOAD_SOURCE = ("CUDA context: https://docs.sglang.ai/start/send_request.html (2025-01-23, one 80 GB GPU: "
+                         "'Load weight begin. avail mem=78.81 GB' of 79.22 GiB); process groups: "
+                         "https://github.com/sgl-project/sglang/pull/11716 ('Init torch distributed ends. mem "
+                         "usage=2.01 GB', 8 x H200); one GPU forms none ('mem usage=0.00 GB', "
+                         "https://github.com/sgl-project/sglang/issues/9574)")
 # vLLM's CUDA graph estimate; 0 with --enforce-eager. A stated default, not a measurement of any model.
 CUDA_GRAPHS = 0.5
 CUDA_GRAPHS_SOURCE = "vLLM: profile_cudagraph_memory (captured at start-up); 0 under --enforce-eager"
@@ -143,6 +169,25 @@ def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep:
     return tuple((what, n) for what, n in extra if n)
 
 
+def sglang_extra_weights(spec: ModelSpec) -> tuple[tuple[str, int], ...]:
+    """What SGLang holds beyond the checkpoint's tensors on one GPU: its fp32 rotary cos/sin tables."""
+    table = sglang_rope_cache(spec)
+    return (("fp32 rotary cos/sin cache", table),) if table else ()
+
+
+def engine_extra_weights(engine: str, spec: ModelSpec, weights: Weights, gpu: GPU, tp: int,
+                         ep: int = 1) -> tuple[tuple[str, int], ...]:
+    """What `engine` loads beyond the checkpoint on one GPU of the layout (none known for TensorRT-LLM)."""
+    if engine == "vllm":
+        return vllm_extra_weights(spec, weights, gpu, tp, ep)
+    return sglang_extra_weights(spec) if engine == "sglang" else ()
+
+
+def sglang_preload(tp: int, pp: int) -> int:
+    """The bytes SGLang finds in use on a GPU of a tp x pp group before it loads the weights."""
+    return round((SGLANG_CONTEXT + (SGLANG_GROUPS if tp * pp > 1 else 0)) * GIB)
+
+
 MXFP4_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/quantization/mxfp4.py "
                 "(get_mxfp4_backend; Mxfp4MoEMethod.create_weights pads each expert's intermediate and hidden sizes "
                 "for its kernel)")
@@ -180,7 +225,7 @@ def mxfp4_padding(spec: ModelSpec, weights: Weights, tp: int, ep: int, gpu: GPU)
 
 _EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_UV copy": MLA_COPY_SOURCE,
                   "MXFP4 expert padding": MXFP4_SOURCE, "fp32 decay of state layers": FP32_DECAY_SOURCE,
-                  "rotary cos/sin cache": ROPE_SOURCE}
+                  "rotary cos/sin cache": ROPE_SOURCE, "fp32 rotary cos/sin cache": SGLANG_ROPE_SOURCE}
 
 
 def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_bytes: int = 2) -> int:
@@ -233,14 +278,14 @@ class StartupBudget:
 
     @property
     def before_share(self) -> tuple[Term, ...]:
-        """The terms taken from the total before the fraction applies: SGLang's non-torch memory (its
-        fraction is of what is free before loading), TensorRT-LLM's whole profiling peak."""
+        """The terms taken from the total before the fraction applies: what SGLang finds in use before
+        loading (its fraction is of what is free then), TensorRT-LLM's whole profiling peak."""
         keys = {"sglang": ("non_torch",), "trtllm": ("weights", "activation", "non_torch")}.get(self.engine, ())
         return tuple(t for t in self.terms if t.key in keys)
 
     @property
     def usable(self) -> int:
-        """vLLM: ceil(total x utilisation); SGLang: (total - non-torch) x mem_fraction_static;
+        """vLLM: ceil(total x utilisation); SGLang: (total - in use before loading) x mem_fraction_static;
         TensorRT-LLM: (total - profiling peak) x free_gpu_memory_fraction."""
         if self.before_share:
             return int((self.total - sum(t.bytes for t in self.before_share)) * self.fraction)
@@ -273,6 +318,7 @@ class StartupBudget:
             return [f"Model loading took {gib(self.term('weights'))} GiB memory"]
         if self.engine == "sglang":
             return [f"mem_fraction_static={self.fraction}",
+                    f"Load weight begin. avail mem={(self.total - self.term('non_torch')) / GIB:.2f} GB",
                     f"Load weight end. mem usage={self.term('weights') / GIB:.2f} GB"]
         peak = sum(t.bytes for t in self.before_share)
         return [f"Peak memory during memory usage profiling (torch + non-torch): {peak / GIB:.2f} GiB, available KV "
@@ -363,7 +409,7 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
                    extra: tuple[tuple[str, int], ...] = (), max_model_len: int | None = None,
                    encoder_tp: int | None = None) -> StartupBudget:
     """The budget `engine` draws up on one GPU of the layout holding `weights` bytes of the model
-    (`extra`: what the engine holds beyond them, vllm_extra_weights); under vLLM, a multimodal model's
+    (`extra`: what the engine holds beyond them, engine_extra_weights); under vLLM, a multimodal model's
     encoder cache and encoder forward for requests of `max_model_len` tokens, under SGLang its default
     fraction scaled for the vision encoder (`encoder_tp`: the GPUs its layers are split over; None: the
     towers are not loaded, --text-only)."""
@@ -380,7 +426,9 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
     tokens, rows = reserves.max_batched or batched, min(reserves.max_seqs or seqs, reserves.max_batched or batched)
     act = reserves.activation if reserves.activation is not None else activation_estimate(spec, tokens, rows, tp,
                                                                                              dtype_bytes)
-    non_torch = reserves.non_torch if reserves.non_torch is not None else round(NON_TORCH * GIB)
+    sglang = engine == "sglang"
+    non_torch = reserves.non_torch if reserves.non_torch is not None else \
+        sglang_preload(tp, pp) if sglang else round(NON_TORCH * GIB)
     graphs = reserves.cuda_graphs if reserves.cuda_graphs is not None else round(CUDA_GRAPHS * GIB)
     given = lambda value: "given" if value is not None else "estimate"  # noqa: E731
     terms = [
@@ -391,8 +439,8 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
         Term("activation", "activation peak", act, "--activation-memory", given(reserves.activation),
              f"profiling forward of {tokens:,} tokens + sampler over {rows:,} rows "
              f"({TRTLLM_POOL if engine == 'trtllm' else VLLM_PROFILING})"),
-        Term("non_torch", "non-torch memory", non_torch, "--non-torch-memory", given(reserves.non_torch),
-             NON_TORCH_SOURCE),
+        Term("non_torch", "in use before loading" if sglang else "non-torch memory", non_torch, "--non-torch-memory",
+             given(reserves.non_torch), f"{SGLANG_PRELOAD_SOURCE}; {SGLANG_POOL}" if sglang else NON_TORCH_SOURCE),
         Term("cuda_graphs", "CUDA graphs", graphs, "--cuda-graph-memory", given(reserves.cuda_graphs),
              CUDA_GRAPHS_SOURCE),
     ]
