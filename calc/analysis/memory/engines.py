@@ -46,6 +46,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache, KVLayers
+from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
+from calc.analysis.memory.vllm_packed import PackedGroups, compressed_pages, has_compressed_rows, packed_groups
 from calc.errors import GptcalcError
 
 __all__ = ["ENGINES", "Engine", "HybridGroups", "KVPool", "hybrid_groups", "engine_lines", "kv_pool", "padded_context"]
@@ -85,7 +87,7 @@ class KVPool:
     bytes_per_token: int  # one token, one GPU, every layer it holds
     kv_memory: int
     max_model_len: int
-    hybrid: HybridGroups | None = None  # vLLM's groups of full, sliding-window and state layers
+    hybrid: HybridGroups | PackedGroups | None = None  # vLLM's groups: full, sliding-window and state layers, or packed pages
     mamba: MambaPool | None = None  # SGLang's separate pool of per-request states
 
     @property
@@ -104,6 +106,8 @@ class KVPool:
     @property
     def tokens(self) -> int:
         """Token slots: blocks x block, per group for a hybrid model (what vLLM up to v0.10 printed)."""
+        if isinstance(self.hybrid, PackedGroups):  # pages of several token counts: the tokens vLLM prints
+            return self.printed_tokens
         if self.hybrid is not None:
             return self.blocks // self.hybrid.groups * self.block
         return self.blocks * self.block
@@ -203,6 +207,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     _refuse_unmodelled(kv, engine)
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
+    if engine == "vllm" and has_compressed_rows(kv):
+        return _compressed_pool(kv, found, kv_memory, max_model_len, block, max_batched)
     dsa = any(kind.kind == DSA for kind in kv.layers)
     block = block or (DSA_PAGE if engine in ("vllm", "sglang") and dsa else found.block)
     hybrid = hybrid_groups(kv, block, max_batched, ssm_bytes) if engine == "vllm" else None
@@ -211,6 +217,17 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     mamba = sglang_mamba_pool(kv, kv_memory) if engine == "sglang" else None
     per_token = engine_bytes_per_token(kv) if engine in ("vllm", "sglang") else kv.bytes_per_token
     return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
+
+
+def _compressed_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: int, block: int | None,
+                     max_batched: int) -> KVPool:
+    """vLLM's pool of a model with compressed rows: every part paged apart, packed in one block
+    (calc.analysis.memory.vllm_packed); its backends take --block-size 256 only."""
+    if block not in (None, COMPRESSED_BLOCK):
+        raise GptcalcError(f"--block-size {block}: vLLM's DeepSeek-V4 backends (FlashMLA sparse, the indexer) take "
+                           f"{COMPRESSED_BLOCK} only")
+    packed = packed_groups(compressed_pages(kv), max_batched)
+    return KVPool(found, COMPRESSED_BLOCK, packed.bytes_per_token, kv_memory, max_model_len, packed)
 
 
 STATE = "state"  # a group of Mamba / linear-attention layers
@@ -347,17 +364,24 @@ def engine_bytes_per_token(kv: KVCache) -> int:
     return sum(kind.n_layers * dsa_row_bytes(kind, kv) for kind in kv.layers)
 
 
+SGLANG_V4 = ("SGLang serves it from pools of its own (python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py: "
+             "584-byte rows in 576-byte-aligned pages, a ring of window rows, compressor-state rings)")
+
+
 def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     """Engines page conv and recurrent states, and DSA's indexer keys, their own way: vLLM's state
-    pages (hybrid_groups), SGLang's Mamba pool (MambaPool) and both engines' DSA layout
-    (dsa_row_bytes) are modelled; llama.cpp's recurrent-state buffer and TensorRT-LLM's are not yet,
-    nor any engine's pages of DeepSeek-V4's compressed rows, so such a model gets no engine line there
-    rather than a wrong one."""
+    pages (hybrid_groups), SGLang's Mamba pool (MambaPool), both engines' DSA layout (dsa_row_bytes)
+    and vLLM's pages of compressed rows (vllm_packed) are modelled; llama.cpp's recurrent-state buffer,
+    TensorRT-LLM's, and the other engines' compressed rows are not yet, so such a model gets no
+    engine line there rather than a wrong one."""
+    if engine == "vllm" and has_compressed_rows(kv):
+        return
     other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA} if engine in ("vllm", "sglang") else set()))
     if (kv.states and engine not in ("vllm", "sglang")) or other:
         what = f"{other[0]} keys" if other else "conv and recurrent states"
+        why = f"; {SGLANG_V4}" if engine == "sglang" and has_compressed_rows(kv) else ""
         raise GptcalcError(f"--engine {engine}: {kv.model} keeps {what} beside its KV cache, and how {engine} pages "
-                           "them is not modelled yet; without --engine, memory and kvcache give every part")
+                           f"them is not modelled yet{why}; without --engine, memory and kvcache give every part")
 
 
 def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
