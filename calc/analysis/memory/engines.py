@@ -87,7 +87,7 @@ class KVPool:
     bytes_per_token: int  # one token, one GPU, every layer it holds
     kv_memory: int
     max_model_len: int
-    hybrid: HybridGroups | PackedGroups | None = None  # vLLM's groups: full, sliding-window and state layers, or packed pages
+    hybrid: HybridGroups | PackedGroups | None = None  # vLLM's groups (full, window, state), or packed pages
     mamba: MambaPool | None = None  # SGLang's separate pool of per-request states
 
     @property

@@ -163,9 +163,10 @@ class Bucket:
         """Bytes of the widest of `groups` groups the bucket splits into."""
         return sum(-(-n // groups) * page for page, n in self.layers.items())
 
-    def group_pages(self, groups: int) -> list[int]:
-        """Each group's bytes when the pattern repeats are dealt round-robin (pattern_repeats[i::groups])."""
-        return [sum(page * len(range(i, n, groups)) for page, n in self.layers.items()) for i in range(groups)]
+    def split(self, groups: int) -> list[tuple[int, int]]:
+        """Each group's (layers, bytes) when the pattern repeats are dealt round-robin (pattern_repeats[i::groups])."""
+        return [(sum(len(range(i, n, groups)) for n in self.layers.values()),
+                 sum(page * len(range(i, n, groups)) for page, n in self.layers.items())) for i in range(groups)]
 
 
 def _buckets(pages: tuple[Pages, ...]) -> dict[tuple[int, int | None], Bucket]:
@@ -180,6 +181,7 @@ class PackedGroups:
     """vLLM's groups for pages of several sizes packed in one block: each group's bytes per block and
     the pages one request takes in it. It answers as HybridGroups does (a block of `page` bytes)."""
 
+    group_layers: tuple[int, ...]
     group_bytes: tuple[int, ...]
     group_windows: tuple[int | None, ...]
     group_blocks: tuple[int, ...]  # tokens per page of each group
@@ -211,7 +213,8 @@ class PackedGroups:
                    for size, window in zip(self.group_blocks, self.group_windows))
 
     def to_json(self) -> dict[str, object]:
-        return {"block_bytes": self.page, "groups": self.groups, "group_bytes": list(self.group_bytes),
+        return {"block_bytes": self.page, "groups": self.groups, "group_layers": list(self.group_layers),
+                "group_bytes": list(self.group_bytes),
                 "group_windows": list(self.group_windows), "group_block_sizes": list(self.group_blocks),
                 "repeats_per_group": self.repeats, "tokens_in_flight": self.in_flight,
                 "layers": [p.to_json() for p in self.pages]}
@@ -230,14 +233,12 @@ def packed_groups(pages: tuple[Pages, ...], max_batched: int) -> PackedGroups:
         return repeats is None and b.window is not None
 
     anchor = max(b.widest(sum(b.layers.values()) if state(b) else count(b)) for b in buckets)
-    sizes, windows, blocks = [], [], []
+    groups = []  # (layers, bytes, window, block) of each group
     for b in buckets:
         n = max(count(b), -(-sum(b.layers.values()) // max(anchor // next(iter(b.layers)), 1))) if state(b) \
             else count(b)
         if n > 1 and not b.balanced:
             raise GptcalcError("--engine vllm: a bucket of unequal page counts split into groups; not modelled")
-        for group in b.group_pages(n):
-            sizes.append(group)
-            windows.append(b.window)
-            blocks.append(b.block)
-    return PackedGroups(tuple(sizes), tuple(windows), tuple(blocks), repeats, ASYNC_BATCHES * max_batched, pages)
+        groups += [(layers, size, b.window, b.block) for layers, size in b.split(n)]
+    layers, sizes, windows, blocks = zip(*groups)
+    return PackedGroups(layers, sizes, windows, blocks, repeats, ASYNC_BATCHES * max_batched, pages)
