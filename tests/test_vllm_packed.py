@@ -115,3 +115,5 @@ def test_refusals_say_why() -> None:
         kv_pool(flash_kv(), "vllm", 2**34, M, 64)
     with pytest.raises(GptcalcError, match="deepseek_v4_memory_pool.py"):
         kv_pool(flash_kv(), "sglang", 2**34, M)
+    with pytest.raises(GptcalcError, match="over the whole model, then per stage"):
+        kv_pool(flash_kv(), "vllm", 2**34, M, pp=2)
