@@ -117,3 +117,5 @@ def test_refusals_say_why() -> None:
         kv_pool(flash_kv(), "sglang", 2**34, M)
     with pytest.raises(GptcalcError, match="over the whole model, then per stage"):
         kv_pool(flash_kv(), "vllm", 2**34, M, pp=2)
+    with pytest.raises(GptcalcError, match="SM120 backend"):  # an RTX 5090 (compute capability 12.0)
+        kv_pool(flash_kv(), "vllm", 2**34, M, capability=(12, 0))

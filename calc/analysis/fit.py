@@ -126,7 +126,8 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
                                     extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None)
             try:
                 pool = (kv_pool(result.kv, engine, budget.kv_memory, seq, None,
-                                reserves.max_batched or vllm_batch_defaults(budget.total)[0], pp=layout.pp)
+                                reserves.max_batched or vllm_batch_defaults(budget.total)[0], pp=layout.pp,
+                                capability=gpu.capability)
                         if budget.kv_memory > 0 else None)
             except GptcalcError as exc:  # a layout whose pages the engine model does not cover
                 skipped[_skipped(layout, exc)] = None

@@ -197,10 +197,12 @@ def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
 
 
 def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None,
-            max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1) -> KVPool:
+            max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1,
+            capability: tuple[int, int] | None = None) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
-    float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages."""
+    float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
+    `capability`: the card's CUDA compute capability (None: unknown)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
@@ -208,7 +210,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
     if engine == "vllm" and has_compressed_rows(kv):
-        return _compressed_pool(kv, found, kv_memory, max_model_len, block, max_batched, pp)
+        return _compressed_pool(kv, found, kv_memory, max_model_len, block, max_batched, pp, capability)
     dsa = any(kind.kind == DSA for kind in kv.layers)
     block = block or (DSA_PAGE if engine in ("vllm", "sglang") and dsa else found.block)
     hybrid = hybrid_groups(kv, block, max_batched, ssm_bytes) if engine == "vllm" else None
@@ -220,11 +222,16 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
 
 
 def _compressed_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: int, block: int | None,
-                     max_batched: int, pp: int) -> KVPool:
+                     max_batched: int, pp: int, capability: tuple[int, int] | None) -> KVPool:
     """vLLM's pool of a model with compressed rows: every part paged apart, packed in one block
     (calc.analysis.memory.vllm_packed); its backends take --block-size 256 only. Under pipeline
     parallelism vLLM groups the whole model's layers and then keeps each stage's share of every
-    group (kv_cache_utils.py _project_kv_cache_groups_to_worker), which is not modelled."""
+    group (kv_cache_utils.py _project_kv_cache_groups_to_worker), and on SM12x cards it picks
+    FlashInfer's SM120 backend (models/deepseek_v4/nvidia/model.py:1042-1043): neither is modelled."""
+    if capability is not None and capability[0] == 12:
+        raise GptcalcError(f"--engine vllm: on an SM{capability[0]}{capability[1]} card vLLM serves {kv.model} with "
+                           "FlashInfer's SM120 backend, whose pages are not modelled (FlashMLA's, on every other "
+                           "CUDA card, are)")
     if pp > 1:
         raise GptcalcError(f"--pp {pp} with --engine vllm: vLLM groups {kv.model}'s pages over the whole model, then "
                            "per stage; that split is not modelled yet (give --tp alone)")
