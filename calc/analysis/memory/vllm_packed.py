@@ -150,7 +150,7 @@ def _approximate_gcd(values: list[int], lower: int) -> int:
 
 @dataclass(frozen=True)
 class Bucket:
-    """Layers of one kind: how many of each page size, and the pages a request takes."""
+    """Layers of one kind (one block size, one window): how many layers of each page size."""
 
     block: int
     window: int | None
@@ -214,6 +214,8 @@ class PackedGroups:
         return sum(p.n_layers * p.page for p in self.pages if p.window is None) // BLOCK
 
     def blocks_per_request(self, max_model_len: int, block: int) -> int:
+        """The blocks one request takes, summed over the groups (each group's own block size; `block`,
+        HybridGroups' one attention block, is not needed)."""
         return sum(Pages("", 1, size, 0, window).per_request(max_model_len, self.in_flight)
                    for size, window in zip(self.group_blocks, self.group_windows))
 
