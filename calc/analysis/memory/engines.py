@@ -376,10 +376,19 @@ def engine_bytes_per_token(kv: KVCache) -> int:
     return sum(kind.n_layers * dsa_row_bytes(kind, kv) for kind in kv.layers)
 
 
-# sgl-project/sglang at 007bddd4a95b44d3c8cd22c8a24d0ee1455955fd: DeepSeekV4SingleKVPool.create_buffer (584 B a
-# token, pages padded to 576 B), get_swa_ring_size, get_compress_state_ring_size, DeepSeekV4TokenToKVPool.
-SGLANG_V4 = ("SGLang serves it from pools of its own (python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py: "
-             "584-byte rows in 576-byte-aligned pages, a ring of window rows, compressor-state rings)")
+# Where the other engines keep DeepSeek-V4's caches (each serves it; how they size them is not modelled):
+# SGLang at 007bddd4a95b44d3c8cd22c8a24d0ee1455955fd: DeepSeekV4SingleKVPool.create_buffer (584 B a token, pages
+# padded to 576 B), get_swa_ring_size, get_compress_state_ring_size, DeepSeekV4TokenToKVPool; TensorRT-LLM's
+# DeepseekV4CacheManager (its parts named in NVIDIA/TensorRT-LLM#18783); llama.cpp's llama_kv_cache_dsv4
+# (ggml-org/llama.cpp#24162, merged).
+COMPRESSED_HOMES = {
+    "sglang": "SGLang serves it from pools of its own (python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py: "
+              "584-byte rows in 576-byte-aligned pages, a ring of window rows, compressor-state rings)",
+    "trtllm": "TensorRT-LLM serves it from its DeepseekV4CacheManager (window, compressed, indexer and compressor-state "
+              "caches apart)",
+    "llamacpp": "llama.cpp serves it from llama_kv_cache_dsv4 (src/llama-kv-cache-dsv4.cpp: a window cache and CSA and "
+                "HCA caches of compressed cells)",
+}
 
 
 def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
@@ -393,7 +402,7 @@ def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA} if engine in ("vllm", "sglang") else set()))
     if (kv.states and engine not in ("vllm", "sglang")) or other:
         what = f"{other[0]} keys" if other else "conv and recurrent states"
-        why = f"; {SGLANG_V4}" if engine == "sglang" and has_compressed_rows(kv) else ""
+        why = f"; {COMPRESSED_HOMES[engine]}" if has_compressed_rows(kv) and engine in COMPRESSED_HOMES else ""
         raise GptcalcError(f"--engine {engine}: {kv.model} keeps {what} beside its KV cache, and how {engine} pages "
                            f"them is not modelled yet{why}; without --engine, memory and kvcache give every part")
 
