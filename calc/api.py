@@ -226,7 +226,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     if engine and (kv_memory is not None or startup is not None):
         pool_bytes = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
         pool = kv_pool(result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
-                       max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048))
+                       max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048), pp=layout.pp,
+                       capability=gpu.capability if gpu else None)
     placing = (n_gpu_layers, tensor_split, override_tensor)
     if (any(p is not None for p in placing) or not kv_offload) and engine != "llamacpp":
         raise GptcalcError("--n-gpu-layers, --tensor-split, --override-tensor and --no-kv-offload are llama.cpp's: "

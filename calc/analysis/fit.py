@@ -101,6 +101,10 @@ class Candidate:
                 "budget": self.budget.to_json()}
 
 
+def _skipped(layout: Layout, exc: GptcalcError) -> str:
+    return f"tp {layout.tp} pp {layout.pp} ep {layout.ep}: {exc}"
+
+
 def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], engine: str = "vllm",
         concurrency: int = 1, dtype: str = "fp16", kv_dtype: str = "fp16", scheme: Scheme | None = None,
         stored: StoredWeights | None = None, reserves: Reserves = Reserves()) -> tuple[list[Candidate], list[str]]:
@@ -114,15 +118,20 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
             validate_layout(spec, layout)
             result = inference(spec, breakdown, seq, 1, dtype, kv_dtype, layout=layout, scheme=scheme, stored=stored)
         except GptcalcError as exc:
-            skipped[f"tp {layout.tp} pp {layout.pp} ep {layout.ep}: {exc}"] = None
+            skipped[_skipped(layout, exc)] = None
             continue
         for gpu in gpus:
             extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep)
             budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
                                     extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None)
-            pool = (kv_pool(result.kv, engine, budget.kv_memory, seq, None,
-                            reserves.max_batched or vllm_batch_defaults(budget.total)[0])
-                    if budget.kv_memory > 0 else None)
+            try:
+                pool = (kv_pool(result.kv, engine, budget.kv_memory, seq, None,
+                                reserves.max_batched or vllm_batch_defaults(budget.total)[0], pp=layout.pp,
+                                capability=gpu.capability)
+                        if budget.kv_memory > 0 else None)
+            except GptcalcError as exc:  # a layout whose pages the engine model does not cover
+                skipped[_skipped(layout, exc)] = None
+                continue
             candidate = Candidate(gpu, layout, result.weights.total_bytes, budget, pool, seq, concurrency)
             if candidate.serves:
                 served.append(candidate)

@@ -46,6 +46,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache, KVLayers
+from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
+from calc.analysis.memory.vllm_packed import (QUANT_BLOCK, PackedGroups, compressed_pages, has_compressed_rows,
+                                               indexer_key_bytes, packed_groups)
 from calc.errors import GptcalcError
 
 __all__ = ["ENGINES", "Engine", "HybridGroups", "KVPool", "hybrid_groups", "engine_lines", "kv_pool", "padded_context"]
@@ -85,7 +88,7 @@ class KVPool:
     bytes_per_token: int  # one token, one GPU, every layer it holds
     kv_memory: int
     max_model_len: int
-    hybrid: HybridGroups | None = None  # vLLM's groups of full, sliding-window and state layers
+    hybrid: HybridGroups | PackedGroups | None = None  # vLLM's groups (full, window, state), or packed pages
     mamba: MambaPool | None = None  # SGLang's separate pool of per-request states
 
     @property
@@ -104,6 +107,8 @@ class KVPool:
     @property
     def tokens(self) -> int:
         """Token slots: blocks x block, per group for a hybrid model (what vLLM up to v0.10 printed)."""
+        if isinstance(self.hybrid, PackedGroups):  # pages of several token counts: the tokens vLLM prints
+            return self.printed_tokens
         if self.hybrid is not None:
             return self.blocks // self.hybrid.groups * self.block
         return self.blocks * self.block
@@ -193,16 +198,20 @@ def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
 
 
 def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None,
-            max_batched: int = MAX_BATCHED, ssm_bytes: int = 2) -> KVPool:
+            max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1,
+            capability: tuple[int, int] | None = None) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
-    float32, as vLLM's CPU platform sets it for its accelerated kernels)."""
+    float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
+    `capability`: the card's CUDA compute capability (None: unknown)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
     _refuse_unmodelled(kv, engine)
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
+    if engine == "vllm" and has_compressed_rows(kv):
+        return _compressed_pool(kv, found, kv_memory, max_model_len, block, max_batched, pp, capability)
     dsa = any(kind.kind == DSA for kind in kv.layers)
     block = block or (DSA_PAGE if engine in ("vllm", "sglang") and dsa else found.block)
     hybrid = hybrid_groups(kv, block, max_batched, ssm_bytes) if engine == "vllm" else None
@@ -211,6 +220,27 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     mamba = sglang_mamba_pool(kv, kv_memory) if engine == "sglang" else None
     per_token = engine_bytes_per_token(kv) if engine in ("vllm", "sglang") else kv.bytes_per_token
     return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
+
+
+def _compressed_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: int, block: int | None,
+                     max_batched: int, pp: int, capability: tuple[int, int] | None) -> KVPool:
+    """vLLM's pool of a model with compressed rows: every part paged apart, packed in one block
+    (calc.analysis.memory.vllm_packed); its backends take --block-size 256 only. Under pipeline
+    parallelism vLLM groups the whole model's layers and then keeps each stage's share of every
+    group (kv_cache_utils.py _project_kv_cache_groups_to_worker), and on SM12x cards it picks
+    FlashInfer's SM120 backend (models/deepseek_v4/nvidia/model.py:1042-1043): neither is modelled."""
+    if capability is not None and capability[0] == 12:
+        raise GptcalcError(f"--engine vllm: on an SM{capability[0]}{capability[1]} card vLLM serves {kv.model} with "
+                           "FlashInfer's SM120 backend, whose pages are not modelled (FlashMLA's, on every other "
+                           "CUDA card, are)")
+    if pp > 1:
+        raise GptcalcError(f"--pp {pp} with --engine vllm: vLLM groups {kv.model}'s pages over the whole model, then "
+                           "per stage; that split is not modelled yet (give --tp alone)")
+    if block not in (None, COMPRESSED_BLOCK):
+        raise GptcalcError(f"--block-size {block}: vLLM's DeepSeek-V4 backends (FlashMLA sparse, the indexer) take "
+                           f"{COMPRESSED_BLOCK} only")
+    packed = packed_groups(compressed_pages(kv), max_batched)
+    return KVPool(found, COMPRESSED_BLOCK, packed.bytes_per_token, kv_memory, max_model_len, packed)
 
 
 STATE = "state"  # a group of Mamba / linear-attention layers
@@ -320,7 +350,6 @@ DSA = "DSA indexer"
 # Tokens per page for DeepSeek's DSA: SGLang sets --page-size 64 (arg_groups/model_overrides/deepseek_v2.py);
 # vLLM's sparse FlashMLA takes blocks of a multiple of 64 (flashmla_sparse.py get_supported_kernel_block_sizes).
 DSA_PAGE = 64
-QUANT_BLOCK = 128  # DSA's fp8 rows carry one fp32 scale per 128 values (SGLang DSATokenToKVPool.quant_block_size)
 
 
 def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
@@ -334,7 +363,7 @@ def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
     DeepseekV32IndexerCache (models/deepseek_v2.py), both in one group whose page is the sum of the
     layers' pages (UniformTypeKVCacheSpecs, v1/kv_cache_interface.py)."""
     if kind.kind == DSA:
-        return kind.k + kind.k // QUANT_BLOCK * 4
+        return indexer_key_bytes(kind.k)
     dsa = any(other.kind == DSA for other in kv.layers)
     if dsa and kind.kind == "MLA" and kv.format.name.startswith("fp8"):
         latent = kind.k - kind.rope
@@ -347,17 +376,35 @@ def engine_bytes_per_token(kv: KVCache) -> int:
     return sum(kind.n_layers * dsa_row_bytes(kind, kv) for kind in kv.layers)
 
 
+# Where the other engines keep DeepSeek-V4's caches (each serves it; how they size them is not modelled):
+# SGLang at 007bddd4a95b44d3c8cd22c8a24d0ee1455955fd: DeepSeekV4SingleKVPool.create_buffer (584 B a token, pages
+# padded to 576 B), get_swa_ring_size, get_compress_state_ring_size, DeepSeekV4TokenToKVPool; TensorRT-LLM's
+# DeepseekV4CacheManager (its parts named in NVIDIA/TensorRT-LLM#18783); llama.cpp's llama_kv_cache_dsv4
+# (ggml-org/llama.cpp#24162, merged).
+COMPRESSED_HOMES = {
+    "sglang": "SGLang serves it from pools of its own (python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py: "
+              "584-byte rows in 576-byte-aligned pages, a ring of window rows, compressor-state rings)",
+    "trtllm": "TensorRT-LLM serves it from its DeepseekV4CacheManager (window, compressed, indexer and compressor-state "
+              "caches apart)",
+    "llamacpp": "llama.cpp serves it from llama_kv_cache_dsv4 (src/llama-kv-cache-dsv4.cpp: a window cache and CSA and "
+                "HCA caches of compressed cells)",
+}
+
+
 def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     """Engines page conv and recurrent states, and DSA's indexer keys, their own way: vLLM's state
-    pages (hybrid_groups), SGLang's Mamba pool (MambaPool) and both engines' DSA layout
-    (dsa_row_bytes) are modelled; llama.cpp's recurrent-state buffer and TensorRT-LLM's are not yet,
-    nor any engine's pages of DeepSeek-V4's compressed rows, so such a model gets no engine line there
-    rather than a wrong one."""
+    pages (hybrid_groups), SGLang's Mamba pool (MambaPool), both engines' DSA layout (dsa_row_bytes)
+    and vLLM's pages of compressed rows (vllm_packed) are modelled; llama.cpp's recurrent-state buffer,
+    TensorRT-LLM's, and the other engines' compressed rows are not yet, so such a model gets no
+    engine line there rather than a wrong one."""
+    if engine == "vllm" and has_compressed_rows(kv):
+        return
     other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA} if engine in ("vllm", "sglang") else set()))
     if (kv.states and engine not in ("vllm", "sglang")) or other:
         what = f"{other[0]} keys" if other else "conv and recurrent states"
+        why = f"; {COMPRESSED_HOMES[engine]}" if has_compressed_rows(kv) and engine in COMPRESSED_HOMES else ""
         raise GptcalcError(f"--engine {engine}: {kv.model} keeps {what} beside its KV cache, and how {engine} pages "
-                           "them is not modelled yet; without --engine, memory and kvcache give every part")
+                           f"them is not modelled yet{why}; without --engine, memory and kvcache give every part")
 
 
 def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
