@@ -280,7 +280,7 @@ TINY_MULTIMODAL: dict[str, dict[str, Any]] = {
                  "vision_config": {**_QWEN_VIT, "depth": 3, "num_position_embeddings": 16,
                                    "deepstack_visual_indexes": [0, 1]}},
     "qwen3_5": {"architectures": ["Qwen3_5ForConditionalGeneration"],
-                "text_config": {**_TEXT, **_DELTANET, "model_type": "qwen3_5_text", "head_dim": 8,
+                "text_config": {**_TEXT, **_DELTANET, "model_type": "qwen3_5_text", "head_dim": 16,
                                 "layer_types": ["linear_attention", "full_attention"],
                                 "rope_parameters": {**_MROPE, "mrope_interleaved": True, "partial_rotary_factor": 0.5,
                                                     "rope_theta": 10000.0}},
