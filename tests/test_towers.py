@@ -14,6 +14,7 @@ import json
 import pytest
 
 from calc.analysis.count import count
+from calc.arch.config import TIE_DEFAULT, whole_model_tie
 from calc.spec.load import load_spec
 from cli_checks import check_run
 from oracle import CONFIG_DIR, spec_of, transformers_model
@@ -374,3 +375,64 @@ def test_gemma3n_audio_tensor_names_are_transformers() -> None:
               for name, p in part.state_dict().items()}
     ours = {name: slot.shape for name, slot in tower_slots("audio", spec_of(config).towers["audio"]).items()}
     assert ours == theirs
+
+
+# --- whose tie_word_embeddings the whole model honours ----------------------------------------------
+
+def _tie_pair(model_type: str, outer: bool | None, text: bool | None) -> dict:
+    """An outer config with (or without) its own flag, and a text_config with (or without) its own."""
+    config: dict = {"model_type": model_type, "text_config": {} if text is None else {"tie_word_embeddings": text}}
+    return config if outer is None else {**config, "tie_word_embeddings": outer}
+
+
+FLAGS = [None, True, False]
+
+
+@pytest.mark.parametrize("model_type", sorted(TIE_DEFAULT))
+def test_the_tie_rule_is_transformers_outer_config(model_type: str) -> None:
+    """For every multimodal model_type gptcalc reads, and every way the two configs may (not) set the
+    flag, gptcalc's tie equals the outer config's resolved tie_word_embeddings in transformers 5.24
+    (what the ...ForConditionalGeneration class ties by: modeling_utils.get_expanded_tied_weights_keys)."""
+    transformers = pytest.importorskip("transformers")
+    for outer in FLAGS:
+        for text in FLAGS:
+            config = _tie_pair(model_type, outer, text)
+            data = {k: v for k, v in config.items() if k != "model_type"}
+            expected = transformers.AutoConfig.for_model(model_type, **data).tie_word_embeddings
+            assert whole_model_tie(config, config["text_config"]) is expected, (outer, text)
+
+
+TINY_MISTRAL3 = {"model_type": "mistral3", "architectures": ["Mistral3ForConditionalGeneration"],
+                 "text_config": {"model_type": "mistral", "hidden_size": 64, "intermediate_size": 128,
+                                 "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                 "head_dim": 16, "vocab_size": 1000},
+                 "vision_config": {"model_type": "pixtral", "hidden_size": 32, "intermediate_size": 64,
+                                   "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 64,
+                                   "patch_size": 16, "head_dim": 16}}
+
+
+@pytest.mark.parametrize("outer, text", [(None, False), (False, True), (True, False)])
+def test_a_disagreeing_tie_counts_as_transformers_whole_model(outer: bool | None, text: bool) -> None:
+    """Mistral-3 (Mistral3Config defaults to tied) and InternVL (InternVLConfig too) whose two configs
+    disagree: the total is Mistral3ForConditionalGeneration's / InternVLForConditionalGeneration's."""
+    from oracle import transformers_count
+
+    for base in (TINY_MISTRAL3, {**INTERNVL, "text_config": TINY_MISTRAL3["text_config"] | {"model_type": "qwen2"},
+                                 "vision_config": INTERNVIT_6B_SWITCHES}):
+        config = {**base, **_tie_pair(base["model_type"], outer, text), "model_type": base["model_type"]}
+        config["text_config"] = {**base["text_config"], **config["text_config"]}
+        assert count(spec_of(config)).total == transformers_count(config)
+
+
+def test_a_real_mistral3_config_without_its_outer_flag_is_tied() -> None:
+    """tests/configs/model_types/mistral3.json (Devstral-Small-2) says tie_word_embeddings false at the
+    top and nothing in text_config; without the top flag (as InternVL's -hf converter writes its
+    configs: text_config holds the chat model's llm_config, the outer config no flag) transformers
+    ties the head (Mistral3Config's default, true): Mistral3ForConditionalGeneration on the meta
+    device, transformers 5.24, holds 23,340,272,640 parameters = the untied 24,011,361,280
+    (SOURCES.yaml) less the 131072 x 5120 head."""
+    config = json.loads((MODEL_TYPES / "mistral3.json").read_text())
+    untied = count(spec_of(config)).total
+    del config["tie_word_embeddings"]
+    assert untied == 24_011_361_280
+    assert count(spec_of(config)).total == untied - 131072 * 5120 == 23_340_272_640
