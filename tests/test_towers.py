@@ -334,24 +334,73 @@ def test_internvl_image_tokens_are_the_processors(width: int, height: int) -> No
     assert ours.tokens == 256 * views + 2
 
 
-def test_gemma3n_audio_tower_is_transformers_and_its_vision_tower_is_flagged() -> None:
-    """Gemma 3n (E2B's text decoder, tests/configs/model_types/gemma3n_text-e2b.json, under a gemma3n
-    config with Gemma3nAudioConfig's defaults): the Conformer and its embedder are counted, equal to
-    transformers' Gemma3nAudioEncoder and Gemma3nMultimodalEmbedder built from the same configs; the
-    MobileNet-v5 vision tower (timm's, not installed here) is not, and the total says so."""
+# Gemma 3n: E2B's text decoder (tests/configs/model_types/gemma3n_text-e2b.json) under a gemma3n config
+# whose vision and audio configs are transformers' Gemma3nVisionConfig and Gemma3nAudioConfig defaults
+# (mobilenetv5_300m_enc, 2048 wide, 128 vision tokens: what gemma-3n-E2B-it's and E4B-it's config.json carry).
+GEMMA3N = {"model_type": "gemma3n", "architectures": ["Gemma3nForConditionalGeneration"],
+           "text_config": json.loads((MODEL_TYPES / "gemma3n_text-e2b.json").read_text()),
+           "audio_config": {"model_type": "gemma3n_audio"}, "vision_config": {"model_type": "gemma3n_vision"}}
+
+
+def test_gemma3n_is_counted_whole() -> None:
+    """Both towers are counted: Gemma3nForConditionalGeneration built on the meta device with timm 1.0.31
+    and transformers 5.24 holds 5,418,464,192 parameters, of which its vision_tower (timm's MobileNet-v5)
+    294,126,912 and embed_vision 4,460,544 (measured once; test_gemma3n_is_transformers_whole_model
+    rebuilds it where timm is installed). keras-hub's mobilenetv5_300m_enc_gemma3n preset says 294,284,096
+    for the encoder (keras_hub/src/models/mobilenetv5/mobilenetv5_presets.py; its own layout, 157,184 more)."""
+    b = count(spec_of(GEMMA3N))
+    assert not b.partial and [(t.name, t.kind) for t in b.towers] == [("vision", "mobilenetv5"), ("audio", "conformer")]
+    vision = b.towers[0]
+    assert b.total == 5_418_464_192 and vision.total == 294_126_912 + 4_460_544
+    # the embedder: 128 x 2048 table, two 2048 scales, a 2048 x 2048 projection into E2B's width
+    assert vision.components["vision_embedding"] + vision.components["projector"] == 4_460_544
+    assert vision.layers == 84  # 3 + 5 + 37 + 39 blocks, timm's four stages
+
+
+def test_gemma3n_is_transformers_whole_model() -> None:
+    """Where timm is installed, the whole Gemma3nForConditionalGeneration on the meta device: every
+    parameter, and each tower's part of them (`vision_tower` + `embed_vision`, `audio_tower` + `embed_audio`)."""
+    pytest.importorskip("timm")
+    from oracle import transformers_model
+
+    named = list(transformers_model(GEMMA3N).named_parameters())
+    b = count(spec_of(GEMMA3N))
+    assert b.total == sum(p.numel() for _, p in named)
+    for tower, prefixes in zip(b.towers, (("model.vision_tower.", "model.embed_vision."),
+                                          ("model.audio_tower.", "model.embed_audio."))):
+        assert tower.total == sum(p.numel() for n, p in named if n.startswith(prefixes))
+
+
+def test_gemma3n_audio_tower_is_transformers() -> None:
+    """The Conformer and its embedder equal transformers' Gemma3nAudioEncoder and Gemma3nMultimodalEmbedder
+    built from the same configs (no timm needed)."""
     torch, transformers = pytest.importorskip("torch"), pytest.importorskip("transformers")
     from transformers.models.gemma3n import modeling_gemma3n
 
-    text = json.loads((MODEL_TYPES / "gemma3n_text-e2b.json").read_text())
-    config = {"model_type": "gemma3n", "architectures": ["Gemma3nForConditionalGeneration"], "text_config": text,
-              "audio_config": {"model_type": "gemma3n_audio"}, "vision_config": {"model_type": "gemma3n_vision"}}
-    b = count(spec_of(config))
-    assert b.partial and b.uncounted == ("vision encoder and projector",)
-    assert [(t.name, t.kind) for t in b.towers] == [("audio", "conformer")]
-    audio, text_config = transformers.Gemma3nAudioConfig(), transformers.Gemma3nTextConfig(**text)
+    audio, text_config = transformers.Gemma3nAudioConfig(), transformers.Gemma3nTextConfig(**GEMMA3N["text_config"])
     with torch.device("meta"):
         parts = (modeling_gemma3n.Gemma3nAudioEncoder(audio), modeling_gemma3n.Gemma3nMultimodalEmbedder(audio, text_config))
-    assert b.towers[0].total == sum(p.numel() for part in parts for p in part.parameters())
+    assert count(spec_of(GEMMA3N)).towers[1].total == sum(p.numel() for part in parts for p in part.parameters())
+
+
+@pytest.mark.parametrize("vision, key", [({"architecture": "resnet50"}, "architecture"),
+                                         ({"model_args": {"depth": 3}}, "model_args")])
+def test_gemma3n_other_timm_models_are_refused(vision: dict, key: str) -> None:
+    from calc.errors import GptcalcError
+
+    with pytest.raises(GptcalcError, match=key):
+        spec_of({**GEMMA3N, "vision_config": {"model_type": "gemma3n_vision", **vision}})
+
+
+def test_a_mobilenet_survives_the_compiled_round_trip() -> None:
+    from calc.spec.construct import construct
+    from calc.spec.model import ModelSpec
+    from calc.towers import Conformer, MobileNet
+
+    spec = spec_of(GEMMA3N)
+    rebuilt = construct(ModelSpec, json.loads(json.dumps(spec.model_dump(mode="json"))))
+    assert rebuilt == spec
+    assert isinstance(rebuilt.towers["vision"], MobileNet) and isinstance(rebuilt.towers["audio"], Conformer)
 
 
 def test_gemma3n_audio_tensor_names_are_transformers() -> None:

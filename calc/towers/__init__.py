@@ -21,7 +21,8 @@ What differs between kinds (SigLIP, Qwen2.5-VL / Qwen3-VL, Pixtral, Llama-4) is 
 config switches on, read by the tower kind's module (calc/towers/<kind>.py), and how an image
 becomes tokens (`calc.towers.images`). Window attention (Qwen2.5-VL) and 2-D rotary change what is
 computed, never what is stored. An audio encoder of Conformer layers (Gemma 3n's, Gemma 4's) is its own part,
-`calc.towers.conformer.Conformer`, with the same interface (params, layer_params, describe).
+`calc.towers.conformer.Conformer`, with the same interface (params, layer_params, describe), and so is
+Gemma 3n's convolutional vision encoder, `calc.towers.mobilenet.MobileNet` (timm's MobileNet-v5).
 """
 
 
@@ -34,10 +35,12 @@ from calc.parts import MLP, Attention, Norm
 from calc.parts.base import Field, Part, model_validator, present
 from calc.towers.conformer import LABELS as CONFORMER_LABELS
 from calc.towers.conformer import Conformer
+from calc.towers.mobilenet import LABELS as MOBILENET_LABELS
+from calc.towers.mobilenet import MobileNet
 from calc.towers.images import (AnyresImages, CanvasImages, FixedImages, GridImages, NavitImages, PooledImages,
                                 RowImages, TileImages)
 
-__all__ = ["LABELS", "READERS", "Conformer", "Linear", "Projector", "Tower", "biased_attention", "towers_of",
+__all__ = ["LABELS", "READERS", "Conformer", "Linear", "MobileNet", "Projector", "Tower", "biased_attention", "towers_of",
            "vision_tower"]
 ImageRule = (GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages
              | NavitImages)
@@ -159,6 +162,7 @@ LABELS = {
     "post_norm": "post-encoder norm", "merger": "patch merger", "deepstack_mergers": "DeepStack mergers",
     "projector": "multimodal projector", "adapter": "vision adapter (pixel shuffle MLP)",
     "image_newline": "image newline", "layer_scale": "layer scale (2 per layer)", **CONFORMER_LABELS,
+    **MOBILENET_LABELS,
 }
 
 # Outer (multimodal) model_type -> the calc.towers module that reads its towers.
