@@ -426,6 +426,34 @@ def test_gemma3n_audio_tensor_names_are_transformers() -> None:
     assert ours == theirs
 
 
+def test_gemma3n_vision_tensor_names_are_transformers() -> None:
+    """Where timm is installed: the MobileNet-v5 encoder's and its embedder's tensors, names and shapes,
+    are those of Gemma3nForConditionalGeneration on the meta device under `model.vision_tower` and
+    `model.embed_vision`."""
+    pytest.importorskip("timm")
+    from calc.checkpoint.tower_slots import tower_slots
+    from oracle import transformers_model
+
+    theirs = {name: tuple(t.shape) for name, t in transformers_model(GEMMA3N).state_dict().items()
+              if name.startswith(("model.vision_tower.", "model.embed_vision."))}
+    ours = {name: slot.shape for name, slot in tower_slots("vision", spec_of(GEMMA3N).towers["vision"]).items()}
+    assert ours == theirs
+
+
+def test_gemma3n_vision_tensors_add_up_to_its_rows() -> None:
+    """Every MobileNet-v5 tensor inspect and verify match lands in one of the tower's count rows, and
+    each row's tensors hold exactly what the formulas count (two readings of timm's block table)."""
+    import math
+
+    from calc.checkpoint.tower_slots import tower_slots
+
+    tower = spec_of(GEMMA3N).towers["vision"]
+    rows: dict[str, int] = {}
+    for slot in tower_slots("vision", tower).values():
+        rows[slot.target] = rows.get(slot.target, 0) + math.prod(slot.shape)
+    assert rows == {f"vision.{name}": n for name, n in tower.params().items()}
+
+
 # --- whose tie_word_embeddings the whole model honours ----------------------------------------------
 
 def _tie_pair(model_type: str, outer: bool | None, text: bool | None) -> dict:

@@ -29,7 +29,7 @@ from typing import Literal
 
 from calc.parts.base import Field, Part
 
-__all__ = ["ARCHITECTURES", "LABELS", "MobileNet"]
+__all__ = ["ARCHITECTURES", "LABELS", "ROWS", "MobileNet", "block_options", "block_params"]
 
 _PAIRS_640 = ("mqa_r1_k3_h12_v2_s1_d64_c640", "uir_r1_a0_k0_s1_e2_c640")
 _PAIRS_1280 = ("mqa_r1_k3_h16_s1_d96_c1280", "uir_r1_a0_k0_s1_e2_c1280")
@@ -44,13 +44,13 @@ ARCHITECTURES: dict[str, tuple[tuple[str, ...], ...]] = {"mobilenetv5_300m_enc":
 )}
 
 # Block kind (the string's first field) -> its component key.
-_ROWS = {"er": "edge_residual", "uir": "inverted_residual", "mqa": "mobile_attention"}
+ROWS = {"er": "edge_residual", "uir": "inverted_residual", "mqa": "mobile_attention"}
 LABELS = {"stem": "stem conv", "edge_residual": "edge residual blocks", "inverted_residual": "inverted residual blocks",
           "mobile_attention": "multi-query attention blocks", "msfa": "multi-scale fusion adapter",
           "vision_embedding": "vision token table and its two norms"}
 
 
-def _options(block: str) -> tuple[str, dict[str, int]]:
+def block_options(block: str) -> tuple[str, dict[str, int]]:
     """timm's block string (`uir_r1_a3_k5_s2_e6_c256`): its kind and its numeric options by letter."""
     kind, *options = block.split("_")
     return kind, {option[0]: int(option[1:]) for option in options}
@@ -58,7 +58,7 @@ def _options(block: str) -> tuple[str, dict[str, int]]:
 
 def block_params(block: str, c_in: int, layer_scale: bool = True) -> tuple[int, int]:
     """One block's parameters and its output channels, from its string and its input channels."""
-    kind, o = _options(block)
+    kind, o = block_options(block)
     c = o["c"]
     if kind == "er":
         mid = c_in * o["e"]
@@ -106,12 +106,12 @@ class MobileNet(Part):
     def params(self) -> dict[str, int]:
         """The encoder's components in the order an image meets them, then the embedder's."""
         rows = {"stem": self.in_channels * self.stem * 9 + 2 * self.stem}
-        rows.update(dict.fromkeys(_ROWS.values(), 0))
+        rows.update(dict.fromkeys(ROWS.values(), 0))
         c, ends = self.stem, []
         for stage in self.stages:
             for block in stage:
                 n, c = block_params(block, c)
-                rows[_ROWS[_options(block)[0]]] += n
+                rows[ROWS[block_options(block)[0]]] += n
             ends.append(c)
         fused = sum(ends[-2:])
         mid = fused * self.fusion_expansion
@@ -125,6 +125,6 @@ class MobileNet(Part):
         return sum(self.params().values())
 
     def describe(self) -> str:
-        kinds = [_options(block)[0] for stage in self.stages for block in stage]
-        counts = ", ".join(f"{kinds.count(k)} {LABELS[row].removesuffix(' blocks')}" for k, row in _ROWS.items())
+        kinds = [block_options(block)[0] for stage in self.stages for block in stage]
+        counts = ", ".join(f"{kinds.count(k)} {LABELS[row].removesuffix(' blocks')}" for k, row in ROWS.items())
         return f"mobilenetv5 ({self.architecture}): {self.n_layers} blocks in {len(self.stages)} stages ({counts})"
