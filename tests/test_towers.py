@@ -454,6 +454,41 @@ def test_gemma3n_vision_tensors_add_up_to_its_rows() -> None:
     assert rows == {f"vision.{name}": n for name, n in tower.params().items()}
 
 
+# --- Phi-4-multimodal: SigLIP with its pooling head and HD separators; a biased Conformer ----------------
+
+def test_phi4_multimodal_towers_are_transformers() -> None:
+    """tests/configs/model_types/phi4_multimodal.json against Phi4MultimodalForCausalLM on the meta device:
+    each tower equals its module under the decoder's embed_tokens_extend (image_embed, audio_embed), the
+    pooling head and the separators their own tensors. The model card's "5.6B" counts the original
+    checkpoint's vision and speech LoRA adapters too (SOURCES.yaml: 4,743,988,032 + 830,472,192)."""
+    from oracle import transformers_model
+
+    config = json.loads((MODEL_TYPES / "phi4_multimodal.json").read_text())
+    named = list(transformers_model(config).named_parameters())
+    b = count(spec_of(config))
+    assert [(t.name, t.kind) for t in b.towers] == [("vision", "phi4_multimodal"), ("audio", "phi4_conformer")]
+    vision, audio = b.towers
+
+    def under(*prefixes: str) -> int:
+        return sum(p.numel() for n, p in named if n.startswith(tuple(f"model.embed_tokens_extend.{x}" for x in prefixes)))
+
+    assert (vision.total, audio.total) == (under("image_embed."), under("audio_embed.")) == (441_550_016, 466_416_256)
+    assert vision.components["pooling_head"] == under("image_embed.img_processor.head.")
+    assert vision.components["separators"] == under("image_embed.global_img", "image_embed.sub_img")
+    assert audio.components["relative_bias"] == 1000 * 16  # t5_bias_max_distance 500, both directions, 16 heads
+
+
+def test_a_phi4_audio_tower_survives_the_compiled_round_trip() -> None:
+    from calc.spec.construct import construct
+    from calc.spec.model import ModelSpec
+    from calc.towers import Phi4Audio, Tower
+
+    spec = spec_of(json.loads((MODEL_TYPES / "phi4_multimodal.json").read_text()))
+    rebuilt = construct(ModelSpec, json.loads(json.dumps(spec.model_dump(mode="json"))))
+    assert rebuilt == spec
+    assert isinstance(rebuilt.towers["vision"], Tower) and isinstance(rebuilt.towers["audio"], Phi4Audio)
+
+
 # --- whose tie_word_embeddings the whole model honours ----------------------------------------------
 
 def _tie_pair(model_type: str, outer: bool | None, text: bool | None) -> dict:

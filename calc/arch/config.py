@@ -91,7 +91,7 @@ def unwrap_text_config(config: dict[str, Any], origin: str) -> tuple[dict[str, A
     if isinstance(text, dict):
         inner = dict(text)
     else:
-        inner = {k: v for k, v in config.items() if k not in ("vision_config", "model_type", "architectures")}
+        inner = {k: v for k, v in config.items() if k not in ("vision_config", "audio_config", "model_type", "architectures")}
     inner.setdefault("model_type", TEXT_MODEL_TYPES.get(outer) or FLAT_TEXT.get(outer) or f"{outer}_text")
     inner["model_type"] = TEXT_AS.get(inner["model_type"], inner["model_type"])
     for key in ("_name_or_path", "auto_map"):  # auto_map: see calc/arch/fallback.py
@@ -138,8 +138,9 @@ TIE_FROM_TEXT = {"llava", "llava_onevision", "qwen2_5_vl", "minimax_m3_vl"}
 TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "mistral3": "mistral", "llama4": "llama4_text", "llava": "llama",
                     "llava_onevision": "qwen2", "internvl": "qwen2",
                     "step3p7": "step3p5"}
-# Multimodal model_types whose decoder keys sit at the top level (no text_config), and its model_type.
-FLAT_TEXT = {"qwen2_5_vl": "qwen2"}
+# Multimodal model_types whose decoder keys sit at the top level (no text_config), and its model_type
+# (Phi4MultimodalModel's decoder layers are Phi-3's: fused qkv_proj and gate_up_proj, partial rotary).
+FLAT_TEXT = {"qwen2_5_vl": "qwen2", "phi4_multimodal": "phi3"}
 # Language models transformers builds exactly as another model_type (Qwen3VLTextModel is Qwen3's
 # layers: QK-norm, no biases, no sliding window; mrope changes positions, not weights).
 TEXT_AS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "qwen2_5_vl_text": "qwen2"}
