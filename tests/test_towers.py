@@ -14,6 +14,7 @@ import json
 import pytest
 
 from calc.analysis.count import count
+from calc.arch.config import TIE_DEFAULT, whole_model_tie
 from calc.spec.load import load_spec
 from cli_checks import check_run
 from oracle import CONFIG_DIR, spec_of, transformers_model
@@ -333,24 +334,73 @@ def test_internvl_image_tokens_are_the_processors(width: int, height: int) -> No
     assert ours.tokens == 256 * views + 2
 
 
-def test_gemma3n_audio_tower_is_transformers_and_its_vision_tower_is_flagged() -> None:
-    """Gemma 3n (E2B's text decoder, tests/configs/model_types/gemma3n_text-e2b.json, under a gemma3n
-    config with Gemma3nAudioConfig's defaults): the Conformer and its embedder are counted, equal to
-    transformers' Gemma3nAudioEncoder and Gemma3nMultimodalEmbedder built from the same configs; the
-    MobileNet-v5 vision tower (timm's, not installed here) is not, and the total says so."""
+# Gemma 3n: E2B's text decoder (tests/configs/model_types/gemma3n_text-e2b.json) under a gemma3n config
+# whose vision and audio configs are transformers' Gemma3nVisionConfig and Gemma3nAudioConfig defaults
+# (mobilenetv5_300m_enc, 2048 wide, 128 vision tokens: what gemma-3n-E2B-it's and E4B-it's config.json carry).
+GEMMA3N = {"model_type": "gemma3n", "architectures": ["Gemma3nForConditionalGeneration"],
+           "text_config": json.loads((MODEL_TYPES / "gemma3n_text-e2b.json").read_text()),
+           "audio_config": {"model_type": "gemma3n_audio"}, "vision_config": {"model_type": "gemma3n_vision"}}
+
+
+def test_gemma3n_is_counted_whole() -> None:
+    """Both towers are counted: Gemma3nForConditionalGeneration built on the meta device with timm 1.0.31
+    and transformers 5.24 holds 5,418,464,192 parameters, of which its vision_tower (timm's MobileNet-v5)
+    294,126,912 and embed_vision 4,460,544 (measured once; test_gemma3n_is_transformers_whole_model
+    rebuilds it where timm is installed). keras-hub's mobilenetv5_300m_enc_gemma3n preset says 294,284,096
+    for the encoder (keras_hub/src/models/mobilenetv5/mobilenetv5_presets.py; its own layout, 157,184 more)."""
+    b = count(spec_of(GEMMA3N))
+    assert not b.partial and [(t.name, t.kind) for t in b.towers] == [("vision", "mobilenetv5"), ("audio", "conformer")]
+    vision = b.towers[0]
+    assert b.total == 5_418_464_192 and vision.total == 294_126_912 + 4_460_544
+    # the embedder: 128 x 2048 table, two 2048 scales, a 2048 x 2048 projection into E2B's width
+    assert vision.components["vision_embedding"] + vision.components["projector"] == 4_460_544
+    assert vision.layers == 84  # 3 + 5 + 37 + 39 blocks, timm's four stages
+
+
+def test_gemma3n_is_transformers_whole_model() -> None:
+    """Where timm is installed, the whole Gemma3nForConditionalGeneration on the meta device: every
+    parameter, and each tower's part of them (`vision_tower` + `embed_vision`, `audio_tower` + `embed_audio`)."""
+    pytest.importorskip("timm")
+    from oracle import transformers_model
+
+    named = list(transformers_model(GEMMA3N).named_parameters())
+    b = count(spec_of(GEMMA3N))
+    assert b.total == sum(p.numel() for _, p in named)
+    for tower, prefixes in zip(b.towers, (("model.vision_tower.", "model.embed_vision."),
+                                          ("model.audio_tower.", "model.embed_audio."))):
+        assert tower.total == sum(p.numel() for n, p in named if n.startswith(prefixes))
+
+
+def test_gemma3n_audio_tower_is_transformers() -> None:
+    """The Conformer and its embedder equal transformers' Gemma3nAudioEncoder and Gemma3nMultimodalEmbedder
+    built from the same configs (no timm needed)."""
     torch, transformers = pytest.importorskip("torch"), pytest.importorskip("transformers")
     from transformers.models.gemma3n import modeling_gemma3n
 
-    text = json.loads((MODEL_TYPES / "gemma3n_text-e2b.json").read_text())
-    config = {"model_type": "gemma3n", "architectures": ["Gemma3nForConditionalGeneration"], "text_config": text,
-              "audio_config": {"model_type": "gemma3n_audio"}, "vision_config": {"model_type": "gemma3n_vision"}}
-    b = count(spec_of(config))
-    assert b.partial and b.uncounted == ("vision encoder and projector",)
-    assert [(t.name, t.kind) for t in b.towers] == [("audio", "conformer")]
-    audio, text_config = transformers.Gemma3nAudioConfig(), transformers.Gemma3nTextConfig(**text)
+    audio, text_config = transformers.Gemma3nAudioConfig(), transformers.Gemma3nTextConfig(**GEMMA3N["text_config"])
     with torch.device("meta"):
         parts = (modeling_gemma3n.Gemma3nAudioEncoder(audio), modeling_gemma3n.Gemma3nMultimodalEmbedder(audio, text_config))
-    assert b.towers[0].total == sum(p.numel() for part in parts for p in part.parameters())
+    assert count(spec_of(GEMMA3N)).towers[1].total == sum(p.numel() for part in parts for p in part.parameters())
+
+
+@pytest.mark.parametrize("vision, key", [({"architecture": "resnet50"}, "architecture"),
+                                         ({"model_args": {"depth": 3}}, "model_args")])
+def test_gemma3n_other_timm_models_are_refused(vision: dict, key: str) -> None:
+    from calc.errors import GptcalcError
+
+    with pytest.raises(GptcalcError, match=key):
+        spec_of({**GEMMA3N, "vision_config": {"model_type": "gemma3n_vision", **vision}})
+
+
+def test_a_mobilenet_survives_the_compiled_round_trip() -> None:
+    from calc.spec.construct import construct
+    from calc.spec.model import ModelSpec
+    from calc.towers import Conformer, MobileNet
+
+    spec = spec_of(GEMMA3N)
+    rebuilt = construct(ModelSpec, json.loads(json.dumps(spec.model_dump(mode="json"))))
+    assert rebuilt == spec
+    assert isinstance(rebuilt.towers["vision"], MobileNet) and isinstance(rebuilt.towers["audio"], Conformer)
 
 
 def test_gemma3n_audio_tensor_names_are_transformers() -> None:
@@ -374,3 +424,127 @@ def test_gemma3n_audio_tensor_names_are_transformers() -> None:
               for name, p in part.state_dict().items()}
     ours = {name: slot.shape for name, slot in tower_slots("audio", spec_of(config).towers["audio"]).items()}
     assert ours == theirs
+
+
+def test_gemma3n_vision_tensor_names_are_transformers() -> None:
+    """Where timm is installed: the MobileNet-v5 encoder's and its embedder's tensors, names and shapes,
+    are those of Gemma3nForConditionalGeneration on the meta device under `model.vision_tower` and
+    `model.embed_vision`."""
+    pytest.importorskip("timm")
+    from calc.checkpoint.tower_slots import tower_slots
+    from oracle import transformers_model
+
+    theirs = {name: tuple(t.shape) for name, t in transformers_model(GEMMA3N).state_dict().items()
+              if name.startswith(("model.vision_tower.", "model.embed_vision."))}
+    ours = {name: slot.shape for name, slot in tower_slots("vision", spec_of(GEMMA3N).towers["vision"]).items()}
+    assert ours == theirs
+
+
+def test_gemma3n_vision_tensors_add_up_to_its_rows() -> None:
+    """Every MobileNet-v5 tensor inspect and verify match lands in one of the tower's count rows, and
+    each row's tensors hold exactly what the formulas count (two readings of timm's block table)."""
+    import math
+
+    from calc.checkpoint.tower_slots import tower_slots
+
+    tower = spec_of(GEMMA3N).towers["vision"]
+    rows: dict[str, int] = {}
+    for slot in tower_slots("vision", tower).values():
+        rows[slot.target] = rows.get(slot.target, 0) + math.prod(slot.shape)
+    assert rows == {f"vision.{name}": n for name, n in tower.params().items()}
+
+
+# --- Phi-4-multimodal: SigLIP with its pooling head and HD separators; a biased Conformer ----------------
+
+def test_phi4_multimodal_towers_are_transformers() -> None:
+    """tests/configs/model_types/phi4_multimodal.json against Phi4MultimodalForCausalLM on the meta device:
+    each tower equals its module under the decoder's embed_tokens_extend (image_embed, audio_embed), the
+    pooling head and the separators their own tensors. The model card's "5.6B" counts the original
+    checkpoint's vision and speech LoRA adapters too (SOURCES.yaml: 4,743,988,032 + 830,472,192)."""
+    from oracle import transformers_model
+
+    config = json.loads((MODEL_TYPES / "phi4_multimodal.json").read_text())
+    named = list(transformers_model(config).named_parameters())
+    b = count(spec_of(config))
+    assert [(t.name, t.kind) for t in b.towers] == [("vision", "phi4_multimodal"), ("audio", "phi4_conformer")]
+    vision, audio = b.towers
+
+    def under(*prefixes: str) -> int:
+        return sum(p.numel() for n, p in named if n.startswith(tuple(f"model.embed_tokens_extend.{x}" for x in prefixes)))
+
+    assert (vision.total, audio.total) == (under("image_embed."), under("audio_embed.")) == (441_550_016, 466_416_256)
+    assert vision.components["pooling_head"] == under("image_embed.img_processor.head.")
+    assert vision.components["separators"] == under("image_embed.global_img", "image_embed.sub_img")
+    assert audio.components["relative_bias"] == 1000 * 16  # t5_bias_max_distance 500, both directions, 16 heads
+
+
+def test_a_phi4_audio_tower_survives_the_compiled_round_trip() -> None:
+    from calc.spec.construct import construct
+    from calc.spec.model import ModelSpec
+    from calc.towers import Phi4Audio, Tower
+
+    spec = spec_of(json.loads((MODEL_TYPES / "phi4_multimodal.json").read_text()))
+    rebuilt = construct(ModelSpec, json.loads(json.dumps(spec.model_dump(mode="json"))))
+    assert rebuilt == spec
+    assert isinstance(rebuilt.towers["vision"], Tower) and isinstance(rebuilt.towers["audio"], Phi4Audio)
+
+
+# --- whose tie_word_embeddings the whole model honours ----------------------------------------------
+
+def _tie_pair(model_type: str, outer: bool | None, text: bool | None) -> dict:
+    """An outer config with (or without) its own flag, and a text_config with (or without) its own."""
+    config: dict = {"model_type": model_type, "text_config": {} if text is None else {"tie_word_embeddings": text}}
+    return config if outer is None else {**config, "tie_word_embeddings": outer}
+
+
+FLAGS = [None, True, False]
+
+
+@pytest.mark.parametrize("model_type", sorted(TIE_DEFAULT))
+def test_the_tie_rule_is_transformers_outer_config(model_type: str) -> None:
+    """For every multimodal model_type gptcalc reads, and every way the two configs may (not) set the
+    flag, gptcalc's tie equals the outer config's resolved tie_word_embeddings in transformers 5.24
+    (what the ...ForConditionalGeneration class ties by: modeling_utils.get_expanded_tied_weights_keys)."""
+    transformers = pytest.importorskip("transformers")
+    for outer in FLAGS:
+        for text in FLAGS:
+            config = _tie_pair(model_type, outer, text)
+            data = {k: v for k, v in config.items() if k != "model_type"}
+            expected = transformers.AutoConfig.for_model(model_type, **data).tie_word_embeddings
+            assert whole_model_tie(config, config["text_config"]) is expected, (outer, text)
+
+
+TINY_MISTRAL3 = {"model_type": "mistral3", "architectures": ["Mistral3ForConditionalGeneration"],
+                 "text_config": {"model_type": "mistral", "hidden_size": 64, "intermediate_size": 128,
+                                 "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                 "head_dim": 16, "vocab_size": 1000},
+                 "vision_config": {"model_type": "pixtral", "hidden_size": 32, "intermediate_size": 64,
+                                   "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 64,
+                                   "patch_size": 16, "head_dim": 16}}
+
+
+@pytest.mark.parametrize("outer, text", [(None, False), (False, True), (True, False)])
+def test_a_disagreeing_tie_counts_as_transformers_whole_model(outer: bool | None, text: bool) -> None:
+    """Mistral-3 (Mistral3Config defaults to tied) and InternVL (InternVLConfig too) whose two configs
+    disagree: the total is Mistral3ForConditionalGeneration's / InternVLForConditionalGeneration's."""
+    from oracle import transformers_count
+
+    for base in (TINY_MISTRAL3, {**INTERNVL, "text_config": TINY_MISTRAL3["text_config"] | {"model_type": "qwen2"},
+                                 "vision_config": INTERNVIT_6B_SWITCHES}):
+        config = {**base, **_tie_pair(base["model_type"], outer, text), "model_type": base["model_type"]}
+        config["text_config"] = {**base["text_config"], **config["text_config"]}
+        assert count(spec_of(config)).total == transformers_count(config)
+
+
+def test_a_real_mistral3_config_without_its_outer_flag_is_tied() -> None:
+    """tests/configs/model_types/mistral3.json (Devstral-Small-2) says tie_word_embeddings false at the
+    top and nothing in text_config; without the top flag (as InternVL's -hf converter writes its
+    configs: text_config holds the chat model's llm_config, the outer config no flag) transformers
+    ties the head (Mistral3Config's default, true): Mistral3ForConditionalGeneration on the meta
+    device, transformers 5.24, holds 23,340,272,640 parameters = the untied 24,011,361,280
+    (SOURCES.yaml) less the 131072 x 5120 head."""
+    config = json.loads((MODEL_TYPES / "mistral3.json").read_text())
+    untied = count(spec_of(config)).total
+    del config["tie_word_embeddings"]
+    assert untied == 24_011_361_280
+    assert count(spec_of(config)).total == untied - 131072 * 5120 == 23_340_272_640

@@ -91,23 +91,56 @@ def unwrap_text_config(config: dict[str, Any], origin: str) -> tuple[dict[str, A
     if isinstance(text, dict):
         inner = dict(text)
     else:
-        inner = {k: v for k, v in config.items() if k not in ("vision_config", "model_type", "architectures")}
+        inner = {k: v for k, v in config.items() if k not in ("vision_config", "audio_config", "model_type", "architectures")}
     inner.setdefault("model_type", TEXT_MODEL_TYPES.get(outer) or FLAT_TEXT.get(outer) or f"{outer}_text")
     inner["model_type"] = TEXT_AS.get(inner["model_type"], inner["model_type"])
-    for key in ("tie_word_embeddings", "_name_or_path", "auto_map"):  # auto_map: see calc/arch/fallback.py
+    for key in ("_name_or_path", "auto_map"):  # auto_map: see calc/arch/fallback.py
         if key in config and key not in inner:
             inner[key] = config[key]
+    tied = whole_model_tie(config, inner)
+    if tied is not None:
+        inner["tie_word_embeddings"] = tied
     left_out = [key.removesuffix("_config") + " encoder" for key in ("vision_config", "audio_config")
                 if config.get(key) is not None]  # Gemma 4 writes "audio_config": null for none
     return inner, (" and ".join(left_out or ["non-text parts"]) + " and projector",)
+
+
+def whole_model_tie(config: dict[str, Any], text: dict[str, Any]) -> Any:
+    """Whether the whole model's head is tied to its embedding, where the two configs may disagree.
+
+    transformers ties lm_head to the embedding when the config of the class it builds says so
+    (PreTrainedModel.get_expanded_tied_weights_keys reads `self.config.tie_word_embeddings`, and the
+    ...ForConditionalGeneration class holds the outer config), so text_config's own flag is not what
+    counts: the outer config's flag, or the outer config class's default where it writes none
+    (Mistral3Config and InternVLConfig default to True); LLaVA-style configs (TIE_FROM_TEXT) also take
+    text_config's true. Outer types not listed keep text_config's flag, the outer one when it has none.
+    """
+    outer, own = config.get("tie_word_embeddings"), text.get("tie_word_embeddings")
+    kind = config.get("model_type")
+    if kind not in TIE_DEFAULT:
+        return own if own is not None else outer
+    tied = TIE_DEFAULT[kind] if outer is None else outer
+    return True if kind in TIE_FROM_TEXT and tied is False and own is True else tied
+
+
+# The outer config class's tie_word_embeddings default, transformers 5.24 (models/<type>/configuration_<type>.py),
+# read off AutoConfig.for_model(<type>) (tests/test_towers.py checks every combination against it).
+TIE_DEFAULT = {"qwen3_5": False, "qwen3_5_moe": False, "qwen3_vl": False, "qwen3_vl_moe": False, "qwen2_5_vl": False,
+               "llama4": False, "llava": False, "llava_onevision": False, "phi4_multimodal": False,
+               "minimax_m3_vl": False, "gemma3": True, "gemma3n": True, "gemma4": True, "mistral3": True,
+               "internvl": True, "kimi_k25": True}
+# Outer configs whose __post_init__ takes text_config's true over their own false (configs saved before
+# transformers 5 wrote the flag there): LlavaConfig, LlavaOnevisionConfig, Qwen2_5_VLConfig, MiniMaxM3VLConfig.
+TIE_FROM_TEXT = {"llava", "llava_onevision", "qwen2_5_vl", "minimax_m3_vl"}
 
 
 # What transformers calls the language model of a multimodal model_type, when its text_config omits it.
 TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "mistral3": "mistral", "llama4": "llama4_text", "llava": "llama",
                     "llava_onevision": "qwen2", "internvl": "qwen2",
                     "step3p7": "step3p5"}
-# Multimodal model_types whose decoder keys sit at the top level (no text_config), and its model_type.
-FLAT_TEXT = {"qwen2_5_vl": "qwen2"}
+# Multimodal model_types whose decoder keys sit at the top level (no text_config), and its model_type
+# (Phi4MultimodalModel's decoder layers are Phi-3's: fused qkv_proj and gate_up_proj, partial rotary).
+FLAT_TEXT = {"qwen2_5_vl": "qwen2", "phi4_multimodal": "phi3"}
 # Language models transformers builds exactly as another model_type (Qwen3VLTextModel is Qwen3's
 # layers: QK-norm, no biases, no sliding window; mrope changes positions, not weights).
 TEXT_AS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "qwen2_5_vl_text": "qwen2"}

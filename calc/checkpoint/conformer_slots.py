@@ -41,7 +41,7 @@ CONFORMER_LAYOUTS: dict[str, dict[str, Any]] = {
         "per_dim_scale": "attention.attn.per_dim_scale", "out_norm": "norm", "clipped": "",
         "audio_embedding": ("~model.embed_audio.embedding", "~model.embed_audio.hard_embedding_norm",
                             "~model.embed_audio.soft_embedding_norm"),
-        "projector": "~model.embed_audio.embedding_projection"},
+        "projector": "~model.embed_audio.embedding_projection", "renames": (("model.language_model.", "model."),)},
 }
 
 

@@ -16,7 +16,8 @@ layout back out (its conversion_mapping.py reversed: `language_model.model.*`, `
 (`model.layers.*`, `lm_head`, the names `calc.checkpoint.layouts` gives), the tower's in-memory. Where
 the Hub names a tower's tensors otherwise inside (Kimi-K2.5's MoonViT fuses Q, K and V), the layout's
 `hub` overrides give those names too: a checkpoint is held to one layout or the other, as for a
-decoder's experts. A Conformer audio tower is its own table (`calc.checkpoint.conformer_slots`).
+decoder's experts. A Conformer audio tower is its own table (`calc.checkpoint.conformer_slots`), and so
+is Gemma 3n's MobileNet-v5 vision tower (`calc.checkpoint.mobilenet_slots`).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from calc.checkpoint.conformer_slots import CONFORMER_LAYOUTS, conformer_roles
+from calc.checkpoint.mobilenet_slots import MOBILENET_LAYOUTS, mobilenet_roles
 from calc.checkpoint.slots import Slot, _Slots, block_slots
 from calc.errors import GptcalcError
 from calc.spec.model import Block
-from calc.towers import Conformer, Tower
+from calc.towers import Conformer, MobileNet, Tower
 
 __all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_block", "tower_roles", "tower_slots",
            "whole_model_names"]
@@ -172,11 +174,13 @@ def tower_slots(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
 
 def tower_roles(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
     """Every tensor of one tower by its role (`patch.weight`, `layer.3.q.weight`, `merger.0.1.weight`),
-    each named in full: what the torch reference builds (`calc.reference.tower`); a Conformer's by its own
-    roles (`calc.checkpoint.conformer_slots`)."""
+    each named in full: what the torch reference builds (`calc.reference.tower`); a Conformer's and a
+    MobileNet's by their own roles (`calc.checkpoint.conformer_slots`, `calc.checkpoint.mobilenet_slots`)."""
     lay, d = layout_of(tower), tower.d_model
     if isinstance(tower, Conformer):
         return conformer_roles(name, tower, lay)
+    if isinstance(tower, MobileNet):
+        return mobilenet_roles(name, tower, lay)
     lay = {**lay, **lay["hub"]} if hub and "hub" in lay else lay
     s = _Slots(lay)
     _embeddings(s, lay, tower)
@@ -212,7 +216,7 @@ def tower_block(tower: Tower, fused_qkv: bool = False) -> Block:
 def layout_of(tower: Any) -> dict[str, Any]:
     """The tensor names of a tower kind, or one error naming the kind whose names are not mapped yet
     (its count, memory and shapes stand; a checkpoint's tensors cannot be matched to it)."""
-    layout = {**TOWER_LAYOUTS, **CONFORMER_LAYOUTS}.get(tower.names)
+    layout = {**TOWER_LAYOUTS, **CONFORMER_LAYOUTS, **MOBILENET_LAYOUTS}.get(tower.names)
     if layout is None:
         raise GptcalcError(f"the {tower.kind} tower's tensor names are not mapped yet: verify and inspect cannot "
                            f"match its tensors (count, memory and shapes count it: {', '.join(sorted(TOWER_LAYOUTS))} "

@@ -23,7 +23,7 @@ from calc.parts.cache import CacheSpec
 from calc.parts.parallel import Member, Parallel
 from calc.parts.shared import Shared, SharedBlock
 from calc.spec.vllm import VllmBuild
-from calc.towers import Conformer, Tower
+from calc.towers import Conformer, MobileNet, Phi4Audio, Tower
 
 __all__ = ["Block", "LayerRun", "ModelSpec", "MTP", "NormedResidual", "is_flat", "spec_from_dict"]
 
@@ -254,7 +254,7 @@ class ModelSpec(Part):
     mtp: MTP | None = None
     # A multimodal model's encoders beside the decoder ("vision", "audio"), each with its projector:
     # counted into the model's total, shown as their own rows (calc/towers).
-    towers: dict[str, Tower | Conformer] = Field(default_factory=dict)
+    towers: dict[str, Tower | Conformer | MobileNet | Phi4Audio] = Field(default_factory=dict)
     # What the checkpoint holds that this spec does not count (a tower of a kind not read yet): the
     # total is then partial, and every output says so.
     uncounted: tuple[str, ...] = Field(default=(), strict=False)

@@ -13,6 +13,9 @@ Every vision tower in use is a pre-norm ViT, so one part describes them all as d
                 + 2 · d output norms                                            Gemma 4 (sandwich)
                 + 2 · d layer scales                                            InternViT
     post norm         (SigLIP's post_layernorm, Llama-4's layernorm_post)
+    pooling head      a probe, a torch MultiheadAttention (fused in-projection), a norm and an MLP
+                                                                        Phi-4-multimodal (SigLIP's head)
+    separators        `separators` vectors of the tower's width         Phi-4-multimodal's two HD separators
     image newline     text width                                        LLaVA-OneVision
     projectors        a norm and linear layers each; `repeat` identical ones (Qwen3-VL's DeepStack
                       mergers, one per tapped layer)
@@ -21,7 +24,8 @@ What differs between kinds (SigLIP, Qwen2.5-VL / Qwen3-VL, Pixtral, Llama-4) is 
 config switches on, read by the tower kind's module (calc/towers/<kind>.py), and how an image
 becomes tokens (`calc.towers.images`). Window attention (Qwen2.5-VL) and 2-D rotary change what is
 computed, never what is stored. An audio encoder of Conformer layers (Gemma 3n's, Gemma 4's) is its own part,
-`calc.towers.conformer.Conformer`, with the same interface (params, layer_params, describe).
+`calc.towers.conformer.Conformer`, with the same interface (params, layer_params, describe), and so is
+Gemma 3n's convolutional vision encoder, `calc.towers.mobilenet.MobileNet` (timm's MobileNet-v5).
 """
 
 
@@ -34,11 +38,15 @@ from calc.parts import MLP, Attention, Norm
 from calc.parts.base import Field, Part, model_validator, present
 from calc.towers.conformer import LABELS as CONFORMER_LABELS
 from calc.towers.conformer import Conformer
+from calc.towers.mobilenet import LABELS as MOBILENET_LABELS
+from calc.towers.mobilenet import MobileNet
+from calc.towers.phi4_audio import LABELS as PHI4_AUDIO_LABELS
+from calc.towers.phi4_audio import Phi4Audio
 from calc.towers.images import (AnyresImages, CanvasImages, FixedImages, GridImages, NavitImages, PooledImages,
                                 RowImages, TileImages)
 
-__all__ = ["LABELS", "READERS", "Conformer", "Linear", "Projector", "Tower", "biased_attention", "towers_of",
-           "vision_tower"]
+__all__ = ["LABELS", "READERS", "Conformer", "Linear", "MobileNet", "Phi4Audio", "Projector", "Tower", "biased_attention",
+           "towers_of", "vision_tower"]
 ImageRule = (GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages
              | NavitImages)
 
@@ -94,6 +102,8 @@ class Tower(Part):
     position_grid: tuple[int, ...] = Field(default=(), strict=False)
     pre_norm: Norm | None = None
     post_norm: Norm | None = None
+    pooling_head: bool = False  # Phi-4-multimodal builds SigLIP's attention-pooling head (its output unused)
+    separators: int = Field(default=0, ge=0)  # Phi-4-multimodal: learned separator vectors of width d
     projectors: tuple[Projector, ...] = Field(default=(), strict=False)
     images: ImageRule | None = Field(default=None, discriminator="kind")
     layer_scale: bool = False  # InternViT: two learned d-wide scales per layer (lambda_1, lambda_2)
@@ -132,10 +142,17 @@ class Tower(Part):
                        class_embedding=d * self.class_token, position_embedding=self.positions * d,
                        pre_norm=self.pre_norm.params(d) if self.pre_norm else 0)
         rows.update({name: self.n_layers * n for name, n in self.layer_params().items() if n})
-        rows.update(present(post_norm=self.post_norm.params(d) if self.post_norm else 0))
+        rows.update(present(post_norm=self.post_norm.params(d) if self.post_norm else 0,
+                            pooling_head=self._pooling_head(), separators=self.separators * d))
         rows.update({projector.name: projector.params() for projector in self.projectors})
         rows.update(present(image_newline=self.newline))
         return rows
+
+    def _pooling_head(self) -> int:
+        """A probe vector, MultiheadAttention's fused in-projection (3d x d, 3d) and out-projection, a
+        norm and an MLP of the encoder layers' shape."""
+        d = self.d_model
+        return (d + 4 * d * d + 4 * d + self.norm.params(d) + sum(self.mlp.params(d).values())) * self.pooling_head
 
     @property
     def total(self) -> int:
@@ -159,6 +176,8 @@ LABELS = {
     "post_norm": "post-encoder norm", "merger": "patch merger", "deepstack_mergers": "DeepStack mergers",
     "projector": "multimodal projector", "adapter": "vision adapter (pixel shuffle MLP)",
     "image_newline": "image newline", "layer_scale": "layer scale (2 per layer)", **CONFORMER_LABELS,
+    **MOBILENET_LABELS, **PHI4_AUDIO_LABELS, "pooling_head": "attention-pooling head",
+    "separators": "image separators",
 }
 
 # Outer (multimodal) model_type -> the calc.towers module that reads its towers.
@@ -166,7 +185,7 @@ READERS: dict[str, str] = {
     "qwen3_5": "qwen_vl", "qwen3_5_moe": "qwen_vl", "qwen3_vl": "qwen_vl",
     "qwen3_vl_moe": "qwen_vl", "qwen2_5_vl": "qwen_vl", "gemma3": "siglip", "llama4": "llama4",
     "mistral3": "pixtral", "llava_onevision": "llava_onevision", "internvl": "internvl", "gemma4": "gemma4",
-    "gemma3n": "gemma3n", "kimi_k25": "moonvit",
+    "gemma3n": "gemma3n", "kimi_k25": "moonvit", "phi4_multimodal": "phi4_multimodal",
 }
 
 

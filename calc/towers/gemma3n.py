@@ -1,12 +1,15 @@
-"""Gemma 3n's audio tower (transformers models/gemma3n/modeling_gemma3n.py): a Conformer encoder
+"""Gemma 3n's towers (transformers models/gemma3n/modeling_gemma3n.py). The audio tower: a Conformer encoder
 (Gemma3nAudioEncoder, calc/towers/conformer.py) and its embedder (Gemma3nMultimodalEmbedder: a table
 of `vocab_size` audio-token rows, hard and soft embedding norms, a bias-free projection into the text
 width, a scale-free norm). The subsampling's two convolutions pad each frequency axis by one on
 both sides, so a conv of kernel k and stride s leaves (f + 2 - k) // s + 1 frequencies; the input
 projection reads the last one's channels x frequencies.
 
-The vision tower is MobileNet-v5, built by timm (TimmWrapperModel) from `vision_config`: not read
-here, so a Gemma 3n config's total is partial and says so (calc/arch/__init__.py).
+The vision tower is timm's MobileNet-v5 (TimmWrapperModel builds `vision_config.architecture`,
+`mobilenetv5_300m_enc` by default and in E2B's and E4B's configs), counted from timm's own block
+table (calc/towers/mobilenet.py), and its embedder (`embed_vision`, as the audio one). Another timm
+architecture, or `model_args` that change the one built, is refused rather than counted as the
+released one.
 """
 
 from __future__ import annotations
@@ -15,18 +18,37 @@ from typing import Any
 
 from calc.arch.common import with_defaults
 from calc.arch.config import Config
+from calc.towers.mobilenet import ARCHITECTURES
 
 __all__ = ["towers"]
 
-# Gemma3nAudioConfig (models/gemma3n/configuration_gemma3n.py).
+# Gemma3nVisionConfig and Gemma3nAudioConfig (models/gemma3n/configuration_gemma3n.py).
+VISION = {"architecture": "mobilenetv5_300m_enc", "hidden_size": 2048, "vocab_size": 128}
 AUDIO = {"vocab_size": 128, "input_feat_size": 128, "hidden_size": 1536, "conf_num_attention_heads": 8,
          "conf_num_hidden_layers": 12, "conf_conv_kernel_size": 5, "sscp_conv_channel_size": [128, 32],
          "sscp_conv_kernel_size": [[3, 3], [3, 3]], "sscp_conv_stride_size": [[2, 2], [2, 2]]}
 
 
 def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
-    if cfg.raw("audio_config", default=None) is None:
-        return {}
+    found = {"vision": _vision, "audio": _audio}
+    return {name: read(cfg, text_width) for name, read in found.items()
+            if cfg.raw(f"{name}_config", default=None) is not None}
+
+
+def _vision(cfg: Config, text_width: int) -> dict[str, Any]:
+    """The MobileNet-v5 encoder timm builds for `architecture`, and the embedder into the text width."""
+    vision = with_defaults(Config(dict(cfg.dict("vision_config")), f"{cfg.origin}: vision_config"), VISION)
+    name = vision.raw("architecture")
+    if not isinstance(name, str) or name not in ARCHITECTURES:
+        raise vision.error("architecture", f"{name!r}: gptcalc counts timm's {', '.join(ARCHITECTURES)} only")
+    if vision.raw("model_args", default=None):
+        raise vision.error("model_args", "changes the timm model built; gptcalc counts the architecture as released")
+    return {"kind": "mobilenetv5", "architecture": name, "stages": ARCHITECTURES[name],
+            "d_model": vision.int("hidden_size"), "vocab": vision.int("vocab_size"), "text_width": text_width}
+
+
+def _audio(cfg: Config, text_width: int) -> dict[str, Any]:
+    """The Conformer encoder and its embedder, with Gemma3nAudioConfig's defaults."""
     audio = with_defaults(Config(dict(cfg.dict("audio_config")), f"{cfg.origin}: audio_config"), AUDIO)
     channels, kernels, strides = (audio.list(key) for key in ("sscp_conv_channel_size", "sscp_conv_kernel_size",
                                                               "sscp_conv_stride_size"))
@@ -39,10 +61,10 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
     for before, out, (kh, kw), (_, stride) in zip([1, *channels], channels, kernels, strides):
         convs.append((before, out, kh, kw))
         frequencies = (frequencies + 2 - kw) // stride + 1
-    return {"audio": {
+    return {
         "kind": "conformer", "names": "gemma3n_audio", "d_model": audio.int("hidden_size"),
         "n_layers": audio.int("conf_num_hidden_layers"),
         "n_heads": audio.int("conf_num_attention_heads"), "conv_kernel": audio.int("conf_conv_kernel_size"),
         "convs": convs, "subsample_width": channels[-1] * frequencies, "vocab": audio.int("vocab_size"),
         "text_width": text_width,
-    }}
+    }
