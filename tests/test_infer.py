@@ -167,3 +167,30 @@ def widths(spec: Any) -> list[Any]:
     """What each run keeps, as element counts: per token (K and V widths) and per sequence (each state's size)."""
     return [([(token.k, token.v) for token in cache.tokens], [(state.name, state.rows, state.cols, state.dtype)
                                                               for state in cache.states]) for cache in caches(spec)]
+
+
+# --- transformers' own tiny models, saved with no config.json beside them ---------------------------
+
+# Hybrids whose layers hold a second kind of sublayer (calc.checkpoint.infer_hybrids, and LFM2-MoE's
+# experts in infer_configs): each tiny model of tests/tiny_models.py, written by transformers'
+# save_pretrained (the Hub's names), its config.json removed.
+SAVED_HYBRIDS = ["granitemoehybrid", "olmo_hybrid", "lfm2_moe", "zamba2", "gemma3n_text"]
+
+
+@pytest.mark.parametrize("model_type", SAVED_HYBRIDS)
+def test_a_saved_hybrid_without_its_config_is_counted_as_transformers_counts_it(model_type: str, tmp_path: Path) -> None:
+    """Every tensor recognised, each component as the real config's spec counts it, the total
+    transformers' own (the model the file was saved from)."""
+    from oracle import spec_of, transformers_count
+    from test_hybrids import _transformers_tiny
+    from tiny_models import tiny_config
+
+    _transformers_tiny(model_type).save_pretrained(tmp_path)
+    (tmp_path / "config.json").unlink()
+    report = read_checkpoint(str(tmp_path))
+    assert report.spec_origin == "tensor shapes (no config.json)"
+    assert report.mismatches == () and report.unknown == ()
+    inferred = count(report.spec)
+    assert dict(inferred.components) == dict(count(spec_of(tiny_config(model_type))).components)
+    assert inferred.total == transformers_count(tiny_config(model_type))
+    assert report.spec_notes

@@ -19,7 +19,7 @@ from __future__ import annotations
 from math import gcd
 from typing import Any, Callable
 
-__all__ = ["SIGNATURES", "Shapes", "Uninferable", "config_of"]
+__all__ = ["SIGNATURES", "Shapes", "Uninferable"]
 
 L = "model.layers.{}."
 
@@ -68,21 +68,32 @@ def _checked(template: str, shape: tuple[int, ...], rank: int) -> tuple[int, ...
 
 
 def _lfm2(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """LFM2: attention where q_proj is stored, a short convolution elsewhere; head_dim from the QK-norm."""
-    head_dim = shapes.dim(L + "self_attn.q_layernorm.weight", 0, rank=1)
-    if L + "feed_forward.experts.gate_up_proj" in shapes or L + "feed_forward.gate.weight" in shapes:
-        raise Uninferable("LFM2-MoE's experts are not read off shapes")
+    """LFM2: attention where q_proj is stored, a short convolution elsewhere; head_dim from the QK-norm.
+    LFM2-MoE is told by its router: its first layers keep a SwiGLU (w1), the others route to experts
+    (the router's rows; one expert's w1, or the fused gate-up, gives their width)."""
+    head_dim, ffn = shapes.dim(L + "self_attn.q_layernorm.weight", 0, rank=1), L + "feed_forward."
+    routed, dense = shapes.layers_of(ffn + "gate.weight"), shapes.layers_of(ffn + "w1.weight")
     config = {
-        "model_type": "lfm2", "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
+        "model_type": "lfm2_moe" if routed else "lfm2", "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
         "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": shapes.n_layers,
         "full_attn_idxs": shapes.layers_of(L + "self_attn.q_proj.weight"), "head_dim": head_dim,
         "num_attention_heads": shapes.dim(L + "self_attn.q_proj.weight", 0) // head_dim,
         "num_key_value_heads": shapes.dim(L + "self_attn.k_proj.weight", 0) // head_dim,
-        "intermediate_size": shapes.dim(L + "feed_forward.w1.weight", 0), "block_auto_adjust_ff_dim": False,
         "conv_L_cache": shapes.dim(L + "conv.conv.weight", 2, rank=3), "conv_bias": L + "conv.in_proj.bias" in shapes,
         "tie_word_embeddings": "lm_head.weight" not in shapes,
     }
-    return config, ("context length is not stored in tensors: LFM2's default max_position_embeddings is assumed",)
+    if dense:
+        config["intermediate_size"] = shapes.dim(ffn + "w1.weight", 0)
+    if not routed:
+        config["block_auto_adjust_ff_dim"] = False
+        return config, ("context length is not stored in tensors: LFM2's default max_position_embeddings is assumed",)
+    if dense != list(range(len(dense))) or routed != list(range(len(dense), shapes.n_layers)):
+        raise Uninferable("LFM2-MoE's dense layers are not the first ones, the routed ones the rest: pass MODEL")
+    n_experts, width = _routed(shapes, ffn)
+    config.update(num_dense_layers=len(dense), num_experts=n_experts, moe_intermediate_size=width,
+                  use_expert_bias=ffn + "expert_bias" in shapes)
+    return config, ("context length and the experts each token picks are not stored in tensors: "
+                    "LFM2-MoE's defaults assumed",)
 
 
 def _deepseek(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -304,7 +315,7 @@ def _mamba2_hybrid(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
     layer): the Mamba2 mixer under `mamba.`, its keys renamed to these configs' `mamba_*`."""
     mixer, attention = L + "mamba.", L + "self_attn."
     if L + "feed_forward.gate_proj.weight" not in shapes:
-        raise Uninferable("a Mamba2 hybrid without Bamba's feed_forward (Granite-4.0-H's MoE is not read off shapes)")
+        raise Uninferable("a Mamba2 hybrid without Bamba's feed_forward")
     widths, mamba_layers = _mamba2_widths(shapes, mixer), shapes.layers_of(mixer + "A_log")
     attention_layers = shapes.layers_of(attention + "q_proj.weight")
     parallel = mamba_layers == attention_layers == list(range(shapes.n_layers))
@@ -504,8 +515,3 @@ SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]
     L + "layer_scalar": _gemma4,
 }
 
-
-def config_of(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]] | None:
-    """The config.json keys of a layout `SIGNATURES` knows, and what was assumed; None for any other."""
-    reader = next((read for template, read in SIGNATURES.items() if template in shapes), None)
-    return None if reader is None else reader(shapes)
