@@ -105,6 +105,9 @@ INFERRED = [
     # the real config's first six layers: five local, one global (its keys its values, 2 KV heads of 512)
     ("gemma4-26b-a4b.json", {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
                              "num_experts": 8}),
+    ("olmo_hybrid.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS}),  # its first 8 layers
+    ("zamba2.json", {}),  # Zamba2-7B's 81 layers: 13 hybrid, its two shared blocks stored once each
+    ("gemma3n_text-e2b.json", {}),  # Gemma-3n-E2B's 30 layers: 10 share K and V, AltUp, LAuReL, per-layer inputs
 ]
 # Multimodal configs whose text model is read: their `text_config`, alone (the towers' tensors are another issue's).
 TEXT_ONLY = {"qwen3_5.json", "qwen3_5_moe.json", "gemma4-26b-a4b.json"}

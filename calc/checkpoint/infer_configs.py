@@ -250,7 +250,7 @@ B = "backbone.layers.{}.mixer."  # Mamba2's and Nemotron-H's layers: one mixer e
 def _mamba(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
     """Mamba2 (every layer the mixer) and Nemotron-H (each layer one mixer: Mamba2, attention, a
     squared-ReLU MLP or MoE, as its pattern's M, *, - and E say, read off which tensors a layer has)."""
-    embed, mixer, notes = "backbone.embeddings.weight", _mamba2_widths(shapes), [_STATE_NOTE]
+    embed, mixer, notes = "backbone.embeddings.weight", _mamba2_widths(shapes), [_state_note()]
     config = {"vocab_size": shapes.dim(embed, 0), "hidden_size": shapes.dim(embed, 1), "num_hidden_layers": shapes.n_layers,
               "tie_word_embeddings": "lm_head.weight" not in shapes}
     letters = {letter: set(shapes.layers_of(B + tensor)) for letter, tensor in
@@ -293,18 +293,20 @@ def _head_note(head_dim: int) -> str:
     return f"attention's head count is not stored in tensor shapes: assumed head_dim {head_dim}"
 
 
-_STATE_NOTE = ("Mamba2's groups and state width are not stored apart (only their product): d_state 128 assumed "
-               "where it divides it")
+def _state_note(state: int = 128) -> str:
+    """The one wording of `_mamba2_widths`' assumption, whichever layout makes it."""
+    return (f"Mamba2's groups and state width are not stored apart (only their product): d_state {state} assumed "
+            "where it divides it")
 
 
-def _mamba2_widths(shapes: Shapes, mixer: str = B) -> dict[str, Any]:
+def _mamba2_widths(shapes: Shapes, mixer: str = B, state: int = 128) -> dict[str, Any]:
     """The Mamba2 mixer's keys (Nemotron-H's names): heads from A_log, the inner width from out_proj's
-    input, groups x state from the conv's other channels (d_state 128 assumed when it divides them)."""
+    input, groups x state from the conv's other channels (d_state `state` assumed when it divides them)."""
     heads, inner = shapes.dim(mixer + "A_log", 0, rank=1), shapes.dim(mixer + "out_proj.weight", 1)
     groups_state, left = divmod(shapes.dim(mixer + "conv1d.weight", 0, rank=3) - inner, 2)
     if left or groups_state <= 0 or inner % heads:
         raise Uninferable("Mamba2's conv1d, out_proj and A_log widths do not fit its layout")
-    state = 128 if groups_state % 128 == 0 else groups_state
+    state = state if groups_state % state == 0 else groups_state
     return {"mamba_num_heads": heads, "mamba_head_dim": inner // heads, "ssm_state_size": state,
             "n_groups": groups_state // state, "conv_kernel": shapes.dim(mixer + "conv1d.weight", 2, rank=3),
             "use_bias": mixer + "in_proj.bias" in shapes, "use_conv_bias": mixer + "conv1d.bias" in shapes}
@@ -328,7 +330,7 @@ def _mamba2_hybrid(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
               "mamba_proj_bias": widths["use_bias"], "mamba_conv_bias": widths["use_conv_bias"],
               **(_heads(shapes, attention) if attention_layers else {})}
     inner = widths["mamba_num_heads"] * widths["mamba_head_dim"]
-    notes = [_STATE_NOTE, *([_head_note(config["head_dim"])] if attention_layers else [])]
+    notes = [_state_note(), *([_head_note(config["head_dim"])] if attention_layers else [])]
     if parallel:
         config.update(mamba_d_ssm=inner, mamba_rms_norm=mixer + "norm.weight" in shapes,
                       projectors_bias=mixer + "out_proj.bias" in shapes)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from calc.checkpoint import infer_configs
-from calc.checkpoint.infer_configs import L, Shapes, Uninferable, _head_note, _heads, _mamba2_widths, _STATE_NOTE
+from calc.checkpoint.infer_configs import L, Shapes, Uninferable, _head_note, _heads, _mamba2_widths, _state_note
 
 __all__ = ["SIGNATURES", "config_of"]
 
@@ -37,9 +37,9 @@ def _kinds(shapes: Shapes, names: dict[str, str]) -> list[str]:
     return kinds  # type: ignore[return-value]
 
 
-def _mamba2(shapes: Shapes, mixer: str) -> dict[str, Any]:
+def _mamba2(shapes: Shapes, mixer: str, state: int = 128) -> dict[str, Any]:
     """The Mamba2 mixer's widths, with its inner width as a multiple of hidden_size (`expand`)."""
-    widths, width = _mamba2_widths(shapes, mixer), shapes.dim(_EMBED, 1)
+    widths, width = _mamba2_widths(shapes, mixer, state), shapes.dim(_EMBED, 1)
     inner = widths["mamba_num_heads"] * widths["mamba_head_dim"]
     if inner % width:
         raise Uninferable(f"the Mamba2 inner width {inner} is not a multiple of hidden_size {width}")
@@ -67,7 +67,7 @@ def _granite(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
                       mamba_d_state=mixer["ssm_state_size"], mamba_n_groups=mixer["n_groups"],
                       mamba_d_conv=mixer["conv_kernel"], mamba_expand=mixer["expand"],
                       mamba_proj_bias=mixer["use_bias"], mamba_conv_bias=mixer["use_conv_bias"])
-        notes.append(_STATE_NOTE)
+        notes.append(_state_note())
     if "full_attention" in kinds:
         heads = _heads(shapes, L + "self_attn.")
         config.update(num_attention_heads=heads["num_attention_heads"], num_key_value_heads=heads["num_key_value_heads"])
@@ -109,7 +109,8 @@ def _olmo_hybrid(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
 
 
 _SHARED_BLOCK = L + "shared_transformer."
-ZAMBA2_HEADS = 32  # Zamba2Config's num_attention_heads, and every released Zamba2's (1.2B, 2.7B, 7B)
+# Zamba2Config's num_attention_heads and mamba_d_state, and every released Zamba2's (1.2B, 2.7B, 7B)
+ZAMBA2_HEADS, ZAMBA2_STATE = 32, 64
 
 
 def _zamba2(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -118,7 +119,7 @@ def _zamba2(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
     rank is their down projection's rows. The shared attention's heads (over 2 x hidden_size) are
     stored only as widths: 32 heads assumed, Zamba2's."""
     kinds = _kinds(shapes, {"hybrid": "linear.weight", "mamba": "mamba.A_log"})
-    mixer = _mamba2(shapes, L + ("mamba_decoder.mamba." if "mamba" not in kinds else "mamba."))
+    mixer = _mamba2(shapes, L + ("mamba_decoder.mamba." if "mamba" not in kinds else "mamba."), ZAMBA2_STATE)
     queries, width = shapes.dim(_SHARED_BLOCK + "self_attn.q_proj.weight", 0), shapes.dim(_EMBED, 1)
     heads = ZAMBA2_HEADS if queries % ZAMBA2_HEADS == 0 else 1
     adapter = _SHARED_BLOCK + "feed_forward.gate_up_proj_adapter_list.0.0.weight"
@@ -133,7 +134,7 @@ def _zamba2(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
               "mamba_ngroups": mixer["n_groups"], "mamba_d_conv": mixer["conv_kernel"], "mamba_expand": mixer["expand"]}
     if queries != 2 * width:
         raise Uninferable(f"the shared attention's q_proj is {queries} wide, not 2 x hidden_size = {2 * width}")
-    return config, (_STATE_NOTE, f"the shared attention's head count is not stored in tensor shapes: {heads} assumed "
+    return config, (_state_note(ZAMBA2_STATE), f"the shared attention's head count is not stored in tensor shapes: {heads} assumed "
                     f"(head_dim {queries // heads})",
                     "not stored in tensors: the context length and whether the shared attention is rotary "
                     "(Zamba2's defaults assumed; neither changes a count)")
