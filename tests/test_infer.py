@@ -174,14 +174,14 @@ def widths(spec: Any) -> list[Any]:
 
 # --- transformers' own tiny models, saved with no config.json beside them ---------------------------
 
-# Hybrids whose layers hold a second kind of sublayer (calc.checkpoint.infer_hybrids, and LFM2-MoE's
-# experts in infer_configs): each tiny model of tests/tiny_models.py, written by transformers'
-# save_pretrained (the Hub's names), its config.json removed.
-SAVED_HYBRIDS = ["granitemoehybrid", "olmo_hybrid", "lfm2_moe", "zamba2", "gemma3n_text"]
+# Layouts whose layers hold a second kind of sublayer (calc.checkpoint.infer_hybrids, and LFM2-MoE's
+# experts in infer_configs), and Gemma-4's per-layer embeddings (a model-level table): each tiny model of
+# tests/tiny_models.py, written by transformers' save_pretrained (the Hub's names), its config.json removed.
+SAVED_TINY = ["granitemoehybrid", "olmo_hybrid", "lfm2_moe", "zamba2", "gemma3n_text", "gemma4_text"]
 
 
-@pytest.mark.parametrize("model_type", SAVED_HYBRIDS)
-def test_a_saved_hybrid_without_its_config_is_counted_as_transformers_counts_it(model_type: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("model_type", SAVED_TINY)
+def test_a_saved_model_without_its_config_is_counted_as_transformers_counts_it(model_type: str, tmp_path: Path) -> None:
     """Every tensor recognised, each component as the real config's spec counts it, the total
     transformers' own (the model the file was saved from)."""
     from oracle import spec_of, transformers_count

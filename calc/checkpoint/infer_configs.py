@@ -493,9 +493,10 @@ def _gemma4(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
         config.update(vocab_size_per_layer_input=shapes.dim("model.embed_tokens_per_layer.weight", 0),
                       hidden_size_per_layer_input=shapes.dim("model.embed_tokens_per_layer.weight", 1) // n_layers)
     if L + "router.proj.weight" in shapes:  # (Gemma4TextConfig has no default for the experts a token picks)
-        config.update(enable_moe_block=True, num_experts=shapes.dim(L + "router.proj.weight", 0), top_k_experts=8,
+        n_experts = shapes.dim(L + "router.proj.weight", 0)
+        config.update(enable_moe_block=True, num_experts=n_experts, top_k_experts=min(8, n_experts),
                       moe_intermediate_size=shapes.dim(L + "experts.gate_up_proj", 1, rank=3) // 2)
-        notes.append("the experts each token picks are not stored in tensors: 8 assumed, Gemma-4-26B-A4B's")
+        notes.append("the experts each token picks are not stored in tensors: 8 assumed, Gemma-4-26B-A4B's (all when fewer)")
     return config, tuple(notes)
 
 
