@@ -60,8 +60,9 @@ def _granite(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
     config = {**_base(shapes, "granitemoehybrid"), "layer_types": kinds, "num_local_experts": 0, "num_experts_per_tok": 0,
               "shared_intermediate_size": shapes.dim(L + "shared_mlp.input_linear.weight", 0) // 2,
               "attention_bias": L + "self_attn.q_proj.bias" in shapes}
-    notes = ["not stored in tensors: the context length, whether attention is rotary, Granite's four "
-             "multipliers (none changes a count) and the experts each token picks (6 assumed, Granite-4.0-H-Tiny's, or all when fewer)"]
+    notes = ["not stored in tensors: the context length, whether attention is rotary, Granite's four multipliers "
+             "(none changes a count) and the experts each token picks (6 assumed, Granite-4.0-H-Tiny's, or all "
+             "when fewer)"]
     if mixer:
         config.update(mamba_n_heads=mixer["mamba_num_heads"], mamba_d_head=mixer["mamba_head_dim"],
                       mamba_d_state=mixer["ssm_state_size"], mamba_n_groups=mixer["n_groups"],
@@ -134,8 +135,8 @@ def _zamba2(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
               "mamba_ngroups": mixer["n_groups"], "mamba_d_conv": mixer["conv_kernel"], "mamba_expand": mixer["expand"]}
     if queries != 2 * width:
         raise Uninferable(f"the shared attention's q_proj is {queries} wide, not 2 x hidden_size = {2 * width}")
-    return config, (_state_note(ZAMBA2_STATE), f"the shared attention's head count is not stored in tensor shapes: {heads} assumed "
-                    f"(head_dim {queries // heads})",
+    return config, (_state_note(ZAMBA2_STATE), f"the shared attention's head count is not stored in tensor shapes: "
+                    f"{heads} assumed (head_dim {queries // heads})",
                     "not stored in tensors: the context length and whether the shared attention is rotary "
                     "(Zamba2's defaults assumed; neither changes a count)")
 
