@@ -197,3 +197,19 @@ def test_a_saved_model_without_its_config_is_counted_as_transformers_counts_it(m
     assert dict(inferred.components) == dict(count(spec_of(tiny_config(model_type))).components)
     assert inferred.total == transformers_count(tiny_config(model_type))
     assert report.spec_notes
+
+
+@pytest.mark.parametrize("hub", [False, True], ids=["transformers5", "hub"])
+@pytest.mark.parametrize("model_type", SAVED_TINY)
+def test_a_tiny_header_in_either_expert_layout_is_read(model_type: str, hub: bool, tmp_path: Path) -> None:
+    """The same tiny specs as the tensors gptcalc implies, in transformers 5's fused expert names
+    (Granite's `experts.gate_up_proj`, LFM2-MoE's) as well as the Hub's: each component as counted."""
+    from oracle import spec_of
+    from tiny_models import tiny_config
+
+    spec = spec_of(tiny_config(model_type))
+    report = read_checkpoint(str(lone_file(spec, tmp_path, hub)))
+    assert report.mismatches == () and report.unknown == ()
+    assert dict(count(report.spec).components) == dict(count(spec).components)
+    # (the tiny Gemma-3n alternates local and global layers; which is which is not stored, and every fifth is assumed)
+    assert (layers(report.spec) == layers(spec)) is (model_type != "gemma3n_text")
