@@ -213,3 +213,21 @@ def test_a_tiny_header_in_either_expert_layout_is_read(model_type: str, hub: boo
     assert dict(count(report.spec).components) == dict(count(spec).components)
     # (the tiny Gemma-3n alternates local and global layers; which is which is not stored, and every fifth is assumed)
     assert (layers(report.spec) == layers(spec)) is (model_type != "gemma3n_text")
+
+
+def test_zamba2_shared_blocks_listed_under_every_layer_applying_them(tmp_path: Path) -> None:
+    """A torch state dict (transformers' own `state_dict()`, torch.save'd) lists each shared block again
+    under every hybrid layer applying it, where save_pretrained writes it once: the repeats share the
+    first listing's storage (aliases, left out), so both read as two blocks."""
+    import torch
+
+    from oracle import spec_of
+    from test_hybrids import _transformers_tiny
+    from tiny_models import tiny_config
+
+    state = _transformers_tiny("zamba2").state_dict()
+    assert "model.layers.4.shared_transformer.self_attn.q_proj.weight" in state  # block A again, under layer 4
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    report = read_checkpoint(str(tmp_path / "pytorch_model.bin"))
+    assert report.mismatches == () and report.unknown == ()
+    assert dict(count(report.spec).components) == dict(count(spec_of(tiny_config("zamba2"))).components)
