@@ -78,7 +78,7 @@ TABLE_FILES = {
     "gemma4_text": "tests/configs/model_types/gemma4-26b-a4b.json",
     "minimax_m2": "tests/configs/model_types/minimax_m2.json", "afmoe": "tests/configs/model_types/afmoe.json",
     "falcon_h1": "tests/configs/model_types/falcon_h1.json", "longcat_flash": "tests/configs/model_types/longcat_flash.json",
-    "zamba2": "tests/configs/model_types/zamba2.json",
+    "zamba2": "tests/configs/model_types/zamba2.json", "olmo_hybrid": "tests/configs/model_types/olmo_hybrid.json",
     "deepseek_v4": "tests/configs/model_types/deepseek_v4.json",
 }
 

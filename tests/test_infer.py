@@ -105,6 +105,9 @@ INFERRED = [
     # the real config's first six layers: five local, one global (its keys its values, 2 KV heads of 512)
     ("gemma4-26b-a4b.json", {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
                              "num_experts": 8}),
+    ("olmo_hybrid.json", {"num_hidden_layers": 8, "layer_types": QWEN3_5_LAYERS}),  # its first 8 layers
+    ("zamba2.json", {}),  # Zamba2-7B's 81 layers: 13 hybrid, its two shared blocks stored once each
+    ("gemma3n_text-e2b.json", {}),  # Gemma-3n-E2B's 30 layers: 10 share K and V, AltUp, LAuReL, per-layer inputs
 ]
 # Multimodal configs whose text model is read: their `text_config`, alone (the towers' tensors are another issue's).
 TEXT_ONLY = {"qwen3_5.json", "qwen3_5_moe.json", "gemma4-26b-a4b.json"}
@@ -167,3 +170,64 @@ def widths(spec: Any) -> list[Any]:
     """What each run keeps, as element counts: per token (K and V widths) and per sequence (each state's size)."""
     return [([(token.k, token.v) for token in cache.tokens], [(state.name, state.rows, state.cols, state.dtype)
                                                               for state in cache.states]) for cache in caches(spec)]
+
+
+# --- transformers' own tiny models, saved with no config.json beside them ---------------------------
+
+# Layouts whose layers hold a second kind of sublayer (calc.checkpoint.infer_hybrids, and LFM2-MoE's
+# experts in infer_configs), and Gemma-4's per-layer embeddings (a model-level table): each tiny model of
+# tests/tiny_models.py, written by transformers' save_pretrained (the Hub's names), its config.json removed.
+SAVED_TINY = ["granitemoehybrid", "olmo_hybrid", "lfm2_moe", "zamba2", "gemma3n_text", "gemma4_text"]
+
+
+@pytest.mark.parametrize("model_type", SAVED_TINY)
+def test_a_saved_model_without_its_config_is_counted_as_transformers_counts_it(model_type: str, tmp_path: Path) -> None:
+    """Every tensor recognised, each component as the real config's spec counts it, the total
+    transformers' own (the model the file was saved from)."""
+    from oracle import spec_of, transformers_count
+    from test_hybrids import _transformers_tiny
+    from tiny_models import tiny_config
+
+    _transformers_tiny(model_type).save_pretrained(tmp_path)
+    (tmp_path / "config.json").unlink()
+    report = read_checkpoint(str(tmp_path))
+    assert report.spec_origin == "tensor shapes (no config.json)"
+    assert report.mismatches == () and report.unknown == ()
+    inferred = count(report.spec)
+    assert dict(inferred.components) == dict(count(spec_of(tiny_config(model_type))).components)
+    assert inferred.total == transformers_count(tiny_config(model_type))
+    assert report.spec_notes
+
+
+@pytest.mark.parametrize("hub", [False, True], ids=["transformers5", "hub"])
+@pytest.mark.parametrize("model_type", SAVED_TINY)
+def test_a_tiny_header_in_either_expert_layout_is_read(model_type: str, hub: bool, tmp_path: Path) -> None:
+    """The same tiny specs as the tensors gptcalc implies, in transformers 5's fused expert names
+    (Granite's `experts.gate_up_proj`, LFM2-MoE's) as well as the Hub's: each component as counted."""
+    from oracle import spec_of
+    from tiny_models import tiny_config
+
+    spec = spec_of(tiny_config(model_type))
+    report = read_checkpoint(str(lone_file(spec, tmp_path, hub)))
+    assert report.mismatches == () and report.unknown == ()
+    assert dict(count(report.spec).components) == dict(count(spec).components)
+    # (the tiny Gemma-3n alternates local and global layers; which is which is not stored, and every fifth is assumed)
+    assert (layers(report.spec) == layers(spec)) is (model_type != "gemma3n_text")
+
+
+def test_zamba2_shared_blocks_listed_under_every_layer_applying_them(tmp_path: Path) -> None:
+    """A torch state dict (transformers' own `state_dict()`, torch.save'd) lists each shared block again
+    under every hybrid layer applying it, where save_pretrained writes it once: the repeats share the
+    first listing's storage (aliases, left out), so both read as two blocks."""
+    import torch
+
+    from oracle import spec_of
+    from test_hybrids import _transformers_tiny
+    from tiny_models import tiny_config
+
+    state = _transformers_tiny("zamba2").state_dict()
+    assert "model.layers.4.shared_transformer.self_attn.q_proj.weight" in state  # block A again, under layer 4
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    report = read_checkpoint(str(tmp_path / "pytorch_model.bin"))
+    assert report.mismatches == () and report.unknown == ()
+    assert dict(count(report.spec).components) == dict(count(spec_of(tiny_config("zamba2"))).components)

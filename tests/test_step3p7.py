@@ -99,3 +99,50 @@ def test_a_step3p7_config_reads_its_text_config(tmp_path) -> None:
     spec = load_spec(str(tmp_path))
     assert count(spec).total == count(spec_of(tiny_config("step3p5"))).total
     assert any("vision encoder" in note for note in spec.notes)
+
+
+def test_the_hub_layout_save_pretrained_writes_is_recognised(tmp_path) -> None:
+    """transformers' save_pretrained writes Step-3.7's Hub names back (conversion_mapping.py's "step3p7"):
+    the router and its correction bias under `moe.`, gate, up and down stacked [E, f, d] apart, the shared
+    expert as `share_expert.`. The header check names every language-model tensor; only the vision tower
+    and its projector are left (towers of this kind are not modelled), and the total is the language model's."""
+    from calc.checkpoint.report import read_checkpoint
+
+    model, _ = _wrapped()
+    model.save_pretrained(tmp_path)
+    report = read_checkpoint(str(tmp_path))
+    assert report.mismatches == ()
+    assert {record.name.split(".")[0] for record in report.unknown} == {"vision_model", "vit_large_projector"}
+    assert {record.name for record in report.buffers} == {f"model.layers.{i}.moe.router_bias" for i in (1, 2, 3)}
+    assert report.breakdown.total == count(spec_of(tiny_config("step3p5"))).total == transformers_count(tiny_config("step3p5"))
+
+
+def test_fp8_block_scales_beside_the_stacked_experts_are_companions(tmp_path) -> None:
+    """Step-3.7-Flash-FP8's experts: each stacked [E, f, d] projection in F8_E4M3 with a float32
+    `weight_scale_inv` of one scale per 128 x 128 block of each expert's matrix (DeepSeek-V3's block
+    scales, https://github.com/deepseek-ai/DeepSeek-V3/blob/main/README_WEIGHTS.md): [E, ceil(f/128),
+    ceil(d/128)]. Scales are named as companions, never counted; the total does not move."""
+    import json
+    import math
+
+    from calc.checkpoint.report import read_checkpoint
+    from checkpoint_files import write_safetensors
+
+    model, _ = _wrapped()
+    model.save_pretrained(tmp_path / "bf16")
+    data, layout = (tmp_path / "bf16" / "model.safetensors").read_bytes(), {}
+    header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])  # the Hub's names, as save_pretrained wrote them
+    header.pop("__metadata__", None)
+    for name, entry in header.items():
+        shape = entry["shape"]
+        if ".moe." in name and name.endswith("_proj.weight"):
+            layout[name] = ("F8_E4M3", shape)
+            layout[name + "_scale_inv"] = ("F32", [shape[0], math.ceil(shape[1] / 128), math.ceil(shape[2] / 128)])
+        else:
+            layout[name] = (entry["dtype"], shape)
+    write_safetensors(tmp_path / "fp8" / "model.safetensors", layout)
+    (tmp_path / "fp8" / "config.json").write_text((tmp_path / "bf16" / "config.json").read_text())
+    report = read_checkpoint(str(tmp_path / "fp8"))
+    assert report.mismatches == () and len(report.companions) == 3 * 3  # gate, up, down in each of the 3 MoE layers
+    assert {record.name.split(".")[0] for record in report.unknown} == {"vision_model", "vit_large_projector"}
+    assert report.breakdown.total == count(spec_of(tiny_config("step3p5"))).total

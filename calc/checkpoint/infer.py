@@ -18,7 +18,8 @@ from math import gcd
 from operator import gt, methodcaller, not_, or_
 from typing import Any, Iterator
 
-from calc.checkpoint.infer_configs import Shapes, Uninferable, config_of
+from calc.checkpoint.infer_configs import Shapes, Uninferable
+from calc.checkpoint.infer_hybrids import config_of
 from calc.checkpoint.layouts import LAYOUTS, with_base
 from calc.checkpoint.names import INDEX
 from calc.checkpoint.sources import RawCheckpoint
@@ -34,12 +35,19 @@ __all__ = ["detect_family", "infer_spec"]
 INFERABLE = ("gpt2", "llama", "mamba2")
 
 
+# Model-level tensors a newer Llama-named layout stores beside the embedding: Gemma-3n's and
+# Gemma-4's per-layer embedding table, its projection and that projection's norm.
+PER_LAYER_INPUT = tuple(LAYOUTS["gemma3n_text"][role] for role in ("embed_per_layer", "per_layer_projection",
+                                                                    "per_layer_projection_norm"))
+
+
 @cache
 def _paths(family: str) -> tuple[dict[str, Any], frozenset[str], re.Pattern[str]]:
     """A family's layout, its model-level tensor names and its layer-name pattern, made once."""
     lay = LAYOUTS[family]
-    model_level = frozenset(f"{lay[role]}.{kind}" for role in ("embed", "positions", "final_norm", "lm_head")
-                            if role in lay for kind in ("weight", "bias"))
+    paths = [lay[role] for role in ("embed", "positions", "final_norm", "lm_head") if role in lay]
+    model_level = frozenset(f"{path}.{kind}" for path in (*paths, *(PER_LAYER_INPUT if family == "llama" else ()))
+                            for kind in ("weight", "bias"))
     return lay, model_level, re.compile(rf"^{re.escape(lay['layers'])}\.{INDEX}\.(.+)$")
 
 

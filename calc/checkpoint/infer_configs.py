@@ -19,7 +19,7 @@ from __future__ import annotations
 from math import gcd
 from typing import Any, Callable
 
-__all__ = ["SIGNATURES", "Shapes", "Uninferable", "config_of"]
+__all__ = ["SIGNATURES", "Shapes", "Uninferable"]
 
 L = "model.layers.{}."
 
@@ -68,21 +68,32 @@ def _checked(template: str, shape: tuple[int, ...], rank: int) -> tuple[int, ...
 
 
 def _lfm2(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """LFM2: attention where q_proj is stored, a short convolution elsewhere; head_dim from the QK-norm."""
-    head_dim = shapes.dim(L + "self_attn.q_layernorm.weight", 0, rank=1)
-    if L + "feed_forward.experts.gate_up_proj" in shapes or L + "feed_forward.gate.weight" in shapes:
-        raise Uninferable("LFM2-MoE's experts are not read off shapes")
+    """LFM2: attention where q_proj is stored, a short convolution elsewhere; head_dim from the QK-norm.
+    LFM2-MoE is told by its router: its first layers keep a SwiGLU (w1), the others route to experts
+    (the router's rows; one expert's w1, or the fused gate-up, gives their width)."""
+    head_dim, ffn = shapes.dim(L + "self_attn.q_layernorm.weight", 0, rank=1), L + "feed_forward."
+    routed, dense = shapes.layers_of(ffn + "gate.weight"), shapes.layers_of(ffn + "w1.weight")
     config = {
-        "model_type": "lfm2", "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
+        "model_type": "lfm2_moe" if routed else "lfm2", "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
         "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": shapes.n_layers,
         "full_attn_idxs": shapes.layers_of(L + "self_attn.q_proj.weight"), "head_dim": head_dim,
         "num_attention_heads": shapes.dim(L + "self_attn.q_proj.weight", 0) // head_dim,
         "num_key_value_heads": shapes.dim(L + "self_attn.k_proj.weight", 0) // head_dim,
-        "intermediate_size": shapes.dim(L + "feed_forward.w1.weight", 0), "block_auto_adjust_ff_dim": False,
         "conv_L_cache": shapes.dim(L + "conv.conv.weight", 2, rank=3), "conv_bias": L + "conv.in_proj.bias" in shapes,
         "tie_word_embeddings": "lm_head.weight" not in shapes,
     }
-    return config, ("context length is not stored in tensors: LFM2's default max_position_embeddings is assumed",)
+    if dense:
+        config["intermediate_size"] = shapes.dim(ffn + "w1.weight", 0)
+    if not routed:
+        config["block_auto_adjust_ff_dim"] = False
+        return config, ("context length is not stored in tensors: LFM2's default max_position_embeddings is assumed",)
+    if dense != list(range(len(dense))) or routed != list(range(len(dense), shapes.n_layers)):
+        raise Uninferable("LFM2-MoE's dense layers are not the first ones, the routed ones the rest: pass MODEL")
+    n_experts, width = _routed(shapes, ffn)
+    config.update(num_dense_layers=len(dense), num_experts=n_experts, moe_intermediate_size=width,
+                  use_expert_bias=ffn + "expert_bias" in shapes)
+    return config, ("context length and the experts each token picks are not stored in tensors: "
+                    "LFM2-MoE's defaults assumed",)
 
 
 def _deepseek(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -239,7 +250,7 @@ B = "backbone.layers.{}.mixer."  # Mamba2's and Nemotron-H's layers: one mixer e
 def _mamba(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
     """Mamba2 (every layer the mixer) and Nemotron-H (each layer one mixer: Mamba2, attention, a
     squared-ReLU MLP or MoE, as its pattern's M, *, - and E say, read off which tensors a layer has)."""
-    embed, mixer, notes = "backbone.embeddings.weight", _mamba2_widths(shapes), [_STATE_NOTE]
+    embed, mixer, notes = "backbone.embeddings.weight", _mamba2_widths(shapes), [_state_note()]
     config = {"vocab_size": shapes.dim(embed, 0), "hidden_size": shapes.dim(embed, 1), "num_hidden_layers": shapes.n_layers,
               "tie_word_embeddings": "lm_head.weight" not in shapes}
     letters = {letter: set(shapes.layers_of(B + tensor)) for letter, tensor in
@@ -282,18 +293,20 @@ def _head_note(head_dim: int) -> str:
     return f"attention's head count is not stored in tensor shapes: assumed head_dim {head_dim}"
 
 
-_STATE_NOTE = ("Mamba2's groups and state width are not stored apart (only their product): d_state 128 assumed "
-               "where it divides it")
+def _state_note(state: int = 128) -> str:
+    """The one wording of `_mamba2_widths`' assumption, whichever layout makes it."""
+    return (f"Mamba2's groups and state width are not stored apart (only their product): d_state {state} assumed "
+            "where it divides it")
 
 
-def _mamba2_widths(shapes: Shapes, mixer: str = B) -> dict[str, Any]:
+def _mamba2_widths(shapes: Shapes, mixer: str = B, state: int = 128) -> dict[str, Any]:
     """The Mamba2 mixer's keys (Nemotron-H's names): heads from A_log, the inner width from out_proj's
-    input, groups x state from the conv's other channels (d_state 128 assumed when it divides them)."""
+    input, groups x state from the conv's other channels (d_state `state` assumed when it divides them)."""
     heads, inner = shapes.dim(mixer + "A_log", 0, rank=1), shapes.dim(mixer + "out_proj.weight", 1)
     groups_state, left = divmod(shapes.dim(mixer + "conv1d.weight", 0, rank=3) - inner, 2)
     if left or groups_state <= 0 or inner % heads:
         raise Uninferable("Mamba2's conv1d, out_proj and A_log widths do not fit its layout")
-    state = 128 if groups_state % 128 == 0 else groups_state
+    state = state if groups_state % state == 0 else groups_state
     return {"mamba_num_heads": heads, "mamba_head_dim": inner // heads, "ssm_state_size": state,
             "n_groups": groups_state // state, "conv_kernel": shapes.dim(mixer + "conv1d.weight", 2, rank=3),
             "use_bias": mixer + "in_proj.bias" in shapes, "use_conv_bias": mixer + "conv1d.bias" in shapes}
@@ -304,7 +317,7 @@ def _mamba2_hybrid(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
     layer): the Mamba2 mixer under `mamba.`, its keys renamed to these configs' `mamba_*`."""
     mixer, attention = L + "mamba.", L + "self_attn."
     if L + "feed_forward.gate_proj.weight" not in shapes:
-        raise Uninferable("a Mamba2 hybrid without Bamba's feed_forward (Granite-4.0-H's MoE is not read off shapes)")
+        raise Uninferable("a Mamba2 hybrid without Bamba's feed_forward")
     widths, mamba_layers = _mamba2_widths(shapes, mixer), shapes.layers_of(mixer + "A_log")
     attention_layers = shapes.layers_of(attention + "q_proj.weight")
     parallel = mamba_layers == attention_layers == list(range(shapes.n_layers))
@@ -317,7 +330,7 @@ def _mamba2_hybrid(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
               "mamba_proj_bias": widths["use_bias"], "mamba_conv_bias": widths["use_conv_bias"],
               **(_heads(shapes, attention) if attention_layers else {})}
     inner = widths["mamba_num_heads"] * widths["mamba_head_dim"]
-    notes = [_STATE_NOTE, *([_head_note(config["head_dim"])] if attention_layers else [])]
+    notes = [_state_note(), *([_head_note(config["head_dim"])] if attention_layers else [])]
     if parallel:
         config.update(mamba_d_ssm=inner, mamba_rms_norm=mixer + "norm.weight" in shapes,
                       projectors_bias=mixer + "out_proj.bias" in shapes)
@@ -480,9 +493,10 @@ def _gemma4(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
         config.update(vocab_size_per_layer_input=shapes.dim("model.embed_tokens_per_layer.weight", 0),
                       hidden_size_per_layer_input=shapes.dim("model.embed_tokens_per_layer.weight", 1) // n_layers)
     if L + "router.proj.weight" in shapes:  # (Gemma4TextConfig has no default for the experts a token picks)
-        config.update(enable_moe_block=True, num_experts=shapes.dim(L + "router.proj.weight", 0), top_k_experts=8,
+        n_experts = shapes.dim(L + "router.proj.weight", 0)
+        config.update(enable_moe_block=True, num_experts=n_experts, top_k_experts=min(8, n_experts),
                       moe_intermediate_size=shapes.dim(L + "experts.gate_up_proj", 1, rank=3) // 2)
-        notes.append("the experts each token picks are not stored in tensors: 8 assumed, Gemma-4-26B-A4B's")
+        notes.append("the experts each token picks are not stored in tensors: 8 assumed, Gemma-4-26B-A4B's (all when fewer)")
     return config, tuple(notes)
 
 
@@ -504,8 +518,3 @@ SIGNATURES: dict[str, Callable[[Shapes], tuple[dict[str, Any], tuple[str, ...]]]
     L + "layer_scalar": _gemma4,
 }
 
-
-def config_of(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]] | None:
-    """The config.json keys of a layout `SIGNATURES` knows, and what was assumed; None for any other."""
-    reader = next((read for template, read in SIGNATURES.items() if template in shapes), None)
-    return None if reader is None else reader(shapes)

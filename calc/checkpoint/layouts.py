@@ -27,7 +27,7 @@ Routed experts are stored the way transformers 5 saves them: two fused 3-D tenso
 [E, d, 2f] and [E, f, d], "in_out"; DBRX its w1, v1, w2 as three [E·f, d] matrices, "stacked_rows", on the
 Hub too). Checkpoints on the Hub written before transformers 5 keep one
 tensor per expert: `hub` gives those names (`{expert}` the expert index; GraniteMoE's are fused under
-other names), which classification accepts as well. transformers 5's save_pretrained writes that
+other names; Step-3.7's stack gate and up apart, `experts.gate` and `experts.up`), which classification accepts as well. transformers 5's save_pretrained writes that
 Hub layout back out (its in-memory state dict is the fused one), and the torch reference loads both. Flags: `base`, the prefix a base-model checkpoint leaves out (GPT-2's `wte.weight`
 for `transformer.wte.weight`); `conv1d`, GPT-2's [in, out] linear weights; `qkv`, how a fused
 Q/K/V is ordered ("concat": Q|K|V, "grouped": per KV group, queries then key then value, as
@@ -221,7 +221,13 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     "gemma2": {**LLAMA, **_SANDWICH},
     "gemma3_text": {**LLAMA, **_SANDWICH},
     # Step-3.7's language model as transformers holds it (Step3p7TextModel); its Hub checkpoints use other names
-    "step3p5": {**LLAMA, "attn_gate": "self_attn.g_proj"},
+    # Step-3.7's Hub checkpoints (conversion_mapping.py's "step3p7", which save_pretrained writes back): the
+    # router and its correction bias under moe., each expert projection stacked [E, f, d] apart, the shared
+    # expert as share_expert
+    "step3p5": {**LLAMA, "attn_gate": "self_attn.g_proj",
+                "hub": {"router": "moe.gate", "score_bias": "moe.router_bias", "experts.gate": "moe.gate_proj.weight",
+                        "experts.up": "moe.up_proj.weight", "experts.down": "moe.down_proj.weight",
+                        "shared": "share_expert"}},
     "gemma3n_text": {**LLAMA, **_SANDWICH, **_GEMMA_PLE, "altup": "altup", "laurel": "laurel",
                      "altup_in": "model.altup_projections", "altup_out": "model.altup_unembed_projections"},
     "gemma4_text": {**LLAMA, **_SANDWICH, **_GEMMA_PLE, "router": "router.proj", "router_scale": "router.scale",

@@ -352,7 +352,8 @@ def _moe(s: _Slots, m: Any, d: int, hub: bool) -> None:
 
 def _fused_experts(s: _Slots, m: Any, d: int, names: dict[str, Any]) -> None:
     """transformers 5's [E, 2f, d] gate_up_proj and [E, d, f] down_proj (or [E, d, 2f], [E, f, d]);
-    `names` may rename them (GraniteMoE's Hub checkpoints: input_linear, output_linear)."""
+    `names` may rename them (GraniteMoE's Hub checkpoints: input_linear, output_linear) or keep gate
+    and up apart, [E, f, d] each (Step-3.7's Hub checkpoints: moe.gate_proj, moe.up_proj)."""
     e, f, path = m.n_experts, m.d_ff, s.lay["experts"]
     if s.lay.get("experts_order") == "stacked_rows":
         return _stacked_rows(s, m, d)
@@ -362,8 +363,12 @@ def _fused_experts(s: _Slots, m: Any, d: int, names: dict[str, Any]) -> None:
     width = 2 * f if m.gated else f
     name = "gate_up_proj" if m.gated else "up_proj"
     widths = (f, f) if m.gated else ()
-    s.add("experts.gate_up", names.get("experts.gate_up", f"{path}.{name}"), (e, d, width) if in_out else (e, width, d),
-          up, widths)
+    if "experts.gate" in names and m.gated:
+        for role in ("gate", "up"):
+            s.add(f"experts.{role}", names[f"experts.{role}"], (e, f, d), f"experts_{role}")
+    else:
+        s.add("experts.gate_up", names.get("experts.gate_up", f"{path}.{name}"),
+              (e, d, width) if in_out else (e, width, d), up, widths)
     if m.expert_bias:
         s.add("experts.gate_up_bias", f"{path}.{name}_bias", (e, width), up_bias, widths, "zeros")
     s.add("experts.down", names.get("experts.down", f"{path}.down_proj"), (e, f, d) if in_out else (e, d, f),
