@@ -215,7 +215,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                         max_batched, max_seqs, encoder_cache_size, mm_limit,
                         _size(encoder_activation_memory, "--encoder-activation-memory"))
     gpu = budget_gpu(target) if target else None
-    extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep) if engine and gpu else ()
+    extra = (engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep, towers=not text_only)
+             if engine and gpu else ())
     encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
     startup = (startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp,
                               reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp)
