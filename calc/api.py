@@ -174,7 +174,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            cache_type_v: str | None = None, image: str | None = None, images: int = 1, text_only: bool = False,
            encoder_replicated: bool = False, n_gpu_layers: int | None = None, tensor_split: str | None = None,
            kv_offload: bool = True, override_tensor: str | None = None, encoder_cache_size: int | None = None,
-           mm_limit: int | None = None, encoder_activation_memory: str | None = None) -> Result:
+           mm_limit: int | None = None, encoder_activation_memory: str | None = None,
+           async_scheduling: bool = True) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -189,7 +190,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     whole on each with `encoder_replicated`) unless `text_only`; `image`
     ("WxH") prices `images` such images in tokens and KV bytes. Under vLLM with a --budget, its
     encoder cache (`encoder_cache_size` embeddings, `mm_limit` images a prompt) and the encoder's
-    profiling forward (`encoder_activation_memory` from a log) are terms of the engine's budget."""
+    profiling forward (`encoder_activation_memory` from a log) are terms of the engine's budget.
+    `async_scheduling` False: vLLM's --no-async-scheduling, one batch in flight instead of two."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
@@ -213,7 +215,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                         max_batched, max_seqs, encoder_cache_size, mm_limit,
                         _size(encoder_activation_memory, "--encoder-activation-memory"))
     gpu = budget_gpu(target) if target else None
-    extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep) if engine and gpu else ()
+    extra = (engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep, towers=not text_only)
+             if engine and gpu else ())
     encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
     startup = (startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp,
                               reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp)
@@ -227,7 +230,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         pool_bytes = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
         pool = kv_pool(result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
                        max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048), pp=layout.pp,
-                       capability=gpu.capability if gpu else None)
+                       capability=gpu.capability if gpu else None, async_scheduling=async_scheduling)
     placing = (n_gpu_layers, tensor_split, override_tensor)
     if (any(p is not None for p in placing) or not kv_offload) and engine != "llamacpp":
         raise GptcalcError("--n-gpu-layers, --tensor-split, --override-tensor and --no-kv-offload are llama.cpp's: "

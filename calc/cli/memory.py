@@ -150,6 +150,9 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
                    "what a window group holds beyond its window  [default: vllm serve's: 2048, 8192 on a 70 GiB+ "
                    "GPU that is not an A100, 16384 on 160 GiB+; SGLang: its chunked prefill size; TensorRT-LLM: "
                    "max_num_tokens, 8192]")
+@click.option("--async-scheduling/--no-async-scheduling", default=True, show_default=True,
+              help="vLLM's: with it (its default on a GPU) a sliding-window group holds two batches of "
+                   "--max-num-batched-tokens beyond its window, one without.")
 @click.option("--max-num-seqs", "max_seqs", type=POSITIVE,
               help="vLLM: requests of the sampler's profiling run  [default: 256, 1024 on a 70 GiB+ GPU]")
 @click.option("--gpu-memory-utilization", "--mem-fraction-static", "--free-gpu-memory-fraction", "fraction", type=SHARE,
@@ -182,7 +185,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            dtype: str | None, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
            kv_memory: str | None, block_size: int | None, n_parallel: int, ubatch: int, kv_unified: bool, swa_full: bool,
-           cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, max_seqs: int | None,
+           cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, async_scheduling: bool,
+           max_seqs: int | None,
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
            show_all: bool, image: str | None, images: int, text_only: bool, encoder_cache_size: int | None,
            mm_limit: int | None, encoder_activation_memory: str | None, encoder_mode: str, n_gpu_layers: int | None,
@@ -216,7 +220,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         image=image, images=images, text_only=text_only, encoder_replicated=encoder_mode == "data",
                         n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, kv_offload=not no_kv_offload,
                         override_tensor=override_tensor, encoder_cache_size=encoder_cache_size, mm_limit=mm_limit,
-                        encoder_activation_memory=encoder_activation_memory)
+                        encoder_activation_memory=encoder_activation_memory, async_scheduling=async_scheduling)
     if as_json:
         render.print_json(answer.to_dict())
         return

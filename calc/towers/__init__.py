@@ -45,7 +45,8 @@ from calc.towers.phi4_audio import Phi4Audio
 from calc.towers.images import (AnyresImages, CanvasImages, FixedImages, GridImages, NavitImages, PooledImages,
                                 RowImages, TileImages)
 
-__all__ = ["LABELS", "READERS", "Conformer", "Linear", "MobileNet", "Phi4Audio", "Projector", "Tower", "biased_attention",
+__all__ = ["LABELS", "READERS", "Conformer", "Linear", "MobileNet", "Phi4Audio", "Projector", "RopeTable", "Tower",
+           "biased_attention",
            "towers_of", "vision_tower"]
 ImageRule = (GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages
              | NavitImages)
@@ -60,6 +61,20 @@ class Linear(Part):
 
     def params(self) -> int:
         return self.d_in * self.d_out + self.d_out * self.bias
+
+
+class RopeTable(Part):
+    """A cos/sin table vLLM builds for a tower's rotary: a buffer of the module, made at load and whole
+    on every GPU, which no checkpoint holds: `rows` positions x `width` values, in the model's dtype or
+    complex64 (8 B, Llama 4's vision rope). The tower's reader states it (calc/towers/<kind>.py)."""
+
+    rows: int = Field(gt=0)
+    width: int = Field(gt=0)
+    dtype: Literal["model", "complex64"] = "model"
+
+    def bytes(self, element_bytes: int) -> int:
+        """The table's bytes where the model's values take `element_bytes`."""
+        return self.rows * self.width * (8 if self.dtype == "complex64" else element_bytes)
 
 
 class Projector(Part):
@@ -118,6 +133,8 @@ class Tower(Part):
     # ... and the encoder outputs the projector reads, concatenated (Mistral-3's vision_feature_layer:
     # 0 the embeddings, i the output of layer i, -1 the last layer's)
     feature_layers: tuple[int, ...] = Field(default=(-1,), strict=False)
+    # vLLM's own cos/sin table for the 2-D rotary, which its ViT builds at load (memory, not parameters)
+    vllm_rope: RopeTable | None = None
 
     @model_validator(mode="after")
     def _grid(self) -> "Tower":

@@ -9,6 +9,10 @@ projector_output_dim; the multimodal projector is one bias-free matrix vision_ou
 An image becomes the processor's best-fit canvas of image_size tiles (at most 16, the image
 processor's max_patches) plus a global view, 144 tokens each at 336 / 14 with a 0.5 shuffle
 (calc/towers/images.py TileImages).
+vLLM's vision attention builds its rotary table at load (get_rope with rope_type "mllama4", max_position
+(image_size / patch_size)², dtype complex64, partial_rotary_factor 0.5; vLLM 0.32 models/mllama4.py:302-315),
+shared by every layer: one row per patch and one for the class token, head_dim / 2 complex values each
+(Llama4VisionRotaryEmbedding._compute_cos_sin_cache, layers/rotary_embedding/llama4_vision_rope.py:30-53).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "projectors": [{"name": "adapter", "linears": adapter},
                        {"name": "projector", "linears": [{"d_in": vision.int("vision_output_dim"), "d_out": text_width}]}],
         "rope_theta": rope(vision, d // heads)["theta"],
+        "vllm_rope": {"rows": (vision.int("image_size") // patch) ** 2 + 1, "width": d // heads // 2,
+                      "dtype": "complex64"},
         "images": {"kind": "tiles", "tile": vision.int("image_size"), "patch_size": patch,
                    "shuffle": round(1 / vision.float("pixel_shuffle_ratio")), "max_tiles": MAX_TILES},
     }}

@@ -13,6 +13,9 @@ Read off transformers' modelling (models/qwen2_5_vl, qwen3_vl, qwen3_5 modeling_
   one DeepStack merger per `deepstack_visual_indexes` entry (Qwen3-VL only; the layers it reads kept
   for the torch reference), the same but normalising after the merge (LayerNorm(m²d)).
   Qwen2.5-VL's "in_chans" is not read by transformers 5 (in_channels, default 3).
+vLLM's ViT (Qwen2_5_VisionTransformer, Qwen3_VisionTransformer, which Qwen3-VL-MoE and Qwen3.5 reuse) builds
+its own rotary table at load, get_rope(head_dim, max_position=8192, partial_rotary_factor 0.5): 8,192 rows of
+head_dim / 2 values in the model's dtype (vLLM 0.32 models/qwen2_5_vl.py:682-687, qwen3_vl.py:628-633).
 Defaults are each vision config class's (configuration_<type>.py); the image rule's pixel bounds are
 the released preprocessor_config.json's (not in config.json).
 """
@@ -42,6 +45,7 @@ DEEPSTACK = ("qwen3_vl", "qwen3_vl_moe")  # Qwen3.5's vision model has no DeepSt
 # "size": {"shortest_edge", "longest_edge"}): Qwen/Qwen2.5-VL-7B-Instruct 3136 / 12845056,
 # Qwen/Qwen3-VL-8B-Instruct and Qwen/Qwen3.5-27B 65536 / 16777216.
 PIXELS = {"qwen2_5_vl": (3136, 12_845_056)}
+VLLM_ROPE_ROWS = 8192  # the max_position vLLM's Qwen ViTs pass get_rope
 _QWEN3_PIXELS = (65_536, 16_777_216)
 
 
@@ -73,6 +77,7 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "positions": 0 if legacy else vision.int("num_position_embeddings"),
         "projectors": projectors,
         "rope_theta": rope(vision, d // heads)["theta"], "deepstack_layers": deepstack,
+        "vllm_rope": {"rows": VLLM_ROPE_ROWS, "width": d // heads // 2},
         "images": {"kind": "grid", "patch_size": patch, "merge_size": merge, "min_pixels": low, "max_pixels": high},
         **(_windows(vision, patch, merge) if legacy else {}),
     }}

@@ -34,9 +34,13 @@ holds a state page (vllm/platforms/interface.py, _align_hybrid_block_size):
     page      = block x bytes per token of one layer                (the state page when no attention)
     blocks    = floor(floor(kv_memory / page) / group_size)
     per request: ceil(max_model_len / block) blocks per full group,
-                 ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block) + 1 per sliding
-                 group, 2 per state group of a hybrid (prefix caching's "align" mode), 1 attention-free
+                 ceil(min(window - 1 + in flight, max_model_len) / block) + 1 per sliding group,
+                 2 per state group of a hybrid (prefix caching's "align" mode), 1 attention-free
     concurrency = blocks / (blocks per request)
+
+where the tokens in flight are (pp + 1) x max_num_batched_tokens with async scheduling, vLLM's default
+on a GPU (2 x at pp 1), and pp x without it (--no-async-scheduling, and vLLM's CPU platform):
+calc.analysis.memory.vllm_packed.in_flight_tokens. A state group's pages do not depend on it.
 
 SGLang keeps states in a pool of their own (MambaPool): conv states in bf16, SSM states in fp32.
 """
@@ -48,7 +52,7 @@ from dataclasses import dataclass
 from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
 from calc.analysis.memory.vllm_packed import (QUANT_BLOCK, PackedGroups, compressed_pages, has_compressed_rows,
-                                               indexer_key_bytes, packed_groups)
+                                               in_flight_tokens, indexer_key_bytes, packed_groups)
 from calc.errors import GptcalcError
 
 __all__ = ["ENGINES", "Engine", "HybridGroups", "KVPool", "hybrid_groups", "engine_lines", "kv_pool", "padded_context"]
@@ -199,11 +203,12 @@ def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
 
 def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None,
             max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1,
-            capability: tuple[int, int] | None = None) -> KVPool:
+            capability: tuple[int, int] | None = None, async_scheduling: bool = True) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
-    `capability`: the card's CUDA compute capability (None: unknown)."""
+    `capability`: the card's CUDA compute capability (None: unknown); `async_scheduling`: vLLM's, on
+    by default on a GPU and off on its CPU platform (in_flight_tokens)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
@@ -211,10 +216,12 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
     if engine == "vllm" and has_compressed_rows(kv):
-        return _compressed_pool(kv, found, kv_memory, max_model_len, block, max_batched, pp, capability)
+        return _compressed_pool(kv, found, kv_memory, max_model_len, block, in_flight_tokens(max_batched, pp,
+                                async_scheduling), pp, capability)
     dsa = any(kind.kind == DSA for kind in kv.layers)
     block = block or (DSA_PAGE if engine in ("vllm", "sglang") and dsa else found.block)
-    hybrid = hybrid_groups(kv, block, max_batched, ssm_bytes) if engine == "vllm" else None
+    hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes)
+              if engine == "vllm" else None)
     if hybrid is not None:
         block = hybrid.block
     mamba = sglang_mamba_pool(kv, kv_memory) if engine == "sglang" else None
@@ -223,7 +230,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
 
 
 def _compressed_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: int, block: int | None,
-                     max_batched: int, pp: int, capability: tuple[int, int] | None) -> KVPool:
+                     in_flight: int, pp: int, capability: tuple[int, int] | None) -> KVPool:
     """vLLM's pool of a model with compressed rows: every part paged apart, packed in one block
     (calc.analysis.memory.vllm_packed); its backends take --block-size 256 only. Under pipeline
     parallelism vLLM groups the whole model's layers and then keeps each stage's share of every
@@ -239,7 +246,7 @@ def _compressed_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: 
     if block not in (None, COMPRESSED_BLOCK):
         raise GptcalcError(f"--block-size {block}: vLLM's DeepSeek-V4 backends (FlashMLA sparse, the indexer) take "
                            f"{COMPRESSED_BLOCK} only")
-    packed = packed_groups(compressed_pages(kv), max_batched)
+    packed = packed_groups(compressed_pages(kv), in_flight)
     return KVPool(found, COMPRESSED_BLOCK, packed.bytes_per_token, kv_memory, max_model_len, packed)
 
 
@@ -266,7 +273,7 @@ class HybridGroups:
     windows: tuple[int | str | None, ...]  # one entry per group: its window, None for full attention, STATE
     page: int  # bytes of one layer's page
     block: int  # tokens per attention page (raised so a state fits one page)
-    max_batched: int  # --max-num-batched-tokens: the tokens a sliding group holds beyond its window
+    in_flight: int  # the tokens a sliding group holds beyond its window (in_flight_tokens)
     state_page: int = 0  # a state layer's bytes before padding to `page`
     state_pages: int = 1  # pages a state group takes per request (state_pages)
 
@@ -282,14 +289,14 @@ class HybridGroups:
                 return self.state_pages
             if window is None:
                 return -(-max_model_len // block)
-            return -(-min(int(window) - 1 + self.max_batched, max_model_len) // block) + 1
+            return -(-min(int(window) - 1 + self.in_flight, max_model_len) // block) + 1
         return sum(one(window) for window in self.windows)
 
     def to_json(self) -> dict[str, object]:
         return {"group_size": self.group_size, "groups": self.groups, "windows": list(self.windows),
                 "page_bytes": self.page, "block_size": self.block, "state_page_bytes": self.state_page,
                 "state_pages_per_request": self.state_pages,
-                "max_num_batched_tokens": self.max_batched}
+                "tokens_in_flight": self.in_flight}
 
 
 def vllm_state_page(kv: KVCache, ssm_bytes: int = 2) -> int:
@@ -310,8 +317,9 @@ def aligned_block(block: int, attention_token: int, state_page: int) -> int:
     return block * -(-state_page // (block * attention_token))
 
 
-def hybrid_groups(kv: KVCache, block: int = 16, max_batched: int = MAX_BATCHED, ssm_bytes: int = 2) -> HybridGroups | None:
-    """vLLM's grouping when the layers are of more than one kind (None: one kind, one group)."""
+def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2) -> HybridGroups | None:
+    """vLLM's grouping when the layers are of more than one kind (None: one kind, one group); `in_flight`:
+    the tokens a sliding group holds beyond its window (in_flight_tokens)."""
     counts: dict[int | str | None, int] = {}
     for kind in kv.layers:
         counts[kind.window] = counts.get(kind.window, 0) + kind.n_layers
@@ -336,7 +344,7 @@ def hybrid_groups(kv: KVCache, block: int = 16, max_batched: int = MAX_BATCHED, 
     fewest, most = min(counts.values()), max(counts.values())
     size = most if 2 * most < 3 * fewest else fewest  # most < 1.5 x fewest: pad up to the most
     windows = tuple(window for window, n in counts.items() for _ in range(-(-n // size)))
-    return HybridGroups(size, windows, page, block, max_batched, state_page, state_pages(kv))
+    return HybridGroups(size, windows, page, block, in_flight, state_page, state_pages(kv))
 
 
 def padded_context(engine: Engine, n_ctx: int) -> int:

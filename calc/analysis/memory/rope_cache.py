@@ -18,9 +18,15 @@ many positions (mrope.py MRotaryEmbedding: cache_max_position_num = max_position
 4 by get_rope's default (Qwen2.5-VL's Qwen2 layers), 1 where the model passes it (Qwen3-VL, Qwen3.5). Which
 implementation, dtype and factor vLLM uses for a model are the adapter's facts (`ModelSpec.vllm`).
 
-Not modelled: the vision towers' own tables. vLLM's Qwen2.5-VL and Qwen3-VL ViTs call get_rope(head_dim,
-max_position=8192, partial_rotary_factor 0.5) (models/qwen2_5_vl.py L682-687, qwen3_vl.py L628-633): 8,192 x 40 x 2 B
-= 655,360 B for Qwen2.5-VL-7B's 80-wide heads; Llama 4's vision rope keeps a complex64 table (mllama4.py L308-315).
+A tower's own table is the tower's fact (`Tower.vllm_rope`, stated by its reader in calc/towers/): vLLM's
+Qwen2.5-VL, Qwen3-VL and Qwen3.5 ViTs call get_rope(head_dim, max_position=8192, partial_rotary_factor 0.5)
+(models/qwen2_5_vl.py L682-687, qwen3_vl.py L628-633): 8,192 x 40 x 2 B = 655,360 B for Qwen2.5-VL-7B's 80-wide
+heads; Llama 4's vision rope keeps 577 x 44 complex64 values (mllama4.py L302-315). The other towers keep none
+at load: SigLIP (Gemma 3, LLaVA-OneVision) and InternViT have learned positions only; Pixtral (Mistral 3) runs
+transformers' PixtralVisionRotaryEmbedding, an inv_freq of head_dim / 2 fp32 values and its copy (transformers
+>= 5.17), no table; Gemma 4's tower is transformers' own (gemma4_mm.py AutoModel); MoonViT (Kimi-K2.5) builds
+its 512 x 512 table on its first forward (kimi_k25_vit.py Rope2DPosEmbRepeated.get_freqs_cis), so inside the
+profiling run, not the weights.
 
 SGLang keeps the table in fp32 on CUDA whatever the model's dtype ("NOTE(ByronHsu): cache needs to be in FP32
 for numerical stability", then `if not _is_cuda: cache = cache.to(dtype)`: RotaryEmbedding.__init__ in
@@ -39,11 +45,16 @@ import math
 
 from calc.parts.attention import Rope
 from calc.spec.model import ModelSpec
+from calc.towers import Tower
 
-__all__ = ["ROPE_SOURCE", "SGLANG_ROPE_SOURCE", "sglang_rope_cache", "vllm_rope_cache"]
+__all__ = ["ROPE_SOURCE", "SGLANG_ROPE_SOURCE", "TOWER_ROPE_SOURCE", "sglang_rope_cache", "vllm_rope_cache",
+           "vllm_tower_rope_cache"]
 
 ROPE_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/rotary_embedding/__init__.py "
                "(get_rope: one cos_sin_cache buffer per distinct rope setting, [positions, rotary_dim])")
+TOWER_ROPE_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/models/qwen2_5_vl.py "
+                     "(Qwen2_5_VisionTransformer.rotary_pos_emb; qwen3_vl.py Qwen3_VisionTransformer's, mllama4.py "
+                     "Llama4VisionAttention.rotary_emb): the vision tower's own get_rope table")
 SGLANG_ROPE_SOURCE = ("https://github.com/sgl-project/sglang/blob/ed0774f90abed3c89cbff4108683f73881a2e853/"
                       "python/sglang/srt/layers/rotary_embedding.py (RotaryEmbedding.__init__: the cos_sin_cache "
                       "stays fp32 on CUDA)")
@@ -81,13 +92,21 @@ def _table_values(spec: ModelSpec, mrope_positions: int) -> int:
 
 
 def vllm_rope_cache(spec: ModelSpec, element_bytes: int) -> int:
-    """The bytes of vLLM's cos/sin tables for `spec`, whole on every GPU, in values of `element_bytes`
-    (4 where vLLM keeps fp32); none where vLLM's own implementation is not the one that runs
-    (`spec.vllm.implementation`)."""
+    """The bytes of vLLM's cos/sin tables for `spec`'s decoder, whole on every GPU, in values of
+    `element_bytes` (4 where vLLM keeps fp32); none where vLLM's own implementation is not the one that
+    runs (`spec.vllm.implementation`)."""
     build = spec.vllm
     if build.implementation != "native":
         return 0
     return _table_values(spec, build.mrope_positions) * (4 if build.rope_dtype == "float32" else element_bytes)
+
+
+def vllm_tower_rope_cache(spec: ModelSpec, element_bytes: int) -> int:
+    """The bytes of the cos/sin tables vLLM's own towers build at load (`Tower.vllm_rope`), whole on every GPU."""
+    if spec.vllm.implementation != "native":
+        return 0
+    return sum(tower.vllm_rope.bytes(element_bytes) for tower in spec.towers.values()
+               if isinstance(tower, Tower) and tower.vllm_rope is not None)
 
 
 def sglang_rope_cache(spec: ModelSpec) -> int:

@@ -54,7 +54,8 @@ from dataclasses import dataclass
 
 from calc.analysis.memory.budget import BudgetSpec
 from calc.analysis.memory.gpus import GPU
-from calc.analysis.memory.rope_cache import ROPE_SOURCE, SGLANG_ROPE_SOURCE, sglang_rope_cache, vllm_rope_cache
+from calc.analysis.memory.rope_cache import (ROPE_SOURCE, SGLANG_ROPE_SOURCE, TOWER_ROPE_SOURCE, sglang_rope_cache,
+                                             vllm_rope_cache, vllm_tower_rope_cache)
 from calc.analysis.memory.weights import Weights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -149,13 +150,14 @@ FP32_DECAY_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_
 
 
 def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep: int = 1,
-                       element_bytes: int = 2) -> tuple[tuple[str, int], ...]:
+                       element_bytes: int = 2, towers: bool = True) -> tuple[tuple[str, int], ...]:
     """What vLLM holds beyond the checkpoint's tensors on one GPU, each (what, bytes): the embedding
     and LM head rows that pad the vocabulary to a multiple of 64, split tp ways (16-bit, as every
     scheme keeps them); where MLA's kv_b is quantised, the 16-bit copy of it that its decode path
     multiplies by (the weights' kv_b rows are already this GPU's share); and MXFP4 experts padded
     for the backend `gpu` runs them with; the state layers' decay (A), which vLLM keeps in fp32; and the
-    rotary cos/sin tables its layers share (`calc.analysis.memory.rope_cache`), whole on every GPU."""
+    rotary cos/sin tables its layers share (`calc.analysis.memory.rope_cache`), whole on every GPU, and
+    with `towers` loaded (not --text-only) the tables its own vision towers build."""
     pad = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING - spec.vocab_size
     matrices = sum(name in weights.params for name in ("token_embedding", "lm_head"))
     extra = [("vocabulary padding", matrices * pad * spec.d_model * element_bytes // tp)]
@@ -166,6 +168,7 @@ def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep:
     extra.append(("fp32 decay of state layers", sum(max(4 * weights.params[name] - weights.component_bytes(name), 0)
                                                     for name in FP32_DECAY if name in weights.params)))
     extra.append(("rotary cos/sin cache", vllm_rope_cache(spec, element_bytes)))
+    extra.append(("vision tower's rotary cos/sin cache", vllm_tower_rope_cache(spec, element_bytes) if towers else 0))
     return tuple((what, n) for what, n in extra if n)
 
 
@@ -176,10 +179,11 @@ def sglang_extra_weights(spec: ModelSpec) -> tuple[tuple[str, int], ...]:
 
 
 def engine_extra_weights(engine: str, spec: ModelSpec, weights: Weights, gpu: GPU, tp: int,
-                         ep: int = 1) -> tuple[tuple[str, int], ...]:
-    """What `engine` loads beyond the checkpoint on one GPU of the layout (none known for TensorRT-LLM)."""
+                         ep: int = 1, towers: bool = True) -> tuple[tuple[str, int], ...]:
+    """What `engine` loads beyond the checkpoint on one GPU of the layout (none known for TensorRT-LLM);
+    `towers`: whether it loads a multimodal model's towers (False: --text-only)."""
     if engine == "vllm":
-        return vllm_extra_weights(spec, weights, gpu, tp, ep)
+        return vllm_extra_weights(spec, weights, gpu, tp, ep, towers=towers)
     return sglang_extra_weights(spec) if engine == "sglang" else ()
 
 
@@ -225,7 +229,8 @@ def mxfp4_padding(spec: ModelSpec, weights: Weights, tp: int, ep: int, gpu: GPU)
 
 _EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_UV copy": MLA_COPY_SOURCE,
                   "MXFP4 expert padding": MXFP4_SOURCE, "fp32 decay of state layers": FP32_DECAY_SOURCE,
-                  "rotary cos/sin cache": ROPE_SOURCE, "fp32 rotary cos/sin cache": SGLANG_ROPE_SOURCE}
+                  "rotary cos/sin cache": ROPE_SOURCE, "fp32 rotary cos/sin cache": SGLANG_ROPE_SOURCE,
+                  "vision tower's rotary cos/sin cache": TOWER_ROPE_SOURCE}
 
 
 def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_bytes: int = 2) -> int:

@@ -40,8 +40,8 @@ as the widest group (:1520-1551), and
     concurrency = blocks / per request; "GPU KV cache size" = int(concurrency x max_model_len)
                   (kv_cache_utils.py:1195-1227, 2300-2308)
 
-where the tokens in flight are 2 x max_num_batched_tokens: async scheduling, on by default, keeps two
-batches in flight (config/vllm.py:577-598).
+where the tokens in flight are 2 x max_num_batched_tokens: async scheduling, on by default on a GPU,
+keeps two batches in flight (in_flight_tokens).
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ from dataclasses import dataclass
 from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.errors import GptcalcError
 
-__all__ = ["PackedGroups", "Pages", "compressed_pages", "has_compressed_rows", "indexer_key_bytes", "packed_groups"]
+__all__ = ["PackedGroups", "Pages", "compressed_pages", "has_compressed_rows", "in_flight_tokens", "indexer_key_bytes",
+           "packed_groups"]
 
 BLOCK = 256  # FlashMLA sparse and the indexer take 256 tokens a page only
 WINDOW_BLOCK = 64  # DeepseekV4SWACache's default block_size
@@ -63,7 +64,17 @@ INDEXER = "compressed indexer"  # the row kind of a compressed layer's indexer k
 # DSA's and DeepSeek-V4's fp8 rows carry one fp32 scale per 128 values (SGLang DSATokenToKVPool.quant_block_size,
 # vLLM DeepseekV4Indexer.quant_block_size)
 QUANT_BLOCK = 128
-ASYNC_BATCHES = 2  # batches in flight with async scheduling (VllmConfig.max_concurrent_batches)
+
+
+def in_flight_tokens(max_batched: int, pp: int = 1, async_scheduling: bool = True) -> int:
+    """Tokens scheduled but not yet freed, which a sliding-window group keeps beside its window because
+    vLLM frees pages by the tokens already processed: VllmConfig.max_in_flight_tokens =
+    max_concurrent_batches x max_num_batched_tokens (config/vllm.py:577-598), where the batches are the
+    pipeline's `pp` and, with async scheduling, one more (the V2 model runner, vLLM's default wherever
+    Triton is, config/vllm.py:702-738; pp 1 gives 2 on either runner). Async scheduling is on unless an
+    option rules it out (config/vllm.py:1585-1644) or --no-async-scheduling; vLLM's CPU platform turns
+    it off (platforms/cpu.py:330-331), so there a window group holds one batch."""
+    return (pp + async_scheduling) * max_batched
 
 
 def indexer_key_bytes(width: int) -> int:
@@ -227,8 +238,9 @@ class PackedGroups:
                 "layers": [p.to_json() for p in self.pages]}
 
 
-def packed_groups(pages: tuple[Pages, ...], max_batched: int) -> PackedGroups:
-    """vLLM's _get_packed_kv_cache_groups for buckets of attention pages (no Mamba buckets)."""
+def packed_groups(pages: tuple[Pages, ...], in_flight: int) -> PackedGroups:
+    """vLLM's _get_packed_kv_cache_groups for buckets of attention pages (no Mamba buckets); `in_flight`:
+    the tokens a window group holds beyond its window (in_flight_tokens)."""
     buckets = list(_buckets(pages).values())
     mixed = max((b.repeats for b in buckets if b.balanced and len(b.layers) > 1), default=0)
     repeats = _approximate_gcd([b.repeats for b in buckets if b.balanced], mixed) if mixed else None
@@ -248,4 +260,4 @@ def packed_groups(pages: tuple[Pages, ...], max_batched: int) -> PackedGroups:
             raise GptcalcError("--engine vllm: a bucket of unequal page counts split into groups; not modelled")
         groups += [(layers, size, b.window, b.block) for layers, size in b.split(n)]
     layers, sizes, windows, blocks = zip(*groups)
-    return PackedGroups(layers, sizes, windows, blocks, repeats, ASYNC_BATCHES * max_batched, pages)
+    return PackedGroups(layers, sizes, windows, blocks, repeats, in_flight, pages)
