@@ -102,10 +102,16 @@ class Cache:
     first: int  # K or R bytes
     second: int  # V or S bytes
     types: tuple[str, str]
+    preamble: tuple[str, ...] = ()  # what llama.cpp prints before creating it (llama_kv_cache_dsv4's parts)
 
     @property
     def total(self) -> int:
         return self.first + self.second
+
+    def header(self) -> list[str]:
+        """The lines before its buffers: the iswa cache announces each of its two sizes."""
+        iswa = [f"llama_kv_cache_iswa: creating {self.label:>7} KV cache, size = {self.cells} cells"] if self.label else []
+        return [*self.preamble, *iswa]
 
     def line(self) -> str:
         """The line llama.cpp prints (src/llama-kv-cache.cpp:301, src/llama-memory-recurrent.cpp:140)."""
@@ -122,7 +128,12 @@ class Cache:
 
 
 def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache]:
-    """Every cache llama.cpp allocates for the model: full, SWA (when a layer has a window), recurrent."""
+    """Every cache llama.cpp allocates for the model: full, SWA (when a layer has a window), recurrent;
+    llama_kv_cache_dsv4's when layers keep compressed rows (calc/analysis/memory/llamacpp_dsv4.py)."""
+    from calc.analysis.memory import llamacpp_dsv4
+
+    if llamacpp_dsv4.has_compressed_rows(spec):
+        return llamacpp_dsv4.compressed_caches(spec, ctx)  # type: ignore[return-value]
     k_fmt, v_fmt = _formats(ctx)
     caches = [_kv(label, members, cells, ctx, k_fmt, v_fmt) for label, members, cells in _kv_groups(spec, ctx)]
     states = state_layers(spec)
@@ -163,6 +174,10 @@ def _kv(label: str, members: list[KVLayers], cells: int, ctx: LlamaCppContext, k
 def cache_buffers(spec: ModelSpec, ctx: LlamaCppContext, placement: Placement) -> list[list[Buffer]]:
     """The buffers of each cache of `llamacpp_caches` (same order), per device: every layer's K and V
     (R and S) tensors on its layer's device, each padded as that device's buffer pads it."""
+    from calc.analysis.memory import llamacpp_dsv4
+
+    if llamacpp_dsv4.has_compressed_rows(spec):
+        return llamacpp_dsv4.compressed_buffers(spec, ctx, placement)
     devices = [placement.cache_device(d) for d in placement.devices(spec.n_layers)]
     k_fmt, v_fmt = _formats(ctx)
     out = []
@@ -182,12 +197,11 @@ def cache_buffers(spec: ModelSpec, ctx: LlamaCppContext, placement: Placement) -
 
 
 def llamacpp_lines(caches: list[Cache], placed: list[list[Buffer]] | None = None) -> list[str]:
-    """The cache lines in the order llama.cpp prints them (the iswa cache announces its two sizes;
-    a cache's per-device buffer lines, when placed, come before its size line)."""
+    """The cache lines in the order llama.cpp prints them (each cache's header, then, when placed, its
+    per-device buffer lines, then its size line)."""
     lines = []
     for i, cache in enumerate(caches):
-        if cache.label:
-            lines.append(f"llama_kv_cache_iswa: creating {cache.label:>7} KV cache, size = {cache.cells} cells")
+        lines += cache.header()
         lines += [buffer.line() for buffer in (placed[i] if placed else [])]
         lines.append(cache.line())
     return lines
