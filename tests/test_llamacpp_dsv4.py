@@ -30,7 +30,7 @@ def mib(n: int) -> str:
 
 
 def kv_line(cells: int, layers: int, seqs: int, k: int, t: str = "f16") -> str:
-    # src/llama-kv-cache.cpp:285-290; V is 0: every DSV4 cache is K only (dsv4_make_k_only, src/llama-kv-cache-dsv4.cpp:886)
+    # src/llama-kv-cache.cpp:301-304; V is 0: every DSV4 cache is K only (dsv4_make_k_only, src/llama-kv-cache-dsv4.cpp:886)
     return (f"llama_kv_cache: size = {mib(k)} MiB ({cells:6d} cells, {layers:3d} layers, {seqs:2d}/{seqs} seqs), "
             f"K ({t}): {mib(k)} MiB, V ({t}): {mib(0)} MiB")
 
@@ -38,7 +38,7 @@ def kv_line(cells: int, layers: int, seqs: int, k: int, t: str = "f16") -> str:
 def expected(n_ctx: int, seqs: int = 1, unified: bool = False, ubatch: int = 512, row: int = F16,
              t: str = "f16") -> list[str]:
     """Every line, from the rules: n_ctx padded to 256, split over the sequences unless -kvu
-    (src/llama-context.cpp:292-298); one stream per sequence in every part (src/llama-kv-cache-dsv4.cpp:1243,1286)."""
+    (src/llama-context.cpp:292-298); one stream per sequence in every part (src/llama-kv-cache-dsv4.cpp:1247,1290)."""
     kv_size = pad(n_ctx) if unified else pad(pad(n_ctx) // seqs)
     csa, hca = RATIOS.count(4), RATIOS.count(128)  # 21 and 20 layers; the other 2 keep the window only
     swa = pad(min(kv_size, WINDOW + ubatch))  # src/llama-kv-cache-iswa.cpp:73, not unified

