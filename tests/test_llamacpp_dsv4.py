@@ -30,7 +30,7 @@ def mib(n: int) -> str:
 
 
 def kv_line(cells: int, layers: int, seqs: int, k: int, t: str = "f16") -> str:
-    # src/llama-kv-cache.cpp:301-304; V is 0: every DSV4 cache is K only (dsv4_make_k_only, src/llama-kv-cache-dsv4.cpp:886)
+    # src/llama-kv-cache.cpp:301-304; V is 0: every DSV4 cache is K only (src/llama-kv-cache-dsv4.cpp:886 dsv4_make_k_only)
     return (f"llama_kv_cache: size = {mib(k)} MiB ({cells:6d} cells, {layers:3d} layers, {seqs:2d}/{seqs} seqs), "
             f"K ({t}): {mib(k)} MiB, V ({t}): {mib(0)} MiB")
 

@@ -40,9 +40,6 @@ PAD = 256  # GGML_PAD(n_ctx, 256) and the SWA cache's padding
 CACHE_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4_0", "q4_1": "q4_1",
                "iq4_nl": "iq4_nl", "q5_0": "q5_0", "q5_1": "q5_1"}
 GGML_NAMES = {fmt: name for name, fmt in CACHE_TYPES.items()}
-# model_types whose GGUF llama.cpp's converter writes without a sliding window (it writes n_swa 0 for
-# Mistral-7B-v0.1, and llama.cpp's llama architecture has no SWA): every cell is kept.
-NO_SWA = {"mistral"}
 
 
 def _pad(n: int, to: int = PAD) -> int:
@@ -110,8 +107,9 @@ class Cache:
 
     def header(self) -> list[str]:
         """The lines before its buffers: the iswa cache announces each of its two sizes."""
-        iswa = [f"llama_kv_cache_iswa: creating {self.label:>7} KV cache, size = {self.cells} cells"] if self.label else []
-        return [*self.preamble, *iswa]
+        if not self.label:
+            return list(self.preamble)
+        return [*self.preamble, f"llama_kv_cache_iswa: creating {self.label:>7} KV cache, size = {self.cells} cells"]
 
     def line(self) -> str:
         """The line llama.cpp prints (src/llama-kv-cache.cpp:301, src/llama-memory-recurrent.cpp:140)."""
@@ -153,7 +151,7 @@ def _formats(ctx: LlamaCppContext) -> tuple[Format, Format]:
 def _kv_groups(spec: ModelSpec, ctx: LlamaCppContext) -> list[tuple[str, list[KVLayers], int]]:
     """(label, layer kinds, cells) of each KV cache: one, or llama_kv_cache_iswa's non-SWA and SWA pair."""
     kinds = kv_layers(spec)
-    windows = {kind.window for kind in kinds if kind.window} if spec.model_type not in NO_SWA else set()
+    windows = {kind.window for kind in kinds if kind.window} if spec.llamacpp.sliding_window else set()
     if len(windows) > 1:
         raise GptcalcError(f"--engine llamacpp: {spec.name} has sliding windows of {sorted(windows)} tokens; llama.cpp "
                            "has one n_swa per model")

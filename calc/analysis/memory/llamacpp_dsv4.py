@@ -164,7 +164,8 @@ class StateBuffer(Buffer):
     """A compressor state's buffer on one device (src/llama-kv-cache-dsv4.cpp:995-996)."""
 
     def line(self) -> str:
-        return f"llama_dsv4_comp_state: {self.name:>10} {self.kind} buffer size = {self.bytes / 1024.0 / 1024.0:8.2f} MiB"
+        mib = self.bytes / 1024.0 / 1024.0
+        return f"llama_dsv4_comp_state: {self.name:>10} {self.kind} buffer size = {mib:8.2f} MiB"
 
 
 def _states(groups: dict[str, Group], n_seq: int) -> list[tuple[CompressorState, Group]]:
