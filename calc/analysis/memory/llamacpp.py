@@ -26,12 +26,16 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from calc.analysis.memory.formats import FORMATS, Format
 from calc.analysis.memory.kv import KVLayers, kv_layers, state_layers
 from calc.analysis.memory.llamacpp_devices import Buffer, Placement, buffers, padded
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
+
+if TYPE_CHECKING:
+    from calc.analysis.memory.llamacpp_dsv4 import CompressorState
 
 __all__ = ["CACHE_TYPES", "Cache", "LlamaCppContext", "cache_buffers", "llamacpp_caches", "llamacpp_lines"]
 
@@ -125,15 +129,16 @@ class Cache:
         return {**self.__dict__, "bytes": self.total, "line": self.line()}
 
 
-def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache]:
+def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache | CompressorState]:
     """Every cache llama.cpp allocates for the model: full, SWA (when a layer has a window), recurrent;
     llama_kv_cache_dsv4's when layers keep compressed rows (calc/analysis/memory/llamacpp_dsv4.py)."""
     from calc.analysis.memory import llamacpp_dsv4
 
     if llamacpp_dsv4.has_compressed_rows(spec):
-        return llamacpp_dsv4.compressed_caches(spec, ctx)  # type: ignore[return-value]
+        return llamacpp_dsv4.compressed_caches(spec, ctx)
     k_fmt, v_fmt = _formats(ctx)
-    caches = [_kv(label, members, cells, ctx, k_fmt, v_fmt) for label, members, cells in _kv_groups(spec, ctx)]
+    caches: list[Cache | CompressorState] = [_kv(label, members, cells, ctx, k_fmt, v_fmt)
+                                             for label, members, cells in _kv_groups(spec, ctx)]
     states = state_layers(spec)
     if states:
         rows = ctx.n_seq  # max(1, n_seq_max) cells of one row each
@@ -194,7 +199,7 @@ def cache_buffers(spec: ModelSpec, ctx: LlamaCppContext, placement: Placement) -
     return out
 
 
-def llamacpp_lines(caches: list[Cache], placed: list[list[Buffer]] | None = None) -> list[str]:
+def llamacpp_lines(caches: list[Cache | CompressorState], placed: list[list[Buffer]] | None = None) -> list[str]:
     """The cache lines in the order llama.cpp prints them (each cache's header, then, when placed, its
     per-device buffer lines, then its size line)."""
     lines = []
