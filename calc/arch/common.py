@@ -31,6 +31,9 @@ KEYS = {
 # How vLLM builds a model (calc/spec/vllm.py) for the architectures vLLM 0.32 serves through its Transformers
 # backend: each adapter that states it cites the line of vllm/model_executor/models/registry.py that decides it.
 TRANSFORMERS_BACKEND = {"vllm": {"implementation": "transformers"}}
+# How llama.cpp builds a model (calc/spec/llamacpp.py) whose converter class is its `llama` architecture, which
+# reads no sliding window (conversion/llama.py:17-30, src/models/llama.cpp): every layer keeps every cell.
+LLAMACPP_NO_WINDOW = {"llamacpp": {"sliding_window": False}}
 
 
 def qwen3_vl_build(attention: dict[str, Any]) -> dict[str, Any]:

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (KEYS, TRANSFORMERS_BACKEND, attention, decoder, gated_mlp, granite_scalars, layer_kinds,
-                               layer_runs, norm, qwen3_vl_build, renamed, rotary_layers, with_defaults)
+from calc.arch.common import (KEYS, LLAMACPP_NO_WINDOW, TRANSFORMERS_BACKEND, attention, decoder, gated_mlp,
+                               granite_scalars, layer_kinds, layer_runs, norm, qwen3_vl_build, renamed, rotary_layers,
+                               with_defaults)
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -81,7 +82,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = _names(kinds)
     blocks = {name: _variant(block, *kind) for kind, name in names.items()}
     spec = decoder(cfg, model_type, blocks, layer_runs([names[kind] for kind in kinds]), rms,
-                   cfg.bool("tie_word_embeddings", default=False), **_vllm(model_type, block["attention"]))
+                   cfg.bool("tie_word_embeddings", default=False), **_vllm(model_type, block["attention"]),
+                   **(LLAMACPP_NO_WINDOW if model_type == "mistral" else {}))  # MistralForCausalLM: llama.cpp's llama
     return granite_scalars(cfg, spec) if model_type == "granite" else spec
 
 

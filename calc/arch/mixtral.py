@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import TRANSFORMERS_BACKEND, attention, granite_scalars, norm, uniform, with_defaults
+from calc.arch.common import (LLAMACPP_NO_WINDOW, TRANSFORMERS_BACKEND, attention, granite_scalars, norm, uniform,
+                               with_defaults)
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
@@ -65,6 +66,8 @@ FULL_QK_NORM = ("olmoe", "flex_olmo", "minimax_m2")
 OUTPUT_NORMS = {"flex_olmo": ("attn_out", "mlp_out")}
 # vLLM 0.32 runs FlexOlmoForCausalLM through its Transformers backend (vllm/model_executor/models/registry.py L713)
 VLLM = {"flex_olmo": TRANSFORMERS_BACKEND}
+# llama.cpp converts MixtralForCausalLM as its `llama` architecture: no window (conversion/__init__.py:195)
+LLAMACPP = {"mixtral": LLAMACPP_NO_WINDOW}
 # How each router weighs its top_k experts (MixtralTopKRouter renormalises; OLMoE as norm_topk_prob says).
 ROUTING = {"mixtral": lambda cfg: {}, "granitemoe": lambda cfg: {},
            "phimoe": lambda cfg: {"scoring": "sparsemixer", "jitter_eps": cfg.float("router_jitter_noise", default=0.01)},
@@ -89,7 +92,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     block = {"attention": attn, "mlp": moe, "norm": block_norm}
     if model_type in OUTPUT_NORMS:
         block["norms"] = OUTPUT_NORMS[model_type]
-    spec = uniform(cfg, model_type, block, block_norm, cfg.bool("tie_word_embeddings"), **VLLM.get(model_type, {}))
+    spec = uniform(cfg, model_type, block, block_norm, cfg.bool("tie_word_embeddings"), **VLLM.get(model_type, {}),
+                   **LLAMACPP.get(model_type, {}))
     spec["head"]["bias"] = model_type == "phimoe" and cfg.bool("lm_head_bias")
     return granite_scalars(cfg, spec) if model_type == "granitemoe" else spec
 

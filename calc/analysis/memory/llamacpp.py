@@ -26,12 +26,16 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from calc.analysis.memory.formats import FORMATS, Format
 from calc.analysis.memory.kv import KVLayers, kv_layers, state_layers
 from calc.analysis.memory.llamacpp_devices import Buffer, Placement, buffers, padded
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
+
+if TYPE_CHECKING:
+    from calc.analysis.memory.llamacpp_dsv4 import CompressorState
 
 __all__ = ["CACHE_TYPES", "Cache", "LlamaCppContext", "cache_buffers", "llamacpp_caches", "llamacpp_lines"]
 
@@ -40,9 +44,6 @@ PAD = 256  # GGML_PAD(n_ctx, 256) and the SWA cache's padding
 CACHE_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4_0", "q4_1": "q4_1",
                "iq4_nl": "iq4_nl", "q5_0": "q5_0", "q5_1": "q5_1"}
 GGML_NAMES = {fmt: name for name, fmt in CACHE_TYPES.items()}
-# model_types whose GGUF llama.cpp's converter writes without a sliding window (it writes n_swa 0 for
-# Mistral-7B-v0.1, and llama.cpp's llama architecture has no SWA): every cell is kept.
-NO_SWA = {"mistral"}
 
 
 def _pad(n: int, to: int = PAD) -> int:
@@ -102,10 +103,17 @@ class Cache:
     first: int  # K or R bytes
     second: int  # V or S bytes
     types: tuple[str, str]
+    preamble: tuple[str, ...] = ()  # what llama.cpp prints before creating it (llama_kv_cache_dsv4's parts)
 
     @property
     def total(self) -> int:
         return self.first + self.second
+
+    def header(self) -> list[str]:
+        """The lines before its buffers: the iswa cache announces each of its two sizes."""
+        if not self.label:
+            return list(self.preamble)
+        return [*self.preamble, f"llama_kv_cache_iswa: creating {self.label:>7} KV cache, size = {self.cells} cells"]
 
     def line(self) -> str:
         """The line llama.cpp prints (src/llama-kv-cache.cpp:301, src/llama-memory-recurrent.cpp:140)."""
@@ -121,10 +129,16 @@ class Cache:
         return {**self.__dict__, "bytes": self.total, "line": self.line()}
 
 
-def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache]:
-    """Every cache llama.cpp allocates for the model: full, SWA (when a layer has a window), recurrent."""
+def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache | CompressorState]:
+    """Every cache llama.cpp allocates for the model: full, SWA (when a layer has a window), recurrent;
+    llama_kv_cache_dsv4's when layers keep compressed rows (calc/analysis/memory/llamacpp_dsv4.py)."""
+    from calc.analysis.memory import llamacpp_dsv4
+
+    if llamacpp_dsv4.has_compressed_rows(spec):
+        return llamacpp_dsv4.compressed_caches(spec, ctx)
     k_fmt, v_fmt = _formats(ctx)
-    caches = [_kv(label, members, cells, ctx, k_fmt, v_fmt) for label, members, cells in _kv_groups(spec, ctx)]
+    caches: list[Cache | CompressorState] = [_kv(label, members, cells, ctx, k_fmt, v_fmt)
+                                             for label, members, cells in _kv_groups(spec, ctx)]
     states = state_layers(spec)
     if states:
         rows = ctx.n_seq  # max(1, n_seq_max) cells of one row each
@@ -142,7 +156,7 @@ def _formats(ctx: LlamaCppContext) -> tuple[Format, Format]:
 def _kv_groups(spec: ModelSpec, ctx: LlamaCppContext) -> list[tuple[str, list[KVLayers], int]]:
     """(label, layer kinds, cells) of each KV cache: one, or llama_kv_cache_iswa's non-SWA and SWA pair."""
     kinds = kv_layers(spec)
-    windows = {kind.window for kind in kinds if kind.window} if spec.model_type not in NO_SWA else set()
+    windows = {kind.window for kind in kinds if kind.window} if spec.llamacpp.sliding_window else set()
     if len(windows) > 1:
         raise GptcalcError(f"--engine llamacpp: {spec.name} has sliding windows of {sorted(windows)} tokens; llama.cpp "
                            "has one n_swa per model")
@@ -163,6 +177,10 @@ def _kv(label: str, members: list[KVLayers], cells: int, ctx: LlamaCppContext, k
 def cache_buffers(spec: ModelSpec, ctx: LlamaCppContext, placement: Placement) -> list[list[Buffer]]:
     """The buffers of each cache of `llamacpp_caches` (same order), per device: every layer's K and V
     (R and S) tensors on its layer's device, each padded as that device's buffer pads it."""
+    from calc.analysis.memory import llamacpp_dsv4
+
+    if llamacpp_dsv4.has_compressed_rows(spec):
+        return llamacpp_dsv4.compressed_buffers(spec, ctx, placement)
     devices = [placement.cache_device(d) for d in placement.devices(spec.n_layers)]
     k_fmt, v_fmt = _formats(ctx)
     out = []
@@ -181,13 +199,12 @@ def cache_buffers(spec: ModelSpec, ctx: LlamaCppContext, placement: Placement) -
     return out
 
 
-def llamacpp_lines(caches: list[Cache], placed: list[list[Buffer]] | None = None) -> list[str]:
-    """The cache lines in the order llama.cpp prints them (the iswa cache announces its two sizes;
-    a cache's per-device buffer lines, when placed, come before its size line)."""
+def llamacpp_lines(caches: list[Cache | CompressorState], placed: list[list[Buffer]] | None = None) -> list[str]:
+    """The cache lines in the order llama.cpp prints them (each cache's header, then, when placed, its
+    per-device buffer lines, then its size line)."""
     lines = []
     for i, cache in enumerate(caches):
-        if cache.label:
-            lines.append(f"llama_kv_cache_iswa: creating {cache.label:>7} KV cache, size = {cache.cells} cells")
+        lines += cache.header()
         lines += [buffer.line() for buffer in (placed[i] if placed else [])]
         lines.append(cache.line())
     return lines

