@@ -46,8 +46,7 @@ from calc.towers.images import (AnyresImages, CanvasImages, FixedImages, GridIma
                                 RowImages, TileImages)
 
 __all__ = ["LABELS", "READERS", "Conformer", "Linear", "MobileNet", "Phi4Audio", "Projector", "RopeTable", "Tower",
-           "biased_attention",
-           "towers_of", "vision_tower"]
+           "biased_attention", "towers_of", "vision_tower"]
 ImageRule = (GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages
              | NavitImages)
 
