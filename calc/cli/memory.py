@@ -145,6 +145,18 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
                    "buffer (the first pattern that matches wins; --n-cpu-moe's come after).")
 @click.option("--no-kv-offload", "-nkvo", "no_kv_offload", is_flag=True,
               help="--engine llamacpp with -ngl: keep the KV cache in system RAM (llama.cpp's -nkvo).")
+@click.option("--split-mode", "-sm", type=click.Choice(["layer", "row", "none"]), default="layer", show_default=True,
+              help="--engine llamacpp with -ngl: llama.cpp's -sm: layers across the --tensor-split GPUs, or the main "
+                   "GPU alone (none); row is refused by this llama.cpp's CUDA backend.")
+@click.option("--no-mmap", is_flag=True,
+              help="--engine llamacpp with -ngl or --cpu-only: read the weights into buffers instead of mapping the "
+                   "file (llama.cpp's --load-mode none; --no-mmap in earlier builds): CUDA_Host / CPU model buffers.")
+@click.option("--cpu-only", is_flag=True,
+              help="--engine llamacpp: a llama.cpp build without GPUs (or -dev none): prints its CPU model, KV and "
+                   "compute buffer lines (the compute buffer estimated from its worst-case graph).")
+@click.option("--flash-attn", "-fa", type=click.Choice(["on", "off", "auto"]), default="auto", show_default=True,
+              help="--engine llamacpp: llama.cpp's -fa (auto is on where the device runs it): the compute graph's "
+                   "attention, and an F16 or F32 mask.")
 @click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE,
               help="vLLM: tokens of the profiling forward (its activation peak) and, with sliding-window layers, "
                    "what a window group holds beyond its window  [default: vllm serve's: 2048, 8192 on a 70 GiB+ "
@@ -184,7 +196,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
            show_all: bool, image: str | None, images: int, text_only: bool, encoder_cache_size: int | None,
            mm_limit: int | None, encoder_activation_memory: str | None, encoder_mode: str, n_gpu_layers: int | None,
-           tensor_split: str | None, override_tensor: str | None, no_kv_offload: bool, as_json: bool) -> None:
+           tensor_split: str | None, override_tensor: str | None, no_kv_offload: bool, no_mmap: bool, cpu_only: bool,
+           split_mode: str, flash_attn: str, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -214,7 +227,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         image=image, images=images, text_only=text_only, encoder_replicated=encoder_mode == "data",
                         n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, kv_offload=not no_kv_offload,
                         override_tensor=override_tensor, encoder_cache_size=encoder_cache_size, mm_limit=mm_limit,
-                        encoder_activation_memory=encoder_activation_memory)
+                        encoder_activation_memory=encoder_activation_memory, flash_attn=flash_attn != "off",
+                        mmap=not no_mmap, cpu_only=cpu_only, split_mode=split_mode)
     if as_json:
         render.print_json(answer.to_dict())
         return
@@ -238,6 +252,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
              *(render_memory.budget_lines(solved, target.label) if solved and target else []),
              "the tables size the whole model and cache; what each device holds under -ngl is in llama.cpp's buffer "
              "lines above" if answer.buffers is not None else None,
+             "llama.cpp's compute buffer line is gptcalc's estimate of its worst-case graph's peak (one ubatch "
+             "against the whole cache): docs/memory.md" if answer.compute is not None else None,
              ("llama.cpp's model buffer lines need the .gguf file itself (its tensors' types and offsets): give it as "
               "MODEL") if answer.buffers is not None and not any(b.kind == "model" for b in answer.buffers) else None,
              (f"{engine}'s own budget (pool, blocks, tokens): give the GPU with --budget (H100, 2xH200), "

