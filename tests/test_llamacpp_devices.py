@@ -204,7 +204,7 @@ def test_cpu_only_build_prints_no_offload_line_and_skips_repacked_files(tmp_path
     said = json.loads(result.output)["server_says"]
     assert not any("offloaded" in line or "model buffer" in line for line in said)
     assert said[0] == "llama_kv_cache:        CPU KV buffer size =     0.03 MiB"  # 2 layers x 256 x 2 x 16 x 2 B
-    assert said[-1].startswith("llama_context:        CPU compute buffer size =")
+    assert said[-1].startswith("sched_reserve:        CPU compute buffer size =")
 
 
 def test_lines_are_printed_in_llamacpp_order(tmp_path: Path) -> None:

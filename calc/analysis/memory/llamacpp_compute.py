@@ -42,6 +42,9 @@ __all__ = ["Compute", "compute_buffer"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
 ALIGN = 32  # TENSOR_ALIGNMENT, the CPU buffer type's alignment (ggml/src/ggml-impl.h)
+# n_embd-wide tensors alive besides the widest part: the residual, its norm, the sublayer's output and their sum
+# (or, at the head, the last layer's output, the final norm and the hidden states kept as an output)
+STREAM = 4
 
 
 def _t(elements: int, size: int = F32) -> int:
@@ -55,14 +58,15 @@ class Compute:
 
     device: str
     bytes: int
-    peak: str  # "layers" or "output"
+    peak: str  # "layers" or "output": which sets it
     inputs: int
-    layer: int  # the widest layer's tensors beyond the inputs
-    output: int
+    stream: int  # the residual stream's tensors
+    layer: int  # the widest mixer's or MLP's tensors
+    logits: int
 
     def line(self) -> str:
-        """src/llama-context.cpp:742."""
-        return f"llama_context: {self.device:>10} compute buffer size = {self.bytes / 1024.0 / 1024.0:8.2f} MiB"
+        """src/llama-context.cpp:742 (printed by sched_reserve, its function)."""
+        return f"sched_reserve: {self.device:>10} compute buffer size = {self.bytes / 1024.0 / 1024.0:8.2f} MiB"
 
     def to_json(self) -> dict[str, object]:
         return {**self.__dict__, "estimate": True, "line": self.line()}
@@ -73,7 +77,7 @@ def compute_buffer(spec: ModelSpec, caches: list[tuple[int, int]], n_tokens: int
     """The compute buffer of `spec`'s worst-case graph: `caches` are (cells, V elements per token of the
     widest layer) of each KV cache, in the order llama.cpp makes them, the first the full one. None
     where a layer kind's mixer is not one this estimate knows (Mamba, DeltaNet, ...)."""
-    inputs = 2 * _t(n_tokens, I32) + _t(n_tokens, I32)
+    inputs = 3 * _t(n_tokens, I32) + _t(spec.d_model * n_tokens)  # tokens, positions, output ids; the embd input
     for cells, v_width in caches:
         inputs += _t(cells * n_tokens, F16 if flash_attn else F32) + _t(n_tokens, I64)
         inputs += _t(n_tokens * (1 if flash_attn else v_width), I64)
@@ -82,10 +86,11 @@ def compute_buffer(spec: ModelSpec, caches: list[tuple[int, int]], n_tokens: int
         mixer = _mixer(block.attention, spec.d_model, n_tokens, flash_attn, caches)
         if mixer is None:
             return None
-        widest = max(widest, _t(spec.d_model * n_tokens) + max(mixer, _mlp(block.mlp, spec.d_model, n_tokens)))
-    output = 2 * _t(spec.d_model * n_tokens) + _t(spec.vocab_size * n_tokens)
-    size = max(inputs + widest, output)
-    return Compute(device, size, "output" if output >= inputs + widest else "layers", inputs, widest, output)
+        widest = max(widest, mixer, _mlp(block.mlp, spec.d_model, n_tokens))
+    logits = _t(spec.vocab_size * n_tokens)
+    stream = STREAM * _t(spec.d_model * n_tokens)
+    return Compute(device, inputs + stream + max(widest, logits), "output" if logits >= widest else "layers", inputs,
+                   stream, widest, logits)
 
 
 def _mixer(mixer: object, d: int, n: int, flash_attn: bool, caches: list[tuple[int, int]]) -> int | None:
