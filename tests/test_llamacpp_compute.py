@@ -38,7 +38,9 @@ FFN = {"hidden_size": 256, "intermediate_size": 2048, "num_attention_heads": 8, 
 # a Qwen3-MoE whose experts (2 of 8, 512 wide) set it
 MOE = {"hidden_size": 256, "moe_intermediate_size": 512, "num_experts": 8, "num_attention_heads": 8,
        "num_key_value_heads": 2, "head_dim": 32}
-# name: (model_type, config changes, llama.cpp options)
+# LFM2 as published (LiquidAI/LFM2-1.2B config.json: conv_bias false): llama.cpp's lfm2 loads no conv biases
+LFM2 = {"conv_bias": False}
+# name: (model_type, config changes, llama.cpp options); deepseek_v3 is llama.cpp's deepseek2 (MLA), as DeepSeek-V2-Lite
 RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "qwen3-c4096": ("qwen3", {}, ["-c", "4096"]),
     "qwen3-c4096-fa-off": ("qwen3", {}, ["-c", "4096", "-fa", "off"]),
@@ -61,6 +63,12 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "qwen3_moe-c2048-fa-off": ("qwen3_moe", {}, ["-c", "2048", "-fa", "off"]),
     "qwen3_moeffn-c512": ("qwen3_moe", MOE, ["-c", "512"]),
     "qwen3_moeffn-c2048-fa-off": ("qwen3_moe", MOE, ["-c", "2048", "-fa", "off"]),
+    "deepseek-mla-c2048": ("deepseek_v3", {}, ["-c", "2048"]),
+    "deepseek-mla-c2048-fa-off": ("deepseek_v3", {}, ["-c", "2048", "-fa", "off"]),
+    "deepseek-mla-np2-ub256": ("deepseek_v3", {}, ["-c", "4096", "-np", "2", "-ub", "256"]),
+    "lfm2-c2048": ("lfm2", LFM2, ["-c", "2048"]),
+    "lfm2-c2048-fa-off": ("lfm2", LFM2, ["-c", "2048", "-fa", "off"]),
+    "lfm2-np3": ("lfm2", LFM2, ["-c", "3072", "-np", "3"]),
 }
 # gptcalc's option for each llama.cpp one
 OURS = {"-c": "--seq", "-np": "--parallel", "-ub": "--ubatch", "-fa": "--flash-attn"}
