@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
 from tests.gguf_files import write_gguf  # noqa: E402
+from tests.test_llamacpp_conformance import completion_log, llamacpp_binary  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "compute"
 # weights of types no CPU build repacks (calc/analysis/memory/llamacpp_devices.py REPACKED), so that its model
@@ -124,18 +124,13 @@ def test_every_run_is_recorded() -> None:
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_live_cpu_build(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    binary = request.config.getoption("--llamacpp")
-    if not binary:
-        pytest.skip("opt-in: --llamacpp BUILD/bin (a CPU build of llama.cpp with llama-completion)")
-    path = gguf_of(name, tmp_path)
-    args = RUNS[name][2]
-    run = subprocess.run([str(Path(binary) / "llama-completion"), "-m", str(path), *args, "-lv", "4", "-n", "1",
-                          "-p", "", "--no-warmup", "-t", "1", "-no-cnv"], capture_output=True, text=True, timeout=300)
-    log = run.stdout + run.stderr
+    binary = llamacpp_binary(request, "a CPU build of llama.cpp")
+    path, args = gguf_of(name, tmp_path), RUNS[name][2]
+    log, status = completion_log(binary, path, args)
     if "CUDA0" in log:
         pytest.skip("a CUDA build: these runs are a CPU-only build's")
     exact, compute = printed(log)
-    assert exact and compute, f"llama.cpp printed no buffer line (exit {run.returncode}):\n{log[-3000:]}"
+    assert exact and compute, f"llama.cpp printed no buffer line (exit {status}):\n{log[-3000:]}"
     if request.config.getoption("--llamacpp-record"):
         RECORDED.mkdir(parents=True, exist_ok=True)
         lines = [m.group(0) for line in log.splitlines() if (m := EXACT.search(line) or COMPUTE.search(line))]

@@ -196,7 +196,7 @@ def test_split_mode_none_keeps_one_gpu(tmp_path: Path) -> None:
 
 
 def test_cpu_only_build_prints_no_offload_line_and_skips_repacked_files(tmp_path: Path) -> None:
-    """A CPU-only build prints no "offloaded" line (llama_supports_gpu_offload, src/llama-model.cpp:1914) and repacks
+    """A CPU-only build prints no "offloaded" line (llama_supports_gpu_offload, src/llama-model.cpp:1913) and repacks
     Q4_0 / IQ4_NL / MXFP4 weights (the tiny file holds them) into CPU_REPACK, which is not modelled: no model line."""
     result = CliRunner().invoke(main, ["memory", str(_file(tmp_path)), "--engine", "llamacpp", "--seq", "256",
                                        "--cpu-only", "--json"])

