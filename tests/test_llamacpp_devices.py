@@ -198,10 +198,11 @@ def test_split_mode_none_keeps_one_gpu(tmp_path: Path) -> None:
 def test_cpu_only_build_prints_no_offload_line_and_skips_repacked_files(tmp_path: Path) -> None:
     """A CPU-only build prints no "offloaded" line (llama_supports_gpu_offload, src/llama-model.cpp:1913) and repacks
     Q4_0 / IQ4_NL / MXFP4 weights (the tiny file holds them) into CPU_REPACK, which is not modelled: no model line."""
-    result = CliRunner().invoke(main, ["memory", str(_file(tmp_path)), "--engine", "llamacpp", "--seq", "256",
-                                       "--cpu-only", "--json"])
+    args = ["memory", str(_file(tmp_path)), "--engine", "llamacpp", "--seq", "256", "--cpu-only"]
+    result = CliRunner().invoke(main, [*args, "--json"])
     assert result.exit_code == 0, result.output
     said = json.loads(result.output)["server_says"]
+    assert "repacks some of this file's weights" in CliRunner().invoke(main, args, terminal_width=400).output
     assert not any("offloaded" in line or "model buffer" in line for line in said)
     assert said[0] == "llama_kv_cache:        CPU KV buffer size =     0.03 MiB"  # 2 layers x 256 x 2 x 16 x 2 B
     assert said[-1].startswith("sched_reserve:        CPU compute buffer size =")

@@ -254,12 +254,21 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
              "lines above" if answer.buffers is not None else None,
              "llama.cpp's compute buffer line is gptcalc's estimate of its worst-case graph's peak (one ubatch "
              "against the whole cache): docs/memory.md" if answer.compute is not None else None,
-             ("llama.cpp's model buffer lines need the .gguf file itself (its tensors' types and offsets): give it as "
-              "MODEL") if answer.buffers is not None and not any(b.kind == "model" for b in answer.buffers) else None,
+             _model_buffer_note(answer, stored),
              (f"{engine}'s own budget (pool, blocks, tokens): give the GPU with --budget (H100, 2xH200), "
               "or its log's figure with --kv-memory") if engine in ("vllm", "sglang", "trtllm") and not answer.pool else None]
     for line in filter(None, notes):
         out.print("  " + line)
+
+
+def _model_buffer_note(answer: Any, stored: Any) -> str | None:
+    """Why llama.cpp's model buffer lines are missing, when they are."""
+    if answer.buffers is None or any(b.kind == "model" for b in answer.buffers):
+        return None
+    if stored is not None and str(stored.source).endswith(".gguf"):  # a CPU-only build's repacked file
+        return ("a CPU-only llama.cpp build repacks some of this file's weights for its matmuls (a CPU_REPACK buffer, "
+                "which depends on the CPU's instruction set): its model buffer lines are not modelled")
+    return "llama.cpp's model buffer lines need the .gguf file itself (its tensors' types and offsets): give it as MODEL"
 
 
 def _model_and_checkpoint(model: str | None, overrides: tuple[str, ...], checkpoint: str | None) -> tuple[Any, Any]:
