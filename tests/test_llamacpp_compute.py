@@ -118,6 +118,15 @@ def test_recorded_cpu_build_lines(name: str, tmp_path: Path) -> None:
     check(gguf_of(name, tmp_path), RUNS[name][2], (RECORDED / f"{name}.log").read_text())
 
 
+def test_no_estimate_for_mixers_it_does_not_know() -> None:
+    """Qwen3-Next's gated DeltaNet layers: no compute line, and the output says why."""
+    result = CliRunner().invoke(main, ["memory", "qwen3-next-80b-a3b", "--engine", "llamacpp", "--seq", "4096",
+                                       "--cpu-only"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert "compute buffer size" not in result.output
+    assert "estimated for attention, MLA and short-conv layers only" in result.output
+
+
 def test_every_run_is_recorded() -> None:
     assert sorted(p.stem for p in RECORDED.glob("*.log")) == sorted(RUNS)
 
