@@ -59,6 +59,8 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "gemma3-swa": ("gemma3_text", GEMMA6, ["-c", "4096"]),
     "gemma3-swa-fa-off": ("gemma3_text", GEMMA6, ["-c", "4096", "-fa", "off"]),
     "gemma3-swa-np2-ub256": ("gemma3_text", GEMMA6, ["-c", "4096", "-np", "2", "-ub", "256"]),
+    # -ub above n_batch (2048): llama.cpp runs ubatches of 2048, and its SWA cache holds n_swa + 2048 cells
+    "gemma3-swa-ub4096": ("gemma3_text", GEMMA6, ["-c", "4096", "-ub", "4096"]),
     "qwen3_moe-c2048": ("qwen3_moe", {}, ["-c", "2048"]),
     "qwen3_moe-c2048-fa-off": ("qwen3_moe", {}, ["-c", "2048", "-fa", "off"]),
     "qwen3_moeffn-c512": ("qwen3_moe", MOE, ["-c", "512"]),

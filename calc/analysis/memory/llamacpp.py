@@ -10,7 +10,8 @@ All from the llama.cpp tree this project builds for its conformance suite (PyPI 
 - full-attention layers: one `llama_kv_cache` of n_ctx_seq cells per stream (src/llama-model.cpp
   create_memory); sliding-window layers (src/llama-kv-cache-iswa.cpp:69-81) a second one of
   GGML_PAD(min(n_ctx_seq, n_swa x (unified ? n_seq_max : 1) + n_ubatch), 256) cells (n_ctx_seq
-  cells with --swa-full);
+  cells with --swa-full), n_ubatch being -ub at most n_batch = min(n_ctx, -b 2048)
+  (src/llama-context.cpp:248-250);
 - a layer's K is n_embd_k_gqa x cells x streams of --cache-type-k, its V likewise of --cache-type-v
   (src/llama-kv-cache.cpp:209-234); an MLA layer stores no V (`has_v = !is_mla`);
 - recurrent layers (Mamba, Mamba2, gated DeltaNet, LFM2's short conv: src/llama-memory-recurrent.cpp:
@@ -81,8 +82,8 @@ class LlamaCppContext:
 
     @property
     def n_tokens(self) -> int:
-        """The worst-case graph's tokens: min(n_ctx, n_batch, n_ubatch), n_batch 2048 by default
-        (src/llama-context.cpp:248-250, 631; common/common.h:456)."""
+        """The ubatch llama.cpp runs, and its worst-case graph's tokens: -ub, at most n_batch = min(n_ctx, -b),
+        -b being 2048 by default (src/llama-context.cpp:248-250, 631; common/common.h:456)."""
         return min(_pad(self.n_ctx), 2048, self.n_ubatch)
 
     @property
@@ -98,7 +99,7 @@ class LlamaCppContext:
     def swa_cells(self, n_swa: int) -> int:
         if self.swa_full:
             return self.cells
-        return _pad(min(self.cells, n_swa * (self.n_seq if self.unified else 1) + self.n_ubatch))
+        return _pad(min(self.cells, n_swa * (self.n_seq if self.unified else 1) + self.n_tokens))
 
 
 @dataclass(frozen=True)
