@@ -177,7 +177,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            encoder_replicated: bool = False, n_gpu_layers: int | None = None, tensor_split: str | None = None,
            kv_offload: bool = True, override_tensor: str | None = None, encoder_cache_size: int | None = None,
            mm_limit: int | None = None, encoder_activation_memory: str | None = None, flash_attn: bool = True,
-           mmap: bool = True, cpu_only: bool = False, split_mode: str = "layer") -> Result:
+           mmap: bool = True, cpu_only: bool = False, split_mode: str = "layer", cpu_isa: str | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -187,7 +187,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     a full-size sliding-window cache and its K and V cache types (llama.cpp's -np, -ub, -kvu,
     --swa-full, -ctk, -ctv); with `n_gpu_layers` (-ngl; `tensor_split` "3,1", `override_tensor` as -ot
     "exps=CPU", `cpu_experts` as --n-cpu-moe, `kv_offload=False` as -nkvo; or `cpu_only`, a build without
-    GPUs; `split_mode` as -sm) the buffers it allocates per device, the model's when `stored` is a GGUF file's, read without mmap
+    GPUs, `cpu_isa` "avx2" / "avx512" the x86-64 instruction set it repacks weights for; `split_mode` as
+    -sm) the buffers it allocates per device, the model's when `stored` is a GGUF file's, read without mmap
     when `mmap` is False (calc/analysis/memory/llamacpp_devices.py), and for a CPU-only build an estimate of
     its compute buffer, with flash attention or without (calc/analysis/memory/llamacpp_compute.py).
     A multimodal model's towers are in the weights (their encoder layers split across `tp` GPUs, or
@@ -237,7 +238,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
             or split_mode != "layer") and engine != "llamacpp":
         raise GptcalcError("--n-gpu-layers, --tensor-split, --override-tensor, --no-kv-offload, --flash-attn, "
                            "--no-mmap, --cpu-only and --split-mode are llama.cpp's: give --engine llamacpp")
-    placement = _placement(spec, *placing, cpu_experts, kv_offload, mmap, cpu_only, split_mode)
+    placement = _placement(spec, *placing, cpu_experts, kv_offload, mmap, cpu_only, split_mode, cpu_isa)
     ctx = _llamacpp_context(spec, seq, kv_dtype, n_parallel, ubatch, kv_unified, swa_full, cache_type_k, cache_type_v,
                             flash_attn) if engine == "llamacpp" else None
     caches = _llamacpp(spec, ctx, placement) if ctx else None
@@ -255,20 +256,23 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
 
 def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, override_tensor: str | None,
                cpu_experts: str | None, kv_offload: bool, mmap: bool = True, cpu_only: bool = False,
-               split_mode: str = "layer") -> Any:
+               split_mode: str = "layer", cpu_isa: str | None = None) -> Any:
     """llama.cpp's -ngl / -ts / -ot / --n-cpu-moe / -nkvo / --no-mmap / -sm, a CPU-only build's, or None when
     neither -ngl nor --cpu-only is given. -sm none keeps the main GPU alone (src/llama.cpp:288-300); -sm row
     needs a backend's split buffer type, which CUDA no longer registers (ggml-cuda.cu:5888-5909), so
     llama.cpp refuses it there (src/llama-model.cpp:1146-1166)."""
     from calc.analysis.memory import parse_cpu_experts
-    from calc.analysis.memory.llamacpp_devices import Placement, cpu_moe_overrides, parse_overrides, parse_tensor_split
+    from calc.analysis.memory.llamacpp_devices import (X86_REPACKED, Placement, cpu_moe_overrides, parse_overrides,
+                                                       parse_tensor_split)
     from calc.errors import GptcalcError
 
     if cpu_only:
         if n_gpu_layers is not None or tensor_split is not None or override_tensor is not None or not kv_offload:
             raise GptcalcError("--cpu-only is a llama.cpp build without GPUs: leave out --n-gpu-layers, "
                                "--tensor-split, --override-tensor and --no-kv-offload")
-        return Placement(0, (), mmap=mmap)
+        return Placement(0, (), mmap=mmap, repack=X86_REPACKED[cpu_isa] if cpu_isa else None)
+    if cpu_isa:
+        raise GptcalcError("--cpu-isa is a CPU-only build's (the weights it repacks): give --cpu-only")
     if split_mode == "row":
         raise GptcalcError("--split-mode row: this llama.cpp's CUDA backend has no split buffer type; it stops with "
                            "'device CUDA0 does not support split buffers' (use layer, the default, or none)")

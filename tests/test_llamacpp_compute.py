@@ -71,7 +71,16 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "lfm2-c2048": ("lfm2", LFM2, ["-c", "2048"]),
     "lfm2-c2048-fa-off": ("lfm2", LFM2, ["-c", "2048", "-fa", "off"]),
     "lfm2-np3": ("lfm2", LFM2, ["-c", "3072", "-np", "3"]),
+    # weights the CPU repacks (CPU_REPACK): Q4_0, Q4_K, IQ4_NL, MXFP4, and Q2_K with AVX-512; Q4_1 / Q8_0 / F16 stay
+    "qwen3ffn-repack": ("qwen3", FFN, ["-c", "512"]),
+    "qwen3ffn-repack-lm-none": ("qwen3", FFN, ["-c", "512", "-lm", "none"]),
+    "gemma3-repack": ("gemma3_text", {**GEMMA6, **FFN, "vocab_size": 1024}, ["-c", "512"]),  # the tied head's copy repacked
+    "qwen3_moeffn-repack": ("qwen3_moe", MOE, ["-c", "512"]),  # routed experts (3-D) too
 }
+# the weight types of the runs that are not TYPES
+REPACK = {"qwen3ffn-repack": ("Q4_0", "IQ4_NL", "Q4_1", "MXFP4", "Q2_K", "Q4_K"),
+          "gemma3-repack": ("Q4_0", "Q8_0", "IQ4_NL", "F16"), "qwen3_moeffn-repack": ("Q4_0", "MXFP4", "Q5_0")}
+REPACK["qwen3ffn-repack-lm-none"] = REPACK["qwen3ffn-repack"]
 # gptcalc's option for each llama.cpp one
 OURS = {"-c": "--seq", "-np": "--parallel", "-ub": "--ubatch", "-fa": "--flash-attn"}
 EXACT = re.compile(r"(load_tensors: +\S+ model buffer size = .*|llama_kv_cache: +\S+ KV buffer size = .*|"
@@ -92,7 +101,7 @@ def printed(log: str) -> tuple[list[str], dict[str, float]]:
 def gguf_of(name: str, where: Path) -> Path:
     model_type, changes, _ = RUNS[name]
     path = where / f"{name}.gguf"
-    write_gguf({**tiny_config(model_type), **changes}, path, types=TYPES, runnable=True)
+    write_gguf({**tiny_config(model_type), **changes}, path, types=REPACK.get(name, TYPES), runnable=True)
     return path
 
 
@@ -100,7 +109,9 @@ def ours(path: Path, args: list[str]) -> tuple[list[str], dict[str, float]]:
     """gptcalc's lines for a CPU-only build under these llama.cpp options."""
     opts = dict(zip(args[::2], args[1::2]))
     cli = [a for key, value in opts.items() if key in OURS for a in (OURS[key], value)]
-    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--cpu-only", "--json", *cli,
+    # the machine that recorded the logs runs AVX-512 (their build's system_info line)
+    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--cpu-only", "--cpu-isa", "avx512",
+                                       "--json", *cli,
                                        *(["--no-mmap"] if opts.get("-lm") == "none" else [])])
     assert result.exit_code == 0, result.output
     return printed("\n".join(json.loads(result.output)["server_says"]))

@@ -189,6 +189,25 @@ def test_no_mmap_reads_cpu_tensors_into_the_host_buffer(tmp_path: Path, model_ty
     assert [(b["buffer"], b["bytes"]) for b in cpu_build] == [("CPU", pad(tensors) + (pad(embd) if tied else 0))]
 
 
+def test_cpu_isa_decides_what_is_repacked(tmp_path: Path) -> None:
+    """An x86-64 CPU-only build repacks Q2_K matmul weights with AVX-512 only, Q4_0 with AVX2 too, a weight whose rows
+    are a multiple of 8 (ggml/src/ggml-cpu/repack.cpp:4974-4990, 5026-5030); token_embd (read by row) never."""
+    from gguf import GGUFReader
+
+    from tests.gguf_files import write_gguf
+    from tests.tiny_models import tiny_config
+
+    path = tmp_path / "q2k.gguf"
+    write_gguf({**tiny_config("qwen3"), "hidden_size": 256, "intermediate_size": 512}, path, ("Q2_K", "Q4_0", "F16"))
+    tensors = GGUFReader(path).tensors
+    pad = lambda ts: sum(-(-int(t.n_bytes) // 32) * 32 for t in ts)  # noqa: E731
+    matmul = [t for t in tensors if len(t.shape) == 2 and t.name != "token_embd.weight" and int(t.shape[1]) % 8 == 0]
+    for isa, types in (("avx2", {"Q4_0"}), ("avx512", {"Q4_0", "Q2_K"})):
+        got = {b["buffer"]: b["bytes"] for b in _buffers(path, "--cpu-only", "--cpu-isa", isa, "--no-mmap")}
+        repacked = [t for t in matmul if t.tensor_type.name in types]
+        assert repacked and got == {"CPU": pad([t for t in tensors if t not in repacked]), "CPU_REPACK": pad(repacked)}
+
+
 def test_split_mode_none_keeps_one_gpu(tmp_path: Path) -> None:
     """-sm none: the main GPU alone (src/llama.cpp:288-300), whatever -ts says."""
     path = _file(tmp_path)
@@ -234,6 +253,7 @@ def test_lines_are_printed_in_llamacpp_order(tmp_path: Path) -> None:
     (["--engine", "llamacpp", "--cpu-only", "-ngl", "2"], "--cpu-only is a llama.cpp build without GPUs"),
     (["--engine", "llamacpp", "-fa", "off", "-ctk", "q8_0", "-ctv", "q8_0"], "needs flash attention"),
     (["--cpu-only"], "give --engine llamacpp"),
+    (["--engine", "llamacpp", "-ngl", "2", "--cpu-isa", "avx2"], "give --cpu-only"),
 ])
 def test_bad_placement_is_one_error_line(args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["memory", "llama-3-8b", *args])

