@@ -146,6 +146,7 @@ class MemoryAnswer:
     llamacpp: list[dict[str, Any]] | None = None  # llama.cpp's caches and the lines it prints about each
     pictures: Any = None  # what --image's images cost the decoder
     buffers: list[Any] | None = None  # with -ngl: llama.cpp's model, KV and RS buffers per device
+    compute: Any = None  # a CPU-only llama.cpp build's compute buffer, estimated
 
     def __getattr__(self, name: str) -> Any:
         return _read_through(self.inference, name)
@@ -157,6 +158,7 @@ class MemoryAnswer:
                 **({"engine_budget": self.startup.to_json()} if self.startup else {}),
                 **({"llamacpp_caches": [c["cache"] for c in self.llamacpp]} if self.llamacpp else {}),
                 **({"llamacpp_buffers": [b.to_json() for b in self.buffers]} if self.buffers is not None else {}),
+                **({"llamacpp_compute": self.compute.to_json()} if self.compute else {}),
                 **({"server_says": list(self.server)} if self.server else {}),
                 **({"images": self.pictures.to_json()} if self.pictures else {}),
                 **({"budget": {**budget.to_json(), "label": self.target.label, "gpus": self.target.count}}
@@ -175,7 +177,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            encoder_replicated: bool = False, n_gpu_layers: int | None = None, tensor_split: str | None = None,
            kv_offload: bool = True, override_tensor: str | None = None, encoder_cache_size: int | None = None,
            mm_limit: int | None = None, encoder_activation_memory: str | None = None,
-           async_scheduling: bool = True) -> Result:
+           async_scheduling: bool = True, flash_attn: bool = True, mmap: bool = True, cpu_only: bool = False,
+           split_mode: str = "layer", cpu_isa: str | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -184,8 +187,11 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     llama.cpp's caches as it allocates them for `n_parallel` sequences, `ubatch`, a unified cache,
     a full-size sliding-window cache and its K and V cache types (llama.cpp's -np, -ub, -kvu,
     --swa-full, -ctk, -ctv); with `n_gpu_layers` (-ngl; `tensor_split` "3,1", `override_tensor` as -ot
-    "exps=CPU", `cpu_experts` as --n-cpu-moe, `kv_offload=False` as -nkvo) the buffers it allocates
-    per device, the model's when `stored` is a GGUF file's (calc/analysis/memory/llamacpp_devices.py).
+    "exps=CPU", `cpu_experts` as --n-cpu-moe, `kv_offload=False` as -nkvo; or `cpu_only`, a build without
+    GPUs, `cpu_isa` "avx2" / "avx512" the x86-64 instruction set it repacks weights for; `split_mode` as
+    -sm) the buffers it allocates per device, the model's when `stored` is a GGUF file's, read without mmap
+    when `mmap` is False (calc/analysis/memory/llamacpp_devices.py), and for a CPU-only build an estimate of
+    its compute buffer, with flash attention or without (calc/analysis/memory/llamacpp_compute.py).
     A multimodal model's towers are in the weights (their encoder layers split across `tp` GPUs, or
     whole on each with `encoder_replicated`) unless `text_only`; `image`
     ("WxH") prices `images` such images in tokens and KV bytes. Under vLLM with a --budget, its
@@ -232,38 +238,57 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                        max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048), pp=layout.pp,
                        capability=gpu.capability if gpu else None, async_scheduling=async_scheduling)
     placing = (n_gpu_layers, tensor_split, override_tensor)
-    if (any(p is not None for p in placing) or not kv_offload) and engine != "llamacpp":
-        raise GptcalcError("--n-gpu-layers, --tensor-split, --override-tensor and --no-kv-offload are llama.cpp's: "
-                           "give --engine llamacpp")
-    placement = _placement(spec, *placing, cpu_experts, kv_offload)
-    caches = _llamacpp(spec, seq, kv_dtype, n_parallel, ubatch, kv_unified, swa_full, cache_type_k, cache_type_v,
-                       placement) if engine == "llamacpp" else None
+    if (any(p is not None for p in placing) or not (kv_offload and flash_attn and mmap) or cpu_only
+            or split_mode != "layer") and engine != "llamacpp":
+        raise GptcalcError("--n-gpu-layers, --tensor-split, --override-tensor, --no-kv-offload, --flash-attn, "
+                           "--no-mmap, --cpu-only and --split-mode are llama.cpp's: give --engine llamacpp")
+    placement = _placement(spec, *placing, cpu_experts, kv_offload, mmap, cpu_only, split_mode, cpu_isa)
+    ctx = _llamacpp_context(spec, seq, kv_dtype, n_parallel, ubatch, kv_unified, swa_full, cache_type_k, cache_type_v,
+                            flash_attn) if engine == "llamacpp" else None
+    caches = _llamacpp(spec, ctx, placement) if ctx else None
+    compute = _compute(spec, ctx, placement) if ctx else None
     model = _model_buffers(spec, stored, placement) if placement else None
     server = (*(startup.lines(result.kv.bytes_per_token) if startup else ()), *(model["lines"] if model else ()),
               *([line for c in caches for line in c["lines"]] if caches else
-                engine_lines(pool, result.kv, engine) if engine else ()))
+                engine_lines(pool, result.kv, engine) if engine else ()), *([compute.line()] if compute else ()))
     solved = budget_for(spec, target, result, seq, batch, None if caches else pool) if target else None
     placed = [*(model["buffers"] if model else ()), *(b for c in caches or () for b in c["buffers"])] if placement else None
-    answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed)
+    answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed,
+                          compute)
     return Result(answer, answer.to_json)
 
 
 def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, override_tensor: str | None,
-               cpu_experts: str | None, kv_offload: bool) -> Any:
-    """llama.cpp's -ngl / -ts / -ot / --n-cpu-moe / -nkvo, or None when no -ngl is given."""
+               cpu_experts: str | None, kv_offload: bool, mmap: bool = True, cpu_only: bool = False,
+               split_mode: str = "layer", cpu_isa: str | None = None) -> Any:
+    """llama.cpp's -ngl / -ts / -ot / --n-cpu-moe / -nkvo / --no-mmap / -sm, a CPU-only build's, or None when
+    neither -ngl nor --cpu-only is given. -sm none keeps the main GPU alone (src/llama.cpp:288-300); -sm row
+    needs a backend's split buffer type, which CUDA no longer registers (ggml-cuda.cu:5888-5909), so
+    llama.cpp refuses it there (src/llama-model.cpp:1146-1166)."""
     from calc.analysis.memory import parse_cpu_experts
-    from calc.analysis.memory.llamacpp_devices import Placement, cpu_moe_overrides, parse_overrides, parse_tensor_split
+    from calc.analysis.memory.llamacpp_devices import (X86_REPACKED, Placement, cpu_moe_overrides, parse_overrides,
+                                                       parse_tensor_split)
     from calc.errors import GptcalcError
 
+    if cpu_only:
+        if n_gpu_layers is not None or tensor_split is not None or override_tensor is not None or not kv_offload:
+            raise GptcalcError("--cpu-only is a llama.cpp build without GPUs: leave out --n-gpu-layers, "
+                               "--tensor-split, --override-tensor and --no-kv-offload")
+        return Placement(0, (), mmap=mmap, repack=X86_REPACKED[cpu_isa] if cpu_isa else None)
+    if cpu_isa:
+        raise GptcalcError("--cpu-isa is a CPU-only build's (the weights it repacks): give --cpu-only")
+    if split_mode == "row":
+        raise GptcalcError("--split-mode row: this llama.cpp's CUDA backend has no split buffer type; it stops with "
+                           "'device CUDA0 does not support split buffers' (use layer, the default, or none)")
     if n_gpu_layers is None:
-        if tensor_split is not None or override_tensor is not None or not kv_offload:
-            raise GptcalcError("--tensor-split, --override-tensor and --no-kv-offload place layers: give "
-                               "--n-gpu-layers too (llama.cpp's -ngl)")
+        if tensor_split is not None or override_tensor is not None or not kv_offload or not mmap:
+            raise GptcalcError("--tensor-split, --override-tensor, --no-kv-offload and --no-mmap place tensors: give "
+                               "--n-gpu-layers too (llama.cpp's -ngl), or --cpu-only")
         return None
-    split = parse_tensor_split(tensor_split) if tensor_split is not None else (1.0,)
+    split = parse_tensor_split(tensor_split) if tensor_split is not None and split_mode == "layer" else (1.0,)
     moe = parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0
     overrides = parse_overrides(override_tensor, len(split)) if override_tensor is not None else ()
-    return Placement(n_gpu_layers, split, overrides + cpu_moe_overrides(moe), kv_offload)
+    return Placement(n_gpu_layers, split, overrides + cpu_moe_overrides(moe), kv_offload, mmap)
 
 
 def _model_buffers(spec: Any, stored: Any, placement: Any) -> dict[str, Any]:
@@ -273,7 +298,7 @@ def _model_buffers(spec: Any, stored: Any, placement: Any) -> dict[str, Any]:
 
     from calc.analysis.memory.llamacpp_devices import model_buffers
 
-    lines = [placement.offloaded_line(spec.n_layers)]
+    lines = placement.offloaded_line(spec.n_layers)
     if stored is None or not str(stored.source).endswith(".gguf") or not Path(stored.source).is_file():
         return {"buffers": [], "lines": lines}
     from calc.checkpoint.gguf_source import read_split
@@ -282,19 +307,34 @@ def _model_buffers(spec: Any, stored: Any, placement: Any) -> dict[str, Any]:
     return {"buffers": buffers, "lines": lines + [b.line() for b in buffers]}
 
 
-def _llamacpp(spec: Any, seq: int | None, kv_dtype: str, n_parallel: int, ubatch: int, unified: bool, swa_full: bool,
-              type_k: str | None, type_v: str | None, placement: Any = None) -> list[dict[str, Any]]:
-    """llama.cpp's caches at -c SEQ (the model's context when not given) and the lines it prints about each
-    (with `placement`, their buffers per device too)."""
-    from calc.analysis.memory import LlamaCppContext, llamacpp_caches, llamacpp_lines
-    from calc.analysis.memory.llamacpp import CACHE_TYPES, GGML_NAMES, cache_buffers
+def _llamacpp_context(spec: Any, seq: int | None, kv_dtype: str, n_parallel: int, ubatch: int, unified: bool,
+                      swa_full: bool, type_k: str | None, type_v: str | None, flash_attn: bool) -> Any:
+    """llama.cpp's context options, -c SEQ (the model's context when not given)."""
+    from calc.analysis.memory import LlamaCppContext
+    from calc.analysis.memory.llamacpp import CACHE_TYPES, GGML_NAMES
     from calc.errors import GptcalcError
 
     default = GGML_NAMES.get(kv_dtype)
     if default is None and not (type_k and type_v):
         raise GptcalcError(f"--kv-dtype {kv_dtype}: not a llama.cpp cache type (give --cache-type-k/-v: "
                            f"{', '.join(CACHE_TYPES)})")
-    ctx = LlamaCppContext(seq or spec.n_positions, n_parallel, ubatch, unified, swa_full, type_k or default, type_v or default)
+    return LlamaCppContext(seq or spec.n_positions, n_parallel, ubatch, unified, swa_full, type_k or default,
+                           type_v or default, flash_attn)
+
+
+def _compute(spec: Any, ctx: Any, placement: Any) -> Any:
+    """A CPU-only build's compute buffer estimate; a GPU build's buffers are split by device (not modelled)."""
+    from calc.analysis.memory.llamacpp import llamacpp_compute
+
+    return llamacpp_compute(spec, ctx) if placement is not None and not placement.tensor_split else None
+
+
+def _llamacpp(spec: Any, ctx: Any, placement: Any = None) -> list[dict[str, Any]]:
+    """llama.cpp's caches under `ctx` and the lines it prints about each (with `placement`, their buffers
+    per device too)."""
+    from calc.analysis.memory import llamacpp_caches, llamacpp_lines
+    from calc.analysis.memory.llamacpp import cache_buffers
+
     caches = llamacpp_caches(spec, ctx)
     placed = cache_buffers(spec, ctx, placement) if placement else [[] for _ in caches]
     return [{"cache": cache.to_json(), "buffers": buffers, "lines": llamacpp_lines([cache], [buffers])}

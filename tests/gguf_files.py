@@ -108,7 +108,7 @@ def _hyperparameters(writer: Any, c: dict[str, Any]) -> None:
     if c["model_type"] != "lfm2":
         writer.add_feed_forward_length(c["intermediate_size"])
     writer.add_head_count(c["num_attention_heads"])
-    kv = c.get("num_key_value_heads", c["num_attention_heads"])
+    kv = 1 if "kv_lora_rank" in c else c.get("num_key_value_heads", c["num_attention_heads"])  # MLA as MQA (deepseek.py:326)
     writer.add_head_count_kv([kv if t != "conv" else 0 for t in c["layer_types"]] if "layer_types" in c else kv)
     writer.add_layer_norm_rms_eps(c.get("rms_norm_eps", 1e-6))
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)

@@ -58,6 +58,28 @@ def context(args: list[str]) -> LlamaCppContext:
                            "--swa-full" in args, opts.get("-ctk", "f16"), opts.get("-ctv", "f16"))
 
 
+def llamacpp_binary(request: pytest.FixtureRequest, build: str) -> str:
+    """--llamacpp's build directory; the test is skipped (opt-in) without it."""
+    binary = request.config.getoption("--llamacpp")
+    if not binary:
+        pytest.skip(f"opt-in: --llamacpp BUILD/bin ({build} with llama-completion)")
+    return binary
+
+
+def completion_log(binary: str, path: Path, args: list[str]) -> tuple[str, int]:
+    """What `llama-completion` of the build at `binary` prints loading `path` with these options (at -lv 4, where
+    the load-time lines print), generating one token on one thread, and its exit status. Its logger writes from a
+    thread of its own, and on a loaded machine a run that exits 0 has been seen to lose most of its log (from the
+    model's hyperparameters on): such a run is tried again, up to three times in all."""
+    for _ in range(3):
+        run = subprocess.run([str(Path(binary) / "llama-completion"), "-m", str(path), *args, "-lv", "4", "-n", "1",
+                              "-p", "", "--no-warmup", "-t", "1", "-no-cnv"], capture_output=True, text=True, timeout=300)
+        log = run.stdout + run.stderr
+        if run.returncode or "common_perf_print" in log:  # the last lines a whole log holds
+            break
+    return log, run.returncode
+
+
 def gguf_of(name: str, where: Path) -> Path:
     model_type, changes, _ = RUNS[name]
     path = where / f"{name}.gguf"
@@ -79,17 +101,11 @@ def test_recorded_llamacpp_lines(name: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_live_llamacpp(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    binary = request.config.getoption("--llamacpp")
-    if not binary:
-        pytest.skip("opt-in: --llamacpp BUILD/bin (a llama.cpp build with llama-completion)")
-    path = gguf_of(name, tmp_path)
-    args = RUNS[name][2]
-    run = subprocess.run([str(Path(binary) / "llama-completion"), "-m", str(path), *args, "-lv", "4", "-n", "1",
-                          "-p", "", "--no-warmup", "-t", "1", "-no-cnv"],
-                         capture_output=True, text=True, timeout=300)
-    log = run.stdout + run.stderr
+    binary = llamacpp_binary(request, "a llama.cpp build")
+    path, args = gguf_of(name, tmp_path), RUNS[name][2]
+    log, status = completion_log(binary, path, args)
     printed = engine_lines(log)
-    assert printed, f"llama.cpp printed no cache line (exit {run.returncode}):\n{log[-3000:]}"
+    assert printed, f"llama.cpp printed no cache line (exit {status}):\n{log[-3000:]}"
     if request.config.getoption("--llamacpp-record"):
         RECORDED.mkdir(parents=True, exist_ok=True)
         (RECORDED / f"{name}.log").write_text("\n".join(printed) + "\n")
@@ -123,19 +139,14 @@ def test_live_llamacpp_offload(name: str, tmp_path: Path, request: pytest.Fixtur
 
     from calc.cli import main
 
-    binary = request.config.getoption("--llamacpp")
-    if not binary:
-        pytest.skip("opt-in: --llamacpp BUILD/bin (a CUDA build of llama.cpp with llama-completion)")
+    binary = llamacpp_binary(request, "a CUDA build of llama.cpp")
     model_type, changes, args = OFFLOAD_RUNS[name]
     path = tmp_path / f"{name}.gguf"
     write_gguf({**tiny_config(model_type), **changes}, path, runnable=True)
-    run = subprocess.run([str(Path(binary) / "llama-completion"), "-m", str(path), "-c", "256", *args, "-fit", "off",
-                          "-lv", "4", "-n", "1", "-p", "", "--no-warmup", "-t", "1", "-no-cnv"],
-                         capture_output=True, text=True, timeout=300)
-    log = run.stdout + run.stderr
+    log, status = completion_log(binary, path, ["-c", "256", *args, "-fit", "off"])
     printed = [m.group(1).rstrip() for line in log.splitlines() if (m := PLACED.search(line))]
     if "CUDA0" not in log:  # the device list llama.cpp prints at start-up names it
-        pytest.skip(f"not a CUDA build, or no GPU (exit {run.returncode}): {log[-500:]}")
+        pytest.skip(f"not a CUDA build, or no GPU (exit {status}): {log[-500:]}")
     result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--seq", "256", "--json",
                                        *(OURS.get(a, a) for a in args)])
     assert result.exit_code == 0, result.output

@@ -26,8 +26,8 @@ def test_ngl_counts_the_output_layer_and_offloads_from_the_end() -> None:
     assert Placement(1).devices(4) == ("CPU",) * 4 + ("CUDA0",)  # the output layer alone
     assert Placement(3).devices(4) == ("CPU", "CPU", "CUDA0", "CUDA0", "CUDA0")  # output + the last 2
     assert Placement(99).devices(4) == ("CUDA0",) * 5
-    assert Placement(3).offloaded_line(4) == "load_tensors: offloaded 3/5 layers to GPU"
-    assert Placement(99).offloaded_line(4) == "load_tensors: offloaded 5/5 layers to GPU"
+    assert Placement(3).offloaded_line(4) == ["load_tensors: offloaded 3/5 layers to GPU"]
+    assert Placement(99).offloaded_line(4) == ["load_tensors: offloaded 5/5 layers to GPU"]
 
 
 def test_tensor_split_takes_the_first_share_above_the_layer() -> None:
@@ -81,13 +81,13 @@ def test_hybrid_state_rows_follow_their_layers() -> None:
     assert rs[1].line() == "llama_memory_recurrent:      CUDA0 RS buffer size =    74.81 MiB"  # 78,446,592 B
 
 
-def _file(tmp_path: Path, model_type: str = "qwen3") -> Path:
+def _file(tmp_path: Path, model_type: str = "qwen3", types: tuple[str, ...] | None = None) -> Path:
     pytest.importorskip("gguf")
-    from tests.gguf_files import write_gguf
+    from tests.gguf_files import TYPES, write_gguf
     from tests.tiny_models import tiny_config
 
     path = tmp_path / f"{model_type}.gguf"
-    write_gguf(tiny_config(model_type), path)
+    write_gguf(tiny_config(model_type), path, types or TYPES)
     return path
 
 
@@ -168,6 +168,65 @@ def test_override_tensor_first_match_wins(tmp_path: Path) -> None:
     assert got["CPU_Mapped"] == span
 
 
+@pytest.mark.parametrize("model_type", ["qwen3", "gemma3_text"])
+def test_no_mmap_reads_cpu_tensors_into_the_host_buffer(tmp_path: Path, model_type: str) -> None:
+    """--no-mmap (llama.cpp's --load-mode none): CPU tensors are allocated, not mapped, in the first GPU's pinned host
+    buffer (make_cpu_buft_list puts it first; only mmap swaps it for the CPU one: src/llama-model-loader.cpp:1270-1277),
+    each tensor rounded up to 32 B (ggml-backend.cpp:57-89) and every copy its own: Gemma 3's tied head, with the
+    output layer on the CPU at -ngl 0, is token_embd twice. The name sorts after CUDA0 (strcmp)."""
+    from gguf import GGUFReader
+
+    path = _file(tmp_path, model_type, ("Q5_1", "Q4_1", "Q5_0", "F16", "BF16"))  # none a CPU build repacks
+    tensors = GGUFReader(path).tensors
+    tied = not any(t.name == "output.weight" for t in tensors)
+    embd = [t for t in tensors if t.name == "token_embd.weight"]
+    pad = lambda ts: sum(-(-int(t.n_bytes) // 32) * 32 for t in ts)  # noqa: E731
+    assert [(b["buffer"], b["bytes"]) for b in _buffers(path, "-ngl", "0", "--no-mmap")] == \
+        [("CUDA_Host", pad(tensors) + (pad(embd) if tied else 0))]
+    offloaded = _buffers(path, "-ngl", "99", "--no-mmap")
+    assert [b["buffer"] for b in offloaded] == ["CUDA0", "CUDA_Host"] and offloaded[1]["bytes"] == pad(embd)
+    cpu_build = _buffers(path, "--cpu-only", "--no-mmap")
+    assert [(b["buffer"], b["bytes"]) for b in cpu_build] == [("CPU", pad(tensors) + (pad(embd) if tied else 0))]
+
+
+def test_cpu_isa_decides_what_is_repacked(tmp_path: Path) -> None:
+    """An x86-64 CPU-only build repacks Q2_K matmul weights with AVX-512 only, Q4_0 with AVX2 too, a weight whose rows
+    are a multiple of 8 (ggml/src/ggml-cpu/repack.cpp:4974-4990, 5026-5030); token_embd (read by row) never."""
+    from gguf import GGUFReader
+
+    from tests.gguf_files import write_gguf
+    from tests.tiny_models import tiny_config
+
+    path = tmp_path / "q2k.gguf"
+    write_gguf({**tiny_config("qwen3"), "hidden_size": 256, "intermediate_size": 512}, path, ("Q2_K", "Q4_0", "F16"))
+    tensors = GGUFReader(path).tensors
+    pad = lambda ts: sum(-(-int(t.n_bytes) // 32) * 32 for t in ts)  # noqa: E731
+    matmul = [t for t in tensors if len(t.shape) == 2 and t.name != "token_embd.weight" and int(t.shape[1]) % 8 == 0]
+    for isa, types in (("avx2", {"Q4_0"}), ("avx512", {"Q4_0", "Q2_K"})):
+        got = {b["buffer"]: b["bytes"] for b in _buffers(path, "--cpu-only", "--cpu-isa", isa, "--no-mmap")}
+        repacked = [t for t in matmul if t.tensor_type.name in types]
+        assert repacked and got == {"CPU": pad([t for t in tensors if t not in repacked]), "CPU_REPACK": pad(repacked)}
+
+
+def test_split_mode_none_keeps_one_gpu(tmp_path: Path) -> None:
+    """-sm none: the main GPU alone (src/llama.cpp:288-300), whatever -ts says."""
+    path = _file(tmp_path)
+    assert _buffers(path, "-ngl", "99", "-ts", "1,1", "-sm", "none") == _buffers(path, "-ngl", "99")
+
+
+def test_cpu_only_build_prints_no_offload_line_and_skips_repacked_files(tmp_path: Path) -> None:
+    """A CPU-only build prints no "offloaded" line (llama_supports_gpu_offload, src/llama-model.cpp:1913) and repacks
+    Q4_0 / IQ4_NL / MXFP4 weights (the tiny file holds them) into CPU_REPACK, which is not modelled: no model line."""
+    args = ["memory", str(_file(tmp_path)), "--engine", "llamacpp", "--seq", "256", "--cpu-only"]
+    result = CliRunner().invoke(main, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    said = json.loads(result.output)["server_says"]
+    assert "repacks some of this file's weights" in CliRunner().invoke(main, args, terminal_width=400).output
+    assert not any("offloaded" in line or "model buffer" in line for line in said)
+    assert said[0] == "llama_kv_cache:        CPU KV buffer size =     0.03 MiB"  # 2 layers x 256 x 2 x 16 x 2 B
+    assert said[-1].startswith("sched_reserve:        CPU compute buffer size =")
+
+
 def test_lines_are_printed_in_llamacpp_order(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["memory", str(_file(tmp_path)), "--engine", "llamacpp", "--seq", "256",
                                        "-ngl", "3", "-ts", "1,1", "--json"])
@@ -189,6 +248,12 @@ def test_lines_are_printed_in_llamacpp_order(tmp_path: Path) -> None:
     (["--engine", "llamacpp", "-ngl", "2", "-ot", "exps=CUDA1"], "--override-tensor 'exps=CUDA1'"),
     (["--engine", "llamacpp", "-ngl", "2", "-ot", "(=CPU"], "not a regular expression"),
     (["--engine", "llamacpp", "-ot", "exps=CPU"], "give --n-gpu-layers too"),
+    (["--engine", "llamacpp", "--no-mmap"], "give --n-gpu-layers too"),
+    (["--engine", "llamacpp", "-ngl", "99", "-sm", "row"], "does not support split buffers"),
+    (["--engine", "llamacpp", "--cpu-only", "-ngl", "2"], "--cpu-only is a llama.cpp build without GPUs"),
+    (["--engine", "llamacpp", "-fa", "off", "-ctk", "q8_0", "-ctv", "q8_0"], "needs flash attention"),
+    (["--cpu-only"], "give --engine llamacpp"),
+    (["--engine", "llamacpp", "-ngl", "2", "--cpu-isa", "avx2"], "give --cpu-only"),
 ])
 def test_bad_placement_is_one_error_line(args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["memory", "llama-3-8b", *args])

@@ -145,6 +145,22 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
                    "buffer (the first pattern that matches wins; --n-cpu-moe's come after).")
 @click.option("--no-kv-offload", "-nkvo", "no_kv_offload", is_flag=True,
               help="--engine llamacpp with -ngl: keep the KV cache in system RAM (llama.cpp's -nkvo).")
+@click.option("--split-mode", "-sm", type=click.Choice(["layer", "row", "none"]), default="layer", show_default=True,
+              help="--engine llamacpp with -ngl: llama.cpp's -sm: layers across the --tensor-split GPUs, or the main "
+                   "GPU alone (none); row is refused by this llama.cpp's CUDA backend.")
+@click.option("--no-mmap", is_flag=True,
+              help="--engine llamacpp with -ngl or --cpu-only: read the weights into buffers instead of mapping the "
+                   "file (llama.cpp's --load-mode none; --no-mmap in earlier builds): CUDA_Host / CPU model buffers.")
+@click.option("--cpu-only", is_flag=True,
+              help="--engine llamacpp: a llama.cpp build without GPUs (or -dev none): prints its CPU model, KV and "
+                   "compute buffer lines (the compute buffer estimated from its worst-case graph).")
+@click.option("--cpu-isa", type=click.Choice(["avx2", "avx512"]), default=None,
+              help="--engine llamacpp with --cpu-only: the x86-64 instruction set it runs with, which decides the weights "
+                   "of a .gguf MODEL it repacks (a CPU_REPACK buffer)  [default: unknown: no model buffer line for such "
+                   "a file]")
+@click.option("--flash-attn", "-fa", type=click.Choice(["on", "off", "auto"]), default="auto", show_default=True,
+              help="--engine llamacpp: llama.cpp's -fa (auto is on where the device runs it): the compute graph's "
+                   "attention, and an F16 or F32 mask.")
 @click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE,
               help="vLLM: tokens of the profiling forward (its activation peak) and, with sliding-window layers, "
                    "what a window group holds beyond its window  [default: vllm serve's: 2048, 8192 on a 70 GiB+ "
@@ -190,7 +206,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
            show_all: bool, image: str | None, images: int, text_only: bool, encoder_cache_size: int | None,
            mm_limit: int | None, encoder_activation_memory: str | None, encoder_mode: str, n_gpu_layers: int | None,
-           tensor_split: str | None, override_tensor: str | None, no_kv_offload: bool, as_json: bool) -> None:
+           tensor_split: str | None, override_tensor: str | None, no_kv_offload: bool, no_mmap: bool, cpu_only: bool,
+           split_mode: str, cpu_isa: str | None, flash_attn: str, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -220,7 +237,9 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         image=image, images=images, text_only=text_only, encoder_replicated=encoder_mode == "data",
                         n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, kv_offload=not no_kv_offload,
                         override_tensor=override_tensor, encoder_cache_size=encoder_cache_size, mm_limit=mm_limit,
-                        encoder_activation_memory=encoder_activation_memory, async_scheduling=async_scheduling)
+                        encoder_activation_memory=encoder_activation_memory, async_scheduling=async_scheduling,
+                        flash_attn=flash_attn != "off", mmap=not no_mmap, cpu_only=cpu_only, split_mode=split_mode,
+                        cpu_isa=cpu_isa)
     if as_json:
         render.print_json(answer.to_dict())
         return
@@ -242,14 +261,27 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     notes = [render_memory.gpus_note(len(gpus)), render_memory.seq_note(seq), render_memory.context_note(spec, seq),
              *render_memory.inference_notes(result), *render_memory.tower_notes(spec, answer.pictures, text_only),
              *(render_memory.budget_lines(solved, target.label) if solved and target else []),
-             "the tables size the whole model and cache; what each device holds under -ngl is in llama.cpp's buffer "
+             "the tables size the whole model and cache; what each device holds is in llama.cpp's buffer "
              "lines above" if answer.buffers is not None else None,
-             ("llama.cpp's model buffer lines need the .gguf file itself (its tensors' types and offsets): give it as "
-              "MODEL") if answer.buffers is not None and not any(b.kind == "model" for b in answer.buffers) else None,
+             "llama.cpp's compute buffer line is gptcalc's estimate of its worst-case graph's peak (one ubatch "
+             "against the whole cache): docs/memory.md" if answer.compute is not None else
+             "llama.cpp's compute buffer is estimated for attention, MLA and short-conv layers only, not for this "
+             "model's" if cpu_only else None,
+             _model_buffer_note(answer, stored),
              (f"{engine}'s own budget (pool, blocks, tokens): give the GPU with --budget (H100, 2xH200), "
               "or its log's figure with --kv-memory") if engine in ("vllm", "sglang", "trtllm") and not answer.pool else None]
     for line in filter(None, notes):
         out.print("  " + line)
+
+
+def _model_buffer_note(answer: Any, stored: Any) -> str | None:
+    """Why llama.cpp's model buffer lines are missing, when they are."""
+    if answer.buffers is None or any(b.kind == "model" for b in answer.buffers):
+        return None
+    if stored is not None and str(stored.source).endswith(".gguf"):  # a CPU-only build's repacked file
+        return ("a CPU-only llama.cpp build repacks some of this file's weights for its matmuls (a CPU_REPACK buffer, "
+                "which depends on the CPU's instruction set): give --cpu-isa avx2 or avx512 for its model buffer lines")
+    return "llama.cpp's model buffer lines need the .gguf file itself (its tensors' types and offsets): give it as MODEL"
 
 
 def _model_and_checkpoint(model: str | None, overrides: tuple[str, ...], checkpoint: str | None) -> tuple[Any, Any]:

