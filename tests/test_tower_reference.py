@@ -1,6 +1,6 @@
 """The torch reference's vision tower against transformers' on the same weights.
 
-Tiny Gemma 3, InternVL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral 3, Llama 4 and LLaVA-OneVision
+Tiny Gemma 3, InternVL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral 3, Llama 4, LLaVA-OneVision and Gemma 4
 models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
 ForConditionalGeneration classes and written by their save_pretrained; our VisionTower loads the
 checkpoint's tower tensors (strict) and must give get_image_features' projected features for the
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from calc.checkpoint.names import tensor_table
+from calc.checkpoint.tower_slots import tower_slots
 from calc.errors import GptcalcError
 from calc.spec.load import load_spec
 from tiny_models import TINY_MULTIMODAL
@@ -41,16 +42,22 @@ LLAMA4_ADAPTER = {"intermediate_size": 64}
 # LLaVA-OneVision: a 56 px image of one tile, with canvases of the tiny tile (56) as image_grid_pinpoints
 # (the released ones are 384's multiples for 384 px tiles): a base view of 4 x 4 patches of 14 = 16 tokens,
 # then the one grid tile's 4 rows of 4, each ended by the image newline = 20: 36 tokens.
+# Gemma 4: 32 x 24 px = 8 x 6 patches of 4 (its x table's 8 rows: the most one axis reaches), pooled 2 x 2
+# (pooling_kernel_size) = 4 x 3 = 12 soft tokens; wider than tall so a swapped axis shows; and the same with
+# `standardize` (Gemma 4 26B-A4B's vision_config sets it: tests/configs/model_types/gemma4-26b-a4b.json).
+GEMMA4 = {"pooling_kernel_size": 2}
 OUTER = {"llava_onevision": {"image_grid_pinpoints": [[56, 56], [56, 112], [112, 56], [112, 112]]}}
 BUILT = {"gemma3": ({}, (56, 56), 2, 4), "internvl": ({}, (56, 56), 2, 4),
          "internvl-6b-switches": (INTERNVIT_6B, (56, 56), 2, 4), "qwen2_5_vl": ({}, (140, 196), 1, 35),
          "qwen3_vl": ({}, (96, 160), 1, 45), "qwen3_5": ({}, (96, 160), 1, 15), "mistral3": ({}, (84, 140), 1, 15),
-         "llama4": (LLAMA4_ADAPTER, (56, 56), 2, 4), "llava_onevision": ({}, (56, 56), 1, 36)}
+         "llama4": (LLAMA4_ADAPTER, (56, 56), 2, 4), "llava_onevision": ({}, (56, 56), 1, 36),
+         "gemma4": (GEMMA4, (24, 32), 1, 12), "gemma4-standardized": ({**GEMMA4, "standardize": True}, (24, 32), 1, 12)}
 
 
 def saved(model_type: str, directory: Path, vision: dict | None = None):  # noqa: ANN201
     """transformers' whole model of the tiny config, every weight random (it starts Gemma 3's projector
-    at zeros, which would make any two towers agree), written by save_pretrained to `directory`."""
+    at zeros, which would make any two towers agree) and Gemma 4's standardisation buffers too (left
+    as torch.empty), written by save_pretrained to `directory`."""
     config = {**copy.deepcopy(TINY_MULTIMODAL[model_type]), **OUTER.get(model_type, {})}
     config["vision_config"].update(vision or {})
     torch.manual_seed(0)
@@ -59,22 +66,26 @@ def saved(model_type: str, directory: Path, vision: dict | None = None):  # noqa
     with torch.no_grad():
         for param in model.parameters():
             param.normal_(0.0, 0.2)
+        for name, buffer in model.named_buffers():
+            if name.endswith(("std_bias", "std_scale")):
+                buffer.normal_(1.0, 0.2)
     model.save_pretrained(directory)
     return model
 
 
 def tower_state(directory: Path) -> tuple[object, dict]:
-    """The spec of the saved config, and the checkpoint's tower tensors under their canonical names."""
+    """The spec of the saved config, and the checkpoint's vision tower tensors under their canonical
+    names (not an audio tower's: Gemma 4's)."""
     spec = load_spec(str(directory / "config.json"))
-    table = tensor_table(spec)
+    table, vision = tensor_table(spec), tower_slots("vision", spec.towers["vision"])
     state = safetensors_torch.load_file(str(directory / "model.safetensors"))
-    return spec, {table.canonical(n): t for n, t in state.items() if table.canonical(n) in table.towers}
+    return spec, {table.canonical(n): t for n, t in state.items() if table.canonical(n) in vision}
 
 
 @pytest.mark.parametrize("case", sorted(BUILT))
 def test_image_features_are_transformers(case: str, tmp_path: Path) -> None:
     """Our tower on the checkpoint's tensors (strict) gives get_image_features' projected features;
-    one changed weight moves them, so the comparison can fail."""
+    one changed weight moves them, so the comparison can fail. The largest difference is printed."""
     from calc.checkpoint.crosscheck import image_features
     from calc.checkpoint.tower_slots import tower_roles
     from calc.reference.tower import VisionTower
@@ -88,20 +99,35 @@ def test_image_features_are_transformers(case: str, tmp_path: Path) -> None:
     with torch.no_grad():
         mine, theirs = ours(pixels), image_features(model, ours.transformers_inputs(pixels))
     assert mine.shape == theirs.shape == (images, tokens, 32)  # 32: the text width
+    assert sum(p.numel() for p in ours.parameters()) == spec.towers["vision"].total
+    print(f"{case}: max |ours - transformers'| {float((mine - theirs).abs().max()):.2e}")
     assert float((mine - theirs).abs().max()) <= 1e-5 * max(1.0, float(theirs.abs().max()))
     name = tower_roles("vision", spec.towers["vision"])["layer.1.down.weight"].name
-    with torch.no_grad():
-        ours.get_parameter(name).mul_(2.0)
+    with torch.no_grad():  # random noise, not a scaling or a shift, which a norm after it (Gemma 4's
+        param = ours.get_parameter(name)  # post-feedforward RMSNorm, SigLIP's post LayerNorm) would undo
+        param.add_(torch.randn(param.shape, generator=torch.Generator().manual_seed(2)))
         assert float((ours(pixels) - theirs).abs().max()) > 1e-3
 
 
-def test_other_tower_kinds_are_refused_by_name() -> None:
+def test_other_tower_kinds_are_refused_by_name(tmp_path: Path) -> None:
+    from calc.reference.tower import VisionTower
+
+    saved("gemma4", tmp_path, GEMMA4)
+    spec = load_spec(str(tmp_path / "config.json"))
+    with pytest.raises(GptcalcError, match="conformer towers are counted and checked in checkpoints, not run"):
+        VisionTower("audio", spec.towers["audio"], device="meta")
+
+
+def test_a_released_towers_parameters_are_its_count() -> None:
+    """Gemma 4 26B-A4B's vision tower built on the meta device: its parameters are the formulas' total,
+    and its standardisation buffers (`standardize` in its vision_config) are there, not counted."""
     from calc.reference.tower import VisionTower
     from oracle import CONFIG_DIR
 
-    spec = load_spec(str(CONFIG_DIR / "model_types" / "gemma4-26b-a4b.json"))
-    with pytest.raises(GptcalcError, match="gemma4 towers are counted and checked in checkpoints, not run"):
-        VisionTower("vision", spec.towers["vision"], device="meta")
+    tower = load_spec(str(CONFIG_DIR / "model_types" / "gemma4-26b-a4b.json")).towers["vision"]
+    built = VisionTower("vision", tower, device="meta")
+    assert sum(p.numel() for p in built.parameters()) == tower.total
+    assert {n.rsplit(".", 1)[-1] for n, _ in built.named_buffers()} == {"std_bias", "std_scale"}
 
 
 def verify_load(directory: Path) -> dict:
@@ -126,7 +152,10 @@ def verify_load(directory: Path) -> dict:
     # one tile of image_size 56; transformers' whole model fails on token ids alone (the logits are not
     # compared), the tower is compared all the same
     ("llama4", "56x56", [1, 4, 32], "Llama4ForConditionalGeneration"),
-    ("llava_onevision", "56x56", [1, 36, 32], "LlavaOnevisionForConditionalGeneration")])
+    ("llava_onevision", "56x56", [1, 36, 32], "LlavaOnevisionForConditionalGeneration"),
+    # the square its 8-row position tables reach in whole 2 x 2 pooling blocks: 8 x 8 patches of 4, 16 soft
+    # tokens; the audio tower is named as not run
+    ("gemma4", "32x32", [1, 16, 32], "Gemma4ForConditionalGeneration")])
 def test_verify_load_runs_the_tower_against_transformers(model_type: str, image: str, features: list[int],
                                                          whole: str, tmp_path: Path) -> None:
     """--load: decoder and tower loaded strictly, one seeded image through our tower, and transformers'

@@ -34,7 +34,7 @@ from calc.checkpoint.tower_slots import whole_model_names
 from calc.checkpoint.weights import Rejected, read_checked
 from calc.errors import GptcalcError
 from calc.reference.model import Decoder, build
-from calc.reference.tower import VisionTower, buildable
+from calc.reference.tower import VisionTower, buildable, runner_of
 from calc.spec.model import ModelSpec
 from calc.towers import Tower
 from calc.units import human_bytes
@@ -131,7 +131,10 @@ def _image_size(tower: Tower) -> tuple[int, int]:
     table covers (SigLIP's, InternViT's: a tiling rule such as InternVL's cuts larger images into such
     squares; Qwen3-VL's, resized to any grid), else its rule's largest image up to `LARGEST_SIDE`
     patches a side (2-D rotary towers take any size: Pixtral's 1540 px would be 12,100 patches, every
-    one against every other in each layer)."""
+    one against every other in each layer); a tower kind's own module may say (Gemma 4's: its rule's
+    largest image within its position tables)."""
+    if (size := getattr(runner_of(tower), "image_size", None)) is not None:
+        return size(tower)
     if tower.window and tower.images is not None:
         side = (2 * tower.window + tower.images.merge_size) * tower.patch_size
         return side, side

@@ -106,7 +106,7 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                                                            ("v", "self_attn.v_proj"), ("o", "self_attn.o_proj"),
                                                            ("gate", "mlp.gate_proj"), ("up", "mlp.up_proj"),
                                                            ("down", "mlp.down_proj"))},
-               "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm",
+               "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm", "standardize": ("std_bias", "std_scale"),
                "projectors": {"projector": (None, "~model.embed_vision.embedding_projection")},
                "renames": (("model.language_model.", "model."),)},
     # Kimi-K2.5's MoonViT as transformers 5 holds it (models/kimi_k25/modeling_kimi_k25.py): a (height, width)
@@ -189,6 +189,8 @@ def tower_roles(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
             s.add(f"layer.{i}.{scale}", f"{lay['layers']}.{i}.{scale}", (d,), "layer_scale", init="ones")
     if tower.post_norm is not None:
         s.norm("post_norm", tower.post_norm, d, "post_norm")
+    for buffer in lay["standardize"] if tower.standardize else ():
+        s.add(buffer, buffer, (d,), None, init="buffer")
     for projector in tower.projectors:
         _projector(s, lay, projector)
     if tower.newline:
