@@ -1,7 +1,7 @@
 """The torch reference's vision tower against transformers' on the same weights.
 
-Tiny Gemma 3, InternVL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral 3, Llama 4, LLaVA-OneVision and Gemma 4
-models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
+Tiny Gemma 3, InternVL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral 3, Llama 4, LLaVA-OneVision, Gemma 4 and
+Kimi-K2.5 models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
 ForConditionalGeneration classes and written by their save_pretrained; our VisionTower loads the
 checkpoint's tower tensors (strict) and must give get_image_features' projected features for the
 same pixels.
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from calc.checkpoint.hub_towers import in_memory_towers
 from calc.checkpoint.names import tensor_table
 from calc.checkpoint.tower_slots import tower_slots
 from calc.errors import GptcalcError
@@ -46,12 +47,16 @@ LLAMA4_ADAPTER = {"intermediate_size": 64}
 # (pooling_kernel_size) = 4 x 3 = 12 soft tokens; wider than tall so a swapped axis shows; and the same with
 # `standardize` (Gemma 4 26B-A4B's vision_config sets it: tests/configs/model_types/gemma4-26b-a4b.json).
 GEMMA4 = {"pooling_kernel_size": 2}
+# Kimi-K2.5: 64 x 48 px = 16 x 12 patches of 4 against a 4 x 4 position grid (resampled bicubically; square,
+# as the released 64 x 64: transformers resamples a grid of pos_emb_height rows a side), merged 2 x 2 = 8 x 6 =
+# 48 tokens.
+MOONVIT = {"pos_emb_width": 4}
 OUTER = {"llava_onevision": {"image_grid_pinpoints": [[56, 56], [56, 112], [112, 56], [112, 112]]}}
 BUILT = {"gemma3": ({}, (56, 56), 2, 4), "internvl": ({}, (56, 56), 2, 4),
          "internvl-6b-switches": (INTERNVIT_6B, (56, 56), 2, 4), "qwen2_5_vl": ({}, (140, 196), 1, 35),
          "qwen3_vl": ({}, (96, 160), 1, 45), "qwen3_5": ({}, (96, 160), 1, 15), "mistral3": ({}, (84, 140), 1, 15),
          "llama4": (LLAMA4_ADAPTER, (56, 56), 2, 4), "llava_onevision": ({}, (56, 56), 1, 36),
-         "gemma4": (GEMMA4, (24, 32), 1, 12), "gemma4-standardized": ({**GEMMA4, "standardize": True}, (24, 32), 1, 12)}
+         "gemma4": (GEMMA4, (24, 32), 1, 12), "kimi_k25": (MOONVIT, (48, 64), 1, 48), "gemma4-standardized": ({**GEMMA4, "standardize": True}, (24, 32), 1, 12)}
 
 
 def saved(model_type: str, directory: Path, vision: dict | None = None):  # noqa: ANN201
@@ -75,11 +80,14 @@ def saved(model_type: str, directory: Path, vision: dict | None = None):  # noqa
 
 def tower_state(directory: Path) -> tuple[object, dict]:
     """The spec of the saved config, and the checkpoint's vision tower tensors under their canonical
-    names (not an audio tower's: Gemma 4's)."""
+    in-memory names (not an audio tower's: Gemma 4's); where save_pretrained writes the Hub's layout
+    (Kimi-K2.5: Q, K and V fused into `wqkv`, their rows in the original interleaved rotary's order),
+    converted as `verify --load` converts them (calc/checkpoint/hub_towers.py)."""
     spec = load_spec(str(directory / "config.json"))
-    table, vision = tensor_table(spec), tower_slots("vision", spec.towers["vision"])
+    table, vision = tensor_table(spec), {"vision": spec.towers["vision"]}
+    names = tower_slots("vision", vision["vision"]).keys() | tower_slots("vision", vision["vision"], hub=True).keys()
     state = safetensors_torch.load_file(str(directory / "model.safetensors"))
-    return spec, {table.canonical(n): t for n, t in state.items() if table.canonical(n) in vision}
+    return spec, in_memory_towers(vision, {table.canonical(n): t for n, t in state.items() if table.canonical(n) in names})
 
 
 @pytest.mark.parametrize("case", sorted(BUILT))
@@ -155,7 +163,10 @@ def verify_load(directory: Path) -> dict:
     ("llava_onevision", "56x56", [1, 36, 32], "LlavaOnevisionForConditionalGeneration"),
     # the square its 8-row position tables reach in whole 2 x 2 pooling blocks: 8 x 8 patches of 4, 16 soft
     # tokens; the audio tower is named as not run
-    ("gemma4", "32x32", [1, 16, 32], "Gemma4ForConditionalGeneration")])
+    ("gemma4", "32x32", [1, 16, 32], "Gemma4ForConditionalGeneration"),
+    # the square its 4 x 4 position grid covers: 4 x 4 patches of 4, merged 2 x 2; its file in the Hub's layout
+    # (fused, permuted `wqkv`), made in-memory for both models
+    ("kimi_k25", "16x16", [1, 4, 32], "Kimi_K25ForConditionalGeneration")])
 def test_verify_load_runs_the_tower_against_transformers(model_type: str, image: str, features: list[int],
                                                          whole: str, tmp_path: Path) -> None:
     """--load: decoder and tower loaded strictly, one seeded image through our tower, and transformers'

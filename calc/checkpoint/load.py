@@ -27,6 +27,7 @@ import torch
 
 from calc.analysis.count import count
 from calc.checkpoint.crosscheck import TowerRun, compare_logits
+from calc.checkpoint.hub_towers import in_memory_towers
 from calc.checkpoint.layouts import in_memory, layout
 from calc.checkpoint.names import tensor_table
 from calc.checkpoint.report import CheckpointReport, LoadResult
@@ -89,12 +90,15 @@ def load_and_run(report: CheckpointReport, config: dict[str, Any] | None = None)
 
 
 def split_towers(report: CheckpointReport, state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """(the decoder's tensors as stored, the towers' under their canonical names): the reference
-    decoder loads the first, `calc.reference.tower` the second."""
+    """(the decoder's tensors as stored, the towers' under their canonical in-memory names, a Hub
+    layout's converted by `calc.checkpoint.hub_towers`): the reference decoder loads the first,
+    `calc.reference.tower` (and transformers' model) the second."""
     table = tensor_table(report.spec)
     canonical = {name: table.canonical(name) for name in state} if table.towers else {}
-    towers = {canonical[name]: t for name, t in state.items() if canonical.get(name) in table.towers}
-    return {name: t for name, t in state.items() if canonical.get(name) not in table.towers}, towers
+    ours = table.towers.keys() | table.towers_hub.keys()
+    towers = {canonical[name]: t for name, t in state.items() if canonical.get(name) in ours}
+    decoder = {name: t for name, t in state.items() if canonical.get(name) not in ours}
+    return decoder, in_memory_towers(report.spec.towers, towers)
 
 
 def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, TowerRun]:

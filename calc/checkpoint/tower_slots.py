@@ -123,7 +123,10 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                             ("mm_projector.pre_norm.", "model.mm_projector.pre_norm.")),
                 "projectors": {"projector": ("~model.mm_projector.pre_norm", "~model.mm_projector.in_proj",
                                              "~model.mm_projector.out_proj")},
-                "hub": {"root": "vision_tower", "positions": ("patch_embed.pos_emb.weight", 0), "layers": "encoder.blocks",
+                # `rope_pairs`: the Hub's Q and K rows pair up for rotary as (2i, 2i+1) (the original MoonViT's
+                # complex numbers); transformers 5 reorders each head's to (i, i + d_head / 2) (PermuteForRope)
+                "hub": {"root": "vision_tower", "rope_pairs": "interleaved", "positions": ("patch_embed.pos_emb.weight", 0),
+                        "layers": "encoder.blocks",
                         "attn_in": "norm0", "mlp_in": "norm1", "fused_qkv": True, "qkv": "wqkv", "o": "wo",
                         "up": "mlp.fc0", "down": "mlp.fc1", "post_norm": "encoder.final_layernorm",
                         "projectors": {"projector": ("~model.mm_projector.pre_norm", "~mm_projector.proj.0",
