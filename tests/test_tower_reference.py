@@ -42,7 +42,13 @@ INTERNVIT_6B = {"norm_type": "rms_norm", "use_qk_norm": True, "use_mean_pooling"
 LLAMA4_ADAPTER = {"intermediate_size": 64}
 # LLaVA-OneVision: a 56 px image of one tile, with canvases of the tiny tile (56) as image_grid_pinpoints
 # (the released ones are 384's multiples for 384 px tiles): a base view of 4 x 4 patches of 14 = 16 tokens,
-# then the one grid tile's 4 rows of 4, each ended by the image newline = 20: 36 tokens.
+# then the one grid tile's 4 rows of 4, each ended by the image newline = 20: 36 tokens. A 112 x 84 px image
+# (wider than tall) on its 112 x 112 canvas (select_best_resolution: the one that keeps all its pixels), 2 x 2
+# tiles: the 8 x 8 feature grid unpadded to round(84 · 8 / 112) = 6 rows, 16 + 6 x (8 + 1) = 70 tokens; with
+# anyres_max_1 (√(48 / 16) = 1.73 > 1.1) shrunk to 3 x 4, 16 + 3 x 5 = 31; an 84 x 112 one (taller than wide)
+# unpadded to 8 x 6 columns, shrunk to 4 x 3 = 16 + 4 x 4 = 32. AnyresImages counts each the same.
+SHRINK = {"vision_aspect_ratio": "anyres_max_1"}
+CASE_OUTER = {"llava_onevision-shrunk-wide": SHRINK, "llava_onevision-shrunk-tall": SHRINK}
 # Gemma 4: 32 x 24 px = 8 x 6 patches of 4 (its x table's 8 rows: the most one axis reaches), pooled 2 x 2
 # (pooling_kernel_size) = 4 x 3 = 12 soft tokens; wider than tall so a swapped axis shows; and the same with
 # `standardize` (Gemma 4 26B-A4B's vision_config sets it: tests/configs/model_types/gemma4-26b-a4b.json).
@@ -56,14 +62,16 @@ BUILT = {"gemma3": ({}, (56, 56), 2, 4), "internvl": ({}, (56, 56), 2, 4),
          "internvl-6b-switches": (INTERNVIT_6B, (56, 56), 2, 4), "qwen2_5_vl": ({}, (140, 196), 1, 35),
          "qwen3_vl": ({}, (96, 160), 1, 45), "qwen3_5": ({}, (96, 160), 1, 15), "mistral3": ({}, (84, 140), 1, 15),
          "llama4": (LLAMA4_ADAPTER, (56, 56), 2, 4), "llava_onevision": ({}, (56, 56), 1, 36),
+         "llava_onevision-tiles-wide": ({}, (84, 112), 1, 70), "llava_onevision-shrunk-wide": ({}, (84, 112), 1, 31),
+         "llava_onevision-shrunk-tall": ({}, (112, 84), 1, 32),
          "gemma4": (GEMMA4, (24, 32), 1, 12), "kimi_k25": (MOONVIT, (48, 64), 1, 48), "gemma4-standardized": ({**GEMMA4, "standardize": True}, (24, 32), 1, 12)}
 
 
-def saved(model_type: str, directory: Path, vision: dict | None = None):  # noqa: ANN201
+def saved(model_type: str, directory: Path, vision: dict | None = None, outer: dict | None = None):  # noqa: ANN201
     """transformers' whole model of the tiny config, every weight random (it starts Gemma 3's projector
     at zeros, which would make any two towers agree) and Gemma 4's standardisation buffers too (left
     as torch.empty), written by save_pretrained to `directory`."""
-    config = {**copy.deepcopy(TINY_MULTIMODAL[model_type]), **OUTER.get(model_type, {})}
+    config = {**copy.deepcopy(TINY_MULTIMODAL[model_type]), **OUTER.get(model_type, {}), **(outer or {})}
     config["vision_config"].update(vision or {})
     torch.manual_seed(0)
     hf = transformers.AutoConfig.for_model(model_type, **config)
@@ -99,7 +107,7 @@ def test_image_features_are_transformers(case: str, tmp_path: Path) -> None:
     from calc.reference.tower import VisionTower
 
     vision, (height, width), images, tokens = BUILT[case]
-    model = saved(case.split("-")[0], tmp_path, vision)
+    model = saved(case.split("-")[0], tmp_path, vision, CASE_OUTER.get(case))
     spec, state = tower_state(tmp_path)
     ours = VisionTower("vision", spec.towers["vision"])
     ours.load_state_dict(state, strict=True)
@@ -108,6 +116,8 @@ def test_image_features_are_transformers(case: str, tmp_path: Path) -> None:
         mine, theirs = ours(pixels), image_features(model, ours.transformers_inputs(pixels))
     assert mine.shape == theirs.shape == (images, tokens, 32)  # 32: the text width
     assert sum(p.numel() for p in ours.parameters()) == spec.towers["vision"].total
+    if spec.towers["vision"].newline:  # LLaVA-OneVision: as many tokens as the count's rule says
+        assert spec.towers["vision"].images.tokens(width, height).image_tokens == tokens
     print(f"{case}: max |ours - transformers'| {float((mine - theirs).abs().max()):.2e}")
     assert float((mine - theirs).abs().max()) <= 1e-5 * max(1.0, float(theirs.abs().max()))
     name = tower_roles("vision", spec.towers["vision"])["layer.1.down.weight"].name
@@ -179,14 +189,14 @@ def test_verify_load_runs_the_tower_against_transformers(model_type: str, image:
 
 
 def test_verify_load_of_a_tower_the_reference_does_not_run(tmp_path: Path) -> None:
-    """LLaVA-OneVision with the released 384 px canvases on 56 px tiles: one tile-sized image is not a
-    canvas of its own, so the tower is named as not run (not skipped in silence), and the decoder's
-    logits are compared with LlavaOnevisionForConditionalGeneration holding every tensor."""
+    """LLaVA-OneVision with the released 384 px canvases on 56 px tiles: 384 is no whole number of tiles,
+    so the tower is named as not run (not skipped in silence), and the decoder's logits are compared with
+    LlavaOnevisionForConditionalGeneration holding every tensor."""
     torch.manual_seed(0)
     config = transformers.AutoConfig.for_model("llava_onevision", **copy.deepcopy(TINY_MULTIMODAL["llava_onevision"]))
     transformers.LlavaOnevisionForConditionalGeneration._from_config(config).save_pretrained(tmp_path)
     data = verify_load(tmp_path)
-    assert data["ok"] and "vision tower not run: the torch reference runs LLaVA-OneVision's tower on one " \
-        "tile-sized image, which needs an anyres_max_N rule with a tile x tile canvas" in data["load"]["message"]
+    assert data["ok"] and "vision tower not run: the torch reference runs LLaVA-OneVision's tower with an " \
+        "anyres_max_N rule, canvases of whole tiles in image_grid_pinpoints" in data["load"]["message"]
     assert "LlavaOnevisionForConditionalGeneration on the same weights: max |logit difference|" \
         in data["load"]["transformers"]["message"]

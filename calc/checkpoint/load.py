@@ -136,7 +136,7 @@ def _image_size(tower: Tower) -> tuple[int, int]:
     squares; Qwen3-VL's, resized to any grid), else its rule's largest image up to `LARGEST_SIDE`
     patches a side (2-D rotary towers take any size: Pixtral's 1540 px would be 12,100 patches, every
     one against every other in each layer); a tower kind's own module may say (Gemma 4's: its rule's
-    largest image within its position tables)."""
+    largest image within its position tables; LLaVA-OneVision's: its smallest canvas)."""
     if (size := getattr(runner_of(tower), "image_size", None)) is not None:
         return size(tower)
     if tower.window and tower.images is not None:

@@ -24,7 +24,7 @@ Built, as each model's get_image_features computes its projected features:
     Gemma 4 (two-axis position tables, 2-D rotary, sandwich norms, the pooler): `calc.reference.gemma4_vision`
     Kimi-K2.5's MoonViT (the position grid resampled, 2-D rotary, the patch merger): `calc.reference.moonvit_vision`
 
-    SigLIP + LLaVA-OneVision's projector and anyres packing, one tile-sized image:
+    SigLIP + LLaVA-OneVision's projector and anyres packing (tiles, unpadding, the anyres_max shrink, newlines):
                 `calc.reference.llava_vision`
 
 Every other tower kind (the audio Conformers) is counted, cached and checked in
