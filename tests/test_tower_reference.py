@@ -17,7 +17,7 @@ import pytest
 
 from calc.checkpoint.hub_towers import in_memory_towers
 from calc.checkpoint.names import tensor_table
-from calc.checkpoint.tower_slots import tower_slots
+from calc.checkpoint.tower_slots import tower_roles, tower_slots
 from calc.errors import GptcalcError
 from calc.spec.load import load_spec
 from tiny_models import TINY_MULTIMODAL
@@ -103,7 +103,6 @@ def test_image_features_are_transformers(case: str, tmp_path: Path) -> None:
     """Our tower on the checkpoint's tensors (strict) gives get_image_features' projected features;
     one changed weight moves them, so the comparison can fail. The largest difference is printed."""
     from calc.checkpoint.crosscheck import image_features
-    from calc.checkpoint.tower_slots import tower_roles
     from calc.reference.tower import VisionTower
 
     vision, (height, width), images, tokens = BUILT[case]
@@ -127,13 +126,44 @@ def test_image_features_are_transformers(case: str, tmp_path: Path) -> None:
         assert float((ours(pixels) - theirs).abs().max()) > 1e-3
 
 
-def test_other_tower_kinds_are_refused_by_name(tmp_path: Path) -> None:
-    from calc.reference.tower import VisionTower
+def test_other_tower_kinds_are_refused_by_name() -> None:
+    """Gemma 3n's Conformer (its own subsampling norms and relative positions) is named as not run."""
+    from calc.arch.config import Config
+    from calc.reference.conformer import AudioTower
+    from calc.towers import Conformer, gemma3n
 
-    saved("gemma4", tmp_path, GEMMA4)
+    tower = Conformer.model_construct(**gemma3n.towers(Config({"audio_config": {}}, "Gemma3nAudioConfig's defaults"), 2048)["audio"])
+    with pytest.raises(GptcalcError, match="Gemma 3n's is counted and checked in checkpoints, not run"):
+        AudioTower("audio", tower, device="meta")
+
+
+def test_audio_features_are_transformers(tmp_path: Path) -> None:
+    """Gemma 4's Conformer audio tower on the checkpoint's tensors (strict) gives get_audio_features'
+    projected features: 100 log-mel frames of 8 bins (the tiny subsampling_conv_channels [8, 4]: the
+    input projection reads 8 // 4 · 4 = 8 values a frame, 2 frequencies x 4 channels, so 8 bins) subsampled
+    4 x to 25, over three 12-frame attention blocks (the last cut short); its parameters are the formulas';
+    noise on one layer's relative-position keys moves the features."""
+    from calc.checkpoint.crosscheck import audio_features
+    from calc.reference.conformer import AudioTower
+
+    model = saved("gemma4", tmp_path, GEMMA4)
     spec = load_spec(str(tmp_path / "config.json"))
-    with pytest.raises(GptcalcError, match="conformer towers are counted and checked in checkpoints, not run"):
-        VisionTower("audio", spec.towers["audio"], device="meta")
+    table, tower = tensor_table(spec), spec.towers["audio"]
+    audio = tower_slots("audio", tower)
+    state = safetensors_torch.load_file(str(tmp_path / "model.safetensors"))
+    ours = AudioTower("audio", tower)
+    ours.load_state_dict({table.canonical(n): t for n, t in state.items() if table.canonical(n) in audio}, strict=True)
+    assert sum(p.numel() for p in ours.parameters()) == tower.total and ours.mel_bins == 8
+    frames = torch.randn(1, 100, 8, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        mine, theirs = ours(frames), audio_features(model, ours.transformers_inputs(frames))
+    assert mine.shape == theirs.shape == (1, 25, 32)
+    print(f"gemma4 audio: max |ours - transformers'| {float((mine - theirs).abs().max()):.2e}")
+    assert float((mine - theirs).abs().max()) <= 1e-5 * max(1.0, float(theirs.abs().max()))
+    with torch.no_grad():
+        param = ours.get_parameter(tower_roles("audio", tower)["layer.1.relative_k"].name)
+        param.add_(torch.randn(param.shape, generator=torch.Generator().manual_seed(2)))
+        assert float((ours(frames) - theirs).abs().max()) > 1e-3
 
 
 def test_a_released_towers_parameters_are_its_count() -> None:
@@ -186,6 +216,16 @@ def test_verify_load_runs_the_tower_against_transformers(model_type: str, image:
     assert load["ok"] and f"vision tower: image features {features} of one {image} image" in load["message"]
     assert f"{whole}.get_image_features on the same weights: max |feature difference|" \
         in load["transformers"]["message"] and load["transformers"]["compared"]
+
+
+def test_verify_load_runs_the_audio_tower_against_transformers(tmp_path: Path) -> None:
+    """--load on a tiny Gemma 4: its Conformer runs on 400 seeded log-mel frames (subsampled to 100) and
+    is compared with get_audio_features (the vision tower beside it: the test above)."""
+    saved("gemma4", tmp_path, GEMMA4)
+    load = verify_load(tmp_path)["load"]
+    assert load["ok"] and "audio tower: audio features [1, 100, 32] of 400 frames of 8 mel bins" in load["message"]
+    assert "Gemma4ForConditionalGeneration.get_audio_features on the same weights: max |feature difference|" \
+        in load["transformers"]["message"]
 
 
 def test_verify_load_of_a_tower_the_reference_does_not_run(tmp_path: Path) -> None:

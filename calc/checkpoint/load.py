@@ -34,15 +34,20 @@ from calc.checkpoint.report import CheckpointReport, LoadResult
 from calc.checkpoint.tower_slots import whole_model_names
 from calc.checkpoint.weights import Rejected, read_checked
 from calc.errors import GptcalcError
+from calc.reference.conformer import AudioTower
+from calc.reference.conformer import buildable as audio_buildable
 from calc.reference.model import Decoder, build
 from calc.reference.tower import VisionTower, buildable, runner_of
 from calc.spec.model import ModelSpec
-from calc.towers import Tower
+from calc.towers import Conformer, Tower
 from calc.units import human_bytes
 
 __all__ = ["available_memory", "forward_ids", "load_and_run", "load_weights", "memory_needed", "run_towers", "split_towers"]
 
 FORWARD_TOKENS = 8
+# Log-mel frames an audio tower is run on: 4 s at 10 ms a frame, subsampled 4 x to 100, over eight of its
+# 12-frame attention blocks and a part one
+AUDIO_FRAMES = 400
 LARGEST_SIDE = 64  # patches a side of the image a tower without a position table is run on (4,096 patches)
 MEMINFO = Path("/proc/meminfo")
 
@@ -107,9 +112,12 @@ def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, Tow
     they were not run."""
     runs = {}
     for name, tower in spec.towers.items():
-        why = buildable(tower)
+        why = (audio_buildable if isinstance(tower, Conformer) else buildable)(tower)
         if why is not None:
             runs[name] = TowerRun(name, None, None, why)
+            continue
+        if isinstance(tower, Conformer):
+            runs[name] = _run_audio(name, tower, state)
             continue
         model = VisionTower(name, tower)
         model.load_state_dict({n: t for n, t in state.items() if n in model.state_dict()}, strict=True)
@@ -118,6 +126,15 @@ def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, Tow
         with torch.no_grad():
             runs[name] = TowerRun(name, pixels, model(pixels), inputs=model.transformers_inputs(pixels))
     return runs
+
+
+def _run_audio(name: str, tower: Conformer, state: dict[str, torch.Tensor]) -> TowerRun:
+    """A Conformer audio tower loaded strictly and run on `AUDIO_FRAMES` seeded random log-mel frames."""
+    model = AudioTower(name, tower)
+    model.load_state_dict({n: t for n, t in state.items() if n in model.state_dict()}, strict=True)
+    frames = torch.randn(1, AUDIO_FRAMES, model.mel_bins, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        return TowerRun(name, frames, model(frames), inputs=model.transformers_inputs(frames), audio=True)
 
 
 def load_weights(report: CheckpointReport, state: dict[str, torch.Tensor] | None = None) -> Decoder:
@@ -162,7 +179,7 @@ def _check_logits(spec: ModelSpec, ids: torch.Tensor, logits: torch.Tensor, tens
         return LoadResult(False, f"forward pass gave logits {list(shape)}, expected [1, {steps}, {spec.vocab_size}]", tensors, shape)
     if not bool(torch.isfinite(logits).all()):
         return LoadResult(False, "forward pass gave non-finite logits", tensors, shape)
-    return LoadResult(True, f"loaded {tensors} tensors with strict=True (all finite, parameters in {dtypes}); "
+    return LoadResult(True, f"loaded {tensors} tensors with strict=True (parameters in {dtypes} and finite, buffers free of NaN); "
                             f"one forward pass on {steps} tokens gave finite logits {list(shape)}", tensors, shape)
 
 

@@ -56,6 +56,17 @@ class Conformer(Part):
     out_width: int = Field(default=0, ge=0)  # Gemma 4's output_proj_dims; 0: no output projection
     vocab: int = Field(default=0, ge=0)  # Gemma 3n's audio-token table rows
     text_width: int = Field(gt=0)
+    # Computation only, for the torch reference (calc.reference.conformer), as Gemma4AudioConfig and
+    # Gemma3nAudioConfig default them: each frame attends to itself, `context_left - 2` frames before
+    # and `context_right` after (in blocks of `chunk` frames); scores soft-capped at `logit_cap`; each
+    # half-step FFN's output times `residual_weight`; the norms' epsilon; the FFNs' and conv's activation
+    chunk: int = Field(default=12, gt=0)
+    context_left: int = Field(default=13, gt=0)
+    context_right: int = Field(default=0, ge=0)
+    logit_cap: float = Field(default=50.0, gt=0)
+    residual_weight: float = Field(default=0.5, strict=False)
+    eps: float = Field(default=1e-6, gt=0)
+    activation: str = "silu"
 
     def layer_params(self) -> dict[str, int]:
         """One Conformer layer: its two FFNs, attention, light conv and output norm."""

@@ -21,7 +21,9 @@ __all__ = ["towers"]
 # Gemma3nAudioConfig (models/gemma3n/configuration_gemma3n.py).
 AUDIO = {"vocab_size": 128, "input_feat_size": 128, "hidden_size": 1536, "conf_num_attention_heads": 8,
          "conf_num_hidden_layers": 12, "conf_conv_kernel_size": 5, "sscp_conv_channel_size": [128, 32],
-         "sscp_conv_kernel_size": [[3, 3], [3, 3]], "sscp_conv_stride_size": [[2, 2], [2, 2]]}
+         "sscp_conv_kernel_size": [[3, 3], [3, 3]], "sscp_conv_stride_size": [[2, 2], [2, 2]],
+         "conf_attention_chunk_size": 12, "conf_attention_context_left": 13, "conf_attention_context_right": 0,
+         "conf_attention_logit_cap": 50.0, "conf_residual_weight": 0.5, "rms_norm_eps": 1e-6}
 
 
 def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
@@ -44,5 +46,9 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "n_layers": audio.int("conf_num_hidden_layers"),
         "n_heads": audio.int("conf_num_attention_heads"), "conv_kernel": audio.int("conf_conv_kernel_size"),
         "convs": convs, "subsample_width": channels[-1] * frequencies, "vocab": audio.int("vocab_size"),
-        "text_width": text_width,
+        "text_width": text_width, "chunk": audio.int("conf_attention_chunk_size"),
+        "context_left": audio.int("conf_attention_context_left"),
+        "context_right": audio.int("conf_attention_context_right"),
+        "logit_cap": audio.float("conf_attention_logit_cap"), "residual_weight": audio.float("conf_residual_weight"),
+        "eps": audio.float("rms_norm_eps"),
     }}

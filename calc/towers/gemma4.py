@@ -28,7 +28,9 @@ SOFT_TOKENS = 280
 THETA = 100.0  # Gemma4VisionConfig.default_theta: the 2-D rotary's base
 # Gemma4AudioConfig (models/gemma4/configuration_gemma4.py).
 AUDIO = {"hidden_size": 1024, "num_hidden_layers": 12, "num_attention_heads": 8, "conv_kernel_size": 5,
-         "subsampling_conv_channels": [128, 32], "output_proj_dims": 1536}
+         "subsampling_conv_channels": [128, 32], "output_proj_dims": 1536, "attention_chunk_size": 12,
+         "attention_context_left": 13, "attention_context_right": 0, "attention_logit_cap": 50.0,
+         "residual_weight": 0.5, "rms_norm_eps": 1e-6, "hidden_act": "silu"}
 
 
 def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
@@ -48,7 +50,11 @@ def _audio(cfg: Config, text_width: int) -> dict[str, Any]:
             "n_layers": audio.int("num_hidden_layers"),
             "n_heads": audio.int("num_attention_heads"), "conv_kernel": audio.int("conv_kernel_size"),
             "convs": [(1, c0, 3, 3), (c0, c1, 3, 3)], "subsample_width": c0 // 4 * c1,
-            "out_width": audio.int("output_proj_dims"), "text_width": text_width}
+            "out_width": audio.int("output_proj_dims"), "text_width": text_width,
+            "chunk": audio.int("attention_chunk_size"), "context_left": audio.int("attention_context_left"),
+            "context_right": audio.int("attention_context_right"), "logit_cap": audio.float("attention_logit_cap"),
+            "residual_weight": audio.float("residual_weight"), "eps": audio.float("rms_norm_eps"),
+            "activation": activation(audio, "hidden_act")}
 
 
 def _vision(cfg: Config, text_width: int) -> dict[str, Any]:
