@@ -11,7 +11,7 @@ of log-mel frames [1, frames, mel bins], every frame valid:
                  channels (channels fastest) times input_proj
     n_layers ×   half-step FFN: x + residual_weight · norm(W2 act(W1 norm(x)))
                  attention: x + norm(attend(norm(x))), each frame seeing itself and the context_left - 2
-                   frames before it (and context_right after); queries times d_head^-½ / ln 2 and
+                   frames before it (and context_right - 1 after); queries times d_head^-½ / ln 2 and
                    softplus(per_dim_scale), keys times ln(1 + e) / ln 2; scores q·k plus q·R_p, R the
                    relative_k projection of a sinusoidal table whose row p stands for key - query =
                    p - (context_left - 1) (the blocked rel-shift of Transformer-XL, written out), then

@@ -58,7 +58,7 @@ class Conformer(Part):
     text_width: int = Field(gt=0)
     # Computation only, for the torch reference (calc.reference.conformer), as Gemma4AudioConfig and
     # Gemma3nAudioConfig default them: each frame attends to itself, `context_left - 2` frames before
-    # and `context_right` after (in blocks of `chunk` frames); scores soft-capped at `logit_cap`; each
+    # and `context_right - 1` after (in blocks of `chunk` frames); scores soft-capped at `logit_cap`; each
     # half-step FFN's output times `residual_weight`; the norms' epsilon; the FFNs' and conv's activation
     chunk: int = Field(default=12, gt=0)
     context_left: int = Field(default=13, gt=0)
