@@ -166,16 +166,27 @@ def test_audio_features_are_transformers(tmp_path: Path) -> None:
         assert float((ours(frames) - theirs).abs().max()) > 1e-3
 
 
-def test_a_released_towers_parameters_are_its_count() -> None:
+def test_a_released_towers_parameters_are_its_count(tmp_path: Path) -> None:
     """Gemma 4 26B-A4B's vision tower built on the meta device: its parameters are the formulas' total,
-    and its standardisation buffers (`standardize` in its vision_config) are there, not counted."""
+    and its standardisation buffers (`standardize` in its vision_config) are there, not counted; the audio
+    tower E2B and E4B ship (tests/test_towers.py RELEASED_GEMMA4_AUDIO) the same, 309,149,984 into 2816,
+    reading 128 mel bins a frame."""
+    from calc.reference.conformer import AudioTower
     from calc.reference.tower import VisionTower
     from oracle import CONFIG_DIR
+    from test_towers import RELEASED_GEMMA4_AUDIO
 
-    tower = load_spec(str(CONFIG_DIR / "model_types" / "gemma4-26b-a4b.json")).towers["vision"]
-    built = VisionTower("vision", tower, device="meta")
-    assert sum(p.numel() for p in built.parameters()) == tower.total
+    config = json.loads((CONFIG_DIR / "model_types" / "gemma4-26b-a4b.json").read_text())
+    config["audio_config"] = RELEASED_GEMMA4_AUDIO
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    towers = load_spec(str(path)).towers
+    built = VisionTower("vision", towers["vision"], device="meta")
+    assert sum(p.numel() for p in built.parameters()) == towers["vision"].total
     assert {n.rsplit(".", 1)[-1] for n, _ in built.named_buffers()} == {"std_bias", "std_scale"}
+    audio = AudioTower("audio", towers["audio"], device="meta")
+    assert sum(p.numel() for p in audio.parameters()) == towers["audio"].total == 309_149_984
+    assert audio.mel_bins == 128  # Gemma4AudioFeatureExtractor's feature_size
 
 
 # Gemma 4's Conformer beside its vision tower: 400 seeded log-mel frames (of the 8 bins its tiny subsampling
