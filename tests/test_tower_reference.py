@@ -126,15 +126,18 @@ def test_image_features_are_transformers(case: str, tmp_path: Path) -> None:
         assert float((ours(pixels) - theirs).abs().max()) > 1e-3
 
 
-def test_other_tower_kinds_are_refused_by_name() -> None:
-    """Gemma 3n's Conformer (its own subsampling norms and relative positions) is named as not run."""
-    from calc.arch.config import Config
-    from calc.reference.conformer import AudioTower
-    from calc.towers import Conformer, gemma3n
+def test_other_tower_kinds_are_refused_by_name(tmp_path: Path) -> None:
+    """LLaVA-OneVision with the "default" feature selection (its first token dropped, a CLS SigLIP has not)
+    is named as not run."""
+    from calc.reference.tower import VisionTower
 
-    tower = Conformer.model_construct(**gemma3n.towers(Config({"audio_config": {}}, "Gemma3nAudioConfig's defaults"), 2048)["audio"])
-    with pytest.raises(GptcalcError, match="Gemma 3n's is counted and checked in checkpoints, not run"):
-        AudioTower("audio", tower, device="meta")
+    config = {**copy.deepcopy(TINY_MULTIMODAL["llava_onevision"]), "model_type": "llava_onevision",
+              "vision_feature_select_strategy": "default"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = load_spec(str(tmp_path / "config.json"))
+    with pytest.raises(GptcalcError, match="LLaVA-OneVision's tower with an anyres_max_N rule, canvases of whole "
+                                           "tiles in image_grid_pinpoints and the \"full\" feature selection"):
+        VisionTower("vision", spec.towers["vision"], device="meta")
 
 
 def test_audio_features_are_transformers(tmp_path: Path) -> None:
@@ -157,11 +160,60 @@ def test_audio_features_are_transformers(tmp_path: Path) -> None:
     frames = torch.randn(1, 100, 8, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         mine, theirs = ours(frames), audio_features(model, ours.transformers_inputs(frames))
-    assert mine.shape == theirs.shape == (1, 25, 32)
-    print(f"gemma4 audio: max |ours - transformers'| {float((mine - theirs).abs().max()):.2e}")
+    assert mine.shape == (1, 25, 32)
+    agrees_and_can_fail("gemma4", ours, frames, mine, theirs)
+
+
+# Gemma 3n's audio tower, tiny: 16 mel bins (input_feat_size) through two 3 x 3 stride-2 convolutions of 8 and 4
+# channels (16 -> 8 -> 4 frequencies: the input projection reads 4 x 4), two Conformer layers of 16, 2 heads.
+GEMMA3N_AUDIO = {"hidden_size": 16, "conf_num_attention_heads": 2, "conf_num_hidden_layers": 2,
+                 "sscp_conv_channel_size": [8, 4], "input_feat_size": 16, "vocab_size": 8}
+
+
+def test_gemma3n_audio_features_are_transformers() -> None:
+    """Gemma 3n's Conformer and embedder against transformers' Gemma3nAudioEncoder and
+    Gemma3nMultimodalEmbedder on the same random weights (its whole Gemma3nForConditionalGeneration
+    needs timm for the MobileNet-v5 vision tower, not installed here): 100 frames, subsampled to 25
+    (the time axis padded at the end: causal), every 4th kept (conf_reduction_factor) = 7 soft tokens;
+    noise on one layer's relative-position keys moves them."""
+    from transformers.models.gemma3n import modeling_gemma3n
+
+    from calc.arch.config import Config
+    from calc.reference.conformer import AudioTower
+    from calc.spec.validate import validated
+    from calc.towers import Conformer, gemma3n
+
+    audio = transformers.Gemma3nAudioConfig(**GEMMA3N_AUDIO)
+    torch.manual_seed(0)
+    parts = {"model.audio_tower.": modeling_gemma3n.Gemma3nAudioEncoder(audio).eval(),
+             "model.embed_audio.": modeling_gemma3n.Gemma3nMultimodalEmbedder(audio, transformers.Gemma3nTextConfig(
+                 hidden_size=32)).eval()}
+    with torch.no_grad():
+        for part in parts.values():
+            for param in part.parameters():
+                param.normal_(0.0, 0.2)
+    tower = validated(Conformer, gemma3n.towers(Config({"audio_config": GEMMA3N_AUDIO}, "tiny"), 32)["audio"])
+    ours = AudioTower("audio", tower)
+    ours.load_state_dict({prefix + n: t for prefix, part in parts.items() for n, t in part.state_dict().items()},
+                         strict=True)
+    assert sum(p.numel() for p in ours.parameters()) == tower.total and ours.mel_bins == 16
+    frames = torch.randn(1, 100, 16, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        mine = ours(frames)
+        encoded = parts["model.audio_tower."](frames, ours.transformers_inputs(frames)["input_features_mask"])
+        theirs = parts["model.embed_audio."](inputs_embeds=encoded.last_hidden_state)
+    assert mine.shape == (1, 7, 32)
+    agrees_and_can_fail("gemma3n", ours, frames, mine, theirs)
+
+
+def agrees_and_can_fail(label: str, ours: object, frames: object, mine: object, theirs: object) -> None:
+    """Our audio features equal transformers' (the difference printed), and noise on layer 1's
+    relative-position keys moves them."""
+    assert mine.shape == theirs.shape
+    print(f"{label} audio: max |ours - transformers'| {float((mine - theirs).abs().max()):.2e}")
     assert float((mine - theirs).abs().max()) <= 1e-5 * max(1.0, float(theirs.abs().max()))
     with torch.no_grad():
-        param = ours.get_parameter(tower_roles("audio", tower)["layer.1.relative_k"].name)
+        param = ours.get_parameter(tower_roles("audio", ours.tower)["layer.1.relative_k"].name)
         param.add_(torch.randn(param.shape, generator=torch.Generator().manual_seed(2)))
         assert float((ours(frames) - theirs).abs().max()) > 1e-3
 

@@ -35,7 +35,6 @@ from calc.checkpoint.tower_slots import whole_model_names
 from calc.checkpoint.weights import Rejected, read_checked
 from calc.errors import GptcalcError
 from calc.reference.conformer import AudioTower
-from calc.reference.conformer import buildable as audio_buildable
 from calc.reference.model import Decoder, build
 from calc.reference.tower import VisionTower, buildable, runner_of
 from calc.spec.model import ModelSpec
@@ -112,12 +111,12 @@ def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, Tow
     they were not run."""
     runs = {}
     for name, tower in spec.towers.items():
-        why = (audio_buildable if isinstance(tower, Conformer) else buildable)(tower)
-        if why is not None:
-            runs[name] = TowerRun(name, None, None, why)
-            continue
         if isinstance(tower, Conformer):
             runs[name] = _run_audio(name, tower, state)
+            continue
+        why = buildable(tower)
+        if why is not None:
+            runs[name] = TowerRun(name, None, None, why)
             continue
         model = VisionTower(name, tower)
         model.load_state_dict({n: t for n, t in state.items() if n in model.state_dict()}, strict=True)

@@ -27,8 +27,8 @@ Built, as each model's get_image_features computes its projected features:
     SigLIP + LLaVA-OneVision's projector and anyres packing (tiles, unpadding, the anyres_max shrink, newlines):
                 `calc.reference.llava_vision`
 
-Every other tower kind (the audio Conformers) is counted, cached and checked in
-checkpoints, and refused here by name.
+The audio Conformers (Gemma 4's, Gemma 3n's) run in `calc.reference.conformer`; a tower this module
+cannot run (a LLaVA-OneVision rule it does not follow) is refused by name.
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ def _audio(cfg: Config, text_width: int) -> dict[str, Any]:
             "chunk": audio.int("attention_chunk_size"), "context_left": audio.int("attention_context_left"),
             "context_right": audio.int("attention_context_right"), "logit_cap": audio.float("attention_logit_cap"),
             "residual_weight": audio.float("residual_weight"), "eps": audio.float("rms_norm_eps"),
+            "subsample_eps": audio.float("rms_norm_eps"),
             "activation": activation(audio, "hidden_act")}
 
 
