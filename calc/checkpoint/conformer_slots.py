@@ -22,7 +22,9 @@ __all__ = ["CONFORMER_LAYOUTS", "conformer_roles"]
 _BOUNDS = ("input_min", "input_max", "output_min", "output_max")
 
 # Paths under `root` (a `~` marks a full name); `ffns`, `attn_norms`: the layer's two of each; `clipped`:
-# the suffix of a wrapped linear's weight (Gemma 4) and whether its clipping bounds are stored beside it.
+# the suffix of a wrapped linear's weight (Gemma 4) and whether its clipping bounds are stored beside it;
+# `mask_marks`: what True means in get_audio_features' input_features_mask (Gemma 3n's encoder takes the
+# padded frames, Gemma3nModel.forward inverting the processor's mask; Gemma 4's the valid ones).
 CONFORMER_LAYOUTS: dict[str, dict[str, Any]] = {
     "gemma4_audio": {
         "root": "model.audio_tower", "conv": "subsample_conv_projection.layer{j}",
@@ -30,7 +32,7 @@ CONFORMER_LAYOUTS: dict[str, dict[str, Any]] = {
         "ffns": ("feed_forward1", "feed_forward2"), "attn_norms": ("norm_pre_attn", "norm_post_attn"),
         "q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "attn_out": "self_attn.post",
         "relative_k": "self_attn.relative_k_proj", "per_dim_scale": "self_attn.per_dim_scale",
-        "out_norm": "norm_out", "clipped": ".linear", "output_projection": "output_proj",
+        "out_norm": "norm_out", "clipped": ".linear", "output_projection": "output_proj", "mask_marks": "valid",
         "projector": "~model.embed_audio.embedding_projection"},
     "gemma3n_audio": {
         "root": "model.audio_tower", "conv": "subsample_conv_projection.conv_{j}",
@@ -38,7 +40,7 @@ CONFORMER_LAYOUTS: dict[str, dict[str, Any]] = {
         "ffns": ("ffw_layer_start", "ffw_layer_end"), "attn_norms": ("attention.pre_attn_norm", "attention.post_norm"),
         "q": "attention.attn.q_proj", "k": "attention.attn.k_proj", "v": "attention.attn.v_proj",
         "attn_out": "attention.post", "relative_k": "attention.attn.relative_position_embedding.pos_proj",
-        "per_dim_scale": "attention.attn.per_dim_scale", "out_norm": "norm", "clipped": "",
+        "per_dim_scale": "attention.attn.per_dim_scale", "out_norm": "norm", "clipped": "", "mask_marks": "padded",
         "audio_embedding": ("~model.embed_audio.embedding", "~model.embed_audio.hard_embedding_norm",
                             "~model.embed_audio.soft_embedding_norm"),
         "projector": "~model.embed_audio.embedding_projection", "renames": (("model.language_model.", "model."),)},

@@ -19,7 +19,7 @@ import torch
 from calc.arch.fallback import transformers_model
 from calc.spec.hf import first_line
 
-__all__ = ["TOLERANCE", "LogitsComparison", "TowerRun", "compare_logits", "image_features"]
+__all__ = ["TOLERANCE", "LogitsComparison", "TowerRun", "audio_features", "compare_logits", "image_features"]
 
 TOLERANCE = 1e-4  # relative to max(1, the largest |logit| transformers computes)
 
@@ -44,14 +44,22 @@ class TowerRun:
     """One tower of our reference run on an image (`features` None: not run, `why`)."""
 
     name: str
-    pixels: Any  # torch.Tensor [1, channels, H, W]
+    pixels: Any  # torch.Tensor [1, channels, H, W]; an audio tower's log-mel frames [1, frames, mel bins]
     features: Any  # torch.Tensor [1, tokens, text width]
     why: str = ""
     inputs: Any = None  # what get_image_features takes for `pixels` (a Qwen tower: patches and grid_thw)
+    audio: bool = False  # compared with get_audio_features (Gemma 4's Conformer), not get_image_features
+
+    @property
+    def method(self) -> str:
+        return "get_audio_features" if self.audio else "get_image_features"
 
     def describe(self) -> str:
         if self.features is None:
             return f"{self.name} tower not run: {self.why}"
+        if self.audio:
+            _, frames, bins = self.pixels.shape
+            return f"{self.name} tower: audio features {list(self.features.shape)} of {frames} frames of {bins} mel bins"
         _, _, height, width = self.pixels.shape
         return f"{self.name} tower: image features {list(self.features.shape)} of one {width}x{height} image"
 
@@ -88,8 +96,9 @@ def compare_logits(config: dict[str, Any] | None, state: dict[str, torch.Tensor]
         verdict = _verdict(name, ours, theirs)
     for run in (towers or {}).values():  # the towers are compared even where the text forward fails (Llama 4)
         with torch.no_grad():
-            features = image_features(model, run.inputs or {"pixel_values": run.pixels})
-        image = _verdict(f"{name}.get_image_features", run.features, features, "image features")
+            features = (audio_features(model, run.inputs) if run.audio else
+                        image_features(model, run.inputs or {"pixel_values": run.pixels}))
+        image = _verdict(f"{name}.{run.method}", run.features, features, run.method[4:].replace("_", " "))
         verdict = LogitsComparison(verdict.ok and image.ok, f"{verdict.message}; {image.message}", True,
                                    verdict.max_difference, verdict.tolerance)
     return verdict
@@ -108,6 +117,13 @@ def image_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     parts = [pooled, *(getattr(output, "deepstack_features", None) or [])]
     return torch.cat([torch.stack(part) if isinstance(part, (tuple, list)) else part for part in parts],
                      dim=1)
+
+
+def audio_features(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """transformers' projected audio features [1, frames, width]: get_audio_features' pooler_output
+    (Gemma 4's inner model has the method, its ForConditionalGeneration not)."""
+    method = getattr(model, "get_audio_features", None) or model.model.get_audio_features
+    return method(**inputs).pooler_output
 
 
 def _verdict(name: str, ours: torch.Tensor, theirs: torch.Tensor, what: str = "logits") -> LogitsComparison:

@@ -27,21 +27,26 @@ import torch
 
 from calc.analysis.count import count
 from calc.checkpoint.crosscheck import TowerRun, compare_logits
+from calc.checkpoint.hub_towers import in_memory_towers
 from calc.checkpoint.layouts import in_memory, layout
 from calc.checkpoint.names import tensor_table
 from calc.checkpoint.report import CheckpointReport, LoadResult
 from calc.checkpoint.tower_slots import whole_model_names
 from calc.checkpoint.weights import Rejected, read_checked
 from calc.errors import GptcalcError
+from calc.reference.conformer import AudioTower
 from calc.reference.model import Decoder, build
-from calc.reference.tower import VisionTower, buildable
+from calc.reference.tower import VisionTower, buildable, runner_of
 from calc.spec.model import ModelSpec
-from calc.towers import Tower
+from calc.towers import Conformer, Tower
 from calc.units import human_bytes
 
 __all__ = ["available_memory", "forward_ids", "load_and_run", "load_weights", "memory_needed", "run_towers", "split_towers"]
 
 FORWARD_TOKENS = 8
+# Log-mel frames an audio tower is run on: 4 s at 10 ms a frame, subsampled 4 x to 100, over eight of its
+# 12-frame attention blocks and a part one
+AUDIO_FRAMES = 400
 LARGEST_SIDE = 64  # patches a side of the image a tower without a position table is run on (4,096 patches)
 MEMINFO = Path("/proc/meminfo")
 
@@ -89,12 +94,15 @@ def load_and_run(report: CheckpointReport, config: dict[str, Any] | None = None)
 
 
 def split_towers(report: CheckpointReport, state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """(the decoder's tensors as stored, the towers' under their canonical names): the reference
-    decoder loads the first, `calc.reference.tower` the second."""
+    """(the decoder's tensors as stored, the towers' under their canonical in-memory names, a Hub
+    layout's converted by `calc.checkpoint.hub_towers`): the reference decoder loads the first,
+    `calc.reference.tower` (and transformers' model) the second."""
     table = tensor_table(report.spec)
     canonical = {name: table.canonical(name) for name in state} if table.towers else {}
-    towers = {canonical[name]: t for name, t in state.items() if canonical.get(name) in table.towers}
-    return {name: t for name, t in state.items() if canonical.get(name) not in table.towers}, towers
+    ours = table.towers.keys() | table.towers_hub.keys()
+    towers = {canonical[name]: t for name, t in state.items() if canonical.get(name) in ours}
+    decoder = {name: t for name, t in state.items() if canonical.get(name) not in ours}
+    return decoder, in_memory_towers(report.spec.towers, towers)
 
 
 def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, TowerRun]:
@@ -103,6 +111,9 @@ def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, Tow
     they were not run."""
     runs = {}
     for name, tower in spec.towers.items():
+        if isinstance(tower, Conformer):
+            runs[name] = _run_audio(name, tower, state)
+            continue
         why = buildable(tower)
         if why is not None:
             runs[name] = TowerRun(name, None, None, why)
@@ -114,6 +125,15 @@ def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, Tow
         with torch.no_grad():
             runs[name] = TowerRun(name, pixels, model(pixels), inputs=model.transformers_inputs(pixels))
     return runs
+
+
+def _run_audio(name: str, tower: Conformer, state: dict[str, torch.Tensor]) -> TowerRun:
+    """A Conformer audio tower loaded strictly and run on `AUDIO_FRAMES` seeded random log-mel frames."""
+    model = AudioTower(name, tower)
+    model.load_state_dict({n: t for n, t in state.items() if n in model.state_dict()}, strict=True)
+    frames = torch.randn(1, AUDIO_FRAMES, model.mel_bins, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        return TowerRun(name, frames, model(frames), inputs=model.transformers_inputs(frames), audio=True)
 
 
 def load_weights(report: CheckpointReport, state: dict[str, torch.Tensor] | None = None) -> Decoder:
@@ -131,7 +151,10 @@ def _image_size(tower: Tower) -> tuple[int, int]:
     table covers (SigLIP's, InternViT's: a tiling rule such as InternVL's cuts larger images into such
     squares; Qwen3-VL's, resized to any grid), else its rule's largest image up to `LARGEST_SIDE`
     patches a side (2-D rotary towers take any size: Pixtral's 1540 px would be 12,100 patches, every
-    one against every other in each layer)."""
+    one against every other in each layer); a tower kind's own module may say (Gemma 4's: its rule's
+    largest image within its position tables; LLaVA-OneVision's: its smallest canvas)."""
+    if (size := getattr(runner_of(tower), "image_size", None)) is not None:
+        return size(tower)
     if tower.window and tower.images is not None:
         side = (2 * tower.window + tower.images.merge_size) * tower.patch_size
         return side, side
@@ -155,7 +178,7 @@ def _check_logits(spec: ModelSpec, ids: torch.Tensor, logits: torch.Tensor, tens
         return LoadResult(False, f"forward pass gave logits {list(shape)}, expected [1, {steps}, {spec.vocab_size}]", tensors, shape)
     if not bool(torch.isfinite(logits).all()):
         return LoadResult(False, "forward pass gave non-finite logits", tensors, shape)
-    return LoadResult(True, f"loaded {tensors} tensors with strict=True (all finite, parameters in {dtypes}); "
+    return LoadResult(True, f"loaded {tensors} tensors with strict=True (parameters in {dtypes} and finite, buffers free of NaN); "
                             f"one forward pass on {steps} tokens gave finite logits {list(shape)}", tensors, shape)
 
 

@@ -108,7 +108,7 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                                                            ("v", "self_attn.v_proj"), ("o", "self_attn.o_proj"),
                                                            ("gate", "mlp.gate_proj"), ("up", "mlp.up_proj"),
                                                            ("down", "mlp.down_proj"))},
-               "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm",
+               "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm", "standardize": ("std_bias", "std_scale"),
                "projectors": {"projector": (None, "~model.embed_vision.embedding_projection")},
                "renames": (("model.language_model.", "model."),)},
     # Kimi-K2.5's MoonViT as transformers 5 holds it (models/kimi_k25/modeling_kimi_k25.py): a (height, width)
@@ -125,7 +125,10 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                             ("mm_projector.pre_norm.", "model.mm_projector.pre_norm.")),
                 "projectors": {"projector": ("~model.mm_projector.pre_norm", "~model.mm_projector.in_proj",
                                              "~model.mm_projector.out_proj")},
-                "hub": {"root": "vision_tower", "positions": ("patch_embed.pos_emb.weight", 0), "layers": "encoder.blocks",
+                # `rope_pairs`: the Hub's Q and K rows pair up for rotary as (2i, 2i+1) (the original MoonViT's
+                # complex numbers); transformers 5 reorders each head's to (i, i + d_head / 2) (PermuteForRope)
+                "hub": {"root": "vision_tower", "rope_pairs": "interleaved", "positions": ("patch_embed.pos_emb.weight", 0),
+                        "layers": "encoder.blocks",
                         "attn_in": "norm0", "mlp_in": "norm1", "fused_qkv": True, "qkv": "wqkv", "o": "wo",
                         "up": "mlp.fc0", "down": "mlp.fc1", "post_norm": "encoder.final_layernorm",
                         "projectors": {"projector": ("~model.mm_projector.pre_norm", "~mm_projector.proj.0",
@@ -193,6 +196,8 @@ def tower_roles(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
             s.add(f"layer.{i}.{scale}", f"{lay['layers']}.{i}.{scale}", (d,), "layer_scale", init="ones")
     if tower.post_norm is not None:
         s.norm("post_norm", tower.post_norm, d, "post_norm")
+    for buffer in lay["standardize"] if tower.standardize else ():
+        s.add(buffer, buffer, (d,), None, init="buffer")
     for projector in tower.projectors:
         _projector(s, lay, projector)
     if tower.newline:

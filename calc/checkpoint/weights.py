@@ -4,7 +4,8 @@ The forward pass of a few tokens touches a few embedding rows; a NaN in any othe
 integer matrix where a float one belongs, would pass it. So every stored tensor is checked as it
 is read, before anything is built: a parameter must have a float dtype the torch model computes
 in (F32, F16, BF16, F64: complex, bool, integer and quantised dtypes are refused by name), and
-every floating tensor, buffers included, must be finite. safetensors files are read through
+every floating parameter must be finite; a buffer may hold ±inf, never NaN (Gemma 4's
+Gemma4ClippableLinear stores its clipping bounds as buffers, ±inf where it does not clip). safetensors files are read through
 `safe_open`, one tensor at a time, so checking needs memory for one tensor beside the state dict
 being filled, never a second copy of the checkpoint. A dtype the installed safetensors cannot
 hand to torch (F6_E2M3, ...) is one `GptcalcError` line naming the file and the tensor.
@@ -48,12 +49,13 @@ def read_checked(report: CheckpointReport) -> dict[str, torch.Tensor]:
 
 
 def check(name: str, tensor: torch.Tensor, is_parameter: bool = True) -> None:
-    """A parameter's dtype must be one the model uses; every floating tensor must be finite."""
+    """A parameter's dtype must be one the model uses; every floating parameter must be finite, every
+    floating buffer free of NaN (an infinite bound means no bound)."""
     if is_parameter and tensor.dtype not in MODEL_DTYPES:
         raise Rejected(f"{name}: dtype {_dtype(tensor)} is {_kind(tensor.dtype)}, not a float dtype the model "
                        f"computes in (F32, F16, BF16, F64)")
     if tensor.dtype in MODEL_DTYPES:
-        bad = ~torch.isfinite(tensor)  # one byte per element, freed before the next tensor
+        bad = ~torch.isfinite(tensor) if is_parameter else torch.isnan(tensor)  # one byte per element
         if bool(bad.any()):
             first = [int(i) for i in bad.nonzero()[0]]
             raise Rejected(f"{name}: {int(bad.sum()):,} non-finite value(s) (NaN or inf), the first at {first}")

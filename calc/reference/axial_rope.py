@@ -8,6 +8,10 @@ rotary embeddings compute it (no scaling, cos and sin in float32).
               the column (PixtralVisionRotaryEmbedding)
     Llama 4   Qwen's frequencies, the column + 1 first and the row + 1 second, the class token at 0, on
               interleaved channel pairs (Llama4VisionRotaryEmbedding, vision_apply_rotary_emb)
+    Gemma 4   Qwen's frequencies, the column turning the head's first half and the row its second, each
+              half rotated by halves of its own (Gemma4VisionRotaryEmbedding, apply_multidimensional_rope)
+    MoonViT   Qwen's frequencies, column and row alternating frequency by frequency, over the whole
+              head, rotate-half (Kimi_K25VisionRotaryEmbedding.recomposition_frequencies)
 
 An `AxialRotary` stands in for the decoder attention's `Rotary` (cos_sin, apply, query_scale): its
 tables hold every patch of one image, and an encoder layer given some of the patches (a window) reads
@@ -15,6 +19,8 @@ their rows by the positions in its context.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import torch
 
@@ -35,15 +41,23 @@ def pixtral_frequencies(head_dim: int, theta: float) -> tuple[torch.Tensor, torc
 
 class AxialRotary:
     """cos and sin [patches, d_head] of one image's patches at coordinates (first, second): the
-    first turns the first set of frequencies, the second the other; by halves, or on interleaved
-    channel pairs."""
+    first turns the first set of frequencies, the second the other; `layout` says which channels
+    pair up: "whole" rotates the head by halves (the first coordinate's angles, then the second's),
+    "alternating" too (their angles frequency by frequency, one and the other), "interleaved" turns
+    channel pairs (2i, 2i+1), and "split" gives each coordinate a half of the head, rotated by halves
+    of its own."""
 
     def __init__(self, first: torch.Tensor, second: torch.Tensor, frequencies: tuple[torch.Tensor, torch.Tensor],
-                 interleaved: bool = False) -> None:
-        one, other = frequencies
-        angles = torch.cat((torch.outer(first.float(), one), torch.outer(second.float(), other)), dim=-1)
-        angles = angles.repeat_interleave(2, dim=-1) if interleaved else torch.cat((angles, angles), dim=-1)
-        self.cos, self.sin, self.interleaved = angles.cos(), angles.sin(), interleaved
+                 layout: Literal["whole", "alternating", "interleaved", "split"] = "whole") -> None:
+        one, other = torch.outer(first.float(), frequencies[0]), torch.outer(second.float(), frequencies[1])
+        if layout == "split":
+            angles = torch.cat((one, one, other, other), dim=-1)
+        elif layout == "interleaved":
+            angles = torch.cat((one, other), dim=-1).repeat_interleave(2, dim=-1)
+        else:  # each frequency of one coordinate beside the other's (alternating), or all of one first
+            half = torch.stack((one, other), dim=-1).flatten(-2) if layout == "alternating" else torch.cat((one, other), -1)
+            angles = torch.cat((half, half), dim=-1)
+        self.cos, self.sin, self.layout = angles.cos(), angles.sin(), layout
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         return self.cos[positions].to(dtype), self.sin[positions].to(dtype)
@@ -54,9 +68,10 @@ class AxialRotary:
         return None
 
     def apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        if self.interleaved:  # pair (2i, 2i+1) as one complex number, times e^(i·angle)
+        if self.layout == "interleaved":  # pair (2i, 2i+1) as one complex number, times e^(i·angle)
             turned = torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
-        else:
-            first, second = x.chunk(2, dim=-1)
-            turned = torch.cat((-second, first), dim=-1)
+        else:  # rotate-half over the whole head, or over each of its two halves
+            parts = x.chunk(2, dim=-1) if self.layout == "split" else (x,)
+            turned = torch.cat([torch.cat((-second, first), dim=-1) for first, second in
+                                (part.chunk(2, dim=-1) for part in parts)], dim=-1)
         return x * cos + turned * sin

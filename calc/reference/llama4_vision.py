@@ -56,7 +56,7 @@ def features(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
     index = torch.arange(patches)
     none = torch.zeros(1, dtype=index.dtype)
     rotary = AxialRotary(torch.cat((index % side + 1, none)), torch.cat((index // side + 1, none)),
-                         qwen_frequencies(t.attention.head_dim, t.rope_theta), interleaved=True)
+                         qwen_frequencies(t.attention.head_dim, t.rope_theta), layout="interleaved")
     x = tower.rotary_states(x, rotary)[-1]
     x = pixel_shuffle(w["post_norm"](x)[:, :-1], t.images.shuffle)
     x = F.gelu(w["adapter.0.1"](F.gelu(w["adapter.0.0"](x))))

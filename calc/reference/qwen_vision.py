@@ -34,7 +34,7 @@ from calc.reference.parts.base import no_trace
 if TYPE_CHECKING:
     from calc.reference.tower import VisionTower
 
-__all__ = ["KINDS", "features", "transformers_inputs"]
+__all__ = ["KINDS", "features", "grid_of", "merge_order", "transformers_inputs"]
 
 KINDS = frozenset({"qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
 
@@ -72,7 +72,7 @@ def features(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
     bias = w.tensor("patch.bias") if t.patch_bias else None
     x = F.linear(patchify(tower, pixels), w.tensor("patch.weight").reshape(t.d_model, -1), bias)
     grid = torch.meshgrid(torch.arange(rows), torch.arange(columns), indexing="ij")
-    row, column = (_merge_order(axis, m) for axis in grid)  # each patch's row and column, in patch order
+    row, column = (merge_order(axis, m) for axis in grid)  # each patch's row and column, in patch order
     if t.positions:
         x = x + _resized_table(w["positions"].weight, rows, columns, m)
     rotary = AxialRotary(row, column, qwen_frequencies(t.attention.head_dim, t.rope_theta))
@@ -92,7 +92,7 @@ def _merge(tower: "VisionTower") -> int:
     return math.isqrt(tower.tower.projectors[0].linears[0].d_in // tower.tower.d_model)
 
 
-def _merge_order(grid: torch.Tensor, m: int) -> torch.Tensor:
+def merge_order(grid: torch.Tensor, m: int) -> torch.Tensor:
     """A [rows, columns] grid's entries listed merge block by merge block (the patches' order)."""
     rows, columns = grid.shape[:2]
     blocks = grid.reshape(rows // m, m, columns // m, m, *grid.shape[2:]).transpose(1, 2)
@@ -105,7 +105,7 @@ def _resized_table(table: torch.Tensor, rows: int, columns: int, m: int) -> torc
     side = math.isqrt(table.shape[0])
     square = table.reshape(side, side, -1).permute(2, 0, 1).unsqueeze(0)
     grid = F.interpolate(square, size=(rows, columns), mode="bilinear", align_corners=True)[0]
-    return _merge_order(grid.permute(1, 2, 0), m)
+    return merge_order(grid.permute(1, 2, 0), m)
 
 
 def _windows(row: torch.Tensor, column: torch.Tensor, window: int) -> list[torch.Tensor]:

@@ -21,12 +21,14 @@ Built, as each model's get_image_features computes its projected features:
                 `calc.reference.qwen_vision`, on these same weights and layers
     Pixtral + Mistral 3's projector (2-D rotary, the patch merger): `calc.reference.pixtral_vision`
     Llama 4 (2-D rotary, the class token last, the pixel-shuffle adapter): `calc.reference.llama4_vision`
+    Gemma 4 (two-axis position tables, 2-D rotary, sandwich norms, the pooler): `calc.reference.gemma4_vision`
+    Kimi-K2.5's MoonViT (the position grid resampled, 2-D rotary, the patch merger): `calc.reference.moonvit_vision`
 
-    SigLIP + LLaVA-OneVision's projector and anyres packing, one tile-sized image:
+    SigLIP + LLaVA-OneVision's projector and anyres packing (tiles, unpadding, the anyres_max shrink, newlines):
                 `calc.reference.llava_vision`
 
-Every other tower kind (Gemma 4's, Gemma 3n's, MoonViT) is counted, cached and checked in
-checkpoints, and refused here by name.
+The audio Conformers (Gemma 4's, Gemma 3n's) run in `calc.reference.conformer`; a tower this module
+cannot run (a LLaVA-OneVision rule it does not follow) is refused by name.
 """
 
 from __future__ import annotations
@@ -42,16 +44,17 @@ from torch import nn
 from calc.checkpoint.names import Slot
 from calc.checkpoint.tower_slots import layout_of, tower_block, tower_roles
 from calc.errors import GptcalcError
-from calc.reference import llama4_vision, llava_vision, pixtral_vision, qwen_vision
+from calc.reference import gemma4_vision, llama4_vision, llava_vision, moonvit_vision, pixtral_vision, qwen_vision
 from calc.reference.model import Context
 from calc.reference.parts.base import build_weights, initialise, no_trace, place
 from calc.reference.parts.block import Layer, make_norm
 from calc.towers import Tower
 
-__all__ = ["VisionTower", "buildable"]
+__all__ = ["VisionTower", "buildable", "runner_of"]
 
 # Tower kinds computed by a module of their own (features, transformers_inputs) on these weights.
-RUNNERS = {kind: module for module in (qwen_vision, pixtral_vision, llama4_vision) for kind in module.KINDS}
+RUNNERS = {kind: module for module in (qwen_vision, pixtral_vision, llama4_vision, gemma4_vision, moonvit_vision)
+           for kind in module.KINDS}
 
 
 def buildable(tower: Tower) -> str | None:
@@ -61,7 +64,7 @@ def buildable(tower: Tower) -> str | None:
         return llava_vision.unbuildable(tower)
     return None if gemma3 or tower.kind == "internvl" or tower.kind in RUNNERS else (
         f"the torch reference builds SigLIP with Gemma 3's or LLaVA-OneVision's projector, InternVL, the "
-        f"Qwen-VL towers, Pixtral and Llama 4 only; {tower.kind} towers are counted and checked in "
+        f"Qwen-VL towers, Pixtral, Llama 4, Gemma 4 and MoonViT only; {tower.kind} towers are counted and checked in "
         "checkpoints, not run")
 
 

@@ -123,6 +123,9 @@ class Tower(Part):
     layer_scale: bool = False  # InternViT: two learned d-wide scales per layer (lambda_1, lambda_2)
     newline: int = Field(default=0, ge=0)  # LLaVA-OneVision's image_newline: one vector of this (text) width
     post_norms: bool = False  # Gemma 4: a norm on the attention's and on the MLP's output too (sandwich)
+    # Gemma 4's `standardize`: the pooled features minus std_bias, times std_scale, two d-wide buffers its
+    # checkpoints hold (no parameters: the count is unchanged)
+    standardize: bool = False
     window: int = Field(default=0, ge=0)  # Qwen2.5-VL: attention within window x window patches ...
     full_layers: tuple[int, ...] = Field(default=(), strict=False)  # ... but in these layers (computation only)
     # Computation only, for the torch reference (calc.reference.tower): the 2-D rotary's base (Qwen-VL's

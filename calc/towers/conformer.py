@@ -56,6 +56,32 @@ class Conformer(Part):
     out_width: int = Field(default=0, ge=0)  # Gemma 4's output_proj_dims; 0: no output projection
     vocab: int = Field(default=0, ge=0)  # Gemma 3n's audio-token table rows
     text_width: int = Field(gt=0)
+    # Computation only, for the torch reference (calc.reference.conformer), as Gemma4AudioConfig and
+    # Gemma3nAudioConfig default them. Attention in blocks of `chunk` frames over a horizon of
+    # `context_left - 1` frames before and `context_right` after: Gemma 3n's frames see all of it, Gemma 4's
+    # one frame less each side (`whole_horizon`); the relative-position table's rows count down from the
+    # past horizon to minus the future one (Gemma 3n, `horizon_table`) or from half the block context to 0
+    # (Gemma 4: the same rows for its defaults); Gemma 4's keys are scaled (`key_scale`). Scores soft-capped at `logit_cap`; each half-step FFN's
+    # output times `residual_weight`; the norms' epsilon; the FFNs' and conv's activation.
+    chunk: int = Field(default=12, gt=0)
+    context_left: int = Field(default=13, gt=0)
+    context_right: int = Field(default=0, ge=0)
+    whole_horizon: bool = False
+    horizon_table: bool = False
+    key_scale: bool = True
+    logit_cap: float = Field(default=50.0, gt=0)
+    residual_weight: float = Field(default=0.5, strict=False)
+    eps: float = Field(default=1e-6, gt=0)
+    activation: str = "silu"
+    # The subsampling, as computed: each convolution's (time, frequency) stride; the time axis padded one
+    # frame each side (Gemma 4) or kernel - 1 at the end (Gemma 3n, causal), frequencies one each side;
+    # each convolution's norm a LayerNorm (Gemma 4) or Gemma 3n's cumulative group norm, of this epsilon;
+    # after the layers, every `reduction`-th frame kept (Gemma 3n's conf_reduction_factor)
+    strides: tuple[tuple[int, int], ...] = Field(default=((2, 2), (2, 2)), strict=False)
+    causal_subsampling: bool = False
+    cumulative_norm: bool = False
+    subsample_eps: float = Field(default=1e-6, gt=0)
+    reduction: int = Field(default=1, gt=0)
 
     def layer_params(self) -> dict[str, int]:
         """One Conformer layer: its two FFNs, attention, light conv and output norm."""

@@ -26,7 +26,10 @@ __all__ = ["towers"]
 VISION = {"architecture": "mobilenetv5_300m_enc", "hidden_size": 2048, "vocab_size": 128}
 AUDIO = {"vocab_size": 128, "input_feat_size": 128, "hidden_size": 1536, "conf_num_attention_heads": 8,
          "conf_num_hidden_layers": 12, "conf_conv_kernel_size": 5, "sscp_conv_channel_size": [128, 32],
-         "sscp_conv_kernel_size": [[3, 3], [3, 3]], "sscp_conv_stride_size": [[2, 2], [2, 2]]}
+         "sscp_conv_kernel_size": [[3, 3], [3, 3]], "sscp_conv_stride_size": [[2, 2], [2, 2]],
+         "conf_attention_chunk_size": 12, "conf_attention_context_left": 13, "conf_attention_context_right": 0,
+         "conf_attention_logit_cap": 50.0, "conf_residual_weight": 0.5, "rms_norm_eps": 1e-6,
+         "sscp_conv_group_norm_eps": 1e-3, "conf_reduction_factor": 4}
 
 
 def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
@@ -66,5 +69,12 @@ def _audio(cfg: Config, text_width: int) -> dict[str, Any]:
         "n_layers": audio.int("conf_num_hidden_layers"),
         "n_heads": audio.int("conf_num_attention_heads"), "conv_kernel": audio.int("conf_conv_kernel_size"),
         "convs": convs, "subsample_width": channels[-1] * frequencies, "vocab": audio.int("vocab_size"),
-        "text_width": text_width,
+        "text_width": text_width, "chunk": audio.int("conf_attention_chunk_size"),
+        "context_left": audio.int("conf_attention_context_left"),
+        "context_right": audio.int("conf_attention_context_right"),
+        "logit_cap": audio.float("conf_attention_logit_cap"), "residual_weight": audio.float("conf_residual_weight"),
+        "eps": audio.float("rms_norm_eps"), "whole_horizon": True, "horizon_table": True,
+        "key_scale": False,
+        "strides": [tuple(stride) for stride in strides], "causal_subsampling": True, "cumulative_norm": True,
+        "subsample_eps": audio.float("sscp_conv_group_norm_eps"), "reduction": audio.int("conf_reduction_factor"),
     }

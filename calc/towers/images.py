@@ -329,9 +329,10 @@ class AnyresImages(Part):
     drop_first: bool = False  # vision_feature_select_strategy "default"
 
     def tokens(self, width: int, height: int) -> ImageTokens:
-        canvas_h, canvas_w = self._canvas(height, width)
+        canvas_h, canvas_w = self.canvas(height, width)
         side = self.tile // self.patch_size
-        rows, cols = self._grid(height, width, side * (canvas_h // self.tile), side * (canvas_w // self.tile), side)
+        rows, cols = self.shrunk(*self.unpadded(height, width, side * (canvas_h // self.tile),
+                                                side * (canvas_w // self.tile)))
         views = 1 + (canvas_h // self.tile) * (canvas_w // self.tile)
         return ImageTokens(canvas_w, canvas_h, views * side ** 2, rows * cols + rows + side ** 2 - self.drop_first, 0,
                            views)
@@ -346,8 +347,9 @@ class AnyresImages(Part):
         (get_image_size_with_most_features: each pinpoint tried)."""
         return max((self.tokens(w, h) for h, w in self.pinpoints), key=lambda t: (t.image_tokens, t.tokens))
 
-    def _canvas(self, height: int, width: int) -> tuple[int, int]:
-        """select_best_resolution, in its own float arithmetic so ties fall the same way."""
+    def canvas(self, height: int, width: int) -> tuple[int, int]:
+        """(height, width) of the canvas: select_best_resolution, in its own float arithmetic so ties fall
+        the same way."""
         best, most, waste = self.pinpoints[0], 0, math.inf
         for h, w in self.pinpoints:
             scale = min(w / width, h / height)
@@ -356,13 +358,14 @@ class AnyresImages(Part):
                 best, most, waste = (h, w), effective, w * h - effective
         return best
 
-    def _grid(self, height: int, width: int, rows: int, cols: int, side: int) -> tuple[int, int]:
-        """The feature grid after unpadding and the anyres_max shrink (_get_unpadded_features)."""
+    def unpadded(self, height: int, width: int, rows: int, cols: int) -> tuple[int, int]:
+        """The canvas' rows x cols feature grid cropped back to the image's aspect, as many cut from each
+        side (_get_unpadded_features, unpad_image)."""
         if width / height > cols / rows:
-            rows -= (rows - int(round(height * (cols / width), 7))) // 2 * 2
-        else:
-            cols -= (cols - int(round(width * (rows / height), 7))) // 2 * 2
-        ratio = math.sqrt(rows * cols / (self.max_tiles * side ** 2))
-        if ratio > 1.1:
-            rows, cols = int(rows // ratio), int(cols // ratio)
-        return rows, cols
+            return rows - (rows - int(round(height * (cols / width), 7))) // 2 * 2, cols
+        return rows, cols - (cols - int(round(width * (rows / height), 7))) // 2 * 2
+
+    def shrunk(self, rows: int, cols: int) -> tuple[int, int]:
+        """The grid shrunk by √(rows·cols / N tiles' features) where that is over 1.1 (anyres_max_N)."""
+        ratio = math.sqrt(rows * cols / (self.max_tiles * (self.tile // self.patch_size) ** 2))
+        return (int(rows // ratio), int(cols // ratio)) if ratio > 1.1 else (rows, cols)

@@ -3,10 +3,11 @@
 Read off transformers (models/kimi_k25/modeling_kimi_k25.py): a biased Conv2d patch embedding (3
 channels), a learned position grid of pos_emb_height x pos_emb_width rows (bicubically resampled to
 each image; the time axis is a sinusoidal buffer, no weights), 2-D rotary besides; LayerNorm blocks
-with biased Q, K, V and output projections and a biased two-matrix GELU MLP; a final LayerNorm. The
-projector (Kimi_K25MultimodalProjection): a LayerNorm over `projection_hidden_size` (the vision
-width) before the merge_kernel_size patches are concatenated, then in_proj (m·d -> m·d) and out_proj
-(-> text width), both biased; an image becomes tokens by navit_resize (calc/towers/images.py
+with biased Q, K, V and output projections and a biased two-matrix MLP (`hidden_act`, GELU's tanh
+approximation by default); a final LayerNorm. The projector (Kimi_K25MultimodalProjection): a
+LayerNorm (`projection_layer_norm_eps`) over `projection_hidden_size` (the vision width) before the
+merge_kernel_size patches are concatenated, then in_proj (m·d -> m·d), GELU and out_proj (-> text
+width), both biased; an image becomes tokens by navit_resize (calc/towers/images.py
 NavitImages). The configs Moonshot publishes for its own code name the vision keys
 vt_hidden_size, vt_intermediate_size, vt_num_attention_heads, vt_num_hidden_layers,
 init_pos_emb_height / _width and mm_hidden_size (the projector's norm width); they are read as
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import renamed, with_defaults
+from calc.arch.common import activation, renamed, rope, with_defaults
 from calc.arch.config import Config
 from calc.towers import biased_attention
 
@@ -25,8 +26,9 @@ __all__ = ["towers"]
 
 # Kimi_K25VisionConfig and Kimi_K25Config (models/kimi_k25/configuration_kimi_k25.py).
 DEFAULTS = {"patch_size": 14, "pos_emb_height": 64, "pos_emb_width": 64, "num_attention_heads": 16,
-            "num_hidden_layers": 27, "hidden_size": 1152, "intermediate_size": 4304, "merge_kernel_size": [2, 2]}
-OUTER = {"projection_hidden_size": 1152}
+            "num_hidden_layers": 27, "hidden_size": 1152, "intermediate_size": 4304, "merge_kernel_size": [2, 2],
+            "hidden_act": "gelu_pytorch_tanh"}
+OUTER = {"projection_hidden_size": 1152, "projection_layer_norm_eps": 1e-5}
 # The remote-code config's vision keys -> transformers' (Kimi_K25VisionConfig).
 MOONSHOT = {"vt_hidden_size": "hidden_size", "vt_intermediate_size": "intermediate_size",
             "vt_num_attention_heads": "num_attention_heads", "vt_num_hidden_layers": "num_hidden_layers",
@@ -37,7 +39,7 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
     raw = Config(dict(cfg.dict("vision_config")), f"{cfg.origin}: vision_config")
     vision = with_defaults(renamed(raw, MOONSHOT), DEFAULTS)
     norm_width = cfg.raw("projection_hidden_size", default=None) or vision.raw("mm_hidden_size", default=None)
-    cfg = with_defaults(cfg, OUTER if norm_width is None else {"projection_hidden_size": norm_width})
+    cfg = with_defaults(cfg, OUTER if norm_width is None else {**OUTER, "projection_hidden_size": norm_width})
     d, heads = vision.int("hidden_size"), vision.int("num_attention_heads")
     kernel = vision.list("merge_kernel_size")
     if len(kernel) != 2 or not all(isinstance(k, int) and k > 0 for k in kernel):
@@ -46,11 +48,14 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
     layernorm = {"kind": "layernorm", "eps": 1e-5}
     return {"vision": {
         "kind": "moonvit", "d_model": d, "n_layers": vision.int("num_hidden_layers"),
-        "attention": biased_attention(d, heads), "mlp": {"d_ff": vision.int("intermediate_size"), "bias": True},
+        "attention": biased_attention(d, heads),
+        "mlp": {"d_ff": vision.int("intermediate_size"), "bias": True, "activation": activation(vision, "hidden_act")},
+        "rope_theta": rope(vision, d // heads)["theta"],
         "norm": layernorm, "patch_size": vision.int("patch_size"), "patch_bias": True,
         "positions": vision.int("pos_emb_height") * vision.int("pos_emb_width"), "post_norm": layernorm,
         "position_grid": [vision.int("pos_emb_height"), vision.int("pos_emb_width")],
-        "projectors": [{"name": "projector", "norm": layernorm, "norm_width": cfg.int("projection_hidden_size"),
+        "projectors": [{"name": "projector", "norm": {"kind": "layernorm", "eps": cfg.float("projection_layer_norm_eps")},
+                        "norm_width": cfg.int("projection_hidden_size"),
                         "linears": [{"d_in": merged, "d_out": merged, "bias": True},
                                     {"d_in": merged, "d_out": text_width, "bias": True}]}],
         "images": {"kind": "navit", "patch_size": vision.int("patch_size"), "merge_size": kernel[0]},
