@@ -284,3 +284,17 @@ def test_lora_on_the_head_and_litgpt_s_shared_qkv_dropout() -> None:
     head = train(spec, replace(base, lora_targets=("q", "v", "head")))
     assert head.held.adapter_params - train(spec, base).held.adapter_params == 8 * (4096 + 128256)
     assert {t.label: t.elements for t in head.outside}["LoRA: A's outputs (head)"] == rows * 8
+
+
+MODEL_TYPE_CONFIGS = sorted((Path(__file__).resolve().parent / "configs" / "model_types").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", MODEL_TYPE_CONFIGS, ids=lambda p: p.stem)
+def test_every_model_type_holds_its_decoder_as_tensors(path: Path) -> None:
+    """Every model_type trains, and one GPU holds exactly the decoder's parameters as tensors of positive
+    size: a recurrence's state (Mamba's, a delta rule's, lightning attention's [B, h, hd, hd]) is no weight
+    matrix (MiniMax-M1's lightning scan, a state with no parameters, made `train` crash; a Mamba2 scan's
+    3·H parameters were laid out as a P × N matrix plus a negative rest)."""
+    spec = load_spec(str(path))
+    held = train(spec, Setup(16, 1)).held
+    assert held.params == count(spec).decoder_total and all(t.elements > 0 for t in held.tensors)

@@ -45,7 +45,7 @@ def _cells(step: Step) -> dict[str, str]:
     return {
         "step": label,
         "input": ", ".join(map(str, step.inputs)),
-        "weight [in, out]": str(step.weight or ""),
+        "weight [in, out]": str(step.weight or "") or (f"state {step.state}" if step.state else ""),
         "output": str(step.output),
         "output dims": step.output.symbolic,
         "params": f"{step.params:,}" if step.params else "",

@@ -51,6 +51,7 @@ class Step:
     note: str = ""
     once: bool = False  # its params are a shared block's (Zamba2), stored once however many layers run it
     formula: str = ""  # the FLOPs' formula where the shapes do not give it (windows of unequal sizes)
+    state: Shape | None = None  # the recurrent state a scan updates, per sequence (no weight of its own)
 
     @property
     def per_layer(self) -> bool:
@@ -65,6 +66,7 @@ class Step:
             "traced": self.traced,
             "inputs": [list(shape.sizes) for shape in self.inputs],
             "weight": list(self.weight.sizes) if self.weight else None,
+            **({"state": list(self.state.sizes)} if self.state else {}),
             "output": list(self.output.sizes),
             "output_dims": list(self.output.names),
             "params": self.params,
@@ -210,8 +212,10 @@ class Dims:
         return self.shape("B", self.new, "d_model")
 
     def step(self, id: str, label: str, output: Shape, inputs: tuple[Shape, ...] = (), weight: Shape | None = None,
-             params: int = 0, flops: int = 0, traced: bool = True, note: str = "", formula: str = "") -> Step:
-        return Step(id, label, output, inputs, weight, params, flops, self.block, traced, note, formula=formula)
+             params: int = 0, flops: int = 0, traced: bool = True, note: str = "", formula: str = "",
+             state: Shape | None = None) -> Step:
+        return Step(id, label, output, inputs, weight, params, flops, self.block, traced, note, formula=formula,
+                    state=state)
 
     def linear(self, id: str, label: str, x: Shape, w: Shape, out: Shape, params: int, note: str = "") -> Step:
         """x @ W: the step owns W (and its bias) and costs 2·m·n·k."""
