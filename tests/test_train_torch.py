@@ -70,14 +70,16 @@ def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, a
 
 @pytest.mark.parametrize("seq", [7, 12])
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen3", "olmo2", "olmo3", "exaone4", "gemma", "gemma2",
-                                        "gemma3_text", "lfm2"])
+                                        "gemma3_text", "lfm2", "glm4", "ernie4_5", "cohere2", "apertus"])
 def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
     """transformers' own tiny models (tests/tiny_models.py; fp32, eager, training mode), measured layer
     by layer with saved-tensor hooks (tests/saved_tensors.py): each layer's bytes equal layer_terms —
     Q and K norms per head (Qwen3, OLMo-3, EXAONE-4, LFM2) or over the full width (OLMo-2), sliding
     layers' P over every key (Mistral, OLMo-3, EXAONE-4: their window of 5 is a mask in
     eager_attention_forward), Gemma's norm scale 1 + w made at each call, Gemma-2's soft-capped logits
-    (tanh keeps its output), LFM2's short conv with its output at the padded length s + kernel − 1."""
+    (tanh keeps its output), LFM2's short conv with its output at the padded length s + kernel − 1, GLM-4's
+    and ERNIE-4.5's cos and sin re-laid in each layer (partial rotary: GLM-4's 4 of 8), Cohere-2's
+    written-out LayerNorm feeding attention and the MLP in parallel, Apertus's xIELU (python form)."""
     from saved_tensors import saved_per_layer
     from test_hybrids import _transformers_tiny
     from oracle import spec_of

@@ -82,6 +82,9 @@ class Rope(Part):
     rotary_dim: int = Field(gt=0)  # head_dim for full rotary; less for partial (GPT-J 64 of 256)
     scaling: dict[str, Any] | None = None  # rope_scaling as the config gives it (linear, yarn, llama3...)
     interleaved: bool = False  # rotate channel pairs (0, 1), (2, 3), ... (GPT-J, Cohere, DeepSeek) instead of halves
+    # the rotation re-lays cos and sin at each call (GLM's and ERNIE's apply_rotary_pos_emb repeat_interleave
+    # them): every layer then holds its own copy of both for backward, not the model's shared tables
+    tables_per_call: bool = False
 
 
 class QKNorm(Part):

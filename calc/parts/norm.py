@@ -20,6 +20,9 @@ class Norm(Part):
     bias: bool  # filled before validation: a LayerNorm has one unless told otherwise
     eps: float = Field(default=1e-5, gt=0, strict=False)
     unit_offset: bool = False  # Gemma: the stored scale w is applied as (1 + w)
+    # a LayerNorm written out in torch ops, (x − mean)·rsqrt(var + ε)·w (CohereLayerNorm), rather than
+    # F.layer_norm: it changes what autograd keeps for backward, not the arithmetic
+    written_out: bool = False
 
     @model_validator(mode="before")
     @classmethod

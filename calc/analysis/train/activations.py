@@ -76,11 +76,20 @@ class Term:
         return -(-self.elements // divide) * self.bytes_per
 
 
+def _norm_kept(norm: Norm, rows: int, width: int) -> tuple[str, int]:
+    """What a norm over `rows` rows of `width` keeps: F.layer_norm its input and each row's mean and
+    rstd; a LayerNorm written out (CohereLayerNorm) x − mean twice (the variance's and the product's
+    own subtraction), the rsqrt and the normed x; an RMSNorm its input, the rsqrt and the normed x."""
+    if norm.kind == "rmsnorm":
+        return "input, rsqrt, normed", 2 * rows * width + rows
+    if norm.written_out:
+        return "x − mean (twice), rsqrt, normed", 3 * rows * width + rows
+    return "input, mean, rstd", rows * width + 2 * rows
+
+
 def _norm(norm: Norm, n: int, width: int, act: int, label: str) -> list[Term]:
-    if norm.kind == "layernorm":
-        return [Term(f"{label}: input, mean, rstd", n * width + 2 * n, act, "sp")]
-    return [Term(f"{label}: input, rsqrt, normed", 2 * n * width + n, act, "sp"),
-            *_unit_offset(norm, width, act, label)]
+    what, kept = _norm_kept(norm, n, width)
+    return [Term(f"{label}: {what}", kept, act, "sp"), *_unit_offset(norm, width, act, label)]
 
 
 def _unit_offset(norm: Norm, width: int, act: int, label: str) -> list[Term]:
@@ -114,7 +123,15 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
     return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *_qk_norm(a, n, act), *core,
-            *_augment(a, n, d, act)]
+            *_tables(a, s, act), *_augment(a, n, d, act)]
+
+
+def _tables(a: Attention | MLA, s: int, act: int) -> list[Term]:
+    """A rotation that re-lays cos and sin at each call (GLM's and ERNIE's repeat_interleave) keeps its
+    own copy of both in every layer; the model's shared tables are counted once, outside the layers."""
+    rope = getattr(a, "rope", None)
+    return [Term("rotary cos and sin, re-laid at this layer's call", 2 * s * rope.rotary_dim, act, "")] \
+        if rope is not None and rope.tables_per_call else []
 
 
 def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
@@ -127,9 +144,8 @@ def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
     terms = []
     for which, (heads, width) in zip("QK", widths):
         rows = n * heads if qk.scope == "head" else n
-        kept = n * width + 2 * rows if qk.norm.kind == "layernorm" else 2 * n * width + rows
-        terms.append(Term(f"{which} norm: input, {'mean, rstd' if qk.norm.kind == 'layernorm' else 'rsqrt, normed'}",
-                          kept, act, "tp"))
+        what, kept = _norm_kept(qk.norm, rows, width * n // rows)
+        terms.append(Term(f"{which} norm: {what}", kept, act, "tp"))
         terms += _unit_offset(qk.norm, a.head_dim if qk.scope == "head" else width, act, f"{which} norm")
     return terms
 
@@ -305,8 +321,20 @@ def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
         if m.shared is not None:
             terms.append(Term("shared expert hidden", (4 if m.shared.gated else 2) * n * m.shared.d_ff, act, "tp"))
         return terms
+    if m.activation == "xielu":
+        return terms + _xielu(n * m.d_ff, act)
     hidden = " (gate, SiLU, up, product)" if m.gated else " (before and after the activation)"
     return terms + [Term("MLP hidden" + hidden, (4 if m.gated else 2) * n * m.d_ff, act, "tp")]
+
+
+def _xielu(elements: int, act: int) -> list[Term]:
+    """xIELU as transformers' XIELUActivation._xielu_python writes it (activations.py; its CUDA kernel is
+    an optional wheel): where(x > 0, α_p·x·x + β·x, (expm1(min(x, ε)) − x)·α_n + β·x) keeps x, α_p·x,
+    expm1's output, expm1 − x, the x > 0 mask (bool) and the scalars α_p, α_n, β and ε; down's input
+    is its output."""
+    return [Term("xIELU: input, α_p·x, expm1, expm1 − x, output (down's input)", 5 * elements, act, "tp"),
+            Term("xIELU: the x > 0 mask (bool)", elements, 1, "tp"),
+            Term("xIELU: α_p, α_n, β and ε", 4, act, "")]
 
 
 def _op_sac(block: Block, d: int, b: int, s: int, act: int) -> list[Term]:
@@ -349,6 +377,8 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
         return _op_sac(block, d, b, s, act)
     norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})")]
     mlp = _mlp(block.mlp, n, d, act) if block.mlp is not None else []
+    if block.parallel and len(block.norms) == 1:  # one norm feeds both: the MLP reads the attention's input
+        mlp = mlp[1:]
     mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash)]  # a parallel group's each
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
     applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
