@@ -26,6 +26,7 @@ from calc.analysis.train.params import held
 from calc.analysis.train.loss import LITGPT_CHUNK, LOSSES
 from calc.analysis.train.precision import PRECISIONS
 from calc.analysis.train.states import Tensor, optimizer_bytes
+from calc.parts import Attention
 from calc.spec.flat import flat_view
 from tiny_specs import TINY, tiny_spec
 from live_memory import Live
@@ -70,7 +71,8 @@ def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, a
 
 @pytest.mark.parametrize("seq", [7, 12])
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen3", "olmo2", "olmo3", "exaone4", "gemma", "gemma2",
-                                        "gemma3_text", "lfm2", "glm4", "ernie4_5", "cohere2", "apertus"])
+                                        "gemma3_text", "lfm2", "glm4", "ernie4_5", "cohere2", "apertus", "mixtral",
+                                        "qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo", "afmoe"])
 def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
     """transformers' own tiny models (tests/tiny_models.py; fp32, eager, training mode), measured layer
     by layer with saved-tensor hooks (tests/saved_tensors.py): each layer's bytes equal layer_terms —
@@ -79,7 +81,9 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None
     eager_attention_forward), Gemma's norm scale 1 + w made at each call, Gemma-2's soft-capped logits
     (tanh keeps its output), LFM2's short conv with its output at the padded length s + kernel − 1, GLM-4's
     and ERNIE-4.5's cos and sin re-laid in each layer (partial rotary: GLM-4's 4 of 8), Cohere-2's
-    written-out LayerNorm feeding attention and the MLP in parallel, Apertus's xIELU (python form)."""
+    written-out LayerNorm feeding attention and the MLP in parallel, Apertus's xIELU (python form), and the
+    MoE blocks of transformers' grouped_mm experts (router scores, top-k indices, the sort's int64
+    permutations and int32 offsets; Qwen2-MoE's gated shared expert; AFMoE's output-gated attention)."""
     from saved_tensors import saved_per_layer
     from test_hybrids import _transformers_tiny
     from oracle import spec_of
@@ -91,6 +95,26 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
     assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, seq, FP32,
                                                                                         "none")) for block in blocks]
+
+
+@pytest.mark.parametrize("model_type", ["minimax", "qwen3_next", "qwen3_5_text"])
+def test_attention_layers_of_hybrids_equal_what_transformers_holds(model_type: str) -> None:
+    """The softmax-attention layers of the hybrids, measured as above: MiniMax's (its MoE, router
+    renormalised), Qwen3-Next's and Qwen3.5's gated attention (the gate inside q_proj, so the Q norm's
+    input is the whole projection; sigmoid's output and the gated heads' output; partial rotary, 2 of 8)."""
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    spec, model = spec_of(tiny_config(model_type)), _transformers_tiny(model_type).train()
+    model.set_attn_implementation("eager")
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    measured = saved_per_layer(model, ids)
+    attention = [i for i, block in enumerate(blocks) if isinstance(block.attention, Attention)]
+    assert attention and [measured[i] for i in attention] == [
+        sum(t.bytes(1, False) for t in layer_terms(blocks[i], spec.d_model, B, T, FP32, "none")) for i in attention]
 
 
 @pytest.mark.parametrize("name", [n for n in TINY if n.startswith("llama") and "bias" not in n])

@@ -129,6 +129,9 @@ class Attention(HeadWidths, Part):
     # Qwen3-Next and Qwen3.5 store W_G inside q_proj, each head's queries then its gate: a layout matter)
     gate_activation: Literal["sigmoid", "softplus"] = "sigmoid"  # Laguna: softplus
     gate_scope: Literal["element", "head"] = "element"  # Laguna: one gate per head, W_G d -> h
+    # W_G's rows inside q_proj (Qwen3-Next, Qwen3.5): no count changes, but the queries are then a view of
+    # q_proj's output, gate and all, and a Q norm reading them keeps that whole storage for backward
+    gate_in_q: bool = False
     v_norm: bool = False  # values RMS-normed per head, without a scale (Gemma-3n, Gemma-4): no parameter
     kv_shared: bool = False  # K and V are an earlier layer's (Gemma-3n, Gemma-4): no W_K, W_V, K-norm, cache
     k_eq_v: bool = False  # values are the keys' projection (Gemma-4's global layers): no W_V

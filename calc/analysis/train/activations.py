@@ -123,7 +123,21 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
     return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *_qk_norm(a, n, act), *core,
-            *_tables(a, s, act), *_augment(a, n, d, act)]
+            *_tables(a, s, act), *_output_gate(a, n, act), *_augment(a, n, d, act)]
+
+
+def _output_gate(a: Attention | MLA, n: int, act: int) -> list[Term]:
+    """An output gate (Qwen3-Next, AFMoE, Laguna): the heads' output times act(x·W_G) keeps both factors,
+    the gate as its activation keeps it (sigmoid its output; softplus its input, the product its
+    output), and the product is W_O's input; with W_G inside q_proj the Q norm's input is a view of the
+    whole projection, so its storage holds the gate's n·width too."""
+    if not getattr(a, "output_gate", False):
+        return []
+    width, softplus = a.gate_width, a.gate_activation == "softplus"
+    shared = n * width if a.gate_in_q and a.qk_norm is not None else 0
+    return [Term(f"output gate: {a.gate_activation}{' (input and output)' if softplus else ''}, the gated heads' output"
+                 f"{' and the gate in q_proj' if shared else ''}", (2 if softplus else 1) * n * width + n * a.o_dim
+                 + shared, act, "tp")]
 
 
 def _tables(a: Attention | MLA, s: int, act: int) -> list[Term]:
@@ -313,18 +327,44 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
 def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
     terms = [Term("MLP input (normed x)", n * d, act, "sp")]
     if isinstance(m, MoE):
-        rows = n * m.top_k
-        terms += [Term("router: softmax over experts", n * m.choices, act, ""),
-                  Term("routed rows (experts' input)", rows * d, act, "sp"),
-                  Term("experts' hidden", (4 if m.gated else 2) * rows * m.d_ff, act, "tp"),
-                  Term("experts' outputs and routing weights", rows * d + rows, act, "sp")]
-        if m.shared is not None:
-            terms.append(Term("shared expert hidden", (4 if m.shared.gated else 2) * n * m.shared.d_ff, act, "tp"))
-        return terms
+        return terms + _moe(m, n, d, act)
     if m.activation == "xielu":
         return terms + _xielu(n * m.d_ff, act)
-    hidden = " (gate, SiLU, up, product)" if m.gated else " (before and after the activation)"
-    return terms + [Term("MLP hidden" + hidden, (4 if m.gated else 2) * n * m.d_ff, act, "tp")]
+    return terms + [_hidden("MLP hidden", m.gated, m.gate_clamp, n * m.d_ff, act)]
+
+
+def _hidden(label: str, gated: bool, clamped: float | None, elements: int, act: int) -> Term:
+    """A gated MLP keeps the gate (SiLU's input), SiLU's output, up and their product (down's input); one
+    clamped as DeepSeek-V4's is (gate at most c, up within ±c) keeps gate and up before and after the
+    clamp: six; a plain MLP its activation's input and output."""
+    if not gated:
+        return Term(f"{label} (before and after the activation)", 2 * elements, act, "tp")
+    if clamped:
+        return Term(f"{label} (gate and up, both clamped, SiLU, product)", 6 * elements, act, "tp")
+    return Term(f"{label} (gate, SiLU, up, product)", 4 * elements, act, "tp")
+
+
+def _moe(m: MoE, n: int, d: int, act: int) -> list[Term]:
+    """A MoE block as transformers runs it (integrations/moe.py, grouped_mm_experts_forward, the default
+    experts implementation on a GPU as on the CPU): the router's scores, the top-k indices (int64), the
+    picked weights and their sum when renormalised; the rows sorted by expert — the permutation, its
+    row indices and its inverse (int64) and each expert's offset (int32) — their input, hidden and
+    output and the weights gathered for them; a shared expert, and the sigmoid gate on its output."""
+    rows = n * m.top_k
+    scores = 2 if m.scoring == "sqrtsoftplus" else 1  # sqrt(softplus(l)) keeps l and its output
+    terms = [Term(f"router: scores ({m.scoring})", scores * n * m.choices, act, ""),
+             Term("router: top-k indices (int64)", rows, INT64, ""),
+             *([Term("router: picked weights and their sum (renormalised)", rows + n, act, "")] if m.norm_topk else []),
+             Term("experts: sort permutation, its row indices and inverse (int64)", 3 * rows, INT64, ""),
+             Term("experts: offsets (int32)", m.n_experts, 4, ""),
+             Term("routed rows (experts' input)", rows * d, act, "sp"),
+             _hidden("experts' hidden", m.gated, m.gate_clamp, rows * m.d_ff, act),
+             Term("experts' outputs and routing weights", rows * d + rows, act, "sp")]
+    if m.shared is not None:
+        terms.append(_hidden("shared expert hidden", m.shared.gated, m.shared.gate_clamp, n * m.shared.d_ff, act))
+    if m.shared_gate:
+        terms.append(Term("shared expert: its output and the sigmoid gate", n * d + n, act, "sp"))
+    return terms
 
 
 def _xielu(elements: int, act: int) -> list[Term]:
