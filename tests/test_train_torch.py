@@ -71,7 +71,7 @@ def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, a
 
 @pytest.mark.parametrize("seq", [7, 12])
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen3", "olmo2", "olmo3", "exaone4", "gemma", "gemma2",
-                                        "gemma3_text", "lfm2", "glm4", "ernie4_5", "cohere2", "apertus", "mixtral",
+                                        "gemma3_text", "glm4", "ernie4_5", "cohere2", "apertus", "mixtral",
                                         "qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo", "afmoe"])
 def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
     """transformers' own tiny models (tests/tiny_models.py; fp32, eager, training mode), measured layer
@@ -79,7 +79,7 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None
     Q and K norms per head (Qwen3, OLMo-3, EXAONE-4, LFM2) or over the full width (OLMo-2), sliding
     layers' P over every key (Mistral, OLMo-3, EXAONE-4: their window of 5 is a mask in
     eager_attention_forward), Gemma's norm scale 1 + w made at each call, Gemma-2's soft-capped logits
-    (tanh keeps its output), LFM2's short conv with its output at the padded length s + kernel − 1, GLM-4's
+    (tanh keeps its output), GLM-4's
     and ERNIE-4.5's cos and sin re-laid in each layer (partial rotary: GLM-4's 4 of 8), Cohere-2's
     written-out LayerNorm feeding attention and the MLP in parallel, Apertus's xIELU (python form), and the
     MoE blocks of transformers' grouped_mm experts (router scores, top-k indices, the sort's int64
@@ -115,6 +115,38 @@ def test_attention_layers_of_hybrids_equal_what_transformers_holds(model_type: s
     attention = [i for i, block in enumerate(blocks) if isinstance(block.attention, Attention)]
     assert attention and [measured[i] for i in attention] == [
         sum(t.bytes(1, False) for t in layer_terms(blocks[i], spec.d_model, B, T, FP32, "none")) for i in attention]
+
+
+RECURRENT = ("mamba2", "gated_deltanet", "kda", "short_conv")
+
+
+@pytest.mark.parametrize("model_type", ["nemotron_h", "bamba", "qwen3_next", "qwen3_5_text", "olmo_hybrid", "kimi_linear",
+                                        "lfm2"])
+def test_recurrent_layers_equal_what_the_gpu_kernels_keep(model_type: str) -> None:
+    """The recurrent mixers as a GPU run keeps them: transformers' own tiny model with its fused kernels
+    (mamba_ssm's combined Mamba2 Function, fla's chunked gated-delta and KDA rules, causal-conv1d) stood
+    in by what each saves (tests/kernel_saves.py), so the torch ops around them are measured for real;
+    each recurrent layer's bytes equal layer_terms. transformers' CPU fallback keeps more: for LFM2's
+    short conv exactly the padded tail of F.conv1d's output, B·d·(kernel − 1) per layer."""
+    from kernel_saves import gpu_kernels
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    spec, model = spec_of(tiny_config(model_type)), _transformers_tiny(model_type).train()
+    model.config.use_cache = False  # a training step keeps no cache (Mamba2's fused path needs none)
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    recurrent = [i for i, block in enumerate(blocks) if block.attention is not None and block.attention.kind in RECURRENT]
+    with gpu_kernels(model):
+        kept = saved_per_layer(model, ids)
+    assert recurrent and [kept[i] for i in recurrent] == [
+        sum(t.bytes(1, False) for t in layer_terms(blocks[i], spec.d_model, B, T, FP32, "none")) for i in recurrent]
+    if model_type == "lfm2":
+        cpu = saved_per_layer(model, ids)
+        assert [cpu[i] - kept[i] for i in recurrent] == [B * spec.d_model * (blocks[i].attention.kernel - 1) * FP32
+                                                         for i in recurrent]
 
 
 @pytest.mark.parametrize("name", [n for n in TINY if n.startswith("llama") and "bias" not in n])

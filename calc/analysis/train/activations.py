@@ -187,14 +187,18 @@ def _augment(a: Attention | MLA, n: int, d: int, act: int) -> list[Term]:
 
 
 def _mamba2(m: Mamba2, n: int, d: int, act: int) -> list[Term]:
-    """in_proj's input and output, the conv's output and SiLU, the scan's output, the gate and the
-    gated norm's input, and out_proj's input. The scan's own per-chunk states are the kernel's
-    business (a fused kernel recomputes them); these are what the ops around it keep."""
+    """mamba_ssm's fused training kernel, which transformers calls whenever it is installed
+    (MambaSplitConv1dScanCombinedFn, state-spaces/mamba mamba_ssm/ops/triton/ssd_combined.py: conv,
+    scan, gated norm and out_proj in one autograd Function): in_proj's input, its output zxbcdt, the
+    scan's output before the gated norm and the norm's rstd (fp32, one per row and group); A = −exp(A_log)
+    (fp32) with exp's output. Everything else (the conv's output, the per-chunk states, out_proj's input)
+    is recomputed in backward."""
     proj = m.d_inner + m.conv_dim + m.n_heads
     return [Term("mixer input (normed x)", n * d, act, "sp"),
             Term("in_proj output (z, x·B·C, dt)", n * proj, act, "tp"),
-            Term("conv output and its SiLU", 2 * n * m.conv_dim, act, "tp"),
-            Term("scan output, gate SiLU(z), gated norm (input, normed)", 4 * n * m.d_inner + n * m.n_groups, act, "tp")]
+            Term("scan output (before the gated norm)", n * m.d_inner, act, "tp"),
+            Term("gated norm: rstd (fp32); A = −exp(A_log) and exp's output (fp32)",
+                 n * m.n_groups * m.gated_norm + 2 * m.n_heads, 4, "tp")]
 
 
 def _mamba(m: Mamba, n: int, d: int, act: int) -> list[Term]:
@@ -207,26 +211,47 @@ def _mamba(m: Mamba, n: int, d: int, act: int) -> list[Term]:
             Term("scan output, SiLU(z), gated output", 3 * n * i, act, "tp")]
 
 
+CHUNK = 64  # fla's chunk size: its kernels keep a [B, T, heads, 64] block per chunked matrix
+
+
 def _deltanet(g: GatedDeltaNet, n: int, d: int, act: int) -> list[Term]:
-    """The projections' outputs, the conv's output and SiLU, normalised q and k, the delta rule's
-    output, and the gated norm's input and output (out_proj's input)."""
+    """The gated DeltaNet as a GPU run keeps it: causal-conv1d's kernel keeps its input (the SiLU is
+    fused); fla's chunk_gated_delta_rule (fla/ops/gated_delta_rule/chunk.py, ChunkGatedDeltaRuleFunction)
+    keeps q and k l2-normed with their rstd (fp32), v, the decay's chunk cumsum (fp32), beta and A, one
+    [64]-wide row per token and value head; around them transformers' torch ops keep beta's sigmoid,
+    the decay's softplus input and output (fp32, with exp(A_log)), the gated RMSNorm (input, rsqrt,
+    normed, scaled, the gate and its SiLU) and out_proj's input."""
+    heads = g.n_v_heads
     return [Term("mixer input (normed x)", n * d, act, "sp"),
-            Term("q, k, v, z, beta, a projections", n * (g.conv_dim + g.value_dim + 2 * g.n_v_heads), act, "tp"),
-            Term("conv output and its SiLU", 2 * n * g.conv_dim, act, "tp"),
-            Term("normalised q and k", 2 * n * g.key_dim, act, "tp"),
-            Term("delta-rule output, gated norm (input, normed, gate)", 4 * n * g.value_dim + n * g.n_v_heads, act, "tp")]
+            Term("conv input (q, k, v) and beta (its sigmoid, and 2·sigmoid with negative eigenvalues)",
+                 n * (g.conv_dim + (1 + g.neg_eigval) * heads), act, "tp"),
+            Term("decay: softplus input and output, exp(A_log) and its negation (fp32)", 2 * n * heads + 2 * heads, 4, "tp"),
+            Term("chunked delta rule: q and k normed, v, A (64 per token and head)",
+                 n * (2 * g.key_dim + g.value_dim + CHUNK * heads), act, "tp"),
+            Term("chunked delta rule: q and k rstd, the decay's cumsum (fp32)", n * (2 * g.n_k_heads + heads), 4, "tp"),
+            Term("gated norm (input, rsqrt, normed, scaled, gate, SiLU) and out_proj's input",
+                 6 * n * g.value_dim + n * heads, act, "tp")]
 
 
 def _kda(k: KimiDeltaAttention, n: int, d: int, act: int) -> list[Term]:
-    """As the gated DeltaNet's: the projections' outputs (q, k, v, the two gates' bottlenecks and
-    outputs, beta), the conv's output and SiLU, normalised q and k, the delta rule's output and the
-    gated norm's input and output (o_proj's input)."""
-    w = k.width
+    """Kimi Delta Attention as a GPU run keeps it: causal-conv1d's input (q, k, v); fla's chunk_kda
+    (fla/ops/kda/chunk.py, ChunkKDAFunction, recomputing its intermediates) keeps q and k l2-normed with
+    their rstd (fp32), v, the per-channel decay and its chunk cumsum (fp32), beta and two [64]-wide
+    blocks (Aqk, Akk) per token and head; around it transformers' torch ops keep the two gates'
+    bottlenecks (f_b's and g_b's inputs), the decay's softplus as written (exp's output, log's input,
+    the > 20 mask, the result; exp(A_log) and its negation), beta's sigmoid, the gated RMSNorm (input,
+    rsqrt, normed, scaled, the sigmoid gate) and o_proj's input."""
+    w, heads, rank = k.width, k.n_heads, k.head_dim
     return [Term("mixer input (normed x)", n * d, act, "sp"),
-            Term("q, k, v, forget and output gates, beta projections", n * (5 * w + 2 * k.head_dim + k.n_heads), act, "tp"),
-            Term("conv output and its SiLU", 6 * n * w, act, "tp"),
-            Term("normalised q and k", 2 * n * w, act, "tp"),
-            Term("delta-rule output, gated norm (input, normed)", 3 * n * w, act, "tp")]
+            Term("conv input (q, k, v), the gates' bottlenecks, beta", n * (3 * w + 2 * rank + heads), act, "tp"),
+            Term("decay: softplus as written (exp, log's input, result), exp(A_log) and its negation (fp32)",
+                 3 * n * w + 2 * heads, 4, "tp"),
+            Term("decay: softplus's > 20 mask (bool)", n * w, 1, "tp"),
+            Term("chunked KDA: q and k normed, v, Aqk and Akk (64 per token and head each)",
+                 n * (3 * w + 2 * CHUNK * heads), act, "tp"),
+            Term("chunked KDA: q and k rstd, the decay and its cumsum (fp32)", n * (2 * heads + 2 * w), 4, "tp"),
+            Term("gated norm (input, rsqrt, normed, scaled, sigmoid gate) and o_proj's input", 5 * n * w + n * heads,
+                 act, "tp")]
 
 
 def _lightning(a: LightningAttention, n: int, d: int, act: int) -> list[Term]:
@@ -238,14 +263,12 @@ def _lightning(a: LightningAttention, n: int, d: int, act: int) -> list[Term]:
             Term("attention output, norm, gate (linear, sigmoid), gated output", 5 * n * w, act, "tp")]
 
 
-def _short_conv(c: ShortConv, b: int, s: int, d: int, act: int) -> list[Term]:
-    """in_proj's output (B, C, x), B·x (the conv's input), the conv's output, C·conv (out_proj's input).
-    transformers' causal_conv1d_fn (modeling_lfm2.py) pads kernel − 1 on both sides and slices the
-    first s outputs: the storage C·conv keeps holds s + kernel − 1 per channel."""
-    n = b * s
+def _short_conv(_: ShortConv, n: int, d: int, act: int) -> list[Term]:
+    """in_proj's input and output (B, C, x), B·x (the conv's input, which causal-conv1d's kernel keeps),
+    the conv's output (C·conv keeps it) and C·conv (out_proj's input). transformers' CPU fallback
+    (F.conv1d padded kernel − 1 on both sides, then sliced) keeps the conv's output at s + kernel − 1."""
     return [Term("mixer input (normed x)", n * d, act, "sp"),
-            Term("in_proj output, B·x, C·conv", 5 * n * d, act, "sp"),
-            Term("conv output (its padded length)", b * d * (s + c.kernel - 1), act, "sp")]
+            Term("in_proj output, B·x, conv output, C·conv", 6 * n * d, act, "sp")]
 
 
 def _compressed(a: CompressedAttention, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
@@ -314,10 +337,8 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
     """What one layer's token mixer keeps, by the part's kind (attention and MLA share one rule)."""
     if a is None:
         return []
-    if a.kind == "short_conv":
-        return _short_conv(a, b, s, d, act)
     recurrent = {"mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet, "kda": _kda,
-                 "lightning": _lightning}.get(a.kind)
+                 "lightning": _lightning, "short_conv": _short_conv}.get(a.kind)
     if recurrent:
         return recurrent(a, b * s, d, act)
     attention = _compressed if a.kind == "compressed_attention" else _attention
