@@ -33,13 +33,17 @@ recomputes the layer in backward.
 
 Tensor parallelism over t GPUs splits the heads and d_ff, so every term h- or d_ff-wide (and P) is ÷ t;
 the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷ t only with sequence
-parallelism. MoE layers and MLA follow the same rules but are not measured by the torch test, nor
-are the recurrent mixers (Mamba2, gated DeltaNet, KDA, lightning): their terms list what the ops
-around each recurrence keep, read off transformers' torch paths. Zamba2's shared blocks are: each
-application's terms equal what autograd saves in transformers' own model (tests/test_zamba2.py), and
-so do whole layers of Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3 and LFM2 (tests/test_train_torch.py) and
-DeepSeek-V4's layers but for their MoE block: hyper-connections, norms and the sliding, CSA and
-HCA attentions (tests/test_deepseek_v4.py, fp32).
+parallelism. The recurrent mixers (Mamba2, gated DeltaNet, KDA, short conv) keep what the fused
+kernels a GPU run calls keep (mamba_ssm, fla, causal-conv1d; each term cites its kernel), not what
+transformers' torch fallback keeps, which is more (docs/training.md says how much); lightning
+attention, which has no kernel in transformers, lists what the ops around each recurrence keep.
+Measured with saved-tensor hooks on transformers' own tiny models (tests/test_train_torch.py,
+tests/test_zamba2.py, tests/test_deepseek_v4.py, fp32): Zamba2's shared blocks, whole layers of
+Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, GLM-4, ERNIE-4.5, Cohere-2, Apertus, the MoE models
+Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE and DeepSeek-V4 (hyper-connections, the sliding, CSA and
+HCA attentions and the MoE block), the softmax layers of MiniMax, Qwen3-Next and Qwen3.5, and the
+recurrent layers of Nemotron-H, Bamba, Qwen3-Next, Qwen3.5, OLMo-Hybrid, Kimi-Linear and LFM2 with
+the kernels stood in by what they save (tests/kernel_saves.py). MLA is not measured.
 """
 
 from __future__ import annotations
