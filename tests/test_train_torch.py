@@ -72,7 +72,7 @@ def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, a
 @pytest.mark.parametrize("seq", [7, 12])
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen3", "olmo2", "olmo3", "exaone4", "gemma", "gemma2",
                                         "gemma3_text", "glm4", "ernie4_5", "cohere2", "apertus", "mixtral",
-                                        "qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo", "afmoe"])
+                                        "qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo", "afmoe", "minimax", "minimax_m1"])
 def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
     """transformers' own tiny models (tests/tiny_models.py; fp32, eager, training mode), measured layer
     by layer with saved-tensor hooks (tests/saved_tensors.py): each layer's bytes equal layer_terms —
@@ -83,7 +83,9 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None
     and ERNIE-4.5's cos and sin re-laid in each layer (partial rotary: GLM-4's 4 of 8), Cohere-2's
     written-out LayerNorm feeding attention and the MLP in parallel, Apertus's xIELU (python form), and the
     MoE blocks of transformers' grouped_mm experts (router scores, top-k indices, the sort's int64
-    permutations and int32 offsets; Qwen2-MoE's gated shared expert; AFMoE's output-gated attention)."""
+    permutations and int32 offsets; Qwen2-MoE's gated shared expert; AFMoE's output-gated attention), and
+    MiniMax's lightning attention block by block (blocks of 4: two and three of them; MiniMax-M1's
+    default 256, whose decay buffers dominate at this size)."""
     from saved_tensors import saved_per_layer
     from test_hybrids import _transformers_tiny
     from oracle import spec_of
@@ -97,11 +99,11 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None
                                                                                         "none")) for block in blocks]
 
 
-@pytest.mark.parametrize("model_type", ["minimax", "qwen3_next", "qwen3_5_text"])
+@pytest.mark.parametrize("model_type", ["qwen3_next", "qwen3_5_text"])
 def test_attention_layers_of_hybrids_equal_what_transformers_holds(model_type: str) -> None:
-    """The softmax-attention layers of the hybrids, measured as above: MiniMax's (its MoE, router
-    renormalised), Qwen3-Next's and Qwen3.5's gated attention (the gate inside q_proj, so the Q norm's
-    input is the whole projection; sigmoid's output and the gated heads' output; partial rotary, 2 of 8)."""
+    """The softmax-attention layers of the hybrids, measured as above: Qwen3-Next's and Qwen3.5's gated
+    attention (the gate inside q_proj, so the Q norm's input is the whole projection; sigmoid's output
+    and the gated heads' output; partial rotary, 2 of 8). Their DeltaNet layers are checked below."""
     from saved_tensors import saved_per_layer
     from test_hybrids import _transformers_tiny
     from oracle import spec_of

@@ -36,12 +36,13 @@ the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷
 parallelism. The recurrent mixers (Mamba2, gated DeltaNet, KDA, short conv) keep what the fused
 kernels a GPU run calls keep (mamba_ssm, fla, causal-conv1d; each term cites its kernel), not what
 transformers' torch fallback keeps, which is more (docs/training.md says how much); lightning
-attention, which has no kernel in transformers, lists what the ops around each recurrence keep.
+attention, which has no kernel in transformers, keeps what its torch ops keep block by block.
 Measured with saved-tensor hooks on transformers' own tiny models (tests/test_train_torch.py,
 tests/test_zamba2.py, tests/test_deepseek_v4.py, fp32): Zamba2's shared blocks, whole layers of
 Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, GLM-4, ERNIE-4.5, Cohere-2, Apertus, the MoE models
 Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE and DeepSeek-V4 (hyper-connections, the sliding, CSA and
-HCA attentions and the MoE block), the softmax layers of MiniMax, Qwen3-Next and Qwen3.5, and the
+HCA attentions and the MoE block), MiniMax (lightning and softmax layers), the softmax layers of
+Qwen3-Next and Qwen3.5, and the
 recurrent layers of Nemotron-H, Bamba, Qwen3-Next, Qwen3.5, OLMo-Hybrid, Kimi-Linear and LFM2 with
 the kernels stood in by what they save (tests/kernel_saves.py). MLA is not measured.
 """
@@ -258,13 +259,26 @@ def _kda(k: KimiDeltaAttention, n: int, d: int, act: int) -> list[Term]:
                  act, "tp")]
 
 
-def _lightning(a: LightningAttention, n: int, d: int, act: int) -> list[Term]:
-    """qkv_proj's output and its SiLU, the attention output, the norm's output, the gate's output and
-    its sigmoid, the gated output (out_proj's input)."""
-    w = a.width
+def _lightning(a: LightningAttention, b: int, s: int, d: int, act: int) -> list[Term]:
+    """Lightning attention as transformers' MiniMaxLightningAttention runs it (no fused kernel there):
+    qkv_proj's input and SiLU's input, then block by block (`block` tokens, the last one shorter)
+    copies of Q, Kᵀ and V for the intra-block products and the decayed scores, the running K⊗V state
+    each block reads (hd × hd per head; the first one zeros) and, from the second block on, the decayed
+    queries; every block but the last also keeps (K·decay)ᵀ and V for the next state and, between the
+    first and the last, that state's decay (one per head); the decay buffers once; then the RMSNorm,
+    its output, the gate's sigmoid and the gated output (out_proj's input)."""
+    w, e, bh, n = a.width, a.head_dim, b * a.n_heads, b * s
+    sizes = [min(a.block, s - start) for start in range(0, s, a.block)]
+    last = len(sizes) - 1
+    blocks = sum(3 * bh * c * e + bh * c * c + bh * e * e + (i > 0) * bh * c * e + (i < last) * 2 * bh * c * e
+                 + (0 < i < last) * a.n_heads for i, c in enumerate(sizes))
+    buffers = a.n_heads * a.block * (a.block + 1 + (last > 0))
     return [Term("mixer input (normed x)", n * d, act, "sp"),
-            Term("qkv output and its SiLU", 6 * n * w, act, "tp"),
-            Term("attention output, norm, gate (linear, sigmoid), gated output", 5 * n * w, act, "tp")]
+            Term("qkv output (SiLU's input)", 3 * n * w, act, "tp"),
+            Term(f"blocks of {a.block}: Q, Kᵀ, V copies, decayed scores and queries, K⊗V states, decay buffers",
+                 blocks + buffers, act, "tp"),
+            Term("norm (input, rsqrt, normed), its output, the gate's sigmoid, the gated output",
+                 5 * n * w + n, act, "tp")]
 
 
 def _short_conv(_: ShortConv, n: int, d: int, act: int) -> list[Term]:
@@ -342,9 +356,11 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
     if a is None:
         return []
     recurrent = {"mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet, "kda": _kda,
-                 "lightning": _lightning, "short_conv": _short_conv}.get(a.kind)
+                 "short_conv": _short_conv}.get(a.kind)
     if recurrent:
         return recurrent(a, b * s, d, act)
+    if a.kind == "lightning":  # runs block by block: its terms need the batch and the length apart
+        return _lightning(a, b, s, d, act)
     attention = _compressed if a.kind == "compressed_attention" else _attention
     return attention(a, b, s, d, act, recompute, flash)
 
