@@ -99,6 +99,28 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None
                                                                                         "none")) for block in blocks]
 
 
+@pytest.mark.parametrize("seq", [7, 12])
+def test_gemma4_layers_equal_what_transformers_holds(seq: int) -> None:
+    """Gemma-4's text layers (tiny, fp32, eager), measured as above: RMSNorms taking the rsqrt as a pow
+    (its input and output kept), V's weightless norm (on the global layer V is K's projection, so its
+    input is the K norm's), the per-layer input sublayer, the layer scalar, the MoE beside the dense MLP
+    with its router norm and scales and its three extra norms. The first layer also holds the per-layer
+    inputs, one [B, T, L, p] tensor every layer reads a slice of: activation_terms counts it outside."""
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    config = tiny_config("gemma4_text")
+    spec, model = spec_of(config), _transformers_tiny("gemma4_text").train()
+    model.set_attn_implementation("eager")
+    ids = torch.randint(0, VOCAB, (B, seq), generator=torch.Generator().manual_seed(0))
+    measured = saved_per_layer(model, ids)
+    measured[0] -= B * seq * config["num_hidden_layers"] * config["hidden_size_per_layer_input"] * FP32
+    assert measured == [sum(t.bytes(1, False) for t in layer_terms(spec.blocks[spec.block_at(layer)], spec.d_model, B, seq,
+                                                                   FP32, "none")) for layer in range(spec.n_layers)]
+
+
 @pytest.mark.parametrize("model_type", ["qwen3_next", "qwen3_5_text"])
 def test_attention_layers_of_hybrids_equal_what_transformers_holds(model_type: str) -> None:
     """The softmax-attention layers of the hybrids, measured as above: Qwen3-Next's and Qwen3.5's gated

@@ -23,6 +23,9 @@ class Norm(Part):
     # a LayerNorm written out in torch ops, (x − mean)·rsqrt(var + ε)·w (CohereLayerNorm), rather than
     # F.layer_norm: it changes what autograd keeps for backward, not the arithmetic
     written_out: bool = False
+    # an RMSNorm's rsqrt taken as pow(mean(x²) + ε, −0.5) (Gemma3nRMSNorm, Gemma4RMSNorm): pow keeps both
+    # its input and its output, one value more per row than rsqrt
+    pow_rsqrt: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -86,10 +86,17 @@ def _norm_kept(norm: Norm, rows: int, width: int) -> tuple[str, int]:
     rstd; a LayerNorm written out (CohereLayerNorm) x − mean twice (the variance's and the product's
     own subtraction), the rsqrt and the normed x; an RMSNorm its input, the rsqrt and the normed x."""
     if norm.kind == "rmsnorm":
-        return "input, rsqrt, normed", 2 * rows * width + rows
+        return _rms_kept(rows, width, norm.pow_rsqrt, norm.weight)
     if norm.written_out:
         return "x − mean (twice), rsqrt, normed", 3 * rows * width + rows
     return "input, mean, rstd", rows * width + 2 * rows
+
+
+def _rms_kept(rows: int, width: int, pow_rsqrt: bool, scaled: bool) -> tuple[str, int]:
+    """An RMSNorm keeps its input and the per-row rsqrt (taken as a pow: its input and output), and the
+    normed x where a scale multiplies it (a weightless norm's output is kept by whatever reads it)."""
+    what = "input, " + ("mean square and its pow" if pow_rsqrt else "rsqrt") + (", normed" if scaled else "")
+    return what, rows * width + rows * (1 + pow_rsqrt) + rows * width * scaled
 
 
 def _norm(norm: Norm, n: int, width: int, act: int, label: str) -> list[Term]:
@@ -161,6 +168,10 @@ def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
         return []
     widths = [(a.n_heads, a.q_dim)] + ([] if a.kv_shared else [(a.n_kv_heads, a.kv_dim)])
     terms = []
+    if getattr(a, "v_norm", False) and not a.kv_shared:  # Gemma-3n's and Gemma-4's weightless norm of V per head
+        what, kept = _rms_kept(n * a.n_kv_heads, a.value_head_dim, qk.norm.pow_rsqrt, False)
+        shared = n * a.v_dim if a.k_eq_v else 0  # V is K's projection: its input is the K norm's, kept once
+        terms.append(Term(f"V norm: {what}{' (its input is the K norm input)' if shared else ''}", kept - shared, act, "tp"))
     for which, (heads, width) in zip("QK", widths):
         rows = n * heads if qk.scope == "head" else n
         what, kept = _norm_kept(qk.norm, rows, width * n // rows)
@@ -185,9 +196,11 @@ def _augment(a: Attention | MLA, n: int, d: int, act: int) -> list[Term]:
     if g.laurel_rank:
         terms.append(Term("LAuReL: the rank-r middle, the output and its norm", n * g.laurel_rank + 2 * n * d, act, "sp"))
     if g.per_layer_input:
-        p = g.per_layer_input
-        terms.append(Term("per-layer input: gate input, gate, activation, product, projection and norm",
-                          2 * n * d + 3 * n * p + n * d, act, "sp"))
+        p, (what, normed) = g.per_layer_input, _norm_kept(a.qk_norm.norm, n, d)
+        terms.append(Term(f"per-layer input: gate input, activation (input, output), product; norm ({what})",
+                          n * d + 3 * n * p + normed, act, "sp"))
+    if g.layer_scalar:
+        terms.append(Term("layer scalar (a buffer the output's multiply keeps)", 1, act, ""))
     return terms
 
 
@@ -365,10 +378,11 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
     return attention(a, b, s, d, act, recompute, flash)
 
 
-def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
+def _mlp(m: MLP | MoE, n: int, d: int, act: int, norm: Norm | None = None) -> list[Term]:
+    """A dense MLP or a MoE block; `norm` is the block's (the form a MoE's own norms take)."""
     terms = [Term("MLP input (normed x)", n * d, act, "sp")]
     if isinstance(m, MoE):
-        return terms + _moe(m, n, d, act)
+        return terms + _moe(m, n, d, act) + _gemma4_moe(m, n, d, act, norm)
     if m.activation == "xielu":
         return terms + _xielu(n * m.d_ff, act)
     return terms + [_hidden("MLP hidden", m.gated, m.gate_clamp, n * m.d_ff, act)]
@@ -383,6 +397,22 @@ def _hidden(label: str, gated: bool, clamped: float | None, elements: int, act: 
     if clamped:
         return Term(f"{label} (gate and up, both clamped, SiLU, product)", 6 * elements, act, "tp")
     return Term(f"{label} (gate, SiLU, up, product)", 4 * elements, act, "tp")
+
+
+def _gemma4_moe(m: MoE, n: int, d: int, act: int, norm: Norm | None) -> list[Term]:
+    """Gemma-4's router norms its input without a scale (its input is the residual, kept already), scales
+    it (the product keeps the normed x, the router reads the scaled one) and each picked weight by its
+    expert's scale (both factors kept); its shared norms are the experts' input norm (reading the
+    residual too) and the two output norms."""
+    terms = []
+    rows = n * (1 + bool(norm and norm.pow_rsqrt))  # a weightless norm's per-row values, the input aside
+    if m.router_scale:
+        terms.append(Term("router: its norm, the normed and the scaled input, picked weights and their scales",
+                          rows + 2 * n * d + 2 * n * m.top_k, act, ""))
+    if m.shared_norms and norm is not None:
+        outputs = 2 * _norm_kept(norm, n, d)[1]
+        terms.append(Term("the experts' input norm and the two output norms", rows + n * d + outputs, act, "sp"))
+    return terms
 
 
 def _moe(m: MoE, n: int, d: int, act: int) -> list[Term]:
@@ -457,7 +487,7 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     if recompute == "op":
         return _op_sac(block, d, b, s, act)
     norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})")]
-    mlp = _mlp(block.mlp, n, d, act) if block.mlp is not None else []
+    mlp = _mlp(block.mlp, n, d, act, block.norm) if block.mlp is not None else []
     if block.parallel and len(block.norms) == 1:  # one norm feeds both: the MLP reads the attention's input
         mlp = mlp[1:]
     mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash)]  # a parallel group's each
@@ -474,6 +504,9 @@ def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, 
     if spec.embedding.positions == "learned":
         terms.append(Term("position ids (int64)", s, INT64, ""))
     rotary = {a.rope.rotary_dim for _, a in spec.attention_parts() if getattr(a, "rope", None)}
+    per_layer = {a.augment.per_layer_input for _, a in spec.attention_parts() if getattr(a, "augment", None)} - {None}
+    # Gemma-3n's and Gemma-4's per-layer inputs: one [B, T, L, p] tensor, every layer's product keeping a slice of it
+    terms += [Term("per-layer inputs (all layers' slices)", n * spec.n_layers * p, act, "sp") for p in per_layer]
     if recompute != "full":  # the tables are read inside the layers, so a checkpointed layer keeps none
         terms += [Term(f"rotary cos and sin ({width} wide)", 2 * s * width, act, "") for width in sorted(rotary)]
     head = _norm(spec.final_norm, n, d, act, "final norm") if spec.final_norm is not None else []
