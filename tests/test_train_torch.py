@@ -100,19 +100,23 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None
 
 
 @pytest.mark.parametrize("seq", [7, 12])
-def test_gemma4_layers_equal_what_transformers_holds(seq: int) -> None:
-    """Gemma-4's text layers (tiny, fp32, eager), measured as above: RMSNorms taking the rsqrt as a pow
-    (its input and output kept), V's weightless norm (on the global layer V is K's projection, so its
-    input is the K norm's), the per-layer input sublayer, the layer scalar, the MoE beside the dense MLP
-    with its router norm and scales and its three extra norms. The first layer also holds the per-layer
-    inputs, one [B, T, L, p] tensor every layer reads a slice of: activation_terms counts it outside."""
+@pytest.mark.parametrize("model_type", ["gemma3n_text", "gemma4_text"])
+def test_gemma_ple_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
+    """Gemma-3n's and Gemma-4's text layers (tiny, fp32, eager), measured as above: RMSNorms taking the
+    rsqrt as a pow (its input and output kept), V's weightless norm (on Gemma-4's global layer V is K's
+    projection, so its input is the K norm's), the per-layer input sublayer; Gemma-3n's AltUp (the
+    streams' whole storage read through views, both router passes, the coefficients, the innovation),
+    LAuReL and the gate's Gaussian top-k on its first layer; Gemma-4's layer scalar and the MoE beside
+    the dense MLP with its router norm and scales and its three extra norms. The first layer also holds
+    the per-layer inputs, one [B, T, L, p] tensor every layer reads a slice of: activation_terms counts
+    it outside the layers."""
     from saved_tensors import saved_per_layer
     from test_hybrids import _transformers_tiny
     from oracle import spec_of
     from tiny_models import VOCAB, tiny_config
 
-    config = tiny_config("gemma4_text")
-    spec, model = spec_of(config), _transformers_tiny("gemma4_text").train()
+    config = tiny_config(model_type)
+    spec, model = spec_of(config), _transformers_tiny(model_type).train()
     model.set_attn_implementation("eager")
     ids = torch.randint(0, VOCAB, (B, seq), generator=torch.Generator().manual_seed(0))
     measured = saved_per_layer(model, ids)

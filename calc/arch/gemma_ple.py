@@ -192,7 +192,9 @@ def _attention(cfg: Config, model_type: str, rms: dict[str, Any], kind: str, sha
         attn["window"] = cfg.int("sliding_window")
     augment = {"per_layer_input": cfg.int("hidden_size_per_layer_input") or None}
     if model_type == "gemma3n_text":
-        augment.update(laurel_rank=cfg.int("laurel_rank"), altup_inputs=cfg.int("altup_num_inputs"))
+        augment.update(laurel_rank=cfg.int("laurel_rank"), altup_inputs=cfg.int("altup_num_inputs"),
+                       altup_clip=cfg.float("altup_coef_clip", default=120.0) is not None,
+                       altup_scale_output=cfg.bool("altup_correct_scale", default=True))
     else:
         augment["layer_scalar"] = True  # Gemma4TextDecoderLayer's layer_scalar buffer
     if any(augment.values()):

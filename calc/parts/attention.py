@@ -226,7 +226,7 @@ class Attention(HeadWidths, Part):
             extras.append(f"Q, K, V clipped at ±{self.clip_qkv:g}")
         if self.softcap:
             extras.append(f"logits soft-capped at {self.softcap:g}")
-        extras += [self.augment.describe()] if self.augment else []
+        extras += [self.augment.describe()] if self.augment and self.augment.describe() else []  # not a bare layer scalar
         more = "; " + ", ".join(extras) if extras else ""
         return (f"{self.attention_kind} ({self.n_heads} query heads, {self.n_kv_heads} KV heads, "
                 f"head_dim {self.head_dim}{more})")

@@ -39,7 +39,7 @@ transformers' torch fallback keeps, which is more (docs/training.md says how muc
 attention, which has no kernel in transformers, keeps what its torch ops keep block by block.
 Measured with saved-tensor hooks on transformers' own tiny models (tests/test_train_torch.py,
 tests/test_zamba2.py, tests/test_deepseek_v4.py, fp32): Zamba2's shared blocks, whole layers of
-Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, GLM-4, ERNIE-4.5, Cohere-2, Apertus, the MoE models
+Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, Gemma-3n and Gemma-4 (text), GLM-4, ERNIE-4.5, Cohere-2, Apertus, the MoE models
 Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE and DeepSeek-V4 (hyper-connections, the sliding, CSA and
 HCA attentions and the MoE block), MiniMax (lightning and softmax layers), the softmax layers of
 Qwen3-Next and Qwen3.5, and the
@@ -57,6 +57,7 @@ from calc.analysis.train.loss import LOSSES, Loss
 from calc.errors import GptcalcError
 from calc.parts import (MLA, MLP, Attention, CompressedAttention, GatedDeltaNet, HyperConnections, KimiDeltaAttention,
                         LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv)
+from calc.parts.augment import Augment
 from calc.parts.shared import Shared
 from calc.spec.model import Block, ModelSpec
 
@@ -181,27 +182,40 @@ def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
 
 
 def _augment(a: Attention | MLA, n: int, d: int, act: int) -> list[Term]:
-    """Gemma-3n's AltUp (the n streams the prediction and the correction read, the router's input and
-    scores), LAuReL (its rank-r middle and its normed output) and the per-layer input sublayer (the
-    gate's input, its activation and the product, the projection's output). Not yet checked with
-    saved-tensor hooks: the torch reference does not build these."""
+    """Gemma-3n's AltUp and LAuReL and the per-layer input sublayer of Gemma-3n and Gemma-4, as
+    transformers' Gemma3nTextDecoderLayer and Gemma4TextDecoderLayer keep them; their norms take the
+    form of the Q norm (Gemma3nRMSNorm, Gemma4RMSNorm)."""
     g = getattr(a, "augment", None)
     if g is None:
         return []
-    terms = []
+    norm, terms = a.qk_norm.norm, []
     if g.altup_inputs:
-        k = g.altup_inputs
-        terms.append(Term("AltUp: the streams, predicted and corrected; the router's input and scores",
-                          2 * k * n * d + n * d + 2 * n * k, act, "sp"))
+        terms.append(_altup(g, norm, n, d, act))
     if g.laurel_rank:
-        terms.append(Term("LAuReL: the rank-r middle, the output and its norm", n * g.laurel_rank + 2 * n * d, act, "sp"))
+        what, normed = _norm_kept(norm, n, d)
+        terms.append(Term(f"LAuReL: the rank-r middle, its norm ({what})", n * g.laurel_rank + normed, act, "sp"))
     if g.per_layer_input:
-        p, (what, normed) = g.per_layer_input, _norm_kept(a.qk_norm.norm, n, d)
+        p, (what, normed) = g.per_layer_input, _norm_kept(norm, n, d)
         terms.append(Term(f"per-layer input: gate input, activation (input, output), product; norm ({what})",
                           n * d + 3 * n * p + normed, act, "sp"))
     if g.layer_scalar:
         terms.append(Term("layer scalar (a buffer the output's multiply keeps)", 1, act, ""))
     return terms
+
+
+def _altup(g: Augment, norm: Norm, n: int, d: int, act: int) -> Term:
+    """AltUp over k streams (Gemma3nTextAltUp): predicting, the router's norm reads the active stream
+    as a view of all k (their storage kept), its scaled output (the scale a buffer) and the router's
+    tanh, and the k × k coefficients per token; the layer's input norm reads the active prediction, a
+    view of all k predictions ((k − 1)·n·d beyond the norm's own n·d); correcting, the router again on
+    the layer's output, the coefficients (k per token, and the clamped k × k weight), the innovation
+    repeated k times, and the active stream's scaled copy."""
+    k = g.altup_inputs
+    router = 2 * _norm_kept(norm, n, d)[1] + 2 * n * d + 2 * n * k + 1  # two norms, their scaled outputs, tanh
+    predict = (k - 1) * n * d + n * k * k + (k - 1) * n * d
+    correct = k * n + (k * k if g.altup_clip else 0) + k * n * d + (n * d if g.altup_scale_output else 0)
+    return Term(f"AltUp over {k} streams: router norms and tanh, prediction and correction coefficients, the "
+                "streams and the innovation", router + predict + correct, act, "sp")
 
 
 def _mamba2(m: Mamba2, n: int, d: int, act: int) -> list[Term]:
@@ -385,7 +399,9 @@ def _mlp(m: MLP | MoE, n: int, d: int, act: int, norm: Norm | None = None) -> li
         return terms + _moe(m, n, d, act) + _gemma4_moe(m, n, d, act, norm)
     if m.activation == "xielu":
         return terms + _xielu(n * m.d_ff, act)
-    return terms + [_hidden("MLP hidden", m.gated, m.gate_clamp, n * m.d_ff, act)]
+    sparse = [Term("the gate's Gaussian top-k: the gate, its std and multiplier (the cut gate is SiLU's input)",
+                   n * m.d_ff + n + 1, act, "tp")] if m.sparsity else []  # Gemma3nTextMLP._gaussian_topk
+    return terms + [_hidden("MLP hidden", m.gated, m.gate_clamp, n * m.d_ff, act), *sparse]
 
 
 def _hidden(label: str, gated: bool, clamped: float | None, elements: int, act: int) -> Term:
