@@ -44,7 +44,8 @@ Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE and DeepSeek-V4 (hyper-connections,
 HCA attentions and the MoE block), MiniMax (lightning and softmax layers), the softmax layers of
 Qwen3-Next and Qwen3.5, and the
 recurrent layers of Nemotron-H, Bamba, Qwen3-Next, Qwen3.5, OLMo-Hybrid, Kimi-Linear and LFM2 with
-the kernels stood in by what they save (tests/kernel_saves.py). MLA is not measured.
+the kernels stood in by what they save (tests/kernel_saves.py); MLA in DeepSeek-V3, V3.2, GLM-5 and
+Kimi-Linear.
 """
 
 from __future__ import annotations
@@ -115,7 +116,9 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
     if isinstance(a, MLA):
         latents = [Term("Q latent: norm and up-projection input", 3 * n * a.q_lora_rank + n, act, "sp")] \
             if a.q_lora_rank else []
-        latents.append(Term("KV latent: norm and up-projection input", 3 * n * a.kv_lora_rank + n, act, "sp"))
+        # the KV norm reads a slice of kv_a's output, whose storage holds the rotary key beside the latent
+        latents.append(Term("KV latent: norm (its input kv_a's whole output) and up-projection input",
+                            3 * n * a.kv_lora_rank + n + n * a.qk_rope_head_dim, act, "sp"))
         inner = [*latents, Term("Q and K (every head)", 2 * n * h * a.qk_head_dim, act, "tp"),
                  Term("V and the heads' output (W_O's input)", 2 * n * h * a.v_head_dim, act, "tp")]
     else:
