@@ -73,7 +73,8 @@ def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, a
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen3", "olmo2", "olmo3", "exaone4", "gemma", "gemma2",
                                         "gemma3_text", "glm4", "ernie4_5", "cohere2", "apertus", "mixtral",
                                         "qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo", "afmoe", "minimax", "minimax_m1",
-                                        "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "glm4_moe", "hunyuan_v1_moe"])
+                                        "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "glm4_moe", "hunyuan_v1_moe",
+                                        "granitemoe"])
 def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
     """transformers' own tiny models (tests/tiny_models.py; fp32, eager, training mode), measured layer
     by layer with saved-tensor hooks (tests/saved_tensors.py): each layer's bytes equal layer_terms —
@@ -84,7 +85,8 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None
     and ERNIE-4.5's cos and sin re-laid in each layer (partial rotary: GLM-4's 4 of 8), Cohere-2's
     written-out LayerNorm feeding attention and the MLP in parallel, Apertus's xIELU (python form), and the
     MoE blocks of transformers' grouped_mm experts (router scores, top-k indices, the sort's int64
-    permutations and int32 offsets; Qwen2-MoE's gated shared expert; AFMoE's output-gated attention), and
+    permutations and int32 offsets; Qwen2-MoE's gated shared expert; GraniteMoE's softmax over the top-k
+    logits alone; AFMoE's output-gated attention), and
     MLA (DeepSeek-V3, V3.2 and GLM-5 with their indexer, which keeps nothing: its scores end in top-k
     indices), whose KV norm reads a slice of kv_a's output and so keeps its rotary key too, with their
     grouped sigmoid routers; MiniMax's lightning attention block by block (blocks of 4: two and three of them; MiniMax-M1's
@@ -151,8 +153,8 @@ def test_attention_layers_of_hybrids_equal_what_transformers_holds(model_type: s
 RECURRENT = ("mamba2", "gated_deltanet", "kda", "short_conv")
 
 
-@pytest.mark.parametrize("model_type", ["nemotron_h", "bamba", "qwen3_next", "qwen3_5_text", "olmo_hybrid", "kimi_linear",
-                                        "lfm2"])
+@pytest.mark.parametrize("model_type", ["nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "qwen3_5_text",
+                                        "olmo_hybrid", "kimi_linear", "lfm2"])
 def test_recurrent_layers_equal_what_the_gpu_kernels_keep(model_type: str) -> None:
     """The recurrent mixers as a GPU run keeps them: transformers' own tiny model with its fused kernels
     (mamba_ssm's combined Mamba2 Function, fla's chunked gated-delta and KDA rules, causal-conv1d) stood

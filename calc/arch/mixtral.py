@@ -64,7 +64,7 @@ UNBIASED = ("mixtral", "minimax_m2")  # attention without biases, whatever atten
 FULL_QK_NORM = ("olmoe", "flex_olmo", "minimax_m2")
 OUTPUT_NORMS = {"flex_olmo": ("attn_out", "mlp_out")}
 # How each router weighs its top_k experts (MixtralTopKRouter renormalises; OLMoE as norm_topk_prob says).
-ROUTING = {"mixtral": lambda cfg: {}, "granitemoe": lambda cfg: {},
+ROUTING = {"mixtral": lambda cfg: {}, "granitemoe": lambda cfg: {"topk_first": True},
            "phimoe": lambda cfg: {"scoring": "sparsemixer", "jitter_eps": cfg.float("router_jitter_noise", default=0.01)},
            "olmoe": lambda cfg: {"norm_topk": cfg.bool("norm_topk_prob", default=False)},
            "flex_olmo": lambda cfg: {"norm_topk": cfg.bool("norm_topk_prob")},

@@ -442,9 +442,11 @@ def _moe(m: MoE, n: int, d: int, act: int) -> list[Term]:
     output and the weights gathered for them; a shared expert, and the sigmoid gate on its output."""
     rows = n * m.top_k
     scores = 2 if m.scoring == "sqrtsoftplus" else 1  # sqrt(softplus(l)) keeps l and its output
-    terms = [Term(f"router: scores ({m.scoring})", scores * n * m.choices, act, ""),
+    renormalised = m.norm_topk and not m.topk_first  # a softmax over the picked logits needs no renormalising
+    terms = [Term("router: softmax over the top-k logits" if m.topk_first else f"router: scores ({m.scoring})",
+                  rows if m.topk_first else scores * n * m.choices, act, ""),
              Term("router: top-k indices (int64)", rows, INT64, ""),
-             *([Term("router: picked weights and their sum (renormalised)", rows + n, act, "")] if m.norm_topk else []),
+             *([Term("router: picked weights and their sum (renormalised)", rows + n, act, "")] if renormalised else []),
              Term("experts: sort permutation, its row indices and inverse (int64)", 3 * rows, INT64, ""),
              Term("experts: offsets (int32)", m.n_experts, 4, ""),
              Term("routed rows (experts' input)", rows * d, act, "sp"),
