@@ -73,8 +73,8 @@ def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, a
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen3", "olmo2", "olmo3", "exaone4", "gemma", "gemma2",
                                         "gemma3_text", "glm4", "ernie4_5", "cohere2", "apertus", "mixtral",
                                         "qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo", "afmoe", "minimax", "minimax_m1",
-                                        "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "glm4_moe", "hunyuan_v1_moe",
-                                        "granitemoe"])
+                                        "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "glm4_moe",
+                                        "hunyuan_v1_moe", "granitemoe"])
 def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
     """transformers' own tiny models (tests/tiny_models.py; fp32, eager, training mode), measured layer
     by layer with saved-tensor hooks (tests/saved_tensors.py): each layer's bytes equal layer_terms —
@@ -89,7 +89,7 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None
     logits alone; AFMoE's output-gated attention), and
     MLA (DeepSeek-V3, V3.2 and GLM-5 with their indexer, which keeps nothing: its scores end in top-k
     indices), whose KV norm reads a slice of kv_a's output and so keeps its rotary key too, with their
-    grouped sigmoid routers; MiniMax's lightning attention block by block (blocks of 4: two and three of them; MiniMax-M1's
+    grouped sigmoid routers, DeepSeek-V2's group-limited greedy one (its group mask kept); MiniMax's lightning attention block by block (blocks of 4: two and three of them; MiniMax-M1's
     default 256, whose decay buffers dominate at this size)."""
     from saved_tensors import saved_per_layer
     from test_hybrids import _transformers_tiny

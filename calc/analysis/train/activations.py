@@ -446,6 +446,9 @@ def _moe(m: MoE, n: int, d: int, act: int) -> list[Term]:
     terms = [Term("router: softmax over the top-k logits" if m.topk_first else f"router: scores ({m.scoring})",
                   rows if m.topk_first else scores * n * m.choices, act, ""),
              Term("router: top-k indices (int64)", rows, INT64, ""),
+             # DeepSeek-V2's group-limited greedy: masked_fill keeps the experts' mask of the groups kept
+             *([Term("router: the kept groups' mask (bool)", n * m.choices, 1, "")]
+               if m.n_group > 1 and m.scoring == "softmax" else []),
              *([Term("router: picked weights and their sum (renormalised)", rows + n, act, "")] if renormalised else []),
              Term("experts: sort permutation, its row indices and inverse (int64)", 3 * rows, INT64, ""),
              Term("experts: offsets (int32)", m.n_experts, 4, ""),
