@@ -74,7 +74,7 @@ def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, a
                                         "gemma3_text", "glm4", "ernie4_5", "cohere2", "apertus", "mixtral",
                                         "qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo", "afmoe", "minimax", "minimax_m1",
                                         "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "glm4_moe",
-                                        "hunyuan_v1_moe", "granitemoe"])
+                                        "hunyuan_v1_moe", "granitemoe", "ernie4_5_moe"])
 def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
     """transformers' own tiny models (tests/tiny_models.py; fp32, eager, training mode), measured layer
     by layer with saved-tensor hooks (tests/saved_tensors.py): each layer's bytes equal layer_terms —

@@ -47,7 +47,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
 def _moe(cfg: Config, bias: bool) -> dict[str, Any]:
     """Ernie4_5_MoeSparseMoeBlock: routed experts, the score bias, the shared experts (when there are any)."""
     moe = experts(cfg, ("moe_num_experts", "num_experts"), "moe_intermediate_size", ("moe_k", "num_experts_per_tok"),
-                  score_bias=True, score_bias_param=True)
+                  score_bias=True, score_bias_param=True, clamped_sum=True)
     n_shared = cfg.int("moe_num_shared_experts")
     if n_shared:
         shared = gated_mlp(cfg, "moe_intermediate_size", bias=bias)

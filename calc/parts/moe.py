@@ -66,6 +66,8 @@ class MoE(Part):
     # GraniteMoE's router takes the top-k logits first and softmaxes only those: the weights of softmax,
     # top-k and renormalisation, but backward keeps k scores per token rather than n_experts
     topk_first: bool = False
+    # ERNIE-4.5 renormalises by clamp(sum, min=ε): the clamp keeps the sum, one value more per token
+    clamped_sum: bool = False
     n_group: int = Field(default=1, gt=0)
     topk_group: int = Field(default=1, gt=0)
     group_score: Literal["max", "top2_sum"] = "max"

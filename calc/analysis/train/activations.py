@@ -449,7 +449,8 @@ def _moe(m: MoE, n: int, d: int, act: int) -> list[Term]:
              # DeepSeek-V2's group-limited greedy: masked_fill keeps the experts' mask of the groups kept
              *([Term("router: the kept groups' mask (bool)", n * m.choices, 1, "")]
                if m.n_group > 1 and m.scoring == "softmax" else []),
-             *([Term("router: picked weights and their sum (renormalised)", rows + n, act, "")] if renormalised else []),
+             *([Term("router: picked weights and their sum (renormalised)", rows + n * (1 + m.clamped_sum), act, "")]
+               if renormalised else []),
              Term("experts: sort permutation, its row indices and inverse (int64)", 3 * rows, INT64, ""),
              Term("experts: offsets (int32)", m.n_experts, 4, ""),
              Term("routed rows (experts' input)", rows * d, act, "sp"),
