@@ -4,7 +4,7 @@
 op's own output held as it is would keep its node alive in a cycle), and only those still alive when
 forward ends count: a graph branch that does not reach the loss (DeepSeek-V4's indexer, whose scores
 end in top-k indices) is freed with what it saved. Each distinct storage counts once, in the layer
-that saved it first; parameters, the model's rotary tables and what `skip` modules save are left out.
+that saved it first; parameters and the model's rotary tables are left out.
 """
 
 from __future__ import annotations
@@ -14,18 +14,18 @@ import weakref
 import torch
 
 
-def saved_per_layer(model, ids: torch.Tensor, skip: tuple[str, ...] = ()) -> list[int]:  # noqa: ANN001
+def saved_per_layer(model, ids: torch.Tensor) -> list[int]:  # noqa: ANN001
     """Bytes each of model.model.layers holds for backward after forward (the loss on `ids` itself)."""
     left_out = {p.untyped_storage().data_ptr() for p in model.parameters()}
     state: dict = {"at": [], "saved": []}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         held = t.detach()
-        if state["at"] and state["at"][-1] is not None and t.untyped_storage().data_ptr() not in left_out:
+        if state["at"] and t.untyped_storage().data_ptr() not in left_out:
             state["saved"].append((state["at"][-1], weakref.ref(held)))
         return held
 
-    def enter(index):  # noqa: ANN001, ANN202 - a layer's index, or None inside a skipped module
+    def enter(index: int):  # noqa: ANN202
         return lambda *_: state["at"].append(index)
 
     def leave(*_) -> None:  # returns None: a forward hook's value would replace the module's output
@@ -37,8 +37,7 @@ def saved_per_layer(model, ids: torch.Tensor, skip: tuple[str, ...] = ()) -> lis
     rotary = getattr(model.model, "rotary_emb", None)
     hooks = [rotary.register_forward_hook(tables)] if rotary is not None else []
     for index, layer in enumerate(model.model.layers):
-        for module, at in ((layer, index), *((getattr(layer, name), None) for name in skip)):
-            hooks += [module.register_forward_pre_hook(enter(at)), module.register_forward_hook(leave)]
+        hooks += [layer.register_forward_pre_hook(enter(index)), layer.register_forward_hook(leave)]
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         loss = model(ids, labels=ids).loss
     kept, seen = [0] * len(model.model.layers), set()

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from calc.analysis.count import count
 from calc.analysis.memory.kv import kv_cache
-from calc.analysis.train.activations import _mlp, layer_terms
+from calc.analysis.train.activations import layer_terms
 from calc.cli import main
 from calc.spec.load import load_spec
 from oracle import spec_of, transformers_count
@@ -164,10 +164,11 @@ def test_hub_layout_with_fp8_and_fp4(tmp_path: Path) -> None:
 @pytest.mark.parametrize("seq", [30, 32])
 def test_layer_activations_equal_what_autograd_saves(seq: int) -> None:
     """saved_tensors_hooks over transformers' own tiny DeepSeek-V4 in fp32 (eager attention, training
-    mode): what each layer saves outside its MoE block — both hyper-connection mixes with their
-    write-backs, both norms, the sliding, CSA (with its indexer) or HCA attention — equals layer_terms
-    without the MLP's terms, at a length that fills every compressor window (32) and one that leaves
-    a partial window waiting (30). The MoE block's terms are not checked here."""
+    mode): what each layer saves — both hyper-connection mixes with their write-backs, both norms, the
+    sliding, CSA (with its indexer) or HCA attention, and the MoE block (sqrt-softplus scores, hash or
+    top-k routing, the grouped experts' int64 permutations, gate and up clamped before SiLU, the clamped
+    shared expert) — equals layer_terms, at a length that fills every compressor window (32) and one
+    that leaves a partial window waiting (30)."""
     torch = pytest.importorskip("torch")
     from saved_tensors import saved_per_layer
 
@@ -175,11 +176,9 @@ def test_layer_activations_equal_what_autograd_saves(seq: int) -> None:
     model.set_attn_implementation("eager")
     model.train()
     ids = torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(0))
-    measured = saved_per_layer(model, ids, skip=("mlp",))
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
-    expected = [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, BATCH, seq, 4, "none"))
-                - sum(t.bytes(1, False) for t in _mlp(block.mlp, BATCH * seq, spec.d_model, 4)) for block in blocks]
-    assert measured == expected
+    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, BATCH, seq, 4,
+                                                                                        "none")) for block in blocks]
 
 
 def _counted(run) -> int:  # noqa: ANN001 - a callable

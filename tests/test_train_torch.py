@@ -26,6 +26,7 @@ from calc.analysis.train.params import held
 from calc.analysis.train.loss import LITGPT_CHUNK, LOSSES
 from calc.analysis.train.precision import PRECISIONS
 from calc.analysis.train.states import Tensor, optimizer_bytes
+from calc.parts import Attention
 from calc.spec.flat import flat_view
 from tiny_specs import TINY, tiny_spec
 from live_memory import Live
@@ -70,14 +71,26 @@ def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, a
 
 @pytest.mark.parametrize("seq", [7, 12])
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen3", "olmo2", "olmo3", "exaone4", "gemma", "gemma2",
-                                        "gemma3_text", "lfm2"])
+                                        "gemma3_text", "glm4", "ernie4_5", "cohere2", "apertus", "mixtral",
+                                        "qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo", "afmoe", "minimax", "minimax_m1",
+                                        "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "glm4_moe",
+                                        "hunyuan_v1_moe", "granitemoe", "ernie4_5_moe"])
 def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
     """transformers' own tiny models (tests/tiny_models.py; fp32, eager, training mode), measured layer
     by layer with saved-tensor hooks (tests/saved_tensors.py): each layer's bytes equal layer_terms —
     Q and K norms per head (Qwen3, OLMo-3, EXAONE-4, LFM2) or over the full width (OLMo-2), sliding
     layers' P over every key (Mistral, OLMo-3, EXAONE-4: their window of 5 is a mask in
     eager_attention_forward), Gemma's norm scale 1 + w made at each call, Gemma-2's soft-capped logits
-    (tanh keeps its output), LFM2's short conv with its output at the padded length s + kernel − 1."""
+    (tanh keeps its output), GLM-4's
+    and ERNIE-4.5's cos and sin re-laid in each layer (partial rotary: GLM-4's 4 of 8), Cohere-2's
+    written-out LayerNorm feeding attention and the MLP in parallel, Apertus's xIELU (python form), and the
+    MoE blocks of transformers' grouped_mm experts (router scores, top-k indices, the sort's int64
+    permutations and int32 offsets; Qwen2-MoE's gated shared expert; GraniteMoE's softmax over the top-k
+    logits alone; AFMoE's output-gated attention), and
+    MLA (DeepSeek-V3, V3.2 and GLM-5 with their indexer, which keeps nothing: its scores end in top-k
+    indices), whose KV norm reads a slice of kv_a's output and so keeps its rotary key too, with their
+    grouped sigmoid routers, DeepSeek-V2's group-limited greedy one (its group mask kept); MiniMax's lightning attention block by block (blocks of 4: two and three of them; MiniMax-M1's
+    default 256, whose decay buffers dominate at this size)."""
     from saved_tensors import saved_per_layer
     from test_hybrids import _transformers_tiny
     from oracle import spec_of
@@ -89,6 +102,84 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
     assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, seq, FP32,
                                                                                         "none")) for block in blocks]
+
+
+@pytest.mark.parametrize("seq", [7, 12])
+@pytest.mark.parametrize("model_type", ["gemma3n_text", "gemma4_text"])
+def test_gemma_ple_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
+    """Gemma-3n's and Gemma-4's text layers (tiny, fp32, eager), measured as above: RMSNorms taking the
+    rsqrt as a pow (its input and output kept), V's weightless norm (on Gemma-4's global layer V is K's
+    projection, so its input is the K norm's), the per-layer input sublayer; Gemma-3n's AltUp (the
+    streams' whole storage read through views, both router passes, the coefficients, the innovation),
+    LAuReL and the gate's Gaussian top-k on its first layer; Gemma-4's layer scalar and the MoE beside
+    the dense MLP with its router norm and scales and its three extra norms. The first layer also holds
+    the per-layer inputs, one [B, T, L, p] tensor every layer reads a slice of: activation_terms counts
+    it outside the layers."""
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    config = tiny_config(model_type)
+    spec, model = spec_of(config), _transformers_tiny(model_type).train()
+    model.set_attn_implementation("eager")
+    ids = torch.randint(0, VOCAB, (B, seq), generator=torch.Generator().manual_seed(0))
+    measured = saved_per_layer(model, ids)
+    measured[0] -= B * seq * config["num_hidden_layers"] * config["hidden_size_per_layer_input"] * FP32
+    assert measured == [sum(t.bytes(1, False) for t in layer_terms(spec.blocks[spec.block_at(layer)], spec.d_model, B, seq,
+                                                                   FP32, "none")) for layer in range(spec.n_layers)]
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_next", "qwen3_5_text"])
+def test_attention_layers_of_hybrids_equal_what_transformers_holds(model_type: str) -> None:
+    """The softmax-attention layers of the hybrids, measured as above: Qwen3-Next's and Qwen3.5's gated
+    attention (the gate inside q_proj, so the Q norm's input is the whole projection; sigmoid's output
+    and the gated heads' output; partial rotary, 2 of 8). Their DeltaNet layers are checked below."""
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    spec, model = spec_of(tiny_config(model_type)), _transformers_tiny(model_type).train()
+    model.set_attn_implementation("eager")
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    measured = saved_per_layer(model, ids)
+    attention = [i for i, block in enumerate(blocks) if isinstance(block.attention, Attention)]
+    assert attention and [measured[i] for i in attention] == [
+        sum(t.bytes(1, False) for t in layer_terms(blocks[i], spec.d_model, B, T, FP32, "none")) for i in attention]
+
+
+RECURRENT = ("mamba2", "gated_deltanet", "kda", "short_conv")
+
+
+@pytest.mark.parametrize("model_type", ["nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "qwen3_5_text",
+                                        "olmo_hybrid", "kimi_linear", "lfm2"])
+def test_recurrent_layers_equal_what_the_gpu_kernels_keep(model_type: str) -> None:
+    """The recurrent mixers as a GPU run keeps them: transformers' own tiny model with its fused kernels
+    (mamba_ssm's combined Mamba2 Function, fla's chunked gated-delta and KDA rules, causal-conv1d) stood
+    in by what each saves (tests/kernel_saves.py), so the torch ops around them are measured for real;
+    each recurrent layer's bytes equal layer_terms. transformers' CPU fallback keeps more: for LFM2's
+    short conv exactly the padded tail of F.conv1d's output, B·d·(kernel − 1) per layer."""
+    from kernel_saves import gpu_kernels
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    spec, model = spec_of(tiny_config(model_type)), _transformers_tiny(model_type).train()
+    model.config.use_cache = False  # a training step keeps no cache (Mamba2's fused path needs none)
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    recurrent = [i for i, block in enumerate(blocks) if block.attention is not None and block.attention.kind in RECURRENT]
+    with gpu_kernels(model):
+        kept = saved_per_layer(model, ids)
+    assert recurrent and [kept[i] for i in recurrent] == [
+        sum(t.bytes(1, False) for t in layer_terms(blocks[i], spec.d_model, B, T, FP32, "none")) for i in recurrent]
+    if model_type == "lfm2":
+        cpu = saved_per_layer(model, ids)
+        assert [cpu[i] - kept[i] for i in recurrent] == [B * spec.d_model * (blocks[i].attention.kernel - 1) * FP32
+                                                         for i in recurrent]
 
 
 @pytest.mark.parametrize("name", [n for n in TINY if n.startswith("llama") and "bias" not in n])

@@ -38,7 +38,7 @@ BLOCK_NAMES = {"sliding_attention": "sliding", "full_attention": "full"}
 def spec_dict(cfg: Config) -> dict[str, Any]:
     model_type = cfg.raw("model_type")
     cfg = with_defaults(cfg, DEFAULTS[model_type])
-    ln = norm("layernorm", cfg.float("layer_norm_eps"), bias=False)
+    ln = norm("layernorm", cfg.float("layer_norm_eps"), bias=False, written_out=True)  # CohereLayerNorm
     head = {"tied": cfg.bool("tie_word_embeddings"), "logit_scale": cfg.float("logit_scale")}
     if model_type == "cohere":
         return uniform(cfg, model_type, _block(cfg, ln, _cohere_attention(cfg, ln)), ln, head["tied"], head=head)

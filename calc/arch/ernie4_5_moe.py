@@ -35,7 +35,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(cfg, DEFAULTS)
     rms, bias = norm("rmsnorm", cfg.float("rms_norm_eps")), cfg.bool("use_bias")
     attn = attention(cfg, q_bias=bias, k_bias=bias, v_bias=bias, o_bias=bias)
-    attn["rope"]["interleaved"] = True
+    attn["rope"].update(interleaved=True, tables_per_call=True)  # apply_rotary_pos_emb's repeat_interleave
     mlps = {"dense": gated_mlp(cfg, bias=bias), "moe": _moe(cfg, bias)}
     kinds = ["moe" if moe else "dense" for moe in _moe_layers(cfg)]
     blocks = {kind: {"attention": attn, "mlp": mlps[kind], "norm": rms} for kind in dict.fromkeys(kinds)}
@@ -47,7 +47,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
 def _moe(cfg: Config, bias: bool) -> dict[str, Any]:
     """Ernie4_5_MoeSparseMoeBlock: routed experts, the score bias, the shared experts (when there are any)."""
     moe = experts(cfg, ("moe_num_experts", "num_experts"), "moe_intermediate_size", ("moe_k", "num_experts_per_tok"),
-                  score_bias=True, score_bias_param=True)
+                  score_bias=True, score_bias_param=True, clamped_sum=True)
     n_shared = cfg.int("moe_num_shared_experts")
     if n_shared:
         shared = gated_mlp(cfg, "moe_intermediate_size", bias=bias)

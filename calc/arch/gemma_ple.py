@@ -62,7 +62,7 @@ SHORT = {"sliding_attention": "local", "full_attention": "global"}
 def spec_dict(cfg: Config) -> dict[str, Any]:
     model_type = cfg.raw("model_type")
     cfg = with_defaults(cfg, DEFAULTS[model_type])
-    rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
+    rms = norm("rmsnorm", cfg.float("rms_norm_eps"), pow_rsqrt=True)  # x · pow(mean(x²) + ε, −0.5)
     n_layers = cfg.int(*KEYS["n_layers"])
     kinds, shared = _kinds(cfg, model_type), _shared_layers(cfg, n_layers)
     widths, sparse = _mlp_widths(cfg, n_layers, model_type, shared), _sparsity(cfg, n_layers, model_type)
@@ -192,7 +192,11 @@ def _attention(cfg: Config, model_type: str, rms: dict[str, Any], kind: str, sha
         attn["window"] = cfg.int("sliding_window")
     augment = {"per_layer_input": cfg.int("hidden_size_per_layer_input") or None}
     if model_type == "gemma3n_text":
-        augment.update(laurel_rank=cfg.int("laurel_rank"), altup_inputs=cfg.int("altup_num_inputs"))
+        augment.update(laurel_rank=cfg.int("laurel_rank"), altup_inputs=cfg.int("altup_num_inputs"),
+                       altup_clip=cfg.float("altup_coef_clip", default=120.0) is not None,
+                       altup_scale_output=cfg.bool("altup_correct_scale", default=True))
+    else:
+        augment["layer_scalar"] = True  # Gemma4TextDecoderLayer's layer_scalar buffer
     if any(augment.values()):
         attn["augment"] = augment
     return attn

@@ -79,7 +79,7 @@ def _seed_oss(cfg: Config, block: dict[str, Any]) -> dict[str, Any]:
 def _ernie4_5(cfg: Config, block: dict[str, Any]) -> dict[str, Any]:
     bias = cfg.bool("use_bias")
     attn = {**block["attention"], "q_bias": bias, "k_bias": bias, "v_bias": bias, "o_bias": bias}
-    attn["rope"] = {**attn["rope"], "interleaved": True}
+    attn["rope"] = {**attn["rope"], "interleaved": True, "tables_per_call": True}  # repeat_interleave per call
     return {**block, "attention": attn, "mlp": gated_mlp(cfg, bias=bias)}
 
 

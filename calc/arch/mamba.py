@@ -200,4 +200,5 @@ def _granite_mlp(cfg: Config) -> dict[str, Any]:
     shared = gated_mlp(cfg, "shared_intermediate_size", bias=False, fused_gate_up=True)
     if cfg.int("num_local_experts") == 0:
         return shared
-    return experts(cfg, ("num_local_experts",), "intermediate_size", fused_gate_up=True, shared=shared, n_shared=1)
+    return experts(cfg, ("num_local_experts",), "intermediate_size", fused_gate_up=True, shared=shared, n_shared=1,
+                   topk_first=True)  # GraniteMoeHybridTopKGating: top-k logits, then their softmax

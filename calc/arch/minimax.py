@@ -53,7 +53,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
         raise cfg.error("layer_types", f"unknown layer type {unknown[0]!r} (expected {', '.join(KINDS)})")
     heads = cfg.int(*KEYS["n_heads"])
     head_dim = cfg.int("head_dim", default=None) or cfg.int(*KEYS["d_model"]) // heads
-    parts = {"linear_attention": {"kind": "lightning", "n_heads": heads, "head_dim": head_dim},
+    parts = {"linear_attention": {"kind": "lightning", "n_heads": heads, "head_dim": head_dim,
+                                  "block": cfg.int("block_size", default=256)},
              "full_attention": attention(cfg, head_dim=head_dim, window=cfg.int("sliding_window", default=None),
                                          q_bias=False, k_bias=False, v_bias=False, o_bias=False)}
     moe = experts(cfg, ("num_local_experts", "num_experts"), "intermediate_size")

@@ -83,7 +83,8 @@ def _block(cfg: Config, rms: dict[str, Any], mixer: str, mlp: str) -> dict[str, 
 
 def _attention(cfg: Config, rms: dict[str, Any]) -> dict[str, Any]:
     """Qwen3's attention with the output gate q_proj also emits (its bias, if any, covers the gate too)."""
-    return attention(cfg, output_gate=True, gate_bias=cfg.bool("attention_bias"), qk_norm={"norm": rms, "scope": "head"})
+    return attention(cfg, output_gate=True, gate_in_q=True, gate_bias=cfg.bool("attention_bias"),
+                     qk_norm={"norm": rms, "scope": "head"})
 
 
 def _deltanet(cfg: Config) -> dict[str, Any]:

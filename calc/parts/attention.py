@@ -87,6 +87,10 @@ class Rope(Part):
     # on all three, so weights and text outputs are a plain rope's; engines size their tables for it apart.
     sections: tuple[int, ...] = Field(default=(), strict=False)  # (): one position index, a plain rope
 
+    # the rotation re-lays cos and sin at each call (GLM's and ERNIE's apply_rotary_pos_emb repeat_interleave
+    # them): every layer then holds its own copy of both for backward, not the model's shared tables
+    tables_per_call: bool = False
+
     @model_validator(mode="after")
     def _sections(self) -> "Rope":
         if self.sections and (min(self.sections) <= 0 or 2 * sum(self.sections) != self.rotary_dim):
@@ -137,6 +141,9 @@ class Attention(HeadWidths, Part):
     # Qwen3-Next and Qwen3.5 store W_G inside q_proj, each head's queries then its gate: a layout matter)
     gate_activation: Literal["sigmoid", "softplus"] = "sigmoid"  # Laguna: softplus
     gate_scope: Literal["element", "head"] = "element"  # Laguna: one gate per head, W_G d -> h
+    # W_G's rows inside q_proj (Qwen3-Next, Qwen3.5): no count changes, but the queries are then a view of
+    # q_proj's output, gate and all, and a Q norm reading them keeps that whole storage for backward
+    gate_in_q: bool = False
     v_norm: bool = False  # values RMS-normed per head, without a scale (Gemma-3n, Gemma-4): no parameter
     kv_shared: bool = False  # K and V are an earlier layer's (Gemma-3n, Gemma-4): no W_K, W_V, K-norm, cache
     k_eq_v: bool = False  # values are the keys' projection (Gemma-4's global layers): no W_V
@@ -231,7 +238,7 @@ class Attention(HeadWidths, Part):
             extras.append(f"Q, K, V clipped at ±{self.clip_qkv:g}")
         if self.softcap:
             extras.append(f"logits soft-capped at {self.softcap:g}")
-        extras += [self.augment.describe()] if self.augment else []
+        extras += [self.augment.describe()] if self.augment and self.augment.describe() else []  # not a bare layer scalar
         more = "; " + ", ".join(extras) if extras else ""
         return (f"{self.attention_kind} ({self.n_heads} query heads, {self.n_kv_heads} KV heads, "
                 f"head_dim {self.head_dim}{more})")

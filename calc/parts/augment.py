@@ -27,6 +27,11 @@ class Augment(Part):
     laurel_rank: int | None = Field(default=None, gt=0)
     altup_inputs: int | None = Field(default=None, gt=0)  # AltUp's n copies of the residual stream
     per_layer_input: int | None = Field(default=None, gt=0)  # the per-layer embedding's width per layer
+    layer_scalar: bool = False  # Gemma-4: the layer's output times a one-element buffer (no parameter)
+    # AltUp's training-time details, which change what backward keeps, not the counts: its correction
+    # coefficients clamped to ±altup_coef_clip (a k x k copy), and the corrected stream scaled (altup_correct_scale)
+    altup_clip: bool = False
+    altup_scale_output: bool = False
 
     def params(self, d_model: int) -> dict[str, int]:
         d, r, n, p = d_model, self.laurel_rank or 0, self.altup_inputs or 0, self.per_layer_input or 0

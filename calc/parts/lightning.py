@@ -27,6 +27,7 @@ class LightningAttention(Part):
     n_heads: int = Field(gt=0)
     head_dim: int = Field(gt=0)
     state_dtype: StateDtype = "model"  # transformers keeps it in the values' dtype
+    block: int = Field(default=256, gt=0)  # block_size: the recurrence runs block by block, exact inside each
 
     @property
     def width(self) -> int:

@@ -63,6 +63,11 @@ class MoE(Part):
     # Phi-3.5-MoE's sparsemixer (top-2) picks each expert among those within 2·jitter_eps of the best.
     scoring: Literal["softmax", "sigmoid", "sparsemixer", "sqrtsoftplus"] = "softmax"
     norm_topk: bool = True
+    # GraniteMoE's router takes the top-k logits first and softmaxes only those: the weights of softmax,
+    # top-k and renormalisation, but backward keeps k scores per token rather than n_experts
+    topk_first: bool = False
+    # ERNIE-4.5 renormalises by clamp(sum, min=ε): the clamp keeps the sum, one value more per token
+    clamped_sum: bool = False
     n_group: int = Field(default=1, gt=0)
     topk_group: int = Field(default=1, gt=0)
     group_score: Literal["max", "top2_sum"] = "max"

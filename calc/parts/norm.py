@@ -20,6 +20,12 @@ class Norm(Part):
     bias: bool  # filled before validation: a LayerNorm has one unless told otherwise
     eps: float = Field(default=1e-5, gt=0, strict=False)
     unit_offset: bool = False  # Gemma: the stored scale w is applied as (1 + w)
+    # a LayerNorm written out in torch ops, (x − mean)·rsqrt(var + ε)·w (CohereLayerNorm), rather than
+    # F.layer_norm: it changes what autograd keeps for backward, not the arithmetic
+    written_out: bool = False
+    # an RMSNorm's rsqrt taken as pow(mean(x²) + ε, −0.5) (Gemma3nRMSNorm, Gemma4RMSNorm): pow keeps both
+    # its input and its output, one value more per row than rsqrt
+    pow_rsqrt: bool = False
 
     @model_validator(mode="before")
     @classmethod

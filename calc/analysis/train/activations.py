@@ -33,13 +33,19 @@ recomputes the layer in backward.
 
 Tensor parallelism over t GPUs splits the heads and d_ff, so every term h- or d_ff-wide (and P) is ÷ t;
 the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷ t only with sequence
-parallelism. MoE layers and MLA follow the same rules but are not measured by the torch test, nor
-are the recurrent mixers (Mamba2, gated DeltaNet, KDA, lightning): their terms list what the ops
-around each recurrence keep, read off transformers' torch paths. Zamba2's shared blocks are: each
-application's terms equal what autograd saves in transformers' own model (tests/test_zamba2.py), and
-so do whole layers of Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3 and LFM2 (tests/test_train_torch.py) and
-DeepSeek-V4's layers but for their MoE block: hyper-connections, norms and the sliding, CSA and
-HCA attentions (tests/test_deepseek_v4.py, fp32).
+parallelism. The recurrent mixers (Mamba2, gated DeltaNet, KDA, short conv) keep what the fused
+kernels a GPU run calls keep (mamba_ssm, fla, causal-conv1d; each term cites its kernel), not what
+transformers' torch fallback keeps, which is more (docs/training.md says how much); lightning
+attention, which has no kernel in transformers, keeps what its torch ops keep block by block.
+Measured with saved-tensor hooks on transformers' own tiny models (tests/test_train_torch.py,
+tests/test_zamba2.py, tests/test_deepseek_v4.py, fp32): Zamba2's shared blocks, whole layers of
+Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, Gemma-3n and Gemma-4 (text), GLM-4, ERNIE-4.5, Cohere-2, Apertus, the MoE models
+Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE and DeepSeek-V4 (hyper-connections, the sliding, CSA and
+HCA attentions and the MoE block), MiniMax (lightning and softmax layers), the softmax layers of
+Qwen3-Next and Qwen3.5, and the
+recurrent layers of Nemotron-H, Bamba, Qwen3-Next, Qwen3.5, OLMo-Hybrid, Kimi-Linear and LFM2 with
+the kernels stood in by what they save (tests/kernel_saves.py); MLA in DeepSeek-V3, V3.2, GLM-5 and
+Kimi-Linear.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from calc.analysis.train.loss import LOSSES, Loss
 from calc.errors import GptcalcError
 from calc.parts import (MLA, MLP, Attention, CompressedAttention, GatedDeltaNet, HyperConnections, KimiDeltaAttention,
                         LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv)
+from calc.parts.augment import Augment
 from calc.parts.shared import Shared
 from calc.spec.model import Block, ModelSpec
 
@@ -76,11 +83,27 @@ class Term:
         return -(-self.elements // divide) * self.bytes_per
 
 
+def _norm_kept(norm: Norm, rows: int, width: int) -> tuple[str, int]:
+    """What a norm over `rows` rows of `width` keeps: F.layer_norm its input and each row's mean and
+    rstd; a LayerNorm written out (CohereLayerNorm) x − mean twice (the variance's and the product's
+    own subtraction), the rsqrt and the normed x; an RMSNorm its input, the rsqrt and the normed x."""
+    if norm.kind == "rmsnorm":
+        return _rms_kept(rows, width, norm.pow_rsqrt, norm.weight)
+    if norm.written_out:
+        return "x − mean (twice), rsqrt, normed", 3 * rows * width + rows
+    return "input, mean, rstd", rows * width + 2 * rows
+
+
+def _rms_kept(rows: int, width: int, pow_rsqrt: bool, scaled: bool) -> tuple[str, int]:
+    """An RMSNorm keeps its input and the per-row rsqrt (taken as a pow: its input and output), and the
+    normed x where a scale multiplies it (a weightless norm's output is kept by whatever reads it)."""
+    what = "input, " + ("mean square and its pow" if pow_rsqrt else "rsqrt") + (", normed" if scaled else "")
+    return what, rows * width + rows * (1 + pow_rsqrt) + rows * width * scaled
+
+
 def _norm(norm: Norm, n: int, width: int, act: int, label: str) -> list[Term]:
-    if norm.kind == "layernorm":
-        return [Term(f"{label}: input, mean, rstd", n * width + 2 * n, act, "sp")]
-    return [Term(f"{label}: input, rsqrt, normed", 2 * n * width + n, act, "sp"),
-            *_unit_offset(norm, width, act, label)]
+    what, kept = _norm_kept(norm, n, width)
+    return [Term(f"{label}: {what}", kept, act, "sp"), *_unit_offset(norm, width, act, label)]
 
 
 def _unit_offset(norm: Norm, width: int, act: int, label: str) -> list[Term]:
@@ -93,7 +116,9 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
     if isinstance(a, MLA):
         latents = [Term("Q latent: norm and up-projection input", 3 * n * a.q_lora_rank + n, act, "sp")] \
             if a.q_lora_rank else []
-        latents.append(Term("KV latent: norm and up-projection input", 3 * n * a.kv_lora_rank + n, act, "sp"))
+        # the KV norm reads a slice of kv_a's output, whose storage holds the rotary key beside the latent
+        latents.append(Term("KV latent: norm (its input kv_a's whole output) and up-projection input",
+                            3 * n * a.kv_lora_rank + n + n * a.qk_rope_head_dim, act, "sp"))
         inner = [*latents, Term("Q and K (every head)", 2 * n * h * a.qk_head_dim, act, "tp"),
                  Term("V and the heads' output (W_O's input)", 2 * n * h * a.v_head_dim, act, "tp")]
     else:
@@ -114,7 +139,29 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
     return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *_qk_norm(a, n, act), *core,
-            *_augment(a, n, d, act)]
+            *_tables(a, s, act), *_output_gate(a, n, act), *_augment(a, n, d, act)]
+
+
+def _output_gate(a: Attention | MLA, n: int, act: int) -> list[Term]:
+    """An output gate (Qwen3-Next, AFMoE, Laguna): the heads' output times act(x·W_G) keeps both factors,
+    the gate as its activation keeps it (sigmoid its output; softplus its input, the product its
+    output), and the product is W_O's input; with W_G inside q_proj the Q norm's input is a view of the
+    whole projection, so its storage holds the gate's n·width too."""
+    if not getattr(a, "output_gate", False):
+        return []
+    width, softplus = a.gate_width, a.gate_activation == "softplus"
+    shared = n * width if a.gate_in_q and a.qk_norm is not None else 0
+    return [Term(f"output gate: {a.gate_activation}{' (input and output)' if softplus else ''}, the gated heads' output"
+                 f"{' and the gate in q_proj' if shared else ''}", (2 if softplus else 1) * n * width + n * a.o_dim
+                 + shared, act, "tp")]
+
+
+def _tables(a: Attention | MLA, s: int, act: int) -> list[Term]:
+    """A rotation that re-lays cos and sin at each call (GLM's and ERNIE's repeat_interleave) keeps its
+    own copy of both in every layer; the model's shared tables are counted once, outside the layers."""
+    rope = getattr(a, "rope", None)
+    return [Term("rotary cos and sin, re-laid at this layer's call", 2 * s * rope.rotary_dim, act, "")] \
+        if rope is not None and rope.tables_per_call else []
 
 
 def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
@@ -125,46 +172,68 @@ def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
         return []
     widths = [(a.n_heads, a.q_dim)] + ([] if a.kv_shared else [(a.n_kv_heads, a.kv_dim)])
     terms = []
+    if getattr(a, "v_norm", False) and not a.kv_shared:  # Gemma-3n's and Gemma-4's weightless norm of V per head
+        what, kept = _rms_kept(n * a.n_kv_heads, a.value_head_dim, qk.norm.pow_rsqrt, False)
+        shared = n * a.v_dim if a.k_eq_v else 0  # V is K's projection: its input is the K norm's, kept once
+        terms.append(Term(f"V norm: {what}{' (its input is the K norm input)' if shared else ''}", kept - shared, act, "tp"))
     for which, (heads, width) in zip("QK", widths):
         rows = n * heads if qk.scope == "head" else n
-        kept = n * width + 2 * rows if qk.norm.kind == "layernorm" else 2 * n * width + rows
-        terms.append(Term(f"{which} norm: input, {'mean, rstd' if qk.norm.kind == 'layernorm' else 'rsqrt, normed'}",
-                          kept, act, "tp"))
+        what, kept = _norm_kept(qk.norm, rows, width * n // rows)
+        terms.append(Term(f"{which} norm: {what}", kept, act, "tp"))
         terms += _unit_offset(qk.norm, a.head_dim if qk.scope == "head" else width, act, f"{which} norm")
     return terms
 
 
 def _augment(a: Attention | MLA, n: int, d: int, act: int) -> list[Term]:
-    """Gemma-3n's AltUp (the n streams the prediction and the correction read, the router's input and
-    scores), LAuReL (its rank-r middle and its normed output) and the per-layer input sublayer (the
-    gate's input, its activation and the product, the projection's output). Not yet checked with
-    saved-tensor hooks: the torch reference does not build these."""
+    """Gemma-3n's AltUp and LAuReL and the per-layer input sublayer of Gemma-3n and Gemma-4, as
+    transformers' Gemma3nTextDecoderLayer and Gemma4TextDecoderLayer keep them; their norms take the
+    form of the Q norm (Gemma3nRMSNorm, Gemma4RMSNorm)."""
     g = getattr(a, "augment", None)
     if g is None:
         return []
-    terms = []
+    norm, terms = a.qk_norm.norm, []
     if g.altup_inputs:
-        k = g.altup_inputs
-        terms.append(Term("AltUp: the streams, predicted and corrected; the router's input and scores",
-                          2 * k * n * d + n * d + 2 * n * k, act, "sp"))
+        terms.append(_altup(g, norm, n, d, act))
     if g.laurel_rank:
-        terms.append(Term("LAuReL: the rank-r middle, the output and its norm", n * g.laurel_rank + 2 * n * d, act, "sp"))
+        what, normed = _norm_kept(norm, n, d)
+        terms.append(Term(f"LAuReL: the rank-r middle, its norm ({what})", n * g.laurel_rank + normed, act, "sp"))
     if g.per_layer_input:
-        p = g.per_layer_input
-        terms.append(Term("per-layer input: gate input, gate, activation, product, projection and norm",
-                          2 * n * d + 3 * n * p + n * d, act, "sp"))
+        p, (what, normed) = g.per_layer_input, _norm_kept(norm, n, d)
+        terms.append(Term(f"per-layer input: gate input, activation (input, output), product; norm ({what})",
+                          n * d + 3 * n * p + normed, act, "sp"))
+    if g.layer_scalar:
+        terms.append(Term("layer scalar (a buffer the output's multiply keeps)", 1, act, ""))
     return terms
 
 
+def _altup(g: Augment, norm: Norm, n: int, d: int, act: int) -> Term:
+    """AltUp over k streams (Gemma3nTextAltUp): predicting, the router's norm reads the active stream
+    as a view of all k (their storage kept), its scaled output (the scale a buffer) and the router's
+    tanh, and the k × k coefficients per token; the layer's input norm reads the active prediction, a
+    view of all k predictions ((k − 1)·n·d beyond the norm's own n·d); correcting, the router again on
+    the layer's output, the coefficients (k per token, and the clamped k × k weight), the innovation
+    repeated k times, and the active stream's scaled copy."""
+    k = g.altup_inputs
+    router = 2 * _norm_kept(norm, n, d)[1] + 2 * n * d + 2 * n * k + 1  # two norms, their scaled outputs, tanh
+    predict = (k - 1) * n * d + n * k * k + (k - 1) * n * d
+    correct = k * n + (k * k if g.altup_clip else 0) + k * n * d + (n * d if g.altup_scale_output else 0)
+    return Term(f"AltUp over {k} streams: router norms and tanh, prediction and correction coefficients, the "
+                "streams and the innovation", router + predict + correct, act, "sp")
+
+
 def _mamba2(m: Mamba2, n: int, d: int, act: int) -> list[Term]:
-    """in_proj's input and output, the conv's output and SiLU, the scan's output, the gate and the
-    gated norm's input, and out_proj's input. The scan's own per-chunk states are the kernel's
-    business (a fused kernel recomputes them); these are what the ops around it keep."""
+    """mamba_ssm's fused training kernel, which transformers calls whenever it is installed
+    (MambaSplitConv1dScanCombinedFn, state-spaces/mamba mamba_ssm/ops/triton/ssd_combined.py: conv,
+    scan, gated norm and out_proj in one autograd Function): in_proj's input, its output zxbcdt, the
+    scan's output before the gated norm and the norm's rstd (fp32, one per row and group); A = −exp(A_log)
+    (fp32) with exp's output. Everything else (the conv's output, the per-chunk states, out_proj's input)
+    is recomputed in backward."""
     proj = m.d_inner + m.conv_dim + m.n_heads
     return [Term("mixer input (normed x)", n * d, act, "sp"),
             Term("in_proj output (z, x·B·C, dt)", n * proj, act, "tp"),
-            Term("conv output and its SiLU", 2 * n * m.conv_dim, act, "tp"),
-            Term("scan output, gate SiLU(z), gated norm (input, normed)", 4 * n * m.d_inner + n * m.n_groups, act, "tp")]
+            Term("scan output (before the gated norm)", n * m.d_inner, act, "tp"),
+            Term("gated norm: rstd (fp32); A = −exp(A_log) and exp's output (fp32)",
+                 n * m.n_groups * m.gated_norm + 2 * m.n_heads, 4, "tp")]
 
 
 def _mamba(m: Mamba, n: int, d: int, act: int) -> list[Term]:
@@ -177,45 +246,77 @@ def _mamba(m: Mamba, n: int, d: int, act: int) -> list[Term]:
             Term("scan output, SiLU(z), gated output", 3 * n * i, act, "tp")]
 
 
+CHUNK = 64  # fla's chunk size: its kernels keep a [B, T, heads, 64] block per chunked matrix
+
+
 def _deltanet(g: GatedDeltaNet, n: int, d: int, act: int) -> list[Term]:
-    """The projections' outputs, the conv's output and SiLU, normalised q and k, the delta rule's
-    output, and the gated norm's input and output (out_proj's input)."""
+    """The gated DeltaNet as a GPU run keeps it: causal-conv1d's kernel keeps its input (the SiLU is
+    fused); fla's chunk_gated_delta_rule (fla/ops/gated_delta_rule/chunk.py, ChunkGatedDeltaRuleFunction)
+    keeps q and k l2-normed with their rstd (fp32), v, the decay's chunk cumsum (fp32), beta and A, one
+    [64]-wide row per token and value head; around them transformers' torch ops keep beta's sigmoid,
+    the decay's softplus input and output (fp32, with exp(A_log)), the gated RMSNorm (input, rsqrt,
+    normed, scaled, the gate and its SiLU) and out_proj's input."""
+    heads = g.n_v_heads
     return [Term("mixer input (normed x)", n * d, act, "sp"),
-            Term("q, k, v, z, beta, a projections", n * (g.conv_dim + g.value_dim + 2 * g.n_v_heads), act, "tp"),
-            Term("conv output and its SiLU", 2 * n * g.conv_dim, act, "tp"),
-            Term("normalised q and k", 2 * n * g.key_dim, act, "tp"),
-            Term("delta-rule output, gated norm (input, normed, gate)", 4 * n * g.value_dim + n * g.n_v_heads, act, "tp")]
+            Term("conv input (q, k, v) and beta (its sigmoid, and 2·sigmoid with negative eigenvalues)",
+                 n * (g.conv_dim + (1 + g.neg_eigval) * heads), act, "tp"),
+            Term("decay: softplus input and output, exp(A_log) and its negation (fp32)", 2 * n * heads + 2 * heads, 4, "tp"),
+            Term("chunked delta rule: q and k normed, v, A (64 per token and head)",
+                 n * (2 * g.key_dim + g.value_dim + CHUNK * heads), act, "tp"),
+            Term("chunked delta rule: q and k rstd, the decay's cumsum (fp32)", n * (2 * g.n_k_heads + heads), 4, "tp"),
+            Term("gated norm (input, rsqrt, normed, scaled, gate, SiLU) and out_proj's input",
+                 6 * n * g.value_dim + n * heads, act, "tp")]
 
 
 def _kda(k: KimiDeltaAttention, n: int, d: int, act: int) -> list[Term]:
-    """As the gated DeltaNet's: the projections' outputs (q, k, v, the two gates' bottlenecks and
-    outputs, beta), the conv's output and SiLU, normalised q and k, the delta rule's output and the
-    gated norm's input and output (o_proj's input)."""
-    w = k.width
+    """Kimi Delta Attention as a GPU run keeps it: causal-conv1d's input (q, k, v); fla's chunk_kda
+    (fla/ops/kda/chunk.py, ChunkKDAFunction, recomputing its intermediates) keeps q and k l2-normed with
+    their rstd (fp32), v, the per-channel decay and its chunk cumsum (fp32), beta and two [64]-wide
+    blocks (Aqk, Akk) per token and head; around it transformers' torch ops keep the two gates'
+    bottlenecks (f_b's and g_b's inputs), the decay's softplus as written (exp's output, log's input,
+    the > 20 mask, the result; exp(A_log) and its negation), beta's sigmoid, the gated RMSNorm (input,
+    rsqrt, normed, scaled, the sigmoid gate) and o_proj's input."""
+    w, heads, rank = k.width, k.n_heads, k.head_dim
     return [Term("mixer input (normed x)", n * d, act, "sp"),
-            Term("q, k, v, forget and output gates, beta projections", n * (5 * w + 2 * k.head_dim + k.n_heads), act, "tp"),
-            Term("conv output and its SiLU", 6 * n * w, act, "tp"),
-            Term("normalised q and k", 2 * n * w, act, "tp"),
-            Term("delta-rule output, gated norm (input, normed)", 3 * n * w, act, "tp")]
+            Term("conv input (q, k, v), the gates' bottlenecks, beta", n * (3 * w + 2 * rank + heads), act, "tp"),
+            Term("decay: softplus as written (exp, log's input, result), exp(A_log) and its negation (fp32)",
+                 3 * n * w + 2 * heads, 4, "tp"),
+            Term("decay: softplus's > 20 mask (bool)", n * w, 1, "tp"),
+            Term("chunked KDA: q and k normed, v, Aqk and Akk (64 per token and head each)",
+                 n * (3 * w + 2 * CHUNK * heads), act, "tp"),
+            Term("chunked KDA: q and k rstd, the decay and its cumsum (fp32)", n * (2 * heads + 2 * w), 4, "tp"),
+            Term("gated norm (input, rsqrt, normed, scaled, sigmoid gate) and o_proj's input", 5 * n * w + n * heads,
+                 act, "tp")]
 
 
-def _lightning(a: LightningAttention, n: int, d: int, act: int) -> list[Term]:
-    """qkv_proj's output and its SiLU, the attention output, the norm's output, the gate's output and
-    its sigmoid, the gated output (out_proj's input)."""
-    w = a.width
+def _lightning(a: LightningAttention, b: int, s: int, d: int, act: int) -> list[Term]:
+    """Lightning attention as transformers' MiniMaxLightningAttention runs it (no fused kernel there):
+    qkv_proj's input and SiLU's input, then block by block (`block` tokens, the last one shorter)
+    copies of Q, Kᵀ and V for the intra-block products and the decayed scores, the running K⊗V state
+    each block reads (hd × hd per head; the first one zeros) and, from the second block on, the decayed
+    queries; every block but the last also keeps (K·decay)ᵀ and V for the next state and, between the
+    first and the last, that state's decay (one per head); the decay buffers once; then the RMSNorm,
+    its output, the gate's sigmoid and the gated output (out_proj's input)."""
+    w, e, bh, n = a.width, a.head_dim, b * a.n_heads, b * s
+    sizes = [min(a.block, s - start) for start in range(0, s, a.block)]
+    last = len(sizes) - 1
+    blocks = sum(3 * bh * c * e + bh * c * c + bh * e * e + (i > 0) * bh * c * e + (i < last) * 2 * bh * c * e
+                 + (0 < i < last) * a.n_heads for i, c in enumerate(sizes))
+    buffers = a.n_heads * a.block * (a.block + 1 + (last > 0))
     return [Term("mixer input (normed x)", n * d, act, "sp"),
-            Term("qkv output and its SiLU", 6 * n * w, act, "tp"),
-            Term("attention output, norm, gate (linear, sigmoid), gated output", 5 * n * w, act, "tp")]
+            Term("qkv output (SiLU's input)", 3 * n * w, act, "tp"),
+            Term(f"blocks of {a.block}: Q, Kᵀ, V copies, decayed scores and queries, K⊗V states, decay buffers",
+                 blocks + buffers, act, "tp"),
+            Term("norm (input, rsqrt, normed), its output, the gate's sigmoid, the gated output",
+                 5 * n * w + n, act, "tp")]
 
 
-def _short_conv(c: ShortConv, b: int, s: int, d: int, act: int) -> list[Term]:
-    """in_proj's output (B, C, x), B·x (the conv's input), the conv's output, C·conv (out_proj's input).
-    transformers' causal_conv1d_fn (modeling_lfm2.py) pads kernel − 1 on both sides and slices the
-    first s outputs: the storage C·conv keeps holds s + kernel − 1 per channel."""
-    n = b * s
+def _short_conv(_: ShortConv, n: int, d: int, act: int) -> list[Term]:
+    """in_proj's input and output (B, C, x), B·x (the conv's input, which causal-conv1d's kernel keeps),
+    the conv's output (C·conv keeps it) and C·conv (out_proj's input). transformers' CPU fallback
+    (F.conv1d padded kernel − 1 on both sides, then sliced) keeps the conv's output at s + kernel − 1."""
     return [Term("mixer input (normed x)", n * d, act, "sp"),
-            Term("in_proj output, B·x, C·conv", 5 * n * d, act, "sp"),
-            Term("conv output (its padded length)", b * d * (s + c.kernel - 1), act, "sp")]
+            Term("in_proj output, B·x, conv output, C·conv", 6 * n * d, act, "sp")]
 
 
 def _compressed(a: CompressedAttention, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
@@ -284,29 +385,92 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
     """What one layer's token mixer keeps, by the part's kind (attention and MLA share one rule)."""
     if a is None:
         return []
-    if a.kind == "short_conv":
-        return _short_conv(a, b, s, d, act)
     recurrent = {"mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet, "kda": _kda,
-                 "lightning": _lightning}.get(a.kind)
+                 "short_conv": _short_conv}.get(a.kind)
     if recurrent:
         return recurrent(a, b * s, d, act)
+    if a.kind == "lightning":  # runs block by block: its terms need the batch and the length apart
+        return _lightning(a, b, s, d, act)
     attention = _compressed if a.kind == "compressed_attention" else _attention
     return attention(a, b, s, d, act, recompute, flash)
 
 
-def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
+def _mlp(m: MLP | MoE, n: int, d: int, act: int, norm: Norm | None = None) -> list[Term]:
+    """A dense MLP or a MoE block; `norm` is the block's (the form a MoE's own norms take)."""
     terms = [Term("MLP input (normed x)", n * d, act, "sp")]
     if isinstance(m, MoE):
-        rows = n * m.top_k
-        terms += [Term("router: softmax over experts", n * m.choices, act, ""),
-                  Term("routed rows (experts' input)", rows * d, act, "sp"),
-                  Term("experts' hidden", (4 if m.gated else 2) * rows * m.d_ff, act, "tp"),
-                  Term("experts' outputs and routing weights", rows * d + rows, act, "sp")]
-        if m.shared is not None:
-            terms.append(Term("shared expert hidden", (4 if m.shared.gated else 2) * n * m.shared.d_ff, act, "tp"))
-        return terms
-    hidden = " (gate, SiLU, up, product)" if m.gated else " (before and after the activation)"
-    return terms + [Term("MLP hidden" + hidden, (4 if m.gated else 2) * n * m.d_ff, act, "tp")]
+        return terms + _moe(m, n, d, act) + _gemma4_moe(m, n, d, act, norm)
+    if m.activation == "xielu":
+        return terms + _xielu(n * m.d_ff, act)
+    sparse = [Term("the gate's Gaussian top-k: the gate, its std and multiplier (the cut gate is SiLU's input)",
+                   n * m.d_ff + n + 1, act, "tp")] if m.sparsity else []  # Gemma3nTextMLP._gaussian_topk
+    return terms + [_hidden("MLP hidden", m.gated, m.gate_clamp, n * m.d_ff, act), *sparse]
+
+
+def _hidden(label: str, gated: bool, clamped: float | None, elements: int, act: int) -> Term:
+    """A gated MLP keeps the gate (SiLU's input), SiLU's output, up and their product (down's input); one
+    clamped as DeepSeek-V4's is (gate at most c, up within ±c) keeps gate and up before and after the
+    clamp: six; a plain MLP its activation's input and output."""
+    if not gated:
+        return Term(f"{label} (before and after the activation)", 2 * elements, act, "tp")
+    if clamped:
+        return Term(f"{label} (gate and up, both clamped, SiLU, product)", 6 * elements, act, "tp")
+    return Term(f"{label} (gate, SiLU, up, product)", 4 * elements, act, "tp")
+
+
+def _gemma4_moe(m: MoE, n: int, d: int, act: int, norm: Norm | None) -> list[Term]:
+    """Gemma-4's router norms its input without a scale (its input is the residual, kept already), scales
+    it (the product keeps the normed x, the router reads the scaled one) and each picked weight by its
+    expert's scale (both factors kept); its shared norms are the experts' input norm (reading the
+    residual too) and the two output norms."""
+    terms = []
+    rows = n * (1 + bool(norm and norm.pow_rsqrt))  # a weightless norm's per-row values, the input aside
+    if m.router_scale:
+        terms.append(Term("router: its norm, the normed and the scaled input, picked weights and their scales",
+                          rows + 2 * n * d + 2 * n * m.top_k, act, ""))
+    if m.shared_norms and norm is not None:
+        outputs = 2 * _norm_kept(norm, n, d)[1]
+        terms.append(Term("the experts' input norm and the two output norms", rows + n * d + outputs, act, "sp"))
+    return terms
+
+
+def _moe(m: MoE, n: int, d: int, act: int) -> list[Term]:
+    """A MoE block as transformers runs it (integrations/moe.py, grouped_mm_experts_forward, the default
+    experts implementation on a GPU as on the CPU): the router's scores, the top-k indices (int64), the
+    picked weights and their sum when renormalised; the rows sorted by expert — the permutation, its
+    row indices and its inverse (int64) and each expert's offset (int32) — their input, hidden and
+    output and the weights gathered for them; a shared expert, and the sigmoid gate on its output."""
+    rows = n * m.top_k
+    scores = 2 if m.scoring == "sqrtsoftplus" else 1  # sqrt(softplus(l)) keeps l and its output
+    renormalised = m.norm_topk and not m.topk_first  # a softmax over the picked logits needs no renormalising
+    terms = [Term("router: softmax over the top-k logits" if m.topk_first else f"router: scores ({m.scoring})",
+                  rows if m.topk_first else scores * n * m.choices, act, ""),
+             Term("router: top-k indices (int64)", rows, INT64, ""),
+             # DeepSeek-V2's group-limited greedy: masked_fill keeps the experts' mask of the groups kept
+             *([Term("router: the kept groups' mask (bool)", n * m.choices, 1, "")]
+               if m.n_group > 1 and m.scoring == "softmax" else []),
+             *([Term("router: picked weights and their sum (renormalised)", rows + n * (1 + m.clamped_sum), act, "")]
+               if renormalised else []),
+             Term("experts: sort permutation, its row indices and inverse (int64)", 3 * rows, INT64, ""),
+             Term("experts: offsets (int32)", m.n_experts, 4, ""),
+             Term("routed rows (experts' input)", rows * d, act, "sp"),
+             _hidden("experts' hidden", m.gated, m.gate_clamp, rows * m.d_ff, act),
+             Term("experts' outputs and routing weights", rows * d + rows, act, "sp")]
+    if m.shared is not None:
+        terms.append(_hidden("shared expert hidden", m.shared.gated, m.shared.gate_clamp, n * m.shared.d_ff, act))
+    if m.shared_gate:
+        terms.append(Term("shared expert: its output and the sigmoid gate", n * d + n, act, "sp"))
+    return terms
+
+
+def _xielu(elements: int, act: int) -> list[Term]:
+    """xIELU as transformers' XIELUActivation._xielu_python writes it (activations.py; its CUDA kernel is
+    an optional wheel): where(x > 0, α_p·x·x + β·x, (expm1(min(x, ε)) − x)·α_n + β·x) keeps x, α_p·x,
+    expm1's output, expm1 − x, the x > 0 mask (bool) and the scalars α_p, α_n, β and ε; down's input
+    is its output."""
+    return [Term("xIELU: input, α_p·x, expm1, expm1 − x, output (down's input)", 5 * elements, act, "tp"),
+            Term("xIELU: the x > 0 mask (bool)", elements, 1, "tp"),
+            Term("xIELU: α_p, α_n, β and ε", 4, act, "")]
 
 
 def _op_sac(block: Block, d: int, b: int, s: int, act: int) -> list[Term]:
@@ -348,7 +512,9 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     if recompute == "op":
         return _op_sac(block, d, b, s, act)
     norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})")]
-    mlp = _mlp(block.mlp, n, d, act) if block.mlp is not None else []
+    mlp = _mlp(block.mlp, n, d, act, block.norm) if block.mlp is not None else []
+    if block.parallel and len(block.norms) == 1:  # one norm feeds both: the MLP reads the attention's input
+        mlp = mlp[1:]
     mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash)]  # a parallel group's each
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
     applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
@@ -363,6 +529,9 @@ def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, 
     if spec.embedding.positions == "learned":
         terms.append(Term("position ids (int64)", s, INT64, ""))
     rotary = {a.rope.rotary_dim for _, a in spec.attention_parts() if getattr(a, "rope", None)}
+    per_layer = {a.augment.per_layer_input for _, a in spec.attention_parts() if getattr(a, "augment", None)} - {None}
+    # Gemma-3n's and Gemma-4's per-layer inputs: one [B, T, L, p] tensor, every layer's product keeping a slice of it
+    terms += [Term("per-layer inputs (all layers' slices)", n * spec.n_layers * p, act, "sp") for p in per_layer]
     if recompute != "full":  # the tables are read inside the layers, so a checkpointed layer keeps none
         terms += [Term(f"rotary cos and sin ({width} wide)", 2 * s * width, act, "") for width in sorted(rotary)]
     head = _norm(spec.final_norm, n, d, act, "final norm") if spec.final_norm is not None else []
