@@ -33,7 +33,10 @@ recomputes the layer in backward.
 
 Tensor parallelism over t GPUs splits the heads and d_ff, so every term h- or d_ff-wide (and P) is ÷ t;
 the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷ t only with sequence
-parallelism. MoE layers and MLA follow the same rules but are not measured by the torch test, nor
+parallelism. The column-parallel linears' inputs (attention's, the MLP's, the head's: split "input") are
+÷ t under Megatron's sequence parallelism, which saves its shard and all-gathers it again in backward;
+DTensor's (torchtitan's plan) saves the all-gathered input, n·d, measured on gloo ranks
+(tests/test_train_tp_dtensor.py). MoE layers and MLA follow the same rules but are not measured by the torch test, nor
 are the recurrent mixers (Mamba2, gated DeltaNet, KDA, lightning): their terms list what the ops
 around each recurrence keep, read off transformers' torch paths. Zamba2's shared blocks are: each
 application's terms equal what autograd saves in transformers' own model (tests/test_zamba2.py), and
@@ -68,11 +71,14 @@ class Term:
     label: str
     elements: int
     bytes_per: int
-    split: str  # "tp": split by tensor parallelism; "sp": only with sequence parallelism; "": never
+    split: str  # "tp": split by tensor parallelism; "sp": only with sequence parallelism; "input": a column-
+    # parallel linear's input, split by sequence parallelism unless kept all-gathered; "": never
     head: bool = False  # kept for the head and the loss: freed once backward has passed them
 
-    def bytes(self, tp: int, sp: bool) -> int:
-        divide = tp if self.split == "tp" or (self.split == "sp" and sp) else 1
+    def bytes(self, tp: int, sp: bool, gathered: bool = False) -> int:
+        """Bytes on one GPU; `gathered`: the column-parallel linears keep their all-gathered input (DTensor)."""
+        divide = tp if self.split == "tp" or (sp and (self.split == "sp" or (self.split == "input" and not gathered))) \
+            else 1
         return -(-self.elements // divide) * self.bytes_per
 
 
@@ -113,7 +119,7 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         core = [Term("softmax output P", b * h * s * s, act, "tp")]  # every key scored, a window masked
         if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
-    return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *_qk_norm(a, n, act), *core,
+    return [Term("attention input (normed x)", n * d, act, "input"), *inner, *_qk_norm(a, n, act), *core,
             *_augment(a, n, d, act)]
 
 
@@ -295,7 +301,7 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
 
 
 def _mlp(m: MLP | MoE, n: int, d: int, act: int) -> list[Term]:
-    terms = [Term("MLP input (normed x)", n * d, act, "sp")]
+    terms = [Term("MLP input (normed x)", n * d, act, "input")]
     if isinstance(m, MoE):
         rows = n * m.top_k
         terms += [Term("router: softmax over experts", n * m.choices, act, ""),
@@ -366,7 +372,7 @@ def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, 
     if recompute != "full":  # the tables are read inside the layers, so a checkpointed layer keeps none
         terms += [Term(f"rotary cos and sin ({width} wide)", 2 * s * width, act, "") for width in sorted(rotary)]
     head = _norm(spec.final_norm, n, d, act, "final norm") if spec.final_norm is not None else []
-    head.append(Term("LM head input", n * d, act, "sp"))
+    head.append(Term("LM head input", n * d, act, "input"))
     if loss.held:
         head.append(Term("log-softmax of the logits (fp32)" if loss is LOSSES["fp32"] else
                          f"loss: {loss.held} B per token and vocabulary entry", n * spec.vocab_size, loss.held, "tp"))
