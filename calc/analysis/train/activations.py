@@ -33,10 +33,7 @@ recomputes the layer in backward.
 
 Tensor parallelism over t GPUs splits the heads and d_ff, so every term h- or d_ff-wide (and P) is ÷ t;
 the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷ t only with sequence
-parallelism. The column-parallel linears' inputs (attention's, the MLP's, the head's: split "input") are
-÷ t under Megatron's sequence parallelism, which saves its shard and all-gathers it again in backward;
-DTensor's (torchtitan's plan) saves the all-gathered input, n·d, measured on gloo ranks
-(tests/test_train_tp_dtensor.py). MoE layers and MLA follow the same rules but are not measured by the torch test, nor
+parallelism. MoE layers and MLA follow the same rules but are not measured by the torch test, nor
 are the recurrent mixers (Mamba2, gated DeltaNet, KDA, lightning): their terms list what the ops
 around each recurrence keep, read off transformers' torch paths. Zamba2's shared blocks are: each
 application's terms equal what autograd saves in transformers' own model (tests/test_zamba2.py), and
@@ -66,7 +63,12 @@ INT64 = 8
 
 @dataclass(frozen=True)
 class Term:
-    """One kept tensor (or a group of equal ones): elements, bytes per element, how TP splits it."""
+    """One kept tensor (or a group of equal ones): elements, bytes per element, how TP splits it.
+
+    A column-parallel linear's d-wide input (attention's, the MLP's, the head's: split "input") is ÷ t
+    under Megatron's sequence parallelism, which saves its shard and all-gathers it again in backward;
+    DTensor's plan (torchtitan's) saves the all-gathered input, n·d (measured on gloo ranks:
+    tests/test_train_tp_dtensor.py)."""
 
     label: str
     elements: int
