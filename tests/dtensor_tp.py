@@ -14,10 +14,13 @@ Each rank reports:
   hooks, DTensors unwrapped to their local shard; parameters left out; a storage counts once, where
   it was first saved), and the local shapes saved by wq and w1 (the column-parallel linears' input);
 - `checkpointed`: with torchtitan's full activation checkpointing (checkpoint_wrapper around each
-  block, non-reentrant), the bytes the forward leaves allocated beyond the same without the layers;
+  block, non-reentrant, which holds each block's arguments for the recomputation), the bytes of the
+  blocks' inputs on this rank;
 - `loss`: the output projection and loss in bf16 (FSDP's compute dtype): bytes kept after forward,
   and the peaks of forward and backward beyond them, from torch's CPU allocator as the profiler
-  records it (`profile_memory`): every allocation, those inside DTensor's dispatch included.
+  records it (`profile_memory`): every allocation made in the phase, those inside DTensor's dispatch
+  included. gloo frees a collective's small buffers on its own thread, so the peaks vary by a few
+  per-token scalars from run to run; the vocabulary-wide bytes do not.
 
 Run with `python tests/dtensor_tp.py` (or the opt-in test, pytest --distributed); the recorded
 result is tests/data/dtensor_tp.json.
@@ -25,6 +28,7 @@ result is tests/data/dtensor_tp.json.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import tempfile
@@ -147,24 +151,41 @@ def local(t: torch.Tensor) -> torch.Tensor:
 
 
 class Allocated:
-    """torch's CPU allocator as the profiler records it: the bytes allocated since entering, at the end
-    and at the peak (what torch.cuda's max_memory_allocated measures on a GPU)."""
+    """torch's CPU allocator as the profiler records it: of the blocks allocated since entering, the bytes
+    alive at the end and at their peak (what torch.cuda's max_memory_allocated adds on a GPU); frees of
+    older blocks are left out, as gloo's thread frees a finished collective's buffers when it gets to
+    them. Garbage is collected on both sides: DTensor's pending collectives sit in reference cycles."""
 
     def __enter__(self) -> "Allocated":
         from torch.profiler import ProfilerActivity, profile
 
+        gc.collect()
         self._profile = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
         self._profile.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:  # noqa: ANN002
+        gc.collect()
         self._profile.__exit__(*exc)
-        events = sorted((e.start_ns(), e.nbytes()) for e in self._profile.profiler.kineto_results.events()
-                        if e.name() == "[memory]")
+        live: dict[int, int] = {}  # address: bytes, of the blocks allocated inside and not yet freed
         self.now = self.peak = 0
-        for _, size in events:
-            self.now += size
+        for event in self._allocations(self._profile.profiler.kineto_results.experimental_event_tree()):
+            if event.alloc_size > 0:
+                live[event.ptr] = event.alloc_size
+            elif live.pop(event.ptr, None) is None:  # a block from before: its free says nothing of this phase
+                continue
+            self.now += event.alloc_size
             self.peak = max(self.peak, self.now)
+
+    @staticmethod
+    def _allocations(nodes) -> list:  # noqa: ANN001
+        found, stack = [], list(nodes)
+        while stack:
+            node = stack.pop()
+            if type(node.typed[1]).__name__ == "_ExtraFields_Allocation":
+                found.append((node.start_time_ns, node.typed[1]))
+            stack += node.children
+        return [fields for _, fields in sorted(found, key=lambda pair: pair[0])]
 
 
 def _saved(model: Transformer, ids: torch.Tensor, context) -> dict:  # noqa: ANN001
@@ -198,21 +219,18 @@ def _saved(model: Transformer, ids: torch.Tensor, context) -> dict:  # noqa: ANN
 
 
 def _checkpointed(model: Transformer, ids: torch.Tensor, context) -> int:  # noqa: ANN001
-    """Bytes the forward leaves allocated with every block checkpointed (torchtitan's full AC), less the
-    same forward with the blocks replaced by the identity: what the checkpoints keep."""
+    """With every block checkpointed as torchtitan's full AC does (checkpoint_wrapper, non-reentrant),
+    what the checkpoints keep: their arguments, held for the recomputation; the bytes of each block's
+    input on this rank, summed (the rotary table, the model's buffer, left out)."""
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
-    left = []
-    for blocks in ({k: checkpoint_wrapper(b, preserve_rng_state=False) for k, b in model.layers.items()}, {}):
-        model.layers = nn.ModuleDict(blocks)
-        with context():
-            with Allocated() as allocated:
-                pred = model(ids)
-                loss = F.cross_entropy(pred.flatten(0, 1).float(), ids.flatten(0, 1))
-                del pred
-            left.append(allocated.now)
-            loss.backward()
-    return left[0] - left[1]
+    kept = []
+    model.layers = nn.ModuleDict({k: checkpoint_wrapper(b, preserve_rng_state=False) for k, b in model.layers.items()})
+    for block in model.layers.values():
+        block.register_forward_pre_hook(lambda m, args: kept.append(local(args[0]).untyped_storage().nbytes()) and None)
+    with context():
+        F.cross_entropy(model(ids).flatten(0, 1).float(), ids.flatten(0, 1)).backward()
+    return sum(kept)
 
 
 def _loss(world: int, mesh, context) -> dict:  # noqa: ANN001
@@ -237,8 +255,8 @@ def _loss(world: int, mesh, context) -> dict:  # noqa: ANN001
         with Allocated() as backward:
             loss.backward()
     grads = local(head.weight.grad).nbytes + h.grad.nbytes  # made in backward, not the loss's
-    return {"kept": forward.now, "forward_peak": forward.peak - forward.now,
-            "backward_peak": backward.peak, "gradients": grads}
+    return {"kept": forward.now, "forward_peak": forward.peak - forward.now, "backward_peak": backward.peak,
+            "gradients": grads}
 
 
 def _worker(rank: int, world: int, path: str) -> None:

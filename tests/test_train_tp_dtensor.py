@@ -2,7 +2,7 @@
 against what each rank kept when the plan ran for real on two gloo ranks (tests/dtensor_tp.py).
 
 The measurement, recorded in tests/data/dtensor_tp.json (world sizes 1 and 2, every rank), takes about a
-minute to spawn; `pytest --distributed` runs it again and checks the record. The default run checks
+minute; `pytest --distributed` runs it again and checks the record. The default run checks
 the recorded bytes against the formulas: a column-parallel linear (wq/wk/wv, w1/w3, the output
 projection) keeps its all-gathered input, n·d, where Megatron keeps the 1/tp shard; the norms, the
 heads' and the MLP's hidden tensors and the checkpointed layer inputs are split as Megatron splits them;
@@ -51,8 +51,13 @@ def _layer(saved: dict, index: int) -> int:
     return sum(size for where, size in saved["per_module"].items() if where.startswith(f"layers.{index}."))
 
 
+def _exact(rank: dict) -> dict:
+    """What a run keeps exactly (the loss's peaks vary by a few per-token scalars: tests/dtensor_tp.py)."""
+    return {"saved": rank["saved"], "checkpointed": rank["checkpointed"], "kept": rank["loss"]["kept"]}
+
+
 def test_every_rank_kept_the_same(record) -> None:
-    assert all(rank == record["2"][0] for rank in record["2"])
+    assert all(_exact(rank) == _exact(record["2"][0]) for rank in record["2"])
 
 
 @pytest.mark.parametrize(("world", "sp"), [(1, False), (2, True)])
@@ -82,11 +87,10 @@ def test_outside_the_layers(record, terms, world: int) -> None:
 
 @pytest.mark.parametrize("world", [1, 2])
 def test_full_checkpointing_keeps_each_layers_shard(record, block, world: int) -> None:
-    """checkpoint_wrapper around each block keeps its input, the 1/tp sequence shard (as gptcalc counts);
-    a few bytes of bookkeeping beside it (a scalar) are allowed for."""
+    """checkpoint_wrapper around each block keeps its input, the 1/tp sequence shard, as gptcalc counts."""
     (layer,) = block.blocks.values()
     (kept,) = layer_terms(layer, D, B, T, FP32, "full")
-    assert 0 <= record[str(world)][0]["checkpointed"] - L * kept.bytes(world, world > 1, gathered=True) <= 16
+    assert record[str(world)][0]["checkpointed"] == L * kept.bytes(world, world > 1, gathered=True)
 
 
 @pytest.mark.parametrize("world", [1, 2])
@@ -149,4 +153,9 @@ def test_the_record_is_what_the_plan_keeps_now(request) -> None:  # noqa: ANN001
     """Runs the measurement (spawned gloo ranks, about a minute) and compares it with the record."""
     if not request.config.getoption("--distributed"):
         pytest.skip("opt-in: pytest --distributed (spawns gloo ranks, about a minute)")
-    assert json.loads(RECORD.read_text()) == {str(w): measure(w) for w in (1, 2)}
+    recorded = json.loads(RECORD.read_text())
+    for world in (1, 2):
+        for then, now in zip(recorded[str(world)], measure(world), strict=True):
+            assert _exact(now) == _exact(then)
+            for peak in ("forward_peak", "backward_peak"):
+                assert abs(now["loss"][peak] - then["loss"][peak]) <= 64 * LOSS_DIMS["batch"] * LOSS_DIMS["seq"]
