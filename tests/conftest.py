@@ -24,6 +24,9 @@ def pytest_addoption(parser) -> None:
     parser.addoption("--llamacpp", metavar="BIN_DIR", default=None,
                      help="opt-in conformance suite: run this llama.cpp build's llama-completion on tiny GGUFs "
                           "(tests/test_llamacpp_conformance.py)")
+    parser.addoption("--distributed", action="store_true",
+                     help="opt-in: run torchtitan's tensor-parallel plan on spawned gloo ranks and check "
+                          "tests/data/dtensor_tp.json (tests/test_train_tp_dtensor.py, about a minute)")
     parser.addoption("--llamacpp-record", action="store_true",
                      help="with --llamacpp: record llama.cpp's cache lines under tests/data/llamacpp/")
 

@@ -25,6 +25,10 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
               help="ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 (FSDP) also weights.")
 @click.option("--tp", type=POSITIVE, default=1, show_default=True, help="Tensor-parallel GPUs.")
 @click.option("--sp", is_flag=True, help="Sequence parallelism with TP (splits the d-wide activations too).")
+@click.option("--tp-impl", type=click.Choice(["megatron", "dtensor"]),
+              help="How TP keeps activations: megatron (a column-parallel linear saves its input's SP shard) or "
+                   "dtensor (torch's plan, torchtitan: it saves the all-gathered input; loss under loss_parallel).  "
+                   "[default: megatron]")
 @click.option("--pp", type=POSITIVE, default=1, show_default=True, help="Pipeline stages.")
 @click.option("--cp", type=POSITIVE, default=1, show_default=True,
               help="Context-parallel GPUs (torchtitan): each holds seq/cp tokens; ZeRO/FSDP shards over dp × cp.")
@@ -72,7 +76,8 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
                    "micro-batch, the longest sequence and the cheapest recompute/offload setting that fit.")
 @click.option("--layers", "show_layer", is_flag=True, help="Add a table of what one layer keeps for backward.")
 @json_option
-def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, pp: int, cp: int,
+def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, tp_impl: str | None,
+          pp: int, cp: int,
           float8: str, framework: str | None, precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
           attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool, offload: str | None,
           lora_rank: int | None, lora_targets: str, lora_dropout: bool, qlora: bool, no_double_quant: bool,
@@ -102,7 +107,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
     except ValueError as exc:
         raise GptcalcError(f"--cuda-context: {exc}") from None
     options = resolve(framework, {"precision": precision, "loss": loss, "recompute": recompute,
-                                  "optimizer_impl": optimizer_impl})
+                                  "optimizer_impl": optimizer_impl, "tp_impl": tp_impl})
     setup = Setup(seq, micro_batch, gpus, zero, tp, pp, sp, optimizer=optimizer, lora_rank=lora_rank,
                   lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,
                   optimizer_in_backward=optimizer_in_backward,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from calc.render.markup import styled
 from calc.render.table import Table
 
-from calc.analysis.train import LOSSES, PRECISIONS, Training
+from calc.analysis.train import PRECISIONS, Training
 from calc.analysis.train.budget import Answer
 from calc.units import human_bytes
 
@@ -95,7 +95,7 @@ def activations_table(t: Training) -> Table:
         table.add_column(header, justify="right" if header == "bytes per GPU" else "left")
     for kind, _, terms in dict((kind, (kind, n, terms)) for kind, n, terms in t.layers).values():
         for term in terms:
-            table.add_row(kind, term.label, f"{term.bytes(t.setup.tp, t.setup.sp):,}")
+            table.add_row(kind, term.label, f"{t.setup.term_bytes(term):,}")
         table.add_section()
     return table
 
@@ -117,7 +117,10 @@ def train_notes(t: Training) -> list[str]:
     p = PRECISIONS[s.precision]
     notes.append(p.label + (f"; LoRA adapters {'fp32' if p.adapter == 4 else 'bf16'}, the base frozen"
                             if s.lora_rank else "") + "; activations bf16")
-    notes.append(f"loss: {LOSSES[s.loss].label}")
+    notes.append(f"loss: {s.loss_run.label}")
+    if s.gathered:
+        notes.append("tensor parallelism as DTensor runs it (torchtitan): the column-parallel linears (Q/K/V, the "
+                     "MLP's first, the head) keep their all-gathered input" + (", the norms a 1/tp shard" if s.sp else ""))
     if s.recompute == "selective" and s.attention == "flash":
         notes.append("--recompute selective changes (almost) nothing under flash attention: a fused kernel keeps "
                      "no T×T scores, which is what selective recomputation drops; only its log-sum-exp goes")

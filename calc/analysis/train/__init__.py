@@ -14,6 +14,10 @@
   during the optimizer step. The peak is the largest: the figure torch.cuda.max_memory_allocated
   reports. `reserved` and `nvidia_smi` add the stated, settable overheads.
 
+Tensor parallelism (`tp_impl`) is Megatron's (default: a column-parallel linear under sequence
+parallelism saves its input's shard) or DTensor's, as torchtitan runs it (it saves the all-gathered
+input, and the loss runs under loss_parallel: `loss.py`, LOSS_PARALLEL).
+
 Context parallelism (`cp`) gives each GPU seq/cp tokens of every sample and shards the states over
 dp × cp (`context_parallel.py`); Float8 training (`float8`) changes what is gathered and what a
 layer's backward casts, not what is kept (`float8.py`).
@@ -32,7 +36,7 @@ from calc.analysis.shapes import journey
 from calc.analysis.train.activations import RECOMPUTE, Term, activation_terms, korthikanti, layer_terms
 from calc.analysis.train.float8 import FLOAT8
 from calc.analysis.train.frameworks import FRAMEWORKS
-from calc.analysis.train.loss import LOSSES
+from calc.analysis.train.loss import LOSS_PARALLEL, LOSSES, Loss
 from calc.analysis.train.params import LAYER_TARGETS, LORA_TARGETS, Held, gathered_bytes, held, layer_params, nf4_bytes
 from calc.analysis.train.peak import Moment, Overheads, moments
 from calc.analysis.train.precision import PRECISIONS, Precision
@@ -40,11 +44,12 @@ from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, model_states
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "Setup", "Training",
-           "train"]
+__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "TP_IMPL", "Setup",
+           "Training", "train"]
 
 ACT_BYTES = 2  # bf16 activations
 OFFLOAD = ("optimizer", "params", "activations")
+TP_IMPL = ("megatron", "dtensor")
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class Setup:
     double_quant: bool = True  # QLoRA's NF4 with double quantisation (bnb_4bit_use_double_quant)
     cp: int = 1  # context-parallel GPUs: each holds seq / cp tokens of every sample
     float8: str = "none"  # torchao Float8Linear on the layers' linears (float8.py)
+    tp_impl: str = "megatron"  # "dtensor": torch's DTensor plan (torchtitan), gathered linear inputs, loss_parallel
     framework: str | None = None  # the profile that set the defaults, for the title
     overheads: Overheads = Overheads()
 
@@ -90,6 +96,19 @@ class Setup:
         """Tokens of each sample on this GPU."""
         return self.seq // self.cp
 
+    @property
+    def gathered(self) -> bool:
+        """The column-parallel linears keep their all-gathered input (DTensor's sequence parallelism)."""
+        return self.tp > 1 and self.tp_impl == "dtensor"
+
+    @property
+    def loss_run(self) -> Loss:
+        """The loss as it runs: under DTensor's tensor parallelism, torchtitan's loss_parallel."""
+        return LOSS_PARALLEL.get(self.loss, LOSSES[self.loss]) if self.gathered else LOSSES[self.loss]
+
+    def term_bytes(self, term: Term) -> int:
+        return term.bytes(self.tp, self.sp, self.gathered)
+
 
 @dataclass(frozen=True)
 class Training:
@@ -103,7 +122,7 @@ class Training:
     korthikanti: int | None  # bytes, GPT-3-shaped layers only
 
     def layer_bytes(self, terms: tuple[Term, ...]) -> int:
-        return sum(t.bytes(self.setup.tp, self.setup.sp) for t in terms)
+        return sum(self.setup.term_bytes(t) for t in terms)
 
     @property
     def activations(self) -> int:
@@ -142,9 +161,9 @@ class Training:
             "states": [{"key": r.key, "label": r.label, "bytes_unsharded": r.full, "shards": r.shards,
                         "bytes": r.per_gpu, "where": r.where} for r in self.states],
             "activations": {"layers": [{"block": kind, "layers": n, "per_layer": self.layer_bytes(terms),
-                                        "terms": {t.label: t.bytes(s.tp, s.sp) for t in terms}}
+                                        "terms": {t.label: s.term_bytes(t) for t in terms}}
                                        for kind, n, terms in self.layers],
-                            "outside": {t.label: t.bytes(s.tp, s.sp) for t in self.outside},
+                            "outside": {t.label: s.term_bytes(t) for t in self.outside},
                             "total": self.activations},
             "moments": [m.to_json() for m in self.moments],
             "peak": {"moment": self.peak.name, "allocated": self.allocated, "reserved": self.reserved,
@@ -168,7 +187,7 @@ def _check(spec: ModelSpec, s: Setup) -> None:
                                    ("--attention", s.attention, ("flash", "eager")),
                                    ("--precision", s.precision, tuple(PRECISIONS)), ("--loss", s.loss, tuple(LOSSES)),
                                    ("--optimizer-impl", s.optimizer_impl, ("foreach", "fused")),
-                                   ("--float8", s.float8, FLOAT8)):
+                                   ("--float8", s.float8, FLOAT8), ("--tp-impl", s.tp_impl, TP_IMPL)):
         if value not in choices:
             raise GptcalcError(f"{option}: unknown {value!r} (choose from {', '.join(choices)})")
     unknown = [o for o in s.offload if o not in OFFLOAD]

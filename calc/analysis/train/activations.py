@@ -70,16 +70,24 @@ INT64 = 8
 
 @dataclass(frozen=True)
 class Term:
-    """One kept tensor (or a group of equal ones): elements, bytes per element, how TP splits it."""
+    """One kept tensor (or a group of equal ones): elements, bytes per element, how TP splits it.
+
+    A column-parallel linear's d-wide input (attention's, the MLP's, the head's: split "input") is ÷ t
+    under Megatron's sequence parallelism, which saves its shard and all-gathers it again in backward;
+    DTensor's plan (torchtitan's) saves the all-gathered input, n·d (measured on gloo ranks:
+    tests/test_train_tp_dtensor.py)."""
 
     label: str
     elements: int
     bytes_per: int
-    split: str  # "tp": split by tensor parallelism; "sp": only with sequence parallelism; "": never
+    split: str  # "tp": split by tensor parallelism; "sp": only with sequence parallelism; "input": a column-
+    # parallel linear's input, split by sequence parallelism unless kept all-gathered; "": never
     head: bool = False  # kept for the head and the loss: freed once backward has passed them
 
-    def bytes(self, tp: int, sp: bool) -> int:
-        divide = tp if self.split == "tp" or (self.split == "sp" and sp) else 1
+    def bytes(self, tp: int, sp: bool, gathered: bool = False) -> int:
+        """Bytes on one GPU; `gathered`: the column-parallel linears keep their all-gathered input (DTensor)."""
+        divide = tp if self.split == "tp" or (sp and (self.split == "sp" or (self.split == "input" and not gathered))) \
+            else 1
         return -(-self.elements // divide) * self.bytes_per
 
 
@@ -138,7 +146,7 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         core = [Term("softmax output P", b * h * s * s, act, "tp")]  # every key scored, a window masked
         if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
-    return [Term("attention input (normed x)", n * d, act, "sp"), *inner, *_qk_norm(a, n, act), *core,
+    return [Term("attention input (normed x)", n * d, act, "input"), *inner, *_qk_norm(a, n, act), *core,
             *_tables(a, s, act), *_output_gate(a, n, act), *_augment(a, n, d, act)]
 
 
@@ -397,7 +405,7 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
 
 def _mlp(m: MLP | MoE, n: int, d: int, act: int, norm: Norm | None = None) -> list[Term]:
     """A dense MLP or a MoE block; `norm` is the block's (the form a MoE's own norms take)."""
-    terms = [Term("MLP input (normed x)", n * d, act, "sp")]
+    terms = [Term("MLP input (normed x)", n * d, act, "input")]
     if isinstance(m, MoE):
         return terms + _moe(m, n, d, act) + _gemma4_moe(m, n, d, act, norm)
     if m.activation == "xielu":
@@ -535,7 +543,7 @@ def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, 
     if recompute != "full":  # the tables are read inside the layers, so a checkpointed layer keeps none
         terms += [Term(f"rotary cos and sin ({width} wide)", 2 * s * width, act, "") for width in sorted(rotary)]
     head = _norm(spec.final_norm, n, d, act, "final norm") if spec.final_norm is not None else []
-    head.append(Term("LM head input", n * d, act, "sp"))
+    head.append(Term("LM head input", n * d, act, "input"))
     if loss.held:
         head.append(Term("log-softmax of the logits (fp32)" if loss is LOSSES["fp32"] else
                          f"loss: {loss.held} B per token and vocabulary entry", n * spec.vocab_size, loss.held, "tp"))

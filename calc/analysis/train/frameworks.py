@@ -24,6 +24,7 @@ class Profile:
     statistic: str  # what the framework's published peaks measure
     source: str
     lora_fused_qkv: bool = False  # one LoRA dropout for q, k and v (a fused qkv projection's adapter)
+    tp_impl: str = "megatron"  # how its tensor parallelism keeps activations: "megatron" or "dtensor"
 
 
 FRAMEWORKS: dict[str, Profile] = {
@@ -45,9 +46,11 @@ FRAMEWORKS: dict[str, Profile] = {
                   "https://github.com/huggingface/transformers/blob/main/src/transformers/loss/loss_utils.py"),
     # torchtitan: FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) over fp32 sharded
     # parameters; cross_entropy_loss upcasts to fp32; selective (op) activation checkpointing;
-    # optimizer implementation "fused"; the log's "memory:" is the peak reserved
+    # optimizer implementation "fused"; the log's "memory:" is the peak reserved; tensor parallelism with torch's
+    # DTensor plan (parallelisms/parallelize_llama.py @ 9dec370, apply_tp: SequenceParallel norms, ColwiseParallel
+    # linears after PrepareModuleInput to Replicate, the loss under loss_parallel: train.py, utils.get_train_context)
     "torchtitan": Profile("fsdp-mixed", "fp32", "selective", "fused", "reserved",
-                          "https://github.com/pytorch/torchtitan/blob/main/docs/fsdp.md"),
+                          "https://github.com/pytorch/torchtitan/blob/main/docs/fsdp.md", tp_impl="dtensor"),
     # DeepSpeed bf16 with ZeRO: bf16 weights and gradients, fp32 master weights and Adam states
     # (FusedAdam); see_memory_usage reports allocated (MA / Max_MA)
     "deepspeed": Profile("mixed", "fp32", "none", "fused", "allocated",
@@ -65,7 +68,7 @@ def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object
     out = {k: v for k, v in given.items() if v is not None}
     if framework is not None:
         profile = FRAMEWORKS[framework]
-        for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv"):
+        for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv", "tp_impl"):
             out.setdefault(key, getattr(profile, key))
         out["framework"] = framework
     return out

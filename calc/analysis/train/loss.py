@@ -42,6 +42,13 @@ around the head, the loss and backward: `held` after forward, the peaks of forwa
   HalfPrecision for bf16-true and in BitsandbytesPrecision alike); the training loop's `logits` list
   (fp32, 4) and the chunks' fp32 log-softmaxes (4) are kept; backward holds one chunk's two fp32
   gradients.
+- fp32 under DTensor's loss_parallel (torchtitan with TP: the head's logits stay sharded over the
+  vocabulary, torch/distributed/tensor/parallel/loss.py): the log-softmax handler keeps its output
+  (4) but makes the shifted logits and their exponential beside the fp32 copy (forward adds 10), and
+  the nll_loss backward handler computes the logits' gradient as (zeros + exp(log-softmax)) · grad,
+  three fp32 temporaries at once (backward adds 12). Measured on two gloo ranks (tests/dtensor_tp.py,
+  the allocator's record through the profiler, which sees inside DTensor's dispatch); the idle bf16
+  block at backward's peak follows from the order of the frees, not measured (the CPU has no cache).
 - fused: the gradient is computed during forward chunk by chunk (Liger: chunks of
   next_power_of_2(⌈n / ⌈V/d⌉⌉) tokens) and nothing vocabulary-wide is kept; what is kept is the
   gradient of the head's input, n·d at the activation width. Liger's kernel is Triton: its figures
@@ -53,7 +60,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LOSSES", "Loss"]
+__all__ = ["LOSSES", "LOSS_PARALLEL", "Loss"]
 
 LITGPT_CHUNK = 128  # litgpt/finetune/lora.py: model(input_ids, lm_head_chunk_size=128); chunked_cross_entropy(chunk_size=128)
 
@@ -99,4 +106,10 @@ LOSSES: dict[str, Loss] = {
                          8, (0, 0), (0, 8), chunks=0, chunk_tokens=LITGPT_CHUNK),
     "fused": Loss("fused linear cross-entropy, gradient computed in forward (Liger)", 0, (0, 2), (0, 0), chunks=0,
                   chunk_tokens=-1),
+}
+
+# each loss as DTensor's loss_parallel runs it on vocabulary-sharded logits, where it differs (see above)
+LOSS_PARALLEL: dict[str, Loss] = {
+    "fp32": Loss("fp32 logits and log-softmax over the vocabulary shard (DTensor's loss_parallel)", 4, (10, 0), (12, 0),
+                 cached=2),
 }

@@ -48,7 +48,6 @@ from calc.analysis.train.activations import layer_terms
 from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.params import gathered_bytes
-from calc.analysis.train.loss import LOSSES
 from calc.analysis.train.precision import Precision
 from calc.spec.model import ModelSpec
 from calc.units import parse_bytes
@@ -98,8 +97,8 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     s = t.setup
     if s.recompute != "full":
         return 0
-    rebuilt = [sum(term.bytes(s.tp, s.sp) for term in layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch,
-                                                                  s.local_seq, 2, "none", s.attention == "flash")[:])
+    rebuilt = [sum(s.term_bytes(term) for term in layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch,
+                                                              s.local_seq, 2, "none", s.attention == "flash")[:])
                for kind in spec.layer_counts()]
     return max(rebuilt) - -(-s.micro_batch * s.local_seq * spec.d_model // (s.tp if s.sp else 1)) * 2
 
@@ -157,7 +156,7 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
         sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
     kept = (("activations kept (one layer's, the rest offloaded)" if "activations" in s.offload
              else "activations kept", layers + t.layer_bytes(t.outside)),)
-    loss, n, vocab = LOSSES[s.loss], s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
+    loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
     head_params = vocab * spec.d_model
     f = _fsdp(t, p, gathered, head_params)
     head_grad = 0 if s.lora_rank else head_params * p.grad
