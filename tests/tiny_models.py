@@ -316,6 +316,10 @@ TINY_MULTIMODAL: dict[str, dict[str, Any]] = {
                  "text_config": {**_TEXT, "model_type": "qwen2"},
                  "vision_config": {"model_type": "internvl_vision", **_VIT, "image_size": [56, 56],
                                    "patch_size": [14, 14], "attention_bias": True}},
+    # Step-3.7: its language model (a step3p5 text config) under a ViT with layer scales, two conv downsamplers
+    # (d -> 2d -> 4d) and a biased projector; the tower's intermediate_size is recomputed from mlp_ratio
+    "step3p7": {"architectures": ["Step3p7ForConditionalGeneration"], "projector_bias": True,
+                "text_config": {**TINY["step3p5"], "model_type": "step3p5"}, "vision_config": _VIT},
 }
 
 

@@ -140,6 +140,26 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                  "projectors": {"projector": ("~model.multi_modal_projector.layer_norm",
                                               "~model.multi_modal_projector.linear_1",
                                               "~model.multi_modal_projector.linear_2")}},
+    # Step-3.7's tower as transformers 5 holds it (models/step3p7/modeling_step3p7.py): layer scales, two conv
+    # downsamplers, the projector a bare Linear. Its Hub files (`hub`: conversion_mapping.py's "step3p7" and
+    # "step3p5_vision" reversed, which save_pretrained writes) keep OpenCLIP's names: Q, K and V fused in
+    # torch's MultiheadAttention (`in_proj_weight`, `leaves`), a bare position table, `vit_large_projector`.
+    "step3p7": {"root": "model.vision_model", "patch": "embeddings.patch_embedding",
+                "positions": ("embeddings.position_embedding.weight", 0), "pre_norm": "pre_layernorm", "layers": "layers",
+                "attn_in": "layernorm_before", "mlp_in": "layernorm_after", "q": "self_attn.q_proj",
+                "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.out_proj", "up": "mlp.fc1",
+                "down": "mlp.fc2", "layer_scale": ("lambda_1", "lambda_2"),
+                "projectors": {"downsamplers": (None, "downsampler1", "downsampler2"),
+                               "projector": (None, "~model.multi_modal_projector")},
+                "renames": (("vision_model.", "model.vision_model."),
+                            ("vit_large_projector.", "model.multi_modal_projector."), ("model.language_model.", "model.")),
+                "hub": {"patch": "conv1", "positions": ("positional_embedding", 0), "pre_norm": "ln_pre",
+                        "layers": "transformer.resblocks", "attn_in": "ln_1", "mlp_in": "ln_2", "fused_qkv": True,
+                        "qkv": "attn.in_proj", "o": "attn.out_proj", "up": "mlp.c_fc", "down": "mlp.c_proj",
+                        "layer_scale": ("ls_1.gamma", "ls_2.gamma"), "leaves": {".in_proj.weight": ".in_proj_weight",
+                                                                                ".in_proj.bias": ".in_proj_bias"},
+                        "projectors": {"downsamplers": (None, "vit_downsampler1", "vit_downsampler2"),
+                                       "projector": (None, "~model.multi_modal_projector")}}},
 }
 
 
@@ -198,9 +218,17 @@ def tower_roles(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
     if tower.newline:
         s.add("newline", lay["newline"], (tower.newline,), "image_newline")
     root = lay["root"]
-    return {role: Slot(full, slot.shape, _under(name, slot.target), slot.widths, slot.init, slot.kind)
+    return {role: Slot(_leaf(full, lay), slot.shape, _under(name, slot.target), slot.widths, slot.init, slot.kind)
             for role, slot in s.slots.items()
             for full in [slot.name[1:] if slot.name.startswith("~") else f"{root}.{slot.name}"]}
+
+
+def _leaf(name: str, lay: dict[str, Any]) -> str:
+    """A name whose last part the layout spells otherwise (`leaves`: Step-3.7's Hub `in_proj_weight`)."""
+    for end, stored in lay.get("leaves", {}).items():
+        if name.endswith(end):
+            return name[:-len(end)] + stored
+    return name
 
 
 def tower_block(tower: Tower, fused_qkv: bool = False) -> Block:
@@ -268,5 +296,10 @@ def _projector(s: _Slots, lay: dict[str, Any], projector: Any) -> None:
             role, path = f"{projector.name}.{i}.{j}", path.format(i=i)
             if path.endswith("_weight"):
                 s.add(role, path, (linear.d_in, linear.d_out), projector.name)
+            elif linear.kernel > 1:  # a convolution (Step-3.7's downsamplers): weight [out, in, k, k]
+                k = linear.kernel
+                s.add(f"{role}.weight", f"{path}.weight", (linear.d_out, linear.d_in, k, k), projector.name, kind="linear")
+                if linear.bias:
+                    s.add(f"{role}.bias", f"{path}.bias", (linear.d_out,), projector.name, init="zeros", kind="linear")
             else:
                 s.linear(role, linear.d_in, linear.d_out, projector.name, linear.bias and projector.name, path=path)
