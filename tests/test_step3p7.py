@@ -210,6 +210,17 @@ def test_mtp_layers_untyped_are_left_out_with_a_note() -> None:
     assert spec.mtp is None and any("2 multi-token-prediction layers are not counted" in note for note in spec.notes)
 
 
+@pytest.mark.parametrize("change, message", [
+    ({"layer_types": ["full_attention"] * 4 + ["full_attention", "sliding_attention"]}, "MTP layers are of several kinds"),
+    ({"num_nextn_predict_layers": -1}, "expected 0 or more MTP layers")])
+def test_mtp_layers_it_cannot_hold_are_one_error(change: dict, message: str) -> None:
+    """MTP layers of two kinds (ModelSpec's MTP holds one block) or a negative count: one error naming the field."""
+    from calc.errors import GptcalcError
+
+    with pytest.raises(GptcalcError, match=message):
+        spec_of({**_mtp_config("full_attention"), **change})
+
+
 def test_the_hub_checkpoints_mtp_layers_are_recognised(tmp_path) -> None:
     """A saved tiny model with its MTP layers appended as the Hub stores them (model.layers.{4,5}.*: the block's
     own names, enorm, hnorm, eh_proj, transformer.shared_head.norm and .output; TensorRT-LLM's and vLLM's

@@ -82,6 +82,8 @@ def _split(cfg: Config) -> tuple[Config, Config | None]:
     attention and MLP types, the padded lists' tails; a list left unpadded is read from its start, as
     there); None without MTP layers or where the config leaves their attention types unsaid."""
     n, extra = cfg.int(*KEYS["n_layers"]), cfg.int("num_nextn_predict_layers")
+    if extra < 0:
+        raise cfg.error("num_nextn_predict_layers", f"expected 0 or more MTP layers, got {extra}")
     head, tail = {}, {}
     for key, value in cfg.data.items():
         if key in PER_LAYER and isinstance(value, list) and len(value) == n + extra:
