@@ -26,10 +26,11 @@ from typing import Any, Iterable
 
 from calc.checkpoint.conformer_slots import CONFORMER_LAYOUTS, conformer_roles
 from calc.checkpoint.mobilenet_slots import MOBILENET_LAYOUTS, mobilenet_roles
+from calc.checkpoint.phi4_audio_slots import PHI4_AUDIO_LAYOUTS, phi4_audio_roles
 from calc.checkpoint.slots import Slot, _Slots, block_slots
 from calc.errors import GptcalcError
 from calc.spec.model import Block
-from calc.towers import Conformer, MobileNet, Tower
+from calc.towers import Conformer, MobileNet, Phi4Audio, Tower
 
 __all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_block", "tower_roles", "tower_slots",
            "whole_model_names"]
@@ -160,6 +161,14 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                                                                                 ".in_proj.bias": ".in_proj_bias"},
                         "projectors": {"downsamplers": (None, "vit_downsampler1", "vit_downsampler2"),
                                        "projector": (None, "~model.multi_modal_projector")}}},
+    # Phi-4-multimodal's SigLIP inside the decoder's embedding (Phi4MultimodalImageEmbedding, no conversion mapping:
+    # save_pretrained keeps these names), with SigLIP's pooling head, the two HD separators and a two-linear projector
+    "phi4_multimodal": {**_SIGLIP, "root": "model.embed_tokens_extend.image_embed.img_processor", "renames": (),
+                        "in_whole": (), "pooling_head": "head",
+                        "separators": (("~model.embed_tokens_extend.image_embed.global_img_feature_extensor", 2),
+                                       ("~model.embed_tokens_extend.image_embed.sub_img_feature_extensor", 3)),
+                        "projectors": {"projector": (None, "~model.embed_tokens_extend.image_embed.img_projection_up",
+                                                     "~model.embed_tokens_extend.image_embed.img_projection_down")}},
 }
 
 
@@ -201,6 +210,8 @@ def tower_roles(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
         return conformer_roles(name, tower, lay)
     if isinstance(tower, MobileNet):
         return mobilenet_roles(name, tower, lay)
+    if isinstance(tower, Phi4Audio):
+        return phi4_audio_roles(name, tower, lay)
     lay = {**lay, **lay["hub"]} if hub and "hub" in lay else lay
     s = _Slots(lay)
     _embeddings(s, lay, tower)
@@ -213,6 +224,10 @@ def tower_roles(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
             s.add(f"layer.{i}.{scale}", f"{lay['layers']}.{i}.{scale}", (d,), "layer_scale", init="ones")
     if tower.post_norm is not None:
         s.norm("post_norm", tower.post_norm, d, "post_norm")
+    if tower.pooling_head:
+        _pooling_head(s, lay["pooling_head"], tower)
+    for k, (path, ones) in enumerate(lay.get("separators", ())[:tower.separators]):
+        s.add(f"separator.{k}", path, (1,) * ones + (d,), "separators")
     for projector in tower.projectors:
         _projector(s, lay, projector)
     if tower.newline:
@@ -244,7 +259,7 @@ def tower_block(tower: Tower, fused_qkv: bool = False) -> Block:
 def layout_of(tower: Any) -> dict[str, Any]:
     """The tensor names of a tower kind, or one error naming the kind whose names are not mapped yet
     (its count, memory and shapes stand; a checkpoint's tensors cannot be matched to it)."""
-    layout = {**TOWER_LAYOUTS, **CONFORMER_LAYOUTS, **MOBILENET_LAYOUTS}.get(tower.names)
+    layout = {**TOWER_LAYOUTS, **CONFORMER_LAYOUTS, **MOBILENET_LAYOUTS, **PHI4_AUDIO_LAYOUTS}.get(tower.names)
     if layout is None:
         raise GptcalcError(f"the {tower.kind} tower's tensor names are not mapped yet: verify and inspect cannot "
                            f"match its tensors (count, memory and shapes count it: {', '.join(sorted(TOWER_LAYOUTS))} "
@@ -280,6 +295,19 @@ def _embeddings(s: _Slots, lay: dict[str, Any], tower: Tower) -> None:
               kind="embedding" if path.endswith(".weight") else "param")  # an nn.Embedding's table, or a bare one
     if tower.pre_norm is not None:
         s.norm("pre_norm", tower.pre_norm, d, "pre_norm")
+
+
+def _pooling_head(s: _Slots, path: str, tower: Tower) -> None:
+    """SigLIP's attention-pooling head (SiglipMultiheadAttentionPoolingHead): a probe, torch's
+    MultiheadAttention (Q, K, V fused in `in_proj_weight`), a norm and an MLP of the encoder layers' shape."""
+    d, ff = tower.d_model, tower.mlp.d_ff
+    s.add("head.probe", f"{path}.probe", (1, 1, d), "pooling_head")
+    s.add("head.in_proj.weight", f"{path}.attention.in_proj_weight", (3 * d, d), "pooling_head", kind="linear")
+    s.add("head.in_proj.bias", f"{path}.attention.in_proj_bias", (3 * d,), "pooling_head", init="zeros", kind="linear")
+    s.linear("head.out_proj", d, d, "pooling_head", "pooling_head", path=f"{path}.attention.out_proj")
+    s.norm("head.norm", tower.norm, d, "pooling_head", f"{path}.layernorm")
+    s.linear("head.fc1", d, ff, "pooling_head", "pooling_head", path=f"{path}.mlp.fc1")
+    s.linear("head.fc2", ff, d, "pooling_head", "pooling_head", path=f"{path}.mlp.fc2")
 
 
 def _projector(s: _Slots, lay: dict[str, Any], projector: Any) -> None:
