@@ -259,3 +259,14 @@ def test_the_hub_checkpoints_mtp_layers_are_recognised(tmp_path) -> None:
     counted = count(spec_of(config))
     assert report.breakdown.total == sum(p.numel() for p in model.parameters())
     assert report.breakdown.extra == {k: v for k, v in counted.extra.items() if k.startswith("mtp")}
+
+
+def test_quick_gelu_is_transformers_quick_gelu() -> None:
+    """The vision MLP's activation (Step3p7VisionConfig.hidden_act) as the torch reference computes it equals
+    transformers' ACT2FN["quick_gelu"] (activations.py QuickGELUActivation)."""
+    from transformers.activations import ACT2FN
+
+    from calc.reference.parts.mlp import ACTIVATIONS
+
+    x = torch.randn(64, generator=torch.Generator().manual_seed(0)) * 4
+    torch.testing.assert_close(ACTIVATIONS["quick_gelu"](x), ACT2FN["quick_gelu"](x), rtol=0, atol=1e-6)
