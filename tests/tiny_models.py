@@ -316,6 +316,18 @@ TINY_MULTIMODAL: dict[str, dict[str, Any]] = {
                  "text_config": {**_TEXT, "model_type": "qwen2"},
                  "vision_config": {"model_type": "internvl_vision", **_VIT, "image_size": [56, 56],
                                    "patch_size": [14, 14], "attention_bias": True}},
+    # Step-3.7: its language model (a step3p5 text config) under a ViT with layer scales, two conv downsamplers
+    # (d -> 2d -> 4d) and a biased projector; the tower's intermediate_size is recomputed from mlp_ratio
+    "step3p7": {"architectures": ["Step3p7ForConditionalGeneration"], "projector_bias": True,
+                "text_config": {**TINY["step3p5"], "model_type": "step3p5"}, "vision_config": _VIT},
+    # Phi-4-multimodal: Phi-3's decoder keys at the top level, its towers inside the decoder's embedding: SigLIP
+    # with its pooling head and separators, a Conformer of width 16 after three stride-2 subsampling steps
+    "phi4_multimodal": {"architectures": ["Phi4MultimodalForCausalLM"], **_TEXT, "partial_rotary_factor": 0.5,
+                        "tie_word_embeddings": False, "vision_config": {**_VIT, "image_size": 28},
+                        "audio_config": {"hidden_size": 16, "intermediate_size": 24, "num_blocks": 2,
+                                         "num_attention_heads": 2, "ext_pw_out_channel": 16,
+                                         "depthwise_separable_out_channel": 16, "nemo_conv_channels": 8,
+                                         "input_size": 16, "time_reduction": 8, "bias_max_distance": 10}},
 }
 
 

@@ -202,7 +202,7 @@ def layer_runs(kinds: list[str]) -> list[tuple[int, str]]:
 # transformers' ACT2FN names -> the MLP part's activations (the tanh approximations of GELU are one kind).
 ACTIVATIONS = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh",
                "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "silu": "silu", "swish": "silu", "relu2": "relu2",
-               "xielu": "xielu"}
+               "xielu": "xielu", "quick_gelu": "quick_gelu"}
 
 
 def activation(cfg: Config, key: str) -> str:

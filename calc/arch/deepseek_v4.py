@@ -86,7 +86,7 @@ def _mtp(cfg: Config, n_layers: int, blocks: dict[str, Any], build: Any) -> dict
     attention = RATIO_TYPES.get(ratios[n_layers], SLIDING) if len(ratios) > n_layers else SLIDING
     name = SHORT[attention]
     blocks.setdefault(name, build(f"{attention}+moe"))
-    return {"mtp": {"n_layers": count, "block": name, "stores_embedding": False}}
+    return {"mtp": {"n_layers": count, "block": name, "copies": ()}}
 
 
 def _attention_types(cfg: Config, n_layers: int) -> list[str]:

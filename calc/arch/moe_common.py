@@ -86,8 +86,8 @@ def mlp_layer_types(cfg: Config, dense: int = 1) -> list[str]:
     return kinds
 
 
-def mtp(cfg: Config, stores_embedding: bool = True) -> dict[str, Any] | None:
+def mtp(cfg: Config) -> dict[str, Any] | None:
     """`num_nextn_predict_layers` multi-token-prediction layers, each a MoE block (it sits above the
     last layer), or None. transformers' config defaults the count to 1 (num_mtp_layers)."""
     n_layers = cfg.int("num_nextn_predict_layers")
-    return {"n_layers": n_layers, "block": "moe", "stores_embedding": stores_embedding} if n_layers else None
+    return {"n_layers": n_layers, "block": "moe"} if n_layers else None

@@ -14,9 +14,17 @@ layer); `rope_scaling` applies to the full layers. `mlp_layer_types` (or the Hub
 score-correction buffer, the top `num_experts_per_tok` renormalised and scaled by
 `moe_router_scaling_factor`, plus a shared SwiGLU of `share_expert_dim`. `swiglu_limits` clamps the
 routed experts of a layer, `swiglu_limits_shared` its shared expert or dense MLP (clamped SwiGLU:
-SiLU(gate) at most c, up within ±c; 0 or null: none). The Hub config pads its per-layer lists with
-`num_nextn_predict_layers` entries for its multi-token-prediction layers, which transformers does not
-build and gptcalc does not count. `minimax_m3_sparse` layers (a lightning indexer) are refused by name.
+SiLU(gate) at most c, up within ±c; 0 or null: none). `minimax_m3_sparse` layers (a lightning
+indexer) are refused by name.
+
+The checkpoint holds `num_nextn_predict_layers` multi-token-prediction layers above the stack
+(model.layers.45-47 of Step-3.7-Flash), which transformers' Step3p7TextModel skips on load: counted
+as MTP rows (calc.spec.model.MTP), beside the decoder's total, each a decoder layer of the kind the
+Hub config's padded per-layer lists give it (or `mtp_layer_types` / `mtp_mlp_layer_types`, as
+transformers' config class splits them off; MoE only where `moe_layers_enum` names its index), with
+enorm, hnorm, eh_proj, its output norm and its own head (vLLM's step3p5_mtp.py). Where the config
+types its attention layers without typing the MTP ones, they are left out with a note, as
+transformers' get_mtp_config refuses them.
 """
 
 from __future__ import annotations
@@ -38,24 +46,24 @@ DEFAULTS = {"vocab_size": 128815, "hidden_size": 4096, "intermediate_size": 1126
 # The Hub config's names for the same quantities (Step3p7TextConfig.attribute_map).
 ALIASES = {"num_local_experts": "n_routed_experts", "moe_num_experts": "n_routed_experts",
            "num_attention_groups": "num_key_value_heads", "moe_top_k": "num_experts_per_tok",
-           "share_expert_dims": "share_expert_dim"}
+           "share_expert_dims": "share_expert_dim", "num_mtp_layers": "num_nextn_predict_layers"}
 LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding"}
 PER_LAYER = ("layer_types", "mlp_layer_types", "swiglu_limits", "swiglu_limits_shared", "rope_theta",
              "partial_rotary_factors")
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
-    cfg = _trimmed(with_defaults(_renamed(cfg), DEFAULTS))
+    cfg = with_defaults(_renamed(cfg), DEFAULTS)
+    stack, extra = _split(cfg)
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"), unit_offset=True)
-    n_layers = cfg.int(*KEYS["n_layers"])
-    kinds, mlps = _layer_types(cfg, n_layers), _mlp_types(cfg, n_layers)
-    routed, shared = _limits(cfg, "swiglu_limits", n_layers), _limits(cfg, "swiglu_limits_shared", n_layers)
-    keys = [(k, m, r if m == "sparse" else None, s) for k, m, r, s in zip(kinds, mlps, routed, shared)]
-    ropes = {kind: _rope(cfg, kinds, kind) for kind in set(kinds)}
-    names = _names(keys)
-    blocks = {names[key]: _block(cfg, key, rms, ropes[key[0]]) for key in dict.fromkeys(keys)}
+    keys, mtp_keys = _keys(stack), _keys(extra) if extra else []
+    kinds = [key[0] for key in keys]
+    ropes = {kind: _rope(stack, kinds, kind) for kind in set(kinds)}
+    ropes.update({key[0]: _rope(extra, [k[0] for k in mtp_keys], key[0]) for key in mtp_keys if key[0] not in ropes})
+    names = _names(keys + mtp_keys)
+    blocks = {names[key]: _block(cfg, key, rms, ropes[key[0]]) for key in dict.fromkeys(keys + mtp_keys)}
     return decoder(cfg, "step3p5", blocks, layer_runs([names[key] for key in keys]), rms,
-                   cfg.bool("tie_word_embeddings"))
+                   cfg.bool("tie_word_embeddings"), **_mtp(cfg, extra, mtp_keys, names))
 
 
 def _renamed(cfg: Config) -> Config:
@@ -68,13 +76,47 @@ def _renamed(cfg: Config) -> Config:
     return cfg.replace(data)
 
 
-def _trimmed(cfg: Config) -> Config:
-    """Per-layer lists cut to num_hidden_layers where the Hub config pads them with its MTP layers' entries."""
-    n = cfg.int(*KEYS["n_layers"])
-    padded = n + cfg.int("num_nextn_predict_layers")
-    data = {key: value[:n] if key in PER_LAYER and isinstance(value, list) and len(value) == padded else value
-            for key, value in cfg.data.items()}
-    return cfg.replace(data)
+def _split(cfg: Config) -> tuple[Config, Config | None]:
+    """The stack's config, its per-layer lists cut to num_hidden_layers where the Hub config pads them
+    with its MTP layers' entries, and the MTP layers' as transformers' get_mtp_config builds it (their
+    attention and MLP types, the padded lists' tails; a list left unpadded is read from its start, as
+    there); None without MTP layers or where the config leaves their attention types unsaid."""
+    n, extra = cfg.int(*KEYS["n_layers"]), cfg.int("num_nextn_predict_layers")
+    if extra < 0:
+        raise cfg.error("num_nextn_predict_layers", f"expected 0 or more MTP layers, got {extra}")
+    head, tail = {}, {}
+    for key, value in cfg.data.items():
+        if key in PER_LAYER and isinstance(value, list) and len(value) == n + extra:
+            head[key], tail[key] = value[:n], value[n:]
+    stack = cfg.replace({**cfg.data, **head})
+    kinds = cfg.list("mtp_layer_types") or tail.get("layer_types") or (
+        None if cfg.list("layer_types") else ["full_attention"] * extra)
+    if not extra or kinds is None:
+        return stack, None
+    mlps = cfg.list("mtp_mlp_layer_types") or tail.get("mlp_layer_types") or _mlp_types(cfg, n, n + extra)[n:]
+    return stack, cfg.replace({**cfg.data, **tail, "num_hidden_layers": extra, "layer_types": kinds,
+                               "mlp_layer_types": mlps})
+
+
+def _keys(cfg: Config) -> list[tuple]:
+    """Each layer's (attention type, MLP type, routed experts' clamp, shared expert's or dense MLP's clamp)."""
+    n_layers = cfg.int(*KEYS["n_layers"])
+    kinds, mlps = _layer_types(cfg, n_layers), _mlp_types(cfg, n_layers)
+    routed, shared = _limits(cfg, "swiglu_limits", n_layers), _limits(cfg, "swiglu_limits_shared", n_layers)
+    return [(k, m, r if m == "sparse" else None, s) for k, m, r, s in zip(kinds, mlps, routed, shared)]
+
+
+def _mtp(cfg: Config, extra: Config | None, keys: list[tuple], names: dict[tuple, str]) -> dict[str, Any]:
+    """The MTP layers (one block kind: ModelSpec's MTP holds one), each with its own head and no
+    embedding copy; or the note that they are left out."""
+    count = cfg.int("num_nextn_predict_layers")
+    if extra is None:
+        return {"notes": (f"its {count} multi-token-prediction layers are not counted: layer_types gives "
+                          "no entries for them",)} if count else {}
+    if len(set(keys)) > 1:
+        kinds = ", ".join(names[key] for key in dict.fromkeys(keys))
+        raise cfg.error("layer_types", f"its MTP layers are of several kinds ({kinds}); one kind is supported")
+    return {"mtp": {"n_layers": count, "block": names[keys[0]], "copies": ("head",)}}
 
 
 def _layer_types(cfg: Config, n_layers: int) -> list[str]:
@@ -88,10 +130,10 @@ def _layer_types(cfg: Config, n_layers: int) -> list[str]:
     return kinds
 
 
-def _mlp_types(cfg: Config, n_layers: int) -> list[str]:
+def _mlp_types(cfg: Config, n_layers: int, stored: int | None = None) -> list[str]:
     """mlp_layer_types, or the Hub's moe_layers_enum (MoE layer indices, a comma-separated string or a
-    list), or layers 3 and up sparse."""
-    kinds = cfg.list("mlp_layer_types")
+    list), or layers 3 and up sparse; read over the `stored` layers (the MTP layers' too) where given."""
+    kinds = cfg.list("mlp_layer_types") if stored is None else None
     if kinds is None:
         enum = cfg.raw("moe_layers_enum", default=None)
         items = enum.split(",") if isinstance(enum, str) else enum if isinstance(enum, list) else None
@@ -99,8 +141,8 @@ def _mlp_types(cfg: Config, n_layers: int) -> list[str]:
             sparse = {int(i) for i in items if str(i).strip()} if items is not None else set(range(3, n_layers))
         except ValueError:
             raise cfg.error("moe_layers_enum", f"expected layer indices, got {enum!r}") from None
-        kinds = ["sparse" if i in sparse else "dense" for i in range(n_layers)]
-    if len(kinds) != n_layers or any(kind not in MLP_LAYER_TYPES for kind in kinds):
+        kinds = ["sparse" if i in sparse else "dense" for i in range(stored or n_layers)]
+    if len(kinds) != (stored or n_layers) or any(kind not in MLP_LAYER_TYPES for kind in kinds):
         raise cfg.error("mlp_layer_types", f"expected {n_layers} of dense, sparse (one per layer), got {kinds!r}")
     return kinds
 

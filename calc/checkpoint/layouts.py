@@ -37,7 +37,7 @@ gate stored inside q_proj, each head's queries then its gate (Qwen3-Next, Qwen3.
 score correction bias stored [1, E] (ERNIE-4.5); `buffers`, names that
 are stored but no parameters; `aliases`, older names of the same tensor; `mtp_prefix`, where a checkpoint
 keeps its MTP layers apart from the stack (DeepSeek-V4's `mtp.0.`), and `mtp_names`, the names of
-what an MTP layer adds to its block where they are not DeepSeek-V3's.
+what an MTP layer adds to its block where they are not DeepSeek-V3's (`head`: where it keeps its own head).
 """
 
 from __future__ import annotations
@@ -223,8 +223,11 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     # Step-3.7's language model as transformers holds it (Step3p7TextModel); its Hub checkpoints use other names
     # Step-3.7's Hub checkpoints (conversion_mapping.py's "step3p7", which save_pretrained writes back): the
     # router and its correction bias under moe., each expert projection stacked [E, f, d] apart, the shared
-    # expert as share_expert
+    # expert as share_expert. Its MTP layers (model.layers.45-47, which transformers skips on load) keep their
+    # output norm and their own head under `transformer.shared_head` (vLLM's step3p5_mtp.py reads both there).
     "step3p5": {**LLAMA, "attn_gate": "self_attn.g_proj",
+                "mtp_names": {"shared_head.norm": "transformer.shared_head.norm",
+                              "head": "transformer.shared_head.output"},
                 "hub": {"router": "moe.gate", "score_bias": "moe.router_bias", "experts.gate": "moe.gate_proj.weight",
                         "experts.up": "moe.up_proj.weight", "experts.down": "moe.down_proj.weight",
                         "shared": "share_expert"}},

@@ -534,7 +534,9 @@ def mtp_slots(spec: ModelSpec, lay: dict[str, Any], hub: bool = False) -> dict[s
         s.add("hc_head.fn", path.format("fn"), (n, n * d), "mtp_layers")
         s.add("hc_head.base", path.format("base"), (n,), "mtp_layers", init="zeros")
         s.add("hc_head.scale", path.format("scale"), (1,), "mtp_layers", init="ones")
-    if mtp.stores_embedding:
+    if "embedding" in mtp.copies:
         s.add("mtp.embed", "embed_tokens.weight", (spec.vocab_size, d), "mtp_embedding_copies", kind="embedding")
-        s.add("mtp.head", "shared_head.head.weight", (spec.vocab_size, d), "mtp_embedding_copies", kind="linear")
+    if "head" in mtp.copies:
+        s.add("mtp.head", names.get("head", "shared_head.head") + ".weight", (spec.vocab_size, d),
+              "mtp_embedding_copies", kind="linear")
     return s.slots

@@ -26,10 +26,11 @@ from typing import Any, Iterable
 
 from calc.checkpoint.conformer_slots import CONFORMER_LAYOUTS, conformer_roles
 from calc.checkpoint.mobilenet_slots import MOBILENET_LAYOUTS, mobilenet_roles
+from calc.checkpoint.phi4_audio_slots import PHI4_AUDIO_LAYOUTS, phi4_audio_roles
 from calc.checkpoint.slots import Slot, _Slots, block_slots
 from calc.errors import GptcalcError
 from calc.spec.model import Block
-from calc.towers import Conformer, MobileNet, Tower
+from calc.towers import Conformer, MobileNet, Phi4Audio, Tower
 
 __all__ = ["TOWER_LAYOUTS", "canonical_prefix", "layout_of", "renames_of", "tower_block", "tower_roles", "tower_slots",
            "whole_model_names"]
@@ -143,6 +144,34 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                  "projectors": {"projector": ("~model.multi_modal_projector.layer_norm",
                                               "~model.multi_modal_projector.linear_1",
                                               "~model.multi_modal_projector.linear_2")}},
+    # Step-3.7's tower as transformers 5 holds it (models/step3p7/modeling_step3p7.py): layer scales, two conv
+    # downsamplers, the projector a bare Linear. Its Hub files (`hub`: conversion_mapping.py's "step3p7" and
+    # "step3p5_vision" reversed, which save_pretrained writes) keep OpenCLIP's names: Q, K and V fused in
+    # torch's MultiheadAttention (`in_proj_weight`, `leaves`), a bare position table, `vit_large_projector`.
+    "step3p7": {"root": "model.vision_model", "patch": "embeddings.patch_embedding",
+                "positions": ("embeddings.position_embedding.weight", 0), "pre_norm": "pre_layernorm", "layers": "layers",
+                "attn_in": "layernorm_before", "mlp_in": "layernorm_after", "q": "self_attn.q_proj",
+                "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.out_proj", "up": "mlp.fc1",
+                "down": "mlp.fc2", "layer_scale": ("lambda_1", "lambda_2"),
+                "projectors": {"downsamplers": (None, "downsampler1", "downsampler2"),
+                               "projector": (None, "~model.multi_modal_projector")},
+                "renames": (("vision_model.", "model.vision_model."),
+                            ("vit_large_projector.", "model.multi_modal_projector."), ("model.language_model.", "model.")),
+                "hub": {"patch": "conv1", "positions": ("positional_embedding", 0), "pre_norm": "ln_pre",
+                        "layers": "transformer.resblocks", "attn_in": "ln_1", "mlp_in": "ln_2", "fused_qkv": True,
+                        "qkv": "attn.in_proj", "o": "attn.out_proj", "up": "mlp.c_fc", "down": "mlp.c_proj",
+                        "layer_scale": ("ls_1.gamma", "ls_2.gamma"), "leaves": {".in_proj.weight": ".in_proj_weight",
+                                                                                ".in_proj.bias": ".in_proj_bias"},
+                        "projectors": {"downsamplers": (None, "vit_downsampler1", "vit_downsampler2"),
+                                       "projector": (None, "~model.multi_modal_projector")}}},
+    # Phi-4-multimodal's SigLIP inside the decoder's embedding (Phi4MultimodalImageEmbedding, no conversion mapping:
+    # save_pretrained keeps these names), with SigLIP's pooling head, the two HD separators and a two-linear projector
+    "phi4_multimodal": {**_SIGLIP, "root": "model.embed_tokens_extend.image_embed.img_processor", "renames": (),
+                        "in_whole": (), "pooling_head": "head",
+                        "separators": (("~model.embed_tokens_extend.image_embed.global_img_feature_extensor", 2),
+                                       ("~model.embed_tokens_extend.image_embed.sub_img_feature_extensor", 3)),
+                        "projectors": {"projector": (None, "~model.embed_tokens_extend.image_embed.img_projection_up",
+                                                     "~model.embed_tokens_extend.image_embed.img_projection_down")}},
 }
 
 
@@ -184,6 +213,8 @@ def tower_roles(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
         return conformer_roles(name, tower, lay)
     if isinstance(tower, MobileNet):
         return mobilenet_roles(name, tower, lay)
+    if isinstance(tower, Phi4Audio):
+        return phi4_audio_roles(name, tower, lay)
     lay = {**lay, **lay["hub"]} if hub and "hub" in lay else lay
     s = _Slots(lay)
     _embeddings(s, lay, tower)
@@ -198,14 +229,26 @@ def tower_roles(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
         s.norm("post_norm", tower.post_norm, d, "post_norm")
     for buffer in lay["standardize"] if tower.standardize else ():
         s.add(buffer, buffer, (d,), None, init="buffer")
+    if tower.pooling_head:
+        _pooling_head(s, lay["pooling_head"], tower)
+    for k, (path, ones) in enumerate(lay.get("separators", ())[:tower.separators]):
+        s.add(f"separator.{k}", path, (1,) * ones + (d,), "separators")
     for projector in tower.projectors:
         _projector(s, lay, projector)
     if tower.newline:
         s.add("newline", lay["newline"], (tower.newline,), "image_newline")
     root = lay["root"]
-    return {role: Slot(full, slot.shape, _under(name, slot.target), slot.widths, slot.init, slot.kind)
+    return {role: Slot(_leaf(full, lay), slot.shape, _under(name, slot.target), slot.widths, slot.init, slot.kind)
             for role, slot in s.slots.items()
             for full in [slot.name[1:] if slot.name.startswith("~") else f"{root}.{slot.name}"]}
+
+
+def _leaf(name: str, lay: dict[str, Any]) -> str:
+    """A name whose last part the layout spells otherwise (`leaves`: Step-3.7's Hub `in_proj_weight`)."""
+    for end, stored in lay.get("leaves", {}).items():
+        if name.endswith(end):
+            return name[:-len(end)] + stored
+    return name
 
 
 def tower_block(tower: Tower, fused_qkv: bool = False) -> Block:
@@ -221,7 +264,7 @@ def tower_block(tower: Tower, fused_qkv: bool = False) -> Block:
 def layout_of(tower: Any) -> dict[str, Any]:
     """The tensor names of a tower kind, or one error naming the kind whose names are not mapped yet
     (its count, memory and shapes stand; a checkpoint's tensors cannot be matched to it)."""
-    layout = {**TOWER_LAYOUTS, **CONFORMER_LAYOUTS, **MOBILENET_LAYOUTS}.get(tower.names)
+    layout = {**TOWER_LAYOUTS, **CONFORMER_LAYOUTS, **MOBILENET_LAYOUTS, **PHI4_AUDIO_LAYOUTS}.get(tower.names)
     if layout is None:
         raise GptcalcError(f"the {tower.kind} tower's tensor names are not mapped yet: verify and inspect cannot "
                            f"match its tensors (count, memory and shapes count it: {', '.join(sorted(TOWER_LAYOUTS))} "
@@ -259,6 +302,19 @@ def _embeddings(s: _Slots, lay: dict[str, Any], tower: Tower) -> None:
         s.norm("pre_norm", tower.pre_norm, d, "pre_norm")
 
 
+def _pooling_head(s: _Slots, path: str, tower: Tower) -> None:
+    """SigLIP's attention-pooling head (SiglipMultiheadAttentionPoolingHead): a probe, torch's
+    MultiheadAttention (Q, K, V fused in `in_proj_weight`), a norm and an MLP of the encoder layers' shape."""
+    d, ff = tower.d_model, tower.mlp.d_ff
+    s.add("head.probe", f"{path}.probe", (1, 1, d), "pooling_head")
+    s.add("head.in_proj.weight", f"{path}.attention.in_proj_weight", (3 * d, d), "pooling_head", kind="linear")
+    s.add("head.in_proj.bias", f"{path}.attention.in_proj_bias", (3 * d,), "pooling_head", init="zeros", kind="linear")
+    s.linear("head.out_proj", d, d, "pooling_head", "pooling_head", path=f"{path}.attention.out_proj")
+    s.norm("head.norm", tower.norm, d, "pooling_head", f"{path}.layernorm")
+    s.linear("head.fc1", d, ff, "pooling_head", "pooling_head", path=f"{path}.mlp.fc1")
+    s.linear("head.fc2", ff, d, "pooling_head", "pooling_head", path=f"{path}.mlp.fc2")
+
+
 def _projector(s: _Slots, lay: dict[str, Any], projector: Any) -> None:
     """A projector's norm and linears, `repeat` copies under their index (Qwen3-VL's DeepStack mergers)."""
     paths = lay["projectors"].get(projector.name)
@@ -273,5 +329,10 @@ def _projector(s: _Slots, lay: dict[str, Any], projector: Any) -> None:
             role, path = f"{projector.name}.{i}.{j}", path.format(i=i)
             if path.endswith("_weight"):
                 s.add(role, path, (linear.d_in, linear.d_out), projector.name)
+            elif linear.kernel > 1:  # a convolution (Step-3.7's downsamplers): weight [out, in, k, k]
+                k = linear.kernel
+                s.add(f"{role}.weight", f"{path}.weight", (linear.d_out, linear.d_in, k, k), projector.name, kind="linear")
+                if linear.bias:
+                    s.add(f"{role}.bias", f"{path}.bias", (linear.d_out,), projector.name, init="zeros", kind="linear")
             else:
                 s.linear(role, linear.d_in, linear.d_out, projector.name, linear.bias and projector.name, path=path)

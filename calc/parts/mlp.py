@@ -16,7 +16,7 @@ from calc.parts.base import Field, Part, present
 
 __all__ = ["ACTIVATION_PARAMS", "LABELS", "MLP"]
 
-Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "relu2"]  # without parameters (a MoE's experts)
+Activation = Literal["gelu", "gelu_tanh", "quick_gelu", "relu", "silu", "relu2"]  # without parameters (a MoE's experts)
 MLPActivation = Literal[Activation, "xielu"]
 # Learned parameters of an activation, per MLP (XIELUActivation's alpha_p and alpha_n: one each).
 ACTIVATION_PARAMS = {"xielu": 2}

@@ -221,19 +221,20 @@ class MTP(Part):
     (enorm, hnorm), a bias-free 2d -> d projection (eh_proj), an output norm (shared_head.norm) and,
     as DeepSeek-V3 and GLM-4.5 store them, its own copies of the embedding and the head
     (model.layers.61.embed_tokens, model.layers.61.shared_head.head: DeepSeek-V3's README_WEIGHTS.md
-    and tensor listing); GLM-4.6's checkpoint leaves the copies out (`stores_embedding: false`). With
+    and tensor listing); GLM-4.6's checkpoint leaves the copies out (`copies: []`), Step-3.7's keeps a
+    head only (model.layers.45.transformer.shared_head.output: vLLM's step3p5_mtp.py loads one per layer). With
     hyper-connections (DeepSeek-V4) each also collapses its residual copies with a head of its own
     (mtp.0.hc_head_fn, _base, _scale), and its 2d -> d projection is two d x d ones (e_proj, h_proj)."""
 
     n_layers: int = Field(gt=0)
     block: str
-    stores_embedding: bool = True
+    copies: tuple[Literal["embedding", "head"], ...] = ("embedding", "head")
 
     def params(self, spec: "ModelSpec") -> dict[str, int]:
         d, block = spec.d_model, spec.blocks[self.block]
         stored = sum(block.params(d).values()) + sum(block.buffers().values())
         per_layer = stored + 3 * block.norm.params(d) + 2 * d * d + (spec.head.hyper.head(d) if spec.head.hyper else 0)
-        copies = 2 * spec.vocab_size * d if self.stores_embedding else 0
+        copies = len(self.copies) * spec.vocab_size * d
         return {"mtp_layers": self.n_layers * per_layer, **({"mtp_embedding_copies": self.n_layers * copies} if copies else {})}
 
 

@@ -52,14 +52,16 @@ ImageRule = (GridImages | FixedImages | RowImages | TileImages | AnyresImages | 
 
 
 class Linear(Part):
-    """One projection d_in -> d_out: d_in·d_out weights, d_out bias."""
+    """One projection d_in -> d_out: d_in·d_out weights, d_out bias; a `kernel` x `kernel` convolution
+    (Step-3.7's downsamplers) has kernel² of each weight."""
 
     d_in: int = Field(gt=0)
     d_out: int = Field(gt=0)
     bias: bool = False
+    kernel: int = Field(default=1, gt=0)
 
     def params(self) -> int:
-        return self.d_in * self.d_out + self.d_out * self.bias
+        return self.kernel ** 2 * self.d_in * self.d_out + self.d_out * self.bias
 
 
 class RopeTable(Part):
@@ -196,7 +198,7 @@ LABELS = {
     "projector": "multimodal projector", "adapter": "vision adapter (pixel shuffle MLP)",
     "image_newline": "image newline", "layer_scale": "layer scale (2 per layer)", **CONFORMER_LABELS,
     **MOBILENET_LABELS, **PHI4_AUDIO_LABELS, "pooling_head": "attention-pooling head",
-    "separators": "image separators",
+    "separators": "image separators", "downsamplers": "conv downsamplers",
 }
 
 # Outer (multimodal) model_type -> the calc.towers module that reads its towers.
@@ -205,6 +207,7 @@ READERS: dict[str, str] = {
     "qwen3_vl_moe": "qwen_vl", "qwen2_5_vl": "qwen_vl", "gemma3": "siglip", "llama4": "llama4",
     "mistral3": "pixtral", "llava_onevision": "llava_onevision", "internvl": "internvl", "gemma4": "gemma4",
     "gemma3n": "gemma3n", "kimi_k25": "moonvit", "phi4_multimodal": "phi4_multimodal",
+    "step3p7": "step3p7",
 }
 
 

@@ -44,6 +44,7 @@ class Phi4Audio(Part):
     glu_out: int = Field(gt=0)  # ext_pw_out_channel
     conv_channels: int = Field(gt=0)  # nemo_conv_channels
     subsample_convs: int = Field(gt=0)  # log2(time_reduction): stride-2 steps
+    input_size: int = Field(default=80, gt=0)  # filterbank features in (the stored global mean and deviation)
     frequencies: int = Field(gt=0)  # what the subsampling leaves of input_size (nemo_final_size)
     bias_buckets: int = Field(gt=0)
     downsample_rate: int = Field(default=1, gt=0)

@@ -61,5 +61,6 @@ def _audio(cfg: Config, text_width: int) -> dict[str, Any]:
             "n_heads": audio.int("num_attention_heads"), "d_ff": audio.int("intermediate_size"),
             "conv_kernel": audio.int("kernel_size"), "depthwise_multiplier": audio.int("depthwise_multiplier"),
             "separable_out": audio.int("depthwise_separable_out_channel"), "glu_out": audio.int("ext_pw_out_channel"),
-            "conv_channels": audio.int("nemo_conv_channels"), "subsample_convs": steps, "frequencies": frequencies,
+            "conv_channels": audio.int("nemo_conv_channels"), "subsample_convs": steps, "input_size": audio.int("input_size"),
+            "frequencies": frequencies,
             "bias_buckets": buckets, "downsample_rate": audio.int("downsample_rate"), "text_width": text_width}

@@ -10,8 +10,8 @@ __all__ = ["activation_label", "ffn_steps", "mlp_steps"]
 
 _GATED = {"silu": "SwiGLU: SiLU(gate) × up", "gelu": "GeGLU: GELU(gate) × up",
           "gelu_tanh": "GeGLU: GELU(gate) × up (tanh approximation)", "relu": "ReGLU: ReLU(gate) × up",
-          "relu2": "ReLU²(gate) × up", "xielu": "xIELU(gate) × up"}
-_PLAIN = {"silu": "SiLU", "gelu": "GELU", "gelu_tanh": "GELU (tanh approximation)", "relu": "ReLU", "relu2": "ReLU²",
+          "relu2": "ReLU²(gate) × up", "xielu": "xIELU(gate) × up", "quick_gelu": "QuickGELU(gate) × up"}
+_PLAIN = {"silu": "SiLU", "gelu": "GELU", "gelu_tanh": "GELU (tanh approximation)", "relu": "ReLU", "relu2": "ReLU²", "quick_gelu": "QuickGELU",
           "xielu": "xIELU"}
 
 

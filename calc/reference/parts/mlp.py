@@ -1,6 +1,7 @@
 """The feed-forward block: down(act(up x)), or gated down(act(gate x) * up x), gate and up stored
 apart or fused side by side (Phi-3's gate_up_proj: gate first). Activations as transformers' ACT2FN
-names them: gelu (exact erf), gelu_tanh (gelu_new, gelu_pytorch_tanh), relu, silu, relu2 (squared ReLU),
+names them: gelu (exact erf), gelu_tanh (gelu_new, gelu_pytorch_tanh), relu, silu, relu2 (squared ReLU), quick_gelu
+(x·σ(1.702x), CLIP's and Step-3.7's vision MLP),
 and xielu, the one that reads weights of its own (`xielu`)."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": F.relu,
     "silu": F.silu,
     "relu2": lambda x: F.relu(x).square(),
+    "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x),  # transformers' QuickGELUActivation (CLIP's)
 }
 
 
