@@ -39,6 +39,7 @@ DEFAULTS = {"vocab_size": 200064, "hidden_size": 6144, "intermediate_size": 3072
 SPARSE_KEYS = {"index_n_heads": "sparse_num_index_heads", "index_head_dim": "sparse_index_dim",
                "index_block_size": "sparse_block_size", "index_topk_blocks": "sparse_topk_blocks",
                "index_local_blocks": "sparse_local_block"}
+SWIGLU_ALPHA = 1.702
 ATTENTION_TYPES = ("full_attention", "minimax_m3_sparse")
 BLOCK_NAMES = {"full_attention": "attention", "minimax_m3_sparse": "indexed"}  # + "_dense" / "_sparse" (the MLP)
 
@@ -52,9 +53,9 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
                "block_size": cfg.int("index_block_size"), "topk_blocks": cfg.int("index_topk_blocks"),
                "local_blocks": cfg.int("index_local_blocks"), "norm": gemma}
     attentions = {"full_attention": attn, "minimax_m3_sparse": {**attn, "indexer": indexer}}
-    limit = cfg.float("swiglu_limit")
-    shared = {"d_ff": cfg.int("shared_intermediate_size"), "gated": True, "fused_gate_up": True}
-    mlps = {"dense": {"d_ff": cfg.int("dense_intermediate_size"), "gated": True, "fused_gate_up": True},
+    limit = _swiglu_limit(cfg)
+    shared = {"d_ff": cfg.int("shared_intermediate_size"), "gated": True, "fused_gate_up": True, "swiglu_limit": limit}
+    mlps = {"dense": {**shared, "d_ff": cfg.int("dense_intermediate_size")},
             "sparse": experts(cfg, ("num_local_experts",), "intermediate_size", scoring="sigmoid", score_bias=True,
                               routed_scale=cfg.float("routed_scaling_factor"), swiglu_limit=limit,
                               shared=shared, n_shared=1)}
@@ -62,6 +63,14 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = [f"{BLOCK_NAMES[a]}_{m}" for a, m in kinds]
     blocks = {name: {"attention": attentions[a], "mlp": mlps[m], "norm": gemma} for name, (a, m) in zip(names, kinds)}
     return decoder(cfg, "minimax_m3_vl_text", blocks, layer_runs(names), gemma, cfg.bool("tie_word_embeddings"))
+
+
+def _swiglu_limit(cfg: Config) -> float:
+    """The SwiGLU-OAI clamp; its sigmoid gain is the released 1.702 (gpt-oss's), the only one modelled."""
+    alpha = cfg.float("swiglu_alpha", default=SWIGLU_ALPHA)
+    if alpha != SWIGLU_ALPHA:
+        raise cfg.error("swiglu_alpha", f"{alpha:g}: only the released {SWIGLU_ALPHA} is modelled")
+    return cfg.float("swiglu_limit")
 
 
 def _flattened(cfg: Config) -> Config:

@@ -85,6 +85,12 @@ def _attention(s: _Slots, a: Any, d: int) -> None:
         for role, heads in (("q_norm", a.n_heads), ("k_norm", a.n_kv_heads))[:1 if a.kv_shared else 2]:
             width = a.head_dim if head else ((heads, a.head_dim) if s.lay.get("qk_norm_heads") else heads * a.head_dim)
             s.norm(role, a.qk_norm.norm, width, role)
+    if a.indexer is not None:  # MiniMax-M3's block indexer: its Q and K from x, a norm over each of their heads
+        i = a.indexer
+        s.linear("block_idx_q", d, i.n_heads * i.head_dim, "block_idx_q")
+        s.linear("block_idx_k", d, i.head_dim, "block_idx_k")
+        for role in ("block_idx_q_norm", "block_idx_k_norm"):
+            s.norm(role, i.norm, i.head_dim, role)
     if a.sinks:
         s.add("sinks", ((s.lay.get("hub") or {}) if s.hub else {}).get("sinks", s.lay["sinks"]), (a.n_heads,),
               "attn_sinks")
