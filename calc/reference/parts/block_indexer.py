@@ -27,8 +27,12 @@ def block_mask(part: Any, x: torch.Tensor, ctx: Any, visible: torch.Tensor) -> t
     if part.rotary is not None and i.head_dim < part.rotary.width:
         raise GptcalcError(f"block indexer: head_dim {i.head_dim} below rotary_dim {part.rotary.width} is not "
                            "implemented by the torch reference")
-    q = w["block_idx_q_norm"](_heads(w["block_idx_q"](x), i.head_dim)).transpose(1, 2)  # (B, n_i, T, d_i)
-    k = w["block_idx_k_norm"](_heads(w["block_idx_k"](x), i.head_dim)).transpose(1, 2)  # (B, 1, T, d_i)
+    trace("block_idx_q", q := w["block_idx_q"](x))  # (B, T, n_i·d_i)
+    trace("block_idx_k", k := w["block_idx_k"](x))  # (B, T, d_i)
+    B, T, _ = q.shape
+    trace("block_idx_q_norm", q := w["block_idx_q_norm"](q.view(B, T, i.n_heads, i.head_dim)))
+    trace("block_idx_k_norm", k := w["block_idx_k_norm"](k))
+    q, k = q.transpose(1, 2), k[:, None]  # (B, n_i, T, d_i), (B, 1, T, d_i)
     if part.rotary is not None:
         cos, sin = part.rotary.cos_sin(ctx.positions, x.dtype)
         q, k = part.rotary.apply(q, cos, sin), part.rotary.apply(k, cos, sin)
@@ -36,6 +40,7 @@ def block_mask(part: Any, x: torch.Tensor, ctx: Any, visible: torch.Tensor) -> t
         kept = ctx.cache.state(ctx.layer, "block_index_keys")
         k = k if kept is None else torch.cat((kept, k), dim=2)
         ctx.cache.states.setdefault(ctx.layer, {})["block_index_keys"] = k
+        trace("block_idx_k_cache", k[:, 0])  # (B, keys, d_i)
     trace("block_idx_scores", scores := q.float() @ k.float().transpose(-1, -2))  # (B, n_i, T, keys)
     keys = scores.shape[-1]
     scores = scores.masked_fill(~visible, float("-inf"))
@@ -49,8 +54,3 @@ def block_mask(part: Any, x: torch.Tensor, ctx: Any, visible: torch.Tensor) -> t
     keep = torch.zeros_like(pooled, dtype=torch.bool).scatter(-1, index, top > float("-inf"))
     keep = keep.repeat_interleave(i.block_size, dim=-1)[..., :keys]
     return keep.repeat_interleave(s.n_heads // i.n_heads, dim=1)
-
-
-def _heads(t: torch.Tensor, width: int) -> torch.Tensor:
-    """[B, T, n·width] -> [B, T, n, width], for the per-head norms."""
-    return t.view(*t.shape[:-1], -1, width)
