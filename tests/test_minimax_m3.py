@@ -120,3 +120,14 @@ def test_what_is_not_modelled_is_one_error_line(tmp_path, change: dict, key: str
     path.write_text(json.dumps(config))
     result = check_run(["count", str(path)])
     assert result.exit_code == 2 and key in result.stderr
+
+
+def test_verify_names_every_tensor_of_transformers_whole_model(tmp_path) -> None:  # noqa: ANN001
+    """`verify` of the tiny whole model: the formulas, the torch reference (the language model) and
+    transformers' MiniMaxM3SparseForConditionalGeneration agree, every one of its tensors (vision tower and
+    both projector stages included) under the name and shape the spec implies."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY_WHOLE))
+    result = check_run(["verify", str(path)])
+    assert result.exit_code == 0, result.stdout
+    assert "every transformers parameter has the name and shape the spec implies" in result.stdout
