@@ -19,10 +19,10 @@ from calc.analysis.memory.kv import kv_cache
 from calc.spec.load import load_spec
 from cli_checks import check_run
 from oracle import CONFIG_DIR, spec_of, transformers_count
+from test_hybrids import BATCH, _transformers_tiny
 from tiny_models import VOCAB, tiny_config
 
 CONFIG = CONFIG_DIR / "model_types" / "minimax_m3_vl.json"
-BATCH = 2
 
 
 def test_published_checkpoint_total() -> None:
@@ -53,15 +53,9 @@ def _transformers_cache_elements(seq: int) -> int:
     """Elements transformers' cache holds after `seq` tokens of the tiny language model: K, V and, in the
     sparse layers (MiniMaxM3VLSparseCacheLayer), the indexer's keys [B, 1, seq, index_head_dim]."""
     torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    transformers.logging.set_verbosity_error()
-    data = tiny_config("minimax_m3_vl_text")
-    config = transformers.AutoConfig.for_model(data.pop("model_type"), **copy.deepcopy(data))
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config).eval()
     ids = torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        cache = model(ids, use_cache=True).cache
+        cache = _transformers_tiny("minimax_m3_vl_text")(ids, use_cache=True).cache
     held = [getattr(layer, name, None) for layer in cache.layers for name in ("keys", "values", "idx_keys")]
     assert sum(getattr(layer, "idx_keys", None) is not None for layer in cache.layers) == 2
     return sum(t.numel() for t in held if t is not None)
