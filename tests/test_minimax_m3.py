@@ -125,3 +125,26 @@ def test_verify_names_every_tensor_of_transformers_whole_model(tmp_path) -> None
     result = check_run(["verify", str(path)])
     assert result.exit_code == 0, result.stdout
     assert "every transformers parameter has the name and shape the spec implies" in result.stdout
+
+
+def test_the_release_names_are_recognised(tmp_path) -> None:  # noqa: ANN001
+    """transformers' save_pretrained of the whole tiny model writes the release's names back out
+    (conversion_mapping.py "minimax_m3_vl" reversed: language_model.model.*, block_sparse_moe with w1, w3, w2
+    per expert, self_attn.index_*, gate_proj and up_proj apart, vision_tower.vision_model.*,
+    patch_merge_mlp.*); the header check places every tensor and adds up to the count."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from calc.checkpoint.report import read_checkpoint
+
+    transformers.logging.set_verbosity_error()
+    data = copy.deepcopy(TINY_WHOLE)
+    config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+    torch.manual_seed(0)
+    transformers.MiniMaxM3SparseForConditionalGeneration(config).save_pretrained(tmp_path)
+    names = json.loads((tmp_path / "model.safetensors").read_bytes()[8:8 + int.from_bytes(
+        (tmp_path / "model.safetensors").read_bytes()[:8], "little")])
+    assert "language_model.model.layers.1.block_sparse_moe.experts.0.w1.weight" in names
+    assert "patch_merge_mlp.linear_1.weight" in names
+    report = read_checkpoint(str(tmp_path))
+    assert report.ok and not report.unknown and not report.mismatches
+    assert report.breakdown.total == count(spec_of(copy.deepcopy(TINY_WHOLE))).total

@@ -291,11 +291,16 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                     "gdn_norm": "linear_attn.o_norm", "gdn_out": "linear_attn.o_proj", "hub": _OLMO_HYBRID_HUB},
     "minimax": _MINIMAX,
     "minimax_m1": _MINIMAX,
-    # MiniMax-M3's language model as transformers 5 saves it: fused experts (no per-expert Hub names; the
-    # released checkpoint's language_model.model.*.block_sparse_moe.* are not read yet)
+    # MiniMax-M3's language model as transformers 5 holds it (fused gate_up everywhere, the indexer a module); its
+    # release's names (conversion_mapping.py "minimax_m3_vl"): block_sparse_moe with w1, w3, w2 per expert,
+    # self_attn.index_*, every gate_proj and up_proj apart (`gate_up_apart`)
     "minimax_m3_vl_text": {**LLAMA, "block_idx_q": "self_attn.indexer.q_proj", "block_idx_k": "self_attn.indexer.k_proj",
                            "block_idx_q_norm": "self_attn.indexer.q_norm", "block_idx_k_norm": "self_attn.indexer.k_norm",
-                           "hub": {}},
+                           "hub": {**_MIXTRAL_HUB, "score_bias": "block_sparse_moe.e_score_correction_bias",
+                                   "shared": "block_sparse_moe.shared_experts", "gate_up_apart": True,
+                                   "block_idx_q": "self_attn.index_q_proj", "block_idx_k": "self_attn.index_k_proj",
+                                   "block_idx_q_norm": "self_attn.index_q_norm",
+                                   "block_idx_k_norm": "self_attn.index_k_norm"}},
     "mamba": {**_mamba("mixer"), **_BACKBONE},
     "falcon_mamba": {**_mamba("mixer"), **_BACKBONE},
     "jamba": {**LLAMA, **_mamba("mamba"), "final_norm": "model.final_layernorm", "mlp_in": "pre_ff_layernorm",

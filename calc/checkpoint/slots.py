@@ -86,11 +86,11 @@ def _attention(s: _Slots, a: Any, d: int) -> None:
             width = a.head_dim if head else ((heads, a.head_dim) if s.lay.get("qk_norm_heads") else heads * a.head_dim)
             s.norm(role, a.qk_norm.norm, width, role)
     if a.indexer is not None:  # MiniMax-M3's block indexer: its Q and K from x, a norm over each of their heads
-        i = a.indexer
-        s.linear("block_idx_q", d, i.n_heads * i.head_dim, "block_idx_q")
-        s.linear("block_idx_k", d, i.head_dim, "block_idx_k")
+        i, names = a.indexer, _hub_names(s)
+        s.linear("block_idx_q", d, i.n_heads * i.head_dim, "block_idx_q", path=names["block_idx_q"])
+        s.linear("block_idx_k", d, i.head_dim, "block_idx_k", path=names["block_idx_k"])
         for role in ("block_idx_q_norm", "block_idx_k_norm"):
-            s.norm(role, i.norm, i.head_dim, role)
+            s.norm(role, i.norm, i.head_dim, role, names[role])
     if a.sinks:
         s.add("sinks", ((s.lay.get("hub") or {}) if s.hub else {}).get("sinks", s.lay["sinks"]), (a.n_heads,),
               "attn_sinks")
@@ -305,7 +305,7 @@ def _mlp(s: _Slots, m: Any, d: int, prefix: str = "mlp", container: str | None =
 
     f, bias = m.d_ff, m.bias
     role = "shared." if prefix == "shared_mlp" else ""
-    if m.gated and m.fused_gate_up:
+    if m.gated and m.fused_gate_up and not _hub_names(s).get("gate_up_apart"):  # MiniMax-M3's Hub: apart
         s.linear(f"{role}gate_up", d, 2 * f, (f"{prefix}_gate", f"{prefix}_up"),
                  bias and (f"{prefix}_gate_bias", f"{prefix}_up_bias"), (f, f), path("gate_up"))
     else:
