@@ -20,7 +20,7 @@ from calc.spec.load import load_spec
 from cli_checks import check_run
 from oracle import CONFIG_DIR, spec_of, transformers_count
 from test_hybrids import BATCH, _transformers_tiny
-from tiny_models import VOCAB, tiny_config
+from tiny_models import TINY_MULTIMODAL, VOCAB, tiny_config
 
 CONFIG = CONFIG_DIR / "model_types" / "minimax_m3_vl.json"
 
@@ -77,11 +77,8 @@ def test_indexer_keys_grow_beside_k_and_v() -> None:
         ("block indexer", 57, 128)}
 
 
-# A tiny whole model: the tiny language model under a two-layer vision tower of width 16 (projector 24 wide)
-TINY_WHOLE = {"model_type": "minimax_m3_vl", "architectures": ["MiniMaxM3SparseForConditionalGeneration"],
-              "projector_hidden_size": 24, "text_config": tiny_config("minimax_m3_vl_text"),
-              "vision_config": {"hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 2,
-                                "num_attention_heads": 2, "patch_size": 14}}
+# The tiny whole model: the tiny language model under a two-layer vision tower of width 16 (projector 24 wide)
+TINY_WHOLE = {"model_type": "minimax_m3_vl", **TINY_MULTIMODAL["minimax_m3_vl"]}
 
 
 def test_tiny_whole_model_equals_transformers() -> None:

@@ -35,6 +35,7 @@ INTERNVIT_6B = {"norm_type": "rms_norm", "use_qk_norm": True, "use_mean_pooling"
 # = 6 x 10 patches of 16 (the config class's default patch size) against a 4 x 4 position table (resized),
 # 15 tokens from the merger and 15 from each of 2 DeepStack mergers; Qwen3.5 the same without DeepStack.
 # Mistral 3: 84 x 140 px = 6 x 10 Pixtral patches of 14, merged 2 x 2 (spatial_merge_size) = 15 tokens.
+# MiniMax-M3: 56 x 84 px = 4 x 6 patches of 14, merged 2 x 2 = 6 tokens.
 # Llama 4: tiles of its image_size 56 = 4 x 4 patches of 14, pixel-shuffled 2 x 2 (ratio 0.5) = 4 tokens;
 # the adapter's fc1 reads intermediate_size channels, so that is 4 x the width (Llama 4's 5632 = 4 x 1408).
 LLAMA4_ADAPTER = {"intermediate_size": 64}
@@ -45,7 +46,8 @@ OUTER = {"llava_onevision": {"image_grid_pinpoints": [[56, 56], [56, 112], [112,
 BUILT = {"gemma3": ({}, (56, 56), 2, 4), "internvl": ({}, (56, 56), 2, 4),
          "internvl-6b-switches": (INTERNVIT_6B, (56, 56), 2, 4), "qwen2_5_vl": ({}, (140, 196), 1, 35),
          "qwen3_vl": ({}, (96, 160), 1, 45), "qwen3_5": ({}, (96, 160), 1, 15), "mistral3": ({}, (84, 140), 1, 15),
-         "llama4": (LLAMA4_ADAPTER, (56, 56), 2, 4), "llava_onevision": ({}, (56, 56), 1, 36)}
+         "llama4": (LLAMA4_ADAPTER, (56, 56), 2, 4), "llava_onevision": ({}, (56, 56), 1, 36),
+         "minimax_m3_vl": ({}, (56, 84), 1, 6)}
 
 
 def saved(model_type: str, directory: Path, vision: dict | None = None):  # noqa: ANN201
@@ -126,7 +128,10 @@ def verify_load(directory: Path) -> dict:
     # one tile of image_size 56; transformers' whole model fails on token ids alone (the logits are not
     # compared), the tower is compared all the same
     ("llama4", "56x56", [1, 4, 32], "Llama4ForConditionalGeneration"),
-    ("llava_onevision", "56x56", [1, 36, 32], "LlavaOnevisionForConditionalGeneration")])
+    ("llava_onevision", "56x56", [1, 36, 32], "LlavaOnevisionForConditionalGeneration"),
+    # saved under the release's names (block_sparse_moe, w1 / w3 / w2, gate and up apart), its rule's largest
+    # image (451,584 pixels): 48 x 48 patches, merged 2 x 2
+    ("minimax_m3_vl", "672x672", [1, 576, 32], "MiniMaxM3SparseForConditionalGeneration")])
 def test_verify_load_runs_the_tower_against_transformers(model_type: str, image: str, features: list[int],
                                                          whole: str, tmp_path: Path) -> None:
     """--load: decoder and tower loaded strictly, one seeded image through our tower, and transformers'

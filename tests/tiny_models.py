@@ -322,6 +322,11 @@ TINY_MULTIMODAL: dict[str, dict[str, Any]] = {
                  "projection_hidden_size": 16,
                  "text_config": {**TINY["deepseek_v3"], "model_type": "deepseek_v3"},
                  "vision_config": {**_VIT, "pos_emb_height": 4, "pos_emb_width": 6, "patch_size": 4}},
+    # MiniMax-M3: the tiny minimax_m3_vl_text decoder under CLIP layers of 2 heads of 8 (3-D rotary on 6 of them),
+    # a 24-wide two-stage projector
+    "minimax_m3_vl": {"architectures": ["MiniMaxM3SparseForConditionalGeneration"], "projector_hidden_size": 24,
+                      "text_config": {**TINY["minimax_m3_vl_text"], "model_type": "minimax_m3_vl_text"},
+                      "vision_config": _VIT},
     "internvl": {"architectures": ["InternVLForConditionalGeneration"], "tie_word_embeddings": False,
                  "text_config": {**_TEXT, "model_type": "qwen2"},
                  "vision_config": {"model_type": "internvl_vision", **_VIT, "image_size": [56, 56],

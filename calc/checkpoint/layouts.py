@@ -293,11 +293,16 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     "minimax_m1": _MINIMAX,
     # MiniMax-M3's language model as transformers 5 holds it (fused gate_up everywhere, the indexer a module); its
     # release's names (conversion_mapping.py "minimax_m3_vl"): block_sparse_moe with w1, w3, w2 per expert,
-    # self_attn.index_*, every gate_proj and up_proj apart (`gate_up_apart`)
+    # self_attn.index_*, every gate_proj and up_proj apart (`gate_up_split`, the shared expert's too: concatenated
+    # into gate_up_proj on load)
     "minimax_m3_vl_text": {**LLAMA, "block_idx_q": "self_attn.indexer.q_proj", "block_idx_k": "self_attn.indexer.k_proj",
                            "block_idx_q_norm": "self_attn.indexer.q_norm", "block_idx_k_norm": "self_attn.indexer.k_norm",
+                           "shared.gate_up": "mlp.shared_experts.gate_up_proj",
                            "hub": {**_MIXTRAL_HUB, "score_bias": "block_sparse_moe.e_score_correction_bias",
-                                   "shared": "block_sparse_moe.shared_experts", "gate_up_apart": True,
+                                   "shared": "block_sparse_moe.shared_experts",
+                                   "gate_up_split": ("mlp.gate_proj", "mlp.up_proj"),
+                                   "shared.gate_up_split": ("block_sparse_moe.shared_experts.gate_proj",
+                                                            "block_sparse_moe.shared_experts.up_proj"),
                                    "block_idx_q": "self_attn.index_q_proj", "block_idx_k": "self_attn.index_k_proj",
                                    "block_idx_q_norm": "self_attn.index_q_norm",
                                    "block_idx_k_norm": "self_attn.index_k_norm"}},

@@ -305,13 +305,15 @@ def _mlp(s: _Slots, m: Any, d: int, prefix: str = "mlp", container: str | None =
 
     f, bias = m.d_ff, m.bias
     role = "shared." if prefix == "shared_mlp" else ""
-    if m.gated and m.fused_gate_up and not _hub_names(s).get("gate_up_apart"):  # MiniMax-M3's Hub: apart
+    split = _hub_names(s).get(f"{role}gate_up_split")  # MiniMax-M3's Hub: gate and up apart, fused on load
+    if m.gated and m.fused_gate_up and not split:
         s.linear(f"{role}gate_up", d, 2 * f, (f"{prefix}_gate", f"{prefix}_up"),
                  bias and (f"{prefix}_gate_bias", f"{prefix}_up_bias"), (f, f), path("gate_up"))
     else:
         if m.gated:
-            s.linear(f"{role}gate", d, f, f"{prefix}_gate", bias and f"{prefix}_gate_bias", path=path("gate"))
-        s.linear(f"{role}up", d, f, f"{prefix}_up", bias and f"{prefix}_up_bias", path=path("up"))
+            s.linear(f"{role}gate", d, f, f"{prefix}_gate", bias and f"{prefix}_gate_bias",
+                     path=split[0] if split else path("gate"))
+        s.linear(f"{role}up", d, f, f"{prefix}_up", bias and f"{prefix}_up_bias", path=split[1] if split else path("up"))
     if m.activation == "xielu":
         _xielu(s, f"{role}act", f"{path('up').rpartition('.')[0]}.act_fn", f"{prefix}_act")
     s.linear(f"{role}down", f, d, f"{prefix}_down", bias and f"{prefix}_down_bias", path=path("down"))

@@ -34,7 +34,7 @@ from calc.reference.parts.base import no_trace
 if TYPE_CHECKING:
     from calc.reference.tower import VisionTower
 
-__all__ = ["KINDS", "features", "transformers_inputs"]
+__all__ = ["KINDS", "features", "grid_of", "merge_order", "merge_size", "patchify", "transformers_inputs"]
 
 KINDS = frozenset({"qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
 
@@ -48,7 +48,7 @@ def transformers_inputs(tower: "VisionTower", pixels: torch.Tensor) -> dict[str,
 
 def grid_of(tower: "VisionTower", pixels: torch.Tensor) -> tuple[int, int]:
     """(rows, columns) of patches of an image [1, C, H, W]; each a multiple of the merge size."""
-    p, m = tower.tower.patch_size, _merge(tower)
+    p, m = tower.tower.patch_size, merge_size(tower)
     _, _, height, width = pixels.shape
     if height % (p * m) or width % (p * m):
         raise ValueError(f"a {width}x{height} image is not a multiple of {p * m} pixels a side")
@@ -57,7 +57,7 @@ def grid_of(tower: "VisionTower", pixels: torch.Tensor) -> tuple[int, int]:
 
 def patchify(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
     """The processor's flattened patches [rows·columns, C·T·P·P] of one image [1, C, H, W]."""
-    t, m = tower.tower, _merge(tower)
+    t, m = tower.tower, merge_size(tower)
     rows, columns = grid_of(tower, pixels)
     p, frames = t.patch_size, t.temporal_patch
     x = pixels[0].unsqueeze(1).expand(-1, frames, -1, -1)  # (C, T, H, W): the image fills every frame
@@ -67,12 +67,12 @@ def patchify(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
 
 def features(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
     """Image features [1, tokens, text width] of one image [1, C, H, W] (module docstring)."""
-    t, w, m = tower.tower, tower.weights, _merge(tower)
+    t, w, m = tower.tower, tower.weights, merge_size(tower)
     rows, columns = grid_of(tower, pixels)
     bias = w.tensor("patch.bias") if t.patch_bias else None
     x = F.linear(patchify(tower, pixels), w.tensor("patch.weight").reshape(t.d_model, -1), bias)
     grid = torch.meshgrid(torch.arange(rows), torch.arange(columns), indexing="ij")
-    row, column = (_merge_order(axis, m) for axis in grid)  # each patch's row and column, in patch order
+    row, column = (merge_order(axis, m) for axis in grid)  # each patch's row and column, in patch order
     if t.positions:
         x = x + _resized_table(w["positions"].weight, rows, columns, m)
     rotary = AxialRotary(row, column, qwen_frequencies(t.attention.head_dim, t.rope_theta))
@@ -87,12 +87,12 @@ def features(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
     return torch.cat([_merge_tokens(tower, x, "merger", 0), *deep], dim=1)
 
 
-def _merge(tower: "VisionTower") -> int:
-    """The merge size m: the merger reads m² patches, m²·d wide."""
-    return math.isqrt(tower.tower.projectors[0].linears[0].d_in // tower.tower.d_model)
+def merge_size(tower: "VisionTower") -> int:
+    """The merge size m: m x m patches make one token (the image rule's)."""
+    return tower.tower.images.merge_size
 
 
-def _merge_order(grid: torch.Tensor, m: int) -> torch.Tensor:
+def merge_order(grid: torch.Tensor, m: int) -> torch.Tensor:
     """A [rows, columns] grid's entries listed merge block by merge block (the patches' order)."""
     rows, columns = grid.shape[:2]
     blocks = grid.reshape(rows // m, m, columns // m, m, *grid.shape[2:]).transpose(1, 2)
@@ -105,7 +105,7 @@ def _resized_table(table: torch.Tensor, rows: int, columns: int, m: int) -> torc
     side = math.isqrt(table.shape[0])
     square = table.reshape(side, side, -1).permute(2, 0, 1).unsqueeze(0)
     grid = F.interpolate(square, size=(rows, columns), mode="bilinear", align_corners=True)[0]
-    return _merge_order(grid.permute(1, 2, 0), m)
+    return merge_order(grid.permute(1, 2, 0), m)
 
 
 def _windows(row: torch.Tensor, column: torch.Tensor, window: int) -> list[torch.Tensor]:
