@@ -76,6 +76,7 @@ TABLE_FILES = {
     "nemotron_h": "tests/configs/model_types/nemotron_h.json",
     "gemma3n_text": "tests/configs/model_types/gemma3n_text-e2b.json",
     "gemma4_text": "tests/configs/model_types/gemma4-26b-a4b.json",
+    "minimax_m3_vl_text": "tests/configs/model_types/minimax_m3_vl.json",
     "minimax_m2": "tests/configs/model_types/minimax_m2.json", "afmoe": "tests/configs/model_types/afmoe.json",
     "falcon_h1": "tests/configs/model_types/falcon_h1.json", "longcat_flash": "tests/configs/model_types/longcat_flash.json",
     "zamba2": "tests/configs/model_types/zamba2.json", "olmo_hybrid": "tests/configs/model_types/olmo_hybrid.json",

@@ -37,6 +37,7 @@ INTERNVIT_6B = {"norm_type": "rms_norm", "use_qk_norm": True, "use_mean_pooling"
 # = 6 x 10 patches of 16 (the config class's default patch size) against a 4 x 4 position table (resized),
 # 15 tokens from the merger and 15 from each of 2 DeepStack mergers; Qwen3.5 the same without DeepStack.
 # Mistral 3: 84 x 140 px = 6 x 10 Pixtral patches of 14, merged 2 x 2 (spatial_merge_size) = 15 tokens.
+# MiniMax-M3: 56 x 84 px = 4 x 6 patches of 14, merged 2 x 2 = 6 tokens.
 # Llama 4: tiles of its image_size 56 = 4 x 4 patches of 14, pixel-shuffled 2 x 2 (ratio 0.5) = 4 tokens;
 # the adapter's fc1 reads intermediate_size channels, so that is 4 x the width (Llama 4's 5632 = 4 x 1408).
 LLAMA4_ADAPTER = {"intermediate_size": 64}
@@ -64,7 +65,8 @@ BUILT = {"gemma3": ({}, (56, 56), 2, 4), "internvl": ({}, (56, 56), 2, 4),
          "llama4": (LLAMA4_ADAPTER, (56, 56), 2, 4), "llava_onevision": ({}, (56, 56), 1, 36),
          "llava_onevision-tiles-wide": ({}, (84, 112), 1, 70), "llava_onevision-shrunk-wide": ({}, (84, 112), 1, 31),
          "llava_onevision-shrunk-tall": ({}, (112, 84), 1, 32),
-         "gemma4": (GEMMA4, (24, 32), 1, 12), "kimi_k25": (MOONVIT, (48, 64), 1, 48), "gemma4-standardized": ({**GEMMA4, "standardize": True}, (24, 32), 1, 12)}
+         "gemma4": (GEMMA4, (24, 32), 1, 12), "kimi_k25": (MOONVIT, (48, 64), 1, 48), "gemma4-standardized": ({**GEMMA4, "standardize": True}, (24, 32), 1, 12),
+         "minimax_m3_vl": ({}, (56, 84), 1, 6)}
 
 
 def saved(model_type: str, directory: Path, vision: dict | None = None, outer: dict | None = None):  # noqa: ANN201
@@ -275,7 +277,10 @@ def verify_load(directory: Path) -> dict:
     ("gemma4", "32x32", [1, 16, 32], "Gemma4ForConditionalGeneration"),
     # the square its 4 x 4 position grid covers: 4 x 4 patches of 4, merged 2 x 2; its file in the Hub's layout
     # (fused, permuted `wqkv`), made in-memory for both models
-    ("kimi_k25", "16x16", [1, 4, 32], "Kimi_K25ForConditionalGeneration")])
+    ("kimi_k25", "16x16", [1, 4, 32], "Kimi_K25ForConditionalGeneration"),
+    # saved under the release's names (block_sparse_moe, w1 / w3 / w2, gate and up apart), its rule's largest
+    # image (451,584 pixels): 48 x 48 patches, merged 2 x 2
+    ("minimax_m3_vl", "672x672", [1, 576, 32], "MiniMaxM3SparseForConditionalGeneration")])
 def test_verify_load_runs_the_tower_against_transformers(model_type: str, image: str, features: list[int],
                                                          whole: str, tmp_path: Path) -> None:
     """--load: decoder and tower loaded strictly, one seeded image through our tower, and transformers'

@@ -253,3 +253,38 @@ def traced(modules: dict, run) -> dict[str, tuple[int, ...]]:  # noqa: ANN001
     with torch.no_grad():
         run()
     return seen
+
+
+def test_minimax_m3_flops_by_hand() -> None:
+    """MiniMax-M3's tower on a 672x672 image (tests/configs/model_types/minimax_m3_vl.json: 32 layers of 1280,
+    intermediate 5120, patch 14, temporal 2, merge 2, projector and text width 6144): 48 x 48 = 2304 patches,
+    each projected 1280 -> 6144 -> 6144, then 4 side by side: 576 tokens through 24576 -> 6144 -> 6144."""
+    p, d, ff, w, m, layers = 2304, 1280, 5120, 6144, 576, 32
+    patch = 2 * p * (3 * 2 * 14 * 14) * d
+    layer = 2 * p * d * 3 * d + 2 * p * d * d + 2 * 2 * p * p * d + 2 * 2 * p * d * ff  # QKV, O, QKᵀ and A·V, MLP
+    projector = 2 * p * d * w + 2 * p * w * w
+    merger = 2 * m * (4 * w) * w + 2 * m * w * w
+    f = tower_flops(load_spec(str(MODEL_TYPES / "minimax_m3_vl.json")), 672, 672)
+    assert f.forward == patch + layers * layer + projector + merger == 4_203_387_813_888
+
+
+def test_minimax_m3_steps_are_a_torch_trace() -> None:
+    """A 56 x 84 image (4 x 6 patches of 14, 6 tokens) through transformers' tiny MiniMax-M3 (tests/tiny_models.py):
+    the projector runs on every patch, the merger on the merged tokens."""
+    torch, transformers = pytest.importorskip("torch"), pytest.importorskip("transformers")
+    from tiny_models import TINY_MULTIMODAL
+
+    data = {k: v for k, v in TINY_MULTIMODAL["minimax_m3_vl"].items() if k != "architectures"}
+    torch.manual_seed(0)
+    model = transformers.MiniMaxM3SparseForConditionalGeneration(
+        transformers.AutoConfig.for_model("minimax_m3_vl", **data)).model.eval()
+    walk, tokens = tower_journey(spec_of({"model_type": "minimax_m3_vl", **data}), 84, 56)
+    grid = torch.tensor([[1, tokens.height // 14, tokens.width // 14]])
+    projector = model.multi_modal_projector
+    modules = {"patch_embed": model.vision_tower.embeddings, "mlp_residual": model.vision_tower.layers[0],
+               "projector_1": projector.linear_2, "merger_1": projector.merge_linear_2}
+    seen = traced(modules, lambda: model.get_image_features(torch.zeros(int(grid.prod()), 3 * 2 * 14 * 14), grid))
+    ours = {step.id: step.output.sizes for step in walk.steps}
+    for name, shape in seen.items():
+        assert (ours[name][0] * ours[name][1], ours[name][-1]) == (math.prod(shape[:-1]), shape[-1]), name
+    assert seen["projector_1"] == (24, 32) and seen["merger_1"] == (tokens.image_tokens, 32) == (6, 32)

@@ -121,6 +121,16 @@ TINY: dict[str, dict[str, Any]] = {
     "deepseek_v32": {**_DEEPSEEK, **_DEEPSEEK_V3_ROUTING, **_INDEXER, "num_nextn_predict_layers": 0},
     "glm_moe_dsa": {**_DEEPSEEK, **_INDEXER, "n_group": 1, "topk_group": 1, "num_nextn_predict_layers": 0,
                     "indexer_types": ["full", "shared", "full"]},
+    # MiniMax-M3's language model in its release config's own keys (tests/configs/model_types/minimax_m3_vl.json):
+    # a dense full-attention layer, then sparse ones whose indexer picks the top 2 of 3 blocks of 4 keys (the
+    # query's own forced in) in a 12-token sequence
+    "minimax_m3_vl_text": {**_COMMON, "num_hidden_layers": 3, "head_dim": 16, "num_local_experts": 4,
+                           "num_experts_per_tok": 2, "intermediate_size": 16, "dense_intermediate_size": 48,
+                           "shared_intermediate_size": 24, "partial_rotary_factor": 0.5, "rope_theta": 10000.0,
+                           "moe_layer_freq": [0, 1, 1],
+                           "sparse_attention_config": {"sparse_attention_freq": [0, 1, 1], "sparse_num_index_heads": 2,
+                                                       "sparse_index_dim": 8, "sparse_block_size": 4,
+                                                       "sparse_topk_blocks": 2, "sparse_local_block": 1}},
     # Kimi-K2's config.json (moonshotai/Kimi-K2-Instruct): DeepSeek-V3 named as its architecture, one group,
     # x2.827, YaRN factor 32 with beta_fast = beta_slow = 1, rope_theta 50000
     "kimi_k2": {**_DEEPSEEK, **_DEEPSEEK_V3_ROUTING, "n_group": 1, "topk_group": 1, "routed_scaling_factor": 2.827,
@@ -312,6 +322,11 @@ TINY_MULTIMODAL: dict[str, dict[str, Any]] = {
                  "projection_hidden_size": 16,
                  "text_config": {**TINY["deepseek_v3"], "model_type": "deepseek_v3"},
                  "vision_config": {**_VIT, "pos_emb_height": 4, "pos_emb_width": 6, "patch_size": 4}},
+    # MiniMax-M3: the tiny minimax_m3_vl_text decoder under CLIP layers of 2 heads of 8 (3-D rotary on 6 of them),
+    # a 24-wide two-stage projector
+    "minimax_m3_vl": {"architectures": ["MiniMaxM3SparseForConditionalGeneration"], "projector_hidden_size": 24,
+                      "text_config": {**TINY["minimax_m3_vl_text"], "model_type": "minimax_m3_vl_text"},
+                      "vision_config": _VIT},
     "internvl": {"architectures": ["InternVLForConditionalGeneration"], "tie_word_embeddings": False,
                  "text_config": {**_TEXT, "model_type": "qwen2"},
                  "vision_config": {"model_type": "internvl_vision", **_VIT, "image_size": [56, 56],

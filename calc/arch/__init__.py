@@ -87,6 +87,7 @@ ADAPTERS: dict[str, str] = {
     "kimi_linear": "kimi_linear",
     "minimax": "minimax",
     "minimax_m1": "minimax",
+    "minimax_m3_vl_text": "minimax_m3",
     "olmo_hybrid": "olmo",
     "mamba": "mamba1",
     "falcon_mamba": "mamba1",

@@ -16,7 +16,8 @@ Roles a layout may set (absent: the model_type has no such tensor):
   experts_post_norm)
 - DeepSeek-V4: hc_attn, hc_mlp, hc_head (hyper-connections, `{}` the leaf), kv, kv_norm, o_a, o_b, the
   compressor's comp_kv, comp_gate, comp_bias, comp_norm and its indexer's idx_kv, idx_gate, idx_bias,
-  idx_norm, idx_q, idx_weights, hash_table (the router's token-id table); `shared_leaves` in a hub table
+  idx_norm, idx_q, idx_weights, hash_table (the router's token-id table); MiniMax-M3's block indexer: block_idx_q,
+  block_idx_k, block_idx_q_norm, block_idx_k_norm; `shared_leaves` in a hub table
   names a shared expert's tensors (w1, w3, w2)
 - Gemma-3n and Gemma-4: embed_per_layer, per_layer_projection, per_layer_projection_norm (model level),
   ple_gate, ple_proj, ple_norm (each layer's per-layer input); Gemma-3n's altup, laurel (module paths),
@@ -293,6 +294,21 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                     "gdn_norm": "linear_attn.o_norm", "gdn_out": "linear_attn.o_proj", "hub": _OLMO_HYBRID_HUB},
     "minimax": _MINIMAX,
     "minimax_m1": _MINIMAX,
+    # MiniMax-M3's language model as transformers 5 holds it (fused gate_up everywhere, the indexer a module); its
+    # release's names (conversion_mapping.py "minimax_m3_vl"): block_sparse_moe with w1, w3, w2 per expert,
+    # self_attn.index_*, every gate_proj and up_proj apart (`gate_up_split`, the shared expert's too: concatenated
+    # into gate_up_proj on load)
+    "minimax_m3_vl_text": {**LLAMA, "block_idx_q": "self_attn.indexer.q_proj", "block_idx_k": "self_attn.indexer.k_proj",
+                           "block_idx_q_norm": "self_attn.indexer.q_norm", "block_idx_k_norm": "self_attn.indexer.k_norm",
+                           "shared.gate_up": "mlp.shared_experts.gate_up_proj",
+                           "hub": {**_MIXTRAL_HUB, "score_bias": "block_sparse_moe.e_score_correction_bias",
+                                   "shared": "block_sparse_moe.shared_experts",
+                                   "gate_up_split": ("mlp.gate_proj", "mlp.up_proj"),
+                                   "shared.gate_up_split": ("block_sparse_moe.shared_experts.gate_proj",
+                                                            "block_sparse_moe.shared_experts.up_proj"),
+                                   "block_idx_q": "self_attn.index_q_proj", "block_idx_k": "self_attn.index_k_proj",
+                                   "block_idx_q_norm": "self_attn.index_q_norm",
+                                   "block_idx_k_norm": "self_attn.index_k_norm"}},
     "mamba": {**_mamba("mixer"), **_BACKBONE},
     "falcon_mamba": {**_mamba("mixer"), **_BACKBONE},
     "jamba": {**LLAMA, **_mamba("mamba"), "final_norm": "model.final_layernorm", "mlp_in": "pre_ff_layernorm",

@@ -85,6 +85,12 @@ def _attention(s: _Slots, a: Any, d: int) -> None:
         for role, heads in (("q_norm", a.n_heads), ("k_norm", a.n_kv_heads))[:1 if a.kv_shared else 2]:
             width = a.head_dim if head else ((heads, a.head_dim) if s.lay.get("qk_norm_heads") else heads * a.head_dim)
             s.norm(role, a.qk_norm.norm, width, role)
+    if a.indexer is not None:  # MiniMax-M3's block indexer: its Q and K from x, a norm over each of their heads
+        i, names = a.indexer, _hub_names(s)
+        s.linear("block_idx_q", d, i.n_heads * i.head_dim, "block_idx_q", path=names["block_idx_q"])
+        s.linear("block_idx_k", d, i.head_dim, "block_idx_k", path=names["block_idx_k"])
+        for role in ("block_idx_q_norm", "block_idx_k_norm"):
+            s.norm(role, i.norm, i.head_dim, role, names[role])
     if a.sinks:
         s.add("sinks", ((s.lay.get("hub") or {}) if s.hub else {}).get("sinks", s.lay["sinks"]), (a.n_heads,),
               "attn_sinks")
@@ -299,13 +305,15 @@ def _mlp(s: _Slots, m: Any, d: int, prefix: str = "mlp", container: str | None =
 
     f, bias = m.d_ff, m.bias
     role = "shared." if prefix == "shared_mlp" else ""
-    if m.gated and m.fused_gate_up:
+    split = _hub_names(s).get(f"{role}gate_up_split")  # MiniMax-M3's Hub: gate and up apart, fused on load
+    if m.gated and m.fused_gate_up and not split:
         s.linear(f"{role}gate_up", d, 2 * f, (f"{prefix}_gate", f"{prefix}_up"),
                  bias and (f"{prefix}_gate_bias", f"{prefix}_up_bias"), (f, f), path("gate_up"))
     else:
         if m.gated:
-            s.linear(f"{role}gate", d, f, f"{prefix}_gate", bias and f"{prefix}_gate_bias", path=path("gate"))
-        s.linear(f"{role}up", d, f, f"{prefix}_up", bias and f"{prefix}_up_bias", path=path("up"))
+            s.linear(f"{role}gate", d, f, f"{prefix}_gate", bias and f"{prefix}_gate_bias",
+                     path=split[0] if split else path("gate"))
+        s.linear(f"{role}up", d, f, f"{prefix}_up", bias and f"{prefix}_up_bias", path=split[1] if split else path("up"))
     if m.activation == "xielu":
         _xielu(s, f"{role}act", f"{path('up').rpartition('.')[0]}.act_fn", f"{prefix}_act")
     s.linear(f"{role}down", f, d, f"{prefix}_down", bias and f"{prefix}_down_bias", path=path("down"))

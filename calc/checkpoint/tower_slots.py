@@ -134,6 +134,24 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                         "up": "mlp.fc0", "down": "mlp.fc1", "post_norm": "encoder.final_layernorm",
                         "projectors": {"projector": ("~model.mm_projector.pre_norm", "~mm_projector.proj.0",
                                                      "~mm_projector.proj.2")}}},
+    # MiniMax-M3 as transformers 5 holds it (models/minimax_m3_vl): CLIP layer names without CLIP's encoder
+    # level, a bias-free Conv3d, the two projector stages in one module. `renames`: the release's own prefixes
+    # (conversion_mapping.py "minimax_m3_vl"); its decoder's block_sparse_moe / index_*_proj names inside the
+    # layers are not mapped (the decoder's layout is transformers 5's)
+    "minimax_m3_vl": {"root": "model.vision_tower", "patch": "embeddings.proj", "pre_norm": "pre_layrnorm",
+                      "layers": "layers", "attn_in": "layer_norm1", "mlp_in": "layer_norm2", "q": "self_attn.q_proj",
+                      "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.out_proj", "up": "mlp.fc1",
+                      "down": "mlp.fc2",
+                      "renames": (*_LLAVA_RENAMES[:3],
+                                  ("vision_tower.vision_model.embeddings.patch_embedding.", "model.vision_tower.embeddings.proj."),
+                                  ("vision_tower.vision_model.encoder.layers.", "model.vision_tower.layers."),
+                                  ("vision_tower.vision_model.pre_layrnorm.", "model.vision_tower.pre_layrnorm."),
+                                  ("multi_modal_projector.", "model.multi_modal_projector."),
+                                  ("patch_merge_mlp.linear_", "model.multi_modal_projector.merge_linear_")),
+                      "projectors": {"projector": (None, "~model.multi_modal_projector.linear_1",
+                                                   "~model.multi_modal_projector.linear_2"),
+                                     "merger": (None, "~model.multi_modal_projector.merge_linear_1",
+                                                "~model.multi_modal_projector.merge_linear_2")}},
     "internvl": {"root": "model.vision_tower", "patch": "embeddings.patch_embeddings.projection",
                  "class": ("embeddings.cls_token", 2), "positions": ("embeddings.position_embeddings", 1),
                  "layers": "encoder.layer", "attn_in": "layernorm_before", "mlp_in": "layernorm_after",

@@ -8,7 +8,7 @@ MLP part (MLP or MoE) and norms together, either of the two possibly absent; `Mo
 
 from __future__ import annotations
 
-from calc.parts import (attention, augment, compressed, embedding, gated_deltanet, hyper, kda, lightning, mamba, mamba2, mla,
+from calc.parts import (attention, augment, block_indexer, compressed, embedding, gated_deltanet, hyper, kda, lightning, mamba, mamba2, mla,
                         mlp, moe, norm, shared, short_conv)
 from calc.parts.attention import Attention, QKNorm, Rope, attention_kind
 from calc.parts.compressed import CompressedAttention
@@ -37,6 +37,7 @@ LABELS: dict[str, str] = {
     **mla.LABELS,
     **compressed.LABELS,
     **attention.LABELS,
+    **block_indexer.LABELS,
     **augment.LABELS,
     **mamba2.LABELS,
     **mamba.LABELS,

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from calc.parts.augment import Augment
 from calc.parts.base import Field, Part, model_validator, present
+from calc.parts.block_indexer import BlockIndexer
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 
@@ -147,6 +148,7 @@ class Attention(HeadWidths, Part):
     kv_shared: bool = False  # K and V are an earlier layer's (Gemma-3n, Gemma-4): no W_K, W_V, K-norm, cache
     k_eq_v: bool = False  # values are the keys' projection (Gemma-4's global layers): no W_V
     augment: Augment | None = None  # LAuReL, AltUp, a per-layer input around this layer (Gemma-3n, Gemma-4)
+    indexer: BlockIndexer | None = None  # MiniMax-M3's sparse layers: the blocks each head group reads
 
     @model_validator(mode="before")
     @classmethod
@@ -193,7 +195,8 @@ class Attention(HeadWidths, Part):
             q_norm=q_norm, k_norm=k_norm, attn_sinks=self.n_heads * self.sinks, attn_gate=d * self.gate_width,
             attn_gate_bias=self.gate_width * self.gate_bias,
             attn_out=self.o_dim * d, attn_out_bias=d * self.o_bias,
-        ), **{k: n for k, n in augment.items() if not k.startswith("altup")}}
+        ), **(self.indexer.params(d) if self.indexer else {}),
+            **{k: n for k, n in augment.items() if not k.startswith("altup")}}
 
     @property
     def gate_width(self) -> int:
@@ -208,7 +211,8 @@ class Attention(HeadWidths, Part):
         gate = {"attn_gate": (d_model, 1)} if self.output_gate else {}
         kv = {} if self.kv_shared else {"k": (d_model, 1)} if self.k_eq_v else {"k": (d_model, 1), "v": (d_model, 1)}
         augment = self.augment.matrices(d_model) if self.augment else {}
-        return {"q": (d_model, 1), **kv, **gate, "attn_out": (self.o_dim, 1), **augment}
+        indexer = self.indexer.matrices(d_model) if self.indexer else {}
+        return {"q": (d_model, 1), **kv, **gate, "attn_out": (self.o_dim, 1), **indexer, **augment}
 
     def kv_per_token(self) -> tuple[int, int]:
         """Elements cached per token in one layer: (K, V), n_kv_heads x head_dim and n_kv_heads x value_head_dim."""
@@ -216,11 +220,12 @@ class Attention(HeadWidths, Part):
 
     def cache(self, d_model: int) -> CacheSpec:
         """K and V rows per token, split by KV heads under tensor parallelism, for the window if any;
-        nothing for a layer that reads another layer's K and V."""
+        nothing for a layer that reads another layer's K and V; a block indexer's keys beside them."""
         if self.kv_shared:
             return CacheSpec()
-        return CacheSpec((TokenSpec(*self.kv_per_token(), self.attention_kind, self.n_heads, self.n_kv_heads,
-                                   self.head_dim, self.n_kv_heads, self.window, self.sinks),))
+        kv = TokenSpec(*self.kv_per_token(), self.attention_kind, self.n_heads, self.n_kv_heads, self.head_dim,
+                       self.n_kv_heads, self.window, self.sinks)
+        return CacheSpec((kv, self.indexer.cache()) if self.indexer else (kv,))
 
     def describe(self) -> str:
         """'GQA (64 query heads, 8 KV heads, head_dim 128)' plus what else is switched on."""
@@ -238,6 +243,7 @@ class Attention(HeadWidths, Part):
         if self.softcap:
             extras.append(f"logits soft-capped at {self.softcap:g}")
         extras += [self.augment.describe()] if self.augment and self.augment.describe() else []  # not a bare layer scalar
+        extras += [self.indexer.describe()] if self.indexer else []
         more = "; " + ", ".join(extras) if extras else ""
         return (f"{self.attention_kind} ({self.n_heads} query heads, {self.n_kv_heads} KV heads, "
                 f"head_dim {self.head_dim}{more})")

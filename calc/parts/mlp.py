@@ -32,6 +32,7 @@ class MLP(Part):
     sparsity: float = Field(default=0.0, ge=0, lt=1, strict=False)  # Gemma-3n: the gate's Gaussian top-k
     clamp: float | None = Field(default=None, gt=0, strict=False)  # Step-3.7: act(gate) at most c, up within ±c
     gate_clamp: float | None = Field(default=None, gt=0, strict=False)  # DeepSeek-V4: gate at most c, up within ±c
+    swiglu_limit: float | None = Field(default=None, gt=0, strict=False)  # gpt-oss's clamped SwiGLU (MiniMax-M3's dense MLP)
     gate_scale: float | None = Field(default=None, strict=False)  # the gate's pre-activation times this (Falcon-H1)
     down_scale: float | None = Field(default=None, strict=False)  # the output times this (Falcon-H1)
 
@@ -55,6 +56,7 @@ class MLP(Part):
         sparse = f", {self.sparsity:g} of the gate's activations cut" if self.sparsity else ""
         sparse += f", clamped at {self.clamp:g}" if self.clamp else ""
         sparse += f", gate clamped at {self.gate_clamp:g}" if self.gate_clamp else ""
+        sparse += f", SwiGLU-OAI clamped at {self.swiglu_limit:g}" if self.swiglu_limit else ""
         return f"{kind} (d_ff {self.d_ff:,}{sparse})" if self.gated else f"{plain} (d_ff {self.d_ff:,}{sparse})"
 
 

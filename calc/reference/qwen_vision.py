@@ -34,7 +34,7 @@ from calc.reference.parts.base import no_trace
 if TYPE_CHECKING:
     from calc.reference.tower import VisionTower
 
-__all__ = ["KINDS", "features", "grid_of", "merge_order", "transformers_inputs"]
+__all__ = ["KINDS", "features", "grid_of", "merge_order", "merge_size", "patchify", "transformers_inputs"]
 
 KINDS = frozenset({"qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
 
@@ -48,7 +48,7 @@ def transformers_inputs(tower: "VisionTower", pixels: torch.Tensor) -> dict[str,
 
 def grid_of(tower: "VisionTower", pixels: torch.Tensor) -> tuple[int, int]:
     """(rows, columns) of patches of an image [1, C, H, W]; each a multiple of the merge size."""
-    p, m = tower.tower.patch_size, _merge(tower)
+    p, m = tower.tower.patch_size, merge_size(tower)
     _, _, height, width = pixels.shape
     if height % (p * m) or width % (p * m):
         raise ValueError(f"a {width}x{height} image is not a multiple of {p * m} pixels a side")
@@ -57,7 +57,7 @@ def grid_of(tower: "VisionTower", pixels: torch.Tensor) -> tuple[int, int]:
 
 def patchify(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
     """The processor's flattened patches [rows·columns, C·T·P·P] of one image [1, C, H, W]."""
-    t, m = tower.tower, _merge(tower)
+    t, m = tower.tower, merge_size(tower)
     rows, columns = grid_of(tower, pixels)
     p, frames = t.patch_size, t.temporal_patch
     x = pixels[0].unsqueeze(1).expand(-1, frames, -1, -1)  # (C, T, H, W): the image fills every frame
@@ -67,7 +67,7 @@ def patchify(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
 
 def features(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
     """Image features [1, tokens, text width] of one image [1, C, H, W] (module docstring)."""
-    t, w, m = tower.tower, tower.weights, _merge(tower)
+    t, w, m = tower.tower, tower.weights, merge_size(tower)
     rows, columns = grid_of(tower, pixels)
     bias = w.tensor("patch.bias") if t.patch_bias else None
     x = F.linear(patchify(tower, pixels), w.tensor("patch.weight").reshape(t.d_model, -1), bias)
@@ -87,9 +87,9 @@ def features(tower: "VisionTower", pixels: torch.Tensor) -> torch.Tensor:
     return torch.cat([_merge_tokens(tower, x, "merger", 0), *deep], dim=1)
 
 
-def _merge(tower: "VisionTower") -> int:
-    """The merge size m: the merger reads m² patches, m²·d wide."""
-    return math.isqrt(tower.tower.projectors[0].linears[0].d_in // tower.tower.d_model)
+def merge_size(tower: "VisionTower") -> int:
+    """The merge size m: m x m patches make one token (the image rule's)."""
+    return tower.tower.images.merge_size
 
 
 def merge_order(grid: torch.Tensor, m: int) -> torch.Tensor:

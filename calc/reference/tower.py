@@ -23,6 +23,7 @@ Built, as each model's get_image_features computes its projected features:
     Llama 4 (2-D rotary, the class token last, the pixel-shuffle adapter): `calc.reference.llama4_vision`
     Gemma 4 (two-axis position tables, 2-D rotary, sandwich norms, the pooler): `calc.reference.gemma4_vision`
     Kimi-K2.5's MoonViT (the position grid resampled, 2-D rotary, the patch merger): `calc.reference.moonvit_vision`
+    MiniMax-M3 (3-D partial rotary, CLIP layers, the two-stage projector): `calc.reference.minimax_m3_vision`
 
     SigLIP + LLaVA-OneVision's projector and anyres packing (tiles, unpadding, the anyres_max shrink, newlines):
                 `calc.reference.llava_vision`
@@ -44,7 +45,8 @@ from torch import nn
 from calc.checkpoint.names import Slot
 from calc.checkpoint.tower_slots import layout_of, tower_block, tower_roles
 from calc.errors import GptcalcError
-from calc.reference import gemma4_vision, llama4_vision, llava_vision, moonvit_vision, pixtral_vision, qwen_vision
+from calc.reference import (gemma4_vision, llama4_vision, llava_vision, minimax_m3_vision, moonvit_vision,
+                             pixtral_vision, qwen_vision)
 from calc.reference.model import Context
 from calc.reference.parts.base import build_weights, initialise, no_trace, place
 from calc.reference.parts.block import Layer, make_norm
@@ -53,7 +55,8 @@ from calc.towers import Tower
 __all__ = ["VisionTower", "buildable", "runner_of"]
 
 # Tower kinds computed by a module of their own (features, transformers_inputs) on these weights.
-RUNNERS = {kind: module for module in (qwen_vision, pixtral_vision, llama4_vision, gemma4_vision, moonvit_vision)
+RUNNERS = {kind: module for module in (qwen_vision, pixtral_vision, llama4_vision, gemma4_vision, moonvit_vision,
+                                         minimax_m3_vision)
            for kind in module.KINDS}
 
 
@@ -64,8 +67,8 @@ def buildable(tower: Tower) -> str | None:
         return llava_vision.unbuildable(tower)
     return None if gemma3 or tower.kind == "internvl" or tower.kind in RUNNERS else (
         f"the torch reference builds SigLIP with Gemma 3's or LLaVA-OneVision's projector, InternVL, the "
-        f"Qwen-VL towers, Pixtral, Llama 4, Gemma 4 and MoonViT only; {tower.kind} towers are counted and checked in "
-        "checkpoints, not run")
+        f"Qwen-VL towers, Pixtral, Llama 4, Gemma 4, MoonViT and MiniMax-M3 only; {tower.kind} towers are counted and "
+        "checked in checkpoints, not run")
 
 
 def runner_of(tower: Tower) -> Any:
@@ -136,7 +139,7 @@ class VisionTower(nn.Module):
         return states
 
     def rotary_states(self, x: torch.Tensor, rotary: object) -> list[torch.Tensor]:
-        """A 2-D rotary ViT's hidden states (Pixtral's, Llama 4's) from its embeddings x [N, positions, d]:
+        """A rotary ViT's hidden states (Pixtral's, Llama 4's, MiniMax-M3's) from its embeddings x [N, positions, d]:
         every layer's attention turned by `rotary`, every position seeing every other."""
         ctx = Context(torch.arange(x.shape[1], device=x.device), None, no_trace, causal=False)
         states = [x]

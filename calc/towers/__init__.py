@@ -207,7 +207,7 @@ READERS: dict[str, str] = {
     "qwen3_vl_moe": "qwen_vl", "qwen2_5_vl": "qwen_vl", "gemma3": "siglip", "llama4": "llama4",
     "mistral3": "pixtral", "llava_onevision": "llava_onevision", "internvl": "internvl", "gemma4": "gemma4",
     "gemma3n": "gemma3n", "kimi_k25": "moonvit", "phi4_multimodal": "phi4_multimodal",
-    "step3p7": "step3p7",
+    "step3p7": "step3p7", "minimax_m3_vl": "minimax_m3",
 }
 
 

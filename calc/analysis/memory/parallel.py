@@ -32,6 +32,7 @@ __all__ = ["Layout", "Stage", "check_tp", "pp_partitions", "stage_kv", "stages",
 # Whole on every tensor-parallel GPU (everything else in a layer is sharded tp ways).
 REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "mlp_act", "shared_mlp_act", "router",
               "router_bias", "router_score_bias", "router_score_bias_param", "shared_expert_gate", "q_a", "q_a_bias", "idx_q", "idx_k", "idx_weights",
+              "block_idx_k",  # MiniMax-M3: one index key for all heads
               "kv_a", "kv_a_bias", "position_embedding", "embedding_norm", "lm_head_bias", "project_in", "project_out",
               # Gemma-3n's and Gemma-4's small extras (AltUp, LAuReL, per-layer inputs, the router's scales): whole
               "router_scale", "router_expert_scale", "altup_scale", "altup_correct", "altup_predict", "altup_router",

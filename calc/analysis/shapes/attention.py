@@ -33,6 +33,9 @@ def attention_steps(d: Dims, a: Attention, rows: Rows, x_width: str = "d_model")
         groups = f"{a.attention_kind}: each KV head serves h/kv = {a.group_size} query heads"
         steps.append(d.step("kv_groups", "KV heads shared by groups", d.shape("B", "h", held, "d_head"), (k_all,),
                             traced=False, note=groups))
+    if a.indexer is not None:  # MiniMax-M3: which key blocks each KV group reads (a module that reuses cache_step)
+        from calc.analysis.shapes.block_indexer import block_indexer_steps
+        steps += block_indexer_steps(d, a, rows, past, held)
     keys_t, values = d.shape("B", "h", "d_head", keys), d.shape("B", "h", keys, _v(a))
     return steps + attend(d, a, rows, q_heads, keys_t, values)
 

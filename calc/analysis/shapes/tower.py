@@ -155,7 +155,8 @@ def _projectors(d: Dims, tower: Tower, r: int, rows: Rows) -> list[Step]:
     """The projectors in order, then the repeated ones (each reads a tapped layer's [B, P, d_model])."""
     x = d.shape("B", "P", "d_model")
     chain = [p for p in tower.projectors if p.repeat == 1]
-    concatenates = any(linear.d_in == r * tower.d_model for p in tower.projectors for linear in p.linears)
+    concatenates = any(linear.d_in == r * tower.d_model for p in tower.projectors for linear in p.linears) \
+        or _merges_later(chain, tower.d_model, r)
     steps: list[Step] = []
     if r > 1 and not concatenates:
         d = d.named(**{"P/r": d.sizes["P"] // r})
@@ -168,6 +169,17 @@ def _projectors(d: Dims, tower: Tower, r: int, rows: Rows) -> list[Step]:
     for projector in [p for p in tower.projectors if p.repeat > 1]:
         steps += _projector(d.within(_kind(projector)), projector, d.shape("B", "P", "d_model"), r, rows)[0]
     return steps
+
+
+def _merges_later(chain: list[Projector], width: int, r: int) -> bool:
+    """Whether a linear of the chain reads r rows of the one before side by side (MiniMax-M3: each patch
+    projected to the text width first, then r of them merged)."""
+    for projector in chain:
+        for linear in projector.linears:
+            if linear.d_in == r * width:
+                return True
+            width = linear.d_out
+    return False
 
 
 def _kind(p: Projector) -> str:
@@ -206,7 +218,7 @@ def _widen(d: Dims, x: Shape, width: int, r: int, steps: list[Step]) -> tuple[Di
     k = width // x.sizes[-1]
     if width % x.sizes[-1]:
         raise RuntimeError(f"shapes: a projector reads {width} wide rows from {x.sizes[-1]} wide ones")
-    wide = f"{k}·d_model"
+    wide = f"{k}·{x.names[-1]}"
     if k == r and "P/r" not in x.names:
         d = d.named(**{"P/r": d.sizes["P"] // r, wide: width})
         out = d.shape(*x.names[:-2], "P/r", wide)

@@ -10,7 +10,8 @@ logit per head that takes probability mass and is then dropped; the output gate 
 output, sigmoid(x·W_G) per channel (AFMoE's W_G a matrix of its own; Qwen3-Next's inside q_proj, each
 head's queries then its gate, as the layout's `q_gate` says) or Laguna's softplus(x·W_G) per head. The
 cache holds every key and value after rotary; a sliding-window layer's rolls, keeping the last
-`window` positions, and its queries read only the keys they can see.
+`window` positions, and its queries read only the keys they can see. MiniMax-M3's block indexer
+(calc.reference.parts.block_indexer) narrows what each head group reads to the key blocks it picks.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 from calc.parts.attention import Attention as AttentionSpec
 from calc.parts.norm import Norm as NormSpec
 from calc.reference.parts.base import Part
+from calc.reference.parts.block_indexer import block_mask
 from calc.reference.parts.norm import Norm
 from calc.reference.parts.rope import Rotary
 
@@ -69,7 +71,8 @@ def split_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
 
 
 class Attention(Part):
-    ROLES = frozenset({"q", "k", "v", "qkv", "o", "q_norm", "k_norm", "sinks", "attn_gate"})
+    ROLES = frozenset({"q", "k", "v", "qkv", "o", "q_norm", "k_norm", "sinks", "attn_gate", "block_idx_q", "block_idx_k",
+                       "block_idx_q_norm", "block_idx_k_norm"})
 
     def __init__(self, spec: AttentionSpec, n_positions: int, qkv_order: str, gate_in_q: bool = False) -> None:
         super().__init__()
@@ -88,8 +91,8 @@ class Attention(Part):
                    block.attention.output_gate and bool(lay.get("q_gate")))
 
     def norm_spec(self, role: str) -> Any:
-        """The QK-norms' spec (the only norms attention holds)."""
-        return self.spec.qk_norm.norm
+        """The QK-norms' spec, or the block indexer's (MiniMax-M3) for its own."""
+        return self.spec.indexer.norm if role.startswith("block_idx") else self.spec.qk_norm.norm
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Q, K and V, each [B, T, heads·hd], clamped to ±clip_qkv when the spec says so (DBRX)."""
@@ -178,6 +181,9 @@ class Attention(Part):
         if s.group_size > 1:  # a GQA kernel reads the shared heads in place; here they are copied
             trace("kv_groups", k)
         scores = q @ k.transpose(-2, -1) * (s.scale if s.scale is not None else s.head_dim ** -0.5)
+        if s.indexer is not None:  # MiniMax-M3's sparse layers: only the key blocks the indexer picked
+            visible = causal_mask(ctx.positions, scores.shape[-1], None)
+            scores = scores.masked_fill(~block_mask(self, x, ctx, visible), float("-inf"))
         y = attend(self, scores, v, ctx, s.window, s.chunk, first)
         trace("attn_heads_out", y)
         B, _, T, _ = y.shape

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from calc.reference.parts.base import Part
 
-__all__ = ["ACTIVATIONS", "MLP", "gaussian_top", "xielu"]
+__all__ = ["ACTIVATIONS", "MLP", "SWIGLU_ALPHA", "gated", "gaussian_top", "xielu"]
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu": F.gelu,
@@ -43,9 +43,17 @@ def gaussian_top(gate: torch.Tensor, sparsity: float) -> torch.Tensor:
     return F.relu(gate - cutoff)
 
 
+SWIGLU_ALPHA = 1.702  # gpt-oss's swiglu_alpha (GptOssConfig), MiniMax-M3's too: fixed in their released models
+
+
 def gated(act: Any, gate: torch.Tensor, up: torch.Tensor, spec: Any) -> torch.Tensor:
     """act(gate) · up, clamped as the spec says: Step-3.7's `clamp` after the activation, DeepSeek-V4's
-    `gate_clamp` before it (up within ±c in both)."""
+    `gate_clamp` before it (up within ±c in both); gpt-oss's `swiglu_limit` (MiniMax-M3's too) replaces the
+    activation: gate clamped above at the limit, up to ±limit, gate · sigmoid(1.702 · gate) · (up + 1)."""
+    if getattr(spec, "swiglu_limit", None):
+        c = spec.swiglu_limit
+        gate, up = gate.clamp(max=c), up.clamp(-c, c)
+        return gate * torch.sigmoid(gate * SWIGLU_ALPHA) * (up + 1)
     if getattr(spec, "gate_clamp", None):
         c = spec.gate_clamp
         return act(gate.clamp(max=c)) * up.clamp(-c, c)

@@ -15,8 +15,9 @@ the other, each weighted by a softmax over the experts close to it (see `sparsem
 Experts are transformers 5's fused tensors: gate_up [E, 2f, d] (gate rows first) and down [E, d, f],
 or [E, d, 2f] and [E, f, d] ("in_out": Llama-4, gpt-oss, whose gate and up columns alternate), or
 DBRX's gate, up and down as three [E·f, d] matrices ("stacked_rows").
-gpt-oss's expert is a clamped SwiGLU: gate clamped above at the limit, up to ±limit,
-gate · sigmoid(1.702 · gate) · (up + 1); Step-3.7's and DeepSeek-V4's clamps are the dense MLP's (`gated`).
+gpt-oss's expert (and MiniMax-M3's, gate and up rows apart) is a clamped SwiGLU: gate clamped above at the
+limit, up to ±limit, gate · sigmoid(1.702 · gate) · (up + 1); it, Step-3.7's and DeepSeek-V4's clamps are the
+dense MLP's (`gated`).
 Qwen2-MoE's shared expert is gated by sigmoid(shared_expert_gate x).
 
 Gemma-4's MoE beside its dense MLP (`shared_norms`, `router_scale`; Gemma4TextDecoderLayer): the
@@ -44,7 +45,6 @@ __all__ = ["MoE"]
 # Each scoring's scores from the router's float32 logits; sqrt(softplus) is DeepSeek-V4's
 SCORES = {"softmax": lambda logits: logits.softmax(dim=-1), "sigmoid": torch.sigmoid,
           "sqrtsoftplus": lambda logits: torch.nn.functional.softplus(logits).sqrt()}
-GPT_OSS_ALPHA = 1.702  # gpt-oss's swiglu_alpha (GptOssConfig), fixed in its released models
 
 
 def sparsemixer(logits: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -148,11 +148,7 @@ class MoE(Part):
             gate, up = (y[..., ::2], y[..., 1::2]) if self.order == "in_out_interleaved" else y.chunk(2, dim=-1)
             keep.setdefault("experts_gate", []).append(gate)
             keep.setdefault("experts_up", []).append(up)
-            if s.swiglu_limit is not None:
-                gate, up = gate.clamp(max=s.swiglu_limit), up.clamp(-s.swiglu_limit, s.swiglu_limit)
-                act = gate * torch.sigmoid(gate * GPT_OSS_ALPHA) * (up + 1)
-            else:
-                act = gated(self.act, gate, up, s)
+            act = gated(self.act, gate, up, s)
         keep.setdefault("experts_act", []).append(act)
         out = act @ down if in_out else torch.nn.functional.linear(act, down)
         if (bias := w.tensor("experts.down_bias")) is not None:
