@@ -160,6 +160,15 @@ def test_falcon_h1_0_5b_published_total() -> None:
     assert round(count(load_spec(str(CONFIGS / "falcon_h1.json"))).total / 1e8) == 5
 
 
+def test_lfm2_8b_a1b_published_total() -> None:
+    """source: https://huggingface.co/LiquidAI/LFM2-8B-A1B ("Total parameters 8.3B", "Active parameters 1.5B",
+    "Layers 24 (18 conv + 6 attn)"), on a fine-tune's config.json with its shapes (tests/configs/model_types/
+    SOURCES.yaml, lfm2_moe.json). The active 1,557,740,288 (the tied embedding counted) reaches 1.5B only by truncation."""
+    b = count(load_spec(str(CONFIGS / "lfm2_moe.json")))
+    assert round(b.total / 1e8) == 83 and b.active // 10**8 == 15
+    assert sum(block.layers for block in b.blocks if "attention" in block.name) == 6
+
+
 def test_a_parallel_group_holds_different_mixers() -> None:
     """Two members of one kind would share component keys (and tensor names): refused by name."""
     attention = {"n_heads": 2, "head_dim": 8}

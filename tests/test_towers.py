@@ -35,6 +35,16 @@ def test_the_totals_issue_20_found_short() -> None:
     assert [t.name for t in qwen.towers] == ["vision"] and not qwen.partial
 
 
+def test_qwen3_vl_235b_is_its_checkpoint() -> None:
+    """Qwen3-VL-235B-A22B-Instruct's safetensors hold 235,670,022,896 parameters in 1,388 tensors,
+    438.97 GiB in bf16 (a report that summed the Hub snapshot's headers: tests/configs/model_types/
+    SOURCES.yaml, qwen3_vl_moe-235b.json); the name says 22B activated."""
+    b = counted("qwen3_vl_moe-235b.json")
+    assert b.total == 235_670_022_896 and not b.partial
+    assert round(2 * b.total / 2**30, 2) == 438.97
+    assert round(b.active / 1e9) == 22
+
+
 def test_deepstack_mergers_are_one_per_tapped_layer() -> None:
     """Qwen3-VL-4B taps layers 5, 11, 17 (deepstack_visual_indexes): three mergers, each normalising
     the merged 4·1024 width (Qwen3VLVisionPatchMerger(use_postshuffle_norm=True))."""
