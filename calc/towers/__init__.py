@@ -42,13 +42,13 @@ from calc.towers.mobilenet import LABELS as MOBILENET_LABELS
 from calc.towers.mobilenet import MobileNet
 from calc.towers.phi4_audio import LABELS as PHI4_AUDIO_LABELS
 from calc.towers.phi4_audio import Phi4Audio
-from calc.towers.images import (AnyresImages, CanvasImages, FixedImages, GridImages, NavitImages, PooledImages,
-                                RowImages, TileImages)
+from calc.towers.images import (AnyresImages, CanvasImages, CropImages, FixedImages, GridImages, HdImages, NavitImages,
+                                PooledImages, RowImages, TileImages)
 
 __all__ = ["LABELS", "READERS", "Conformer", "Linear", "MobileNet", "Phi4Audio", "Projector", "RopeTable", "Tower",
            "biased_attention", "towers_of", "vision_tower"]
 ImageRule = (GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages
-             | NavitImages)
+             | NavitImages | HdImages | CropImages)
 
 
 class Linear(Part):
