@@ -154,3 +154,51 @@ def test_memory_counts_their_image_tokens_in_the_kv_cache() -> None:
     out = json.loads(check_run(["memory", str(PHI4), "--seq", "4096", "--json", "--image", "1024x1024",
                                 "--images", "2"]).stdout)
     assert out["images"]["tokens"] == 2 * 2625 and out["images"]["kv_bytes"] == 2 * 2625 * 32 * 2 * 8 * 128 * 2
+
+
+# --- shapes / flops --image, and vLLM's encoder budget --------------------------------------------------
+
+def test_phi4_journey_owns_every_vision_row() -> None:
+    """A 1024 x 1024 image through Phi-4-multimodal's SigLIP: the global view and 3 x 3 crops (10 views of
+    32 x 32 patches), the params column the vision tower's count (pooling head and separators included),
+    and the 2,625 tokens the processor gives it (test above) at the decoder's 3,072."""
+    from calc.analysis.count import count
+    from calc.analysis.shapes.tower import tower_journey
+
+    spec = spec_of(json.loads(PHI4.read_text()))
+    walk, tokens = tower_journey(spec, 1024, 1024)
+    vision = next(t for t in count(spec).towers if t.name == "vision")
+    assert (walk.batch, walk.seq, walk.params) == (10, 32 * 32, vision.total)
+    assert walk.steps[-1].output.sizes == (1, 2625, 3072)
+
+
+@pytest.mark.parametrize("name, config, refused", [
+    ("gemma3n", "GEMMA3N", "mobilenetv5 convolutional encoder"),
+    ("step3p7", "STEP3P7", "step3p7's convolutional downsamplers")])
+def test_a_convolutional_journey_is_refused_not_walked_as_a_vit(tmp_path, name: str, config: str,  # noqa: ANN001
+                                                                refused: str) -> None:
+    from test_towers import GEMMA3N
+
+    path = tmp_path / f"{name}.json"
+    configs = {"GEMMA3N": GEMMA3N, "STEP3P7": {"model_type": "step3p7", **TINY_MULTIMODAL["step3p7"]}}
+    path.write_text(json.dumps(configs[config]))
+    for command in ("shapes", "flops"):
+        result = check_run([command, str(path), "--seq", "8", "--image", "1024x768"])
+        assert result.exit_code == 2 and refused in result.stderr
+    assert check_run(["memory", str(path), "--image", "1024x768"]).exit_code == 0
+
+
+def test_vllm_budget_asks_for_gemma3n_encoder_forward(tmp_path) -> None:  # noqa: ANN001
+    """Gemma 3n's MobileNet has no forward estimate here: vLLM's budget says so rather than leave it out,
+    and takes the figure given; its encoder cache holds whole 256-token images at the text width (2,048)."""
+    from test_towers import GEMMA3N
+
+    path = tmp_path / "gemma3n.json"
+    path.write_text(json.dumps(GEMMA3N))
+    args = ["memory", str(path), "--engine", "vllm", "--budget", "H100"]
+    refused = check_run(args)
+    assert refused.exit_code == 2 and "--encoder-activation-memory" in refused.stderr
+    out = json.loads(check_run([*args, "--encoder-activation-memory", "1000000", "--json"]).stdout)
+    terms = {t["key"]: t for t in out["engine_budget"]["terms"]}
+    assert terms["encoder_activation"]["bytes"] == 1_000_000
+    assert terms["encoder_cache"]["bytes"] % (256 * 2048 * 2) == 0 and terms["encoder_cache"]["bytes"]

@@ -180,6 +180,13 @@ class Tower(Part):
         return sum(self.params().values())
 
     @property
+    def output_width(self) -> int:
+        """The width of one embedding the encoder hands the decoder: the last projector's, once per
+        projector that feeds it (Qwen3-VL's merger and each DeepStack merger)."""
+        main = [p for p in self.projectors if p.name != "deepstack_mergers"][-1]
+        return main.d_out * (1 + sum(p.repeat for p in self.projectors if p.name == "deepstack_mergers"))
+
+    @property
     def names(self) -> str:
         """Whose tensor names its checkpoints use (calc.checkpoint.tower_slots): its kind's."""
         return self.kind

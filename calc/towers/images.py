@@ -39,7 +39,6 @@ class ImageTokens:
     image_tokens: int
     special_tokens: int
     views: int = 1  # what the encoder runs on separately: Llama-4's tiles and global view, LLaVA-OneVision's
-    equal_views: bool = True  # every view the same size (Step-3.7's global view is larger than its crops)
 
     @property
     def tokens(self) -> int:
@@ -448,7 +447,8 @@ class CropImages(Part):
     the short side), min(short side, crop) when over 4, else `crop`; each side snapped to a multiple
     of the window (up when the remainder exceeds 20 % of it) and cut into windows, each resized to
     crop x crop. The encoder sees the global view (global_size²) and every crop; its two stride-2
-    convolutions leave one token per (patch·stride)² pixels. Tokens: <patch_start>, a crop's tokens,
+    convolutions leave one token per (patch·stride)² pixels (the views are of two sizes: `patches`
+    is their sum). Tokens: <patch_start>, a crop's tokens,
     <patch_end> per crop, a <patch_newline> after each row of crops but the last, then <im_start>,
     the global view's tokens, <im_end>."""
 
@@ -466,7 +466,7 @@ class CropImages(Part):
         special = 2 + 2 * crops + max(0, rows - 1)
         patches = (self.global_size // self.patch_size) ** 2 + crops * (self.crop // self.patch_size) ** 2
         size = (cols * window, rows * window) if crops else (self.global_size, self.global_size)
-        return ImageTokens(*size, patches, image, special, 1 + crops, equal_views=not crops)
+        return ImageTokens(*size, patches, image, special, 1 + crops)
 
     @property
     def per_token(self) -> int:

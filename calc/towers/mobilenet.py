@@ -97,6 +97,11 @@ class MobileNet(Part):
         return self.kind
 
     @property
+    def output_width(self) -> int:
+        """Each soft token leaves the embedder in the text width."""
+        return self.text_width
+
+    @property
     def n_layers(self) -> int:
         return sum(len(stage) for stage in self.stages)
 
