@@ -16,8 +16,8 @@ from typing import Literal
 from calc.errors import GptcalcError
 from calc.parts.base import Field, Part
 
-__all__ = ["AnyresImages", "CanvasImages", "CropImages", "FixedImages", "HdImages", "NavitImages", "GridImages", "ImageTokens",
-           "PooledImages", "RowImages", "TileImages", "parse_image"]
+__all__ = ["AnyresImages", "CanvasImages", "CropImages", "FixedImages", "HdImages", "NavitImages", "GridImages",
+           "ImageTokens", "PooledImages", "RowImages", "TileImages", "closest_grid", "parse_image"]
 
 
 def parse_image(text: str) -> tuple[int, int]:
@@ -399,7 +399,7 @@ class HdImages(Part):
         cols, rows = self._grid(width, height)
         pad_w, pad_h = self._padding(width, height, cols, rows)
         mask = self.crop // self.patch_size
-        kept_rows, kept_cols = (self._kept(n * mask - pad // self.patch_size * (pad >= self.patch_size), n, mask)
+        kept_rows, kept_cols = (self._kept(n * mask - pad // self.patch_size, n, mask)
                                 for n, pad in ((rows, pad_h), (cols, pad_w)))
         side = self._kept(mask, 1, mask)  # the processor writes 256 and 16: 448 / 14 = 32 patches, 16 kept a side
         views = 1 + rows * cols
@@ -448,9 +448,8 @@ class CropImages(Part):
     of the window (up when the remainder exceeds 20 % of it) and cut into windows, each resized to
     crop x crop. The encoder sees the global view (global_size²) and every crop; its two stride-2
     convolutions leave one token per (patch·stride)² pixels (the views are of two sizes: `patches`
-    is their sum). Tokens: <patch_start>, a crop's tokens,
-    <patch_end> per crop, a <patch_newline> after each row of crops but the last, then <im_start>,
-    the global view's tokens, <im_end>."""
+    is their sum). Tokens: <patch_start>, a crop's tokens, <patch_end> per crop, a <patch_newline>
+    after each row of crops but the last, then <im_start>, the global view's tokens, <im_end>."""
 
     kind: Literal["crops"] = "crops"
     global_size: int = Field(gt=0)

@@ -31,7 +31,8 @@ __all__ = ["towers"]
 VISION = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "num_attention_heads": 16,
           "num_channels": 3, "image_size": 448, "patch_size": 14, "hidden_act": "gelu_pytorch_tanh",
           "layer_norm_eps": 1e-6}
-MAX_CROPS = 36  # Phi4MultimodalImageProcessor.dynamic_hd (models/phi4_multimodal/image_processing_phi4_multimodal.py:48)
+# Phi4MultimodalImageProcessor.dynamic_hd (models/phi4_multimodal/image_processing_phi4_multimodal.py:48)
+MAX_CROPS = 36
 AUDIO = {"hidden_size": 1024, "intermediate_size": 1536, "num_blocks": 24, "num_attention_heads": 16,
          "ext_pw_out_channel": 1024, "depthwise_separable_out_channel": 1024, "depthwise_multiplier": 1,
          "kernel_size": 3, "input_size": 80, "time_reduction": 8, "bias_max_distance": 1000,
