@@ -103,7 +103,8 @@ class GridImages(Part):
 class FixedImages(Part):
     """Gemma 3 (transformers models/gemma3/processing_gemma3.py): every image resized to one square
     `image_size`, pooled to `tokens_per_image` soft tokens (mm_tokens_per_image), inserted as
-    "\\n\\n<start_of_image>" + tokens + "<end_of_image>\\n\\n": 4 more tokens ("\\n\\n" is one)."""
+    "\\n\\n<start_of_image>" + tokens + "<end_of_image>\\n\\n": 4 more tokens ("\\n\\n" is one). Gemma 3n's
+    processor does the same at 768 x 768 (its MobileNet's 16 x 16 output grid: a "patch" of 48 pixels)."""
 
     kind: Literal["fixed"] = "fixed"
     image_size: int = Field(gt=0)
