@@ -42,13 +42,13 @@ from calc.towers.mobilenet import LABELS as MOBILENET_LABELS
 from calc.towers.mobilenet import MobileNet
 from calc.towers.phi4_audio import LABELS as PHI4_AUDIO_LABELS
 from calc.towers.phi4_audio import Phi4Audio
-from calc.towers.images import (AnyresImages, CanvasImages, FixedImages, GridImages, NavitImages, PooledImages,
-                                RowImages, TileImages)
+from calc.towers.images import (AnyresImages, CanvasImages, CropImages, FixedImages, GridImages, HdImages, NavitImages,
+                                PooledImages, RowImages, TileImages)
 
 __all__ = ["LABELS", "READERS", "Conformer", "Linear", "MobileNet", "Phi4Audio", "Projector", "RopeTable", "Tower",
            "biased_attention", "towers_of", "vision_tower"]
 ImageRule = (GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages
-             | NavitImages)
+             | NavitImages | HdImages | CropImages)
 
 
 class Linear(Part):
@@ -178,6 +178,13 @@ class Tower(Part):
     @property
     def total(self) -> int:
         return sum(self.params().values())
+
+    @property
+    def output_width(self) -> int:
+        """The width of one embedding the encoder hands the decoder: the last projector's, once per
+        projector that feeds it (Qwen3-VL's merger and each DeepStack merger)."""
+        main = [p for p in self.projectors if p.name != "deepstack_mergers"][-1]
+        return main.d_out * (1 + sum(p.repeat for p in self.projectors if p.name == "deepstack_mergers"))
 
     @property
     def names(self) -> str:

@@ -9,11 +9,17 @@ The vision tower is timm's MobileNet-v5 (TimmWrapperModel builds `vision_config.
 `mobilenetv5_300m_enc` by default and in E2B's and E4B's configs), counted from timm's own block
 table (calc/towers/mobilenet.py), and its embedder (`embed_vision`, as the audio one). Another timm
 architecture, or `model_args` that change the one built, is refused rather than counted as the
-released one.
+released one. An image becomes 256 soft tokens whatever its size: the processor
+(SiglipImageProcessor) resizes it to 768 x 768, the default resolution transformers documents
+(https://huggingface.co/docs/transformers/v5.0.0rc1/model_doc/gemma3n.md), the encoder's fusion
+adapter leaves a 16 x 16 grid, vision_soft_tokens_per_image = 256 of them (modeling_gemma3n.py
+get_image_features); processing_gemma3n.py wraps them as Gemma 3 does, "\\n\\n<boi>" ... "<eoi>\\n\\n"
+(calc/towers/images.py FixedImages).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from calc.arch.common import with_defaults
@@ -24,6 +30,8 @@ __all__ = ["towers"]
 
 # Gemma3nVisionConfig and Gemma3nAudioConfig (models/gemma3n/configuration_gemma3n.py).
 VISION = {"architecture": "mobilenetv5_300m_enc", "hidden_size": 2048, "vocab_size": 128}
+IMAGE_SIZE = 768  # the processor's resize (SiglipImageProcessor size in gemma-3n's preprocessor_config.json)
+SOFT_TOKENS = 256  # Gemma3nConfig.vision_soft_tokens_per_image
 AUDIO = {"vocab_size": 128, "input_feat_size": 128, "hidden_size": 1536, "conf_num_attention_heads": 8,
          "conf_num_hidden_layers": 12, "conf_conv_kernel_size": 5, "sscp_conv_channel_size": [128, 32],
          "sscp_conv_kernel_size": [[3, 3], [3, 3]], "sscp_conv_stride_size": [[2, 2], [2, 2]],
@@ -46,8 +54,14 @@ def _vision(cfg: Config, text_width: int) -> dict[str, Any]:
         raise vision.error("architecture", f"{name!r}: gptcalc counts timm's {', '.join(ARCHITECTURES)} only")
     if vision.raw("model_args", default=None):
         raise vision.error("model_args", "changes the timm model built; gptcalc counts the architecture as released")
+    tokens = cfg.int("vision_soft_tokens_per_image", default=SOFT_TOKENS)
+    side = math.isqrt(tokens)
+    if side * side != tokens or IMAGE_SIZE % side:
+        raise cfg.error("vision_soft_tokens_per_image", f"{tokens}: expected a square grid of the 768-pixel image")
     return {"kind": "mobilenetv5", "architecture": name, "stages": ARCHITECTURES[name],
-            "d_model": vision.int("hidden_size"), "vocab": vision.int("vocab_size"), "text_width": text_width}
+            "d_model": vision.int("hidden_size"), "vocab": vision.int("vocab_size"), "text_width": text_width,
+            "images": {"kind": "fixed", "image_size": IMAGE_SIZE, "patch_size": IMAGE_SIZE // side,
+                       "tokens_per_image": tokens}}
 
 
 def _audio(cfg: Config, text_width: int) -> dict[str, Any]:

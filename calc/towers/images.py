@@ -16,8 +16,8 @@ from typing import Literal
 from calc.errors import GptcalcError
 from calc.parts.base import Field, Part
 
-__all__ = ["AnyresImages", "CanvasImages", "FixedImages", "NavitImages", "GridImages", "ImageTokens", "PooledImages", "RowImages", "TileImages",
-           "parse_image"]
+__all__ = ["AnyresImages", "CanvasImages", "CropImages", "FixedImages", "HdImages", "NavitImages", "GridImages",
+           "ImageTokens", "PooledImages", "RowImages", "TileImages", "closest_grid", "parse_image"]
 
 
 def parse_image(text: str) -> tuple[int, int]:
@@ -103,7 +103,8 @@ class GridImages(Part):
 class FixedImages(Part):
     """Gemma 3 (transformers models/gemma3/processing_gemma3.py): every image resized to one square
     `image_size`, pooled to `tokens_per_image` soft tokens (mm_tokens_per_image), inserted as
-    "\\n\\n<start_of_image>" + tokens + "<end_of_image>\\n\\n": 4 more tokens ("\\n\\n" is one)."""
+    "\\n\\n<start_of_image>" + tokens + "<end_of_image>\\n\\n": 4 more tokens ("\\n\\n" is one). Gemma 3n's
+    processor does the same at 768 x 768 (its MobileNet's 16 x 16 output grid: a "patch" of 48 pixels)."""
 
     kind: Literal["fixed"] = "fixed"
     image_size: int = Field(gt=0)
@@ -298,17 +299,23 @@ class CanvasImages(Part):
         return self.tokens(cols * self.tile, rows * self.tile)
 
     def _grid(self, width: int, height: int) -> tuple[int, int]:
-        """get_optimal_tiled_canvas, in its own float arithmetic so ties fall the same way."""
-        grids = sorted(((c, r) for c in range(1, self.max_tiles + 1) for r in range(1, self.max_tiles + 1)
-                        if self.min_tiles <= c * r <= self.max_tiles), key=lambda g: g[0] * g[1])
-        best, best_diff = (1, 1), math.inf
-        for cols, rows in grids:
-            diff = abs(width / height - cols / rows)
-            if diff < best_diff:
-                best, best_diff = (cols, rows), diff
-            elif diff == best_diff and width * height > 0.5 * self.tile * self.tile * cols * rows:
-                best = (cols, rows)
-        return best
+        return closest_grid(width, height, self.tile, self.min_tiles, self.max_tiles)
+
+
+def closest_grid(width: int, height: int, tile: int, least: int, most: int) -> tuple[int, int]:
+    """(columns, rows) of `tile`-pixel tiles, least .. most of them, whose aspect is closest to the image's:
+    InternVL's get_optimal_tiled_canvas and Phi-4-multimodal's find_closest_aspect_ratio (one algorithm),
+    in their own float arithmetic so ties fall the same way."""
+    grids = sorted(((c, r) for c in range(1, most + 1) for r in range(1, most + 1) if least <= c * r <= most),
+                   key=lambda g: g[0] * g[1])
+    best, best_diff = (1, 1), math.inf
+    for cols, rows in grids:
+        diff = abs(width / height - cols / rows)
+        if diff < best_diff:
+            best, best_diff = (cols, rows), diff
+        elif diff == best_diff and width * height > 0.5 * tile * tile * cols * rows:
+            best = (cols, rows)
+    return best
 
 
 class AnyresImages(Part):
@@ -369,3 +376,120 @@ class AnyresImages(Part):
         """The grid shrunk by √(rows·cols / N tiles' features) where that is over 1.1 (anyres_max_N)."""
         ratio = math.sqrt(rows * cols / (self.max_tiles * (self.tile // self.patch_size) ** 2))
         return (int(rows // ratio), int(cols // ratio)) if ratio > 1.1 else (rows, cols)
+
+
+class HdImages(Part):
+    """Phi-4-multimodal's dynamic HD transform (transformers models/phi4_multimodal/
+    image_processing_phi4_multimodal.py `dynamic_preprocess` lines 79-137, `_preprocess` lines 172-230):
+    the image goes onto ceil(w / crop) x ceil(h / crop) crops of `crop` pixels, or, past max_crops,
+    onto the closest grid of at most max_crops (lines 84-100, `closest_grid`); scaled to fill the
+    grid's width or height, the rest padded, and the padding's whole patches masked out (126-129).
+    The encoder runs on a global view (the whole image at crop x crop) and on every crop; the
+    embedding (modeling_phi4_multimodal.py `image_token_compression`, 2 x 2 average pool) keeps half
+    of each side's patches. num_img_tokens (lines 216-222) counts the global view's side² tokens plus
+    a separator ending each of its rows, one separator between the views, and the crops' unmasked
+    tokens plus a separator ending each row of them; every one is an <|image|> placeholder the
+    tower's output (separators included, learned vectors of the tower) replaces: no special tokens."""
+
+    kind: Literal["hd"] = "hd"
+    crop: int = Field(gt=0)
+    patch_size: int = Field(gt=0)
+    max_crops: int = Field(default=36, gt=0)  # the processor's dynamic_hd
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        cols, rows = self._grid(width, height)
+        pad_w, pad_h = self._padding(width, height, cols, rows)
+        mask = self.crop // self.patch_size
+        kept_rows, kept_cols = (self._kept(n * mask - pad // self.patch_size, n, mask)
+                                for n, pad in ((rows, pad_h), (cols, pad_w)))
+        side = self._kept(mask, 1, mask)  # the processor writes 256 and 16: 448 / 14 = 32 patches, 16 kept a side
+        views = 1 + rows * cols
+        return ImageTokens(cols * self.crop, rows * self.crop, views * mask ** 2,
+                           side * side + side + 1 + kept_rows * kept_cols + kept_rows, 0, views)
+
+    @property
+    def per_token(self) -> int:
+        """The 2 x 2 average pool."""
+        return 4
+
+    def largest(self) -> ImageTokens:
+        """The image of the most tokens: one column of max_crops crops (each row of crops adds its separators)."""
+        return self.tokens(self.crop, self.max_crops * self.crop)
+
+    def _grid(self, width: int, height: int) -> tuple[int, int]:
+        cols, rows = math.ceil(width / self.crop), math.ceil(height / self.crop)
+        if cols * rows > self.max_crops:
+            return closest_grid(width, height, self.crop, 1, self.max_crops)
+        return cols, rows
+
+    def _padding(self, width: int, height: int, cols: int, rows: int) -> tuple[int, int]:
+        """The pixels padded on the right and at the bottom, in the processor's float arithmetic."""
+        target_w, target_h = self.crop * cols, self.crop * rows
+        if target_w / width < target_h / height:
+            new_w, new_h = target_w, int(height * (target_w / width))
+        else:
+            new_w, new_h = int(width * (target_h / height)), target_h
+        if min(new_w, new_h) < 10:
+            raise GptcalcError(f"--image {width}x{height}: the processor refuses so extreme an aspect ratio")
+        return target_w - new_w, target_h - new_h
+
+    @staticmethod
+    def _kept(unmasked: int, crops: int, mask: int) -> int:
+        """Pooled tokens along one axis of `crops` crops of `mask` patches whose first `unmasked` patches
+        are kept: every other patch of each crop (the mask's [0::2] per crop)."""
+        return sum(-(-min(max(unmasked - k * mask, 0), mask) // 2) for k in range(crops))
+
+
+class CropImages(Part):
+    """Step-3.7 (transformers models/step3p7/image_processing_step3p7.py `_plan_patches` lines 108-140,
+    processing_step3p7.py `replace_image_token` lines 49-60): a near-degenerate image (a side under 32
+    pixels, aspect over 4) squared; one longer than max_side scaled down to it; then a window: none
+    when the image fits the global view (long side <= global_size) unless it is elongated (over 1.5,
+    the short side), min(short side, crop) when over 4, else `crop`; each side snapped to a multiple
+    of the window (up when the remainder exceeds 20 % of it) and cut into windows, each resized to
+    crop x crop. The encoder sees the global view (global_size²) and every crop; its two stride-2
+    convolutions leave one token per (patch·stride)² pixels (the views are of two sizes: `patches`
+    is their sum). Tokens: <patch_start>, a crop's tokens, <patch_end> per crop, a <patch_newline>
+    after each row of crops but the last, then <im_start>, the global view's tokens, <im_end>."""
+
+    kind: Literal["crops"] = "crops"
+    global_size: int = Field(gt=0)
+    crop: int = Field(gt=0)
+    patch_size: int = Field(gt=0)
+    stride: int = Field(gt=0)  # the downsamplers' total stride
+    max_side: int = Field(default=3024, gt=0)
+
+    def tokens(self, width: int, height: int) -> ImageTokens:
+        cols, rows, window = self._windows(width, height)
+        crops, token = cols * rows, self.patch_size * self.stride
+        image = (self.global_size // token) ** 2 + crops * (self.crop // token) ** 2
+        special = 2 + 2 * crops + max(0, rows - 1)
+        patches = (self.global_size // self.patch_size) ** 2 + crops * (self.crop // self.patch_size) ** 2
+        size = (cols * window, rows * window) if crops else (self.global_size, self.global_size)
+        return ImageTokens(*size, patches, image, special, 1 + crops)
+
+    @property
+    def per_token(self) -> int:
+        return self.stride ** 2
+
+    def largest(self) -> ImageTokens:
+        """The image of the most tokens: max_side square, cut into the most crop x crop windows."""
+        return self.tokens(self.max_side, self.max_side)
+
+    def _windows(self, width: int, height: int) -> tuple[int, int, int]:
+        """(columns, rows) of crops and the window's side (0 x 0 without crops)."""
+        if min(width, height) < 32 and max(width / height, height / width) > 4:
+            width = height = max(width, height)
+        if max(width, height) > self.max_side:
+            scale = self.max_side / max(width, height)
+            width, height = int(width * scale), int(height * scale)
+        short, long = min(width, height), max(width, height)
+        if long <= self.global_size:
+            window = short if long / short > 1.5 else 0
+        else:
+            window = min(short, self.crop) if long / short > 4 else self.crop
+        if not window:
+            return 0, 0, 0
+        cols, rows = (max(1, (window * (n // window + (n % window > 0.2 * window)) if n >= window else n) // window)
+                      for n in (width, height))
+        return cols, rows, window

@@ -28,6 +28,7 @@ and a bias-free projection into the text width (its last norm has no scale).
 from typing import Literal
 
 from calc.parts.base import Field, Part
+from calc.towers.images import FixedImages
 
 __all__ = ["ARCHITECTURES", "LABELS", "ROWS", "MobileNet", "block_options", "block_params"]
 
@@ -88,12 +89,17 @@ class MobileNet(Part):
     d_model: int = Field(gt=0)  # the embedder's vision width (vision_config.hidden_size)
     vocab: int = Field(ge=0)  # hard vision-token rows
     text_width: int = Field(gt=0)
-    images: None = None  # how an image becomes tokens (a fixed 768 x 768 -> 256) is not modelled yet
+    images: FixedImages | None = None  # every image 768 x 768 -> 16 x 16 = 256 tokens (calc/towers/gemma3n.py)
 
     @property
     def names(self) -> str:
         """Whose tensor names its checkpoints use (calc.checkpoint.tower_slots.layout_of)."""
         return self.kind
+
+    @property
+    def output_width(self) -> int:
+        """Each soft token leaves the embedder in the text width."""
+        return self.text_width
 
     @property
     def n_layers(self) -> int:

@@ -6,7 +6,9 @@ Vision (Phi4MultimodalImageEmbedding): a SigLIP encoder (biased conv patch embed
 (image_size / patch_size)² positions, LayerNorm blocks, a post LayerNorm) that also builds SigLIP's
 attention-pooling head, two separator vectors of its width (global_img_feature_extensor,
 sub_img_feature_extensor), and a two-linear projector with biases (img_projection_up: vision width ->
-text width, img_projection_down: text width -> text width). Audio: `calc.towers.phi4_audio`.
+text width, img_projection_down: text width -> text width). An image becomes a global view and up to
+36 crops of image_size (the image processor's dynamic_hd), calc/towers/images.py HdImages.
+Audio: `calc.towers.phi4_audio`.
 
 Not in transformers' class: the vision and speech LoRA adapters of the original checkpoint (r 256 and
 320 on every decoder layer's qkv_proj, o_proj, gate_up_proj and down_proj); transformers' conversion
@@ -29,6 +31,8 @@ __all__ = ["towers"]
 VISION = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "num_attention_heads": 16,
           "num_channels": 3, "image_size": 448, "patch_size": 14, "hidden_act": "gelu_pytorch_tanh",
           "layer_norm_eps": 1e-6}
+# Phi4MultimodalImageProcessor.dynamic_hd (models/phi4_multimodal/image_processing_phi4_multimodal.py:48)
+MAX_CROPS = 36
 AUDIO = {"hidden_size": 1024, "intermediate_size": 1536, "num_blocks": 24, "num_attention_heads": 16,
          "ext_pw_out_channel": 1024, "depthwise_separable_out_channel": 1024, "depthwise_multiplier": 1,
          "kernel_size": 3, "input_size": 80, "time_reduction": 8, "bias_max_distance": 1000,
@@ -44,7 +48,9 @@ def _vision(cfg: Config, text_width: int) -> dict[str, Any]:
     d = vision.int("hidden_size")
     linears = [{"d_in": d, "d_out": text_width, "bias": True}, {"d_in": text_width, "d_out": text_width, "bias": True}]
     return {**encoder(vision), "kind": "phi4_multimodal", "pooling_head": True, "separators": 2,
-            "projectors": [{"name": "projector", "linears": linears}]}
+            "projectors": [{"name": "projector", "linears": linears}],
+            "images": {"kind": "hd", "crop": vision.int("image_size"), "patch_size": vision.int("patch_size"),
+                       "max_crops": MAX_CROPS}}
 
 
 def _audio(cfg: Config, text_width: int) -> dict[str, Any]:

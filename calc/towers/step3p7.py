@@ -6,8 +6,10 @@ LayerNorm blocks with biased Q, K, V, O (2-D axial rotary: computation only), a 
 of int(hidden_size · mlp_ratio) and two learned d-wide layer scales (lambda_1, lambda_2), no post norm;
 then two biased 3x3 stride-2 convolutions (d -> 2d -> 4d, `downsampler1`, `downsampler2`) and one
 linear 4d -> the text width (`multi_modal_projector`, biased where `projector_bias`). The Hub config's
-names (`width`, `layers`, `heads`, `ls_init_value`) are read as the config class reads them. How an
-image becomes tokens (a global view plus local crops) is not modelled yet.
+names (`width`, `layers`, `heads`, `ls_init_value`) are read as the config class reads them. An image
+becomes a global view of image_size and local crops of 504 (image_processing_step3p7.py: the
+processor's patch_size, and its max_image_size 3024), each through both downsamplers (stride 4):
+calc/towers/images.py CropImages.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = ["towers"]
 DEFAULTS = {"hidden_size": 1536, "num_hidden_layers": 47, "num_attention_heads": 16, "num_channels": 3,
             "image_size": 728, "patch_size": 14, "hidden_act": "quick_gelu", "layer_norm_eps": 1e-5,
             "mlp_ratio": 8960 / 1536}
+CROP, MAX_SIDE, STRIDE = 504, 3024, 4  # Step3p7ImageProcessor.patch_size, max_image_size, downsampler_stride
 ALIASES = {"width": "hidden_size", "layers": "num_hidden_layers", "heads": "num_attention_heads"}
 
 
@@ -41,6 +44,8 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
                                                             {"d_in": 2 * d, "d_out": 4 * d, "bias": True, "kernel": 3}]},
                        {"name": "projector", "linears": [{"d_in": 4 * d, "d_out": text_width,
                                                           "bias": cfg.bool("projector_bias", default=False)}]}],
+        "images": {"kind": "crops", "global_size": vision.int("image_size"), "crop": CROP, "patch_size": patch,
+                   "stride": STRIDE, "max_side": MAX_SIDE},
     }}
 
 

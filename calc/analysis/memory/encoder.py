@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from calc.analysis.memory.startup import forward_bytes
 from calc.spec.model import ModelSpec
-from calc.towers import Tower
+from calc.towers import MobileNet, Tower
 from calc.towers.images import ImageTokens
 
 __all__ = ["EncoderProfile", "MM_LIMIT", "SGLANG_VLM_SOURCE", "encoder_profile", "sglang_vlm_factor"]
@@ -73,7 +73,7 @@ class EncoderProfile:
     embeds: int  # embeddings the cache holds through the profiling forward
     width: int  # the embedding width the decoder receives
     cache_bytes: int
-    forward_bytes: int  # the encoder's forward over the dummy images (an estimate)
+    forward_bytes: int | None  # the encoder's forward over the dummy images (an estimate; None: none made)
 
     def describe(self) -> str:
         return (f"{self.items:,} dummy image(s) of {self.item.width}x{self.item.height} ({self.item.image_tokens:,} "
@@ -94,22 +94,17 @@ def encoder_profile(spec: ModelSpec, max_batched: int, max_seqs: int, max_model_
     cache = max(cache_size or compute, each)
     budget = min(compute, cache)
     items = max(1, min(budget // each, max_seqs * max(1, min(limit, max_model_len // each))))
-    embeds, width = items * each + cache - budget, output_width(tower)
+    embeds, width = items * each + cache - budget, tower.output_width
     return EncoderProfile(item, budget, items, embeds, width, embeds * width * dtype_bytes,
                           forward_estimate(tower, items * item.patches, tp, dtype_bytes))
 
 
-def output_width(tower: Tower) -> int:
-    """The width of one embedding the encoder hands the decoder: the last projector's, once per
-    projector that feeds it (Qwen3-VL's merger and each DeepStack merger)."""
-    main = [p for p in tower.projectors if p.name != "deepstack_mergers"][-1]
-    return main.d_out * (1 + sum(p.repeat for p in tower.projectors if p.name == "deepstack_mergers"))
-
-
-def forward_estimate(tower: Tower, patches: int, tp: int, dtype_bytes: int) -> int:
+def forward_estimate(tower: Tower | MobileNet, patches: int, tp: int, dtype_bytes: int) -> int | None:
     """The encoder's activations over `patches` patches, sized as the decoder's are
-    (`calc.analysis.memory.startup.forward_bytes`), its widest layer being its one kind of layer."""
-    return forward_bytes(patches, tower.d_model, sum(tower.layer_params().values()) // tower.d_model, tp, dtype_bytes)
+    (`calc.analysis.memory.startup.forward_bytes`), its widest layer being its one kind of layer; None
+    for an encoder of no repeated layer (Gemma 3n's MobileNet: every block a different size)."""
+    layer = sum(tower.layer_params().values())
+    return forward_bytes(patches, tower.d_model, layer // tower.d_model, tp, dtype_bytes) if layer else None
 
 
 def sglang_vlm_factor(spec: ModelSpec) -> float:

@@ -23,7 +23,8 @@ from calc.analysis.shapes.block import block_steps
 from calc.analysis.shapes.core import Dims, Journey, Rows, Shape, Step
 from calc.analysis.shapes.norm import norm_step
 from calc.spec.model import Block, ModelSpec
-from calc.towers import Projector, Tower, vision_tower
+from calc.errors import GptcalcError
+from calc.towers import MobileNet, Projector, Tower, vision_tower
 from calc.towers.images import ImageTokens
 
 __all__ = ["tower_journey"]
@@ -33,7 +34,7 @@ LAYERS, WINDOWED = "vision", "vision window"
 
 def tower_journey(spec: ModelSpec, width: int, height: int, images: int = 1) -> tuple[Journey, ImageTokens]:
     """`images` images of width x height through `spec`'s vision tower, and what each costs the decoder."""
-    tower = vision_tower(spec)
+    tower = _walkable(vision_tower(spec))
     tokens = tower.images.tokens(width, height)
     rows = Rows(tower.params())
     per_view = tokens.patches // tokens.views
@@ -49,9 +50,14 @@ def tower_journey(spec: ModelSpec, width: int, height: int, images: int = 1) -> 
     steps += _layer_scale(d, tower, rows) + _after(d, tower, rows)
     steps += _projectors(d, tower, tower.images.per_token, rows)
     newline = rows.take("image_newline")  # LLaVA-OneVision: one learned row ends each row of features
+    separators = rows.take("separators")  # Phi-4-multimodal: learned rows of the tower's width, projected too
+    d = d.named(separators=tower.separators)
     steps.append(d.step("image_tokens", "image tokens", d.shape("N", "tokens", "d_text"), (steps[-1].output,),
-                        d.shape("d_text") if newline else None, newline, traced=False,
-                        note=_placed(tokens) + ("; a learned image-newline row ends each row" if newline else "")))
+                        d.shape("d_text") if newline else d.shape("separators", "d_model") if separators else None,
+                        newline + separators, traced=False,
+                        note=_placed(tokens) + ("; a learned image-newline row ends each row" if newline else "")
+                        + ("; learned separators (projected like the features) end each row and part the views"
+                           if separators else "")))
     for name in [name for name in tower.layer_params() if name != "layer_scale"]:
         rows.take(name)  # the block's steps own one layer's rows; the journey multiplies them by n_layers
     rows.done(f"tower {tower.kind!r}")
@@ -68,6 +74,18 @@ def tower_journey(spec: ModelSpec, width: int, height: int, images: int = 1) -> 
     journey = Journey(spec.name, d.sizes["B"], d.sizes["T"], False, tower.n_layers, tuple(steps), layers, notes,
                       title, "the tower's total in `gptcalc count`")
     return journey, tokens
+
+
+def _walkable(tower: Tower | MobileNet) -> Tower:
+    """The tower, where its journey is the ViT's this module walks: not Gemma 3n's convolutional encoder,
+    nor Step-3.7's convolutional downsamplers (views of two sizes besides)."""
+    if not isinstance(tower, Tower):
+        raise GptcalcError(f"--image: the journey through the {tower.kind} convolutional encoder is not modelled yet "
+                           "(memory --image counts its tokens)")
+    if any(linear.kernel > 1 for p in tower.projectors for linear in p.linears):
+        raise GptcalcError(f"--image: the journey through {tower.kind}'s convolutional downsamplers is not modelled "
+                           "yet (memory --image counts its tokens)")
+    return tower
 
 
 def _block(tower: Tower) -> Block:
@@ -145,6 +163,11 @@ def _after(d: Dims, tower: Tower, rows: Rows) -> list[Step]:
     x, steps = d.shape("B", "T", "d_model"), []
     if tower.post_norm:
         steps.append(norm_step(d, tower.post_norm, "post_norm", "post-encoder norm", x, rows.take("post_norm")))
+    if tower.pooling_head:
+        steps.append(d.step("pooling_head", "attention-pooling head (not on the path)", d.shape("B", "d_model"), (x,),
+                            None, rows.take("pooling_head"), traced=False,
+                            note="SigLIP's probe, attention and MLP: built and stored, its output unread "
+                                 "(0 FLOPs counted)"))
     if tower.class_token:
         steps.append(d.step("drop_class_token", "class token dropped", d.shape("B", "P", "d_model"), (x,),
                             note="the projector reads the patches only"))
