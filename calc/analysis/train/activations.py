@@ -11,6 +11,7 @@ test write it (tests/training_forward.py), in the activation dtype (`act`, bytes
   softmax                             keeps its output P: B·h·T·T (a sliding window or a chunk
                                       is a mask on it: transformers' eager_attention_forward)
   SiLU / GELU                         keep their input; gate × up keeps both factors
+  dropout (only where the config's p > 0)   keeps its mask, 1 byte an element (a GPU's bool)
   residual adds, scaling, an additive causal mask, rotary's multiplies   keep nothing per layer
                                       (rotary keeps its cos and sin tables, T·rotary_dim each, once)
 
@@ -40,9 +41,10 @@ attention, which has no kernel in transformers, keeps what its torch ops keep bl
 Measured with saved-tensor hooks on transformers' own tiny models (tests/test_train_torch.py,
 tests/test_zamba2.py, tests/test_deepseek_v4.py, fp32): Zamba2's shared blocks, whole layers of
 Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, Gemma-3n and Gemma-4 (text), GLM-4, ERNIE-4.5, Cohere-2, Apertus, the MoE models
-Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE and DeepSeek-V4 (hyper-connections, the sliding, CSA and
+Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE, Llama-4 (every expert over every token), Cohere,
+Phi-3.5-MoE, Laguna, gpt-oss, Seed-OSS (its dropout masks) and DeepSeek-V4 (hyper-connections, the sliding, CSA and
 HCA attentions and the MoE block), MiniMax (lightning and softmax layers), the softmax layers of
-Qwen3-Next and Qwen3.5, and the
+Qwen3-Next, Qwen3.5 and LFM2-MoE, and the
 recurrent layers of Nemotron-H, Bamba, Qwen3-Next, Qwen3.5, OLMo-Hybrid, Kimi-Linear and LFM2 with
 the kernels stood in by what they save (tests/kernel_saves.py); MLA in DeepSeek-V3, V3.2, GLM-5 and
 Kimi-Linear.
@@ -163,7 +165,8 @@ def _dropped(elements: int, act: int, label: str) -> list[Term]:
     byte an element as CUDA's fused native_dropout keeps it (at::dropout takes that path on a GPU), and
     its output is a new tensor the next op keeps. FlashAttention's own dropout keeps no mask (it
     regenerates it from the RNG state in backward)."""
-    return [Term(f"{label}: the dropped-out tensor", elements, act, "tp"), Term(f"{label}: its mask (bool)", elements, 1, "tp")]
+    return [Term(f"{label}: the dropped-out tensor", elements, act, "tp"),
+            Term(f"{label}: its mask (bool)", elements, 1, "tp")]
 
 
 def _softmax(sinks: bool, b: int, h: int, s: int, keys: int, act: int) -> list[Term]:
@@ -485,7 +488,8 @@ def _moe(m: MoE, n: int, d: int, act: int) -> list[Term]:
              Term("experts: sort permutation, its row indices and inverse (int64)", 3 * rows, INT64, ""),
              Term("experts: offsets (int32)", m.n_experts, 4, ""),
              # the expert biases are gathered per row by its expert's id (grouped_mm_experts_forward)
-             *([Term("experts: each row's expert id, for its biases (int64)", rows, INT64, "")] if m.expert_bias else []),
+             *([Term("experts: each row's expert id, for its biases (int64)", rows, INT64, "")]
+               if m.expert_bias else []),
              Term("routed rows (experts' input)", rows * d, act, "sp"),
              _hidden("experts' hidden", m, rows * m.d_ff, act),
              Term("experts' outputs and routing weights", rows * d + rows, act, "sp")]
@@ -504,7 +508,8 @@ def _router(m: MoE, n: int, act: int) -> list[Term]:
     # sqrt(softplus(l)) keeps l and its output; Laguna's soft cap c·tanh(l/c) keeps tanh's output
     scores = 1 + (m.scoring == "sqrtsoftplus") + bool(m.router_softcap)
     renormalised = m.norm_topk and not m.topk_first  # a softmax over the picked logits needs no renormalising
-    return [Term("router: softmax over the top-k logits" if m.topk_first else f"router: scores ({m.scoring}{', soft-capped' if m.router_softcap else ''})",
+    capped = ", soft-capped" if m.router_softcap else ""
+    return [Term("router: softmax over the top-k logits" if m.topk_first else f"router: scores ({m.scoring}{capped})",
                  rows if m.topk_first else scores * n * m.choices, act, ""),
             Term("router: top-k indices (int64)", rows, INT64, ""),
             # DeepSeek-V2's group-limited greedy: masked_fill keeps the experts' mask of the groups kept
