@@ -4,7 +4,7 @@
 op's own output held as it is would keep its node alive in a cycle), and only those still alive when
 forward ends count: a graph branch that does not reach the loss (DeepSeek-V4's indexer, whose scores
 end in top-k indices) is freed with what it saved. Each distinct storage counts once, in the layer
-that saved it first; parameters and the model's rotary tables are left out.
+that saved it first; parameters and the model's rotary tables (its RotaryEmbedding's output) are left out.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ def saved_per_layer(model, ids: torch.Tensor) -> list[int]:  # noqa: ANN001
     def tables(_module, _args, out) -> None:  # noqa: ANN001
         left_out.update(t.untyped_storage().data_ptr() for t in out)
 
-    rotary = getattr(model.model, "rotary_emb", None)
-    hooks = [rotary.register_forward_hook(tables)] if rotary is not None else []
+    # the model's rotary module, whatever its name (LFM2-MoE calls it pos_emb)
+    hooks = [module.register_forward_hook(tables) for module in model.model.children()
+             if type(module).__name__.endswith("RotaryEmbedding")]
     for index, layer in enumerate(model.model.layers):
         hooks += [layer.register_forward_pre_hook(enter(index)), layer.register_forward_hook(leave)]
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):

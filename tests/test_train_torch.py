@@ -69,13 +69,21 @@ def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, a
     assert measured == spec.n_layers * layer + outside
 
 
+def _gpu_dropout(x: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
+    """F.dropout as a GPU runs it: at::dropout takes the fused native_dropout there, whose mask is bool
+    (aten/src/ATen/native/Dropout.cpp, is_fused_kernel_acceptable); on the CPU its composite path keeps
+    the mask in the input's dtype. p = 0 or eval mode returns the input, as F.dropout does."""
+    return torch.native_dropout(x, p, training)[0] if training and p > 0 else x
+
+
 @pytest.mark.parametrize("seq", [7, 12])
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen3", "olmo2", "olmo3", "exaone4", "gemma", "gemma2",
                                         "gemma3_text", "glm4", "ernie4_5", "cohere2", "apertus", "mixtral",
                                         "qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo", "afmoe", "minimax", "minimax_m1",
                                         "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "glm4_moe",
-                                        "hunyuan_v1_moe", "granitemoe", "ernie4_5_moe"])
-def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
+                                        "hunyuan_v1_moe", "granitemoe", "ernie4_5_moe", "llama4_text",
+                                        "cohere", "phimoe", "laguna", "gpt_oss", "seed_oss"])
+def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """transformers' own tiny models (tests/tiny_models.py; fp32, eager, training mode), measured layer
     by layer with saved-tensor hooks (tests/saved_tensors.py): each layer's bytes equal layer_terms —
     Q and K norms per head (Qwen3, OLMo-3, EXAONE-4, LFM2) or over the full width (OLMo-2), sliding
@@ -90,7 +98,11 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None
     MLA (DeepSeek-V3, V3.2 and GLM-5 with their indexer, which keeps nothing: its scores end in top-k
     indices), whose KV norm reads a slice of kv_a's output and so keeps its rotary key too, with their
     grouped sigmoid routers, DeepSeek-V2's group-limited greedy one (its group mask kept); MiniMax's lightning attention block by block (blocks of 4: two and three of them; MiniMax-M1's
-    default 256, whose decay buffers dominate at this size)."""
+    default 256, whose decay buffers dominate at this size); Llama-4's MoE, every expert over every token
+    (Llama4TextMoe), and its NoPE layers' query temperature; Cohere's per-head Q/K LayerNorm with
+    full-width scales; Phi-3.5-MoE's sparsemixer, one masked softmax per pick; Laguna's soft-capped
+    router; gpt-oss's sinks, top-k-first router and clamped SwiGLU with biases; Seed-OSS's dropout of P
+    and of each sublayer's output (its config's 0.1), the masks bool as a GPU keeps them (_gpu_dropout)."""
     from saved_tensors import saved_per_layer
     from test_hybrids import _transformers_tiny
     from oracle import spec_of
@@ -98,6 +110,7 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None
 
     spec, model = spec_of(tiny_config(model_type)), _transformers_tiny(model_type).train()
     model.set_attn_implementation("eager")
+    monkeypatch.setattr(torch.nn.functional, "dropout", _gpu_dropout)
     ids = torch.randint(0, VOCAB, (B, seq), generator=torch.Generator().manual_seed(0))
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
     assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, seq, FP32,
@@ -130,7 +143,7 @@ def test_gemma_ple_layers_equal_what_transformers_holds(model_type: str, seq: in
                                                                    FP32, "none")) for layer in range(spec.n_layers)]
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_next", "qwen3_5_text"])
+@pytest.mark.parametrize("model_type", ["qwen3_next", "qwen3_5_text", "lfm2_moe"])
 def test_attention_layers_of_hybrids_equal_what_transformers_holds(model_type: str) -> None:
     """The softmax-attention layers of the hybrids, measured as above: Qwen3-Next's and Qwen3.5's gated
     attention (the gate inside q_proj, so the Q norm's input is the whole projection; sigmoid's output
@@ -154,7 +167,7 @@ RECURRENT = ("mamba2", "gated_deltanet", "kda", "short_conv")
 
 
 @pytest.mark.parametrize("model_type", ["nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "qwen3_5_text",
-                                        "olmo_hybrid", "kimi_linear", "lfm2"])
+                                        "olmo_hybrid", "kimi_linear", "lfm2", "lfm2_moe"])
 def test_recurrent_layers_equal_what_the_gpu_kernels_keep(model_type: str) -> None:
     """The recurrent mixers as a GPU run keeps them: transformers' own tiny model with its fused kernels
     (mamba_ssm's combined Mamba2 Function, fla's chunked gated-delta and KDA rules, causal-conv1d) stood

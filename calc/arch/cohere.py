@@ -66,7 +66,7 @@ def _cohere_attention(cfg: Config, ln: dict[str, Any]) -> dict[str, Any]:
     attn = attention(cfg)
     attn["rope"]["interleaved"] = True  # CohereRotaryEmbedding: repeat_interleave, pairs of channels
     if cfg.bool("use_qk_norm"):
-        attn["qk_norm"] = {"norm": ln, "scope": "full"}
+        attn["qk_norm"] = {"norm": ln, "scope": "full", "per_head": True}
     return attn
 
 

@@ -33,7 +33,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
     kinds = attention_kinds(cfg, lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
     moe = experts(cfg, ("num_experts", "num_local_experts"), "intermediate_size", expert_bias=True, router_bias=True,
-                  swiglu_limit=cfg.float("swiglu_limit"))
+                  swiglu_limit=cfg.float("swiglu_limit"), topk_first=True)  # GptOssTopKRouter: softmax of the top-k
     windows = {"sliding_attention": cfg.int("sliding_window"), "full_attention": None}
     blocks = {BLOCK_NAMES[kind]: {"attention": attention(cfg, sinks=True, window=windows[kind]), "mlp": moe, "norm": rms}
               for kind in dict.fromkeys(kinds)}

@@ -68,5 +68,6 @@ def _block(cfg: Config, rms: dict[str, Any], is_moe: bool, rotary: bool) -> dict
         shared = gated_mlp(cfg, bias=False)
         mlp = {"kind": "moe", "n_experts": cfg.int("num_local_experts"), "top_k": cfg.int("num_experts_per_tok"),
                "d_ff": shared["d_ff"], "fused_gate_up": True, "shared": shared, "n_shared": 1,
-               "scoring": "sigmoid", "norm_topk": False, "weight_input": True}  # Llama4Router
+               "scoring": "sigmoid", "norm_topk": False, "weight_input": True,
+               "all_experts": True}  # Llama4Router, Llama4TextMoe
     return {"attention": attn, "mlp": mlp, "norm": rms}

@@ -5,7 +5,8 @@ Apertus (apertus).
 Every one: pre-norm RMSNorm blocks (attention norm, MLP norm), GQA attention with rotary, an MLP,
 a final RMSNorm, the head untied unless `tie_word_embeddings`. What each changes:
 - seed_oss: `attention_bias` on Q, K and V only; the output projection's bias is `attention_out_bias`
-  (SeedOssAttention); the SwiGLU reads `mlp_bias`; head_dim 128 unless set.
+  (SeedOssAttention); the SwiGLU reads `mlp_bias`; head_dim 128 unless set; `attention_dropout` on P
+  and `residual_dropout` on each sublayer's output (0.1 each by default) change only what training keeps.
 - ernie4_5: one `use_bias` on Q, K, V, O and the SwiGLU's three matrices; rotary pairs interleaved
   channels (apply_rotary_pos_emb repeats each frequency twice); head tied, head_dim 128 by default.
 - hunyuan_v1_dense: a head_dim-wide RMSNorm on queries and on keys *after* rotary (query_layernorm,
@@ -39,7 +40,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "seed_oss": {**_LLAMA_LIKE, "vocab_size": 155136, "hidden_size": 4096, "intermediate_size": 27648,
                  "num_hidden_layers": 64, "num_attention_heads": 80, "num_key_value_heads": 8, "head_dim": 128,
                  "max_position_embeddings": 524288, "rms_norm_eps": 1e-6, "attention_bias": True,
-                 "attention_out_bias": False, "mlp_bias": False},
+                 "attention_out_bias": False, "mlp_bias": False, "attention_dropout": 0.1, "residual_dropout": 0.1},
     "ernie4_5": {"vocab_size": 103424, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 18,
                  "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 128,
                  "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
@@ -73,7 +74,10 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
 
 
 def _seed_oss(cfg: Config, block: dict[str, Any]) -> dict[str, Any]:
-    return {**block, "attention": {**block["attention"], "o_bias": cfg.bool("attention_out_bias")}}
+    """SeedOssAttention's output bias of its own, P's dropout, and dropout on the attention's and the
+    MLP's output (SeedOssAttention, SeedOssMLP: residual_dropout)."""
+    attn = {**block["attention"], "o_bias": cfg.bool("attention_out_bias"), "dropout": cfg.float("attention_dropout")}
+    return {**block, "attention": attn, "residual_dropout": cfg.float("residual_dropout")}
 
 
 def _ernie4_5(cfg: Config, block: dict[str, Any]) -> dict[str, Any]:

@@ -103,6 +103,9 @@ class QKNorm(Part):
     norm: Norm
     scope: Literal["head", "full"] = "head"  # one head_dim-wide norm for all heads, or the full width
     after_rope: bool = False  # Llama-4 normalises the rotated queries and keys
+    # Cohere: scales over the full width ([heads, head_dim]), yet each head normalised on its own
+    # (CohereLayerNorm over the last axis): the statistics are per head, as with scope "head"
+    per_head: bool = False
 
 
 class Temperature(Part):
@@ -131,6 +134,9 @@ class Attention(HeadWidths, Part):
     alibi: bool = False
     window: int | None = Field(default=None, gt=0)  # sliding window: each token sees this many keys
     sinks: bool = False
+    # attention_dropout: P's dropout in training (Seed-OSS, 0.1 by default); no parameters and no
+    # arithmetic at inference, it only changes what a training step keeps (calc/analysis/train)
+    dropout: float = Field(default=0.0, ge=0, lt=1, strict=False)
     softcap: float | None = Field(default=None, gt=0, strict=False)
     scale: float | None = Field(default=None, gt=0, strict=False)  # softmax scale; None: 1/sqrt(head_dim)
     chunk: int | None = Field(default=None, gt=0)  # Llama-4's chunked attention: keys of the same chunk only

@@ -76,6 +76,9 @@ class MoE(Part):
     clamp: float | None = Field(default=None, gt=0, strict=False)  # Step-3.7: act(gate) at most c, up within ±c
     gate_clamp: float | None = Field(default=None, gt=0, strict=False)  # DeepSeek-V4: gate at most c, up within ±c
     weight_input: bool = False  # Llama-4: the routing weight scales the expert's input, not its output
+    # Llama-4 as transformers runs it (Llama4TextMoe): every expert over every token, the ones not picked
+    # weighed 0; the arithmetic is the top-k's, what a training step computes and keeps is E/top_k times more
+    all_experts: bool = False
     jitter_eps: float = Field(default=0.01, ge=0, strict=False)  # sparsemixer's threshold (router_jitter_noise)
 
     @model_validator(mode="after")

@@ -77,6 +77,8 @@ class Block(Part):
     parallel: bool = False
     post_ln: bool = False
     residual_scale: float | None = Field(default=None, strict=False)  # Granite: each sublayer's output times this
+    # Seed-OSS: dropout on each sublayer's output before its residual add, in training only
+    residual_dropout: float = Field(default=0.0, ge=0, lt=1, strict=False)
     pairs: int = Field(default=1, gt=0)  # the mixer + MLP pair, in sequence, this many times (LongCat-Flash: 2)
     shortcut: MLP | MoE | None = Field(default=None, discriminator="kind")  # LongCat-Flash's shortcut-connected MoE
     shared: Shared | None = None  # a stored block this layer applies before its own sublayers (Zamba2's hybrid layers)

@@ -11,6 +11,7 @@ test write it (tests/training_forward.py), in the activation dtype (`act`, bytes
   softmax                             keeps its output P: B·h·T·T (a sliding window or a chunk
                                       is a mask on it: transformers' eager_attention_forward)
   SiLU / GELU                         keep their input; gate × up keeps both factors
+  dropout (only where the config's p > 0)   keeps its mask, 1 byte an element (a GPU's bool)
   residual adds, scaling, an additive causal mask, rotary's multiplies   keep nothing per layer
                                       (rotary keeps its cos and sin tables, T·rotary_dim each, once)
 
@@ -40,9 +41,10 @@ attention, which has no kernel in transformers, keeps what its torch ops keep bl
 Measured with saved-tensor hooks on transformers' own tiny models (tests/test_train_torch.py,
 tests/test_zamba2.py, tests/test_deepseek_v4.py, fp32): Zamba2's shared blocks, whole layers of
 Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, Gemma-3n and Gemma-4 (text), GLM-4, ERNIE-4.5, Cohere-2, Apertus, the MoE models
-Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE and DeepSeek-V4 (hyper-connections, the sliding, CSA and
+Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE, Llama-4 (every expert over every token), Cohere,
+Phi-3.5-MoE, Laguna, gpt-oss, Seed-OSS (its dropout masks) and DeepSeek-V4 (hyper-connections, the sliding, CSA and
 HCA attentions and the MoE block), MiniMax (lightning and softmax layers), the softmax layers of
-Qwen3-Next and Qwen3.5, and the
+Qwen3-Next, Qwen3.5 and LFM2-MoE, and the
 recurrent layers of Nemotron-H, Bamba, Qwen3-Next, Qwen3.5, OLMo-Hybrid, Kimi-Linear and LFM2 with
 the kernels stood in by what they save (tests/kernel_saves.py); MLA in DeepSeek-V3, V3.2, GLM-5 and
 Kimi-Linear.
@@ -143,11 +145,38 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
     elif flash:  # instead of P, one log-sum-exp per row; its output, laid out [B, T, h, d], is W_O's input
         core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
     else:
-        core = [Term("softmax output P", b * h * s * s, act, "tp")]  # every key scored, a window masked
+        core = _softmax(getattr(a, "sinks", False), b, h, s, s, act)  # every key scored, a window masked
+        core += _dropped(b * h * s * s, act, "P's dropout") if getattr(a, "dropout", 0) else []
         if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
     return [Term("attention input (normed x)", n * d, act, "input"), *inner, *_qk_norm(a, n, act), *core,
-            *_tables(a, s, act), *_output_gate(a, n, act), *_augment(a, n, d, act)]
+            *_tables(a, s, act), *_temperature(a, s), *_output_gate(a, n, act), *_augment(a, n, d, act)]
+
+
+def _temperature(a: Attention | MLA, s: int) -> list[Term]:
+    """Llama-4's query temperature (Llama4TextAttention): the per-position scales, made in fp32 from the
+    positions and expanded over the batch as a view, are what the multiply keeps (the queries' own
+    gradient needs only them)."""
+    return [Term("query temperature: per-position scales (fp32)", s, 4, "")] if getattr(a, "temperature", None) else []
+
+
+def _dropped(elements: int, act: int, label: str) -> list[Term]:
+    """A dropout in training (p > 0 only: at p = 0 F.dropout returns its input) keeps its mask, one
+    byte an element as CUDA's fused native_dropout keeps it (at::dropout takes that path on a GPU), and
+    its output is a new tensor the next op keeps. FlashAttention's own dropout keeps no mask (it
+    regenerates it from the RNG state in backward)."""
+    return [Term(f"{label}: the dropped-out tensor", elements, act, "tp"),
+            Term(f"{label}: its mask (bool)", elements, 1, "tp")]
+
+
+def _softmax(sinks: bool, b: int, h: int, s: int, keys: int, act: int) -> list[Term]:
+    """The eager softmax's output P; with sinks (gpt-oss's and DeepSeek-V4's eager attention) a softmax
+    over the logits and the sink column, less their row max, whose indices (int64) the max keeps; P is
+    a view of it."""
+    if sinks:
+        return [Term("softmax output P (with the sink column)", b * h * s * (keys + 1), act, "tp"),
+                Term("the logits' row max: its indices (int64)", b * h * s, INT64, "tp")]
+    return [Term("softmax output P", b * h * s * keys, act, "tp")]
 
 
 def _output_gate(a: Attention | MLA, n: int, act: int) -> list[Term]:
@@ -185,7 +214,7 @@ def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
         shared = n * a.v_dim if a.k_eq_v else 0  # V is K's projection: its input is the K norm's, kept once
         terms.append(Term(f"V norm: {what}{' (its input is the K norm input)' if shared else ''}", kept - shared, act, "tp"))
     for which, (heads, width) in zip("QK", widths):
-        rows = n * heads if qk.scope == "head" else n
+        rows = n * heads if qk.scope == "head" or qk.per_head else n
         what, kept = _norm_kept(qk.norm, rows, width * n // rows)
         terms.append(Term(f"{which} norm: {what}", kept, act, "tp"))
         terms += _unit_offset(qk.norm, a.head_dim if qk.scope == "head" else width, act, f"{which} norm")
@@ -353,8 +382,7 @@ def _compressed(a: CompressedAttention, b: int, s: int, d: int, act: int, recomp
     elif flash:
         core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
     else:
-        core = [Term("softmax output P (with the sink column)", b * h * s * (keys + 1), act, "tp"),
-                Term("the logits' row max: its indices (int64)", b * h * s, INT64, "tp")]
+        core = _softmax(True, b, h, s, keys, act)
     return [*terms, *core, Term("heads' output and the grouped output's middle (W_o_a's and W_o_b's inputs)",
                                 n * h * c + n * a.o_groups * a.o_lora_rank, act, "tp")]
 
@@ -412,17 +440,22 @@ def _mlp(m: MLP | MoE, n: int, d: int, act: int, norm: Norm | None = None) -> li
         return terms + _xielu(n * m.d_ff, act)
     sparse = [Term("the gate's Gaussian top-k: the gate, its std and multiplier (the cut gate is SiLU's input)",
                    n * m.d_ff + n + 1, act, "tp")] if m.sparsity else []  # Gemma3nTextMLP._gaussian_topk
-    return terms + [_hidden("MLP hidden", m.gated, m.gate_clamp, n * m.d_ff, act), *sparse]
+    return terms + [_hidden("MLP hidden", m, n * m.d_ff, act), *sparse]
 
 
-def _hidden(label: str, gated: bool, clamped: float | None, elements: int, act: int) -> Term:
+def _hidden(label: str, part: MLP | MoE, elements: int, act: int) -> Term:
     """A gated MLP keeps the gate (SiLU's input), SiLU's output, up and their product (down's input); one
     clamped as DeepSeek-V4's is (gate at most c, up within ±c) keeps gate and up before and after the
-    clamp: six; a plain MLP its activation's input and output."""
-    if not gated:
+    clamp: six; gpt-oss's (GptOssExperts._apply_gate: gate·σ(α·gate)·(up + 1), both clamped) keeps the
+    projection's whole output (the clamps' input), the clamped gate, the sigmoid, up + 1, the gated
+    value and the product: seven; a plain MLP its activation's input and output."""
+    if not part.gated:
         return Term(f"{label} (before and after the activation)", 2 * elements, act, "tp")
-    if clamped:
+    if part.gate_clamp:
         return Term(f"{label} (gate and up, both clamped, SiLU, product)", 6 * elements, act, "tp")
+    if getattr(part, "swiglu_limit", None):
+        return Term(f"{label} (gate and up, the clamped gate, sigmoid, up + 1, gated value, product)",
+                    7 * elements, act, "tp")
     return Term(f"{label} (gate, SiLU, up, product)", 4 * elements, act, "tp")
 
 
@@ -444,31 +477,70 @@ def _gemma4_moe(m: MoE, n: int, d: int, act: int, norm: Norm | None) -> list[Ter
 
 def _moe(m: MoE, n: int, d: int, act: int) -> list[Term]:
     """A MoE block as transformers runs it (integrations/moe.py, grouped_mm_experts_forward, the default
-    experts implementation on a GPU as on the CPU): the router's scores, the top-k indices (int64), the
-    picked weights and their sum when renormalised; the rows sorted by expert — the permutation, its
-    row indices and its inverse (int64) and each expert's offset (int32) — their input, hidden and
-    output and the weights gathered for them; a shared expert, and the sigmoid gate on its output."""
+    experts implementation on a GPU as on the CPU): the router's terms (_router); the rows sorted by
+    expert — the permutation, its row indices and its inverse (int64) and each expert's offset (int32)
+    — their input, hidden and output and the weights gathered for them; a shared expert, and the
+    sigmoid gate on its output."""
+    if m.all_experts:
+        return _moe_all_experts(m, n, d, act)
     rows = n * m.top_k
-    scores = 2 if m.scoring == "sqrtsoftplus" else 1  # sqrt(softplus(l)) keeps l and its output
-    renormalised = m.norm_topk and not m.topk_first  # a softmax over the picked logits needs no renormalising
-    terms = [Term("router: softmax over the top-k logits" if m.topk_first else f"router: scores ({m.scoring})",
-                  rows if m.topk_first else scores * n * m.choices, act, ""),
-             Term("router: top-k indices (int64)", rows, INT64, ""),
-             # DeepSeek-V2's group-limited greedy: masked_fill keeps the experts' mask of the groups kept
-             *([Term("router: the kept groups' mask (bool)", n * m.choices, 1, "")]
-               if m.n_group > 1 and m.scoring == "softmax" else []),
-             *([Term("router: picked weights and their sum (renormalised)", rows + n * (1 + m.clamped_sum), act, "")]
-               if renormalised else []),
+    terms = [*_router(m, n, act),
              Term("experts: sort permutation, its row indices and inverse (int64)", 3 * rows, INT64, ""),
              Term("experts: offsets (int32)", m.n_experts, 4, ""),
+             # the expert biases are gathered per row by its expert's id (grouped_mm_experts_forward)
+             *([Term("experts: each row's expert id, for its biases (int64)", rows, INT64, "")]
+               if m.expert_bias else []),
              Term("routed rows (experts' input)", rows * d, act, "sp"),
-             _hidden("experts' hidden", m.gated, m.gate_clamp, rows * m.d_ff, act),
+             _hidden("experts' hidden", m, rows * m.d_ff, act),
              Term("experts' outputs and routing weights", rows * d + rows, act, "sp")]
     if m.shared is not None:
-        terms.append(_hidden("shared expert hidden", m.shared.gated, m.shared.gate_clamp, n * m.shared.d_ff, act))
+        terms.append(_hidden("shared expert hidden", m.shared, n * m.shared.d_ff, act))
     if m.shared_gate:
         terms.append(Term("shared expert: its output and the sigmoid gate", n * d + n, act, "sp"))
     return terms
+
+
+def _router(m: MoE, n: int, act: int) -> list[Term]:
+    """The router's scores, the top-k indices (int64), the picked weights and their sum when renormalised."""
+    if m.scoring == "sparsemixer":
+        return _sparsemixer(m, n, act)
+    rows = n * m.top_k
+    # sqrt(softplus(l)) keeps l and its output; Laguna's soft cap c·tanh(l/c) keeps tanh's output
+    scores = 1 + (m.scoring == "sqrtsoftplus") + bool(m.router_softcap)
+    renormalised = m.norm_topk and not m.topk_first  # a softmax over the picked logits needs no renormalising
+    capped = ", soft-capped" if m.router_softcap else ""
+    return [Term("router: softmax over the top-k logits" if m.topk_first else f"router: scores ({m.scoring}{capped})",
+                 rows if m.topk_first else scores * n * m.choices, act, ""),
+            Term("router: top-k indices (int64)", rows, INT64, ""),
+            # DeepSeek-V2's group-limited greedy: masked_fill keeps the experts' mask of the groups kept
+            *([Term("router: the kept groups' mask (bool)", n * m.choices, 1, "")]
+              if m.n_group > 1 and m.scoring == "softmax" else []),
+            *([Term("router: picked weights and their sum (renormalised)", rows + n * (1 + m.clamped_sum), act, "")]
+              if renormalised else [])]
+
+
+def _sparsemixer(m: MoE, n: int, act: int) -> list[Term]:
+    """Phi-3.5-MoE's sparsemixer in training (modeling_phimoe.py, sparsemixer): each of its top-k picks
+    masks the scores outside 2·jitter_eps of the best (the mask kept, bool), softmaxes them, gathers the
+    pick's weight by its index (int64) and passes it through PhimoeMultiplier, which keeps its output."""
+    picks = m.top_k
+    return [Term("sparsemixer: each pick's masked softmax and multiplier", picks * (n * m.choices + n), act, ""),
+            Term("sparsemixer: each pick's mask (bool)", picks * n * m.choices, 1, ""),
+            Term("sparsemixer: each pick's index (int64)", picks * n, INT64, "")]
+
+
+def _moe_all_experts(m: MoE, n: int, d: int, act: int) -> list[Term]:
+    """Llama-4's MoE as transformers' Llama4TextMoe runs it: the router's top-k indices (int64) and its
+    sigmoid over every expert (the unpicked logits −inf, so scores 0) with their [E·n, 1] copy; the
+    input repeated once per expert and its scaled copy (bmm's input), each expert's hidden over all n
+    tokens; the shared expert reads the MoE's input."""
+    rows = n * m.n_experts
+    terms = [Term("router: top-k indices (int64)", n * m.top_k, INT64, ""),
+             Term("router: sigmoid scores over every expert and their per-row copy", 2 * rows, act, ""),
+             Term("every expert's rows: the input repeated and scaled by its score", 2 * rows * d, act, "sp"),
+             _hidden("experts' hidden (every expert, every token)", m, rows * m.d_ff, act)]
+    return terms + [_hidden("shared expert hidden", m.shared, n * m.shared.d_ff, act)] \
+        if m.shared is not None else terms
 
 
 def _xielu(elements: int, act: int) -> list[Term]:
@@ -527,7 +599,11 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
     applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
     hyper = _hyper(block.hyper, n, d, act) if block.hyper is not None else []
-    return applied + [*hyper, *norms, *mixers, *mlp] * block.pairs + shortcut
+    # Seed-OSS: each sublayer's output dropped out before its add; the mask is all the multiply keeps
+    outputs = len(block.mixers()) + (block.mlp is not None)
+    dropout = [Term("residual dropout: each sublayer's output mask (bool)", outputs * n * d, 1, "sp")] \
+        if block.residual_dropout else []
+    return applied + [*hyper, *norms, *mixers, *mlp, *dropout] * block.pairs + shortcut
 
 
 def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, loss: Loss = LOSSES["fp32"]) -> list[Term]:
