@@ -220,7 +220,7 @@ class Attention(HeadWidths, Part):
         if self.kv_shared:
             return CacheSpec()
         return CacheSpec((TokenSpec(*self.kv_per_token(), self.attention_kind, self.n_heads, self.n_kv_heads,
-                                   self.head_dim, self.n_kv_heads, self.window, self.sinks),))
+                                   self.head_dim, self.n_kv_heads, self.window, self.sinks, chunk=self.chunk),))
 
     def describe(self) -> str:
         """'GQA (64 query heads, 8 KV heads, head_dim 128)' plus what else is switched on."""
