@@ -293,7 +293,7 @@ def state_pages(kv: KVCache) -> int:
 @dataclass(frozen=True)
 class HybridGroups:
     """vLLM's KV cache groups for a model with several kinds of layer: full attention, sliding
-    windows, and Mamba / linear-attention states, every layer's page of one size."""
+    windows, chunked local attention, and Mamba / linear-attention states, every layer's page of one size."""
 
     group_size: int  # layers per group (padding included)
     windows: tuple[int | str | Chunked | None, ...]  # per group: its window, None for full attention, STATE, a chunk
