@@ -90,3 +90,20 @@ def test_a_layout_serves_whole_requests_not_the_printed_figure() -> None:
     assert (pool.concurrency, pool.requests) == ("19.00", 18)
     assert not replace(first, pool=pool, concurrency=19).serves
     assert replace(first, pool=pool, concurrency=18).serves
+
+
+@pytest.mark.parametrize("options", [[], ["--no-async-scheduling"], ["--max-num-batched-tokens", "2048"]])
+def test_fit_takes_vllms_scheduling_options_as_memory_does(options: list[str]) -> None:
+    """Llama-4 Scout at 128k on 8 x H100: --max-num-batched-tokens sizes the profiling forward (the pool) and,
+    with --no-async-scheduling, the tokens in flight a chunked group holds; fit's pool and concurrency for the
+    layout are memory's under the same options."""
+    found = fit("llama-4-scout", "--seq", "128k", "--gpus", "H100", *options)["candidates"]
+    eight = next(c for c in found if (c["gpus"], c["ep"]) == (8, 1))
+    result = CliRunner().invoke(main, ["memory", "llama-4-scout", "--seq", "128k", "--engine", "vllm",
+                                       "--budget", "8xH100", *options, "--json"])
+    engine = json.loads(result.output)["engine"]
+    assert (eight["kv_memory_bytes"], eight["max_concurrency"]) == (engine["kv_memory_bytes"], engine["max_concurrency"])
+    # 12 NoPE layers take 131,072 / 16 pages a request, each of 3 chunked groups ceil((8,192 + in flight) / 16)
+    # (tests/test_vllm_chunked.py): in flight 2 x 8,192 by default, 8,192 without async scheduling, 2 x 2,048
+    in_flight = {0: 2 * 8192, 1: 8192, 2: 2 * 2048}[len(options)]
+    assert engine["blocks_per_request"] == 8192 + 3 * -(-(8192 + in_flight) // 16)

@@ -6,8 +6,8 @@ every other one), the rest a dense SwiGLU of `intermediate_size_mlp`. A MoE is a
 `num_local_experts` SwiGLU experts stored fused (gate_up_proj), and one always-on shared expert, all
 of `intermediate_size`. Layers `no_rope_layers` marks 0 (by default every 4th) have no rotary and
 attend to everything; the others use rotary, chunked attention (`attention_chunk_size`, not a
-sliding window, so the cache is not bounded here) and, with `use_qk_norm`, an L2 norm of queries
-and keys that has no parameters. Head untied by default.
+sliding window, so the cache is not bounded here; vLLM pages those layers apart, engines.Chunked)
+and, with `use_qk_norm`, an L2 norm of queries and keys that has no parameters. Head untied by default.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from calc.cli.options import (CONTEXT, POSITIVE, TEXT, TOKENS, complete_model, dtype_option, json_option, kv_dtype_option,
-                              quant_option, set_option)
+from calc.cli.options import (CONTEXT, POSITIVE, TEXT, TOKENS, async_scheduling_option, complete_model, dtype_option,
+                              json_option, kv_dtype_option, max_batched_option, quant_option, set_option)
 
 
 @click.command(context_settings=CONTEXT)
@@ -20,10 +20,13 @@ from calc.cli.options import (CONTEXT, POSITIVE, TEXT, TOKENS, complete_model, d
 @dtype_option
 @quant_option
 @kv_dtype_option
+@max_batched_option
+@async_scheduling_option
 @click.option("--top", type=POSITIVE, default=10, show_default=True, help="Candidates shown.")
 @json_option
 def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str, concurrency: int, dtype: str | None,
-        quant: str | None, kv_dtype: str, top: int, as_json: bool) -> None:
+        quant: str | None, kv_dtype: str, max_batched: int | None, async_scheduling: bool, top: int,
+        as_json: bool) -> None:
     """The smallest layouts (GPU type x count, TP/PP/EP) that serve MODEL at --seq, ranked.
 
     Each layout is checked as a server checks it (TP divides the heads, EP the experts, PP at most the
@@ -39,13 +42,15 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
     from calc.analysis.count import count as count_params
     from calc.analysis.fit import fit as find_layouts, parse_gpus
     from calc.analysis.memory import weight_choice
+    from calc.analysis.memory.startup import Reserves
     from calc.cli.options import load_model
     from calc.render import base as render, fit as render_fit
 
     spec = load_model(model, overrides)
     weights, scheme = weight_choice(spec, dtype, quant)
     candidates, skipped = find_layouts(spec, count_params(spec), seq, parse_gpus(gpus), engine, concurrency, weights,
-                                       kv_dtype, scheme)
+                                       kv_dtype, scheme, reserves=Reserves(max_batched=max_batched),
+                                       async_scheduling=async_scheduling)
     shown = candidates[:top]
     if as_json:
         render.print_json({"model": spec.name, "seq": seq, "concurrency": concurrency, "engine": engine,

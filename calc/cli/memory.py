@@ -6,8 +6,9 @@ from typing import Any
 
 import click
 
-from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, complete_model, image_options, json_option,
-                              load_model, one_model, set_option, sizing_options)
+from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, async_scheduling_option, complete_model,
+                              image_options, json_option, load_model, max_batched_option, one_model, set_option,
+                              sizing_options)
 from calc.errors import GptcalcError
 
 
@@ -161,14 +162,8 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--flash-attn", "-fa", type=click.Choice(["on", "off", "auto"]), default="auto", show_default=True,
               help="--engine llamacpp: llama.cpp's -fa (auto is on where the device runs it): the compute graph's "
                    "attention, and an F16 or F32 mask.")
-@click.option("--max-num-batched-tokens", "max_batched", type=POSITIVE,
-              help="vLLM: tokens of the profiling forward (its activation peak) and, with sliding-window layers, "
-                   "what a window group holds beyond its window  [default: vllm serve's: 2048, 8192 on a 70 GiB+ "
-                   "GPU that is not an A100, 16384 on 160 GiB+; SGLang: its chunked prefill size; TensorRT-LLM: "
-                   "max_num_tokens, 8192]")
-@click.option("--async-scheduling/--no-async-scheduling", default=True, show_default=True,
-              help="vLLM's: with it (its default on a GPU) a sliding-window group holds two batches of "
-                   "--max-num-batched-tokens beyond its window, one without.")
+@max_batched_option
+@async_scheduling_option
 @click.option("--max-num-seqs", "max_seqs", type=POSITIVE,
               help="vLLM: requests of the sampler's profiling run  [default: 256, 1024 on a 70 GiB+ GPU]")
 @click.option("--gpu-memory-utilization", "--mem-fraction-static", "--free-gpu-memory-fraction", "fraction", type=SHARE,

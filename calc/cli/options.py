@@ -191,6 +191,18 @@ def engine_seq(engine: str | None, seq: int) -> int:
     return padded_context(ENGINES[engine], seq)
 
 
+# vLLM's scheduling options that size its KV pages (memory and fit): the profiling forward, and the tokens a
+# sliding-window or chunked group holds beyond its window or chunk.
+max_batched_option = click.option(
+    "--max-num-batched-tokens", "max_batched", type=POSITIVE,
+    help="vLLM: tokens of the profiling forward (its activation peak) and, with sliding-window or chunked layers, "
+         "what a window or chunk group holds beyond its window or chunk  [default: vllm serve's: 2048, 8192 on a "
+         "70 GiB+ GPU that is not an A100, 16384 on 160 GiB+; SGLang: its chunked prefill size; TensorRT-LLM: "
+         "max_num_tokens, 8192]")
+async_scheduling_option = click.option(
+    "--async-scheduling/--no-async-scheduling", default=True, show_default=True,
+    help="vLLM's: with it (its default on a GPU) a sliding-window or chunked group holds two batches of "
+         "--max-num-batched-tokens beyond its window or chunk, one without.")
 set_option = click.option("--set", "overrides", multiple=True, type=TEXT, metavar="KEY=VALUE",
                           help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of tables.")

@@ -230,7 +230,7 @@ class Attention(HeadWidths, Part):
         if self.kv_shared:
             return CacheSpec()
         kv = TokenSpec(*self.kv_per_token(), self.attention_kind, self.n_heads, self.n_kv_heads, self.head_dim,
-                       self.n_kv_heads, self.window, self.sinks)
+                       self.n_kv_heads, self.window, self.sinks, chunk=self.chunk)
         return CacheSpec((kv, self.indexer.cache()) if self.indexer else (kv,))
 
     def describe(self) -> str:

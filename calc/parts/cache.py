@@ -44,6 +44,7 @@ class TokenSpec:
     expanded: tuple[int, int] | None = None  # MLA: the per-head (K, V) a cache that expands the latent holds
     rope: int = 0  # MLA: the shared rotary key's width inside k (engines' fp8 layouts keep it 16-bit)
     ratio: int = 1  # one row kept per this many tokens (a compressed block); 1: a row per token
+    chunk: int | None = None  # chunked local attention (Llama-4): keys of the token's own chunk only
 
 
 @dataclass(frozen=True)

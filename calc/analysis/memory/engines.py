@@ -38,6 +38,18 @@ holds a state page (vllm/platforms/interface.py, _align_hybrid_block_size):
                  2 per state group of a hybrid (prefix caching's "align" mode), 1 attention-free
     concurrency = blocks / (blocks per request)
 
+Llama-4's chunked local attention (its rotary layers, models/llama4.py:251-265) is a kind of its own:
+ChunkedLocalAttention states a ChunkedLocalAttentionSpec (layers/attention/chunked_local_attention.py:
+119-128), which never merges with full attention (kv_cache_interface.py:266-272), so it gets groups of
+its own (kv_cache_utils.py:1427-1477: Scout's 36 chunked and 12 NoPE layers make 3 + 1 groups of 12),
+and a request holds the current chunk and the tokens in flight (kv_cache_interface.py:813-837):
+
+                 ceil(min(chunk + in flight, max_model_len) / block) per chunked group (no extra block)
+
+vLLM 0.32 keeps the hybrid manager on for it (VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE
+defaults to 1, envs.py:1940-1941; config/vllm.py:2148-2168 turns it off only with an EAGLE drafter),
+else the chunked layers are paged as full attention (kv_cache_utils.py:1690-1760).
+
 where the tokens in flight are (pp + 1) x max_num_batched_tokens with async scheduling, vLLM's default
 on a GPU (2 x at pp 1), and pp x without it (--no-async-scheduling, and vLLM's CPU platform):
 calc.analysis.memory.vllm_packed.in_flight_tokens. A state group's pages do not depend on it.
@@ -55,7 +67,7 @@ from calc.analysis.memory.vllm_packed import (QUANT_BLOCK, PackedGroups, compres
                                                in_flight_tokens, indexer_key_bytes, packed_groups)
 from calc.errors import GptcalcError
 
-__all__ = ["ENGINES", "Engine", "HybridGroups", "KVPool", "hybrid_groups", "engine_lines", "kv_pool", "padded_context"]
+__all__ = ["Chunked", "ENGINES", "Engine", "HybridGroups", "KVPool", "hybrid_groups", "engine_lines", "kv_pool", "padded_context"]
 
 VLLM = "https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/kv_cache_utils.py (get_num_blocks, page_size_bytes)"
 VLLM_HYBRID = ("https://github.com/vllm-project/vllm/blob/001cabc1be16a59a70d720ed61a13b678c060a18/vllm/v1/core/"
@@ -253,6 +265,20 @@ def _compressed_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: 
 STATE = "state"  # a group of Mamba / linear-attention layers
 
 
+@dataclass(frozen=True)
+class Chunked:
+    """A group of chunked local attention layers (ChunkedLocalAttentionSpec): `size` tokens a chunk."""
+
+    size: int
+
+    def pages(self, max_model_len: int, in_flight: int, block: int) -> int:
+        """The chunk and the tokens in flight, frees counted by tokens processed (max_admission_blocks_per_request)."""
+        return -(-min(self.size + in_flight, max_model_len) // block)
+
+    def to_json(self) -> dict[str, int]:
+        return {"chunk": self.size}
+
+
 def state_pages(kv: KVCache) -> int:
     """Pages a state group takes per request. vLLM turns prefix caching on by default for a hybrid
     model and off for an attention-free one (ModelConfig.is_prefix_caching_supported); with it comes
@@ -267,10 +293,10 @@ def state_pages(kv: KVCache) -> int:
 @dataclass(frozen=True)
 class HybridGroups:
     """vLLM's KV cache groups for a model with several kinds of layer: full attention, sliding
-    windows, and Mamba / linear-attention states, every layer's page of one size."""
+    windows, chunked local attention, and Mamba / linear-attention states, every layer's page of one size."""
 
     group_size: int  # layers per group (padding included)
-    windows: tuple[int | str | None, ...]  # one entry per group: its window, None for full attention, STATE
+    windows: tuple[int | str | Chunked | None, ...]  # per group: its window, None for full attention, STATE, a chunk
     page: int  # bytes of one layer's page
     block: int  # tokens per attention page (raised so a state fits one page)
     in_flight: int  # the tokens a sliding group holds beyond its window (in_flight_tokens)
@@ -283,17 +309,21 @@ class HybridGroups:
 
     def blocks_per_request(self, max_model_len: int, block: int) -> int:
         """The pages one request of max_model_len takes across the groups: every block of a full
-        group, the window's blocks plus one of a sliding group, state_pages of a state group."""
-        def one(window: int | str | None) -> int:
+        group, the window's blocks plus one of a sliding group, state_pages of a state group, the chunk's
+        blocks of a chunked group."""
+        def one(window: int | str | Chunked | None) -> int:
             if window == STATE:
                 return self.state_pages
+            if isinstance(window, Chunked):
+                return window.pages(max_model_len, self.in_flight, block)
             if window is None:
                 return -(-max_model_len // block)
             return -(-min(int(window) - 1 + self.in_flight, max_model_len) // block) + 1
         return sum(one(window) for window in self.windows)
 
     def to_json(self) -> dict[str, object]:
-        return {"group_size": self.group_size, "groups": self.groups, "windows": list(self.windows),
+        return {"group_size": self.group_size, "groups": self.groups,
+                "windows": [w.to_json() if isinstance(w, Chunked) else w for w in self.windows],
                 "page_bytes": self.page, "block_size": self.block, "state_page_bytes": self.state_page,
                 "state_pages_per_request": self.state_pages,
                 "tokens_in_flight": self.in_flight}
@@ -320,9 +350,10 @@ def aligned_block(block: int, attention_token: int, state_page: int) -> int:
 def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2) -> HybridGroups | None:
     """vLLM's grouping when the layers are of more than one kind (None: one kind, one group); `in_flight`:
     the tokens a sliding group holds beyond its window (in_flight_tokens)."""
-    counts: dict[int | str | None, int] = {}
+    counts: dict[int | str | Chunked | None, int] = {}
     for kind in kv.layers:
-        counts[kind.window] = counts.get(kind.window, 0) + kind.n_layers
+        key = Chunked(kind.chunk) if kind.chunk else kind.window
+        counts[key] = counts.get(key, 0) + kind.n_layers
     state_layers = {state.block: state.n_layers for state in kv.states}
     if state_layers:
         counts[STATE] = sum(state_layers.values())

@@ -64,6 +64,7 @@ class KVLayers:
     expanded: tuple[int, int] | None = None  # MLA latent: the per-head (K, V) an expanding cache would hold
     rope: int = 0  # MLA latent: the rotary key's width inside k
     ratio: int = 1  # a compressed kind: one row per this many tokens
+    chunk: int | None = None  # chunked local attention: the chunk (kept whole here; vLLM pages it apart)
 
     def tokens(self, seq: int, rolling: bool = True) -> int:
         """Rows this kind keeps at `seq`: the window caps them in a rolling buffer; a compressed
@@ -133,7 +134,7 @@ def _layers(name: str, n_layers: int, t: TokenSpec, tp: int) -> KVLayers:
     """One layer kind's per-token cache on one GPU: rows split by their heads, or whole (MLA's
     latent) with its expansion split by the query heads."""
     common = dict(kind=t.kind, n_heads=t.n_heads, n_kv_heads=t.n_kv_heads, head_dim=t.head_dim, window=t.window,
-                  sinks=t.sinks, rope=t.rope, ratio=t.ratio)
+                  sinks=t.sinks, rope=t.rope, ratio=t.ratio, chunk=t.chunk)
     if t.heads is None:
         expanded = _split(*t.expanded, t.n_heads, tp)[:2] if t.expanded else None
         return KVLayers(name, n_layers, t.k, t.v, **common, expanded=expanded)
