@@ -120,6 +120,10 @@ RELEASED = {
     # Gemma4ForConditionalGeneration on the meta device, tests/configs/model_types/gemma4-26b-a4b.json)
     "gemma-4-26b-a4b": 25_805_933_872,
     "deepseek-v4-flash": 284_332_230_231,  # its MTP layer (6,610,048,891) shown beside, as transformers leaves it out
+    # the whole model, equal to the released checkpoint's 1,388 tensors (tests/test_towers.py
+    # test_qwen3_vl_235b_is_its_checkpoint): decoder 235,093,634,560 + vision tower 576,388,336
+    "qwen3-vl-235b-a22b": 235_670_022_896,
+    "lfm2-8b-a1b": 8_339_929_856,  # the model card: "8.3B total parameters"
 }
 # The presets written in the flat form, which the torch reference and transformers' Llama/GPT-2
 # classes below can build.

@@ -41,7 +41,7 @@ class PartialRotary(AxialRotary):
         inv = 1.0 / theta ** (torch.arange(0, spatial, 2, dtype=torch.float32) / spatial)
         angles = torch.cat([torch.outer(c.float(), inv) for c in coordinates], dim=-1)
         angles = torch.cat((angles, angles), dim=-1)
-        self.cos, self.sin, self.interleaved = angles.cos(), angles.sin(), False
+        self.cos, self.sin, self.layout = angles.cos(), angles.sin(), "whole"
 
     def apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         width = cos.shape[-1]
