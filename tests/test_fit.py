@@ -103,6 +103,9 @@ def test_fit_takes_vllms_scheduling_options_as_memory_does(options: list[str]) -
                                        "--budget", "8xH100", *options, "--json"])
     engine = json.loads(result.output)["engine"]
     assert (eight["kv_memory_bytes"], eight["max_concurrency"]) == (engine["kv_memory_bytes"], engine["max_concurrency"])
+    # the tokens fit lists are the "GPU KV cache size" vLLM 0.32 prints, as memory's line says (not blocks x 16
+    # per group, what older vLLM printed)
+    assert eight["tokens"] == engine["printed_tokens"]
     # 12 NoPE layers take 131,072 / 16 pages a request, each of 3 chunked groups ceil((8,192 + in flight) / 16)
     # (tests/test_vllm_chunked.py): in flight 2 x 8,192 by default, 8,192 without async scheduling, 2 x 2,048
     in_flight = {0: 2 * 8192, 1: 8192, 2: 2 * 2048}[len(options)]

@@ -95,7 +95,7 @@ class Candidate:
     def to_json(self) -> dict[str, object]:
         return {"gpu": self.gpu.name, "gpus": self.layout.gpus, "tp": self.layout.tp, "pp": self.layout.pp,
                 "ep": self.layout.ep, "weights_bytes_per_gpu": self.weights_bytes,
-                "kv_memory_bytes": self.budget.kv_memory, "tokens": self.pool.tokens if self.pool else 0,
+                "kv_memory_bytes": self.budget.kv_memory, "tokens": self.pool.printed_tokens if self.pool else 0,
                 "max_concurrency": self.pool.concurrency if self.pool else "0.00", "serves": self.serves,
                 "headroom_bytes": self.headroom,
                 "budget": self.budget.to_json()}

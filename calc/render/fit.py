@@ -23,5 +23,5 @@ def candidate_line(rank: int, c: Candidate) -> str:
     layout = f"tp {c.layout.tp} pp {c.layout.pp}" + (f" ep {c.layout.ep}" if c.layout.ep > 1 else "")
     pool = c.pool
     return (f"{rank:>2}. {c.layout.gpus:>2} x {c.gpu.name:<10} {layout:<16} weights {human_bytes(c.weights_bytes):>9}/GPU  "
-            f"KV pool {human_bytes(c.budget.kv_memory):>9}  {pool.tokens if pool else 0:>11,} tokens  "
+            f"KV pool {human_bytes(c.budget.kv_memory):>9}  {pool.printed_tokens if pool else 0:>11,} tokens  "
             f"max concurrency {pool.concurrency if pool else '0.00'}x  headroom {human_bytes(c.headroom)}")
