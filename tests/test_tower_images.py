@@ -172,15 +172,18 @@ def test_phi4_journey_owns_every_vision_row() -> None:
     assert walk.steps[-1].output.sizes == (1, 2625, 3072)
 
 
-def test_a_convolutional_encoder_is_refused_not_walked_as_a_vit(tmp_path) -> None:  # noqa: ANN001
-    """Gemma 3n's MobileNet-v5 has no journey: shapes and flops --image refuse it; memory counts its tokens."""
+def test_gemma3n_journey_walks_the_convolutional_encoder(tmp_path) -> None:  # noqa: ANN001
+    """Gemma 3n's MobileNet-v5 through the CLI: feature maps from the stem to the fusion adapter's 16 x 16
+    grid (tests/test_tower_shapes.py checks them against timm), 256 soft tokens at the text width."""
     from test_towers import GEMMA3N
 
     path = tmp_path / "gemma3n.json"
     path.write_text(json.dumps(GEMMA3N))
-    for command in ("shapes", "flops"):
-        result = check_run([command, str(path), "--seq", "8", "--image", "1024x768"])
-        assert result.exit_code == 2 and "mobilenetv5 convolutional encoder" in result.stderr
+    data = json.loads(check_run(["shapes", str(path), "--seq", "8", "--image", "1024x768", "--json"]).stdout)
+    steps = {step["id"]: step["output"] for step in data["image"]["steps"]}
+    assert steps["msfa_norm"] == [1, 2048, 16, 16] and steps["image_tokens"] == [1, 260, 2048]
+    text = check_run(["flops", str(path), "--seq", "8", "--image", "1024x768"]).stdout
+    assert "fusion expand conv" in text
     assert check_run(["memory", str(path), "--image", "1024x768"]).exit_code == 0
 
 

@@ -324,3 +324,40 @@ def test_step3p7_views_and_downsamplers_are_a_torch_trace() -> None:
                                             num_local_patches=[2]).pooler_output
     assert features[0].shape == (tokens.image_tokens, 32) == (1 + 2 * 81, 32)
     assert tower_flops(spec, 1008, 504).forward == counter.get_total_flops() == walk.flops
+
+
+def test_gemma3n_mobilenet_is_timms_encoder() -> None:
+    """Gemma 3n's MobileNet-v5 (tests/test_towers.py's config: E2B's text, mobilenetv5_300m_enc): every image is
+    768 x 768; the stem and four stages leave 384, 192, 96, 48 and 24 a side (stride 2 each, timm's symmetric
+    padding), the fusion adapter pools the 48 x 48 grid of both last stages to 16 x 16, the embedder makes
+    256 soft tokens at the text width 2048. The params column is the vision tower's count; the FLOPs are
+    timm 1.0.31's encoder under torch's FlopCounterMode on the meta device (871,482,949,632, measured with
+    timm.create_model("mobilenetv5_300m_enc")) plus the embedder's 2·256·2048·2048 projection; with timm
+    installed, both are traced again and every stage's output shape compared."""
+    from test_towers import GEMMA3N
+
+    spec = spec_of(GEMMA3N)
+    walk, tokens = tower_journey(spec, 1024, 768)
+    vision = next(t for t in count(spec).towers if t.name == "vision")
+    assert walk.params == vision.total and (tokens.width, tokens.tokens) == (768, 260)
+    ours = {step.id: step.output.sizes for step in walk.steps}
+    ends = [next(step.output.sizes for step in reversed(walk.steps) if step.id.startswith(f"{s}.")) for s in range(1, 5)]
+    assert [ours["stem"], *ends] == [(1, 64, 384, 384), (1, 128, 192, 192), (1, 256, 96, 96), (1, 640, 48, 48),
+                                     (1, 1280, 24, 24)]
+    assert ours["3.10_k"] == (1, 64, 24, 24) and ours["3.10_scores"] == (1, 12, 48 * 48, 24 * 24)
+    assert ours["msfa_norm"] == (1, 2048, 16, 16) and ours["image_tokens"] == (1, 260, 2048)
+    projection = 2 * 256 * 2048 * 2048
+    assert walk.flops == 871_482_949_632 + projection
+    torch, timm = pytest.importorskip("torch"), pytest.importorskip("timm")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device("meta"):
+        encoder = timm.create_model("mobilenetv5_300m_enc", pretrained=False)
+        pixels = torch.zeros(1, 3, 768, 768)
+    modules = {"stem": encoder.conv_stem, **{f"end{s}": encoder.blocks[s - 1] for s in range(1, 5)},
+               "3.10_k": encoder.blocks[2][9].attn.key, "msfa_norm": encoder.msfa}
+    with FlopCounterMode(display=False) as counter:
+        seen = traced(modules, lambda: encoder(pixels))
+    assert seen == {"stem": ours["stem"], **{f"end{s}": ends[s - 1] for s in range(1, 5)}, "3.10_k": ours["3.10_k"],
+                    "msfa_norm": ours["msfa_norm"]}
+    assert counter.get_total_flops() + projection == walk.flops

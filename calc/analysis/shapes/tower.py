@@ -21,10 +21,10 @@ import math
 from dataclasses import replace
 
 from calc.analysis.shapes.block import block_steps
+from calc.analysis.shapes.mobilenet import mobilenet_journey
 from calc.analysis.shapes.core import Dims, Journey, Rows, Shape, Step
 from calc.analysis.shapes.norm import norm_step
 from calc.spec.model import Block, ModelSpec
-from calc.errors import GptcalcError
 from calc.towers import Linear, MobileNet, Projector, Tower, vision_tower
 from calc.towers.images import ImageTokens
 
@@ -35,8 +35,10 @@ LAYERS, WINDOWED = "vision", "vision window"
 
 def tower_journey(spec: ModelSpec, width: int, height: int, images: int = 1) -> tuple[Journey, ImageTokens]:
     """`images` images of width x height through `spec`'s vision tower, and what each costs the decoder."""
-    tower = _walkable(vision_tower(spec))
+    tower = vision_tower(spec)
     tokens = tower.images.tokens(width, height)
+    if isinstance(tower, MobileNet):  # a convolutional encoder: feature maps, not a ViT's rows of patches
+        return mobilenet_journey(spec.name, tower, tokens, images), tokens
     rows = Rows(tower.params())
     grids = tokens.grids or ((tokens.views, 0, 0),)
     steps: list[Step] = []
@@ -116,14 +118,6 @@ def _notes(tower: Tower, tokens: ImageTokens, d: Dims, grids: tuple[tuple[int, i
             "each layer's attention is counted over all of a view's patches (bidirectional, no cache)"
             + (", a window layer's over its window's" if tower.window else "")
             + "; r = the patches one image token is made of")
-
-
-def _walkable(tower: Tower | MobileNet) -> Tower:
-    """The tower, where its journey is the ViT's this module walks: not Gemma 3n's convolutional encoder."""
-    if not isinstance(tower, Tower):
-        raise GptcalcError(f"--image: the journey through the {tower.kind} convolutional encoder is not modelled yet "
-                           "(memory --image counts its tokens)")
-    return tower
 
 
 def _block(tower: Tower) -> Block:
