@@ -12,7 +12,11 @@ whether the projector averages them (Gemma 3 and 4) or concatenates them (Qwen-V
 Pixtral's and Llama-4's) is read off its data: a linear whose input is r·d concatenates.
 The activations between a projector's linears are not rows (0 FLOPs by the convention).
 Projectors stored `repeat` times (Qwen3-VL's DeepStack mergers, one per tapped layer) are a block
-of their own, repeated. The params column adds up to the tower's total in `count`.
+of their own, repeated. A projector's k x k convolutions (Step-3.7's downsamplers) lay the rows out
+as their view's grid of patches and shrink it by their stride; views of several sizes (Step-3.7's
+global view and crops) are walked one size after another, the later sizes' steps with the same
+weights (params 0). Gemma 3n's MobileNet-v5 is walked as feature maps (`mobilenet`). The params
+column adds up to the tower's total in `count`.
 """
 
 from __future__ import annotations
