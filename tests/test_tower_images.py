@@ -172,20 +172,32 @@ def test_phi4_journey_owns_every_vision_row() -> None:
     assert walk.steps[-1].output.sizes == (1, 2625, 3072)
 
 
-@pytest.mark.parametrize("name, config, refused", [
-    ("gemma3n", "GEMMA3N", "mobilenetv5 convolutional encoder"),
-    ("step3p7", "STEP3P7", "step3p7's convolutional downsamplers")])
-def test_a_convolutional_journey_is_refused_not_walked_as_a_vit(tmp_path, name: str, config: str,  # noqa: ANN001
-                                                                refused: str) -> None:
+def test_gemma3n_journey_walks_the_convolutional_encoder(tmp_path) -> None:  # noqa: ANN001
+    """Gemma 3n's MobileNet-v5 through the CLI: feature maps from the stem to the fusion adapter's 16 x 16
+    grid (tests/test_tower_shapes.py checks them against timm), 256 soft tokens at the text width."""
     from test_towers import GEMMA3N
 
-    path = tmp_path / f"{name}.json"
-    configs = {"GEMMA3N": GEMMA3N, "STEP3P7": {"model_type": "step3p7", **TINY_MULTIMODAL["step3p7"]}}
-    path.write_text(json.dumps(configs[config]))
-    for command in ("shapes", "flops"):
-        result = check_run([command, str(path), "--seq", "8", "--image", "1024x768"])
-        assert result.exit_code == 2 and refused in result.stderr
+    path = tmp_path / "gemma3n.json"
+    path.write_text(json.dumps(GEMMA3N))
+    data = json.loads(check_run(["shapes", str(path), "--seq", "8", "--image", "1024x768", "--json"]).stdout)
+    steps = {step["id"]: step["output"] for step in data["image"]["steps"]}
+    assert steps["msfa_norm"] == [1, 2048, 16, 16] and steps["image_tokens"] == [1, 260, 2048]
+    text = check_run(["flops", str(path), "--seq", "8", "--image", "1024x768"]).stdout
+    assert "fusion expand conv" in text
     assert check_run(["memory", str(path), "--image", "1024x768"]).exit_code == 0
+
+
+def test_step3p7_journey_walks_both_view_sizes(tmp_path) -> None:  # noqa: ANN001
+    """Step-3.7's tiny tower through the CLI: a 1024 x 768 image is the 56-pixel global view and 2 x 2 crops
+    of 504 (the processor's rule, tested above), both sizes walked through the downsamplers
+    (tests/test_tower_shapes.py traces them against transformers)."""
+    path = tmp_path / "step3p7.json"
+    path.write_text(json.dumps({"model_type": "step3p7", **TINY_MULTIMODAL["step3p7"]}))
+    data = json.loads(check_run(["shapes", str(path), "--seq", "8", "--image", "1024x768", "--json"]).stdout)
+    steps = {step["id"]: step["output"] for step in data["image"]["steps"]}
+    assert steps["downsamplers_1"] == [1, 64, 1, 1] and steps["downsamplers_1@36x36"] == [4, 64, 9, 9]
+    text = check_run(["flops", str(path), "--seq", "8", "--image", "1024x768"]).stdout
+    assert "36x36 views: downsamplers conv 1" in text
 
 
 def test_vllm_budget_asks_for_gemma3n_encoder_forward(tmp_path) -> None:  # noqa: ANN001

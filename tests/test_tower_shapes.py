@@ -288,3 +288,76 @@ def test_minimax_m3_steps_are_a_torch_trace() -> None:
     for name, shape in seen.items():
         assert (ours[name][0] * ours[name][1], ours[name][-1]) == (math.prod(shape[:-1]), shape[-1]), name
     assert seen["projector_1"] == (24, 32) and seen["merger_1"] == (tokens.image_tokens, 32) == (6, 32)
+
+
+def test_step3p7_views_and_downsamplers_are_a_torch_trace() -> None:
+    """Step-3.7's tower, tiny (tests/tiny_models.py: width 16, image_size 56, patch 14): a 1008 x 504 image
+    is its 56-pixel global view (4 x 4 patches) and 2 crops of 504 (36 x 36 patches; the processor's rule,
+    calc/towers/images.py CropImages); each size runs the blocks, then downsampler1 and 2 (3x3, stride 2,
+    padding 1: 4 -> 2 -> 1, 36 -> 18 -> 9) and the projector, as Step3p7Model.get_image_features runs them
+    (modeling_step3p7.py). The shapes are the hooked modules' outputs; the FLOPs torch's FlopCounterMode
+    over the whole call (eager attention), equal to the last one."""
+    torch, transformers = pytest.importorskip("torch"), pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from tiny_models import TINY_MULTIMODAL
+
+    whole = {"model_type": "step3p7", **TINY_MULTIMODAL["step3p7"]}
+    config = transformers.AutoConfig.for_model(**{k: v for k, v in whole.items() if k != "architectures"})
+    config.vision_config._attn_implementation = "eager"  # its two matmuls, which FlopCounterMode sees
+    torch.manual_seed(0)
+    model = transformers.Step3p7ForConditionalGeneration(config).model.eval()
+    spec = spec_of(whole)
+    walk, tokens = tower_journey(spec, 1008, 504)
+    assert tokens.grids == ((1, 4, 4), (2, 36, 36)) and walk.params == count(spec).towers_total
+    vision = model.vision_model
+    modules = {"pre_norm": vision.pre_layernorm, "downsamplers_0": vision.downsampler1,
+               "downsamplers_1": vision.downsampler2, "projector_0": model.multi_modal_projector}
+    ours = {step.id: step.output.sizes for step in walk.steps}
+    views = {"": torch.zeros(1, 3, 56, 56), "@36x36": torch.zeros(2, 3, 504, 504)}
+    for tag, pixels in views.items():
+        seen = traced(modules, lambda: model.multi_modal_projector(vision(pixels).last_hidden_state))
+        assert seen == {name: ours[name + tag] for name in modules}, tag
+    assert ours["downsamplers_1@36x36"] == (2, 64, 9, 9) and ours["projector_0@36x36"] == (2, 81, 32)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        features = model.get_image_features(pixel_values=views[""], pixel_values_local=views["@36x36"],
+                                            num_local_patches=[2]).pooler_output
+    assert features[0].shape == (tokens.image_tokens, 32) == (1 + 2 * 81, 32)
+    assert tower_flops(spec, 1008, 504).forward == counter.get_total_flops() == walk.flops
+
+
+def test_gemma3n_mobilenet_is_timms_encoder() -> None:
+    """Gemma 3n's MobileNet-v5 (tests/test_towers.py's config: E2B's text, mobilenetv5_300m_enc): every image is
+    768 x 768; the stem and four stages leave 384, 192, 96, 48 and 24 a side (stride 2 each, timm's symmetric
+    padding), the fusion adapter pools the 48 x 48 grid of both last stages to 16 x 16, the embedder makes
+    256 soft tokens at the text width 2048. The params column is the vision tower's count; the FLOPs are
+    timm 1.0.31's encoder under torch's FlopCounterMode on the meta device (871,482,949,632, measured with
+    timm.create_model("mobilenetv5_300m_enc")) plus the embedder's 2·256·2048·2048 projection; with timm
+    installed, both are traced again and every stage's output shape compared."""
+    from test_towers import GEMMA3N
+
+    spec = spec_of(GEMMA3N)
+    walk, tokens = tower_journey(spec, 1024, 768)
+    vision = next(t for t in count(spec).towers if t.name == "vision")
+    assert walk.params == vision.total and (tokens.width, tokens.tokens) == (768, 260)
+    ours = {step.id: step.output.sizes for step in walk.steps}
+    ends = [next(step.output.sizes for step in reversed(walk.steps) if step.id.startswith(f"{s}.")) for s in range(1, 5)]
+    assert [ours["stem"], *ends] == [(1, 64, 384, 384), (1, 128, 192, 192), (1, 256, 96, 96), (1, 640, 48, 48),
+                                     (1, 1280, 24, 24)]
+    assert ours["3.10_k"] == (1, 64, 24, 24) and ours["3.10_scores"] == (1, 12, 48 * 48, 24 * 24)
+    assert ours["msfa_norm"] == (1, 2048, 16, 16) and ours["image_tokens"] == (1, 260, 2048)
+    projection = 2 * 256 * 2048 * 2048
+    assert walk.flops == 871_482_949_632 + projection
+    torch, timm = pytest.importorskip("torch"), pytest.importorskip("timm")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device("meta"):
+        encoder = timm.create_model("mobilenetv5_300m_enc", pretrained=False)
+        pixels = torch.zeros(1, 3, 768, 768)
+    modules = {"stem": encoder.conv_stem, **{f"end{s}": encoder.blocks[s - 1] for s in range(1, 5)},
+               "3.10_k": encoder.blocks[2][9].attn.key, "msfa_norm": encoder.msfa}
+    with FlopCounterMode(display=False) as counter:
+        seen = traced(modules, lambda: encoder(pixels))
+    assert seen == {"stem": ours["stem"], **{f"end{s}": ends[s - 1] for s in range(1, 5)}, "3.10_k": ours["3.10_k"],
+                    "msfa_norm": ours["msfa_norm"]}
+    assert counter.get_total_flops() + projection == walk.flops

@@ -53,12 +53,20 @@ ImageRule = (GridImages | FixedImages | RowImages | TileImages | AnyresImages | 
 
 class Linear(Part):
     """One projection d_in -> d_out: d_in·d_out weights, d_out bias; a `kernel` x `kernel` convolution
-    (Step-3.7's downsamplers) has kernel² of each weight."""
+    (Step-3.7's downsamplers) has kernel² of each weight, and its `stride` and zero `padding` set the
+    size of the grid it leaves (the image's journey, calc/analysis/shapes/tower.py)."""
 
     d_in: int = Field(gt=0)
     d_out: int = Field(gt=0)
     bias: bool = False
     kernel: int = Field(default=1, gt=0)
+    stride: int = Field(default=1, gt=0)
+    padding: int = Field(default=0, ge=0)
+
+    def side(self, n: int) -> int:
+        """A side of n rows or columns after the convolution: floor((n + 2·padding - kernel) / stride) + 1,
+        as torch's Conv2d sizes its output."""
+        return (n + 2 * self.padding - self.kernel) // self.stride + 1
 
     def params(self) -> int:
         return self.kernel ** 2 * self.d_in * self.d_out + self.d_out * self.bias

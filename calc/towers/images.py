@@ -39,6 +39,9 @@ class ImageTokens:
     image_tokens: int
     special_tokens: int
     views: int = 1  # what the encoder runs on separately: Llama-4's tiles and global view, LLaVA-OneVision's
+    # (views, rows, columns of patches) for each size of view, where views differ in size (Step-3.7's
+    # global view and crops); empty where every view is patches / views patches
+    grids: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def tokens(self) -> int:
@@ -466,7 +469,9 @@ class CropImages(Part):
         special = 2 + 2 * crops + max(0, rows - 1)
         patches = (self.global_size // self.patch_size) ** 2 + crops * (self.crop // self.patch_size) ** 2
         size = (cols * window, rows * window) if crops else (self.global_size, self.global_size)
-        return ImageTokens(*size, patches, image, special, 1 + crops)
+        sides = (self.global_size // self.patch_size, self.crop // self.patch_size)
+        grids = ((1, sides[0], sides[0]),) + ((crops, sides[1], sides[1]),) * bool(crops)
+        return ImageTokens(*size, patches, image, special, 1 + crops, grids)
 
     @property
     def per_token(self) -> int:

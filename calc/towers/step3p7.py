@@ -27,6 +27,8 @@ DEFAULTS = {"hidden_size": 1536, "num_hidden_layers": 47, "num_attention_heads":
             "image_size": 728, "patch_size": 14, "hidden_act": "quick_gelu", "layer_norm_eps": 1e-5,
             "mlp_ratio": 8960 / 1536}
 CROP, MAX_SIDE, STRIDE = 504, 3024, 4  # Step3p7ImageProcessor.patch_size, max_image_size, downsampler_stride
+# Step3p7VisionModel.downsampler1 and 2: nn.Conv2d(kernel_size=3, stride=2, padding=1), with biases
+DOWNSAMPLER = {"bias": True, "kernel": 3, "stride": 2, "padding": 1}
 ALIASES = {"width": "hidden_size", "layers": "num_hidden_layers", "heads": "num_attention_heads"}
 
 
@@ -40,8 +42,8 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "mlp": {"d_ff": int(d * vision.float("mlp_ratio")), "bias": True, "activation": activation(vision, "hidden_act")},
         "norm": layernorm, "in_channels": vision.int("num_channels"), "patch_size": patch,
         "positions": (vision.int("image_size") // patch) ** 2, "pre_norm": layernorm, "layer_scale": True,
-        "projectors": [{"name": "downsamplers", "linears": [{"d_in": d, "d_out": 2 * d, "bias": True, "kernel": 3},
-                                                            {"d_in": 2 * d, "d_out": 4 * d, "bias": True, "kernel": 3}]},
+        "projectors": [{"name": "downsamplers", "linears": [{"d_in": d, "d_out": 2 * d, **DOWNSAMPLER},
+                                                            {"d_in": 2 * d, "d_out": 4 * d, **DOWNSAMPLER}]},
                        {"name": "projector", "linears": [{"d_in": 4 * d, "d_out": text_width,
                                                           "bias": cfg.bool("projector_bias", default=False)}]}],
         "images": {"kind": "crops", "global_size": vision.int("image_size"), "crop": CROP, "patch_size": patch,

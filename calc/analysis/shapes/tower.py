@@ -12,19 +12,24 @@ whether the projector averages them (Gemma 3 and 4) or concatenates them (Qwen-V
 Pixtral's and Llama-4's) is read off its data: a linear whose input is r·d concatenates.
 The activations between a projector's linears are not rows (0 FLOPs by the convention).
 Projectors stored `repeat` times (Qwen3-VL's DeepStack mergers, one per tapped layer) are a block
-of their own, repeated. The params column adds up to the tower's total in `count`.
+of their own, repeated. A projector's k x k convolutions (Step-3.7's downsamplers) lay the rows out
+as their view's grid of patches and shrink it by their stride; views of several sizes (Step-3.7's
+global view and crops) are walked one size after another, the later sizes' steps with the same
+weights (params 0). Gemma 3n's MobileNet-v5 is walked as feature maps (`mobilenet`). The params
+column adds up to the tower's total in `count`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from calc.analysis.shapes.block import block_steps
+from calc.analysis.shapes.mobilenet import mobilenet_journey
 from calc.analysis.shapes.core import Dims, Journey, Rows, Shape, Step
 from calc.analysis.shapes.norm import norm_step
 from calc.spec.model import Block, ModelSpec
-from calc.errors import GptcalcError
-from calc.towers import MobileNet, Projector, Tower, vision_tower
+from calc.towers import Linear, MobileNet, Projector, Tower, vision_tower
 from calc.towers.images import ImageTokens
 
 __all__ = ["tower_journey"]
@@ -34,21 +39,18 @@ LAYERS, WINDOWED = "vision", "vision window"
 
 def tower_journey(spec: ModelSpec, width: int, height: int, images: int = 1) -> tuple[Journey, ImageTokens]:
     """`images` images of width x height through `spec`'s vision tower, and what each costs the decoder."""
-    tower = _walkable(vision_tower(spec))
+    tower = vision_tower(spec)
     tokens = tower.images.tokens(width, height)
+    if isinstance(tower, MobileNet):  # a convolutional encoder: feature maps, not a ViT's rows of patches
+        return mobilenet_journey(spec.name, tower, tokens, images), tokens
     rows = Rows(tower.params())
-    per_view = tokens.patches // tokens.views
-    d = Dims({"B": images * tokens.views, "P": per_view, "T": per_view + tower.class_token, "d_model": tower.d_model,
-              "C·t·p²": tower.in_channels * tower.temporal_patch * tower.patch_size ** 2, "d_text": spec.d_model,
-              "N": images, "tokens": tokens.tokens}, decode=False)
-    steps = _embedding(d, tower, rows, tokens)
-    full = len(tower.full_layers) if tower.window else tower.n_layers
-    steps += [_bidirectional(step) for step in block_steps(d, _block(tower), tower.d_model, LAYERS, full)]
-    if tower.window:
-        windowed = block_steps(d, _block(tower), tower.d_model, WINDOWED, tower.n_layers - full)
-        steps += [_within_windows(d, step, tower, tokens) for step in windowed]
-    steps += _layer_scale(d, tower, rows) + _after(d, tower, rows)
-    steps += _projectors(d, tower, tower.images.per_token, rows)
+    grids = tokens.grids or ((tokens.views, 0, 0),)
+    steps: list[Step] = []
+    layers: dict[str, int] = {}
+    for index, grid in enumerate(grids):
+        part, d, kinds = _pass(spec, tower, tokens, images, grid, rows if index == 0 else Rows(tower.params()))
+        steps += part if index == 0 else [_again(step, grid) for step in part]
+        layers.update(kinds if index == 0 else {f"{kind} {_size(grid)}": n for kind, n in kinds.items()})
     newline = rows.take("image_newline")  # LLaVA-OneVision: one learned row ends each row of features
     separators = rows.take("separators")  # Phi-4-multimodal: learned rows of the tower's width, projected too
     d = d.named(separators=tower.separators)
@@ -61,31 +63,65 @@ def tower_journey(spec: ModelSpec, width: int, height: int, images: int = 1) -> 
     for name in [name for name in tower.layer_params() if name != "layer_scale"]:
         rows.take(name)  # the block's steps own one layer's rows; the journey multiplies them by n_layers
     rows.done(f"tower {tower.kind!r}")
-    layers = {LAYERS: full, **({WINDOWED: tower.n_layers - full} if tower.window else {}),
-              **{_kind(p): p.repeat for p in tower.projectors if p.repeat > 1}}
     title = (f"{spec.name} vision tower ({tower.kind}): {images} image{'s' if images > 1 else ''} of {width}x{height}, "
              f"resized to {tokens.width}x{tokens.height}")
-    notes = (f"B = {d.sizes['B']} view(s) the encoder runs on separately, P = {per_view:,} patches of "
-             f"{tower.patch_size}x{tower.patch_size} pixels each (T = P, plus a class token where there is one), "
-             f"d_model = the tower's width {tower.d_model}, d_text = the decoder's {spec.d_model}, N = the images",
-             "each layer's attention is counted over all of a view's patches (bidirectional, no cache)"
-             + (", a window layer's over its window's" if tower.window else "")
-             + "; r = the patches one image token is made of")
-    journey = Journey(spec.name, d.sizes["B"], d.sizes["T"], False, tower.n_layers, tuple(steps), layers, notes,
-                      title, "the tower's total in `gptcalc count`")
+    batch, seq = (d.sizes["B"], d.sizes["T"]) if len(grids) == 1 else (images, tokens.patches)
+    journey = Journey(spec.name, batch, seq, False, tower.n_layers, tuple(steps), layers,
+                      _notes(tower, tokens, d, grids), title, "the tower's total in `gptcalc count`")
     return journey, tokens
 
 
-def _walkable(tower: Tower | MobileNet) -> Tower:
-    """The tower, where its journey is the ViT's this module walks: not Gemma 3n's convolutional encoder,
-    nor Step-3.7's convolutional downsamplers (views of two sizes besides)."""
-    if not isinstance(tower, Tower):
-        raise GptcalcError(f"--image: the journey through the {tower.kind} convolutional encoder is not modelled yet "
-                           "(memory --image counts its tokens)")
-    if any(linear.kernel > 1 for p in tower.projectors for linear in p.linears):
-        raise GptcalcError(f"--image: the journey through {tower.kind}'s convolutional downsamplers is not modelled "
-                           "yet (memory --image counts its tokens)")
-    return tower
+def _pass(spec: ModelSpec, tower: Tower, tokens: ImageTokens, images: int, grid: tuple[int, int, int],
+          rows: Rows) -> tuple[list[Step], Dims, dict[str, int]]:
+    """The views of one size (`grid`: how many, and their rows and columns of patches, 0 where every
+    view is alike and no convolution needs the grid) from patches to the projector's output."""
+    views, h, w = grid
+    per_view = h * w or tokens.patches // tokens.views
+    d = Dims({"B": images * views, "P": per_view, "T": per_view + tower.class_token, "d_model": tower.d_model,
+              "C·t·p²": tower.in_channels * tower.temporal_patch * tower.patch_size ** 2, "d_text": spec.d_model,
+              "N": images, "tokens": tokens.tokens, "H": h, "W": w}, decode=False)
+    steps = _embedding(d, tower, rows, tokens)
+    full = len(tower.full_layers) if tower.window else tower.n_layers
+    steps += [_bidirectional(step) for step in block_steps(d, _block(tower), tower.d_model, LAYERS, full)]
+    if tower.window:
+        windowed = block_steps(d, _block(tower), tower.d_model, WINDOWED, tower.n_layers - full)
+        steps += [_within_windows(d, step, tower, tokens) for step in windowed]
+    steps += _layer_scale(d, tower, rows) + _after(d, tower, rows)
+    steps += _projectors(d, tower, tower.images.per_token, rows)
+    layers = {LAYERS: full, **({WINDOWED: tower.n_layers - full} if tower.window else {}),
+              **{_kind(p): p.repeat for p in tower.projectors if p.repeat > 1}}
+    return steps, d, layers
+
+
+def _size(grid: tuple[int, int, int]) -> str:
+    """A view size's tag: '36x36' (rows x columns of patches)."""
+    return f"{grid[1]}x{grid[2]}"
+
+
+def _again(step: Step, grid: tuple[int, int, int]) -> Step:
+    """A step of a later view size: the same weights the first size's step owns (params 0), its own
+    shapes and FLOPs, named by its size."""
+    tag = _size(grid)
+    return replace(step, id=f"{step.id}@{tag}", label=f"{tag} views: {step.label}", params=0,
+                   block=f"{step.block} {tag}" if step.block else "")
+
+
+def _notes(tower: Tower, tokens: ImageTokens, d: Dims, grids: tuple[tuple[int, int, int], ...]) -> tuple[str, ...]:
+    """What B, P and d_model are, and how attention is counted."""
+    patch = f"{tower.patch_size}x{tower.patch_size}"
+    if len(grids) == 1:
+        views = (f"B = {d.sizes['B']} view(s) the encoder runs on separately, P = {d.sizes['P']:,} patches of "
+                 f"{patch} pixels each (T = P, plus a class token where there is one)")
+    else:
+        sizes = " and ".join(f"{n} of {h}x{w} patches" for n, h, w in grids)
+        views = (f"views of {len(grids)} sizes, each size a batch of its own: {sizes} per image ({patch} pixels a "
+                 f"patch); the later sizes' rows ({', '.join(_size(g) for g in grids[1:])}) run the first's weights "
+                 "(params counted once)")
+    return (f"{views}, d_model = the tower's width {tower.d_model}, d_text = the decoder's {d.sizes['d_text']}, "
+            "N = the images",
+            "each layer's attention is counted over all of a view's patches (bidirectional, no cache)"
+            + (", a window layer's over its window's" if tower.window else "")
+            + "; r = the patches one image token is made of")
 
 
 def _block(tower: Tower) -> Block:
@@ -180,8 +216,9 @@ def _projectors(d: Dims, tower: Tower, r: int, rows: Rows) -> list[Step]:
     chain = [p for p in tower.projectors if p.repeat == 1]
     concatenates = any(linear.d_in == r * tower.d_model for p in tower.projectors for linear in p.linears) \
         or _merges_later(chain, tower.d_model, r)
+    convolves = any(linear.kernel > 1 for p in chain for linear in p.linears)  # strided convs shrink the grid
     steps: list[Step] = []
-    if r > 1 and not concatenates:
+    if r > 1 and not (concatenates or convolves):
         d = d.named(**{"P/r": d.sizes["P"] // r})
         x = d.shape("B", "P/r", "d_model")
         steps.append(d.step("pool", f"average pool: {r} patches -> 1 token", x, (d.shape("B", "P", "d_model"),),
@@ -221,6 +258,12 @@ def _projector(d: Dims, p: Projector, x: Shape, r: int, rows: Rows) -> tuple[lis
     if p.norm:
         steps.append(norm_step(d, p.norm, f"{p.name}_norm", f"{p.name.replace('_', ' ')} norm", x, share.take("norm")))
     for i, linear in enumerate(p.linears):
+        if linear.kernel > 1:
+            d, x = _conv(d, x, linear, f"{p.name}_{i}", f"{p.name.replace('_', ' ')} conv {i + 1}",
+                         share.take(str(i)), steps)
+            continue
+        if len(x.sizes) == 4:
+            d, x = _flatten(d, x, steps)
         if linear.d_in != x.sizes[-1]:
             d, x = _widen(d, x, linear.d_in, r, steps)
         out_name = _width_name(d, linear.d_out)
@@ -233,6 +276,41 @@ def _projector(d: Dims, p: Projector, x: Shape, r: int, rows: Rows) -> tuple[lis
         x = out
     share.done(p.name)
     return steps, d, x
+
+
+def _conv(d: Dims, x: Shape, conv: Linear, id: str, label: str, params: int,
+          steps: list[Step]) -> tuple[Dims, Shape]:
+    """A k x k convolution over the view's grid of patches (Step-3.7's downsamplers): rows of patches
+    laid out as a [B, C, H, W] image first; each output side floor((n + 2·padding - k) / stride) + 1;
+    2·C_in·C_out·k² FLOPs per output position (no groups; the bias not counted, as for a linear)."""
+    if len(x.sizes) == 3:
+        grid = d.shape("B", x.names[-1], "H", "W")
+        if not grid.sizes[-1] or grid.sizes[-2] * grid.sizes[-1] != x.sizes[1]:
+            raise RuntimeError("shapes: a convolution needs the view's grid of patches")
+        steps.append(d.step("grid", "rows of patches laid out as a grid", grid, (x,),
+                            note="permuted and viewed as [B, channels, rows, columns] of patches; no weights"))
+        x = grid
+    c_in, h, w = x.names[1], x.names[2] + "'", x.names[3] + "'"
+    c_out = f"{conv.d_out // d.sizes['d_model']}·d_model" if conv.d_out % d.sizes["d_model"] == 0 else "d_proj"
+    d = d.named(**{c_out: conv.d_out, h: conv.side(x.sizes[2]), w: conv.side(x.sizes[3]), "k": conv.kernel})
+    out = d.shape("B", c_out, h, w)
+    k = conv.kernel
+    flops = 2 * math.prod(out.sizes) * conv.d_in * k * k
+    bias = "; plus a bias" if conv.bias else ""
+    steps.append(d.step(id, label, out, (x,), d.shape(c_out, c_in, "k", "k"), params, flops,
+                        note=f"{k}x{k}, stride {conv.stride}, padding {conv.padding}: {conv.d_in} -> {conv.d_out} "
+                             f"channels, {x.sizes[2]}x{x.sizes[3]} -> {out.sizes[2]}x{out.sizes[3]}{bias}",
+                        formula="2·B·" + "·".join(f"({n})" if "·" in n else n for n in (c_in, c_out, "k²", h, w))))
+    return d, out
+
+
+def _flatten(d: Dims, x: Shape, steps: list[Step]) -> tuple[Dims, Shape]:
+    """A grid back to rows, one per position: [B, C, H, W] -> [B, H·W, C]."""
+    rows = f"{x.names[2]}·{x.names[3]}"
+    d = d.named(**{rows: x.sizes[2] * x.sizes[3]})
+    out = d.shape("B", rows, x.names[1])
+    steps.append(d.step("flatten", "grid flattened to rows", out, (x,), note="one row per position left; no weights"))
+    return d, out
 
 
 def _widen(d: Dims, x: Shape, width: int, r: int, steps: list[Step]) -> tuple[Dims, Shape]:
