@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_oracle import answer, write
+from vllm_oracle import STUB_CONFIG, answer, write
 
 TESTS = Path(__file__).resolve().parent.parent
 OUT = TESTS / "data" / "engine_logs" / "vllm-m3-pages.json"
@@ -38,17 +38,15 @@ CASES = [
     (3 * 2**30, 32_768, 2048, 1, "auto"),
 ]
 
-ORACLE = r'''
+ORACLE = STUB_CONFIG + r'''
 import json, sys
-from types import SimpleNamespace as NS
 import torch
 from vllm.v1.kv_cache_interface import FullAttentionSpec, MLAAttentionSpec, SparseCacheRole
-from vllm.v1.kv_cache_layout import KVCacheLayout
 from vllm.v1.core.kv_cache_utils import (cdiv, get_kv_cache_capacity, get_kv_cache_config_from_groups,
                                          get_kv_cache_groups)
 
-config_path, pool, max_len, batched, tp, cache = sys.argv[1:3] + [int(a) for a in sys.argv[3:6]] + sys.argv[6:7]
-pool = int(pool)
+config_path, cache = sys.argv[1], sys.argv[6]
+pool, max_len, batched, tp = map(int, sys.argv[2:6])
 text = json.load(open(config_path))["text_config"]
 sparse = text["sparse_attention_config"]
 heads = max(1, text["num_key_value_heads"] // tp)
@@ -63,16 +61,7 @@ for i in range(text["num_hidden_layers"]):
             block_size=128, num_kv_heads=1, head_size=sparse["sparse_index_dim"], dtype=torch.bfloat16,
             cache_role=SparseCacheRole.INDEXER)
 
-layout = KVCacheLayout.BLHNC
-vllm_config = NS(
-    cache_config=NS(get_resolved_kv_cache_layout=lambda: layout, num_gpu_blocks_override=None,
-                    prefix_cache_retention_interval=None),
-    model_config=NS(max_model_len=max_len, original_max_model_len=max_len, hf_config=NS(model_type="minimax_m3_vl")),
-    scheduler_config=NS(disable_hybrid_kv_cache_manager=False, max_num_batched_tokens=batched),
-    attention_config=NS(hisparse_config=None),
-    parallel_config=NS(tensor_parallel_size=tp, decode_context_parallel_size=1, pipeline_parallel_size=1),
-    speculative_config=None, num_prefill_lookahead_tokens=0, max_in_flight_tokens=2 * batched,
-    device_config=NS(device_type="cuda"))
+vllm_config = stub_config(max_len, batched, tp, "minimax_m3_vl")
 groups = get_kv_cache_groups(vllm_config, dict(specs))
 kv_cache_config = get_kv_cache_config_from_groups(vllm_config, groups, pool)
 tokens, concurrency = get_kv_cache_capacity(vllm_config, kv_cache_config)
