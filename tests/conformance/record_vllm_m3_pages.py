@@ -32,7 +32,7 @@ CONFIG = "configs/model_types/minimax_m3_vl.json"
 # (pool bytes, max_model_len, max_num_batched_tokens, tp, cache dtype): the pool gptcalc works out for
 # 8 x H200 at 128k (vllm serve's 8,192 batched tokens there), an fp8 cache, 1M tokens on 4 GPUs, one GPU.
 CASES = [
-    (25_296_659_354, 131_072, 8192, 8, "auto"),
+    (24_725_181_239, 131_072, 8192, 8, "auto"),
     (10 * 2**30, 131_072, 8192, 8, "fp8"),
     (40 * 2**30, 1_048_576, 8192, 4, "auto"),
     (3 * 2**30, 32_768, 2048, 1, "auto"),

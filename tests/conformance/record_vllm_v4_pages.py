@@ -30,8 +30,8 @@ from vllm_oracle import STUB_CONFIG, answer, write
 
 TESTS = Path(__file__).resolve().parent.parent
 OUT = TESTS / "data" / "engine_logs" / "vllm-v4-pages.json"
-# (config, pool bytes, max_model_len, max_num_batched_tokens): the pools gptcalc works out for 8 x H200 and
-# 8 x B200 at 1M tokens (vllm serve's batch defaults there: 8,192 and 16,384), and smaller contexts.
+# (config, pool bytes, max_model_len, max_num_batched_tokens): the pools gptcalc worked out for 8 x H200 (by
+# nvidia-smi's total) and 8 x B200 at 1M tokens (vllm serve's batch defaults there: 8,192 and 16,384), and smaller contexts.
 CASES = [
     ("configs/model_types/deepseek_v4.json", 112_678_401_822, 1_048_576, 8192),
     ("configs/model_types/deepseek_v4.json", 149_752_048_209, 1_048_576, 16384),
