@@ -62,7 +62,7 @@ def test_packed_groups_and_the_pool_on_8xh200() -> None:
     window = -(-(128 - 1 + 16384) // 64) + 1  # kv_cache_interface.py:858-897, SlidingWindowSpec
     per_request = 2 * window + M // 256 + (-(-(8 - 1 + 16384) // 4) + 1) + (-(-(128 - 1 + 16384) // 8) + 1)
     assert (window, per_request) == (259, 10778)
-    pool = kv_pool(flash_kv(), "vllm", 112_678_401_822, M, None, 8192)  # the pool gptcalc works out for 8 x H200
+    pool = kv_pool(flash_kv(), "vllm", 112_678_401_822, M, None, 8192)  # 8 x H200 by nvidia-smi's total
     blocks = 112_678_401_822 // full
     assert (pool.blocks, pool.blocks_per_request) == (blocks, per_request) == (112426, 10778)
     assert pool.printed_tokens == int(blocks / per_request * M) == 10_937_762

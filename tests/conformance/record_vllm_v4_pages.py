@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_oracle import answer, write
+from vllm_oracle import STUB_CONFIG, answer, write
 
 TESTS = Path(__file__).resolve().parent.parent
 OUT = TESTS / "data" / "engine_logs" / "vllm-v4-pages.json"
-# (config, pool bytes, max_model_len, max_num_batched_tokens): the pools gptcalc works out for 8 x H200 and
-# 8 x B200 at 1M tokens (vllm serve's batch defaults there: 8,192 and 16,384), and smaller contexts.
+# (config, pool bytes, max_model_len, max_num_batched_tokens): the pools gptcalc worked out for 8 x H200 (by
+# nvidia-smi's total) and 8 x B200 at 1M tokens (vllm serve's batch defaults there: 8,192 and 16,384), and smaller contexts.
 CASES = [
     ("configs/model_types/deepseek_v4.json", 112_678_401_822, 1_048_576, 8192),
     ("configs/model_types/deepseek_v4.json", 149_752_048_209, 1_048_576, 16384),
@@ -40,12 +40,10 @@ CASES = [
     ("configs/model_types/deepseek_v4-pro.json", 3 * 2**30, 4096, 2048),
 ]
 
-ORACLE = r'''
+ORACLE = STUB_CONFIG + r'''
 import json, sys
-from types import SimpleNamespace as NS
 import torch
 from vllm.v1.kv_cache_interface import MLAAttentionSpec, SlidingWindowMLASpec, get_kv_quant_mode
-from vllm.v1.kv_cache_layout import KVCacheLayout
 from vllm.v1.core.kv_cache_utils import (cdiv, get_kv_cache_capacity, get_kv_cache_config_from_groups,
                                          get_kv_cache_groups)
 
@@ -81,16 +79,7 @@ for i, ratio in enumerate(ratios):
             dtype=torch.uint8, tokens_per_state=ratio, alignment=576)
         specs[name + ".indexer.compressor.state_cache"] = state(ratio, index_head)
 
-layout = KVCacheLayout.BLHNC
-vllm_config = NS(
-    cache_config=NS(get_resolved_kv_cache_layout=lambda: layout, num_gpu_blocks_override=None,
-                    prefix_cache_retention_interval=None),
-    model_config=NS(max_model_len=max_len, original_max_model_len=max_len, hf_config=NS(model_type="deepseek_v4")),
-    scheduler_config=NS(disable_hybrid_kv_cache_manager=False, max_num_batched_tokens=batched),
-    attention_config=NS(hisparse_config=None),
-    parallel_config=NS(tensor_parallel_size=8, decode_context_parallel_size=1, pipeline_parallel_size=1),
-    speculative_config=None, num_prefill_lookahead_tokens=0, max_in_flight_tokens=2 * batched,
-    device_config=NS(device_type="cuda"))
+vllm_config = stub_config(max_len, batched, 8, "deepseek_v4")
 groups = get_kv_cache_groups(vllm_config, dict(specs))
 kv_cache_config = get_kv_cache_config_from_groups(vllm_config, groups, pool)
 tokens, concurrency = get_kv_cache_capacity(vllm_config, kv_cache_config)

@@ -230,8 +230,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     if engine == "vllm" and has_compressed_rows(kv):
         return _compressed_pool(kv, found, kv_memory, max_model_len, block, in_flight_tokens(max_batched, pp,
                                 async_scheduling), pp, capability)
-    dsa = any(kind.kind == DSA for kind in kv.layers)
-    block = block or (DSA_PAGE if engine in ("vllm", "sglang") and dsa else found.block)
+    block = _block(kv, found, block)
     hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes)
               if engine == "vllm" else None)
     if hybrid is not None:
@@ -239,6 +238,18 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     mamba = sglang_mamba_pool(kv, kv_memory) if engine == "sglang" else None
     per_token = engine_bytes_per_token(kv) if engine in ("vllm", "sglang") else kv.bytes_per_token
     return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
+
+
+def _block(kv: KVCache, found: Engine, block: int | None) -> int:
+    """Tokens a page: the one the model's sparse backends take (DSA's 64 by default, MiniMax-M3's 128
+    only), else --block-size or the engine's default."""
+    kinds = {kind.kind for kind in kv.layers}
+    if BLOCK_INDEXER in kinds and found.name == "vllm":
+        if block not in (None, BLOCK_INDEXER_PAGE):
+            raise GptcalcError(f"--block-size {block}: vLLM's MiniMax-M3 backends (its sparse attention and its "
+                               f"indexer) take {BLOCK_INDEXER_PAGE} only")
+        return BLOCK_INDEXER_PAGE
+    return block or (DSA_PAGE if found.name in ("vllm", "sglang") and DSA in kinds else found.block)
 
 
 def _compressed_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: int, block: int | None,
@@ -389,6 +400,16 @@ DSA = "DSA indexer"
 # Tokens per page for DeepSeek's DSA: SGLang sets --page-size 64 (arg_groups/model_overrides/deepseek_v2.py);
 # vLLM's sparse FlashMLA takes blocks of a multiple of 64 (flashmla_sparse.py get_supported_kernel_block_sizes).
 DSA_PAGE = 64
+BLOCK_INDEXER = "block indexer"  # MiniMax-M3's index keys (calc.parts.block_indexer)
+# vLLM 0.32 pages MiniMax-M3 in 128-token blocks, one sparse block a page: its sparse GQA and indexer
+# backends take 128 and no other (vllm/models/minimax_m3/common/sparse_attention.py:163-165, indexer.py:94-96),
+# so Platform._preferred_block_size_for_backends picks it (platforms/interface.py:700-745).
+BLOCK_INDEXER_PAGE = 128
+# What each engine serves MiniMax-M3's index keys with, where gptcalc does not model it.
+BLOCK_INDEXER_HOMES = {
+    "sglang": "SGLang's main branch serves it (python/sglang/srt/models/minimax_m3.py at 01b5f572b7b6) from a "
+              "MiniMaxSparseKVPool of its own (python/sglang/srt/mem_cache/memory_pool.py)",
+}
 
 
 def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
@@ -403,11 +424,21 @@ def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
     layers' pages (UniformTypeKVCacheSpecs, v1/kv_cache_interface.py)."""
     if kind.kind == DSA:
         return indexer_key_bytes(kind.k)
+    if kind.kind == BLOCK_INDEXER:  # bf16 whatever the cache dtype: indexer_kv_dtype "auto" (block_indexer_bytes)
+        return block_indexer_bytes(kind.k)
     dsa = any(other.kind == DSA for other in kv.layers)
     if dsa and kind.kind == "MLA" and kv.format.name.startswith("fp8"):
         latent = kind.k - kind.rope
         return latent + latent // QUANT_BLOCK * 4 + kind.rope * 2
     return kind.row_bytes(kv.format)
+
+
+def block_indexer_bytes(width: int) -> int:
+    """One MiniMax-M3 index key as vLLM 0.32 keeps it: bf16 whatever --kv-cache-dtype says, its
+    indexer_kv_dtype "auto" meaning bf16 (models/minimax_m3/nvidia/model.py:504-509,
+    config/attention.py:163-167), one head of index_head_dim in an MLAAttentionSpec that merges with
+    the layers' K and V into one group (models/minimax_m3/common/indexer.py:118-121, 145-153)."""
+    return width * 2
 
 
 def engine_bytes_per_token(kv: KVCache) -> int:
@@ -438,10 +469,12 @@ def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     engine line there rather than a wrong one."""
     if engine == "vllm" and has_compressed_rows(kv):
         return
-    other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA} if engine in ("vllm", "sglang") else set()))
+    other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA} if engine in ("vllm", "sglang") else set())
+                   - ({BLOCK_INDEXER} if engine == "vllm" else set()))
     if (kv.states and engine not in ("vllm", "sglang")) or other:
         what = f"{other[0]} keys" if other else "conv and recurrent states"
         why = f"; {COMPRESSED_HOMES[engine]}" if has_compressed_rows(kv) and engine in COMPRESSED_HOMES else ""
+        why = f"; {BLOCK_INDEXER_HOMES[engine]}" if BLOCK_INDEXER in other and engine in BLOCK_INDEXER_HOMES else why
         raise GptcalcError(f"--engine {engine}: {kv.model} keeps {what} beside its KV cache, and how {engine} pages "
                            f"them is not modelled yet{why}; without --engine, memory and kvcache give every part")
 

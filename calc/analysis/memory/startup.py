@@ -107,6 +107,9 @@ TRTLLM_MAX_NUM_TOKENS = 8192  # BuildConfig.max_num_tokens, the profiling run's 
 CUDA_TOTAL: dict[str, tuple[float, str]] = {
     "H100-80GB": (79.22, "https://github.com/vllm-project/vllm/pull/10511 (total_gpu_memory 79.22GiB)"),
     "RTX 3090": (23.58, "https://github.com/vllm-project/vllm/pull/14447 (total_gpu_memory (23.58GiB))"),
+    "H200": (139.81, "https://github.com/sungwon-chae/arxiv_confi/blob/3906c481ed03deeb5ce0b4db322c77bdc44416ad/"
+                     "etu_logging.md (PyTorch on 8 x NVIDIA H200: 'GPU 0 has a total capacity of 139.81 GiB', "
+                     "cudaMemGetInfo's total as torch.cuda.mem_get_info gives vLLM)"),
 }
 
 
