@@ -117,6 +117,40 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeyp
                                                                                         "none")) for block in blocks]
 
 
+def test_gpt2_dropout_keeps_what_transformers_keeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers' GPT-2 (tiny, fp32, eager, training mode) with GPT2Config's default attn_pdrop,
+    resid_pdrop and embd_pdrop (0.1 each) against the same model with 0.0: the extra bytes autograd
+    keeps are the dropout terms, masks bool as a GPU keeps them (_gpu_dropout): per layer the dropped-out
+    P (fp32) and its mask, and the two sublayer outputs' masks; once, the embeddings' mask."""
+    import transformers
+
+    from calc.analysis.train.executed import as_run
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", _gpu_dropout)
+    config = tiny_config("gpt2")
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+
+    def kept(**rates: float) -> int:
+        data = {k: v for k, v in config.items() if k != "model_type"}
+        torch.manual_seed(0)
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**data, **rates)).train()
+        model.set_attn_implementation("eager")
+        return saved_bytes(model, lambda: model(ids, labels=ids).loss)
+
+    def formula(spec) -> int:
+        (block,) = spec.blocks.values()
+        layer = sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, T, FP32, "none"))
+        return spec.n_layers * layer + sum(t.bytes(1, False) for t in activation_terms(spec, B, T, FP32, "none"))
+
+    spec = spec_of(config)
+    d, h, layers = config["n_embd"], config["n_head"], config["n_layer"]
+    measured = kept() - kept(attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+    assert measured == formula(spec) - formula(as_run(spec, "reference", False))
+    assert measured == layers * (B * h * T * T * (FP32 + 1) + 2 * B * T * d) + B * T * d
+
+
 @pytest.mark.parametrize("seq", [7, 12])
 @pytest.mark.parametrize("model_type", ["gemma3n_text", "gemma4_text"])
 def test_gemma_ple_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:

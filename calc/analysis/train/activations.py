@@ -42,7 +42,7 @@ Measured with saved-tensor hooks on transformers' own tiny models (tests/test_tr
 tests/test_zamba2.py, tests/test_deepseek_v4.py, fp32): Zamba2's shared blocks, whole layers of
 Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, Gemma-3n and Gemma-4 (text), GLM-4, ERNIE-4.5, Cohere-2, Apertus, the MoE models
 Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE, Llama-4 (every expert over every token), Cohere,
-Phi-3.5-MoE, Laguna, gpt-oss, Seed-OSS (its dropout masks) and DeepSeek-V4 (hyper-connections, the sliding, CSA and
+Phi-3.5-MoE, Laguna, gpt-oss, Seed-OSS and GPT-2 (their dropout masks) and DeepSeek-V4 (hyper-connections, the sliding, CSA and
 HCA attentions and the MoE block), MiniMax (lightning and softmax layers), the softmax layers of
 Qwen3-Next, Qwen3.5 and LFM2-MoE, and the
 recurrent layers of Nemotron-H, Bamba, Qwen3-Next, Qwen3.5, OLMo-Hybrid, Kimi-Linear and LFM2 with
@@ -599,7 +599,7 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
     applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
     hyper = _hyper(block.hyper, n, d, act) if block.hyper is not None else []
-    # Seed-OSS: each sublayer's output dropped out before its add; the mask is all the multiply keeps
+    # each sublayer's output dropped out before its add (Seed-OSS, GPT-2): the mask is all the multiply keeps
     outputs = len(block.mixers()) + (block.mlp is not None)
     dropout = [Term("residual dropout: each sublayer's output mask (bool)", outputs * n * d, 1, "sp")] \
         if block.residual_dropout else []
@@ -612,6 +612,8 @@ def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, 
     terms = [Term("token ids (int64)", n, INT64, "")]
     if spec.embedding.positions == "learned":
         terms.append(Term("position ids (int64)", s, INT64, ""))
+    if spec.embedding.dropout:  # GPT-2's embd_pdrop: its output is the first norm's input, kept there
+        terms.append(Term("embedding dropout: its mask (bool)", n * d, 1, "sp"))
     rotary = {a.rope.rotary_dim for _, a in spec.attention_parts() if getattr(a, "rope", None)}
     per_layer = {a.augment.per_layer_input for _, a in spec.attention_parts() if getattr(a, "augment", None)} - {None}
     # Gemma-3n's and Gemma-4's per-layer inputs: one [B, T, L, p] tensor, every layer's product keeping a slice of it
