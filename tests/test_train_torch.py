@@ -117,11 +117,13 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeyp
                                                                                         "none")) for block in blocks]
 
 
-def test_gpt2_dropout_keeps_what_transformers_keeps(monkeypatch: pytest.MonkeyPatch) -> None:
-    """transformers' GPT-2 (tiny, fp32, eager, training mode) with GPT2Config's default attn_pdrop,
-    resid_pdrop and embd_pdrop (0.1 each) against the same model with 0.0: the extra bytes autograd
-    keeps are the dropout terms, masks bool as a GPU keeps them (_gpu_dropout): per layer the dropped-out
-    P (fp32) and its mask, and the two sublayer outputs' masks; once, the embeddings' mask."""
+@pytest.mark.parametrize("model_type", ["gpt2", "gpt_bigcode"])
+def test_gpt2_dropout_keeps_what_transformers_keeps(model_type: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers' GPT-2 and GPT-BigCode (tiny, fp32, eager, training mode) with their configs' default
+    attn_pdrop, resid_pdrop and embd_pdrop (0.1 each in GPT2Config and GPTBigCodeConfig) against the same
+    model with 0.0: the extra bytes autograd keeps are the dropout terms, masks bool as a GPU keeps them
+    (_gpu_dropout): per layer the dropped-out P (fp32) and its mask, and the two sublayer outputs' masks;
+    once, the embeddings' mask."""
     import transformers
 
     from calc.analysis.train.executed import as_run
@@ -129,13 +131,14 @@ def test_gpt2_dropout_keeps_what_transformers_keeps(monkeypatch: pytest.MonkeyPa
     from tiny_models import VOCAB, tiny_config
 
     monkeypatch.setattr(torch.nn.functional, "dropout", _gpu_dropout)
-    config = tiny_config("gpt2")
+    config = tiny_config(model_type)
     ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
 
     def kept(**rates: float) -> int:
         data = {k: v for k, v in config.items() if k != "model_type"}
         torch.manual_seed(0)
-        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**data, **rates)).train()
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model(model_type, **data, **rates)).train()
         model.set_attn_implementation("eager")
         return saved_bytes(model, lambda: model(ids, labels=ids).loss)
 
