@@ -117,13 +117,22 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeyp
                                                                                         "none")) for block in blocks]
 
 
-@pytest.mark.parametrize("model_type", ["gpt2", "gpt_bigcode"])
-def test_gpt2_dropout_keeps_what_transformers_keeps(model_type: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """transformers' GPT-2 and GPT-BigCode (tiny, fp32, eager, training mode) with their configs' default
-    attn_pdrop, resid_pdrop and embd_pdrop (0.1 each in GPT2Config and GPTBigCodeConfig) against the same
-    model with 0.0: the extra bytes autograd keeps are the dropout terms, masks bool as a GPU keeps them
-    (_gpu_dropout): per layer the dropped-out P (fp32) and its mask, and the two sublayer outputs' masks;
-    once, the embeddings' mask."""
+GPT2_KEYS = {"attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}
+
+
+@pytest.mark.parametrize(("model_type", "rates", "embedding"), [
+    ("gpt2", GPT2_KEYS, True), ("gpt_bigcode", GPT2_KEYS, True),
+    ("phi", {"attention_dropout": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}, True),
+    ("starcoder2", {"attention_dropout": 0.1, "residual_dropout": 0.1, "embedding_dropout": 0.1}, True),
+    ("opt", {"attention_dropout": 0.1, "dropout": 0.1}, False)])
+def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str, float], embedding: bool,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers' own tiny models (fp32, eager, training mode) with their configs' dropout keys at 0.1
+    (GPT2Config's and GPTBigCodeConfig's defaults; Phi-2's resid_pdrop and StarCoder2's three keys in their
+    released configs; OPTConfig's `dropout`) against the same model with 0.0: the extra bytes autograd keeps
+    are the dropout terms, masks bool as a GPU keeps them (_gpu_dropout): per layer the dropped-out P (fp32)
+    and its mask and the two sublayer outputs' masks (Phi's parallel ones too); the embeddings' mask once
+    (OPT has no embedding dropout)."""
     import transformers
 
     from calc.analysis.train.executed import as_run
@@ -131,15 +140,14 @@ def test_gpt2_dropout_keeps_what_transformers_keeps(model_type: str, monkeypatch
     from tiny_models import VOCAB, tiny_config
 
     monkeypatch.setattr(torch.nn.functional, "dropout", _gpu_dropout)
-    config = tiny_config(model_type)
+    config = {**tiny_config(model_type), **rates}
     ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
 
-    def kept(**rates: float) -> int:
-        data = {k: v for k, v in config.items() if k != "model_type"}
+    def kept(off: bool) -> int:
+        data = {k: 0.0 if off and k in rates else v for k, v in config.items() if k != "model_type"}
         torch.manual_seed(0)
-        model = transformers.AutoModelForCausalLM.from_config(
-            transformers.AutoConfig.for_model(model_type, **data, **rates)).train()
-        model.set_attn_implementation("eager")
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(model_type, **data))
+        model.train().set_attn_implementation("eager")
         return saved_bytes(model, lambda: model(ids, labels=ids).loss)
 
     def formula(spec) -> int:
@@ -148,10 +156,11 @@ def test_gpt2_dropout_keeps_what_transformers_keeps(model_type: str, monkeypatch
         return spec.n_layers * layer + sum(t.bytes(1, False) for t in activation_terms(spec, B, T, FP32, "none"))
 
     spec = spec_of(config)
-    d, h, layers = config["n_embd"], config["n_head"], config["n_layer"]
-    measured = kept() - kept(attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+    (block,) = spec.blocks.values()
+    d, h = spec.d_model, block.attention.n_heads
+    measured = kept(False) - kept(True)
     assert measured == formula(spec) - formula(as_run(spec, "reference", False))
-    assert measured == layers * (B * h * T * T * (FP32 + 1) + 2 * B * T * d) + B * T * d
+    assert measured == spec.n_layers * (B * h * T * T * (FP32 + 1) + 2 * B * T * d) + B * T * d * embedding
 
 
 @pytest.mark.parametrize("seq", [7, 12])

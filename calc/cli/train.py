@@ -36,8 +36,8 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
               help="torchao Float8Linear on the layers' linears (fp8 casts are transient; tensorwise-all-gather: "
                    "FSDP gathers fp8 weights).")
 @click.option("--framework", type=click.Choice(_FRAMEWORKS),
-              help="Take precision, loss, recompute, optimizer kernel, MoE form and dropout from this framework's defaults "
-                   "(options given beside it win).")
+              help="Take precision, loss, recompute, optimizer kernel, MoE form and dropout from this framework's "
+                   "defaults (options given beside it win).")
 @click.option("--moe-form", type=click.Choice(["reference", "grouped"]),
               help="How a MoE runs: as the model's reference code (transformers' Llama-4 runs every expert over every "
                    "token) or top-k rows through grouped matmuls (torchtitan, torchtune).  [default: reference]")

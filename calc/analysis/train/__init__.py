@@ -48,7 +48,8 @@ from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, model_states
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "MOE_FORMS", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "TP_IMPL", "Setup",
+__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "MOE_FORMS", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "TP_IMPL",
+           "Setup",
            "Training", "train"]
 
 ACT_BYTES = 2  # bf16 activations

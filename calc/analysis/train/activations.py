@@ -11,7 +11,10 @@ test write it (tests/training_forward.py), in the activation dtype (`act`, bytes
   softmax                             keeps its output P: B·h·T·T (a sliding window or a chunk
                                       is a mask on it: transformers' eager_attention_forward)
   SiLU / GELU                         keep their input; gate × up keeps both factors
-  dropout (only where the config's p > 0)   keeps its mask, 1 byte an element (a GPU's bool)
+  dropout (only where the config's p > 0)   keeps its mask, 1 byte an element (a GPU's bool); the
+                                      dropout masks of GPT-2, GPT-BigCode, Phi, StarCoder2 and OPT are
+                                      measured against transformers' models with their rates at 0
+                                      (tests/test_train_torch.py)
   residual adds, scaling, an additive causal mask, rotary's multiplies   keep nothing per layer
                                       (rotary keeps its cos and sin tables, T·rotary_dim each, once)
 
@@ -42,7 +45,7 @@ Measured with saved-tensor hooks on transformers' own tiny models (tests/test_tr
 tests/test_zamba2.py, tests/test_deepseek_v4.py, fp32): Zamba2's shared blocks, whole layers of
 Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, Gemma-3n and Gemma-4 (text), GLM-4, ERNIE-4.5, Cohere-2, Apertus, the MoE models
 Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE, Llama-4 (every expert over every token), Cohere,
-Phi-3.5-MoE, Laguna, gpt-oss, Seed-OSS and GPT-2 (their dropout masks) and DeepSeek-V4 (hyper-connections, the sliding, CSA and
+Phi-3.5-MoE, Laguna, gpt-oss, Seed-OSS (its dropout masks) and DeepSeek-V4 (hyper-connections, the sliding, CSA and
 HCA attentions and the MoE block), MiniMax (lightning and softmax layers), the softmax layers of
 Qwen3-Next, Qwen3.5 and LFM2-MoE, and the
 recurrent layers of Nemotron-H, Bamba, Qwen3-Next, Qwen3.5, OLMo-Hybrid, Kimi-Linear and LFM2 with
