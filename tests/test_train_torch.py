@@ -118,21 +118,25 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeyp
 
 
 GPT2_KEYS = {"attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}
+P_ONLY = {"attention_dropout": 0.1}
 
 
-@pytest.mark.parametrize(("model_type", "rates", "embedding"), [
-    ("gpt2", GPT2_KEYS, True), ("gpt_bigcode", GPT2_KEYS, True),
-    ("phi", {"attention_dropout": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}, True),
-    ("starcoder2", {"attention_dropout": 0.1, "residual_dropout": 0.1, "embedding_dropout": 0.1}, True),
-    ("opt", {"attention_dropout": 0.1, "dropout": 0.1}, False)])
-def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str, float], embedding: bool,
+@pytest.mark.parametrize(("model_type", "rates", "kept_by"), [
+    ("gpt2", GPT2_KEYS, "PRE"), ("gpt_bigcode", GPT2_KEYS, "PRE"),
+    ("phi", {"attention_dropout": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}, "PRE"),
+    ("starcoder2", {"attention_dropout": 0.1, "residual_dropout": 0.1, "embedding_dropout": 0.1}, "PRE"),
+    ("opt", {"attention_dropout": 0.1, "dropout": 0.1}, "PR"),
+    *((name, P_ONLY, "P") for name in ("llama", "qwen3", "gemma2", "cohere2", "olmo2", "mixtral", "qwen3_moe")),
+    *((name, P_ONLY, "") for name in ("ernie4_5", "lfm2"))])
+def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str, float], kept_by: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """transformers' own tiny models (fp32, eager, training mode) with their configs' dropout keys at 0.1
     (GPT2Config's and GPTBigCodeConfig's defaults; Phi-2's resid_pdrop and StarCoder2's three keys in their
-    released configs; OPTConfig's `dropout`) against the same model with 0.0: the extra bytes autograd keeps
-    are the dropout terms, masks bool as a GPU keeps them (_gpu_dropout): per layer the dropped-out P (fp32)
-    and its mask and the two sublayer outputs' masks (Phi's parallel ones too); the embeddings' mask once
-    (OPT has no embedding dropout)."""
+    released configs; OPTConfig's `dropout`; the Llama-like configs' attention_dropout) against the same
+    model with 0.0: the extra bytes autograd keeps are the dropout terms, masks bool as a GPU keeps them
+    (_gpu_dropout): per layer the dropped-out P (fp32) and its mask (`kept_by` P), the two sublayer
+    outputs' masks (R; Phi's parallel ones too); the embeddings' mask once (E). ERNIE-4.5's and LFM2's
+    attention passes dropout 0.0 whatever the config says, and keeps nothing more."""
     import transformers
 
     from calc.analysis.train.executed import as_run
@@ -151,16 +155,16 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
         return saved_bytes(model, lambda: model(ids, labels=ids).loss)
 
     def formula(spec) -> int:
-        (block,) = spec.blocks.values()
-        layer = sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, T, FP32, "none"))
-        return spec.n_layers * layer + sum(t.bytes(1, False) for t in activation_terms(spec, B, T, FP32, "none"))
+        layers = (spec.blocks[spec.block_at(i)] for i in range(spec.n_layers))
+        kept = sum(t.bytes(1, False) for block in layers for t in layer_terms(block, spec.d_model, B, T, FP32, "none"))
+        return kept + sum(t.bytes(1, False) for t in activation_terms(spec, B, T, FP32, "none"))
 
     spec = spec_of(config)
-    (block,) = spec.blocks.values()
-    d, h = spec.d_model, block.attention.n_heads
+    d, h = spec.d_model, next(b.attention.n_heads for b in spec.blocks.values() if isinstance(b.attention, Attention))
     measured = kept(False) - kept(True)
     assert measured == formula(spec) - formula(as_run(spec, "reference", False))
-    assert measured == spec.n_layers * (B * h * T * T * (FP32 + 1) + 2 * B * T * d) + B * T * d * embedding
+    assert measured == spec.n_layers * (B * h * T * T * (FP32 + 1) * ("P" in kept_by) + 2 * B * T * d * ("R" in kept_by)) \
+        + B * T * d * ("E" in kept_by)
 
 
 @pytest.mark.parametrize("seq", [7, 12])

@@ -27,7 +27,7 @@ DEFAULTS = {"vocab_size": 51200, "hidden_size": 2048, "intermediate_size": 8192,
 def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(cfg, DEFAULTS)
     ln = norm("layernorm", cfg.float("layer_norm_eps"))
-    attn = attention(cfg, q_bias=True, k_bias=True, v_bias=True, o_bias=True, dropout=cfg.float("attention_dropout"))
+    attn = attention(cfg, q_bias=True, k_bias=True, v_bias=True, o_bias=True)
     if cfg.bool("qk_layernorm"):
         attn["qk_norm"] = {"norm": ln, "scope": "head"}
     mlp = {"d_ff": cfg.int("intermediate_size"), "activation": activation(cfg, "hidden_act"), "bias": True}

@@ -27,7 +27,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     ln = norm("layernorm", cfg.float("norm_epsilon"))
     bias = cfg.bool("use_bias")
     attn = attention(cfg, q_bias=bias, k_bias=bias, v_bias=bias, o_bias=bias,
-                     window=cfg.int("sliding_window", default=None), dropout=cfg.float("attention_dropout"))
+                     window=cfg.int("sliding_window", default=None))
     mlp = {"d_ff": cfg.int("intermediate_size"), "activation": activation(cfg, "hidden_act"), "bias": bias}
     # vLLM 0.32: Starcoder2ForCausalLM through the Transformers backend (vllm/model_executor/models/registry.py L728)
     # Starcoder2Attention and Starcoder2MLP drop out their outputs (residual_dropout); the model its embeddings
