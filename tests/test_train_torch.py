@@ -163,8 +163,8 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
     d, h = spec.d_model, next(b.attention.n_heads for b in spec.blocks.values() if isinstance(b.attention, Attention))
     measured = kept(False) - kept(True)
     assert measured == formula(spec) - formula(as_run(spec, "reference", False))
-    assert measured == spec.n_layers * (B * h * T * T * (FP32 + 1) * ("P" in kept_by) + 2 * B * T * d * ("R" in kept_by)) \
-        + B * T * d * ("E" in kept_by)
+    per_layer = B * h * T * T * (FP32 + 1) * ("P" in kept_by) + 2 * B * T * d * ("R" in kept_by)
+    assert measured == spec.n_layers * per_layer + B * T * d * ("E" in kept_by)
 
 
 @pytest.mark.parametrize("seq", [7, 12])
