@@ -122,6 +122,9 @@ def test_llama4_moe_as_transformers_runs_it_and_as_grouped_matmuls() -> None:
     code, out = run("train", "llama-4-scout", "--seq", str(s), "--micro-batch", str(b), "--framework", "torchtitan",
                     "--moe-form", "reference", "--recompute", "none", "--json")
     assert code == 0 and json.loads(out)["activations"]["total"] == reference
+    notes = [run("train", "llama-4-scout", "--seq", str(s), "--micro-batch", str(b), *form)[1]
+             for form in ((), ("--moe-form", "grouped"))]
+    assert ["every expert over every token" in text for text in notes] == [True, False]
 
 
 def test_korthikanti_only_where_its_layer_applies() -> None:

@@ -124,6 +124,10 @@ def train_notes(t: Training) -> list[str]:
     if s.gathered:
         notes.append("tensor parallelism as DTensor runs it (torchtitan): the column-parallel linears (Q/K/V, the "
                      "MLP's first, the head) keep their all-gathered input" + (", the norms a 1/tp shard" if s.sp else ""))
+    if t.all_experts:
+        notes.append("MoE as transformers runs it (Llama4TextMoe): every expert over every token, the ones not picked "
+                     "weighed 0; torchtitan and torchtune route the top-k rows through grouped matmuls "
+                     "(--moe-form grouped)")
     if s.recompute == "selective" and s.attention == "flash":
         notes.append("--recompute selective changes (almost) nothing under flash attention: a fused kernel keeps "
                      "no T×T scores, which is what selective recomputation drops; only its log-sum-exp goes")

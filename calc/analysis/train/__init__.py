@@ -46,6 +46,7 @@ from calc.analysis.train.peak import Moment, Overheads, moments
 from calc.analysis.train.precision import PRECISIONS, Precision
 from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, model_states, optimizer_bytes
 from calc.errors import GptcalcError
+from calc.parts import MoE
 from calc.spec.model import ModelSpec
 
 __all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "MOE_FORMS", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "TP_IMPL",
@@ -128,6 +129,7 @@ class Training:
     moments: tuple[Moment, ...]
     korthikanti: int | None  # bytes, GPT-3-shaped layers only
     dropout: bool = False  # the layers drop out P and each sublayer's output, as Korthikanti's layer does
+    all_experts: bool = False  # a MoE runs every expert over every token (transformers' Llama-4, moe_form "reference")
 
     def layer_bytes(self, terms: tuple[Term, ...]) -> int:
         return sum(self.setup.term_bytes(t) for t in terms)
@@ -299,9 +301,10 @@ def train(spec: ModelSpec, s: Setup) -> Training:
     if (s.zero == 3 and s.shards > 1) or "params" in s.offload:
         params, matrices = layer_params(spec, s.tp)
         gathered = (params, gathered_bytes(s, params, matrices))
-    t = Training(spec.name, s, h, states, tuple(layers), tuple(outside), (), _korthikanti(spec, s), _drops(spec))
+    every = any(isinstance(b.mlp, MoE) and b.mlp.all_experts for b in spec.blocks.values())
+    t = Training(spec.name, s, h, states, tuple(layers), tuple(outside), (), _korthikanti(spec, s), _drops(spec), every)
     return Training(spec.name, s, h, states, tuple(layers), tuple(outside),
-                    tuple(moments(t, spec, p, gathered)), t.korthikanti, t.dropout)
+                    tuple(moments(t, spec, p, gathered)), t.korthikanti, t.dropout, every)
 
 
 def _drops(spec: ModelSpec) -> bool:
