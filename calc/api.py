@@ -404,8 +404,8 @@ def flops_json(result: Any, rules: list[Any], limits: list[Any], decode: bool, t
 def train(spec: ModelSpec, seq: int, micro_batch: int, **setup: Any) -> Result:
     """`gptcalc train MODEL --seq T --micro-batch b`: memory per GPU to train; `setup` holds the
     command's other options by name (gpus, zero, tp, sp, tp_impl, pp, cp, precision, loss, recompute, attention,
-    optimizer, float8, lora_rank, lora_targets as a tuple of names, qlora: Setup's fields), defaulting
-    as the command does."""
+    optimizer, float8, lora_rank, lora_targets as a tuple of names, qlora, moe_form, dropout: Setup's fields),
+    defaulting as the command does."""
     from dataclasses import fields
 
     from calc.analysis.train import Setup

@@ -67,14 +67,64 @@ def test_korthikanti_table_2(tp: int, sp: bool, recompute: str, per_layer: str) 
     assert korthikanti(s, b, h, a, L, tp, sp, recompute) == L * expected
 
 
-def test_ours_beside_korthikanti_on_gpt2_small() -> None:
-    """Their GPT-3 layer with dropout vs ours without: the difference is the dropout masks (2sbh + as²b
-    bytes), the dropped-out P (2as²b), less LayerNorm's mean and rstd they leave out (2 × 2 per token, bf16)."""
+@pytest.mark.parametrize("dropout", [True, False])
+def test_ours_beside_korthikanti_on_gpt2_small(dropout: bool) -> None:
+    """Their GPT-3 layer with dropout vs ours: with GPT-2's own dropout (attn_pdrop, resid_pdrop 0.1) the
+    difference is only LayerNorm's mean and rstd, which they leave out (2 × 2 per token, bf16); without
+    it also their dropout masks (2sbh + as²b bytes) and the dropped-out P (2as²b)."""
+    # source: https://huggingface.co/openai-community/gpt2/blob/main/config.json (attn_pdrop, resid_pdrop 0.1)
     spec = load_spec("gpt2-small")
     s, b, h, a = 1024, 4, 768, 12
-    t = train(spec, Setup(s, b, attention="eager"))
+    t = train(spec, Setup(s, b, attention="eager", dropout=dropout))
     ours = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
-    assert t.korthikanti - ours == 12 * (2 * s * b * h + 3 * a * s * s * b - 8 * s * b)
+    masks = 0 if dropout else 2 * s * b * h + 3 * a * s * s * b
+    assert t.korthikanti - ours == 12 * (masks - 8 * s * b)
+
+
+@pytest.mark.parametrize(("framework", "dropout"), [("hf", True), ("deepspeed", True), ("torchtune", False),
+                                                    ("litgpt", False), ("torchtitan", False)])
+def test_a_framework_without_dropout_keeps_no_masks(framework: str, dropout: bool) -> None:
+    """GPT-2's embd_pdrop keeps one bool mask per embedding element (n·d bytes) outside the layers; its
+    layers keep P's mask and the dropped-out P, and each sublayer output's mask. torchtune's, litgpt's
+    and torchtitan's model code has no dropout, so their profiles turn it off; --dropout turns it back on."""
+    spec = load_spec("gpt2-small")
+    s, b, d, h, layers = 128, 2, 768, 12, 12
+    masks = layers * (b * h * s * s * (2 + 1) + 2 * s * b * d) + s * b * d  # bf16 P dropped, bool masks
+    base = train(spec, Setup(s, b, attention="eager", dropout=False)).activations
+    code, out = run("train", "gpt2-small", "--seq", str(s), "--micro-batch", str(b), "--attention", "eager",
+                    "--framework", framework, "--precision", "mixed", "--loss", "fp32", "--recompute", "none", "--json")
+    assert code == 0 and json.loads(out)["activations"]["total"] == base + masks * dropout
+    code, out = run("train", "gpt2-small", "--seq", str(s), "--micro-batch", str(b), "--attention", "eager",
+                    "--framework", framework, "--recompute", "none", "--dropout", "--json")
+    assert code == 0 and json.loads(out)["setup"]["dropout"] is True
+
+
+def test_llama4_moe_as_transformers_runs_it_and_as_grouped_matmuls() -> None:
+    """Llama-4 Scout (16 experts, top-1, expert and shared d_ff 8192, d 5120, every layer MoE). transformers'
+    Llama4TextMoe (hf, the reference) runs every expert over every token: sigmoid scores over every expert
+    and their copy (2nE), the input repeated per expert and scaled (2nEd), each expert's hidden over all
+    tokens (gate, SiLU, up, product: 4nEf). torchtitan and torchtune send the top-k rows through grouped
+    matmuls (torchtitan/models/common/moe/moe.py @ 18761a8; torchtune/modules/moe/moe.py @ 0e25699):
+    sigmoid scores (nE), the sort's int64 permutation, row indices and inverse (3nk), int32 offsets (E),
+    the routed rows, the hidden (4nkf), the outputs and weights (nkd + nk). Elements × 2 B (bf16)."""
+    # source: https://huggingface.co/meta-llama/Llama-4-Scout-17B-16E-Instruct/blob/main/config.json
+    spec = load_spec("llama-4-scout")
+    s, b, E, k, d, f, layers = 256, 2, 16, 1, 5120, 8192, 48
+    n = s * b
+    every = 2 * (2 * n * E + 2 * n * E * d + 4 * n * E * f)
+    grouped = 2 * (n * E + n * k * d + 4 * n * k * f + n * k * d + n * k) + 8 * 3 * n * k + 4 * E
+    reference = train(spec, Setup(s, b)).activations
+    assert train(spec, Setup(s, b, moe_form="grouped")).activations == reference - layers * (every - grouped)
+    for framework, form in (("hf", every), ("torchtitan", grouped), ("torchtune", grouped)):
+        code, out = run("train", "llama-4-scout", "--seq", str(s), "--micro-batch", str(b), "--framework", framework,
+                        "--precision", "mixed", "--loss", "fp32", "--recompute", "none", "--json")
+        assert code == 0 and json.loads(out)["activations"]["total"] == reference - layers * (every - form)
+    code, out = run("train", "llama-4-scout", "--seq", str(s), "--micro-batch", str(b), "--framework", "torchtitan",
+                    "--moe-form", "reference", "--recompute", "none", "--json")
+    assert code == 0 and json.loads(out)["activations"]["total"] == reference
+    notes = [run("train", "llama-4-scout", "--seq", str(s), "--micro-batch", str(b), *form)[1]
+             for form in ((), ("--moe-form", "grouped"))]
+    assert ["every expert over every token" in text for text in notes] == [True, False]
 
 
 def test_korthikanti_only_where_its_layer_applies() -> None:

@@ -117,6 +117,56 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeyp
                                                                                         "none")) for block in blocks]
 
 
+GPT2_KEYS = {"attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}
+P_ONLY = {"attention_dropout": 0.1}
+
+
+@pytest.mark.parametrize(("model_type", "rates", "kept_by"), [
+    ("gpt2", GPT2_KEYS, "PRE"), ("gpt_bigcode", GPT2_KEYS, "PRE"),
+    ("phi", {"attention_dropout": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}, "PRE"),
+    ("starcoder2", {"attention_dropout": 0.1, "residual_dropout": 0.1, "embedding_dropout": 0.1}, "PRE"),
+    ("opt", {"attention_dropout": 0.1, "dropout": 0.1}, "PR"),
+    *((name, P_ONLY, "P") for name in ("llama", "qwen3", "gemma2", "cohere2", "olmo2", "mixtral", "qwen3_moe")),
+    *((name, P_ONLY, "") for name in ("ernie4_5", "lfm2"))])
+def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str, float], kept_by: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers' own tiny models (fp32, eager, training mode) with their configs' dropout keys at 0.1
+    (GPT2Config's and GPTBigCodeConfig's defaults; Phi-2's resid_pdrop and StarCoder2's three keys in their
+    released configs; OPTConfig's `dropout`; the Llama-like configs' attention_dropout) against the same
+    model with 0.0: the extra bytes autograd keeps are the dropout terms, masks bool as a GPU keeps them
+    (_gpu_dropout): per layer the dropped-out P (fp32) and its mask (`kept_by` P), the two sublayer
+    outputs' masks (R; Phi's parallel ones too); the embeddings' mask once (E). ERNIE-4.5's and LFM2's
+    attention passes dropout 0.0 whatever the config says, and keeps nothing more."""
+    import transformers
+
+    from calc.analysis.train.executed import as_run
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", _gpu_dropout)
+    config = {**tiny_config(model_type), **rates}
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+
+    def kept(off: bool) -> int:
+        data = {k: 0.0 if off and k in rates else v for k, v in config.items() if k != "model_type"}
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(model_type, **data))
+        model.train().set_attn_implementation("eager")
+        return saved_bytes(model, lambda: model(ids, labels=ids).loss)
+
+    def formula(spec) -> int:
+        layers = (spec.blocks[spec.block_at(i)] for i in range(spec.n_layers))
+        kept = sum(t.bytes(1, False) for block in layers for t in layer_terms(block, spec.d_model, B, T, FP32, "none"))
+        return kept + sum(t.bytes(1, False) for t in activation_terms(spec, B, T, FP32, "none"))
+
+    spec = spec_of(config)
+    d, h = spec.d_model, next(b.attention.n_heads for b in spec.blocks.values() if isinstance(b.attention, Attention))
+    measured = kept(False) - kept(True)
+    assert measured == formula(spec) - formula(as_run(spec, "reference", False))
+    per_layer = B * h * T * T * (FP32 + 1) * ("P" in kept_by) + 2 * B * T * d * ("R" in kept_by)
+    assert measured == spec.n_layers * per_layer + B * T * d * ("E" in kept_by)
+
+
 @pytest.mark.parametrize("seq", [7, 12])
 @pytest.mark.parametrize("model_type", ["gemma3n_text", "gemma4_text"])
 def test_gemma_ple_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:

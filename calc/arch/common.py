@@ -76,12 +76,14 @@ def head_dim(cfg: Config, d_model: int, n_heads: int) -> int:
 
 
 def attention(cfg: Config, **changes: Any) -> dict[str, Any]:
-    """Llama's attention keys: heads, KV heads, head_dim, `attention_bias` on Q, K, V and O, rotary."""
+    """Llama's attention keys: heads, KV heads, head_dim, `attention_bias` on Q, K, V and O, rotary, and
+    `attention_dropout` on P in training (0.0 in every config class that has it but Seed-OSS's)."""
     d, heads = cfg.int(*KEYS["d_model"]), cfg.int(*KEYS["n_heads"])
     dim = head_dim(cfg, d, heads)
     bias = cfg.bool("attention_bias", default=False)
     part = {"n_heads": heads, "n_kv_heads": cfg.int("num_key_value_heads", default=heads), "head_dim": dim,
-            "q_bias": bias, "k_bias": bias, "v_bias": bias, "o_bias": bias, "rope": rope(cfg, dim)}
+            "q_bias": bias, "k_bias": bias, "v_bias": bias, "o_bias": bias, "rope": rope(cfg, dim),
+            "dropout": cfg.float("attention_dropout", default=0.0)}
     return {**part, **changes}
 
 

@@ -34,7 +34,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     # attribute_map: num_experts and num_experts_per_tok stand for moe_num_experts and moe_k
     cfg = with_defaults(cfg, DEFAULTS)
     rms, bias = norm("rmsnorm", cfg.float("rms_norm_eps")), cfg.bool("use_bias")
-    attn = attention(cfg, q_bias=bias, k_bias=bias, v_bias=bias, o_bias=bias)
+    # dropout 0.0: Ernie4_5_MoeAttention sets attention_dropout = 0.0 whatever the config says
+    attn = attention(cfg, q_bias=bias, k_bias=bias, v_bias=bias, o_bias=bias, dropout=0.0)
     attn["rope"].update(interleaved=True, tables_per_call=True)  # apply_rotary_pos_emb's repeat_interleave
     mlps = {"dense": gated_mlp(cfg, bias=bias), "moe": _moe(cfg, bias)}
     kinds = ["moe" if moe else "dense" for moe in _moe_layers(cfg)]

@@ -1,5 +1,7 @@
 """GPT-2 (GPT2LMHeadModel): learned positions, pre-norm LayerNorm blocks, a fused Q|K|V `c_attn`,
-a GELU MLP (gelu_new, the tanh approximation) with biases everywhere, head tied to `wte`."""
+a GELU MLP (gelu_new, the tanh approximation) with biases everywhere, head tied to `wte`; dropout
+(`attn_pdrop` on P, `resid_pdrop` on each sublayer's output, `embd_pdrop` on the embeddings: 0.1 each)
+changes only what training keeps."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ __all__ = ["DEFAULTS", "spec_dict"]
 
 # transformers' GPT2Config defaults (models/gpt2/configuration_gpt2.py) for the keys read here: GPT-2 small.
 DEFAULTS = {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12,
-            "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True}
+            "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True, "attn_pdrop": 0.1, "resid_pdrop": 0.1,
+            "embd_pdrop": 0.1}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -20,6 +23,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     ln = norm("layernorm", cfg.float("layer_norm_epsilon", default=1e-5))
     d_ff = cfg.int("n_inner", default=None) or 4 * cfg.int(*KEYS["d_model"])
     mlp = {"d_ff": d_ff, "activation": "gelu_tanh", "bias": True}
-    block = {"attention": mha(cfg, True, fused_qkv=True), "mlp": mlp, "norm": ln}
+    attention = {**mha(cfg, True, fused_qkv=True), "dropout": cfg.float("attn_pdrop")}
+    block = {"attention": attention, "mlp": mlp, "norm": ln, "residual_dropout": cfg.float("resid_pdrop")}
     return uniform(cfg, "gpt2", block, ln, cfg.bool("tie_word_embeddings"),
-                   embedding={"positions": "learned"})
+                   embedding={"positions": "learned", "dropout": cfg.float("embd_pdrop")})

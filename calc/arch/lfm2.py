@@ -64,7 +64,7 @@ def _mixers(cfg: Config) -> list[str]:
 def _block(cfg: Config, model_type: str, rms: dict[str, Any], mixer: str, mlp: str) -> dict[str, Any]:
     part = ({"kind": "short_conv", "kernel": cfg.int("conv_L_cache"), "bias": cfg.bool("conv_bias")}
             if mixer == "conv" else attention(cfg, qk_norm={"norm": rms, "scope": "head"}, q_bias=False, k_bias=False,
-                                              v_bias=False, o_bias=False))
+                                              v_bias=False, o_bias=False, dropout=0.0))  # Lfm2Attention: dropout=0.0
     return {"attention": part, "mlp": _moe(cfg) if mlp == "moe" else _swiglu(cfg, model_type), "norm": rms}
 
 

@@ -82,7 +82,8 @@ def _seed_oss(cfg: Config, block: dict[str, Any]) -> dict[str, Any]:
 
 def _ernie4_5(cfg: Config, block: dict[str, Any]) -> dict[str, Any]:
     bias = cfg.bool("use_bias")
-    attn = {**block["attention"], "q_bias": bias, "k_bias": bias, "v_bias": bias, "o_bias": bias}
+    # Ernie4_5Attention sets attention_dropout = 0.0 whatever the config says (modeling_ernie4_5.py)
+    attn = {**block["attention"], "q_bias": bias, "k_bias": bias, "v_bias": bias, "o_bias": bias, "dropout": 0.0}
     attn["rope"] = {**attn["rope"], "interleaved": True, "tables_per_call": True}  # repeat_interleave per call
     return {**block, "attention": attn, "mlp": gated_mlp(cfg, bias=bias)}
 

@@ -23,7 +23,8 @@ __all__ = ["DEFAULTS", "spec_dict"]
 DEFAULTS = {"vocab_size": 50272, "hidden_size": 768, "num_hidden_layers": 12, "ffn_dim": 3072,
             "max_position_embeddings": 2048, "do_layer_norm_before": True, "_remove_final_layer_norm": False,
             "num_attention_heads": 12, "activation_function": "relu", "enable_bias": True,
-            "layer_norm_elementwise_affine": True, "tie_word_embeddings": True}
+            "layer_norm_elementwise_affine": True, "tie_word_embeddings": True, "dropout": 0.1,
+            "attention_dropout": 0.0}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -33,7 +34,9 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     bias = cfg.bool("enable_bias")
     mlp = {"d_ff": cfg.int("ffn_dim"), "activation": activation(cfg, "activation_function"), "bias": bias}
     pre_norm = cfg.bool("do_layer_norm_before")
-    block = {"attention": mha(cfg, bias), "mlp": mlp, "norm": ln, "post_ln": not pre_norm}
+    # OPTDecoderLayer: `dropout` on the attention's and fc2's outputs before each add, `attention_dropout` on P
+    block = {"attention": mha(cfg, bias, dropout=cfg.float("attention_dropout")), "mlp": mlp, "norm": ln,
+             "post_ln": not pre_norm, "residual_dropout": cfg.float("dropout")}
     final = ln if pre_norm and not cfg.bool("_remove_final_layer_norm") else None
     return uniform(cfg, "opt", block, final, cfg.bool("tie_word_embeddings"), embedding=_embedding(cfg))
 

@@ -21,7 +21,7 @@ __all__ = ["DEFAULTS", "spec_dict"]
 DEFAULTS = {"vocab_size": 51200, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 24,
             "num_attention_heads": 32, "hidden_act": "gelu_new", "max_position_embeddings": 2048,
             "layer_norm_eps": 1e-5, "tie_word_embeddings": False, "qk_layernorm": False, "partial_rotary_factor": 0.5,
-            "rope_theta": 10000.0}
+            "rope_theta": 10000.0, "attention_dropout": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -31,7 +31,11 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     if cfg.bool("qk_layernorm"):
         attn["qk_norm"] = {"norm": ln, "scope": "head"}
     mlp = {"d_ff": cfg.int("intermediate_size"), "activation": activation(cfg, "hidden_act"), "bias": True}
-    block = {"attention": attn, "mlp": mlp, "norm": ln, "norms": ("attn_in",), "parallel": True}
+    # PhiDecoderLayer: resid_pdrop on the attention's and the MLP's outputs, each before the sum;
+    # PhiModel: embd_pdrop on the embeddings
+    block = {"attention": attn, "mlp": mlp, "norm": ln, "norms": ("attn_in",), "parallel": True,
+             "residual_dropout": cfg.float("resid_pdrop")}
     # vLLM 0.32: PhiForCausalLM through the Transformers backend (vllm/model_executor/models/registry.py L725)
-    spec = uniform(cfg, "phi", block, ln, cfg.bool("tie_word_embeddings"), **TRANSFORMERS_BACKEND)
+    spec = uniform(cfg, "phi", block, ln, cfg.bool("tie_word_embeddings"),
+                   embedding={"dropout": cfg.float("embd_pdrop")}, **TRANSFORMERS_BACKEND)
     return {**spec, "head": {**spec["head"], "bias": True}}

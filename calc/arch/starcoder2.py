@@ -19,7 +19,7 @@ __all__ = ["DEFAULTS", "spec_dict"]
 DEFAULTS = {"vocab_size": 49152, "hidden_size": 3072, "intermediate_size": 12288, "num_hidden_layers": 30,
             "num_attention_heads": 24, "num_key_value_heads": 2, "hidden_act": "gelu_pytorch_tanh",
             "max_position_embeddings": 4096, "norm_epsilon": 1e-5, "use_bias": True, "tie_word_embeddings": True,
-            "rope_theta": 10000.0}
+            "rope_theta": 10000.0, "attention_dropout": 0.0, "residual_dropout": 0.0, "embedding_dropout": 0.0}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -30,5 +30,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
                      window=cfg.int("sliding_window", default=None))
     mlp = {"d_ff": cfg.int("intermediate_size"), "activation": activation(cfg, "hidden_act"), "bias": bias}
     # vLLM 0.32: Starcoder2ForCausalLM through the Transformers backend (vllm/model_executor/models/registry.py L728)
-    return uniform(cfg, "starcoder2", {"attention": attn, "mlp": mlp, "norm": ln}, ln, cfg.bool("tie_word_embeddings"),
-                   **TRANSFORMERS_BACKEND)
+    # Starcoder2Attention and Starcoder2MLP drop out their outputs (residual_dropout); the model its embeddings
+    block = {"attention": attn, "mlp": mlp, "norm": ln, "residual_dropout": cfg.float("residual_dropout")}
+    return uniform(cfg, "starcoder2", block, ln, cfg.bool("tie_word_embeddings"),
+                   embedding={"dropout": cfg.float("embedding_dropout")}, **TRANSFORMERS_BACKEND)

@@ -36,8 +36,14 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
               help="torchao Float8Linear on the layers' linears (fp8 casts are transient; tensorwise-all-gather: "
                    "FSDP gathers fp8 weights).")
 @click.option("--framework", type=click.Choice(_FRAMEWORKS),
-              help="Take precision, loss, recompute and optimizer kernel from this framework's defaults "
-                   "(options given beside it win).")
+              help="Take precision, loss, recompute, optimizer kernel, MoE form and dropout from this framework's "
+                   "defaults (options given beside it win).")
+@click.option("--moe-form", type=click.Choice(["reference", "grouped"]),
+              help="How a MoE runs: as the model's reference code (transformers' Llama-4 runs every expert over every "
+                   "token) or top-k rows through grouped matmuls (torchtitan, torchtune).  [default: reference]")
+@click.option("--dropout/--no-dropout", default=None,
+              help="Keep the config's dropout (masks in training) or run without it (torchtune, litgpt, torchtitan "
+                   "models have none).  [default: --dropout]")
 @click.option("--precision", type=click.Choice(_PRECISIONS),
               help="mixed: bf16 + fp32 master and states (16 B/param with AdamW); bf16: pure bf16 (8); "
                    "mixed-fp32-grads: Megatron (18); fp32-autocast: HF Trainer (16); fsdp-mixed: torchtitan (16).  "
@@ -78,7 +84,8 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @json_option
 def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, tp_impl: str | None,
           pp: int, cp: int,
-          float8: str, framework: str | None, precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
+          float8: str, framework: str | None, moe_form: str | None, dropout: bool | None,
+          precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
           attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool, offload: str | None,
           lora_rank: int | None, lora_targets: str, lora_dropout: bool, qlora: bool, no_double_quant: bool,
           allocator_overhead: int, cuda_context: str, budget: str | None, show_layer: bool, as_json: bool) -> None:
@@ -107,7 +114,8 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
     except ValueError as exc:
         raise GptcalcError(f"--cuda-context: {exc}") from None
     options = resolve(framework, {"precision": precision, "loss": loss, "recompute": recompute,
-                                  "optimizer_impl": optimizer_impl, "tp_impl": tp_impl})
+                                  "optimizer_impl": optimizer_impl, "tp_impl": tp_impl, "moe_form": moe_form,
+                                  "dropout": dropout})
     setup = Setup(seq, micro_batch, gpus, zero, tp, pp, sp, optimizer=optimizer, lora_rank=lora_rank,
                   lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,
                   optimizer_in_backward=optimizer_in_backward,

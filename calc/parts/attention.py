@@ -134,7 +134,7 @@ class Attention(HeadWidths, Part):
     alibi: bool = False
     window: int | None = Field(default=None, gt=0)  # sliding window: each token sees this many keys
     sinks: bool = False
-    # attention_dropout: P's dropout in training (Seed-OSS, 0.1 by default); no parameters and no
+    # P's dropout in training (Seed-OSS's attention_dropout, GPT-2's attn_pdrop: 0.1 by default); no parameters and no
     # arithmetic at inference, it only changes what a training step keeps (calc/analysis/train)
     dropout: float = Field(default=0.0, ge=0, lt=1, strict=False)
     softcap: float | None = Field(default=None, gt=0, strict=False)

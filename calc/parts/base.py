@@ -97,6 +97,10 @@ class Part:
             object.__setattr__(part, name, values[name] if name in values else info.value())
         return part
 
+    def replaced(self, **changes: Any) -> Any:
+        """This part with `changes` (already valid) in place of its fields: a variant, not an edit."""
+        return type(self).model_construct(**{**{name: getattr(self, name) for name in self.model_fields}, **changes})
+
     def __setattr__(self, name: str, value: Any) -> None:
         raise TypeError(f"{type(self).__name__} is frozen: {name} cannot change")
 

@@ -50,6 +50,8 @@ class Embedding(Part):
     multiplier: float | None = Field(default=None, strict=False)  # Granite: embeddings times embedding_multiplier
     per_layer: PerLayerEmbedding | None = None  # Gemma-3n, Gemma-4 E2B/E4B: every layer's own embedding slice
     altup_inputs: int | None = Field(default=None, gt=0)  # Gemma-3n: the stream as n copies (AltUp)
+    # GPT-2's embd_pdrop: dropout on the embeddings' sum in training; only what a training step keeps changes
+    dropout: float = Field(default=0.0, ge=0, lt=1, strict=False)
 
     def width(self, d_model: int) -> int:
         """How wide the token embedding (and so the head) is: proj_dim when set, else d_model."""

@@ -111,9 +111,12 @@ def train_notes(t: Training) -> list[str]:
     if t.korthikanti is not None:
         ours = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
         notes += [f"Korthikanti et al. (arXiv 2205.05198), 34·s·b·h + 5·a·s²·b per layer with dropout: "
-                  f"{t.korthikanti:,} B ({human_bytes(t.korthikanti)}); ours, no dropout: {ours:,} B",
-                  "  the difference: their dropout masks (2·s·b·h + a·s²·b bytes) and dropped-out P (2·a·s²·b), "
-                  "less LayerNorm's mean and rstd they leave out (8·s·b)"]
+                  f"{t.korthikanti:,} B ({human_bytes(t.korthikanti)}); ours, {'with' if t.dropout else 'no'} "
+                  f"dropout: {ours:,} B",
+                  "  the difference: " + ("LayerNorm's mean and rstd, which ours keeps and they leave out (8·s·b)"
+                                          if t.dropout else "their dropout masks (2·s·b·h + a·s²·b bytes) and "
+                                          "dropped-out P (2·a·s²·b), less LayerNorm's mean and rstd they leave out "
+                                          "(8·s·b)")]
     p = PRECISIONS[s.precision]
     notes.append(p.label + (f"; LoRA adapters {'fp32' if p.adapter == 4 else 'bf16'}, the base frozen"
                             if s.lora_rank else "") + "; activations bf16")
@@ -121,6 +124,10 @@ def train_notes(t: Training) -> list[str]:
     if s.gathered:
         notes.append("tensor parallelism as DTensor runs it (torchtitan): the column-parallel linears (Q/K/V, the "
                      "MLP's first, the head) keep their all-gathered input" + (", the norms a 1/tp shard" if s.sp else ""))
+    if t.all_experts:
+        notes.append("MoE as transformers runs it (Llama4TextMoe): every expert over every token, the ones not picked "
+                     "weighed 0; torchtitan and torchtune route the top-k rows through grouped matmuls "
+                     "(--moe-form grouped)")
     if s.recompute == "selective" and s.attention == "flash":
         notes.append("--recompute selective changes (almost) nothing under flash attention: a fused kernel keeps "
                      "no T×T scores, which is what selective recomputation drops; only its log-sum-exp goes")

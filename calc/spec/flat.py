@@ -83,6 +83,8 @@ class FlatSpec(HeadWidths, BaseModel):
 
     norm_eps: float = Field(default=1e-5, gt=0, strict=False)
     rope_theta: float = Field(default=10000.0, gt=0, strict=False)
+    # GPT-2's attn_pdrop, resid_pdrop and embd_pdrop (0.1 each in its configs): changes only what training keeps
+    dropout: float = Field(default=0.0, ge=0, lt=1, strict=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -125,14 +127,16 @@ class FlatSpec(HeadWidths, BaseModel):
         rope = {"theta": self.rope_theta} if self.position_embedding == "rotary" else None
         attention = {"n_heads": self.n_heads, "n_kv_heads": self.n_kv_heads, "head_dim": self.head_dim,
                      "q_bias": self.qkv_bias, "k_bias": self.qkv_bias, "v_bias": self.qkv_bias,
-                     "o_bias": self.attn_out_bias, "fused_qkv": self.family == "gpt2", "rope": rope}
+                     "o_bias": self.attn_out_bias, "fused_qkv": self.family == "gpt2", "rope": rope,
+                     "dropout": self.dropout}
         gated = self.mlp == "swiglu"
         mlp = {"d_ff": self.d_ff, "gated": gated, "activation": "silu" if gated else "gelu_tanh", "bias": self.mlp_bias}
         return {
             "name": self.name, "source": self.source, "model_type": self.family,
             "vocab_size": self.vocab_size, "d_model": self.d_model, "n_positions": self.n_positions,
-            "embedding": {"positions": "learned" if self.position_embedding == "learned" else "none"},
-            "blocks": {BLOCK: {"attention": attention, "mlp": mlp, "norm": norm}},
+            "embedding": {"positions": "learned" if self.position_embedding == "learned" else "none",
+                          "dropout": self.dropout},
+            "blocks": {BLOCK: {"attention": attention, "mlp": mlp, "norm": norm, "residual_dropout": self.dropout}},
             "layers": [(self.n_layers, BLOCK)],
             "final_norm": norm, "head": {"tied": self.tie_embeddings},
         }
@@ -176,7 +180,7 @@ def flat_view(spec: Any, needed_by: str = "") -> FlatSpec:
             "rotary" if a.rope else "none"),
         "norm": n.kind, "mlp": "swiglu" if m.gated else "gelu", "qkv_bias": a.q_bias, "attn_out_bias": a.o_bias,
         "mlp_bias": m.bias, "tie_embeddings": spec.head.tied, "norm_eps": n.eps,
-        "rope_theta": a.rope.theta if a.rope else 10000.0,
+        "rope_theta": a.rope.theta if a.rope else 10000.0, "dropout": a.dropout,
     })
 
 
@@ -213,5 +217,6 @@ def _block_not_flat(spec: Any, block: Any) -> list[str]:
         "an LM head bias or soft-capping": spec.head.bias or bool(spec.head.softcap),
         "multi-token prediction layers": spec.mtp is not None,
         "a final norm unlike the blocks'": spec.final_norm != n,
+        "dropout rates that differ": a.kind == "attention" and len({a.dropout, block.residual_dropout, e.dropout}) > 1,
     }
     return [reason for reason, found in checks.items() if found]

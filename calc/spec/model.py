@@ -77,7 +77,7 @@ class Block(Part):
     parallel: bool = False
     post_ln: bool = False
     residual_scale: float | None = Field(default=None, strict=False)  # Granite: each sublayer's output times this
-    # Seed-OSS: dropout on each sublayer's output before its residual add, in training only
+    # dropout on each sublayer's output before its residual add, in training only (Seed-OSS, GPT-2's resid_pdrop)
     residual_dropout: float = Field(default=0.0, ge=0, lt=1, strict=False)
     pairs: int = Field(default=1, gt=0)  # the mixer + MLP pair, in sequence, this many times (LongCat-Flash: 2)
     shortcut: MLP | MoE | None = Field(default=None, discriminator="kind")  # LongCat-Flash's shortcut-connected MoE
@@ -144,8 +144,7 @@ class Block(Part):
 
     def with_mixer(self, mixer: Member) -> "Block":
         """This layer with `mixer` as its only mixer: how a parallel group's member is built alone."""
-        return type(self).model_construct(**{**{name: getattr(self, name) for name in self.model_fields},
-                                             "attention": mixer})
+        return self.replaced(attention=mixer)
 
     def params(self, d_model: int) -> dict[str, int]:
         """One layer's components, in the order a token meets them (a repeated pair's rows summed)."""

@@ -22,6 +22,9 @@ Context parallelism (`cp`) gives each GPU seq/cp tokens of every sample and shar
 dp × cp (`context_parallel.py`); Float8 training (`float8`) changes what is gathered and what a
 layer's backward casts, not what is kept (`float8.py`).
 
+The model runs as the framework runs it (`executed.py`): a MoE in its reference form or as grouped
+matmuls (`moe_form`), the config's dropout on or off (`dropout`).
+
 Under LoRA the trained parameters are the adapters, at the precision's adapter width (fp32 as PEFT
 keeps them, bf16 under pure bf16) with no master copy; the base is frozen at 16 bits (QLoRA: its
 layers' matrices in NF4) and has no gradients or optimizer states.
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.shapes import journey
 from calc.analysis.train.activations import RECOMPUTE, Term, activation_terms, korthikanti, layer_terms
+from calc.analysis.train.executed import MOE_FORMS, as_run
 from calc.analysis.train.float8 import FLOAT8
 from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.analysis.train.loss import LOSS_PARALLEL, LOSSES, Loss
@@ -42,9 +46,11 @@ from calc.analysis.train.peak import Moment, Overheads, moments
 from calc.analysis.train.precision import PRECISIONS, Precision
 from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, model_states, optimizer_bytes
 from calc.errors import GptcalcError
+from calc.parts import MoE
 from calc.spec.model import ModelSpec
 
-__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "TP_IMPL", "Setup",
+__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "MOE_FORMS", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "TP_IMPL",
+           "Setup",
            "Training", "train"]
 
 ACT_BYTES = 2  # bf16 activations
@@ -79,6 +85,8 @@ class Setup:
     cp: int = 1  # context-parallel GPUs: each holds seq / cp tokens of every sample
     float8: str = "none"  # torchao Float8Linear on the layers' linears (float8.py)
     tp_impl: str = "megatron"  # "dtensor": torch's DTensor plan (torchtitan), gathered linear inputs, loss_parallel
+    moe_form: str = "reference"  # "grouped": a MoE run as top-k rows through grouped matmuls (executed.py)
+    dropout: bool = True  # the config's dropout runs (False: the framework's model code has none)
     framework: str | None = None  # the profile that set the defaults, for the title
     overheads: Overheads = Overheads()
 
@@ -120,6 +128,8 @@ class Training:
     outside: tuple[Term, ...]
     moments: tuple[Moment, ...]
     korthikanti: int | None  # bytes, GPT-3-shaped layers only
+    dropout: bool = False  # the layers drop out P and each sublayer's output, as Korthikanti's layer does
+    all_experts: bool = False  # a MoE runs every expert over every token (transformers' Llama-4, moe_form "reference")
 
     def layer_bytes(self, terms: tuple[Term, ...]) -> int:
         return sum(self.setup.term_bytes(t) for t in terms)
@@ -187,7 +197,8 @@ def _check(spec: ModelSpec, s: Setup) -> None:
                                    ("--attention", s.attention, ("flash", "eager")),
                                    ("--precision", s.precision, tuple(PRECISIONS)), ("--loss", s.loss, tuple(LOSSES)),
                                    ("--optimizer-impl", s.optimizer_impl, ("foreach", "fused")),
-                                   ("--float8", s.float8, FLOAT8), ("--tp-impl", s.tp_impl, TP_IMPL)):
+                                   ("--float8", s.float8, FLOAT8), ("--tp-impl", s.tp_impl, TP_IMPL),
+                                   ("--moe-form", s.moe_form, MOE_FORMS)):
         if value not in choices:
             raise GptcalcError(f"{option}: unknown {value!r} (choose from {', '.join(choices)})")
     unknown = [o for o in s.offload if o not in OFFLOAD]
@@ -274,6 +285,7 @@ def _layers(spec: ModelSpec, s: Setup, p: Precision) -> list[tuple[str, int, tup
 
 def train(spec: ModelSpec, s: Setup) -> Training:
     _check(spec, s)
+    spec = as_run(spec, s.moe_form, s.dropout)
     p = PRECISIONS[s.precision]
     h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else ())
     layers = _layers(spec, s, p)
@@ -289,9 +301,15 @@ def train(spec: ModelSpec, s: Setup) -> Training:
     if (s.zero == 3 and s.shards > 1) or "params" in s.offload:
         params, matrices = layer_params(spec, s.tp)
         gathered = (params, gathered_bytes(s, params, matrices))
-    t = Training(spec.name, s, h, states, tuple(layers), tuple(outside), (), _korthikanti(spec, s))
+    every = any(isinstance(b.mlp, MoE) and b.mlp.all_experts for b in spec.blocks.values())
+    t = Training(spec.name, s, h, states, tuple(layers), tuple(outside), (), _korthikanti(spec, s), _drops(spec), every)
     return Training(spec.name, s, h, states, tuple(layers), tuple(outside),
-                    tuple(moments(t, spec, p, gathered)), t.korthikanti)
+                    tuple(moments(t, spec, p, gathered)), t.korthikanti, t.dropout, every)
+
+
+def _drops(spec: ModelSpec) -> bool:
+    """Every layer drops out P and each sublayer's output (the dropout Korthikanti et al.'s layer has)."""
+    return all(b.residual_dropout and getattr(b.attention, "dropout", 0) for b in spec.blocks.values())
 
 
 def _korthikanti(spec: ModelSpec, s: Setup) -> int | None:

@@ -11,7 +11,10 @@ test write it (tests/training_forward.py), in the activation dtype (`act`, bytes
   softmax                             keeps its output P: B·h·T·T (a sliding window or a chunk
                                       is a mask on it: transformers' eager_attention_forward)
   SiLU / GELU                         keep their input; gate × up keeps both factors
-  dropout (only where the config's p > 0)   keeps its mask, 1 byte an element (a GPU's bool)
+  dropout (only where the config's p > 0)   keeps its mask, 1 byte an element (a GPU's bool); the
+                                      dropout masks of GPT-2, GPT-BigCode, Phi, StarCoder2 and OPT are
+                                      measured against transformers' models with their rates at 0
+                                      (tests/test_train_torch.py)
   residual adds, scaling, an additive causal mask, rotary's multiplies   keep nothing per layer
                                       (rotary keeps its cos and sin tables, T·rotary_dim each, once)
 
@@ -599,7 +602,7 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
     applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
     hyper = _hyper(block.hyper, n, d, act) if block.hyper is not None else []
-    # Seed-OSS: each sublayer's output dropped out before its add; the mask is all the multiply keeps
+    # each sublayer's output dropped out before its add (Seed-OSS, GPT-2): the mask is all the multiply keeps
     outputs = len(block.mixers()) + (block.mlp is not None)
     dropout = [Term("residual dropout: each sublayer's output mask (bool)", outputs * n * d, 1, "sp")] \
         if block.residual_dropout else []
@@ -612,6 +615,8 @@ def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, 
     terms = [Term("token ids (int64)", n, INT64, "")]
     if spec.embedding.positions == "learned":
         terms.append(Term("position ids (int64)", s, INT64, ""))
+    if spec.embedding.dropout:  # GPT-2's embd_pdrop: its output is the first norm's input, kept there
+        terms.append(Term("embedding dropout: its mask (bool)", n * d, 1, "sp"))
     rotary = {a.rope.rotary_dim for _, a in spec.attention_parts() if getattr(a, "rope", None)}
     per_layer = {a.augment.per_layer_input for _, a in spec.attention_parts() if getattr(a, "augment", None)} - {None}
     # Gemma-3n's and Gemma-4's per-layer inputs: one [B, T, L, p] tensor, every layer's product keeping a slice of it

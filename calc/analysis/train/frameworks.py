@@ -1,5 +1,6 @@
 """Framework profiles: the precision, loss, checkpointing and optimizer each training framework
-uses by default, and which memory statistic its published figures report.
+uses by default, how it runs a MoE and whether its models have dropout, and which memory statistic
+its published figures report.
 
 `--framework NAME` sets these; an option given beside it wins. Each line cites the source it is
 read from (commit-pinned where the file was read).
@@ -25,21 +26,26 @@ class Profile:
     source: str
     lora_fused_qkv: bool = False  # one LoRA dropout for q, k and v (a fused qkv projection's adapter)
     tp_impl: str = "megatron"  # how its tensor parallelism keeps activations: "megatron" or "dtensor"
+    moe_form: str = "reference"  # "grouped": its MoE routes top-k rows through grouped matmuls (executed.py)
+    dropout: bool = True  # False: its model code has no dropout, whatever the config's rates
 
 
 FRAMEWORKS: dict[str, Profile] = {
     # recipes/configs/llama3_1/8B_lora_single_device.yaml: dtype: bf16, loss LinearCrossEntropyLoss,
     # enable_activation_checkpointing: True, torch.optim.AdamW fused: True; the recipe logs
-    # torchtune.training.get_memory_stats (peak_memory_active, _alloc, _reserved)
+    # torchtune.training.get_memory_stats (peak_memory_active, _alloc, _reserved); torchtune/modules/moe/moe.py:
+    # top-k rows through GroupedExperts; its builders pass attn_dropout=0.0 and its layers have no other dropout
     "torchtune": Profile("bf16", "linear-chunked", "full", "fused", "active (≈ allocated)",
-                         f"{TORCHTUNE}/recipes/configs/llama3_1/8B_lora_single_device.yaml"),
+                         f"{TORCHTUNE}/recipes/configs/llama3_1/8B_lora_single_device.yaml",
+                         moe_form="grouped", dropout=False),
     # config_hub/finetune/*/lora.yaml: precision bf16-true; finetune/lora.py: model(..., lm_head_chunk_size=128)
     # (Fabric's convert_output returns the chunks in fp32) and chunked_cross_entropy over 128-token chunks;
     # torch.optim.AdamW (foreach on CUDA);
     # utils.py prints torch.cuda.max_memory_allocated() / 1e9
-    # litgpt/lora.py: LoRAQKVLinear applies one lora_dropout to the fused qkv input (line 421)
+    # litgpt/lora.py: LoRAQKVLinear applies one lora_dropout to the fused qkv input (line 421);
+    # litgpt/model.py has no dropout module (scaled_dot_product_attention with dropout_p=0.0)
     "litgpt": Profile("bf16", "fp32-chunked", "none", "foreach", "allocated (decimal GB)",
-                      f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml", lora_fused_qkv=True),
+                      f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml", lora_fused_qkv=True, dropout=False),
     # transformers Trainer, bf16=True: fp32 model under torch.autocast, one F.cross_entropy on
     # logits.float() (loss/loss_utils.py), gradient_checkpointing False, optim adamw_torch
     "hf": Profile("fp32-autocast", "fp32", "none", "foreach", "allocated",
@@ -48,9 +54,12 @@ FRAMEWORKS: dict[str, Profile] = {
     # parameters; cross_entropy_loss upcasts to fp32; selective (op) activation checkpointing;
     # optimizer implementation "fused"; the log's "memory:" is the peak reserved; tensor parallelism with torch's
     # DTensor plan (parallelisms/parallelize_llama.py @ 9dec370, apply_tp: SequenceParallel norms, ColwiseParallel
-    # linears after PrepareModuleInput to Replicate, the loss under loss_parallel: train.py, utils.get_train_context)
+    # linears after PrepareModuleInput to Replicate, the loss under loss_parallel: train.py, utils.get_train_context);
+    # MoE: top-k rows through torch._grouped_mm (models/common/moe/moe.py @ 18761a8, GroupedExperts); its
+    # models have no dropout
     "torchtitan": Profile("fsdp-mixed", "fp32", "selective", "fused", "reserved",
-                          "https://github.com/pytorch/torchtitan/blob/main/docs/fsdp.md", tp_impl="dtensor"),
+                          "https://github.com/pytorch/torchtitan/blob/main/docs/fsdp.md", tp_impl="dtensor",
+                          moe_form="grouped", dropout=False),
     # DeepSpeed bf16 with ZeRO: bf16 weights and gradients, fp32 master weights and Adam states
     # (FusedAdam); see_memory_usage reports allocated (MA / Max_MA)
     "deepspeed": Profile("mixed", "fp32", "none", "fused", "allocated",
@@ -68,7 +77,8 @@ def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object
     out = {k: v for k, v in given.items() if v is not None}
     if framework is not None:
         profile = FRAMEWORKS[framework]
-        for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv", "tp_impl"):
+        for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv", "tp_impl", "moe_form",
+                    "dropout"):
             out.setdefault(key, getattr(profile, key))
         out["framework"] = framework
     return out

@@ -1,0 +1,46 @@
+"""The model as a training framework runs it, where that differs from its reference implementation.
+
+A spec says what the model's reference code (transformers') computes; what a training step keeps
+follows what the framework runs, so two of the spec's facts are the framework's to set:
+
+- the MoE form. transformers' Llama4TextMoe runs every expert over every token, the experts not
+  picked weighed 0 (MoE.all_experts, set by the llama4 adapter): "reference" keeps that. torchtitan
+  and torchtune send each token's top-k rows, scaled by their scores, through grouped matmuls —
+  torchtitan/models/common/moe/moe.py @ 18761a8 (TokenChoiceTopKRouter, GroupedExperts and
+  _run_experts_grouped_mm), torchtune/modules/moe/moe.py @ 0e25699 (MoE.forward: torch.gather of
+  the routed rows, `routed_input * top_scores`, self.experts(routed_input, num_tokens_per_expert)):
+  "grouped" counts those rows as transformers' grouped_mm path keeps them for the other MoE models.
+- dropout. The config's rates (GPT-2's attn_pdrop, resid_pdrop, embd_pdrop; Seed-OSS's) apply where
+  the framework builds the model from it; torchtune's, litgpt's and torchtitan's own model code has
+  no dropout, so a run there keeps no masks.
+"""
+
+from __future__ import annotations
+
+from calc.parts import Attention, MoE
+from calc.spec.model import Block, ModelSpec
+
+__all__ = ["MOE_FORMS", "as_run"]
+
+MOE_FORMS = ("reference", "grouped")
+
+
+def as_run(spec: ModelSpec, moe_form: str, dropout: bool) -> ModelSpec:
+    """`spec` as the run executes it: its MoE blocks in `moe_form`, its dropout off unless `dropout`."""
+    if moe_form == "reference" and dropout:
+        return spec
+    blocks = {kind: _block(block, moe_form, dropout) for kind, block in spec.blocks.items()}
+    embedding = spec.embedding if dropout else spec.embedding.replaced(dropout=0.0)
+    return spec.replaced(blocks=blocks, embedding=embedding)
+
+
+def _block(block: Block, moe_form: str, dropout: bool) -> Block:
+    changes: dict[str, object] = {}
+    if moe_form == "grouped":
+        changes.update({field: part.replaced(all_experts=False) for field, part in
+                        (("mlp", block.mlp), ("shortcut", block.shortcut)) if isinstance(part, MoE)})
+    if not dropout:
+        changes["residual_dropout"] = 0.0
+        if isinstance(block.attention, Attention):
+            changes["attention"] = block.attention.replaced(dropout=0.0)
+    return block.replaced(**changes) if changes else block
