@@ -20,7 +20,10 @@ before sizing the KV pool holds
     encoder cache      (items x item + cache - budget) x the width the decoder receives x dtype bytes
     encoder forward    items x patches through the ViT: its residual stream and widest layer's outputs
                        (split tp ways unless --mm-encoder-tp-mode data), above the decoder's forward
-                       (an estimate; only the excess over the decoder's forward raises the peak)
+                       (an estimate; only the excess over the decoder's forward raises the peak); for
+                       Gemma 3n's MobileNet the items images batched through timm's encoder at once
+                       (vllm/model_executor/models/gemma3n_mm.py _process_image_input), the peak of
+                       its live feature maps (calc/analysis/memory/convnet.py)
 
 The width the decoder receives is the last projector's output; Qwen3-VL's encoder returns its
 DeepStack features beside the merger's (vllm/model_executor/models/qwen3_vl.py: the visual model's
@@ -47,7 +50,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from calc.analysis.memory.convnet import conv_peak
 from calc.analysis.memory.startup import forward_bytes
+from calc.analysis.shapes.mobilenet import mobilenet_journey
 from calc.spec.model import ModelSpec
 from calc.towers import MobileNet, Tower
 from calc.towers.images import ImageTokens
@@ -96,14 +101,19 @@ def encoder_profile(spec: ModelSpec, max_batched: int, max_seqs: int, max_model_
     items = max(1, min(budget // each, max_seqs * max(1, min(limit, max_model_len // each))))
     embeds, width = items * each + cache - budget, tower.output_width
     return EncoderProfile(item, budget, items, embeds, width, embeds * width * dtype_bytes,
-                          forward_estimate(tower, items * item.patches, tp, dtype_bytes))
+                          forward_estimate(tower, item, items, tp, dtype_bytes))
 
 
-def forward_estimate(tower: Tower | MobileNet, patches: int, tp: int, dtype_bytes: int) -> int | None:
-    """The encoder's activations over `patches` patches, sized as the decoder's are
-    (`calc.analysis.memory.startup.forward_bytes`), its widest layer being its one kind of layer; None
-    for an encoder of no repeated layer (Gemma 3n's MobileNet: every block a different size)."""
+def forward_estimate(tower: Tower | MobileNet, item: ImageTokens, items: int, tp: int, dtype_bytes: int) -> int | None:
+    """The encoder's activations over `items` dummy images: a ViT's sized as the decoder's are
+    (`calc.analysis.memory.startup.forward_bytes`), its widest layer being its one kind of layer; a
+    convolutional encoder's (Gemma 3n's MobileNet, every block a different size; vLLM runs timm's model
+    unsharded, so whatever the TP) the peak of live feature maps along its shapes journey
+    (`calc.analysis.memory.convnet`); None for an encoder of neither."""
+    if isinstance(tower, MobileNet):
+        return conv_peak(mobilenet_journey(tower.kind, tower, item, items), dtype_bytes)
     layer = sum(tower.layer_params().values())
+    patches = items * item.patches
     return forward_bytes(patches, tower.d_model, layer // tower.d_model, tp, dtype_bytes) if layer else None
 
 
