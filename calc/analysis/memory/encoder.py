@@ -78,7 +78,7 @@ class EncoderProfile:
     embeds: int  # embeddings the cache holds through the profiling forward
     width: int  # the embedding width the decoder receives
     cache_bytes: int
-    forward_bytes: int | None  # the encoder's forward over the dummy images (an estimate; None: none made)
+    forward_bytes: int  # the encoder's forward over the dummy images (an estimate)
 
     def describe(self) -> str:
         return (f"{self.items:,} dummy image(s) of {self.item.width}x{self.item.height} ({self.item.image_tokens:,} "
@@ -104,17 +104,16 @@ def encoder_profile(spec: ModelSpec, max_batched: int, max_seqs: int, max_model_
                           forward_estimate(tower, item, items, tp, dtype_bytes))
 
 
-def forward_estimate(tower: Tower | MobileNet, item: ImageTokens, items: int, tp: int, dtype_bytes: int) -> int | None:
+def forward_estimate(tower: Tower | MobileNet, item: ImageTokens, items: int, tp: int, dtype_bytes: int) -> int:
     """The encoder's activations over `items` dummy images: a ViT's sized as the decoder's are
     (`calc.analysis.memory.startup.forward_bytes`), its widest layer being its one kind of layer; a
     convolutional encoder's (Gemma 3n's MobileNet, every block a different size; vLLM runs timm's model
     unsharded, so whatever the TP) the peak of live feature maps along its shapes journey
-    (`calc.analysis.memory.convnet`); None for an encoder of neither."""
+    (`calc.analysis.memory.convnet`)."""
     if isinstance(tower, MobileNet):
         return conv_peak(mobilenet_journey(tower.kind, tower, item, items), dtype_bytes)
     layer = sum(tower.layer_params().values())
-    patches = items * item.patches
-    return forward_bytes(patches, tower.d_model, layer // tower.d_model, tp, dtype_bytes) if layer else None
+    return forward_bytes(items * item.patches, tower.d_model, layer // tower.d_model, tp, dtype_bytes)
 
 
 def sglang_vlm_factor(spec: ModelSpec) -> float:

@@ -351,21 +351,15 @@ def _encoder_terms(spec: ModelSpec, tokens: int, seqs: int, max_model_len: int, 
     if profile is None:
         return []
     cache_how = "given" if reserves.encoder_cache_size is not None else "exact"
-    if reserves.encoder_activation is not None:
-        excess = reserves.encoder_activation
-    elif profile.forward_bytes is None:
-        raise GptcalcError(f"--engine vllm: {spec.name}'s {spec.towers['vision'].kind} encoder has no forward estimate "
-                           "here; give its profiling peak with --encoder-activation-memory, or --text-only")
-    else:
-        excess = max(0, profile.forward_bytes - decoder_forward)
+    given = reserves.encoder_activation is not None
+    excess = reserves.encoder_activation if given else max(0, profile.forward_bytes - decoder_forward)
     return [Term("encoder_cache", "encoder cache", profile.cache_bytes, "--encoder-cache-size", cache_how,
                  f"{profile.describe()}: their outputs, {profile.width:,} wide, held through the profiling forward "
                  f"({SOURCE})"),
             Term("encoder_activation", "encoder forward (above the decoder's)", excess, "--encoder-activation-memory",
-                 "given" if reserves.encoder_activation is not None else "estimate",
+                 "given" if given else "estimate",
                  f"the encoder's forward over {profile.items:,} x {profile.item.patches:,} patches"
-                 + (f", {profile.forward_bytes:,} B, less the decoder's profiling forward"
-                    if profile.forward_bytes is not None else ""))]
+                 + ("" if given else f", {profile.forward_bytes:,} B, less the decoder's profiling forward"))]
 
 
 def _sglang_vlm(spec: ModelSpec, fraction: float, how: str) -> tuple[float, str]:
