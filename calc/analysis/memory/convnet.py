@@ -35,7 +35,7 @@ def conv_peak(journey: Journey, dtype_bytes: int) -> int:
     pixels = _size(journey.steps[0].output)
     held = _held(journey.steps)
     peak, block, block_input = 0, "", 0
-    for step in journey.steps[1:]:
+    for step in (step for step in journey.steps[1:] if step.traced):  # untraced: a table off the path, a count
         inputs = sum(_size(shape) for shape in step.inputs)
         name = step.id.split("_")[0]
         if name != block:  # a block's first step reads the block's input itself
