@@ -126,7 +126,12 @@ P_ONLY = {"attention_dropout": 0.1}
     ("phi", {"attention_dropout": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}, "PRE"),
     ("starcoder2", {"attention_dropout": 0.1, "residual_dropout": 0.1, "embedding_dropout": 0.1}, "PRE"),
     ("opt", {"attention_dropout": 0.1, "dropout": 0.1}, "PR"),
-    *((name, P_ONLY, "P") for name in ("llama", "qwen3", "gemma2", "cohere2", "olmo2", "mixtral", "qwen3_moe")),
+    ("gpt_neox", {"attention_dropout": 0.1, "hidden_dropout": 0.1}, "PRE"),
+    ("gptj", {"attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}, "PRE"),
+    ("bloom", {"attention_dropout": 0.1, "hidden_dropout": 0.1}, "PR"),
+    ("phi3", {"attention_dropout": 0.1, "resid_pdrop": 0.1}, "PR"),
+    *((name, P_ONLY, "P") for name in ("llama", "qwen3", "gemma2", "cohere2", "olmo2", "mixtral", "qwen3_moe",
+                                        "stablelm")),
     *((name, P_ONLY, "") for name in ("ernie4_5", "lfm2"))])
 def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str, float], kept_by: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
