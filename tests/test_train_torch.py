@@ -121,6 +121,16 @@ GPT2_KEYS = {"attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}
 P_ONLY = {"attention_dropout": 0.1}
 
 
+def _merged(config: dict, rates: dict) -> dict:
+    """`config` with `rates` set in it, nested sections (MPT's and DBRX's attn_config) merged key by key."""
+    return {**config, **{k: _merged(config.get(k, {}), v) if isinstance(v, dict) else v for k, v in rates.items()}}
+
+
+def _zeroed(rates: dict) -> dict:
+    """The same keys at 0.0."""
+    return {k: _zeroed(v) if isinstance(v, dict) else 0.0 for k, v in rates.items()}
+
+
 @pytest.mark.parametrize(("model_type", "rates", "kept_by"), [
     ("gpt2", GPT2_KEYS, "PRE"), ("gpt_bigcode", GPT2_KEYS, "PRE"),
     ("phi", {"attention_dropout": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}, "PRE"),
@@ -130,6 +140,7 @@ P_ONLY = {"attention_dropout": 0.1}
     ("gptj", {"attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}, "PRE"),
     ("bloom", {"attention_dropout": 0.1, "hidden_dropout": 0.1}, "PR"),
     ("phi3", {"attention_dropout": 0.1, "resid_pdrop": 0.1}, "PR"),
+    ("dbrx", {"attn_config": {"attn_pdrop": 0.1}, "resid_pdrop": 0.1}, "PR"),
     *((name, P_ONLY, "P") for name in ("llama", "qwen3", "gemma2", "cohere2", "olmo2", "mixtral", "qwen3_moe",
                                         "stablelm")),
     *((name, P_ONLY, "") for name in ("ernie4_5", "lfm2"))])
@@ -149,11 +160,11 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
     from tiny_models import VOCAB, tiny_config
 
     monkeypatch.setattr(torch.nn.functional, "dropout", _gpu_dropout)
-    config = {**tiny_config(model_type), **rates}
+    config = _merged(tiny_config(model_type), rates)
     ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
 
     def kept(off: bool) -> int:
-        data = {k: 0.0 if off and k in rates else v for k, v in config.items() if k != "model_type"}
+        data = {k: v for k, v in (_merged(config, _zeroed(rates)) if off else config).items() if k != "model_type"}
         torch.manual_seed(0)
         model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(model_type, **data))
         model.train().set_attn_implementation("eager")
