@@ -17,7 +17,7 @@ follows what the framework runs, so two of the spec's facts are the framework's 
 
 from __future__ import annotations
 
-from calc.parts import Attention, MoE
+from calc.parts import MLA, Attention, MoE
 from calc.spec.model import Block, ModelSpec
 
 __all__ = ["MOE_FORMS", "as_run"]
@@ -41,6 +41,6 @@ def _block(block: Block, moe_form: str, dropout: bool) -> Block:
                         (("mlp", block.mlp), ("shortcut", block.shortcut)) if isinstance(part, MoE)})
     if not dropout:
         changes["residual_dropout"] = 0.0
-        if isinstance(block.attention, Attention):
+        if isinstance(block.attention, (Attention, MLA)):
             changes["attention"] = block.attention.replaced(dropout=0.0)
     return block.replaced(**changes) if changes else block
