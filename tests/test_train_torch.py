@@ -123,8 +123,9 @@ P_ONLY = {"attention_dropout": 0.1}
 
 # The dropped-out P changes the routing, and what a MoE block keeps follows the routing by a few values per
 # token (docs/training.md), so MLA's dropout is measured in the tiny DeepSeek models with every layer dense.
-DENSE = {**{name: {"first_k_dense_replace": 3} for name in ("deepseek_v2", "deepseek_v3", "deepseek_v32")},
-         "glm4_moe_lite": {"mlp_layer_types": ["dense"] * 3}}
+DENSE = {**{name: {"first_k_dense_replace": 3}
+            for name in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa")},
+         "glm4_moe_lite": {"mlp_layer_types": ["dense"] * 3}, "kimi_linear": {"first_k_dense_replace": 4}}
 
 
 def _merged(config: dict, rates: dict) -> dict:
