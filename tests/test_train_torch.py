@@ -196,6 +196,28 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
         + B * T * spec.d_model * ("E" in kept_by)
 
 
+def test_stablelm_per_head_layernorm_keeps_what_transformers_keeps() -> None:
+    """StableLM-2-12B's qk_layernorm (StableLmLayerNormPerHead: one LayerNorm per head, each over its
+    own [B, 1, T, head_dim] slice of the projection) on transformers' tiny model (fp32, eager, training
+    mode), measured layer by layer with saved-tensor hooks: each layer's bytes equal layer_terms."""
+    import transformers
+
+    from saved_tensors import saved_per_layer
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    config = {**tiny_config("stablelm"), "qk_layernorm": True}
+    torch.manual_seed(0)
+    data = {k: v for k, v in config.items() if k != "model_type"}
+    model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model("stablelm", **data))
+    model.train().set_attn_implementation("eager")
+    spec = spec_of(config)
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, T, FP32,
+                                                                                        "none")) for block in blocks]
+
+
 @pytest.mark.parametrize("seq", [7, 12])
 @pytest.mark.parametrize("model_type", ["gemma3n_text", "gemma4_text"])
 def test_gemma_ple_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:

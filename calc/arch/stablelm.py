@@ -3,7 +3,7 @@
 LayerNorms with scale and bias (eps `layer_norm_eps`); `use_qkv_bias` puts biases on Q, K and V,
 never on o_proj; the MLP has none. Rotary acts on the first `partial_rotary_factor` of each head
 (0.25 unless said). `qk_layernorm` (StableLM-2-12B) adds a LayerNorm per head, scale only, for
-queries (n_heads of them) and keys (n_kv_heads): full-width counts. `use_parallel_residual` makes
+queries (n_heads of them) and keys (n_kv_heads): full-width counts, per-head statistics. `use_parallel_residual` makes
 the block parallel with its one input_layernorm (no post_attention_layernorm). Head untied unless
 `tie_word_embeddings`.
 """
@@ -31,7 +31,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     qkv_bias = cfg.bool("use_qkv_bias")
     attn = attention(cfg, q_bias=qkv_bias, k_bias=qkv_bias, v_bias=qkv_bias, o_bias=False)
     if cfg.bool("qk_layernorm"):
-        attn["qk_norm"] = {"norm": {**ln, "bias": False}, "scope": "full"}
+        # StableLmLayerNormPerHead: a LayerNorm of its own per head, each normalising its head's slice
+        attn["qk_norm"] = {"norm": {**ln, "bias": False}, "scope": "full", "per_head": True}
     block = {"attention": attn, "mlp": gated_mlp(cfg, activation=activation(cfg, "hidden_act"), bias=False),
              "norm": ln}
     if cfg.bool("use_parallel_residual"):
