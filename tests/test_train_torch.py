@@ -118,6 +118,26 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeyp
                                                                                         "none")) for block in blocks]
 
 
+@pytest.mark.parametrize("seq", [4, 12])
+@pytest.mark.parametrize("model_type", ["llama", "mistral", "gemma3_text"])
+def test_sdpa_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
+    """The same measurement under transformers' sdpa attention (fp32, training mode) against the fused
+    terms: a sliding layer whose window (5 in the tiny Mistral and Gemma-3) is shorter than the sequence
+    gets a mask, so transformers repeats K and V to all heads and SDPA keeps the mask as an additive
+    bias, B·T·T more; at 4 tokens no mask is made and the layer keeps what a full one does."""
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    spec, model = spec_of(tiny_config(model_type)), _transformers_tiny(model_type).train()
+    model.set_attn_implementation("sdpa")
+    ids = torch.randint(0, VOCAB, (B, seq), generator=torch.Generator().manual_seed(0))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, seq, FP32,
+                                                                                        "none", True)) for block in blocks]
+
+
 GPT2_KEYS = {"attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}
 P_ONLY = {"attention_dropout": 0.1}
 
