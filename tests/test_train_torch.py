@@ -171,7 +171,7 @@ def _zeroed(rates: dict) -> dict:
     ("dbrx", {"attn_config": {"attn_pdrop": 0.1}, "resid_pdrop": 0.1}, "PR"),
     *((name, P_ONLY, "P") for name in ("llama", "qwen3", "gemma2", "cohere2", "olmo2", "mixtral", "qwen3_moe",
                                         "stablelm", "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa",
-                                        "glm4_moe_lite", "kimi_linear", "falcon_h1")),
+                                        "glm4_moe_lite", "kimi_linear", "falcon_h1", "zamba2")),
     *((name, P_ONLY, "") for name in ("ernie4_5", "lfm2"))])
 def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str, float], kept_by: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
@@ -208,7 +208,8 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
     layers = [spec.blocks[spec.block_at(i)] for i in range(spec.n_layers)]
     mixers = [m for b in layers for _ in range(b.pairs)
               for m in (b.attention.mixers if isinstance(b.attention, Parallel) else (b.attention,))]
-    attentions = [m for m in mixers if isinstance(m, (Attention, MLA))]
+    attentions = [m for m in mixers if isinstance(m, (Attention, MLA))] + [b.shared.block.attention for b in layers
+                                                                         if b.shared is not None]
     measured = kept(False) - kept(True)
     assert measured == formula(spec) - formula(as_run(spec, "reference", False))
     p_bytes = sum(B * a.n_heads * T * T * (FP32 + 1) for a in attentions) * ("P" in kept_by)

@@ -43,6 +43,9 @@ def _block(block: Block, moe_form: str, dropout: bool) -> Block:
     if not dropout:
         changes["residual_dropout"] = 0.0
         changes["attention"] = _undropped(block.attention)
+        if block.shared is not None:  # Zamba2's shared block: its attention's P
+            copy = block.shared.block
+            changes["shared"] = block.shared.replaced(block=copy.replaced(attention=_undropped(copy.attention)))
     return block.replaced(**changes) if changes else block
 
 
