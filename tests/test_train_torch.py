@@ -155,8 +155,8 @@ def _merged(config: dict, rates: dict) -> dict:
 
 
 def _zeroed(rates: dict) -> dict:
-    """The same keys at 0.0."""
-    return {k: _zeroed(v) if isinstance(v, dict) else 0.0 for k, v in rates.items()}
+    """The same keys, each rate at 0.0 (a flag such as Falcon's alibi kept)."""
+    return {k: _zeroed(v) if isinstance(v, dict) else 0.0 if isinstance(v, float) else v for k, v in rates.items()}
 
 
 @pytest.mark.parametrize(("model_type", "rates", "kept_by"), [
@@ -168,9 +168,12 @@ def _zeroed(rates: dict) -> dict:
     ("gptj", {"attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}, "PRE"),
     ("bloom", {"attention_dropout": 0.1, "hidden_dropout": 0.1}, "PR"),
     ("phi3", {"attention_dropout": 0.1, "resid_pdrop": 0.1}, "PR"),
+    ("stablelm", {"attention_dropout": 0.1, "hidden_dropout": 0.1}, "PM"),
+    ("falcon", {"attention_dropout": 0.1, "hidden_dropout": 0.1}, "M"),
+    ("falcon", {"attention_dropout": 0.1, "hidden_dropout": 0.1, "alibi": True}, "PM"),
     ("dbrx", {"attn_config": {"attn_pdrop": 0.1}, "resid_pdrop": 0.1}, "PR"),
     *((name, P_ONLY, "P") for name in ("llama", "qwen3", "gemma2", "cohere2", "olmo2", "mixtral", "qwen3_moe",
-                                        "stablelm", "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa",
+                                        "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa",
                                         "glm4_moe_lite", "kimi_linear", "falcon_h1", "zamba2")),
     *((name, P_ONLY, "") for name in ("ernie4_5", "lfm2"))])
 def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str, float], kept_by: str,
@@ -195,8 +198,9 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
     def kept(off: bool) -> int:
         data = {k: v for k, v in (_merged(config, _zeroed(rates)) if off else config).items() if k != "model_type"}
         torch.manual_seed(0)
-        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(model_type, **data))
-        model.train().set_attn_implementation("eager")
+        # eager from the start: Falcon's attention cannot be switched after construction
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(model_type, **data),
+                                                              attn_implementation="eager").train()
         return saved_bytes(model, lambda: model(ids, labels=ids).loss)
 
     def formula(spec) -> int:
@@ -213,8 +217,8 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
     measured = kept(False) - kept(True)
     assert measured == formula(spec) - formula(as_run(spec, "reference", False))
     p_bytes = sum(B * a.n_heads * T * T * (FP32 + 1) for a in attentions) * ("P" in kept_by)
-    assert measured == p_bytes + spec.n_layers * 2 * B * T * spec.d_model * ("R" in kept_by) \
-        + B * T * spec.d_model * ("E" in kept_by)
+    outputs = 2 * ("R" in kept_by) + ("M" in kept_by)
+    assert measured == p_bytes + spec.n_layers * outputs * B * T * spec.d_model + B * T * spec.d_model * ("E" in kept_by)
 
 
 def test_stablelm_per_head_layernorm_keeps_what_transformers_keeps() -> None:
