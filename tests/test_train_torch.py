@@ -134,8 +134,8 @@ def test_sdpa_layers_equal_what_transformers_holds(model_type: str, seq: int) ->
     model.set_attn_implementation("sdpa")
     ids = torch.randint(0, VOCAB, (B, seq), generator=torch.Generator().manual_seed(0))
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
-    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, seq, FP32,
-                                                                                        "none", True)) for block in blocks]
+    terms = (layer_terms(block, spec.d_model, B, seq, FP32, "none", True) for block in blocks)
+    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer) for layer in terms]
 
 
 GPT2_KEYS = {"attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}
@@ -183,8 +183,11 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
     released configs; OPTConfig's `dropout`; the Llama-like configs' attention_dropout) against the same
     model with 0.0: the extra bytes autograd keeps are the dropout terms, masks bool as a GPU keeps them
     (_gpu_dropout): per layer the dropped-out P (fp32) and its mask (`kept_by` P), the two sublayer
-    outputs' masks (R; Phi's parallel ones too); the embeddings' mask once (E). ERNIE-4.5's and LFM2's
-    attention passes dropout 0.0 whatever the config says, and keeps nothing more."""
+    outputs' masks (R; Phi's and GPT-J's parallel ones too) or the MLP's alone (M: StableLM's hidden_dropout,
+    Falcon's on the summed outputs); the embeddings' mask once (E). The keys: GPT-NeoX's, BLOOM's, GPT-J's,
+    Phi-3's, DBRX's, StableLM's and Falcon's (its P dropout with ALiBi only) as their modeling code applies
+    them; MLA's attention_dropout (DENSE: dense layers), Falcon-H1's beside Mamba2, Zamba2's shared block's.
+    ERNIE-4.5's and LFM2's attention passes dropout 0.0 whatever the config says, and keeps nothing more."""
     import transformers
 
     from calc.analysis.train.executed import as_run
@@ -218,7 +221,8 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
     assert measured == formula(spec) - formula(as_run(spec, "reference", False))
     p_bytes = sum(B * a.n_heads * T * T * (FP32 + 1) for a in attentions) * ("P" in kept_by)
     outputs = 2 * ("R" in kept_by) + ("M" in kept_by)
-    assert measured == p_bytes + spec.n_layers * outputs * B * T * spec.d_model + B * T * spec.d_model * ("E" in kept_by)
+    n_d = B * T * spec.d_model
+    assert measured == p_bytes + spec.n_layers * outputs * n_d + n_d * ("E" in kept_by)
 
 
 def test_stablelm_per_head_layernorm_keeps_what_transformers_keeps() -> None:
@@ -239,8 +243,8 @@ def test_stablelm_per_head_layernorm_keeps_what_transformers_keeps() -> None:
     spec = spec_of(config)
     ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
-    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, T, FP32,
-                                                                                        "none")) for block in blocks]
+    terms = (layer_terms(block, spec.d_model, B, T, FP32, "none") for block in blocks)
+    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer) for layer in terms]
 
 
 @pytest.mark.parametrize("seq", [7, 12])

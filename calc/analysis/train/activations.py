@@ -12,9 +12,10 @@ test write it (tests/training_forward.py), in the activation dtype (`act`, bytes
                                       is a mask on it: transformers' eager_attention_forward)
   SiLU / GELU                         keep their input; gate × up keeps both factors
   dropout (only where the config's p > 0)   keeps its mask, 1 byte an element (a GPU's bool); the
-                                      dropout masks of GPT-2, GPT-BigCode, Phi, StarCoder2 and OPT are
-                                      measured against transformers' models with their rates at 0
-                                      (tests/test_train_torch.py)
+                                      dropout masks of GPT-2, GPT-BigCode, Phi, StarCoder2, OPT, GPT-NeoX,
+                                      GPT-J, BLOOM, Phi-3, DBRX, StableLM, Falcon, MLA, Falcon-H1 and
+                                      Zamba2 are measured against transformers' models with their rates
+                                      at 0 (tests/test_train_torch.py)
   residual adds, scaling, an additive causal mask, rotary's multiplies   keep nothing per layer
                                       (rotary keeps its cos and sin tables, T·rotary_dim each, once)
 
