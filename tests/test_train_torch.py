@@ -26,7 +26,8 @@ from calc.analysis.train.params import held
 from calc.analysis.train.loss import LITGPT_CHUNK, LOSSES
 from calc.analysis.train.precision import PRECISIONS
 from calc.analysis.train.states import Tensor, optimizer_bytes
-from calc.parts import Attention
+from calc.parts import MLA, Attention
+from calc.parts.parallel import Parallel
 from calc.spec.flat import flat_view
 from tiny_specs import TINY, tiny_spec
 from live_memory import Live
@@ -117,8 +118,45 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeyp
                                                                                         "none")) for block in blocks]
 
 
+@pytest.mark.parametrize("seq", [4, 12])
+@pytest.mark.parametrize("model_type", ["llama", "mistral", "gemma3_text"])
+def test_sdpa_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:
+    """The same measurement under transformers' sdpa attention (fp32, training mode) against the fused
+    terms: a sliding layer whose window (5 in the tiny Mistral and Gemma-3) is shorter than the sequence
+    gets a mask, so transformers repeats K and V to all heads and SDPA keeps the mask as an additive
+    bias, B·T·T more; at 4 tokens no mask is made and the layer keeps what a full one does."""
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    spec, model = spec_of(tiny_config(model_type)), _transformers_tiny(model_type).train()
+    model.set_attn_implementation("sdpa")
+    ids = torch.randint(0, VOCAB, (B, seq), generator=torch.Generator().manual_seed(0))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    terms = (layer_terms(block, spec.d_model, B, seq, FP32, "none", True) for block in blocks)
+    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer) for layer in terms]
+
+
 GPT2_KEYS = {"attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}
 P_ONLY = {"attention_dropout": 0.1}
+
+
+# The dropped-out P changes the routing, and what a MoE block keeps follows the routing by a few values per
+# token (docs/training.md), so MLA's dropout is measured in the tiny DeepSeek models with every layer dense.
+DENSE = {**{name: {"first_k_dense_replace": 3}
+            for name in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa")},
+         "glm4_moe_lite": {"mlp_layer_types": ["dense"] * 3}, "kimi_linear": {"first_k_dense_replace": 4}}
+
+
+def _merged(config: dict, rates: dict) -> dict:
+    """`config` with `rates` set in it, nested sections (MPT's and DBRX's attn_config) merged key by key."""
+    return {**config, **{k: _merged(config.get(k, {}), v) if isinstance(v, dict) else v for k, v in rates.items()}}
+
+
+def _zeroed(rates: dict) -> dict:
+    """The same keys, each rate at 0.0 (a flag such as Falcon's alibi kept)."""
+    return {k: _zeroed(v) if isinstance(v, dict) else 0.0 if isinstance(v, float) else v for k, v in rates.items()}
 
 
 @pytest.mark.parametrize(("model_type", "rates", "kept_by"), [
@@ -126,7 +164,18 @@ P_ONLY = {"attention_dropout": 0.1}
     ("phi", {"attention_dropout": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}, "PRE"),
     ("starcoder2", {"attention_dropout": 0.1, "residual_dropout": 0.1, "embedding_dropout": 0.1}, "PRE"),
     ("opt", {"attention_dropout": 0.1, "dropout": 0.1}, "PR"),
-    *((name, P_ONLY, "P") for name in ("llama", "qwen3", "gemma2", "cohere2", "olmo2", "mixtral", "qwen3_moe")),
+    ("gpt_neox", {"attention_dropout": 0.1, "hidden_dropout": 0.1}, "PRE"),
+    ("gptj", {"attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}, "PRE"),
+    ("bloom", {"attention_dropout": 0.1, "hidden_dropout": 0.1}, "PR"),
+    ("phi3", {"attention_dropout": 0.1, "resid_pdrop": 0.1}, "PR"),
+    ("stablelm", {"attention_dropout": 0.1, "hidden_dropout": 0.1}, "PM"),
+    ("falcon", {"attention_dropout": 0.1, "hidden_dropout": 0.1}, "M"),
+    ("falcon", {"attention_dropout": 0.1, "hidden_dropout": 0.1, "alibi": True}, "PM"),
+    ("falcon", {"hidden_dropout": 0.1, "parallel_attn": False}, "M"),
+    ("dbrx", {"attn_config": {"attn_pdrop": 0.1}, "resid_pdrop": 0.1}, "PR"),
+    *((name, P_ONLY, "P") for name in ("llama", "qwen3", "gemma2", "cohere2", "olmo2", "mixtral", "qwen3_moe",
+                                        "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa",
+                                        "glm4_moe_lite", "kimi_linear", "falcon_h1", "zamba2")),
     *((name, P_ONLY, "") for name in ("ernie4_5", "lfm2"))])
 def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str, float], kept_by: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,8 +184,11 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
     released configs; OPTConfig's `dropout`; the Llama-like configs' attention_dropout) against the same
     model with 0.0: the extra bytes autograd keeps are the dropout terms, masks bool as a GPU keeps them
     (_gpu_dropout): per layer the dropped-out P (fp32) and its mask (`kept_by` P), the two sublayer
-    outputs' masks (R; Phi's parallel ones too); the embeddings' mask once (E). ERNIE-4.5's and LFM2's
-    attention passes dropout 0.0 whatever the config says, and keeps nothing more."""
+    outputs' masks (R; Phi's and GPT-J's parallel ones too) or the MLP's alone (M: StableLM's hidden_dropout,
+    Falcon's on the summed outputs); the embeddings' mask once (E). The keys: GPT-NeoX's, BLOOM's, GPT-J's,
+    Phi-3's, DBRX's, StableLM's and Falcon's (P's dropout with ALiBi only; a sequential block too) as their
+    modeling code applies them; MLA's attention_dropout (DENSE: dense layers), Falcon-H1's beside Mamba2, Zamba2's shared block's.
+    ERNIE-4.5's and LFM2's attention passes dropout 0.0 whatever the config says, and keeps nothing more."""
     import transformers
 
     from calc.analysis.train.executed import as_run
@@ -144,14 +196,15 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
     from tiny_models import VOCAB, tiny_config
 
     monkeypatch.setattr(torch.nn.functional, "dropout", _gpu_dropout)
-    config = {**tiny_config(model_type), **rates}
+    config = _merged(_merged(tiny_config(model_type), DENSE.get(model_type, {})), rates)
     ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
 
     def kept(off: bool) -> int:
-        data = {k: 0.0 if off and k in rates else v for k, v in config.items() if k != "model_type"}
+        data = {k: v for k, v in (_merged(config, _zeroed(rates)) if off else config).items() if k != "model_type"}
         torch.manual_seed(0)
-        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(model_type, **data))
-        model.train().set_attn_implementation("eager")
+        # eager from the start: Falcon's attention cannot be switched after construction
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(model_type, **data),
+                                                              attn_implementation="eager").train()
         return saved_bytes(model, lambda: model(ids, labels=ids).loss)
 
     def formula(spec) -> int:
@@ -160,11 +213,39 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
         return kept + sum(t.bytes(1, False) for t in activation_terms(spec, B, T, FP32, "none"))
 
     spec = spec_of(config)
-    d, h = spec.d_model, next(b.attention.n_heads for b in spec.blocks.values() if isinstance(b.attention, Attention))
+    layers = [spec.blocks[spec.block_at(i)] for i in range(spec.n_layers)]
+    mixers = [m for b in layers for _ in range(b.pairs)
+              for m in (b.attention.mixers if isinstance(b.attention, Parallel) else (b.attention,))]
+    attentions = [m for m in mixers if isinstance(m, (Attention, MLA))] + [b.shared.block.attention for b in layers
+                                                                         if b.shared is not None]
     measured = kept(False) - kept(True)
     assert measured == formula(spec) - formula(as_run(spec, "reference", False))
-    per_layer = B * h * T * T * (FP32 + 1) * ("P" in kept_by) + 2 * B * T * d * ("R" in kept_by)
-    assert measured == spec.n_layers * per_layer + B * T * d * ("E" in kept_by)
+    p_bytes = sum(B * a.n_heads * T * T * (FP32 + 1) for a in attentions) * ("P" in kept_by)
+    outputs = 2 * ("R" in kept_by) + ("M" in kept_by)
+    n_d = B * T * spec.d_model
+    assert measured == p_bytes + spec.n_layers * outputs * n_d + n_d * ("E" in kept_by)
+
+
+def test_stablelm_per_head_layernorm_keeps_what_transformers_keeps() -> None:
+    """StableLM-2-12B's qk_layernorm (StableLmLayerNormPerHead: one LayerNorm per head, each over its
+    own [B, 1, T, head_dim] slice of the projection) on transformers' tiny model (fp32, eager, training
+    mode), measured layer by layer with saved-tensor hooks: each layer's bytes equal layer_terms."""
+    import transformers
+
+    from saved_tensors import saved_per_layer
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    config = {**tiny_config("stablelm"), "qk_layernorm": True}
+    torch.manual_seed(0)
+    data = {k: v for k, v in config.items() if k != "model_type"}
+    model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model("stablelm", **data))
+    model.train().set_attn_implementation("eager")
+    spec = spec_of(config)
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    terms = (layer_terms(block, spec.d_model, B, T, FP32, "none") for block in blocks)
+    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer) for layer in terms]
 
 
 @pytest.mark.parametrize("seq", [7, 12])

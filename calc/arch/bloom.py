@@ -19,7 +19,7 @@ __all__ = ["DEFAULTS", "spec_dict"]
 
 # transformers' BloomConfig defaults (models/bloom/configuration_bloom.py) for the keys read here.
 DEFAULTS = {"vocab_size": 250880, "hidden_size": 64, "n_layer": 2, "n_head": 8, "layer_norm_epsilon": 1e-5,
-            "tie_word_embeddings": True}
+            "tie_word_embeddings": True, "attention_dropout": 0.0, "hidden_dropout": 0.0}
 # BLOOM's training length: "Sequence length of 2048 tokens" (bloom-560m's model card,
 # https://huggingface.co/bigscience/bloom-560m, mirrored at
 # https://github.com/ZHUI/paddlenlp_model_readme/blob/40a7101e89dcf9a0dedb0e0d48c8c357fcc95996/bigscience/bloom-560m/index.md#L341).
@@ -29,7 +29,8 @@ TRAINING_LENGTH = 2048
 def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(renamed(cfg, {"n_embed": "hidden_size"}), {**DEFAULTS, "seq_length": TRAINING_LENGTH})
     ln = norm("layernorm", cfg.float("layer_norm_epsilon"))
-    attn = mha(cfg, True, fused_qkv=True, alibi=True)
+    attn = mha(cfg, True, fused_qkv=True, alibi=True, dropout=cfg.float("attention_dropout"))
     mlp = {"d_ff": 4 * cfg.int("hidden_size"), "activation": "gelu_tanh", "bias": True}
-    block = {"attention": attn, "mlp": mlp, "norm": ln}
+    # BloomAttention and BloomMLP: dropout_add(output, residual, hidden_dropout); the embeddings have none
+    block = {"attention": attn, "mlp": mlp, "norm": ln, "residual_dropout": cfg.float("hidden_dropout")}
     return uniform(cfg, "bloom", block, ln, cfg.bool("tie_word_embeddings"), embedding={"norm": ln})

@@ -26,7 +26,8 @@ NESTED = ("attn_config", "ffn_config")
 DEFAULTS = {"d_model": 2048, "n_heads": 16, "n_layers": 24, "max_seq_len": 2048, "vocab_size": 32000,
             "tie_word_embeddings": False, "rope_theta": 10000.0, "attn_config.kv_n_heads": 1,
             "ffn_config.ffn_hidden_size": 3584, "ffn_config.moe_num_experts": 4, "ffn_config.moe_top_k": 1,
-            "ffn_config.moe_normalize_expert_weights": 1.0, "ffn_config.ffn_act_fn": {"name": "silu"}}
+            "ffn_config.moe_normalize_expert_weights": 1.0, "ffn_config.ffn_act_fn": {"name": "silu"},
+            "attn_config.attn_pdrop": 0.0, "resid_pdrop": 0.0}
 LAYERNORM_EPS = 1e-5  # nn.LayerNorm's default: DBRX's norms do not set one
 
 
@@ -36,9 +37,11 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
         raise cfg.error("tie_word_embeddings", "DBRX's head is never tied to the embedding (DbrxConfig refuses it)")
     layer_norm = norm("layernorm", LAYERNORM_EPS, bias=False)
     attn = mha(cfg, bias=False, n_kv_heads=cfg.int("attn_config.kv_n_heads"), fused_qkv=True,
-               clip_qkv=cfg.float("attn_config.clip_qkv", default=None))
+               clip_qkv=cfg.float("attn_config.clip_qkv", default=None), dropout=cfg.float("attn_config.attn_pdrop"))
     attn["rope"] = rope(cfg, attn["head_dim"])
-    block = {"attention": attn, "mlp": _moe(cfg), "norm": layer_norm}
+    # DbrxNormAttentionNorm and DbrxBlock: resid_pdrop on the attention's and the MoE's outputs; emb_pdrop is
+    # stored by DbrxModel but never applied
+    block = {"attention": attn, "mlp": _moe(cfg), "norm": layer_norm, "residual_dropout": cfg.float("resid_pdrop")}
     return uniform(cfg, "dbrx", block, layer_norm, tied=False, notes=_notes(cfg, attn["rope"]["theta"]))
 
 

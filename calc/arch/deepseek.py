@@ -158,12 +158,14 @@ def _routing(cfg: Config, model_type: str) -> dict[str, Any]:
 
 
 def mla(cfg: Config) -> dict[str, Any]:
-    """DeepseekV3Attention (also LongCat-Flash's): the latent norms are RMSNorms at their default eps of 1e-6."""
+    """DeepseekV3Attention (also LongCat-Flash's, Kimi-Linear's, GLM-5's): the latent norms are RMSNorms at
+    their default eps of 1e-6; `attention_dropout` (0.0 in each config class) on P in training."""
     rope_dim = cfg.int("qk_rope_head_dim")
     return {"kind": "mla", "n_heads": cfg.int(*KEYS["n_heads"]), "q_lora_rank": cfg.int("q_lora_rank", default=None),
             "kv_lora_rank": cfg.int("kv_lora_rank"), "qk_nope_head_dim": cfg.int("qk_nope_head_dim"),
             "qk_rope_head_dim": rope_dim, "v_head_dim": cfg.int("v_head_dim"),
             "bias": cfg.bool("attention_bias"), "norm": norm("rmsnorm", 1e-6),
+            "dropout": cfg.float("attention_dropout", default=0.0),
             "rope": {**rope(cfg, rope_dim), "interleaved": cfg.bool("rope_interleave", default=True)}}
 
 

@@ -26,7 +26,7 @@ __all__ = ["DEFAULTS", "spec_dict"]
 DEFAULTS = {"vocab_size": 65024, "hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,
             "layer_norm_epsilon": 1e-5, "alibi": False, "new_decoder_architecture": False, "multi_query": True,
             "parallel_attn": True, "bias": False, "max_position_embeddings": 2048, "activation": "gelu",
-            "tie_word_embeddings": True}
+            "tie_word_embeddings": True, "attention_dropout": 0.0, "hidden_dropout": 0.0}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -35,8 +35,27 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     d = cfg.int(*KEYS["d_model"])
     mlp = {"d_ff": cfg.int("ffn_hidden_size", default=None) or 4 * d, "activation": activation(cfg, "activation"),
            "bias": cfg.bool("bias")}
-    block = {"attention": _attention(cfg), "mlp": mlp, "norm": ln, **_norms(cfg)}
-    return uniform(cfg, "falcon", block, ln, cfg.bool("tie_word_embeddings"))
+    block = {"attention": _attention(cfg), "mlp": mlp, "norm": ln, **_norms(cfg), **_dropout(cfg)}
+    return uniform(cfg, "falcon", block, ln, cfg.bool("tie_word_embeddings"), notes=_dropout_note(cfg))
+
+
+def _summed(cfg: Config) -> bool:
+    """FalconDecoderLayer adds the attention's output to the MLP's (mlp_output += attention_output)."""
+    return cfg.bool("new_decoder_architecture") or cfg.bool("parallel_attn")
+
+
+def _dropout(cfg: Config) -> dict[str, Any]:
+    """FalconDecoderLayer's dropout_add(mlp_output, residual, hidden_dropout): on the MLP's output, which
+    holds the attention's too where the two are summed (one mask either way)."""
+    return {"residual_dropout": cfg.float("hidden_dropout"), "residual_dropout_on": "mlp"}
+
+
+def _dropout_note(cfg: Config) -> tuple[str, ...]:
+    """A sequential block drops the attention's output out at attention_dropout: not counted."""
+    if _summed(cfg) or not cfg.float("attention_dropout"):
+        return ()
+    return ("falcon: a sequential block's dropout of the attention's output (attention_dropout) is not counted in "
+            "training memory",)
 
 
 def _attention(cfg: Config) -> dict[str, Any]:
@@ -46,8 +65,8 @@ def _attention(cfg: Config) -> dict[str, Any]:
         attn["n_kv_heads"] = cfg.int("num_kv_heads", default=attn["n_heads"])
     elif cfg.bool("multi_query"):
         attn["n_kv_heads"] = 1
-    if cfg.bool("alibi"):
-        return {**attn, "alibi": True}
+    if cfg.bool("alibi"):  # P's dropout only here: FalconAttention's rotary path passes dropout_p=0.0
+        return {**attn, "alibi": True, "dropout": cfg.float("attention_dropout")}
     return {**attn, "rope": rope(cfg, attn["head_dim"])}
 
 

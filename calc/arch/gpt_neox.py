@@ -24,16 +24,20 @@ __all__ = ["DEFAULTS", "spec_dict"]
 DEFAULTS = {"vocab_size": 50432, "hidden_size": 6144, "num_hidden_layers": 44, "num_attention_heads": 64,
             "intermediate_size": 24576, "hidden_act": "gelu", "max_position_embeddings": 2048, "layer_norm_eps": 1e-5,
             "tie_word_embeddings": False, "use_parallel_residual": True, "attention_bias": True,
-            "partial_rotary_factor": 0.25, "rope_theta": 10000.0}
+            "partial_rotary_factor": 0.25, "rope_theta": 10000.0, "attention_dropout": 0.0, "hidden_dropout": 0.0}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = renamed(cfg, {"rotary_pct": "partial_rotary_factor", "rotary_emb_base": "rope_theta"})
     cfg = with_defaults(cfg, DEFAULTS)
     ln = norm("layernorm", cfg.float("layer_norm_eps"))
-    attn = mha(cfg, cfg.bool("attention_bias"), fused_qkv=True)
+    attn = mha(cfg, cfg.bool("attention_bias"), fused_qkv=True, dropout=cfg.float("attention_dropout"))
     attn["rope"] = rope(cfg, attn["head_dim"])
     mlp = {"d_ff": cfg.int("intermediate_size"), "activation": activation(cfg, "hidden_act"), "bias": True}
-    block = {"attention": attn, "mlp": mlp, "norm": ln, "parallel": cfg.bool("use_parallel_residual")}
+    # GPTNeoXLayer: hidden_dropout on the attention's and the MLP's outputs (post_*_dropout) and, in
+    # GPTNeoXModel, on the embeddings (emb_dropout); attention_dropout on P
+    block = {"attention": attn, "mlp": mlp, "norm": ln, "parallel": cfg.bool("use_parallel_residual"),
+             "residual_dropout": cfg.float("hidden_dropout")}
     # vLLM 0.32: GPTNeoXForCausalLM through the Transformers backend (vllm/model_executor/models/registry.py L716)
-    return uniform(cfg, "gpt_neox", block, ln, cfg.bool("tie_word_embeddings"), **TRANSFORMERS_BACKEND)
+    return uniform(cfg, "gpt_neox", block, ln, cfg.bool("tie_word_embeddings"),
+                   embedding={"dropout": cfg.float("hidden_dropout")}, **TRANSFORMERS_BACKEND)

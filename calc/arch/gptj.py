@@ -17,17 +17,21 @@ __all__ = ["DEFAULTS", "spec_dict"]
 
 # transformers' GPTJConfig defaults (models/gptj/configuration_gptj.py) for the keys read here.
 DEFAULTS = {"vocab_size": 50400, "n_positions": 2048, "n_embd": 4096, "n_layer": 28, "n_head": 16, "rotary_dim": 64,
-            "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "tie_word_embeddings": False}
+            "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "tie_word_embeddings": False,
+            "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(cfg, DEFAULTS)
     ln = norm("layernorm", cfg.float("layer_norm_epsilon"))
-    attn = mha(cfg, False)
+    attn = mha(cfg, False, dropout=cfg.float("attn_pdrop"))
     attn["rope"] = {"theta": 10000.0, "rotary_dim": cfg.int("rotary_dim", default=None) or attn["head_dim"],
                     "interleaved": True}
     d_ff = cfg.int("n_inner", default=None) or 4 * cfg.int(*KEYS["d_model"])
     mlp = {"d_ff": d_ff, "activation": activation(cfg, "activation_function"), "bias": True}
-    block = {"attention": attn, "mlp": mlp, "norm": ln, "norms": ("attn_in",), "parallel": True}
-    spec = uniform(cfg, "gptj", block, ln, cfg.bool("tie_word_embeddings"))
+    # GPTJAttention and GPTJMLP drop out their outputs (resid_pdrop); GPTJModel its embeddings (embd_pdrop)
+    block = {"attention": attn, "mlp": mlp, "norm": ln, "norms": ("attn_in",), "parallel": True,
+             "residual_dropout": cfg.float("resid_pdrop")}
+    spec = uniform(cfg, "gptj", block, ln, cfg.bool("tie_word_embeddings"),
+                   embedding={"dropout": cfg.float("embd_pdrop")})
     return {**spec, "head": {**spec["head"], "bias": True}}

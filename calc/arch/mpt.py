@@ -31,6 +31,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     ln = norm("layernorm", cfg.float("layer_norm_epsilon"), bias=False)
     attn = mha(cfg, False, fused_qkv=True, alibi=True)
     mlp = {"d_ff": 4 * cfg.int(*KEYS["d_model"]), "activation": "gelu"}
+    # no dropout: MptAttentionConfig types attn_pdrop (the one rate MptAttention, MptMLP and MptBlock apply) as
+    # an int, so transformers refuses 0.1 and a config it loads drops out nothing
     block = {"attention": attn, "mlp": mlp, "norm": ln}
     # vLLM 0.32 serves MPT no more (vllm/model_executor/models/registry.py L847-848, until 0.28.0), nor can its
     # Transformers backend: transformers' MptForCausalLM neither supports the attention backend nor uses the

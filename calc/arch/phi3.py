@@ -19,7 +19,8 @@ __all__ = ["DEFAULTS", "spec_dict"]
 # transformers' Phi3Config defaults (models/phi3/configuration_phi3.py) for the keys read here.
 DEFAULTS = {"vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
             "num_attention_heads": 32, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
-            "tie_word_embeddings": False, "rope_theta": 10000.0, "original_max_position_embeddings": 4096}
+            "tie_word_embeddings": False, "rope_theta": 10000.0, "original_max_position_embeddings": 4096,
+            "resid_pdrop": 0.0}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -30,5 +31,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     if attn["rope"]["scaling"]:  # Phi3Config's own original_max_position_embeddings (4096 unless set) is the one used
         attn["rope"]["scaling"] = {**attn["rope"]["scaling"],
                                    "original_max_position_embeddings": cfg.int("original_max_position_embeddings")}
-    block = {"attention": attn, "mlp": gated_mlp(cfg, bias=False, fused_gate_up=True), "norm": rms}
+    # Phi3DecoderLayer: resid_pdrop on each sublayer's output; embd_pdrop is in Phi3Config but no module reads it
+    block = {"attention": attn, "mlp": gated_mlp(cfg, bias=False, fused_gate_up=True), "norm": rms,
+             "residual_dropout": cfg.float("resid_pdrop")}
     return uniform(cfg, "phi3", block, rms, cfg.bool("tie_word_embeddings"))

@@ -121,7 +121,8 @@ def _applied(cfg: Config, d: int, copy: str, rms: dict[str, Any]) -> dict[str, A
                                                "as wide as Q")
     attention = {"kind": "attention", "n_heads": heads, "n_kv_heads": kv_heads,
                  "head_dim": head_dim, "scale": 1 / math.sqrt(head_dim / 2),
-                 "rope": rope(cfg, head_dim) if cfg.bool("use_mem_rope") else None}
+                 "rope": rope(cfg, head_dim) if cfg.bool("use_mem_rope") else None,
+                 "dropout": cfg.float("attention_dropout", default=0.0)}  # Zamba2Attention: on P in training
     mlp = {"kind": "mlp", "d_ff": cfg.int("intermediate_size", default=4 * d), "gated": True,
            "activation": activation(cfg, "hidden_act"), "bias": cfg.bool("add_bias_linear"), "fused_gate_up": True}
     adapted = ["q", "k", "v"] if cfg.bool("use_shared_attention_adapter") else []

@@ -54,6 +54,8 @@ class MLA(Part):
     # times sqrt(d / kv_lora_rank); no parameters
     q_scale: float | None = Field(default=None, gt=0, strict=False)
     latent_scale: float | None = Field(default=None, gt=0, strict=False)
+    # P's dropout in training (attention_dropout): as Attention's, it changes only what a training step keeps
+    dropout: float = Field(default=0.0, ge=0, lt=1, strict=False)
 
     @model_validator(mode="after")
     def _indexer_reads_the_query_latent(self) -> "MLA":

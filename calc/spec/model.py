@@ -79,6 +79,9 @@ class Block(Part):
     residual_scale: float | None = Field(default=None, strict=False)  # Granite: each sublayer's output times this
     # dropout on each sublayer's output before its residual add, in training only (Seed-OSS, GPT-2's resid_pdrop)
     residual_dropout: float = Field(default=0.0, ge=0, lt=1, strict=False)
+    # which outputs it drops: each sublayer's, or the MLP's alone (StableLM's hidden_dropout; Falcon's, on the
+    # attention and MLP outputs' sum, one mask)
+    residual_dropout_on: Literal["each", "mlp"] = "each"
     pairs: int = Field(default=1, gt=0)  # the mixer + MLP pair, in sequence, this many times (LongCat-Flash: 2)
     shortcut: MLP | MoE | None = Field(default=None, discriminator="kind")  # LongCat-Flash's shortcut-connected MoE
     shared: Shared | None = None  # a stored block this layer applies before its own sublayers (Zamba2's hybrid layers)

@@ -12,9 +12,10 @@ test write it (tests/training_forward.py), in the activation dtype (`act`, bytes
                                       is a mask on it: transformers' eager_attention_forward)
   SiLU / GELU                         keep their input; gate × up keeps both factors
   dropout (only where the config's p > 0)   keeps its mask, 1 byte an element (a GPU's bool); the
-                                      dropout masks of GPT-2, GPT-BigCode, Phi, StarCoder2 and OPT are
-                                      measured against transformers' models with their rates at 0
-                                      (tests/test_train_torch.py)
+                                      dropout masks of GPT-2, GPT-BigCode, Phi, StarCoder2, OPT, GPT-NeoX,
+                                      GPT-J, BLOOM, Phi-3, DBRX, StableLM, Falcon, MLA, Falcon-H1 and
+                                      Zamba2 are measured against transformers' models with their rates
+                                      at 0 (tests/test_train_torch.py)
   residual adds, scaling, an additive causal mask, rotary's multiplies   keep nothing per layer
                                       (rotary keeps its cos and sin tables, T·rotary_dim each, once)
 
@@ -136,8 +137,8 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
                  Term("V and the heads' output (W_O's input)", 2 * n * h * a.v_head_dim, act, "tp")]
     else:
         # explicit QKᵀ and P·V keep K and V expanded to all h heads; a fused kernel, or a checkpoint
-        # around attention, keeps them at the kv heads
-        expanded = recompute == "none" and not flash
+        # around attention, keeps them at the kv heads, unless a mask goes with them (_masked)
+        expanded = recompute == "none" and (not flash or _masked(a, s))
         k, v = (a.q_dim, a.o_dim) if expanded else (a.kv_dim, a.v_dim)
         heads = "" if a.kv_dim == a.q_dim else f" (K and V at {'all h' if expanded else 'the kv'} heads)"
         inner = [Term(f"Q, K, V{heads}",
@@ -147,6 +148,7 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         core = []
     elif flash:  # instead of P, one log-sum-exp per row; its output, laid out [B, T, h, d], is W_O's input
         core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
+        core += [Term("sliding window's mask, as SDPA's additive bias", b * s * s, act, "")] if _masked(a, s) else []
     else:
         core = _softmax(getattr(a, "sinks", False), b, h, s, s, act)  # every key scored, a window masked
         core += _dropped(b * h * s * s, act, "P's dropout") if getattr(a, "dropout", 0) else []
@@ -154,6 +156,15 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
     return [Term("attention input (normed x)", n * d, act, "input"), *inner, *_qk_norm(a, n, act), *core,
             *_tables(a, s, act), *_temperature(a, s), *_output_gate(a, n, act), *_augment(a, n, d, act)]
+
+
+def _masked(a: Attention | MLA, s: int) -> bool:
+    """Whether transformers' sdpa path hands SDPA a mask: a sliding layer whose window is shorter than
+    the sequence (sdpa_mask skips it otherwise). With a mask it repeats K and V to all h heads itself
+    (use_gqa_in_sdpa: GQA only without a mask), and SDPA turns the [B, 1, T, T] bool mask into a new
+    additive bias in the query's dtype, which it keeps for backward (convert_boolean_attn_mask)."""
+    window = getattr(a, "window", None)
+    return window is not None and s > window
 
 
 def _temperature(a: Attention | MLA, s: int) -> list[Term]:
@@ -602,8 +613,9 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
     applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
     hyper = _hyper(block.hyper, n, d, act) if block.hyper is not None else []
-    # each sublayer's output dropped out before its add (Seed-OSS, GPT-2): the mask is all the multiply keeps
-    outputs = len(block.mixers()) + (block.mlp is not None)
+    # each sublayer's output dropped out before its add (Seed-OSS, GPT-2), or the MLP's alone: the mask is all
+    # the multiply keeps
+    outputs = 1 if block.residual_dropout_on == "mlp" else len(block.mixers()) + (block.mlp is not None)
     dropout = [Term("residual dropout: each sublayer's output mask (bool)", outputs * n * d, 1, "sp")] \
         if block.residual_dropout else []
     return applied + [*hyper, *norms, *mixers, *mlp, *dropout] * block.pairs + shortcut

@@ -17,7 +17,8 @@ follows what the framework runs, so two of the spec's facts are the framework's 
 
 from __future__ import annotations
 
-from calc.parts import Attention, MoE
+from calc.parts import MLA, Attention, MoE
+from calc.parts.parallel import Parallel
 from calc.spec.model import Block, ModelSpec
 
 __all__ = ["MOE_FORMS", "as_run"]
@@ -41,6 +42,17 @@ def _block(block: Block, moe_form: str, dropout: bool) -> Block:
                         (("mlp", block.mlp), ("shortcut", block.shortcut)) if isinstance(part, MoE)})
     if not dropout:
         changes["residual_dropout"] = 0.0
-        if isinstance(block.attention, Attention):
-            changes["attention"] = block.attention.replaced(dropout=0.0)
+        changes["attention"] = _undropped(block.attention)
+        if block.shared is not None:  # Zamba2's shared block: its attention's P
+            copy = block.shared.block
+            changes["shared"] = block.shared.replaced(block=copy.replaced(attention=_undropped(copy.attention)))
     return block.replaced(**changes) if changes else block
+
+
+def _undropped(mixer: object) -> object:
+    """The mixer without P's dropout: an attention's, or each of a parallel group's (Falcon-H1's)."""
+    if isinstance(mixer, (Attention, MLA)):
+        return mixer.replaced(dropout=0.0)
+    if isinstance(mixer, Parallel):
+        return mixer.replaced(mixers=tuple(_undropped(m) for m in mixer.mixers))
+    return mixer
