@@ -18,6 +18,8 @@ Training kernels compute the same recurrences in chunks, with more arithmetic fo
 
 from __future__ import annotations
 
+from typing import Any
+
 from calc.analysis.shapes.core import Dims, Rows, Shape, Step
 from calc.parts import GatedDeltaNet, KimiDeltaAttention, LightningAttention, Mamba, Mamba2, ShortConv
 
@@ -41,10 +43,14 @@ def _positions(x: Shape) -> int:
     return n
 
 
-def _scan_formula(factor: int, positions: Shape, *state: str) -> str:
-    """'4·B·T·I·N': a recurrence's multiply-adds per position and state element, which no [m, k] × [k, n]
-    shape states (the flops table would otherwise print a matmul's 2·m·n·k of the wrong names)."""
-    return "·".join((str(factor), *positions.names, *state))
+def _scan_cost(d: Dims, factor: int, positions: Shape, *state: str) -> dict[str, Any]:
+    """A recurrence's FLOPs, `factor` per position and state element, with its formula ('4·B·T·I·N'),
+    which no [m, k] × [k, n] shape states (the flops table would otherwise print a matmul's 2·m·n·k of
+    the wrong names): one source for both, as d.step's `flops` and `formula`."""
+    flops = factor * _positions(positions)
+    for name in state:
+        flops *= d.sizes[name]
+    return {"flops": flops, "formula": "·".join((str(factor), *positions.names, *state))}
 
 
 def mamba2_steps(d: Dims, m: Mamba2, rows: Rows) -> list[Step]:
@@ -53,7 +59,6 @@ def mamba2_steps(d: Dims, m: Mamba2, rows: Rows) -> list[Step]:
                 K=m.conv_kernel, **{"I+C+H": m.d_inner + m.conv_dim + m.n_heads})
     x, inner, xbc = d.hidden, d.shape("B", d.new, "I"), d.shape("B", d.new, "C")
     heads, state = d.shape("B", d.new, "H", "P"), d.shape("B", "H", "P", "N")
-    scan = 4 * _positions(inner) * m.d_state
     return [
         d.linear("ssm_in", "in_proj: z, x·B·C, dt", x, d.shape("d_model", "I+C+H"), d.shape("B", d.new, "I+C+H"),
                  rows.take("ssm_in", "ssm_in_bias"), f"one matmul, split into the gate z (I={m.d_inner}), the conv's "
@@ -61,7 +66,7 @@ def mamba2_steps(d: Dims, m: Mamba2, rows: Rows) -> list[Step]:
         _conv(d, "ssm_conv", xbc, m.conv_kernel, rows.take("ssm_conv", "ssm_conv_bias"), "Mamba2"),
         d.step("ssm_act", "SiLU", xbc, (xbc,), note="elementwise; then split into x [.., I], B and C [.., G, N]"),
         d.step("ssm_scan", "selective scan: h = exp(dt·A)·h + dt·x⊗B, y = h·C + D·x", heads, (heads,), None,
-               rows.take("ssm_dt_bias", "ssm_a_log", "ssm_d"), scan, state=state, formula=_scan_formula(4, inner, "N"),
+               rows.take("ssm_dt_bias", "ssm_a_log", "ssm_d"), **_scan_cost(d, 4, inner, "N"), state=state,
                note=f"a [{m.head_dim}, {m.d_state}] state per head, kept per sequence whatever its length; "
                     "dt_bias, A (as log) and D are one number per head"),
         d.step("ssm_norm", "gated RMSNorm: norm(y·SiLU(z))", inner, (inner, inner), d.shape("I"),
@@ -90,8 +95,8 @@ def mamba_steps(d: Dims, m: Mamba, rows: Rows) -> list[Step]:
         d.linear("ssm_dt_proj", "dt_proj", d.shape("B", d.new, "R"), d.shape("R", "I"), inner,
                  rows.take("ssm_dt_proj", "ssm_dt_proj_bias"), "one time step per channel; plus a bias"),
         d.step("ssm_scan", "selective scan: h = exp(dt·A)·h + dt·x⊗B, y = h·C + D·x", inner, (inner,),
-               None, rows.take("ssm_a_log", "ssm_d"), 4 * _positions(inner) * m.d_state, state=d.shape("B", "I", "N"),
-               formula=_scan_formula(4, inner, "N"), note=f"an N = {m.d_state} state per channel, kept per sequence whatever its length"),
+               None, rows.take("ssm_a_log", "ssm_d"), **_scan_cost(d, 4, inner, "N"), state=d.shape("B", "I", "N"),
+               note=f"an N = {m.d_state} state per channel, kept per sequence whatever its length"),
         d.step("ssm_gate", "× SiLU(z)", inner, (inner, inner), note="elementwise"),
         d.linear("ssm_out", "out_proj", inner, d.shape("I", "d_model"), x, rows.take("ssm_out", "ssm_out_bias"),
                  "back to d_model"),
@@ -104,7 +109,6 @@ def deltanet_steps(d: Dims, g: GatedDeltaNet, rows: Rows) -> list[Step]:
                 **{"2K+V": g.conv_dim, "V": g.value_dim})
     x, qkv, values = d.hidden, d.shape("B", d.new, "2K+V"), d.shape("B", d.new, "V")
     gates, heads = d.shape("B", d.new, "Hv"), d.shape("B", d.new, "Hv", "Dv")
-    scan = 6 * g.k_head_dim * g.v_head_dim * _positions(gates)  # per value head per token
     return [
         d.linear("gdn_qkv", "in_proj: q, k, v", x, d.shape("d_model", "2K+V"), qkv, rows.take("gdn_qkv"),
                  f"queries and keys of {g.n_k_heads} heads of {g.k_head_dim}, values of {g.n_v_heads} heads of "
@@ -117,8 +121,9 @@ def deltanet_steps(d: Dims, g: GatedDeltaNet, rows: Rows) -> list[Step]:
         d.step("gdn_act", "SiLU; L2-normalise q and k", qkv, (qkv,), note="elementwise; key heads are repeated "
                f"{g.n_v_heads // g.n_k_heads}× to meet the value heads"),
         d.step("gdn_scan", "delta rule: S = exp(g)·S + β·k⊗(v − Sᵀk), o = Sᵀq", heads, (heads,),
-               None, rows.take("gdn_dt_bias", "gdn_a_log"), scan, state=d.shape("B", "Hv", "Dk", "Dv"),
-               formula=_scan_formula(6, gates, "Dk", "Dv"), note=f"a [{g.k_head_dim}, {g.v_head_dim}] state per value head, kept per sequence whatever its length"),
+               None, rows.take("gdn_dt_bias", "gdn_a_log"), **_scan_cost(d, 6, gates, "Dk", "Dv"),
+               state=d.shape("B", "Hv", "Dk", "Dv"),
+               note=f"a [{g.k_head_dim}, {g.v_head_dim}] state per value head, kept per sequence whatever its length"),
         d.step("gdn_norm", "gated RMSNorm: norm(o)·SiLU(z)", heads, (heads, heads), d.shape("Dv"), rows.take("gdn_norm"),
                note="one Dv-wide scale shared by the value heads"),
         d.linear("gdn_out", "out_proj", values, d.shape("V", "d_model"), x, rows.take("gdn_out"), "back to d_model"),
@@ -130,7 +135,6 @@ def kda_steps(d: Dims, k: KimiDeltaAttention, rows: Rows) -> list[Step]:
     d = d.named(H=k.n_heads, D=k.head_dim, K=k.conv_kernel, **{"HD": k.width, "3HD": 3 * k.width})
     x, qkv, width = d.hidden, d.shape("B", d.new, "3HD"), d.shape("B", d.new, "HD")
     low, heads = d.shape("B", d.new, "D"), d.shape("B", d.new, "H", "D")
-    scan = 6 * k.head_dim * k.head_dim * _positions(d.shape("B", d.new, "H"))  # per head per token
     projections = [d.linear(f"kda_{name}", f"{name}_proj", x, d.shape("d_model", "HD"), width, rows.take(f"kda_{name}"))
                    for name in "qkv"]
     return [
@@ -144,8 +148,9 @@ def kda_steps(d: Dims, k: KimiDeltaAttention, rows: Rows) -> list[Step]:
         d.linear("kda_b", "b_proj: beta (write strength)", x, d.shape("d_model", "H"), d.shape("B", d.new, "H"),
                  rows.take("kda_b")),
         d.step("kda_scan", "delta rule: S = diag(exp(g))·S + β·k⊗(v − Sᵀk), o = Sᵀq", heads, (heads,),
-               None, rows.take("kda_dt_bias", "kda_a_log"), scan, state=d.shape("B", "H", "D", "D"),
-               formula=_scan_formula(6, d.shape("B", d.new, "H"), "D", "D"), note=f"a [{k.head_dim}, {k.head_dim}] state per head, kept per sequence whatever its length"),
+               None, rows.take("kda_dt_bias", "kda_a_log"), **_scan_cost(d, 6, d.shape("B", d.new, "H"), "D", "D"),
+               state=d.shape("B", "H", "D", "D"),
+               note=f"a [{k.head_dim}, {k.head_dim}] state per head, kept per sequence whatever its length"),
         d.linear("kda_g_a", "output gate: g_a_proj", x, d.shape("d_model", "D"), low, rows.take("kda_g_a")),
         d.linear("kda_g_b", "output gate: g_b_proj", low, d.shape("D", "HD"), width, rows.take("kda_g_b")),
         d.step("kda_norm", "gated RMSNorm: norm(o)·sigmoid(g)", heads, (heads, heads), d.shape("D"),
@@ -158,13 +163,12 @@ def lightning_steps(d: Dims, a: LightningAttention, rows: Rows) -> list[Step]:
     """x -> qkv (SiLU) -> decayed linear attention per head -> RMSNorm -> × sigmoid(gate) -> out_proj."""
     d = d.named(h=a.n_heads, hd=a.head_dim, **{"W": a.width, "3W": 3 * a.width})
     x, qkv, width, heads = d.hidden, d.shape("B", d.new, "3W"), d.shape("B", d.new, "W"), d.shape("B", d.new, "h", "hd")
-    scan = 4 * a.head_dim * a.head_dim * _positions(d.shape("B", d.new, "h"))
     return [
         d.linear("la_qkv", "qkv_proj", x, d.shape("d_model", "3W"), qkv, rows.take("la_qkv"),
                  f"q, k and v of {a.n_heads} heads of {a.head_dim}"),
         d.step("la_act", "SiLU", qkv, (qkv,), note="elementwise"),
-        d.step("la_scan", "S = λ·S + k⊗v, o = q·S", heads, (heads,), None, 0, scan,
-               state=d.shape("B", "h", "hd", "hd"), formula=_scan_formula(4, d.shape("B", d.new, "h"), "hd", "hd"),
+        d.step("la_scan", "S = λ·S + k⊗v, o = q·S", heads, (heads,), None, 0,
+               **_scan_cost(d, 4, d.shape("B", d.new, "h"), "hd", "hd"), state=d.shape("B", "h", "hd", "hd"),
                note=f"a [B, h, {a.head_dim}, {a.head_dim}] state, one per head with a fixed decay λ (buffers), "
                     "kept per sequence whatever its length"),
         d.step("la_norm", "RMSNorm", width, (width,), d.shape("W"), rows.take("la_norm"), note="over all heads"),
