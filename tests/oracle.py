@@ -18,6 +18,8 @@ import pytest
 import yaml
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+# One real config.json per model_type (tests/configs/model_types/SOURCES.yaml has their URLs).
+MODEL_TYPE_CONFIGS = sorted((CONFIG_DIR / "model_types").glob("*.json"))
 
 
 def config_files() -> list[Path]:

@@ -26,6 +26,7 @@ from calc.errors import GptcalcError
 from calc.analysis.memory.gpus import rated_gpu
 from calc.analysis.shapes import journey
 from calc.spec.load import load_spec
+from oracle import MODEL_TYPE_CONFIGS
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -198,9 +199,6 @@ def test_unknown_gpu_is_an_input_error() -> None:
 def test_cli_conventions_are_stated(flag: str, phrase: str) -> None:
     code, out = run("flops", "llama-3.2-1b", "--seq", "64", flag)
     assert code == 0 and phrase in out
-
-
-MODEL_TYPE_CONFIGS = sorted((Path(__file__).resolve().parent / "configs" / "model_types").glob("*.json"))
 
 
 @pytest.mark.parametrize("path", MODEL_TYPE_CONFIGS, ids=lambda p: p.stem)

@@ -20,6 +20,7 @@ from calc.analysis.train.params import held, nf4_bytes
 from calc.analysis.train.states import Tensor, model_states, optimizer_bytes
 from calc.cli import main
 from calc.spec.load import load_spec
+from oracle import MODEL_TYPE_CONFIGS
 
 ALL = ("q", "k", "v", "o", "gate", "up", "down")
 
@@ -334,9 +335,6 @@ def test_lora_on_the_head_and_litgpt_s_shared_qkv_dropout() -> None:
     head = train(spec, replace(base, lora_targets=("q", "v", "head")))
     assert head.held.adapter_params - train(spec, base).held.adapter_params == 8 * (4096 + 128256)
     assert {t.label: t.elements for t in head.outside}["LoRA: A's outputs (head)"] == rows * 8
-
-
-MODEL_TYPE_CONFIGS = sorted((Path(__file__).resolve().parent / "configs" / "model_types").glob("*.json"))
 
 
 @pytest.mark.parametrize("path", MODEL_TYPE_CONFIGS, ids=lambda p: p.stem)
