@@ -8,7 +8,9 @@ figure worked out here by hand from SGLang's source:
   compress_ratios read whole, MTP entry included (configs/model_config.py at 001adf564f).
 - MiniMax-M3: DefaultPoolConfigurator._compute_cell_size's MiniMax branch: (dense + sparse) x 2 x KV
   heads x head_dim x cache bytes + K-only sparse layers x sparse_index_dim x model bytes, pages of 128
-  (arg_groups/model_overrides/minimax_m3.py at 1ee3fb2aa1)."""
+  (arg_groups/model_overrides/minimax_m3.py at 1ee3fb2aa1).
+- The prefill CUDA graphs' reserve in the default mem_fraction_static: memory_hook.py reserve_for_graph_mb and
+  cuda_graph_hook.py at a82da8da159e."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ import pytest
 
 from calc.analysis.memory.engines import engine_lines, kv_pool
 from calc.analysis.memory.kv import kv_cache
+from calc.analysis.memory.sglang_prefill_graphs import capture_sizes, prefill_graph_reserve
+from calc.analysis.memory.startup import sglang_fraction
 from calc.errors import GptcalcError
 from calc.spec.load import load_spec
 from cli_checks import check_run
@@ -104,3 +108,29 @@ def test_minimax_m3_cli_answers() -> None:
     result = check_run(["memory", M3, "--engine", "sglang", "--kv-memory", "40GiB", "--seq", "128k", "--tp", "8"])
     assert result.exit_code == 0, result.stderr
     assert "#tokens: 947840," in result.stdout  # 42,949,672,960 // 45,312 = 947,865: 7,405 pages of 128
+
+
+def test_prefill_graph_capture_sizes() -> None:
+    """generate_prefill_cuda_graph_batch_sizes (sglang a82da8da arg_groups/cuda_graph_hook.py): 4..32 by 4 (8),
+    48..256 by 16 (14), 288..512 by 32 (8), 576..1024 by 64 (8), 1280..4096 by 256 (12), 4608.. by 512."""
+    assert len(capture_sizes(8192)) == 8 + 14 + 8 + 8 + 12 + 8 == 58
+    assert len(capture_sizes(16384)) == 50 + 24 and len(capture_sizes(2048)) == 8 + 14 + 8 + 8 + 4
+
+
+@pytest.mark.parametrize(("model", "pp", "mib"), [
+    ("llama-3.1-8b", 1, 58 * 8),  # breakable prefill graphs on: 8 MiB of non-torch memory per size
+    ("deepseek-v3", 1, 1536),  # MLA: 1.5 GiB ("MLA backend overhead is much higher than expected with fa3")
+    ("deepseek-v4-flash", 1, 0),  # disable_breakable_cudagraph_if_incompatible: DeepSeek-V4
+    ("llama-3.1-8b", 2, 0),  # apply_cuda_graph_compatibility: off under pipeline parallelism by default
+    ("gemma-3-27b", 1, 0),  # multimodal and on neither allowlist
+])
+def test_prefill_graph_reserve(model: str, pp: int, mib: int) -> None:
+    spec = load_spec(model)
+    assert prefill_graph_reserve(spec, 8192, pp, bool(spec.towers))[0] == mib
+
+
+def test_default_fraction_holds_the_prefill_graphs() -> None:
+    """H100 (81,559 MiB, tp 1): 512 + 8,192 x 1.5 + 1 / 8 x 1,024 + 2 x 256 + 464 = 13,904 MiB reserved."""
+    assert sglang_fraction(81559, 1, 1, prefill_graphs=464) == (round((81559 - 13904) / 81559, 3), 13904)
+    result = check_run(["memory", "llama-3.1-8b", "--engine", "sglang", "--budget", "H100", "--json"])
+    assert json.loads(result.stdout)["engine_budget"]["fraction"] == 0.83
