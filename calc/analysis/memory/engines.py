@@ -9,6 +9,8 @@ Each engine carves its KV pool into fixed-size pages and reports the tokens they
               on a GPU (--block-size), 128 on CPU
     SGLang    tokens = floor(kv_memory / bytes per token)                   (page size 1 by default)
               "KV Cache is allocated. #tokens: {tokens}, K size: {K / 2^30:.2f} GB, V size: ..."
+              (pages of 64 for DSA, of 128 for MiniMax-M3 with its index keys in the cell; DeepSeek-V4's
+              six pools from one cost per token: calc.analysis.memory.sglang_dsv4)
     TRT-LLM   blocks = floor(kv_memory / (tokens_per_block x bytes per token)), tokens_per_block 32
               "Number of tokens per block: 32." and "[MemUsageChange] Allocated {blocks x block bytes /
               2^30:.2f} GiB for max tokens in paged KV cache ({blocks x 32})." (cpp/tensorrt_llm/
@@ -482,8 +484,8 @@ def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     if engine in ("vllm", "sglang") and has_compressed_rows(kv):
         return
     if engine == "sglang" and any(kind.kind == BLOCK_INDEXER for kind in kv.layers) and kv.format.bits_per_value < 16:
-        raise GptcalcError(f"--engine sglang with a {kv.format.name} cache: SGLang keeps {kv.model}'s index keys in fp8 "
-                           "where its fp8 attention GEMMs run (an fp8_e4m3 cache with trtllm_mha on SM100) and in the "
+        raise GptcalcError(f"--engine sglang with a {kv.format.name} cache: SGLang keeps {kv.model}'s index keys "
+                           "in fp8 where its fp8 attention GEMMs run (an fp8_e4m3 cache with trtllm_mha on SM100) and in the "
                            f"model's dtype elsewhere ({SGLANG_M3}); which one a card runs is not modelled: give a "
                            "16-bit cache")
     other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA, BLOCK_INDEXER} if engine in ("vllm", "sglang")
