@@ -180,6 +180,18 @@ def test_granite_4_0_h_350m_as_released() -> None:
     assert round(b.total / 1e6) == 340 and round(2 * b.total / 2**20) == 649
 
 
+@pytest.mark.parametrize(("model_type", "key", "kinds"), [
+    ("nemotron_h", "layers_block_type", ["mamba", "mlp", "attention", "moe"]),
+    ("granitemoehybrid", "layer_types", ["mamba", "attention"])])
+def test_older_layer_type_names_read_as_transformers_renames_them(model_type: str, key: str, kinds: list[str]) -> None:
+    """Configs written before transformers 5 say "mamba" and "attention" where it now says linear_attention
+    and full_attention; every config renames them as it loads (configuration_utils.py, _LEGACY_LAYER_TYPE_REMAP;
+    Nemotron-H's layers_block_type is its layer_types). The tiny models with the older names, the layers as
+    hybrid_override_pattern "M-*E" and the tiny Granite's list give them."""
+    config = {**{k: v for k, v in tiny_config(model_type).items() if k != "hybrid_override_pattern"}, key: kinds}
+    assert count(spec_of(config)).total == transformers_count(config) == count(spec_of(tiny_config(model_type))).total
+
+
 def test_a_parallel_group_holds_different_mixers() -> None:
     """Two members of one kind would share component keys (and tensor names): refused by name."""
     attention = {"n_heads": 2, "head_dim": 8}

@@ -167,7 +167,12 @@ def layer_kinds(cfg: Config, default: Callable[[int], str]) -> list[str]:
         return [default(i) for i in range(n_layers)]
     if len(kinds) != n_layers or not all(isinstance(kind, str) for kind in kinds):
         raise cfg.error("layer_types", f"expected {n_layers} layer type names (one per layer), got {kinds!r}")
-    return [LEGACY_LAYER_TYPES.get(kind, kind) for kind in kinds]
+    return current_kinds(kinds)
+
+
+def current_kinds(kinds: list[Any]) -> list[Any]:
+    """Layer type names with the older ones renamed as transformers renames them (LEGACY_LAYER_TYPES)."""
+    return [LEGACY_LAYER_TYPES.get(kind, kind) if isinstance(kind, str) else kind for kind in kinds]
 
 
 # The attention types `layer_types` may name, as transformers' hybrid models write them.
