@@ -82,6 +82,7 @@ TABLE_FILES = {
     "zamba2": "tests/configs/model_types/zamba2.json", "olmo_hybrid": "tests/configs/model_types/olmo_hybrid.json",
     "deepseek_v4": "tests/configs/model_types/deepseek_v4.json",
     "granitemoehybrid": "tests/configs/model_types/granitemoehybrid.json",
+    "granitemoe": "tests/configs/model_types/granitemoe.json",
 }
 
 
