@@ -154,6 +154,23 @@ def _hyperparameters(writer: Any, c: dict[str, Any]) -> None:
 DSV4_F32 = ("_hc.", "hc_head.", ".sinks", "position_bias")
 
 
+def dsv4_config() -> dict[str, Any]:
+    """The tiny DeepSeek-V4 (tests/tiny_models.py) as llama.cpp's deepseek4 runs it: four residual copies (its graph
+    asserts hc == 4, src/models/deepseek4.cpp:366), ratios 0 / 4 / 128 only (:152) given per layer as released
+    configs give them (`compress_ratios`, one more for the MTP layer), one KV head, an indexer head of 64 (llama.cpp
+    always rotates the indexer's keys with a Hadamard matrix of at least 64, src/llama-kv-cache.cpp:321-345) and a
+    head of 128 apart from it; the expert width as moe_intermediate_size (what the converter writes)."""
+    from tests.tiny_models import tiny_config
+
+    config = {**tiny_config("deepseek_v4"), "num_key_value_heads": 1, "hc_mult": 4, "head_dim": 128,
+              "index_head_dim": 64, "qk_rope_head_dim": 16, "moe_intermediate_size": 48, "n_shared_experts": 1,
+              "routed_scaling_factor": 1.5, "norm_topk_prob": True, "compress_rope_theta": 160000.0, "hc_eps": 1e-6,
+              "compress_ratios": [0, 4, 128, 4, 0], "max_position_embeddings": 4096}
+    for key in ("intermediate_size", "layer_types", "compress_rates"):
+        del config[key]
+    return config
+
+
 def write_dsv4_gguf(config: dict[str, Any], path: Path) -> None:
     """A runnable deepseek4 GGUF of the tiny DeepSeek-V4 `config` (with `compress_ratios`) at `path`."""
     from calc.checkpoint.gguf_deepseek4 import gguf_name
@@ -189,6 +206,12 @@ def _dsv4_hyperparameters(writer: Any, c: dict[str, Any]) -> None:
     writer.add_embedding_length(c["hidden_size"])
     writer.add_head_count(c["num_attention_heads"])
     writer.add_head_count_kv(c["num_key_value_heads"])
+    rope = c["rope_scaling"]  # yarn
+    writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    writer.add_rope_scaling_factor(rope["factor"])
+    writer.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+    writer.add_rope_scaling_yarn_beta_fast(rope["beta_fast"])
+    writer.add_rope_scaling_yarn_beta_slow(rope["beta_slow"])
     writer.add_rope_freq_base(c.get("rope_theta", 10000.0))
     writer.add_layer_norm_rms_eps(c.get("rms_norm_eps", 1e-6))
     writer.add_expert_count(c["n_routed_experts"])
