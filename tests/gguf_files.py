@@ -88,13 +88,13 @@ def _converted(model: Any, config: dict[str, Any]) -> list[tuple[str, tuple[int,
 
 def _add(writer: Any, name: str, shape: tuple[int, ...], kind: str, finite: bool = False) -> None:
     """Random bytes of `kind` (F16 where its block does not divide the row, as llama-quantize falls back)."""
-    if finite and kind in ("F32", "F16"):
-        values = np.random.default_rng(0).normal(0, 0.02, shape)
-        writer.add_tensor(name, values.astype(np.float32 if kind == "F32" else np.float16))
-        return
     qtype = gguf.GGMLQuantizationType[kind]
     if shape[-1] % gguf.GGML_QUANT_SIZES[qtype][0]:
         qtype = gguf.GGMLQuantizationType.F16
+    if finite and qtype.name in ("F32", "F16"):
+        values = np.random.default_rng(0).normal(0, 0.02, shape)
+        writer.add_tensor(name, values.astype(np.float32 if qtype.name == "F32" else np.float16))
+        return
     block, size = gguf.GGML_QUANT_SIZES[qtype]
     data = np.random.default_rng(0).integers(0, 256, (*shape[:-1], shape[-1] // block * size), dtype=np.uint8)
     writer.add_tensor(name, data, raw_dtype=qtype)
@@ -159,11 +159,12 @@ def dsv4_config() -> dict[str, Any]:
     asserts hc == 4, src/models/deepseek4.cpp:366), ratios 0 / 4 / 128 only (:152) given per layer as released
     configs give them (`compress_ratios`, one more for the MTP layer), one KV head, an indexer head of 64 (llama.cpp
     always rotates the indexer's keys with a Hadamard matrix of at least 64, src/llama-kv-cache.cpp:321-345) and a
-    head of 128 apart from it; the expert width as moe_intermediate_size (what the converter writes)."""
+    head of 128 apart from it; experts 64 wide (whole MXFP4 blocks), given as moe_intermediate_size (what the converter
+    writes)."""
     from tests.tiny_models import tiny_config
 
     config = {**tiny_config("deepseek_v4"), "num_key_value_heads": 1, "hc_mult": 4, "head_dim": 128,
-              "index_head_dim": 64, "qk_rope_head_dim": 16, "moe_intermediate_size": 48, "n_shared_experts": 1,
+              "index_head_dim": 64, "qk_rope_head_dim": 16, "moe_intermediate_size": 64, "n_shared_experts": 1,
               "routed_scaling_factor": 1.5, "norm_topk_prob": True, "compress_rope_theta": 160000.0, "hc_eps": 1e-6,
               "compress_ratios": [0, 4, 128, 4, 0], "max_position_embeddings": 4096}
     for key in ("intermediate_size", "layer_types", "compress_rates"):
@@ -171,8 +172,10 @@ def dsv4_config() -> dict[str, Any]:
     return config
 
 
-def write_dsv4_gguf(config: dict[str, Any], path: Path) -> None:
-    """A runnable deepseek4 GGUF of the tiny DeepSeek-V4 `config` (with `compress_ratios`) at `path`."""
+def write_dsv4_gguf(config: dict[str, Any], path: Path, quantized: bool = False) -> None:
+    """A runnable deepseek4 GGUF of the tiny DeepSeek-V4 `config` (with `compress_ratios`) at `path`: matrices F16,
+    or, `quantized`, typed as the converter types DeepSeek's checkpoint: routed experts MXFP4 (repacked from
+    DeepSeek's FP4, deepseek.py:721-746), the FP8 matrices Q8_0 (deepseek.py:897-898), embeddings and head F16."""
     from calc.checkpoint.gguf_deepseek4 import gguf_name
 
     model = transformers_model(copy.deepcopy(config))
@@ -191,7 +194,9 @@ def write_dsv4_gguf(config: dict[str, Any], path: Path) -> None:
             writer.add_tensor(name, np.arange(np.prod(shape), dtype=np.int32).reshape(shape) % config["n_routed_experts"])
         else:
             f32 = len(shape) == 1 or any(part in hf_name for part in DSV4_F32)
-            _add(writer, name, shape, "F32" if f32 else "F16", finite=True)
+            kind = "F32" if f32 else "F16" if not quantized or name.startswith(("token_embd", "output")) else \
+                "MXFP4" if "_exps" in name else "Q8_0"
+            _add(writer, name, shape, kind, finite=True)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
