@@ -191,7 +191,8 @@ def write_dsv4_gguf(config: dict[str, Any], path: Path, quantized: bool = False)
         name = gguf_name(hf_name + ("" if hf_name.endswith((".weight", ".bias")) else ".weight"))
         assert name is not None, hf_name
         if name.endswith("tid2eid.weight"):  # _write_hash_routing_tensors: I32 expert ids, each a real expert
-            writer.add_tensor(name, np.arange(np.prod(shape), dtype=np.int32).reshape(shape) % config["n_routed_experts"])
+            ids = np.arange(np.prod(shape), dtype=np.int32).reshape(shape)
+            writer.add_tensor(name, ids % config["n_routed_experts"])
         else:
             f32 = len(shape) == 1 or any(part in hf_name for part in DSV4_F32)
             kind = "F32" if f32 else "F16" if not quantized or name.startswith(("token_embd", "output")) else \
@@ -234,10 +235,11 @@ def _dsv4_hyperparameters(writer: Any, c: dict[str, Any]) -> None:
     writer.add_expert_weights_norm(c["norm_topk_prob"])
     for key in ("swiglu_clamp_exp", "swiglu_clamp_shexp"):
         writer.add_array(f"{a}.{key}", [float(c["swiglu_limit"])] * layers)
-    for key, value in (("attention.indexer.head_count", "index_n_heads"), ("attention.indexer.key_length", "index_head_dim"),
-                       ("attention.indexer.top_k", "index_topk"), ("attention.output_group_count", "o_groups"),
-                       ("attention.output_lora_rank", "o_lora_rank"), ("hyper_connection.count", "hc_mult"),
-                       ("hyper_connection.sinkhorn_iterations", "hc_sinkhorn_iters"), ("hash_layer_count", "num_hash_layers")):
+    for key, value in (("attention.indexer.head_count", "index_n_heads"),
+                       ("attention.indexer.key_length", "index_head_dim"), ("attention.indexer.top_k", "index_topk"),
+                       ("attention.output_group_count", "o_groups"), ("attention.output_lora_rank", "o_lora_rank"),
+                       ("hyper_connection.count", "hc_mult"), ("hash_layer_count", "num_hash_layers"),
+                       ("hyper_connection.sinkhorn_iterations", "hc_sinkhorn_iters")):
         writer.add_uint32(f"{a}.{key}", c[value])
     writer.add_array(f"{a}.attention.compress_ratios", c["compress_ratios"])
     writer.add_float32(f"{a}.attention.compress_rope_freq_base", c["compress_rope_theta"])

@@ -213,4 +213,5 @@ def test_deepseek4_gguf_needs_its_compress_ratios(tmp_path: Path) -> None:
     writer.write_tensors_to_file()
     writer.close()
     run = check_run(["count", str(path)], tmp_path, path)
-    assert run.exit_code == 2 and "deepseek4.attention.compress_ratios: expected one compression ratio per layer" in run.stderr
+    assert run.exit_code == 2
+    assert "deepseek4.attention.compress_ratios: expected one compression ratio per layer" in run.stderr

@@ -97,7 +97,8 @@ def read_config(meta: dict[str, Any], path: str) -> dict[str, Any]:
     clamps = meta.get(f"{ARCH}.swiglu_clamp_exp")
     if isinstance(clamps, list) and clamps:
         if len(set(clamps)) > 1:
-            raise GptcalcError(f"{path}: {ARCH}.swiglu_clamp_exp: differs between layers; DeepSeek-V4 has one swiglu_limit")
+            raise GptcalcError(f"{path}: {ARCH}.swiglu_clamp_exp: differs between layers; DeepSeek-V4 has one "
+                               "swiglu_limit")
         data["swiglu_limit"] = clamps[0]
     if meta.get(f"{ARCH}.expert_gating_func", SQRT_SOFTPLUS) != SQRT_SOFTPLUS:
         raise GptcalcError(f"{path}: {ARCH}.expert_gating_func: not sqrt(softplus), which llama.cpp's deepseek4 needs")
