@@ -13,6 +13,7 @@ Two translations, both tables:
   exactly when llama.cpp's table gives it to a tensor of the spec. Two tensors the converter splits
   are joined back: routed experts' `ffn_gate_exps` + `ffn_up_exps` (transformers 5 fuses them as
   `gate_up_proj`) and MLA's `attn_k_b` + `attn_v_b` (`kv_b_proj`, split for the absorbed attention).
+  An architecture gguf-py's tables lack (`deepseek4`) brings both tables of its own (`OWN`).
 
 Shapes are ggml's `ne` reversed (ggml's row is its first dimension); ggml drops or adds unit
 dimensions (a depthwise conv1d's middle 1), so a shape equal to the spec's but for 1s is the spec's.
