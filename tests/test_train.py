@@ -346,3 +346,31 @@ def test_every_model_type_holds_its_decoder_as_tensors(path: Path) -> None:
     spec = load_spec(str(path))
     held = train(spec, Setup(16, 1)).held
     assert held.params == count(spec).decoder_total and all(t.elements > 0 for t in held.tensors)
+
+
+def test_gradient_accumulation_runs_beside_the_gradients() -> None:
+    """A later micro-batch's forward and backward hold the gradients accumulated so far: this GPU's
+    shard under FSDP2's per-micro-batch reduce-scatter, the unsharded whole under no_sync (torch FSDP's
+    no_sync docstring: "FSDP will accumulate the full model gradients (instead of gradient shards)")."""
+    spec = load_spec("llama-2-7b")
+    base = Setup(512, 1, gpus=4, zero=3, precision="bf16", recompute="full")
+    one = train(spec, base)
+    grads = next(r for r in one.states if r.key == "gradients")
+    for no_sync, held_grads in ((False, grads.per_gpu), (True, grads.full)):
+        t = train(spec, replace(base, grad_accumulation=4, no_sync=no_sync))
+        for before, after in zip(one.moments[:2], t.moments[:2]):
+            assert after.allocated - before.allocated == held_grads
+        assert dict(t.moments[-2].parts)["gradients"] == held_grads  # backward ends
+    code, out = run("train", "llama-2-7b", "--seq", "512", "--micro-batch", "1", "--grad-accumulation", "2",
+                    "--optimizer-in-backward")
+    assert code == 2 and "nothing to accumulate" in out
+
+
+def test_litgpt_unties_the_head() -> None:
+    """litgpt's GPT builds its own lm_head whatever the config ties (litgpt/model.py @ 5895df10, line 25;
+    scripts/convert_hf_checkpoint.py copies wte into it): Gemma's head is a second vocab × d matrix."""
+    spec = load_spec(str(Path(__file__).parent / "configs" / "model_types" / "gemma.json"))  # google/gemma-2b
+    tied, untied = (train(spec, Setup(512, 1, tied=tied)).held.params for tied in (True, False))
+    assert spec.head.tied and untied - tied == 256000 * 2048
+    code, out = run("train", "llama-3.2-1b", "--seq", "512", "--micro-batch", "1", "--framework", "litgpt", "--json")
+    assert code == 0 and json.loads(out)["params_on_gpu"] == count(load_spec("llama-3.2-1b")).total + 128256 * 2048

@@ -26,7 +26,9 @@ TORCHTUNE_FLAGS = "https://github.com/pytorch/torchtune/blob/bd2a0fc7c3143097272
 TRAINY_TABLE = "https://github.com/pytorch/torchtitan/blob/b5bcd76c66d0acb1a08b176d9639425bc55e0b2a/benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md"
 TORCHTITAN_TABLE = "https://github.com/pytorch/torchtitan/blob/b5bcd76c66d0acb1a08b176d9639425bc55e0b2a/benchmarks/llama3_h100_202412_torchtitan.md"
 # litgpt config_hub/finetune/<model>/lora.yaml: bf16-true, lora_r 32 on query and value, lora_dropout 0.05,
-# max_seq_length 512 (Alpaca2k, padded to the batch's longest)
+# max_seq_length 512 (Alpaca2k, padded to the batch's longest); each yaml's global_batch_size over devices ×
+# micro_batch_size is its gradient accumulation (finetune/*.py, train.gradient_accumulation_iters), under
+# fabric.no_backward_sync (the profile's no_sync)
 LITGPT_LORA = dict(framework="litgpt", seq=512, lora_rank=32, lora_targets=("q", "v"), lora_dropout=True)
 # torchtune README: batch size 2, packed to 2048, torch.compile on (CEWithChunkedOutputLoss, compiled);
 # recipes/configs/llama3_1/8B_full_single_device.yaml: PagedAdamW8bit, optimizer_in_bwd, activation checkpointing;
@@ -79,21 +81,32 @@ MISTRAL_V02 = {"sliding_window": None, "rope_theta": 1000000.0, "max_position_em
 
 CASES = [
     # (what, model, published, unit, options); source: the table named by the unit's publisher
-    ("litgpt llama-2-7b LoRA, 1xA10G", "llama-2-7b", 19.77, GB, dict(micro_batch=2, **LITGPT_LORA)),
-    ("litgpt llama-3-8b LoRA, 1xA10G", "llama-3-8b", 19.73, GB, dict(micro_batch=1, **LITGPT_LORA)),
-    ("litgpt mistral-7b LoRA, 1xA10G", "mistral-7b", 20.66, GB, dict(micro_batch=2, **LITGPT_LORA)),
-    ("litgpt mistral-7b-v0.2 LoRA, 1xA10G", "mistral-7b", 20.66, GB, dict(micro_batch=2, config=MISTRAL_V02, **LITGPT_LORA)),
-    ("litgpt llama-3.1-8b LoRA, 1xA10G", "llama-3.1-8b", 19.73, GB, dict(micro_batch=1, **LITGPT_LORA)),
-    ("litgpt falcon-7b LoRA, 1xA10G", FALCON, 16.69, GB, dict(micro_batch=1, **LITGPT_LORA)),
-    ("litgpt phi-2 LoRA, 1xA10G", str(CONFIGS / "phi.json"), 13.98, GB, dict(micro_batch=4, **ALL_AND_HEAD)),
-    ("litgpt gemma-2b LoRA, 1xA10G", str(CONFIGS / "gemma.json"), 12.62, GB, dict(micro_batch=2, **ALL_AND_HEAD)),
-    ("litgpt Phi-3-mini-4k-instruct LoRA, 1xA10G", "phi-3-mini", 19.75, GB, dict(micro_batch=4, **ALL_AND_HEAD)),
+    ("litgpt llama-2-7b LoRA, 1xA10G", "llama-2-7b", 19.77, GB, dict(micro_batch=2, grad_accumulation=4, **LITGPT_LORA)),
+    ("litgpt llama-3-8b LoRA, 1xA10G", "llama-3-8b", 19.73, GB, dict(micro_batch=1, grad_accumulation=8, **LITGPT_LORA)),
+    ("litgpt mistral-7b LoRA, 1xA10G", "mistral-7b", 20.66, GB, dict(micro_batch=2, grad_accumulation=4, **LITGPT_LORA)),
+    ("litgpt mistral-7b-v0.2 LoRA, 1xA10G", "mistral-7b", 20.66, GB,
+     dict(micro_batch=2, grad_accumulation=4, config=MISTRAL_V02, **LITGPT_LORA)),
+    ("litgpt llama-3.1-8b LoRA, 1xA10G", "llama-3.1-8b", 19.73, GB,
+     dict(micro_batch=1, grad_accumulation=8, **LITGPT_LORA)),
+    ("litgpt falcon-7b LoRA, 1xA10G", FALCON, 16.69, GB, dict(micro_batch=1, grad_accumulation=8, **LITGPT_LORA)),
+    ("litgpt phi-2 LoRA, 1xA10G", str(CONFIGS / "phi.json"), 13.98, GB,
+     dict(micro_batch=4, grad_accumulation=2, **ALL_AND_HEAD)),
+    ("litgpt gemma-2b LoRA, 1xA10G", str(CONFIGS / "gemma.json"), 12.62, GB,
+     dict(micro_batch=2, grad_accumulation=3, **ALL_AND_HEAD)),
+    ("litgpt Phi-3-mini-4k-instruct LoRA, 1xA10G", "phi-3-mini", 19.75, GB,
+     dict(micro_batch=4, grad_accumulation=2, **ALL_AND_HEAD)),
     # phi-2/full.yaml: devices 2, micro-batch 4; finetune/full.py: FSDPStrategy (full sharding) with activation
     # checkpointing of every Block when devices > 1
     ("litgpt phi-2 full, 2xA10G", str(CONFIGS / "phi.json"), 14.44, GB,
      dict(framework="litgpt", seq=512, micro_batch=4, gpus=2, zero=3, recompute="full")),
     ("litgpt tiny-llama LoRA, 1xA10G", str(CONFIGS / "llama-tinyllama.json"), 13.50, GB,
      dict(micro_batch=8, **{**ALL_AND_HEAD, "lora_rank": 32})),
+    # tiny-llama/full.yaml: devices 1, global batch 32, micro-batch 4 (8 micro-batches a step, the later ones
+    # beside the bf16 gradients); its 4xA10G row ran the same yaml, on one of the four GPUs (devices: 1)
+    ("litgpt tiny-llama full, 1xA10G", str(CONFIGS / "llama-tinyllama.json"), 14.10, GB,
+     dict(framework="litgpt", seq=512, micro_batch=4, grad_accumulation=8)),
+    ("litgpt tiny-llama full, 4xA10G", str(CONFIGS / "llama-tinyllama.json"), 14.10, GB,
+     dict(framework="litgpt", seq=512, micro_batch=4, grad_accumulation=8)),
     ("torchtune Llama 3.1 8B full, 1x4090", "llama-3.1-8b", 18.9, GIB,
      dict(optimizer="paged-adamw8bit", optimizer_in_backward=True, **TORCHTUNE)),
     ("torchtune Llama 3.1 8B LoRA, 1x4090", "llama-3.1-8b", 16.2, GIB,

@@ -366,6 +366,28 @@ def test_adamw_state_after_one_step(name: str) -> None:
     assert sum(p.numel() for p in model.parameters()) == held(spec).params
 
 
+@pytest.mark.parametrize("name", ["gpt2-mha-learned", "llama-mqa-tied"])
+def test_a_later_micro_batch_runs_beside_the_accumulated_gradients(name: str) -> None:
+    """Gradient accumulation measured: the second micro-batch's forward peaks above the first's by
+    exactly the gradients the first left (every parameter's, fp32 here), and its backward by at least
+    that — the term peak.py adds to a later micro-batch's moments."""
+    spec = tiny_spec(name)
+    torch.manual_seed(0)
+    model = TrainingForward(flat_view(spec))
+    ids = torch.randint(0, spec.vocab_size, (B, T))
+    with Live(*model.parameters(), ids) as live:
+        for micro_batch in "12":
+            live.tag = "forward " + micro_batch
+            loss = model(ids)
+            live.tag = "backward " + micro_batch
+            loss.backward()
+            del loss
+    grads = held(spec).params * FP32
+    assert sum(p.grad.nbytes for p in model.parameters()) == grads
+    assert live.peaks["forward 2"] - live.peaks["forward 1"] == grads
+    assert live.peaks["backward 2"] - live.peaks["backward 1"] >= grads - max(p.nbytes for p in model.parameters())
+
+
 # --- the loss, the optimizer step, autocast: measured with a live-storage tracker (tests/live_memory.py)
 
 V, D, N = 2048, 32, 512  # vocabulary, width, tokens (a multiple of litgpt's 128-token chunks)

@@ -28,7 +28,8 @@ def _setup(t: Training) -> str:
         + (f" × cp {s.cp}" if s.cp > 1 else "")
     frame = f", {s.framework} conventions" if s.framework else ""
     every = f" every {s.checkpoint_every} layers" if s.checkpoint_every > 1 else ""
-    return (f"{t.model}, memory per GPU: {gpus}, ZeRO-{s.zero}, micro-batch {s.micro_batch} × seq "
+    steps = f" × {s.grad_accumulation} accumulated{' (no_sync)' if s.no_sync else ''}" if s.grad_accumulation > 1 else ""
+    return (f"{t.model}, memory per GPU: {gpus}, ZeRO-{s.zero}, micro-batch {s.micro_batch}{steps} × seq "
             f"{s.seq:,}, {s.precision} precision, {s.loss} loss, recompute {s.recompute}{every}, "
             f"{s.attention} attention{lora}{f', float8 {s.float8}' if s.float8 != 'none' else ''}{frame}")
 

@@ -11,7 +11,8 @@
   ours where its GPT-3 layer applies;
 - the moments of a step (`moments`, `peak.py`): what is allocated when forward computes the loss,
   when backward starts through it, when a checkpointed layer is recomputed, when backward ends and
-  during the optimizer step. The peak is the largest: the figure torch.cuda.max_memory_allocated
+  during the optimizer step; with gradient accumulation the later micro-batches run beside the
+  gradients accumulated so far (unsharded under `no_sync`). The peak is the largest: the figure torch.cuda.max_memory_allocated
   reports. `reserved` and `nvidia_smi` add the stated, settable overheads.
 
 Tensor parallelism (`tp_impl`) is Megatron's (default: a column-parallel linear under sequence
@@ -23,7 +24,7 @@ dp × cp (`context_parallel.py`); Float8 training (`float8`) changes what is gat
 layer's backward casts, not what is kept (`float8.py`).
 
 The model runs as the framework runs it (`executed.py`): a MoE in its reference form or as grouped
-matmuls (`moe_form`), the config's dropout on or off (`dropout`).
+matmuls (`moe_form`), the config's dropout on or off (`dropout`), a tied head kept tied or not (`tied`).
 
 Under LoRA the trained parameters are the adapters, at the precision's adapter width (fp32 as PEFT
 keeps them, bf16 under pure bf16) with no master copy; the base is frozen at 16 bits (QLoRA: its
@@ -78,6 +79,8 @@ class Setup:
     optimizer_impl: str = "foreach"  # torch's default on CUDA; "fused" keeps no full-size temporary
     optimizer_in_backward: bool = False
     checkpoint_every: int = 1  # with recompute "full": checkpoint every k-th layer (torchtune's ac_option k)
+    grad_accumulation: int = 1  # micro-batches per optimizer step: after the first, each runs beside the gradients
+    no_sync: bool = False  # accumulate unreduced until the last micro-batch (FSDP's no_sync): unsharded gradients
     offload: tuple[str, ...] = ()
     lora_dropout: bool = False
     lora_fused_qkv: bool = False  # q, k and v adapters share one dropout of their input (litgpt's LoRAQKVLinear)
@@ -87,6 +90,7 @@ class Setup:
     tp_impl: str = "megatron"  # "dtensor": torch's DTensor plan (torchtitan), gathered linear inputs, loss_parallel
     moe_form: str = "reference"  # "grouped": a MoE run as top-k rows through grouped matmuls (executed.py)
     dropout: bool = True  # the config's dropout runs (False: the framework's model code has none)
+    tied: bool = True  # the config's tied head holds (False: the framework's model has its own head, litgpt)
     framework: str | None = None  # the profile that set the defaults, for the title
     overheads: Overheads = Overheads()
 
@@ -209,6 +213,9 @@ def _check(spec: ModelSpec, s: Setup) -> None:
     if s.recompute == "op" and (s.attention != "flash" or s.tp > 1):
         raise GptcalcError("--recompute op: torchtitan's per-op policy is counted for fused attention without "
                            "tensor parallelism (--attention flash, --tp 1)")
+    if s.grad_accumulation > 1 and s.optimizer_in_backward:
+        raise GptcalcError("--grad-accumulation: the optimizer step inside backward frees each gradient as it is "
+                           "made, so there is nothing to accumulate (torchtune refuses optimizer_in_bwd with it)")
     if s.checkpoint_every > 1 and s.recompute != "full":
         raise GptcalcError("--checkpoint-every: needs --recompute full (it checkpoints every k-th layer)")
     if s.seq > spec.n_positions:
@@ -285,7 +292,7 @@ def _layers(spec: ModelSpec, s: Setup, p: Precision) -> list[tuple[str, int, tup
 
 def train(spec: ModelSpec, s: Setup) -> Training:
     _check(spec, s)
-    spec = as_run(spec, s.moe_form, s.dropout)
+    spec = as_run(spec, s.moe_form, s.dropout, s.tied)
     p = PRECISIONS[s.precision]
     h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else ())
     layers = _layers(spec, s, p)

@@ -28,6 +28,8 @@ class Profile:
     tp_impl: str = "megatron"  # how its tensor parallelism keeps activations: "megatron" or "dtensor"
     moe_form: str = "reference"  # "grouped": its MoE routes top-k rows through grouped matmuls (executed.py)
     dropout: bool = True  # False: its model code has no dropout, whatever the config's rates
+    no_sync: bool = False  # gradient accumulation skips the reduction until the last micro-batch
+    tied: bool = True  # False: its model has its own head whatever the config ties (executed.py)
 
 
 FRAMEWORKS: dict[str, Profile] = {
@@ -43,9 +45,13 @@ FRAMEWORKS: dict[str, Profile] = {
     # torch.optim.AdamW (foreach on CUDA);
     # utils.py prints torch.cuda.max_memory_allocated() / 1e9
     # litgpt/lora.py: LoRAQKVLinear applies one lora_dropout to the fused qkv input (line 421);
-    # litgpt/model.py has no dropout module (scaled_dot_product_attention with dropout_p=0.0)
+    # litgpt/model.py has no dropout module (scaled_dot_product_attention with dropout_p=0.0);
+    # finetune/*.py accumulate under fabric.no_backward_sync(model, enabled=is_accumulating), which
+    # Lightning's FSDPStrategy and DDPStrategy turn into the module's no_sync(); model.py builds its own
+    # lm_head always (executed.py)
     "litgpt": Profile("bf16", "fp32-chunked", "none", "foreach", "allocated (decimal GB)",
-                      f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml", lora_fused_qkv=True, dropout=False),
+                      f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml", lora_fused_qkv=True, dropout=False,
+                      no_sync=True, tied=False),
     # transformers Trainer, bf16=True: fp32 model under torch.autocast, one F.cross_entropy on
     # logits.float() (loss/loss_utils.py), gradient_checkpointing False, optim adamw_torch
     "hf": Profile("fp32-autocast", "fp32", "none", "foreach", "allocated",
@@ -78,7 +84,7 @@ def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object
     if framework is not None:
         profile = FRAMEWORKS[framework]
         for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv", "tp_impl", "moe_form",
-                    "dropout"):
+                    "dropout", "no_sync", "tied"):
             out.setdefault(key, getattr(profile, key))
         out["framework"] = framework
     return out

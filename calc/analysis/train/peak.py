@@ -17,6 +17,14 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
                                     foreach AdamW makes one state-sized tensor (sqrt of v) for all
                                     parameters at once; the fused kernel makes none
 
+With gradient accumulation (`grad_accumulation` micro-batches a step) every micro-batch after the
+first runs its forward and backward beside the gradients accumulated so far: each GPU's gradients
+as ZeRO holds them (FSDP2, as torchtune and torchtitan run it, reduce-scatters every backward and
+accumulates shards), or, under `no_sync` (torch FSDP's no_sync(), which litgpt enters through
+Fabric's no_backward_sync for every micro-batch but the last), the unsharded gradients: FSDP's
+docstring says "FSDP will accumulate the full model gradients (instead of gradient shards) until
+the eventual sync".
+
 FSDP / ZeRO-3 (and FSDP's CPU offload) add, in forward and backward, the layers it has gathered:
 the one running and the one prefetched, both unsharded at 2 bytes a parameter (a matrix 1 byte
 under float8 all-gather, NF4 under QLoRA: params.gathered_bytes); in backward also one layer's
@@ -141,6 +149,16 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
                  (("FSDP: two gathered layers (running, prefetched)", 2 * size), flat), layer_grad)
 
 
+def _accumulated(t: "Training", grads: int) -> int:
+    """The gradients a later micro-batch of an accumulating step runs beside (see the module's
+    docstring): this GPU's, or under no_sync its unsharded ones; none without accumulation."""
+    s = t.setup
+    if s.grad_accumulation == 1:
+        return 0
+    whole = next((r.full for r in t.states if r.key == "gradients"), 0)
+    return whole if s.no_sync else grads
+
+
 def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int]) -> list[Moment]:
     """The moments of one step (see the module's docstring); `gathered`: the parameters of one layer
     that FSDP gathers and their bytes gathered, (0, 0) without it."""
@@ -160,11 +178,13 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
     head_params = vocab * spec.d_model
     f = _fsdp(t, p, gathered, head_params)
     head_grad = 0 if s.lora_rank else head_params * p.grad
+    earlier = _accumulated(t, grads)
+    acc = (("gradients accumulated over the earlier micro-batches", earlier),) if earlier else ()
     out = [Moment("forward, computing the loss",
-                  base + kept + (("loss: forward temporaries", loss.transient("forward", n, vocab, spec.d_model)),)
+                  base + kept + acc + (("loss: forward temporaries", loss.transient("forward", n, vocab, spec.d_model)),)
                   + f.at_loss),
            Moment("backward, through the loss",
-                  base + kept + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
+                  base + kept + acc + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
                   + f.at_loss + f.loss_backward, cached=loss.cached * n * vocab)]
     in_layer = tuple((what, size) for what, size in (
         ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
@@ -173,9 +193,9 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
     if in_layer:  # the head's and the loss's kept tensors are freed by now
         below_head = ((kept[0][0], kept[0][1] - t.layer_bytes(tuple(x for x in t.outside if x.head))),)
         out.append(Moment("backward, the last layer" + (" recomputed" if s.recompute == "full" else ""),
-                          base + below_head + (("the head's gradient", min(head_grad, grads)),) + in_layer
+                          base + below_head + (acc or (("the head's gradient", min(head_grad, grads)),)) + in_layer
                           + f.in_layer + f.layer_grad))
-    out.append(Moment("backward ends", base + (("gradients", grads),) + f.layer_grad))
+    out.append(Moment("backward ends", base + (("gradients", max(grads, earlier)),) + f.layer_grad))
     if not s.optimizer_in_backward:
         step = 0
         if s.optimizer_impl == "foreach" and s.optimizer == "adamw" and "optimizer" not in s.offload \
