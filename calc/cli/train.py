@@ -47,6 +47,9 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--tied-head/--untied-head", "tied", default=None,
               help="Keep the config's tied head, or give the model its own head as litgpt's GPT always has.  "
                    "[default: --tied-head]")
+@click.option("--norm-upcast/--no-norm-upcast", default=None,
+              help="Eager RMSNorms upcast a bf16 input and keep it and the rsqrt in fp32 (litgpt, torchtune without "
+                   "compile), or keep them at the activation width.  [default: --no-norm-upcast]")
 @click.option("--precision", type=click.Choice(_PRECISIONS),
               help="mixed: bf16 + fp32 master and states (16 B/param with AdamW); bf16: pure bf16 (8); "
                    "mixed-fp32-grads: Megatron (18); fp32-autocast: HF Trainer (16); fsdp-mixed: torchtitan (16).  "
@@ -94,6 +97,7 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, tp_impl: str | None,
           pp: int, cp: int,
           float8: str, framework: str | None, moe_form: str | None, dropout: bool | None, tied: bool | None,
+          norm_upcast: bool | None,
           precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
           attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool,
           grad_accumulation: int, no_sync: bool | None, offload: str | None,
@@ -125,7 +129,8 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
         raise GptcalcError(f"--cuda-context: {exc}") from None
     options = resolve(framework, {"precision": precision, "loss": loss, "recompute": recompute,
                                   "optimizer_impl": optimizer_impl, "tp_impl": tp_impl, "moe_form": moe_form,
-                                  "dropout": dropout, "no_sync": no_sync, "tied": tied})
+                                  "dropout": dropout, "no_sync": no_sync, "tied": tied,
+                                  "norm_upcast": norm_upcast})
     setup = Setup(seq, micro_batch, gpus, zero, tp, pp, sp, optimizer=optimizer, lora_rank=lora_rank,
                   lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,
                   optimizer_in_backward=optimizer_in_backward, grad_accumulation=grad_accumulation,

@@ -91,6 +91,7 @@ class Setup:
     moe_form: str = "reference"  # "grouped": a MoE run as top-k rows through grouped matmuls (executed.py)
     dropout: bool = True  # the config's dropout runs (False: the framework's model code has none)
     tied: bool = True  # the config's tied head holds (False: the framework's model has its own head, litgpt)
+    norm_upcast: bool = False  # eager 16-bit RMSNorms upcast to fp32 and keep fp32 copies (activations._norm)
     framework: str | None = None  # the profile that set the defaults, for the title
     overheads: Overheads = Overheads()
 
@@ -107,6 +108,14 @@ class Setup:
     def local_seq(self) -> int:
         """Tokens of each sample on this GPU."""
         return self.seq // self.cp
+
+    @property
+    def norms(self) -> str:
+        """How the RMSNorms are counted (activations._norm): upcast where the run upcasts, their weights
+        frozen under LoRA."""
+        if not self.norm_upcast:
+            return "act"
+        return "upcast-frozen" if self.lora_rank else "upcast"
 
     @property
     def gathered(self) -> bool:
@@ -281,7 +290,7 @@ def _layers(spec: ModelSpec, s: Setup, p: Precision) -> list[tuple[str, int, tup
                                                           n - checkpointed)):
             if count:
                 terms = layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, ACT_BYTES, recompute,
-                                    s.attention == "flash")
+                                    s.attention == "flash", s.norms)
                 if s.lora_rank and recompute != "full":
                     terms += _lora_terms(spec, kind, s, p)
                 out.append((kind if recompute == s.recompute or s.checkpoint_every == 1 else
@@ -296,7 +305,7 @@ def train(spec: ModelSpec, s: Setup) -> Training:
     p = PRECISIONS[s.precision]
     h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else ())
     layers = _layers(spec, s, p)
-    outside = activation_terms(spec, s.micro_batch, s.local_seq, ACT_BYTES, s.recompute, LOSSES[s.loss])
+    outside = activation_terms(spec, s.micro_batch, s.local_seq, ACT_BYTES, s.recompute, LOSSES[s.loss], s.norms)
     if s.lora_rank:  # an adapter on the head keeps its tensors until backward has passed the head
         outside += [Term(t.label + " (head)", t.elements, t.bytes_per, t.split, head=True)
                     for t in _lora_terms(spec, "", s, p)]

@@ -106,7 +106,7 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     if s.recompute != "full":
         return 0
     rebuilt = [sum(s.term_bytes(term) for term in layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch,
-                                                              s.local_seq, 2, "none", s.attention == "flash")[:])
+                                                              s.local_seq, 2, "none", s.attention == "flash", s.norms))
                for kind in spec.layer_counts()]
     return max(rebuilt) - -(-s.micro_batch * s.local_seq * spec.d_model // (s.tp if s.sp else 1)) * 2
 
