@@ -9,7 +9,7 @@ import click
 from calc.cli.options import CONTEXT, POSITIVE, TEXT, json_option, model_options
 
 # calc.analysis.train's OPTIMIZERS, PRECISIONS, LOSSES, FRAMEWORKS, FLOAT8 (kept here so that --help imports no analysis)
-_OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "sgd", "sgd-momentum", "adafactor")
+_OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "adamw8bit-torchao", "sgd", "sgd-momentum", "adafactor")
 _PRECISIONS = ("mixed", "mixed-fp32-grads", "bf16", "fp32-autocast", "fsdp-mixed")
 _LOSSES = ("fp32", "chunked", "chunked-compiled", "compiled", "linear-chunked", "fp32-chunked", "fused")
 _FRAMEWORKS = ("torchtune", "litgpt", "hf", "torchtitan", "deepspeed", "megatron")

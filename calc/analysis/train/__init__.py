@@ -45,7 +45,7 @@ from calc.analysis.train.loss import LOSS_PARALLEL, LOSSES, Loss
 from calc.analysis.train.params import LAYER_TARGETS, LORA_TARGETS, Held, gathered_bytes, held, layer_params, nf4_bytes
 from calc.analysis.train.peak import Moment, Overheads, moments
 from calc.analysis.train.precision import PRECISIONS, Precision
-from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, model_states, optimizer_bytes
+from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, Tensor, bnb_8bit_bytes, model_states, optimizer_bytes
 from calc.errors import GptcalcError
 from calc.parts import MoE
 from calc.spec.model import ModelSpec
@@ -240,17 +240,20 @@ def _states(h: Held, s: Setup, p: Precision) -> list[StateRow]:
             else 2 * h.params
         rows = model_states(h.adapter_params, optimizer_bytes(s.optimizer, h.adapters, p.state), s.zero, s.shards,
                             weight_bytes=p.adapter, grad_bytes=p.adapter, master_bytes=0, frozen_weights=base)
-    return [_place(row, s) for row in rows]
+    return [placed for row in rows for placed in _place(row, s, h.adapters if s.lora_rank else h.tensors)]
 
 
-def _place(row: StateRow, s: Setup) -> StateRow:
+def _place(row: StateRow, s: Setup, trained: tuple[Tensor, ...]) -> list[StateRow]:
     """Where a state lives: the host when offloaded (optimizer: master and states, as ZeRO-Offload;
-    params: everything, as FSDP's CPU offload), unified memory for a paged optimizer's states."""
+    params: everything, as FSDP's CPU offload); a paged optimizer's large uint8 states in unified
+    memory, its absmax and small tensors' states on the GPU (states.bnb_8bit_bytes)."""
     if "params" in s.offload or ("optimizer" in s.offload and row.key in ("master_weights", "optimizer")):
-        return StateRow(row.key, row.label, row.full, row.shards, "cpu")
+        return [StateRow(row.key, row.label, row.full, row.shards, "cpu")]
     if row.key == "optimizer" and s.optimizer in PAGED:
-        return StateRow(row.key, row.label, row.full, row.shards, "managed")
-    return row
+        paged, kept = bnb_8bit_bytes(trained)
+        return [StateRow(row.key, row.label, paged, row.shards, "managed"),
+                StateRow("optimizer_gpu", "optimizer states kept on the GPU", kept, row.shards)]
+    return [row]
 
 
 def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term]:

@@ -57,6 +57,7 @@ from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.params import gathered_bytes
 from calc.analysis.train.precision import Precision
+from calc.analysis.train.states import step_temporary_bytes
 from calc.spec.model import ModelSpec
 from calc.units import parse_bytes
 
@@ -195,11 +196,24 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
         out.append(Moment("backward, the last layer" + (" recomputed" if s.recompute == "full" else ""),
                           base + below_head + (acc or (("the head's gradient", min(head_grad, grads)),)) + in_layer
                           + f.in_layer + f.layer_grad))
-    out.append(Moment("backward ends", base + (("gradients", max(grads, earlier)),) + f.layer_grad))
+    one = (("8-bit step: one parameter's m and v dequantised to fp32", _one_step(t)),)
+    out.append(Moment("backward ends", base + (("gradients", max(grads, earlier)),) + f.layer_grad
+                      + (one if s.optimizer_in_backward else ())))
     if not s.optimizer_in_backward:
         step = 0
         if s.optimizer_impl == "foreach" and s.optimizer == "adamw" and "optimizer" not in s.offload \
                 and "params" not in s.offload:
             step = next((r.per_gpu for r in gpu if r.key == "optimizer"), 0) // 2
-        out.append(Moment("optimizer step", base + (("gradients", grads), ("foreach step: sqrt(v) for every parameter", step))))
+        out.append(Moment("optimizer step", base + (("gradients", grads), ("foreach step: sqrt(v) for every parameter", step))
+                          + one))
     return out
+
+
+def _one_step(t: "Training") -> int:
+    """A step that goes parameter by parameter keeps the largest one's temporaries for a moment
+    (torchao's 8-bit AdamW: states.step_temporary_bytes), on the GPU and over its shard."""
+    s = t.setup
+    row = next((r for r in t.states if r.key == "optimizer" and r.where == "gpu"), None)
+    if row is None:
+        return 0
+    return -(-step_temporary_bytes(s.optimizer, t.held.adapters if s.lora_rank else t.held.tensors) // row.shards)
