@@ -12,8 +12,9 @@
 - the moments of a step (`moments`, `peak.py`): what is allocated when forward computes the loss,
   when backward starts through it, when a checkpointed layer is recomputed, when backward ends and
   during the optimizer step; with gradient accumulation the later micro-batches run beside the
-  gradients accumulated so far (unsharded under `no_sync`). The peak is the largest: the figure torch.cuda.max_memory_allocated
-  reports. `reserved` and `nvidia_smi` add the stated, settable overheads.
+  gradients accumulated so far (unsharded under `no_sync`). The peak is the largest: the figure
+  torch.cuda.max_memory_allocated reports. `reserved` and `nvidia_smi` add the stated, settable
+  overheads.
 
 Tensor parallelism (`tp_impl`) is Megatron's (default: a column-parallel linear under sequence
 parallelism saves its input's shard) or DTensor's, as torchtitan runs it (it saves the all-gathered

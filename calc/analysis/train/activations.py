@@ -68,7 +68,7 @@ from calc.parts.augment import Augment
 from calc.parts.shared import Shared
 from calc.spec.model import Block, ModelSpec
 
-__all__ = ["NORMS", "RECOMPUTE", "Term", "activation_terms", "korthikanti", "layer_terms", "shared_terms"]
+__all__ = ["RECOMPUTE", "Term", "activation_terms", "korthikanti", "layer_terms", "shared_terms"]
 
 RECOMPUTE = ("none", "selective", "op", "full")
 INT64 = 8
@@ -113,9 +113,6 @@ def _rms_kept(rows: int, width: int, pow_rsqrt: bool, scaled: bool) -> tuple[str
     normed x where a scale multiplies it (a weightless norm's output is kept by whatever reads it)."""
     what = "input, " + ("mean square and its pow" if pow_rsqrt else "rsqrt") + (", normed" if scaled else "")
     return what, rows * width + rows * (1 + pow_rsqrt) + rows * width * scaled
-
-
-NORMS = ("act", "upcast", "upcast-frozen")
 
 
 def _norm(norm: Norm, n: int, width: int, act: int, label: str, norms: str = "act") -> list[Term]:

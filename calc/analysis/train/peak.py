@@ -15,7 +15,9 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
   backward ends                     states + every gradient
   optimizer step                    states + every gradient + the step's temporaries: torch's
                                     foreach AdamW makes one state-sized tensor (sqrt of v) for all
-                                    parameters at once; the fused kernel makes none
+                                    parameters at once; the fused kernel makes none; torchao's 8-bit
+                                    AdamW, stepping one parameter at a time, that parameter's m and v
+                                    in fp32 (with the step inside backward: at backward's end)
 
 With gradient accumulation (`grad_accumulation` micro-batches a step) every micro-batch after the
 first runs its forward and backward beside the gradients accumulated so far: each GPU's gradients
@@ -196,7 +198,8 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
         out.append(Moment("backward, the last layer" + (" recomputed" if s.recompute == "full" else ""),
                           base + below_head + (acc or (("the head's gradient", min(head_grad, grads)),)) + in_layer
                           + f.in_layer + f.layer_grad))
-    one = (("8-bit step: one parameter's m and v dequantised to fp32", _one_step(t)),)
+    stepped = _one_step(t)
+    one = (("8-bit step: one parameter's m and v dequantised to fp32", stepped),) if stepped else ()
     out.append(Moment("backward ends", base + (("gradients", max(grads, earlier)),) + f.layer_grad
                       + (one if s.optimizer_in_backward else ())))
     if not s.optimizer_in_backward:
