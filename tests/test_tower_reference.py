@@ -1,7 +1,7 @@
 """The torch reference's vision tower against transformers' on the same weights.
 
-Tiny Gemma 3, InternVL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral 3, Llama 4, LLaVA-OneVision, Gemma 4 and
-Kimi-K2.5 models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
+Tiny Gemma 3, InternVL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral 3, Llama 4, LLaVA-OneVision, Gemma 4,
+Kimi-K2.5, MiniMax-M3 and Step-3.7 models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
 ForConditionalGeneration classes and written by their save_pretrained; our VisionTower loads the
 checkpoint's tower tensors (strict) and must give get_image_features' projected features for the
 same pixels.
@@ -58,6 +58,13 @@ GEMMA4 = {"pooling_kernel_size": 2}
 # as the released 64 x 64: transformers resamples a grid of pos_emb_height rows a side), merged 2 x 2 = 8 x 6 =
 # 48 tokens.
 MOONVIT = {"pos_emb_width": 4}
+# Step-3.7 (Step3p7ImageProcessor's crop of 504, its global view the tiny image_size 56: 4 x 4 patches of 14, through
+# two 3 x 3 stride-2 convolutions, 2 x 2 then 1 x 1 token): a 1008 x 504 image is one row of two 504 px crops (long
+# side over the global view, aspect 2 <= 4), each 36 x 36 patches (the 4 x 4 position table resampled bilinearly)
+# -> 18 -> 9 = 81 tokens: 81 + 81 + 1 = 163. With image_size 112 (8 x 8 patches -> 4 x 4 -> 2 x 2 = 4 tokens), a
+# 200 x 20 image is near-degenerate (a side under 32, aspect 10 > 4): zero-padded to 200 x 200, its side under
+# one 504 window, so one crop of all of it, resized up to 504: 81 + 4 = 85.
+STEP3P7 = {"image_size": 112}
 OUTER = {"llava_onevision": {"image_grid_pinpoints": [[56, 56], [56, 112], [112, 56], [112, 112]]}}
 BUILT = {"gemma3": ({}, (56, 56), 2, 4), "internvl": ({}, (56, 56), 2, 4),
          "internvl-6b-switches": (INTERNVIT_6B, (56, 56), 2, 4), "qwen2_5_vl": ({}, (140, 196), 1, 35),
@@ -66,7 +73,8 @@ BUILT = {"gemma3": ({}, (56, 56), 2, 4), "internvl": ({}, (56, 56), 2, 4),
          "llava_onevision-tiles-wide": ({}, (84, 112), 1, 70), "llava_onevision-shrunk-wide": ({}, (84, 112), 1, 31),
          "llava_onevision-shrunk-tall": ({}, (112, 84), 1, 32),
          "gemma4": (GEMMA4, (24, 32), 1, 12), "kimi_k25": (MOONVIT, (48, 64), 1, 48), "gemma4-standardized": ({**GEMMA4, "standardize": True}, (24, 32), 1, 12),
-         "minimax_m3_vl": ({}, (56, 84), 1, 6)}
+         "minimax_m3_vl": ({}, (56, 84), 1, 6), "step3p7": ({}, (504, 1008), 1, 163),
+         "step3p7-squared": (STEP3P7, (20, 200), 1, 85)}
 
 
 def saved(model_type: str, directory: Path, vision: dict | None = None, outer: dict | None = None):  # noqa: ANN201
@@ -117,7 +125,7 @@ def test_image_features_are_transformers(case: str, tmp_path: Path) -> None:
         mine, theirs = ours(pixels), image_features(model, ours.transformers_inputs(pixels))
     assert mine.shape == theirs.shape == (images, tokens, 32)  # 32: the text width
     assert sum(p.numel() for p in ours.parameters()) == spec.towers["vision"].total
-    if spec.towers["vision"].newline:  # LLaVA-OneVision: as many tokens as the count's rule says
+    if spec.towers["vision"].images.kind in ("anyres", "crops"):  # as many tokens as the count's rule says
         assert spec.towers["vision"].images.tokens(width, height).image_tokens == tokens
     print(f"{case}: max |ours - transformers'| {float((mine - theirs).abs().max()):.2e}")
     assert float((mine - theirs).abs().max()) <= 1e-5 * max(1.0, float(theirs.abs().max()))
@@ -280,7 +288,10 @@ def verify_load(directory: Path) -> dict:
     ("kimi_k25", "16x16", [1, 4, 32], "Kimi_K25ForConditionalGeneration"),
     # saved under the release's names (block_sparse_moe, w1 / w3 / w2, gate and up apart), its rule's largest
     # image (451,584 pixels): 48 x 48 patches, merged 2 x 2
-    ("minimax_m3_vl", "672x672", [1, 576, 32], "MiniMaxM3SparseForConditionalGeneration")])
+    ("minimax_m3_vl", "672x672", [1, 576, 32], "MiniMaxM3SparseForConditionalGeneration"),
+    # one row of two 504 px crops beside the 56 px global view (BUILT's "step3p7"): 2 x 81 + 1 tokens; its file in
+    # the Hub's layout (OpenCLIP's names, Q, K and V fused, their rows paired for rotary), made in-memory for both
+    ("step3p7", "1008x504", [1, 163, 32], "Step3p7ForConditionalGeneration")])
 def test_verify_load_runs_the_tower_against_transformers(model_type: str, image: str, features: list[int],
                                                          whole: str, tmp_path: Path) -> None:
     """--load: decoder and tower loaded strictly, one seeded image through our tower, and transformers'
