@@ -30,7 +30,7 @@ from calc.towers.mobilenet import ARCHITECTURES
 __all__ = ["towers"]
 
 # Gemma3nVisionConfig and Gemma3nAudioConfig (models/gemma3n/configuration_gemma3n.py).
-VISION = {"architecture": "mobilenetv5_300m_enc", "hidden_size": 2048, "vocab_size": 128}
+VISION = {"architecture": "mobilenetv5_300m_enc", "hidden_size": 2048, "vocab_size": 128, "rms_norm_eps": 1e-6}
 IMAGE_SIZE = 768  # the processor's resize (SiglipImageProcessor size in gemma-3n's preprocessor_config.json)
 SOFT_TOKENS = 256  # Gemma3nConfig.vision_soft_tokens_per_image
 # timm 1.0.31 MobileNetV5Encoder.__init__'s defaults (timm/models/mobilenetv5.py lines 466-467), which
@@ -65,6 +65,7 @@ def _vision(cfg: Config, text_width: int) -> dict[str, Any]:
                                                         f"adapter's {side} x {side} grid, {side * side} tokens")
     return {"kind": "mobilenetv5", "architecture": name, "stages": stages, **fusion,
             "d_model": vision.int("hidden_size"), "vocab": vision.int("vocab_size"), "text_width": text_width,
+            "eps": vision.float("rms_norm_eps"),
             "images": {"kind": "fixed", "image_size": IMAGE_SIZE, "patch_size": max(1, IMAGE_SIZE // side),
                        "tokens_per_image": tokens}}
 

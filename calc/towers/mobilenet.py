@@ -95,6 +95,7 @@ class MobileNet(Part):
     fused_maps: tuple[int, ...] = Field(strict=False, min_length=1)
     output_grid: int = Field(gt=0)
     d_model: int = Field(gt=0)  # the embedder's vision width (vision_config.hidden_size)
+    eps: float = Field(default=1e-6, gt=0)  # the embedder's RMSNorms (rms_norm_eps): computation only
     vocab: int = Field(ge=0)  # hard vision-token rows
     text_width: int = Field(gt=0)
     images: FixedImages | None = None  # every image 768 x 768 -> 16 x 16 = 256 tokens (calc/towers/gemma3n.py)
