@@ -328,7 +328,7 @@ def test_step3p7_views_and_downsamplers_are_a_torch_trace() -> None:
 
 def test_gemma3n_mobilenet_is_timms_encoder() -> None:
     """Gemma 3n's MobileNet-v5 (tests/test_towers.py's config: E2B's text, mobilenetv5_300m_enc): every image is
-    768 x 768; the stem and four stages leave 384, 192, 96, 48 and 24 a side (stride 2 each, timm's symmetric
+    768 x 768; the stem and four stages leave 384, 192, 96, 48 and 24 a side (stride 2 each, timm's "same"
     padding), the fusion adapter pools the 48 x 48 grid of both last stages to 16 x 16, the embedder makes
     256 soft tokens at the text width 2048. The params column is the vision tower's count; the FLOPs are
     timm 1.0.31's encoder under torch's FlopCounterMode on the meta device (871,482,949,632, measured with

@@ -4,9 +4,9 @@ then the embedder's soft tokens at the text width.
 
 Read off timm 1.0.31 (models/mobilenetv5.py MobileNetV5Encoder and MobileNetV5MultiScaleFusionAdapter,
 models/_efficientnet_blocks.py EdgeResidual, UniversalInvertedResidual and MobileAttention,
-layers/attention2d.py MultiQueryAttention2d, layers/padding.py get_padding). Every conv pads
-symmetrically by ((stride - 1) + (k - 1)) // 2 (timm's default pad_type ''), so a side n leaves
-floor((n + 2·pad - k) / stride) + 1. A conv costs 2·C_in·C_out·k²·H'·W' / groups FLOPs per view
+layers/attention2d.py MultiQueryAttention2d, layers/padding.py pad_same). Every conv pads TF's "same"
+way (mobilenetv5_300m_enc's pad_type 'same'): (ceil(n / stride) - 1)·stride + k - n pixels a side, the
+odd one after, so a side n leaves ceil(n / stride). A conv costs 2·C_in·C_out·k²·H'·W' / groups FLOPs per view
 (depthwise: groups = C); an RMSNorm's scale is its conv's step's, no FLOPs. A universal inverted
 residual strides its middle depthwise conv where it has one, else its first; a multi-query attention
 block's keys and values go through a strided depthwise conv (v > 1) before their one-head
@@ -39,14 +39,14 @@ class Map:
     def conv(self, id: str, label: str, c_out: int, k: int, stride: int = 1, depthwise: bool = False,
              bias: bool = False, norm: bool = True) -> None:
         """A k x k conv (and the RMSNorm after it, whose scale it owns) from this map to the next."""
-        pad = ((stride - 1) + (k - 1)) // 2
-        h, w = ((n + 2 * pad - k) // stride + 1 for n in (self.h, self.w))
+        h, w = (-(-n // stride) for n in (self.h, self.w))
+        pad = max((h - 1) * stride + k - self.h, 0)  # along the height; the width's alike on a square map
         per_out = 1 if depthwise else self.c
         params = c_out * per_out * k * k + c_out * bias + c_out * norm
         x, out = self.shape(), self.shape(c_out, h, w)
         flops = 2 * out.sizes[0] * c_out * per_out * k * k * h * w
         kind = "depthwise " if depthwise else ""
-        note = (f"{kind}{k}x{k}, stride {stride}, padding {pad}: {self.c} -> {c_out} channels, "
+        note = (f"{kind}{k}x{k}, stride {stride}, padding {pad // 2}+{pad - pad // 2}: {self.c} -> {c_out} channels, "
                 f"{self.h}x{self.w} -> {h}x{w}" + ("; plus a bias" if bias else "") + ("; RMSNorm" if norm else ""))
         formula = f"2·B·{'C' if depthwise else 'C_in·C_out'}·{k}²·H'·W'"
         weight = Shape((c_out, per_out, k, k), ("C_out", "C_in/groups", "k", "k"))
