@@ -324,9 +324,9 @@ def test_verify_load_of_a_tower_the_reference_does_not_run(tmp_path: Path) -> No
 # strided keys and values (v2) and one without, over four stride-2 stages; channels multiples of 8, as timm's
 # make_divisible keeps them. The fusion adapter, 2048 wide (timm's fixed num_features), as Gemma 3n's embedder reads
 # it. Cases (fused_maps, output_grid, image side): stages 3 and 4 of a 128 px image (8 x 8 and 4 x 4, the second
-# upsampled) average-pooled 2 x 2 to 4 x 4; stages 2 and 4 of a 96 px one (12 x 12) resized bilinearly to 3 x 3
-# (12 is a multiple of 3: pooled 4 x 4); stage 3's own 8 x 8 grid, neither pooled nor resized; stages 2 and 3 of
-# a 96 px image (12 x 12) to 5 x 5, which 12 does not divide: bilinear.
+# upsampled) average-pooled 2 x 2 to 4 x 4; stages 2 and 4 of a 96 px one (12 x 12 and 3 x 3) pooled 4 x 4 to
+# 3 x 3; stages 3 and 4 of a 128 px image at their own 8 x 8 grid, neither pooled nor resized; stages 2 and 3 of
+# a 96 px image (12 x 12 and 6 x 6) to 5 x 5, which 12 does not divide: resized bilinearly.
 TINY_MOBILENET = (("er_r1_k3_s2_e2_c16", "er_r1_k3_s1_e2_c16"),
                   ("uir_r1_a3_k5_s2_e2_c24", "uir_r1_a3_k0_s1_e2_c24"),
                   ("uir_r1_a5_k5_s2_e2_c32", "mqa_r1_k3_h2_v2_s1_d8_c32", "uir_r1_a0_k0_s1_e2_c32"),
