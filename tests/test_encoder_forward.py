@@ -35,7 +35,7 @@ def _tower():  # noqa: ANN202
 def _rule(side: int, images: int = 1) -> int:
     tower = _tower()
     item = replace(tower.images.largest(), width=side, height=side)
-    return conv_peak(mobilenet_journey("gemma3n", tower, item, images), FIXTURE["dtype_bytes"])
+    return conv_peak(mobilenet_journey("gemma3n", tower, item, images), FIXTURE["dtype_bytes"], tower.fused_maps)
 
 
 @pytest.mark.parametrize("side", sorted(FIXTURE["peak_bytes_by_side"], key=int))

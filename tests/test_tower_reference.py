@@ -1,7 +1,7 @@
 """The torch reference's vision tower against transformers' on the same weights.
 
-Tiny Gemma 3, InternVL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral 3, Llama 4, LLaVA-OneVision, Gemma 4 and
-Kimi-K2.5 models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
+Tiny Gemma 3, InternVL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral 3, Llama 4, LLaVA-OneVision, Gemma 4,
+Kimi-K2.5, MiniMax-M3 and Step-3.7 models (tests/tiny_models.py TINY_MULTIMODAL), built by transformers' own
 ForConditionalGeneration classes and written by their save_pretrained; our VisionTower loads the
 checkpoint's tower tensors (strict) and must give get_image_features' projected features for the
 same pixels.
@@ -58,6 +58,13 @@ GEMMA4 = {"pooling_kernel_size": 2}
 # as the released 64 x 64: transformers resamples a grid of pos_emb_height rows a side), merged 2 x 2 = 8 x 6 =
 # 48 tokens.
 MOONVIT = {"pos_emb_width": 4}
+# Step-3.7 (Step3p7ImageProcessor's crop of 504, its global view the tiny image_size 56: 4 x 4 patches of 14, through
+# two 3 x 3 stride-2 convolutions, 2 x 2 then 1 x 1 token): a 1008 x 504 image is one row of two 504 px crops (long
+# side over the global view, aspect 2 <= 4), each 36 x 36 patches (the 4 x 4 position table resampled bilinearly)
+# -> 18 -> 9 = 81 tokens: 81 + 81 + 1 = 163. With image_size 112 (8 x 8 patches -> 4 x 4 -> 2 x 2 = 4 tokens), a
+# 200 x 20 image is near-degenerate (a side under 32, aspect 10 > 4): zero-padded to 200 x 200, its side under
+# one 504 window, so one crop of all of it, resized up to 504: 81 + 4 = 85.
+STEP3P7 = {"image_size": 112}
 OUTER = {"llava_onevision": {"image_grid_pinpoints": [[56, 56], [56, 112], [112, 56], [112, 112]]}}
 BUILT = {"gemma3": ({}, (56, 56), 2, 4), "internvl": ({}, (56, 56), 2, 4),
          "internvl-6b-switches": (INTERNVIT_6B, (56, 56), 2, 4), "qwen2_5_vl": ({}, (140, 196), 1, 35),
@@ -66,7 +73,8 @@ BUILT = {"gemma3": ({}, (56, 56), 2, 4), "internvl": ({}, (56, 56), 2, 4),
          "llava_onevision-tiles-wide": ({}, (84, 112), 1, 70), "llava_onevision-shrunk-wide": ({}, (84, 112), 1, 31),
          "llava_onevision-shrunk-tall": ({}, (112, 84), 1, 32),
          "gemma4": (GEMMA4, (24, 32), 1, 12), "kimi_k25": (MOONVIT, (48, 64), 1, 48), "gemma4-standardized": ({**GEMMA4, "standardize": True}, (24, 32), 1, 12),
-         "minimax_m3_vl": ({}, (56, 84), 1, 6)}
+         "minimax_m3_vl": ({}, (56, 84), 1, 6), "step3p7": ({}, (504, 1008), 1, 163),
+         "step3p7-squared": (STEP3P7, (20, 200), 1, 85)}
 
 
 def saved(model_type: str, directory: Path, vision: dict | None = None, outer: dict | None = None):  # noqa: ANN201
@@ -117,7 +125,7 @@ def test_image_features_are_transformers(case: str, tmp_path: Path) -> None:
         mine, theirs = ours(pixels), image_features(model, ours.transformers_inputs(pixels))
     assert mine.shape == theirs.shape == (images, tokens, 32)  # 32: the text width
     assert sum(p.numel() for p in ours.parameters()) == spec.towers["vision"].total
-    if spec.towers["vision"].newline:  # LLaVA-OneVision: as many tokens as the count's rule says
+    if spec.towers["vision"].images.kind in ("anyres", "crops"):  # as many tokens as the count's rule says
         assert spec.towers["vision"].images.tokens(width, height).image_tokens == tokens
     print(f"{case}: max |ours - transformers'| {float((mine - theirs).abs().max()):.2e}")
     assert float((mine - theirs).abs().max()) <= 1e-5 * max(1.0, float(theirs.abs().max()))
@@ -280,7 +288,10 @@ def verify_load(directory: Path) -> dict:
     ("kimi_k25", "16x16", [1, 4, 32], "Kimi_K25ForConditionalGeneration"),
     # saved under the release's names (block_sparse_moe, w1 / w3 / w2, gate and up apart), its rule's largest
     # image (451,584 pixels): 48 x 48 patches, merged 2 x 2
-    ("minimax_m3_vl", "672x672", [1, 576, 32], "MiniMaxM3SparseForConditionalGeneration")])
+    ("minimax_m3_vl", "672x672", [1, 576, 32], "MiniMaxM3SparseForConditionalGeneration"),
+    # one row of two 504 px crops beside the 56 px global view (BUILT's "step3p7"): 2 x 81 + 1 tokens; its file in
+    # the Hub's layout (OpenCLIP's names, Q, K and V fused, their rows paired for rotary), made in-memory for both
+    ("step3p7", "1008x504", [1, 163, 32], "Step3p7ForConditionalGeneration")])
 def test_verify_load_runs_the_tower_against_transformers(model_type: str, image: str, features: list[int],
                                                          whole: str, tmp_path: Path) -> None:
     """--load: decoder and tower loaded strictly, one seeded image through our tower, and transformers'
@@ -306,3 +317,79 @@ def test_verify_load_of_a_tower_the_reference_does_not_run(tmp_path: Path) -> No
         "anyres_max_N rule, canvases of whole tiles in image_grid_pinpoints" in data["load"]["message"]
     assert "LlavaOnevisionForConditionalGeneration on the same weights: max |logit difference|" \
         in data["load"]["transformers"]["message"]
+
+
+# Gemma 3n's MobileNet-v5, tiny (timm's block notation, as calc/towers/mobilenet.py reads it): a 16-channel stem, two
+# edge residuals, universal inverted residuals with and without their depthwise convs, a multi-query block with
+# strided keys and values (v2) and one without, over four stride-2 stages; channels multiples of 8, as timm's
+# make_divisible keeps them. The fusion adapter, 2048 wide (timm's fixed num_features), as Gemma 3n's embedder reads
+# it. Cases (fused_maps, output_grid, image side): stages 3 and 4 of a 128 px image (8 x 8 and 4 x 4, the second
+# upsampled) average-pooled 2 x 2 to 4 x 4; stages 2 and 4 of a 96 px one (12 x 12 and 3 x 3) pooled 4 x 4 to
+# 3 x 3; stages 3 and 4 of a 128 px image at their own 8 x 8 grid, neither pooled nor resized; stages 2 and 3 of
+# a 96 px image (12 x 12 and 6 x 6) to 5 x 5, which 12 does not divide: resized bilinearly.
+TINY_MOBILENET = (("er_r1_k3_s2_e2_c16", "er_r1_k3_s1_e2_c16"),
+                  ("uir_r1_a3_k5_s2_e2_c24", "uir_r1_a3_k0_s1_e2_c24"),
+                  ("uir_r1_a5_k5_s2_e2_c32", "mqa_r1_k3_h2_v2_s1_d8_c32", "uir_r1_a0_k0_s1_e2_c32"),
+                  ("uir_r1_a5_k5_s2_e2_c48", "mqa_r1_k3_h2_s1_d8_c48", "uir_r1_a0_k0_s1_e1_c48"))
+
+
+@pytest.mark.parametrize("fused, grid, side", [((3, 4), 4, 128), ((2, 4), 3, 96), ((3, 4), 8, 128), ((2, 3), 5, 96)])
+def test_mobilenet_features_are_timms(fused: tuple, grid: int, side: int) -> None:
+    """Our MobileNet-v5 (calc/reference/mobilenet.py, no timm) on the tensors of timm 1.0.31's MobileNetV5Encoder
+    built as mobilenetv5_300m_enc is (models/mobilenetv5.py _gen_mobilenet_v5: pad_type 'same', GELU-tanh,
+    RmsNorm2d, layer scales) with the tiny stages, and of transformers' Gemma3nMultimodalEmbedder, all random:
+    loaded strictly, its parameters are the formulas', and it gives what Gemma3nModel.get_image_features computes
+    from them (forward_features, the grid as rows times √2048, the embedder) for two images; noise on one
+    block's expand conv moves the features. Skipped without timm."""
+    from functools import partial
+
+    pytest.importorskip("timm")
+    from timm.layers import RmsNorm2d
+    from timm.models._efficientnet_builder import decode_arch_def, round_channels
+    from timm.models.mobilenetv5 import MobileNetV5Encoder
+    from transformers.models.gemma3n import modeling_gemma3n
+
+    from calc.reference.mobilenet import MobileNetTower
+    from calc.spec.validate import validated
+    from calc.towers import MobileNet
+
+    torch.manual_seed(0)
+    encoder = MobileNetV5Encoder(decode_arch_def([list(stage) for stage in TINY_MOBILENET]), stem_size=16,
+                                 pad_type="same", msfa_indices=fused, msfa_output_resolution=grid,
+                                 act_layer=partial(torch.nn.GELU, approximate="tanh"), norm_layer=RmsNorm2d,
+                                 layer_scale_init_value=1e-5, round_chs_fn=partial(round_channels, multiplier=1.0))
+    embedder = modeling_gemma3n.Gemma3nMultimodalEmbedder(transformers.Gemma3nVisionConfig(hidden_size=2048),
+                                                          transformers.Gemma3nTextConfig(hidden_size=32))
+    with torch.no_grad():
+        for name, param in [*encoder.named_parameters(), *embedder.named_parameters()]:
+            param.normal_(1.0 if "norm" in name or "bn" in name else 0.0, 0.2)
+    tower = validated(MobileNet, {"architecture": "tiny", "stages": TINY_MOBILENET, "stem": 16,
+                                  "fused_maps": fused, "output_grid": grid, "d_model": 2048, "vocab": 128,
+                                  "text_width": 32})
+    ours = MobileNetTower("vision", tower)
+    ours.load_state_dict({**{"model.vision_tower.timm_model." + n: t for n, t in encoder.state_dict().items()},
+                          **{"model.embed_vision." + n: t for n, t in embedder.state_dict().items()}}, strict=True)
+    assert sum(p.numel() for p in ours.parameters()) == tower.total
+    pixels = torch.randn(2, 3, side, side, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        mine, grid_out = ours(pixels), encoder.eval().forward_features(pixels)
+        theirs = embedder.eval()(inputs_embeds=grid_out.reshape(2, 2048, grid * grid).permute(0, 2, 1) * 2048 ** 0.5)
+    assert mine.shape == theirs.shape == (2, grid * grid, 32)
+    print(f"mobilenet {fused} -> {grid}: max |ours - timm's| {float((mine - theirs).abs().max()):.2e}")
+    assert float((mine - theirs).abs().max()) <= 1e-5 * max(1.0, float(theirs.abs().max()))
+    with torch.no_grad():
+        param = ours.get_parameter("model.vision_tower.timm_model.blocks.1.0.pw_exp.conv.weight")
+        param.add_(torch.randn(param.shape, generator=torch.Generator().manual_seed(2)))
+        assert float((ours(pixels) - theirs).abs().max()) > 1e-3
+
+
+def test_the_released_mobilenet_is_built_whole() -> None:
+    """Gemma 3n's released MobileNet-v5 (tests/test_towers.py GEMMA3N: mobilenetv5_300m_enc and its embedder) built
+    on the meta device without timm: as many parameters as the formulas, 298,587,456."""
+    from calc.reference.mobilenet import MobileNetTower
+    from oracle import spec_of
+    from test_towers import GEMMA3N
+
+    tower = spec_of(GEMMA3N).towers["vision"]
+    built = MobileNetTower("vision", tower, device="meta")
+    assert sum(p.numel() for p in built.parameters()) == tower.total == 298_587_456

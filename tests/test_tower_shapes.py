@@ -328,7 +328,7 @@ def test_step3p7_views_and_downsamplers_are_a_torch_trace() -> None:
 
 def test_gemma3n_mobilenet_is_timms_encoder() -> None:
     """Gemma 3n's MobileNet-v5 (tests/test_towers.py's config: E2B's text, mobilenetv5_300m_enc): every image is
-    768 x 768; the stem and four stages leave 384, 192, 96, 48 and 24 a side (stride 2 each, timm's symmetric
+    768 x 768; the stem and four stages leave 384, 192, 96, 48 and 24 a side (stride 2 each, timm's "same"
     padding), the fusion adapter pools the 48 x 48 grid of both last stages to 16 x 16, the embedder makes
     256 soft tokens at the text width 2048. The params column is the vision tower's count; the FLOPs are
     timm 1.0.31's encoder under torch's FlopCounterMode on the meta device (871,482,949,632, measured with
@@ -361,3 +361,30 @@ def test_gemma3n_mobilenet_is_timms_encoder() -> None:
     assert seen == {"stem": ours["stem"], **{f"end{s}": ends[s - 1] for s in range(1, 5)}, "3.10_k": ours["3.10_k"],
                     "msfa_norm": ours["msfa_norm"]}
     assert counter.get_total_flops() + projection == walk.flops
+
+
+def test_gemma3n_fusion_adapter_follows_the_spec() -> None:
+    """The fusion adapter as vision_config.model_args sets it (timm's msfa_indices, msfa_output_resolution): stages
+    2 and 3 (256 @ 96 x 96 and 640 @ 48 x 48, the second upsampled to the first's grid: 896 channels) to a 20 x 20
+    grid, which 96 does not divide, so a bilinear resize rather than a pool (MobileNetV5MultiScaleFusionAdapter.
+    forward), and 400 soft tokens. With timm installed its encoder built with the same arguments gives the same
+    shapes and, with the projection, the same FLOPs; the params column is the count's all the same."""
+    from test_towers import GEMMA3N
+
+    vision = {"model_type": "gemma3n_vision", "model_args": {"msfa_indices": [2, 3], "msfa_output_resolution": 20}}
+    spec = spec_of({**GEMMA3N, "vision_config": vision, "vision_soft_tokens_per_image": 400})
+    walk, tokens = tower_journey(spec, 768, 768)
+    assert walk.params == next(t for t in count(spec).towers if t.name == "vision").total
+    ours = {step.id: step for step in walk.steps}
+    assert ours["msfa_concat"].output.sizes == (1, 896, 96, 96) and ours["msfa_pool"].label == "fusion: bilinear resize"
+    assert ours["msfa_norm"].output.sizes == (1, 2048, 20, 20) and ours["image_tokens"].output.sizes == (1, 404, 2048)
+    torch, timm = pytest.importorskip("torch"), pytest.importorskip("timm")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device("meta"):
+        encoder = timm.create_model("mobilenetv5_300m_enc", pretrained=False, **vision["model_args"])
+        pixels = torch.zeros(1, 3, 768, 768)
+    with FlopCounterMode(display=False) as counter:
+        seen = traced({"ffn": encoder.msfa.ffn, "msfa_norm": encoder.msfa}, lambda: encoder(pixels))
+    assert seen == {"ffn": (1, 2048, 96, 96), "msfa_norm": (1, 2048, 20, 20)}
+    assert counter.get_total_flops() + 2 * 400 * 2048 * 2048 == walk.flops

@@ -402,6 +402,40 @@ def test_gemma3n_other_timm_models_are_refused(vision: dict, key: str) -> None:
         spec_of({**GEMMA3N, "vision_config": {"model_type": "gemma3n_vision", **vision}})
 
 
+# The fusion adapter's two timm arguments (MobileNetV5Encoder's msfa_indices, msfa_output_resolution), set through
+# vision_config.model_args (TimmWrapperModel passes them to timm.create_model): the last stage alone (1280 channels)
+# to an 8 x 8 grid. Its parameters, timm 1.0.31's MobileNetV5MultiScaleFusionAdapter: a 1x1 expand conv 1280 ->
+# 2560 and its RMSNorm, a 1x1 project conv 2560 -> 2048 and its RMSNorm, the output RMSNorm.
+LAST_STAGE = {"msfa_indices": [-1], "msfa_output_resolution": 8}
+
+
+def test_gemma3n_fusion_adapter_follows_model_args() -> None:
+    """msfa_indices and msfa_output_resolution are read (not refused): the adapter's row is what its inputs' channels
+    make (1920 by default: 640 + 1280), the tokens what its grid holds (64); timm's own adapter, where installed."""
+    vision = {"model_type": "gemma3n_vision", "model_args": LAST_STAGE}
+    tower = spec_of({**GEMMA3N, "vision_config": vision, "vision_soft_tokens_per_image": 64}).towers["vision"]
+    default = spec_of(GEMMA3N).towers["vision"]
+    assert (tower.fused_maps, tower.output_grid, default.fused_maps, default.output_grid) == ((4,), 8, (3, 4), 16)
+    assert tower.params()["msfa"] == 1280 * 2560 + 2560 + 2560 * 2048 + 2048 + 2048
+    assert default.params()["msfa"] == 1920 * 3840 + 3840 + 3840 * 2048 + 2048 + 2048
+    assert tower.images.tokens(768, 768).image_tokens == 64
+    torch, timm = pytest.importorskip("torch"), pytest.importorskip("timm")
+    with torch.device("meta"):
+        encoder = timm.create_model("mobilenetv5_300m_enc", pretrained=False, **LAST_STAGE)
+    assert tower.params()["msfa"] == sum(p.numel() for p in encoder.msfa.parameters())
+
+
+@pytest.mark.parametrize("vision, outer, message", [
+    ({"model_args": LAST_STAGE}, {}, "vision_soft_tokens_per_image"),  # 256, not the 8 x 8 grid's 64
+    ({"model_args": {"msfa_indices": [5]}}, {}, "msfa_indices"),  # the stem and 4 stages: maps 0-4
+    ({"model_args": {"msfa_indices": [3, -2]}}, {}, "msfa_indices")])  # the same map twice
+def test_gemma3n_fusion_adapter_settings_it_cannot_build_are_one_error(vision: dict, outer: dict, message: str) -> None:
+    from calc.errors import GptcalcError
+
+    with pytest.raises(GptcalcError, match=message):
+        spec_of({**GEMMA3N, **outer, "vision_config": {"model_type": "gemma3n_vision", **vision}})
+
+
 def test_a_mobilenet_survives_the_compiled_round_trip() -> None:
     from calc.spec.construct import construct
     from calc.spec.model import ModelSpec

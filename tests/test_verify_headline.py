@@ -154,6 +154,20 @@ def test_without_transformers_the_column_is_left_out_and_it_says_so(monkeypatch:
     assert "transformers' model not compared: transformers (and torch) are not installed" in out
 
 
+def test_a_library_the_model_needs_is_named_not_transformers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers installed, its model needing another library it lacks (Gemma 3n's TimmWrapperModel without timm,
+    transformers' own message): the model is named as unbuilt, with why, not transformers as missing."""
+    import calc.arch.fallback as fallback
+
+    def needs_timm(config: dict, *_: object, **__: object) -> None:
+        raise ImportError("TimmWrapperModel requires the timm library but it was not found in your environment.")
+
+    monkeypatch.setattr(fallback, "transformers_model", needs_timm)
+    code, out = run("llama-3.2-1b")
+    assert code == 0 and "transformers cannot build model_type 'llama': TimmWrapperModel requires the timm library" in out
+    assert "are not installed" not in out
+
+
 def wider_mlp(monkeypatch: pytest.MonkeyPatch) -> None:
     """transformers builds a model whose MLP is 8 wider than the config says: the column must catch it."""
     import calc.arch.fallback as fallback

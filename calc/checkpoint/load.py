@@ -9,8 +9,9 @@ filled, nothing left over — and one forward pass must give finite logits of sh
 Last, transformers' own model of the same config takes the same tensors and must give the same
 logits within a stated tolerance (`calc.checkpoint.crosscheck`). The two models are built one
 after the other, so memory holds the tensors and one float32 model at a time. A multimodal
-checkpoint's tower tensors load into the reference's vision tower (`calc.reference.tower`), which
-encodes one seeded random image (`_image_size`); transformers' whole model, given every tensor,
+checkpoint's tower tensors load into the reference's vision tower (`calc.reference.tower`; Gemma 3n's
+MobileNet-v5: `calc.reference.mobilenet`, no timm needed), which encodes one seeded random image
+(`_image_size`), and its audio tower (`calc.reference.conformer`); transformers' whole model, given every tensor,
 must give the same image features (a tower kind the reference does not build says so, unrun). Imports torch; the
 CLI imports this module only when --load is given.
 """
@@ -35,10 +36,11 @@ from calc.checkpoint.tower_slots import whole_model_names
 from calc.checkpoint.weights import Rejected, read_checked
 from calc.errors import GptcalcError
 from calc.reference.conformer import AudioTower
+from calc.reference.mobilenet import MobileNetTower
 from calc.reference.model import Decoder, build
 from calc.reference.tower import VisionTower, buildable, runner_of
 from calc.spec.model import ModelSpec
-from calc.towers import Conformer, Tower
+from calc.towers import Conformer, MobileNet, Tower
 from calc.units import human_bytes
 
 __all__ = ["available_memory", "forward_ids", "load_and_run", "load_weights", "memory_needed", "run_towers", "split_towers"]
@@ -107,33 +109,35 @@ def split_towers(report: CheckpointReport, state: dict[str, torch.Tensor]) -> tu
 
 def run_towers(spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, TowerRun]:
     """Each tower the reference builds, loaded strictly from `state` and run on one seeded random image
-    (`_image_size`), with what transformers' get_image_features takes for it; the others say why
-    they were not run."""
+    (`_image_size`; Gemma 3n's MobileNet-v5 its 768 x 768) or clip, with what transformers' get_image_features
+    (get_audio_features) takes for it; the others say why they were not run."""
     runs = {}
     for name, tower in spec.towers.items():
-        if isinstance(tower, Conformer):
-            runs[name] = _run_audio(name, tower, state)
-            continue
-        why = buildable(tower)
-        if why is not None:
+        if isinstance(tower, Conformer):  # `AUDIO_FRAMES` log-mel frames
+            model = AudioTower(name, tower)
+            runs[name] = _run(name, model, state, _seeded(1, AUDIO_FRAMES, model.mel_bins), audio=True)
+        elif isinstance(tower, MobileNet):  # the one size its processor resizes every image to
+            side = tower.images.image_size
+            runs[name] = _run(name, MobileNetTower(name, tower), state, _seeded(1, tower.in_channels, side, side))
+        elif (why := buildable(tower)) is not None:
             runs[name] = TowerRun(name, None, None, why)
-            continue
-        model = VisionTower(name, tower)
-        model.load_state_dict({n: t for n, t in state.items() if n in model.state_dict()}, strict=True)
-        width, height = _image_size(tower)
-        pixels = torch.randn(1, tower.in_channels, height, width, generator=torch.Generator().manual_seed(0))
-        with torch.no_grad():
-            runs[name] = TowerRun(name, pixels, model(pixels), inputs=model.transformers_inputs(pixels))
+        else:
+            width, height = _image_size(tower)
+            runs[name] = _run(name, VisionTower(name, tower), state, _seeded(1, tower.in_channels, height, width))
     return runs
 
 
-def _run_audio(name: str, tower: Conformer, state: dict[str, torch.Tensor]) -> TowerRun:
-    """A Conformer audio tower loaded strictly and run on `AUDIO_FRAMES` seeded random log-mel frames."""
-    model = AudioTower(name, tower)
+def _seeded(*shape: int) -> torch.Tensor:
+    """The seeded random input a tower is run on."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+
+
+def _run(name: str, model: Any, state: dict[str, torch.Tensor], inputs: torch.Tensor, audio: bool = False) -> TowerRun:
+    """A reference tower loaded strictly from `state` and run on `inputs`, with what transformers' model
+    takes for them."""
     model.load_state_dict({n: t for n, t in state.items() if n in model.state_dict()}, strict=True)
-    frames = torch.randn(1, AUDIO_FRAMES, model.mel_bins, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        return TowerRun(name, frames, model(frames), inputs=model.transformers_inputs(frames), audio=True)
+        return TowerRun(name, inputs, model(inputs), inputs=model.transformers_inputs(inputs), audio=audio)
 
 
 def load_weights(report: CheckpointReport, state: dict[str, torch.Tensor] | None = None) -> Decoder:

@@ -51,12 +51,11 @@ def mobilenet_roles(name: str, tower: MobileNet, lay: dict[str, Any]) -> dict[st
     stem = f"{root}.conv_stem.conv"
     s.conv(stem, tower.in_channels, tower.stem, 3, "stem")
     s.add(f"{stem}.bias", f"{stem}.bias", (tower.stem,), "stem", "zeros")
-    c, ends = tower.stem, []
+    c = tower.stem
     for i, stage in enumerate(tower.stages):
         for j, block in enumerate(stage):
             c = _block(s, f"{root}.blocks.{i}.{j}", block, c)
-        ends.append(c)
-    fused, width = sum(ends[-2:]), tower.width
+    fused, width = tower.fused_channels, tower.width
     mid = fused * tower.fusion_expansion
     s.conv(f"{root}.msfa.ffn.pw_exp.conv", fused, mid, 1, "msfa")
     s.conv(f"{root}.msfa.ffn.pw_proj.conv", mid, width, 1, "msfa")

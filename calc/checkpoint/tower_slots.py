@@ -165,7 +165,8 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
     # Step-3.7's tower as transformers 5 holds it (models/step3p7/modeling_step3p7.py): layer scales, two conv
     # downsamplers, the projector a bare Linear. Its Hub files (`hub`: conversion_mapping.py's "step3p7" and
     # "step3p5_vision" reversed, which save_pretrained writes) keep OpenCLIP's names: Q, K and V fused in
-    # torch's MultiheadAttention (`in_proj_weight`, `leaves`), a bare position table, `vit_large_projector`.
+    # torch's MultiheadAttention (`in_proj_weight`, `leaves`), a bare position table, `vit_large_projector`; Q's
+    # and K's rows paired for rotary as (2i, 2i+1) (its conversion's PermuteForRope, as MoonViT's).
     "step3p7": {"root": "model.vision_model", "patch": "embeddings.patch_embedding",
                 "positions": ("embeddings.position_embedding.weight", 0), "pre_norm": "pre_layernorm", "layers": "layers",
                 "attn_in": "layernorm_before", "mlp_in": "layernorm_after", "q": "self_attn.q_proj",
@@ -175,7 +176,8 @@ TOWER_LAYOUTS: dict[str, dict[str, Any]] = {
                                "projector": (None, "~model.multi_modal_projector")},
                 "renames": (("vision_model.", "model.vision_model."),
                             ("vit_large_projector.", "model.multi_modal_projector."), ("model.language_model.", "model.")),
-                "hub": {"patch": "conv1", "positions": ("positional_embedding", 0), "pre_norm": "ln_pre",
+                "hub": {"patch": "conv1", "rope_pairs": "interleaved", "positions": ("positional_embedding", 0),
+                        "pre_norm": "ln_pre",
                         "layers": "transformer.resblocks", "attn_in": "ln_1", "mlp_in": "ln_2", "fused_qkv": True,
                         "qkv": "attn.in_proj", "o": "attn.out_proj", "up": "mlp.c_fc", "down": "mlp.c_proj",
                         "layer_scale": ("ls_1.gamma", "ls_2.gamma"), "leaves": {".in_proj.weight": ".in_proj_weight",
@@ -237,12 +239,14 @@ def tower_roles(name: str, tower: Tower, hub: bool = False) -> dict[str, Slot]:
     s = _Slots(lay)
     _embeddings(s, lay, tower)
     layer = block_slots(lay, tower_block(tower, lay.get("fused_qkv", False)), d)
+    # a layer scale's role is its in-memory name, whichever layout names the tensor (Step-3.7's Hub `ls_1.gamma`)
+    scales = tuple(zip(layout_of(tower).get("layer_scale", ()), lay.get("layer_scale", ()))) if tower.layer_scale else ()
     for i in range(tower.n_layers):
         for role, slot in layer.items():
             s.add(f"layer.{i}.{role}", f"{lay['layers']}.{i}.{slot.name}", slot.shape, slot.target, slot.widths,
                   slot.init, slot.kind)
-        for scale in lay.get("layer_scale", ()) if tower.layer_scale else ():
-            s.add(f"layer.{i}.{scale}", f"{lay['layers']}.{i}.{scale}", (d,), "layer_scale", init="ones")
+        for role, scale in scales:
+            s.add(f"layer.{i}.{role}", f"{lay['layers']}.{i}.{scale}", (d,), "layer_scale", init="ones")
     if tower.post_norm is not None:
         s.norm("post_norm", tower.post_norm, d, "post_norm")
     for buffer in lay["standardize"] if tower.standardize else ():

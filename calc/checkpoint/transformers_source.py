@@ -64,9 +64,10 @@ def transformers_source(spec: ModelSpec, config: HFConfig | None, analytic_total
 
         # the whole multimodal model where the spec counts its towers (their names are mapped too), else its text model
         model = transformers_model(config.data, text_only=not spec.towers, origin=config.origin)
-    except ImportError:
-        return TransformersSource("transformers' model not compared: transformers (and torch) are not installed")
-    except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as exc:
+    except (ImportError, KeyError, ValueError, TypeError, AttributeError, RuntimeError) as exc:
+        if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] in ("transformers", "torch"):
+            return TransformersSource("transformers' model not compared: transformers (and torch) are not installed")
+        # what the model needs besides (Gemma 3n's TimmWrapperModel: timm) is named as the model's
         return TransformersSource(f"transformers' model not compared: transformers cannot build model_type "
                                   f"{config.data.get('model_type')!r}: {first_line(exc)}")
     raw = _as_checkpoint(model, config.origin)

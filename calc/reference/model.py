@@ -281,6 +281,9 @@ class Decoder(nn.Module):
             meaning = self.table.classify(key[len(prefix):])
             if meaning is not None and meaning.expert is not None and isinstance(meaning.target, str):
                 experts.setdefault((meaning.layer, meaning.target), {})[meaning.expert] = state_dict.pop(key)
+            elif meaning is not None and meaning.name not in ours and meaning.target in ("experts_gate", "experts_up"):
+                # gate and up each stacked [E, f, d] apart (Step-3.7's Hub files): fused below as per-expert ones
+                experts[(meaning.layer, meaning.target)] = dict(enumerate(state_dict.pop(key).unbind(0)))
             elif meaning is not None and meaning.name in ours:
                 state_dict[prefix + meaning.name] = state_dict.pop(key)
             elif meaning is not None and meaning.is_buffer:

@@ -24,6 +24,8 @@ Built, as each model's get_image_features computes its projected features:
     Gemma 4 (two-axis position tables, 2-D rotary, sandwich norms, the pooler): `calc.reference.gemma4_vision`
     Kimi-K2.5's MoonViT (the position grid resampled, 2-D rotary, the patch merger): `calc.reference.moonvit_vision`
     MiniMax-M3 (3-D partial rotary, CLIP layers, the two-stage projector): `calc.reference.minimax_m3_vision`
+    Step-3.7 (crops and a global view, 2-D rotary, layer scales, the conv downsamplers):
+                `calc.reference.step3p7_vision`
 
     SigLIP + LLaVA-OneVision's projector and anyres packing (tiles, unpadding, the anyres_max shrink, newlines):
                 `calc.reference.llava_vision`
@@ -46,7 +48,7 @@ from calc.checkpoint.names import Slot
 from calc.checkpoint.tower_slots import layout_of, tower_block, tower_roles
 from calc.errors import GptcalcError
 from calc.reference import (gemma4_vision, llama4_vision, llava_vision, minimax_m3_vision, moonvit_vision,
-                             pixtral_vision, qwen_vision)
+                             pixtral_vision, qwen_vision, step3p7_vision)
 from calc.reference.model import Context
 from calc.reference.parts.base import build_weights, initialise, no_trace, place
 from calc.reference.parts.block import Layer, make_norm
@@ -56,7 +58,7 @@ __all__ = ["VisionTower", "buildable", "runner_of"]
 
 # Tower kinds computed by a module of their own (features, transformers_inputs) on these weights.
 RUNNERS = {kind: module for module in (qwen_vision, pixtral_vision, llama4_vision, gemma4_vision, moonvit_vision,
-                                         minimax_m3_vision)
+                                         minimax_m3_vision, step3p7_vision)
            for kind in module.KINDS}
 
 
@@ -67,8 +69,8 @@ def buildable(tower: Tower) -> str | None:
         return llava_vision.unbuildable(tower)
     return None if gemma3 or tower.kind == "internvl" or tower.kind in RUNNERS else (
         f"the torch reference builds SigLIP with Gemma 3's or LLaVA-OneVision's projector, InternVL, the "
-        f"Qwen-VL towers, Pixtral, Llama 4, Gemma 4, MoonViT and MiniMax-M3 only; {tower.kind} towers are counted and "
-        "checked in checkpoints, not run")
+        f"Qwen-VL towers, Pixtral, Llama 4, Gemma 4, MoonViT, MiniMax-M3 and Step-3.7 only; {tower.kind} towers are "
+        "counted and checked in checkpoints, not run")
 
 
 def runner_of(tower: Tower) -> Any:
@@ -131,26 +133,29 @@ class VisionTower(nn.Module):
         if t.class_token:
             x = torch.cat((w.tensor("class").reshape(1, 1, -1).expand(x.shape[0], 1, -1), x), dim=1)
         table = w["positions"].weight if isinstance(w["positions"], nn.Module) else w.tensor("positions")
-        states = [x + table.reshape(-1, t.d_model)[: x.shape[1]]]
-        ctx = Context(torch.arange(x.shape[1], device=x.device), None, no_trace, causal=False)
-        for ctx.layer, layer in enumerate(self.layers):
-            x = states[-1]
-            states.append(self._scaled(layer, x, ctx, self.scales[ctx.layer]) if t.layer_scale else layer(x, ctx))
-        return states
+        return self._encoded(x + table.reshape(-1, t.d_model)[: x.shape[1]])
 
     def rotary_states(self, x: torch.Tensor, rotary: object) -> list[torch.Tensor]:
-        """A rotary ViT's hidden states (Pixtral's, Llama 4's, MiniMax-M3's) from its embeddings x [N, positions, d]:
-        every layer's attention turned by `rotary`, every position seeing every other."""
-        ctx = Context(torch.arange(x.shape[1], device=x.device), None, no_trace, causal=False)
-        states = [x]
+        """A rotary ViT's hidden states (Pixtral's, Llama 4's, MiniMax-M3's, Step-3.7's) from its embeddings
+        x [N, positions, d]: every layer's attention turned by `rotary`."""
         for layer in self.layers:
             layer.parts["attn"].rotary = rotary
-            states.append(layer(states[-1], ctx))
+        return self._encoded(x)
+
+    def _encoded(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """The embeddings x [N, positions, d], then each layer's output: every position seeing every other,
+        each sublayer scaled where the tower has layer scales (InternViT's, Step-3.7's)."""
+        ctx = Context(torch.arange(x.shape[1], device=x.device), None, no_trace, causal=False)
+        states = [x]
+        for ctx.layer, layer in enumerate(self.layers):
+            x = states[-1]
+            states.append(self._scaled(layer, x, ctx, self.scales[ctx.layer]) if self.tower.layer_scale else layer(x, ctx))
         return states
 
     @staticmethod
     def _scaled(layer: Layer, x: torch.Tensor, ctx: Context, scales: list[torch.Tensor]) -> torch.Tensor:
-        """InternViT's layer: each sublayer's output times its learned per-channel scale before the add."""
+        """InternViT's and Step-3.7's layer: each sublayer's output times its learned per-channel scale
+        before the add."""
         x = x + scales[0] * layer.parts["attn"](layer.norms["attn_in"](x), ctx)
         return x + scales[1] * layer.parts["mlp"](layer.norms["mlp_in"](x), ctx)
 

@@ -8,18 +8,19 @@ projection reads the last one's channels x frequencies.
 The vision tower is timm's MobileNet-v5 (TimmWrapperModel builds `vision_config.architecture`,
 `mobilenetv5_300m_enc` by default and in E2B's and E4B's configs), counted from timm's own block
 table (calc/towers/mobilenet.py), and its embedder (`embed_vision`, as the audio one). Another timm
-architecture, or `model_args` that change the one built, is refused rather than counted as the
-released one. An image becomes 256 soft tokens whatever its size: the processor
-(SiglipImageProcessor) resizes it to 768 x 768, the default resolution transformers documents
-(https://huggingface.co/docs/transformers/v5.0.0rc1/model_doc/gemma3n.md), the encoder's fusion
-adapter leaves a 16 x 16 grid, vision_soft_tokens_per_image = 256 of them (modeling_gemma3n.py
-get_image_features); processing_gemma3n.py wraps them as Gemma 3 does, "\\n\\n<boi>" ... "<eoi>\\n\\n"
-(calc/towers/images.py FixedImages).
+architecture is refused rather than counted as the released one, and so are `model_args` (what
+TimmWrapperModel passes to timm.create_model) but the fusion adapter's two, which are read:
+`msfa_indices` (the feature maps it fuses, the last two stages' by default) and
+`msfa_output_resolution` (the side of the grid it leaves, 16 by default). An image becomes 256 soft
+tokens whatever its size: the processor (SiglipImageProcessor) resizes it to 768 x 768, the default
+resolution transformers documents (https://huggingface.co/docs/transformers/v5.0.0rc1/model_doc/gemma3n.md),
+the encoder's fusion adapter leaves a 16 x 16 grid, and get_image_features (modeling_gemma3n.py) reshapes
+it into vision_soft_tokens_per_image = 256 tokens, which must be its grid's; processing_gemma3n.py
+wraps them as Gemma 3 does, "\\n\\n<boi>" ... "<eoi>\\n\\n" (calc/towers/images.py FixedImages).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from calc.arch.common import with_defaults
@@ -29,9 +30,12 @@ from calc.towers.mobilenet import ARCHITECTURES
 __all__ = ["towers"]
 
 # Gemma3nVisionConfig and Gemma3nAudioConfig (models/gemma3n/configuration_gemma3n.py).
-VISION = {"architecture": "mobilenetv5_300m_enc", "hidden_size": 2048, "vocab_size": 128}
+VISION = {"architecture": "mobilenetv5_300m_enc", "hidden_size": 2048, "vocab_size": 128, "rms_norm_eps": 1e-6}
 IMAGE_SIZE = 768  # the processor's resize (SiglipImageProcessor size in gemma-3n's preprocessor_config.json)
 SOFT_TOKENS = 256  # Gemma3nConfig.vision_soft_tokens_per_image
+# timm 1.0.31 MobileNetV5Encoder.__init__'s defaults (timm/models/mobilenetv5.py lines 466-467), which
+# _gen_mobilenet_v5 leaves as they are: the fusion adapter's inputs and output grid
+FUSION = {"msfa_indices": [-2, -1], "msfa_output_resolution": 16}
 AUDIO = {"vocab_size": 128, "input_feat_size": 128, "hidden_size": 1536, "conf_num_attention_heads": 8,
          "conf_num_hidden_layers": 12, "conf_conv_kernel_size": 5, "sscp_conv_channel_size": [128, 32],
          "sscp_conv_kernel_size": [[3, 3], [3, 3]], "sscp_conv_stride_size": [[2, 2], [2, 2]],
@@ -52,16 +56,40 @@ def _vision(cfg: Config, text_width: int) -> dict[str, Any]:
     name = vision.raw("architecture")
     if not isinstance(name, str) or name not in ARCHITECTURES:
         raise vision.error("architecture", f"{name!r}: gptcalc counts timm's {', '.join(ARCHITECTURES)} only")
-    if vision.raw("model_args", default=None):
-        raise vision.error("model_args", "changes the timm model built; gptcalc counts the architecture as released")
+    stages = ARCHITECTURES[name]
+    fusion = _fusion(vision, len(stages) + 1)
+    side = fusion["output_grid"]
     tokens = cfg.int("vision_soft_tokens_per_image", default=SOFT_TOKENS)
-    side = math.isqrt(tokens)
-    if side * side != tokens or IMAGE_SIZE % side:
-        raise cfg.error("vision_soft_tokens_per_image", f"{tokens}: expected a square grid of the 768-pixel image")
-    return {"kind": "mobilenetv5", "architecture": name, "stages": ARCHITECTURES[name],
+    if tokens != side * side:
+        raise cfg.error("vision_soft_tokens_per_image", f"{tokens}: get_image_features reshapes the fusion "
+                                                        f"adapter's {side} x {side} grid, {side * side} tokens")
+    return {"kind": "mobilenetv5", "architecture": name, "stages": stages, **fusion,
             "d_model": vision.int("hidden_size"), "vocab": vision.int("vocab_size"), "text_width": text_width,
-            "images": {"kind": "fixed", "image_size": IMAGE_SIZE, "patch_size": IMAGE_SIZE // side,
+            "eps": vision.float("rms_norm_eps"),
+            "images": {"kind": "fixed", "image_size": IMAGE_SIZE, "patch_size": max(1, IMAGE_SIZE // side),
                        "tokens_per_image": tokens}}
+
+
+def _fusion(vision: Config, maps: int) -> dict[str, Any]:
+    """The fusion adapter's inputs (msfa_indices made absolute over the `maps` feature maps, as timm's
+    feature_take_indices does: an int n the last n, a negative index from the end) and output grid,
+    from model_args over timm's defaults; any other model_args key is refused."""
+    args = vision.dict("model_args")
+    if other := sorted(set(args) - set(FUSION)):
+        raise vision.error("model_args", f"{other[0]!r} changes the timm model built; gptcalc reads "
+                                         f"{' and '.join(FUSION)} only, counting the architecture as released")
+    args = Config({**FUSION, **args}, f"{vision.origin}: model_args")
+    side = args.int("msfa_output_resolution")
+    indices = args.raw("msfa_indices")
+    if isinstance(indices, int) and not isinstance(indices, bool):
+        indices = list(range(maps - indices, maps)) if 0 < indices <= maps else None
+    elif isinstance(indices, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
+        indices = [i + maps if i < 0 else i for i in indices]
+    if not indices or any(not 0 <= i < maps for i in indices) or len(set(indices)) < len(indices) or side <= 0:
+        raise args.error("msfa_indices", f"{args.raw('msfa_indices')!r} and msfa_output_resolution {side}: expected "
+                                         f"distinct indices of the {maps} feature maps (stem and stages) and a "
+                                         "positive side")
+    return {"fused_maps": sorted(indices), "output_grid": side}
 
 
 def _audio(cfg: Config, text_width: int) -> dict[str, Any]:

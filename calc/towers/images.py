@@ -463,7 +463,7 @@ class CropImages(Part):
     max_side: int = Field(default=3024, gt=0)
 
     def tokens(self, width: int, height: int) -> ImageTokens:
-        cols, rows, window = self._windows(width, height)
+        cols, rows, window = self.windows(width, height)
         crops, token = cols * rows, self.patch_size * self.stride
         image = (self.global_size // token) ** 2 + crops * (self.crop // token) ** 2
         special = 2 + 2 * crops + max(0, rows - 1)
@@ -481,9 +481,14 @@ class CropImages(Part):
         """The image of the most tokens: max_side square, cut into the most crop x crop windows."""
         return self.tokens(self.max_side, self.max_side)
 
-    def _windows(self, width: int, height: int) -> tuple[int, int, int]:
+    @staticmethod
+    def squared(width: int, height: int) -> bool:
+        """Whether the processor pads the image to a square first (a near-degenerate one)."""
+        return min(width, height) < 32 and max(width / height, height / width) > 4
+
+    def windows(self, width: int, height: int) -> tuple[int, int, int]:
         """(columns, rows) of crops and the window's side (0 x 0 without crops)."""
-        if min(width, height) < 32 and max(width / height, height / width) > 4:
+        if self.squared(width, height):
             width = height = max(width, height)
         if max(width, height) > self.max_side:
             scale = self.max_side / max(width, height)

@@ -15,8 +15,11 @@ scale per channel, and the blocks are written in timm's block notation (`ARCHITE
                              key and one value head c_in -> d each, after a depthwise k x k conv and
                              a norm where the keys and values are strided, v > 1; output h·d -> c);
                              a layer scale of c
-    msfa          the last two stages' outputs concatenated (640 + 1280), a uir with neither depthwise
-                  conv (expansion 2, no layer scale) to `width` (2048, fixed by timm); norm
+    msfa          the feature maps `fused_maps` names (timm's msfa_indices over [stem, stage 1, ...,
+                  stage 4]; by default the last two stages', 640 + 1280) upsampled (nearest) to the
+                  first one's grid and concatenated, a uir with neither depthwise conv (expansion 2, no
+                  layer scale) to `width` (2048, fixed by timm), brought to `output_grid` a side
+                  (msfa_output_resolution, 16 by default); norm
 
 Every channel count of the released architecture is a multiple of 8, so timm's make_divisible
 leaves c_in·e as it is. Gemma3nMultimodalEmbedder (`embed_vision`, models/gemma3n/modeling_gemma3n.py)
@@ -27,7 +30,7 @@ and a bias-free projection into the text width (its last norm has no scale).
 
 from typing import Literal
 
-from calc.parts.base import Field, Part
+from calc.parts.base import Field, Part, model_validator
 from calc.towers.images import FixedImages
 
 __all__ = ["ARCHITECTURES", "LABELS", "ROWS", "MobileNet", "block_options", "block_params"]
@@ -86,15 +89,40 @@ class MobileNet(Part):
     stages: tuple[tuple[str, ...], ...] = Field(strict=False)
     width: int = Field(default=2048, gt=0)  # the fusion adapter's output: MobileNetV5Encoder.num_features
     fusion_expansion: int = Field(default=2, gt=0)
+    # The fusion adapter's inputs, by their index over the feature maps [stem, stage 1, ..., stage n] in the
+    # network's order (MobileNetV5Encoder's msfa_indices made absolute), and the side of the grid it leaves
+    # (msfa_output_resolution): timm's defaults, or what vision_config.model_args sets (calc/towers/gemma3n.py)
+    fused_maps: tuple[int, ...] = Field(strict=False, min_length=1)
+    output_grid: int = Field(gt=0)
     d_model: int = Field(gt=0)  # the embedder's vision width (vision_config.hidden_size)
+    eps: float = Field(default=1e-6, gt=0)  # the embedder's RMSNorms (rms_norm_eps): computation only
     vocab: int = Field(ge=0)  # hard vision-token rows
     text_width: int = Field(gt=0)
     images: FixedImages | None = None  # every image 768 x 768 -> 16 x 16 = 256 tokens (calc/towers/gemma3n.py)
+
+    @model_validator(mode="after")
+    def _fused(self) -> "MobileNet":
+        maps = self.fused_maps
+        if list(maps) != sorted(set(maps)) or not 0 <= maps[0] <= maps[-1] <= len(self.stages):
+            raise ValueError(f"fused_maps {maps}: expected increasing indices of the {len(self.stages) + 1} "
+                             "feature maps (the stem's, then each stage's)")
+        return self
 
     @property
     def names(self) -> str:
         """Whose tensor names its checkpoints use (calc.checkpoint.tower_slots.layout_of)."""
         return self.kind
+
+    def feature_channels(self) -> list[int]:
+        """The channels of each feature map timm numbers (its feature_info): the stem's, then each stage's
+        last block's."""
+        return [self.stem, *(block_options(stage[-1])[1]["c"] for stage in self.stages)]
+
+    @property
+    def fused_channels(self) -> int:
+        """The channels the fusion adapter reads: its feature maps side by side."""
+        channels = self.feature_channels()
+        return sum(channels[i] for i in self.fused_maps)
 
     @property
     def output_width(self) -> int:
@@ -113,13 +141,12 @@ class MobileNet(Part):
         """The encoder's components in the order an image meets them, then the embedder's."""
         rows = {"stem": self.in_channels * self.stem * 9 + 2 * self.stem}
         rows.update(dict.fromkeys(ROWS.values(), 0))
-        c, ends = self.stem, []
+        c = self.stem
         for stage in self.stages:
             for block in stage:
                 n, c = block_params(block, c)
                 rows[ROWS[block_options(block)[0]]] += n
-            ends.append(c)
-        fused = sum(ends[-2:])
+        fused = self.fused_channels
         mid = fused * self.fusion_expansion
         rows["msfa"] = fused * mid + mid + mid * self.width + self.width + self.width
         rows["vision_embedding"] = self.vocab * self.d_model + 2 * self.d_model

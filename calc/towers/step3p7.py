@@ -2,8 +2,9 @@
 
 Read off models/step3p7/modeling_step3p7.py and configuration_step3p7.py: a bias-free Conv2d patch
 embedding, a learned position table of (image_size / patch_size)² rows, a pre-encoder LayerNorm,
-LayerNorm blocks with biased Q, K, V, O (2-D axial rotary: computation only), a biased two-matrix MLP
-of int(hidden_size · mlp_ratio) and two learned d-wide layer scales (lambda_1, lambda_2), no post norm;
+LayerNorm blocks with biased Q, K, V, O (2-D axial rotary of rope_parameters' base: computation only),
+a biased two-matrix MLP of int(hidden_size · mlp_ratio) and two learned d-wide layer scales (lambda_1,
+lambda_2), no post norm;
 then two biased 3x3 stride-2 convolutions (d -> 2d -> 4d, `downsampler1`, `downsampler2`) and one
 linear 4d -> the text width (`multi_modal_projector`, biased where `projector_bias`). The Hub config's
 names (`width`, `layers`, `heads`, `ls_init_value`) are read as the config class reads them. An image
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import activation, with_defaults
+from calc.arch.common import activation, rope, with_defaults
 from calc.arch.config import Config
 from calc.towers import biased_attention
 
@@ -41,6 +42,7 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "attention": biased_attention(d, heads),
         "mlp": {"d_ff": int(d * vision.float("mlp_ratio")), "bias": True, "activation": activation(vision, "hidden_act")},
         "norm": layernorm, "in_channels": vision.int("num_channels"), "patch_size": patch,
+        "rope_theta": rope(vision, d // heads)["theta"],
         "positions": (vision.int("image_size") // patch) ** 2, "pre_norm": layernorm, "layer_scale": True,
         "projectors": [{"name": "downsamplers", "linears": [{"d_in": d, "d_out": 2 * d, **DOWNSAMPLER},
                                                             {"d_in": 2 * d, "d_out": 4 * d, **DOWNSAMPLER}]},

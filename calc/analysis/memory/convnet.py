@@ -8,7 +8,7 @@ then * weight) holds three maps of the conv's output size at once (the conv's ou
 · weight) and their mean square [B, 1, H, W]; the activation after it holds two. So the peak is
 
     max over steps: pixels + the block's input + the step's inputs + 3 x a conv's output
-                    + B·H·W (its norm's mean square) + the map held for the fusion adapter
+                    + B·H·W (its norm's mean square) + the maps held for the fusion adapter
 
 (1 x the output for a step without a weight: scores, adds, the concat), the step's inputs counted apart
 from the block's input but for the block's first step, which reads it. Measured: timm 1.0.31's mobilenetv5_300m_enc in
@@ -23,17 +23,17 @@ from __future__ import annotations
 import math
 
 from calc.analysis.shapes.core import Journey, Shape, Step
-from calc.analysis.shapes.mobilenet import FUSED_STAGES
 
 __all__ = ["NORM_COPIES", "conv_peak"]
 
 NORM_COPIES = 3  # a conv's output, x·rsqrt(mean(x²)) and its product with the weight, live at once
 
 
-def conv_peak(journey: Journey, dtype_bytes: int) -> int:
-    """The most bytes live at once in the journey's forward (the rule in the module docstring)."""
+def conv_peak(journey: Journey, dtype_bytes: int, fused_maps: tuple[int, ...]) -> int:
+    """The most bytes live at once in the journey's forward (the rule in the module docstring); `fused_maps`:
+    the feature maps the fusion adapter reads (MobileNet.fused_maps: 0 the stem's, s stage s's)."""
     pixels = _size(journey.steps[0].output)
-    held = _held(journey.steps)
+    held = _held(journey.steps, fused_maps)
     peak, block, block_input = 0, "", 0
     for step in (step for step in journey.steps[1:] if step.traced):  # untraced: a table off the path, a count
         inputs = sum(_size(shape) for shape in step.inputs)
@@ -53,17 +53,16 @@ def _made(step: Step) -> int:
     return NORM_COPIES * out + b * h * w
 
 
-def _held(steps: tuple[Step, ...]) -> dict[str, int]:
-    """Per block kind of the last stage: the sizes of the earlier fused stages' outputs, kept for the fusion."""
-    stages: dict[str, list[Step]] = {}
+def _held(steps: tuple[Step, ...], fused_maps: tuple[int, ...]) -> dict[str, int]:
+    """Per block kind: the sizes of the fused feature maps made before its stage, which the encoder keeps
+    for the fusion adapter while the stage runs (its block kinds are "stage {s} block(s) ...")."""
+    stages: dict[int, list[Step]] = {}
     for step in steps:
         if step.block:
-            stages.setdefault(step.block.split(" blocks")[0].split(" block")[0], []).append(step)
-    ends = list(stages.values())
-    if len(ends) < FUSED_STAGES:
-        return {}
-    kept = sum(_size(stage[-1].output) for stage in ends[-FUSED_STAGES:-1])
-    return {step.block: kept for step in ends[-1]}
+            stages.setdefault(int(step.block.split()[1]), []).append(step)
+    maps = [_size(next(step.output for step in steps if step.id == "stem"))]
+    maps += [_size(stage[-1].output) for _, stage in sorted(stages.items())]
+    return {step.block: sum(maps[i] for i in fused_maps if i < s) for s, stage in stages.items() for step in stage}
 
 
 def _size(shape: Shape) -> int:

@@ -111,7 +111,7 @@ def forward_estimate(tower: Tower | MobileNet, item: ImageTokens, items: int, tp
     unsharded, so whatever the TP) the peak of live feature maps along its shapes journey
     (`calc.analysis.memory.convnet`)."""
     if isinstance(tower, MobileNet):
-        return conv_peak(mobilenet_journey(tower.kind, tower, item, items), dtype_bytes)
+        return conv_peak(mobilenet_journey(tower.kind, tower, item, items), dtype_bytes, tower.fused_maps)
     layer = sum(tower.layer_params().values())
     return forward_bytes(items * item.patches, tower.d_model, layer // tower.d_model, tp, dtype_bytes)
 

@@ -1,33 +1,30 @@
 """An image's journey through Gemma 3n's MobileNet-v5 encoder (calc/towers/mobilenet.py) to the decoder:
-every feature map [B, C, H, W] from the stem to the fusion adapter's 16 x 16 grid, then the embedder's
-soft tokens at the text width.
+every feature map [B, C, H, W] from the stem to the fusion adapter's output grid (16 x 16 by default),
+then the embedder's soft tokens at the text width.
 
 Read off timm 1.0.31 (models/mobilenetv5.py MobileNetV5Encoder and MobileNetV5MultiScaleFusionAdapter,
 models/_efficientnet_blocks.py EdgeResidual, UniversalInvertedResidual and MobileAttention,
-layers/attention2d.py MultiQueryAttention2d, layers/padding.py get_padding). Every conv pads
-symmetrically by ((stride - 1) + (k - 1)) // 2 (timm's default pad_type ''), so a side n leaves
-floor((n + 2·pad - k) / stride) + 1. A conv costs 2·C_in·C_out·k²·H'·W' / groups FLOPs per view
+layers/attention2d.py MultiQueryAttention2d, layers/padding.py pad_same). Every conv pads TF's "same"
+way (mobilenetv5_300m_enc's pad_type 'same'): (ceil(n / stride) - 1)·stride + k - n pixels a side, the
+odd one after, so a side n leaves ceil(n / stride). A conv costs 2·C_in·C_out·k²·H'·W' / groups FLOPs per view
 (depthwise: groups = C); an RMSNorm's scale is its conv's step's, no FLOPs. A universal inverted
 residual strides its middle depthwise conv where it has one, else its first; a multi-query attention
 block's keys and values go through a strided depthwise conv (v > 1) before their one-head
 projection, so its scores are [B, h, H·W, H·W / v²]. Runs of identical blocks (one block string, or
-an alternating pair) are one block kind, repeated. The fusion adapter upsamples the last stage to
-the one before's grid (nearest), concatenates both, runs a universal inverted residual without
-depthwise convs, and averages down to its output grid.
+an alternating pair) are one block kind, repeated. The fusion adapter takes the feature maps the
+tower's `fused_maps` names (the stem's and each stage's output, numbered from 0; the last two stages'
+by default), upsamples each smaller one to the first one's grid (nearest), concatenates them, runs a
+universal inverted residual without depthwise convs, and brings the grid to `output_grid` a side: an
+average pool where it divides the grid, else a bilinear resize (MobileNetV5MultiScaleFusionAdapter).
 """
 
 from __future__ import annotations
 
 from calc.analysis.shapes.core import Dims, Journey, Rows, Shape, Step
-from calc.errors import GptcalcError
 from calc.towers.images import ImageTokens
 from calc.towers.mobilenet import ROWS, MobileNet, block_options
 
 __all__ = ["mobilenet_journey"]
-
-OUTPUT_GRID = 16  # MobileNetV5Encoder's msfa_output_resolution (vision_soft_tokens_per_image = 16²)
-FUSED_STAGES = 2  # msfa_indices (-2, -1): the last two stages
-
 
 class Map:
     """A feature map's channels and grid, and the steps that made it (under the block kind being walked)."""
@@ -42,14 +39,14 @@ class Map:
     def conv(self, id: str, label: str, c_out: int, k: int, stride: int = 1, depthwise: bool = False,
              bias: bool = False, norm: bool = True) -> None:
         """A k x k conv (and the RMSNorm after it, whose scale it owns) from this map to the next."""
-        pad = ((stride - 1) + (k - 1)) // 2
-        h, w = ((n + 2 * pad - k) // stride + 1 for n in (self.h, self.w))
+        h, w = (-(-n // stride) for n in (self.h, self.w))
+        pad = max((h - 1) * stride + k - self.h, 0)  # along the height; the width's alike on a square map
         per_out = 1 if depthwise else self.c
         params = c_out * per_out * k * k + c_out * bias + c_out * norm
         x, out = self.shape(), self.shape(c_out, h, w)
         flops = 2 * out.sizes[0] * c_out * per_out * k * k * h * w
         kind = "depthwise " if depthwise else ""
-        note = (f"{kind}{k}x{k}, stride {stride}, padding {pad}: {self.c} -> {c_out} channels, "
+        note = (f"{kind}{k}x{k}, stride {stride}, padding {pad // 2}+{pad - pad // 2}: {self.c} -> {c_out} channels, "
                 f"{self.h}x{self.w} -> {h}x{w}" + ("; plus a bias" if bias else "") + ("; RMSNorm" if norm else ""))
         formula = f"2·B·{'C' if depthwise else 'C_in·C_out'}·{k}²·H'·W'"
         weight = Shape((c_out, per_out, k, k), ("C_out", "C_in/groups", "k", "k"))
@@ -67,13 +64,13 @@ def mobilenet_journey(name: str, tower: MobileNet, tokens: ImageTokens, images: 
     """`images` images through the encoder and the embedder; the params column adds up to the tower's count."""
     rows = Rows(tower.params())
     d = Dims({"B": images, "N": images, "tokens": tokens.tokens, "d_model": tower.d_model,
-              "d_text": tower.text_width, "P": OUTPUT_GRID ** 2}, decode=False)
+              "d_text": tower.text_width, "P": tower.output_grid ** 2}, decode=False)
     x = Map(d, tower.in_channels, tokens.height, tokens.width)
     x.steps.append(d.step("pixels", "pixels", x.shape(), note=f"the processor's {tokens.width}x{tokens.height} image"))
     x.conv("stem", "stem conv", tower.stem, 3, 2, bias=True)
     _owns(rows, "stem", x.steps[-1:])
     layers: dict[str, int] = {}
-    ends: list[Map] = []
+    maps = [Map(d, x.c, x.h, x.w)]  # the feature maps timm numbers: the stem's, then each stage's
     taken = dict.fromkeys(ROWS.values(), 0)
     for s, stage in enumerate(tower.stages, 1):
         for start, period, repeat in _runs(stage):
@@ -85,11 +82,11 @@ def mobilenet_journey(name: str, tower: MobileNet, tokens: ImageTokens, images: 
                 before = len(x.steps)
                 _block(x, block, f"{s}.{start + index + 1}")
                 taken[ROWS[block_options(block)[0]]] += repeat * sum(step.params for step in x.steps[before:])
-        ends.append(Map(d, x.c, x.h, x.w))
+        maps.append(Map(d, x.c, x.h, x.w))
     for row, n in taken.items():
         _owns(rows, row, [], n)
     x.d = d
-    _fusion(x, tower, ends[-FUSED_STAGES:], rows)
+    _fusion(x, tower, [maps[i] for i in tower.fused_maps], rows)
     x.steps += _embedder(d, tower, x.shape(), rows, tokens)
     rows.done(f"tower {tower.kind!r}")
     title = (f"{name} vision tower ({tower.kind}): {images} image{'s' if images > 1 else ''}, "
@@ -180,22 +177,23 @@ def _attention(x: Map, o: dict[str, int], at: str) -> None:
     x.add(f"{at}_layer_scale", f"{label} layer scale", x.c, "each channel times a learned scale")
 
 
-def _fusion(x: Map, tower: MobileNet, ends: list[Map], rows: Rows) -> None:
-    """The multi-scale fusion adapter: the stages' maps at the largest grid, side by side, a 1x1 FFN, an
-    average pool to the output grid, a norm."""
-    first = len(x.steps)
-    big = ends[0]
-    x.c, x.h, x.w = sum(m.c for m in ends), big.h, big.w
+def _fusion(x: Map, tower: MobileNet, maps: list[Map], rows: Rows) -> None:
+    """The multi-scale fusion adapter: its feature maps at the first one's grid, side by side, a 1x1 FFN,
+    the grid brought to the output grid's side, a norm."""
+    first, grid = len(x.steps), tower.output_grid
+    big = maps[0]
+    x.c, x.h, x.w = sum(m.c for m in maps), big.h, big.w
     x.steps.append(x.d.step("msfa_concat", "fusion: stages upsampled (nearest) and concatenated", x.shape(),
-                            tuple(m.shape() for m in ends),
-                            note=" + ".join(f"{m.c} @ {m.h}x{m.w}" for m in ends) + f" -> {x.c} @ {x.h}x{x.w}"))
+                            tuple(m.shape() for m in maps),
+                            note=" + ".join(f"{m.c} @ {m.h}x{m.w}" for m in maps) + f" -> {x.c} @ {x.h}x{x.w}"))
     _inverted(x, {"a": 0, "k": 0, "e": tower.fusion_expansion, "c": tower.width}, "msfa", "fusion",
               layer_scale=False)
-    if x.h % OUTPUT_GRID or x.w % OUTPUT_GRID:
-        raise GptcalcError(f"--image: a {x.h}x{x.w} fused grid is not pooled to {OUTPUT_GRID}x{OUTPUT_GRID} evenly")
-    pool, fused = x.h // OUTPUT_GRID, x.shape()
-    x.h = x.w = OUTPUT_GRID
-    x.steps.append(x.d.step("msfa_pool", f"fusion: {pool}x{pool} average pool", x.shape(), (fused,), note="no weights"))
+    fused, size = x.shape(), f"{x.h}x{x.w}"
+    if (x.h, x.w) != (grid, grid):
+        pooled = x.h % grid == 0 and x.w % grid == 0
+        label = f"fusion: {x.h // grid}x{x.w // grid} average pool" if pooled else "fusion: bilinear resize"
+        x.h = x.w = grid
+        x.steps.append(x.d.step("msfa_pool", label, x.shape(), (fused,), note=f"{size} -> {grid}x{grid}, no weights"))
     x.add("msfa_norm", "fusion norm", x.c, "RMSNorm over channels")
     _owns(rows, "msfa", x.steps[first:])
 
@@ -207,7 +205,8 @@ def _embedder(d: Dims, tower: MobileNet, grid: Shape, rows: Rows, tokens: ImageT
     embedding = rows.take("vision_embedding")
     steps = [
         d.step("soft_tokens", "grid as rows · √d_model", x, (grid,),
-               note=f"{OUTPUT_GRID}x{OUTPUT_GRID} positions, one soft token each (Gemma3nModel.get_image_features)"),
+               note=f"{tower.output_grid}x{tower.output_grid} positions, one soft token each "
+                    "(Gemma3nModel.get_image_features)"),
         d.step("soft_norm", "soft embedding norm", x, (x,), d.shape("d_model"), tower.d_model, note="RMSNorm: scale"),
         d.step("hard_tokens", "hard vision-token table and its norm (not on the path)", d.shape("d_model"), (),
                None, embedding - tower.d_model, traced=False, note=f"{tower.vocab} rows; 0 FLOPs counted"),

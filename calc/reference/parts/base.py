@@ -90,12 +90,15 @@ class Weights(dict):
 
 def build_weights(root: nn.Module, slots: dict[str, Slot], norm_factory: Callable[[str, Slot, Slot | None], nn.Module],
                   conv1d: bool) -> Weights:
-    """Create every slot's holder under `root` at its path; return them by role (without .weight/.bias)."""
+    """Create every slot's holder under `root` at its path; return them by role (without .weight/.bias).
+    A "linear" slot whose weight is no matrix (a convolution's [out, in, k, k]: Step-3.7's downsamplers)
+    is held as bare tensors, which the tower's own forward convolves with."""
     weights = Weights()
     for role, slot in slots.items():
         base, _, part = role.rpartition(".") if role.endswith((".weight", ".bias")) else (role, "", "")
         path, _, leaf = slot.name.rpartition(".")
-        if slot.kind == "linear" and part == "weight":
+        matrix = f"{base}.weight" in slots and len(slots[f"{base}.weight"].shape) == 2
+        if slot.kind == "linear" and part == "weight" and matrix:
             n_out, n_in = slot.shape[::-1] if conv1d else slot.shape
             bias = f"{base}.bias" in slots
             weights[base] = place(root, path, Conv1D(n_in, n_out, bias) if conv1d else Linear(n_in, n_out, bias))
@@ -103,7 +106,7 @@ def build_weights(root: nn.Module, slots: dict[str, Slot], norm_factory: Callabl
             weights[base] = place(root, path, Embedding(*slot.shape))
         elif slot.kind == "norm" and (part == "weight" or f"{base}.weight" not in slots):
             weights[base] = place(root, path, norm_factory(base, slot, slots.get(f"{base}.bias")))
-        elif slot.kind in ("param", "buffer") or slot.kind == "linear" and f"{base}.weight" not in slots:
+        elif slot.kind in ("param", "buffer") or slot.kind == "linear" and not matrix:
             holder = container(root, path)
             tensor = torch.empty(slot.shape)
             if slot.kind == "buffer":
