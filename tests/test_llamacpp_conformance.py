@@ -1,9 +1,11 @@
-"""llama.cpp itself, on tiny GGUFs: the cache lines it prints equal gptcalc's (calc/analysis/memory/llamacpp.py).
+"""llama.cpp itself, on tiny GGUFs: every line a CPU build prints about the model's buffers and its caches equals
+gptcalc's (calc/analysis/memory/llamacpp.py, llamacpp_devices.py).
 
 Two halves:
-- recorded: `tests/data/llamacpp/<run>.log` hold the lines a real llama.cpp printed for each run of `RUNS`
-  (its `llama_kv_cache*` and `llama_memory_recurrent` lines, nothing edited); the default test run
-  rebuilds the same GGUF and checks gptcalc prints the same lines, without llama.cpp;
+- recorded: `tests/data/llamacpp/<run>.log` hold the lines a real llama.cpp CPU build printed for each run of `RUNS`
+  (its model, output, KV and RS buffer lines and its `llama_kv_cache*` / `llama_memory_recurrent` lines, nothing
+  edited); the default test run rebuilds the same GGUF and checks `gptcalc memory FILE --engine llamacpp
+  --cpu-only` prints the same lines, without llama.cpp;
 - live, opt-in: `pytest --llamacpp BUILD/bin tests/test_llamacpp_conformance.py` runs `llama-completion`
   of a llama.cpp build (docs/memory.md: how it was built) on each GGUF and compares; with
   `--llamacpp-record` it (re)writes the recorded logs from that run.
@@ -11,15 +13,16 @@ Two halves:
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
-from calc.analysis.memory.llamacpp import LlamaCppContext, llamacpp_caches, llamacpp_lines
-from calc.spec.load import load_spec
+from calc.cli import main
 from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
@@ -30,7 +33,7 @@ RECORDED = Path(__file__).parent / "data" / "llamacpp"
 GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
 # a quantised cache needs heads whose width its block (32) divides (llama_init_from_model refuses 8)
 WIDE = {"head_dim": 32}
-# name: (model_type, config changes, llama.cpp options); options are the ones LlamaCppContext takes
+# name: (model_type, config changes, llama.cpp options); options are those of `CPU_OPTIONS`
 RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "qwen3-c4096": ("qwen3", {}, ["-c", "4096"]),
     "qwen3-np4": ("qwen3", {}, ["-c", "4096", "-np", "4"]),
@@ -40,22 +43,48 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "gemma3-swa": ("gemma3_text", GEMMA6, ["-c", "4096"]),
     "gemma3-swa-np2": ("gemma3_text", GEMMA6, ["-c", "4096", "-np", "2", "-ub", "256"]),
     "gemma3-swa-full": ("gemma3_text", GEMMA6, ["-c", "2048", "--swa-full"]),
+    # a vocabulary wide enough for the output buffer (its logits: n_vocab F32 per sequence) to show in MiB
+    "qwen3-vocab-np3": ("qwen3", {"vocab_size": 32768}, ["-c", "3072", "-np", "3"]),
+    "llama-c4096": ("llama", {}, ["-c", "4096"]),
+    # MistralForCausalLM converts as llama.cpp's llama, which reads no window: every layer keeps every cell
+    "mistral-swa-c4096": ("mistral", {}, ["-c", "4096"]),
+    "ministral3-c4096": ("ministral3", {}, ["-c", "4096"]),
+    "qwen2-c4096": ("qwen2", {}, ["-c", "4096"]),
+    "qwen2_moe-c2048": ("qwen2_moe", {}, ["-c", "2048"]),
+    "olmo2-c2048": ("olmo2", {}, ["-c", "2048"]),
+    "gemma2-swa": ("gemma2", {}, ["-c", "4096"]),
+    "gemma2-swa-np2": ("gemma2", {}, ["-c", "4096", "-np", "2"]),
+    "phi3-c4096": ("phi3", {}, ["-c", "4096"]),
+    "smollm3-c4096": ("smollm3", {}, ["-c", "4096"]),
 }
-FLAGS = ("-kvu", "--swa-full")  # options without a value
-LINE = re.compile(r"(llama_kv_cache_iswa: creating .*|llama_kv_cache: size = .*|llama_memory_recurrent: size = .*)$")
+# gptcalc's option for each llama.cpp one (-lm none: its weights read, not mapped)
+CPU_OPTIONS = {"-c": "--seq", "-np": "--parallel", "-ub": "--ubatch", "-fa": "--flash-attn", "-ctk": "--cache-type-k",
+        "-ctv": "--cache-type-v", "--swa-full": "--swa-full", "-lm": "--no-mmap"}
+FLAGS = ("--swa-full",)  # options without a value (llama-completion has no -kvu: llama-server's)
+LINE = re.compile(r"(load_tensors: +\S+ model buffer size = .*|llama_context: +\S+ +output buffer size = .*|"
+                  r"llama_kv_cache: +\S+ KV buffer size = .*|llama_memory_recurrent: +\S+ RS buffer size = .*|"
+                  r"llama_kv_cache_iswa: creating .*|llama_kv_cache: size = .*|llama_memory_recurrent: size = .*)$")
 
 
-def engine_lines(log: str) -> list[str]:
-    """The cache lines of a llama.cpp log (whatever prefix its logger adds)."""
-    return [m.group(1).rstrip() for line in log.splitlines() if (m := LINE.search(line))]
+def engine_lines(log: str, line: re.Pattern[str] = LINE) -> list[str]:
+    """The buffer and cache lines of a llama.cpp log (whatever prefix its logger adds)."""
+    return [m.group(1).rstrip() for text in log.splitlines() if (m := line.search(text))]
 
 
-def context(args: list[str]) -> LlamaCppContext:
-    """The LlamaCppContext of a run's llama.cpp options."""
-    rest = [a for a in args if a not in FLAGS]
-    opts = dict(zip(rest[::2], rest[1::2]))  # -fa on: flash attention changes V's layout, not its bytes
-    return LlamaCppContext(int(opts["-c"]), int(opts.get("-np", 1)), int(opts.get("-ub", 512)), "-kvu" in args,
-                           "--swa-full" in args, opts.get("-ctk", "f16"), opts.get("-ctv", "f16"))
+def cpu_build_says(path: Path, args: list[str]) -> list[str]:
+    """What gptcalc says a CPU-only llama.cpp build prints running `path` with these llama.cpp options. The machine
+    that recorded the logs runs AVX-512 (their build's system_info line), which sets the weights it repacks."""
+    cli, rest = [], list(args)
+    while rest:
+        option = rest.pop(0)
+        value = None if option in FLAGS else rest.pop(0)
+        if option == "-lm" and value == "mmap":
+            continue
+        cli += [CPU_OPTIONS[option], *([value] if value and option != "-lm" else [])]
+    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--cpu-only", "--cpu-isa",
+                                       "avx512", "--json", *cli])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["server_says"]
 
 
 def llamacpp_binary(request: pytest.FixtureRequest, build: str) -> str:
@@ -88,24 +117,30 @@ def gguf_of(name: str, where: Path) -> Path:
 
 
 def ours(path: Path, args: list[str]) -> list[str]:
-    return llamacpp_lines(llamacpp_caches(load_spec(str(path)), context(args)))
+    return engine_lines("\n".join(cpu_build_says(path, args)))
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in RECORDED.glob("*.log")))
 def test_recorded_llamacpp_lines(name: str, tmp_path: Path) -> None:
     """source: the log llama.cpp printed for this run (tests/data/llamacpp/NAME.log, recorded by --llamacpp-record)."""
     recorded = engine_lines((RECORDED / f"{name}.log").read_text())
-    assert recorded, f"{name}.log holds no cache line"
+    assert any("model buffer" in line for line in recorded) and any("size =" in line for line in recorded), name
     assert ours(gguf_of(name, tmp_path), RUNS[name][2]) == recorded
+
+
+def test_every_run_is_recorded() -> None:
+    assert sorted(p.stem for p in RECORDED.glob("*.log")) == sorted(RUNS)
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_live_llamacpp(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    binary = llamacpp_binary(request, "a llama.cpp build")
+    binary = llamacpp_binary(request, "a CPU build of llama.cpp")
     path, args = gguf_of(name, tmp_path), RUNS[name][2]
     log, status = completion_log(binary, path, args)
+    if "CUDA0" in log:
+        pytest.skip("a CUDA build: these runs are a CPU-only build's (test_live_llamacpp_offload is a CUDA one's)")
     printed = engine_lines(log)
-    assert printed, f"llama.cpp printed no cache line (exit {status}):\n{log[-3000:]}"
+    assert printed, f"llama.cpp printed no buffer line (exit {status}):\n{log[-3000:]}"
     if request.config.getoption("--llamacpp-record"):
         RECORDED.mkdir(parents=True, exist_ok=True)
         (RECORDED / f"{name}.log").write_text("\n".join(printed) + "\n")
@@ -125,6 +160,7 @@ OFFLOAD_RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "gemma3-ngl3": ("gemma3_text", GEMMA6, ["-ngl", "3"]),  # a tied head: token_embd loaded again as the output
 }
 PLACED = re.compile(r"(load_tensors: offloaded .*|load_tensors: +\S+ model buffer size = .*|"
+                    r"llama_context: +\S+ +output buffer size = .*|"
                     r"llama_kv_cache: +\S+ KV buffer size = .*)$")
 OURS = {"-ngl": "--n-gpu-layers", "-nkvo": "--no-kv-offload", "-ot": "--override-tensor", "--n-cpu-moe": "--n-cpu-moe"}
 
