@@ -28,7 +28,15 @@ gguf = __import__("pytest").importorskip("gguf")
 
 ARCH = {"llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen3moe", "gemma3_text": "gemma3",
         "deepseek_v3": "deepseek2", "mistral": "llama", "lfm2": "lfm2", "qwen2_moe": "qwen2moe", "olmo2": "olmo2",
-        "gemma2": "gemma2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3", "ministral3": "mistral3"}
+        "gemma2": "gemma2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3", "ministral3": "mistral3",
+        "mixtral": "llama", "gemma": "gemma", "olmoe": "olmoe", "gpt_oss": "gpt-oss", "cohere2": "cohere2",
+        "glm4": "glm4", "glm4_moe": "glm4moe", "exaone4": "exaone4", "ernie4_5": "ernie4_5",
+        "ernie4_5_moe": "ernie4_5-moe", "hunyuan_v1_dense": "hunyuan-dense", "hunyuan_v1_moe": "hunyuan-moe",
+        "seed_oss": "seed_oss", "apertus": "apertus", "dots1": "dots1", "granite": "granite",
+        "granitemoe": "granitemoe", "gpt2": "gpt2", "gpt_neox": "gptneox", "falcon": "falcon", "bloom": "bloom",
+        "stablelm": "stablelm", "olmo": "olmo", "olmo3": "olmo2", "cohere": "command-r", "phi": "phi2",
+        "phimoe": "phimoe", "arcee": "arcee", "gpt_bigcode": "starcoder", "mpt": "mpt", "deepseek_v2": "deepseek2",
+        "internlm3": "llama", "dbrx": "dbrx", "afmoe": "afmoe", "minimax_m2": "minimax-m2"}
 # Every ggml type whose block divides a row of 32: the quantised ones, and the plain ones.
 TYPES = ("Q8_0", "Q4_0", "Q5_1", "IQ4_NL", "Q4_1", "Q5_0", "MXFP4", "F16", "BF16")
 
@@ -39,11 +47,14 @@ def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPE
     needs to load it (a stub SentencePiece one of vocab_size tokens: n_vocab is its length), for the conformance suite.
     `finite`: F32 / F16 tensors hold small normal values, not random bytes (llama-quantize refuses NaN scales)."""
     model = transformers_model(copy.deepcopy(config))
+    # the counts under transformers' standard names, whatever the config calls them (gpt2's n_layer, n_head)
+    config = {**config, "num_hidden_layers": model.config.num_hidden_layers,
+              "num_attention_heads": model.config.num_attention_heads}
     arch = ARCH[config["model_type"]]
     enum = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch)
     names = gguf.TensorNameMap(enum, config["num_hidden_layers"])
     writer = gguf.GGUFWriter(path, arch, split_max_tensors=split_max_tensors)
-    _hyperparameters(writer, config)
+    _hyperparameters(writer, config, model.config.to_dict())
     if runnable:
         vocab = config["vocab_size"]
         writer.add_tokenizer_model("llama")
@@ -100,31 +111,70 @@ def _add(writer: Any, name: str, shape: tuple[int, ...], kind: str, finite: bool
     writer.add_tensor(name, data, raw_dtype=qtype)
 
 
-def _hyperparameters(writer: Any, c: dict[str, Any]) -> None:
-    """What TextModel.set_gguf_parameters writes from these configs' keys."""
-    writer.add_context_length(c["max_position_embeddings"])
-    writer.add_embedding_length(c["hidden_size"])
+# TextModel.set_gguf_parameters (conversion/base.py:1437-1546): each key it writes from the first of these
+# config.json keys that is set
+GENERIC = (("add_context_length", ("max_position_embeddings", "n_ctx", "n_positions", "max_length",
+                                   "max_sequence_length", "model_max_length")),
+           ("add_embedding_length", ("hidden_size", "n_embd", "dim")),
+           ("add_feed_forward_length", ("prefix_dense_intermediate_size", "dense_intermediate_size",
+                                        "intermediate_size", "n_inner", "hidden_dim")),
+           ("add_head_count", ("num_attention_heads", "n_head", "n_heads")),
+           ("add_layer_norm_rms_eps", ("rms_norm_eps", "norm_eps")),
+           ("add_layer_norm_eps", ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon")))
+
+
+def _find(hparams: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    """ModelBase.find_hparam: the value of the first key present (None when that value is None)."""
+    return next((hparams[k] for k in keys if k in hparams), None)
+
+
+# What an architecture's converter class writes beyond TextModel's: (GGUFWriter method, config.json key), a key
+# that is unset being skipped as the classes skip it
+EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
+    "exaone4": (("add_vocab_size", "vocab_size"),),  # conversion/exaone.py:78-96
+    "cohere2": (("add_logit_scale", "logit_scale"), ("add_vocab_size", "vocab_size")),  # command_r.py:40-49
+    "granite": (("add_attention_scale", "attention_multiplier"), ("add_embedding_scale", "embedding_multiplier"),
+                ("add_residual_scale", "residual_multiplier"), ("add_logit_scale", "logits_scaling")),  # granite.py:23-49
+    "gpt_oss": (("add_expert_feed_forward_length", "intermediate_size"),),  # gpt_oss.py:128-131
+}
+EXTRA["granitemoe"] = EXTRA["granite"]  # GraniteMoeModel(GraniteModel), granite.py:179
+# Converters that write the window's layer pattern from layer_types (exaone.py:83-86, olmo.py:56-66,
+# command_r.py:103)
+PATTERNED = ("exaone4", "olmo3")
+
+
+def _hyperparameters(writer: Any, c: dict[str, Any], hparams: dict[str, Any]) -> None:
+    """What TextModel.set_gguf_parameters and the architecture's converter class write from these configs' keys;
+    `hparams`: the config.json save_pretrained writes (transformers' defaults filled in)."""
+    h = {**hparams, **c}
+    model_type = c["model_type"]
+    for add, keys in GENERIC:
+        if (value := _find(h, keys)) is not None and not (add == "add_feed_forward_length" and model_type == "lfm2"):
+            getattr(writer, add)(value)
+    for add, key in EXTRA.get(model_type, ()):
+        if h.get(key):
+            getattr(writer, add)(h[key])
     writer.add_block_count(c["num_hidden_layers"])
-    if c["model_type"] != "lfm2":
-        writer.add_feed_forward_length(c["intermediate_size"])
-    writer.add_head_count(c["num_attention_heads"])
     kv = 1 if "kv_lora_rank" in c else c.get("num_key_value_heads", c["num_attention_heads"])  # MLA as MQA (deepseek.py:326)
     writer.add_head_count_kv([kv if t != "conv" else 0 for t in c["layer_types"]] if "layer_types" in c else kv)
-    writer.add_layer_norm_rms_eps(c.get("rms_norm_eps", 1e-6))
+    if _find(h, ("rms_norm_eps", "norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon")) is None:
+        writer.add_layer_norm_rms_eps(1e-6)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
     if "head_dim" in c:
         writer.add_key_length(c["head_dim"])
         writer.add_value_length(c["head_dim"])
     if "sliding_window" in c:
         writer.add_sliding_window(c["sliding_window"])
-    experts = c.get("num_experts", c.get("n_routed_experts"))
-    if experts:
+    if model_type in PATTERNED:
+        writer.add_sliding_window_pattern([t == "sliding_attention" for t in h["layer_types"]])
+    if experts := _find(h, ("num_local_experts", "num_experts", "n_routed_experts")):
         writer.add_expert_count(experts)
-        writer.add_expert_used_count(c["num_experts_per_tok"])
-        writer.add_expert_feed_forward_length(c["moe_intermediate_size"])
+        writer.add_expert_used_count(_find(h, ("num_experts_per_tok", "num_experts_per_token", "top_k_experts")))
+    if h.get("moe_intermediate_size"):  # the Qwen MoE and DeepSeek classes
+        writer.add_expert_feed_forward_length(h["moe_intermediate_size"])
     if "shared_expert_intermediate_size" in c:  # Qwen2MoeModel
         writer.add_expert_shared_feed_forward_length(c["shared_expert_intermediate_size"])
-    if c["model_type"] == "lfm2":  # LFM2Model: the adjusted width (Lfm2MLP), the conv's cache length
+    if model_type == "lfm2":  # LFM2Model: the adjusted width (Lfm2MLP), the conv's cache length
         writer.add_vocab_size(c["vocab_size"])
         writer.add_shortconv_l_cache(c.get("conv_L_cache", 3))
         ff = int(2 * c["intermediate_size"] / 3)
@@ -140,6 +190,7 @@ def _hyperparameters(writer: Any, c: dict[str, Any]) -> None:
         writer.add_value_length_mla(c["v_head_dim"])
         writer.add_rope_dimension_count(c["qk_rope_head_dim"])
         writer.add_expert_shared_count(c["n_shared_experts"])
-        writer.add_expert_weights_scale(c["routed_scaling_factor"])
-        writer.add_expert_weights_norm(c["norm_topk_prob"])
-        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        writer.add_expert_weights_scale(h["routed_scaling_factor"])
+        writer.add_expert_weights_norm(h["norm_topk_prob"])
+        softmax = h.get("scoring_func") == "softmax"  # DeepSeek-V2's router; V3's is sigmoid
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SOFTMAX if softmax else gguf.ExpertGatingFuncType.SIGMOID)

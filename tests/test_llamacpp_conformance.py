@@ -56,6 +56,32 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "gemma2-swa-np2": ("gemma2", {}, ["-c", "4096", "-np", "2"]),
     "phi3-c4096": ("phi3", {}, ["-c", "4096"]),
     "smollm3-c4096": ("smollm3", {}, ["-c", "4096"]),
+    "gemma-c4096": ("gemma", {}, ["-c", "4096"]),
+    "glm4-c4096": ("glm4", {}, ["-c", "4096"]),
+    "stablelm-c4096": ("stablelm", {}, ["-c", "4096"]),
+    "phi-c4096": ("phi", {}, ["-c", "4096"]),
+    "internlm3-c4096": ("internlm3", {}, ["-c", "4096"]),  # InternLM3ForCausalLM converts as llama (internlm.py:173)
+    "granite-c4096": ("granite", {}, ["-c", "4096"]),
+    "mixtral-c2048": ("mixtral", {}, ["-c", "2048"]),  # converts as llama with experts, and no window
+    "starcoder2-c4096": ("starcoder2", {}, ["-c", "4096"]),  # a window llama.cpp does not read
+    "exaone4-c4096": ("exaone4", {}, ["-c", "4096"]),  # 4 layers: llama.cpp slides only the 64-layer model's
+    "exaone4-64-swa": ("exaone4", {"num_hidden_layers": 64}, ["-c", "4096"]),
+    "olmo3-swa": ("olmo3", {}, ["-c", "4096"]),
+    "deepseek_v3-mla-c2048": ("deepseek_v3", {}, ["-c", "2048"]),
+    "deepseek_v3-mla-np2": ("deepseek_v3", {}, ["-c", "4096", "-np", "2"]),
+    # MLA's K row (latent 16 + rotary 4) in 32-value q8_0 blocks is refused (REFUSED); a latent and a rotary key of
+    # 32 each fill whole blocks
+    "deepseek_v3-mla-q8_0": ("deepseek_v3", {"kv_lora_rank": 32, "qk_rope_head_dim": 32},
+                             ["-c", "2048", "-ctk", "q8_0", "-ctv", "q8_0"]),
+}
+# runs llama.cpp refuses: the error it prints, and the start of gptcalc's (one Error line, exit 2)
+REFUSED: dict[str, tuple[str, dict[str, Any], list[str], str, str]] = {
+    "deepseek_v3-mla-ctk-q8_0": ("deepseek_v3", {}, ["-c", "2048", "-ctk", "q8_0"],
+                                 "model does not support different K (q8_0) and V (f16) cache types",
+                                 "Error: --cache-type-k q8_0, --cache-type-v f16: llama.cpp refuses different K and V"),
+    "deepseek_v3-mla-k20-q8_0": ("deepseek_v3", {}, ["-c", "2048", "-ctk", "q8_0", "-ctv", "q8_0"],
+                                 "K cache type q8_0 with block size 32 does not divide n_embd_head_k=20",
+                                 "Error: --cache-type-k q8_0: llama.cpp refuses it with flash attention"),
 }
 # gptcalc's option for each llama.cpp one (-lm none: its weights read, not mapped)
 CPU_OPTIONS = {"-c": "--seq", "-np": "--parallel", "-ub": "--ubatch", "-fa": "--flash-attn", "-ctk": "--cache-type-k",
@@ -74,6 +100,14 @@ def engine_lines(log: str, line: re.Pattern[str] = LINE) -> list[str]:
 def cpu_build_says(path: Path, args: list[str]) -> list[str]:
     """What gptcalc says a CPU-only llama.cpp build prints running `path` with these llama.cpp options. The machine
     that recorded the logs runs AVX-512 (their build's system_info line), which sets the weights it repacks."""
+    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--cpu-only", "--cpu-isa",
+                                       "avx512", "--json", *gptcalc_options(args)])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["server_says"]
+
+
+def gptcalc_options(args: list[str]) -> list[str]:
+    """gptcalc's options for these llama.cpp ones."""
     cli, rest = [], list(args)
     while rest:
         option = rest.pop(0)
@@ -81,10 +115,7 @@ def cpu_build_says(path: Path, args: list[str]) -> list[str]:
         if option == "-lm" and value == "mmap":
             continue
         cli += [CPU_OPTIONS[option], *([value] if value and option != "-lm" else [])]
-    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--cpu-only", "--cpu-isa",
-                                       "avx512", "--json", *cli])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)["server_says"]
+    return cli
 
 
 def llamacpp_binary(request: pytest.FixtureRequest, build: str) -> str:
@@ -145,6 +176,22 @@ def test_live_llamacpp(name: str, tmp_path: Path, request: pytest.FixtureRequest
         RECORDED.mkdir(parents=True, exist_ok=True)
         (RECORDED / f"{name}.log").write_text("\n".join(printed) + "\n")
     assert ours(path, args) == printed
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_refused_as_llamacpp_refuses(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """source: llama_init_from_model's check (src/llama-context.cpp:3854-3873); live with --llamacpp."""
+    model_type, changes, args, error, ours_error = REFUSED[name]
+    path = tmp_path / f"{name}.gguf"
+    write_gguf({**tiny_config(model_type), **changes}, path, runnable=True)
+    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", *gptcalc_options(args)])
+    assert result.exit_code == 2 and result.output.startswith(ours_error), result.output
+    if request.config.getoption("--llamacpp"):
+        for _ in range(3):  # a failing run may lose its log too (completion_log)
+            log, status = completion_log(request.config.getoption("--llamacpp"), path, args)
+            if error in log:
+                break
+        assert status and error in log, log[-2000:]
 
 
 # --- opt-in, a CUDA build only: where -ngl / -ot / --n-cpu-moe put the model and the caches ------------------------

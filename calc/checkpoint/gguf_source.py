@@ -40,8 +40,12 @@ ARCHS = {
     "llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
     "gemma3": "gemma3_text", "gemma2": "gemma2", "deepseek2": "deepseek_v2", "mistral3": "ministral3",
     "olmo2": "olmo2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
-    "lfm2": "lfm2",
+    "lfm2": "lfm2", "gemma": "gemma", "glm4": "glm4", "exaone4": "exaone4", "stablelm": "stablelm", "phi2": "phi",
+    "granite": "granite",
 }
+# One architecture, two model_types, told apart by a key only one of them writes: Olmo3ForCausalLM converts as
+# olmo2 with a sliding window (conversion/olmo.py:49-66), MixtralForCausalLM as llama with experts (llama.py:17-30).
+VARIANTS = {"olmo2": ("attention.sliding_window", "olmo3"), "llama": ("expert_count", "mixtral")}
 # Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
 # set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
 LAYER_TYPES = {"lfm2": ("conv", "full_attention")}
@@ -141,6 +145,12 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         raise GptcalcError(f"{header.path}: general.architecture: {arch!r} is not one gptcalc reads from GGUF "
                            f"(known: {', '.join(sorted(ARCHS))})")
     data: dict[str, Any] = {"model_type": ARCHS[arch]}
+    key, variant = VARIANTS.get(arch, ("", ""))
+    if f"{arch}.{key}" in meta:
+        data["model_type"] = variant
+    pattern = meta.get(f"{arch}.attention.sliding_window_pattern")
+    if isinstance(pattern, list) and all(type(p) is bool for p in pattern):  # per layer: true where it slides
+        data["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
     if arch in LAYER_TYPES:
         _layer_types(data, meta, arch, header.path)
     for key, target in KEYS.items():

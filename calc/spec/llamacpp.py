@@ -18,6 +18,7 @@ class LlamaCppBuild(Part):
     """`sliding_window`: False where llama.cpp drops the config's window: MistralForCausalLM and
     MixtralForCausalLM convert as llama.cpp's `llama` architecture (conversion/__init__.py:194-195,
     conversion/llama.py:17-30), which reads no sliding window (src/models/llama.cpp), so every layer keeps
-    every cell."""
+    every cell; Starcoder2ForCausalLM likewise as `starcoder2` (conversion/starcoder.py:22-25 writes no window,
+    src/models/starcoder2.cpp reads none); EXAONE 4 but in its 64-layer model (src/models/exaone4.cpp:3-14)."""
 
     sliding_window: bool = True

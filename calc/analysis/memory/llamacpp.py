@@ -150,6 +150,7 @@ def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache | Compr
     if llamacpp_dsv4.has_compressed_rows(spec):
         return llamacpp_dsv4.compressed_caches(spec, ctx)
     k_fmt, v_fmt = _formats(ctx)
+    _check_types(kv_layers(spec), ctx, k_fmt, v_fmt)
     caches: list[Cache | CompressorState] = [_kv(label, members, cells, ctx, k_fmt, v_fmt)
                                              for label, members, cells in _kv_groups(spec, ctx)]
     states = state_layers(spec)
@@ -160,6 +161,25 @@ def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache | Compr
         s = sum(s.n_layers * fp32.row_bytes(s.elements) for s in states if s.name != "conv") * rows
         caches.append(Cache("rs", "", rows, spec.n_layers, ctx.n_seq, 1, r, s, ("f32", "f32")))
     return caches
+
+
+def _check_types(kinds: list[KVLayers], ctx: LlamaCppContext, k_fmt: Format, v_fmt: Format) -> None:
+    """llama_init_from_model refuses different K and V types for an MLA model (src/llama-context.cpp:3838-3841) and,
+    with flash attention on or auto, a quantized cache type whose block does not divide every layer's K (V) head
+    width (:3854-3873). MLA is one KV head there, its K the latent and the rotary key, its V the latent
+    (value_length, conversion/deepseek.py:326-331)."""
+    if ctx.type_k != ctx.type_v and any(kind.kind == "MLA" for kind in kinds):
+        raise GptcalcError(f"--cache-type-k {ctx.type_k}, --cache-type-v {ctx.type_v}: llama.cpp refuses different K "
+                           "and V cache types for an MLA model")
+    for kind in kinds if ctx.flash_attn else ():
+        mla = kind.kind == "MLA"
+        widths = ((kind.k if mla else kind.k // kind.n_kv_heads, k_fmt, "k", ctx.type_k),
+                  (kind.k - kind.rope if mla else kind.v // kind.n_kv_heads, v_fmt, "v", ctx.type_v))
+        for width, fmt, which, name in widths:
+            if fmt.block > 1 and width % fmt.block:
+                raise GptcalcError(f"--cache-type-{which} {name}: llama.cpp refuses it with flash attention: its block of "
+                                   f"{fmt.block} does not divide the {width}-wide {which.upper()} heads "
+                                   f"(n_embd_head_{which}); give -fa off or another type")
 
 
 def _formats(ctx: LlamaCppContext) -> tuple[Format, Format]:
