@@ -75,6 +75,11 @@ def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPE
     writer.close()
 
 
+# Model types whose transformers experts are (experts, in, out), which their converter transposes to llama.cpp's
+# (experts, out, in): gpt_oss.py modify_tensors
+EXPERTS_IN_OUT = ("gpt_oss",)
+
+
 def _converted(model: Any, config: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
     """(name, torch shape) of every tensor the converter writes: fused experts and kv_b split."""
     out, seen = [], set()
@@ -83,9 +88,19 @@ def _converted(model: Any, config: dict[str, Any]) -> list[tuple[str, tuple[int,
             continue
         seen.add(id(tensor))
         shape = tuple(tensor.shape)
-        if name.endswith("experts.gate_up_proj"):
+        if name.endswith("experts.gate_up_proj") and config["model_type"] in EXPERTS_IN_OUT:
+            shape = (shape[0], shape[2], shape[1])
+        if name.endswith("experts.down_proj") and config["model_type"] in EXPERTS_IN_OUT:
+            out.append((name, (shape[0], shape[2], shape[1])))
+        elif name.endswith("experts.gate_up_proj"):
             half = (shape[0], shape[1] // 2, shape[2])
             out += [(name.replace("gate_up_proj", "gate_proj"), half), (name.replace("gate_up_proj", "up_proj"), half)]
+        elif name.endswith("experts.gate_up_proj_bias"):  # gpt_oss.py: split as the weight is
+            half = (shape[0], shape[1] // 2)
+            out += [(name.replace("gate_up_proj_bias", "gate_proj.bias"), half),
+                    (name.replace("gate_up_proj_bias", "up_proj.bias"), half)]
+        elif name.endswith("experts.down_proj_bias"):
+            out.append((name.replace("down_proj_bias", "down_proj.bias"), shape))
         elif name.endswith("conv.conv.weight") and config["model_type"] == "lfm2":  # LFM2Model.modify_tensors: squeeze(1)
             out.append((name, (shape[0], shape[2])))
         elif name.endswith("kv_b_proj.weight"):
@@ -138,6 +153,11 @@ EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
     "gpt_oss": (("add_expert_feed_forward_length", "intermediate_size"),),  # gpt_oss.py:128-131
 }
 EXTRA["granitemoe"] = EXTRA["granite"]  # GraniteMoeModel(GraniteModel), granite.py:179
+# DeepSeek-style routing, as Glm4MoeModel writes it (glm.py:162-177)
+EXTRA["glm4_moe"] = (("add_expert_shared_count", "n_shared_experts"),
+                     ("add_leading_dense_block_count", "first_k_dense_replace"),
+                     ("add_expert_weights_scale", "routed_scaling_factor"), ("add_expert_weights_norm", "norm_topk_prob"))
+SIGMOID_ROUTED = ("glm4_moe",)  # converters that write a sigmoid gating function (glm.py:172)
 # Converters that write the window's layer pattern from layer_types (exaone.py:83-86, olmo.py:56-66,
 # command_r.py:103)
 PATTERNED = ("exaone4", "olmo3")
@@ -160,9 +180,9 @@ def _hyperparameters(writer: Any, c: dict[str, Any], hparams: dict[str, Any]) ->
     if _find(h, ("rms_norm_eps", "norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon")) is None:
         writer.add_layer_norm_rms_eps(1e-6)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
-    if "head_dim" in c:
-        writer.add_key_length(c["head_dim"])
-        writer.add_value_length(c["head_dim"])
+    if h.get("head_dim") and "kv_lora_rank" not in c:  # MLA's are written below
+        writer.add_key_length(h["head_dim"])
+        writer.add_value_length(h["head_dim"])
     if "sliding_window" in c:
         writer.add_sliding_window(c["sliding_window"])
     if model_type in PATTERNED:
@@ -172,6 +192,8 @@ def _hyperparameters(writer: Any, c: dict[str, Any], hparams: dict[str, Any]) ->
         writer.add_expert_used_count(_find(h, ("num_experts_per_tok", "num_experts_per_token", "top_k_experts")))
     if h.get("moe_intermediate_size"):  # the Qwen MoE and DeepSeek classes
         writer.add_expert_feed_forward_length(h["moe_intermediate_size"])
+    if model_type in SIGMOID_ROUTED:
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     if "shared_expert_intermediate_size" in c:  # Qwen2MoeModel
         writer.add_expert_shared_feed_forward_length(c["shared_expert_intermediate_size"])
     if model_type == "lfm2":  # LFM2Model: the adjusted width (Lfm2MLP), the conv's cache length
@@ -182,7 +204,8 @@ def _hyperparameters(writer: Any, c: dict[str, Any], hparams: dict[str, Any]) ->
     if "kv_lora_rank" in c:  # DeepseekV2Model.set_gguf_parameters
         writer.add_vocab_size(c["vocab_size"])
         writer.add_leading_dense_block_count(c["first_k_dense_replace"])
-        writer.add_q_lora_rank(c["q_lora_rank"])
+        if c["q_lora_rank"] is not None:  # DeepSeek-V2-Lite's queries have no latent (deepseek.py:344-345)
+            writer.add_q_lora_rank(c["q_lora_rank"])
         writer.add_kv_lora_rank(c["kv_lora_rank"])
         writer.add_key_length(c["kv_lora_rank"] + c["qk_rope_head_dim"])
         writer.add_value_length(c["kv_lora_rank"])

@@ -67,6 +67,19 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "exaone4-c4096": ("exaone4", {}, ["-c", "4096"]),  # 4 layers: llama.cpp slides only the 64-layer model's
     "exaone4-64-swa": ("exaone4", {"num_hidden_layers": 64}, ["-c", "4096"]),
     "olmo3-swa": ("olmo3", {}, ["-c", "4096"]),
+    "gpt_oss-swa": ("gpt_oss", {}, ["-c", "4096"]),  # sinks, biased experts stored transposed
+    "gpt_oss-swa-np2-ub256": ("gpt_oss", {}, ["-c", "8192", "-np", "2", "-ub", "256"]),
+    # OLMoE-1B-7B-0924 config.json: as many KV heads as heads (llama.cpp's olmoe norms K over n_embd)
+    "olmoe-c2048": ("olmoe", {"num_key_value_heads": 4}, ["-c", "2048"]),
+    # Phi-3.5-MoE-instruct config.json: attention_bias and lm_head_bias true (llama.cpp's phimoe loads both)
+    "phimoe-c2048": ("phimoe", {"attention_bias": True, "lm_head_bias": True}, ["-c", "2048"]),
+    # c4ai-command-r7b-12-2024 config.json: a tied head, no attention biases; three sliding layers, then a global
+    "cohere2-swa": ("cohere2", {"tie_word_embeddings": True, "attention_bias": False}, ["-c", "4096"]),
+    # without GLM-4.5's MTP layer (num_nextn_predict_layers 1), which transformers does not build
+    "glm4_moe-c2048": ("glm4_moe", {"num_nextn_predict_layers": 0}, ["-c", "2048"]),
+    # DeepSeek-V2 (softmax routing) with a query latent; llama.cpp reads none only in 26/27-layer models (Lite)
+    "deepseek_v2-mla-c2048": ("deepseek_v2", {"q_lora_rank": 24}, ["-c", "2048"]),
+    "deepseek_v2-lite27-c2048": ("deepseek_v2", {"num_hidden_layers": 27}, ["-c", "2048"]),
     "deepseek_v3-mla-c2048": ("deepseek_v3", {}, ["-c", "2048"]),
     "deepseek_v3-mla-np2": ("deepseek_v3", {}, ["-c", "4096", "-np", "2"]),
     # MLA's K row (latent 16 + rotary 4) in 32-value q8_0 blocks is refused (REFUSED); a latent and a rotary key of

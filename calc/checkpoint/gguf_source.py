@@ -41,7 +41,8 @@ ARCHS = {
     "gemma3": "gemma3_text", "gemma2": "gemma2", "deepseek2": "deepseek_v2", "mistral3": "ministral3",
     "olmo2": "olmo2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
     "lfm2": "lfm2", "gemma": "gemma", "glm4": "glm4", "exaone4": "exaone4", "stablelm": "stablelm", "phi2": "phi",
-    "granite": "granite",
+    "granite": "granite", "gpt-oss": "gpt_oss", "olmoe": "olmoe", "phimoe": "phimoe", "cohere2": "cohere2",
+    "glm4moe": "glm4_moe",
 }
 # One architecture, two model_types, told apart by a key only one of them writes: Olmo3ForCausalLM converts as
 # olmo2 with a sliding window (conversion/olmo.py:49-66), MixtralForCausalLM as llama with experts (llama.py:17-30).
@@ -81,6 +82,9 @@ KEYS = {
 # The converter's splits: a Hugging Face tensor -> the parts it writes instead (conversion/qwen.py,
 # llama.py: fused experts; conversion/deepseek.py:433: MLA's kv_b, for the absorbed attention).
 SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v_b_proj")}
+# Tensors a converter stores transposed (the last two dimensions swapped): gpt-oss's routed experts' down
+# projection, (experts, in, out) in transformers (conversion/gpt_oss.py modify_tensors).
+TRANSPOSED = {"gpt-oss": (".experts.down_proj",)}
 SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
@@ -91,7 +95,8 @@ def from_gguf(path: Path, source: str) -> RawCheckpoint:
 
     spec = spec_from_config(config)
     names = _hf_names(spec, headers[0].architecture)
-    columns = _columns([(t, h.path) for h in headers for t in h.tensors], names)
+    columns = _columns([(t, h.path) for h in headers for t in h.tensors], names,
+                       TRANSPOSED.get(headers[0].architecture, ()))
     files = tuple(FileRead(h.path, h.file_size, h.bytes_read) for h in headers)
     return RawCheckpoint(source, _kind(headers), columns, files, config, loads_buffers=True)
 
@@ -199,6 +204,7 @@ def _mla(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     data.pop("head_dim", None)
     data["v_head_dim"] = meta.get(f"{arch}.attention.value_length_mla", meta.get(f"{arch}.attention.value_length"))
     data["n_routed_experts"] = data.pop("num_experts", None)
+    data.setdefault("q_lora_rank", None)  # no key: queries without a latent (DeepSeek-V2-Lite, deepseek.py:344-345)
     if meta.get(f"{arch}.expert_gating_func") == SIGMOID:
         data["model_type"] = "deepseek_v3"
     data["moe_layer_freq"] = 1
@@ -226,7 +232,9 @@ def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
         renamed = name.replace("e_score_correction_bias", "e_score_correction.bias")  # conversion/base.py:593
         whole = next((w for w in SPLITS if f".{w}" in renamed), None)
         for candidate in (renamed, *(renamed.replace(whole, part) for part in SPLITS.get(whole, ()))):
-            # transformers 5 names fused experts without `.weight`; the converter writes them with it
+            # transformers 5 names fused experts without `.weight` (their biases `_bias`); the converter writes them
+            # with it (`.bias`: conversion/gpt_oss.py modify_tensors)
+            candidate = re.sub(r"_bias$", ".bias", candidate)
             candidate += "" if candidate.endswith((".weight", ".bias")) else ".weight"
             gguf = mapper.get_name(candidate, try_suffixes=(".weight", ".bias"))
             if gguf is not None:
@@ -234,9 +242,11 @@ def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     return found
 
 
-def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, tuple[int, ...]]]) -> TensorColumns:
+def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, tuple[int, ...]]],
+             transposed: tuple[str, ...] = ()) -> TensorColumns:
     """Every file's tensors under Hugging Face names; converter splits joined (wherever each part is
-    stored: a split set may cut between them), unknown names kept as they are."""
+    stored: a split set may cut between them), unknown names kept as they are; those named in `transposed`
+    (suffixes) under the shape before the converter swapped their last two dimensions."""
     grouped: dict[str, list[tuple[GGUFTensor, str]]] = defaultdict(list)
     for tensor, file in stored:
         grouped[names[tensor.name][0] if tensor.name in names else tensor.name].append((tensor, file))
@@ -246,6 +256,8 @@ def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, t
         expected = names[first.name][1] if first.name in names else None
         numel = sum(p.numel for p, _ in pieces)
         found = first.shape if len(pieces) == 1 else (numel,)
+        if hf_name.endswith(transposed) and len(found) > 1:
+            found = (*found[:-2], found[-1], found[-2])
         columns.names.append(hf_name)
         columns.dtypes.append("+".join(sorted({p.type_name for p, _ in pieces})))
         columns.shapes.append(_shape(found, numel, expected))
