@@ -64,6 +64,10 @@ def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPE
     cycle = iter(types * 10_000)
     for hf_name, shape in _converted(model, config):
         hf_name = hf_name.replace("e_score_correction_bias", "e_score_correction.bias")
+        if config["model_type"] == "bloom":  # bloom.py:40
+            hf_name = hf_name.removeprefix("transformer.")
+        if config["model_type"] == "gpt2" and hf_name.endswith(CONV1D):
+            shape = shape[::-1]
         hf_name += "" if hf_name.endswith((".weight", ".bias")) else ".weight"  # conversion/qwen.py: fused experts
         name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
         assert name is not None, hf_name
@@ -151,13 +155,24 @@ EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
     "granite": (("add_attention_scale", "attention_multiplier"), ("add_embedding_scale", "embedding_multiplier"),
                 ("add_residual_scale", "residual_multiplier"), ("add_logit_scale", "logits_scaling")),  # granite.py:23-49
     "gpt_oss": (("add_expert_feed_forward_length", "intermediate_size"),),  # gpt_oss.py:128-131
+    "gpt_neox": (("add_parallel_residual", "use_parallel_residual"),),  # gptneox.py:29
 }
 EXTRA["granitemoe"] = EXTRA["granite"]  # GraniteMoeModel(GraniteModel), granite.py:179
 # DeepSeek-style routing, as Glm4MoeModel writes it (glm.py:162-177)
 EXTRA["glm4_moe"] = (("add_expert_shared_count", "n_shared_experts"),
                      ("add_leading_dense_block_count", "first_k_dense_replace"),
                      ("add_expert_weights_scale", "routed_scaling_factor"), ("add_expert_weights_norm", "norm_topk_prob"))
-SIGMOID_ROUTED = ("glm4_moe",)  # converters that write a sigmoid gating function (glm.py:172)
+SIGMOID_ROUTED = ("glm4_moe",)
+# Values a converter class writes whatever the config says (olmo.py:23, 77; falcon.py:27)
+FIXED: dict[str, tuple[tuple[str, float], ...]] = {"olmo": (("add_layer_norm_eps", 1e-5),),
+                                                     "olmoe": (("add_layer_norm_rms_eps", 1e-5),),
+                                                     "falcon": (("add_context_length", 2048),)}
+# Converters that write a feed-forward width of 4 x n_embd (gpt2.py:22, starcoder.py:14, falcon.py:30, bloom.py:27)
+# and one KV head (starcoder.py:17; falcon.py:23-25 when config.json has no num_kv_heads, Falcon-7B's multi-query)
+FF4 = ("gpt2", "gpt_bigcode", "falcon", "bloom")
+ONE_KV_HEAD = ("gpt_bigcode", "falcon")
+# GPT-2's Conv1D weights, (in, out) in transformers, which gpt2.py:32-33 transposes
+CONV1D = (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")  # converters that write a sigmoid gating function (glm.py:172)
 # Converters that write the window's layer pattern from layer_types (exaone.py:83-86, olmo.py:56-66,
 # command_r.py:103)
 PATTERNED = ("exaone4", "olmo3")
@@ -172,10 +187,17 @@ def _hyperparameters(writer: Any, c: dict[str, Any], hparams: dict[str, Any]) ->
         if (value := _find(h, keys)) is not None and not (add == "add_feed_forward_length" and model_type == "lfm2"):
             getattr(writer, add)(value)
     for add, key in EXTRA.get(model_type, ()):
-        if h.get(key):
+        if h.get(key) is not None:
             getattr(writer, add)(h[key])
+    if model_type in FF4:
+        writer.add_feed_forward_length(4 * _find(h, ("hidden_size", "n_embd")))
+    if model_type == "bloom":  # bloom.py:25: BloomConfig has no context length
+        writer.add_context_length(h.get("seq_length", h["hidden_size"]))
+    for add, value in FIXED.get(model_type, ()):
+        getattr(writer, add)(value)
     writer.add_block_count(c["num_hidden_layers"])
-    kv = 1 if "kv_lora_rank" in c else c.get("num_key_value_heads", c["num_attention_heads"])  # MLA as MQA (deepseek.py:326)
+    kv = 1 if "kv_lora_rank" in c or model_type in ONE_KV_HEAD else \
+        c.get("num_key_value_heads", c["num_attention_heads"])  # MLA as MQA (deepseek.py:326)
     writer.add_head_count_kv([kv if t != "conv" else 0 for t in c["layer_types"]] if "layer_types" in c else kv)
     if _find(h, ("rms_norm_eps", "norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon")) is None:
         writer.add_layer_norm_rms_eps(1e-6)

@@ -69,6 +69,20 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "olmo3-swa": ("olmo3", {}, ["-c", "4096"]),
     "gpt_oss-swa": ("gpt_oss", {}, ["-c", "4096"]),  # sinks, biased experts stored transposed
     "gpt_oss-swa-np2-ub256": ("gpt_oss", {}, ["-c", "8192", "-np", "2", "-ub", "256"]),
+    "olmo-c4096": ("olmo", {}, ["-c", "4096"]),
+    # c4ai-command-r-v01 config.json: no QK-norm (llama.cpp's command-r loads one only in 64-layer models)
+    "cohere-c4096": ("cohere", {"use_qk_norm": False}, ["-c", "4096"]),
+    # the published configs' biases (Hunyuan-7B-Instruct, AFM-4.5B, Seed-OSS-36B-Instruct, ERNIE-4.5-0.3B-PT): the
+    # tiny configs switch on more than llama.cpp's graphs load
+    "hunyuan_v1_dense-c4096": ("hunyuan_v1_dense", {"attention_bias": False}, ["-c", "4096"]),
+    "arcee-c4096": ("arcee", {"mlp_bias": False}, ["-c", "4096"]),
+    "seed_oss-c4096": ("seed_oss", {"attention_out_bias": False, "mlp_bias": False}, ["-c", "4096"]),
+    "ernie4_5-c4096": ("ernie4_5", {"use_bias": False}, ["-c", "4096"]),
+    "gpt2-c1024": ("gpt2", {}, ["-c", "1024"]),  # Conv1D weights stored transposed
+    "gpt_bigcode-mqa-c1024": ("gpt_bigcode", {}, ["-c", "1024"]),  # llama.cpp's starcoder: one KV head
+    "gpt_neox-c2048": ("gpt_neox", {}, ["-c", "2048"]),
+    "falcon-mqa-c2048": ("falcon", {}, ["-c", "2048"]),  # Falcon-7B's multi-query attention
+    "bloom-c2048": ("bloom", {}, ["-c", "2048"]),
     # OLMoE-1B-7B-0924 config.json: as many KV heads as heads (llama.cpp's olmoe norms K over n_embd)
     "olmoe-c2048": ("olmoe", {"num_key_value_heads": 4}, ["-c", "2048"]),
     # Phi-3.5-MoE-instruct config.json: attention_bias and lm_head_bias true (llama.cpp's phimoe loads both)

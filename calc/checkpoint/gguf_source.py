@@ -42,7 +42,9 @@ ARCHS = {
     "olmo2": "olmo2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
     "lfm2": "lfm2", "gemma": "gemma", "glm4": "glm4", "exaone4": "exaone4", "stablelm": "stablelm", "phi2": "phi",
     "granite": "granite", "gpt-oss": "gpt_oss", "olmoe": "olmoe", "phimoe": "phimoe", "cohere2": "cohere2",
-    "glm4moe": "glm4_moe",
+    "glm4moe": "glm4_moe", "olmo": "olmo", "command-r": "cohere", "hunyuan-dense": "hunyuan_v1_dense",
+    "arcee": "arcee", "seed_oss": "seed_oss", "ernie4_5": "ernie4_5", "gpt2": "gpt2", "gptneox": "gpt_neox",
+    "falcon": "falcon", "starcoder": "gpt_bigcode", "bloom": "bloom",
 }
 # One architecture, two model_types, told apart by a key only one of them writes: Olmo3ForCausalLM converts as
 # olmo2 with a sliding window (conversion/olmo.py:49-66), MixtralForCausalLM as llama with experts (llama.py:17-30).
@@ -51,7 +53,11 @@ VARIANTS = {"olmo2": ("attention.sliding_window", "olmo3"), "llama": ("expert_co
 # set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
 LAYER_TYPES = {"lfm2": ("conv", "full_attention")}
 # config.json flags GGUF keeps only as tensors: set when any layer stores the bias.
-BIASES = {"attention_bias": ".attn_q.bias", "mlp_bias": ".ffn_up.bias", "conv_bias": ".shortconv.conv.bias"}
+BIASES = {"attention_bias": (".attn_q.bias", ".attn_qkv.bias"), "use_qkv_bias": (".attn_q.bias",),
+          "mlp_bias": (".ffn_up.bias",), "conv_bias": (".shortconv.conv.bias",), "lm_head_bias": ("output.bias",),
+          "use_qk_norm": (".attn_q_norm.weight",)}
+# The expert count under each name config.json gives it (Qwen's, Mixtral's and PhiMoE's, DeepSeek's and GLM's).
+EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts")
 SIGMOID = 2  # LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID: DeepSeek-V3's router
 # {arch}.KEY -> config.json key (src/llama-arch.cpp LLM_KV_NAMES).
 KEYS = {
@@ -84,7 +90,10 @@ KEYS = {
 SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v_b_proj")}
 # Tensors a converter stores transposed (the last two dimensions swapped): gpt-oss's routed experts' down
 # projection, (experts, in, out) in transformers (conversion/gpt_oss.py modify_tensors).
-TRANSPOSED = {"gpt-oss": (".experts.down_proj",)}
+TRANSPOSED = {"gpt-oss": (".experts.down_proj",),  # and GPT-2's Conv1D weights, (in, out) (gpt2.py:32-33)
+              "gpt2": (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")}
+# A prefix a converter drops from every name before the architecture's table (conversion/bloom.py:40).
+DROPPED = {"bloom": "transformer."}
 SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
@@ -174,8 +183,10 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         raise GptcalcError(f"{header.path}: token_embd.weight: missing or not 2-D (the vocabulary is read off it)")
     data["vocab_size"] = meta.get(f"{arch}.vocab_size", embedding.ne[1])
     data["tie_word_embeddings"] = "output.weight" not in by_name
-    for key, suffix in BIASES.items():
-        data[key] = any(name.endswith(suffix) for name in by_name)
+    for key, suffixes in BIASES.items():
+        data[key] = any(name.endswith(suffixes) for name in by_name)
+    if "num_experts" in data:
+        data.update(dict.fromkeys(EXPERT_COUNTS, data["num_experts"]))
     if arch == "deepseek2":
         _mla(data, meta, arch)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
@@ -204,6 +215,7 @@ def _mla(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     data.pop("head_dim", None)
     data["v_head_dim"] = meta.get(f"{arch}.attention.value_length_mla", meta.get(f"{arch}.attention.value_length"))
     data["n_routed_experts"] = data.pop("num_experts", None)
+    data.pop("num_local_experts", None)
     data.setdefault("q_lora_rank", None)  # no key: queries without a latent (DeepSeek-V2-Lite, deepseek.py:344-345)
     if meta.get(f"{arch}.expert_gating_func") == SIGMOID:
         data["model_type"] = "deepseek_v3"
@@ -230,6 +242,7 @@ def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     found = {}
     for name, shape in tensor_table(spec).expected_shapes(buffers=True).items():
         renamed = name.replace("e_score_correction_bias", "e_score_correction.bias")  # conversion/base.py:593
+        renamed = renamed.removeprefix(DROPPED.get(arch, ""))
         whole = next((w for w in SPLITS if f".{w}" in renamed), None)
         for candidate in (renamed, *(renamed.replace(whole, part) for part in SPLITS.get(whole, ()))):
             # transformers 5 names fused experts without `.weight` (their biases `_bias`); the converter writes them
