@@ -36,7 +36,8 @@ ARCH = {"llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen
         "granitemoe": "granitemoe", "gpt2": "gpt2", "gpt_neox": "gptneox", "falcon": "falcon", "bloom": "bloom",
         "stablelm": "stablelm", "olmo": "olmo", "olmo3": "olmo2", "cohere": "command-r", "phi": "phi2",
         "phimoe": "phimoe", "arcee": "arcee", "gpt_bigcode": "starcoder", "mpt": "mpt", "deepseek_v2": "deepseek2",
-        "internlm3": "llama", "dbrx": "dbrx", "afmoe": "afmoe", "minimax_m2": "minimax-m2"}
+        "internlm3": "llama", "dbrx": "dbrx", "afmoe": "afmoe", "minimax_m2": "minimax-m2", "kimi_k2": "deepseek2",
+        "glm4_moe_lite": "deepseek2", "llama4_text": "llama4"}
 # Every ggml type whose block divides a row of 32: the quantised ones, and the plain ones.
 TYPES = ("Q8_0", "Q4_0", "Q5_1", "IQ4_NL", "Q4_1", "Q5_0", "MXFP4", "F16", "BF16")
 
@@ -80,8 +81,8 @@ def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPE
 
 
 # Model types whose transformers experts are (experts, in, out), which their converter transposes to llama.cpp's
-# (experts, out, in): gpt_oss.py modify_tensors
-EXPERTS_IN_OUT = ("gpt_oss",)
+# (experts, out, in): gpt_oss.py modify_tensors, llama.py:401-415
+EXPERTS_IN_OUT = ("gpt_oss", "llama4_text")
 
 
 def _converted(model: Any, config: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
@@ -156,12 +157,17 @@ EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
                 ("add_residual_scale", "residual_multiplier"), ("add_logit_scale", "logits_scaling")),  # granite.py:23-49
     "gpt_oss": (("add_expert_feed_forward_length", "intermediate_size"),),  # gpt_oss.py:128-131
     "gpt_neox": (("add_parallel_residual", "use_parallel_residual"),),  # gptneox.py:29
+    # Llama4Model swaps the widths (dense: intermediate_size_mlp, experts: intermediate_size), llama.py:383-395
+    "llama4_text": (("add_feed_forward_length", "intermediate_size_mlp"),
+                    ("add_expert_feed_forward_length", "intermediate_size"),
+                    ("add_interleave_moe_layer_step", "interleave_moe_layer_step")),
 }
 EXTRA["granitemoe"] = EXTRA["granite"]  # GraniteMoeModel(GraniteModel), granite.py:179
 # DeepSeek-style routing, as Glm4MoeModel writes it (glm.py:162-177)
 EXTRA["glm4_moe"] = (("add_expert_shared_count", "n_shared_experts"),
                      ("add_leading_dense_block_count", "first_k_dense_replace"),
                      ("add_expert_weights_scale", "routed_scaling_factor"), ("add_expert_weights_norm", "norm_topk_prob"))
+EXTRA["dots1"] = EXTRA["glm4_moe"]  # Dots1Model (dots1.py:22-27), its gating left to llama.cpp's default
 SIGMOID_ROUTED = ("glm4_moe",)
 # Values a converter class writes whatever the config says (olmo.py:23, 77; falcon.py:27)
 FIXED: dict[str, tuple[tuple[str, float], ...]] = {"olmo": (("add_layer_norm_eps", 1e-5),),

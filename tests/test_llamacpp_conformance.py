@@ -54,6 +54,8 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "olmo2-c2048": ("olmo2", {}, ["-c", "2048"]),
     "gemma2-swa": ("gemma2", {}, ["-c", "4096"]),
     "gemma2-swa-np2": ("gemma2", {}, ["-c", "4096", "-np", "2"]),
+    # both caches quantised: this build's SWA cache takes -ctk / -ctv as the full one does
+    "gemma2-swa-q8_0": ("gemma2", WIDE, ["-c", "4096", "-ctk", "q8_0", "-ctv", "q8_0"]),
     "phi3-c4096": ("phi3", {}, ["-c", "4096"]),
     "smollm3-c4096": ("smollm3", {}, ["-c", "4096"]),
     "gemma-c4096": ("gemma", {}, ["-c", "4096"]),
@@ -83,6 +85,11 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "gpt_neox-c2048": ("gpt_neox", {}, ["-c", "2048"]),
     "falcon-mqa-c2048": ("falcon", {}, ["-c", "2048"]),  # Falcon-7B's multi-query attention
     "bloom-c2048": ("bloom", {}, ["-c", "2048"]),
+    # Llama 4's chunked layers (every 4th one global, as Llama-4-Scout's no_rope_layer_interval) in llama.cpp's SWA
+    # cache of n_swa 8192, whatever attention_chunk_size says: GGML_PAD(8192 + 512, 256) = 8704 cells
+    "llama4-chunked-c16384": ("llama4_text", {"no_rope_layer_interval": 4}, ["-c", "16384"]),
+    "llama4-chunked-np2-c32768": ("llama4_text", {"no_rope_layer_interval": 4}, ["-c", "32768", "-np", "2"]),
+    "kimi_k2-mla-c2048": ("kimi_k2", {}, ["-c", "2048"]),  # DeepSeek-V3's converter class: llama.cpp's deepseek2
     # OLMoE-1B-7B-0924 config.json: as many KV heads as heads (llama.cpp's olmoe norms K over n_embd)
     "olmoe-c2048": ("olmoe", {"num_key_value_heads": 4}, ["-c", "2048"]),
     # Phi-3.5-MoE-instruct config.json: attention_bias and lm_head_bias true (llama.cpp's phimoe loads both)

@@ -44,7 +44,7 @@ ARCHS = {
     "granite": "granite", "gpt-oss": "gpt_oss", "olmoe": "olmoe", "phimoe": "phimoe", "cohere2": "cohere2",
     "glm4moe": "glm4_moe", "olmo": "olmo", "command-r": "cohere", "hunyuan-dense": "hunyuan_v1_dense",
     "arcee": "arcee", "seed_oss": "seed_oss", "ernie4_5": "ernie4_5", "gpt2": "gpt2", "gptneox": "gpt_neox",
-    "falcon": "falcon", "starcoder": "gpt_bigcode", "bloom": "bloom",
+    "falcon": "falcon", "starcoder": "gpt_bigcode", "bloom": "bloom", "llama4": "llama4_text",
 }
 # One architecture, two model_types, told apart by a key only one of them writes: Olmo3ForCausalLM converts as
 # olmo2 with a sliding window (conversion/olmo.py:49-66), MixtralForCausalLM as llama with experts (llama.py:17-30).
@@ -85,12 +85,20 @@ KEYS = {
     "attention.value_length_mla": "v_head_dim",
     "shortconv.l_cache": "conv_L_cache",
 }
+# Keys an architecture's converter writes from other config.json keys: Llama4Model's widths swapped
+# (conversion/llama.py:383-395).
+ARCH_KEYS = {"llama4": {"feed_forward_length": "intermediate_size_mlp", "expert_feed_forward_length": "intermediate_size",
+                        "interleave_moe_layer_step": "interleave_moe_layer_step"}}
+# What llama.cpp assumes of an architecture whatever its file says: llama4's chunked attention over 8192 tokens,
+# unless the file's sliding_window is 0 (src/models/llama4.cpp:8-19).
+ASSUMED = {"llama4": {"attention_chunk_size": 8192}}
 # The converter's splits: a Hugging Face tensor -> the parts it writes instead (conversion/qwen.py,
 # llama.py: fused experts; conversion/deepseek.py:433: MLA's kv_b, for the absorbed attention).
 SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v_b_proj")}
-# Tensors a converter stores transposed (the last two dimensions swapped): gpt-oss's routed experts' down
-# projection, (experts, in, out) in transformers (conversion/gpt_oss.py modify_tensors).
-TRANSPOSED = {"gpt-oss": (".experts.down_proj",),  # and GPT-2's Conv1D weights, (in, out) (gpt2.py:32-33)
+# Tensors a converter stores transposed (the last two dimensions swapped): gpt-oss's and Llama 4's routed experts'
+# down projection, (experts, in, out) in transformers (conversion/gpt_oss.py modify_tensors).
+TRANSPOSED = {"gpt-oss": (".experts.down_proj",), "llama4": (".experts.down_proj",),  # llama.py:411-413
+              # and GPT-2's Conv1D weights, (in, out) (gpt2.py:32-33)
               "gpt2": (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")}
 # A prefix a converter drops from every name before the architecture's table (conversion/bloom.py:40).
 DROPPED = {"bloom": "transformer."}
@@ -167,7 +175,9 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         data["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
     if arch in LAYER_TYPES:
         _layer_types(data, meta, arch, header.path)
-    for key, target in KEYS.items():
+    if meta.get(f"{arch}.attention.sliding_window") != 0:
+        data.update(ASSUMED.get(arch, {}))
+    for key, target in {**KEYS, **ARCH_KEYS.get(arch, {})}.items():
         if target in data:
             continue
         value = meta.get(f"{arch}.{key}")

@@ -189,15 +189,24 @@ def _formats(ctx: LlamaCppContext) -> tuple[Format, Format]:
 def _kv_groups(spec: ModelSpec, ctx: LlamaCppContext) -> list[tuple[str, list[KVLayers], int]]:
     """(label, layer kinds, cells) of each KV cache: one, or llama_kv_cache_iswa's non-SWA and SWA pair."""
     kinds = kv_layers(spec)
-    windows = {kind.window for kind in kinds if kind.window} if spec.llamacpp.sliding_window else set()
+    slides = {kind: _n_swa(spec, kind) for kind in kinds}
+    windows = {n for n in slides.values() if n}
     if len(windows) > 1:
         raise GptcalcError(f"--engine llamacpp: {spec.name} has sliding windows of {sorted(windows)} tokens; llama.cpp "
                            "has one n_swa per model")
     if windows:
         n_swa = windows.pop()
-        return [("non-SWA", [k for k in kinds if not k.window], ctx.cells),
-                ("SWA", [k for k in kinds if k.window], ctx.swa_cells(n_swa))]
+        return [("non-SWA", [k for k in kinds if not slides[k]], ctx.cells),
+                ("SWA", [k for k in kinds if slides[k]], ctx.swa_cells(n_swa))]
     return [("", list(kinds), ctx.cells)] if kinds else []
+
+
+def _n_swa(spec: ModelSpec, kind: KVLayers) -> int | None:
+    """The window llama.cpp gives this kind of layer: its sliding window (unless llama.cpp drops the model's), or
+    for chunked attention the one llama.cpp sets for it (spec.llamacpp.chunk); None: every cell kept."""
+    if kind.window:
+        return kind.window if spec.llamacpp.sliding_window else None
+    return spec.llamacpp.chunk if kind.chunk else None
 
 
 def _kv(label: str, members: list[KVLayers], cells: int, ctx: LlamaCppContext, k_fmt: Format, v_fmt: Format) -> Cache:
