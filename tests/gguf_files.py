@@ -169,6 +169,7 @@ EXTRA["glm4_moe"] = (("add_expert_shared_count", "n_shared_experts"),
                      ("add_expert_weights_scale", "routed_scaling_factor"), ("add_expert_weights_norm", "norm_topk_prob"))
 EXTRA["dots1"] = EXTRA["glm4_moe"]  # Dots1Model (dots1.py:22-27), its gating left to llama.cpp's default
 SIGMOID_ROUTED = ("glm4_moe",)
+GATING = {"sigmoid": gguf.ExpertGatingFuncType.SIGMOID, "softmax": gguf.ExpertGatingFuncType.SOFTMAX}
 # Values a converter class writes whatever the config says (olmo.py:23, 77; falcon.py:27)
 FIXED: dict[str, tuple[tuple[str, float], ...]] = {"olmo": (("add_layer_norm_eps", 1e-5),),
                                                      "olmoe": (("add_layer_norm_rms_eps", 1e-5),),
@@ -220,6 +221,10 @@ def _hyperparameters(writer: Any, c: dict[str, Any], hparams: dict[str, Any]) ->
         writer.add_expert_used_count(_find(h, ("num_experts_per_tok", "num_experts_per_token", "top_k_experts")))
     if h.get("moe_intermediate_size"):  # the Qwen MoE and DeepSeek classes
         writer.add_expert_feed_forward_length(h["moe_intermediate_size"])
+    score = _find(h, ("score_function", "scoring_func", "score_func", "moe_router_activation",
+                      "moe_router_activation_func", "expert_selection_fn"))  # base.py:1532-1540
+    if score in GATING:
+        writer.add_expert_gating_func(GATING[score])
     if model_type in SIGMOID_ROUTED:
         writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     if "shared_expert_intermediate_size" in c:  # Qwen2MoeModel

@@ -72,10 +72,11 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "gpt_oss-swa": ("gpt_oss", {}, ["-c", "4096"]),  # sinks, biased experts stored transposed
     "gpt_oss-swa-np2-ub256": ("gpt_oss", {}, ["-c", "8192", "-np", "2", "-ub", "256"]),
     "olmo-c4096": ("olmo", {}, ["-c", "4096"]),
-    # c4ai-command-r-v01 config.json: no QK-norm (llama.cpp's command-r loads one only in 64-layer models)
+    # no QK-norm, as Command-R models have it (tests/configs/model_types/cohere.json, Aya-23-8B)
     "cohere-c4096": ("cohere", {"use_qk_norm": False}, ["-c", "4096"]),
-    # the published configs' biases (Hunyuan-7B-Instruct, AFM-4.5B, Seed-OSS-36B-Instruct, ERNIE-4.5-0.3B-PT): the
-    # tiny configs switch on more than llama.cpp's graphs load
+    # biases as the published configs have them (ERNIE-4.5-0.3B-PT: tests/configs/model_types/ernie4_5.json,
+    # use_bias false; Seed-OSS-36B-Instruct: attention_out_bias and mlp_bias false; Hunyuan-7B-Instruct's attention and
+    # AFM-4.5B's MLP without): the tiny configs switch on more than llama.cpp's graphs load
     "hunyuan_v1_dense-c4096": ("hunyuan_v1_dense", {"attention_bias": False}, ["-c", "4096"]),
     "arcee-c4096": ("arcee", {"mlp_bias": False}, ["-c", "4096"]),
     "seed_oss-c4096": ("seed_oss", {"attention_out_bias": False, "mlp_bias": False}, ["-c", "4096"]),
@@ -89,14 +90,20 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     # cache of n_swa 8192, whatever attention_chunk_size says: GGML_PAD(8192 + 512, 256) = 8704 cells
     "llama4-chunked-c16384": ("llama4_text", {"no_rope_layer_interval": 4}, ["-c", "16384"]),
     "llama4-chunked-np2-c32768": ("llama4_text", {"no_rope_layer_interval": 4}, ["-c", "32768", "-np", "2"]),
-    "kimi_k2-mla-c2048": ("kimi_k2", {}, ["-c", "2048"]),  # DeepSeek-V3's converter class: llama.cpp's deepseek2
-    # OLMoE-1B-7B-0924 config.json: as many KV heads as heads (llama.cpp's olmoe norms K over n_embd)
+    "kimi_k2-mla-c2048": ("kimi_k2", {}, ["-c", "2048"]),
+    # dots.llm1 as published: every head its own KV head (llama.cpp's dots1 builds K and V of n_head heads), no
+    # attention biases, sigmoid routing, no sliding layer (max_window_layers = its layers)
+    "dots1-c2048": ("dots1", {"num_key_value_heads": 4, "attention_bias": False, "max_window_layers": 3,
+                              "scoring_func": "sigmoid"}, ["-c", "2048"]),  # DeepSeek-V3's converter class: llama.cpp's deepseek2
+    # as many KV heads as heads, as OLMoE has (tests/configs/model_types/olmoe.json; llama.cpp's olmoe norms K over
+    # n_embd)
     "olmoe-c2048": ("olmoe", {"num_key_value_heads": 4}, ["-c", "2048"]),
     # Phi-3.5-MoE-instruct config.json: attention_bias and lm_head_bias true (llama.cpp's phimoe loads both)
     "phimoe-c2048": ("phimoe", {"attention_bias": True, "lm_head_bias": True}, ["-c", "2048"]),
     # c4ai-command-r7b-12-2024 config.json: a tied head, no attention biases; three sliding layers, then a global
     "cohere2-swa": ("cohere2", {"tie_word_embeddings": True, "attention_bias": False}, ["-c", "4096"]),
-    # without GLM-4.5's MTP layer (num_nextn_predict_layers 1), which transformers does not build
+    # without GLM-4.5's MTP layer (tests/configs/model_types/glm4_moe.json: num_nextn_predict_layers 1), which
+    # transformers does not build and the converter would add to the block count (glm.py:121)
     "glm4_moe-c2048": ("glm4_moe", {"num_nextn_predict_layers": 0}, ["-c", "2048"]),
     # DeepSeek-V2 (softmax routing) with a query latent; llama.cpp reads none only in 26/27-layer models (Lite)
     "deepseek_v2-mla-c2048": ("deepseek_v2", {"q_lora_rank": 24}, ["-c", "2048"]),
