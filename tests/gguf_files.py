@@ -167,6 +167,10 @@ EXTRA["granitemoe"] = EXTRA["granite"]  # GraniteMoeModel(GraniteModel), granite
 EXTRA["glm4_moe"] = (("add_expert_shared_count", "n_shared_experts"),
                      ("add_leading_dense_block_count", "first_k_dense_replace"),
                      ("add_expert_weights_scale", "routed_scaling_factor"), ("add_expert_weights_norm", "norm_topk_prob"))
+EXTRA["minimax_m2"] = (("add_expert_feed_forward_length", "intermediate_size"),
+                       ("add_rope_dimension_count", "rotary_dim"))  # minimax.py:128-132
+EXTRA["afmoe"] = (("add_expert_shared_count", "num_shared_experts"), ("add_leading_dense_block_count", "num_dense_layers"),
+                  ("add_expert_weights_norm", "route_norm"), ("add_expert_weights_scale", "route_scale"))  # afmoe.py:20-36
 EXTRA["dots1"] = EXTRA["glm4_moe"]  # Dots1Model (dots1.py:22-27), its gating left to llama.cpp's default
 SIGMOID_ROUTED = ("glm4_moe",)
 GATING = {"sigmoid": gguf.ExpertGatingFuncType.SIGMOID, "softmax": gguf.ExpertGatingFuncType.SOFTMAX}

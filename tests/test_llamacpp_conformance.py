@@ -91,6 +91,8 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "llama4-chunked-c16384": ("llama4_text", {"no_rope_layer_interval": 4}, ["-c", "16384"]),
     "llama4-chunked-np2-c32768": ("llama4_text", {"no_rope_layer_interval": 4}, ["-c", "32768", "-np", "2"]),
     "kimi_k2-mla-c2048": ("kimi_k2", {}, ["-c", "2048"]),
+    # MiniMax-M2's sigmoid router (tests/configs/model_types/minimax_m2.json: scoring_func), which llama.cpp needs
+    "minimax_m2-c2048": ("minimax_m2", {"scoring_func": "sigmoid"}, ["-c", "2048"]),
     # dots.llm1 as published: every head its own KV head (llama.cpp's dots1 builds K and V of n_head heads), no
     # attention biases, sigmoid routing, no sliding layer (max_window_layers = its layers)
     "dots1-c2048": ("dots1", {"num_key_value_heads": 4, "attention_bias": False, "max_window_layers": 3,
