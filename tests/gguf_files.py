@@ -31,13 +31,11 @@ ARCH = {"llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen
         "gemma2": "gemma2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3", "ministral3": "mistral3",
         "mixtral": "llama", "gemma": "gemma", "olmoe": "olmoe", "gpt_oss": "gpt-oss", "cohere2": "cohere2",
         "glm4": "glm4", "glm4_moe": "glm4moe", "exaone4": "exaone4", "ernie4_5": "ernie4_5",
-        "ernie4_5_moe": "ernie4_5-moe", "hunyuan_v1_dense": "hunyuan-dense", "hunyuan_v1_moe": "hunyuan-moe",
-        "seed_oss": "seed_oss", "apertus": "apertus", "dots1": "dots1", "granite": "granite",
-        "granitemoe": "granitemoe", "gpt2": "gpt2", "gpt_neox": "gptneox", "falcon": "falcon", "bloom": "bloom",
-        "stablelm": "stablelm", "olmo": "olmo", "olmo3": "olmo2", "cohere": "command-r", "phi": "phi2",
-        "phimoe": "phimoe", "arcee": "arcee", "gpt_bigcode": "starcoder", "mpt": "mpt", "deepseek_v2": "deepseek2",
-        "internlm3": "llama", "dbrx": "dbrx", "afmoe": "afmoe", "minimax_m2": "minimax-m2", "kimi_k2": "deepseek2",
-        "glm4_moe_lite": "deepseek2", "llama4_text": "llama4"}
+        "hunyuan_v1_dense": "hunyuan-dense", "seed_oss": "seed_oss", "dots1": "dots1", "granite": "granite",
+        "gpt2": "gpt2", "gpt_neox": "gptneox", "falcon": "falcon", "bloom": "bloom", "stablelm": "stablelm",
+        "olmo": "olmo", "olmo3": "olmo2", "cohere": "command-r", "phi": "phi2", "phimoe": "phimoe", "arcee": "arcee",
+        "gpt_bigcode": "starcoder", "deepseek_v2": "deepseek2", "internlm3": "llama", "minimax_m2": "minimax-m2",
+        "kimi_k2": "deepseek2", "llama4_text": "llama4", "exaone_moe": "exaone-moe"}
 # Every ggml type whose block divides a row of 32: the quantised ones, and the plain ones.
 TYPES = ("Q8_0", "Q4_0", "Q5_1", "IQ4_NL", "Q4_1", "Q5_0", "MXFP4", "F16", "BF16")
 
@@ -162,17 +160,19 @@ EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
                     ("add_expert_feed_forward_length", "intermediate_size"),
                     ("add_interleave_moe_layer_step", "interleave_moe_layer_step")),
 }
-EXTRA["granitemoe"] = EXTRA["granite"]  # GraniteMoeModel(GraniteModel), granite.py:179
 # DeepSeek-style routing, as Glm4MoeModel writes it (glm.py:162-177)
 EXTRA["glm4_moe"] = (("add_expert_shared_count", "n_shared_experts"),
                      ("add_leading_dense_block_count", "first_k_dense_replace"),
                      ("add_expert_weights_scale", "routed_scaling_factor"), ("add_expert_weights_norm", "norm_topk_prob"))
 EXTRA["minimax_m2"] = (("add_expert_feed_forward_length", "intermediate_size"),
                        ("add_rope_dimension_count", "rotary_dim"))  # minimax.py:128-132
-EXTRA["afmoe"] = (("add_expert_shared_count", "num_shared_experts"), ("add_leading_dense_block_count", "num_dense_layers"),
-                  ("add_expert_weights_norm", "route_norm"), ("add_expert_weights_scale", "route_scale"))  # afmoe.py:20-36
+# ExaoneMoEModel(Exaone4Model), exaone.py:140-153 (and its shared expert's width, written below)
+EXTRA["exaone_moe"] = (*EXTRA["exaone4"], ("add_expert_shared_count", "num_shared_experts"),
+                       ("add_expert_weights_scale", "routed_scaling_factor"), ("add_expert_weights_norm", "norm_topk_prob"),
+                       ("add_leading_dense_block_count", "first_k_dense_replace"))
 EXTRA["dots1"] = EXTRA["glm4_moe"]  # Dots1Model (dots1.py:22-27), its gating left to llama.cpp's default
-SIGMOID_ROUTED = ("glm4_moe",)
+SIGMOID_ROUTED = ("glm4_moe",)  # converters that write a sigmoid gating function (glm.py:172)
+# TextModel's score function names (base.py:1532-1540)
 GATING = {"sigmoid": gguf.ExpertGatingFuncType.SIGMOID, "softmax": gguf.ExpertGatingFuncType.SOFTMAX}
 # Values a converter class writes whatever the config says (olmo.py:23, 77; falcon.py:27)
 FIXED: dict[str, tuple[tuple[str, float], ...]] = {"olmo": (("add_layer_norm_eps", 1e-5),),
@@ -183,10 +183,10 @@ FIXED: dict[str, tuple[tuple[str, float], ...]] = {"olmo": (("add_layer_norm_eps
 FF4 = ("gpt2", "gpt_bigcode", "falcon", "bloom")
 ONE_KV_HEAD = ("gpt_bigcode", "falcon")
 # GPT-2's Conv1D weights, (in, out) in transformers, which gpt2.py:32-33 transposes
-CONV1D = (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")  # converters that write a sigmoid gating function (glm.py:172)
+CONV1D = (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")
 # Converters that write the window's layer pattern from layer_types (exaone.py:83-86, olmo.py:56-66,
 # command_r.py:103)
-PATTERNED = ("exaone4", "olmo3")
+PATTERNED = ("exaone4", "olmo3", "exaone_moe")
 
 
 def _hyperparameters(writer: Any, c: dict[str, Any], hparams: dict[str, Any]) -> None:
@@ -231,6 +231,8 @@ def _hyperparameters(writer: Any, c: dict[str, Any], hparams: dict[str, Any]) ->
         writer.add_expert_gating_func(GATING[score])
     if model_type in SIGMOID_ROUTED:
         writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    if model_type == "exaone_moe":  # exaone.py:147: the shared experts as one MLP
+        writer.add_expert_shared_feed_forward_length(h["moe_intermediate_size"] * h["num_shared_experts"])
     if "shared_expert_intermediate_size" in c:  # Qwen2MoeModel
         writer.add_expert_shared_feed_forward_length(c["shared_expert_intermediate_size"])
     if model_type == "lfm2":  # LFM2Model: the adjusted width (Lfm2MLP), the conv's cache length

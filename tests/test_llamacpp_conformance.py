@@ -93,6 +93,8 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "kimi_k2-mla-c2048": ("kimi_k2", {}, ["-c", "2048"]),
     # MiniMax-M2's sigmoid router (tests/configs/model_types/minimax_m2.json: scoring_func), which llama.cpp needs
     "minimax_m2-c2048": ("minimax_m2", {"scoring_func": "sigmoid"}, ["-c", "2048"]),
+    # K-EXAONE's sigmoid router (its config.json: scoring_func "sigmoid"), which llama.cpp's exaone-moe needs written
+    "exaone_moe-swa": ("exaone_moe", {"scoring_func": "sigmoid"}, ["-c", "4096"]),
     # dots.llm1 as published: every head its own KV head (llama.cpp's dots1 builds K and V of n_head heads), no
     # attention biases, sigmoid routing, no sliding layer (max_window_layers = its layers)
     "dots1-c2048": ("dots1", {"num_key_value_heads": 4, "attention_bias": False, "max_window_layers": 3,

@@ -45,7 +45,7 @@ ARCHS = {
     "glm4moe": "glm4_moe", "olmo": "olmo", "command-r": "cohere", "hunyuan-dense": "hunyuan_v1_dense",
     "arcee": "arcee", "seed_oss": "seed_oss", "ernie4_5": "ernie4_5", "gpt2": "gpt2", "gptneox": "gpt_neox",
     "falcon": "falcon", "starcoder": "gpt_bigcode", "bloom": "bloom", "llama4": "llama4_text", "dots1": "dots1",
-    "minimax-m2": "minimax_m2",
+    "minimax-m2": "minimax_m2", "exaone-moe": "exaone_moe",
 }
 # One architecture, two model_types, told apart by a key only one of them writes: Olmo3ForCausalLM converts as
 # olmo2 with a sliding window (conversion/olmo.py:49-66), MixtralForCausalLM as llama with experts (llama.py:17-30).
