@@ -167,17 +167,9 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     if arch not in ARCHS:
         raise GptcalcError(f"{header.path}: general.architecture: {arch!r} is not one gptcalc reads from GGUF "
                            f"(known: {', '.join(sorted(ARCHS))})")
-    data: dict[str, Any] = {"model_type": ARCHS[arch]}
-    key, variant = VARIANTS.get(arch, ("", ""))
-    if f"{arch}.{key}" in meta:
-        data["model_type"] = variant
-    pattern = meta.get(f"{arch}.attention.sliding_window_pattern")
-    if isinstance(pattern, list) and all(type(p) is bool for p in pattern):  # per layer: true where it slides
-        data["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    data = _architecture(meta, arch)
     if arch in LAYER_TYPES:
         _layer_types(data, meta, arch, header.path)
-    if meta.get(f"{arch}.attention.sliding_window") != 0:
-        data.update(ASSUMED.get(arch, {}))
     for key, target in {**KEYS, **ARCH_KEYS.get(arch, {})}.items():
         if target in data:
             continue
@@ -202,6 +194,20 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         _mla(data, meta, arch)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
+
+
+def _architecture(meta: dict[str, Any], arch: str) -> dict[str, Any]:
+    """What the architecture itself says: its model_type (or the variant a key marks), the layers a
+    sliding_window_pattern array slides, what llama.cpp assumes of it."""
+    data: dict[str, Any] = {"model_type": ARCHS[arch]}
+    if arch in VARIANTS and f"{arch}.{VARIANTS[arch][0]}" in meta:
+        data["model_type"] = VARIANTS[arch][1]
+    pattern = meta.get(f"{arch}.attention.sliding_window_pattern")
+    if isinstance(pattern, list) and all(type(p) is bool for p in pattern):  # per layer: true where it slides
+        data["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    if meta.get(f"{arch}.attention.sliding_window") != 0:
+        data.update(ASSUMED.get(arch, {}))
+    return data
 
 
 def _layer_types(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> None:

@@ -12,8 +12,12 @@ All from the llama.cpp tree this project builds for its conformance suite (PyPI 
   GGML_PAD(min(n_ctx_seq, n_swa x (unified ? n_seq_max : 1) + n_ubatch), 256) cells (n_ctx_seq
   cells with --swa-full), n_ubatch being -ub at most n_batch = min(n_ctx, -b 2048)
   (src/llama-context.cpp:248-250);
+- chunked-attention layers (Llama 4) take the SWA cache with the n_swa llama.cpp gives them
+  (spec.llamacpp.chunk: src/models/llama4.cpp:8-19); a model whose window llama.cpp does not read
+  (spec.llamacpp.sliding_window False) keeps every cell in every layer;
 - a layer's K is n_embd_k_gqa x cells x streams of --cache-type-k, its V likewise of --cache-type-v
-  (src/llama-kv-cache.cpp:209-234); an MLA layer stores no V (`has_v = !is_mla`);
+  (src/llama-kv-cache.cpp:209-234); an MLA layer stores no V (`has_v = !is_mla`); the types llama.cpp
+  refuses (an MLA model's K and V differing, a quantized block not dividing the heads) are refused;
 - recurrent layers (Mamba, Mamba2, gated DeltaNet, LFM2's short conv: src/llama-memory-recurrent.cpp:
   98-107) keep, in F32, an R row (the conv window: n_embd_r, src/llama-hparams.cpp:208) and an S row
   (the SSM state: n_embd_s) per cell, max(1, n_seq_max) cells (src/llama-model.cpp create_memory);
