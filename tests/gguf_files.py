@@ -9,7 +9,11 @@ tensors with gguf-py's `GGUFWriter`, as convert_hf_to_gguf.py (llama.cpp's conve
   MLA's `kv_b_proj` split per head into `k_b` (transposed) and `v_b` (conversion/deepseek.py:433-449);
 - ggml shapes are torch's reversed; norms and 1-D tensors F32, matrices in the `types` given in turn
   (every type with blocks of 32, since the tiny models' rows are 32 or 48 wide);
-- hyperparameters as TextModel.set_gguf_parameters (conversion/base.py) and DeepseekV2Model write them.
+- tensors some converters transpose written so (gpt-oss's and Llama 4's experts, GPT-2's Conv1D weights), and
+  BLOOM's names without `transformer.` (conversion/bloom.py:40);
+- hyperparameters as TextModel.set_gguf_parameters (conversion/base.py) writes them from the config.json
+  transformers saves, then what the architecture's own class adds (`EXTRA`, `FIXED`, `PATTERNED`, ...;
+  DeepseekV2Model's MLA keys).
 
 Random bytes stand in for weights: the reader never reads them.
 """
