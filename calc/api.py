@@ -201,6 +201,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
+    from calc.analysis.memory.llamacpp_devices import output_buffer
     from calc.analysis.memory.startup import (STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights,
                                               startup_budget, vllm_batch_defaults)
     from calc.errors import GptcalcError
@@ -248,11 +249,14 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     caches = _llamacpp(spec, ctx, placement) if ctx else None
     compute = _compute(spec, ctx, placement) if ctx else None
     model = _model_buffers(spec, stored, placement) if placement else None
+    output = output_buffer(spec.vocab_size, n_parallel, spec.n_layers, placement) if placement and ctx else None
     server = (*(startup.lines(result.kv.bytes_per_token) if startup else ()), *(model["lines"] if model else ()),
+              *([output.line()] if output else ()),
               *([line for c in caches for line in c["lines"]] if caches else
                 engine_lines(pool, result.kv, engine) if engine else ()), *([compute.line()] if compute else ()))
     solved = budget_for(spec, target, result, seq, batch, None if caches else pool) if target else None
-    placed = [*(model["buffers"] if model else ()), *(b for c in caches or () for b in c["buffers"])] if placement else None
+    placed = [*(model["buffers"] if model else ()), *([output] if output else ()),
+              *(b for c in caches or () for b in c["buffers"])] if placement else None
     answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed,
                           compute)
     return Result(answer, answer.to_json)

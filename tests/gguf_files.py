@@ -9,7 +9,11 @@ tensors with gguf-py's `GGUFWriter`, as convert_hf_to_gguf.py (llama.cpp's conve
   MLA's `kv_b_proj` split per head into `k_b` (transposed) and `v_b` (conversion/deepseek.py:433-449);
 - ggml shapes are torch's reversed; norms and 1-D tensors F32, matrices in the `types` given in turn
   (every type with blocks of 32, since the tiny models' rows are 32 or 48 wide);
-- hyperparameters as TextModel.set_gguf_parameters (conversion/base.py) and DeepseekV2Model write them.
+- tensors some converters transpose written so (gpt-oss's and Llama 4's experts, GPT-2's Conv1D weights), and
+  BLOOM's names without `transformer.` (conversion/bloom.py:40);
+- hyperparameters as TextModel.set_gguf_parameters (conversion/base.py) writes them from the config.json
+  transformers saves, then what the architecture's own class adds (`EXTRA`, `FIXED`, `PATTERNED`, ...;
+  DeepseekV2Model's MLA keys).
 
 Random bytes stand in for weights: the reader never reads them.
 """
@@ -28,7 +32,14 @@ gguf = __import__("pytest").importorskip("gguf")
 
 ARCH = {"llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen3moe", "gemma3_text": "gemma3",
         "deepseek_v3": "deepseek2", "mistral": "llama", "lfm2": "lfm2", "qwen2_moe": "qwen2moe", "olmo2": "olmo2",
-        "gemma2": "gemma2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3", "ministral3": "mistral3"}
+        "gemma2": "gemma2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3", "ministral3": "mistral3",
+        "mixtral": "llama", "gemma": "gemma", "olmoe": "olmoe", "gpt_oss": "gpt-oss", "cohere2": "cohere2",
+        "glm4": "glm4", "glm4_moe": "glm4moe", "exaone4": "exaone4", "ernie4_5": "ernie4_5",
+        "hunyuan_v1_dense": "hunyuan-dense", "seed_oss": "seed_oss", "dots1": "dots1", "granite": "granite",
+        "gpt2": "gpt2", "gpt_neox": "gptneox", "falcon": "falcon", "bloom": "bloom", "stablelm": "stablelm",
+        "olmo": "olmo", "olmo3": "olmo2", "cohere": "command-r", "phi": "phi2", "phimoe": "phimoe", "arcee": "arcee",
+        "gpt_bigcode": "starcoder", "deepseek_v2": "deepseek2", "internlm3": "llama", "minimax_m2": "minimax-m2",
+        "kimi_k2": "deepseek2", "llama4_text": "llama4", "exaone_moe": "exaone-moe"}
 # Every ggml type whose block divides a row of 32: the quantised ones, and the plain ones.
 TYPES = ("Q8_0", "Q4_0", "Q5_1", "IQ4_NL", "Q4_1", "Q5_0", "MXFP4", "F16", "BF16")
 
@@ -39,11 +50,14 @@ def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPE
     needs to load it (a stub SentencePiece one of vocab_size tokens: n_vocab is its length), for the conformance suite.
     `finite`: F32 / F16 tensors hold small normal values, not random bytes (llama-quantize refuses NaN scales)."""
     model = transformers_model(copy.deepcopy(config))
+    # the counts under transformers' standard names, whatever the config calls them (gpt2's n_layer, n_head)
+    config = {**config, "num_hidden_layers": model.config.num_hidden_layers,
+              "num_attention_heads": model.config.num_attention_heads}
     arch = ARCH[config["model_type"]]
     enum = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch)
     names = gguf.TensorNameMap(enum, config["num_hidden_layers"])
     writer = gguf.GGUFWriter(path, arch, split_max_tensors=split_max_tensors)
-    _hyperparameters(writer, config)
+    _hyperparameters(writer, config, model.config.to_dict())
     if runnable:
         vocab = config["vocab_size"]
         writer.add_tokenizer_model("llama")
@@ -53,6 +67,10 @@ def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPE
     cycle = iter(types * 10_000)
     for hf_name, shape in _converted(model, config):
         hf_name = hf_name.replace("e_score_correction_bias", "e_score_correction.bias")
+        if config["model_type"] == "bloom":  # bloom.py:40
+            hf_name = hf_name.removeprefix("transformer.")
+        if config["model_type"] == "gpt2" and hf_name.endswith(CONV1D):
+            shape = shape[::-1]
         hf_name += "" if hf_name.endswith((".weight", ".bias")) else ".weight"  # conversion/qwen.py: fused experts
         name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
         assert name is not None, hf_name
@@ -64,6 +82,11 @@ def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPE
     writer.close()
 
 
+# Model types whose transformers experts are (experts, in, out), which their converter transposes to llama.cpp's
+# (experts, out, in): gpt_oss.py modify_tensors, llama.py:401-415
+EXPERTS_IN_OUT = ("gpt_oss", "llama4_text")
+
+
 def _converted(model: Any, config: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
     """(name, torch shape) of every tensor the converter writes: fused experts and kv_b split."""
     out, seen = [], set()
@@ -72,9 +95,19 @@ def _converted(model: Any, config: dict[str, Any]) -> list[tuple[str, tuple[int,
             continue
         seen.add(id(tensor))
         shape = tuple(tensor.shape)
-        if name.endswith("experts.gate_up_proj"):
+        if name.endswith("experts.gate_up_proj") and config["model_type"] in EXPERTS_IN_OUT:
+            shape = (shape[0], shape[2], shape[1])
+        if name.endswith("experts.down_proj") and config["model_type"] in EXPERTS_IN_OUT:
+            out.append((name, (shape[0], shape[2], shape[1])))
+        elif name.endswith("experts.gate_up_proj"):
             half = (shape[0], shape[1] // 2, shape[2])
             out += [(name.replace("gate_up_proj", "gate_proj"), half), (name.replace("gate_up_proj", "up_proj"), half)]
+        elif name.endswith("experts.gate_up_proj_bias"):  # gpt_oss.py: split as the weight is
+            half = (shape[0], shape[1] // 2)
+            out += [(name.replace("gate_up_proj_bias", "gate_proj.bias"), half),
+                    (name.replace("gate_up_proj_bias", "up_proj.bias"), half)]
+        elif name.endswith("experts.down_proj_bias"):
+            out.append((name.replace("down_proj_bias", "down_proj.bias"), shape))
         elif name.endswith("conv.conv.weight") and config["model_type"] == "lfm2":  # LFM2Model.modify_tensors: squeeze(1)
             out.append((name, (shape[0], shape[2])))
         elif name.endswith("kv_b_proj.weight"):
@@ -100,31 +133,113 @@ def _add(writer: Any, name: str, shape: tuple[int, ...], kind: str, finite: bool
     writer.add_tensor(name, data, raw_dtype=qtype)
 
 
-def _hyperparameters(writer: Any, c: dict[str, Any]) -> None:
-    """What TextModel.set_gguf_parameters writes from these configs' keys."""
-    writer.add_context_length(c["max_position_embeddings"])
-    writer.add_embedding_length(c["hidden_size"])
+# TextModel.set_gguf_parameters (conversion/base.py:1437-1546): each key it writes from the first of these
+# config.json keys that is set
+GENERIC = (("add_context_length", ("max_position_embeddings", "n_ctx", "n_positions", "max_length",
+                                   "max_sequence_length", "model_max_length")),
+           ("add_embedding_length", ("hidden_size", "n_embd", "dim")),
+           ("add_feed_forward_length", ("prefix_dense_intermediate_size", "dense_intermediate_size",
+                                        "intermediate_size", "n_inner", "hidden_dim")),
+           ("add_head_count", ("num_attention_heads", "n_head", "n_heads")),
+           ("add_layer_norm_rms_eps", ("rms_norm_eps", "norm_eps")),
+           ("add_layer_norm_eps", ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon")))
+
+
+def _find(hparams: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    """ModelBase.find_hparam: the value of the first key present (None when that value is None)."""
+    return next((hparams[k] for k in keys if k in hparams), None)
+
+
+# What an architecture's converter class writes beyond TextModel's: (GGUFWriter method, config.json key), a key
+# that is unset being skipped as the classes skip it
+EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
+    "exaone4": (("add_vocab_size", "vocab_size"),),  # conversion/exaone.py:78-96
+    "cohere2": (("add_logit_scale", "logit_scale"), ("add_vocab_size", "vocab_size")),  # command_r.py:40-49
+    "granite": (("add_attention_scale", "attention_multiplier"), ("add_embedding_scale", "embedding_multiplier"),
+                ("add_residual_scale", "residual_multiplier"), ("add_logit_scale", "logits_scaling")),  # granite.py:23-49
+    "gpt_oss": (("add_expert_feed_forward_length", "intermediate_size"),),  # gpt_oss.py:128-131
+    "gpt_neox": (("add_parallel_residual", "use_parallel_residual"),),  # gptneox.py:29
+    # Llama4Model swaps the widths (dense: intermediate_size_mlp, experts: intermediate_size), llama.py:383-395
+    "llama4_text": (("add_feed_forward_length", "intermediate_size_mlp"),
+                    ("add_expert_feed_forward_length", "intermediate_size"),
+                    ("add_interleave_moe_layer_step", "interleave_moe_layer_step")),
+}
+# DeepSeek-style routing, as Glm4MoeModel writes it (glm.py:162-177)
+EXTRA["glm4_moe"] = (("add_expert_shared_count", "n_shared_experts"),
+                     ("add_leading_dense_block_count", "first_k_dense_replace"),
+                     ("add_expert_weights_scale", "routed_scaling_factor"), ("add_expert_weights_norm", "norm_topk_prob"))
+EXTRA["minimax_m2"] = (("add_expert_feed_forward_length", "intermediate_size"),
+                       ("add_rope_dimension_count", "rotary_dim"))  # minimax.py:128-132
+# ExaoneMoEModel(Exaone4Model), exaone.py:140-153 (and its shared expert's width, written below)
+EXTRA["exaone_moe"] = (*EXTRA["exaone4"], ("add_expert_shared_count", "num_shared_experts"),
+                       ("add_expert_weights_scale", "routed_scaling_factor"), ("add_expert_weights_norm", "norm_topk_prob"),
+                       ("add_leading_dense_block_count", "first_k_dense_replace"))
+EXTRA["dots1"] = EXTRA["glm4_moe"]  # Dots1Model (dots1.py:22-27), its gating left to llama.cpp's default
+SIGMOID_ROUTED = ("glm4_moe",)  # converters that write a sigmoid gating function (glm.py:172)
+# TextModel's score function names (base.py:1532-1540)
+GATING = {"sigmoid": gguf.ExpertGatingFuncType.SIGMOID, "softmax": gguf.ExpertGatingFuncType.SOFTMAX}
+# Values a converter class writes whatever the config says (olmo.py:23, 77; falcon.py:27)
+FIXED: dict[str, tuple[tuple[str, float], ...]] = {"olmo": (("add_layer_norm_eps", 1e-5),),
+                                                     "olmoe": (("add_layer_norm_rms_eps", 1e-5),),
+                                                     "falcon": (("add_context_length", 2048),)}
+# Converters that write a feed-forward width of 4 x n_embd (gpt2.py:22, starcoder.py:14, falcon.py:30, bloom.py:27)
+# and one KV head (starcoder.py:17; falcon.py:23-25 when config.json has no num_kv_heads, Falcon-7B's multi-query)
+FF4 = ("gpt2", "gpt_bigcode", "falcon", "bloom")
+ONE_KV_HEAD = ("gpt_bigcode", "falcon")
+# GPT-2's Conv1D weights, (in, out) in transformers, which gpt2.py:32-33 transposes
+CONV1D = (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")
+# Converters that write the window's layer pattern from layer_types (exaone.py:83-86, olmo.py:56-66,
+# command_r.py:103)
+PATTERNED = ("exaone4", "olmo3", "exaone_moe")
+
+
+def _hyperparameters(writer: Any, c: dict[str, Any], hparams: dict[str, Any]) -> None:
+    """What TextModel.set_gguf_parameters and the architecture's converter class write from these configs' keys;
+    `hparams`: the config.json save_pretrained writes (transformers' defaults filled in)."""
+    h = {**hparams, **c}
+    model_type = c["model_type"]
+    for add, keys in GENERIC:
+        if (value := _find(h, keys)) is not None and not (add == "add_feed_forward_length" and model_type == "lfm2"):
+            getattr(writer, add)(value)
+    for add, key in EXTRA.get(model_type, ()):
+        if h.get(key) is not None:
+            getattr(writer, add)(h[key])
+    if model_type in FF4:
+        writer.add_feed_forward_length(4 * _find(h, ("hidden_size", "n_embd")))
+    if model_type == "bloom":  # bloom.py:25: BloomConfig has no context length
+        writer.add_context_length(h.get("seq_length", h["hidden_size"]))
+    for add, value in FIXED.get(model_type, ()):
+        getattr(writer, add)(value)
     writer.add_block_count(c["num_hidden_layers"])
-    if c["model_type"] != "lfm2":
-        writer.add_feed_forward_length(c["intermediate_size"])
-    writer.add_head_count(c["num_attention_heads"])
-    kv = 1 if "kv_lora_rank" in c else c.get("num_key_value_heads", c["num_attention_heads"])  # MLA as MQA (deepseek.py:326)
+    kv = 1 if "kv_lora_rank" in c or model_type in ONE_KV_HEAD else \
+        c.get("num_key_value_heads", c["num_attention_heads"])  # MLA as MQA (deepseek.py:326)
     writer.add_head_count_kv([kv if t != "conv" else 0 for t in c["layer_types"]] if "layer_types" in c else kv)
-    writer.add_layer_norm_rms_eps(c.get("rms_norm_eps", 1e-6))
+    if _find(h, ("rms_norm_eps", "norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon")) is None:
+        writer.add_layer_norm_rms_eps(1e-6)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
-    if "head_dim" in c:
-        writer.add_key_length(c["head_dim"])
-        writer.add_value_length(c["head_dim"])
+    if h.get("head_dim") and "kv_lora_rank" not in c:  # MLA's are written below
+        writer.add_key_length(h["head_dim"])
+        writer.add_value_length(h["head_dim"])
     if "sliding_window" in c:
         writer.add_sliding_window(c["sliding_window"])
-    experts = c.get("num_experts", c.get("n_routed_experts"))
-    if experts:
+    if model_type in PATTERNED:
+        writer.add_sliding_window_pattern([t == "sliding_attention" for t in h["layer_types"]])
+    if experts := _find(h, ("num_local_experts", "num_experts", "n_routed_experts")):
         writer.add_expert_count(experts)
-        writer.add_expert_used_count(c["num_experts_per_tok"])
-        writer.add_expert_feed_forward_length(c["moe_intermediate_size"])
+        writer.add_expert_used_count(_find(h, ("num_experts_per_tok", "num_experts_per_token", "top_k_experts")))
+    if h.get("moe_intermediate_size"):  # the Qwen MoE and DeepSeek classes
+        writer.add_expert_feed_forward_length(h["moe_intermediate_size"])
+    score = _find(h, ("score_function", "scoring_func", "score_func", "moe_router_activation",
+                      "moe_router_activation_func", "expert_selection_fn"))  # base.py:1532-1540
+    if score in GATING:
+        writer.add_expert_gating_func(GATING[score])
+    if model_type in SIGMOID_ROUTED:
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    if model_type == "exaone_moe":  # exaone.py:147: the shared experts as one MLP
+        writer.add_expert_shared_feed_forward_length(h["moe_intermediate_size"] * h["num_shared_experts"])
     if "shared_expert_intermediate_size" in c:  # Qwen2MoeModel
         writer.add_expert_shared_feed_forward_length(c["shared_expert_intermediate_size"])
-    if c["model_type"] == "lfm2":  # LFM2Model: the adjusted width (Lfm2MLP), the conv's cache length
+    if model_type == "lfm2":  # LFM2Model: the adjusted width (Lfm2MLP), the conv's cache length
         writer.add_vocab_size(c["vocab_size"])
         writer.add_shortconv_l_cache(c.get("conv_L_cache", 3))
         ff = int(2 * c["intermediate_size"] / 3)
@@ -132,7 +247,8 @@ def _hyperparameters(writer: Any, c: dict[str, Any]) -> None:
     if "kv_lora_rank" in c:  # DeepseekV2Model.set_gguf_parameters
         writer.add_vocab_size(c["vocab_size"])
         writer.add_leading_dense_block_count(c["first_k_dense_replace"])
-        writer.add_q_lora_rank(c["q_lora_rank"])
+        if c["q_lora_rank"] is not None:  # DeepSeek-V2-Lite's queries have no latent (deepseek.py:344-345)
+            writer.add_q_lora_rank(c["q_lora_rank"])
         writer.add_kv_lora_rank(c["kv_lora_rank"])
         writer.add_key_length(c["kv_lora_rank"] + c["qk_rope_head_dim"])
         writer.add_value_length(c["kv_lora_rank"])
@@ -140,9 +256,11 @@ def _hyperparameters(writer: Any, c: dict[str, Any]) -> None:
         writer.add_value_length_mla(c["v_head_dim"])
         writer.add_rope_dimension_count(c["qk_rope_head_dim"])
         writer.add_expert_shared_count(c["n_shared_experts"])
-        writer.add_expert_weights_scale(c["routed_scaling_factor"])
-        writer.add_expert_weights_norm(c["norm_topk_prob"])
-        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        writer.add_expert_weights_scale(h["routed_scaling_factor"])
+        writer.add_expert_weights_norm(h["norm_topk_prob"])
+        softmax = h.get("scoring_func") == "softmax"  # DeepSeek-V2's router; V3's is sigmoid
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SOFTMAX if softmax else gguf.ExpertGatingFuncType.SIGMOID)
+
 
 
 # DeepSeek-V4 as llama.cpp's converter writes it (DeepseekV4Model, conversion/deepseek.py:527-906 of the llama.cpp

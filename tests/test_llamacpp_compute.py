@@ -11,7 +11,6 @@ none), the KV buffer and cache lines exactly, and the compute buffer within the 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
 from tests.gguf_files import write_gguf  # noqa: E402
-from tests.test_llamacpp_conformance import completion_log, llamacpp_binary  # noqa: E402
+from tests.test_llamacpp_conformance import completion_log, cpu_build_says, llamacpp_binary  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "compute"
 # weights of types no CPU build repacks (calc/analysis/memory/llamacpp_devices.py REPACKED), so that its model
@@ -81,8 +80,6 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
 REPACK = {"qwen3ffn-repack": ("Q4_0", "IQ4_NL", "Q4_1", "MXFP4", "Q2_K", "Q4_K"),
           "gemma3-repack": ("Q4_0", "Q8_0", "IQ4_NL", "F16"), "qwen3_moeffn-repack": ("Q4_0", "MXFP4", "Q5_0")}
 REPACK["qwen3ffn-repack-lm-none"] = REPACK["qwen3ffn-repack"]
-# gptcalc's option for each llama.cpp one
-OURS = {"-c": "--seq", "-np": "--parallel", "-ub": "--ubatch", "-fa": "--flash-attn"}
 EXACT = re.compile(r"(load_tensors: +\S+ model buffer size = .*|llama_kv_cache: +\S+ KV buffer size = .*|"
                    r"llama_memory_recurrent: +\S+ RS buffer size = .*|llama_kv_cache_iswa: creating .*|"
                    r"llama_kv_cache: size = .*|llama_memory_recurrent: size = .*)$")
@@ -107,14 +104,7 @@ def gguf_of(name: str, where: Path) -> Path:
 
 def ours(path: Path, args: list[str]) -> tuple[list[str], dict[str, float]]:
     """gptcalc's lines for a CPU-only build under these llama.cpp options."""
-    opts = dict(zip(args[::2], args[1::2]))
-    cli = [a for key, value in opts.items() if key in OURS for a in (OURS[key], value)]
-    # the machine that recorded the logs runs AVX-512 (their build's system_info line)
-    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--cpu-only", "--cpu-isa", "avx512",
-                                       "--json", *cli,
-                                       *(["--no-mmap"] if opts.get("-lm") == "none" else [])])
-    assert result.exit_code == 0, result.output
-    return printed("\n".join(json.loads(result.output)["server_says"]))
+    return printed("\n".join(cpu_build_says(path, args)))
 
 
 def check(path: Path, args: list[str], log: str) -> None:

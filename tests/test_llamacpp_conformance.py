@@ -1,9 +1,11 @@
-"""llama.cpp itself, on tiny GGUFs: the cache lines it prints equal gptcalc's (calc/analysis/memory/llamacpp.py).
+"""llama.cpp itself, on tiny GGUFs: every line a CPU build prints about the model's buffers and its caches equals
+gptcalc's (calc/analysis/memory/llamacpp.py, llamacpp_devices.py).
 
 Two halves:
-- recorded: `tests/data/llamacpp/<run>.log` hold the lines a real llama.cpp printed for each run of `RUNS`
-  (its `llama_kv_cache*` and `llama_memory_recurrent` lines, nothing edited); the default test run
-  rebuilds the same GGUF and checks gptcalc prints the same lines, without llama.cpp;
+- recorded: `tests/data/llamacpp/<run>.log` hold the lines a real llama.cpp CPU build printed for each run of `RUNS`
+  (its model, output, KV and RS buffer lines and its `llama_kv_cache*` / `llama_memory_recurrent` lines, nothing
+  edited); the default test run rebuilds the same GGUF and checks `gptcalc memory FILE --engine llamacpp
+  --cpu-only` prints the same lines, without llama.cpp;
 - live, opt-in: `pytest --llamacpp BUILD/bin tests/test_llamacpp_conformance.py` runs `llama-completion`
   of a llama.cpp build (docs/memory.md: how it was built) on each GGUF and compares; with
   `--llamacpp-record` it (re)writes the recorded logs from that run.
@@ -11,15 +13,16 @@ Two halves:
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
-from calc.analysis.memory.llamacpp import LlamaCppContext, llamacpp_caches, llamacpp_lines
-from calc.spec.load import load_spec
+from calc.cli import main
 from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
@@ -30,7 +33,7 @@ RECORDED = Path(__file__).parent / "data" / "llamacpp"
 GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
 # a quantised cache needs heads whose width its block (32) divides (llama_init_from_model refuses 8)
 WIDE = {"head_dim": 32}
-# name: (model_type, config changes, llama.cpp options); options are the ones LlamaCppContext takes
+# name: (model_type, config changes, llama.cpp options); options are those of `CPU_OPTIONS`
 RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "qwen3-c4096": ("qwen3", {}, ["-c", "4096"]),
     "qwen3-np4": ("qwen3", {}, ["-c", "4096", "-np", "4"]),
@@ -40,22 +43,124 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "gemma3-swa": ("gemma3_text", GEMMA6, ["-c", "4096"]),
     "gemma3-swa-np2": ("gemma3_text", GEMMA6, ["-c", "4096", "-np", "2", "-ub", "256"]),
     "gemma3-swa-full": ("gemma3_text", GEMMA6, ["-c", "2048", "--swa-full"]),
+    # a vocabulary wide enough for the output buffer (its logits: n_vocab F32 per sequence) to show in MiB
+    "qwen3-vocab-np3": ("qwen3", {"vocab_size": 32768}, ["-c", "3072", "-np", "3"]),
+    "llama-c4096": ("llama", {}, ["-c", "4096"]),
+    # MistralForCausalLM converts as llama.cpp's llama, which reads no window: every layer keeps every cell
+    "mistral-swa-c4096": ("mistral", {}, ["-c", "4096"]),
+    "ministral3-c4096": ("ministral3", {}, ["-c", "4096"]),
+    "qwen2-c4096": ("qwen2", {}, ["-c", "4096"]),
+    "qwen2_moe-c2048": ("qwen2_moe", {}, ["-c", "2048"]),
+    "olmo2-c2048": ("olmo2", {}, ["-c", "2048"]),
+    "gemma2-swa": ("gemma2", {}, ["-c", "4096"]),
+    "gemma2-swa-np2": ("gemma2", {}, ["-c", "4096", "-np", "2"]),
+    # both caches quantised: this build's SWA cache takes -ctk / -ctv as the full one does
+    "gemma2-swa-q8_0": ("gemma2", WIDE, ["-c", "4096", "-ctk", "q8_0", "-ctv", "q8_0"]),
+    "phi3-c4096": ("phi3", {}, ["-c", "4096"]),
+    "smollm3-c4096": ("smollm3", {}, ["-c", "4096"]),
+    "gemma-c4096": ("gemma", {}, ["-c", "4096"]),
+    "glm4-c4096": ("glm4", {}, ["-c", "4096"]),
+    "stablelm-c4096": ("stablelm", {}, ["-c", "4096"]),
+    "phi-c4096": ("phi", {}, ["-c", "4096"]),
+    "internlm3-c4096": ("internlm3", {}, ["-c", "4096"]),  # InternLM3ForCausalLM converts as llama (internlm.py:173)
+    "granite-c4096": ("granite", {}, ["-c", "4096"]),
+    "mixtral-c2048": ("mixtral", {}, ["-c", "2048"]),  # converts as llama with experts, and no window
+    "starcoder2-c4096": ("starcoder2", {}, ["-c", "4096"]),  # a window llama.cpp does not read
+    "exaone4-c4096": ("exaone4", {}, ["-c", "4096"]),  # 4 layers: llama.cpp slides only the 64-layer model's
+    "exaone4-64-swa": ("exaone4", {"num_hidden_layers": 64}, ["-c", "4096"]),
+    "olmo3-swa": ("olmo3", {}, ["-c", "4096"]),
+    "gpt_oss-swa": ("gpt_oss", {}, ["-c", "4096"]),  # sinks, biased experts stored transposed
+    "gpt_oss-swa-np2-ub256": ("gpt_oss", {}, ["-c", "8192", "-np", "2", "-ub", "256"]),
+    "olmo-c4096": ("olmo", {}, ["-c", "4096"]),
+    # no QK-norm, as Command-R models have it (tests/configs/model_types/cohere.json, Aya-23-8B)
+    "cohere-c4096": ("cohere", {"use_qk_norm": False}, ["-c", "4096"]),
+    # biases as the published configs have them (ERNIE-4.5-0.3B-PT: tests/configs/model_types/ernie4_5.json,
+    # use_bias false; Seed-OSS-36B-Instruct: attention_out_bias and mlp_bias false; Hunyuan-7B-Instruct's attention and
+    # AFM-4.5B's MLP without): the tiny configs switch on more than llama.cpp's graphs load
+    "hunyuan_v1_dense-c4096": ("hunyuan_v1_dense", {"attention_bias": False}, ["-c", "4096"]),
+    "arcee-c4096": ("arcee", {"mlp_bias": False}, ["-c", "4096"]),
+    "seed_oss-c4096": ("seed_oss", {"attention_out_bias": False, "mlp_bias": False}, ["-c", "4096"]),
+    "ernie4_5-c4096": ("ernie4_5", {"use_bias": False}, ["-c", "4096"]),
+    "gpt2-c1024": ("gpt2", {}, ["-c", "1024"]),  # Conv1D weights stored transposed
+    "gpt_bigcode-mqa-c1024": ("gpt_bigcode", {}, ["-c", "1024"]),  # llama.cpp's starcoder: one KV head
+    "gpt_neox-c2048": ("gpt_neox", {}, ["-c", "2048"]),
+    "falcon-mqa-c2048": ("falcon", {}, ["-c", "2048"]),  # Falcon-7B's multi-query attention
+    "bloom-c2048": ("bloom", {}, ["-c", "2048"]),
+    # Llama 4's chunked layers (every 4th one global, as Llama-4-Scout's no_rope_layer_interval) in llama.cpp's SWA
+    # cache of n_swa 8192, whatever attention_chunk_size says: GGML_PAD(8192 + 512, 256) = 8704 cells
+    "llama4-chunked-c16384": ("llama4_text", {"no_rope_layer_interval": 4}, ["-c", "16384"]),
+    "llama4-chunked-np2-c32768": ("llama4_text", {"no_rope_layer_interval": 4}, ["-c", "32768", "-np", "2"]),
+    "kimi_k2-mla-c2048": ("kimi_k2", {}, ["-c", "2048"]),
+    # MiniMax-M2's sigmoid router (tests/configs/model_types/minimax_m2.json: scoring_func), which llama.cpp needs
+    "minimax_m2-c2048": ("minimax_m2", {"scoring_func": "sigmoid"}, ["-c", "2048"]),
+    # K-EXAONE's sigmoid router (its config.json: scoring_func "sigmoid"), which llama.cpp's exaone-moe needs written
+    "exaone_moe-swa": ("exaone_moe", {"scoring_func": "sigmoid"}, ["-c", "4096"]),
+    # dots.llm1 as published: every head its own KV head (llama.cpp's dots1 builds K and V of n_head heads), no
+    # attention biases, sigmoid routing, no sliding layer (max_window_layers = its layers)
+    "dots1-c2048": ("dots1", {"num_key_value_heads": 4, "attention_bias": False, "max_window_layers": 3,
+                              "scoring_func": "sigmoid"}, ["-c", "2048"]),  # DeepSeek-V3's converter class: llama.cpp's deepseek2
+    # as many KV heads as heads, as OLMoE has (tests/configs/model_types/olmoe.json; llama.cpp's olmoe norms K over
+    # n_embd)
+    "olmoe-c2048": ("olmoe", {"num_key_value_heads": 4}, ["-c", "2048"]),
+    # Phi-3.5-MoE-instruct config.json: attention_bias and lm_head_bias true (llama.cpp's phimoe loads both)
+    "phimoe-c2048": ("phimoe", {"attention_bias": True, "lm_head_bias": True}, ["-c", "2048"]),
+    # c4ai-command-r7b-12-2024 config.json: a tied head, no attention biases; three sliding layers, then a global
+    "cohere2-swa": ("cohere2", {"tie_word_embeddings": True, "attention_bias": False}, ["-c", "4096"]),
+    # without GLM-4.5's MTP layer (tests/configs/model_types/glm4_moe.json: num_nextn_predict_layers 1), which
+    # transformers does not build and the converter would add to the block count (glm.py:121)
+    "glm4_moe-c2048": ("glm4_moe", {"num_nextn_predict_layers": 0}, ["-c", "2048"]),
+    # DeepSeek-V2 (softmax routing) with a query latent; llama.cpp reads none only in 26/27-layer models (Lite)
+    "deepseek_v2-mla-c2048": ("deepseek_v2", {"q_lora_rank": 24}, ["-c", "2048"]),
+    "deepseek_v2-lite27-c2048": ("deepseek_v2", {"num_hidden_layers": 27}, ["-c", "2048"]),
+    "deepseek_v3-mla-c2048": ("deepseek_v3", {}, ["-c", "2048"]),
+    "deepseek_v3-mla-np2": ("deepseek_v3", {}, ["-c", "4096", "-np", "2"]),
+    # MLA's K row (latent 16 + rotary 4) in 32-value q8_0 blocks is refused (REFUSED); a latent and a rotary key of
+    # 32 each fill whole blocks
+    "deepseek_v3-mla-q8_0": ("deepseek_v3", {"kv_lora_rank": 32, "qk_rope_head_dim": 32},
+                             ["-c", "2048", "-ctk", "q8_0", "-ctv", "q8_0"]),
 }
-FLAGS = ("-kvu", "--swa-full")  # options without a value
-LINE = re.compile(r"(llama_kv_cache_iswa: creating .*|llama_kv_cache: size = .*|llama_memory_recurrent: size = .*)$")
+# runs llama.cpp refuses: the error it prints, and the start of gptcalc's (one Error line, exit 2)
+REFUSED: dict[str, tuple[str, dict[str, Any], list[str], str, str]] = {
+    "deepseek_v3-mla-ctk-q8_0": ("deepseek_v3", {}, ["-c", "2048", "-ctk", "q8_0"],
+                                 "model does not support different K (q8_0) and V (f16) cache types",
+                                 "Error: --cache-type-k q8_0, --cache-type-v f16: llama.cpp refuses different K and V"),
+    "deepseek_v3-mla-k20-q8_0": ("deepseek_v3", {}, ["-c", "2048", "-ctk", "q8_0", "-ctv", "q8_0"],
+                                 "K cache type q8_0 with block size 32 does not divide n_embd_head_k=20",
+                                 "Error: --cache-type-k q8_0: llama.cpp refuses it with flash attention"),
+}
+# gptcalc's option for each llama.cpp one (-lm none: its weights read, not mapped)
+CPU_OPTIONS = {"-c": "--seq", "-np": "--parallel", "-ub": "--ubatch", "-fa": "--flash-attn", "-ctk": "--cache-type-k",
+        "-ctv": "--cache-type-v", "--swa-full": "--swa-full", "-lm": "--no-mmap"}
+FLAGS = ("--swa-full",)  # options without a value (llama-completion has no -kvu: llama-server's)
+LINE = re.compile(r"(load_tensors: +\S+ model buffer size = .*|llama_context: +\S+ +output buffer size = .*|"
+                  r"llama_kv_cache: +\S+ KV buffer size = .*|llama_memory_recurrent: +\S+ RS buffer size = .*|"
+                  r"llama_kv_cache_iswa: creating .*|llama_kv_cache: size = .*|llama_memory_recurrent: size = .*)$")
 
 
-def engine_lines(log: str) -> list[str]:
-    """The cache lines of a llama.cpp log (whatever prefix its logger adds)."""
-    return [m.group(1).rstrip() for line in log.splitlines() if (m := LINE.search(line))]
+def engine_lines(log: str, line: re.Pattern[str] = LINE) -> list[str]:
+    """The buffer and cache lines of a llama.cpp log (whatever prefix its logger adds)."""
+    return [m.group(1).rstrip() for text in log.splitlines() if (m := line.search(text))]
 
 
-def context(args: list[str]) -> LlamaCppContext:
-    """The LlamaCppContext of a run's llama.cpp options."""
-    rest = [a for a in args if a not in FLAGS]
-    opts = dict(zip(rest[::2], rest[1::2]))  # -fa on: flash attention changes V's layout, not its bytes
-    return LlamaCppContext(int(opts["-c"]), int(opts.get("-np", 1)), int(opts.get("-ub", 512)), "-kvu" in args,
-                           "--swa-full" in args, opts.get("-ctk", "f16"), opts.get("-ctv", "f16"))
+def cpu_build_says(path: Path, args: list[str]) -> list[str]:
+    """What gptcalc says a CPU-only llama.cpp build prints running `path` with these llama.cpp options. The machine
+    that recorded the logs runs AVX-512 (their build's system_info line), which sets the weights it repacks."""
+    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--cpu-only", "--cpu-isa",
+                                       "avx512", "--json", *gptcalc_options(args)])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["server_says"]
+
+
+def gptcalc_options(args: list[str]) -> list[str]:
+    """gptcalc's options for these llama.cpp ones."""
+    cli, rest = [], list(args)
+    while rest:
+        option = rest.pop(0)
+        value = None if option in FLAGS else rest.pop(0)
+        if option == "-lm" and value == "mmap":
+            continue
+        cli += [CPU_OPTIONS[option], *([value] if value and option != "-lm" else [])]
+    return cli
 
 
 def llamacpp_binary(request: pytest.FixtureRequest, build: str) -> str:
@@ -88,28 +193,50 @@ def gguf_of(name: str, where: Path) -> Path:
 
 
 def ours(path: Path, args: list[str]) -> list[str]:
-    return llamacpp_lines(llamacpp_caches(load_spec(str(path)), context(args)))
+    return engine_lines("\n".join(cpu_build_says(path, args)))
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in RECORDED.glob("*.log")))
 def test_recorded_llamacpp_lines(name: str, tmp_path: Path) -> None:
     """source: the log llama.cpp printed for this run (tests/data/llamacpp/NAME.log, recorded by --llamacpp-record)."""
     recorded = engine_lines((RECORDED / f"{name}.log").read_text())
-    assert recorded, f"{name}.log holds no cache line"
+    assert any("model buffer" in line for line in recorded) and any("size =" in line for line in recorded), name
     assert ours(gguf_of(name, tmp_path), RUNS[name][2]) == recorded
+
+
+def test_every_run_is_recorded() -> None:
+    assert sorted(p.stem for p in RECORDED.glob("*.log")) == sorted(RUNS)
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_live_llamacpp(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    binary = llamacpp_binary(request, "a llama.cpp build")
+    binary = llamacpp_binary(request, "a CPU build of llama.cpp")
     path, args = gguf_of(name, tmp_path), RUNS[name][2]
     log, status = completion_log(binary, path, args)
+    if "CUDA0" in log:
+        pytest.skip("a CUDA build: these runs are a CPU-only build's (test_live_llamacpp_offload is a CUDA one's)")
     printed = engine_lines(log)
-    assert printed, f"llama.cpp printed no cache line (exit {status}):\n{log[-3000:]}"
+    assert printed, f"llama.cpp printed no buffer line (exit {status}):\n{log[-3000:]}"
     if request.config.getoption("--llamacpp-record"):
         RECORDED.mkdir(parents=True, exist_ok=True)
         (RECORDED / f"{name}.log").write_text("\n".join(printed) + "\n")
     assert ours(path, args) == printed
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_refused_as_llamacpp_refuses(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """source: llama_init_from_model's check (src/llama-context.cpp:3854-3873); live with --llamacpp."""
+    model_type, changes, args, error, ours_error = REFUSED[name]
+    path = tmp_path / f"{name}.gguf"
+    write_gguf({**tiny_config(model_type), **changes}, path, runnable=True)
+    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", *gptcalc_options(args)])
+    assert result.exit_code == 2 and result.output.startswith(ours_error), result.output
+    if request.config.getoption("--llamacpp"):
+        for _ in range(3):  # a failing run may lose its log too (completion_log)
+            log, status = completion_log(request.config.getoption("--llamacpp"), path, args)
+            if error in log:
+                break
+        assert status and error in log, log[-2000:]
 
 
 # --- opt-in, a CUDA build only: where -ngl / -ot / --n-cpu-moe put the model and the caches ------------------------
@@ -125,6 +252,7 @@ OFFLOAD_RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "gemma3-ngl3": ("gemma3_text", GEMMA6, ["-ngl", "3"]),  # a tied head: token_embd loaded again as the output
 }
 PLACED = re.compile(r"(load_tensors: offloaded .*|load_tensors: +\S+ model buffer size = .*|"
+                    r"llama_context: +\S+ +output buffer size = .*|"
                     r"llama_kv_cache: +\S+ KV buffer size = .*)$")
 OURS = {"-ngl": "--n-gpu-layers", "-nkvo": "--no-kv-offload", "-ot": "--override-tensor", "--n-cpu-moe": "--n-cpu-moe"}
 

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from calc.analysis.memory.llamacpp import LlamaCppContext, cache_buffers, llamacpp_caches
-from calc.analysis.memory.llamacpp_devices import Placement
+from calc.analysis.memory.llamacpp_devices import Placement, output_buffer
 from calc.cli import main
 from calc.spec.load import load_spec
 
@@ -223,8 +223,19 @@ def test_cpu_only_build_prints_no_offload_line_and_skips_repacked_files(tmp_path
     said = json.loads(result.output)["server_says"]
     assert "repacks some of this file's weights" in CliRunner().invoke(main, args, terminal_width=400).output
     assert not any("offloaded" in line or "model buffer" in line for line in said)
-    assert said[0] == "llama_kv_cache:        CPU KV buffer size =     0.03 MiB"  # 2 layers x 256 x 2 x 16 x 2 B
+    assert said[0] == "llama_context:        CPU  output buffer size =     0.00 MiB"  # 97 logits x 4 B
+    assert said[1] == "llama_kv_cache:        CPU KV buffer size =     0.03 MiB"  # 2 layers x 256 x 2 x 16 x 2 B
     assert said[-1].startswith("sched_reserve:        CPU compute buffer size =")
+
+
+def test_output_buffer_holds_one_row_of_logits_per_sequence() -> None:
+    """output_reserve (src/llama-context.cpp:2118-2190) at start-up: n_vocab F32 logits for each of n_seq_max outputs,
+    in the host buffer of the output layer's device. Qwen3's 151,936 tokens (Qwen/Qwen3-8B config.json), 36 layers:
+    151,936 x 4 x 4 B = 2,430,976 B = 2.32 MiB for -np 4."""
+    assert output_buffer(151_936, 4, 36, Placement(0, ())).line() == \
+        "llama_context:        CPU  output buffer size =     2.32 MiB"
+    assert output_buffer(151_936, 1, 36, Placement(0)).name == "CPU"  # a CUDA build at -ngl 0: the output on the CPU
+    assert output_buffer(151_936, 1, 36, Placement(1)).name == "CUDA_Host"  # -ngl 1 offloads the output layer alone
 
 
 def test_lines_are_printed_in_llamacpp_order(tmp_path: Path) -> None:
@@ -236,8 +247,10 @@ def test_lines_are_printed_in_llamacpp_order(tmp_path: Path) -> None:
     assert [line.split(":")[1].split()[0] for line in said[1:4]] == ["CPU_Mapped", "CUDA0", "CUDA1"]
     # -ts 1,1 over 3 offloaded layers: 0/3 and 1/3 < 0.5 put both repeating layers (all the KV) on CUDA0,
     # 2/3 the output layer on CUDA1
-    assert said[4].startswith("llama_kv_cache:      CUDA0 KV buffer size")
-    assert said[5].startswith("llama_kv_cache: size =") and len(said) == 6
+    # the output buffer in the output layer's GPU's pinned host buffer (src/llama-context.cpp output_reserve)
+    assert said[4].startswith("llama_context:  CUDA_Host  output buffer size")
+    assert said[5].startswith("llama_kv_cache:      CUDA0 KV buffer size")
+    assert said[6].startswith("llama_kv_cache: size =") and len(said) == 7
 
 
 @pytest.mark.parametrize("args, message", [

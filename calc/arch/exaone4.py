@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (attention, attention_kinds, decoder, gated_mlp, kind_stack, layer_kinds, layer_runs, norm,
-                              renamed, with_defaults)
+from calc.arch.common import (LLAMACPP_NO_WINDOW, attention, attention_kinds, decoder, gated_mlp, kind_stack, layer_kinds,
+                              layer_runs, norm, renamed, with_defaults)
 from calc.arch.config import Config
 from calc.arch.moe_common import deepseek_moe, grouped_sigmoid
 
@@ -49,7 +49,10 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     attn_kinds = _kinds(cfg, window)
     if model_type == "exaone4":
         blocks, layers = kind_stack(attn_kinds, BLOCK_NAMES, lambda kind: _block(cfg, rms, kind, window))
-        return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+        # llama.cpp slides a window only in the 64-layer model (EXAONE-4.0-32B); others keep every cell in every
+        # layer, whatever their GGUF says (src/models/exaone4.cpp:3-14)
+        return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"),
+                       **({} if cfg.int("num_hidden_layers") == 64 else LLAMACPP_NO_WINDOW))
     kinds = list(zip(attn_kinds, _mlp_kinds(cfg)))
     names = {kind: f"{BLOCK_NAMES[kind[0]]}_{'moe' if kind[1] == 'sparse' else 'dense'}" for kind in kinds}
     blocks = {names[kind]: _moe_block(cfg, rms, kind, window) for kind in dict.fromkeys(kinds)}

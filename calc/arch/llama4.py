@@ -26,6 +26,8 @@ DEFAULTS = {"vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192
             "num_experts_per_tok": 1, "num_local_experts": 16, "interleave_moe_layer_step": 1,
             "use_qk_norm": True, "no_rope_layer_interval": 4, "attention_bias": False, "rope_theta": 500000.0,
             "attn_temperature_tuning": True, "attn_scale": 0.1, "floor_scale": 8192}
+# llama.cpp's llama4 caches the chunked layers as a sliding window of 8192 tokens (src/models/llama4.cpp:13-14)
+LLAMACPP_CHUNK = 8192
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -37,7 +39,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = {kind: ("moe" if kind[0] else "dense") + ("" if kind[1] else "_nope") for kind in dict.fromkeys(kinds)}
     blocks = {name: _block(cfg, rms, *kind) for kind, name in names.items()}
     return decoder(cfg, "llama4_text", blocks, layer_runs([names[kind] for kind in kinds]), rms,
-                   cfg.bool("tie_word_embeddings"))
+                   cfg.bool("tie_word_embeddings"), llamacpp={"chunk": LLAMACPP_CHUNK})
 
 
 def _moe_layers(cfg: Config, n_layers: int) -> set[int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import TRANSFORMERS_BACKEND, activation, attention, norm, uniform, with_defaults
+from calc.arch.common import LLAMACPP_NO_WINDOW, TRANSFORMERS_BACKEND, activation, attention, norm, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -32,5 +32,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     # vLLM 0.32: Starcoder2ForCausalLM through the Transformers backend (vllm/model_executor/models/registry.py L728)
     # Starcoder2Attention and Starcoder2MLP drop out their outputs (residual_dropout); the model its embeddings
     block = {"attention": attn, "mlp": mlp, "norm": ln, "residual_dropout": cfg.float("residual_dropout")}
+    # llama.cpp's StarCoder2Model converter writes no window (conversion/starcoder.py:22-25) and its starcoder2
+    # graph has none (src/models/starcoder2.cpp): every layer keeps every cell there
     return uniform(cfg, "starcoder2", block, ln, cfg.bool("tie_word_embeddings"),
-                   embedding={"dropout": cfg.float("embedding_dropout")}, **TRANSFORMERS_BACKEND)
+                   embedding={"dropout": cfg.float("embedding_dropout")}, **TRANSFORMERS_BACKEND, **LLAMACPP_NO_WINDOW)

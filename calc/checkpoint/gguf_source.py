@@ -42,13 +42,25 @@ ARCHS = {
     "llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
     "gemma3": "gemma3_text", "gemma2": "gemma2", "deepseek2": "deepseek_v2", "mistral3": "ministral3",
     "olmo2": "olmo2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
-    "lfm2": "lfm2",
+    "lfm2": "lfm2", "gemma": "gemma", "glm4": "glm4", "exaone4": "exaone4", "stablelm": "stablelm", "phi2": "phi",
+    "granite": "granite", "gpt-oss": "gpt_oss", "olmoe": "olmoe", "phimoe": "phimoe", "cohere2": "cohere2",
+    "glm4moe": "glm4_moe", "olmo": "olmo", "command-r": "cohere", "hunyuan-dense": "hunyuan_v1_dense",
+    "arcee": "arcee", "seed_oss": "seed_oss", "ernie4_5": "ernie4_5", "gpt2": "gpt2", "gptneox": "gpt_neox",
+    "falcon": "falcon", "starcoder": "gpt_bigcode", "bloom": "bloom", "llama4": "llama4_text", "dots1": "dots1",
+    "minimax-m2": "minimax_m2", "exaone-moe": "exaone_moe",
 }
+# One architecture, two model_types, told apart by a key only one of them writes: Olmo3ForCausalLM converts as
+# olmo2 with a sliding window (conversion/olmo.py:49-66), MixtralForCausalLM as llama with experts (llama.py:17-30).
+VARIANTS = {"olmo2": ("attention.sliding_window", "olmo3"), "llama": ("expert_count", "mixtral")}
 # Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
 # set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
 LAYER_TYPES = {"lfm2": ("conv", "full_attention")}
 # config.json flags GGUF keeps only as tensors: set when any layer stores the bias.
-BIASES = {"attention_bias": ".attn_q.bias", "mlp_bias": ".ffn_up.bias", "conv_bias": ".shortconv.conv.bias"}
+BIASES = {"attention_bias": (".attn_q.bias", ".attn_qkv.bias"), "use_qkv_bias": (".attn_q.bias",),
+          "mlp_bias": (".ffn_up.bias",), "conv_bias": (".shortconv.conv.bias",), "lm_head_bias": ("output.bias",),
+          "use_qk_norm": (".attn_q_norm.weight",)}
+# The expert count under each name config.json gives it (Qwen's, Mixtral's and PhiMoE's, DeepSeek's and GLM's).
+EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts")
 SIGMOID = 2  # LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID: DeepSeek-V3's router
 # {arch}.KEY -> config.json key (src/llama-arch.cpp LLM_KV_NAMES).
 KEYS = {
@@ -76,11 +88,25 @@ KEYS = {
     "attention.value_length_mla": "v_head_dim",
     "shortconv.l_cache": "conv_L_cache",
 }
+# Keys an architecture's converter writes from other config.json keys: Llama4Model's widths swapped
+# (conversion/llama.py:383-395).
+ARCH_KEYS = {"llama4": {"feed_forward_length": "intermediate_size_mlp", "expert_feed_forward_length": "intermediate_size",
+                        "interleave_moe_layer_step": "interleave_moe_layer_step"}}
+# What llama.cpp assumes of an architecture whatever its file says: llama4's chunked attention over 8192 tokens,
+# unless the file's sliding_window is 0 (src/models/llama4.cpp:8-19).
+ASSUMED = {"llama4": {"attention_chunk_size": 8192}}
 # The converter's splits: a Hugging Face tensor -> the parts it writes instead (conversion/qwen.py,
 # llama.py: fused experts; conversion/deepseek.py:433: MLA's kv_b, for the absorbed attention).
 SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v_b_proj")}
 # Architectures gguf-py's tables do not cover (calc/checkpoint/gguf_deepseek4.py): their config and tensor names.
 OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_name)}
+# Tensors a converter stores transposed (the last two dimensions swapped): gpt-oss's and Llama 4's routed experts'
+# down projection, (experts, in, out) in transformers (conversion/gpt_oss.py modify_tensors).
+TRANSPOSED = {"gpt-oss": (".experts.down_proj",), "llama4": (".experts.down_proj",),  # llama.py:411-413
+              # and GPT-2's Conv1D weights, (in, out) (gpt2.py:32-33)
+              "gpt2": (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")}
+# A prefix a converter drops from every name before the architecture's table (conversion/bloom.py:40).
+DROPPED = {"bloom": "transformer."}
 SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
@@ -91,7 +117,8 @@ def from_gguf(path: Path, source: str) -> RawCheckpoint:
 
     spec = spec_from_config(config)
     names = _hf_names(spec, headers[0].architecture)
-    columns = _columns([(t, h.path) for h in headers for t in h.tensors], names)
+    columns = _columns([(t, h.path) for h in headers for t in h.tensors], names,
+                       TRANSPOSED.get(headers[0].architecture, ()))
     files = tuple(FileRead(h.path, h.file_size, h.bytes_read) for h in headers)
     return RawCheckpoint(source, _kind(headers), columns, files, config, loads_buffers=True)
 
@@ -151,8 +178,10 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         raise GptcalcError(f"{header.path}: token_embd.weight: missing or not 2-D (the vocabulary is read off it)")
     data["vocab_size"] = meta.get(f"{arch}.vocab_size", embedding.ne[1])
     data["tie_word_embeddings"] = "output.weight" not in by_name
-    for key, suffix in BIASES.items():
-        data[key] = any(name.endswith(suffix) for name in by_name)
+    for key, suffixes in BIASES.items():
+        data[key] = any(name.endswith(suffixes) for name in by_name)
+    if "num_experts" in data:
+        data.update(dict.fromkeys(EXPERT_COUNTS, data["num_experts"]))
     if arch == "deepseek2":
         _mla(data, meta, arch)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
@@ -161,10 +190,10 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
 
 def _from_keys(meta: dict[str, Any], arch: str, path: str) -> dict[str, Any]:
     """The config keys `KEYS` names, each one value (a per-layer array whose layers agree)."""
-    data: dict[str, Any] = {"model_type": ARCHS[arch]}
+    data = _architecture(meta, arch)
     if arch in LAYER_TYPES:
         _layer_types(data, meta, arch, path)
-    for key, target in KEYS.items():
+    for key, target in {**KEYS, **ARCH_KEYS.get(arch, {})}.items():
         if target in data:
             continue
         value = meta.get(f"{arch}.{key}")
@@ -174,6 +203,20 @@ def _from_keys(meta: dict[str, Any], arch: str, path: str) -> dict[str, Any]:
             value = _uniform(value, f"{path}: {arch}.{key}")
         if value is not None:
             data[target] = value
+    return data
+
+
+def _architecture(meta: dict[str, Any], arch: str) -> dict[str, Any]:
+    """What the architecture itself says: its model_type (or the variant a key marks), the layers a
+    sliding_window_pattern array slides, what llama.cpp assumes of it."""
+    data: dict[str, Any] = {"model_type": ARCHS[arch]}
+    if arch in VARIANTS and f"{arch}.{VARIANTS[arch][0]}" in meta:
+        data["model_type"] = VARIANTS[arch][1]
+    pattern = meta.get(f"{arch}.attention.sliding_window_pattern")
+    if isinstance(pattern, list) and all(type(p) is bool for p in pattern):  # per layer: true where it slides
+        data["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    if meta.get(f"{arch}.attention.sliding_window") != 0:
+        data.update(ASSUMED.get(arch, {}))
     return data
 
 
@@ -199,6 +242,8 @@ def _mla(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     data.pop("head_dim", None)
     data["v_head_dim"] = meta.get(f"{arch}.attention.value_length_mla", meta.get(f"{arch}.attention.value_length"))
     data["n_routed_experts"] = data.pop("num_experts", None)
+    data.pop("num_local_experts", None)
+    data.setdefault("q_lora_rank", None)  # no key: queries without a latent (DeepSeek-V2-Lite, deepseek.py:344-345)
     if meta.get(f"{arch}.expert_gating_func") == SIGMOID:
         data["model_type"] = "deepseek_v3"
     data["moe_layer_freq"] = 1
@@ -220,9 +265,12 @@ def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     found = {}
     for name, shape in tensor_table(spec).expected_shapes(buffers=True).items():
         renamed = name.replace("e_score_correction_bias", "e_score_correction.bias")  # conversion/base.py:593
+        renamed = renamed.removeprefix(DROPPED.get(arch, ""))
         whole = next((w for w in SPLITS if f".{w}" in renamed), None)
         for candidate in (renamed, *(renamed.replace(whole, part) for part in SPLITS.get(whole, ()))):
-            # transformers 5 names fused experts without `.weight`; the converter writes them with it
+            # transformers 5 names fused experts without `.weight` (their biases `_bias`); the converter writes them
+            # with it (`.bias`: conversion/gpt_oss.py modify_tensors)
+            candidate = re.sub(r"_bias$", ".bias", candidate)
             candidate += "" if candidate.endswith((".weight", ".bias")) else ".weight"
             gguf = rename(candidate)
             if gguf is not None:
@@ -240,9 +288,11 @@ def _gguf_py_names(arch: str, n_layers: int) -> Callable[[str], str | None]:
     return lambda name: mapper.get_name(name, try_suffixes=(".weight", ".bias"))
 
 
-def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, tuple[int, ...]]]) -> TensorColumns:
+def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, tuple[int, ...]]],
+             transposed: tuple[str, ...] = ()) -> TensorColumns:
     """Every file's tensors under Hugging Face names; converter splits joined (wherever each part is
-    stored: a split set may cut between them), unknown names kept as they are."""
+    stored: a split set may cut between them), unknown names kept as they are; those named in `transposed`
+    (suffixes) under the shape before the converter swapped their last two dimensions."""
     grouped: dict[str, list[tuple[GGUFTensor, str]]] = defaultdict(list)
     for tensor, file in stored:
         grouped[names[tensor.name][0] if tensor.name in names else tensor.name].append((tensor, file))
@@ -252,6 +302,8 @@ def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, t
         expected = names[first.name][1] if first.name in names else None
         numel = sum(p.numel for p, _ in pieces)
         found = first.shape if len(pieces) == 1 else (numel,)
+        if hf_name.endswith(transposed) and len(found) > 1:
+            found = (*found[:-2], found[-1], found[-2])
         columns.names.append(hf_name)
         columns.dtypes.append("+".join(sorted({p.type_name for p, _ in pieces})))
         columns.shapes.append(_shape(found, numel, expected))

@@ -18,6 +18,11 @@ class LlamaCppBuild(Part):
     """`sliding_window`: False where llama.cpp drops the config's window: MistralForCausalLM and
     MixtralForCausalLM convert as llama.cpp's `llama` architecture (conversion/__init__.py:194-195,
     conversion/llama.py:17-30), which reads no sliding window (src/models/llama.cpp), so every layer keeps
-    every cell."""
+    every cell; Starcoder2ForCausalLM likewise as `starcoder2` (conversion/starcoder.py:22-25 writes no window,
+    src/models/starcoder2.cpp reads none); EXAONE 4 but in its 64-layer model (src/models/exaone4.cpp:3-14)."""
 
     sliding_window: bool = True
+    # The window llama.cpp gives chunked-attention layers, which it caches in llama_kv_cache_iswa's SWA half
+    # (LLAMA_SWA_TYPE_CHUNKED): llama4 sets 8192 whatever attention_chunk_size says (src/models/llama4.cpp:8-19).
+    # None: chunked layers keep every cell.
+    chunk: int | None = None

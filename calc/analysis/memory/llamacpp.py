@@ -12,8 +12,12 @@ All from the llama.cpp tree this project builds for its conformance suite (PyPI 
   GGML_PAD(min(n_ctx_seq, n_swa x (unified ? n_seq_max : 1) + n_ubatch), 256) cells (n_ctx_seq
   cells with --swa-full), n_ubatch being -ub at most n_batch = min(n_ctx, -b 2048)
   (src/llama-context.cpp:248-250);
+- chunked-attention layers (Llama 4) take the SWA cache with the n_swa llama.cpp gives them
+  (spec.llamacpp.chunk: src/models/llama4.cpp:8-19); a model whose window llama.cpp does not read
+  (spec.llamacpp.sliding_window False) keeps every cell in every layer;
 - a layer's K is n_embd_k_gqa x cells x streams of --cache-type-k, its V likewise of --cache-type-v
-  (src/llama-kv-cache.cpp:209-234); an MLA layer stores no V (`has_v = !is_mla`);
+  (src/llama-kv-cache.cpp:209-234); an MLA layer stores no V (`has_v = !is_mla`); the types llama.cpp
+  refuses (an MLA model's K and V differing, a quantized block not dividing the heads) are refused;
 - recurrent layers (Mamba, Mamba2, gated DeltaNet, LFM2's short conv: src/llama-memory-recurrent.cpp:
   98-107) keep, in F32, an R row (the conv window: n_embd_r, src/llama-hparams.cpp:208) and an S row
   (the SSM state: n_embd_s) per cell, max(1, n_seq_max) cells (src/llama-model.cpp create_memory);
@@ -150,6 +154,7 @@ def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache | Compr
     if llamacpp_dsv4.has_compressed_rows(spec):
         return llamacpp_dsv4.compressed_caches(spec, ctx)
     k_fmt, v_fmt = _formats(ctx)
+    _check_types(kv_layers(spec), ctx, k_fmt, v_fmt)
     caches: list[Cache | CompressorState] = [_kv(label, members, cells, ctx, k_fmt, v_fmt)
                                              for label, members, cells in _kv_groups(spec, ctx)]
     states = state_layers(spec)
@@ -162,6 +167,25 @@ def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache | Compr
     return caches
 
 
+def _check_types(kinds: list[KVLayers], ctx: LlamaCppContext, k_fmt: Format, v_fmt: Format) -> None:
+    """llama_init_from_model refuses different K and V types for an MLA model (src/llama-context.cpp:3838-3841) and,
+    with flash attention on or auto, a quantized cache type whose block does not divide every layer's K (V) head
+    width (:3854-3873). MLA is one KV head there, its K the latent and the rotary key, its V the latent
+    (value_length, conversion/deepseek.py:326-331)."""
+    if ctx.type_k != ctx.type_v and any(kind.kind == "MLA" for kind in kinds):
+        raise GptcalcError(f"--cache-type-k {ctx.type_k}, --cache-type-v {ctx.type_v}: llama.cpp refuses different K "
+                           "and V cache types for an MLA model")
+    for kind in kinds if ctx.flash_attn else ():
+        mla = kind.kind == "MLA"
+        widths = ((kind.k if mla else kind.k // kind.n_kv_heads, k_fmt, "k", ctx.type_k),
+                  (kind.k - kind.rope if mla else kind.v // kind.n_kv_heads, v_fmt, "v", ctx.type_v))
+        for width, fmt, which, name in widths:
+            if fmt.block > 1 and width % fmt.block:
+                raise GptcalcError(f"--cache-type-{which} {name}: llama.cpp refuses it with flash attention: its block of "
+                                   f"{fmt.block} does not divide the {width}-wide {which.upper()} heads "
+                                   f"(n_embd_head_{which}); give -fa off or another type")
+
+
 def _formats(ctx: LlamaCppContext) -> tuple[Format, Format]:
     return FORMATS[CACHE_TYPES[ctx.type_k]], FORMATS[CACHE_TYPES[ctx.type_v]]
 
@@ -169,15 +193,24 @@ def _formats(ctx: LlamaCppContext) -> tuple[Format, Format]:
 def _kv_groups(spec: ModelSpec, ctx: LlamaCppContext) -> list[tuple[str, list[KVLayers], int]]:
     """(label, layer kinds, cells) of each KV cache: one, or llama_kv_cache_iswa's non-SWA and SWA pair."""
     kinds = kv_layers(spec)
-    windows = {kind.window for kind in kinds if kind.window} if spec.llamacpp.sliding_window else set()
+    slides = {kind: _n_swa(spec, kind) for kind in kinds}
+    windows = {n for n in slides.values() if n}
     if len(windows) > 1:
         raise GptcalcError(f"--engine llamacpp: {spec.name} has sliding windows of {sorted(windows)} tokens; llama.cpp "
                            "has one n_swa per model")
     if windows:
         n_swa = windows.pop()
-        return [("non-SWA", [k for k in kinds if not k.window], ctx.cells),
-                ("SWA", [k for k in kinds if k.window], ctx.swa_cells(n_swa))]
+        return [("non-SWA", [k for k in kinds if not slides[k]], ctx.cells),
+                ("SWA", [k for k in kinds if slides[k]], ctx.swa_cells(n_swa))]
     return [("", list(kinds), ctx.cells)] if kinds else []
+
+
+def _n_swa(spec: ModelSpec, kind: KVLayers) -> int | None:
+    """The window llama.cpp gives this kind of layer: its sliding window (unless llama.cpp drops the model's), or
+    for chunked attention the one llama.cpp sets for it (spec.llamacpp.chunk); None: every cell kept."""
+    if kind.window:
+        return kind.window if spec.llamacpp.sliding_window else None
+    return spec.llamacpp.chunk if kind.chunk else None
 
 
 def _kv(label: str, members: list[KVLayers], cells: int, ctx: LlamaCppContext, k_fmt: Format, v_fmt: Format) -> Cache:

