@@ -270,7 +270,7 @@ def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
         for candidate in (renamed, *(renamed.replace(whole, part) for part in SPLITS.get(whole, ()))):
             # transformers 5 names fused experts without `.weight` (their biases `_bias`); the converter writes them
             # with it (`.bias`: conversion/gpt_oss.py modify_tensors)
-            candidate = re.sub(r"_bias$", ".bias", candidate)
+            candidate = re.sub(r"(_proj)_bias$", r"\1.bias", candidate)
             candidate += "" if candidate.endswith((".weight", ".bias")) else ".weight"
             gguf = rename(candidate)
             if gguf is not None:
