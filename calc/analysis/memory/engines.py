@@ -359,8 +359,13 @@ def aligned_block(block: int, attention_token: int, state_page: int) -> int:
 
 
 def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2) -> HybridGroups | None:
-    """vLLM's grouping when the layers are of more than one kind (None: one kind, one group); `in_flight`:
-    the tokens a sliding group holds beyond its window (in_flight_tokens)."""
+    """vLLM's grouping when the layers are of more than one kind, or of one kind with a window (None: full
+    attention alone, one group of whole-context pages); `in_flight`: the tokens a sliding group holds beyond
+    its window (in_flight_tokens). A model whose every layer has one window (Mistral-7B-v0.1) is one group of
+    SlidingWindowSpec layers: vLLM sets the model-wide window when no layer_types says otherwise
+    (engine/arg_utils.py:2248-2254), each layer states a SlidingWindowSpec
+    (model_executor/layers/attention/attention.py:619-665), and the uniform group's concurrency is its
+    window's blocks per request (v1/core/kv_cache_utils.py:1195-1228, kv_cache_interface.py:859-884)."""
     counts: dict[int | str | Chunked | None, int] = {}
     for kind in kv.layers:
         key = Chunked(kind.chunk) if kind.chunk else kind.window
@@ -368,7 +373,7 @@ def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2) -
     state_layers = {state.block: state.n_layers for state in kv.states}
     if state_layers:
         counts[STATE] = sum(state_layers.values())
-    if len(counts) < 2 and not state_layers:
+    if set(counts) <= {None} and not state_layers:
         return None
     sizes = {kind.row_bytes(kv.format) for kind in kv.layers if kind.kind != DSA}
     if any(kind.kind == DSA for kind in kv.layers) and len(counts) > 1:
