@@ -126,10 +126,12 @@ def test_real_vllm_cpu_weights(name: str) -> None:
     layers for oneDNN) are gptcalc's engine weights: the checkpoint's tensors plus the vocabulary padded to a
     multiple of 64 (the MLA config's vocabulary of 1,000 becomes 1,024 rows of embedding and head), and the
     Mamba2 / gated DeltaNet decay A in fp32 (2 B more per value: 128 B for the Mamba2 config's 4 layers x 16
-    heads). MLA's W_UK_T / W_UV of a 16-bit kv_b_proj are views of it, no copy (mla_attention.py split_kv_b_proj).
-    Beside them, the rotary cos/sin table its layers share, which vLLM measures with the weights: 4,096 x 40
-    YaRN positions x 64 x 2 B for the MLA config, 8,192 x 64 x 2 B for Llama's and LFM2's, 8,192 x 32 (a quarter of
-    128) x 2 B for Qwen3-Next's; none without rotary (Mamba2, Nemotron-H) nor for OLMo-3, which vLLM runs
+    heads), and Gemma-3n's AltUp output scale in fp32 too (models/gemma3n.py:122-124: 15,360 B more for its
+    config's 15 layers x 512). MLA's W_UK_T / W_UV of a 16-bit kv_b_proj are views of it, no copy
+    (mla_attention.py split_kv_b_proj). Beside them, the rotary cos/sin table its layers share, which vLLM
+    measures with the weights: 4,096 x 40 YaRN positions x 64 x 2 B for the MLA config, 8,192 x 64 x 2 B for
+    Llama's and LFM2's, 8,192 x 32 (a quarter of 128) x 2 B for Qwen3-Next's, 32,768 x 64 x 2 B for Mistral's,
+    two such for Gemma-3n's (its local and global rope bases); none without rotary (Mamba2, Nemotron-H) nor for OLMo-3, which vLLM runs
     through its Transformers backend."""
     config = str(LOGS / f"vllm-cpu-{name}.config.json")
     held = json.loads((LOGS / f"vllm-cpu-{name}.log").read_text().split("RESULT ", 1)[1])["weights"]

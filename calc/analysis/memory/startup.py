@@ -144,12 +144,13 @@ MLA_COPY_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/v1/atten
                    "(process_weights_after_loading: a quantised kv_b_proj is dequantised into W_UK_T and W_UV, "
                    "16-bit, and kept beside it for prefill)")
 
-# Mamba's, Mamba2's, Qwen3-Next's gated DeltaNet's and Kimi's KDA decay: vLLM allocates these fp32 whatever the
-# model's dtype (a real vLLM loads 2 B more per value than the bf16 model: tests/test_engine_budget.py)
-FP32_DECAY = ("ssm_a_log", "gdn_a_log", "kda_a_log")
-FP32_DECAY_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/mamba/mamba_mixer2.py "
-                     "(self.A, dtype=torch.float32; likewise mamba_mixer.py, gdn/qwen_gdn_linear_attn.py and "
-                     "gdn/kimi_gdn_linear_attn.py for A_log)")
+# Parameters vLLM allocates in fp32 whatever the model's dtype (a real vLLM loads 2 B more per value than the bf16
+# model: tests/test_engine_budget.py): Mamba's, Mamba2's, Qwen3-Next's gated DeltaNet's and Kimi's KDA decay, and
+# Gemma-3n's AltUp output scale (models/gemma3n.py:122-124, correct_output_scale)
+FP32_PARAMS = ("ssm_a_log", "gdn_a_log", "kda_a_log", "altup_scale")
+FP32_PARAMS_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/mamba/mamba_mixer2.py "
+                      "(self.A, dtype=torch.float32; likewise mamba_mixer.py, gdn/qwen_gdn_linear_attn.py and "
+                      "gdn/kimi_gdn_linear_attn.py for A_log, models/gemma3n.py for AltUp's correct_output_scale)")
 
 
 def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep: int = 1,
@@ -158,7 +159,7 @@ def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep:
     and LM head rows that pad the vocabulary to a multiple of 64, split tp ways (16-bit, as every
     scheme keeps them); where MLA's kv_b is quantised, the 16-bit copy of it that its decode path
     multiplies by (the weights' kv_b rows are already this GPU's share); and MXFP4 experts padded
-    for the backend `gpu` runs them with; the state layers' decay (A), which vLLM keeps in fp32; and the
+    for the backend `gpu` runs them with; the parameters vLLM keeps in fp32 (FP32_PARAMS); and the
     rotary cos/sin tables its layers share (`calc.analysis.memory.rope_cache`), whole on every GPU, and
     with `towers` loaded (not --text-only) the tables its own vision towers build."""
     pad = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING - spec.vocab_size
@@ -168,8 +169,8 @@ def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep:
     if kv_b and weights.component_bytes("kv_b") < kv_b * element_bytes:
         extra.append(("MLA's dequantised W_UK/W_UV copy", kv_b * element_bytes))
     extra.append(("MXFP4 expert padding", mxfp4_padding(spec, weights, tp, ep, gpu)))
-    extra.append(("fp32 decay of state layers", sum(max(4 * weights.params[name] - weights.component_bytes(name), 0)
-                                                    for name in FP32_DECAY if name in weights.params)))
+    extra.append(("fp32 parameters", sum(max(4 * weights.params[name] - weights.component_bytes(name), 0)
+                                         for name in FP32_PARAMS if name in weights.params)))
     extra.append(("rotary cos/sin cache", vllm_rope_cache(spec, element_bytes)))
     extra.append(("vision tower's rotary cos/sin cache", vllm_tower_rope_cache(spec, element_bytes) if towers else 0))
     return tuple((what, n) for what, n in extra if n)
@@ -231,7 +232,7 @@ def mxfp4_padding(spec: ModelSpec, weights: Weights, tp: int, ep: int, gpu: GPU)
 
 
 _EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_UV copy": MLA_COPY_SOURCE,
-                  "MXFP4 expert padding": MXFP4_SOURCE, "fp32 decay of state layers": FP32_DECAY_SOURCE,
+                  "MXFP4 expert padding": MXFP4_SOURCE, "fp32 parameters": FP32_PARAMS_SOURCE,
                   "rotary cos/sin cache": ROPE_SOURCE, "fp32 rotary cos/sin cache": SGLANG_ROPE_SOURCE,
                   "vision tower's rotary cos/sin cache": TOWER_ROPE_SOURCE}
 
