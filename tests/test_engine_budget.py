@@ -131,7 +131,7 @@ def test_real_vllm_cpu_weights(name: str) -> None:
     (mla_attention.py split_kv_b_proj). Beside them, the rotary cos/sin table its layers share, which vLLM
     measures with the weights: 4,096 x 40 YaRN positions x 64 x 2 B for the MLA config, 8,192 x 64 x 2 B for
     Llama's and LFM2's, 8,192 x 32 (a quarter of 128) x 2 B for Qwen3-Next's, 32,768 x 64 x 2 B for Mistral's,
-    two such for Gemma-3n's (its local and global rope bases); none without rotary (Mamba2, Nemotron-H) nor for OLMo-3, which vLLM runs
+    two such for Gemma-3n's (its local and global rope bases), Zamba2's shared attention's one; none without rotary (Mamba2, Nemotron-H) nor for OLMo-3, which vLLM runs
     through its Transformers backend."""
     config = str(LOGS / f"vllm-cpu-{name}.config.json")
     held = json.loads((LOGS / f"vllm-cpu-{name}.log").read_text().split("RESULT ", 1)[1])["weights"]

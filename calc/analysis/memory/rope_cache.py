@@ -82,7 +82,9 @@ def _table_values(spec: ModelSpec, mrope_positions: int) -> int:
     mixers (get_rope's cache key: head size and rope parameters), positions x rotary_dim each."""
     tables = {}
     for block in spec.blocks.values():
-        for mixer in block.mixers():
+        # a shared block's attention (Zamba2's) builds its table like the layer's own (models/zamba2.py get_rope)
+        shared = (block.shared.block.attention,) if block.shared else ()
+        for mixer in shared + block.mixers():
             rope = getattr(mixer, "rope", None)
             if isinstance(rope, Rope):
                 key = json.dumps([getattr(mixer, "head_dim", None), rope.model_dump()], sort_keys=True,
