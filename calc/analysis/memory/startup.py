@@ -360,7 +360,11 @@ def _encoder_terms(spec: ModelSpec, tokens: int, seqs: int, max_model_len: int, 
             Term("encoder_activation", "encoder forward (above the decoder's)", excess, "--encoder-activation-memory",
                  "given" if given else "estimate",
                  f"the encoder's forward over {profile.items:,} x {profile.item.patches:,} patches"
-                 + ("" if given else f", {profile.forward_bytes:,} B, less the decoder's profiling forward"))]
+                 + ("" if given else f", {profile.forward_bytes:,} B, less the decoder's profiling forward"))] + ([
+            Term("encoder_rope", "encoder's rotary table (built on its first forward)", profile.table_bytes,
+                 "--limit-mm-per-prompt", "exact", "a buffer the tower makes in the profiling run and keeps "
+                 "(vllm/model_executor/models/kimi_k25_vit.py Rope2DPosEmbRepeated.get_freqs_cis)")]
+            if profile.table_bytes else [])
 
 
 def _sglang_vlm(spec: ModelSpec, fraction: float, how: str) -> tuple[float, str]:
