@@ -26,7 +26,7 @@ at load: SigLIP (Gemma 3, LLaVA-OneVision) and InternViT have learned positions 
 transformers' PixtralVisionRotaryEmbedding, an inv_freq of head_dim / 2 fp32 values and its copy (transformers
 >= 5.17), no table; Gemma 4's tower is transformers' own (gemma4_mm.py AutoModel); MoonViT (Kimi-K2.5) builds
 its 512 x 512 table on its first forward (kimi_k25_vit.py Rope2DPosEmbRepeated.get_freqs_cis), so inside the
-profiling run, not the weights.
+profiling run, not the weights: an encoder term of the budget (`Tower.vllm_forward_rope`, calc.analysis.memory.encoder).
 
 SGLang keeps the table in fp32 on CUDA whatever the model's dtype ("NOTE(ByronHsu): cache needs to be in FP32
 for numerical stability", then `if not _is_cuda: cache = cache.to(dtype)`: RotaryEmbedding.__init__ in
