@@ -63,8 +63,10 @@ from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
+from calc.analysis.memory.vllm_indexer import (BLOCK_INDEXER, DSA, block_indexer_bytes, indexer_key_bytes, key_dtype,
+                                                resolve_indexer_kv_dtype)
 from calc.analysis.memory.vllm_packed import (QUANT_BLOCK, PackedGroups, compressed_pages, has_compressed_rows,
-                                               in_flight_tokens, indexer_key_bytes, packed_groups)
+                                               in_flight_tokens, packed_groups)
 from calc.errors import GptcalcError
 
 __all__ = ["Chunked", "ENGINES", "Engine", "HybridGroups", "KVPool", "hybrid_groups", "engine_lines", "kv_pool", "padded_context"]
@@ -215,28 +217,31 @@ def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
 
 def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None,
             max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1,
-            capability: tuple[int, int] | None = None, async_scheduling: bool = True) -> KVPool:
+            capability: tuple[int, int] | None = None, async_scheduling: bool = True,
+            indexer_kv_dtype: str = "auto") -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
     `capability`: the card's CUDA compute capability (None: unknown); `async_scheduling`: vLLM's, on
-    by default on a GPU and off on its CPU platform (in_flight_tokens)."""
+    by default on a GPU and off on its CPU platform (in_flight_tokens); `indexer_kv_dtype`: vLLM's, how
+    a sparse-attention indexer keeps its keys (calc.analysis.memory.vllm_indexer)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
     _refuse_unmodelled(kv, engine)
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
+    indexer_dtype = resolve_indexer_kv_dtype(kv, engine, indexer_kv_dtype, capability)
     if engine == "vllm" and has_compressed_rows(kv):
         return _compressed_pool(kv, found, kv_memory, max_model_len, block, in_flight_tokens(max_batched, pp,
-                                async_scheduling), pp, capability)
+                                async_scheduling), pp, capability, indexer_dtype)
     block = _block(kv, found, block)
     hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes)
               if engine == "vllm" else None)
     if hybrid is not None:
         block = hybrid.block
     mamba = sglang_mamba_pool(kv, kv_memory) if engine == "sglang" else None
-    per_token = engine_bytes_per_token(kv) if engine in ("vllm", "sglang") else kv.bytes_per_token
+    per_token = engine_bytes_per_token(kv, indexer_dtype) if engine in ("vllm", "sglang") else kv.bytes_per_token
     return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
 
 
@@ -253,7 +258,7 @@ def _block(kv: KVCache, found: Engine, block: int | None) -> int:
 
 
 def _compressed_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: int, block: int | None,
-                     in_flight: int, pp: int, capability: tuple[int, int] | None) -> KVPool:
+                     in_flight: int, pp: int, capability: tuple[int, int] | None, indexer_dtype: str) -> KVPool:
     """vLLM's pool of a model with compressed rows: every part paged apart, packed in one block
     (calc.analysis.memory.vllm_packed); its backends take --block-size 256 only. Under pipeline
     parallelism vLLM groups the whole model's layers and then keeps each stage's share of every
@@ -269,7 +274,7 @@ def _compressed_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: 
     if block not in (None, COMPRESSED_BLOCK):
         raise GptcalcError(f"--block-size {block}: vLLM's DeepSeek-V4 backends (FlashMLA sparse, the indexer) take "
                            f"{COMPRESSED_BLOCK} only")
-    packed = packed_groups(compressed_pages(kv), in_flight)
+    packed = packed_groups(compressed_pages(kv, indexer_dtype), in_flight)
     return KVPool(found, COMPRESSED_BLOCK, packed.bytes_per_token, kv_memory, max_model_len, packed)
 
 
@@ -401,11 +406,9 @@ def padded_context(engine: Engine, n_ctx: int) -> int:
 
 # The per-token caches whose pages the engine rules below describe (SGLang also pages DSA's keys).
 MODELLED = {"MHA", "GQA", "MQA", "MLA"}
-DSA = "DSA indexer"
 # Tokens per page for DeepSeek's DSA: SGLang sets --page-size 64 (arg_groups/model_overrides/deepseek_v2.py);
 # vLLM's sparse FlashMLA takes blocks of a multiple of 64 (flashmla_sparse.py get_supported_kernel_block_sizes).
 DSA_PAGE = 64
-BLOCK_INDEXER = "block indexer"  # MiniMax-M3's index keys (calc.parts.block_indexer)
 # vLLM 0.32 pages MiniMax-M3 in 128-token blocks, one sparse block a page: its sparse GQA and indexer
 # backends take 128 and no other (vllm/models/minimax_m3/common/sparse_attention.py:163-165, indexer.py:94-96),
 # so Platform._preferred_block_size_for_backends picks it (platforms/interface.py:700-745).
@@ -417,7 +420,7 @@ BLOCK_INDEXER_HOMES = {
 }
 
 
-def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
+def dsa_row_bytes(kind: KVLayers, kv: KVCache, indexer_dtype: str = "auto") -> int:
     """One token of one layer as vLLM and SGLang store it. DeepSeek-V3.2's sparse attention (a model
     with DSA indexer keys) keeps the indexer key as fp8 with its scales, index_head_dim +
     index_head_dim / 128 x 4 bytes (132 for 128), whatever the cache dtype, and with an fp8 cache the
@@ -428,9 +431,9 @@ def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
     DeepseekV32IndexerCache (models/deepseek_v2.py), both in one group whose page is the sum of the
     layers' pages (UniformTypeKVCacheSpecs, v1/kv_cache_interface.py)."""
     if kind.kind == DSA:
-        return indexer_key_bytes(kind.k)
-    if kind.kind == BLOCK_INDEXER:  # bf16 whatever the cache dtype: indexer_kv_dtype "auto" (block_indexer_bytes)
-        return block_indexer_bytes(kind.k)
+        return indexer_key_bytes(kind.k, key_dtype(DSA, indexer_dtype))
+    if kind.kind == BLOCK_INDEXER:  # bf16 whatever the cache dtype, unless indexer_kv_dtype says fp8
+        return block_indexer_bytes(kind.k, key_dtype(BLOCK_INDEXER, indexer_dtype))
     dsa = any(other.kind == DSA for other in kv.layers)
     if dsa and kind.kind == "MLA" and kv.format.name.startswith("fp8"):
         latent = kind.k - kind.rope
@@ -438,17 +441,10 @@ def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
     return kind.row_bytes(kv.format)
 
 
-def block_indexer_bytes(width: int) -> int:
-    """One MiniMax-M3 index key as vLLM 0.32 keeps it: bf16 whatever --kv-cache-dtype says, its
-    indexer_kv_dtype "auto" meaning bf16 (models/minimax_m3/nvidia/model.py:504-509,
-    config/attention.py:163-167), one head of index_head_dim in an MLAAttentionSpec that merges with
-    the layers' K and V into one group (models/minimax_m3/common/indexer.py:118-121, 145-153)."""
-    return width * 2
-
-
-def engine_bytes_per_token(kv: KVCache) -> int:
-    """One token over every layer this GPU holds, as vLLM and SGLang lay it out (SGLang's cell size)."""
-    return sum(kind.n_layers * dsa_row_bytes(kind, kv) for kind in kv.layers)
+def engine_bytes_per_token(kv: KVCache, indexer_dtype: str = "auto") -> int:
+    """One token over every layer this GPU holds, as vLLM and SGLang lay it out (SGLang's cell size); the
+    indexer keys in vLLM's `indexer_dtype` ("auto": each model's default)."""
+    return sum(kind.n_layers * dsa_row_bytes(kind, kv, indexer_dtype) for kind in kv.layers)
 
 
 # Where the other engines keep DeepSeek-V4's caches (each serves it; how they size them is not modelled):
