@@ -7,9 +7,8 @@ from typing import Any
 import click
 
 from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, async_scheduling_option, complete_model,
-                              indexer_kv_dtype_option,
-                              image_options, json_option, load_model, max_batched_option, one_model, set_option,
-                              sizing_options)
+                              image_options, indexer_kv_dtype_option, json_option, load_model, max_batched_option,
+                              one_model, set_option, sizing_options)
 from calc.errors import GptcalcError
 
 
