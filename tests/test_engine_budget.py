@@ -101,13 +101,14 @@ def test_real_vllm_cpu_blocks_tokens_concurrency(name: str) -> None:
     pool_bytes = int(re.search(r"'kv_cache_memory_bytes': (\d+)", args).group(1))  # type: ignore[union-attr]
     max_len = int(re.search(r"'max_model_len': (\d+)", args).group(1))  # type: ignore[union-attr]
     batched = re.search(r"'max_num_batched_tokens': (\d+)", args)  # a recording's own, else the CPU default
+    prefix_caching = "'enable_prefix_caching': False" not in args  # vLLM's default for a model with attention
     real = json.loads(log.split("RESULT ", 1)[1])
     kv = kv_cache(load_spec(str(LOGS / f"vllm-cpu-{name}.config.json")), max_len, dtype="bf16")
     ssm_bytes = 4 if "Reset SSM cache type to float32" in log else 2
     # vLLM's CPU platform turns async scheduling off (platforms/cpu.py:330-331): one batch in flight
     pool = kv_pool(kv, "vllm", pool_bytes, max_len, block=block,
                    max_batched=int(batched.group(1)) if batched else max(max_len, 4096), ssm_bytes=ssm_bytes,
-                   async_scheduling=False)
+                   async_scheduling=False, prefix_caching=prefix_caching)
     pages = {group["page_size_bytes"] for group in real["groups"]}
     assert pool.block_bytes // (pool.hybrid.group_size if pool.hybrid else kv.n_layers) in pages
     assert (pool.blocks, pool.printed_tokens, pool.concurrency) == (

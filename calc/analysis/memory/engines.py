@@ -35,7 +35,8 @@ holds a state page (vllm/platforms/interface.py, _align_hybrid_block_size):
     blocks    = floor(floor(kv_memory / page) / group_size)
     per request: ceil(max_model_len / block) blocks per full group,
                  ceil(min(window - 1 + in flight, max_model_len) / block) + 1 per sliding group,
-                 2 per state group of a hybrid (prefix caching's "align" mode), 1 attention-free
+                 2 per state group of a hybrid (prefix caching's "align" mode; 1 with
+                 --no-enable-prefix-caching), 3 for a Mamba2 mixer, 1 attention-free
     concurrency = blocks / (blocks per request)
 
 Llama-4's chunked local attention (its rotary layers, models/llama4.py:251-265) is a kind of its own:
@@ -218,13 +219,14 @@ def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
 def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None,
             max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1,
             capability: tuple[int, int] | None = None, async_scheduling: bool = True,
-            indexer_kv_dtype: str = "auto") -> KVPool:
+            indexer_kv_dtype: str = "auto", prefix_caching: bool = True) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
     `capability`: the card's CUDA compute capability (None: unknown); `async_scheduling`: vLLM's, on
     by default on a GPU and off on its CPU platform (in_flight_tokens); `indexer_kv_dtype`: vLLM's, how
-    a sparse-attention indexer keeps its keys (calc.analysis.memory.vllm_indexer)."""
+    a sparse-attention indexer keeps its keys (calc.analysis.memory.vllm_indexer); `prefix_caching`: vLLM's,
+    on by default, which sets the pages a state group holds per request (state_pages)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
@@ -236,7 +238,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
         return _compressed_pool(kv, found, kv_memory, max_model_len, block, in_flight_tokens(max_batched, pp,
                                 async_scheduling), pp, capability, indexer_dtype)
     block = _block(kv, found, block)
-    hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes)
+    hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes, prefix_caching)
               if engine == "vllm" else None)
     if hybrid is not None:
         block = hybrid.block
@@ -295,13 +297,14 @@ class Chunked:
         return {"chunk": self.size}
 
 
-def state_pages(kv: KVCache) -> int:
+def state_pages(kv: KVCache, prefix_caching: bool = True) -> int:
     """Pages a state group takes per request. vLLM turns prefix caching on by default for a hybrid
     model and off for an attention-free one (ModelConfig.is_prefix_caching_supported); with it comes
     mamba_cache_mode "align" (MambaModelConfig.verify_and_update_config), where a request holds
-    2 + speculative + prefill-checkpoint pages, without it 1 (MambaSpec.max_memory_usage_bytes).
-    Mamba2 mixers keep one prefill checkpoint (MambaMixer2.get_kv_cache_spec)."""
-    if not kv.layers:
+    2 + speculative + prefill-checkpoint pages, without it (--no-enable-prefix-caching) 1
+    (MambaSpec.max_memory_usage_bytes, v1/kv_cache_interface.py:1076-1082). Mamba2 mixers keep one
+    prefill checkpoint (MambaMixer2.get_kv_cache_spec)."""
+    if not kv.layers or not prefix_caching:
         return 1
     return 2 + any(state.mixer == "mamba2" for state in kv.states)
 
@@ -363,7 +366,8 @@ def aligned_block(block: int, attention_token: int, state_page: int) -> int:
     return block * -(-state_page // (block * attention_token))
 
 
-def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2) -> HybridGroups | None:
+def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2,
+                  prefix_caching: bool = True) -> HybridGroups | None:
     """vLLM's grouping when the layers are of more than one kind, or of one kind with a window (None: full
     attention alone, one group of whole-context pages); `in_flight`: the tokens a sliding group holds beyond
     its window (in_flight_tokens). A model whose every layer has one window (Mistral-7B-v0.1) is one group of
@@ -396,7 +400,7 @@ def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2) -
     fewest, most = min(counts.values()), max(counts.values())
     size = most if 2 * most < 3 * fewest else fewest  # most < 1.5 x fewest: pad up to the most
     windows = tuple(window for window, n in counts.items() for _ in range(-(-n // size)))
-    return HybridGroups(size, windows, page, block, in_flight, state_page, state_pages(kv))
+    return HybridGroups(size, windows, page, block, in_flight, state_page, state_pages(kv, prefix_caching))
 
 
 def padded_context(engine: Engine, n_ctx: int) -> int:
