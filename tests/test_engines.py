@@ -233,3 +233,14 @@ def test_no_prefix_caching_gives_a_state_group_one_page() -> None:
     fits = [float(answer("fit", "--gpus", "H100", *more)["candidates"][0]["max_concurrency"])
             for more in ((), ("--no-enable-prefix-caching",))]
     assert abs(fits[1] / fits[0] - align / none) < 0.01
+
+
+def test_a_smaller_page_scales_its_block_or_is_padded() -> None:
+    """vLLM's unify_kv_cache_spec_page_size (v1/core/kv_cache_utils.py:1316-1359): a kind whose page divides the
+    largest takes ratio x the tokens a page (a real vLLM on the Gemma-4 config: full layers of 2,048 B a token
+    beside sliding ones of 4,096 B, blocks of 256 and 128, tests/data/engine_logs/vllm-cpu-gemma4.log); one that
+    does not divide it keeps its block and is padded (300 B a token beside 200 B: 4,800 B pages, 3,200 B)."""
+    from calc.analysis.memory.engines import scaled_block
+
+    assert scaled_block(128, 128 * 4096, 2048) == 256
+    assert scaled_block(16, 16 * 300, 200) == 16

@@ -321,18 +321,20 @@ class HybridGroups:
     in_flight: int  # the tokens a sliding group holds beyond its window (in_flight_tokens)
     state_page: int = 0  # a state layer's bytes before padding to `page`
     state_pages: int = 1  # pages a state group takes per request (state_pages)
+    scaled: tuple[tuple[int | Chunked | None, int], ...] = ()  # (kind, its tokens a page) where not `block`
 
     @property
     def groups(self) -> int:
         return len(self.windows)
 
-    def blocks_per_request(self, max_model_len: int, block: int) -> int:
+    def blocks_per_request(self, max_model_len: int, default: int) -> int:
         """The pages one request of max_model_len takes across the groups: every block of a full
         group, the window's blocks plus one of a sliding group, state_pages of a state group, the chunk's
-        blocks of a chunked group."""
+        blocks of a chunked group, each in its own tokens a page (`scaled`)."""
         def one(window: int | str | Chunked | None) -> int:
             if window == STATE:
                 return self.state_pages
+            block = dict(self.scaled).get(window, default)
             if isinstance(window, Chunked):
                 return window.pages(max_model_len, self.in_flight, block)
             if window is None:
@@ -345,7 +347,8 @@ class HybridGroups:
                 "windows": [w.to_json() if isinstance(w, Chunked) else w for w in self.windows],
                 "page_bytes": self.page, "block_size": self.block, "state_page_bytes": self.state_page,
                 "state_pages_per_request": self.state_pages,
-                "tokens_in_flight": self.in_flight}
+                "tokens_in_flight": self.in_flight,
+                "scaled_block_sizes": [[w.to_json() if isinstance(w, Chunked) else w, b] for w, b in self.scaled]}
 
 
 def vllm_state_page(kv: KVCache, ssm_bytes: int = 2) -> int:
@@ -384,23 +387,47 @@ def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2,
         counts[STATE] = sum(state_layers.values())
     if set(counts) <= {None} and not state_layers:
         return None
-    sizes = {kind.row_bytes(kv.format) for kind in kv.layers if kind.kind != DSA}
     if any(kind.kind == DSA for kind in kv.layers) and len(counts) > 1:
         raise GptcalcError(f"{kv.model}: DSA layers beside other kinds; vLLM's grouping of them is not modelled")
-    if len(sizes) > 1:
-        raise GptcalcError(f"{kv.model}: layers of different page sizes; vLLM then scales block sizes, "
-                           "which --engine vllm does not model")
+    tokens = _kind_tokens(kv)
+    if len(set(tokens.values())) > 1 and state_layers:
+        raise GptcalcError(f"{kv.model}: attention layers of different page sizes beside state layers; vLLM's "
+                           "alignment of them is not modelled")
     state_page = vllm_state_page(kv, ssm_bytes)
-    if sizes:
-        token = sizes.pop()
+    scaled: tuple[tuple[int | Chunked | None, int], ...] = ()
+    if tokens:
+        token = max(tokens.values())
         block = aligned_block(block, token, state_page) if state_page > block * token else block
         page = block * token
+        scaled = tuple((key, scaled_block(block, page, t)) for key, t in tokens.items() if t != token)
     else:
         page = state_page
     fewest, most = min(counts.values()), max(counts.values())
     size = most if 2 * most < 3 * fewest else fewest  # most < 1.5 x fewest: pad up to the most
     windows = tuple(window for window, n in counts.items() for _ in range(-(-n // size)))
-    return HybridGroups(size, windows, page, block, in_flight, state_page, state_pages(kv, prefix_caching))
+    return HybridGroups(size, windows, page, block, in_flight, state_page, state_pages(kv, prefix_caching), scaled)
+
+
+def _kind_tokens(kv: KVCache) -> dict[int | Chunked | None, int]:
+    """One layer's bytes a token for each kind of attention layer (full, a window, a chunk); DSA's keys apart."""
+    tokens: dict[int | Chunked | None, int] = {}
+    for kind in kv.layers:
+        if kind.kind == DSA:
+            continue
+        key = Chunked(kind.chunk) if kind.chunk else kind.window
+        if tokens.setdefault(key, kind.row_bytes(kv.format)) != kind.row_bytes(kv.format):
+            raise GptcalcError(f"{kv.model}: layers of one kind with different page sizes; vLLM's grouping of them "
+                               "is not modelled")
+        tokens[key] = kind.row_bytes(kv.format)
+    return tokens
+
+
+def scaled_block(block: int, page: int, token: int) -> int:
+    """Tokens a page of a kind whose layer's page (`block` x `token`) is smaller than the largest, `page`: vLLM
+    scales its block by the ratio where the page divides the largest, else pads the page and keeps the block
+    (unify_kv_cache_spec_page_size, v1/core/kv_cache_utils.py:1292-1359). Gemma-4's full layers (one KV head
+    of 512, V kept beside K) take half the bytes of its sliding ones (several heads of 256): twice the tokens."""
+    return block * (page // (block * token)) if page % (block * token) == 0 else block
 
 
 def padded_context(engine: Engine, n_ctx: int) -> int:

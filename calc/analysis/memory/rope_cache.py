@@ -77,6 +77,13 @@ def _positions(rope: Rope, max_position: int, mrope_positions: int) -> int:
     return math.ceil(base * repeat * scaling["factor"])
 
 
+def _width(rope: Rope, mixer: object) -> int:
+    """Values a position: the rotary dim, or the whole head for Gemma-4's proportional rope, whose table
+    zero-pads the unrotated dims (rotary_embedding/gemma4_rope.py Gemma4RotaryEmbedding: rotary_dim = head_size)."""
+    kind = (rope.scaling or {}).get("rope_type")
+    return getattr(mixer, "head_dim", None) or rope.rotary_dim if kind == "proportional" else rope.rotary_dim
+
+
 def _table_values(spec: ModelSpec, mrope_positions: int) -> int:
     """The values of the cos/sin tables `spec`'s layers share: one per distinct rope setting among the
     mixers (get_rope's cache key: head size and rope parameters), positions x rotary_dim each."""
@@ -89,7 +96,7 @@ def _table_values(spec: ModelSpec, mrope_positions: int) -> int:
             if isinstance(rope, Rope):
                 key = json.dumps([getattr(mixer, "head_dim", None), rope.model_dump()], sort_keys=True,
                                  default=str)
-                tables[key] = _positions(rope, spec.n_positions, mrope_positions) * rope.rotary_dim
+                tables[key] = _positions(rope, spec.n_positions, mrope_positions) * _width(rope, mixer)
     return sum(tables.values())
 
 

@@ -169,11 +169,23 @@ def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep:
     if kv_b and weights.component_bytes("kv_b") < kv_b * element_bytes:
         extra.append(("MLA's dequantised W_UK/W_UV copy", kv_b * element_bytes))
     extra.append(("MXFP4 expert padding", mxfp4_padding(spec, weights, tp, ep, gpu)))
+    extra.append(("K copied into the V slot of V = K layers", k_eq_v_copy(spec, weights)))
     extra.append(("fp32 parameters", sum(max(4 * weights.params[name] - weights.component_bytes(name), 0)
                                          for name in FP32_PARAMS if name in weights.params)))
     extra.append(("rotary cos/sin cache", vllm_rope_cache(spec, element_bytes)))
     extra.append(("vision tower's rotary cos/sin cache", vllm_tower_rope_cache(spec, element_bytes) if towers else 0))
     return tuple((what, n) for what, n in extra if n)
+
+
+def k_eq_v_copy(spec: ModelSpec, weights: Weights) -> int:
+    """A layer whose values are its keys (Gemma-4's full layers, attention_k_eq_v) ships k_proj only, but vLLM
+    builds its fused qkv_proj with a V slot and loads K into both (models/gemma4.py:86-118, 417-423): that layer's
+    K matrix once more, in the bytes the K matrices take on this GPU."""
+    k_eq_v = sum(n * mixer.params(spec.d_model).get("k", 0) for name, n in spec.layer_counts().items()
+                 for mixer in spec.blocks[name].mixers() if getattr(mixer, "k_eq_v", False))
+    every = sum(n * mixer.params(spec.d_model).get("k", 0) for name, n in spec.layer_counts().items()
+                for mixer in spec.blocks[name].mixers())
+    return weights.component_bytes("k") * k_eq_v // every if k_eq_v and "k" in weights.params else 0
 
 
 def sglang_extra_weights(spec: ModelSpec) -> tuple[tuple[str, int], ...]:
@@ -196,6 +208,9 @@ def sglang_preload(tp: int, pp: int) -> int:
     return round((SGLANG_CONTEXT + (SGLANG_GROUPS if tp * pp > 1 else 0)) * GIB)
 
 
+K_EQ_V_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/models/gemma4.py "
+                 "(_gemma4_layer_weights_mapper: an attention_k_eq_v layer's k_proj is loaded into the K and V shards "
+                 "of its qkv_proj)")
 MXFP4_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/quantization/mxfp4.py "
                 "(get_mxfp4_backend; Mxfp4MoEMethod.create_weights pads each expert's intermediate and hidden sizes "
                 "for its kernel)")
@@ -232,7 +247,8 @@ def mxfp4_padding(spec: ModelSpec, weights: Weights, tp: int, ep: int, gpu: GPU)
 
 
 _EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_UV copy": MLA_COPY_SOURCE,
-                  "MXFP4 expert padding": MXFP4_SOURCE, "fp32 parameters": FP32_PARAMS_SOURCE,
+                  "MXFP4 expert padding": MXFP4_SOURCE,
+                  "K copied into the V slot of V = K layers": K_EQ_V_SOURCE, "fp32 parameters": FP32_PARAMS_SOURCE,
                   "rotary cos/sin cache": ROPE_SOURCE, "fp32 rotary cos/sin cache": SGLANG_ROPE_SOURCE,
                   "vision tower's rotary cos/sin cache": TOWER_ROPE_SOURCE}
 
