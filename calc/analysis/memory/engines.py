@@ -25,8 +25,10 @@ gpt-oss, or with Mamba / linear-attention layers, Jamba, Bamba, Qwen3-Next, LFM2
 of each kind into groups of `group_size` layers (the fewest layers of any kind, or the most when
 that is under 1.5x the fewest), pads the last group of a kind, and shares one pool of pages among
 the groups (vllm/v1/core/kv_cache_utils.py, _get_kv_cache_groups_uniform_page_size,
-get_kv_cache_config_from_groups, get_max_concurrency_for_kv_cache_config). Every layer's page has
-one size: a state layer's page (its conv and SSM states of one request, in the model's dtype) is
+get_kv_cache_config_from_groups, get_max_concurrency_for_kv_cache_config); a model whose every layer has
+one window is one sliding-window group. Every layer's page has one size: an attention kind whose page is
+smaller than the largest takes ratio x its tokens a page, or is padded where it does not divide it
+(Gemma-4's full layers; scaled_block), and a state layer's page (its conv and SSM states of one request, in the model's dtype) is
 padded to the attention page, and the attention block is first raised so that one attention page
 holds a state page (vllm/platforms/interface.py, _align_hybrid_block_size):
 
