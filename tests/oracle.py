@@ -53,7 +53,8 @@ def transformers_model(config: dict[str, Any]) -> Any:
     from calc.arch import transformers_type, transformers_view
 
     config = transformers_view(config)  # minimax_m1: its own code's keys as transformers' MiniMax names them
-    data = dict(config)
+    # {"__float__": "Infinity"} back to the float, as transformers' from_pretrained reads its own config.json
+    data = transformers.PreTrainedConfig._decode_special_floats(dict(config))
     data.pop("model_type")
     # kimi_k2, which transformers has no class for: DeepseekV3 built from the same keys, as its config says
     hf_config = transformers.AutoConfig.for_model(transformers_type(config, "test"), **data)

@@ -177,6 +177,18 @@ def test_olmoe_1b_7b() -> None:
     assert billions(b.active) == 1.3
 
 
+def test_granite_3_0_1b_a400m() -> None:
+    # ibm-granite/granite-3.0-1b-a400m-base's model card (https://huggingface.co/ibm-granite/granite-3.0-1b-a400m-base,
+    # README line 275-276 as its commit cf1a1df shows them): "# Parameters 1.3B", "# Active Parameters 400M", counted on
+    # its config.json (tests/configs/model_types/granitemoe.json): 32 experts of 512, top 8, on 24 layers of 1,024;
+    # 0.43B active with the tied embedding, 0.38B without.
+    config = saved("granitemoe.json")
+    b = breakdown(config)
+    assert b.total == sum(p.numel() for p in transformers_model(config).parameters())
+    assert billions(b.total) == 1.3
+    assert billions(b.active) == billions(no_embedding(b)) == 0.4
+
+
 def test_glm_4_6_active_matches_the_glm_4_5_card() -> None:
     # GLM-4.5's model card (https://huggingface.co/zai-org/GLM-4.5): "355 billion total parameters and 32
     # billion active parameters"; GLM-4.6 keeps that architecture (tests/configs/model_types/glm4_moe.json).

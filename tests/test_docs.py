@@ -81,6 +81,8 @@ TABLE_FILES = {
     "falcon_h1": "tests/configs/model_types/falcon_h1.json", "longcat_flash": "tests/configs/model_types/longcat_flash.json",
     "zamba2": "tests/configs/model_types/zamba2.json", "olmo_hybrid": "tests/configs/model_types/olmo_hybrid.json",
     "deepseek_v4": "tests/configs/model_types/deepseek_v4.json",
+    "granitemoehybrid": "tests/configs/model_types/granitemoehybrid.json",
+    "granitemoe": "tests/configs/model_types/granitemoe.json",
 }
 
 

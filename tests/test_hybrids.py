@@ -169,6 +169,29 @@ def test_lfm2_8b_a1b_published_total() -> None:
     assert sum(block.layers for block in b.blocks if "attention" in block.name) == 6
 
 
+def test_granite_4_0_h_350m_as_released() -> None:
+    """Granite-4.0-H-350M's config.json (tests/configs/model_types/granitemoehybrid.json) names its mixers
+    "mamba" and "attention", as every Granite-4.0-H config does; transformers renames them on load
+    (configuration_utils.py _LEGACY_LAYER_TYPE_REMAP), and so does gptcalc: 28 Mamba2 layers, 4 attention.
+    Its bf16 model.safetensors is "649MB (340M parameters)" (hashneo/nano-vllm-go GRANITE_STATUS.md, the
+    download beside this config; MiB), and whatmodel.sh lists "0.34B params"."""
+    b = count(load_spec(str(CONFIGS / "granitemoehybrid.json")))
+    assert [(block.name, block.layers) for block in b.blocks] == [("mamba", 28), ("attention", 4)]
+    assert round(b.total / 1e6) == 340 and round(2 * b.total / 2**20) == 649
+
+
+@pytest.mark.parametrize(("model_type", "key", "kinds"), [
+    ("nemotron_h", "layers_block_type", ["mamba", "mlp", "attention", "moe"]),
+    ("granitemoehybrid", "layer_types", ["mamba", "attention"])])
+def test_older_layer_type_names_read_as_transformers_renames_them(model_type: str, key: str, kinds: list[str]) -> None:
+    """Configs written before transformers 5 say "mamba" and "attention" where it now says linear_attention
+    and full_attention; every config renames them as it loads (configuration_utils.py, _LEGACY_LAYER_TYPE_REMAP;
+    Nemotron-H's layers_block_type is its layer_types). The tiny models with the older names, the layers as
+    hybrid_override_pattern "M-*E" and the tiny Granite's list give them."""
+    config = {**{k: v for k, v in tiny_config(model_type).items() if k != "hybrid_override_pattern"}, key: kinds}
+    assert count(spec_of(config)).total == transformers_count(config) == count(spec_of(tiny_config(model_type))).total
+
+
 def test_a_parallel_group_holds_different_mixers() -> None:
     """Two members of one kind would share component keys (and tensor names): refused by name."""
     attention = {"n_heads": 2, "head_dim": 8}

@@ -11,7 +11,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from calc.analysis.memory.rope_cache import vllm_rope_cache, vllm_tower_rope_cache
+from calc.analysis.memory.rope_cache import sglang_rope_cache, vllm_rope_cache, vllm_tower_rope_cache
 from calc.cli import main
 from calc.errors import GptcalcError
 from calc.spec.load import load_spec
@@ -87,6 +87,20 @@ TOWER_CASES = [
     # PixtralVisionRotaryEmbedding (models/pixtral.py L98-110, L1547): an inv_freq vector, no table
     ("tests/configs/model_types/mistral3.json", 0),
 ]
+
+
+@pytest.mark.parametrize("model, expected", [
+    # SGLang's M-RoPE table is a plain one of max_position_embeddings rows, fp32 on CUDA: get_rope ->
+    # MRotaryEmbedding(head_size, rotary_dim, max_position) (sgl-project/sglang at 108c36c00829,
+    # layers/rotary_embedding/factory.py; mrope.py at 020d83a06417 hands max_position_embeddings to
+    # RotaryEmbedding unchanged). Qwen2.5-VL-7B (qwen2_5_vl.json): 128,000 rows x 128 (head 3,584 / 28) x 4 B,
+    # a quarter of vLLM's 4 x 128,000 rows at twice the bytes
+    ("tests/configs/model_types/qwen2_5_vl.json", 128000 * 128 * 4),
+    # Qwen3-VL (qwen3_vl.json): interleaved M-RoPE, max_position_embeddings 262,144, head_dim 128
+    ("tests/configs/model_types/qwen3_vl.json", 262144 * 128 * 4),
+])
+def test_sglang_mrope_table_is_one_of_max_position_rows(model: str, expected: int) -> None:
+    assert sglang_rope_cache(load_spec(model)) == expected
 
 
 @pytest.mark.parametrize("model, expected", TOWER_CASES)

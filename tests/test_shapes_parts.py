@@ -398,3 +398,17 @@ def test_json_says_each_steps_block_kind() -> None:
     kinds = {s["block"] for s in data["steps"]}
     assert kinds == {None, "dense", "moe"}
     assert any("MLA caches" in note for note in data["notes"]) and any("MoE" in note for note in data["notes"])
+
+
+@pytest.mark.parametrize(("model_type", "where"), [
+    ("cohere", "over each head's d_head channels, a scale per head and channel"),
+    ("olmo2", "over each token's full width")])
+def test_a_full_width_qk_norm_says_where_its_statistics_come_from(model_type: str, where: str) -> None:
+    """Cohere's q_norm and k_norm hold [heads, head_dim] weights, yet CohereLayerNorm normalises each
+    head's channels on its own (transformers' modeling_cohere.py: the norm runs on the [B, T, heads,
+    head_dim] view); OLMo-2's RMSNorm runs over the token's whole h·head_dim width (modeling_olmo2.py)."""
+    from oracle import spec_of
+    from tiny_models import tiny_config
+
+    layer = {s.id: s.note for s in journey(spec_of(tiny_config(model_type)), 4).steps if s.block}
+    assert where in layer["q_norm"] and where in layer["k_norm"]

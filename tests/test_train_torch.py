@@ -172,6 +172,8 @@ def _zeroed(rates: dict) -> dict:
     ("falcon", {"attention_dropout": 0.1, "hidden_dropout": 0.1}, "M"),
     ("falcon", {"attention_dropout": 0.1, "hidden_dropout": 0.1, "alibi": True}, "PM"),
     ("falcon", {"hidden_dropout": 0.1, "parallel_attn": False}, "M"),
+    ("falcon", {"attention_dropout": 0.1, "hidden_dropout": 0.1, "parallel_attn": False}, "R"),
+    ("falcon", {"attention_dropout": 0.1, "hidden_dropout": 0.1, "parallel_attn": False, "alibi": True}, "PR"),
     ("dbrx", {"attn_config": {"attn_pdrop": 0.1}, "resid_pdrop": 0.1}, "PR"),
     *((name, P_ONLY, "P") for name in ("llama", "qwen3", "gemma2", "cohere2", "olmo2", "mixtral", "qwen3_moe",
                                         "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa",
@@ -186,8 +188,8 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
     (_gpu_dropout): per layer the dropped-out P (fp32) and its mask (`kept_by` P), the two sublayer
     outputs' masks (R; Phi's and GPT-J's parallel ones too) or the MLP's alone (M: StableLM's hidden_dropout,
     Falcon's on the summed outputs); the embeddings' mask once (E). The keys: GPT-NeoX's, BLOOM's, GPT-J's,
-    Phi-3's, DBRX's, StableLM's and Falcon's (P's dropout with ALiBi only; a sequential block too) as their
-    modeling code applies them; MLA's attention_dropout (DENSE: dense layers), Falcon-H1's beside Mamba2, Zamba2's shared block's.
+    Phi-3's, DBRX's, StableLM's and Falcon's (P's dropout with ALiBi only; a sequential block's attention output
+    at attention_dropout, R) as their modeling code applies them; MLA's attention_dropout (DENSE: dense layers), Falcon-H1's beside Mamba2, Zamba2's shared block's.
     ERNIE-4.5's and LFM2's attention passes dropout 0.0 whatever the config says, and keeps nothing more."""
     import transformers
 

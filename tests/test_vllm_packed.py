@@ -116,8 +116,7 @@ def test_budget_and_fit_answer() -> None:
 def test_refusals_say_why() -> None:
     with pytest.raises(GptcalcError, match="take 256 only"):
         kv_pool(flash_kv(), "vllm", 2**34, M, 64)
-    for engine, home in (("sglang", "deepseek_v4_memory_pool.py"), ("trtllm", "DeepseekV4CacheManager"),
-                         ("llamacpp", "llama-kv-cache-dsv4.cpp")):
+    for engine, home in (("trtllm", "DeepseekV4CacheManager"), ("llamacpp", "llama-kv-cache-dsv4.cpp")):
         with pytest.raises(GptcalcError, match=f"how {engine} pages them is not modelled yet; .*{home}"):
             kv_pool(flash_kv(), engine, 2**34, M)
     with pytest.raises(GptcalcError, match="over the whole model, then per stage"):

@@ -36,7 +36,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     mlp = {"d_ff": cfg.int("ffn_hidden_size", default=None) or 4 * d, "activation": activation(cfg, "activation"),
            "bias": cfg.bool("bias")}
     block = {"attention": _attention(cfg), "mlp": mlp, "norm": ln, **_norms(cfg), **_dropout(cfg)}
-    return uniform(cfg, "falcon", block, ln, cfg.bool("tie_word_embeddings"), notes=_dropout_note(cfg))
+    return uniform(cfg, "falcon", block, ln, cfg.bool("tie_word_embeddings"))
 
 
 def _summed(cfg: Config) -> bool:
@@ -46,16 +46,10 @@ def _summed(cfg: Config) -> bool:
 
 def _dropout(cfg: Config) -> dict[str, Any]:
     """FalconDecoderLayer's dropout_add(mlp_output, residual, hidden_dropout): on the MLP's output, which
-    holds the attention's too where the two are summed (one mask either way)."""
-    return {"residual_dropout": cfg.float("hidden_dropout"), "residual_dropout_on": "mlp"}
-
-
-def _dropout_note(cfg: Config) -> tuple[str, ...]:
-    """A sequential block drops the attention's output out at attention_dropout: not counted."""
-    if _summed(cfg) or not cfg.float("attention_dropout"):
-        return ()
-    return ("falcon: a sequential block's dropout of the attention's output (attention_dropout) is not counted in "
-            "training memory",)
+    holds the attention's too where the two are summed (one mask either way); a sequential block first
+    adds the attention's output through dropout_add(attention_output, residual, attention_dropout)."""
+    mixer = 0.0 if _summed(cfg) else cfg.float("attention_dropout")
+    return {"residual_dropout": cfg.float("hidden_dropout"), "residual_dropout_on": "mlp", "mixer_dropout": mixer}
 
 
 def _attention(cfg: Config) -> dict[str, Any]:

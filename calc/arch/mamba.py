@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (KEYS, TRANSFORMERS_BACKEND, activation, attention, decoder, gated_mlp, granite_scalars,
-                               kind_stack, layer_kinds, norm, with_defaults)
+from calc.arch.common import (KEYS, TRANSFORMERS_BACKEND, activation, attention, current_kinds, decoder, gated_mlp,
+                               granite_scalars, kind_stack, layer_kinds, norm, with_defaults)
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
@@ -118,7 +118,8 @@ def _nemotron_kinds(cfg: Config) -> list[str]:
         if set(pattern) - set(PATTERN):
             raise cfg.error("hybrid_override_pattern", f"{pattern!r}: letters other than {''.join(PATTERN)}")
         return [PATTERN[letter] for letter in pattern]
-    kinds = cfg.list("layers_block_type") or cfg.list("layer_types") or ["linear_attention", "moe", "full_attention", "mlp"]
+    kinds = current_kinds(cfg.list("layers_block_type") or cfg.list("layer_types")
+                          or ["linear_attention", "moe", "full_attention", "mlp"])
     unknown = sorted(set(kinds) - set(PATTERN.values()))
     if unknown or not all(isinstance(kind, str) for kind in kinds):
         raise cfg.error("layers_block_type", f"unknown layer type {unknown[:1] or kinds!r} "

@@ -219,5 +219,6 @@ def _block_not_flat(spec: Any, block: Any) -> list[str]:
         "a final norm unlike the blocks'": spec.final_norm != n,
         "dropout rates that differ": a.kind == "attention" and len({a.dropout, block.residual_dropout, e.dropout}) > 1,
         "dropout on the MLP's output alone": bool(block.residual_dropout) and block.residual_dropout_on == "mlp",
+        "dropout on the attention's output at a rate of its own": bool(block.mixer_dropout),
     }
     return [reason for reason, found in checks.items() if found]

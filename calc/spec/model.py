@@ -82,6 +82,9 @@ class Block(Part):
     # which outputs it drops: each sublayer's, or the MLP's alone (StableLM's hidden_dropout; Falcon's, on the
     # attention and MLP outputs' sum, one mask)
     residual_dropout_on: Literal["each", "mlp"] = "each"
+    # the mixer's output dropped out at a rate of its own where only the MLP's takes residual_dropout (a sequential
+    # Falcon's attention_dropout on the attention's output, hidden_dropout on the MLP's): a second mask per mixer
+    mixer_dropout: float = Field(default=0.0, ge=0, lt=1, strict=False)
     pairs: int = Field(default=1, gt=0)  # the mixer + MLP pair, in sequence, this many times (LongCat-Flash: 2)
     shortcut: MLP | MoE | None = Field(default=None, discriminator="kind")  # LongCat-Flash's shortcut-connected MoE
     shared: Shared | None = None  # a stored block this layer applies before its own sublayers (Zamba2's hybrid layers)

@@ -9,6 +9,8 @@ Each engine carves its KV pool into fixed-size pages and reports the tokens they
               on a GPU (--block-size), 128 on CPU
     SGLang    tokens = floor(kv_memory / bytes per token)                   (page size 1 by default)
               "KV Cache is allocated. #tokens: {tokens}, K size: {K / 2^30:.2f} GB, V size: ..."
+              (pages of 64 for DSA, of 128 for MiniMax-M3 with its index keys in the cell; DeepSeek-V4's
+              six pools from one cost per token: calc.analysis.memory.sglang_dsv4)
     TRT-LLM   blocks = floor(kv_memory / (tokens_per_block x bytes per token)), tokens_per_block 32
               "Number of tokens per block: 32." and "[MemUsageChange] Allocated {blocks x block bytes /
               2^30:.2f} GiB for max tokens in paged KV cache ({blocks x 32})." (cpp/tensorrt_llm/
@@ -62,9 +64,11 @@ SGLang keeps states in a pool of their own (MambaPool): conv states in bf16, SSM
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache, KVLayers
+from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
 from calc.analysis.memory.vllm_indexer import (BLOCK_INDEXER, DSA, block_indexer_bytes, indexer_key_bytes, key_dtype,
                                                 resolve_indexer_kv_dtype)
@@ -111,6 +115,7 @@ class KVPool:
     max_model_len: int
     hybrid: HybridGroups | PackedGroups | None = None  # vLLM's groups (full, window, state), or packed pages
     mamba: MambaPool | None = None  # SGLang's separate pool of per-request states
+    compressed: CompressedPools | None = None  # SGLang's DeepSeek-V4 pools (calc.analysis.memory.sglang_dsv4)
 
     @property
     def block_bytes(self) -> int:
@@ -122,6 +127,8 @@ class KVPool:
     def blocks(self) -> int:
         if self.hybrid is not None:  # floor(floor(memory / page) / group_size), as get_num_blocks divides
             return self.kv_memory // self.hybrid.page // self.hybrid.group_size
+        if self.compressed is not None:
+            return self.compressed.full // self.block
         left = self.kv_memory - (self.mamba.bytes if self.mamba else 0)
         return max(left, 0) // self.block_bytes
 
@@ -130,6 +137,8 @@ class KVPool:
         """Token slots: blocks x block, per group for a hybrid model (what vLLM up to v0.10 printed)."""
         if isinstance(self.hybrid, PackedGroups):  # pages of several token counts: the tokens vLLM prints
             return self.printed_tokens
+        if self.compressed is not None:
+            return self.compressed.full
         if self.hybrid is not None:
             return self.blocks // self.hybrid.groups * self.block
         return self.blocks * self.block
@@ -172,7 +181,8 @@ class KVPool:
                 "blocks_per_request": self.blocks_per_request, "max_concurrency": self.concurrency,
                 "requests": self.requests,
                 "hybrid_groups": self.hybrid.to_json() if self.hybrid else None,
-                "mamba_pool": self.mamba.to_json() if self.mamba else None}
+                "mamba_pool": self.mamba.to_json() if self.mamba else None,
+                "sglang_dsv4_pools": self.compressed.to_json() if self.compressed else None}
 
 
 @dataclass(frozen=True)
@@ -239,6 +249,10 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     if engine == "vllm" and has_compressed_rows(kv):
         return _compressed_pool(kv, found, kv_memory, max_model_len, block, in_flight_tokens(max_batched, pp,
                                 async_scheduling), pp, capability, indexer_dtype)
+    if engine == "sglang" and has_compressed_rows(kv):
+        pools = compressed_pools(kv, kv_memory, block, pp)
+        return KVPool(found, pools.page, math.ceil(pools.bytes_per_full_token), kv_memory, max_model_len,
+                      compressed=pools)
     block = _block(kv, found, block)
     hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes, prefix_caching)
               if engine == "vllm" else None)
@@ -250,14 +264,16 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
 
 
 def _block(kv: KVCache, found: Engine, block: int | None) -> int:
-    """Tokens a page: the one the model's sparse backends take (DSA's 64 by default, MiniMax-M3's 128
-    only), else --block-size or the engine's default."""
+    """Tokens a page: the one the model's sparse backends take (DSA's 64 by default, MiniMax-M3's 128:
+    vLLM's only, SGLang's default), else --block-size or the engine's default."""
     kinds = {kind.kind for kind in kv.layers}
     if BLOCK_INDEXER in kinds and found.name == "vllm":
         if block not in (None, BLOCK_INDEXER_PAGE):
             raise GptcalcError(f"--block-size {block}: vLLM's MiniMax-M3 backends (its sparse attention and its "
                                f"indexer) take {BLOCK_INDEXER_PAGE} only")
         return BLOCK_INDEXER_PAGE
+    if BLOCK_INDEXER in kinds and found.name == "sglang":
+        return block or BLOCK_INDEXER_PAGE
     return block or (DSA_PAGE if found.name in ("vllm", "sglang") and DSA in kinds else found.block)
 
 
@@ -446,11 +462,10 @@ DSA_PAGE = 64
 # backends take 128 and no other (vllm/models/minimax_m3/common/sparse_attention.py:163-165, indexer.py:94-96),
 # so Platform._preferred_block_size_for_backends picks it (platforms/interface.py:700-745).
 BLOCK_INDEXER_PAGE = 128
-# What each engine serves MiniMax-M3's index keys with, where gptcalc does not model it.
-BLOCK_INDEXER_HOMES = {
-    "sglang": "SGLang's main branch serves it (python/sglang/srt/models/minimax_m3.py at 01b5f572b7b6) from a "
-              "MiniMaxSparseKVPool of its own (python/sglang/srt/mem_cache/memory_pool.py)",
-}
+# SGLang pages MiniMax-M3 in 128-token pages too: on Hopper (fa3) and Blackwell (fa4, trtllm_mha) it sets
+# --page-size 128 unless given (sgl-project/sglang at 1ee3fb2aa1ca, arg_groups/model_overrides/minimax_m3.py).
+SGLANG_M3 = ("https://github.com/sgl-project/sglang/blob/1ee3fb2aa1cae4ae576917b6ac10c0a0e6512298/python/sglang/srt/"
+             "arg_groups/model_overrides/minimax_m3.py (page_size 128)")
 
 
 def dsa_row_bytes(kind: KVLayers, kv: KVCache, indexer_dtype: str = "auto") -> int:
@@ -481,13 +496,9 @@ def engine_bytes_per_token(kv: KVCache, indexer_dtype: str = "auto") -> int:
 
 
 # Where the other engines keep DeepSeek-V4's caches (each serves it; how they size them is not modelled):
-# SGLang at 007bddd4a95b44d3c8cd22c8a24d0ee1455955fd: DeepSeekV4SingleKVPool.create_buffer (584 B a token, pages
-# padded to 576 B), get_swa_ring_size, get_compress_state_ring_size, DeepSeekV4TokenToKVPool; TensorRT-LLM's
-# DeepseekV4CacheManager (its parts named in NVIDIA/TensorRT-LLM#18783); llama.cpp's llama_kv_cache_dsv4
-# (ggml-org/llama.cpp#24162, merged).
+# TensorRT-LLM's DeepseekV4CacheManager (its parts named in NVIDIA/TensorRT-LLM#18783); llama.cpp's
+# llama_kv_cache_dsv4 (ggml-org/llama.cpp#24162, merged).
 COMPRESSED_HOMES = {
-    "sglang": "SGLang serves it from pools of its own (python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py: "
-              "584-byte rows in 576-byte-aligned pages, a ring of window rows, compressor-state rings)",
     "trtllm": "TensorRT-LLM serves it from its DeepseekV4CacheManager (window, compressed, indexer and compressor-state "
               "caches apart)",
     "llamacpp": "llama.cpp serves it from llama_kv_cache_dsv4 (src/llama-kv-cache-dsv4.cpp: a window cache and CSA and "
@@ -497,18 +508,22 @@ COMPRESSED_HOMES = {
 
 def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     """Engines page conv and recurrent states, and DSA's indexer keys, their own way: vLLM's state
-    pages (hybrid_groups), SGLang's Mamba pool (MambaPool), both engines' DSA layout (dsa_row_bytes)
-    and vLLM's pages of compressed rows (vllm_packed) are modelled; llama.cpp's recurrent-state buffer,
-    TensorRT-LLM's, and the other engines' compressed rows are not yet, so such a model gets no
-    engine line there rather than a wrong one."""
-    if engine == "vllm" and has_compressed_rows(kv):
+    pages (hybrid_groups), SGLang's Mamba pool (MambaPool), both engines' DSA layout and MiniMax-M3's
+    index keys (dsa_row_bytes), vLLM's pages of compressed rows (vllm_packed) and SGLang's pools of them
+    (sglang_dsv4) are modelled; llama.cpp's recurrent-state buffer, TensorRT-LLM's, and the other
+    engines' compressed rows are not yet, so such a model gets no engine line there rather than a wrong one."""
+    if engine in ("vllm", "sglang") and has_compressed_rows(kv):
         return
-    other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA} if engine in ("vllm", "sglang") else set())
-                   - ({BLOCK_INDEXER} if engine == "vllm" else set()))
+    if engine == "sglang" and any(kind.kind == BLOCK_INDEXER for kind in kv.layers) and kv.format.bits_per_value < 16:
+        raise GptcalcError(f"--engine sglang with a {kv.format.name} cache: SGLang keeps {kv.model}'s index keys "
+                           "in fp8 where its fp8 attention GEMMs run (an fp8_e4m3 cache with trtllm_mha on SM100) and in the "
+                           f"model's dtype elsewhere ({SGLANG_M3}); which one a card runs is not modelled: give a "
+                           "16-bit cache")
+    other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA, BLOCK_INDEXER} if engine in ("vllm", "sglang")
+                                                                   else set()))
     if (kv.states and engine not in ("vllm", "sglang")) or other:
         what = f"{other[0]} keys" if other else "conv and recurrent states"
         why = f"; {COMPRESSED_HOMES[engine]}" if has_compressed_rows(kv) and engine in COMPRESSED_HOMES else ""
-        why = f"; {BLOCK_INDEXER_HOMES[engine]}" if BLOCK_INDEXER in other and engine in BLOCK_INDEXER_HOMES else why
         raise GptcalcError(f"--engine {engine}: {kv.model} keeps {what} beside its KV cache, and how {engine} pages "
                            f"them is not modelled yet{why}; without --engine, memory and kvcache give every part")
 
@@ -522,6 +537,8 @@ def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
         return [f"Available KV cache memory: {round(pool.kv_memory / 2**30, 2)} GiB",
                 f"GPU KV cache size: {pool.printed_tokens:,} tokens, Maximum concurrency for "
                 f"{pool.max_model_len:,} tokens per request: {pool.concurrency}x"]
+    if engine == "sglang" and pool.compressed is not None:
+        return pool.compressed.lines()
     if engine == "sglang":
         per_k = sum(kind.n_layers * kv.format.row_bytes(kind.k) for kind in kv.layers)
         per_v = pool.bytes_per_token - per_k

@@ -43,7 +43,7 @@ from calc.errors import GptcalcError
 from calc.parts.cache import StateSpec, TokenSpec
 from calc.spec.model import ModelSpec
 
-__all__ = ["KVCache", "KVLayers", "StateLayers", "kv_cache", "kv_layers", "kv_variants", "state_layers"]
+__all__ = ["KVCache", "KVLayers", "StateLayers", "kv_cache", "kv_layers", "kv_variants", "mtp_layers", "state_layers"]
 
 
 @dataclass(frozen=True)
@@ -155,6 +155,16 @@ def kv_layers(spec: ModelSpec, tp: int = 1, expanded: bool = False) -> tuple[KVL
     return tuple(kind.as_expanded() for kind in rows) if expanded else rows
 
 
+def mtp_layers(spec: ModelSpec, tp: int = 1) -> tuple[KVLayers, ...]:
+    """The rows of the checkpoint's multi-token-prediction layers (none without them). They are no
+    part of the decoder's cache, but an engine may size its pool for them: SGLang's DeepSeek-V4
+    pools count every entry of compress_ratios, the MTP layer's included (calc.analysis.memory.sglang_dsv4)."""
+    if spec.mtp is None:
+        return ()
+    return tuple(_layers(spec.mtp.block, spec.mtp.n_layers, t, tp)
+                 for t in spec.blocks[spec.mtp.block].cache(spec.d_model).tokens)
+
+
 def _state_mixer(mixer: object, state: StateSpec, d_model: int) -> str:
     """The kind of mixer that keeps `state`: the layer's own, or the member of a parallel group whose cache
     states it (Falcon-H1's Mamba2 beside its attention), which is what engines page by (state_pages)."""
@@ -181,6 +191,7 @@ class KVCache:
     tp: int = 1
     expanded: bool = False  # MLA: per-head K and V instead of the latent
     states: tuple[StateLayers, ...] = ()
+    mtp: tuple[KVLayers, ...] = ()  # the checkpoint's MTP layers' rows (mtp_layers), outside every total here
 
     @property
     def dtype(self) -> str:
@@ -280,7 +291,8 @@ def kv_cache(spec: ModelSpec, seq: int, batch: int = 1, dtype: str | Format = "f
     fmt = dtype if isinstance(dtype, Format) else kv_format(dtype)
     if seq < 1 or batch < 1 or tp < 1:
         raise GptcalcError(f"seq={seq}, batch={batch}, tp={tp}: each must be at least 1")
-    return KVCache(spec.name, seq, batch, fmt, kv_layers(spec, tp, expanded), tp, expanded, state_layers(spec, tp))
+    return KVCache(spec.name, seq, batch, fmt, kv_layers(spec, tp, expanded), tp, expanded, state_layers(spec, tp),
+                   mtp_layers(spec, tp))
 
 
 def kv_variants(spec: ModelSpec, seq: int, batch: int = 1, dtype: str | Format = "fp16") -> dict[str, KVCache]:

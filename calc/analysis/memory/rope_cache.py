@@ -31,8 +31,15 @@ profiling run, not the weights: an encoder term of the budget (`Tower.vllm_forwa
 SGLang keeps the table in fp32 on CUDA whatever the model's dtype ("NOTE(ByronHsu): cache needs to be in FP32
 for numerical stability", then `if not _is_cuda: cache = cache.to(dtype)`: RotaryEmbedding.__init__ in
 python/sglang/srt/layers/rotary_embedding.py at ed0774f90abed3c89cbff4108683f73881a2e853; sglang#29729 quotes it),
-so its table is twice vLLM's for a 16-bit model. Its M-RoPE tables are counted as
-one of max_position_embeddings positions (how SGLang sizes them is not modelled).
+so its table is twice vLLM's for a 16-bit model. SGLang's M-RoPE table is a plain one, not 4 x:
+get_rope builds MRotaryEmbedding(head_size, rotary_dim, max_position, ...) for a "default" rope with
+mrope_section, and YaRNScalingMRotaryEmbedding with original_max_position_embeddings for a "yarn" one
+(python/sglang/srt/layers/rotary_embedding/factory.py at 108c36c00829); MRotaryEmbedding hands
+max_position_embeddings to RotaryEmbedding unchanged and the YaRN variant's table spans original x
+factor rows (mrope.py at 020d83a06417, MRotaryEmbedding.__init__, YaRNScalingMRotaryEmbedding.
+_compute_cos_sin_cache): Qwen2.5-VL-7B's 128,000 x 128 x 4 B = 65,536,000 B where vLLM keeps 4 x
+128,000 rows of 2 B. Its forward casts the table to the query's dtype on first use
+(_match_cos_sin_cache_dtype), after the pool is sized, so the fp32 table is what loading holds.
 
 Measured by a real vLLM (tests/data/engine_logs/vllm-cpu-*.log, "rope"): 20,971,520 B for the DeepSeek-V2
 config (4,096 x 40 positions x 64 x 2 B), 1,048,576 B for the Llama one (8,192 x 64 x 2 B).

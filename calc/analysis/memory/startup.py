@@ -54,6 +54,8 @@ from dataclasses import dataclass
 
 from calc.analysis.memory.budget import BudgetSpec
 from calc.analysis.memory.gpus import GPU
+from calc.analysis.memory.sglang_prefill_graphs import SOURCE as PREFILL_GRAPHS_SOURCE
+from calc.analysis.memory.sglang_prefill_graphs import prefill_graph_reserve
 from calc.analysis.memory.rope_cache import (ROPE_SOURCE, SGLANG_ROPE_SOURCE, TOWER_ROPE_SOURCE, sglang_rope_cache,
                                              vllm_rope_cache, vllm_tower_rope_cache)
 from calc.analysis.memory.weights import Weights
@@ -71,8 +73,7 @@ VLLM_WORKER = "https://github.com/vllm-project/vllm/blob/main/vllm/v1/worker/gpu
 VLLM_PROFILING = "https://github.com/vllm-project/vllm/blob/main/vllm/utils/mem_utils.py (memory_profiling)"
 VLLM_DEFAULTS = "https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py (get_batch_defaults)"
 # handle_gpu_memory_settings: card tiers at L67-L148, then the reserve ("Static memory and runtime headroom"
-# and reserve_for_graph_mb). This commit also reserves len(prefill graph sizes) x 8 MiB (1.5 GiB under MLA)
-# for prefill CUDA graphs where they are on; not modelled (it would lower the default fraction by that much).
+# and reserve_for_graph_mb, its prefill CUDA graphs in calc.analysis.memory.sglang_prefill_graphs).
 SGLANG_FRACTION = ("https://github.com/sgl-project/sglang/blob/a82da8da159ec67038d9357c172fba89ad8af6a3/"
                    "python/sglang/srt/arg_groups/memory_hook.py#L67-L148 (handle_gpu_memory_settings)")
 SGLANG_POOL = ("https://github.com/sgl-project/sglang/blob/226149ac457bd1a1b5d450f55c01f72f604320d6/"
@@ -394,12 +395,13 @@ def _sglang_vlm(spec: ModelSpec, fraction: float, how: str) -> tuple[float, str]
 
 
 def sglang_fraction(mib: int, tp: int, pp: int, chunked_prefill: int | None = None,
-                    graph_max_bs: int | None = None) -> tuple[float, int]:
+                    graph_max_bs: int | None = None, prefill_graphs: int = 0) -> tuple[float, int]:
     """SGLang's default mem_fraction_static on a card of `mib` MiB (nvidia-smi's total, which SGLang
-    reads), and the MiB it reserves for activations, CUDA graphs and parallel buffers."""
+    reads), and the MiB it reserves for activations, CUDA graphs and parallel buffers; `prefill_graphs`:
+    the MiB its prefill CUDA graphs take (calc.analysis.memory.sglang_prefill_graphs), inside the floor."""
     chunk, max_bs = _sglang_sizes(mib, tp)
     chunk = chunked_prefill or chunk
-    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + 2 * (graph_max_bs or max_bs)
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + 2 * (graph_max_bs or max_bs) + prefill_graphs
     if mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((mib - reserved) / mib, 3), int(reserved)
@@ -488,8 +490,11 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
     if reserves.fraction is not None:
         fraction, how = reserves.fraction, "given"
     else:
-        fraction, reserved = sglang_fraction(gpu.mib, tp, pp, reserves.max_batched)
-        how = f"SGLang's default: ({gpu.mib:,} - {reserved:,} MiB reserved) / {gpu.mib:,} MiB ({SGLANG_FRACTION})"
+        chunk = reserves.max_batched or _sglang_sizes(gpu.mib, tp)[0]
+        prefill, why = prefill_graph_reserve(spec, chunk, pp, bool(spec.towers))
+        fraction, reserved = sglang_fraction(gpu.mib, tp, pp, reserves.max_batched, prefill_graphs=prefill)
+        how = (f"SGLang's default: ({gpu.mib:,} - {reserved:,} MiB reserved, {why}) / {gpu.mib:,} MiB "
+               f"({SGLANG_FRACTION}; {PREFILL_GRAPHS_SOURCE})")
         if encoder_tp is not None:  # the towers are loaded: SGLang leaves room for the vision encoder
             fraction, how = _sglang_vlm(spec, fraction, how)
     return StartupBudget("sglang", gpu.name, total, total_source, fraction, "--mem-fraction-static", how,

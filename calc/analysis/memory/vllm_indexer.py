@@ -72,5 +72,8 @@ def indexer_key_bytes(width: int, dtype: str = "fp8") -> int:
 def block_indexer_bytes(width: int, dtype: str = "bf16") -> int:
     """One MiniMax-M3 index key: bf16 whatever --kv-cache-dtype says, or e4m3 without scales; one head of
     index_head_dim in an MLAAttentionSpec that merges with the layers' K and V into one group
-    (models/minimax_m3/common/indexer.py:118-121, 145-153)."""
+    (models/minimax_m3/common/indexer.py:118-121, 145-153). SGLang keeps it in the model's dtype too, beside
+    the main pool: MiniMaxSparseKVPool's K-only index pool of one head (index_dtype=self.dtype), its cell
+    (dense + sparse) x 2 x KV heads x head_dim x cache bytes + K-only layers x index_head_dim x model bytes
+    (DefaultPoolConfigurator._compute_cell_size)."""
     return width * (1 if dtype == "fp8" else 2)

@@ -156,7 +156,7 @@ def _heads(d: Dims, a: Attention, rows: Rows) -> list[Step]:
     qk_norm = a.qk_norm
     scope = qk_norm.scope if qk_norm else None
     rope = _rope_note(a) + (" (after the QK-norm)" if a.rope and scope == "head" else "")
-    steps = _qk_norms(d, qk_norm, rows, q, kv, "over each token's full width") if qk_norm and scope == "full" else []
+    steps = _qk_norms(d, qk_norm, rows, q, kv, _full_width(qk_norm)) if qk_norm and scope == "full" else []
     steps += [
         d.step("q_heads", "split Q into heads", q_heads, (q,),
                note=f"h={a.n_heads} heads of d_head={a.head_dim}{rope}"),
@@ -167,6 +167,14 @@ def _heads(d: Dims, a: Attention, rows: Rows) -> list[Step]:
     if qk_norm and scope == "head":
         steps += _qk_norms(d, qk_norm, rows, q_heads, k_heads, "over each head's d_head channels, one norm for all")
     return steps
+
+
+def _full_width(qk_norm: QKNorm) -> str:
+    """Where a full-width QK-norm takes its statistics: over the token's whole width (OLMo-2), or, Cohere's
+    (`per_head`), over each head's channels, its [heads, d_head] weights a scale per head and channel."""
+    if qk_norm.per_head:
+        return "over each head's d_head channels, a scale per head and channel"
+    return "over each token's full width"
 
 
 def _qk_norms(d: Dims, qk_norm: QKNorm, rows: Rows, q: Shape, k: Shape, where: str) -> list[Step]:

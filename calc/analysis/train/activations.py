@@ -613,11 +613,13 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
     applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
     hyper = _hyper(block.hyper, n, d, act) if block.hyper is not None else []
-    # each sublayer's output dropped out before its add (Seed-OSS, GPT-2), or the MLP's alone: the mask is all
-    # the multiply keeps
+    # each sublayer's output dropped out before its add (Seed-OSS, GPT-2), or the MLP's alone, the mixer's then
+    # perhaps at a rate of its own (a sequential Falcon's): the mask is all the multiply keeps
     outputs = 1 if block.residual_dropout_on == "mlp" else len(block.mixers()) + (block.mlp is not None)
     dropout = [Term("residual dropout: each sublayer's output mask (bool)", outputs * n * d, 1, "sp")] \
         if block.residual_dropout else []
+    if block.mixer_dropout:
+        dropout.append(Term("mixer output dropout: its mask (bool)", len(block.mixers()) * n * d, 1, "sp"))
     return applied + [*hyper, *norms, *mixers, *mlp, *dropout] * block.pairs + shortcut
 
 

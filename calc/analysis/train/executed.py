@@ -41,7 +41,7 @@ def _block(block: Block, moe_form: str, dropout: bool) -> Block:
         changes.update({field: part.replaced(all_experts=False) for field, part in
                         (("mlp", block.mlp), ("shortcut", block.shortcut)) if isinstance(part, MoE)})
     if not dropout:
-        changes["residual_dropout"] = 0.0
+        changes.update(residual_dropout=0.0, mixer_dropout=0.0)
         changes["attention"] = _undropped(block.attention)
         if block.shared is not None:  # Zamba2's shared block: its attention's P
             copy = block.shared.block

@@ -1,0 +1,137 @@
+"""SGLang's pools for compressed attention (DeepSeek-V4): how many tokens the memory left after the
+weights holds, as SGLang's DSV4PoolConfigurator works it out (sgl-project/sglang at 6fde4f6f8697,
+python/sglang/srt/model_executor/pool_configurator.py, DSV4PoolConfigurator).
+
+SGLang keeps six pools beside one another: the sliding window's rows (a ring per request, sized as a
+share of the full pool), each CSA layer's compressed rows (one per 4 tokens) and their indexer keys,
+each HCA layer's compressed rows (one per 128), and the compressors' fp32 states of both. It sizes
+them together from one figure, the bytes a token of the full pool costs over every pool:
+
+    kv        = qk_nope + 2 x qk_rope + 8 = 584 B     fp8 NoPE, bf16 RoPE, 7 scales and a pad
+                                                      (deepseek_v4_memory_pool.py DeepSeekV4SingleKVPool)
+    indexer   = index_head_dim + index_head_dim / 128 x 4 = 132 B   fp8 key, one fp32 scale per 128
+    per token = r x kv x L + kv / 4 x L4 + kv / 128 x L128 + indexer / 4 x L4
+                + r x 8 / 128 x 2 x 2 x 512 x 4 x L4       the CSA compressor's state, ring of 8
+                + r x 128 / 128 x 2 x 512 x 4 x L128       the HCA compressor's state, ring of 128
+                + r x 8 / 128 x 2 x 2 x 128 x 4 x L4       the CSA indexer's compressor state
+
+    full      = floor(floor(memory / per token) / page) x page             max_total_num_tokens
+    swa       = floor(floor(full x r) / page) x page
+    c4 = full // 4, c128 = full // 128, c4_state = swa // window x 8, c128_state = swa // window x 128
+
+where L counts the entries of the config's compress_ratios (DeepSeek-V4-Flash: 44, its MTP layer's
+included: model_config.py reads the list whole), L4 and L128 those of 4 and 128, r is
+--swa-full-tokens-ratio (0.1 for DeepSeek-V4: arg_groups/model_overrides/deepseek_v4.py), the page
+256 tokens (the same file; SGLang asserts a multiple of 128), the window the config's sliding_window
+(128), the rings those of get_compress_state_ring_size without speculative decoding and with
+SGLANG_OPT_USE_ONLINE_COMPRESS off, its default (environ.py). The rows are fp8 whatever
+--kv-cache-dtype says (DeepSeekV4SingleKVPool asserts its 584-byte layout) and whole on every GPU.
+
+SGLang computes in floats; the fractions here are exact, which can differ only where the quotient is
+a whole number to the last bit. Speculative decoding (rings of 16 and 256, and the pool shrunk by
+(L + 1) / L) and pipeline parallelism are not modelled and are refused by the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from calc.analysis.memory.kv import KVCache
+from calc.analysis.memory.vllm_indexer import indexer_key_bytes
+from calc.analysis.memory.vllm_packed import HEAD_DIM, INDEXER, ROW_BYTES
+from calc.errors import GptcalcError
+
+__all__ = ["PAGE", "SOURCE", "CompressedPools", "compressed_pools"]
+
+SOURCE = ("https://github.com/sgl-project/sglang/blob/6fde4f6f8697eec653634eadc0576eeb51980666/python/sglang/srt/"
+          "model_executor/pool_configurator.py (DSV4PoolConfigurator)")
+PAGE = 256  # --page-size for DeepSeek-V4 on CUDA (model_overrides/deepseek_v4.py)
+SWA_RATIO = Fraction(1, 10)  # --swa-full-tokens-ratio for DeepSeek-V4 (model_overrides/deepseek_v4.py)
+RINGS = {4: 8, 128: 128}  # get_compress_state_ring_size, not speculative, online compression off
+STATE_BYTES = 4  # the compressors' states are fp32 (DSv4PoolConfigurator.resolve: state_dtype = torch.float32)
+SERIES = {4: 2, 128: 1}  # CSA compresses two overlapping series (kv and score each), HCA one
+
+
+@dataclass(frozen=True)
+class CompressedPools:
+    """SGLang's DeepSeek-V4 pools on one GPU from `kv_memory` bytes."""
+
+    layers: int  # entries of compress_ratios (the MTP layers' included)
+    ratio_layers: dict[int, int]  # layers per compression ratio (4: CSA, 128: HCA)
+    index_width: int  # index_head_dim
+    window: int  # sliding_window: the state pools' page
+    kv_memory: int
+    page: int = PAGE
+    swa_ratio: Fraction = SWA_RATIO
+
+    @property
+    def bytes_per_full_token(self) -> Fraction:
+        """What one token of the full pool costs over the six pools."""
+        n4, n128 = self.ratio_layers.get(4, 0), self.ratio_layers.get(128, 0)
+        rows = self.swa_ratio * ROW_BYTES * self.layers + Fraction(ROW_BYTES, 4) * n4 + Fraction(ROW_BYTES, 128) * n128
+        indexer = Fraction(indexer_key_bytes(self.index_width), 4) * n4
+        states = sum(self.swa_ratio * Fraction(RINGS[r], self.window) * self._state(r, HEAD_DIM) * n
+                     for r, n in ((4, n4), (128, n128)))
+        indexer_states = self.swa_ratio * Fraction(RINGS[4], self.window) * self._state(4, self.index_width) * n4
+        return rows + indexer + states + indexer_states
+
+    @staticmethod
+    def _state(ratio: int, width: int) -> int:
+        """One slot of a compressor's state: kv and score, per series, fp32."""
+        return 2 * SERIES[ratio] * width * STATE_BYTES
+
+    @property
+    def full(self) -> int:
+        """max_total_num_tokens: the full pool, whole pages."""
+        return int(self.kv_memory / self.bytes_per_full_token) // self.page * self.page if self.kv_memory > 0 else 0
+
+    @property
+    def swa(self) -> int:
+        return int(self.full * self.swa_ratio) // self.page * self.page
+
+    def sizes(self) -> dict[str, int]:
+        """The six sizes SGLang logs ("DSV4 pool sizes: ...")."""
+        swa = self.swa
+        return {"full": self.full, "swa": swa, "c4": self.full // 4, "c128": self.full // 128,
+                "c4_state": swa // self.window * RINGS[4], "c128_state": swa // self.window * RINGS[128]}
+
+    def lines(self) -> list[str]:
+        """SGLang's two log lines about them (DSV4PoolConfigurator.calculate_pool_sizes, _to_config)."""
+        return [f"DSV4 memory calculation: bytes_per_full_token={float(self.bytes_per_full_token):.2f}, "
+                f"available_bytes={self.kv_memory / 2**30:.2f} GB, full_token={self.full}",
+                "DSV4 pool sizes: " + ", ".join(f"{k}={v}" for k, v in self.sizes().items())]
+
+    def to_json(self) -> dict[str, object]:
+        return {"layers": self.layers, "ratio_layers": {str(k): v for k, v in self.ratio_layers.items()},
+                "bytes_per_full_token": str(self.bytes_per_full_token), "page_size": self.page,
+                "swa_full_tokens_ratio": str(self.swa_ratio), **self.sizes(), "source": SOURCE}
+
+
+def compressed_pools(kv: KVCache, kv_memory: int, page: int | None = None, pp: int = 1) -> CompressedPools:
+    """SGLang's pools for a model with compressed rows; `page`: --page-size (None: 256)."""
+    page = page or PAGE
+    if page % 128:
+        raise GptcalcError(f"--block-size {page}: SGLang's DeepSeek-V4 pools take page sizes of a multiple of 128 "
+                           "(DSV4PoolConfigurator.calculate_pool_sizes asserts it)")
+    if pp > 1:
+        raise GptcalcError(f"--pp {pp} with --engine sglang: SGLang sizes DeepSeek-V4's pools from every layer of the "
+                           "model but allocates each stage's; that split is not modelled (give --tp alone)")
+    kinds = (*kv.layers, *kv.mtp)
+    if any(kind.kind != INDEXER and kind.k != HEAD_DIM for kind in kinds):
+        raise GptcalcError(f"--engine sglang: {kv.model}'s rows are not {HEAD_DIM} wide; SGLang's DeepSeek-V4 pools "
+                           "take that head_dim only (DeepSeekV4SingleKVPool's 584-byte layout)")
+    ratios: dict[int, int] = {}
+    for kind in kinds:
+        if kind.ratio > 1 and kind.kind != INDEXER:
+            if kind.ratio not in RINGS:
+                raise GptcalcError(f"--engine sglang: compressed rows every {kind.ratio} tokens; SGLang's DeepSeek-V4 "
+                                   "compressor takes ratios 4 and 128 only")
+            ratios[kind.ratio] = ratios.get(kind.ratio, 0) + kind.n_layers
+    widths = {kind.k for kind in kinds if kind.kind == INDEXER}
+    windows = {kind.window for kind in kinds if kind.window}
+    if len(widths) != 1 or len(windows) != 1:
+        raise GptcalcError(f"--engine sglang: {kv.model} has not one indexer width and one window; SGLang's "
+                           "DeepSeek-V4 pools take one of each")
+    layers = kv.n_layers + sum({kind.block: kind.n_layers for kind in kv.mtp}.values())
+    return CompressedPools(layers, ratios, widths.pop(), windows.pop(), kv_memory, page)

@@ -1,0 +1,136 @@
+"""SGLang's pools for DeepSeek-V4 (calc/analysis/memory/sglang_dsv4.py) and MiniMax-M3 (engines.py), each
+figure worked out here by hand from SGLang's source:
+
+- DeepSeek-V4: sgl-project/sglang at 6fde4f6f8697, python/sglang/srt/model_executor/pool_configurator.py
+  DSV4PoolConfigurator._get_bytes_per_full_token and _compute_dsv4_sizes; defaults page_size 256 and
+  swa_full_tokens_ratio 0.1 (arg_groups/model_overrides/deepseek_v4.py at 01a4a9915), ring sizes 8 and 128
+  (mem_cache/deepseek_v4_memory_pool.py get_compress_state_ring_size, not speculative, online off);
+  compress_ratios read whole, MTP entry included (configs/model_config.py at 001adf564f).
+- MiniMax-M3: DefaultPoolConfigurator._compute_cell_size's MiniMax branch: (dense + sparse) x 2 x KV
+  heads x head_dim x cache bytes + K-only sparse layers x sparse_index_dim x model bytes, pages of 128
+  (arg_groups/model_overrides/minimax_m3.py at 1ee3fb2aa1).
+- The prefill CUDA graphs' reserve in the default mem_fraction_static: memory_hook.py reserve_for_graph_mb and
+  cuda_graph_hook.py at a82da8da159e."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import pytest
+
+from calc.analysis.memory.engines import engine_lines, kv_pool
+from calc.analysis.memory.kv import kv_cache
+from calc.analysis.memory.sglang_prefill_graphs import capture_sizes, prefill_graph_reserve
+from calc.analysis.memory.startup import sglang_fraction
+from calc.errors import GptcalcError
+from calc.spec.load import load_spec
+from cli_checks import check_run
+
+GIB = 2**30
+M3 = "tests/configs/model_types/minimax_m3_vl.json"
+
+
+def by_hand(layers: int, c4: int, c128: int) -> Fraction:
+    """bytes_per_full_token with r = 1/10, 584-B rows, 132-B indexer keys, fp32 states of head_dim 512
+    (index 128), rings of 8 (CSA) and 128 (HCA) over a window of 128."""
+    r = Fraction(1, 10)
+    return (r * 584 * layers + Fraction(584, 4) * c4 + Fraction(584, 128) * c128 + Fraction(132, 4) * c4
+            + r * Fraction(8, 128) * (2 * 2 * 512 * 4) * c4 + r * Fraction(128, 128) * (2 * 512 * 4) * c128
+            + r * Fraction(8, 128) * (2 * 2 * 128 * 4) * c4)
+
+
+@pytest.mark.parametrize(("model", "layers", "c4", "c128"), [
+    # DeepSeek-V4-Flash config.json: 44 compress_ratios (43 layers + MTP): 3 zeros, 21 fours, 20 x 128
+    ("deepseek-v4-flash", 44, 21, 20),
+    # DeepSeek-V4-Pro (tests/configs/model_types/deepseek_v4-pro.json): 62 entries, 1 zero, 30 fours, 31 x 128
+    ("tests/configs/model_types/deepseek_v4-pro.json", 62, 30, 31),
+])
+def test_dsv4_sizes_follow_the_configurator(model: str, layers: int, c4: int, c128: int) -> None:
+    kv = kv_cache(load_spec(model), 1, tp=8)
+    memory = 100 * GIB
+    pool = kv_pool(kv, "sglang", memory, 1_048_576)
+    per = by_hand(layers, c4, c128)
+    assert pool.compressed is not None and pool.compressed.bytes_per_full_token == per
+    full = int(memory / per) // 256 * 256
+    swa = int(full * Fraction(1, 10)) // 256 * 256
+    assert pool.compressed.sizes() == {"full": full, "swa": swa, "c4": full // 4, "c128": full // 128,
+                                       "c4_state": swa // 128 * 8, "c128_state": swa // 128 * 128}
+    assert pool.tokens == full and pool.block == 256 and pool.requests == full // 1_048_576
+
+
+def test_dsv4_flash_per_token_and_log_lines() -> None:
+    """15,955.85 B a full token: 2,569.6 window rows + 3,066 CSA rows + 91.25 HCA rows + 693 indexer keys
+    + 1,075.2 CSA state + 8,192 HCA state + 268.8 indexer state."""
+    kv = kv_cache(load_spec("deepseek-v4-flash"), 1, tp=8)
+    assert by_hand(44, 21, 20) == Fraction(1595585, 100)
+    pool = kv_pool(kv, "sglang", 100 * GIB, 1_048_576)
+    # 107,374,182,400 / 15,955.85 = 6,729,397.6: 26,286 pages of 256; swa: 672,921 down to 672,768
+    assert engine_lines(pool, kv, "sglang") == [
+        "DSV4 memory calculation: bytes_per_full_token=15955.85, available_bytes=100.00 GB, full_token=6729216",
+        "DSV4 pool sizes: full=6729216, swa=672768, c4=1682304, c128=52572, c4_state=42048, c128_state=672768"]
+
+
+def test_dsv4_refusals() -> None:
+    kv = kv_cache(load_spec("deepseek-v4-flash"), 1, tp=8)
+    with pytest.raises(GptcalcError, match="multiple of 128"):
+        kv_pool(kv, "sglang", GIB, 4096, 64)
+    with pytest.raises(GptcalcError, match="every layer of the model"):
+        kv_pool(kv, "sglang", GIB, 4096, pp=2)
+
+
+def test_dsv4_cli_answers_with_the_engine_lines() -> None:
+    result = check_run(["memory", "deepseek-v4-flash", "--engine", "sglang", "--budget", "8xH200", "--seq", "1m",
+                        "--json"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    pools = data["engine"]["sglang_dsv4_pools"]
+    assert pools["bytes_per_full_token"] == "319117/20" and data["engine"]["tokens"] == pools["full"]
+    assert any(line.startswith("DSV4 pool sizes: full=") for line in data["server_says"])
+
+
+def test_minimax_m3_cell_and_pages() -> None:
+    """tp 8: 4 KV heads of 128 become one per GPU; 60 layers x 2 x 128 x 2 B + 57 index keys x 128 x 2 B."""
+    kv = kv_cache(load_spec(M3), 1, tp=8, dtype="bf16")
+    cell = 60 * 2 * 1 * 128 * 2 + 57 * 128 * 2
+    assert cell == 45_312
+    memory = 4_397_407_160
+    pool = kv_pool(kv, "sglang", memory, 131_072)
+    assert (pool.block, pool.bytes_per_token, pool.tokens) == (128, cell, memory // cell // 128 * 128)
+    # its buffers hold one page more than the pool; K is the main K and the index keys, V the main V
+    rows = pool.tokens + 128
+    k, v = rows * (60 * 256 + 57 * 256), rows * 60 * 256
+    assert engine_lines(pool, kv, "sglang") == [
+        f"KV Cache is allocated. #tokens: {pool.tokens}, K size: {k / GIB:.2f} GB, V size: {v / GIB:.2f} GB"]
+
+
+def test_minimax_m3_cli_answers() -> None:
+    result = check_run(["memory", M3, "--engine", "sglang", "--kv-memory", "40GiB", "--seq", "128k", "--tp", "8"])
+    assert result.exit_code == 0, result.stderr
+    assert "#tokens: 947840," in result.stdout  # 42,949,672,960 // 45,312 = 947,865: 7,405 pages of 128
+
+
+def test_prefill_graph_capture_sizes() -> None:
+    """generate_prefill_cuda_graph_batch_sizes (sglang a82da8da arg_groups/cuda_graph_hook.py): 4..32 by 4 (8),
+    48..256 by 16 (14), 288..512 by 32 (8), 576..1024 by 64 (8), 1280..4096 by 256 (12), 4608.. by 512."""
+    assert len(capture_sizes(8192)) == 8 + 14 + 8 + 8 + 12 + 8 == 58
+    assert len(capture_sizes(16384)) == 50 + 24 and len(capture_sizes(2048)) == 8 + 14 + 8 + 8 + 4
+
+
+@pytest.mark.parametrize(("model", "pp", "mib"), [
+    ("llama-3.1-8b", 1, 58 * 8),  # breakable prefill graphs on: 8 MiB of non-torch memory per size
+    ("deepseek-v3", 1, 1536),  # MLA: 1.5 GiB ("MLA backend overhead is much higher than expected with fa3")
+    ("deepseek-v4-flash", 1, 0),  # disable_breakable_cudagraph_if_incompatible: DeepSeek-V4
+    ("llama-3.1-8b", 2, 0),  # apply_cuda_graph_compatibility: off under pipeline parallelism by default
+    ("gemma-3-27b", 1, 0),  # multimodal and on neither allowlist
+])
+def test_prefill_graph_reserve(model: str, pp: int, mib: int) -> None:
+    spec = load_spec(model)
+    assert prefill_graph_reserve(spec, 8192, pp, bool(spec.towers))[0] == mib
+
+
+def test_default_fraction_holds_the_prefill_graphs() -> None:
+    """H100 (81,559 MiB, tp 1): 512 + 8,192 x 1.5 + 1 / 8 x 1,024 + 2 x 256 + 464 = 13,904 MiB reserved."""
+    assert sglang_fraction(81559, 1, 1, prefill_graphs=464) == (round((81559 - 13904) / 81559, 3), 13904)
+    result = check_run(["memory", "llama-3.1-8b", "--engine", "sglang", "--budget", "H100", "--json"])
+    assert json.loads(result.stdout)["engine_budget"]["fraction"] == 0.83
