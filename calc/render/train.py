@@ -14,8 +14,9 @@ from calc.units import human_bytes
 
 __all__ = ["budget_lines", "activations_table", "memory_table", "moments_table", "train_notes"]
 
-_OPTIMIZER = {"adamw": "AdamW: m and v", "adamw8bit": "8-bit AdamW: int8 m and v + absmax per 2,048",
-              "paged-adamw8bit": "paged 8-bit AdamW (unified memory)",
+_OPTIMIZER = {"adamw": "AdamW: m and v", "adamw8bit": "8-bit AdamW: uint8 m and v + absmax per 256",
+              "paged-adamw8bit": "paged 8-bit AdamW: uint8 m and v (unified memory)",
+              "adamw8bit-torchao": "torchao's 8-bit AdamW: uint8 m and v + scale per 256",
               "sgd": "SGD: none", "sgd-momentum": "SGD with momentum: one fp32 buffer",
               "adafactor": "Adafactor: factored second moment"}
 _WHERE = {"gpu": "", "cpu": " (host)", "managed": " (unified)"}
@@ -28,7 +29,8 @@ def _setup(t: Training) -> str:
         + (f" × cp {s.cp}" if s.cp > 1 else "")
     frame = f", {s.framework} conventions" if s.framework else ""
     every = f" every {s.checkpoint_every} layers" if s.checkpoint_every > 1 else ""
-    return (f"{t.model}, memory per GPU: {gpus}, ZeRO-{s.zero}, micro-batch {s.micro_batch} × seq "
+    steps = f" × {s.grad_accumulation} accumulated{' (no_sync)' if s.no_sync else ''}" if s.grad_accumulation > 1 else ""
+    return (f"{t.model}, memory per GPU: {gpus}, ZeRO-{s.zero}, micro-batch {s.micro_batch}{steps} × seq "
             f"{s.seq:,}, {s.precision} precision, {s.loss} loss, recompute {s.recompute}{every}, "
             f"{s.attention} attention{lora}{f', float8 {s.float8}' if s.float8 != 'none' else ''}{frame}")
 
@@ -53,7 +55,8 @@ def memory_table(t: Training) -> Table:
     what = {"weights": f"{trained:,} params × {weight} B",
             "frozen_weights": "NF4 layers + 16-bit rest" if t.setup.qlora else f"{t.held.params:,} params × 2 B (bf16)",
             "gradients": f"{trained:,} × {grad} B",
-            "master_weights": f"{trained:,} × 4 B", "optimizer": _OPTIMIZER[t.setup.optimizer]}
+            "master_weights": f"{trained:,} × 4 B", "optimizer": _OPTIMIZER[t.setup.optimizer],
+            "optimizer_gpu": "absmax per 256; tensors under 100,000 elements"}
     for row in t.states:
         table.add_row(row.label + _WHERE[row.where], what[row.key], f"{row.full:,}", str(row.shards),
                       *_bytes(row.per_gpu))
@@ -139,8 +142,9 @@ def train_notes(t: Training) -> list[str]:
         notes.append(f"context parallelism over {s.cp} GPUs: each holds {s.local_seq:,} of the {s.seq:,} tokens; "
                      f"states sharded over dp × cp = {s.shards}; ring attention's buffers in a layer's backward")
     if s.optimizer == "paged-adamw8bit":
-        notes.append("paged optimizer: its states live in CUDA unified memory, outside torch's allocated and reserved "
-                     "figures; nvidia-smi shows them while resident, and the driver pages them out under pressure")
+        notes.append("paged optimizer: its large uint8 states live in CUDA unified memory, outside torch's allocated "
+                     "and reserved figures; nvidia-smi shows them while resident, and the driver pages them out under "
+                     "pressure (the absmax vectors and small tensors' states are ordinary GPU tensors)")
     notes.append(f"peak at: {t.peak.name}; allocated {human_bytes(t.allocated)} "
                  f"({human_bytes(t.allocated, binary=False)}), reserved ~{human_bytes(t.reserved)}, "
                  f"nvidia-smi ~{human_bytes(t.nvidia_smi)}")

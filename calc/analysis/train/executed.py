@@ -13,6 +13,11 @@ follows what the framework runs, so two of the spec's facts are the framework's 
 - dropout. The config's rates (GPT-2's attn_pdrop, resid_pdrop, embd_pdrop; Seed-OSS's) apply where
   the framework builds the model from it; torchtune's, litgpt's and torchtitan's own model code has
   no dropout, so a run there keeps no masks.
+- the tied head. A config's tie_word_embeddings holds where the framework ties (transformers,
+  torchtune's TiedLinear); litgpt's GPT always builds its own lm_head (litgpt/model.py @ 5895df10,
+  line 25: nn.Linear(n_embd, padded_vocab_size)) and its checkpoint converter copies the embedding
+  into it when a checkpoint has none (scripts/convert_hf_checkpoint.py, lines 176-177): Gemma's or
+  Llama 3.2's head there is a second vocab × d matrix, trained in full fine-tuning.
 """
 
 from __future__ import annotations
@@ -26,8 +31,11 @@ __all__ = ["MOE_FORMS", "as_run"]
 MOE_FORMS = ("reference", "grouped")
 
 
-def as_run(spec: ModelSpec, moe_form: str, dropout: bool) -> ModelSpec:
-    """`spec` as the run executes it: its MoE blocks in `moe_form`, its dropout off unless `dropout`."""
+def as_run(spec: ModelSpec, moe_form: str, dropout: bool, tied: bool = True) -> ModelSpec:
+    """`spec` as the run executes it: its MoE blocks in `moe_form`, its dropout off unless `dropout`,
+    its head untied unless `tied`."""
+    if not tied and spec.head.tied:
+        spec = spec.replaced(head=spec.head.replaced(tied=False))
     if moe_form == "reference" and dropout:
         return spec
     blocks = {kind: _block(block, moe_form, dropout) for kind, block in spec.blocks.items()}

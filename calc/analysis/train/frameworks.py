@@ -28,24 +28,34 @@ class Profile:
     tp_impl: str = "megatron"  # how its tensor parallelism keeps activations: "megatron" or "dtensor"
     moe_form: str = "reference"  # "grouped": its MoE routes top-k rows through grouped matmuls (executed.py)
     dropout: bool = True  # False: its model code has no dropout, whatever the config's rates
+    no_sync: bool = False  # gradient accumulation skips the reduction until the last micro-batch
+    tied: bool = True  # False: its model has its own head whatever the config ties (executed.py)
+    norm_upcast: bool = False  # its eager RMSNorm upcasts a bf16 input and keeps fp32 copies (activations._norm)
 
 
 FRAMEWORKS: dict[str, Profile] = {
     # recipes/configs/llama3_1/8B_lora_single_device.yaml: dtype: bf16, loss LinearCrossEntropyLoss,
     # enable_activation_checkpointing: True, torch.optim.AdamW fused: True; the recipe logs
     # torchtune.training.get_memory_stats (peak_memory_active, _alloc, _reserved); torchtune/modules/moe/moe.py:
-    # top-k rows through GroupedExperts; its builders pass attn_dropout=0.0 and its layers have no other dropout
+    # top-k rows through GroupedExperts; its builders pass attn_dropout=0.0 and its layers have no other dropout;
+    # torchtune/modules/rms_norm.py @ 1814feb17, lines 40-44: x.float() · rsqrt(...), .type_as(x), · scale, eager
+    # unless the config's compile: True (its configs' default is False)
     "torchtune": Profile("bf16", "linear-chunked", "full", "fused", "active (≈ allocated)",
                          f"{TORCHTUNE}/recipes/configs/llama3_1/8B_lora_single_device.yaml",
-                         moe_form="grouped", dropout=False),
+                         moe_form="grouped", dropout=False, norm_upcast=True),
     # config_hub/finetune/*/lora.yaml: precision bf16-true; finetune/lora.py: model(..., lm_head_chunk_size=128)
     # (Fabric's convert_output returns the chunks in fp32) and chunked_cross_entropy over 128-token chunks;
     # torch.optim.AdamW (foreach on CUDA);
     # utils.py prints torch.cuda.max_memory_allocated() / 1e9
     # litgpt/lora.py: LoRAQKVLinear applies one lora_dropout to the fused qkv input (line 421);
-    # litgpt/model.py has no dropout module (scaled_dot_product_attention with dropout_p=0.0)
+    # litgpt/model.py has no dropout module (scaled_dot_product_attention with dropout_p=0.0);
+    # finetune/*.py accumulate under fabric.no_backward_sync(model, enabled=is_accumulating), which
+    # Lightning's FSDPStrategy and DDPStrategy turn into the module's no_sync(); model.py builds its own
+    # lm_head always (executed.py); its RMSNorm (model.py @ 5895df10, lines 427-438) computes x.float() ·
+    # rsqrt(mean(x·x) + ε) and casts back before the weight, and finetuning runs it eagerly
     "litgpt": Profile("bf16", "fp32-chunked", "none", "foreach", "allocated (decimal GB)",
-                      f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml", lora_fused_qkv=True, dropout=False),
+                      f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml", lora_fused_qkv=True, dropout=False,
+                      no_sync=True, tied=False, norm_upcast=True),
     # transformers Trainer, bf16=True: fp32 model under torch.autocast, one F.cross_entropy on
     # logits.float() (loss/loss_utils.py), gradient_checkpointing False, optim adamw_torch
     "hf": Profile("fp32-autocast", "fp32", "none", "foreach", "allocated",
@@ -78,7 +88,7 @@ def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object
     if framework is not None:
         profile = FRAMEWORKS[framework]
         for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv", "tp_impl", "moe_form",
-                    "dropout"):
+                    "dropout", "no_sync", "tied", "norm_upcast"):
             out.setdefault(key, getattr(profile, key))
         out["framework"] = framework
     return out

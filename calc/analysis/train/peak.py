@@ -15,7 +15,17 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
   backward ends                     states + every gradient
   optimizer step                    states + every gradient + the step's temporaries: torch's
                                     foreach AdamW makes one state-sized tensor (sqrt of v) for all
-                                    parameters at once; the fused kernel makes none
+                                    parameters at once; the fused kernel makes none; torchao's 8-bit
+                                    AdamW, stepping one parameter at a time, that parameter's m and v
+                                    in fp32 (with the step inside backward: at backward's end)
+
+With gradient accumulation (`grad_accumulation` micro-batches a step) every micro-batch after the
+first runs its forward and backward beside the gradients accumulated so far: each GPU's gradients
+as ZeRO holds them (FSDP2, as torchtune and torchtitan run it, reduce-scatters every backward and
+accumulates shards), or, under `no_sync` (torch FSDP's no_sync(), which litgpt enters through
+Fabric's no_backward_sync for every micro-batch but the last), the unsharded gradients: FSDP's
+docstring says "FSDP will accumulate the full model gradients (instead of gradient shards) until
+the eventual sync".
 
 FSDP / ZeRO-3 (and FSDP's CPU offload) add, in forward and backward, the layers it has gathered:
 the one running and the one prefetched, both unsharded at 2 bytes a parameter (a matrix 1 byte
@@ -49,6 +59,7 @@ from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.params import gathered_bytes
 from calc.analysis.train.precision import Precision
+from calc.analysis.train.states import step_temporary_bytes
 from calc.spec.model import ModelSpec
 from calc.units import parse_bytes
 
@@ -98,7 +109,7 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     if s.recompute != "full":
         return 0
     rebuilt = [sum(s.term_bytes(term) for term in layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch,
-                                                              s.local_seq, 2, "none", s.attention == "flash")[:])
+                                                              s.local_seq, 2, "none", s.attention == "flash", s.norms))
                for kind in spec.layer_counts()]
     return max(rebuilt) - -(-s.micro_batch * s.local_seq * spec.d_model // (s.tp if s.sp else 1)) * 2
 
@@ -141,6 +152,16 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
                  (("FSDP: two gathered layers (running, prefetched)", 2 * size), flat), layer_grad)
 
 
+def _accumulated(t: "Training", grads: int) -> int:
+    """The gradients a later micro-batch of an accumulating step runs beside (see the module's
+    docstring): this GPU's, or under no_sync its unsharded ones; none without accumulation."""
+    s = t.setup
+    if s.grad_accumulation == 1:
+        return 0
+    whole = next((r.full for r in t.states if r.key == "gradients"), 0)
+    return whole if s.no_sync else grads
+
+
 def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int]) -> list[Moment]:
     """The moments of one step (see the module's docstring); `gathered`: the parameters of one layer
     that FSDP gathers and their bytes gathered, (0, 0) without it."""
@@ -160,11 +181,13 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
     head_params = vocab * spec.d_model
     f = _fsdp(t, p, gathered, head_params)
     head_grad = 0 if s.lora_rank else head_params * p.grad
+    earlier = _accumulated(t, grads)
+    acc = (("gradients accumulated over the earlier micro-batches", earlier),) if earlier else ()
     out = [Moment("forward, computing the loss",
-                  base + kept + (("loss: forward temporaries", loss.transient("forward", n, vocab, spec.d_model)),)
+                  base + kept + acc + (("loss: forward temporaries", loss.transient("forward", n, vocab, spec.d_model)),)
                   + f.at_loss),
            Moment("backward, through the loss",
-                  base + kept + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
+                  base + kept + acc + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
                   + f.at_loss + f.loss_backward, cached=loss.cached * n * vocab)]
     in_layer = tuple((what, size) for what, size in (
         ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
@@ -173,13 +196,27 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
     if in_layer:  # the head's and the loss's kept tensors are freed by now
         below_head = ((kept[0][0], kept[0][1] - t.layer_bytes(tuple(x for x in t.outside if x.head))),)
         out.append(Moment("backward, the last layer" + (" recomputed" if s.recompute == "full" else ""),
-                          base + below_head + (("the head's gradient", min(head_grad, grads)),) + in_layer
+                          base + below_head + (acc or (("the head's gradient", min(head_grad, grads)),)) + in_layer
                           + f.in_layer + f.layer_grad))
-    out.append(Moment("backward ends", base + (("gradients", grads),) + f.layer_grad))
+    stepped = _one_step(t)
+    one = (("8-bit step: one parameter's m and v dequantised to fp32", stepped),) if stepped else ()
+    out.append(Moment("backward ends", base + (("gradients", max(grads, earlier)),) + f.layer_grad
+                      + (one if s.optimizer_in_backward else ())))
     if not s.optimizer_in_backward:
         step = 0
         if s.optimizer_impl == "foreach" and s.optimizer == "adamw" and "optimizer" not in s.offload \
                 and "params" not in s.offload:
             step = next((r.per_gpu for r in gpu if r.key == "optimizer"), 0) // 2
-        out.append(Moment("optimizer step", base + (("gradients", grads), ("foreach step: sqrt(v) for every parameter", step))))
+        out.append(Moment("optimizer step", base + (("gradients", grads), ("foreach step: sqrt(v) for every parameter", step))
+                          + one))
     return out
+
+
+def _one_step(t: "Training") -> int:
+    """A step that goes parameter by parameter keeps the largest one's temporaries for a moment
+    (torchao's 8-bit AdamW: states.step_temporary_bytes), on the GPU and over its shard."""
+    s = t.setup
+    row = next((r for r in t.states if r.key == "optimizer" and r.where == "gpu"), None)
+    if row is None:
+        return 0
+    return -(-step_temporary_bytes(s.optimizer, t.held.adapters if s.lora_rank else t.held.tensors) // row.shards)
