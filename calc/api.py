@@ -178,7 +178,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            kv_offload: bool = True, override_tensor: str | None = None, encoder_cache_size: int | None = None,
            mm_limit: int | None = None, encoder_activation_memory: str | None = None,
            async_scheduling: bool = True, flash_attn: bool = True, mmap: bool = True, cpu_only: bool = False,
-           split_mode: str = "layer", cpu_isa: str | None = None) -> Result:
+           split_mode: str = "layer", cpu_isa: str | None = None, indexer_kv_dtype: str = "auto",
+           prefix_caching: bool = True) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -197,7 +198,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     ("WxH") prices `images` such images in tokens and KV bytes. Under vLLM with a --budget, its
     encoder cache (`encoder_cache_size` embeddings, `mm_limit` images a prompt) and the encoder's
     profiling forward (`encoder_activation_memory` from a log) are terms of the engine's budget.
-    `async_scheduling` False: vLLM's --no-async-scheduling, one batch in flight instead of two."""
+    `async_scheduling` False: vLLM's --no-async-scheduling, one batch in flight instead of two;
+    `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys ("auto": the model's);
+    `prefix_caching` False: vLLM's --no-enable-prefix-caching, one page a request for a state group."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
@@ -237,7 +240,11 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         pool_bytes = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
         pool = kv_pool(result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
                        max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048), pp=layout.pp,
-                       capability=gpu.capability if gpu else None, async_scheduling=async_scheduling)
+                       capability=gpu.capability if gpu else None, async_scheduling=async_scheduling,
+                       indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching)
+    elif indexer_kv_dtype != "auto":
+        raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "
+                           "--kv-memory")
     placing = (n_gpu_layers, tensor_split, override_tensor)
     if (any(p is not None for p in placing) or not (kv_offload and flash_attn and mmap) or cpu_only
             or split_mode != "layer") and engine != "llamacpp":

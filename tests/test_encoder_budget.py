@@ -105,3 +105,25 @@ def test_sglang_scales_its_default_fraction_for_the_vision_encoder(model: str, l
     assert sglang(model)["fraction"] == pytest.approx(H100_SGLANG * factor, rel=1e-12)
     assert sglang(model, "--text-only")["fraction"] == H100_SGLANG
     assert sglang(model, "--mem-fraction-static", "0.8")["fraction"] == 0.8
+
+
+def test_moonvit_rotary_table_is_built_in_the_profiling_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Kimi-K2.5's MoonViT (27 x 1,152, 16 heads of 72): vLLM builds Rope2DPosEmbRepeated(72, 512, 512)'s
+    table on the tower's first forward, inside the profiling run, and keeps it as a buffer
+    (vllm/model_executor/models/kimi_k25_vit.py:550-552, _precompute_freqs_cis 266-286: 512 x 512 positions x
+    72 / 2 complex64 values): 512 x 512 x 36 x 8 B = 75,497,472 B taken from the pool, not from the weights.
+    The text model is Kimi-K2's config shrunk to 2 layers so one H100 holds it."""
+    from oracle import saved
+
+    text = {k: v for k, v in saved("kimi_k2.json").items() if k != "quantization_config"}
+    config = {"model_type": "kimi_k25", "architectures": ["KimiK25ForConditionalGeneration"],
+              "text_config": {**text, "num_hidden_layers": 2, "n_routed_experts": 8, "num_experts_per_tok": 2,
+                              "n_group": 1, "topk_group": 1},
+              "tie_word_embeddings": False, "vision_config": {"vt_num_hidden_layers": 27, "vt_hidden_size": 1152}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    data = json.loads(check_run(["memory", str(path), "--engine", "vllm", "--budget", "H100-80GB", "--json"]).stdout)
+    terms = {term["key"]: term for term in data["engine_budget"]["terms"]}
+    assert terms["encoder_rope"]["bytes"] == 512 * 512 * 36 * 8 == 75_497_472 and terms["encoder_rope"]["how"] == "exact"
+    weights = terms["weights"]["source"]
+    assert "vision tower's rotary" not in weights  # none at load: the tower's only table is this one

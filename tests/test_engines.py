@@ -217,3 +217,30 @@ def test_headline_is_the_engine_lines_figure(args: list[str]) -> None:
         expected = min([int(re.search(r"#tokens: (\d+)", result.output)[1]) // 32768, *slots])
     pool = run("memory", *args, "--seq", "32768", "--json")["engine"]
     assert headline == expected == pool["requests"] >= 1
+
+
+def test_no_prefix_caching_gives_a_state_group_one_page() -> None:
+    """--no-enable-prefix-caching: vLLM's mamba_cache_mode "none", one page a request per state group instead of
+    "align"'s two (v1/kv_cache_interface.py:1076-1082; a real vLLM agrees on the Jamba config,
+    tests/data/engine_logs/vllm-cpu-jamba.log). Jamba-v0.1 (presets/jamba-v0.1.yaml): attention every 8th of 32
+    layers, so 4 attention and 28 Mamba layers in groups of 4, 7 state groups: 7 pages fewer a request; `fit`
+    takes the option too, its concurrency up by the same ratio."""
+    def answer(command: str, *more: str) -> dict:  # type: ignore[type-arg]
+        return run(command, "jamba-v0.1", "--engine", "vllm", "--seq", "8192", *more, "--json")
+    align, none = (answer("memory", "--kv-memory", "10GiB", *more)["engine"]["blocks_per_request"]
+                   for more in ((), ("--no-enable-prefix-caching",)))
+    assert align - none == 7
+    fits = [float(answer("fit", "--gpus", "H100", *more)["candidates"][0]["max_concurrency"])
+            for more in ((), ("--no-enable-prefix-caching",))]
+    assert abs(fits[1] / fits[0] - align / none) < 0.01
+
+
+def test_a_smaller_page_scales_its_block_or_is_padded() -> None:
+    """vLLM's unify_kv_cache_spec_page_size (v1/core/kv_cache_utils.py:1316-1359): a kind whose page divides the
+    largest takes ratio x the tokens a page (a real vLLM on the Gemma-4 config: full layers of 2,048 B a token
+    beside sliding ones of 4,096 B, blocks of 256 and 128, tests/data/engine_logs/vllm-cpu-gemma4.log); one that
+    does not divide it keeps its block and is padded (300 B a token beside 200 B: 4,800 B pages, 3,200 B)."""
+    from calc.analysis.memory.engines import scaled_block
+
+    assert scaled_block(128, 128 * 4096, 2048) == 256
+    assert scaled_block(16, 16 * 300, 200) == 16

@@ -69,3 +69,11 @@ def test_refusals_say_why(args: list[str], says: str) -> None:
     or bf16 by the card under an fp8 cache, which is not modelled (tests/test_sglang_pools.py has the rest)."""
     result = check_run(["memory", CONFIG, "--budget", "8xH200", "--seq", "128k", *args])
     assert result.exit_code == 2 and says in result.stderr
+
+
+def test_indexer_kv_dtype_fp8_takes_one_byte_a_value() -> None:
+    """--indexer-kv-dtype fp8 (vLLM's attention_config.indexer_kv_dtype): the index keys in e4m3, no scales
+    (models/minimax_m3/common/indexer.py:118-119): 57 x 128 x 1 B beside K and V's bf16."""
+    pool = kv_pool(kv_cache(load_spec(CONFIG), 1, dtype="bf16", tp=8), "vllm", 10 * 2**30, 131072,
+                   indexer_kv_dtype="fp8")
+    assert pool.bytes_per_token == 60 * 512 + 57 * 128 == 38_016

@@ -69,12 +69,15 @@ def test_packed_groups_and_the_pool_on_8xh200() -> None:
     assert pool.concurrency == f"{blocks / per_request:.2f}" == "10.43"
 
 
-@pytest.mark.parametrize("case", FIXTURE["cases"], ids=lambda c: f"{Path(c['config']).stem}-{c['max_model_len']}")
+@pytest.mark.parametrize("case", FIXTURE["cases"],
+                         ids=lambda c: f"{Path(c['config']).stem}-{c['max_model_len']}-{c['indexer_kv_dtype']}")
 def test_vllm_own_code_agrees(case: dict) -> None:  # type: ignore[type-arg]
     """vLLM 0.32.0's get_kv_cache_groups / get_kv_cache_config_from_groups / get_kv_cache_capacity on
-    the same layers give the same groups, blocks, tokens and concurrency."""
+    the same layers give the same groups, blocks, tokens and concurrency, with the indexer's keys fp8 (132 B)
+    or, as indexer_kv_dtype mxfp4 keeps them on a B200, 68 B."""
     kv = kv_cache(load_spec(str(TESTS / case["config"])), 1, tp=8)
-    pool = kv_pool(kv, "vllm", case["pool"], case["max_model_len"], None, case["max_num_batched_tokens"])
+    pool = kv_pool(kv, "vllm", case["pool"], case["max_model_len"], None, case["max_num_batched_tokens"],
+                   capability=(10, 0), indexer_kv_dtype=case["indexer_kv_dtype"])
     groups = pool.hybrid
     in_flight = groups.in_flight
     ours = sorted([layers, block, size, Pages("", 1, block, 0, window).per_request(case["max_model_len"], in_flight)]

@@ -108,9 +108,12 @@ def _skipped(layout: Layout, exc: GptcalcError) -> str:
 def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], engine: str = "vllm",
         concurrency: int = 1, dtype: str = "fp16", kv_dtype: str = "fp16", scheme: Scheme | None = None,
         stored: StoredWeights | None = None, reserves: Reserves = Reserves(),
-        async_scheduling: bool = True) -> tuple[list[Candidate], list[str]]:
+        async_scheduling: bool = True, indexer_kv_dtype: str = "auto",
+        prefix_caching: bool = True) -> tuple[list[Candidate], list[str]]:
     """The layouts that serve `concurrency` requests of `seq` tokens, best first, and why others were skipped;
-    `async_scheduling`: vLLM's (the tokens in flight a window or chunk group holds, in_flight_tokens)."""
+    `async_scheduling`: vLLM's (the tokens in flight a window or chunk group holds, in_flight_tokens);
+    `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys; `prefix_caching`: vLLM's (the
+    pages a state group holds per request)."""
     if seq > spec.n_positions:
         raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
     served: list[Candidate] = []
@@ -129,7 +132,8 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
             try:
                 pool = (kv_pool(result.kv, engine, budget.kv_memory, seq, None,
                                 reserves.max_batched or vllm_batch_defaults(budget.total)[0], pp=layout.pp,
-                                capability=gpu.capability, async_scheduling=async_scheduling)
+                                capability=gpu.capability, async_scheduling=async_scheduling,
+                                indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching)
                         if budget.kv_memory > 0 else None)
             except GptcalcError as exc:  # a layout whose pages the engine model does not cover
                 skipped[_skipped(layout, exc)] = None

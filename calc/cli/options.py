@@ -203,6 +203,14 @@ async_scheduling_option = click.option(
     "--async-scheduling/--no-async-scheduling", default=True, show_default=True,
     help="vLLM's: with it (its default on a GPU) a sliding-window or chunked group holds two batches of "
          "--max-num-batched-tokens beyond its window or chunk, one without.")
+prefix_caching_option = click.option(
+    "--enable-prefix-caching/--no-enable-prefix-caching", "prefix_caching", default=True, show_default=True,
+    help="vLLM's: with it (its default for a model with attention) a Mamba or linear-attention group holds 2 pages "
+         "a request, 3 for a Mamba2 mixer ('align' mode), 1 without.")
+indexer_kv_dtype_option = click.option(
+    "--indexer-kv-dtype", type=TEXT, default="auto", show_default=True, metavar="auto|bf16|fp8|mxfp4|nvfp4",
+    help="vLLM's attention_config.indexer_kv_dtype: how a sparse-attention indexer keeps its keys (auto: the "
+         "model's default, fp8 for DeepSeek's, bf16 for MiniMax-M3's; mxfp4 for DeepSeek-V4's on SM10x cards).")
 set_option = click.option("--set", "overrides", multiple=True, type=TEXT, metavar="KEY=VALUE",
                           help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of tables.")

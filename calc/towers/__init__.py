@@ -73,8 +73,8 @@ class Linear(Part):
 
 
 class RopeTable(Part):
-    """A cos/sin table vLLM builds for a tower's rotary: a buffer of the module, made at load and whole
-    on every GPU, which no checkpoint holds: `rows` positions x `width` values, in the model's dtype or
+    """A cos/sin table vLLM builds for a tower's rotary: a buffer of the module, made at load (or on the first
+    forward) and whole on every GPU, which no checkpoint holds: `rows` positions x `width` values, in the model's dtype or
     complex64 (8 B, Llama 4's vision rope). The tower's reader states it (calc/towers/<kind>.py)."""
 
     rows: int = Field(gt=0)
@@ -147,6 +147,8 @@ class Tower(Part):
     feature_layers: tuple[int, ...] = Field(default=(-1,), strict=False)
     # vLLM's own cos/sin table for the 2-D rotary, which its ViT builds at load (memory, not parameters)
     vllm_rope: RopeTable | None = None
+    # ... or on its first forward, inside the profiling run, and keeps from then on (MoonViT's)
+    vllm_forward_rope: RopeTable | None = None
 
     @model_validator(mode="after")
     def _grid(self) -> "Tower":

@@ -29,6 +29,11 @@ DEFAULTS = {"patch_size": 14, "pos_emb_height": 64, "pos_emb_width": 64, "num_at
             "num_hidden_layers": 27, "hidden_size": 1152, "intermediate_size": 4304, "merge_kernel_size": [2, 2],
             "hidden_act": "gelu_pytorch_tanh"}
 OUTER = {"projection_hidden_size": 1152, "projection_layer_norm_eps": 1e-5}
+# vLLM's MoonViT builds a rotary table of a 512 x 512 grid whatever the config, head_dim / 2 complex64 values a
+# position, on its first forward (so in the profiling run), and keeps it as a buffer: Rope2DPosEmbRepeated(
+# qkv_hidden_size // num_heads, 512, 512), _precompute_freqs_cis, get_freqs_cis's register_buffer
+# (vllm/model_executor/models/kimi_k25_vit.py:550-552, 266-300 in vLLM 0.32)
+VLLM_ROPE_GRID = 512
 # The remote-code config's vision keys -> transformers' (Kimi_K25VisionConfig).
 MOONSHOT = {"vt_hidden_size": "hidden_size", "vt_intermediate_size": "intermediate_size",
             "vt_num_attention_heads": "num_attention_heads", "vt_num_hidden_layers": "num_hidden_layers",
@@ -54,6 +59,7 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
         "norm": layernorm, "patch_size": vision.int("patch_size"), "patch_bias": True,
         "positions": vision.int("pos_emb_height") * vision.int("pos_emb_width"), "post_norm": layernorm,
         "position_grid": [vision.int("pos_emb_height"), vision.int("pos_emb_width")],
+        "vllm_forward_rope": {"rows": VLLM_ROPE_GRID ** 2, "width": d // heads // 2, "dtype": "complex64"},
         "projectors": [{"name": "projector", "norm": {"kind": "layernorm", "eps": cfg.float("projection_layer_norm_eps")},
                         "norm_width": cfg.int("projection_hidden_size"),
                         "linears": [{"d_in": merged, "d_out": merged, "bias": True},

@@ -8,7 +8,9 @@ Not part of the default test run (it needs vLLM in its own virtualenv, about 15 
     VLLM_PYTHON=/path/to/vllm-venv/bin/python python tests/conformance/record_vllm_cpu.py [NAME ...]
 
 Each engine runs with dummy weights, bf16, eager, a pool of exactly POOL bytes and max_model_len
-MAX_LEN; the fixture keeps vLLM's "non-default args" line, the attention backends it chose, its "KV cache size"
+MAX_LEN, and the engine arguments of vllm-cpu-NAME.args.json where there is one (max_num_batched_tokens
+below CPU's default of max(max_model_len, 4096), so that a sliding window's pages are more than the whole
+context's); the fixture keeps vLLM's "non-default args" line, the attention backends it chose, its "KV cache size"
 line, and the kv_cache_config it built (blocks, each group's spec, block size and page size) with the
 bytes of the weights it loaded (before post-processing), of its buffers, of the rotary cos/sin caches among
 them (each distinct one once) and of MLA's W_UK_T / W_UV copy as one RESULT line.
@@ -30,7 +32,7 @@ import json, sys
 import torch
 from vllm import LLM
 from vllm.model_executor.model_loader import base_loader
-model, pool, max_len = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+model, pool, max_len, extra = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
 held = {}
 def storages(tensors):
     return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors if t.numel()}.values())
@@ -50,7 +52,7 @@ def weighed(process):
     return run
 base_loader.process_weights_after_loading = weighed(base_loader.process_weights_after_loading)
 llm = LLM(model=model, load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16", enforce_eager=True,
-          kv_cache_memory_bytes=pool, max_model_len=max_len)
+          kv_cache_memory_bytes=pool, max_model_len=max_len, **extra)
 def found(obj, path):
     for part in path.split("."):
         obj = getattr(obj, part, None)
@@ -75,7 +77,9 @@ def record(name: str, python: str) -> None:
     model = Path(os.environ.get("TMPDIR", "/tmp")) / f"gptcalc-vllm-{name}"
     model.mkdir(exist_ok=True)
     (model / "config.json").write_text(config.read_text())
-    run = subprocess.run([python, "-c", ENGINE, str(model), str(POOL), str(MAX_LEN)], capture_output=True, text=True,
+    args = LOGS / f"vllm-cpu-{name}.args.json"
+    extra = args.read_text() if args.is_file() else "{}"
+    run = subprocess.run([python, "-c", ENGINE, str(model), str(POOL), str(MAX_LEN), extra], capture_output=True, text=True,
                          env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
     lines = [line for line in (run.stdout + run.stderr).splitlines() if any(key in line for key in KEPT)]
     if not any(line.startswith("RESULT ") for line in lines):

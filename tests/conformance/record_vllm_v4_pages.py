@@ -14,7 +14,8 @@ batches in flight, the block-outermost layout). The specs, with the lines of vLL
   alignment 576 (models/deepseek_v4/attention.py:856-879);
 - its compressor: SlidingWindowMLASpec of 2 x coff x 512 fp32, coff = 2 at ratio 4 and 1 at 128,
   window coff x ratio, block 4 or 8 (models/deepseek_v4/compressor.py:139-191, 239, 283);
-- with an indexer (ratio 4): MLAAttentionSpec of 132 B a row (attention.py:907-921, 1010-1014) and its
+- with an indexer (ratio 4): MLAAttentionSpec of 132 B a row (attention.py:907-921, 1010-1014), or 68 B with
+  indexer_kv_dtype mxfp4 (128 / 2 packed values + 128 / 32 UE8M0 scales, attention.py:1004-1009), and its
   compressor's state of 2 x 2 x 128 fp32 (attention.py:1022-1031).
 
 Not part of the default run (it needs vLLM in its own virtualenv: /work/shared/engines.md). Run:
@@ -30,14 +31,16 @@ from vllm_oracle import STUB_CONFIG, answer, write
 
 TESTS = Path(__file__).resolve().parent.parent
 OUT = TESTS / "data" / "engine_logs" / "vllm-v4-pages.json"
-# (config, pool bytes, max_model_len, max_num_batched_tokens): the pools gptcalc worked out for 8 x H200 (by
-# nvidia-smi's total) and 8 x B200 at 1M tokens (vllm serve's batch defaults there: 8,192 and 16,384), and smaller contexts.
+# (config, pool bytes, max_model_len, max_num_batched_tokens, indexer_kv_dtype): the pools gptcalc worked out for
+# 8 x H200 (by nvidia-smi's total) and 8 x B200 at 1M tokens (vllm serve's batch defaults there: 8,192 and 16,384),
+# the B200 one with the mxfp4 indexer cache it allows, and smaller contexts.
 CASES = [
-    ("configs/model_types/deepseek_v4.json", 112_678_401_822, 1_048_576, 8192),
-    ("configs/model_types/deepseek_v4.json", 149_752_048_209, 1_048_576, 16384),
-    ("configs/model_types/deepseek_v4.json", 10 * 2**30, 65_536, 2048),
-    ("configs/model_types/deepseek_v4-pro.json", 60 * 2**30, 1_048_576, 8192),
-    ("configs/model_types/deepseek_v4-pro.json", 3 * 2**30, 4096, 2048),
+    ("configs/model_types/deepseek_v4.json", 112_678_401_822, 1_048_576, 8192, "fp8"),
+    ("configs/model_types/deepseek_v4.json", 149_752_048_209, 1_048_576, 16384, "fp8"),
+    ("configs/model_types/deepseek_v4.json", 149_752_048_209, 1_048_576, 16384, "mxfp4"),
+    ("configs/model_types/deepseek_v4.json", 10 * 2**30, 65_536, 2048, "fp8"),
+    ("configs/model_types/deepseek_v4-pro.json", 60 * 2**30, 1_048_576, 8192, "fp8"),
+    ("configs/model_types/deepseek_v4-pro.json", 3 * 2**30, 4096, 2048, "fp8"),
 ]
 
 ORACLE = STUB_CONFIG + r'''
@@ -48,6 +51,7 @@ from vllm.v1.core.kv_cache_utils import (cdiv, get_kv_cache_capacity, get_kv_cac
                                          get_kv_cache_groups)
 
 config_path, pool, max_len, batched = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+fp4_keys = sys.argv[5] == "mxfp4"
 config = json.load(open(config_path))
 ratios = config["compress_ratios"][:config["num_hidden_layers"]]
 head, index_head, window = config["head_dim"], config["index_head_dim"], config["sliding_window"]
@@ -75,7 +79,8 @@ for i, ratio in enumerate(ratios):
     specs[name + ".compressor.state_cache"] = state(ratio, head)
     if ratio == 4:
         specs[name + ".indexer.k_cache"] = MLAAttentionSpec(
-            block_size=256, num_kv_heads=1, max_tp_shards=1, head_size=index_head + index_head // 128 * 4,
+            block_size=256, num_kv_heads=1, max_tp_shards=1,
+            head_size=index_head // 2 + index_head // 32 if fp4_keys else index_head + index_head // 128 * 4,
             dtype=torch.uint8, tokens_per_state=ratio, alignment=576)
         specs[name + ".indexer.compressor.state_cache"] = state(ratio, index_head)
 
@@ -94,9 +99,10 @@ print("RESULT " + json.dumps({
 def record(python: str) -> list[dict[str, object]]:
     """Each case as vLLM's code answers it."""
     results = []
-    for config, pool, max_len, batched in CASES:
+    for config, pool, max_len, batched, indexer in CASES:
         results.append({"config": config, "pool": pool, "max_model_len": max_len, "max_num_batched_tokens": batched,
-                        **answer(python, ORACLE, TESTS / config, pool, max_len, batched)})
+                        "indexer_kv_dtype": indexer,
+                        **answer(python, ORACLE, TESTS / config, pool, max_len, batched, indexer)})
     return results
 
 

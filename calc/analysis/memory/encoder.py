@@ -18,6 +18,9 @@ decoder's profiling forward, and clears them after; so the activation peak that 
 before sizing the KV pool holds
 
     encoder cache      (items x item + cache - budget) x the width the decoder receives x dtype bytes
+    rotary table       a table the tower builds on its first forward and keeps through the run (MoonViT's
+                       512 x 512 grid x head_dim / 2 complex64 values: 75,497,472 B for Kimi-K2.5's 72-wide
+                       heads, vllm/model_executor/models/kimi_k25_vit.py Rope2DPosEmbRepeated)
     encoder forward    items x patches through the ViT: its residual stream and widest layer's outputs
                        (split tp ways unless --mm-encoder-tp-mode data), above the decoder's forward
                        (an estimate; only the excess over the decoder's forward raises the peak); for
@@ -79,6 +82,7 @@ class EncoderProfile:
     width: int  # the embedding width the decoder receives
     cache_bytes: int
     forward_bytes: int  # the encoder's forward over the dummy images (an estimate)
+    table_bytes: int = 0  # a rotary table the tower builds on its first forward and keeps (MoonViT's)
 
     def describe(self) -> str:
         return (f"{self.items:,} dummy image(s) of {self.item.width}x{self.item.height} ({self.item.image_tokens:,} "
@@ -100,8 +104,10 @@ def encoder_profile(spec: ModelSpec, max_batched: int, max_seqs: int, max_model_
     budget = min(compute, cache)
     items = max(1, min(budget // each, max_seqs * max(1, min(limit, max_model_len // each))))
     embeds, width = items * each + cache - budget, tower.output_width
+    table = getattr(tower, "vllm_forward_rope", None)
     return EncoderProfile(item, budget, items, embeds, width, embeds * width * dtype_bytes,
-                          forward_estimate(tower, item, items, tp, dtype_bytes))
+                          forward_estimate(tower, item, items, tp, dtype_bytes),
+                          table.bytes(dtype_bytes) if table else 0)
 
 
 def forward_estimate(tower: Tower | MobileNet, item: ImageTokens, items: int, tp: int, dtype_bytes: int) -> int:

@@ -27,8 +27,10 @@ gpt-oss, or with Mamba / linear-attention layers, Jamba, Bamba, Qwen3-Next, LFM2
 of each kind into groups of `group_size` layers (the fewest layers of any kind, or the most when
 that is under 1.5x the fewest), pads the last group of a kind, and shares one pool of pages among
 the groups (vllm/v1/core/kv_cache_utils.py, _get_kv_cache_groups_uniform_page_size,
-get_kv_cache_config_from_groups, get_max_concurrency_for_kv_cache_config). Every layer's page has
-one size: a state layer's page (its conv and SSM states of one request, in the model's dtype) is
+get_kv_cache_config_from_groups, get_max_concurrency_for_kv_cache_config); a model whose every layer has
+one window is one sliding-window group. Every layer's page has one size: an attention kind whose page is
+smaller than the largest takes ratio x its tokens a page, or is padded where it does not divide it
+(Gemma-4's full layers; scaled_block), and a state layer's page (its conv and SSM states of one request, in the model's dtype) is
 padded to the attention page, and the attention block is first raised so that one attention page
 holds a state page (vllm/platforms/interface.py, _align_hybrid_block_size):
 
@@ -37,7 +39,8 @@ holds a state page (vllm/platforms/interface.py, _align_hybrid_block_size):
     blocks    = floor(floor(kv_memory / page) / group_size)
     per request: ceil(max_model_len / block) blocks per full group,
                  ceil(min(window - 1 + in flight, max_model_len) / block) + 1 per sliding group,
-                 2 per state group of a hybrid (prefix caching's "align" mode), 1 attention-free
+                 2 per state group of a hybrid (prefix caching's "align" mode; 1 with
+                 --no-enable-prefix-caching), 3 for a Mamba2 mixer, 1 attention-free
     concurrency = blocks / (blocks per request)
 
 Llama-4's chunked local attention (its rotary layers, models/llama4.py:251-265) is a kind of its own:
@@ -67,8 +70,10 @@ from dataclasses import dataclass
 from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
+from calc.analysis.memory.vllm_indexer import (BLOCK_INDEXER, DSA, block_indexer_bytes, indexer_key_bytes, key_dtype,
+                                                resolve_indexer_kv_dtype)
 from calc.analysis.memory.vllm_packed import (QUANT_BLOCK, PackedGroups, compressed_pages, has_compressed_rows,
-                                               in_flight_tokens, indexer_key_bytes, packed_groups)
+                                               in_flight_tokens, packed_groups)
 from calc.errors import GptcalcError
 
 __all__ = ["Chunked", "ENGINES", "Engine", "HybridGroups", "KVPool", "hybrid_groups", "engine_lines", "kv_pool", "padded_context"]
@@ -225,32 +230,36 @@ def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
 
 def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None,
             max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1,
-            capability: tuple[int, int] | None = None, async_scheduling: bool = True) -> KVPool:
+            capability: tuple[int, int] | None = None, async_scheduling: bool = True,
+            indexer_kv_dtype: str = "auto", prefix_caching: bool = True) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
     `capability`: the card's CUDA compute capability (None: unknown); `async_scheduling`: vLLM's, on
-    by default on a GPU and off on its CPU platform (in_flight_tokens)."""
+    by default on a GPU and off on its CPU platform (in_flight_tokens); `indexer_kv_dtype`: vLLM's, how
+    a sparse-attention indexer keeps its keys (calc.analysis.memory.vllm_indexer); `prefix_caching`: vLLM's,
+    on by default, which sets the pages a state group holds per request (state_pages)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
     _refuse_unmodelled(kv, engine)
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
+    indexer_dtype = resolve_indexer_kv_dtype(kv, engine, indexer_kv_dtype, capability)
     if engine == "vllm" and has_compressed_rows(kv):
         return _compressed_pool(kv, found, kv_memory, max_model_len, block, in_flight_tokens(max_batched, pp,
-                                async_scheduling), pp, capability)
+                                async_scheduling), pp, capability, indexer_dtype)
     if engine == "sglang" and has_compressed_rows(kv):
         pools = compressed_pools(kv, kv_memory, block, pp)
         return KVPool(found, pools.page, math.ceil(pools.bytes_per_full_token), kv_memory, max_model_len,
                       compressed=pools)
     block = _block(kv, found, block)
-    hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes)
+    hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes, prefix_caching)
               if engine == "vllm" else None)
     if hybrid is not None:
         block = hybrid.block
     mamba = sglang_mamba_pool(kv, kv_memory) if engine == "sglang" else None
-    per_token = engine_bytes_per_token(kv) if engine in ("vllm", "sglang") else kv.bytes_per_token
+    per_token = engine_bytes_per_token(kv, indexer_dtype) if engine in ("vllm", "sglang") else kv.bytes_per_token
     return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
 
 
@@ -269,7 +278,7 @@ def _block(kv: KVCache, found: Engine, block: int | None) -> int:
 
 
 def _compressed_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: int, block: int | None,
-                     in_flight: int, pp: int, capability: tuple[int, int] | None) -> KVPool:
+                     in_flight: int, pp: int, capability: tuple[int, int] | None, indexer_dtype: str) -> KVPool:
     """vLLM's pool of a model with compressed rows: every part paged apart, packed in one block
     (calc.analysis.memory.vllm_packed); its backends take --block-size 256 only. Under pipeline
     parallelism vLLM groups the whole model's layers and then keeps each stage's share of every
@@ -285,7 +294,7 @@ def _compressed_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: 
     if block not in (None, COMPRESSED_BLOCK):
         raise GptcalcError(f"--block-size {block}: vLLM's DeepSeek-V4 backends (FlashMLA sparse, the indexer) take "
                            f"{COMPRESSED_BLOCK} only")
-    packed = packed_groups(compressed_pages(kv), in_flight)
+    packed = packed_groups(compressed_pages(kv, indexer_dtype), in_flight)
     return KVPool(found, COMPRESSED_BLOCK, packed.bytes_per_token, kv_memory, max_model_len, packed)
 
 
@@ -306,13 +315,14 @@ class Chunked:
         return {"chunk": self.size}
 
 
-def state_pages(kv: KVCache) -> int:
+def state_pages(kv: KVCache, prefix_caching: bool = True) -> int:
     """Pages a state group takes per request. vLLM turns prefix caching on by default for a hybrid
     model and off for an attention-free one (ModelConfig.is_prefix_caching_supported); with it comes
     mamba_cache_mode "align" (MambaModelConfig.verify_and_update_config), where a request holds
-    2 + speculative + prefill-checkpoint pages, without it 1 (MambaSpec.max_memory_usage_bytes).
-    Mamba2 mixers keep one prefill checkpoint (MambaMixer2.get_kv_cache_spec)."""
-    if not kv.layers:
+    2 + speculative + prefill-checkpoint pages, without it (--no-enable-prefix-caching) 1
+    (MambaSpec.max_memory_usage_bytes, v1/kv_cache_interface.py:1076-1082). Mamba2 mixers keep one
+    prefill checkpoint (MambaMixer2.get_kv_cache_spec)."""
+    if not kv.layers or not prefix_caching:
         return 1
     return 2 + any(state.mixer == "mamba2" for state in kv.states)
 
@@ -329,18 +339,20 @@ class HybridGroups:
     in_flight: int  # the tokens a sliding group holds beyond its window (in_flight_tokens)
     state_page: int = 0  # a state layer's bytes before padding to `page`
     state_pages: int = 1  # pages a state group takes per request (state_pages)
+    scaled: tuple[tuple[int | Chunked | None, int], ...] = ()  # (kind, its tokens a page) where not `block`
 
     @property
     def groups(self) -> int:
         return len(self.windows)
 
-    def blocks_per_request(self, max_model_len: int, block: int) -> int:
+    def blocks_per_request(self, max_model_len: int, default: int) -> int:
         """The pages one request of max_model_len takes across the groups: every block of a full
         group, the window's blocks plus one of a sliding group, state_pages of a state group, the chunk's
-        blocks of a chunked group."""
+        blocks of a chunked group, each in its own tokens a page (`scaled`)."""
         def one(window: int | str | Chunked | None) -> int:
             if window == STATE:
                 return self.state_pages
+            block = dict(self.scaled).get(window, default)
             if isinstance(window, Chunked):
                 return window.pages(max_model_len, self.in_flight, block)
             if window is None:
@@ -353,7 +365,8 @@ class HybridGroups:
                 "windows": [w.to_json() if isinstance(w, Chunked) else w for w in self.windows],
                 "page_bytes": self.page, "block_size": self.block, "state_page_bytes": self.state_page,
                 "state_pages_per_request": self.state_pages,
-                "tokens_in_flight": self.in_flight}
+                "tokens_in_flight": self.in_flight,
+                "scaled_block_sizes": [[w.to_json() if isinstance(w, Chunked) else w, b] for w, b in self.scaled]}
 
 
 def vllm_state_page(kv: KVCache, ssm_bytes: int = 2) -> int:
@@ -374,9 +387,15 @@ def aligned_block(block: int, attention_token: int, state_page: int) -> int:
     return block * -(-state_page // (block * attention_token))
 
 
-def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2) -> HybridGroups | None:
-    """vLLM's grouping when the layers are of more than one kind (None: one kind, one group); `in_flight`:
-    the tokens a sliding group holds beyond its window (in_flight_tokens)."""
+def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2,
+                  prefix_caching: bool = True) -> HybridGroups | None:
+    """vLLM's grouping when the layers are of more than one kind, or of one kind with a window (None: full
+    attention alone, one group of whole-context pages); `in_flight`: the tokens a sliding group holds beyond
+    its window (in_flight_tokens). A model whose every layer has one window (Mistral-7B-v0.1) is one group of
+    SlidingWindowSpec layers: vLLM sets the model-wide window when no layer_types says otherwise
+    (engine/arg_utils.py:2248-2254), each layer states a SlidingWindowSpec
+    (model_executor/layers/attention/attention.py:619-665), and the uniform group's concurrency is its
+    window's blocks per request (v1/core/kv_cache_utils.py:1195-1228, kv_cache_interface.py:859-884)."""
     counts: dict[int | str | Chunked | None, int] = {}
     for kind in kv.layers:
         key = Chunked(kind.chunk) if kind.chunk else kind.window
@@ -384,25 +403,49 @@ def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2) -
     state_layers = {state.block: state.n_layers for state in kv.states}
     if state_layers:
         counts[STATE] = sum(state_layers.values())
-    if len(counts) < 2 and not state_layers:
+    if set(counts) <= {None} and not state_layers:
         return None
-    sizes = {kind.row_bytes(kv.format) for kind in kv.layers if kind.kind != DSA}
     if any(kind.kind == DSA for kind in kv.layers) and len(counts) > 1:
         raise GptcalcError(f"{kv.model}: DSA layers beside other kinds; vLLM's grouping of them is not modelled")
-    if len(sizes) > 1:
-        raise GptcalcError(f"{kv.model}: layers of different page sizes; vLLM then scales block sizes, "
-                           "which --engine vllm does not model")
+    tokens = _kind_tokens(kv)
+    if len(set(tokens.values())) > 1 and state_layers:
+        raise GptcalcError(f"{kv.model}: attention layers of different page sizes beside state layers; vLLM's "
+                           "alignment of them is not modelled")
     state_page = vllm_state_page(kv, ssm_bytes)
-    if sizes:
-        token = sizes.pop()
+    scaled: tuple[tuple[int | Chunked | None, int], ...] = ()
+    if tokens:
+        token = max(tokens.values())
         block = aligned_block(block, token, state_page) if state_page > block * token else block
         page = block * token
+        scaled = tuple((key, scaled_block(block, page, t)) for key, t in tokens.items() if t != token)
     else:
         page = state_page
     fewest, most = min(counts.values()), max(counts.values())
     size = most if 2 * most < 3 * fewest else fewest  # most < 1.5 x fewest: pad up to the most
     windows = tuple(window for window, n in counts.items() for _ in range(-(-n // size)))
-    return HybridGroups(size, windows, page, block, in_flight, state_page, state_pages(kv))
+    return HybridGroups(size, windows, page, block, in_flight, state_page, state_pages(kv, prefix_caching), scaled)
+
+
+def _kind_tokens(kv: KVCache) -> dict[int | Chunked | None, int]:
+    """One layer's bytes a token for each kind of attention layer (full, a window, a chunk); DSA's keys apart."""
+    tokens: dict[int | Chunked | None, int] = {}
+    for kind in kv.layers:
+        if kind.kind == DSA:
+            continue
+        key = Chunked(kind.chunk) if kind.chunk else kind.window
+        if tokens.setdefault(key, kind.row_bytes(kv.format)) != kind.row_bytes(kv.format):
+            raise GptcalcError(f"{kv.model}: layers of one kind with different page sizes; vLLM's grouping of them "
+                               "is not modelled")
+        tokens[key] = kind.row_bytes(kv.format)
+    return tokens
+
+
+def scaled_block(block: int, page: int, token: int) -> int:
+    """Tokens a page of a kind whose layer's page (`block` x `token`) is smaller than the largest, `page`: vLLM
+    scales its block by the ratio where the page divides the largest, else pads the page and keeps the block
+    (unify_kv_cache_spec_page_size, v1/core/kv_cache_utils.py:1292-1359). Gemma-4's full layers (one KV head
+    of 512, V kept beside K) take half the bytes of its sliding ones (several heads of 256): twice the tokens."""
+    return block * (page // (block * token)) if page % (block * token) == 0 else block
 
 
 def padded_context(engine: Engine, n_ctx: int) -> int:
@@ -412,11 +455,9 @@ def padded_context(engine: Engine, n_ctx: int) -> int:
 
 # The per-token caches whose pages the engine rules below describe (SGLang also pages DSA's keys).
 MODELLED = {"MHA", "GQA", "MQA", "MLA"}
-DSA = "DSA indexer"
 # Tokens per page for DeepSeek's DSA: SGLang sets --page-size 64 (arg_groups/model_overrides/deepseek_v2.py);
 # vLLM's sparse FlashMLA takes blocks of a multiple of 64 (flashmla_sparse.py get_supported_kernel_block_sizes).
 DSA_PAGE = 64
-BLOCK_INDEXER = "block indexer"  # MiniMax-M3's index keys (calc.parts.block_indexer)
 # vLLM 0.32 pages MiniMax-M3 in 128-token blocks, one sparse block a page: its sparse GQA and indexer
 # backends take 128 and no other (vllm/models/minimax_m3/common/sparse_attention.py:163-165, indexer.py:94-96),
 # so Platform._preferred_block_size_for_backends picks it (platforms/interface.py:700-745).
@@ -427,7 +468,7 @@ SGLANG_M3 = ("https://github.com/sgl-project/sglang/blob/1ee3fb2aa1cae4ae576917b
              "arg_groups/model_overrides/minimax_m3.py (page_size 128)")
 
 
-def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
+def dsa_row_bytes(kind: KVLayers, kv: KVCache, indexer_dtype: str = "auto") -> int:
     """One token of one layer as vLLM and SGLang store it. DeepSeek-V3.2's sparse attention (a model
     with DSA indexer keys) keeps the indexer key as fp8 with its scales, index_head_dim +
     index_head_dim / 128 x 4 bytes (132 for 128), whatever the cache dtype, and with an fp8 cache the
@@ -438,9 +479,9 @@ def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
     DeepseekV32IndexerCache (models/deepseek_v2.py), both in one group whose page is the sum of the
     layers' pages (UniformTypeKVCacheSpecs, v1/kv_cache_interface.py)."""
     if kind.kind == DSA:
-        return indexer_key_bytes(kind.k)
-    if kind.kind == BLOCK_INDEXER:  # bf16 whatever the cache dtype: indexer_kv_dtype "auto" (block_indexer_bytes)
-        return block_indexer_bytes(kind.k)
+        return indexer_key_bytes(kind.k, key_dtype(DSA, indexer_dtype))
+    if kind.kind == BLOCK_INDEXER:  # bf16 whatever the cache dtype, unless indexer_kv_dtype says fp8
+        return block_indexer_bytes(kind.k, key_dtype(BLOCK_INDEXER, indexer_dtype))
     dsa = any(other.kind == DSA for other in kv.layers)
     if dsa and kind.kind == "MLA" and kv.format.name.startswith("fp8"):
         latent = kind.k - kind.rope
@@ -448,20 +489,10 @@ def dsa_row_bytes(kind: KVLayers, kv: KVCache) -> int:
     return kind.row_bytes(kv.format)
 
 
-def block_indexer_bytes(width: int) -> int:
-    """One MiniMax-M3 index key as vLLM 0.32 keeps it: bf16 whatever --kv-cache-dtype says, its
-    indexer_kv_dtype "auto" meaning bf16 (models/minimax_m3/nvidia/model.py:504-509,
-    config/attention.py:163-167), one head of index_head_dim in an MLAAttentionSpec that merges with
-    the layers' K and V into one group (models/minimax_m3/common/indexer.py:118-121, 145-153). SGLang
-    keeps it in the model's dtype too, beside the main pool: MiniMaxSparseKVPool's K-only index pool of
-    one head (index_dtype=self.dtype), its cell (dense + sparse) x 2 x KV heads x head_dim x cache bytes
-    + K-only layers x index_head_dim x model bytes (DefaultPoolConfigurator._compute_cell_size)."""
-    return width * 2
-
-
-def engine_bytes_per_token(kv: KVCache) -> int:
-    """One token over every layer this GPU holds, as vLLM and SGLang lay it out (SGLang's cell size)."""
-    return sum(kind.n_layers * dsa_row_bytes(kind, kv) for kind in kv.layers)
+def engine_bytes_per_token(kv: KVCache, indexer_dtype: str = "auto") -> int:
+    """One token over every layer this GPU holds, as vLLM and SGLang lay it out (SGLang's cell size); the
+    indexer keys in vLLM's `indexer_dtype` ("auto": each model's default)."""
+    return sum(kind.n_layers * dsa_row_bytes(kind, kv, indexer_dtype) for kind in kv.layers)
 
 
 # Where the other engines keep DeepSeek-V4's caches (each serves it; how they size them is not modelled):

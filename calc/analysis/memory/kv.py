@@ -165,9 +165,16 @@ def mtp_layers(spec: ModelSpec, tp: int = 1) -> tuple[KVLayers, ...]:
                  for t in spec.blocks[spec.mtp.block].cache(spec.d_model).tokens)
 
 
+def _state_mixer(mixer: object, state: StateSpec, d_model: int) -> str:
+    """The kind of mixer that keeps `state`: the layer's own, or the member of a parallel group whose cache
+    states it (Falcon-H1's Mamba2 beside its attention), which is what engines page by (state_pages)."""
+    members = getattr(mixer, "mixers", None) or (mixer,)
+    return next((getattr(m, "kind", "") for m in members if state in m.cache(d_model).states), "")
+
+
 def state_layers(spec: ModelSpec, tp: int = 1) -> tuple[StateLayers, ...]:
     """Each layer kind's fixed per-sequence states on one GPU (none for a pure attention model)."""
-    return tuple(_state(name, n, state, tp, getattr(spec.blocks[name].attention, "kind", ""))
+    return tuple(_state(name, n, state, tp, _state_mixer(spec.blocks[name].attention, state, spec.d_model))
                  for name, n in spec.layer_counts().items() for state in spec.blocks[name].cache(spec.d_model).states)
 
 

@@ -26,7 +26,7 @@ at load: SigLIP (Gemma 3, LLaVA-OneVision) and InternViT have learned positions 
 transformers' PixtralVisionRotaryEmbedding, an inv_freq of head_dim / 2 fp32 values and its copy (transformers
 >= 5.17), no table; Gemma 4's tower is transformers' own (gemma4_mm.py AutoModel); MoonViT (Kimi-K2.5) builds
 its 512 x 512 table on its first forward (kimi_k25_vit.py Rope2DPosEmbRepeated.get_freqs_cis), so inside the
-profiling run, not the weights.
+profiling run, not the weights: an encoder term of the budget (`Tower.vllm_forward_rope`, calc.analysis.memory.encoder).
 
 SGLang keeps the table in fp32 on CUDA whatever the model's dtype ("NOTE(ByronHsu): cache needs to be in FP32
 for numerical stability", then `if not _is_cuda: cache = cache.to(dtype)`: RotaryEmbedding.__init__ in
@@ -84,17 +84,26 @@ def _positions(rope: Rope, max_position: int, mrope_positions: int) -> int:
     return math.ceil(base * repeat * scaling["factor"])
 
 
+def _width(rope: Rope, mixer: object) -> int:
+    """Values a position: the rotary dim, or the whole head for Gemma-4's proportional rope, whose table
+    zero-pads the unrotated dims (rotary_embedding/gemma4_rope.py Gemma4RotaryEmbedding: rotary_dim = head_size)."""
+    kind = (rope.scaling or {}).get("rope_type")
+    return getattr(mixer, "head_dim", None) or rope.rotary_dim if kind == "proportional" else rope.rotary_dim
+
+
 def _table_values(spec: ModelSpec, mrope_positions: int) -> int:
     """The values of the cos/sin tables `spec`'s layers share: one per distinct rope setting among the
     mixers (get_rope's cache key: head size and rope parameters), positions x rotary_dim each."""
     tables = {}
     for block in spec.blocks.values():
-        for mixer in block.mixers():
+        # a shared block's attention (Zamba2's) builds its table like the layer's own (models/zamba2.py get_rope)
+        shared = (block.shared.block.attention,) if block.shared else ()
+        for mixer in shared + block.mixers():
             rope = getattr(mixer, "rope", None)
             if isinstance(rope, Rope):
                 key = json.dumps([getattr(mixer, "head_dim", None), rope.model_dump()], sort_keys=True,
                                  default=str)
-                tables[key] = _positions(rope, spec.n_positions, mrope_positions) * rope.rotary_dim
+                tables[key] = _positions(rope, spec.n_positions, mrope_positions) * _width(rope, mixer)
     return sum(tables.values())
 
 

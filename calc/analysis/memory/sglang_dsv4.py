@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from calc.analysis.memory.kv import KVCache
-from calc.analysis.memory.vllm_packed import HEAD_DIM, INDEXER, ROW_BYTES, indexer_key_bytes
+from calc.analysis.memory.vllm_indexer import indexer_key_bytes
+from calc.analysis.memory.vllm_packed import HEAD_DIM, INDEXER, ROW_BYTES
 from calc.errors import GptcalcError
 
 __all__ = ["PAGE", "SOURCE", "CompressedPools", "compressed_pools"]

@@ -145,12 +145,13 @@ MLA_COPY_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/v1/atten
                    "(process_weights_after_loading: a quantised kv_b_proj is dequantised into W_UK_T and W_UV, "
                    "16-bit, and kept beside it for prefill)")
 
-# Mamba's, Mamba2's, Qwen3-Next's gated DeltaNet's and Kimi's KDA decay: vLLM allocates these fp32 whatever the
-# model's dtype (a real vLLM loads 2 B more per value than the bf16 model: tests/test_engine_budget.py)
-FP32_DECAY = ("ssm_a_log", "gdn_a_log", "kda_a_log")
-FP32_DECAY_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/mamba/mamba_mixer2.py "
-                     "(self.A, dtype=torch.float32; likewise mamba_mixer.py, gdn/qwen_gdn_linear_attn.py and "
-                     "gdn/kimi_gdn_linear_attn.py for A_log)")
+# Parameters vLLM allocates in fp32 whatever the model's dtype (a real vLLM loads 2 B more per value than the bf16
+# model: tests/test_engine_budget.py): Mamba's, Mamba2's, Qwen3-Next's gated DeltaNet's and Kimi's KDA decay, and
+# Gemma-3n's AltUp output scale (models/gemma3n.py:122-124, correct_output_scale)
+FP32_PARAMS = ("ssm_a_log", "gdn_a_log", "kda_a_log", "altup_scale")
+FP32_PARAMS_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/mamba/mamba_mixer2.py "
+                      "(self.A, dtype=torch.float32; likewise mamba_mixer.py, gdn/qwen_gdn_linear_attn.py and "
+                      "gdn/kimi_gdn_linear_attn.py for A_log, models/gemma3n.py for AltUp's correct_output_scale)")
 
 
 def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep: int = 1,
@@ -159,7 +160,7 @@ def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep:
     and LM head rows that pad the vocabulary to a multiple of 64, split tp ways (16-bit, as every
     scheme keeps them); where MLA's kv_b is quantised, the 16-bit copy of it that its decode path
     multiplies by (the weights' kv_b rows are already this GPU's share); and MXFP4 experts padded
-    for the backend `gpu` runs them with; the state layers' decay (A), which vLLM keeps in fp32; and the
+    for the backend `gpu` runs them with; the parameters vLLM keeps in fp32 (FP32_PARAMS); and the
     rotary cos/sin tables its layers share (`calc.analysis.memory.rope_cache`), whole on every GPU, and
     with `towers` loaded (not --text-only) the tables its own vision towers build."""
     pad = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING - spec.vocab_size
@@ -169,11 +170,23 @@ def vllm_extra_weights(spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep:
     if kv_b and weights.component_bytes("kv_b") < kv_b * element_bytes:
         extra.append(("MLA's dequantised W_UK/W_UV copy", kv_b * element_bytes))
     extra.append(("MXFP4 expert padding", mxfp4_padding(spec, weights, tp, ep, gpu)))
-    extra.append(("fp32 decay of state layers", sum(max(4 * weights.params[name] - weights.component_bytes(name), 0)
-                                                    for name in FP32_DECAY if name in weights.params)))
+    extra.append(("K copied into the V slot of V = K layers", k_eq_v_copy(spec, weights)))
+    extra.append(("fp32 parameters", sum(max(4 * weights.params[name] - weights.component_bytes(name), 0)
+                                         for name in FP32_PARAMS if name in weights.params)))
     extra.append(("rotary cos/sin cache", vllm_rope_cache(spec, element_bytes)))
     extra.append(("vision tower's rotary cos/sin cache", vllm_tower_rope_cache(spec, element_bytes) if towers else 0))
     return tuple((what, n) for what, n in extra if n)
+
+
+def k_eq_v_copy(spec: ModelSpec, weights: Weights) -> int:
+    """A layer whose values are its keys (Gemma-4's full layers, attention_k_eq_v) ships k_proj only, but vLLM
+    builds its fused qkv_proj with a V slot and loads K into both (models/gemma4.py:86-118, 417-423): that layer's
+    K matrix once more, in the bytes the K matrices take on this GPU."""
+    k_eq_v = sum(n * mixer.params(spec.d_model).get("k", 0) for name, n in spec.layer_counts().items()
+                 for mixer in spec.blocks[name].mixers() if getattr(mixer, "k_eq_v", False))
+    every = sum(n * mixer.params(spec.d_model).get("k", 0) for name, n in spec.layer_counts().items()
+                for mixer in spec.blocks[name].mixers())
+    return weights.component_bytes("k") * k_eq_v // every if k_eq_v and "k" in weights.params else 0
 
 
 def sglang_extra_weights(spec: ModelSpec) -> tuple[tuple[str, int], ...]:
@@ -196,6 +209,9 @@ def sglang_preload(tp: int, pp: int) -> int:
     return round((SGLANG_CONTEXT + (SGLANG_GROUPS if tp * pp > 1 else 0)) * GIB)
 
 
+K_EQ_V_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/models/gemma4.py "
+                 "(_gemma4_layer_weights_mapper: an attention_k_eq_v layer's k_proj is loaded into the K and V shards "
+                 "of its qkv_proj)")
 MXFP4_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/quantization/mxfp4.py "
                 "(get_mxfp4_backend; Mxfp4MoEMethod.create_weights pads each expert's intermediate and hidden sizes "
                 "for its kernel)")
@@ -232,7 +248,8 @@ def mxfp4_padding(spec: ModelSpec, weights: Weights, tp: int, ep: int, gpu: GPU)
 
 
 _EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_UV copy": MLA_COPY_SOURCE,
-                  "MXFP4 expert padding": MXFP4_SOURCE, "fp32 decay of state layers": FP32_DECAY_SOURCE,
+                  "MXFP4 expert padding": MXFP4_SOURCE,
+                  "K copied into the V slot of V = K layers": K_EQ_V_SOURCE, "fp32 parameters": FP32_PARAMS_SOURCE,
                   "rotary cos/sin cache": ROPE_SOURCE, "fp32 rotary cos/sin cache": SGLANG_ROPE_SOURCE,
                   "vision tower's rotary cos/sin cache": TOWER_ROPE_SOURCE}
 
@@ -360,7 +377,11 @@ def _encoder_terms(spec: ModelSpec, tokens: int, seqs: int, max_model_len: int, 
             Term("encoder_activation", "encoder forward (above the decoder's)", excess, "--encoder-activation-memory",
                  "given" if given else "estimate",
                  f"the encoder's forward over {profile.items:,} x {profile.item.patches:,} patches"
-                 + ("" if given else f", {profile.forward_bytes:,} B, less the decoder's profiling forward"))]
+                 + ("" if given else f", {profile.forward_bytes:,} B, less the decoder's profiling forward"))] + ([
+            Term("encoder_rope", "encoder's rotary table (built on its first forward)", profile.table_bytes,
+                 "--limit-mm-per-prompt", "exact", "a buffer the tower makes in the profiling run and keeps "
+                 "(vllm/model_executor/models/kimi_k25_vit.py Rope2DPosEmbRepeated.get_freqs_cis)")]
+            if profile.table_bytes else [])
 
 
 def _sglang_vlm(spec: ModelSpec, fraction: float, how: str) -> tuple[float, str]:

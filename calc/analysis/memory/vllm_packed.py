@@ -17,7 +17,8 @@ backends, which page every part of a layer's cache separately (vLLM 0.32.0, the 
   block_size // ratio rows (v1/kv_cache_interface.py:226-234, 539-561) of 448 fp8 NoPE + 64 x 2 bf16
   RoPE + 8 scale bytes; the cache is fp8_ds_mla whatever --kv-cache-dtype says ("auto" becomes fp8,
   attention.py:93-121) on FlashMLA, the backend on every CUDA card but SM12x (nvidia/model.py:1042-1044);
-- the indexer's keys: fp8 with one fp32 scale per 128 (attention.py:1010-1014, 907-921);
+- the indexer's keys: fp8 with one fp32 scale per 128 (attention.py:1010-1014, 907-921), or with
+  indexer_kv_dtype mxfp4 (SM10x cards) 68 bytes for 128 (calc.analysis.memory.vllm_indexer);
 - the compressor's state: fp32 kv and score of 2 x coff x width per token, two overlapping series
   (coff 2) at ratio 4 and one at 128, a window of coff x ratio tokens in pages of 4 or 8 tokens
   (models/deepseek_v4/compressor.py:139-191, 239, 283);
@@ -50,20 +51,18 @@ from collections import Counter
 from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache, KVLayers
+from calc.analysis.memory.vllm_indexer import COMPRESSED as INDEXER
+from calc.analysis.memory.vllm_indexer import QUANT_BLOCK, indexer_key_bytes
 from calc.errors import GptcalcError
 
-__all__ = ["PackedGroups", "Pages", "compressed_pages", "has_compressed_rows", "in_flight_tokens", "indexer_key_bytes",
-           "packed_groups"]
+__all__ = ["INDEXER", "QUANT_BLOCK", "PackedGroups", "Pages", "compressed_pages", "has_compressed_rows",
+           "in_flight_tokens", "packed_groups"]
 
 BLOCK = 256  # FlashMLA sparse and the indexer take 256 tokens a page only
 WINDOW_BLOCK = 64  # DeepseekV4SWACache's default block_size
 ROW_BYTES = 584  # fp8_ds_mla: 448 fp8 NoPE + 64 x 2 bf16 RoPE + 7 scales + 1 pad (head_dim 512 only)
 HEAD_DIM = 512  # the DeepSeek-V4 backends' one head size (sparse_swa.py:162-163)
 ALIGNMENT = 576  # every page padded to FlashMLA's 576-byte stride
-INDEXER = "compressed indexer"  # the row kind of a compressed layer's indexer keys (calc/parts/compressed.py)
-# DSA's and DeepSeek-V4's fp8 rows carry one fp32 scale per 128 values (SGLang DSATokenToKVPool.quant_block_size,
-# vLLM DeepseekV4Indexer.quant_block_size)
-QUANT_BLOCK = 128
 
 
 def in_flight_tokens(max_batched: int, pp: int = 1, async_scheduling: bool = True) -> int:
@@ -75,11 +74,6 @@ def in_flight_tokens(max_batched: int, pp: int = 1, async_scheduling: bool = Tru
     option rules it out (config/vllm.py:1585-1644) or --no-async-scheduling; vLLM's CPU platform turns
     it off (platforms/cpu.py:330-331), so there a window group holds one batch."""
     return (pp + async_scheduling) * max_batched
-
-
-def indexer_key_bytes(width: int) -> int:
-    """A lightning indexer's key as both engines store it: fp8 values and an fp32 scale per 128."""
-    return width + width // QUANT_BLOCK * 4
 
 
 def _padded(raw: int) -> int:
@@ -124,13 +118,14 @@ def _state(kind: KVLayers, name: str) -> Pages:
     return Pages(name, kind.n_layers, block, _padded(block * 2 * coff * kind.k * 4), coff * kind.ratio)
 
 
-def _pages(kind: KVLayers) -> tuple[Pages, ...]:
-    """The pages of one row kind: the window's, or a compressed row's and its compressor's state."""
+def _pages(kind: KVLayers, indexer_dtype: str) -> tuple[Pages, ...]:
+    """The pages of one row kind: the window's, or a compressed row's and its compressor's state; the
+    indexer's keys in `indexer_dtype` (calc.analysis.memory.vllm_indexer)."""
     if kind.ratio > 1 and kind.ratio not in (4, 128):
         raise GptcalcError(f"--engine vllm: compressed rows every {kind.ratio} tokens; vLLM's DeepSeek-V4 "
                            "compressor takes ratios 4 and 128 only")
     if kind.kind == INDEXER:
-        return (Pages("indexer keys", kind.n_layers, BLOCK, _padded(BLOCK // kind.ratio * indexer_key_bytes(kind.k))),
+        return (Pages("indexer keys", kind.n_layers, BLOCK, _padded(BLOCK // kind.ratio * indexer_key_bytes(kind.k, indexer_dtype))),
                 _state(kind, "indexer compressor state"))
     if kind.k != HEAD_DIM:
         raise GptcalcError(f"--engine vllm: rows of {kind.k} values; vLLM's DeepSeek-V4 backends take head_dim "
@@ -144,11 +139,11 @@ def _pages(kind: KVLayers) -> tuple[Pages, ...]:
     return (Pages("sliding window", kind.n_layers, WINDOW_BLOCK, _padded(WINDOW_BLOCK * ROW_BYTES), kind.window),)
 
 
-def compressed_pages(kv: KVCache) -> tuple[Pages, ...]:
+def compressed_pages(kv: KVCache, indexer_dtype: str = "fp8") -> tuple[Pages, ...]:
     """Every cache layer of a model with compressed rows, merged by kind (same bucket, same page)."""
     merged: dict[tuple[str, int, int, int | None], int] = {}
     for kind in kv.layers:
-        for p in _pages(kind):
+        for p in _pages(kind, indexer_dtype):
             key = (p.name, p.block, p.page, p.window)
             merged[key] = merged.get(key, 0) + p.n_layers
     return tuple(Pages(name, n, block, page, window) for (name, block, page, window), n in merged.items())
