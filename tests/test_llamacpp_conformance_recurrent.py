@@ -67,6 +67,7 @@ KIMI_ROUTER = {"moe_router_activation_func": "sigmoid"}
 NO_MTP = ("f16", "--no-mtp")  # the tiny models have no multi-token-prediction layer for the converter to find
 RUNS: dict[str, Run] = {
     "mamba-np4": Run("mamba", {}, ["-c", "4096", "-np", "4"]),
+    "falcon_mamba-np4": Run("falcon_mamba", {}, ["-c", "4096", "-np", "4"]),  # llama.cpp's mamba, with B/C/dt norms
     "mamba2-np64": Run("mamba2", {}, ["-c", "4096", "-np", "64"]),
     "mamba2-np256": Run("mamba2", {}, ["-c", "65536", "-np", "256"]),
     "jamba-np4": Run("jamba", {}, ["-c", "4096", "-np", "4"]),
@@ -79,6 +80,7 @@ RUNS: dict[str, Run] = {
     "qwen3_next-np32": Run("qwen3_next", QWEN3_NEXT, ["-c", "8192", "-np", "32", "-ub", "256"], NO_MTP),
     "qwen3_next-np256": Run("qwen3_next", QWEN3_NEXT, ["-c", "65536", "-np", "256"], NO_MTP),
     "qwen3_5_text-np4": Run("qwen3_5_text", {}, ["-c", "4096", "-np", "4"], NO_MTP),
+    "qwen3_5_moe_text-np4": Run("qwen3_5_moe_text", {}, ["-c", "4096", "-np", "4"], NO_MTP),
     "kimi_linear-np4": Run("kimi_linear", KIMI, ["-c", "4096", "-np", "4"], published=KIMI_ROUTER),
     "kimi_linear-np256": Run("kimi_linear", KIMI, ["-c", "65536", "-np", "256"], published=KIMI_ROUTER),
     "lfm2-np4": Run("lfm2", NO_CONV_BIAS, ["-c", "4096", "-np", "4"]),
