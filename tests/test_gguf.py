@@ -135,6 +135,9 @@ HOSTILE = {
     "no architecture": (_file(kvs=[]), "general.architecture: missing"),
     "unknown architecture": (_file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("rwkv7")]),
                              "'rwkv7' is not one gptcalc reads"),
+    "mamba2 without its ssm keys": (
+        _file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("mamba2")]),
+        "mamba2.ssm.inner_size, ssm.time_step_rank and embedding_length: expected"),
 }
 
 

