@@ -168,15 +168,18 @@ def test_recorded_model_buffer(name: str, tmp_path: Path) -> None:
     assert model_lines(recorded_gguf(name, tmp_path)) == matching(MODEL, (RECORDED / f"{name}.log").read_text())
 
 
-@pytest.mark.parametrize("name", sorted(n for n, run in RUNS.items() if run.model_type in ARCHS.values()))
+@pytest.mark.parametrize("name", sorted(RUNS))
 def test_recorded_gguf_as_model(name: str, tmp_path: Path) -> None:
     """The converted file itself as MODEL, for the architectures gptcalc reads from GGUF: every tensor
     recognised, counted as transformers counts the config (its meta model), and its model buffer and cache lines,
     all of them, equal llama.cpp's (source: tests/data/llamacpp/recurrent/NAME.log)."""
+    from calc.checkpoint.gguf_header import read_gguf
     from calc.checkpoint.report import read_checkpoint
     from tests.oracle import transformers_count
 
     path = recorded_gguf(name, tmp_path)
+    if (arch := read_gguf(path).architecture) not in ARCHS:
+        pytest.skip(f"{arch}: not read from GGUF yet")
     report = read_checkpoint(str(path))
     assert report.ok, ([m.describe() for m in report.mismatches], [t.name for t in report.unknown])
     assert report.breakdown.total == transformers_count(config_of(name))

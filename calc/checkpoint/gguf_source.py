@@ -40,7 +40,7 @@ ARCHS = {
     "llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
     "gemma3": "gemma3_text", "gemma2": "gemma2", "deepseek2": "deepseek_v2", "mistral3": "ministral3",
     "olmo2": "olmo2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
-    "lfm2": "lfm2", "mamba2": "mamba2",
+    "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2",
 }
 # Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
 # set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
@@ -74,10 +74,13 @@ KEYS = {
     "attention.value_length_mla": "v_head_dim",
     "shortconv.l_cache": "conv_L_cache",
 }
-# Mamba2's mixer as conversion/mamba.py (Mamba2Model.set_gguf_parameters) writes it: config key of each ssm.* key;
-# ssm.inner_size is heads x head_dim = expand x hidden_size. A pure Mamba2 model writes 0 for the feed-forward
-# width and the head count ("unused, but seemingly required when loading"), which config.json does not have.
-SSM_KEYS = {"mamba2": {"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "state_size", "ssm.group_count": "n_groups",
+# Mamba's and Mamba2's mixers as conversion/mamba.py (MambaModel, Mamba2Model set_gguf_parameters) writes them:
+# config key of each ssm.* key; ssm.inner_size is expand x hidden_size (Mamba2: heads x head_dim), ssm.dt_b_c_rms
+# marks Falcon-Mamba. A pure Mamba model writes 0 for the feed-forward width and the head count ("unused, but
+# seemingly required when loading"), which config.json does not have.
+SSM_KEYS = {"mamba": {"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "state_size",
+                      "ssm.time_step_rank": "time_step_rank"},
+            "mamba2": {"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "state_size", "ssm.group_count": "n_groups",
                        "ssm.time_step_rank": "num_heads"}}
 # The converter's renames before its name table (conversion/base.py:593; conversion/mamba.py Mamba2Model.filter_tensors)
 RENAMES = (("e_score_correction_bias", "e_score_correction.bias"), (".dt_bias", ".dt_proj.bias"))
@@ -174,7 +177,7 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     if arch == "deepseek2":
         _mla(data, meta, arch)
     if arch in SSM_KEYS:
-        _mamba2(data, meta, arch, by_name, header.path)
+        _ssm(data, meta, arch, by_name, header.path)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
 
@@ -206,16 +209,21 @@ def _mla(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     data["moe_layer_freq"] = 1
 
 
-def _mamba2(data: dict[str, Any], meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], path: str) -> None:
-    """A Mamba2 model's config.json keys from its ssm.* ones: head_dim and expand from the inner width, the
-    biases from the tensors stored; the zeros a pure Mamba2 file writes for attention and MLP dropped."""
+def _ssm(data: dict[str, Any], meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], path: str) -> None:
+    """A Mamba or Mamba2 model's config.json keys from its ssm.* ones: expand (and Mamba2's head_dim) from the
+    inner width, the biases from the tensors stored; the zeros a pure Mamba file writes for attention and MLP
+    dropped."""
     for key, target in SSM_KEYS[arch].items():
         data[target] = meta.get(f"{arch}.{key}")
-    inner = meta.get(f"{arch}.ssm.inner_size")
-    if not all(isinstance(v, int) and v > 0 for v in (inner, data["num_heads"], data.get("hidden_size"))):
+    inner, rank = meta.get(f"{arch}.ssm.inner_size"), meta.get(f"{arch}.ssm.time_step_rank")
+    if not all(isinstance(v, int) and v > 0 for v in (inner, rank, data.get("hidden_size"))):
         raise GptcalcError(f"{path}: {arch}.ssm.inner_size, ssm.time_step_rank and embedding_length: expected "
                            "positive integers")
-    data.update(head_dim=inner // data["num_heads"], expand=inner // data["hidden_size"])
+    data["expand"] = inner // data["hidden_size"]
+    if arch == "mamba2":
+        data["head_dim"] = inner // rank
+    if meta.get(f"{arch}.ssm.dt_b_c_rms") is True:
+        data["model_type"] = "falcon_mamba"
     for key in ("intermediate_size", "num_attention_heads", "num_key_value_heads", "attention_bias", "mlp_bias",
                 "conv_bias"):
         data.pop(key, None)
