@@ -40,11 +40,11 @@ ARCHS = {
     "llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
     "gemma3": "gemma3_text", "gemma2": "gemma2", "deepseek2": "deepseek_v2", "mistral3": "ministral3",
     "olmo2": "olmo2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
-    "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2",
+    "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
 }
 # Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
 # set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
-LAYER_TYPES = {"lfm2": ("conv", "full_attention")}
+LAYER_TYPES = {"lfm2": ("conv", "full_attention"), "granitehybrid": ("linear_attention", "full_attention")}
 # config.json flags GGUF keeps only as tensors: set when any layer stores the bias.
 BIASES = {"attention_bias": ".attn_q.bias", "mlp_bias": ".ffn_up.bias", "conv_bias": ".shortconv.conv.bias"}
 SIGMOID = 2  # LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID: DeepSeek-V3's router
@@ -74,19 +74,35 @@ KEYS = {
     "attention.value_length_mla": "v_head_dim",
     "shortconv.l_cache": "conv_L_cache",
 }
-# Mamba's and Mamba2's mixers as conversion/mamba.py (MambaModel, Mamba2Model set_gguf_parameters) writes them:
-# config key of each ssm.* key; ssm.inner_size is expand x hidden_size (Mamba2: heads x head_dim), ssm.dt_b_c_rms
-# marks Falcon-Mamba. A pure Mamba model writes 0 for the feed-forward width and the head count ("unused, but
-# seemingly required when loading"), which config.json does not have.
-SSM_KEYS = {"mamba": {"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "state_size",
-                      "ssm.time_step_rank": "time_step_rank"},
-            "mamba2": {"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "state_size", "ssm.group_count": "n_groups",
-                       "ssm.time_step_rank": "num_heads"}}
+# Mamba's and Mamba2's mixers as conversion/mamba.py (MambaModel, Mamba2Model set_gguf_parameters) and
+# conversion/granite.py (GraniteHybridModel) write them: the config key of each ssm.* key, then those of the
+# head width and expand, which ssm.inner_size gives (expand x hidden_size; Mamba2: heads x head_dim), and of the
+# conv and in_proj biases, read off the tensors. ssm.dt_b_c_rms marks Falcon-Mamba. A pure Mamba model writes 0
+# for the feed-forward width and the head count ("unused, but seemingly required when loading").
+_MAMBA2 = {"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "state_size", "ssm.group_count": "n_groups",
+           "ssm.time_step_rank": "num_heads"}
+SSM_KEYS = {"mamba": ({"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "state_size",
+                       "ssm.time_step_rank": "time_step_rank"}, (None, "expand", "use_conv_bias", "use_bias")),
+            "mamba2": (_MAMBA2, ("head_dim", "expand", "use_conv_bias", "use_bias")),
+            "granitehybrid": ({"ssm.conv_kernel": "mamba_d_conv", "ssm.state_size": "mamba_d_state",
+                               "ssm.group_count": "mamba_n_groups", "ssm.time_step_rank": "mamba_n_heads"},
+                              ("mamba_d_head", "mamba_expand", "mamba_conv_bias", "mamba_proj_bias"))}
+# Granite's names for what KEYS reads (conversion/granite.py GraniteModel: its multipliers as scales)
+GRANITE = {"num_experts": "num_local_experts", "shared_expert_intermediate_size": "shared_intermediate_size"}
+GRANITE_SCALES = {"attention.scale": "attention_multiplier", "embedding_scale": "embedding_multiplier",
+                  "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}
 # The converter's renames before its name table (conversion/base.py:593; conversion/mamba.py Mamba2Model.filter_tensors)
 RENAMES = (("e_score_correction_bias", "e_score_correction.bias"), (".dt_bias", ".dt_proj.bias"))
 # Tensors the converter reshapes, their values unchanged: Mamba2's gated norm as (n_groups, d_inner / n_groups)
 # (Mamba2Model.modify_tensors)
 RESHAPED = (".ssm_norm.weight",)
+# Tensors a converter class splits itself, by their checkpoint (Hub) names: Granite's fused gate and up, of the
+# routed experts and of the shared MLP, or of the MLP without experts (conversion/granite.py GraniteMoeModel,
+# whose shared_mlp.output_linear is ffn_down without experts)
+CONVERTER_SPLITS = {"block_sparse_moe.input_linear.weight": ("ffn_gate_exps.weight", "ffn_up_exps.weight"),
+                    "shared_mlp.input_linear.weight": ("ffn_gate_shexp.weight", "ffn_up_shexp.weight",
+                                                       "ffn_gate.weight", "ffn_up.weight"),
+                    "shared_mlp.output_linear.weight": ("ffn_down.weight",)}
 # The converter's splits: a Hugging Face tensor -> the parts it writes instead (conversion/qwen.py,
 # llama.py: fused experts; conversion/deepseek.py:433: MLA's kv_b, for the absorbed attention).
 SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v_b_proj")}
@@ -178,6 +194,8 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         _mla(data, meta, arch)
     if arch in SSM_KEYS:
         _ssm(data, meta, arch, by_name, header.path)
+    if arch == "granitehybrid":
+        _granite(data, meta, arch)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
 
@@ -191,7 +209,8 @@ def _layer_types(data: dict[str, Any], meta: dict[str, Any], arch: str, path: st
     other, attention = LAYER_TYPES[arch]
     data["layer_types"] = [attention if c else other for c in counts]
     data["num_key_value_heads"] = _uniform([c for c in counts if c], f"{path}: {arch}.attention.head_count_kv")
-    data["block_auto_adjust_ff_dim"] = False
+    if arch == "lfm2":
+        data["block_auto_adjust_ff_dim"] = False
 
 
 def _mla(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
@@ -213,23 +232,40 @@ def _ssm(data: dict[str, Any], meta: dict[str, Any], arch: str, by_name: dict[st
     """A Mamba or Mamba2 model's config.json keys from its ssm.* ones: expand (and Mamba2's head_dim) from the
     inner width, the biases from the tensors stored; the zeros a pure Mamba file writes for attention and MLP
     dropped."""
-    for key, target in SSM_KEYS[arch].items():
+    keys, (head_dim, expand, conv_bias, proj_bias) = SSM_KEYS[arch]
+    for key, target in keys.items():
         data[target] = meta.get(f"{arch}.{key}")
     inner, rank = meta.get(f"{arch}.ssm.inner_size"), meta.get(f"{arch}.ssm.time_step_rank")
     if not all(isinstance(v, int) and v > 0 for v in (inner, rank, data.get("hidden_size"))):
         raise GptcalcError(f"{path}: {arch}.ssm.inner_size, ssm.time_step_rank and embedding_length: expected "
                            "positive integers")
-    data["expand"] = inner // data["hidden_size"]
-    if arch == "mamba2":
-        data["head_dim"] = inner // rank
+    data[expand] = inner // data["hidden_size"]
+    if head_dim:
+        data[head_dim] = inner // rank
     if meta.get(f"{arch}.ssm.dt_b_c_rms") is True:
         data["model_type"] = "falcon_mamba"
-    for key in ("intermediate_size", "num_attention_heads", "num_key_value_heads", "attention_bias", "mlp_bias",
-                "conv_bias"):
-        data.pop(key, None)
-    data["layer_norm_epsilon"] = data.pop("rms_norm_eps", None)
-    data["use_conv_bias"] = any(name.endswith(".ssm_conv1d.bias") for name in by_name)
-    data["use_bias"] = any(name.endswith(".ssm_in.bias") for name in by_name)
+    data[conv_bias] = any(name.endswith(".ssm_conv1d.bias") for name in by_name)
+    data[proj_bias] = any(name.endswith(".ssm_in.bias") for name in by_name)
+    if arch in ("mamba", "mamba2"):
+        for key in ("intermediate_size", "num_attention_heads", "num_key_value_heads", "attention_bias", "mlp_bias",
+                    "conv_bias"):
+            data.pop(key, None)
+        data["layer_norm_epsilon"] = data.pop("rms_norm_eps", None)
+
+
+def _granite(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
+    """Granite-4.0-H's keys, or Bamba's: the converter marks Bamba by rope (rope.scaling.finetuned, set for
+    BambaForCausalLM alone among hybrids: GraniteHybridModel.set_gguf_parameters), and Bamba's config names
+    its attention layers by index."""
+    for key, target in GRANITE.items():
+        if key in data:
+            data[target] = data.pop(key)
+    for key, target in GRANITE_SCALES.items():
+        if f"{arch}.{key}" in meta:
+            data[target] = meta[f"{arch}.{key}"]
+    if meta.get(f"{arch}.rope.scaling.finetuned") is True:
+        data["model_type"] = "bamba"
+        data["attn_layer_indices"] = [i for i, kind in enumerate(data.pop("layer_types")) if kind == "full_attention"]
 
 
 def _uniform(values: list[Any], where: str) -> Any:
@@ -258,6 +294,12 @@ def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
         for candidate in (renamed, *(renamed.replace(whole, part) for part in SPLITS.get(whole, ()))):
             for gguf in _gguf_names(mapper, candidate):
                 found[gguf] = (name, shape)
+    for name, shape in tensor_table(spec).expected_shapes(hub=True, buffers=True).items():  # what the converter read
+        for gguf in _gguf_names(mapper, name):
+            found.setdefault(gguf, (name, shape))
+        layer = re.search(r"\.(\d+)\.", name)
+        for part in next((parts for hub, parts in CONVERTER_SPLITS.items() if name.endswith(hub)), ()):
+            found.setdefault(f"blk.{layer.group(1) if layer else ''}.{part}", (name, shape))
     return found
 
 
