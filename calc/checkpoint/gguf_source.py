@@ -41,6 +41,7 @@ ARCHS = {
     "gemma3": "gemma3_text", "gemma2": "gemma2", "deepseek2": "deepseek_v2", "mistral3": "ministral3",
     "olmo2": "olmo2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
+    "nemotron_h_moe": "nemotron_h",
 }
 # Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
 # set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
@@ -84,15 +85,24 @@ _MAMBA2 = {"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "state_size", "ss
 SSM_KEYS = {"mamba": ({"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "state_size",
                        "ssm.time_step_rank": "time_step_rank"}, (None, "expand", "use_conv_bias", "use_bias")),
             "mamba2": (_MAMBA2, ("head_dim", "expand", "use_conv_bias", "use_bias")),
+            "nemotron_h_moe": ({"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "ssm_state_size",
+                            "ssm.group_count": "n_groups", "ssm.time_step_rank": "mamba_num_heads"},
+                           ("mamba_head_dim", None, "use_conv_bias", "use_bias")),
             "granitehybrid": ({"ssm.conv_kernel": "mamba_d_conv", "ssm.state_size": "mamba_d_state",
                                "ssm.group_count": "mamba_n_groups", "ssm.time_step_rank": "mamba_n_heads"},
                               ("mamba_d_head", "mamba_expand", "mamba_conv_bias", "mamba_proj_bias"))}
+# Nemotron-H's names for what KEYS reads, and those of its MoE (conversion/nemotron.py NemotronHModel)
+NEMOTRON = {"num_experts": "n_routed_experts", "layer_norm_eps": "layer_norm_epsilon",
+            "shared_expert_intermediate_size": "moe_shared_expert_intermediate_size"}
+NEMOTRON_GROUPS = {"expert_group_count": "n_group", "expert_group_used_count": "topk_group"}
 # Granite's names for what KEYS reads (conversion/granite.py GraniteModel: its multipliers as scales)
 GRANITE = {"num_experts": "num_local_experts", "shared_expert_intermediate_size": "shared_intermediate_size"}
 GRANITE_SCALES = {"attention.scale": "attention_multiplier", "embedding_scale": "embedding_multiplier",
                   "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}
-# The converter's renames before its name table (conversion/base.py:593; conversion/mamba.py Mamba2Model.filter_tensors)
-RENAMES = (("e_score_correction_bias", "e_score_correction.bias"), (".dt_bias", ".dt_proj.bias"))
+# The converter's renames before its name table (conversion/base.py:593; conversion/mamba.py Mamba2Model.filter_tensors;
+# conversion/nemotron.py:494, Nemotron-H's experts stacked under Mixtral's name), as regular expressions
+RENAMES = ((r"e_score_correction_bias", "e_score_correction.bias"), (r"\.dt_bias$", ".dt_proj.bias"),
+           (r"^backbone\.layers\.(\d+)\.mixer\.experts\.(\w+)$", r"model.layers.\1.mlp.experts.\2.weight"))
 # Tensors the converter reshapes, their values unchanged: Mamba2's gated norm as (n_groups, d_inner / n_groups)
 # (Mamba2Model.modify_tensors)
 RESHAPED = (".ssm_norm.weight",)
@@ -172,6 +182,8 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     data: dict[str, Any] = {"model_type": ARCHS[arch]}
     if arch in LAYER_TYPES:
         _layer_types(data, meta, arch, header.path)
+    if arch == "nemotron_h_moe":
+        _nemotron_layers(data, meta, arch, header.path)
     for key, target in KEYS.items():
         if target in data:
             continue
@@ -196,6 +208,8 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         _ssm(data, meta, arch, by_name, header.path)
     if arch == "granitehybrid":
         _granite(data, meta, arch)
+    if arch == "nemotron_h_moe":
+        _nemotron(data, meta, arch)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
 
@@ -239,7 +253,8 @@ def _ssm(data: dict[str, Any], meta: dict[str, Any], arch: str, by_name: dict[st
     if not all(isinstance(v, int) and v > 0 for v in (inner, rank, data.get("hidden_size"))):
         raise GptcalcError(f"{path}: {arch}.ssm.inner_size, ssm.time_step_rank and embedding_length: expected "
                            "positive integers")
-    data[expand] = inner // data["hidden_size"]
+    if expand:
+        data[expand] = inner // data["hidden_size"]
     if head_dim:
         data[head_dim] = inner // rank
     if meta.get(f"{arch}.ssm.dt_b_c_rms") is True:
@@ -251,6 +266,32 @@ def _ssm(data: dict[str, Any], meta: dict[str, Any], arch: str, by_name: dict[st
                     "conv_bias"):
             data.pop(key, None)
         data["layer_norm_epsilon"] = data.pop("rms_norm_eps", None)
+
+
+def _nemotron_layers(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> None:
+    """Nemotron-H MoE's one sublayer per layer as its converter marks them: attention where head_count_kv is not
+    0, the MoE where feed_forward_length is not 0, Mamba2 elsewhere; written as the config's
+    hybrid_override_pattern (M * E), with the counts that are not 0 (intermediate_size, which no layer of
+    the pattern reads, the MoE layers' width). (A dense Nemotron-H's `nemotron_h` files,
+    whose MLP layers are `-`, are not read yet.)"""
+    kv, ff = meta.get(f"{arch}.attention.head_count_kv"), meta.get(f"{arch}.feed_forward_length")
+    if not (isinstance(kv, list) and isinstance(ff, list) and len(kv) == len(ff)
+            and all(type(c) is int for c in kv + ff)):
+        raise GptcalcError(f"{path}: {arch}.attention.head_count_kv and feed_forward_length: expected one count "
+                           "per layer each (0: not that sublayer)")
+    data["hybrid_override_pattern"] = "".join("*" if k else "E" if f else "M" for k, f in zip(kv, ff))
+    data["num_key_value_heads"] = _uniform([c for c in kv if c], f"{path}: {arch}.attention.head_count_kv")
+    data["intermediate_size"] = _uniform([c for c in ff if c], f"{path}: {arch}.feed_forward_length")
+
+
+def _nemotron(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
+    """Nemotron-H's names for the keys read, and its expert groups."""
+    for key, target in NEMOTRON.items():
+        if key in data:
+            data[target] = data.pop(key)
+    for key, target in NEMOTRON_GROUPS.items():
+        if f"{arch}.{key}" in meta:
+            data[target] = meta[f"{arch}.{key}"]
 
 
 def _granite(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
@@ -289,7 +330,7 @@ def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     for name, shape in tensor_table(spec).expected_shapes(buffers=True).items():
         renamed = name
         for before, after in RENAMES:
-            renamed = renamed.replace(before, after)
+            renamed = re.sub(before, after, renamed)
         whole = next((w for w in SPLITS if f".{w}" in renamed), None)
         for candidate in (renamed, *(renamed.replace(whole, part) for part in SPLITS.get(whole, ()))):
             for gguf in _gguf_names(mapper, candidate):
