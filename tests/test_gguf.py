@@ -138,6 +138,9 @@ HOSTILE = {
     "mamba2 without its ssm keys": (
         _file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("mamba2")]),
         "mamba2.ssm.inner_size, ssm.time_step_rank and embedding_length: expected"),
+    "qwen35 without its layer flags": (
+        _file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("qwen35")]),
+        "qwen35.ssm.inner_size, ssm.time_step_rank and attention.recurrent_layers: expected"),
 }
 
 

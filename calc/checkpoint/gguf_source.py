@@ -41,7 +41,8 @@ ARCHS = {
     "gemma3": "gemma3_text", "gemma2": "gemma2", "deepseek2": "deepseek_v2", "mistral3": "ministral3",
     "olmo2": "olmo2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
-    "nemotron_h_moe": "nemotron_h",
+    "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
+    "qwen35moe": "qwen3_5_moe_text",
 }
 # Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
 # set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
@@ -95,6 +96,11 @@ SSM_KEYS = {"mamba": ({"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "stat
 NEMOTRON = {"num_experts": "n_routed_experts", "layer_norm_eps": "layer_norm_epsilon",
             "shared_expert_intermediate_size": "moe_shared_expert_intermediate_size"}
 NEMOTRON_GROUPS = {"expert_group_count": "n_group", "expert_group_used_count": "topk_group"}
+# Gated DeltaNet as llama.cpp's converter writes it (conversion/qwen.py Qwen3NextModel.set_gguf_parameters): keys
+# heads, key heads by group_count, a key head's width by state_size, a value head's the inner width over the
+# value heads; which layers are recurrent by attention.recurrent_layers
+DELTANET = {"ssm.conv_kernel": "linear_conv_kernel_dim", "ssm.state_size": "linear_key_head_dim",
+            "ssm.group_count": "linear_num_key_heads", "ssm.time_step_rank": "linear_num_value_heads"}
 # Granite's names for what KEYS reads (conversion/granite.py GraniteModel: its multipliers as scales)
 GRANITE = {"num_experts": "num_local_experts", "shared_expert_intermediate_size": "shared_intermediate_size"}
 GRANITE_SCALES = {"attention.scale": "attention_multiplier", "embedding_scale": "embedding_multiplier",
@@ -108,8 +114,10 @@ RENAMES = ((r"e_score_correction_bias", "e_score_correction.bias"), (r"\.dt_bias
 RESHAPED = (".ssm_norm.weight",)
 # Tensors a converter class splits itself, by their checkpoint (Hub) names: Granite's fused gate and up, of the
 # routed experts and of the shared MLP, or of the MLP without experts (conversion/granite.py GraniteMoeModel,
-# whose shared_mlp.output_linear is ffn_down without experts)
-CONVERTER_SPLITS = {"block_sparse_moe.input_linear.weight": ("ffn_gate_exps.weight", "ffn_up_exps.weight"),
+# whose shared_mlp.output_linear is ffn_down without experts); Qwen3-Next's DeltaNet q, k, v and z projection
+# (conversion/qwen.py:405-433: q, k, v reordered into attn_qkv, z into attn_gate)
+CONVERTER_SPLITS = {"linear_attn.in_proj_qkvz.weight": ("attn_qkv.weight", "attn_gate.weight"),
+                    "block_sparse_moe.input_linear.weight": ("ffn_gate_exps.weight", "ffn_up_exps.weight"),
                     "shared_mlp.input_linear.weight": ("ffn_gate_shexp.weight", "ffn_up_shexp.weight",
                                                        "ffn_gate.weight", "ffn_up.weight"),
                     "shared_mlp.output_linear.weight": ("ffn_down.weight",)}
@@ -210,6 +218,8 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         _granite(data, meta, arch)
     if arch == "nemotron_h_moe":
         _nemotron(data, meta, arch)
+    if arch in ("qwen3next", "qwen35", "qwen35moe"):
+        _deltanet(data, meta, arch, header.path)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
 
@@ -266,6 +276,20 @@ def _ssm(data: dict[str, Any], meta: dict[str, Any], arch: str, by_name: dict[st
                     "conv_bias"):
             data.pop(key, None)
         data["layer_norm_epsilon"] = data.pop("rms_norm_eps", None)
+
+
+def _deltanet(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> None:
+    """Qwen3-Next's and Qwen3.5's gated DeltaNet keys (DELTANET), and their layer types."""
+    for key, target in DELTANET.items():
+        data[target] = meta.get(f"{arch}.{key}")
+    inner, recurrent = meta.get(f"{arch}.ssm.inner_size"), meta.get(f"{arch}.attention.recurrent_layers")
+    heads = data["linear_num_value_heads"]
+    if not (isinstance(inner, int) and isinstance(heads, int) and heads > 0 and isinstance(recurrent, list)
+            and all(type(r) is bool for r in recurrent)):
+        raise GptcalcError(f"{path}: {arch}.ssm.inner_size, ssm.time_step_rank and attention.recurrent_layers: "
+                           "expected integers and one flag per layer")
+    data["linear_value_head_dim"] = inner // heads
+    data["layer_types"] = ["linear_attention" if r else "full_attention" for r in recurrent]
 
 
 def _nemotron_layers(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> None:
