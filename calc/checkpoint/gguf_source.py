@@ -42,11 +42,12 @@ ARCHS = {
     "olmo2": "olmo2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
     "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
-    "qwen35moe": "qwen3_5_moe_text",
+    "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe",
 }
 # Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
 # set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
-LAYER_TYPES = {"lfm2": ("conv", "full_attention"), "granitehybrid": ("linear_attention", "full_attention")}
+LAYER_TYPES = {"lfm2": ("conv", "full_attention"), "lfm2moe": ("conv", "full_attention"),
+               "granitehybrid": ("linear_attention", "full_attention")}
 # config.json flags GGUF keeps only as tensors: set when any layer stores the bias.
 BIASES = {"attention_bias": ".attn_q.bias", "mlp_bias": ".ffn_up.bias", "conv_bias": ".shortconv.conv.bias"}
 SIGMOID = 2  # LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID: DeepSeek-V3's router
@@ -106,8 +107,10 @@ GRANITE = {"num_experts": "num_local_experts", "shared_expert_intermediate_size"
 GRANITE_SCALES = {"attention.scale": "attention_multiplier", "embedding_scale": "embedding_multiplier",
                   "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}
 # The converter's renames before its name table (conversion/base.py:593; conversion/mamba.py Mamba2Model.filter_tensors;
-# conversion/nemotron.py:494, Nemotron-H's experts stacked under Mixtral's name), as regular expressions
+# conversion/lfm2.py LFM2MoeModel.filter_tensors; conversion/nemotron.py:494, Nemotron-H's experts stacked under
+# Mixtral's name), as regular expressions
 RENAMES = ((r"e_score_correction_bias", "e_score_correction.bias"), (r"\.dt_bias$", ".dt_proj.bias"),
+           (r"\.expert_bias$", ".expert_bias.bias"),
            (r"^backbone\.layers\.(\d+)\.mixer\.experts\.(\w+)$", r"model.layers.\1.mlp.experts.\2.weight"))
 # Tensors the converter reshapes, their values unchanged: Mamba2's gated norm as (n_groups, d_inner / n_groups)
 # (Mamba2Model.modify_tensors)
@@ -220,6 +223,9 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         _nemotron(data, meta, arch)
     if arch in ("qwen3next", "qwen35", "qwen35moe"):
         _deltanet(data, meta, arch, header.path)
+    if arch == "lfm2moe":  # conversion/lfm2.py LFM2MoeModel: its dense first layers, its router's bias
+        data["num_dense_layers"] = data.pop("first_k_dense_replace", 0)
+        data["use_expert_bias"] = any(name.endswith(".exp_probs_b.bias") for name in by_name)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
 
