@@ -141,6 +141,10 @@ HOSTILE = {
     "qwen35 without its layer flags": (
         _file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("qwen35")]),
         "qwen35.ssm.inner_size, ssm.time_step_rank and attention.recurrent_layers: expected"),
+    "jamba attention not periodic": (
+        _file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("jamba"),
+                   _string("jamba.attention.head_count_kv") + struct.pack("<IIq4I", 9, 4, 4, 0, 2, 2, 0)]),
+        "Jamba's attn layers .1, 2. are not every n-th layer"),
 }
 
 

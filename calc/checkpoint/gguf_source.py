@@ -42,7 +42,7 @@ ARCHS = {
     "olmo2": "olmo2", "phi3": "phi3", "starcoder2": "starcoder2", "smollm3": "smollm3",
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
     "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
-    "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe",
+    "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
 }
 # Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
 # set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
@@ -90,6 +90,8 @@ SSM_KEYS = {"mamba": ({"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "stat
             "nemotron_h_moe": ({"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "ssm_state_size",
                             "ssm.group_count": "n_groups", "ssm.time_step_rank": "mamba_num_heads"},
                            ("mamba_head_dim", None, "use_conv_bias", "use_bias")),
+            "jamba": ({"ssm.conv_kernel": "mamba_d_conv", "ssm.state_size": "mamba_d_state",
+                       "ssm.time_step_rank": "mamba_dt_rank"}, (None, "mamba_expand", "mamba_conv_bias", "mamba_proj_bias")),
             "granitehybrid": ({"ssm.conv_kernel": "mamba_d_conv", "ssm.state_size": "mamba_d_state",
                                "ssm.group_count": "mamba_n_groups", "ssm.time_step_rank": "mamba_n_heads"},
                               ("mamba_d_head", "mamba_expand", "mamba_conv_bias", "mamba_proj_bias"))}
@@ -191,10 +193,13 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         raise GptcalcError(f"{header.path}: general.architecture: {arch!r} is not one gptcalc reads from GGUF "
                            f"(known: {', '.join(sorted(ARCHS))})")
     data: dict[str, Any] = {"model_type": ARCHS[arch]}
+    by_name = {t.name: t for t in tensors}
     if arch in LAYER_TYPES:
         _layer_types(data, meta, arch, header.path)
     if arch == "nemotron_h_moe":
         _nemotron_layers(data, meta, arch, header.path)
+    if arch == "jamba":
+        _jamba(data, meta, by_name, header.path)
     for key, target in KEYS.items():
         if target in data:
             continue
@@ -205,7 +210,6 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
             value = _uniform(value, f"{header.path}: {arch}.{key}")
         if value is not None:
             data[target] = value
-    by_name = {t.name: t for t in tensors}
     embedding = by_name.get("token_embd.weight")
     if embedding is None or len(embedding.ne) != 2:
         raise GptcalcError(f"{header.path}: token_embd.weight: missing or not 2-D (the vocabulary is read off it)")
@@ -296,6 +300,23 @@ def _deltanet(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) 
                            "expected integers and one flag per layer")
     data["linear_value_head_dim"] = inner // heads
     data["layer_types"] = ["linear_attention" if r else "full_attention" for r in recurrent]
+
+
+def _jamba(data: dict[str, Any], meta: dict[str, Any], by_name: dict[str, GGUFTensor], path: str) -> None:
+    """Jamba's attention and MoE layers, which its config places by period and offset and its converter
+    (conversion/jamba.py) marks per layer: attention by a head_count_kv that is not 0, a MoE by its router."""
+    kv = meta.get("jamba.attention.head_count_kv")
+    if not isinstance(kv, list) or not all(type(c) is int for c in kv):
+        raise GptcalcError(f"{path}: jamba.attention.head_count_kv: expected one count per layer (0: Mamba)")
+    data["num_key_value_heads"] = _uniform([c for c in kv if c], f"{path}: jamba.attention.head_count_kv")
+    experts = [i for i in range(len(kv)) if f"blk.{i}.ffn_gate_inp.weight" in by_name]
+    for what, layers in (("attn_layer", [i for i, c in enumerate(kv) if c]), ("expert_layer", experts)):
+        period = layers[1] - layers[0] if len(layers) > 1 else len(kv) + 1
+        offset = layers[0] if layers else len(kv)
+        if offset >= period or layers != [i for i in range(len(kv)) if i % period == offset]:
+            raise GptcalcError(f"{path}: Jamba's {what.split('_')[0]} layers {layers[:8]} are not every n-th layer "
+                               "from an offset below n, as its config places them")
+        data[f"{what}_period"], data[f"{what}_offset"] = period, offset
 
 
 def _nemotron_layers(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> None:
