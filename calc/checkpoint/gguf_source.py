@@ -91,7 +91,8 @@ SSM_KEYS = {"mamba": ({"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "stat
                             "ssm.group_count": "n_groups", "ssm.time_step_rank": "mamba_num_heads"},
                            ("mamba_head_dim", None, "use_conv_bias", "use_bias")),
             "jamba": ({"ssm.conv_kernel": "mamba_d_conv", "ssm.state_size": "mamba_d_state",
-                       "ssm.time_step_rank": "mamba_dt_rank"}, (None, "mamba_expand", "mamba_conv_bias", "mamba_proj_bias")),
+                       "ssm.time_step_rank": "mamba_dt_rank"},
+                      (None, "mamba_expand", "mamba_conv_bias", "mamba_proj_bias")),
             "granitehybrid": ({"ssm.conv_kernel": "mamba_d_conv", "ssm.state_size": "mamba_d_state",
                                "ssm.group_count": "mamba_n_groups", "ssm.time_step_rank": "mamba_n_heads"},
                               ("mamba_d_head", "mamba_expand", "mamba_conv_bias", "mamba_proj_bias"))}
