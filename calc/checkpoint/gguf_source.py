@@ -43,6 +43,7 @@ ARCHS = {
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
     "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
+    "falcon-h1": "falcon_h1",
 }
 # Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
 # set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
@@ -93,6 +94,10 @@ SSM_KEYS = {"mamba": ({"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "stat
             "jamba": ({"ssm.conv_kernel": "mamba_d_conv", "ssm.state_size": "mamba_d_state",
                        "ssm.time_step_rank": "mamba_dt_rank"},
                       (None, "mamba_expand", "mamba_conv_bias", "mamba_proj_bias")),
+            "falcon-h1": ({"ssm.conv_kernel": "mamba_d_conv", "ssm.state_size": "mamba_d_state",
+                           "ssm.group_count": "mamba_n_groups", "ssm.time_step_rank": "mamba_n_heads",
+                           "ssm.inner_size": "mamba_d_ssm"},
+                          ("mamba_d_head", "mamba_expand", "mamba_conv_bias", "mamba_proj_bias")),
             "granitehybrid": ({"ssm.conv_kernel": "mamba_d_conv", "ssm.state_size": "mamba_d_state",
                                "ssm.group_count": "mamba_n_groups", "ssm.time_step_rank": "mamba_n_heads"},
                               ("mamba_d_head", "mamba_expand", "mamba_conv_bias", "mamba_proj_bias"))}
@@ -228,6 +233,9 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         _nemotron(data, meta, arch)
     if arch in ("qwen3next", "qwen35", "qwen35moe"):
         _deltanet(data, meta, arch, header.path)
+    if arch == "falcon-h1":  # conversion/falcon_h1.py: the gated norm, and biases, only where the model has them
+        data["mamba_rms_norm"] = any(name.endswith(".ssm_norm.weight") for name in by_name)
+        data["projectors_bias"] = any(name.endswith(".ssm_out.bias") for name in by_name)
     if arch == "lfm2moe":  # conversion/lfm2.py LFM2MoeModel: its dense first layers, its router's bias
         data["num_dense_layers"] = data.pop("first_k_dense_replace", 0)
         data["use_expert_bias"] = any(name.endswith(".exp_probs_b.bias") for name in by_name)
