@@ -31,6 +31,7 @@ import pytest
 from click.testing import CliRunner
 
 from calc.cli import main
+from tests.test_llamacpp_compute import MARGIN, SLACK
 from tests.test_llamacpp_conformance import completion_log, llamacpp_binary
 from tests.tiny_models import tiny_config
 
@@ -142,6 +143,14 @@ def check_gguf_as_model(name: str, path: Path, log: str) -> None:
     printed = server_says(path, RUNS[name].args)
     assert matching(MODEL, printed) == matching(MODEL, log)
     assert matching(CACHE, printed) == matching(CACHE, log)
+    estimate, real = (compute_mib(text) for text in (printed, log))
+    if estimate:  # LFM2's short conv only: no Mamba or DeltaNet graph is estimated
+        assert len(estimate) == len(real) == 1 and abs(estimate[0] - real[0]) <= max(MARGIN * real[0], SLACK)
+
+
+def compute_mib(text: str) -> list[float]:
+    """The compute buffers' MiB in a log."""
+    return [float(line.split("=")[1].split()[0]) for line in matching(COMPUTE, text)]
 
 
 def keep_header(path: Path, to: Path) -> None:
