@@ -150,16 +150,21 @@ def defaulted_note(cfg: Config) -> tuple[str, ...]:
     return (f"{model_type}: not in the config, so transformers' defaults for {model_type} are used: {keys}",)
 
 
+# The older layer type names transformers renames on loading any config (configuration_utils.py
+# _LEGACY_LAYER_TYPE_REMAP, transformers 5.24): Granite-4.0-H's config.json names its layers "mamba" and "attention".
+LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention"}
+
+
 def layer_kinds(cfg: Config, default: Callable[[int], str]) -> list[str]:
-    """Each layer's attention type: the config's `layer_types` (one name per layer), else
-    `default(layer_index)`, the rule the model_type's config class fills it with."""
+    """Each layer's attention type: the config's `layer_types` (one name per layer, older names as
+    transformers renames them), else `default(layer_index)`, the rule the model_type's config class fills it with."""
     n_layers = cfg.int(*KEYS["n_layers"])
     kinds = cfg.list("layer_types")
     if kinds is None:
         return [default(i) for i in range(n_layers)]
     if len(kinds) != n_layers or not all(isinstance(kind, str) for kind in kinds):
         raise cfg.error("layer_types", f"expected {n_layers} layer type names (one per layer), got {kinds!r}")
-    return kinds
+    return [LEGACY_LAYER_TYPES.get(kind, kind) for kind in kinds]
 
 
 # The attention types `layer_types` may name, as transformers' hybrid models write them.
