@@ -230,8 +230,8 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         _ssm(data, meta, arch, by_name, header.path)
     if arch == "granitehybrid":
         _granite(data, meta, arch)
-    if arch == "nemotron_h_moe":
-        _nemotron(data, meta, arch)
+    if arch == "nemotron_h_moe":  # Nemotron-H's names, and its expert groups
+        _own_names(data, meta, arch, NEMOTRON, NEMOTRON_GROUPS)
     if arch in ("qwen3next", "qwen35", "qwen35moe"):
         _deltanet(data, meta, arch, header.path)
     if arch == "falcon-h1":  # conversion/falcon_h1.py: the gated norm, and biases, only where the model has them
@@ -343,8 +343,7 @@ def _kimi(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     data["linear_attn_config"] = {"num_heads": data.get("num_attention_heads"),
                                   "head_dim": meta.get(f"{arch}.kda.head_dim"),
                                   "short_conv_kernel_size": meta.get(f"{arch}.ssm.conv_kernel")}
-    if f"{arch}.expert_group_used_count" in meta:
-        data["topk_group"] = meta[f"{arch}.expert_group_used_count"]
+    _own_names(data, meta, arch, {}, {"expert_group_used_count": "topk_group"})
 
 
 def _nemotron_layers(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> None:
@@ -363,12 +362,13 @@ def _nemotron_layers(data: dict[str, Any], meta: dict[str, Any], arch: str, path
     data["intermediate_size"] = _uniform([c for c in ff if c], f"{path}: {arch}.feed_forward_length")
 
 
-def _nemotron(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
-    """Nemotron-H's names for the keys read, and its expert groups."""
-    for key, target in NEMOTRON.items():
+def _own_names(data: dict[str, Any], meta: dict[str, Any], arch: str, renames: dict[str, str],
+               extra: dict[str, str]) -> None:
+    """A model_type's own names for keys already read (`renames`), and keys of its own (`extra`: {arch}.KEY)."""
+    for key, target in renames.items():
         if key in data:
             data[target] = data.pop(key)
-    for key, target in NEMOTRON_GROUPS.items():
+    for key, target in extra.items():
         if f"{arch}.{key}" in meta:
             data[target] = meta[f"{arch}.{key}"]
 
@@ -377,12 +377,7 @@ def _granite(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     """Granite-4.0-H's keys, or Bamba's: the converter marks Bamba by rope (rope.scaling.finetuned, set for
     BambaForCausalLM alone among hybrids: GraniteHybridModel.set_gguf_parameters), and Bamba's config names
     its attention layers by index."""
-    for key, target in GRANITE.items():
-        if key in data:
-            data[target] = data.pop(key)
-    for key, target in GRANITE_SCALES.items():
-        if f"{arch}.{key}" in meta:
-            data[target] = meta[f"{arch}.{key}"]
+    _own_names(data, meta, arch, GRANITE, GRANITE_SCALES)
     if meta.get(f"{arch}.rope.scaling.finetuned") is True:
         data["model_type"] = "bamba"
         data["attn_layer_indices"] = [i for i, kind in enumerate(data.pop("layer_types")) if kind == "full_attention"]
