@@ -27,6 +27,9 @@ def pytest_addoption(parser) -> None:
     parser.addoption("--distributed", action="store_true",
                      help="opt-in: run torchtitan's tensor-parallel plan on spawned gloo ranks and check "
                           "tests/data/dtensor_tp.json (tests/test_train_tp_dtensor.py, about a minute)")
+    parser.addoption("--llamacpp-src", metavar="TREE", default=None,
+                     help="with --llamacpp: the llama.cpp source tree whose convert_hf_to_gguf.py makes the recurrent "
+                          "and hybrid GGUFs (tests/test_llamacpp_conformance_recurrent.py)")
     parser.addoption("--llamacpp-record", action="store_true",
                      help="with --llamacpp: record llama.cpp's cache lines under tests/data/llamacpp/")
 

