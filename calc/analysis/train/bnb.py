@@ -64,11 +64,14 @@ def _new_input(prev: Step | None, step: Step, parallel: bool) -> bool:
 
 def graph_inputs(spec: ModelSpec, s: "Setup") -> int:
     """Bytes of the distinct inputs of the quantised linears of one micro-batch — what a graph built by
-    a version that keeps them on ctx holds after its backward: every layer's, and the head's if quantised."""
+    a version that keeps them on ctx holds after its backward: every layer's, and the head's if quantised.
+    0.42.0 keeps an input only where it needs a gradient (`if any(ctx.needs_input_grad[:2])`), which
+    the first layer's first linears' input, the frozen embedding's normed output, does not."""
     if not (s.qlora and BNB[s.bnb][0]):
         return 0
     steps = journey(spec, s.local_seq, s.micro_batch).steps
-    total = 0
+    first = next(st for st in steps if st.block and _linear(st))
+    total = -prod(first.inputs[0].sizes)  # the first linears' input needs no gradient (a frozen embedding's)
     for kind, n in spec.layer_counts().items():
         prev = None
         for step in (st for st in steps if st.block == kind):

@@ -191,6 +191,11 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
            Moment("backward, through the loss",
                   base + kept + acc + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
                   + f.at_loss + f.loss_backward, cached=loss.cached * n * vocab)]
+    if quantised_head(spec, s):  # each chunk's gradient through the head dequantises it again
+        k = loss.chunk(n, vocab, spec.d_model)
+        out.append(Moment("backward, through the NF4 head", base + kept + acc + (
+            ("the chunk's logits gradient (bf16)", 2 * k * vocab),
+            ("the head dequantised", dequantised_bytes(s) * vocab * spec.d_model))))
     out += _next_forward(t, spec, base + acc, kept[0][1] - loss.held * n * vocab, n, vocab)
     in_layer = tuple((what, size) for what, size in (
         ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
