@@ -167,3 +167,14 @@ def test_bnb_0_42_0_dequantises_through_fp16() -> None:
     with Live(x, *model.tensors()) as live:
         model.linear(x, model.w[-1])
     assert live.peaks[""] == MEASURED_HEAD_PEAK
+
+
+def test_bnb_0_42_0_is_counted_for_a_whole_model_per_gpu() -> None:
+    from calc.analysis.train import Setup, train
+    from calc.errors import GptcalcError
+    from calc.spec.model import spec_from_dict
+
+    spec = spec_from_dict(TINY, origin="tiny-qlora")
+    with pytest.raises(GptcalcError, match="--bnb 0.42.0"):
+        train(spec, Setup(T, B, gpus=2, tp=2, lora_rank=8, qlora=True, bnb="0.42.0"))
+    assert train(spec, Setup(T, B, gpus=2, tp=2, lora_rank=8, qlora=True)).allocated > 0  # current: no such limit

@@ -224,6 +224,9 @@ def _check(spec: ModelSpec, s: Setup) -> None:
         raise GptcalcError(f"--offload: unknown {', '.join(o or repr(o) for o in unknown)} (choose from {', '.join(OFFLOAD)})")
     if s.qlora and not s.lora_rank:
         raise GptcalcError("--qlora: needs --lora-rank (QLoRA trains LoRA adapters on a 4-bit base)")
+    if s.qlora and BNB[s.bnb][0] and (s.tp > 1 or s.pp > 1):
+        raise GptcalcError(f"--bnb {s.bnb}: its kept inputs are counted for a whole model on each GPU "
+                           "(litgpt's QLoRA has no tensor or pipeline parallelism); use --tp 1 --pp 1")
     if s.recompute == "op" and (s.attention != "flash" or s.tp > 1):
         raise GptcalcError("--recompute op: torchtitan's per-op policy is counted for fused attention without "
                            "tensor parallelism (--attention flash, --tp 1)")

@@ -53,8 +53,9 @@ def _linear(step: Step) -> bool:
 
 
 def _new_input(prev: Step | None, step: Step, parallel: bool) -> bool:
-    """Linears in a row over one input share it (q, k, v; gate, up; a MoE's experts' gate and up); the
-    mixer's output projection starts afresh. In a parallel block the MLP reads the mixer's normed input."""
+    """Linears in a row over one input share it (q, k, v; gate, up; a MoE's experts' gate and up). After
+    the attention's output projection the MLP's first linears read a new input (the MLP's normed input),
+    except in a parallel block, where they read the attention's normed input, counted already."""
     if prev is None or not _linear(prev):
         return True
     if prev.id == "attn_out":
