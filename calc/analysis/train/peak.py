@@ -18,6 +18,11 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
                                     parameters at once; the fused kernel makes none; torchao's 8-bit
                                     AdamW, stepping one parameter at a time, that parameter's m and v
                                     in fp32 (with the step inside backward: at backward's end)
+  forward ends: the logits' fp32     (a loop that holds the previous micro-batch's output: litgpt) the
+  copy                              kept activations but the loss's, the previous fp32 logits, the new
+                                    ones in bf16 and fp32; under bitsandbytes 0.42.0 the previous
+                                    graph's 4-bit inputs (bnb.py); with an NF4 head also the head's
+                                    last chunk (the head dequantised) and its backward
 
 With gradient accumulation (`grad_accumulation` micro-batches a step) every micro-batch after the
 first runs its forward and backward beside the gradients accumulated so far: each GPU's gradients
