@@ -178,3 +178,28 @@ def test_bnb_0_42_0_is_counted_for_a_whole_model_per_gpu() -> None:
     with pytest.raises(GptcalcError, match="--bnb 0.42.0"):
         train(spec, Setup(T, B, gpus=2, tp=2, lora_rank=8, qlora=True, bnb="0.42.0"))
     assert train(spec, Setup(T, B, gpus=2, tp=2, lora_rank=8, qlora=True)).allocated > 0  # current: no such limit
+
+
+def test_litgpt_loop_holds_the_previous_logits_through_the_next_forward() -> None:
+    """litgpt's fit loop (`logits = model(...)`, Fabric's fp32 copy made before model(...) returns) runs the
+    next forward beside the previous micro-batch's fp32 logits: measured, the second forward peaks above the
+    first by exactly them (4 bytes per token and vocabulary entry), the moment peak.py's `forward ends`."""
+    torch.manual_seed(0)
+    d, v = TINY["d_model"], TINY["vocab_size"]
+    emb, head = torch.randn(v, d, dtype=torch.bfloat16), torch.randn(v, d, dtype=torch.bfloat16)
+    lora = torch.nn.Parameter(torch.randn(d, d, dtype=torch.bfloat16) / 16)
+    ids = torch.randint(0, v, (B, T))
+
+    def model() -> list[torch.Tensor]:
+        chunks = [c @ head.t() for c in (emb[ids] @ lora).split(CHUNK, dim=1)]
+        return [c.float() for c in chunks]  # Fabric's convert_output, the bf16 list dropped after
+
+    with Live(emb, head, lora) as live:
+        logits = None
+        for step in range(2):
+            live.tag = f"forward {step}"
+            logits = model()
+            live.tag = f"backward {step}"
+            sum(c.sum() for c in logits).backward()
+            lora.grad = None
+    assert live.peaks["forward 1"] - live.peaks["forward 0"] == 4 * B * T * v
