@@ -80,6 +80,8 @@ FALCON = str(CONFIGS / "falcon.json")
 # tiny-llama/lora.yaml: the same targets at lora_r 32, micro-batch 8 (TinyLlama-1.1B-Chat-v1.0's config.json)
 ALL_AND_HEAD = dict(framework="litgpt", seq=512, lora_rank=8, lora_dropout=True,
                     lora_targets=("q", "k", "v", "o", "gate", "up", "down", "head"))
+QLORA_ALL = dict(qlora=True, double_quant=False, **ALL_AND_HEAD)
+QLORA_QV = dict(qlora=True, double_quant=False, **LITGPT_LORA)
 MISTRAL_V02 = {"sliding_window": None, "rope_theta": 1000000.0, "max_position_embeddings": 32768}
 
 CASES = [
@@ -110,6 +112,23 @@ CASES = [
      dict(framework="litgpt", seq=512, micro_batch=4, grad_accumulation=8)),
     ("litgpt tiny-llama full, 4xA10G", str(CONFIGS / "llama-tinyllama.json"), 14.10, GB,
      dict(framework="litgpt", seq=512, micro_batch=4, grad_accumulation=8)),
+    # <model>/qlora.yaml: quantize bnb.nf4 (no double quantisation), the LoRA settings of its lora.yaml but for the
+    # rank (phi-2, Phi-3-mini 8; gemma-2b, gemma-2-9b 16; tiny-llama and the 7-8B models 32) and micro-batch
+    # (gemma-2-9b 1, accumulating 6); bitsandbytes 0.42.0, Lightning's NF4 head, the loop's logits: the profile's
+    ("litgpt tiny-llama QLoRA, 1xA10G", str(CONFIGS / "llama-tinyllama.json"), 16.24, GB,
+     dict(micro_batch=8, **{**QLORA_ALL, "lora_rank": 32})),
+    ("litgpt phi-2 QLoRA, 1xA10G", str(CONFIGS / "phi.json"), 14.27, GB, dict(micro_batch=4, grad_accumulation=2, **QLORA_ALL)),
+    ("litgpt gemma-2b QLoRA, 1xA10G", str(CONFIGS / "gemma.json"), 11.58, GB,
+     dict(micro_batch=2, grad_accumulation=3, **{**QLORA_ALL, "lora_rank": 16})),
+    ("litgpt Phi-3-mini-4k-instruct QLoRA, 1xA10G", "phi-3-mini", 19.13, GB,
+     dict(micro_batch=4, grad_accumulation=2, **QLORA_ALL)),
+    ("litgpt gemma-2-9b QLoRA, 1xA10G", "gemma-2-9b", 20.92, GB,
+     dict(micro_batch=1, grad_accumulation=6, **{**QLORA_ALL, "lora_rank": 16})),
+    ("litgpt llama-3.1-8b QLoRA, 1xA10G", "llama-3.1-8b", 17.41, GB, dict(micro_batch=2, grad_accumulation=4, **QLORA_QV)),
+    ("litgpt falcon-7b QLoRA, 1xA10G", FALCON, 9.44, GB, dict(micro_batch=1, grad_accumulation=8, **QLORA_QV)),
+    ("litgpt llama-2-7b QLoRA, 1xA10G", "llama-2-7b", 13.68, GB, dict(micro_batch=2, grad_accumulation=4, **QLORA_QV)),
+    ("litgpt llama-3-8b QLoRA, 1xA10G", "llama-3-8b", 17.41, GB, dict(micro_batch=2, grad_accumulation=4, **QLORA_QV)),
+    ("litgpt mistral-7b QLoRA, 1xA10G", "mistral-7b", 14.29, GB, dict(micro_batch=2, grad_accumulation=4, **QLORA_QV)),
     ("torchtune Llama 3.1 8B full, 1x4090", "llama-3.1-8b", 18.9, GIB,
      dict(optimizer="paged-adamw8bit", optimizer_in_backward=True, **TORCHTUNE)),
     ("torchtune Llama 3.1 8B LoRA, 1x4090", "llama-3.1-8b", 16.2, GIB,

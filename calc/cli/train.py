@@ -85,6 +85,9 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--lora-dropout", is_flag=True, help="LoRA dropout > 0: each adapter keeps its dropped-out input and mask.")
 @click.option("--qlora", is_flag=True, help="With --lora-rank: the frozen base's layer matrices in 4-bit NF4.")
 @click.option("--no-double-quant", is_flag=True, help="With --qlora: NF4 with an fp32 absmax per 64 (bitsandbytes' default).")
+@click.option("--bnb", type=click.Choice(["0.42.0", "current"]),
+              help="With --qlora: the bitsandbytes it runs under; 0.42.0 (litgpt's pin) keeps each 4-bit linear's input "
+                   "as long as the graph lives and dequantises through fp16.  [default: current]")
 @click.option("--allocator-overhead", type=click.IntRange(0, 1000), default=5, show_default=True, metavar="PCT",
               help="Reserved = allocated + this percent (the caching allocator's slack; an assumption).")
 @click.option("--cuda-context", type=TEXT, default="512MiB", show_default=True, metavar="SIZE",
@@ -102,7 +105,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
           attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool,
           grad_accumulation: int, no_sync: bool | None, offload: str | None,
           lora_rank: int | None, lora_targets: str, lora_dropout: bool, qlora: bool, no_double_quant: bool,
-          allocator_overhead: int, cuda_context: str, budget: str | None, show_layer: bool, as_json: bool) -> None:
+          bnb: str | None, allocator_overhead: int, cuda_context: str, budget: str | None, show_layer: bool, as_json: bool) -> None:
     """Memory per GPU to train or fine-tune: states, activations, the loss, and the peak of a step.
 
     \b
@@ -130,7 +133,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
     options = resolve(framework, {"precision": precision, "loss": loss, "recompute": recompute,
                                   "optimizer_impl": optimizer_impl, "tp_impl": tp_impl, "moe_form": moe_form,
                                   "dropout": dropout, "no_sync": no_sync, "tied": tied,
-                                  "norm_upcast": norm_upcast})
+                                  "norm_upcast": norm_upcast, "bnb": bnb})
     setup = Setup(seq, micro_batch, gpus, zero, tp, pp, sp, optimizer=optimizer, lora_rank=lora_rank,
                   lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,
                   optimizer_in_backward=optimizer_in_backward, grad_accumulation=grad_accumulation,

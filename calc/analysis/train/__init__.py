@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.shapes import journey
 from calc.analysis.train.activations import RECOMPUTE, Term, activation_terms, korthikanti, layer_terms
+from calc.analysis.train.bnb import BNB, quantised_head
 from calc.analysis.train.executed import MOE_FORMS, as_run
 from calc.analysis.train.float8 import FLOAT8
 from calc.analysis.train.frameworks import FRAMEWORKS
@@ -93,6 +94,9 @@ class Setup:
     dropout: bool = True  # the config's dropout runs (False: the framework's model code has none)
     tied: bool = True  # the config's tied head holds (False: the framework's model has its own head, litgpt)
     norm_upcast: bool = False  # eager 16-bit RMSNorms upcast to fp32 and keep fp32 copies (activations._norm)
+    bnb: str = "current"  # the bitsandbytes QLoRA runs under: what its 4-bit matmul keeps and dequantises (bnb.py)
+    qlora_head: bool = False  # QLoRA quantises the LM head too (Lightning's plugin replaces every nn.Linear)
+    loop_holds_output: bool = False  # the training loop holds the last micro-batch's logits through the next forward
     framework: str | None = None  # the profile that set the defaults, for the title
     overheads: Overheads = Overheads()
 
@@ -212,7 +216,7 @@ def _check(spec: ModelSpec, s: Setup) -> None:
                                    ("--precision", s.precision, tuple(PRECISIONS)), ("--loss", s.loss, tuple(LOSSES)),
                                    ("--optimizer-impl", s.optimizer_impl, ("foreach", "fused")),
                                    ("--float8", s.float8, FLOAT8), ("--tp-impl", s.tp_impl, TP_IMPL),
-                                   ("--moe-form", s.moe_form, MOE_FORMS)):
+                                   ("--moe-form", s.moe_form, MOE_FORMS), ("--bnb", s.bnb, tuple(BNB))):
         if value not in choices:
             raise GptcalcError(f"{option}: unknown {value!r} (choose from {', '.join(choices)})")
     unknown = [o for o in s.offload if o not in OFFLOAD]
@@ -220,6 +224,9 @@ def _check(spec: ModelSpec, s: Setup) -> None:
         raise GptcalcError(f"--offload: unknown {', '.join(o or repr(o) for o in unknown)} (choose from {', '.join(OFFLOAD)})")
     if s.qlora and not s.lora_rank:
         raise GptcalcError("--qlora: needs --lora-rank (QLoRA trains LoRA adapters on a 4-bit base)")
+    if s.qlora and BNB[s.bnb][0] and (s.tp > 1 or s.pp > 1):
+        raise GptcalcError(f"--bnb {s.bnb}: its kept inputs are counted for a whole model on each GPU "
+                           "(litgpt's QLoRA has no tensor or pipeline parallelism); use --tp 1 --pp 1")
     if s.recompute == "op" and (s.attention != "flash" or s.tp > 1):
         raise GptcalcError("--recompute op: torchtitan's per-op policy is counted for fused attention without "
                            "tensor parallelism (--attention flash, --tp 1)")
@@ -232,13 +239,15 @@ def _check(spec: ModelSpec, s: Setup) -> None:
         raise GptcalcError(f"--seq: {s.seq} exceeds {spec.name}'s context length n_positions={spec.n_positions}")
 
 
-def _states(h: Held, s: Setup, p: Precision) -> list[StateRow]:
+def _states(h: Held, s: Setup, p: Precision, head: int) -> list[StateRow]:
+    """`head`: the LM head's elements when QLoRA quantises it (an untied head: Lightning replaces
+    nn.Linear modules, not the embedding a tied head shares)."""
     if not s.lora_rank:
         rows = model_states(h.params, optimizer_bytes(s.optimizer, h.tensors, p.state), s.zero, s.shards,
                             weight_bytes=p.weight, grad_bytes=p.grad, master_bytes=p.master)
     else:
-        base = (nf4_bytes(h.layer_matrices, s.double_quant) + 2 * (h.params - h.layer_matrices)) if s.qlora \
-            else 2 * h.params
+        quantised = h.layer_matrices + head
+        base = (nf4_bytes(quantised, s.double_quant) + 2 * (h.params - quantised)) if s.qlora else 2 * h.params
         rows = model_states(h.adapter_params, optimizer_bytes(s.optimizer, h.adapters, p.state), s.zero, s.shards,
                             weight_bytes=p.adapter, grad_bytes=p.adapter, master_bytes=0, frozen_weights=base)
     return [placed for row in rows for placed in _place(row, s, h.adapters if s.lora_rank else h.tensors)]
@@ -316,7 +325,7 @@ def train(spec: ModelSpec, s: Setup) -> Training:
     if p.autocast_copies and not s.lora_rank:
         head = spec.vocab_size * spec.d_model // s.tp
         outside.append(Term("autocast's bf16 weight copies, saved by each linear", h.layer_matrices + head, 2, ""))
-    states = tuple(_states(h, s, p))
+    states = tuple(_states(h, s, p, spec.vocab_size * spec.d_model // s.tp if quantised_head(spec, s) else 0))
     gathered = (0, 0)
     if (s.zero == 3 and s.shards > 1) or "params" in s.offload:
         params, matrices = layer_params(spec, s.tp)

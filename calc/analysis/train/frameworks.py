@@ -31,6 +31,9 @@ class Profile:
     no_sync: bool = False  # gradient accumulation skips the reduction until the last micro-batch
     tied: bool = True  # False: its model has its own head whatever the config ties (executed.py)
     norm_upcast: bool = False  # its eager RMSNorm upcasts a bf16 input and keeps fp32 copies (activations._norm)
+    bnb: str = "current"  # the bitsandbytes its QLoRA runs under (bnb.py)
+    qlora_head: bool = False  # its QLoRA quantises the LM head too
+    loop_holds_output: bool = False  # its loop holds the last micro-batch's logits through the next forward (peak.py)
 
 
 FRAMEWORKS: dict[str, Profile] = {
@@ -52,10 +55,14 @@ FRAMEWORKS: dict[str, Profile] = {
     # finetune/*.py accumulate under fabric.no_backward_sync(model, enabled=is_accumulating), which
     # Lightning's FSDPStrategy and DDPStrategy turn into the module's no_sync(); model.py builds its own
     # lm_head always (executed.py); its RMSNorm (model.py @ 5895df10, lines 427-438) computes x.float() ·
-    # rsqrt(mean(x·x) + ε) and casts back before the weight, and finetuning runs it eagerly
+    # rsqrt(mean(x·x) + ε) and casts back before the weight, and finetuning runs it eagerly;
+    # pyproject.toml pins bitsandbytes==0.42.0; quantize bnb.* is Lightning's BitsandbytesPrecision, whose
+    # convert_module replaces every torch.nn.Linear, lm_head included; finetune/lora.py's fit loop reassigns
+    # `logits = model(...)` each micro-batch and, with the config_hub's log_interval: 1, `loss` to a float
     "litgpt": Profile("bf16", "fp32-chunked", "none", "foreach", "allocated (decimal GB)",
                       f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml", lora_fused_qkv=True, dropout=False,
-                      no_sync=True, tied=False, norm_upcast=True),
+                      no_sync=True, tied=False, norm_upcast=True, bnb="0.42.0", qlora_head=True,
+                      loop_holds_output=True),
     # transformers Trainer, bf16=True: fp32 model under torch.autocast, one F.cross_entropy on
     # logits.float() (loss/loss_utils.py), gradient_checkpointing False, optim adamw_torch
     "hf": Profile("fp32-autocast", "fp32", "none", "foreach", "allocated",
@@ -88,7 +95,7 @@ def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object
     if framework is not None:
         profile = FRAMEWORKS[framework]
         for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv", "tp_impl", "moe_form",
-                    "dropout", "no_sync", "tied", "norm_upcast"):
+                    "dropout", "no_sync", "tied", "norm_upcast", "bnb", "qlora_head", "loop_holds_output"):
             out.setdefault(key, getattr(profile, key))
         out["framework"] = framework
     return out

@@ -18,6 +18,11 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
                                     parameters at once; the fused kernel makes none; torchao's 8-bit
                                     AdamW, stepping one parameter at a time, that parameter's m and v
                                     in fp32 (with the step inside backward: at backward's end)
+  forward ends: the logits' fp32     (a loop that holds the previous micro-batch's output: litgpt) the
+  copy                              kept activations but the loss's, the previous fp32 logits, the new
+                                    ones in bf16 and fp32; under bitsandbytes 0.42.0 the previous
+                                    graph's 4-bit inputs (bnb.py); with an NF4 head also the head's
+                                    last chunk (the head dequantised) and its backward
 
 With gradient accumulation (`grad_accumulation` micro-batches a step) every micro-batch after the
 first runs its forward and backward beside the gradients accumulated so far: each GPU's gradients
@@ -55,6 +60,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from calc.analysis.train.activations import layer_terms
+from calc.analysis.train.bnb import dequantised_bytes, graph_inputs, quantised_head
 from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.params import gathered_bytes
@@ -69,6 +75,7 @@ if TYPE_CHECKING:
 __all__ = ["Moment", "Overheads", "moments"]
 
 MIB = 2**20
+FP32 = 4  # Lightning Fabric returns the model's output in fp32 (its precision plugin's convert_output)
 
 
 @dataclass(frozen=True)
@@ -189,6 +196,12 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
            Moment("backward, through the loss",
                   base + kept + acc + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
                   + f.at_loss + f.loss_backward, cached=loss.cached * n * vocab)]
+    if quantised_head(spec, s):  # each chunk's gradient through the head dequantises it again
+        k = loss.chunk(n, vocab, spec.d_model)
+        out.append(Moment("backward, through the NF4 head", base + kept + acc + (
+            ("the chunk's logits gradient (bf16)", 2 * k * vocab),
+            ("the head dequantised", dequantised_bytes(s) * vocab * spec.d_model))))
+    out += _next_forward(t, spec, base + acc, kept[0][1] - loss.held * n * vocab, n, vocab)
     in_layer = tuple((what, size) for what, size in (
         ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
         ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp)),
@@ -209,6 +222,33 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
             step = next((r.per_gpu for r in gpu if r.key == "optimizer"), 0) // 2
         out.append(Moment("optimizer step", base + (("gradients", grads), ("foreach step: sqrt(v) for every parameter", step))
                           + one))
+    return out
+
+
+def _next_forward(t: "Training", spec: ModelSpec, held: tuple[tuple[str, int], ...], kept: int, n: int,
+                  vocab: int) -> list[Moment]:
+    """With `loop_holds_output` the training loop still holds the previous micro-batch's logits while
+    the next forward runs (litgpt's fit loop reassigns `logits` only when model(...) returns; its
+    `loss` is a float by then: log_interval 1), and with them that micro-batch's graph: under
+    bitsandbytes 0.42.0 its quantised linears' inputs (bnb.graph_inputs). The forward ends in the head,
+    chunk by chunk (an NF4 head dequantised for each), then Lightning Fabric's fp32 copy of every
+    chunk (`convert_output`) beside the bf16 ones. `kept`: the activations kept, the loss's not yet."""
+    s = t.setup
+    if not s.loop_holds_output:
+        return []
+    graph = graph_inputs(spec, s)
+    now = held + (("activations kept (the loss's not yet)", kept),
+                  ("the previous micro-batch's logits (fp32), held by the training loop", FP32 * n * vocab)) \
+        + ((("bitsandbytes 0.42.0: the previous micro-batch's 4-bit linears' inputs, kept by its graph", graph),)
+           if graph else ())
+    out = []
+    if quantised_head(spec, s):
+        k, head = s.loss_run.chunk(n, vocab, spec.d_model), vocab * spec.d_model
+        out.append(Moment("forward, the NF4 head's last chunk (the previous micro-batch's logits held)", now + (
+            ("the earlier chunks' bf16 logits", 2 * (n - k) * vocab),
+            ("the head dequantised (and the chunk's logits)", max(dequantised_bytes(s) * head, 2 * head + 2 * k * vocab)))))
+    out.append(Moment("forward ends: the logits' fp32 copy (the previous micro-batch's held)",
+                      now + (("this micro-batch's logits, bf16 and fp32", (2 + FP32) * n * vocab),)))
     return out
 
 
