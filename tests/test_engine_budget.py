@@ -218,6 +218,23 @@ def test_trtllm_pool_is_its_fraction_of_what_profiling_leaves() -> None:
     assert halved["kv_memory_bytes"] == int((total - peak) * 0.5) and halved["fraction_how"] == "given"
 
 
+def test_trtllm_says_the_weights_alone_exceed_the_card() -> None:
+    """TensorRT-LLM takes its fraction of what the profiling peak leaves (test above), so a peak over the card
+    leaves a negative remainder: the refusal names what fills the card instead. Llama-2-70B's 68,976,648,192
+    parameters (transformers' meta model) x 2 B = 128.48 GiB; an RTX 4090 reports 24,564 MiB = 23.99 GiB
+    (its catalog row). Llama-3-8B's 16,060,522,496 B with a given 9 GiB activation peak and 0.5 GiB of
+    non-torch memory make 24.46 GiB, over the 4090's whole memory though the weights alone fit."""
+    result = CliRunner().invoke(main, ["memory", "llama-2-70b", "--engine", "trtllm", "--budget", "RTX-4090"])
+    assert result.exit_code == 2 and result.output == (
+        "Error: --engine trtllm: nothing left for the KV cache on RTX 4090: the weights alone, 128.48 GiB a GPU, "
+        "exceed the 23.99 GiB it has (try more GPUs or --tp)\n")
+    peak = 16_060_522_496 + 9 * 2**30 + 2**29
+    result = CliRunner().invoke(main, ["memory", "llama-3-8b", "--engine", "trtllm", "--budget", "RTX-4090",
+                                       "--activation-memory", "9GiB", "--non-torch-memory", "0.5GiB"])
+    assert f"model weights + activation peak + non-torch memory, {peak / 2**30:.2f} GiB, exceed the 23.99 GiB" \
+        in result.output and result.exit_code == 2, result.output
+
+
 def test_trtllm_prints_its_blocks_of_32_tokens() -> None:
     """source: cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp (allocatePools): "Number of tokens per block:
     %d." and "[MemUsageChange] Allocated %0.2f GiB for max tokens in paged KV cache (%d).", tokens = blocks x 32.

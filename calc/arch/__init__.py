@@ -167,6 +167,9 @@ def spec_dict(config: dict[str, Any], origin: str) -> dict[str, Any]:
     transformers_type(text, origin)
     adapter = import_module(f"calc.arch.{ADAPTERS[model_type]}")
     spec = adapter.spec_dict(Config(text, origin))
+    architectures = config.get("architectures")
+    if isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
+        spec["architecture"] = architectures[0]  # the whole checkpoint's class, a multimodal wrapper's included
     if left_out:
         spec.update(_towers(config, origin, spec, left_out))
     return spec

@@ -252,6 +252,8 @@ class ModelSpec(Part):
     name: str = "custom"
     source: str | None = Field(default=None, description="URL of the config this spec transcribes")
     model_type: str = Field(default="custom", description="whose tensor names: the adapter's model_type")
+    architecture: str | None = Field(default=None, description="config.json's architectures[0], the class an "
+                                     "engine's registry builds (TensorRT-LLM's: calc.analysis.memory.trtllm_models)")
     vocab_size: int = Field(gt=0)
     d_model: int = Field(gt=0)
     n_positions: int = Field(gt=0, description="context length")

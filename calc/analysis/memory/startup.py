@@ -330,11 +330,24 @@ class StartupBudget:
         return self.usable - sum(t.bytes for t in self.taken)
 
     def check(self) -> None:
+        if self.before_share and self.usable <= 0:  # the terms taken before the fraction already fill the card: say which
+            raise GptcalcError(f"--engine {self.engine}: nothing left for the KV cache on {self.gpu}: "
+                               f"{self._over_total()} exceed the {self.total / GIB:.2f} GiB it has (try more GPUs "
+                               "or --tp)")
         if self.kv_memory <= 0:
             raise GptcalcError(f"--engine {self.engine}: nothing left for the KV cache on {self.gpu}: "
                                f"{self.usable / GIB:.2f} GiB usable, {sum(t.bytes for t in self.taken) / GIB:.2f} GiB "
                                "taken by weights and reserves (try more GPUs, --tp, or a larger "
                                f"{self.fraction_option})")
+
+    def _over_total(self) -> str:
+        """What fills the card before the engine's fraction applies: the weights alone where they do, else
+        every term measured then (TensorRT-LLM's profiling peak, SGLang's memory in use before loading)."""
+        weights = self.term("weights")
+        if weights > self.total:
+            return f"the weights alone, {weights / GIB:.2f} GiB a GPU,"
+        held = sum(t.bytes for t in self.before_share)
+        return f"{' + '.join(t.label for t in self.before_share)}, {held / GIB:.2f} GiB,"
 
     def lines(self, kv_bytes_per_token: int) -> list[str]:
         """The engine's own start-up lines for these figures, in its units and rounding (TensorRT-LLM
