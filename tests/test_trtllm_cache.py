@@ -53,3 +53,13 @@ def test_a_dsa_cache_trtllm_would_misprice_is_refused() -> None:
     assert result.exit_code == 2 and result.output.startswith(
         "Error: --engine trtllm: deepseek_v32's DSA cache in fp32: TensorRT-LLM prices the latent at 2 bytes"), \
         result.output
+
+
+@pytest.mark.parametrize("model_type", ["nemotron_h", "qwen3_next", "qwen3_5", "kimi_linear"])
+def test_a_hybrids_refusal_names_the_manager_trtllm_would_pick(model_type: str) -> None:
+    """Hybrid Mamba / linear-attention pools are not sized yet: the refusal says where TensorRT-LLM keeps the states
+    (tensorrt_llm/_torch/pyexecutor/_util.py get_kv_cache_manager_cls at 0004396720)."""
+    result = CliRunner().invoke(main, ["memory", f"{CONFIGS}/{model_type}.json", "--engine", "trtllm", "--kv-memory",
+                                       "8GiB"])
+    assert result.exit_code == 2 and "keeps conv and recurrent states" in result.output, result.output
+    assert "MambaHybridCacheManagerV2" in result.output and "get_kv_cache_manager_cls at 0004396720" in result.output

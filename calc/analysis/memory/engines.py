@@ -69,7 +69,7 @@ from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools
-from calc.analysis.memory.trtllm_cache import logged_bytes_per_token, trtllm_bytes_per_token
+from calc.analysis.memory.trtllm_cache import TRTLLM_HYBRID, logged_bytes_per_token, trtllm_bytes_per_token
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
 from calc.analysis.memory.vllm_indexer import (BLOCK_INDEXER, DSA, block_indexer_bytes, indexer_key_bytes, key_dtype,
                                                 resolve_indexer_kv_dtype)
@@ -526,7 +526,8 @@ def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     other = sorted({kind.kind for kind in kv.layers} - MODELLED - sized)
     if (kv.states and engine not in ("vllm", "sglang")) or other:
         what = f"{other[0]} keys" if other else "conv and recurrent states"
-        why = f"; {COMPRESSED_HOMES[engine]}" if has_compressed_rows(kv) and engine in COMPRESSED_HOMES else ""
+        why = (f"; {COMPRESSED_HOMES[engine]}" if has_compressed_rows(kv) and engine in COMPRESSED_HOMES else
+               f"; {TRTLLM_HYBRID}" if kv.states and engine == "trtllm" else "")
         raise GptcalcError(f"--engine {engine}: {kv.model} keeps {what} beside its KV cache, and how {engine} pages "
                            f"them is not modelled yet{why}; without --engine, memory and kvcache give every part")
 
