@@ -63,3 +63,14 @@ def test_a_hybrids_refusal_names_the_manager_trtllm_would_pick(model_type: str) 
                                        "8GiB"])
     assert result.exit_code == 2 and "keeps conv and recurrent states" in result.output, result.output
     assert "MambaHybridCacheManagerV2" in result.output and "get_kv_cache_manager_cls at 0004396720" in result.output
+
+
+def test_fit_sizes_dsa_under_trtllm_as_memory_does() -> None:
+    """`fit` used to stop at DSA's keys under trtllm; its 8 x H200 tp 8 row now holds the tokens `memory` prints."""
+    memory = _lines(f"{CONFIGS}/deepseek_v32.json", "--budget", "8xH200", "--seq", "32k", "--tp", "8")
+    tokens = memory.split("for max tokens in paged KV cache (")[1].split(")")[0]
+    fit = CliRunner().invoke(main, ["fit", f"{CONFIGS}/deepseek_v32.json", "--engine", "trtllm", "--seq", "32k",
+                                    "--gpus", "H200"])
+    assert fit.exit_code == 0, fit.output
+    first = fit.output.splitlines()[1]
+    assert "8 x H200" in first and "tp 8 pp 1" in first and f"{int(tokens):,} tokens" in first, fit.output
