@@ -29,18 +29,19 @@ __all__ = ["TRTLLM_DSA", "TRTLLM_HYBRID", "has_dsa", "logged_bytes_per_token", "
 TRTLLM_DSA = ("https://github.com/NVIDIA/TensorRT-LLM/blob/0bbb76d22e61bde633cc5f7733f5194881853501/tensorrt_llm/"
               "_torch/attention_backend/sparse/dsa/cache_manager.py (DSACacheManager.get_cache_size_per_token)")
 
-# Where a hybrid Mamba / linear-attention model's states go, for the refusal (engines._refuse_unmodelled): the
-# default KvCacheConfig's use_kv_cache_manager_v2 "auto" resolves to the V2 manager for a supported hybrid
-# (get_kv_cache_manager_cls's docstring at 0004396720), whose pool holds, beside the attention pages, a recurrent
-# state per slot of max_batch_size plus CUDA-graph padding slots and, under block reuse, state snapshots
-# (MambaHybridCacheManagerV2.get_cache_size_per_token, _estimate_mamba_hybrid_cache_cost). A Kimi-Linear config
-# (is_kimi_linear: model_type kimi_linear with linear_attn_config) off V2 takes CppMambaHybridCacheManager with block
-# reuse, else MixedMambaHybridCacheManager (separate KV and state pools).
-TRTLLM_HYBRID = ("TensorRT-LLM keeps them in MambaHybridCacheManagerV2 where use_kv_cache_manager_v2 \"auto\" resolves "
-                 "to it (a state per max_batch_size + CUDA-graph padding slot and, under block reuse, state snapshots "
-                 "beside the attention pages), Kimi-Linear's off V2 in CppMambaHybridCacheManager with block reuse or "
-                 "MixedMambaHybridCacheManager without (tensorrt_llm/_torch/pyexecutor/_util.py "
-                 "get_kv_cache_manager_cls at 0004396720)")
+# Where a hybrid Mamba / linear-attention model's states go, for the refusal (engines._refuse_unmodelled):
+# get_kv_cache_manager_cls at 0004396720 picks MambaHybridCacheManagerV2 where use_kv_cache_manager_v2 is True, which
+# the default "auto" becomes where the model class's defaults ask for it (llm_utils._resolve_kv_cache_manager_v2_auto,
+# False otherwise), else CppMambaHybridCacheManager; a Kimi-Linear config (is_kimi_linear: model_type kimi_linear with
+# linear_attn_config) off V2 and without block reuse goes to MixedMambaHybridCacheManager (separate KV and state
+# pools). V2's pool holds, beside the attention pages, a recurrent state per slot of max_batch_size plus CUDA-graph
+# padding slots and, under block reuse, state snapshots (MambaHybridCacheManagerV2.get_cache_size_per_token,
+# _estimate_mamba_hybrid_cache_cost).
+TRTLLM_HYBRID = ("TensorRT-LLM keeps them in MambaHybridCacheManagerV2 where use_kv_cache_manager_v2 resolves to it (a "
+                 "state per max_batch_size + CUDA-graph padding slot and, under block reuse, state snapshots beside the "
+                 "attention pages), else in CppMambaHybridCacheManager, or for Kimi-Linear without block reuse "
+                 "MixedMambaHybridCacheManager (tensorrt_llm/_torch/pyexecutor/_util.py get_kv_cache_manager_cls at "
+                 "0004396720)")
 
 
 def has_dsa(kv: KVCache) -> bool:
