@@ -3,7 +3,7 @@
 Its PyTorch backend serves a DSA model from DSACacheManager (tensorrt_llm/_torch/attention_backend/sparse/dsa/
 cache_manager.py at NVIDIA/TensorRT-LLM 0bbb76d22e), a KVCacheManager whose C++ block manager keeps, beside the
 MLA latent pool, one indexer-key pool of as many blocks (WindowBlockManager::createIndexerKCachePools,
-cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp). The start-up estimate of one token that turns the free memory
+cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp, read in a recent version whose commit the index did not name). The start-up estimate of one token that turns the free memory
 into max tokens is DSACacheManager.get_cache_size_per_token:
 
     latent   layers x (kv_lora_rank + qk_rope_head_dim) x (1 B with an fp8 KV cache, else 2 B)
@@ -24,7 +24,7 @@ from calc.analysis.memory.kv import KVCache
 from calc.analysis.memory.vllm_indexer import DSA, indexer_key_bytes
 from calc.errors import GptcalcError
 
-__all__ = ["TRTLLM_DSA", "TRTLLM_HYBRID", "has_dsa", "logged_bytes_per_token", "trtllm_bytes_per_token"]
+__all__ = ["TRTLLM_DSA", "TRTLLM_HYBRID", "logged_bytes_per_token", "trtllm_bytes_per_token"]
 
 TRTLLM_DSA = ("https://github.com/NVIDIA/TensorRT-LLM/blob/0bbb76d22e61bde633cc5f7733f5194881853501/tensorrt_llm/"
               "_torch/attention_backend/sparse/dsa/cache_manager.py (DSACacheManager.get_cache_size_per_token)")
@@ -44,7 +44,8 @@ TRTLLM_HYBRID = ("TensorRT-LLM keeps them in MambaHybridCacheManagerV2 where use
                  "0004396720)")
 
 
-def has_dsa(kv: KVCache) -> bool:
+def _has_dsa(kv: KVCache) -> bool:
+    """DSACacheManager serves exactly the models with DSA indexer keys; every other model keeps TRT-LLM's plain price."""
     return any(kind.kind == DSA for kind in kv.layers)
 
 
@@ -69,14 +70,14 @@ def _indexer_bytes(kv: KVCache) -> int:
 def trtllm_bytes_per_token(kv: KVCache) -> int:
     """One token on one GPU as TensorRT-LLM sizes its pool: the plain cache, or for DSA the latent at the cache
     dtype plus the indexer keys at one byte a value (get_cache_size_per_token)."""
-    if not has_dsa(kv):
+    if not _has_dsa(kv):
         return kv.bytes_per_token
     return _latent_values(kv) * _element_bytes(kv) + _indexer_bytes(kv)
 
 
 def logged_bytes_per_token(kv: KVCache) -> int:
     """One token as the "Allocated … GiB" line counts it: every pool's elements at the cache dtype's size."""
-    if not has_dsa(kv):
+    if not _has_dsa(kv):
         return kv.bytes_per_token
     size = _element_bytes(kv)
     return (_latent_values(kv) + _indexer_bytes(kv)) * size
