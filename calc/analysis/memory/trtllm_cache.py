@@ -3,8 +3,9 @@
 Its PyTorch backend serves a DSA model from DSACacheManager (tensorrt_llm/_torch/attention_backend/sparse/dsa/
 cache_manager.py at NVIDIA/TensorRT-LLM 0bbb76d22e), a KVCacheManager whose C++ block manager keeps, beside the
 MLA latent pool, one indexer-key pool of as many blocks (WindowBlockManager::createIndexerKCachePools,
-cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp, read in a recent version whose commit the index did not name). The start-up estimate of one token that turns the free memory
-into max tokens is DSACacheManager.get_cache_size_per_token:
+cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp, read in a recent version whose commit the index did not name).
+The start-up estimate of one token that turns the free memory into max tokens is
+DSACacheManager.get_cache_size_per_token:
 
     latent   layers x (kv_lora_rank + qk_rope_head_dim) x (1 B with an fp8 KV cache, else 2 B)
     indexer  indexer layers x (index_head_dim + index_head_dim / 128 x 4)      (132 B for 128-wide keys)
