@@ -12,7 +12,8 @@ DSACacheManager.get_cache_size_per_token:
 
 the indexer's bytes whatever the cache dtype: its pool is allocated as uint8 (allocatePools, poolDtype kUINT8).
 Its tokens per block are KvCacheConfig's, 32 by default; at this commit the manager requires another only for the
-opt-in "fp8_ds_mla" cache dtype (_resolve_fp8_ds_mla_head_dim), so the default path pages DSA in blocks of 32.
+opt-in "fp8_ds_mla" cache dtype (_resolve_fp8_ds_mla_head_dim), so the default path pages DSA in blocks of 32
+(a model class's get_model_defaults could set another; DeepSeek-V3.2's was not found).
 
 The "[MemUsageChange] Allocated … GiB" line sums every primary pool's elements times the cache dtype's size
 (KVCacheManager::allocatePools), the indexer pool's uint8 elements included: with a bf16 cache the line counts
