@@ -69,6 +69,7 @@ from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools
+from calc.analysis.memory.trtllm_cache import TRTLLM_HYBRID, logged_bytes_per_token, trtllm_bytes_per_token
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
 from calc.analysis.memory.vllm_indexer import (BLOCK_INDEXER, DSA, block_indexer_bytes, indexer_key_bytes, key_dtype,
                                                 resolve_indexer_kv_dtype)
@@ -259,7 +260,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     if hybrid is not None:
         block = hybrid.block
     mamba = sglang_mamba_pool(kv, kv_memory) if engine == "sglang" else None
-    per_token = engine_bytes_per_token(kv, indexer_dtype) if engine in ("vllm", "sglang") else kv.bytes_per_token
+    per_token = (engine_bytes_per_token(kv, indexer_dtype) if engine in ("vllm", "sglang") else
+                 trtllm_bytes_per_token(kv) if engine == "trtllm" else kv.bytes_per_token)
     return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
 
 
@@ -511,7 +513,8 @@ def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     pages (hybrid_groups), SGLang's Mamba pool (MambaPool), both engines' DSA layout and MiniMax-M3's
     index keys (dsa_row_bytes), vLLM's pages of compressed rows (vllm_packed) and SGLang's pools of them
     (sglang_dsv4) are modelled; llama.cpp's recurrent-state buffer, TensorRT-LLM's, and the other
-    engines' compressed rows are not yet, so such a model gets no engine line there rather than a wrong one."""
+    engines' compressed rows are not yet, so such a model gets no engine line there rather than a wrong one.
+    TensorRT-LLM's DSA layout is modelled too (calc.analysis.memory.trtllm_cache)."""
     if engine in ("vllm", "sglang") and has_compressed_rows(kv):
         return
     if engine == "sglang" and any(kind.kind == BLOCK_INDEXER for kind in kv.layers) and kv.format.bits_per_value < 16:
@@ -519,11 +522,12 @@ def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
                            "in fp8 where its fp8 attention GEMMs run (an fp8_e4m3 cache with trtllm_mha on SM100) and in the "
                            f"model's dtype elsewhere ({SGLANG_M3}); which one a card runs is not modelled: give a "
                            "16-bit cache")
-    other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA, BLOCK_INDEXER} if engine in ("vllm", "sglang")
-                                                                   else set()))
+    sized = {DSA, BLOCK_INDEXER} if engine in ("vllm", "sglang") else {DSA} if engine == "trtllm" else set()
+    other = sorted({kind.kind for kind in kv.layers} - MODELLED - sized)
     if (kv.states and engine not in ("vllm", "sglang")) or other:
         what = f"{other[0]} keys" if other else "conv and recurrent states"
-        why = f"; {COMPRESSED_HOMES[engine]}" if has_compressed_rows(kv) and engine in COMPRESSED_HOMES else ""
+        why = (f"; {COMPRESSED_HOMES[engine]}" if has_compressed_rows(kv) and engine in COMPRESSED_HOMES else
+               f"; {TRTLLM_HYBRID}" if kv.states and engine == "trtllm" else "")
         raise GptcalcError(f"--engine {engine}: {kv.model} keeps {what} beside its KV cache, and how {engine} pages "
                            f"them is not modelled yet{why}; without --engine, memory and kvcache give every part")
 
@@ -552,6 +556,7 @@ def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
         sizes = (f"KV size: {rows * pool.bytes_per_token / 2**30:.2f} GB" if latent else
                  f"K size: {rows * per_k / 2**30:.2f} GB, V size: {rows * per_v / 2**30:.2f} GB")
         return [*states, f"KV Cache is allocated. #tokens: {pool.tokens}, {sizes}"]
+    logged = pool.blocks * pool.block * logged_bytes_per_token(kv)  # every pool at the cache dtype's size
     return [f"Number of tokens per block: {pool.block}.",
-            f"[MemUsageChange] Allocated {pool.blocks * pool.block * pool.bytes_per_token / 2**30:.2f} GiB for max "
+            f"[MemUsageChange] Allocated {logged / 2**30:.2f} GiB for max "
             f"tokens in paged KV cache ({pool.blocks * pool.block})."]

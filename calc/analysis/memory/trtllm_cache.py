@@ -1,0 +1,85 @@
+"""How TensorRT-LLM sizes the cache of DeepSeek's sparse attention (DSA: DeepSeek-V3.2, GLM-5).
+
+Its PyTorch backend serves a DSA model from DSACacheManager (tensorrt_llm/_torch/attention_backend/sparse/dsa/
+cache_manager.py at NVIDIA/TensorRT-LLM 0bbb76d22e), a KVCacheManager whose C++ block manager keeps, beside the
+MLA latent pool, one indexer-key pool of as many blocks (WindowBlockManager::createIndexerKCachePools,
+cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp, read in a recent version whose commit the index did not name).
+The start-up estimate of one token that turns the free memory into max tokens is
+DSACacheManager.get_cache_size_per_token:
+
+    latent   layers x (kv_lora_rank + qk_rope_head_dim) x (1 B with an fp8 KV cache, else 2 B)
+    indexer  indexer layers x (index_head_dim + index_head_dim / 128 x 4)      (132 B for 128-wide keys)
+
+the indexer's bytes whatever the cache dtype: its pool is allocated as uint8 (allocatePools, poolDtype kUINT8).
+Its tokens per block are KvCacheConfig's, 32 by default; at this commit the manager requires another only for the
+opt-in "fp8_ds_mla" cache dtype (_resolve_fp8_ds_mla_head_dim), so the default path pages DSA in blocks of 32
+(a model class's get_model_defaults could set another; DeepSeek-V3.2's was not found).
+
+The "[MemUsageChange] Allocated … GiB" line sums every primary pool's elements times the cache dtype's size
+(KVCacheManager::allocatePools), the indexer pool's uint8 elements included: with a bf16 cache the line counts
+each indexer byte twice, with fp8 once.
+"""
+
+from __future__ import annotations
+
+from calc.analysis.memory.kv import KVCache
+from calc.analysis.memory.vllm_indexer import DSA, indexer_key_bytes
+from calc.errors import GptcalcError
+
+__all__ = ["TRTLLM_DSA", "TRTLLM_HYBRID", "logged_bytes_per_token", "trtllm_bytes_per_token"]
+
+TRTLLM_DSA = ("https://github.com/NVIDIA/TensorRT-LLM/blob/0bbb76d22e61bde633cc5f7733f5194881853501/tensorrt_llm/"
+              "_torch/attention_backend/sparse/dsa/cache_manager.py (DSACacheManager.get_cache_size_per_token)")
+
+# Where a hybrid Mamba / linear-attention model's states go, for the refusal (engines._refuse_unmodelled):
+# get_kv_cache_manager_cls at 0004396720 picks MambaHybridCacheManagerV2 where use_kv_cache_manager_v2 is True, which
+# the default "auto" becomes where the model class's defaults ask for it (llm_utils._resolve_kv_cache_manager_v2_auto,
+# False otherwise), else CppMambaHybridCacheManager; a Kimi-Linear config (is_kimi_linear: model_type kimi_linear with
+# linear_attn_config) off V2 and without block reuse goes to MixedMambaHybridCacheManager (separate KV and state
+# pools). V2's pool holds, beside the attention pages, a recurrent state per slot of max_batch_size plus CUDA-graph
+# padding slots and, under block reuse, state snapshots (MambaHybridCacheManagerV2.get_cache_size_per_token,
+# _estimate_mamba_hybrid_cache_cost).
+TRTLLM_HYBRID = ("TensorRT-LLM keeps them in MambaHybridCacheManagerV2 where use_kv_cache_manager_v2 resolves to it (a "
+                 "state per max_batch_size + CUDA-graph padding slot and, under block reuse, state snapshots beside the "
+                 "attention pages), else in CppMambaHybridCacheManager, or for Kimi-Linear without block reuse "
+                 "MixedMambaHybridCacheManager (tensorrt_llm/_torch/pyexecutor/_util.py get_kv_cache_manager_cls at "
+                 "0004396720)")
+
+
+def _has_dsa(kv: KVCache) -> bool:
+    """DSACacheManager serves exactly the models with DSA indexer keys; every other model keeps TRT-LLM's plain price."""
+    return any(kind.kind == DSA for kind in kv.layers)
+
+
+def _element_bytes(kv: KVCache) -> int:
+    """The latent's bytes a value: TensorRT-LLM prices 1 for an fp8 KV cache and 2 for anything else, so only
+    those two widths are answered (a 32-bit or 4-bit cache would be priced at 2 bytes and allocated otherwise)."""
+    bits = kv.format.bits_per_value
+    if bits == 16 or (bits == 8 and kv.format.name.startswith("fp8")):
+        return int(bits) // 8
+    raise GptcalcError(f"--engine trtllm: {kv.model}'s DSA cache in {kv.format.name}: TensorRT-LLM prices the latent "
+                       f"at 2 bytes unless the cache is fp8 ({TRTLLM_DSA}); give a 16-bit or fp8 cache")
+
+
+def _latent_values(kv: KVCache) -> int:
+    return sum(kind.n_layers * kind.k for kind in kv.layers if kind.kind != DSA)
+
+
+def _indexer_bytes(kv: KVCache) -> int:
+    return sum(kind.n_layers * indexer_key_bytes(kind.k) for kind in kv.layers if kind.kind == DSA)
+
+
+def trtllm_bytes_per_token(kv: KVCache) -> int:
+    """One token on one GPU as TensorRT-LLM sizes its pool: the plain cache, or for DSA the latent at the cache
+    dtype plus the indexer keys at one byte a value (get_cache_size_per_token)."""
+    if not _has_dsa(kv):
+        return kv.bytes_per_token
+    return _latent_values(kv) * _element_bytes(kv) + _indexer_bytes(kv)
+
+
+def logged_bytes_per_token(kv: KVCache) -> int:
+    """One token as the "Allocated … GiB" line counts it: every pool's elements at the cache dtype's size."""
+    if not _has_dsa(kv):
+        return kv.bytes_per_token
+    size = _element_bytes(kv)
+    return (_latent_values(kv) + _indexer_bytes(kv)) * size
