@@ -134,3 +134,32 @@ def test_default_fraction_holds_the_prefill_graphs() -> None:
     assert sglang_fraction(81559, 1, 1, prefill_graphs=464) == (round((81559 - 13904) / 81559, 3), 13904)
     result = check_run(["memory", "llama-3.1-8b", "--engine", "sglang", "--budget", "H100", "--json"])
     assert json.loads(result.stdout)["engine_budget"]["fraction"] == 0.83
+
+
+def test_attention_free_mamba2_pool() -> None:
+    """Codestral-Mamba (tests/configs/model_types/mamba2.json: 64 layers, intermediate 8,192, n_groups 8,
+    state 128, 128 heads of 64, conv kernel 4) under tp 8, each figure from the config by hand. SGLang serves
+    it (models/mamba2.py at 62daa562fb1a) with a cell size of 0, so its token pool is the context's slots
+    (DefaultPoolConfigurator._zero_kv_max_tokens) and its states' pool is carved as a hybrid's
+    (model_runner_kv_cache_mixin.py handle_max_mamba_cache at 226149ac457b): conv states bf16, SSM fp32."""
+    conv = (8192 + 2 * 8 * 128) // 8 * (4 - 1) * 2  # Mamba2CacheParams.shape: conv_dim / tp x (kernel - 1), bf16
+    ssm = 128 // 8 * 64 * 128 * 4  # (heads / tp, head_dim, state_size), fp32
+    per_request = 64 * (conv + ssm)
+    assert per_request == 34_045_952
+    kv = kv_cache(load_spec("tests/configs/model_types/mamba2.json"), 32768, tp=8)
+    memory = 100 * GIB
+    pool = kv_pool(kv, "sglang", memory, 32768)
+    slots = int(memory * 0.9 / 1.9 // per_request)
+    assert pool.mamba is not None and pool.mamba.slots == slots == 1493
+    assert pool.tokens == 32768 and pool.requests == 1  # the context's slots: one request of the whole context
+    assert engine_lines(pool, kv, "sglang") == [
+        f"Mamba Cache is allocated. max_mamba_cache_size: {slots}, conv_state size: "
+        f"{(slots + 1) * 64 * conv / GIB:.2f}GB, ssm_state size: {(slots + 1) * 64 * ssm / GIB:.2f}GB"]
+
+
+def test_attention_free_cli_answers() -> None:
+    result = check_run(["memory", "tests/configs/model_types/mamba2.json", "--engine", "sglang", "--budget", "8xH200",
+                        "--seq", "32k", "--json"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["server_says"][-1].startswith("Mamba Cache is allocated. max_mamba_cache_size: ")

@@ -129,7 +129,9 @@ class KVPool:
             return self.kv_memory // self.hybrid.page // self.hybrid.group_size
         if self.compressed is not None:
             return self.compressed.full // self.block
-        left = self.kv_memory - (self.mamba.bytes if self.mamba else 0)
+        if self.block_bytes == 0:  # caches no token: SGLang's pool is the context's slots (zero_kv_tokens)
+            return self.max_model_len // self.block
+        left = self.kv_memory - (self.mamba.reserved if self.mamba else 0)
         return max(left, 0) // self.block_bytes
 
     @property
@@ -187,11 +189,14 @@ class KVPool:
 
 @dataclass(frozen=True)
 class MambaPool:
-    """SGLang's pool of per-request states beside its token pool (mem_cache/kv_cache_configurator.py,
-    the ratio-based branch with no speculative decoding): of the memory left after the weights,
+    """SGLang's pool of per-request states beside its token pool, the ratio-based branch with no
+    speculative decoding (sgl-project/sglang at 226149ac457b, python/sglang/srt/model_executor/
+    model_runner_kv_cache_mixin.py handle_max_mamba_cache; later versions keep it in
+    mem_cache/kv_cache_configurator.py _handle_max_mamba_cache): of the memory left after the weights,
     ratio / (1 + ratio) (--mamba-full-memory-ratio, 0.9) goes to states, max_mamba_cache_size =
-    floor((that - one slot) / one slot) requests, and the pool holds one slot more (its padding slot).
-    Conv states are bf16 and SSM states fp32 (configs/mamba_utils.py mamba2_state_dtype)."""
+    floor(that / one slot) requests, the token pool gets the memory less max_mamba_cache_size slots, and
+    the pool allocates one slot more (its padding slot). Conv states are bf16 and SSM states fp32
+    (configs/mamba_utils.py mamba2_state_dtype)."""
 
     conv_bytes: int  # one request, every state layer on this GPU
     ssm_bytes: int
@@ -204,8 +209,13 @@ class MambaPool:
 
     @property
     def slots(self) -> int:
-        """max_mamba_cache_size."""
-        return int((self.memory * self.ratio / (1 + self.ratio) - self.per_request) // self.per_request)
+        """max_mamba_cache_size: int(rest x ratio / (1 + ratio) // mamba_cache_per_req)."""
+        return int(self.memory * self.ratio / (1 + self.ratio) // self.per_request)
+
+    @property
+    def reserved(self) -> int:
+        """What handle_max_mamba_cache takes from the memory before the token pool is sized."""
+        return self.slots * self.per_request
 
     @property
     def bytes(self) -> int:
@@ -216,13 +226,18 @@ class MambaPool:
                 "ssm_bytes_per_request": self.ssm_bytes, "bytes": self.bytes, "mamba_full_memory_ratio": self.ratio}
 
 
+# SGLang serves attention-free models: Mamba2ForCausalLM (Codestral-Mamba; sgl-project/sglang at 62daa562fb1a,
+# python/sglang/srt/models/mamba2.py), MambaForCausalLM and FalconMambaForCausalLM (configs/mamba.py at 583dfd9eb40c:
+# full_attention_layer_ids = []). Their cell size is 0, and DefaultPoolConfigurator.calculate_pool_sizes then
+# sizes the token pool at --max-total-tokens or the context length instead of dividing by it
+# (_zero_kv_max_tokens; python/sglang/srt/.../pool_configurator.py in the version whose configurators take
+# a KVCacheConfigurator): those slots cost nothing, and the states' pool is carved as for a hybrid.
+
+
 def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
     """The states' pool SGLang carves first from `memory` (None without states)."""
     if not kv.states:
         return None
-    if not kv.layers:
-        raise GptcalcError(f"--engine sglang: {kv.model} caches no tokens at all; SGLang's pool of a model "
-                           "without attention is not modelled")
     conv = sum(s.n_layers * s.elements * 2 for s in kv.states if s.name == "conv")
     ssm = sum(s.n_layers * s.elements * 4 for s in kv.states if s.name != "conv")
     return MambaPool(conv, ssm, memory)
@@ -551,7 +566,7 @@ def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
         rows = pool.tokens + pool.block  # the buffers hold one page more than the pool (its padding slots)
         sizes = (f"KV size: {rows * pool.bytes_per_token / 2**30:.2f} GB" if latent else
                  f"K size: {rows * per_k / 2**30:.2f} GB, V size: {rows * per_v / 2**30:.2f} GB")
-        return [*states, f"KV Cache is allocated. #tokens: {pool.tokens}, {sizes}"]
+        return [*states, f"KV Cache is allocated. #tokens: {pool.tokens}, {sizes}"] if kv.layers else states
     return [f"Number of tokens per block: {pool.block}.",
             f"[MemUsageChange] Allocated {pool.blocks * pool.block * pool.bytes_per_token / 2**30:.2f} GiB for max "
             f"tokens in paged KV cache ({pool.blocks * pool.block})."]
