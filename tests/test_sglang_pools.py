@@ -123,10 +123,24 @@ def test_prefill_graph_capture_sizes() -> None:
     ("deepseek-v4-flash", 1, 0),  # disable_breakable_cudagraph_if_incompatible: DeepSeek-V4
     ("llama-3.1-8b", 2, 0),  # apply_cuda_graph_compatibility: off under pipeline parallelism by default
     ("gemma-3-27b", 1, 0),  # multimodal and on neither allowlist
+    # Qwen3.5 is on multimodal_breakable_cuda_graph_supported_model_archs (sgl-project/sglang#30872): 58 x 8 MiB
+    ("tests/configs/model_types/qwen3_5.json", 1, 58 * 8),
+    ("qwen3.5-397b-a17b", 1, 58 * 8),
+    # MiniMax-M3 is on the tc_piecewise list only; the breakable default turns them off ("multimodal model")
+    (M3, 1, 0),
 ])
 def test_prefill_graph_reserve(model: str, pp: int, mib: int) -> None:
     spec = load_spec(model)
     assert prefill_graph_reserve(spec, 8192, pp, bool(spec.towers))[0] == mib
+
+
+def test_prefill_graph_allowlists_are_the_readers() -> None:
+    """The allowlists are what each tower reader states (ModelSpec.sglang), none for a text-only model."""
+    assert load_spec("tests/configs/model_types/qwen3_5_moe.json").sglang.prefill_graph_allowlists == ("breakable",)
+    assert load_spec(M3).sglang.prefill_graph_allowlists == ("tc_piecewise",)
+    assert load_spec("tests/configs/model_types/mamba2.json").sglang.prefill_graph_allowlists == ()
+    reason = prefill_graph_reserve(load_spec(M3), 8192, 1, True)[1]
+    assert "listed for tc_piecewise only" in reason
 
 
 def test_default_fraction_holds_the_prefill_graphs() -> None:
