@@ -31,13 +31,13 @@ GIB = 2**30
 M3 = "tests/configs/model_types/minimax_m3_vl.json"
 
 
-def by_hand(layers: int, c4: int, c128: int) -> Fraction:
+def by_hand(layers: int, c4: int, c128: int, ring4: int = 8, ring128: int = 128) -> Fraction:
     """bytes_per_full_token with r = 1/10, 584-B rows, 132-B indexer keys, fp32 states of head_dim 512
-    (index 128), rings of 8 (CSA) and 128 (HCA) over a window of 128."""
+    (index 128), rings of 8 (CSA) and 128 (HCA) over a window of 128 (16 and 256 under speculative decoding)."""
     r = Fraction(1, 10)
     return (r * 584 * layers + Fraction(584, 4) * c4 + Fraction(584, 128) * c128 + Fraction(132, 4) * c4
-            + r * Fraction(8, 128) * (2 * 2 * 512 * 4) * c4 + r * Fraction(128, 128) * (2 * 512 * 4) * c128
-            + r * Fraction(8, 128) * (2 * 2 * 128 * 4) * c4)
+            + r * Fraction(ring4, 128) * (2 * 2 * 512 * 4) * c4 + r * Fraction(ring128, 128) * (2 * 512 * 4) * c128
+            + r * Fraction(ring4, 128) * (2 * 2 * 128 * 4) * c4)
 
 
 @pytest.mark.parametrize(("model", "layers", "c4", "c128"), [
@@ -69,6 +69,28 @@ def test_dsv4_flash_per_token_and_log_lines() -> None:
     assert engine_lines(pool, kv, "sglang") == [
         "DSV4 memory calculation: bytes_per_full_token=15955.85, available_bytes=100.00 GB, full_token=6729216",
         "DSV4 pool sizes: full=6729216, swa=672768, c4=1682304, c128=52572, c4_state=42048, c128_state=672768"]
+
+
+def test_dsv4_speculative_rings_and_draft_share() -> None:
+    """--speculative-num-steps: rings of 16 and 256 (mem_cache/deepseek_v4_memory_pool.py
+    get_compress_state_ring_size, is_speculative) and bytes_per_full_token x (44 + 1) / 44 for the one-layer MTP
+    draft (model_runner_components/pool_configurator.py at 29b719ba3a72, DSV4PoolConfigurator.__init__):
+    (2,569.6 + 3,066 + 91.25 + 693 + 2 x (1,075.2 + 8,192 + 268.8)) x 45 / 44 = 25,491.85 x 45 / 44 = 4,588,533 / 176 B."""
+    kv = kv_cache(load_spec("deepseek-v4-flash"), 1, tp=8)
+    per = by_hand(44, 21, 20, 16, 256) * Fraction(45, 44)
+    assert per == Fraction(2549185, 100) * Fraction(45, 44) == Fraction(4588533, 176)
+    pool = kv_pool(kv, "sglang", 100 * GIB, 1_048_576, speculative_steps=3)
+    assert pool.compressed is not None and pool.compressed.bytes_per_full_token == per
+    full = int(100 * GIB / per) // 256 * 256
+    swa = int(full * Fraction(1, 10)) // 256 * 256
+    assert pool.compressed.sizes() == {"full": full, "swa": swa, "c4": full // 4, "c128": full // 128,
+                                       "c4_state": swa // 128 * 16, "c128_state": swa // 128 * 256}
+    with pytest.raises(GptcalcError, match="DeepSeek-V4 pools only"):
+        kv_pool(kv_cache(load_spec("llama-3.1-8b"), 1), "sglang", GIB, 4096, speculative_steps=3)
+    result = check_run(["memory", "deepseek-v4-flash", "--engine", "sglang", "--kv-memory", "100GiB", "--tp", "8",
+                        "--seq", "1m", "--speculative-num-steps", "3", "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["engine"]["sglang_dsv4_pools"]["full"] == full
 
 
 def test_dsv4_refusals() -> None:

@@ -246,14 +246,15 @@ def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
 def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None,
             max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1,
             capability: tuple[int, int] | None = None, async_scheduling: bool = True,
-            indexer_kv_dtype: str = "auto", prefix_caching: bool = True) -> KVPool:
+            indexer_kv_dtype: str = "auto", prefix_caching: bool = True, speculative_steps: int = 0) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
     `capability`: the card's CUDA compute capability (None: unknown); `async_scheduling`: vLLM's, on
     by default on a GPU and off on its CPU platform (in_flight_tokens); `indexer_kv_dtype`: vLLM's, how
     a sparse-attention indexer keeps its keys (calc.analysis.memory.vllm_indexer); `prefix_caching`: vLLM's,
-    on by default, which sets the pages a state group holds per request (state_pages)."""
+    on by default, which sets the pages a state group holds per request (state_pages); `speculative_steps`:
+    SGLang's --speculative-num-steps (0: none), modelled for its DeepSeek-V4 pools (sglang_dsv4)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
@@ -261,11 +262,14 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
     indexer_dtype = resolve_indexer_kv_dtype(kv, engine, indexer_kv_dtype, capability)
+    if speculative_steps and not (engine == "sglang" and has_compressed_rows(kv)):
+        raise GptcalcError(f"--speculative-num-steps {speculative_steps}: what a draft model adds to the pool is "
+                           "modelled for SGLang's DeepSeek-V4 pools only (--engine sglang)")
     if engine == "vllm" and has_compressed_rows(kv):
         return _compressed_pool(kv, found, kv_memory, max_model_len, block, in_flight_tokens(max_batched, pp,
                                 async_scheduling), pp, capability, indexer_dtype)
     if engine == "sglang" and has_compressed_rows(kv):
-        pools = compressed_pools(kv, kv_memory, block, pp)
+        pools = compressed_pools(kv, kv_memory, block, pp, speculative=speculative_steps > 0)
         return KVPool(found, pools.page, math.ceil(pools.bytes_per_full_token), kv_memory, max_model_len,
                       compressed=pools)
     block = _block(kv, found, block)
