@@ -261,7 +261,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     _refuse_unmodelled(kv, engine)
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
-    indexer_dtype = resolve_indexer_kv_dtype(kv, engine, indexer_kv_dtype, capability)
+    indexer_dtype = (sglang_index_dtype(kv, capability) if engine == "sglang" and has_block_indexer(kv)
+                     else resolve_indexer_kv_dtype(kv, engine, indexer_kv_dtype, capability))
     if speculative_steps and not (engine == "sglang" and has_compressed_rows(kv)):
         raise GptcalcError(f"--speculative-num-steps {speculative_steps}: what a draft model adds to the pool is "
                            "modelled for SGLang's DeepSeek-V4 pools only (--engine sglang)")
@@ -487,6 +488,25 @@ SGLANG_M3 = ("https://github.com/sgl-project/sglang/blob/1ee3fb2aa1cae4ae576917b
              "arg_groups/model_overrides/minimax_m3.py (page_size 128)")
 
 
+def has_block_indexer(kv: KVCache) -> bool:
+    return any(kind.kind == BLOCK_INDEXER for kind in kv.layers)
+
+
+def sglang_index_dtype(kv: KVCache, capability: tuple[int, int] | None) -> str:
+    """How SGLang keeps MiniMax-M3's index keys: fp8 where its fp8 attention GEMMs run, in the model's dtype
+    (bf16) elsewhere. They run with an fp8_e4m3 cache on datacenter Blackwell (SM10x), where SGLang then picks
+    trtllm_mha unless --attention-backend says otherwise (arg_groups/model_overrides/minimax_m3.py at
+    1ee3fb2aa1ca; server_args.py m3_fp8_attn_gemm_enabled: fp8_e4m3, trtllm_mha, is_sm100); an fp8_e5m2 cache
+    keeps them wide ("fmha_sm100's variant lookup would silently dispatch the e4m3 kernel")."""
+    if kv.format.name != "fp8_e4m3":
+        return "bf16"
+    if capability is None:
+        raise GptcalcError(f"--engine sglang with an fp8_e4m3 cache: SGLang keeps {kv.model}'s index keys in fp8 on "
+                           f"SM10x cards (trtllm_mha's fp8 attention GEMMs) and in bf16 elsewhere ({SGLANG_M3}): give "
+                           "--budget with a GPU so its compute capability decides")
+    return "fp8" if capability[0] == 10 else "bf16"
+
+
 def dsa_row_bytes(kind: KVLayers, kv: KVCache, indexer_dtype: str = "auto") -> int:
     """One token of one layer as vLLM and SGLang store it. DeepSeek-V3.2's sparse attention (a model
     with DSA indexer keys) keeps the indexer key as fp8 with its scales, index_head_dim +
@@ -533,11 +553,6 @@ def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     engines' compressed rows are not yet, so such a model gets no engine line there rather than a wrong one."""
     if engine in ("vllm", "sglang") and has_compressed_rows(kv):
         return
-    if engine == "sglang" and any(kind.kind == BLOCK_INDEXER for kind in kv.layers) and kv.format.bits_per_value < 16:
-        raise GptcalcError(f"--engine sglang with a {kv.format.name} cache: SGLang keeps {kv.model}'s index keys "
-                           "in fp8 where its fp8 attention GEMMs run (an fp8_e4m3 cache with trtllm_mha on SM100) and in the "
-                           f"model's dtype elsewhere ({SGLANG_M3}); which one a card runs is not modelled: give a "
-                           "16-bit cache")
     other = sorted({kind.kind for kind in kv.layers} - MODELLED - ({DSA, BLOCK_INDEXER} if engine in ("vllm", "sglang")
                                                                    else set()))
     if (kv.states and engine not in ("vllm", "sglang")) or other:
@@ -559,8 +574,8 @@ def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
     if engine == "sglang" and pool.compressed is not None:
         return pool.compressed.lines()
     if engine == "sglang":
-        per_k = sum(kind.n_layers * kv.format.row_bytes(kind.k) for kind in kv.layers)
-        per_v = pool.bytes_per_token - per_k
+        per_v = sum(kind.n_layers * kv.format.row_bytes(kind.v) for kind in kv.layers if kind.v)
+        per_k = pool.bytes_per_token - per_v  # the main K and, for MiniMax-M3, its index keys as the pool keeps them
         latent = not any(kind.v for kind in kv.layers)  # MLA: one buffer, printed as "KV size"
         mamba = pool.mamba
         states = [] if mamba is None else [
