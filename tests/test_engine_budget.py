@@ -197,6 +197,8 @@ def test_sglang_separate_mamba_pool() -> None:
     pool = kv_pool(kv, "sglang", memory, 4096)
     assert pool.mamba is not None and pool.mamba.slots == slots
     assert pool.tokens == (memory - slots * (conv + ssm)) // kv.bytes_per_token
+    # no more running requests than a third of the slots (init_memory_pool: MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO)
+    assert pool.requests == min(pool.tokens // 4096, slots // 3)
 
 
 def test_trtllm_pool_is_its_fraction_of_what_profiling_leaves() -> None:

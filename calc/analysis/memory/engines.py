@@ -162,9 +162,9 @@ class KVPool:
     @property
     def requests(self) -> int:
         """Whole requests of max_model_len the pool holds at once: floor(max_concurrency) in integers,
-        and under SGLang no more than its Mamba pool has slots for (one request, one slot)."""
+        and under SGLang no more than max_mamba_cache_size // 3 (MambaPool.requests)."""
         whole = self.blocks // self.blocks_per_request if self.engine.name == "vllm" else self.tokens // self.max_model_len
-        return min(whole, self.mamba.slots) if self.mamba else whole
+        return min(whole, self.mamba.requests) if self.mamba else whole
 
     @property
     def concurrency(self) -> str:
@@ -185,6 +185,9 @@ class KVPool:
                 "hybrid_groups": self.hybrid.to_json() if self.hybrid else None,
                 "mamba_pool": self.mamba.to_json() if self.mamba else None,
                 "sglang_dsv4_pools": self.compressed.to_json() if self.compressed else None}
+
+
+MAMBA_SLOTS_PER_REQUEST = 3  # SGLang's MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO (mem_cache/kv_cache_configurator.py)
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,13 @@ class MambaPool:
     def slots(self) -> int:
         """max_mamba_cache_size: int(rest x ratio / (1 + ratio) // mamba_cache_per_req)."""
         return int(self.memory * self.ratio / (1 + self.ratio) // self.per_request)
+
+    @property
+    def requests(self) -> int:
+        """The running requests SGLang allows beside it: max_mamba_cache_size // 3, the ratio of state slots to
+        requests with radix caching on and the default no_buffer strategy (init_memory_pool at 226149ac:
+        MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO 3, plus 1 or 2 only with the extra-buffer strategies)."""
+        return self.slots // MAMBA_SLOTS_PER_REQUEST
 
     @property
     def reserved(self) -> int:
