@@ -1,7 +1,7 @@
 """SGLang's pools for DeepSeek-V4 (calc/analysis/memory/sglang_dsv4.py) and MiniMax-M3 (engines.py), each
 figure worked out here by hand from SGLang's source:
 
-- DeepSeek-V4: sgl-project/sglang at 6fde4f6f8697, python/sglang/srt/model_executor/pool_configurator.py
+- DeepSeek-V4: sgl-project/sglang at 29b719ba3a72, python/sglang/srt/model_executor/model_runner_components/pool_configurator.py
   DSV4PoolConfigurator._get_bytes_per_full_token and _compute_dsv4_sizes; defaults page_size 256 and
   swa_full_tokens_ratio 0.1 (arg_groups/model_overrides/deepseek_v4.py at 01a4a9915), ring sizes 8 and 128
   (mem_cache/deepseek_v4_memory_pool.py get_compress_state_ring_size, not speculative, online off);

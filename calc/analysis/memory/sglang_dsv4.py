@@ -1,6 +1,6 @@
 """SGLang's pools for compressed attention (DeepSeek-V4): how many tokens the memory left after the
-weights holds, as SGLang's DSV4PoolConfigurator works it out (sgl-project/sglang at 6fde4f6f8697,
-python/sglang/srt/model_executor/pool_configurator.py, DSV4PoolConfigurator).
+weights holds, as SGLang's DSV4PoolConfigurator works it out (sgl-project/sglang at 29b719ba3a72,
+python/sglang/srt/model_executor/model_runner_components/pool_configurator.py, DSV4PoolConfigurator).
 
 SGLang keeps six pools beside one another: the sliding window's rows (a ring per request, sized as a
 share of the full pool), each CSA layer's compressed rows (one per 4 tokens) and their indexer keys,
@@ -49,8 +49,8 @@ from calc.errors import GptcalcError
 
 __all__ = ["PAGE", "SOURCE", "CompressedPools", "compressed_pools"]
 
-SOURCE = ("https://github.com/sgl-project/sglang/blob/6fde4f6f8697eec653634eadc0576eeb51980666/python/sglang/srt/"
-          "model_executor/pool_configurator.py (DSV4PoolConfigurator)")
+SOURCE = ("https://github.com/sgl-project/sglang/blob/29b719ba3a729295c7b5afcc80b4cf0adf5b45fb/python/sglang/srt/"
+          "model_executor/model_runner_components/pool_configurator.py (DSV4PoolConfigurator)")
 PAGE = 256  # --page-size for DeepSeek-V4 on CUDA (model_overrides/deepseek_v4.py)
 SWA_RATIO = Fraction(1, 10)  # --swa-full-tokens-ratio for DeepSeek-V4 (model_overrides/deepseek_v4.py)
 RINGS = {4: 8, 128: 128}  # get_compress_state_ring_size, not speculative, online compression off
