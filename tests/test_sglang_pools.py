@@ -177,7 +177,7 @@ def test_prefill_graph_capture_sizes() -> None:
 ])
 def test_prefill_graph_reserve(model: str, pp: int, mib: int) -> None:
     spec = load_spec(model)
-    assert prefill_graph_reserve(spec, 8192, pp, bool(spec.towers))[0] == mib
+    assert prefill_graph_reserve(spec, 8192, pp)[0] == mib
 
 
 def test_prefill_graph_allowlists_are_the_readers() -> None:
@@ -185,8 +185,11 @@ def test_prefill_graph_allowlists_are_the_readers() -> None:
     assert load_spec("tests/configs/model_types/qwen3_5_moe.json").sglang.prefill_graph_allowlists == ("breakable",)
     assert load_spec(M3).sglang.prefill_graph_allowlists == ("tc_piecewise",)
     assert load_spec("tests/configs/model_types/mamba2.json").sglang.prefill_graph_allowlists == ()
-    reason = prefill_graph_reserve(load_spec(M3), 8192, 1, True)[1]
+    reason = prefill_graph_reserve(load_spec(M3), 8192, 1)[1]
     assert "listed for tc_piecewise only" in reason
+    # a multimodal config whose towers gptcalc does not read (Cohere2-Vision's) is multimodal to SGLang all the same
+    unread = load_spec("gemma-3-27b").replaced(towers={}, uncounted=("vision encoder and projector",))
+    assert prefill_graph_reserve(unread, 8192, 1)[0] == 0
 
 
 def test_default_fraction_holds_the_prefill_graphs() -> None:

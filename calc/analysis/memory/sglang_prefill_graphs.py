@@ -45,9 +45,9 @@ def capture_sizes(max_bs: int) -> list[int]:
     return [s for s in sizes if s <= max_bs]
 
 
-def prefill_graph_reserve(spec: ModelSpec, chunked_prefill: int, pp: int, towers: bool) -> tuple[int, str]:
-    """(MiB, why) SGLang reserves for prefill CUDA graphs for `spec`; `towers`: a multimodal architecture
-    (SGLang asks the architecture, is_multimodal, whether or not the towers are loaded)."""
+def prefill_graph_reserve(spec: ModelSpec, chunked_prefill: int, pp: int) -> tuple[int, str]:
+    """(MiB, why) SGLang reserves for prefill CUDA graphs for `spec`. It asks the architecture whether it is
+    multimodal (is_multimodal), whether or not the towers are loaded: a spec with towers, counted or not."""
     layers = kv_layers(spec)
     if pp > 1:
         return 0, "prefill CUDA graphs off under pipeline parallelism"
@@ -55,7 +55,7 @@ def prefill_graph_reserve(spec: ModelSpec, chunked_prefill: int, pp: int, towers
         return 0, "prefill CUDA graphs off for DeepSeek-V4's compressed attention"
     if any(state.mixer == "kda" for state in state_layers(spec)):
         return 0, "prefill CUDA graphs off for KDA linear attention"
-    if towers and "breakable" not in spec.sglang.prefill_graph_allowlists:
+    if (spec.towers or spec.uncounted) and "breakable" not in spec.sglang.prefill_graph_allowlists:
         listed = " (listed for tc_piecewise only)" if spec.sglang.prefill_graph_allowlists else ""
         return 0, f"prefill CUDA graphs off for a multimodal model not on SGLang's breakable allowlist{listed}"
     if any(kind.kind == "MLA" for kind in layers):
