@@ -126,20 +126,20 @@ def test_minimax_m3_cell_and_pages() -> None:
         f"KV Cache is allocated. #tokens: {pool.tokens}, K size: {k / GIB:.2f} GB, V size: {v / GIB:.2f} GB"]
 
 
-@pytest.mark.parametrize(("capability", "index_bytes"), [
-    ((10, 0), 1),  # B200: fp8_e4m3 + trtllm_mha (SGLang's pick there) on SM100: fp8 index keys
-    ((9, 0), 2),  # H100/H200: fa3, no fp8 attention GEMMs: the model's bf16
-    ((12, 0), 2),  # RTX PRO 6000 / RTX 5090: not datacenter Blackwell
+@pytest.mark.parametrize(("capability", "index_bytes", "page"), [
+    ((10, 0), 1, 128),  # B200: fp8_e4m3 + trtllm_mha (SGLang's pick there) on SM100: fp8 index keys
+    ((9, 0), 2, 128),  # H100/H200: fa3, no fp8 attention GEMMs: the model's bf16
+    ((12, 0), 2, 1),  # RTX PRO 6000 / RTX 5090: not datacenter Blackwell, no page override
 ])
-def test_minimax_m3_fp8_cache_index_keys_by_card(capability: tuple[int, int], index_bytes: int) -> None:
+def test_minimax_m3_fp8_cache_index_keys_by_card(capability: tuple[int, int], index_bytes: int, page: int) -> None:
     """--kv-dtype fp8 (fp8_e4m3): the main K and V in 1 B a value; the index keys fp8 only where SGLang's fp8
     attention GEMMs run (m3_fp8_attn_gemm_enabled: fp8_e4m3, trtllm_mha, SM100; model_overrides/minimax_m3.py
     at 1ee3fb2aa1 picks trtllm_mha on SM100 for an fp8_e4m3 cache), in bf16 elsewhere."""
     kv = kv_cache(load_spec(M3), 1, tp=8, dtype="fp8")
     cell = 60 * 2 * 1 * 128 * 1 + 57 * 128 * index_bytes
     pool = kv_pool(kv, "sglang", 40 * GIB, 131_072, capability=capability)
-    assert (pool.bytes_per_token, pool.tokens) == (cell, 40 * GIB // cell // 128 * 128)
-    rows = pool.tokens + 128
+    assert (pool.bytes_per_token, pool.tokens) == (cell, 40 * GIB // cell // page * page)
+    rows = pool.tokens + page
     k, v = rows * (60 * 128 + 57 * 128 * index_bytes), rows * 60 * 128
     assert engine_lines(pool, kv, "sglang") == [
         f"KV Cache is allocated. #tokens: {pool.tokens}, K size: {k / GIB:.2f} GB, V size: {v / GIB:.2f} GB"]
@@ -148,6 +148,17 @@ def test_minimax_m3_fp8_cache_index_keys_by_card(capability: tuple[int, int], in
     assert kv_pool(e5m2, "sglang", 40 * GIB, 131_072, capability=(10, 0)).bytes_per_token == 60 * 2 * 128 + 57 * 128 * 2
     with pytest.raises(GptcalcError, match="compute capability"):
         kv_pool(kv, "sglang", 40 * GIB, 131_072)
+
+
+def test_minimax_m3_page_by_card() -> None:
+    """SGLang sets --page-size 128 for MiniMax-M3 on SM90 (fa3) and SM100 (fa4, trtllm_mha) only
+    (model_overrides/minimax_m3.py at 1ee3fb2aa1); an A100 (SM80) keeps its default page of 1 token."""
+    kv = kv_cache(load_spec(M3), 1, tp=8, dtype="bf16")
+    cell = 60 * 2 * 1 * 128 * 2 + 57 * 128 * 2
+    memory = 4_397_407_160
+    assert kv_pool(kv, "sglang", memory, 131_072, capability=(8, 0)).tokens == memory // cell
+    for capability in ((9, 0), (10, 0)):
+        assert kv_pool(kv, "sglang", memory, 131_072, capability=capability).tokens == memory // cell // 128 * 128
 
 
 def test_minimax_m3_cli_answers() -> None:

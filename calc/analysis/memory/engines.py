@@ -283,7 +283,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
         pools = compressed_pools(kv, kv_memory, block, pp, speculative=speculative_steps > 0)
         return KVPool(found, pools.page, math.ceil(pools.bytes_per_full_token), kv_memory, max_model_len,
                       compressed=pools)
-    block = _block(kv, found, block)
+    block = _block(kv, found, block, capability)
     hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes, prefix_caching)
               if engine == "vllm" else None)
     if hybrid is not None:
@@ -293,9 +293,11 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
 
 
-def _block(kv: KVCache, found: Engine, block: int | None) -> int:
+def _block(kv: KVCache, found: Engine, block: int | None, capability: tuple[int, int] | None = None) -> int:
     """Tokens a page: the one the model's sparse backends take (DSA's 64 by default, MiniMax-M3's 128:
-    vLLM's only, SGLang's default), else --block-size or the engine's default."""
+    vLLM's only; SGLang's default on Hopper and datacenter Blackwell, where its fa3, fa4 and trtllm_mha
+    backends take them, and its page of 1 on other CUDA cards, where model_overrides/minimax_m3.py at
+    1ee3fb2aa1ca sets none), else --block-size or the engine's default."""
     kinds = {kind.kind for kind in kv.layers}
     if BLOCK_INDEXER in kinds and found.name == "vllm":
         if block not in (None, BLOCK_INDEXER_PAGE):
@@ -303,7 +305,7 @@ def _block(kv: KVCache, found: Engine, block: int | None) -> int:
                                f"indexer) take {BLOCK_INDEXER_PAGE} only")
         return BLOCK_INDEXER_PAGE
     if BLOCK_INDEXER in kinds and found.name == "sglang":
-        return block or BLOCK_INDEXER_PAGE
+        return block or (found.block if capability is not None and capability[0] not in (9, 10) else BLOCK_INDEXER_PAGE)
     return block or (DSA_PAGE if found.name in ("vllm", "sglang") and DSA in kinds else found.block)
 
 
