@@ -237,3 +237,13 @@ def test_attention_free_cli_answers() -> None:
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["server_says"][-1].startswith("Mamba Cache is allocated. max_mamba_cache_size: ")
+
+
+def test_fit_takes_the_speculative_pools() -> None:
+    """`fit --speculative-num-steps`: each candidate's pool is the speculative one from its own KV memory."""
+    result = check_run(["fit", "deepseek-v4-flash", "--seq", "1m", "--engine", "sglang", "--gpus", "H200", "--top", "1",
+                        "--speculative-num-steps", "3", "--json"])
+    assert result.exit_code == 0, result.stderr
+    best = json.loads(result.stdout)["candidates"][0]
+    per = by_hand(44, 21, 20, 16, 256) * Fraction(45, 44)
+    assert best["tokens"] == int(best["kv_memory_bytes"] / per) // 256 * 256
