@@ -179,7 +179,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            mm_limit: int | None = None, encoder_activation_memory: str | None = None,
            async_scheduling: bool = True, flash_attn: bool = True, mmap: bool = True, cpu_only: bool = False,
            split_mode: str = "layer", cpu_isa: str | None = None, indexer_kv_dtype: str = "auto",
-           prefix_caching: bool = True) -> Result:
+           prefix_caching: bool = True, speculative_num_steps: int = 0) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -200,7 +200,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     profiling forward (`encoder_activation_memory` from a log) are terms of the engine's budget.
     `async_scheduling` False: vLLM's --no-async-scheduling, one batch in flight instead of two;
     `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys ("auto": the model's);
-    `prefix_caching` False: vLLM's --no-enable-prefix-caching, one page a request for a state group."""
+    `prefix_caching` False: vLLM's --no-enable-prefix-caching, one page a request for a state group;
+    `speculative_num_steps`: SGLang's, an MTP draft beside DeepSeek-V4 (its rings and its share of the pool)."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
@@ -244,7 +245,10 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         pool = kv_pool(result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
                        max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048), pp=layout.pp,
                        capability=gpu.capability if gpu else None, async_scheduling=async_scheduling,
-                       indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching)
+                       indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
+                       speculative_steps=speculative_num_steps)
+    elif speculative_num_steps:
+        raise GptcalcError("--speculative-num-steps sets SGLang's pool: give --engine sglang with --budget or --kv-memory")
     elif indexer_kv_dtype != "auto":
         raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "
                            "--kv-memory")

@@ -183,9 +183,9 @@ def test_sglang_dsa_cell_is_656_latent_and_132_indexer_bytes() -> None:
 
 
 def test_sglang_separate_mamba_pool() -> None:
-    """SGLang carves the states' pool first: 0.9 / 1.9 of the memory, max_mamba_cache_size = floor((that
-    - one slot) / one slot), one padding slot more; conv states bf16, SSM states fp32; the token pool
-    takes the rest (source: sglang/srt/mem_cache/kv_cache_configurator.py, ratio-based branch)."""
+    """SGLang carves the states' pool first: 0.9 / 1.9 of the memory, max_mamba_cache_size = floor(that /
+    one slot); conv states bf16, SSM states fp32; the token pool takes the memory less those slots (source:
+    sglang 226149ac model_executor/model_runner_kv_cache_mixin.py handle_max_mamba_cache, ratio-based branch)."""
     from calc.analysis.memory import kv_cache, kv_pool
     from calc.spec.load import load_spec
 
@@ -193,10 +193,12 @@ def test_sglang_separate_mamba_pool() -> None:
     conv = sum(s.n_layers * s.elements for s in kv.states if s.name == "conv") * 2
     ssm = sum(s.n_layers * s.elements for s in kv.states if s.name != "conv") * 4
     memory = 40 * 2**30
-    slots = int((memory * 0.9 / 1.9 - (conv + ssm)) // (conv + ssm))
+    slots = int(memory * 0.9 / 1.9 // (conv + ssm))
     pool = kv_pool(kv, "sglang", memory, 4096)
     assert pool.mamba is not None and pool.mamba.slots == slots
-    assert pool.tokens == (memory - (slots + 1) * (conv + ssm)) // kv.bytes_per_token
+    assert pool.tokens == (memory - slots * (conv + ssm)) // kv.bytes_per_token
+    # no more running requests than a third of the slots (init_memory_pool: MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO)
+    assert pool.requests == min(pool.tokens // 4096, slots // 3)
 
 
 def test_trtllm_pool_is_its_fraction_of_what_profiling_leaves() -> None:

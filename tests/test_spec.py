@@ -81,7 +81,8 @@ def test_schema_lists_every_switch() -> None:
     # The YAML vocabulary users write: adding a field must be a deliberate, documented change.
     assert set(ModelSpec.model_fields) == {
         "name", "source", "model_type", "vocab_size", "d_model", "n_positions", "embedding", "blocks", "layers",
-        "final_norm", "head", "mtp", "towers", "uncounted", "notes", "quant", "vllm", "llamacpp", "architecture",
+        "final_norm", "head", "mtp", "towers", "uncounted", "notes", "quant", "vllm", "sglang", "llamacpp",
+        "architecture",
     }
     assert set(FlatSpec.model_fields) == {
         "name", "source", "family", "vocab_size", "n_positions", "d_model", "n_layers", "n_heads",

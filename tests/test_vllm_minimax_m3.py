@@ -61,13 +61,13 @@ def test_vllm_own_code_agrees(case: dict) -> None:  # type: ignore[type-arg]
 
 
 @pytest.mark.parametrize(("args", "says"), [
-    (["--engine", "vllm", "--block-size", "16"], "take 128 only"),
-    (["--engine", "sglang", "--kv-dtype", "fp8"], "which one a card runs is not modelled"),
+    (["--engine", "vllm", "--block-size", "16", "--budget", "8xH200"], "take 128 only"),
+    (["--engine", "sglang", "--kv-dtype", "fp8", "--kv-memory", "40GiB", "--tp", "8"], "compute capability decides"),
 ])
 def test_refusals_say_why(args: list[str], says: str) -> None:
     """vLLM rejects any other block size (its backends list 128 alone); SGLang keeps the index keys in fp8
-    or bf16 by the card under an fp8 cache, which is not modelled (tests/test_sglang_pools.py has the rest)."""
-    result = check_run(["memory", CONFIG, "--budget", "8xH200", "--seq", "128k", *args])
+    or bf16 by the card under an fp8 cache, which without a GPU is not known (tests/test_sglang_pools.py has the rest)."""
+    result = check_run(["memory", CONFIG, "--seq", "128k", *args])
     assert result.exit_code == 2 and says in result.stderr
 
 

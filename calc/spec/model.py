@@ -23,6 +23,7 @@ from calc.parts.cache import CacheSpec
 from calc.parts.parallel import Member, Parallel
 from calc.parts.shared import Shared, SharedBlock
 from calc.spec.llamacpp import LlamaCppBuild
+from calc.spec.sglang import SglangBuild
 from calc.spec.vllm import VllmBuild
 from calc.towers import Conformer, MobileNet, Phi4Audio, Tower
 
@@ -273,6 +274,7 @@ class ModelSpec(Part):
     quant: str | None = Field(default=None, description="the weights as stored: a --quant scheme read from "
                               "config.json's quantization_config (gpt-oss: mxfp4), the default of every sizing command")
     vllm: VllmBuild = Field(default_factory=VllmBuild)  # how vLLM builds it, as the adapter states (calc/spec/vllm.py)
+    sglang: SglangBuild = Field(default_factory=SglangBuild)  # how SGLang builds it, as the reader states (calc/spec/sglang.py)
     llamacpp: LlamaCppBuild = Field(default_factory=LlamaCppBuild)  # how llama.cpp builds it (calc/spec/llamacpp.py)
 
     @field_validator("layers", mode="before")

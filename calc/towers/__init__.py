@@ -46,7 +46,7 @@ from calc.towers.images import (AnyresImages, CanvasImages, CropImages, FixedIma
                                 PooledImages, RowImages, TileImages)
 
 __all__ = ["LABELS", "READERS", "Conformer", "Linear", "MobileNet", "Phi4Audio", "Projector", "RopeTable", "Tower",
-           "biased_attention", "towers_of", "vision_tower"]
+           "biased_attention", "sglang_build", "towers_of", "vision_tower"]
 ImageRule = (GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages
              | NavitImages | HdImages | CropImages)
 
@@ -226,6 +226,14 @@ READERS: dict[str, str] = {
     "gemma3n": "gemma3n", "kimi_k25": "moonvit", "phi4_multimodal": "phi4_multimodal",
     "step3p7": "step3p7", "minimax_m3_vl": "minimax_m3",
 }
+
+
+def sglang_build(config: dict[str, Any]) -> dict[str, Any]:
+    """SGLang's facts about a multimodal config's architecture (calc/spec/sglang.py), as its reader states
+    them in a module-level SGLANG mapping of model_type to SglangBuild fields ({} where it states none)."""
+    module = READERS.get(config.get("model_type"))  # type: ignore[arg-type]
+    facts = getattr(import_module(f"calc.towers.{module}"), "SGLANG", {}) if module else {}
+    return facts.get(config["model_type"], {})
 
 
 def biased_attention(d_model: int, n_heads: int, **layout: Any) -> dict[str, Any]:

@@ -32,6 +32,9 @@ DEFAULTS = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers":
             "hidden_act": "gelu", "layer_norm_eps": 1e-5}
 PROJECTOR_WIDTH = 6144
 PIXELS = (4 * 28 * 28, 451_584)  # MiniMaxM3VLImageProcessor.size: shortest_edge, longest_edge
+# SGLang lists MiniMaxM3SparseForConditionalGeneration for its tc_piecewise prefill CUDA graphs only
+# (configs/model_config.py multimodal_piecewise_cuda_graph_supported_model_archs): calc/spec/sglang.py
+SGLANG = {"minimax_m3_vl": {"prefill_graph_allowlists": ("tc_piecewise",)}}
 
 
 def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:

@@ -34,6 +34,9 @@ OUTER = {"projection_hidden_size": 1152, "projection_layer_norm_eps": 1e-5}
 # qkv_hidden_size // num_heads, 512, 512), _precompute_freqs_cis, get_freqs_cis's register_buffer
 # (vllm/model_executor/models/kimi_k25_vit.py:550-552, 266-300 in vLLM 0.32)
 VLLM_ROPE_GRID = 512
+# SGLang lists KimiK25ForConditionalGeneration for its tc_piecewise prefill CUDA graphs only
+# (configs/model_config.py multimodal_piecewise_cuda_graph_supported_model_archs): calc/spec/sglang.py
+SGLANG = {"kimi_k25": {"prefill_graph_allowlists": ("tc_piecewise",)}}
 # The remote-code config's vision keys -> transformers' (Kimi_K25VisionConfig).
 MOONSHOT = {"vt_hidden_size": "hidden_size", "vt_intermediate_size": "intermediate_size",
             "vt_num_attention_heads": "num_attention_heads", "vt_num_hidden_layers": "num_hidden_layers",

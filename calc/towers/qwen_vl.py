@@ -46,6 +46,9 @@ DEEPSTACK = ("qwen3_vl", "qwen3_vl_moe")  # Qwen3.5's vision model has no DeepSt
 # Qwen/Qwen3-VL-8B-Instruct and Qwen/Qwen3.5-27B 65536 / 16777216.
 PIXELS = {"qwen2_5_vl": (3136, 12_845_056)}
 VLLM_ROPE_ROWS = 8192  # the max_position vLLM's Qwen ViTs pass get_rope
+# SGLang keeps its default (breakable) prefill CUDA graphs for Qwen3.5 alone of these (configs/model_config.py
+# multimodal_breakable_cuda_graph_supported_model_archs, sgl-project/sglang#30872): calc/spec/sglang.py
+SGLANG = {t: {"prefill_graph_allowlists": ("breakable",)} for t in ("qwen3_5", "qwen3_5_moe")}
 _QWEN3_PIXELS = (65_536, 16_777_216)
 
 

@@ -130,7 +130,9 @@ class KVPool:
             return self.kv_memory // self.hybrid.page // self.hybrid.group_size
         if self.compressed is not None:
             return self.compressed.full // self.block
-        left = self.kv_memory - (self.mamba.bytes if self.mamba else 0)
+        if self.block_bytes == 0:  # caches no token: SGLang's pool is the context's slots (zero_kv_tokens)
+            return self.max_model_len // self.block
+        left = self.kv_memory - (self.mamba.reserved if self.mamba else 0)
         return max(left, 0) // self.block_bytes
 
     @property
@@ -161,9 +163,9 @@ class KVPool:
     @property
     def requests(self) -> int:
         """Whole requests of max_model_len the pool holds at once: floor(max_concurrency) in integers,
-        and under SGLang no more than its Mamba pool has slots for (one request, one slot)."""
+        and under SGLang no more than max_mamba_cache_size // 3 (MambaPool.requests)."""
         whole = self.blocks // self.blocks_per_request if self.engine.name == "vllm" else self.tokens // self.max_model_len
-        return min(whole, self.mamba.slots) if self.mamba else whole
+        return min(whole, self.mamba.requests) if self.mamba else whole
 
     @property
     def concurrency(self) -> str:
@@ -186,13 +188,19 @@ class KVPool:
                 "sglang_dsv4_pools": self.compressed.to_json() if self.compressed else None}
 
 
+MAMBA_SLOTS_PER_REQUEST = 3  # SGLang's MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO (mem_cache/kv_cache_configurator.py)
+
+
 @dataclass(frozen=True)
 class MambaPool:
-    """SGLang's pool of per-request states beside its token pool (mem_cache/kv_cache_configurator.py,
-    the ratio-based branch with no speculative decoding): of the memory left after the weights,
+    """SGLang's pool of per-request states beside its token pool, the ratio-based branch with no
+    speculative decoding (sgl-project/sglang at 226149ac457b, python/sglang/srt/model_executor/
+    model_runner_kv_cache_mixin.py handle_max_mamba_cache; later versions keep it in
+    mem_cache/kv_cache_configurator.py _handle_max_mamba_cache): of the memory left after the weights,
     ratio / (1 + ratio) (--mamba-full-memory-ratio, 0.9) goes to states, max_mamba_cache_size =
-    floor((that - one slot) / one slot) requests, and the pool holds one slot more (its padding slot).
-    Conv states are bf16 and SSM states fp32 (configs/mamba_utils.py mamba2_state_dtype)."""
+    floor(that / one slot) requests, the token pool gets the memory less max_mamba_cache_size slots, and
+    the pool allocates one slot more (its padding slot). Conv states are bf16 and SSM states fp32
+    (configs/mamba_utils.py mamba2_state_dtype)."""
 
     conv_bytes: int  # one request, every state layer on this GPU
     ssm_bytes: int
@@ -205,8 +213,20 @@ class MambaPool:
 
     @property
     def slots(self) -> int:
-        """max_mamba_cache_size."""
-        return int((self.memory * self.ratio / (1 + self.ratio) - self.per_request) // self.per_request)
+        """max_mamba_cache_size: int(rest x ratio / (1 + ratio) // mamba_cache_per_req)."""
+        return int(self.memory * self.ratio / (1 + self.ratio) // self.per_request)
+
+    @property
+    def requests(self) -> int:
+        """The running requests SGLang allows beside it: max_mamba_cache_size // 3, the ratio of state slots to
+        requests with radix caching on and the default no_buffer strategy (init_memory_pool at 226149ac:
+        MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO 3, plus 1 or 2 only with the extra-buffer strategies)."""
+        return self.slots // MAMBA_SLOTS_PER_REQUEST
+
+    @property
+    def reserved(self) -> int:
+        """What handle_max_mamba_cache takes from the memory before the token pool is sized."""
+        return self.slots * self.per_request
 
     @property
     def bytes(self) -> int:
@@ -217,13 +237,18 @@ class MambaPool:
                 "ssm_bytes_per_request": self.ssm_bytes, "bytes": self.bytes, "mamba_full_memory_ratio": self.ratio}
 
 
+# SGLang serves attention-free models: Mamba2ForCausalLM (Codestral-Mamba; sgl-project/sglang at 62daa562fb1a,
+# python/sglang/srt/models/mamba2.py), MambaForCausalLM and FalconMambaForCausalLM (configs/mamba.py at 583dfd9eb40c:
+# full_attention_layer_ids = []). Their cell size is 0, and DefaultPoolConfigurator.calculate_pool_sizes then
+# sizes the token pool at --max-total-tokens or the context length instead of dividing by it
+# (_zero_kv_max_tokens; python/sglang/srt/.../pool_configurator.py in the version whose configurators take
+# a KVCacheConfigurator): those slots cost nothing, and the states' pool is carved as for a hybrid.
+
+
 def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
     """The states' pool SGLang carves first from `memory` (None without states)."""
     if not kv.states:
         return None
-    if not kv.layers:
-        raise GptcalcError(f"--engine sglang: {kv.model} caches no tokens at all; SGLang's pool of a model "
-                           "without attention is not modelled")
     conv = sum(s.n_layers * s.elements * 2 for s in kv.states if s.name == "conv")
     ssm = sum(s.n_layers * s.elements * 4 for s in kv.states if s.name != "conv")
     return MambaPool(conv, ssm, memory)
@@ -232,29 +257,34 @@ def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
 def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None,
             max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1,
             capability: tuple[int, int] | None = None, async_scheduling: bool = True,
-            indexer_kv_dtype: str = "auto", prefix_caching: bool = True) -> KVPool:
+            indexer_kv_dtype: str = "auto", prefix_caching: bool = True, speculative_steps: int = 0) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
     `capability`: the card's CUDA compute capability (None: unknown); `async_scheduling`: vLLM's, on
     by default on a GPU and off on its CPU platform (in_flight_tokens); `indexer_kv_dtype`: vLLM's, how
     a sparse-attention indexer keeps its keys (calc.analysis.memory.vllm_indexer); `prefix_caching`: vLLM's,
-    on by default, which sets the pages a state group holds per request (state_pages)."""
+    on by default, which sets the pages a state group holds per request (state_pages); `speculative_steps`:
+    SGLang's --speculative-num-steps (0: none), modelled for its DeepSeek-V4 pools (sglang_dsv4)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
     _refuse_unmodelled(kv, engine)
     if kv_memory < 0:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
-    indexer_dtype = resolve_indexer_kv_dtype(kv, engine, indexer_kv_dtype, capability)
+    indexer_dtype = (sglang_index_dtype(kv, capability) if engine == "sglang" and has_block_indexer(kv)
+                     else resolve_indexer_kv_dtype(kv, engine, indexer_kv_dtype, capability))
+    if speculative_steps and not (engine == "sglang" and has_compressed_rows(kv)):
+        raise GptcalcError(f"--speculative-num-steps {speculative_steps}: what a draft model adds to the pool is "
+                           "modelled for SGLang's DeepSeek-V4 pools only (--engine sglang)")
     if engine == "vllm" and has_compressed_rows(kv):
         return _compressed_pool(kv, found, kv_memory, max_model_len, block, in_flight_tokens(max_batched, pp,
                                 async_scheduling), pp, capability, indexer_dtype)
     if engine == "sglang" and has_compressed_rows(kv):
-        pools = compressed_pools(kv, kv_memory, block, pp)
+        pools = compressed_pools(kv, kv_memory, block, pp, speculative=speculative_steps > 0)
         return KVPool(found, pools.page, math.ceil(pools.bytes_per_full_token), kv_memory, max_model_len,
                       compressed=pools)
-    block = _block(kv, found, block)
+    block = _block(kv, found, block, capability)
     hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes, prefix_caching)
               if engine == "vllm" else None)
     if hybrid is not None:
@@ -265,9 +295,11 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
 
 
-def _block(kv: KVCache, found: Engine, block: int | None) -> int:
+def _block(kv: KVCache, found: Engine, block: int | None, capability: tuple[int, int] | None = None) -> int:
     """Tokens a page: the one the model's sparse backends take (DSA's 64 by default, MiniMax-M3's 128:
-    vLLM's only, SGLang's default), else --block-size or the engine's default."""
+    vLLM's only; SGLang's default on Hopper and datacenter Blackwell, where its fa3, fa4 and trtllm_mha
+    backends take them, and its page of 1 on other CUDA cards, where model_overrides/minimax_m3.py at
+    1ee3fb2aa1ca sets none), else --block-size or the engine's default."""
     kinds = {kind.kind for kind in kv.layers}
     if BLOCK_INDEXER in kinds and found.name == "vllm":
         if block not in (None, BLOCK_INDEXER_PAGE):
@@ -275,7 +307,7 @@ def _block(kv: KVCache, found: Engine, block: int | None) -> int:
                                f"indexer) take {BLOCK_INDEXER_PAGE} only")
         return BLOCK_INDEXER_PAGE
     if BLOCK_INDEXER in kinds and found.name == "sglang":
-        return block or BLOCK_INDEXER_PAGE
+        return block or (found.block if capability is not None and capability[0] not in (9, 10) else BLOCK_INDEXER_PAGE)
     return block or (DSA_PAGE if found.name in ("vllm", "sglang") and DSA in kinds else found.block)
 
 
@@ -470,6 +502,25 @@ SGLANG_M3 = ("https://github.com/sgl-project/sglang/blob/1ee3fb2aa1cae4ae576917b
              "arg_groups/model_overrides/minimax_m3.py (page_size 128)")
 
 
+def has_block_indexer(kv: KVCache) -> bool:
+    return any(kind.kind == BLOCK_INDEXER for kind in kv.layers)
+
+
+def sglang_index_dtype(kv: KVCache, capability: tuple[int, int] | None) -> str:
+    """How SGLang keeps MiniMax-M3's index keys: fp8 where its fp8 attention GEMMs run, in the model's dtype
+    (bf16) elsewhere. They run with an fp8_e4m3 cache on datacenter Blackwell (SM10x), where SGLang then picks
+    trtllm_mha unless --attention-backend says otherwise (arg_groups/model_overrides/minimax_m3.py at
+    1ee3fb2aa1ca; server_args.py m3_fp8_attn_gemm_enabled: fp8_e4m3, trtllm_mha, is_sm100); an fp8_e5m2 cache
+    keeps them wide ("fmha_sm100's variant lookup would silently dispatch the e4m3 kernel")."""
+    if kv.format.name != "fp8_e4m3":
+        return "bf16"
+    if capability is None:
+        raise GptcalcError(f"--engine sglang with an fp8_e4m3 cache: SGLang keeps {kv.model}'s index keys in fp8 on "
+                           f"SM10x cards (trtllm_mha's fp8 attention GEMMs) and in bf16 elsewhere ({SGLANG_M3}): give "
+                           "--budget with a GPU so its compute capability decides")
+    return "fp8" if capability[0] == 10 else "bf16"
+
+
 def dsa_row_bytes(kind: KVLayers, kv: KVCache, indexer_dtype: str = "auto") -> int:
     """One token of one layer as vLLM and SGLang store it. DeepSeek-V3.2's sparse attention (a model
     with DSA indexer keys) keeps the indexer key as fp8 with its scales, index_head_dim +
@@ -517,11 +568,6 @@ def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     TensorRT-LLM's DSA layout is modelled too (calc.analysis.memory.trtllm_cache)."""
     if engine in ("vllm", "sglang") and has_compressed_rows(kv):
         return
-    if engine == "sglang" and any(kind.kind == BLOCK_INDEXER for kind in kv.layers) and kv.format.bits_per_value < 16:
-        raise GptcalcError(f"--engine sglang with a {kv.format.name} cache: SGLang keeps {kv.model}'s index keys "
-                           "in fp8 where its fp8 attention GEMMs run (an fp8_e4m3 cache with trtllm_mha on SM100) and in the "
-                           f"model's dtype elsewhere ({SGLANG_M3}); which one a card runs is not modelled: give a "
-                           "16-bit cache")
     sized = {DSA, BLOCK_INDEXER} if engine in ("vllm", "sglang") else {DSA} if engine == "trtllm" else set()
     other = sorted({kind.kind for kind in kv.layers} - MODELLED - sized)
     if (kv.states and engine not in ("vllm", "sglang")) or other:
@@ -544,8 +590,8 @@ def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
     if engine == "sglang" and pool.compressed is not None:
         return pool.compressed.lines()
     if engine == "sglang":
-        per_k = sum(kind.n_layers * kv.format.row_bytes(kind.k) for kind in kv.layers)
-        per_v = pool.bytes_per_token - per_k
+        per_v = sum(kind.n_layers * kv.format.row_bytes(kind.v) for kind in kv.layers if kind.v)
+        per_k = pool.bytes_per_token - per_v  # the main K and, for MiniMax-M3, its index keys as the pool keeps them
         latent = not any(kind.v for kind in kv.layers)  # MLA: one buffer, printed as "KV size"
         mamba = pool.mamba
         states = [] if mamba is None else [
@@ -555,7 +601,7 @@ def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
         rows = pool.tokens + pool.block  # the buffers hold one page more than the pool (its padding slots)
         sizes = (f"KV size: {rows * pool.bytes_per_token / 2**30:.2f} GB" if latent else
                  f"K size: {rows * per_k / 2**30:.2f} GB, V size: {rows * per_v / 2**30:.2f} GB")
-        return [*states, f"KV Cache is allocated. #tokens: {pool.tokens}, {sizes}"]
+        return [*states, f"KV Cache is allocated. #tokens: {pool.tokens}, {sizes}"] if kv.layers else states
     logged = pool.blocks * pool.block * logged_bytes_per_token(kv)  # every pool at the cache dtype's size
     return [f"Number of tokens per block: {pool.block}.",
             f"[MemUsageChange] Allocated {logged / 2**30:.2f} GiB for max "

@@ -1,6 +1,6 @@
 """SGLang's pools for compressed attention (DeepSeek-V4): how many tokens the memory left after the
-weights holds, as SGLang's DSV4PoolConfigurator works it out (sgl-project/sglang at 6fde4f6f8697,
-python/sglang/srt/model_executor/pool_configurator.py, DSV4PoolConfigurator).
+weights holds, as SGLang's DSV4PoolConfigurator works it out (sgl-project/sglang at 29b719ba3a72,
+python/sglang/srt/model_executor/model_runner_components/pool_configurator.py, DSV4PoolConfigurator).
 
 SGLang keeps six pools beside one another: the sliding window's rows (a ring per request, sized as a
 share of the full pool), each CSA layer's compressed rows (one per 4 tokens) and their indexer keys,
@@ -27,9 +27,14 @@ included: model_config.py reads the list whole), L4 and L128 those of 4 and 128,
 SGLANG_OPT_USE_ONLINE_COMPRESS off, its default (environ.py). The rows are fp8 whatever
 --kv-cache-dtype says (DeepSeekV4SingleKVPool asserts its 584-byte layout) and whole on every GPU.
 
+With speculative decoding (--speculative-num-steps, SGLang's MTP draft of one layer) the rings are 16 and
+256 (get_compress_state_ring_size(ratio, is_speculative=True)) and the cost per token is raised by
+(L + 1) / L for the draft worker's share (DSV4PoolConfigurator.__init__: "bytes_per_full_token *=
+(target_layers + draft_layers) / target_layers", draft_layers 1; sgl-project/sglang at 29b719ba3a72,
+python/sglang/srt/model_executor/model_runner_components/pool_configurator.py).
+
 SGLang computes in floats; the fractions here are exact, which can differ only where the quotient is
-a whole number to the last bit. Speculative decoding (rings of 16 and 256, and the pool shrunk by
-(L + 1) / L) and pipeline parallelism are not modelled and are refused by the caller.
+a whole number to the last bit. Pipeline parallelism is not modelled and is refused.
 """
 
 from __future__ import annotations
@@ -44,11 +49,13 @@ from calc.errors import GptcalcError
 
 __all__ = ["PAGE", "SOURCE", "CompressedPools", "compressed_pools"]
 
-SOURCE = ("https://github.com/sgl-project/sglang/blob/6fde4f6f8697eec653634eadc0576eeb51980666/python/sglang/srt/"
-          "model_executor/pool_configurator.py (DSV4PoolConfigurator)")
+SOURCE = ("https://github.com/sgl-project/sglang/blob/29b719ba3a729295c7b5afcc80b4cf0adf5b45fb/python/sglang/srt/"
+          "model_executor/model_runner_components/pool_configurator.py (DSV4PoolConfigurator)")
 PAGE = 256  # --page-size for DeepSeek-V4 on CUDA (model_overrides/deepseek_v4.py)
 SWA_RATIO = Fraction(1, 10)  # --swa-full-tokens-ratio for DeepSeek-V4 (model_overrides/deepseek_v4.py)
 RINGS = {4: 8, 128: 128}  # get_compress_state_ring_size, not speculative, online compression off
+SPECULATIVE_RINGS = {4: 16, 128: 256}  # get_compress_state_ring_size(ratio, is_speculative=True)
+DRAFT_LAYERS = 1  # DSV4PoolConfigurator: the MTP draft worker's layers, priced per target layer
 STATE_BYTES = 4  # the compressors' states are fp32 (DSv4PoolConfigurator.resolve: state_dtype = torch.float32)
 SERIES = {4: 2, 128: 1}  # CSA compresses two overlapping series (kv and score each), HCA one
 
@@ -64,6 +71,11 @@ class CompressedPools:
     kv_memory: int
     page: int = PAGE
     swa_ratio: Fraction = SWA_RATIO
+    speculative: bool = False  # an MTP draft beside it (--speculative-num-steps)
+
+    @property
+    def rings(self) -> dict[int, int]:
+        return SPECULATIVE_RINGS if self.speculative else RINGS
 
     @property
     def bytes_per_full_token(self) -> Fraction:
@@ -71,10 +83,11 @@ class CompressedPools:
         n4, n128 = self.ratio_layers.get(4, 0), self.ratio_layers.get(128, 0)
         rows = self.swa_ratio * ROW_BYTES * self.layers + Fraction(ROW_BYTES, 4) * n4 + Fraction(ROW_BYTES, 128) * n128
         indexer = Fraction(indexer_key_bytes(self.index_width), 4) * n4
-        states = sum(self.swa_ratio * Fraction(RINGS[r], self.window) * self._state(r, HEAD_DIM) * n
+        states = sum(self.swa_ratio * Fraction(self.rings[r], self.window) * self._state(r, HEAD_DIM) * n
                      for r, n in ((4, n4), (128, n128)))
-        indexer_states = self.swa_ratio * Fraction(RINGS[4], self.window) * self._state(4, self.index_width) * n4
-        return rows + indexer + states + indexer_states
+        indexer_states = self.swa_ratio * Fraction(self.rings[4], self.window) * self._state(4, self.index_width) * n4
+        draft = Fraction(self.layers + DRAFT_LAYERS, self.layers) if self.speculative else 1
+        return (rows + indexer + states + indexer_states) * draft
 
     @staticmethod
     def _state(ratio: int, width: int) -> int:
@@ -94,7 +107,7 @@ class CompressedPools:
         """The six sizes SGLang logs ("DSV4 pool sizes: ...")."""
         swa = self.swa
         return {"full": self.full, "swa": swa, "c4": self.full // 4, "c128": self.full // 128,
-                "c4_state": swa // self.window * RINGS[4], "c128_state": swa // self.window * RINGS[128]}
+                "c4_state": swa // self.window * self.rings[4], "c128_state": swa // self.window * self.rings[128]}
 
     def lines(self) -> list[str]:
         """SGLang's two log lines about them (DSV4PoolConfigurator.calculate_pool_sizes, _to_config)."""
@@ -105,11 +118,14 @@ class CompressedPools:
     def to_json(self) -> dict[str, object]:
         return {"layers": self.layers, "ratio_layers": {str(k): v for k, v in self.ratio_layers.items()},
                 "bytes_per_full_token": str(self.bytes_per_full_token), "page_size": self.page,
-                "swa_full_tokens_ratio": str(self.swa_ratio), **self.sizes(), "source": SOURCE}
+                "swa_full_tokens_ratio": str(self.swa_ratio), "speculative": self.speculative, **self.sizes(),
+                "source": SOURCE}
 
 
-def compressed_pools(kv: KVCache, kv_memory: int, page: int | None = None, pp: int = 1) -> CompressedPools:
-    """SGLang's pools for a model with compressed rows; `page`: --page-size (None: 256)."""
+def compressed_pools(kv: KVCache, kv_memory: int, page: int | None = None, pp: int = 1,
+                     speculative: bool = False) -> CompressedPools:
+    """SGLang's pools for a model with compressed rows; `page`: --page-size (None: 256); `speculative`: an
+    MTP draft beside it (--speculative-num-steps)."""
     page = page or PAGE
     if page % 128:
         raise GptcalcError(f"--block-size {page}: SGLang's DeepSeek-V4 pools take page sizes of a multiple of 128 "
@@ -134,4 +150,4 @@ def compressed_pools(kv: KVCache, kv_memory: int, page: int | None = None, pp: i
         raise GptcalcError(f"--engine sglang: {kv.model} has not one indexer width and one window; SGLang's "
                            "DeepSeek-V4 pools take one of each")
     layers = kv.n_layers + sum({kind.block: kind.n_layers for kind in kv.mtp}.values())
-    return CompressedPools(layers, ratios, widths.pop(), windows.pop(), kv_memory, page)
+    return CompressedPools(layers, ratios, widths.pop(), windows.pop(), kv_memory, page, speculative=speculative)

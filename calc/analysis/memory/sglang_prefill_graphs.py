@@ -17,9 +17,11 @@ with one capture size per bucket up to max_bs = chunked_prefill_size (2048 under
 4..32 by 4, 48..256 by 16, 288..512 by 32, 576..1024 by 64, 1280..4096 by 256, 4608.. by 512
 (generate_prefill_cuda_graph_batch_sizes): 58 sizes, 464 MiB, at the 8,192 tokens of an H100 or H200.
 
-Which multimodal architectures SGLang lets keep them is a list of names in its model_config.py
-(multimodal_piecewise_cuda_graph_supported_model_archs: Cohere2-Vision, Kimi-K2.5, MiniMax-M3, and a
-breakable list beside it); gptcalc counts none for a model whose towers are loaded, and says so.
+Which multimodal architectures keep them is a list of names in SGLang's configs/model_config.py, one per
+backend: at the breakable default, multimodal_breakable_cuda_graph_supported_model_archs (Qwen3.5 and
+Qwen3.5-MoE, sgl-project/sglang#30872); Cohere2-Vision, Kimi-K2.5 and MiniMax-M3 are on the tc_piecewise
+backend's list only, so at the default they lose them like any other multimodal model. Each tower reader
+states its architecture's lists in the spec (ModelSpec.sglang, calc/spec/sglang.py).
 """
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ def capture_sizes(max_bs: int) -> list[int]:
     return [s for s in sizes if s <= max_bs]
 
 
-def prefill_graph_reserve(spec: ModelSpec, chunked_prefill: int, pp: int, towers: bool) -> tuple[int, str]:
-    """(MiB, why) SGLang reserves for prefill CUDA graphs for `spec`; `towers`: a multimodal architecture
-    (SGLang asks the architecture, is_multimodal, whether or not the towers are loaded)."""
+def prefill_graph_reserve(spec: ModelSpec, chunked_prefill: int, pp: int) -> tuple[int, str]:
+    """(MiB, why) SGLang reserves for prefill CUDA graphs for `spec`. It asks the architecture whether it is
+    multimodal (is_multimodal), whether or not the towers are loaded: a spec with towers, counted or not."""
     layers = kv_layers(spec)
     if pp > 1:
         return 0, "prefill CUDA graphs off under pipeline parallelism"
@@ -53,8 +55,9 @@ def prefill_graph_reserve(spec: ModelSpec, chunked_prefill: int, pp: int, towers
         return 0, "prefill CUDA graphs off for DeepSeek-V4's compressed attention"
     if any(state.mixer == "kda" for state in state_layers(spec)):
         return 0, "prefill CUDA graphs off for KDA linear attention"
-    if towers:
-        return 0, "prefill CUDA graphs off for a multimodal model not on SGLang's allowlists (not modelled)"
+    if (spec.towers or spec.uncounted) and "breakable" not in spec.sglang.prefill_graph_allowlists:
+        listed = " (listed for tc_piecewise only)" if spec.sglang.prefill_graph_allowlists else ""
+        return 0, f"prefill CUDA graphs off for a multimodal model not on SGLang's breakable allowlist{listed}"
     if any(kind.kind == "MLA" for kind in layers):
         return MLA_RESERVE, f"{MLA_RESERVE:,} MiB for MLA prefill CUDA graphs"
     n = len(capture_sizes(chunked_prefill))

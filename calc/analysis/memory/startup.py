@@ -504,7 +504,7 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
         fraction, how = reserves.fraction, "given"
     else:
         chunk = reserves.max_batched or _sglang_sizes(gpu.mib, tp)[0]
-        prefill, why = prefill_graph_reserve(spec, chunk, pp, bool(spec.towers))
+        prefill, why = prefill_graph_reserve(spec, chunk, pp)
         fraction, reserved = sglang_fraction(gpu.mib, tp, pp, reserves.max_batched, prefill_graphs=prefill)
         how = (f"SGLang's default: ({gpu.mib:,} - {reserved:,} MiB reserved, {why}) / {gpu.mib:,} MiB "
                f"({SGLANG_FRACTION}; {PREFILL_GRAPHS_SOURCE})")
