@@ -197,6 +197,20 @@ def test_llava_onevision_is_transformers_whole_model(outer: dict) -> None:
     assert b.towers[0].components["image_newline"] == 896
 
 
+def test_llava_onevision_7b_derived_config_totals() -> None:
+    """llava_onevision.json (llava-hf/llava-onevision-qwen2-7b-ov-hf as transformers' conversion script builds it;
+    SOURCES.yaml): Qwen2-7B with the vocabulary padded to 152128 (152064 + 2 new tokens, to a multiple of 64),
+    untied; SigLIP-so400m's 26 kept layers at 384 px (27 x 27 = 729 positions), no post-pool head; a 1152 -> 3584
+    -> 3584 projector and the 3584-wide newline. transformers 5.24's whole model on meta: 8,030,807,584."""
+    d, f, vocab, w, w_ff = 3584, 18944, 152128, 1152, 4304
+    decoder = 2 * vocab * d + 28 * (2 * (d * d + d) + 2 * (d * 512 + 512) - d + 3 * d * f + 2 * d) + d
+    siglip = w * 3 * 14 * 14 + w + 729 * w + 26 * (4 * (w * w + w) + 4 * w + 2 * w * w_ff + w_ff + w) + 2 * w
+    b = counted("llava_onevision.json")
+    assert b.decoder_total == decoder == 7_616_075_264
+    assert b.towers_total == siglip + (w * d + d) + (d * d + d) + d == 414_732_320
+    assert b.total == 8_030_807_584 and not b.partial
+
+
 def test_llava_onevision_siglip_head_is_refused_not_left_out() -> None:
     """A vision_config mapping without vision_use_head gets SiglipVisionConfig's default (true), and
     transformers builds the attention-pooling head gptcalc does not count: refused, one line."""
