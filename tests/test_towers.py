@@ -232,7 +232,8 @@ def test_llava_onevision_count_is_analytic(tmp_path) -> None:  # noqa: ANN001
 
 # --- InternVL: InternViT (layer scale, QK-norm) + pixel-shuffle projector --------------------------
 
-# No OpenGVLab/InternVL*-hf config.json was found in the searchable copies: InternVLVisionConfig's
+# The real InternVL3-1B-hf shape is tests/configs/model_types/internvl.json (derived by transformers' converter
+# from the original config; test_internvl3_1b_derived_config_totals). Here: InternVLVisionConfig's
 # defaults (InternViT-300M's shape, models/internvl/configuration_internvl.py) with attention_bias
 # true, as the HF-format InternViT-300M config in InternVL's converter copies carries it (found
 # with find_string, no Hub file), under a two-layer Qwen2-0.5B-wide decoder; and InternViT-6B's
@@ -244,6 +245,22 @@ INTERNVIT_6B_SWITCHES = {"model_type": "internvl_vision", "hidden_size": 64, "nu
                          "num_attention_heads": 4, "intermediate_size": 96, "image_size": [56, 56],
                          "patch_size": [14, 14], "norm_type": "rms_norm", "use_qk_norm": True,
                          "attention_bias": True, "use_mean_pooling": False}
+
+
+def test_internvl3_1b_derived_config_totals() -> None:
+    """internvl.json (OpenGVLab/InternVL3-1B-hf as transformers' converter builds it; SOURCES.yaml): InternViT-300M
+    (patch conv, class token, 1025 positions, 24 layers of biased Q, K, V, O, two LayerNorms, a 4096 MLP and two
+    layer scales), the LayerNorm(4096) + 4096 -> 896 -> 896 projector, Qwen2.5-0.5B's 24 layers. Its head is tied
+    (transformers 5's outer tie_word_embeddings, true), so the Hub checkpoint's 938,193,024 (its Hub API total)
+    is this plus the 151674 x 896 head it stores."""
+    w, f, d, ff, vocab = 1024, 4096, 896, 4864, 151674
+    vit = w * 3 * 14 * 14 + w + w + 1025 * w + 24 * (4 * (w * w + w) + 4 * w + w * f + f + f * w + w + 2 * w)
+    projector = 2 * 4 * w + 4 * w * d + d + d * d + d
+    decoder = vocab * d + 24 * (2 * (d * d + d) - d + 2 * (d * 128 + 128) + 3 * d * ff + 2 * d) + d
+    b = counted("internvl.json")
+    assert b.towers_total == vit + projector == 308_495_104
+    assert b.decoder_total == decoder == 493_798_016
+    assert b.total == 802_293_120 and b.tied and b.total + b.tied_saving == 938_193_024
 
 
 @pytest.mark.parametrize("vision", [{}, INTERNVIT_6B_SWITCHES], ids=["internvit-300m", "internvit-6b-switches"])
