@@ -27,6 +27,9 @@ def pytest_addoption(parser) -> None:
     parser.addoption("--distributed", action="store_true",
                      help="opt-in: run torchtitan's tensor-parallel plan on spawned gloo ranks and check "
                           "tests/data/dtensor_tp.json (tests/test_train_tp_dtensor.py, about a minute)")
+    parser.addoption("--heavy-towers", action="store_true",
+                     help="opt-in: save whole multimodal models with their released-size towers and run `verify "
+                          "--load` on them (Gemma 3n's 300M MobileNet-v5: needs timm; minutes)")
     parser.addoption("--llamacpp-record", action="store_true",
                      help="with --llamacpp: record llama.cpp's cache lines under tests/data/llamacpp/")
 
