@@ -124,20 +124,25 @@ def test_verify_names_every_tensor_of_transformers_whole_model(tmp_path) -> None
     assert "every transformers parameter has the name and shape the spec implies" in result.stdout
 
 
+def _save_whole(path) -> None:  # noqa: ANN001
+    """transformers' save_pretrained of the tiny whole model into `path` (the release's tensor names)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    data = copy.deepcopy(TINY_WHOLE)
+    config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+    torch.manual_seed(0)
+    transformers.MiniMaxM3SparseForConditionalGeneration(config).save_pretrained(path)
+
+
 def test_the_release_names_are_recognised(tmp_path) -> None:  # noqa: ANN001
     """transformers' save_pretrained of the whole tiny model writes the release's names back out
     (conversion_mapping.py "minimax_m3_vl" reversed: language_model.model.*, block_sparse_moe with w1, w3, w2
     per expert, self_attn.index_*, gate_proj and up_proj apart, vision_tower.vision_model.*,
     patch_merge_mlp.*); the header check places every tensor and adds up to the count."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
     from calc.checkpoint.report import read_checkpoint
 
-    transformers.logging.set_verbosity_error()
-    data = copy.deepcopy(TINY_WHOLE)
-    config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
-    torch.manual_seed(0)
-    transformers.MiniMaxM3SparseForConditionalGeneration(config).save_pretrained(tmp_path)
+    _save_whole(tmp_path)
     names = json.loads((tmp_path / "model.safetensors").read_bytes()[8:8 + int.from_bytes(
         (tmp_path / "model.safetensors").read_bytes()[:8], "little")])
     assert "language_model.model.layers.1.block_sparse_moe.experts.0.w1.weight" in names
@@ -145,3 +150,48 @@ def test_the_release_names_are_recognised(tmp_path) -> None:  # noqa: ANN001
     report = read_checkpoint(str(tmp_path))
     assert report.ok and not report.unknown and not report.mismatches
     assert report.breakdown.total == count(spec_of(copy.deepcopy(TINY_WHOLE))).total
+
+
+def test_mtp_modules_are_counted_apart_from_every_total() -> None:
+    """num_mtp_modules 7: each, as vLLM's minimax_m3_mtp builds it (vllm/models/minimax_m3/nvidia/mtp.py), an
+    indexed sparse MoE layer (the release's layers 3-59, tensor shapes from the checkpoint's tensor list in
+    SOURCES.yaml: norms, q/k/v/o, index_q/index_k and their norms, router, bias, 128 experts, shared expert) plus
+    enorm, hnorm and final_layernorm (6144 each) and eh_proj [6144, 12288]; the released checkpoint holds none
+    of them (its 427,040,140,160 parameters are the model and router biases), so no total grows."""
+    d = 6144
+    layer = (2 * d + 2 * 128 + 8192 * d + 2 * 512 * d + d * 8192 + 512 * d + 128 * d + 2 * 128 + 128 * d + 128
+             + 128 * 3 * 3072 * d + 3 * 3072 * d)
+    b = count(load_spec(str(CONFIG)))
+    assert b.unstored == {"mtp_layers": 7 * (layer + 3 * d + d * 2 * d)} == {"mtp_layers": 52_441_078_144}
+    assert b.stored_total == 427_040_140_160 and "mtp_layers" not in b.extra
+    assert b.to_json()["declared_not_stored"] == {"mtp_layers": 52_441_078_144}
+
+
+def test_a_checkpoint_bundling_mtp_modules_is_read_whole(tmp_path) -> None:  # noqa: ANN001
+    """A checkpoint that bundles MTP modules as vLLM's minimax_m3_mtp loads them (nvidia/mtp.py
+    _map_checkpoint_name: language_model.model.mtp.layers.N.{enorm, hnorm, eh_proj, final_layernorm} and the
+    decoder layer under transformer_layer.): here two modules written beside transformers' save_pretrained of the
+    tiny whole model, each a copy of its sparse layer 1's stored tensors; every tensor is placed, the MTP ones
+    as multi-token prediction layers of the size count() gives them."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file, save_file
+
+    from calc.checkpoint.report import read_checkpoint
+
+    _save_whole(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    layer, d = "language_model.model.layers.1.", TINY_WHOLE["text_config"]["hidden_size"]
+    for i in range(2):
+        prefix = f"language_model.model.mtp.layers.{i}."
+        tensors |= {prefix + "transformer_layer." + name[len(layer):]: t.clone()
+                    for name, t in tensors.items() if name.startswith(layer)}
+        tensors |= {prefix + f"{norm}.weight": torch.zeros(d) for norm in ("enorm", "hnorm", "final_layernorm")}
+        tensors[prefix + "eh_proj.weight"] = torch.zeros(d, 2 * d)
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    bundled = {**copy.deepcopy(TINY_WHOLE), "text_config": {**TINY_WHOLE["text_config"], "num_mtp_modules": 2}}
+    (tmp_path / "config.json").write_text(json.dumps(bundled))
+    report = read_checkpoint(str(tmp_path))
+    assert report.ok and not report.unknown and not report.mismatches
+    stored = {c.component: c.parameters for c in report.components}
+    in_layer_1 = sum(t.numel() for name, t in tensors.items() if name.startswith(layer))
+    assert stored["mtp_layers"] == 2 * (in_layer_1 + 3 * d + 2 * d * d) == count(spec_of(bundled)).unstored["mtp_layers"]

@@ -20,7 +20,7 @@ from calc.checkpoint.names import tensor_table
 from calc.checkpoint.tower_slots import tower_roles, tower_slots
 from calc.errors import GptcalcError
 from calc.spec.load import load_spec
-from tiny_models import TINY_MULTIMODAL
+from tiny_models import TINY, TINY_MULTIMODAL
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -317,6 +317,41 @@ def test_verify_load_of_a_tower_the_reference_does_not_run(tmp_path: Path) -> No
         "anyres_max_N rule, canvases of whole tiles in image_grid_pinpoints" in data["load"]["message"]
     assert "LlavaOnevisionForConditionalGeneration on the same weights: max |logit difference|" \
         in data["load"]["transformers"]["message"]
+
+
+# Gemma 3n whole: the tiny gemma3n_text decoder and the tiny Conformer (GEMMA3N_AUDIO) under the released vision
+# tower, which transformers builds through timm by name only (Gemma3nVisionConfig's mobilenetv5_300m_enc, 2048 wide,
+# 256 soft tokens), so it cannot be made small: about 300M parameters saved and run at 768 x 768.
+GEMMA3N_WHOLE = {"architectures": ["Gemma3nForConditionalGeneration"],
+                 "text_config": {**TINY["gemma3n_text"], "model_type": "gemma3n_text"},
+                 "audio_config": {"model_type": "gemma3n_audio", **GEMMA3N_AUDIO},
+                 "vision_config": {"model_type": "gemma3n_vision"}}
+
+
+def test_verify_load_of_a_saved_gemma3n(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """`verify --checkpoint DIR --load` of transformers' save_pretrained of a whole Gemma3nForConditionalGeneration
+    (its own initialisation, the embedders' tables and projections made random): every tensor placed, the
+    decoder, the MobileNet-v5 (calc/reference/mobilenet.py, no timm) on one seeded 768 x 768 image and the
+    Conformer on seeded log-mel frames loaded strictly, and transformers' model on the same tensors gives the
+    same logits and the same image and audio features. Opt-in (--heavy-towers) and skipped without timm."""
+    if not request.config.getoption("--heavy-towers"):
+        pytest.skip("saves a 300M-parameter vision tower and runs it at 768 x 768: pass --heavy-towers")
+    pytest.importorskip("timm")
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model("gemma3n", **copy.deepcopy(GEMMA3N_WHOLE))
+    model = transformers.Gemma3nForConditionalGeneration._from_config(config).eval()
+    with torch.no_grad():  # the embedders start at ones and zeros, which would let two towers agree
+        for name, param in model.named_parameters():
+            if name.startswith(("model.embed_vision.", "model.embed_audio.")):
+                param.normal_(1.0 if "norm" in name else 0.0, 0.2)
+    model.save_pretrained(tmp_path)
+    data = verify_load(tmp_path)
+    load = data["load"]
+    assert data["ok"] and load["ok"] and load["transformers"]["compared"], load
+    print(load["message"], load["transformers"]["message"], sep="\n")
+    assert "vision tower: image features [1, 256, 32] of one 768x768 image" in load["message"]
+    for what in ("get_image_features", "get_audio_features"):
+        assert f"Gemma3nForConditionalGeneration.{what} on the same weights" in load["transformers"]["message"]
 
 
 # Gemma 3n's MobileNet-v5, tiny (timm's block notation, as calc/towers/mobilenet.py reads it): a 16-channel stem, two

@@ -197,6 +197,20 @@ def test_llava_onevision_is_transformers_whole_model(outer: dict) -> None:
     assert b.towers[0].components["image_newline"] == 896
 
 
+def test_llava_onevision_7b_derived_config_totals() -> None:
+    """llava_onevision.json (llava-hf/llava-onevision-qwen2-7b-ov-hf as transformers' conversion script builds it;
+    SOURCES.yaml): Qwen2-7B with the vocabulary padded to 152128 (152064 + 2 new tokens, to a multiple of 64),
+    untied; SigLIP-so400m's 26 kept layers at 384 px (27 x 27 = 729 positions), no post-pool head; a 1152 -> 3584
+    -> 3584 projector and the 3584-wide newline. transformers 5.24's whole model on meta: 8,030,807,584."""
+    d, f, vocab, w, w_ff = 3584, 18944, 152128, 1152, 4304
+    decoder = 2 * vocab * d + 28 * (2 * (d * d + d) + 2 * (d * 512 + 512) - d + 3 * d * f + 2 * d) + d
+    siglip = w * 3 * 14 * 14 + w + 729 * w + 26 * (4 * (w * w + w) + 4 * w + 2 * w * w_ff + w_ff + w) + 2 * w
+    b = counted("llava_onevision.json")
+    assert b.decoder_total == decoder == 7_616_075_264
+    assert b.towers_total == siglip + (w * d + d) + (d * d + d) + d == 414_732_320
+    assert b.total == 8_030_807_584 and not b.partial
+
+
 def test_llava_onevision_siglip_head_is_refused_not_left_out() -> None:
     """A vision_config mapping without vision_use_head gets SiglipVisionConfig's default (true), and
     transformers builds the attention-pooling head gptcalc does not count: refused, one line."""
@@ -218,7 +232,8 @@ def test_llava_onevision_count_is_analytic(tmp_path) -> None:  # noqa: ANN001
 
 # --- InternVL: InternViT (layer scale, QK-norm) + pixel-shuffle projector --------------------------
 
-# No OpenGVLab/InternVL*-hf config.json was found in the searchable copies: InternVLVisionConfig's
+# The real InternVL3-1B-hf shape is tests/configs/model_types/internvl.json (derived by transformers' converter
+# from the original config; test_internvl3_1b_derived_config_totals). Here: InternVLVisionConfig's
 # defaults (InternViT-300M's shape, models/internvl/configuration_internvl.py) with attention_bias
 # true, as the HF-format InternViT-300M config in InternVL's converter copies carries it (found
 # with find_string, no Hub file), under a two-layer Qwen2-0.5B-wide decoder; and InternViT-6B's
@@ -230,6 +245,22 @@ INTERNVIT_6B_SWITCHES = {"model_type": "internvl_vision", "hidden_size": 64, "nu
                          "num_attention_heads": 4, "intermediate_size": 96, "image_size": [56, 56],
                          "patch_size": [14, 14], "norm_type": "rms_norm", "use_qk_norm": True,
                          "attention_bias": True, "use_mean_pooling": False}
+
+
+def test_internvl3_1b_derived_config_totals() -> None:
+    """internvl.json (OpenGVLab/InternVL3-1B-hf as transformers' converter builds it; SOURCES.yaml): InternViT-300M
+    (patch conv, class token, 1025 positions, 24 layers of biased Q, K, V, O, two LayerNorms, a 4096 MLP and two
+    layer scales), the LayerNorm(4096) + 4096 -> 896 -> 896 projector, Qwen2.5-0.5B's 24 layers. Its head is tied
+    (transformers 5's outer tie_word_embeddings, true), so the Hub checkpoint's 938,193,024 (its Hub API total)
+    is this plus the 151674 x 896 head it stores."""
+    w, f, d, ff, vocab = 1024, 4096, 896, 4864, 151674
+    vit = w * 3 * 14 * 14 + w + w + 1025 * w + 24 * (4 * (w * w + w) + 4 * w + w * f + f + f * w + w + 2 * w)
+    projector = 2 * 4 * w + 4 * w * d + d + d * d + d
+    decoder = vocab * d + 24 * (2 * (d * d + d) - d + 2 * (d * 128 + 128) + 3 * d * ff + 2 * d) + d
+    b = counted("internvl.json")
+    assert b.towers_total == vit + projector == 308_495_104
+    assert b.decoder_total == decoder == 493_798_016
+    assert b.total == 802_293_120 and b.tied and b.total + b.tied_saving == 938_193_024
 
 
 @pytest.mark.parametrize("vision", [{}, INTERNVIT_6B_SWITCHES], ids=["internvit-300m", "internvit-6b-switches"])

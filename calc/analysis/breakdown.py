@@ -116,6 +116,8 @@ class Breakdown:
     shared: tuple[BlockCount, ...] = ()  # blocks stored once and applied by several layers (Zamba2), one copy each
     active: int | None = None  # parameters one token uses (MoE: top_k experts only); None: all of them
     extra: Mapping[str, int] = field(default_factory=dict)  # stored beside the model, not in its total
+    # declared by the config but not in its released checkpoint (MTP layers a drafter loads from elsewhere)
+    unstored: Mapping[str, int] = field(default_factory=dict)
     towers: tuple[TowerCount, ...] = ()  # a multimodal model's encoders, in its total
     uncounted: tuple[str, ...] = ()  # what the checkpoint holds that no row counts: the total is partial
 
@@ -193,6 +195,8 @@ class Breakdown:
         if self.extra:
             result["not_in_total"] = dict(self.extra)
             result["stored_total"] = self.stored_total
+        if self.unstored:
+            result["declared_not_stored"] = dict(self.unstored)
         return result
 
 

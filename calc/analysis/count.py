@@ -41,7 +41,8 @@ def count(spec: ModelSpec) -> Breakdown:
         blocks=blocks,
         shared=shared,
         active=active_params(spec),
-        extra={**stored_buffers(spec), **(spec.mtp.params(spec) if spec.mtp else {})},
+        extra={**stored_buffers(spec), **(spec.mtp.params(spec) if spec.mtp and spec.mtp.stored else {})},
+        unstored=spec.mtp.params(spec) if spec.mtp and not spec.mtp.stored else {},
         towers=tower_counts(spec),
         uncounted=spec.uncounted,
     )

@@ -14,8 +14,14 @@ Read off transformers 5.24 (models/minimax_m3_vl/modular_minimax_m3_vl.py):
   shared_intermediate_size; moe_layer_freq (1 MoE, 0 dense) is read into mlp_layer_types the same way.
   The SwiGLU-OAI gate (gate·sigmoid(alpha·gate)·(up + 1), both clamped at swiglu_limit) changes the
   computation, not the weights.
-The checkpoint's multi-token-prediction modules (num_mtp_modules) are not built by transformers
-(_keys_to_ignore_on_load_unexpected "mtp.*"), nor counted here.
+The config's num_mtp_modules multi-token-prediction modules, which transformers does not build
+(_keys_to_ignore_on_load_unexpected "mtp.*"), are counted as MTP rows (calc.spec.model.MTP) as vLLM's
+minimax_m3_mtp drafter builds them (vllm/models/minimax_m3/nvidia/mtp.py): enorm, hnorm, a bias-free
+2d -> d eh_proj, a decoder layer forced to sparse attention and MoE (`transformer_layer`) and a
+final_layernorm, the embedding and head shared with the model (no copies). The released checkpoints hold
+none of them (MiniMaxAI/MiniMax-M3's tensor list: 427,040,140,160 parameters, the model and its router
+biases; tests/configs/model_types/SOURCES.yaml), so they are `stored: False`: shown apart, in no total;
+a checkpoint that bundles them (language_model.model.mtp.layers.N.*) is still read whole.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ SPARSE_KEYS = {"index_n_heads": "sparse_num_index_heads", "index_head_dim": "spa
 SWIGLU_ALPHA = 1.702
 ATTENTION_TYPES = ("full_attention", "minimax_m3_sparse")
 BLOCK_NAMES = {"full_attention": "attention", "minimax_m3_sparse": "indexed"}  # + "_dense" / "_sparse" (the MLP)
+MTP_KIND = ("minimax_m3_sparse", "sparse")  # vLLM builds each MTP layer with force_sparse_attn and force_moe
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -60,9 +67,25 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
                               routed_scale=cfg.float("routed_scaling_factor"), swiglu_limit=limit,
                               shared=shared, n_shared=1)}
     kinds = list(zip(_attention_types(cfg), mlp_layer_types(cfg, dense=0), strict=True))
-    names = [f"{BLOCK_NAMES[a]}_{m}" for a, m in kinds]
-    blocks = {name: {"attention": attentions[a], "mlp": mlps[m], "norm": gemma} for name, (a, m) in zip(names, kinds)}
-    return decoder(cfg, "minimax_m3_vl_text", blocks, layer_runs(names), gemma, cfg.bool("tie_word_embeddings"))
+    modules = _mtp_modules(cfg)
+    blocks = {_name(kind): {"attention": attentions[kind[0]], "mlp": mlps[kind[1]], "norm": gemma}
+              for kind in kinds + [MTP_KIND] * bool(modules)}
+    mtp = {"n_layers": modules, "block": _name(MTP_KIND), "copies": (), "stored": False} if modules else None
+    return decoder(cfg, "minimax_m3_vl_text", blocks, layer_runs([_name(kind) for kind in kinds]), gemma,
+                   cfg.bool("tie_word_embeddings"), mtp=mtp)
+
+
+def _name(kind: tuple[str, str]) -> str:
+    """A block's name: its attention's, then its MLP's (indexed_sparse, attention_dense, ...)."""
+    return f"{BLOCK_NAMES[kind[0]]}_{kind[1]}"
+
+
+def _mtp_modules(cfg: Config) -> int:
+    """num_mtp_modules (left out: none; transformers' config class has no such key)."""
+    modules = cfg.int("num_mtp_modules", default=0)
+    if modules < 0:
+        raise cfg.error("num_mtp_modules", f"expected 0 or more MTP modules, got {modules}")
+    return modules
 
 
 def _swiglu_limit(cfg: Config) -> float:

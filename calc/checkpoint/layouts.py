@@ -37,8 +37,9 @@ NeoX, BLOOM and Falcon store it); `rope`, "half" (rotate halves) or "interleaved
 gate stored inside q_proj, each head's queries then its gate (Qwen3-Next, Qwen3.5); `score_bias_2d`, the router's
 score correction bias stored [1, E] (ERNIE-4.5); `buffers`, names that
 are stored but no parameters; `aliases`, older names of the same tensor; `mtp_prefix`, where a checkpoint
-keeps its MTP layers apart from the stack (DeepSeek-V4's `mtp.0.`), and `mtp_names`, the names of
-what an MTP layer adds to its block where they are not DeepSeek-V3's (`head`: where it keeps its own head).
+keeps its MTP layers apart from the stack (DeepSeek-V4's `mtp.0.`), `mtp_block`, where inside such a layer its
+block's tensors sit (MiniMax-M3's `transformer_layer.`), and `mtp_names`, the names of what an MTP layer adds to
+its block where they are not DeepSeek-V3's (`head`: where it keeps its own head).
 """
 
 from __future__ import annotations
@@ -301,6 +302,10 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     "minimax_m3_vl_text": {**LLAMA, "block_idx_q": "self_attn.indexer.q_proj", "block_idx_k": "self_attn.indexer.k_proj",
                            "block_idx_q_norm": "self_attn.indexer.q_norm", "block_idx_k_norm": "self_attn.indexer.k_norm",
                            "shared.gate_up": "mlp.shared_experts.gate_up_proj",
+                           # its MTP modules as vLLM's minimax_m3_mtp loads them from a checkpoint that bundles them
+                           # (language_model.model.mtp.layers.N.*: nvidia/mtp.py _map_checkpoint_name)
+                           "mtp_prefix": "model.mtp.layers.", "mtp_block": "transformer_layer.",
+                           "mtp_names": {"shared_head.norm": "final_layernorm"},
                            "hub": {**_MIXTRAL_HUB, "score_bias": "block_sparse_moe.e_score_correction_bias",
                                    "shared": "block_sparse_moe.shared_experts",
                                    "gate_up_split": ("mlp.gate_proj", "mlp.up_proj"),

@@ -94,6 +94,7 @@ class TensorTable:
                                    if self.lay.get("buffers") else "(?!)")
         self._aliases = self.lay.get("aliases", {})
         self._mtp_prefix = self.lay.get("mtp_prefix") if spec.mtp else None
+        self._mtp_block = self.lay.get("mtp_block", "")
         # Per-tensor work is dict look-ups: the stack's depth, each layer's kind and each layer-relative
         # name's meaning are worked out once, not once per tensor (a checkpoint repeats them per layer).
         self.n_layers = spec.n_layers
@@ -108,12 +109,12 @@ class TensorTable:
         an MTP layer kept apart (DeepSeek-V4's mtp.0.*) named as the layer above the stack; a
         multimodal checkpoint's decoder tensor as its text model names it, its tower's as transformers 5
         holds it (`calc.checkpoint.tower_slots`)."""
+        if self.renames:  # a multimodal checkpoint: its decoder under the text model's names, its towers in-memory
+            name = canonical_prefix(name, self.renames)
         if self._mtp_prefix and name.startswith(self._mtp_prefix):
             index, _, rest = name[len(self._mtp_prefix):].partition(".")
             if index.isdigit():
-                return f"{self.layers}.{self.n_layers + int(index)}.{rest}"
-        if self.renames:  # a multimodal checkpoint: its decoder under the text model's names, its towers in-memory
-            name = canonical_prefix(name, self.renames)
+                return f"{self.layers}.{self.n_layers + int(index)}.{rest.removeprefix(self._mtp_block)}"
         return with_base(self._aliases.get(name, name), self.lay, self._model_names)
 
     def piece(self, name: str) -> tuple[str, int] | None:

@@ -118,6 +118,9 @@ def count_notes(spec: ModelSpec, b: Breakdown) -> list[str]:
         stored = "; ".join(f"{label(name)} {count_with_units(extra)}" for name, extra in b.extra.items())
         notes.append(f"stored in the checkpoint but not in the model's total: {stored}; "
                      f"checkpoint total {count_with_units(b.stored_total)}")
+    if b.unstored:
+        declared = "; ".join(f"{label(name)} {count_with_units(n)}" for name, n in b.unstored.items())
+        notes.append(f"declared by the config but not in its released checkpoint (in no total): {declared}")
     return notes + list(spec.notes)
 
 

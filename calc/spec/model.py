@@ -237,6 +237,9 @@ class MTP(Part):
     n_layers: int = Field(gt=0)
     block: str
     copies: tuple[Literal["embedding", "head"], ...] = ("embedding", "head")
+    # False where the config declares the layers but the released checkpoints leave them out (MiniMax-M3's
+    # num_mtp_modules): counted apart, never added to the checkpoint's stored total.
+    stored: bool = True
 
     def params(self, spec: "ModelSpec") -> dict[str, int]:
         d, block = spec.d_model, spec.blocks[self.block]
