@@ -204,6 +204,7 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     if embedding is None or len(embedding.ne) != 2:
         raise GptcalcError(f"{header.path}: token_embd.weight: missing or not 2-D (the vocabulary is read off it)")
     data["vocab_size"] = meta.get(f"{arch}.vocab_size", embedding.ne[1])
+    data["pad_token_id"] = _pad_token(meta, data["vocab_size"])
     data["tie_word_embeddings"] = "output.weight" not in by_name
     for key, suffixes in BIASES.items():
         data[key] = any(name.endswith(suffixes) for name in by_name)
@@ -214,6 +215,14 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     gguf_recurrent.keys(data, meta, arch, by_name, header.path)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
+
+
+def _pad_token(meta: dict[str, Any], vocab: int) -> int | None:
+    """The padding token llama.cpp reads (`tokenizer.ggml.padding_token_id`), where the vocabulary holds it; else
+    none. Never the config class's default: Phi-3's 32000 (SmolLM3's, GLM-4's likewise) lies beyond a smaller
+    vocabulary, and transformers' embedding refuses a padding index outside its rows."""
+    pad = meta.get("tokenizer.ggml.padding_token_id")
+    return pad if isinstance(pad, int) and 0 <= pad < vocab else None
 
 
 def _from_keys(meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], path: str) -> dict[str, Any]:
