@@ -30,6 +30,9 @@ RUNS: dict[str, Run] = {
     # ffn_gate_exps / ffn_up_exps
     "granitemoe-c4096": Run("granitemoe", {}, ["-c", "4096"]),
     "granitemoe-np4": Run("granitemoe", {}, ["-c", "4096", "-np", "4"]),
+    # DbrxForCausalLM: conversion/dbrx.py writes attn_config / ffn_config's keys flat and views the experts 3-D
+    "dbrx-c4096": Run("dbrx", {}, ["-c", "4096"]),
+    "dbrx-np2-ub256": Run("dbrx", {}, ["-c", "8192", "-np", "2", "-ub", "256"]),
 }
 
 

