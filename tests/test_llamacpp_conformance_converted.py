@@ -25,6 +25,7 @@ from tests.test_llamacpp_conformance_recurrent import (CACHE, Run, check_gguf_as
                                                       recorded_gguf)
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "converted"
+ERNIE_MOE = {"intermediate_size": 64, "use_bias": False}
 RUNS: dict[str, Run] = {
     # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
     # ffn_gate_exps / ffn_up_exps
@@ -33,6 +34,11 @@ RUNS: dict[str, Run] = {
     # DbrxForCausalLM: conversion/dbrx.py writes attn_config / ffn_config's keys flat and views the experts 3-D
     "dbrx-c4096": Run("dbrx", {}, ["-c", "4096"]),
     "dbrx-np2-ub256": Run("dbrx", {}, ["-c", "8192", "-np", "2", "-ub", "256"]),
+    # Ernie4_5_MoeForCausalLM: the converter writes the shared expert's width as intermediate_size //
+    # num_key_value_heads (conversion/ernie.py:96-98), which in ERNIE-4.5-21B-A3B-PT (12288 // 4 = 3072 = 2 x 1536,
+    # baidu/ERNIE-4.5-21B-A3B-PT config.json) is its shared experts' width: the tiny config's made so too
+    # (64 // 2 = 2 x 16), its biases off as published
+    "ernie4_5_moe-c4096": Run("ernie4_5_moe", ERNIE_MOE, ["-c", "4096"]),
 }
 
 

@@ -16,12 +16,21 @@ __all__ = ["keys"]
 RENAMED = {"dbrx": {"hidden_size": "d_model", "num_attention_heads": "n_heads", "num_hidden_layers": "n_layers",
                     "max_position_embeddings": "max_seq_len", "num_key_value_heads": "attn_config.kv_n_heads",
                     "rope_theta": "attn_config.rope_theta", "intermediate_size": "ffn_config.ffn_hidden_size",
-                    "num_experts": "ffn_config.moe_num_experts", "num_experts_per_tok": "ffn_config.moe_top_k"}}
+                    "num_experts": "ffn_config.moe_num_experts", "num_experts_per_tok": "ffn_config.moe_top_k"},
+           # ERNIE-4.5's MoE keys (conversion/ernie.py Ernie4_5MoeModel.set_gguf_parameters writes its MoE layers'
+           # start as leading_dense_block_count)
+           "ernie4_5-moe": {"num_experts": "moe_num_experts", "num_experts_per_tok": "moe_k",
+                            "n_shared_experts": "moe_num_shared_experts",
+                            "first_k_dense_replace": "moe_layer_start_index"}}
 # Keys of the architecture's own (`{arch}.KEY` -> the model_type's name, nested likewise): DBRX's clamp of Q/K/V
-OWN = {"dbrx": {"attention.clamp_kqv": "attn_config.clip_qkv"}}
+OWN = {"dbrx": {"attention.clamp_kqv": "attn_config.clip_qkv"},
+       "ernie4_5-moe": {"interleave_moe_layer_step": "moe_layer_interval"}}  # and ERNIE's MoE layers' period
 # Keys the common table reads that the model_type's config does not have (DBRX's LayerNorm epsilon: the converter
 # writes 1e-5 whatever the config says, and DbrxConfig has no key for it), and the expert counts under other names
-DROPPED = {"dbrx": ("layer_norm_eps", "num_local_experts", "n_routed_experts")}
+DROPPED = {"dbrx": ("layer_norm_eps", "num_local_experts", "n_routed_experts"),
+           # ERNIE's shared expert: intermediate_size // num_key_value_heads, which the converter writes for
+           # moe_num_shared_experts x moe_intermediate_size (ernie.py:96-98), the width its config implies
+           "ernie4_5-moe": ("shared_expert_intermediate_size", "num_local_experts", "n_routed_experts")}
 
 
 def keys(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
