@@ -26,6 +26,11 @@ from tests.test_llamacpp_conformance_recurrent import (CACHE, Run, check_gguf_as
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "converted"
 ERNIE_MOE = {"intermediate_size": 64, "use_bias": False}
+# Hunyuan-A13B-Instruct's per-layer lists (its config.json: moe_topk, moe_intermediate_size, num_shared_expert), which
+# conversion/hunyuan.py:78-90 reads, each as wide as transformers builds the experts (intermediate_size); no
+# attention biases, as published; and no NTK-alpha rope, which the converter accepts only for head_dim 128 (:108)
+HUNYUAN_MOE = {"moe_topk": [2, 2], "attention_bias": False, "rope_scaling": None}
+HUNYUAN_LISTS = {"moe_intermediate_size": [48, 48], "num_shared_expert": [1, 1]}
 RUNS: dict[str, Run] = {
     # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
     # ffn_gate_exps / ffn_up_exps
@@ -39,6 +44,7 @@ RUNS: dict[str, Run] = {
     # baidu/ERNIE-4.5-21B-A3B-PT config.json) is its shared experts' width: the tiny config's made so too
     # (64 // 2 = 2 x 16), its biases off as published
     "ernie4_5_moe-c4096": Run("ernie4_5_moe", ERNIE_MOE, ["-c", "4096"]),
+    "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
 }
 
 
