@@ -31,6 +31,7 @@ ERNIE_MOE = {"intermediate_size": 64, "use_bias": False}
 # attention biases, as published; and no NTK-alpha rope, which the converter accepts only for head_dim 128 (:108)
 HUNYUAN_MOE = {"moe_topk": [2, 2], "attention_bias": False, "rope_scaling": None}
 HUNYUAN_LISTS = {"moe_intermediate_size": [48, 48], "num_shared_expert": [1, 1]}
+GLM_LITE = {"first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}
 RUNS: dict[str, Run] = {
     # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
     # ffn_gate_exps / ffn_up_exps
@@ -44,6 +45,11 @@ RUNS: dict[str, Run] = {
     # baidu/ERNIE-4.5-21B-A3B-PT config.json) is its shared experts' width: the tiny config's made so too
     # (64 // 2 = 2 x 16), its biases off as published
     "ernie4_5_moe-c4096": Run("ernie4_5_moe", ERNIE_MOE, ["-c", "4096"]),
+    # Glm4MoeLiteForCausalLM converts as deepseek2 (conversion/glm.py:249); one dense layer first and one expert
+    # group, as GLM-4.7-Flash has (tests/configs/model_types/glm4_moe_lite.json: first_k_dense_replace 1, n_group 1):
+    # transformers 5 makes only layer 0 dense whatever first_k_dense_replace says (its mlp_layer_types), the
+    # converter writes first_k_dense_replace
+    "glm4_moe_lite-mla-c4096": Run("glm4_moe_lite", GLM_LITE, ["-c", "4096"]),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
 }
 
