@@ -32,6 +32,7 @@ ERNIE_MOE = {"intermediate_size": 64, "use_bias": False}
 HUNYUAN_MOE = {"moe_topk": [2, 2], "attention_bias": False, "rope_scaling": None}
 HUNYUAN_LISTS = {"moe_intermediate_size": [48, 48], "num_shared_expert": [1, 1]}
 GLM_LITE = {"first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}
+AFMOE = {"global_attn_every_n_layers": 4, "attention_bias": False}
 RUNS: dict[str, Run] = {
     # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
     # ffn_gate_exps / ffn_up_exps
@@ -50,6 +51,10 @@ RUNS: dict[str, Run] = {
     # transformers 5 makes only layer 0 dense whatever first_k_dense_replace says (its mlp_layer_types), the
     # converter writes first_k_dense_replace
     "glm4_moe_lite-mla-c4096": Run("glm4_moe_lite", GLM_LITE, ["-c", "4096"]),
+    # AfmoeForCausalLM as published (tests/configs/model_types/afmoe.json: every 4th layer global, which llama.cpp
+    # assumes, src/models/afmoe.cpp:17; no attention_bias key, so none: llama.cpp loads no attn_output.bias)
+    "afmoe-swa": Run("afmoe", AFMOE, ["-c", "4096"]),
+    "afmoe-swa-np2": Run("afmoe", AFMOE, ["-c", "4096", "-np", "2"]),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
 }
 

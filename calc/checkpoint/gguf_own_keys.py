@@ -22,7 +22,10 @@ RENAMED = {"dbrx": {"hidden_size": "d_model", "num_attention_heads": "n_heads", 
            "ernie4_5-moe": {"num_experts": "moe_num_experts", "num_experts_per_tok": "moe_k",
                             "n_shared_experts": "moe_num_shared_experts",
                             "first_k_dense_replace": "moe_layer_start_index"},
-           "hunyuan-moe": {"num_experts_per_tok": "moe_topk"}}  # Hunyuan-A13B's (conversion/hunyuan.py:88-90)
+           "hunyuan-moe": {"num_experts_per_tok": "moe_topk"},
+           # AFMoE's (conversion/afmoe.py AfmoeModel.set_gguf_parameters)
+           "afmoe": {"n_shared_experts": "num_shared_experts", "first_k_dense_replace": "num_dense_layers",
+                     "routed_scaling_factor": "route_scale", "norm_topk_prob": "route_norm"}}  # Hunyuan-A13B's (conversion/hunyuan.py:88-90)
 # Keys of the architecture's own (`{arch}.KEY` -> the model_type's name, nested likewise): DBRX's clamp of Q/K/V
 OWN = {"dbrx": {"attention.clamp_kqv": "attn_config.clip_qkv"},
        "ernie4_5-moe": {"interleave_moe_layer_step": "moe_layer_interval"}}  # and ERNIE's MoE layers' period
@@ -34,7 +37,8 @@ DROPPED = {"dbrx": ("layer_norm_eps", "num_local_experts", "n_routed_experts"),
            "ernie4_5-moe": ("shared_expert_intermediate_size", "num_local_experts", "n_routed_experts"),
            # Hunyuan-A13B's lists of one value a layer, written as one (hunyuan.py:78-94): transformers builds every
            # expert and the shared MLP intermediate_size wide, which the file's feed_forward_length gives
-           "hunyuan-moe": ("moe_intermediate_size", "shared_expert_intermediate_size", "n_shared_experts")}
+           "hunyuan-moe": ("moe_intermediate_size", "shared_expert_intermediate_size", "n_shared_experts"),
+           "afmoe": ("num_local_experts", "n_routed_experts")}
 
 
 def keys(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:

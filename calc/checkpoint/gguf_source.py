@@ -49,7 +49,7 @@ ARCHS = {
     "arcee": "arcee", "seed_oss": "seed_oss", "ernie4_5": "ernie4_5", "gpt2": "gpt2", "gptneox": "gpt_neox",
     "falcon": "falcon", "starcoder": "gpt_bigcode", "bloom": "bloom", "llama4": "llama4_text", "dots1": "dots1",
     "minimax-m2": "minimax_m2", "exaone-moe": "exaone_moe", "granitemoe": "granitemoe", "apertus": "apertus",
-    "dbrx": "dbrx", "ernie4_5-moe": "ernie4_5_moe", "hunyuan-moe": "hunyuan_v1_moe",
+    "dbrx": "dbrx", "ernie4_5-moe": "ernie4_5_moe", "hunyuan-moe": "hunyuan_v1_moe", "afmoe": "afmoe",
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
     "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
@@ -100,9 +100,11 @@ KEYS = {
 # (conversion/llama.py:383-395).
 ARCH_KEYS = {"llama4": {"feed_forward_length": "intermediate_size_mlp", "expert_feed_forward_length": "intermediate_size",
                         "interleave_moe_layer_step": "interleave_moe_layer_step"}}
-# What llama.cpp assumes of an architecture whatever its file says: llama4's chunked attention over 8192 tokens,
-# unless the file's sliding_window is 0 (src/models/llama4.cpp:8-19).
-ASSUMED = {"llama4": {"attention_chunk_size": 8192}}
+# What llama.cpp assumes of an architecture whatever its file says, unless the file's sliding_window is 0: llama4's
+# chunked attention over 8192 tokens (src/models/llama4.cpp:8-19).
+ASSUMED = {"llama4": {"attention_chunk_size": 8192},
+           # afmoe's every 4th layer global, the others sliding (src/models/afmoe.cpp:13-17: load_swa_pattern(ml, 4))
+           "afmoe": {"global_attn_every_n_layers": 4}}
 # The converter's renames before its name table (conversion/base.py:593; conversion/mamba.py Mamba2Model.filter_tensors;
 # conversion/lfm2.py LFM2MoeModel.filter_tensors; conversion/nemotron.py:494, Nemotron-H's experts stacked under
 # Mixtral's name), as regular expressions
