@@ -17,6 +17,9 @@ RENAMED = {"dbrx": {"hidden_size": "d_model", "num_attention_heads": "n_heads", 
                     "max_position_embeddings": "max_seq_len", "num_key_value_heads": "attn_config.kv_n_heads",
                     "rope_theta": "attn_config.rope_theta", "intermediate_size": "ffn_config.ffn_hidden_size",
                     "num_experts": "ffn_config.moe_num_experts", "num_experts_per_tok": "ffn_config.moe_top_k"},
+           # MPT's (conversion/mpt.py MPTModel.set_gguf_parameters; its feed-forward width is always 4 x d_model)
+           "mpt": {"hidden_size": "d_model", "num_attention_heads": "n_heads", "num_hidden_layers": "n_layers",
+                   "max_position_embeddings": "max_seq_len", "layer_norm_eps": "layer_norm_epsilon"},
            # ERNIE-4.5's MoE keys (conversion/ernie.py Ernie4_5MoeModel.set_gguf_parameters writes its MoE layers'
            # start as leading_dense_block_count)
            "ernie4_5-moe": {"num_experts": "moe_num_experts", "num_experts_per_tok": "moe_k",
@@ -38,7 +41,9 @@ DROPPED = {"dbrx": ("layer_norm_eps", "num_local_experts", "n_routed_experts"),
            # Hunyuan-A13B's lists of one value a layer, written as one (hunyuan.py:78-94): transformers builds every
            # expert and the shared MLP intermediate_size wide, which the file's feed_forward_length gives
            "hunyuan-moe": ("moe_intermediate_size", "shared_expert_intermediate_size", "n_shared_experts"),
-           "afmoe": ("num_local_experts", "n_routed_experts")}
+           "afmoe": ("num_local_experts", "n_routed_experts"),
+           # MptConfig has neither: its MLP is 4 x d_model wide, every head its own K/V head (MptAttention)
+           "mpt": ("intermediate_size", "num_key_value_heads")}
 
 
 def keys(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:

@@ -49,7 +49,7 @@ ARCHS = {
     "arcee": "arcee", "seed_oss": "seed_oss", "ernie4_5": "ernie4_5", "gpt2": "gpt2", "gptneox": "gpt_neox",
     "falcon": "falcon", "starcoder": "gpt_bigcode", "bloom": "bloom", "llama4": "llama4_text", "dots1": "dots1",
     "minimax-m2": "minimax_m2", "exaone-moe": "exaone_moe", "granitemoe": "granitemoe", "apertus": "apertus",
-    "dbrx": "dbrx", "ernie4_5-moe": "ernie4_5_moe", "hunyuan-moe": "hunyuan_v1_moe", "afmoe": "afmoe",
+    "dbrx": "dbrx", "ernie4_5-moe": "ernie4_5_moe", "hunyuan-moe": "hunyuan_v1_moe", "afmoe": "afmoe", "mpt": "mpt",
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
     "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
