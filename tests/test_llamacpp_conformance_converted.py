@@ -55,7 +55,7 @@ RUNS: dict[str, Run] = {
     # assumes, src/models/afmoe.cpp:17; no attention_bias key, so none: llama.cpp loads no attn_output.bias)
     "afmoe-swa": Run("afmoe", AFMOE, ["-c", "4096"]),
     "afmoe-swa-np2": Run("afmoe", AFMOE, ["-c", "4096", "-np", "2"]),
-    # MPT, under the architecture name its checkpoints give (mosaicml/mpt-7b config.json: "MPTForCausalLM"), which
+    # MPT, under the architecture name its checkpoints give (tests/configs/model_types/mpt.json: "MPTForCausalLM"), which
     # the converter registers (conversion/mpt.py:11); transformers 5 saves "MptForCausalLM"
     "mpt-c4096": Run("mpt", {}, ["-c", "4096"], published={"architectures": ["MPTForCausalLM"]}),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
