@@ -58,6 +58,9 @@ RUNS: dict[str, Run] = {
     # MPT, under the architecture name its checkpoints give (tests/configs/model_types/mpt.json: "MPTForCausalLM"), which
     # the converter registers (conversion/mpt.py:11); transformers 5 saves "MptForCausalLM"
     "mpt-c4096": Run("mpt", {}, ["-c", "4096"], published={"architectures": ["MPTForCausalLM"]}),
+    # ApertusForCausalLM: the converter moves the xIELU scalars into metadata (conversion/llama.py:442-466), which
+    # gptcalc's reader counts there, and adds the Llama-3 rope factors as rope_freqs.weight, a buffer
+    "apertus-c4096": Run("apertus", {}, ["-c", "4096"]),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
 }
 

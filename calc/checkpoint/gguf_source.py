@@ -136,6 +136,12 @@ OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_nam
 TRANSPOSED = {"gpt-oss": (".experts.down_proj",), "llama4": (".experts.down_proj",),  # llama.py:411-413
               # and GPT-2's Conv1D weights, (in, out) (gpt2.py:32-33)
               "gpt2": (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")}
+# Per-layer weights a converter writes as metadata arrays, not tensors: Apertus's xIELU activation's alpha_p and
+# alpha_n (parameters of shape (1,)) and beta and eps (buffers of shape ()): conversion/llama.py:442-466
+# ApertusModel.modify_tensors; llama.cpp reads them as hyperparameters (src/llama-model.cpp LLM_KV_XIELU_*)
+_XIELU = "model.layers.{}.mlp.act_fn."
+IN_METADATA = {"apertus": {"xielu.alpha_p": (_XIELU + "alpha_p", (1,)), "xielu.alpha_n": (_XIELU + "alpha_n", (1,)),
+                           "xielu.beta": (_XIELU + "beta", ()), "xielu.eps": (_XIELU + "eps", ())}}
 # A prefix a converter drops from every name before the architecture's table (conversion/bloom.py:40).
 DROPPED = {"bloom": "transformer."}
 SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -151,6 +157,7 @@ def from_gguf(path: Path, source: str) -> RawCheckpoint:
     arch = headers[0].architecture
     columns = _columns([(t, h.path) for h in headers for t in h.tensors], names, TRANSPOSED.get(arch, ()),
                        RESHAPED + ARCH_RESHAPED.get(arch, ()))
+    columns.extend(_in_metadata(headers[0], spec.n_layers))
     files = tuple(FileRead(h.path, h.file_size, h.bytes_read) for h in headers)
     return RawCheckpoint(source, _kind(headers), columns, files, config, loads_buffers=True)
 
@@ -304,6 +311,20 @@ def uniform(values: list[Any], where: str) -> Any:
     if len(set(values)) > 1:
         raise GptcalcError(f"{where}: differs between layers ({values[:8]}...); not read from GGUF yet")
     return values[0] if values else None
+
+
+def _in_metadata(header: GGUFHeader, n_layers: int) -> TensorColumns:
+    """Weights a converter moves into metadata, one value a layer (`IN_METADATA`), as tensors of the layers that
+    hold no tensor data (4 bytes each: a GGUF F32 array's): Apertus's xIELU scalars, which llama.cpp reads as
+    hyperparameters, so that no model buffer holds them."""
+    columns = TensorColumns()
+    for key, (template, shape) in IN_METADATA.get(header.architecture, {}).items():
+        values = header.metadata.get(key)
+        if not isinstance(values, list) or len(values) != n_layers:
+            raise GptcalcError(f"{header.path}: {key}: expected one value per layer ({n_layers})")
+        for il in range(n_layers):
+            columns.extend(TensorColumns([template.format(il)], ["F32 (metadata)"], [shape], [4], [header.path]))
+    return columns
 
 
 def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
