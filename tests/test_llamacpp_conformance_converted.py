@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_llamacpp_conformance_recurrent import (CACHE, Run, check_gguf_as_model, live_run, matching, ours,
-                                                      recorded_gguf)
+from tests.test_llamacpp_conformance_recurrent import (Run, check_cache_lines, check_gguf_as_model, check_recorded,
+                                                      live_run, recorded_gguf)
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "converted"
 ERNIE_MOE = {"intermediate_size": 64, "use_bias": False}
@@ -55,8 +55,8 @@ RUNS: dict[str, Run] = {
     # assumes, src/models/afmoe.cpp:17; no attention_bias key, so none: llama.cpp loads no attn_output.bias)
     "afmoe-swa": Run("afmoe", AFMOE, ["-c", "4096"]),
     "afmoe-swa-np2": Run("afmoe", AFMOE, ["-c", "4096", "-np", "2"]),
-    # MPT, under the architecture name its checkpoints give (tests/configs/model_types/mpt.json: "MPTForCausalLM"), which
-    # the converter registers (conversion/mpt.py:11); transformers 5 saves "MptForCausalLM"
+    # MPT, under the architecture name its checkpoints give (tests/configs/model_types/mpt.json: "MPTForCausalLM"),
+    # which the converter registers (conversion/mpt.py:11); transformers 5 saves "MptForCausalLM"
     "mpt-c4096": Run("mpt", {}, ["-c", "4096"], published={"architectures": ["MPTForCausalLM"]}),
     # ApertusForCausalLM: the converter moves the xIELU scalars into metadata (conversion/llama.py:442-466), which
     # gptcalc's reader counts there, and adds the Llama-3 rope factors as rope_freqs.weight, a buffer
@@ -66,16 +66,13 @@ RUNS: dict[str, Run] = {
 
 
 def test_every_run_is_recorded() -> None:
-    assert sorted(p.stem for p in RECORDED.glob("*.log")) == sorted(RUNS)
-    assert sorted(p.name.removesuffix(".gguf.gz") for p in RECORDED.glob("*.gguf.gz")) == sorted(RUNS)
+    check_recorded(RUNS, RECORDED)
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_recorded_cache_lines(name: str, tmp_path: Path) -> None:
     """source: the lines llama.cpp printed for this run (tests/data/llamacpp/converted/NAME.log)."""
-    recorded = matching(CACHE, (RECORDED / f"{name}.log").read_text())
-    assert any("llama_kv_cache: size" in line for line in recorded), f"{name}.log holds no KV cache"
-    assert ours(name, tmp_path, RUNS) == recorded
+    check_cache_lines(name, tmp_path, "llama_kv_cache", RUNS, RECORDED)
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))

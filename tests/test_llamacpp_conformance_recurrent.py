@@ -161,17 +161,28 @@ def keep_header(path: Path, to: Path) -> None:
     to.write_bytes(gzip.compress(data[:start] + bytes(len(data) - start), mtime=0))
 
 
+def check_recorded(runs: dict[str, Run], recorded: Path) -> None:
+    """Every run has its log and its file kept under `recorded`, and nothing else is kept there."""
+    assert sorted(p.stem for p in recorded.glob("*.log")) == sorted(runs)
+    assert sorted(p.name.removesuffix(".gguf.gz") for p in recorded.glob("*.gguf.gz")) == sorted(runs)
+
+
+def check_cache_lines(name: str, where: Path, cache: str, runs: dict[str, Run] = RUNS,
+                      recorded: Path = RECORDED) -> None:
+    """gptcalc's cache lines for the run's config equal those llama.cpp printed, which hold a `cache` size line."""
+    printed = matching(CACHE, (recorded / f"{name}.log").read_text())
+    assert any(f"{cache}: size" in line for line in printed), f"{name}.log holds no {cache} line"
+    assert ours(name, where, runs) == printed
+
+
 def test_every_run_is_recorded() -> None:
-    assert sorted(p.stem for p in RECORDED.glob("*.log")) == sorted(RUNS)
-    assert sorted(p.name.removesuffix(".gguf.gz") for p in RECORDED.glob("*.gguf.gz")) == sorted(RUNS)
+    check_recorded(RUNS, RECORDED)
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_recorded_recurrent_lines(name: str, tmp_path: Path) -> None:
     """source: the lines llama.cpp printed for this run (tests/data/llamacpp/recurrent/NAME.log)."""
-    recorded = matching(CACHE, (RECORDED / f"{name}.log").read_text())
-    assert any("llama_memory_recurrent: size" in line for line in recorded), f"{name}.log holds no recurrent cache"
-    assert ours(name, tmp_path) == recorded
+    check_cache_lines(name, tmp_path, "llama_memory_recurrent")
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))

@@ -25,10 +25,10 @@ RENAMED = {"dbrx": {"hidden_size": "d_model", "num_attention_heads": "n_heads", 
            "ernie4_5-moe": {"num_experts": "moe_num_experts", "num_experts_per_tok": "moe_k",
                             "n_shared_experts": "moe_num_shared_experts",
                             "first_k_dense_replace": "moe_layer_start_index"},
-           "hunyuan-moe": {"num_experts_per_tok": "moe_topk"},
+           "hunyuan-moe": {"num_experts_per_tok": "moe_topk"},  # Hunyuan-A13B's (conversion/hunyuan.py:88-90)
            # AFMoE's (conversion/afmoe.py AfmoeModel.set_gguf_parameters)
            "afmoe": {"n_shared_experts": "num_shared_experts", "first_k_dense_replace": "num_dense_layers",
-                     "routed_scaling_factor": "route_scale", "norm_topk_prob": "route_norm"}}  # Hunyuan-A13B's (conversion/hunyuan.py:88-90)
+                     "routed_scaling_factor": "route_scale", "norm_topk_prob": "route_norm"}}
 # Keys of the architecture's own (`{arch}.KEY` -> the model_type's name, nested likewise): DBRX's clamp of Q/K/V
 OWN = {"dbrx": {"attention.clamp_kqv": "attn_config.clip_qkv"},
        "ernie4_5-moe": {"interleave_moe_layer_step": "moe_layer_interval"}}  # and ERNIE's MoE layers' period
