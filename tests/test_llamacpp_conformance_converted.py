@@ -61,6 +61,11 @@ RUNS: dict[str, Run] = {
     # ApertusForCausalLM: the converter moves the xIELU scalars into metadata (conversion/llama.py:442-466), which
     # gptcalc's reader counts there, and adds the Llama-3 rope factors as rope_freqs.weight, a buffer
     "apertus-c4096": Run("apertus", {}, ["-c", "4096"]),
+    # GlmMoeDsaForCausalLM (GLM-5's DSA, conversion/glm.py:318): llama_kv_cache_dsa's MLA cache and its indexer's
+    # keys, of the "full" layers only; an indexer head of 64, as llama.cpp's graph needs (the tiny 8 aborts it:
+    # GGML_ASSERT(ggml_can_mul_mat(a, b)))
+    "glm_moe_dsa-c4096": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "4096"]),
+    "glm_moe_dsa-np2": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "4096", "-np", "2"]),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
 }
 

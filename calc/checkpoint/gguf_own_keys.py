@@ -31,7 +31,10 @@ RENAMED = {"dbrx": {"hidden_size": "d_model", "num_attention_heads": "n_heads", 
                      "routed_scaling_factor": "route_scale", "norm_topk_prob": "route_norm"}}
 # Keys of the architecture's own (`{arch}.KEY` -> the model_type's name, nested likewise): DBRX's clamp of Q/K/V
 OWN = {"dbrx": {"attention.clamp_kqv": "attn_config.clip_qkv"},
-       "ernie4_5-moe": {"interleave_moe_layer_step": "moe_layer_interval"}}  # and ERNIE's MoE layers' period
+       "ernie4_5-moe": {"interleave_moe_layer_step": "moe_layer_interval"},  # and ERNIE's MoE layers' period
+       # GLM-5's lightning indexer (conversion/glm.py GlmMoeDsaModel.set_gguf_parameters)
+       "glm-dsa": {"attention.indexer.head_count": "index_n_heads", "attention.indexer.key_length": "index_head_dim",
+                   "attention.indexer.top_k": "index_topk", "nextn_predict_layers": "num_nextn_predict_layers"}}
 # Keys the common table reads that the model_type's config does not have (DBRX's LayerNorm epsilon: the converter
 # writes 1e-5 whatever the config says, and DbrxConfig has no key for it), and the expert counts under other names
 DROPPED = {"dbrx": ("layer_norm_eps", "num_local_experts", "n_routed_experts"),
@@ -56,6 +59,9 @@ def keys(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     for key, target in OWN.get(arch, {}).items():
         if f"{arch}.{key}" in meta:
             _put(data, target, meta[f"{arch}.{key}"])
+    types = meta.get(f"{arch}.attention.indexer.types")
+    if arch == "glm-dsa" and isinstance(types, list):  # per layer: true where the layer has its own indexer
+        data["indexer_types"] = ["full" if full else "shared" for full in types]
 
 
 def _put(data: dict[str, Any], target: str, value: Any) -> None:

@@ -50,6 +50,7 @@ ARCHS = {
     "falcon": "falcon", "starcoder": "gpt_bigcode", "bloom": "bloom", "llama4": "llama4_text", "dots1": "dots1",
     "minimax-m2": "minimax_m2", "exaone-moe": "exaone_moe", "granitemoe": "granitemoe", "apertus": "apertus",
     "dbrx": "dbrx", "ernie4_5-moe": "ernie4_5_moe", "hunyuan-moe": "hunyuan_v1_moe", "afmoe": "afmoe", "mpt": "mpt",
+    "glm-dsa": "glm_moe_dsa",
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
     "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
@@ -70,6 +71,8 @@ BIASES = {"attention_bias": (".attn_q.bias", ".attn_qkv.bias"), "use_qkv_bias": 
 # The expert count under each name config.json gives it (Qwen's, Mixtral's and PhiMoE's, DeepSeek's and GLM's).
 EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts")
 SIGMOID = 2  # LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID: DeepSeek-V3's router
+# Architectures whose attention is MLA as DeepseekV2Model writes it (GLM-5's DSA: conversion/glm.py:318)
+MLA = ("deepseek2", "glm-dsa")
 # {arch}.KEY -> config.json key (src/llama-arch.cpp LLM_KV_NAMES).
 KEYS = {
     "context_length": "max_position_embeddings",
@@ -224,7 +227,7 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         data[key] = any(name.endswith(suffixes) for name in by_name)
     if "num_experts" in data:
         data.update(dict.fromkeys(EXPERT_COUNTS, data["num_experts"]))
-    if arch == "deepseek2":
+    if arch in MLA:
         _mla(data, meta, arch)
     gguf_recurrent.keys(data, meta, arch, by_name, header.path)
     gguf_own_keys.keys(data, meta, arch)
@@ -301,7 +304,7 @@ def _mla(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     data["n_routed_experts"] = data.pop("num_experts", None)
     data.pop("num_local_experts", None)
     data.setdefault("q_lora_rank", None)  # no key: queries without a latent (DeepSeek-V2-Lite, deepseek.py:344-345)
-    if meta.get(f"{arch}.expert_gating_func") == SIGMOID:
+    if arch == "deepseek2" and meta.get(f"{arch}.expert_gating_func") == SIGMOID:
         data["model_type"] = "deepseek_v3"
     data["moe_layer_freq"] = 1
 
