@@ -66,6 +66,8 @@ RUNS: dict[str, Run] = {
     # GGML_ASSERT(ggml_can_mul_mat(a, b)))
     "glm_moe_dsa-c4096": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "4096"]),
     "glm_moe_dsa-np2": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "4096", "-np", "2"]),
+    # DeepseekV32ForCausalLM (conversion/deepseek.py:466): an indexer in every layer; its head 64 likewise
+    "deepseek_v32-c4096": Run("deepseek_v32", {"index_head_dim": 64}, ["-c", "4096"]),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
 }
 

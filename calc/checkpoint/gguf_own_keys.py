@@ -29,12 +29,14 @@ RENAMED = {"dbrx": {"hidden_size": "d_model", "num_attention_heads": "n_heads", 
            # AFMoE's (conversion/afmoe.py AfmoeModel.set_gguf_parameters)
            "afmoe": {"n_shared_experts": "num_shared_experts", "first_k_dense_replace": "num_dense_layers",
                      "routed_scaling_factor": "route_scale", "norm_topk_prob": "route_norm"}}
+_INDEXER = {"attention.indexer.head_count": "index_n_heads", "attention.indexer.key_length": "index_head_dim",
+            "attention.indexer.top_k": "index_topk", "nextn_predict_layers": "num_nextn_predict_layers"}
 # Keys of the architecture's own (`{arch}.KEY` -> the model_type's name, nested likewise): DBRX's clamp of Q/K/V
 OWN = {"dbrx": {"attention.clamp_kqv": "attn_config.clip_qkv"},
        "ernie4_5-moe": {"interleave_moe_layer_step": "moe_layer_interval"},  # and ERNIE's MoE layers' period
-       # GLM-5's lightning indexer (conversion/glm.py GlmMoeDsaModel.set_gguf_parameters)
-       "glm-dsa": {"attention.indexer.head_count": "index_n_heads", "attention.indexer.key_length": "index_head_dim",
-                   "attention.indexer.top_k": "index_topk", "nextn_predict_layers": "num_nextn_predict_layers"}}
+       # GLM-5's and DeepSeek-V3.2's lightning indexer (conversion/glm.py GlmMoeDsaModel, conversion/deepseek.py
+       # DeepseekV32Model set_gguf_parameters)
+       "glm-dsa": _INDEXER, "deepseek32": _INDEXER}
 # Keys the common table reads that the model_type's config does not have (DBRX's LayerNorm epsilon: the converter
 # writes 1e-5 whatever the config says, and DbrxConfig has no key for it), and the expert counts under other names
 DROPPED = {"dbrx": ("layer_norm_eps", "num_local_experts", "n_routed_experts"),

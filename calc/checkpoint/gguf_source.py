@@ -50,7 +50,7 @@ ARCHS = {
     "falcon": "falcon", "starcoder": "gpt_bigcode", "bloom": "bloom", "llama4": "llama4_text", "dots1": "dots1",
     "minimax-m2": "minimax_m2", "exaone-moe": "exaone_moe", "granitemoe": "granitemoe", "apertus": "apertus",
     "dbrx": "dbrx", "ernie4_5-moe": "ernie4_5_moe", "hunyuan-moe": "hunyuan_v1_moe", "afmoe": "afmoe", "mpt": "mpt",
-    "glm-dsa": "glm_moe_dsa",
+    "glm-dsa": "glm_moe_dsa", "deepseek32": "deepseek_v32",
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
     "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
@@ -72,7 +72,10 @@ BIASES = {"attention_bias": (".attn_q.bias", ".attn_qkv.bias"), "use_qkv_bias": 
 EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts")
 SIGMOID = 2  # LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID: DeepSeek-V3's router
 # Architectures whose attention is MLA as DeepseekV2Model writes it (GLM-5's DSA: conversion/glm.py:318)
-MLA = ("deepseek2", "glm-dsa")
+MLA = ("deepseek2", "glm-dsa", "deepseek32")
+# An architecture gguf-py 0.19.0 lacks whose tensors another's table names: DeepSeek-V3.2's, named as GLM-5 DSA's
+# (llama.cpp names both with one table: src/llama-arch.cpp:1209-1213)
+NAMED_AS = {"deepseek32": "glm-dsa"}
 # {arch}.KEY -> config.json key (src/llama-arch.cpp LLM_KV_NAMES).
 KEYS = {
     "context_length": "max_position_embeddings",
@@ -367,7 +370,7 @@ def _namer(arch: str, n_layers: int) -> Callable[[str], list[str]]:
         return lambda name: [n for n in (own(name if name.endswith((".weight", ".bias")) else name + ".weight"),)
                              if n is not None]
     g = tables()
-    enum = next((a for a, n in g.constants.MODEL_ARCH_NAMES.items() if n == arch), None)
+    enum = next((a for a, n in g.constants.MODEL_ARCH_NAMES.items() if n == NAMED_AS.get(arch, arch)), None)
     if enum is None:
         raise GptcalcError(f"general.architecture {arch!r}: not in gguf-py's MODEL_ARCH_NAMES (upgrade gguf)")
     mapper = g.mapping.TensorNameMap(enum, n_layers)
