@@ -74,7 +74,8 @@ SIGMOID = 2  # LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID: DeepSeek-V3's router
 # Architectures whose attention is MLA as DeepseekV2Model writes it (GLM-5's DSA: conversion/glm.py:318)
 MLA = ("deepseek2", "glm-dsa", "deepseek32")
 # An architecture gguf-py 0.19.0 lacks whose tensors another's table names: DeepSeek-V3.2's, named as GLM-5 DSA's
-# (llama.cpp names both with one table: src/llama-arch.cpp:1209-1213)
+# (the same MLA, MoE and indexer tensors: llama.cpp's one name per tensor kind, LLM_TENSOR_NAMES in
+# src/llama-arch.cpp:444-709, and the llama.cpp tree's gguf-py/gguf/constants.py:3984, MODEL_ARCH.DEEPSEEK32's list)
 NAMED_AS = {"deepseek32": "glm-dsa"}
 # {arch}.KEY -> config.json key (src/llama-arch.cpp LLM_KV_NAMES).
 KEYS = {
