@@ -85,6 +85,18 @@ def test_cli_commands_take_a_gguf(files: dict[str, Path]) -> None:
     assert check_run(["verify", "--load", path]).stderr.startswith("Error: --load: ")
 
 
+@pytest.mark.parametrize("model_type", ("phi3", "smollm3", "glm4"))
+def test_verify_builds_transformers_model_of_a_small_vocabulary(model_type: str, tmp_path: Path) -> None:
+    """Phi-3's, SmolLM3's and GLM-4's config classes default pad_token_id beyond the tiny vocabulary (32000, 128004,
+    151329: transformers 5.24 configuration_phi3.py:79, configuration_smollm3.py:82, configuration_glm4.py:70); the
+    GGUF's config takes the file's padding token, or none."""
+    path = tmp_path / f"{model_type}.gguf"
+    write_gguf(tiny_config(model_type), path)
+    run = check_run(["verify", str(path)])
+    assert run.exit_code == 0, run.stdout[-500:] + run.stderr
+    assert "every transformers parameter has the name and shape the spec implies" in run.stdout
+
+
 def test_count_needs_neither_numpy_nor_torch(files: dict[str, Path]) -> None:
     code = ("import sys; from calc.cli import main; sys.argv=['gptcalc','count',sys.argv[1]]\n"
             "try: main()\nexcept SystemExit: pass\n"

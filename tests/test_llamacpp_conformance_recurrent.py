@@ -92,7 +92,8 @@ RUNS: dict[str, Run] = {
     "lfm2_moe-np4": Run("lfm2_moe", NO_CONV_BIAS, ["-c", "4096", "-np", "4"]),
 }
 CACHE = re.compile(r"(llama_kv_cache: +\S+ KV buffer size = .*|llama_memory_recurrent: +\S+ RS buffer size = .*|"
-                   r"llama_kv_cache_iswa: creating .*|llama_kv_cache: size = .*|llama_memory_recurrent: size = .*)$")
+                   r"llama_kv_cache_iswa: creating .*|llama_kv_cache_dsa: creating .*|llama_kv_cache: size = .*|"
+                   r"llama_memory_recurrent: size = .*)$")
 MODEL = re.compile(r"(load_tensors: +\S+ model buffer size = .*)$")
 COMPUTE = re.compile(r"(sched_reserve: +\S+ compute buffer size = .*)$")
 # gptcalc's option for each llama.cpp one
@@ -103,8 +104,8 @@ def matching(pattern: re.Pattern[str], log: str) -> list[str]:
     return [m.group(1).rstrip() for line in log.splitlines() if (m := pattern.search(line))]
 
 
-def config_of(name: str) -> dict[str, Any]:
-    run = RUNS[name]
+def config_of(name: str, runs: dict[str, Run] = RUNS) -> dict[str, Any]:
+    run = runs[name]
     return {**tiny_config(run.model_type), **run.changes}
 
 
@@ -116,21 +117,21 @@ def server_says(model: Path, args: list[str]) -> str:
     return "\n".join(json.loads(result.output)["server_says"])
 
 
-def ours(name: str, where: Path) -> list[str]:
+def ours(name: str, where: Path, runs: dict[str, Run] = RUNS) -> list[str]:
     """gptcalc's cache lines for the run, from the config the GGUF was made of."""
     model = where / name
     model.mkdir()
-    (model / "config.json").write_text(json.dumps(config_of(name)))
-    return matching(CACHE, server_says(model, RUNS[name].args))
+    (model / "config.json").write_text(json.dumps(config_of(name, runs)))
+    return matching(CACHE, server_says(model, runs[name].args))
 
 
-def recorded_gguf(name: str, where: Path) -> Path:
+def recorded_gguf(name: str, where: Path, recorded: Path = RECORDED) -> Path:
     path = where / f"{name}.gguf"
-    path.write_bytes(gzip.decompress((RECORDED / f"{name}.gguf.gz").read_bytes()))
+    path.write_bytes(gzip.decompress((recorded / f"{name}.gguf.gz").read_bytes()))
     return path
 
 
-def check_gguf_as_model(name: str, path: Path, log: str) -> None:
+def check_gguf_as_model(name: str, path: Path, log: str, runs: dict[str, Run] = RUNS) -> None:
     """The converted file itself as MODEL: every tensor recognised, counted as transformers counts the config
     (its meta model), and its model buffer line (F16 / F32 weights: nothing a CPU build repacks, so the file's
     mapped range alone) and cache lines equal those in llama.cpp's `log`."""
@@ -139,8 +140,8 @@ def check_gguf_as_model(name: str, path: Path, log: str) -> None:
 
     report = read_checkpoint(str(path))
     assert report.ok, ([m.describe() for m in report.mismatches], [t.name for t in report.unknown])
-    assert report.breakdown.total == transformers_count(config_of(name))
-    printed = server_says(path, RUNS[name].args)
+    assert report.breakdown.total == transformers_count(config_of(name, runs))
+    printed = server_says(path, runs[name].args)
     assert matching(MODEL, printed) == matching(MODEL, log)
     assert matching(CACHE, printed) == matching(CACHE, log)
     estimate, real = (compute_mib(text) for text in (printed, log))
@@ -161,17 +162,28 @@ def keep_header(path: Path, to: Path) -> None:
     to.write_bytes(gzip.compress(data[:start] + bytes(len(data) - start), mtime=0))
 
 
+def check_recorded(runs: dict[str, Run], recorded: Path) -> None:
+    """Every run has its log and its file kept under `recorded`, and nothing else is kept there."""
+    assert sorted(p.stem for p in recorded.glob("*.log")) == sorted(runs)
+    assert sorted(p.name.removesuffix(".gguf.gz") for p in recorded.glob("*.gguf.gz")) == sorted(runs)
+
+
+def check_cache_lines(name: str, where: Path, cache: str, runs: dict[str, Run] = RUNS,
+                      recorded: Path = RECORDED) -> None:
+    """gptcalc's cache lines for the run's config equal those llama.cpp printed, which hold a `cache` size line."""
+    printed = matching(CACHE, (recorded / f"{name}.log").read_text())
+    assert any(f"{cache}: size" in line for line in printed), f"{name}.log holds no {cache} line"
+    assert ours(name, where, runs) == printed
+
+
 def test_every_run_is_recorded() -> None:
-    assert sorted(p.stem for p in RECORDED.glob("*.log")) == sorted(RUNS)
-    assert sorted(p.name.removesuffix(".gguf.gz") for p in RECORDED.glob("*.gguf.gz")) == sorted(RUNS)
+    check_recorded(RUNS, RECORDED)
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_recorded_recurrent_lines(name: str, tmp_path: Path) -> None:
     """source: the lines llama.cpp printed for this run (tests/data/llamacpp/recurrent/NAME.log)."""
-    recorded = matching(CACHE, (RECORDED / f"{name}.log").read_text())
-    assert any("llama_memory_recurrent: size" in line for line in recorded), f"{name}.log holds no recurrent cache"
-    assert ours(name, tmp_path) == recorded
+    check_cache_lines(name, tmp_path, "llama_memory_recurrent")
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
@@ -190,21 +202,27 @@ def llamacpp_source(request: pytest.FixtureRequest) -> Path:
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_live_recurrent(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    live_run(name, RUNS, RECORDED, tmp_path, request)
+
+
+def live_run(name: str, runs: dict[str, Run], recorded: Path, where: Path, request: pytest.FixtureRequest) -> None:
+    """Convert the run's config with the tree's converter, run the build's llama-completion on it, (with
+    --llamacpp-record) keep its lines and the file's header under `recorded`, and check gptcalc's against them."""
     from tests.gguf_files import convert_gguf
 
     binary, source = llamacpp_binary(request, "a CPU build of llama.cpp"), llamacpp_source(request)
-    run, path = RUNS[name], tmp_path / f"{name}.gguf"
-    convert_gguf(config_of(name), path, source, run.convert, run.published)
+    run, path = runs[name], where / f"{name}.gguf"
+    convert_gguf(config_of(name, runs), path, source, run.convert, run.published)
     log, status = completion_log(binary, path, run.args)
     if "CUDA0" in log:
         pytest.skip("a CUDA build: these runs are a CPU-only build's")
     printed, model = matching(CACHE, log), matching(MODEL, log)
     assert printed and model, f"llama.cpp printed no buffer line (exit {status}):\n{log[-3000:]}"
     if request.config.getoption("--llamacpp-record"):
-        RECORDED.mkdir(parents=True, exist_ok=True)
+        recorded.mkdir(parents=True, exist_ok=True)
         lines = [m.group(1) for line in log.splitlines() if (m := MODEL.search(line) or CACHE.search(line) or
                                                                COMPUTE.search(line))]
-        (RECORDED / f"{name}.log").write_text("\n".join(lines) + "\n")
-        keep_header(path, RECORDED / f"{name}.gguf.gz")
-    assert ours(name, tmp_path) == printed
-    check_gguf_as_model(name, path, log)
+        (recorded / f"{name}.log").write_text("\n".join(lines) + "\n")
+        keep_header(path, recorded / f"{name}.gguf.gz")
+    assert ours(name, where, runs) == printed
+    check_gguf_as_model(name, path, log, runs)

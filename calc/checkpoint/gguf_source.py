@@ -48,7 +48,9 @@ ARCHS = {
     "glm4moe": "glm4_moe", "olmo": "olmo", "command-r": "cohere", "hunyuan-dense": "hunyuan_v1_dense",
     "arcee": "arcee", "seed_oss": "seed_oss", "ernie4_5": "ernie4_5", "gpt2": "gpt2", "gptneox": "gpt_neox",
     "falcon": "falcon", "starcoder": "gpt_bigcode", "bloom": "bloom", "llama4": "llama4_text", "dots1": "dots1",
-    "minimax-m2": "minimax_m2", "exaone-moe": "exaone_moe",
+    "minimax-m2": "minimax_m2", "exaone-moe": "exaone_moe", "granitemoe": "granitemoe", "apertus": "apertus",
+    "dbrx": "dbrx", "ernie4_5-moe": "ernie4_5_moe", "hunyuan-moe": "hunyuan_v1_moe", "afmoe": "afmoe", "mpt": "mpt",
+    "glm-dsa": "glm_moe_dsa", "deepseek32": "deepseek_v32",
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
     "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
@@ -69,6 +71,12 @@ BIASES = {"attention_bias": (".attn_q.bias", ".attn_qkv.bias"), "use_qkv_bias": 
 # The expert count under each name config.json gives it (Qwen's, Mixtral's and PhiMoE's, DeepSeek's and GLM's).
 EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts")
 SIGMOID = 2  # LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID: DeepSeek-V3's router
+# Architectures whose attention is MLA as DeepseekV2Model writes it (GLM-5's DSA: conversion/glm.py:318)
+MLA = ("deepseek2", "glm-dsa", "deepseek32")
+# An architecture gguf-py 0.19.0 lacks whose tensors another's table names: DeepSeek-V3.2's, named as GLM-5 DSA's
+# (the same MLA, MoE and indexer tensors: llama.cpp's one name per tensor kind, LLM_TENSOR_NAMES in
+# src/llama-arch.cpp:444-709, and the llama.cpp tree's gguf-py/gguf/constants.py:3984, MODEL_ARCH.DEEPSEEK32's list)
+NAMED_AS = {"deepseek32": "glm-dsa"}
 # {arch}.KEY -> config.json key (src/llama-arch.cpp LLM_KV_NAMES).
 KEYS = {
     "context_length": "max_position_embeddings",
@@ -99,9 +107,11 @@ KEYS = {
 # (conversion/llama.py:383-395).
 ARCH_KEYS = {"llama4": {"feed_forward_length": "intermediate_size_mlp", "expert_feed_forward_length": "intermediate_size",
                         "interleave_moe_layer_step": "interleave_moe_layer_step"}}
-# What llama.cpp assumes of an architecture whatever its file says: llama4's chunked attention over 8192 tokens,
-# unless the file's sliding_window is 0 (src/models/llama4.cpp:8-19).
-ASSUMED = {"llama4": {"attention_chunk_size": 8192}}
+# What llama.cpp assumes of an architecture whatever its file says, unless the file's sliding_window is 0: llama4's
+# chunked attention over 8192 tokens (src/models/llama4.cpp:8-19).
+ASSUMED = {"llama4": {"attention_chunk_size": 8192},
+           # afmoe's every 4th layer global, the others sliding (src/models/afmoe.cpp:13-17: load_swa_pattern(ml, 4))
+           "afmoe": {"global_attn_every_n_layers": 4}}
 # The converter's renames before its name table (conversion/base.py:593; conversion/mamba.py Mamba2Model.filter_tensors;
 # conversion/lfm2.py LFM2MoeModel.filter_tensors; conversion/nemotron.py:494, Nemotron-H's experts stacked under
 # Mixtral's name), as regular expressions
@@ -111,6 +121,9 @@ RENAMES = ((r"e_score_correction_bias", "e_score_correction.bias"), (r"\.dt_bias
 # Tensors the converter reshapes, their values unchanged: Mamba2's gated norm as (n_groups, d_inner / n_groups)
 # (Mamba2Model.modify_tensors)
 RESHAPED = (".ssm_norm.weight",)
+# and an architecture's: DBRX's experts, (experts x width, n_embd) in its checkpoint, viewed as (experts, width,
+# n_embd), the down projection's last two dimensions swapped (conversion/dbrx.py DbrxModel.modify_tensors)
+ARCH_RESHAPED = {"dbrx": ("_exps.weight",)}
 # Tensors a converter class splits itself, by their checkpoint (Hub) names: Granite's fused gate and up, of the
 # routed experts and of the shared MLP, or of the MLP without experts (conversion/granite.py GraniteMoeModel,
 # whose shared_mlp.output_linear is ffn_down without experts); Qwen3-Next's DeltaNet q, k, v and z projection
@@ -130,6 +143,12 @@ OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_nam
 TRANSPOSED = {"gpt-oss": (".experts.down_proj",), "llama4": (".experts.down_proj",),  # llama.py:411-413
               # and GPT-2's Conv1D weights, (in, out) (gpt2.py:32-33)
               "gpt2": (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")}
+# Per-layer weights a converter writes as metadata arrays, not tensors: Apertus's xIELU activation's alpha_p and
+# alpha_n (parameters of shape (1,)) and beta and eps (buffers of shape ()): conversion/llama.py:442-466
+# ApertusModel.modify_tensors; llama.cpp reads them as hyperparameters (src/llama-model.cpp LLM_KV_XIELU_*)
+_XIELU = "model.layers.{}.mlp.act_fn."
+IN_METADATA = {"apertus": {"xielu.alpha_p": (_XIELU + "alpha_p", (1,)), "xielu.alpha_n": (_XIELU + "alpha_n", (1,)),
+                           "xielu.beta": (_XIELU + "beta", ()), "xielu.eps": (_XIELU + "eps", ())}}
 # A prefix a converter drops from every name before the architecture's table (conversion/bloom.py:40).
 DROPPED = {"bloom": "transformer."}
 SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -142,8 +161,10 @@ def from_gguf(path: Path, source: str) -> RawCheckpoint:
 
     spec = spec_from_config(config)
     names = _hf_names(spec, headers[0].architecture)
-    columns = _columns([(t, h.path) for h in headers for t in h.tensors], names,
-                       TRANSPOSED.get(headers[0].architecture, ()))
+    arch = headers[0].architecture
+    columns = _columns([(t, h.path) for h in headers for t in h.tensors], names, TRANSPOSED.get(arch, ()),
+                       RESHAPED + ARCH_RESHAPED.get(arch, ()))
+    columns.extend(_in_metadata(headers[0], spec.n_layers))
     files = tuple(FileRead(h.path, h.file_size, h.bytes_read) for h in headers)
     return RawCheckpoint(source, _kind(headers), columns, files, config, loads_buffers=True)
 
@@ -192,7 +213,7 @@ def read_split(path: Path) -> list[GGUFHeader]:
 
 def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     """The config.json a GGUF's metadata and tensor list imply (for its architecture's model_type)."""
-    from calc.checkpoint import gguf_recurrent
+    from calc.checkpoint import gguf_own_keys, gguf_recurrent
 
     arch, meta = header.architecture, header.metadata
     if arch not in ARCHS and arch not in OWN:
@@ -204,16 +225,26 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     if embedding is None or len(embedding.ne) != 2:
         raise GptcalcError(f"{header.path}: token_embd.weight: missing or not 2-D (the vocabulary is read off it)")
     data["vocab_size"] = meta.get(f"{arch}.vocab_size", embedding.ne[1])
+    data["pad_token_id"] = _pad_token(meta, data["vocab_size"])
     data["tie_word_embeddings"] = "output.weight" not in by_name
     for key, suffixes in BIASES.items():
         data[key] = any(name.endswith(suffixes) for name in by_name)
     if "num_experts" in data:
         data.update(dict.fromkeys(EXPERT_COUNTS, data["num_experts"]))
-    if arch == "deepseek2":
+    if arch in MLA:
         _mla(data, meta, arch)
     gguf_recurrent.keys(data, meta, arch, by_name, header.path)
+    gguf_own_keys.keys(data, meta, arch)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
+
+
+def _pad_token(meta: dict[str, Any], vocab: int) -> int | None:
+    """The padding token llama.cpp reads (`tokenizer.ggml.padding_token_id`), where the vocabulary holds it; else
+    none. Never the config class's default: Phi-3's 32000 (SmolLM3's, GLM-4's likewise) lies beyond a smaller
+    vocabulary, and transformers' embedding refuses a padding index outside its rows."""
+    pad = meta.get("tokenizer.ggml.padding_token_id")
+    return pad if isinstance(pad, int) and 0 <= pad < vocab else None
 
 
 def _from_keys(meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], path: str) -> dict[str, Any]:
@@ -277,7 +308,7 @@ def _mla(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     data["n_routed_experts"] = data.pop("num_experts", None)
     data.pop("num_local_experts", None)
     data.setdefault("q_lora_rank", None)  # no key: queries without a latent (DeepSeek-V2-Lite, deepseek.py:344-345)
-    if meta.get(f"{arch}.expert_gating_func") == SIGMOID:
+    if arch == "deepseek2" and meta.get(f"{arch}.expert_gating_func") == SIGMOID:
         data["model_type"] = "deepseek_v3"
     data["moe_layer_freq"] = 1
 
@@ -287,6 +318,20 @@ def uniform(values: list[Any], where: str) -> Any:
     if len(set(values)) > 1:
         raise GptcalcError(f"{where}: differs between layers ({values[:8]}...); not read from GGUF yet")
     return values[0] if values else None
+
+
+def _in_metadata(header: GGUFHeader, n_layers: int) -> TensorColumns:
+    """Weights a converter moves into metadata, one value a layer (`IN_METADATA`), as tensors of the layers that
+    hold no tensor data (4 bytes each: a GGUF F32 array's): Apertus's xIELU scalars, which llama.cpp reads as
+    hyperparameters, so that no model buffer holds them."""
+    columns = TensorColumns()
+    for key, (template, shape) in IN_METADATA.get(header.architecture, {}).items():
+        values = header.metadata.get(key)
+        if not isinstance(values, list) or len(values) != n_layers:
+            raise GptcalcError(f"{header.path}: {key}: expected one value per layer ({n_layers})")
+        for il in range(n_layers):
+            columns.extend(TensorColumns([template.format(il)], ["F32 (metadata)"], [shape], [4], [header.path]))
+    return columns
 
 
 def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -326,7 +371,7 @@ def _namer(arch: str, n_layers: int) -> Callable[[str], list[str]]:
         return lambda name: [n for n in (own(name if name.endswith((".weight", ".bias")) else name + ".weight"),)
                              if n is not None]
     g = tables()
-    enum = next((a for a, n in g.constants.MODEL_ARCH_NAMES.items() if n == arch), None)
+    enum = next((a for a, n in g.constants.MODEL_ARCH_NAMES.items() if n == NAMED_AS.get(arch, arch)), None)
     if enum is None:
         raise GptcalcError(f"general.architecture {arch!r}: not in gguf-py's MODEL_ARCH_NAMES (upgrade gguf)")
     mapper = g.mapping.TensorNameMap(enum, n_layers)
@@ -363,10 +408,11 @@ def _gguf_names(mapper: Any, name: str) -> list[str]:
 
 
 def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, tuple[int, ...]]],
-             transposed: tuple[str, ...] = ()) -> TensorColumns:
+             transposed: tuple[str, ...] = (), reshaped: tuple[str, ...] = RESHAPED) -> TensorColumns:
     """Every file's tensors under Hugging Face names; converter splits joined (wherever each part is
     stored: a split set may cut between them), unknown names kept as they are; those named in `transposed`
-    (suffixes) under the shape before the converter swapped their last two dimensions."""
+    (suffixes) under the shape before the converter swapped their last two dimensions, those in `reshaped` under
+    the spec's shape where their size is its."""
     grouped: dict[str, list[tuple[GGUFTensor, str]]] = defaultdict(list)
     for tensor, file in stored:
         grouped[names[tensor.name][0] if tensor.name in names else tensor.name].append((tensor, file))
@@ -380,7 +426,7 @@ def _columns(stored: list[tuple[GGUFTensor, str]], names: dict[str, tuple[str, t
             found = (*found[:-2], found[-1], found[-2])
         columns.names.append(hf_name)
         columns.dtypes.append("+".join(sorted({p.type_name for p, _ in pieces})))
-        columns.shapes.append(_shape(found, numel, expected, first.name.endswith(RESHAPED)))
+        columns.shapes.append(_shape(found, numel, expected, first.name.endswith(reshaped)))
         columns.nbytes.append(sum(p.nbytes for p, _ in pieces))
         columns.files.append(pieces[0][1])
     return columns

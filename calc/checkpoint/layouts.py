@@ -48,9 +48,11 @@ from typing import Any
 
 __all__ = ["LAYOUTS", "ROTARY_BUFFERS", "in_memory", "layout", "layout_name", "with_base"]
 
-# Rotary frequency tables and attention masks: buffers wherever they appear in a name.
+# Rotary frequency tables and attention masks: buffers wherever they appear in a name (and llama.cpp's table of
+# Llama-3 rope factors, which its converter computes into a GGUF as rope_freqs: conversion/llama.py
+# generate_extra_tensors).
 ROTARY_BUFFERS = ("rotary_emb.inv_freq", "rotary_emb.original_inv_freq", "embed_positions", "attn.masked_bias",
-                  "attention.masked_bias", "embed_tokens.embed_scale")
+                  "attention.masked_bias", "embed_tokens.embed_scale", "rope_freqs.weight")
 
 _PER_EXPERT = {"expert_gate": "mlp.experts.{expert}.gate_proj", "expert_up": "mlp.experts.{expert}.up_proj",
                "expert_down": "mlp.experts.{expert}.down_proj"}

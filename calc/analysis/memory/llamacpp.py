@@ -37,6 +37,7 @@ from calc.analysis.memory.formats import FORMATS, Format
 from calc.analysis.memory.kv import KVLayers, kv_layers, state_layers
 from calc.analysis.memory.llamacpp_compute import Compute, compute_buffer
 from calc.analysis.memory.llamacpp_devices import Buffer, Placement, buffers, padded
+from calc.analysis.memory.vllm_indexer import DSA
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -107,12 +108,20 @@ class LlamaCppContext:
         return _pad(min(self.cells, n_swa * (self.n_seq if self.unified else 1) + self.n_tokens))
 
 
+# What llama.cpp prints creating each cache of a pair: llama_kv_cache_iswa's full and SWA ones, llama_kv_cache_dsa's
+# MLA and lightning-indexer ones (src/llama-kv-cache-dsa.cpp:31, 48)
+CREATING = {"non-SWA": "llama_kv_cache_iswa: creating non-SWA KV cache",
+            "SWA": "llama_kv_cache_iswa: creating     SWA KV cache",
+            "main": "llama_kv_cache_dsa: creating main KV cache",
+            "indexer": "llama_kv_cache_dsa: creating indexer KV cache"}
+
+
 @dataclass(frozen=True)
 class Cache:
     """One cache llama.cpp creates: its cells, layers and the bytes of its two tensors kinds."""
 
     kind: str  # "kv" (K and V) or "rs" (R and S)
-    label: str  # "", "non-SWA" or "SWA": which of llama_kv_cache_iswa's two
+    label: str  # "", or which of a pair (`CREATING`): llama_kv_cache_iswa's, llama_kv_cache_dsa's
     cells: int
     layers: int
     n_seq: int
@@ -127,10 +136,10 @@ class Cache:
         return self.first + self.second
 
     def header(self) -> list[str]:
-        """The lines before its buffers: the iswa cache announces each of its two sizes."""
+        """The lines before its buffers: a pair's cache announces its size."""
         if not self.label:
             return list(self.preamble)
-        return [*self.preamble, f"llama_kv_cache_iswa: creating {self.label:>7} KV cache, size = {self.cells} cells"]
+        return [*self.preamble, f"{CREATING[self.label]}, size = {self.cells} cells"]
 
     def line(self) -> str:
         """The line llama.cpp prints (src/llama-kv-cache.cpp:301, src/llama-memory-recurrent.cpp:140)."""
@@ -191,8 +200,13 @@ def _formats(ctx: LlamaCppContext) -> tuple[Format, Format]:
 
 
 def _kv_groups(spec: ModelSpec, ctx: LlamaCppContext) -> list[tuple[str, list[KVLayers], int]]:
-    """(label, layer kinds, cells) of each KV cache: one, or llama_kv_cache_iswa's non-SWA and SWA pair."""
+    """(label, layer kinds, cells) of each KV cache: one, llama_kv_cache_iswa's non-SWA and SWA pair, or
+    llama_kv_cache_dsa's MLA cache and its indexer's keys (one key head of the indexer's width, in -ctk's type:
+    src/llama-kv-cache-dsa.cpp:31-53), both of every cell."""
     kinds = kv_layers(spec)
+    if any(kind.kind == DSA for kind in kinds):
+        return [("main", [k for k in kinds if k.kind != DSA], ctx.cells),
+                ("indexer", [k for k in kinds if k.kind == DSA], ctx.cells)]
     slides = {kind: _n_swa(spec, kind) for kind in kinds}
     windows = {n for n in slides.values() if n}
     if len(windows) > 1:
@@ -223,10 +237,11 @@ def _kv(label: str, members: list[KVLayers], cells: int, ctx: LlamaCppContext, k
 def llamacpp_compute(spec: ModelSpec, ctx: LlamaCppContext, device: str = "CPU") -> Compute | None:
     """The compute buffer estimate (calc/analysis/memory/llamacpp_compute.py) of the model's caches under `ctx`:
     V store indices are per V element of the widest layer (n_embd_v_gqa_max) where V is stored transposed.
-    None for DeepSeek-V4's compressed caches, whose graph (llama_kv_cache_dsv4) the estimate does not cover."""
+    None for DeepSeek-V4's compressed caches and a DSA indexer's, whose graphs (llama_kv_cache_dsv4,
+    llama_kv_cache_dsa) the estimate does not cover."""
     from calc.analysis.memory import llamacpp_dsv4
 
-    if llamacpp_dsv4.has_compressed_rows(spec):
+    if llamacpp_dsv4.has_compressed_rows(spec) or any(kind.kind == DSA for kind in kv_layers(spec)):
         return None
     groups = _kv_groups(spec, ctx)
     v_max = max((m.v for _, members, _ in groups for m in members), default=0)

