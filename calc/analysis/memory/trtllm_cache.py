@@ -34,21 +34,22 @@ TRTLLM_DSA = ("https://github.com/NVIDIA/TensorRT-LLM/blob/0bbb76d22e61bde633cc5
 # Where a hybrid Mamba / linear-attention model's states go by default, for the refusal (engines._refuse_unmodelled):
 # get_kv_cache_manager_cls at 0004396720 picks MambaHybridCacheManagerV2 where use_kv_cache_manager_v2 is True, else
 # CppMambaHybridCacheManager (a Kimi-Linear config off V2 without block reuse: MixedMambaHybridCacheManager). The
-# default "auto" takes the model class's preference (llm_utils._resolve_kv_cache_manager_v2_auto), which TensorRT-LLM's
-# docs/source/features/kvcache.md ("Selecting the KV Cache Manager", a 2026 version the index did not date) lists as V2
-# for NemotronH and Qwen3-Next; Qwen3.5 and Kimi-Linear, not listed, fall back to the C++ manager (block reuse is on by
-# default, so Kimi-Linear takes CppMambaHybridCacheManager too). V2's start-up estimate is affine
-# (_estimate_mamba_hybrid_cache_cost): the attention layers' bytes a token, plus a fixed cost of (max_batch_size x pp +
-# CUDA-graph padding slots, 1 without a drafter) states of every Mamba layer on the rank; periodic state snapshots are
-# off by default. How the pool is then split between attention pages and state slots follows a typical step of
-# max_batch_size requests of avg_seq_len tokens, max_seq_len / 2 when unset (MambaHybridCacheManagerV2.
-# _build_cache_config, _get_typical_request_capacity): that split, which sets the tokens, is not modelled yet.
-TRTLLM_HYBRID = ("by default TensorRT-LLM keeps them in MambaHybridCacheManagerV2 for NemotronH and Qwen3-Next (their "
-                 "model classes prefer it: docs/source/features/kvcache.md), taking (max_batch_size x pp + 1 "
+# default "auto" takes the model class's preference (llm_utils._resolve_kv_cache_manager_v2_auto, False where it has
+# none), which TensorRT-LLM's docs/source/features/kvcache.md ("Selecting the KV Cache Manager", a 2026 version the
+# index did not date) lists as V2 for NemotronH and Qwen3-Next; Qwen3.5's text class subclasses Qwen3-Next's
+# (NVIDIA/TensorRT-LLM#12302), so it likely inherits it; whether Kimi-Linear's class names one was not found. V2's
+# start-up estimate is affine (_estimate_mamba_hybrid_cache_cost): the attention layers' bytes a token, plus a fixed
+# cost of (max_batch_size x pp + CUDA-graph padding slots, 1 without a drafter) states of every Mamba layer on the
+# rank; periodic state snapshots are off by default. How the pool is then split between attention pages and state
+# slots follows a typical step of max_batch_size requests of avg_seq_len tokens, max_seq_len / 2 when unset
+# (MambaHybridCacheManagerV2._build_cache_config, _get_typical_request_capacity): that split, which sets the tokens,
+# is not modelled yet.
+TRTLLM_HYBRID = ("by default TensorRT-LLM keeps them in MambaHybridCacheManagerV2 where the model class prefers it, as "
+                 "NemotronH and Qwen3-Next do (docs/source/features/kvcache.md), taking (max_batch_size x pp + 1 "
                  "CUDA-graph padding slot) states off the top and splitting the rest between attention pages and state "
-                 "slots by a typical step of max_batch_size requests of avg_seq_len (max_seq_len / 2 unless set), and "
-                 "in CppMambaHybridCacheManager for the others, Qwen3.5 and Kimi-Linear (tensorrt_llm/_torch/"
-                 "pyexecutor/_util.py get_kv_cache_manager_cls at 0004396720)")
+                 "slots by a typical step of max_batch_size requests of avg_seq_len (max_seq_len / 2 unless set), else "
+                 "in CppMambaHybridCacheManager (tensorrt_llm/_torch/pyexecutor/_util.py get_kv_cache_manager_cls at "
+                 "0004396720)")
 
 
 def _has_dsa(kv: KVCache) -> bool:
