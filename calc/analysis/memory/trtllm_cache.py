@@ -31,18 +31,24 @@ __all__ = ["TRTLLM_DSA", "TRTLLM_HYBRID", "logged_bytes_per_token", "trtllm_byte
 TRTLLM_DSA = ("https://github.com/NVIDIA/TensorRT-LLM/blob/0bbb76d22e61bde633cc5f7733f5194881853501/tensorrt_llm/"
               "_torch/attention_backend/sparse/dsa/cache_manager.py (DSACacheManager.get_cache_size_per_token)")
 
-# Where a hybrid Mamba / linear-attention model's states go, for the refusal (engines._refuse_unmodelled):
-# get_kv_cache_manager_cls at 0004396720 picks MambaHybridCacheManagerV2 where use_kv_cache_manager_v2 is True, which
-# the default "auto" becomes where the model class's defaults ask for it (llm_utils._resolve_kv_cache_manager_v2_auto,
-# False otherwise), else CppMambaHybridCacheManager; a Kimi-Linear config (is_kimi_linear: model_type kimi_linear with
-# linear_attn_config) off V2 and without block reuse goes to MixedMambaHybridCacheManager (separate KV and state
-# pools). V2's pool holds, beside the attention pages, a recurrent state per slot of max_batch_size plus CUDA-graph
-# padding slots and, under block reuse, state snapshots (MambaHybridCacheManagerV2.get_cache_size_per_token,
-# _estimate_mamba_hybrid_cache_cost).
-TRTLLM_HYBRID = ("TensorRT-LLM keeps them in MambaHybridCacheManagerV2 where use_kv_cache_manager_v2 resolves to it (a "
-                 "state per max_batch_size + CUDA-graph padding slot and, under block reuse, state snapshots beside the "
-                 "attention pages), else in CppMambaHybridCacheManager, or for Kimi-Linear without block reuse "
-                 "MixedMambaHybridCacheManager (tensorrt_llm/_torch/pyexecutor/_util.py get_kv_cache_manager_cls at "
+# Where a hybrid Mamba / linear-attention model's states go by default, for the refusal (engines._refuse_unmodelled):
+# get_kv_cache_manager_cls at 0004396720 picks MambaHybridCacheManagerV2 where use_kv_cache_manager_v2 is True, else
+# CppMambaHybridCacheManager (a Kimi-Linear config off V2 without block reuse: MixedMambaHybridCacheManager). The
+# default "auto" takes the model class's preference (llm_utils._resolve_kv_cache_manager_v2_auto, False where it has
+# none), which TensorRT-LLM's docs/source/features/kvcache.md ("Selecting the KV Cache Manager", a 2026 version the
+# index did not date) lists as V2 for NemotronH and Qwen3-Next; Qwen3.5's text class subclasses Qwen3-Next's
+# (NVIDIA/TensorRT-LLM#12302), so it likely inherits it; whether Kimi-Linear's class names one was not found. V2's
+# start-up estimate is affine (_estimate_mamba_hybrid_cache_cost): the attention layers' bytes a token, plus a fixed
+# cost of (max_batch_size x pp + CUDA-graph padding slots, 1 without a drafter) states of every Mamba layer on the
+# rank; periodic state snapshots are off by default. How the pool is then split between attention pages and state
+# slots follows a typical step of max_batch_size requests of avg_seq_len tokens, max_seq_len / 2 when unset
+# (MambaHybridCacheManagerV2._build_cache_config, _get_typical_request_capacity): that split, which sets the tokens,
+# is not modelled yet.
+TRTLLM_HYBRID = ("by default TensorRT-LLM keeps them in MambaHybridCacheManagerV2 where the model class prefers it, as "
+                 "NemotronH and Qwen3-Next do (docs/source/features/kvcache.md), taking (max_batch_size x pp + 1 "
+                 "CUDA-graph padding slot) states off the top and splitting the rest between attention pages and state "
+                 "slots by a typical step of max_batch_size requests of avg_seq_len (max_seq_len / 2 unless set), else "
+                 "in CppMambaHybridCacheManager (tensorrt_llm/_torch/pyexecutor/_util.py get_kv_cache_manager_cls at "
                  "0004396720)")
 
 
