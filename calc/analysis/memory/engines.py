@@ -199,8 +199,8 @@ class MambaPool:
     mem_cache/kv_cache_configurator.py _handle_max_mamba_cache): of the memory left after the weights,
     ratio / (1 + ratio) (--mamba-full-memory-ratio, 0.9) goes to states, max_mamba_cache_size =
     floor(that / one slot) requests, the token pool gets the memory less max_mamba_cache_size slots, and
-    the pool allocates one slot more (its padding slot). Conv states are bf16 and SSM states fp32
-    (configs/mamba_utils.py mamba2_state_dtype)."""
+    the pool allocates one slot more (its padding slot). Conv states are bf16 and SSM states fp32 unless the
+    model or --mamba-ssm-dtype says otherwise (configs/mamba_utils.py mamba2_state_dtype; sglang_states)."""
 
     conv_bytes: int  # one request, every state layer on this GPU
     ssm_bytes: int
@@ -245,19 +245,21 @@ class MambaPool:
 # a KVCacheConfigurator): those slots cost nothing, and the states' pool is carved as for a hybrid.
 
 
-def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
-    """The states' pool SGLang carves first from `memory` (None without states)."""
+def sglang_mamba_pool(kv: KVCache, memory: int, ssm_bytes: int = 4) -> MambaPool | None:
+    """The states' pool SGLang carves first from `memory` (None without states); `ssm_bytes`: one SSM state
+    element (sglang_states.SSM_BYTES of the dtype SGLang resolves)."""
     if not kv.states:
         return None
     conv = sum(s.n_layers * s.elements * 2 for s in kv.states if s.name == "conv")
-    ssm = sum(s.n_layers * s.elements * 4 for s in kv.states if s.name != "conv")
+    ssm = sum(s.n_layers * s.elements * ssm_bytes for s in kv.states if s.name != "conv")
     return MambaPool(conv, ssm, memory)
 
 
 def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None,
             max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1,
             capability: tuple[int, int] | None = None, async_scheduling: bool = True,
-            indexer_kv_dtype: str = "auto", prefix_caching: bool = True, speculative_steps: int = 0) -> KVPool:
+            indexer_kv_dtype: str = "auto", prefix_caching: bool = True, speculative_steps: int = 0,
+            sglang_ssm_bytes: int = 4) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
@@ -265,7 +267,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     by default on a GPU and off on its CPU platform (in_flight_tokens); `indexer_kv_dtype`: vLLM's, how
     a sparse-attention indexer keeps its keys (calc.analysis.memory.vllm_indexer); `prefix_caching`: vLLM's,
     on by default, which sets the pages a state group holds per request (state_pages); `speculative_steps`:
-    SGLang's --speculative-num-steps (0: none), modelled for its DeepSeek-V4 pools (sglang_dsv4)."""
+    SGLang's --speculative-num-steps (0: none), modelled for its DeepSeek-V4 pools (sglang_dsv4);
+    `sglang_ssm_bytes`: one element of SGLang's SSM states (sglang_states.sglang_ssm_dtype)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
@@ -289,7 +292,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
               if engine == "vllm" else None)
     if hybrid is not None:
         block = hybrid.block
-    mamba = sglang_mamba_pool(kv, kv_memory) if engine == "sglang" else None
+    mamba = sglang_mamba_pool(kv, kv_memory, sglang_ssm_bytes) if engine == "sglang" else None
     per_token = (engine_bytes_per_token(kv, indexer_dtype) if engine in ("vllm", "sglang") else
                  trtllm_bytes_per_token(kv) if engine == "trtllm" else kv.bytes_per_token)
     return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
