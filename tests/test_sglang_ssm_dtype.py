@@ -3,7 +3,7 @@
 SGLang's mamba2_state_dtype (configs/mamba_utils.py at sgl-project/sglang@02e208de): --mamba-ssm-dtype (through
 SGLANG_MAMBA_SSM_DTYPE) over the config's mamba_ssm_dtype, where the model's config class passes itself, over
 float32. KimiLinearConfig passes nothing (@008b79d2); on SM100 arg_groups/kimi_k3_hook.py
-apply_kimi_k3_linear_attn_defaults (@9aab5589) defaults the flag to bfloat16 where its KDA heads are 128 wide
+apply_kimi_k3_linear_attn_defaults (newer than @9aab5589) defaults the flag to bfloat16 where its KDA heads are 128 wide
 and the TP size divides them. Every byte count below is worked from the config by hand.
 """
 

@@ -32,5 +32,6 @@ class SglangBuild(Part):
     # the key is absent or the class passes nothing (KimiLinearConfig.mamba2_cache_params at @008b79d2).
     ssm_dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     # Kimi-Linear's KDA heads where their head_dim is 128: on SM100 SGLang defaults --mamba-ssm-dtype to bfloat16
-    # when the TP size divides them (arg_groups/kimi_k3_hook.py apply_kimi_k3_linear_attn_defaults at @9aab5589).
+    # when the TP size divides them (arg_groups/kimi_k3_hook.py apply_kimi_k3_linear_attn_defaults, in a version
+    # newer than @9aab5589, whose hook has no such default).
     sm100_bf16_ssm_heads: int | None = None

@@ -20,7 +20,7 @@ NOT_SGLANG = "--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang w
 
 def sglang_ssm_dtype(build: SglangBuild, flag: str | None, capability: tuple[int, int] | None, tp: int) -> str:
     """The SSM state dtype SGLang resolves: `flag` (--mamba-ssm-dtype) if given; else bfloat16 where the model
-    defaults it so on SM100 (kimi_k3_hook.py apply_kimi_k3_linear_attn_defaults at @9aab5589: is_sm100, the
+    defaults it so on SM100 (kimi_k3_hook.py apply_kimi_k3_linear_attn_defaults, newer than @9aab5589: is_sm100, the
     KDA heads divisible by the TP size); else what its config class hands mamba2_state_dtype."""
     if flag is not None:
         if flag not in SSM_BYTES:
