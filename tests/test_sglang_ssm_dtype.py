@@ -92,3 +92,17 @@ def test_cli_b200_halves_kimi_linear_states() -> None:
 def test_flag_is_sglangs(args: list[str]) -> None:
     result = check_run(args)
     assert result.exit_code == 2 and "--mamba-ssm-dtype sets SGLang's Mamba pool" in result.stderr
+
+
+def test_fit_takes_the_models_default() -> None:
+    """fit sizes each candidate's Mamba pool as memory does: Kimi-Linear's states in bf16 on a B200, fp32 on
+    an H200 (per GPU at tp N without pipeline stages: the 32 KDA heads split N ways)."""
+    from calc.analysis.count import count
+    from calc.analysis.fit import fit as fit_layouts
+    from calc.analysis.memory import GPUS
+
+    spec = load_spec(KIMI)
+    for name, ssm_bytes in (("B200", 2), ("H200", 4)):
+        found = fit_layouts(spec, count(spec), 131072, tuple(g for g in GPUS if g.name.startswith(name)), "sglang")[0]
+        whole = [c for c in found if c.layout.pp == 1]  # every KDA layer on each GPU
+        assert whole and all(c.pool.mamba.ssm_bytes == KIMI_SSM_ELEMENTS * ssm_bytes // c.layout.tp for c in whole)
