@@ -163,9 +163,19 @@ class KVPool:
     @property
     def requests(self) -> int:
         """Whole requests of max_model_len the pool holds at once: floor(max_concurrency) in integers,
-        and under SGLang no more than max_mamba_cache_size // 3 (MambaPool.requests)."""
-        whole = self.blocks // self.blocks_per_request if self.engine.name == "vllm" else self.tokens // self.max_model_len
-        return min(whole, self.mamba.requests) if self.mamba else whole
+        and under SGLang no more than its running-request cap (sglang_max_running_requests)."""
+        if self.engine.name == "vllm":
+            return self.blocks // self.blocks_per_request
+        whole = self.tokens // self.max_model_len
+        return whole if self.max_running is None else min(whole, self.max_running)
+
+    @property
+    def max_running(self) -> int | None:
+        """SGLang's running-request cap (sglang_max_running_requests); None for other engines, and for
+        DeepSeek-V4's pools, whose DSV4PoolConfigurator gptcalc has not read for it."""
+        if self.engine.name != "sglang" or self.compressed is not None:
+            return None
+        return sglang_max_running_requests(self.tokens, self.max_model_len, self.mamba)
 
     @property
     def concurrency(self) -> str:
@@ -182,10 +192,24 @@ class KVPool:
                 "block_bytes": self.block_bytes, "kv_memory_bytes": self.kv_memory, "blocks": self.blocks,
                 "tokens": self.tokens, "printed_tokens": self.printed_tokens, "max_model_len": self.max_model_len,
                 "blocks_per_request": self.blocks_per_request, "max_concurrency": self.concurrency,
-                "requests": self.requests,
+                "requests": self.requests, "max_running_requests": self.max_running,
                 "hybrid_groups": self.hybrid.to_json() if self.hybrid else None,
                 "mamba_pool": self.mamba.to_json() if self.mamba else None,
                 "sglang_dsv4_pools": self.compressed.to_json() if self.compressed else None}
+
+
+RUNNING_PER_CONTEXT, MIN_RUNNING, MAX_RUNNING = 512, 2048, 4096  # init_memory_pool's max_num_reqs default
+
+
+def sglang_max_running_requests(tokens: int, context: int, mamba: MambaPool | None = None) -> int:
+    """SGLang's default --max-running-requests (init_memory_pool, model_runner_kv_cache_mixin.py at
+    sgl-project/sglang@226149ac): min(max(int(max_total_num_tokens / context_len x 512), 2048), 4096), and
+    beside a Mamba pool no more than max_mamba_cache_size // 3 (MambaPool.requests). It binds on whole
+    requests only where the pool holds over 4,096 of them (a short --seq, SGLang's --context-length).
+    SGLang takes the pool's tokens before rounding them down to a page; here the page-aligned slots,
+    the same under its default page of 1."""
+    cap = min(max(tokens * RUNNING_PER_CONTEXT // context, MIN_RUNNING), MAX_RUNNING)
+    return min(cap, mamba.requests) if mamba else cap
 
 
 MAMBA_SLOTS_PER_REQUEST = 3  # SGLang's MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO (mem_cache/kv_cache_configurator.py)
