@@ -20,6 +20,7 @@ from calc.analysis.memory.engines import KVPool, kv_pool
 from calc.analysis.memory.gpus import GPU, find_gpu
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.memory.schemes import Scheme
+from calc.analysis.memory.sglang_states import sglang_ssm_bytes
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
                                           vllm_batch_defaults)
 from calc.analysis.memory.stored import StoredWeights
@@ -136,7 +137,8 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
                                 reserves.max_batched or vllm_batch_defaults(budget.total)[0], pp=layout.pp,
                                 capability=gpu.capability, async_scheduling=async_scheduling,
                                 indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
-                                speculative_steps=speculative_num_steps)
+                                speculative_steps=speculative_num_steps,
+                                sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, None, gpu.capability, layout.tp))
                         if budget.kv_memory > 0 else None)
             except GptcalcError as exc:  # a layout whose pages the engine model does not cover
                 skipped[_skipped(layout, exc)] = None

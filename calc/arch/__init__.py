@@ -172,16 +172,15 @@ def spec_dict(config: dict[str, Any], origin: str) -> dict[str, Any]:
         spec["architecture"] = architectures[0]  # the whole checkpoint's class, a multimodal wrapper's included
     if left_out:
         spec.update(_towers(config, origin, spec, left_out))
-        spec.update(_sglang(config))
+        spec["sglang"] = {**spec.get("sglang", {}), **_sglang(config)}  # the tower reader's facts beside the adapter's
     return spec
 
 
 def _sglang(config: dict[str, Any]) -> dict[str, Any]:
-    """The sglang field of a multimodal config: what its tower reader states of SGLang (calc/spec/sglang.py)."""
+    """What a multimodal config's tower reader states of SGLang (calc/spec/sglang.py)."""
     from calc.towers import sglang_build
 
-    facts = sglang_build(config)
-    return {"sglang": facts} if facts else {}
+    return sglang_build(config)
 
 
 def _towers(config: dict[str, Any], origin: str, spec: dict[str, Any], left_out: tuple[str, ...]) -> dict[str, Any]:

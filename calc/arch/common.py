@@ -106,6 +106,17 @@ def gated_mlp(cfg: Config, d_ff_key: str = "intermediate_size", **changes: Any) 
             "bias": cfg.bool("mlp_bias", default=False), **changes}
 
 
+SGLANG_SSM_DTYPES = ("float32", "bfloat16", "float16")  # mamba2_state_dtype's dtype_map (configs/mamba_utils.py)
+
+
+def sglang_ssm_dtype(cfg: Config) -> dict[str, Any]:
+    """The spec's `sglang` field for a hybrid whose SGLang config class passes itself to mamba2_state_dtype
+    (sgl-project/sglang@02e208de configs/mamba_utils.py): the config's `mamba_ssm_dtype` sets the SSM states'
+    dtype there; absent (or a value SGLang warns about and ignores) it stays SGLang's float32."""
+    dtype = cfg.raw("mamba_ssm_dtype", default=None)
+    return {"sglang": {"ssm_dtype": dtype}} if dtype in SGLANG_SSM_DTYPES else {}
+
+
 def decoder(cfg: Config, model_type: str, blocks: dict[str, Any], layers: list[tuple[int, str]],
             final_norm: dict[str, Any] | None, tied: bool, **changes: Any) -> dict[str, Any]:
     """The model-level fields every decoder has."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from calc.arch.common import KEYS, attention, decoder, gated_mlp, norm, with_defaults
+from calc.arch.common import KEYS, attention, decoder, gated_mlp, norm, sglang_ssm_dtype, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -56,7 +56,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
              "in_scales": [cfg.float("ssm_in_multiplier"), cfg.float("attention_in_multiplier")],
              "out_scales": [cfg.float("ssm_out_multiplier"), cfg.float("attention_out_multiplier")]}
     spec = decoder(cfg, "falcon_h1", {"hybrid": {"attention": group, "mlp": mlp, "norm": rms}},
-                   [(cfg.int(*KEYS["n_layers"]), "hybrid")], rms, cfg.bool("tie_word_embeddings"))
+                   [(cfg.int(*KEYS["n_layers"]), "hybrid")], rms, cfg.bool("tie_word_embeddings"),
+                   **sglang_ssm_dtype(cfg))
     return {**spec, "embedding": {"multiplier": cfg.float("embedding_multiplier")},
             "head": {**spec["head"], "logit_scale": cfg.float("lm_head_multiplier")}}
 

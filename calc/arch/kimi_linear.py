@@ -59,7 +59,16 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
              for kind in kinds}
     blocks, layers = kind_stack(kinds, names, lambda kind: {
         "attention": parts[kind.split("+")[0]], "mlp": parts[kind.split("+")[1]], "norm": rms})
-    return decoder(cfg, "kimi_linear", blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+    return decoder(cfg, "kimi_linear", blocks, layers, rms, cfg.bool("tie_word_embeddings"), **_sglang(cfg))
+
+
+def _sglang(cfg: Config) -> dict[str, Any]:
+    """SGLang's KimiLinearConfig builds its states' params without the config (mamba2_state_dtype(None): float32,
+    whatever mamba_ssm_dtype says); on SM100 it defaults --mamba-ssm-dtype to bfloat16 where the KDA heads are
+    128 wide and the TP size divides them (arg_groups/kimi_k3_hook.py in a version newer than
+    sgl-project/sglang@9aab5589)."""
+    heads = cfg.int("linear_num_heads")
+    return {"sglang": {"sm100_bf16_ssm_heads": heads}} if cfg.int("linear_head_dim") == 128 else {}
 
 
 def _linear_keys(cfg: Config) -> Config:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from calc.arch.common import (KEYS, TRANSFORMERS_BACKEND, activation, attention, current_kinds, decoder, gated_mlp,
-                               granite_scalars, kind_stack, layer_kinds, norm, with_defaults)
+                               granite_scalars, kind_stack, layer_kinds, norm, sglang_ssm_dtype, with_defaults)
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
@@ -153,7 +153,7 @@ def _nemotron_h(cfg: Config, model_type: str) -> dict[str, Any]:
         return {slot: part, other: None, "norm": rms, "norms": ["attn_in" if slot == "attention" else "mlp_in"]}
 
     blocks, layers = kind_stack(kinds, names, build)
-    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **sglang_ssm_dtype(cfg))
 
 
 def _nemotron_moe(cfg: Config, mlp: dict[str, Any]) -> dict[str, Any]:
@@ -180,7 +180,8 @@ def _two_norm(cfg: Config, model_type: str) -> dict[str, Any]:
         return {"attention": mamba if kind == "linear_attention" else attn, "mlp": mlp, "norm": rms}
 
     blocks, layers = kind_stack(kinds, {"linear_attention": "mamba", "full_attention": "attention"}, build)
-    spec = decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **VLLM.get(model_type, {}))
+    spec = decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **VLLM.get(model_type, {}),
+                   **sglang_ssm_dtype(cfg))
     return granite_scalars(cfg, spec) if granite else spec
 
 

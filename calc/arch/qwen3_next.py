@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, attention, decoder, gated_mlp, kind_stack, layer_kinds, norm, renamed, with_defaults
+from calc.arch.common import (KEYS, attention, decoder, gated_mlp, kind_stack, layer_kinds, norm, renamed,
+                              sglang_ssm_dtype, with_defaults)
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 from calc.arch.qwen_moe import _moe_layers
@@ -60,7 +61,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     kinds = [f"{mixer}+{'moe' if moe else 'dense'}" for mixer, moe in zip(mixers, sparse)]
     names = {kind: _name(kind, any(sparse)) for kind in kinds}
     blocks, layers = kind_stack(kinds, names, lambda kind: _block(cfg, rms, *kind.split("+")))
-    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **VLLM.get(model_type, {}))
+    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **VLLM.get(model_type, {}),
+                   **sglang_ssm_dtype(cfg))
 
 
 def _sparse_layers(cfg: Config, model_type: str) -> list[bool]:

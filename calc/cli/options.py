@@ -215,6 +215,10 @@ speculative_option = click.option(
     "--speculative-num-steps", "speculative_num_steps", type=click.IntRange(min=0, max=MAX_COUNT), default=0, show_default=True,
     help="SGLang's: draft steps of speculative decoding (MTP); for DeepSeek-V4 its compressor rings of 16 and 256 "
          "and the draft layer's share of the pool (0: none).")
+mamba_ssm_dtype_option = click.option(
+    "--mamba-ssm-dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None,
+    help="SGLang's: the dtype of a hybrid's SSM states in its Mamba pool (default: the model's there, float32 "
+         "unless its config's mamba_ssm_dtype says otherwise; Kimi-Linear bfloat16 on B200/B300).")
 set_option = click.option("--set", "overrides", multiple=True, type=TEXT, metavar="KEY=VALUE",
                           help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of tables.")

@@ -336,8 +336,10 @@ def _pool_line(pool: KVPool) -> str:
     else:
         per = f"{pool.tokens:,} token slots, {pool.max_model_len:,} per request"
     states = f", {pool.mamba.slots:,} Mamba state slots" if pool.mamba else ""
+    cap = f", at most {pool.max_running:,} running (its max_running_requests)" if pool.max_running else ""
     return (f"{name}'s KV pool: {pool.kv_memory:,} B at {pool.bytes_per_token:,} B per token as {name} lays it out: "
-            f"{per}{states}; the largest batch is the whole requests it holds (its maximum concurrency, rounded down)")
+            f"{per}{states}; the largest batch is the whole requests it holds (its maximum concurrency, rounded "
+            f"down){cap}")
 
 
 def seq_note(seq: int | None) -> str | None:

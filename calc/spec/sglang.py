@@ -5,7 +5,9 @@ a multimodal architecture unless its configs/model_config.py lists it as validat
 (arg_groups/cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible, rule "multimodal model";
 the "tc_piecewise" backend has an allowlist of its own, _disable_tc_piecewise_cudagraph_if_incompatible).
 Which lists an architecture is on is the reader's to state (calc/towers/*.py), as calc/spec/vllm.py's
-facts are the adapters'; the memory budget asks the spec, never the model_type.
+facts are the adapters'; the memory budget asks the spec, never the model_type. How SGLang keeps a
+hybrid's SSM states (configs/mamba_utils.py mamba2_state_dtype) is the text adapter's to state: whether
+its SGLang config class reads the config's `mamba_ssm_dtype`, and Kimi-Linear's bf16 default on SM100.
 """
 
 
@@ -24,3 +26,12 @@ class SglangBuild(Part):
     configs/model_config.py). Empty: a multimodal architecture on neither, or a text-only one."""
 
     prefill_graph_allowlists: tuple[Literal["breakable", "tc_piecewise"], ...] = Field(default=(), strict=False)
+    # The SSM state dtype SGLang's config class hands mamba2_state_dtype: the config's mamba_ssm_dtype where the
+    # class passes itself (NemotronH, FalconH1, Qwen3-Next, Qwen3.5, GraniteMoeHybrid, and Bamba, whose adapter
+    # Granite shares: calc.arch.common.sglang_ssm_dtype; sgl-project/sglang@02e208de); float32, its default, where
+    # the key is absent or the class passes nothing (KimiLinearConfig.mamba2_cache_params at @008b79d2).
+    ssm_dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    # Kimi-Linear's KDA heads where their head_dim is 128: on SM100 SGLang defaults --mamba-ssm-dtype to bfloat16
+    # when the TP size divides them (arg_groups/kimi_k3_hook.py apply_kimi_k3_linear_attn_defaults, in a version
+    # newer than @9aab5589, whose hook has no such default).
+    sm100_bf16_ssm_heads: int | None = None

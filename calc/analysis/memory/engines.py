@@ -163,9 +163,19 @@ class KVPool:
     @property
     def requests(self) -> int:
         """Whole requests of max_model_len the pool holds at once: floor(max_concurrency) in integers,
-        and under SGLang no more than max_mamba_cache_size // 3 (MambaPool.requests)."""
-        whole = self.blocks // self.blocks_per_request if self.engine.name == "vllm" else self.tokens // self.max_model_len
-        return min(whole, self.mamba.requests) if self.mamba else whole
+        and under SGLang no more than its running-request cap (sglang_max_running_requests)."""
+        if self.engine.name == "vllm":
+            return self.blocks // self.blocks_per_request
+        whole = self.tokens // self.max_model_len
+        return whole if self.max_running is None else min(whole, self.max_running)
+
+    @property
+    def max_running(self) -> int | None:
+        """SGLang's running-request cap (sglang_max_running_requests); None for other engines, and for
+        DeepSeek-V4's pools, whose DSV4PoolConfigurator gptcalc has not read for it."""
+        if self.engine.name != "sglang" or self.compressed is not None:
+            return None
+        return sglang_max_running_requests(self.tokens, self.max_model_len, self.mamba)
 
     @property
     def concurrency(self) -> str:
@@ -182,10 +192,24 @@ class KVPool:
                 "block_bytes": self.block_bytes, "kv_memory_bytes": self.kv_memory, "blocks": self.blocks,
                 "tokens": self.tokens, "printed_tokens": self.printed_tokens, "max_model_len": self.max_model_len,
                 "blocks_per_request": self.blocks_per_request, "max_concurrency": self.concurrency,
-                "requests": self.requests,
+                "requests": self.requests, "max_running_requests": self.max_running,
                 "hybrid_groups": self.hybrid.to_json() if self.hybrid else None,
                 "mamba_pool": self.mamba.to_json() if self.mamba else None,
                 "sglang_dsv4_pools": self.compressed.to_json() if self.compressed else None}
+
+
+RUNNING_PER_CONTEXT, MIN_RUNNING, MAX_RUNNING = 512, 2048, 4096  # init_memory_pool's max_num_reqs default
+
+
+def sglang_max_running_requests(tokens: int, context: int, mamba: MambaPool | None = None) -> int:
+    """SGLang's default --max-running-requests (init_memory_pool, model_runner_kv_cache_mixin.py at
+    sgl-project/sglang@226149ac): min(max(int(max_total_num_tokens / context_len x 512), 2048), 4096), and
+    beside a Mamba pool no more than max_mamba_cache_size // 3 (MambaPool.requests). It binds on whole
+    requests only where the pool holds over 4,096 of them (a short --seq, SGLang's --context-length).
+    SGLang takes the pool's tokens before rounding them down to a page; here the page-aligned slots,
+    the same under its default page of 1."""
+    cap = min(max(tokens * RUNNING_PER_CONTEXT // context, MIN_RUNNING), MAX_RUNNING)
+    return min(cap, mamba.requests) if mamba else cap
 
 
 MAMBA_SLOTS_PER_REQUEST = 3  # SGLang's MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO (mem_cache/kv_cache_configurator.py)
@@ -199,8 +223,8 @@ class MambaPool:
     mem_cache/kv_cache_configurator.py _handle_max_mamba_cache): of the memory left after the weights,
     ratio / (1 + ratio) (--mamba-full-memory-ratio, 0.9) goes to states, max_mamba_cache_size =
     floor(that / one slot) requests, the token pool gets the memory less max_mamba_cache_size slots, and
-    the pool allocates one slot more (its padding slot). Conv states are bf16 and SSM states fp32
-    (configs/mamba_utils.py mamba2_state_dtype)."""
+    the pool allocates one slot more (its padding slot). Conv states are bf16 and SSM states fp32 unless the
+    model or --mamba-ssm-dtype says otherwise (configs/mamba_utils.py mamba2_state_dtype; sglang_states)."""
 
     conv_bytes: int  # one request, every state layer on this GPU
     ssm_bytes: int
@@ -245,19 +269,21 @@ class MambaPool:
 # a KVCacheConfigurator): those slots cost nothing, and the states' pool is carved as for a hybrid.
 
 
-def sglang_mamba_pool(kv: KVCache, memory: int) -> MambaPool | None:
-    """The states' pool SGLang carves first from `memory` (None without states)."""
+def sglang_mamba_pool(kv: KVCache, memory: int, ssm_bytes: int = 4) -> MambaPool | None:
+    """The states' pool SGLang carves first from `memory` (None without states); `ssm_bytes`: one SSM state
+    element (sglang_states.SSM_BYTES of the dtype SGLang resolves)."""
     if not kv.states:
         return None
     conv = sum(s.n_layers * s.elements * 2 for s in kv.states if s.name == "conv")
-    ssm = sum(s.n_layers * s.elements * 4 for s in kv.states if s.name != "conv")
+    ssm = sum(s.n_layers * s.elements * ssm_bytes for s in kv.states if s.name != "conv")
     return MambaPool(conv, ssm, memory)
 
 
 def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None = None,
             max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1,
             capability: tuple[int, int] | None = None, async_scheduling: bool = True,
-            indexer_kv_dtype: str = "auto", prefix_caching: bool = True, speculative_steps: int = 0) -> KVPool:
+            indexer_kv_dtype: str = "auto", prefix_caching: bool = True, speculative_steps: int = 0,
+            sglang_ssm_bytes: int = 4) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
@@ -265,7 +291,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     by default on a GPU and off on its CPU platform (in_flight_tokens); `indexer_kv_dtype`: vLLM's, how
     a sparse-attention indexer keeps its keys (calc.analysis.memory.vllm_indexer); `prefix_caching`: vLLM's,
     on by default, which sets the pages a state group holds per request (state_pages); `speculative_steps`:
-    SGLang's --speculative-num-steps (0: none), modelled for its DeepSeek-V4 pools (sglang_dsv4)."""
+    SGLang's --speculative-num-steps (0: none), modelled for its DeepSeek-V4 pools (sglang_dsv4);
+    `sglang_ssm_bytes`: one element of SGLang's SSM states (sglang_states.sglang_ssm_dtype)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
@@ -289,7 +316,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
               if engine == "vllm" else None)
     if hybrid is not None:
         block = hybrid.block
-    mamba = sglang_mamba_pool(kv, kv_memory) if engine == "sglang" else None
+    mamba = sglang_mamba_pool(kv, kv_memory, sglang_ssm_bytes) if engine == "sglang" else None
     per_token = (engine_bytes_per_token(kv, indexer_dtype) if engine in ("vllm", "sglang") else
                  trtllm_bytes_per_token(kv) if engine == "trtllm" else kv.bytes_per_token)
     return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
