@@ -22,7 +22,7 @@ from calc.arch.common import activation, renamed, rope, with_defaults
 from calc.arch.config import Config
 from calc.towers import biased_attention
 
-__all__ = ["towers"]
+__all__ = ["towers", "transformers_data"]
 
 # Kimi_K25VisionConfig and Kimi_K25Config (models/kimi_k25/configuration_kimi_k25.py).
 DEFAULTS = {"patch_size": 14, "pos_emb_height": 64, "pos_emb_width": 64, "num_attention_heads": 16,
@@ -69,3 +69,17 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
                                     {"d_in": merged, "d_out": text_width, "bias": True}]}],
         "images": {"kind": "navit", "patch_size": vision.int("patch_size"), "merge_size": kernel[0]},
     }}
+
+
+def transformers_data(data: dict[str, Any]) -> dict[str, Any]:
+    """A Moonshot config's vision keys under transformers' names (Kimi_K25VisionConfig ignores
+    vt_hidden_size and the rest, and would build its defaults), and the projector norm's width
+    (mm_hidden_size) as Kimi_K25Config's projection_hidden_size, so that transformers' model is the
+    one the config describes."""
+    vision = data.get("vision_config")
+    if not isinstance(vision, dict):
+        return data
+    data = {**data, "vision_config": {MOONSHOT.get(key, key): value for key, value in vision.items()}}
+    if "mm_hidden_size" in vision and "projection_hidden_size" not in data:
+        data["projection_hidden_size"] = vision["mm_hidden_size"]
+    return data
