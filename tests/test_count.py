@@ -105,6 +105,7 @@ RELEASED = {
     # (tests/test_longcat.py measures both on transformers' own model)
     "longcat-flash": 741_053_585_408 - 180_388_626_432,
     "qwen3.5-27b": 27_356_728_560,
+    "qwen3.6-27b": 27_356_728_560,  # Qwen3.5-27B's shape (SOURCES.yaml qwen3_5-qwen3.6-27b.json)
     "qwen3.5-35b-a3b": 35_107_181_936,
     "qwen3.5-397b-a17b": 396_802_360_816,
     "llama-4-scout": 108_641_793_536,
