@@ -269,6 +269,20 @@ def test_kimi_k25_counts_the_language_model_and_moonvit() -> None:
     assert b.total + b.extra["router_score_bias"] == 1_026_879_376_368  # + 60 x 384 e_score_correction_bias
 
 
+def test_kimi_k25_projector_keys_are_read_from_moonshots_vision_config() -> None:
+    """Moonshot's config keeps the projector's norm width and epsilon in vision_config (mm_hidden_size,
+    projector_ln_eps); gptcalc reads them, and hands them to transformers as Kimi_K25Config's
+    projection_hidden_size and projection_layer_norm_eps (models/kimi_k25/configuration_kimi_k25.py)."""
+    from calc.arch import transformers_view
+
+    config = saved("kimi_k25.json")
+    config["vision_config"]["projector_ln_eps"] = 1e-3
+    assert spec_of(config).towers["vision"].projectors[0].norm.eps == 1e-3
+    view = transformers_view(config)
+    assert (view["projection_hidden_size"], view["projection_layer_norm_eps"]) == (1152, 1e-3)
+    assert view["vision_config"]["hidden_size"] == 1152 and "vt_hidden_size" not in view["vision_config"]
+
+
 def transformers_total_of(config: dict[str, Any]) -> int:
     return sum(p.numel() for p in transformers_model(config).parameters())
 def test_minimax_m2() -> None:

@@ -10,8 +10,8 @@ merge_kernel_size patches are concatenated, then in_proj (m·d -> m·d), GELU an
 width), both biased; an image becomes tokens by navit_resize (calc/towers/images.py
 NavitImages). The configs Moonshot publishes for its own code name the vision keys
 vt_hidden_size, vt_intermediate_size, vt_num_attention_heads, vt_num_hidden_layers,
-init_pos_emb_height / _width and mm_hidden_size (the projector's norm width); they are read as
-transformers' names.
+init_pos_emb_height / _width, and mm_hidden_size and projector_ln_eps (the projector's norm width
+and epsilon); they are read as transformers' names.
 """
 
 from __future__ import annotations
@@ -41,13 +41,14 @@ SGLANG = {"kimi_k25": {"prefill_graph_allowlists": ("tc_piecewise",)}}
 MOONSHOT = {"vt_hidden_size": "hidden_size", "vt_intermediate_size": "intermediate_size",
             "vt_num_attention_heads": "num_attention_heads", "vt_num_hidden_layers": "num_hidden_layers",
             "init_pos_emb_height": "pos_emb_height", "init_pos_emb_width": "pos_emb_width"}
+# The projector's keys Moonshot's config keeps in vision_config -> Kimi_K25Config's outer names.
+PROJECTOR = {"mm_hidden_size": "projection_hidden_size", "projector_ln_eps": "projection_layer_norm_eps"}
 
 
 def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
-    raw = Config(dict(cfg.dict("vision_config")), f"{cfg.origin}: vision_config")
-    vision = with_defaults(renamed(raw, MOONSHOT), DEFAULTS)
-    norm_width = cfg.raw("projection_hidden_size", default=None) or vision.raw("mm_hidden_size", default=None)
-    cfg = with_defaults(cfg, OUTER if norm_width is None else {**OUTER, "projection_hidden_size": norm_width})
+    raw = dict(cfg.dict("vision_config"))
+    vision = with_defaults(renamed(Config(raw, f"{cfg.origin}: vision_config"), MOONSHOT), DEFAULTS)
+    cfg = with_defaults(cfg, {**OUTER, **moonshot_projector(raw)})
     d, heads = vision.int("hidden_size"), vision.int("num_attention_heads")
     kernel = vision.list("merge_kernel_size")
     if len(kernel) != 2 or not all(isinstance(k, int) and k > 0 for k in kernel):
@@ -71,15 +72,18 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
     }}
 
 
+def moonshot_projector(vision: dict[str, Any]) -> dict[str, Any]:
+    """The projector's width and norm epsilon as Kimi_K25Config names them, from the keys Moonshot's
+    config gives in its vision_config (a value the outer config sets itself wins over these)."""
+    return {new: vision[old] for old, new in PROJECTOR.items() if vision.get(old) is not None}
+
+
 def transformers_data(data: dict[str, Any]) -> dict[str, Any]:
     """A Moonshot config's vision keys under transformers' names (Kimi_K25VisionConfig ignores
-    vt_hidden_size and the rest, and would build its defaults), and the projector norm's width
-    (mm_hidden_size) as Kimi_K25Config's projection_hidden_size, so that transformers' model is the
-    one the config describes."""
+    vt_hidden_size and the rest, and would build its defaults), and its projector keys as
+    Kimi_K25Config's, so that transformers' model is the one the config describes."""
     vision = data.get("vision_config")
     if not isinstance(vision, dict):
         return data
-    data = {**data, "vision_config": {MOONSHOT.get(key, key): value for key, value in vision.items()}}
-    if "mm_hidden_size" in vision and "projection_hidden_size" not in data:
-        data["projection_hidden_size"] = vision["mm_hidden_size"]
-    return data
+    return {**moonshot_projector(vision), **data,
+            "vision_config": {MOONSHOT.get(key, key): value for key, value in vision.items()}}
