@@ -51,6 +51,7 @@ def transformers_model(config: dict[str, Any]) -> Any:
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from calc.arch import transformers_type, transformers_view
+    from calc.arch.fallback import whole_class
 
     config = transformers_view(config)  # minimax_m1: its own code's keys as transformers' MiniMax names them
     # {"__float__": "Infinity"} back to the float, as transformers' from_pretrained reads its own config.json
@@ -59,15 +60,17 @@ def transformers_model(config: dict[str, Any]) -> Any:
     # kimi_k2, which transformers has no class for: DeepseekV3 built from the same keys, as its config says
     hf_config = transformers.AutoConfig.for_model(transformers_type(config, "test"), **data)
     named = (config.get("architectures") or [None])[0]
-    # whole unless transformers lacks the class the config names (KimiK25ForConditionalGeneration)
-    whole = "vision_config" in config and (named is None or hasattr(transformers, named))
+    # the class the config names, else its model_type's image-text class (Moonshot's configs name
+    # KimiK25ForConditionalGeneration, transformers' is Kimi_K25ForConditionalGeneration)
+    whole_cls = whole_class(config)
+    whole = "vision_config" in config and (named is None or whole_cls is not None)
     if "text_config" in config and not whole:
         hf_config = hf_config.get_text_config()
     with torch.device("meta"):
         if hf_config.model_type in WRAPPED:
             return wrapped_language_model(hf_config)
         if whole and named:
-            return getattr(transformers, named)._from_config(hf_config)
+            return whole_cls._from_config(hf_config)
         if whole:  # a preset's transcription without `architectures`: the model_type's image-text class
             return transformers.AutoModelForImageTextToText.from_config(hf_config)
         return transformers.AutoModelForCausalLM.from_config(hf_config)

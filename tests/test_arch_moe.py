@@ -250,23 +250,37 @@ def test_laguna_xs2() -> None:
 
 
 def test_kimi_k25_counts_the_language_model_and_moonvit() -> None:
-    """Kimi-K2.5 (model_type kimi_k25) nests Kimi-K2 under text_config (transformers' own Kimi_K25Config
-    reads it as deepseek_v3) beside MoonViT: both are counted, and the whole equals transformers'
-    Kimi_K25ForConditionalGeneration on the meta device (its class name differs from the
-    KimiK25ForConditionalGeneration the config names). The vision keys are Moonshot's own code's
-    (vt_hidden_size, ...); transformers' class reads them as hidden_size, ..."""
-    transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
-    text = {k: v for k, v in saved("kimi_k2.json").items() if k != "quantization_config"}
-    config = {"model_type": "kimi_k25", "architectures": ["KimiK25ForConditionalGeneration"], "text_config": text,
-              "tie_word_embeddings": False, "vision_config": {"vt_num_hidden_layers": 27, "vt_hidden_size": 1152}}
+    """Kimi-K2.5's config (tests/configs/model_types/kimi_k25.json) nests Kimi-K2 under text_config beside
+    MoonViT under the keys Moonshot's code reads (vt_hidden_size, ...): both are counted, and the whole
+    equals the checkpoint's tensor listing beside that config (SOURCES.yaml): the language model's bf16
+    tensors plus its int4 experts unpacked (eight to an int32: weight_packed [2048, 896] holds 2048 x 7168,
+    [7168, 256] 7168 x 2048; 60 layers x 384), and the vision tower and projector, summed by hand below. transformers' Kimi_K25ForConditionalGeneration
+    gives the same (tests/test_arch.py)."""
+    config = saved("kimi_k25.json")
     b = breakdown(config)
-    assert b.decoder_total == breakdown(text).total and not b.partial and [t.kind for t in b.towers] == ["moonvit"]
-    native = {**config, "vision_config": {"num_hidden_layers": 27, "hidden_size": 1152}}
-    hf_config = transformers.AutoConfig.for_model(**{k: v for k, v in native.items() if k != "architectures"})
-    with torch.device("meta"):
-        model = transformers.Kimi_K25ForConditionalGeneration._from_config(hf_config)
-    assert b.total == sum(p.numel() for p in model.parameters())
+    assert b.decoder_total == breakdown(saved("kimi_k2.json")).total and not b.partial
+    assert [t.kind for t in b.towers] == ["moonvit"]
+    d, v = 1152, 4608  # vt_hidden_size; the projector's merged width, 2 x 2 patches of 1152
+    block = 2 * 4304 * d + 4304 + d + 2 * 2 * d + d * d + d + 3 * d * d + 3 * d  # fc0, fc1, norm0/1, wo, wqkv
+    tower = 27 * block + 2 * d + 64 * 64 * d + d * 3 * 14 * 14 + d  # final norm, pos_emb, patch conv
+    projector = 2 * d + v * v + v + 7168 * v + 7168  # pre_norm, proj.0, proj.2
+    assert b.towers_total == tower + projector == 471_143_920
+    assert b.total == 1_026_879_353_328 and b.active == 32_861_477_888
+    assert b.total + b.extra["router_score_bias"] == 1_026_879_376_368  # + 60 x 384 e_score_correction_bias
+
+
+def test_kimi_k25_projector_keys_are_read_from_moonshots_vision_config() -> None:
+    """Moonshot's config keeps the projector's norm width and epsilon in vision_config (mm_hidden_size,
+    projector_ln_eps); gptcalc reads them, and hands them to transformers as Kimi_K25Config's
+    projection_hidden_size and projection_layer_norm_eps (models/kimi_k25/configuration_kimi_k25.py)."""
+    from calc.arch import transformers_view
+
+    config = saved("kimi_k25.json")
+    config["vision_config"]["projector_ln_eps"] = 1e-3
+    assert spec_of(config).towers["vision"].projectors[0].norm.eps == 1e-3
+    view = transformers_view(config)
+    assert (view["projection_hidden_size"], view["projection_layer_norm_eps"]) == (1152, 1e-3)
+    assert view["vision_config"]["hidden_size"] == 1152 and "vt_hidden_size" not in view["vision_config"]
 
 
 def transformers_total_of(config: dict[str, Any]) -> int:

@@ -96,6 +96,7 @@ RELEASED = {
     "deepseek-v3.2": 671_877_929_216,
     "glm-5": 743_911_199_232,
     "kimi-k2": 1_026_408_209_408,
+    "kimi-k2.5": 1_026_879_353_328,  # the whole model: decoder 1,026,408,209,408 + MoonViT 471,143,920
     "glm-4.7-flash": 29_943_390_976,
     "glm-4.6": 352_797_814_784,
     "minimax-m2": 228_689_748_992,
@@ -104,6 +105,7 @@ RELEASED = {
     # (tests/test_longcat.py measures both on transformers' own model)
     "longcat-flash": 741_053_585_408 - 180_388_626_432,
     "qwen3.5-27b": 27_356_728_560,
+    "qwen3.6-27b": 27_356_728_560,  # Qwen3.5-27B's shape (SOURCES.yaml qwen3_5-qwen3.6-27b.json)
     "qwen3.5-35b-a3b": 35_107_181_936,
     "qwen3.5-397b-a17b": 396_802_360_816,
     "llama-4-scout": 108_641_793_536,

@@ -67,7 +67,7 @@ TABLE_FILES = {
     "mimo_v2_flash": "tests/configs/model_types/mimo_v2_flash.json", "laguna": "tests/configs/model_types/laguna.json",
     "deepseek_v32": "tests/configs/model_types/deepseek_v32.json", "glm_moe_dsa": "tests/configs/model_types/glm_moe_dsa.json",
     "ernie4_5": "tests/configs/model_types/ernie4_5.json", "jamba": "tests/configs/model_types/jamba.json",
-    "kimi_linear": "tests/configs/model_types/kimi_linear.json",
+    "kimi_linear": "tests/configs/model_types/kimi_linear.json", "kimi_k25": "tests/configs/model_types/kimi_k25.json",
     "minimax_m1": "tests/configs/model_types/minimax_m1.json",
     "qwen3_5_text": "tests/configs/model_types/qwen3_5.json",
     "qwen2_5_vl": "tests/configs/model_types/qwen2_5_vl.json", "qwen3_vl": "tests/configs/model_types/qwen3_vl.json",

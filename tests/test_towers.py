@@ -45,6 +45,18 @@ def test_qwen3_vl_235b_is_its_checkpoint() -> None:
     assert round(b.active / 1e9) == 22
 
 
+
+def test_qwen3_6_27b_is_its_checkpoint_less_its_mtp_layer() -> None:
+    """Qwen3.6-27B (tests/configs/model_types/qwen3_5-qwen3.6-27b.json, SOURCES.yaml): its 15 safetensors hold
+    27,781,427,952 parameters in 1,199 tensors, the model plus one MTP layer that transformers does not build:
+    mtp.fc [5120, 10240], a full-attention layer (q_proj [12288, 5120], k/v_proj [1024, 5120], o_proj
+    [5120, 6144], q/k_norm [256]) with its SwiGLU of 17408 and two norms, and three more norms of 5120 (its
+    tensor list). Qwen3.5-27B's shape: the same totals as tests/configs/model_types/qwen3_5.json."""
+    b = counted("qwen3_5-qwen3.6-27b.json")
+    mtp = 5120 * 10240 + 12288 * 5120 + 2 * 1024 * 5120 + 5120 * 6144 + 2 * 256 + 3 * 5120 * 17408 + 5 * 5120
+    assert b.total + mtp == 27_781_427_952 and not b.partial
+    assert (b.total, b.towers_total) == (counted("qwen3_5.json").total, 460_730_096)
+
 def test_deepstack_mergers_are_one_per_tapped_layer() -> None:
     """Qwen3-VL-4B taps layers 5, 11, 17 (deepstack_visual_indexes): three mergers, each normalising
     the merged 4·1024 width (Qwen3VLVisionPatchMerger(use_postshuffle_norm=True))."""

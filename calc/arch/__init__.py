@@ -115,14 +115,15 @@ TRANSFORMERS_ALIASES = {"kimi_k2": ("deepseek_v3", "DeepseekV3ForCausalLM")}
 
 
 # Configs written for a model's own code, whose keys transformers' class of the same model names
-# otherwise: the adapter module's `transformers_data` rewrites them (MiniMax-M1's attn_type_list).
-CONVERTED = {"minimax_m1": "minimax"}
+# otherwise: the module's `transformers_data` rewrites them (MiniMax-M1's attn_type_list, Kimi-K2.5's
+# vt_hidden_size ...).
+CONVERTED = {"minimax_m1": "calc.arch.minimax", "kimi_k25": "calc.towers.moonvit"}
 
 
 def transformers_view(config: dict[str, Any]) -> dict[str, Any]:
     """The config as transformers' own class of its model reads it (converted where CONVERTED says)."""
     module = CONVERTED.get(config.get("model_type"))
-    return import_module(f"calc.arch.{module}").transformers_data(config) if module else config
+    return import_module(module).transformers_data(config) if module else config
 
 
 def transformers_type(config: dict[str, Any], origin: str) -> str:

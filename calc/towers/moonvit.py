@@ -10,8 +10,8 @@ merge_kernel_size patches are concatenated, then in_proj (m·d -> m·d), GELU an
 width), both biased; an image becomes tokens by navit_resize (calc/towers/images.py
 NavitImages). The configs Moonshot publishes for its own code name the vision keys
 vt_hidden_size, vt_intermediate_size, vt_num_attention_heads, vt_num_hidden_layers,
-init_pos_emb_height / _width and mm_hidden_size (the projector's norm width); they are read as
-transformers' names.
+init_pos_emb_height / _width, and mm_hidden_size and projector_ln_eps (the projector's norm width
+and epsilon); they are read as transformers' names.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from calc.arch.common import activation, renamed, rope, with_defaults
 from calc.arch.config import Config
 from calc.towers import biased_attention
 
-__all__ = ["towers"]
+__all__ = ["towers", "transformers_data"]
 
 # Kimi_K25VisionConfig and Kimi_K25Config (models/kimi_k25/configuration_kimi_k25.py).
 DEFAULTS = {"patch_size": 14, "pos_emb_height": 64, "pos_emb_width": 64, "num_attention_heads": 16,
@@ -41,13 +41,14 @@ SGLANG = {"kimi_k25": {"prefill_graph_allowlists": ("tc_piecewise",)}}
 MOONSHOT = {"vt_hidden_size": "hidden_size", "vt_intermediate_size": "intermediate_size",
             "vt_num_attention_heads": "num_attention_heads", "vt_num_hidden_layers": "num_hidden_layers",
             "init_pos_emb_height": "pos_emb_height", "init_pos_emb_width": "pos_emb_width"}
+# The projector's keys Moonshot's config keeps in vision_config -> Kimi_K25Config's outer names.
+PROJECTOR = {"mm_hidden_size": "projection_hidden_size", "projector_ln_eps": "projection_layer_norm_eps"}
 
 
 def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
-    raw = Config(dict(cfg.dict("vision_config")), f"{cfg.origin}: vision_config")
-    vision = with_defaults(renamed(raw, MOONSHOT), DEFAULTS)
-    norm_width = cfg.raw("projection_hidden_size", default=None) or vision.raw("mm_hidden_size", default=None)
-    cfg = with_defaults(cfg, OUTER if norm_width is None else {**OUTER, "projection_hidden_size": norm_width})
+    raw = dict(cfg.dict("vision_config"))
+    vision = with_defaults(renamed(Config(raw, f"{cfg.origin}: vision_config"), MOONSHOT), DEFAULTS)
+    cfg = with_defaults(cfg, {**OUTER, **moonshot_projector(raw)})
     d, heads = vision.int("hidden_size"), vision.int("num_attention_heads")
     kernel = vision.list("merge_kernel_size")
     if len(kernel) != 2 or not all(isinstance(k, int) and k > 0 for k in kernel):
@@ -69,3 +70,20 @@ def towers(cfg: Config, text_width: int) -> dict[str, dict[str, Any]]:
                                     {"d_in": merged, "d_out": text_width, "bias": True}]}],
         "images": {"kind": "navit", "patch_size": vision.int("patch_size"), "merge_size": kernel[0]},
     }}
+
+
+def moonshot_projector(vision: dict[str, Any]) -> dict[str, Any]:
+    """The projector's width and norm epsilon as Kimi_K25Config names them, from the keys Moonshot's
+    config gives in its vision_config (a value the outer config sets itself wins over these)."""
+    return {new: vision[old] for old, new in PROJECTOR.items() if vision.get(old) is not None}
+
+
+def transformers_data(data: dict[str, Any]) -> dict[str, Any]:
+    """A Moonshot config's vision keys under transformers' names (Kimi_K25VisionConfig ignores
+    vt_hidden_size and the rest, and would build its defaults), and its projector keys as
+    Kimi_K25Config's, so that transformers' model is the one the config describes."""
+    vision = data.get("vision_config")
+    if not isinstance(vision, dict):
+        return data
+    return {**moonshot_projector(vision), **data,
+            "vision_config": {MOONSHOT.get(key, key): value for key, value in vision.items()}}
