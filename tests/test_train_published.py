@@ -30,6 +30,9 @@ TORCHTITAN_TABLE = "https://github.com/pytorch/torchtitan/blob/b5bcd76c66d0acb1a
 # micro_batch_size is its gradient accumulation (finetune/*.py, train.gradient_accumulation_iters), under
 # fabric.no_backward_sync (the profile's no_sync)
 LITGPT_LORA = dict(framework="litgpt", seq=512, lora_rank=32, lora_targets=("q", "v"), lora_dropout=True)
+# finetune/full.py: logits = model(input_ids) (no lm_head_chunk_size: the head on every token), then
+# chunked_cross_entropy over 128-row chunks of Fabric's fp32 logits
+LITGPT_FULL = dict(framework="litgpt", seq=512, loss="fp32-whole-chunked")
 # torchtune README: batch size 2, packed to 2048, torch.compile on (CEWithChunkedOutputLoss, compiled);
 # recipes/configs/llama3_1/8B_full_single_device.yaml: PagedAdamW8bit, optimizer_in_bwd, activation checkpointing;
 # 8B_lora_single_device.yaml / 8B_qlora_single_device.yaml: lora_rank 8 on q, v, output_proj and the MLP;
@@ -100,18 +103,18 @@ CASES = [
      dict(micro_batch=2, grad_accumulation=3, **ALL_AND_HEAD)),
     ("litgpt Phi-3-mini-4k-instruct LoRA, 1xA10G", "phi-3-mini", 19.75, GB,
      dict(micro_batch=4, grad_accumulation=2, **ALL_AND_HEAD)),
-    # phi-2/full.yaml: devices 2, micro-batch 4; finetune/full.py: FSDPStrategy (full sharding) with activation
-    # checkpointing of every Block when devices > 1
+    # phi-2/full.yaml: devices 2, micro-batch 4; finetune/full.py: FSDPStrategy (full sharding, torch FSDP1) with
+    # activation checkpointing of every Block when devices > 1, and model(input_ids) on the whole head
     ("litgpt phi-2 full, 2xA10G", str(CONFIGS / "phi.json"), 14.44, GB,
-     dict(framework="litgpt", seq=512, micro_batch=4, gpus=2, zero=3, recompute="full")),
+     dict(micro_batch=4, gpus=2, zero=3, recompute="full", **LITGPT_FULL)),
     ("litgpt tiny-llama LoRA, 1xA10G", str(CONFIGS / "llama-tinyllama.json"), 13.50, GB,
      dict(micro_batch=8, **{**ALL_AND_HEAD, "lora_rank": 32})),
     # tiny-llama/full.yaml: devices 1, global batch 32, micro-batch 4 (8 micro-batches a step, the later ones
     # beside the bf16 gradients); its 4xA10G row ran the same yaml, on one of the four GPUs (devices: 1)
     ("litgpt tiny-llama full, 1xA10G", str(CONFIGS / "llama-tinyllama.json"), 14.10, GB,
-     dict(framework="litgpt", seq=512, micro_batch=4, grad_accumulation=8)),
+     dict(micro_batch=4, grad_accumulation=8, **LITGPT_FULL)),
     ("litgpt tiny-llama full, 4xA10G", str(CONFIGS / "llama-tinyllama.json"), 14.10, GB,
-     dict(framework="litgpt", seq=512, micro_batch=4, grad_accumulation=8)),
+     dict(micro_batch=4, grad_accumulation=8, **LITGPT_FULL)),
     # <model>/qlora.yaml: quantize bnb.nf4 (no double quantisation), the LoRA settings of its lora.yaml but for the
     # rank (phi-2, Phi-3-mini 8; gemma-2b, gemma-2-9b 16; tiny-llama and the 7-8B models 32) and micro-batch
     # (gemma-2-9b 1, accumulating 6); bitsandbytes 0.42.0, Lightning's NF4 head, the loop's logits: the profile's

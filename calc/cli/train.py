@@ -11,7 +11,8 @@ from calc.cli.options import CONTEXT, POSITIVE, TEXT, json_option, model_options
 # calc.analysis.train's OPTIMIZERS, PRECISIONS, LOSSES, FRAMEWORKS, FLOAT8 (kept here so that --help imports no analysis)
 _OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "adamw8bit-torchao", "sgd", "sgd-momentum", "adafactor")
 _PRECISIONS = ("mixed", "mixed-fp32-grads", "bf16", "fp32-autocast", "fsdp-mixed")
-_LOSSES = ("fp32", "chunked", "chunked-compiled", "compiled", "linear-chunked", "fp32-chunked", "fused")
+_LOSSES = ("fp32", "chunked", "chunked-compiled", "compiled", "linear-chunked", "fp32-chunked", "fp32-whole-chunked",
+           "fused")
 _FRAMEWORKS = ("torchtune", "litgpt", "hf", "torchtitan", "deepspeed", "megatron")
 _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 
@@ -56,7 +57,8 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
                    "[default: mixed]")
 @click.option("--loss", type=click.Choice(_LOSSES),
               help="What the loss keeps and holds: fp32 logits + log-softmax, torchtune's chunked or linear-chunked "
-                   "cross-entropy, a compiled one (torchtitan), litgpt's fp32-chunked, or a fused (Liger) kernel.  "
+                   "cross-entropy, a compiled one (torchtitan), litgpt's fp32-chunked (lora.py) or fp32-whole-chunked "
+                   "(full.py), or a fused (Liger) kernel.  "
                    "[default: fp32]")
 @click.option("--recompute", type=click.Choice(["none", "selective", "op", "full"]),
               help="Activation recomputation: selective drops the attention scores; op is torchtitan's per-op policy "
