@@ -20,7 +20,7 @@ from calc.analysis.train.params import held, nf4_bytes
 from calc.analysis.train.states import Tensor, model_states, optimizer_bytes
 from calc.cli import main
 from calc.spec.load import load_spec
-from oracle import MODEL_TYPE_CONFIGS
+from oracle import CONFIG_DIR, MODEL_TYPE_CONFIGS
 
 ALL = ("q", "k", "v", "o", "gate", "up", "down")
 
@@ -321,6 +321,33 @@ def test_fsdp_gathers_qlora_layers_in_nf4() -> None:
                                                lora_rank=8, qlora=True))
     parts = dict(next(m for m in t.moments if m.name == "backward, the last layer recomputed").parts)
     assert parts["FSDP: two gathered layers (running, prefetched)"] == 2 * (nf4_bytes(218_103_808) + 2 * 2 * 4096)
+
+
+def test_fsdp1_keeps_its_root_unit_unsharded_and_gathers_without_a_copy_out() -> None:
+    """torch FSDP1 (litgpt's, through Lightning's FSDPStrategy wrapping each Block) does not free the root's
+    parameters after forward (torch/distributed/fsdp/_runtime_utils.py, _post_forward_reshard: `not
+    state._is_root`), so the head and, untied, the embedding stay gathered through backward; its
+    all-gather fills the flat parameter itself, with no FSDP2 copy-out buffer. gemma.json: vocab 256,000 ×
+    hidden 2,048 (tests/configs/model_types/SOURCES.yaml), bf16: 1,048,576,000 B a matrix."""
+    spec = load_spec(str(CONFIG_DIR / "model_types" / "gemma.json"))
+    fsdp2 = Setup(512, 1, gpus=4, zero=3, precision="bf16", recompute="full", tied=False)
+    matrix = 2 * 256000 * 2048
+    for tied, root in ((False, "FSDP1: the root unit (head, embedding) unsharded through backward"),
+                       (True, "FSDP1: the root unit (head) unsharded through backward")):
+        t = train(spec, replace(fsdp2, fsdp1=True, tied=tied))
+        for moment in t.moments[:-2]:  # every moment before backward ends
+            parts = dict(moment.parts)
+            assert parts[root] == matrix * (1 if tied else 2)
+            assert "FSDP: the all-gather's flat output buffer" not in parts
+        assert root not in dict(t.moments[-2].parts)  # backward ends: the root resharded in its post-backward
+    parts = dict(next(m for m in train(spec, fsdp2).moments if m.name == "backward, the last layer recomputed").parts)
+    assert "FSDP: the all-gather's flat output buffer" in parts and not any(k.startswith("FSDP1") for k in parts)
+    args = ("train", str(CONFIG_DIR / "model_types" / "gemma.json"), "--seq", "512", "--micro-batch", "1", "--gpus", "4",
+            "--zero", "3", "--recompute", "full", "--framework", "litgpt", "--json")
+    for flag, kept in (((), True), (("--fsdp2",), False)):  # litgpt's profile sets FSDP1; an option beside it wins
+        code, out = run(*args, *flag)
+        assert code == 0 and any(k.startswith("FSDP1: the root unit") for m in json.loads(out)["moments"]
+                                 for k in m["parts"]) == kept
 
 
 def test_lora_on_the_head_and_litgpt_s_shared_qkv_dropout() -> None:

@@ -436,8 +436,14 @@ def _fp32_chunked(head, h, y, keep):  # litgpt: lm_head_chunk_size=128, Fabric's
     return torch.cat(losses).sum() / len(y)
 
 
+def _fp32_whole_chunked(head, h, y, keep):  # litgpt's full.py: model(input_ids) whole, fp32, chunked_cross_entropy
+    keep.append(head(h).float())  # the loop keeps `logits` (full.py also drops the last position: one row fewer)
+    losses = [F.cross_entropy(x, t, reduction="none") for x, t in zip(keep[0].split(LITGPT_CHUNK), y.split(LITGPT_CHUNK))]
+    return torch.cat(losses).sum() / len(y)
+
+
 @pytest.mark.parametrize(("name", "run"), [("fp32", _fp32), ("chunked", _chunked), ("linear-chunked", _linear_chunked),
-                                           ("fp32-chunked", _fp32_chunked)])
+                                           ("fp32-chunked", _fp32_chunked), ("fp32-whole-chunked", _fp32_whole_chunked)])
 def test_loss_keeps_and_holds_what_loss_py_says(name: str, run) -> None:
     """Kept after forward, and the peaks of forward and backward, beyond the bf16 head and its input:
     the vocabulary-wide bytes are exact; per-token scalars (losses, log-sum-exps) are allowed for."""
@@ -456,7 +462,8 @@ def test_loss_keeps_and_holds_what_loss_py_says(name: str, run) -> None:
     slack = 16 * N + 64
     assert 0 <= kept - loss.held * N * V <= slack
     assert 0 <= live.peaks["forward"] - kept - loss.transient("forward", N, V, D) <= slack
-    assert 0 <= live.peaks["backward"] - kept - loss.transient("backward", N, V, D) <= slack + grads
+    # kept's per-token scalars (the chunks' losses) may be gone by backward's peak: allowed for either way
+    assert -slack <= live.peaks["backward"] - kept - loss.transient("backward", N, V, D) <= slack + grads
 
 
 @pytest.mark.parametrize("impl", ["foreach", "fused"])

@@ -11,7 +11,8 @@ from calc.cli.options import CONTEXT, POSITIVE, TEXT, json_option, model_options
 # calc.analysis.train's OPTIMIZERS, PRECISIONS, LOSSES, FRAMEWORKS, FLOAT8 (kept here so that --help imports no analysis)
 _OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "adamw8bit-torchao", "sgd", "sgd-momentum", "adafactor")
 _PRECISIONS = ("mixed", "mixed-fp32-grads", "bf16", "fp32-autocast", "fsdp-mixed")
-_LOSSES = ("fp32", "chunked", "chunked-compiled", "compiled", "linear-chunked", "fp32-chunked", "fused")
+_LOSSES = ("fp32", "chunked", "chunked-compiled", "compiled", "linear-chunked", "fp32-chunked", "fp32-whole-chunked",
+           "fused")
 _FRAMEWORKS = ("torchtune", "litgpt", "hf", "torchtitan", "deepspeed", "megatron")
 _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 
@@ -56,7 +57,8 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
                    "[default: mixed]")
 @click.option("--loss", type=click.Choice(_LOSSES),
               help="What the loss keeps and holds: fp32 logits + log-softmax, torchtune's chunked or linear-chunked "
-                   "cross-entropy, a compiled one (torchtitan), litgpt's fp32-chunked, or a fused (Liger) kernel.  "
+                   "cross-entropy, a compiled one (torchtitan), litgpt's fp32-chunked (lora.py) or fp32-whole-chunked "
+                   "(full.py), or a fused (Liger) kernel.  "
                    "[default: fp32]")
 @click.option("--recompute", type=click.Choice(["none", "selective", "op", "full"]),
               help="Activation recomputation: selective drops the attention scores; op is torchtitan's per-op policy "
@@ -76,6 +78,10 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
               help="With --grad-accumulation: reduce only on the last micro-batch (FSDP's no_sync, litgpt), so each GPU "
                    "accumulates unsharded gradients, or reduce-scatter every micro-batch (FSDP2: torchtune, "
                    "torchtitan).  [default: --sync]")
+@click.option("--fsdp1/--fsdp2", "fsdp1", default=None,
+              help="With --zero 3: torch's FSDP1 (litgpt) keeps its root unit (embedding, final norm, head) gathered "
+                   "through backward and gathers with no copy-out buffer; FSDP2 (torchtune, torchtitan) reshards it.  "
+                   "[default: --fsdp2]")
 @click.option("--offload", type=TEXT, default=None, metavar="optimizer,params,activations",
               help="Keep these on the host: optimizer (master + states), params (FSDP CPU offload: all states), "
                    "activations (all but one layer's).")
@@ -103,7 +109,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
           norm_upcast: bool | None,
           precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
           attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool,
-          grad_accumulation: int, no_sync: bool | None, offload: str | None,
+          grad_accumulation: int, no_sync: bool | None, fsdp1: bool | None, offload: str | None,
           lora_rank: int | None, lora_targets: str, lora_dropout: bool, qlora: bool, no_double_quant: bool,
           bnb: str | None, allocator_overhead: int, cuda_context: str, budget: str | None, show_layer: bool, as_json: bool) -> None:
     """Memory per GPU to train or fine-tune: states, activations, the loss, and the peak of a step.
@@ -132,7 +138,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
         raise GptcalcError(f"--cuda-context: {exc}") from None
     options = resolve(framework, {"precision": precision, "loss": loss, "recompute": recompute,
                                   "optimizer_impl": optimizer_impl, "tp_impl": tp_impl, "moe_form": moe_form,
-                                  "dropout": dropout, "no_sync": no_sync, "tied": tied,
+                                  "dropout": dropout, "no_sync": no_sync, "fsdp1": fsdp1, "tied": tied,
                                   "norm_upcast": norm_upcast, "bnb": bnb})
     setup = Setup(seq, micro_batch, gpus, zero, tp, pp, sp, optimizer=optimizer, lora_rank=lora_rank,
                   lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,

@@ -83,6 +83,7 @@ class Setup:
     checkpoint_every: int = 1  # with recompute "full": checkpoint every k-th layer (torchtune's ac_option k)
     grad_accumulation: int = 1  # micro-batches per optimizer step: after the first, each runs beside the gradients
     no_sync: bool = False  # accumulate unreduced until the last micro-batch (FSDP's no_sync): unsharded gradients
+    fsdp1: bool = False  # torch FSDP1: its root unit (embedding, final norm, head) stays unsharded, no copy-out
     offload: tuple[str, ...] = ()
     lora_dropout: bool = False
     lora_fused_qkv: bool = False  # q, k and v adapters share one dropout of their input (litgpt's LoRAQKVLinear)

@@ -29,6 +29,7 @@ class Profile:
     moe_form: str = "reference"  # "grouped": its MoE routes top-k rows through grouped matmuls (executed.py)
     dropout: bool = True  # False: its model code has no dropout, whatever the config's rates
     no_sync: bool = False  # gradient accumulation skips the reduction until the last micro-batch
+    fsdp1: bool = False  # its FSDP is torch's FSDP1 (peak.py: the root unit kept unsharded, no copy-out buffer)
     tied: bool = True  # False: its model has its own head whatever the config ties (executed.py)
     norm_upcast: bool = False  # its eager RMSNorm upcasts a bf16 input and keeps fp32 copies (activations._norm)
     bnb: str = "current"  # the bitsandbytes its QLoRA runs under (bnb.py)
@@ -58,11 +59,13 @@ FRAMEWORKS: dict[str, Profile] = {
     # rsqrt(mean(x·x) + ε) and casts back before the weight, and finetuning runs it eagerly;
     # pyproject.toml pins bitsandbytes==0.42.0; quantize bnb.* is Lightning's BitsandbytesPrecision, whose
     # convert_module replaces every torch.nn.Linear, lm_head included; finetune/lora.py's fit loop reassigns
-    # `logits = model(...)` each micro-batch and, with the config_hub's log_interval: 1, `loss` to a float
+    # `logits = model(...)` each micro-batch and, with the config_hub's log_interval: 1, `loss` to a float;
+    # finetune/full.py on several devices: Lightning's FSDPStrategy (torch FSDP1) with auto_wrap_policy={Block},
+    # so the embedding, final norm and lm_head are the root unit's
     "litgpt": Profile("bf16", "fp32-chunked", "none", "foreach", "allocated (decimal GB)",
                       f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml", lora_fused_qkv=True, dropout=False,
                       no_sync=True, tied=False, norm_upcast=True, bnb="0.42.0", qlora_head=True,
-                      loop_holds_output=True),
+                      loop_holds_output=True, fsdp1=True),
     # transformers Trainer, bf16=True: fp32 model under torch.autocast, one F.cross_entropy on
     # logits.float() (loss/loss_utils.py), gradient_checkpointing False, optim adamw_torch
     "hf": Profile("fp32-autocast", "fp32", "none", "foreach", "allocated",
@@ -95,7 +98,7 @@ def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object
     if framework is not None:
         profile = FRAMEWORKS[framework]
         for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv", "tp_impl", "moe_form",
-                    "dropout", "no_sync", "tied", "norm_upcast", "bnb", "qlora_head", "loop_holds_output"):
+                    "dropout", "no_sync", "fsdp1", "tied", "norm_upcast", "bnb", "qlora_head", "loop_holds_output"):
             out.setdefault(key, getattr(profile, key))
         out["framework"] = framework
     return out

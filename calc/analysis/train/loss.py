@@ -13,6 +13,7 @@ around the head, the loss and backward: `held` after forward, the peaks of forwa
                                                                 (torchtitan's loss under --training.compile)
   linear-chunked 4     6/c                 8/c                  torchtune's LinearCrossEntropyLoss (c = 8)
   fp32-chunked   8     0                   8·k/n                litgpt (k = 128 tokens; Fabric returns fp32)
+  fp32-whole-chunked 8 0                   4                    litgpt's full.py (the head on every token at once)
   fused          0     2·k/n               0                    Liger's fused linear cross-entropy
 
 - fp32: the head's bf16 logits (2) and their fp32 copy (4) exist while F.cross_entropy runs, which
@@ -42,6 +43,10 @@ around the head, the loss and backward: `held` after forward, the peaks of forwa
   HalfPrecision for bf16-true and in BitsandbytesPrecision alike); the training loop's `logits` list
   (fp32, 4) and the chunks' fp32 log-softmaxes (4) are kept; backward holds one chunk's two fp32
   gradients.
+- fp32-whole-chunked: litgpt's finetune/full.py calls `model(input_ids)` without lm_head_chunk_size,
+  so the head runs on every token at once; Fabric's fp32 copy (4, held by the loop's `logits`) and
+  chunked_cross_entropy's 128-row log-softmaxes (4) are kept, as above, but backward assembles the
+  gradient of the whole fp32 logits (the split's backward: 4) before the head's backward.
 - fp32 under DTensor's loss_parallel (torchtitan with TP: the head's logits stay sharded over the
   vocabulary, torch/distributed/tensor/parallel/loss.py): the log-softmax handler keeps its output
   (4) but makes the shifted logits and their exponential beside the fp32 copy (forward adds 10), and
@@ -104,6 +109,8 @@ LOSSES: dict[str, Loss] = {
                            chunks=8),
     "fp32-chunked": Loss("fp32 logits (Fabric's output conversion) kept, cross-entropy in chunks of 128 tokens (litgpt)",
                          8, (0, 0), (0, 8), chunks=0, chunk_tokens=LITGPT_CHUNK),
+    "fp32-whole-chunked": Loss("fp32 logits of the whole head kept, cross-entropy in chunks of 128 tokens "
+                               "(litgpt's full.py)", 8, (0, 0), (4, 0), chunks=0, chunk_tokens=LITGPT_CHUNK),
     "fused": Loss("fused linear cross-entropy, gradient computed in forward (Liger)", 0, (0, 2), (0, 0), chunks=0,
                   chunk_tokens=-1),
 }

@@ -44,7 +44,10 @@ layer, and in backward the projection's unsharded gradient. With the optimizer s
 (torchtune's optimizer_in_bwd) each gradient is freed as soon as its parameter is updated, so at
 most the largest one exists. With activation offloading the layers' activations go to the host and
 one layer's stay. Under pipeline parallelism FSDP (as torchtitan runs it) keeps the whole stage
-gathered and accumulates unsharded fp32 gradients over the micro-batches (`_fsdp`).
+gathered and accumulates unsharded fp32 gradients over the micro-batches (`_fsdp`). torch's FSDP1
+(`fsdp1`: litgpt, through Lightning's FSDPStrategy) keeps its root unit, what no wrapped layer owns
+(the embedding, final norm and head), unsharded from forward to the end of backward, and gathers
+straight into its flat parameter, with no copy-out (`_fsdp`).
 
 The statistic: `allocated` is what torch.cuda.max_memory_allocated reports (torchtune's
 "active" is within the allocator's rounding of it). `reserved` is the largest of the moments'
@@ -129,9 +132,10 @@ class _Fsdp:
     loss_backward: tuple[tuple[str, int], ...] = ()  # backward through the loss only
     in_layer: tuple[tuple[str, int], ...] = ()  # a layer's backward
     layer_grad: tuple[tuple[str, int], ...] = ()  # a layer's backward, and backward's end
+    root: tuple[tuple[str, int], ...] = ()  # from the forward to the end of backward (FSDP1's root unit)
 
 
-def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: int) -> _Fsdp:
+def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: int, tied: bool) -> _Fsdp:
     """FSDP2 all-gathers into one flat buffer and copies out into the parameters (both exist for a
     moment), and copies a layer's gradients into one flat buffer to reduce-scatter. At the loss it holds
     the output projection gathered (its own unit, larger than a layer for a big vocabulary) beside the
@@ -140,11 +144,14 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
     all-gathers"), so the stage stays gathered through the step, and torch's pipeline schedule turns
     gradient sync off until the last micro-batch (pipelining/stage.py, set_requires_gradient_sync), so
     FSDP2 accumulates the unsharded gradients in its reduce dtype, fp32
-    (_fsdp_param.py, to_accumulated_grad_if_needed)."""
+    (_fsdp_param.py, to_accumulated_grad_if_needed). FSDP1 does not free the root's parameters after
+    forward ("with the intention that they are immediately used for backward": _runtime_utils.py,
+    _post_forward_reshard), so the head and an untied embedding stay gathered until the root's
+    post-backward; its all-gather writes the flat parameter the layer's views read (no copy-out)."""
     s, (params, size) = t.setup, gathered
     if not params:
         return _Fsdp()
-    flat = ("FSDP: the all-gather's flat output buffer", size)
+    flat = () if s.fsdp1 else (("FSDP: the all-gather's flat output buffer", size),)
     layer_grad = () if s.lora_rank else \
         (("FSDP: one layer's unsharded gradient and its reduce-scatter buffer", 2 * params * p.grad),)
     if s.pp > 1:
@@ -153,10 +160,15 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
                   gathered_bytes(s, h.params, h.layer_matrices)),)
         stage += () if s.lora_rank else \
             (("FSDP under PP: unsharded gradients accumulated over the micro-batches (fp32)", h.params * 4),)
-        return _Fsdp(stage, (), stage + (flat,), layer_grad)
+        return _Fsdp(stage, (), stage + flat, layer_grad)
+    head_grad = () if s.lora_rank else (("FSDP: the output projection's unsharded gradient", head_params * p.grad),)
+    layers = (("FSDP: two gathered layers (running, prefetched)", 2 * size),) + flat
+    if s.fsdp1:
+        root = (("FSDP1: the root unit (head" + ("" if tied else ", embedding") + ") unsharded through backward",
+                 2 * head_params * (1 if tied else 2)),)
+        return _Fsdp(root + (("FSDP: the last layer gathered", size),), head_grad, root + layers, layer_grad, root)
     return _Fsdp((("FSDP: the gathered output projection and the last layer", 2 * head_params + size),),
-                 () if s.lora_rank else (("FSDP: the output projection's unsharded gradient", head_params * p.grad),),
-                 (("FSDP: two gathered layers (running, prefetched)", 2 * size), flat), layer_grad)
+                 head_grad, layers, layer_grad)
 
 
 def _accumulated(t: "Training", grads: int) -> int:
@@ -186,7 +198,7 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
              else "activations kept", layers + t.layer_bytes(t.outside)),)
     loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
     head_params = vocab * spec.d_model
-    f = _fsdp(t, p, gathered, head_params)
+    f = _fsdp(t, p, gathered, head_params, spec.head.tied)
     head_grad = 0 if s.lora_rank else head_params * p.grad
     earlier = _accumulated(t, grads)
     acc = (("gradients accumulated over the earlier micro-batches", earlier),) if earlier else ()
@@ -201,7 +213,7 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
         out.append(Moment("backward, through the NF4 head", base + kept + acc + (
             ("the chunk's logits gradient (bf16)", 2 * k * vocab),
             ("the head dequantised", dequantised_bytes(s) * vocab * spec.d_model))))
-    out += _next_forward(t, spec, base + acc, kept[0][1] - loss.held * n * vocab, n, vocab)
+    out += _next_forward(t, spec, base + acc + f.root, kept[0][1] - loss.held * n * vocab, n, vocab)
     in_layer = tuple((what, size) for what, size in (
         ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
         ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp)),
