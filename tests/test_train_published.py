@@ -107,6 +107,10 @@ CASES = [
     # activation checkpointing of every Block when devices > 1, and model(input_ids) on the whole head
     ("litgpt phi-2 full, 2xA10G", str(CONFIGS / "phi.json"), 14.44, GB,
      dict(micro_batch=4, gpus=2, zero=3, recompute="full", **LITGPT_FULL)),
+    # gemma-2b/full.yaml: devices 4, global batch 16, micro-batch 1 (4 micro-batches a step, under no_sync),
+    # bf16-true; the peak is FSDP1's root gradient assembled at the end of a no_sync backward
+    ("litgpt gemma-2b full, 4xA10G", str(CONFIGS / "gemma.json"), 17.43, GB,
+     dict(micro_batch=1, gpus=4, zero=3, recompute="full", grad_accumulation=4, **LITGPT_FULL)),
     ("litgpt tiny-llama LoRA, 1xA10G", str(CONFIGS / "llama-tinyllama.json"), 13.50, GB,
      dict(micro_batch=8, **{**ALL_AND_HEAD, "lora_rank": 32})),
     # tiny-llama/full.yaml: devices 1, global batch 32, micro-batch 4 (8 micro-batches a step, the later ones

@@ -507,3 +507,36 @@ def test_autocast_saves_bf16_weight_copies() -> None:
         out = linear(x)
     out.sum().backward()
     assert sum(saved.values()) == 2 * 64 * 96 + 2 * 5 * 64
+
+
+def test_a_flat_parameter_gradient_is_assembled_beside_its_views_gradients() -> None:
+    """torch FSDP1 runs forward on views of its flat parameter (torch/distributed/fsdp/_flat_param.py,
+    _get_unflat_views: `torch.split(flat_param, numels)` then `.view(shape)`), so autograd's split backward
+    assembles the flat gradient from the views' gradients once the last view's arrives: both exist for a
+    moment, beside an accumulated `.grad` (no_sync) when there is one. For the root unit the last view is
+    the embedding, so this is backward's last moment. Measured here on a flat embedding, norm and untied
+    head: twice the flat gradient (and a few activations), accumulating or not; peak.py's FSDP1 root moment
+    counts the same, 2 × the root's parameters × 2 bytes for gemma.json (vocab 256,000 × hidden 2,048)."""
+    from calc.analysis.train import Setup, train
+    from calc.spec.load import load_spec
+    from oracle import CONFIG_DIR
+
+    vocab, d, n = 4096, 256, 8
+    flat = torch.nn.Parameter(torch.randn(2 * vocab * d + d, dtype=torch.bfloat16))
+    ids = torch.randint(0, vocab, (n,))
+
+    def backward() -> None:
+        emb, norm, head = (t.view(shape) for t, shape in zip(torch.split(flat, [vocab * d, d, vocab * d]),
+                                                               ((vocab, d), (d,), (vocab, d))))
+        F.linear(F.embedding(ids, emb) * norm, head).float().sum().backward()
+
+    activations = n * d * 2 * 2 + n * vocab * (2 + 4)  # embedding out, its product with norm; bf16 and fp32 logits
+    for accumulating in (False, True):  # the second backward runs beside the first's .grad
+        with Live(flat, ids, *((flat.grad,) if accumulating else ())) as live:
+            backward()
+        assert 2 * flat.nbytes <= max(live.peaks.values()) <= 2 * flat.nbytes + activations
+    spec = load_spec(str(CONFIG_DIR / "model_types" / "gemma.json"))
+    t = train(spec, Setup(512, 1, gpus=4, zero=3, precision="bf16", recompute="full", tied=False, fsdp1=True))
+    parts = dict(next(m for m in t.moments if m.name == "backward, FSDP1's root gradient assembled").parts)
+    assert parts["FSDP1: the root's parameters' gradients and the flat gradient autograd assembles from them"] \
+        == 2 * (2 * 256000 * 2048) * 2

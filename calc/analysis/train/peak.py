@@ -12,6 +12,8 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
                                     ring attention's buffers (context_parallel.py), under Float8 its
                                     largest linear's fp8 operands (float8.py) — without full
                                     recomputation this moment ("backward, the last layer") holds those
+  backward, FSDP1's root gradient   (FSDP1) states + every gradient + the root unit gathered + its
+  assembled                         parameters' gradients and the flat gradient assembled from them
   backward ends                     states + every gradient
   optimizer step                    states + every gradient + the step's temporaries: torch's
                                     foreach AdamW makes one state-sized tensor (sqrt of v) for all
@@ -47,7 +49,11 @@ one layer's stay. Under pipeline parallelism FSDP (as torchtitan runs it) keeps 
 gathered and accumulates unsharded fp32 gradients over the micro-batches (`_fsdp`). torch's FSDP1
 (`fsdp1`: litgpt, through Lightning's FSDPStrategy) keeps its root unit, what no wrapped layer owns
 (the embedding, final norm and head), unsharded from forward to the end of backward, and gathers
-straight into its flat parameter, with no copy-out (`_fsdp`).
+straight into its flat parameter, with no copy-out (`_fsdp`). Its forward runs on views of the flat
+parameter (`_get_unflat_views`: torch.split, then view), so autograd's split backward assembles the
+flat gradient from the views' gradients once the last arrives: for the root, after the embedding's
+backward, the head's gradient (held since the loss), the embedding's and the flat one exist together
+(measured: tests/test_train_torch.py).
 
 The statistic: `allocated` is what torch.cuda.max_memory_allocated reports (torchtune's
 "active" is within the allocator's rounding of it). `reserved` is the largest of the moments'
@@ -133,6 +139,7 @@ class _Fsdp:
     in_layer: tuple[tuple[str, int], ...] = ()  # a layer's backward
     layer_grad: tuple[tuple[str, int], ...] = ()  # a layer's backward, and backward's end
     root: tuple[tuple[str, int], ...] = ()  # from the forward to the end of backward (FSDP1's root unit)
+    root_grad: tuple[tuple[str, int], ...] = ()  # FSDP1: the root's flat gradient assembled, backward's last
 
 
 def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: int, tied: bool) -> _Fsdp:
@@ -166,7 +173,10 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
     if s.fsdp1:
         root = (("FSDP1: the root unit (head" + ("" if tied else ", embedding") + ") unsharded through backward",
                  2 * head_params * (1 if tied else 2)),)
-        return _Fsdp(root + (("FSDP: the last layer gathered", size),), head_grad, root + layers, layer_grad, root)
+        root_grad = () if s.lora_rank else (("FSDP1: the root's parameters' gradients and the flat gradient "
+                                              "autograd assembles from them", 2 * head_params * (1 if tied else 2) * p.grad),)
+        return _Fsdp(root + (("FSDP: the last layer gathered", size),), head_grad, root + layers, layer_grad, root,
+                     root_grad)
     return _Fsdp((("FSDP: the gathered output projection and the last layer", 2 * head_params + size),),
                  head_grad, layers, layer_grad)
 
@@ -225,6 +235,9 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
                           + f.in_layer + f.layer_grad))
     stepped = _one_step(t)
     one = (("8-bit step: one parameter's m and v dequantised to fp32", stepped),) if stepped else ()
+    if f.root_grad:
+        out.append(Moment("backward, FSDP1's root gradient assembled", base + (("gradients", max(grads, earlier)),)
+                          + f.root + f.root_grad))
     out.append(Moment("backward ends", base + (("gradients", max(grads, earlier)),) + f.layer_grad
                       + (one if s.optimizer_in_backward else ())))
     if not s.optimizer_in_backward:
