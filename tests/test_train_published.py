@@ -142,8 +142,6 @@ CASES = [
      dict(lora_rank=8, lora_targets=QVO_MLP, **TORCHTUNE)),
     ("torchtune Llama 3.1 8B QLoRA, 1x4090", "llama-3.1-8b", 7.4, GIB,
      dict(lora_rank=8, lora_targets=QVO_MLP, qlora=True, **TORCHTUNE)),
-    ("torchtune Llama 3.1 70B full, 8xA100", "llama-3.1-70b", 13.9, GIB,
-     dict(gpus=8, zero=3, offload=("params",), **TORCHTUNE)),
     ("torchtune Llama 3.1 70B LoRA, 8xA100", "llama-3.1-70b", 27.6, GIB,
      dict(gpus=8, zero=3, lora_rank=16, lora_targets=QVO_MLP, **TORCHTUNE)),
     # 405B QLoRA as its recipe config runs it: recipes/configs/llama3_1/405B_qlora.yaml @ 30b8519e8 (the commit that
@@ -164,6 +162,10 @@ CASES = [
      dict(optimizer_in_backward=True, **FLAGS_CHUNKED)),
     ("torchtune Llama 3.2 3B full, + activation offloading", "llama-3.2-3b", 21.8, GIB,
      dict(optimizer_in_backward=True, offload=("activations",), **FLAGS_CHUNKED)),
+    # torchtune#2003's review: "... then opt-in-bwd, then AO": torchao's AdamW8bit (0.6.1, 2024-10-21:
+    # torchao/prototype/low_bit_optim/adam.py, single_param_adam compiled per parameter)
+    ("torchtune Llama 3.2 3B full, + 8-bit AdamW", "llama-3.2-3b", 17.6, GIB,
+     dict(optimizer_in_backward=True, offload=("activations",), optimizer="adamw8bit-torchao", **FLAGS_CHUNKED)),
     ("torchtune Llama 3.2 3B LoRA", "llama-3.2-3b", 8.5, GIB,
      dict(lora_rank=64, lora_targets=QVO_MLP, offload=("activations",), **FLAGS_CHUNKED)),
     ("torchtune Llama 3.2 3B QLoRA", "llama-3.2-3b", 4.6, GIB,

@@ -540,3 +540,36 @@ def test_a_flat_parameter_gradient_is_assembled_beside_its_views_gradients() -> 
     parts = dict(next(m for m in t.moments if m.name == "backward, FSDP1's root gradient assembled").parts)
     assert parts["FSDP1: the root's parameters' gradients and the flat gradient autograd assembles from them"] \
         == 2 * (2 * 256000 * 2048) * 2
+
+
+@pytest.mark.parametrize("name", ["chunked", "linear-chunked"])
+def test_a_chunked_head_sums_its_weight_gradients_out_of_place(name: str) -> None:
+    """A head applied chunk by chunk gets one weight gradient per chunk, which autograd sums out of place
+    (F.linear's weight gradient is a view, so the input buffer cannot add into it): from the second chunk
+    on the sum so far, the chunk's and the new sum exist together, 3 × the head's gradient, also where no
+    dispatch mode watches (the profiler's record of the allocator). With the head in the model
+    (CEWithChunkedOutputLoss) every chunk's loss backward runs first (the engine takes the latest sequence
+    number first), so the other chunks' logits gradients are there too: peak.py's moment "backward, the
+    head's second chunk", exact here to the per-token scalars."""
+    from calc.analysis.train.peak import _head_accumulated
+    from dtensor_tp import Allocated
+
+    vocab, d, n = 2048, 2048, 512  # a head gradient (8 MiB) above the logits (2 MiB), as in a real model
+    torch.manual_seed(0)
+    head = torch.nn.Linear(d, vocab, bias=False).to(torch.bfloat16)
+    h = torch.randn(n, d, dtype=torch.bfloat16, requires_grad=True)
+    y = torch.randint(0, vocab, (n,))
+    run = {"chunked": _chunked, "linear-chunked": _linear_chunked}[name]
+    with Live(head.weight, h, y) as live:
+        live.tag = "forward"
+        value = run(head, h, y, [])
+        kept = live.now
+        live.tag = "backward"
+        value.backward()
+    freed, parts = _head_accumulated(LOSSES[name], n, vocab, d, head.weight.nbytes)
+    assert abs(live.peaks["backward"] - kept - (sum(b for _, b in parts) - freed)) <= 16 * n + 64  # kept's scalars
+    head.weight.grad = None
+    value = run(head, h, y, [])
+    with Allocated() as allocated:
+        value.backward()
+    assert allocated.peak >= 3 * head.weight.nbytes

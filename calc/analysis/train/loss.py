@@ -37,7 +37,7 @@ around the head, the loss and backward: `held` after forward, the peaks of forwa
   entry), two fp32 values per row and the labels. Not in the test suite: inductor's compile takes
   about 90 s here.
 - linear-chunked: the head itself runs inside the loss one chunk at a time, so not even the bf16
-  logits exist whole.
+  logits exist whole (`head_inside`: its chunks' backward interleave with the head's, peak.py).
 - fp32-chunked: litgpt applies the head in chunks of 128 tokens (bf16), and Lightning Fabric's
   precision plugin converts the model's output to the default dtype, fp32 (`convert_output`, in
   HalfPrecision for bf16-true and in BitsandbytesPrecision alike); the training loop's `logits` list
@@ -82,6 +82,7 @@ class Loss:
     chunks: int = 1  # a fixed number of chunks; 0: chunks of `chunk_tokens` tokens
     chunk_tokens: int = 0
     cached: int = 0  # freed in forward, too small for backward's tensors: reserved, idle, at backward's peak
+    head_inside: bool = False  # the head runs inside the loss, chunk by chunk (not in the model before it)
 
     def chunk(self, n: int, vocab: int, d: int) -> int:
         """Tokens in one chunk (the largest)."""
@@ -106,7 +107,7 @@ LOSSES: dict[str, Loss] = {
     "compiled": Loss("one compiled cross-entropy: bf16 logits and a log-sum-exp per row kept (torchtitan, compiled)",
                      2, (0, 0), (2, 0)),
     "linear-chunked": Loss("head and cross-entropy in 8 chunks (torchtune's LinearCrossEntropyLoss)", 4, (0, 6), (0, 8),
-                           chunks=8),
+                           chunks=8, head_inside=True),
     "fp32-chunked": Loss("fp32 logits (Fabric's output conversion) kept, cross-entropy in chunks of 128 tokens (litgpt)",
                          8, (0, 0), (0, 8), chunks=0, chunk_tokens=LITGPT_CHUNK),
     "fp32-whole-chunked": Loss("fp32 logits of the whole head kept, cross-entropy in chunks of 128 tokens "

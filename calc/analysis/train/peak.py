@@ -6,6 +6,9 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
   forward, computing the loss       states (no gradients: zero_grad(set_to_none) freed them)
                                     + activations kept + the loss's forward temporaries
   backward, through the loss        the same, with the loss's backward temporaries
+  backward, the head's second       (a head applied in chunks, trained) the chunks' weight gradients
+  chunk                             summed out of place: 3 × the head's gradient, beside the logits
+                                    gradients the head has not reached (`_head_accumulated`)
   backward, last layer recomputed   (full recomputation) the layers' activations (the head's and the
                                     loss's are freed by now) + the head's gradient + that layer's
                                     activations rebuilt in full; with context parallelism also its
@@ -218,6 +221,11 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
            Moment("backward, through the loss",
                   base + kept + acc + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
                   + f.at_loss + f.loss_backward, cached=loss.cached * n * vocab)]
+    through_head = _head_accumulated(loss, n, vocab, spec.d_model, head_grad)
+    if through_head:
+        freed, parts = through_head
+        out.append(Moment("backward, the head's second chunk", base + (
+            (kept[0][0] + " (the loss's own freed by its backward)", kept[0][1] - freed),) + acc + parts + f.at_loss))
     if quantised_head(spec, s):  # each chunk's gradient through the head dequantises it again
         k = loss.chunk(n, vocab, spec.d_model)
         out.append(Moment("backward, through the NF4 head", base + kept + acc + (
@@ -248,6 +256,28 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
         out.append(Moment("optimizer step", base + (("gradients", grads), ("foreach step: sqrt(v) for every parameter", step))
                           + one))
     return out
+
+
+def _head_accumulated(loss, n: int, vocab: int, d: int, head_grad: int):
+    """A head applied in c > 1 chunks (torchtune's chunked losses) gets c weight gradients, which autograd
+    sums in the weight's input buffer out of place (`add`, not `add_`): the sum so far, the chunk's and the
+    new sum exist together from the second chunk on. The autograd engine runs ready nodes by sequence
+    number, latest first, so where the model applies the head and the loss follows, every chunk's loss
+    backward runs before the head's: at the second chunk the loss's kept tensors are freed, and the
+    logits' gradients of the chunks the head has not reached are still there (bf16, 2 bytes an entry);
+    where the loss applies the head itself (`head_inside`), chunk by chunk, only the two chunks' kept
+    tensors are freed. The head input's gradient comes in pieces, two by then (bf16). Measured with the
+    live-storage tracker (tests/test_train_torch.py). Returns (the loss's kept bytes freed, the parts), or
+    None without chunks or a trained head."""
+    if loss.chunks < 2 or not head_grad:
+        return None
+    k = loss.chunk(n, vocab, d)
+    freed = loss.held * (2 * k if loss.head_inside else n) * vocab
+    pending = 0 if loss.head_inside else 2 * (n - 2 * k) * vocab
+    return freed, (("the head's weight gradient summed out of place (the sum so far, the chunk's, the new sum)",
+                    3 * head_grad),
+                   ("the logits' gradients of the chunks the head has not reached (bf16)", pending),
+                   ("the head input's gradient, two chunks' pieces (bf16)", 2 * 2 * k * d))
 
 
 def _next_forward(t: "Training", spec: ModelSpec, held: tuple[tuple[str, int], ...], kept: int, n: int,
