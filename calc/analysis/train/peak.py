@@ -269,15 +269,16 @@ def _head_accumulated(loss, n: int, vocab: int, d: int, head_grad: int):
     tensors are freed. The head input's gradient comes in pieces, two by then (bf16). Measured with the
     live-storage tracker (tests/test_train_torch.py). Returns (the loss's kept bytes freed, the parts), or
     None without chunks or a trained head."""
-    if loss.chunks < 2 or not head_grad:
-        return None
     k = loss.chunk(n, vocab, d)
-    freed = loss.held * (2 * k if loss.head_inside else n) * vocab
-    pending = 0 if loss.head_inside else 2 * (n - 2 * k) * vocab
+    if loss.chunks < 2 or not head_grad or k >= n:  # one chunk: one gradient, nothing summed
+        return None
+    reached = min(n, 2 * k)  # the tokens of the two chunks the head's backward has run (fewer tokens: all)
+    freed = loss.held * (reached if loss.head_inside else n) * vocab
+    pending = 0 if loss.head_inside else 2 * (n - reached) * vocab
     return freed, (("the head's weight gradient summed out of place (the sum so far, the chunk's, the new sum)",
                     3 * head_grad),
                    ("the logits' gradients of the chunks the head has not reached (bf16)", pending),
-                   ("the head input's gradient, two chunks' pieces (bf16)", 2 * 2 * k * d))
+                   ("the head input's gradient, two chunks' pieces (bf16)", 2 * reached * d))
 
 
 def _next_forward(t: "Training", spec: ModelSpec, held: tuple[tuple[str, int], ...], kept: int, n: int,
