@@ -63,6 +63,7 @@ def test_a_hybrids_refusal_names_the_manager_trtllm_would_pick(model_type: str) 
                                        "8GiB"])
     assert result.exit_code == 2 and "keeps conv and recurrent states" in result.output, result.output
     assert "MambaHybridCacheManagerV2" in result.output and "get_kv_cache_manager_cls at 0004396720" in result.output
+    assert "C++ StorageManager splits the pool between attention pages and state slots" in result.output
 
 
 def test_fit_sizes_dsa_under_trtllm_as_memory_does() -> None:

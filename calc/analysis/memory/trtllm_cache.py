@@ -40,16 +40,22 @@ TRTLLM_DSA = ("https://github.com/NVIDIA/TensorRT-LLM/blob/0bbb76d22e61bde633cc5
 # (NVIDIA/TensorRT-LLM#12302), so it likely inherits it; whether Kimi-Linear's class names one was not found. V2's
 # start-up estimate is affine (_estimate_mamba_hybrid_cache_cost): the attention layers' bytes a token, plus a fixed
 # cost of (max_batch_size x pp + CUDA-graph padding slots, 1 without a drafter) states of every Mamba layer on the
-# rank; periodic state snapshots are off by default. How the pool is then split between attention pages and state
-# slots follows a typical step of max_batch_size requests of avg_seq_len tokens, max_seq_len / 2 when unset
-# (MambaHybridCacheManagerV2._build_cache_config, _get_typical_request_capacity): that split, which sets the tokens,
-# is not modelled yet.
+# rank; periodic state snapshots are off by default. The pool itself is then split by V2's C++ StorageManager
+# (cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storageManager.cpp, present at 2cdb452351, read in a 2026
+# version the index did not date: ratioFromBatch, computeSlotCountForLevel, ratioToSlotCountList) in the byte
+# proportion of a typical step that MambaHybridCacheManagerV2._build_cache_config writes: max_batch_size x pp
+# requests of avg_seq_len tokens (max_seq_len / 2 unless set, _get_typical_request_capacity), each holding
+# ceil(avg_seq_len / 32) attention pages and one state slot, plus the CUDA-graph padding slot's state; each pool
+# group's bytes are rounded up to the GPU tier's 2-32 MiB grain, the ratio is normalised in float32 and the grains are
+# dealt out by a rounding and redistribution loop, above a floor of one state slot per resident request and padding
+# slot. Those float steps, the quota V2 is handed and the LLM API's max_batch_size default were not all pinned, so
+# the split (which sets the tokens) is refused rather than approximated.
 TRTLLM_HYBRID = ("by default TensorRT-LLM keeps them in MambaHybridCacheManagerV2 where the model class prefers it, as "
-                 "NemotronH and Qwen3-Next do (docs/source/features/kvcache.md), taking (max_batch_size x pp + 1 "
-                 "CUDA-graph padding slot) states off the top and splitting the rest between attention pages and state "
-                 "slots by a typical step of max_batch_size requests of avg_seq_len (max_seq_len / 2 unless set), else "
-                 "in CppMambaHybridCacheManager (tensorrt_llm/_torch/pyexecutor/_util.py get_kv_cache_manager_cls at "
-                 "0004396720)")
+                 "NemotronH and Qwen3-Next do (docs/source/features/kvcache.md), whose C++ StorageManager splits the "
+                 "pool between attention pages and state slots by the bytes of a typical step (max_batch_size x pp "
+                 "requests of avg_seq_len tokens, max_seq_len / 2 unless set, one state slot each, plus 1 CUDA-graph "
+                 "padding slot), else in CppMambaHybridCacheManager (tensorrt_llm/_torch/pyexecutor/_util.py "
+                 "get_kv_cache_manager_cls at 0004396720)")
 
 
 def _has_dsa(kv: KVCache) -> bool:
