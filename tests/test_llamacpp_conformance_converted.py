@@ -33,6 +33,12 @@ HUNYUAN_MOE = {"moe_topk": [2, 2], "attention_bias": False, "rope_scaling": None
 HUNYUAN_LISTS = {"moe_intermediate_size": [48, 48], "num_shared_expert": [1, 1]}
 GLM_LITE = {"first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}
 AFMOE = {"global_attn_every_n_layers": 4, "attention_bias": False}
+# Laguna-XS.2's layer pattern (tests/configs/model_types/laguna.json: every 4th layer full from the first), which
+# llama.cpp assumes whatever layer_types says (src/models/laguna.cpp:39); no attention biases, which llama.cpp loads
+# none of (the published config has no attention_bias key)
+LAGUNA = {"attention_bias": False,
+          "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "sliding_attention"]}
+LAGUNA_COMPUTE = "the estimate's 4 residual-stream tensors beside layer 0's dense MLP: more than llama.cpp keeps alive"
 RUNS: dict[str, Run] = {
     # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
     # ffn_gate_exps / ffn_up_exps
@@ -68,6 +74,13 @@ RUNS: dict[str, Run] = {
     "glm_moe_dsa-np2": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "4096", "-np", "2"]),
     # DeepseekV32ForCausalLM (conversion/deepseek.py:466): an indexer in every layer; its head 64 likewise
     "deepseek_v32-c4096": Run("deepseek_v32", {"index_head_dim": 64}, ["-c", "4096"]),
+    # LagunaForCausalLM: per-layer query heads (laguna.attention.head_count, conversion/laguna.py:73-80) in a
+    # llama_kv_cache_iswa pair; gguf-py 0.19.0 has no laguna: gptcalc's own tables read it (gguf_laguna.py)
+    # llama.cpp's compute buffer is 5.15 / 2.45 MiB, gptcalc's estimate 5.37 / 2.56 (4.3 / 4.5 % over): its
+    # residual stream of 4 tensors beside the widest part, layer 0's dense MLP, is more than this graph keeps alive
+    "laguna-swa": Run("laguna", LAGUNA, ["-c", "4096"], compute_beyond_margin=LAGUNA_COMPUTE),
+    "laguna-swa-np2-ub256": Run("laguna", LAGUNA, ["-c", "8192", "-np", "2", "-ub", "256"],
+                                compute_beyond_margin=LAGUNA_COMPUTE),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
 }
 

@@ -44,6 +44,7 @@ class Run(NamedTuple):
     args: list[str]  # llama.cpp's options
     convert: tuple[str, ...] = ("f16",)  # convert_hf_to_gguf.py's --outtype and other options
     published: dict[str, Any] = {}  # config.json keys as the Hub spells them (convert_gguf)
+    compute_beyond_margin: str = ""  # why llama.cpp's compute line is outside the estimate's margin (else checked)
 
 
 # Falcon-H1 and LFM2 as published (tiiuae/Falcon-H1-*, LiquidAI/LFM2-*: no projector, attention or conv biases,
@@ -145,7 +146,7 @@ def check_gguf_as_model(name: str, path: Path, log: str, runs: dict[str, Run] = 
     assert matching(MODEL, printed) == matching(MODEL, log)
     assert matching(CACHE, printed) == matching(CACHE, log)
     estimate, real = (compute_mib(text) for text in (printed, log))
-    if estimate:  # LFM2's short conv only: no Mamba or DeltaNet graph is estimated
+    if estimate and not runs[name].compute_beyond_margin:  # LFM2's short conv only: no Mamba or DeltaNet graph is estimated
         assert len(estimate) == len(real) == 1 and abs(estimate[0] - real[0]) <= max(MARGIN * real[0], SLACK)
 
 

@@ -14,7 +14,7 @@ Two translations, both tables:
   exactly when llama.cpp's table gives it to a tensor of the spec. Two tensors the converter splits
   are joined back: routed experts' `ffn_gate_exps` + `ffn_up_exps` (transformers 5 fuses them as
   `gate_up_proj`) and MLA's `attn_k_b` + `attn_v_b` (`kv_b_proj`, split for the absorbed attention).
-  An architecture gguf-py's tables lack (`deepseek4`) brings both tables of its own (`OWN`).
+  An architecture gguf-py's tables lack (`deepseek4`, `laguna`) brings both tables of its own (`OWN`).
 
 Shapes are ggml's `ne` reversed (ggml's row is its first dimension); ggml drops or adds unit
 dimensions (a depthwise conv1d's middle 1), so a shape equal to the spec's but for 1s is the spec's.
@@ -29,7 +29,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
-from calc.checkpoint import gguf_deepseek4
+from calc.checkpoint import gguf_deepseek4, gguf_laguna
 from calc.checkpoint.gguf_header import GGUFArray, GGUFHeader, GGUFTensor, read_gguf
 from calc.checkpoint.gguf_tables import tables
 from calc.checkpoint.tensors import FileRead, RawCheckpoint, TensorColumns
@@ -136,8 +136,10 @@ CONVERTER_SPLITS = {"linear_attn.in_proj_qkvz.weight": ("attn_qkv.weight", "attn
 # The converter's splits: a Hugging Face tensor -> the parts it writes instead (conversion/qwen.py,
 # llama.py: fused experts; conversion/deepseek.py:433: MLA's kv_b, for the absorbed attention).
 SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v_b_proj")}
-# Architectures gguf-py's tables do not cover (calc/checkpoint/gguf_deepseek4.py): their config and tensor names.
-OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_name)}
+# Architectures gguf-py's tables do not cover (calc/checkpoint/gguf_deepseek4.py, gguf_laguna.py): their config and
+# tensor names.
+OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_name),
+       gguf_laguna.ARCH: (gguf_laguna.read_config, gguf_laguna.gguf_name)}
 # Tensors a converter stores transposed (the last two dimensions swapped): gpt-oss's and Llama 4's routed experts'
 # down projection, (experts, in, out) in transformers (conversion/gpt_oss.py modify_tensors).
 TRANSPOSED = {"gpt-oss": (".experts.down_proj",), "llama4": (".experts.down_proj",),  # llama.py:411-413
