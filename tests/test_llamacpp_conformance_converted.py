@@ -47,6 +47,8 @@ GEMMA3N = {"altup_num_inputs": 4, "hidden_size_per_layer_input": 256, "laurel_ra
            "vocab_size_per_layer_input": 97, "num_kv_shared_layers": 0}
 GEMMA3N_COMPUTE = ("not modelled: AltUp's 4 streams and the per-layer inputs (llama.cpp 13.09 / 11.09 MiB, the "
                    "estimate 5.37 and less)")
+GEMMA4_COMPUTE = ("llama.cpp 5.50 / 3.50 MiB, the estimate 5.71 / 3.71 (3.8 / 6.0 % over): the per-layer inputs "
+                  "are not modelled")
 LAGUNA_COMPUTE = "the estimate's 4 residual-stream tensors beside layer 0's dense MLP: more than llama.cpp keeps alive"
 RUNS: dict[str, Run] = {
     # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
@@ -94,6 +96,14 @@ RUNS: dict[str, Run] = {
     "gemma3n_text-swa": Run("gemma3n_text", GEMMA3N, ["-c", "4096"], compute_beyond_margin=GEMMA3N_COMPUTE),
     "gemma3n_text-swa-np2": Run("gemma3n_text", GEMMA3N, ["-c", "4096", "-np", "2"],
                                 compute_beyond_margin=GEMMA3N_COMPUTE),
+    # Gemma4ForCausalLM (conversion/gemma.py Gemma4Model) from the tiny config as it is: KV heads and feed-forward
+    # widths one a layer, full layers without V (attention_k_eq_v), fused ffn_gate_up_exps with the router's and
+    # experts' scales, per-layer inputs, 2 KV-shared layers (no cache of their own); the converter trims the
+    # embedding to tokenizer.json's vocabulary, so it gets one of the tiny vocabulary
+    "gemma4_text-swa": Run("gemma4_text", {}, ["-c", "4096"], compute_beyond_margin=GEMMA4_COMPUTE,
+                           stub_tokenizer=True),
+    "gemma4_text-swa-np2": Run("gemma4_text", {}, ["-c", "4096", "-np", "2"], compute_beyond_margin=GEMMA4_COMPUTE,
+                               stub_tokenizer=True),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
 }
 

@@ -27,7 +27,8 @@ RENAMED = {"dbrx": {"hidden_size": "d_model", "num_attention_heads": "n_heads", 
            "ernie4_5-moe": {"num_experts": "moe_num_experts", "num_experts_per_tok": "moe_k",
                             "n_shared_experts": "moe_num_shared_experts",
                             "first_k_dense_replace": "moe_layer_start_index"},
-           "hunyuan-moe": {"num_experts_per_tok": "moe_topk"},  # Hunyuan-A13B's (conversion/hunyuan.py:88-90)
+           "hunyuan-moe": {"num_experts_per_tok": "moe_topk"},
+           "gemma4": {"num_experts_per_tok": "top_k_experts"},  # conversion/gemma.py Gemma4Model  # Hunyuan-A13B's (conversion/hunyuan.py:88-90)
            # AFMoE's (conversion/afmoe.py AfmoeModel.set_gguf_parameters)
            "afmoe": {"n_shared_experts": "num_shared_experts", "first_k_dense_replace": "num_dense_layers",
                      "routed_scaling_factor": "route_scale", "norm_topk_prob": "route_norm"}}
@@ -47,7 +48,8 @@ OWN = {"dbrx": {"attention.clamp_kqv": "attn_config.clip_qkv"},
 # Gemma 3n's LAuReL rank and its per-layer embedding's rows (the converter pads them to vocab_size,
 # conversion/gemma.py Gemma3NModel.modify_tensors: the file's rows are what llama.cpp loads)
 SHAPED = {"gemma3n": {"laurel_rank": ("blk.0.laurel_l.weight", 1),
-                      "vocab_size_per_layer_input": ("per_layer_token_embd.weight", 1)}}
+                      "vocab_size_per_layer_input": ("per_layer_token_embd.weight", 1)},
+          "gemma4": {"vocab_size_per_layer_input": ("per_layer_token_embd.weight", 1)}}
 # Keys the common table reads that the model_type's config does not have (DBRX's LayerNorm epsilon: the converter
 # writes 1e-5 whatever the config says, and DbrxConfig has no key for it), and the expert counts under other names
 DROPPED = {"dbrx": ("layer_norm_eps", "num_local_experts", "n_routed_experts"),

@@ -30,8 +30,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
-from calc.checkpoint import gguf_deepseek4, gguf_laguna
+from calc.checkpoint import gguf_deepseek4, gguf_gemma4, gguf_laguna
 from calc.checkpoint.gguf_header import GGUFArray, GGUFHeader, GGUFTensor, read_gguf
+from calc.checkpoint.gguf_own_names import gguf_name_in
 from calc.checkpoint.gguf_tables import tables
 from calc.checkpoint.tensors import FileRead, RawCheckpoint, TensorColumns
 from calc.errors import GptcalcError
@@ -56,7 +57,7 @@ ARCHS = {
     "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
     "falcon-h1": "falcon_h1", "kimi-linear": "kimi_linear",
-    "gemma3n": "gemma3n_text",
+    "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
 }
 # One architecture, two model_types, told apart by a key only one of them writes: Olmo3ForCausalLM converts as
 # olmo2 with a sliding window (conversion/olmo.py:49-66), MixtralForCausalLM as llama with experts (llama.py:17-30).
@@ -157,6 +158,9 @@ IN_METADATA = {"apertus": {"xielu.alpha_p": (_XIELU + "alpha_p", (1,)), "xielu.a
 # Gemma 3n's AltUp projections (conversion/gemma.py Gemma3NModel._stack_matrices)
 STACKED = {"gemma3n": {"altup_proj.weight": "model.altup_projections.{}.weight",
                        "altup_unembd_proj.weight": "model.altup_unembed_projections.{}.weight"}}
+# Tensors a converter class names itself, past its architecture's table (after `model.layers.{i}.`, without
+# .weight): Gemma 4's router scales (conversion/gemma.py:800-806)
+ARCH_NAMES = {"gemma4": {"router.scale": "ffn_gate_inp.scale", "router.per_expert_scale": "ffn_down_exps.scale"}}
 # A prefix a converter drops from every name before the architecture's table (conversion/bloom.py:40).
 DROPPED = {"bloom": "transformer."}
 SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -267,6 +271,8 @@ def _from_keys(meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], 
     if arch in LAYER_TYPES:
         _layer_types(data, meta, arch, path)
     gguf_recurrent.layers(data, meta, arch, by_name, path)
+    if arch == gguf_gemma4.ARCH:
+        gguf_gemma4.layers(data, meta, by_name, path)
     for key, target in {**KEYS, **ARCH_KEYS.get(arch, {})}.items():
         if target in data:
             continue
@@ -385,8 +391,8 @@ def _namer(arch: str, n_layers: int) -> Callable[[str], list[str]]:
     enum = next((a for a, n in g.constants.MODEL_ARCH_NAMES.items() if n == NAMED_AS.get(arch, arch)), None)
     if enum is None:
         raise GptcalcError(f"general.architecture {arch!r}: not in gguf-py's MODEL_ARCH_NAMES (upgrade gguf)")
-    mapper = g.mapping.TensorNameMap(enum, n_layers)
-    return lambda name: _gguf_names(mapper, name)
+    mapper, own = g.mapping.TensorNameMap(enum, n_layers), ARCH_NAMES.get(arch, {})
+    return lambda name: [n for n in (gguf_name_in(name, own, {}),) if n] or _gguf_names(mapper, name)
 
 
 def _unstacked(tensor: GGUFTensor, arch: str, names: dict[str, tuple[str, tuple[int, ...]]],
