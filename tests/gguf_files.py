@@ -396,11 +396,13 @@ convert.main()
 
 
 def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tuple[str, ...] = ("f16",),
-                 published: dict[str, Any] | None = None) -> None:
+                 published: dict[str, Any] | None = None, stub_tokenizer: bool = False) -> None:
     """A GGUF of the tiny `config` at `path` made by llama.cpp's convert_hf_to_gguf.py (of the tree at `source`)
     from transformers' save_pretrained of it (random weights, seed 0); `options`: the --outtype and any others.
     `published`: config.json keys as the model's Hub config spells them where transformers 5 renamed them on
-    saving (Granite-4.0-H's layer_types "mamba" / "attention", which the converter reads)."""
+    saving (Granite-4.0-H's layer_types "mamba" / "attention", which the converter reads). `stub_tokenizer`: a
+    tokenizer.json of the tiny vocabulary beside it, for a converter that reads one past set_vocab (Gemma 4's trims
+    the embedding to its size: conversion/gemma.py:160-171)."""
     import json
     import subprocess
     import sys
@@ -417,6 +419,9 @@ def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tupl
     transformers.AutoModelForCausalLM.from_config(hf_config).save_pretrained(model_dir)
     saved = json.loads((model_dir / "config.json").read_text())
     (model_dir / "config.json").write_text(json.dumps({**saved, **(published or {})}))
+    if stub_tokenizer:
+        vocab = {f"<t{i}>": i for i in range(hf_config.vocab_size)}
+        (model_dir / "tokenizer.json").write_text(json.dumps({"model": {"vocab": vocab}, "added_tokens": []}))
     run = subprocess.run([sys.executable, "-c", _CONVERT, str(source), str(model_dir), str(path), *options],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

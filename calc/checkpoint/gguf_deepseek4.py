@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.checkpoint.gguf_header import GGUFArray
+from calc.checkpoint.gguf_own_names import gguf_name_in, scalars
 from calc.errors import GptcalcError
 
 __all__ = ["ARCH", "gguf_name", "read_config"]
@@ -73,23 +73,12 @@ SQRT_SOFTPLUS = 4  # LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS: the only scori
 
 def gguf_name(hf_name: str) -> str | None:
     """The GGUF tensor llama.cpp's converter writes for this transformers tensor (None: it writes none)."""
-    stem = hf_name.removesuffix(".weight").removesuffix(".bias")
-    parts = stem.split(".")
-    if len(parts) > 3 and parts[:2] == ["model", "layers"] and parts[2].isdigit():
-        found = LAYER.get(".".join(parts[3:]))
-        return f"blk.{parts[2]}.{found}" if found else None
-    return TOP.get(stem)
+    return gguf_name_in(hf_name, LAYER, TOP)
 
 
 def read_config(meta: dict[str, Any], path: str) -> dict[str, Any]:
     """DeepseekV4Config's keys from the GGUF metadata (model_type deepseek_v4)."""
-    data: dict[str, Any] = {"model_type": "deepseek_v4"}
-    for key, target in KEYS.items():
-        value = meta.get(f"{ARCH}.{key}")
-        if isinstance(value, (list, GGUFArray)):
-            raise GptcalcError(f"{path}: {ARCH}.{key}: an array; DeepSeek-V4 has one value for every layer")
-        if value is not None:
-            data[target] = value
+    data: dict[str, Any] = {"model_type": "deepseek_v4", **scalars(meta, ARCH, KEYS, "DeepSeek-V4", path)}
     ratios = meta.get(f"{ARCH}.attention.compress_ratios")
     if not isinstance(ratios, list) or not all(type(r) is int for r in ratios):
         raise GptcalcError(f"{path}: {ARCH}.attention.compress_ratios: expected one compression ratio per layer")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["keys"]
+from calc.errors import GptcalcError
+
+__all__ = ["keys", "shaped"]
 
 # A model_type's name for each common key gguf_source read; "section.key" nests it (DBRX's attn_config and
 # ffn_config, as conversion/dbrx.py DbrxModel.set_gguf_parameters reads them back)
@@ -25,7 +27,8 @@ RENAMED = {"dbrx": {"hidden_size": "d_model", "num_attention_heads": "n_heads", 
            "ernie4_5-moe": {"num_experts": "moe_num_experts", "num_experts_per_tok": "moe_k",
                             "n_shared_experts": "moe_num_shared_experts",
                             "first_k_dense_replace": "moe_layer_start_index"},
-           "hunyuan-moe": {"num_experts_per_tok": "moe_topk"},  # Hunyuan-A13B's (conversion/hunyuan.py:88-90)
+           "hunyuan-moe": {"num_experts_per_tok": "moe_topk"},
+           "gemma4": {"num_experts_per_tok": "top_k_experts"},  # conversion/gemma.py Gemma4Model  # Hunyuan-A13B's (conversion/hunyuan.py:88-90)
            # AFMoE's (conversion/afmoe.py AfmoeModel.set_gguf_parameters)
            "afmoe": {"n_shared_experts": "num_shared_experts", "first_k_dense_replace": "num_dense_layers",
                      "routed_scaling_factor": "route_scale", "norm_topk_prob": "route_norm"}}
@@ -36,7 +39,17 @@ OWN = {"dbrx": {"attention.clamp_kqv": "attn_config.clip_qkv"},
        "ernie4_5-moe": {"interleave_moe_layer_step": "moe_layer_interval"},  # and ERNIE's MoE layers' period
        # GLM-5's and DeepSeek-V3.2's lightning indexer (conversion/glm.py GlmMoeDsaModel, conversion/deepseek.py
        # DeepseekV32Model set_gguf_parameters)
-       "glm-dsa": _INDEXER, "deepseek32": _INDEXER}
+       "glm-dsa": _INDEXER, "deepseek32": _INDEXER,
+       # Gemma 3n's AltUp, per-layer inputs and KV-shared layers (conversion/gemma.py Gemma3NModel.set_gguf_parameters)
+       "gemma3n": {"altup.num_inputs": "altup_num_inputs", "altup.active_idx": "altup_active_idx",
+                   "embedding_length_per_layer_input": "hidden_size_per_layer_input",
+                   "attention.shared_kv_layers": "num_kv_shared_layers"}}
+# Keys the converter writes no metadata for, read off a tensor's shape (GGUF name, which of its ggml dimensions):
+# Gemma 3n's LAuReL rank and its per-layer embedding's rows (the converter pads them to vocab_size,
+# conversion/gemma.py Gemma3NModel.modify_tensors: the file's rows are what llama.cpp loads)
+SHAPED = {"gemma3n": {"laurel_rank": ("blk.0.laurel_l.weight", 1),
+                      "vocab_size_per_layer_input": ("per_layer_token_embd.weight", 1)},
+          "gemma4": {"vocab_size_per_layer_input": ("per_layer_token_embd.weight", 1)}}
 # Keys the common table reads that the model_type's config does not have (DBRX's LayerNorm epsilon: the converter
 # writes 1e-5 whatever the config says, and DbrxConfig has no key for it), and the expert counts under other names
 DROPPED = {"dbrx": ("layer_norm_eps", "num_local_experts", "n_routed_experts"),
@@ -64,6 +77,15 @@ def keys(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     types = meta.get(f"{arch}.attention.indexer.types")
     if arch == "glm-dsa" and isinstance(types, list):  # per layer: true where the layer has its own indexer
         data["indexer_types"] = ["full" if full else "shared" for full in types]
+
+
+def shaped(data: dict[str, Any], arch: str, ne_of: dict[str, tuple[int, ...]], path: str) -> None:
+    """The keys `SHAPED` reads off the tensors' shapes (`ne_of`: GGUF name -> ggml's ne)."""
+    for key, (name, dim) in SHAPED.get(arch, {}).items():
+        ne = ne_of.get(name)
+        if ne is None or len(ne) <= dim:
+            raise GptcalcError(f"{path}: {name}: missing or not {dim + 1}-D ({key} is read off it)")
+        data[key] = ne[dim]
 
 
 def _put(data: dict[str, Any], target: str, value: Any) -> None:

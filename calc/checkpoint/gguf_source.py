@@ -14,7 +14,7 @@ Two translations, both tables:
   exactly when llama.cpp's table gives it to a tensor of the spec. Two tensors the converter splits
   are joined back: routed experts' `ffn_gate_exps` + `ffn_up_exps` (transformers 5 fuses them as
   `gate_up_proj`) and MLA's `attn_k_b` + `attn_v_b` (`kv_b_proj`, split for the absorbed attention).
-  An architecture gguf-py's tables lack (`deepseek4`) brings both tables of its own (`OWN`).
+  An architecture gguf-py's tables lack (`deepseek4`, `laguna`) brings both tables of its own (`OWN`).
 
 Shapes are ggml's `ne` reversed (ggml's row is its first dimension); ggml drops or adds unit
 dimensions (a depthwise conv1d's middle 1), so a shape equal to the spec's but for 1s is the spec's.
@@ -23,14 +23,16 @@ Bytes are exact per ggml type (blocks of `GGML_QUANT_SIZES`), and the dtype colu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
-from calc.checkpoint import gguf_deepseek4
+from calc.checkpoint import gguf_deepseek4, gguf_gemma4, gguf_laguna
 from calc.checkpoint.gguf_header import GGUFArray, GGUFHeader, GGUFTensor, read_gguf
+from calc.checkpoint.gguf_own_names import gguf_name_in
 from calc.checkpoint.gguf_tables import tables
 from calc.checkpoint.tensors import FileRead, RawCheckpoint, TensorColumns
 from calc.errors import GptcalcError
@@ -55,6 +57,7 @@ ARCHS = {
     "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
     "falcon-h1": "falcon_h1", "kimi-linear": "kimi_linear",
+    "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
 }
 # One architecture, two model_types, told apart by a key only one of them writes: Olmo3ForCausalLM converts as
 # olmo2 with a sliding window (conversion/olmo.py:49-66), MixtralForCausalLM as llama with experts (llama.py:17-30).
@@ -136,8 +139,10 @@ CONVERTER_SPLITS = {"linear_attn.in_proj_qkvz.weight": ("attn_qkv.weight", "attn
 # The converter's splits: a Hugging Face tensor -> the parts it writes instead (conversion/qwen.py,
 # llama.py: fused experts; conversion/deepseek.py:433: MLA's kv_b, for the absorbed attention).
 SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v_b_proj")}
-# Architectures gguf-py's tables do not cover (calc/checkpoint/gguf_deepseek4.py): their config and tensor names.
-OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_name)}
+# Architectures gguf-py's tables do not cover (calc/checkpoint/gguf_deepseek4.py, gguf_laguna.py): their config and
+# tensor names.
+OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_name),
+       gguf_laguna.ARCH: (gguf_laguna.read_config, gguf_laguna.gguf_name)}
 # Tensors a converter stores transposed (the last two dimensions swapped): gpt-oss's and Llama 4's routed experts'
 # down projection, (experts, in, out) in transformers (conversion/gpt_oss.py modify_tensors).
 TRANSPOSED = {"gpt-oss": (".experts.down_proj",), "llama4": (".experts.down_proj",),  # llama.py:411-413
@@ -149,6 +154,13 @@ TRANSPOSED = {"gpt-oss": (".experts.down_proj",), "llama4": (".experts.down_proj
 _XIELU = "model.layers.{}.mlp.act_fn."
 IN_METADATA = {"apertus": {"xielu.alpha_p": (_XIELU + "alpha_p", (1,)), "xielu.alpha_n": (_XIELU + "alpha_n", (1,)),
                            "xielu.beta": (_XIELU + "beta", ()), "xielu.eps": (_XIELU + "eps", ())}}
+# Tensors a converter stacks along a new last ggml dimension, and the transformers tensors they are, one a slice:
+# Gemma 3n's AltUp projections (conversion/gemma.py Gemma3NModel._stack_matrices)
+STACKED = {"gemma3n": {"altup_proj.weight": "model.altup_projections.{}.weight",
+                       "altup_unembd_proj.weight": "model.altup_unembed_projections.{}.weight"}}
+# Tensors a converter class names itself, past its architecture's table (after `model.layers.{i}.`, without
+# .weight): Gemma 4's router scales (conversion/gemma.py:800-806)
+ARCH_NAMES = {"gemma4": {"router.scale": "ffn_gate_inp.scale", "router.per_expert_scale": "ffn_down_exps.scale"}}
 # A prefix a converter drops from every name before the architecture's table (conversion/bloom.py:40).
 DROPPED = {"bloom": "transformer."}
 SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -157,13 +169,15 @@ SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 def from_gguf(path: Path, source: str) -> RawCheckpoint:
     """One GGUF file, or every file of its split set; tensors under Hugging Face names."""
     headers, config = _read(path)
+    from calc.checkpoint.names import tensor_table
     from calc.spec.load import spec_from_config
 
     spec = spec_from_config(config)
     names = _hf_names(spec, headers[0].architecture)
     arch = headers[0].architecture
-    columns = _columns([(t, h.path) for h in headers for t in h.tensors], names, TRANSPOSED.get(arch, ()),
-                       RESHAPED + ARCH_RESHAPED.get(arch, ()))
+    shapes = tensor_table(spec).expected_shapes(buffers=True)
+    stored = [(piece, h.path) for h in headers for t in h.tensors for piece in _unstacked(t, arch, names, shapes)]
+    columns = _columns(stored, names, TRANSPOSED.get(arch, ()), RESHAPED + ARCH_RESHAPED.get(arch, ()))
     columns.extend(_in_metadata(headers[0], spec.n_layers))
     files = tuple(FileRead(h.path, h.file_size, h.bytes_read) for h in headers)
     return RawCheckpoint(source, _kind(headers), columns, files, config, loads_buffers=True)
@@ -235,6 +249,7 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         _mla(data, meta, arch)
     gguf_recurrent.keys(data, meta, arch, by_name, header.path)
     gguf_own_keys.keys(data, meta, arch)
+    gguf_own_keys.shaped(data, arch, {t.name: t.ne for t in tensors}, header.path)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
 
@@ -256,6 +271,8 @@ def _from_keys(meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], 
     if arch in LAYER_TYPES:
         _layer_types(data, meta, arch, path)
     gguf_recurrent.layers(data, meta, arch, by_name, path)
+    if arch == gguf_gemma4.ARCH:
+        gguf_gemma4.layers(data, meta, by_name, path)
     for key, target in {**KEYS, **ARCH_KEYS.get(arch, {})}.items():
         if target in data:
             continue
@@ -374,8 +391,26 @@ def _namer(arch: str, n_layers: int) -> Callable[[str], list[str]]:
     enum = next((a for a, n in g.constants.MODEL_ARCH_NAMES.items() if n == NAMED_AS.get(arch, arch)), None)
     if enum is None:
         raise GptcalcError(f"general.architecture {arch!r}: not in gguf-py's MODEL_ARCH_NAMES (upgrade gguf)")
-    mapper = g.mapping.TensorNameMap(enum, n_layers)
-    return lambda name: _gguf_names(mapper, name)
+    mapper, own = g.mapping.TensorNameMap(enum, n_layers), ARCH_NAMES.get(arch, {})
+    return lambda name: [n for n in (gguf_name_in(name, own, {}),) if n] or _gguf_names(mapper, name)
+
+
+def _unstacked(tensor: GGUFTensor, arch: str, names: dict[str, tuple[str, tuple[int, ...]]],
+               shapes: dict[str, tuple[int, ...]]) -> list[GGUFTensor]:
+    """The tensor, or the slices of one the converter stacked (`STACKED`), each named `NAME.i` and added to `names`
+    under its transformers tensor; a slice's bytes are the stack's share (whole rows of ggml blocks). A stack of
+    another count than the spec's tensors (`shapes`) stays whole, an unknown tensor in the report."""
+    template = STACKED.get(arch, {}).get(tensor.name)
+    count = tensor.ne[-1] if template and len(tensor.ne) > 1 else 0
+    if not count or template.format(count - 1) not in shapes or template.format(count) in shapes:
+        return [tensor]
+    slices = []
+    for i in range(count):
+        hf_name = template.format(i)
+        names[f"{tensor.name}.{i}"] = (hf_name, shapes[hf_name])
+        slices.append(dataclasses.replace(tensor, name=f"{tensor.name}.{i}", ne=tensor.ne[:-1],
+                                          nbytes=tensor.nbytes // count))
+    return slices
 
 
 def _renamed(name: str) -> str:
