@@ -373,9 +373,19 @@ _CONVERT = """
 import sys
 from pathlib import Path
 source, model, out = map(Path, sys.argv[1:4])
+raw = sys.argv[4] == "raw"
 sys.path.insert(0, str(source))
-sys.argv = ["convert_hf_to_gguf.py", str(model), "--outfile", str(out), "--outtype", *sys.argv[4:]]
+sys.argv = ["convert_hf_to_gguf.py", str(model), "--outfile", str(out), "--outtype", *sys.argv[5:]]
 import convert_hf_to_gguf as convert
+
+class UnknownToPinnedTransformers:
+    @staticmethod
+    def from_pretrained(*args, **kwargs):
+        raise ValueError("a model type the converter's pinned transformers does not know")
+
+if raw:  # read config.json as written (conversion/base.py load_hparams' fallback)
+    import conversion.base
+    conversion.base.AutoConfig = UnknownToPinnedTransformers
 
 def stub_vocab(self):
     vocab = self.hparams["vocab_size"]
@@ -396,11 +406,14 @@ convert.main()
 
 
 def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tuple[str, ...] = ("f16",),
-                 published: dict[str, Any] | None = None) -> None:
+                 published: dict[str, Any] | None = None, raw_config: bool = False) -> None:
     """A GGUF of the tiny `config` at `path` made by llama.cpp's convert_hf_to_gguf.py (of the tree at `source`)
     from transformers' save_pretrained of it (random weights, seed 0); `options`: the --outtype and any others.
     `published`: config.json keys as the model's Hub config spells them where transformers 5 renamed them on
-    saving (Granite-4.0-H's layer_types "mamba" / "attention", which the converter reads)."""
+    saving (Granite-4.0-H's layer_types "mamba" / "attention", which the converter reads). `raw_config`: the
+    converter reads config.json as written, as it does under the transformers it pins (4.57.6:
+    requirements/requirements-convert_legacy_llama.txt) for a model type that one does not know (MiMo-V2-Flash):
+    transformers 5's AutoConfig would rewrite its rope keys into the nested rope_parameters the converter misreads."""
     import json
     import subprocess
     import sys
@@ -417,6 +430,7 @@ def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tupl
     transformers.AutoModelForCausalLM.from_config(hf_config).save_pretrained(model_dir)
     saved = json.loads((model_dir / "config.json").read_text())
     (model_dir / "config.json").write_text(json.dumps({**saved, **(published or {})}))
-    run = subprocess.run([sys.executable, "-c", _CONVERT, str(source), str(model_dir), str(path), *options],
+    run = subprocess.run([sys.executable, "-c", _CONVERT, str(source), str(model_dir), str(path),
+                          "raw" if raw_config else "auto", *options],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

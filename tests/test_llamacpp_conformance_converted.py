@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_llamacpp_conformance_recurrent import (Run, check_cache_lines, check_gguf_as_model, check_recorded,
-                                                      live_run, recorded_gguf)
+from tests.test_llamacpp_conformance_recurrent import (NO_MTP, Run, check_cache_lines, check_gguf_as_model,
+                                                      check_recorded, live_run, recorded_gguf)
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "converted"
 ERNIE_MOE = {"intermediate_size": 64, "use_bias": False}
@@ -33,6 +33,15 @@ HUNYUAN_MOE = {"moe_topk": [2, 2], "attention_bias": False, "rope_scaling": None
 HUNYUAN_LISTS = {"moe_intermediate_size": [48, 48], "num_shared_expert": [1, 1]}
 GLM_LITE = {"first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}
 AFMOE = {"global_attn_every_n_layers": 4, "attention_bias": False}
+# MiMo-V2-Flash's keys the converter reads (conversion/mimo.py MimoV2Model.set_gguf_parameters) that transformers 5.24
+# does not save, as XiaomiMiMo/MiMo-V2-Flash's config.json has them (tests/configs/model_types/mimo_v2_flash.json): the
+# SWA heads equal to the full ones but for twice the KV heads (MiMoV2FlashAttention), the layer pattern of the tiny
+# config's layer_types, the window sliding_window_size, the rotary keys flat (no rope_parameters), no attention bias.
+# Read as written (`raw_config`), as under the converter's pinned transformers 4.57.6, which has no mimo_v2_flash
+MIMO = {"attention_bias": False}
+MIMO_HUB = {"swa_head_dim": 12, "swa_num_attention_heads": 4, "swa_v_head_dim": 8, "swa_num_key_value_heads": 2,
+            "topk_method": "noaux_tc", "hybrid_layer_pattern": [0, 1, 1, 0], "sliding_window": 4,
+            "partial_rotary_factor": 0.334, "rope_parameters": None, "rope_theta": 5000000, "swa_rope_theta": 10000}
 RUNS: dict[str, Run] = {
     # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
     # ffn_gate_exps / ffn_up_exps
@@ -69,6 +78,11 @@ RUNS: dict[str, Run] = {
     # DeepseekV32ForCausalLM (conversion/deepseek.py:466): an indexer in every layer; its head 64 likewise
     "deepseek_v32-c4096": Run("deepseek_v32", {"index_head_dim": 64}, ["-c", "4096"]),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
+    # MiMoV2FlashForCausalLM (conversion/mimo.py): a full and an SWA cache, the SWA one twice the KV heads; at -np 64
+    # its SWA cells, GGML_PAD(64 x 4 + 512, 256) = 768, tell the window llama.cpp uses (4, the Hub's sliding_window)
+    # from transformers' (5: 1024 cells)
+    "mimo_v2_flash-swa": Run("mimo_v2_flash", MIMO, ["-c", "4096"], NO_MTP, MIMO_HUB, raw_config=True),
+    "mimo_v2_flash-np64": Run("mimo_v2_flash", MIMO, ["-c", "65536", "-np", "64"], NO_MTP, MIMO_HUB, raw_config=True),
 }
 
 

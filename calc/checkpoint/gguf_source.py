@@ -29,7 +29,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
-from calc.checkpoint import gguf_deepseek4
+from calc.checkpoint import gguf_deepseek4, gguf_mimo2
 from calc.checkpoint.gguf_header import GGUFArray, GGUFHeader, GGUFTensor, read_gguf
 from calc.checkpoint.gguf_tables import tables
 from calc.checkpoint.tensors import FileRead, RawCheckpoint, TensorColumns
@@ -54,7 +54,7 @@ ARCHS = {
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
     "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
-    "falcon-h1": "falcon_h1", "kimi-linear": "kimi_linear",
+    "falcon-h1": "falcon_h1", "kimi-linear": "kimi_linear", gguf_mimo2.ARCH: "mimo_v2_flash",
 }
 # One architecture, two model_types, told apart by a key only one of them writes: Olmo3ForCausalLM converts as
 # olmo2 with a sliding window (conversion/olmo.py:49-66), MixtralForCausalLM as llama with experts (llama.py:17-30).
@@ -256,6 +256,8 @@ def _from_keys(meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], 
     if arch in LAYER_TYPES:
         _layer_types(data, meta, arch, path)
     gguf_recurrent.layers(data, meta, arch, by_name, path)
+    if arch == gguf_mimo2.ARCH:
+        gguf_mimo2.layers(data, meta, by_name, path)
     for key, target in {**KEYS, **ARCH_KEYS.get(arch, {})}.items():
         if target in data:
             continue
