@@ -410,7 +410,8 @@ def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tupl
     """A GGUF of the tiny `config` at `path` made by llama.cpp's convert_hf_to_gguf.py (of the tree at `source`)
     from transformers' save_pretrained of it (random weights, seed 0); `options`: the --outtype and any others.
     `published`: config.json keys as the model's Hub config spells them where transformers 5 renamed them on
-    saving (Granite-4.0-H's layer_types "mamba" / "attention", which the converter reads). `raw_config`: the
+    saving (Granite-4.0-H's layer_types "mamba" / "attention", which the converter reads); None: a key the Hub's
+    config.json does not have, which transformers 5 writes (dropped). `raw_config`: the
     converter reads config.json as written, as it does under the transformers it pins (4.57.6:
     requirements/requirements-convert_legacy_llama.txt) for a model type that one does not know (MiMo-V2-Flash):
     transformers 5's AutoConfig would rewrite its rope keys into the nested rope_parameters the converter misreads."""
@@ -429,7 +430,8 @@ def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tupl
     model_dir = path.with_suffix(".hf")
     transformers.AutoModelForCausalLM.from_config(hf_config).save_pretrained(model_dir)
     saved = json.loads((model_dir / "config.json").read_text())
-    (model_dir / "config.json").write_text(json.dumps({**saved, **(published or {})}))
+    hub = {**saved, **(published or {})}
+    (model_dir / "config.json").write_text(json.dumps({k: v for k, v in hub.items() if v is not None}))
     run = subprocess.run([sys.executable, "-c", _CONVERT, str(source), str(model_dir), str(path),
                           "raw" if raw_config else "auto", *options],
                          capture_output=True, text=True, timeout=600)

@@ -54,6 +54,16 @@ NO_CONV_BIAS = {"conv_bias": False}
 # Nemotron-3-Nano's layer pattern (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B: Mamba2, MoE and attention layers, no
 # dense MLP), which llama.cpp's nemotron_h_moe takes; the tiny config's dense "-" layer is not one
 NEMOTRON_MOE = {"hybrid_override_pattern": "ME*E"}
+# A dense Nemotron-H (nvidia/Nemotron-H-8B-Base-8K's layout: Mamba2, MLP and attention layers, no MoE key), which
+# llama.cpp's nemotron_h takes: the converter picks nemotron_h_moe whenever config.json has num_experts_per_tok
+# (conversion/nemotron.py:221), which transformers 5.24's NemotronHConfig always saves, with the other MoE keys and
+# its layers as layers_block_type in place of the Hub's hybrid_override_pattern and num_hidden_layers: those are
+# dropped (None) and the file read as written (`raw_config`)
+NEMOTRON_DENSE = {"hybrid_override_pattern": "M-*-"}
+NEMOTRON_DENSE_HUB = {"hybrid_override_pattern": "M-*-", "num_hidden_layers": 4, **dict.fromkeys((
+    "layers_block_type", "mtp_layers_block_type", "num_experts_per_tok", "n_routed_experts", "moe_intermediate_size",
+    "moe_shared_expert_intermediate_size", "n_shared_experts", "n_group", "topk_group", "norm_topk_prob",
+    "routed_scaling_factor", "moe_shared_expert_overlap"))}
 # Granite-4.0-H's config.json names its layers "mamba" / "attention" (ibm-granite/granite-4.0-h-small), as the
 # converter reads them (conversion/granite.py get_attn_layers); transformers 5 saves linear_attention / full_attention
 GRANITE_4 = {"layer_types": ["mamba", "attention"]}
@@ -81,6 +91,8 @@ RUNS: dict[str, Run] = {
     "granitemoehybrid-np256": Run("granitemoehybrid", {}, ["-c", "65536", "-np", "256"], published=GRANITE_4),
     "bamba-np4": Run("bamba", {}, ["-c", "4096", "-np", "4"]),
     "nemotron_h-np4": Run("nemotron_h", NEMOTRON_MOE, ["-c", "4096", "-np", "4"]),
+    "nemotron_h_dense-np4": Run("nemotron_h", NEMOTRON_DENSE, ["-c", "4096", "-np", "4"], published=NEMOTRON_DENSE_HUB,
+                                raw_config=True),
     "qwen3_next-np4": Run("qwen3_next", QWEN3_NEXT, ["-c", "4096", "-np", "4"], NO_MTP),
     "qwen3_next-np32": Run("qwen3_next", QWEN3_NEXT, ["-c", "8192", "-np", "32", "-ub", "256"], NO_MTP),
     "qwen3_next-np256": Run("qwen3_next", QWEN3_NEXT, ["-c", "65536", "-np", "256"], NO_MTP),

@@ -52,7 +52,7 @@ ARCHS = {
     "dbrx": "dbrx", "ernie4_5-moe": "ernie4_5_moe", "hunyuan-moe": "hunyuan_v1_moe", "afmoe": "afmoe", "mpt": "mpt",
     "glm-dsa": "glm_moe_dsa", "deepseek32": "deepseek_v32",
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
-    "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
+    "nemotron_h": "nemotron_h", "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
     "falcon-h1": "falcon_h1", "kimi-linear": "kimi_linear", gguf_mimo2.ARCH: "mimo_v2_flash",
 }
