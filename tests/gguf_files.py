@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.oracle import transformers_model
+from tests.oracle import spec_of, transformers_model
 
 gguf = __import__("pytest").importorskip("gguf")
 
@@ -406,7 +406,8 @@ convert.main()
 
 
 def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tuple[str, ...] = ("f16",),
-                 published: dict[str, Any] | None = None, raw_config: bool = False) -> None:
+                 published: dict[str, Any] | None = None, raw_config: bool = False,
+                 hub: dict[str, Any] | None = None) -> None:
     """A GGUF of the tiny `config` at `path` made by llama.cpp's convert_hf_to_gguf.py (of the tree at `source`)
     from transformers' save_pretrained of it (random weights, seed 0); `options`: the --outtype and any others.
     `published`: config.json keys as the model's Hub config spells them where transformers 5 renamed them on
@@ -414,11 +415,17 @@ def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tupl
     config.json does not have, which transformers 5 writes (dropped). `raw_config`: the
     converter reads config.json as written, as it does under the transformers it pins (4.57.6:
     requirements/requirements-convert_legacy_llama.txt) for a model type that one does not know (MiMo-V2-Flash):
-    transformers 5's AutoConfig would rewrite its rope keys into the nested rope_parameters the converter misreads."""
+    transformers 5's AutoConfig would rewrite its rope keys into the nested rope_parameters the converter misreads.
+    `hub`: the config.json in the released model's layout, for a model transformers 5 cannot save as the converter
+    reads it (Step-3.5's text model, which it builds only inside Step-3.7): written with random tensors under the
+    Hub names and shapes gptcalc's tensor table gives the config (`hub_checkpoint`), read as written."""
     import json
-    import subprocess
-    import sys
 
+    model_dir = path.with_suffix(".hf")
+    if hub is not None:
+        hub_checkpoint(config, hub, model_dir)
+        _run_converter(model_dir, path, source, options, raw=True)
+        return
     import torch
     import transformers
 
@@ -427,12 +434,35 @@ def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tupl
     data = transformers_view(copy.deepcopy(config))
     hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
     torch.manual_seed(0)
-    model_dir = path.with_suffix(".hf")
     transformers.AutoModelForCausalLM.from_config(hf_config).save_pretrained(model_dir)
     saved = json.loads((model_dir / "config.json").read_text())
-    hub = {**saved, **(published or {})}
-    (model_dir / "config.json").write_text(json.dumps({k: v for k, v in hub.items() if v is not None}))
+    hub_keys = {**saved, **(published or {})}
+    (model_dir / "config.json").write_text(json.dumps({k: v for k, v in hub_keys.items() if v is not None}))
+    _run_converter(model_dir, path, source, options, raw_config)
+
+
+def hub_checkpoint(config: dict[str, Any], hub: dict[str, Any], model_dir: Path) -> None:
+    """A checkpoint directory of the tiny `config`: `hub` as its config.json and, in model.safetensors, random
+    tensors (seed 0) under every Hub name and shape of gptcalc's tensor table for the config, buffers included."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from calc.checkpoint.names import tensor_table
+
+    model_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    shapes = tensor_table(spec_of(config)).expected_shapes(hub=True, buffers=True)
+    save_file({name: torch.randn(shape) for name, shape in shapes.items()}, str(model_dir / "model.safetensors"))
+    (model_dir / "config.json").write_text(json.dumps(hub))
+
+
+def _run_converter(model_dir: Path, path: Path, source: Path, options: tuple[str, ...], raw: bool) -> None:
+    """Run the tree's converter on `model_dir` (config.json read as written where `raw`), writing `path`."""
+    import subprocess
+    import sys
+
     run = subprocess.run([sys.executable, "-c", _CONVERT, str(source), str(model_dir), str(path),
-                          "raw" if raw_config else "auto", *options],
-                         capture_output=True, text=True, timeout=600)
+                          "raw" if raw else "auto", *options], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

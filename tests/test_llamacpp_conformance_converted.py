@@ -23,6 +23,7 @@ import pytest
 
 from tests.test_llamacpp_conformance_recurrent import (NO_MTP, Run, check_cache_lines, check_gguf_as_model,
                                                       check_recorded, live_run, recorded_gguf)
+from tests.tiny_models import tiny_config
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "converted"
 ERNIE_MOE = {"intermediate_size": 64, "use_bias": False}
@@ -42,6 +43,21 @@ MIMO = {"attention_bias": False}
 MIMO_HUB = {"swa_head_dim": 12, "swa_num_attention_heads": 4, "swa_v_head_dim": 8, "swa_num_key_value_heads": 2,
             "topk_method": "noaux_tc", "hybrid_layer_pattern": [0, 1, 1, 0], "sliding_window": 4,
             "partial_rotary_factor": 0.334, "rope_parameters": None, "rope_theta": 5000000, "swa_rope_theta": 10000}
+# Step-3.5's tiny text model (tests/tiny_models.py step3p5) in the released layout the converter reads
+# (conversion/step3.py Step35Model: num_attention_groups, the sliding layers' heads in attention_other_setting,
+# moe_num_experts / moe_top_k, MoE layers by moe_layers_enum, per-layer rope_theta, partial_rotary_factors and
+# SwiGLU limits, as stepfun-ai/Step-3.5-Flash's config.json keys them); transformers 5.24 builds Step-3.5 only
+# inside Step-3.7, so the checkpoint is written from gptcalc's tensor table (`hub`)
+STEP = tiny_config("step3p5")
+STEP_HUB = {"architectures": ["Step3p5ForCausalLM"], "model_type": "step3p5", "num_attention_groups": 2,
+            "attention_other_setting": {"attention_type": "sliding_attention", "num_attention_heads": 2,
+                                        "num_attention_groups": 2, "head_dim": 8, "true_head_dim": 8},
+            "moe_num_experts": 4, "moe_top_k": 2, "moe_layers_enum": "1,2,3", "use_moe_router_bias": True,
+            **{k: STEP[k] for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                    "num_attention_heads", "head_dim", "max_position_embeddings", "sliding_window",
+                                    "layer_types", "moe_intermediate_size", "share_expert_dim",
+                                    "moe_router_scaling_factor", "rope_theta", "partial_rotary_factors",
+                                    "swiglu_limits", "swiglu_limits_shared", "bos_token_id", "eos_token_id")}}
 RUNS: dict[str, Run] = {
     # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
     # ffn_gate_exps / ffn_up_exps
@@ -82,6 +98,9 @@ RUNS: dict[str, Run] = {
     # its SWA cells, GGML_PAD(64 x 4 + 512, 256) = 768, tell the window llama.cpp uses (4, the Hub's sliding_window)
     # from transformers' (5: 1024 cells)
     "mimo_v2_flash-swa": Run("mimo_v2_flash", MIMO, ["-c", "4096"], NO_MTP, MIMO_HUB, raw_config=True),
+    # Step35Model (conversion/step3.py): per-layer query heads (4 full, 2 sliding), a full and an SWA cache
+    "step3p5-swa": Run("step3p5", {}, ["-c", "4096"], hub=STEP_HUB),
+    "step3p5-swa-np4": Run("step3p5", {}, ["-c", "16384", "-np", "4"], hub=STEP_HUB),
     "mimo_v2_flash-np64": Run("mimo_v2_flash", MIMO, ["-c", "65536", "-np", "64"], NO_MTP, MIMO_HUB, raw_config=True),
 }
 

@@ -45,6 +45,7 @@ class Run(NamedTuple):
     convert: tuple[str, ...] = ("f16",)  # convert_hf_to_gguf.py's --outtype and other options
     published: dict[str, Any] = {}  # config.json keys as the Hub spells them (convert_gguf)
     raw_config: bool = False  # the converter reads config.json as written (convert_gguf)
+    hub: dict[str, Any] | None = None  # the converter's config.json, written with gptcalc's tensors (convert_gguf)
 
 
 # Falcon-H1 and LFM2 as published (tiiuae/Falcon-H1-*, LiquidAI/LFM2-*: no projector, attention or conv biases,
@@ -225,7 +226,8 @@ def live_run(name: str, runs: dict[str, Run], recorded: Path, where: Path, reque
 
     binary, source = llamacpp_binary(request, "a CPU build of llama.cpp"), llamacpp_source(request)
     run, path = runs[name], where / f"{name}.gguf"
-    convert_gguf(config_of(name, runs), path, source, run.convert, run.published, run.raw_config)
+    convert_gguf(config_of(name, runs), path, source, run.convert, run.published, run.raw_config,
+                 run.hub)
     log, status = completion_log(binary, path, run.args)
     if "CUDA0" in log:
         pytest.skip("a CUDA build: these runs are a CPU-only build's")

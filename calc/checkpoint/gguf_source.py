@@ -29,7 +29,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
-from calc.checkpoint import gguf_deepseek4, gguf_mimo2
+from calc.checkpoint import gguf_deepseek4, gguf_mimo2, gguf_step35
 from calc.checkpoint.gguf_header import GGUFArray, GGUFHeader, GGUFTensor, read_gguf
 from calc.checkpoint.gguf_tables import tables
 from calc.checkpoint.tensors import FileRead, RawCheckpoint, TensorColumns
@@ -55,6 +55,7 @@ ARCHS = {
     "nemotron_h": "nemotron_h", "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
     "falcon-h1": "falcon_h1", "kimi-linear": "kimi_linear", gguf_mimo2.ARCH: "mimo_v2_flash",
+    gguf_step35.ARCH: "step3p5",
 }
 # One architecture, two model_types, told apart by a key only one of them writes: Olmo3ForCausalLM converts as
 # olmo2 with a sliding window (conversion/olmo.py:49-66), MixtralForCausalLM as llama with experts (llama.py:17-30).
@@ -136,6 +137,9 @@ CONVERTER_SPLITS = {"linear_attn.in_proj_qkvz.weight": ("attn_qkv.weight", "attn
 # The converter's splits: a Hugging Face tensor -> the parts it writes instead (conversion/qwen.py,
 # llama.py: fused experts; conversion/deepseek.py:433: MLA's kv_b, for the absorbed attention).
 SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v_b_proj")}
+# Architectures whose per-layer metadata (head counts, window pattern) and router tensors give config.json's layer
+# lists, read before `KEYS` (the value a list's layers would not agree on)
+LAYERS = {gguf_mimo2.ARCH: gguf_mimo2.layers, gguf_step35.ARCH: gguf_step35.layers}
 # Architectures gguf-py's tables do not cover (calc/checkpoint/gguf_deepseek4.py): their config and tensor names.
 OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_name)}
 # Tensors a converter stores transposed (the last two dimensions swapped): gpt-oss's and Llama 4's routed experts'
@@ -235,6 +239,8 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         _mla(data, meta, arch)
     gguf_recurrent.keys(data, meta, arch, by_name, header.path)
     gguf_own_keys.keys(data, meta, arch)
+    if arch == gguf_step35.ARCH:
+        gguf_step35.keys(data)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
 
@@ -256,8 +262,8 @@ def _from_keys(meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], 
     if arch in LAYER_TYPES:
         _layer_types(data, meta, arch, path)
     gguf_recurrent.layers(data, meta, arch, by_name, path)
-    if arch == gguf_mimo2.ARCH:
-        gguf_mimo2.layers(data, meta, by_name, path)
+    if arch in LAYERS:
+        LAYERS[arch](data, meta, by_name, path)
     for key, target in {**KEYS, **ARCH_KEYS.get(arch, {})}.items():
         if target in data:
             continue
