@@ -58,6 +58,16 @@ STEP_HUB = {"architectures": ["Step3p5ForCausalLM"], "model_type": "step3p5", "n
                                     "layer_types", "moe_intermediate_size", "share_expert_dim",
                                     "moe_router_scaling_factor", "rope_theta", "partial_rotary_factors",
                                     "swiglu_limits", "swiglu_limits_shared", "bos_token_id", "eos_token_id")}}
+# MiniMax-M3's language model (tests/tiny_models.py minimax_m3_vl_text, in its release config's keys) as
+# MiniMaxM3SparseForCausalLM, with the release keys the converter reads that the tiny config leaves to defaults
+# (tests/configs/model_types/minimax_m3_vl.json text_config: rms_norm_eps, scoring_func, n_shared_experts,
+# routed_scaling_factor, rotary_dim as head_dim x partial_rotary_factor); its shared expert as wide as a routed one, as
+# released (3072 both) and as llama.cpp assumes (src/models/minimax-m3.cpp:79-81); transformers 5.24 cannot save it
+# for the converter (no text-only MiniMax-M3 from AutoConfig), so the checkpoint is written from gptcalc's table (`hub`)
+M3 = {"shared_intermediate_size": 16}
+M3_HUB = {**tiny_config("minimax_m3_vl_text"), **M3, "architectures": ["MiniMaxM3SparseForCausalLM"],
+          "rms_norm_eps": 1e-6, "scoring_func": "sigmoid", "n_shared_experts": 1, "routed_scaling_factor": 2.0,
+          "rotary_dim": 8, "use_gemma_norm": True, "use_qk_norm": True, "tie_word_embeddings": False}
 RUNS: dict[str, Run] = {
     # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
     # ffn_gate_exps / ffn_up_exps
@@ -101,6 +111,10 @@ RUNS: dict[str, Run] = {
     # Step35Model (conversion/step3.py): per-layer query heads (4 full, 2 sliding), a full and an SWA cache
     "step3p5-swa": Run("step3p5", {}, ["-c", "4096"], hub=STEP_HUB),
     "step3p5-swa-np4": Run("step3p5", {}, ["-c", "16384", "-np", "4"], hub=STEP_HUB),
+    # MiniMaxM3Model (conversion/minimax.py:167): llama_kv_cache_msa's attention cache and its block indexer's, one key
+    # head of sparse_index_dim and one value head of head_dim on the sparse layers (src/llama-kv-cache-msa.cpp:39-49)
+    "minimax_m3-msa": Run("minimax_m3_vl_text", M3, ["-c", "4096"], hub=M3_HUB),
+    "minimax_m3-msa-np2": Run("minimax_m3_vl_text", M3, ["-c", "4096", "-np", "2"], hub=M3_HUB),
     "mimo_v2_flash-np64": Run("mimo_v2_flash", MIMO, ["-c", "65536", "-np", "64"], NO_MTP, MIMO_HUB, raw_config=True),
 }
 

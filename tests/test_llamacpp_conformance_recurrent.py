@@ -106,7 +106,8 @@ RUNS: dict[str, Run] = {
     "lfm2_moe-np4": Run("lfm2_moe", NO_CONV_BIAS, ["-c", "4096", "-np", "4"]),
 }
 CACHE = re.compile(r"(llama_kv_cache: +\S+ KV buffer size = .*|llama_memory_recurrent: +\S+ RS buffer size = .*|"
-                   r"llama_kv_cache_iswa: creating .*|llama_kv_cache_dsa: creating .*|llama_kv_cache: size = .*|"
+                   r"llama_kv_cache_iswa: creating .*|llama_kv_cache_dsa: creating .*|llama_kv_cache_msa: creating .*|"
+                   r"llama_kv_cache: size = .*|"
                    r"llama_memory_recurrent: size = .*)$")
 MODEL = re.compile(r"(load_tensors: +\S+ model buffer size = .*)$")
 COMPUTE = re.compile(r"(sched_reserve: +\S+ compute buffer size = .*)$")
