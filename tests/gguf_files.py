@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.oracle import transformers_model
+from tests.oracle import spec_of, transformers_model
 
 gguf = __import__("pytest").importorskip("gguf")
 
@@ -373,9 +373,19 @@ _CONVERT = """
 import sys
 from pathlib import Path
 source, model, out = map(Path, sys.argv[1:4])
+raw = sys.argv[4] == "raw"
 sys.path.insert(0, str(source))
-sys.argv = ["convert_hf_to_gguf.py", str(model), "--outfile", str(out), "--outtype", *sys.argv[4:]]
+sys.argv = ["convert_hf_to_gguf.py", str(model), "--outfile", str(out), "--outtype", *sys.argv[5:]]
 import convert_hf_to_gguf as convert
+
+class UnknownToPinnedTransformers:
+    @staticmethod
+    def from_pretrained(*args, **kwargs):
+        raise ValueError("a model type the converter's pinned transformers does not know")
+
+if raw:  # read config.json as written (conversion/base.py load_hparams' fallback)
+    import conversion.base
+    conversion.base.AutoConfig = UnknownToPinnedTransformers
 
 def stub_vocab(self):
     vocab = self.hparams["vocab_size"]
@@ -396,17 +406,28 @@ convert.main()
 
 
 def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tuple[str, ...] = ("f16",),
-                 published: dict[str, Any] | None = None, stub_tokenizer: bool = False) -> None:
+                 published: dict[str, Any] | None = None, raw_config: bool = False,
+                 hub: dict[str, Any] | None = None, stub_tokenizer: bool = False) -> None:
     """A GGUF of the tiny `config` at `path` made by llama.cpp's convert_hf_to_gguf.py (of the tree at `source`)
     from transformers' save_pretrained of it (random weights, seed 0); `options`: the --outtype and any others.
     `published`: config.json keys as the model's Hub config spells them where transformers 5 renamed them on
-    saving (Granite-4.0-H's layer_types "mamba" / "attention", which the converter reads). `stub_tokenizer`: a
-    tokenizer.json of the tiny vocabulary beside it, for a converter that reads one past set_vocab (Gemma 4's trims
-    the embedding to its size: conversion/gemma.py:160-171)."""
+    saving (Granite-4.0-H's layer_types "mamba" / "attention", which the converter reads); None: a key the Hub's
+    config.json does not have, which transformers 5 writes (dropped). `raw_config`: the
+    converter reads config.json as written, as it does under the transformers it pins (4.57.6:
+    requirements/requirements-convert_legacy_llama.txt) for a model type that one does not know (MiMo-V2-Flash):
+    transformers 5's AutoConfig would rewrite its rope keys into the nested rope_parameters the converter misreads.
+    `hub`: the config.json in the released model's layout, for a model transformers 5 cannot save as the converter
+    reads it (Step-3.5's text model, which it builds only inside Step-3.7): written with random tensors under the
+    Hub names and shapes gptcalc's tensor table gives the config (`hub_checkpoint`), read as written.
+    `stub_tokenizer`: a tokenizer.json of the tiny vocabulary beside it, for a converter that reads one past set_vocab
+    (Gemma 4's trims the embedding to its size: conversion/gemma.py:160-171)."""
     import json
-    import subprocess
-    import sys
 
+    model_dir = path.with_suffix(".hf")
+    if hub is not None:
+        hub_checkpoint(config, hub, model_dir)
+        _run_converter(model_dir, path, source, options, raw=True)
+        return
     import torch
     import transformers
 
@@ -415,13 +436,38 @@ def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tupl
     data = transformers_view(copy.deepcopy(config))
     hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
     torch.manual_seed(0)
-    model_dir = path.with_suffix(".hf")
     transformers.AutoModelForCausalLM.from_config(hf_config).save_pretrained(model_dir)
     saved = json.loads((model_dir / "config.json").read_text())
-    (model_dir / "config.json").write_text(json.dumps({**saved, **(published or {})}))
+    hub_keys = {**saved, **(published or {})}
+    (model_dir / "config.json").write_text(json.dumps({k: v for k, v in hub_keys.items() if v is not None}))
     if stub_tokenizer:
         vocab = {f"<t{i}>": i for i in range(hf_config.vocab_size)}
         (model_dir / "tokenizer.json").write_text(json.dumps({"model": {"vocab": vocab}, "added_tokens": []}))
-    run = subprocess.run([sys.executable, "-c", _CONVERT, str(source), str(model_dir), str(path), *options],
-                         capture_output=True, text=True, timeout=600)
+    _run_converter(model_dir, path, source, options, raw_config)
+
+
+def hub_checkpoint(config: dict[str, Any], hub: dict[str, Any], model_dir: Path) -> None:
+    """A checkpoint directory of the tiny `config`: `hub` as its config.json and, in model.safetensors, random
+    tensors (seed 0) under every Hub name and shape of gptcalc's tensor table for the config, buffers included."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from calc.checkpoint.names import tensor_table
+
+    model_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    shapes = tensor_table(spec_of(config)).expected_shapes(hub=True, buffers=True)
+    save_file({name: torch.randn(shape) for name, shape in shapes.items()}, str(model_dir / "model.safetensors"))
+    (model_dir / "config.json").write_text(json.dumps(hub))
+
+
+def _run_converter(model_dir: Path, path: Path, source: Path, options: tuple[str, ...], raw: bool) -> None:
+    """Run the tree's converter on `model_dir` (config.json read as written where `raw`), writing `path`."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _CONVERT, str(source), str(model_dir), str(path),
+                          "raw" if raw else "auto", *options], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

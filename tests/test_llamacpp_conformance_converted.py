@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_llamacpp_conformance_recurrent import (Run, check_cache_lines, check_gguf_as_model, check_recorded,
-                                                      live_run, recorded_gguf)
+from tests.test_llamacpp_conformance_recurrent import (NO_MTP, Run, check_cache_lines, check_gguf_as_model,
+                                                      check_recorded, live_run, recorded_gguf)
+from tests.tiny_models import tiny_config
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "converted"
 ERNIE_MOE = {"intermediate_size": 64, "use_bias": False}
@@ -48,6 +49,40 @@ GEMMA3N = {"altup_num_inputs": 4, "hidden_size_per_layer_input": 256, "laurel_ra
 GEMMA4_COMPUTE = ("llama.cpp 5.50 / 3.50 MiB, the estimate 5.71 / 3.71 (3.8 / 6.0 % over): the per-layer inputs "
                   "are not modelled")
 LAGUNA_COMPUTE = "the estimate's 4 residual-stream tensors beside layer 0's dense MLP: more than llama.cpp keeps alive"
+# MiMo-V2-Flash's keys the converter reads (conversion/mimo.py MimoV2Model.set_gguf_parameters) that transformers 5.24
+# does not save, as XiaomiMiMo/MiMo-V2-Flash's config.json has them (tests/configs/model_types/mimo_v2_flash.json): the
+# SWA heads equal to the full ones but for twice the KV heads (MiMoV2FlashAttention), the layer pattern of the tiny
+# config's layer_types, the window sliding_window_size, the rotary keys flat (no rope_parameters), no attention bias.
+# Read as written (`raw_config`), as under the converter's pinned transformers 4.57.6, which has no mimo_v2_flash
+MIMO = {"attention_bias": False}
+MIMO_HUB = {"swa_head_dim": 12, "swa_num_attention_heads": 4, "swa_v_head_dim": 8, "swa_num_key_value_heads": 2,
+            "topk_method": "noaux_tc", "hybrid_layer_pattern": [0, 1, 1, 0], "sliding_window": 4,
+            "partial_rotary_factor": 0.334, "rope_parameters": None, "rope_theta": 5000000, "swa_rope_theta": 10000}
+# Step-3.5's tiny text model (tests/tiny_models.py step3p5) in the released layout the converter reads
+# (conversion/step3.py Step35Model: num_attention_groups, the sliding layers' heads in attention_other_setting,
+# moe_num_experts / moe_top_k, MoE layers by moe_layers_enum, per-layer rope_theta, partial_rotary_factors and
+# SwiGLU limits, as stepfun-ai/Step-3.5-Flash's config.json keys them); transformers 5.24 builds Step-3.5 only
+# inside Step-3.7, so the checkpoint is written from gptcalc's tensor table (`hub`)
+STEP = tiny_config("step3p5")
+STEP_HUB = {"architectures": ["Step3p5ForCausalLM"], "model_type": "step3p5", "num_attention_groups": 2,
+            "attention_other_setting": {"attention_type": "sliding_attention", "num_attention_heads": 2,
+                                        "num_attention_groups": 2, "head_dim": 8, "true_head_dim": 8},
+            "moe_num_experts": 4, "moe_top_k": 2, "moe_layers_enum": "1,2,3", "use_moe_router_bias": True,
+            **{k: STEP[k] for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                    "num_attention_heads", "head_dim", "max_position_embeddings", "sliding_window",
+                                    "layer_types", "moe_intermediate_size", "share_expert_dim",
+                                    "moe_router_scaling_factor", "rope_theta", "partial_rotary_factors",
+                                    "swiglu_limits", "swiglu_limits_shared", "bos_token_id", "eos_token_id")}}
+# MiniMax-M3's language model (tests/tiny_models.py minimax_m3_vl_text, in its release config's keys) as
+# MiniMaxM3SparseForCausalLM, with the release keys the converter reads that the tiny config leaves to defaults
+# (tests/configs/model_types/minimax_m3_vl.json text_config: rms_norm_eps, scoring_func, n_shared_experts,
+# routed_scaling_factor, rotary_dim as head_dim x partial_rotary_factor); its shared expert as wide as a routed one, as
+# released (3072 both) and as llama.cpp assumes (src/models/minimax-m3.cpp:79-81); transformers 5.24 cannot save it
+# for the converter (no text-only MiniMax-M3 from AutoConfig), so the checkpoint is written from gptcalc's table (`hub`)
+M3 = {"shared_intermediate_size": 16}
+M3_HUB = {**tiny_config("minimax_m3_vl_text"), **M3, "architectures": ["MiniMaxM3SparseForCausalLM"],
+          "rms_norm_eps": 1e-6, "scoring_func": "sigmoid", "n_shared_experts": 1, "routed_scaling_factor": 2.0,
+          "rotary_dim": 8, "use_gemma_norm": True, "use_qk_norm": True, "tie_word_embeddings": False}
 RUNS: dict[str, Run] = {
     # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
     # ffn_gate_exps / ffn_up_exps
@@ -103,6 +138,18 @@ RUNS: dict[str, Run] = {
     "gemma4_text-swa-np2": Run("gemma4_text", {}, ["-c", "4096", "-np", "2"], compute_beyond_margin=GEMMA4_COMPUTE,
                                stub_tokenizer=True),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
+    # MiMoV2FlashForCausalLM (conversion/mimo.py): a full and an SWA cache, the SWA one twice the KV heads; at -np 64
+    # its SWA cells, GGML_PAD(64 x 4 + 512, 256) = 768, tell the window llama.cpp uses (4, the Hub's sliding_window)
+    # from transformers' (5: 1024 cells)
+    "mimo_v2_flash-swa": Run("mimo_v2_flash", MIMO, ["-c", "4096"], NO_MTP, MIMO_HUB, raw_config=True),
+    # Step35Model (conversion/step3.py): per-layer query heads (4 full, 2 sliding), a full and an SWA cache
+    "step3p5-swa": Run("step3p5", {}, ["-c", "4096"], hub=STEP_HUB),
+    "step3p5-swa-np4": Run("step3p5", {}, ["-c", "16384", "-np", "4"], hub=STEP_HUB),
+    # MiniMaxM3Model (conversion/minimax.py:167): llama_kv_cache_msa's attention cache and its block indexer's, one key
+    # head of sparse_index_dim and one value head of head_dim on the sparse layers (src/llama-kv-cache-msa.cpp:39-49)
+    "minimax_m3-msa": Run("minimax_m3_vl_text", M3, ["-c", "4096"], hub=M3_HUB),
+    "minimax_m3-msa-np2": Run("minimax_m3_vl_text", M3, ["-c", "4096", "-np", "2"], hub=M3_HUB),
+    "mimo_v2_flash-np64": Run("mimo_v2_flash", MIMO, ["-c", "65536", "-np", "64"], NO_MTP, MIMO_HUB, raw_config=True),
 }
 
 

@@ -46,6 +46,8 @@ class Run(NamedTuple):
     published: dict[str, Any] = {}  # config.json keys as the Hub spells them (convert_gguf)
     compute_beyond_margin: str = ""  # why llama.cpp's compute line is outside the estimate's margin (else checked)
     stub_tokenizer: bool = False  # a tokenizer.json of the tiny vocabulary for the converter (convert_gguf)
+    raw_config: bool = False  # the converter reads config.json as written (convert_gguf)
+    hub: dict[str, Any] | None = None  # the converter's config.json, written with gptcalc's tensors (convert_gguf)
 
 
 # Falcon-H1 and LFM2 as published (tiiuae/Falcon-H1-*, LiquidAI/LFM2-*: no projector, attention or conv biases,
@@ -55,6 +57,16 @@ NO_CONV_BIAS = {"conv_bias": False}
 # Nemotron-3-Nano's layer pattern (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B: Mamba2, MoE and attention layers, no
 # dense MLP), which llama.cpp's nemotron_h_moe takes; the tiny config's dense "-" layer is not one
 NEMOTRON_MOE = {"hybrid_override_pattern": "ME*E"}
+# A dense Nemotron-H (nvidia/Nemotron-H-8B-Base-8K's layout: Mamba2, MLP and attention layers, no MoE key), which
+# llama.cpp's nemotron_h takes: the converter picks nemotron_h_moe whenever config.json has num_experts_per_tok
+# (conversion/nemotron.py:221), which transformers 5.24's NemotronHConfig always saves, with the other MoE keys and
+# its layers as layers_block_type in place of the Hub's hybrid_override_pattern and num_hidden_layers: those are
+# dropped (None) and the file read as written (`raw_config`)
+NEMOTRON_DENSE = {"hybrid_override_pattern": "M-*-"}
+NEMOTRON_DENSE_HUB = {"hybrid_override_pattern": "M-*-", "num_hidden_layers": 4, **dict.fromkeys((
+    "layers_block_type", "mtp_layers_block_type", "num_experts_per_tok", "n_routed_experts", "moe_intermediate_size",
+    "moe_shared_expert_intermediate_size", "n_shared_experts", "n_group", "topk_group", "norm_topk_prob",
+    "routed_scaling_factor", "moe_shared_expert_overlap"))}
 # Granite-4.0-H's config.json names its layers "mamba" / "attention" (ibm-granite/granite-4.0-h-small), as the
 # converter reads them (conversion/granite.py get_attn_layers); transformers 5 saves linear_attention / full_attention
 GRANITE_4 = {"layer_types": ["mamba", "attention"]}
@@ -82,6 +94,8 @@ RUNS: dict[str, Run] = {
     "granitemoehybrid-np256": Run("granitemoehybrid", {}, ["-c", "65536", "-np", "256"], published=GRANITE_4),
     "bamba-np4": Run("bamba", {}, ["-c", "4096", "-np", "4"]),
     "nemotron_h-np4": Run("nemotron_h", NEMOTRON_MOE, ["-c", "4096", "-np", "4"]),
+    "nemotron_h_dense-np4": Run("nemotron_h", NEMOTRON_DENSE, ["-c", "4096", "-np", "4"], published=NEMOTRON_DENSE_HUB,
+                                raw_config=True),
     "qwen3_next-np4": Run("qwen3_next", QWEN3_NEXT, ["-c", "4096", "-np", "4"], NO_MTP),
     "qwen3_next-np32": Run("qwen3_next", QWEN3_NEXT, ["-c", "8192", "-np", "32", "-ub", "256"], NO_MTP),
     "qwen3_next-np256": Run("qwen3_next", QWEN3_NEXT, ["-c", "65536", "-np", "256"], NO_MTP),
@@ -94,7 +108,8 @@ RUNS: dict[str, Run] = {
     "lfm2_moe-np4": Run("lfm2_moe", NO_CONV_BIAS, ["-c", "4096", "-np", "4"]),
 }
 CACHE = re.compile(r"(llama_kv_cache: +\S+ KV buffer size = .*|llama_memory_recurrent: +\S+ RS buffer size = .*|"
-                   r"llama_kv_cache_iswa: creating .*|llama_kv_cache_dsa: creating .*|llama_kv_cache: size = .*|"
+                   r"llama_kv_cache_iswa: creating .*|llama_kv_cache_dsa: creating .*|llama_kv_cache_msa: creating .*|"
+                   r"llama_kv_cache: size = .*|"
                    r"llama_memory_recurrent: size = .*)$")
 MODEL = re.compile(r"(load_tensors: +\S+ model buffer size = .*)$")
 COMPUTE = re.compile(r"(sched_reserve: +\S+ compute buffer size = .*)$")
@@ -214,7 +229,8 @@ def live_run(name: str, runs: dict[str, Run], recorded: Path, where: Path, reque
 
     binary, source = llamacpp_binary(request, "a CPU build of llama.cpp"), llamacpp_source(request)
     run, path = runs[name], where / f"{name}.gguf"
-    convert_gguf(config_of(name, runs), path, source, run.convert, run.published, run.stub_tokenizer)
+    convert_gguf(config_of(name, runs), path, source, run.convert, run.published, raw_config=run.raw_config,
+                 hub=run.hub, stub_tokenizer=run.stub_tokenizer)
     log, status = completion_log(binary, path, run.args)
     if "CUDA0" in log:
         pytest.skip("a CUDA build: these runs are a CPU-only build's")

@@ -25,9 +25,6 @@ _MAMBA2 = {"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "state_size", "ss
 SSM_KEYS = {"mamba": ({"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "state_size",
                        "ssm.time_step_rank": "time_step_rank"}, (None, "expand", "use_conv_bias", "use_bias")),
             "mamba2": (_MAMBA2, ("head_dim", "expand", "use_conv_bias", "use_bias")),
-            "nemotron_h_moe": ({"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "ssm_state_size",
-                                "ssm.group_count": "n_groups", "ssm.time_step_rank": "mamba_num_heads"},
-                               ("mamba_head_dim", None, "use_conv_bias", "use_bias")),
             "jamba": ({"ssm.conv_kernel": "mamba_d_conv", "ssm.state_size": "mamba_d_state",
                        "ssm.time_step_rank": "mamba_dt_rank"},
                       (None, "mamba_expand", "mamba_conv_bias", "mamba_proj_bias")),
@@ -38,6 +35,12 @@ SSM_KEYS = {"mamba": ({"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "stat
             "granitehybrid": ({"ssm.conv_kernel": "mamba_d_conv", "ssm.state_size": "mamba_d_state",
                                "ssm.group_count": "mamba_n_groups", "ssm.time_step_rank": "mamba_n_heads"},
                               ("mamba_d_head", "mamba_expand", "mamba_conv_bias", "mamba_proj_bias"))}
+# Nemotron-H's mixer, in both its architectures: dense (MLP layers) and MoE (conversion/nemotron.py NemotronHModel)
+_NEMOTRON_SSM = ({"ssm.conv_kernel": "conv_kernel", "ssm.state_size": "ssm_state_size", "ssm.group_count": "n_groups",
+                  "ssm.time_step_rank": "mamba_num_heads"}, ("mamba_head_dim", None, "use_conv_bias", "use_bias"))
+SSM_KEYS.update(nemotron_h=_NEMOTRON_SSM, nemotron_h_moe=_NEMOTRON_SSM)
+# Each Nemotron-H architecture's pattern letter for a layer with a feed-forward width: its MLP or its MoE
+NEMOTRON_FF = {"nemotron_h": "-", "nemotron_h_moe": "E"}
 # Nemotron-H's names for what KEYS reads, and those of its MoE (conversion/nemotron.py NemotronHModel)
 NEMOTRON = {"num_experts": "n_routed_experts", "layer_norm_eps": "layer_norm_epsilon",
             "shared_expert_intermediate_size": "moe_shared_expert_intermediate_size"}
@@ -55,7 +58,7 @@ GRANITE_SCALES = {"attention.scale": "attention_multiplier", "embedding_scale": 
 
 def layers(data: dict[str, Any], meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], path: str) -> None:
     """Each layer's kind, before the per-layer counts are read as one value (gguf_source's KEYS)."""
-    if arch == "nemotron_h_moe":
+    if arch in NEMOTRON_FF:
         _nemotron_layers(data, meta, arch, path)
     if arch == "jamba":
         _jamba(data, meta, by_name, path)
@@ -67,7 +70,7 @@ def keys(data: dict[str, Any], meta: dict[str, Any], arch: str, by_name: dict[st
         _ssm(data, meta, arch, by_name, path)
     if arch == "granitehybrid":
         _granite(data, meta, arch)
-    if arch == "nemotron_h_moe":  # Nemotron-H's names, and its expert groups
+    if arch in NEMOTRON_FF:  # Nemotron-H's names, and its expert groups
         _own_names(data, meta, arch, NEMOTRON, NEMOTRON_GROUPS)
     if arch in ("qwen3next", "qwen35", "qwen35moe"):
         _deltanet(data, meta, arch, path)
@@ -154,17 +157,16 @@ def _kimi(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
 
 
 def _nemotron_layers(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> None:
-    """Nemotron-H MoE's one sublayer per layer as its converter marks them: attention where head_count_kv is not
-    0, the MoE where feed_forward_length is not 0, Mamba2 elsewhere; written as the config's
-    hybrid_override_pattern (M * E), with the counts that are not 0 (intermediate_size, which no layer of
-    the pattern reads, the MoE layers' width). (A dense Nemotron-H's `nemotron_h` files,
-    whose MLP layers are `-`, are not read yet.)"""
+    """Nemotron-H's one sublayer per layer as its converter marks them: attention where head_count_kv is not
+    0, the MLP (`nemotron_h`) or the MoE (`nemotron_h_moe`) where feed_forward_length is not 0, Mamba2
+    elsewhere; written as the config's hybrid_override_pattern (M * - or M * E), with the counts that are not 0
+    (intermediate_size: the MLP's width, or the MoE layers', which no layer of the MoE pattern reads as such)."""
     kv, ff = meta.get(f"{arch}.attention.head_count_kv"), meta.get(f"{arch}.feed_forward_length")
     if not (isinstance(kv, list) and isinstance(ff, list) and len(kv) == len(ff)
             and all(type(c) is int for c in kv + ff)):
         raise GptcalcError(f"{path}: {arch}.attention.head_count_kv and feed_forward_length: expected one count "
                            "per layer each (0: not that sublayer)")
-    data["hybrid_override_pattern"] = "".join("*" if k else "E" if f else "M" for k, f in zip(kv, ff))
+    data["hybrid_override_pattern"] = "".join("*" if k else NEMOTRON_FF[arch] if f else "M" for k, f in zip(kv, ff))
     data["num_key_value_heads"] = uniform([c for c in kv if c], f"{path}: {arch}.attention.head_count_kv")
     data["intermediate_size"] = uniform([c for c in ff if c], f"{path}: {arch}.feed_forward_length")
 

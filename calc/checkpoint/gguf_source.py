@@ -30,7 +30,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
-from calc.checkpoint import gguf_deepseek4, gguf_gemma4, gguf_laguna
+from calc.checkpoint import gguf_deepseek4, gguf_gemma4, gguf_laguna, gguf_minimax_m3, gguf_mimo2, gguf_step35
 from calc.checkpoint.gguf_header import GGUFArray, GGUFHeader, GGUFTensor, read_gguf
 from calc.checkpoint.gguf_own_names import gguf_name_in
 from calc.checkpoint.gguf_tables import tables
@@ -54,10 +54,10 @@ ARCHS = {
     "dbrx": "dbrx", "ernie4_5-moe": "ernie4_5_moe", "hunyuan-moe": "hunyuan_v1_moe", "afmoe": "afmoe", "mpt": "mpt",
     "glm-dsa": "glm_moe_dsa", "deepseek32": "deepseek_v32",
     "lfm2": "lfm2", "mamba": "mamba", "mamba2": "mamba2", "granitehybrid": "granitemoehybrid",
-    "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
+    "nemotron_h": "nemotron_h", "nemotron_h_moe": "nemotron_h", "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
     "falcon-h1": "falcon_h1", "kimi-linear": "kimi_linear",
-    "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
+    "gemma3n": "gemma3n_text", "gemma4": "gemma4_text", gguf_mimo2.ARCH: "mimo_v2_flash", gguf_step35.ARCH: "step3p5",
 }
 # One architecture, two model_types, told apart by a key only one of them writes: Olmo3ForCausalLM converts as
 # olmo2 with a sliding window (conversion/olmo.py:49-66), MixtralForCausalLM as llama with experts (llama.py:17-30).
@@ -139,10 +139,14 @@ CONVERTER_SPLITS = {"linear_attn.in_proj_qkvz.weight": ("attn_qkv.weight", "attn
 # The converter's splits: a Hugging Face tensor -> the parts it writes instead (conversion/qwen.py,
 # llama.py: fused experts; conversion/deepseek.py:433: MLA's kv_b, for the absorbed attention).
 SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v_b_proj")}
-# Architectures gguf-py's tables do not cover (calc/checkpoint/gguf_deepseek4.py, gguf_laguna.py): their config and
-# tensor names.
+# Architectures whose per-layer metadata (head counts, window pattern, widths) and router tensors give config.json's
+# layer lists, read before `KEYS` (the value a list's layers would not agree on)
+LAYERS = {gguf_mimo2.ARCH: gguf_mimo2.layers, gguf_step35.ARCH: gguf_step35.layers, gguf_gemma4.ARCH: gguf_gemma4.layers}
+# Architectures gguf-py's tables do not cover (calc/checkpoint/gguf_deepseek4.py, gguf_laguna.py, gguf_minimax_m3.py):
+# their config and tensor names.
 OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_name),
-       gguf_laguna.ARCH: (gguf_laguna.read_config, gguf_laguna.gguf_name)}
+       gguf_laguna.ARCH: (gguf_laguna.read_config, gguf_laguna.gguf_name),
+       gguf_minimax_m3.ARCH: (gguf_minimax_m3.read_config, gguf_minimax_m3.gguf_name)}
 # Tensors a converter stores transposed (the last two dimensions swapped): gpt-oss's and Llama 4's routed experts'
 # down projection, (experts, in, out) in transformers (conversion/gpt_oss.py modify_tensors).
 TRANSPOSED = {"gpt-oss": (".experts.down_proj",), "llama4": (".experts.down_proj",),  # llama.py:411-413
@@ -250,6 +254,8 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     gguf_recurrent.keys(data, meta, arch, by_name, header.path)
     gguf_own_keys.keys(data, meta, arch)
     gguf_own_keys.shaped(data, arch, {t.name: t.ne for t in tensors}, header.path)
+    if arch == gguf_step35.ARCH:
+        gguf_step35.keys(data)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
 
@@ -271,8 +277,8 @@ def _from_keys(meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], 
     if arch in LAYER_TYPES:
         _layer_types(data, meta, arch, path)
     gguf_recurrent.layers(data, meta, arch, by_name, path)
-    if arch == gguf_gemma4.ARCH:
-        gguf_gemma4.layers(data, meta, by_name, path)
+    if arch in LAYERS:
+        LAYERS[arch](data, meta, by_name, path)
     for key, target in {**KEYS, **ARCH_KEYS.get(arch, {})}.items():
         if target in data:
             continue

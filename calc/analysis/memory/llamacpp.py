@@ -30,14 +30,14 @@ Each cache prints `size = %7.2f MiB (...)` with its MiB as C floats, which is wh
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from calc.analysis.memory.formats import FORMATS, Format
 from calc.analysis.memory.kv import KVLayers, kv_layers, state_layers
 from calc.analysis.memory.llamacpp_compute import Compute, compute_buffer
 from calc.analysis.memory.llamacpp_devices import Buffer, Placement, buffers, padded
-from calc.analysis.memory.vllm_indexer import DSA
+from calc.analysis.memory.vllm_indexer import BLOCK_INDEXER, DSA
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -109,11 +109,14 @@ class LlamaCppContext:
 
 
 # What llama.cpp prints creating each cache of a pair: llama_kv_cache_iswa's full and SWA ones, llama_kv_cache_dsa's
-# MLA and lightning-indexer ones (src/llama-kv-cache-dsa.cpp:31, 48)
+# MLA and lightning-indexer ones (src/llama-kv-cache-dsa.cpp:31, 48), llama_kv_cache_msa's attention and block-indexer
+# ones (MiniMax-M3: src/llama-kv-cache-msa.cpp:32, 44)
 CREATING = {"non-SWA": "llama_kv_cache_iswa: creating non-SWA KV cache",
             "SWA": "llama_kv_cache_iswa: creating     SWA KV cache",
             "main": "llama_kv_cache_dsa: creating main KV cache",
-            "indexer": "llama_kv_cache_dsa: creating indexer KV cache"}
+            "indexer": "llama_kv_cache_dsa: creating indexer KV cache",
+            "msa main": "llama_kv_cache_msa: creating main KV cache",
+            "msa indexer": "llama_kv_cache_msa: creating indexer KV cache"}
 
 
 @dataclass(frozen=True)
@@ -207,6 +210,8 @@ def _kv_groups(spec: ModelSpec, ctx: LlamaCppContext) -> list[tuple[str, list[KV
     if any(kind.kind == DSA for kind in kinds):
         return [("main", [k for k in kinds if k.kind != DSA], ctx.cells),
                 ("indexer", [k for k in kinds if k.kind == DSA], ctx.cells)]
+    if any(kind.kind == BLOCK_INDEXER for kind in kinds):
+        return _msa_groups(kinds, ctx)
     slides = {kind: _n_swa(spec, kind) for kind in kinds}
     windows = {n for n in slides.values() if n}
     if len(windows) > 1:
@@ -217,6 +222,16 @@ def _kv_groups(spec: ModelSpec, ctx: LlamaCppContext) -> list[tuple[str, list[KV
         return [("non-SWA", [k for k in kinds if not slides[k]], ctx.cells),
                 ("SWA", [k for k in kinds if slides[k]], ctx.swa_cells(n_swa))]
     return [("", list(kinds), ctx.cells)] if kinds else []
+
+
+def _msa_groups(kinds: tuple[KVLayers, ...], ctx: LlamaCppContext) -> list[tuple[str, list[KVLayers], int]]:
+    """llama_kv_cache_msa's pair, both of every cell: the attention cache, and the block indexer's of the layers with
+    one. That is a llama_kv_cache of the model's hparams with one KV head of the indexer's key width
+    (src/llama-kv-cache-msa.cpp:39-49), so it also holds a V row of one value head (n_embd_head_v, unchanged)."""
+    attention = [k for k in kinds if k.kind != BLOCK_INDEXER]
+    value_head = attention[0].v // attention[0].n_kv_heads
+    indexer = [replace(k, v=value_head) for k in kinds if k.kind == BLOCK_INDEXER]
+    return [("msa main", attention, ctx.cells), ("msa indexer", indexer, ctx.cells)]
 
 
 def _n_swa(spec: ModelSpec, kind: KVLayers) -> int | None:
@@ -237,11 +252,12 @@ def _kv(label: str, members: list[KVLayers], cells: int, ctx: LlamaCppContext, k
 def llamacpp_compute(spec: ModelSpec, ctx: LlamaCppContext, device: str = "CPU") -> Compute | None:
     """The compute buffer estimate (calc/analysis/memory/llamacpp_compute.py) of the model's caches under `ctx`:
     V store indices are per V element of the widest layer (n_embd_v_gqa_max) where V is stored transposed.
-    None for DeepSeek-V4's compressed caches and a DSA indexer's, whose graphs (llama_kv_cache_dsv4,
-    llama_kv_cache_dsa) the estimate does not cover."""
+    None for DeepSeek-V4's compressed caches, a DSA indexer's and MiniMax-M3's block indexer's, whose graphs
+    (llama_kv_cache_dsv4, llama_kv_cache_dsa, llama_kv_cache_msa) the estimate does not cover (MiniMax-M3's tiny
+    model: 45.23 MiB at -c 4096 on the CPU build, where the attention alone would take 8.62)."""
     from calc.analysis.memory import llamacpp_dsv4
 
-    if llamacpp_dsv4.has_compressed_rows(spec) or any(kind.kind == DSA for kind in kv_layers(spec)):
+    if llamacpp_dsv4.has_compressed_rows(spec) or any(kind.kind in (DSA, BLOCK_INDEXER) for kind in kv_layers(spec)):
         return None
     groups = _kv_groups(spec, ctx)
     v_max = max((m.v for _, members, _ in groups for m in members), default=0)
