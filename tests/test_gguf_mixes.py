@@ -310,3 +310,36 @@ def test_ollama_q4_k_m_fused_qkv_and_mla() -> None:
     assert got["kv_a"] == 27 * 576 * 64 * Q8_0
     assert got["kv_b"] == 27 * (16 * 512 * 4 * Q8_0 + 16 * 128 * 16 * Q8_0)
     assert _bytes("deepseek-v2-lite", "q4_k_m")["kv_a"] == 27 * 576 * 8 * Q4K  # llama.cpp: the base
+
+
+# ollama's table for qwen3next / qwen35 / qwen35moe files in Q4_K_M and Q4_K_S (quantization.go as stored for
+# 1e95ab3e: qwen3LinearAttnQuantType :74-118, which newType consults before getTensorNewType): attn_v (:81-82),
+# ffn_down_exps and ffn_down_shexp (:103-106) Q6_K on every layer; attn_q, attn_k, attn_output, attn_qkv,
+# attn_gate, ssm_ba / ssm_beta / ssm_alpha, ssm_out and the experts' gate / up Q4_K (the rest of :77-113).
+@pytest.mark.parametrize("mix", ["ollama_q4_k_m", "ollama_q4_k_s"])
+def test_ollama_qwen3_next_table(mix: str) -> None:
+    # Qwen3-Next-80B-A3B (its config.json, presets/qwen3-next-80b-a3b.yaml): 48 layers, every 4th attention
+    # (12) and 36 DeltaNet; d 2048 (8 super-blocks a row); attention 16 heads of 256 over 2 KV heads; DeltaNet
+    # 16 key + 32 value heads of 128; 512 experts and one shared expert of 512 (2 super-blocks in down's rows)
+    got = _bytes("qwen3-next-80b-a3b", mix)
+    assert got["v"] == 12 * 512 * 8 * Q6K and got["k"] == 12 * 512 * 8 * Q4K
+    assert got["q"] == got["attn_gate"] == 12 * 4096 * 8 * Q4K  # attn_q holds the output gate
+    assert got["attn_out"] == 12 * 2048 * 16 * Q4K
+    assert got["gdn_qkv"] == 36 * (2 * 16 * 128 + 32 * 128) * 8 * Q4K and got["gdn_z"] == 36 * 4096 * 8 * Q4K
+    assert got["gdn_b"] == got["gdn_a"] == 36 * 32 * 8 * Q4K and got["gdn_out"] == 36 * 2048 * 16 * Q4K
+    assert got["experts_down"] == 48 * 512 * 2048 * 2 * Q6K and got["shared_mlp_down"] == 48 * 2048 * 2 * Q6K
+    assert got["experts_gate"] == got["experts_up"] == 48 * 512 * 512 * 8 * Q4K
+    assert got["shared_mlp_gate"] == got["shared_mlp_up"] == 48 * 512 * 8 * Q4K
+    # not in the table: getTensorNewType's output (Q6_K) and untied token_embd (the base)
+    assert got["lm_head"] == 151936 * 8 * Q6K and got["token_embedding"] == 151936 * 8 * Q4K
+
+
+def test_ollama_qwen3_5_dense_ffn_down_keeps_the_port() -> None:
+    # Qwen3.5-27B (qwen3_5.json): 64 layers, 16 of them attention, d 5120 (20 super-blocks), 4 KV heads of 256,
+    # ffn 17408 (68 super-blocks in ffn_down's rows). attn_v is the table's Q6_K on all 16; a dense ffn_down is not
+    # in the table, so getTensorNewType's use_more_bits over its running count picks Q6_K for i < 8, i >= 56 and
+    # i = 10, 13, ..., 55 (16): 32 of 64, Q4_K on the other 32
+    got = _bytes(str(CONFIGS / "qwen3_5.json"), "ollama_q4_k_m")
+    assert got["v"] == 16 * 1024 * 20 * Q6K
+    assert got["mlp_down"] == 5120 * 68 * (32 * Q6K + 32 * Q4K)
+    assert got["mlp_gate"] == got["mlp_up"] == 64 * 17408 * 20 * Q4K

@@ -62,7 +62,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = {kind: _name(kind, any(sparse)) for kind in kinds}
     blocks, layers = kind_stack(kinds, names, lambda kind: _block(cfg, rms, *kind.split("+")))
     return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **VLLM.get(model_type, {}),
-                   **sglang_ssm_dtype(cfg))
+                   **sglang_ssm_dtype(cfg), llamacpp={"ollama_linear_table": True})
 
 
 def _sparse_layers(cfg: Config, model_type: str) -> list[bool]:

@@ -26,3 +26,7 @@ class LlamaCppBuild(Part):
     # (LLAMA_SWA_TYPE_CHUNKED): llama4 sets 8192 whatever attention_chunk_size says (src/models/llama4.cpp:8-19).
     # None: chunked layers keep every cell.
     chunk: int | None = None
+    # ollama's quantizer (server/quantization.go at 1e95ab3e, newType) gives a qwen3next, qwen35 or qwen35moe file's
+    # tensors a fixed table of types (qwen3LinearAttnQuantType) in its Q4_K_M and Q4_K_S mixes: the Qwen3-Next /
+    # Qwen3.5 adapter says so (calc/analysis/memory/gguf_rules.py OLLAMA_LINEAR).
+    ollama_linear_table: bool = False

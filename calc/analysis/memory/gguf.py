@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.formats import FORMATS, Format
-from calc.analysis.memory.gguf_rules import BASE, FALLBACK, State, head, pick, token_embedding
+from calc.analysis.memory.gguf_rules import BASE, FALLBACK, State, head, ollama_fixed, pick, token_embedding
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -85,6 +85,7 @@ def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]
     n_v = sum(len({m if c == "v" else c for m, c in cats[b].items() if c in ("v", "qkv")}) for b in layers)
     state = State(mix, n_v, spec.n_layers, max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1),
                   _gqa(spec), spec.n_layers == 80)
+    fixed = ollama_fixed(mix, spec.llamacpp.ollama_linear_table)
     bits = {name: (F16 if name in UNQUANTISED else F32) * n for name, n in breakdown.components.items()}
     for layer, block in enumerate(layers):
         qkv = None
@@ -92,7 +93,9 @@ def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]
             if name in UNQUANTISED:
                 continue
             category = cats[block][name]
-            if category == "qkv":
+            if name in fixed:
+                wanted = fixed[name]
+            elif category == "qkv":
                 qkv = qkv or pick(state, category, layer)
                 wanted = qkv
             else:

@@ -57,6 +57,14 @@ IMATRIX = (*IQ_LOW, "iq3_xxs", "iq3_xs", "q2_k_s")  # they write a type that req
 FALLBACK = {**dict.fromkeys(("iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq4_xs"), "iq4_nl"),
             **dict.fromkeys(("q2_K", "q3_K", "tq1_0", "tq2_0"), "q4_0"), "q4_K": "q5_0", "q5_K": "q5_1",
             "q6_K": "q8_0"}
+# ollama's fixed table for qwen3next / qwen35 / qwen35moe files (qwen3LinearAttnQuantType, OLLAMA :74-118 of the
+# version stored for that commit), by the component each GGUF tensor holds: attn_q (with the output gate in it),
+# attn_k, attn_v Q6_K, attn_output; the DeltaNet's attn_qkv, attn_gate (z), ssm_ba / ssm_beta / ssm_alpha, ssm_out;
+# ffn_down_exps and ffn_down_shexp Q6_K, the experts' and shared expert's gate and up Q4_K. A dense ffn_down, the
+# token embedding and the output are not in it and take getTensorNewType's rules.
+OLLAMA_LINEAR = {**dict.fromkeys(("q", "attn_gate", "k", "attn_out", "gdn_qkv", "gdn_z", "gdn_b", "gdn_a", "gdn_out",
+                                  "experts_gate", "experts_up", "shared_mlp_gate", "shared_mlp_up"), "q4_K"),
+                 **dict.fromkeys(("v", "experts_down", "shared_mlp_down"), "q6_K")}
 EIGHT_EXPERT_OUT_Q5K = ("q2_k", "iq3_xs", "iq3_xxs", "q3_k_s", "q3_k_m", "iq4_nl", "q4_k_s", "q4_k_m", "iq3_s",
                         "iq3_m", "iq4_xs")  # llama-quant.cpp:672-675
 
@@ -203,6 +211,13 @@ def _ollama(s: State, kind: str) -> str:
         return "q5_K" if i < s.n_layers // 8 else s.base
     return {"k": "q8_0" if experts8 else s.base, "out": "q5_K" if experts8 else s.base, "mla": "q8_0",
             "qkv": "q5_K" if medium else s.base}.get(kind, s.base)
+
+
+def ollama_fixed(mix: str, linear_table: bool) -> dict[str, str]:
+    """The components whose type ollama fixes before its port runs: newType returns the table's type for a
+    qwen3next / qwen35 / qwen35moe file in Q4_K_M or Q4_K_S (`linear_table`, the spec's llamacpp field) without
+    calling getTensorNewType, so those tensors advance neither attn_v's nor ffn_down's index."""
+    return OLLAMA_LINEAR if linear_table and mix.startswith("ollama_") else {}
 
 
 def head(mix: str, width: int, block: int) -> str:
