@@ -394,10 +394,16 @@ def stub_vocab(self):
     self.gguf_writer.add_token_scores([0.0] * vocab)
     self.gguf_writer.add_token_types([1] * vocab)
 
+def no_suppressed_tokens(self):
+    # MiniMax-Text-01's converter loads the tokenizer to find added tokens with zero embeddings
+    # (conversion/minimax.py _get_suppress_tokens): the stubbed vocabulary adds none
+    return []
+
 def tiny_vocab(found):
     def get_model_class(*args, **kwargs):
         cls = found(*args, **kwargs)
-        return type(cls.__name__, (cls,), {"set_vocab": stub_vocab, "model_arch": cls.model_arch})
+        return type(cls.__name__, (cls,), {"set_vocab": stub_vocab, "model_arch": cls.model_arch,
+                                           "_get_suppress_tokens": no_suppressed_tokens})
     return get_model_class
 
 convert.get_model_class = tiny_vocab(convert.get_model_class)

