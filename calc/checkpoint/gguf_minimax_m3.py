@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.checkpoint.gguf_header import GGUFArray
+from calc.checkpoint.gguf_own_names import gguf_name_in, scalars
 from calc.errors import GptcalcError
 
 __all__ = ["ARCH", "gguf_name", "read_config"]
 
 ARCH = "minimax-m3"
+MODEL = "MiniMax-M3"  # for the messages
 # transformers' name (after `model.layers.{i}.`, without .weight / .bias) -> the GGUF tensor (after `blk.{i}.`)
 LAYER = {
     "input_layernorm": "attn_norm.weight", "post_attention_layernorm": "ffn_norm.weight",
@@ -52,38 +53,24 @@ INDEXER = {"head_count": "sparse_num_index_heads", "key_length": "sparse_index_d
 
 def gguf_name(hf_name: str) -> str | None:
     """The GGUF tensor llama.cpp's converter writes for this transformers tensor (None: it writes none)."""
-    stem = hf_name.removesuffix(".weight").removesuffix(".bias")
-    parts = stem.split(".")
-    if len(parts) > 3 and parts[:2] == ["model", "layers"] and parts[2].isdigit():
-        found = LAYER.get(".".join(parts[3:]))
-        return f"blk.{parts[2]}.{found}" if found else None
-    return TOP.get(stem)
+    return gguf_name_in(hf_name, LAYER, TOP)
 
 
 def read_config(meta: dict[str, Any], path: str) -> dict[str, Any]:
     """The release text config's keys from the GGUF metadata (model_type minimax_m3_vl_text)."""
-    data: dict[str, Any] = {"model_type": "minimax_m3_vl_text"}
-    for key, target in KEYS.items():
-        value = _scalar(meta, key, path)
-        if value is not None:
-            data[target] = value
-    data["sparse_attention_config"] = {target: _scalar(meta, f"attention.indexer.{key}", path)
-                                       for key, target in INDEXER.items()}
-    dense, n_layers = _scalar(meta, "leading_dense_block_count", path) or 0, data.get("num_hidden_layers")
+    data: dict[str, Any] = {"model_type": "minimax_m3_vl_text", **scalars(meta, ARCH, KEYS, MODEL, path)}
+    indexer = scalars(meta, ARCH, {f"attention.indexer.{key}": target for key, target in INDEXER.items()}, MODEL, path)
+    data["sparse_attention_config"] = {target: indexer.get(target) for target in INDEXER.values()}
+    dense = scalars(meta, ARCH, {"leading_dense_block_count": "dense"}, MODEL, path).get("dense") or 0
+    n_layers = data.get("num_hidden_layers")
     if not isinstance(n_layers, int) or not 0 <= dense <= n_layers:
         raise GptcalcError(f"{path}: {ARCH}.leading_dense_block_count {dense!r}: not within {n_layers!r} layers")
     sparse = [0] * dense + [1] * (n_layers - dense)
     data["moe_layer_freq"] = sparse
     data["sparse_attention_config"]["sparse_attention_freq"] = sparse
     data["shared_intermediate_size"] = data.get("intermediate_size", 0) * data.get("n_shared_experts", 1)
-    rope = _scalar(meta, "rope.dimension_count", path)
+    rope = scalars(meta, ARCH, {"rope.dimension_count": "rope"}, MODEL, path).get("rope")
     if isinstance(rope, int) and data.get("head_dim"):
         data["partial_rotary_factor"] = rope / data["head_dim"]
     return data
 
-
-def _scalar(meta: dict[str, Any], key: str, path: str) -> Any:
-    value = meta.get(f"{ARCH}.{key}")
-    if isinstance(value, (list, GGUFArray)):
-        raise GptcalcError(f"{path}: {ARCH}.{key}: an array; MiniMax-M3 has one value for every layer")
-    return value
