@@ -180,9 +180,10 @@ def from_gguf(path: Path, source: str) -> RawCheckpoint:
     from calc.spec.load import spec_from_config
 
     spec = spec_from_config(config)
-    names = _hf_names(spec, headers[0].architecture)
     arch = headers[0].architecture
-    shapes = tensor_table(spec).expected_shapes(buffers=True)
+    table = tensor_table(spec)
+    shapes = table.expected_shapes(buffers=True)
+    names = _hf_names(table, shapes, arch, spec.n_layers)
     stored = [(piece, h.path) for h in headers for t in h.tensors for piece in _unstacked(t, arch, names, shapes)]
     columns = _columns(stored, names, TRANSPOSED.get(arch, ()), RESHAPED + ARCH_RESHAPED.get(arch, ()))
     columns.extend(_in_metadata(headers[0], spec.n_layers))
@@ -360,16 +361,14 @@ def _in_metadata(header: GGUFHeader, n_layers: int) -> TensorColumns:
     return columns
 
 
-def _hf_names(spec: Any, arch: str) -> dict[str, tuple[str, tuple[int, ...]]]:
+def _hf_names(table: Any, shapes: dict[str, tuple[int, ...]], arch: str,
+              n_layers: int) -> dict[str, tuple[str, tuple[int, ...]]]:
     """GGUF name -> (Hugging Face name, shape) for every tensor of the spec, by llama.cpp's own table: from
     transformers' names (the converter's renames first; the parts of a tensor it splits, `SPLITS`, map to the
     whole one), then from the checkpoint's own names, which the converter reads (`CONVERTER_SPLITS`), for what
-    the first did not find, each under its transformers name."""
-    from calc.checkpoint.names import tensor_table
-
-    names_of = _namer(arch, spec.n_layers)
-    table = tensor_table(spec)
-    shapes = table.expected_shapes(buffers=True)
+    the first did not find, each under its transformers name. `table` is the spec's tensor table, `shapes` its
+    expected shapes with buffers."""
+    names_of = _namer(arch, n_layers)
     found = {}
     for name, shape in shapes.items():
         renamed = _renamed(name).removeprefix(DROPPED.get(arch, ""))
