@@ -27,8 +27,8 @@ RENAMED = {"dbrx": {"hidden_size": "d_model", "num_attention_heads": "n_heads", 
            "ernie4_5-moe": {"num_experts": "moe_num_experts", "num_experts_per_tok": "moe_k",
                             "n_shared_experts": "moe_num_shared_experts",
                             "first_k_dense_replace": "moe_layer_start_index"},
-           "hunyuan-moe": {"num_experts_per_tok": "moe_topk"},
-           "gemma4": {"num_experts_per_tok": "top_k_experts"},  # conversion/gemma.py Gemma4Model  # Hunyuan-A13B's (conversion/hunyuan.py:88-90)
+           "hunyuan-moe": {"num_experts_per_tok": "moe_topk"},  # Hunyuan-A13B's (conversion/hunyuan.py:88-90)
+           "gemma4": {"num_experts_per_tok": "top_k_experts"},  # conversion/gemma.py Gemma4Model
            # AFMoE's (conversion/afmoe.py AfmoeModel.set_gguf_parameters)
            "afmoe": {"n_shared_experts": "num_shared_experts", "first_k_dense_replace": "num_dense_layers",
                      "routed_scaling_factor": "route_scale", "norm_topk_prob": "route_norm"}}
