@@ -58,12 +58,16 @@ def test_a_dsa_cache_trtllm_would_misprice_is_refused() -> None:
 @pytest.mark.parametrize("model_type", ["nemotron_h", "qwen3_next", "qwen3_5", "kimi_linear"])
 def test_a_hybrids_refusal_names_the_manager_trtllm_would_pick(model_type: str) -> None:
     """Hybrid Mamba / linear-attention pools are not sized yet: the refusal says where TensorRT-LLM keeps the states
-    (tensorrt_llm/_torch/pyexecutor/_util.py get_kv_cache_manager_cls at 0004396720)."""
+    (tensorrt_llm/_torch/pyexecutor/_util.py get_kv_cache_manager_cls at 0004396720), what V2 is handed (the
+    profiled budget as max_gpu_total_bytes: KvCacheCreator at 2829508497) and which links stay unpinned."""
     result = CliRunner().invoke(main, ["memory", f"{CONFIGS}/{model_type}.json", "--engine", "trtllm", "--kv-memory",
                                        "8GiB"])
     assert result.exit_code == 2 and "keeps conv and recurrent states" in result.output, result.output
     assert "MambaHybridCacheManagerV2" in result.output and "get_kv_cache_manager_cls at 0004396720" in result.output
     assert "C++ StorageManager splits the pool between attention pages and state slots" in result.output
+    assert "quota is the profiled budget (max_gpu_total_bytes)" in result.output
+    assert "ratioToSlotCountList" in result.output and "max_batch_size default" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
 
 
 def test_fit_sizes_dsa_under_trtllm_as_memory_does() -> None:
