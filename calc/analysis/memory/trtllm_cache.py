@@ -51,24 +51,27 @@ TRTLLM_DSA = ("https://github.com/NVIDIA/TensorRT-LLM/blob/0bbb76d22e61bde633cc5
 #             pool_ratio is set, a typical step of max_batch_size x pp requests of avg_seq_len tokens (max_seq_len // 2
 #             when unset, with a warning) plus the padding request, and a floor constraint of max_batch_size x pp +
 #             padding requests of no tokens (a state slot each); a quota under _minimum_live_gpu_quota is refused.
-#             The C++ StorageManager (cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storageManager.cpp at
-#             04b00fece3) counts each pool group's slots for that step (computeSlotsForBatch: ceil(capacity / 32)
-#             attention pages and one state slot a request), rounds each pool's bytes up to the GPU grain
-#             (cacheTierGranularity: 2 MiB << min(4, max(0, int(log2(quota // 1 GiB))))), normalises them to a float
-#             ratio (ratioFromBatch) and deals the quota's grains out by it (computeSlotCountForLevel,
-#             CacheLevelStorage::ratioToSlotCountList).
-# Not pinned, so the split (which sets the tokens) is refused rather than approximated: ratioToSlotCountList's own
-# algorithm (the stored versions of it differ: one walks the pool groups in ascending ratio, another peels off the
-# groups held at their floor and re-normalises the rest, and none is at the commits the Python above was read at),
-# how the storage config coalesces the layers' buffers into the pools whose sizes the grains are dealt in, and the LLM
-# API's max_batch_size default (TorchLlmArgs declares None), which sets both the typical step and the state floor.
+#             The C++ StorageManager (cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/, storageManager.cpp and
+#             storage/core.cpp at 04b00fece3) counts each pool group's slots for that step (computeSlotsForBatch:
+#             ceil(capacity / 32) attention pages and one state slot a request), rounds each pool's bytes up to the GPU
+#             grain (cacheTierGranularity: 2 MiB << min(4, max(0, int(log2(quota // 1 GiB))))), normalises the groups'
+#             bytes to float32 (normalizeToRatio: float(bytes) / float(total)), and ratioToSlotCountList deals the
+#             grains of the quota, rounded up to a grain, by that ratio in ascending order (nearbyint of budget x
+#             ratio / the ratios left, in double), pins a group at or under its floor to the floor and re-deals the rest,
+#             then adds slots while they fit the grains taken. storage/config.cpp (at 1148a82f66) makes one pool per
+#             buffer size within a life cycle (all attention layers' K and V of one size: one pool; a Mamba layer's SSM
+#             and conv states: two) and one pool group per distinct list of pool sizes.
+# Not pinned, so the split (which sets the tokens) is refused rather than approximated: the LLM API's max_batch_size
+# default (TorchLlmArgs declares None), which sets both the typical step and the state floor; and the C++ above was
+# read at other commits than the Python that hands it the step (no commit holds both in the index).
 TRTLLM_HYBRID = ("by default TensorRT-LLM keeps them in MambaHybridCacheManagerV2 (tensorrt_llm/_torch/pyexecutor/"
                  "_util.py get_kv_cache_manager_cls at 0004396720), whose quota is the profiled budget "
                  "(max_gpu_total_bytes) and whose C++ StorageManager splits the pool between attention pages and state "
                  "slots by the bytes of a typical step (max_batch_size x pp requests of max_seq_len // 2 tokens unless "
                  "avg_seq_len is set, one state slot each, plus 1 CUDA-graph padding slot); that split is not sized "
-                 "here because the StorageManager's grain dealing (ratioToSlotCountList) differs between the versions "
-                 "read and the LLM API's max_batch_size default, which sets the typical step, was not pinned")
+                 "here because the LLM API's max_batch_size default, which sets the typical step and a floor of "
+                 "max_batch_size x pp + 1 state slots, was not pinned, and the C++ StorageManager was read at another "
+                 "commit (04b00fece3) than the Python that feeds it (2829508497)")
 
 
 def _has_dsa(kv: KVCache) -> bool:
