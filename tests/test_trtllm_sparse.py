@@ -1,4 +1,4 @@
-"""DeepSeek-V4 and MiniMax-M3 under --engine trtllm: built, but refused at their caches (calc/analysis/memory/trtllm_sparse.py).
+"""DeepSeek-V4 and MiniMax-M3 under --engine trtllm: built, refused at their caches (memory/trtllm_sparse.py).
 
 Sources: NVIDIA/TensorRT-LLM tensorrt_llm/_torch/models/_arch_index.py at 065ff9e937 (MODEL_ARCH_TO_MODULE holds
 DeepseekV4ForCausalLM, MiniMaxM3SparseForCausalLM and MiniMaxM3SparseForConditionalGeneration, so the class check
