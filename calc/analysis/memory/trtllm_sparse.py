@@ -9,8 +9,9 @@ to them):
 - DeepseekV4CacheManager (tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/cache_manager.py at
   10ce7685b1): one V2 layer per (layer, kind) -- window, compressed, indexer and the compressor states --
   with compressed blocks of tokens_per_block / ratio rows; it asserts tokens_per_block 128 or 256, and the
-  model class defaults it to 128 (DeepseekV4ForCausalLM.get_model_defaults). Its start-up price of a token
-  (get_cache_bytes_per_token) averages the compressed rows over their ratio, but the pool is a byte quota
+  model class defaults it to 128 (DeepseekV4ForCausalLM.get_model_defaults; 256 where a user picks the
+  fp8_ds_mla cache dtype on Blackwell). Its start-up price of a token (get_cache_bytes_per_token) averages
+  the compressed rows over their ratio, but the pool is a byte quota
   (_get_cache_quota) that V2's C++ StorageManager splits among those pools by a typical step of one context
   and max_batch_size - 1 generation requests of max_seq_len (_build_cache_config);
 - MiniMaxM3KVCacheManagerV2 (sparse/minimax_m3/cache_manager.py at b4a375d83d): the K and V pages plus a
