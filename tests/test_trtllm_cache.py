@@ -79,3 +79,17 @@ def test_fit_sizes_dsa_under_trtllm_as_memory_does() -> None:
     assert fit.exit_code == 0, fit.output
     first = fit.output.splitlines()[1]
     assert "8 x H200" in first and "tp 8 pp 1" in first and f"{int(tokens):,} tokens" in first, fit.output
+
+
+@pytest.mark.parametrize("block", [None, 64])
+def test_dsa_pages_in_kvcacheconfigs_blocks(block: int | None) -> None:
+    """DSA takes no block size of its own in TensorRT-LLM: DSACacheManager and DSACacheManagerV2 pass KvCacheConfig's
+    tokens_per_block through (sparse/dsa/cache_manager.py at 0bbb76d22e; only the opt-in "fp8_ds_mla" dtype demands
+    another, _resolve_fp8_ds_mla_head_dim), whose default is 32 (llmapi/llm_args.py, KvCacheConfig.tokens_per_block
+    Field(default=32)); a log that shows 64 is given with --block-size 64. DeepSeek-V3.2 in fp8: 61 x (576 + 132) B."""
+    per_token, tokens_per_block = 61 * (576 + 132), block or 32
+    blocks = 40 * GIB // (tokens_per_block * per_token)
+    output = _lines(f"{CONFIGS}/deepseek_v32.json", "--kv-memory", "40GiB", "--kv-dtype", "fp8", "--tp", "8",
+                    *(["--block-size", str(block)] if block else []))
+    assert f"Number of tokens per block: {tokens_per_block}." in output, output
+    assert f"paged KV cache ({blocks * tokens_per_block})." in output, output

@@ -11,9 +11,18 @@ DSACacheManager.get_cache_size_per_token:
     indexer  indexer layers x (index_head_dim + index_head_dim / 128 x 4)      (132 B for 128-wide keys)
 
 the indexer's bytes whatever the cache dtype: its pool is allocated as uint8 (allocatePools, poolDtype kUINT8).
-Its tokens per block are KvCacheConfig's, 32 by default; at this commit the manager requires another only for the
-opt-in "fp8_ds_mla" cache dtype (_resolve_fp8_ds_mla_head_dim), so the default path pages DSA in blocks of 32
-(a model class's get_model_defaults could set another; DeepSeek-V3.2's was not found).
+Its tokens per block are KvCacheConfig's, 32 by default (llmapi/llm_args.py); at this commit DSACacheManager and
+DSACacheManagerV2 require another only for the opt-in "fp8_ds_mla" cache dtype (_resolve_fp8_ds_mla_head_dim), so
+the default path pages DSA in blocks of 32. DeepSeek-V3.2 once needed 64 (NVIDIA/TensorRT-LLM#9141, Nov 2025, for
+the indexer's DeepGEMM kernel); #10561's review (Jan 2026) dropped a perf config's `tokens_per_block: 64` as no
+longer needed. A model class's get_model_defaults could still set one; DeepSeek-V3.2's was not read.
+
+The lines below are V1's (DSACacheManager over the C++ KVCacheManager). At the same commit DSACacheManagerV2
+serves DSA when use_kv_cache_manager_v2 resolves true (get_sparse_attn_kv_cache_manager; V1 again for beam search,
+KV connectors or STAR context parallelism), and #16060 (merged; reviewed Aug 2026) makes DeepSeek-V3/V3.2 and
+GLM-5 prefer V2 under the default "auto". V2 prices a token the same (its get_cache_size_per_token is V1's), but
+its pool is V2's quota split by its C++ StorageManager, not the KVCacheManager that prints these lines: the
+figures here are TensorRT-LLM's with kv_cache_config.use_kv_cache_manager_v2 false.
 
 The "[MemUsageChange] Allocated … GiB" line sums every primary pool's elements times the cache dtype's size
 (KVCacheManager::allocatePools), the indexer pool's uint8 elements included: with a bf16 cache the line counts
