@@ -147,6 +147,7 @@ class MemoryAnswer:
     pictures: Any = None  # what --image's images cost the decoder
     buffers: list[Any] | None = None  # with -ngl: llama.cpp's model, KV and RS buffers per device
     compute: Any = None  # a CPU-only llama.cpp build's compute buffer, estimated
+    engine_note: str | None = None  # whose lines the server lines are, where the engine has more than one manager
 
     def __getattr__(self, name: str) -> Any:
         return _read_through(self.inference, name)
@@ -160,6 +161,7 @@ class MemoryAnswer:
                 **({"llamacpp_buffers": [b.to_json() for b in self.buffers]} if self.buffers is not None else {}),
                 **({"llamacpp_compute": self.compute.to_json()} if self.compute else {}),
                 **({"server_says": list(self.server)} if self.server else {}),
+                **({"engine_note": self.engine_note} if self.engine_note else {}),
                 **({"images": self.pictures.to_json()} if self.pictures else {}),
                 **({"budget": {**budget.to_json(), "label": self.target.label, "gpus": self.target.count}}
                    if budget and self.target else {})}
@@ -212,6 +214,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                                               startup_budget, vllm_batch_defaults)
     from calc.errors import GptcalcError
 
+    from calc.analysis.memory.trtllm_manager import manager_note
     from calc.analysis.memory.trtllm_models import refuse_unbuilt
 
     refuse_unbuilt(spec, engine or "")
@@ -278,8 +281,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     solved = budget_for(spec, target, result, seq, batch, None if caches else pool) if target else None
     placed = [*(model["buffers"] if model else ()), *([output] if output else ()),
               *(b for c in caches or () for b in c["buffers"])] if placement else None
+    note = manager_note(spec) if engine == "trtllm" and pool is not None else None
     answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed,
-                          compute)
+                          compute, note)
     return Result(answer, answer.to_json)
 
 

@@ -46,6 +46,7 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
     from calc.analysis.count import count as count_params
     from calc.analysis.fit import fit as find_layouts, parse_gpus
     from calc.analysis.memory import weight_choice
+    from calc.analysis.memory.trtllm_manager import manager_note
     from calc.analysis.memory.startup import Reserves
     from calc.cli.options import load_model
     from calc.render import base as render, fit as render_fit
@@ -57,9 +58,11 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
                                        async_scheduling=async_scheduling, indexer_kv_dtype=indexer_kv_dtype,
                                        prefix_caching=prefix_caching, speculative_num_steps=speculative_num_steps)
     shown = candidates[:top]
+    note = manager_note(spec) if engine == "trtllm" else None  # whose pools the tokens are
     if as_json:
         render.print_json({"model": spec.name, "seq": seq, "concurrency": concurrency, "engine": engine,
-                           "candidates": [c.to_json() for c in shown], "skipped_layouts": skipped})
+                           "candidates": [c.to_json() for c in shown], "skipped_layouts": skipped,
+                           **({"engine_note": note} if note else {})})
         return
     out = render.console()
     out.print(render_fit.header(spec.name, seq, concurrency, engine))
@@ -69,3 +72,5 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
         out.print("  none of these GPUs serves it in up to 64 of them")
     for reason in skipped:
         out.print(f"  not tried: {reason}")
+    if note:
+        out.print("  " + note)

@@ -264,6 +264,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     notes = [render_memory.gpus_note(len(gpus)), render_memory.seq_note(seq), render_memory.context_note(spec, seq),
              *render_memory.inference_notes(result), *render_memory.tower_notes(spec, answer.pictures, text_only),
              *(render_memory.budget_lines(solved, target.label) if solved and target else []),
+             answer.engine_note,
              "the tables size the whole model and cache; what each device holds is in llama.cpp's buffer "
              "lines above" if answer.buffers is not None else None,
              "llama.cpp's compute buffer line is gptcalc's estimate of its worst-case graph's peak (one ubatch "

@@ -1,0 +1,61 @@
+"""Which of TensorRT-LLM's two KV cache managers a model gets, so its lines are never shown as the default's.
+
+TensorRT-LLM's PyTorch backend has two: the C++ KVCacheManager ("V1"), whose "Number of tokens per block" and
+"[MemUsageChange] Allocated … GiB for max tokens in paged KV cache" lines gptcalc prints, and KVCacheManagerV2,
+whose pool is a byte quota its StorageManager rounds to a grain and deals out as slots.
+kv_cache_config.use_kv_cache_manager_v2 picks one; its default, "auto", takes the model class's preference and V1
+where the class states none (tensorrt_llm/llmapi/llm_utils.py _resolve_kv_cache_manager_v2_auto at 0066b2a569:
+get_preferred_kv_cache_manager_version "V2" -> V2, else V1; back to V1 under disaggregated serving without the
+Python NIXL transceiver and, its docstring says, for two-model speculative decoding). The class is config.json's
+architectures[0] (calc.analysis.memory.trtllm_models), so the preference is keyed by the spec's `architecture`, as
+TensorRT-LLM keys it. The classes below state "V2"; each is cited where the index holds it: the merged pull request
+that added the preference, and docs/source/features/kvcache.md at 0076e9390e ("Models that select the V2 manager by
+default"). Every other class keeps V1 under "auto".
+
+V2 is not sized here. For one kind of layer its runtime keeps one pool group (runtime/kv_cache_manager_v2/_storage/
+_config.py at 1148a82f66) and gives it the most slots whose pools fit the quota rounded up to a grain, 2 MiB <<
+min(4, int(log2(quota / 1 GiB))) (_storage_manager.py at 00f6bd61f2), but the quota is set by the pyexecutor wrapper
+(kv_cache/kv_cache_manager_v2.py), whose stored versions disagree on it, and a C++ port of the runtime was read at
+other commits; the only pool line of V2's found is its quota. So gptcalc prints V1's lines and says whose they are
+(docs/memory.md, "Which KV cache manager TensorRT-LLM uses").
+"""
+
+from __future__ import annotations
+
+from calc.spec.model import ModelSpec
+
+__all__ = ["TRTLLM_V2_DEFAULT", "manager_note"]
+
+_PR = "https://github.com/NVIDIA/TensorRT-LLM/pull/"
+_DOCS = "docs/source/features/kvcache.md at 0076e9390e"
+_DSA = (f"{_PR}16060 (merged; its kvcache.md names DeepseekV3ForCausalLM, DeepseekV32ForCausalLM, GlmMoeDsaForCausalLM "
+        "and MistralLarge3ForCausalLM; for DSA, get_sparse_attn_kv_cache_manager at 0bbb76d22e gives V1 when the "
+        f"setting is false, though {_DOCS} says sparse-attention models get V2 whatever it says)")
+TRTLLM_V2_DEFAULT: dict[str, str] = {
+    "LlamaForCausalLM": f"{_PR}19004 (merged), {_DOCS}",
+    "Llama4ForConditionalGeneration": f"{_PR}19004 (merged), {_DOCS}",
+    "GptOssForCausalLM": f"{_PR}16942 (merged), {_DOCS}",
+    "Gemma3ForCausalLM": f"{_PR}17396 (merged), {_DOCS}",
+    "Gemma3ForConditionalGeneration": f"{_PR}17396 (merged), {_DOCS}",
+    "Gemma4ForCausalLM": f"{_PR}17396 (merged), {_DOCS}",
+    "Gemma4ForConditionalGeneration": f"{_PR}17396 (merged), {_DOCS}",
+    "DeepseekV3ForCausalLM": _DSA,
+    "DeepseekV32ForCausalLM": _DSA,
+    "GlmMoeDsaForCausalLM": _DSA,
+    "MistralLarge3ForCausalLM": _DSA,
+    "KimiK25ForConditionalGeneration": f"{_PR}17125 (merged: KimiK25ForConditionalGeneration.get_model_defaults)",
+}
+_V1 = ("the TensorRT-LLM pool and lines shown are its V1 KV cache manager's "
+       "(kv_cache_config.use_kv_cache_manager_v2: false)")
+
+
+def manager_note(spec: ModelSpec) -> str:
+    """Whose pool and lines `--engine trtllm` showed, and, where the class prefers V2, that its default differs."""
+    arch = spec.architecture
+    if arch is None:
+        return f"{_V1}; {spec.name} names no architecture, so which manager TensorRT-LLM's \"auto\" picks is not known"
+    source = TRTLLM_V2_DEFAULT.get(arch)
+    if source is None:
+        return f"{_V1}, which the default, \"auto\", keeps for {arch} (no V2 preference of its class was found)"
+    return (f"{_V1}; for {arch} the default, \"auto\", picks KVCacheManagerV2 ({source}), whose pool and lines "
+            "are not sized here: set use_kv_cache_manager_v2: false to get these")
