@@ -10,7 +10,8 @@ Python NIXL transceiver and, its docstring says, for two-model speculative decod
 architectures[0] (calc.analysis.memory.trtllm_models), so the preference is keyed by the spec's `architecture`, as
 TensorRT-LLM keys it. The classes below state "V2"; each is cited where the index holds it: the merged pull request
 that added the preference, and docs/source/features/kvcache.md at 0076e9390e ("Models that select the V2 manager by
-default"). Every other class keeps V1 under "auto".
+default"). No other class was found stating one (those pull requests, kvcache.md, a search of the index for the
+hook), so "auto" is taken to keep V1 for it, and the note says it was not found rather than that there is none.
 
 V2 is not sized here. For one kind of layer its runtime keeps one pool group (runtime/kv_cache_manager_v2/_storage/
 _config.py at 1148a82f66) and gives it the most slots whose pools fit the quota rounded up to a grain, 2 MiB <<
