@@ -214,10 +214,11 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                                               startup_budget, vllm_batch_defaults)
     from calc.errors import GptcalcError
 
-    from calc.analysis.memory.trtllm_manager import manager_note
+    from calc.analysis.memory.trtllm_manager import manager_note, refuse_v2_only
     from calc.analysis.memory.trtllm_models import refuse_unbuilt
 
     refuse_unbuilt(spec, engine or "")
+    refuse_v2_only(spec, engine or "")
     target = parse_budget(budget) if budget is not None else None  # `budget=''` is an error, not no budget
     layout = layout_for(target, tp, pp, ep)
     if (kv_memory or block_size) and not engine:

@@ -85,3 +85,22 @@ def test_other_engines_and_a_run_without_a_pool_get_no_note() -> None:
                            "--json"))
     assert "engine_note" not in vllm
     assert "V1 KV cache manager" not in _run("memory", f"{CONFIGS}/llama.json", "--engine", "trtllm", "--seq", "4k")
+
+
+@pytest.mark.parametrize("command", [["memory", "gemma-4-26b-a4b", "--kv-memory", "8GiB"],
+                                     ["fit", f"{CONFIGS}/gemma4-26b-a4b.json", "--gpus", "H100"]])
+def test_a_model_whose_layers_differ_in_head_dim_is_refused(command: list[str]) -> None:
+    """Gemma-4-26B-A4B's config: head_dim 256 on its sliding layers, global_head_dim 512 on its full ones, which
+    TensorRT-LLM serves from KVCacheManagerV2 whatever the setting (_util.py _non_hybrid_kv_cache_manager_cls at
+    0004396720, is_gemma4_hybrid)."""
+    result = CliRunner(env={"COLUMNS": "1000"}).invoke(main, [*command, "--engine", "trtllm", "--seq", "4k"])
+    assert result.exit_code == 2 and "differ in head_dim (256, 512)" in result.output \
+        and "KVCacheManagerV2 whatever use_kv_cache_manager_v2 says" in result.output, result.output
+
+
+def test_a_gemma3_whose_layers_share_a_head_dim_is_served() -> None:
+    """Gemma-3 (gemma3_multimodal.json): every layer 128 wide, sliding or not, so V1 holds it (and its class
+    prefers V2, #17396)."""
+    output = _run("memory", f"{CONFIGS}/gemma3_multimodal.json", "--engine", "trtllm", "--kv-memory", "8GiB",
+                  "--seq", "4k")
+    assert "Number of tokens per block: 32." in output

@@ -24,6 +24,7 @@ from calc.analysis.memory.sglang_states import sglang_ssm_bytes
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
                                           vllm_batch_defaults)
 from calc.analysis.memory.stored import StoredWeights
+from calc.analysis.memory.trtllm_manager import refuse_v2_only
 from calc.analysis.memory.trtllm_models import refuse_unbuilt
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -119,6 +120,7 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
     if seq > spec.n_positions:
         raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
     refuse_unbuilt(spec, engine)
+    refuse_v2_only(spec, engine)
     served: list[Candidate] = []
     skipped: dict[str, None] = {}
     for layout in layouts(spec):

@@ -23,15 +23,18 @@ other commits; the only pool line of V2's found is its quota. So gptcalc prints 
 
 from __future__ import annotations
 
+from calc.analysis.memory.kv import kv_layers
+from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["TRTLLM_V2_DEFAULT", "manager_note"]
+__all__ = ["TRTLLM_V2_DEFAULT", "manager_note", "refuse_v2_only"]
 
 _PR = "https://github.com/NVIDIA/TensorRT-LLM/pull/"
 _DOCS = "docs/source/features/kvcache.md at 0076e9390e"
 _DSA = (f"{_PR}16060 (merged; its kvcache.md names DeepseekV3ForCausalLM, DeepseekV32ForCausalLM, GlmMoeDsaForCausalLM "
         "and MistralLarge3ForCausalLM; for DSA, get_sparse_attn_kv_cache_manager at 0bbb76d22e gives V1 when the "
-        f"setting is false, though {_DOCS} says sparse-attention models get V2 whatever it says)")
+        "setting is false, and pyexecutor/_util.py at 0004396720 hands it the setting, though "
+        f"{_DOCS} says sparse-attention models get V2 whatever it says)")
 TRTLLM_V2_DEFAULT: dict[str, str] = {
     "LlamaForCausalLM": f"{_PR}19004 (merged), {_DOCS}",
     "Llama4ForConditionalGeneration": f"{_PR}19004 (merged), {_DOCS}",
@@ -60,3 +63,23 @@ def manager_note(spec: ModelSpec) -> str:
         return f"{_V1}, which the default, \"auto\", keeps for {arch} (no V2 preference of its class was found)"
     return (f"{_V1}; for {arch} the default, \"auto\", picks KVCacheManagerV2 ({source}), whose pool and lines "
             "are not sized here: set use_kv_cache_manager_v2: false to get these")
+
+
+_PLAIN = ("MHA", "GQA", "MQA")  # K and V of heads x head_dim (not MLA's latent, not indexer keys)
+_V2_ONLY = ("tensorrt_llm/_torch/pyexecutor/_util.py _non_hybrid_kv_cache_manager_cls at 0004396720: "
+            "KVCacheManagerV2 where use_kv_cache_manager_v2 is true or is_gemma4_hybrid")
+
+
+def refuse_v2_only(spec: ModelSpec, engine: str) -> None:
+    """Under --engine trtllm, stop at a model whose attention layers differ in head_dim (Gemma 4's hybrid attention):
+    V1's pool has one head_dim for every layer, so TensorRT-LLM serves Gemma 4 from KVCacheManagerV2 whatever the
+    setting (and, its _fallback_if_unsupported_kv_cache_manager_v2 comment says, V1 would coerce another such model
+    to the largest head_dim); V1's lines for it would describe a pool TensorRT-LLM never builds."""
+    if engine != "trtllm":
+        return
+    dims = sorted({kind.head_dim for kind in kv_layers(spec) if kind.kind in _PLAIN})
+    if len(dims) > 1:
+        raise GptcalcError(f"--engine trtllm: {spec.name}'s attention layers differ in head_dim "
+                           f"({', '.join(map(str, dims))}), which TensorRT-LLM's V1 KV cache manager cannot hold (one "
+                           f"head_dim for every layer): it serves such a model from KVCacheManagerV2 whatever "
+                           f"use_kv_cache_manager_v2 says ({_V2_ONLY}), whose pool is not sized here")
