@@ -18,8 +18,8 @@ _config.py at 1148a82f66) and gives it the most slots whose pools fit the quota 
 min(4, int(log2(quota / 1 GiB))) (_storage_manager.py at 00f6bd61f2), but the quota is set by the pyexecutor wrapper
 (kv_cache/kv_cache_manager_v2.py), whose stored versions disagree on it, and at 0076e9390e the runtime is C++
 (runtime/kv_cache_manager_v2/__init__.py re-exports cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2), whose files
-the index holds at other commits only; the only pool line of V2's found is its quota. So gptcalc prints V1's lines and says whose they are
-(docs/memory.md, "Which KV cache manager TensorRT-LLM uses").
+the index holds at other commits only; the only pool line of V2's found is its quota. So gptcalc prints V1's lines
+and says whose they are (docs/memory.md, "Which KV cache manager TensorRT-LLM uses").
 """
 
 from __future__ import annotations
