@@ -179,7 +179,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            mm_limit: int | None = None, encoder_activation_memory: str | None = None,
            async_scheduling: bool = True, flash_attn: bool = True, mmap: bool = True, cpu_only: bool = False,
            split_mode: str = "layer", cpu_isa: str | None = None, indexer_kv_dtype: str = "auto",
-           prefix_caching: bool = True, speculative_num_steps: int = 0, mamba_ssm_dtype: str | None = None) -> Result:
+           prefix_caching: bool = True, speculative_num_steps: int = 0, mamba_ssm_dtype: str | None = None,
+           speculative_draft_layers: int | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -201,7 +202,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     `async_scheduling` False: vLLM's --no-async-scheduling, one batch in flight instead of two;
     `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys ("auto": the model's);
     `prefix_caching` False: vLLM's --no-enable-prefix-caching, one page a request for a state group;
-    `speculative_num_steps`: SGLang's, an MTP draft beside DeepSeek-V4 (its rings and its share of the pool);
+    `speculative_num_steps`: SGLang's, an EAGLE / MTP draft beside the pool (its share of it; DeepSeek-V4's rings),
+    `speculative_draft_layers` the draft's layers (None: the model's MTP layers);
     `mamba_ssm_dtype`: SGLang's --mamba-ssm-dtype, its SSM states' dtype (None: the model's default there)."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
@@ -248,13 +250,14 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                        max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048), pp=layout.pp,
                        capability=gpu.capability if gpu else None, async_scheduling=async_scheduling,
                        indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
-                       speculative_steps=speculative_num_steps,
+                       speculative_steps=speculative_num_steps, draft_layers=speculative_draft_layers,
                        sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, mamba_ssm_dtype,
                                                          gpu.capability if gpu else None, layout.tp))
     elif mamba_ssm_dtype is not None:
         raise GptcalcError(NOT_SGLANG)
-    elif speculative_num_steps:
-        raise GptcalcError("--speculative-num-steps sets SGLang's pool: give --engine sglang with --budget or --kv-memory")
+    elif speculative_num_steps or speculative_draft_layers:
+        raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give --engine "
+                           "sglang with --budget or --kv-memory")
     elif indexer_kv_dtype != "auto":
         raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "
                            "--kv-memory")
