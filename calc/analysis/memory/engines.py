@@ -69,7 +69,7 @@ from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.analysis.memory.sglang_draft import DraftShare, draft_share
-from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools
+from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools, staged_pools
 from calc.analysis.memory.trtllm_cache import TRTLLM_HYBRID, logged_bytes_per_token, trtllm_bytes_per_token
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
 from calc.analysis.memory.vllm_indexer import (BLOCK_INDEXER, DSA, block_indexer_bytes, indexer_key_bytes, key_dtype,
@@ -288,7 +288,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
             max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1,
             capability: tuple[int, int] | None = None, async_scheduling: bool = True,
             indexer_kv_dtype: str = "auto", prefix_caching: bool = True, speculative_steps: int = 0,
-            sglang_ssm_bytes: int = 4, draft_layers: int | None = None) -> KVPool:
+            sglang_ssm_bytes: int = 4, draft_layers: int | None = None,
+            sglang_stages: tuple[tuple[KVCache, int], ...] = ()) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
@@ -298,7 +299,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     on by default, which sets the pages a state group holds per request (state_pages); `speculative_steps`:
     SGLang's --speculative-num-steps (0: none): the draft worker's share of its pool (sglang_dsv4 for DeepSeek-V4,
     sglang_draft for the others), `draft_layers` the draft's layers (None: the model's MTP layers);
-    `sglang_ssm_bytes`: one element of SGLang's SSM states (sglang_states.sglang_ssm_dtype)."""
+    `sglang_ssm_bytes`: one element of SGLang's SSM states (sglang_states.sglang_ssm_dtype); `sglang_stages`: under
+    --pp, each SGLang stage's cache and pool bytes, which its DeepSeek-V4 pools are sized from (sglang_dsv4)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
@@ -317,8 +319,9 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
         return _compressed_pool(kv, found, kv_memory, max_model_len, block, in_flight_tokens(max_batched, pp,
                                 async_scheduling), pp, capability, indexer_dtype)
     if engine == "sglang" and has_compressed_rows(kv):
-        pools = compressed_pools(kv, kv_memory, block, pp, speculative=speculative_steps > 0)
-        return KVPool(found, pools.page, math.ceil(pools.bytes_per_full_token), kv_memory, max_model_len,
+        pools = (staged_pools(list(sglang_stages), block, speculative_steps > 0) if sglang_stages else
+                 compressed_pools(kv, kv_memory, block, pp, speculative=speculative_steps > 0))
+        return KVPool(found, pools.page, math.ceil(pools.bytes_per_full_token), pools.kv_memory, max_model_len,
                       compressed=pools)
     block = _block(kv, found, block, capability)
     hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes, prefix_caching)
