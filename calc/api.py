@@ -209,6 +209,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
     from calc.analysis.memory.llamacpp_devices import output_buffer
+    from calc.analysis.memory.kv import kv_cache
+    from calc.analysis.memory.sglang_dsv4 import sglang_stages
     from calc.analysis.memory.sglang_states import NOT_SGLANG, sglang_ssm_bytes
     from calc.analysis.memory.startup import (STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights,
                                               startup_budget, vllm_batch_defaults)
@@ -251,8 +253,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                        capability=gpu.capability if gpu else None, async_scheduling=async_scheduling,
                        indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
                        speculative_steps=speculative_num_steps, draft_layers=speculative_draft_layers,
-                       sglang_stages=_sglang_stages(spec, result, layout, pool_bytes, kv_memory is not None, tokens,
-                                                    batch or 1, kv_dtype, mla_expanded) if engine == "sglang" else (),
+                       sglang_stages=sglang_stages(spec, count_params(spec), result.weights, kv_cache(
+                           spec, tokens, batch or 1, kv_dtype or "fp16", layout.tp, mla_expanded), layout, pool_bytes,
+                           kv_memory is not None) if engine == "sglang" and layout.pp > 1 else (),
                        sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, mamba_ssm_dtype,
                                                          gpu.capability if gpu else None, layout.tp))
     elif mamba_ssm_dtype is not None:
@@ -286,27 +289,6 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed,
                           compute)
     return Result(answer, answer.to_json)
-
-
-def _sglang_stages(spec: Any, result: Any, layout: Any, pool_bytes: int, given: bool, tokens: int, batch: int,
-                   kv_dtype: str | None, expanded: bool) -> tuple[tuple[Any, int], ...]:
-    """Under --pp, SGLang's stages of a model with compressed rows (DeepSeek-V4), each its cache and pool bytes: its
-    layers as SGLang's get_pp_indices splits them, its memory the pool less what its weights take beyond the busiest
-    GPU's (or, with --kv-memory, that figure on every stage); none otherwise."""
-    from calc.analysis.count import count as count_params
-    from calc.analysis.memory.vllm_packed import has_compressed_rows
-    from calc.analysis.memory.kv import kv_cache
-    from calc.analysis.memory.parallel import stage_kv, stages
-    from calc.analysis.memory.sglang_dsv4 import sglang_pp_indices
-
-    if layout.pp == 1 or not has_compressed_rows(result.kv):
-        return ()
-    whole = kv_cache(spec, tokens, batch, kv_dtype or "fp16", layout.tp, expanded)
-    parts = [end - start for start, end in sglang_pp_indices(spec.n_layers, layout.pp)]
-    held = stages(spec, count_params(spec), layout, parts)
-    return tuple((stage_kv(spec, whole, st), pool_bytes if given else
-                  pool_bytes + result.weights.total_bytes - replace(result.weights, params=st.params).total_bytes)
-                 for st in held)
 
 
 def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, override_tensor: str | None,

@@ -286,3 +286,16 @@ def test_dsv4_pipeline_stages_take_their_own_memory_from_the_budget() -> None:
     refused = check_run(["memory", "deepseek-v4-flash", "--engine", "sglang", "--kv-memory", "100GiB", "--tp", "4",
                          "--pp", "2", "--speculative-num-steps", "1"])
     assert refused.exit_code == 2 and "PP is not compatible with MTP models" in refused.stderr
+
+
+def test_fit_sizes_dsv4_pipeline_layouts_as_memory_does() -> None:
+    """`fit` takes SGLang's stages too: its tp 8 x pp 2 candidate on H200s holds the tokens `memory` gives for that
+    layout (each stage's own slice and memory, the least full)."""
+    result = check_run(["fit", "deepseek-v4-flash", "--seq", "1m", "--engine", "sglang", "--gpus", "H200", "--top",
+                        "60", "--json"])
+    assert result.exit_code == 0, result.stderr
+    staged = next(c for c in json.loads(result.stdout)["candidates"] if (c["tp"], c["pp"], c["ep"]) == (8, 2, 1))
+    data = json.loads(check_run(["memory", "deepseek-v4-flash", "--engine", "sglang", "--budget", "16xH200", "--tp",
+                                 "8", "--pp", "2", "--seq", "1m", "--json"]).stdout)
+    pools = data["engine"]["sglang_dsv4_pools"]
+    assert staged["tokens"] == pools["full"] == min(s["full"] for s in pools["pp_stages"])

@@ -18,8 +18,10 @@ from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.budget import inference
 from calc.analysis.memory.engines import KVPool, kv_pool
 from calc.analysis.memory.gpus import GPU, find_gpu
+from calc.analysis.memory.kv import kv_cache
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.memory.schemes import Scheme
+from calc.analysis.memory.sglang_dsv4 import sglang_stages
 from calc.analysis.memory.sglang_states import sglang_ssm_bytes
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
                                           vllm_batch_defaults)
@@ -140,6 +142,9 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
                                 capability=gpu.capability, async_scheduling=async_scheduling,
                                 indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
                                 speculative_steps=speculative_num_steps, draft_layers=speculative_draft_layers,
+                                sglang_stages=sglang_stages(spec, breakdown, result.weights, kv_cache(
+                                    spec, seq, 1, kv_dtype, layout.tp), layout, budget.kv_memory, False)
+                                if engine == "sglang" and layout.pp > 1 else (),
                                 sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, None, gpu.capability, layout.tp))
                         if budget.kv_memory > 0 else None)
             except GptcalcError as exc:  # a layout whose pages the engine model does not cover

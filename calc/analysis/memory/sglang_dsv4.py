@@ -50,12 +50,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.kv import KVCache
+from calc.analysis.memory.parallel import Layout, stage_kv, stages
+from calc.analysis.memory.weights import Weights
 from calc.analysis.memory.vllm_indexer import indexer_key_bytes
-from calc.analysis.memory.vllm_packed import HEAD_DIM, INDEXER, ROW_BYTES
+from calc.analysis.memory.vllm_packed import HEAD_DIM, INDEXER, ROW_BYTES, has_compressed_rows
 from calc.errors import GptcalcError
+from calc.spec.model import ModelSpec
 
-__all__ = ["PAGE", "SOURCE", "CompressedPools", "compressed_pools", "sglang_pp_indices", "staged_pools"]
+__all__ = ["PAGE", "SOURCE", "CompressedPools", "compressed_pools", "sglang_pp_indices", "sglang_stages",
+           "staged_pools"]
 
 SOURCE = ("https://github.com/sgl-project/sglang/blob/29b719ba3a729295c7b5afcc80b4cf0adf5b45fb/python/sglang/srt/"
           "model_executor/model_runner_components/pool_configurator.py (DSV4PoolConfigurator)")
@@ -177,6 +182,19 @@ def sglang_pp_indices(n_layers: int, pp: int) -> list[tuple[int, int]]:
         bounds.append((start, start + count))
         start += count
     return bounds
+
+
+def sglang_stages(spec: ModelSpec, breakdown: Breakdown, weights: Weights, whole: KVCache, layout: Layout,
+                  pool_bytes: int, given: bool) -> tuple[tuple[KVCache, int], ...]:
+    """SGLang's stages of a model with compressed rows under --pp, each its cache and pool bytes (none for another
+    model): its layers as sglang_pp_indices splits them, its memory `pool_bytes` (the busiest GPU's, whose weights are
+    `weights`) plus what its own weights take less, or with `given` (--kv-memory) that figure on every stage."""
+    if not has_compressed_rows(whole):
+        return ()
+    parts = [end - start for start, end in sglang_pp_indices(spec.n_layers, layout.pp)]
+    return tuple((stage_kv(spec, whole, st), pool_bytes if given else
+                  pool_bytes + weights.total_bytes - replace(weights, params=st.params).total_bytes)
+                 for st in stages(spec, breakdown, layout, parts))
 
 
 def staged_pools(stages: list[tuple[KVCache, int]], page: int | None = None,
