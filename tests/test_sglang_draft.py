@@ -89,3 +89,18 @@ def test_fit_prices_the_draft_per_candidate() -> None:
     assert result.exit_code == 0, result.stderr
     best = json.loads(result.stdout)["candidates"][0]
     assert best["tokens"] == best["kv_memory_bytes"] // 71_424
+
+
+def test_the_running_request_cap_keeps_under_half_the_slots() -> None:
+    """_resolve_max_num_reqs (model_runner_kv_cache_mixin.py at 29b719ba3a72): min(clamp(int(tokens / context x 512),
+    2048, 4096), tokens // 2), after every configurator, DeepSeek-V4's too. Llama-3.1-8B's 131,072 B a token in
+    300 MiB: 2,400 slots, 1,200 running at most (the clamp alone gives 2,048). DeepSeek-V4-Flash at tp 8 on 100 GiB
+    holds 6,754,048 full slots (tests/test_sglang_pools.py), 6,754,048 / 65,536 x 512 = 52,766 -> 4,096 running;
+    with a draft, 48."""
+    tiny = _memory("llama-3.1-8b", "--kv-memory", "300MiB", "--seq", "1")
+    assert tiny["engine"]["tokens"] == 2_400 and tiny["engine"]["max_running_requests"] == 1_200
+    flash = _memory("deepseek-v4-flash", "--tp", "8", "--kv-memory", "100GiB", "--seq", "64k")
+    assert flash["engine"]["tokens"] == 6_754_048 and flash["engine"]["max_running_requests"] == 4_096
+    drafted = _memory("deepseek-v4-flash", "--tp", "8", "--kv-memory", "100GiB", "--seq", "64k",
+                      "--speculative-num-steps", "1")
+    assert drafted["engine"]["max_running_requests"] == 48

@@ -68,7 +68,7 @@ import math
 from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache, KVLayers
-from calc.analysis.memory.sglang_draft import DraftShare, draft_share
+from calc.analysis.memory.sglang_draft import SPECULATIVE_MAX_RUNNING, DraftShare, draft_share
 from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools, staged_pools
 from calc.analysis.memory.trtllm_cache import TRTLLM_HYBRID, logged_bytes_per_token, trtllm_bytes_per_token
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
@@ -173,12 +173,12 @@ class KVPool:
 
     @property
     def max_running(self) -> int | None:
-        """SGLang's running-request cap (sglang_max_running_requests); None for other engines, and for
-        DeepSeek-V4's pools, whose DSV4PoolConfigurator gptcalc has not read for it."""
-        if self.engine.name != "sglang" or self.compressed is not None:
+        """SGLang's running-request cap (sglang_max_running_requests; beside a draft, sglang_draft's); None for
+        other engines."""
+        if self.engine.name != "sglang":
             return None
-        if self.draft is not None:
-            return self.draft.max_running(self.tokens)
+        if self.draft is not None or (self.compressed is not None and self.compressed.speculative):
+            return min(SPECULATIVE_MAX_RUNNING, self.tokens // 2)
         return sglang_max_running_requests(self.tokens, self.max_model_len, self.mamba)
 
     @property
@@ -207,13 +207,12 @@ RUNNING_PER_CONTEXT, MIN_RUNNING, MAX_RUNNING = 512, 2048, 4096  # init_memory_p
 
 
 def sglang_max_running_requests(tokens: int, context: int, mamba: MambaPool | None = None) -> int:
-    """SGLang's default --max-running-requests (init_memory_pool, model_runner_kv_cache_mixin.py at
-    sgl-project/sglang@226149ac): min(max(int(max_total_num_tokens / context_len x 512), 2048), 4096), and
-    beside a Mamba pool no more than max_mamba_cache_size // 3 (MambaPool.requests). It binds on whole
-    requests only where the pool holds over 4,096 of them (a short --seq, SGLang's --context-length).
-    SGLang takes the pool's tokens before rounding them down to a page; here the page-aligned slots,
-    the same under its default page of 1."""
-    cap = min(max(tokens * RUNNING_PER_CONTEXT // context, MIN_RUNNING), MAX_RUNNING)
+    """SGLang's default --max-running-requests (_resolve_max_num_reqs, model_runner_kv_cache_mixin.py at
+    sgl-project/sglang@29b719ba, after every pool configurator, DeepSeek-V4's included):
+    min(clamp(int(max_total_num_tokens / context_len x 512), 2048, 4096), max_total_num_tokens // 2), and beside a
+    Mamba pool no more than max_mamba_cache_size // 3 (MambaPool.requests). It binds on whole requests only where
+    the pool holds over 4,096 of them (a short --seq, SGLang's --context-length) or fewer than 4,096 tokens."""
+    cap = min(max(tokens * RUNNING_PER_CONTEXT // context, MIN_RUNNING), MAX_RUNNING, tokens // 2)
     return min(cap, mamba.requests) if mamba else cap
 
 

@@ -57,10 +57,6 @@ class DraftShare:
         """One token of the draft worker's own pool, each draft layer a target layer's bytes."""
         return self.cell * self.draft_layers // self.layers
 
-    def max_running(self, tokens: int) -> int:
-        """The requests SGLang runs at once beside it (--max-running-requests unset, one DP rank)."""
-        return min(SPECULATIVE_MAX_RUNNING, tokens // 2)
-
     def to_json(self) -> dict[str, object]:
         return {"target_cell_bytes": self.cell, "target_layers": self.layers, "draft_layers": self.draft_layers,
                 "priced_cell_bytes": self.priced, "draft_cell_bytes": self.draft_cell, "source": SOURCE}
