@@ -278,7 +278,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     compute = _compute(spec, ctx, placement) if ctx else None
     model = _model_buffers(spec, stored, placement) if placement else None
     output = output_buffer(spec.vocab_size, n_parallel, spec.n_layers, placement) if placement and ctx else None
-    kv_size = pool.bytes_per_token if pool else result.kv.bytes_per_token  # TensorRT-LLM's "kv size is" figure
+    kv_size = pool.bytes_per_token if pool else result.kv.bytes_per_token  # TensorRT-LLM's "kv size per token is" figure
     server = (*(startup.lines(kv_size) if startup else ()), *(model["lines"] if model else ()),
               *([output.line()] if output else ()),
               *([line for c in caches for line in c["lines"]] if caches else

@@ -71,6 +71,7 @@ from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.analysis.memory.sglang_draft import SPECULATIVE_MAX_RUNNING, DraftShare, draft_share
 from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools, staged_pools
 from calc.analysis.memory.trtllm_cache import TRTLLM_HYBRID, logged_bytes_per_token, trtllm_bytes_per_token
+from calc.analysis.memory.trtllm_sparse import trtllm_v2_sparse_home
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
 from calc.analysis.memory.vllm_indexer import (BLOCK_INDEXER, DSA, block_indexer_bytes, indexer_key_bytes, key_dtype,
                                                 resolve_indexer_kv_dtype)
@@ -588,12 +589,9 @@ def engine_bytes_per_token(kv: KVCache, indexer_dtype: str = "auto") -> int:
     return sum(kind.n_layers * dsa_row_bytes(kind, kv, indexer_dtype) for kind in kv.layers)
 
 
-# Where the other engines keep DeepSeek-V4's caches (each serves it; how they size them is not modelled):
-# TensorRT-LLM's DeepseekV4CacheManager (its parts named in NVIDIA/TensorRT-LLM#18783); llama.cpp's
-# llama_kv_cache_dsv4 (ggml-org/llama.cpp#24162, merged).
+# Where llama.cpp keeps DeepSeek-V4's caches (how it sizes them is not modelled): llama_kv_cache_dsv4
+# (ggml-org/llama.cpp#24162, merged); TensorRT-LLM's home is calc.analysis.memory.trtllm_sparse's.
 COMPRESSED_HOMES = {
-    "trtllm": "TensorRT-LLM serves it from its DeepseekV4CacheManager (window, compressed, indexer and compressor-state "
-              "caches apart)",
     "llamacpp": "llama.cpp serves it from llama_kv_cache_dsv4 (src/llama-kv-cache-dsv4.cpp: a window cache and CSA and "
                 "HCA caches of compressed cells)",
 }
@@ -625,6 +623,7 @@ def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     if (kv.states and engine not in ("vllm", "sglang")) or other:
         what = f"{other[0]} keys" if other else "conv and recurrent states"
         why = (f"; {COMPRESSED_HOMES[engine]}" if has_compressed_rows(kv) and engine in COMPRESSED_HOMES else
+               f"; {home}" if engine == "trtllm" and (home := trtllm_v2_sparse_home(kv)) else
                f"; {TRTLLM_HYBRID}" if kv.states and engine == "trtllm" else "")
         raise GptcalcError(f"--engine {engine}: {kv.model} keeps {what} beside its KV cache, and how {engine} pages "
                            f"them is not modelled yet{why}; without --engine, memory and kvcache give every part")
