@@ -181,7 +181,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            mm_limit: int | None = None, encoder_activation_memory: str | None = None,
            async_scheduling: bool = True, flash_attn: bool = True, mmap: bool = True, cpu_only: bool = False,
            split_mode: str = "layer", cpu_isa: str | None = None, indexer_kv_dtype: str = "auto",
-           prefix_caching: bool = True, speculative_num_steps: int = 0, mamba_ssm_dtype: str | None = None) -> Result:
+           prefix_caching: bool = True, speculative_num_steps: int = 0, mamba_ssm_dtype: str | None = None,
+           speculative_draft_layers: int | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -203,12 +204,15 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     `async_scheduling` False: vLLM's --no-async-scheduling, one batch in flight instead of two;
     `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys ("auto": the model's);
     `prefix_caching` False: vLLM's --no-enable-prefix-caching, one page a request for a state group;
-    `speculative_num_steps`: SGLang's, an MTP draft beside DeepSeek-V4 (its rings and its share of the pool);
+    `speculative_num_steps`: SGLang's, an EAGLE / MTP draft beside the pool (its share of it; DeepSeek-V4's rings),
+    `speculative_draft_layers` the draft's layers (None: the model's MTP layers);
     `mamba_ssm_dtype`: SGLang's --mamba-ssm-dtype, its SSM states' dtype (None: the model's default there)."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
     from calc.analysis.memory.llamacpp_devices import output_buffer
+    from calc.analysis.memory.kv import kv_cache
+    from calc.analysis.memory.sglang_dsv4 import sglang_stages
     from calc.analysis.memory.sglang_states import NOT_SGLANG, sglang_ssm_bytes
     from calc.analysis.memory.startup import (STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights,
                                               startup_budget, vllm_batch_defaults)
@@ -252,13 +256,17 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                        max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048), pp=layout.pp,
                        capability=gpu.capability if gpu else None, async_scheduling=async_scheduling,
                        indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
-                       speculative_steps=speculative_num_steps,
+                       speculative_steps=speculative_num_steps, draft_layers=speculative_draft_layers,
+                       sglang_stages=sglang_stages(spec, count_params(spec), result.weights, kv_cache(
+                           spec, tokens, batch or 1, kv_dtype or "fp16", layout.tp, mla_expanded), layout, pool_bytes,
+                           kv_memory is not None) if engine == "sglang" and layout.pp > 1 else (),
                        sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, mamba_ssm_dtype,
                                                          gpu.capability if gpu else None, layout.tp))
     elif mamba_ssm_dtype is not None:
         raise GptcalcError(NOT_SGLANG)
-    elif speculative_num_steps:
-        raise GptcalcError("--speculative-num-steps sets SGLang's pool: give --engine sglang with --budget or --kv-memory")
+    elif speculative_num_steps or speculative_draft_layers:
+        raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give --engine "
+                           "sglang with --budget or --kv-memory")
     elif indexer_kv_dtype != "auto":
         raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "
                            "--kv-memory")
@@ -274,7 +282,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     compute = _compute(spec, ctx, placement) if ctx else None
     model = _model_buffers(spec, stored, placement) if placement else None
     output = output_buffer(spec.vocab_size, n_parallel, spec.n_layers, placement) if placement and ctx else None
-    kv_size = pool.bytes_per_token if pool else result.kv.bytes_per_token  # TensorRT-LLM's "kv size is" figure
+    kv_size = pool.bytes_per_token if pool else result.kv.bytes_per_token  # TensorRT-LLM's "kv size per token is" figure
     server = (*(startup.lines(kv_size) if startup else ()), *(model["lines"] if model else ()),
               *([output.line()] if output else ()),
               *([line for c in caches for line in c["lines"]] if caches else

@@ -42,9 +42,10 @@ def test_dsa_pool_prices_the_latent_at_the_cache_dtype_and_the_keys_at_a_byte(mo
 
 
 def test_the_budget_line_names_trtllms_own_kv_size() -> None:
-    """DeepSeek-V3.2 in bf16: 61 x 576 x 2 + 61 x 132 = 78,324 B, the figure its _cal_max_tokens line prints."""
+    """DeepSeek-V3.2 in bf16: 61 x 576 x 2 + 61 x 132 = 78,324 B, the figure its _cal_max_memory line prints
+    (tensorrt_llm/_torch/pyexecutor/_util.py at 28295084972c: a CacheCost, "{slope} bytes/token")."""
     output = _lines(f"{CONFIGS}/deepseek_v32.json", "--budget", "8xH200", "--seq", "32k", "--tp", "8")
-    assert "kv size is 78324." in output, output
+    assert "kv size per token is 78324 bytes/token." in output, output
 
 
 def test_a_dsa_cache_trtllm_would_misprice_is_refused() -> None:

@@ -9,7 +9,7 @@ import click
 from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, async_scheduling_option, complete_model,
                               image_options, indexer_kv_dtype_option, json_option, load_model, mamba_ssm_dtype_option,
                               max_batched_option, one_model, prefix_caching_option, set_option, sizing_options,
-                              speculative_option)
+                              speculative_draft_layers_option, speculative_option)
 from calc.errors import GptcalcError
 
 
@@ -167,6 +167,7 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @async_scheduling_option
 @indexer_kv_dtype_option
 @speculative_option
+@speculative_draft_layers_option
 @mamba_ssm_dtype_option
 @prefix_caching_option
 @click.option("--max-num-seqs", "max_seqs", type=POSITIVE,
@@ -202,7 +203,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
            kv_memory: str | None, block_size: int | None, n_parallel: int, ubatch: int, kv_unified: bool, swa_full: bool,
            cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, async_scheduling: bool,
-           indexer_kv_dtype: str, speculative_num_steps: int, mamba_ssm_dtype: str | None, prefix_caching: bool,
+           indexer_kv_dtype: str, speculative_num_steps: int, speculative_draft_layers: int | None,
+           mamba_ssm_dtype: str | None, prefix_caching: bool,
            max_seqs: int | None,
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
            show_all: bool, image: str | None, images: int, text_only: bool, encoder_cache_size: int | None,
@@ -240,7 +242,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         override_tensor=override_tensor, encoder_cache_size=encoder_cache_size, mm_limit=mm_limit,
                         encoder_activation_memory=encoder_activation_memory, async_scheduling=async_scheduling,
                         indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
-                        speculative_num_steps=speculative_num_steps, mamba_ssm_dtype=mamba_ssm_dtype,
+                        speculative_num_steps=speculative_num_steps, speculative_draft_layers=speculative_draft_layers,
+                        mamba_ssm_dtype=mamba_ssm_dtype,
                         flash_attn=flash_attn != "off", mmap=not no_mmap, cpu_only=cpu_only, split_mode=split_mode,
                         cpu_isa=cpu_isa)
     if as_json:
