@@ -33,6 +33,7 @@ from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.block_indexer import BlockIndexer
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
+from calc.parts.transient import Graph, attention_scores
 
 __all__ = ["LABELS", "Attention", "HeadWidths", "QKNorm", "Rope", "attention_kind"]
 
@@ -232,6 +233,15 @@ class Attention(HeadWidths, Part):
         kv = TokenSpec(*self.kv_per_token(), self.attention_kind, self.n_heads, self.n_kv_heads, self.head_dim,
                        self.n_kv_heads, self.window, self.sinks, chunk=self.chunk)
         return CacheSpec((kv, self.indexer.cache()) if self.indexer else (kv,))
+
+    def transient(self, g: Graph) -> int | None:
+        """Attention over its cache's cells (attention_scores); none for AltUp's layers, whose copies of the
+        stream and their predictions this does not state (Gemma 3n: llama.cpp 13.09 MiB where this gave 5.37,
+        tests/data/llamacpp/converted/gemma3n_text-swa.log)."""
+        if self.augment and self.augment.altup_inputs:
+            return None
+        return attention_scores(g, self.n_heads, self.head_dim, self.value_head_dim,
+                                g.swa_cells if self.window else g.cells)
 
     def describe(self) -> str:
         """'GQA (64 query heads, 8 KV heads, head_dim 128)' plus what else is switched on."""

@@ -19,6 +19,7 @@ from calc.parts.attention import Rope
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
+from calc.parts.transient import Graph, attention_scores
 
 __all__ = ["LABELS", "MLA", "Indexer"]
 
@@ -131,6 +132,13 @@ class MLA(Part):
         i = self.indexer  # its one key per token, for all heads, whole on every GPU like the latent
         keys = () if i is None else (TokenSpec(i.head_dim, 0, "DSA indexer", i.n_heads, 1, i.head_dim, None),)
         return CacheSpec((latent, *keys))
+
+    def transient(self, g: Graph) -> int:
+        """Absorbed MLA (src/models/deepseek2.cpp): Q and K over the latent and its rope part, V the latent,
+        then v_b's per-head values."""
+        latent = self.kv_lora_rank
+        return (attention_scores(g, self.n_heads, latent + self.qk_rope_head_dim, latent, g.cells)
+                + g.per_token(self.n_heads * self.v_head_dim))
 
     def describe(self) -> str:
         q = f"q_lora_rank {self.q_lora_rank}" if self.q_lora_rank else "full-rank Q"
