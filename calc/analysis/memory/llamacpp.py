@@ -261,7 +261,7 @@ def llamacpp_compute(spec: ModelSpec, ctx: LlamaCppContext, device: str = "CPU")
         return None
     groups = _kv_groups(spec, ctx)
     v_max = max((m.v for _, members, _ in groups for m in members), default=0)
-    return compute_buffer(spec, [(cells, v_max) for _, _, cells in groups], ctx.n_tokens, ctx.flash_attn, device)
+    return compute_buffer(spec, [(cells, v_max) for _, _, cells in groups], ctx.n_tokens, ctx.n_seq, ctx.flash_attn, device)
 
 
 def cache_buffers(spec: ModelSpec, ctx: LlamaCppContext, placement: Placement) -> list[list[Buffer]]:
