@@ -237,8 +237,9 @@ class Attention(HeadWidths, Part):
     def transient(self, g: Graph) -> int | None:
         """Attention over its cache's cells (attention_scores); none for AltUp's layers, whose copies of the
         stream and their predictions this does not state (Gemma 3n: llama.cpp 13.09 MiB where this gave 5.37,
-        tests/data/llamacpp/converted/gemma3n_text-swa.log)."""
-        if self.augment and self.augment.altup_inputs:
+        tests/data/llamacpp/converted/gemma3n_text-swa.log), nor for a block indexer's (MiniMax-M3's sparse
+        layers: 45.23 MiB at -c 4096 where the attention alone takes 8.62, minimax_m3-msa.log)."""
+        if (self.augment and self.augment.altup_inputs) or self.indexer:
             return None
         return attention_scores(g, self.n_heads, self.head_dim, self.value_head_dim,
                                 g.swa_cells if self.window else g.cells)

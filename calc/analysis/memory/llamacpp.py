@@ -252,12 +252,11 @@ def _kv(label: str, members: list[KVLayers], cells: int, ctx: LlamaCppContext, k
 def llamacpp_compute(spec: ModelSpec, ctx: LlamaCppContext, device: str = "CPU") -> Compute | None:
     """The compute buffer estimate (calc/analysis/memory/llamacpp_compute.py) of the model's caches under `ctx`:
     V store indices are per V element of the widest layer (n_embd_v_gqa_max) where V is stored transposed; a
-    DSA indexer's cache holds keys alone. None for DeepSeek-V4's compressed caches and MiniMax-M3's block
-    indexer's, whose graphs (llama_kv_cache_dsv4, llama_kv_cache_msa) the estimate does not cover (MiniMax-M3's
-    tiny model: 45.23 MiB at -c 4096 on the CPU build, where the attention alone would take 8.62)."""
+    DSA indexer's cache holds keys alone. None for DeepSeek-V4's compressed caches (llama_kv_cache_dsv4), which
+    are not cells of a mask."""
     from calc.analysis.memory import llamacpp_dsv4
 
-    if llamacpp_dsv4.has_compressed_rows(spec) or any(kind.kind == BLOCK_INDEXER for kind in kv_layers(spec)):
+    if llamacpp_dsv4.has_compressed_rows(spec):
         return None
     groups = _kv_groups(spec, ctx)
     v_max = max((m.v for _, members, _ in groups for m in members), default=0)
