@@ -154,6 +154,10 @@ RUNS: dict[str, Run] = {
     # head of sparse_index_dim and one value head of head_dim on the sparse layers (src/llama-kv-cache-msa.cpp:39-49)
     "minimax_m3-msa": Run("minimax_m3_vl_text", M3, ["-c", "4096"], hub=M3_HUB),
     "minimax_m3-msa-np2": Run("minimax_m3_vl_text", M3, ["-c", "4096", "-np", "2"], hub=M3_HUB),
+    # the compute buffer's block masks: without flash attention (dense attention), a smaller ubatch, 4 streams
+    "minimax_m3-fa-off": Run("minimax_m3_vl_text", M3, ["-c", "4096", "-fa", "off"], hub=M3_HUB),
+    "minimax_m3-ub256": Run("minimax_m3_vl_text", M3, ["-c", "4096", "-ub", "256"], hub=M3_HUB),
+    "minimax_m3-np4": Run("minimax_m3_vl_text", M3, ["-c", "8192", "-np", "4"], hub=M3_HUB),
     "mimo_v2_flash-np64": Run("mimo_v2_flash", MIMO, ["-c", "65536", "-np", "64"], NO_MTP, MIMO_HUB, raw_config=True),
 }
 
@@ -175,10 +179,11 @@ def test_recorded_gguf_as_model(name: str, tmp_path: Path) -> None:
     check_gguf_as_model(name, recorded_gguf(name, tmp_path, RECORDED), log, RUNS)
 
 
-@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(("deepseek_v32", "glm_moe_dsa"))))
-def test_recorded_dsa_compute(name: str, tmp_path: Path) -> None:
-    """source: tests/data/llamacpp/converted/NAME.log. DSA's compute buffer is estimated (checked against the line
-    by test_recorded_gguf_as_model): the line is printed."""
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(("deepseek_v32", "glm_moe_dsa",
+                                                                                  "minimax_m3"))))
+def test_recorded_indexer_compute(name: str, tmp_path: Path) -> None:
+    """source: tests/data/llamacpp/converted/NAME.log. The compute buffer of DSA's and MiniMax-M3's indexed layers
+    is estimated (checked against the line by test_recorded_gguf_as_model): the line is printed."""
     assert compute_mib(server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args))
 
 

@@ -34,6 +34,7 @@ class Graph:
     d_model: int
     n_tokens: int
     n_seqs: int  # the ubatch's sequences: n_seq_max (src/llama-context.cpp:630)
+    streams: int  # the KV cache's streams: 1 with a unified cache (-kvu), else n_seqs
     flash_attn: bool
     cells: int  # the full-attention cache's cells (one stream's)
     swa_cells: int  # the sliding-window cache's, where there is one (else the full one's)

@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING
 
 from calc.analysis.memory.formats import FORMATS, Format
 from calc.analysis.memory.kv import KVLayers, kv_layers, state_layers
-from calc.analysis.memory.llamacpp_compute import Compute, compute_buffer
+from calc.analysis.memory.llamacpp_compute import CacheInputs, Compute, compute_buffer
 from calc.analysis.memory.llamacpp_devices import Buffer, Placement, buffers, padded
 from calc.analysis.memory.vllm_indexer import BLOCK_INDEXER, DSA
 from calc.errors import GptcalcError
+from calc.parts.transient import F16, F32
 from calc.spec.model import ModelSpec
 
 if TYPE_CHECKING:
@@ -260,8 +261,22 @@ def llamacpp_compute(spec: ModelSpec, ctx: LlamaCppContext, device: str = "CPU")
         return None
     groups = _kv_groups(spec, ctx)
     v_max = max((m.v for _, members, _ in groups for m in members), default=0)
-    caches = [(cells, v_max, all(m.kind == DSA for m in members)) for _, members, cells in groups]
-    return compute_buffer(spec, caches, ctx.n_tokens, ctx.n_seq, ctx.flash_attn, device)
+    return compute_buffer(spec, [_cache_inputs(members, cells, v_max, ctx) for _, members, cells in groups],
+                          ctx.n_tokens, ctx.n_seq, ctx.streams, ctx.flash_attn, device)
+
+
+def _cache_inputs(members: list[KVLayers], cells: int, v_max: int, ctx: LlamaCppContext) -> CacheInputs:
+    """A cache's inputs to the graph: a KV cache's mask (F16 with flash attention, F32 without) and K and V
+    store indices (V's per element of the widest layer where V is stored transposed, without flash attention);
+    a DSA indexer's keys have their mask F16 whatever -fa (the fused lightning indexer reads F16: src/llama-
+    graph.cpp:3430-3433) and K indices; a MiniMax-M3 block indexer's keys share the attention's mask and have
+    K indices only (src/llama-graph.cpp:3469-3495)."""
+    kinds = {m.kind for m in members}
+    if kinds == {DSA}:
+        return CacheInputs(cells, F16, 0)
+    if kinds == {BLOCK_INDEXER}:
+        return CacheInputs(cells, 0, 0)
+    return CacheInputs(cells, F16 if ctx.flash_attn else F32, 1 if ctx.flash_attn else v_max)
 
 
 def cache_buffers(spec: ModelSpec, ctx: LlamaCppContext, placement: Placement) -> list[list[Buffer]]:

@@ -30,7 +30,7 @@ padded to the CPU buffer's 32 bytes:
   then KQ·V; MLA attending over its latent (kv_lora_rank + rope per head) then v_b; LFM2's short conv; a
   gated MLP's gate, up and their product (GGML_OP_GLU is not in place); an MoE's router scores and its
   top-k experts' gate, up and product; a DSA indexer's scores of every cell, or the masks of the cells it
-  keeps; lightning attention's decays and scores over the ubatch taken as
+  keeps; MiniMax-M3's block masks; lightning attention's decays and scores over the ubatch taken as
   one sequence (llama.cpp reserves that graph too for MiniMax-01). A part that states none (AltUp's
   attention, Mamba, Mamba2, gated DeltaNet, KDA, DeepSeek-V4's compressed attention...) leaves the model
   without a line.
@@ -44,7 +44,8 @@ up to 15 % (docs/memory.md has the runs).
 On 32 runs of a real llama.cpp CPU build (dense, SWA, MoE, MLA, LFM2; -fa on and off, -np, -ub) this
 is within 3 % or 0.1 MiB of its line (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py), and
 within 1.1 % on 5 of MiniMax-01's (tests/data/llamacpp/recurrent/minimax_01-*) and 2.4 % on 7 of
-DeepSeek-V3.2's and GLM-5's DSA (tests/data/llamacpp/converted/deepseek_v32-*, glm_moe_dsa-*). A
+DeepSeek-V3.2's and GLM-5's DSA (tests/data/llamacpp/converted/deepseek_v32-*, glm_moe_dsa-*) and 0.4 % on
+5 of MiniMax-M3's (minimax_m3-*). A
 GPU build splits the graph between devices and the pinned host buffer: not modelled.
 """
 
@@ -52,10 +53,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calc.parts.transient import F16, F32, I32, I64, Graph, tensor
+from calc.parts.transient import I32, I64, Graph, tensor
 from calc.spec.model import ModelSpec
 
-__all__ = ["Compute", "compute_buffer"]
+__all__ = ["CacheInputs", "Compute", "compute_buffer"]
 
 # n_embd-wide tensors alive besides the widest part: the residual, its norm, the sublayer's output and their sum
 # (or, at the head, the last layer's output, the final norm and the hidden states kept as an output)
@@ -82,21 +83,30 @@ class Compute:
         return {**self.__dict__, "estimate": True, "line": self.line()}
 
 
-def compute_buffer(spec: ModelSpec, caches: list[tuple[int, int, bool]], n_tokens: int, n_seqs: int, flash_attn: bool,
-                   device: str = "CPU") -> Compute | None:
-    """The compute buffer of `spec`'s worst-case graph: `caches` are (cells, V elements per token of the
-    widest layer, whether it is a DSA indexer's) of each KV cache, in the order llama.cpp makes them, the
-    first the full one. None
+@dataclass(frozen=True)
+class CacheInputs:
+    """What one KV cache feeds the graph: its mask (cells x n_tokens of `mask` bytes each, 0 for none of its own),
+    its K store indices (I64 per token) and, where `v_indices` is not 0, its V store indices (I64 per token and
+    that many elements each)."""
+
+    cells: int
+    mask: int
+    v_indices: int
+
+    def bytes(self, n_tokens: int) -> int:
+        own_mask = tensor(self.cells * n_tokens, self.mask) if self.mask else 0
+        return own_mask + tensor(n_tokens, I64) + (tensor(n_tokens * self.v_indices, I64) if self.v_indices else 0)
+
+
+def compute_buffer(spec: ModelSpec, caches: list[CacheInputs], n_tokens: int, n_seqs: int, streams: int,
+                   flash_attn: bool, device: str = "CPU") -> Compute | None:
+    """The compute buffer of `spec`'s worst-case graph: `caches` are each KV cache's inputs, in the order llama.cpp
+    makes them, the first the full one; `streams` the KV streams (1 with a unified cache, else n_seqs). None
     where a layer's mixer or MLP does not state its transient tensors (calc/parts/transient.py)."""
     inputs = 3 * tensor(n_tokens, I32) + tensor(spec.d_model * n_tokens)  # tokens, positions, output ids; the embd input
-    for cells, v_width, indexer in caches:
-        if indexer:  # a DSA indexer's keys: its mask F16 for the fused indexer whatever -fa (src/llama-graph.cpp:3430-3433)
-            inputs += tensor(cells * n_tokens, F16) + tensor(n_tokens, I64)
-        else:
-            inputs += tensor(cells * n_tokens, F16 if flash_attn else F32) + tensor(n_tokens, I64)
-            inputs += tensor(n_tokens * (1 if flash_attn else v_width), I64)
-    cells = [c for c, _, _ in caches] or [0]
-    graph = Graph(spec.d_model, n_tokens, n_seqs, flash_attn, cells[0], cells[-1])
+    inputs += sum(cache.bytes(n_tokens) for cache in caches)
+    cells = [cache.cells for cache in caches] or [0]
+    graph = Graph(spec.d_model, n_tokens, n_seqs, streams, flash_attn, cells[0], cells[-1])
     widest = 0
     for block in (spec.blocks[name] for name in spec.layer_counts()):
         parts = [part.transient(graph) for part in (block.attention, block.mlp) if part is not None]
