@@ -272,8 +272,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
              "lines above" if answer.buffers is not None else None,
              "llama.cpp's compute buffer line is gptcalc's estimate of its worst-case graph's peak (one ubatch "
              "against the whole cache): docs/memory.md" if answer.compute is not None else
-             "llama.cpp's compute buffer is estimated for attention without AltUp, MLA and short-conv layers only, "
-             "not for this model's" if cpu_only else None,
+             "llama.cpp's compute buffer is not estimated for this model: one of its layer kinds is not among those "
+             "estimated (docs/memory.md)" if cpu_only else None,
              _model_buffer_note(answer, stored),
              (f"{engine}'s own budget (pool, blocks, tokens): give the GPU with --budget (H100, 2xH200), "
               "or its log's figure with --kv-memory") if engine in ("vllm", "sglang", "trtllm") and not answer.pool else None]
