@@ -34,7 +34,8 @@ smaller than the largest takes ratio x its tokens a page, or is padded where it 
 padded to the attention page, and the attention block is first raised so that one attention page
 holds a state page (vllm/platforms/interface.py, _align_hybrid_block_size):
 
-    block     = block_size x ceil(state page / (block_size x bytes per token of one layer))
+    block     = step x ceil(state page / (step x bytes per token of one layer)), step = block_size, or
+                max(block_size, 128) for an MLA model (Kimi-Linear: 1,920, not 1,888)
     page      = block x bytes per token of one layer                (the state page when no attention)
     blocks    = floor(floor(kv_memory / page) / group_size)
     per request: ceil(max_model_len / block) blocks per full group,
@@ -442,10 +443,17 @@ def vllm_state_page(kv: KVCache, ssm_bytes: int = 2) -> int:
     return max(per_block.values(), default=0)
 
 
-def aligned_block(block: int, attention_token: int, state_page: int) -> int:
+# vLLM rounds an MLA hybrid's attention block to a multiple of 128 tokens: its TRTLLM and FlashInfer MLA decode
+# kernels need the kernel blocks' count aligned to 128 / kernel block (vllm/platforms/interface.py:1072-1077).
+MLA_HYBRID_ALIGNMENT = 128
+
+
+def aligned_block(block: int, attention_token: int, state_page: int, mla: bool = False) -> int:
     """vLLM raises the attention block so one attention page holds a state page
-    (Platform._align_hybrid_block_size): block x ceil(state page / (block x bytes per token))."""
-    return block * -(-state_page // (block * attention_token))
+    (Platform._align_hybrid_block_size, vllm/platforms/interface.py:1060-1094): in steps of the block,
+    or of max(block, 128) under MLA (Kimi-Linear), never below the block it had."""
+    step = max(block, MLA_HYBRID_ALIGNMENT) if mla else block
+    return max(block, step * -(-state_page // (step * attention_token)))
 
 
 def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2,
@@ -476,7 +484,8 @@ def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2,
     scaled: tuple[tuple[int | Chunked | None, int], ...] = ()
     if tokens:
         token = max(tokens.values())
-        block = aligned_block(block, token, state_page) if state_page > block * token else block
+        mla = any(kind.kind == "MLA" for kind in kv.layers)  # vLLM's use_mla is the model's, not a layer's
+        block = aligned_block(block, token, state_page, mla) if state_page else block
         page = block * token
         scaled = tuple((key, scaled_block(block, page, t)) for key, t in tokens.items() if t != token)
     else:
