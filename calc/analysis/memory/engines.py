@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools
 from calc.analysis.memory.trtllm_cache import TRTLLM_HYBRID, logged_bytes_per_token, trtllm_bytes_per_token
+from calc.analysis.memory.vllm_hisparse import HiSparse, HiSparseOptions
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
 from calc.analysis.memory.vllm_indexer import (BLOCK_INDEXER, DSA, block_indexer_bytes, indexer_key_bytes, key_dtype,
                                                 resolve_indexer_kv_dtype)
@@ -115,7 +116,7 @@ class KVPool:
     bytes_per_token: int  # one token, one GPU, every layer it holds
     kv_memory: int
     max_model_len: int
-    hybrid: HybridGroups | PackedGroups | None = None  # vLLM's groups (full, window, state), or packed pages
+    hybrid: HybridGroups | PackedGroups | HiSparse | None = None  # vLLM's groups (full, window, state), packed pages
     mamba: MambaPool | None = None  # SGLang's separate pool of per-request states
     compressed: CompressedPools | None = None  # SGLang's DeepSeek-V4 pools (calc.analysis.memory.sglang_dsv4)
 
@@ -139,7 +140,7 @@ class KVPool:
     @property
     def tokens(self) -> int:
         """Token slots: blocks x block, per group for a hybrid model (what vLLM up to v0.10 printed)."""
-        if isinstance(self.hybrid, PackedGroups):  # pages of several token counts: the tokens vLLM prints
+        if isinstance(self.hybrid, (PackedGroups, HiSparse)):  # pages of several token counts: what vLLM prints
             return self.printed_tokens
         if self.compressed is not None:
             return self.compressed.full
@@ -157,6 +158,8 @@ class KVPool:
     def max_concurrency(self) -> float:
         """Requests of max_model_len the pool holds, as vLLM computes it (get_max_concurrency_for_kv_cache_config:
         blocks / the blocks one request takes in every group); SGLang and TRT-LLM by token slots."""
+        if isinstance(self.hybrid, HiSparse):  # the host pool may hold fewer
+            return self.hybrid.max_concurrency(self.blocks, self.max_model_len)
         if self.engine.name == "vllm":
             return self.blocks / self.blocks_per_request
         return self.tokens / self.max_model_len
@@ -165,6 +168,8 @@ class KVPool:
     def requests(self) -> int:
         """Whole requests of max_model_len the pool holds at once: floor(max_concurrency) in integers,
         and under SGLang no more than its running-request cap (sglang_max_running_requests)."""
+        if isinstance(self.hybrid, HiSparse):
+            return self.hybrid.requests(self.blocks, self.max_model_len)
         if self.engine.name == "vllm":
             return self.blocks // self.blocks_per_request
         whole = self.tokens // self.max_model_len
@@ -284,7 +289,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
             max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1,
             capability: tuple[int, int] | None = None, async_scheduling: bool = True,
             indexer_kv_dtype: str = "auto", prefix_caching: bool = True, speculative_steps: int = 0,
-            sglang_ssm_bytes: int = 4) -> KVPool:
+            sglang_ssm_bytes: int = 4, hisparse: HiSparseOptions | None = None) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
@@ -293,7 +298,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     a sparse-attention indexer keeps its keys (calc.analysis.memory.vllm_indexer); `prefix_caching`: vLLM's,
     on by default, which sets the pages a state group holds per request (state_pages); `speculative_steps`:
     SGLang's --speculative-num-steps (0: none), modelled for its DeepSeek-V4 pools (sglang_dsv4);
-    `sglang_ssm_bytes`: one element of SGLang's SSM states (sglang_states.sglang_ssm_dtype)."""
+    `sglang_ssm_bytes`: one element of SGLang's SSM states (sglang_states.sglang_ssm_dtype); `hisparse`: vLLM's
+    HiSparse host pool and hot buffer (calc.analysis.memory.vllm_hisparse), None: off."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
@@ -305,6 +311,9 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     if speculative_steps and not (engine == "sglang" and has_compressed_rows(kv)):
         raise GptcalcError(f"--speculative-num-steps {speculative_steps}: what a draft model adds to the pool is "
                            "modelled for SGLang's DeepSeek-V4 pools only (--engine sglang)")
+    if hisparse is not None:
+        return _hisparse_pool(kv, found, kv_memory, max_model_len, _block(kv, found, block, capability),
+                              in_flight_tokens(max_batched, pp, async_scheduling), pp, indexer_dtype, hisparse)
     if engine == "vllm" and has_compressed_rows(kv):
         return _compressed_pool(kv, found, kv_memory, max_model_len, block, in_flight_tokens(max_batched, pp,
                                 async_scheduling), pp, capability, indexer_dtype)
@@ -358,6 +367,32 @@ def _compressed_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: 
                            f"{COMPRESSED_BLOCK} only")
     packed = packed_groups(compressed_pages(kv, indexer_dtype), in_flight)
     return KVPool(found, COMPRESSED_BLOCK, packed.bytes_per_token, kv_memory, max_model_len, packed)
+
+
+def _hisparse_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: int, block: int, in_flight: int,
+                   pp: int, indexer_dtype: str, options: HiSparseOptions) -> KVPool:
+    """vLLM's pools under HiSparse (calc.analysis.memory.vllm_hisparse): a DSA model's latents on the host, its
+    indexer keys and resident and hot latent pages on the GPU. Layers that reuse another layer's selection (GLM-5's
+    shared indexers) join that layer's hot unit in layer order, which the counts here do not keep: not modelled."""
+    if found.name != "vllm":
+        raise GptcalcError("--hisparse-host-pool is vLLM's (its HiSparseConnector's host_pool_gib): give --engine vllm")
+    if pp > 1:
+        raise GptcalcError(f"--pp {pp}: HiSparse does not support pipeline parallelism (vLLM's refusal, "
+                           "config/vllm.py:1810-1811)")
+    if not any(kind.kind == DSA for kind in kv.layers):
+        raise GptcalcError(f"--hisparse-host-pool: HiSparse is only supported for DSA models with index_topk; "
+                           f"{kv.model} has no DSA layers")
+    layers = {kind: sum(k.n_layers for k in kv.layers if k.kind == kind) for kind in ("MLA", DSA)}
+    rows = {kind: {dsa_row_bytes(k, kv, indexer_dtype) for k in kv.layers if k.kind == kind} for kind in layers}
+    if sum(layers.values()) != sum(k.n_layers for k in kv.layers) or kv.states or len(rows["MLA"]) != 1:
+        raise GptcalcError(f"--hisparse-host-pool: {kv.model} has layers beside its DSA layers, whose HiSparse "
+                           "groups are not modelled")
+    if layers["MLA"] != layers[DSA]:
+        raise GptcalcError(f"--hisparse-host-pool: {kv.model}'s layers share indexers, whose HiSparse hot groups "
+                           "follow the layer order: not modelled")
+    groups = HiSparse(layers["MLA"], block * rows["MLA"].pop(), block * rows[DSA].pop(), block, options.host_bytes,
+                      options.rows, in_flight, shared_host=kv.tp > 1)
+    return KVPool(found, block, groups.indexer_page // block, kv_memory, max_model_len, groups)
 
 
 STATE = "state"  # a group of Mamba / linear-attention layers
@@ -619,6 +654,9 @@ def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
     _refuse_unmodelled(kv, engine)
     if pool is None:
         return []
+    if engine == "vllm" and isinstance(pool.hybrid, HiSparse):
+        return [f"Available KV cache memory: {round(pool.kv_memory / 2**30, 2)} GiB",
+                *pool.hybrid.lines(pool.blocks, pool.max_model_len)]
     if engine == "vllm":
         return [f"Available KV cache memory: {round(pool.kv_memory / 2**30, 2)} GiB",
                 f"GPU KV cache size: {pool.printed_tokens:,} tokens, Maximum concurrency for "
