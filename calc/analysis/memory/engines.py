@@ -513,8 +513,9 @@ def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2,
         raise GptcalcError(f"{kv.model}: DSA layers beside other kinds; vLLM's grouping of them is not modelled")
     tokens = _kind_tokens(kv)
     if len(set(tokens.values())) > 1 and state_layers:
-        raise GptcalcError(f"{kv.model}: attention layers of different page sizes beside state layers; vLLM's "
-                           "alignment of them is not modelled")
+        raise GptcalcError(f"{kv.model}: attention layers of different page sizes beside state layers; vLLM aligns "
+                           "the state page to the config's one num_key_value_heads x head_dim, which gptcalc's "
+                           "layers do not name (platforms/interface.py _align_hybrid_block_size): not modelled")
     state_page = vllm_state_page(kv, ssm_bytes)
     scaled: tuple[tuple[int | Chunked | None, int], ...] = ()
     if tokens:
