@@ -171,6 +171,20 @@ def test_vllm_raises_kimi_linear_mla_block_in_steps_of_128() -> None:
     assert kv_pool(kv, "vllm", 10 * 2**30, 32768, block=256).block == 256 * 8  # --block-size 256: steps of 256
 
 
+MLA_HYBRID = json.loads((Path(__file__).parent / "data" / "engine_logs" / "vllm-mla-hybrid-block.json").read_text())
+
+
+@pytest.mark.parametrize("case", MLA_HYBRID["cases"], ids=lambda c: f"block{c['given_block_size']}-tp{c['tp']}")
+def test_vllm_own_alignment_of_kimi_linear(case: dict) -> None:  # type: ignore[type-arg]
+    """vLLM 0.32.0's own Platform._align_hybrid_block_size on Kimi-Linear with FlashMLA gives the same block and
+    padded state page (tests/conformance/record_vllm_mla_hybrid_block.py); under --tp the KDA heads split, the
+    latent does not."""
+    kv = kv_cache(load_spec(str(Path(__file__).parent / case["config"])), 1, dtype="bf16", tp=case["tp"])
+    pool = kv_pool(kv, "vllm", 10 * 2**30, 32768, case["given_block_size"])
+    assert pool.hybrid is not None
+    assert (pool.block, pool.hybrid.page) == (case["block_size"], case["state_page_padded"])
+
+
 def test_vllm_dsa_pages_sum_the_latent_and_indexer_layouts() -> None:
     """DeepSeek-V3.2 in vLLM with an fp8 cache: each layer's latent in the 656 B "fp8_ds_mla" layout
     (v1/attention/backends/mla/flashmla_sparse.py) and its indexer key of 128 fp8 values + one fp32 scale
