@@ -227,8 +227,13 @@ def hisparse_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 speculative_option = click.option(
     "--speculative-num-steps", "speculative_num_steps", type=click.IntRange(min=0, max=MAX_COUNT), default=0, show_default=True,
-    help="SGLang's: draft steps of speculative decoding (MTP); for DeepSeek-V4 its compressor rings of 16 and 256 "
-         "and the draft layer's share of the pool (0: none).")
+    help="SGLang's: draft steps of speculative decoding (EAGLE / MTP): the draft worker's share of the pool (its "
+         "layers priced per target layer) and at most 48 running requests; for DeepSeek-V4 its compressor rings of 16 "
+         "and 256 (0: none).")
+speculative_draft_layers_option = click.option(
+    "--speculative-draft-layers", "speculative_draft_layers", type=click.IntRange(min=1, max=MAX_COUNT), default=None,
+    help="SGLang's EAGLE draft: its layers, which SGLang reads from --speculative-draft-model-path's config "
+         "(num_nextn_predict_layers, else num_hidden_layers) to price the draft's pool  [default: the model's MTP layers]")
 mamba_ssm_dtype_option = click.option(
     "--mamba-ssm-dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None,
     help="SGLang's: the dtype of a hybrid's SSM states in its Mamba pool (default: the model's there, float32 "
