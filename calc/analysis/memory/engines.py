@@ -61,6 +61,9 @@ where the tokens in flight are (pp + 1) x max_num_batched_tokens with async sche
 on a GPU (2 x at pp 1), and pp x without it (--no-async-scheduling, and vLLM's CPU platform):
 calc.analysis.memory.vllm_packed.in_flight_tokens. A state group's pages do not depend on it.
 
+With a HiSparse host pool (--hisparse-host-pool), vLLM keeps a DSA model's latents on the host and sizes two
+pools: calc.analysis.memory.vllm_hisparse.
+
 SGLang keeps states in a pool of their own (MambaPool): conv states in bf16, SSM states in fp32.
 """
 
