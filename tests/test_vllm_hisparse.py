@@ -107,3 +107,6 @@ def test_a_host_pool_too_small_for_one_request_is_refused() -> None:
     result = check_run(["memory", V32, "--engine", "vllm", "--kv-memory", "40GiB", "--kv-dtype", "fp8", "--seq", "128k",
                         "--hisparse-host-pool", "4GiB"])
     assert result.exit_code == 2 and "has 1,677 blocks but max_model_len needs 2,050" in result.stderr
+    result = check_run(["memory", V32, "--engine", "vllm", "--kv-memory", "40GiB", "--kv-dtype", "fp8", "--seq", "4096",
+                        "--hisparse-host-pool", "2000000"])  # under one block of 2,561,024 B: none at all
+    assert result.exit_code == 2 and "no allocatable host blocks (one is 2,561,024 B" in result.stderr

@@ -138,6 +138,9 @@ class HiSparse:
     def host_blocks(self, max_model_len: int) -> int:
         """Host blocks, refused as vLLM refuses them where one request of max_model_len would not fit."""
         blocks = self.host_bytes // self.host_stride
+        if blocks <= 0:  # vLLM's refusals of a zero pool (config/kv_transfer.py:45-46) and of no whole block
+            raise GptcalcError(f"--hisparse-host-pool: HiSparse has no allocatable host blocks (one is "
+                               f"{self.host_stride:,} B; v1/hisparse/layout.py:245-246)")
         need = _cdiv(max_model_len, self.block) + 2
         if blocks < need:
             raise GptcalcError(f"--hisparse-host-pool: HiSparse host pool has {blocks:,} blocks but max_model_len "
