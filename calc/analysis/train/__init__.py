@@ -124,6 +124,18 @@ class Setup:
         return "upcast-frozen" if self.lora_rank else "upcast"
 
     @property
+    def fsdp(self) -> bool:
+        """Parameters are gathered to run each layer: FSDP's full sharding (ZeRO-3) over several GPUs, or its
+        CPU offload."""
+        return (self.zero == 3 and self.shards > 1) or "params" in self.offload
+
+    @property
+    def accumulates_fp32(self) -> bool:
+        """FSDP under pipeline parallelism accumulates the stage's unsharded gradients in fp32 (peak._fsdp);
+        under LoRA they are the adapters' only."""
+        return self.pp > 1 and self.fsdp and not self.lora_rank
+
+    @property
     def gathered(self) -> bool:
         """The column-parallel linears keep their all-gathered input (DTensor's sequence parallelism)."""
         return self.tp > 1 and self.tp_impl == "dtensor"
@@ -328,7 +340,7 @@ def train(spec: ModelSpec, s: Setup) -> Training:
         outside.append(Term("autocast's bf16 weight copies, saved by each linear", h.layer_matrices + head, 2, ""))
     states = tuple(_states(h, s, p, spec.vocab_size * spec.d_model // s.tp if quantised_head(spec, s) else 0))
     gathered = (0, 0)
-    if (s.zero == 3 and s.shards > 1) or "params" in s.offload:
+    if s.fsdp:
         params, matrices = layer_params(spec, s.tp)
         gathered = (params, gathered_bytes(s, params, matrices))
     every = any(isinstance(b.mlp, MoE) and b.mlp.all_experts for b in spec.blocks.values())

@@ -76,6 +76,7 @@ from calc.analysis.train.bnb import dequantised_bytes, graph_inputs, quantised_h
 from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.params import gathered_bytes
+from calc.analysis.train.pipeline import in_flight, stage_buffers
 from calc.analysis.train.precision import Precision
 from calc.analysis.train.states import step_temporary_bytes
 from calc.spec.model import ModelSpec
@@ -199,14 +200,14 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
     that FSDP gathers and their bytes gathered, (0, 0) without it."""
     s = t.setup
     gpu = [r for r in t.states if r.where == "gpu"]
-    base = tuple((r.label, r.per_gpu) for r in gpu if r.key != "gradients")
+    base = tuple((r.label, r.per_gpu) for r in gpu if r.key != "gradients") + stage_buffers(s, spec.d_model)
     grads = next((r.per_gpu for r in gpu if r.key == "gradients"), 0)
     if s.optimizer_in_backward:
         trained = t.held.adapters if s.lora_rank else t.held.tensors
         grads = min(grads, max((x.elements // x.copies for x in trained), default=0) * (p.adapter if s.lora_rank else p.grad))
     per_layer = [t.layer_bytes(terms) for _, _, terms in t.layers]
     layers = max(per_layer, default=0) if "activations" in s.offload else \
-        sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
+        sum(n * t.layer_bytes(terms) for _, n, terms in t.layers) * in_flight(s, s.accumulates_fp32) // s.pp
     kept = (("activations kept (one layer's, the rest offloaded)" if "activations" in s.offload
              else "activations kept", layers + t.layer_bytes(t.outside)),)
     loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
