@@ -6,7 +6,8 @@
   the precision gives them, `precision.py`; ZeRO 0-3 over the data-parallel GPUs, gpus ÷ (tp·pp);
   FSDP's full sharding is ZeRO-3; offloaded rows live on the host);
 - activations kept for backward (`activations`: per layer × the layers on the busiest stage × the
-  micro-batches a 1F1B pipeline keeps in flight on its first stage, p of them; then what lies outside
+  micro-batches a 1F1B pipeline keeps in flight on its first stage, p of them (p − 1 beside FSDP's
+  accumulated fp32 gradients, and its pipelining buffers beside: pipeline.py); then what lies outside
   the layers, the loss's kept tensors among them, `loss.py`), with Korthikanti et al.'s formula beside
   ours where its GPT-3 layer applies;
 - the moments of a step (`moments`, `peak.py`): what is allocated when forward computes the loss,

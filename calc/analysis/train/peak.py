@@ -49,7 +49,9 @@ layer, and in backward the projection's unsharded gradient. With the optimizer s
 (torchtune's optimizer_in_bwd) each gradient is freed as soon as its parameter is updated, so at
 most the largest one exists. With activation offloading the layers' activations go to the host and
 one layer's stay. Under pipeline parallelism FSDP (as torchtitan runs it) keeps the whole stage
-gathered and accumulates unsharded fp32 gradients over the micro-batches (`_fsdp`). torch's FSDP1
+gathered and accumulates unsharded fp32 gradients over the micro-batches (`_fsdp`), beside which the
+first stage holds p − 1 micro-batches, not p; every moment of a pipelined step holds torch's
+pipelining buffers (pipeline.py). torch's FSDP1
 (`fsdp1`: litgpt, through Lightning's FSDPStrategy) keeps its root unit, what no wrapped layer owns
 (the embedding, final norm and head), unsharded from forward to the end of backward, and gathers
 straight into its flat parameter, with no copy-out (`_fsdp`). Its forward runs on views of the flat
