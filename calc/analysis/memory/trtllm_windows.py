@@ -19,8 +19,9 @@ components/backends/trtllm/engine_configs/gemma3/vswa_agg.yaml lists max_attenti
 budget unless TRTLLM_WINDOW_SIZE_SHARES says otherwise, int(budget x share / its layers' bytes a token //
 tokens_per_block) blocks, after adjust_window_sizes_for_vswa shrinks windows one sequence cannot fill. The budget
 there is max_gpu_total_bytes, which _util.py sets at another commit, and the C++ "Allocated ... for max tokens"
-line counts the block manager's primary blocks (cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp, also read at
-another commit), so that split is described here, not sized.
+line counts the block manager's primary blocks, every window's added up (BlockManager::getNumPrimaryBlocks in
+kvCacheManager.h; kvCacheManager.cpp's share of each window differs between the versions read, b35ac1b643 and
+002ba6a7cc), so that split is described here, not sized.
 """
 
 from __future__ import annotations
