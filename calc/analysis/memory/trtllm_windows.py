@@ -2,9 +2,9 @@
 
 V1 (the C++ KVCacheManager behind the lines gptcalc prints for --engine trtllm) gives a layer a window of its own
 only from kv_cache_config.max_attention_window, which KvCacheConfig leaves unset (Field(default=None) in
-tensorrt_llm/llmapi/llm_args.py, read in a version whose commit the index did not name). Unset, the Python wrapper makes it one window of max_seq_len for every layer
-(tensorrt_llm/_torch/pyexecutor/resource_manager.py KVCacheManager.__init__ at 001541bad8: "Use max_seq_len as
-default max_attention_window"), so there is one window size, is_vswa is false and the pool is carved at every
+tensorrt_llm/llmapi/llm_args.py, read in a version whose commit the index did not name). Unset, the Python wrapper
+makes it one window of max_seq_len for every layer (tensorrt_llm/_torch/pyexecutor/resource_manager.py
+KVCacheManager.__init__ at 001541bad8: "Use max_seq_len as default max_attention_window"), so there is one window size, is_vswa is false and the pool is carved at every
 layer's bytes a token, sliding ones included: what calc.analysis.memory.engines already prices. Nothing fills the
 setting in from the config for V1: at 0004396720 tensorrt_llm/_torch/pyexecutor/_util.py _create_kv_cache_manager
 derives per-layer windows from layer_types (_derive_layer_type_attention_windows: sliding_window for the sliding
@@ -14,8 +14,7 @@ never read". Gemma 3 and gpt-oss prefer V2 under "auto" (calc.analysis.memory.tr
 
 Set by hand (for Gemma 3's variable sliding window attention a Dynamo fork's
 components/backends/trtllm/engine_configs/gemma3/vswa_agg.yaml lists max_attention_window [512, 512, 512, 512, 512,
-32768]), V1 sizes one pool per window size
-(KVCacheManager.calculate_max_num_blocks_for_vswa at 001541bad8): each window size gets 1 / (window sizes) of the
+32768]), V1 sizes one pool per window size (KVCacheManager.calculate_max_num_blocks_for_vswa at 001541bad8): each window size gets 1 / (window sizes) of the
 budget unless TRTLLM_WINDOW_SIZE_SHARES says otherwise, int(budget x share / its layers' bytes a token //
 tokens_per_block) blocks, after adjust_window_sizes_for_vswa shrinks windows one sequence cannot fill. The budget
 there is max_gpu_total_bytes, which _util.py sets at another commit, and the C++ "Allocated ... for max tokens"
