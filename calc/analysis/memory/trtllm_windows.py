@@ -4,23 +4,24 @@ V1 (the C++ KVCacheManager behind the lines gptcalc prints for --engine trtllm) 
 only from kv_cache_config.max_attention_window, which KvCacheConfig leaves unset (Field(default=None) in
 tensorrt_llm/llmapi/llm_args.py, read in a version whose commit the index did not name). Unset, the Python wrapper
 makes it one window of max_seq_len for every layer (tensorrt_llm/_torch/pyexecutor/resource_manager.py
-KVCacheManager.__init__ at 001541bad8: "Use max_seq_len as default max_attention_window"), so there is one window size, is_vswa is false and the pool is carved at every
-layer's bytes a token, sliding ones included: what calc.analysis.memory.engines already prices. Nothing fills the
-setting in from the config for V1: at 0004396720 tensorrt_llm/_torch/pyexecutor/_util.py _create_kv_cache_manager
-derives per-layer windows from layer_types (_derive_layer_type_attention_windows: sliding_window for the sliding
-layers, max_seq_len for the others, when at least two distinct windows result) only where the manager class is
-KVCacheManagerV2, "otherwise every layer lands in one full-context pool and the bounded layers keep blocks they can
-never read". Gemma 3 and gpt-oss prefer V2 under "auto" (calc.analysis.memory.trtllm_manager), which is not sized.
+KVCacheManager.__init__ at 001541bad8: "Use max_seq_len as default max_attention_window"), so there is one window
+size, is_vswa is false and the pool is carved at every layer's bytes a token, sliding ones included: what
+calc.analysis.memory.engines already prices. Nothing fills the setting in from the config for V1: at 0004396720
+tensorrt_llm/_torch/pyexecutor/_util.py _create_kv_cache_manager derives per-layer windows from layer_types
+(_derive_layer_type_attention_windows: sliding_window for the sliding layers, max_seq_len for the others, when at
+least two distinct windows result) only where the manager class is KVCacheManagerV2, "otherwise every layer lands in
+one full-context pool and the bounded layers keep blocks they can never read". Gemma 3 and gpt-oss prefer V2 under
+"auto" (calc.analysis.memory.trtllm_manager), which is not sized.
 
 Set by hand (for Gemma 3's variable sliding window attention a Dynamo fork's
 components/backends/trtllm/engine_configs/gemma3/vswa_agg.yaml lists max_attention_window [512, 512, 512, 512, 512,
-32768]), V1 sizes one pool per window size (KVCacheManager.calculate_max_num_blocks_for_vswa at 001541bad8): each window size gets 1 / (window sizes) of the
-budget unless TRTLLM_WINDOW_SIZE_SHARES says otherwise, int(budget x share / its layers' bytes a token //
-tokens_per_block) blocks, after adjust_window_sizes_for_vswa shrinks windows one sequence cannot fill. The budget
-there is max_gpu_total_bytes, which _util.py sets at another commit, and the C++ "Allocated ... for max tokens"
-line counts the block manager's primary blocks, every window's added up (BlockManager::getNumPrimaryBlocks in
-kvCacheManager.h; kvCacheManager.cpp's share of each window differs between the versions read, b35ac1b643 and
-002ba6a7cc), so that split is described here, not sized.
+32768]), V1 sizes one pool per window size (KVCacheManager.calculate_max_num_blocks_for_vswa at 001541bad8): each
+window size gets 1 / (window sizes) of the budget unless TRTLLM_WINDOW_SIZE_SHARES says otherwise, int(budget x
+share / its layers' bytes a token // tokens_per_block) blocks, after adjust_window_sizes_for_vswa shrinks windows
+one sequence cannot fill. The budget there is max_gpu_total_bytes, which _util.py sets at another commit, and the
+C++ "Allocated ... for max tokens" line counts the block manager's primary blocks, every window's added up
+(BlockManager::getNumPrimaryBlocks in kvCacheManager.h; kvCacheManager.cpp's share of each window differs between
+the versions read, b35ac1b643 and 002ba6a7cc), so that split is described here, not sized.
 """
 
 from __future__ import annotations
