@@ -212,6 +212,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
     from calc.analysis.memory.llamacpp_devices import output_buffer
     from calc.analysis.memory.kv import kv_cache
+    from calc.analysis.memory.sglang_draft import draft_weights
     from calc.analysis.memory.sglang_dsv4 import sglang_stages
     from calc.analysis.memory.sglang_states import NOT_SGLANG, sglang_ssm_bytes
     from calc.analysis.memory.startup import (STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights,
@@ -242,8 +243,10 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     extra = (engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep, towers=not text_only)
              if engine and gpu else ())
     encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
+    draft = (draft_weights(spec, result.weights, layout, speculative_draft_layers)
+             if engine == "sglang" and speculative_num_steps else None)
     startup = (startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp,
-                              reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp)
+                              reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp, draft=draft)
                if engine in STARTUP_ENGINES and target and kv_memory is None else None)
     if startup is not None:
         startup.check()

@@ -21,6 +21,7 @@ from calc.analysis.memory.gpus import GPU, find_gpu
 from calc.analysis.memory.kv import kv_cache
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.memory.schemes import Scheme
+from calc.analysis.memory.sglang_draft import draft_weights
 from calc.analysis.memory.sglang_dsv4 import sglang_stages
 from calc.analysis.memory.sglang_states import sglang_ssm_bytes
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
@@ -136,8 +137,11 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
             continue
         for gpu in gpus:
             extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep)
+            draft = (draft_weights(spec, result.weights, layout, speculative_draft_layers)
+                     if engine == "sglang" and speculative_num_steps else None)
             budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
-                                    extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None)
+                                    extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None,
+                                    draft=draft)
             try:
                 pool = (kv_pool(result.kv, engine, budget.kv_memory, seq, None,
                                 reserves.max_batched or vllm_batch_defaults(budget.total)[0], pp=layout.pp,
