@@ -221,6 +221,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
 
     from calc.analysis.memory.trtllm_manager import manager_note, refuse_v2_only
     from calc.analysis.memory.trtllm_models import refuse_unbuilt
+    from calc.analysis.memory.trtllm_workspace import refuse_mla_workspace
 
     refuse_unbuilt(spec, engine or "")
     refuse_v2_only(spec, engine or "")
@@ -250,6 +251,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                if engine in STARTUP_ENGINES and target and kv_memory is None else None)
     if startup is not None:
         startup.check()
+        if engine == "trtllm":
+            refuse_mla_workspace(result.kv)
         target = replace(target, bytes_per_gpu=startup.kv_memory + result.weights.total_bytes,
                          label=f"{target.label} under {engine}'s reserves")
     pool = None

@@ -29,6 +29,7 @@ from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_
 from calc.analysis.memory.stored import StoredWeights
 from calc.analysis.memory.trtllm_manager import refuse_v2_only
 from calc.analysis.memory.trtllm_models import refuse_unbuilt
+from calc.analysis.memory.trtllm_workspace import refuse_mla_workspace
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -126,6 +127,8 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
         raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
     refuse_unbuilt(spec, engine)
     refuse_v2_only(spec, engine)
+    if engine == "trtllm":
+        refuse_mla_workspace(kv_cache(spec, seq, 1, kv_dtype))
     served: list[Candidate] = []
     skipped: dict[str, None] = {}
     for layout in layouts(spec):

@@ -38,7 +38,9 @@ llmapi/llm_args.py KvCacheConfig; v1.x):
     pool      = (total - peak) x free_gpu_memory_fraction                       0.9 by default
     max tokens = floor(pool / kv size per token), in blocks of tokens_per_block (32)
 
-  so its CUDA graphs and everything after the profiling run live in the 10% the fraction leaves.
+  so its CUDA graphs and everything after the profiling run live in the 10% the fraction leaves. An fp8 MLA cache
+  would lose a further reserve for the context-MLA attention workspace, not sized here
+  (calc.analysis.memory.trtllm_workspace, which refuses it); a 16-bit cache loses none.
 
 Only the weights are exact here (the checkpoint's bytes as the engine keeps them, one GPU's share).
 The activation peak is an estimate from the model's shapes (`activation_estimate`), and non-torch
