@@ -204,7 +204,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     `async_scheduling` False: vLLM's --no-async-scheduling, one batch in flight instead of two;
     `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys ("auto": the model's);
     `prefix_caching` False: vLLM's --no-enable-prefix-caching, one page a request for a state group;
-    `speculative_num_steps`: SGLang's, an EAGLE / MTP draft beside the pool (its share of it; DeepSeek-V4's rings),
+    `speculative_num_steps`: SGLang's, an EAGLE / MTP draft beside the pool (its share of it, an MTP draft's weights
+    out of it; DeepSeek-V4's rings),
     `speculative_draft_layers` the draft's layers (None: the model's MTP layers);
     `mamba_ssm_dtype`: SGLang's --mamba-ssm-dtype, its SSM states' dtype (None: the model's default there)."""
     from calc.analysis.count import count as count_params

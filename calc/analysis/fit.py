@@ -122,7 +122,7 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
     `async_scheduling`: vLLM's (the tokens in flight a window or chunk group holds, in_flight_tokens);
     `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys; `prefix_caching`: vLLM's (the
     pages a state group holds per request); `speculative_num_steps`, `speculative_draft_layers`: SGLang's draft
-    worker beside its pool (calc.analysis.memory.sglang_draft)."""
+    worker beside its pool and its weights out of it (calc.analysis.memory.sglang_draft)."""
     if seq > spec.n_positions:
         raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
     refuse_unbuilt(spec, engine)

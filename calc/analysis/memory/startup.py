@@ -532,7 +532,7 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
         if encoder_tp is not None:  # the towers are loaded: SGLang leaves room for the vision encoder
             fraction, how = _sglang_vlm(spec, fraction, how)
     return StartupBudget("sglang", gpu.name, total, total_source, fraction, "--mem-fraction-static", how,
-                         tuple(terms + ([_draft_term(draft)] if draft else [])), draft)
+                         tuple(terms[:1] + ([_draft_term(draft)] if draft else []) + terms[1:]), draft)
 
 
 def _draft_term(draft: DraftWeights) -> Term:
