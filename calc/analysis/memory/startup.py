@@ -28,7 +28,8 @@ mem_cache/kv_cache_configurator.py _profile_available_bytes; v0.5):
   rest_memory = available_gpu_memory - total_gpu_memory * (1 - self.mem_fraction_static), then
   int(rest_memory * (1 << 30)) // cell_size (SGLANG_POOL; later versions' _profile_available_bytes keep
   the rule). Weights are what loading took ("mem usage"): the checkpoint's bytes and the fp32 rotary
-  table (`calc.analysis.memory.rope_cache`).
+  table (`calc.analysis.memory.rope_cache`), and with speculative decoding the draft worker's too, loaded
+  before the pool is profiled (`calc.analysis.memory.sglang_draft`).
 
 TensorRT-LLM (PyTorch backend, tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator._cal_max_memory at 28295084972c;
 llmapi/llm_args.py KvCacheConfig; v1.x):
