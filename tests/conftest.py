@@ -26,7 +26,8 @@ def pytest_addoption(parser) -> None:
                           "(tests/test_llamacpp_conformance.py)")
     parser.addoption("--distributed", action="store_true",
                      help="opt-in: run torchtitan's tensor-parallel plan on spawned gloo ranks and check "
-                          "tests/data/dtensor_tp.json (tests/test_train_tp_dtensor.py, about a minute)")
+                          "tests/data/dtensor_tp.json (tests/test_train_tp_dtensor.py, about a minute), and torch "
+                          "FSDP2 on a fake two-rank group (tests/test_train_fsdp2.py)")
     parser.addoption("--llamacpp-src", metavar="TREE", default=None,
                      help="with --llamacpp: the llama.cpp source tree whose convert_hf_to_gguf.py makes the recurrent "
                           "and hybrid GGUFs (tests/test_llamacpp_conformance_recurrent.py)")

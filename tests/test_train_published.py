@@ -142,6 +142,11 @@ CASES = [
      dict(lora_rank=8, lora_targets=QVO_MLP, **TORCHTUNE)),
     ("torchtune Llama 3.1 8B QLoRA, 1x4090", "llama-3.1-8b", 7.4, GIB,
      dict(lora_rank=8, lora_targets=QVO_MLP, qlora=True, **TORCHTUNE)),
+    # 70B_full.yaml @ 0031bfb0 (the README's commit): fsdp_cpu_offload True (CPUOffloadPolicy: sharded parameters,
+    # gradients and AdamW states on the host), custom_sharded_layers ['tok_embeddings', 'output'] (each its own
+    # FSDP2 unit, resharded after forward), CEWithChunkedOutputLoss; full_finetune_distributed.py's shard_model
+    ("torchtune Llama 3.1 70B full, 8xA100", "llama-3.1-70b", 13.9, GIB,
+     dict(gpus=8, zero=3, offload=("params",), fsdp_head_unit=True, **TORCHTUNE)),
     ("torchtune Llama 3.1 70B LoRA, 8xA100", "llama-3.1-70b", 27.6, GIB,
      dict(gpus=8, zero=3, lora_rank=16, lora_targets=QVO_MLP, **TORCHTUNE)),
     # 405B QLoRA as its recipe config runs it: recipes/configs/llama3_1/405B_qlora.yaml @ 30b8519e8 (the commit that

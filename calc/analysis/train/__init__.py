@@ -84,6 +84,8 @@ class Setup:
     grad_accumulation: int = 1  # micro-batches per optimizer step: after the first, each runs beside the gradients
     no_sync: bool = False  # accumulate unreduced until the last micro-batch (FSDP's no_sync): unsharded gradients
     fsdp1: bool = False  # torch FSDP1: its root unit (embedding, final norm, head) stays unsharded, no copy-out
+    fsdp_head_unit: bool = False  # FSDP2 wraps the head as its own unit, resharded after forward (torchtune's
+    # custom_sharded_layers: ['tok_embeddings', 'output'])
     offload: tuple[str, ...] = ()
     lora_dropout: bool = False
     lora_fused_qkv: bool = False  # q, k and v adapters share one dropout of their input (litgpt's LoRAQKVLinear)
@@ -234,6 +236,9 @@ def _check(spec: ModelSpec, s: Setup) -> None:
     if s.grad_accumulation > 1 and s.optimizer_in_backward:
         raise GptcalcError("--grad-accumulation: the optimizer step inside backward frees each gradient as it is "
                            "made, so there is nothing to accumulate (torchtune refuses optimizer_in_bwd with it)")
+    if s.fsdp_head_unit and (s.fsdp1 or s.pp > 1 or not (s.zero == 3 or "params" in s.offload)):
+        raise GptcalcError("--fsdp-head-unit: FSDP2's own unit for the head needs FSDP (--zero 3 or --offload params), "
+                           "--fsdp2 and no pipeline parallelism (--pp 1)")
     if s.checkpoint_every > 1 and s.recompute != "full":
         raise GptcalcError("--checkpoint-every: needs --recompute full (it checkpoints every k-th layer)")
     if s.seq > spec.n_positions:
