@@ -44,6 +44,7 @@ from calc.analysis.train.executed import MOE_FORMS, as_run
 from calc.analysis.train.float8 import FLOAT8
 from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.analysis.train.loss import LOSS_PARALLEL, LOSSES, Loss
+from calc.analysis.train.frozen import frozen_layer, frozen_outside
 from calc.analysis.train.params import LAYER_TARGETS, LORA_TARGETS, Held, gathered_bytes, held, layer_params, nf4_bytes
 from calc.analysis.train.peak import Moment, Overheads, moments
 from calc.analysis.train.precision import PRECISIONS, Precision
@@ -121,9 +122,7 @@ class Setup:
     def norms(self) -> str:
         """How the RMSNorms are counted (activations._norm): upcast where the run upcasts, their weights
         frozen under LoRA."""
-        if not self.norm_upcast:
-            return "act"
-        return "upcast-frozen" if self.lora_rank else "upcast"
+        return ("upcast" if self.norm_upcast else "act") + ("-frozen" if self.lora_rank else "")
 
     @property
     def gathered(self) -> bool:
@@ -311,7 +310,7 @@ def _layers(spec: ModelSpec, s: Setup, p: Precision) -> list[tuple[str, int, tup
                 terms = layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, ACT_BYTES, recompute,
                                     s.attention == "flash", s.norms)
                 if s.lora_rank and recompute != "full":
-                    terms += _lora_terms(spec, kind, s, p)
+                    terms = frozen_layer(terms, spec.blocks[kind], s) + _lora_terms(spec, kind, s, p)
                 out.append((kind if recompute == s.recompute or s.checkpoint_every == 1 else
                             f"{kind} ({'checkpointed' if recompute == 'full' else 'not checkpointed'})",
                             count, tuple(terms)))
@@ -326,6 +325,7 @@ def train(spec: ModelSpec, s: Setup) -> Training:
     layers = _layers(spec, s, p)
     outside = activation_terms(spec, s.micro_batch, s.local_seq, ACT_BYTES, s.recompute, LOSSES[s.loss], s.norms)
     if s.lora_rank:  # an adapter on the head keeps its tensors until backward has passed the head
+        outside = frozen_outside(outside, spec, s)
         outside += [Term(t.label + " (head)", t.elements, t.bytes_per, t.split, head=True)
                     for t in _lora_terms(spec, "", s, p)]
     if p.autocast_copies and not s.lora_rank:

@@ -82,6 +82,7 @@ from calc.analysis.train.activations import layer_terms
 from calc.analysis.train.bnb import dequantised_bytes, graph_inputs, quantised_head
 from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
+from calc.analysis.train.frozen import frozen_layer
 from calc.analysis.train.params import gathered_bytes
 from calc.analysis.train.precision import Precision
 from calc.analysis.train.states import step_temporary_bytes
@@ -129,14 +130,20 @@ class Moment:
                 "cached_idle": self.cached}
 
 
+def _frozen(terms: list, block, s) -> list:  # noqa: ANN001
+    """Under LoRA, what a rebuilt layer's frozen linears do not keep (frozen.py)."""
+    return frozen_layer(terms, block, s) if s.lora_rank else terms
+
+
 def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
-    """A checkpointed layer's activations rebuilt in full during its backward, beyond its kept input."""
+    """A checkpointed layer's activations rebuilt in full during its backward, beyond its kept input
+    (under LoRA without what its frozen linears do not keep)."""
     s = t.setup
     if s.recompute != "full":
         return 0
-    rebuilt = [sum(s.term_bytes(term) for term in layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch,
-                                                              s.local_seq, 2, "none", s.attention == "flash", s.norms))
-               for kind in spec.layer_counts()]
+    rebuilt = [sum(s.term_bytes(term) for term in _frozen(layer_terms(
+        spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, "none", s.attention == "flash", s.norms),
+        spec.blocks[kind], s)) for kind in spec.layer_counts()]
     return max(rebuilt) - -(-s.micro_batch * s.local_seq * spec.d_model // (s.tp if s.sp else 1)) * 2
 
 
