@@ -18,7 +18,9 @@ What it shows, as peak.py counts it under `fsdp_head_unit`:
   gradients not yet reached and two pieces of the head input's gradient;
 - while a layer runs backward FSDP2 holds that layer gathered, the next one's all-gather output
   (prefetched, not yet copied out), and the previous layer's reduce-scatter input (`reduce_scatter_state`,
-  freed at the next post-backward): no third gathered copy.
+  freed at the next post-backward): no third gathered copy;
+- wrapped as torchtitan and torchtune's LoRA recipes wrap it (the layers, then the root), the root unit
+  (embedding, final norm, head) stays gathered, its gradients unsharded, until backward ends.
 """
 
 from __future__ import annotations
@@ -62,13 +64,16 @@ class Decoder(nn.Module):
         return [self.output(chunk) for chunk in self.norm(h).chunk(C, dim=1)]
 
 
-def _sharded(mesh, layers: int) -> Decoder:
+def _sharded(mesh, layers: int, own_units: tuple[str, ...] = ("tok_embeddings", "output")) -> Decoder:
+    """Wrapped as torchtune's shard_model wraps it (the embedding and head units of their own, as 70B_full.yaml
+    says), or with `own_units` () as torchtitan's apply_fsdp and torchtune's LoRA recipe do: the layers, then the
+    root, which holds the embedding, final norm and head."""
     from torch.distributed.fsdp import fully_shard
 
     torch.manual_seed(0)
     model = Decoder(layers).to(torch.bfloat16)
-    for name, module in reversed(list(model.named_modules())):  # torchtune's shard_model
-        if name in ("tok_embeddings", "output") or (name.startswith("layers.") and name.count(".") == 1):
+    for name, module in reversed(list(model.named_modules())):
+        if name in own_units or (name.startswith("layers.") and name.count(".") == 1):
             fully_shard(module, mesh=mesh)
     fully_shard(model, mesh=mesh)
     return model
@@ -148,3 +153,44 @@ def test_a_layer_runs_backward_beside_the_next_ones_all_gather_and_the_previous_
     # the root (the final norm) stays gathered; layers.1 runs; layers.0's all-gather is under way; layers.2's
     # gradient (D × D) waits in its reduce-scatter input
     assert found == [({"", "layers.1"}, {"layers.0"}, [D * D])]
+
+
+def test_the_root_stays_gathered_with_its_gradients_unsharded_until_backward_ends(fsdp2) -> None:
+    """With only the layers wrapped, FSDP2's root unit holds the embedding, final norm and head: it never reshards
+    the root after forward (`_lazy_init`: "For the root, do not reshard after forward"), and the root's post-backward
+    is registered on its inputs, the token ids, which need no gradient, so it reshards and reduce-scatters only in
+    the final callback: while a layer runs backward the root is gathered and its head's and norm's gradients are
+    still unsharded (the embedding's comes last)."""
+    model = _sharded(fsdp2, layers=3, own_units=())
+    groups = _groups(model)
+    found: list[tuple[set[str], dict[str, bool]]] = []
+
+    def started(grad: torch.Tensor) -> torch.Tensor:
+        found.append(({n for n, g in groups.items() if g.is_unsharded},
+                      {p._param_fqn: p._unsharded_param.grad is not None for p in groups[""].fsdp_params}))
+        return grad
+
+    model.layers[1].register_forward_hook(lambda _m, _a, out: out.register_hook(started) and None)
+    _loss(model, torch.randint(0, V, (1, N))).backward()
+    assert found == [({"", "layers.1"}, {"tok_embeddings.weight": False, "norm.weight": True, "norm.bias": True,
+                                         "output.weight": True})]
+
+
+def test_peak_counts_fsdp2s_root_through_backward_and_each_frameworks_last_layer() -> None:
+    """Llama 3.1 70B's root (embedding and head, 2 × 128,256 × 8,192 × 2 B) gathered at the loss and in every
+    layer's backward; the last layer beside it at the loss where the framework does not reshard it (torchtitan's
+    apply_fsdp: `reshard_after_forward = int(layer_id) < len(model.layers) - 1`), not where it does (torchtune's
+    shard_model reshards every layer alike)."""
+    from calc.analysis.train import Setup, train
+    from calc.analysis.train.frameworks import resolve
+    from calc.spec.load import load_spec
+
+    spec, root = load_spec("llama-3.1-70b"), 2 * 2 * 128256 * 8192
+    label = "FSDP2: the root unit (head, embedding) gathered until backward ends"
+    for framework, last in (("torchtitan", True), ("torchtune", False)):
+        t = train(spec, Setup(2048, 1, gpus=8, zero=3, **resolve(framework, {"recompute": "full"})))
+        moments = {m.name: dict(m.parts) for m in t.moments}
+        for name in ("forward, computing the loss", "backward, the last layer recomputed"):
+            assert moments[name][label] == root
+        at_loss = moments["forward, computing the loss"]
+        assert ("FSDP: the last layer gathered (not resharded after forward)" in at_loss) is last

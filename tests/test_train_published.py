@@ -153,7 +153,7 @@ CASES = [
     # added the table): batch_size 1, gradient_accumulation_steps 16, loss torch.nn.CrossEntropyLoss on the fp32
     # logits, no compile or packing keys, lora_rank 16 on q, k, v, output_proj and the MLP; the README gives this row
     # in "GB" (every other row "GiB"). Its note's "batch size 2 (without gradient accumulation)" contradicts the
-    # config: at batch 2 gptcalc says 52.98 GiB (+18.3% as GiB, +27% as GB); docs/training.md states both
+    # config: at batch 2 gptcalc says 55.11 GiB (+23.0% as GiB, +32% as GB); docs/training.md states both
     ("torchtune Llama 3.1 405B QLoRA, 8xA100", "llama-3.1-405b", 44.8, GB,
      dict(framework="torchtune", loss="fp32", seq=2048, micro_batch=1, grad_accumulation=16, gpus=8, zero=3,
           lora_rank=16, lora_targets=("q", "k", "v", "o", "gate", "up", "down"), qlora=True, norm_upcast=False)),

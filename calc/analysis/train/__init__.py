@@ -87,6 +87,7 @@ class Setup:
     fsdp1: bool = False  # torch FSDP1: its root unit (embedding, final norm, head) stays unsharded, no copy-out
     fsdp_head_unit: bool = False  # FSDP2 wraps the head as its own unit, resharded after forward (torchtune's
     # custom_sharded_layers: ['tok_embeddings', 'output'])
+    fsdp_keeps_last_layer: bool = True  # FSDP2 does not reshard the last layer after forward (torchtitan)
     offload: tuple[str, ...] = ()
     lora_dropout: bool = False
     lora_fused_qkv: bool = False  # q, k and v adapters share one dropout of their input (litgpt's LoRAQKVLinear)

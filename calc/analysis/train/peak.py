@@ -45,10 +45,13 @@ under QLoRA: params.gathered_bytes), and the next one's all-gather output, prefe
 it out into the parameters when that layer starts, and frees it); in backward also the running
 layer's unsharded gradient and the previous layer's reduce-scatter input, which FSDP2 keeps until
 the next post-backward (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py:
-`reduce_scatter_state(s)`; measured on the CPU: tests/test_train_fsdp2.py). At the loss the gathered
-units are the output projection and the last layer (torchtitan's root, which FSDP2 never reshards
-after forward, and its last layer, which torchtitan does not), and in backward the projection's
-unsharded gradient. Where the head is its own unit, resharded after forward (`fsdp_head_unit`:
+`reduce_scatter_state(s)`; measured on the CPU: tests/test_train_fsdp2.py). Where only the layers are
+wrapped (torchtitan, torchtune's LoRA recipes) the root unit holds the embedding, final norm and head:
+FSDP2 never reshards the root after forward, and reshards it only in its final callback (the root's
+post-backward hook sits on its inputs, the token ids, which need no gradient), so it stays gathered
+until backward ends; the last layer stays gathered at the loss where the framework does not reshard
+it after forward (`fsdp_keeps_last_layer`: torchtitan's apply_fsdp; torchtune reshards every layer);
+in backward the projection's unsharded gradient. Where the head is its own unit, resharded after forward (`fsdp_head_unit`:
 torchtune's custom_sharded_layers), nothing is gathered at the loss; the head is gathered again for
 each chunk's backward, and FSDP2, which records a unit once per call in its post-forward order,
 prefetches the last layer only at the head's last chunk (`_record_post_forward`,
@@ -164,8 +167,9 @@ class _Fsdp:
 def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: int, tied: bool) -> _Fsdp:
     """In a layer's backward FSDP2 holds that layer gathered and the next one's all-gather output
     (prefetched), the layer's gradient and the previous layer's reduce-scatter input (see the module's
-    docstring). At the loss it holds the output projection gathered beside the last layer, and in
-    backward the projection's unsharded gradient; with the head its own unit (`fsdp_head_unit`), only
+    docstring). From forward to the end of backward it holds the root unit (head and embedding), at the loss
+    also the last layer where the framework keeps it, and in backward the projection's unsharded gradient;
+    with the head its own unit (`fsdp_head_unit`), only
     while the head runs, the last layer's all-gather beside it at its last chunk. Under pipeline parallelism
     torchtitan does not reshard after forward (parallelize_llama.py: "to avoid per-microbatch
     all-gathers"), so the stage stays gathered through the step, and torch's pipeline schedule turns
@@ -201,8 +205,10 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
         head = (("FSDP: the output projection gathered (its own unit)", 2 * head_params),)
         return _Fsdp((), head + head_grad, layers, layer_grad, head_chunk=head,
                      last_chunk=head + (("FSDP: the last layer's all-gather output (prefetched)", size),))
-    return _Fsdp((("FSDP: the gathered output projection and the last layer", 2 * head_params + size),),
-                 head_grad, layers, layer_grad)
+    root = (("FSDP2: the root unit (head" + ("" if tied else ", embedding") + ") gathered until backward ends",
+             2 * head_params * (1 if tied else 2)),)
+    last = (("FSDP: the last layer gathered (not resharded after forward)", size),) if s.fsdp_keeps_last_layer else ()
+    return _Fsdp(root + last, head_grad, root + layers, layer_grad, root)
 
 
 def _accumulated(t: "Training", grads: int) -> int:
