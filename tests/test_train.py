@@ -202,6 +202,8 @@ def test_cli_table() -> None:
     (["--zero", "4"], "--zero"),
     (["--offload", "gpu"], "--offload: unknown gpu"),
     (["--checkpoint-every", "2"], "--checkpoint-every: needs --recompute full"),
+    (["--fsdp-head-unit"], "--fsdp-head-unit: FSDP2's own unit for the head needs FSDP"),
+    (["--fsdp-head-unit", "--zero", "3", "--gpus", "2", "--fsdp1"], "--fsdp-head-unit"),
     (["--budget", "80"], "give a unit"),
     (["--cuda-context", "lots"], "--cuda-context"),
 ])
