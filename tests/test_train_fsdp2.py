@@ -17,7 +17,7 @@ What it shows, as peak.py counts it under `fsdp_head_unit`:
   gathered: the moment's new bytes are the three weight gradients, the head gathered, the logits
   gradients not yet reached and two pieces of the head input's gradient;
 - while a layer runs backward FSDP2 holds that layer gathered, the next one's all-gather output
-  (prefetched, not yet copied out), and the previous layer's reduce-scatter input (`reduce_scatter_state`,
+  (prefetched, not yet copied out), and the previous layer's reduce-scatter input (`reduce_scatter_state(s)`,
   freed at the next post-backward): no third gathered copy;
 - wrapped as torchtitan and torchtune's LoRA recipes wrap it (the layers, then the root), the root unit
   (embedding, final norm, head) stays gathered, its gradients unsharded, until backward ends.
@@ -89,7 +89,7 @@ def _loss(model: Decoder, ids: torch.Tensor, hook=None) -> torch.Tensor:  # noqa
 
 
 def _groups(model: Decoder) -> dict[str, object]:
-    """Each FSDP2 unit's parameter group by the unit's name ("" the root: the final norm)."""
+    """Each FSDP2 unit's parameter group by the unit's name ("" the root)."""
     return {name: module._get_fsdp_state()._fsdp_param_group for name, module in model.named_modules()
             if hasattr(module, "_get_fsdp_state")}
 
