@@ -147,6 +147,7 @@ class MemoryAnswer:
     pictures: Any = None  # what --image's images cost the decoder
     buffers: list[Any] | None = None  # with -ngl: llama.cpp's model, KV and RS buffers per device
     compute: Any = None  # a CPU-only llama.cpp build's compute buffer, estimated
+    engine_note: str | None = None  # whose lines the server lines are, where the engine has more than one manager
 
     def __getattr__(self, name: str) -> Any:
         return _read_through(self.inference, name)
@@ -160,6 +161,7 @@ class MemoryAnswer:
                 **({"llamacpp_buffers": [b.to_json() for b in self.buffers]} if self.buffers is not None else {}),
                 **({"llamacpp_compute": self.compute.to_json()} if self.compute else {}),
                 **({"server_says": list(self.server)} if self.server else {}),
+                **({"engine_note": self.engine_note} if self.engine_note else {}),
                 **({"images": self.pictures.to_json()} if self.pictures else {}),
                 **({"budget": {**budget.to_json(), "label": self.target.label, "gpus": self.target.count}}
                    if budget and self.target else {})}
@@ -179,7 +181,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            mm_limit: int | None = None, encoder_activation_memory: str | None = None,
            async_scheduling: bool = True, flash_attn: bool = True, mmap: bool = True, cpu_only: bool = False,
            split_mode: str = "layer", cpu_isa: str | None = None, indexer_kv_dtype: str = "auto",
-           prefix_caching: bool = True, speculative_num_steps: int = 0, mamba_ssm_dtype: str | None = None) -> Result:
+           prefix_caching: bool = True, speculative_num_steps: int = 0, mamba_ssm_dtype: str | None = None,
+           speculative_draft_layers: int | None = None, hisparse_host_pool: str | None = None,
+           hisparse_device_buffer: int | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -201,20 +205,27 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     `async_scheduling` False: vLLM's --no-async-scheduling, one batch in flight instead of two;
     `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys ("auto": the model's);
     `prefix_caching` False: vLLM's --no-enable-prefix-caching, one page a request for a state group;
-    `speculative_num_steps`: SGLang's, an MTP draft beside DeepSeek-V4 (its rings and its share of the pool);
-    `mamba_ssm_dtype`: SGLang's --mamba-ssm-dtype, its SSM states' dtype (None: the model's default there)."""
+    `speculative_num_steps`: SGLang's, an EAGLE / MTP draft beside the pool (its share of it; DeepSeek-V4's rings),
+    `speculative_draft_layers` the draft's layers (None: the model's MTP layers);
+    `mamba_ssm_dtype`: SGLang's --mamba-ssm-dtype, its SSM states' dtype (None: the model's default there);
+    `hisparse_host_pool` (a size) turns on vLLM's HiSparse for a DSA model, its latents in a host pool of that size,
+    with a hot buffer of `hisparse_device_buffer` rows (None: two top-k's)."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
     from calc.analysis.memory.llamacpp_devices import output_buffer
+    from calc.analysis.memory.kv import kv_cache
+    from calc.analysis.memory.sglang_dsv4 import sglang_stages
     from calc.analysis.memory.sglang_states import NOT_SGLANG, sglang_ssm_bytes
     from calc.analysis.memory.startup import (STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights,
                                               startup_budget, vllm_batch_defaults)
     from calc.errors import GptcalcError
 
+    from calc.analysis.memory.trtllm_manager import manager_note, refuse_v2_only
     from calc.analysis.memory.trtllm_models import refuse_unbuilt
 
     refuse_unbuilt(spec, engine or "")
+    refuse_v2_only(spec, engine or "")
     target = parse_budget(budget) if budget is not None else None  # `budget=''` is an error, not no budget
     layout = layout_for(target, tp, pp, ep)
     if (kv_memory or block_size) and not engine:
@@ -248,13 +259,20 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                        max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048), pp=layout.pp,
                        capability=gpu.capability if gpu else None, async_scheduling=async_scheduling,
                        indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
-                       speculative_steps=speculative_num_steps,
+                       speculative_steps=speculative_num_steps, draft_layers=speculative_draft_layers,
+                       sglang_stages=sglang_stages(spec, count_params(spec), result.weights, kv_cache(
+                           spec, tokens, batch or 1, kv_dtype or "fp16", layout.tp, mla_expanded), layout, pool_bytes,
+                           kv_memory is not None) if engine == "sglang" and layout.pp > 1 else (),
                        sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, mamba_ssm_dtype,
-                                                         gpu.capability if gpu else None, layout.tp))
+                                                         gpu.capability if gpu else None, layout.tp),
+                       hisparse=_hisparse(spec, hisparse_host_pool, hisparse_device_buffer))
     elif mamba_ssm_dtype is not None:
         raise GptcalcError(NOT_SGLANG)
-    elif speculative_num_steps:
-        raise GptcalcError("--speculative-num-steps sets SGLang's pool: give --engine sglang with --budget or --kv-memory")
+    elif speculative_num_steps or speculative_draft_layers:
+        raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give --engine "
+                           "sglang with --budget or --kv-memory")
+    elif hisparse_host_pool is not None or hisparse_device_buffer is not None:
+        raise GptcalcError("--hisparse-host-pool sets vLLM's pools: give --engine vllm with --budget or --kv-memory")
     elif indexer_kv_dtype != "auto":
         raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "
                            "--kv-memory")
@@ -270,7 +288,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     compute = _compute(spec, ctx, placement) if ctx else None
     model = _model_buffers(spec, stored, placement) if placement else None
     output = output_buffer(spec.vocab_size, n_parallel, spec.n_layers, placement) if placement and ctx else None
-    kv_size = pool.bytes_per_token if pool else result.kv.bytes_per_token  # TensorRT-LLM's "kv size is" figure
+    kv_size = pool.bytes_per_token if pool else result.kv.bytes_per_token  # TensorRT-LLM's "kv size per token is" figure
     server = (*(startup.lines(kv_size) if startup else ()), *(model["lines"] if model else ()),
               *([output.line()] if output else ()),
               *([line for c in caches for line in c["lines"]] if caches else
@@ -278,8 +296,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     solved = budget_for(spec, target, result, seq, batch, None if caches else pool) if target else None
     placed = [*(model["buffers"] if model else ()), *([output] if output else ()),
               *(b for c in caches or () for b in c["buffers"])] if placement else None
+    note = manager_note(spec) if engine == "trtllm" and pool is not None else None
     answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed,
-                          compute)
+                          compute, note)
     return Result(answer, answer.to_json)
 
 
@@ -377,6 +396,18 @@ def _image_cost(spec: Any, image: str | None, images: int, kv_dtype: str, text_o
     if text_only:
         raise GptcalcError("--image and --text-only: a text-only server takes no images; drop one")
     return image_cost(spec, *parse_image(image), images, kv_dtype)
+
+
+def _hisparse(spec: Any, host_pool: str | None, device_buffer: int | None) -> Any:
+    """vLLM's HiSparse as the options ask for it (calc.analysis.memory.vllm_hisparse); None: off."""
+    from calc.analysis.memory.vllm_hisparse import HiSparseOptions, index_topk
+    from calc.errors import GptcalcError
+
+    if host_pool is None:
+        if device_buffer is not None:
+            raise GptcalcError("--hisparse-device-buffer sizes HiSparse's hot buffer: give --hisparse-host-pool too")
+        return None
+    return HiSparseOptions(_size(host_pool, "--hisparse-host-pool") or 0, device_buffer, index_topk(spec))
 
 
 def _size(text: str | None, option: str) -> int | None:

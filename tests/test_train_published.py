@@ -58,21 +58,24 @@ QVO_MLP = ("q", "v", "o", "gate", "up", "down")
 FLAGS = dict(framework="torchtune", seq=4096, micro_batch=2)  # eager: "+ Packed" (its RMSNorms upcast)
 FLAGS_COMPILED = dict(norm_upcast=False, **FLAGS)  # from "+ Compile" on
 FLAGS_CHUNKED = dict(loss="chunked-compiled", recompute="full", **FLAGS_COMPILED)
-TITAN_SAC = dict(framework="torchtitan", recompute="op", zero=3, seq=8192, micro_batch=2)
-TITAN_CP = dict(framework="torchtitan", recompute="full", zero=3, gpus=8, micro_batch=1, float8="tensorwise")
+# torchtitan before #2259 (2026-01-27) repeats K and V to every query head before SDPA (models/llama/model.py
+# @ 9dec370 and models/llama3/model.py @ e7c0cae: keys = repeat_kv(xk, self.n_rep)): every torchtitan row repeats
+TITAN_SAC = dict(framework="torchtitan", recompute="op", zero=3, seq=8192, micro_batch=2, repeat_kv=True)
+TITAN_CP = dict(framework="torchtitan", recompute="full", zero=3, gpus=8, micro_batch=1, float8="tensorwise",
+                repeat_kv=True)
 # Table 6, Llama 3.1 405B on 512 GPUs, TP 8 (sequence parallel), PP 8 (1F1B; local batch 8 in the default 8
 # micro-batches: pipelining_utils.py), train_configs/llama3_405b.toml: full AC, float8 with FSDP float8 all-gather.
 # Async TP and compile are not modelled. The CP 8 row lands -16.8%: docs/training.md lists it
 # Table 4, Llama 3.1 70B on 256 GPUs, FSDP 32 × TP 8 (sequence parallel: torchtitan's DTensor plan, the profile's
 # tp_impl), local batch 16, full AC, float8, compile (of the layers; not modelled, as async TP in the second row)
 TITAN_2D = dict(framework="torchtitan", seq=8192, micro_batch=16, gpus=256, tp=8, sp=True, zero=3, recompute="full",
-                float8="tensorwise")
+                float8="tensorwise", repeat_kv=True)
 # Trainy on H200s (torchtitan @ e7c0cae, llama3_8b.toml: seq 8192, per-op AC), local batch 2, compile (which at that
 # commit compiles the loss too: torchtitan/components/loss.py), float8 with FSDP float8 all-gather; 4 and 8 nodes of 8
 TRAINY = dict(framework="torchtitan", recompute="op", loss="compiled", zero=3, seq=8192, micro_batch=2,
-              float8="tensorwise-all-gather")
+              float8="tensorwise-all-gather", repeat_kv=True)
 TITAN_4D = dict(framework="torchtitan", recompute="full", zero=3, gpus=512, tp=8, sp=True, pp=8, micro_batch=1,
-                float8="tensorwise-all-gather")
+                float8="tensorwise-all-gather", repeat_kv=True)
 
 # litgpt's falcon-7b rows, with falcon-7b-instruct's config.json (the same shapes: tests/configs/model_types/SOURCES.yaml);
 # mistral-7b-v0.2's: Mistral 7B v0.1's shapes without the sliding window, rope_theta 1e6, 32k positions (its config.json)

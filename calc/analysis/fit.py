@@ -18,12 +18,15 @@ from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.budget import inference
 from calc.analysis.memory.engines import KVPool, kv_pool
 from calc.analysis.memory.gpus import GPU, find_gpu
+from calc.analysis.memory.kv import kv_cache
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.memory.schemes import Scheme
+from calc.analysis.memory.sglang_dsv4 import sglang_stages
 from calc.analysis.memory.sglang_states import sglang_ssm_bytes
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
                                           vllm_batch_defaults)
 from calc.analysis.memory.stored import StoredWeights
+from calc.analysis.memory.trtllm_manager import refuse_v2_only
 from calc.analysis.memory.trtllm_models import refuse_unbuilt
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -111,14 +114,17 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
         concurrency: int = 1, dtype: str = "fp16", kv_dtype: str = "fp16", scheme: Scheme | None = None,
         stored: StoredWeights | None = None, reserves: Reserves = Reserves(),
         async_scheduling: bool = True, indexer_kv_dtype: str = "auto",
-        prefix_caching: bool = True, speculative_num_steps: int = 0) -> tuple[list[Candidate], list[str]]:
+        prefix_caching: bool = True, speculative_num_steps: int = 0,
+        speculative_draft_layers: int | None = None) -> tuple[list[Candidate], list[str]]:
     """The layouts that serve `concurrency` requests of `seq` tokens, best first, and why others were skipped;
     `async_scheduling`: vLLM's (the tokens in flight a window or chunk group holds, in_flight_tokens);
     `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys; `prefix_caching`: vLLM's (the
-    pages a state group holds per request); `speculative_num_steps`: SGLang's (DeepSeek-V4's pools)."""
+    pages a state group holds per request); `speculative_num_steps`, `speculative_draft_layers`: SGLang's draft
+    worker beside its pool (calc.analysis.memory.sglang_draft)."""
     if seq > spec.n_positions:
         raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
     refuse_unbuilt(spec, engine)
+    refuse_v2_only(spec, engine)
     served: list[Candidate] = []
     skipped: dict[str, None] = {}
     for layout in layouts(spec):
@@ -137,7 +143,10 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
                                 reserves.max_batched or vllm_batch_defaults(budget.total)[0], pp=layout.pp,
                                 capability=gpu.capability, async_scheduling=async_scheduling,
                                 indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
-                                speculative_steps=speculative_num_steps,
+                                speculative_steps=speculative_num_steps, draft_layers=speculative_draft_layers,
+                                sglang_stages=sglang_stages(spec, breakdown, result.weights, kv_cache(
+                                    spec, seq, 1, kv_dtype, layout.tp), layout, budget.kv_memory, False)
+                                if engine == "sglang" and layout.pp > 1 else (),
                                 sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, None, gpu.capability, layout.tp))
                         if budget.kv_memory > 0 else None)
             except GptcalcError as exc:  # a layout whose pages the engine model does not cover

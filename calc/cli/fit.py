@@ -6,7 +6,8 @@ import click
 
 from calc.cli.options import (CONTEXT, POSITIVE, TEXT, TOKENS, async_scheduling_option, complete_model, dtype_option,
                               indexer_kv_dtype_option, json_option, kv_dtype_option, max_batched_option,
-                              prefix_caching_option, quant_option, set_option, speculative_option)
+                              prefix_caching_option, quant_option, set_option, speculative_draft_layers_option,
+                              speculative_option)
 
 
 @click.command(context_settings=CONTEXT)
@@ -25,12 +26,14 @@ from calc.cli.options import (CONTEXT, POSITIVE, TEXT, TOKENS, async_scheduling_
 @async_scheduling_option
 @indexer_kv_dtype_option
 @speculative_option
+@speculative_draft_layers_option
 @prefix_caching_option
 @click.option("--top", type=POSITIVE, default=10, show_default=True, help="Candidates shown.")
 @json_option
 def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str, concurrency: int, dtype: str | None,
         quant: str | None, kv_dtype: str, max_batched: int | None, async_scheduling: bool, indexer_kv_dtype: str,
-        speculative_num_steps: int, prefix_caching: bool, top: int, as_json: bool) -> None:
+        speculative_num_steps: int, speculative_draft_layers: int | None, prefix_caching: bool, top: int,
+        as_json: bool) -> None:
     """The smallest layouts (GPU type x count, TP/PP/EP) that serve MODEL at --seq, ranked.
 
     Each layout is checked as a server checks it (TP divides the heads, EP the experts, PP at most the
@@ -46,6 +49,7 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
     from calc.analysis.count import count as count_params
     from calc.analysis.fit import fit as find_layouts, parse_gpus
     from calc.analysis.memory import weight_choice
+    from calc.analysis.memory.trtllm_manager import manager_note
     from calc.analysis.memory.startup import Reserves
     from calc.cli.options import load_model
     from calc.render import base as render, fit as render_fit
@@ -55,11 +59,14 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
     candidates, skipped = find_layouts(spec, count_params(spec), seq, parse_gpus(gpus), engine, concurrency, weights,
                                        kv_dtype, scheme, reserves=Reserves(max_batched=max_batched),
                                        async_scheduling=async_scheduling, indexer_kv_dtype=indexer_kv_dtype,
-                                       prefix_caching=prefix_caching, speculative_num_steps=speculative_num_steps)
+                                       prefix_caching=prefix_caching, speculative_num_steps=speculative_num_steps,
+                                       speculative_draft_layers=speculative_draft_layers)
     shown = candidates[:top]
+    note = manager_note(spec) if engine == "trtllm" else None  # whose pools the tokens are
     if as_json:
         render.print_json({"model": spec.name, "seq": seq, "concurrency": concurrency, "engine": engine,
-                           "candidates": [c.to_json() for c in shown], "skipped_layouts": skipped})
+                           "candidates": [c.to_json() for c in shown], "skipped_layouts": skipped,
+                           **({"engine_note": note} if note else {})})
         return
     out = render.console()
     out.print(render_fit.header(spec.name, seq, concurrency, engine))
@@ -69,3 +76,5 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
         out.print("  none of these GPUs serves it in up to 64 of them")
     for reason in skipped:
         out.print(f"  not tried: {reason}")
+    if note:
+        out.print("  " + note)

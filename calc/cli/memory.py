@@ -7,9 +7,9 @@ from typing import Any
 import click
 
 from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, async_scheduling_option, complete_model,
-                              image_options, indexer_kv_dtype_option, json_option, load_model, mamba_ssm_dtype_option,
-                              max_batched_option, one_model, prefix_caching_option, set_option, sizing_options,
-                              speculative_option)
+                              hisparse_options, image_options, indexer_kv_dtype_option, json_option, load_model,
+                              mamba_ssm_dtype_option, max_batched_option, one_model, prefix_caching_option, set_option,
+                              sizing_options, speculative_draft_layers_option, speculative_option)
 from calc.errors import GptcalcError
 
 
@@ -166,7 +166,9 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @max_batched_option
 @async_scheduling_option
 @indexer_kv_dtype_option
+@hisparse_options
 @speculative_option
+@speculative_draft_layers_option
 @mamba_ssm_dtype_option
 @prefix_caching_option
 @click.option("--max-num-seqs", "max_seqs", type=POSITIVE,
@@ -202,8 +204,9 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
            kv_memory: str | None, block_size: int | None, n_parallel: int, ubatch: int, kv_unified: bool, swa_full: bool,
            cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, async_scheduling: bool,
-           indexer_kv_dtype: str, speculative_num_steps: int, mamba_ssm_dtype: str | None, prefix_caching: bool,
-           max_seqs: int | None,
+           indexer_kv_dtype: str, hisparse_host_pool: str | None, hisparse_device_buffer: int | None,
+           speculative_num_steps: int, speculative_draft_layers: int | None, mamba_ssm_dtype: str | None,
+           prefix_caching: bool, max_seqs: int | None,
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
            show_all: bool, image: str | None, images: int, text_only: bool, encoder_cache_size: int | None,
            mm_limit: int | None, encoder_activation_memory: str | None, encoder_mode: str, n_gpu_layers: int | None,
@@ -240,7 +243,9 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         override_tensor=override_tensor, encoder_cache_size=encoder_cache_size, mm_limit=mm_limit,
                         encoder_activation_memory=encoder_activation_memory, async_scheduling=async_scheduling,
                         indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
-                        speculative_num_steps=speculative_num_steps, mamba_ssm_dtype=mamba_ssm_dtype,
+                        hisparse_host_pool=hisparse_host_pool, hisparse_device_buffer=hisparse_device_buffer,
+                        speculative_num_steps=speculative_num_steps, speculative_draft_layers=speculative_draft_layers,
+                        mamba_ssm_dtype=mamba_ssm_dtype,
                         flash_attn=flash_attn != "off", mmap=not no_mmap, cpu_only=cpu_only, split_mode=split_mode,
                         cpu_isa=cpu_isa)
     if as_json:
@@ -264,12 +269,13 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     notes = [render_memory.gpus_note(len(gpus)), render_memory.seq_note(seq), render_memory.context_note(spec, seq),
              *render_memory.inference_notes(result), *render_memory.tower_notes(spec, answer.pictures, text_only),
              *(render_memory.budget_lines(solved, target.label) if solved and target else []),
+             answer.engine_note,
              "the tables size the whole model and cache; what each device holds is in llama.cpp's buffer "
              "lines above" if answer.buffers is not None else None,
              "llama.cpp's compute buffer line is gptcalc's estimate of its worst-case graph's peak (one ubatch "
              "against the whole cache): docs/memory.md" if answer.compute is not None else
-             "llama.cpp's compute buffer is estimated for attention without AltUp, MLA and short-conv layers only, "
-             "not for this model's" if cpu_only else None,
+             "llama.cpp's compute buffer is not estimated for this model: one of its layer kinds is not among those "
+             "estimated (docs/memory.md)" if cpu_only else None,
              _model_buffer_note(answer, stored),
              (f"{engine}'s own budget (pool, blocks, tokens): give the GPU with --budget (H100, 2xH200), "
               "or its log's figure with --kv-memory") if engine in ("vllm", "sglang", "trtllm") and not answer.pool else None]

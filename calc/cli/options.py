@@ -211,10 +211,29 @@ indexer_kv_dtype_option = click.option(
     "--indexer-kv-dtype", type=TEXT, default="auto", show_default=True, metavar="auto|bf16|fp8|mxfp4|nvfp4",
     help="vLLM's attention_config.indexer_kv_dtype: how a sparse-attention indexer keeps its keys (auto: the "
          "model's default, fp8 for DeepSeek's, bf16 for MiniMax-M3's; mxfp4 for DeepSeek-V4's on SM10x cards).")
+def hisparse_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """vLLM's HiSparse: `--hisparse-host-pool SIZE` (its HiSparseConnector's host_pool_gib) turns it on,
+    `--hisparse-device-buffer ROWS` sizes the hot buffer (attention_config.hisparse_config.device_buffer_size)."""
+    command = click.option(
+        "--hisparse-device-buffer", type=POSITIVE, metavar="ROWS",
+        help="vLLM's HiSparse hot buffer, rows a request keeps on the GPU (its device_buffer_size)  "
+             "[default: two index_topk's]")(command)
+    return click.option(
+        "--hisparse-host-pool", type=TEXT, metavar="SIZE",
+        help="vLLM's HiSparse for a DSA model (DeepSeek-V3.2, GLM-5): its MLA latents in a pinned host pool of "
+             "SIZE (its HiSparseConnector's host_pool_gib), the GPU keeping the indexer keys and a few pages a "
+             "request.")(command)
+
+
 speculative_option = click.option(
     "--speculative-num-steps", "speculative_num_steps", type=click.IntRange(min=0, max=MAX_COUNT), default=0, show_default=True,
-    help="SGLang's: draft steps of speculative decoding (MTP); for DeepSeek-V4 its compressor rings of 16 and 256 "
-         "and the draft layer's share of the pool (0: none).")
+    help="SGLang's: draft steps of speculative decoding (EAGLE / MTP): the draft worker's share of the pool (its "
+         "layers priced per target layer) and at most 48 running requests; for DeepSeek-V4 its compressor rings of 16 "
+         "and 256 (0: none).")
+speculative_draft_layers_option = click.option(
+    "--speculative-draft-layers", "speculative_draft_layers", type=click.IntRange(min=1, max=MAX_COUNT), default=None,
+    help="SGLang's EAGLE draft: its layers, which SGLang reads from --speculative-draft-model-path's config "
+         "(num_nextn_predict_layers, else num_hidden_layers) to price the draft's pool  [default: the model's MTP layers]")
 mamba_ssm_dtype_option = click.option(
     "--mamba-ssm-dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None,
     help="SGLang's: the dtype of a hybrid's SSM states in its Mamba pool (default: the model's there, float32 "

@@ -279,7 +279,8 @@ def served_cache_lines(answer: Any) -> list[str]:
     pp = served.inference.layout.pp
     cache = kvcache_headline(answer.cache) + (f", the busiest of {pp} pipeline stages" if pp > 1 else "")
     verdict = headline(served.inference, served.budget, served.target) if served.budget and served.target else []
-    return [*verdict, cache, *server_lines(served.engine, served.server)]
+    note = ["  " + served.engine_note] if served.engine_note else []
+    return [*verdict, cache, *server_lines(served.engine, served.server), *note]
 
 
 def server_lines(engine: str | None, lines: Iterable[str]) -> list[str]:

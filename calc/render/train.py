@@ -110,7 +110,11 @@ def train_notes(t: Training) -> list[str]:
     if s.pp > 1:
         first = sum(n for _, n, _ in t.layers) // s.pp
         notes.append(f"pipeline: the first stage's {first} layers keep {s.pp} micro-batches in flight (1F1B), so "
-                     f"their activations count {s.pp} times; the parameters are the busiest stage's")
+                     f"their activations count {s.pp} times; the parameters are the busiest stage's; the stage keeps "
+                     f"each micro-batch's output and a receive buffer for its gradient (torch's pipelining)")
+        if s.accumulates_fp32:
+            notes.append(f"  beside FSDP's fp32 gradients, complete once the first micro-batch's backward has freed "
+                         f"its activations, {s.pp - 1} of them")
     if t.korthikanti is not None:
         ours = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
         notes += [f"Korthikanti et al. (arXiv 2205.05198), 34·s·b·h + 5·a·s²·b per layer with dropout: "

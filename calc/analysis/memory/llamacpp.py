@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING
 
 from calc.analysis.memory.formats import FORMATS, Format
 from calc.analysis.memory.kv import KVLayers, kv_layers, state_layers
-from calc.analysis.memory.llamacpp_compute import Compute, compute_buffer
+from calc.analysis.memory.llamacpp_compute import CacheInputs, Compute, compute_buffer
 from calc.analysis.memory.llamacpp_devices import Buffer, Placement, buffers, padded
 from calc.analysis.memory.vllm_indexer import BLOCK_INDEXER, DSA
 from calc.errors import GptcalcError
+from calc.parts.transient import F16, F32
 from calc.spec.model import ModelSpec
 
 if TYPE_CHECKING:
@@ -251,17 +252,31 @@ def _kv(label: str, members: list[KVLayers], cells: int, ctx: LlamaCppContext, k
 
 def llamacpp_compute(spec: ModelSpec, ctx: LlamaCppContext, device: str = "CPU") -> Compute | None:
     """The compute buffer estimate (calc/analysis/memory/llamacpp_compute.py) of the model's caches under `ctx`:
-    V store indices are per V element of the widest layer (n_embd_v_gqa_max) where V is stored transposed.
-    None for DeepSeek-V4's compressed caches, a DSA indexer's and MiniMax-M3's block indexer's, whose graphs
-    (llama_kv_cache_dsv4, llama_kv_cache_dsa, llama_kv_cache_msa) the estimate does not cover (MiniMax-M3's tiny
-    model: 45.23 MiB at -c 4096 on the CPU build, where the attention alone would take 8.62)."""
+    V store indices are per V element of the widest layer (n_embd_v_gqa_max) where V is stored transposed; a
+    DSA indexer's cache holds keys alone. None for DeepSeek-V4's compressed caches (llama_kv_cache_dsv4), which
+    are not cells of a mask."""
     from calc.analysis.memory import llamacpp_dsv4
 
-    if llamacpp_dsv4.has_compressed_rows(spec) or any(kind.kind in (DSA, BLOCK_INDEXER) for kind in kv_layers(spec)):
+    if llamacpp_dsv4.has_compressed_rows(spec):
         return None
     groups = _kv_groups(spec, ctx)
     v_max = max((m.v for _, members, _ in groups for m in members), default=0)
-    return compute_buffer(spec, [(cells, v_max) for _, _, cells in groups], ctx.n_tokens, ctx.flash_attn, device)
+    return compute_buffer(spec, [_cache_inputs(members, cells, v_max, ctx) for _, members, cells in groups],
+                          ctx.n_tokens, ctx.n_seq, ctx.streams, ctx.flash_attn, device)
+
+
+def _cache_inputs(members: list[KVLayers], cells: int, v_max: int, ctx: LlamaCppContext) -> CacheInputs:
+    """A cache's inputs to the graph: a KV cache's mask (F16 with flash attention, F32 without) and K and V
+    store indices (V's per element of the widest layer where V is stored transposed, without flash attention);
+    a DSA indexer's keys have their mask F16 whatever -fa (the fused lightning indexer reads F16: src/llama-
+    graph.cpp:3430-3433) and K indices; a MiniMax-M3 block indexer's keys share the attention's mask and have
+    K indices only (src/llama-graph.cpp:3469-3495)."""
+    kinds = {m.kind for m in members}
+    if kinds == {DSA}:
+        return CacheInputs(cells, F16, 0)
+    if kinds == {BLOCK_INDEXER}:
+        return CacheInputs(cells, 0, 0)
+    return CacheInputs(cells, F16 if ctx.flash_attn else F32, 1 if ctx.flash_attn else v_max)
 
 
 def cache_buffers(spec: ModelSpec, ctx: LlamaCppContext, placement: Placement) -> list[list[Buffer]]:

@@ -136,15 +136,16 @@ def _kv_split(spec: ModelSpec, tp: int) -> int:
     return min(tp, min(heads, default=tp))
 
 
-def stages(spec: ModelSpec, breakdown: Breakdown, layout: Layout) -> list[Stage]:
-    """Every pipeline stage's per-GPU parameters, by component."""
+def stages(spec: ModelSpec, breakdown: Breakdown, layout: Layout, parts: list[int] | None = None) -> list[Stage]:
+    """Every pipeline stage's per-GPU parameters, by component; `parts`: the layers per stage where an engine splits
+    them otherwise than vLLM (SGLang's get_pp_indices, calc.analysis.memory.sglang_dsv4)."""
     kv_split = _kv_split(spec, layout.tp)
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}
     copies = {copy.name: copy.per_layer for copy in breakdown.shared}
     in_blocks = {name for rows in (*per_layer.values(), *copies.values()) for name in rows}
     outside = {name: n for name, n in breakdown.components.items() if name not in in_blocks}
     result, start = [], 0
-    parts = pp_partitions(spec.n_layers, layout.pp)
+    parts = parts or pp_partitions(spec.n_layers, layout.pp)
     for index, count in enumerate(parts):
         params: dict[str, int] = {}
         kinds = spec.layer_counts(start, start + count)

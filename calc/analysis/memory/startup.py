@@ -30,7 +30,7 @@ mem_cache/kv_cache_configurator.py _profile_available_bytes; v0.5):
   the rule). Weights are what loading took ("mem usage"): the checkpoint's bytes and the fp32 rotary
   table (`calc.analysis.memory.rope_cache`).
 
-TensorRT-LLM (PyTorch backend, tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator._cal_max_tokens;
+TensorRT-LLM (PyTorch backend, tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator._cal_max_memory at 28295084972c;
 llmapi/llm_args.py KvCacheConfig; v1.x):
 
     peak      = torch peak + non-torch memory of the profiling run of max_num_tokens tokens (8192 by
@@ -96,11 +96,16 @@ SGLANG_PRELOAD_SOURCE = ("CUDA context: https://docs.sglang.ai/start/send_reques
 # vLLM's CUDA graph estimate; 0 with --enforce-eager. A stated default, not a measurement of any model.
 CUDA_GRAPHS = 0.5
 CUDA_GRAPHS_SOURCE = "vLLM: profile_cudagraph_memory (captured at start-up); 0 under --enforce-eager"
-TRTLLM_POOL = ("https://github.com/NVIDIA/TensorRT-LLM/blob/main/tensorrt_llm/_torch/pyexecutor/_util.py "
-               "(KvCacheCreator._cal_max_tokens: (total - peak + temporary KV) x fraction)")
+TRTLLM_POOL = ("https://github.com/NVIDIA/TensorRT-LLM/blob/28295084972c5ab61ef010a050a18f53f5d72810/tensorrt_llm/"
+               "_torch/pyexecutor/_util.py (KvCacheCreator._cal_max_memory: (total - peak + temporary KV) x fraction)")
 TRTLLM_FRACTION = ("TensorRT-LLM's default: KvCacheConfig.free_gpu_memory_fraction 0.9 "
                    "(https://github.com/NVIDIA/TensorRT-LLM/blob/main/tensorrt_llm/llmapi/llm_args.py)")
 TRTLLM_MAX_NUM_TOKENS = 8192  # BuildConfig.max_num_tokens, the profiling run's tokens (llm_args.py)
+# KvCacheCreator._cal_max_memory at NVIDIA/TensorRT-LLM@28295084972c logs the peak with the profiling run's temporary
+# KV cache in it and that cache apart, and adds it back: (total - peak + temporary) x fraction. Its size follows the
+# dummy requests, max_batch_size and the CUDA graphs' batch sizes (_get_token_num_for_estimation), whose defaults
+# are not pinned here, so the line names it T; the pool does not depend on it.
+TRTLLM_TEMPORARY = "T: the profiling run's temporary KV cache, not modelled; it cancels out of the pool"
 
 # What CUDA reports as a card's total (torch.cuda.mem_get_info), which vLLM multiplies by its
 # utilisation: less than nvidia-smi's total. From published vLLM start-up logs; other cards use the
@@ -360,9 +365,10 @@ class StartupBudget:
                     f"Load weight begin. avail mem={(self.total - self.term('non_torch')) / GIB:.2f} GB",
                     f"Load weight end. mem usage={self.term('weights') / GIB:.2f} GB"]
         peak = sum(t.bytes for t in self.before_share)
-        return [f"Peak memory during memory usage profiling (torch + non-torch): {peak / GIB:.2f} GiB, available KV "
-                f"cache memory when calculating max tokens: {self.kv_memory / GIB:.2f} GiB, fraction is set "
-                f"{self.fraction}, kv size is {kv_bytes_per_token}. device total memory {self.total / GIB:.2f} GiB"]
+        return [f"Peak memory during memory usage profiling (torch + non-torch): {peak / GIB:.2f} GiB + T, available "
+                f"KV cache memory when calculating max tokens: {self.kv_memory / GIB:.2f} GiB, fraction is set "
+                f"{self.fraction}, kv size per token is {kv_bytes_per_token} bytes/token. device total memory "
+                f"{self.total / GIB:.2f} GiB, temporary kv cache memory during profiling T GiB ({TRTLLM_TEMPORARY})"]
 
     def to_json(self) -> dict[str, object]:
         return {"engine": self.engine, "gpu": self.gpu, "total_bytes": self.total, "total_source": self.total_source,

@@ -6,7 +6,8 @@
   the precision gives them, `precision.py`; ZeRO 0-3 over the data-parallel GPUs, gpus ÷ (tp·pp);
   FSDP's full sharding is ZeRO-3; offloaded rows live on the host);
 - activations kept for backward (`activations`: per layer × the layers on the busiest stage × the
-  micro-batches a 1F1B pipeline keeps in flight on its first stage, p of them; then what lies outside
+  micro-batches a 1F1B pipeline keeps in flight on its first stage, p of them (p − 1 beside FSDP's
+  accumulated fp32 gradients, and its pipelining buffers beside: pipeline.py); then what lies outside
   the layers, the loss's kept tensors among them, `loss.py`), with Korthikanti et al.'s formula beside
   ours where its GPT-3 layer applies;
 - the moments of a step (`moments`, `peak.py`): what is allocated when forward computes the loss,
@@ -99,6 +100,8 @@ class Setup:
     dropout: bool = True  # the config's dropout runs (False: the framework's model code has none)
     tied: bool = True  # the config's tied head holds (False: the framework's model has its own head, litgpt)
     norm_upcast: bool = False  # eager 16-bit RMSNorms upcast to fp32 and keep fp32 copies (activations._norm)
+    repeat_kv: bool = False  # the model repeats K and V to every query head before attention (torchtitan's Llama
+    # until torchtitan#2259, 2026-01-27: models/llama/model.py @ 9dec370, `keys = repeat_kv(xk, self.n_rep)`)
     bnb: str = "current"  # the bitsandbytes QLoRA runs under: what its 4-bit matmul keeps and dequantises (bnb.py)
     qlora_head: bool = False  # QLoRA quantises the LM head too (Lightning's plugin replaces every nn.Linear)
     loop_holds_output: bool = False  # the training loop holds the last micro-batch's logits through the next forward
@@ -124,6 +127,18 @@ class Setup:
         """How the RMSNorms are counted (activations._norm): upcast where the run upcasts, their weights
         frozen under LoRA."""
         return ("upcast" if self.norm_upcast else "act") + ("-frozen" if self.lora_rank else "")
+
+    @property
+    def fsdp(self) -> bool:
+        """Parameters are gathered to run each layer: FSDP's full sharding (ZeRO-3) over several GPUs, or its
+        CPU offload."""
+        return (self.zero == 3 and self.shards > 1) or "params" in self.offload
+
+    @property
+    def accumulates_fp32(self) -> bool:
+        """FSDP under pipeline parallelism accumulates the stage's unsharded gradients in fp32 (peak._fsdp);
+        under LoRA they are the adapters' only."""
+        return self.pp > 1 and self.fsdp and not self.lora_rank
 
     @property
     def gathered(self) -> bool:
@@ -309,7 +324,7 @@ def _layers(spec: ModelSpec, s: Setup, p: Precision) -> list[tuple[str, int, tup
                                                           n - checkpointed)):
             if count:
                 terms = layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, ACT_BYTES, recompute,
-                                    s.attention == "flash", s.norms)
+                                    s.attention == "flash", s.norms, s.repeat_kv)
                 if s.lora_rank and recompute != "full":
                     terms = frozen_layer(terms, spec.blocks[kind], s) + _lora_terms(spec, kind, s, p)
                 out.append((kind if recompute == s.recompute or s.checkpoint_every == 1 else
@@ -334,7 +349,7 @@ def train(spec: ModelSpec, s: Setup) -> Training:
         outside.append(Term("autocast's bf16 weight copies, saved by each linear", h.layer_matrices + head, 2, ""))
     states = tuple(_states(h, s, p, spec.vocab_size * spec.d_model // s.tp if quantised_head(spec, s) else 0))
     gathered = (0, 0)
-    if (s.zero == 3 and s.shards > 1) or "params" in s.offload:
+    if s.fsdp:
         params, matrices = layer_params(spec, s.tp)
         gathered = (params, gathered_bytes(s, params, matrices))
     every = any(isinstance(b.mlp, MoE) and b.mlp.all_experts for b in spec.blocks.values())

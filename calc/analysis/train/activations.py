@@ -141,7 +141,8 @@ def _unit_offset(norm: Norm, width: int, act: int, label: str) -> list[Term]:
     return [Term(f"{label}: its scale 1 + w", width, act, "")] if norm.unit_offset else []
 
 
-def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
+def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: str, flash: bool,
+               repeat_kv: bool = False) -> list[Term]:
     n, h = b * s, a.n_heads
     if isinstance(a, MLA):
         latents = [Term("Q latent: norm and up-projection input", 3 * n * a.q_lora_rank + n, act, "sp")] \
@@ -153,8 +154,9 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
                  Term("V and the heads' output (W_O's input)", 2 * n * h * a.v_head_dim, act, "tp")]
     else:
         # explicit QKᵀ and P·V keep K and V expanded to all h heads; a fused kernel, or a checkpoint
-        # around attention, keeps them at the kv heads, unless a mask goes with them (_masked)
-        expanded = recompute == "none" and (not flash or _masked(a, s))
+        # around attention, keeps them at the kv heads, unless a mask goes with them (_masked) or the
+        # model repeats them itself (repeat_kv)
+        expanded = recompute == "none" and (not flash or _masked(a, s) or repeat_kv)
         k, v = (a.q_dim, a.o_dim) if expanded else (a.kv_dim, a.v_dim)
         heads = "" if a.kv_dim == a.q_dim else f" (K and V at {'all h' if expanded else 'the kv'} heads)"
         inner = [Term(f"Q, K, V{heads}",
@@ -447,7 +449,7 @@ def _hyper(hyper: HyperConnections, n: int, d: int, act: int) -> list[Term]:
                  2 * (n * k * d + n * d + n * k + n * k * k), act, "sp")]
 
 
-def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
+def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool, repeat_kv: bool = False) -> list[Term]:
     """What one layer's token mixer keeps, by the part's kind (attention and MLA share one rule)."""
     if a is None:
         return []
@@ -457,8 +459,9 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
         return recurrent(a, b * s, d, act)
     if a.kind == "lightning":  # runs block by block: its terms need the batch and the length apart
         return _lightning(a, b, s, d, act)
-    attention = _compressed if a.kind == "compressed_attention" else _attention
-    return attention(a, b, s, d, act, recompute, flash)
+    if a.kind == "compressed_attention":
+        return _compressed(a, b, s, d, act, recompute, flash)
+    return _attention(a, b, s, d, act, recompute, flash, repeat_kv)
 
 
 def _mlp(m: MLP | MoE, n: int, d: int, act: int, norm: Norm | None = None) -> list[Term]:
@@ -615,9 +618,10 @@ def shared_terms(applied: Shared, b: int, s: int, d: int, act: int, recompute: s
 
 
 def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, flash: bool = False,
-                norms: str = "act") -> list[Term]:
+                norms: str = "act", repeat_kv: bool = False) -> list[Term]:
     """What one layer of `block` keeps for backward under `recompute`, attention explicit or fused (`flash`),
-    its pre-norms counted as `norms` says (_norm)."""
+    its pre-norms counted as `norms` says (_norm); `repeat_kv`: the model repeats K and V to every query head
+    before the kernel (torchtitan's Llama), which then keeps them so."""
     n = b * s
     if recompute == "full":
         return [Term("layer input (the checkpoint)", n * d, act, "sp")]
@@ -627,7 +631,8 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     mlp = _mlp(block.mlp, n, d, act, block.norm) if block.mlp is not None else []
     if block.parallel and len(block.norms) == 1:  # one norm feeds both: the MLP reads the attention's input
         mlp = mlp[1:]
-    mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash)]  # a parallel group's each
+    # a parallel group's each
+    mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash, repeat_kv)]
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
     applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
     hyper = _hyper(block.hyper, n, d, act) if block.hyper is not None else []

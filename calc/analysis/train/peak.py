@@ -59,7 +59,9 @@ prefetches the last layer only at the head's last chunk (`_record_post_forward`,
 (torchtune's optimizer_in_bwd) each gradient is freed as soon as its parameter is updated, so at
 most the largest one exists. With activation offloading the layers' activations go to the host and
 one layer's stay. Under pipeline parallelism FSDP (as torchtitan runs it) keeps the whole stage
-gathered and accumulates unsharded fp32 gradients over the micro-batches (`_fsdp`). torch's FSDP1
+gathered and accumulates unsharded fp32 gradients over the micro-batches (`_fsdp`), beside which the
+first stage holds p − 1 micro-batches, not p; every moment of a pipelined step holds torch's
+pipelining buffers (pipeline.py). torch's FSDP1
 (`fsdp1`: litgpt, through Lightning's FSDPStrategy) keeps its root unit, what no wrapped layer owns
 (the embedding, final norm and head), unsharded from forward to the end of backward, and gathers
 straight into its flat parameter, with no copy-out (`_fsdp`). Its forward runs on views of the flat
@@ -87,6 +89,7 @@ from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.frozen import frozen_layer
 from calc.analysis.train.params import gathered_bytes
+from calc.analysis.train.pipeline import in_flight, stage_buffers
 from calc.analysis.train.precision import Precision
 from calc.analysis.train.states import step_temporary_bytes
 from calc.spec.model import ModelSpec
@@ -145,8 +148,8 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     if s.recompute != "full":
         return 0
     rebuilt = [sum(s.term_bytes(term) for term in _frozen(layer_terms(
-        spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, "none", s.attention == "flash", s.norms),
-        spec.blocks[kind], s)) for kind in spec.layer_counts()]
+        spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, "none", s.attention == "flash", s.norms,
+        s.repeat_kv), spec.blocks[kind], s)) for kind in spec.layer_counts()]
     return max(rebuilt) - -(-s.micro_batch * s.local_seq * spec.d_model // (s.tp if s.sp else 1)) * 2
 
 
@@ -226,14 +229,14 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
     that FSDP gathers and their bytes gathered, (0, 0) without it."""
     s = t.setup
     gpu = [r for r in t.states if r.where == "gpu"]
-    base = tuple((r.label, r.per_gpu) for r in gpu if r.key != "gradients")
+    base = tuple((r.label, r.per_gpu) for r in gpu if r.key != "gradients") + stage_buffers(s, spec.d_model)
     grads = next((r.per_gpu for r in gpu if r.key == "gradients"), 0)
     if s.optimizer_in_backward:
         trained = t.held.adapters if s.lora_rank else t.held.tensors
         grads = min(grads, max((x.elements // x.copies for x in trained), default=0) * (p.adapter if s.lora_rank else p.grad))
     per_layer = [t.layer_bytes(terms) for _, _, terms in t.layers]
     layers = max(per_layer, default=0) if "activations" in s.offload else \
-        sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
+        sum(n * t.layer_bytes(terms) for _, n, terms in t.layers) * in_flight(s, s.accumulates_fp32) // s.pp
     kept = (("activations kept (one layer's, the rest offloaded)" if "activations" in s.offload
              else "activations kept", layers + t.layer_bytes(t.outside)),)
     loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
@@ -263,7 +266,7 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
     out += _next_forward(t, spec, base + acc + f.root, kept[0][1] - loss.held * n * vocab, n, vocab)
     in_layer = tuple((what, size) for what, size in (
         ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
-        ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp)),
+        ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp, s.repeat_kv)),
         ("Float8: the largest linear's fp8 operands", cast_bytes(spec, s.float8, n, s.tp))) if size)
     if in_layer:  # the head's and the loss's kept tensors are freed by now
         below_head = ((kept[0][0], kept[0][1] - t.layer_bytes(tuple(x for x in t.outside if x.head))),)
