@@ -49,6 +49,9 @@ def pool(*args: str) -> dict:  # type: ignore[type-arg]
     # dense attention: FLASH_ATTN, FLASHINFER and TRITON_ATTN all take 16
     ("llama-3-8b", "B200", (), DENSE, 16),
     ("llama-3-8b", "H100", ("--kv-dtype", "fp8"), DENSE, 16),
+    # per-head K and V instead of the latent, as vLLM keeps them with VLLM_MLA_DISABLE=1 (config/model.py:2051:
+    # use_mla off), run on those too
+    ("deepseek-v2-lite", "B200", ("--mla-expanded",), DENSE, 16),
 ])
 def test_backend_and_block_by_card(model: str, budget: str, extra: tuple[str, ...], backend: str, block: int) -> None:
     got = pool(model, "--budget", budget, "--seq", "4096", *extra)

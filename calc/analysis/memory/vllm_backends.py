@@ -62,17 +62,20 @@ class Backend:
         return DEFAULT_BLOCK if self.supports(DEFAULT_BLOCK) else min(self.kernels)
 
     def takes(self, major: int, fp8: bool, head: int, nope: int) -> bool:
+        """validate_configuration's checks that a model can fail here: the card, the dtype, the head, qk_nope."""
         return ((self.majors is None or major in self.majors) and (self.fp8 or not fp8)
                 and (self.heads is None or head in self.heads) and (self.nope is None or nope in self.nope))
 
 
 FLASHINFER_MLA = Backend("FLASHINFER_MLA", (32, 64), frozenset({10}), True, nope=frozenset({64, 128, 192}),
                          source="v1/attention/backends/mla/flashinfer_mla.py:195-250")
-CUTLASS_MLA = Backend("CUTLASS_MLA", (128,), frozenset({10}), True, source="v1/attention/backends/mla/cutlass_mla.py:38-66")
+CUTLASS_MLA = Backend("CUTLASS_MLA", (128,), frozenset({10}), True,
+                      source="v1/attention/backends/mla/cutlass_mla.py:38-66")
 FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", (16,), frozenset({9}), False,
                          source="v1/attention/backends/mla/flashattn_mla.py:41-88 (FA3, fa_utils.py:325-336)")
 FLASHMLA = Backend("FLASHMLA", (64,), frozenset({9, 10}), True, source="v1/attention/backends/mla/flashmla.py:47-98")
-TRITON_MLA = Backend("TRITON_MLA", (16,), None, True, heads=None, source="v1/attention/backends/mla/triton_mla.py:95-137")
+TRITON_MLA = Backend("TRITON_MLA", (16,), None, True, heads=None,
+                     source="v1/attention/backends/mla/triton_mla.py:95-137")
 
 # _get_backend_priorities(use_mla=True), platforms/cuda.py:96-151, less the sparse backends and TOKENSPEED_MLA.
 MLA_PRIORITIES = {10: (FLASHINFER_MLA, CUTLASS_MLA, FLASH_ATTN_MLA, FLASHMLA, TRITON_MLA), 12: (TRITON_MLA,)}
@@ -104,7 +107,7 @@ class BlockChoice:
 def vllm_block(kv: KVCache, capability: tuple[int, int] | None, block: int | None = None) -> BlockChoice:
     """vLLM's backend and block for `kv` on a card of `capability` (None: no GPU named) with `block` from
     --block-size (None: vLLM's choice); an MLA cache no backend of the card takes is refused, as vLLM refuses it."""
-    mla = [kind for kind in kv.layers if kind.kind == "MLA"]
+    mla = [kind for kind in kv.layers if kind.kind == "MLA" and not kind.v]  # the latent; expanded K and V: dense
     given = block is not None
     if capability is None:
         return BlockChoice(block or DEFAULT_BLOCK, "not known without a --budget GPU",
