@@ -125,3 +125,12 @@ def test_refused_as_vllm_refuses(args: list[str], message: str) -> None:
     """No MLA backend takes a block that is no multiple of 16, or an e5m2 cache (their supported_kv_cache_dtypes)."""
     result = CliRunner().invoke(main, ["memory", "deepseek-v2-lite", "--engine", "vllm", "--kv-memory", "10GiB", *args])
     assert result.exit_code == 2 and result.output.startswith("Error: ") and message in result.output, result.output
+
+
+def test_dsa_block_is_its_indexers() -> None:
+    """DeepSeek-V3.2's sparse MLA and indexer set the block together: the indexer's one kernel block, 64
+    (v1/attention/backends/mla/indexer.py:284-285), on any card; gptcalc names the pair and prints no log line
+    for it (which sparse backend vLLM names beside the indexer varies by card and head count)."""
+    got = pool("deepseek-v3.2", "--budget", "8xB200", "--kv-memory", "40GiB", "--seq", "4096", "--kv-dtype", "fp8")
+    assert (got["attention_backend"]["attention_backend"], got["block_size"]) == ("sparse MLA + DEEPSEEK_V32_INDEXER", 64)
+    assert not any(line.startswith("Setting kv cache block size") for line in got["server_says"])

@@ -341,7 +341,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
                  compressed_pools(kv, kv_memory, block, pp, speculative=speculative_steps > 0))
         return KVPool(found, pools.page, math.ceil(pools.bytes_per_full_token), pools.kv_memory, max_model_len,
                       compressed=pools)
-    backend = vllm_block(kv, capability, block) if engine == "vllm" and not _sparse(kv) else None
+    backend = _vllm_choice(kv, found, block, capability) if engine == "vllm" else None
     block = backend.block if backend else _block(kv, found, block, capability)
     hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes, prefix_caching)
               if engine == "vllm" else None)
@@ -355,9 +355,18 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
                   draft=draft, backend=backend)
 
 
-def _sparse(kv: KVCache) -> bool:
-    """A model whose sparse attention sets vLLM's block itself (DSA's 64, MiniMax-M3's 128: _block)."""
-    return any(kind.kind in (DSA, BLOCK_INDEXER) for kind in kv.layers)
+def _vllm_choice(kv: KVCache, found: Engine, block: int | None, capability: tuple[int, int] | None) -> BlockChoice:
+    """vLLM's backend and block: the card's (vllm_backends), or for a sparse model the backends that set it
+    themselves: DSA's sparse MLA with DeepSeek-V3.2's indexer, whose kernel block is 64 (DEEPSEEK_V32_INDEXER,
+    v1/attention/backends/mla/indexer.py:284-285), or MiniMax-M3's sparse attention and indexer (_block)."""
+    kinds = {kind.kind for kind in kv.layers}
+    if not kinds & {DSA, BLOCK_INDEXER}:
+        return vllm_block(kv, capability, block)
+    given, block, dsa = block is not None, _block(kv, found, block, capability), DSA in kinds
+    name = "sparse MLA + DEEPSEEK_V32_INDEXER" if dsa else "MiniMax-M3's sparse GQA + indexer"
+    why = "--block-size" if given else ("the indexer's kernel block (mla/indexer.py:284-285)" if dsa else
+                                        "their one block (minimax_m3/common/sparse_attention.py:163-165)")
+    return BlockChoice(block, name, why, given, single=False)
 
 
 def _block(kv: KVCache, found: Engine, block: int | None, capability: tuple[int, int] | None = None) -> int:

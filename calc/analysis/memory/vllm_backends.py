@@ -91,11 +91,12 @@ class BlockChoice:
     backend: str
     why: str  # the rule, with its source
     given: bool = False  # set by --block-size
+    single: bool = True  # one backend named (the sparse models' pairs are named loosely: no log line for them)
 
     @property
     def logged(self) -> str | None:
-        """vLLM's own line where it moves off its default 16 by itself (platforms/interface.py:771-781)."""
-        if self.given or self.block == DEFAULT_BLOCK:
+        """vLLM's own line where it moves one backend off its default 16 by itself (platforms/interface.py:771-781)."""
+        if self.given or self.block == DEFAULT_BLOCK or not self.single:
             return None
         return f"Setting kv cache block size to {self.block} for {self.backend} backend(s)."
 
