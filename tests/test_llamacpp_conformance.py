@@ -26,13 +26,15 @@ from calc.cli import main
 from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
-from tests.gguf_files import write_gguf  # noqa: E402
+from tests.gguf_files import TYPES, write_gguf  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp"
 # Gemma 3's layout (five sliding-window layers, then a global one: llama.cpp's gemma3 hard-codes this pattern)
 GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
 # a quantised cache needs heads whose width its block (32) divides (llama_init_from_model refuses 8)
 WIDE = {"head_dim": 32}
+# rows whole k-quant super-blocks (256): 4 layers of 256, MLP 768, 4 heads of 64 over 2, 4096 tokens
+KQUANT = {"hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4, "head_dim": 64, "vocab_size": 4096}
 # name: (model_type, config changes, llama.cpp options); options are those of `OPTIONS`
 RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "qwen3-c4096": ("qwen3", {}, ["-c", "4096"]),
@@ -267,8 +269,19 @@ OFFLOAD_RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "lfm2-ngl2-np2": ("lfm2", {}, ["-ngl", "2", "-np", "2"]),
     # a vocabulary and a context wide enough for a padding slip to show in the MiB printed
     "qwen3-vocab-ngl2-c4096": ("qwen3", {"vocab_size": 32768}, ["-c", "4096", "-ngl", "2"]),
+    # k-quants (OFFLOAD_TYPES) in rows of 256 and 768, which the GPU pads to 512 values and the CPU does not
+    "llama-kquant-ngl3": ("llama", KQUANT, ["-c", "1024", "-ngl", "3"]),
+    "llama-kquant-nommap-ngl2": ("llama", KQUANT, ["-ngl", "2", "-lm", "none"]),
+    "llama-kquant-ngl99-np2": ("llama", KQUANT, ["-c", "2048", "-ngl", "99", "-np", "2", "-ctk", "q4_0"]),
+    "qwen3_moe-kquant-ncmoe2": ("qwen3_moe", {**KQUANT, "moe_intermediate_size": 256},
+                                ["-c", "1024", "-ngl", "99", "--n-cpu-moe", "2"]),
+    # the converted Gemma 3n of 22 layers: per_layer_token_embd stays on the CPU; 20 cached layers split
+    "gemma3n-22-ngl12": ("gemma3n_text", {}, ["-c", "4096", "-ngl", "12"]),
 }
-OFFLOAD_CONVERTED = {"lfm2-ngl2-np2": RECORDED / "recurrent" / "lfm2-np4.gguf.gz"}
+OFFLOAD_CONVERTED = {"lfm2-ngl2-np2": RECORDED / "recurrent" / "lfm2-np4.gguf.gz",
+                     "gemma3n-22-ngl12": RECORDED / "converted" / "gemma3n_text-22-swa.gguf.gz"}
+OFFLOAD_TYPES = {name: ("Q4_K", "Q6_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_XS", "Q8_0")
+                 for name in OFFLOAD_RUNS if "-kquant" in name}
 OFFLOADED = re.compile(r"(load_tensors: offloaded .*|" + LINE.pattern[1:])
 
 
@@ -281,7 +294,7 @@ def offload_run(name: str, where: Path) -> tuple[Path, list[str]]:
     if name in OFFLOAD_CONVERTED:
         path.write_bytes(gzip.decompress(OFFLOAD_CONVERTED[name].read_bytes()))
     else:
-        write_gguf({**tiny_config(model_type), **changes}, path, runnable=True)
+        write_gguf({**tiny_config(model_type), **changes}, path, OFFLOAD_TYPES.get(name, TYPES), runnable=True)
     return path, args if "-c" in args else ["-c", "256", *args]
 
 
