@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from calc.analysis.count import count
+from calc.analysis.memory import find_scheme
 from calc.analysis.memory.llamacpp import LlamaCppContext, llamacpp_caches, llamacpp_lines
+from calc.analysis.memory.weights import weights
 from calc.cli import main
 from calc.spec.load import load_spec
 from calc.spec.model import spec_from_dict
@@ -123,3 +126,20 @@ def test_gemma3n_caches_its_first_20_layers_whatever_the_sharing(shared: int, tm
     assert placed == ["llama_kv_cache:        CPU KV buffer size =    24.00 MiB",
                       "llama_kv_cache:      CUDA0 KV buffer size =     8.00 MiB",
                       "llama_kv_cache:        CPU KV buffer size =    32.00 MiB"]
+
+
+def test_qwen2_5_14b_q4_k_m_fully_offloaded() -> None:
+    """source: https://github.com/ollama/ollama/issues/9091 (ollama 0.5.10 running qwen2.5 14B Q4_K_M on a GPU; its
+    llama.cpp log: n_layer 48, n_embd 5120, "offloaded 49/49 layers to GPU", "CUDA0 model buffer size = 8148.38 MiB",
+    "CPU model buffer size = 417.66 MiB", n_seq_max 4, n_ctx 8192, "CUDA0 KV buffer size = 1536.00 MiB"). With every
+    layer offloaded the CPU keeps token_embd alone and the GPU every other tensor; Qwen2.5-14B's rows (5120, 13824
+    values) are whole multiples of 512 and its tensors of 128 B, so the GPU pads none of them: each buffer is the
+    mix's bytes (llama.cpp's Q4_K_M; ollama's port types a dense Qwen2.5 alike)."""
+    spec = load_spec("qwen2.5-14b")
+    for mix in ("q4_k_m", "ollama_q4_k_m"):
+        components = weights(count(spec), scheme=find_scheme(mix), spec=spec).components
+        embedding = components["token_embedding"]
+        assert (f"{embedding / MIB:.2f}", f"{(sum(components.values()) - embedding) / MIB:.2f}") == ("417.66", "8148.38")
+    said = lines("qwen2.5-14b", "--quant", "q4_k_m", "--seq", "8192", "-np", "4", "-ngl", "99")
+    assert said[0] == "load_tensors: offloaded 49/49 layers to GPU"
+    assert "llama_kv_cache:      CUDA0 KV buffer size =  1536.00 MiB" in said
