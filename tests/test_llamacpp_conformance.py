@@ -9,6 +9,9 @@ Two halves:
 - live, opt-in: `pytest --llamacpp BUILD/bin tests/test_llamacpp_conformance.py` runs `llama-completion`
   of a llama.cpp build (docs/memory.md: how it was built) on each GGUF and compares; with
   `--llamacpp-record` it (re)writes the recorded logs from that run.
+
+`OFFLOAD_RUNS` are a CUDA build's (-ngl, -ot, --n-cpu-moe, -nkvo, -lm none, -sm none on one GPU): recorded under
+`tests/data/llamacpp/offload/` from a run on an H100 and checked the same way.
 """
 
 from __future__ import annotations
