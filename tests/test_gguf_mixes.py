@@ -437,3 +437,12 @@ def test_live_gemma3n_llama_quantize(mix: str, tmp_path: Path, request: pytest.F
                           mix.removeprefix("ollama30_").upper(), "1"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     assert sum(_bytes(str(config), mix).values()) == sum(int(t.n_bytes) for t in gguf.GGUFReader(out).tensors)
+
+
+def test_mxfp4_moe_types_mla_kv_b_as_a_3d_tensor() -> None:
+    # MXFP4_MOE types every tensor with ne[2] > 1 MXFP4 (llama-quant.cpp:512-523), and the converter writes MLA's kv_b
+    # per head, 3-D (attn_k_b, attn_v_b: conversion/deepseek.py:433-449); its own comment says so. deepseek-v2-lite:
+    # 27 layers of 16 heads x 512 x 128 (k_b) and 16 x 128 x 512 (v_b) values, MXFP4 17 B per 32; kv_a stays Q8_0
+    got = _bytes("deepseek-v2-lite", "mxfp4_moe")
+    assert got["kv_b"] == 27 * 2 * 16 * 512 * 128 // 32 * MXFP4
+    assert got["kv_a"] == 27 * 576 * 64 * Q8_0

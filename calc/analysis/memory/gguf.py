@@ -49,11 +49,12 @@ def fitted(name: str, ncols: int) -> str:
 
 
 def _category(name: str, fused_qkv: bool) -> str:
-    """tensor_get_category of the GGUF tensor a component becomes; "experts_" marks the 3-D routed experts."""
+    """tensor_get_category of the GGUF tensor a component becomes; "experts_" marks the 3-D routed experts, "mla_3d"
+    MLA's kv_b, which the converter writes per head as the 3-D attn_k_b and attn_v_b (conversion/deepseek.py:433-449)."""
     if name in ("q", "k", "v"):
         return "qkv" if fused_qkv else name
     if name in ("q_a", "q_b", "kv_a", "kv_b"):  # MLA's attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b + attn_v_b
-        return "mla"
+        return "mla_3d" if name == "kv_b" else "mla"
     kind = next((k for k in ("down", "gate", "up") if name.endswith(k)), "out" if name == "attn_out" else "other")
     return f"experts_{kind}" if name.startswith("experts_") else kind
 

@@ -111,8 +111,8 @@ def pick(s: State, category: str, layer: int) -> str:
     """llama_tensor_get_type_impl for one tensor of layer `layer` (the indices advance as llama.cpp's do)."""
     if s.mix.startswith("ollama_"):
         return _ollama(s, category.removeprefix("experts_"))
-    if s.mix == "mxfp4_moe":
-        return "mxfp4" if category.startswith("experts") else "q8_0"
+    if s.mix == "mxfp4_moe":  # every 3-D tensor MXFP4, MLA's per-head attn_k_b / attn_v_b too (llama-quant.cpp:512-523)
+        return "mxfp4" if category.startswith("experts") or category == "mla_3d" else "q8_0"
     kind = category.removeprefix("experts_")
     if kind in ("v", "qkv"):
         t = _iq_low_v(s) if s.mix in IQ_LOW else _attn_v(s)
@@ -218,7 +218,7 @@ def _ollama(s: State, kind: str) -> str:
         if medium:
             return "q6_K" if more_bits(i, s.n_layers) else s.base
         return "q5_K" if i < s.n_layers // 8 else s.base
-    return {"k": "q8_0" if experts8 else s.base, "out": "q5_K" if experts8 else s.base, "mla": "q8_0",
+    return {"k": "q8_0" if experts8 else s.base, "out": "q5_K" if experts8 else s.base, "mla": "q8_0", "mla_3d": "q8_0",
             "qkv": "q5_K" if medium else s.base}.get(kind, s.base)
 
 
