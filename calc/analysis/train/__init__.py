@@ -138,7 +138,7 @@ class Setup:
 
     @property
     def accumulates_fp32(self) -> bool:
-        """FSDP under pipeline parallelism accumulates the stage's unsharded gradients in fp32 (peak._fsdp);
+        """FSDP under pipeline parallelism accumulates the stage's unsharded gradients in fp32 (peak._pipelined);
         under LoRA they are the adapters' only."""
         return self.pp > 1 and self.fsdp and not self.lora_rank
 

@@ -288,16 +288,19 @@ def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int
     grads = next((r.per_gpu for r in t.states if r.where == "gpu" and r.key == "gradients"), 0)
     whole = ("FSDP under PP: unsharded gradients accumulated over the micro-batches (fp32)", t.held.params * 4) \
         if s.accumulates_fp32 else ("gradients accumulated over the earlier micro-batches", grads)
-    f = _fsdp(t, p, gathered, 0, True)
+    f = _fsdp(t, p, gathered, 0, True)  # under PP the stage is gathered whole: no head unit of its own
     per_batch = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers) // stage.in_flight(0) \
         + t.layer_bytes(tuple(x for x in t.outside if not x.head))
     in_layer = _in_layer(t, spec) + f.in_layer + f.layer_grad
     loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
     hidden = loss.head_inside or not loss.held
     output = residual_bytes(s, spec.d_model) if hidden else 2 * n * vocab
-    outputs = (lambda count: (("pipeline: the last stage's outputs (output_chunks), kept until the next step",
-                               count * output),)) if stage.last else (lambda count: ())
     recomputed = ", the last layer recomputed" if s.recompute == "full" else ""
+
+    def outputs(count: int) -> tuple[tuple[str, int], ...]:
+        """The last stage's outputs, `count` micro-batches' (the other stages' are pipeline.stage_buffers')."""
+        return (("pipeline: the last stage's outputs (output_chunks), kept until the next step", count * output),) \
+            if stage.last else ()
 
     def backward(j: int, *extra: tuple[str, int]) -> tuple[tuple[str, int], ...]:
         k = stage.in_flight(j)
@@ -326,10 +329,9 @@ def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int
     if stage.last:
         out.append(Moment("the step ends: every micro-batch's output merged (_merge_outputs)",
                           end + (("the merged outputs (torch.cat)", stage.stages * output),)))
-    if not s.optimizer_in_backward:
-        stepped = _one_step(t)
-        out.append(Moment("optimizer step", end + (_foreach_step(t),)
-                          + ((("8-bit step: one parameter's m and v dequantised to fp32", stepped),) if stepped else ())))
+    stepped = _one_step(t)  # the step inside backward is refused under PP (train._check)
+    out.append(Moment("optimizer step", end + (_foreach_step(t),)
+                      + ((("8-bit step: one parameter's m and v dequantised to fp32", stepped),) if stepped else ())))
     return out
 
 

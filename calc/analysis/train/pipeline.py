@@ -24,12 +24,14 @@ torch's PipelineStage (torch/distributed/pipelining/stage.py) keeps, per micro-b
 - on every stage but the first, a receive buffer for its input (`_create_act_recv_info`, made once,
   kept): the received tensor itself becomes the stage's input (`_retrieve_recv_activations`:
   `info.buffer.requires_grad_()`), so for a micro-batch in flight it is the first layer's kept input,
-  counted there; and that input's gradient, which backward leaves in the buffer's `.grad` until the next
-  step's `clear_runtime_states` (`a.buffer.grad = None`).
+  counted there; and that input's gradient, which backward left in the buffer's `.grad` until the next
+  step's `clear_runtime_states` (`a.buffer.grad = None`) in that torch (pytorch#164329, October 2025,
+  drops it once it is handed to the send).
 
 Each is the residual stream between two layers, micro-batch × tokens × d_model in bf16, ÷ tp under
 sequence parallelism (the layers' RowwiseParallel outputs are Shard(1), handed on as local tensors).
-Measured on two gloo ranks (tests/pipeline_1f1b.py): both stages, every backward.
+Measured on three gloo ranks (tests/pipeline_1f1b.py): every stage, every backward, less what the torch
+there (2.13) no longer keeps of the two later changes named above.
 """
 
 from __future__ import annotations
