@@ -205,7 +205,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     `async_scheduling` False: vLLM's --no-async-scheduling, one batch in flight instead of two;
     `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys ("auto": the model's);
     `prefix_caching` False: vLLM's --no-enable-prefix-caching, one page a request for a state group;
-    `speculative_num_steps`: SGLang's, an EAGLE / MTP draft beside the pool (its share of it; DeepSeek-V4's rings),
+    `speculative_num_steps`: SGLang's, an EAGLE / MTP draft beside the pool (its share of it, an MTP draft's weights
+    out of it; DeepSeek-V4's rings),
     `speculative_draft_layers` the draft's layers (None: the model's MTP layers);
     `mamba_ssm_dtype`: SGLang's --mamba-ssm-dtype, its SSM states' dtype (None: the model's default there);
     `hisparse_host_pool` (a size) turns on vLLM's HiSparse for a DSA model, its latents in a host pool of that size,
@@ -215,6 +216,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
     from calc.analysis.memory.llamacpp_devices import output_buffer
     from calc.analysis.memory.kv import kv_cache
+    from calc.analysis.memory.sglang_draft import draft_weights
     from calc.analysis.memory.sglang_dsv4 import sglang_stages
     from calc.analysis.memory.sglang_states import NOT_SGLANG, sglang_ssm_bytes
     from calc.analysis.memory.startup import (STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights,
@@ -223,6 +225,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
 
     from calc.analysis.memory.trtllm_manager import manager_note, refuse_v2_only
     from calc.analysis.memory.trtllm_models import refuse_unbuilt
+    from calc.analysis.memory.trtllm_workspace import refuse_mla_workspace
 
     refuse_unbuilt(spec, engine or "")
     refuse_v2_only(spec, engine or "")
@@ -245,11 +248,15 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     extra = (engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep, towers=not text_only)
              if engine and gpu else ())
     encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
+    draft = (draft_weights(spec, result.weights, layout, speculative_draft_layers)
+             if engine == "sglang" and speculative_num_steps else None)
     startup = (startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp,
-                              reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp)
+                              reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp, draft=draft)
                if engine in STARTUP_ENGINES and target and kv_memory is None else None)
     if startup is not None:
         startup.check()
+        if engine == "trtllm":
+            refuse_mla_workspace(result.kv)
         target = replace(target, bytes_per_gpu=startup.kv_memory + result.weights.total_bytes,
                          label=f"{target.label} under {engine}'s reserves")
     pool = None

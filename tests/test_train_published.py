@@ -145,13 +145,18 @@ CASES = [
      dict(lora_rank=8, lora_targets=QVO_MLP, **TORCHTUNE)),
     ("torchtune Llama 3.1 8B QLoRA, 1x4090", "llama-3.1-8b", 7.4, GIB,
      dict(lora_rank=8, lora_targets=QVO_MLP, qlora=True, **TORCHTUNE)),
+    # 70B_full.yaml @ 0031bfb0 (the README's commit): fsdp_cpu_offload True (CPUOffloadPolicy: sharded parameters,
+    # gradients and AdamW states on the host), custom_sharded_layers ['tok_embeddings', 'output'] (each its own
+    # FSDP2 unit, resharded after forward), CEWithChunkedOutputLoss; full_finetune_distributed.py's shard_model
+    ("torchtune Llama 3.1 70B full, 8xA100", "llama-3.1-70b", 13.9, GIB,
+     dict(gpus=8, zero=3, offload=("params",), fsdp_head_unit=True, **TORCHTUNE)),
     ("torchtune Llama 3.1 70B LoRA, 8xA100", "llama-3.1-70b", 27.6, GIB,
      dict(gpus=8, zero=3, lora_rank=16, lora_targets=QVO_MLP, **TORCHTUNE)),
     # 405B QLoRA as its recipe config runs it: recipes/configs/llama3_1/405B_qlora.yaml @ 30b8519e8 (the commit that
     # added the table): batch_size 1, gradient_accumulation_steps 16, loss torch.nn.CrossEntropyLoss on the fp32
     # logits, no compile or packing keys, lora_rank 16 on q, k, v, output_proj and the MLP; the README gives this row
     # in "GB" (every other row "GiB"). Its note's "batch size 2 (without gradient accumulation)" contradicts the
-    # config: at batch 2 gptcalc says 52.98 GiB (+18.3% as GiB, +27% as GB); docs/training.md states both
+    # config: at batch 2 gptcalc says 55.11 GiB (+23.0% as GiB, +32% as GB); docs/training.md states both
     ("torchtune Llama 3.1 405B QLoRA, 8xA100", "llama-3.1-405b", 44.8, GB,
      dict(framework="torchtune", loss="fp32", seq=2048, micro_batch=1, grad_accumulation=16, gpus=8, zero=3,
           lora_rank=16, lora_targets=("q", "k", "v", "o", "gate", "up", "down"), qlora=True, norm_upcast=False)),

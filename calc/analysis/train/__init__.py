@@ -48,6 +48,7 @@ from calc.analysis.train.executed import MOE_FORMS, as_run
 from calc.analysis.train.float8 import FLOAT8
 from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.analysis.train.loss import LOSS_PARALLEL, LOSSES, Loss
+from calc.analysis.train.frozen import frozen_layer, frozen_outside
 from calc.analysis.train.params import LAYER_TARGETS, LORA_TARGETS, Held, gathered_bytes, held, layer_params, nf4_bytes
 from calc.analysis.train.peak import Moment, Overheads, moments
 from calc.analysis.train.pipeline import Stage
@@ -89,6 +90,9 @@ class Setup:
     grad_accumulation: int = 1  # micro-batches per optimizer step: after the first, each runs beside the gradients
     no_sync: bool = False  # accumulate unreduced until the last micro-batch (FSDP's no_sync): unsharded gradients
     fsdp1: bool = False  # torch FSDP1: its root unit (embedding, final norm, head) stays unsharded, no copy-out
+    fsdp_head_unit: bool = False  # FSDP2 wraps the head as its own unit, resharded after forward (torchtune's
+    # custom_sharded_layers: ['tok_embeddings', 'output'])
+    fsdp_keeps_last_layer: bool = True  # FSDP2 does not reshard the last layer after forward (torchtitan)
     offload: tuple[str, ...] = ()
     lora_dropout: bool = False
     lora_fused_qkv: bool = False  # q, k and v adapters share one dropout of their input (litgpt's LoRAQKVLinear)
@@ -126,9 +130,7 @@ class Setup:
     def norms(self) -> str:
         """How the RMSNorms are counted (activations._norm): upcast where the run upcasts, their weights
         frozen under LoRA."""
-        if not self.norm_upcast:
-            return "act"
-        return "upcast-frozen" if self.lora_rank else "upcast"
+        return ("upcast" if self.norm_upcast else "act") + ("-frozen" if self.lora_rank else "")
 
     @property
     def fsdp(self) -> bool:
@@ -259,6 +261,9 @@ def _check(spec: ModelSpec, s: Setup) -> None:
     if s.pp > 1 and s.optimizer_in_backward:
         raise GptcalcError("--optimizer-in-backward: a pipeline's micro-batches accumulate gradients over the step "
                            "(pipeline.py), which a step inside backward would free as they are made; not with --pp")
+    if s.fsdp_head_unit and (s.fsdp1 or s.pp > 1 or not (s.zero == 3 or "params" in s.offload)):
+        raise GptcalcError("--fsdp-head-unit: FSDP2's own unit for the head needs FSDP (--zero 3 or --offload params), "
+                           "--fsdp2 and no pipeline parallelism (--pp 1)")
     if s.checkpoint_every > 1 and s.recompute != "full":
         raise GptcalcError("--checkpoint-every: needs --recompute full (it checkpoints every k-th layer)")
     if s.seq > spec.n_positions:
@@ -337,7 +342,7 @@ def _layers(spec: ModelSpec, s: Setup, p: Precision, stage: Stage | None) -> lis
                 terms = layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, ACT_BYTES, recompute,
                                     s.attention == "flash", s.norms, s.repeat_kv)
                 if s.lora_rank and recompute != "full":
-                    terms += _lora_terms(spec, kind, s, p)
+                    terms = frozen_layer(terms, spec.blocks[kind], s) + _lora_terms(spec, kind, s, p)
                 out.append((kind if recompute == s.recompute or s.checkpoint_every == 1 else
                             f"{kind} ({'checkpointed' if recompute == 'full' else 'not checkpointed'})",
                             count, tuple(terms)))
@@ -381,6 +386,7 @@ def _outside(spec: ModelSpec, s: Setup, p: Precision, h: Held, stage: Stage | No
     of the stage's own matrices."""
     outside = activation_terms(spec, s.micro_batch, s.local_seq, ACT_BYTES, s.recompute, LOSSES[s.loss], s.norms)
     if s.lora_rank:  # an adapter on the head keeps its tensors until backward has passed the head
+        outside = frozen_outside(outside, spec, s)
         outside += [Term(t.label + " (head)", t.elements, t.bytes_per, t.split, head=True)
                     for t in _lora_terms(spec, "", s, p)]
     if stage is not None:
