@@ -110,14 +110,14 @@ def test_every_stage_is_counted_on_its_own() -> None:
     assert t.stage == Stage(1, 2) and t.peak.name == "backward of micro-batch 2, through the loss"
     assert t.held.params == 16 * layer + 4096 + 128256 * 4096
     peak = dict(t.peak.parts)
-    assert peak["pipeline: the last stage's outputs (output_chunks), kept until the next step"] == 2 * 2048 * 128256 * 2
-    assert peak["FSDP under PP: unsharded gradients accumulated over the micro-batches (fp32)"] == 4 * t.held.params
+    assert peak["pipeline: stage outputs (output_chunks)"] == 2 * 2048 * 128256 * 2
+    assert peak["FSDP under PP: unsharded fp32 gradients accumulated"] == 4 * t.held.params
     first = train_stages(load_spec("llama-3.1-8b"), Setup(2048, 1, gpus=4, pp=2, zero=3, recompute="full",
                                                           precision="fsdp-mixed"))[0]
     second = dict(next(m for m in first.moments if m.name.startswith("backward of micro-batch 2")).parts)
     assert second["activations kept (1 micro-batch in flight)"] == 16 * residual + 2048 * 8  # and the ids (int64)
-    assert second["pipeline: each micro-batch's stage output so far, kept until the next step (output_chunks)"] \
-        == second["pipeline: a receive buffer for every micro-batch's output gradient"] == 2 * residual
+    assert second["pipeline: stage outputs (output_chunks)"] \
+        == second["pipeline: output-gradient receive buffers"] == 2 * residual
     assert "loss: backward temporaries" not in dict(p for m in first.moments for p in m.parts)
 
 

@@ -203,7 +203,7 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
     layer_grad = () if s.lora_rank else \
         (("FSDP: one layer's unsharded gradient and the previous layer's reduce-scatter input", 2 * params * p.grad),)
     if s.pp > 1:
-        stage = (("FSDP under PP: the stage kept gathered (no resharding after forward)",
+        stage = (("FSDP under PP: the stage kept gathered",
                   gathered_bytes(s, t.held.params, t.held.layer_matrices)),)
         return _Fsdp(stage, (), stage + flat, layer_grad)
     head_grad = () if s.lora_rank else (("FSDP: the output projection's unsharded gradient", head_params * p.grad),)
@@ -314,7 +314,7 @@ def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int
     s, stage = t.setup, t.stage
     base = tuple((r.label, r.per_gpu) for r in t.states if r.where == "gpu" and r.key != "gradients")
     grads = next((r.per_gpu for r in t.states if r.where == "gpu" and r.key == "gradients"), 0)
-    whole = ("FSDP under PP: unsharded gradients accumulated over the micro-batches (fp32)", t.held.params * 4) \
+    whole = ("FSDP under PP: unsharded fp32 gradients accumulated", t.held.params * 4) \
         if s.accumulates_fp32 else ("gradients accumulated over the earlier micro-batches", grads)
     f = _fsdp(t, p, gathered, 0, True)  # under PP the stage is gathered whole: no head unit of its own
     per_batch = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers) // stage.in_flight(0) \
@@ -327,7 +327,7 @@ def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int
 
     def outputs(count: int) -> tuple[tuple[str, int], ...]:
         """The last stage's outputs, `count` micro-batches' (the other stages' are pipeline.stage_buffers')."""
-        return (("pipeline: the last stage's outputs (output_chunks), kept until the next step", count * output),) \
+        return (("pipeline: stage outputs (output_chunks)", count * output),) \
             if stage.last else ()
 
     def backward(j: int, *extra: tuple[str, int]) -> tuple[tuple[str, int], ...]:

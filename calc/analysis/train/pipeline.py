@@ -91,11 +91,11 @@ def stage_buffers(s: "Setup", d_model: int, stage: Stage, backward: int | None) 
     done = p if backward is None else backward  # backwards run, forwards run: done + in flight
     out = []
     if not stage.last:
-        out += [("pipeline: each micro-batch's stage output so far, kept until the next step (output_chunks)",
+        out += [("pipeline: stage outputs (output_chunks)",
                  (done + k) * r),
-                ("pipeline: a receive buffer for every micro-batch's output gradient", p * r)]
+                ("pipeline: output-gradient receive buffers", p * r)]
     if not stage.first:
-        out += [("pipeline: the input receive buffers of the micro-batches not in flight", (p - k) * r),
-                ("pipeline: the input gradients of the micro-batches backward has run (the buffers' .grad)",
+        out += [("pipeline: input receive buffers not in flight", (p - k) * r),
+                ("pipeline: input gradients (.grad)",
                  done * r)]
     return tuple((what, size) for what, size in out if size)
