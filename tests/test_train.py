@@ -310,9 +310,9 @@ def test_fsdp_under_pipeline_keeps_the_stage_gathered_and_accumulates_fp32_gradi
     stage = 16 * 218_112_000 + 4096 + 128256 * 4096
     t = train(load_spec("llama-3.1-8b"), Setup(2048, 1, gpus=4, pp=2, zero=3, recompute="full", precision="fsdp-mixed"))
     assert t.held.params == stage
-    parts = dict(next(m for m in t.moments if m.name == "backward, through the loss").parts)
-    assert parts["FSDP under PP: the stage kept gathered (no resharding after forward)"] == 2 * stage
-    assert parts["FSDP under PP: unsharded gradients accumulated over the micro-batches (fp32)"] == 4 * stage
+    parts = dict(next(m for m in t.moments if m.name == "backward of micro-batch 2, through the loss").parts)
+    assert parts["FSDP under PP: the stage kept gathered"] == 2 * stage
+    assert parts["FSDP under PP: unsharded fp32 gradients accumulated"] == 4 * stage
 
 
 def test_fsdp_gathers_qlora_layers_in_nf4() -> None:

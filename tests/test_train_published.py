@@ -65,7 +65,7 @@ TITAN_CP = dict(framework="torchtitan", recompute="full", zero=3, gpus=8, micro_
                 repeat_kv=True)
 # Table 6, Llama 3.1 405B on 512 GPUs, TP 8 (sequence parallel), PP 8 (1F1B; local batch 8 in the default 8
 # micro-batches: pipelining_utils.py), train_configs/llama3_405b.toml: full AC, float8 with FSDP float8 all-gather.
-# Async TP and compile are not modelled. The CP 8 row lands -16.8%: docs/training.md lists it
+# Async TP and compile are not modelled. The CP 8 row lands -13.3%: docs/training.md lists it
 # Table 4, Llama 3.1 70B on 256 GPUs, FSDP 32 × TP 8 (sequence parallel: torchtitan's DTensor plan, the profile's
 # tp_impl), local batch 16, full AC, float8, compile (of the layers; not modelled, as async TP in the second row)
 TITAN_2D = dict(framework="torchtitan", seq=8192, micro_batch=16, gpus=256, tp=8, sp=True, zero=3, recompute="full",

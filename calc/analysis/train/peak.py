@@ -58,10 +58,7 @@ prefetches the last layer only at the head's last chunk (`_record_post_forward`,
 `_backward_prefetch`): the moment "backward, the head's last chunk". With the optimizer step inside backward
 (torchtune's optimizer_in_bwd) each gradient is freed as soon as its parameter is updated, so at
 most the largest one exists. With activation offloading the layers' activations go to the host and
-one layer's stay. Under pipeline parallelism FSDP (as torchtitan runs it) keeps the whole stage
-gathered and accumulates unsharded fp32 gradients over the micro-batches (`_fsdp`), beside which the
-first stage holds p − 1 micro-batches, not p; every moment of a pipelined step holds torch's
-pipelining buffers (pipeline.py). torch's FSDP1
+one layer's stay. torch's FSDP1
 (`fsdp1`: litgpt, through Lightning's FSDPStrategy) keeps its root unit, what no wrapped layer owns
 (the embedding, final norm and head), unsharded from forward to the end of backward, and gathers
 straight into its flat parameter, with no copy-out (`_fsdp`). Its forward runs on views of the flat
@@ -69,6 +66,14 @@ parameter (`_get_unflat_views`: torch.split, then view), so autograd's split bac
 flat gradient from the views' gradients once the last arrives: for the root, after the embedding's
 backward, the head's gradient (held since the loss), the embedding's and the flat one exist together
 (measured: tests/test_train_torch.py).
+
+Under pipeline parallelism each stage has its own moments (`_pipelined`; pipeline.py): every stage
+the start of its first backward (the most micro-batches in flight, no gradients yet) and of the
+backward after the first where most is held (the gradients accumulated whole beside the micro-batches
+still in flight: FSDP, as torchtitan runs it, keeps the stage gathered and accumulates unsharded fp32
+gradients, `_fsdp`; without it each GPU's gradients), backward's end and the optimizer step, each
+with torch's pipelining buffers; the last stage also its last micro-batch's loss, forward and backward,
+beside the outputs of every earlier one (`output_chunks`), and the step's end, where they are merged.
 
 The statistic: `allocated` is what torch.cuda.max_memory_allocated reports (torchtune's
 "active" is within the allocator's rounding of it). `reserved` is the largest of the moments'
@@ -89,7 +94,7 @@ from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.frozen import frozen_layer
 from calc.analysis.train.params import gathered_bytes
-from calc.analysis.train.pipeline import in_flight, stage_buffers
+from calc.analysis.train.pipeline import residual_bytes, stage_buffers
 from calc.analysis.train.precision import Precision
 from calc.analysis.train.states import step_temporary_bytes
 from calc.spec.model import ModelSpec
@@ -150,7 +155,18 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     rebuilt = [sum(s.term_bytes(term) for term in _frozen(layer_terms(
         spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, "none", s.attention == "flash", s.norms,
         s.repeat_kv), spec.blocks[kind], s)) for kind in spec.layer_counts()]
-    return max(rebuilt) - -(-s.micro_batch * s.local_seq * spec.d_model // (s.tp if s.sp else 1)) * 2
+    return max(rebuilt) - residual_bytes(s, spec.d_model)
+
+
+def _in_layer(t: "Training", spec: ModelSpec) -> tuple[tuple[str, int], ...]:
+    """What a layer's backward makes beyond the kept activations: the layer rebuilt under full
+    recomputation, ring attention's buffers, Float8's operands."""
+    s = t.setup
+    n = s.micro_batch * s.local_seq
+    return tuple((what, size) for what, size in (
+        ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
+        ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp, s.repeat_kv)),
+        ("Float8: the largest linear's fp8 operands", cast_bytes(spec, s.float8, n, s.tp))) if size)
 
 
 @dataclass(frozen=True)
@@ -175,10 +191,8 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
     with the head its own unit (`fsdp_head_unit`), only
     while the head runs, the last layer's all-gather beside it at its last chunk. Under pipeline parallelism
     torchtitan does not reshard after forward (parallelize_llama.py: "to avoid per-microbatch
-    all-gathers"), so the stage stays gathered through the step, and torch's pipeline schedule turns
-    gradient sync off until the last micro-batch (pipelining/stage.py, set_requires_gradient_sync), so
-    FSDP2 accumulates the unsharded gradients in its reduce dtype, fp32
-    (_fsdp_param.py, to_accumulated_grad_if_needed). FSDP1 does not free the root's parameters after
+    all-gathers"), so the stage stays gathered through the step (the unsharded fp32 gradients it
+    accumulates there: `_pipelined`). FSDP1 does not free the root's parameters after
     forward ("with the intention that they are immediately used for backward": _runtime_utils.py,
     _post_forward_reshard), so the head and an untied embedding stay gathered until the root's
     post-backward; its all-gather writes the flat parameter the layer's views read (no copy-out)."""
@@ -189,11 +203,8 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
     layer_grad = () if s.lora_rank else \
         (("FSDP: one layer's unsharded gradient and the previous layer's reduce-scatter input", 2 * params * p.grad),)
     if s.pp > 1:
-        h = t.held
-        stage = (("FSDP under PP: the stage kept gathered (no resharding after forward)",
-                  gathered_bytes(s, h.params, h.layer_matrices)),)
-        stage += () if s.lora_rank else \
-            (("FSDP under PP: unsharded gradients accumulated over the micro-batches (fp32)", h.params * 4),)
+        stage = (("FSDP under PP: the stage kept gathered",
+                  gathered_bytes(s, t.held.params, t.held.layer_matrices)),)
         return _Fsdp(stage, (), stage + flat, layer_grad)
     head_grad = () if s.lora_rank else (("FSDP: the output projection's unsharded gradient", head_params * p.grad),)
     layers = (("FSDP: two gathered layers (running, prefetched)", 2 * size),)
@@ -227,16 +238,18 @@ def _accumulated(t: "Training", grads: int) -> int:
 def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int]) -> list[Moment]:
     """The moments of one step (see the module's docstring); `gathered`: the parameters of one layer
     that FSDP gathers and their bytes gathered, (0, 0) without it."""
+    if t.stage is not None:
+        return _pipelined(t, spec, p, gathered)
     s = t.setup
     gpu = [r for r in t.states if r.where == "gpu"]
-    base = tuple((r.label, r.per_gpu) for r in gpu if r.key != "gradients") + stage_buffers(s, spec.d_model)
+    base = tuple((r.label, r.per_gpu) for r in gpu if r.key != "gradients")
     grads = next((r.per_gpu for r in gpu if r.key == "gradients"), 0)
     if s.optimizer_in_backward:
         trained = t.held.adapters if s.lora_rank else t.held.tensors
         grads = min(grads, max((x.elements // x.copies for x in trained), default=0) * (p.adapter if s.lora_rank else p.grad))
     per_layer = [t.layer_bytes(terms) for _, _, terms in t.layers]
     layers = max(per_layer, default=0) if "activations" in s.offload else \
-        sum(n * t.layer_bytes(terms) for _, n, terms in t.layers) * in_flight(s, s.accumulates_fp32) // s.pp
+        sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
     kept = (("activations kept (one layer's, the rest offloaded)" if "activations" in s.offload
              else "activations kept", layers + t.layer_bytes(t.outside)),)
     loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
@@ -264,10 +277,7 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
             ("the chunk's logits gradient (bf16)", 2 * k * vocab),
             ("the head dequantised", dequantised_bytes(s) * vocab * spec.d_model))))
     out += _next_forward(t, spec, base + acc + f.root, kept[0][1] - loss.held * n * vocab, n, vocab)
-    in_layer = tuple((what, size) for what, size in (
-        ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
-        ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp, s.repeat_kv)),
-        ("Float8: the largest linear's fp8 operands", cast_bytes(spec, s.float8, n, s.tp))) if size)
+    in_layer = _in_layer(t, spec)
     if in_layer:  # the head's and the loss's kept tensors are freed by now
         below_head = ((kept[0][0], kept[0][1] - t.layer_bytes(tuple(x for x in t.outside if x.head))),)
         out.append(Moment("backward, the last layer" + (" recomputed" if s.recompute == "full" else ""),
@@ -281,12 +291,75 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
     out.append(Moment("backward ends", base + (("gradients", max(grads, earlier)),) + f.layer_grad
                       + (one if s.optimizer_in_backward else ())))
     if not s.optimizer_in_backward:
-        step = 0
-        if s.optimizer_impl == "foreach" and s.optimizer == "adamw" and "optimizer" not in s.offload \
-                and "params" not in s.offload:
-            step = next((r.per_gpu for r in gpu if r.key == "optimizer"), 0) // 2
-        out.append(Moment("optimizer step", base + (("gradients", grads), ("foreach step: sqrt(v) for every parameter", step))
-                          + one))
+        out.append(Moment("optimizer step", base + (("gradients", grads), _foreach_step(t)) + one))
+    return out
+
+
+def _foreach_step(t: "Training") -> tuple[str, int]:
+    """torch's foreach AdamW makes one state-sized tensor (sqrt of v) for every parameter on the GPU."""
+    s = t.setup
+    step = 0
+    if s.optimizer_impl == "foreach" and s.optimizer == "adamw" and "optimizer" not in s.offload \
+            and "params" not in s.offload:
+        step = next((r.per_gpu for r in t.states if r.key == "optimizer" and r.where == "gpu"), 0) // 2
+    return "foreach step: sqrt(v) for every parameter", step
+
+
+def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int]) -> list[Moment]:
+    """The moments of pipeline stage t.stage's step (see the module's docstring and pipeline.py). The kept
+    activations are the in-flight micro-batches', each its layers' and, on the first stage, its ids; the
+    gradients whole are FSDP's unsharded fp32 ones or this GPU's; the last stage's output (the logits, or the
+    hidden state where the loss applies the head) is kept for every micro-batch run, the current one's
+    counted once where the loss keeps it itself."""
+    s, stage = t.setup, t.stage
+    base = tuple((r.label, r.per_gpu) for r in t.states if r.where == "gpu" and r.key != "gradients")
+    grads = next((r.per_gpu for r in t.states if r.where == "gpu" and r.key == "gradients"), 0)
+    whole = ("FSDP under PP: unsharded fp32 gradients accumulated", t.held.params * 4) \
+        if s.accumulates_fp32 else ("gradients accumulated over the earlier micro-batches", grads)
+    f = _fsdp(t, p, gathered, 0, True)  # under PP the stage is gathered whole: no head unit of its own
+    per_batch = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers) // stage.in_flight(0) \
+        + t.layer_bytes(tuple(x for x in t.outside if not x.head))
+    in_layer = _in_layer(t, spec) + f.in_layer + f.layer_grad
+    loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
+    hidden = loss.head_inside or not loss.held
+    output = residual_bytes(s, spec.d_model) if hidden else 2 * n * vocab
+    recomputed = ", the last layer recomputed" if s.recompute == "full" else ""
+
+    def outputs(count: int) -> tuple[tuple[str, int], ...]:
+        """The last stage's outputs, `count` micro-batches' (the other stages' are pipeline.stage_buffers')."""
+        return (("pipeline: stage outputs (output_chunks)", count * output),) \
+            if stage.last else ()
+
+    def backward(j: int, *extra: tuple[str, int]) -> tuple[tuple[str, int], ...]:
+        k = stage.in_flight(j)
+        return base + stage_buffers(s, spec.d_model, stage, j) + (
+            (f"activations kept ({k} micro-batch{'es' if k > 1 else ''} in flight)", k * per_batch),) + extra
+
+    out = []
+    if stage.last:
+        j, kept = stage.stages - 1, ("activations kept: the head's and the loss's", t.layer_bytes(
+            tuple(x for x in t.outside if x.head)))
+        current = 0 if hidden or loss.keeps_logits else 1
+        out += [Moment(f"forward of micro-batch {j + 1}, computing the loss", backward(j, kept, whole, *outputs(j), (
+                    "loss: forward temporaries", loss.transient("forward", n, vocab, spec.d_model))) + f.at_loss),
+                Moment(f"backward of micro-batch {j + 1}, through the loss", backward(j, kept, whole, *outputs(j + current), (
+                    "loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model))) + f.at_loss),
+                Moment(f"backward of micro-batch {j + 1}{recomputed or ', the last layer'}",
+                       backward(j, whole, *outputs(j + 1)) + in_layer)]
+    else:
+        earlier = _accumulated(t, grads)
+        acc = (("gradients accumulated over the earlier steps' micro-batches", earlier),) if earlier else ()
+        out += [Moment(f"backward of micro-batch 1{recomputed or ', the last layer'}", backward(0, *acc) + in_layer),
+                Moment(f"backward of micro-batch {stage.later + 1}{recomputed or ', the last layer'}, beside the "
+                       "gradients", backward(stage.later, whole) + in_layer)]
+    end = base + stage_buffers(s, spec.d_model, stage, None) + outputs(stage.stages) + (("gradients", grads),)
+    out.append(Moment("backward ends", end + f.layer_grad))
+    if stage.last:
+        out.append(Moment("the step ends: every micro-batch's output merged (_merge_outputs)",
+                          end + (("the merged outputs (torch.cat)", stage.stages * output),)))
+    stepped = _one_step(t)  # the step inside backward is refused under PP (train._check)
+    out.append(Moment("optimizer step", end + (_foreach_step(t),)
+                      + ((("8-bit step: one parameter's m and v dequantised to fp32", stepped),) if stepped else ())))
     return out
 
 
