@@ -1,8 +1,9 @@
 """Figures the docs state in prose are what the commands print today.
 
 Generated blocks (`<!-- output: gptcalc ... -->`) are checked by tests/test_docs.py; a figure quoted in a
-sentence is not, and goes stale when a rule changes. Such a sentence carries an inline marker, at the end of
-one of its lines (so that markdown keeps the paragraph whole and shows nothing):
+sentence is not, and goes stale when a rule changes. Such a sentence carries an inline marker, never at the
+start of a line (there it would begin an HTML block and split the paragraph) nor inside a code span (there it
+would show as text); markdown then shows nothing of it:
 
     ... gives 2 × H200 3,426,304 tokens, 3.27x; ... <!-- prose-check: fit deepseek-v4-flash --seq 1m --engine sglang --gpus H200 => 3,426,304; 3.27x -->
 
