@@ -76,6 +76,8 @@ def _holds(text: str, figure: str) -> bool:
 def test_markers_are_found_and_fast() -> None:
     assert len(CHECKS) >= 100
     assert {args.split()[0] for _, _, args, _ in CHECKS} <= FAST
+    for path in _documents():
+        assert not re.search(r"^\s*<!-- prose-check:", path.read_text(encoding="utf-8"), re.M), path.name
 
 
 @pytest.mark.parametrize("document, paragraph, args, figure", CHECKS,
