@@ -123,7 +123,8 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--kv-memory", type=TEXT, metavar="SIZE",
               help="The KV memory your server's log reports (vLLM 'Available KV cache memory: 8.11 GiB'): "
                    "gives the exact blocks, tokens and concurrency it will print.")
-@click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM 16, TRT-LLM 32]")
+@click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM its attention "
+              "backend's on the --budget GPU (16; MLA 32 on SM10x, 64 with an fp8 cache on SM90), TRT-LLM 32]")
 @click.option("--parallel", "-np", "n_parallel", type=POSITIVE, default=1, show_default=True,
               help="--engine llamacpp: sequences (llama.cpp's -np/--parallel, n_seq_max), each its own stream of cells "
                    "unless --kv-unified.")

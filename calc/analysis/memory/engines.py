@@ -5,8 +5,9 @@ Each engine carves its KV pool into fixed-size pages and reports the tokens they
     vLLM      blocks = floor(kv_memory / (block_size x bytes per token)),  concurrency = blocks /
               ceil(max_model_len / block_size); v0.32 prints "GPU KV cache size: {int(concurrency x
               max_model_len):,} tokens, Maximum concurrency for {max_model_len:,} tokens per request:
-              {concurrency:.2f}x" (up to v0.10: blocks x block_size tokens, on two lines); block_size 16
-              on a GPU (--block-size), 128 on CPU
+              {concurrency:.2f}x" (up to v0.10: blocks x block_size tokens, on two lines); block_size the
+              attention backend's on the --budget GPU (16; MLA 32 on SM10x, 64 with an fp8 cache on SM90:
+              calc.analysis.memory.vllm_backends), --block-size, 128 on CPU
     SGLang    tokens = floor(kv_memory / bytes per token)                   (page size 1 by default)
               "KV Cache is allocated. #tokens: {tokens}, K size: {K / 2^30:.2f} GB, V size: ..."
               (pages of 64 for DSA, of 128 for MiniMax-M3 with its index keys in the cell; DeepSeek-V4's
@@ -77,6 +78,7 @@ from calc.analysis.memory.sglang_draft import SPECULATIVE_MAX_RUNNING, DraftShar
 from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools, staged_pools
 from calc.analysis.memory.trtllm_cache import TRTLLM_HYBRID, logged_bytes_per_token, trtllm_bytes_per_token
 from calc.analysis.memory.trtllm_sparse import trtllm_v2_sparse_home
+from calc.analysis.memory.vllm_backends import BlockChoice, vllm_block
 from calc.analysis.memory.vllm_hisparse import HiSparse, HiSparseOptions
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
 from calc.analysis.memory.vllm_indexer import (BLOCK_INDEXER, DSA, block_indexer_bytes, indexer_key_bytes, key_dtype,
@@ -126,6 +128,7 @@ class KVPool:
     mamba: MambaPool | None = None  # SGLang's separate pool of per-request states
     compressed: CompressedPools | None = None  # SGLang's DeepSeek-V4 pools (calc.analysis.memory.sglang_dsv4)
     draft: DraftShare | None = None  # SGLang's draft worker beside the pool (calc.analysis.memory.sglang_draft)
+    backend: BlockChoice | None = None  # vLLM's attention backend and its block (calc.analysis.memory.vllm_backends)
 
     @property
     def block_bytes(self) -> int:
@@ -211,7 +214,8 @@ class KVPool:
                 "hybrid_groups": self.hybrid.to_json() if self.hybrid else None,
                 "mamba_pool": self.mamba.to_json() if self.mamba else None,
                 "sglang_dsv4_pools": self.compressed.to_json() if self.compressed else None,
-                "sglang_draft": self.draft.to_json() if self.draft else None}
+                "sglang_draft": self.draft.to_json() if self.draft else None,
+                "attention_backend": self.backend.to_json() if self.backend else None}
 
 
 RUNNING_PER_CONTEXT, MIN_RUNNING, MAX_RUNNING = 512, 2048, 4096  # init_memory_pool's max_num_reqs default
@@ -337,7 +341,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
                  compressed_pools(kv, kv_memory, block, pp, speculative=speculative_steps > 0))
         return KVPool(found, pools.page, math.ceil(pools.bytes_per_full_token), pools.kv_memory, max_model_len,
                       compressed=pools)
-    block = _block(kv, found, block, capability)
+    backend = _vllm_choice(kv, found, block, capability) if engine == "vllm" else None
+    block = backend.block if backend else _block(kv, found, block, capability)
     hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes, prefix_caching)
               if engine == "vllm" else None)
     if hybrid is not None:
@@ -347,7 +352,21 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
                  trtllm_bytes_per_token(kv) if engine == "trtllm" else kv.bytes_per_token)
     draft = draft_share(kv, per_token, draft_layers, pp) if speculative_steps else None
     return KVPool(found, block, draft.priced if draft else per_token, kv_memory, max_model_len, hybrid, mamba,
-                  draft=draft)
+                  draft=draft, backend=backend)
+
+
+def _vllm_choice(kv: KVCache, found: Engine, block: int | None, capability: tuple[int, int] | None) -> BlockChoice:
+    """vLLM's backend and block: the card's (vllm_backends), or for a sparse model the backends that set it
+    themselves: DSA's sparse MLA with DeepSeek-V3.2's indexer, whose kernel block is 64 (DEEPSEEK_V32_INDEXER,
+    v1/attention/backends/mla/indexer.py:284-285), or MiniMax-M3's sparse attention and indexer (_block)."""
+    kinds = {kind.kind for kind in kv.layers}
+    if not kinds & {DSA, BLOCK_INDEXER}:
+        return vllm_block(kv, capability, block)
+    given, block, dsa = block is not None, _block(kv, found, block, capability), DSA in kinds
+    name = "sparse MLA + DEEPSEEK_V32_INDEXER" if dsa else "MiniMax-M3's sparse GQA + indexer"
+    why = "--block-size" if given else ("the indexer's kernel block (mla/indexer.py:284-285)" if dsa else
+                                        "their one block (minimax_m3/common/sparse_attention.py:163-165)")
+    return BlockChoice(block, name, why, given, single=False)
 
 
 def _block(kv: KVCache, found: Engine, block: int | None, capability: tuple[int, int] | None = None) -> int:
@@ -687,7 +706,8 @@ def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
         return [f"Available KV cache memory: {round(pool.kv_memory / 2**30, 2)} GiB",
                 *pool.hybrid.lines(pool.blocks, pool.max_model_len)]
     if engine == "vllm":
-        return [f"Available KV cache memory: {round(pool.kv_memory / 2**30, 2)} GiB",
+        return [*([pool.backend.logged] if pool.backend and pool.backend.logged else []),
+                f"Available KV cache memory: {round(pool.kv_memory / 2**30, 2)} GiB",
                 f"GPU KV cache size: {pool.printed_tokens:,} tokens, Maximum concurrency for "
                 f"{pool.max_model_len:,} tokens per request: {pool.concurrency}x"]
     if engine == "sglang" and pool.compressed is not None:
