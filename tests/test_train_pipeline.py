@@ -166,6 +166,8 @@ def test_the_record_is_what_torch_keeps_now(request) -> None:  # noqa: ANN001
     (126, 8, "layers.15,layers.31,layers.47,layers.63,layers.79,layers.95,layers.111",
      (15, 16, 16, 16, 16, 16, 16, 15)),
     (126, 2, " 60 , 66 ", (60, 66)),
+    (12, 5, "torchtitan", (2, 3, 3, 2, 2)),  # 12 = 5·2 + 2
+    (12, 5, "even", (3, 3, 3, 3, 0)),  # ⌈12/5⌉ = 3: nothing left for the last stage but the head
 ])
 def test_the_stage_split(layers: int, pp: int, split: str, sizes: tuple[int, ...]) -> None:
     assert stage_sizes(layers, pp, split) == sizes
@@ -204,3 +206,15 @@ def test_a_split_that_does_not_fit_is_refused(split: str, message: str) -> None:
                                        "--pp", "4", "--pp-split", split])
     assert result.exit_code == 2 and result.output.startswith(f"Error: {message}")
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_the_notes_name_each_stages_layers() -> None:
+    """gpt2-small (12 layers) over 5 stages: torchtitan's profile splits 2, 3, 3, 2, 2; --pp-split beside it wins."""
+    args = ["train", "gpt2-small", "--seq", "256", "--micro-batch", "1", "--gpus", "5", "--pp", "5", "--framework",
+            "torchtitan"]
+    titan = CliRunner().invoke(main, args, terminal_width=200).output
+    assert "layers split as torchtitan's generate_split_points" in titan
+    for line in ("stage 0 of 5 (first), 2 layers", "stage 1 of 5 (middle), 3 layers", "stage 4 of 5 (last), 2 layers"):
+        assert line in titan
+    even = CliRunner().invoke(main, [*args, "--pp-split", "even"], terminal_width=200).output
+    assert "stage 0 of 5 (first), 3 layers" in even and "stage 4 of 5 (last), 0 layers" in even
