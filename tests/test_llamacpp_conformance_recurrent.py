@@ -93,11 +93,23 @@ MINIMAX_01 = {"num_hidden_layers": 8, "attn_type_list": [0, 0, 0, 0, 0, 0, 0, 1]
               "layernorm_linear_attention_beta": 1.0, "layernorm_mlp_beta": 1.0}
 MINIMAX_01_HUB = {**tiny_config("minimax_m1"), **MINIMAX_01, "architectures": ["MiniMaxText01ForCausalLM"],
                   "model_type": "MiniMaxText01"}
+# wider Mamba and Mamba2 stacks (their compute buffer replayed node by node: calc/analysis/memory/llamacpp_graph.py)
+MAMBA_WIDE = {"hidden_size": 256, "intermediate_size": 512, "state_size": 16, "time_step_rank": 16,
+              "num_hidden_layers": 3, "vocab_size": 512}
+MAMBA2_WIDE = {"hidden_size": 128, "num_heads": 8, "head_dim": 32, "state_size": 64, "n_groups": 1, "vocab_size": 2048,
+               "num_hidden_layers": 3}
 NO_MTP = ("f16", "--no-mtp")  # the tiny models have no multi-token-prediction layer for the converter to find
 RUNS: dict[str, Run] = {
     "mamba-np4": Run("mamba", {}, ["-c", "4096", "-np", "4"]),
     "falcon_mamba-np4": Run("falcon_mamba", {}, ["-c", "4096", "-np", "4"]),  # llama.cpp's mamba, with B/C/dt norms
     "mamba2-np64": Run("mamba2", {}, ["-c", "4096", "-np", "64"]),
+    # the compute buffer's replay: more sequences, tokens not a multiple of the sequences (graph_reserve rounds them
+    # up), a smaller and a larger ubatch, wider layers
+    "mamba-np256": Run("mamba", {}, ["-c", "65536", "-np", "256"]),
+    "falcon_mamba-np3": Run("falcon_mamba", {}, ["-c", "4096", "-np", "3"]),
+    "mamba_wide-np64": Run("mamba", MAMBA_WIDE, ["-c", "4096", "-np", "64"]),
+    "mamba2-np3-ub64": Run("mamba2", {}, ["-c", "4096", "-np", "3", "-ub", "64"]),
+    "mamba2_wide-ub2048": Run("mamba2", MAMBA2_WIDE, ["-c", "8192", "-np", "8", "-ub", "2048"]),
     "mamba2-np256": Run("mamba2", {}, ["-c", "65536", "-np", "256"]),
     "jamba-np4": Run("jamba", {}, ["-c", "4096", "-np", "4"]),
     "falcon_h1-np4": Run("falcon_h1", FALCON_H1, ["-c", "4096", "-np", "4"]),
@@ -233,6 +245,17 @@ def test_recorded_lightning_compute(name: str, tmp_path: Path) -> None:
     """source: tests/data/llamacpp/recurrent/NAME.log. Lightning layers' compute buffer is estimated (checked
     against the line by test_recorded_gguf_as_model): the line is printed."""
     assert compute_mib(server_says(recorded_gguf(name, tmp_path), RUNS[name].args))
+
+
+REPLAYED = ("mamba", "falcon_mamba", "mamba2")  # stacks whose compute buffer is the allocator's replay
+
+
+@pytest.mark.parametrize("name", sorted(name for name, run in RUNS.items() if run.model_type in REPLAYED))
+def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
+    """source: tests/data/llamacpp/recurrent/NAME.log. A Mamba or Mamba2 stack's compute buffer, ggml's allocator
+    replayed over its graph, is llama.cpp's line itself, not an estimate within a margin."""
+    real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
+    assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path), RUNS[name].args)) == real
 
 
 def llamacpp_source(request: pytest.FixtureRequest) -> Path:

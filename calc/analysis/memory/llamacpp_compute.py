@@ -53,6 +53,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from calc.analysis.memory.ggml_alloc import high_water
+from calc.analysis.memory.llamacpp_graph import recurrent_stack
 from calc.parts.transient import I32, I64, Graph, tensor
 from calc.spec.model import ModelSpec
 
@@ -69,7 +71,7 @@ class Compute:
 
     device: str
     bytes: int
-    peak: str  # "layers" or "output": which sets it
+    peak: str  # "layers" or "output": which sets it; "replay": ggml's allocator replayed over the graph
     inputs: int
     stream: int  # the residual stream's tensors
     layer: int  # the widest mixer's or MLP's tensors
@@ -107,13 +109,16 @@ def compute_buffer(spec: ModelSpec, caches: list[CacheInputs], n_tokens: int, n_
     inputs += sum(cache.bytes(n_tokens) for cache in caches)
     cells = [cache.cells for cache in caches] or [0]
     graph = Graph(spec.d_model, n_tokens, n_seqs, streams, flash_attn, cells[0], cells[-1])
+    logits = tensor(spec.vocab_size * n_tokens)
+    nodes = recurrent_stack(spec, graph)
+    if nodes is not None:  # replayed node by node: exact where the graph is llama.cpp's
+        return Compute(device, high_water(nodes), "replay", inputs, 0, 0, logits)
     widest = 0
     for block in (spec.blocks[name] for name in spec.layer_counts()):
         parts = [part.transient(graph) for part in (block.attention, block.mlp) if part is not None]
         if None in parts:
             return None
         widest = max(widest, *parts)
-    logits = tensor(spec.vocab_size * n_tokens)
     stream = STREAM * tensor(spec.d_model * n_tokens)
     return Compute(device, inputs + stream + max(widest, logits), "output" if logits >= widest else "layers", inputs,
                    stream, widest, logits)
