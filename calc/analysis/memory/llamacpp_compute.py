@@ -32,14 +32,17 @@ padded to the CPU buffer's 32 bytes:
   top-k experts' gate, up and product; a DSA indexer's scores of every cell, or the masks of the cells it
   keeps; MiniMax-M3's block masks; lightning attention's decays and scores over the ubatch taken as
   one sequence (llama.cpp reserves that graph too for MiniMax-01). A part that states none (AltUp's
-  attention, Mamba, Mamba2, gated DeltaNet, KDA, DeepSeek-V4's compressed attention...) leaves the model
-  without a line.
+  attention, Mamba and Mamba2 beside attention or MLP layers, gated DeltaNet, KDA, DeepSeek-V4's compressed
+  attention...) leaves the model without a line.
+
+A stack of Mamba or Mamba2 layers alone (llama.cpp's mamba, mamba2) is not estimated but replayed: its peak is
+set by where ggml's best-fit allocator places the scan's output against the freed conv window, which a sum of
+live tensors misses by up to 15 %, so its graph is built node by node (calc/analysis/memory/llamacpp_graph.py)
+and the allocator replayed over it (calc/analysis/memory/ggml_alloc.py): llama.cpp's own figure.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
 estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/
-gemma3n_text-swa.log). Mamba's and Mamba2's are not either: their peak is set by where ggml's best-fit
-allocator places the scan's output against the freed conv window, which a sum of live tensors misses by
-up to 15 % (docs/memory.md has the runs).
+gemma3n_text-swa.log).
 
 On 32 runs of a real llama.cpp CPU build (dense, SWA, MoE, MLA, LFM2; -fa on and off, -np, -ub) this
 is within 3 % or 0.1 MiB of its line (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py), and
