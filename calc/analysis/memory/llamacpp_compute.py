@@ -108,14 +108,15 @@ def compute_buffer(spec: ModelSpec, caches: list[CacheInputs], n_tokens: int, n_
     """The compute buffer of `spec`'s worst-case graph: `caches` are each KV cache's inputs, in the order llama.cpp
     makes them, the first the full one; `streams` the KV streams (1 with a unified cache, else n_seqs). None
     where a layer's mixer or MLP does not state its transient tensors (calc/parts/transient.py)."""
-    inputs = 3 * tensor(n_tokens, I32) + tensor(spec.d_model * n_tokens)  # tokens, positions, output ids; the embd input
-    inputs += sum(cache.bytes(n_tokens) for cache in caches)
     cells = [cache.cells for cache in caches] or [0]
     graph = Graph(spec.d_model, n_tokens, n_seqs, streams, flash_attn, cells[0], cells[-1])
     logits = tensor(spec.vocab_size * n_tokens)
     nodes = recurrent_stack(spec, graph)
-    if nodes is not None:  # replayed node by node: exact where the graph is llama.cpp's
-        return Compute(device, high_water(nodes), "replay", inputs, 0, 0, logits)
+    if nodes is not None:  # replayed node by node: llama.cpp's own figure, where the graph is its
+        leaves = sum(node.bytes for node in nodes if node.leaf)
+        return Compute(device, high_water(nodes), "replay", leaves, 0, 0, logits)
+    inputs = 3 * tensor(n_tokens, I32) + tensor(spec.d_model * n_tokens)  # tokens, positions, output ids; the embd input
+    inputs += sum(cache.bytes(n_tokens) for cache in caches)
     widest = 0
     for block in (spec.blocks[name] for name in spec.layer_counts()):
         parts = [part.transient(graph) for part in (block.attention, block.mlp) if part is not None]
