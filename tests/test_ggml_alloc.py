@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from calc.analysis.memory.ggml_alloc import high_water
+from calc.analysis.memory.ggml_alloc import forward_order, high_water
 from calc.parts.transient import Node, op, view
 
 
@@ -45,3 +45,10 @@ def test_an_output_is_never_freed() -> None:
 def test_tensors_in_other_buffers_take_no_room() -> None:
     """A weight (another buffer) as a source: only the 64-byte result is placed."""
     assert high_water([Node("w", 4096, external=True, leaf=True), op("y", (16,), "w")]) == 64
+
+
+def test_the_graph_order_is_the_walk_from_each_expanded_tensor() -> None:
+    """ggml_visit_parents_graph: from `c` its sources a (src 0) then b, then c; from `d` only d (b seen); `e`,
+    expanded by nobody, is not in the graph."""
+    nodes = [op("a", (1,)), op("b", (1,)), op("c", (1,), "a", "b"), op("d", (1,), "b"), op("e", (1,), "a")]
+    assert [node.name for node in forward_order(nodes, ["c", "d"])] == ["a", "b", "c", "d"]

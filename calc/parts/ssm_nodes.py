@@ -9,9 +9,18 @@ from __future__ import annotations
 
 from calc.parts.transient import Node, op, store, view
 
-__all__ = ["ROWS", "conv_rows", "gate", "scan", "window"]
+__all__ = ["ROWS", "conv_rows", "expanded", "gate", "scan", "window"]
 
 ROWS = "rs_s_copy"  # the graph's state copy indices (build_rs_inp, src/llama-graph.cpp:3631-3651)
+
+
+def expanded(at: str) -> list[str]:
+    """What the layer hands to ggml_build_forward_expand, in order: build_rs's gathered conv rows and the copy of
+    the extra ones, the conv window's last columns stored, then build_rs's scan, the extra states' copy and the
+    last states stored (src/llama-graph.cpp:3601-3627, src/models/mamba-base.cpp:57-59, 128-135, 200-212, 268-279;
+    state_zero's in-place clear touches only the cache)."""
+    return [at + name for name in ("conv_out", "conv_extra_store", "last_store", "scan", "s_extra_store",
+                                   "last_s_store")]
 
 
 def conv_rows(at: str, width: int, s: int) -> list[Node]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["F16", "F32", "I32", "I64", "Graph", "LayerNodes", "Node", "attention_scores", "op", "store", "tensor",
+__all__ = ["F16", "F32", "I32", "I64", "Graph", "Subgraph", "Node", "attention_scores", "op", "store", "tensor",
            "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
@@ -79,14 +79,13 @@ class Node:
 
 
 @dataclass(frozen=True)
-class LayerNodes:
-    """A mixer's nodes of one layer in the three runs llama.cpp's graph orders them (ggml_build_forward_expand
-    walks each expanded tensor's sources first): `gather` reads its state rows and is expanded before the previous
-    layer's output is needed, `body` runs from its input to the state stores, `tail` from there to `out`."""
+class Subgraph:
+    """A part's nodes of one layer, as it creates them, and those it hands to ggml_build_forward_expand
+    (`expanded`, in that order): the graph's order is ggml's walk from each expanded tensor, its sources first
+    (calc/analysis/memory/ggml_alloc.py forward_order). `out` is its result."""
 
-    gather: list[Node]
-    body: list[Node]
-    tail: list[Node]
+    nodes: list[Node]
+    expanded: list[str]
     out: str
 
 

