@@ -17,7 +17,7 @@ ROWS = "rs_s_copy"  # the graph's state copy indices (build_rs_inp, src/llama-gr
 def expanded(at: str) -> list[str]:
     """What the layer hands to ggml_build_forward_expand, in order: build_rs's gathered conv rows and the copy of
     the extra ones, the conv window's last columns stored, then build_rs's scan, the extra states' copy and the
-    last states stored (src/llama-graph.cpp:3601-3627, src/models/mamba-base.cpp:57-59, 128-135, 200-212, 268-279;
+    last states stored (src/llama-graph.cpp:3601-3627, src/models/mamba-base.cpp:63-65, 131-135, 217-221, 274-279;
     state_zero's in-place clear touches only the cache)."""
     return [at + name for name in ("conv_out", "conv_extra_store", "last_store", "scan", "s_extra_store",
                                    "last_s_store")]

@@ -10,14 +10,14 @@ The rules followed (file:line of ggml/src/ggml-alloc.c):
 
 - a free list per buffer, sorted by offset; a request takes the smallest free block that fits among all but the
   last, else the last (which grows the buffer); the buffer's size is the highest end ever reached (`max_size`,
-  ggml_dyn_tallocr_alloc :216-316); a freed range merges with its neighbours (ggml_dyn_tallocr_free_bytes :320-367);
+  ggml_dyn_tallocr_alloc :202-309); a freed range merges with its neighbours (ggml_dyn_tallocr_free_bytes :312-350);
 - leaves (inputs) are placed first, in their order, then inputs that are only nodes' sources
-  (ggml_gallocr_alloc_graph_impl :720-770); tensors in other buffers (weights, caches) take no room, nor do views;
+  (ggml_gallocr_alloc_graph_impl :718-775); tensors in other buffers (weights, caches) take no room, nor do views;
 - a node whose op may run in place (ggml_op_can_inplace :22-50) takes the block of a source of the same layout that
   has no other consumer and no view, and is no graph output, giving back any bytes it does not need
-  (ggml_gallocr_allocate_node :629-687, ggml_gallocr_free_extra_space :604-627);
+  (ggml_gallocr_allocate_node :623-689, ggml_gallocr_free_extra_space :600-621);
 - a tensor is freed once its last consumer and its last view's last consumer have run, unless it is a graph
-  output (:776-822, ggml_gallocr_free_node :689-711).
+  output (:793-822 of ggml_gallocr_alloc_graph_impl, ggml_gallocr_free_node :691-712).
 """
 
 from __future__ import annotations
