@@ -106,6 +106,8 @@ RUNS: dict[str, Run] = {
     # the compute buffer's replay: more sequences, tokens not a multiple of the sequences (graph_reserve rounds them
     # up), a smaller and a larger ubatch, wider layers
     "mamba-np256": Run("mamba", {}, ["-c", "65536", "-np", "256"]),
+    # a context below the ubatch: n_batch = min(-c, -b) before -c is padded to 256 (src/llama-context.cpp:248, 292)
+    "mamba-c100": Run("mamba", {}, ["-c", "100"]),
     "falcon_mamba-np3": Run("falcon_mamba", {}, ["-c", "4096", "-np", "3"]),
     "mamba_wide-np64": Run("mamba", MAMBA_WIDE, ["-c", "4096", "-np", "64"]),
     "mamba2-np3-ub64": Run("mamba2", {}, ["-c", "4096", "-np", "3", "-ub", "64"]),
@@ -256,6 +258,14 @@ def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
     replayed over its graph, is llama.cpp's line itself, not an estimate within a margin."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path), RUNS[name].args)) == real
+
+
+def test_a_replayed_line_says_so(tmp_path: Path) -> None:
+    """The text output tells a replayed compute line from an estimated one."""
+    result = CliRunner().invoke(main, ["memory", str(recorded_gguf("mamba-np4", tmp_path)), "--engine", "llamacpp",
+                                       "--cpu-only", "--seq", "4096", "--parallel", "4"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert "compute buffer size =     0.96 MiB" in result.output and "high-water mark, replayed" in result.output
 
 
 def llamacpp_source(request: pytest.FixtureRequest) -> Path:
