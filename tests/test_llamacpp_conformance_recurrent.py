@@ -118,6 +118,12 @@ RUNS: dict[str, Run] = {
     "granitemoehybrid-np4": Run("granitemoehybrid", {}, ["-c", "4096", "-np", "4"], published=GRANITE_4),
     "granitemoehybrid-np256": Run("granitemoehybrid", {}, ["-c", "65536", "-np", "256"], published=GRANITE_4),
     "bamba-np4": Run("bamba", {}, ["-c", "4096", "-np", "4"]),
+    # the replayed compute buffer of hybrids: without flash attention (KQ and its soft max), tokens not a multiple
+    # of the sequences, many sequences
+    "bamba-fa-off": Run("bamba", {}, ["-c", "4096", "-np", "2", "-fa", "off"]),
+    "granitemoehybrid-np3": Run("granitemoehybrid", {}, ["-c", "4096", "-np", "3"], published=GRANITE_4),
+    "jamba-np256": Run("jamba", {}, ["-c", "65536", "-np", "256"]),
+    "jamba-fa-off": Run("jamba", {}, ["-c", "4096", "-fa", "off"]),
     "nemotron_h-np4": Run("nemotron_h", NEMOTRON_MOE, ["-c", "4096", "-np", "4"]),
     "nemotron_h_dense-np4": Run("nemotron_h", NEMOTRON_DENSE, ["-c", "4096", "-np", "4"], published=NEMOTRON_DENSE_HUB,
                                 raw_config=True),
@@ -249,13 +255,14 @@ def test_recorded_lightning_compute(name: str, tmp_path: Path) -> None:
     assert compute_mib(server_says(recorded_gguf(name, tmp_path), RUNS[name].args))
 
 
-REPLAYED = ("mamba", "falcon_mamba", "mamba2")  # stacks whose compute buffer is the allocator's replay
+REPLAYED = ("mamba", "falcon_mamba", "mamba2", "bamba", "granitemoehybrid", "jamba")  # the allocator replayed
 
 
 @pytest.mark.parametrize("name", sorted(name for name, run in RUNS.items() if run.model_type in REPLAYED))
 def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
-    """source: tests/data/llamacpp/recurrent/NAME.log. A Mamba or Mamba2 stack's compute buffer, ggml's allocator
-    replayed over its graph, is llama.cpp's line itself, not an estimate within a margin."""
+    """source: tests/data/llamacpp/recurrent/NAME.log. The compute buffer of a Mamba or Mamba2 stack, or of Jamba,
+    Bamba or Granite-4.0-H, ggml's allocator replayed over its graph, is llama.cpp's line itself, not an estimate
+    within a margin."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path), RUNS[name].args)) == real
 

@@ -13,7 +13,7 @@ and Step-3.7's clamped SwiGLU (`clamp` c) is min(act(gate), c) × clip(up, −c,
 from typing import Literal
 
 from calc.parts.base import Field, Part, present
-from calc.parts.transient import Graph
+from calc.parts.transient import Graph, Subgraph, op
 
 __all__ = ["ACTIVATION_PARAMS", "LABELS", "MLP"]
 
@@ -54,6 +54,18 @@ class MLP(Part):
     def transient(self, g: Graph) -> int:
         """Gate, up and their product (GGML_OP_GLU is not in place); ungated, up and down."""
         return 3 * g.per_token(self.d_ff) if self.gated else g.per_token(self.d_ff) + g.per_token(g.d_model)
+
+    def graph_nodes(self, g: Graph, layer: int, x: str, at: str = "ffn") -> Subgraph | None:
+        """build_ffn's nodes (src/llama-graph.cpp:1799-1998) for a plain SwiGLU, gate and up separate (as llama.cpp
+        loads them): up, gate, SwiGLU of the two (not in place), down. None for anything else."""
+        if not self.gated or self.activation != "silu" or self.bias or self.sparsity or self.clamp or self.gate_clamp \
+                or self.swiglu_limit or self.gate_scale or self.down_scale:
+            return None
+        at, n = f"l{layer}.{at}.", g.seq_tokens() * g.n_seqs
+        nodes = [op(at + "up", (self.d_ff, n), x), op(at + "gate", (self.d_ff, n), x),
+                 op(at + "swiglu", (self.d_ff, n), at + "gate", at + "up"),
+                 op(at + "down", (g.d_model, n), at + "swiglu")]
+        return Subgraph(nodes, [], at + "down")
 
     def describe(self) -> str:
         kind = {"silu": "SwiGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU", "relu": "ReGLU"}.get(self.activation, "gated")

