@@ -127,6 +127,10 @@ RUNS: dict[str, Run] = {
     "nemotron_h-np4": Run("nemotron_h", NEMOTRON_MOE, ["-c", "4096", "-np", "4"]),
     "nemotron_h_dense-np4": Run("nemotron_h", NEMOTRON_DENSE, ["-c", "4096", "-np", "4"], published=NEMOTRON_DENSE_HUB,
                                 raw_config=True),
+    "nemotron_h_dense-np3": Run("nemotron_h", NEMOTRON_DENSE, ["-c", "4096", "-np", "3"], published=NEMOTRON_DENSE_HUB,
+                                raw_config=True),
+    "nemotron_h_dense-fa-off": Run("nemotron_h", NEMOTRON_DENSE, ["-c", "4096", "-fa", "off"],
+                                   published=NEMOTRON_DENSE_HUB, raw_config=True),
     "qwen3_next-np4": Run("qwen3_next", QWEN3_NEXT, ["-c", "4096", "-np", "4"], NO_MTP),
     "qwen3_next-np32": Run("qwen3_next", QWEN3_NEXT, ["-c", "8192", "-np", "32", "-ub", "256"], NO_MTP),
     "qwen3_next-np256": Run("qwen3_next", QWEN3_NEXT, ["-c", "65536", "-np", "256"], NO_MTP),
@@ -255,16 +259,25 @@ def test_recorded_lightning_compute(name: str, tmp_path: Path) -> None:
     assert compute_mib(server_says(recorded_gguf(name, tmp_path), RUNS[name].args))
 
 
-REPLAYED = ("mamba", "falcon_mamba", "mamba2", "bamba", "granitemoehybrid", "jamba")  # the allocator replayed
+# the runs whose compute buffer is the allocator replayed (by run name); the other recurrent and hybrid runs but LFM2's
+# and MiniMax-01's (estimated) print none
+REPLAYED = ("mamba", "falcon_mamba", "bamba", "granitemoehybrid", "jamba", "nemotron_h_dense")
+ESTIMATED = ("lfm2", "minimax_01")
 
 
-@pytest.mark.parametrize("name", sorted(name for name, run in RUNS.items() if run.model_type in REPLAYED))
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
 def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
     """source: tests/data/llamacpp/recurrent/NAME.log. The compute buffer of a Mamba or Mamba2 stack, or of Jamba,
-    Bamba or Granite-4.0-H, ggml's allocator replayed over its graph, is llama.cpp's line itself, not an estimate
-    within a margin."""
+    Bamba, Granite-4.0-H or a dense Nemotron-H, ggml's allocator replayed over its graph, is llama.cpp's line itself,
+    not an estimate within a margin."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path), RUNS[name].args)) == real
+
+
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if not name.startswith(REPLAYED + ESTIMATED)))
+def test_no_line_where_not_replayed(name: str, tmp_path: Path) -> None:
+    """Falcon-H1, Nemotron-H's MoE layers, gated DeltaNet and KDA: neither replayed nor estimated, no line."""
+    assert not compute_mib(server_says(recorded_gguf(name, tmp_path), RUNS[name].args))
 
 
 def test_a_replayed_line_says_so(tmp_path: Path) -> None:

@@ -56,15 +56,18 @@ class MLP(Part):
         return 3 * g.per_token(self.d_ff) if self.gated else g.per_token(self.d_ff) + g.per_token(g.d_model)
 
     def graph_nodes(self, g: Graph, layer: int, x: str, at: str = "ffn") -> Subgraph | None:
-        """build_ffn's nodes (src/llama-graph.cpp:1799-1998) for a plain SwiGLU, gate and up separate (as llama.cpp
-        loads them): up, gate, SwiGLU of the two (not in place), down. None for anything else."""
-        if not self.gated or self.activation != "silu" or self.bias or self.sparsity or self.clamp or self.gate_clamp \
-                or self.swiglu_limit or self.gate_scale or self.down_scale:
+        """build_ffn's nodes (src/llama-graph.cpp:1799-1998): a SwiGLU with gate and up separate (as llama.cpp loads
+        them), up, gate, SwiGLU of the two (not in place), down; or an ungated squared ReLU (Nemotron-H), up, ReLU
+        and its square in place, down. None for anything else."""
+        if self.bias or self.sparsity or self.clamp or self.gate_clamp or self.swiglu_limit or self.gate_scale \
+                or self.down_scale or (self.gated, self.activation) not in ((True, "silu"), (False, "relu2")):
             return None
-        at, n = f"l{layer}.{at}.", g.seq_tokens() * g.n_seqs
-        nodes = [op(at + "up", (self.d_ff, n), x), op(at + "gate", (self.d_ff, n), x),
-                 op(at + "swiglu", (self.d_ff, n), at + "gate", at + "up"),
-                 op(at + "down", (g.d_model, n), at + "swiglu")]
+        at, n, f = f"l{layer}.{at}.", g.seq_tokens() * g.n_seqs, self.d_ff
+        if self.gated:
+            act = [op(at + "gate", (f, n), x), op(at + "act", (f, n), at + "gate", at + "up")]
+        else:
+            act = [op(at + "relu", (f, n), at + "up", inplace=True), op(at + "act", (f, n), at + "relu", inplace=True)]
+        nodes = [op(at + "up", (f, n), x), *act, op(at + "down", (g.d_model, n), at + "act")]
         return Subgraph(nodes, [], at + "down")
 
     def describe(self) -> str:

@@ -34,3 +34,7 @@ class LlamaCppBuild(Part):
     # (src/models/jamba.cpp:145, 177). It decides whose block the in-place sum takes in the compute buffer's replay
     # (calc/analysis/memory/llamacpp_graph.py).
     stream_first: bool = False
+    # llama.cpp takes the output rows after the final norm, which it keeps as a graph output too, not in the last
+    # layer: Nemotron-H (src/models/nemotron-h.cpp:223-255; embeddings_nextn_masked is false by default,
+    # src/llama-context.cpp:122)
+    rows_after_norm: bool = False

@@ -63,13 +63,15 @@ def _norm(name: str, d: int, n: int, x: str, output: bool = False) -> list[Node]
 
 
 def _shape(block: Block) -> str | None:
-    """The layer layouts replayed: a norm and a mixer (llm_build_mamba), or a norm, a mixer, a norm and an MLP, each
-    added to the stream (llm_build_granite_hybrid's and the pre-norm layers'); None for any other."""
-    if block.shared or block.attention is None:
+    """The layer layouts replayed: a norm and a mixer (llm_build_mamba; Nemotron-H's Mamba2 and attention layers),
+    a norm and an MLP (Nemotron-H's), or a norm, a mixer, a norm and an MLP (llm_build_granite_hybrid,
+    llm_build_jamba), each sublayer added to the stream; None for any other."""
+    if block.shared:
         return None
-    if block.mlp is None and block.norms == ("attn_in",):
-        return "mixer"
-    return "mixer+mlp" if block.mlp is not None and block.norms == ("attn_in", "mlp_in") else None
+    layout = {("attn_in",): "mixer", ("mlp_in",): "mlp", ("attn_in", "mlp_in"): "mixer+mlp"}.get(block.norms)
+    parts = ("mixer" if block.attention else "") + ("+" * bool(block.attention and block.mlp)) + \
+        ("mlp" if block.mlp else "")
+    return layout if layout == parts else None
 
 
 def _add(spec: ModelSpec, name: str, shape: tuple[int, ...], out: str, stream: str) -> Node:
@@ -84,33 +86,33 @@ def recurrent_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> lis
     if spec.n_layers > MAX_LAYERS:
         return None
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
-    if any(_shape(b) is None for b in blocks) or not any(b.attention.cache(spec.d_model).states for b in blocks):
+    if any(_shape(b) is None for b in blocks) or \
+            not any(b.attention is not None and b.attention.cache(spec.d_model).states for b in blocks):
         return None
     d, n, outputs = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens
     nodes, residual = _inputs(spec, g, caches), "embd"
     expanded = ["embd", "inp_embd", "mixed_set"]  # ggml_build_forward_select's three branches
     for layer, block in enumerate(blocks):
-        normed, rows, tokens = f"attn_norm-{layer}", g, n
-        mixer: Subgraph | None = block.attention.graph_nodes(g, layer, normed)
-        if mixer is None:
-            return None
-        nodes += _norm(normed, d, n, residual) + mixer.nodes
-        expanded += mixer.expanded
-        out = mixer.out
-        if layer == len(blocks) - 1:  # the output rows of the mixer and of its input; the last FFN runs on them
-            nodes += [op("cur_rows", (d, outputs), out, "out_ids"), op("inp_rows", (d, outputs), residual, "out_ids")]
-            out, residual, rows, tokens = "cur_rows", "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
-        added = f"ffn_inp-{layer}" if block.mlp else f"l_out-{layer}"
-        nodes.append(_add(spec, added, (d, tokens), out, residual))
-        residual = added
-        if block.mlp is not None:
-            ffn: Subgraph | None = block.mlp.graph_nodes(rows, layer, f"ffn_norm-{layer}")
-            if ffn is None:
+        rows, tokens = g, n
+        for i, part in enumerate(p for p in (block.attention, block.mlp) if p is not None):
+            normed = f"norm{i}-{layer}"
+            sub: Subgraph | None = part.graph_nodes(rows, layer, normed)
+            if sub is None:
                 return None
-            nodes += _norm(f"ffn_norm-{layer}", d, tokens, residual) + ffn.nodes
-            expanded += ffn.expanded
-            nodes.append(_add(spec, f"l_out-{layer}", (d, tokens), ffn.out, residual))
-            residual = f"l_out-{layer}"
-    nodes += _norm("result_norm", d, outputs, residual, output=True)
+            nodes += _norm(normed, d, tokens, residual) + sub.nodes
+            expanded += sub.expanded
+            out = sub.out
+            if i == 0 and layer == len(blocks) - 1 and not spec.llamacpp.rows_after_norm:
+                # the output rows of the sublayer and of its input; a second sublayer runs on them
+                nodes += [op("cur_rows", (d, outputs), out, "out_ids"),
+                          op("inp_rows", (d, outputs), residual, "out_ids")]
+                out, residual, rows, tokens = "cur_rows", "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
+            nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, residual))
+            residual = f"add{i}-{layer}"
+    if spec.llamacpp.rows_after_norm:  # the norm over every token kept as an output, then its output rows
+        nodes += _norm("h_nextn", d, n, residual, output=True)
+        nodes.append(replace(op("result_norm", (d, outputs), "h_nextn", "out_ids"), output=True))
+    else:
+        nodes += _norm("result_norm", d, outputs, residual, output=True)
     nodes.append(replace(op("result_output", (spec.vocab_size, outputs), "result_norm"), output=True))
     return forward_order(nodes, [*expanded, "result_output"])
