@@ -57,6 +57,8 @@ NO_CONV_BIAS = {"conv_bias": False}
 # Nemotron-3-Nano's layer pattern (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B: Mamba2, MoE and attention layers, no
 # dense MLP), which llama.cpp's nemotron_h_moe takes; the tiny config's dense "-" layer is not one
 NEMOTRON_MOE = {"hybrid_override_pattern": "ME*E"}
+NEMOTRON_SCALED = {**NEMOTRON_MOE, "routed_scaling_factor": 2.5, "hidden_size": 64, "num_experts_per_tok": 3,
+                   "n_routed_experts": 8}
 # A dense Nemotron-H (nvidia/Nemotron-H-8B-Base-8K's layout: Mamba2, MLP and attention layers, no MoE key), which
 # llama.cpp's nemotron_h takes: the converter picks nemotron_h_moe whenever config.json has num_experts_per_tok
 # (conversion/nemotron.py:221), which transformers 5.24's NemotronHConfig always saves, with the other MoE keys and
@@ -125,6 +127,8 @@ RUNS: dict[str, Run] = {
     "jamba-np256": Run("jamba", {}, ["-c", "65536", "-np", "256"]),
     "jamba-fa-off": Run("jamba", {}, ["-c", "4096", "-fa", "off"]),
     "nemotron_h-np4": Run("nemotron_h", NEMOTRON_MOE, ["-c", "4096", "-np", "4"]),
+    # the MoE's weights scaled (expert_weights_scale, as Nemotron-3-Nano's routed_scaling_factor 2.5), top-3 of 8
+    "nemotron_h_scaled-np3": Run("nemotron_h", NEMOTRON_SCALED, ["-c", "4096", "-np", "3"]),
     "nemotron_h_dense-np4": Run("nemotron_h", NEMOTRON_DENSE, ["-c", "4096", "-np", "4"], published=NEMOTRON_DENSE_HUB,
                                 raw_config=True),
     "nemotron_h_dense-np3": Run("nemotron_h", NEMOTRON_DENSE, ["-c", "4096", "-np", "3"], published=NEMOTRON_DENSE_HUB,
@@ -261,22 +265,22 @@ def test_recorded_lightning_compute(name: str, tmp_path: Path) -> None:
 
 # the runs whose compute buffer is the allocator replayed (by run name); the other recurrent and hybrid runs but LFM2's
 # and MiniMax-01's (estimated) print none
-REPLAYED = ("mamba", "falcon_mamba", "bamba", "granitemoehybrid", "jamba", "nemotron_h_dense")
+REPLAYED = ("mamba", "falcon_mamba", "bamba", "granitemoehybrid", "jamba", "nemotron_h")
 ESTIMATED = ("lfm2", "minimax_01")
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
 def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
     """source: tests/data/llamacpp/recurrent/NAME.log. The compute buffer of a Mamba or Mamba2 stack, or of Jamba,
-    Bamba, Granite-4.0-H or a dense Nemotron-H, ggml's allocator replayed over its graph, is llama.cpp's line itself,
-    not an estimate within a margin."""
+    Bamba, Granite-4.0-H or Nemotron-H, ggml's allocator replayed over its graph, is llama.cpp's line itself, not an
+    estimate within a margin."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path), RUNS[name].args)) == real
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if not name.startswith(REPLAYED + ESTIMATED)))
 def test_no_line_where_not_replayed(name: str, tmp_path: Path) -> None:
-    """Falcon-H1, Nemotron-H's MoE layers, gated DeltaNet and KDA: neither replayed nor estimated, no line."""
+    """Falcon-H1, gated DeltaNet and KDA: neither replayed nor estimated, no line."""
     assert not compute_mib(server_says(recorded_gguf(name, tmp_path), RUNS[name].args))
 
 

@@ -32,14 +32,14 @@ padded to the CPU buffer's 32 bytes:
   top-k experts' gate, up and product; a DSA indexer's scores of every cell, or the masks of the cells it
   keeps; MiniMax-M3's block masks; lightning attention's decays and scores over the ubatch taken as
   one sequence (llama.cpp reserves that graph too for MiniMax-01). A part that states none (AltUp's
-  attention, Mamba and Mamba2 in Falcon-H1's parallel or Nemotron-H's split layers, gated DeltaNet, KDA,
-  DeepSeek-V4's compressed attention...) leaves the model without a line.
+  attention, Mamba2 beside attention in Falcon-H1's layers, gated DeltaNet, KDA, DeepSeek-V4's compressed
+  attention...) leaves the model without a line.
 
 A model of Mamba or Mamba2 layers, alone (llama.cpp's mamba, mamba2) or beside attention and MLP / MoE layers
-(Jamba, Bamba, Granite-4.0-H), is not estimated but replayed: its peak is set by where ggml's best-fit allocator
-places the scan's output against the freed conv window, which a sum of live tensors misses by up to 15 %, so its
-graph is built node by node (calc/analysis/memory/llamacpp_graph.py) and the allocator replayed over it
-(calc/analysis/memory/ggml_alloc.py): llama.cpp's own figure.
+(Jamba, Bamba, Granite-4.0-H, Nemotron-H), is not estimated but replayed: its peak is set by where ggml's
+best-fit allocator places the scan's output against the freed conv window, which a sum of live tensors misses by
+up to 15 %, so its graph is built node by node (calc/analysis/memory/llamacpp_graph.py) and the allocator
+replayed over it (calc/analysis/memory/ggml_alloc.py): llama.cpp's own figure.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
 estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/
