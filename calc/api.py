@@ -182,7 +182,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            async_scheduling: bool = True, flash_attn: bool = True, mmap: bool = True, cpu_only: bool = False,
            split_mode: str = "layer", cpu_isa: str | None = None, indexer_kv_dtype: str = "auto",
            prefix_caching: bool = True, speculative_num_steps: int = 0, mamba_ssm_dtype: str | None = None,
-           speculative_draft_layers: int | None = None) -> Result:
+           speculative_draft_layers: int | None = None, hisparse_host_pool: str | None = None,
+           hisparse_device_buffer: int | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -204,14 +205,18 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     `async_scheduling` False: vLLM's --no-async-scheduling, one batch in flight instead of two;
     `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys ("auto": the model's);
     `prefix_caching` False: vLLM's --no-enable-prefix-caching, one page a request for a state group;
-    `speculative_num_steps`: SGLang's, an EAGLE / MTP draft beside the pool (its share of it; DeepSeek-V4's rings),
+    `speculative_num_steps`: SGLang's, an EAGLE / MTP draft beside the pool (its share of it, an MTP draft's weights
+    out of it; DeepSeek-V4's rings),
     `speculative_draft_layers` the draft's layers (None: the model's MTP layers);
-    `mamba_ssm_dtype`: SGLang's --mamba-ssm-dtype, its SSM states' dtype (None: the model's default there)."""
+    `mamba_ssm_dtype`: SGLang's --mamba-ssm-dtype, its SSM states' dtype (None: the model's default there);
+    `hisparse_host_pool` (a size) turns on vLLM's HiSparse for a DSA model, its latents in a host pool of that size,
+    with a hot buffer of `hisparse_device_buffer` rows (None: two top-k's)."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
     from calc.analysis.memory.llamacpp_devices import output_buffer
     from calc.analysis.memory.kv import kv_cache
+    from calc.analysis.memory.sglang_draft import draft_weights
     from calc.analysis.memory.sglang_dsv4 import sglang_stages
     from calc.analysis.memory.sglang_states import NOT_SGLANG, sglang_ssm_bytes
     from calc.analysis.memory.startup import (STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights,
@@ -220,6 +225,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
 
     from calc.analysis.memory.trtllm_manager import manager_note, refuse_v2_only
     from calc.analysis.memory.trtllm_models import refuse_unbuilt
+    from calc.analysis.memory.trtllm_workspace import refuse_mla_workspace
 
     refuse_unbuilt(spec, engine or "")
     refuse_v2_only(spec, engine or "")
@@ -242,11 +248,15 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     extra = (engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep, towers=not text_only)
              if engine and gpu else ())
     encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
+    draft = (draft_weights(spec, result.weights, layout, speculative_draft_layers)
+             if engine == "sglang" and speculative_num_steps else None)
     startup = (startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp,
-                              reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp)
+                              reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp, draft=draft)
                if engine in STARTUP_ENGINES and target and kv_memory is None else None)
     if startup is not None:
         startup.check()
+        if engine == "trtllm":
+            refuse_mla_workspace(result.kv)
         target = replace(target, bytes_per_gpu=startup.kv_memory + result.weights.total_bytes,
                          label=f"{target.label} under {engine}'s reserves")
     pool = None
@@ -261,12 +271,15 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                            spec, tokens, batch or 1, kv_dtype or "fp16", layout.tp, mla_expanded), layout, pool_bytes,
                            kv_memory is not None) if engine == "sglang" and layout.pp > 1 else (),
                        sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, mamba_ssm_dtype,
-                                                         gpu.capability if gpu else None, layout.tp))
+                                                         gpu.capability if gpu else None, layout.tp),
+                       hisparse=_hisparse(spec, hisparse_host_pool, hisparse_device_buffer))
     elif mamba_ssm_dtype is not None:
         raise GptcalcError(NOT_SGLANG)
     elif speculative_num_steps or speculative_draft_layers:
         raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give --engine "
                            "sglang with --budget or --kv-memory")
+    elif hisparse_host_pool is not None or hisparse_device_buffer is not None:
+        raise GptcalcError("--hisparse-host-pool sets vLLM's pools: give --engine vllm with --budget or --kv-memory")
     elif indexer_kv_dtype != "auto":
         raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "
                            "--kv-memory")
@@ -390,6 +403,18 @@ def _image_cost(spec: Any, image: str | None, images: int, kv_dtype: str, text_o
     if text_only:
         raise GptcalcError("--image and --text-only: a text-only server takes no images; drop one")
     return image_cost(spec, *parse_image(image), images, kv_dtype)
+
+
+def _hisparse(spec: Any, host_pool: str | None, device_buffer: int | None) -> Any:
+    """vLLM's HiSparse as the options ask for it (calc.analysis.memory.vllm_hisparse); None: off."""
+    from calc.analysis.memory.vllm_hisparse import HiSparseOptions, index_topk
+    from calc.errors import GptcalcError
+
+    if host_pool is None:
+        if device_buffer is not None:
+            raise GptcalcError("--hisparse-device-buffer sizes HiSparse's hot buffer: give --hisparse-host-pool too")
+        return None
+    return HiSparseOptions(_size(host_pool, "--hisparse-host-pool") or 0, device_buffer, index_topk(spec))
 
 
 def _size(text: str | None, option: str) -> int | None:

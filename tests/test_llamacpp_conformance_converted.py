@@ -46,6 +46,9 @@ LAGUNA = {"attention_bias": False,
 # no k_proj / v_proj for them and llama.cpp's gemma3n loads attn_k in every layer
 GEMMA3N = {"altup_num_inputs": 4, "hidden_size_per_layer_input": 256, "laurel_rank": 64, "intermediate_size": 48,
            "vocab_size_per_layer_input": 97, "num_kv_shared_layers": 0}
+# 22 layers in Gemma 3n's pattern (every 5th global), the sparse first 10 llama.cpp assumes (n_layer_sparsity)
+GEMMA3N_22 = {**GEMMA3N, "num_hidden_layers": 22, "activation_sparsity_pattern": [0.95] * 10 + [0.0] * 12,
+              "layer_types": ["full_attention" if i % 5 == 4 else "sliding_attention" for i in range(22)]}
 GEMMA4_COMPUTE = ("llama.cpp 5.50 / 3.50 MiB, the estimate 5.71 / 3.71 (3.8 / 6.0 % over): the per-layer inputs "
                   "are not modelled")
 LAGUNA_COMPUTE = "the estimate's 4 residual-stream tensors beside layer 0's dense MLP: more than llama.cpp keeps alive"
@@ -134,6 +137,9 @@ RUNS: dict[str, Run] = {
     # compute estimate for AltUp (calc/analysis/memory/llamacpp_compute.py), so its line is not compared
     "gemma3n_text-swa": Run("gemma3n_text", GEMMA3N, ["-c", "4096"]),
     "gemma3n_text-swa-np2": Run("gemma3n_text", GEMMA3N, ["-c", "4096", "-np", "2"]),
+    # more layers than the 20 llama.cpp's gemma3n caches (n_layer_kv_from_start, src/models/gemma3n.cpp:7): layers 20
+    # and 21 keep no cache though the config shares none into them
+    "gemma3n_text-22-swa": Run("gemma3n_text", GEMMA3N_22, ["-c", "4096"]),
     # Gemma4ForCausalLM (conversion/gemma.py Gemma4Model) from the tiny config as it is: KV heads and feed-forward
     # widths one a layer, full layers without V (attention_k_eq_v), fused ffn_gate_up_exps with the router's and
     # experts' scales, per-layer inputs, 2 KV-shared layers (no cache of their own); the converter trims the

@@ -104,3 +104,47 @@ def test_the_running_request_cap_keeps_under_half_the_slots() -> None:
     drafted = _memory("deepseek-v4-flash", "--tp", "8", "--kv-memory", "100GiB", "--seq", "64k",
                       "--speculative-num-steps", "1")
     assert drafted["engine"]["max_running_requests"] == 48
+
+
+def _budget(*args: str) -> dict:
+    return _memory(*args, "--budget", "8xH200", "--tp", "8", "--seq", "32k")
+
+
+def test_the_mtp_draft_weights_come_out_of_the_pool() -> None:
+    """SGLang builds the draft worker (its weights loaded) before it profiles the target's pool, which charges every
+    loaded weight (_profile_available_bytes, model_runner_kv_cache_mixin.py at 29b719ba3a72: "Loaded weights (target +
+    draft)"); the draft keeps its MTP layer, enorm, hnorm, eh_proj and shared_head.norm and takes the target's
+    embedding and head (models/deepseek_nextn.py, set_embed_and_head). GLM-4.5 in bf16 (2 B a value) at tp 8, by hand
+    from tests/configs/model_types/glm4_moe.json: the MTP layer's attention, Q 5,120 x 96 x 128 with its bias of
+    12,288 and O 96 x 128 x 5,120 over 8 GPUs, K and V 5,120 x 8 x 128 with biases of 1,024 one KV head a GPU (over 8),
+    q_norm and k_norm 128 each, its two norms 5,120 each and the router 160 x 5,120 whole; 160 routed experts and one
+    shared, each 3 x 5,120 x 1,536, over 8; beside it 3 norms of 5,120 and eh_proj 2 x 5,120 x 5,120, whole. It loads
+    and frees 151,552 / 8 x 5,120 values of embedding and as many of head."""
+    attention = 5_120 * 96 * 128 + 12_288 + 2 * (5_120 * 8 * 128 + 1_024) + 96 * 128 * 5_120
+    over8 = (attention + 161 * 3 * 5_120 * 1_536) // 8
+    whole = 2 * 128 + 2 * 5_120 + 160 * 5_120 + 3 * 5_120 + 2 * 5_120 * 5_120
+    own, shared = 2 * (over8 + whole), 2 * 2 * 151_552 // 8 * 5_120
+    assert (own, shared) == (1_090_246_656, 387_973_120)
+    plain, drafted = _budget(GLM), _budget(GLM, "--speculative-num-steps", "3")
+    terms = {t["key"]: t for t in drafted["engine_budget"]["terms"]}
+    assert terms["draft_weights"]["bytes"] == own and terms["draft_weights"]["how"] == "exact"
+    kv = drafted["engine_budget"]["kv_memory_bytes"]
+    assert kv == plain["engine_budget"]["kv_memory_bytes"] - own
+    assert drafted["engine"]["tokens"] == kv // 47_616  # the priced cell: 47,104 x 93 / 92
+    free = drafted["engine_budget"]["total_bytes"] - terms["non_torch"]["bytes"] - terms["weights"]["bytes"]
+    assert drafted["server_says"][3:5] == [f"Load weight begin. avail mem={free / GIB:.2f} GB",
+                                           f"Load weight end. mem usage={(own + shared) / GIB:.2f} GB"]
+    assert drafted["server_says"][3:5] == ["Load weight begin. avail mem=55.08 GB",
+                                           "Load weight end. mem usage=1.38 GB"]
+
+
+def test_an_eagle_drafts_weights_are_said_to_be_uncounted() -> None:
+    """An EAGLE draft of another checkpoint (--speculative-draft-layers): SGLang loads it before profiling too, but its
+    weights are unknown here, so the term says so and takes nothing, and no draft load line is printed."""
+    args = ("llama-3.1-8b", "--budget", "H100-80GB", "--seq", "8192")
+    plain = _memory(*args)
+    drafted = _memory(*args, "--speculative-num-steps", "3", "--speculative-draft-layers", "1")
+    term = next(t for t in drafted["engine_budget"]["terms"] if t["key"] == "draft_weights")
+    assert (term["bytes"], term["how"]) == (0, "not counted") and "not subtracted" in term["source"]
+    assert drafted["engine_budget"]["kv_memory_bytes"] == plain["engine_budget"]["kv_memory_bytes"]
+    assert sum(line.startswith("Load weight end") for line in drafted["server_says"]) == 1

@@ -21,6 +21,7 @@ from calc.analysis.memory.gpus import GPU, find_gpu
 from calc.analysis.memory.kv import kv_cache
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.memory.schemes import Scheme
+from calc.analysis.memory.sglang_draft import draft_weights
 from calc.analysis.memory.sglang_dsv4 import sglang_stages
 from calc.analysis.memory.sglang_states import sglang_ssm_bytes
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
@@ -28,6 +29,7 @@ from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_
 from calc.analysis.memory.stored import StoredWeights
 from calc.analysis.memory.trtllm_manager import refuse_v2_only
 from calc.analysis.memory.trtllm_models import refuse_unbuilt
+from calc.analysis.memory.trtllm_workspace import refuse_mla_workspace
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -120,11 +122,13 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
     `async_scheduling`: vLLM's (the tokens in flight a window or chunk group holds, in_flight_tokens);
     `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys; `prefix_caching`: vLLM's (the
     pages a state group holds per request); `speculative_num_steps`, `speculative_draft_layers`: SGLang's draft
-    worker beside its pool (calc.analysis.memory.sglang_draft)."""
+    worker beside its pool and its weights out of it (calc.analysis.memory.sglang_draft)."""
     if seq > spec.n_positions:
         raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
     refuse_unbuilt(spec, engine)
     refuse_v2_only(spec, engine)
+    if engine == "trtllm":
+        refuse_mla_workspace(kv_cache(spec, seq, 1, kv_dtype))
     served: list[Candidate] = []
     skipped: dict[str, None] = {}
     for layout in layouts(spec):
@@ -136,8 +140,11 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
             continue
         for gpu in gpus:
             extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep)
+            draft = (draft_weights(spec, result.weights, layout, speculative_draft_layers)
+                     if engine == "sglang" and speculative_num_steps else None)
             budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
-                                    extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None)
+                                    extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None,
+                                    draft=draft)
             try:
                 pool = (kv_pool(result.kv, engine, budget.kv_memory, seq, None,
                                 reserves.max_batched or vllm_batch_defaults(budget.total)[0], pp=layout.pp,

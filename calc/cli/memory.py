@@ -7,9 +7,9 @@ from typing import Any
 import click
 
 from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, async_scheduling_option, complete_model,
-                              image_options, indexer_kv_dtype_option, json_option, load_model, mamba_ssm_dtype_option,
-                              max_batched_option, one_model, prefix_caching_option, set_option, sizing_options,
-                              speculative_draft_layers_option, speculative_option)
+                              hisparse_options, image_options, indexer_kv_dtype_option, json_option, load_model,
+                              mamba_ssm_dtype_option, max_batched_option, one_model, prefix_caching_option, set_option,
+                              sizing_options, speculative_draft_layers_option, speculative_option)
 from calc.errors import GptcalcError
 
 
@@ -123,7 +123,8 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--kv-memory", type=TEXT, metavar="SIZE",
               help="The KV memory your server's log reports (vLLM 'Available KV cache memory: 8.11 GiB'): "
                    "gives the exact blocks, tokens and concurrency it will print.")
-@click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM 16, TRT-LLM 32]")
+@click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM its attention "
+              "backend's on the --budget GPU (16; MLA 32 on SM10x, 64 with an fp8 cache on SM90), TRT-LLM 32]")
 @click.option("--parallel", "-np", "n_parallel", type=POSITIVE, default=1, show_default=True,
               help="--engine llamacpp: sequences (llama.cpp's -np/--parallel, n_seq_max), each its own stream of cells "
                    "unless --kv-unified.")
@@ -166,6 +167,7 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @max_batched_option
 @async_scheduling_option
 @indexer_kv_dtype_option
+@hisparse_options
 @speculative_option
 @speculative_draft_layers_option
 @mamba_ssm_dtype_option
@@ -203,9 +205,9 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
            kv_memory: str | None, block_size: int | None, n_parallel: int, ubatch: int, kv_unified: bool, swa_full: bool,
            cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, async_scheduling: bool,
-           indexer_kv_dtype: str, speculative_num_steps: int, speculative_draft_layers: int | None,
-           mamba_ssm_dtype: str | None, prefix_caching: bool,
-           max_seqs: int | None,
+           indexer_kv_dtype: str, hisparse_host_pool: str | None, hisparse_device_buffer: int | None,
+           speculative_num_steps: int, speculative_draft_layers: int | None, mamba_ssm_dtype: str | None,
+           prefix_caching: bool, max_seqs: int | None,
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
            show_all: bool, image: str | None, images: int, text_only: bool, encoder_cache_size: int | None,
            mm_limit: int | None, encoder_activation_memory: str | None, encoder_mode: str, n_gpu_layers: int | None,
@@ -242,6 +244,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         override_tensor=override_tensor, encoder_cache_size=encoder_cache_size, mm_limit=mm_limit,
                         encoder_activation_memory=encoder_activation_memory, async_scheduling=async_scheduling,
                         indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
+                        hisparse_host_pool=hisparse_host_pool, hisparse_device_buffer=hisparse_device_buffer,
                         speculative_num_steps=speculative_num_steps, speculative_draft_layers=speculative_draft_layers,
                         mamba_ssm_dtype=mamba_ssm_dtype,
                         flash_attn=flash_attn != "off", mmap=not no_mmap, cpu_only=cpu_only, split_mode=split_mode,

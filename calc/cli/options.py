@@ -211,6 +211,20 @@ indexer_kv_dtype_option = click.option(
     "--indexer-kv-dtype", type=TEXT, default="auto", show_default=True, metavar="auto|bf16|fp8|mxfp4|nvfp4",
     help="vLLM's attention_config.indexer_kv_dtype: how a sparse-attention indexer keeps its keys (auto: the "
          "model's default, fp8 for DeepSeek's, bf16 for MiniMax-M3's; mxfp4 for DeepSeek-V4's on SM10x cards).")
+def hisparse_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """vLLM's HiSparse: `--hisparse-host-pool SIZE` (its HiSparseConnector's host_pool_gib) turns it on,
+    `--hisparse-device-buffer ROWS` sizes the hot buffer (attention_config.hisparse_config.device_buffer_size)."""
+    command = click.option(
+        "--hisparse-device-buffer", type=POSITIVE, metavar="ROWS",
+        help="vLLM's HiSparse hot buffer, rows a request keeps on the GPU (its device_buffer_size)  "
+             "[default: two index_topk's]")(command)
+    return click.option(
+        "--hisparse-host-pool", type=TEXT, metavar="SIZE",
+        help="vLLM's HiSparse for a DSA model (DeepSeek-V3.2, GLM-5): its MLA latents in a pinned host pool of "
+             "SIZE (its HiSparseConnector's host_pool_gib), the GPU keeping the indexer keys and a few pages a "
+             "request.")(command)
+
+
 speculative_option = click.option(
     "--speculative-num-steps", "speculative_num_steps", type=click.IntRange(min=0, max=MAX_COUNT), default=0, show_default=True,
     help="SGLang's: draft steps of speculative decoding (EAGLE / MTP): the draft worker's share of the pool (its "

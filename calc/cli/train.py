@@ -51,6 +51,9 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--norm-upcast/--no-norm-upcast", default=None,
               help="Eager RMSNorms upcast a bf16 input and keep it and the rsqrt in fp32 (litgpt, torchtune without "
                    "compile), or keep them at the activation width.  [default: --no-norm-upcast]")
+@click.option("--repeat-kv", is_flag=True,
+              help="The model repeats K and V to every query head before its fused attention, which then keeps (and "
+                   "under --cp rotates) them so: torchtitan's Llama before its 2026-01-27 'GQA without kv repeats'.")
 @click.option("--precision", type=click.Choice(_PRECISIONS),
               help="mixed: bf16 + fp32 master and states (16 B/param with AdamW); bf16: pure bf16 (8); "
                    "mixed-fp32-grads: Megatron (18); fp32-autocast: HF Trainer (16); fsdp-mixed: torchtitan (16).  "
@@ -82,6 +85,10 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
               help="With --zero 3: torch's FSDP1 (litgpt) keeps its root unit (embedding, final norm, head) gathered "
                    "through backward and gathers with no copy-out buffer; FSDP2 (torchtune, torchtitan) reshards it.  "
                    "[default: --fsdp2]")
+@click.option("--fsdp-head-unit", is_flag=True,
+              help="With FSDP2: the output projection is its own unit, resharded after forward (torchtune's "
+                   "custom_sharded_layers: ['tok_embeddings', 'output']): gathered only while it runs, the last "
+                   "layer prefetched at its last chunk in backward.")
 @click.option("--offload", type=TEXT, default=None, metavar="optimizer,params,activations",
               help="Keep these on the host: optimizer (master + states), params (FSDP CPU offload: all states), "
                    "activations (all but one layer's).")
@@ -106,10 +113,10 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, tp_impl: str | None,
           pp: int, cp: int,
           float8: str, framework: str | None, moe_form: str | None, dropout: bool | None, tied: bool | None,
-          norm_upcast: bool | None,
+          norm_upcast: bool | None, repeat_kv: bool,
           precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
           attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool,
-          grad_accumulation: int, no_sync: bool | None, fsdp1: bool | None, offload: str | None,
+          grad_accumulation: int, no_sync: bool | None, fsdp1: bool | None, fsdp_head_unit: bool, offload: str | None,
           lora_rank: int | None, lora_targets: str, lora_dropout: bool, qlora: bool, no_double_quant: bool,
           bnb: str | None, allocator_overhead: int, cuda_context: str, budget: str | None, show_layer: bool, as_json: bool) -> None:
     """Memory per GPU to train or fine-tune: states, activations, the loss, and the peak of a step.
@@ -143,9 +150,10 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
     setup = Setup(seq, micro_batch, gpus, zero, tp, pp, sp, optimizer=optimizer, lora_rank=lora_rank,
                   lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,
                   optimizer_in_backward=optimizer_in_backward, grad_accumulation=grad_accumulation,
+                  fsdp_head_unit=fsdp_head_unit,
                   offload=tuple(o.strip() for o in offload.split(",")) if offload else (),
                   lora_dropout=lora_dropout, double_quant=not no_double_quant, cp=cp, float8=float8,
-                  overheads=overheads, **options)
+                  repeat_kv=repeat_kv, overheads=overheads, **options)
     result = plan(spec, setup)
     answer = solve(spec, setup, budget) if budget else None
     if as_json:

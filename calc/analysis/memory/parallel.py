@@ -27,7 +27,7 @@ from calc.analysis.memory.kv import KVCache
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["Layout", "Stage", "check_tp", "pp_partitions", "stage_kv", "stages", "validate_layout"]
+__all__ = ["Layout", "Stage", "check_tp", "layer_params", "pp_partitions", "stage_kv", "stages", "validate_layout"]
 
 # Whole on every tensor-parallel GPU (everything else in a layer is sharded tp ways).
 REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "mlp_act", "shared_mlp_act", "router",
@@ -118,6 +118,13 @@ def _share(name: str, n: int, layout: Layout, kv_split: int) -> int:
     if name in ("k", "v", "k_bias", "v_bias"):
         return -(-n // kv_split)
     return -(-n // layout.tp)
+
+
+def layer_params(spec: ModelSpec, block: str, layout: Layout) -> dict[str, int]:
+    """One layer of `block` on one GPU of the layout, its rows split as every layer's are (a block no layer of
+    the decoder applies too: the MTP layer a draft model builds, calc.analysis.memory.sglang_draft)."""
+    kv_split = _kv_split(spec, layout.tp)
+    return {name: _share(name, n, layout, kv_split) for name, n in spec.blocks[block].params(spec.d_model).items()}
 
 
 @dataclass(frozen=True)

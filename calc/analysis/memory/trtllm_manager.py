@@ -25,6 +25,7 @@ and says whose they are (docs/memory.md, "Which KV cache manager TensorRT-LLM us
 from __future__ import annotations
 
 from calc.analysis.memory.kv import kv_layers
+from calc.analysis.memory.trtllm_windows import window_note
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -55,7 +56,13 @@ _V1 = ("the TensorRT-LLM pool and lines shown are its V1 KV cache manager's "
 
 
 def manager_note(spec: ModelSpec) -> str:
-    """Whose pool and lines `--engine trtllm` showed, and, where the class prefers V2, that its default differs."""
+    """Whose pool and lines `--engine trtllm` showed, where the class prefers V2 that its default differs, and what V1
+    does with sliding-window layers (calc.analysis.memory.trtllm_windows)."""
+    windows = window_note(spec)
+    return f"{_manager(spec)}; {windows}" if windows else _manager(spec)
+
+
+def _manager(spec: ModelSpec) -> str:
     arch = spec.architecture
     if arch is None:
         return f"{_V1}; {spec.name} names no architecture, so which manager TensorRT-LLM's \"auto\" picks is not known"

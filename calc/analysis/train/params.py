@@ -85,9 +85,9 @@ def _adapters(step: Step, copies: int, rank: int, tp: int) -> list[Tensor]:
 
 
 def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None,
-         lora_targets: tuple[str, ...] = ()) -> Held:
-    """The busiest pipeline stage's parameters on one of its tp GPUs, and its LoRA adapters (the
-    layout is valid: train checks it with validate_layout first)."""
+         lora_targets: tuple[str, ...] = (), stage: int | None = None) -> Held:
+    """The parameters of pipeline stage `stage` (None: the busiest stage) on one of its tp GPUs, and its
+    LoRA adapters (the layout is valid: train checks it with validate_layout first)."""
     if pp > MAX_STAGES:
         raise GptcalcError(f"--pp: {pp} stages; at most {MAX_STAGES:,} (each is listed)")
     unknown = [t for t in lora_targets if t not in LORA_TARGETS]
@@ -95,7 +95,9 @@ def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None
         raise GptcalcError(f"--lora-targets: unknown {', '.join(t or repr(t) for t in unknown)} (choose from {', '.join(LORA_TARGETS)})")
     wanted = {step_id for t in lora_targets for step_id in LORA_TARGETS[t]}
     steps = journey(spec, 1).steps
-    stages = [_stage(spec, steps, stage, pp, tp, lora_rank, wanted) for stage in range(pp)]
+    if stage is not None:
+        return _stage(spec, steps, stage, pp, tp, lora_rank, wanted)
+    stages = [_stage(spec, steps, index, pp, tp, lora_rank, wanted) for index in range(pp)]
     return max(stages, key=lambda h: (h.params, -h.stage_layers))
 
 
