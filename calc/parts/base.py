@@ -104,7 +104,7 @@ class Part:
         return None
 
     def graph_nodes(self, graph: Any, layer: int, x: str) -> Any:
-        """This mixer's nodes of layer `layer` of llama.cpp's worst-case graph over its normed input `x`
+        """This part's nodes of layer `layer` of llama.cpp's worst-case graph over its normed input `x`
         (calc/parts/transient.py Subgraph), for a replay of ggml's allocator where a sum of live tensors is not
         enough (calc/analysis/memory/llamacpp_graph.py); None where the part does not state them."""
         return None
