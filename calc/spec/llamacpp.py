@@ -39,3 +39,11 @@ class LlamaCppBuild(Part):
     # src/llama-hparams.cpp:321-331, the reuse in src/llama-model.cpp:2796-2805), which is what the released E2B
     # (30 layers, 10 KV-shared) and E4B (35, 15) keep. None: the layers the spec caches.
     kv_from_start: int | None = None
+    # llama.cpp's graph adds the residual stream before the sublayer's output, ggml_add(inpL, cur): Jamba
+    # (src/models/jamba.cpp:145, 177). It decides whose block the in-place sum takes in the compute buffer's replay
+    # (calc/analysis/memory/llamacpp_graph.py).
+    stream_first: bool = False
+    # llama.cpp takes the output rows after the final norm, which it keeps as a graph output too, not in the last
+    # layer: Nemotron-H (src/models/nemotron-h.cpp:223-255; embeddings_nextn_masked is false by default,
+    # src/llama-context.cpp:122)
+    rows_after_norm: bool = False
