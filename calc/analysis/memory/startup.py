@@ -355,8 +355,8 @@ class StartupBudget:
         gib = lambda n: f"{round(n / GIB, 2)}"  # noqa: E731 - vLLM's format_gib
         if self.engine == "vllm":
             return [f"Model loading took {gib(self.term('weights'))} GiB memory"]
-        if self.engine == "sglang":
-            return [f"mem_fraction_static={self.fraction}",
+        if self.engine == "sglang":  # its server_args log line: the float's repr, a multimodal default unrounded
+            return [f"mem_fraction_static={self.fraction!r}",
                     f"Load weight begin. avail mem={(self.total - self.term('non_torch')) / GIB:.2f} GB",
                     f"Load weight end. mem usage={self.term('weights') / GIB:.2f} GB"]
         peak = sum(t.bytes for t in self.before_share)
