@@ -148,6 +148,7 @@ class MemoryAnswer:
     pictures: Any = None  # what --image's images cost the decoder
     buffers: list[Any] | None = None  # with -ngl: llama.cpp's model, KV and RS buffers per device
     compute: Any = None  # a CPU-only llama.cpp build's compute buffer, estimated
+    engine_note: str | None = None  # whose lines the server lines are, where the engine has more than one manager
 
     def __getattr__(self, name: str) -> Any:
         return _read_through(self.inference, name)
@@ -161,6 +162,7 @@ class MemoryAnswer:
                 **({"llamacpp_buffers": [b.to_json() for b in self.buffers]} if self.buffers is not None else {}),
                 **({"llamacpp_compute": self.compute.to_json()} if self.compute else {}),
                 **({"server_says": list(self.server)} if self.server else {}),
+                **({"engine_note": self.engine_note} if self.engine_note else {}),
                 **({"images": self.pictures.to_json()} if self.pictures else {}),
                 **({"budget": {**budget.to_json(), "label": self.target.label, "gpus": self.target.count}}
                    if budget and self.target else {})}
@@ -179,7 +181,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            kv_offload: bool = True, override_tensor: str | None = None, encoder_cache_size: int | None = None,
            mm_limit: int | None = None, encoder_activation_memory: str | None = None,
            flash_attn: bool = True, mmap: bool = True, cpu_only: bool = False, split_mode: str = "layer",
-           cpu_isa: str | None = None, pool_settings: PoolSettings | None = None) -> Result:
+           cpu_isa: str | None = None, pool_settings: PoolSettings | None = None, hisparse_host_pool: str | None = None,
+           hisparse_device_buffer: int | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -201,20 +204,29 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     `pool_settings` (calc.PoolSettings): the server flags that shape vLLM's and SGLang's pool beyond its
     memory, as the CLI takes them: vLLM's async scheduling (False: one batch in flight instead of two), its
     indexer_kv_dtype ("auto": the model's) and prefix caching (False: one page a request for a state group),
-    SGLang's speculative_num_steps (an MTP draft beside DeepSeek-V4) and mamba_ssm_dtype (None: the model's
-    default there); None: every default."""
+    SGLang's speculative_num_steps (an EAGLE / MTP draft beside the pool: its share of it, an MTP draft's weights
+    out of it, DeepSeek-V4's rings), speculative_draft_layers (None: the model's MTP layers) and mamba_ssm_dtype
+    (None: the model's default there); None: every default.
+    `hisparse_host_pool` (a size) turns on vLLM's HiSparse for a DSA model, its latents in a host pool of that size,
+    with a hot buffer of `hisparse_device_buffer` rows (None: two top-k's)."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
     from calc.analysis.memory.llamacpp_devices import output_buffer
+    from calc.analysis.memory.kv import kv_cache
+    from calc.analysis.memory.sglang_draft import draft_weights
+    from calc.analysis.memory.sglang_dsv4 import sglang_stages
     from calc.analysis.memory.pool_settings import PoolSettings
     from calc.analysis.memory.startup import (STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights,
                                               startup_budget, vllm_batch_defaults)
     from calc.errors import GptcalcError
 
+    from calc.analysis.memory.trtllm_manager import manager_note, refuse_v2_only
     from calc.analysis.memory.trtllm_models import refuse_unbuilt
+    from calc.analysis.memory.trtllm_workspace import refuse_mla_workspace
 
     refuse_unbuilt(spec, engine or "")
+    refuse_v2_only(spec, engine or "")
     settings = pool_settings or PoolSettings()
     target = parse_budget(budget) if budget is not None else None  # `budget=''` is an error, not no budget
     layout = layout_for(target, tp, pp, ep)
@@ -235,21 +247,32 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     extra = (engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep, towers=not text_only)
              if engine and gpu else ())
     encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
+    draft = (draft_weights(spec, result.weights, layout, settings.speculative_draft_layers)
+             if engine == "sglang" and settings.speculative_num_steps else None)
     startup = (startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp,
-                              reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp)
+                              reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp, draft=draft)
                if engine in STARTUP_ENGINES and target and kv_memory is None else None)
     if startup is not None:
         startup.check()
+        if engine == "trtllm":
+            refuse_mla_workspace(result.kv)
         target = replace(target, bytes_per_gpu=startup.kv_memory + result.weights.total_bytes,
                          label=f"{target.label} under {engine}'s reserves")
     pool = None
     if engine and (kv_memory is not None or startup is not None):
         pool_bytes = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
+        stages = (sglang_stages(spec, count_params(spec), result.weights, kv_cache(
+            spec, tokens, batch or 1, kv_dtype or "fp16", layout.tp, mla_expanded), layout, pool_bytes,
+            kv_memory is not None) if engine == "sglang" and layout.pp > 1 else ())
         pool = settings.pool(spec, result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
                              max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048), layout,
-                             gpu.capability if gpu else None)
+                             gpu.capability if gpu else None, stages,
+                             _hisparse(spec, hisparse_host_pool, hisparse_device_buffer))
     else:
         settings.refuse_without_pool()
+        if hisparse_host_pool is not None or hisparse_device_buffer is not None:
+            raise GptcalcError("--hisparse-host-pool sets vLLM's pools: give --engine vllm with --budget or "
+                               "--kv-memory")
     placing = (n_gpu_layers, tensor_split, override_tensor)
     if (any(p is not None for p in placing) or not (kv_offload and flash_attn and mmap) or cpu_only
             or split_mode != "layer") and engine != "llamacpp":
@@ -262,7 +285,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     compute = _compute(spec, ctx, placement) if ctx else None
     model = _model_buffers(spec, stored, placement) if placement else None
     output = output_buffer(spec.vocab_size, n_parallel, spec.n_layers, placement) if placement and ctx else None
-    kv_size = pool.bytes_per_token if pool else result.kv.bytes_per_token  # TensorRT-LLM's "kv size is" figure
+    kv_size = pool.bytes_per_token if pool else result.kv.bytes_per_token  # TensorRT-LLM's "kv size per token is" figure
     server = (*(startup.lines(kv_size) if startup else ()), *(model["lines"] if model else ()),
               *([output.line()] if output else ()),
               *([line for c in caches for line in c["lines"]] if caches else
@@ -270,8 +293,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     solved = budget_for(spec, target, result, seq, batch, None if caches else pool) if target else None
     placed = [*(model["buffers"] if model else ()), *([output] if output else ()),
               *(b for c in caches or () for b in c["buffers"])] if placement else None
+    note = manager_note(spec) if engine == "trtllm" and pool is not None else None
     answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed,
-                          compute)
+                          compute, note)
     return Result(answer, answer.to_json)
 
 
@@ -369,6 +393,18 @@ def _image_cost(spec: Any, image: str | None, images: int, kv_dtype: str, text_o
     if text_only:
         raise GptcalcError("--image and --text-only: a text-only server takes no images; drop one")
     return image_cost(spec, *parse_image(image), images, kv_dtype)
+
+
+def _hisparse(spec: Any, host_pool: str | None, device_buffer: int | None) -> Any:
+    """vLLM's HiSparse as the options ask for it (calc.analysis.memory.vllm_hisparse); None: off."""
+    from calc.analysis.memory.vllm_hisparse import HiSparseOptions, index_topk
+    from calc.errors import GptcalcError
+
+    if host_pool is None:
+        if device_buffer is not None:
+            raise GptcalcError("--hisparse-device-buffer sizes HiSparse's hot buffer: give --hisparse-host-pool too")
+        return None
+    return HiSparseOptions(_size(host_pool, "--hisparse-host-pool") or 0, device_buffer, index_topk(spec))
 
 
 def _size(text: str | None, option: str) -> int | None:

@@ -31,8 +31,10 @@ def pytest_addoption(parser) -> None:
                      help="opt-in conformance suite: run this llama.cpp build's llama-completion on tiny GGUFs "
                           "(tests/test_llamacpp_conformance.py)")
     parser.addoption("--distributed", action="store_true",
-                     help="opt-in: run torchtitan's tensor-parallel plan on spawned gloo ranks and check "
-                          "tests/data/dtensor_tp.json (tests/test_train_tp_dtensor.py, about a minute)")
+                     help="opt-in: run torchtitan's tensor-parallel plan and torch's 1F1B pipelining on spawned "
+                          "gloo ranks and check tests/data/dtensor_tp.json and pipeline_1f1b.json "
+                          "(tests/test_train_tp_dtensor.py, tests/test_train_pipeline.py; about a minute), and torch "
+                          "FSDP2 on a fake two-rank group (tests/test_train_fsdp2.py)")
     parser.addoption("--llamacpp-src", metavar="TREE", default=None,
                      help="with --llamacpp: the llama.cpp source tree whose convert_hf_to_gguf.py makes the recurrent "
                           "and hybrid GGUFs (tests/test_llamacpp_conformance_recurrent.py)")

@@ -154,7 +154,11 @@ class Allocated:
     """torch's CPU allocator as the profiler records it: of the blocks allocated since entering, the bytes
     alive at the end and at their peak (what torch.cuda's max_memory_allocated adds on a GPU); frees of
     older blocks are left out, as gloo's thread frees a finished collective's buffers when it gets to
-    them. Garbage is collected on both sides: DTensor's pending collectives sit in reference cycles."""
+    them. Garbage is collected on both sides: DTensor's pending collectives sit in reference cycles.
+    `phases`: the peak of each stretch between allocations of `mark` bytes (a test's marks of its moments)."""
+
+    def __init__(self, mark: int = 0) -> None:
+        self.mark = mark
 
     def __enter__(self) -> "Allocated":
         from torch.profiler import ProfilerActivity, profile
@@ -169,13 +173,17 @@ class Allocated:
         self._profile.__exit__(*exc)
         live: dict[int, int] = {}  # address: bytes, of the blocks allocated inside and not yet freed
         self.now = self.peak = 0
+        self.phases = [0]
         for event in self._allocations(self._profile.profiler.kineto_results.experimental_event_tree()):
+            if self.mark and event.alloc_size == self.mark:
+                self.phases.append(0)
             if event.alloc_size > 0:
                 live[event.ptr] = event.alloc_size
             elif live.pop(event.ptr, None) is None:  # a block from before: its free says nothing of this phase
                 continue
             self.now += event.alloc_size
             self.peak = max(self.peak, self.now)
+            self.phases[-1] = max(self.phases[-1], self.now)
 
     @staticmethod
     def _allocations(nodes) -> list:  # noqa: ANN001

@@ -202,19 +202,22 @@ def test_sglang_separate_mamba_pool() -> None:
 
 
 def test_trtllm_pool_is_its_fraction_of_what_profiling_leaves() -> None:
-    """source: TensorRT-LLM tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator._cal_max_tokens:
+    """source: TensorRT-LLM tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator._cal_max_memory at 28295084972c:
     available_kv_mem = (total_gpu_memory - peak_memory + temporary kv) x fraction, fraction 0.9 unless set
     (llmapi/llm_args.py KvCacheConfig.free_gpu_memory_fraction). With the peak's terms given, the pool is
-    that product exactly; the weights are llama-3-8b's 16,060,522,496 B (test_count's arithmetic x 2 B)."""
+    that product exactly; the weights are llama-3-8b's 16,060,522,496 B (test_count's arithmetic x 2 B). The
+    line is that function's logger.info: the peak (with the temporary cache T in it), "kv size per token is"
+    a CacheCost, whose __str__ is "{slope} bytes/token" without a fixed cost, and T apart."""
     data = memory("llama-3-8b", "--engine", "trtllm", "--budget", "H100", "--seq", "8192",
                   "--activation-memory", "2GiB", "--non-torch-memory", "1GiB")
     total = data["engine_budget"]["total_bytes"]  # 79.22 GiB, what CUDA reports on an H100 (startup.CUDA_TOTAL)
     peak = 16_060_522_496 + 3 * 2**30
     assert data["engine_budget"]["kv_memory_bytes"] == int((total - peak) * 0.9)
     assert data["server_says"][0] == (
-        f"Peak memory during memory usage profiling (torch + non-torch): {peak / 2**30:.2f} GiB, available KV cache "
+        f"Peak memory during memory usage profiling (torch + non-torch): {peak / 2**30:.2f} GiB + T, available KV cache "
         f"memory when calculating max tokens: {int((total - peak) * 0.9) / 2**30:.2f} GiB, fraction is set 0.9, kv size "
-        f"is 131072. device total memory {total / 2**30:.2f} GiB")
+        f"per token is 131072 bytes/token. device total memory {total / 2**30:.2f} GiB, temporary kv cache memory during "
+        "profiling T GiB (T: the profiling run's temporary KV cache, not modelled; it cancels out of the pool)")
     halved = memory("llama-3-8b", "--engine", "trtllm", "--budget", "H100", "--seq", "8192", "--activation-memory",
                     "2GiB", "--non-torch-memory", "1GiB", "--free-gpu-memory-fraction", "0.5")["engine_budget"]
     assert halved["kv_memory_bytes"] == int((total - peak) * 0.5) and halved["fraction_how"] == "given"

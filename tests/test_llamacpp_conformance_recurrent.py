@@ -120,6 +120,11 @@ RUNS: dict[str, Run] = {
     # lightning layers' state (src/llama-hparams.cpp n_embd_s: head_dim x head_dim x n_head), softmax layers' KV
     "minimax_01-np4": Run("minimax_m1", MINIMAX_01, ["-c", "4096", "-np", "4"], hub=MINIMAX_01_HUB),
     "minimax_01-np256": Run("minimax_m1", MINIMAX_01, ["-c", "65536", "-np", "256"], hub=MINIMAX_01_HUB),
+    # the compute buffer's lightning graph: one sequence, a smaller and a larger ubatch, and without flash attention
+    "minimax_01-ub256": Run("minimax_m1", MINIMAX_01, ["-c", "4096", "-ub", "256"], hub=MINIMAX_01_HUB),
+    "minimax_01-np2-ub1024": Run("minimax_m1", MINIMAX_01, ["-c", "8192", "-np", "2", "-ub", "1024"],
+                                 hub=MINIMAX_01_HUB),
+    "minimax_01-fa-off": Run("minimax_m1", MINIMAX_01, ["-c", "4096", "-np", "4", "-fa", "off"], hub=MINIMAX_01_HUB),
 }
 CACHE = re.compile(r"(llama_kv_cache: +\S+ KV buffer size = .*|llama_memory_recurrent: +\S+ RS buffer size = .*|"
                    r"llama_kv_cache_iswa: creating .*|llama_kv_cache_dsa: creating .*|llama_kv_cache_msa: creating .*|"
@@ -128,7 +133,7 @@ CACHE = re.compile(r"(llama_kv_cache: +\S+ KV buffer size = .*|llama_memory_recu
 MODEL = re.compile(r"(load_tensors: +\S+ model buffer size = .*)$")
 COMPUTE = re.compile(r"(sched_reserve: +\S+ compute buffer size = .*)$")
 # gptcalc's option for each llama.cpp one
-OURS = {"-c": "--seq", "-np": "--parallel", "-ub": "--ubatch"}
+OURS = {"-c": "--seq", "-np": "--parallel", "-ub": "--ubatch", "-fa": "--flash-attn"}
 
 
 def matching(pattern: re.Pattern[str], log: str) -> list[str]:
@@ -176,7 +181,7 @@ def check_gguf_as_model(name: str, path: Path, log: str, runs: dict[str, Run] = 
     assert matching(MODEL, printed) == matching(MODEL, log)
     assert matching(CACHE, printed) == matching(CACHE, log)
     estimate, real = (compute_mib(text) for text in (printed, log))
-    if estimate and not runs[name].compute_beyond_margin:  # LFM2's short conv only: no Mamba or DeltaNet graph is estimated
+    if estimate and not runs[name].compute_beyond_margin:  # where gptcalc estimates it (calc/parts/transient.py)
         assert len(estimate) == len(real) == 1 and abs(estimate[0] - real[0]) <= max(MARGIN * real[0], SLACK)
 
 
@@ -221,6 +226,13 @@ def test_recorded_recurrent_lines(name: str, tmp_path: Path) -> None:
 def test_recorded_gguf_as_model(name: str, tmp_path: Path) -> None:
     """source: the lines llama.cpp printed loading this file (tests/data/llamacpp/recurrent/NAME.log)."""
     check_gguf_as_model(name, recorded_gguf(name, tmp_path), (RECORDED / f"{name}.log").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith("minimax_01")))
+def test_recorded_lightning_compute(name: str, tmp_path: Path) -> None:
+    """source: tests/data/llamacpp/recurrent/NAME.log. Lightning layers' compute buffer is estimated (checked
+    against the line by test_recorded_gguf_as_model): the line is printed."""
+    assert compute_mib(server_says(recorded_gguf(name, tmp_path), RUNS[name].args))
 
 
 def llamacpp_source(request: pytest.FixtureRequest) -> Path:

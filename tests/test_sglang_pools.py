@@ -5,7 +5,10 @@ figure worked out here by hand from SGLang's source:
   DSV4PoolConfigurator._get_bytes_per_full_token and _compute_dsv4_sizes; defaults page_size 256 and
   swa_full_tokens_ratio 0.1 (arg_groups/model_overrides/deepseek_v4.py at 01a4a9915), ring sizes 8 and 128
   (mem_cache/deepseek_v4_memory_pool.py get_compress_state_ring_size, not speculative, online off);
-  compress_ratios read whole, MTP entry included (configs/model_config.py at 001adf564f).
+  compress_ratios[start_layer:end_layer] (DSV4PoolConfigurator at 29b719ba3a72, "PP-local slice"): the stage's layers
+  as make_layers splits config.num_hidden_layers, so never the MTP layer's trailing entry; under --pp the stages take
+  the least full (_apply_token_constraints: all_reduce MIN) and SGLang's get_pp_indices gives the extra layers to the
+  last stages (python/sglang/srt/distributed/utils.py at 1107be112815).
 - MiniMax-M3: DefaultPoolConfigurator._compute_cell_size's MiniMax branch: (dense + sparse) x 2 x KV
   heads x head_dim x cache bytes + K-only sparse layers x sparse_index_dim x model bytes, pages of 128
   (arg_groups/model_overrides/minimax_m3.py at 1ee3fb2aa1).
@@ -41,10 +44,12 @@ def by_hand(layers: int, c4: int, c128: int, ring4: int = 8, ring128: int = 128)
 
 
 @pytest.mark.parametrize(("model", "layers", "c4", "c128"), [
-    # DeepSeek-V4-Flash config.json: 44 compress_ratios (43 layers + MTP): 3 zeros, 21 fours, 20 x 128
-    ("deepseek-v4-flash", 44, 21, 20),
-    # DeepSeek-V4-Pro (tests/configs/model_types/deepseek_v4-pro.json): 62 entries, 1 zero, 30 fours, 31 x 128
-    ("tests/configs/model_types/deepseek_v4-pro.json", 62, 30, 31),
+    # DeepSeek-V4-Flash config.json: 44 compress_ratios (43 layers + MTP's trailing 0); the 43 layers' hold 2 zeros,
+    # 21 fours, 20 x 128
+    ("deepseek-v4-flash", 43, 21, 20),
+    # DeepSeek-V4-Pro (tests/configs/model_types/deepseek_v4-pro.json): 62 entries; its 61 layers' hold no zero,
+    # 30 fours, 31 x 128
+    ("tests/configs/model_types/deepseek_v4-pro.json", 61, 30, 31),
 ])
 def test_dsv4_sizes_follow_the_configurator(model: str, layers: int, c4: int, c128: int) -> None:
     kv = kv_cache(load_spec(model), 1, tp=8)
@@ -60,33 +65,33 @@ def test_dsv4_sizes_follow_the_configurator(model: str, layers: int, c4: int, c1
 
 
 def test_dsv4_flash_per_token_and_log_lines() -> None:
-    """15,955.85 B a full token: 2,569.6 window rows + 3,066 CSA rows + 91.25 HCA rows + 693 indexer keys
-    + 1,075.2 CSA state + 8,192 HCA state + 268.8 indexer state."""
+    """15,897.45 B a full token: 2,511.2 window rows (0.1 x 584 x 43) + 3,066 CSA rows + 91.25 HCA rows + 693
+    indexer keys + 1,075.2 CSA state + 8,192 HCA state + 268.8 indexer state."""
     kv = kv_cache(load_spec("deepseek-v4-flash"), 1, tp=8)
-    assert by_hand(44, 21, 20) == Fraction(1595585, 100)
+    assert by_hand(43, 21, 20) == Fraction(1589745, 100)
     pool = kv_pool(kv, "sglang", 100 * GIB, 1_048_576)
-    # 107,374,182,400 / 15,955.85 = 6,729,397.6: 26,286 pages of 256; swa: 672,921 down to 672,768
+    # 107,374,182,400 / 15,897.45 = 6,754,179.6: 26,383 pages of 256; swa: 675,404 down to 675,328
     assert engine_lines(pool, kv, "sglang") == [
-        "DSV4 memory calculation: bytes_per_full_token=15955.85, available_bytes=100.00 GB, full_token=6729216",
-        "DSV4 pool sizes: full=6729216, swa=672768, c4=1682304, c128=52572, c4_state=42048, c128_state=672768"]
+        "DSV4 memory calculation: bytes_per_full_token=15897.45, available_bytes=100.00 GB, full_token=6754048",
+        "DSV4 pool sizes: full=6754048, swa=675328, c4=1688512, c128=52766, c4_state=42208, c128_state=675328"]
 
 
 def test_dsv4_speculative_rings_and_draft_share() -> None:
     """--speculative-num-steps: rings of 16 and 256 (mem_cache/deepseek_v4_memory_pool.py
-    get_compress_state_ring_size, is_speculative) and bytes_per_full_token x (44 + 1) / 44 for the one-layer MTP
+    get_compress_state_ring_size, is_speculative) and bytes_per_full_token x (43 + 1) / 43 for the one-layer MTP
     draft (model_runner_components/pool_configurator.py at 29b719ba3a72, DSV4PoolConfigurator.__init__):
-    (2,569.6 + 3,066 + 91.25 + 693 + 2 x (1,075.2 + 8,192 + 268.8)) x 45 / 44 = 25,491.85 x 45 / 44 = 4,588,533 / 176 B."""
+    (2,511.2 + 3,066 + 91.25 + 693 + 2 x (1,075.2 + 8,192 + 268.8)) x 44 / 43 = 25,433.45 x 44 / 43 = 5,595,359 / 215 B."""
     kv = kv_cache(load_spec("deepseek-v4-flash"), 1, tp=8)
-    per = by_hand(44, 21, 20, 16, 256) * Fraction(45, 44)
-    assert per == Fraction(2549185, 100) * Fraction(45, 44) == Fraction(4588533, 176)
+    per = by_hand(43, 21, 20, 16, 256) * Fraction(44, 43)
+    assert per == Fraction(2543345, 100) * Fraction(44, 43) == Fraction(5595359, 215)
     pool = kv_pool(kv, "sglang", 100 * GIB, 1_048_576, speculative_steps=3)
     assert pool.compressed is not None and pool.compressed.bytes_per_full_token == per
     full = int(100 * GIB / per) // 256 * 256
     swa = int(full * Fraction(1, 10)) // 256 * 256
     assert pool.compressed.sizes() == {"full": full, "swa": swa, "c4": full // 4, "c128": full // 128,
                                        "c4_state": swa // 128 * 16, "c128_state": swa // 128 * 256}
-    with pytest.raises(GptcalcError, match="DeepSeek-V4 pools only"):
-        kv_pool(kv_cache(load_spec("llama-3.1-8b"), 1), "sglang", GIB, 4096, speculative_steps=3)
+    with pytest.raises(GptcalcError, match="SGLang only"):
+        kv_pool(kv_cache(load_spec("llama-3.1-8b"), 1), "vllm", GIB, 4096, speculative_steps=3)
     result = check_run(["memory", "deepseek-v4-flash", "--engine", "sglang", "--kv-memory", "100GiB", "--tp", "8",
                         "--seq", "1m", "--speculative-num-steps", "3", "--json"])
     assert result.exit_code == 0, result.stderr
@@ -97,7 +102,7 @@ def test_dsv4_refusals() -> None:
     kv = kv_cache(load_spec("deepseek-v4-flash"), 1, tp=8)
     with pytest.raises(GptcalcError, match="multiple of 128"):
         kv_pool(kv, "sglang", GIB, 4096, 64)
-    with pytest.raises(GptcalcError, match="every layer of the model"):
+    with pytest.raises(GptcalcError, match="sized per stage"):
         kv_pool(kv, "sglang", GIB, 4096, pp=2)
 
 
@@ -107,7 +112,7 @@ def test_dsv4_cli_answers_with_the_engine_lines() -> None:
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     pools = data["engine"]["sglang_dsv4_pools"]
-    assert pools["bytes_per_full_token"] == "319117/20" and data["engine"]["tokens"] == pools["full"]
+    assert pools["bytes_per_full_token"] == "317949/20" and data["engine"]["tokens"] == pools["full"]
     assert any(line.startswith("DSV4 pool sizes: full=") for line in data["server_says"])
 
 
@@ -245,5 +250,52 @@ def test_fit_takes_the_speculative_pools() -> None:
                         "--speculative-num-steps", "3", "--json"])
     assert result.exit_code == 0, result.stderr
     best = json.loads(result.stdout)["candidates"][0]
-    per = by_hand(44, 21, 20, 16, 256) * Fraction(45, 44)
+    per = by_hand(43, 21, 20, 16, 256) * Fraction(44, 43)
     assert best["tokens"] == int(best["kv_memory_bytes"] / per) // 256 * 256
+
+
+def test_dsv4_pipeline_stages_price_their_slice_and_keep_the_least_full() -> None:
+    """--pp 2: SGLang's get_pp_indices gives 43 layers as 21 + 22 (the extra layer to the last stage; vLLM's split
+    would be 22 + 21). compress_ratios[0:21] = 0, 0, then 4 / 128 alternating: 10 fours and 9 x 128;
+    [21:43] = 128, 4, ..., 128, 4: 11 of each. With --kv-memory each stage has that memory, so the second, dearer
+    stage binds, and every pool is sized from its full."""
+    result = check_run(["memory", "deepseek-v4-flash", "--engine", "sglang", "--kv-memory", "100GiB", "--tp", "4",
+                        "--pp", "2", "--seq", "1m", "--json"])
+    assert result.exit_code == 0, result.stderr
+    pools = json.loads(result.stdout)["engine"]["sglang_dsv4_pools"]
+    first, second = by_hand(21, 10, 9), by_hand(22, 11, 11)
+    fulls = [int(100 * GIB / per) // 256 * 256 for per in (first, second)]
+    assert [(s["layers"], s["bytes_per_full_token"], s["full"]) for s in pools["pp_stages"]] == [
+        (21, str(first), fulls[0]), (22, str(second), fulls[1])]
+    full = min(fulls)
+    swa = int(full * Fraction(1, 10)) // 256 * 256
+    assert (pools["full"], pools["swa"], pools["c4"], pools["c128"]) == (full, swa, full // 4, full // 128)
+
+
+def test_dsv4_pipeline_stages_take_their_own_memory_from_the_budget() -> None:
+    """With --budget each stage's memory is the pool less its own weights; the least full over the stages wins."""
+    result = check_run(["memory", "deepseek-v4-flash", "--engine", "sglang", "--budget", "8xH200", "--tp", "4",
+                        "--pp", "2", "--seq", "1m", "--json"])
+    assert result.exit_code == 0, result.stderr
+    pools = json.loads(result.stdout)["engine"]["sglang_dsv4_pools"]
+    stages = pools["pp_stages"]
+    assert stages[0]["kv_memory_bytes"] != stages[1]["kv_memory_bytes"]
+    fulls = [int(s["kv_memory_bytes"] / per) // 256 * 256 for s, per in zip(stages, (by_hand(21, 10, 9),
+                                                                                     by_hand(22, 11, 11)))]
+    assert [s["full"] for s in stages] == fulls and pools["full"] == min(fulls)
+    refused = check_run(["memory", "deepseek-v4-flash", "--engine", "sglang", "--kv-memory", "100GiB", "--tp", "4",
+                         "--pp", "2", "--speculative-num-steps", "1"])
+    assert refused.exit_code == 2 and "PP is not compatible with MTP models" in refused.stderr
+
+
+def test_fit_sizes_dsv4_pipeline_layouts_as_memory_does() -> None:
+    """`fit` takes SGLang's stages too: its tp 8 x pp 2 candidate on H200s holds the tokens `memory` gives for that
+    layout (each stage's own slice and memory, the least full)."""
+    result = check_run(["fit", "deepseek-v4-flash", "--seq", "1m", "--engine", "sglang", "--gpus", "H200", "--top",
+                        "60", "--json"])
+    assert result.exit_code == 0, result.stderr
+    staged = next(c for c in json.loads(result.stdout)["candidates"] if (c["tp"], c["pp"], c["ep"]) == (8, 2, 1))
+    data = json.loads(check_run(["memory", "deepseek-v4-flash", "--engine", "sglang", "--budget", "16xH200", "--tp",
+                                 "8", "--pp", "2", "--seq", "1m", "--json"]).stdout)
+    pools = data["engine"]["sglang_dsv4_pools"]
+    assert staged["tokens"] == pools["full"] == min(s["full"] for s in pools["pp_stages"])

@@ -5,6 +5,7 @@ Shapes are Llama 3.1 8B's config.json (hidden 4096, 8 KV heads × 128, intermedi
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -45,6 +46,26 @@ def test_ring_attention_buffers(llama) -> None:
     assert ring_bytes(llama, 1, n, 1) == 0
     moment = next(m for m in train(llama, replace(FSDP8, seq=4 * 8192, cp=4)).moments if "last layer" in m.name)
     assert dict(moment.parts)["CP: ring attention's gathered K, V and fp32 dQ, dK, dV"] == ring_bytes(llama, 4, 8192, 1)
+
+
+def test_repeated_kv_rides_the_ring_at_the_query_heads(llama) -> None:
+    """torchtitan's Llama before #2259 repeats K and V to every query head before SDPA (models/llama/model.py
+    @ 9dec370: `keys = repeat_kv(xk, self.n_rep)`), so the ring gathers, sends and accumulates K and V
+    32 heads wide (4,096 each), not 8 (1,024), and the recomputed layer's kernel keeps them so."""
+    n, cp = 32768, 4
+    kv, q = n * 2 * D, n * D
+    assert ring_bytes(llama, cp, n, 1, repeat_kv=True) == cp * kv * 2 + kv * 2 + (q + kv) * 4 + 2 * kv * 4
+    setup = replace(FSDP8, seq=4 * 8192, cp=4)
+    plain, repeated = (dict(next(m for m in train(llama, replace(setup, repeat_kv=r)).moments
+                                 if "last layer" in m.name).parts) for r in (False, True))
+    assert repeated["one layer's activations rebuilt"] - plain["one layer's activations rebuilt"] \
+        == 8192 * 2 * (D - KV) * 2  # K and V, bf16, 3,072 columns wider each
+    assert repeated["CP: ring attention's gathered K, V and fp32 dQ, dK, dV"] == ring_bytes(llama, 4, 8192, 1, True)
+    result = CliRunner().invoke(main, ["train", "llama-3.1-8b", "--seq", "32768", "--micro-batch", "1", "--gpus", "8",
+                                       "--cp", "4", "--zero", "3", "--recompute", "full", "--precision", "fsdp-mixed",
+                                       "--repeat-kv", "--json"])
+    assert result.exit_code == 0 and json.loads(result.output)["peak"]["allocated"] \
+        == train(llama, replace(setup, repeat_kv=True)).allocated
 
 
 def test_float8_keeps_what_bf16_keeps_and_casts_for_a_moment(llama) -> None:

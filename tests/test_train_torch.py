@@ -413,6 +413,62 @@ def test_an_eager_rmsnorm_on_bf16_keeps_fp32_copies(frozen: bool) -> None:
     assert kept == sum(t.bytes(1, False) for t in counted)
 
 
+class _LoRA(torch.nn.Module):
+    """A LoRA adapter beside a frozen linear, as PEFT's and torchtune's LoRALinear run it: base(x) + B(A(drop(x)))."""
+
+    def __init__(self, base: torch.nn.Linear, rank: int, dropout: float) -> None:
+        super().__init__()
+        self.base, self.dropout = base, dropout
+        self.a = torch.nn.Linear(base.in_features, rank, bias=False, dtype=base.weight.dtype)
+        self.b = torch.nn.Linear(rank, base.out_features, bias=False, dtype=base.weight.dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dropped = F.dropout(x, self.dropout, self.training) if self.dropout else x
+        return self.base(x) + self.b(self.a(dropped))
+
+
+LLAMA_LINEARS = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
+                 "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj"}
+
+
+@pytest.mark.parametrize(("targets", "dropout", "attention"), [
+    *((targets, dropout, "sdpa") for targets in [("q", "v"), ("o",), ("gate", "up"), ("down",), tuple(LLAMA_LINEARS)]
+      for dropout in (False, True)),
+    (("q", "v"), False, "eager"), (("o",), False, "eager")])
+def test_a_frozen_base_keeps_only_what_its_adapters_read(targets: tuple[str, ...], dropout: bool, attention: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers' tiny Llama in bf16, every weight frozen, LoRA adapters on `targets` (with dropout 0.1 or
+    none), saved-tensor hooks layer by layer: a frozen linear keeps no input, so each layer keeps what full
+    training keeps less the inputs no adapter reads as they are (frozen.py) and the norms' normed x (their
+    weights frozen), plus the adapters' own tensors (A's output; with dropout the dropped-out input and its
+    mask). The first layer, whose input comes from the frozen embedding and needs no gradient, keeps less
+    and is left out. Explicit attention keeps W_O's input (its transposed copy) only for an adapter on o;
+    in bf16 transformers' eager attention also keeps its softmax's fp32 output (softmax(..., dtype=float32)
+    before the cast), B·h·T·T·4 bytes whatever the targets, which layer_terms (measured in fp32) does not count."""
+    from calc.analysis.train import Setup, train
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    rank = 4
+    monkeypatch.setattr(torch.nn.functional, "dropout", _gpu_dropout)
+    model = _transformers_tiny("llama").to(torch.bfloat16).requires_grad_(False).train()
+    model.set_attn_implementation(attention)
+    for layer in model.model.layers:
+        for target in targets:
+            parent, name = LLAMA_LINEARS[target].split(".")
+            module = getattr(layer, parent)
+            setattr(module, name, _LoRA(getattr(module, name), rank, 0.1 if dropout else 0.0))
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    spec = spec_of(tiny_config("llama"))
+    t = train(spec, Setup(T, B, lora_rank=rank, lora_targets=targets, lora_dropout=dropout, precision="bf16",
+                          norm_upcast=True, attention="flash" if attention == "sdpa" else "eager"))
+    (_, layers, terms), = t.layers
+    softmax = B * spec.blocks[spec.block_at(0)].attention.n_heads * T * T * 4 if attention == "eager" else 0
+    assert saved_per_layer(model, ids)[1:] == [t.layer_bytes(terms) + softmax] * (layers - 1)
+
+
 # --- the loss, the optimizer step, autocast: measured with a live-storage tracker (tests/live_memory.py)
 
 V, D, N = 2048, 32, 512  # vocabulary, width, tokens (a multiple of litgpt's 128-token chunks)

@@ -42,9 +42,10 @@ def test_dsa_pool_prices_the_latent_at_the_cache_dtype_and_the_keys_at_a_byte(mo
 
 
 def test_the_budget_line_names_trtllms_own_kv_size() -> None:
-    """DeepSeek-V3.2 in bf16: 61 x 576 x 2 + 61 x 132 = 78,324 B, the figure its _cal_max_tokens line prints."""
+    """DeepSeek-V3.2 in bf16: 61 x 576 x 2 + 61 x 132 = 78,324 B, the figure its _cal_max_memory line prints
+    (tensorrt_llm/_torch/pyexecutor/_util.py at 28295084972c: a CacheCost, "{slope} bytes/token")."""
     output = _lines(f"{CONFIGS}/deepseek_v32.json", "--budget", "8xH200", "--seq", "32k", "--tp", "8")
-    assert "kv size is 78324." in output, output
+    assert "kv size per token is 78324 bytes/token." in output, output
 
 
 def test_a_dsa_cache_trtllm_would_misprice_is_refused() -> None:
@@ -58,12 +59,16 @@ def test_a_dsa_cache_trtllm_would_misprice_is_refused() -> None:
 @pytest.mark.parametrize("model_type", ["nemotron_h", "qwen3_next", "qwen3_5", "kimi_linear"])
 def test_a_hybrids_refusal_names_the_manager_trtllm_would_pick(model_type: str) -> None:
     """Hybrid Mamba / linear-attention pools are not sized yet: the refusal says where TensorRT-LLM keeps the states
-    (tensorrt_llm/_torch/pyexecutor/_util.py get_kv_cache_manager_cls at 0004396720)."""
+    (tensorrt_llm/_torch/pyexecutor/_util.py get_kv_cache_manager_cls at 0004396720), what V2 is handed (the
+    profiled budget as max_gpu_total_bytes: KvCacheCreator at 2829508497) and which links stay unpinned."""
     result = CliRunner().invoke(main, ["memory", f"{CONFIGS}/{model_type}.json", "--engine", "trtllm", "--kv-memory",
                                        "8GiB"])
     assert result.exit_code == 2 and "keeps conv and recurrent states" in result.output, result.output
     assert "MambaHybridCacheManagerV2" in result.output and "get_kv_cache_manager_cls at 0004396720" in result.output
     assert "C++ StorageManager splits the pool between attention pages and state slots" in result.output
+    assert "quota is the profiled budget (max_gpu_total_bytes)" in result.output
+    assert "max_batch_size default" in result.output and "another commit (04b00fece3)" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
 
 
 def test_fit_sizes_dsa_under_trtllm_as_memory_does() -> None:
@@ -75,3 +80,17 @@ def test_fit_sizes_dsa_under_trtllm_as_memory_does() -> None:
     assert fit.exit_code == 0, fit.output
     first = fit.output.splitlines()[1]
     assert "8 x H200" in first and "tp 8 pp 1" in first and f"{int(tokens):,} tokens" in first, fit.output
+
+
+@pytest.mark.parametrize("block", [None, 64])
+def test_dsa_pages_in_kvcacheconfigs_blocks(block: int | None) -> None:
+    """DSA takes no block size of its own in TensorRT-LLM: DSACacheManager and DSACacheManagerV2 pass KvCacheConfig's
+    tokens_per_block through (sparse/dsa/cache_manager.py at 0bbb76d22e; only the opt-in "fp8_ds_mla" dtype demands
+    another, _resolve_fp8_ds_mla_head_dim), whose default is 32 (llmapi/llm_args.py, KvCacheConfig.tokens_per_block
+    Field(default=32)); a log that shows 64 is given with --block-size 64. DeepSeek-V3.2 in fp8: 61 x (576 + 132) B."""
+    per_token, tokens_per_block = 61 * (576 + 132), block or 32
+    blocks = 40 * GIB // (tokens_per_block * per_token)
+    output = _lines(f"{CONFIGS}/deepseek_v32.json", "--kv-memory", "40GiB", "--kv-dtype", "fp8", "--tp", "8",
+                    *(["--block-size", str(block)] if block else []))
+    assert f"Number of tokens per block: {tokens_per_block}." in output, output
+    assert f"paged KV cache ({blocks * tokens_per_block})." in output, output

@@ -38,7 +38,7 @@ def test_trtllm_refuses_an_architecture_it_has_no_class_for(command: list[str]) 
 
 def test_a_built_architecture_and_a_preset_pass_the_check() -> None:
     """Nemotron-H is built; its states' pages are what stops the line (engines._refuse_unmodelled), not its class.
-    A YAML preset names no architecture, so it is not checked: llama-3-8b still gets its budget."""
+    A preset names its source config's class (tests/test_trtllm_presets.py): llama-3-8b's LlamaForCausalLM is built."""
     nemotron = CliRunner().invoke(main, ["memory", f"{CONFIGS}/nemotron_h.json", "--engine", "trtllm", "--kv-memory",
                                          "8GiB"])
     assert nemotron.exit_code == 2 and "nemotron_h keeps conv and recurrent states" in nemotron.output, nemotron.output

@@ -18,13 +18,18 @@ from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.budget import inference
 from calc.analysis.memory.engines import KVPool
 from calc.analysis.memory.gpus import GPU, find_gpu
+from calc.analysis.memory.kv import kv_cache
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.memory.pool_settings import PoolSettings
 from calc.analysis.memory.schemes import Scheme
+from calc.analysis.memory.sglang_draft import draft_weights
+from calc.analysis.memory.sglang_dsv4 import sglang_stages
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
                                           vllm_batch_defaults)
 from calc.analysis.memory.stored import StoredWeights
+from calc.analysis.memory.trtllm_manager import refuse_v2_only
 from calc.analysis.memory.trtllm_models import refuse_unbuilt
+from calc.analysis.memory.trtllm_workspace import refuse_mla_workspace
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -112,12 +117,16 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
         stored: StoredWeights | None = None, reserves: Reserves = Reserves(),
         pool_settings: PoolSettings = PoolSettings()) -> tuple[list[Candidate], list[str]]:
     """The layouts that serve `concurrency` requests of `seq` tokens, best first, and why others were skipped;
-    `pool_settings`: the server flags each pool is sized with, as memory's."""
+    `pool_settings`: the server flags each pool is sized with, as memory's (SGLang's draft worker: its weights
+    out of the budget too, calc.analysis.memory.sglang_draft)."""
     if seq > spec.n_positions:
         raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
     if pool_settings.mamba_ssm_dtype is not None and engine != "sglang":  # refused once, not as every layout's
         raise GptcalcError("--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang")
     refuse_unbuilt(spec, engine)
+    refuse_v2_only(spec, engine)
+    if engine == "trtllm":
+        refuse_mla_workspace(kv_cache(spec, seq, 1, kv_dtype))
     served: list[Candidate] = []
     skipped: dict[str, None] = {}
     for layout in layouts(spec):
@@ -129,12 +138,18 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
             continue
         for gpu in gpus:
             extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep)
+            draft = (draft_weights(spec, result.weights, layout, pool_settings.speculative_draft_layers)
+                     if engine == "sglang" and pool_settings.speculative_num_steps else None)
             budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
-                                    extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None)
+                                    extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None,
+                                    draft=draft)
             try:
+                stages = (sglang_stages(spec, breakdown, result.weights, kv_cache(spec, seq, 1, kv_dtype, layout.tp),
+                                        layout, budget.kv_memory, False)
+                          if engine == "sglang" and layout.pp > 1 else ())
                 pool = (pool_settings.pool(spec, result.kv, engine, budget.kv_memory, seq, None,
                                            reserves.max_batched or vllm_batch_defaults(budget.total)[0], layout,
-                                           gpu.capability)
+                                           gpu.capability, stages)
                         if budget.kv_memory > 0 else None)
             except GptcalcError as exc:  # a layout whose pages the engine model does not cover
                 skipped[_skipped(layout, exc)] = None

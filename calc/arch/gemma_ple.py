@@ -56,6 +56,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 # Each layer's attention type when the config has no layer_types: a global layer every 5th (Gemma-3n)
 # or 6th (Gemma-4) layer.
 PATTERN = {"gemma3n_text": 5, "gemma4_text": 6}
+# llama.cpp's gemma3n caches the first 20 layers whatever num_kv_shared_layers says (n_layer_kv_from_start,
+# src/models/gemma3n.cpp:7); its gemma4 reads the key (src/models/gemma4.cpp:9-11), as the spec does
+LLAMACPP_KV_LAYERS = 20
+# ollama 0.30 quantizes a gemma3n file's per_layer_token_embd to F16 in Q4_K_M / Q4_K_S (server/quantization.go at
+# 0e93ccc2, llamaQuantizeArgs :296-305)
+OLLAMA_TYPES = {"per_layer_embedding": "fp16"}
 SHORT = {"sliding_attention": "local", "full_attention": "global"}
 
 
@@ -76,7 +82,9 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     if model_type == "gemma3n_text":
         embedding["altup_inputs"] = cfg.int("altup_num_inputs")
     head = {"tied": cfg.bool("tie_word_embeddings"), "softcap": cfg.float("final_logit_softcapping", default=None)}
-    return decoder(cfg, model_type, blocks, layers, rms, head["tied"], embedding=embedding, head=head)
+    llamacpp = {"llamacpp": {"kv_from_start": LLAMACPP_KV_LAYERS, "ollama_tensor_types": OLLAMA_TYPES}} \
+        if model_type == "gemma3n_text" else {}
+    return decoder(cfg, model_type, blocks, layers, rms, head["tied"], embedding=embedding, head=head, **llamacpp)
 
 
 def _kinds(cfg: Config, model_type: str) -> list[str]:

@@ -27,6 +27,11 @@ DEFAULTS = {"vocab_size": 151552, "hidden_size": 4096, "intermediate_size": 1369
             "partial_rotary_factor": 0.5, "rope_theta": 10000.0}
 
 
+# ollama 0.30 keeps a glm4 file's token_embd and output F16 in Q4_K_M / Q4_K_S (server/quantization.go at 0e93ccc2,
+# llamaQuantizeArgs :321-333)
+OLLAMA_TYPES = {"token_embedding": "fp16", "lm_head": "fp16"}
+
+
 def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(cfg, DEFAULTS)
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
@@ -34,4 +39,4 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     attn["rope"].update(interleaved=True, tables_per_call=True)  # apply_rotary_pos_emb's repeat_interleave
     block = {"attention": attn, "mlp": gated_mlp(cfg, bias=False, fused_gate_up=True), "norm": rms,
              "norms": ("attn_in", "attn_out", "mlp_in", "mlp_out")}
-    return uniform(cfg, "glm4", block, rms, cfg.bool("tie_word_embeddings"))
+    return uniform(cfg, "glm4", block, rms, cfg.bool("tie_word_embeddings"), llamacpp={"ollama_tensor_types": OLLAMA_TYPES})

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 @click.option("--top", type=POSITIVE, default=10, show_default=True, help="Candidates shown.")
 @json_option
 def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str, concurrency: int, dtype: str | None,
-        quant: str | None, kv_dtype: str, max_batched: int | None, pool_settings: PoolSettings, top: int, as_json: bool) -> None:
+        quant: str | None, kv_dtype: str, max_batched: int | None, pool_settings: PoolSettings, top: int,
+        as_json: bool) -> None:
     """The smallest layouts (GPU type x count, TP/PP/EP) that serve MODEL at --seq, ranked.
 
     Each layout is checked as a server checks it (TP divides the heads, EP the experts, PP at most the
@@ -46,6 +47,7 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
     from calc.analysis.count import count as count_params
     from calc.analysis.fit import fit as find_layouts, parse_gpus
     from calc.analysis.memory import weight_choice
+    from calc.analysis.memory.trtllm_manager import manager_note
     from calc.analysis.memory.startup import Reserves
     from calc.cli.options import load_model
     from calc.render import base as render, fit as render_fit
@@ -56,9 +58,11 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
                                        kv_dtype, scheme, reserves=Reserves(max_batched=max_batched),
                                        pool_settings=pool_settings)
     shown = candidates[:top]
+    note = manager_note(spec) if engine == "trtllm" else None  # whose pools the tokens are
     if as_json:
         render.print_json({"model": spec.name, "seq": seq, "concurrency": concurrency, "engine": engine,
-                           "candidates": [c.to_json() for c in shown], "skipped_layouts": skipped})
+                           "candidates": [c.to_json() for c in shown], "skipped_layouts": skipped,
+                           **({"engine_note": note} if note else {})})
         return
     out = render.console()
     out.print(render_fit.header(spec.name, seq, concurrency, engine))
@@ -68,3 +72,5 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
         out.print("  none of these GPUs serves it in up to 64 of them")
     for reason in skipped:
         out.print(f"  not tried: {reason}")
+    if note:
+        out.print("  " + note)

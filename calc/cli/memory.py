@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, complete_model, image_options, json_option,
-                              load_model, max_batched_option, one_model, pool_options, set_option, sizing_options)
+from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, complete_model, hisparse_options, image_options,
+                              json_option, load_model, max_batched_option, one_model, pool_options, set_option,
+                              sizing_options)
 from calc.errors import GptcalcError
 
 if TYPE_CHECKING:
@@ -124,7 +125,8 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
 @click.option("--kv-memory", type=TEXT, metavar="SIZE",
               help="The KV memory your server's log reports (vLLM 'Available KV cache memory: 8.11 GiB'): "
                    "gives the exact blocks, tokens and concurrency it will print.")
-@click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM 16, TRT-LLM 32]")
+@click.option("--block-size", type=POSITIVE, help="Tokens per KV block  [default: the engine's: vLLM its attention "
+              "backend's on the --budget GPU (16; MLA 32 on SM10x, 64 with an fp8 cache on SM90), TRT-LLM 32]")
 @click.option("--parallel", "-np", "n_parallel", type=POSITIVE, default=1, show_default=True,
               help="--engine llamacpp: sequences (llama.cpp's -np/--parallel, n_seq_max), each its own stream of cells "
                    "unless --kv-unified.")
@@ -166,6 +168,7 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
                    "attention, and an F16 or F32 mask.")
 @max_batched_option
 @pool_options
+@hisparse_options
 @click.option("--max-num-seqs", "max_seqs", type=POSITIVE,
               help="vLLM: requests of the sampler's profiling run  [default: 256, 1024 on a 70 GiB+ GPU]")
 @click.option("--gpu-memory-utilization", "--mem-fraction-static", "--free-gpu-memory-fraction", "fraction", type=SHARE,
@@ -199,7 +202,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
            kv_memory: str | None, block_size: int | None, n_parallel: int, ubatch: int, kv_unified: bool, swa_full: bool,
            cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, pool_settings: PoolSettings,
-           max_seqs: int | None,
+           hisparse_host_pool: str | None, hisparse_device_buffer: int | None, max_seqs: int | None,
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
            show_all: bool, image: str | None, images: int, text_only: bool, encoder_cache_size: int | None,
            mm_limit: int | None, encoder_activation_memory: str | None, encoder_mode: str, n_gpu_layers: int | None,
@@ -235,6 +238,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, kv_offload=not no_kv_offload,
                         override_tensor=override_tensor, encoder_cache_size=encoder_cache_size, mm_limit=mm_limit,
                         encoder_activation_memory=encoder_activation_memory, pool_settings=pool_settings,
+                        hisparse_host_pool=hisparse_host_pool, hisparse_device_buffer=hisparse_device_buffer,
                         flash_attn=flash_attn != "off", mmap=not no_mmap, cpu_only=cpu_only, split_mode=split_mode,
                         cpu_isa=cpu_isa)
     if as_json:
@@ -258,12 +262,13 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
     notes = [render_memory.gpus_note(len(gpus)), render_memory.seq_note(seq), render_memory.context_note(spec, seq),
              *render_memory.inference_notes(result), *render_memory.tower_notes(spec, answer.pictures, text_only),
              *(render_memory.budget_lines(solved, target.label) if solved and target else []),
+             answer.engine_note,
              "the tables size the whole model and cache; what each device holds is in llama.cpp's buffer "
              "lines above" if answer.buffers is not None else None,
              "llama.cpp's compute buffer line is gptcalc's estimate of its worst-case graph's peak (one ubatch "
              "against the whole cache): docs/memory.md" if answer.compute is not None else
-             "llama.cpp's compute buffer is estimated for attention without AltUp, MLA and short-conv layers only, "
-             "not for this model's" if cpu_only else None,
+             "llama.cpp's compute buffer is not estimated for this model: one of its layer kinds is not among those "
+             "estimated (docs/memory.md)" if cpu_only else None,
              _model_buffer_note(answer, stored),
              (f"{engine}'s own budget (pool, blocks, tokens): give the GPU with --budget (H100, 2xH200), "
               "or its log's figure with --kv-memory") if engine in ("vllm", "sglang", "trtllm") and not answer.pool else None]

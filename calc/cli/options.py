@@ -199,6 +199,22 @@ max_batched_option = click.option(
          "what a window or chunk group holds beyond its window or chunk  [default: vllm serve's: 2048, 8192 on a "
          "70 GiB+ GPU that is not an A100, 16384 on 160 GiB+; SGLang: its chunked prefill size; TensorRT-LLM: "
          "max_num_tokens, 8192]")
+
+
+def hisparse_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """vLLM's HiSparse: `--hisparse-host-pool SIZE` (its HiSparseConnector's host_pool_gib) turns it on,
+    `--hisparse-device-buffer ROWS` sizes the hot buffer (attention_config.hisparse_config.device_buffer_size)."""
+    command = click.option(
+        "--hisparse-device-buffer", type=POSITIVE, metavar="ROWS",
+        help="vLLM's HiSparse hot buffer, rows a request keeps on the GPU (its device_buffer_size)  "
+             "[default: two index_topk's]")(command)
+    return click.option(
+        "--hisparse-host-pool", type=TEXT, metavar="SIZE",
+        help="vLLM's HiSparse for a DSA model (DeepSeek-V3.2, GLM-5): its MLA latents in a pinned host pool of "
+             "SIZE (its HiSparseConnector's host_pool_gib), the GPU keeping the indexer keys and a few pages a "
+             "request.")(command)
+
+
 _POOL_OPTIONS = (
     click.option(
         "--async-scheduling/--no-async-scheduling", default=True, show_default=True,
@@ -211,8 +227,15 @@ _POOL_OPTIONS = (
     click.option(
         "--speculative-num-steps", "speculative_num_steps", type=click.IntRange(min=0, max=MAX_COUNT), default=0,
         show_default=True,
-        help="SGLang's: draft steps of speculative decoding (MTP); for DeepSeek-V4 its compressor rings of 16 and 256 "
-             "and the draft layer's share of the pool (0: none)."),
+        help="SGLang's: draft steps of speculative decoding (EAGLE / MTP): the draft worker's share of the pool (its "
+             "layers priced per target layer) and at most 48 running requests; for DeepSeek-V4 its compressor rings "
+             "of 16 and 256 (0: none)."),
+    click.option(
+        "--speculative-draft-layers", "speculative_draft_layers", type=click.IntRange(min=1, max=MAX_COUNT),
+        default=None,
+        help="SGLang's EAGLE draft: its layers, which SGLang reads from --speculative-draft-model-path's config "
+             "(num_nextn_predict_layers, else num_hidden_layers) to price the draft's pool  [default: the model's "
+             "MTP layers]"),
     click.option(
         "--mamba-ssm-dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None,
         help="SGLang's: the dtype of a hybrid's SSM states in its Mamba pool (default: the model's there, float32 "
@@ -230,11 +253,12 @@ def pool_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(*args: Any, async_scheduling: bool, indexer_kv_dtype: str, speculative_num_steps: int,
-                mamba_ssm_dtype: str | None, prefix_caching: bool, **kwargs: Any) -> Any:
+                speculative_draft_layers: int | None, mamba_ssm_dtype: str | None, prefix_caching: bool,
+                **kwargs: Any) -> Any:
         from calc.analysis.memory.pool_settings import PoolSettings
 
         settings = PoolSettings(async_scheduling, indexer_kv_dtype, prefix_caching, speculative_num_steps,
-                                mamba_ssm_dtype)
+                                speculative_draft_layers, mamba_ssm_dtype)
         return command(*args, pool_settings=settings, **kwargs)
 
     for option in reversed(_POOL_OPTIONS):

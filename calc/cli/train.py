@@ -31,6 +31,11 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
                    "dtensor (torch's plan, torchtitan: it saves the all-gathered input; loss under loss_parallel).  "
                    "[default: megatron]")
 @click.option("--pp", type=POSITIVE, default=1, show_default=True, help="Pipeline stages.")
+@click.option("--pp-split", type=TEXT, metavar="even|torchtitan|N,N,...",
+              help="With --pp: the layers each stage holds: even (⌈L/p⌉ a stage, the last the rest), torchtitan (its "
+                   "generate_split_points: ⌊L/p⌋ first, the remainder one a middle stage, the rest last), a list of "
+                   "layers per stage, or torchtitan's pipeline_parallel_split_points (layers.15,layers.31,...).  "
+                   "[default: even]")
 @click.option("--cp", type=POSITIVE, default=1, show_default=True,
               help="Context-parallel GPUs (torchtitan): each holds seq/cp tokens; ZeRO/FSDP shards over dp × cp.")
 @click.option("--float8", type=click.Choice(_FLOAT8), default="none", show_default=True,
@@ -51,6 +56,9 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--norm-upcast/--no-norm-upcast", default=None,
               help="Eager RMSNorms upcast a bf16 input and keep it and the rsqrt in fp32 (litgpt, torchtune without "
                    "compile), or keep them at the activation width.  [default: --no-norm-upcast]")
+@click.option("--repeat-kv", is_flag=True,
+              help="The model repeats K and V to every query head before its fused attention, which then keeps (and "
+                   "under --cp rotates) them so: torchtitan's Llama before its 2026-01-27 'GQA without kv repeats'.")
 @click.option("--precision", type=click.Choice(_PRECISIONS),
               help="mixed: bf16 + fp32 master and states (16 B/param with AdamW); bf16: pure bf16 (8); "
                    "mixed-fp32-grads: Megatron (18); fp32-autocast: HF Trainer (16); fsdp-mixed: torchtitan (16).  "
@@ -82,6 +90,10 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
               help="With --zero 3: torch's FSDP1 (litgpt) keeps its root unit (embedding, final norm, head) gathered "
                    "through backward and gathers with no copy-out buffer; FSDP2 (torchtune, torchtitan) reshards it.  "
                    "[default: --fsdp2]")
+@click.option("--fsdp-head-unit", is_flag=True,
+              help="With FSDP2: the output projection is its own unit, resharded after forward (torchtune's "
+                   "custom_sharded_layers: ['tok_embeddings', 'output']): gathered only while it runs, the last "
+                   "layer prefetched at its last chunk in backward.")
 @click.option("--offload", type=TEXT, default=None, metavar="optimizer,params,activations",
               help="Keep these on the host: optimizer (master + states), params (FSDP CPU offload: all states), "
                    "activations (all but one layer's).")
@@ -104,12 +116,12 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--layers", "show_layer", is_flag=True, help="Add a table of what one layer keeps for backward.")
 @json_option
 def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, tp_impl: str | None,
-          pp: int, cp: int,
+          pp: int, pp_split: str | None, cp: int,
           float8: str, framework: str | None, moe_form: str | None, dropout: bool | None, tied: bool | None,
-          norm_upcast: bool | None,
+          norm_upcast: bool | None, repeat_kv: bool,
           precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
           attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool,
-          grad_accumulation: int, no_sync: bool | None, fsdp1: bool | None, offload: str | None,
+          grad_accumulation: int, no_sync: bool | None, fsdp1: bool | None, fsdp_head_unit: bool, offload: str | None,
           lora_rank: int | None, lora_targets: str, lora_dropout: bool, qlora: bool, no_double_quant: bool,
           bnb: str | None, allocator_overhead: int, cuda_context: str, budget: str | None, show_layer: bool, as_json: bool) -> None:
     """Memory per GPU to train or fine-tune: states, activations, the loss, and the peak of a step.
@@ -139,13 +151,14 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
     options = resolve(framework, {"precision": precision, "loss": loss, "recompute": recompute,
                                   "optimizer_impl": optimizer_impl, "tp_impl": tp_impl, "moe_form": moe_form,
                                   "dropout": dropout, "no_sync": no_sync, "fsdp1": fsdp1, "tied": tied,
-                                  "norm_upcast": norm_upcast, "bnb": bnb})
+                                  "norm_upcast": norm_upcast, "bnb": bnb, "pp_split": pp_split})
     setup = Setup(seq, micro_batch, gpus, zero, tp, pp, sp, optimizer=optimizer, lora_rank=lora_rank,
                   lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,
                   optimizer_in_backward=optimizer_in_backward, grad_accumulation=grad_accumulation,
+                  fsdp_head_unit=fsdp_head_unit,
                   offload=tuple(o.strip() for o in offload.split(",")) if offload else (),
                   lora_dropout=lora_dropout, double_quant=not no_double_quant, cp=cp, float8=float8,
-                  overheads=overheads, **options)
+                  repeat_kv=repeat_kv, overheads=overheads, **options)
     result = plan(spec, setup)
     answer = solve(spec, setup, budget) if budget else None
     if as_json:

@@ -33,6 +33,7 @@ from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.block_indexer import BlockIndexer
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
+from calc.parts.transient import Graph, attention_scores, tensor
 
 __all__ = ["LABELS", "Attention", "HeadWidths", "QKNorm", "Rope", "attention_kind"]
 
@@ -232,6 +233,30 @@ class Attention(HeadWidths, Part):
         kv = TokenSpec(*self.kv_per_token(), self.attention_kind, self.n_heads, self.n_kv_heads, self.head_dim,
                        self.n_kv_heads, self.window, self.sinks, chunk=self.chunk)
         return CacheSpec((kv, self.indexer.cache()) if self.indexer else (kv,))
+
+    def transient(self, g: Graph) -> int | None:
+        """Attention over its cache's cells (attention_scores), with a block indexer's masks where llama.cpp runs
+        it (block_masks); none for AltUp's layers, whose copies of the stream and their predictions this does
+        not state (Gemma 3n: llama.cpp 13.09 MiB where this gave 5.37, tests/data/llamacpp/converted/
+        gemma3n_text-swa.log)."""
+        if self.augment and self.augment.altup_inputs:
+            return None
+        attention = attention_scores(g, self.n_heads, self.head_dim, self.value_head_dim,
+                                     g.swa_cells if self.window else g.cells)
+        return attention + (self.block_masks(g) if self.indexer else 0)
+
+    def block_masks(self, g: Graph) -> int:
+        """MiniMax-M3's sparse layers (src/models/minimax-m3.cpp): with flash attention and a stream per sequence
+        (:233-235; else dense attention), the cache's mask as F32 (:295), the position mask and the blocks'
+        bias, inputs over the positions the empty cache holds at start-up, 256 (llama_kv_cache_msa_context::
+        get_n_pos, src/llama-kv-cache-msa.cpp:262-273), then per stream each indexer head's chosen blocks
+        spread to the cells and transposed, two F32 tensors of cells x tokens x heads (:510-512)."""
+        if not g.flash_attn or g.streams != g.n_seqs:
+            return 0
+        positions, heads = 256, self.indexer.n_heads
+        inputs = tensor(positions * g.n_tokens) + tensor(positions // self.indexer.block_size * g.n_tokens)
+        per_stream = 2 * tensor(g.n_tokens // g.streams * heads * g.cells)
+        return inputs + tensor(g.cells * g.n_tokens) + per_stream
 
     def describe(self) -> str:
         """'GQA (64 query heads, 8 KV heads, head_dim 128)' plus what else is switched on."""

@@ -97,6 +97,12 @@ class Part:
             object.__setattr__(part, name, values[name] if name in values else info.value())
         return part
 
+    def transient(self, graph: Any) -> int | None:
+        """The bytes of this part's tensors alive together at its widest point of llama.cpp's worst-case graph
+        (calc/parts/transient.py); None where the part does not state them, which leaves the model without a
+        compute-buffer estimate."""
+        return None
+
     def replaced(self, **changes: Any) -> Any:
         """This part with `changes` (already valid) in place of its fields: a variant, not an edit."""
         return type(self).model_construct(**{**{name: getattr(self, name) for name in self.model_fields}, **changes})

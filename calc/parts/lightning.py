@@ -18,6 +18,7 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, present
 from calc.parts.cache import CacheSpec, StateDtype, StateSpec
+from calc.parts.transient import Graph, tensor
 
 __all__ = ["LABELS", "LightningAttention"]
 
@@ -45,6 +46,19 @@ class LightningAttention(Part):
         state = StateSpec("recurrent", self.n_heads * self.head_dim * self.head_dim, 1, self.n_heads,
                           dtype=self.state_dtype)
         return CacheSpec(states=(state,))
+
+    def transient(self, g: Graph) -> int:
+        """llama.cpp's lightning layer (src/models/minimax-01.cpp:284-420), whose widest graph is the one it reserves
+        with the whole ubatch as one sequence (src/llama-context.cpp:716-722: the decay between every two of a
+        sequence's tokens grows with their square): the decay input (n_tokens x n_tokens per head, :233) and
+        its exp (:330, the input feeds every layer, so not in place), the heads' scores qk (:348), beside
+        the activated qkv (:297), q times its decay and its product with the old state (:333-339) and the two
+        decays per head. With n_seqs sequences, the states gathered (build_rs), the old state decayed and the
+        new K·V (:374-386), one hd x hd per head and sequence, beside qkv."""
+        n, heads, w = g.n_tokens, self.n_heads, self.width
+        qkv = g.per_token(3 * w)
+        one_sequence = 3 * tensor(n * n * heads) + qkv + 2 * g.per_token(w) + 2 * g.per_token(heads)
+        return max(one_sequence, 3 * tensor(heads * self.head_dim * self.head_dim * g.n_seqs) + qkv)
 
     def describe(self) -> str:
         return f"lightning attention ({self.n_heads} heads of {self.head_dim}, a decayed K⊗V state per head)"

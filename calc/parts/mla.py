@@ -19,6 +19,7 @@ from calc.parts.attention import Rope
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
+from calc.parts.transient import F16, F32, I32, Graph, attention_scores, tensor
 
 __all__ = ["LABELS", "MLA", "Indexer"]
 
@@ -131,6 +132,24 @@ class MLA(Part):
         i = self.indexer  # its one key per token, for all heads, whole on every GPU like the latent
         keys = () if i is None else (TokenSpec(i.head_dim, 0, "DSA indexer", i.n_heads, 1, i.head_dim, None),)
         return CacheSpec((latent, *keys))
+
+    def transient(self, g: Graph) -> int:
+        """Absorbed MLA (src/models/deepseek2.cpp): Q and K over the latent and its rope part, V the latent,
+        then v_b's per-head values. With a DSA indexer (src/models/deepseek32.cpp:225-301, glm-dsa.cpp), before
+        it: the indexer's score of every cell for every token (ggml_lightning_indexer, F32) beside its query
+        rotated (the Hadamard product, :244) and the query before it (freed, but its block lies below the
+        larger score), then the top-k cells kept (I32, and their copy); the attention then reads a mask of
+        the cells kept: the cache's mask filled, then the kept cells added to it, two masks (src/llama-graph.cpp:
+        3146-3170)."""
+        latent = self.kv_lora_rank
+        attention = (attention_scores(g, self.n_heads, latent + self.qk_rope_head_dim, latent, g.cells)
+                     + g.per_token(self.n_heads * self.v_head_dim))
+        if self.indexer is None:
+            return attention
+        kept = min(self.indexer.topk, g.cells) * g.n_tokens
+        query = g.per_token(self.indexer.n_heads * self.indexer.head_dim)
+        scores = 2 * query + tensor(g.cells * g.n_tokens) + 2 * tensor(kept, I32)
+        return max(scores, attention + 2 * tensor(g.cells * g.n_tokens, F16 if g.flash_attn else F32))
 
     def describe(self) -> str:
         q = f"q_lora_rank {self.q_lora_rank}" if self.q_lora_rank else "full-rank Q"

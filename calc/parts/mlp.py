@@ -13,6 +13,7 @@ and Step-3.7's clamped SwiGLU (`clamp` c) is min(act(gate), c) × clip(up, −c,
 from typing import Literal
 
 from calc.parts.base import Field, Part, present
+from calc.parts.transient import Graph
 
 __all__ = ["ACTIVATION_PARAMS", "LABELS", "MLP"]
 
@@ -49,6 +50,10 @@ class MLP(Part):
         """Each weight matrix's input width and how many there are per layer."""
         gate = {f"{prefix}_gate": (d_model, 1)} if self.gated else {}
         return {**gate, f"{prefix}_up": (d_model, 1), f"{prefix}_down": (self.d_ff, 1)}
+
+    def transient(self, g: Graph) -> int:
+        """Gate, up and their product (GGML_OP_GLU is not in place); ungated, up and down."""
+        return 3 * g.per_token(self.d_ff) if self.gated else g.per_token(self.d_ff) + g.per_token(g.d_model)
 
     def describe(self) -> str:
         kind = {"silu": "SwiGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU", "relu": "ReGLU"}.get(self.activation, "gated")

@@ -30,6 +30,7 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.mlp import MLP, Activation
+from calc.parts.transient import I32, Graph, tensor
 
 __all__ = ["LABELS", "MoE"]
 
@@ -143,6 +144,15 @@ class MoE(Part):
         rows = self.params(d_model)
         rows.update({name: self.top_k * n for name, n in self.expert_params(d_model).items()})
         return rows
+
+    def transient(self, g: Graph) -> int:
+        """The router's scores, their probabilities, the chosen ids and weights, then the top-k experts' gate,
+        up and product per token (src/llama-graph.cpp build_moe_ffn); or the shared expert beside the routed
+        output."""
+        n = g.n_tokens
+        router = 2 * tensor(self.n_experts * n) + tensor(self.n_experts * n, I32) + tensor(self.top_k * n)
+        routed = router + (3 if self.gated else 2) * tensor(self.d_ff * self.top_k * n)
+        return max(routed, g.per_token(g.d_model) + (self.shared.transient(g) if self.shared else 0))
 
     def describe(self) -> str:
         shared = f" + {self.n_shared or 1} shared" if self.shared else ""

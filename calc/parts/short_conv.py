@@ -14,6 +14,7 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, present
 from calc.parts.cache import CacheSpec, StateSpec
+from calc.parts.transient import Graph, tensor
 
 __all__ = ["LABELS", "ShortConv"]
 
@@ -33,6 +34,12 @@ class ShortConv(Part):
 
     def cache(self, d_model: int) -> CacheSpec:
         return CacheSpec(states=(StateSpec("conv", d_model, self.kernel - 1, d_model),))
+
+    def transient(self, g: Graph) -> int:
+        """LFM2's short conv (src/models/lfm2.cpp): in_proj's three d-wide views, B·x, the conv over the window
+        and C·conv."""
+        d, n = g.d_model, g.n_tokens
+        return tensor(3 * d * n) + tensor(d * n) + tensor(d * (n + self.kernel - 1)) + tensor(d * n)
 
     def describe(self) -> str:
         return f"short conv ({self.kernel} taps)"

@@ -279,7 +279,8 @@ def served_cache_lines(answer: Any) -> list[str]:
     pp = served.inference.layout.pp
     cache = kvcache_headline(answer.cache) + (f", the busiest of {pp} pipeline stages" if pp > 1 else "")
     verdict = headline(served.inference, served.budget, served.target) if served.budget and served.target else []
-    return [*verdict, cache, *server_lines(served.engine, served.server)]
+    note = ["  " + served.engine_note] if served.engine_note else []
+    return [*verdict, cache, *server_lines(served.engine, served.server), *note]
 
 
 def server_lines(engine: str | None, lines: Iterable[str]) -> list[str]:
@@ -331,8 +332,9 @@ def _pool_line(pool: KVPool) -> str:
     """How the engine's pool answers the largest batch: its pages, and the pages one request takes."""
     name = pool.engine.name
     if name == "vllm":
-        per = (f"{pool.blocks:,} blocks of {pool.block_bytes:,} B ({pool.block} tokens), {pool.blocks_per_request:,} "
-               f"per request of {pool.max_model_len:,} tokens")
+        backend = f"; attention backend {pool.backend.backend}" if pool.backend else ""
+        per = (f"{pool.blocks:,} blocks of {pool.block_bytes:,} B ({pool.block} tokens{backend}), "
+               f"{pool.blocks_per_request:,} per request of {pool.max_model_len:,} tokens")
     else:
         per = f"{pool.tokens:,} token slots, {pool.max_model_len:,} per request"
     states = f", {pool.mamba.slots:,} Mamba state slots" if pool.mamba else ""

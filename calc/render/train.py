@@ -41,8 +41,9 @@ def _bytes(n: int) -> tuple[str, str, str]:
 
 def train_headline(t: Training) -> str:
     """The answer first: the peak one GPU allocates to train, and when it happens."""
+    where = f" on pipeline {t.stage.name()}" if t.stage else ""
     return (f"{t.model}: training peaks at " + styled("bold", human_bytes(t.allocated))
-            + f" ({t.allocated:,} B) allocated per GPU, {t.peak.name}")
+            + f" ({t.allocated:,} B) allocated per GPU{where}, {t.peak.name}")
 
 
 def memory_table(t: Training) -> Table:
@@ -103,14 +104,25 @@ def activations_table(t: Training) -> Table:
     return table
 
 
+def _split(split: str) -> str:
+    """How --pp-split assigned the layers, in words."""
+    return {"even": "evenly (⌈L/p⌉ a stage, the last the rest)",
+            "torchtitan": "as torchtitan's generate_split_points (⌊L/p⌋ first, the remainder one a middle stage, "
+                          "the rest last)"}.get(split, f"as given ({split})")
+
+
 def train_notes(t: Training) -> list[str]:
     s = t.setup
-    notes = [f"parameters on this GPU (the busiest pipeline stage, 1/{s.tp} of each matrix): {t.held.params:,}"
+    whose = f"pipeline {t.stage.name()}" if t.stage else "the whole model"
+    notes = [f"parameters on this GPU ({whose}, 1/{s.tp} of each matrix): {t.held.params:,}"
              + (f"; trained: {t.held.adapter_params:,} LoRA adapter parameters" if s.lora_rank else "")]
-    if s.pp > 1:
-        first = sum(n for _, n, _ in t.layers) // s.pp
-        notes.append(f"pipeline: the first stage's {first} layers keep {s.pp} micro-batches in flight (1F1B), so "
-                     f"their activations count {s.pp} times; the parameters are the busiest stage's")
+    if t.stage:
+        notes.append(f"pipeline (1F1B, {s.pp} micro-batches a step): each stage counted with its own parameters, "
+                     "layers and micro-batches in flight (stage i: p − i at its first backward) and torch's "
+                     "pipelining buffers (each micro-batch's output, receive buffers); the peak is the largest "
+                     f"stage's; layers split {_split(s.pp_split)}:")
+        notes += [f"  {name}, {layers} layers: {human_bytes(size)} allocated, {moment}"
+                  for name, layers, moment, size in t.stage_peaks]
     if t.korthikanti is not None:
         ours = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
         notes += [f"Korthikanti et al. (arXiv 2205.05198), 34·s·b·h + 5·a·s²·b per layer with dropout: "

@@ -63,6 +63,8 @@ class FlatSpec(HeadWidths, BaseModel):
     name: str = "custom"
     source: str | None = Field(default=None, description="URL of the config this spec transcribes")
     family: Family = "gpt2"
+    architecture: str | None = Field(default=None, description="the class the source config.json names, which "
+                                     "an engine's registry builds (ModelSpec.architecture)")
 
     vocab_size: int = _Count
     n_positions: int = Field(gt=0, description="context length")
@@ -132,7 +134,7 @@ class FlatSpec(HeadWidths, BaseModel):
         gated = self.mlp == "swiglu"
         mlp = {"d_ff": self.d_ff, "gated": gated, "activation": "silu" if gated else "gelu_tanh", "bias": self.mlp_bias}
         return {
-            "name": self.name, "source": self.source, "model_type": self.family,
+            "name": self.name, "source": self.source, "model_type": self.family, "architecture": self.architecture,
             "vocab_size": self.vocab_size, "d_model": self.d_model, "n_positions": self.n_positions,
             "embedding": {"positions": "learned" if self.position_embedding == "learned" else "none",
                           "dropout": self.dropout},
@@ -174,6 +176,7 @@ def flat_view(spec: Any, needed_by: str = "") -> FlatSpec:
     a, m, n = block.attention, block.mlp, block.norm
     return FlatSpec.model_validate({
         "name": spec.name, "source": spec.source, "family": _layout(spec.model_type, a),
+        "architecture": spec.architecture,
         "vocab_size": spec.vocab_size, "n_positions": spec.n_positions, "d_model": spec.d_model,
         "n_layers": spec.n_layers, "n_heads": a.n_heads, "n_kv_heads": a.n_kv_heads, "head_dim": a.head_dim,
         "d_ff": m.d_ff, "position_embedding": "learned" if spec.embedding.positions == "learned" else (

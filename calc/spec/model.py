@@ -241,10 +241,16 @@ class MTP(Part):
     # num_mtp_modules): counted apart, never added to the checkpoint's stored total.
     stored: bool = True
 
+    def extras(self, spec: "ModelSpec") -> int:
+        """One layer's parameters beside its block: enorm, hnorm, shared_head.norm, the 2d -> d projection and, with
+        hyper-connections, the residual copies' head (SGLang's MTP draft holds them whole on every GPU:
+        calc.analysis.memory.sglang_draft)."""
+        d, block = spec.d_model, spec.blocks[self.block]
+        return 3 * block.norm.params(d) + 2 * d * d + (spec.head.hyper.head(d) if spec.head.hyper else 0)
+
     def params(self, spec: "ModelSpec") -> dict[str, int]:
         d, block = spec.d_model, spec.blocks[self.block]
-        stored = sum(block.params(d).values()) + sum(block.buffers().values())
-        per_layer = stored + 3 * block.norm.params(d) + 2 * d * d + (spec.head.hyper.head(d) if spec.head.hyper else 0)
+        per_layer = sum(block.params(d).values()) + sum(block.buffers().values()) + self.extras(spec)
         copies = len(self.copies) * spec.vocab_size * d
         return {"mtp_layers": self.n_layers * per_layer, **({"mtp_embedding_copies": self.n_layers * copies} if copies else {})}
 

@@ -5,8 +5,9 @@ Each engine carves its KV pool into fixed-size pages and reports the tokens they
     vLLM      blocks = floor(kv_memory / (block_size x bytes per token)),  concurrency = blocks /
               ceil(max_model_len / block_size); v0.32 prints "GPU KV cache size: {int(concurrency x
               max_model_len):,} tokens, Maximum concurrency for {max_model_len:,} tokens per request:
-              {concurrency:.2f}x" (up to v0.10: blocks x block_size tokens, on two lines); block_size 16
-              on a GPU (--block-size), 128 on CPU
+              {concurrency:.2f}x" (up to v0.10: blocks x block_size tokens, on two lines); block_size the
+              attention backend's on the --budget GPU (16; MLA 32 on SM10x, 64 with an fp8 cache on SM90:
+              calc.analysis.memory.vllm_backends), --block-size, 128 on CPU
     SGLang    tokens = floor(kv_memory / bytes per token)                   (page size 1 by default)
               "KV Cache is allocated. #tokens: {tokens}, K size: {K / 2^30:.2f} GB, V size: ..."
               (pages of 64 for DSA, of 128 for MiniMax-M3 with its index keys in the cell; DeepSeek-V4's
@@ -14,7 +15,8 @@ Each engine carves its KV pool into fixed-size pages and reports the tokens they
     TRT-LLM   blocks = floor(kv_memory / (tokens_per_block x bytes per token)), tokens_per_block 32
               "Number of tokens per block: 32." and "[MemUsageChange] Allocated {blocks x block bytes /
               2^30:.2f} GiB for max tokens in paged KV cache ({blocks x 32})." (cpp/tensorrt_llm/
-              batch_manager/kvCacheManager.cpp, KVCacheManager::allocatePools)
+              batch_manager/kvCacheManager.cpp, KVCacheManager::allocatePools): its V1 manager's, which the
+              output names as such (calc.analysis.memory.trtllm_manager: KVCacheManagerV2 is some classes' default)
     llama.cpp allocates n_ctx cells (-c), padded up to a multiple of 256, a second cache for sliding-window
               layers and a recurrent-state buffer: calc.analysis.memory.llamacpp, which prints its lines
 
@@ -34,7 +36,8 @@ smaller than the largest takes ratio x its tokens a page, or is padded where it 
 padded to the attention page, and the attention block is first raised so that one attention page
 holds a state page (vllm/platforms/interface.py, _align_hybrid_block_size):
 
-    block     = block_size x ceil(state page / (block_size x bytes per token of one layer))
+    block     = step x ceil(state page / (step x bytes per token of one layer)), step = block_size, or
+                max(block_size, 128) for an MLA model (Kimi-Linear: 1,920, not 1,888)
     page      = block x bytes per token of one layer                (the state page when no attention)
     blocks    = floor(floor(kv_memory / page) / group_size)
     per request: ceil(max_model_len / block) blocks per full group,
@@ -59,6 +62,9 @@ where the tokens in flight are (pp + 1) x max_num_batched_tokens with async sche
 on a GPU (2 x at pp 1), and pp x without it (--no-async-scheduling, and vLLM's CPU platform):
 calc.analysis.memory.vllm_packed.in_flight_tokens. A state group's pages do not depend on it.
 
+With a HiSparse host pool (--hisparse-host-pool), vLLM keeps a DSA model's latents on the host and sizes two
+pools: calc.analysis.memory.vllm_hisparse.
+
 SGLang keeps states in a pool of their own (MambaPool): conv states in bf16, SSM states in fp32.
 """
 
@@ -68,8 +74,12 @@ import math
 from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache, KVLayers
-from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools
+from calc.analysis.memory.sglang_draft import SPECULATIVE_MAX_RUNNING, DraftShare, draft_share
+from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools, staged_pools
 from calc.analysis.memory.trtllm_cache import TRTLLM_HYBRID, logged_bytes_per_token, trtllm_bytes_per_token
+from calc.analysis.memory.trtllm_sparse import trtllm_v2_sparse_home
+from calc.analysis.memory.vllm_backends import BlockChoice, vllm_block
+from calc.analysis.memory.vllm_hisparse import HiSparse, HiSparseOptions
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
 from calc.analysis.memory.vllm_indexer import (BLOCK_INDEXER, DSA, block_indexer_bytes, indexer_key_bytes, key_dtype,
                                                 resolve_indexer_kv_dtype)
@@ -114,9 +124,11 @@ class KVPool:
     bytes_per_token: int  # one token, one GPU, every layer it holds
     kv_memory: int
     max_model_len: int
-    hybrid: HybridGroups | PackedGroups | None = None  # vLLM's groups (full, window, state), or packed pages
+    hybrid: HybridGroups | PackedGroups | HiSparse | None = None  # vLLM's groups (full, window, state), packed pages
     mamba: MambaPool | None = None  # SGLang's separate pool of per-request states
     compressed: CompressedPools | None = None  # SGLang's DeepSeek-V4 pools (calc.analysis.memory.sglang_dsv4)
+    draft: DraftShare | None = None  # SGLang's draft worker beside the pool (calc.analysis.memory.sglang_draft)
+    backend: BlockChoice | None = None  # vLLM's attention backend and its block (calc.analysis.memory.vllm_backends)
 
     @property
     def block_bytes(self) -> int:
@@ -138,7 +150,7 @@ class KVPool:
     @property
     def tokens(self) -> int:
         """Token slots: blocks x block, per group for a hybrid model (what vLLM up to v0.10 printed)."""
-        if isinstance(self.hybrid, PackedGroups):  # pages of several token counts: the tokens vLLM prints
+        if isinstance(self.hybrid, (PackedGroups, HiSparse)):  # pages of several token counts: what vLLM prints
             return self.printed_tokens
         if self.compressed is not None:
             return self.compressed.full
@@ -156,6 +168,8 @@ class KVPool:
     def max_concurrency(self) -> float:
         """Requests of max_model_len the pool holds, as vLLM computes it (get_max_concurrency_for_kv_cache_config:
         blocks / the blocks one request takes in every group); SGLang and TRT-LLM by token slots."""
+        if isinstance(self.hybrid, HiSparse):  # the host pool may hold fewer
+            return self.hybrid.max_concurrency(self.blocks, self.max_model_len)
         if self.engine.name == "vllm":
             return self.blocks / self.blocks_per_request
         return self.tokens / self.max_model_len
@@ -164,6 +178,8 @@ class KVPool:
     def requests(self) -> int:
         """Whole requests of max_model_len the pool holds at once: floor(max_concurrency) in integers,
         and under SGLang no more than its running-request cap (sglang_max_running_requests)."""
+        if isinstance(self.hybrid, HiSparse):
+            return self.hybrid.requests(self.blocks, self.max_model_len)
         if self.engine.name == "vllm":
             return self.blocks // self.blocks_per_request
         whole = self.tokens // self.max_model_len
@@ -171,10 +187,12 @@ class KVPool:
 
     @property
     def max_running(self) -> int | None:
-        """SGLang's running-request cap (sglang_max_running_requests); None for other engines, and for
-        DeepSeek-V4's pools, whose DSV4PoolConfigurator gptcalc has not read for it."""
-        if self.engine.name != "sglang" or self.compressed is not None:
+        """SGLang's running-request cap (sglang_max_running_requests; beside a draft, sglang_draft's); None for
+        other engines."""
+        if self.engine.name != "sglang":
             return None
+        if self.draft is not None or (self.compressed is not None and self.compressed.speculative):
+            return min(SPECULATIVE_MAX_RUNNING, self.tokens // 2)
         return sglang_max_running_requests(self.tokens, self.max_model_len, self.mamba)
 
     @property
@@ -195,20 +213,21 @@ class KVPool:
                 "requests": self.requests, "max_running_requests": self.max_running,
                 "hybrid_groups": self.hybrid.to_json() if self.hybrid else None,
                 "mamba_pool": self.mamba.to_json() if self.mamba else None,
-                "sglang_dsv4_pools": self.compressed.to_json() if self.compressed else None}
+                "sglang_dsv4_pools": self.compressed.to_json() if self.compressed else None,
+                "sglang_draft": self.draft.to_json() if self.draft else None,
+                "attention_backend": self.backend.to_json() if self.backend else None}
 
 
 RUNNING_PER_CONTEXT, MIN_RUNNING, MAX_RUNNING = 512, 2048, 4096  # init_memory_pool's max_num_reqs default
 
 
 def sglang_max_running_requests(tokens: int, context: int, mamba: MambaPool | None = None) -> int:
-    """SGLang's default --max-running-requests (init_memory_pool, model_runner_kv_cache_mixin.py at
-    sgl-project/sglang@226149ac): min(max(int(max_total_num_tokens / context_len x 512), 2048), 4096), and
-    beside a Mamba pool no more than max_mamba_cache_size // 3 (MambaPool.requests). It binds on whole
-    requests only where the pool holds over 4,096 of them (a short --seq, SGLang's --context-length).
-    SGLang takes the pool's tokens before rounding them down to a page; here the page-aligned slots,
-    the same under its default page of 1."""
-    cap = min(max(tokens * RUNNING_PER_CONTEXT // context, MIN_RUNNING), MAX_RUNNING)
+    """SGLang's default --max-running-requests (_resolve_max_num_reqs, model_runner_kv_cache_mixin.py at
+    sgl-project/sglang@29b719ba, after every pool configurator, DeepSeek-V4's included):
+    min(clamp(int(max_total_num_tokens / context_len x 512), 2048, 4096), max_total_num_tokens // 2), and beside a
+    Mamba pool no more than max_mamba_cache_size // 3 (MambaPool.requests). It binds on whole requests only where
+    the pool holds over 4,096 of them (a short --seq, SGLang's --context-length) or fewer than 4,096 tokens."""
+    cap = min(max(tokens * RUNNING_PER_CONTEXT // context, MIN_RUNNING), MAX_RUNNING, tokens // 2)
     return min(cap, mamba.requests) if mamba else cap
 
 
@@ -283,7 +302,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
             max_batched: int = MAX_BATCHED, ssm_bytes: int = 2, pp: int = 1,
             capability: tuple[int, int] | None = None, async_scheduling: bool = True,
             indexer_kv_dtype: str = "auto", prefix_caching: bool = True, speculative_steps: int = 0,
-            sglang_ssm_bytes: int = 4) -> KVPool:
+            sglang_ssm_bytes: int = 4, draft_layers: int | None = None,
+            sglang_stages: tuple[tuple[KVCache, int], ...] = (), hisparse: HiSparseOptions | None = None) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
@@ -291,8 +311,11 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     by default on a GPU and off on its CPU platform (in_flight_tokens); `indexer_kv_dtype`: vLLM's, how
     a sparse-attention indexer keeps its keys (calc.analysis.memory.vllm_indexer); `prefix_caching`: vLLM's,
     on by default, which sets the pages a state group holds per request (state_pages); `speculative_steps`:
-    SGLang's --speculative-num-steps (0: none), modelled for its DeepSeek-V4 pools (sglang_dsv4);
-    `sglang_ssm_bytes`: one element of SGLang's SSM states (sglang_states.sglang_ssm_dtype)."""
+    SGLang's --speculative-num-steps (0: none): the draft worker's share of its pool (sglang_dsv4 for DeepSeek-V4,
+    sglang_draft for the others), `draft_layers` the draft's layers (None: the model's MTP layers);
+    `sglang_ssm_bytes`: one element of SGLang's SSM states (sglang_states.sglang_ssm_dtype); `sglang_stages`: under
+    --pp, each SGLang stage's cache and pool bytes, which its DeepSeek-V4 pools are sized from (sglang_dsv4);
+    `hisparse`: vLLM's HiSparse host pool and hot buffer (calc.analysis.memory.vllm_hisparse), None: off."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
@@ -301,17 +324,25 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
     indexer_dtype = (sglang_index_dtype(kv, capability) if engine == "sglang" and has_block_indexer(kv)
                      else resolve_indexer_kv_dtype(kv, engine, indexer_kv_dtype, capability))
-    if speculative_steps and not (engine == "sglang" and has_compressed_rows(kv)):
+    if speculative_steps and engine != "sglang":
         raise GptcalcError(f"--speculative-num-steps {speculative_steps}: what a draft model adds to the pool is "
-                           "modelled for SGLang's DeepSeek-V4 pools only (--engine sglang)")
+                           "modelled for SGLang only (--engine sglang)")
+    if draft_layers is not None and not (speculative_steps and not has_compressed_rows(kv)):
+        raise GptcalcError("--speculative-draft-layers: the draft's layers in SGLang's pool, with --speculative-num-steps"
+                           " (DeepSeek-V4's pools price their one MTP layer themselves)")
+    if hisparse is not None:
+        return _hisparse_pool(kv, found, kv_memory, max_model_len, _block(kv, found, block, capability),
+                              in_flight_tokens(max_batched, pp, async_scheduling), pp, indexer_dtype, hisparse)
     if engine == "vllm" and has_compressed_rows(kv):
         return _compressed_pool(kv, found, kv_memory, max_model_len, block, in_flight_tokens(max_batched, pp,
                                 async_scheduling), pp, capability, indexer_dtype)
     if engine == "sglang" and has_compressed_rows(kv):
-        pools = compressed_pools(kv, kv_memory, block, pp, speculative=speculative_steps > 0)
-        return KVPool(found, pools.page, math.ceil(pools.bytes_per_full_token), kv_memory, max_model_len,
+        pools = (staged_pools(list(sglang_stages), block, speculative_steps > 0) if sglang_stages else
+                 compressed_pools(kv, kv_memory, block, pp, speculative=speculative_steps > 0))
+        return KVPool(found, pools.page, math.ceil(pools.bytes_per_full_token), pools.kv_memory, max_model_len,
                       compressed=pools)
-    block = _block(kv, found, block, capability)
+    backend = _vllm_choice(kv, found, block, capability) if engine == "vllm" else None
+    block = backend.block if backend else _block(kv, found, block, capability)
     hybrid = (hybrid_groups(kv, block, in_flight_tokens(max_batched, pp, async_scheduling), ssm_bytes, prefix_caching)
               if engine == "vllm" else None)
     if hybrid is not None:
@@ -319,7 +350,23 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     mamba = sglang_mamba_pool(kv, kv_memory, sglang_ssm_bytes) if engine == "sglang" else None
     per_token = (engine_bytes_per_token(kv, indexer_dtype) if engine in ("vllm", "sglang") else
                  trtllm_bytes_per_token(kv) if engine == "trtllm" else kv.bytes_per_token)
-    return KVPool(found, block, per_token, kv_memory, max_model_len, hybrid, mamba)
+    draft = draft_share(kv, per_token, draft_layers, pp) if speculative_steps else None
+    return KVPool(found, block, draft.priced if draft else per_token, kv_memory, max_model_len, hybrid, mamba,
+                  draft=draft, backend=backend)
+
+
+def _vllm_choice(kv: KVCache, found: Engine, block: int | None, capability: tuple[int, int] | None) -> BlockChoice:
+    """vLLM's backend and block: the card's (vllm_backends), or for a sparse model the backends that set it
+    themselves: DSA's sparse MLA with DeepSeek-V3.2's indexer, whose kernel block is 64 (DEEPSEEK_V32_INDEXER,
+    v1/attention/backends/mla/indexer.py:284-285), or MiniMax-M3's sparse attention and indexer (_block)."""
+    kinds = {kind.kind for kind in kv.layers}
+    if not kinds & {DSA, BLOCK_INDEXER}:
+        return vllm_block(kv, capability, block)
+    given, block, dsa = block is not None, _block(kv, found, block, capability), DSA in kinds
+    name = "sparse MLA + DEEPSEEK_V32_INDEXER" if dsa else "MiniMax-M3's sparse GQA + indexer"
+    why = "--block-size" if given else ("the indexer's kernel block (mla/indexer.py:284-285)" if dsa else
+                                        "their one block (minimax_m3/common/sparse_attention.py:163-165)")
+    return BlockChoice(block, name, why, given, single=False)
 
 
 def _block(kv: KVCache, found: Engine, block: int | None, capability: tuple[int, int] | None = None) -> int:
@@ -357,6 +404,32 @@ def _compressed_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: 
                            f"{COMPRESSED_BLOCK} only")
     packed = packed_groups(compressed_pages(kv, indexer_dtype), in_flight)
     return KVPool(found, COMPRESSED_BLOCK, packed.bytes_per_token, kv_memory, max_model_len, packed)
+
+
+def _hisparse_pool(kv: KVCache, found: Engine, kv_memory: int, max_model_len: int, block: int, in_flight: int,
+                   pp: int, indexer_dtype: str, options: HiSparseOptions) -> KVPool:
+    """vLLM's pools under HiSparse (calc.analysis.memory.vllm_hisparse): a DSA model's latents on the host, its
+    indexer keys and resident and hot latent pages on the GPU. Layers that reuse another layer's selection (GLM-5's
+    shared indexers) join that layer's hot unit in layer order, which the counts here do not keep: not modelled."""
+    if found.name != "vllm":
+        raise GptcalcError("--hisparse-host-pool is vLLM's (its HiSparseConnector's host_pool_gib): give --engine vllm")
+    if pp > 1:
+        raise GptcalcError(f"--pp {pp}: HiSparse does not support pipeline parallelism (vLLM's refusal, "
+                           "config/vllm.py:1810-1811)")
+    if not any(kind.kind == DSA for kind in kv.layers):
+        raise GptcalcError(f"--hisparse-host-pool: HiSparse is only supported for DSA models with index_topk; "
+                           f"{kv.model} has no DSA layers")
+    layers = {kind: sum(k.n_layers for k in kv.layers if k.kind == kind) for kind in ("MLA", DSA)}
+    rows = {kind: {dsa_row_bytes(k, kv, indexer_dtype) for k in kv.layers if k.kind == kind} for kind in layers}
+    if sum(layers.values()) != sum(k.n_layers for k in kv.layers) or kv.states or len(rows["MLA"]) != 1:
+        raise GptcalcError(f"--hisparse-host-pool: {kv.model} has layers beside its DSA layers, whose HiSparse "
+                           "groups are not modelled")
+    if layers["MLA"] != layers[DSA]:
+        raise GptcalcError(f"--hisparse-host-pool: {kv.model}'s layers share indexers, whose HiSparse hot groups "
+                           "follow the layer order: not modelled")
+    groups = HiSparse(layers["MLA"], block * rows["MLA"].pop(), block * rows[DSA].pop(), block, options.host_bytes,
+                      options.rows, in_flight, shared_host=kv.tp > 1)
+    return KVPool(found, block, groups.indexer_page // block, kv_memory, max_model_len, groups)
 
 
 STATE = "state"  # a group of Mamba / linear-attention layers
@@ -442,10 +515,17 @@ def vllm_state_page(kv: KVCache, ssm_bytes: int = 2) -> int:
     return max(per_block.values(), default=0)
 
 
-def aligned_block(block: int, attention_token: int, state_page: int) -> int:
+# vLLM rounds an MLA hybrid's attention block to a multiple of 128 tokens: its TRTLLM and FlashInfer MLA decode
+# kernels need the kernel blocks' count aligned to 128 / kernel block (vllm/platforms/interface.py:1072-1077).
+MLA_HYBRID_ALIGNMENT = 128
+
+
+def aligned_block(block: int, attention_token: int, state_page: int, mla: bool = False) -> int:
     """vLLM raises the attention block so one attention page holds a state page
-    (Platform._align_hybrid_block_size): block x ceil(state page / (block x bytes per token))."""
-    return block * -(-state_page // (block * attention_token))
+    (Platform._align_hybrid_block_size, vllm/platforms/interface.py:1060-1094): in steps of the block,
+    or of max(block, 128) under MLA (Kimi-Linear), never below the block it had."""
+    step = max(block, MLA_HYBRID_ALIGNMENT) if mla else block
+    return max(block, step * -(-state_page // (step * attention_token)))
 
 
 def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2,
@@ -470,13 +550,15 @@ def hybrid_groups(kv: KVCache, block: int, in_flight: int, ssm_bytes: int = 2,
         raise GptcalcError(f"{kv.model}: DSA layers beside other kinds; vLLM's grouping of them is not modelled")
     tokens = _kind_tokens(kv)
     if len(set(tokens.values())) > 1 and state_layers:
-        raise GptcalcError(f"{kv.model}: attention layers of different page sizes beside state layers; vLLM's "
-                           "alignment of them is not modelled")
+        raise GptcalcError(f"{kv.model}: attention layers of different page sizes beside state layers; vLLM aligns "
+                           "the state page to the config's one num_key_value_heads x head_dim, which gptcalc's "
+                           "layers do not name (platforms/interface.py _align_hybrid_block_size): not modelled")
     state_page = vllm_state_page(kv, ssm_bytes)
     scaled: tuple[tuple[int | Chunked | None, int], ...] = ()
     if tokens:
         token = max(tokens.values())
-        block = aligned_block(block, token, state_page) if state_page > block * token else block
+        mla = any(kind.kind == "MLA" for kind in kv.layers)  # vLLM's use_mla is the model's, not a layer's
+        block = aligned_block(block, token, state_page, mla) if state_page else block
         page = block * token
         scaled = tuple((key, scaled_block(block, page, t)) for key, t in tokens.items() if t != token)
     else:
@@ -575,15 +657,24 @@ def engine_bytes_per_token(kv: KVCache, indexer_dtype: str = "auto") -> int:
     return sum(kind.n_layers * dsa_row_bytes(kind, kv, indexer_dtype) for kind in kv.layers)
 
 
-# Where the other engines keep DeepSeek-V4's caches (each serves it; how they size them is not modelled):
-# TensorRT-LLM's DeepseekV4CacheManager (its parts named in NVIDIA/TensorRT-LLM#18783); llama.cpp's
-# llama_kv_cache_dsv4 (ggml-org/llama.cpp#24162, merged).
+# Where llama.cpp keeps DeepSeek-V4's caches (how it sizes them is not modelled): llama_kv_cache_dsv4
+# (ggml-org/llama.cpp#24162, merged); TensorRT-LLM's home is calc.analysis.memory.trtllm_sparse's.
 COMPRESSED_HOMES = {
-    "trtllm": "TensorRT-LLM serves it from its DeepseekV4CacheManager (window, compressed, indexer and compressor-state "
-              "caches apart)",
     "llamacpp": "llama.cpp serves it from llama_kv_cache_dsv4 (src/llama-kv-cache-dsv4.cpp: a window cache and CSA and "
                 "HCA caches of compressed cells)",
 }
+
+
+def _sglang_allocated(pool: KVPool, kv: KVCache, cell: int) -> str:
+    """SGLang's line for a token pool of `cell` bytes a token (the target's, or its draft worker's, whose layers
+    each cost a target layer's bytes): K and V apart, or one "KV size" for MLA's latent."""
+    target = pool.draft.cell if pool.draft else pool.bytes_per_token
+    per_v = sum(kind.n_layers * kv.format.row_bytes(kind.v) for kind in kv.layers if kind.v) * cell // target
+    per_k = cell - per_v  # the main K and, for MiniMax-M3, its index keys as the pool keeps them
+    rows = pool.tokens + pool.block  # the buffers hold one page more than the pool (its padding slots)
+    sizes = (f"K size: {rows * per_k / 2**30:.2f} GB, V size: {rows * per_v / 2**30:.2f} GB" if per_v else
+             f"KV size: {rows * cell / 2**30:.2f} GB")  # MLA: one buffer
+    return f"KV Cache is allocated. #tokens: {pool.tokens}, {sizes}"
 
 
 def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
@@ -600,6 +691,7 @@ def _refuse_unmodelled(kv: KVCache, engine: str) -> None:
     if (kv.states and engine not in ("vllm", "sglang")) or other:
         what = f"{other[0]} keys" if other else "conv and recurrent states"
         why = (f"; {COMPRESSED_HOMES[engine]}" if has_compressed_rows(kv) and engine in COMPRESSED_HOMES else
+               f"; {home}" if engine == "trtllm" and (home := trtllm_v2_sparse_home(kv)) else
                f"; {TRTLLM_HYBRID}" if kv.states and engine == "trtllm" else "")
         raise GptcalcError(f"--engine {engine}: {kv.model} keeps {what} beside its KV cache, and how {engine} pages "
                            f"them is not modelled yet{why}; without --engine, memory and kvcache give every part")
@@ -610,25 +702,25 @@ def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
     _refuse_unmodelled(kv, engine)
     if pool is None:
         return []
-    if engine == "vllm":
+    if engine == "vllm" and isinstance(pool.hybrid, HiSparse):
         return [f"Available KV cache memory: {round(pool.kv_memory / 2**30, 2)} GiB",
+                *pool.hybrid.lines(pool.blocks, pool.max_model_len)]
+    if engine == "vllm":
+        return [*([pool.backend.logged] if pool.backend and pool.backend.logged else []),
+                f"Available KV cache memory: {round(pool.kv_memory / 2**30, 2)} GiB",
                 f"GPU KV cache size: {pool.printed_tokens:,} tokens, Maximum concurrency for "
                 f"{pool.max_model_len:,} tokens per request: {pool.concurrency}x"]
     if engine == "sglang" and pool.compressed is not None:
         return pool.compressed.lines()
     if engine == "sglang":
-        per_v = sum(kind.n_layers * kv.format.row_bytes(kind.v) for kind in kv.layers if kind.v)
-        per_k = pool.bytes_per_token - per_v  # the main K and, for MiniMax-M3, its index keys as the pool keeps them
-        latent = not any(kind.v for kind in kv.layers)  # MLA: one buffer, printed as "KV size"
         mamba = pool.mamba
         states = [] if mamba is None else [
             f"Mamba Cache is allocated. max_mamba_cache_size: {mamba.slots}, conv_state size: "
             f"{(mamba.slots + 1) * mamba.conv_bytes / 2**30:.2f}GB, ssm_state size: "
             f"{(mamba.slots + 1) * mamba.ssm_bytes / 2**30:.2f}GB"]
-        rows = pool.tokens + pool.block  # the buffers hold one page more than the pool (its padding slots)
-        sizes = (f"KV size: {rows * pool.bytes_per_token / 2**30:.2f} GB" if latent else
-                 f"K size: {rows * per_k / 2**30:.2f} GB, V size: {rows * per_v / 2**30:.2f} GB")
-        return [*states, f"KV Cache is allocated. #tokens: {pool.tokens}, {sizes}"] if kv.layers else states
+        draft = pool.draft
+        cells = (draft.cell, draft.draft_cell) if draft else (pool.bytes_per_token,)  # the target's, then the draft's
+        return [*states, *(_sglang_allocated(pool, kv, cell) for cell in cells)] if kv.layers else states
     logged = pool.blocks * pool.block * logged_bytes_per_token(kv)  # every pool at the cache dtype's size
     return [f"Number of tokens per block: {pool.block}.",
             f"[MemUsageChange] Allocated {logged / 2**30:.2f} GiB for max "

@@ -3,8 +3,11 @@
 The type choice is gguf_rules.py (llama_tensor_get_type_impl of src/llama-quant.cpp); here the
 model's tensors are walked in the order llama-quantize meets them, with what it knows of the model:
 
-- 1-D tensors (norms, biases, sinks) are F32 (convert_hf_to_gguf.py), the MoE router and learned
-  positions are not quantised (F16; tensor_allows_quantization);
+- 1-D tensors (norms, biases, sinks) are F32 (convert_hf_to_gguf.py), the MoE router, learned
+  positions and Gemma-3n's small AltUp / LAuReL / per-layer projection matrices are not quantised
+  (F16; tensor_allows_quantization);
+- per_layer_token_embd (Gemma-3n, Gemma-4) is a token embedding to llama-quantize (tensor_get_category):
+  the output's type when the head is tied, the token embedding's otherwise;
 - the layer count is n_layer (llama-quant.cpp:940); in MoE files a tensor's layer comes from its
   name, in dense files from a running count of its category;
 - MLA's kv_b is stored as attn_k_b and attn_v_b (conversion/deepseek.py:433-449), which no rule
@@ -19,7 +22,8 @@ from __future__ import annotations
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.formats import FORMATS, Format
-from calc.analysis.memory.gguf_rules import BASE, FALLBACK, State, head, ollama_fixed, pick, token_embedding
+from calc.analysis.memory.gguf_rules import (BASE, FALLBACK, LLAMA_QUANTIZE, State, head, ollama_fixed, pick,
+                                             token_embedding)
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -30,7 +34,10 @@ MAX_GGUF_LAYERS = 65_536
 SOURCE = "https://github.com/ggml-org/llama.cpp/blob/007dbbf3fd17eefe9b47fee45f48f7ba5e62b714/src/llama-quant.cpp"
 MIXES = BASE  # every llama-quantize mix gptcalc works out, and its base type
 F32, F16 = 32, 16
-UNQUANTISED = ("router", "shared_expert_gate", "position_embedding")
+# kept as converted (F16), by name (tensor_allows_quantization, llama-quant.cpp:304-320): the MoE router, learned
+# positions; Gemma-3n's altup and laurel tensors and Gemma-3n's / Gemma-4's per_layer_model_proj
+UNQUANTISED = ("router", "shared_expert_gate", "position_embedding", "altup_in", "altup_out", "altup_router",
+               "laurel_left", "laurel_right", "per_layer_projection")
 
 
 def fitted(name: str, ncols: int) -> str:
@@ -42,11 +49,12 @@ def fitted(name: str, ncols: int) -> str:
 
 
 def _category(name: str, fused_qkv: bool) -> str:
-    """tensor_get_category of the GGUF tensor a component becomes; "experts_" marks the 3-D routed experts."""
+    """tensor_get_category of the GGUF tensor a component becomes; "experts_" marks the 3-D routed experts, "mla_3d"
+    MLA's kv_b, which the converter writes per head as the 3-D attn_k_b and attn_v_b (conversion/deepseek.py:433-449)."""
     if name in ("q", "k", "v"):
         return "qkv" if fused_qkv else name
     if name in ("q_a", "q_b", "kv_a", "kv_b"):  # MLA's attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b + attn_v_b
-        return "mla"
+        return "mla_3d" if name == "kv_b" else "mla"
     kind = next((k for k in ("down", "gate", "up") if name.endswith(k)), "out" if name == "attn_out" else "other")
     return f"experts_{kind}" if name.startswith("experts_") else kind
 
@@ -71,7 +79,8 @@ def _gqa(spec: ModelSpec) -> int:
 def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]:
     """Total bits of every component in a GGUF file of this mix."""
     spec.refuse_shared(f"--quant {mix} (a GGUF mix)")  # llama.cpp's type choice for a shared block is not known
-    base = MIXES[mix]
+    base, fixed = MIXES[mix], ollama_fixed(mix, spec.llamacpp)
+    mix = LLAMA_QUANTIZE.get(mix, mix)  # the mix whose rules type the rest
     d = spec.d_model
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}
     if spec.n_layers > MAX_GGUF_LAYERS:  # llama.cpp picks a type layer by layer, and so do we
@@ -85,7 +94,6 @@ def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]
     n_v = sum(len({m if c == "v" else c for m, c in cats[b].items() if c in ("v", "qkv")}) for b in layers)
     state = State(mix, n_v, spec.n_layers, max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1),
                   _gqa(spec), spec.n_layers == 80)
-    fixed = ollama_fixed(mix, spec.llamacpp.ollama_linear_table)
     bits = {name: (F16 if name in UNQUANTISED else F32) * n for name, n in breakdown.components.items()}
     for layer, block in enumerate(layers):
         qkv = None
@@ -103,13 +111,20 @@ def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]
             rows = [(width, n // width) for width, n in _stored_as(spec.blocks[block].attention, name, ncols,
                                                                     per_layer[block][name])]
             bits[name] += sum(FORMATS[fitted(wanted, w)].row_bits(w) * r for w, r in rows) - F32 * per_layer[block][name]
-    width = spec.embedding.width(d)
-    for name in ("token_embedding", "lm_head"):
+    for name, width in _embeddings(spec):
         n = breakdown.components.get(name, 0)
         if n:
-            wanted = head(mix, width, FORMATS[base].block) if name == "lm_head" or breakdown.tied else token_embedding(mix)
+            wanted = fixed.get(name) or (head(mix, width, FORMATS[base].block) if name == "lm_head" or breakdown.tied
+                                         else token_embedding(mix))
             bits[name] = FORMATS[fitted(wanted, width)].row_bits(width) * (n // width)
     return bits
+
+
+def _embeddings(spec: ModelSpec) -> list[tuple[str, int]]:
+    """(component, row width) of the tensors llama-quantize types as the token embedding or the output."""
+    per_layer = spec.embedding.per_layer
+    rows = [("per_layer_embedding", per_layer.width * per_layer.n_layers)] if per_layer else []
+    return [("token_embedding", spec.embedding.width(spec.d_model)), *rows, ("lm_head", spec.embedding.width(spec.d_model))]
 
 
 def mix_format(mix: str) -> Format:

@@ -42,6 +42,10 @@ fixed by these rules either way: the imatrix changes the quantised values, not t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from calc.spec.llamacpp import LlamaCppBuild
 
 # llama_ftype_get_default_type: the base type of each mix
 BASE = {"q2_k": "q2_K", "q2_k_s": "q2_K", "q3_k_s": "q3_K", "q3_k_m": "q3_K", "q3_k_l": "q3_K", "q4_k_s": "q4_K",
@@ -49,7 +53,12 @@ BASE = {"q2_k": "q2_K", "q2_k_s": "q2_K", "q3_k_s": "q3_K", "q3_k_m": "q3_K", "q
         "iq4_xs": "iq4_xs", "tq1_0": "tq1_0", "tq2_0": "tq2_0", "mxfp4_moe": "mxfp4", "iq1_s": "iq1_s",
         "iq1_m": "iq1_m", "iq2_xxs": "iq2_xxs", "iq2_xs": "iq2_xs", "iq2_s": "iq2_xs", "iq2_m": "iq2_s",
         "iq3_xxs": "iq3_xxs", "iq3_xs": "iq3_s", "iq3_s": "iq3_s", "iq3_m": "iq3_s",
-        "ollama_q4_k_m": "q4_K", "ollama_q4_k_s": "q4_K"}
+        "ollama_q4_k_m": "q4_K", "ollama_q4_k_s": "q4_K", "ollama30_q4_k_m": "q4_K", "ollama30_q4_k_s": "q4_K"}
+# ollama 0.30's quantizer (since ollama's 9db4bdbad, ollama v0.30.0) runs llama-quantize with the mix's own name and
+# pins a few tensors with --tensor-type for some architectures (llamaQuantizeArgs, OLLAMA30 :282-335): the spec's
+# llamacpp.ollama_tensor_types
+LLAMA_QUANTIZE = {"ollama30_q4_k_m": "q4_k_m", "ollama30_q4_k_s": "q4_k_s"}
+OLLAMA30 = "https://github.com/ollama/ollama/blob/0e93ccc2cdf1c515363ebcae2523a80381a6c981/server/quantization.go"
 OLLAMA = "https://github.com/ollama/ollama/blob/1e95ab3e4bc9de91fabd66844261fb9e3366ae36/server/quantization.go"
 IQ_LOW = ("iq2_xxs", "iq2_xs", "iq1_s", "iq2_s", "iq2_m", "iq1_m")  # the branch of :538-565
 IQ2_S_M = ("iq2_s", "iq2_m")
@@ -102,8 +111,8 @@ def pick(s: State, category: str, layer: int) -> str:
     """llama_tensor_get_type_impl for one tensor of layer `layer` (the indices advance as llama.cpp's do)."""
     if s.mix.startswith("ollama_"):
         return _ollama(s, category.removeprefix("experts_"))
-    if s.mix == "mxfp4_moe":
-        return "mxfp4" if category.startswith("experts") else "q8_0"
+    if s.mix == "mxfp4_moe":  # every 3-D tensor MXFP4, MLA's per-head attn_k_b / attn_v_b too (llama-quant.cpp:512-523)
+        return "mxfp4" if category.startswith("experts") or category == "mla_3d" else "q8_0"
     kind = category.removeprefix("experts_")
     if kind in ("v", "qkv"):
         t = _iq_low_v(s) if s.mix in IQ_LOW else _attn_v(s)
@@ -209,15 +218,19 @@ def _ollama(s: State, kind: str) -> str:
         if medium:
             return "q6_K" if more_bits(i, s.n_layers) else s.base
         return "q5_K" if i < s.n_layers // 8 else s.base
-    return {"k": "q8_0" if experts8 else s.base, "out": "q5_K" if experts8 else s.base, "mla": "q8_0",
+    return {"k": "q8_0" if experts8 else s.base, "out": "q5_K" if experts8 else s.base, "mla": "q8_0", "mla_3d": "q8_0",
             "qkv": "q5_K" if medium else s.base}.get(kind, s.base)
 
 
-def ollama_fixed(mix: str, linear_table: bool) -> dict[str, str]:
-    """The components whose type ollama fixes before its port runs: newType returns the table's type for a
-    qwen3next / qwen35 / qwen35moe file in Q4_K_M or Q4_K_S (`linear_table`, the spec's llamacpp field) without
-    calling getTensorNewType, so those tensors advance neither attn_v's nor ffn_down's index."""
-    return OLLAMA_LINEAR if linear_table and mix.startswith("ollama_") else {}
+def ollama_fixed(mix: str, build: LlamaCppBuild) -> dict[str, str]:
+    """The components whose type ollama fixes before the type rules run. Its own port (ollama_*): newType returns the
+    table's type for a qwen3next / qwen35 / qwen35moe file in Q4_K_M or Q4_K_S (the spec's ollama_linear_table)
+    without calling getTensorNewType, so those tensors advance neither attn_v's nor ffn_down's index. Since v0.30
+    (ollama30_*): llama-quantize's --tensor-type patterns (the spec's ollama_tensor_types), which skip
+    llama_tensor_get_type_impl and so its counters too (llama-quant.cpp:748-766)."""
+    if mix in LLAMA_QUANTIZE:
+        return dict(build.ollama_tensor_types)
+    return OLLAMA_LINEAR if build.ollama_linear_table and mix.startswith("ollama_") else {}
 
 
 def head(mix: str, width: int, block: int) -> str:

@@ -157,8 +157,8 @@ def kv_layers(spec: ModelSpec, tp: int = 1, expanded: bool = False) -> tuple[KVL
 
 def mtp_layers(spec: ModelSpec, tp: int = 1) -> tuple[KVLayers, ...]:
     """The rows of the checkpoint's multi-token-prediction layers (none without them). They are no
-    part of the decoder's cache, but an engine may size its pool for them: SGLang's DeepSeek-V4
-    pools count every entry of compress_ratios, the MTP layer's included (calc.analysis.memory.sglang_dsv4)."""
+    part of the decoder's cache, but an engine's draft worker may keep a pool for them: SGLang's MTP
+    draft prices its layers into the target's pool (calc.analysis.memory.sglang_draft)."""
     if spec.mtp is None:
         return ()
     return tuple(_layers(spec.mtp.block, spec.mtp.n_layers, t, tp)

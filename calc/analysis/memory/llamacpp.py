@@ -15,6 +15,8 @@ All from the llama.cpp tree this project builds for its conformance suite (PyPI 
 - chunked-attention layers (Llama 4) take the SWA cache with the n_swa llama.cpp gives them
   (spec.llamacpp.chunk: src/models/llama4.cpp:8-19); a model whose window llama.cpp does not read
   (spec.llamacpp.sliding_window False) keeps every cell in every layer;
+- layers llama.cpp gives no cache of their own: a model whose build caches only its first layers
+  (spec.llamacpp.kv_from_start: gemma3n's 20) keeps none past them, and a cache for each before them;
 - a layer's K is n_embd_k_gqa x cells x streams of --cache-type-k, its V likewise of --cache-type-v
   (src/llama-kv-cache.cpp:209-234); an MLA layer stores no V (`has_v = !is_mla`); the types llama.cpp
   refuses (an MLA model's K and V differing, a quantized block not dividing the heads) are refused;
@@ -30,15 +32,17 @@ Each cache prints `size = %7.2f MiB (...)` with its MiB as C floats, which is wh
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from calc.analysis.memory.formats import FORMATS, Format
 from calc.analysis.memory.kv import KVLayers, kv_layers, state_layers
-from calc.analysis.memory.llamacpp_compute import Compute, compute_buffer
+from calc.analysis.memory.llamacpp_compute import CacheInputs, Compute, compute_buffer
 from calc.analysis.memory.llamacpp_devices import Buffer, Placement, buffers, padded
 from calc.analysis.memory.vllm_indexer import BLOCK_INDEXER, DSA
 from calc.errors import GptcalcError
+from calc.parts.transient import F16, F32
 from calc.spec.model import ModelSpec
 
 if TYPE_CHECKING:
@@ -166,7 +170,7 @@ def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache | Compr
     if llamacpp_dsv4.has_compressed_rows(spec):
         return llamacpp_dsv4.compressed_caches(spec, ctx)
     k_fmt, v_fmt = _formats(ctx)
-    _check_types(kv_layers(spec), ctx, k_fmt, v_fmt)
+    _check_types(_cached_kinds(spec), ctx, k_fmt, v_fmt)
     caches: list[Cache | CompressorState] = [_kv(label, members, cells, ctx, k_fmt, v_fmt)
                                              for label, members, cells in _kv_groups(spec, ctx)]
     states = state_layers(spec)
@@ -202,11 +206,36 @@ def _formats(ctx: LlamaCppContext) -> tuple[Format, Format]:
     return FORMATS[CACHE_TYPES[ctx.type_k]], FORMATS[CACHE_TYPES[ctx.type_v]]
 
 
+def _layer_kinds(spec: ModelSpec) -> list[list[KVLayers]]:
+    """The kinds of cache row each layer keeps in llama.cpp, each kind counting the layers that keep it. With
+    spec.llamacpp.kv_from_start, the first layers only, and each of those: a layer the config shares K and V into
+    keeps rows like those of a layer of its window, since llama.cpp loads and caches its own K and V (has_kv:
+    src/llama-hparams.cpp:321-331; src/llama-kv-cache.cpp:165-169)."""
+    rows: dict[str, list[KVLayers]] = {}
+    for kind in kv_layers(spec):
+        rows.setdefault(kind.block, []).append(kind)
+    per_layer = [rows.get(spec.block_at(il), []) for il in range(spec.n_layers)]
+    first = spec.llamacpp.kv_from_start
+    if first is not None:
+        like = {kind.window: kind for kinds in rows.values() for kind in kinds}
+        per_layer = [(kinds or [like[spec.blocks[spec.block_at(il)].attention.window]]) if il < first else []
+                     for il, kinds in enumerate(per_layer)]
+    counted = {kind: replace(kind, n_layers=n) for kind, n in Counter(k for kinds in per_layer for k in kinds).items()}
+    return [[counted[kind] for kind in kinds] for kinds in per_layer]
+
+
+def _cached_kinds(spec: ModelSpec) -> list[KVLayers]:
+    """Every kind of cache row llama.cpp keeps, in `kv_layers`' order."""
+    order = {replace(kind, n_layers=0): i for i, kind in enumerate(kv_layers(spec))}
+    kept = dict.fromkeys(kind for kinds in _layer_kinds(spec) for kind in kinds)
+    return sorted(kept, key=lambda kind: order[replace(kind, n_layers=0)])
+
+
 def _kv_groups(spec: ModelSpec, ctx: LlamaCppContext) -> list[tuple[str, list[KVLayers], int]]:
     """(label, layer kinds, cells) of each KV cache: one, llama_kv_cache_iswa's non-SWA and SWA pair, or
     llama_kv_cache_dsa's MLA cache and its indexer's keys (one key head of the indexer's width, in -ctk's type:
     src/llama-kv-cache-dsa.cpp:31-53), both of every cell."""
-    kinds = kv_layers(spec)
+    kinds = _cached_kinds(spec)
     if any(kind.kind == DSA for kind in kinds):
         return [("main", [k for k in kinds if k.kind != DSA], ctx.cells),
                 ("indexer", [k for k in kinds if k.kind == DSA], ctx.cells)]
@@ -251,17 +280,31 @@ def _kv(label: str, members: list[KVLayers], cells: int, ctx: LlamaCppContext, k
 
 def llamacpp_compute(spec: ModelSpec, ctx: LlamaCppContext, device: str = "CPU") -> Compute | None:
     """The compute buffer estimate (calc/analysis/memory/llamacpp_compute.py) of the model's caches under `ctx`:
-    V store indices are per V element of the widest layer (n_embd_v_gqa_max) where V is stored transposed.
-    None for DeepSeek-V4's compressed caches, a DSA indexer's and MiniMax-M3's block indexer's, whose graphs
-    (llama_kv_cache_dsv4, llama_kv_cache_dsa, llama_kv_cache_msa) the estimate does not cover (MiniMax-M3's tiny
-    model: 45.23 MiB at -c 4096 on the CPU build, where the attention alone would take 8.62)."""
+    V store indices are per V element of the widest layer (n_embd_v_gqa_max) where V is stored transposed; a
+    DSA indexer's cache holds keys alone. None for DeepSeek-V4's compressed caches (llama_kv_cache_dsv4), which
+    are not cells of a mask."""
     from calc.analysis.memory import llamacpp_dsv4
 
-    if llamacpp_dsv4.has_compressed_rows(spec) or any(kind.kind in (DSA, BLOCK_INDEXER) for kind in kv_layers(spec)):
+    if llamacpp_dsv4.has_compressed_rows(spec):
         return None
     groups = _kv_groups(spec, ctx)
     v_max = max((m.v for _, members, _ in groups for m in members), default=0)
-    return compute_buffer(spec, [(cells, v_max) for _, _, cells in groups], ctx.n_tokens, ctx.flash_attn, device)
+    return compute_buffer(spec, [_cache_inputs(members, cells, v_max, ctx) for _, members, cells in groups],
+                          ctx.n_tokens, ctx.n_seq, ctx.streams, ctx.flash_attn, device)
+
+
+def _cache_inputs(members: list[KVLayers], cells: int, v_max: int, ctx: LlamaCppContext) -> CacheInputs:
+    """A cache's inputs to the graph: a KV cache's mask (F16 with flash attention, F32 without) and K and V
+    store indices (V's per element of the widest layer where V is stored transposed, without flash attention);
+    a DSA indexer's keys have their mask F16 whatever -fa (the fused lightning indexer reads F16: src/llama-
+    graph.cpp:3430-3433) and K indices; a MiniMax-M3 block indexer's keys share the attention's mask and have
+    K indices only (src/llama-graph.cpp:3469-3495)."""
+    kinds = {m.kind for m in members}
+    if kinds == {DSA}:
+        return CacheInputs(cells, F16, 0)
+    if kinds == {BLOCK_INDEXER}:
+        return CacheInputs(cells, 0, 0)
+    return CacheInputs(cells, F16 if ctx.flash_attn else F32, 1 if ctx.flash_attn else v_max)
 
 
 def cache_buffers(spec: ModelSpec, ctx: LlamaCppContext, placement: Placement) -> list[list[Buffer]]:
@@ -274,9 +317,10 @@ def cache_buffers(spec: ModelSpec, ctx: LlamaCppContext, placement: Placement) -
     devices = [placement.cache_device(d) for d in placement.devices(spec.n_layers)]
     k_fmt, v_fmt = _formats(ctx)
     out = []
+    cached = [{kind.block for kind in kinds} for kinds in _layer_kinds(spec)]  # the blocks whose rows each layer keeps
     for _, members, cells in _kv_groups(spec, ctx):
         rows = cells * ctx.streams
-        tensors = [(il, fmt, n) for il in range(spec.n_layers) for m in members if m.block == spec.block_at(il)
+        tensors = [(il, fmt, n) for il, blocks in enumerate(cached) for m in members if m.block in blocks
                    for fmt, n in ((k_fmt, m.k), (v_fmt, m.v)) if n]
         out.append(buffers("KV", ((devices[il], padded(fmt.row_bytes(n) * rows, n, fmt.block > 1, fmt.row_bytes,
                                                         devices[il])) for il, fmt, n in tensors)))

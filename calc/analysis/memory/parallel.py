@@ -27,7 +27,7 @@ from calc.analysis.memory.kv import KVCache
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["Layout", "Stage", "check_tp", "pp_partitions", "stage_kv", "stages", "validate_layout"]
+__all__ = ["Layout", "Stage", "check_tp", "layer_params", "pp_partitions", "stage_kv", "stages", "validate_layout"]
 
 # Whole on every tensor-parallel GPU (everything else in a layer is sharded tp ways).
 REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "mlp_act", "shared_mlp_act", "router",
@@ -120,6 +120,13 @@ def _share(name: str, n: int, layout: Layout, kv_split: int) -> int:
     return -(-n // layout.tp)
 
 
+def layer_params(spec: ModelSpec, block: str, layout: Layout) -> dict[str, int]:
+    """One layer of `block` on one GPU of the layout, its rows split as every layer's are (a block no layer of
+    the decoder applies too: the MTP layer a draft model builds, calc.analysis.memory.sglang_draft)."""
+    kv_split = _kv_split(spec, layout.tp)
+    return {name: _share(name, n, layout, kv_split) for name, n in spec.blocks[block].params(spec.d_model).items()}
+
+
 @dataclass(frozen=True)
 class Stage:
     """One pipeline stage's GPU: its layers and the parameters it holds (one tp shard)."""
@@ -136,15 +143,16 @@ def _kv_split(spec: ModelSpec, tp: int) -> int:
     return min(tp, min(heads, default=tp))
 
 
-def stages(spec: ModelSpec, breakdown: Breakdown, layout: Layout) -> list[Stage]:
-    """Every pipeline stage's per-GPU parameters, by component."""
+def stages(spec: ModelSpec, breakdown: Breakdown, layout: Layout, parts: list[int] | None = None) -> list[Stage]:
+    """Every pipeline stage's per-GPU parameters, by component; `parts`: the layers per stage where an engine splits
+    them otherwise than vLLM (SGLang's get_pp_indices, calc.analysis.memory.sglang_dsv4)."""
     kv_split = _kv_split(spec, layout.tp)
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}
     copies = {copy.name: copy.per_layer for copy in breakdown.shared}
     in_blocks = {name for rows in (*per_layer.values(), *copies.values()) for name in rows}
     outside = {name: n for name, n in breakdown.components.items() if name not in in_blocks}
     result, start = [], 0
-    parts = pp_partitions(spec.n_layers, layout.pp)
+    parts = parts or pp_partitions(spec.n_layers, layout.pp)
     for index, count in enumerate(parts):
         params: dict[str, int] = {}
         kinds = spec.layer_counts(start, start + count)

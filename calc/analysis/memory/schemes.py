@@ -19,8 +19,9 @@ router where the scheme skips it) in 16 bits. Bits per matrix, with g the group 
                                                                   indexer kv, gate and weights BF16; fp32 rows below
 
 llama.cpp's mixes (every llama-quantize type: q2_k, q2_k_s, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, q8_0, iq1_s/m,
-iq2_xxs/xs/s/m, iq3_xxs/xs/s/m, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4_moe) and ollama's own (ollama_q4_k_m,
-ollama_q4_k_s: `ollama create --quantize`) give each tensor its own ggml type: gguf.py and gguf_rules.py.
+iq2_xxs/xs/s/m, iq3_xxs/xs/s/m, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4_moe) and ollama's (`ollama create --quantize`:
+ollama_q4_k_m, ollama_q4_k_s, its own Go port before v0.30; ollama30_q4_k_m, ollama30_q4_k_s, llama-quantize with
+ollama's --tensor-type pins since) give each tensor its own ggml type: gguf.py and gguf_rules.py.
 
 Counted per matrix as the model defines them; a checkpoint that fuses matrices (q/k/v, gate/up)
 stores fewer per-tensor scales (fp8, nvfp4: 32 bits each) and GPTQ's g_idx once per fused input.
@@ -34,7 +35,7 @@ from typing import Callable
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.gguf import MIXES, SOURCE as GGUF_SOURCE, gguf_bits
-from calc.analysis.memory.gguf_rules import OLLAMA
+from calc.analysis.memory.gguf_rules import LLAMA_QUANTIZE, OLLAMA, OLLAMA30
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -111,7 +112,8 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
            fp32=("hc_attn", "hc_mlp", "hc_head", "attn_sinks", "comp_bias", "idx_bias")),
     *(Scheme(mix, lambda i, o: 0, False, False, "norms and biases F32, router F16, LM head Q6_K (Q8_0 in Q8_0 and "
              "MXFP4_MOE files, Q5_K in IQ1 / IQ2 / IQ3_XXS ones), attn_v and ffn_down with more bits on some layers",
-             OLLAMA if mix.startswith("ollama_") else GGUF_SOURCE, True) for mix in MIXES),
+             OLLAMA if mix.startswith("ollama_") else OLLAMA30 if mix in LLAMA_QUANTIZE else GGUF_SOURCE, True)
+      for mix in MIXES),
 )}
 KEPT_BITS = 16  # what a scheme leaves unquantised is stored in bf16 / fp16
 

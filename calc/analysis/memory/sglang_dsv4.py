@@ -19,8 +19,9 @@ them together from one figure, the bytes a token of the full pool costs over eve
     swa       = floor(floor(full x r) / page) x page
     c4 = full // 4, c128 = full // 128, c4_state = swa // window x 8, c128_state = swa // window x 128
 
-where L counts the entries of the config's compress_ratios (DeepSeek-V4-Flash: 44, its MTP layer's
-included: model_config.py reads the list whole), L4 and L128 those of 4 and 128, r is
+where L counts the entries of compress_ratios[start_layer:end_layer], the stage's layers (DSV4PoolConfigurator:
+"PP-local slice"; the model's make_layers splits config.num_hidden_layers, so the MTP layer's trailing entry is never
+in it: DeepSeek-V4-Flash's 44 entries give 43 on one stage), L4 and L128 those of 4 and 128, r is
 --swa-full-tokens-ratio (0.1 for DeepSeek-V4: arg_groups/model_overrides/deepseek_v4.py), the page
 256 tokens (the same file; SGLang asserts a multiple of 128), the window the config's sliding_window
 (128), the rings those of get_compress_state_ring_size without speculative decoding and with
@@ -33,21 +34,33 @@ With speculative decoding (--speculative-num-steps, SGLang's MTP draft of one la
 (target_layers + draft_layers) / target_layers", draft_layers 1; sgl-project/sglang at 29b719ba3a72,
 python/sglang/srt/model_executor/model_runner_components/pool_configurator.py).
 
+Under pipeline parallelism each stage prices its own slice and sizes full from its own memory; the stages then
+agree on the least (_apply_token_constraints: all_reduce MIN over the PP ranks, model_runner_kv_cache_mixin.py at
+29b719ba3a72), and every pool is sized again from that full (calculate_pool_sizes_from_max_tokens). SGLang splits
+the layers with its own get_pp_indices (python/sglang/srt/distributed/utils.py at 1107be112815): n // pp each, one
+more for each of the last n % pp stages. SGLang refuses an MTP draft under pipeline parallelism ("PP is not
+compatible with MTP models", model_runner.py), so speculative decoding is refused with --pp.
+
 SGLang computes in floats; the fractions here are exact, which can differ only where the quotient is
-a whole number to the last bit. Pipeline parallelism is not modelled and is refused.
+a whole number to the last bit.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.kv import KVCache
+from calc.analysis.memory.parallel import Layout, stage_kv, stages
+from calc.analysis.memory.weights import Weights
 from calc.analysis.memory.vllm_indexer import indexer_key_bytes
-from calc.analysis.memory.vllm_packed import HEAD_DIM, INDEXER, ROW_BYTES
+from calc.analysis.memory.vllm_packed import HEAD_DIM, INDEXER, ROW_BYTES, has_compressed_rows
 from calc.errors import GptcalcError
+from calc.spec.model import ModelSpec
 
-__all__ = ["PAGE", "SOURCE", "CompressedPools", "compressed_pools"]
+__all__ = ["PAGE", "SOURCE", "CompressedPools", "compressed_pools", "sglang_pp_indices", "sglang_stages",
+           "staged_pools"]
 
 SOURCE = ("https://github.com/sgl-project/sglang/blob/29b719ba3a729295c7b5afcc80b4cf0adf5b45fb/python/sglang/srt/"
           "model_executor/model_runner_components/pool_configurator.py (DSV4PoolConfigurator)")
@@ -64,7 +77,7 @@ SERIES = {4: 2, 128: 1}  # CSA compresses two overlapping series (kv and score e
 class CompressedPools:
     """SGLang's DeepSeek-V4 pools on one GPU from `kv_memory` bytes."""
 
-    layers: int  # entries of compress_ratios (the MTP layers' included)
+    layers: int  # entries of compress_ratios this stage holds (start_layer:end_layer)
     ratio_layers: dict[int, int]  # layers per compression ratio (4: CSA, 128: HCA)
     index_width: int  # index_head_dim
     window: int  # sliding_window: the state pools' page
@@ -72,6 +85,8 @@ class CompressedPools:
     page: int = PAGE
     swa_ratio: Fraction = SWA_RATIO
     speculative: bool = False  # an MTP draft beside it (--speculative-num-steps)
+    agreed: int | None = None  # under --pp, the least full of all stages (None: one stage)
+    stages: tuple[dict[str, object], ...] = ()  # under --pp, each stage's layers, bytes a token, memory and full
 
     @property
     def rings(self) -> dict[int, int]:
@@ -95,9 +110,14 @@ class CompressedPools:
         return 2 * SERIES[ratio] * width * STATE_BYTES
 
     @property
-    def full(self) -> int:
-        """max_total_num_tokens: the full pool, whole pages."""
+    def own_full(self) -> int:
+        """The full pool this stage's memory holds, whole pages (calculate_pool_sizes)."""
         return int(self.kv_memory / self.bytes_per_full_token) // self.page * self.page if self.kv_memory > 0 else 0
+
+    @property
+    def full(self) -> int:
+        """max_total_num_tokens: this stage's, or the least of the stages' under --pp."""
+        return self.own_full if self.agreed is None else self.agreed
 
     @property
     def swa(self) -> int:
@@ -112,14 +132,14 @@ class CompressedPools:
     def lines(self) -> list[str]:
         """SGLang's two log lines about them (DSV4PoolConfigurator.calculate_pool_sizes, _to_config)."""
         return [f"DSV4 memory calculation: bytes_per_full_token={float(self.bytes_per_full_token):.2f}, "
-                f"available_bytes={self.kv_memory / 2**30:.2f} GB, full_token={self.full}",
+                f"available_bytes={self.kv_memory / 2**30:.2f} GB, full_token={self.own_full}",
                 "DSV4 pool sizes: " + ", ".join(f"{k}={v}" for k, v in self.sizes().items())]
 
     def to_json(self) -> dict[str, object]:
         return {"layers": self.layers, "ratio_layers": {str(k): v for k, v in self.ratio_layers.items()},
                 "bytes_per_full_token": str(self.bytes_per_full_token), "page_size": self.page,
                 "swa_full_tokens_ratio": str(self.swa_ratio), "speculative": self.speculative, **self.sizes(),
-                "source": SOURCE}
+                "pp_stages": list(self.stages), "source": SOURCE}
 
 
 def compressed_pools(kv: KVCache, kv_memory: int, page: int | None = None, pp: int = 1,
@@ -131,9 +151,9 @@ def compressed_pools(kv: KVCache, kv_memory: int, page: int | None = None, pp: i
         raise GptcalcError(f"--block-size {page}: SGLang's DeepSeek-V4 pools take page sizes of a multiple of 128 "
                            "(DSV4PoolConfigurator.calculate_pool_sizes asserts it)")
     if pp > 1:
-        raise GptcalcError(f"--pp {pp} with --engine sglang: SGLang sizes DeepSeek-V4's pools from every layer of the "
-                           "model but allocates each stage's; that split is not modelled (give --tp alone)")
-    kinds = (*kv.layers, *kv.mtp)
+        raise GptcalcError(f"--pp {pp} with --engine sglang: DeepSeek-V4's pools are sized per stage from each "
+                           "stage's memory (staged_pools); give --budget or --kv-memory to memory")
+    kinds = kv.layers
     if any(kind.kind != INDEXER and kind.k != HEAD_DIM for kind in kinds):
         raise GptcalcError(f"--engine sglang: {kv.model}'s rows are not {HEAD_DIM} wide; SGLang's DeepSeek-V4 pools "
                            "take that head_dim only (DeepSeekV4SingleKVPool's 584-byte layout)")
@@ -149,5 +169,44 @@ def compressed_pools(kv: KVCache, kv_memory: int, page: int | None = None, pp: i
     if len(widths) != 1 or len(windows) != 1:
         raise GptcalcError(f"--engine sglang: {kv.model} has not one indexer width and one window; SGLang's "
                            "DeepSeek-V4 pools take one of each")
-    layers = kv.n_layers + sum({kind.block: kind.n_layers for kind in kv.mtp}.values())
-    return CompressedPools(layers, ratios, widths.pop(), windows.pop(), kv_memory, page, speculative=speculative)
+    return CompressedPools(kv.n_layers, ratios, widths.pop(), windows.pop(), kv_memory, page, speculative=speculative)
+
+
+def sglang_pp_indices(n_layers: int, pp: int) -> list[tuple[int, int]]:
+    """Each stage's [start_layer, end_layer) as SGLang's get_pp_indices splits them (distributed/utils.py at
+    1107be112815): n // pp layers each, one more for each of the last n % pp stages."""
+    base, extra = divmod(n_layers, pp)
+    bounds, start = [], 0
+    for rank in range(pp):
+        count = base + (rank >= pp - extra)
+        bounds.append((start, start + count))
+        start += count
+    return bounds
+
+
+def sglang_stages(spec: ModelSpec, breakdown: Breakdown, weights: Weights, whole: KVCache, layout: Layout,
+                  pool_bytes: int, given: bool) -> tuple[tuple[KVCache, int], ...]:
+    """SGLang's stages of a model with compressed rows under --pp, each its cache and pool bytes (none for another
+    model): its layers as sglang_pp_indices splits them, its memory `pool_bytes` (the busiest GPU's, whose weights are
+    `weights`) plus what its own weights take less, or with `given` (--kv-memory) that figure on every stage."""
+    if not has_compressed_rows(whole):
+        return ()
+    parts = [end - start for start, end in sglang_pp_indices(spec.n_layers, layout.pp)]
+    return tuple((stage_kv(spec, whole, st), pool_bytes if given else
+                  pool_bytes + weights.total_bytes - replace(weights, params=st.params).total_bytes)
+                 for st in stages(spec, breakdown, layout, parts))
+
+
+def staged_pools(stages: list[tuple[KVCache, int]], page: int | None = None,
+                 speculative: bool = False) -> CompressedPools:
+    """The pools under --pp from each stage's cache and memory: every stage sizes its own full, they keep the least,
+    and the stage that set it is the one returned (its lines are those SGLang logs once)."""
+    if speculative:
+        raise GptcalcError("--speculative-num-steps with --pp: SGLang refuses an MTP draft under pipeline parallelism "
+                           "(\"PP is not compatible with MTP models\", model_runner.py)")
+    own = [compressed_pools(kv, memory, page) for kv, memory in stages]
+    agreed = min(pools.own_full for pools in own)
+    binding = next(pools for pools in own if pools.own_full == agreed)
+    table = tuple({"stage": i, "layers": p.layers, "bytes_per_full_token": str(p.bytes_per_full_token),
+                   "kv_memory_bytes": p.kv_memory, "full": p.own_full} for i, p in enumerate(own))
+    return replace(binding, agreed=agreed, stages=table)

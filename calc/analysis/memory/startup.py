@@ -28,9 +28,10 @@ mem_cache/kv_cache_configurator.py _profile_available_bytes; v0.5):
   rest_memory = available_gpu_memory - total_gpu_memory * (1 - self.mem_fraction_static), then
   int(rest_memory * (1 << 30)) // cell_size (SGLANG_POOL; later versions' _profile_available_bytes keep
   the rule). Weights are what loading took ("mem usage"): the checkpoint's bytes and the fp32 rotary
-  table (`calc.analysis.memory.rope_cache`).
+  table (`calc.analysis.memory.rope_cache`), and with speculative decoding the draft worker's too, loaded
+  before the pool is profiled (`calc.analysis.memory.sglang_draft`).
 
-TensorRT-LLM (PyTorch backend, tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator._cal_max_tokens;
+TensorRT-LLM (PyTorch backend, tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator._cal_max_memory at 28295084972c;
 llmapi/llm_args.py KvCacheConfig; v1.x):
 
     peak      = torch peak + non-torch memory of the profiling run of max_num_tokens tokens (8192 by
@@ -38,7 +39,9 @@ llmapi/llm_args.py KvCacheConfig; v1.x):
     pool      = (total - peak) x free_gpu_memory_fraction                       0.9 by default
     max tokens = floor(pool / kv size per token), in blocks of tokens_per_block (32)
 
-  so its CUDA graphs and everything after the profiling run live in the 10% the fraction leaves.
+  so its CUDA graphs and everything after the profiling run live in the 10% the fraction leaves. An fp8 MLA cache
+  would lose a further reserve for the context-MLA attention workspace, not sized here
+  (calc.analysis.memory.trtllm_workspace, which refuses it); a 16-bit cache loses none.
 
 Only the weights are exact here (the checkpoint's bytes as the engine keeps them, one GPU's share).
 The activation peak is an estimate from the model's shapes (`activation_estimate`), and non-torch
@@ -54,6 +57,7 @@ from dataclasses import dataclass
 
 from calc.analysis.memory.budget import BudgetSpec
 from calc.analysis.memory.gpus import GPU
+from calc.analysis.memory.sglang_draft import EAGLE_UNCOUNTED, WEIGHTS_SOURCE as DRAFT_SOURCE, DraftWeights
 from calc.analysis.memory.sglang_prefill_graphs import SOURCE as PREFILL_GRAPHS_SOURCE
 from calc.analysis.memory.sglang_prefill_graphs import prefill_graph_reserve
 from calc.analysis.memory.rope_cache import (ROPE_SOURCE, SGLANG_ROPE_SOURCE, TOWER_ROPE_SOURCE, sglang_rope_cache,
@@ -96,11 +100,16 @@ SGLANG_PRELOAD_SOURCE = ("CUDA context: https://docs.sglang.ai/start/send_reques
 # vLLM's CUDA graph estimate; 0 with --enforce-eager. A stated default, not a measurement of any model.
 CUDA_GRAPHS = 0.5
 CUDA_GRAPHS_SOURCE = "vLLM: profile_cudagraph_memory (captured at start-up); 0 under --enforce-eager"
-TRTLLM_POOL = ("https://github.com/NVIDIA/TensorRT-LLM/blob/main/tensorrt_llm/_torch/pyexecutor/_util.py "
-               "(KvCacheCreator._cal_max_tokens: (total - peak + temporary KV) x fraction)")
+TRTLLM_POOL = ("https://github.com/NVIDIA/TensorRT-LLM/blob/28295084972c5ab61ef010a050a18f53f5d72810/tensorrt_llm/"
+               "_torch/pyexecutor/_util.py (KvCacheCreator._cal_max_memory: (total - peak + temporary KV) x fraction)")
 TRTLLM_FRACTION = ("TensorRT-LLM's default: KvCacheConfig.free_gpu_memory_fraction 0.9 "
                    "(https://github.com/NVIDIA/TensorRT-LLM/blob/main/tensorrt_llm/llmapi/llm_args.py)")
 TRTLLM_MAX_NUM_TOKENS = 8192  # BuildConfig.max_num_tokens, the profiling run's tokens (llm_args.py)
+# KvCacheCreator._cal_max_memory at NVIDIA/TensorRT-LLM@28295084972c logs the peak with the profiling run's temporary
+# KV cache in it and that cache apart, and adds it back: (total - peak + temporary) x fraction. Its size follows the
+# dummy requests, max_batch_size and the CUDA graphs' batch sizes (_get_token_num_for_estimation), whose defaults
+# are not pinned here, so the line names it T; the pool does not depend on it.
+TRTLLM_TEMPORARY = "T: the profiling run's temporary KV cache, not modelled; it cancels out of the pool"
 
 # What CUDA reports as a card's total (torch.cuda.mem_get_info), which vLLM multiplies by its
 # utilisation: less than nvidia-smi's total. From published vLLM start-up logs; other cards use the
@@ -298,6 +307,7 @@ class StartupBudget:
     fraction_option: str
     fraction_how: str
     terms: tuple[Term, ...]
+    draft: DraftWeights | None = None  # SGLang's draft worker, loaded before the pool is profiled (sglang_draft)
 
     def term(self, key: str) -> int:
         return next(t.bytes for t in self.terms if t.key == key)
@@ -323,7 +333,7 @@ class StartupBudget:
         TensorRT-LLM's CUDA graphs in what its fraction leaves)."""
         if self.engine == "vllm":
             return self.terms
-        return tuple(t for t in self.terms if self.engine == "sglang" and t.key == "weights")
+        return tuple(t for t in self.terms if self.engine == "sglang" and t.key in ("weights", "draft_weights"))
 
     @property
     def kv_memory(self) -> int:
@@ -356,13 +366,24 @@ class StartupBudget:
         if self.engine == "vllm":
             return [f"Model loading took {gib(self.term('weights'))} GiB memory"]
         if self.engine == "sglang":  # its server_args log line: the float's repr, a multimodal default unrounded
-            return [f"mem_fraction_static={self.fraction!r}",
-                    f"Load weight begin. avail mem={(self.total - self.term('non_torch')) / GIB:.2f} GB",
-                    f"Load weight end. mem usage={self.term('weights') / GIB:.2f} GB"]
+            return [f"mem_fraction_static={self.fraction!r}", *self._sglang_loads()]
         peak = sum(t.bytes for t in self.before_share)
-        return [f"Peak memory during memory usage profiling (torch + non-torch): {peak / GIB:.2f} GiB, available KV "
-                f"cache memory when calculating max tokens: {self.kv_memory / GIB:.2f} GiB, fraction is set "
-                f"{self.fraction}, kv size is {kv_bytes_per_token}. device total memory {self.total / GIB:.2f} GiB"]
+        return [f"Peak memory during memory usage profiling (torch + non-torch): {peak / GIB:.2f} GiB + T, available "
+                f"KV cache memory when calculating max tokens: {self.kv_memory / GIB:.2f} GiB, fraction is set "
+                f"{self.fraction}, kv size per token is {kv_bytes_per_token} bytes/token. device total memory "
+                f"{self.total / GIB:.2f} GiB, temporary kv cache memory during profiling T GiB ({TRTLLM_TEMPORARY})"]
+
+    def _sglang_loads(self) -> list[str]:
+        """SGLang's load lines, the target's and then (with a draft whose weights are known) the draft worker's, each
+        ModelRunner.load_model's: free memory before, what loading took."""
+        free = self.total - self.term("non_torch")
+        loads = [self.term("weights"), *([self.draft.loaded] if self.draft and self.draft.loaded is not None else [])]
+        lines = []
+        for taken in loads:
+            lines += [f"Load weight begin. avail mem={free / GIB:.2f} GB",
+                      f"Load weight end. mem usage={taken / GIB:.2f} GB"]
+            free -= taken
+        return lines
 
     def to_json(self) -> dict[str, object]:
         return {"engine": self.engine, "gpu": self.gpu, "total_bytes": self.total, "total_source": self.total_source,
@@ -451,12 +472,13 @@ class Reserves:
 def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int = 1, pp: int = 1,
                    reserves: Reserves = Reserves(), dtype_bytes: int = 2,
                    extra: tuple[tuple[str, int], ...] = (), max_model_len: int | None = None,
-                   encoder_tp: int | None = None) -> StartupBudget:
+                   encoder_tp: int | None = None, draft: DraftWeights | None = None) -> StartupBudget:
     """The budget `engine` draws up on one GPU of the layout holding `weights` bytes of the model
     (`extra`: what the engine holds beyond them, engine_extra_weights); under vLLM, a multimodal model's
     encoder cache and encoder forward for requests of `max_model_len` tokens, under SGLang its default
     fraction scaled for the vision encoder (`encoder_tp`: the GPUs its layers are split over; None: the
-    towers are not loaded, --text-only)."""
+    towers are not loaded, --text-only) and, with a speculative `draft`, the draft worker's weights taken from its pool
+    (calc.analysis.memory.sglang_draft)."""
     if engine not in STARTUP_ENGINES:
         raise GptcalcError(f"--engine {engine}: its start-up budget is not modelled ({', '.join(STARTUP_ENGINES)} "
                            "are); give the pool from its log with --kv-memory")
@@ -511,4 +533,17 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
         if encoder_tp is not None:  # the towers are loaded: SGLang leaves room for the vision encoder
             fraction, how = _sglang_vlm(spec, fraction, how)
     return StartupBudget("sglang", gpu.name, total, total_source, fraction, "--mem-fraction-static", how,
-                         tuple(terms))
+                         tuple(terms[:1] + ([_draft_term(draft)] if draft else []) + terms[1:]), draft)
+
+
+def _draft_term(draft: DraftWeights) -> Term:
+    """SGLang's draft worker's weights, taken from the pool as the target's are (calc.analysis.memory.sglang_draft)."""
+    if draft.own is None:
+        return Term("draft_weights", "draft model weights", 0, "--speculative-num-steps", "not counted",
+                    EAGLE_UNCOUNTED)
+    return Term("draft_weights", "draft model weights", draft.own, "--speculative-num-steps",
+                "exact" if draft.exact else "estimate",
+                f"its MTP layers on one GPU, with their enorm, hnorm, shared_head.norm and eh_proj whole"
+                f"{'' if draft.exact else ' (at 16 bits: e_proj, h_proj quantised and hc_head fp32 in SGLang)'}; it "
+                f"also loads {draft.shared:,} B of embedding and head shards and frees them for the target's "
+                f"({DRAFT_SOURCE})")

@@ -11,9 +11,18 @@ DSACacheManager.get_cache_size_per_token:
     indexer  indexer layers x (index_head_dim + index_head_dim / 128 x 4)      (132 B for 128-wide keys)
 
 the indexer's bytes whatever the cache dtype: its pool is allocated as uint8 (allocatePools, poolDtype kUINT8).
-Its tokens per block are KvCacheConfig's, 32 by default; at this commit the manager requires another only for the
-opt-in "fp8_ds_mla" cache dtype (_resolve_fp8_ds_mla_head_dim), so the default path pages DSA in blocks of 32
-(a model class's get_model_defaults could set another; DeepSeek-V3.2's was not found).
+Its tokens per block are KvCacheConfig's, 32 by default (llmapi/llm_args.py); at this commit DSACacheManager and
+DSACacheManagerV2 require another only for the opt-in "fp8_ds_mla" cache dtype (_resolve_fp8_ds_mla_head_dim), so
+the default path pages DSA in blocks of 32. DeepSeek-V3.2 once needed 64 (NVIDIA/TensorRT-LLM#9141, Nov 2025, for
+the indexer's DeepGEMM kernel); #10561's review (Jan 2026) dropped a perf config's `tokens_per_block: 64` as no
+longer needed. A model class's get_model_defaults could still set one; DeepSeek-V3.2's was not read.
+
+The lines below are V1's (DSACacheManager over the C++ KVCacheManager). At the same commit DSACacheManagerV2
+serves DSA when use_kv_cache_manager_v2 resolves true (get_sparse_attn_kv_cache_manager; V1 again for beam search,
+KV connectors or STAR context parallelism), and #16060 (merged; reviewed Aug 2026) makes DeepSeek-V3/V3.2 and
+GLM-5 prefer V2 under the default "auto". V2 prices a token the same (its get_cache_size_per_token is V1's), but
+its pool is V2's quota split by its C++ StorageManager, not the KVCacheManager that prints these lines: the
+figures here are TensorRT-LLM's with kv_cache_config.use_kv_cache_manager_v2 false.
 
 The "[MemUsageChange] Allocated … GiB" line sums every primary pool's elements times the cache dtype's size
 (KVCacheManager::allocatePools), the indexer pool's uint8 elements included: with a bf16 cache the line counts
@@ -31,31 +40,47 @@ __all__ = ["TRTLLM_DSA", "TRTLLM_HYBRID", "logged_bytes_per_token", "trtllm_byte
 TRTLLM_DSA = ("https://github.com/NVIDIA/TensorRT-LLM/blob/0bbb76d22e61bde633cc5f7733f5194881853501/tensorrt_llm/"
               "_torch/attention_backend/sparse/dsa/cache_manager.py (DSACacheManager.get_cache_size_per_token)")
 
-# Where a hybrid Mamba / linear-attention model's states go by default, for the refusal (engines._refuse_unmodelled):
-# get_kv_cache_manager_cls at 0004396720 picks MambaHybridCacheManagerV2 where use_kv_cache_manager_v2 is True, else
-# CppMambaHybridCacheManager (a Kimi-Linear config off V2 without block reuse: MixedMambaHybridCacheManager). The
-# default "auto" takes the model class's preference (llm_utils._resolve_kv_cache_manager_v2_auto, False where it has
-# none), which TensorRT-LLM's docs/source/features/kvcache.md ("Selecting the KV Cache Manager", a 2026 version the
-# index did not date) lists as V2 for NemotronH and Qwen3-Next; Qwen3.5's text class subclasses Qwen3-Next's
-# (NVIDIA/TensorRT-LLM#12302), so it likely inherits it; whether Kimi-Linear's class names one was not found. V2's
-# start-up estimate is affine (_estimate_mamba_hybrid_cache_cost): the attention layers' bytes a token, plus a fixed
-# cost of (max_batch_size x pp + CUDA-graph padding slots, 1 without a drafter) states of every Mamba layer on the
-# rank; periodic state snapshots are off by default. The pool itself is then split by V2's C++ StorageManager
-# (cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storageManager.cpp, present at 2cdb452351, read in a 2026
-# version the index did not date: ratioFromBatch, computeSlotCountForLevel, ratioToSlotCountList) in the byte
-# proportion of a typical step that MambaHybridCacheManagerV2._build_cache_config writes: max_batch_size x pp
-# requests of avg_seq_len tokens (max_seq_len / 2 unless set, _get_typical_request_capacity), each holding
-# ceil(avg_seq_len / 32) attention pages and one state slot, plus the CUDA-graph padding slot's state; each pool
-# group's bytes are rounded up to the GPU tier's 2-32 MiB grain, the ratio is normalised in float32 and the grains are
-# dealt out by a rounding and redistribution loop, above a floor of one state slot per resident request and padding
-# slot. Those float steps, the quota V2 is handed and the LLM API's max_batch_size default were not all pinned, so
-# the split (which sets the tokens) is refused rather than approximated.
-TRTLLM_HYBRID = ("by default TensorRT-LLM keeps them in MambaHybridCacheManagerV2 where the model class prefers it, as "
-                 "NemotronH and Qwen3-Next do (docs/source/features/kvcache.md), whose C++ StorageManager splits the "
-                 "pool between attention pages and state slots by the bytes of a typical step (max_batch_size x pp "
-                 "requests of avg_seq_len tokens, max_seq_len / 2 unless set, one state slot each, plus 1 CUDA-graph "
-                 "padding slot), else in CppMambaHybridCacheManager (tensorrt_llm/_torch/pyexecutor/_util.py "
-                 "get_kv_cache_manager_cls at 0004396720)")
+# Where a hybrid Mamba / linear-attention model's states go by default, for the refusal (engines._refuse_unmodelled).
+# The index holds each TensorRT-LLM file at its own commits and no two of the files below at one commit, so each link
+# names the commit it was read at (tensorrt_llm/_torch/pyexecutor/ unless said otherwise):
+#   manager   _util.py get_kv_cache_manager_cls at 0004396720: MambaHybridCacheManagerV2 where
+#             use_kv_cache_manager_v2 resolves True (model loading resolves the default "auto" to V2 for the hybrid
+#             Mamba models V2 supports, its docstring says), else CppMambaHybridCacheManager (a Kimi config off V2:
+#             Cpp with block reuse, MixedMambaHybridCacheManager without).
+#   quota     _util.py KvCacheCreator at 2829508497: for V2 the profiled budget, (total - peak + temporary KV) x
+#             free_gpu_memory_fraction (_cal_max_memory, calc.analysis.memory.startup), becomes
+#             kv_cache_config.max_gpu_total_bytes and max_tokens is put back to the user's (None);
+#             kv_cache/kv_cache_manager_v2.py KVCacheManagerV2.__init__ at 0004396720 takes quota = max_gpu_total_bytes,
+#             on several ranks rounded to the fewest whole tokens any rank holds (_get_max_tokens_from_quota, allreduce
+#             MIN, _get_quota_from_max_tokens).
+#   estimate  kv_cache/mamba_cache_manager/common.py _estimate_mamba_hybrid_cache_cost at 2829508497: the attention
+#             layers' bytes a token, plus (max_batch_size x pp + 1 CUDA-graph padding slot, + 1 under attention DP)
+#             states of the rank's Mamba layers; no snapshot terms by default.
+#   split     kv_cache/mamba_cache_manager/mamba_cache_manager_v2.py _build_cache_config at 2829508497: unless
+#             pool_ratio is set, a typical step of max_batch_size x pp requests of avg_seq_len tokens (max_seq_len // 2
+#             when unset, with a warning) plus the padding request, and a floor constraint of max_batch_size x pp +
+#             padding requests of no tokens (a state slot each); a quota under _minimum_live_gpu_quota is refused.
+#             The C++ StorageManager (cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/, storageManager.cpp and
+#             storage/core.cpp at 04b00fece3) counts each pool group's slots for that step (computeSlotsForBatch:
+#             ceil(capacity / 32) attention pages and one state slot a request), rounds each pool's bytes up to the GPU
+#             grain (cacheTierGranularity: 2 MiB << min(4, max(0, int(log2(quota // 1 GiB))))), normalises the groups'
+#             bytes to float32 (normalizeToRatio: float(bytes) / float(total)), and ratioToSlotCountList deals the
+#             grains of the quota, rounded up to a grain, by that ratio in ascending order (nearbyint of budget x
+#             ratio / the ratios left, in double), pins a group at or under its floor to the floor and re-deals the rest,
+#             then adds slots while they fit the grains taken. storage/config.cpp (at 1148a82f66) makes one pool per
+#             buffer size within a life cycle (all attention layers' K and V of one size: one pool; a Mamba layer's SSM
+#             and conv states: two) and one pool group per distinct list of pool sizes.
+# Not pinned, so the split (which sets the tokens) is refused rather than approximated: the LLM API's max_batch_size
+# default (TorchLlmArgs declares None), which sets both the typical step and the state floor; and the C++ above was
+# read at other commits than the Python that hands it the step (no commit holds both in the index).
+TRTLLM_HYBRID = ("by default TensorRT-LLM keeps them in MambaHybridCacheManagerV2 (tensorrt_llm/_torch/pyexecutor/"
+                 "_util.py get_kv_cache_manager_cls at 0004396720), whose quota is the profiled budget "
+                 "(max_gpu_total_bytes) and whose C++ StorageManager splits the pool between attention pages and state "
+                 "slots by the bytes of a typical step (max_batch_size x pp requests of max_seq_len // 2 tokens unless "
+                 "avg_seq_len is set, one state slot each, plus 1 CUDA-graph padding slot); that split is not sized "
+                 "here because the LLM API's max_batch_size default, which sets the typical step and a floor of "
+                 "max_batch_size x pp + 1 state slots, was not pinned, and the C++ StorageManager was read at another "
+                 "commit (04b00fece3) than the Python that feeds it (2829508497)")
 
 
 def _has_dsa(kv: KVCache) -> bool:

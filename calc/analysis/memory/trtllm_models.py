@@ -6,7 +6,8 @@ an architecture no `@register_auto_model` names stops it with "Unknown architect
 The registered names are indexed, without importing the zoo, in tensorrt_llm/_torch/models/_arch_index.py
 (MODEL_ARCH_TO_MODULE; its test, test_lazy_model_zoo.py, fails on any drift from the decorators). The set below
 is that table's keys at NVIDIA/TensorRT-LLM commit 065ff9e93780bc0bdbfdbc7156a306ca14f5850c.
-A spec without an architecture (a YAML preset) is not checked.
+A spec without an architecture (a user's YAML spec; GPT-3 175B, whose source is a paper) is not checked: every
+other preset names its source config's class (tests/test_trtllm_presets.py).
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@
 - model states (`states`: weights, gradients, fp32 master weights, optimizer states, in the bytes
   the precision gives them, `precision.py`; ZeRO 0-3 over the data-parallel GPUs, gpus ÷ (tp·pp);
   FSDP's full sharding is ZeRO-3; offloaded rows live on the host);
-- activations kept for backward (`activations`: per layer × the layers on the busiest stage × the
-  micro-batches a 1F1B pipeline keeps in flight on its first stage, p of them; then what lies outside
+- activations kept for backward (`activations`: per layer × the layers; then what lies outside
   the layers, the loss's kept tensors among them, `loss.py`), with Korthikanti et al.'s formula beside
   ours where its GPT-3 layer applies;
 - the moments of a step (`moments`, `peak.py`): what is allocated when forward computes the loss,
@@ -15,6 +14,12 @@
   gradients accumulated so far (unsharded under `no_sync`). The peak is the largest: the figure
   torch.cuda.max_memory_allocated reports. `reserved` and `nvidia_smi` add the stated, settable
   overheads.
+
+Under pipeline parallelism every stage is counted on its own (pipeline.py): its parameters, its layers
+(as `pp_split` splits them: gptcalc's even split, torchtitan's, or a list) × the micro-batches a 1F1B
+step keeps in flight there, its buffers; the first stage's token ids, the last stage's final norm, head
+and loss. A run's peak is its largest stage's, the Training returned (`stage`),
+each stage's peak beside it (`stage_peaks`).
 
 Tensor parallelism (`tp_impl`) is Megatron's (default: a column-parallel linear under sequence
 parallelism saves its input's shard) or DTensor's, as torchtitan runs it (it saves the all-gathered
@@ -34,7 +39,7 @@ layers' matrices in NF4) and has no gradients or optimizer states.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.shapes import journey
@@ -44,17 +49,19 @@ from calc.analysis.train.executed import MOE_FORMS, as_run
 from calc.analysis.train.float8 import FLOAT8
 from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.analysis.train.loss import LOSS_PARALLEL, LOSSES, Loss
+from calc.analysis.train.frozen import frozen_layer, frozen_outside
 from calc.analysis.train.params import LAYER_TARGETS, LORA_TARGETS, Held, gathered_bytes, held, layer_params, nf4_bytes
 from calc.analysis.train.peak import Moment, Overheads, moments
+from calc.analysis.train.pipeline import SPLITS, Stage, stage_bounds, stage_sizes
 from calc.analysis.train.precision import PRECISIONS, Precision
 from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, Tensor, bnb_8bit_bytes, model_states, optimizer_bytes
 from calc.errors import GptcalcError
 from calc.parts import MoE
 from calc.spec.model import ModelSpec
 
-__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "MOE_FORMS", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "TP_IMPL",
-           "Setup",
-           "Training", "train"]
+__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "MOE_FORMS", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "SPLITS",
+           "TP_IMPL", "Setup",
+           "Training", "train", "train_stages"]
 
 ACT_BYTES = 2  # bf16 activations
 OFFLOAD = ("optimizer", "params", "activations")
@@ -70,6 +77,7 @@ class Setup:
     tp: int = 1
     pp: int = 1
     sp: bool = False
+    pp_split: str = "even"  # which layers each stage holds: a rule of SPLITS or a list (pipeline.stage_sizes)
     recompute: str = "none"
     optimizer: str = "adamw"
     lora_rank: int | None = None
@@ -84,6 +92,9 @@ class Setup:
     grad_accumulation: int = 1  # micro-batches per optimizer step: after the first, each runs beside the gradients
     no_sync: bool = False  # accumulate unreduced until the last micro-batch (FSDP's no_sync): unsharded gradients
     fsdp1: bool = False  # torch FSDP1: its root unit (embedding, final norm, head) stays unsharded, no copy-out
+    fsdp_head_unit: bool = False  # FSDP2 wraps the head as its own unit, resharded after forward (torchtune's
+    # custom_sharded_layers: ['tok_embeddings', 'output'])
+    fsdp_keeps_last_layer: bool = True  # FSDP2 does not reshard the last layer after forward (torchtitan)
     offload: tuple[str, ...] = ()
     lora_dropout: bool = False
     lora_fused_qkv: bool = False  # q, k and v adapters share one dropout of their input (litgpt's LoRAQKVLinear)
@@ -95,6 +106,8 @@ class Setup:
     dropout: bool = True  # the config's dropout runs (False: the framework's model code has none)
     tied: bool = True  # the config's tied head holds (False: the framework's model has its own head, litgpt)
     norm_upcast: bool = False  # eager 16-bit RMSNorms upcast to fp32 and keep fp32 copies (activations._norm)
+    repeat_kv: bool = False  # the model repeats K and V to every query head before attention (torchtitan's Llama
+    # until torchtitan#2259, 2026-01-27: models/llama/model.py @ 9dec370, `keys = repeat_kv(xk, self.n_rep)`)
     bnb: str = "current"  # the bitsandbytes QLoRA runs under: what its 4-bit matmul keeps and dequantises (bnb.py)
     qlora_head: bool = False  # QLoRA quantises the LM head too (Lightning's plugin replaces every nn.Linear)
     loop_holds_output: bool = False  # the training loop holds the last micro-batch's logits through the next forward
@@ -119,9 +132,19 @@ class Setup:
     def norms(self) -> str:
         """How the RMSNorms are counted (activations._norm): upcast where the run upcasts, their weights
         frozen under LoRA."""
-        if not self.norm_upcast:
-            return "act"
-        return "upcast-frozen" if self.lora_rank else "upcast"
+        return ("upcast" if self.norm_upcast else "act") + ("-frozen" if self.lora_rank else "")
+
+    @property
+    def fsdp(self) -> bool:
+        """Parameters are gathered to run each layer: FSDP's full sharding (ZeRO-3) over several GPUs, or its
+        CPU offload."""
+        return (self.zero == 3 and self.shards > 1) or "params" in self.offload
+
+    @property
+    def accumulates_fp32(self) -> bool:
+        """FSDP under pipeline parallelism accumulates the stage's unsharded gradients in fp32 (peak._pipelined);
+        under LoRA they are the adapters' only."""
+        return self.pp > 1 and self.fsdp and not self.lora_rank
 
     @property
     def gathered(self) -> bool:
@@ -149,6 +172,9 @@ class Training:
     korthikanti: int | None  # bytes, GPT-3-shaped layers only
     dropout: bool = False  # the layers drop out P and each sublayer's output, as Korthikanti's layer does
     all_experts: bool = False  # a MoE runs every expert over every token (transformers' Llama-4, moe_form "reference")
+    stage: Stage | None = None  # the pipeline stage counted (the one with the largest peak); None without PP
+    stage_peaks: tuple[tuple[str, int, str, int], ...] = ()  # every stage counted: (stage, its layers, its peak's
+    # moment, allocated)
 
     def layer_bytes(self, terms: tuple[Term, ...]) -> int:
         return sum(self.setup.term_bytes(t) for t in terms)
@@ -196,7 +222,9 @@ class Training:
                             "total": self.activations},
             "moments": [m.to_json() for m in self.moments],
             "peak": {"moment": self.peak.name, "allocated": self.allocated, "reserved": self.reserved,
-                     "nvidia_smi": self.nvidia_smi},
+                     "nvidia_smi": self.nvidia_smi, "stage": self.stage.index if self.stage else None},
+            "stages": [{"stage": name, "layers": layers, "moment": moment, "allocated": size}
+                       for name, layers, moment, size in self.stage_peaks],
             "korthikanti": self.korthikanti,
         }
 
@@ -212,6 +240,7 @@ def _check(spec: ModelSpec, s: Setup) -> None:
     if s.float8 != "none" and s.lora_rank:
         raise GptcalcError("--float8: trains the full model's linears in float8 (torchao); not with --lora-rank")
     validate_layout(spec, Layout(s.tp, s.pp), kv_heads=True)
+    stage_sizes(spec.n_layers, s.pp, s.pp_split)  # refuses a list that is not a split of these layers
     for option, value, choices in (("--optimizer", s.optimizer, OPTIMIZERS), ("--recompute", s.recompute, RECOMPUTE),
                                    ("--attention", s.attention, ("flash", "eager")),
                                    ("--precision", s.precision, tuple(PRECISIONS)), ("--loss", s.loss, tuple(LOSSES)),
@@ -234,6 +263,12 @@ def _check(spec: ModelSpec, s: Setup) -> None:
     if s.grad_accumulation > 1 and s.optimizer_in_backward:
         raise GptcalcError("--grad-accumulation: the optimizer step inside backward frees each gradient as it is "
                            "made, so there is nothing to accumulate (torchtune refuses optimizer_in_bwd with it)")
+    if s.pp > 1 and s.optimizer_in_backward:
+        raise GptcalcError("--optimizer-in-backward: a pipeline's micro-batches accumulate gradients over the step "
+                           "(pipeline.py), which a step inside backward would free as they are made; not with --pp")
+    if s.fsdp_head_unit and (s.fsdp1 or s.pp > 1 or not (s.zero == 3 or "params" in s.offload)):
+        raise GptcalcError("--fsdp-head-unit: FSDP2's own unit for the head needs FSDP (--zero 3 or --offload params), "
+                           "--fsdp2 and no pipeline parallelism (--pp 1)")
     if s.checkpoint_every > 1 and s.recompute != "full":
         raise GptcalcError("--checkpoint-every: needs --recompute full (it checkpoints every k-th layer)")
     if s.seq > spec.n_positions:
@@ -289,14 +324,19 @@ def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term
     return terms
 
 
-def _layers(spec: ModelSpec, s: Setup, p: Precision) -> list[tuple[str, int, tuple[Term, ...]]]:
-    """(kind, layers kept, terms) per block kind; every-k checkpointing splits a kind into its
-    checkpointed layers (every k-th) and the rest, which keep everything."""
-    per_stage = -(-spec.n_layers // s.pp)
-    first_stage = spec.layer_counts(0, min(per_stage, spec.n_layers))
+def _stage_layers(spec: ModelSpec, s: Setup, index: int) -> dict[str, int]:
+    """The layers of each kind on pipeline stage `index`, as s.pp_split splits them (pipeline.stage_sizes)."""
+    return spec.layer_counts(*stage_bounds(spec.n_layers, s.pp, s.pp_split, index))
+
+
+def _layers(spec: ModelSpec, s: Setup, p: Precision, stage: Stage | None) -> list[tuple[str, int, tuple[Term, ...]]]:
+    """(kind, layers kept, terms) per block kind, on `stage` × the micro-batches it has in flight at its
+    first backward; every-k checkpointing splits a kind into its checkpointed layers (every k-th) and the
+    rest, which keep everything."""
+    here = _stage_layers(spec, s, stage.index) if stage else spec.layer_counts()
     out = []
     for kind in spec.layer_counts():
-        n = first_stage.get(kind, 0) * s.pp  # 1F1B: the first stage keeps p micro-batches in flight
+        n = here.get(kind, 0) * (stage.in_flight(0) if stage else 1)
         if not n:
             continue
         checkpointed = n // s.checkpoint_every if s.recompute == "full" else 0
@@ -304,9 +344,9 @@ def _layers(spec: ModelSpec, s: Setup, p: Precision) -> list[tuple[str, int, tup
                                                           n - checkpointed)):
             if count:
                 terms = layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, ACT_BYTES, recompute,
-                                    s.attention == "flash", s.norms)
+                                    s.attention == "flash", s.norms, s.repeat_kv)
                 if s.lora_rank and recompute != "full":
-                    terms += _lora_terms(spec, kind, s, p)
+                    terms = frozen_layer(terms, spec.blocks[kind], s) + _lora_terms(spec, kind, s, p)
                 out.append((kind if recompute == s.recompute or s.checkpoint_every == 1 else
                             f"{kind} ({'checkpointed' if recompute == 'full' else 'not checkpointed'})",
                             count, tuple(terms)))
@@ -314,27 +354,72 @@ def _layers(spec: ModelSpec, s: Setup, p: Precision) -> list[tuple[str, int, tup
 
 
 def train(spec: ModelSpec, s: Setup) -> Training:
+    """One GPU's training step; under pipeline parallelism the stage with the largest peak (the first of
+    equals), with every counted stage's peak beside it."""
+    stages = train_stages(spec, s)
+    worst = max(stages, key=lambda t: t.allocated)
+    if s.pp == 1:
+        return worst
+    return replace(worst, stage_peaks=tuple((t.stage.name(), t.held.stage_layers, t.peak.name, t.allocated)
+                                            for t in stages))
+
+
+def train_stages(spec: ModelSpec, s: Setup) -> list[Training]:
+    """Each pipeline stage's step, of the stages whose peak can be the largest (`_distinct_stages`); one
+    step, the whole model's, without pipeline parallelism."""
     _check(spec, s)
     spec = as_run(spec, s.moe_form, s.dropout, s.tied)
-    p = PRECISIONS[s.precision]
-    h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else ())
-    layers = _layers(spec, s, p)
+    if s.pp == 1:
+        return [_train(spec, s, None)]
+    return [_train(spec, s, Stage(index, s.pp)) for index in _distinct_stages(spec, s)]
+
+
+def _distinct_stages(spec: ModelSpec, s: Setup) -> list[int]:
+    """The stages whose peak can be the largest: of stages with the same layers (and the same place, first,
+    middle or last) the earliest and the latest, as every moment's bytes are linear in the stage's index
+    there (pipeline.py: the in flight fall by one a stage, the input buffers and gradients rise)."""
+    ends: dict[tuple, list[int]] = {}
+    for index in range(s.pp):
+        key = (tuple(_stage_layers(spec, s, index).items()), index == 0, index == s.pp - 1)
+        ends.setdefault(key, []).append(index)
+    return sorted({i for indices in ends.values() for i in (indices[0], indices[-1])})
+
+
+def _outside(spec: ModelSpec, s: Setup, p: Precision, h: Held, stage: Stage | None) -> list[Term]:
+    """What is kept outside the layers on `stage` (None: the whole model): the ids and what else the embedding
+    makes on the first, the final norm, the head and the loss's (`head` terms) on the last; autocast's copies
+    of the stage's own matrices."""
     outside = activation_terms(spec, s.micro_batch, s.local_seq, ACT_BYTES, s.recompute, LOSSES[s.loss], s.norms)
     if s.lora_rank:  # an adapter on the head keeps its tensors until backward has passed the head
+        outside = frozen_outside(outside, spec, s)
         outside += [Term(t.label + " (head)", t.elements, t.bytes_per, t.split, head=True)
                     for t in _lora_terms(spec, "", s, p)]
+    if stage is not None:
+        outside = [t for t in outside if (stage.last if t.head else stage.first)]
     if p.autocast_copies and not s.lora_rank:
-        head = spec.vocab_size * spec.d_model // s.tp
+        head = spec.vocab_size * spec.d_model // s.tp if stage is None or stage.last else 0
         outside.append(Term("autocast's bf16 weight copies, saved by each linear", h.layer_matrices + head, 2, ""))
-    states = tuple(_states(h, s, p, spec.vocab_size * spec.d_model // s.tp if quantised_head(spec, s) else 0))
+    return outside
+
+
+def _train(spec: ModelSpec, s: Setup, stage: Stage | None) -> Training:
+    """One GPU's training step: of pipeline stage `stage`, or of the whole model without PP."""
+    p = PRECISIONS[s.precision]
+    h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else (), stage.index if stage else None,
+             s.pp_split)
+    layers = _layers(spec, s, p, stage)
+    outside = _outside(spec, s, p, h, stage)
+    head = spec.vocab_size * spec.d_model // s.tp if quantised_head(spec, s) and (stage is None or stage.last) else 0
+    states = tuple(_states(h, s, p, head))
     gathered = (0, 0)
-    if (s.zero == 3 and s.shards > 1) or "params" in s.offload:
+    if s.fsdp:
         params, matrices = layer_params(spec, s.tp)
         gathered = (params, gathered_bytes(s, params, matrices))
     every = any(isinstance(b.mlp, MoE) and b.mlp.all_experts for b in spec.blocks.values())
-    t = Training(spec.name, s, h, states, tuple(layers), tuple(outside), (), _korthikanti(spec, s), _drops(spec), every)
-    return Training(spec.name, s, h, states, tuple(layers), tuple(outside),
-                    tuple(moments(t, spec, p, gathered)), t.korthikanti, t.dropout, every)
+    kept = sum(n for _, n, _ in layers)
+    t = Training(spec.name, s, h, states, tuple(layers), tuple(outside), (), _korthikanti(spec, s, kept), _drops(spec),
+                 every, stage)
+    return replace(t, moments=tuple(moments(t, spec, p, gathered)))
 
 
 def _drops(spec: ModelSpec) -> bool:
@@ -342,9 +427,10 @@ def _drops(spec: ModelSpec) -> bool:
     return all(b.residual_dropout and getattr(b.attention, "dropout", 0) for b in spec.blocks.values())
 
 
-def _korthikanti(spec: ModelSpec, s: Setup) -> int | None:
+def _korthikanti(spec: ModelSpec, s: Setup, kept: int) -> int | None:
     """The formula for the layer it describes, GPT-3's, with whole sequences on each GPU and no per-op
-    policy: MHA with h·d_head = d_model, a plain 4·d_model MLP."""
+    policy: MHA with h·d_head = d_model, a plain 4·d_model MLP; for the `kept` layers ours counts (under PP
+    the stage's layers × its micro-batches in flight: L on the first stage of an even split, as theirs)."""
     if len(spec.blocks) != 1 or s.cp > 1 or s.recompute == "op":
         return None
     (block,) = spec.blocks.values()
@@ -353,5 +439,4 @@ def _korthikanti(spec: ModelSpec, s: Setup) -> int | None:
         return None
     if m is None or m.kind != "mlp" or m.gated or m.d_ff != 4 * spec.d_model:
         return None
-    per_stage = -(-spec.n_layers // s.pp)
-    return korthikanti(s.seq, s.micro_batch, spec.d_model, a.n_heads, per_stage * s.pp, s.tp, s.sp, s.recompute)
+    return korthikanti(s.seq, s.micro_batch, spec.d_model, a.n_heads, kept, s.tp, s.sp, s.recompute)

@@ -74,6 +74,11 @@ RECOMPUTE = ("none", "selective", "op", "full")
 INT64 = 8
 
 
+ATTENTION_INPUT, W_O_INPUT, MLP_INPUT, HEAD_INPUT = ("attention input (normed x)", "heads' output (W_O's input)",
+                                                    "MLP input (normed x)", "LM head input")
+GATED_HIDDEN, PLAIN_HIDDEN = "MLP hidden (gate, SiLU, up, product)", "MLP hidden (before and after the activation)"
+
+
 @dataclass(frozen=True)
 class Term:
     """One kept tensor (or a group of equal ones): elements, bytes per element, how TP splits it.
@@ -97,12 +102,13 @@ class Term:
         return -(-self.elements // divide) * self.bytes_per
 
 
-def _norm_kept(norm: Norm, rows: int, width: int) -> tuple[str, int]:
+def _norm_kept(norm: Norm, rows: int, width: int, frozen: bool = False) -> tuple[str, int]:
     """What a norm over `rows` rows of `width` keeps: F.layer_norm its input and each row's mean and
     rstd; a LayerNorm written out (CohereLayerNorm) x − mean twice (the variance's and the product's
-    own subtraction), the rsqrt and the normed x; an RMSNorm its input, the rsqrt and the normed x."""
+    own subtraction), the rsqrt and the normed x; an RMSNorm its input, the rsqrt and the normed x, which
+    only the weight's gradient reads (`frozen`: a frozen weight's, under LoRA, keeps none)."""
     if norm.kind == "rmsnorm":
-        return _rms_kept(rows, width, norm.pow_rsqrt, norm.weight)
+        return _rms_kept(rows, width, norm.pow_rsqrt, norm.weight and not frozen)
     if norm.written_out:
         return "x − mean (twice), rsqrt, normed", 3 * rows * width + rows
     return "input, mean, rstd", rows * width + 2 * rows
@@ -120,13 +126,13 @@ def _norm(norm: Norm, n: int, width: int, act: int, label: str, norms: str = "ac
     as an eager RMSNorm that upcasts a 16-bit input keeps them ("upcast": transformers' LlamaRMSNorm,
     litgpt's and torchtune's RMSNorm all compute x.float() · rsqrt(mean(x²) + ε) before casting back,
     so the input and the rsqrt are kept in fp32, the cast-back normed x at the activation width for
-    the weight's gradient; "upcast-frozen": a frozen weight's multiply keeps no normed x, as under
-    LoRA)."""
-    if norms != "act" and norm.kind == "rmsnorm" and not norm.pow_rsqrt:
+    the weight's gradient; "upcast-frozen" and "act-frozen": a frozen weight's multiply keeps no normed
+    x, as under LoRA)."""
+    if norms.startswith("upcast") and norm.kind == "rmsnorm" and not norm.pow_rsqrt:
         normed = [Term(f"{label}: normed (cast back)", n * width, act, "sp")] if norms == "upcast" and norm.weight else []
         return [Term(f"{label}: input and rsqrt (fp32, upcast)", n * width + n, 4, "sp"), *normed,
                 *_unit_offset(norm, width, act, label)]
-    what, kept = _norm_kept(norm, n, width)
+    what, kept = _norm_kept(norm, n, width, norms.endswith("frozen"))
     return [Term(f"{label}: {what}", kept, act, "sp"), *_unit_offset(norm, width, act, label)]
 
 
@@ -135,7 +141,8 @@ def _unit_offset(norm: Norm, width: int, act: int, label: str) -> list[Term]:
     return [Term(f"{label}: its scale 1 + w", width, act, "")] if norm.unit_offset else []
 
 
-def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
+def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: str, flash: bool,
+               repeat_kv: bool = False) -> list[Term]:
     n, h = b * s, a.n_heads
     if isinstance(a, MLA):
         latents = [Term("Q latent: norm and up-projection input", 3 * n * a.q_lora_rank + n, act, "sp")] \
@@ -147,13 +154,14 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
                  Term("V and the heads' output (W_O's input)", 2 * n * h * a.v_head_dim, act, "tp")]
     else:
         # explicit QKᵀ and P·V keep K and V expanded to all h heads; a fused kernel, or a checkpoint
-        # around attention, keeps them at the kv heads, unless a mask goes with them (_masked)
-        expanded = recompute == "none" and (not flash or _masked(a, s))
+        # around attention, keeps them at the kv heads, unless a mask goes with them (_masked) or the
+        # model repeats them itself (repeat_kv)
+        expanded = recompute == "none" and (not flash or _masked(a, s) or repeat_kv)
         k, v = (a.q_dim, a.o_dim) if expanded else (a.kv_dim, a.v_dim)
         heads = "" if a.kv_dim == a.q_dim else f" (K and V at {'all h' if expanded else 'the kv'} heads)"
         inner = [Term(f"Q, K, V{heads}",
                       n * (a.q_dim + k + v), act, "tp"),
-                 Term("heads' output (W_O's input)", n * a.o_dim, act, "tp")]
+                 Term(W_O_INPUT, n * a.o_dim, act, "tp")]
     if recompute == "selective":
         core = []
     elif flash:  # instead of P, one log-sum-exp per row; its output, laid out [B, T, h, d], is W_O's input
@@ -164,7 +172,7 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         core += _dropped(b * h * s * s, act, "P's dropout") if getattr(a, "dropout", 0) else []
         if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
-    return [Term("attention input (normed x)", n * d, act, "input"), *inner, *_qk_norm(a, n, act), *core,
+    return [Term(ATTENTION_INPUT, n * d, act, "input"), *inner, *_qk_norm(a, n, act), *core,
             *_tables(a, s, act), *_temperature(a, s), *_output_gate(a, n, act), *_augment(a, n, d, act)]
 
 
@@ -441,7 +449,7 @@ def _hyper(hyper: HyperConnections, n: int, d: int, act: int) -> list[Term]:
                  2 * (n * k * d + n * d + n * k + n * k * k), act, "sp")]
 
 
-def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
+def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool, repeat_kv: bool = False) -> list[Term]:
     """What one layer's token mixer keeps, by the part's kind (attention and MLA share one rule)."""
     if a is None:
         return []
@@ -451,13 +459,14 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
         return recurrent(a, b * s, d, act)
     if a.kind == "lightning":  # runs block by block: its terms need the batch and the length apart
         return _lightning(a, b, s, d, act)
-    attention = _compressed if a.kind == "compressed_attention" else _attention
-    return attention(a, b, s, d, act, recompute, flash)
+    if a.kind == "compressed_attention":
+        return _compressed(a, b, s, d, act, recompute, flash)
+    return _attention(a, b, s, d, act, recompute, flash, repeat_kv)
 
 
 def _mlp(m: MLP | MoE, n: int, d: int, act: int, norm: Norm | None = None) -> list[Term]:
     """A dense MLP or a MoE block; `norm` is the block's (the form a MoE's own norms take)."""
-    terms = [Term("MLP input (normed x)", n * d, act, "input")]
+    terms = [Term(MLP_INPUT, n * d, act, "input")]
     if isinstance(m, MoE):
         return terms + _moe(m, n, d, act) + _gemma4_moe(m, n, d, act, norm)
     if m.activation == "xielu":
@@ -474,13 +483,13 @@ def _hidden(label: str, part: MLP | MoE, elements: int, act: int) -> Term:
     projection's whole output (the clamps' input), the clamped gate, the sigmoid, up + 1, the gated
     value and the product: seven; a plain MLP its activation's input and output."""
     if not part.gated:
-        return Term(f"{label} (before and after the activation)", 2 * elements, act, "tp")
+        return Term(PLAIN_HIDDEN.replace("MLP hidden", label), 2 * elements, act, "tp")
     if part.gate_clamp:
         return Term(f"{label} (gate and up, both clamped, SiLU, product)", 6 * elements, act, "tp")
     if getattr(part, "swiglu_limit", None):
         return Term(f"{label} (gate and up, the clamped gate, sigmoid, up + 1, gated value, product)",
                     7 * elements, act, "tp")
-    return Term(f"{label} (gate, SiLU, up, product)", 4 * elements, act, "tp")
+    return Term(GATED_HIDDEN.replace("MLP hidden", label), 4 * elements, act, "tp")
 
 
 def _gemma4_moe(m: MoE, n: int, d: int, act: int, norm: Norm | None) -> list[Term]:
@@ -609,9 +618,10 @@ def shared_terms(applied: Shared, b: int, s: int, d: int, act: int, recompute: s
 
 
 def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, flash: bool = False,
-                norms: str = "act") -> list[Term]:
+                norms: str = "act", repeat_kv: bool = False) -> list[Term]:
     """What one layer of `block` keeps for backward under `recompute`, attention explicit or fused (`flash`),
-    its pre-norms counted as `norms` says (_norm)."""
+    its pre-norms counted as `norms` says (_norm); `repeat_kv`: the model repeats K and V to every query head
+    before the kernel (torchtitan's Llama), which then keeps them so."""
     n = b * s
     if recompute == "full":
         return [Term("layer input (the checkpoint)", n * d, act, "sp")]
@@ -621,7 +631,8 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     mlp = _mlp(block.mlp, n, d, act, block.norm) if block.mlp is not None else []
     if block.parallel and len(block.norms) == 1:  # one norm feeds both: the MLP reads the attention's input
         mlp = mlp[1:]
-    mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash)]  # a parallel group's each
+    # a parallel group's each
+    mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash, repeat_kv)]
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
     applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
     hyper = _hyper(block.hyper, n, d, act) if block.hyper is not None else []
@@ -652,7 +663,7 @@ def activation_terms(spec: ModelSpec, b: int, s: int, act: int, recompute: str, 
     if recompute != "full":  # the tables are read inside the layers, so a checkpointed layer keeps none
         terms += [Term(f"rotary cos and sin ({width} wide)", 2 * s * width, act, "") for width in sorted(rotary)]
     head = _norm(spec.final_norm, n, d, act, "final norm", norms) if spec.final_norm is not None else []
-    head.append(Term("LM head input", n * d, act, "input"))
+    head.append(Term(HEAD_INPUT, n * d, act, "input"))
     if loss.held:
         head.append(Term("log-softmax of the logits (fp32)" if loss is LOSSES["fp32"] else
                          f"loss: {loss.held} B per token and vocabulary entry", n * spec.vocab_size, loss.held, "tp"))

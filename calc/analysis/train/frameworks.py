@@ -30,11 +30,13 @@ class Profile:
     dropout: bool = True  # False: its model code has no dropout, whatever the config's rates
     no_sync: bool = False  # gradient accumulation skips the reduction until the last micro-batch
     fsdp1: bool = False  # its FSDP is torch's FSDP1 (peak.py: the root unit kept unsharded, no copy-out buffer)
+    fsdp_keeps_last_layer: bool = True  # its FSDP2 leaves the last layer gathered after forward (peak.py)
     tied: bool = True  # False: its model has its own head whatever the config ties (executed.py)
     norm_upcast: bool = False  # its eager RMSNorm upcasts a bf16 input and keeps fp32 copies (activations._norm)
     bnb: str = "current"  # the bitsandbytes its QLoRA runs under (bnb.py)
     qlora_head: bool = False  # its QLoRA quantises the LM head too
     loop_holds_output: bool = False  # its loop holds the last micro-batch's logits through the next forward (peak.py)
+    pp_split: str = "even"  # which layers each pipeline stage holds (pipeline.stage_sizes)
 
 
 FRAMEWORKS: dict[str, Profile] = {
@@ -43,10 +45,11 @@ FRAMEWORKS: dict[str, Profile] = {
     # torchtune.training.get_memory_stats (peak_memory_active, _alloc, _reserved); torchtune/modules/moe/moe.py:
     # top-k rows through GroupedExperts; its builders pass attn_dropout=0.0 and its layers have no other dropout;
     # torchtune/modules/rms_norm.py @ 1814feb17, lines 40-44: x.float() · rsqrt(...), .type_as(x), · scale, eager
-    # unless the config's compile: True (its configs' default is False)
+    # unless the config's compile: True (its configs' default is False); training/_distributed.py, shard_model
+    # (@ 0031bfb0): fully_shard(m, reshard_after_forward=...) alike for every layer, True by default
     "torchtune": Profile("bf16", "linear-chunked", "full", "fused", "active (≈ allocated)",
                          f"{TORCHTUNE}/recipes/configs/llama3_1/8B_lora_single_device.yaml",
-                         moe_form="grouped", dropout=False, norm_upcast=True),
+                         moe_form="grouped", dropout=False, norm_upcast=True, fsdp_keeps_last_layer=False),
     # config_hub/finetune/*/lora.yaml: precision bf16-true; finetune/lora.py: model(..., lm_head_chunk_size=128)
     # (Fabric's convert_output returns the chunks in fp32) and chunked_cross_entropy over 128-token chunks;
     # torch.optim.AdamW (foreach on CUDA);
@@ -76,10 +79,11 @@ FRAMEWORKS: dict[str, Profile] = {
     # DTensor plan (parallelisms/parallelize_llama.py @ 9dec370, apply_tp: SequenceParallel norms, ColwiseParallel
     # linears after PrepareModuleInput to Replicate, the loss under loss_parallel: train.py, utils.get_train_context);
     # MoE: top-k rows through torch._grouped_mm (models/common/moe/moe.py @ 18761a8, GroupedExperts); its
-    # models have no dropout
+    # models have no dropout; pipeline stages as parallelisms/pipelining_utils.py @ 9dec370, generate_split_points,
+    # splits them without pipeline_parallel_split_points (pipeline.py)
     "torchtitan": Profile("fsdp-mixed", "fp32", "selective", "fused", "reserved",
                           "https://github.com/pytorch/torchtitan/blob/main/docs/fsdp.md", tp_impl="dtensor",
-                          moe_form="grouped", dropout=False),
+                          moe_form="grouped", dropout=False, pp_split="torchtitan"),
     # DeepSpeed bf16 with ZeRO: bf16 weights and gradients, fp32 master weights and Adam states
     # (FusedAdam); see_memory_usage reports allocated (MA / Max_MA)
     "deepspeed": Profile("mixed", "fp32", "none", "fused", "allocated",
@@ -98,7 +102,8 @@ def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object
     if framework is not None:
         profile = FRAMEWORKS[framework]
         for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv", "tp_impl", "moe_form",
-                    "dropout", "no_sync", "fsdp1", "tied", "norm_upcast", "bnb", "qlora_head", "loop_holds_output"):
+                    "dropout", "no_sync", "fsdp1", "tied", "norm_upcast", "bnb", "qlora_head", "loop_holds_output",
+                    "fsdp_keeps_last_layer", "pp_split"):
             out.setdefault(key, getattr(profile, key))
         out["framework"] = framework
     return out

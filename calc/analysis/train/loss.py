@@ -83,6 +83,8 @@ class Loss:
     chunk_tokens: int = 0
     cached: int = 0  # freed in forward, too small for backward's tensors: reserved, idle, at backward's peak
     head_inside: bool = False  # the head runs inside the loss, chunk by chunk (not in the model before it)
+    keeps_logits: bool = False  # what it keeps is the model's bf16 logits themselves (a pipeline's last stage keeps
+    # them too: they are counted once)
 
     def chunk(self, n: int, vocab: int, d: int) -> int:
         """Tokens in one chunk (the largest)."""
@@ -103,9 +105,9 @@ LOSSES: dict[str, Loss] = {
     "chunked": Loss("chunked cross-entropy: bf16 logits in 8 chunks, each upcast in turn (torchtune)", 4, (2, 4),
                     (0, 8), chunks=8),
     "chunked-compiled": Loss("chunked cross-entropy under torch.compile: bf16 chunks and a log-sum-exp per row kept",
-                             2, (0, 0), (0, 2), chunks=8),
+                             2, (0, 0), (0, 2), chunks=8, keeps_logits=True),
     "compiled": Loss("one compiled cross-entropy: bf16 logits and a log-sum-exp per row kept (torchtitan, compiled)",
-                     2, (0, 0), (2, 0)),
+                     2, (0, 0), (2, 0), keeps_logits=True),
     "linear-chunked": Loss("head and cross-entropy in 8 chunks (torchtune's LinearCrossEntropyLoss)", 4, (0, 6), (0, 8),
                            chunks=8, head_inside=True),
     "fp32-chunked": Loss("fp32 logits (Fabric's output conversion) kept, cross-entropy in chunks of 128 tokens (litgpt)",

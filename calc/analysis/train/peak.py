@@ -9,6 +9,8 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
   backward, the head's second       (a head applied in chunks, trained) the chunks' weight gradients
   chunk                             summed out of place: 3 × the head's gradient, beside the logits
                                     gradients the head has not reached (`_head_accumulated`)
+  backward, the head's last chunk   (the head FSDP2's own unit) the sum and the chunk's gradient, the
+                                    head gathered and the last layer's all-gather, prefetched
   backward, last layer recomputed   (full recomputation) the layers' activations (the head's and the
                                     loss's are freed by now) + the head's gradient + that layer's
                                     activations rebuilt in full; with context parallelism also its
@@ -38,18 +40,25 @@ docstring says "FSDP will accumulate the full model gradients (instead of gradie
 the eventual sync".
 
 FSDP / ZeRO-3 (and FSDP's CPU offload) add, in forward and backward, the layers it has gathered:
-the one running and the one prefetched, both unsharded at 2 bytes a parameter (a matrix 1 byte
-under float8 all-gather, NF4 under QLoRA: params.gathered_bytes); in backward also one layer's
-unsharded gradient before its reduce-scatter. FSDP2 gathers into one flat buffer and copies
-out into the parameters, and copies a layer's gradients into one flat buffer to reduce-scatter, so
-each of those exists twice for a moment (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:
-foreach_all_gather, foreach_all_gather_copy_out, foreach_reduce). At the loss the gathered units are the output
-projection (FSDP wraps it on its own; with a 128k vocabulary it outweighs a layer) and the last
-layer, and in backward the projection's unsharded gradient. With the optimizer step inside backward
+the one running, unsharded at 2 bytes a parameter (a matrix 1 byte under float8 all-gather, NF4
+under QLoRA: params.gathered_bytes), and the next one's all-gather output, prefetched (FSDP2 copies
+it out into the parameters when that layer starts, and frees it); in backward also the running
+layer's unsharded gradient and the previous layer's reduce-scatter input, which FSDP2 keeps until
+the next post-backward (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py:
+`reduce_scatter_state(s)`; measured on the CPU: tests/test_train_fsdp2.py). Where only the layers are
+wrapped (torchtitan, torchtune's LoRA recipes) the root unit holds the embedding, final norm and head:
+FSDP2 never reshards the root after forward, and reshards it only in its final callback (the root's
+post-backward hook sits on its inputs, the token ids, which need no gradient), so it stays gathered
+until backward ends; the last layer stays gathered at the loss where the framework does not reshard
+it after forward (`fsdp_keeps_last_layer`: torchtitan's apply_fsdp; torchtune reshards every layer);
+in backward the projection's unsharded gradient. Where the head is its own unit, resharded after forward (`fsdp_head_unit`:
+torchtune's custom_sharded_layers), nothing is gathered at the loss; the head is gathered again for
+each chunk's backward, and FSDP2, which records a unit once per call in its post-forward order,
+prefetches the last layer only at the head's last chunk (`_record_post_forward`,
+`_backward_prefetch`): the moment "backward, the head's last chunk". With the optimizer step inside backward
 (torchtune's optimizer_in_bwd) each gradient is freed as soon as its parameter is updated, so at
 most the largest one exists. With activation offloading the layers' activations go to the host and
-one layer's stay. Under pipeline parallelism FSDP (as torchtitan runs it) keeps the whole stage
-gathered and accumulates unsharded fp32 gradients over the micro-batches (`_fsdp`). torch's FSDP1
+one layer's stay. torch's FSDP1
 (`fsdp1`: litgpt, through Lightning's FSDPStrategy) keeps its root unit, what no wrapped layer owns
 (the embedding, final norm and head), unsharded from forward to the end of backward, and gathers
 straight into its flat parameter, with no copy-out (`_fsdp`). Its forward runs on views of the flat
@@ -57,6 +66,14 @@ parameter (`_get_unflat_views`: torch.split, then view), so autograd's split bac
 flat gradient from the views' gradients once the last arrives: for the root, after the embedding's
 backward, the head's gradient (held since the loss), the embedding's and the flat one exist together
 (measured: tests/test_train_torch.py).
+
+Under pipeline parallelism each stage has its own moments (`_pipelined`; pipeline.py): every stage
+the start of its first backward (the most micro-batches in flight, no gradients yet) and of the
+backward after the first where most is held (the gradients accumulated whole beside the micro-batches
+still in flight: FSDP, as torchtitan runs it, keeps the stage gathered and accumulates unsharded fp32
+gradients, `_fsdp`; without it each GPU's gradients), backward's end and the optimizer step, each
+with torch's pipelining buffers; the last stage also its last micro-batch's loss, forward and backward,
+beside the outputs of every earlier one (`output_chunks`), and the step's end, where they are merged.
 
 The statistic: `allocated` is what torch.cuda.max_memory_allocated reports (torchtune's
 "active" is within the allocator's rounding of it). `reserved` is the largest of the moments'
@@ -75,7 +92,9 @@ from calc.analysis.train.activations import layer_terms
 from calc.analysis.train.bnb import dequantised_bytes, graph_inputs, quantised_head
 from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
+from calc.analysis.train.frozen import frozen_layer
 from calc.analysis.train.params import gathered_bytes
+from calc.analysis.train.pipeline import residual_bytes, stage_buffers
 from calc.analysis.train.precision import Precision
 from calc.analysis.train.states import step_temporary_bytes
 from calc.spec.model import ModelSpec
@@ -122,15 +141,32 @@ class Moment:
                 "cached_idle": self.cached}
 
 
+def _frozen(terms: list, block, s) -> list:  # noqa: ANN001
+    """Under LoRA, what a rebuilt layer's frozen linears do not keep (frozen.py)."""
+    return frozen_layer(terms, block, s) if s.lora_rank else terms
+
+
 def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
-    """A checkpointed layer's activations rebuilt in full during its backward, beyond its kept input."""
+    """A checkpointed layer's activations rebuilt in full during its backward, beyond its kept input
+    (under LoRA without what its frozen linears do not keep)."""
     s = t.setup
     if s.recompute != "full":
         return 0
-    rebuilt = [sum(s.term_bytes(term) for term in layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch,
-                                                              s.local_seq, 2, "none", s.attention == "flash", s.norms))
-               for kind in spec.layer_counts()]
-    return max(rebuilt) - -(-s.micro_batch * s.local_seq * spec.d_model // (s.tp if s.sp else 1)) * 2
+    rebuilt = [sum(s.term_bytes(term) for term in _frozen(layer_terms(
+        spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, "none", s.attention == "flash", s.norms,
+        s.repeat_kv), spec.blocks[kind], s)) for kind in spec.layer_counts()]
+    return max(rebuilt) - residual_bytes(s, spec.d_model)
+
+
+def _in_layer(t: "Training", spec: ModelSpec) -> tuple[tuple[str, int], ...]:
+    """What a layer's backward makes beyond the kept activations: the layer rebuilt under full
+    recomputation, ring attention's buffers, Float8's operands."""
+    s = t.setup
+    n = s.micro_batch * s.local_seq
+    return tuple((what, size) for what, size in (
+        ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
+        ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp, s.repeat_kv)),
+        ("Float8: the largest linear's fp8 operands", cast_bytes(spec, s.float8, n, s.tp))) if size)
 
 
 @dataclass(frozen=True)
@@ -143,18 +179,20 @@ class _Fsdp:
     layer_grad: tuple[tuple[str, int], ...] = ()  # a layer's backward, and backward's end
     root: tuple[tuple[str, int], ...] = ()  # from the forward to the end of backward (FSDP1's root unit)
     root_grad: tuple[tuple[str, int], ...] = ()  # FSDP1: the root's flat gradient assembled, backward's last
+    head_chunk: tuple[tuple[str, int], ...] | None = None  # the head's chunked backward; None: as at the loss
+    last_chunk: tuple[tuple[str, int], ...] = ()  # the head's last chunk, where its own unit prefetches a layer
 
 
 def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: int, tied: bool) -> _Fsdp:
-    """FSDP2 all-gathers into one flat buffer and copies out into the parameters (both exist for a
-    moment), and copies a layer's gradients into one flat buffer to reduce-scatter. At the loss it holds
-    the output projection gathered (its own unit, larger than a layer for a big vocabulary) beside the
-    last layer, and in backward the projection's unsharded gradient. Under pipeline parallelism
+    """In a layer's backward FSDP2 holds that layer gathered and the next one's all-gather output
+    (prefetched), the layer's gradient and the previous layer's reduce-scatter input (see the module's
+    docstring). From forward to the end of backward it holds the root unit (head and embedding), at the loss
+    also the last layer where the framework keeps it, and in backward the projection's unsharded gradient;
+    with the head its own unit (`fsdp_head_unit`), only
+    while the head runs, the last layer's all-gather beside it at its last chunk. Under pipeline parallelism
     torchtitan does not reshard after forward (parallelize_llama.py: "to avoid per-microbatch
-    all-gathers"), so the stage stays gathered through the step, and torch's pipeline schedule turns
-    gradient sync off until the last micro-batch (pipelining/stage.py, set_requires_gradient_sync), so
-    FSDP2 accumulates the unsharded gradients in its reduce dtype, fp32
-    (_fsdp_param.py, to_accumulated_grad_if_needed). FSDP1 does not free the root's parameters after
+    all-gathers"), so the stage stays gathered through the step (the unsharded fp32 gradients it
+    accumulates there: `_pipelined`). FSDP1 does not free the root's parameters after
     forward ("with the intention that they are immediately used for backward": _runtime_utils.py,
     _post_forward_reshard), so the head and an untied embedding stay gathered until the root's
     post-backward; its all-gather writes the flat parameter the layer's views read (no copy-out)."""
@@ -163,16 +201,13 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
         return _Fsdp()
     flat = () if s.fsdp1 else (("FSDP: the all-gather's flat output buffer", size),)
     layer_grad = () if s.lora_rank else \
-        (("FSDP: one layer's unsharded gradient and its reduce-scatter buffer", 2 * params * p.grad),)
+        (("FSDP: one layer's unsharded gradient and the previous layer's reduce-scatter input", 2 * params * p.grad),)
     if s.pp > 1:
-        h = t.held
-        stage = (("FSDP under PP: the stage kept gathered (no resharding after forward)",
-                  gathered_bytes(s, h.params, h.layer_matrices)),)
-        stage += () if s.lora_rank else \
-            (("FSDP under PP: unsharded gradients accumulated over the micro-batches (fp32)", h.params * 4),)
+        stage = (("FSDP under PP: the stage kept gathered",
+                  gathered_bytes(s, t.held.params, t.held.layer_matrices)),)
         return _Fsdp(stage, (), stage + flat, layer_grad)
     head_grad = () if s.lora_rank else (("FSDP: the output projection's unsharded gradient", head_params * p.grad),)
-    layers = (("FSDP: two gathered layers (running, prefetched)", 2 * size),) + flat
+    layers = (("FSDP: two gathered layers (running, prefetched)", 2 * size),)
     if s.fsdp1:
         root = (("FSDP1: the root unit (head" + ("" if tied else ", embedding") + ") unsharded through backward",
                  2 * head_params * (1 if tied else 2)),)
@@ -180,8 +215,14 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
                                               "autograd assembles from them", 2 * head_params * (1 if tied else 2) * p.grad),)
         return _Fsdp(root + (("FSDP: the last layer gathered", size),), head_grad, root + layers, layer_grad, root,
                      root_grad)
-    return _Fsdp((("FSDP: the gathered output projection and the last layer", 2 * head_params + size),),
-                 head_grad, layers, layer_grad)
+    if s.fsdp_head_unit:
+        head = (("FSDP: the output projection gathered (its own unit)", 2 * head_params),)
+        return _Fsdp((), head + head_grad, layers, layer_grad, head_chunk=head,
+                     last_chunk=head + (("FSDP: the last layer's all-gather output (prefetched)", size),))
+    root = (("FSDP2: the root unit (head" + ("" if tied else ", embedding") + ") gathered until backward ends",
+             2 * head_params * (1 if tied else 2)),)
+    last = (("FSDP: the last layer gathered (not resharded after forward)", size),) if s.fsdp_keeps_last_layer else ()
+    return _Fsdp(root + last, head_grad, root + layers, layer_grad, root)
 
 
 def _accumulated(t: "Training", grads: int) -> int:
@@ -197,6 +238,8 @@ def _accumulated(t: "Training", grads: int) -> int:
 def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int]) -> list[Moment]:
     """The moments of one step (see the module's docstring); `gathered`: the parameters of one layer
     that FSDP gathers and their bytes gathered, (0, 0) without it."""
+    if t.stage is not None:
+        return _pipelined(t, spec, p, gathered)
     s = t.setup
     gpu = [r for r in t.states if r.where == "gpu"]
     base = tuple((r.label, r.per_gpu) for r in gpu if r.key != "gradients")
@@ -221,21 +264,20 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
            Moment("backward, through the loss",
                   base + kept + acc + (("loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model)),)
                   + f.at_loss + f.loss_backward, cached=loss.cached * n * vocab)]
-    through_head = _head_accumulated(loss, n, vocab, spec.d_model, head_grad)
-    if through_head:
-        freed, parts = through_head
-        out.append(Moment("backward, the head's second chunk", base + (
-            (kept[0][0] + " (the loss's own freed by its backward)", kept[0][1] - freed),) + acc + parts + f.at_loss))
+    for name, last, held in (("backward, the head's second chunk", False, f.at_loss if f.head_chunk is None
+                              else f.head_chunk), ("backward, the head's last chunk", True, f.last_chunk)):
+        through_head = _head_accumulated(loss, n, vocab, spec.d_model, head_grad, last)
+        if through_head and (held or not last):
+            freed, parts = through_head
+            out.append(Moment(name, base + ((kept[0][0] + " (the loss's own freed by its backward)", kept[0][1] - freed),)
+                              + acc + parts + held))
     if quantised_head(spec, s):  # each chunk's gradient through the head dequantises it again
         k = loss.chunk(n, vocab, spec.d_model)
         out.append(Moment("backward, through the NF4 head", base + kept + acc + (
             ("the chunk's logits gradient (bf16)", 2 * k * vocab),
             ("the head dequantised", dequantised_bytes(s) * vocab * spec.d_model))))
     out += _next_forward(t, spec, base + acc + f.root, kept[0][1] - loss.held * n * vocab, n, vocab)
-    in_layer = tuple((what, size) for what, size in (
-        ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
-        ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp)),
-        ("Float8: the largest linear's fp8 operands", cast_bytes(spec, s.float8, n, s.tp))) if size)
+    in_layer = _in_layer(t, spec)
     if in_layer:  # the head's and the loss's kept tensors are freed by now
         below_head = ((kept[0][0], kept[0][1] - t.layer_bytes(tuple(x for x in t.outside if x.head))),)
         out.append(Moment("backward, the last layer" + (" recomputed" if s.recompute == "full" else ""),
@@ -249,29 +291,103 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
     out.append(Moment("backward ends", base + (("gradients", max(grads, earlier)),) + f.layer_grad
                       + (one if s.optimizer_in_backward else ())))
     if not s.optimizer_in_backward:
-        step = 0
-        if s.optimizer_impl == "foreach" and s.optimizer == "adamw" and "optimizer" not in s.offload \
-                and "params" not in s.offload:
-            step = next((r.per_gpu for r in gpu if r.key == "optimizer"), 0) // 2
-        out.append(Moment("optimizer step", base + (("gradients", grads), ("foreach step: sqrt(v) for every parameter", step))
-                          + one))
+        out.append(Moment("optimizer step", base + (("gradients", grads), _foreach_step(t)) + one))
     return out
 
 
-def _head_accumulated(loss, n: int, vocab: int, d: int, head_grad: int):
+def _foreach_step(t: "Training") -> tuple[str, int]:
+    """torch's foreach AdamW makes one state-sized tensor (sqrt of v) for every parameter on the GPU."""
+    s = t.setup
+    step = 0
+    if s.optimizer_impl == "foreach" and s.optimizer == "adamw" and "optimizer" not in s.offload \
+            and "params" not in s.offload:
+        step = next((r.per_gpu for r in t.states if r.key == "optimizer" and r.where == "gpu"), 0) // 2
+    return "foreach step: sqrt(v) for every parameter", step
+
+
+def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int]) -> list[Moment]:
+    """The moments of pipeline stage t.stage's step (see the module's docstring and pipeline.py). The kept
+    activations are the in-flight micro-batches', each its layers' and, on the first stage, its ids; the
+    gradients whole are FSDP's unsharded fp32 ones or this GPU's; the last stage's output (the logits, or the
+    hidden state where the loss applies the head) is kept for every micro-batch run, the current one's
+    counted once where the loss keeps it itself."""
+    s, stage = t.setup, t.stage
+    base = tuple((r.label, r.per_gpu) for r in t.states if r.where == "gpu" and r.key != "gradients")
+    grads = next((r.per_gpu for r in t.states if r.where == "gpu" and r.key == "gradients"), 0)
+    whole = ("FSDP under PP: unsharded fp32 gradients accumulated", t.held.params * 4) \
+        if s.accumulates_fp32 else ("gradients accumulated over the earlier micro-batches", grads)
+    f = _fsdp(t, p, gathered, 0, True)  # under PP the stage is gathered whole: no head unit of its own
+    per_batch = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers) // stage.in_flight(0) \
+        + t.layer_bytes(tuple(x for x in t.outside if not x.head))
+    in_layer = _in_layer(t, spec) + f.in_layer + f.layer_grad
+    loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
+    hidden = loss.head_inside or not loss.held
+    output = residual_bytes(s, spec.d_model) if hidden else 2 * n * vocab
+    recomputed = ", the last layer recomputed" if s.recompute == "full" else ""
+
+    def outputs(count: int) -> tuple[tuple[str, int], ...]:
+        """The last stage's outputs, `count` micro-batches' (the other stages' are pipeline.stage_buffers')."""
+        return (("pipeline: stage outputs (output_chunks)", count * output),) \
+            if stage.last else ()
+
+    def backward(j: int, *extra: tuple[str, int]) -> tuple[tuple[str, int], ...]:
+        k = stage.in_flight(j)
+        return base + stage_buffers(s, spec.d_model, stage, j) + (
+            (f"activations kept ({k} micro-batch{'es' if k > 1 else ''} in flight)", k * per_batch),) + extra
+
+    out = []
+    if stage.last:
+        j, kept = stage.stages - 1, ("activations kept: the head's and the loss's", t.layer_bytes(
+            tuple(x for x in t.outside if x.head)))
+        current = 0 if hidden or loss.keeps_logits else 1
+        out += [Moment(f"forward of micro-batch {j + 1}, computing the loss", backward(j, kept, whole, *outputs(j), (
+                    "loss: forward temporaries", loss.transient("forward", n, vocab, spec.d_model))) + f.at_loss),
+                Moment(f"backward of micro-batch {j + 1}, through the loss", backward(j, kept, whole, *outputs(j + current), (
+                    "loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model))) + f.at_loss),
+                Moment(f"backward of micro-batch {j + 1}{recomputed or ', the last layer'}",
+                       backward(j, whole, *outputs(j + 1)) + in_layer)]
+    else:
+        earlier = _accumulated(t, grads)
+        acc = (("gradients accumulated over the earlier steps' micro-batches", earlier),) if earlier else ()
+        out += [Moment(f"backward of micro-batch 1{recomputed or ', the last layer'}", backward(0, *acc) + in_layer),
+                Moment(f"backward of micro-batch {stage.later + 1}{recomputed or ', the last layer'}, beside the "
+                       "gradients", backward(stage.later, whole) + in_layer)]
+    end = base + stage_buffers(s, spec.d_model, stage, None) + outputs(stage.stages) + (("gradients", grads),)
+    out.append(Moment("backward ends", end + f.layer_grad))
+    if stage.last:
+        out.append(Moment("the step ends: every micro-batch's output merged (_merge_outputs)",
+                          end + (("the merged outputs (torch.cat)", stage.stages * output),)))
+    stepped = _one_step(t)  # the step inside backward is refused under PP (train._check)
+    out.append(Moment("optimizer step", end + (_foreach_step(t),)
+                      + ((("8-bit step: one parameter's m and v dequantised to fp32", stepped),) if stepped else ())))
+    return out
+
+
+def _head_accumulated(loss, n: int, vocab: int, d: int, head_grad: int, last: bool = False):
     """A head applied in c > 1 chunks (torchtune's chunked losses) gets c weight gradients, which autograd
-    sums in the weight's input buffer out of place (`add`, not `add_`): the sum so far, the chunk's and the
-    new sum exist together from the second chunk on. The autograd engine runs ready nodes by sequence
-    number, latest first, so where the model applies the head and the loss follows, every chunk's loss
-    backward runs before the head's: at the second chunk the loss's kept tensors are freed, and the
+    sums in the weight's input buffer: F.linear's weight gradient is a view, so the second chunk's is added
+    out of place (`add`, not `add_`): the sum so far, the chunk's and the new sum exist together; from then
+    on the buffer holds a tensor of its own and adds in place. The autograd engine runs ready nodes by
+    sequence number, latest first, so where the model applies the head and the loss follows, every chunk's
+    loss backward runs before the head's: at the second chunk the loss's kept tensors are freed, and the
     logits' gradients of the chunks the head has not reached are still there (bf16, 2 bytes an entry);
     where the loss applies the head itself (`head_inside`), chunk by chunk, only the two chunks' kept
-    tensors are freed. The head input's gradient comes in pieces, two by then (bf16). Measured with the
-    live-storage tracker (tests/test_train_torch.py). Returns (the loss's kept bytes freed, the parts), or
-    None without chunks or a trained head."""
+    tensors are freed. The head input's gradient comes in pieces, two by then (bf16). `last`: the last
+    chunk instead (where FSDP2 prefetches the last layer for a head of its own unit: `_fsdp`), the sum and
+    the chunk's gradient beside the chunk's logits gradient and every piece. Measured with the live-storage
+    tracker (tests/test_train_torch.py) and, under FSDP2, the CPU allocator's record
+    (tests/test_train_fsdp2.py). Returns (the loss's kept bytes freed, the parts), or None without chunks
+    or a trained head."""
     k = loss.chunk(n, vocab, d)
     if loss.chunks < 2 or not head_grad or k >= n:  # one chunk: one gradient, nothing summed
         return None
+    if last:
+        return loss.held * n * vocab, (
+            ("the head's weight gradient: the sum so far and the last chunk's" + (
+                ", and their sum (out of place at the second chunk)" if loss.chunks == 2 else " (added in place)"),
+             (3 if loss.chunks == 2 else 2) * head_grad),
+            ("the last chunk's logits gradient (bf16)", 2 * k * vocab),
+            ("the head input's gradient, every chunk's piece (bf16)", 2 * n * d))
     reached = min(n, 2 * k)  # the tokens of the two chunks the head's backward has run (fewer tokens: all)
     freed = loss.held * (reached if loss.head_inside else n) * vocab
     pending = 0 if loss.head_inside else 2 * (n - reached) * vocab

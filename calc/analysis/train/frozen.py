@@ -1,0 +1,73 @@
+"""What a layer keeps when its base is frozen (LoRA, QLoRA): a linear's input only where something reads it.
+
+Autograd saves a tensor for the gradients it will compute: a linear keeps its input for its weight's
+gradient, so a frozen linear (weight requires_grad False) keeps none. Its input is still kept where
+another reader saves it: a LoRA adapter that reads it as it is (A's matmul keeps it for A's gradient;
+with LoRA dropout A reads the dropped-out copy instead, counted with the adapter, and dropout keeps only
+its mask), or a 4-bit matmul that stores its input itself (bitsandbytes 0.42.0, bnb.py). So under LoRA:
+
+- the attention's normed input is kept where q, k or v has an adapter without dropout (in a parallel
+  block, which feeds the MLP the same input, also gate or up);
+- the heads' output, W_O's input, where o has one; a fused attention keeps that tensor as its own
+  output anyway (the output laid out [B, T, h, d] is W_O's input, no copy), so only explicit attention
+  (its transposed copy) drops it;
+- the MLP's normed input where gate or up has one; the product a gated MLP hands down (plain: the
+  activation's output) where down has one;
+- the head's input where the head has one.
+
+The norms' frozen weights keep no normed x either (`Setup.norms`, activations._norm). Counted for layers of
+attention and a dense MLP; other mixers and MoE blocks keep their full-training count (not measured
+frozen). Measured with saved-tensor hooks on transformers' tiny Llama with LoRA adapters on every
+combination of targets, with and without dropout (tests/test_train_torch.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from calc.analysis.train.activations import (ATTENTION_INPUT, GATED_HIDDEN, HEAD_INPUT, MLP_INPUT, PLAIN_HIDDEN,
+                                             W_O_INPUT, Term)
+from calc.analysis.train.bnb import BNB, quantised_head
+from calc.parts import MLP, Attention
+from calc.spec.model import Block, ModelSpec
+
+if TYPE_CHECKING:
+    from calc.analysis.train import Setup
+
+__all__ = ["frozen_layer", "frozen_outside"]
+
+
+def _read(s: "Setup", *targets: str) -> bool:
+    """An adapter on one of `targets` reads its input as it is (no LoRA dropout between)."""
+    return not s.lora_dropout and any(t in s.lora_targets for t in targets)
+
+
+def frozen_layer(terms: list[Term], block: Block, s: "Setup") -> list[Term]:
+    """A layer's full-training terms less the inputs that only frozen linears would have kept."""
+    m = block.mlp
+    plain = m is None or (type(m) is MLP and m.activation != "xielu" and not (m.clamp or m.gate_clamp or m.sparsity
+                                                                              or m.swiglu_limit))
+    if (s.qlora and BNB[s.bnb][0]) or not plain or not all(type(a) is Attention for a in block.mixers()):
+        return terms
+    mlp_readers = ("gate", "up")
+    shared = block.parallel and len(block.norms) == 1  # one norm feeds the attention and the MLP
+    dropped = {ATTENTION_INPUT: not _read(s, "q", "k", "v", *(mlp_readers if shared else ())),
+               W_O_INPUT: s.attention != "flash" and not _read(s, "o"),
+               MLP_INPUT: not _read(s, *mlp_readers)}
+    out = []
+    for t in terms:
+        if dropped.get(t.label):
+            continue
+        if t.label in (GATED_HIDDEN, PLAIN_HIDDEN) and not _read(s, "down"):  # down's input: the last of them
+            per = 4 if t.label == GATED_HIDDEN else 2
+            t = Term(t.label + ", down frozen: no product kept" if per == 4 else t.label + ", down frozen: before only",
+                     t.elements * (per - 1) // per, t.bytes_per, t.split, t.head)
+        out.append(t)
+    return out
+
+
+def frozen_outside(terms: list[Term], spec: ModelSpec, s: "Setup") -> list[Term]:
+    """Outside the layers: the head's input goes where the head is frozen and nothing else reads it."""
+    if _read(s, "head") or (quantised_head(spec, s) and BNB[s.bnb][0]):
+        return terms
+    return [t for t in terms if t.label != HEAD_INPUT]

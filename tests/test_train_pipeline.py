@@ -1,0 +1,220 @@
+"""Pipeline parallelism as torch's pipelining runs a 1F1B step: what `train --pp` counts on each stage
+(calc/analysis/train/pipeline.py, peak._pipelined), against every stage of a real run on three gloo ranks
+(tests/pipeline_1f1b.py). The run is recorded in tests/data/pipeline_1f1b.json; `pytest --distributed`
+runs it again (spawned gloo ranks, under a minute) and checks the record.
+
+The run's torch (2.13) differs from the 405B runs' (December 2024) in two ways, each a later change,
+subtracted here from what gptcalc counts for the December 2024 torch: a non-last stage no longer keeps its
+outputs once backward has run (pytorch#153383, May 2025), and a stage's input gradient is dropped from the
+receive buffer's `.grad` at once (pytorch#164329, October 2025), so of those only the last one backward
+made is alive, its send pending, when the next backward starts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.train import Setup, train, train_stages
+from calc.analysis.train.frameworks import resolve
+from calc.analysis.train.pipeline import Stage, stage_buffers, stage_sizes
+from calc.cli import main
+from calc.spec.load import load_spec
+from pipeline_1f1b import DIMS, RECORD, STAGES, measure
+
+FP32, BF16 = 4, 2
+RESIDUAL = DIMS["micro_batch"] * DIMS["seq"] * DIMS["d"] * FP32  # one micro-batch's residual stream
+SETUP = Setup(DIMS["seq"], DIMS["micro_batch"], gpus=STAGES, pp=STAGES)
+# each stage's parameters, fp32: 3 blocks of Linear(32, 64) and Linear(64, 32); the first an embedding of
+# 48 × 32, the last a head of 32 × 48 without bias
+BLOCKS = 3 * (32 * 64 + 64 + 64 * 32 + 32)
+GRADIENTS = [(48 * 32 + BLOCKS) * FP32, BLOCKS * FP32, (BLOCKS + 32 * 48) * FP32]
+SCALARS = 4 * STAGES * DIMS["micro_batch"]  # the last rank's target, fp32, made inside the tracked step
+
+
+@pytest.fixture(scope="module")
+def record() -> list[dict]:
+    return json.loads(RECORD.read_text())
+
+
+def _buffers(stage: Stage, backward: int | None) -> int:
+    """gptcalc's pipelining buffers (bf16) at the run's fp32 width."""
+    return sum(size for _, size in stage_buffers(SETUP, DIMS["d"], stage, backward)) // BF16 * FP32
+
+
+def _later_torch(stage: Stage, backward: int | None) -> int:
+    """What the run's torch no longer keeps of what gptcalc counts (see the module's docstring)."""
+    done = STAGES if backward is None else backward
+    outputs = 0 if stage.last else done
+    input_grads = 0 if stage.first else (done if backward is None else max(done - 1, 0))
+    return (outputs + input_grads) * RESIDUAL
+
+
+def test_the_buffers_are_what_each_stage_keeps(record) -> None:
+    first, middle, last = record
+    assert all(r["residual"] == RESIDUAL for r in record)
+    assert first["grad_recv_buffers"] == middle["grad_recv_buffers"] == STAGES * RESIDUAL
+    assert middle["act_recv_buffers"] == last["act_recv_buffers"] == STAGES * RESIDUAL
+    assert first["act_recv_buffers"] == last["grad_recv_buffers"] == 0
+    assert [r["gradients"] for r in record] == GRADIENTS
+    assert last["output_chunks"] == STAGES * last["logits"]  # the last stage's outputs, the logits, kept
+
+
+@pytest.mark.parametrize("index", range(STAGES - 1))
+def test_a_non_last_stage_at_every_backward(record, index: int) -> None:
+    """At its j-th backward stage i holds p − max(i, j) micro-batches in flight, each its 3 blocks' inputs (the
+    embedding's output or the input receive buffer first) and its output, the buffers, and from the second
+    backward on its whole gradients. The middle stage's second backward holds one residual more in this
+    torch: mb 0's output, which its forward send still references (a transient of the run's schedule)."""
+    stage = Stage(index, STAGES)
+    for j, measured in enumerate(record[index]["at_backward"]):
+        in_flight = stage.in_flight(j) * DIMS["layers"] * RESIDUAL
+        ours = in_flight + _buffers(stage, j) + (GRADIENTS[index] if j else 0) - _later_torch(stage, j)
+        transient = RESIDUAL if (index, j) == (1, 1) else 0
+        assert measured == ours + transient, (index, j)
+
+
+def test_the_last_stage_at_every_backward_and_at_the_merge(record) -> None:
+    """The last stage runs one micro-batch at a time: its blocks' inputs (the receive buffer first), the head's
+    input and the logits, beside the other receive buffers, the earlier micro-batches' logits (output_chunks),
+    the input gradients and, from the second backward, the gradients; each loss a 4-byte scalar. At the merge,
+    every logits twice beside the gradients."""
+    stage, last = Stage(STAGES - 1, STAGES), record[-1]
+    for j, measured in enumerate(last["at_backward"]):
+        ours = (DIMS["layers"] + 1) * RESIDUAL + (j + 1) * last["logits"] + _buffers(stage, j) \
+            + (GRADIENTS[-1] if j else 0) - _later_torch(stage, j)
+        assert measured == ours + 4 * (j + 1) + SCALARS, j
+    merged = _buffers(stage, None) + 2 * STAGES * last["logits"] + GRADIENTS[-1] - _later_torch(stage, None)
+    assert last["at_merge"] == [merged + 4 * STAGES + SCALARS]
+
+
+def test_after_the_step_each_stage_keeps_its_buffers_and_gradients(record) -> None:
+    """Until the next step: the receive buffers, the gradients, the last stage's outputs (its losses and the
+    target are gone with the step)."""
+    for index, r in enumerate(record):
+        stage = Stage(index, STAGES)
+        outputs = STAGES * r["logits"] if stage.last else 0
+        assert r["after_step"] == _buffers(stage, None) - _later_torch(stage, None) + outputs + GRADIENTS[index], index
+
+
+def test_every_stage_is_counted_on_its_own() -> None:
+    """Llama 3.1 8B over 2 stages under FSDP (torchtitan's), 2,048 tokens a micro-batch: the first stage holds
+    the embedding and 16 layers, no head and no loss; its second backward holds 1 micro-batch in flight (16 layer
+    inputs of 2,048 × 4,096 bf16) beside its fp32 gradients, with both micro-batches' outputs and gradient
+    receive buffers. The last holds 16 layers, the final norm and the head, and the run's peak is its last
+    micro-batch's loss backward, beside the first micro-batch's logits (2,048 × 128,256 bf16). Llama 3.1 8B's
+    shapes: its config.json (calc's llama-3.1-8b preset)."""
+    t = train(load_spec("llama-3.1-8b"), Setup(2048, 1, gpus=4, pp=2, zero=3, recompute="full", precision="fsdp-mixed"))
+    residual, layer = 2048 * 4096 * BF16, 218_112_000  # 4096² · 2 + 4096 · 1024 · 2 + 3 · 4096 · 14336 + 2 · 4096
+    assert [(name, layers) for name, layers, _, _ in t.stage_peaks] == [("stage 0 of 2 (first)", 16),
+                                                                          ("stage 1 of 2 (last)", 16)]
+    assert t.stage == Stage(1, 2) and t.peak.name == "backward of micro-batch 2, through the loss"
+    assert t.held.params == 16 * layer + 4096 + 128256 * 4096
+    peak = dict(t.peak.parts)
+    assert peak["pipeline: stage outputs (output_chunks)"] == 2 * 2048 * 128256 * 2
+    assert peak["FSDP under PP: unsharded fp32 gradients accumulated"] == 4 * t.held.params
+    first = train_stages(load_spec("llama-3.1-8b"), Setup(2048, 1, gpus=4, pp=2, zero=3, recompute="full",
+                                                          precision="fsdp-mixed"))[0]
+    second = dict(next(m for m in first.moments if m.name.startswith("backward of micro-batch 2")).parts)
+    assert second["activations kept (1 micro-batch in flight)"] == 16 * residual + 2048 * 8  # and the ids (int64)
+    assert second["pipeline: stage outputs (output_chunks)"] \
+        == second["pipeline: output-gradient receive buffers"] == 2 * residual
+    assert "loss: backward temporaries" not in dict(p for m in first.moments for p in m.parts)
+
+
+def test_without_fsdp_the_gradients_accumulate_from_the_first_backward() -> None:
+    """Plain data parallelism (ZeRO-1) over 2 stages, no recomputation: the first stage's first backward starts
+    with both micro-batches in flight and no gradients, its second with one beside the bf16 gradients of its
+    4,015,132,672 parameters (the 128,256 × 4,096 embedding and 16 layers of 218,112,000: Llama 3.1 8B, as
+    above); the gradients are the larger, so that is the stage's backward peak."""
+    first = train_stages(load_spec("llama-3.1-8b"), Setup(2048, 1, gpus=2, pp=2, zero=1))[0]
+    assert first.stage == Stage(0, 2) and first.held.params == 128256 * 4096 + 16 * 218_112_000
+    one, two = (dict(m.parts) for m in first.moments[:2])
+    per_batch = one["activations kept (2 micro-batches in flight)"] // 2
+    assert two["activations kept (1 micro-batch in flight)"] == per_batch
+    assert "gradients accumulated over the earlier micro-batches" not in one
+    assert two["gradients accumulated over the earlier micro-batches"] == 2 * first.held.params > per_batch
+    assert first.moments[1].allocated > first.moments[0].allocated
+
+
+def test_the_optimizer_step_inside_backward_is_refused_under_pipeline_parallelism() -> None:
+    result = CliRunner().invoke(main, ["train", "llama-3.1-8b", "--seq", "2048", "--micro-batch", "1", "--gpus", "2",
+                                       "--pp", "2", "--optimizer-in-backward"])
+    assert result.exit_code == 2 and "Error: --optimizer-in-backward: " in result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_record_is_what_torch_keeps_now(request) -> None:  # noqa: ANN001
+    """Runs the measurement (spawned gloo ranks) and compares it with the record."""
+    if not request.config.getoption("--distributed"):
+        pytest.skip("opt-in: pytest --distributed (spawns gloo ranks)")
+    assert measure() == json.loads(RECORD.read_text())
+
+
+# torchtitan/parallelisms/pipelining_utils.py @ 9dec370, generate_split_points (1F1B: one stage a rank): the first
+# stage ⌊L/p⌋ layers, each middle stage one more while L mod p lasts, the last the rest
+@pytest.mark.parametrize(("layers", "pp", "split", "sizes"), [
+    (126, 8, "torchtitan", (15, 16, 16, 16, 16, 16, 16, 15)),  # 126 = 8·15 + 6: stages 1-6 get the 6
+    (127, 8, "torchtitan", (15, 16, 16, 16, 16, 16, 16, 16)),  # 7 left over, 6 middle stages: the last the rest
+    (32, 2, "torchtitan", (16, 16)),
+    (30, 4, "torchtitan", (7, 8, 8, 7)),  # 30 = 4·7 + 2
+    (126, 8, "even", (16, 16, 16, 16, 16, 16, 16, 14)),  # ⌈126/8⌉ = 16 a stage, the last 126 − 7·16
+    (126, 8, "15,16,16,16,16,16,16,15", (15, 16, 16, 16, 16, 16, 16, 15)),
+    # torchtitan's pipeline_parallel_split_points: each names the first layer of the next stage
+    (126, 8, "layers.15,layers.31,layers.47,layers.63,layers.79,layers.95,layers.111",
+     (15, 16, 16, 16, 16, 16, 16, 15)),
+    (126, 2, " 60 , 66 ", (60, 66)),
+    (12, 5, "torchtitan", (2, 3, 3, 2, 2)),  # 12 = 5·2 + 2
+    (12, 5, "even", (3, 3, 3, 3, 0)),  # ⌈12/5⌉ = 3: nothing left for the last stage but the head
+])
+def test_the_stage_split(layers: int, pp: int, split: str, sizes: tuple[int, ...]) -> None:
+    assert stage_sizes(layers, pp, split) == sizes
+
+
+def test_torchtitans_split_of_the_405b_model() -> None:
+    """Llama 3.1 405B (its config.json: 126 layers, d_model 16,384, 128 heads of 128, 8 kv heads, d_ff 53,248,
+    vocabulary 128,256, an untied head) on TP 8 × PP 8 as torchtitan splits it: 15 layers on the first and the last
+    stage, 16 on the others. One layer on one of 8 GPUs: q and o 16,384²/8, k and v 16,384·1,024/8, gate, up and
+    down 16,384·53,248/8, and its two norms whole; the embedding and the head 128,256·16,384/8 each."""
+    layer = 2 * 16384 * 16384 // 8 + 2 * 16384 * 1024 // 8 + 3 * 16384 * 53248 // 8 + 2 * 16384
+    table = 128256 * 16384 // 8
+    spec, setup = load_spec("llama-3.1-405b"), Setup(1024, 1, gpus=64, tp=8, sp=True, pp=8, recompute="full")
+    split = train_stages(spec, replace(setup, pp_split="torchtitan"))
+    assert [(t.stage.index, t.held.stage_layers) for t in split] == [(0, 15), (1, 16), (6, 16), (7, 15)]
+    assert [t.held.params for t in split] == [15 * layer + table, 16 * layer, 16 * layer, 15 * layer + 16384 + table]
+    even = train_stages(spec, setup)
+    assert [(t.stage.index, t.held.stage_layers) for t in even] == [(0, 16), (1, 16), (6, 16), (7, 14)]
+    assert even[0].held.params == 16 * layer + table
+    # the profile sets the split, an option beside it wins
+    assert resolve("torchtitan", {})["pp_split"] == "torchtitan"
+    assert resolve("torchtitan", {"pp_split": "even"})["pp_split"] == "even"
+    assert resolve("megatron", {})["pp_split"] == "even"
+
+
+@pytest.mark.parametrize(("split", "message"), [
+    ("16,16", "--pp-split: 2 stages given, --pp is 4"),
+    ("0,16,8,8", "--pp-split: every stage needs a layer or more (got 0,16,8,8)"),
+    ("8,8,8,9", "--pp-split: the stages hold 33 layers, the model has 32"),
+    ("layers.8,layers.16", "--pp-split: 3 stages given, --pp is 4"),
+    ("8,8,x,8", "--pp-split: '8,8,x,8' is not even, torchtitan, a list of layers per stage"),
+])
+def test_a_split_that_does_not_fit_is_refused(split: str, message: str) -> None:
+    """llama-2-7b has 32 layers."""
+    result = CliRunner().invoke(main, ["train", "llama-2-7b", "--seq", "256", "--micro-batch", "1", "--gpus", "4",
+                                       "--pp", "4", "--pp-split", split])
+    assert result.exit_code == 2 and result.output.startswith(f"Error: {message}")
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_the_notes_name_each_stages_layers() -> None:
+    """gpt2-small (12 layers) over 5 stages: torchtitan's profile splits 2, 3, 3, 2, 2; --pp-split beside it wins."""
+    args = ["train", "gpt2-small", "--seq", "256", "--micro-batch", "1", "--gpus", "5", "--pp", "5", "--framework",
+            "torchtitan"]
+    titan = CliRunner().invoke(main, args, terminal_width=200).output
+    assert "layers split as torchtitan's generate_split_points" in titan
+    for line in ("stage 0 of 5 (first), 2 layers", "stage 1 of 5 (middle), 3 layers", "stage 4 of 5 (last), 2 layers"):
+        assert line in titan
+    even = CliRunner().invoke(main, [*args, "--pp-split", "even"], terminal_width=200).output
+    assert "stage 0 of 5 (first), 3 layers" in even and "stage 4 of 5 (last), 0 layers" in even

@@ -1,0 +1,106 @@
+"""`--engine trtllm` says whose pool and lines it shows: TensorRT-LLM's V1 KV cache manager's, and, for a model class
+whose default ("auto") is KVCacheManagerV2, that the default differs (calc/analysis/memory/trtllm_manager.py).
+
+Sources: tensorrt_llm/llmapi/llm_utils.py _resolve_kv_cache_manager_v2_auto at NVIDIA/TensorRT-LLM 0066b2a569 ("auto"
+takes the class's get_preferred_kv_cache_manager_version, V1 where it states none); the classes preferring V2 from
+NVIDIA/TensorRT-LLM#19004 (LlamaForCausalLM, Llama4ForConditionalGeneration), #16942 (GptOssForCausalLM), #17396
+(Gemma3/Gemma4), #16060 (DeepseekV3ForCausalLM, DeepseekV32ForCausalLM, GlmMoeDsaForCausalLM, MistralLarge3ForCausalLM),
+#17125 (KimiK25ForConditionalGeneration), all merged, and docs/source/features/kvcache.md at 0076e9390e. The configs'
+architectures[0] are those of the files under tests/configs/model_types (SOURCES.yaml).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.memory.trtllm_manager import TRTLLM_V2_DEFAULT
+from calc.analysis.memory.trtllm_models import TRTLLM_ARCHITECTURES
+from calc.cli import main
+
+CONFIGS = "tests/configs/model_types"
+GIB = 2**30
+V1 = "the TensorRT-LLM pool and lines shown are its V1 KV cache manager's"
+V2 = 'the default, "auto", picks KVCacheManagerV2'
+
+
+def _run(*args: str) -> str:
+    result = CliRunner(env={"COLUMNS": "1000"}).invoke(main, list(args))  # one note, one line
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_every_class_said_to_prefer_v2_is_one_tensorrt_llm_builds() -> None:
+    assert set(TRTLLM_V2_DEFAULT) <= TRTLLM_ARCHITECTURES
+
+
+def test_a_llama_config_gets_v1s_lines_and_is_told_its_default_is_v2() -> None:
+    """ALLaM-7B (llama.json, LlamaForCausalLM): 32 layers x K and V x 32 KV heads x 128 x 2 B = 524,288 B a token;
+    8 GiB holds 8 x 2^30 / (32 x 524,288) = 512 blocks of 32 tokens, 16,384 tokens, all 8 GiB of them allocated."""
+    per_token = 32 * 2 * 32 * 128 * 2
+    blocks = 8 * GIB // (32 * per_token)
+    output = _run("memory", f"{CONFIGS}/llama.json", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k")
+    assert f"[MemUsageChange] Allocated {blocks * 32 * per_token / GIB:.2f} GiB for max tokens in paged KV cache " \
+           f"({blocks * 32})." in output
+    assert V1 in output and f"for LlamaForCausalLM {V2} (https://github.com/NVIDIA/TensorRT-LLM/pull/19004" in output
+
+
+@pytest.mark.parametrize("config, arch", [("kimi_k2", "DeepseekV3ForCausalLM"),
+                                          ("gemma3_multimodal", "Gemma3ForConditionalGeneration"),
+                                          ("kimi_k25", "KimiK25ForConditionalGeneration")])
+def test_other_classes_preferring_v2_are_named(config: str, arch: str) -> None:
+    output = _run("memory", f"{CONFIGS}/{config}.json", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k",
+                  "--tp", "8")
+    assert f"for {arch} {V2}" in output, output
+
+
+def test_a_class_without_a_preference_keeps_v1() -> None:
+    output = _run("memory", f"{CONFIGS}/qwen2.json", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k")
+    assert f'{V1} (kv_cache_config.use_kv_cache_manager_v2: false), which the default, "auto", keeps for ' \
+           "Qwen2ForCausalLM" in output
+    assert "KVCacheManagerV2" not in output
+
+
+def test_a_spec_naming_no_class_is_not_guessed() -> None:
+    """GPT-3 175B's source is a paper: its preset names no architecture, so TensorRT-LLM's class is unknown."""
+    output = _run("memory", "gpt3-175b", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "2k", "--tp", "8")
+    assert "gpt3-175b names no architecture" in output and "KVCacheManagerV2" not in output
+
+
+def test_kvcache_and_fit_say_it_too_and_json_carries_it() -> None:
+    kvcache = _run("kvcache", f"{CONFIGS}/llama.json", "--engine", "trtllm", "--budget", "H100", "--seq", "4k")
+    assert f"for LlamaForCausalLM {V2}" in kvcache
+    fit = _run("fit", f"{CONFIGS}/llama.json", "--engine", "trtllm", "--gpus", "H100", "--seq", "4k", "--top", "1")
+    assert f"for LlamaForCausalLM {V2}" in fit
+    for args in (["memory", f"{CONFIGS}/llama.json", "--budget", "H100"], ["fit", f"{CONFIGS}/llama.json", "--gpus",
+                                                                           "H100", "--top", "1"]):
+        answer = json.loads(_run(*args, "--engine", "trtllm", "--seq", "4k", "--json"))
+        assert V2 in answer["engine_note"]
+
+
+def test_other_engines_and_a_run_without_a_pool_get_no_note() -> None:
+    vllm = json.loads(_run("memory", f"{CONFIGS}/llama.json", "--engine", "vllm", "--budget", "H100", "--seq", "4k",
+                           "--json"))
+    assert "engine_note" not in vllm
+    assert "V1 KV cache manager" not in _run("memory", f"{CONFIGS}/llama.json", "--engine", "trtllm", "--seq", "4k")
+
+
+@pytest.mark.parametrize("command", [["memory", "gemma-4-26b-a4b", "--kv-memory", "8GiB"],
+                                     ["fit", f"{CONFIGS}/gemma4-26b-a4b.json", "--gpus", "H100"]])
+def test_a_model_whose_layers_differ_in_head_dim_is_refused(command: list[str]) -> None:
+    """Gemma-4-26B-A4B's config: head_dim 256 on its sliding layers, global_head_dim 512 on its full ones, which
+    TensorRT-LLM serves from KVCacheManagerV2 whatever the setting (_util.py _non_hybrid_kv_cache_manager_cls at
+    0004396720, is_gemma4_hybrid)."""
+    result = CliRunner(env={"COLUMNS": "1000"}).invoke(main, [*command, "--engine", "trtllm", "--seq", "4k"])
+    assert result.exit_code == 2 and "differ in head_dim (256, 512)" in result.output \
+        and "KVCacheManagerV2 whatever use_kv_cache_manager_v2 says" in result.output, result.output
+
+
+def test_a_gemma3_whose_layers_share_a_head_dim_is_served() -> None:
+    """Gemma-3 (gemma3_multimodal.json): every layer 128 wide, sliding or not, so V1 holds it (and its class
+    prefers V2, #17396)."""
+    output = _run("memory", f"{CONFIGS}/gemma3_multimodal.json", "--engine", "trtllm", "--kv-memory", "8GiB",
+                  "--seq", "4k")
+    assert "Number of tokens per block: 32." in output
