@@ -18,6 +18,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
+    from calc.analysis.memory.pool_settings import PoolSettings
     from calc.spec.model import ModelSpec
 
 __all__ = ["Result", "compare", "count", "flops", "kvcache", "load", "memory", "train"]
@@ -179,10 +180,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            encoder_replicated: bool = False, n_gpu_layers: int | None = None, tensor_split: str | None = None,
            kv_offload: bool = True, override_tensor: str | None = None, encoder_cache_size: int | None = None,
            mm_limit: int | None = None, encoder_activation_memory: str | None = None,
-           async_scheduling: bool = True, flash_attn: bool = True, mmap: bool = True, cpu_only: bool = False,
-           split_mode: str = "layer", cpu_isa: str | None = None, indexer_kv_dtype: str = "auto",
-           prefix_caching: bool = True, speculative_num_steps: int = 0, mamba_ssm_dtype: str | None = None,
-           speculative_draft_layers: int | None = None, hisparse_host_pool: str | None = None,
+           flash_attn: bool = True, mmap: bool = True, cpu_only: bool = False, split_mode: str = "layer",
+           cpu_isa: str | None = None, pool_settings: PoolSettings | None = None, hisparse_host_pool: str | None = None,
            hisparse_device_buffer: int | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
@@ -202,23 +201,22 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     ("WxH") prices `images` such images in tokens and KV bytes. Under vLLM with a --budget, its
     encoder cache (`encoder_cache_size` embeddings, `mm_limit` images a prompt) and the encoder's
     profiling forward (`encoder_activation_memory` from a log) are terms of the engine's budget.
-    `async_scheduling` False: vLLM's --no-async-scheduling, one batch in flight instead of two;
-    `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys ("auto": the model's);
-    `prefix_caching` False: vLLM's --no-enable-prefix-caching, one page a request for a state group;
-    `speculative_num_steps`: SGLang's, an EAGLE / MTP draft beside the pool (its share of it, an MTP draft's weights
-    out of it; DeepSeek-V4's rings),
-    `speculative_draft_layers` the draft's layers (None: the model's MTP layers);
-    `mamba_ssm_dtype`: SGLang's --mamba-ssm-dtype, its SSM states' dtype (None: the model's default there);
+    `pool_settings` (calc.PoolSettings): the server flags that shape vLLM's and SGLang's pool beyond its
+    memory, as the CLI takes them: vLLM's async scheduling (False: one batch in flight instead of two), its
+    indexer_kv_dtype ("auto": the model's) and prefix caching (False: one page a request for a state group),
+    SGLang's speculative_num_steps (an EAGLE / MTP draft beside the pool: its share of it, an MTP draft's weights
+    out of it, DeepSeek-V4's rings), speculative_draft_layers (None: the model's MTP layers) and mamba_ssm_dtype
+    (None: the model's default there); None: every default.
     `hisparse_host_pool` (a size) turns on vLLM's HiSparse for a DSA model, its latents in a host pool of that size,
     with a hot buffer of `hisparse_device_buffer` rows (None: two top-k's)."""
     from calc.analysis.count import count as count_params
-    from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, kv_pool, layout_for,
+    from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, layout_for,
                                       padded_context, parse_budget, parse_cpu_experts, weight_choice)
     from calc.analysis.memory.llamacpp_devices import output_buffer
     from calc.analysis.memory.kv import kv_cache
     from calc.analysis.memory.sglang_draft import draft_weights
     from calc.analysis.memory.sglang_dsv4 import sglang_stages
-    from calc.analysis.memory.sglang_states import NOT_SGLANG, sglang_ssm_bytes
+    from calc.analysis.memory.pool_settings import PoolSettings
     from calc.analysis.memory.startup import (STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights,
                                               startup_budget, vllm_batch_defaults)
     from calc.errors import GptcalcError
@@ -229,6 +227,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
 
     refuse_unbuilt(spec, engine or "")
     refuse_v2_only(spec, engine or "")
+    settings = pool_settings or PoolSettings()
     target = parse_budget(budget) if budget is not None else None  # `budget=''` is an error, not no budget
     layout = layout_for(target, tp, pp, ep)
     if (kv_memory or block_size) and not engine:
@@ -248,8 +247,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     extra = (engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep, towers=not text_only)
              if engine and gpu else ())
     encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
-    draft = (draft_weights(spec, result.weights, layout, speculative_draft_layers)
-             if engine == "sglang" and speculative_num_steps else None)
+    draft = (draft_weights(spec, result.weights, layout, settings.speculative_draft_layers)
+             if engine == "sglang" and settings.speculative_num_steps else None)
     startup = (startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp,
                               reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp, draft=draft)
                if engine in STARTUP_ENGINES and target and kv_memory is None else None)
@@ -262,27 +261,18 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     pool = None
     if engine and (kv_memory is not None or startup is not None):
         pool_bytes = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
-        pool = kv_pool(result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
-                       max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048), pp=layout.pp,
-                       capability=gpu.capability if gpu else None, async_scheduling=async_scheduling,
-                       indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
-                       speculative_steps=speculative_num_steps, draft_layers=speculative_draft_layers,
-                       sglang_stages=sglang_stages(spec, count_params(spec), result.weights, kv_cache(
-                           spec, tokens, batch or 1, kv_dtype or "fp16", layout.tp, mla_expanded), layout, pool_bytes,
-                           kv_memory is not None) if engine == "sglang" and layout.pp > 1 else (),
-                       sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, mamba_ssm_dtype,
-                                                         gpu.capability if gpu else None, layout.tp),
-                       hisparse=_hisparse(spec, hisparse_host_pool, hisparse_device_buffer))
-    elif mamba_ssm_dtype is not None:
-        raise GptcalcError(NOT_SGLANG)
-    elif speculative_num_steps or speculative_draft_layers:
-        raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give --engine "
-                           "sglang with --budget or --kv-memory")
-    elif hisparse_host_pool is not None or hisparse_device_buffer is not None:
-        raise GptcalcError("--hisparse-host-pool sets vLLM's pools: give --engine vllm with --budget or --kv-memory")
-    elif indexer_kv_dtype != "auto":
-        raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "
-                           "--kv-memory")
+        stages = (sglang_stages(spec, count_params(spec), result.weights, kv_cache(
+            spec, tokens, batch or 1, kv_dtype or "fp16", layout.tp, mla_expanded), layout, pool_bytes,
+            kv_memory is not None) if engine == "sglang" and layout.pp > 1 else ())
+        pool = settings.pool(spec, result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
+                             max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048), layout,
+                             gpu.capability if gpu else None, stages,
+                             _hisparse(spec, hisparse_host_pool, hisparse_device_buffer))
+    else:
+        settings.refuse_without_pool()
+        if hisparse_host_pool is not None or hisparse_device_buffer is not None:
+            raise GptcalcError("--hisparse-host-pool sets vLLM's pools: give --engine vllm with --budget or "
+                               "--kv-memory")
     placing = (n_gpu_layers, tensor_split, override_tensor)
     if (any(p is not None for p in placing) or not (kv_offload and flash_attn and mmap) or cpu_only
             or split_mode != "layer") and engine != "llamacpp":

@@ -160,6 +160,7 @@ def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str |
         report = read_for_verify(checkpoint, spec, changes)
         if spec is None:
             config = _checkpoint_config(checkpoint, changes)
+            config = config.untied_variant() if report.untied_variant else config  # transformers' model too
         spec = report.spec
     if spec is None:
         raise GptcalcError("verify: give MODEL, or --checkpoint PATH|REPO_ID holding a config.json")

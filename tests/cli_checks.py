@@ -18,12 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, settings
 
 from calc.cli import main
 
-__all__ = ["CASES", "SECONDS", "check_run", "fuzz_examples"]
+__all__ = ["CASES", "SECONDS", "check_run", "full_sweep", "fuzz_examples"]
 
 SECONDS = 20.0  # the wall-clock bound of one command: a hang, not a slow first import of transformers on a busy machine
 _CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
@@ -41,6 +42,12 @@ sys.addaudithook(_audit)
 def fuzz_examples(default: int) -> int:
     """Examples per fuzz test: `default`, or 20 times as many with GPTCALC_FUZZ_LONG=1 (`--fuzz-long`)."""
     return default * 20 if os.environ.get("GPTCALC_FUZZ_LONG") else default
+
+
+def full_sweep(case: Any) -> Any:
+    """A case of a sweep that the default run samples: skipped, saying so, unless `--fuzz-long` asks for all."""
+    return pytest.param(*case if isinstance(case, tuple) else (case,), marks=pytest.mark.skipif(
+        not os.environ.get("GPTCALC_FUZZ_LONG"), reason="one of a sweep the default run samples: pytest --fuzz-long"))
 
 
 # The hypothesis settings of the hostile-input tests: a dozen variants per class by default.

@@ -12,6 +12,10 @@ import shutil
 import tempfile
 
 os.environ["HF_HUB_OFFLINE"] = "1"
+# One intra-op thread, set before torch is imported: the tests' tensors are tiny, and on a machine whose cores
+# are busy, a second OpenMP thread spins waiting for a core instead of helping (a tiny model's forward took ten
+# times its single-threaded CPU time so). OMP_NUM_THREADS given to the run wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # A pipe's width is COLUMNS when the environment has it (calc/render/output.py): the tests draw at the
 # default 160 unless a test sets its own (tests/test_width.py).
 os.environ.pop("COLUMNS", None)
@@ -20,7 +24,9 @@ HF_HOME = os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="gptcalc-hf-home-")
 
 def pytest_addoption(parser) -> None:
     parser.addoption("--fuzz-long", action="store_true",
-                     help="run the hostile-input fuzz tests with 20 times as many examples (minutes, not seconds)")
+                     help="run the hostile-input fuzz tests and the random-spec property tests with 20 times as many "
+                          "examples, and the per-model-type sweeps the default run samples in full (minutes, not "
+                          "seconds)")
     parser.addoption("--llamacpp", metavar="BIN_DIR", default=None,
                      help="opt-in conformance suite: run this llama.cpp build's llama-completion on tiny GGUFs "
                           "(tests/test_llamacpp_conformance.py)")

@@ -79,8 +79,9 @@ def test_fit_takes_the_same_encoder_terms() -> None:
 
 
 def sglang(model: str, *more: str) -> dict:
-    return json.loads(check_run(["memory", model, "--engine", "sglang", "--budget", "H100-80GB", "--seq", "8192",
-                                 "--json", *more]).stdout)["engine_budget"]
+    data = json.loads(check_run(["memory", model, "--engine", "sglang", "--budget", "H100-80GB", "--seq", "8192",
+                                 "--json", *more]).stdout)
+    return {**data["engine_budget"], "server_says": data["server_says"]}
 
 
 # SGLang's default mem_fraction_static on an H100 (81,559 MiB) at TP 1: round((81,559 - max(512 + 1.5 x 8,192
@@ -100,9 +101,15 @@ H100_SGLANG = round((81559 - (512 + 1.5 * 8192 + 1024 / 8 + 2 * 256)) / 81559, 3
 def test_sglang_scales_its_default_fraction_for_the_vision_encoder(model: str, layers: int, width: int) -> None:
     """adjust_mem_fraction_for_vlm (sglang a82da8d python/sglang/srt/arg_groups/memory_hook.py): the default
     fraction x 0.95 x clamp(1 - 0.1 x (layers x width^2 / (24 x 1024^2) - 1), 0.8, 1.05); none with the towers
-    left unloaded (--text-only: SGLang's language_only) or with a fraction the user gives."""
-    factor = 0.95 * max(0.8, min(1.05, 1 - 0.1 * (layers * width**2 / (24 * 1024**2) - 1)))
-    assert sglang(model)["fraction"] == pytest.approx(H100_SGLANG * factor, rel=1e-12)
+    left unloaded (--text-only: SGLang's language_only) or with a fraction the user gives. SGLang does not round
+    the product, and logs it as Python's repr of the float (engine.py's logger.info(f"{server_args=}"), a
+    dataclass repr; newer builds f"server_args={server_args.resolved_dict()}", a dict's): the same operations in
+    the same order give the same float, so the line carries its repr, digits and all (Gemma-3-27B's
+    0.7596298339843749), never a rounded 0.76."""
+    factor = 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (layers * width**2 / (24 * 1024**2) - 1.0)))
+    default = sglang(model)
+    assert default["fraction"] == H100_SGLANG * factor
+    assert default["server_says"][0] == f"mem_fraction_static={H100_SGLANG * factor!r}"
     assert sglang(model, "--text-only")["fraction"] == H100_SGLANG
     assert sglang(model, "--mem-fraction-static", "0.8")["fraction"] == 0.8
 

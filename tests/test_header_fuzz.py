@@ -24,11 +24,12 @@ from calc.checkpoint.names import expected_shapes
 from calc.spec.load import load_spec
 from calc.checkpoint.safetensors_header import read_header
 from checkpoint_files import header_bytes, numel, write_safetensors
+from cli_checks import fuzz_examples
 from hostile_files import LAYOUT
 
 PREFIX, DATA_SIZE = header_bytes(LAYOUT)
 VALID = PREFIX + bytes(DATA_SIZE)
-FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=fuzz_examples(100), deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def check(path: Path) -> None:

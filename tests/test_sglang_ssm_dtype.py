@@ -106,3 +106,38 @@ def test_fit_takes_the_models_default() -> None:
         found = fit_layouts(spec, count(spec), 131072, tuple(g for g in GPUS if g.name.startswith(name)), "sglang")[0]
         whole = [c for c in found if c.layout.pp == 1]  # every KDA layer on each GPU
         assert whole and all(c.pool.mamba.ssm_bytes == KIMI_SSM_ELEMENTS * ssm_bytes // c.layout.tp for c in whole)
+
+
+def test_fit_takes_the_flag_as_memory_does() -> None:
+    """fit --mamba-ssm-dtype float32 on a B200 keeps Kimi-Linear's states in fp32 (the flag over the SM100
+    default), as memory does with the same flag; under vLLM it is refused once, not skipped as every layout."""
+    from calc.analysis.count import count
+    from calc.analysis.fit import fit as fit_layouts
+    from calc.analysis.memory import GPUS
+    from calc.analysis.memory.pool_settings import PoolSettings
+
+    spec = load_spec(KIMI)
+    b200 = tuple(g for g in GPUS if g.name.startswith("B200"))
+    found = fit_layouts(spec, count(spec), 131072, b200, "sglang", pool_settings=PoolSettings(mamba_ssm_dtype="float32"))[0]
+    whole = [c for c in found if c.layout.pp == 1]
+    assert whole and all(c.pool.mamba.ssm_bytes == KIMI_SSM_ELEMENTS * 4 // c.layout.tp for c in whole)
+    args = ["fit", KIMI, "--seq", "128k", "--gpus", "B200", "--top", "1", "--json"]
+    served = ["memory", KIMI, "--engine", "sglang", "--budget", "B200", "--seq", "128k", "--json"]
+    for flag in ([], ["--mamba-ssm-dtype", "float32"]):  # one B200 at tp 1: fit's first candidate is memory's layout
+        first = json.loads(check_run([*args, "--engine", "sglang", *flag]).stdout)["candidates"][0]
+        engine = json.loads(check_run([*served, *flag]).stdout)["engine"]
+        assert (first["gpus"], first["kv_memory_bytes"], first["tokens"]) == (1, engine["kv_memory_bytes"],
+                                                                              engine["tokens"])
+    refused = check_run([*args, "--mamba-ssm-dtype", "float32"])
+    assert refused.exit_code == 2 and "--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang" in refused.stderr
+
+
+def test_python_api_takes_the_same_settings() -> None:
+    """calc.memory's pool_settings is the object the CLI builds from its flags: the same Mamba pool."""
+    import calc
+
+    settings = calc.PoolSettings(mamba_ssm_dtype="float32")
+    pool = calc.memory(load_spec(KIMI), seq=131072, engine="sglang", budget="B200", pool_settings=settings).pool
+    cli = json.loads(check_run(["memory", KIMI, "--engine", "sglang", "--budget", "B200", "--seq", "128k",
+                                "--mamba-ssm-dtype", "float32", "--json"]).stdout)["engine"]["mamba_pool"]
+    assert pool.mamba.ssm_bytes == cli["ssm_bytes_per_request"] == KIMI_SSM_ELEMENTS * 4

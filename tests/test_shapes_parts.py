@@ -23,6 +23,7 @@ from calc.analysis.count import count
 from calc.analysis.shapes import Journey, Step, journey
 from calc.spec.load import load_spec, preset_names
 from calc.spec.model import ModelSpec, spec_from_dict
+from cli_checks import fuzz_examples
 
 
 def steps(j: Journey, block: str = "") -> dict[str, Step]:
@@ -163,7 +164,7 @@ def assert_inputs_were_written(j: Journey, spec: ModelSpec) -> None:
         seen.add(step.output.sizes)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=fuzz_examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=layered_specs(), seq=st.integers(1, 12), batch=st.integers(1, 3), decode=st.booleans())
 def test_invariants_over_random_layered_specs(spec: ModelSpec, seq: int, batch: int, decode: bool) -> None:
     seq = min(seq, spec.n_positions - decode)

@@ -5,7 +5,8 @@ heads, both norms, both MLPs, learned/rotary/no positions, head_dim unrelated to
 and layered specs mixing every part option (MoE with shared experts and biases, MLA, sliding
 windows, sinks, QK-norm, ALiBi, soft-capping, parallel and post-LN blocks, output norms, several
 block kinds in one stack: `test_shapes_parts.layered_specs`). Models are tiny and counted on the
-meta device, so each example takes milliseconds.
+meta device, so each example takes milliseconds; the default run draws 20 and 8 examples
+(about 2 s), `pytest --fuzz-long` 20 times as many.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from calc.analysis.count import count
 from calc.analysis.memory import kv_cache
 from calc.checkpoint.names import expected_shapes
 from calc.spec.model import ModelSpec, spec_from_dict
+from cli_checks import fuzz_examples
 from test_shapes_parts import layered_specs
 
 torch = pytest.importorskip("torch")
@@ -54,7 +56,7 @@ def flat_specs(draw: st.DrawFn) -> ModelSpec:
 specs = st.one_of(flat_specs(), layered_specs())
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=fuzz_examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs)
 def test_analytic_equals_torch(spec: ModelSpec) -> None:
     note(json.dumps(spec.model_dump(mode="json")))
@@ -65,7 +67,7 @@ def test_analytic_equals_torch(spec: ModelSpec) -> None:
     assert model(torch.zeros(2, 3, dtype=torch.long, device="meta")).shape == (2, 3, spec.vocab_size)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=fuzz_examples(8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs, st.integers(1, 4), st.data())
 def test_cached_decoding_equals_full_forward(spec: ModelSpec, prompt: int, data: st.DataObject) -> None:
     """Prefill `prompt` tokens, then decode one at a time: the logits match one full pass."""

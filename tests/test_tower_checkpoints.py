@@ -93,6 +93,35 @@ def test_inspect_lists_the_tower_rows(tmp_path: Path) -> None:
     assert "vision tower: vision adapter (pixel shuffle MLP)" in CliRunner().invoke(main, ["inspect", str(directory)]).stdout
 
 
+def test_internvl_hf_head_stored_apart_is_the_untied_model(tmp_path: Path) -> None:
+    """InternVL-hf checkpoints store language_model.lm_head.weight while their config.json, as transformers'
+    converter writes it, says tie_word_embeddings true outside and false in text_config (OpenGVLab/
+    InternVL3-1B-hf: 938,193,024 stored, 802,293,120 as transformers 5 ties it; tests/configs/model_types/
+    SOURCES.yaml). A tiny one saved untied, then given that outer flag: verify and inspect read the untied model
+    the checkpoint holds, the head counted, nothing unrecognised; transformers' model built untied agrees."""
+    directory, params = saved("internvl", tmp_path)  # TINY_MULTIMODAL's internvl: untied outside and in
+    config = json.loads((directory / "config.json").read_text())
+    assert config["text_config"]["tie_word_embeddings"] is False
+    (directory / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": True}))
+    text = TINY_MULTIMODAL["internvl"]["text_config"]
+    head = params["lm_head.weight"]
+    assert head == text["vocab_size"] * text["hidden_size"]
+    code, data = verify_json("--checkpoint", str(directory))
+    checkpoint = data["checkpoint"]
+    assert checkpoint["unknown"] == [] and checkpoint["shape_mismatches"] == [] and checkpoint["untied_variant"]
+    assert checkpoint["parameters"] == sum(params.values()) and checkpoint["breakdown"]["components"]["lm_head"] == head
+    assert not any(data["tied"].values()) and code == 0 and data["ok"], data["problems"]
+    inspected = json.loads(CliRunner().invoke(main, ["inspect", str(directory), "--json"]).stdout)
+    assert inspected["unknown"] == [] and inspected["parameters"] == sum(params.values())
+    assert "stores the LM head apart" in CliRunner().invoke(main, ["inspect", str(directory)]).stdout
+    # the head left out (a tied save, in transformers' in-memory names): read tied, as the config says
+    state = {name: t for name, t in whole_model("internvl").state_dict().items() if name != "lm_head.weight"}
+    safetensors_torch.save_file({n: t.contiguous() for n, t in state.items()}, str(directory / "model.safetensors"),
+                                metadata={"format": "pt"})
+    code, data = verify_json("--checkpoint", str(directory))
+    assert data["checkpoint"]["untied_variant"] is False and all(data["tied"].values()) and code == 0
+
+
 @pytest.mark.parametrize("model_type", ["gemma3", "llava_onevision"])
 def test_siglip_under_its_own_vision_model_prefix(model_type: str, tmp_path: Path) -> None:
     """The Hub's Gemma 3 and LLaVA-OneVision files keep SigLIP's `vision_model.` inside the tower

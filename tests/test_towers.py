@@ -275,6 +275,24 @@ def test_internvl3_1b_derived_config_totals() -> None:
     assert b.total == 802_293_120 and b.tied and b.total + b.tied_saving == 938_193_024
 
 
+def test_internvl3_1b_untied_variant_is_the_hub_checkpoints_total() -> None:
+    """The untied variant (text_config's own tie_word_embeddings false over the outer true) counts the head the
+    Hub checkpoint stores: OpenGVLab/InternVL3-1B-hf's Hub API total, 938,193,024 (SOURCES.yaml). Where the text
+    config does not say false, or the whole model does not tie, there is no variant."""
+    from calc.spec import hf
+    from calc.spec.load import spec_from_config
+
+    config = hf.read_config(MODEL_TYPES / "internvl.json")
+    variant = config.untied_variant()
+    assert variant is not None and count(spec_from_config(variant)).total == 938_193_024
+    assert variant.untied_variant() is None
+    text = config.data["text_config"]
+    for outer in ({**config.data, "text_config": {**text, "tie_word_embeddings": True}},
+                  {**config.data, "tie_word_embeddings": False},
+                  {k: v for k, v in config.data.items() if k != "tie_word_embeddings"} | {"model_type": "llava"}):
+        assert config.with_data(outer, "test").untied_variant() is None
+
+
 @pytest.mark.parametrize("vision", [{}, INTERNVIT_6B_SWITCHES], ids=["internvit-300m", "internvit-6b-switches"])
 def test_internvl_is_transformers_whole_model(vision: dict) -> None:
     """Total == InternVLForConditionalGeneration's parameters; decoder == its language model and head;

@@ -30,6 +30,7 @@ from calc.parts import MLA, Attention
 from calc.parts.norm import Norm
 from calc.parts.parallel import Parallel
 from calc.spec.flat import flat_view
+from cli_checks import full_sweep
 from tiny_specs import TINY, tiny_spec
 from live_memory import Live
 from training_forward import TrainingForward
@@ -78,13 +79,19 @@ def _gpu_dropout(x: torch.Tensor, p: float = 0.5, training: bool = True, inplace
     return torch.native_dropout(x, p, training)[0] if training and p > 0 else x
 
 
-@pytest.mark.parametrize("seq", [7, 12])
-@pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen3", "olmo2", "olmo3", "exaone4", "gemma", "gemma2",
-                                        "gemma3_text", "glm4", "ernie4_5", "cohere2", "apertus", "mixtral",
-                                        "qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo", "afmoe", "minimax", "minimax_m1",
-                                        "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "glm4_moe",
-                                        "hunyuan_v1_moe", "granitemoe", "ernie4_5_moe", "llama4_text",
-                                        "cohere", "phimoe", "laguna", "gpt_oss", "seed_oss"])
+LAYER_TYPES = ["llama", "mistral", "qwen3", "olmo2", "olmo3", "exaone4", "gemma", "gemma2", "gemma3_text", "glm4",
+               "ernie4_5", "cohere2", "apertus", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo", "afmoe",
+               "minimax", "minimax_m1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "glm4_moe",
+               "hunyuan_v1_moe", "granitemoe", "ernie4_5_moe", "llama4_text", "cohere", "phimoe", "laguna", "gpt_oss",
+               "seed_oss"]
+# Every model_type at 12 tokens (past every window and chunk of 5); at 7 too MiniMax's lightning blocks of 4 (two
+# of them, not three) and a dense and a MoE model, the rest of the second length with --fuzz-long.
+SEVEN = ("minimax", "minimax_m1", "llama", "mixtral")
+
+
+@pytest.mark.parametrize(("model_type", "seq"), [
+    *((name, 12) for name in LAYER_TYPES),
+    *((name, 7) if name in SEVEN else full_sweep((name, 7)) for name in LAYER_TYPES)])
 def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """transformers' own tiny models (tests/tiny_models.py; fp32, eager, training mode), measured layer
     by layer with saved-tensor hooks (tests/saved_tensors.py): each layer's bytes equal layer_terms —

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.budget import inference
-from calc.analysis.memory.engines import KVPool, kv_pool
+from calc.analysis.memory.engines import KVPool
 from calc.analysis.memory.gpus import GPU, find_gpu
 from calc.analysis.memory.kv import kv_cache
 from calc.analysis.memory.parallel import Layout, validate_layout
+from calc.analysis.memory.pool_settings import PoolSettings
 from calc.analysis.memory.schemes import Scheme
 from calc.analysis.memory.sglang_draft import draft_weights
 from calc.analysis.memory.sglang_dsv4 import sglang_stages
-from calc.analysis.memory.sglang_states import sglang_ssm_bytes
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
                                           vllm_batch_defaults)
 from calc.analysis.memory.stored import StoredWeights
@@ -115,16 +115,14 @@ def _skipped(layout: Layout, exc: GptcalcError) -> str:
 def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], engine: str = "vllm",
         concurrency: int = 1, dtype: str = "fp16", kv_dtype: str = "fp16", scheme: Scheme | None = None,
         stored: StoredWeights | None = None, reserves: Reserves = Reserves(),
-        async_scheduling: bool = True, indexer_kv_dtype: str = "auto",
-        prefix_caching: bool = True, speculative_num_steps: int = 0,
-        speculative_draft_layers: int | None = None) -> tuple[list[Candidate], list[str]]:
+        pool_settings: PoolSettings = PoolSettings()) -> tuple[list[Candidate], list[str]]:
     """The layouts that serve `concurrency` requests of `seq` tokens, best first, and why others were skipped;
-    `async_scheduling`: vLLM's (the tokens in flight a window or chunk group holds, in_flight_tokens);
-    `indexer_kv_dtype`: vLLM's, the dtype of a sparse-attention indexer's keys; `prefix_caching`: vLLM's (the
-    pages a state group holds per request); `speculative_num_steps`, `speculative_draft_layers`: SGLang's draft
-    worker beside its pool and its weights out of it (calc.analysis.memory.sglang_draft)."""
+    `pool_settings`: the server flags each pool is sized with, as memory's (SGLang's draft worker: its weights
+    out of the budget too, calc.analysis.memory.sglang_draft)."""
     if seq > spec.n_positions:
         raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
+    if pool_settings.mamba_ssm_dtype is not None and engine != "sglang":  # refused once, not as every layout's
+        raise GptcalcError("--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang")
     refuse_unbuilt(spec, engine)
     refuse_v2_only(spec, engine)
     if engine == "trtllm":
@@ -140,21 +138,18 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
             continue
         for gpu in gpus:
             extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep)
-            draft = (draft_weights(spec, result.weights, layout, speculative_draft_layers)
-                     if engine == "sglang" and speculative_num_steps else None)
+            draft = (draft_weights(spec, result.weights, layout, pool_settings.speculative_draft_layers)
+                     if engine == "sglang" and pool_settings.speculative_num_steps else None)
             budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
                                     extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None,
                                     draft=draft)
             try:
-                pool = (kv_pool(result.kv, engine, budget.kv_memory, seq, None,
-                                reserves.max_batched or vllm_batch_defaults(budget.total)[0], pp=layout.pp,
-                                capability=gpu.capability, async_scheduling=async_scheduling,
-                                indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
-                                speculative_steps=speculative_num_steps, draft_layers=speculative_draft_layers,
-                                sglang_stages=sglang_stages(spec, breakdown, result.weights, kv_cache(
-                                    spec, seq, 1, kv_dtype, layout.tp), layout, budget.kv_memory, False)
-                                if engine == "sglang" and layout.pp > 1 else (),
-                                sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, None, gpu.capability, layout.tp))
+                stages = (sglang_stages(spec, breakdown, result.weights, kv_cache(spec, seq, 1, kv_dtype, layout.tp),
+                                        layout, budget.kv_memory, False)
+                          if engine == "sglang" and layout.pp > 1 else ())
+                pool = (pool_settings.pool(spec, result.kv, engine, budget.kv_memory, seq, None,
+                                           reserves.max_batched or vllm_batch_defaults(budget.total)[0], layout,
+                                           gpu.capability, stages)
                         if budget.kv_memory > 0 else None)
             except GptcalcError as exc:  # a layout whose pages the engine model does not cover
                 skipped[_skipped(layout, exc)] = None

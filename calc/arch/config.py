@@ -14,7 +14,7 @@ from typing import Any
 
 from calc.errors import GptcalcError
 
-__all__ = ["REQUIRED", "Config", "unwrap_text_config"]
+__all__ = ["REQUIRED", "Config", "untied_variant", "unwrap_text_config"]
 
 REQUIRED: Any = object()
 
@@ -121,6 +121,20 @@ def whole_model_tie(config: dict[str, Any], text: dict[str, Any]) -> Any:
         return own if own is not None else outer
     tied = TIE_DEFAULT[kind] if outer is None else outer
     return True if kind in TIE_FROM_TEXT and tied is False and own is True else tied
+
+
+def untied_variant(config: dict[str, Any]) -> dict[str, Any] | None:
+    """The whole config with the LM head untied, where its language model declares it untied but the whole
+    model ties it (whole_model_tie): None where the two agree.
+
+    transformers' InternVL converter (convert_internvl_weights_to_hf.py) writes the outer tie_word_embeddings
+    true, InternVLConfig's default, under a text_config that says false, and the -hf checkpoints store
+    language_model.lm_head.weight apart (OpenGVLab/InternVL3-1B-hf: 938,193,024 parameters, its head's
+    135,899,904 among them): transformers 5 ties that head away, the checkpoint holds the untied model."""
+    text = config.get("text_config")
+    if not isinstance(text, dict) or text.get("tie_word_embeddings") is not False or not whole_model_tie(config, text):
+        return None
+    return {**config, "tie_word_embeddings": False}
 
 
 # The outer config class's tie_word_embeddings default, transformers 5.24 (models/<type>/configuration_<type>.py),

@@ -25,7 +25,8 @@ from calc.checkpoint.tally import Tally, found_shapes, share_bytes, tally
 from calc.errors import GptcalcError
 from calc.inputs import many_objects
 from calc.checkpoint.names import tensor_table
-from calc.spec.load import spec_from_config
+from calc.spec.hf import HFConfig
+from calc.spec.load import config_with_overrides, spec_from_config
 from calc.spec.model import ModelSpec
 
 __all__ = ["CheckpointReport", "ComponentTensors", "LoadResult", "ShapeMismatch", "analyze", "read_checkpoint", "read_for_verify",
@@ -87,6 +88,7 @@ class CheckpointReport:
     companions: tuple[Companion, ...] = ()  # quantisation scales: stored, not parameters (calc.checkpoint.quant)
     stored_bytes: dict[str, int] = field(default_factory=dict)  # bytes of the parameter tensors, by component
     loads_buffers: bool = False  # RawCheckpoint.loads_buffers: a GGUF's buffers are weights llama.cpp loads
+    untied_variant: bool = False  # read against its config's untied variant: it stores the head apart (_from_config)
 
     @property
     def buffer_elements(self) -> int:
@@ -119,6 +121,7 @@ class CheckpointReport:
             "parameters": self.breakdown.total,
             "stored_elements": self.stored_elements,
             "tied_embeddings": self.breakdown.tied,
+            "untied_variant": self.untied_variant,
             "breakdown": self.breakdown.to_json(),
             "components": [c.__dict__ | {"dtypes": list(c.dtypes)} for c in self.components],
             "buffers": [_record_json(t) for t in self.buffers],
@@ -158,7 +161,7 @@ def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointRep
     if spec is not None:
         return analyze(raw, spec, "the MODEL argument")
     if raw.config is not None:
-        return analyze(raw, spec_from_config(raw.config), raw.config.origin)
+        return _from_config(raw, raw.config)
     inferred, notes = infer_spec(raw)
     return analyze(raw, inferred, "tensor shapes (no config.json)", notes)
 
@@ -174,8 +177,24 @@ def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, An
         return analyze(raw, spec, "the MODEL argument")
     if raw.config is None:
         raise GptcalcError(f"{source}: no config.json beside the weights, so MODEL is needed to verify against")
-    origin = f"{raw.config.origin} (with --set)" if overrides else raw.config.origin
-    return analyze(raw, spec_from_config(raw.config, overrides), origin)
+    return _from_config(raw, config_with_overrides(raw.config, overrides) if overrides else raw.config)
+
+
+def _from_config(raw: RawCheckpoint, config: HFConfig) -> CheckpointReport:
+    """Against the config's spec; where that spec ties a head its language model declares untied
+    (HFConfig.untied_variant: InternVL-hf's outer tie_word_embeddings over its text_config's) and the
+    checkpoint stores the head apart, against the untied variant, which accounts for that tensor."""
+    report = analyze(raw, spec_from_config(config), config.origin)
+    variant = None if report.ok else config.untied_variant()
+    if variant is None:
+        return report
+    untied = analyze(raw, spec_from_config(variant), variant.origin)
+    return replace(untied, untied_variant=True) if _wrong(untied) < _wrong(report) else report
+
+
+def _wrong(report: CheckpointReport) -> int:
+    """Tensors the spec did not account for."""
+    return len(report.unknown) + len(report.mismatches)
 
 
 def analyze(raw: RawCheckpoint, spec: ModelSpec, spec_origin: str, spec_notes: tuple[str, ...] = ()) -> CheckpointReport:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from calc.cli.options import (CONTEXT, POSITIVE, TEXT, TOKENS, async_scheduling_option, complete_model, dtype_option,
-                              indexer_kv_dtype_option, json_option, kv_dtype_option, max_batched_option,
-                              prefix_caching_option, quant_option, set_option, speculative_draft_layers_option,
-                              speculative_option)
+from calc.cli.options import (CONTEXT, POSITIVE, TEXT, TOKENS, complete_model, dtype_option, json_option,
+                              kv_dtype_option, max_batched_option, pool_options, quant_option, set_option)
+
+if TYPE_CHECKING:
+    from calc.analysis.memory.pool_settings import PoolSettings
 
 
 @click.command(context_settings=CONTEXT)
@@ -23,16 +26,11 @@ from calc.cli.options import (CONTEXT, POSITIVE, TEXT, TOKENS, async_scheduling_
 @quant_option
 @kv_dtype_option
 @max_batched_option
-@async_scheduling_option
-@indexer_kv_dtype_option
-@speculative_option
-@speculative_draft_layers_option
-@prefix_caching_option
+@pool_options
 @click.option("--top", type=POSITIVE, default=10, show_default=True, help="Candidates shown.")
 @json_option
 def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str, concurrency: int, dtype: str | None,
-        quant: str | None, kv_dtype: str, max_batched: int | None, async_scheduling: bool, indexer_kv_dtype: str,
-        speculative_num_steps: int, speculative_draft_layers: int | None, prefix_caching: bool, top: int,
+        quant: str | None, kv_dtype: str, max_batched: int | None, pool_settings: PoolSettings, top: int,
         as_json: bool) -> None:
     """The smallest layouts (GPU type x count, TP/PP/EP) that serve MODEL at --seq, ranked.
 
@@ -58,9 +56,7 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
     weights, scheme = weight_choice(spec, dtype, quant)
     candidates, skipped = find_layouts(spec, count_params(spec), seq, parse_gpus(gpus), engine, concurrency, weights,
                                        kv_dtype, scheme, reserves=Reserves(max_batched=max_batched),
-                                       async_scheduling=async_scheduling, indexer_kv_dtype=indexer_kv_dtype,
-                                       prefix_caching=prefix_caching, speculative_num_steps=speculative_num_steps,
-                                       speculative_draft_layers=speculative_draft_layers)
+                                       pool_settings=pool_settings)
     shown = candidates[:top]
     note = manager_note(spec) if engine == "trtllm" else None  # whose pools the tokens are
     if as_json:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, async_scheduling_option, complete_model,
-                              hisparse_options, image_options, indexer_kv_dtype_option, json_option, load_model,
-                              mamba_ssm_dtype_option, max_batched_option, one_model, prefix_caching_option, set_option,
-                              sizing_options, speculative_draft_layers_option, speculative_option)
+from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, complete_model, hisparse_options, image_options,
+                              json_option, load_model, max_batched_option, one_model, pool_options, set_option,
+                              sizing_options)
 from calc.errors import GptcalcError
+
+if TYPE_CHECKING:
+    from calc.analysis.memory.pool_settings import PoolSettings
 
 
 SEQ_HELP = "Tokens per sequence: 4096, 32k or 128k (k = 1,024, so 128k = 131,072; the output says what it read)."
@@ -165,13 +167,8 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
               help="--engine llamacpp: llama.cpp's -fa (auto is on where the device runs it): the compute graph's "
                    "attention, and an F16 or F32 mask.")
 @max_batched_option
-@async_scheduling_option
-@indexer_kv_dtype_option
+@pool_options
 @hisparse_options
-@speculative_option
-@speculative_draft_layers_option
-@mamba_ssm_dtype_option
-@prefix_caching_option
 @click.option("--max-num-seqs", "max_seqs", type=POSITIVE,
               help="vLLM: requests of the sampler's profiling run  [default: 256, 1024 on a 70 GiB+ GPU]")
 @click.option("--gpu-memory-utilization", "--mem-fraction-static", "--free-gpu-memory-fraction", "fraction", type=SHARE,
@@ -204,10 +201,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            dtype: str | None, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
            kv_memory: str | None, block_size: int | None, n_parallel: int, ubatch: int, kv_unified: bool, swa_full: bool,
-           cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, async_scheduling: bool,
-           indexer_kv_dtype: str, hisparse_host_pool: str | None, hisparse_device_buffer: int | None,
-           speculative_num_steps: int, speculative_draft_layers: int | None, mamba_ssm_dtype: str | None,
-           prefix_caching: bool, max_seqs: int | None,
+           cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, pool_settings: PoolSettings,
+           hisparse_host_pool: str | None, hisparse_device_buffer: int | None, max_seqs: int | None,
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
            show_all: bool, image: str | None, images: int, text_only: bool, encoder_cache_size: int | None,
            mm_limit: int | None, encoder_activation_memory: str | None, encoder_mode: str, n_gpu_layers: int | None,
@@ -242,11 +237,8 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         image=image, images=images, text_only=text_only, encoder_replicated=encoder_mode == "data",
                         n_gpu_layers=n_gpu_layers, tensor_split=tensor_split, kv_offload=not no_kv_offload,
                         override_tensor=override_tensor, encoder_cache_size=encoder_cache_size, mm_limit=mm_limit,
-                        encoder_activation_memory=encoder_activation_memory, async_scheduling=async_scheduling,
-                        indexer_kv_dtype=indexer_kv_dtype, prefix_caching=prefix_caching,
+                        encoder_activation_memory=encoder_activation_memory, pool_settings=pool_settings,
                         hisparse_host_pool=hisparse_host_pool, hisparse_device_buffer=hisparse_device_buffer,
-                        speculative_num_steps=speculative_num_steps, speculative_draft_layers=speculative_draft_layers,
-                        mamba_ssm_dtype=mamba_ssm_dtype,
                         flash_attn=flash_attn != "off", mmap=not no_mmap, cpu_only=cpu_only, split_mode=split_mode,
                         cpu_isa=cpu_isa)
     if as_json:

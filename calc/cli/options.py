@@ -199,18 +199,8 @@ max_batched_option = click.option(
          "what a window or chunk group holds beyond its window or chunk  [default: vllm serve's: 2048, 8192 on a "
          "70 GiB+ GPU that is not an A100, 16384 on 160 GiB+; SGLang: its chunked prefill size; TensorRT-LLM: "
          "max_num_tokens, 8192]")
-async_scheduling_option = click.option(
-    "--async-scheduling/--no-async-scheduling", default=True, show_default=True,
-    help="vLLM's: with it (its default on a GPU) a sliding-window or chunked group holds two batches of "
-         "--max-num-batched-tokens beyond its window or chunk, one without.")
-prefix_caching_option = click.option(
-    "--enable-prefix-caching/--no-enable-prefix-caching", "prefix_caching", default=True, show_default=True,
-    help="vLLM's: with it (its default for a model with attention) a Mamba or linear-attention group holds 2 pages "
-         "a request, 3 for a Mamba2 mixer ('align' mode), 1 without.")
-indexer_kv_dtype_option = click.option(
-    "--indexer-kv-dtype", type=TEXT, default="auto", show_default=True, metavar="auto|bf16|fp8|mxfp4|nvfp4",
-    help="vLLM's attention_config.indexer_kv_dtype: how a sparse-attention indexer keeps its keys (auto: the "
-         "model's default, fp8 for DeepSeek's, bf16 for MiniMax-M3's; mxfp4 for DeepSeek-V4's on SM10x cards).")
+
+
 def hisparse_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """vLLM's HiSparse: `--hisparse-host-pool SIZE` (its HiSparseConnector's host_pool_gib) turns it on,
     `--hisparse-device-buffer ROWS` sizes the hot buffer (attention_config.hisparse_config.device_buffer_size)."""
@@ -225,19 +215,57 @@ def hisparse_options(command: Callable[..., Any]) -> Callable[..., Any]:
              "request.")(command)
 
 
-speculative_option = click.option(
-    "--speculative-num-steps", "speculative_num_steps", type=click.IntRange(min=0, max=MAX_COUNT), default=0, show_default=True,
-    help="SGLang's: draft steps of speculative decoding (EAGLE / MTP): the draft worker's share of the pool (its "
-         "layers priced per target layer) and at most 48 running requests; for DeepSeek-V4 its compressor rings of 16 "
-         "and 256 (0: none).")
-speculative_draft_layers_option = click.option(
-    "--speculative-draft-layers", "speculative_draft_layers", type=click.IntRange(min=1, max=MAX_COUNT), default=None,
-    help="SGLang's EAGLE draft: its layers, which SGLang reads from --speculative-draft-model-path's config "
-         "(num_nextn_predict_layers, else num_hidden_layers) to price the draft's pool  [default: the model's MTP layers]")
-mamba_ssm_dtype_option = click.option(
-    "--mamba-ssm-dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None,
-    help="SGLang's: the dtype of a hybrid's SSM states in its Mamba pool (default: the model's there, float32 "
-         "unless its config's mamba_ssm_dtype says otherwise; Kimi-Linear bfloat16 on B200/B300).")
+_POOL_OPTIONS = (
+    click.option(
+        "--async-scheduling/--no-async-scheduling", default=True, show_default=True,
+        help="vLLM's: with it (its default on a GPU) a sliding-window or chunked group holds two batches of "
+             "--max-num-batched-tokens beyond its window or chunk, one without."),
+    click.option(
+        "--indexer-kv-dtype", type=TEXT, default="auto", show_default=True, metavar="auto|bf16|fp8|mxfp4|nvfp4",
+        help="vLLM's attention_config.indexer_kv_dtype: how a sparse-attention indexer keeps its keys (auto: the "
+             "model's default, fp8 for DeepSeek's, bf16 for MiniMax-M3's; mxfp4 for DeepSeek-V4's on SM10x cards)."),
+    click.option(
+        "--speculative-num-steps", "speculative_num_steps", type=click.IntRange(min=0, max=MAX_COUNT), default=0,
+        show_default=True,
+        help="SGLang's: draft steps of speculative decoding (EAGLE / MTP): the draft worker's share of the pool (its "
+             "layers priced per target layer) and at most 48 running requests; for DeepSeek-V4 its compressor rings "
+             "of 16 and 256 (0: none)."),
+    click.option(
+        "--speculative-draft-layers", "speculative_draft_layers", type=click.IntRange(min=1, max=MAX_COUNT),
+        default=None,
+        help="SGLang's EAGLE draft: its layers, which SGLang reads from --speculative-draft-model-path's config "
+             "(num_nextn_predict_layers, else num_hidden_layers) to price the draft's pool  [default: the model's "
+             "MTP layers]"),
+    click.option(
+        "--mamba-ssm-dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None,
+        help="SGLang's: the dtype of a hybrid's SSM states in its Mamba pool (default: the model's there, float32 "
+             "unless its config's mamba_ssm_dtype says otherwise; Kimi-Linear bfloat16 on B200/B300)."),
+    click.option(
+        "--enable-prefix-caching/--no-enable-prefix-caching", "prefix_caching", default=True, show_default=True,
+        help="vLLM's: with it (its default for a model with attention) a Mamba or linear-attention group holds 2 "
+             "pages a request, 3 for a Mamba2 mixer ('align' mode), 1 without."),
+)
+
+
+def pool_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The server flags that shape vLLM's and SGLang's KV pool (memory and fit take the same ones): the
+    command receives them as one `pool_settings` (calc/analysis/memory/pool_settings.py), built here once."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, async_scheduling: bool, indexer_kv_dtype: str, speculative_num_steps: int,
+                speculative_draft_layers: int | None, mamba_ssm_dtype: str | None, prefix_caching: bool,
+                **kwargs: Any) -> Any:
+        from calc.analysis.memory.pool_settings import PoolSettings
+
+        settings = PoolSettings(async_scheduling, indexer_kv_dtype, prefix_caching, speculative_num_steps,
+                                speculative_draft_layers, mamba_ssm_dtype)
+        return command(*args, pool_settings=settings, **kwargs)
+
+    for option in reversed(_POOL_OPTIONS):
+        wrapper = option(wrapper)
+    return wrapper
+
+
 set_option = click.option("--set", "overrides", multiple=True, type=TEXT, metavar="KEY=VALUE",
                           help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of tables.")

@@ -19,7 +19,7 @@ from calc.checkpoint.sources import TensorRecord
 from calc.units import bytes_with_units, count_with_units, human_bytes, human_count
 
 __all__ = ["buffer_groups", "companion_lines", "component_table", "dtype_table", "inspect_lines", "problem_lines", "summary_lines",
-           "verify_checkpoint_lines"]
+           "untied_variant_lines", "verify_checkpoint_lines"]
 
 MAX_LISTED = 10  # names listed before "... and N more"
 
@@ -126,12 +126,22 @@ def inspect_lines(r: CheckpointReport) -> list[str]:
     if r.breakdown.tied:
         lines.append(f"LM head tied to the token embedding: no lm_head.weight counted "
                      f"(untied it would add {count_with_units(r.breakdown.tied_saving)})")
+    lines += untied_variant_lines(r)
     lines += [f"{alias}: the same memory as {owner} (counted once)" for alias, owner in r.aliases.items()]
     if r.index_total_size is not None:
         verdict = "= the tensors' bytes" if r.index_total_size == r.tensor_bytes \
             else f"!= the tensors' bytes {r.tensor_bytes:,} B (stale index?)"
         lines.append(f"index total_size: {r.index_total_size:,} B {verdict}")
     return lines + companion_lines(r) + problem_lines(r)
+
+
+def untied_variant_lines(r: CheckpointReport) -> list[str]:
+    """Why a checkpoint's head is counted though its config ties it (calc.checkpoint.report._from_config)."""
+    if not r.untied_variant:
+        return []
+    head = r.breakdown.components.get("lm_head", 0)
+    return [f"the checkpoint stores the LM head apart ({count_with_units(head)}): read as the untied model its "
+            "text_config declares; transformers ties that head to the embedding by the outer tie_word_embeddings"]
 
 
 def _describe(t: TensorRecord) -> str:
@@ -149,7 +159,7 @@ def verify_checkpoint_lines(r: CheckpointReport) -> list[str]:
     if r.buffers:
         lines.append(f"checkpoint buffers, stored but not parameters: {'; '.join(buffer_groups(r))}")
     lines += [f"{alias}: the same memory as {owner} (counted once)" for alias, owner in r.aliases.items()]
-    lines += companion_lines(r) + problem_lines(r)
+    lines += untied_variant_lines(r) + companion_lines(r) + problem_lines(r)
     if r.ok:
         lines.append(f"every checkpoint tensor has the name and shape {r.spec.name} implies")
     return lines

@@ -60,6 +60,14 @@ class HFConfig:
     def with_data(self, data: dict[str, Any], origin: str) -> HFConfig:
         return HFConfig(data, origin, self.name, self.source, self.force_name)
 
+    def untied_variant(self) -> HFConfig | None:
+        """This config with the LM head untied where its language model says so but the whole model ties it
+        (calc.arch.config.untied_variant): what a checkpoint storing the head apart holds; None otherwise."""
+        from calc.arch.config import untied_variant
+
+        data = untied_variant(self.data)
+        return None if data is None else self.with_data(data, f"{self.origin} (head untied, as its text_config says)")
+
 
 def read_config(path: Path) -> HFConfig:
     """A config.json file; a bad one is one error line naming it."""

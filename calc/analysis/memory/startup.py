@@ -365,8 +365,8 @@ class StartupBudget:
         gib = lambda n: f"{round(n / GIB, 2)}"  # noqa: E731 - vLLM's format_gib
         if self.engine == "vllm":
             return [f"Model loading took {gib(self.term('weights'))} GiB memory"]
-        if self.engine == "sglang":
-            return [f"mem_fraction_static={self.fraction}", *self._sglang_loads()]
+        if self.engine == "sglang":  # its server_args log line: the float's repr, a multimodal default unrounded
+            return [f"mem_fraction_static={self.fraction!r}", *self._sglang_loads()]
         peak = sum(t.bytes for t in self.before_share)
         return [f"Peak memory during memory usage profiling (torch + non-torch): {peak / GIB:.2f} GiB + T, available "
                 f"KV cache memory when calculating max tokens: {self.kv_memory / GIB:.2f} GiB, fraction is set "

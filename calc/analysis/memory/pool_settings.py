@@ -1,0 +1,62 @@
+"""The server flags that shape an engine's KV pool beyond its memory, as one value.
+
+`memory` and `fit` both size a vLLM or SGLang pool from the same flags (vLLM's async scheduling, prefix
+caching and indexer key dtype, SGLang's speculative draft steps and layers and SSM state dtype). The CLI builds them
+once (calc/cli/options.py pool_options) and both commands hand this object on, so a flag added here reaches
+both; what the layout and the card add (pipeline stages, tensor-parallel ways, compute capability, SGLang's
+stages under pipeline parallelism) and memory's own vLLM HiSparse come with each pool asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from typing import Any
+
+from calc.analysis.memory.engines import KVPool, kv_pool
+from calc.analysis.memory.kv import KVCache
+from calc.analysis.memory.parallel import Layout
+from calc.analysis.memory.sglang_states import NOT_SGLANG, sglang_ssm_bytes
+from calc.errors import GptcalcError
+from calc.spec.model import ModelSpec
+
+__all__ = ["PoolSettings"]
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """vLLM's --async-scheduling, --indexer-kv-dtype and --enable-prefix-caching, SGLang's
+    --speculative-num-steps, --speculative-draft-layers (None: the model's MTP layers) and --mamba-ssm-dtype
+    (None: the model's default there), at their defaults unless given."""
+
+    async_scheduling: bool = True
+    indexer_kv_dtype: str = "auto"
+    prefix_caching: bool = True
+    speculative_num_steps: int = 0
+    speculative_draft_layers: int | None = None
+    mamba_ssm_dtype: str | None = None
+
+    def pool(self, spec: ModelSpec, kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None,
+             max_batched: int, layout: Layout, capability: tuple[int, int] | None,
+             stages: tuple[tuple[KVCache, int], ...] = (), hisparse: Any = None) -> KVPool:
+        """The pool `engine` builds from `kv_memory` bytes on one GPU of `layout` (engines.kv_pool), these
+        flags applied; SGLang's SSM states take the dtype it resolves on that card and tp (sglang_states);
+        `stages`: SGLang's pipeline stages (sglang_dsv4.sglang_stages), `hisparse`: vLLM's (memory's)."""
+        return kv_pool(kv, engine, kv_memory, max_model_len, block, max_batched, pp=layout.pp, capability=capability,
+                       async_scheduling=self.async_scheduling, indexer_kv_dtype=self.indexer_kv_dtype,
+                       prefix_caching=self.prefix_caching, speculative_steps=self.speculative_num_steps,
+                       draft_layers=self.speculative_draft_layers, sglang_stages=stages,
+                       sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, self.mamba_ssm_dtype, capability,
+                                                         layout.tp), hisparse=hisparse)
+
+    def refuse_without_pool(self) -> None:
+        """With no pool to size (no engine, or no budget or --kv-memory), a flag given would be ignored:
+        say which and what it needs instead."""
+        if self.mamba_ssm_dtype is not None:
+            raise GptcalcError(NOT_SGLANG)
+        if self.speculative_num_steps or self.speculative_draft_layers:
+            raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give "
+                               "--engine sglang with --budget or --kv-memory")
+        if self.indexer_kv_dtype != "auto":
+            raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "
+                               "--kv-memory")
