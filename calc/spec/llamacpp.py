@@ -9,7 +9,7 @@ whose GGUF keeps what its config says.
 
 from __future__ import annotations
 
-from calc.parts.base import Part
+from calc.parts.base import Field, Part
 
 __all__ = ["LlamaCppBuild"]
 
@@ -33,7 +33,7 @@ class LlamaCppBuild(Part):
     # What ollama 0.30's quantizer pins with llama-quantize's --tensor-type in a Q4_K_M / Q4_K_S file of this
     # architecture (server/quantization.go at 0e93ccc2, llamaQuantizeArgs: gemma3n's per_layer_token_embd F16,
     # deepseek2's MLA tensors Q8_0, glm4's token_embd and output F16), by component, in gptcalc's format names.
-    ollama_tensor_types: dict[str, str] = {}
+    ollama_tensor_types: dict[str, str] = Field(default_factory=dict)  # a factory: quick.py takes it, not a shared {}
     # The layers llama.cpp gives a cache: the first this many (n_layer_kv_from_start), whatever the config's KV sharing
     # says; each later layer reads the cache of an earlier one. gemma3n hard-codes 20 (src/models/gemma3n.cpp:7,
     # src/llama-hparams.cpp:321-331, the reuse in src/llama-model.cpp:2796-2805), which is what the released E2B
