@@ -435,9 +435,8 @@ def test_a_frozen_base_keeps_only_what_its_adapters_read(targets: tuple[str, ...
     training keeps less the inputs no adapter reads as they are (frozen.py) and the norms' normed x (their
     weights frozen), plus the adapters' own tensors (A's output; with dropout the dropped-out input and its
     mask). The first layer, whose input comes from the frozen embedding and needs no gradient, keeps less
-    and is left out. Explicit attention keeps W_O's input (its transposed copy) only for an adapter on o;
-    in bf16 transformers' eager attention also keeps its softmax's fp32 output (softmax(..., dtype=float32)
-    before the cast), B·h·T·T·4 bytes whatever the targets, which layer_terms (measured in fp32) does not count."""
+    and is left out. Explicit attention keeps W_O's input (its transposed copy) only for an adapter on o,
+    and in bf16 its softmax's fp32 output beside the cast copy (test_a_16_bit_eager_softmax_keeps_what_it_computes_in)."""
     from calc.analysis.train import Setup, train
     from saved_tensors import saved_per_layer
     from test_hybrids import _transformers_tiny
@@ -458,8 +457,36 @@ def test_a_frozen_base_keeps_only_what_its_adapters_read(targets: tuple[str, ...
     t = train(spec, Setup(T, B, lora_rank=rank, lora_targets=targets, lora_dropout=dropout, precision="bf16",
                           norm_upcast=True, attention="flash" if attention == "sdpa" else "eager"))
     (_, layers, terms), = t.layers
-    softmax = B * spec.blocks[spec.block_at(0)].attention.n_heads * T * T * 4 if attention == "eager" else 0
-    assert saved_per_layer(model, ids)[1:] == [t.layer_bytes(terms) + softmax] * (layers - 1)
+    assert saved_per_layer(model, ids)[1:] == [t.layer_bytes(terms)] * (layers - 1)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+@pytest.mark.parametrize("model_type", ["llama", "gpt2", "llama4_text"])
+def test_a_16_bit_eager_softmax_keeps_what_it_computes_in(model_type: str, dropout: float,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers' own eager_attention_forward on bf16 Q, K and V (one KV head per query head): QKᵀ keeps
+    Q and K, P·V keeps V and its P. Llama's softmax(..., dtype=float32).to(query.dtype) keeps the fp32 P for
+    the softmax's backward and P·V its bf16 copy, or the dropout's output and mask (the copy then freed);
+    GPT-2's and Llama-4's softmax runs in bf16 and keeps one P. What layer_terms counts for P, as the
+    adapter's softmax_fp32 says."""
+    import importlib
+    from oracle import spec_of
+    from tiny_models import tiny_config
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", _gpu_dropout)
+    family = model_type.removesuffix("_text")
+    forward = importlib.import_module(f"transformers.models.{family}.modeling_{family}").eager_attention_forward
+    rate = "attn_pdrop" if model_type == "gpt2" else "attention_dropout"
+    spec = spec_of({**tiny_config(model_type), rate: dropout})
+    block = spec.blocks[spec.block_at(0)]
+    module = torch.nn.Module()
+    module.num_key_value_groups = 1
+    q, k, v = (torch.randn(B, block.attention.n_heads, T, block.attention.head_dim, dtype=torch.bfloat16,
+                           requires_grad=True) for _ in "qkv")
+    kept = saved_bytes(module, lambda: forward(module, q, k, v, None, scaling=0.5, dropout=dropout)[0].float().sum())
+    terms = layer_terms(block, spec.d_model, B, T, 2, "none")
+    p = [t for t in terms if t.label.startswith(("softmax", "P's"))]
+    assert kept == 3 * q.nbytes + sum(t.bytes(1, False) for t in p)
 
 
 # --- the loss, the optimizer step, autocast: measured with a live-storage tracker (tests/live_memory.py)

@@ -9,7 +9,8 @@ test write it (tests/training_forward.py), in the activation dtype (`act`, bytes
   QKᵀ and P·V                         keep Q, K, P and V; K and V at all h heads (GQA expanded:
                                       selective recomputation keeps them at the kv heads)
   softmax                             keeps its output P: B·h·T·T (a sliding window or a chunk
-                                      is a mask on it: transformers' eager_attention_forward)
+                                      is a mask on it: transformers' eager_attention_forward); one that
+                                      upcasts 16-bit logits keeps it in fp32, P·V the cast copy
   SiLU / GELU                         keep their input; gate × up keeps both factors
   dropout (only where the config's p > 0)   keeps its mask, 1 byte an element (a GPU's bool); the
                                       dropout masks of GPT-2, GPT-BigCode, Phi, StarCoder2, OPT, GPT-NeoX,
@@ -168,8 +169,10 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
         core += [Term("sliding window's mask, as SDPA's additive bias", b * s * s, act, "")] if _masked(a, s) else []
     else:
-        core = _softmax(getattr(a, "sinks", False), b, h, s, s, act)  # every key scored, a window masked
-        core += _dropped(b * h * s * s, act, "P's dropout") if getattr(a, "dropout", 0) else []
+        dropout = bool(getattr(a, "dropout", 0))
+        # every key scored, a window masked
+        core = _softmax(getattr(a, "sinks", False), b, h, s, s, act, getattr(a, "softmax_fp32", True), dropout)
+        core += _dropped(b * h * s * s, act, "P's dropout") if dropout else []
         if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
     return [Term(ATTENTION_INPUT, n * d, act, "input"), *inner, *_qk_norm(a, n, act), *core,
@@ -201,14 +204,22 @@ def _dropped(elements: int, act: int, label: str) -> list[Term]:
             Term(f"{label}: its mask (bool)", elements, 1, "tp")]
 
 
-def _softmax(sinks: bool, b: int, h: int, s: int, keys: int, act: int) -> list[Term]:
+def _softmax(sinks: bool, b: int, h: int, s: int, keys: int, act: int, upcast: bool = False,
+             dropout: bool = False) -> list[Term]:
     """The eager softmax's output P; with sinks (gpt-oss's and DeepSeek-V4's eager attention) a softmax
     over the logits and the sink column, less their row max, whose indices (int64) the max keeps; P is
-    a view of it."""
+    a view of it. Sinks aside, an `upcast` softmax of 16-bit logits (softmax(..., dtype=float32).to(dtype))
+    keeps its fp32 output for its own backward, and P·V keeps the 16-bit copy, unless a dropout reads
+    that copy (the dropout's output is kept instead, _dropped). The sink softmax computes in the logits'
+    dtype (F.softmax(combined_logits, dtype=combined_logits.dtype))."""
     if sinks:
         return [Term("softmax output P (with the sink column)", b * h * s * (keys + 1), act, "tp"),
                 Term("the logits' row max: its indices (int64)", b * h * s, INT64, "tp")]
-    return [Term("softmax output P", b * h * s * keys, act, "tp")]
+    p = b * h * s * keys
+    if upcast and act < 4:
+        cast = [] if dropout else [Term("softmax output P, cast back (P·V's input)", p, act, "tp")]
+        return [Term("softmax output P (fp32: the softmax upcasts)", p, 4, "tp"), *cast]
+    return [Term("softmax output P", p, act, "tp")]
 
 
 def _output_gate(a: Attention | MLA, n: int, act: int) -> list[Term]:
