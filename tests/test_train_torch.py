@@ -460,6 +460,38 @@ def test_a_frozen_base_keeps_only_what_its_adapters_read(targets: tuple[str, ...
     assert saved_per_layer(model, ids)[1:] == [t.layer_bytes(terms)] * (layers - 1)
 
 
+@pytest.mark.parametrize("targets", [("q", "v"), ("o",)])
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe"])
+def test_a_frozen_moe_block_keeps_no_input_of_its_frozen_experts(model_type: str, targets: tuple[str, ...]) -> None:
+    """transformers' tiny MoE models (grouped_mm experts), fp32, every weight frozen, LoRA adapters on the
+    attention only: the frozen router keeps no input, the frozen experts' grouped matmuls keep neither the
+    routed rows nor the product down reads (SiLU's input and output and up stay, and each expert's output
+    beside its routing weight), Qwen2-MoE's frozen shared expert and its gate likewise, and a Q or K norm
+    with a frozen weight keeps no normed x (Qwen3-MoE per head, OLMoE over the full width): frozen.py's
+    rule with the dense MLP's. fp32, as the 16-bit routers' fp32 softmax is a matter of its own."""
+    from calc.analysis.train import Setup
+    from calc.analysis.train.frozen import frozen_layer
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    rank = 4
+    model = _transformers_tiny(model_type).requires_grad_(False).train()
+    model.set_attn_implementation("sdpa")
+    for layer in model.model.layers:
+        for target in targets:
+            name = LLAMA_LINEARS[target].split(".")[1]
+            setattr(layer.self_attn, name, _LoRA(getattr(layer.self_attn, name), rank, 0.0))
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    spec = spec_of(tiny_config(model_type))
+    block = spec.blocks[spec.block_at(1)]
+    frozen = frozen_layer(layer_terms(block, spec.d_model, B, T, FP32, "none", True, "act-frozen"), block,
+                          Setup(T, B, lora_rank=rank, lora_targets=targets))
+    adapters = len(targets) * B * T * rank * FP32  # each adapter's A output, for B's gradient
+    assert saved_per_layer(model, ids)[1] == sum(t.bytes(1, False) for t in frozen) + adapters
+
+
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
 @pytest.mark.parametrize("model_type", ["llama", "gpt2", "llama4_text"])
 def test_a_16_bit_eager_softmax_keeps_what_it_computes_in(model_type: str, dropout: float,

@@ -77,7 +77,8 @@ INT64 = 8
 
 ATTENTION_INPUT, W_O_INPUT, MLP_INPUT, HEAD_INPUT = ("attention input (normed x)", "heads' output (W_O's input)",
                                                     "MLP input (normed x)", "LM head input")
-GATED_HIDDEN, PLAIN_HIDDEN = "MLP hidden (gate, SiLU, up, product)", "MLP hidden (before and after the activation)"
+GATED_KEPT, PLAIN_KEPT = " (gate, SiLU, up, product)", " (before and after the activation)"  # a hidden term's ending
+ROUTED_ROWS = "routed rows (experts' input)"
 
 
 @dataclass(frozen=True)
@@ -122,19 +123,19 @@ def _rms_kept(rows: int, width: int, pow_rsqrt: bool, scaled: bool) -> tuple[str
     return what, rows * width + rows * (1 + pow_rsqrt) + rows * width * scaled
 
 
-def _norm(norm: Norm, n: int, width: int, act: int, label: str, norms: str = "act") -> list[Term]:
+def _norm(norm: Norm, n: int, width: int, act: int, label: str, norms: str = "act", split: str = "sp") -> list[Term]:
     """A norm's kept tensors at the activation width ("act", as the fp32 torch tests measure them), or
     as an eager RMSNorm that upcasts a 16-bit input keeps them ("upcast": transformers' LlamaRMSNorm,
     litgpt's and torchtune's RMSNorm all compute x.float() · rsqrt(mean(x²) + ε) before casting back,
     so the input and the rsqrt are kept in fp32, the cast-back normed x at the activation width for
     the weight's gradient; "upcast-frozen" and "act-frozen": a frozen weight's multiply keeps no normed
-    x, as under LoRA)."""
+    x, as under LoRA). `split`: how TP splits it (a Q or K norm's rows are heads)."""
     if norms.startswith("upcast") and norm.kind == "rmsnorm" and not norm.pow_rsqrt:
-        normed = [Term(f"{label}: normed (cast back)", n * width, act, "sp")] if norms == "upcast" and norm.weight else []
-        return [Term(f"{label}: input and rsqrt (fp32, upcast)", n * width + n, 4, "sp"), *normed,
+        normed = [Term(f"{label}: normed (cast back)", n * width, act, split)] if norms == "upcast" and norm.weight else []
+        return [Term(f"{label}: input and rsqrt (fp32, upcast)", n * width + n, 4, split), *normed,
                 *_unit_offset(norm, width, act, label)]
     what, kept = _norm_kept(norm, n, width, norms.endswith("frozen"))
-    return [Term(f"{label}: {what}", kept, act, "sp"), *_unit_offset(norm, width, act, label)]
+    return [Term(f"{label}: {what}", kept, act, split), *_unit_offset(norm, width, act, label)]
 
 
 def _unit_offset(norm: Norm, width: int, act: int, label: str) -> list[Term]:
@@ -143,7 +144,7 @@ def _unit_offset(norm: Norm, width: int, act: int, label: str) -> list[Term]:
 
 
 def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: str, flash: bool,
-               repeat_kv: bool = False) -> list[Term]:
+               repeat_kv: bool = False, norms: str = "act") -> list[Term]:
     n, h = b * s, a.n_heads
     if isinstance(a, MLA):
         latents = [Term("Q latent: norm and up-projection input", 3 * n * a.q_lora_rank + n, act, "sp")] \
@@ -175,7 +176,7 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         core += _dropped(b * h * s * s, act, "P's dropout") if dropout else []
         if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
-    return [Term(ATTENTION_INPUT, n * d, act, "input"), *inner, *_qk_norm(a, n, act), *core,
+    return [Term(ATTENTION_INPUT, n * d, act, "input"), *inner, *_qk_norm(a, n, act, norms), *core,
             *_tables(a, s, act), *_temperature(a, s), *_output_gate(a, n, act), *_augment(a, n, d, act)]
 
 
@@ -244,9 +245,10 @@ def _tables(a: Attention | MLA, s: int, act: int) -> list[Term]:
         if rope is not None and rope.tables_per_call else []
 
 
-def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
+def _qk_norm(a: Attention | MLA, n: int, act: int, norms: str) -> list[Term]:
     """The Q and K norms (Qwen3, OLMo-2, LFM2 ...), each as a norm over its rows: one row per head, or
-    one per token over the full width; a layer reading an earlier layer's K has no K norm."""
+    one per token over the full width, counted as the block's norms are (`norms`: upcast, frozen; _norm);
+    a layer reading an earlier layer's K has no K norm. A scale 1 + w is head_dim wide per head."""
     qk = getattr(a, "qk_norm", None)
     if qk is None:
         return []
@@ -258,9 +260,7 @@ def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
         terms.append(Term(f"V norm: {what}{' (its input is the K norm input)' if shared else ''}", kept - shared, act, "tp"))
     for which, (heads, width) in zip("QK", widths):
         rows = n * heads if qk.scope == "head" or qk.per_head else n
-        what, kept = _norm_kept(qk.norm, rows, width * n // rows)
-        terms.append(Term(f"{which} norm: {what}", kept, act, "tp"))
-        terms += _unit_offset(qk.norm, a.head_dim if qk.scope == "head" else width, act, f"{which} norm")
+        terms += _norm(qk.norm, rows, width * n // rows, act, f"{which} norm", norms, "tp")
     return terms
 
 
@@ -460,7 +460,8 @@ def _hyper(hyper: HyperConnections, n: int, d: int, act: int) -> list[Term]:
                  2 * (n * k * d + n * d + n * k + n * k * k), act, "sp")]
 
 
-def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool, repeat_kv: bool = False) -> list[Term]:
+def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool, repeat_kv: bool = False,
+           norms: str = "act") -> list[Term]:
     """What one layer's token mixer keeps, by the part's kind (attention and MLA share one rule)."""
     if a is None:
         return []
@@ -472,7 +473,7 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
         return _lightning(a, b, s, d, act)
     if a.kind == "compressed_attention":
         return _compressed(a, b, s, d, act, recompute, flash)
-    return _attention(a, b, s, d, act, recompute, flash, repeat_kv)
+    return _attention(a, b, s, d, act, recompute, flash, repeat_kv, norms)
 
 
 def _mlp(m: MLP | MoE, n: int, d: int, act: int, norm: Norm | None = None) -> list[Term]:
@@ -494,13 +495,13 @@ def _hidden(label: str, part: MLP | MoE, elements: int, act: int) -> Term:
     projection's whole output (the clamps' input), the clamped gate, the sigmoid, up + 1, the gated
     value and the product: seven; a plain MLP its activation's input and output."""
     if not part.gated:
-        return Term(PLAIN_HIDDEN.replace("MLP hidden", label), 2 * elements, act, "tp")
+        return Term(label + PLAIN_KEPT, 2 * elements, act, "tp")
     if part.gate_clamp:
         return Term(f"{label} (gate and up, both clamped, SiLU, product)", 6 * elements, act, "tp")
     if getattr(part, "swiglu_limit", None):
         return Term(f"{label} (gate and up, the clamped gate, sigmoid, up + 1, gated value, product)",
                     7 * elements, act, "tp")
-    return Term(GATED_HIDDEN.replace("MLP hidden", label), 4 * elements, act, "tp")
+    return Term(label + GATED_KEPT, 4 * elements, act, "tp")
 
 
 def _gemma4_moe(m: MoE, n: int, d: int, act: int, norm: Norm | None) -> list[Term]:
@@ -534,7 +535,7 @@ def _moe(m: MoE, n: int, d: int, act: int) -> list[Term]:
              # the expert biases are gathered per row by its expert's id (grouped_mm_experts_forward)
              *([Term("experts: each row's expert id, for its biases (int64)", rows, INT64, "")]
                if m.expert_bias else []),
-             Term("routed rows (experts' input)", rows * d, act, "sp"),
+             Term(ROUTED_ROWS, rows * d, act, "sp"),
              _hidden("experts' hidden", m, rows * m.d_ff, act),
              Term("experts' outputs and routing weights", rows * d + rows, act, "sp")]
     if m.shared is not None:
@@ -643,7 +644,7 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     if block.parallel and len(block.norms) == 1:  # one norm feeds both: the MLP reads the attention's input
         mlp = mlp[1:]
     # a parallel group's each
-    mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash, repeat_kv)]
+    mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash, repeat_kv, norms)]
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
     applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
     hyper = _hyper(block.hyper, n, d, act) if block.hyper is not None else []
