@@ -460,15 +460,10 @@ def test_a_frozen_base_keeps_only_what_its_adapters_read(targets: tuple[str, ...
     assert saved_per_layer(model, ids)[1:] == [t.layer_bytes(terms)] * (layers - 1)
 
 
-@pytest.mark.parametrize("targets", [("q", "v"), ("o",)])
-@pytest.mark.parametrize("model_type", ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe"])
-def test_a_frozen_moe_block_keeps_no_input_of_its_frozen_experts(model_type: str, targets: tuple[str, ...]) -> None:
-    """transformers' tiny MoE models (grouped_mm experts), fp32, every weight frozen, LoRA adapters on the
-    attention only: the frozen router keeps no input, the frozen experts' grouped matmuls keep neither the
-    routed rows nor the product down reads (SiLU's input and output and up stay, and each expert's output
-    beside its routing weight), Qwen2-MoE's frozen shared expert and its gate likewise, and a Q or K norm
-    with a frozen weight keeps no normed x (Qwen3-MoE per head, OLMoE over the full width): frozen.py's
-    rule with the dense MLP's. fp32, as the 16-bit routers' fp32 softmax is a matter of its own."""
+def _frozen_fp32(model_type: str, linears: dict[str, str], targets: tuple[str, ...], attention: str) -> tuple[int, int]:
+    """transformers' tiny `model_type` in fp32, every weight frozen, LoRA adapters (rank 4, no dropout) on the
+    attention's `linears` that `targets` name: what its second layer keeps (saved-tensor hooks; the first,
+    whose input needs no gradient, keeps less), and what frozen.py counts for it with the adapters' A outputs."""
     from calc.analysis.train import Setup
     from calc.analysis.train.frozen import frozen_layer
     from saved_tensors import saved_per_layer
@@ -478,18 +473,45 @@ def test_a_frozen_moe_block_keeps_no_input_of_its_frozen_experts(model_type: str
 
     rank = 4
     model = _transformers_tiny(model_type).requires_grad_(False).train()
-    model.set_attn_implementation("sdpa")
+    model.set_attn_implementation(attention)
     for layer in model.model.layers:
         for target in targets:
-            name = LLAMA_LINEARS[target].split(".")[1]
-            setattr(layer.self_attn, name, _LoRA(getattr(layer.self_attn, name), rank, 0.0))
+            setattr(layer.self_attn, linears[target], _LoRA(getattr(layer.self_attn, linears[target]), rank, 0.0))
     ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
     spec = spec_of(tiny_config(model_type))
     block = spec.blocks[spec.block_at(1)]
-    frozen = frozen_layer(layer_terms(block, spec.d_model, B, T, FP32, "none", True, "act-frozen"), block,
-                          Setup(T, B, lora_rank=rank, lora_targets=targets))
+    frozen = frozen_layer(layer_terms(block, spec.d_model, B, T, FP32, "none", attention == "sdpa", "act-frozen"),
+                          block, Setup(T, B, lora_rank=rank, lora_targets=targets,
+                                       attention="flash" if attention == "sdpa" else "eager"))
     adapters = len(targets) * B * T * rank * FP32  # each adapter's A output, for B's gradient
-    assert saved_per_layer(model, ids)[1] == sum(t.bytes(1, False) for t in frozen) + adapters
+    return saved_per_layer(model, ids)[1], sum(t.bytes(1, False) for t in frozen) + adapters
+
+
+@pytest.mark.parametrize("targets", [("q", "v"), ("o",)])
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe"])
+def test_a_frozen_moe_block_keeps_no_input_of_its_frozen_experts(model_type: str, targets: tuple[str, ...]) -> None:
+    """transformers' tiny MoE models (grouped_mm experts), adapters on the attention only: the frozen router
+    keeps no input, the frozen experts' grouped matmuls keep neither the routed rows nor the product down
+    reads (SiLU's input and output and up stay, and each expert's output beside its routing weight),
+    Qwen2-MoE's frozen shared expert and its gate likewise, and a Q or K norm with a frozen weight keeps no
+    normed x (Qwen3-MoE per head, OLMoE over the full width): frozen.py's rule with the dense MLP's. fp32,
+    as the 16-bit routers' fp32 softmax is a matter of its own."""
+    linears = {t: LLAMA_LINEARS[t].split(".")[1] for t in targets}
+    measured, counted = _frozen_fp32(model_type, linears, targets, "sdpa")
+    assert measured == counted
+
+
+@pytest.mark.parametrize("targets", [("q",), ("o",), ("q", "o")])
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "deepseek_v2", "glm4_moe_lite"])
+def test_a_frozen_mla_keeps_only_the_latents_its_adapters_read(model_type: str, targets: tuple[str, ...]) -> None:
+    """MLA frozen, eager (CPU's SDPA runs MLA's unequal Q and V head widths through its math path, which no
+    GPU run takes): q_a and kv_a, which take no adapter, keep no normed input; each latent norm keeps its
+    input and rsqrt (the KV one its input's whole storage, the rotary key with it), its frozen weight no
+    normed x; q_b's input (the Q latent) stays for an adapter on q (DeepSeek-V2's plain q projection reads
+    the normed input instead), kv_b's never; W_O's input for an adapter on o; the MoE block as above."""
+    linears = {"q": "q_proj" if model_type == "deepseek_v2" else "q_b_proj", "o": "o_proj"}
+    measured, counted = _frozen_fp32(model_type, linears, targets, "eager")
+    assert measured == counted
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.1])

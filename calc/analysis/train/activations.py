@@ -79,6 +79,7 @@ ATTENTION_INPUT, W_O_INPUT, MLP_INPUT, HEAD_INPUT = ("attention input (normed x)
                                                     "MLP input (normed x)", "LM head input")
 GATED_KEPT, PLAIN_KEPT = " (gate, SiLU, up, product)", " (before and after the activation)"  # a hidden term's ending
 ROUTED_ROWS = "routed rows (experts' input)"
+Q_LATENT, KV_LATENT = "Q latent: q_b's input (the norm's output)", "KV latent: kv_b's input (the norm's output)"
 
 
 @dataclass(frozen=True)
@@ -147,13 +148,8 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
                repeat_kv: bool = False, norms: str = "act") -> list[Term]:
     n, h = b * s, a.n_heads
     if isinstance(a, MLA):
-        latents = [Term("Q latent: norm and up-projection input", 3 * n * a.q_lora_rank + n, act, "sp")] \
-            if a.q_lora_rank else []
-        # the KV norm reads a slice of kv_a's output, whose storage holds the rotary key beside the latent
-        latents.append(Term("KV latent: norm (its input kv_a's whole output) and up-projection input",
-                            3 * n * a.kv_lora_rank + n + n * a.qk_rope_head_dim, act, "sp"))
-        inner = [*latents, Term("Q and K (every head)", 2 * n * h * a.qk_head_dim, act, "tp"),
-                 Term("V and the heads' output (W_O's input)", 2 * n * h * a.v_head_dim, act, "tp")]
+        inner = [*_mla_latents(a, n, act, norms), Term("Q and K (every head)", 2 * n * h * a.qk_head_dim, act, "tp"),
+                 Term("V (every head)", n * h * a.v_head_dim, act, "tp"), Term(W_O_INPUT, n * h * a.v_head_dim, act, "tp")]
     else:
         # explicit QKᵀ and P·V keep K and V expanded to all h heads; a fused kernel, or a checkpoint
         # around attention, keeps them at the kv heads, unless a mask goes with them (_masked) or the
@@ -178,6 +174,19 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
     return [Term(ATTENTION_INPUT, n * d, act, "input"), *inner, *_qk_norm(a, n, act, norms), *core,
             *_tables(a, s, act), *_temperature(a, s), *_output_gate(a, n, act), *_augment(a, n, d, act)]
+
+
+def _mla_latents(a: MLA, n: int, act: int, norms: str) -> list[Term]:
+    """MLA's latents: each norm (counted as the block's are, `norms`) and its output, the up-projection's
+    input (q_b's, kv_b's). The KV norm reads a slice of kv_a's output, whose storage holds the rotary key
+    beside the latent: kept with it where the norm keeps its input as it is (not upcast)."""
+    q = [*_norm(a.norm, n, a.q_lora_rank, act, "Q latent norm", norms), Term(Q_LATENT, n * a.q_lora_rank, act, "sp")] \
+        if a.q_lora_rank else []
+    upcast = norms.startswith("upcast") and a.norm.kind == "rmsnorm" and not a.norm.pow_rsqrt
+    rotary = [] if upcast else [Term("KV latent norm: the rotary key in its input's storage", n * a.qk_rope_head_dim,
+                                     act, "sp")]
+    return [*q, *_norm(a.norm, n, a.kv_lora_rank, act, "KV latent norm", norms), *rotary,
+            Term(KV_LATENT, n * a.kv_lora_rank, act, "sp")]
 
 
 def _masked(a: Attention | MLA, s: int) -> bool:

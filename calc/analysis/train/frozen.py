@@ -17,22 +17,25 @@ its mask), or a 4-bit matmul that stores its input itself (bitsandbytes 0.42.0, 
 
 A MoE block's frozen router keeps no input, and its experts' grouped matmuls, frozen, keep neither the
 routed rows (read by gate and up) nor the product (read by down): the dense MLP's rule, row by row; a
-shared expert is a dense MLP. The norms' frozen weights, the Q and K norms' too, keep no normed x
-(`Setup.norms`, activations._norm). Counted for layers of attention and a dense MLP or a top-k MoE
-(_plain); other mixers (MLA, recurrent) and other MoE forms keep their full-training count (not measured
+shared expert is a dense MLP. MLA's q_a and kv_a take no adapter, so its normed input goes (but for a
+plain q projection's adapter), q_b's input (the Q latent) stays for an adapter on q, kv_b's never. The
+norms' frozen weights, the Q and K norms' and MLA's latent norms' too, keep no normed x (`Setup.norms`,
+activations._norm). Counted for layers of attention or MLA and a dense MLP or a top-k MoE (_plain);
+other mixers (recurrent, compressed) and other MoE forms keep their full-training count (not measured
 frozen). Measured with saved-tensor hooks on transformers' tiny Llama with LoRA adapters on every
-combination of targets, with and without dropout, and on tiny Qwen3-MoE, Qwen2-MoE, Mixtral and OLMoE
-with adapters on the attention (tests/test_train_torch.py).
+combination of targets, with and without dropout, on tiny Qwen3-MoE, Qwen2-MoE, Mixtral and OLMoE with
+adapters on the attention, and on tiny DeepSeek-V3, DeepSeek-V2 and GLM-4.7-Flash (MLA) with adapters on q
+and o (tests/test_train_torch.py).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from calc.analysis.train.activations import (ATTENTION_INPUT, GATED_KEPT, HEAD_INPUT, MLP_INPUT, PLAIN_KEPT,
-                                             ROUTED_ROWS, W_O_INPUT, Term)
+from calc.analysis.train.activations import (ATTENTION_INPUT, GATED_KEPT, HEAD_INPUT, KV_LATENT, MLP_INPUT,
+                                             PLAIN_KEPT, Q_LATENT, ROUTED_ROWS, W_O_INPUT, Term)
 from calc.analysis.train.bnb import BNB, quantised_head
-from calc.parts import MLP, Attention, MoE
+from calc.parts import MLA, MLP, Attention, MoE
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
@@ -57,15 +60,24 @@ def _plain(m: MLP | MoE | None) -> bool:
                                                                              or m.swiglu_limit))
 
 
+def _input_readers(block: Block) -> tuple[str, ...]:
+    """The targets whose adapters read the attention's normed input: q, k and v; MLA's q_a and kv_a take
+    none (its "q" adapts q_b, which reads the Q latent), unless it has a plain q projection."""
+    a = block.attention
+    return ("q",) if isinstance(a, MLA) and not a.q_lora_rank else () if isinstance(a, MLA) else ("q", "k", "v")
+
+
 def frozen_layer(terms: list[Term], block: Block, s: "Setup") -> list[Term]:
     """A layer's full-training terms less the inputs that only frozen linears would have kept."""
-    if (s.qlora and BNB[s.bnb][0]) or not _plain(block.mlp) or not all(type(a) is Attention for a in block.mixers()):
+    if (s.qlora and BNB[s.bnb][0]) or not _plain(block.mlp) or not all(type(a) in (Attention, MLA)
+                                                                       for a in block.mixers()):
         return terms
     mlp_readers = ("gate", "up")
     shared = block.parallel and len(block.norms) == 1  # one norm feeds the attention and the MLP
-    dropped = {ATTENTION_INPUT: not _read(s, "q", "k", "v", *(mlp_readers if shared else ())),
+    dropped = {ATTENTION_INPUT: not _read(s, *_input_readers(block), *(mlp_readers if shared else ())),
                W_O_INPUT: s.attention != "flash" and not _read(s, "o"),
-               MLP_INPUT: not _read(s, *mlp_readers), ROUTED_ROWS: not _read(s, *mlp_readers)}
+               MLP_INPUT: not _read(s, *mlp_readers), ROUTED_ROWS: not _read(s, *mlp_readers),
+               Q_LATENT: not _read(s, "q"), KV_LATENT: True}  # kv_b takes no adapter
     out = []
     for t in terms:
         if dropped.get(t.label):
