@@ -436,7 +436,8 @@ def test_a_frozen_base_keeps_only_what_its_adapters_read(targets: tuple[str, ...
     weights frozen), plus the adapters' own tensors (A's output; with dropout the dropped-out input and its
     mask). The first layer, whose input comes from the frozen embedding and needs no gradient, keeps less
     and is left out. Explicit attention keeps W_O's input (its transposed copy) only for an adapter on o,
-    and in bf16 its softmax's fp32 output beside the cast copy (test_a_16_bit_eager_softmax_keeps_what_it_computes_in)."""
+    and in bf16 its softmax's fp32 output beside the cast copy
+    (test_a_16_bit_eager_softmax_keeps_what_it_computes_in)."""
     from calc.analysis.train import Setup, train
     from saved_tensors import saved_per_layer
     from test_hybrids import _transformers_tiny

@@ -132,7 +132,8 @@ def _norm(norm: Norm, n: int, width: int, act: int, label: str, norms: str = "ac
     the weight's gradient; "upcast-frozen" and "act-frozen": a frozen weight's multiply keeps no normed
     x, as under LoRA). `split`: how TP splits it (a Q or K norm's rows are heads)."""
     if norms.startswith("upcast") and norm.kind == "rmsnorm" and not norm.pow_rsqrt:
-        normed = [Term(f"{label}: normed (cast back)", n * width, act, split)] if norms == "upcast" and norm.weight else []
+        trained = norms == "upcast" and norm.weight
+        normed = [Term(f"{label}: normed (cast back)", n * width, act, split)] if trained else []
         return [Term(f"{label}: input and rsqrt (fp32, upcast)", n * width + n, 4, split), *normed,
                 *_unit_offset(norm, width, act, label)]
     what, kept = _norm_kept(norm, n, width, norms.endswith("frozen"))
@@ -149,7 +150,8 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
     n, h = b * s, a.n_heads
     if isinstance(a, MLA):
         inner = [*_mla_latents(a, n, act, norms), Term("Q and K (every head)", 2 * n * h * a.qk_head_dim, act, "tp"),
-                 Term("V (every head)", n * h * a.v_head_dim, act, "tp"), Term(W_O_INPUT, n * h * a.v_head_dim, act, "tp")]
+                 Term("V (every head)", n * h * a.v_head_dim, act, "tp"),
+                 Term(W_O_INPUT, n * h * a.v_head_dim, act, "tp")]
     else:
         # explicit QKᵀ and P·V keep K and V expanded to all h heads; a fused kernel, or a checkpoint
         # around attention, keeps them at the kv heads, unless a mask goes with them (_masked) or the

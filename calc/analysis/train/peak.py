@@ -203,8 +203,9 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
     if s.fsdp1:
         root = (("FSDP1: the root unit (head" + ("" if tied else ", embedding") + ") unsharded through backward",
                  2 * head_params * (1 if tied else 2)),)
-        root_grad = () if s.lora_rank else root + (("FSDP1: the root's parameters' gradients and the flat gradient "
-                                                     "autograd assembles from them", 2 * head_params * (1 if tied else 2) * p.grad),)
+        root_grad = () if s.lora_rank else root + (
+            ("FSDP1: the root's parameters' gradients and the flat gradient autograd assembles from them",
+             2 * head_params * (1 if tied else 2) * p.grad),)
         return _Fsdp(root + (("FSDP: the last layer gathered", size),), head_grad, root + layers, layer_grad, root,
                      root_grad)
     if s.fsdp_head_unit:
