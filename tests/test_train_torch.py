@@ -461,58 +461,63 @@ def test_a_frozen_base_keeps_only_what_its_adapters_read(targets: tuple[str, ...
     assert saved_per_layer(model, ids)[1:] == [t.layer_bytes(terms)] * (layers - 1)
 
 
-def _frozen_fp32(model_type: str, linears: dict[str, str], targets: tuple[str, ...], attention: str) -> tuple[int, int]:
-    """transformers' tiny `model_type` in fp32, every weight frozen, LoRA adapters (rank 4, no dropout) on the
-    attention's `linears` that `targets` name: what its second layer keeps (saved-tensor hooks; the first,
-    whose input needs no gradient, keeps less), and what frozen.py counts for it with the adapters' A outputs."""
-    from calc.analysis.train import Setup
-    from calc.analysis.train.frozen import frozen_layer
-    from saved_tensors import saved_per_layer
+def _adapted_tiny(model_type: str, linears: dict[str, str], targets: tuple[str, ...], attention: str,
+                  dtype: torch.dtype):  # noqa: ANN202
+    """transformers' tiny `model_type` in `dtype`, every weight frozen, LoRA adapters (rank 4, no dropout) on
+    the attention's `linears` that `targets` name: the model, token ids and our spec of it."""
     from test_hybrids import _transformers_tiny
     from oracle import spec_of
     from tiny_models import VOCAB, tiny_config
 
-    rank = 4
-    model = _transformers_tiny(model_type).requires_grad_(False).train()
+    model = _transformers_tiny(model_type).to(dtype).requires_grad_(False).train()
     model.set_attn_implementation(attention)
     for layer in model.model.layers:
         for target in targets:
-            setattr(layer.self_attn, linears[target], _LoRA(getattr(layer.self_attn, linears[target]), rank, 0.0))
+            setattr(layer.self_attn, linears[target], _LoRA(getattr(layer.self_attn, linears[target]), 4, 0.0))
     ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
-    spec = spec_of(tiny_config(model_type))
-    block = spec.blocks[spec.block_at(1)]
-    frozen = frozen_layer(layer_terms(block, spec.d_model, B, T, FP32, "none", attention == "sdpa", "act-frozen"),
-                          block, Setup(T, B, lora_rank=rank, lora_targets=targets,
-                                       attention="flash" if attention == "sdpa" else "eager"))
-    adapters = len(targets) * B * T * rank * FP32  # each adapter's A output, for B's gradient
-    return saved_per_layer(model, ids)[1], sum(t.bytes(1, False) for t in frozen) + adapters
+    return model, ids, spec_of(tiny_config(model_type))
 
 
 @pytest.mark.parametrize("targets", [("q", "v"), ("o",)])
 @pytest.mark.parametrize("model_type", ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe"])
 def test_a_frozen_moe_block_keeps_no_input_of_its_frozen_experts(model_type: str, targets: tuple[str, ...]) -> None:
-    """transformers' tiny MoE models (grouped_mm experts), adapters on the attention only: the frozen router
-    keeps no input, the frozen experts' grouped matmuls keep neither the routed rows nor the product down
-    reads (SiLU's input and output and up stay, and each expert's output beside its routing weight),
-    Qwen2-MoE's frozen shared expert and its gate likewise, and a Q or K norm with a frozen weight keeps no
-    normed x (Qwen3-MoE per head, OLMoE over the full width): frozen.py's rule with the dense MLP's. fp32,
-    as the 16-bit routers' fp32 softmax is a matter of its own."""
-    linears = {t: LLAMA_LINEARS[t].split(".")[1] for t in targets}
-    measured, counted = _frozen_fp32(model_type, linears, targets, "sdpa")
-    assert measured == counted
+    """transformers' tiny MoE models (grouped_mm experts) in bf16, adapters on the attention only, every later
+    layer measured: the frozen router keeps no input, the frozen experts' grouped matmuls keep neither the
+    routed rows nor the product down reads (SiLU's input and output and up stay, and each expert's output
+    beside its routing weight), Qwen2-MoE's frozen shared expert and its gate likewise, and a Q or K norm
+    with a frozen weight keeps its fp32 input and rsqrt but no normed x (Qwen3-MoE per head, OLMoE over the
+    full width): frozen.py's rule with the dense MLP's. The softmax routers compute in fp32 (their scores and
+    renormalised weights kept so), Mixtral's handing its weights to the experts in fp32 (MoE.router_fp32)."""
+    from calc.analysis.train import Setup, train
+    from saved_tensors import saved_per_layer
+
+    model, ids, spec = _adapted_tiny(model_type, {t: LLAMA_LINEARS[t].split(".")[1] for t in targets}, targets,
+                                     "sdpa", torch.bfloat16)
+    t = train(spec, Setup(T, B, lora_rank=4, lora_targets=targets, precision="bf16", norm_upcast=True))
+    (_, layers, terms), = t.layers
+    assert saved_per_layer(model, ids)[1:] == [t.layer_bytes(terms)] * (layers - 1)
 
 
 @pytest.mark.parametrize("targets", [("q",), ("o",), ("q", "o")])
 @pytest.mark.parametrize("model_type", ["deepseek_v3", "deepseek_v2", "glm4_moe_lite"])
 def test_a_frozen_mla_keeps_only_the_latents_its_adapters_read(model_type: str, targets: tuple[str, ...]) -> None:
-    """MLA frozen, eager (CPU's SDPA runs MLA's unequal Q and V head widths through its math path, which no
-    GPU run takes): q_a and kv_a, which take no adapter, keep no normed input; each latent norm keeps its
-    input and rsqrt (the KV one its input's whole storage, the rotary key with it), its frozen weight no
-    normed x; q_b's input (the Q latent) stays for an adapter on q (DeepSeek-V2's plain q projection reads
-    the normed input instead), kv_b's never; W_O's input for an adapter on o; the MoE block as above."""
+    """MLA frozen, fp32 and eager (CPU's SDPA runs MLA's unequal Q and V head widths through its math path, which
+    no GPU run takes), the second layer measured: q_a and kv_a, which take no adapter, keep no normed input;
+    each latent norm keeps its input and rsqrt (the KV one its input's whole storage, the rotary key with it),
+    its frozen weight no normed x; q_b's input (the Q latent) stays for an adapter on q (DeepSeek-V2's plain q
+    projection reads the normed input instead), kv_b's never; W_O's input for an adapter on o; the MoE block
+    as above."""
+    from calc.analysis.train import Setup
+    from calc.analysis.train.frozen import frozen_layer
+    from saved_tensors import saved_per_layer
+
     linears = {"q": "q_proj" if model_type == "deepseek_v2" else "q_b_proj", "o": "o_proj"}
-    measured, counted = _frozen_fp32(model_type, linears, targets, "eager")
-    assert measured == counted
+    model, ids, spec = _adapted_tiny(model_type, linears, targets, "eager", torch.float32)
+    block = spec.blocks[spec.block_at(1)]
+    frozen = frozen_layer(layer_terms(block, spec.d_model, B, T, FP32, "none", False, "act-frozen"), block,
+                          Setup(T, B, lora_rank=4, lora_targets=targets, attention="eager"))
+    adapters = len(targets) * B * T * 4 * FP32  # each adapter's A output (rank 4), for B's gradient
+    assert saved_per_layer(model, ids)[1] == sum(t.bytes(1, False) for t in frozen) + adapters
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.1])

@@ -548,7 +548,9 @@ def _moe(m: MoE, n: int, d: int, act: int) -> list[Term]:
                if m.expert_bias else []),
              Term(ROUTED_ROWS, rows * d, act, "sp"),
              _hidden("experts' hidden", m, rows * m.d_ff, act),
-             Term("experts' outputs and routing weights", rows * d + rows, act, "sp")]
+             Term("experts' outputs", rows * d, act, "sp"),
+             Term("routing weights" + (" (fp32)" if m.router_fp32 == "kept" else ""), rows,
+                  4 if m.router_fp32 == "kept" else act, "sp")]
     if m.shared is not None:
         terms.append(_hidden("shared expert hidden", m.shared, n * m.shared.d_ff, act))
     if m.shared_gate:
@@ -557,7 +559,9 @@ def _moe(m: MoE, n: int, d: int, act: int) -> list[Term]:
 
 
 def _router(m: MoE, n: int, act: int) -> list[Term]:
-    """The router's scores, the top-k indices (int64), the picked weights and their sum when renormalised."""
+    """The router's scores, the top-k indices (int64), the picked weights and their sum when renormalised; a
+    router computing in fp32 (`router_fp32`) keeps its scores and weights in fp32 whatever the activations'
+    width (measured in bf16: tests/test_train_torch.py)."""
     if m.scoring == "sparsemixer":
         return _sparsemixer(m, n, act)
     rows = n * m.top_k
@@ -565,13 +569,14 @@ def _router(m: MoE, n: int, act: int) -> list[Term]:
     scores = 1 + (m.scoring == "sqrtsoftplus") + bool(m.router_softcap)
     renormalised = m.norm_topk and not m.topk_first  # a softmax over the picked logits needs no renormalising
     capped = ", soft-capped" if m.router_softcap else ""
+    kept = 4 if m.router_fp32 != "none" else act  # an fp32 router's scores and weights
     return [Term("router: softmax over the top-k logits" if m.topk_first else f"router: scores ({m.scoring}{capped})",
-                 rows if m.topk_first else scores * n * m.choices, act, ""),
+                 rows if m.topk_first else scores * n * m.choices, kept, ""),
             Term("router: top-k indices (int64)", rows, INT64, ""),
             # DeepSeek-V2's group-limited greedy: masked_fill keeps the experts' mask of the groups kept
             *([Term("router: the kept groups' mask (bool)", n * m.choices, 1, "")]
               if m.n_group > 1 and m.scoring == "softmax" else []),
-            *([Term("router: picked weights and their sum (renormalised)", rows + n * (1 + m.clamped_sum), act, "")]
+            *([Term("router: picked weights and their sum (renormalised)", rows + n * (1 + m.clamped_sum), kept, "")]
               if renormalised else [])]
 
 
