@@ -176,6 +176,48 @@ def test_the_root_stays_gathered_with_its_gradients_unsharded_until_backward_end
                                          "output.weight": True})]
 
 
+def test_the_final_callback_copies_the_roots_unsharded_gradients_into_one_reduce_scatter_input(fsdp2,
+                                                                                             monkeypatch) -> None:
+    """The root's post-backward runs in FSDP2's final callback: it reshards the root, then foreach_reduce copies
+    the root's unsharded gradients (head, final norm, embedding) into one reduce-scatter input of their summed
+    size, in the reduce dtype, and only then frees them (`unsharded_grads.clear()`): both exist at the copy-in,
+    with no gathered unit and no earlier layer's reduce-scatter input left."""
+    import torch.distributed.fsdp._fully_shard._fsdp_collectives as collectives
+
+    model = _sharded(fsdp2, layers=3, own_units=())
+    groups = _groups(model)
+    found = []
+    copy_in = collectives.foreach_reduce_scatter_copy_in
+
+    def spy(grads: list[torch.Tensor], reduce_scatter_input: torch.Tensor, world_size: int) -> None:
+        found.append((sorted(g.numel() for g in grads), reduce_scatter_input.numel(), reduce_scatter_input.dtype,
+                      {n for n, g in groups.items() if g.is_unsharded}, len(groups[""].comm_ctx.reduce_scatter_states)))
+        return copy_in(grads, reduce_scatter_input, world_size)
+
+    monkeypatch.setattr(collectives, "foreach_reduce_scatter_copy_in", spy)
+    _loss(model, torch.randint(0, V, (1, N))).backward()
+    assert found[-1] == ([D, D, V * D, V * D], 2 * V * D + 2 * D, torch.bfloat16, set(), 0)
+    assert found[:-1] == [([D * D], D * D, torch.bfloat16, {""}, 0)] * 3  # each layer's, the root gathered
+
+
+def test_peak_counts_fsdp2s_root_gradients_reduce_scattered_at_backwards_end() -> None:
+    """Llama 3.1 70B under torchtitan's FSDP2 (fp32 sharded states, bf16 compute, fp32 reduce): at backward's end
+    the root's unsharded bf16 gradients (head and embedding, 2 × 128,256 × 8,192) beside their fp32 reduce-scatter
+    input, the layers' sharded gradients and states beside them; none under LoRA (a frozen root)."""
+    from calc.analysis.train import Setup, train
+    from calc.analysis.train.frameworks import resolve
+    from calc.spec.load import load_spec
+
+    spec, params = load_spec("llama-3.1-70b"), 2 * 128256 * 8192
+    name = "backward ends: FSDP2 reduce-scatters the root's gradients"
+    t = train(spec, Setup(2048, 1, gpus=8, zero=3, **resolve("torchtitan", {"recompute": "full"})))
+    moment = {m.name: dict(m.parts) for m in t.moments}[name]
+    assert moment["FSDP2: the root's unsharded gradients (head, embedding) and their reduce-scatter input"] \
+        == params * (2 + 4)
+    lora = train(spec, Setup(2048, 1, gpus=8, zero=3, lora_rank=8, **resolve("torchtitan", {"recompute": "full"})))
+    assert name not in {m.name for m in lora.moments}
+
+
 def test_peak_counts_fsdp2s_root_through_backward_and_each_frameworks_last_layer() -> None:
     """Llama 3.1 70B's root (embedding and head, 2 × 128,256 × 8,192 × 2 B) gathered at the loss and in every
     layer's backward; the last layer beside it at the loss where the framework does not reshard it (torchtitan's

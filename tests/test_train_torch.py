@@ -442,9 +442,9 @@ def test_a_frozen_base_keeps_only_what_its_adapters_read(targets: tuple[str, ...
     training keeps less the inputs no adapter reads as they are (frozen.py) and the norms' normed x (their
     weights frozen), plus the adapters' own tensors (A's output; with dropout the dropped-out input and its
     mask). The first layer, whose input comes from the frozen embedding and needs no gradient, keeps less
-    and is left out. Explicit attention keeps W_O's input (its transposed copy) only for an adapter on o;
-    in bf16 transformers' eager attention also keeps its softmax's fp32 output (softmax(..., dtype=float32)
-    before the cast), B·h·T·T·4 bytes whatever the targets, which layer_terms (measured in fp32) does not count."""
+    and is left out. Explicit attention keeps W_O's input (its transposed copy) only for an adapter on o,
+    and in bf16 its softmax's fp32 output beside the cast copy
+    (test_a_16_bit_eager_softmax_keeps_what_it_computes_in)."""
     from calc.analysis.train import Setup, train
     from saved_tensors import saved_per_layer
     from test_hybrids import _transformers_tiny
@@ -465,8 +465,95 @@ def test_a_frozen_base_keeps_only_what_its_adapters_read(targets: tuple[str, ...
     t = train(spec, Setup(T, B, lora_rank=rank, lora_targets=targets, lora_dropout=dropout, precision="bf16",
                           norm_upcast=True, attention="flash" if attention == "sdpa" else "eager"))
     (_, layers, terms), = t.layers
-    softmax = B * spec.blocks[spec.block_at(0)].attention.n_heads * T * T * 4 if attention == "eager" else 0
-    assert saved_per_layer(model, ids)[1:] == [t.layer_bytes(terms) + softmax] * (layers - 1)
+    assert saved_per_layer(model, ids)[1:] == [t.layer_bytes(terms)] * (layers - 1)
+
+
+def _adapted_tiny(model_type: str, linears: dict[str, str], targets: tuple[str, ...], attention: str,
+                  dtype: torch.dtype):  # noqa: ANN202
+    """transformers' tiny `model_type` in `dtype`, every weight frozen, LoRA adapters (rank 4, no dropout) on
+    the attention's `linears` that `targets` name: the model, token ids and our spec of it."""
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    model = _transformers_tiny(model_type).to(dtype).requires_grad_(False).train()
+    model.set_attn_implementation(attention)
+    for layer in model.model.layers:
+        for target in targets:
+            setattr(layer.self_attn, linears[target], _LoRA(getattr(layer.self_attn, linears[target]), 4, 0.0))
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    return model, ids, spec_of(tiny_config(model_type))
+
+
+@pytest.mark.parametrize("targets", [("q", "v"), ("o",)])
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe"])
+def test_a_frozen_moe_block_keeps_no_input_of_its_frozen_experts(model_type: str, targets: tuple[str, ...]) -> None:
+    """transformers' tiny MoE models (grouped_mm experts) in bf16, adapters on the attention only, every later
+    layer measured: the frozen router keeps no input, the frozen experts' grouped matmuls keep neither the
+    routed rows nor the product down reads (SiLU's input and output and up stay, and each expert's output
+    beside its routing weight), Qwen2-MoE's frozen shared expert and its gate likewise, and a Q or K norm
+    with a frozen weight keeps its fp32 input and rsqrt but no normed x (Qwen3-MoE per head, OLMoE over the
+    full width): frozen.py's rule with the dense MLP's. The softmax routers compute in fp32 (their scores and
+    renormalised weights kept so), Mixtral's handing its weights to the experts in fp32 (MoE.router_fp32)."""
+    from calc.analysis.train import Setup, train
+    from saved_tensors import saved_per_layer
+
+    model, ids, spec = _adapted_tiny(model_type, {t: LLAMA_LINEARS[t].split(".")[1] for t in targets}, targets,
+                                     "sdpa", torch.bfloat16)
+    t = train(spec, Setup(T, B, lora_rank=4, lora_targets=targets, precision="bf16", norm_upcast=True))
+    (_, layers, terms), = t.layers
+    assert saved_per_layer(model, ids)[1:] == [t.layer_bytes(terms)] * (layers - 1)
+
+
+@pytest.mark.parametrize("targets", [("q",), ("o",), ("q", "o")])
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "deepseek_v2", "glm4_moe_lite"])
+def test_a_frozen_mla_keeps_only_the_latents_its_adapters_read(model_type: str, targets: tuple[str, ...]) -> None:
+    """MLA frozen, fp32 and eager (CPU's SDPA runs MLA's unequal Q and V head widths through its math path, which
+    no GPU run takes), the second layer measured: q_a and kv_a, which take no adapter, keep no normed input;
+    each latent norm keeps its input and rsqrt (the KV one its input's whole storage, the rotary key with it),
+    its frozen weight no normed x; q_b's input (the Q latent) stays for an adapter on q (DeepSeek-V2's plain q
+    projection reads the normed input instead), kv_b's never; W_O's input for an adapter on o; the MoE block
+    as above."""
+    from calc.analysis.train import Setup
+    from calc.analysis.train.frozen import frozen_layer
+    from saved_tensors import saved_per_layer
+
+    linears = {"q": "q_proj" if model_type == "deepseek_v2" else "q_b_proj", "o": "o_proj"}
+    model, ids, spec = _adapted_tiny(model_type, linears, targets, "eager", torch.float32)
+    block = spec.blocks[spec.block_at(1)]
+    frozen = frozen_layer(layer_terms(block, spec.d_model, B, T, FP32, "none", False, "act-frozen"), block,
+                          Setup(T, B, lora_rank=4, lora_targets=targets, attention="eager"))
+    adapters = len(targets) * B * T * 4 * FP32  # each adapter's A output (rank 4), for B's gradient
+    assert saved_per_layer(model, ids)[1] == sum(t.bytes(1, False) for t in frozen) + adapters
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+@pytest.mark.parametrize("model_type", ["llama", "gpt2", "llama4_text"])
+def test_a_16_bit_eager_softmax_keeps_what_it_computes_in(model_type: str, dropout: float,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers' own eager_attention_forward on bf16 Q, K and V (one KV head per query head): QKᵀ keeps
+    Q and K, P·V keeps V and its P. Llama's softmax(..., dtype=float32).to(query.dtype) keeps the fp32 P for
+    the softmax's backward and P·V its bf16 copy, or the dropout's output and mask (the copy then freed);
+    GPT-2's and Llama-4's softmax runs in bf16 and keeps one P. What layer_terms counts for P, as the
+    adapter's softmax_fp32 says."""
+    import importlib
+    from oracle import spec_of
+    from tiny_models import tiny_config
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", _gpu_dropout)
+    family = model_type.removesuffix("_text")
+    forward = importlib.import_module(f"transformers.models.{family}.modeling_{family}").eager_attention_forward
+    rate = "attn_pdrop" if model_type == "gpt2" else "attention_dropout"
+    spec = spec_of({**tiny_config(model_type), rate: dropout})
+    block = spec.blocks[spec.block_at(0)]
+    module = torch.nn.Module()
+    module.num_key_value_groups = 1
+    q, k, v = (torch.randn(B, block.attention.n_heads, T, block.attention.head_dim, dtype=torch.bfloat16,
+                           requires_grad=True) for _ in "qkv")
+    kept = saved_bytes(module, lambda: forward(module, q, k, v, None, scaling=0.5, dropout=dropout)[0].float().sum())
+    terms = layer_terms(block, spec.d_model, B, T, 2, "none")
+    p = [t for t in terms if t.label.startswith(("softmax", "P's"))]
+    assert kept == 3 * q.nbytes + sum(t.bytes(1, False) for t in p)
 
 
 # --- the loss, the optimizer step, autocast: measured with a live-storage tracker (tests/live_memory.py)

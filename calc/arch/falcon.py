@@ -54,7 +54,8 @@ def _dropout(cfg: Config) -> dict[str, Any]:
 
 def _attention(cfg: Config) -> dict[str, Any]:
     """FalconAttention's K/V heads: num_kv_heads (default all) in the new architecture, else 1 with multi_query."""
-    attn = mha(cfg, cfg.bool("bias"), fused_qkv=True)
+    # both of FalconAttention's eager softmaxes take dtype=hidden_states.dtype (the alibi path's fp32 logits cast back)
+    attn = mha(cfg, cfg.bool("bias"), fused_qkv=True, softmax_fp32=False)
     if cfg.bool("new_decoder_architecture"):
         attn["n_kv_heads"] = cfg.int("num_kv_heads", default=attn["n_heads"])
     elif cfg.bool("multi_query"):

@@ -23,7 +23,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     ln = norm("layernorm", cfg.float("layer_norm_epsilon", default=1e-5))
     d_ff = cfg.int("n_inner", default=None) or 4 * cfg.int(*KEYS["d_model"])
     mlp = {"d_ff": d_ff, "activation": "gelu_tanh", "bias": True}
-    attention = {**mha(cfg, True, fused_qkv=True), "dropout": cfg.float("attn_pdrop")}
+    # GPT2Attention's eager softmax runs in the logits' dtype (softmax(attn_weights, dim=-1), no dtype)
+    attention = {**mha(cfg, True, fused_qkv=True), "dropout": cfg.float("attn_pdrop"), "softmax_fp32": False}
     block = {"attention": attention, "mlp": mlp, "norm": ln, "residual_dropout": cfg.float("resid_pdrop")}
     return uniform(cfg, "gpt2", block, ln, cfg.bool("tie_word_embeddings"),
                    embedding={"positions": "learned", "dropout": cfg.float("embd_pdrop")})

@@ -55,7 +55,7 @@ def _moe_layers(cfg: Config, n_layers: int) -> set[int]:
 def _block(cfg: Config, rms: dict[str, Any], is_moe: bool, rotary: bool) -> dict[str, Any]:
     """Llama4TextAttention: rotary on interleaved channel pairs (complex), chunked attention and an L2
     norm of the rotated queries and keys on rotary layers; a query temperature on the others."""
-    attn = attention(cfg)
+    attn = attention(cfg, softmax_fp32=False)  # its eager_attention_forward: softmax(attn_weights, dim=-1), no upcast
     if not rotary:
         attn["rope"] = None
         if cfg.bool("attn_temperature_tuning"):

@@ -69,10 +69,12 @@ VLLM = {"flex_olmo": TRANSFORMERS_BACKEND}
 # llama.cpp converts MixtralForCausalLM as its `llama` architecture: no window (conversion/__init__.py:195)
 LLAMACPP = {"mixtral": LLAMACPP_NO_WINDOW}
 # How each router weighs its top_k experts (MixtralTopKRouter renormalises; OLMoE as norm_topk_prob says).
-ROUTING = {"mixtral": lambda cfg: {}, "granitemoe": lambda cfg: {"topk_first": True},
+# MixtralTopKRouter softmaxes router_logits.float() and hands its weights on in fp32; OLMoE's and FlexOlmo's
+# softmax(..., dtype=torch.float) cast them back (.to(router_logits.dtype))
+ROUTING = {"mixtral": lambda cfg: {"router_fp32": "kept"}, "granitemoe": lambda cfg: {"topk_first": True},
            "phimoe": lambda cfg: {"scoring": "sparsemixer", "jitter_eps": cfg.float("router_jitter_noise", default=0.01)},
-           "olmoe": lambda cfg: {"norm_topk": cfg.bool("norm_topk_prob", default=False)},
-           "flex_olmo": lambda cfg: {"norm_topk": cfg.bool("norm_topk_prob")},
+           "olmoe": lambda cfg: {"norm_topk": cfg.bool("norm_topk_prob", default=False), "router_fp32": "cast"},
+           "flex_olmo": lambda cfg: {"norm_topk": cfg.bool("norm_topk_prob"), "router_fp32": "cast"},
            "minimax_m2": lambda cfg: {"scoring": "sigmoid", "score_bias": True}}
 
 

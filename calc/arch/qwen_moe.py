@@ -80,7 +80,9 @@ def _block(cfg: Config, model_type: str, rms: dict[str, Any], is_moe: bool, wind
         attn["qk_norm"] = {"norm": rms, "scope": "head"}
     mlp = gated_mlp(cfg, bias=False)
     if is_moe:
-        mlp = experts(cfg, ("num_experts",), "moe_intermediate_size", norm_topk=cfg.bool("norm_topk_prob"))
+        # Qwen2MoeTopKRouter / Qwen3MoeTopKRouter: softmax(..., dtype=torch.float), then .to(router_logits.dtype)
+        mlp = experts(cfg, ("num_experts",), "moe_intermediate_size", norm_topk=cfg.bool("norm_topk_prob"),
+                      router_fp32="cast")
         if model_type == "qwen2_moe":
             mlp.update(shared=gated_mlp(cfg, "shared_expert_intermediate_size", bias=False), n_shared=1,
                        shared_gate=True)

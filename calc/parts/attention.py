@@ -138,6 +138,10 @@ class Attention(HeadWidths, Part):
     # P's dropout in training (Seed-OSS's attention_dropout, GPT-2's attn_pdrop: 0.1 by default); no parameters and no
     # arithmetic at inference, it only changes what a training step keeps (calc/analysis/train)
     dropout: float = Field(default=0.0, ge=0, lt=1, strict=False)
+    # the eager softmax of a 16-bit run computes in fp32 and casts back (transformers' eager_attention_forward:
+    # softmax(..., dtype=torch.float32).to(query.dtype)), keeping its fp32 output for backward; False where it
+    # computes in the logits' dtype (GPT-2, GPT-J, Falcon, Llama-4). Only what a training step keeps changes
+    softmax_fp32: bool = True
     softcap: float | None = Field(default=None, gt=0, strict=False)
     scale: float | None = Field(default=None, gt=0, strict=False)  # softmax scale; None: 1/sqrt(head_dim)
     chunk: int | None = Field(default=None, gt=0)  # Llama-4's chunked attention: keys of the same chunk only

@@ -64,6 +64,10 @@ class MoE(Part):
     # Phi-3.5-MoE's sparsemixer (top-2) picks each expert among those within 2·jitter_eps of the best.
     scoring: Literal["softmax", "sigmoid", "sparsemixer", "sqrtsoftplus"] = "softmax"
     norm_topk: bool = True
+    # a softmax router on 16-bit logits that computes in fp32 (softmax(router_logits, dtype=torch.float)), keeping
+    # its scores and renormalised weights in fp32: "cast" hands the experts the weights cast back (Qwen2/3-MoE,
+    # OLMoE), "kept" hands them on in fp32 (Mixtral); "none": in the logits' dtype. Only training memory changes
+    router_fp32: Literal["none", "cast", "kept"] = "none"
     # GraniteMoE's router takes the top-k logits first and softmaxes only those: the weights of softmax,
     # top-k and renormalisation, but backward keeps k scores per token rather than n_experts
     topk_first: bool = False

@@ -130,7 +130,7 @@ class FlatSpec(HeadWidths, BaseModel):
         attention = {"n_heads": self.n_heads, "n_kv_heads": self.n_kv_heads, "head_dim": self.head_dim,
                      "q_bias": self.qkv_bias, "k_bias": self.qkv_bias, "v_bias": self.qkv_bias,
                      "o_bias": self.attn_out_bias, "fused_qkv": self.family == "gpt2", "rope": rope,
-                     "dropout": self.dropout}
+                     "dropout": self.dropout, "softmax_fp32": self.family != "gpt2"}  # GPT2Attention: no upcast
         gated = self.mlp == "swiglu"
         mlp = {"d_ff": self.d_ff, "gated": gated, "activation": "silu" if gated else "gelu_tanh", "bias": self.mlp_bias}
         return {

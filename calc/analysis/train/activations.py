@@ -9,7 +9,8 @@ test write it (tests/training_forward.py), in the activation dtype (`act`, bytes
   QKᵀ and P·V                         keep Q, K, P and V; K and V at all h heads (GQA expanded:
                                       selective recomputation keeps them at the kv heads)
   softmax                             keeps its output P: B·h·T·T (a sliding window or a chunk
-                                      is a mask on it: transformers' eager_attention_forward)
+                                      is a mask on it: transformers' eager_attention_forward); one that
+                                      upcasts 16-bit logits keeps it in fp32, P·V the cast copy
   SiLU / GELU                         keep their input; gate × up keeps both factors
   dropout (only where the config's p > 0)   keeps its mask, 1 byte an element (a GPU's bool); the
                                       dropout masks of GPT-2, GPT-BigCode, Phi, StarCoder2, OPT, GPT-NeoX,
@@ -76,7 +77,9 @@ INT64 = 8
 
 ATTENTION_INPUT, W_O_INPUT, MLP_INPUT, HEAD_INPUT = ("attention input (normed x)", "heads' output (W_O's input)",
                                                     "MLP input (normed x)", "LM head input")
-GATED_HIDDEN, PLAIN_HIDDEN = "MLP hidden (gate, SiLU, up, product)", "MLP hidden (before and after the activation)"
+GATED_KEPT, PLAIN_KEPT = " (gate, SiLU, up, product)", " (before and after the activation)"  # a hidden term's ending
+ROUTED_ROWS = "routed rows (experts' input)"
+Q_LATENT, KV_LATENT = "Q latent: q_b's input (the norm's output)", "KV latent: kv_b's input (the norm's output)"
 
 
 @dataclass(frozen=True)
@@ -121,19 +124,20 @@ def _rms_kept(rows: int, width: int, pow_rsqrt: bool, scaled: bool) -> tuple[str
     return what, rows * width + rows * (1 + pow_rsqrt) + rows * width * scaled
 
 
-def _norm(norm: Norm, n: int, width: int, act: int, label: str, norms: str = "act") -> list[Term]:
+def _norm(norm: Norm, n: int, width: int, act: int, label: str, norms: str = "act", split: str = "sp") -> list[Term]:
     """A norm's kept tensors at the activation width ("act", as the fp32 torch tests measure them), or
     as an eager RMSNorm that upcasts a 16-bit input keeps them ("upcast": transformers' LlamaRMSNorm,
     litgpt's and torchtune's RMSNorm all compute x.float() · rsqrt(mean(x²) + ε) before casting back,
     so the input and the rsqrt are kept in fp32, the cast-back normed x at the activation width for
     the weight's gradient; "upcast-frozen" and "act-frozen": a frozen weight's multiply keeps no normed
-    x, as under LoRA)."""
+    x, as under LoRA). `split`: how TP splits it (a Q or K norm's rows are heads)."""
     if norms.startswith("upcast") and norm.kind == "rmsnorm" and not norm.pow_rsqrt:
-        normed = [Term(f"{label}: normed (cast back)", n * width, act, "sp")] if norms == "upcast" and norm.weight else []
-        return [Term(f"{label}: input and rsqrt (fp32, upcast)", n * width + n, 4, "sp"), *normed,
+        trained = norms == "upcast" and norm.weight
+        normed = [Term(f"{label}: normed (cast back)", n * width, act, split)] if trained else []
+        return [Term(f"{label}: input and rsqrt (fp32, upcast)", n * width + n, 4, split), *normed,
                 *_unit_offset(norm, width, act, label)]
     what, kept = _norm_kept(norm, n, width, norms.endswith("frozen"))
-    return [Term(f"{label}: {what}", kept, act, "sp"), *_unit_offset(norm, width, act, label)]
+    return [Term(f"{label}: {what}", kept, act, split), *_unit_offset(norm, width, act, label)]
 
 
 def _unit_offset(norm: Norm, width: int, act: int, label: str) -> list[Term]:
@@ -142,16 +146,12 @@ def _unit_offset(norm: Norm, width: int, act: int, label: str) -> list[Term]:
 
 
 def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: str, flash: bool,
-               repeat_kv: bool = False) -> list[Term]:
+               repeat_kv: bool = False, norms: str = "act") -> list[Term]:
     n, h = b * s, a.n_heads
     if isinstance(a, MLA):
-        latents = [Term("Q latent: norm and up-projection input", 3 * n * a.q_lora_rank + n, act, "sp")] \
-            if a.q_lora_rank else []
-        # the KV norm reads a slice of kv_a's output, whose storage holds the rotary key beside the latent
-        latents.append(Term("KV latent: norm (its input kv_a's whole output) and up-projection input",
-                            3 * n * a.kv_lora_rank + n + n * a.qk_rope_head_dim, act, "sp"))
-        inner = [*latents, Term("Q and K (every head)", 2 * n * h * a.qk_head_dim, act, "tp"),
-                 Term("V and the heads' output (W_O's input)", 2 * n * h * a.v_head_dim, act, "tp")]
+        inner = [*_mla_latents(a, n, act, norms), Term("Q and K (every head)", 2 * n * h * a.qk_head_dim, act, "tp"),
+                 Term("V (every head)", n * h * a.v_head_dim, act, "tp"),
+                 Term(W_O_INPUT, n * h * a.v_head_dim, act, "tp")]
     else:
         # explicit QKᵀ and P·V keep K and V expanded to all h heads; a fused kernel, or a checkpoint
         # around attention, keeps them at the kv heads, unless a mask goes with them (_masked) or the
@@ -168,12 +168,27 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
         core += [Term("sliding window's mask, as SDPA's additive bias", b * s * s, act, "")] if _masked(a, s) else []
     else:
-        core = _softmax(getattr(a, "sinks", False), b, h, s, s, act)  # every key scored, a window masked
-        core += _dropped(b * h * s * s, act, "P's dropout") if getattr(a, "dropout", 0) else []
+        dropout = bool(getattr(a, "dropout", 0))
+        # every key scored, a window masked
+        core = _softmax(getattr(a, "sinks", False), b, h, s, s, act, getattr(a, "softmax_fp32", True), dropout)
+        core += _dropped(b * h * s * s, act, "P's dropout") if dropout else []
         if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
-    return [Term(ATTENTION_INPUT, n * d, act, "input"), *inner, *_qk_norm(a, n, act), *core,
+    return [Term(ATTENTION_INPUT, n * d, act, "input"), *inner, *_qk_norm(a, n, act, norms), *core,
             *_tables(a, s, act), *_temperature(a, s), *_output_gate(a, n, act), *_augment(a, n, d, act)]
+
+
+def _mla_latents(a: MLA, n: int, act: int, norms: str) -> list[Term]:
+    """MLA's latents: each norm (counted as the block's are, `norms`) and its output, the up-projection's
+    input (q_b's, kv_b's). The KV norm reads a slice of kv_a's output, whose storage holds the rotary key
+    beside the latent: kept with it where the norm keeps its input as it is (not upcast)."""
+    q = [*_norm(a.norm, n, a.q_lora_rank, act, "Q latent norm", norms), Term(Q_LATENT, n * a.q_lora_rank, act, "sp")] \
+        if a.q_lora_rank else []
+    upcast = norms.startswith("upcast") and a.norm.kind == "rmsnorm" and not a.norm.pow_rsqrt
+    rotary = [] if upcast else [Term("KV latent norm: the rotary key in its input's storage", n * a.qk_rope_head_dim,
+                                     act, "sp")]
+    return [*q, *_norm(a.norm, n, a.kv_lora_rank, act, "KV latent norm", norms), *rotary,
+            Term(KV_LATENT, n * a.kv_lora_rank, act, "sp")]
 
 
 def _masked(a: Attention | MLA, s: int) -> bool:
@@ -201,14 +216,22 @@ def _dropped(elements: int, act: int, label: str) -> list[Term]:
             Term(f"{label}: its mask (bool)", elements, 1, "tp")]
 
 
-def _softmax(sinks: bool, b: int, h: int, s: int, keys: int, act: int) -> list[Term]:
+def _softmax(sinks: bool, b: int, h: int, s: int, keys: int, act: int, upcast: bool = False,
+             dropout: bool = False) -> list[Term]:
     """The eager softmax's output P; with sinks (gpt-oss's and DeepSeek-V4's eager attention) a softmax
     over the logits and the sink column, less their row max, whose indices (int64) the max keeps; P is
-    a view of it."""
+    a view of it. Sinks aside, an `upcast` softmax of 16-bit logits (softmax(..., dtype=float32).to(dtype))
+    keeps its fp32 output for its own backward, and P·V keeps the 16-bit copy, unless a dropout reads
+    that copy (the dropout's output is kept instead, _dropped). The sink softmax computes in the logits'
+    dtype (F.softmax(combined_logits, dtype=combined_logits.dtype))."""
     if sinks:
         return [Term("softmax output P (with the sink column)", b * h * s * (keys + 1), act, "tp"),
                 Term("the logits' row max: its indices (int64)", b * h * s, INT64, "tp")]
-    return [Term("softmax output P", b * h * s * keys, act, "tp")]
+    p = b * h * s * keys
+    if upcast and act < 4:
+        cast = [] if dropout else [Term("softmax output P, cast back (P·V's input)", p, act, "tp")]
+        return [Term("softmax output P (fp32: the softmax upcasts)", p, 4, "tp"), *cast]
+    return [Term("softmax output P", p, act, "tp")]
 
 
 def _output_gate(a: Attention | MLA, n: int, act: int) -> list[Term]:
@@ -233,9 +256,10 @@ def _tables(a: Attention | MLA, s: int, act: int) -> list[Term]:
         if rope is not None and rope.tables_per_call else []
 
 
-def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
+def _qk_norm(a: Attention | MLA, n: int, act: int, norms: str) -> list[Term]:
     """The Q and K norms (Qwen3, OLMo-2, LFM2 ...), each as a norm over its rows: one row per head, or
-    one per token over the full width; a layer reading an earlier layer's K has no K norm."""
+    one per token over the full width, counted as the block's norms are (`norms`: upcast, frozen; _norm);
+    a layer reading an earlier layer's K has no K norm. A scale 1 + w is head_dim wide per head."""
     qk = getattr(a, "qk_norm", None)
     if qk is None:
         return []
@@ -247,9 +271,7 @@ def _qk_norm(a: Attention | MLA, n: int, act: int) -> list[Term]:
         terms.append(Term(f"V norm: {what}{' (its input is the K norm input)' if shared else ''}", kept - shared, act, "tp"))
     for which, (heads, width) in zip("QK", widths):
         rows = n * heads if qk.scope == "head" or qk.per_head else n
-        what, kept = _norm_kept(qk.norm, rows, width * n // rows)
-        terms.append(Term(f"{which} norm: {what}", kept, act, "tp"))
-        terms += _unit_offset(qk.norm, a.head_dim if qk.scope == "head" else width, act, f"{which} norm")
+        terms += _norm(qk.norm, rows, width * n // rows, act, f"{which} norm", norms, "tp")
     return terms
 
 
@@ -449,7 +471,8 @@ def _hyper(hyper: HyperConnections, n: int, d: int, act: int) -> list[Term]:
                  2 * (n * k * d + n * d + n * k + n * k * k), act, "sp")]
 
 
-def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool, repeat_kv: bool = False) -> list[Term]:
+def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool, repeat_kv: bool = False,
+           norms: str = "act") -> list[Term]:
     """What one layer's token mixer keeps, by the part's kind (attention and MLA share one rule)."""
     if a is None:
         return []
@@ -461,7 +484,7 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
         return _lightning(a, b, s, d, act)
     if a.kind == "compressed_attention":
         return _compressed(a, b, s, d, act, recompute, flash)
-    return _attention(a, b, s, d, act, recompute, flash, repeat_kv)
+    return _attention(a, b, s, d, act, recompute, flash, repeat_kv, norms)
 
 
 def _mlp(m: MLP | MoE, n: int, d: int, act: int, norm: Norm | None = None) -> list[Term]:
@@ -483,13 +506,13 @@ def _hidden(label: str, part: MLP | MoE, elements: int, act: int) -> Term:
     projection's whole output (the clamps' input), the clamped gate, the sigmoid, up + 1, the gated
     value and the product: seven; a plain MLP its activation's input and output."""
     if not part.gated:
-        return Term(PLAIN_HIDDEN.replace("MLP hidden", label), 2 * elements, act, "tp")
+        return Term(label + PLAIN_KEPT, 2 * elements, act, "tp")
     if part.gate_clamp:
         return Term(f"{label} (gate and up, both clamped, SiLU, product)", 6 * elements, act, "tp")
     if getattr(part, "swiglu_limit", None):
         return Term(f"{label} (gate and up, the clamped gate, sigmoid, up + 1, gated value, product)",
                     7 * elements, act, "tp")
-    return Term(GATED_HIDDEN.replace("MLP hidden", label), 4 * elements, act, "tp")
+    return Term(label + GATED_KEPT, 4 * elements, act, "tp")
 
 
 def _gemma4_moe(m: MoE, n: int, d: int, act: int, norm: Norm | None) -> list[Term]:
@@ -523,9 +546,11 @@ def _moe(m: MoE, n: int, d: int, act: int) -> list[Term]:
              # the expert biases are gathered per row by its expert's id (grouped_mm_experts_forward)
              *([Term("experts: each row's expert id, for its biases (int64)", rows, INT64, "")]
                if m.expert_bias else []),
-             Term("routed rows (experts' input)", rows * d, act, "sp"),
+             Term(ROUTED_ROWS, rows * d, act, "sp"),
              _hidden("experts' hidden", m, rows * m.d_ff, act),
-             Term("experts' outputs and routing weights", rows * d + rows, act, "sp")]
+             Term("experts' outputs", rows * d, act, "sp"),
+             Term("routing weights" + (" (fp32)" if m.router_fp32 == "kept" else ""), rows,
+                  4 if m.router_fp32 == "kept" else act, "sp")]
     if m.shared is not None:
         terms.append(_hidden("shared expert hidden", m.shared, n * m.shared.d_ff, act))
     if m.shared_gate:
@@ -534,7 +559,9 @@ def _moe(m: MoE, n: int, d: int, act: int) -> list[Term]:
 
 
 def _router(m: MoE, n: int, act: int) -> list[Term]:
-    """The router's scores, the top-k indices (int64), the picked weights and their sum when renormalised."""
+    """The router's scores, the top-k indices (int64), the picked weights and their sum when renormalised; a
+    router computing in fp32 (`router_fp32`) keeps its scores and weights in fp32 whatever the activations'
+    width (measured in bf16: tests/test_train_torch.py)."""
     if m.scoring == "sparsemixer":
         return _sparsemixer(m, n, act)
     rows = n * m.top_k
@@ -542,13 +569,14 @@ def _router(m: MoE, n: int, act: int) -> list[Term]:
     scores = 1 + (m.scoring == "sqrtsoftplus") + bool(m.router_softcap)
     renormalised = m.norm_topk and not m.topk_first  # a softmax over the picked logits needs no renormalising
     capped = ", soft-capped" if m.router_softcap else ""
+    kept = 4 if m.router_fp32 != "none" else act  # an fp32 router's scores and weights
     return [Term("router: softmax over the top-k logits" if m.topk_first else f"router: scores ({m.scoring}{capped})",
-                 rows if m.topk_first else scores * n * m.choices, act, ""),
+                 rows if m.topk_first else scores * n * m.choices, kept, ""),
             Term("router: top-k indices (int64)", rows, INT64, ""),
             # DeepSeek-V2's group-limited greedy: masked_fill keeps the experts' mask of the groups kept
             *([Term("router: the kept groups' mask (bool)", n * m.choices, 1, "")]
               if m.n_group > 1 and m.scoring == "softmax" else []),
-            *([Term("router: picked weights and their sum (renormalised)", rows + n * (1 + m.clamped_sum), act, "")]
+            *([Term("router: picked weights and their sum (renormalised)", rows + n * (1 + m.clamped_sum), kept, "")]
               if renormalised else [])]
 
 
@@ -632,7 +660,7 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     if block.parallel and len(block.norms) == 1:  # one norm feeds both: the MLP reads the attention's input
         mlp = mlp[1:]
     # a parallel group's each
-    mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash, repeat_kv)]
+    mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash, repeat_kv, norms)]
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
     applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
     hyper = _hyper(block.hyper, n, d, act) if block.hyper is not None else []

@@ -15,20 +15,27 @@ its mask), or a 4-bit matmul that stores its input itself (bitsandbytes 0.42.0, 
   activation's output) where down has one;
 - the head's input where the head has one.
 
-The norms' frozen weights keep no normed x either (`Setup.norms`, activations._norm). Counted for layers of
-attention and a dense MLP; other mixers and MoE blocks keep their full-training count (not measured
+A MoE block's frozen router keeps no input, and its experts' grouped matmuls, frozen, keep neither the
+routed rows (read by gate and up) nor the product (read by down): the dense MLP's rule, row by row; a
+shared expert is a dense MLP. MLA's q_a and kv_a take no adapter, so its normed input goes (but for a
+plain q projection's adapter), q_b's input (the Q latent) stays for an adapter on q, kv_b's never. The
+norms' frozen weights, the Q and K norms' and MLA's latent norms' too, keep no normed x (`Setup.norms`,
+activations._norm). Counted for layers of attention or MLA and a dense MLP or a top-k MoE (_plain);
+other mixers (recurrent, compressed) and other MoE forms keep their full-training count (not measured
 frozen). Measured with saved-tensor hooks on transformers' tiny Llama with LoRA adapters on every
-combination of targets, with and without dropout (tests/test_train_torch.py).
+combination of targets, with and without dropout, on tiny Qwen3-MoE, Qwen2-MoE, Mixtral and OLMoE with
+adapters on the attention, and on tiny DeepSeek-V3, DeepSeek-V2 and GLM-4.7-Flash (MLA) with adapters on q
+and o (tests/test_train_torch.py).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from calc.analysis.train.activations import (ATTENTION_INPUT, GATED_HIDDEN, HEAD_INPUT, MLP_INPUT, PLAIN_HIDDEN,
-                                             W_O_INPUT, Term)
+from calc.analysis.train.activations import (ATTENTION_INPUT, GATED_KEPT, HEAD_INPUT, KV_LATENT, MLP_INPUT,
+                                             PLAIN_KEPT, Q_LATENT, ROUTED_ROWS, W_O_INPUT, Term)
 from calc.analysis.train.bnb import BNB, quantised_head
-from calc.parts import MLP, Attention
+from calc.parts import MLA, MLP, Attention, MoE
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
@@ -42,24 +49,41 @@ def _read(s: "Setup", *targets: str) -> bool:
     return not s.lora_dropout and any(t in s.lora_targets for t in targets)
 
 
+def _plain(m: MLP | MoE | None) -> bool:
+    """An MLP, or a MoE's experts and shared expert, whose kept tensors are the ones measured frozen: a
+    plain or SwiGLU MLP; top-k experts through transformers' grouped matmuls without biases, clamps or
+    Gemma-4's scaled router and norms."""
+    if isinstance(m, MoE):
+        return not (m.all_experts or m.expert_bias or m.clamp or m.gate_clamp or m.swiglu_limit or m.router_scale
+                    or m.shared_norms) and m.gated and m.activation != "xielu" and _plain(m.shared)
+    return m is None or (type(m) is MLP and m.activation != "xielu" and not (m.clamp or m.gate_clamp or m.sparsity
+                                                                             or m.swiglu_limit))
+
+
+def _input_readers(block: Block) -> tuple[str, ...]:
+    """The targets whose adapters read the attention's normed input: q, k and v; MLA's q_a and kv_a take
+    none (its "q" adapts q_b, which reads the Q latent), unless it has a plain q projection."""
+    a = block.attention
+    return ("q",) if isinstance(a, MLA) and not a.q_lora_rank else () if isinstance(a, MLA) else ("q", "k", "v")
+
+
 def frozen_layer(terms: list[Term], block: Block, s: "Setup") -> list[Term]:
     """A layer's full-training terms less the inputs that only frozen linears would have kept."""
-    m = block.mlp
-    plain = m is None or (type(m) is MLP and m.activation != "xielu" and not (m.clamp or m.gate_clamp or m.sparsity
-                                                                              or m.swiglu_limit))
-    if (s.qlora and BNB[s.bnb][0]) or not plain or not all(type(a) is Attention for a in block.mixers()):
+    if (s.qlora and BNB[s.bnb][0]) or not _plain(block.mlp) or not all(type(a) in (Attention, MLA)
+                                                                       for a in block.mixers()):
         return terms
     mlp_readers = ("gate", "up")
     shared = block.parallel and len(block.norms) == 1  # one norm feeds the attention and the MLP
-    dropped = {ATTENTION_INPUT: not _read(s, "q", "k", "v", *(mlp_readers if shared else ())),
+    dropped = {ATTENTION_INPUT: not _read(s, *_input_readers(block), *(mlp_readers if shared else ())),
                W_O_INPUT: s.attention != "flash" and not _read(s, "o"),
-               MLP_INPUT: not _read(s, *mlp_readers)}
+               MLP_INPUT: not _read(s, *mlp_readers), ROUTED_ROWS: not _read(s, *mlp_readers),
+               Q_LATENT: not _read(s, "q"), KV_LATENT: True}  # kv_b takes no adapter
     out = []
     for t in terms:
         if dropped.get(t.label):
             continue
-        if t.label in (GATED_HIDDEN, PLAIN_HIDDEN) and not _read(s, "down"):  # down's input: the last of them
-            per = 4 if t.label == GATED_HIDDEN else 2
+        if t.label.endswith((GATED_KEPT, PLAIN_KEPT)) and not _read(s, "down"):  # down's input: the last of them
+            per = 4 if t.label.endswith(GATED_KEPT) else 2
             t = Term(t.label + ", down frozen: no product kept" if per == 4 else t.label + ", down frozen: before only",
                      t.elements * (per - 1) // per, t.bytes_per, t.split, t.head)
         out.append(t)

@@ -19,6 +19,8 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
                                     recomputation this moment ("backward, the last layer") holds those
   backward, FSDP1's root gradient   (FSDP1) states + every gradient + the root unit gathered + its
   assembled                         parameters' gradients and the flat gradient assembled from them
+  backward ends: FSDP2 reduce-      (FSDP2, the root holding the head) states + every gradient + the
+  scatters the root's gradients     root's unsharded gradients and their reduce-scatter input (`_fsdp`)
   backward ends                     states + every gradient
   optimizer step                    states + every gradient + the step's temporaries: torch's
                                     foreach AdamW makes one state-sized tensor (sqrt of v) for all
@@ -178,7 +180,8 @@ class _Fsdp:
     in_layer: tuple[tuple[str, int], ...] = ()  # a layer's backward
     layer_grad: tuple[tuple[str, int], ...] = ()  # a layer's backward, and backward's end
     root: tuple[tuple[str, int], ...] = ()  # from the forward to the end of backward (FSDP1's root unit)
-    root_grad: tuple[tuple[str, int], ...] = ()  # FSDP1: the root's flat gradient assembled, backward's last
+    root_grad: tuple[tuple[str, int], ...] = ()  # the root's gradients at backward's end, as `root_moment` names it
+    root_moment: str = "backward, FSDP1's root gradient assembled"
     head_chunk: tuple[tuple[str, int], ...] | None = None  # the head's chunked backward; None: as at the loss
     last_chunk: tuple[tuple[str, int], ...] = ()  # the head's last chunk, where its own unit prefetches a layer
 
@@ -211,8 +214,9 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
     if s.fsdp1:
         root = (("FSDP1: the root unit (head" + ("" if tied else ", embedding") + ") unsharded through backward",
                  2 * head_params * (1 if tied else 2)),)
-        root_grad = () if s.lora_rank else (("FSDP1: the root's parameters' gradients and the flat gradient "
-                                              "autograd assembles from them", 2 * head_params * (1 if tied else 2) * p.grad),)
+        root_grad = () if s.lora_rank else root + (
+            ("FSDP1: the root's parameters' gradients and the flat gradient autograd assembles from them",
+             2 * head_params * (1 if tied else 2) * p.grad),)
         return _Fsdp(root + (("FSDP: the last layer gathered", size),), head_grad, root + layers, layer_grad, root,
                      root_grad)
     if s.fsdp_head_unit:
@@ -222,7 +226,14 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
     root = (("FSDP2: the root unit (head" + ("" if tied else ", embedding") + ") gathered until backward ends",
              2 * head_params * (1 if tied else 2)),)
     last = (("FSDP: the last layer gathered (not resharded after forward)", size),) if s.fsdp_keeps_last_layer else ()
-    return _Fsdp(root + last, head_grad, root + layers, layer_grad, root)
+    # the final callback reshards the root, then copies its unsharded (bf16) gradients into one reduce-scatter
+    # input in the reduce dtype, the sharded gradients' (foreach_reduce: allocate(dtype=reduce_dtype), copy-in,
+    # and only then unsharded_grads.clear())
+    root_grad = () if s.lora_rank else (("FSDP2: the root's unsharded gradients (head" + ("" if tied else ", embedding")
+                                         + ") and their reduce-scatter input", head_params * (1 if tied else 2)
+                                         * (2 + p.grad)),)
+    return _Fsdp(root + last, head_grad, root + layers, layer_grad, root, root_grad,
+                 "backward ends: FSDP2 reduce-scatters the root's gradients")
 
 
 def _accumulated(t: "Training", grads: int) -> int:
@@ -286,8 +297,7 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
     stepped = _one_step(t)
     one = (("8-bit step: one parameter's m and v dequantised to fp32", stepped),) if stepped else ()
     if f.root_grad:
-        out.append(Moment("backward, FSDP1's root gradient assembled", base + (("gradients", max(grads, earlier)),)
-                          + f.root + f.root_grad))
+        out.append(Moment(f.root_moment, base + (("gradients", max(grads, earlier)),) + f.root_grad))
     out.append(Moment("backward ends", base + (("gradients", max(grads, earlier)),) + f.layer_grad
                       + (one if s.optimizer_in_backward else ())))
     if not s.optimizer_in_backward:
