@@ -140,6 +140,10 @@ def test_qwen2_5_14b_q4_k_m_fully_offloaded() -> None:
         components = weights(count(spec), scheme=find_scheme(mix), spec=spec).components
         embedding = components["token_embedding"]
         assert (f"{embedding / MIB:.2f}", f"{(sum(components.values()) - embedding) / MIB:.2f}") == ("417.66", "8148.38")
-    said = lines("qwen2.5-14b", "--quant", "q4_k_m", "--seq", "8192", "-np", "4", "-ngl", "99")
-    assert said[0] == "load_tensors: offloaded 49/49 layers to GPU"
-    assert "llama_kv_cache:      CUDA0 KV buffer size =  1536.00 MiB" in said
+    for mix in ("q4_k_m", "ollama_q4_k_m"):  # the config + mix placed as the GGUF llama-quantize would write
+        said = lines("qwen2.5-14b", "--quant", mix, "--seq", "8192", "-np", "4", "-ngl", "99")
+        assert said[:3] == ["load_tensors: offloaded 49/49 layers to GPU",
+                            # the log's "CPU model buffer size": that llama.cpp named the mapped buffer "CPU"
+                            "load_tensors:   CPU_Mapped model buffer size =   417.66 MiB",
+                            "load_tensors:        CUDA0 model buffer size =  8148.38 MiB"]
+        assert "llama_kv_cache:      CUDA0 KV buffer size =  1536.00 MiB" in said

