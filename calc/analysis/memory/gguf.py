@@ -62,16 +62,24 @@ def _category(name: str, fused_qkv: bool) -> str:
     return f"experts_{kind}" if name.startswith("experts_") else kind
 
 
-def _stored_as(attention: object, name: str, ncols: int, n: int) -> list[tuple[int, int, str | None]]:
-    """(row width, values) of the GGUF tensors a matrix becomes. MLA's kv_b is written as attn_k_b (rows of
-    qk_nope_head_dim, transposed) and attn_v_b (rows of kv_lora_rank) (conversion/deepseek.py:433-449), which
-    tensor_get_category (llama-quant.cpp:119-154) files under OTHER: the base type, each with its own fallback."""
+def _stored_as(attention: object, name: str, ncols: int, n: int, count: int) -> list[tuple[int, int, str | None, int]]:
+    """(row width, values, name, matrices) of the GGUF tensors a matrix of `count` matrices (experts) becomes. MLA's
+    kv_b is written per head as attn_k_b (rows of qk_nope_head_dim, transposed) and attn_v_b (rows of kv_lora_rank)
+    (conversion/deepseek.py:433-449), which tensor_get_category (llama-quant.cpp:119-154) files under OTHER: the base
+    type, each with its own fallback."""
     if name != "kv_b":
-        return [(ncols, n, None)]
-    nope, rank = attention.qk_nope_head_dim, attention.kv_lora_rank
-    k_b = attention.n_heads * nope * rank
-    return [(w, values, stored) for w, values, stored in ((nope, k_b, "attn_k_b"), (rank, n - k_b, "attn_v_b"))
+        return [(ncols, n, None, count)]
+    nope, rank, heads = attention.qk_nope_head_dim, attention.kv_lora_rank, attention.n_heads
+    k_b = heads * nope * rank
+    return [(w, values, stored, heads) for w, values, stored in ((nope, k_b, "attn_k_b"), (rank, n - k_b, "attn_v_b"))
             if values]
+
+
+def _dims(width: int, values: int, matrices: int) -> tuple[int, ...]:
+    """ggml's dimensions (row first) of `matrices` matrices of rows of `width`; a single row is a 1-D tensor, as the
+    converter squeezes a one-output gate (Qwen2-MoE's ffn_gate_inp_shexp)."""
+    rows = values // width // matrices
+    return (width, rows, matrices) if matrices > 1 else (width, rows) if rows > 1 else (width,)
 
 
 def _gqa(spec: ModelSpec) -> int:
@@ -141,10 +149,9 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
                 wanted = qkv
             else:
                 wanted = pick(state, category, layer)
-            for w, values, stored in _stored_as(spec.blocks[block].attention, name, ncols, n):
+            for w, values, stored, groups in _stored_as(spec.blocks[block].attention, name, ncols, n, count):
                 fmt = wanted if name in UNQUANTISED else fitted(wanted, w)
-                pieces.append(Piece(name, layer, (w, values // w // count, count) if count > 1 else
-                                    (w, values // w), fmt, stored))
+                pieces.append(Piece(name, layer, _dims(w, values, groups), fmt, stored))
     embeddings = dict(_embeddings(spec))
     for name, n in breakdown.components.items():
         if name in embeddings:
@@ -152,8 +159,9 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
             wanted = fixed.get(name) or (head(mix, width, FORMATS[base].block) if name == "lm_head" or breakdown.tied
                                          else token_embedding(mix))
             pieces += [Piece(name, None, (width, n // width), fitted(wanted, width))] if n else []
-        elif not any(name in counts for counts in per_layer.values()):
-            pieces.append(Piece(name, None, (n,), "fp16" if name in UNQUANTISED else "fp32"))
+        elif not any(name in counts for counts in per_layer.values()):  # a norm, or learned positions (F16 rows)
+            pieces.append(Piece(name, None, _dims(d, n, 1), "fp16") if name in UNQUANTISED else
+                          Piece(name, None, (n,), "fp32"))
     return pieces
 
 

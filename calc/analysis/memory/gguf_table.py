@@ -36,7 +36,7 @@ NAMES = {
     "experts_down": "ffn_down_exps", "shared_mlp_gate": "ffn_gate_shexp", "shared_mlp_up": "ffn_up_shexp",
     "shared_mlp_down": "ffn_down_shexp", "shared_expert_gate": "ffn_gate_inp_shexp",
     "q_a": "attn_q_a", "q_a_norm": "attn_q_a_norm", "q_b": "attn_q_b", "kv_a": "attn_kv_a_mqa",
-    "kv_a_norm": "attn_kv_a_norm",
+    "kv_a_norm": "attn_kv_a_norm", "position_embedding": "position_embd", "embedding_norm": "token_embd_norm",
 }
 FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
 # gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
@@ -50,16 +50,18 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
 
     types = tables().constants.GGMLQuantizationType
     named: dict[str, tuple[int, tuple[int, ...], str]] = {}  # name -> (layer, ne, format), fused rows summed
-    for piece in gguf_pieces(spec, breakdown, mix):
+    for piece in _split_norms(spec, gguf_pieces(spec, breakdown, mix)):
         name = _name(piece, getattr(spec.blocks[spec.block_at(piece.layer)].attention, "fused_qkv", False)
                      if piece.layer is not None else False)
         if name is None:
             return None
         layer = -1 if piece.layer is None else piece.layer
         if name in named:  # attn_qkv: q, k and v rows under one type (gguf.py types them alike)
-            ne = named[name][1]
-            piece = Piece(piece.component, piece.layer, (ne[0], ne[1] + piece.ne[1], *ne[2:]), piece.fmt)
+            ne = named[name][1]  # a fused bias is one longer row, a fused matrix more rows
+            ne = (ne[0] + piece.ne[0],) if len(ne) == 1 else (ne[0], ne[1] + piece.ne[1], *ne[2:])
+            piece = Piece(piece.component, piece.layer, ne, piece.fmt)
         named[name] = (layer, piece.ne, piece.fmt)
+    named.update(_score_biases(spec))
     tensors, offset = [], 0
     for name, (_, ne, fmt) in sorted(named.items(), key=lambda item: (item[1][0], item[0].encode())):
         kind = types[PLAIN.get(fmt, fmt.upper())]
@@ -67,6 +69,21 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
         tensors.append(GGUFTensor(name, int(kind), kind.name, ne, offset, nbytes))
         offset = -(-(offset + nbytes) // DEFAULT_ALIGNMENT) * DEFAULT_ALIGNMENT
     return [GGUFHeader("", 3, {}, tuple(tensors), 0, offset)]
+
+
+def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
+    """A norm with a weight and a bias (LayerNorm) is one component of both here, two tensors in the file: its
+    `.weight` and `.bias` halves."""
+    out = []
+    for piece in pieces:
+        norm = spec.final_norm if piece.layer is None else spec.blocks[spec.block_at(piece.layer)].norm
+        if piece.component.endswith("norm") and norm.weight and norm.bias:
+            half = (piece.ne[0] // 2,)
+            out += [Piece(piece.component, piece.layer, half, piece.fmt),
+                    Piece(f"{piece.component}_bias", piece.layer, half, piece.fmt)]
+        else:
+            out.append(piece)
+    return out
 
 
 def _name(piece: Piece, fused: bool) -> str | None:
@@ -79,3 +96,14 @@ def _name(piece: Piece, fused: bool) -> str | None:
         return None
     name = FUSED.get(name, name) if fused else name
     return f"{name}.{suffix}" if piece.layer is None else f"blk.{piece.layer}.{name}.{suffix}"
+
+
+def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
+    """DeepSeek-V3's e_score_correction_bias, a buffer the parameter count leaves out but the converter writes, F32,
+    as exp_probs_b (conversion/base.py:593, the rename to e_score_correction.bias): one per expert and MoE layer."""
+    out = {}
+    for layer in range(spec.n_layers):
+        moe = spec.blocks[spec.block_at(layer)].moe
+        if moe is not None and moe.score_bias and not moe.score_bias_param:
+            out[f"blk.{layer}.exp_probs_b.bias"] = (layer, (moe.n_experts,), "fp32")
+    return out
