@@ -39,6 +39,11 @@ QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "llama-q2_k": ("llama", KQUANT, "q2_k", ["-c", "1024"]),  # Q2_K: repacked by AVX-512, not AVX2
     "qwen3_moe-q3_k_m": ("qwen3_moe", {**KQUANT, "moe_intermediate_size": 256}, "q3_k_m", ["-c", "1024"]),
     "gemma3-q4_k_m": ("gemma3_text", {**KQUANT, **GEMMA6}, "q4_k_m", ["-c", "1024"]),  # a tied head, loaded twice
+    # MLA's kv_b as attn_k_b / attn_v_b per head, the score bias (exp_probs_b) the parameter count leaves out
+    "deepseek_v3-q4_k_m": ("deepseek_v3", {}, "q4_k_m", ["-c", "1024"]),
+    # a fused attn_qkv, LayerNorms' weight and bias, learned positions
+    "gpt2-q8_0": ("gpt2", {}, "q8_0", ["-c", "1024"]),
+    "qwen2_moe-iq4_xs": ("qwen2_moe", {}, "iq4_xs", ["-c", "1024"]),  # a one-output shared-expert gate
 }
 
 
