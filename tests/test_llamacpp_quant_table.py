@@ -113,3 +113,14 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
         (RECORDED / f"{name}.log").write_text("\n".join(printed) + "\n")
     assert table_of(name, tmp_path) == written
     assert engine_lines("\n".join(cpu_build_says(quantised, args))) == printed == config_says(name, tmp_path)
+
+
+@pytest.mark.parametrize("model, quant, note", [
+    # Qwen3.5's gated-DeltaNet tensors have no llama.cpp name in gptcalc's table: no guess, the .gguf is asked for
+    ("tests/configs/model_types/qwen3_5.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
+    ("qwen2.5-14b", [], "or a llama-quantize mix with --quant"),  # bf16 weights: no GGUF mix, no table
+])
+def test_no_model_buffers_says_why(model: str, quant: list[str], note: str) -> None:
+    run = CliRunner().invoke(main, ["memory", model, *quant, "--engine", "llamacpp", "--seq", "4096", "-ngl", "10"])
+    assert run.exit_code == 0 and "model buffer size" not in run.output
+    assert note in " ".join(run.output.split())
