@@ -53,21 +53,10 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     component has no llama.cpp name here."""
     from calc.checkpoint.gguf_tables import tables
 
+    named = _named(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix)))
+    if named is None:
+        return None
     types = tables().constants.GGMLQuantizationType
-    named: dict[str, tuple[int, tuple[int, ...], str]] = {}  # name -> (layer, ne, format), fused rows summed
-    for piece in _split_norms(spec, gguf_pieces(spec, breakdown, mix)):
-        fused = getattr(spec.blocks[spec.block_at(piece.layer)].attention, "fused_qkv", False) \
-            if piece.layer is not None else False
-        name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})})
-        if name is None:
-            return None
-        layer = -1 if piece.layer is None else piece.layer
-        if name in named:  # attn_qkv, a fused ffn_up: the rows in one tensor, of the last part's type
-            ne = named[name][1]  # a fused bias is one longer row, a fused matrix more rows
-            ne = (ne[0] + piece.ne[0],) if len(ne) == 1 else (ne[0], ne[1] + piece.ne[1], *ne[2:])
-            piece = Piece(piece.component, piece.layer, ne, piece.fmt)
-        named[name] = (layer, piece.ne, piece.fmt)
-    named.update(_score_biases(spec))
     tensors, offset = [], 0
     rest = OLLAMA_LAST if mix.startswith("ollama_") else -1  # where the tensors outside the layers go
     for name, (_, ne, fmt) in sorted(named.items(), key=lambda item: (rest if item[1][0] < 0 else item[1][0],
@@ -77,6 +66,24 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
         tensors.append(GGUFTensor(name, int(kind), kind.name, ne, offset, nbytes))
         offset = -(-(offset + nbytes) // DEFAULT_ALIGNMENT) * DEFAULT_ALIGNMENT
     return [GGUFHeader("", 3, {}, tuple(tensors), 0, offset)]
+
+
+def _named(spec: ModelSpec, pieces: list[Piece]) -> dict[str, tuple[int, tuple[int, ...], str]] | None:
+    """name -> (layer, -1 outside the layers; dimensions; format) of every tensor, the parts of a fused one (attn_qkv,
+    a fused ffn_up) as one: their rows together, the last part's type (gguf.py types the parts alike)."""
+    named: dict[str, tuple[int, tuple[int, ...], str]] = {}
+    for piece in pieces:
+        fused = piece.layer is not None and getattr(spec.blocks[spec.block_at(piece.layer)].attention, "fused_qkv",
+                                                    False)
+        name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})})
+        if name is None:
+            return None
+        ne = piece.ne
+        if name in named:  # a fused bias is one longer row, a fused matrix more rows
+            was = named[name][1]
+            ne = (was[0] + ne[0],) if len(was) == 1 else (was[0], was[1] + ne[1], *was[2:])
+        named[name] = (-1 if piece.layer is None else piece.layer, ne, piece.fmt)
+    return {**named, **_score_biases(spec)}
 
 
 def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
