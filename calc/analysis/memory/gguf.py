@@ -146,27 +146,34 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
                 continue
             ncols, count = mats[block][name]
             category = cats[block][name]
-            fused = "qkv" if category == "qkv" else "ffn_up" if spec.llamacpp.fused_up and name in FUSED_UP else None
+            joint = "qkv" if category == "qkv" else "ffn_up" if spec.llamacpp.fused_up and name in FUSED_UP else None
             if name in UNQUANTISED:
                 wanted = "fp16"
             elif name in fixed:
                 wanted = fixed[name]
-            elif fused:
-                wanted = one[fused] = one.get(fused) or pick(state, category, layer)
+            elif joint:
+                wanted = one[joint] = one.get(joint) or pick(state, category, layer)
             else:
                 wanted = pick(state, category, layer)
             for w, values, stored, groups in _stored_as(spec.blocks[block].attention, name, ncols, n, count):
                 fmt = wanted if name in UNQUANTISED else fitted(wanted, w)
                 pieces.append(Piece(name, layer, _dims(w, values, groups), fmt, stored))
-    embeddings = dict(_embeddings(spec))
+    return pieces + _outside(spec, breakdown, mix, FORMATS[base].block, fixed)
+
+
+def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed: dict[str, str]) -> list[Piece]:
+    """The tensors outside the layers: the token embedding and the output as llama-quantize types them, the final
+    norm F32, learned positions F16 (rows of d_model)."""
+    embeddings, pieces = dict(_embeddings(spec)), []
+    in_layers = {name for counts in (b.per_layer for b in breakdown.blocks) for name in counts}
     for name, n in breakdown.components.items():
         if name in embeddings:
             width = embeddings[name]
-            wanted = fixed.get(name) or (head(mix, width, FORMATS[base].block) if name == "lm_head" or breakdown.tied
+            wanted = fixed.get(name) or (head(mix, width, block) if name == "lm_head" or breakdown.tied
                                          else token_embedding(mix))
             pieces += [Piece(name, None, (width, n // width), fitted(wanted, width))] if n else []
-        elif not any(name in counts for counts in per_layer.values()):  # a norm, or learned positions (F16 rows)
-            pieces.append(Piece(name, None, _dims(d, n, 1), "fp16") if name in UNQUANTISED else
+        elif name not in in_layers:
+            pieces.append(Piece(name, None, _dims(spec.d_model, n, 1), "fp16") if name in UNQUANTISED else
                           Piece(name, None, (n,), "fp32"))
     return pieces
 
