@@ -57,6 +57,8 @@ NO_CONV_BIAS = {"conv_bias": False}
 # Nemotron-3-Nano's layer pattern (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B: Mamba2, MoE and attention layers, no
 # dense MLP), which llama.cpp's nemotron_h_moe takes; the tiny config's dense "-" layer is not one
 NEMOTRON_MOE = {"hybrid_override_pattern": "ME*E"}
+NEMOTRON_SCALED = {**NEMOTRON_MOE, "routed_scaling_factor": 2.5, "hidden_size": 64, "num_experts_per_tok": 3,
+                   "n_routed_experts": 8}
 # A dense Nemotron-H (nvidia/Nemotron-H-8B-Base-8K's layout: Mamba2, MLP and attention layers, no MoE key), which
 # llama.cpp's nemotron_h takes: the converter picks nemotron_h_moe whenever config.json has num_experts_per_tok
 # (conversion/nemotron.py:221), which transformers 5.24's NemotronHConfig always saves, with the other MoE keys and
@@ -93,20 +95,46 @@ MINIMAX_01 = {"num_hidden_layers": 8, "attn_type_list": [0, 0, 0, 0, 0, 0, 0, 1]
               "layernorm_linear_attention_beta": 1.0, "layernorm_mlp_beta": 1.0}
 MINIMAX_01_HUB = {**tiny_config("minimax_m1"), **MINIMAX_01, "architectures": ["MiniMaxText01ForCausalLM"],
                   "model_type": "MiniMaxText01"}
+# wider Mamba and Mamba2 stacks (their compute buffer replayed node by node: calc/analysis/memory/llamacpp_graph.py)
+MAMBA_WIDE = {"hidden_size": 256, "intermediate_size": 512, "state_size": 16, "time_step_rank": 16,
+              "num_hidden_layers": 3, "vocab_size": 512}
+MAMBA2_WIDE = {"hidden_size": 128, "num_heads": 8, "head_dim": 32, "state_size": 64, "n_groups": 1, "vocab_size": 2048,
+               "num_hidden_layers": 3}
 NO_MTP = ("f16", "--no-mtp")  # the tiny models have no multi-token-prediction layer for the converter to find
 RUNS: dict[str, Run] = {
     "mamba-np4": Run("mamba", {}, ["-c", "4096", "-np", "4"]),
     "falcon_mamba-np4": Run("falcon_mamba", {}, ["-c", "4096", "-np", "4"]),  # llama.cpp's mamba, with B/C/dt norms
     "mamba2-np64": Run("mamba2", {}, ["-c", "4096", "-np", "64"]),
+    # the compute buffer's replay: more sequences, tokens not a multiple of the sequences (graph_reserve rounds them
+    # up), a smaller and a larger ubatch, wider layers
+    "mamba-np256": Run("mamba", {}, ["-c", "65536", "-np", "256"]),
+    # a context below the ubatch: n_batch = min(-c, -b) before -c is padded to 256 (src/llama-context.cpp:248, 292)
+    "mamba-c100": Run("mamba", {}, ["-c", "100"]),
+    "falcon_mamba-np3": Run("falcon_mamba", {}, ["-c", "4096", "-np", "3"]),
+    "mamba_wide-np64": Run("mamba", MAMBA_WIDE, ["-c", "4096", "-np", "64"]),
+    "mamba2-np3-ub64": Run("mamba2", {}, ["-c", "4096", "-np", "3", "-ub", "64"]),
+    "mamba2_wide-ub2048": Run("mamba2", MAMBA2_WIDE, ["-c", "8192", "-np", "8", "-ub", "2048"]),
     "mamba2-np256": Run("mamba2", {}, ["-c", "65536", "-np", "256"]),
     "jamba-np4": Run("jamba", {}, ["-c", "4096", "-np", "4"]),
     "falcon_h1-np4": Run("falcon_h1", FALCON_H1, ["-c", "4096", "-np", "4"]),
     "granitemoehybrid-np4": Run("granitemoehybrid", {}, ["-c", "4096", "-np", "4"], published=GRANITE_4),
     "granitemoehybrid-np256": Run("granitemoehybrid", {}, ["-c", "65536", "-np", "256"], published=GRANITE_4),
     "bamba-np4": Run("bamba", {}, ["-c", "4096", "-np", "4"]),
+    # the replayed compute buffer of hybrids: without flash attention (KQ and its soft max), tokens not a multiple
+    # of the sequences, many sequences
+    "bamba-fa-off": Run("bamba", {}, ["-c", "4096", "-np", "2", "-fa", "off"]),
+    "granitemoehybrid-np3": Run("granitemoehybrid", {}, ["-c", "4096", "-np", "3"], published=GRANITE_4),
+    "jamba-np256": Run("jamba", {}, ["-c", "65536", "-np", "256"]),
+    "jamba-fa-off": Run("jamba", {}, ["-c", "4096", "-fa", "off"]),
     "nemotron_h-np4": Run("nemotron_h", NEMOTRON_MOE, ["-c", "4096", "-np", "4"]),
+    # the MoE's weights scaled (expert_weights_scale, as Nemotron-3-Nano's routed_scaling_factor 2.5), top-3 of 8
+    "nemotron_h_scaled-np3": Run("nemotron_h", NEMOTRON_SCALED, ["-c", "4096", "-np", "3"]),
     "nemotron_h_dense-np4": Run("nemotron_h", NEMOTRON_DENSE, ["-c", "4096", "-np", "4"], published=NEMOTRON_DENSE_HUB,
                                 raw_config=True),
+    "nemotron_h_dense-np3": Run("nemotron_h", NEMOTRON_DENSE, ["-c", "4096", "-np", "3"], published=NEMOTRON_DENSE_HUB,
+                                raw_config=True),
+    "nemotron_h_dense-fa-off": Run("nemotron_h", NEMOTRON_DENSE, ["-c", "4096", "-fa", "off"],
+                                   published=NEMOTRON_DENSE_HUB, raw_config=True),
     "qwen3_next-np4": Run("qwen3_next", QWEN3_NEXT, ["-c", "4096", "-np", "4"], NO_MTP),
     "qwen3_next-np32": Run("qwen3_next", QWEN3_NEXT, ["-c", "8192", "-np", "32", "-ub", "256"], NO_MTP),
     "qwen3_next-np256": Run("qwen3_next", QWEN3_NEXT, ["-c", "65536", "-np", "256"], NO_MTP),
@@ -233,6 +261,35 @@ def test_recorded_lightning_compute(name: str, tmp_path: Path) -> None:
     """source: tests/data/llamacpp/recurrent/NAME.log. Lightning layers' compute buffer is estimated (checked
     against the line by test_recorded_gguf_as_model): the line is printed."""
     assert compute_mib(server_says(recorded_gguf(name, tmp_path), RUNS[name].args))
+
+
+# the runs whose compute buffer is the allocator replayed (by run name); the other recurrent and hybrid runs but LFM2's
+# and MiniMax-01's (estimated) print none
+REPLAYED = ("mamba", "falcon_mamba", "bamba", "granitemoehybrid", "jamba", "nemotron_h")
+ESTIMATED = ("lfm2", "minimax_01")
+
+
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
+def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
+    """source: tests/data/llamacpp/recurrent/NAME.log. The compute buffer of a Mamba or Mamba2 stack, or of Jamba,
+    Bamba, Granite-4.0-H or Nemotron-H, ggml's allocator replayed over its graph, is llama.cpp's line itself, not an
+    estimate within a margin."""
+    real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
+    assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path), RUNS[name].args)) == real
+
+
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if not name.startswith(REPLAYED + ESTIMATED)))
+def test_no_line_where_not_replayed(name: str, tmp_path: Path) -> None:
+    """Falcon-H1, gated DeltaNet and KDA: neither replayed nor estimated, no line."""
+    assert not compute_mib(server_says(recorded_gguf(name, tmp_path), RUNS[name].args))
+
+
+def test_a_replayed_line_says_so(tmp_path: Path) -> None:
+    """The text output tells a replayed compute line from an estimated one."""
+    result = CliRunner().invoke(main, ["memory", str(recorded_gguf("mamba-np4", tmp_path)), "--engine", "llamacpp",
+                                       "--cpu-only", "--seq", "4096", "--parallel", "4"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert "compute buffer size =     0.96 MiB" in result.output and "high-water mark, replayed" in result.output
 
 
 def llamacpp_source(request: pytest.FixtureRequest) -> Path:

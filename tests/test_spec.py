@@ -87,7 +87,7 @@ def test_schema_lists_every_switch() -> None:
     assert set(FlatSpec.model_fields) == {
         "name", "source", "family", "vocab_size", "n_positions", "d_model", "n_layers", "n_heads",
         "n_kv_heads", "head_dim", "d_ff", "position_embedding", "norm", "mlp", "qkv_bias",
-        "attn_out_bias", "mlp_bias", "tie_embeddings", "norm_eps", "rope_theta", "dropout",
+        "attn_out_bias", "mlp_bias", "tie_embeddings", "norm_eps", "rope_theta", "dropout", "architecture",
     }
 
 

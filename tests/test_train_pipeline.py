@@ -12,12 +12,14 @@ made is alive, its send pending, when the next backward starts."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
 
 from calc.analysis.train import Setup, train, train_stages
-from calc.analysis.train.pipeline import Stage, stage_buffers
+from calc.analysis.train.frameworks import resolve
+from calc.analysis.train.pipeline import Stage, stage_buffers, stage_sizes
 from calc.cli import main
 from calc.spec.load import load_spec
 from pipeline_1f1b import DIMS, RECORD, STAGES, measure
@@ -106,7 +108,8 @@ def test_every_stage_is_counted_on_its_own() -> None:
     shapes: its config.json (calc's llama-3.1-8b preset)."""
     t = train(load_spec("llama-3.1-8b"), Setup(2048, 1, gpus=4, pp=2, zero=3, recompute="full", precision="fsdp-mixed"))
     residual, layer = 2048 * 4096 * BF16, 218_112_000  # 4096² · 2 + 4096 · 1024 · 2 + 3 · 4096 · 14336 + 2 · 4096
-    assert [name for name, _, _ in t.stage_peaks] == ["stage 0 of 2 (first)", "stage 1 of 2 (last)"]
+    assert [(name, layers) for name, layers, _, _ in t.stage_peaks] == [("stage 0 of 2 (first)", 16),
+                                                                          ("stage 1 of 2 (last)", 16)]
     assert t.stage == Stage(1, 2) and t.peak.name == "backward of micro-batch 2, through the loss"
     assert t.held.params == 16 * layer + 4096 + 128256 * 4096
     peak = dict(t.peak.parts)
@@ -148,3 +151,70 @@ def test_the_record_is_what_torch_keeps_now(request) -> None:  # noqa: ANN001
     if not request.config.getoption("--distributed"):
         pytest.skip("opt-in: pytest --distributed (spawns gloo ranks)")
     assert measure() == json.loads(RECORD.read_text())
+
+
+# torchtitan/parallelisms/pipelining_utils.py @ 9dec370, generate_split_points (1F1B: one stage a rank): the first
+# stage ⌊L/p⌋ layers, each middle stage one more while L mod p lasts, the last the rest
+@pytest.mark.parametrize(("layers", "pp", "split", "sizes"), [
+    (126, 8, "torchtitan", (15, 16, 16, 16, 16, 16, 16, 15)),  # 126 = 8·15 + 6: stages 1-6 get the 6
+    (127, 8, "torchtitan", (15, 16, 16, 16, 16, 16, 16, 16)),  # 7 left over, 6 middle stages: the last the rest
+    (32, 2, "torchtitan", (16, 16)),
+    (30, 4, "torchtitan", (7, 8, 8, 7)),  # 30 = 4·7 + 2
+    (126, 8, "even", (16, 16, 16, 16, 16, 16, 16, 14)),  # ⌈126/8⌉ = 16 a stage, the last 126 − 7·16
+    (126, 8, "15,16,16,16,16,16,16,15", (15, 16, 16, 16, 16, 16, 16, 15)),
+    # torchtitan's pipeline_parallel_split_points: each names the first layer of the next stage
+    (126, 8, "layers.15,layers.31,layers.47,layers.63,layers.79,layers.95,layers.111",
+     (15, 16, 16, 16, 16, 16, 16, 15)),
+    (126, 2, " 60 , 66 ", (60, 66)),
+    (12, 5, "torchtitan", (2, 3, 3, 2, 2)),  # 12 = 5·2 + 2
+    (12, 5, "even", (3, 3, 3, 3, 0)),  # ⌈12/5⌉ = 3: nothing left for the last stage but the head
+])
+def test_the_stage_split(layers: int, pp: int, split: str, sizes: tuple[int, ...]) -> None:
+    assert stage_sizes(layers, pp, split) == sizes
+
+
+def test_torchtitans_split_of_the_405b_model() -> None:
+    """Llama 3.1 405B (its config.json: 126 layers, d_model 16,384, 128 heads of 128, 8 kv heads, d_ff 53,248,
+    vocabulary 128,256, an untied head) on TP 8 × PP 8 as torchtitan splits it: 15 layers on the first and the last
+    stage, 16 on the others. One layer on one of 8 GPUs: q and o 16,384²/8, k and v 16,384·1,024/8, gate, up and
+    down 16,384·53,248/8, and its two norms whole; the embedding and the head 128,256·16,384/8 each."""
+    layer = 2 * 16384 * 16384 // 8 + 2 * 16384 * 1024 // 8 + 3 * 16384 * 53248 // 8 + 2 * 16384
+    table = 128256 * 16384 // 8
+    spec, setup = load_spec("llama-3.1-405b"), Setup(1024, 1, gpus=64, tp=8, sp=True, pp=8, recompute="full")
+    split = train_stages(spec, replace(setup, pp_split="torchtitan"))
+    assert [(t.stage.index, t.held.stage_layers) for t in split] == [(0, 15), (1, 16), (6, 16), (7, 15)]
+    assert [t.held.params for t in split] == [15 * layer + table, 16 * layer, 16 * layer, 15 * layer + 16384 + table]
+    even = train_stages(spec, setup)
+    assert [(t.stage.index, t.held.stage_layers) for t in even] == [(0, 16), (1, 16), (6, 16), (7, 14)]
+    assert even[0].held.params == 16 * layer + table
+    # the profile sets the split, an option beside it wins
+    assert resolve("torchtitan", {})["pp_split"] == "torchtitan"
+    assert resolve("torchtitan", {"pp_split": "even"})["pp_split"] == "even"
+    assert resolve("megatron", {})["pp_split"] == "even"
+
+
+@pytest.mark.parametrize(("split", "message"), [
+    ("16,16", "--pp-split: 2 stages given, --pp is 4"),
+    ("0,16,8,8", "--pp-split: every stage needs a layer or more (got 0,16,8,8)"),
+    ("8,8,8,9", "--pp-split: the stages hold 33 layers, the model has 32"),
+    ("layers.8,layers.16", "--pp-split: 3 stages given, --pp is 4"),
+    ("8,8,x,8", "--pp-split: '8,8,x,8' is not even, torchtitan, a list of layers per stage"),
+])
+def test_a_split_that_does_not_fit_is_refused(split: str, message: str) -> None:
+    """llama-2-7b has 32 layers."""
+    result = CliRunner().invoke(main, ["train", "llama-2-7b", "--seq", "256", "--micro-batch", "1", "--gpus", "4",
+                                       "--pp", "4", "--pp-split", split])
+    assert result.exit_code == 2 and result.output.startswith(f"Error: {message}")
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_the_notes_name_each_stages_layers() -> None:
+    """gpt2-small (12 layers) over 5 stages: torchtitan's profile splits 2, 3, 3, 2, 2; --pp-split beside it wins."""
+    args = ["train", "gpt2-small", "--seq", "256", "--micro-batch", "1", "--gpus", "5", "--pp", "5", "--framework",
+            "torchtitan"]
+    titan = CliRunner().invoke(main, args, terminal_width=200).output
+    assert "layers split as torchtitan's generate_split_points" in titan
+    for line in ("stage 0 of 5 (first), 2 layers", "stage 1 of 5 (middle), 3 layers", "stage 4 of 5 (last), 2 layers"):
+        assert line in titan
+    even = CliRunner().invoke(main, [*args, "--pp-split", "even"], terminal_width=200).output
+    assert "stage 0 of 5 (first), 3 layers" in even and "stage 4 of 5 (last), 0 layers" in even

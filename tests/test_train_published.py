@@ -65,7 +65,9 @@ TITAN_CP = dict(framework="torchtitan", recompute="full", zero=3, gpus=8, micro_
                 repeat_kv=True)
 # Table 6, Llama 3.1 405B on 512 GPUs, TP 8 (sequence parallel), PP 8 (1F1B; local batch 8 in the default 8
 # micro-batches: pipelining_utils.py), train_configs/llama3_405b.toml: full AC, float8 with FSDP float8 all-gather.
-# Async TP and compile are not modelled. The CP 8 row lands -13.3%: docs/training.md lists it
+# No pipeline_parallel_split_points there, so generate_split_points' split (15, 16 × 6, 15: the profile's
+# pp_split). Async TP and compile are not modelled. The CP 1 row lands -10.1% with that split (-7.9% with
+# gptcalc's even one, which the run did not use) and the CP 8 row -15.3%: docs/training.md lists them
 # Table 4, Llama 3.1 70B on 256 GPUs, FSDP 32 × TP 8 (sequence parallel: torchtitan's DTensor plan, the profile's
 # tp_impl), local batch 16, full AC, float8, compile (of the layers; not modelled, as async TP in the second row)
 TITAN_2D = dict(framework="torchtitan", seq=8192, micro_batch=16, gpus=256, tp=8, sp=True, zero=3, recompute="full",
@@ -193,12 +195,23 @@ CASES = [
      dict(seq=262144, cp=8, config={"max_position_embeddings": 262144}, **TITAN_CP)),
     ("Trainy torchtitan 8B FSDP + compile + Float8, 32xH200", "llama-3.1-8b", 47.96, GIB, dict(gpus=32, **TRAINY)),
     ("Trainy torchtitan 8B FSDP + compile + Float8, 64xH200", "llama-3.1-8b", 46.97, GIB, dict(gpus=64, **TRAINY)),
-    ("torchtitan 405B FSDP 8 CP 1 TP 8 PP 8, seq 32768", "llama-3.1-405b", 75.3, GIB, dict(seq=32768, cp=1, **TITAN_4D)),
     ("torchtitan 405B FSDP 4 CP 2 TP 8 PP 8, seq 65536", "llama-3.1-405b", 75.9, GIB, dict(seq=65536, cp=2, **TITAN_4D)),
     ("torchtitan 405B FSDP 2 CP 4 TP 8 PP 8, seq 131072", "llama-3.1-405b", 77.1, GIB,
      dict(seq=131072, cp=4, config={"max_position_embeddings": 262144}, **TITAN_4D)),
     ("torchtitan 70B FSDP 32 TP 8, 256xH100", "llama-3.1-70b", 71.9, GIB, TITAN_2D),
     ("torchtitan 70B FSDP 32 TP 8 + AsyncTP, 256xH100", "llama-3.1-70b", 67.6, GIB, TITAN_2D),
+]
+# Published runs gptcalc does not land within 10% of, counted as the runs ran (docs/training.md gives each gap and
+# what is left to explain it): Table 6's 405B rows with torchtitan's own stage split. A change that brings one
+# inside moves it to CASES.
+OUTSIDE = [
+    ("torchtitan 405B FSDP 8 CP 1 TP 8 PP 8, seq 32768", "llama-3.1-405b", 75.3, GIB,
+     dict(seq=32768, cp=1, **TITAN_4D)),
+    ("torchtitan 405B FSDP 1 CP 8 TP 8 PP 8, seq 262144", "llama-3.1-405b", 84.9, GIB,
+     dict(seq=262144, cp=8, config={"max_position_embeddings": 262144}, **TITAN_4D)),
+    # Table 5: local batch 32 in the default 8 micro-batches of 4
+    ("torchtitan 405B FSDP 8 TP 8 PP 8 (1F1B), 512xH100", "llama-3.1-405b", 82.5, GIB,
+     dict(seq=8192, **{**TITAN_4D, "micro_batch": 4})),
 ]
 STATISTIC = {"litgpt": "allocated", "torchtune": "allocated", "torchtitan": "reserved"}
 
@@ -206,7 +219,8 @@ STATISTIC = {"litgpt": "allocated", "torchtune": "allocated", "torchtitan": "res
 def predict(model: str, options: dict) -> int:
     """gptcalc's figure for the statistic the case's framework publishes."""
     options = dict(options)
-    given = {k: options.pop(k, None) for k in ("precision", "loss", "recompute", "optimizer_impl", "norm_upcast")}
+    given = {k: options.pop(k, None) for k in ("precision", "loss", "recompute", "optimizer_impl", "norm_upcast",
+                                               "pp_split")}
     framework, spec = options.pop("framework"), load_spec(model, options.pop("config", None))
     return getattr(train(spec, Setup(**resolve(framework, given), **options)), STATISTIC[framework])
 
@@ -217,3 +231,11 @@ def test_published_peak_within_10_percent(what: str, model: str, published: floa
     # or TRAINY_TABLE (unit GiB)
     ours = predict(model, options)
     assert abs(ours / (published * unit) - 1) <= 0.10, f"{what}: {ours / unit:.2f} vs {published}"
+
+
+@pytest.mark.parametrize(("what", "model", "published", "unit", "options"), OUTSIDE, ids=[c[0] for c in OUTSIDE])
+def test_published_peak_still_outside_10_percent(what: str, model: str, published: float, unit: int,
+                                                 options: dict) -> None:
+    # source: TORCHTITAN_TABLE (unit GiB, reserved)
+    ours = predict(model, options)
+    assert abs(ours / (published * unit) - 1) > 0.10, f"{what}: {ours / unit:.2f} vs {published}: move it to CASES"

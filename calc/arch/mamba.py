@@ -153,7 +153,8 @@ def _nemotron_h(cfg: Config, model_type: str) -> dict[str, Any]:
         return {slot: part, other: None, "norm": rms, "norms": ["attn_in" if slot == "attention" else "mlp_in"]}
 
     blocks, layers = kind_stack(kinds, names, build)
-    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **sglang_ssm_dtype(cfg))
+    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **sglang_ssm_dtype(cfg),
+                   llamacpp={"rows_after_norm": True})
 
 
 def _nemotron_moe(cfg: Config, mlp: dict[str, Any]) -> dict[str, Any]:

@@ -71,7 +71,7 @@ def _jamba(cfg: Config) -> dict[str, Any]:
     kinds = [f"{mixer}_{mlp}" for mixer, mlp in zip(mixers, mlps)]
     blocks, layers = kind_stack(kinds, {kind: kind for kind in kinds}, lambda kind: {
         "attention": parts[kind.split("_")[0]], "mlp": parts[kind.split("_")[1]], "norm": rms})
-    return decoder(cfg, "jamba", blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+    return decoder(cfg, "jamba", blocks, layers, rms, cfg.bool("tie_word_embeddings"), llamacpp={"stream_first": True})
 
 
 def _every(cfg: Config, what: str, layer: int) -> bool:

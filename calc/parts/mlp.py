@@ -13,7 +13,7 @@ and Step-3.7's clamped SwiGLU (`clamp` c) is min(act(gate), c) × clip(up, −c,
 from typing import Literal
 
 from calc.parts.base import Field, Part, present
-from calc.parts.transient import Graph
+from calc.parts.transient import Graph, Subgraph, op
 
 __all__ = ["ACTIVATION_PARAMS", "LABELS", "MLP"]
 
@@ -54,6 +54,21 @@ class MLP(Part):
     def transient(self, g: Graph) -> int:
         """Gate, up and their product (GGML_OP_GLU is not in place); ungated, up and down."""
         return 3 * g.per_token(self.d_ff) if self.gated else g.per_token(self.d_ff) + g.per_token(g.d_model)
+
+    def graph_nodes(self, g: Graph, layer: int, x: str, at: str = "ffn") -> Subgraph | None:
+        """build_ffn's nodes (src/llama-graph.cpp:1799-1998): a SwiGLU with gate and up separate (as llama.cpp loads
+        them), up, gate, SwiGLU of the two (not in place), down; or an ungated squared ReLU (Nemotron-H), up, ReLU
+        and its square in place, down. None for anything else."""
+        if self.bias or self.sparsity or self.clamp or self.gate_clamp or self.swiglu_limit or self.gate_scale \
+                or self.down_scale or (self.gated, self.activation) not in ((True, "silu"), (False, "relu2")):
+            return None
+        at, n, f = f"l{layer}.{at}.", g.seq_tokens() * g.n_seqs, self.d_ff
+        if self.gated:
+            act = [op(at + "gate", (f, n), x), op(at + "act", (f, n), at + "gate", at + "up")]
+        else:
+            act = [op(at + "relu", (f, n), at + "up", inplace=True), op(at + "act", (f, n), at + "relu", inplace=True)]
+        nodes = [op(at + "up", (f, n), x), *act, op(at + "down", (g.d_model, n), at + "act")]
+        return Subgraph(nodes, [], at + "down")
 
     def describe(self) -> str:
         kind = {"silu": "SwiGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU", "relu": "ReGLU"}.get(self.activation, "gated")

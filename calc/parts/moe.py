@@ -30,7 +30,7 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.mlp import MLP, Activation
-from calc.parts.transient import I32, Graph, tensor
+from calc.parts.transient import I32, Graph, Node, Subgraph, op, tensor, view
 
 __all__ = ["LABELS", "MoE"]
 
@@ -153,6 +153,59 @@ class MoE(Part):
         router = 2 * tensor(self.n_experts * n) + tensor(self.n_experts * n, I32) + tensor(self.top_k * n)
         routed = router + (3 if self.gated else 2) * tensor(self.d_ff * self.top_k * n)
         return max(routed, g.per_token(g.d_model) + (self.shared.transient(g) if self.shared else 0))
+
+    def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
+        """build_moe_ffn's nodes (src/llama-graph.cpp:2044-2405) for softmax or sigmoid routing (both in place on
+        the logits), a selection bias added to a new tensor (the probabilities have a view), SwiGLU experts or
+        ungated squared-ReLU ones (Nemotron-H), without expert biases or groups: the top-k ids (I32) and their
+        probabilities, normalised by their sum (clamped in place) where the model does, scaled where it does (a
+        new tensor: they are a view); the chosen experts' up, gate and SwiGLU, or up, ReLU and square in place, and
+        down (MUL_MAT_ID, {width, top_k, tokens}), weighted in place; the k experts' rows added (the first sum a new
+        tensor: its sources are views); then the shared expert (build_ffn) added in place. None otherwise."""
+        shared = self.shared.graph_nodes(g, layer, x, "shexp") if self.shared else None
+        if self.scoring not in ("softmax", "sigmoid") or (self.gated, self.activation) not in (
+                (True, "silu"), (False, "relu2")) or self.expert_bias or self.router_bias or self.score_bias_param \
+                or self.n_group > 1 or self.clamp or self.gate_clamp or self.swiglu_limit \
+                or self.hash_vocab or self.router_softcap or self.shared_gate or self.zero_experts or \
+                self.all_experts or self.top_k < 2 or \
+                (self.shared is not None and (shared is None or self.n_shared != 1)):
+            return None
+        at, n, e, k, d = f"l{layer}.moe.", g.seq_tokens() * g.n_seqs, self.n_experts, self.top_k, g.d_model
+        selection = at + ("biased" if self.score_bias else "probs")
+        weights = at + ("norm3" if self.norm_topk else "weights")
+        nodes = [op(at + "logits", (e, n), x), op(at + "probs", (e, n), at + "logits", inplace=True),
+                 view(at + "probs3", at + "probs"),
+                 *([op(at + "biased", (e, n), at + "probs", inplace=True)] if self.score_bias else []),
+                 op(at + "argsort", (e, n), selection, size=I32), view(at + "topk", at + "argsort"),
+                 op(at + "weights", (1, k, n), at + "probs3", at + "topk")]
+        if self.norm_topk:
+            nodes += [view(at + "weights2", at + "weights"), op(at + "sum", (1, n), at + "weights2"),
+                      op(at + "clamp", (1, n), at + "sum", inplace=True),
+                      op(at + "div", (k, n), at + "weights2", at + "clamp", inplace=True),
+                      view(at + "norm3", at + "div")]
+        if self.routed_scale != 1.0:  # expert_weights_scale: in place where the weights are a whole tensor
+            nodes.append(op(at + "scaled", (1, k, n), weights, inplace=True))
+            weights = at + "scaled"
+        nodes += [view(at + "x3", x), op(at + "up", (self.d_ff, k, n), at + "x3", at + "topk"), *self._act(at, k, n),
+                  op(at + "down", (d, k, n), at + "act", at + "topk"),
+                  op(at + "weighted", (d, k, n), at + "down", weights, inplace=True)]
+        rows = [view(f"{at}row{i}", at + "weighted") for i in range(k)]
+        sums = [op(f"{at}sum{i}", (d, n), f"{at}sum{i - 1}" if i > 1 else rows[0].name, rows[i].name, inplace=True)
+                for i in range(1, k)]
+        nodes += rows + sums
+        expanded = [weights, at + "weighted", *(r.name for r in rows), *(s.name for s in sums)]
+        out = sums[-1].name
+        if shared is not None:
+            nodes += shared.nodes + [op(at + "out", (d, n), out, shared.out, inplace=True)]
+            out = at + "out"
+        return Subgraph(nodes, expanded, out)
+
+    def _act(self, at: str, k: int, n: int) -> list[Node]:
+        """The experts' activation: the gate's product and its SwiGLU with up, or up's ReLU squared, in place."""
+        shape = (self.d_ff, k, n)
+        if self.gated:
+            return [op(at + "gate", shape, at + "x3", at + "topk"), op(at + "act", shape, at + "gate", at + "up")]
+        return [op(at + "relu", shape, at + "up", inplace=True), op(at + "act", shape, at + "relu", inplace=True)]
 
     def describe(self) -> str:
         shared = f" + {self.n_shared or 1} shared" if self.shared else ""

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["F16", "F32", "I32", "I64", "Graph", "attention_scores", "tensor"]
+__all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "V_IDXS", "Graph", "Node", "Subgraph",
+           "attention_scores", "op", "store", "tensor", "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
 ALIGN = 32
@@ -39,6 +40,11 @@ class Graph:
     cells: int  # the full-attention cache's cells (one stream's)
     swa_cells: int  # the sliding-window cache's, where there is one (else the full one's)
 
+    def seq_tokens(self) -> int:
+        """Tokens per sequence: graph_reserve rounds n_tokens up to a multiple of n_seqs, keeping n_tokens
+        outputs (src/llama-context.cpp:2531-2534)."""
+        return -(-self.n_tokens // self.n_seqs)
+
     def per_token(self, width: int) -> int:
         """An F32 tensor of `width` per token."""
         return tensor(width * self.n_tokens)
@@ -52,3 +58,54 @@ def attention_scores(g: Graph, heads: int, qk: int, v: int, cells: int) -> int:
         return q + out
     kq = tensor(cells * g.n_tokens * heads)
     return max(q + kq, kq + out)
+
+
+@dataclass(frozen=True)
+class Node:
+    """One tensor of the graph, for a replay of ggml's allocator (calc/analysis/memory/ggml_alloc.py). `layout` is
+    what ggml_are_same_layout compares (type and shape of a contiguous tensor): an in-place op can only take a
+    source's block when they match. A view names the tensor that owns its bytes (`view_of`, ggml's view_src)."""
+
+    name: str
+    bytes: int
+    srcs: tuple[str, ...] = ()
+    inplace: bool = False
+    view_of: str | None = None
+    input: bool = False
+    output: bool = False
+    external: bool = False  # in another buffer: a weight, a cache
+    leaf: bool = False  # no op: allocated before every node
+    layout: object = None
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """A part's nodes of one layer, as it creates them, and those it hands to ggml_build_forward_expand
+    (`expanded`, in that order): the graph's order is ggml's walk from each expanded tensor, its sources first
+    (calc/analysis/memory/ggml_alloc.py forward_order). `out` is its result."""
+
+    nodes: list[Node]
+    expanded: list[str]
+    out: str
+
+
+# the graph inputs of the (full) KV cache and the positions (src/llama-graph.cpp build_attn_inp_kv, build_inp_pos)
+MASK, K_IDXS, V_IDXS, POS = "kq_mask", "k_idxs", "v_idxs", "inp_pos"
+
+
+def op(name: str, shape: tuple[int, ...], *srcs: str, inplace: bool = False, size: int = F32) -> Node:
+    """A node with its own (contiguous) result; `inplace` where ggml_op_can_inplace holds for its op."""
+    elements = 1
+    for n in shape:
+        elements *= n
+    return Node(name, tensor(elements, size), srcs, inplace, layout=(size, shape))
+
+
+def view(name: str, of: str, src: str | None = None) -> Node:
+    """A view (view, reshape, transpose, permute) of `src`, whose bytes `of` owns."""
+    return Node(name, 0, (src or of,), view_of=of)
+
+
+def store(name: str, src: str) -> Node:
+    """A copy of `src` into a cache's rows: its result lives in the cache's buffer, not the compute buffer."""
+    return Node(name, 0, (src,), external=True)

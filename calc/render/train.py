@@ -104,6 +104,13 @@ def activations_table(t: Training) -> Table:
     return table
 
 
+def _split(split: str) -> str:
+    """How --pp-split assigned the layers, in words."""
+    return {"even": "evenly (⌈L/p⌉ a stage, the last the rest)",
+            "torchtitan": "as torchtitan's generate_split_points (⌊L/p⌋ first, the remainder one a middle stage, "
+                          "the rest last)"}.get(split, f"as given ({split})")
+
+
 def train_notes(t: Training) -> list[str]:
     s = t.setup
     whose = f"pipeline {t.stage.name()}" if t.stage else "the whole model"
@@ -113,8 +120,9 @@ def train_notes(t: Training) -> list[str]:
         notes.append(f"pipeline (1F1B, {s.pp} micro-batches a step): each stage counted with its own parameters, "
                      "layers and micro-batches in flight (stage i: p − i at its first backward) and torch's "
                      "pipelining buffers (each micro-batch's output, receive buffers); the peak is the largest "
-                     "stage's:")
-        notes += [f"  {name}: {human_bytes(size)} allocated, {moment}" for name, moment, size in t.stage_peaks]
+                     f"stage's; layers split {_split(s.pp_split)}:")
+        notes += [f"  {name}, {layers} layers: {human_bytes(size)} allocated, {moment}"
+                  for name, layers, moment, size in t.stage_peaks]
     if t.korthikanti is not None:
         ours = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
         notes += [f"Korthikanti et al. (arXiv 2205.05198), 34·s·b·h + 5·a·s²·b per layer with dropout: "

@@ -9,7 +9,7 @@ whose GGUF keeps what its config says.
 
 from __future__ import annotations
 
-from calc.parts.base import Part
+from calc.parts.base import Field, Part
 
 __all__ = ["LlamaCppBuild"]
 
@@ -33,7 +33,7 @@ class LlamaCppBuild(Part):
     # What ollama 0.30's quantizer pins with llama-quantize's --tensor-type in a Q4_K_M / Q4_K_S file of this
     # architecture (server/quantization.go at 0e93ccc2, llamaQuantizeArgs: gemma3n's per_layer_token_embd F16,
     # deepseek2's MLA tensors Q8_0, glm4's token_embd and output F16), by component, in gptcalc's format names.
-    ollama_tensor_types: dict[str, str] = {}
+    ollama_tensor_types: dict[str, str] = Field(default_factory=dict)  # a factory: quick.py takes it, not a shared {}
     # The layers llama.cpp gives a cache: the first this many (n_layer_kv_from_start), whatever the config's KV sharing
     # says; each later layer reads the cache of an earlier one. gemma3n hard-codes 20 (src/models/gemma3n.cpp:7,
     # src/llama-hparams.cpp:321-331, the reuse in src/llama-model.cpp:2796-2805), which is what the released E2B
@@ -42,3 +42,11 @@ class LlamaCppBuild(Part):
     # The MLP's fused gate_up_proj is one ffn_up tensor in the GGUF, gate rows then up rows: llama.cpp's converter maps
     # it so (gguf-py/gguf/tensor_mapping.py:521, "phi3 glm-4-0414") and no converter class of those splits it.
     fused_up: bool = False
+    # llama.cpp's graph adds the residual stream before the sublayer's output, ggml_add(inpL, cur): Jamba
+    # (src/models/jamba.cpp:145, 177). It decides whose block the in-place sum takes in the compute buffer's replay
+    # (calc/analysis/memory/llamacpp_graph.py).
+    stream_first: bool = False
+    # llama.cpp takes the output rows after the final norm, which it keeps as a graph output too, not in the last
+    # layer: Nemotron-H (src/models/nemotron-h.cpp:223-255; embeddings_nextn_masked is false by default,
+    # src/llama-context.cpp:122)
+    rows_after_norm: bool = False

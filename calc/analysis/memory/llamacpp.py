@@ -94,7 +94,7 @@ class LlamaCppContext:
     def n_tokens(self) -> int:
         """The ubatch llama.cpp runs, and its worst-case graph's tokens: -ub, at most n_batch = min(n_ctx, -b),
         -b being 2048 by default (src/llama-context.cpp:248-250, 631; common/common.h:456)."""
-        return min(_pad(self.n_ctx), 2048, self.n_ubatch)
+        return min(self.n_ctx, 2048, self.n_ubatch)
 
     @property
     def streams(self) -> int:

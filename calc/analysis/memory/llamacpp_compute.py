@@ -32,14 +32,18 @@ padded to the CPU buffer's 32 bytes:
   top-k experts' gate, up and product; a DSA indexer's scores of every cell, or the masks of the cells it
   keeps; MiniMax-M3's block masks; lightning attention's decays and scores over the ubatch taken as
   one sequence (llama.cpp reserves that graph too for MiniMax-01). A part that states none (AltUp's
-  attention, Mamba, Mamba2, gated DeltaNet, KDA, DeepSeek-V4's compressed attention...) leaves the model
-  without a line.
+  attention, Mamba2 beside attention in Falcon-H1's layers, gated DeltaNet, KDA, DeepSeek-V4's compressed
+  attention...) leaves the model without a line.
+
+A model of Mamba or Mamba2 layers, alone (llama.cpp's mamba, mamba2) or beside attention and MLP / MoE layers
+(Jamba, Bamba, Granite-4.0-H, Nemotron-H), is not estimated but replayed: its peak is set by where ggml's
+best-fit allocator places the scan's output against the freed conv window, which a sum of live tensors misses by
+up to 15 %, so its graph is built node by node (calc/analysis/memory/llamacpp_graph.py) and the allocator
+replayed over it (calc/analysis/memory/ggml_alloc.py): llama.cpp's own figure.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
 estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/
-gemma3n_text-swa.log). Mamba's and Mamba2's are not either: their peak is set by where ggml's best-fit
-allocator places the scan's output against the freed conv window, which a sum of live tensors misses by
-up to 15 % (docs/memory.md has the runs).
+gemma3n_text-swa.log).
 
 On 32 runs of a real llama.cpp CPU build (dense, SWA, MoE, MLA, LFM2; -fa on and off, -np, -ub) this
 is within 3 % or 0.1 MiB of its line (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py), and
@@ -53,6 +57,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from calc.analysis.memory.ggml_alloc import high_water
+from calc.analysis.memory.llamacpp_graph import recurrent_stack
 from calc.parts.transient import I32, I64, Graph, tensor
 from calc.spec.model import ModelSpec
 
@@ -69,7 +75,7 @@ class Compute:
 
     device: str
     bytes: int
-    peak: str  # "layers" or "output": which sets it
+    peak: str  # "layers" or "output": which sets it; "replay": ggml's allocator replayed over the graph
     inputs: int
     stream: int  # the residual stream's tensors
     layer: int  # the widest mixer's or MLP's tensors
@@ -103,17 +109,21 @@ def compute_buffer(spec: ModelSpec, caches: list[CacheInputs], n_tokens: int, n_
     """The compute buffer of `spec`'s worst-case graph: `caches` are each KV cache's inputs, in the order llama.cpp
     makes them, the first the full one; `streams` the KV streams (1 with a unified cache, else n_seqs). None
     where a layer's mixer or MLP does not state its transient tensors (calc/parts/transient.py)."""
-    inputs = 3 * tensor(n_tokens, I32) + tensor(spec.d_model * n_tokens)  # tokens, positions, output ids; the embd input
-    inputs += sum(cache.bytes(n_tokens) for cache in caches)
     cells = [cache.cells for cache in caches] or [0]
     graph = Graph(spec.d_model, n_tokens, n_seqs, streams, flash_attn, cells[0], cells[-1])
+    logits = tensor(spec.vocab_size * n_tokens)
+    nodes = recurrent_stack(spec, graph, caches)
+    if nodes is not None:  # replayed node by node: llama.cpp's own figure, where the graph is its
+        leaves = sum(node.bytes for node in nodes if node.leaf)
+        return Compute(device, high_water(nodes), "replay", leaves, 0, 0, logits)
+    inputs = 3 * tensor(n_tokens, I32) + tensor(spec.d_model * n_tokens)  # tokens, positions, output ids; the embd input
+    inputs += sum(cache.bytes(n_tokens) for cache in caches)
     widest = 0
     for block in (spec.blocks[name] for name in spec.layer_counts()):
         parts = [part.transient(graph) for part in (block.attention, block.mlp) if part is not None]
         if None in parts:
             return None
         widest = max(widest, *parts)
-    logits = tensor(spec.vocab_size * n_tokens)
     stream = STREAM * tensor(spec.d_model * n_tokens)
     return Compute(device, inputs + stream + max(widest, logits), "output" if logits >= widest else "layers", inputs,
                    stream, widest, logits)

@@ -16,8 +16,9 @@
   overheads.
 
 Under pipeline parallelism every stage is counted on its own (pipeline.py): its parameters, its layers
-× the micro-batches a 1F1B step keeps in flight there, its buffers; the first stage's token ids, the last
-stage's final norm, head and loss. A run's peak is its largest stage's, the Training returned (`stage`),
+(as `pp_split` splits them: gptcalc's even split, torchtitan's, or a list) × the micro-batches a 1F1B
+step keeps in flight there, its buffers; the first stage's token ids, the last stage's final norm, head
+and loss. A run's peak is its largest stage's, the Training returned (`stage`),
 each stage's peak beside it (`stage_peaks`).
 
 Tensor parallelism (`tp_impl`) is Megatron's (default: a column-parallel linear under sequence
@@ -51,15 +52,15 @@ from calc.analysis.train.loss import LOSS_PARALLEL, LOSSES, Loss
 from calc.analysis.train.frozen import frozen_layer, frozen_outside
 from calc.analysis.train.params import LAYER_TARGETS, LORA_TARGETS, Held, gathered_bytes, held, layer_params, nf4_bytes
 from calc.analysis.train.peak import Moment, Overheads, moments
-from calc.analysis.train.pipeline import Stage
+from calc.analysis.train.pipeline import SPLITS, Stage, stage_bounds, stage_sizes
 from calc.analysis.train.precision import PRECISIONS, Precision
 from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, Tensor, bnb_8bit_bytes, model_states, optimizer_bytes
 from calc.errors import GptcalcError
 from calc.parts import MoE
 from calc.spec.model import ModelSpec
 
-__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "MOE_FORMS", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "TP_IMPL",
-           "Setup",
+__all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "MOE_FORMS", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "SPLITS",
+           "TP_IMPL", "Setup",
            "Training", "train", "train_stages"]
 
 ACT_BYTES = 2  # bf16 activations
@@ -76,6 +77,7 @@ class Setup:
     tp: int = 1
     pp: int = 1
     sp: bool = False
+    pp_split: str = "even"  # which layers each stage holds: a rule of SPLITS or a list (pipeline.stage_sizes)
     recompute: str = "none"
     optimizer: str = "adamw"
     lora_rank: int | None = None
@@ -171,7 +173,8 @@ class Training:
     dropout: bool = False  # the layers drop out P and each sublayer's output, as Korthikanti's layer does
     all_experts: bool = False  # a MoE runs every expert over every token (transformers' Llama-4, moe_form "reference")
     stage: Stage | None = None  # the pipeline stage counted (the one with the largest peak); None without PP
-    stage_peaks: tuple[tuple[str, str, int], ...] = ()  # every stage counted: (stage, its peak's moment, allocated)
+    stage_peaks: tuple[tuple[str, int, str, int], ...] = ()  # every stage counted: (stage, its layers, its peak's
+    # moment, allocated)
 
     def layer_bytes(self, terms: tuple[Term, ...]) -> int:
         return sum(self.setup.term_bytes(t) for t in terms)
@@ -220,7 +223,8 @@ class Training:
             "moments": [m.to_json() for m in self.moments],
             "peak": {"moment": self.peak.name, "allocated": self.allocated, "reserved": self.reserved,
                      "nvidia_smi": self.nvidia_smi, "stage": self.stage.index if self.stage else None},
-            "stages": [{"stage": name, "moment": moment, "allocated": size} for name, moment, size in self.stage_peaks],
+            "stages": [{"stage": name, "layers": layers, "moment": moment, "allocated": size}
+                       for name, layers, moment, size in self.stage_peaks],
             "korthikanti": self.korthikanti,
         }
 
@@ -236,6 +240,7 @@ def _check(spec: ModelSpec, s: Setup) -> None:
     if s.float8 != "none" and s.lora_rank:
         raise GptcalcError("--float8: trains the full model's linears in float8 (torchao); not with --lora-rank")
     validate_layout(spec, Layout(s.tp, s.pp), kv_heads=True)
+    stage_sizes(spec.n_layers, s.pp, s.pp_split)  # refuses a list that is not a split of these layers
     for option, value, choices in (("--optimizer", s.optimizer, OPTIMIZERS), ("--recompute", s.recompute, RECOMPUTE),
                                    ("--attention", s.attention, ("flash", "eager")),
                                    ("--precision", s.precision, tuple(PRECISIONS)), ("--loss", s.loss, tuple(LOSSES)),
@@ -319,17 +324,16 @@ def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term
     return terms
 
 
-def _stage_layers(spec: ModelSpec, pp: int, index: int) -> dict[str, int]:
-    """The layers of each kind on pipeline stage `index`: ⌈L/p⌉ consecutive layers a stage (params.py)."""
-    per_stage = -(-spec.n_layers // pp)
-    return spec.layer_counts(min(index * per_stage, spec.n_layers), min((index + 1) * per_stage, spec.n_layers))
+def _stage_layers(spec: ModelSpec, s: Setup, index: int) -> dict[str, int]:
+    """The layers of each kind on pipeline stage `index`, as s.pp_split splits them (pipeline.stage_sizes)."""
+    return spec.layer_counts(*stage_bounds(spec.n_layers, s.pp, s.pp_split, index))
 
 
 def _layers(spec: ModelSpec, s: Setup, p: Precision, stage: Stage | None) -> list[tuple[str, int, tuple[Term, ...]]]:
     """(kind, layers kept, terms) per block kind, on `stage` × the micro-batches it has in flight at its
     first backward; every-k checkpointing splits a kind into its checkpointed layers (every k-th) and the
     rest, which keep everything."""
-    here = _stage_layers(spec, s.pp, stage.index) if stage else spec.layer_counts()
+    here = _stage_layers(spec, s, stage.index) if stage else spec.layer_counts()
     out = []
     for kind in spec.layer_counts():
         n = here.get(kind, 0) * (stage.in_flight(0) if stage else 1)
@@ -356,7 +360,8 @@ def train(spec: ModelSpec, s: Setup) -> Training:
     worst = max(stages, key=lambda t: t.allocated)
     if s.pp == 1:
         return worst
-    return replace(worst, stage_peaks=tuple((t.stage.name(), t.peak.name, t.allocated) for t in stages))
+    return replace(worst, stage_peaks=tuple((t.stage.name(), t.held.stage_layers, t.peak.name, t.allocated)
+                                            for t in stages))
 
 
 def train_stages(spec: ModelSpec, s: Setup) -> list[Training]:
@@ -366,16 +371,16 @@ def train_stages(spec: ModelSpec, s: Setup) -> list[Training]:
     spec = as_run(spec, s.moe_form, s.dropout, s.tied)
     if s.pp == 1:
         return [_train(spec, s, None)]
-    return [_train(spec, s, Stage(index, s.pp)) for index in _distinct_stages(spec, s.pp)]
+    return [_train(spec, s, Stage(index, s.pp)) for index in _distinct_stages(spec, s)]
 
 
-def _distinct_stages(spec: ModelSpec, pp: int) -> list[int]:
+def _distinct_stages(spec: ModelSpec, s: Setup) -> list[int]:
     """The stages whose peak can be the largest: of stages with the same layers (and the same place, first,
     middle or last) the earliest and the latest, as every moment's bytes are linear in the stage's index
     there (pipeline.py: the in flight fall by one a stage, the input buffers and gradients rise)."""
     ends: dict[tuple, list[int]] = {}
-    for index in range(pp):
-        key = (tuple(_stage_layers(spec, pp, index).items()), index == 0, index == pp - 1)
+    for index in range(s.pp):
+        key = (tuple(_stage_layers(spec, s, index).items()), index == 0, index == s.pp - 1)
         ends.setdefault(key, []).append(index)
     return sorted({i for indices in ends.values() for i in (indices[0], indices[-1])})
 
@@ -400,7 +405,8 @@ def _outside(spec: ModelSpec, s: Setup, p: Precision, h: Held, stage: Stage | No
 def _train(spec: ModelSpec, s: Setup, stage: Stage | None) -> Training:
     """One GPU's training step: of pipeline stage `stage`, or of the whole model without PP."""
     p = PRECISIONS[s.precision]
-    h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else (), stage.index if stage else None)
+    h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else (), stage.index if stage else None,
+             s.pp_split)
     layers = _layers(spec, s, p, stage)
     outside = _outside(spec, s, p, h, stage)
     head = spec.vocab_size * spec.d_model // s.tp if quantised_head(spec, s) and (stage is None or stage.last) else 0
@@ -410,8 +416,9 @@ def _train(spec: ModelSpec, s: Setup, stage: Stage | None) -> Training:
         params, matrices = layer_params(spec, s.tp)
         gathered = (params, gathered_bytes(s, params, matrices))
     every = any(isinstance(b.mlp, MoE) and b.mlp.all_experts for b in spec.blocks.values())
-    t = Training(spec.name, s, h, states, tuple(layers), tuple(outside), (), _korthikanti(spec, s), _drops(spec), every,
-                 stage)
+    kept = sum(n for _, n, _ in layers)
+    t = Training(spec.name, s, h, states, tuple(layers), tuple(outside), (), _korthikanti(spec, s, kept), _drops(spec),
+                 every, stage)
     return replace(t, moments=tuple(moments(t, spec, p, gathered)))
 
 
@@ -420,9 +427,10 @@ def _drops(spec: ModelSpec) -> bool:
     return all(b.residual_dropout and getattr(b.attention, "dropout", 0) for b in spec.blocks.values())
 
 
-def _korthikanti(spec: ModelSpec, s: Setup) -> int | None:
+def _korthikanti(spec: ModelSpec, s: Setup, kept: int) -> int | None:
     """The formula for the layer it describes, GPT-3's, with whole sequences on each GPU and no per-op
-    policy: MHA with h·d_head = d_model, a plain 4·d_model MLP."""
+    policy: MHA with h·d_head = d_model, a plain 4·d_model MLP; for the `kept` layers ours counts (under PP
+    the stage's layers × its micro-batches in flight: L on the first stage of an even split, as theirs)."""
     if len(spec.blocks) != 1 or s.cp > 1 or s.recompute == "op":
         return None
     (block,) = spec.blocks.values()
@@ -431,5 +439,4 @@ def _korthikanti(spec: ModelSpec, s: Setup) -> int | None:
         return None
     if m is None or m.kind != "mlp" or m.gated or m.d_ff != 4 * spec.d_model:
         return None
-    per_stage = -(-spec.n_layers // s.pp)
-    return korthikanti(s.seq, s.micro_batch, spec.d_model, a.n_heads, per_stage * s.pp, s.tp, s.sp, s.recompute)
+    return korthikanti(s.seq, s.micro_batch, spec.d_model, a.n_heads, kept, s.tp, s.sp, s.recompute)

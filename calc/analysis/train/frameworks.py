@@ -36,6 +36,7 @@ class Profile:
     bnb: str = "current"  # the bitsandbytes its QLoRA runs under (bnb.py)
     qlora_head: bool = False  # its QLoRA quantises the LM head too
     loop_holds_output: bool = False  # its loop holds the last micro-batch's logits through the next forward (peak.py)
+    pp_split: str = "even"  # which layers each pipeline stage holds (pipeline.stage_sizes)
 
 
 FRAMEWORKS: dict[str, Profile] = {
@@ -78,10 +79,11 @@ FRAMEWORKS: dict[str, Profile] = {
     # DTensor plan (parallelisms/parallelize_llama.py @ 9dec370, apply_tp: SequenceParallel norms, ColwiseParallel
     # linears after PrepareModuleInput to Replicate, the loss under loss_parallel: train.py, utils.get_train_context);
     # MoE: top-k rows through torch._grouped_mm (models/common/moe/moe.py @ 18761a8, GroupedExperts); its
-    # models have no dropout
+    # models have no dropout; pipeline stages as parallelisms/pipelining_utils.py @ 9dec370, generate_split_points,
+    # splits them without pipeline_parallel_split_points (pipeline.py)
     "torchtitan": Profile("fsdp-mixed", "fp32", "selective", "fused", "reserved",
                           "https://github.com/pytorch/torchtitan/blob/main/docs/fsdp.md", tp_impl="dtensor",
-                          moe_form="grouped", dropout=False),
+                          moe_form="grouped", dropout=False, pp_split="torchtitan"),
     # DeepSpeed bf16 with ZeRO: bf16 weights and gradients, fp32 master weights and Adam states
     # (FusedAdam); see_memory_usage reports allocated (MA / Max_MA)
     "deepspeed": Profile("mixed", "fp32", "none", "fused", "allocated",
@@ -101,7 +103,7 @@ def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object
         profile = FRAMEWORKS[framework]
         for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv", "tp_impl", "moe_form",
                     "dropout", "no_sync", "fsdp1", "tied", "norm_upcast", "bnb", "qlora_head", "loop_holds_output",
-                    "fsdp_keeps_last_layer"):
+                    "fsdp_keeps_last_layer", "pp_split"):
             out.setdefault(key, getattr(profile, key))
         out["framework"] = framework
     return out

@@ -2,8 +2,9 @@
 
 Every parameter is taken from the shapes journey's steps (each step owns its weight, of a known
 shape, and its bias), so the tensors here add up to `gptcalc count`'s total. Pipeline parallelism
-over p stages gives each stage ⌈L/p⌉ consecutive layers (the first stage also the embeddings, the
-last the final norm and the head); the busiest stage is reported. Tensor parallelism over t GPUs
+over p stages gives each stage consecutive layers as the split says (pipeline.stage_sizes: ⌈L/p⌉ by
+default; the first stage also the embeddings, the last the final norm and the head); the busiest stage
+is reported. Tensor parallelism over t GPUs
 splits every matrix t ways (heads, d_ff, vocab: Megatron-LM's column and row splits) and copies
 vectors (norms, biases) to every GPU.
 
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from calc.analysis.memory.parallel import MAX_STAGES
 from calc.analysis.shapes import Step, journey
+from calc.analysis.train.pipeline import stage_bounds
 from calc.analysis.train.float8 import gathered_matrix_bytes
 from calc.analysis.train.states import Tensor
 from calc.errors import GptcalcError
@@ -85,9 +87,9 @@ def _adapters(step: Step, copies: int, rank: int, tp: int) -> list[Tensor]:
 
 
 def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None,
-         lora_targets: tuple[str, ...] = (), stage: int | None = None) -> Held:
+         lora_targets: tuple[str, ...] = (), stage: int | None = None, split: str = "even") -> Held:
     """The parameters of pipeline stage `stage` (None: the busiest stage) on one of its tp GPUs, and its
-    LoRA adapters (the layout is valid: train checks it with validate_layout first)."""
+    LoRA adapters (the layout and `split` are valid: train checks them first)."""
     if pp > MAX_STAGES:
         raise GptcalcError(f"--pp: {pp} stages; at most {MAX_STAGES:,} (each is listed)")
     unknown = [t for t in lora_targets if t not in LORA_TARGETS]
@@ -96,15 +98,14 @@ def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None
     wanted = {step_id for t in lora_targets for step_id in LORA_TARGETS[t]}
     steps = journey(spec, 1).steps
     if stage is not None:
-        return _stage(spec, steps, stage, pp, tp, lora_rank, wanted)
-    stages = [_stage(spec, steps, index, pp, tp, lora_rank, wanted) for index in range(pp)]
+        return _stage(spec, steps, stage, pp, tp, lora_rank, wanted, split)
+    stages = [_stage(spec, steps, index, pp, tp, lora_rank, wanted, split) for index in range(pp)]
     return max(stages, key=lambda h: (h.params, -h.stage_layers))
 
 
 def _stage(spec: ModelSpec, steps: tuple[Step, ...], stage: int, pp: int, tp: int, rank: int | None,
-           wanted: set[str]) -> Held:
-    per_stage = -(-spec.n_layers // pp)
-    first, last = stage * per_stage, min(spec.n_layers, (stage + 1) * per_stage)
+           wanted: set[str], split: str) -> Held:
+    first, last = stage_bounds(spec.n_layers, pp, split, stage)
     kinds = spec.layer_counts(first, last)
     last_block = max(i for i, step in enumerate(steps) if step.block)
     tensors, adapters, matrices = [], [], 0

