@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,3 +63,11 @@ def test_import_calc_stays_light() -> None:
 def test_train_refuses_an_unknown_option() -> None:
     with pytest.raises(calc.GptcalcError, match="unknown option 'micro'"):
         calc.train(calc.load("llama-3-8b"), seq=16, micro_batch=1, micro=2)
+
+
+def test_python_md_names_every_pool_setting() -> None:
+    """The sentence introducing calc.PoolSettings lists its fields: one added to the dataclass must reach it."""
+    text = " ".join((DOCS / "python.md").read_text().split())
+    listed = re.search(r"`calc\.PoolSettings` the CLI builds from them \(([^;]*);", text)
+    assert listed is not None
+    assert re.findall(r"`(\w+)`", listed.group(1)) == [f.name for f in dataclasses.fields(calc.PoolSettings)]
