@@ -21,6 +21,7 @@ from calc.analysis.train import Setup, train, train_stages
 from calc.analysis.train.frameworks import resolve
 from calc.analysis.train.pipeline import Stage, stage_buffers, stage_sizes
 from calc.cli import main
+from calc.errors import GptcalcError
 from calc.spec.load import load_spec
 from pipeline_1f1b import DIMS, RECORD, STAGES, measure
 
@@ -167,7 +168,7 @@ def test_the_record_is_what_torch_keeps_now(request) -> None:  # noqa: ANN001
      (15, 16, 16, 16, 16, 16, 16, 15)),
     (126, 2, " 60 , 66 ", (60, 66)),
     (12, 5, "torchtitan", (2, 3, 3, 2, 2)),  # 12 = 5·2 + 2
-    (12, 5, "even", (3, 3, 3, 3, 0)),  # ⌈12/5⌉ = 3: nothing left for the last stage but the head
+    (13, 5, "even", (3, 3, 3, 3, 1)),  # ⌈13/5⌉ = 3 a stage, the last 13 − 4·3
 ])
 def test_the_stage_split(layers: int, pp: int, split: str, sizes: tuple[int, ...]) -> None:
     assert stage_sizes(layers, pp, split) == sizes
@@ -216,5 +217,27 @@ def test_the_notes_name_each_stages_layers() -> None:
     assert "layers split as torchtitan's generate_split_points" in titan
     for line in ("stage 0 of 5 (first), 2 layers", "stage 1 of 5 (middle), 3 layers", "stage 4 of 5 (last), 2 layers"):
         assert line in titan
-    even = CliRunner().invoke(main, [*args, "--pp-split", "even"], terminal_width=200).output
-    assert "stage 0 of 5 (first), 3 layers" in even and "stage 4 of 5 (last), 0 layers" in even
+    given = CliRunner().invoke(main, [*args, "--pp-split", "3,3,2,2,2"], terminal_width=200).output
+    assert "stage 0 of 5 (first), 3 layers" in given and "stage 4 of 5 (last), 2 layers" in given
+
+
+@pytest.mark.parametrize(("layers", "pp", "message"), [
+    # ⌈12/5⌉ = 3: 3, 3, 3, 3 and nothing for the fifth stage; torchtitan's split above: 2, 3, 3, 2, 2
+    (12, 5, "--pp-split even: 12 layers at ⌈12/5⌉ = 3 a stage fill 4 of the 5 stages and leave stage 4 without a "
+            "layer; give --pp-split torchtitan (2,3,3,2,2) or a list of each stage's layers"),
+    # ⌈10/8⌉ = 2: five stages hold the 10; 10 = 8·1 + 2, torchtitan's two extra go to stages 1 and 2
+    (10, 8, "--pp-split even: 10 layers at ⌈10/8⌉ = 2 a stage fill 5 of the 8 stages and leave stages 5-7 without a "
+            "layer; give --pp-split torchtitan (1,2,2,1,1,1,1,1) or a list of each stage's layers"),
+])
+def test_an_even_split_that_leaves_a_stage_empty_is_refused(layers: int, pp: int, message: str) -> None:
+    with pytest.raises(GptcalcError) as refused:
+        stage_sizes(layers, pp, "even")
+    assert str(refused.value) == message
+
+
+def test_gpt2_small_over_five_stages_split_evenly_is_one_error_line() -> None:
+    """gpt2-small has 12 layers; Megatron's default (the even split) would leave the fifth stage empty."""
+    result = CliRunner().invoke(main, ["train", "gpt2-small", "--seq", "256", "--micro-batch", "1", "--gpus", "5",
+                                       "--pp", "5"])
+    assert result.exit_code == 2 and result.output.startswith("Error: --pp-split even: 12 layers at ⌈12/5⌉ = 3")
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output

@@ -240,7 +240,7 @@ def _check(spec: ModelSpec, s: Setup) -> None:
     if s.float8 != "none" and s.lora_rank:
         raise GptcalcError("--float8: trains the full model's linears in float8 (torchao); not with --lora-rank")
     validate_layout(spec, Layout(s.tp, s.pp), kv_heads=True)
-    stage_sizes(spec.n_layers, s.pp, s.pp_split)  # refuses a list that is not a split of these layers
+    stage_sizes(spec.n_layers, s.pp, s.pp_split)  # refuses a list not a split of these layers, an empty stage
     for option, value, choices in (("--optimizer", s.optimizer, OPTIMIZERS), ("--recompute", s.recompute, RECOMPUTE),
                                    ("--attention", s.attention, ("flash", "eager")),
                                    ("--precision", s.precision, tuple(PRECISIONS)), ("--loss", s.loss, tuple(LOSSES)),

@@ -35,8 +35,9 @@ there (2.13) no longer keeps of the two later changes named above.
 
 Which layers a stage holds (`stage_sizes`) is the framework's rule, `--pp-split`:
 
-- `even`, gptcalc's default: ⌈L/p⌉ consecutive layers a stage, the last the rest. Megatron-LM's default
-  split is this one where it runs at all: it asserts that p divides L (megatron/core/transformer/
+- `even`, gptcalc's default: ⌈L/p⌉ consecutive layers a stage, the last the rest, refused where that
+  leaves a stage empty (12 layers over 5 stages: 3, 3, 3, 3, 0). Megatron-LM's default split is this one
+  where it runs at all: it asserts that p divides L (megatron/core/transformer/
   transformer_block.py @ d98e8a6, get_num_layers_to_build) and takes an uneven split only as given
   (num_layers_in_first/last_pipeline_stage: a `--pp-split` list). torchtune has no pipeline parallelism
   (no torch.distributed.pipelining in torchtune/ or recipes/ @ bd2a0fc).
@@ -125,13 +126,28 @@ def stage_buffers(s: "Setup", d_model: int, stage: Stage, backward: int | None) 
 def stage_sizes(n_layers: int, pp: int, split: str) -> tuple[int, ...]:
     """The layers of each of `pp` stages under `split`, a rule of SPLITS or a list (see the module's docstring)."""
     if split == "even":
-        per = -(-n_layers // pp)
-        return tuple(max(0, min(per, n_layers - i * per)) for i in range(pp))
+        return _even(n_layers, pp)
     if split == "torchtitan":
         base, extra = divmod(n_layers, pp)
         middle = [base + (i <= extra) for i in range(1, pp - 1)]
         return (base, *middle, n_layers - base - sum(middle))[:pp]
     return _given(split.split(","), n_layers, pp)
+
+
+def _even(n_layers: int, pp: int) -> tuple[int, ...]:
+    """⌈L/p⌉ layers a stage, the last the rest; refused where that leaves a stage without a layer (12 over 5:
+    3, 3, 3, 3 and none), a stage no framework builds. Refused rather than rebalanced: `even` stays the one
+    rule Megatron-LM's default takes wherever p divides L (and it refuses the rest), and the balanced split
+    is torchtitan's, named in the error."""
+    per = -(-n_layers // pp)
+    filled = -(-n_layers // per)
+    if filled < pp:
+        empty = f"stage {filled}" if filled == pp - 1 else f"stages {filled}-{pp - 1}"
+        titan = ",".join(map(str, stage_sizes(n_layers, pp, "torchtitan")))
+        raise GptcalcError(f"--pp-split even: {n_layers} layers at ⌈{n_layers}/{pp}⌉ = {per} a stage fill {filled} "
+                           f"of the {pp} stages and leave {empty} without a layer; give --pp-split torchtitan "
+                           f"({titan}) or a list of each stage's layers")
+    return tuple(min(per, n_layers - i * per) for i in range(pp))
 
 
 def stage_bounds(n_layers: int, pp: int, split: str, index: int) -> tuple[int, int]:
