@@ -157,10 +157,10 @@ def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str |
     if checkpoint is not None:
         from calc.checkpoint.report import read_for_verify
 
-        report = read_for_verify(checkpoint, spec, changes)
+        report = read_for_verify(checkpoint, spec, changes, config)
         if spec is None:
             config = _checkpoint_config(checkpoint, changes)
-            config = config.untied_variant() if report.untied_variant else config  # transformers' model too
+        config = config.untied_variant() if report.untied_variant else config  # transformers' model too
         spec = report.spec
     if spec is None:
         raise GptcalcError("verify: give MODEL, or --checkpoint PATH|REPO_ID holding a config.json")

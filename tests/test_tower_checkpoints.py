@@ -122,6 +122,23 @@ def test_internvl_hf_head_stored_apart_is_the_untied_model(tmp_path: Path) -> No
     assert data["checkpoint"]["untied_variant"] is False and all(data["tied"].values()) and code == 0
 
 
+def test_internvl_hf_head_stored_apart_against_an_explicit_model(tmp_path: Path) -> None:
+    """The same untied tiny InternVL under its converter's outer tie_word_embeddings true, its config.json given as
+    MODEL (a file apart from the weights): MODEL's config reads the untied variant as the checkpoint's own does,
+    the head counted, nothing unrecognised, transformers' model built untied."""
+    directory, params = saved("internvl", tmp_path / "weights")
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").unlink()
+    model = tmp_path / "internvl.json"
+    model.write_text(json.dumps({**config, "tie_word_embeddings": True}))
+    code, data = verify_json(str(model), "--checkpoint", str(directory))
+    checkpoint = data["checkpoint"]
+    assert checkpoint["unknown"] == [] and checkpoint["shape_mismatches"] == [] and checkpoint["untied_variant"]
+    assert checkpoint["parameters"] == sum(params.values())
+    assert checkpoint["breakdown"]["components"]["lm_head"] == params["lm_head.weight"]
+    assert not any(data["tied"].values()) and code == 0 and data["ok"], data["problems"]
+
+
 @pytest.mark.parametrize("model_type", ["gemma3", "llava_onevision"])
 def test_siglip_under_its_own_vision_model_prefix(model_type: str, tmp_path: Path) -> None:
     """The Hub's Gemma 3 and LLaVA-OneVision files keep SigLIP's `vision_model.` inside the tower

@@ -167,25 +167,31 @@ def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointRep
 
 
 @many_objects()
-def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, Any] | None = None) -> CheckpointReport:
-    """`verify --checkpoint`: against MODEL, else the checkpoint's own config.json (with --set).
+def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, Any] | None = None,
+                    config: HFConfig | None = None) -> CheckpointReport:
+    """`verify --checkpoint`: against MODEL (`config`: the config.json it comes from, None for gptcalc's own
+    fields), else the checkpoint's own config.json (with --set); either config's untied variant as _from_config.
 
     Never against a spec inferred from the very shapes being checked: that would always agree.
     """
     raw = open_checkpoint(source, with_config=spec is None)
     if spec is not None:
-        return analyze(raw, spec, "the MODEL argument")
+        return _or_untied(raw, analyze(raw, spec, "the MODEL argument"), config)
     if raw.config is None:
         raise GptcalcError(f"{source}: no config.json beside the weights, so MODEL is needed to verify against")
     return _from_config(raw, config_with_overrides(raw.config, overrides) if overrides else raw.config)
 
 
 def _from_config(raw: RawCheckpoint, config: HFConfig) -> CheckpointReport:
-    """Against the config's spec; where that spec ties a head its language model declares untied
-    (HFConfig.untied_variant: InternVL-hf's outer tie_word_embeddings over its text_config's) and the
-    checkpoint stores the head apart, against the untied variant, which accounts for that tensor."""
-    report = analyze(raw, spec_from_config(config), config.origin)
-    variant = None if report.ok else config.untied_variant()
+    """Against the config's spec, or its untied variant where that accounts for more (_or_untied)."""
+    return _or_untied(raw, analyze(raw, spec_from_config(config), config.origin), config)
+
+
+def _or_untied(raw: RawCheckpoint, report: CheckpointReport, config: HFConfig | None) -> CheckpointReport:
+    """`report`, or where its config ties a head its language model declares untied (HFConfig.untied_variant:
+    InternVL-hf's outer tie_word_embeddings over its text_config's) and the checkpoint stores the head apart,
+    the report against the untied variant, which accounts for that tensor."""
+    variant = None if report.ok or config is None else config.untied_variant()
     if variant is None:
         return report
     untied = analyze(raw, spec_from_config(variant), variant.origin)
