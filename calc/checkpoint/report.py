@@ -88,7 +88,7 @@ class CheckpointReport:
     companions: tuple[Companion, ...] = ()  # quantisation scales: stored, not parameters (calc.checkpoint.quant)
     stored_bytes: dict[str, int] = field(default_factory=dict)  # bytes of the parameter tensors, by component
     loads_buffers: bool = False  # RawCheckpoint.loads_buffers: a GGUF's buffers are weights llama.cpp loads
-    untied_variant: bool = False  # read against its config's untied variant: it stores the head apart (_from_config)
+    untied_variant: bool = False  # read against its config's untied variant: it stores the head apart (_or_untied)
 
     @property
     def buffer_elements(self) -> int:

@@ -136,7 +136,7 @@ def inspect_lines(r: CheckpointReport) -> list[str]:
 
 
 def untied_variant_lines(r: CheckpointReport) -> list[str]:
-    """Why a checkpoint's head is counted though its config ties it (calc.checkpoint.report._from_config)."""
+    """Why a checkpoint's head is counted though its config ties it (calc.checkpoint.report._or_untied)."""
     if not r.untied_variant:
         return []
     head = r.breakdown.components.get("lm_head", 0)
