@@ -10,7 +10,6 @@ stages under pipeline parallelism) and memory's own vLLM HiSparse come with each
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import Any
 
 from calc.analysis.memory.engines import KVPool, kv_pool
