@@ -54,6 +54,13 @@ class Run(NamedTuple):
 # no gated norm in the mixer); llama.cpp loads none of those tensors
 FALCON_H1 = {"projectors_bias": False, "attention_bias": False, "mamba_rms_norm": False}
 NO_CONV_BIAS = {"conv_bias": False}
+# Falcon-H1-0.5B's widths and muP multipliers (tests/configs/model_types/falcon_h1.json, tiiuae/Falcon-H1-0.5B-Base) in
+# 2 layers over the tiny vocabulary: the converter multiplies the multipliers into the weights
+# (conversion/falcon_h1.py:60-90), so the graph, and its compute buffer, is that of a model without them
+FALCON_H1_05B = {key: value for key, value in json.loads(
+    (Path(__file__).parent / "configs/model_types/falcon_h1.json").read_text()).items()
+    if key.endswith(("multiplier", "multipliers", "size")) or key.startswith(("mamba_", "num_", "head_dim"))}
+FALCON_H1_05B.update(num_hidden_layers=2, vocab_size=tiny_config("falcon_h1")["vocab_size"])
 # Nemotron-3-Nano's layer pattern (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B: Mamba2, MoE and attention layers, no
 # dense MLP), which llama.cpp's nemotron_h_moe takes; the tiny config's dense "-" layer is not one
 NEMOTRON_MOE = {"hybrid_override_pattern": "ME*E"}
@@ -117,6 +124,11 @@ RUNS: dict[str, Run] = {
     "mamba2-np256": Run("mamba2", {}, ["-c", "65536", "-np", "256"]),
     "jamba-np4": Run("jamba", {}, ["-c", "4096", "-np", "4"]),
     "falcon_h1-np4": Run("falcon_h1", FALCON_H1, ["-c", "4096", "-np", "4"]),
+    # the replayed compute buffer of Falcon-H1: without flash attention, tokens not a multiple of the sequences; the
+    # 0.5B's widths and multipliers with a smaller ubatch
+    "falcon_h1-np3-fa-off": Run("falcon_h1", FALCON_H1, ["-c", "4096", "-np", "3", "-fa", "off"]),
+    "falcon_h1_05b-np2-ub256": Run("falcon_h1", {**FALCON_H1, **FALCON_H1_05B},
+                                   ["-c", "8192", "-np", "2", "-ub", "256"]),
     "granitemoehybrid-np4": Run("granitemoehybrid", {}, ["-c", "4096", "-np", "4"], published=GRANITE_4),
     "granitemoehybrid-np256": Run("granitemoehybrid", {}, ["-c", "65536", "-np", "256"], published=GRANITE_4),
     "bamba-np4": Run("bamba", {}, ["-c", "4096", "-np", "4"]),
@@ -265,23 +277,35 @@ def test_recorded_lightning_compute(name: str, tmp_path: Path) -> None:
 
 # the runs whose compute buffer is the allocator replayed (by run name); the other recurrent and hybrid runs but LFM2's
 # and MiniMax-01's (estimated) print none
-REPLAYED = ("mamba", "falcon_mamba", "bamba", "granitemoehybrid", "jamba", "nemotron_h")
+REPLAYED = ("mamba", "falcon_mamba", "bamba", "granitemoehybrid", "jamba", "nemotron_h", "falcon_h1")
 ESTIMATED = ("lfm2", "minimax_01")
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
 def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
     """source: tests/data/llamacpp/recurrent/NAME.log. The compute buffer of a Mamba or Mamba2 stack, or of Jamba,
-    Bamba, Granite-4.0-H or Nemotron-H, ggml's allocator replayed over its graph, is llama.cpp's line itself, not an
-    estimate within a margin."""
+    Bamba, Granite-4.0-H, Nemotron-H or Falcon-H1, ggml's allocator replayed over its graph, is llama.cpp's line
+    itself, not an estimate within a margin."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path), RUNS[name].args)) == real
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if not name.startswith(REPLAYED + ESTIMATED)))
 def test_no_line_where_not_replayed(name: str, tmp_path: Path) -> None:
-    """Falcon-H1, gated DeltaNet and KDA: neither replayed nor estimated, no line."""
+    """Gated DeltaNet and KDA: neither replayed nor estimated, no line."""
     assert not compute_mib(server_says(recorded_gguf(name, tmp_path), RUNS[name].args))
+
+
+def test_falcon_h1_replayed_from_its_config(tmp_path: Path) -> None:
+    """source: tests/data/llamacpp/recurrent/falcon_h1_05b-np2-ub256.log. The config itself, its muP multipliers
+    set (the converter multiplies them into the file's weights: conversion/falcon_h1.py:60-90), gives the compute
+    line llama.cpp printed for the file converted from it."""
+    name = "falcon_h1_05b-np2-ub256"
+    model = tmp_path / name
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config_of(name)))
+    real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
+    assert real and matching(COMPUTE, server_says(model, RUNS[name].args)) == real
 
 
 def test_a_replayed_line_says_so(tmp_path: Path) -> None:

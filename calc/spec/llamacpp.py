@@ -9,7 +9,7 @@ whose GGUF keeps what its config says.
 
 from __future__ import annotations
 
-from calc.parts.base import Part
+from calc.parts.base import Field, Part
 
 __all__ = ["LlamaCppBuild"]
 
@@ -47,3 +47,11 @@ class LlamaCppBuild(Part):
     # layer: Nemotron-H (src/models/nemotron-h.cpp:223-255; embeddings_nextn_masked is false by default,
     # src/llama-context.cpp:122)
     rows_after_norm: bool = False
+    # llama.cpp builds a parallel group's members in this order (indices into the spec's `mixers`), each on a norm
+    # of its own over the same stream, and sums their outputs in that order: Falcon-H1 builds attention, then
+    # Mamba2 (src/models/falcon-h1.cpp:135-165). None: a group whose graph is not known (no replay).
+    parallel_order: tuple[int, ...] | None = Field(default=None, strict=False)
+    # llama.cpp takes the last layer's output rows from the stream after the first sublayer's add, where other
+    # graphs take them of the sublayer's output and of its input before the add: Falcon-H1
+    # (src/models/falcon-h1.cpp:165-172; the rows it takes of the mixers' sum reach no output, so no node).
+    rows_after_add: bool = False

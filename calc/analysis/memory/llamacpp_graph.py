@@ -23,7 +23,7 @@ Subgraph).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from calc.analysis.memory.ggml_alloc import forward_order
 from calc.parts.ssm_nodes import ROWS
@@ -79,6 +79,14 @@ def _add(spec: ModelSpec, name: str, shape: tuple[int, ...], out: str, stream: s
     return op(name, shape, *((stream, out) if spec.llamacpp.stream_first else (out, stream)), inplace=True)
 
 
+def _group(spec: ModelSpec, sublayer: int, d: int, n: int, residual: str) -> dict[str, Any]:
+    """What the mixer's replay needs where it is a parallel group (calc/parts/parallel.py graph_nodes): the order
+    llama.cpp builds its members in and a fresh norm over the stream for each; nothing for a spec without that
+    order, or for the MLP."""
+    order = spec.llamacpp.parallel_order
+    return {} if order is None or sublayer else {"order": order, "renorm": lambda name: _norm(name, d, n, residual)}
+
+
 def recurrent_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node] | None:
     """The graph's nodes, in its order, where every layer is one of the layouts `_shape` knows, one at least with a
     recurrent mixer, and each part states its nodes; else None. `caches`: the KV caches' inputs, the full one
@@ -96,19 +104,23 @@ def recurrent_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> lis
         rows, tokens = g, n
         for i, part in enumerate(p for p in (block.attention, block.mlp) if p is not None):
             normed = f"norm{i}-{layer}"
-            sub: Subgraph | None = part.graph_nodes(rows, layer, normed)
+            sub: Subgraph | None = part.graph_nodes(rows, layer, normed,
+                                                          **_group(spec, i, d, tokens, residual))
             if sub is None:
                 return None
             nodes += _norm(normed, d, tokens, residual) + sub.nodes
             expanded += sub.expanded
-            out = sub.out
-            if i == 0 and layer == len(blocks) - 1 and not spec.llamacpp.rows_after_norm:
+            out, last = sub.out, i == 0 and layer == len(blocks) - 1
+            if last and not (spec.llamacpp.rows_after_norm or spec.llamacpp.rows_after_add):
                 # the output rows of the sublayer and of its input; a second sublayer runs on them
                 nodes += [op("cur_rows", (d, outputs), out, "out_ids"),
                           op("inp_rows", (d, outputs), residual, "out_ids")]
                 out, residual, rows, tokens = "cur_rows", "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
             nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, residual))
             residual = f"add{i}-{layer}"
+            if last and spec.llamacpp.rows_after_add:  # the stream's output rows; the second sublayer runs on them
+                nodes.append(op("inp_rows", (d, outputs), residual, "out_ids"))
+                residual, rows, tokens = "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
     if spec.llamacpp.rows_after_norm:  # the norm over every token kept as an output, then its output rows
         nodes += _norm("h_nextn", d, n, residual, output=True)
         nodes.append(replace(op("result_norm", (d, outputs), "h_nextn", "out_ids"), output=True))
