@@ -82,6 +82,12 @@ GRANITE_4 = {"layer_types": ["mamba", "attention"]}
 # Qwen3-Next as published (Qwen/Qwen3-Next-80B-A3B-Instruct: "mlp_only_layers": [], every layer MoE): llama.cpp's
 # qwen3next has no dense-MLP layer
 QWEN3_NEXT = {"mlp_only_layers": []}
+# wider gated DeltaNet layers for the compute buffer's replay: as many key heads as value heads in Qwen3-Next (so no
+# repeat), twice as many value heads in a wider Qwen3.5
+QWEN3_NEXT_WIDE = {**QWEN3_NEXT, "hidden_size": 128, "linear_num_key_heads": 4, "linear_num_value_heads": 4,
+                   "linear_key_head_dim": 32, "linear_value_head_dim": 32, "head_dim": 32}
+QWEN3_5_WIDE = {"hidden_size": 128, "intermediate_size": 512, "linear_num_key_heads": 4, "linear_num_value_heads": 8,
+                "linear_key_head_dim": 16, "linear_value_head_dim": 16, "num_attention_heads": 8, "head_dim": 16}
 # Kimi-Linear's first layer is dense (first_k_dense_replace 1), which transformers 5 saves under
 # `block_sparse_moe.` where the converter (conversion/kimi_linear.py) knows the checkpoint's `mlp.`: all MoE here.
 # Its router's activation, which transformers 5 does not save, as moonshotai/Kimi-Linear-48B-A3B-Instruct's
@@ -151,6 +157,11 @@ RUNS: dict[str, Run] = {
     "qwen3_next-np32": Run("qwen3_next", QWEN3_NEXT, ["-c", "8192", "-np", "32", "-ub", "256"], NO_MTP),
     "qwen3_next-np256": Run("qwen3_next", QWEN3_NEXT, ["-c", "65536", "-np", "256"], NO_MTP),
     "qwen3_5_text-np4": Run("qwen3_5_text", {}, ["-c", "4096", "-np", "4"], NO_MTP),
+    # the replayed compute buffer of gated DeltaNet: without flash attention, tokens not a multiple of the
+    # sequences, wider layers, a smaller ubatch
+    "qwen3_next-np3-fa-off": Run("qwen3_next", QWEN3_NEXT, ["-c", "4096", "-np", "3", "-fa", "off"], NO_MTP),
+    "qwen3_next_wide-np2": Run("qwen3_next", QWEN3_NEXT_WIDE, ["-c", "4096", "-np", "2"], NO_MTP),
+    "qwen3_5_wide-ub256": Run("qwen3_5_text", QWEN3_5_WIDE, ["-c", "8192", "-np", "2", "-ub", "256"], NO_MTP),
     "qwen3_5_moe_text-np4": Run("qwen3_5_moe_text", {}, ["-c", "4096", "-np", "4"], NO_MTP),
     "kimi_linear-np4": Run("kimi_linear", KIMI, ["-c", "4096", "-np", "4"], published=KIMI_ROUTER),
     "kimi_linear-np256": Run("kimi_linear", KIMI, ["-c", "65536", "-np", "256"], published=KIMI_ROUTER),
@@ -277,22 +288,23 @@ def test_recorded_lightning_compute(name: str, tmp_path: Path) -> None:
 
 # the runs whose compute buffer is the allocator replayed (by run name); the other recurrent and hybrid runs but LFM2's
 # and MiniMax-01's (estimated) print none
-REPLAYED = ("mamba", "falcon_mamba", "bamba", "granitemoehybrid", "jamba", "nemotron_h", "falcon_h1")
+REPLAYED = ("mamba", "falcon_mamba", "bamba", "granitemoehybrid", "jamba", "nemotron_h", "falcon_h1", "qwen3_next",
+            "qwen3_5")
 ESTIMATED = ("lfm2", "minimax_01")
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
 def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
     """source: tests/data/llamacpp/recurrent/NAME.log. The compute buffer of a Mamba or Mamba2 stack, or of Jamba,
-    Bamba, Granite-4.0-H, Nemotron-H or Falcon-H1, ggml's allocator replayed over its graph, is llama.cpp's line
-    itself, not an estimate within a margin."""
+    Bamba, Granite-4.0-H, Nemotron-H, Falcon-H1, Qwen3-Next, Qwen3.5 or Qwen3.5-MoE, ggml's allocator replayed over
+    its graph, is llama.cpp's line itself, not an estimate within a margin."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path), RUNS[name].args)) == real
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if not name.startswith(REPLAYED + ESTIMATED)))
 def test_no_line_where_not_replayed(name: str, tmp_path: Path) -> None:
-    """Gated DeltaNet and KDA: neither replayed nor estimated, no line."""
+    """KDA: neither replayed nor estimated, no line."""
     assert not compute_mib(server_says(recorded_gguf(name, tmp_path), RUNS[name].args))
 
 

@@ -110,7 +110,7 @@ def compute_buffer(spec: ModelSpec, caches: list[CacheInputs], n_tokens: int, n_
     makes them, the first the full one; `streams` the KV streams (1 with a unified cache, else n_seqs). None
     where a layer's mixer or MLP does not state its transient tensors (calc/parts/transient.py)."""
     cells = [cache.cells for cache in caches] or [0]
-    graph = Graph(spec.d_model, n_tokens, n_seqs, streams, flash_attn, cells[0], cells[-1])
+    graph = Graph(spec.d_model, n_tokens, n_seqs, streams, flash_attn, cells[0], cells[-1], spec.llamacpp)
     logits = tensor(spec.vocab_size * n_tokens)
     nodes = recurrent_stack(spec, graph, caches)
     if nodes is not None:  # replayed node by node: llama.cpp's own figure, where the graph is its

@@ -5,7 +5,10 @@ layer as an RMS norm, the mixer and the residual add; llm_build_granite_hybrid (
 135-302: Bamba, Granite-4.0-H) and llm_build_jamba (src/models/jamba.cpp:108-198) add a second RMS norm, the MLP
 or MoE and a second add (Granite's embedding, residual and logit multipliers are scales in place of tensors with
 no other consumer: they move nothing; Jamba adds the stream first, `ggml_add(inpL, cur)`, so its sums take the
-stream's block: spec.llamacpp.stream_first). The last layer
+stream's block: spec.llamacpp.stream_first). Falcon-H1 (src/models/falcon-h1.cpp:132-193) runs its parallel group's
+members each on its own norm (spec.llamacpp.parallel_order) and takes the output rows after the add
+(spec.llamacpp.rows_after_add); Qwen3-Next and Qwen3.5 (src/models/qwen3next.cpp:152-222, qwen35.cpp) expand each
+layer's first norm before its mixer (spec.llamacpp.expand_norm) and take the rows after the final norm. The last layer
 keeps the output rows (every token in the reserved graph) of its mixer and of its input before the first add, and
 runs its MLP on them; then the final norm (a graph output) and the head.
 Its inputs (src/llama-graph.cpp:2413-2500, build_rs_inp :3631-3651, build_inp_out_ids) are the graph's leaves:
@@ -46,7 +49,7 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     n, d = g.seq_tokens() * g.n_seqs, spec.d_model
     leaves = [("inp_tokens", (n,), I32), ("inp_embd", (d, n), F32), ("inp_mixed_tokens", (n,), I32),
               ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (d, n), F32), (ROWS, (g.n_seqs,), I32),
-              ("out_ids", (g.n_tokens,), I32), (POS, (n,), I32)]
+              ("out_ids", (g.n_tokens,), I32), (POS, (n * spec.llamacpp.positions_per_token,), I32)]
     for cache in caches[:1]:
         leaves += [(MASK, (cache.cells, n), cache.mask), (K_IDXS, (n,), I64),
                    (V_IDXS, (n, max(1, cache.v_indices)), I64)]
@@ -109,7 +112,7 @@ def recurrent_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> lis
             if sub is None:
                 return None
             nodes += _norm(normed, d, tokens, residual) + sub.nodes
-            expanded += sub.expanded
+            expanded += [normed] * (i == 0 and spec.llamacpp.expand_norm) + sub.expanded
             out, last = sub.out, i == 0 and layer == len(blocks) - 1
             if last and not (spec.llamacpp.rows_after_norm or spec.llamacpp.rows_after_add):
                 # the output rows of the sublayer and of its input; a second sublayer runs on them
