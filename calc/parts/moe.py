@@ -169,7 +169,7 @@ class MoE(Part):
                 or self.n_group > 1 or self.clamp or self.gate_clamp or self.swiglu_limit \
                 or self.hash_vocab or self.router_softcap or self.zero_experts or \
                 self.all_experts or self.top_k < 2 or \
-                (self.shared is not None and (shared is None or self.n_shared != 1)):
+                (self.shared is not None and shared is None):
             return None
         at, n, e, k, d = f"l{layer}.moe.", g.seq_tokens() * g.n_seqs, self.n_experts, self.top_k, g.d_model
         selection = at + ("biased" if self.score_bias else "probs")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from calc.parts.transient import Node, op, store, view
 
-__all__ = ["ROWS", "expanded", "gate", "rs_rows", "scan", "window"]
+__all__ = ["ROWS", "conv", "expanded", "gate", "rs_rows", "scan", "window"]
 
 ROWS = "rs_s_copy"  # the graph's state copy indices (build_rs_inp, src/llama-graph.cpp:3631-3651)
 
@@ -33,12 +33,17 @@ def rs_rows(at: str, width: int, s: int, what: str = "conv") -> list[Node]:
             view(at + what, rows, out)]
 
 
+def conv(at: str, x: str, owner: str, channels: int, kernel: int, t: int, s: int) -> list[Node]:
+    """The conv over {kernel - 1 + t, channels, s}: the kept columns (`at`conv) and the transposed input `x` (a
+    view of `owner`) concatenated, its last columns stored, ggml_ssm_conv (`at`conv_x)."""
+    return [view(at + "xt", owner, x), op(at + "window", (kernel - 1 + t, channels, s), at + "conv", at + "xt"),
+            view(at + "last", at + "window"), store(at + "last_store", at + "last"),
+            op(at + "conv_x", (channels, t, s), at + "window")]
+
+
 def window(at: str, x: str, owner: str, channels: int, kernel: int, t: int, s: int, bias: bool) -> list[Node]:
-    """The conv over {kernel - 1 + t, channels, s}: the kept columns and the transposed input `x` (a view of
-    `owner`) concatenated, its last columns stored, ggml_ssm_conv, its bias and SiLU (both in place)."""
-    nodes = [view(at + "xt", owner, x), op(at + "window", (kernel - 1 + t, channels, s), at + "conv", at + "xt"),
-             view(at + "last", at + "window"), store(at + "last_store", at + "last"),
-             op(at + "conv_x", (channels, t, s), at + "window")]
+    """The conv (`conv`), its bias and SiLU (both in place)."""
+    nodes = conv(at, x, owner, channels, kernel, t, s)
     if bias:
         nodes.append(op(at + "conv_b", (channels, t, s), at + "conv_x", inplace=True))
     return nodes + [op(at + "silu", (channels, t, s), nodes[-1].name, inplace=True)]

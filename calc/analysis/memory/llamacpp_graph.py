@@ -8,7 +8,8 @@ no other consumer: they move nothing; Jamba adds the stream first, `ggml_add(inp
 stream's block: spec.llamacpp.stream_first). Falcon-H1 (src/models/falcon-h1.cpp:132-193) runs its parallel group's
 members each on its own norm (spec.llamacpp.parallel_order) and takes the output rows after the add
 (spec.llamacpp.rows_after_add); Qwen3-Next and Qwen3.5 (src/models/qwen3next.cpp:152-222, qwen35.cpp) expand each
-layer's first norm before its mixer (spec.llamacpp.expand_norm) and take the rows after the final norm. The last layer
+layer's first norm before its mixer (spec.llamacpp.expand_norm; Kimi-Linear too, src/models/kimi-linear.cpp:50-53)
+and take the rows after the final norm. The last layer
 keeps the output rows (every token in the reserved graph) of its mixer and of its input before the first add, and
 runs its MLP on them; then the final norm (a graph output) and the head.
 Its inputs (src/llama-graph.cpp:2413-2500, build_rs_inp :3631-3651, build_inp_out_ids) are the graph's leaves:
