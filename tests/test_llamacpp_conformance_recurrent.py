@@ -169,6 +169,7 @@ RUNS: dict[str, Run] = {
     "qwen3_5_moe_text-np4": Run("qwen3_5_moe_text", {}, ["-c", "4096", "-np", "4"], NO_MTP),
     "kimi_linear-np4": Run("kimi_linear", KIMI, ["-c", "4096", "-np", "4"], published=KIMI_ROUTER),
     "kimi_linear-np256": Run("kimi_linear", KIMI, ["-c", "65536", "-np", "256"], published=KIMI_ROUTER),
+    "kimi_linear-fa-off": Run("kimi_linear", KIMI, ["-c", "4096", "-np", "2", "-fa", "off"], published=KIMI_ROUTER),
     "kimi_linear_wide-np2-ub256": Run("kimi_linear", KIMI_WIDE, ["-c", "8192", "-np", "2", "-ub", "256"],
                                       published=KIMI_ROUTER),
     "lfm2-np4": Run("lfm2", NO_CONV_BIAS, ["-c", "4096", "-np", "4"]),

@@ -44,6 +44,7 @@ class Graph:
     cells: int  # the full-attention cache's cells (one stream's)
     swa_cells: int  # the sliding-window cache's, where there is one (else the full one's)
     build: LlamaCppBuild | None = None  # how llama.cpp builds the graph (spec.llamacpp), for the replay's nodes
+    k_size: int | None = None  # the K cache's bytes per element where its type is a float one (f32, f16, bf16)
 
     def seq_tokens(self) -> int:
         """Tokens per sequence: graph_reserve rounds n_tokens up to a multiple of n_seqs, keeping n_tokens
