@@ -122,8 +122,9 @@ def test_recorded_cpu_build_lines(name: str, tmp_path: Path) -> None:
 
 
 def test_no_estimate_for_mixers_it_does_not_know() -> None:
-    """Qwen3-Next's gated DeltaNet layers: no compute line, and the output says why."""
-    result = CliRunner().invoke(main, ["memory", "qwen3-next-80b-a3b", "--engine", "llamacpp", "--seq", "4096",
+    """DeepSeek-V4's compressed-row layers (llama_kv_cache_dsv4), whose graph is neither estimated nor replayed: no
+    compute line, and the output says why."""
+    result = CliRunner().invoke(main, ["memory", "deepseek-v4-flash", "--engine", "llamacpp", "--seq", "4096",
                                        "--cpu-only"], terminal_width=400)
     assert result.exit_code == 0, result.output
     assert "compute buffer size" not in result.output

@@ -54,6 +54,13 @@ class Run(NamedTuple):
 # no gated norm in the mixer); llama.cpp loads none of those tensors
 FALCON_H1 = {"projectors_bias": False, "attention_bias": False, "mamba_rms_norm": False}
 NO_CONV_BIAS = {"conv_bias": False}
+# Falcon-H1-0.5B's widths and muP multipliers (tests/configs/model_types/falcon_h1.json, tiiuae/Falcon-H1-0.5B-Base) in
+# 2 layers over the tiny vocabulary: the converter multiplies the multipliers into the weights
+# (conversion/falcon_h1.py:60-90), so the graph, and its compute buffer, is that of a model without them
+FALCON_H1_05B = {key: value for key, value in json.loads(
+    (Path(__file__).parent / "configs/model_types/falcon_h1.json").read_text()).items()
+    if key.endswith(("multiplier", "multipliers", "size")) or key.startswith(("mamba_", "num_", "head_dim"))}
+FALCON_H1_05B.update(num_hidden_layers=2, vocab_size=tiny_config("falcon_h1")["vocab_size"])
 # Nemotron-3-Nano's layer pattern (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B: Mamba2, MoE and attention layers, no
 # dense MLP), which llama.cpp's nemotron_h_moe takes; the tiny config's dense "-" layer is not one
 NEMOTRON_MOE = {"hybrid_override_pattern": "ME*E"}
@@ -75,6 +82,12 @@ GRANITE_4 = {"layer_types": ["mamba", "attention"]}
 # Qwen3-Next as published (Qwen/Qwen3-Next-80B-A3B-Instruct: "mlp_only_layers": [], every layer MoE): llama.cpp's
 # qwen3next has no dense-MLP layer
 QWEN3_NEXT = {"mlp_only_layers": []}
+# wider gated DeltaNet layers for the compute buffer's replay: as many key heads as value heads in Qwen3-Next (so no
+# repeat), twice as many value heads in a wider Qwen3.5
+QWEN3_NEXT_WIDE = {**QWEN3_NEXT, "hidden_size": 128, "linear_num_key_heads": 4, "linear_num_value_heads": 4,
+                   "linear_key_head_dim": 32, "linear_value_head_dim": 32, "head_dim": 32}
+QWEN3_5_WIDE = {"hidden_size": 128, "intermediate_size": 512, "linear_num_key_heads": 4, "linear_num_value_heads": 8,
+                "linear_key_head_dim": 16, "linear_value_head_dim": 16, "num_attention_heads": 8, "head_dim": 16}
 # Kimi-Linear's first layer is dense (first_k_dense_replace 1), which transformers 5 saves under
 # `block_sparse_moe.` where the converter (conversion/kimi_linear.py) knows the checkpoint's `mlp.`: all MoE here.
 # Its router's activation, which transformers 5 does not save, as moonshotai/Kimi-Linear-48B-A3B-Instruct's
@@ -84,6 +97,10 @@ QWEN3_NEXT = {"mlp_only_layers": []}
 KIMI = {"first_k_dense_replace": 0,
         "linear_attn_config": {**tiny_config("kimi_linear")["linear_attn_config"], "num_heads": 4}}
 KIMI_ROUTER = {"moe_router_activation_func": "sigmoid"}
+# a wider Kimi-Linear for the compute buffer's replay: hidden 128, 8 heads of 16 in both KDA and MLA
+KIMI_WIDE = {**KIMI, "hidden_size": 128, "num_attention_heads": 8, "num_key_value_heads": 8, "kv_lora_rank": 32,
+             "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "moe_intermediate_size": 64,
+             "linear_attn_config": {**KIMI["linear_attn_config"], "num_heads": 8, "head_dim": 16}}
 # MiniMax-Text-01 in its release layout (MiniMaxAI/MiniMax-Text-01's config.json: MiniMaxText01ForCausalLM,
 # attn_type_list, per-expert w1/w2/w3), its three residual alphas equal and its betas 1.0 as released, which the
 # converter asserts (conversion/minimax.py:76-77); its layer pattern, which the converter does not write and llama.cpp
@@ -117,6 +134,11 @@ RUNS: dict[str, Run] = {
     "mamba2-np256": Run("mamba2", {}, ["-c", "65536", "-np", "256"]),
     "jamba-np4": Run("jamba", {}, ["-c", "4096", "-np", "4"]),
     "falcon_h1-np4": Run("falcon_h1", FALCON_H1, ["-c", "4096", "-np", "4"]),
+    # the replayed compute buffer of Falcon-H1: without flash attention, tokens not a multiple of the sequences; the
+    # 0.5B's widths and multipliers with a smaller ubatch
+    "falcon_h1-np3-fa-off": Run("falcon_h1", FALCON_H1, ["-c", "4096", "-np", "3", "-fa", "off"]),
+    "falcon_h1_05b-np2-ub256": Run("falcon_h1", {**FALCON_H1, **FALCON_H1_05B},
+                                   ["-c", "8192", "-np", "2", "-ub", "256"]),
     "granitemoehybrid-np4": Run("granitemoehybrid", {}, ["-c", "4096", "-np", "4"], published=GRANITE_4),
     "granitemoehybrid-np256": Run("granitemoehybrid", {}, ["-c", "65536", "-np", "256"], published=GRANITE_4),
     "bamba-np4": Run("bamba", {}, ["-c", "4096", "-np", "4"]),
@@ -139,9 +161,17 @@ RUNS: dict[str, Run] = {
     "qwen3_next-np32": Run("qwen3_next", QWEN3_NEXT, ["-c", "8192", "-np", "32", "-ub", "256"], NO_MTP),
     "qwen3_next-np256": Run("qwen3_next", QWEN3_NEXT, ["-c", "65536", "-np", "256"], NO_MTP),
     "qwen3_5_text-np4": Run("qwen3_5_text", {}, ["-c", "4096", "-np", "4"], NO_MTP),
+    # the replayed compute buffer of gated DeltaNet: without flash attention, tokens not a multiple of the
+    # sequences, wider layers, a smaller ubatch
+    "qwen3_next-np3-fa-off": Run("qwen3_next", QWEN3_NEXT, ["-c", "4096", "-np", "3", "-fa", "off"], NO_MTP),
+    "qwen3_next_wide-np2": Run("qwen3_next", QWEN3_NEXT_WIDE, ["-c", "4096", "-np", "2"], NO_MTP),
+    "qwen3_5_wide-ub256": Run("qwen3_5_text", QWEN3_5_WIDE, ["-c", "8192", "-np", "2", "-ub", "256"], NO_MTP),
     "qwen3_5_moe_text-np4": Run("qwen3_5_moe_text", {}, ["-c", "4096", "-np", "4"], NO_MTP),
     "kimi_linear-np4": Run("kimi_linear", KIMI, ["-c", "4096", "-np", "4"], published=KIMI_ROUTER),
     "kimi_linear-np256": Run("kimi_linear", KIMI, ["-c", "65536", "-np", "256"], published=KIMI_ROUTER),
+    "kimi_linear-fa-off": Run("kimi_linear", KIMI, ["-c", "4096", "-np", "2", "-fa", "off"], published=KIMI_ROUTER),
+    "kimi_linear_wide-np2-ub256": Run("kimi_linear", KIMI_WIDE, ["-c", "8192", "-np", "2", "-ub", "256"],
+                                      published=KIMI_ROUTER),
     "lfm2-np4": Run("lfm2", NO_CONV_BIAS, ["-c", "4096", "-np", "4"]),
     "lfm2-np256": Run("lfm2", NO_CONV_BIAS, ["-c", "65536", "-np", "256"]),
     "lfm2_moe-np4": Run("lfm2_moe", NO_CONV_BIAS, ["-c", "4096", "-np", "4"]),
@@ -263,25 +293,36 @@ def test_recorded_lightning_compute(name: str, tmp_path: Path) -> None:
     assert compute_mib(server_says(recorded_gguf(name, tmp_path), RUNS[name].args))
 
 
-# the runs whose compute buffer is the allocator replayed (by run name); the other recurrent and hybrid runs but LFM2's
-# and MiniMax-01's (estimated) print none
-REPLAYED = ("mamba", "falcon_mamba", "bamba", "granitemoehybrid", "jamba", "nemotron_h")
+# the runs whose compute buffer is the allocator replayed (by run name), and those whose is estimated
+REPLAYED = ("mamba", "falcon_mamba", "bamba", "granitemoehybrid", "jamba", "nemotron_h", "falcon_h1", "qwen3_next",
+            "qwen3_5", "kimi_linear")
 ESTIMATED = ("lfm2", "minimax_01")
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
 def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
     """source: tests/data/llamacpp/recurrent/NAME.log. The compute buffer of a Mamba or Mamba2 stack, or of Jamba,
-    Bamba, Granite-4.0-H or Nemotron-H, ggml's allocator replayed over its graph, is llama.cpp's line itself, not an
-    estimate within a margin."""
+    Bamba, Granite-4.0-H, Nemotron-H, Falcon-H1, Qwen3-Next, Qwen3.5, Qwen3.5-MoE or Kimi-Linear, ggml's allocator
+    replayed over its graph, is llama.cpp's line itself, not an estimate within a margin."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path), RUNS[name].args)) == real
 
 
-@pytest.mark.parametrize("name", sorted(name for name in RUNS if not name.startswith(REPLAYED + ESTIMATED)))
-def test_no_line_where_not_replayed(name: str, tmp_path: Path) -> None:
-    """Falcon-H1, gated DeltaNet and KDA: neither replayed nor estimated, no line."""
-    assert not compute_mib(server_says(recorded_gguf(name, tmp_path), RUNS[name].args))
+def test_every_run_is_replayed_or_estimated() -> None:
+    """No recorded run is left without a compute line's check (test_recorded_gguf_as_model checks the estimated)."""
+    assert all(name.startswith(REPLAYED + ESTIMATED) for name in RUNS)
+
+
+def test_falcon_h1_replayed_from_its_config(tmp_path: Path) -> None:
+    """source: tests/data/llamacpp/recurrent/falcon_h1_05b-np2-ub256.log. The config itself, its muP multipliers
+    set (the converter multiplies them into the file's weights: conversion/falcon_h1.py:60-90), gives the compute
+    line llama.cpp printed for the file converted from it."""
+    name = "falcon_h1_05b-np2-ub256"
+    model = tmp_path / name
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config_of(name)))
+    real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
+    assert real and matching(COMPUTE, server_says(model, RUNS[name].args)) == real
 
 
 def test_a_replayed_line_says_so(tmp_path: Path) -> None:

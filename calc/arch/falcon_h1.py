@@ -55,9 +55,11 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     group = {"kind": "parallel", "mixers": [_mamba(cfg), attention(cfg, **({"key_scale": key} if key != 1 else {}))],
              "in_scales": [cfg.float("ssm_in_multiplier"), cfg.float("attention_in_multiplier")],
              "out_scales": [cfg.float("ssm_out_multiplier"), cfg.float("attention_out_multiplier")]}
+    # llama.cpp builds the group's attention (member 1) before its Mamba2 (member 0), each on its own norm, and takes
+    # the last layer's output rows after the stream's add (src/models/falcon-h1.cpp:135-172)
     spec = decoder(cfg, "falcon_h1", {"hybrid": {"attention": group, "mlp": mlp, "norm": rms}},
                    [(cfg.int(*KEYS["n_layers"]), "hybrid")], rms, cfg.bool("tie_word_embeddings"),
-                   **sglang_ssm_dtype(cfg))
+                   **sglang_ssm_dtype(cfg), llamacpp={"parallel_order": [1, 0], "rows_after_add": True})
     return {**spec, "embedding": {"multiplier": cfg.float("embedding_multiplier")},
             "head": {**spec["head"], "logit_scale": cfg.float("lm_head_multiplier")}}
 

@@ -59,7 +59,9 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
              for kind in kinds}
     blocks, layers = kind_stack(kinds, names, lambda kind: {
         "attention": parts[kind.split("+")[0]], "mlp": parts[kind.split("+")[1]], "norm": rms})
-    return decoder(cfg, "kimi_linear", blocks, layers, rms, cfg.bool("tie_word_embeddings"), **_sglang(cfg))
+    # llama.cpp expands each layer's input norm before its mixer (src/models/kimi-linear.cpp:50-53)
+    return decoder(cfg, "kimi_linear", blocks, layers, rms, cfg.bool("tie_word_embeddings"), **_sglang(cfg),
+                   llamacpp={"expand_norm": True})
 
 
 def _sglang(cfg: Config) -> dict[str, Any]:

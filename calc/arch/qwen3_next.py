@@ -47,6 +47,14 @@ KINDS = ("linear_attention", "full_attention")
 # (vllm/model_executor/models/qwen3_5.py L165, qwen3_vl.py mrope_positions_factor L1818-1825); Qwen3-Next has no M-RoPE.
 QWEN3_5 = {"vllm": {"mrope_positions": 1}}
 VLLM = {"qwen3_5_text": QWEN3_5, "qwen3_5_moe_text": QWEN3_5}
+# How llama.cpp's qwen3next and qwen35 / qwen35moe graphs are built (calc/spec/llamacpp.py): every layer's norm
+# expanded first, the output rows taken after the final norm (embeddings_nextn_masked is false by default,
+# src/llama-context.cpp:122; src/models/qwen3next.cpp:203-211); Qwen3-Next's fused beta / alpha projection and
+# its q and k repeated to the value heads; Qwen3.5's interleaved M-RoPE, 4 positions per token
+LLAMACPP = {"ollama_linear_table": True, "expand_norm": True, "rows_after_norm": True}
+LLAMACPP_BY_TYPE = {"qwen3_next": {**LLAMACPP, "deltanet_ba_fused": True, "deltanet_repeat_qk": True},
+                    "qwen3_5_text": {**LLAMACPP, "positions_per_token": 4},
+                    "qwen3_5_moe_text": {**LLAMACPP, "positions_per_token": 4}}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -62,7 +70,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = {kind: _name(kind, any(sparse)) for kind in kinds}
     blocks, layers = kind_stack(kinds, names, lambda kind: _block(cfg, rms, *kind.split("+")))
     return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **VLLM.get(model_type, {}),
-                   **sglang_ssm_dtype(cfg), llamacpp={"ollama_linear_table": True})
+                   **sglang_ssm_dtype(cfg), llamacpp=LLAMACPP_BY_TYPE[model_type])
 
 
 def _sparse_layers(cfg: Config, model_type: str) -> list[bool]:

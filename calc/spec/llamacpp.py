@@ -50,3 +50,25 @@ class LlamaCppBuild(Part):
     # layer: Nemotron-H (src/models/nemotron-h.cpp:223-255; embeddings_nextn_masked is false by default,
     # src/llama-context.cpp:122)
     rows_after_norm: bool = False
+    # llama.cpp builds a parallel group's members in this order (indices into the spec's `mixers`), each on a norm
+    # of its own over the same stream, and sums their outputs in that order: Falcon-H1 builds attention, then
+    # Mamba2 (src/models/falcon-h1.cpp:135-165). None: a group whose graph is not known (no replay).
+    parallel_order: tuple[int, ...] | None = Field(default=None, strict=False)
+    # llama.cpp takes the last layer's output rows from the stream after the first sublayer's add, where other
+    # graphs take them of the sublayer's output and of its input before the add: Falcon-H1
+    # (src/models/falcon-h1.cpp:165-172; the rows it takes of the mixers' sum reach no output, so no node).
+    rows_after_add: bool = False
+    # llama.cpp expands each layer's input norm before building its mixer (ggml_build_forward_expand(gf, cur)),
+    # which puts it first in the graph's order: Qwen3-Next, Qwen3.5 (src/models/qwen3next.cpp:157-160,
+    # src/models/qwen35.cpp:164-167)
+    expand_norm: bool = False
+    # How llama.cpp builds a gated DeltaNet layer: beta and alpha from one projection, split by views and made
+    # contiguous (Qwen3-Next's ssm_ba, src/models/qwen3next.cpp:400-425; Qwen3.5 projects them apart,
+    # src/models/qwen35.cpp:92-101), and q and k repeated to the value heads before the fused delta-net op where
+    # there are fewer key heads (qwen3next.cpp:183-201; Qwen3.5 not with the fused op, qwen35.cpp:171)
+    deltanet_ba_fused: bool = False
+    deltanet_repeat_qk: bool = False
+    # The positions llama.cpp's graph takes per token: 4 where its rope type for the architecture is M-RoPE or
+    # interleaved M-RoPE (src/llama-hparams.cpp:285-288; qwen35 and qwen35moe: src/llama-model.cpp:3206-3213),
+    # whatever the config's rope sections say; the positions input is that many I32 per token
+    positions_per_token: int = Field(default=1, gt=0)

@@ -289,8 +289,10 @@ def llamacpp_compute(spec: ModelSpec, ctx: LlamaCppContext, device: str = "CPU")
         return None
     groups = _kv_groups(spec, ctx)
     v_max = max((m.v for _, members, _ in groups for m in members), default=0)
+    k_fmt = _formats(ctx)[0]
     return compute_buffer(spec, [_cache_inputs(members, cells, v_max, ctx) for _, members, cells in groups],
-                          ctx.n_tokens, ctx.n_seq, ctx.streams, ctx.flash_attn, device)
+                          ctx.n_tokens, ctx.n_seq, ctx.streams, ctx.flash_attn, device,
+                          k_fmt.row_bytes(1) if k_fmt.block == 1 else None)
 
 
 def _cache_inputs(members: list[KVLayers], cells: int, v_max: int, ctx: LlamaCppContext) -> CacheInputs:

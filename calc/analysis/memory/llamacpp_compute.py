@@ -105,12 +105,13 @@ class CacheInputs:
 
 
 def compute_buffer(spec: ModelSpec, caches: list[CacheInputs], n_tokens: int, n_seqs: int, streams: int,
-                   flash_attn: bool, device: str = "CPU") -> Compute | None:
+                   flash_attn: bool, device: str = "CPU", k_size: int | None = None) -> Compute | None:
     """The compute buffer of `spec`'s worst-case graph: `caches` are each KV cache's inputs, in the order llama.cpp
-    makes them, the first the full one; `streams` the KV streams (1 with a unified cache, else n_seqs). None
-    where a layer's mixer or MLP does not state its transient tensors (calc/parts/transient.py)."""
+    makes them, the first the full one; `streams` the KV streams (1 with a unified cache, else n_seqs); `k_size`
+    the K cache's bytes per element where its type is a float one (None: a quantised one). None where a layer's
+    mixer or MLP does not state its transient tensors (calc/parts/transient.py)."""
     cells = [cache.cells for cache in caches] or [0]
-    graph = Graph(spec.d_model, n_tokens, n_seqs, streams, flash_attn, cells[0], cells[-1])
+    graph = Graph(spec.d_model, n_tokens, n_seqs, streams, flash_attn, cells[0], cells[-1], spec.llamacpp, k_size)
     logits = tensor(spec.vocab_size * n_tokens)
     nodes = recurrent_stack(spec, graph, caches)
     if nodes is not None:  # replayed node by node: llama.cpp's own figure, where the graph is its

@@ -5,7 +5,11 @@ layer as an RMS norm, the mixer and the residual add; llm_build_granite_hybrid (
 135-302: Bamba, Granite-4.0-H) and llm_build_jamba (src/models/jamba.cpp:108-198) add a second RMS norm, the MLP
 or MoE and a second add (Granite's embedding, residual and logit multipliers are scales in place of tensors with
 no other consumer: they move nothing; Jamba adds the stream first, `ggml_add(inpL, cur)`, so its sums take the
-stream's block: spec.llamacpp.stream_first). The last layer
+stream's block: spec.llamacpp.stream_first). Falcon-H1 (src/models/falcon-h1.cpp:132-193) runs its parallel group's
+members each on its own norm (spec.llamacpp.parallel_order) and takes the output rows after the add
+(spec.llamacpp.rows_after_add); Qwen3-Next and Qwen3.5 (src/models/qwen3next.cpp:152-222, qwen35.cpp) expand each
+layer's first norm before its mixer (spec.llamacpp.expand_norm; Kimi-Linear too, src/models/kimi-linear.cpp:50-53)
+and take the rows after the final norm. The last layer
 keeps the output rows (every token in the reserved graph) of its mixer and of its input before the first add, and
 runs its MLP on them; then the final norm (a graph output) and the head.
 Its inputs (src/llama-graph.cpp:2413-2500, build_rs_inp :3631-3651, build_inp_out_ids) are the graph's leaves:
@@ -23,7 +27,7 @@ Subgraph).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from calc.analysis.memory.ggml_alloc import forward_order
 from calc.parts.ssm_nodes import ROWS
@@ -46,7 +50,7 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     n, d = g.seq_tokens() * g.n_seqs, spec.d_model
     leaves = [("inp_tokens", (n,), I32), ("inp_embd", (d, n), F32), ("inp_mixed_tokens", (n,), I32),
               ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (d, n), F32), (ROWS, (g.n_seqs,), I32),
-              ("out_ids", (g.n_tokens,), I32), (POS, (n,), I32)]
+              ("out_ids", (g.n_tokens,), I32), (POS, (n * spec.llamacpp.positions_per_token,), I32)]
     for cache in caches[:1]:
         leaves += [(MASK, (cache.cells, n), cache.mask), (K_IDXS, (n,), I64),
                    (V_IDXS, (n, max(1, cache.v_indices)), I64)]
@@ -79,6 +83,14 @@ def _add(spec: ModelSpec, name: str, shape: tuple[int, ...], out: str, stream: s
     return op(name, shape, *((stream, out) if spec.llamacpp.stream_first else (out, stream)), inplace=True)
 
 
+def _group(spec: ModelSpec, sublayer: int, d: int, n: int, residual: str) -> dict[str, Any]:
+    """What the mixer's replay needs where it is a parallel group (calc/parts/parallel.py graph_nodes): the order
+    llama.cpp builds its members in and a fresh norm over the stream for each; nothing for a spec without that
+    order, or for the MLP."""
+    order = spec.llamacpp.parallel_order
+    return {} if order is None or sublayer else {"order": order, "renorm": lambda name: _norm(name, d, n, residual)}
+
+
 def recurrent_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node] | None:
     """The graph's nodes, in its order, where every layer is one of the layouts `_shape` knows, one at least with a
     recurrent mixer, and each part states its nodes; else None. `caches`: the KV caches' inputs, the full one
@@ -96,19 +108,23 @@ def recurrent_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> lis
         rows, tokens = g, n
         for i, part in enumerate(p for p in (block.attention, block.mlp) if p is not None):
             normed = f"norm{i}-{layer}"
-            sub: Subgraph | None = part.graph_nodes(rows, layer, normed)
+            sub: Subgraph | None = part.graph_nodes(rows, layer, normed,
+                                                          **_group(spec, i, d, tokens, residual))
             if sub is None:
                 return None
             nodes += _norm(normed, d, tokens, residual) + sub.nodes
-            expanded += sub.expanded
-            out = sub.out
-            if i == 0 and layer == len(blocks) - 1 and not spec.llamacpp.rows_after_norm:
+            expanded += [normed] * (i == 0 and spec.llamacpp.expand_norm) + sub.expanded
+            out, last = sub.out, i == 0 and layer == len(blocks) - 1
+            if last and not (spec.llamacpp.rows_after_norm or spec.llamacpp.rows_after_add):
                 # the output rows of the sublayer and of its input; a second sublayer runs on them
                 nodes += [op("cur_rows", (d, outputs), out, "out_ids"),
                           op("inp_rows", (d, outputs), residual, "out_ids")]
                 out, residual, rows, tokens = "cur_rows", "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
             nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, residual))
             residual = f"add{i}-{layer}"
+            if last and spec.llamacpp.rows_after_add:  # the stream's output rows; the second sublayer runs on them
+                nodes.append(op("inp_rows", (d, outputs), residual, "out_ids"))
+                residual, rows, tokens = "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
     if spec.llamacpp.rows_after_norm:  # the norm over every token kept as an output, then its output rows
         nodes += _norm("h_nextn", d, n, residual, output=True)
         nodes.append(replace(op("result_norm", (d, outputs), "h_nextn", "out_ids"), output=True))
