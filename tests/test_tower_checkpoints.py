@@ -122,21 +122,63 @@ def test_internvl_hf_head_stored_apart_is_the_untied_model(tmp_path: Path) -> No
     assert data["checkpoint"]["untied_variant"] is False and all(data["tied"].values()) and code == 0
 
 
-def test_internvl_hf_head_stored_apart_against_an_explicit_model(tmp_path: Path) -> None:
-    """The same untied tiny InternVL under its converter's outer tie_word_embeddings true, its config.json given as
-    MODEL (a file apart from the weights): MODEL's config reads the untied variant as the checkpoint's own does,
-    the head counted, nothing unrecognised, transformers' model built untied."""
+@pytest.fixture
+def internvl_apart(tmp_path: Path) -> tuple[Path, Path, dict[str, int]]:
+    """The untied tiny InternVL's weights, its config.json apart from them (a MODEL file) under its converter's outer
+    tie_word_embeddings true (test_internvl_hf_head_stored_apart_is_the_untied_model), transformers' parameters."""
     directory, params = saved("internvl", tmp_path / "weights")
     config = json.loads((directory / "config.json").read_text())
     (directory / "config.json").unlink()
     model = tmp_path / "internvl.json"
     model.write_text(json.dumps({**config, "tie_word_embeddings": True}))
+    return directory, model, params
+
+
+def test_internvl_hf_head_stored_apart_against_an_explicit_model(internvl_apart: tuple[Path, Path, dict[str, int]]) -> None:
+    """The same untied tiny InternVL under its converter's outer tie_word_embeddings true, its config.json given as
+    MODEL (a file apart from the weights): MODEL's config reads the untied variant as the checkpoint's own does,
+    the head counted, nothing unrecognised, transformers' model built untied."""
+    directory, model, params = internvl_apart
     code, data = verify_json(str(model), "--checkpoint", str(directory))
     checkpoint = data["checkpoint"]
     assert checkpoint["unknown"] == [] and checkpoint["shape_mismatches"] == [] and checkpoint["untied_variant"]
     assert checkpoint["parameters"] == sum(params.values())
     assert checkpoint["breakdown"]["components"]["lm_head"] == params["lm_head.weight"]
     assert not any(data["tied"].values()) and code == 0 and data["ok"], data["problems"]
+
+
+def test_inspect_against_an_explicit_model_reads_the_head_stored_apart(
+        internvl_apart: tuple[Path, Path, dict[str, int]]) -> None:
+    """`inspect DIR --model MODEL` reads that checkpoint as verify does: the untied variant, the head counted,
+    nothing unrecognised, so exit 0 (before, language_model.lm_head.weight was unknown and it exited 1)."""
+    directory, model, params = internvl_apart
+    result = CliRunner().invoke(main, ["inspect", str(directory), "--model", str(model), "--json"])
+    data = json.loads(result.stdout)
+    assert data["unknown"] == [] and data["shape_mismatches"] == [] and data["untied_variant"] and result.exit_code == 0
+    assert data["parameters"] == sum(params.values())
+    assert data["breakdown"]["components"]["lm_head"] == params["lm_head.weight"]
+    text = CliRunner().invoke(main, ["inspect", str(directory), "--model", str(model)])
+    assert "stores the LM head apart" in text.stdout and text.exit_code == 0
+
+
+@pytest.mark.parametrize("given", [True, False], ids=["MODEL", "its-config"])
+def test_memory_of_the_checkpoint_holds_the_head_and_tower(given: bool,
+                                                           internvl_apart: tuple[Path, Path, dict[str, int]]) -> None:
+    """`memory [MODEL] --checkpoint DIR` of that checkpoint: every tensor it stores is a weight row, the head
+    and each vision-tower row included, at 4 B per parameter (transformers builds the tiny model in float32,
+    saved as F32), none left unplaced; the tower rows are named as the formulas' ("vision q")."""
+    directory, model, params = internvl_apart
+    if not given:  # the checkpoint's own config.json, as the converter writes it
+        (directory / "config.json").write_text(model.read_text())
+    result = CliRunner().invoke(main, ["memory", *([str(model)] if given else []), "--checkpoint", str(directory),
+                                       "--seq", "16", "--json"])
+    assert result.exit_code == 0, result.output
+    weights = json.loads(result.stdout)["weights"]
+    assert weights["checkpoint"]["not_placed"] == [] and weights["params"] == sum(params.values())
+    assert weights["total_bytes"] == 4 * sum(params.values())
+    assert weights["components"]["lm_head"] == 4 * params["lm_head.weight"]
+    tower = sum(n for name, n in params.items() if name.startswith(("model.vision_tower.", "model.multi_modal_projector.")))
+    assert sum(size for row, size in weights["components"].items() if row.startswith("vision ")) == 4 * tower
 
 
 @pytest.mark.parametrize("model_type", ["gemma3", "llava_onevision"])

@@ -155,11 +155,12 @@ class LoadResult:
 
 
 @many_objects()  # the tensor columns are freed as this returns, before the collector resumes and would walk them
-def read_checkpoint(source: str, spec: ModelSpec | None = None) -> CheckpointReport:
-    """Open a checkpoint (header only) and account for every tensor in it against a spec."""
+def read_checkpoint(source: str, spec: ModelSpec | None = None, config: HFConfig | None = None) -> CheckpointReport:
+    """Open a checkpoint (header only) and account for every tensor in it against a spec: MODEL's
+    (`config`: the config.json it comes from, as `_against_model` reads it), else the checkpoint's own."""
     raw = open_checkpoint(source, with_config=spec is None)
     if spec is not None:
-        return analyze(raw, spec, "the MODEL argument")
+        return _against_model(raw, spec, config)
     if raw.config is not None:
         return _from_config(raw, raw.config)
     inferred, notes = infer_spec(raw)
@@ -176,10 +177,16 @@ def read_for_verify(source: str, spec: ModelSpec | None, overrides: dict[str, An
     """
     raw = open_checkpoint(source, with_config=spec is None)
     if spec is not None:
-        return _or_untied(raw, analyze(raw, spec, "the MODEL argument"), config)
+        return _against_model(raw, spec, config)
     if raw.config is None:
         raise GptcalcError(f"{source}: no config.json beside the weights, so MODEL is needed to verify against")
     return _from_config(raw, config_with_overrides(raw.config, overrides) if overrides else raw.config)
+
+
+def _against_model(raw: RawCheckpoint, spec: ModelSpec, config: HFConfig | None) -> CheckpointReport:
+    """Against MODEL's spec, or its config's untied variant as _from_config (`config` None: gptcalc's own
+    fields, which declare no text_config to untie)."""
+    return _or_untied(raw, analyze(raw, spec, "the MODEL argument"), config)
 
 
 def _from_config(raw: RawCheckpoint, config: HFConfig) -> CheckpointReport:

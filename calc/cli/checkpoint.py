@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from calc.cli.options import CONTEXT, TEXT, json_option, load_model, set_option
+from calc.cli.options import CONTEXT, TEXT, json_option, read_against_model, set_option
 
 
 @click.command(context_settings=CONTEXT)
@@ -29,10 +29,9 @@ def inspect(checkpoint: str, model: str | None, as_json: bool) -> None:
       gptcalc inspect openai-community/gpt2
     """
     from calc.render import base as render
-    from calc.checkpoint.report import read_checkpoint
     from calc.render import checkpoint as rc
 
-    report = read_checkpoint(checkpoint, load_model(model) if model else None)
+    report = read_against_model(checkpoint, model)
     if as_json:
         render.print_json(report.to_json())
     else:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, complete_model, hisparse_options, image_options,
-                              json_option, load_model, max_batched_option, one_model, pool_options, set_option,
-                              sizing_options)
+                              json_option, load_model, max_batched_option, one_model, pool_options, read_against_model,
+                              set_option, sizing_options)
 from calc.errors import GptcalcError
 
 if TYPE_CHECKING:
@@ -319,9 +319,8 @@ def _model_and_checkpoint(model: str | None, overrides: tuple[str, ...], checkpo
             raise click.UsageError("Missing argument 'MODEL' (or give --checkpoint PATH|REPO_ID).")
         return load_model(model, overrides), None
     from calc.analysis.memory.stored import stored_weights
-    from calc.checkpoint.report import read_checkpoint
 
     if overrides and model is None:
         raise GptcalcError("--set changes MODEL: name it too (with --checkpoint, MODEL defaults to its config.json)")
-    report = read_checkpoint(checkpoint, load_model(model, overrides) if model else None)
+    report = read_against_model(checkpoint, model, overrides)
     return report.spec, stored_weights(report)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # fractions loads decimal: only an option that is given a fra
 
 __all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "SHARE", "TEXT", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
            "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument", "one_model", "quant_option",
-           "engine_seq", "pass_options", "seq_max_option", "seq_option", "set_option", "sizing_options", "wrote"]
+           "engine_seq", "read_against_model", "pass_options", "seq_max_option", "seq_option", "set_option", "sizing_options", "wrote"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -333,3 +333,13 @@ def load_model(model: str, overrides: tuple[str, ...] = ()) -> Any:
     return load_spec(model, parse_overrides(overrides))
 
 
+def read_against_model(checkpoint: str, model: str | None, overrides: tuple[str, ...] = ()) -> Any:
+    """The checkpoint read against MODEL's spec and the config.json it comes from (whose untied variant
+    accounts for a head stored apart, calc.checkpoint.report._or_untied), else against its own config.json."""
+    from calc.checkpoint.report import read_checkpoint
+    from calc.spec.load import load_config, load_spec, parse_overrides
+
+    if model is None:
+        return read_checkpoint(checkpoint)
+    changes = parse_overrides(overrides)
+    return read_checkpoint(checkpoint, load_spec(model, changes), load_config(model, changes))

@@ -84,8 +84,19 @@ def stored_weights(report: CheckpointReport) -> StoredWeights:
             continue
         for component, size in share_bytes(parts, tensor.nbytes).items():
             stored[component] = stored.get(component, 0) + size
-    return StoredWeights(report.source, stored, tuple(not_placed), sum(t.nbytes for t in report.buffers if t not in loaded),
-                         tuple(sorted(report.bytes_by_dtype)))
+    return StoredWeights(report.source, _rows(stored, report.spec.towers), tuple(not_placed),
+                         sum(t.nbytes for t in report.buffers if t not in loaded), tuple(sorted(report.bytes_by_dtype)))
+
+
+def _rows(stored: dict[str, int], towers: Mapping[str, object]) -> dict[str, int]:
+    """Bytes keyed as the weights' rows: a tower's components (the reader's `vision.q`) as tower_row names them."""
+    from calc.analysis.memory.towers import tower_row
+
+    def row(name: str) -> str:
+        tower, _, component = name.partition(".")
+        return tower_row(tower, component) if tower in towers else name
+
+    return {row(name): size for name, size in stored.items()}
 
 
 def _owner(name: str, bases: tuple[str, ...], table: TensorTable) -> dict[str, int] | None:

@@ -30,7 +30,7 @@ from calc.spec.model import ModelSpec
 from calc.towers import vision_tower
 from calc.towers.images import ImageTokens
 
-__all__ = ["ImageCost", "image_cost", "tower_params"]
+__all__ = ["ImageCost", "image_cost", "tower_params", "tower_row"]
 
 
 def tower_params(breakdown: Breakdown, layout: Layout = Layout(), replicated: bool = False) -> dict[str, int]:
@@ -41,8 +41,13 @@ def tower_params(breakdown: Breakdown, layout: Layout = Layout(), replicated: bo
         for name, n in tower.components.items():
             one = tower.per_layer.get(name)
             split = one is not None and not replicated and layout.tp > 1
-            rows[f"{tower.name} {name}"] = tower.layers * share(name, one, layout, layout.tp) if split else n
+            rows[tower_row(tower.name, name)] = tower.layers * share(name, one, layout, layout.tp) if split else n
     return rows
+
+
+def tower_row(tower: str, component: str) -> str:
+    """A tower component's row among the weights ("vision q"): apart from the decoder's by its tower's name."""
+    return f"{tower} {component}"
 
 
 @dataclass(frozen=True)
