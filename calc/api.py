@@ -210,62 +210,61 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     `hisparse_host_pool` (a size) turns on vLLM's HiSparse for a DSA model, its latents in a host pool of that size,
     with a hot buffer of `hisparse_device_buffer` rows (None: two top-k's)."""
     from calc.analysis.count import count as count_params
-    from calc.analysis.memory import (ENGINES, budget_for, engine_lines, find_scheme, inference, layout_for,
-                                      padded_context, parse_budget, parse_cpu_experts, weight_choice)
-    from calc.analysis.memory.llamacpp_devices import output_buffer
-    from calc.analysis.memory.kv import kv_cache
-    from calc.analysis.memory.sglang_draft import draft_weights
-    from calc.analysis.memory.sglang_dsv4 import sglang_stages
+    from calc.analysis.memory import (budget_for, find_scheme, inference, layout_for, parse_budget, parse_cpu_experts,
+                                      weight_choice)
     from calc.analysis.memory.pool_settings import PoolSettings
-    from calc.analysis.memory.startup import (STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights,
-                                              startup_budget, vllm_batch_defaults)
     from calc.errors import GptcalcError
 
-    from calc.analysis.memory.trtllm_manager import manager_note, refuse_v2_only
-    from calc.analysis.memory.trtllm_models import refuse_unbuilt
-    from calc.analysis.memory.trtllm_workspace import refuse_mla_workspace
+    if engine == "trtllm":  # each engine's modules load only under it: a plain `memory` answers at start-up speed
+        from calc.analysis.memory.trtllm_manager import refuse_v2_only
+        from calc.analysis.memory.trtllm_models import refuse_unbuilt
 
-    refuse_unbuilt(spec, engine or "")
-    refuse_v2_only(spec, engine or "")
+        refuse_unbuilt(spec, engine)
+        refuse_v2_only(spec, engine)
     settings = pool_settings or PoolSettings()
     target = parse_budget(budget) if budget is not None else None  # `budget=''` is an error, not no budget
     layout = layout_for(target, tp, pp, ep)
     if (kv_memory or block_size) and not engine:
         raise GptcalcError("--kv-memory and --block-size describe a server's pool: give --engine too")
-    tokens = padded_context(ENGINES[engine], seq or spec.n_positions) if engine else seq or spec.n_positions
+    tokens = _engine_context(engine, seq or spec.n_positions) if engine else seq or spec.n_positions
     fmt, scheme = weight_choice(spec, dtype, quant) if stored is None else \
         (dtype or "fp16", find_scheme(quant) if quant is not None else None)  # the checkpoint refuses either
     result = inference(spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout,
                        scheme, stored, parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0,
                        text_only, encoder_replicated)
     pictures = _image_cost(spec, image, images, kv_dtype, text_only)
-    reserves = Reserves(fraction, _size(activation_memory, "--activation-memory"),
-                        _size(non_torch_memory, "--non-torch-memory"), _size(cuda_graph_memory, "--cuda-graph-memory"),
-                        max_batched, max_seqs, encoder_cache_size, mm_limit,
-                        _size(encoder_activation_memory, "--encoder-activation-memory"))
-    gpu = budget_gpu(target) if target else None
-    extra = (engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep, towers=not text_only)
-             if engine and gpu else ())
-    encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
-    draft = (draft_weights(spec, result.weights, layout, settings.speculative_draft_layers)
-             if engine == "sglang" and settings.speculative_num_steps else None)
-    startup = (startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp,
-                              reserves, extra=extra, max_model_len=tokens, encoder_tp=encoder_tp, draft=draft)
-               if engine in STARTUP_ENGINES and target and kv_memory is None else None)
+    sizes = (_size(activation_memory, "--activation-memory"), _size(non_torch_memory, "--non-torch-memory"),
+             _size(cuda_graph_memory, "--cuda-graph-memory"))
+    encoder_activation = _size(encoder_activation_memory, "--encoder-activation-memory")
+    startup = gpu = None
+    if engine and target:
+        from calc.analysis.memory.startup import STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights, \
+            startup_budget
+
+        gpu = budget_gpu(target)
+        extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep, towers=not text_only)
+        encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
+        if engine in STARTUP_ENGINES and kv_memory is None:
+            reserves = Reserves(fraction, *sizes, max_batched, max_seqs, encoder_cache_size, mm_limit,
+                                encoder_activation)
+            startup = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
+                                     extra=extra, max_model_len=tokens, encoder_tp=encoder_tp,
+                                     draft=_draft(engine, spec, result.weights, layout, settings))
     if startup is not None:
         startup.check()
         if engine == "trtllm":
+            from calc.analysis.memory.trtllm_workspace import refuse_mla_workspace
+
             refuse_mla_workspace(result.kv)
         target = replace(target, bytes_per_gpu=startup.kv_memory + result.weights.total_bytes,
                          label=f"{target.label} under {engine}'s reserves")
     pool = None
     if engine and (kv_memory is not None or startup is not None):
         pool_bytes = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
-        stages = (sglang_stages(spec, count_params(spec), result.weights, kv_cache(
-            spec, tokens, batch or 1, kv_dtype or "fp16", layout.tp, mla_expanded), layout, pool_bytes,
-            kv_memory is not None) if engine == "sglang" and layout.pp > 1 else ())
+        stages = _sglang_stages(spec, tokens, batch, kv_dtype, layout, mla_expanded, result.weights, pool_bytes,
+                                kv_memory is not None) if engine == "sglang" and layout.pp > 1 else ()
         pool = settings.pool(spec, result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
-                             max_batched or (vllm_batch_defaults(startup.total)[0] if startup else 2048), layout,
+                             max_batched or (_vllm_batch_default(startup.total) if startup else 2048), layout,
                              gpu.capability if gpu else None, stages,
                              _hisparse(spec, hisparse_host_pool, hisparse_device_buffer))
     else:
@@ -284,19 +283,74 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     caches = _llamacpp(spec, ctx, placement) if ctx else None
     compute = _compute(spec, ctx, placement) if ctx else None
     model = _model_buffers(spec, stored, placement, scheme) if placement else None
-    output = output_buffer(spec.vocab_size, n_parallel, spec.n_layers, placement) if placement and ctx else None
+    output = _output_buffer(spec, n_parallel, placement) if placement and ctx else None
     kv_size = pool.bytes_per_token if pool else result.kv.bytes_per_token  # TensorRT-LLM's "kv size per token is" figure
     server = (*(startup.lines(kv_size) if startup else ()), *(model["lines"] if model else ()),
               *([output.line()] if output else ()),
               *([line for c in caches for line in c["lines"]] if caches else
-                engine_lines(pool, result.kv, engine) if engine else ()), *([compute.line()] if compute else ()))
+                _engine_lines(pool, result.kv, engine) if engine else ()), *([compute.line()] if compute else ()))
     solved = budget_for(spec, target, result, seq, batch, None if caches else pool) if target else None
     placed = [*(model["buffers"] if model else ()), *([output] if output else ()),
               *(b for c in caches or () for b in c["buffers"])] if placement else None
-    note = manager_note(spec) if engine == "trtllm" and pool is not None else None
+    note = _manager_note(spec) if engine == "trtllm" and pool is not None else None
     answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed,
                           compute, note)
     return Result(answer, answer.to_json)
+
+
+def _engine_context(engine: str, tokens: int) -> int:
+    """The context `engine` serves for `tokens` (engines.padded_context)."""
+    from calc.analysis.memory.engines import ENGINES, padded_context
+
+    return padded_context(ENGINES[engine], tokens)
+
+
+def _engine_lines(pool: Any, kv: Any, engine: str) -> Any:
+    """What `engine` prints about its pool (engines.engine_lines)."""
+    from calc.analysis.memory.engines import engine_lines
+
+    return engine_lines(pool, kv, engine)
+
+
+def _draft(engine: str, spec: Any, weights: Any, layout: Any, settings: PoolSettings) -> Any:
+    """SGLang's draft model's own weights, charged before its profiling (sglang_draft), when a draft runs."""
+    if engine != "sglang" or not settings.speculative_num_steps:
+        return None
+    from calc.analysis.memory.sglang_draft import draft_weights
+
+    return draft_weights(spec, weights, layout, settings.speculative_draft_layers)
+
+
+def _sglang_stages(spec: Any, tokens: int, batch: int | None, kv_dtype: str | None, layout: Any, mla_expanded: bool,
+                   weights: Any, pool_bytes: int, given: bool) -> Any:
+    """SGLang's pipeline stages, each pricing its own layers (sglang_dsv4.sglang_stages)."""
+    from calc.analysis.count import count as count_params
+    from calc.analysis.memory.kv import kv_cache
+    from calc.analysis.memory.sglang_dsv4 import sglang_stages
+
+    kv = kv_cache(spec, tokens, batch or 1, kv_dtype or "fp16", layout.tp, mla_expanded)
+    return sglang_stages(spec, count_params(spec), weights, kv, layout, pool_bytes, given)
+
+
+def _vllm_batch_default(total: int) -> int:
+    """vLLM's default --max-num-batched-tokens on a card of `total` bytes (startup.vllm_batch_defaults)."""
+    from calc.analysis.memory.startup import vllm_batch_defaults
+
+    return vllm_batch_defaults(total)[0]
+
+
+def _output_buffer(spec: Any, n_parallel: int, placement: Any) -> Any:
+    """llama.cpp's output buffer line (llamacpp_devices.output_buffer)."""
+    from calc.analysis.memory.llamacpp_devices import output_buffer
+
+    return output_buffer(spec.vocab_size, n_parallel, spec.n_layers, placement)
+
+
+def _manager_note(spec: Any) -> str:
+    """Whose KV cache manager TensorRT-LLM's lines are (trtllm_manager.manager_note)."""
+    from calc.analysis.memory.trtllm_manager import manager_note
+
+    return manager_note(spec)
 
 
 def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, override_tensor: str | None,
@@ -307,9 +361,13 @@ def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, ov
     needs a backend's split buffer type, which CUDA no longer registers (ggml-cuda.cu:5888-5909), so
     llama.cpp refuses it there (src/llama-model.cpp:1146-1166)."""
     from calc.analysis.memory import parse_cpu_experts
+    from calc.errors import GptcalcError
+
+    if not cpu_only and n_gpu_layers is None and tensor_split is None and override_tensor is None and kv_offload \
+            and mmap and cpu_isa is None and split_mode != "row":
+        return None  # no llama.cpp placement asked for (and its module not loaded: start-up time)
     from calc.analysis.memory.llamacpp_devices import (X86_REPACKED, Placement, cpu_moe_overrides, parse_overrides,
                                                        parse_tensor_split)
-    from calc.errors import GptcalcError
 
     if cpu_only:
         if n_gpu_layers is not None or tensor_split is not None or override_tensor is not None or not kv_offload:

@@ -11,9 +11,9 @@ does not bound the context, the model's n_positions does.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from calc.analysis.breakdown import Breakdown
-from calc.analysis.memory.engines import KVPool
 from calc.analysis.memory.gpus import GPU, GPUS, find_gpu, gpu_suggestion
 from calc.analysis.memory.kv import KVCache, kv_cache
 from calc.analysis.memory.offload import Offload, offload, on_gpu
@@ -26,6 +26,9 @@ from calc.errors import GptcalcError
 from calc.inputs import strict_int
 from calc.spec.model import ModelSpec
 from calc.units import parse_bytes
+
+if TYPE_CHECKING:  # engines load only when a pool is sized, not with every budget (start-up time)
+    from calc.analysis.memory.engines import KVPool
 
 __all__ = ["Budget", "Inference", "budget_for", "inference", "logits_bytes", "parse_budget", "solve_budget"]
 

@@ -10,14 +10,15 @@ stages under pipeline parallelism) and memory's own vLLM HiSparse come with each
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from calc.analysis.memory.engines import KVPool, kv_pool
-from calc.analysis.memory.kv import KVCache
-from calc.analysis.memory.parallel import Layout
-from calc.analysis.memory.sglang_states import NOT_SGLANG, sglang_ssm_bytes
 from calc.errors import GptcalcError
-from calc.spec.model import ModelSpec
+
+if TYPE_CHECKING:  # the engines' modules load when a pool is asked for, not with every `memory` (start-up time)
+    from calc.analysis.memory.engines import KVPool
+    from calc.analysis.memory.kv import KVCache
+    from calc.analysis.memory.parallel import Layout
+    from calc.spec.model import ModelSpec
 
 __all__ = ["PoolSettings"]
 
@@ -41,6 +42,9 @@ class PoolSettings:
         """The pool `engine` builds from `kv_memory` bytes on one GPU of `layout` (engines.kv_pool), these
         flags applied; SGLang's SSM states take the dtype it resolves on that card and tp (sglang_states);
         `stages`: SGLang's pipeline stages (sglang_dsv4.sglang_stages), `hisparse`: vLLM's (memory's)."""
+        from calc.analysis.memory.engines import kv_pool
+        from calc.analysis.memory.sglang_states import sglang_ssm_bytes
+
         return kv_pool(kv, engine, kv_memory, max_model_len, block, max_batched, pp=layout.pp, capability=capability,
                        async_scheduling=self.async_scheduling, indexer_kv_dtype=self.indexer_kv_dtype,
                        prefix_caching=self.prefix_caching, speculative_steps=self.speculative_num_steps,
@@ -52,6 +56,8 @@ class PoolSettings:
         """With no pool to size (no engine, or no budget or --kv-memory), a flag given would be ignored:
         say which and what it needs instead."""
         if self.mamba_ssm_dtype is not None:
+            from calc.analysis.memory.sglang_states import NOT_SGLANG
+
             raise GptcalcError(NOT_SGLANG)
         if self.speculative_num_steps or self.speculative_draft_layers:
             raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give "
