@@ -46,6 +46,7 @@ QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "qwen2_moe-iq4_xs": ("qwen2_moe", {}, "iq4_xs", ["-c", "1024"]),  # a one-output shared-expert gate
     "phi3-q4_k_m": ("phi3", {}, "q4_k_m", ["-c", "1024"]),  # fused attn_qkv and ffn_up (gate and up rows)
     "glm4-q5_k_m": ("glm4", {}, "q5_k_m", ["-c", "1024"]),  # a fused ffn_up, four norms per layer
+    "glm4_moe-q4_k_m": ("glm4_moe", {}, "q4_k_m", ["-c", "1024"]),  # the FFN norm as post_attention_norm
 }
 
 

