@@ -47,7 +47,13 @@ QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "phi3-q4_k_m": ("phi3", {}, "q4_k_m", ["-c", "1024"]),  # fused attn_qkv and ffn_up (gate and up rows)
     "glm4-q5_k_m": ("glm4", {}, "q5_k_m", ["-c", "1024"]),  # a fused ffn_up, four norms per layer
     "glm4_moe-q4_k_m": ("glm4_moe", {}, "q4_k_m", ["-c", "1024"]),  # the FFN norm as post_attention_norm
+    # Mamba's mixer: conv1d 2-D and F32, ssm_a 2-D and ssm_d without `.weight`, kept F32; ssm_dt's rows of 4 F16
+    "mamba-q4_k_m": ("mamba", {}, "q4_k_m", ["-c", "1024"]),
 }
+
+# Runs whose F16 GGUF llama.cpp's own converter makes (--llamacpp-src TREE), since its class transforms tensors the
+# plain writer (tests/gguf_files.py write_gguf) keeps: Mamba's A_log into ssm_a, its conv1d squeezed
+CONVERTED = ("mamba-q4_k_m",)
 
 
 def config_of(name: str, where: Path) -> Path:
@@ -101,7 +107,13 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
     binary = llamacpp_binary(request, "a llama.cpp build with llama-quantize")
     model_type, changes, mix, args = QUANT_RUNS[name]
     source, quantised = tmp_path / "f16.gguf", tmp_path / f"{name}.gguf"
-    write_gguf({**tiny_config(model_type), **changes}, source, types=("F16",), runnable=True, finite=True)
+    if name in CONVERTED:
+        from tests.gguf_files import convert_gguf
+        from tests.test_llamacpp_conformance_recurrent import llamacpp_source
+
+        convert_gguf({**tiny_config(model_type), **changes}, source, llamacpp_source(request))
+    else:
+        write_gguf({**tiny_config(model_type), **changes}, source, types=("F16",), runnable=True, finite=True)
     run = subprocess.run([str(Path(binary) / "llama-quantize"), str(source), str(quantised), mix.upper(), "1"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]

@@ -191,8 +191,8 @@ def from_gguf(path: Path, source: str) -> RawCheckpoint:
     return RawCheckpoint(source, _kind(headers), columns, files, config, loads_buffers=True)
 
 
-def names_for(spec: Any) -> dict[str, str]:
-    """GGUF name -> transformers name of every tensor llama.cpp's converter would write for this spec, by the table
+def names_for(spec: Any) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """GGUF name -> (transformers name, shape) of every tensor llama.cpp's converter would write for this spec, by the table
     this reader recognises a .gguf's tensors with, under the first architecture whose model_type is the spec's
     (`ARCHS`); {} where none is. What gguf_table.py names a config's tensors by, so the two never disagree."""
     from calc.checkpoint.names import tensor_table
@@ -201,8 +201,7 @@ def names_for(spec: Any) -> dict[str, str]:
     if arch is None:
         return {}
     table = tensor_table(spec)
-    return {gguf: hf_name for gguf, (hf_name, _) in
-            _hf_names(table, table.expected_shapes(buffers=True), arch, spec.n_layers).items()}
+    return _hf_names(table, table.expected_shapes(buffers=True), arch, spec.n_layers)
 
 
 def config_of(path: Path) -> hf.HFConfig:

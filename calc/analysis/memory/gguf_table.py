@@ -22,6 +22,7 @@ A component this table cannot name is not guessed at: the model then gets no mod
 
 from __future__ import annotations
 
+import math
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.gguf import Piece, gguf_pieces
 from calc.checkpoint.gguf_header import DEFAULT_ALIGNMENT, GGUFHeader, GGUFTensor
@@ -44,6 +45,12 @@ NAMES = {
     "q_a": "attn_q_a", "q_a_norm": "attn_q_a_norm", "q_b": "attn_q_b", "kv_a": "attn_kv_a_mqa",
     "kv_a_norm": "attn_kv_a_norm", "position_embedding": "position_embd", "embedding_norm": "token_embd_norm",
 }
+# Components laid out only under the reader's names (no fallback): Mamba's mixer (conversion/mamba.py MambaModel),
+# its conv1d squeezed to 2-D (modify_tensors)
+READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ssm_d", "ssm_out")
+# Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
+# map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
+BARE = ("ssm_a_log", "ssm_d")
 FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
 FUSED_UP = {"ffn_gate": "ffn_up"}  # a fused gate_up_proj where the adapter says so (LlamaCppBuild.fused_up)
 # gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
@@ -72,7 +79,8 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
 
 
 def _named(spec: ModelSpec, pieces: list[Piece],
-           read_as: dict[tuple[str, int | None, str], str]) -> dict[str, tuple[int, tuple[int, ...], str]] | None:
+           read_as: dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]]
+           ) -> dict[str, tuple[int, tuple[int, ...], str]] | None:
     """name -> (layer, -1 outside the layers; dimensions; format) of every tensor, the parts of a fused one (attn_qkv,
     a fused ffn_up) as one: their rows together, the last part's type (gguf.py types the parts alike)."""
     named: dict[str, tuple[int, tuple[int, ...], str]] = {}
@@ -82,7 +90,7 @@ def _named(spec: ModelSpec, pieces: list[Piece],
         name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})}, read_as)
         if name is None:
             return None
-        ne = piece.ne
+        ne = _stored_dims(piece, read_as)
         if name in named:  # a fused bias is one longer row, a fused matrix more rows
             was = named[name][1]
             ne = (was[0] + ne[0],) if len(was) == 1 else (was[0], was[1] + ne[1], *was[2:])
@@ -105,34 +113,58 @@ def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
     return out
 
 
-def _name(piece: Piece, fused: dict[str, str], read_as: dict[tuple[str, int | None, str], str]) -> str | None:
+def _name(piece: Piece, fused: dict[str, str],
+          read_as: dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]]) -> str | None:
     """llama.cpp's name of the tensor this piece is (or is part of): the reader's where it has one."""
-    stem, suffix = piece.component, "weight"
-    if stem.endswith("_bias"):
-        stem, suffix = stem.removesuffix("_bias"), "bias"
-    if piece.stored is None and stem not in NAMES:
+    stem, suffix = _key(piece.component)
+    if piece.stored:
+        name = piece.stored
+    elif (stem, piece.layer, suffix) in read_as and (stem in NAMES or stem in READ_ONLY):
+        return read_as[stem, piece.layer, suffix][0]
+    elif stem in NAMES:
+        name = fused.get(NAMES[stem], NAMES[stem])
+    else:
         return None
-    name = piece.stored or read_as.get((stem, piece.layer, suffix)) or fused.get(NAMES[stem], NAMES[stem])
     return f"{name}.{suffix}" if piece.layer is None else f"blk.{piece.layer}.{name}.{suffix}"
 
 
-def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], str]:
-    """(component, layer, weight or bias) -> the name of its tensor the .gguf reader recognises (gguf_source.names_for,
-    gguf-py's table of the architecture): glm4moe's FFN norm is post_attention_norm, most others' ffn_norm. A
-    component it names twice at a layer (MLA's kv_b) or that shares a tensor (a fused q/k/v) is left out."""
+def _key(component: str) -> tuple[str, str]:
+    """(component, weight or bias) of a component: "_bias" ones are the `.bias` of the same tensor."""
+    return (component.removesuffix("_bias"), "bias") if component.endswith("_bias") else (component, "weight")
+
+
+def _stored_dims(piece: Piece, read_as: dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]]
+                 ) -> tuple[int, ...]:
+    """A vector's dimensions as the converter writes it: the transformers tensor's, without unit dimensions
+    (squeezed: Mamba's conv1d), row first; a matrix's are gguf.py's."""
+    found = read_as.get((*_key(piece.component)[:1], piece.layer, _key(piece.component)[1]))
+    if len(piece.ne) > 1 or found is None:
+        return piece.ne
+    dims = tuple(reversed([d for d in found[1] if d != 1]))
+    return dims if math.prod(dims) == piece.ne[0] else piece.ne
+
+
+def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]]:
+    """(component, layer, weight or bias) -> (the name of its tensor the .gguf reader recognises, its transformers
+    shape) (gguf_source.names_for, gguf-py's table of the architecture): glm4moe's FFN norm is post_attention_norm,
+    most others' ffn_norm; a suffix but for BARE. A component it names twice at a layer (MLA's kv_b) or that shares
+    a tensor (a fused q/k/v) is left out."""
     from calc.checkpoint.gguf_source import names_for
     from calc.checkpoint.names import tensor_table
 
     table, found, twice = tensor_table(spec), {}, set()
-    for gguf, hf_name in names_for(spec).items():
-        meaning, (stem, _, suffix) = table.classify(hf_name), gguf.rpartition(".")
-        if meaning is None or not isinstance(meaning.target, str) or suffix not in ("weight", "bias"):
+    for gguf, (hf_name, shape) in names_for(spec).items():
+        meaning, suffix = table.classify(hf_name), gguf.rpartition(".")[2]
+        if meaning is None or not isinstance(meaning.target, str):
             continue
-        key = (meaning.target.removesuffix("_bias"), meaning.layer, suffix)
-        if key in found and found[key] != stem.removeprefix(f"blk.{meaning.layer}."):
+        stem = meaning.target.removesuffix("_bias")
+        if (stem in BARE) == (suffix in ("weight", "bias")):
+            continue
+        key = (stem, meaning.layer, "weight" if stem in BARE else suffix)
+        if key in found and found[key][0] != gguf:
             twice.add(key)
-        found[key] = stem.removeprefix(f"blk.{meaning.layer}.")
-    return {key: name for key, name in found.items() if key not in twice}
+        found[key] = (gguf, shape)
+    return {key: value for key, value in found.items() if key not in twice}
 
 
 def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
