@@ -46,8 +46,10 @@ NAMES = {
     "kv_a_norm": "attn_kv_a_norm", "position_embedding": "position_embd", "embedding_norm": "token_embd_norm",
 }
 # Components laid out only under the reader's names (no fallback): Mamba's mixer (conversion/mamba.py MambaModel),
-# its conv1d squeezed to 2-D (modify_tensors)
-READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ssm_d", "ssm_out")
+# its conv1d squeezed to 2-D (modify_tensors); LFM2's short conv, its conv squeezed too (conversion/lfm2.py
+# LFM2Model.modify_tensors)
+READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ssm_d", "ssm_out",
+             "conv_in", "conv", "conv_out")
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
 BARE = ("ssm_a_log", "ssm_d")
