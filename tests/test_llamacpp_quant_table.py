@@ -49,14 +49,17 @@ QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "glm4_moe-q4_k_m": ("glm4_moe", {}, "q4_k_m", ["-c", "1024"]),  # the FFN norm as post_attention_norm
     # Mamba's mixer: conv1d 2-D and F32, ssm_a 2-D and ssm_d without `.weight`, kept F32; ssm_dt's rows of 4 F16
     "mamba-q4_k_m": ("mamba", {}, "q4_k_m", ["-c", "1024"]),
+    # Mamba2's mixer: ssm_a and ssm_d per head as (1, H), the gated norm as (I / G, G), a separate ssm_dt.bias
+    "mamba2-q4_k_m": ("mamba2", {}, "q4_k_m", ["-c", "1024"]),
     # LFM2's short conv (its conv 2-D and F32) beside attention, its final norm token_embd_norm; as published, no conv
     # bias (LiquidAI/LFM2-*), which llama.cpp does not load (tests/test_llamacpp_conformance_recurrent.py NO_CONV_BIAS)
     "lfm2-q4_k_m": ("lfm2", {"conv_bias": False}, "q4_k_m", ["-c", "1024"]),
 }
 
 # Runs whose F16 GGUF llama.cpp's own converter makes (--llamacpp-src TREE), since its class transforms tensors the
-# plain writer (tests/gguf_files.py write_gguf) keeps: Mamba's A_log into ssm_a, its conv1d and LFM2's conv squeezed
-CONVERTED = ("mamba-q4_k_m", "lfm2-q4_k_m")
+# plain writer (tests/gguf_files.py write_gguf) keeps: Mamba's A_log into ssm_a, its conv1d and LFM2's conv squeezed,
+# Mamba2's A, D and gated norm reshaped
+CONVERTED = ("mamba-q4_k_m", "mamba2-q4_k_m", "lfm2-q4_k_m")
 
 
 def config_of(name: str, where: Path) -> Path:

@@ -49,7 +49,7 @@ NAMES = {
 # its conv1d squeezed to 2-D (modify_tensors); LFM2's short conv, its conv squeezed too (conversion/lfm2.py
 # LFM2Model.modify_tensors)
 READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ssm_d", "ssm_out",
-             "conv_in", "conv", "conv_out")
+             "conv_in", "conv", "conv_out", "ssm_dt", "ssm_norm")
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
 BARE = ("ssm_a_log", "ssm_d")
@@ -57,6 +57,11 @@ FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
 FUSED_UP = {"ffn_gate": "ffn_up"}  # a fused gate_up_proj where the adapter says so (LlamaCppBuild.fused_up)
 # gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
 PLAIN = {"fp32": "F32", "fp16": "F16", "bf16": "BF16"}
+# A mixer's vectors the converter reshapes, by the mixer's kind: Mamba2's A and D per head as (H, 1) ("unsqueeze A
+# to use similar shape semantics as Mamba-1") and its gated norm as (G, I / G) (conversion/mamba.py
+# Mamba2Model.modify_tensors), in ggml's order
+RESHAPED = {"mamba2": lambda mixer: {"ssm_a_log": (1, mixer.n_heads), "ssm_d": (1, mixer.n_heads),
+                                     "ssm_norm": (mixer.d_inner // mixer.n_groups, mixer.n_groups)}}
 OLLAMA_LAST = 2**63 - 1  # math.MaxInt of Go: the block ollama's writer gives a tensor outside the layers
 
 
@@ -92,7 +97,8 @@ def _named(spec: ModelSpec, pieces: list[Piece],
         name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})}, read_as)
         if name is None:
             return None
-        ne = _stored_dims(piece, read_as)
+        mixer = None if piece.layer is None else spec.blocks[spec.block_at(piece.layer)].attention
+        ne = _stored_dims(piece, read_as, mixer)
         if name in named:  # a fused bias is one longer row, a fused matrix more rows
             was = named[name][1]
             ne = (was[0] + ne[0],) if len(was) == 1 else (was[0], was[1] + ne[1], *was[2:])
@@ -135,13 +141,16 @@ def _key(component: str) -> tuple[str, str]:
     return (component.removesuffix("_bias"), "bias") if component.endswith("_bias") else (component, "weight")
 
 
-def _stored_dims(piece: Piece, read_as: dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]]
-                 ) -> tuple[int, ...]:
-    """A vector's dimensions as the converter writes it: the transformers tensor's, without unit dimensions
-    (squeezed: Mamba's conv1d), row first; a matrix's are gguf.py's."""
+def _stored_dims(piece: Piece, read_as: dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]],
+                 mixer: object) -> tuple[int, ...]:
+    """A vector's dimensions as the converter writes it: its mixer's reshape (RESHAPED), else the transformers
+    tensor's without unit dimensions (squeezed: Mamba's conv1d), row first; a matrix's are gguf.py's."""
     found = read_as.get((*_key(piece.component)[:1], piece.layer, _key(piece.component)[1]))
     if len(piece.ne) > 1 or found is None:
         return piece.ne
+    reshaped = RESHAPED.get(getattr(mixer, "kind", None), lambda _: {})(mixer).get(piece.component)
+    if reshaped:
+        return reshaped
     dims = tuple(reversed([d for d in found[1] if d != 1]))
     return dims if math.prod(dims) == piece.ne[0] else piece.ne
 
