@@ -26,6 +26,8 @@ from calc.cli import main
 from calc.spec.load import load_spec
 from tests.test_llamacpp_conformance import (KQUANT, completion_log, cpu_build_says, engine_lines, gptcalc_options,
                                              llamacpp_binary)
+from tests.test_llamacpp_conformance_recurrent import RUNS as RECURRENT
+from tests.test_llamacpp_conformance_recurrent import llamacpp_source
 from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
@@ -33,6 +35,22 @@ from tests.gguf_files import write_gguf  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "quantized"
 GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
+# Runs whose F16 GGUF llama.cpp's own converter makes (--llamacpp-src TREE), since its class transforms tensors the
+# plain writer (tests/gguf_files.py write_gguf) keeps: the run -> the recurrent suite's run whose config it quantises,
+# converted as that one is
+CONVERTED = {
+    # Mamba's mixer: conv1d 2-D and F32 (squeezed), ssm_a 2-D and ssm_d without `.weight`, kept F32; ssm_dt's rows
+    # of 4 F16
+    "mamba-q4_k_m": "mamba-np4",
+    # Mamba2's mixer: ssm_a and ssm_d per head as (1, H), the gated norm as (I / G, G), a separate ssm_dt.bias
+    "mamba2-q4_k_m": "mamba2-np64",
+    # LFM2's short conv (its conv 2-D and F32) beside attention, its final norm token_embd_norm; as published, no
+    # conv bias (LiquidAI/LFM2-*)
+    "lfm2-q4_k_m": "lfm2-np4",
+    # Mamba2 beside attention in each layer; its FFN norm blk.N.ffn_norm without `.weight`, as the converter's table
+    # names it
+    "falcon_h1-q4_k_m": "falcon_h1-np4",
+}
 # name: (model_type, config changes, mix, llama.cpp options). Rows of whole k-quant super-blocks (KQUANT).
 QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "llama-q4_k_m": ("llama", KQUANT, "q4_k_m", ["-c", "1024"]),
@@ -47,19 +65,9 @@ QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "phi3-q4_k_m": ("phi3", {}, "q4_k_m", ["-c", "1024"]),  # fused attn_qkv and ffn_up (gate and up rows)
     "glm4-q5_k_m": ("glm4", {}, "q5_k_m", ["-c", "1024"]),  # a fused ffn_up, four norms per layer
     "glm4_moe-q4_k_m": ("glm4_moe", {}, "q4_k_m", ["-c", "1024"]),  # the FFN norm as post_attention_norm
-    # Mamba's mixer: conv1d 2-D and F32, ssm_a 2-D and ssm_d without `.weight`, kept F32; ssm_dt's rows of 4 F16
-    "mamba-q4_k_m": ("mamba", {}, "q4_k_m", ["-c", "1024"]),
-    # Mamba2's mixer: ssm_a and ssm_d per head as (1, H), the gated norm as (I / G, G), a separate ssm_dt.bias
-    "mamba2-q4_k_m": ("mamba2", {}, "q4_k_m", ["-c", "1024"]),
-    # LFM2's short conv (its conv 2-D and F32) beside attention, its final norm token_embd_norm; as published, no conv
-    # bias (LiquidAI/LFM2-*), which llama.cpp does not load (tests/test_llamacpp_conformance_recurrent.py NO_CONV_BIAS)
-    "lfm2-q4_k_m": ("lfm2", {"conv_bias": False}, "q4_k_m", ["-c", "1024"]),
+    **{name: (RECURRENT[run].model_type, RECURRENT[run].changes, "q4_k_m", ["-c", "1024"])
+       for name, run in CONVERTED.items()},
 }
-
-# Runs whose F16 GGUF llama.cpp's own converter makes (--llamacpp-src TREE), since its class transforms tensors the
-# plain writer (tests/gguf_files.py write_gguf) keeps: Mamba's A_log into ssm_a, its conv1d and LFM2's conv squeezed,
-# Mamba2's A, D and gated norm reshaped
-CONVERTED = ("mamba-q4_k_m", "mamba2-q4_k_m", "lfm2-q4_k_m")
 
 
 def config_of(name: str, where: Path) -> Path:
@@ -115,9 +123,10 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
     source, quantised = tmp_path / "f16.gguf", tmp_path / f"{name}.gguf"
     if name in CONVERTED:
         from tests.gguf_files import convert_gguf
-        from tests.test_llamacpp_conformance_recurrent import llamacpp_source
 
-        convert_gguf({**tiny_config(model_type), **changes}, source, llamacpp_source(request))
+        run = RECURRENT[CONVERTED[name]]
+        convert_gguf({**tiny_config(model_type), **changes}, source, llamacpp_source(request), run.convert,
+                     run.published, raw_config=run.raw_config, hub=run.hub, stub_tokenizer=run.stub_tokenizer)
     else:
         write_gguf({**tiny_config(model_type), **changes}, source, types=("F16",), runnable=True, finite=True)
     run = subprocess.run([str(Path(binary) / "llama-quantize"), str(source), str(quantised), mix.upper(), "1"],
@@ -139,6 +148,8 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
 @pytest.mark.parametrize("model, quant, note", [
     # Qwen3.5's gated-DeltaNet tensors have no llama.cpp name in gptcalc's table: no guess, the .gguf is asked for
     ("tests/configs/model_types/qwen3_5.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
+    # LFM2-MoE: experts beside the short conv, whose converter-made file has an F32 router gguf.py does not type
+    ("tests/configs/model_types/lfm2_moe.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
     ("qwen2.5-14b", [], "or a llama-quantize mix with --quant"),  # bf16 weights: no GGUF mix, no table
 ])
 def test_no_model_buffers_says_why(model: str, quant: list[str], note: str) -> None:

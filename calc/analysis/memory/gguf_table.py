@@ -23,6 +23,7 @@ A component this table cannot name is not guessed at: the model then gets no mod
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.gguf import Piece, gguf_pieces
 from calc.checkpoint.gguf_header import DEFAULT_ALIGNMENT, GGUFHeader, GGUFTensor
@@ -70,7 +71,8 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     component has no llama.cpp name here."""
     from calc.checkpoint.gguf_tables import tables
 
-    named = _named(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix)), _read_as(spec))
+    pieces = _split_norms(spec, gguf_pieces(spec, breakdown, mix))
+    named = None if _router_unsettled(pieces) else _named(spec, pieces, _read_as(spec))
     if named is None:
         return None
     types = tables().constants.GGMLQuantizationType
@@ -83,6 +85,14 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
         tensors.append(GGUFTensor(name, int(kind), kind.name, ne, offset, nbytes))
         offset = -(-(offset + nbytes) // DEFAULT_ALIGNMENT) * DEFAULT_ALIGNMENT
     return [GGUFHeader("", 3, {}, tuple(tensors), 0, offset)]
+
+
+def _router_unsettled(pieces: list[Piece]) -> bool:
+    """Experts beside a mixer whose GGUF only llama.cpp's converter writes (READ_ONLY): the converter writes the
+    router F32 (conversion/base.py:1089-1093, FFN_GATE_INP) and llama-quantize keeps it (tensor_allows_quantization),
+    where gguf.py types it F16, as the files of the plain writer recorded for the other MoE runs have it; such a
+    model is not laid out until the two are one rule."""
+    return any(p.component == "router" for p in pieces) and any(p.component in READ_ONLY for p in pieces)
 
 
 def _named(spec: ModelSpec, pieces: list[Piece],
@@ -148,34 +158,49 @@ def _stored_dims(piece: Piece, read_as: dict[tuple[str, int | None, str], tuple[
     found = read_as.get((*_key(piece.component)[:1], piece.layer, _key(piece.component)[1]))
     if len(piece.ne) > 1 or found is None:
         return piece.ne
-    reshaped = RESHAPED.get(getattr(mixer, "kind", None), lambda _: {})(mixer).get(piece.component)
+    reshaped = _reshaped(mixer, piece.component)
     if reshaped:
         return reshaped
     dims = tuple(reversed([d for d in found[1] if d != 1]))
     return dims if math.prod(dims) == piece.ne[0] else piece.ne
 
 
+def _reshaped(mixer: object, component: str) -> tuple[int, ...] | None:
+    """The converter's dimensions of this component of the mixer, or of a parallel block's member (Falcon-H1's
+    Mamba2 beside attention), where its kind reshapes it (RESHAPED)."""
+    for part in (mixer, *getattr(mixer, "mixers", ())):
+        dims = RESHAPED.get(getattr(part, "kind", None), lambda _: {})(part).get(component)
+        if dims:
+            return dims
+    return None
+
+
 def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]]:
     """(component, layer, weight or bias) -> (the name of its tensor the .gguf reader recognises, its transformers
     shape) (gguf_source.names_for, gguf-py's table of the architecture): glm4moe's FFN norm is post_attention_norm,
-    most others' ffn_norm; a suffix but for BARE. A component it names twice at a layer (MLA's kv_b) or that shares
-    a tensor (a fused q/k/v) is left out."""
+    most others' ffn_norm. Where the reader takes a name with and without a suffix, the converter writes the suffix
+    but for BARE; a name without one where it is all the reader has (Falcon-H1's blk.N.ffn_norm: its table maps the
+    whole `pre_ff_layernorm.weight`). A component it names twice at a layer (MLA's kv_b) or that shares a tensor (a
+    fused q/k/v) is left out."""
     from calc.checkpoint.gguf_source import names_for
     from calc.checkpoint.names import tensor_table
 
-    table, found, twice = tensor_table(spec), {}, set()
+    table, options = tensor_table(spec), defaultdict(set)
     for gguf, (hf_name, shape) in names_for(spec).items():
-        meaning, suffix = table.classify(hf_name), gguf.rpartition(".")[2]
+        meaning = table.classify(hf_name)
         if meaning is None or not isinstance(meaning.target, str):
             continue
         stem = meaning.target.removesuffix("_bias")
-        if (stem in BARE) == (suffix in ("weight", "bias")):
-            continue
-        key = (stem, meaning.layer, "weight" if stem in BARE else suffix)
-        if key in found and found[key][0] != gguf:
-            twice.add(key)
-        found[key] = (gguf, shape)
-    return {key: value for key, value in found.items() if key not in twice}
+        suffix = next((s for s in ("weight", "bias") if gguf.endswith(f".{s}") or hf_name.endswith(f".{s}")), "weight")
+        other_form = gguf.endswith((".weight", ".bias")) == (stem in BARE)  # not the form the converter writes
+        key = (stem, meaning.layer, suffix)
+        options[key].add((other_form, gguf, shape))
+    found = {}
+    for key, names in options.items():
+        best = min(names)
+        if len({name for other, name, _ in names if other == best[0]}) == 1:
+            found[key] = best[1:]
+    return found
 
 
 def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
