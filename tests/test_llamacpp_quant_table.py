@@ -26,6 +26,7 @@ from calc.cli import main
 from calc.spec.load import load_spec
 from tests.test_llamacpp_conformance import (KQUANT, completion_log, cpu_build_says, engine_lines, gptcalc_options,
                                              llamacpp_binary)
+from tests.test_llamacpp_conformance_converted import RUNS as CONVERTED_RUNS
 from tests.test_llamacpp_conformance_recurrent import RUNS as RECURRENT
 from tests.test_llamacpp_conformance_recurrent import llamacpp_source
 from tests.tiny_models import tiny_config
@@ -36,20 +37,22 @@ from tests.gguf_files import write_gguf  # noqa: E402
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "quantized"
 GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
 # Runs whose F16 GGUF llama.cpp's own converter makes (--llamacpp-src TREE), since its class transforms tensors the
-# plain writer (tests/gguf_files.py write_gguf) keeps: the run -> the recurrent suite's run whose config it quantises,
-# converted as that one is
+# plain writer (tests/gguf_files.py write_gguf) keeps: the run -> the run of the recurrent or converted suite whose
+# config it quantises, converted as that one is
 CONVERTED = {
+    # Gemma 3n's AltUp projections stacked 3-D, its coefficients F32, AltUp / LAuReL matrices never quantised
+    "gemma3n-q4_k_m": CONVERTED_RUNS["gemma3n_text-swa"],
     # Mamba's mixer: conv1d 2-D and F32 (squeezed), ssm_a 2-D and ssm_d without `.weight`, kept F32; ssm_dt's rows
     # of 4 F16
-    "mamba-q4_k_m": "mamba-np4",
+    "mamba-q4_k_m": RECURRENT["mamba-np4"],
     # Mamba2's mixer: ssm_a and ssm_d per head as (1, H), the gated norm as (I / G, G), a separate ssm_dt.bias
-    "mamba2-q4_k_m": "mamba2-np64",
+    "mamba2-q4_k_m": RECURRENT["mamba2-np64"],
     # LFM2's short conv (its conv 2-D and F32) beside attention, its final norm token_embd_norm; as published, no
     # conv bias (LiquidAI/LFM2-*)
-    "lfm2-q4_k_m": "lfm2-np4",
+    "lfm2-q4_k_m": RECURRENT["lfm2-np4"],
     # Mamba2 beside attention in each layer; its FFN norm blk.N.ffn_norm without `.weight`, as the converter's table
     # names it
-    "falcon_h1-q4_k_m": "falcon_h1-np4",
+    "falcon_h1-q4_k_m": RECURRENT["falcon_h1-np4"],
 }
 # name: (model_type, config changes, mix, llama.cpp options). Rows of whole k-quant super-blocks (KQUANT).
 QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
@@ -65,8 +68,7 @@ QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "phi3-q4_k_m": ("phi3", {}, "q4_k_m", ["-c", "1024"]),  # fused attn_qkv and ffn_up (gate and up rows)
     "glm4-q5_k_m": ("glm4", {}, "q5_k_m", ["-c", "1024"]),  # a fused ffn_up, four norms per layer
     "glm4_moe-q4_k_m": ("glm4_moe", {}, "q4_k_m", ["-c", "1024"]),  # the FFN norm as post_attention_norm
-    **{name: (RECURRENT[run].model_type, RECURRENT[run].changes, "q4_k_m", ["-c", "1024"])
-       for name, run in CONVERTED.items()},
+    **{name: (run.model_type, run.changes, "q4_k_m", ["-c", "1024"]) for name, run in CONVERTED.items()},
 }
 
 
@@ -124,7 +126,7 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
     if name in CONVERTED:
         from tests.gguf_files import convert_gguf
 
-        run = RECURRENT[CONVERTED[name]]
+        run = CONVERTED[name]
         convert_gguf({**tiny_config(model_type), **changes}, source, llamacpp_source(request), run.convert,
                      run.published, raw_config=run.raw_config, hub=run.hub, stub_tokenizer=run.stub_tokenizer)
     else:

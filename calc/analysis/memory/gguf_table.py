@@ -50,7 +50,11 @@ NAMES = {
 # its conv1d squeezed to 2-D (modify_tensors); LFM2's short conv, its conv squeezed too (conversion/lfm2.py
 # LFM2Model.modify_tensors)
 READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ssm_d", "ssm_out",
-             "conv_in", "conv", "conv_out", "ssm_dt", "ssm_norm")
+             "conv_in", "conv", "conv_out", "ssm_dt", "ssm_norm",
+             # Gemma 3n's AltUp, LAuReL and per-layer inputs (conversion/gemma.py Gemma3NModel)
+             "altup_scale", "altup_correct", "altup_predict", "altup_router", "altup_router_norm", "laurel_left",
+             "laurel_right", "laurel_norm", "ple_gate", "ple_proj", "ple_norm", "per_layer_embedding",
+             "per_layer_projection", "per_layer_projection_norm", "altup_in", "altup_out")
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
 BARE = ("ssm_a_log", "ssm_d")
@@ -153,16 +157,17 @@ def _key(component: str) -> tuple[str, str]:
 
 def _stored_dims(piece: Piece, read_as: dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]],
                  mixer: object) -> tuple[int, ...]:
-    """A vector's dimensions as the converter writes it: its mixer's reshape (RESHAPED), else the transformers
-    tensor's without unit dimensions (squeezed: Mamba's conv1d), row first; a matrix's are gguf.py's."""
+    """A vector's or a stack's dimensions as the converter writes it: its mixer's reshape (RESHAPED), else the
+    transformers tensor's without unit dimensions (squeezed: Mamba's conv1d), row first (Gemma 3n's AltUp
+    projections, stacked: the count last); another matrix's are gguf.py's."""
     found = read_as.get((*_key(piece.component)[:1], piece.layer, _key(piece.component)[1]))
-    if len(piece.ne) > 1 or found is None:
+    if found is None or len(piece.ne) >= len(found[1]) > 1:
         return piece.ne
     reshaped = _reshaped(mixer, piece.component)
     if reshaped:
         return reshaped
     dims = tuple(reversed([d for d in found[1] if d != 1]))
-    return dims if math.prod(dims) == piece.ne[0] else piece.ne
+    return dims if math.prod(dims) == math.prod(piece.ne) else piece.ne
 
 
 def _reshaped(mixer: object, component: str) -> tuple[int, ...] | None:
