@@ -26,6 +26,9 @@ from calc.cli import main
 from calc.spec.load import load_spec
 from tests.test_llamacpp_conformance import (KQUANT, completion_log, cpu_build_says, engine_lines, gptcalc_options,
                                              llamacpp_binary)
+from tests.test_llamacpp_conformance_converted import RUNS as CONVERTED_RUNS
+from tests.test_llamacpp_conformance_recurrent import RUNS as RECURRENT
+from tests.test_llamacpp_conformance_recurrent import llamacpp_source
 from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
@@ -33,6 +36,24 @@ from tests.gguf_files import write_gguf  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "quantized"
 GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
+# Runs whose F16 GGUF llama.cpp's own converter makes (--llamacpp-src TREE), since its class transforms tensors the
+# plain writer (tests/gguf_files.py write_gguf) keeps: the run -> the run of the recurrent or converted suite whose
+# config it quantises, converted as that one is
+CONVERTED = {
+    # Gemma 3n's AltUp projections stacked 3-D, its coefficients F32, AltUp / LAuReL matrices never quantised
+    "gemma3n-q4_k_m": CONVERTED_RUNS["gemma3n_text-swa"],
+    # Mamba's mixer: conv1d 2-D and F32 (squeezed), ssm_a 2-D and ssm_d without `.weight`, kept F32; ssm_dt's rows
+    # of 4 F16
+    "mamba-q4_k_m": RECURRENT["mamba-np4"],
+    # Mamba2's mixer: ssm_a and ssm_d per head as (1, H), the gated norm as (I / G, G), a separate ssm_dt.bias
+    "mamba2-q4_k_m": RECURRENT["mamba2-np64"],
+    # LFM2's short conv (its conv 2-D and F32) beside attention, its final norm token_embd_norm; as published, no
+    # conv bias (LiquidAI/LFM2-*)
+    "lfm2-q4_k_m": RECURRENT["lfm2-np4"],
+    # Mamba2 beside attention in each layer; its FFN norm blk.N.ffn_norm without `.weight`, as the converter's table
+    # names it
+    "falcon_h1-q4_k_m": RECURRENT["falcon_h1-np4"],
+}
 # name: (model_type, config changes, mix, llama.cpp options). Rows of whole k-quant super-blocks (KQUANT).
 QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "llama-q4_k_m": ("llama", KQUANT, "q4_k_m", ["-c", "1024"]),
@@ -46,6 +67,8 @@ QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "qwen2_moe-iq4_xs": ("qwen2_moe", {}, "iq4_xs", ["-c", "1024"]),  # a one-output shared-expert gate
     "phi3-q4_k_m": ("phi3", {}, "q4_k_m", ["-c", "1024"]),  # fused attn_qkv and ffn_up (gate and up rows)
     "glm4-q5_k_m": ("glm4", {}, "q5_k_m", ["-c", "1024"]),  # a fused ffn_up, four norms per layer
+    "glm4_moe-q4_k_m": ("glm4_moe", {}, "q4_k_m", ["-c", "1024"]),  # the FFN norm as post_attention_norm
+    **{name: (run.model_type, run.changes, "q4_k_m", ["-c", "1024"]) for name, run in CONVERTED.items()},
 }
 
 
@@ -100,7 +123,14 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
     binary = llamacpp_binary(request, "a llama.cpp build with llama-quantize")
     model_type, changes, mix, args = QUANT_RUNS[name]
     source, quantised = tmp_path / "f16.gguf", tmp_path / f"{name}.gguf"
-    write_gguf({**tiny_config(model_type), **changes}, source, types=("F16",), runnable=True, finite=True)
+    if name in CONVERTED:
+        from tests.gguf_files import convert_gguf
+
+        run = CONVERTED[name]
+        convert_gguf({**tiny_config(model_type), **changes}, source, llamacpp_source(request), run.convert,
+                     run.published, raw_config=run.raw_config, hub=run.hub, stub_tokenizer=run.stub_tokenizer)
+    else:
+        write_gguf({**tiny_config(model_type), **changes}, source, types=("F16",), runnable=True, finite=True)
     run = subprocess.run([str(Path(binary) / "llama-quantize"), str(source), str(quantised), mix.upper(), "1"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
@@ -120,6 +150,8 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
 @pytest.mark.parametrize("model, quant, note", [
     # Qwen3.5's gated-DeltaNet tensors have no llama.cpp name in gptcalc's table: no guess, the .gguf is asked for
     ("tests/configs/model_types/qwen3_5.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
+    # LFM2-MoE: experts beside the short conv, whose converter-made file has an F32 router gguf.py does not type
+    ("tests/configs/model_types/lfm2_moe.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
     ("qwen2.5-14b", [], "or a llama-quantize mix with --quant"),  # bf16 weights: no GGUF mix, no table
 ])
 def test_no_model_buffers_says_why(model: str, quant: list[str], note: str) -> None:

@@ -39,7 +39,7 @@ from calc.checkpoint.tensors import FileRead, RawCheckpoint, TensorColumns
 from calc.errors import GptcalcError
 from calc.spec import hf
 
-__all__ = ["ARCHS", "config_of", "from_gguf", "gguf_config", "read_split", "uniform"]
+__all__ = ["ARCHS", "config_of", "from_gguf", "gguf_config", "names_for", "read_split", "uniform"]
 
 # general.architecture -> model_type (and, for deepseek2, which of two by its gating function).
 ARCHS = {
@@ -189,6 +189,26 @@ def from_gguf(path: Path, source: str) -> RawCheckpoint:
     columns.extend(_in_metadata(headers[0], spec.n_layers))
     files = tuple(FileRead(h.path, h.file_size, h.bytes_read) for h in headers)
     return RawCheckpoint(source, _kind(headers), columns, files, config, loads_buffers=True)
+
+
+def names_for(spec: Any) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """GGUF name -> (transformers name, shape) of every tensor llama.cpp's converter would write for this spec, by the table
+    this reader recognises a .gguf's tensors with, under the first architecture whose model_type is the spec's
+    (`ARCHS`); {} where none is; a tensor the converter stacks (`STACKED`) under its first slice, the slices'
+    count first in its shape. What gguf_table.py names a config's tensors by, so the two never disagree."""
+    from calc.checkpoint.names import tensor_table
+
+    arch = next((a for a, model_type in ARCHS.items() if model_type == spec.model_type), None)
+    if arch is None:
+        return {}
+    table = tensor_table(spec)
+    shapes = table.expected_shapes(buffers=True)
+    found = _hf_names(table, shapes, arch, spec.n_layers)
+    for gguf, template in STACKED.get(arch, {}).items():
+        count = next(i for i in range(len(shapes) + 1) if template.format(i) not in shapes)
+        if count:
+            found[gguf] = (template.format(0), (count, *shapes[template.format(0)]))
+    return found
 
 
 def config_of(path: Path) -> hf.HFConfig:

