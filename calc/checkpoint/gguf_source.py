@@ -399,6 +399,8 @@ def _hf_names(table: Any, shapes: dict[str, tuple[int, ...]], arch: str,
             for gguf in names_of(re.sub(r"(_proj)_bias$", r"\1.bias", candidate)):
                 found[gguf] = (name, shape)
     for hub, hub_shape in table.expected_shapes(hub=True, buffers=True).items():
+        if _LATER_EXPERT.search(hub):
+            continue  # llama.cpp stacks a layer's experts in one tensor (`_exps`): expert 0 has named it already
         name = _in_memory(table, hub)
         layer = re.search(r"\.(\d+)\.", hub)
         parts = next((parts for whole, parts in CONVERTER_SPLITS.items() if hub.endswith(whole)), ())
@@ -406,6 +408,9 @@ def _hf_names(table: Any, shapes: dict[str, tuple[int, ...]], arch: str,
                      *(f"blk.{layer.group(1) if layer else ''}.{p}" for p in parts)):
             found.setdefault(gguf, (name, shapes.get(name, hub_shape)))
     return found
+
+
+_LATER_EXPERT = re.compile(r"\.experts\.[1-9]\d*\.")
 
 
 def _namer(arch: str, n_layers: int) -> Callable[[str], list[str]]:
