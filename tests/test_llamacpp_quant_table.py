@@ -59,8 +59,9 @@ CONVERTED = {
     "qwen2_moe-iq4_xs": Run("qwen2_moe", {}, []),  # a one-output shared-expert gate
     "deepseek_v3-q4_k_m": Run("deepseek_v3", {}, []),  # MLA's kv_b as attn_k_b / attn_v_b per head, exp_probs_b
     "glm4_moe-q4_k_m": Run("glm4_moe", {}, []),  # the FFN norm as post_attention_norm
-    # a fused attn_qkv, LayerNorms' weight and bias, learned positions; the converter reads n_ctx (conversion/gpt2.py:20),
-    # which the Hub's config.json has beside n_positions (openai-community/gpt2: both 1024) and transformers 5 drops
+    # a fused attn_qkv, LayerNorms' weight and bias, learned positions; the converter reads n_ctx
+    # (conversion/gpt2.py:20), which the Hub's config.json has beside n_positions (openai-community/gpt2: both 1024)
+    # and transformers 5 drops
     "gpt2-q8_0": Run("gpt2", {}, [], published={"n_ctx": tiny_config("gpt2")["n_positions"]}),
     # experts beside a recurrent mixer: LFM2's short conv, Granite-4.0-H's and Nemotron-3-Nano's Mamba2
     "lfm2_moe-q4_k_m": RECURRENT["lfm2_moe-np4"],

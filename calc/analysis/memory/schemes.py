@@ -110,7 +110,7 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
            expert_bits=lambda i, o: i * o * 4 + _c(i, 32) * o * 8,
            kept=("comp_kv", "comp_gate", "idx_kv", "idx_gate", "idx_weights"),
            fp32=("hc_attn", "hc_mlp", "hc_head", "attn_sinks", "comp_bias", "idx_bias")),
-    *(Scheme(mix, lambda i, o: 0, False, False, "norms and biases F32, router F16, LM head Q6_K (Q8_0 in Q8_0 and "
+    *(Scheme(mix, lambda i, o: 0, False, False, "norms, biases and router F32, LM head Q6_K (Q8_0 in Q8_0 and "
              "MXFP4_MOE files, Q5_K in IQ1 / IQ2 / IQ3_XXS ones), attn_v and ffn_down with more bits on some layers",
              OLLAMA if mix.startswith("ollama_") else OLLAMA30 if mix in LLAMA_QUANTIZE else GGUF_SOURCE, True)
       for mix in MIXES),
