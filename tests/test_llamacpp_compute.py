@@ -39,6 +39,9 @@ MOE = {"hidden_size": 256, "moe_intermediate_size": 512, "num_experts": 8, "num_
        "num_key_value_heads": 2, "head_dim": 32}
 # a Mixtral whose experts (2 of 8, 512 wide) set it
 MIXTRAL = {**FFN, "intermediate_size": 512, "num_local_experts": 8}
+# a wider DeepSeek-V3 (MLA with a Q LoRA and RoPE, 8 experts in 4 groups, 2 kept): 8 heads, latent 64, Q latent 96
+DEEPSEEK = {"hidden_size": 256, "intermediate_size": 1024, "moe_intermediate_size": 512, "num_attention_heads": 8,
+            "kv_lora_rank": 64, "q_lora_rank": 96, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32}
 # LFM2 as published (LiquidAI/LFM2-1.2B config.json: conv_bias false): llama.cpp's lfm2 loads no conv biases
 LFM2 = {"conv_bias": False}
 # name: (model_type, config changes, llama.cpp options); deepseek_v3 is llama.cpp's deepseek2 (MLA), as DeepSeek-V2-Lite
@@ -85,6 +88,9 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "deepseek-mla-c2048": ("deepseek_v3", {}, ["-c", "2048"]),
     "deepseek-mla-c2048-fa-off": ("deepseek_v3", {}, ["-c", "2048", "-fa", "off"]),
     "deepseek-mla-np2-ub256": ("deepseek_v3", {}, ["-c", "4096", "-np", "2", "-ub", "256"]),
+    "deepseekffn-c512": ("deepseek_v3", DEEPSEEK, ["-c", "512"]),
+    "deepseekffn-c2048-fa-off": ("deepseek_v3", DEEPSEEK, ["-c", "2048", "-fa", "off"]),
+    "deepseekffn-np2-ub256": ("deepseek_v3", DEEPSEEK, ["-c", "4096", "-np", "2", "-ub", "256"]),
     "lfm2-c2048": ("lfm2", LFM2, ["-c", "2048"]),
     "lfm2-c2048-fa-off": ("lfm2", LFM2, ["-c", "2048", "-fa", "off"]),
     "lfm2-np3": ("lfm2", LFM2, ["-c", "3072", "-np", "3"]),
@@ -104,8 +110,8 @@ EXACT = re.compile(r"(load_tensors: +\S+ model buffer size = .*|llama_kv_cache: 
 COMPUTE = re.compile(r"sched_reserve: +(\S+) compute buffer size = +([0-9.]+) MiB$")
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py),
 # equal to llama.cpp's line, by run name (qwen3 covers qwen3_moe), and those whose is estimated
-REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral")
-ESTIMATED = ("gemma3", "deepseek", "lfm2")
+REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral", "deepseek")
+ESTIMATED = ("gemma3", "lfm2")
 # the estimate's stated margin (docs/memory.md): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
 MARGIN, SLACK = 0.03, 0.1
 

@@ -194,10 +194,11 @@ def test_recorded_indexer_compute(name: str, tmp_path: Path) -> None:
     assert compute_mib(server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args))
 
 
-@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith("granitemoe")))
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(("granitemoe", "glm4_moe_lite"))))
 def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
-    """source: tests/data/llamacpp/converted/NAME.log. Granite-MoE's layers (GQA attention, a SwiGLU MoE) are
-    replayed node by node (calc/analysis/memory/llamacpp_graph.py): the line is llama.cpp's own."""
+    """source: tests/data/llamacpp/converted/NAME.log. Granite-MoE's layers (GQA attention, a SwiGLU MoE) and
+    GLM-4.7-Flash's (MLA with RoPE, a SwiGLU MoE) are replayed node by node (calc/analysis/memory/
+    llamacpp_graph.py): the line is llama.cpp's own."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args)) == real
 
