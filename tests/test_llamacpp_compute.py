@@ -110,8 +110,8 @@ EXACT = re.compile(r"(load_tensors: +\S+ model buffer size = .*|llama_kv_cache: 
 COMPUTE = re.compile(r"sched_reserve: +(\S+) compute buffer size = +([0-9.]+) MiB$")
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py),
 # equal to llama.cpp's line, by run name (qwen3 covers qwen3_moe), and those whose is estimated
-REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral", "deepseek")
-ESTIMATED = ("gemma3", "lfm2")
+REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral", "deepseek", "gemma3")
+ESTIMATED = ("lfm2",)
 # the estimate's stated margin (docs/memory.md): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
 MARGIN, SLACK = 0.03, 0.1
 

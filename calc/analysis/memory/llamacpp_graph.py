@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from calc.analysis.memory.ggml_alloc import forward_order
 from calc.parts.ssm_nodes import ROWS
-from calc.parts.transient import F32, I32, I64, K_IDXS, MASK, POS, V_IDXS, Graph, Node, Subgraph, op
+from calc.parts.transient import F32, I32, I64, K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph, op
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["layer_stack"]
 
+SCALE_ROWS, EMBD = "inp_scale_rows", "embd_scaled"  # Gemma 3's token rows scaled by an input (llamacpp.scale_rows)
 MAX_LAYERS = 1024  # the graph is built layer by layer: a spec of more layers (none is real) gets no figure
 
 
@@ -58,13 +59,15 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     leaves = [("inp_tokens", (n,), I32), ("inp_embd", (d, n), F32), ("inp_mixed_tokens", (n,), I32),
               ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (d, n), F32), (ROWS, (g.n_seqs,), I32),
               ("out_ids", (g.n_tokens,), I32), (POS, (n * spec.llamacpp.positions_per_token,), I32)]
-    for cache in caches[:1]:
-        leaves += [(MASK, (cache.cells, n), cache.mask), (K_IDXS, (n,), I64),
-                   (V_IDXS, (n, max(1, cache.v_indices)), I64)]
+    for cache, names in zip(caches[:2], ({name: name for name in SWA_INPUTS}, SWA_INPUTS)):
+        leaves += [(names[MASK], (cache.cells, n), cache.mask), (names[K_IDXS], (n,), I64),
+                   (names[V_IDXS], (n, max(1, cache.v_indices)), I64)]
+    leaves += [(SCALE_ROWS, (1, n), F32)] if spec.llamacpp.scale_rows else []
     nodes = [replace(op(name, shape, size=size), input=True, leaf=True) for name, shape, size in leaves]
+    scaled = [op(EMBD, (d, n), "embd", SCALE_ROWS, inplace=True)] if spec.llamacpp.scale_rows else []
     return nodes + [op("embd", (d, n), "inp_tokens"), op("mixed_rows", (d, n), "inp_mixed_tokens"),
                     op("mixed_dup", (d, n), "inp_mixed_embd"),
-                    Node("mixed_set", 0, ("mixed_rows", "inp_mixed_slots", "mixed_dup"), view_of="mixed_dup")]
+                    Node("mixed_set", 0, ("mixed_rows", "inp_mixed_slots", "mixed_dup"), view_of="mixed_dup"), *scaled]
 
 
 def _norm(name: str, d: int, n: int, x: str, output: bool = False) -> list[Node]:
@@ -73,13 +76,20 @@ def _norm(name: str, d: int, n: int, x: str, output: bool = False) -> list[Node]
                                                                  output=output)]
 
 
+def _post_norms(block: Block) -> tuple[bool, bool]:
+    """Whether each sublayer's output is normed before its add (Gemma 3's attn_post_norm and ffn_post_norm,
+    src/models/gemma3.cpp:150-185)."""
+    return "attn_out" in block.norms, "mlp_out" in block.norms
+
+
 def _shape(block: Block) -> str | None:
     """The layer layouts replayed: a norm and a mixer (llm_build_mamba; Nemotron-H's Mamba2 and attention layers),
     a norm and an MLP (Nemotron-H's), or a norm, a mixer, a norm and an MLP (llm_build_granite_hybrid,
     llm_build_jamba), each sublayer added to the stream; None for any other."""
     if block.shared:
         return None
-    layout = {("attn_in",): "mixer", ("mlp_in",): "mlp", ("attn_in", "mlp_in"): "mixer+mlp"}.get(block.norms)
+    inputs = tuple(norm for norm in block.norms if norm not in ("attn_out", "mlp_out"))
+    layout = {("attn_in",): "mixer", ("mlp_in",): "mlp", ("attn_in", "mlp_in"): "mixer+mlp"}.get(inputs)
     parts = ("mixer" if block.attention else "") + ("+" * bool(block.attention and block.mlp)) + \
         ("mlp" if block.mlp else "")
     return layout if layout == parts else None
@@ -108,8 +118,9 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
     if any(_shape(b) is None for b in blocks):
         return None
     d, n, outputs = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens
-    nodes, residual = _inputs(spec, g, caches), "embd"
-    expanded = ["embd", "inp_embd", "mixed_set"]  # ggml_build_forward_select's three branches
+    nodes = _inputs(spec, g, caches)
+    residual = EMBD if spec.llamacpp.scale_rows else "embd"
+    expanded = ["embd", "inp_embd", "mixed_set", residual]  # ggml_build_forward_select's three branches, its result
     for layer, block in enumerate(blocks):
         rows, tokens = g, n
         for i, part in enumerate(p for p in (block.attention, block.mlp) if p is not None):
@@ -126,6 +137,9 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
                 nodes += [op("cur_rows", (d, outputs), out, "out_ids"),
                           op("inp_rows", (d, outputs), residual, "out_ids")]
                 out, residual, rows, tokens = "cur_rows", "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
+            if _post_norms(block)[i]:
+                nodes += _norm(f"post{i}-{layer}", d, tokens, out)
+                out = f"post{i}-{layer}"
             nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, residual))
             residual = f"add{i}-{layer}"
             if last and spec.llamacpp.rows_after_add:  # the stream's output rows; the second sublayer runs on them
