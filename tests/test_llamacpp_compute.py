@@ -11,6 +11,7 @@ over the graph (`REPLAYED`), else within the estimate's stated margin (calc/anal
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -216,3 +217,16 @@ def test_qwen3_vl_keeps_the_estimate_with_four_positions() -> None:
     four, single = (compute_buffer(s, caches, 512, 1, 1, True) for s in (spec, one))
     assert four is not None and single is not None and four.peak != "replay"
     assert four.inputs - single.inputs == 6144
+
+
+def test_a_window_llamacpp_drops_is_replayed_over_the_full_cache(tmp_path: Path) -> None:
+    """Mistral's config keeps its sliding window, which llama.cpp's `llama` architecture does not read (one cache, no
+    SWA inputs: calc/spec/llamacpp.py sliding_window): from config.json the replay reads the full cache's inputs and
+    gives the GGUF's line, 4,739,072 B = 4.52 MiB, the allocator's size llama.cpp reserved for that file
+    (tests/test_llamacpp_conformance.py mistral-swa-c4096, read with ggml_gallocr_reserve_n wrapped)."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(tiny_config("mistral")))
+    gguf = tmp_path / "mistral.gguf"
+    write_gguf(tiny_config("mistral"), gguf, runnable=True)
+    lines = [ours(path, ["-c", "4096"])[1] for path in (config, gguf)]
+    assert lines[0] == lines[1] == {"CPU": 4.52}

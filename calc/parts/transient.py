@@ -45,6 +45,7 @@ class Graph:
     swa_cells: int  # the sliding-window cache's, where there is one (else the full one's)
     build: LlamaCppBuild | None = None  # how llama.cpp builds the graph (spec.llamacpp), for the replay's nodes
     k_size: int | None = None  # the K cache's bytes per element where its type is a float one (f32, f16, bf16)
+    swa_cache: bool = False  # a sliding-window cache of its own, with its own graph inputs (llama_kv_cache_iswa)
 
     def seq_tokens(self) -> int:
         """Tokens per sequence: graph_reserve rounds n_tokens up to a multiple of n_seqs, keeping n_tokens

@@ -117,7 +117,8 @@ def compute_buffer(spec: ModelSpec, caches: list[CacheInputs], n_tokens: int, n_
     the K cache's bytes per element where its type is a float one (None: a quantised one). None where a layer's
     mixer or MLP does not state its transient tensors (calc/parts/transient.py)."""
     cells = [cache.cells for cache in caches] or [0]
-    graph = Graph(spec.d_model, n_tokens, n_seqs, streams, flash_attn, cells[0], cells[-1], spec.llamacpp, k_size)
+    graph = Graph(spec.d_model, n_tokens, n_seqs, streams, flash_attn, cells[0], cells[-1], spec.llamacpp, k_size,
+                  swa_cache=len(caches) > 1)
     logits = tensor(spec.vocab_size * n_tokens)
     nodes = layer_stack(spec, graph, caches)
     if nodes is not None:  # replayed node by node: llama.cpp's own figure, where the graph is its
