@@ -86,6 +86,9 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     # GeGLU, embeddings scaled in place
     "gemmaffn-c512": ("gemma", FFN, ["-c", "512"]),
     "gemmaffn-np2-ub256": ("gemma", FFN, ["-c", "4096", "-np", "2", "-ub", "256"]),
+    # sublayers normed after, not before
+    "exaone4ffn-c512": ("exaone4", FFN, ["-c", "512"]),
+    "exaone4ffn-c2048-fa-off": ("exaone4", FFN, ["-c", "2048", "-fa", "off"]),
     "mixtral-c2048": ("mixtral", {}, ["-c", "2048"]),
     "mixtral-c2048-fa-off": ("mixtral", {}, ["-c", "2048", "-fa", "off"]),
     "mixtralffn-c512": ("mixtral", MIXTRAL, ["-c", "512"]),
@@ -124,7 +127,7 @@ COMPUTE = re.compile(r"sched_reserve: +(\S+) compute buffer size = +([0-9.]+) Mi
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py),
 # equal to llama.cpp's line, by run name (qwen3 covers qwen3_moe), and those whose is estimated
 REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral", "deepseek", "gemma", "qwen2",
-            "glm4", "stablelm")
+            "glm4", "stablelm", "exaone4")
 ESTIMATED = ("lfm2",)
 # the estimate's stated margin (docs/memory.md): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
 MARGIN, SLACK = 0.03, 0.1

@@ -44,8 +44,8 @@ best-fit allocator places the scan's output against the freed conv window, which
 up to 15 %; and the plain transformer stacks of GQA attention (RoPE, no bias, no window; per-head QK-norm or not)
 and a SwiGLU MLP or MoE (Llama, Mistral without its window, Mixtral, Qwen3, Qwen3-MoE, Granite, OLMo, SmolLM3...),
 DeepSeek-V2 / V3's MLA with its grouped MoE, Gemma and Gemma 3 (GeGLU, post-norms, sliding-window layers),
-attention biases (Qwen2), GLM-4's fused gate and up. The rest (attention sinks or soft-capping, parallel blocks,
-DSA's indexer, AltUp, Qwen3-VL's deepstack inputs...) keep the estimate.
+attention biases (Qwen2), GLM-4's fused gate and up, EXAONE 4's post-norms. The rest (attention sinks or
+soft-capping, parallel blocks, DSA's indexer, AltUp, Qwen3-VL's deepstack inputs...) keep the estimate.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
 estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/

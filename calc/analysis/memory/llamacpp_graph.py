@@ -85,11 +85,13 @@ def _post_norms(block: Block) -> tuple[bool, bool]:
 def _shape(block: Block) -> str | None:
     """The layer layouts replayed: a norm and a mixer (llm_build_mamba; Nemotron-H's Mamba2 and attention layers),
     a norm and an MLP (Nemotron-H's), or a norm, a mixer, a norm and an MLP (llm_build_granite_hybrid,
-    llm_build_jamba), each sublayer added to the stream; None for any other."""
+    llm_build_jamba), each sublayer added to the stream; or a mixer and an MLP each normed after, not before
+    (EXAONE 4, src/models/exaone4.cpp:38-103); None for any other."""
     if block.shared:
         return None
     inputs = tuple(norm for norm in block.norms if norm not in ("attn_out", "mlp_out"))
-    layout = {("attn_in",): "mixer", ("mlp_in",): "mlp", ("attn_in", "mlp_in"): "mixer+mlp"}.get(inputs)
+    post_only = "mixer+mlp" if _post_norms(block) == (True, True) else None
+    layout = {("attn_in",): "mixer", ("mlp_in",): "mlp", ("attn_in", "mlp_in"): "mixer+mlp", (): post_only}.get(inputs)
     parts = ("mixer" if block.attention else "") + ("+" * bool(block.attention and block.mlp)) + \
         ("mlp" if block.mlp else "")
     return layout if layout == parts else None
@@ -124,12 +126,13 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
     for layer, block in enumerate(blocks):
         rows, tokens = g, n
         for i, part in enumerate(p for p in (block.attention, block.mlp) if p is not None):
-            normed = f"norm{i}-{layer}"
+            pre_normed = ("attn_in" if part is block.attention else "mlp_in") in block.norms
+            normed = f"norm{i}-{layer}" if pre_normed else residual
             sub: Subgraph | None = part.graph_nodes(rows, layer, normed,
                                                           **_group(spec, i, d, tokens, residual))
             if sub is None:
                 return None
-            nodes += _norm(normed, d, tokens, residual) + sub.nodes
+            nodes += (_norm(normed, d, tokens, residual) if pre_normed else []) + sub.nodes
             expanded += [normed] * (i == 0 and spec.llamacpp.expand_norm) + sub.expanded
             out, last = sub.out, i == 0 and layer == len(blocks) - 1
             if last and not (spec.llamacpp.rows_after_norm or spec.llamacpp.rows_after_add):
