@@ -43,6 +43,9 @@ MIXTRAL = {**FFN, "intermediate_size": 512, "num_local_experts": 8}
 # a wider DeepSeek-V3 (MLA with a Q LoRA and RoPE, 8 experts in 4 groups, 2 kept): 8 heads, latent 64, Q latent 96
 DEEPSEEK = {"hidden_size": 256, "intermediate_size": 1024, "moe_intermediate_size": 512, "num_attention_heads": 8,
             "kv_lora_rank": 64, "q_lora_rank": 96, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32}
+# an OLMoE with 8 experts of 512 (2 active); as many KV heads as heads: llama.cpp's olmoe norms K over n_embd
+OLMOE = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8, "num_key_value_heads": 8,
+         "num_experts": 8}
 # LFM2 as published (LiquidAI/LFM2-1.2B config.json: conv_bias false): llama.cpp's lfm2 loads no conv biases
 LFM2 = {"conv_bias": False}
 # name: (model_type, config changes, llama.cpp options); deepseek_v3 is llama.cpp's deepseek2 (MLA), as DeepSeek-V2-Lite
@@ -89,6 +92,11 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     # sublayers normed after, not before
     "exaone4ffn-c512": ("exaone4", FFN, ["-c", "512"]),
     "exaone4ffn-c2048-fa-off": ("exaone4", FFN, ["-c", "2048", "-fa", "off"]),
+    # QK-norms over every head's width, normed after, not before (OLMo-2); over every head before a MoE (OLMoE)
+    "olmo2ffn-c512": ("olmo2", FFN, ["-c", "512"]),
+    "olmo2ffn-c2048-fa-off": ("olmo2", FFN, ["-c", "2048", "-fa", "off"]),
+    "olmoeffn-c512": ("olmoe", OLMOE, ["-c", "512"]),
+    "olmoeffn-c2048-fa-off": ("olmoe", OLMOE, ["-c", "2048", "-fa", "off"]),
     "mixtral-c2048": ("mixtral", {}, ["-c", "2048"]),
     "mixtral-c2048-fa-off": ("mixtral", {}, ["-c", "2048", "-fa", "off"]),
     "mixtralffn-c512": ("mixtral", MIXTRAL, ["-c", "512"]),

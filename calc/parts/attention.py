@@ -265,7 +265,7 @@ class Attention(HeadWidths, Part):
         if (self.fused_qkv or self.chunk or self.sinks or (self.output_gate and self.q_bias) or self.softcap or self.alibi or self.temperature or self.clip_qkv
                 or self.v_norm or self.kv_shared or self.k_eq_v or self.augment or self.indexer
                 or self.value_head_dim != self.head_dim
-                or (self.qk_norm and (self.qk_norm.scope != "head" or self.qk_norm.after_rope))
+                or (self.qk_norm and (self.qk_norm.after_rope or (self.output_gate and self.qk_norm.scope != "head")))
                 or (self.output_gate and not (self.gate_in_q and not self.gate_bias and self.gate_scope == "element"
                                               and self.gate_activation == "sigmoid"))):
             return None
@@ -302,14 +302,19 @@ class Attention(HeadWidths, Part):
     def _projection(self, at: str, what: str, heads: int, n: int, x: str, rope: bool = True) -> list[Node]:
         """One of Q, K, V: its matrix product (Q's with its gate beside it), its bias added in place where it has
         one (build_qkv, src/llama-graph.cpp:1739-1777), reshaped to heads (the queries a view of Q's and the
-        gate's), Q's and K's norm (RMS from the view, then its scale in place) and RoPE where the layer has them."""
+        gate's), Q's and K's norm (RMS from the view, then its scale in place; over the whole width before the
+        reshape where it spans every head: src/models/olmo2.cpp) and RoPE where the layer has them."""
         shape, gated = (self.head_dim, heads, n), what == "q" and self.output_gate
         width, biased = (1 + gated) * heads * self.head_dim, {"q": self.q_bias, "k": self.k_bias, "v": self.v_bias}[what]
-        base = at + what + "_b" if biased else at + what
-        nodes = [op(at + what, (width, n), x), *([op(base, (width, n), at + what, inplace=True)] if biased else []),
-                 view(at + what + "3", base)]
+        base, norm = at + what + "_b" if biased else at + what, self.qk_norm if what != "v" else None
+        nodes = [op(at + what, (width, n), x), *([op(base, (width, n), at + what, inplace=True)] if biased else [])]
+        if norm and norm.scope == "full":  # over the whole width, before the reshape: in place (OLMo-2)
+            nodes += [op(at + what + "_rms", (width, n), base, inplace=True),
+                      op(at + what + "_normed", (width, n), at + what + "_rms", inplace=True)]
+            base = at + what + "_normed"
+        nodes.append(view(at + what + "3", base))
         nodes += [view(at + "q_view", base, at + what + "3")] if gated else []
-        if what != "v" and self.qk_norm:
+        if norm and norm.scope == "head":
             nodes += [op(at + what + "_rms", shape, nodes[-1].name, inplace=True),
                       op(at + what + "_normed", shape, at + what + "_rms", inplace=True)]
         if rope and self.rope is not None:

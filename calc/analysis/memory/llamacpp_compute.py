@@ -41,11 +41,11 @@ node (calc/analysis/memory/llamacpp_graph.py) and the allocator replayed over it
 ggml_alloc.py), llama.cpp's own figure. That covers Mamba and Mamba2 layers, alone (llama.cpp's mamba, mamba2) or
 beside attention and MLP / MoE layers (Jamba, Bamba, Granite-4.0-H, Nemotron-H), whose peak is set by where ggml's
 best-fit allocator places the scan's output against the freed conv window, which a sum of live tensors misses by
-up to 15 %; and the plain transformer stacks of GQA attention (RoPE, no bias, no window; per-head QK-norm or not)
-and a SwiGLU MLP or MoE (Llama, Mistral without its window, Mixtral, Qwen3, Qwen3-MoE, Granite, OLMo, SmolLM3...),
-DeepSeek-V2 / V3's MLA with its grouped MoE, Gemma and Gemma 3 (GeGLU, post-norms, sliding-window layers),
-attention biases (Qwen2), GLM-4's fused gate and up, EXAONE 4's post-norms. The rest (attention sinks or
-soft-capping, parallel blocks, DSA's indexer, AltUp, Qwen3-VL's deepstack inputs...) keep the estimate.
+up to 15 %; and the plain transformer stacks of GQA attention (RoPE or none, QK-norms, biases, sliding windows)
+and a SwiGLU or GeGLU MLP or MoE (Llama, Mistral, Mixtral, Qwen2 / 3 and their MoE, Granite, OLMo, OLMo-2 / 3,
+OLMoE, SmolLM3, GLM-4, StableLM, EXAONE 4, Gemma, Gemma 3...), post-norms with or without pre-norms, and
+DeepSeek-V2 / V3's MLA with its grouped MoE. The rest (attention sinks or soft-capping, parallel blocks, fused QKV,
+DSA's indexer, AltUp, Qwen3-VL's deepstack inputs...) keep the estimate.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
 estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/
