@@ -48,6 +48,16 @@ OLMOE = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
          "num_experts": 8}
 # LFM2 as published (LiquidAI/LFM2-1.2B config.json: conv_bias false): llama.cpp's lfm2 loads no conv biases
 LFM2 = {"conv_bias": False}
+C512, FA_OFF, NP2 = ["-c", "512"], ["-c", "2048", "-fa", "off"], ["-c", "4096", "-np", "2", "-ub", "256"]
+
+
+def ffn_runs(model_type: str, changes: dict[str, Any] = FFN, second: list[str] = FA_OFF) -> dict[str, Any]:
+    """A family's two runs at FFN's widths (or `changes`): `-c 512`, where the MLP sets the buffer, and `second`."""
+    suffix = "c2048-fa-off" if second is FA_OFF else "np2-ub256"
+    name = model_type + "ffn"
+    return {f"{name}-c512": (model_type, changes, C512), f"{name}-{suffix}": (model_type, changes, second)}
+
+
 # name: (model_type, config changes, llama.cpp options); deepseek_v3 is llama.cpp's deepseek2 (MLA), as DeepSeek-V2-Lite
 RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "qwen3-c4096": ("qwen3", {}, ["-c", "4096"]),
@@ -69,34 +79,14 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "llama-c4096-fa-off": ("llama", {}, ["-c", "4096", "-fa", "off"]),
     "llamaffn-c512": ("llama", FFN, ["-c", "512"]),
     "llamaffn-np2-ub256": ("llama", FFN, ["-c", "2048", "-np", "2", "-ub", "256"]),
-    "ministral3ffn-c512": ("ministral3", FFN, ["-c", "512"]),
-    "ministral3ffn-c2048-fa-off": ("ministral3", FFN, ["-c", "2048", "-fa", "off"]),
-    "smollm3ffn-c512": ("smollm3", FFN, ["-c", "512"]),
-    "smollm3ffn-c2048-fa-off": ("smollm3", FFN, ["-c", "2048", "-fa", "off"]),
-    "graniteffn-c512": ("granite", FFN, ["-c", "512"]),
-    "graniteffn-c2048-fa-off": ("granite", FFN, ["-c", "2048", "-fa", "off"]),
-    "olmoffn-c512": ("olmo", FFN, ["-c", "512"]),
-    "olmoffn-c2048-fa-off": ("olmo", FFN, ["-c", "2048", "-fa", "off"]),
-    # Q, K and V biases added in place
-    "qwen2ffn-c512": ("qwen2", FFN, ["-c", "512"]),
-    "qwen2ffn-np2-ub256": ("qwen2", FFN, ["-c", "4096", "-np", "2", "-ub", "256"]),
-    # gate and up one tensor, post-norms
-    "glm4ffn-c512": ("glm4", FFN, ["-c", "512"]),
-    "glm4ffn-np2-ub256": ("glm4", FFN, ["-c", "4096", "-np", "2", "-ub", "256"]),
-    # layer norms with biases, partial RoPE
-    "stablelmffn-c512": ("stablelm", FFN, ["-c", "512"]),
-    "stablelmffn-np2-ub256": ("stablelm", FFN, ["-c", "4096", "-np", "2", "-ub", "256"]),
-    # GeGLU, embeddings scaled in place
-    "gemmaffn-c512": ("gemma", FFN, ["-c", "512"]),
-    "gemmaffn-np2-ub256": ("gemma", FFN, ["-c", "4096", "-np", "2", "-ub", "256"]),
-    # sublayers normed after, not before
-    "exaone4ffn-c512": ("exaone4", FFN, ["-c", "512"]),
-    "exaone4ffn-c2048-fa-off": ("exaone4", FFN, ["-c", "2048", "-fa", "off"]),
+    **ffn_runs("ministral3"), **ffn_runs("smollm3"), **ffn_runs("granite"), **ffn_runs("olmo"),
+    **ffn_runs("qwen2", second=NP2),  # Q, K and V biases added in place
+    **ffn_runs("glm4", second=NP2),  # gate and up one tensor, post-norms
+    **ffn_runs("stablelm", second=NP2),  # layer norms with biases, partial RoPE
+    **ffn_runs("gemma", second=NP2),  # GeGLU, embeddings scaled in place
+    **ffn_runs("exaone4"),  # sublayers normed after, not before
     # QK-norms over every head's width, normed after, not before (OLMo-2); over every head before a MoE (OLMoE)
-    "olmo2ffn-c512": ("olmo2", FFN, ["-c", "512"]),
-    "olmo2ffn-c2048-fa-off": ("olmo2", FFN, ["-c", "2048", "-fa", "off"]),
-    "olmoeffn-c512": ("olmoe", OLMOE, ["-c", "512"]),
-    "olmoeffn-c2048-fa-off": ("olmoe", OLMOE, ["-c", "2048", "-fa", "off"]),
+    **ffn_runs("olmo2"), **ffn_runs("olmoe", OLMOE),
     "mixtral-c2048": ("mixtral", {}, ["-c", "2048"]),
     "mixtral-c2048-fa-off": ("mixtral", {}, ["-c", "2048", "-fa", "off"]),
     "mixtralffn-c512": ("mixtral", MIXTRAL, ["-c", "512"]),
