@@ -86,8 +86,11 @@ def _shape(block: Block) -> str | None:
     """The layer layouts replayed: a norm and a mixer (llm_build_mamba; Nemotron-H's Mamba2 and attention layers),
     a norm and an MLP (Nemotron-H's), or a norm, a mixer, a norm and an MLP (llm_build_granite_hybrid,
     llm_build_jamba), each sublayer added to the stream; or a mixer and an MLP each normed after, not before
-    (EXAONE 4, src/models/exaone4.cpp:38-103); None for any other."""
-    if block.shared:
+    (EXAONE 4, src/models/exaone4.cpp:38-103); None for any other: a parallel block (Cohere, GPT-NeoX), post-LN,
+    pairs of sublayers or a shortcut (LongCat-Flash), a shared block (Zamba2), hyper-connections (DeepSeek-V4), a
+    normed residual (MiniMax)."""
+    if block.shared or block.parallel or block.post_ln or block.pairs != 1 or block.shortcut or block.hyper \
+            or block.normed_residual:
         return None
     inputs = tuple(norm for norm in block.norms if norm not in ("attn_out", "mlp_out"))
     post_only = "mixer+mlp" if _post_norms(block) == (True, True) else None
