@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from calc.analysis.memory.llamacpp_compute import CacheInputs
 from calc.cli import main
+from calc.parts.transient import Graph
 from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
@@ -221,7 +223,7 @@ def test_qwen3_vl_keeps_the_estimate_with_four_positions() -> None:
     compute buffer stays the estimate, and its positions input is 4 I32 per token (interleaved M-RoPE:
     src/llama-hparams.cpp:285-288, src/llama-model.cpp:3206-3213): 512 tokens x 3 more x 4 B = 6,144 B more than
     one position per token."""
-    from calc.analysis.memory.llamacpp_compute import CacheInputs, compute_buffer
+    from calc.analysis.memory.llamacpp_compute import compute_buffer
     from calc.api import load
 
     spec = load("qwen3-vl-4b")
@@ -244,3 +246,18 @@ def test_a_window_llamacpp_drops_is_replayed_over_the_full_cache(tmp_path: Path)
     write_gguf(tiny_config("mistral"), gguf, runnable=True)
     lines = [ours(path, ["-c", "4096"])[1] for path in (config, gguf)]
     assert lines[0] == lines[1] == {"CPU": 4.52}
+
+
+@pytest.mark.parametrize("change", [{"parallel": True}, {"post_ln": True}, {"pairs": 2}])
+def test_layouts_not_built_are_not_replayed(change: dict[str, Any]) -> None:
+    """Llama's layer as a parallel block, post-LN or two pairs of sublayers is a graph the replay does not build
+    (llama.cpp builds those layouts differently: src/models/cohere2.cpp adds the attention's and the MLP's outputs
+    to the same input): no replayed figure for it, where the sequential layer is replayed."""
+    from calc.analysis.memory.llamacpp_graph import layer_stack
+    from calc.api import load
+
+    spec = load("llama-3.2-1b")
+    changed = spec.replaced(blocks={name: block.replaced(**change) for name, block in spec.blocks.items()})
+    graph = Graph(spec.d_model, 512, 1, 1, True, 4096, 4096, spec.llamacpp, 2)
+    caches = [CacheInputs(4096, 2, 0)]
+    assert layer_stack(spec, graph, caches) is not None and layer_stack(changed, graph, caches) is None
