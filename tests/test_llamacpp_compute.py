@@ -89,6 +89,7 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     **ffn_runs("exaone4"),  # sublayers normed after, not before
     # QK-norms over every head's width, normed after, not before (OLMo-2); over every head before a MoE (OLMoE)
     **ffn_runs("olmo2"), **ffn_runs("olmoe", OLMOE),
+    **ffn_runs("cohere", {**FFN, "use_qk_norm": False}),  # attention and MLP on one norm, both added to the stream
     "mixtral-c2048": ("mixtral", {}, ["-c", "2048"]),
     "mixtral-c2048-fa-off": ("mixtral", {}, ["-c", "2048", "-fa", "off"]),
     "mixtralffn-c512": ("mixtral", MIXTRAL, ["-c", "512"]),
@@ -127,7 +128,7 @@ COMPUTE = re.compile(r"sched_reserve: +(\S+) compute buffer size = +([0-9.]+) Mi
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py),
 # equal to llama.cpp's line, by run name (qwen3 covers qwen3_moe), and those whose is estimated
 REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral", "deepseek", "gemma", "qwen2",
-            "glm4", "stablelm", "exaone4")
+            "glm4", "stablelm", "exaone4", "cohere")
 ESTIMATED = ("lfm2",)
 # the estimate's stated margin (docs/memory.md): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
 MARGIN, SLACK = 0.03, 0.1

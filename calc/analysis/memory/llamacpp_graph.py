@@ -86,12 +86,14 @@ def _shape(block: Block) -> str | None:
     """The layer layouts replayed: a norm and a mixer (llm_build_mamba; Nemotron-H's Mamba2 and attention layers),
     a norm and an MLP (Nemotron-H's), or a norm, a mixer, a norm and an MLP (llm_build_granite_hybrid,
     llm_build_jamba), each sublayer added to the stream; or a mixer and an MLP each normed after, not before
-    (EXAONE 4, src/models/exaone4.cpp:38-103); None for any other: a parallel block (Cohere, GPT-NeoX), post-LN,
+    (EXAONE 4, src/models/exaone4.cpp:38-103); a norm, then a mixer and an MLP both on it, their outputs added to
+    the stream (`_parallel`); None for any other: a parallel block of two norms (GPT-NeoX), post-LN,
     pairs of sublayers or a shortcut (LongCat-Flash), a shared block (Zamba2), hyper-connections (DeepSeek-V4), a
     normed residual (MiniMax)."""
-    if block.shared or block.parallel or block.post_ln or block.pairs != 1 or block.shortcut or block.hyper \
-            or block.normed_residual:
+    if block.shared or block.post_ln or block.pairs != 1 or block.shortcut or block.hyper or block.normed_residual:
         return None
+    if block.parallel:  # attention and MLP on one norm (Cohere: src/models/command-r.cpp, cohere2.cpp)
+        return "parallel" if block.norms == ("attn_in",) and block.attention and block.mlp else None
     inputs = tuple(norm for norm in block.norms if norm not in ("attn_out", "mlp_out"))
     post_only = "mixer+mlp" if _post_norms(block) == (True, True) else None
     layout = {("attn_in",): "mixer", ("mlp_in",): "mlp", ("attn_in", "mlp_in"): "mixer+mlp", (): post_only}.get(inputs)
@@ -113,6 +115,28 @@ def _group(spec: ModelSpec, sublayer: int, d: int, n: int, residual: str) -> dic
     return {} if order is None or sublayer else {"order": order, "renorm": lambda name: _norm(name, d, n, residual)}
 
 
+def _parallel(spec: ModelSpec, g: Graph, block: Block, layer: int, residual: str, last: bool) -> Subgraph | None:
+    """A parallel layer (src/models/cohere2.cpp:51-107): the norm; attention on it; in the last layer the output
+    rows of the attention's output, of the stream and of the norm; the MLP on the norm; its output plus the stream,
+    plus the attention's output, both in place."""
+    d, n, outputs, normed = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens, f"norm0-{layer}"
+    attention = block.attention.graph_nodes(g, layer, normed)
+    if attention is None:
+        return None
+    nodes, out, tokens, rows = _norm(normed, d, n, residual) + attention.nodes, attention.out, n, g
+    if last:
+        nodes += [op("cur_rows", (d, outputs), out, "out_ids"), op("inp_rows", (d, outputs), residual, "out_ids"),
+                  op("ffn_rows", (d, outputs), normed, "out_ids")]
+        out, residual, normed = "cur_rows", "inp_rows", "ffn_rows"
+        tokens, rows = outputs, replace(g, n_tokens=outputs, n_seqs=1)
+    mlp = block.mlp.graph_nodes(rows, layer, normed)
+    if mlp is None:
+        return None
+    nodes += mlp.nodes + [op(f"add0-{layer}", (d, tokens), mlp.out, residual, inplace=True),
+                          op(f"add1-{layer}", (d, tokens), f"add0-{layer}", out, inplace=True)]
+    return Subgraph(nodes, attention.expanded + mlp.expanded, f"add1-{layer}")
+
+
 def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node] | None:
     """The graph's nodes, in its order, where every layer is one of the layouts `_shape` knows and each part states
     its nodes; else None, as for a graph with inputs of its own that this does not build (`llamacpp.deepstack`).
@@ -127,6 +151,14 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
     residual = EMBD if spec.llamacpp.scale_rows else "embd"
     expanded = ["embd", "inp_embd", "mixed_set", residual]  # ggml_build_forward_select's three branches, its result
     for layer, block in enumerate(blocks):
+        if block.parallel:
+            layer_nodes = _parallel(spec, g, block, layer, residual, layer == len(blocks) - 1)
+            if layer_nodes is None:
+                return None
+            nodes += layer_nodes.nodes
+            expanded += layer_nodes.expanded
+            residual = layer_nodes.out
+            continue
         rows, tokens = g, n
         for i, part in enumerate(p for p in (block.attention, block.mlp) if p is not None):
             pre_normed = ("attn_in" if part is block.attention else "mlp_in") in block.norms
