@@ -78,7 +78,7 @@ def _norm(name: str, d: int, n: int, x: str, output: bool = False) -> list[Node]
 
 def _post_norms(block: Block) -> tuple[bool, bool]:
     """Whether each sublayer's output is normed before its add (Gemma 3's attn_post_norm and ffn_post_norm,
-    src/models/gemma3.cpp:150-185)."""
+    src/models/gemma3.cpp:159-188)."""
     return "attn_out" in block.norms, "mlp_out" in block.norms
 
 
@@ -86,7 +86,7 @@ def _shape(block: Block) -> str | None:
     """The layer layouts replayed: a norm and a mixer (llm_build_mamba; Nemotron-H's Mamba2 and attention layers),
     a norm and an MLP (Nemotron-H's), or a norm, a mixer, a norm and an MLP (llm_build_granite_hybrid,
     llm_build_jamba), each sublayer added to the stream; or a mixer and an MLP each normed after, not before
-    (EXAONE 4, src/models/exaone4.cpp:38-103); a norm, then a mixer and an MLP both on it, their outputs added to
+    (EXAONE 4, src/models/exaone4.cpp:107-170); a norm, then a mixer and an MLP both on it, their outputs added to
     the stream (`_parallel`); None for any other: a parallel block of two norms (GPT-NeoX), post-LN,
     pairs of sublayers or a shortcut (LongCat-Flash), a shared block (Zamba2), hyper-connections (DeepSeek-V4), a
     normed residual (MiniMax)."""
@@ -116,7 +116,7 @@ def _group(spec: ModelSpec, sublayer: int, d: int, n: int, residual: str) -> dic
 
 
 def _parallel(spec: ModelSpec, g: Graph, block: Block, layer: int, residual: str, last: bool) -> Subgraph | None:
-    """A parallel layer (src/models/cohere2.cpp:51-107): the norm; attention on it; in the last layer the output
+    """A parallel layer (src/models/cohere2.cpp:69-138): the norm; attention on it; in the last layer the output
     rows of the attention's output, of the stream and of the norm; the MLP on the norm; its output plus the stream,
     plus the attention's output, both in place."""
     d, n, outputs, normed = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens, f"norm0-{layer}"
