@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_llamacpp_conformance_recurrent import (NO_MTP, Run, check_cache_lines, check_gguf_as_model,
-                                                      check_recorded, compute_mib, live_run, recorded_gguf, server_says)
+from tests.test_llamacpp_conformance_recurrent import (COMPUTE, NO_MTP, Run, check_cache_lines, check_gguf_as_model,
+                                                      check_recorded, compute_mib, live_run, matching, recorded_gguf,
+                                                      server_says)
 from tests.tiny_models import tiny_config
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "converted"
@@ -191,6 +192,15 @@ def test_recorded_indexer_compute(name: str, tmp_path: Path) -> None:
     """source: tests/data/llamacpp/converted/NAME.log. The compute buffer of DSA's and MiniMax-M3's indexed layers
     is estimated (checked against the line by test_recorded_gguf_as_model): the line is printed."""
     assert compute_mib(server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args))
+
+
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(("granitemoe", "glm4_moe_lite"))))
+def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
+    """source: tests/data/llamacpp/converted/NAME.log. Granite-MoE's layers (GQA attention, a SwiGLU MoE) and
+    GLM-4.7-Flash's (MLA with RoPE, a SwiGLU MoE) are replayed node by node (calc/analysis/memory/
+    llamacpp_graph.py): the line is llama.cpp's own."""
+    real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
+    assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args)) == real
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))

@@ -37,10 +37,14 @@ LLAMACPP_NO_WINDOW = {"llamacpp": {"sliding_window": False}}
 
 
 def qwen3_vl_build(attention: dict[str, Any]) -> dict[str, Any]:
-    """vLLM's build of Qwen3 or Qwen3-MoE layers: with M-RoPE they are Qwen3-VL's (calc/arch/config.py TEXT_AS),
-    whose decoder layers get_rope with mrope_positions_factor 1, 4 only when video pruning is on
-    (vllm/model_executor/models/qwen3_vl.py mrope_positions_factor, L1818-1825; qwen3_vl_moe.py L77)."""
-    return {"vllm": {"mrope_positions": 1}} if (attention.get("rope") or {}).get("sections") else {}
+    """vLLM's and llama.cpp's build of Qwen3 or Qwen3-MoE layers: with M-RoPE they are Qwen3-VL's
+    (calc/arch/config.py TEXT_AS), whose decoder layers vLLM gives get_rope with mrope_positions_factor 1, 4 only
+    when video pruning is on (vllm/model_executor/models/qwen3_vl.py mrope_positions_factor, L1818-1825;
+    qwen3_vl_moe.py L77), and llama.cpp four positions per token (interleaved M-RoPE: src/llama-model.cpp:3206-3213)
+    and its deepstack inputs (calc/spec/llamacpp.py)."""
+    if not (attention.get("rope") or {}).get("sections"):
+        return {}
+    return {"vllm": {"mrope_positions": 1}, "llamacpp": {"positions_per_token": 4, "deepstack": True}}
 
 
 def norm(kind: str, eps: float, **changes: Any) -> dict[str, Any]:

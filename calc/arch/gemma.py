@@ -50,7 +50,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"), unit_offset=True)  # GemmaRMSNorm: x * (1 + w)
     blocks, layers = kind_stack(_kinds(cfg, model_type), BLOCK_NAMES, lambda kind: _block(cfg, model_type, rms, kind))
     head = {"tied": cfg.bool("tie_word_embeddings"), "softcap": cfg.float("final_logit_softcapping", default=None)}
-    return decoder(cfg, model_type, blocks, layers, rms, head["tied"], embedding={"scale": True}, head=head)
+    llamacpp = {"llamacpp": {"scale_rows": True}} if model_type == "gemma3_text" else {}
+    return decoder(cfg, model_type, blocks, layers, rms, head["tied"], embedding={"scale": True}, head=head, **llamacpp)
 
 
 def _kinds(cfg: Config, model_type: str) -> list[str]:

@@ -287,7 +287,7 @@ def _compute_note(compute: Any) -> str:
     """Whether llama.cpp's compute buffer line is estimated or its allocator replayed over the rebuilt graph."""
     if compute.peak == "replay":
         return ("llama.cpp's compute buffer line is its graph allocator's high-water mark, replayed by gptcalc over "
-                "the worst-case graph it rebuilds node by node (one ubatch against every state): docs/memory.md")
+                "the worst-case graph it rebuilds node by node (one ubatch against the whole cache): docs/memory.md")
     return ("llama.cpp's compute buffer line is gptcalc's estimate of its worst-case graph's peak (one ubatch "
             "against the whole cache): docs/memory.md")
 

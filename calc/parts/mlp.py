@@ -56,15 +56,22 @@ class MLP(Part):
         return 3 * g.per_token(self.d_ff) if self.gated else g.per_token(self.d_ff) + g.per_token(g.d_model)
 
     def graph_nodes(self, g: Graph, layer: int, x: str, at: str = "ffn") -> Subgraph | None:
-        """build_ffn's nodes (src/llama-graph.cpp:1799-1998): a SwiGLU with gate and up separate (as llama.cpp loads
-        them), up, gate, SwiGLU of the two (not in place), down; or an ungated squared ReLU (Nemotron-H), up, ReLU
-        and its square in place, down. None for anything else. The gate and down scales (Falcon-H1's
-        mlp_multipliers) are no node: llama.cpp's converter multiplies them into the weights
-        (conversion/falcon_h1.py:64-67)."""
+        """build_ffn's nodes (src/llama-graph.cpp:1799-1998): a SwiGLU or GeGLU with gate and up separate (as
+        llama.cpp loads them), up, gate, the gated activation of the two (not in place), down; or an ungated
+        squared ReLU (Nemotron-H), up, ReLU and its square in place, down; where gate and up are one tensor in the
+        GGUF (`llamacpp.fused_up`: GLM-4, src/models/glm4.cpp:154-158) their one product and the GLU over it.
+        None for anything else. The gate and
+        down scales (Falcon-H1's mlp_multipliers) are no node: llama.cpp's converter multiplies them into the
+        weights (conversion/falcon_h1.py:64-67)."""
         if self.bias or self.sparsity or self.clamp or self.gate_clamp or self.swiglu_limit \
-                or (self.gated, self.activation) not in ((True, "silu"), (False, "relu2")):
+                or (self.gated, self.activation) not in ((True, "silu"), (True, "gelu"), (True, "gelu_tanh"),
+                                                         (False, "relu2")):
             return None
         at, n, f = f"l{layer}.{at}.", g.seq_tokens() * g.n_seqs, self.d_ff
+        if self.gated and g.build is not None and g.build.fused_up:  # one product of both, the GLU splits it
+            nodes = [op(at + "up", (2 * f, n), x), op(at + "act", (f, n), at + "up"),
+                     op(at + "down", (g.d_model, n), at + "act")]
+            return Subgraph(nodes, [], at + "down")
         if self.gated:
             act = [op(at + "gate", (f, n), x), op(at + "act", (f, n), at + "gate", at + "up")]
         else:

@@ -160,17 +160,17 @@ class MoE(Part):
 
     def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
         """build_moe_ffn's nodes (src/llama-graph.cpp:2044-2405) for softmax or sigmoid routing (both in place on
-        the logits), a selection bias added to a new tensor (the probabilities have a view), SwiGLU experts or
-        ungated squared-ReLU ones (Nemotron-H), without expert biases or groups: the top-k ids (I32) and their
-        probabilities, normalised by their sum (clamped in place) where the model does, scaled where it does (a
-        new tensor: they are a view); the chosen experts' up, gate and SwiGLU, or up, ReLU and square in place, and
-        down (MUL_MAT_ID, {width, top_k, tokens}), weighted in place; the k experts' rows added (the first sum a new
-        tensor: its sources are views); then the shared expert (build_ffn), behind its sigmoid gate where it has
-        one, added in place. None otherwise."""
+        the logits), a selection bias added to a new tensor (the probabilities have a view), DeepSeek-V3's groups
+        (`_groups`), SwiGLU experts or ungated squared-ReLU ones (Nemotron-H), without expert biases: the top-k ids
+        (I32) and their probabilities, normalised by their sum (clamped in place) where the model does, scaled where
+        it does (a new tensor: they are a view); the chosen experts' up, gate and SwiGLU, or up, ReLU and square in
+        place, and down (MUL_MAT_ID, {width, top_k, tokens}), weighted in place; the k experts' rows added (the
+        first sum a new tensor: its sources are views); then the shared expert (build_ffn), behind its sigmoid gate
+        where it has one, added in place. None otherwise."""
         shared = self.shared.graph_nodes(g, layer, x, "shexp") if self.shared else None
         if self.scoring not in ("softmax", "sigmoid") or (self.gated, self.activation) not in (
                 (True, "silu"), (False, "relu2")) or self.expert_bias or self.router_bias or self.score_bias_param \
-                or self.n_group > 1 or self.clamp or self.gate_clamp or self.swiglu_limit \
+                or self.clamp or self.gate_clamp or self.swiglu_limit \
                 or self.hash_vocab or self.router_softcap or self.zero_experts or \
                 self.all_experts or self.top_k < 2 or \
                 (self.shared is not None and shared is None):
@@ -178,10 +178,12 @@ class MoE(Part):
         at, n, e, k, d = f"l{layer}.moe.", g.seq_tokens() * g.n_seqs, self.n_experts, self.top_k, g.d_model
         selection = at + ("biased" if self.score_bias else "probs")
         weights = at + ("norm3" if self.norm_topk else "weights")
+        groups = self._groups(at, selection, n)
         nodes = [op(at + "logits", (e, n), x), op(at + "probs", (e, n), at + "logits", inplace=True),
                  view(at + "probs3", at + "probs"),
-                 *([op(at + "biased", (e, n), at + "probs", inplace=True)] if self.score_bias else []),
-                 op(at + "argsort", (e, n), selection, size=I32), view(at + "topk", at + "argsort"),
+                 *([op(at + "biased", (e, n), at + "probs", inplace=True)] if self.score_bias else []), *groups,
+                 op(at + "argsort", (e, n), groups[-1].name if groups else selection, size=I32),
+                 view(at + "topk", at + "argsort"),
                  op(at + "weights", (1, k, n), at + "probs3", at + "topk")]
         if self.norm_topk:
             nodes += [view(at + "weights2", at + "weights"), op(at + "sum", (1, n), at + "weights2"),
@@ -206,6 +208,24 @@ class MoE(Part):
                                                  inplace=True)]
             out = at + "out"
         return Subgraph(nodes, expanded, out)
+
+    def _groups(self, at: str, selection: str, n: int) -> list[Node]:
+        """DeepSeek-V3's group-limited choice as llama.cpp builds it (src/llama-graph.cpp:2132-2154), whatever the
+        group score: each group's best two scores (argsort, I32, then the rows gathered) summed, the best
+        topk_group groups (argsort), their scores gathered and set into a copy of the scores filled with -inf
+        (ggml_fill: a new tensor, as its source is a view; set_rows writes into it); nothing without groups."""
+        if self.n_group == 1:
+            return []
+        g, per, used = self.n_group, self.n_experts // self.n_group, self.topk_group
+        return [view(at + "groups", selection), op(at + "g_argsort", (per, g, n), at + "groups", size=I32),
+                view(at + "g_top2", at + "g_argsort"), view(at + "groups4", selection),
+                op(at + "g_rows", (1, 2, g, n), at + "groups4", at + "g_top2"), view(at + "g_rows3", at + "g_rows"),
+                op(at + "g_sum", (1, g, n), at + "g_rows3"), view(at + "g_sum2", at + "g_sum"),
+                op(at + "g_order", (g, n), at + "g_sum2", size=I32), view(at + "g_used", at + "g_order"),
+                op(at + "g_kept", (per, used, n), at + "groups", at + "g_used"),
+                op(at + "g_fill", (per, g, n), at + "groups", inplace=True),
+                Node(at + "g_set", 0, (at + "g_fill", at + "g_kept", at + "g_used"), view_of=at + "g_fill"),
+                view(at + "g_masked", at + "g_fill", at + "g_set")]
 
     def _shared_gate(self, at: str, shared: str, d: int, n: int, x: str) -> list[Node]:
         """Qwen2-MoE's gate on the shared expert's output (src/models/qwen3next.cpp:597-606): x's one score per

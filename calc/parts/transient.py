@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from calc.spec.llamacpp import LlamaCppBuild
 
-__all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "V_IDXS", "Graph", "Node", "Subgraph",
+__all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "SWA_INPUTS", "V_IDXS", "Graph", "Node", "Subgraph",
            "attention_scores", "op", "store", "tensor", "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
@@ -45,6 +45,7 @@ class Graph:
     swa_cells: int  # the sliding-window cache's, where there is one (else the full one's)
     build: LlamaCppBuild | None = None  # how llama.cpp builds the graph (spec.llamacpp), for the replay's nodes
     k_size: int | None = None  # the K cache's bytes per element where its type is a float one (f32, f16, bf16)
+    swa_cache: bool = False  # a sliding-window cache of its own, with its own graph inputs (llama_kv_cache_iswa)
 
     def seq_tokens(self) -> int:
         """Tokens per sequence: graph_reserve rounds n_tokens up to a multiple of n_seqs, keeping n_tokens
@@ -97,6 +98,8 @@ class Subgraph:
 
 # the graph inputs of the (full) KV cache and the positions (src/llama-graph.cpp build_attn_inp_kv, build_inp_pos)
 MASK, K_IDXS, V_IDXS, POS = "kq_mask", "k_idxs", "v_idxs", "inp_pos"
+# the sliding-window cache's own (build_attn_inp_kv_iswa, src/llama-graph.cpp:3500-3530)
+SWA_INPUTS = {MASK: "kq_mask_swa", K_IDXS: "k_idxs_swa", V_IDXS: "v_idxs_swa"}
 
 
 def op(name: str, shape: tuple[int, ...], *srcs: str, inplace: bool = False, size: int = F32) -> Node:

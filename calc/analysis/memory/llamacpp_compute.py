@@ -17,10 +17,11 @@ nor the allocator's exact holes): it sums the tensors alive where the peak lies,
 padded to the CPU buffer's 32 bytes:
 
 - inputs, allocated first and alive through the layers (src/llama-graph.cpp:29-46 and 2413-2430,
-  src/llama-kv-cache.cpp:1439-1465): token ids, positions and output ids (I32 per token), the
-  embedding input (n_embd per token), per KV cache one mask of n_kv x n_tokens (F16 with flash
-  attention, F32 without) and the K and V store indices (I64 per token; V's per token and V element
-  when V is stored transposed, i.e. without flash attention);
+  src/llama-kv-cache.cpp:1439-1465): token ids, positions and output ids (I32 per token; 4 positions
+  per token under M-RoPE, `llamacpp.positions_per_token`), the embedding input (n_embd per token),
+  per KV cache one mask of n_kv x n_tokens (F16 with flash attention, F32 without) and the K and V
+  store indices (I64 per token; V's per token and V element when V is stored transposed, i.e. without
+  flash attention);
 - four n_embd-wide tensors of the residual stream: a layer's input, its norm, the sublayer's output
   and their sum (at the head: the last layer's output, the final norm and the hidden states, kept as
   a graph output);
@@ -35,17 +36,23 @@ padded to the CPU buffer's 32 bytes:
   attention, Mamba2 beside attention in Falcon-H1's layers, gated DeltaNet, KDA, DeepSeek-V4's compressed
   attention...) leaves the model without a line.
 
-A model of Mamba or Mamba2 layers, alone (llama.cpp's mamba, mamba2) or beside attention and MLP / MoE layers
-(Jamba, Bamba, Granite-4.0-H, Nemotron-H), is not estimated but replayed: its peak is set by where ggml's
+A model whose every layer's parts state their nodes is not estimated but replayed: its graph is built node by
+node (calc/analysis/memory/llamacpp_graph.py) and the allocator replayed over it (calc/analysis/memory/
+ggml_alloc.py), llama.cpp's own figure. That covers Mamba and Mamba2 layers, alone (llama.cpp's mamba, mamba2) or
+beside attention and MLP / MoE layers (Jamba, Bamba, Granite-4.0-H, Nemotron-H), whose peak is set by where ggml's
 best-fit allocator places the scan's output against the freed conv window, which a sum of live tensors misses by
-up to 15 %, so its graph is built node by node (calc/analysis/memory/llamacpp_graph.py) and the allocator
-replayed over it (calc/analysis/memory/ggml_alloc.py): llama.cpp's own figure.
+up to 15 %; and the plain transformer stacks of GQA attention (RoPE or none, QK-norms, biases, sliding windows)
+and a SwiGLU or GeGLU MLP or MoE (Llama, Mistral, Mixtral, Qwen2 / 3 and their MoE, Granite, OLMo, OLMo-2 / 3,
+OLMoE, SmolLM3, GLM-4, StableLM, EXAONE 4, Gemma, Gemma 3, Cohere...), post-norms with or without pre-norms,
+parallel layers on one norm, and DeepSeek-V2 / V3's MLA with its grouped MoE. The rest (attention sinks or
+soft-capping, parallel blocks of two norms, fused QKV, DSA's indexer, AltUp, Qwen3-VL's deepstack inputs...) keep
+the estimate.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
 estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/
 gemma3n_text-swa.log).
 
-On 32 runs of a real llama.cpp CPU build (dense, SWA, MoE, MLA, LFM2; -fa on and off, -np, -ub) this
+On the estimated runs of a real llama.cpp CPU build (LFM2; -fa on and off, -np, -ub) this
 is within 3 % or 0.1 MiB of its line (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py), and
 within 1.1 % on 5 of MiniMax-01's (tests/data/llamacpp/recurrent/minimax_01-*) and 2.4 % on 7 of
 DeepSeek-V3.2's and GLM-5's DSA (tests/data/llamacpp/converted/deepseek_v32-*, glm_moe_dsa-*) and 0.4 % on
@@ -58,7 +65,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calc.analysis.memory.ggml_alloc import high_water
-from calc.analysis.memory.llamacpp_graph import recurrent_stack
+from calc.analysis.memory.llamacpp_graph import layer_stack
 from calc.parts.transient import I32, I64, Graph, tensor
 from calc.spec.model import ModelSpec
 
@@ -111,13 +118,15 @@ def compute_buffer(spec: ModelSpec, caches: list[CacheInputs], n_tokens: int, n_
     the K cache's bytes per element where its type is a float one (None: a quantised one). None where a layer's
     mixer or MLP does not state its transient tensors (calc/parts/transient.py)."""
     cells = [cache.cells for cache in caches] or [0]
-    graph = Graph(spec.d_model, n_tokens, n_seqs, streams, flash_attn, cells[0], cells[-1], spec.llamacpp, k_size)
+    graph = Graph(spec.d_model, n_tokens, n_seqs, streams, flash_attn, cells[0], cells[-1], spec.llamacpp, k_size,
+                  swa_cache=len(caches) > 1)
     logits = tensor(spec.vocab_size * n_tokens)
-    nodes = recurrent_stack(spec, graph, caches)
+    nodes = layer_stack(spec, graph, caches)
     if nodes is not None:  # replayed node by node: llama.cpp's own figure, where the graph is its
         leaves = sum(node.bytes for node in nodes if node.leaf)
         return Compute(device, high_water(nodes), "replay", leaves, 0, 0, logits)
-    inputs = 3 * tensor(n_tokens, I32) + tensor(spec.d_model * n_tokens)  # tokens, positions, output ids; the embd input
+    positions = tensor(n_tokens * spec.llamacpp.positions_per_token, I32)
+    inputs = 2 * tensor(n_tokens, I32) + positions + tensor(spec.d_model * n_tokens)  # tokens, output ids, embd input
     inputs += sum(cache.bytes(n_tokens) for cache in caches)
     widest = 0
     for block in (spec.blocks[name] for name in spec.layer_counts()):

