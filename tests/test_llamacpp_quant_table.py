@@ -28,7 +28,7 @@ from tests.test_llamacpp_conformance import (KQUANT, completion_log, cpu_build_s
                                              llamacpp_binary)
 from tests.test_llamacpp_conformance_converted import RUNS as CONVERTED_RUNS
 from tests.test_llamacpp_conformance_recurrent import RUNS as RECURRENT
-from tests.test_llamacpp_conformance_recurrent import NO_MTP, Run, llamacpp_source
+from tests.test_llamacpp_conformance_recurrent import NO_MTP, QWEN3_NEXT, Run, llamacpp_source
 from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
@@ -76,8 +76,12 @@ CONVERTED = {
     # (ggml-cpu/ops.cpp:6231) generating
     "qwen3_5-q4_k_m": Run("qwen3_5_text", QWEN3_5_ROPE, [], NO_MTP),
     "qwen3_5_moe-q4_k_m": Run("qwen3_5_moe_text", QWEN3_5_ROPE, [], NO_MTP),
+    # rows of whole k-quant super-blocks: Q3_K_M's attn_v rule over the DeltaNet's attn_qkv and the attention's attn_v
+    "qwen3_next-q3_k_m": Run("qwen3_next", {**QWEN3_NEXT, **KQUANT, "moe_intermediate_size": 256,
+                                            "shared_expert_intermediate_size": 256, "linear_key_head_dim": 64,
+                                            "linear_value_head_dim": 64}, [], NO_MTP),
 }
-MIX = {"qwen3_moe-q3_k_m": "q3_k_m", "qwen2_moe-iq4_xs": "iq4_xs", "gpt2-q8_0": "q8_0"}  # q4_k_m otherwise
+MIX = {"qwen3_moe-q3_k_m": "q3_k_m", "qwen3_next-q3_k_m": "q3_k_m", "qwen2_moe-iq4_xs": "iq4_xs", "gpt2-q8_0": "q8_0"}  # q4_k_m otherwise
 # name: (model_type, config changes, mix, llama.cpp options). Rows of whole k-quant super-blocks (KQUANT).
 QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "llama-q4_k_m": ("llama", KQUANT, "q4_k_m", ["-c", "1024"]),
