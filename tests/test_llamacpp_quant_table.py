@@ -28,13 +28,15 @@ from tests.test_llamacpp_conformance import (KQUANT, completion_log, cpu_build_s
                                              llamacpp_binary)
 from tests.test_llamacpp_conformance_converted import RUNS as CONVERTED_RUNS
 from tests.test_llamacpp_conformance_recurrent import RUNS as RECURRENT
-from tests.test_llamacpp_conformance_recurrent import Run, llamacpp_source
+from tests.test_llamacpp_conformance_recurrent import NO_MTP, QWEN3_NEXT, Run, llamacpp_source
 from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
 from tests.gguf_files import write_gguf  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "quantized"
+QWEN3_5_ROPE = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0,
+                                    "mrope_section": [2, 1, 1], "mrope_interleaved": True}}
 GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
 # Runs whose F16 GGUF llama.cpp's own converter makes (--llamacpp-src TREE), since its class transforms tensors the
 # plain writer (tests/gguf_files.py write_gguf) keeps: the run -> the run of the recurrent or converted suite whose
@@ -67,8 +69,19 @@ CONVERTED = {
     "lfm2_moe-q4_k_m": RECURRENT["lfm2_moe-np4"],
     "granitemoehybrid-q4_k_m": RECURRENT["granitemoehybrid-np4"],
     "nemotron_h-q4_k_m": RECURRENT["nemotron_h-np4"],
+    # gated DeltaNet beside gated attention: Qwen3-Next (MoE), Qwen3.5 dense and MoE
+    "qwen3_next-q4_k_m": RECURRENT["qwen3_next-np4"],
+    # Qwen3.5's M-RoPE sections fitted to the tiny heads (all 8 dimensions rotated, sections of 4 pairs): the
+    # converter's default [11, 11, 10] (conversion/qwen.py:637-650) trips ggml's GGML_ASSERT(sect_dims <= ne0)
+    # (ggml-cpu/ops.cpp:6231) generating
+    "qwen3_5-q4_k_m": Run("qwen3_5_text", QWEN3_5_ROPE, [], NO_MTP),
+    "qwen3_5_moe-q4_k_m": Run("qwen3_5_moe_text", QWEN3_5_ROPE, [], NO_MTP),
+    # rows of whole k-quant super-blocks: Q3_K_M's attn_v rule over the DeltaNet's attn_qkv and the attention's attn_v
+    "qwen3_next-q3_k_m": Run("qwen3_next", {**QWEN3_NEXT, **KQUANT, "moe_intermediate_size": 256,
+                                            "shared_expert_intermediate_size": 256, "linear_key_head_dim": 64,
+                                            "linear_value_head_dim": 64}, [], NO_MTP),
 }
-MIX = {"qwen3_moe-q3_k_m": "q3_k_m", "qwen2_moe-iq4_xs": "iq4_xs", "gpt2-q8_0": "q8_0"}  # q4_k_m otherwise
+MIX = {"qwen3_moe-q3_k_m": "q3_k_m", "qwen3_next-q3_k_m": "q3_k_m", "qwen2_moe-iq4_xs": "iq4_xs", "gpt2-q8_0": "q8_0"}  # q4_k_m otherwise
 # name: (model_type, config changes, mix, llama.cpp options). Rows of whole k-quant super-blocks (KQUANT).
 QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "llama-q4_k_m": ("llama", KQUANT, "q4_k_m", ["-c", "1024"]),
@@ -156,8 +169,8 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
 
 
 @pytest.mark.parametrize("model, quant, note", [
-    # Qwen3.5's gated-DeltaNet tensors have no llama.cpp name in gptcalc's table: no guess, the .gguf is asked for
-    ("tests/configs/model_types/qwen3_5.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
+    # Kimi-Linear's KDA tensors have no llama.cpp name in gptcalc's table: no guess, the .gguf is asked for
+    ("tests/configs/model_types/kimi_linear.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
     ("qwen2.5-14b", [], "or a llama-quantize mix with --quant"),  # bf16 weights: no GGUF mix, no table
 ])
 def test_no_model_buffers_says_why(model: str, quant: list[str], note: str) -> None:

@@ -51,7 +51,7 @@ VLLM = {"qwen3_5_text": QWEN3_5, "qwen3_5_moe_text": QWEN3_5}
 # expanded first, the output rows taken after the final norm (embeddings_nextn_masked is false by default,
 # src/llama-context.cpp:122; src/models/qwen3next.cpp:203-211); Qwen3-Next's fused beta / alpha projection and
 # its q and k repeated to the value heads; Qwen3.5's interleaved M-RoPE, 4 positions per token
-LLAMACPP = {"ollama_linear_table": True, "expand_norm": True, "rows_after_norm": True}
+LLAMACPP = {"ollama_linear_table": True, "gate_in_q": True, "expand_norm": True, "rows_after_norm": True}
 LLAMACPP_BY_TYPE = {"qwen3_next": {**LLAMACPP, "deltanet_ba_fused": True, "deltanet_repeat_qk": True},
                     "qwen3_5_text": {**LLAMACPP, "positions_per_token": 4},
                     "qwen3_5_moe_text": {**LLAMACPP, "positions_per_token": 4}}

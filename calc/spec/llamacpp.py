@@ -67,6 +67,9 @@ class LlamaCppBuild(Part):
     # src/models/qwen35.cpp:92-101), and q and k repeated to the value heads before the fused delta-net op where
     # there are fewer key heads (qwen3next.cpp:183-201; Qwen3.5 not with the fused op, qwen35.cpp:171)
     deltanet_ba_fused: bool = False
+    # The attention's output gate is stored in attn_q with the queries (each head's queries, then its gate: the Hub's
+    # q_proj as it is, conversion/qwen.py Qwen3NextModel), one tensor to llama-quantize: Qwen3-Next, Qwen3.5
+    gate_in_q: bool = False
     deltanet_repeat_qk: bool = False
     # The positions llama.cpp's graph takes per token: 4 where its rope type for the architecture is M-RoPE or
     # interleaved M-RoPE (src/llama-hparams.cpp:285-288; qwen35 and qwen35moe: src/llama-model.cpp:3206-3213),

