@@ -48,6 +48,9 @@ DEEPSEEK = {"hidden_size": 256, "intermediate_size": 1024, "moe_intermediate_siz
 # an OLMoE with 8 experts of 512 (2 active); as many KV heads as heads: llama.cpp's olmoe norms K over n_embd
 OLMOE = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8, "num_key_value_heads": 8,
          "num_experts": 8}
+# a gpt-oss with 8 experts of 512 (2 active; its intermediate_size is the experts' width), window 64
+GPT_OSS = {"hidden_size": 256, "intermediate_size": 512, "num_local_experts": 8, "num_attention_heads": 8,
+           "num_key_value_heads": 2, "head_dim": 32, "sliding_window": 64}
 # LFM2 as published (LiquidAI/LFM2-1.2B config.json: conv_bias false): llama.cpp's lfm2 loads no conv biases
 LFM2 = {"conv_bias": False}
 C512, FA_OFF, NP2 = ["-c", "512"], ["-c", "2048", "-fa", "off"], ["-c", "4096", "-np", "2", "-ub", "256"]
@@ -98,6 +101,16 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "gemma3-swa-np2-ub256": ("gemma3_text", GEMMA6, ["-c", "4096", "-np", "2", "-ub", "256"]),
     # -ub above n_batch (2048): llama.cpp runs ubatches of 2048, and its SWA cache holds n_swa + 2048 cells
     "gemma3-swa-ub4096": ("gemma3_text", GEMMA6, ["-c", "4096", "-ub", "4096"]),
+    # attention and final logits soft-capped (src/models/gemma2.cpp:108-112, 166-169)
+    "gemma2-swa": ("gemma2", {}, ["-c", "4096"]),
+    "gemma2-swa-fa-off": ("gemma2", {}, ["-c", "4096", "-fa", "off"]),
+    "gemma2-swa-np2-ub256": ("gemma2", {}, ["-c", "4096", "-np", "2", "-ub", "256"]),
+    **ffn_runs("gemma2", {**FFN, "sliding_window": 64}),
+    # attention sinks, biased experts (src/models/openai-moe.cpp)
+    "gpt_oss-swa": ("gpt_oss", {}, ["-c", "4096"]),
+    "gpt_oss-swa-fa-off": ("gpt_oss", {}, ["-c", "4096", "-fa", "off"]),
+    "gpt_oss-swa-np2-ub256": ("gpt_oss", {}, ["-c", "8192", "-np", "2", "-ub", "256"]),
+    **ffn_runs("gpt_oss", GPT_OSS),
     "qwen3_moe-c2048": ("qwen3_moe", {}, ["-c", "2048"]),
     "qwen3_moe-c2048-fa-off": ("qwen3_moe", {}, ["-c", "2048", "-fa", "off"]),
     "qwen3_moeffn-c512": ("qwen3_moe", MOE, ["-c", "512"]),
@@ -129,7 +142,7 @@ COMPUTE = re.compile(r"sched_reserve: +(\S+) compute buffer size = +([0-9.]+) Mi
 # equal to llama.cpp's line, by run name (qwen3 covers qwen3_moe), and those whose is estimated
 REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral", "deepseek", "gemma", "qwen2",
             "glm4", "stablelm", "exaone4", "cohere")
-ESTIMATED = ("lfm2",)
+ESTIMATED = ("lfm2", "gpt_oss")
 # the estimate's stated margin (docs/memory.md): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
 MARGIN, SLACK = 0.03, 0.1
 
