@@ -106,7 +106,7 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "gemma2-swa-fa-off": ("gemma2", {}, ["-c", "4096", "-fa", "off"]),
     "gemma2-swa-np2-ub256": ("gemma2", {}, ["-c", "4096", "-np", "2", "-ub", "256"]),
     **ffn_runs("gemma2", {**FFN, "sliding_window": 64}),
-    # attention sinks, biased experts (src/models/openai-moe.cpp)
+    # attention sinks, router and expert biases, the soft max over the chosen experts (src/models/openai-moe.cpp)
     "gpt_oss-swa": ("gpt_oss", {}, ["-c", "4096"]),
     "gpt_oss-swa-fa-off": ("gpt_oss", {}, ["-c", "4096", "-fa", "off"]),
     "gpt_oss-swa-np2-ub256": ("gpt_oss", {}, ["-c", "8192", "-np", "2", "-ub", "256"]),
@@ -141,8 +141,8 @@ COMPUTE = re.compile(r"sched_reserve: +(\S+) compute buffer size = +([0-9.]+) Mi
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py),
 # equal to llama.cpp's line, by run name (qwen3 covers qwen3_moe), and those whose is estimated
 REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral", "deepseek", "gemma", "qwen2",
-            "glm4", "stablelm", "exaone4", "cohere")
-ESTIMATED = ("lfm2", "gpt_oss")
+            "glm4", "stablelm", "exaone4", "cohere", "gpt_oss")
+ESTIMATED = ("lfm2",)
 # the estimate's stated margin (docs/memory.md): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
 MARGIN, SLACK = 0.03, 0.1
 
