@@ -26,7 +26,7 @@ from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
 from tests.gguf_files import write_gguf  # noqa: E402
-from tests.test_llamacpp_conformance import completion_log, cpu_build_says, llamacpp_binary  # noqa: E402
+from tests.test_llamacpp_conformance import completion_log, cpu_build_says, gptcalc_options, llamacpp_binary  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "compute"
 # weights of types no CPU build repacks (calc/analysis/memory/llamacpp_devices.py REPACKED), so that its model
@@ -275,3 +275,21 @@ def test_layouts_not_built_are_not_replayed(change: dict[str, Any]) -> None:
     graph = Graph(spec.d_model, 512, 1, 1, True, 4096, 4096, spec.llamacpp, 2)
     caches = [CacheInputs(4096, 2, 0)]
     assert layer_stack(spec, graph, caches) is not None and layer_stack(changed, graph, caches) is None
+
+
+# source: the allocator's own size for each recorded run, ggml_gallocr_get_buffer_size after ggml_gallocr_reserve_n
+# (an LD_PRELOAD wrapper around it, same build and GGUF as the recorded log): the MiB lines round these
+ALLOCATOR_BYTES = {"gemma2-swa": 5_402_624, "gemma2-swa-fa-off": 43_995_136, "gemma2-swa-np2-ub256": 1_521_664,
+                   "gemma2ffn-c512": 16_281_600, "gemma2ffn-c2048-fa-off": 42_487_808, "gpt_oss-swa": 5_402_624,
+                   "gpt_oss-swa-fa-off": 43_995_136, "gpt_oss-swa-np2-ub256": 2_570_240,
+                   "gpt_ossffn-c512": 9_990_144, "gpt_ossffn-c2048-fa-off": 42_487_808}
+
+
+@pytest.mark.parametrize("name", sorted(ALLOCATOR_BYTES))
+def test_soft_capped_and_sink_runs_to_the_byte(name: str, tmp_path: Path) -> None:
+    """Gemma 2 (soft-capped attention and logits) and gpt-oss (sinks, biased experts): the replay gives the
+    allocator's size to the byte, not only its MiB line."""
+    result = CliRunner().invoke(main, ["memory", str(gguf_of(name, tmp_path)), "--engine", "llamacpp", "--cpu-only",
+                                       "--cpu-isa", "avx512", "--json", *gptcalc_options(RUNS[name][2])])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["llamacpp_compute"]["bytes"] == ALLOCATOR_BYTES[name]
