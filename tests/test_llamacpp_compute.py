@@ -26,7 +26,7 @@ from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
 from tests.gguf_files import write_gguf  # noqa: E402
-from tests.test_llamacpp_conformance import completion_log, cpu_build_says, llamacpp_binary  # noqa: E402
+from tests.test_llamacpp_conformance import completion_log, cpu_build_says, gptcalc_options, llamacpp_binary  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "compute"
 # weights of types no CPU build repacks (calc/analysis/memory/llamacpp_devices.py REPACKED), so that its model
@@ -48,6 +48,9 @@ DEEPSEEK = {"hidden_size": 256, "intermediate_size": 1024, "moe_intermediate_siz
 # an OLMoE with 8 experts of 512 (2 active); as many KV heads as heads: llama.cpp's olmoe norms K over n_embd
 OLMOE = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8, "num_key_value_heads": 8,
          "num_experts": 8}
+# a gpt-oss with 8 experts of 512 (2 active; its intermediate_size is the experts' width), window 64
+GPT_OSS = {"hidden_size": 256, "intermediate_size": 512, "num_local_experts": 8, "num_attention_heads": 8,
+           "num_key_value_heads": 2, "head_dim": 32, "sliding_window": 64}
 # LFM2 as published (LiquidAI/LFM2-1.2B config.json: conv_bias false): llama.cpp's lfm2 loads no conv biases
 LFM2 = {"conv_bias": False}
 C512, FA_OFF, NP2 = ["-c", "512"], ["-c", "2048", "-fa", "off"], ["-c", "4096", "-np", "2", "-ub", "256"]
@@ -98,6 +101,16 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "gemma3-swa-np2-ub256": ("gemma3_text", GEMMA6, ["-c", "4096", "-np", "2", "-ub", "256"]),
     # -ub above n_batch (2048): llama.cpp runs ubatches of 2048, and its SWA cache holds n_swa + 2048 cells
     "gemma3-swa-ub4096": ("gemma3_text", GEMMA6, ["-c", "4096", "-ub", "4096"]),
+    # attention and final logits soft-capped (src/models/gemma2.cpp:108-112, 166-169)
+    "gemma2-swa": ("gemma2", {}, ["-c", "4096"]),
+    "gemma2-swa-fa-off": ("gemma2", {}, ["-c", "4096", "-fa", "off"]),
+    "gemma2-swa-np2-ub256": ("gemma2", {}, ["-c", "4096", "-np", "2", "-ub", "256"]),
+    **ffn_runs("gemma2", {**FFN, "sliding_window": 64}),
+    # attention sinks, router and expert biases, the soft max over the chosen experts (src/models/openai-moe.cpp)
+    "gpt_oss-swa": ("gpt_oss", {}, ["-c", "4096"]),
+    "gpt_oss-swa-fa-off": ("gpt_oss", {}, ["-c", "4096", "-fa", "off"]),
+    "gpt_oss-swa-np2-ub256": ("gpt_oss", {}, ["-c", "8192", "-np", "2", "-ub", "256"]),
+    **ffn_runs("gpt_oss", GPT_OSS),
     "qwen3_moe-c2048": ("qwen3_moe", {}, ["-c", "2048"]),
     "qwen3_moe-c2048-fa-off": ("qwen3_moe", {}, ["-c", "2048", "-fa", "off"]),
     "qwen3_moeffn-c512": ("qwen3_moe", MOE, ["-c", "512"]),
@@ -128,7 +141,7 @@ COMPUTE = re.compile(r"sched_reserve: +(\S+) compute buffer size = +([0-9.]+) Mi
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py),
 # equal to llama.cpp's line, by run name (qwen3 covers qwen3_moe), and those whose is estimated
 REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral", "deepseek", "gemma", "qwen2",
-            "glm4", "stablelm", "exaone4", "cohere")
+            "glm4", "stablelm", "exaone4", "cohere", "gpt_oss")
 ESTIMATED = ("lfm2",)
 # the estimate's stated margin (docs/memory.md): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
 MARGIN, SLACK = 0.03, 0.1
@@ -262,3 +275,21 @@ def test_layouts_not_built_are_not_replayed(change: dict[str, Any]) -> None:
     graph = Graph(spec.d_model, 512, 1, 1, True, 4096, 4096, spec.llamacpp, 2)
     caches = [CacheInputs(4096, 2, 0)]
     assert layer_stack(spec, graph, caches) is not None and layer_stack(changed, graph, caches) is None
+
+
+# source: the allocator's own size for each recorded run, ggml_gallocr_get_buffer_size after ggml_gallocr_reserve_n
+# (an LD_PRELOAD wrapper around it, same build and GGUF as the recorded log): the MiB lines round these
+ALLOCATOR_BYTES = {"gemma2-swa": 5_402_624, "gemma2-swa-fa-off": 43_995_136, "gemma2-swa-np2-ub256": 1_521_664,
+                   "gemma2ffn-c512": 16_281_600, "gemma2ffn-c2048-fa-off": 42_487_808, "gpt_oss-swa": 5_402_624,
+                   "gpt_oss-swa-fa-off": 43_995_136, "gpt_oss-swa-np2-ub256": 2_570_240,
+                   "gpt_ossffn-c512": 9_990_144, "gpt_ossffn-c2048-fa-off": 42_487_808}
+
+
+@pytest.mark.parametrize("name", sorted(ALLOCATOR_BYTES))
+def test_soft_capped_and_sink_runs_to_the_byte(name: str, tmp_path: Path) -> None:
+    """Gemma 2 (soft-capped attention and logits) and gpt-oss (sinks, biased experts): the replay gives the
+    allocator's size to the byte, not only its MiB line."""
+    result = CliRunner().invoke(main, ["memory", str(gguf_of(name, tmp_path)), "--engine", "llamacpp", "--cpu-only",
+                                       "--cpu-isa", "avx512", "--json", *gptcalc_options(RUNS[name][2])])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["llamacpp_compute"]["bytes"] == ALLOCATOR_BYTES[name]

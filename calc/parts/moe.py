@@ -160,8 +160,10 @@ class MoE(Part):
 
     def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
         """build_moe_ffn's nodes (src/llama-graph.cpp:2044-2405) for softmax or sigmoid routing (both in place on
-        the logits), a selection bias added to a new tensor (the probabilities have a view), DeepSeek-V3's groups
-        (`_groups`), SwiGLU experts or ungated squared-ReLU ones (Nemotron-H), without expert biases: the top-k ids
+        the logits, after the router's bias, added in place, where it has one), or gpt-oss's soft max over the chosen
+        experts' logits (spec.llamacpp.softmax_weight: in place on their rows), a selection bias added to a new
+        tensor (the probabilities have a view), DeepSeek-V3's groups (`_groups`), SwiGLU experts (biased or not:
+        `_biased`) or ungated squared-ReLU ones (Nemotron-H): the top-k ids
         (I32) and their probabilities, normalised by their sum (clamped in place) where the model does, scaled where
         it does (a new tensor: they are a view); the chosen experts' up, gate and SwiGLU, or up, ReLU and square in
         place, and down (MUL_MAT_ID, {width, top_k, tokens}), weighted in place; the k experts' rows added (the
@@ -169,23 +171,34 @@ class MoE(Part):
         where it has one, added in place. None otherwise."""
         shared = self.shared.graph_nodes(g, layer, x, "shexp") if self.shared else None
         if self.scoring not in ("softmax", "sigmoid") or (self.gated, self.activation) not in (
-                (True, "silu"), (False, "relu2")) or self.expert_bias or self.router_bias or self.score_bias_param \
-                or self.clamp or self.gate_clamp or self.swiglu_limit \
+                (True, "silu"), (False, "relu2")) or self.score_bias_param \
+                or self.clamp or self.gate_clamp \
                 or self.hash_vocab or self.router_softcap or self.zero_experts or \
                 self.all_experts or self.top_k < 2 or \
                 (self.shared is not None and shared is None):
             return None
         at, n, e, k, d = f"l{layer}.moe.", g.seq_tokens() * g.n_seqs, self.n_experts, self.top_k, g.d_model
-        selection = at + ("biased" if self.score_bias else "probs")
-        weights = at + ("norm3" if self.norm_topk else "weights")
+        # the soft max over the chosen experts' logits, not all: their weights so sum to 1 (llama.cpp's norm_w is
+        # false, src/models/openai-moe.cpp:139), where the spec says the same as norm_topk
+        after = bool(g.build and g.build.softmax_weight)
+        if after and (self.score_bias or self.n_group > 1 or self.scoring != "softmax"):
+            return None
+        scores = [op(at + "logits_b", (e, n), at + "logits", inplace=True)] if self.router_bias else []
+        probs = scores[-1].name if scores else at + "logits"
+        scores += [] if after else [op(at + "probs", (e, n), probs, inplace=True)]
+        probs = scores[-1].name if scores else probs
+        selection = at + "biased" if self.score_bias else probs
+        weights = at + ("weights3" if after else "norm3" if self.norm_topk else "weights")
         groups = self._groups(at, selection, n)
-        nodes = [op(at + "logits", (e, n), x), op(at + "probs", (e, n), at + "logits", inplace=True),
-                 view(at + "probs3", at + "probs"),
-                 *([op(at + "biased", (e, n), at + "probs", inplace=True)] if self.score_bias else []), *groups,
+        nodes = [op(at + "logits", (e, n), x), *scores, view(at + "probs3", probs),
+                 *([op(at + "biased", (e, n), probs, inplace=True)] if self.score_bias else []), *groups,
                  op(at + "argsort", (e, n), groups[-1].name if groups else selection, size=I32),
                  view(at + "topk", at + "argsort"),
                  op(at + "weights", (1, k, n), at + "probs3", at + "topk")]
-        if self.norm_topk:
+        if after:
+            nodes += [view(at + "weights2", at + "weights"),
+                      op(at + "softmax", (k, n), at + "weights2", inplace=True), view(at + "weights3", at + "softmax")]
+        if self.norm_topk and not after:
             nodes += [view(at + "weights2", at + "weights"), op(at + "sum", (1, n), at + "weights2"),
                       op(at + "clamp", (1, n), at + "sum", inplace=True),
                       op(at + "div", (k, n), at + "weights2", at + "clamp", inplace=True),
@@ -193,9 +206,9 @@ class MoE(Part):
         if self.routed_scale != 1.0:  # expert_weights_scale: in place where the weights are a whole tensor
             nodes.append(op(at + "scaled", (1, k, n), weights, inplace=True))
             weights = at + "scaled"
-        nodes += [view(at + "x3", x), op(at + "up", (self.d_ff, k, n), at + "x3", at + "topk"), *self._act(at, k, n),
-                  op(at + "down", (d, k, n), at + "act", at + "topk"),
-                  op(at + "weighted", (d, k, n), at + "down", weights, inplace=True)]
+        down = self._biased(at, "down", (d, k, n), at + "act")
+        nodes += [view(at + "x3", x), *self._biased(at, "up", (self.d_ff, k, n), at + "x3"), *self._act(at, k, n),
+                  *down, op(at + "weighted", (d, k, n), down[-1].name, weights, inplace=True)]
         rows = [view(f"{at}row{i}", at + "weighted") for i in range(k)]
         sums = [op(f"{at}sum{i}", (d, n), f"{at}sum{i - 1}" if i > 1 else rows[0].name, rows[i].name, inplace=True)
                 for i in range(1, k)]
@@ -235,12 +248,22 @@ class MoE(Part):
         return [op(at + "shgate", (1, n), x), op(at + "shgate_sig", (1, n), at + "shgate", inplace=True),
                 op(at + "shexp_gated", (d, n), shared, at + "shgate_sig", inplace=True)]
 
+    def _biased(self, at: str, name: str, shape: tuple[int, ...], x: str) -> list[Node]:
+        """The chosen experts' product (MUL_MAT_ID) and, where they have biases (gpt-oss), the chosen experts'
+        bias added in place (ggml_add_id, src/llama-graph.cpp:2249, 2265, 2367)."""
+        product = op(at + name, shape, x, at + "topk")
+        return [product, op(at + name + "_b", shape, product.name, at + "topk", inplace=True)] if self.expert_bias \
+            else [product]
+
     def _act(self, at: str, k: int, n: int) -> list[Node]:
-        """The experts' activation: the gate's product and its SwiGLU with up, or up's ReLU squared, in place."""
-        shape = (self.d_ff, k, n)
+        """The experts' activation: the gate's product and its SwiGLU with up (gpt-oss's SwiGLU-OAI, clamped at
+        swiglu_limit, is one GLU node too: ggml_swiglu_oai, src/llama-graph.cpp:2326-2333), or up's ReLU squared, in
+        place."""
+        shape, up = (self.d_ff, k, n), at + ("up_b" if self.expert_bias else "up")
         if self.gated:
-            return [op(at + "gate", shape, at + "x3", at + "topk"), op(at + "act", shape, at + "gate", at + "up")]
-        return [op(at + "relu", shape, at + "up", inplace=True), op(at + "act", shape, at + "relu", inplace=True)]
+            gate = self._biased(at, "gate", shape, at + "x3")
+            return [*gate, op(at + "act", shape, gate[-1].name, up)]
+        return [op(at + "relu", shape, up, inplace=True), op(at + "act", shape, at + "relu", inplace=True)]
 
     def describe(self) -> str:
         shared = f" + {self.n_shared or 1} shared" if self.shared else ""

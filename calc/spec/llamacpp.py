@@ -50,6 +50,13 @@ class LlamaCppBuild(Part):
     # layer: Nemotron-H (src/models/nemotron-h.cpp:223-255; embeddings_nextn_masked is false by default,
     # src/llama-context.cpp:122)
     rows_after_norm: bool = False
+    # llama.cpp takes the output rows of the stream after the last layer, before the final norm, not in the last
+    # layer: gpt-oss (src/models/openai-moe.cpp:117-121 and 157-159; embeddings_nextn_masked false by default)
+    rows_before_norm: bool = False
+    # llama.cpp's MoE takes the top-k of the router's logits and soft-maxes only the chosen ones
+    # (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT, src/llama-graph.cpp:2100-2103, 2178-2182): gpt-oss
+    # (src/models/openai-moe.cpp:141)
+    softmax_weight: bool = False
     # llama.cpp builds a parallel group's members in this order (indices into the spec's `mixers`), each on a norm
     # of its own over the same stream, and sums their outputs in that order: Falcon-H1 builds attention, then
     # Mamba2 (src/models/falcon-h1.cpp:135-165). None: a group whose graph is not known (no replay).

@@ -43,10 +43,12 @@ beside attention and MLP / MoE layers (Jamba, Bamba, Granite-4.0-H, Nemotron-H),
 best-fit allocator places the scan's output against the freed conv window, which a sum of live tensors misses by
 up to 15 %; and the plain transformer stacks of GQA attention (RoPE or none, QK-norms, biases, sliding windows)
 and a SwiGLU or GeGLU MLP or MoE (Llama, Mistral, Mixtral, Qwen2 / 3 and their MoE, Granite, OLMo, OLMo-2 / 3,
-OLMoE, SmolLM3, GLM-4, StableLM, EXAONE 4, Gemma, Gemma 3, Cohere...), post-norms with or without pre-norms,
-parallel layers on one norm, and DeepSeek-V2 / V3's MLA with its grouped MoE. The rest (attention sinks or
-soft-capping, parallel blocks of two norms, fused QKV, DSA's indexer, AltUp, Qwen3-VL's deepstack inputs...) keep
-the estimate.
+OLMoE, SmolLM3, GLM-4, StableLM, EXAONE 4, Gemma, Gemma 2 and 3, Cohere...), post-norms with or without
+pre-norms, parallel layers on one norm, and DeepSeek-V2 / V3's MLA with its grouped MoE; attention logits
+soft-capped (Gemma 2; its final logits too: a scale, tanh and scale in place in the logits' block, src/models/
+gemma2.cpp:166-169) or with sinks (a weight, no node) move no byte; gpt-oss's MoE (router and expert biases,
+SwiGLU-OAI, the soft max over the chosen experts' logits: calc/parts/moe.py) is replayed too. The rest (parallel
+blocks of two norms, fused QKV, DSA's indexer, AltUp, Qwen3-VL's deepstack inputs...) keep the estimate.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
 estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/

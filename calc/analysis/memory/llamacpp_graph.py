@@ -170,7 +170,8 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
             nodes += (_norm(normed, d, tokens, residual) if pre_normed else []) + sub.nodes
             expanded += [normed] * (i == 0 and spec.llamacpp.expand_norm) + sub.expanded
             out, last = sub.out, i == 0 and layer == len(blocks) - 1
-            if last and not (spec.llamacpp.rows_after_norm or spec.llamacpp.rows_after_add):
+            if last and not (spec.llamacpp.rows_after_norm or spec.llamacpp.rows_after_add
+                             or spec.llamacpp.rows_before_norm):
                 # the output rows of the sublayer and of its input; a second sublayer runs on them
                 nodes += [op("cur_rows", (d, outputs), out, "out_ids"),
                           op("inp_rows", (d, outputs), residual, "out_ids")]
@@ -187,6 +188,9 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
         nodes += _norm("h_nextn", d, n, residual, output=True)
         nodes.append(replace(op("result_norm", (d, outputs), "h_nextn", "out_ids"), output=True))
     else:
+        if spec.llamacpp.rows_before_norm:  # the stream's output rows after the last layer, then the final norm
+            nodes.append(op("out_rows", (d, outputs), residual, "out_ids"))
+            residual = "out_rows"
         nodes += _norm("result_norm", d, outputs, residual, output=True)
     nodes.append(replace(op("result_output", (spec.vocab_size, outputs), "result_norm"), output=True))
     return forward_order(nodes, [*expanded, "result_output"])
