@@ -89,7 +89,7 @@ class GatedDeltaNet(Part):
         may be negative (no llama.cpp graph has it)."""
         if g.build is None or self.k_head_dim != self.v_head_dim or self.neg_eigval:
             return None
-        at, t, s, hk, hv, dv = f"l{layer}.", g.seq_tokens(), g.n_seqs, self.n_k_heads, self.n_v_heads, self.v_head_dim
+        at, t, s, hv, dv = f"l{layer}.", g.seq_tokens(), g.n_seqs, self.n_v_heads, self.v_head_dim
         n, c, k, heads = t * s, self.conv_dim, self.conv_kernel, (dv, hv, t, s)
         q, k_ = self._l2(at, "q", g), self._l2(at, "k", g)
         nodes = [*rs_rows(at, (k - 1) * c, s), op(at + "qkv", (c, n), x), view(at + "qkv3", at + "qkv"),
