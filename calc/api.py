@@ -278,6 +278,12 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         raise GptcalcError("--n-gpu-layers, --tensor-split, --override-tensor, --no-kv-offload, --flash-attn, "
                            "--no-mmap, --cpu-only and --split-mode are llama.cpp's: give --engine llamacpp")
     placement = _placement(spec, *placing, cpu_experts, kv_offload, mmap, cpu_only, split_mode, cpu_isa)
+    if placement and stored is not None and str(stored.source).endswith(".gguf"):
+        from pathlib import Path
+
+        from calc.checkpoint.gguf_source import nextn_layers
+
+        placement = replace(placement, nextn=nextn_layers(Path(stored.source)))
     ctx = _llamacpp_context(spec, seq, kv_dtype, n_parallel, ubatch, kv_unified, swa_full, cache_type_k, cache_type_v,
                             flash_attn) if engine == "llamacpp" else None
     caches = _llamacpp(spec, ctx, placement) if ctx else None

@@ -182,8 +182,8 @@ def from_gguf(path: Path, source: str) -> RawCheckpoint:
     spec = spec_from_config(config)
     arch = headers[0].architecture
     table = tensor_table(spec)
-    shapes = table.expected_shapes(buffers=True)
-    names = _hf_names(table, shapes, arch, spec.n_layers)
+    shapes = table.expected_shapes(buffers=True, mtp=True)
+    names = _hf_names(table, shapes, arch, spec.n_layers + (spec.mtp.n_layers if spec.mtp else 0))
     stored = [(piece, h.path) for h in headers for t in h.tensors for piece in _unstacked(t, arch, names, shapes)]
     columns = _columns(stored, names, TRANSPOSED.get(arch, ()), RESHAPED + ARCH_RESHAPED.get(arch, ()))
     columns.extend(_in_metadata(headers[0], spec.n_layers))
@@ -278,10 +278,32 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
     gguf_recurrent.keys(data, meta, arch, by_name, header.path)
     gguf_own_keys.keys(data, meta, arch)
     gguf_own_keys.shaped(data, arch, {t.name: t.ne for t in tensors}, header.path)
+    _nextn(data, meta, arch, header.path)
     if arch == gguf_step35.ARCH:
         gguf_step35.keys(data)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
     return hf.HFConfig(data, f"{header.path} (GGUF metadata)", name or Path(header.path).stem)
+
+
+def _nextn(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> None:
+    """A converter that writes the multi-token-prediction block (GLM-4.5's, DeepSeek-V3.2's) puts it after the
+    layers and counts it in `block_count`; llama.cpp reads `nextn_predict_layers` and builds n_layer = block_count
+    minus it (src/llama-model.cpp, n_layer_all), skipping those tensors unless asked to load MTP: the config's
+    layers are the others, its `num_nextn_predict_layers` the block."""
+    nextn = meta.get(f"{arch}.nextn_predict_layers", 0)
+    if nextn == 0:
+        return
+    if not isinstance(nextn, int) or not 0 < nextn < data.get("num_hidden_layers", 0):
+        raise GptcalcError(f"{path}: {arch}.nextn_predict_layers: {nextn!r} is not a count below block_count")
+    data["num_hidden_layers"] -= nextn
+    data["num_nextn_predict_layers"] = nextn
+
+
+def nextn_layers(path: Path) -> int:
+    """The multi-token-prediction layers a GGUF holds after its layers (`nextn_predict_layers`; checked by
+    gguf_config when the file was read)."""
+    header = read_split(path)[0]
+    return header.metadata.get(f"{header.architecture}.nextn_predict_layers", 0)
 
 
 def _pad_token(meta: dict[str, Any], vocab: int) -> int | None:
@@ -398,7 +420,7 @@ def _hf_names(table: Any, shapes: dict[str, tuple[int, ...]], arch: str,
             # modify_tensors)
             for gguf in names_of(re.sub(r"(_proj)_bias$", r"\1.bias", candidate)):
                 found[gguf] = (name, shape)
-    for hub, hub_shape in table.expected_shapes(hub=True, buffers=True).items():
+    for hub, hub_shape in table.expected_shapes(hub=True, buffers=True, mtp=True).items():
         if _LATER_EXPERT.search(hub):
             continue  # llama.cpp stacks a layer's experts in one tensor (`_exps`): expert 0 has named it already
         name = _in_memory(table, hub)

@@ -156,6 +156,10 @@ class Placement:
     kv_offload: bool = True
     mmap: bool = True  # --load-mode mmap (the default); False: none (--no-mmap in earlier builds)
     repack: frozenset[str] | None = None  # a CPU-only build's repacked types (X86_REPACKED); None: not known
+    # The multi-token-prediction layers a GGUF holds after its layers (`nextn_predict_layers`): llama.cpp deals
+    # devices over n_layer_all, them included (src/llama-model.cpp:1591-1616), and counts them in its
+    # offloaded line (:1914-1926), but creates none of their tensors
+    nextn: int = 0
 
     def __post_init__(self) -> None:
         if self.n_gpu_layers < 0:
@@ -168,7 +172,12 @@ class Placement:
         return "CUDA_Host" if self.tensor_split else CPU
 
     def devices(self, n_layer: int) -> tuple[str, ...]:
-        """The buffer type of layers 0 .. n_layer - 1 and of the output layer (index n_layer)."""
+        """The buffer type of layers 0 .. n_layer - 1 and of the output layer (index n_layer), dealt over the
+        layers and the `nextn` ones after them."""
+        dealt = self._dealt(n_layer + self.nextn)
+        return (*dealt[:n_layer], dealt[-1])
+
+    def _dealt(self, n_layer: int) -> tuple[str, ...]:
         if not self.tensor_split:
             return (CPU,) * (n_layer + 1)
         start = max(n_layer + 1 - self.n_gpu_layers, 0)
@@ -189,7 +198,8 @@ class Placement:
 
     def offloaded_line(self, n_layer: int) -> list[str]:
         """src/llama-model.cpp:1926, printed by a build with GPU offload only (llama_supports_gpu_offload)."""
-        return [f"load_tensors: offloaded {min(self.n_gpu_layers, n_layer + 1)}/{n_layer + 1} layers to GPU"] \
+        n_all = n_layer + self.nextn
+        return [f"load_tensors: offloaded {min(self.n_gpu_layers, n_all + 1)}/{n_all + 1} layers to GPU"] \
             if self.tensor_split else []
 
     def cache_device(self, layer_device: str) -> str:
@@ -235,6 +245,8 @@ def model_buffers(headers: list[GGUFHeader], n_layer: int, placement: Placement)
     for header in headers:
         ranges = []
         for tensor in header.tensors:
+            if _above_the_layers(tensor.name, n_layer):
+                continue
             block, type_size = sizes[tables().constants.GGMLQuantizationType(tensor.ggml_type)]
             for copy, device in enumerate(_devices(tensor.name, names, layers, placement)):
                 if device == CPU and _repacked(tensor, copy, placement):
@@ -249,6 +261,14 @@ def model_buffers(headers: list[GGUFHeader], n_layer: int, placement: Placement)
         if ranges:
             mapped.append(Buffer("CPU_Mapped", "model", max(e for _, e in ranges) - min(s for s, _ in ranges)))
     return mapped + buffers("model", allocated)
+
+
+def _above_the_layers(name: str, n_layer: int) -> bool:
+    """A tensor of a layer past n_layer: the multi-token-prediction block a converter writes after the layers
+    (`nextn_predict_layers`), which llama.cpp creates TENSOR_SKIP and so neither allocates nor maps unless asked to
+    load MTP (src/llama-model-loader.cpp:1178-1185; get_mapping_range walks created tensors only, :1449-1463)."""
+    match = BLOCK.match(name)
+    return match is not None and int(match.group(1)) >= n_layer
 
 
 def _repacked(tensor: GGUFTensor, copy: int, placement: Placement) -> bool:
