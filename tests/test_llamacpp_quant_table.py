@@ -76,6 +76,8 @@ CONVERTED = {
     # (ggml-cpu/ops.cpp:6231) generating
     "qwen3_5-q4_k_m": Run("qwen3_5_text", QWEN3_5_ROPE, [], NO_MTP),
     "qwen3_5_moe-q4_k_m": Run("qwen3_5_moe_text", QWEN3_5_ROPE, [], NO_MTP),
+    # KDA beside MLA, MoE with a shared expert and a leading dense layer
+    "kimi_linear-q4_k_m": RECURRENT["kimi_linear-np4"],
     # rows of whole k-quant super-blocks: Q3_K_M's attn_v rule over the DeltaNet's attn_qkv and the attention's attn_v
     "qwen3_next-q3_k_m": Run("qwen3_next", {**QWEN3_NEXT, **KQUANT, "moe_intermediate_size": 256,
                                             "shared_expert_intermediate_size": 256, "linear_key_head_dim": 64,
@@ -169,8 +171,8 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
 
 
 @pytest.mark.parametrize("model, quant, note", [
-    # Kimi-Linear's KDA tensors have no llama.cpp name in gptcalc's table: no guess, the .gguf is asked for
-    ("tests/configs/model_types/kimi_linear.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
+    # Jamba's Mamba dt / B / C norms have no llama.cpp name in gptcalc's table: no guess, the .gguf is asked for
+    ("tests/configs/model_types/jamba.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
     ("qwen2.5-14b", [], "or a llama-quantize mix with --quant"),  # bf16 weights: no GGUF mix, no table
 ])
 def test_no_model_buffers_says_why(model: str, quant: list[str], note: str) -> None:

@@ -58,13 +58,16 @@ READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ss
              # the gated DeltaNet's conv (2-D, F32: squeezed), dt bias, A_log (blk.N.ssm_a), norm and out
              # (conversion/qwen.py:395-403 Qwen3NextModel.modify_tensors)
              "gdn_conv", "gdn_dt", "gdn_a_log", "gdn_norm", "gdn_out",
+             # KDA's q, k, v, gates, dt bias, A (blk.N.ssm_a), norm and out (conversion/kimi_linear.py KimiLinearModel)
+             "kda_q", "kda_k", "kda_v", "kda_f_a", "kda_f_b", "kda_dt", "kda_a_log", "kda_b", "kda_g_a", "kda_g_b",
+             "kda_norm", "kda_out",
              # Gemma 3n's AltUp, LAuReL and per-layer inputs (conversion/gemma.py Gemma3NModel)
              "altup_scale", "altup_correct", "altup_predict", "altup_router", "altup_router_norm", "laurel_left",
              "laurel_right", "laurel_norm", "ple_gate", "ple_proj", "ple_norm", "per_layer_embedding",
              "per_layer_projection", "per_layer_projection_norm", "altup_in", "altup_out")
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
-BARE = ("ssm_a_log", "ssm_d", "gdn_a_log")
+BARE = ("ssm_a_log", "ssm_d", "gdn_a_log", "kda_a_log")
 FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
 FUSED_UP = {"ffn_gate": "ffn_up"}  # a fused gate_up_proj where the adapter says so (LlamaCppBuild.fused_up)
 # gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
@@ -73,7 +76,12 @@ PLAIN = {"fp32": "F32", "fp16": "F16", "bf16": "BF16"}
 # to use similar shape semantics as Mamba-1") and its gated norm as (G, I / G) (conversion/mamba.py
 # Mamba2Model.modify_tensors), in ggml's order
 RESHAPED = {"mamba2": lambda mixer: {"ssm_a_log": (1, mixer.n_heads), "ssm_d": (1, mixer.n_heads),
-                                     "ssm_norm": (mixer.d_inner // mixer.n_groups, mixer.n_groups)}}
+                                     "ssm_norm": (mixer.d_inner // mixer.n_groups, mixer.n_groups)},
+            # KDA's A per head as the Hub's (1, 1, H, 1), ggml's [1, H] (conversion/kimi_linear.py modify_tensors)
+            "kda": lambda mixer: {"kda_a_log": (1, mixer.n_heads)}}
+# A mixer's vector the converter writes as several tensors, by the mixer's kind: KDA's conv over q, k and v as
+# ssm_conv1d_q, _k, _v, each ggml's [kernel, 1, K] (conversion/kimi_linear.py modify_tensors: (1, K, 1, kernel))
+SPLIT = {"kda": lambda mixer: {"kda_conv": [(f"ssm_conv1d_{x}", (mixer.conv_kernel, 1, mixer.width)) for x in "qkv"]}}
 OLLAMA_LAST = 2**63 - 1  # math.MaxInt of Go: the block ollama's writer gives a tensor outside the layers
 
 
@@ -82,7 +90,7 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     component has no llama.cpp name here."""
     from calc.checkpoint.gguf_tables import tables
 
-    pieces = _split_norms(spec, gguf_pieces(spec, breakdown, mix))
+    pieces = _split_mixer_vectors(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix)))
     named = _named(spec, pieces, _read_as(spec))
     if named is None:
         return None
@@ -133,6 +141,17 @@ def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
                     Piece(f"{piece.component}_bias", piece.layer, half, piece.fmt)]
         else:
             out.append(piece)
+    return out
+
+
+def _split_mixer_vectors(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
+    """A mixer's vector the converter writes as several tensors (SPLIT) is those tensors here, each under its own
+    stored name and dimensions, of the vector's format."""
+    out = []
+    for piece in pieces:
+        mixer = None if piece.layer is None else spec.blocks[spec.block_at(piece.layer)].attention
+        parts = SPLIT.get(getattr(mixer, "kind", None), lambda _: {})(mixer).get(piece.component)
+        out += [Piece(piece.component, piece.layer, ne, piece.fmt, stored) for stored, ne in parts or ()] or [piece]
     return out
 
 
