@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.checkpoint.gguf_own_names import gguf_name_in, scalars
+from calc.checkpoint.gguf_own_names import TOP as OWN_TOP, gguf_name_in, scalars
 from calc.errors import GptcalcError
 
 __all__ = ["ARCH", "gguf_name", "read_config"]
@@ -50,7 +50,7 @@ LAYER = {
     **{f"{hf}_hc.{leaf}": f"hc_{gg}_{leaf}.weight" for hf, gg in (("attn", "attn"), ("ffn", "ffn"))
        for leaf in ("fn", "base", "scale")},
 }
-TOP = {"model.embed_tokens": "token_embd.weight", "model.norm": "output_norm.weight", "lm_head": "output.weight",
+TOP = {**OWN_TOP,
        **{f"model.hc_head.hc_{leaf}": f"output_hc_{leaf}.weight" for leaf in ("fn", "base", "scale")}}
 # {arch}.KEY -> DeepseekV4Config's key (scalars)
 KEYS = {

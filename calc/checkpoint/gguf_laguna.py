@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.checkpoint.gguf_own_names import gguf_name_in, scalars
+from calc.checkpoint.gguf_own_names import TOP, gguf_name_in, scalars
 from calc.errors import GptcalcError
 
 __all__ = ["ARCH", "gguf_name", "read_config"]
@@ -36,7 +36,6 @@ LAYER = {
     "mlp.shared_expert.gate_proj": "ffn_gate_shexp.weight", "mlp.shared_expert.up_proj": "ffn_up_shexp.weight",
     "mlp.shared_expert.down_proj": "ffn_down_shexp.weight",
 }
-TOP = {"model.embed_tokens": "token_embd.weight", "model.norm": "output_norm.weight", "lm_head": "output.weight"}
 # laguna.KEY -> LagunaConfig's key (scalars)
 KEYS = {
     "context_length": "max_position_embeddings", "embedding_length": "hidden_size", "block_count": "num_hidden_layers",

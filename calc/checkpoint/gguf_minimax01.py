@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.checkpoint.gguf_own_names import gguf_name_in, scalars
+from calc.checkpoint.gguf_own_names import TOP, gguf_name_in, scalars
 from calc.errors import GptcalcError
 
 __all__ = ["ARCH", "gguf_name", "read_config"]
@@ -33,7 +33,6 @@ LAYER = {
     "mlp.gate": "ffn_gate_inp.weight",
     **{f"mlp.experts.{p}_proj": f"ffn_{p}_exps.weight" for p in ("gate", "up", "down")},
 }
-TOP = {"model.embed_tokens": "token_embd.weight", "model.norm": "output_norm.weight", "lm_head": "output.weight"}
 # {arch}.KEY -> MiniMaxConfig's key (scalars)
 KEYS = {
     "context_length": "max_position_embeddings", "embedding_length": "hidden_size", "block_count": "num_hidden_layers",

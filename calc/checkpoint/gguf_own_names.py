@@ -9,7 +9,10 @@ from typing import Any
 from calc.checkpoint.gguf_header import GGUFArray
 from calc.errors import GptcalcError
 
-__all__ = ["gguf_name_in", "scalars"]
+__all__ = ["TOP", "gguf_name_in", "scalars"]
+
+# transformers' embedding, final norm and head -> the GGUF tensors every converter writes for them
+TOP = {"model.embed_tokens": "token_embd.weight", "model.norm": "output_norm.weight", "lm_head": "output.weight"}
 
 
 def gguf_name_in(hf_name: str, layer: dict[str, str], top: dict[str, str]) -> str | None:
