@@ -278,17 +278,16 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         raise GptcalcError("--n-gpu-layers, --tensor-split, --override-tensor, --no-kv-offload, --flash-attn, "
                            "--no-mmap, --cpu-only and --split-mode are llama.cpp's: give --engine llamacpp")
     placement = _placement(spec, *placing, cpu_experts, kv_offload, mmap, cpu_only, split_mode, cpu_isa)
-    if placement and stored is not None and str(stored.source).endswith(".gguf"):
-        from pathlib import Path
-
+    gguf_file = _gguf_headers(stored) if placement else None
+    if gguf_file:
         from calc.checkpoint.gguf_source import nextn_layers
 
-        placement = replace(placement, nextn=nextn_layers(Path(stored.source)))
+        placement = replace(placement, nextn=nextn_layers(gguf_file[0]))
     ctx = _llamacpp_context(spec, seq, kv_dtype, n_parallel, ubatch, kv_unified, swa_full, cache_type_k, cache_type_v,
                             flash_attn) if engine == "llamacpp" else None
     caches = _llamacpp(spec, ctx, placement) if ctx else None
     compute = _compute(spec, ctx, placement) if ctx else None
-    model = _model_buffers(spec, stored, placement, scheme) if placement else None
+    model = _model_buffers(spec, gguf_file, placement, scheme if stored is None else None) if placement else None
     output = _output_buffer(spec, n_parallel, placement) if placement and ctx else None
     kv_size = pool.bytes_per_token if pool else result.kv.bytes_per_token  # TensorRT-LLM's "kv size per token is" figure
     server = (*(startup.lines(kv_size) if startup else ()), *(model["lines"] if model else ()),
@@ -396,26 +395,31 @@ def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, ov
     return Placement(n_gpu_layers, split, overrides + cpu_moe_overrides(moe), kv_offload, mmap)
 
 
-def _model_buffers(spec: Any, stored: Any, placement: Any, scheme: Any = None) -> dict[str, Any]:
-    """The model buffer lines of a GGUF input under `placement` (its tensor table read again, header only), or of
-    the file llama-quantize would make of a config with a GGUF mix (`--quant q4_k_m`: its table worked out), and
-    the offloaded-layers line; any other model has no tensor table to place."""
+def _gguf_headers(stored: Any) -> Any:
+    """The headers of a GGUF input (its tensor table read again, header only: the stored weights keep no table),
+    or None for any other model."""
     from pathlib import Path
 
+    if stored is None or not str(stored.source).endswith(".gguf") or not Path(stored.source).is_file():
+        return None
+    from calc.checkpoint.gguf_source import read_split
+
+    return read_split(Path(stored.source))
+
+
+def _model_buffers(spec: Any, gguf_file: Any, placement: Any, scheme: Any = None) -> dict[str, Any]:
+    """The model buffer lines of a GGUF input's headers under `placement`, or of the file llama-quantize would make
+    of a config with a GGUF mix (`--quant q4_k_m`: its table worked out), and the offloaded-layers line; any other
+    model has no tensor table to place."""
     from calc.analysis.memory.llamacpp_devices import model_buffers
 
     lines = placement.offloaded_line(spec.n_layers)
-    if stored is not None and str(stored.source).endswith(".gguf") and Path(stored.source).is_file():
-        from calc.checkpoint.gguf_source import read_split
-
-        headers = read_split(Path(stored.source))
-    elif stored is None and scheme is not None and scheme.gguf:
+    headers = gguf_file
+    if headers is None and scheme is not None and scheme.gguf:
         from calc.analysis.count import count as count_params
         from calc.analysis.memory.gguf_table import mix_table
 
         headers = mix_table(spec, count_params(spec), scheme.name)
-    else:
-        headers = None
     buffers = model_buffers(headers, spec.n_layers, placement) if headers else []
     return {"buffers": buffers, "lines": lines + [b.line() for b in buffers]}
 

@@ -299,10 +299,9 @@ def _nextn(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> 
     data["num_nextn_predict_layers"] = nextn
 
 
-def nextn_layers(path: Path) -> int:
+def nextn_layers(header: GGUFHeader) -> int:
     """The multi-token-prediction layers a GGUF holds after its layers (`nextn_predict_layers`; checked by
     gguf_config when the file was read)."""
-    header = read_split(path)[0]
     return header.metadata.get(f"{header.architecture}.nextn_predict_layers", 0)
 
 
