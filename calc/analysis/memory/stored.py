@@ -32,11 +32,6 @@ if TYPE_CHECKING:  # the checkpoint reader is imported only when a checkpoint is
 
 __all__ = ["StoredWeights", "stored_weights"]
 
-# The multi-token-prediction layers a checkpoint stores (calc.spec.model.MTP.counts): llama.cpp skips them unless
-# asked to load MTP (TENSOR_SKIP, src/llama-model-loader.cpp:1178-1185), vLLM and SGLang load them only as a draft
-# model; they are in no total, so not in the weights' rows either.
-MTP_COMPONENTS = ("mtp_layers", "mtp_embedding_copies")
-
 
 @dataclass(frozen=True)
 class StoredWeights:
@@ -74,7 +69,7 @@ def stored_weights(report: CheckpointReport) -> StoredWeights:
     """Bytes by component: the reader's parameter tensors, plus every companion and unrecognised
     tensor placed with the weight it belongs to."""
     from calc.checkpoint.names import tensor_table
-    from calc.checkpoint.report import share_bytes
+    from calc.checkpoint.report import MTP, share_bytes
 
     table = tensor_table(report.spec)
     stored = dict(report.stored_bytes)
@@ -89,7 +84,10 @@ def stored_weights(report: CheckpointReport) -> StoredWeights:
             continue
         for component, size in share_bytes(parts, tensor.nbytes).items():
             stored[component] = stored.get(component, 0) + size
-    for component in MTP_COMPONENTS:  # stored above the stack, loaded by no engine as the model's weights
+    # The multi-token-prediction layers a checkpoint stores are in no total, and no engine loads them as the model's
+    # weights: llama.cpp skips them unless asked to load MTP (TENSOR_SKIP, src/llama-model-loader.cpp:1178-1185),
+    # vLLM and SGLang load them only as a draft model.
+    for component in MTP:
         stored.pop(component, None)
     return StoredWeights(report.source, _rows(stored, report.spec.towers), tuple(not_placed),
                          sum(t.nbytes for t in report.buffers if t not in loaded), tuple(sorted(report.bytes_by_dtype)))
