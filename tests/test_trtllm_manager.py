@@ -1,5 +1,6 @@
-"""`--engine trtllm` says whose pool and lines it shows: TensorRT-LLM's V1 KV cache manager's, and, for a model class
-whose default ("auto") is KVCacheManagerV2, that the default differs (calc/analysis/memory/trtllm_manager.py).
+"""`--engine trtllm` says whose pool and lines it shows: KVCacheManagerV2's where the model class's default ("auto")
+picks it and gptcalc sizes it (calc/analysis/memory/trtllm_v2.py), else the V1 KV cache manager's, with why
+(calc/analysis/memory/trtllm_manager.py).
 
 Sources: tensorrt_llm/llmapi/llm_utils.py _resolve_kv_cache_manager_v2_auto at NVIDIA/TensorRT-LLM 0066b2a569 ("auto"
 takes the class's get_preferred_kv_cache_manager_version, V1 where it states none); the classes preferring V2 from
@@ -24,6 +25,7 @@ CONFIGS = "tests/configs/model_types"
 GIB = 2**30
 V1 = "the TensorRT-LLM pool and lines shown are its V1 KV cache manager's"
 V2 = 'the default, "auto", picks KVCacheManagerV2'
+V2_SHOWN = "the TensorRT-LLM pool and lines shown are its KVCacheManagerV2's"
 
 
 def _run(*args: str) -> str:
@@ -36,24 +38,35 @@ def test_every_class_said_to_prefer_v2_is_one_tensorrt_llm_builds() -> None:
     assert set(TRTLLM_V2_DEFAULT) <= TRTLLM_ARCHITECTURES
 
 
-def test_a_llama_config_gets_v1s_lines_and_is_told_its_default_is_v2() -> None:
+def test_a_llama_config_gets_v2s_pool_by_default_and_v1s_lines_when_set_false() -> None:
     """ALLaM-7B (llama.json, LlamaForCausalLM): 32 layers x K and V x 32 KV heads x 128 x 2 B = 524,288 B a token;
-    8 GiB holds 8 x 2^30 / (32 x 524,288) = 512 blocks of 32 tokens, 16,384 tokens, all 8 GiB of them allocated."""
+    8 GiB holds 8 x 2^30 / (32 x 524,288) = 512 blocks of 32 tokens, 16,384 tokens, all 8 GiB of them allocated
+    (V1); V2's 16 MiB grains hold the same 512 slots (tests/test_trtllm_v2.py)."""
     per_token = 32 * 2 * 32 * 128 * 2
     blocks = 8 * GIB // (32 * per_token)
-    output = _run("memory", f"{CONFIGS}/llama.json", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k")
+    args = ("memory", f"{CONFIGS}/llama.json", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k")
+    v2 = _run(*args)
+    assert "KV cache manager v2 device quota set to 8.0GiB" in v2 and "Allocated" not in v2
+    assert f"{V2_SHOWN} (the default, \"auto\", picks it for LlamaForCausalLM: " \
+           "https://github.com/NVIDIA/TensorRT-LLM/pull/19004" in v2
+    output = _run(*args, "--use-kv-cache-manager-v2", "false")
     assert f"[MemUsageChange] Allocated {blocks * 32 * per_token / GIB:.2f} GiB for max tokens in paged KV cache " \
            f"({blocks * 32})." in output
-    assert V1 in output and f"for LlamaForCausalLM {V2} (https://github.com/NVIDIA/TensorRT-LLM/pull/19004" in output
+    assert f"{V1} (kv_cache_config.use_kv_cache_manager_v2: false), as set" in output
 
 
 @pytest.mark.parametrize("config, arch", [("kimi_k2", "DeepseekV3ForCausalLM"),
-                                          ("gemma3_multimodal", "Gemma3ForConditionalGeneration"),
                                           ("kimi_k25", "KimiK25ForConditionalGeneration")])
-def test_other_classes_preferring_v2_are_named(config: str, arch: str) -> None:
+def test_mla_classes_preferring_v2_get_it(config: str, arch: str) -> None:
     output = _run("memory", f"{CONFIGS}/{config}.json", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k",
                   "--tp", "8")
-    assert f"for {arch} {V2}" in output, output
+    assert f'{V2_SHOWN} (the default, "auto", picks it for {arch}' in output, output
+
+
+def test_a_class_preferring_v2_that_is_not_sized_is_named() -> None:
+    output = _run("memory", f"{CONFIGS}/gemma3_multimodal.json", "--engine", "trtllm", "--kv-memory", "8GiB",
+                  "--seq", "4k")
+    assert f"for Gemma3ForConditionalGeneration {V2}" in output and V1 in output, output
 
 
 def test_a_class_without_a_preference_keeps_v1() -> None:
@@ -71,13 +84,13 @@ def test_a_spec_naming_no_class_is_not_guessed() -> None:
 
 def test_kvcache_and_fit_say_it_too_and_json_carries_it() -> None:
     kvcache = _run("kvcache", f"{CONFIGS}/llama.json", "--engine", "trtllm", "--budget", "H100", "--seq", "4k")
-    assert f"for LlamaForCausalLM {V2}" in kvcache
+    assert V2_SHOWN in kvcache
     fit = _run("fit", f"{CONFIGS}/llama.json", "--engine", "trtllm", "--gpus", "H100", "--seq", "4k", "--top", "1")
-    assert f"for LlamaForCausalLM {V2}" in fit
+    assert V2_SHOWN in fit
     for args in (["memory", f"{CONFIGS}/llama.json", "--budget", "H100"], ["fit", f"{CONFIGS}/llama.json", "--gpus",
                                                                            "H100", "--top", "1"]):
         answer = json.loads(_run(*args, "--engine", "trtllm", "--seq", "4k", "--json"))
-        assert V2 in answer["engine_note"]
+        assert V2_SHOWN in answer["engine_note"]
 
 
 def test_other_engines_and_a_run_without_a_pool_get_no_note() -> None:

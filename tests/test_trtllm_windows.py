@@ -75,8 +75,11 @@ def test_a_v2_preferring_sliding_model_gets_both_notes() -> None:
 
 
 def test_chunked_layers_are_named_as_such() -> None:
-    output = _run("memory", f"{CONFIGS}/llama4.json", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k",
-                  "--tp", "8")
+    """Llama 4 prefers V2 (#19004), whose one pool keeps the chunked layers as full attention (kvcache.md: "chunked
+    attention does not partition the pools"); V1, set, caches them for the whole context too."""
+    args = ("memory", f"{CONFIGS}/llama4.json", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k", "--tp", "8")
+    assert "V2 keeps llama4's 36 chunked-attention layers in the one full-context pool" in _run(*args)
+    output = _run(*args, "--use-kv-cache-manager-v2", "false")
     assert "V1 caches llama4's 36 chunked-attention layers for the whole context" in output
     assert "sliding-window layers" not in output
 

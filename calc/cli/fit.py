@@ -47,6 +47,7 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
     from calc.analysis.count import count as count_params
     from calc.analysis.fit import fit as find_layouts, parse_gpus
     from calc.analysis.memory import weight_choice
+    from calc.analysis.memory.kv import kv_cache
     from calc.analysis.memory.trtllm_manager import manager_note
     from calc.analysis.memory.startup import Reserves
     from calc.cli.options import load_model
@@ -58,7 +59,11 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
                                        kv_dtype, scheme, reserves=Reserves(max_batched=max_batched),
                                        pool_settings=pool_settings)
     shown = candidates[:top]
-    note = manager_note(spec) if engine == "trtllm" else None  # whose pools the tokens are
+    note = (manager_note(spec, kv_cache(spec, seq, 1, kv_dtype), 1, pool_settings.kv_cache_manager_v2)
+            if engine == "trtllm" else None)  # whose pools the tokens are
+    if note and any(c.pool is not None and c.pool.v2 is not None for c in shown) and \
+            any(c.pool is not None and c.pool.v2 is None for c in shown):
+        note += "; a layout with pipeline parallelism shows V1's pool, V2's not being sized there"
     if as_json:
         render.print_json({"model": spec.name, "seq": seq, "concurrency": concurrency, "engine": engine,
                            "candidates": [c.to_json() for c in shown], "skipped_layouts": skipped,

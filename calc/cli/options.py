@@ -244,6 +244,12 @@ _POOL_OPTIONS = (
         "--enable-prefix-caching/--no-enable-prefix-caching", "prefix_caching", default=True, show_default=True,
         help="vLLM's: with it (its default for a model with attention) a Mamba or linear-attention group holds 2 "
              "pages a request, 3 for a Mamba2 mixer ('align' mode), 1 without."),
+    click.option(
+        "--use-kv-cache-manager-v2", "kv_cache_manager_v2", type=click.Choice(["auto", "true", "false"]),
+        default="auto", show_default=True,
+        help="TensorRT-LLM's kv_cache_config.use_kv_cache_manager_v2: auto takes the model class's preference "
+             "(KVCacheManagerV2 for Llama, Llama 4, gpt-oss, Gemma 3/4, DeepSeek-V3/V3.2, GLM-5, Mistral-Large-3, "
+             "Kimi-K2.5), false the V1 manager's pool and lines."),
 )
 
 
@@ -254,11 +260,11 @@ def pool_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(command)
     def wrapper(*args: Any, async_scheduling: bool, indexer_kv_dtype: str, speculative_num_steps: int,
                 speculative_draft_layers: int | None, mamba_ssm_dtype: str | None, prefix_caching: bool,
-                **kwargs: Any) -> Any:
+                kv_cache_manager_v2: str, **kwargs: Any) -> Any:
         from calc.analysis.memory.pool_settings import PoolSettings
 
         settings = PoolSettings(async_scheduling, indexer_kv_dtype, prefix_caching, speculative_num_steps,
-                                speculative_draft_layers, mamba_ssm_dtype)
+                                speculative_draft_layers, mamba_ssm_dtype, kv_cache_manager_v2)
         return command(*args, pool_settings=settings, **kwargs)
 
     for option in reversed(_POOL_OPTIONS):

@@ -78,6 +78,7 @@ from calc.analysis.memory.sglang_draft import SPECULATIVE_MAX_RUNNING, DraftShar
 from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools, staged_pools
 from calc.analysis.memory.trtllm_cache import TRTLLM_HYBRID, logged_bytes_per_token, trtllm_bytes_per_token
 from calc.analysis.memory.trtllm_sparse import trtllm_v2_sparse_home
+from calc.analysis.memory.trtllm_v2 import V2Pool, v2_pool
 from calc.analysis.memory.vllm_backends import BlockChoice, vllm_block
 from calc.analysis.memory.vllm_hisparse import HiSparse, HiSparseOptions
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
@@ -129,9 +130,12 @@ class KVPool:
     compressed: CompressedPools | None = None  # SGLang's DeepSeek-V4 pools (calc.analysis.memory.sglang_dsv4)
     draft: DraftShare | None = None  # SGLang's draft worker beside the pool (calc.analysis.memory.sglang_draft)
     backend: BlockChoice | None = None  # vLLM's attention backend and its block (calc.analysis.memory.vllm_backends)
+    v2: V2Pool | None = None  # TensorRT-LLM's KVCacheManagerV2 slots (calc.analysis.memory.trtllm_v2), None: V1's
 
     @property
     def block_bytes(self) -> int:
+        if self.v2 is not None:
+            return sum(self.v2.pool_slots)
         if self.hybrid is not None:
             return self.hybrid.page * self.hybrid.group_size
         return self.block * self.bytes_per_token
@@ -142,6 +146,8 @@ class KVPool:
             return self.kv_memory // self.hybrid.page // self.hybrid.group_size
         if self.compressed is not None:
             return self.compressed.full // self.block
+        if self.v2 is not None:
+            return self.v2.slots
         if self.block_bytes == 0:  # caches no token: SGLang's pool is the context's slots (zero_kv_tokens)
             return self.max_model_len // self.block
         left = self.kv_memory - (self.mamba.reserved if self.mamba else 0)
@@ -215,7 +221,8 @@ class KVPool:
                 "mamba_pool": self.mamba.to_json() if self.mamba else None,
                 "sglang_dsv4_pools": self.compressed.to_json() if self.compressed else None,
                 "sglang_draft": self.draft.to_json() if self.draft else None,
-                "attention_backend": self.backend.to_json() if self.backend else None}
+                "attention_backend": self.backend.to_json() if self.backend else None,
+                **({"trtllm_kv_cache_manager_v2": self.v2.to_json()} if self.v2 else {})}
 
 
 RUNNING_PER_CONTEXT, MIN_RUNNING, MAX_RUNNING = 512, 2048, 4096  # init_memory_pool's max_num_reqs default
@@ -303,7 +310,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
             capability: tuple[int, int] | None = None, async_scheduling: bool = True,
             indexer_kv_dtype: str = "auto", prefix_caching: bool = True, speculative_steps: int = 0,
             sglang_ssm_bytes: int = 4, draft_layers: int | None = None,
-            sglang_stages: tuple[tuple[KVCache, int], ...] = (), hisparse: HiSparseOptions | None = None) -> KVPool:
+            sglang_stages: tuple[tuple[KVCache, int], ...] = (), hisparse: HiSparseOptions | None = None,
+            trtllm_v2: bool = False, ranks: int = 1) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
@@ -315,7 +323,9 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     sglang_draft for the others), `draft_layers` the draft's layers (None: the model's MTP layers);
     `sglang_ssm_bytes`: one element of SGLang's SSM states (sglang_states.sglang_ssm_dtype); `sglang_stages`: under
     --pp, each SGLang stage's cache and pool bytes, which its DeepSeek-V4 pools are sized from (sglang_dsv4);
-    `hisparse`: vLLM's HiSparse host pool and hot buffer (calc.analysis.memory.vllm_hisparse), None: off."""
+    `hisparse`: vLLM's HiSparse host pool and hot buffer (calc.analysis.memory.vllm_hisparse), None: off;
+    `trtllm_v2`: TensorRT-LLM's pool is KVCacheManagerV2's, its quota synced over `ranks` ranks
+    (calc.analysis.memory.trtllm_v2; the caller checks that it is one it sizes), else V1's."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
@@ -351,8 +361,9 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     per_token = (engine_bytes_per_token(kv, indexer_dtype) if engine in ("vllm", "sglang") else
                  trtllm_bytes_per_token(kv) if engine == "trtllm" else kv.bytes_per_token)
     draft = draft_share(kv, per_token, draft_layers, pp) if speculative_steps else None
+    v2 = v2_pool(kv, kv_memory, block, ranks) if engine == "trtllm" and trtllm_v2 else None
     return KVPool(found, block, draft.priced if draft else per_token, kv_memory, max_model_len, hybrid, mamba,
-                  draft=draft, backend=backend)
+                  draft=draft, backend=backend, v2=v2)
 
 
 def _vllm_choice(kv: KVCache, found: Engine, block: int | None, capability: tuple[int, int] | None) -> BlockChoice:
@@ -721,6 +732,8 @@ def engine_lines(pool: KVPool | None, kv: KVCache, engine: str) -> list[str]:
         draft = pool.draft
         cells = (draft.cell, draft.draft_cell) if draft else (pool.bytes_per_token,)  # the target's, then the draft's
         return [*states, *(_sglang_allocated(pool, kv, cell) for cell in cells)] if kv.layers else states
+    if pool.v2 is not None:
+        return pool.v2.lines()
     logged = pool.blocks * pool.block * logged_bytes_per_token(kv)  # every pool at the cache dtype's size
     return [f"Number of tokens per block: {pool.block}.",
             f"[MemUsageChange] Allocated {logged / 2**30:.2f} GiB for max "

@@ -1,7 +1,8 @@
 """The server flags that shape an engine's KV pool beyond its memory, as one value.
 
-`memory` and `fit` both size a vLLM or SGLang pool from the same flags (vLLM's async scheduling, prefix
-caching and indexer key dtype, SGLang's speculative draft steps and layers and SSM state dtype). The CLI builds them
+`memory` and `fit` both size a vLLM, SGLang or TensorRT-LLM pool from the same flags (vLLM's async scheduling, prefix
+caching and indexer key dtype, SGLang's speculative draft steps and layers and SSM state dtype, TensorRT-LLM's choice of
+KV cache manager). The CLI builds them
 once (calc/cli/options.py pool_options) and both commands hand this object on, so a flag added here reaches
 both; what the layout and the card add (pipeline stages, tensor-parallel ways, compute capability, SGLang's
 stages under pipeline parallelism) and memory's own vLLM HiSparse come with each pool asked for.
@@ -22,12 +23,16 @@ if TYPE_CHECKING:  # the engines' modules load when a pool is asked for, not wit
 
 __all__ = ["PoolSettings"]
 
+_NOT_TRTLLM = ("--use-kv-cache-manager-v2 picks TensorRT-LLM's KV cache manager: give --engine trtllm with --budget or "
+               "--kv-memory")
+
 
 @dataclass(frozen=True)
 class PoolSettings:
     """vLLM's --async-scheduling, --indexer-kv-dtype and --enable-prefix-caching, SGLang's
     --speculative-num-steps, --speculative-draft-layers (None: the model's MTP layers) and --mamba-ssm-dtype
-    (None: the model's default there), at their defaults unless given."""
+    (None: the model's default there), TensorRT-LLM's kv_cache_config.use_kv_cache_manager_v2 ("auto": the model
+    class's preference, calc.analysis.memory.trtllm_manager), at their defaults unless given."""
 
     async_scheduling: bool = True
     indexer_kv_dtype: str = "auto"
@@ -35,6 +40,7 @@ class PoolSettings:
     speculative_num_steps: int = 0
     speculative_draft_layers: int | None = None
     mamba_ssm_dtype: str | None = None
+    kv_cache_manager_v2: str = "auto"
 
     def pool(self, spec: ModelSpec, kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None,
              max_batched: int, layout: Layout, capability: tuple[int, int] | None,
@@ -50,7 +56,18 @@ class PoolSettings:
                        prefix_caching=self.prefix_caching, speculative_steps=self.speculative_num_steps,
                        draft_layers=self.speculative_draft_layers, sglang_stages=stages,
                        sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, self.mamba_ssm_dtype, capability,
-                                                         layout.tp), hisparse=hisparse)
+                                                         layout.tp), hisparse=hisparse,
+                       trtllm_v2=self._trtllm_v2(spec, kv, engine, layout), ranks=layout.gpus)
+
+    def _trtllm_v2(self, spec: ModelSpec, kv: KVCache, engine: str, layout: Layout) -> bool:
+        """Whether TensorRT-LLM's pool is KVCacheManagerV2's (trtllm_manager.sizes_v2); the setting is its alone."""
+        if engine != "trtllm":
+            if self.kv_cache_manager_v2 != "auto":
+                raise GptcalcError(_NOT_TRTLLM)
+            return False
+        from calc.analysis.memory.trtllm_manager import sizes_v2
+
+        return sizes_v2(spec, kv, layout.pp, self.kv_cache_manager_v2)
 
     def refuse_without_pool(self) -> None:
         """With no pool to size (no engine, or no budget or --kv-memory), a flag given would be ignored:
@@ -62,6 +79,8 @@ class PoolSettings:
         if self.speculative_num_steps or self.speculative_draft_layers:
             raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give "
                                "--engine sglang with --budget or --kv-memory")
+        if self.kv_cache_manager_v2 != "auto":
+            raise GptcalcError(_NOT_TRTLLM)
         if self.indexer_kv_dtype != "auto":
             raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "
                                "--kv-memory")

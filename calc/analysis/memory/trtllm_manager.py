@@ -13,23 +13,23 @@ that added the preference, and docs/source/features/kvcache.md at 0076e9390e ("M
 default"). No other class was found stating one (those pull requests, kvcache.md, a search of the index for the
 hook), so "auto" is taken to keep V1 for it, and the note says it was not found rather than that there is none.
 
-V2 is not sized here. For one kind of layer its runtime keeps one pool group (runtime/kv_cache_manager_v2/_storage/
-_config.py at 1148a82f66) and gives it the most slots whose pools fit the quota rounded up to a grain, 2 MiB <<
-min(4, int(log2(quota / 1 GiB))) (_storage_manager.py at 00f6bd61f2), but the quota is set by the pyexecutor wrapper
-(kv_cache/kv_cache_manager_v2.py), whose stored versions disagree on it, and at 0076e9390e the runtime is C++
-(runtime/kv_cache_manager_v2/__init__.py re-exports cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2), whose files
-the index holds at other commits only; the only pool line of V2's found is its quota. So gptcalc prints V1's lines
-and says whose they are (docs/memory.md, "Which KV cache manager TensorRT-LLM uses").
+Where the manager is KVCacheManagerV2 and the model's layers make one pool group (every layer one window: plain
+attention or MLA, Llama 4's chunked layers included, which V2 keeps in one full-context pool: kvcache.md "chunked
+attention does not partition the pools"), gptcalc sizes V2's pool and prints its lines
+(calc.analysis.memory.trtllm_v2); otherwise it shows V1's and says why V2's is not sized. `use_kv_cache_manager_v2`
+("auto", "true", "false"; --use-kv-cache-manager-v2) picks as TensorRT-LLM does; "true" on a model whose V2 pool is
+not sized is refused rather than answered with V1's figures.
 """
 
 from __future__ import annotations
 
-from calc.analysis.memory.kv import kv_layers
+from calc.analysis.memory.kv import KVCache, kv_layers
+from calc.analysis.memory.trtllm_v2 import v2_unsized
 from calc.analysis.memory.trtllm_windows import window_note
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["TRTLLM_V2_DEFAULT", "manager_note", "refuse_v2_only"]
+__all__ = ["SETTINGS", "TRTLLM_V2_DEFAULT", "manager_note", "refuse_v2_only", "sizes_v2"]
 
 _PR = "https://github.com/NVIDIA/TensorRT-LLM/pull/"
 _DOCS = "docs/source/features/kvcache.md at 0076e9390e"
@@ -55,22 +55,64 @@ _V1 = ("the TensorRT-LLM pool and lines shown are its V1 KV cache manager's "
        "(kv_cache_config.use_kv_cache_manager_v2: false)")
 
 
-def manager_note(spec: ModelSpec) -> str:
-    """Whose pool and lines `--engine trtllm` showed, where the class prefers V2 that its default differs, and what V1
-    does with sliding-window layers (calc.analysis.memory.trtllm_windows)."""
+SETTINGS = ("auto", "true", "false")  # kv_cache_config.use_kv_cache_manager_v2
+
+
+def _picks_v2(spec: ModelSpec, setting: str) -> bool:
+    """Whether TensorRT-LLM builds KVCacheManagerV2: as set, or under "auto" where the class prefers it."""
+    return setting == "true" or (setting == "auto" and spec.architecture in TRTLLM_V2_DEFAULT)
+
+
+def sizes_v2(spec: ModelSpec, kv: KVCache, pp: int, setting: str = "auto") -> bool:
+    """Whether the pool to size is V2's: TensorRT-LLM picks it and it is one gptcalc sizes (trtllm_v2.v2_unsized).
+    Set to "true" on a pool it does not size, stop rather than show V1's figures as V2's."""
+    if setting not in SETTINGS:
+        raise GptcalcError(f"--use-kv-cache-manager-v2 {setting!r}: choose from {', '.join(SETTINGS)}")
+    if not _picks_v2(spec, setting):
+        return False
+    why = v2_unsized(kv, pp)
+    if why is not None and setting == "true":
+        raise GptcalcError(f"--engine trtllm --use-kv-cache-manager-v2 true: {spec.name}'s KVCacheManagerV2 pool is "
+                           f"not sized here {why}; --use-kv-cache-manager-v2 false gives V1's")
+    return why is None
+
+
+def manager_note(spec: ModelSpec, kv: KVCache, pp: int = 1, setting: str = "auto") -> str:
+    """Whose pool and lines `--engine trtllm` showed and why, and what V1 does with sliding-window layers
+    (calc.analysis.memory.trtllm_windows) where the lines are V1's."""
+    if sizes_v2(spec, kv, pp, setting):
+        return _v2(spec, setting)
     windows = window_note(spec)
-    return f"{_manager(spec)}; {windows}" if windows else _manager(spec)
+    manager = _manager(spec, setting, v2_unsized(kv, pp))
+    return f"{manager}; {windows}" if windows else manager
 
 
-def _manager(spec: ModelSpec) -> str:
+def _v2(spec: ModelSpec, setting: str) -> str:
+    why = ("use_kv_cache_manager_v2: true" if setting == "true" else
+           f"the default, \"auto\", picks it for {spec.architecture}: {TRTLLM_V2_DEFAULT[str(spec.architecture)]}")
+    chunked = _chunked_layers(spec)
+    return (f"the TensorRT-LLM pool and lines shown are its KVCacheManagerV2's ({why}); "
+            "use_kv_cache_manager_v2: false (--use-kv-cache-manager-v2 false) gives V1's" +
+            (f"; V2 keeps {spec.name}'s {chunked} chunked-attention layers in the one full-context pool ({_DOCS}: "
+             "\"chunked attention does not partition the pools\")" if chunked else ""))
+
+
+def _chunked_layers(spec: ModelSpec) -> int:
+    """Chunked-attention layers, which V2 pages as full attention."""
+    return sum(kind.n_layers for kind in kv_layers(spec) if kind.chunk)
+
+
+def _manager(spec: ModelSpec, setting: str, unsized: str | None) -> str:
+    if setting == "false":
+        return f"{_V1}, as set"
     arch = spec.architecture
     if arch is None:
         return f"{_V1}; {spec.name} names no architecture, so which manager TensorRT-LLM's \"auto\" picks is not known"
     source = TRTLLM_V2_DEFAULT.get(arch)
     if source is None:
         return f"{_V1}, which the default, \"auto\", keeps for {arch} (no V2 preference of its class was found)"
-    return (f"{_V1}; for {arch} the default, \"auto\", picks KVCacheManagerV2 ({source}), whose pool and lines "
-            "are not sized here: set use_kv_cache_manager_v2: false to get these")
+    return (f"{_V1}; for {arch} the default, \"auto\", picks KVCacheManagerV2 ({source}), whose pool is not sized "
+            f"here {unsized}: set use_kv_cache_manager_v2: false to get these")
 
 
 _PLAIN = ("MHA", "GQA", "MQA")  # K and V of heads x head_dim (not MLA's latent, not indexer keys)
