@@ -23,9 +23,10 @@ DSA_MODEL = "tests/configs/model_types/glm_moe_dsa.json"  # GLM-5: MLA latent an
 
 def test_a_16_bit_cache_keeps_the_whole_budget() -> None:
     """w = 0: the pool is _cal_max_memory's budget, (total - peak) x 0.9 with the temporary KV cache added back, and
-    V1's max tokens are whole blocks of it (here DeepSeek-V3 at tp 8: 61 latents of 576 bf16 values a token)."""
+    V1's max tokens are whole blocks of it (here DeepSeek-V3 at tp 8: 61 latents of 576 bf16 values a token; its class
+    prefers KVCacheManagerV2, so V1 is set: tests/test_trtllm_v2.py sizes V2's)."""
     result = check_run(["memory", "deepseek-v3", "--engine", "trtllm", "--budget", "8xH200", "--tp", "8", "--seq",
-                        "32k", "--json"])
+                        "32k", "--json", "--use-kv-cache-manager-v2", "false"])
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     budget = data["engine_budget"]

@@ -15,8 +15,9 @@ Each engine carves its KV pool into fixed-size pages and reports the tokens they
     TRT-LLM   blocks = floor(kv_memory / (tokens_per_block x bytes per token)), tokens_per_block 32
               "Number of tokens per block: 32." and "[MemUsageChange] Allocated {blocks x block bytes /
               2^30:.2f} GiB for max tokens in paged KV cache ({blocks x 32})." (cpp/tensorrt_llm/
-              batch_manager/kvCacheManager.cpp, KVCacheManager::allocatePools): its V1 manager's, which the
-              output names as such (calc.analysis.memory.trtllm_manager: KVCacheManagerV2 is some classes' default)
+              batch_manager/kvCacheManager.cpp, KVCacheManager::allocatePools): its V1 manager's; where the
+              model class's default is KVCacheManagerV2 (calc.analysis.memory.trtllm_manager), that manager's
+              slots of whole memory grains and its quota lines (calc.analysis.memory.trtllm_v2)
     llama.cpp allocates n_ctx cells (-c), padded up to a multiple of 256, a second cache for sliding-window
               layers and a recurrent-state buffer: calc.analysis.memory.llamacpp, which prints its lines
 
