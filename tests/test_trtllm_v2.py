@@ -2,7 +2,8 @@
 
 Sources (NVIDIA/TensorRT-LLM; each file at the commit it was read at):
 - tensorrt_llm/_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at 0004396720, KVCacheManagerV2.__init__:
-  quota = int(max_gpu_total_bytes); logger.info(f"max_gpu_total_bytes is provided. New quota is {quota / (1 << 30)}GiB");
+  quota = int(max_gpu_total_bytes);
+  logger.info(f"max_gpu_total_bytes is provided. New quota is {quota / (1 << 30)}GiB");
   with mapping.world_size > 1: resumable = int(quota * max_util_for_resume), T = _get_max_tokens_from_quota(resumable)
   (full attention: max_num_tokens + (q - max_num_tokens * k) / k above max_num_tokens * k), allreduce MIN,
   quota = min(quota, ceil(_get_quota_from_max_tokens(T) / max_util_for_resume)) (int(T * k));

@@ -53,11 +53,13 @@ from calc.analysis.memory.vllm_indexer import DSA
 __all__ = ["V2Pool", "V2_SOURCE", "v2_pool", "v2_unsized"]
 
 V2_SOURCE = ("tensorrt_llm/_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at 0004396720 (quota), "
-             "cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storageManager.cpp and storage/core.cpp (grain, slots)")
+             "cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storageManager.cpp and storage/core.cpp "
+             "(grain, slots)")
 PAGE = 2 << 20  # storageManager.cpp cacheTierGranularity: kPageSize, the GPU grain's unit
 MAX_SHIFT = 4  # the grain grows to at most 2 MiB << 4 = 32 MiB
 GIB = 1 << 30
-MAX_UTIL_FOR_RESUME = 0.95  # KvCacheConfig.max_util_for_resume default (tensorrt_llm/llmapi/llm_args.py, "Default is 95%")
+# KvCacheConfig.max_util_for_resume's default (tensorrt_llm/llmapi/llm_args.py: "Default is 95%")
+MAX_UTIL_FOR_RESUME = 0.95
 MAX_NUM_TOKENS = 8192  # KVCacheManagerV2's max_num_tokens: the executor's, BuildConfig.max_num_tokens by default
 _PLAIN = ("MHA", "GQA", "MQA", "MLA")
 _ROLES = ("key", "value")
