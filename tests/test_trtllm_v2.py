@@ -133,6 +133,15 @@ def test_v2_defaults_it_does_not_size_show_v1_and_say_why() -> None:
     assert "Number of tokens per block: 32." in dsa and "not sized here for DSA" in dsa
 
 
+def test_a_context_within_the_window_is_one_pool() -> None:
+    """Gemma 3's sliding window is 1,024 (gemma3_multimodal.json): at --seq 1024 every window clamps to max_seq_len,
+    _derive_layer_type_attention_windows derives none, and V2 keeps one pool of all 62 layers; at 1,025 the sliding
+    layers' 1,024 is a window of its own."""
+    args = ("memory", f"{CONFIGS}/gemma3_multimodal.json", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq")
+    assert "KV cache manager v2 device quota set to 8.0GiB" in _run(*args, "1024")
+    assert "not sized here for sliding-window layers" in _run(*args, "1025")
+
+
 @pytest.mark.parametrize("args, message", [
     (["gpt-oss-20b", "--engine", "trtllm", "--kv-memory", "8GiB", "--use-kv-cache-manager-v2", "true"],
      "gpt-oss-20b's KVCacheManagerV2 pool is not sized here for sliding-window layers"),

@@ -35,7 +35,10 @@ grain more than the quota. The manager then prints "KVCacheManagerV2 role-to-poo
 role (_log_kv_cache_pool_lifecycle_mapping). It prints no token count: the tokens above are what its pages hold.
 
 Not sized here: more than one life cycle (sliding windows under V2's derived per-layer windows: gpt-oss, Gemma 3),
-which splits the quota between pool groups by a typical step's bytes; DSA, which DSACacheManagerV2 lays out (its
+which splits the quota between pool groups by a typical step's bytes. _util.py's _derive_layer_type_attention_windows
+bounds only layer types naming "sliding" (Llama 4's chunked layers stay full, one life cycle) and derives nothing when
+the window, clamped to max_seq_len, leaves one window size (its unit tests: "unknown layer type is treated as full
+attention", "sliding window larger than max_seq_len is clamped"), so a --seq no longer than the window is one pool; DSA, which DSACacheManagerV2 lays out (its
 files were not read at a commit beside these); pipeline parallelism, where ranks of different layers agree on the
 fewest tokens; and the host tier V2 adds by itself when host_cache_size is unset (min(quota, half the host's free
 memory over its ranks, 80 % of RLIMIT_MEMLOCK): _compute_auto_host_tier_quota), which holds evicted pages, not the
@@ -167,7 +170,7 @@ def v2_unsized(kv: KVCache, pp: int) -> str | None:
         return "for DSA, whose layout DSACacheManagerV2 sets (not read at a commit beside KVCacheManagerV2's)"
     if any(kind.kind not in _PLAIN or kind.ratio != 1 for kind in kv.layers) or kv.states:
         return "for this cache's layer kinds"
-    if any(kind.window for kind in kv.layers):
+    if any(kind.window and kind.window < kv.seq for kind in kv.layers):  # one no shorter than max_seq_len is clamped
         return ("for sliding-window layers, which V2 gives windows of their own (two life cycles whose pool groups "
                 "split the quota by a typical step's bytes)")
     return None
