@@ -38,7 +38,8 @@ Not sized here: more than one life cycle (sliding windows under V2's derived per
 which splits the quota between pool groups by a typical step's bytes. _util.py's _derive_layer_type_attention_windows
 bounds only layer types naming "sliding" (Llama 4's chunked layers stay full, one life cycle) and derives nothing when
 the window, clamped to max_seq_len, leaves one window size (its unit tests: "unknown layer type is treated as full
-attention", "sliding window larger than max_seq_len is clamped"), so a --seq no longer than the window is one pool; DSA, which DSACacheManagerV2 lays out (its
+attention", "sliding window larger than max_seq_len is clamped"), so a --seq no longer than the window is one pool
+(docs/memory.md says what sizing gpt-oss's merged pool group and Gemma 3's two would take); DSA, which DSACacheManagerV2 lays out (its
 files were not read at a commit beside these); pipeline parallelism, where ranks of different layers agree on the
 fewest tokens; and the host tier V2 adds by itself when host_cache_size is unset (min(quota, half the host's free
 memory over its ranks, 80 % of RLIMIT_MEMLOCK): _compute_auto_host_tier_quota), which holds evicted pages, not the
