@@ -62,7 +62,8 @@ from calc.errors import GptcalcError
 if TYPE_CHECKING:
     from calc.analysis.train import Setup
 
-__all__ = ["BF16", "SPLITS", "Stage", "residual_bytes", "stage_bounds", "stage_buffers", "stage_sizes"]
+__all__ = ["BF16", "SPLITS", "Stage", "held_buffers", "residual_bytes", "stage_bounds", "stage_buffers",
+           "stage_sizes"]
 
 BF16 = 2
 SPLITS = ("even", "torchtitan")
@@ -108,18 +109,27 @@ def stage_buffers(s: "Setup", d_model: int, stage: Stage, backward: int | None) 
     step's end, every micro-batch's); the last stage's outputs are the loss's business (peak.py)."""
     if s.pp == 1:
         return ()
-    p, r = stage.stages, residual_bytes(s, d_model)
-    k = 0 if backward is None else stage.in_flight(backward)
-    done = p if backward is None else backward  # backwards run, forwards run: done + in flight
+    p = stage.stages
+    done = p if backward is None else backward  # backwards run
+    forwards = p if backward is None else done + stage.in_flight(backward)
+    return held_buffers(s, d_model, stage.first, stage.last, p, forwards, done)
+
+
+def held_buffers(s: "Setup", d_model: int, first: bool, last: bool, microbatches: int, forwards: int,
+                 backwards: int) -> tuple[tuple[str, int], ...]:
+    """The pipelining buffers of one stage of a step of `microbatches` that has run `forwards` forwards and
+    `backwards` backwards there (see the module's docstring): every forward's output, every backward's input
+    gradient, a receive buffer per micro-batch each way (the input's counted with the activations while its
+    micro-batch is in flight). One schedule's or another's, the order only sets the two counts
+    (interleaved.py)."""
+    r, k = residual_bytes(s, d_model), forwards - backwards
     out = []
-    if not stage.last:
-        out += [("pipeline: stage outputs (output_chunks)",
-                 (done + k) * r),
-                ("pipeline: output-gradient receive buffers", p * r)]
-    if not stage.first:
-        out += [("pipeline: input receive buffers not in flight", (p - k) * r),
-                ("pipeline: input gradients (.grad)",
-                 done * r)]
+    if not last:
+        out += [("pipeline: stage outputs (output_chunks)", forwards * r),
+                ("pipeline: output-gradient receive buffers", microbatches * r)]
+    if not first:
+        out += [("pipeline: input receive buffers not in flight", (microbatches - k) * r),
+                ("pipeline: input gradients (.grad)", backwards * r)]
     return tuple((what, size) for what, size in out if size)
 
 
