@@ -19,8 +19,6 @@ result is tests/data/pipeline_interleaved.json.
 from __future__ import annotations
 
 import json
-import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -28,7 +26,7 @@ import torch.distributed as dist
 from torch import nn
 
 from live_memory import Live
-from pipeline_1f1b import DIMS, Block, _nbytes
+from pipeline_1f1b import DIMS, Block, _nbytes, record, spawned
 
 RECORD = Path(__file__).parent / "data" / "pipeline_interleaved.json"
 RANKS, VIRTUAL, MICROBATCHES = 2, 2, 4
@@ -85,14 +83,8 @@ def _worker(rank: int, path: str) -> None:
 
 def measure() -> list[dict]:
     """Every rank's report (see the module's docstring), from spawned gloo processes."""
-    import torch.multiprocessing as mp
-
-    with tempfile.TemporaryDirectory(prefix="gptcalc-interleaved-") as folder:
-        path = str(Path(folder) / "run")
-        mp.spawn(_worker, args=(path,), nprocs=RANKS)
-        return [json.loads(Path(f"{path}.{rank}.json").read_text()) for rank in range(RANKS)]
+    return spawned(_worker, RANKS)
 
 
 if __name__ == "__main__":  # record: python tests/pipeline_interleaved.py
-    RECORD.write_text(json.dumps(measure(), indent=1, sort_keys=True) + "\n")
-    sys.stdout.write(f"wrote {RECORD}\n")
+    record(RECORD, measure())

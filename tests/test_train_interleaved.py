@@ -73,7 +73,7 @@ def test_torchtitans_405b_schedule() -> None:
 def test_microbatches_not_a_multiple_of_the_rounds_are_refused() -> None:
     """torch raises for it: 10 micro-batches over 4 ranks run in 2 rounds; 11 cannot."""
     assert Interleaved(4, 2, 10).group == 5
-    with pytest.raises(GptcalcError, match="11 is not a multiple of 2"):
+    with pytest.raises(GptcalcError, match="11 micro-batches over 4 ranks run in 2 rounds; 11 is not a multiple of 2"):
         Interleaved(4, 2, 11)
 
 
@@ -124,3 +124,75 @@ def test_the_record_is_what_torch_keeps_now(request) -> None:  # noqa: ANN001
     if not request.config.getoption("--distributed"):
         pytest.skip("opt-in: pytest --distributed (spawns gloo ranks)")
     assert measure() == json.loads(RECORD.read_text())
+
+
+# Llama 3.1 405B (its config.json: 126 layers, d_model 16,384, vocabulary 128,256) as Table 5's interleaved row
+# runs it: TP 8 with sequence parallelism, PP 8 of 2 stages a rank, 8 micro-batches of 4 × 8,192 tokens, FSDP,
+# full recomputation (tests/test_train_published.py, TITAN_4D)
+RUN_405B = ["train", "llama-3.1-405b", "--framework", "torchtitan", "--repeat-kv", "--seq", "8192", "--micro-batch",
+            "4", "--gpus", "512", "--tp", "8", "--sp", "--pp", "8", "--zero", "3", "--recompute", "full",
+            "--float8", "tensorwise-all-gather", "--pp-schedule", "interleaved-1f1b"]
+
+
+def _run_405b():
+    from calc.analysis.train import train
+    from calc.analysis.train.frameworks import resolve
+    from calc.spec.load import load_spec
+
+    setup = Setup(8192, 4, gpus=512, tp=8, sp=True, pp=8, zero=3, float8="tensorwise-all-gather", repeat_kv=True,
+                  pp_schedule="interleaved-1f1b", **resolve("torchtitan", {"recompute": "full"}))
+    return train(load_spec("llama-3.1-405b"), setup)
+
+
+def test_a_rank_holds_its_stages_together() -> None:
+    """torchtitan's split of 126 layers over 16 stages: 7 first, 8 on each of the 14 middle stages, 7 last; rank r
+    holds stages r and r + 8 (15 layers on ranks 0 and 7, 16 on the others). Rank 7 runs its 8 forwards of stage 7,
+    then stage 15's forward and backward in turn, then stage 7's backwards: at stage 7's second backward it holds
+    7 micro-batches there (8 layers' inputs each, fully recomputed: 4 × 8,192 × 16,384 × 2 B ÷ 8 a layer), beside
+    both stages' unsharded fp32 gradients and every logits of stage 15 (8 × 4 × 8,192 × 128,256 ÷ 8 × 2 B)."""
+    t = _run_405b()
+    assert [(name.split(" (")[0], layers) for name, layers, _, _ in t.stage_peaks] == \
+        [(f"rank {r} of 8", 15 if r in (0, 7) else 16) for r in range(8)]
+    assert t.stage.name() == "rank 7 of 8 (stages 7 and 15 of 16)"
+    assert t.peak.name == "backward of stage 7's micro-batch 2, the last layer recomputed"
+    layer = 4 * 8192 * 16384 * 2 // 8
+    parts = dict(t.peak.parts)
+    assert parts["stage 7: activations kept (7 micro-batches in flight)"] == 7 * 8 * layer
+    assert parts["stage 15: pipeline: stage outputs (output_chunks)"] == 8 * 4 * 8192 * 128256 // 8 * 2
+    fp32 = parts["stage 7: FSDP under PP: unsharded fp32 gradients accumulated"] \
+        + parts["stage 15: FSDP under PP: unsharded fp32 gradients accumulated"]
+    assert fp32 == 4 * t.held.params
+    # each row of the states is the two stages' together
+    assert t.held.params == 15 * (2 * 16384 * 16384 // 8 + 2 * 16384 * 1024 // 8 + 3 * 16384 * 53248 // 8
+                                  + 2 * 16384) + 16384 + 128256 * 16384 // 8
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--pp", "2", "--pp-virtual", "2"], "--pp-virtual: 2 stages a rank need --pp 2 or more and --pp-schedule "
+                                         "interleaved-1f1b"),
+    (["--pp-schedule", "interleaved-1f1b", "--pp-virtual", "2"], "--pp-virtual: 2 stages a rank need --pp 2 or more"),
+    (["--pp", "2", "--pp-schedule", "interleaved-1f1b", "--grad-accumulation", "2"],
+     "--grad-accumulation: gradients carried over from earlier steps are counted for --pp-schedule 1f1b only"),
+    # gpt2-small has 12 layers: 8 ranks × 2 stages leave stages without one
+    (["--pp", "8", "--pp-schedule", "interleaved-1f1b"], "--pp-split even: 12 layers at ⌈12/16⌉ = 1 a stage fill 12 "
+                                                        "of the 16 stages"),
+])
+def test_an_interleaved_layout_that_cannot_run_is_one_error_line(args: list[str], message: str) -> None:
+    from click.testing import CliRunner
+
+    from calc.cli import main
+
+    result = CliRunner().invoke(main, ["train", "gpt2-small", "--seq", "256", "--micro-batch", "1", "--gpus", "8",
+                                       *args])
+    assert result.exit_code == 2 and result.output.startswith(f"Error: {message}"), result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_the_notes_name_each_rank() -> None:
+    from click.testing import CliRunner
+
+    from calc.cli import main
+
+    out = CliRunner().invoke(main, RUN_405B, terminal_width=200).output
+    assert "pipeline (interleaved 1F1B, 2 stages a rank, 8 micro-batches a step)" in out
+    assert "rank 0 of 8 (stages 0 and 8 of 16), 15 layers" in out

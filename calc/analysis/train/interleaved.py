@@ -27,7 +27,9 @@ from dataclasses import dataclass
 
 from calc.errors import GptcalcError
 
-__all__ = ["Held", "Interleaved"]
+__all__ = ["PP_SCHEDULES", "Held", "Interleaved", "Rank"]
+
+PP_SCHEDULES = ("1f1b", "interleaved-1f1b")  # torch's Schedule1F1B (pipeline.py), ScheduleInterleaved1F1B
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,8 @@ class Interleaved:
     def __post_init__(self) -> None:
         rounds = max(1, self.microbatches // self.ranks)
         if self.microbatches % rounds:
-            raise GptcalcError(f"--pp-microbatches: interleaved 1F1B runs the micro-batches in {rounds} rounds of "
-                               f"{self.microbatches // rounds}; {self.microbatches} is not a multiple of {rounds}")
+            raise GptcalcError(f"interleaved 1F1B: {self.microbatches} micro-batches over {self.ranks} ranks run in "
+                               f"{rounds} rounds; {self.microbatches} is not a multiple of {rounds} (torch refuses it)")
 
     @property
     def group(self) -> int:
@@ -93,3 +95,16 @@ class Interleaved:
             out.append(Held(stage, backwards[stage], dict(forwards), dict(backwards)))
             backwards[stage] += 1
         return tuple(out)
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One rank of an interleaved pipeline: its stages are counted together (peak.interleaved_moments)."""
+
+    index: int
+    schedule: Interleaved
+
+    def name(self) -> str:
+        s, stages = self.schedule, self.schedule.stages(self.index)
+        listed = ", ".join(map(str, stages[:-1])) + f" and {stages[-1]}"
+        return f"rank {self.index} of {s.ranks} (stages {listed} of {s.ranks * s.virtual})"
