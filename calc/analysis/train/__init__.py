@@ -19,7 +19,9 @@ Under pipeline parallelism every stage is counted on its own (pipeline.py): its 
 (as `pp_split` splits them: gptcalc's even split, torchtitan's, or a list) × the micro-batches a 1F1B
 step keeps in flight there, its buffers; the first stage's token ids, the last stage's final norm, head
 and loss. A run's peak is its largest stage's, the Training returned (`stage`),
-each stage's peak beside it (`stage_peaks`).
+each stage's peak beside it (`stage_peaks`). Under an interleaved schedule (`pp_schedule`, interleaved.py)
+a rank holds `virtual` stages of pp·virtual and is counted as one: its stages together at each of its
+backwards, in the schedule's order (`_rank`); the peak is then the largest rank's.
 
 Tensor parallelism (`tp_impl`) is Megatron's (default: a column-parallel linear under sequence
 parallelism saves its input's shard) or DTensor's, as torchtitan runs it (it saves the all-gathered

@@ -76,6 +76,8 @@ still in flight: FSDP, as torchtitan runs it, keeps the stage gathered and accum
 gradients, `_fsdp`; without it each GPU's gradients), backward's end and the optimizer step, each
 with torch's pipelining buffers; the last stage also its last micro-batch's loss, forward and backward,
 beside the outputs of every earlier one (`output_chunks`), and the step's end, where they are merged.
+An interleaved rank's stages are counted together at each of its backwards, each as the schedule's
+order leaves it (`interleaved_moments`).
 
 The statistic: `allocated` is what torch.cuda.max_memory_allocated reports (torchtune's
 "active" is within the allocator's rounding of it). `reserved` is the largest of the moments'
