@@ -173,6 +173,8 @@ def test_a_rank_holds_its_stages_together() -> None:
     (["--pp-schedule", "interleaved-1f1b", "--pp-virtual", "2"], "--pp-virtual: 2 stages a rank need --pp 2 or more"),
     (["--pp", "2", "--pp-schedule", "interleaved-1f1b", "--grad-accumulation", "2"],
      "--grad-accumulation: gradients carried over from earlier steps are counted for --pp-schedule 1f1b only"),
+    (["--pp", "2", "--pp-schedule", "interleaved-1f1b", "--pp-split", "6,6"],
+     "--pp-split: 2 stages given, --pp 2 × --pp-virtual 2 is 4"),
     # gpt2-small has 12 layers: 8 ranks × 2 stages leave stages without one
     (["--pp", "8", "--pp-schedule", "interleaved-1f1b"], "--pp-split even: 12 layers at ⌈12/16⌉ = 1 a stage fill 12 "
                                                         "of the 16 stages"),

@@ -262,7 +262,9 @@ def _check(spec: ModelSpec, s: Setup) -> None:
     if s.pp_schedule == "interleaved-1f1b" and s.grad_accumulation > 1:
         raise GptcalcError("--grad-accumulation: gradients carried over from earlier steps are counted for "
                            "--pp-schedule 1f1b only")
-    stage_sizes(spec.n_layers, s.pp * s.virtual, s.pp_split)  # refuses a list not a split of the layers, an empty stage
+    stages = f"--pp {s.pp} × --pp-virtual {s.virtual} is" if s.virtual > 1 else "--pp is"
+    stage_sizes(spec.n_layers, s.pp * s.virtual, s.pp_split, stages)  # refuses a list not a split of the layers, an
+    # empty stage
     for option, value, choices in (("--optimizer", s.optimizer, OPTIMIZERS), ("--recompute", s.recompute, RECOMPUTE),
                                    ("--attention", s.attention, ("flash", "eager")),
                                    ("--precision", s.precision, tuple(PRECISIONS)), ("--loss", s.loss, tuple(LOSSES)),

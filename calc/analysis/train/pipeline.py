@@ -133,15 +133,16 @@ def held_buffers(s: "Setup", d_model: int, first: bool, last: bool, microbatches
     return tuple((what, size) for what, size in out if size)
 
 
-def stage_sizes(n_layers: int, pp: int, split: str) -> tuple[int, ...]:
-    """The layers of each of `pp` stages under `split`, a rule of SPLITS or a list (see the module's docstring)."""
+def stage_sizes(n_layers: int, pp: int, split: str, stages: str = "--pp is") -> tuple[int, ...]:
+    """The layers of each of `pp` stages under `split`, a rule of SPLITS or a list (see the module's docstring);
+    `stages` names where the count of stages comes from, for an error."""
     if split == "even":
         return _even(n_layers, pp)
     if split == "torchtitan":
         base, extra = divmod(n_layers, pp)
         middle = [base + (i <= extra) for i in range(1, pp - 1)]
         return (base, *middle, n_layers - base - sum(middle))[:pp]
-    return _given(split.split(","), n_layers, pp)
+    return _given(split.split(","), n_layers, pp, stages)
 
 
 def _even(n_layers: int, pp: int) -> tuple[int, ...]:
@@ -166,7 +167,7 @@ def stage_bounds(n_layers: int, pp: int, split: str, index: int) -> tuple[int, i
     return ends[index], ends[index + 1]
 
 
-def _given(items: list[str], n_layers: int, pp: int) -> tuple[int, ...]:
+def _given(items: list[str], n_layers: int, pp: int, stages: str) -> tuple[int, ...]:
     """A list of layers a stage, or of torchtitan's split points (`layers.N`, one fewer than the stages)."""
     points = all(item.strip().startswith(POINT) for item in items)
     numbers = [item.strip().removeprefix(POINT) if points else item.strip() for item in items]
@@ -176,7 +177,7 @@ def _given(items: list[str], n_layers: int, pp: int) -> tuple[int, ...]:
     sizes = [b - a for a, b in zip([0, *map(int, numbers)], [*map(int, numbers), n_layers])] if points \
         else [int(n) for n in numbers]
     if len(sizes) != pp:
-        raise GptcalcError(f"--pp-split: {len(sizes)} stages given, --pp is {pp}")
+        raise GptcalcError(f"--pp-split: {len(sizes)} stages given, {stages} {pp}")
     if min(sizes) < 1:
         raise GptcalcError(f"--pp-split: every stage needs a layer or more (got {','.join(map(str, sizes))})")
     if sum(sizes) != n_layers:
