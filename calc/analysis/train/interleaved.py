@@ -16,9 +16,10 @@ The idle steps the schedule pads with (`None`) move no micro-batch, and are left
 interleaved schedule (megatron/core/pipeline_parallel/schedules.py @ d98e8a6, get_pp_rank_microbatches,
 get_schedule_table, get_model_chunk_id) has the same warmup, 2·(p − 1 − r) + (V − 1)·g, and the same
 chunk order with g its microbatch_group_size_per_vp_stage (p by default) where g divides n: one order
-for both. The torch of December 2024 (the 405B runs') counted its warmup with p in place of g (the
-flexible rounds came later); where n is a multiple of p (torchtitan's default n = p), g = p and the two
-are the same order.
+for both. torch of late 2024 (its "Flexible Interleaved 1F1B", with the rounds already in the stage
+order) counted the warmup with p in place of g, `(n_local_stages - 1) * pp_group_size`; the 405B runs'
+torch (1963fc8, December 2024) is not read here, but where n is a multiple of p (torchtitan's default
+n = p) g = p, and either warmup gives the same order.
 """
 
 from __future__ import annotations
