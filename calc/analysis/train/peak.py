@@ -483,8 +483,8 @@ def interleaved_moments(t: "Training", stages: list["Training"], spec: ModelSpec
     """The moments of an interleaved pipeline rank's step (interleaved.py): its stages' Trainings (`stages`,
     each counted as one stage of the p·V) keep what `_kept` gives them, as many micro-batches as the schedule's
     order has in flight on each at each of the rank's backwards. Of those backwards: the first, the largest
-    through a layer and, on the rank with the last stage, the largest through the loss; then backward's end
-    and the optimizer step, with t's (the rank's) states."""
+    through a layer and, on the rank with the last stage, the largest loss forward and loss backward; then
+    backward's end and the optimizer step, with t's (the rank's) states."""
     schedule, index = t.stage.schedule, t.stage.index
     n, last = schedule.ranks, schedule.ranks * schedule.virtual - 1
     kept = {u.stage.index: _kept(u, spec, p, gathered) for u in stages}
@@ -500,22 +500,25 @@ def interleaved_moments(t: "Training", stages: list["Training"], spec: ModelSpec
             + ((("pipeline: stage outputs (output_chunks)", outputs * k_.output),) if g == last else ())
         return tuple((f"stage {g}: {what}", size) for what, size in parts if size)
 
-    def at(h, through_loss: bool) -> Moment:
+    def at(h, loss: str | None) -> Moment:
+        """At backward `h`: through a layer (`loss` None), or the last stage's loss of that micro-batch, its
+        forward (the output not yet kept, as `_pipelined` counts it) or its backward."""
         c, k_ = h.stage, kept[h.stage]
-        current = 0 if k_.hidden or by_stage[c].setup.loss_run.keeps_logits else 1
+        current = 1 if loss == "backward" and not (k_.hidden or by_stage[c].setup.loss_run.keeps_logits) else 0
         held = tuple(x for g in schedule.stages(index) for x in stage_parts(
-            g, h.forwards[g], h.backwards[g], h.forwards[g] - (through_loss and not current)))
-        extra = _loss_parts(by_stage[c], spec, "backward") if through_loss else \
+            g, h.forwards[g], h.backwards[g], h.forwards[g] - (loss is not None) + current))
+        extra = _loss_parts(by_stage[c], spec, loss) if loss else \
             tuple(x for x in k_.in_layer if x not in k_.fsdp.at_loss)
-        how = ", through the loss" if through_loss else recomputed or ", the last layer"
-        return Moment(f"backward of stage {c}'s micro-batch {h.microbatch + 1}{how}",
-                      base + held + tuple((f"stage {c}: {what}", size) for what, size in extra))
+        name = f"forward of stage {c}'s micro-batch {h.microbatch + 1}, computing the loss" if loss == "forward" \
+            else f"backward of stage {c}'s micro-batch {h.microbatch + 1}" + (
+                ", through the loss" if loss else recomputed or ", the last layer")
+        return Moment(name, base + held + tuple((f"stage {c}: {what}", size) for what, size in extra))
 
     held = schedule.held(index)
-    layer = [at(h, False) for h in held]
-    loss = [at(h, True) for h in held if h.stage == last]
+    layer = [at(h, None) for h in held]
     out = [layer[0], max(layer[1:], key=lambda m: m.allocated)] if len(layer) > 1 else layer
-    out += [max(loss, key=lambda m: m.allocated)] if loss else []
+    for phase in ("forward", "backward") if last in kept else ():
+        out.append(max((at(h, phase) for h in held if h.stage == last), key=lambda m: m.allocated))
     grads = next((r.per_gpu for r in t.states if r.where == "gpu" and r.key == "gradients"), 0)
     end = base + tuple((f"stage {g}: {what}", size) for g in schedule.stages(index) for what, size in
                        held_buffers(by_stage[g].setup, spec.d_model, g == 0, g == last, n, n, n)
