@@ -28,13 +28,13 @@ from dataclasses import dataclass
 
 from calc.errors import GptcalcError
 
-__all__ = ["PP_SCHEDULES", "Held", "Interleaved", "Rank"]
+__all__ = ["PP_SCHEDULES", "AtBackward", "Interleaved", "Rank"]
 
 PP_SCHEDULES = ("1f1b", "interleaved-1f1b")  # torch's Schedule1F1B (pipeline.py), ScheduleInterleaved1F1B
 
 
 @dataclass(frozen=True)
-class Held:
+class AtBackward:
     """A rank's state when one of its backwards starts: the stage and micro-batch of that backward, and for
     each of the rank's stages (global index) the forwards and backwards it has run so far."""
 
@@ -84,7 +84,7 @@ class Interleaved:
             out.append(("B", self.stages(rank)[v - 1 - ((k - warm) // g) % v]))
         return tuple(out)
 
-    def held(self, rank: int) -> tuple[Held, ...]:
+    def held(self, rank: int) -> tuple[AtBackward, ...]:
         """What `rank` holds as each of its backwards starts, in the order they run."""
         forwards = dict.fromkeys(self.stages(rank), 0)
         backwards = dict(forwards)
@@ -93,7 +93,7 @@ class Interleaved:
             if kind == "F":
                 forwards[stage] += 1
                 continue
-            out.append(Held(stage, backwards[stage], dict(forwards), dict(backwards)))
+            out.append(AtBackward(stage, backwards[stage], dict(forwards), dict(backwards)))
             backwards[stage] += 1
         return tuple(out)
 
