@@ -117,16 +117,26 @@ def _worker(rank: int, path: str) -> None:
     dist.destroy_process_group()
 
 
-def measure() -> list[dict]:
-    """Every stage's report (see the module's docstring), from spawned gloo processes."""
+def spawned(worker, ranks: int) -> list[dict]:  # noqa: ANN001
+    """Each rank's report, from `worker(rank, path)` run on `ranks` spawned gloo processes (it writes
+    path.RANK.json)."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory(prefix="gptcalc-pipeline-") as folder:
         path = str(Path(folder) / "run")
-        mp.spawn(_worker, args=(path,), nprocs=STAGES)
-        return [json.loads(Path(f"{path}.{rank}.json").read_text()) for rank in range(STAGES)]
+        mp.spawn(worker, args=(path,), nprocs=ranks)
+        return [json.loads(Path(f"{path}.{rank}.json").read_text()) for rank in range(ranks)]
+
+
+def record(path: Path, reports: list[dict]) -> None:
+    path.write_text(json.dumps(reports, indent=1, sort_keys=True) + "\n")
+    sys.stdout.write(f"wrote {path}\n")
+
+
+def measure() -> list[dict]:
+    """Every stage's report (see the module's docstring), from spawned gloo processes."""
+    return spawned(_worker, STAGES)
 
 
 if __name__ == "__main__":  # record: python tests/pipeline_1f1b.py
-    RECORD.write_text(json.dumps(measure(), indent=1, sort_keys=True) + "\n")
-    sys.stdout.write(f"wrote {RECORD}\n")
+    record(RECORD, measure())

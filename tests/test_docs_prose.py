@@ -115,6 +115,8 @@ def test_published_runs_table_shows_what_train_prints() -> None:
             (10**9 if unit == "GB" else 2**30)
         assert f"{value:.{len(number.partition('.')[2])}f}" == number, run
         assert f"{(value / Decimal(published.split()[0]) - 1) * 100:+.1f}%" == gap, run
-        # a pipeline run names the stage its peak is on, as the table writes it: "stage S of P: moment"
-        stage = "" if peak.get("stage") is None else rf"stage {peak['stage']} of \d+: "
+        # a pipeline run names the stage its peak is on, as the table writes it: "stage S of P: moment"; an
+        # interleaved one its rank: "rank R of P: moment"
+        stage = rf"rank {peak['rank']} of \d+: " if "rank" in peak else \
+            "" if peak.get("stage") is None else rf"stage {peak['stage']} of \d+: "
         assert re.fullmatch(stage + re.escape(peak["moment"]), moment), run

@@ -198,6 +198,11 @@ CASES = [
     ("torchtitan 405B FSDP 4 CP 2 TP 8 PP 8, seq 65536", "llama-3.1-405b", 75.9, GIB, dict(seq=65536, cp=2, **TITAN_4D)),
     ("torchtitan 405B FSDP 2 CP 4 TP 8 PP 8, seq 131072", "llama-3.1-405b", 77.1, GIB,
      dict(seq=131072, cp=4, config={"max_position_embeddings": 262144}, **TITAN_4D)),
+    # Table 5's other row: the same run under Interleaved 1F1B, 2 stages a rank over 16 (torchtitan's
+    # generate_split_points without split points: 7, 8 × 14, 7), still 8 micro-batches of 4 (pipelining_utils.py
+    # @ 9dec370: n_microbatches = pipeline_parallel_degree)
+    ("torchtitan 405B FSDP 8 TP 8 PP 8 (Interleaved 1F1B), 512xH100", "llama-3.1-405b", 72.7, GIB,
+     dict(seq=8192, pp_schedule="interleaved-1f1b", **{**TITAN_4D, "micro_batch": 4})),
     ("torchtitan 70B FSDP 32 TP 8, 256xH100", "llama-3.1-70b", 71.9, GIB, TITAN_2D),
     ("torchtitan 70B FSDP 32 TP 8 + AsyncTP, 256xH100", "llama-3.1-70b", 67.6, GIB, TITAN_2D),
 ]

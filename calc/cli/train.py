@@ -36,6 +36,13 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
                    "generate_split_points: ⌊L/p⌋ first, the remainder one a middle stage, the rest last), a list of "
                    "layers per stage, or torchtitan's pipeline_parallel_split_points (layers.15,layers.31,...).  "
                    "[default: even]")
+@click.option("--pp-schedule", type=click.Choice(["1f1b", "interleaved-1f1b"]), default="1f1b", show_default=True,
+              help="With --pp: torch's Schedule1F1B (one stage a rank) or ScheduleInterleaved1F1B (--pp-virtual "
+                   "stages a rank, torch's own order; Megatron-LM's interleaved schedule runs the same order). "
+                   "Either way --pp micro-batches a step (torchtitan's default).")
+@click.option("--pp-virtual", type=POSITIVE, metavar="V",
+              help="With --pp-schedule interleaved-1f1b: stages a rank holds, rank r the stages r, r + pp, ...; the "
+                   "layers split over pp × V stages by --pp-split.  [default: 2, torchtitan's without split points]")
 @click.option("--cp", type=POSITIVE, default=1, show_default=True,
               help="Context-parallel GPUs (torchtitan): each holds seq/cp tokens; ZeRO/FSDP shards over dp × cp.")
 @click.option("--float8", type=click.Choice(_FLOAT8), default="none", show_default=True,
@@ -116,7 +123,7 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--layers", "show_layer", is_flag=True, help="Add a table of what one layer keeps for backward.")
 @json_option
 def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, tp_impl: str | None,
-          pp: int, pp_split: str | None, cp: int,
+          pp: int, pp_split: str | None, pp_schedule: str, pp_virtual: int | None, cp: int,
           float8: str, framework: str | None, moe_form: str | None, dropout: bool | None, tied: bool | None,
           norm_upcast: bool | None, repeat_kv: bool,
           precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
@@ -158,7 +165,8 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
                   fsdp_head_unit=fsdp_head_unit,
                   offload=tuple(o.strip() for o in offload.split(",")) if offload else (),
                   lora_dropout=lora_dropout, double_quant=not no_double_quant, cp=cp, float8=float8,
-                  repeat_kv=repeat_kv, overheads=overheads, **options)
+                  repeat_kv=repeat_kv, overheads=overheads, pp_schedule=pp_schedule, pp_virtual=pp_virtual,
+                  **options)
     result = plan(spec, setup)
     answer = solve(spec, setup, budget) if budget else None
     if as_json:

@@ -116,11 +116,18 @@ def train_notes(t: Training) -> list[str]:
     whose = f"pipeline {t.stage.name()}" if t.stage else "the whole model"
     notes = [f"parameters on this GPU ({whose}, 1/{s.tp} of each matrix): {t.held.params:,}"
              + (f"; trained: {t.held.adapter_params:,} LoRA adapter parameters" if s.lora_rank else "")]
-    if t.stage:
+    if t.stage and s.pp_schedule == "interleaved-1f1b":
+        notes.append(f"pipeline (interleaved 1F1B, {s.virtual} stages a rank, {s.pp} micro-batches a step): each "
+                     "rank's stages counted together, each with its own parameters, layers and the micro-batches "
+                     "torch's schedule order has in flight there at each of the rank's backwards, and torch's "
+                     "pipelining buffers; the peak is the largest rank's; layers split over "
+                     f"{s.pp * s.virtual} stages {_split(s.pp_split)}:")
+    elif t.stage:
         notes.append(f"pipeline (1F1B, {s.pp} micro-batches a step): each stage counted with its own parameters, "
                      "layers and micro-batches in flight (stage i: p − i at its first backward) and torch's "
                      "pipelining buffers (each micro-batch's output, receive buffers); the peak is the largest "
                      f"stage's; layers split {_split(s.pp_split)}:")
+    if t.stage:
         notes += [f"  {name}, {layers} layers: {human_bytes(size)} allocated, {moment}"
                   for name, layers, moment, size in t.stage_peaks]
     if t.korthikanti is not None:

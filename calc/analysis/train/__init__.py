@@ -19,7 +19,9 @@ Under pipeline parallelism every stage is counted on its own (pipeline.py): its 
 (as `pp_split` splits them: gptcalc's even split, torchtitan's, or a list) × the micro-batches a 1F1B
 step keeps in flight there, its buffers; the first stage's token ids, the last stage's final norm, head
 and loss. A run's peak is its largest stage's, the Training returned (`stage`),
-each stage's peak beside it (`stage_peaks`).
+each stage's peak beside it (`stage_peaks`). Under an interleaved schedule (`pp_schedule`, interleaved.py)
+a rank holds `virtual` stages of pp·virtual and is counted as one: its stages together at each of its
+backwards, in the schedule's order (`_rank`); the peak is then the largest rank's.
 
 Tensor parallelism (`tp_impl`) is Megatron's (default: a column-parallel linear under sequence
 parallelism saves its input's shard) or DTensor's, as torchtitan runs it (it saves the all-gathered
@@ -48,10 +50,11 @@ from calc.analysis.train.bnb import BNB, quantised_head
 from calc.analysis.train.executed import MOE_FORMS, as_run
 from calc.analysis.train.float8 import FLOAT8
 from calc.analysis.train.frameworks import FRAMEWORKS
+from calc.analysis.train.interleaved import PP_SCHEDULES, Interleaved, Rank
 from calc.analysis.train.loss import LOSS_PARALLEL, LOSSES, Loss
 from calc.analysis.train.frozen import frozen_layer, frozen_outside
 from calc.analysis.train.params import LAYER_TARGETS, LORA_TARGETS, Held, gathered_bytes, held, layer_params, nf4_bytes
-from calc.analysis.train.peak import Moment, Overheads, moments
+from calc.analysis.train.peak import Moment, Overheads, interleaved_moments, moments
 from calc.analysis.train.pipeline import SPLITS, Stage, stage_bounds, stage_sizes
 from calc.analysis.train.precision import PRECISIONS, Precision
 from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, Tensor, bnb_8bit_bytes, model_states, optimizer_bytes
@@ -78,6 +81,8 @@ class Setup:
     pp: int = 1
     sp: bool = False
     pp_split: str = "even"  # which layers each stage holds: a rule of SPLITS or a list (pipeline.stage_sizes)
+    pp_schedule: str = "1f1b"  # torch's Schedule1F1B (pipeline.py) or ScheduleInterleaved1F1B (interleaved.py)
+    pp_virtual: int | None = None  # stages a rank holds; None: 2 under interleaved-1f1b (torchtitan's), else 1
     recompute: str = "none"
     optimizer: str = "adamw"
     lora_rank: int | None = None
@@ -117,6 +122,12 @@ class Setup:
     @property
     def dp(self) -> int:
         return self.gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def virtual(self) -> int:
+        """Stages a pipeline rank holds: torchtitan's generate_split_points makes 2 a rank for a multi-stage
+        schedule when no split points are given (pipelining_utils.py @ 9dec370), 1 under Schedule1F1B."""
+        return self.pp_virtual or (2 if self.pp_schedule == "interleaved-1f1b" else 1)
 
     @property
     def shards(self) -> int:
@@ -172,7 +183,8 @@ class Training:
     korthikanti: int | None  # bytes, GPT-3-shaped layers only
     dropout: bool = False  # the layers drop out P and each sublayer's output, as Korthikanti's layer does
     all_experts: bool = False  # a MoE runs every expert over every token (transformers' Llama-4, moe_form "reference")
-    stage: Stage | None = None  # the pipeline stage counted (the one with the largest peak); None without PP
+    stage: Stage | Rank | None = None  # the pipeline stage (or interleaved rank) counted, the one with the
+    # largest peak; None without PP
     stage_peaks: tuple[tuple[str, int, str, int], ...] = ()  # every stage counted: (stage, its layers, its peak's
     # moment, allocated)
 
@@ -222,7 +234,9 @@ class Training:
                             "total": self.activations},
             "moments": [m.to_json() for m in self.moments],
             "peak": {"moment": self.peak.name, "allocated": self.allocated, "reserved": self.reserved,
-                     "nvidia_smi": self.nvidia_smi, "stage": self.stage.index if self.stage else None},
+                     "nvidia_smi": self.nvidia_smi,
+                     "stage": self.stage.index if isinstance(self.stage, Stage) else None,
+                     **({"rank": self.stage.index} if isinstance(self.stage, Rank) else {})},
             "stages": [{"stage": name, "layers": layers, "moment": moment, "allocated": size}
                        for name, layers, moment, size in self.stage_peaks],
             "korthikanti": self.korthikanti,
@@ -240,7 +254,17 @@ def _check(spec: ModelSpec, s: Setup) -> None:
     if s.float8 != "none" and s.lora_rank:
         raise GptcalcError("--float8: trains the full model's linears in float8 (torchao); not with --lora-rank")
     validate_layout(spec, Layout(s.tp, s.pp), kv_heads=True)
-    stage_sizes(spec.n_layers, s.pp, s.pp_split)  # refuses a list not a split of these layers, an empty stage
+    if s.pp_schedule not in PP_SCHEDULES:
+        raise GptcalcError(f"--pp-schedule: unknown {s.pp_schedule!r} (choose from {', '.join(PP_SCHEDULES)})")
+    if s.virtual > 1 and (s.pp == 1 or s.pp_schedule == "1f1b"):
+        raise GptcalcError(f"--pp-virtual: {s.virtual} stages a rank need --pp 2 or more and --pp-schedule "
+                           "interleaved-1f1b (Schedule1F1B runs one stage a rank)")
+    if s.pp_schedule == "interleaved-1f1b" and s.grad_accumulation > 1:
+        raise GptcalcError("--grad-accumulation: gradients carried over from earlier steps are counted for "
+                           "--pp-schedule 1f1b only")
+    stages = f"--pp {s.pp} × --pp-virtual {s.virtual} is" if s.virtual > 1 else "--pp is"
+    stage_sizes(spec.n_layers, s.pp * s.virtual, s.pp_split, stages)  # refuses a list not a split of the layers, an
+    # empty stage
     for option, value, choices in (("--optimizer", s.optimizer, OPTIMIZERS), ("--recompute", s.recompute, RECOMPUTE),
                                    ("--attention", s.attention, ("flash", "eager")),
                                    ("--precision", s.precision, tuple(PRECISIONS)), ("--loss", s.loss, tuple(LOSSES)),
@@ -329,14 +353,17 @@ def _stage_layers(spec: ModelSpec, s: Setup, index: int) -> dict[str, int]:
     return spec.layer_counts(*stage_bounds(spec.n_layers, s.pp, s.pp_split, index))
 
 
-def _layers(spec: ModelSpec, s: Setup, p: Precision, stage: Stage | None) -> list[tuple[str, int, tuple[Term, ...]]]:
+def _layers(spec: ModelSpec, s: Setup, p: Precision, stage: Stage | None,
+            in_flight: int | None = None) -> list[tuple[str, int, tuple[Term, ...]]]:
     """(kind, layers kept, terms) per block kind, on `stage` × the micro-batches it has in flight at its
-    first backward; every-k checkpointing splits a kind into its checkpointed layers (every k-th) and the
-    rest, which keep everything."""
+    first backward (or `in_flight`); every-k checkpointing splits a kind into its checkpointed layers (every
+    k-th) and the rest, which keep everything."""
     here = _stage_layers(spec, s, stage.index) if stage else spec.layer_counts()
+    if in_flight is None:
+        in_flight = stage.in_flight(0) if stage else 1
     out = []
     for kind in spec.layer_counts():
-        n = here.get(kind, 0) * (stage.in_flight(0) if stage else 1)
+        n = here.get(kind, 0) * in_flight
         if not n:
             continue
         checkpointed = n // s.checkpoint_every if s.recompute == "full" else 0
@@ -371,7 +398,33 @@ def train_stages(spec: ModelSpec, s: Setup) -> list[Training]:
     spec = as_run(spec, s.moe_form, s.dropout, s.tied)
     if s.pp == 1:
         return [_train(spec, s, None)]
+    if s.pp_schedule == "interleaved-1f1b":
+        return [_rank(spec, s, Rank(index, Interleaved(s.pp, s.virtual, s.pp))) for index in range(s.pp)]
     return [_train(spec, s, Stage(index, s.pp)) for index in _distinct_stages(spec, s)]
+
+
+def _rank(spec: ModelSpec, s: Setup, rank: Rank) -> Training:
+    """An interleaved pipeline rank's step: each of its stages counted as one of the p·V (its parameters, its
+    layers as pp_split splits p·V stages, its buffers), together at each of the rank's backwards, as many
+    micro-batches in flight on each as the schedule's order gives (peak.interleaved_moments). Its tables show
+    each stage's layers with the micro-batches in flight at the rank's first backward."""
+    p, stages = PRECISIONS[s.precision], rank.schedule.stages(rank.index)
+    each = replace(s, pp=s.pp * s.virtual, gpus=s.gpus * s.virtual, pp_schedule="1f1b", pp_virtual=None)
+    parts = [_train(spec, each, Stage(g, each.pp)) for g in stages]
+    first = rank.schedule.held(rank.index)[0]
+    h = Held(tuple(x for u in parts for x in u.held.tensors), sum(u.held.layer_matrices for u in parts),
+             tuple(x for u in parts for x in u.held.adapters), sum(u.held.stage_layers for u in parts))
+    layers = tuple((f"stage {g}: {kind}", n, terms) for g in stages for kind, n, terms in
+                   _layers(spec, each, p, Stage(g, each.pp), first.in_flight(g)))
+    outside = tuple(x for u in parts for x in u.outside)
+    t = Training(spec.name, s, h, _summed(parts), layers, outside, (), None, _drops(spec),
+                 parts[0].all_experts, rank)
+    return replace(t, moments=tuple(interleaved_moments(t, parts, spec, p, _gathered(spec, s))))
+
+
+def _summed(parts: list[Training]) -> tuple[StateRow, ...]:
+    """The states of a rank's stages together, row by row (every stage has the same rows)."""
+    return tuple(replace(rows[0], full=sum(r.full for r in rows)) for rows in zip(*(u.states for u in parts)))
 
 
 def _distinct_stages(spec: ModelSpec, s: Setup) -> list[int]:
@@ -411,15 +464,20 @@ def _train(spec: ModelSpec, s: Setup, stage: Stage | None) -> Training:
     outside = _outside(spec, s, p, h, stage)
     head = spec.vocab_size * spec.d_model // s.tp if quantised_head(spec, s) and (stage is None or stage.last) else 0
     states = tuple(_states(h, s, p, head))
-    gathered = (0, 0)
-    if s.fsdp:
-        params, matrices = layer_params(spec, s.tp)
-        gathered = (params, gathered_bytes(s, params, matrices))
+    gathered = _gathered(spec, s)
     every = any(isinstance(b.mlp, MoE) and b.mlp.all_experts for b in spec.blocks.values())
     kept = sum(n for _, n, _ in layers)
     t = Training(spec.name, s, h, states, tuple(layers), tuple(outside), (), _korthikanti(spec, s, kept), _drops(spec),
                  every, stage)
     return replace(t, moments=tuple(moments(t, spec, p, gathered)))
+
+
+def _gathered(spec: ModelSpec, s: Setup) -> tuple[int, int]:
+    """The parameters of one layer FSDP gathers and their bytes gathered; (0, 0) without FSDP."""
+    if not s.fsdp:
+        return 0, 0
+    params, matrices = layer_params(spec, s.tp)
+    return params, gathered_bytes(s, params, matrices)
 
 
 def _drops(spec: ModelSpec) -> bool:

@@ -76,6 +76,8 @@ still in flight: FSDP, as torchtitan runs it, keeps the stage gathered and accum
 gradients, `_fsdp`; without it each GPU's gradients), backward's end and the optimizer step, each
 with torch's pipelining buffers; the last stage also its last micro-batch's loss, forward and backward,
 beside the outputs of every earlier one (`output_chunks`), and the step's end, where they are merged.
+An interleaved rank's stages are counted together at each of its backwards, each as the schedule's
+order leaves it (`interleaved_moments`).
 
 The statistic: `allocated` is what torch.cuda.max_memory_allocated reports (torchtune's
 "active" is within the allocator's rounding of it). `reserved` is the largest of the moments'
@@ -96,7 +98,7 @@ from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.frozen import frozen_layer
 from calc.analysis.train.params import gathered_bytes
-from calc.analysis.train.pipeline import residual_bytes, stage_buffers
+from calc.analysis.train.pipeline import held_buffers, residual_bytes, stage_buffers
 from calc.analysis.train.precision import Precision
 from calc.analysis.train.states import step_temporary_bytes
 from calc.spec.model import ModelSpec
@@ -105,7 +107,7 @@ from calc.units import parse_bytes
 if TYPE_CHECKING:
     from calc.analysis.train import Training
 
-__all__ = ["Moment", "Overheads", "moments"]
+__all__ = ["Moment", "Overheads", "interleaved_moments", "moments"]
 
 MIB = 2**20
 FP32 = 4  # Lightning Fabric returns the model's output in fp32 (its precision plugin's convert_output)
@@ -315,24 +317,52 @@ def _foreach_step(t: "Training") -> tuple[str, int]:
     return "foreach step: sqrt(v) for every parameter", step
 
 
-def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int]) -> list[Moment]:
-    """The moments of pipeline stage t.stage's step (see the module's docstring and pipeline.py). The kept
-    activations are the in-flight micro-batches', each its layers' and, on the first stage, its ids; the
-    gradients whole are FSDP's unsharded fp32 ones or this GPU's; the last stage's output (the logits, or the
-    hidden state where the loss applies the head) is kept for every micro-batch run, the current one's
-    counted once where the loss keeps it itself."""
-    s, stage = t.setup, t.stage
+@dataclass(frozen=True)
+class _Kept:
+    """What one pipeline stage's step keeps, by what it scales with (see `_pipelined`)."""
+
+    base: tuple[tuple[str, int], ...]  # the states but the gradients
+    grads: int  # this GPU's gradients
+    whole: tuple[str, int]  # the gradients accumulated whole over the step's micro-batches
+    fsdp: _Fsdp
+    per_batch: int  # one micro-batch in flight: its layers' kept activations and, on the first stage, its ids'
+    in_layer: tuple[tuple[str, int], ...]  # a layer's backward beyond the kept
+    output: int  # the last stage's output, one micro-batch's (the logits, or the hidden state)
+    hidden: bool  # the loss applies the head itself, or keeps no logits
+
+
+def _kept(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int]) -> _Kept:
+    """The kept activations are the in-flight micro-batches', each its layers' and, on the first stage, its ids;
+    the gradients whole are FSDP's unsharded fp32 ones or this GPU's; the last stage's output (the logits, or the
+    hidden state where the loss applies the head) is kept for every micro-batch run."""
+    s = t.setup
     base = tuple((r.label, r.per_gpu) for r in t.states if r.where == "gpu" and r.key != "gradients")
     grads = next((r.per_gpu for r in t.states if r.where == "gpu" and r.key == "gradients"), 0)
     whole = ("FSDP under PP: unsharded fp32 gradients accumulated", t.held.params * 4) \
         if s.accumulates_fp32 else ("gradients accumulated over the earlier micro-batches", grads)
     f = _fsdp(t, p, gathered, 0, True)  # under PP the stage is gathered whole: no head unit of its own
-    per_batch = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers) // stage.in_flight(0) \
+    per_batch = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers) // t.stage.in_flight(0) \
         + t.layer_bytes(tuple(x for x in t.outside if not x.head))
-    in_layer = _in_layer(t, spec) + f.in_layer + f.layer_grad
     loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
     hidden = loss.head_inside or not loss.held
     output = residual_bytes(s, spec.d_model) if hidden else 2 * n * vocab
+    return _Kept(base, grads, whole, f, per_batch, _in_layer(t, spec) + f.in_layer + f.layer_grad, output, hidden)
+
+
+def _loss_parts(t: "Training", spec: ModelSpec, phase: str) -> tuple[tuple[str, int], ...]:
+    """The last stage's loss, forward or backward, beside its micro-batch's head and loss activations."""
+    s = t.setup
+    loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
+    return (("activations kept: the head's and the loss's", t.layer_bytes(tuple(x for x in t.outside if x.head))),
+            (f"loss: {phase} temporaries", loss.transient(phase, n, vocab, spec.d_model)))
+
+
+def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int]) -> list[Moment]:
+    """The moments of pipeline stage t.stage's step (see the module's docstring and pipeline.py), what it
+    keeps as `_kept` gives it; the current micro-batch's output counted once where the loss keeps it itself."""
+    s, stage = t.setup, t.stage
+    k_ = _kept(t, spec, p, gathered)
+    base, grads, whole, f, in_layer, output = k_.base, k_.grads, k_.whole, k_.fsdp, k_.in_layer, k_.output
     recomputed = ", the last layer recomputed" if s.recompute == "full" else ""
 
     def outputs(count: int) -> tuple[tuple[str, int], ...]:
@@ -343,17 +373,17 @@ def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int
     def backward(j: int, *extra: tuple[str, int]) -> tuple[tuple[str, int], ...]:
         k = stage.in_flight(j)
         return base + stage_buffers(s, spec.d_model, stage, j) + (
-            (f"activations kept ({k} micro-batch{'es' if k > 1 else ''} in flight)", k * per_batch),) + extra
+            (f"activations kept ({k} micro-batch{'es' if k > 1 else ''} in flight)", k * k_.per_batch),) + extra
 
     out = []
     if stage.last:
-        j, kept = stage.stages - 1, ("activations kept: the head's and the loss's", t.layer_bytes(
-            tuple(x for x in t.outside if x.head)))
-        current = 0 if hidden or loss.keeps_logits else 1
-        out += [Moment(f"forward of micro-batch {j + 1}, computing the loss", backward(j, kept, whole, *outputs(j), (
-                    "loss: forward temporaries", loss.transient("forward", n, vocab, spec.d_model))) + f.at_loss),
-                Moment(f"backward of micro-batch {j + 1}, through the loss", backward(j, kept, whole, *outputs(j + current), (
-                    "loss: backward temporaries", loss.transient("backward", n, vocab, spec.d_model))) + f.at_loss),
+        j = stage.stages - 1
+        current = 0 if k_.hidden or s.loss_run.keeps_logits else 1
+        forward, back = _loss_parts(t, spec, "forward"), _loss_parts(t, spec, "backward")
+        out += [Moment(f"forward of micro-batch {j + 1}, computing the loss",
+                       backward(j, forward[0], whole, *outputs(j), forward[1]) + f.at_loss),
+                Moment(f"backward of micro-batch {j + 1}, through the loss",
+                       backward(j, back[0], whole, *outputs(j + current), back[1]) + f.at_loss),
                 Moment(f"backward of micro-batch {j + 1}{recomputed or ', the last layer'}",
                        backward(j, whole, *outputs(j + 1)) + in_layer)]
     else:
@@ -367,10 +397,14 @@ def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int
     if stage.last:
         out.append(Moment("the step ends: every micro-batch's output merged (_merge_outputs)",
                           end + (("the merged outputs (torch.cat)", stage.stages * output),)))
-    stepped = _one_step(t)  # the step inside backward is refused under PP (train._check)
-    out.append(Moment("optimizer step", end + (_foreach_step(t),)
-                      + ((("8-bit step: one parameter's m and v dequantised to fp32", stepped),) if stepped else ())))
-    return out
+    return out + [_optimizer_step(t, end)]
+
+
+def _optimizer_step(t: "Training", end: tuple[tuple[str, int], ...]) -> Moment:
+    """The step after a pipelined backward (the step inside backward is refused under PP: train._check)."""
+    stepped = _one_step(t)
+    return Moment("optimizer step", end + (_foreach_step(t),)
+                  + ((("8-bit step: one parameter's m and v dequantised to fp32", stepped),) if stepped else ()))
 
 
 def _head_accumulated(loss, n: int, vocab: int, d: int, head_grad: int, last: bool = False):
@@ -442,3 +476,56 @@ def _one_step(t: "Training") -> int:
     if row is None:
         return 0
     return -(-step_temporary_bytes(s.optimizer, t.held.adapters if s.lora_rank else t.held.tensors) // row.shards)
+
+
+def interleaved_moments(t: "Training", stages: list["Training"], spec: ModelSpec, p: Precision,
+                        gathered: tuple[int, int]) -> list[Moment]:
+    """The moments of an interleaved pipeline rank's step (interleaved.py): its stages' Trainings (`stages`,
+    each counted as one stage of the p·V) keep what `_kept` gives them, as many micro-batches as the schedule's
+    order has in flight on each at each of the rank's backwards. Of those backwards: the first, the largest
+    through a layer and, on the rank with the last stage, the largest loss forward and loss backward; then
+    backward's end and the optimizer step, with t's (the rank's) states."""
+    schedule, index = t.stage.schedule, t.stage.index
+    n, last = schedule.ranks, schedule.ranks * schedule.virtual - 1
+    kept = {u.stage.index: _kept(u, spec, p, gathered) for u in stages}
+    by_stage = {u.stage.index: u for u in stages}
+    base = tuple((r.label, r.per_gpu) for r in t.states if r.where == "gpu" and r.key != "gradients")
+    recomputed = ", the last layer recomputed" if t.setup.recompute == "full" else ""
+
+    def stage_parts(g: int, forwards: int, backwards: int, outputs: int) -> tuple[tuple[str, int], ...]:
+        k_, k = kept[g], forwards - backwards
+        parts = held_buffers(by_stage[g].setup, spec.d_model, g == 0, g == last, n, forwards, backwards) + (
+            (f"activations kept ({k} micro-batch{'es' if k != 1 else ''} in flight)", k * k_.per_batch),) \
+            + ((k_.whole,) if backwards else ()) + k_.fsdp.at_loss \
+            + ((("pipeline: stage outputs (output_chunks)", outputs * k_.output),) if g == last else ())
+        return tuple((f"stage {g}: {what}", size) for what, size in parts if size)
+
+    def at(h, loss: str | None) -> Moment:
+        """At backward `h`: through a layer (`loss` None), or the last stage's loss of that micro-batch, its
+        forward (the output not yet kept, as `_pipelined` counts it) or its backward."""
+        c, k_ = h.stage, kept[h.stage]
+        current = 1 if loss == "backward" and not (k_.hidden or by_stage[c].setup.loss_run.keeps_logits) else 0
+        held = tuple(x for g in schedule.stages(index) for x in stage_parts(
+            g, h.forwards[g], h.backwards[g], h.forwards[g] - (loss is not None) + current))
+        extra = _loss_parts(by_stage[c], spec, loss) if loss else \
+            tuple(x for x in k_.in_layer if x not in k_.fsdp.at_loss)
+        name = f"forward of stage {c}'s micro-batch {h.microbatch + 1}, computing the loss" if loss == "forward" \
+            else f"backward of stage {c}'s micro-batch {h.microbatch + 1}" + (
+                ", through the loss" if loss else recomputed or ", the last layer")
+        return Moment(name, base + held + tuple((f"stage {c}: {what}", size) for what, size in extra))
+
+    held = schedule.held(index)
+    layer = [at(h, None) for h in held]
+    out = [layer[0], max(layer[1:], key=lambda m: m.allocated)] if len(layer) > 1 else layer
+    for phase in ("forward", "backward") if last in kept else ():
+        out.append(max((at(h, phase) for h in held if h.stage == last), key=lambda m: m.allocated))
+    grads = next((r.per_gpu for r in t.states if r.where == "gpu" and r.key == "gradients"), 0)
+    end = base + tuple((f"stage {g}: {what}", size) for g in schedule.stages(index) for what, size in
+                       held_buffers(by_stage[g].setup, spec.d_model, g == 0, g == last, n, n, n)
+                       + ((("pipeline: stage outputs (output_chunks)", n * kept[g].output),) if g == last else ())) \
+        + (("gradients", grads),)
+    out.append(Moment("backward ends", end + kept[schedule.stages(index)[0]].fsdp.layer_grad))
+    if last in kept:
+        out.append(Moment("the step ends: every micro-batch's output merged (_merge_outputs)",
+                          end + (("the merged outputs (torch.cat)", n * kept[last].output),)))
+    return out + [_optimizer_step(t, end)]

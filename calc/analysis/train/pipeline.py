@@ -62,7 +62,8 @@ from calc.errors import GptcalcError
 if TYPE_CHECKING:
     from calc.analysis.train import Setup
 
-__all__ = ["BF16", "SPLITS", "Stage", "residual_bytes", "stage_bounds", "stage_buffers", "stage_sizes"]
+__all__ = ["BF16", "SPLITS", "Stage", "held_buffers", "residual_bytes", "stage_bounds", "stage_buffers",
+           "stage_sizes"]
 
 BF16 = 2
 SPLITS = ("even", "torchtitan")
@@ -108,30 +109,40 @@ def stage_buffers(s: "Setup", d_model: int, stage: Stage, backward: int | None) 
     step's end, every micro-batch's); the last stage's outputs are the loss's business (peak.py)."""
     if s.pp == 1:
         return ()
-    p, r = stage.stages, residual_bytes(s, d_model)
-    k = 0 if backward is None else stage.in_flight(backward)
-    done = p if backward is None else backward  # backwards run, forwards run: done + in flight
+    p = stage.stages
+    done = p if backward is None else backward  # backwards run
+    forwards = p if backward is None else done + stage.in_flight(backward)
+    return held_buffers(s, d_model, stage.first, stage.last, p, forwards, done)
+
+
+def held_buffers(s: "Setup", d_model: int, first: bool, last: bool, microbatches: int, forwards: int,
+                 backwards: int) -> tuple[tuple[str, int], ...]:
+    """The pipelining buffers of one stage of a step of `microbatches` that has run `forwards` forwards and
+    `backwards` backwards there (see the module's docstring): every forward's output, every backward's input
+    gradient, a receive buffer per micro-batch each way (the input's counted with the activations while its
+    micro-batch is in flight). One schedule's or another's, the order only sets the two counts
+    (interleaved.py)."""
+    r, k = residual_bytes(s, d_model), forwards - backwards
     out = []
-    if not stage.last:
-        out += [("pipeline: stage outputs (output_chunks)",
-                 (done + k) * r),
-                ("pipeline: output-gradient receive buffers", p * r)]
-    if not stage.first:
-        out += [("pipeline: input receive buffers not in flight", (p - k) * r),
-                ("pipeline: input gradients (.grad)",
-                 done * r)]
+    if not last:
+        out += [("pipeline: stage outputs (output_chunks)", forwards * r),
+                ("pipeline: output-gradient receive buffers", microbatches * r)]
+    if not first:
+        out += [("pipeline: input receive buffers not in flight", (microbatches - k) * r),
+                ("pipeline: input gradients (.grad)", backwards * r)]
     return tuple((what, size) for what, size in out if size)
 
 
-def stage_sizes(n_layers: int, pp: int, split: str) -> tuple[int, ...]:
-    """The layers of each of `pp` stages under `split`, a rule of SPLITS or a list (see the module's docstring)."""
+def stage_sizes(n_layers: int, pp: int, split: str, stages: str = "--pp is") -> tuple[int, ...]:
+    """The layers of each of `pp` stages under `split`, a rule of SPLITS or a list (see the module's docstring);
+    `stages` names where the count of stages comes from, for an error."""
     if split == "even":
         return _even(n_layers, pp)
     if split == "torchtitan":
         base, extra = divmod(n_layers, pp)
         middle = [base + (i <= extra) for i in range(1, pp - 1)]
         return (base, *middle, n_layers - base - sum(middle))[:pp]
-    return _given(split.split(","), n_layers, pp)
+    return _given(split.split(","), n_layers, pp, stages)
 
 
 def _even(n_layers: int, pp: int) -> tuple[int, ...]:
@@ -156,7 +167,7 @@ def stage_bounds(n_layers: int, pp: int, split: str, index: int) -> tuple[int, i
     return ends[index], ends[index + 1]
 
 
-def _given(items: list[str], n_layers: int, pp: int) -> tuple[int, ...]:
+def _given(items: list[str], n_layers: int, pp: int, stages: str) -> tuple[int, ...]:
     """A list of layers a stage, or of torchtitan's split points (`layers.N`, one fewer than the stages)."""
     points = all(item.strip().startswith(POINT) for item in items)
     numbers = [item.strip().removeprefix(POINT) if points else item.strip() for item in items]
@@ -166,7 +177,7 @@ def _given(items: list[str], n_layers: int, pp: int) -> tuple[int, ...]:
     sizes = [b - a for a, b in zip([0, *map(int, numbers)], [*map(int, numbers), n_layers])] if points \
         else [int(n) for n in numbers]
     if len(sizes) != pp:
-        raise GptcalcError(f"--pp-split: {len(sizes)} stages given, --pp is {pp}")
+        raise GptcalcError(f"--pp-split: {len(sizes)} stages given, {stages} {pp}")
     if min(sizes) < 1:
         raise GptcalcError(f"--pp-split: every stage needs a layer or more (got {','.join(map(str, sizes))})")
     if sum(sizes) != n_layers:
