@@ -17,7 +17,10 @@ its mask), or a 4-bit matmul that stores its input itself (bitsandbytes 0.42.0, 
 
 A MoE block's frozen router keeps no input, and its experts' grouped matmuls, frozen, keep neither the
 routed rows (read by gate and up) nor the product (read by down): the dense MLP's rule, row by row; a
-shared expert is a dense MLP. MLA's q_a and kv_a take no adapter, so its normed input goes (but for a
+shared expert is a dense MLP. PEFT's adapters on the expert stacks (target_parameters, params.STACKS)
+make the stacks' merged weights require gradients, so the grouped matmuls keep the routed rows (an
+adapter on gate and up) and the product (one on down) as full training does; gate, up and down then
+adapt the shared expert only. MLA's q_a and kv_a take no adapter, so its normed input goes (but for a
 plain q projection's adapter), q_b's input (the Q latent) stays for an adapter on q, kv_b's never. The
 norms' frozen weights, the Q and K norms' and MLA's latent norms' too, keep no normed x (`Setup.norms`,
 activations._norm). Counted for layers of attention or MLA and a dense MLP or a top-k MoE (_plain);
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING
 from calc.analysis.train.activations import (ATTENTION_INPUT, GATED_KEPT, HEAD_INPUT, KV_LATENT, MLP_INPUT,
                                              PLAIN_KEPT, Q_LATENT, ROUTED_ROWS, W_O_INPUT, Term)
 from calc.analysis.train.bnb import BNB, quantised_head
+from calc.analysis.train.params import STACKS
 from calc.parts import MLA, MLP, Attention, MoE
 from calc.spec.model import Block, ModelSpec
 
@@ -73,16 +77,18 @@ def frozen_layer(terms: list[Term], block: Block, s: "Setup") -> list[Term]:
                                                                        for a in block.mixers()):
         return terms
     mlp_readers = ("gate", "up")
+    experts = ("experts_gate_up",) if any(t in STACKS for t in s.lora_targets) else mlp_readers
     shared = block.parallel and len(block.norms) == 1  # one norm feeds the attention and the MLP
     dropped = {ATTENTION_INPUT: not _read(s, *_input_readers(block), *(mlp_readers if shared else ())),
                W_O_INPUT: s.attention != "flash" and not _read(s, "o"),
-               MLP_INPUT: not _read(s, *mlp_readers), ROUTED_ROWS: not _read(s, *mlp_readers),
+               MLP_INPUT: not _read(s, *mlp_readers), ROUTED_ROWS: not _read(s, *experts),
                Q_LATENT: not _read(s, "q"), KV_LATENT: True}  # kv_b takes no adapter
     out = []
     for t in terms:
         if dropped.get(t.label):
             continue
-        if t.label.endswith((GATED_KEPT, PLAIN_KEPT)) and not _read(s, "down"):  # down's input: the last of them
+        down = ("experts_down",) if t.label.startswith("experts'") and experts != mlp_readers else ("down",)
+        if t.label.endswith((GATED_KEPT, PLAIN_KEPT)) and not _read(s, *down):  # down's input: the last of them
             per = 4 if t.label.endswith(GATED_KEPT) else 2
             t = Term(t.label + ", down frozen: no product kept" if per == 4 else t.label + ", down frozen: before only",
                      t.elements * (per - 1) // per, t.bytes_per, t.split, t.head)
