@@ -556,6 +556,34 @@ def test_a_16_bit_eager_softmax_keeps_what_it_computes_in(model_type: str, dropo
     assert kept == 3 * q.nbytes + sum(t.bytes(1, False) for t in p)
 
 
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gptj_eager_attention_keeps_fp32_copies_of_q_and_k(dtype: torch.dtype, dropout: float,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPT-J's eager_attention_forward (transformers' modeling_gptj.py) multiplies
+    query.to(torch.float32) by key.to(torch.float32): on 16-bit Q and K, QKᵀ keeps those fp32 copies and
+    nothing keeps Q and K themselves; the softmax of the fp32 logits keeps its fp32 P, P·V the cast-back
+    copy (or the dropout's output and mask). In fp32 the casts are no-ops. What layer_terms counts for Q, K,
+    V and P (Attention.qk_fp32, set by the GPT-J adapter)."""
+    from transformers.models.gptj.modeling_gptj import eager_attention_forward
+    from oracle import spec_of
+    from tiny_models import tiny_config
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", _gpu_dropout)
+    spec = spec_of({**tiny_config("gptj"), "attn_pdrop": dropout})
+    block = spec.blocks[spec.block_at(0)]
+    module = torch.nn.Module()
+    q, k, v = (torch.randn(B, block.attention.n_heads, T, block.attention.head_dim, dtype=dtype, requires_grad=True)
+               for _ in "qkv")
+    kept = saved_bytes(module, lambda: eager_attention_forward(module, q, k, v, None, scaling=0.5,
+                                                               dropout=dropout)[0].float().sum())
+    width = torch.finfo(dtype).bits // 8
+    terms = [t for t in layer_terms(block, spec.d_model, B, T, width, "none")
+             if t.label.startswith(("Q and K", "Q, K, V", "V", "softmax", "P's"))]
+    assert kept == sum(t.bytes(1, False) for t in terms)
+    assert any(t.bytes_per == 4 for t in terms if t.label.startswith("Q and K")) == (dtype == torch.bfloat16)
+
+
 # --- the loss, the optimizer step, autocast: measured with a live-storage tracker (tests/live_memory.py)
 
 V, D, N = 2048, 32, 512  # vocabulary, width, tokens (a multiple of litgpt's 128-token chunks)

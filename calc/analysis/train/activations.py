@@ -159,9 +159,7 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         expanded = recompute == "none" and (not flash or _masked(a, s) or repeat_kv)
         k, v = (a.q_dim, a.o_dim) if expanded else (a.kv_dim, a.v_dim)
         heads = "" if a.kv_dim == a.q_dim else f" (K and V at {'all h' if expanded else 'the kv'} heads)"
-        inner = [Term(f"Q, K, V{heads}",
-                      n * (a.q_dim + k + v), act, "tp"),
-                 Term(W_O_INPUT, n * a.o_dim, act, "tp")]
+        inner = [*_qkv(a, n, k, v, act, heads, recompute == "none" and not flash), Term(W_O_INPUT, n * a.o_dim, act, "tp")]
     if recompute == "selective":
         core = []
     elif flash:  # instead of P, one log-sum-exp per row; its output, laid out [B, T, h, d], is W_O's input
@@ -176,6 +174,16 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
     return [Term(ATTENTION_INPUT, n * d, act, "input"), *inner, *_qk_norm(a, n, act, norms), *core,
             *_tables(a, s, act), *_temperature(a, s), *_output_gate(a, n, act), *_augment(a, n, d, act)]
+
+
+def _qkv(a: Attention, n: int, k: int, v: int, act: int, heads: str, explicit: bool) -> list[Term]:
+    """Q, K and V as QKᵀ and P·V keep them; an explicit QKᵀ on Q and K cast to fp32 (`qk_fp32`: GPT-J's
+    eager_attention_forward, `torch.matmul(query.to(torch.float32), key.to(torch.float32)...)`) keeps
+    those fp32 copies instead of a 16-bit Q and K, which nothing else keeps (measured on a bf16 GPT-J)."""
+    if explicit and a.qk_fp32 and act < 4:
+        return [Term(f"Q and K, the fp32 copies QKᵀ multiplies{heads.replace('K and V', 'K')}", n * (a.q_dim + k), 4,
+                     "tp"), Term("V", n * v, act, "tp")]
+    return [Term(f"Q, K, V{heads}", n * (a.q_dim + k + v), act, "tp")]
 
 
 def _mla_latents(a: MLA, n: int, act: int, norms: str) -> list[Term]:
