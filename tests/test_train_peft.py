@@ -8,7 +8,8 @@ weight, the product for down's — plus each adapted stack merged (W + BA, a new
 saved by the grouped matmul) and, with fp32 adapters on a bf16 base, B and A cast to bf16 (baddbmm's saved
 factors). Layer 0's input needs no gradient (the embedding is frozen), so it keeps less and is left out; the
 activations are checked for the MoE forms frozen.py counts (gpt-oss's clamped experts and biases, and
-DeepSeek-V3's MLA as CPU SDPA runs it, keep their full-training count, checked for parameters only).
+DeepSeek-V3's MLA as CPU SDPA runs it, keep their full-training count, checked for parameters only). Beside
+adapters on q and v (PEFT's target_modules, bf16 adapters) the stacks' terms add to theirs.
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ import pytest
 from calc.analysis.train import Setup, train
 from calc.errors import GptcalcError
 from oracle import spec_of
-from peft_experts import BATCH, MODEL_TYPES, RANK, RECORD, SEQ, TARGETS, key, measure
+from peft_experts import BATCH, FROZEN_FORMS, RANK, RECORD, SEQ, TARGETS, key, measure, runs
 from tiny_models import tiny_config
 
 MEASURED = json.loads(RECORD.read_text())
-FROZEN_FORMS = ("qwen3_moe", "qwen2_moe", "mixtral", "olmoe")  # frozen.py's _plain MoE blocks
-RUNS = [(model_type, targets, fp32) for model_type in MODEL_TYPES for targets in TARGETS for fp32 in (True, False)]
+RUNS = runs()
 
 
 def _train(model_type: str, targets: tuple[str, ...], fp32_adapters: bool):  # noqa: ANN202
