@@ -83,7 +83,8 @@ def frozen_layer(terms: list[Term], block: Block, s: "Setup") -> list[Term]:
     if (s.qlora and BNB[s.bnb][0]) or not _plain(block.mlp) or not all(type(a) in MEASURED for a in block.mixers()):
         return terms
     mlp_readers = ("gate", "up")
-    experts = ("experts_gate_up",) if any(t in STACKS for t in s.lora_targets) else mlp_readers
+    stacked = any(t in STACKS for t in s.lora_targets)  # PEFT's stack adapters, not gate, up, down, read the rows
+    experts = ("experts_gate_up",) if stacked else mlp_readers
     shared = block.parallel and len(block.norms) == 1  # one norm feeds the attention and the MLP
     dropped = {ATTENTION_INPUT: not _read(s, *_input_readers(block), *(mlp_readers if shared else ())),
                W_O_INPUT: s.attention != "flash" and not _read(s, "o"),
@@ -93,7 +94,7 @@ def frozen_layer(terms: list[Term], block: Block, s: "Setup") -> list[Term]:
     for t in terms:
         if dropped.get(t.label) or t.weight_grad:
             continue
-        down = ("experts_down",) if t.label.startswith("experts'") and experts != mlp_readers else ("down",)
+        down = ("experts_down",) if stacked and t.label.startswith("experts'") else ("down",)
         if t.label.endswith((GATED_KEPT, PLAIN_KEPT)) and not _read(s, *down):  # down's input: the last of them
             per = 4 if t.label.endswith(GATED_KEPT) else 2
             t = Term(t.label + ", down frozen: no product kept" if per == 4 else t.label + ", down frozen: before only",

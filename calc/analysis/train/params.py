@@ -49,7 +49,7 @@ LORA_TARGETS: dict[str, tuple[str, ...]] = {
 }
 # PEFT's target_parameters on transformers 5's fused expert stacks (peft 0.21.2, tuners/lora/layer.py ParamWrapper)
 STACKS: dict[str, tuple[str, ...]] = {"experts_gate_up": ("experts_gate", "experts_up"), "experts_down": ("experts_down",)}
-LAYER_TARGETS = tuple(LORA_TARGETS)[:-1]  # the default: every layer matrix, not the head
+LAYER_TARGETS = tuple(t for t in LORA_TARGETS if t != "head")  # the default: every layer matrix, not the head
 LORA_TARGETS.update(STACKS)
 
 
