@@ -336,6 +336,41 @@ def test_recurrent_layers_equal_what_the_gpu_kernels_keep(model_type: str) -> No
                                                          for i in recurrent]
 
 
+@pytest.mark.parametrize("model_type", ["nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "qwen3_5_text",
+                                        "olmo_hybrid", "kimi_linear", "lfm2", "lfm2_moe", "minimax"])
+def test_frozen_recurrent_layers_keep_what_the_gpu_kernels_need(model_type: str) -> None:
+    """The same models as above, every weight frozen but the embedding's (so each layer's input needs a
+    gradient, as under LoRA adapters upstream), the mixers with no adapter (LoRA's targets name none of their
+    projections): the kernels' own saves stay, and so does every torch op's save that the input's gradient
+    reads, but in_proj's input, out_proj's (C·conv, the gated output), a gated norm's normed x, the gates'
+    bottleneck inputs (KDA), exp(A_log)'s output and the softplus result that multiplies −exp(A_log) go —
+    the terms marked weight_grad. The MLP (or MoE) after them follows the dense rule (frozen.py). Exact for
+    Mamba2, gated DeltaNet, KDA, short conv and lightning layers."""
+    from calc.analysis.train import Setup
+    from calc.analysis.train.frozen import frozen_layer
+    from kernel_saves import gpu_kernels
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    spec, model = spec_of(tiny_config(model_type)), _transformers_tiny(model_type).train()
+    model.config.use_cache = False
+    model.requires_grad_(False).get_input_embeddings().weight.requires_grad_(True)
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    mixed = [i for i, block in enumerate(blocks) if block.attention is not None
+             and block.attention.kind in (*RECURRENT, "lightning")]
+    setup = Setup(T, B, lora_rank=4, lora_targets=())
+    full = [sum(t.bytes(1, False) for t in layer_terms(blocks[i], spec.d_model, B, T, FP32, "none")) for i in mixed]
+    frozen = [sum(t.bytes(1, False) for t in frozen_layer(layer_terms(blocks[i], spec.d_model, B, T, FP32, "none", True,
+                                                                      setup.norms), blocks[i], setup)) for i in mixed]
+    with gpu_kernels(model):
+        kept = saved_per_layer(model, ids)
+    assert mixed and [kept[i] for i in mixed] == frozen
+    assert all(f < whole for f, whole in zip(frozen, full))
+
+
 @pytest.mark.parametrize("name", [n for n in TINY if n.startswith("llama") and "bias" not in n])
 def test_torchtitan_op_checkpointing_keeps_what_the_formula_says(name: str) -> None:
     """torchtitan's per-op policy run for real: after forward the live storages (parameters left out) are the layers' op terms and what lies outside the layers, plus the causal mask the
@@ -554,6 +589,34 @@ def test_a_16_bit_eager_softmax_keeps_what_it_computes_in(model_type: str, dropo
     terms = layer_terms(block, spec.d_model, B, T, 2, "none")
     p = [t for t in terms if t.label.startswith(("softmax", "P's"))]
     assert kept == 3 * q.nbytes + sum(t.bytes(1, False) for t in p)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gptj_eager_attention_keeps_fp32_copies_of_q_and_k(dtype: torch.dtype, dropout: float,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPT-J's eager_attention_forward (transformers' modeling_gptj.py) multiplies
+    query.to(torch.float32) by key.to(torch.float32): on 16-bit Q and K, QKᵀ keeps those fp32 copies and
+    nothing keeps Q and K themselves; the softmax of the fp32 logits keeps its fp32 P, P·V the cast-back
+    copy (or the dropout's output and mask). In fp32 the casts are no-ops. What layer_terms counts for Q, K,
+    V and P (Attention.qk_fp32, set by the GPT-J adapter)."""
+    from transformers.models.gptj.modeling_gptj import eager_attention_forward
+    from oracle import spec_of
+    from tiny_models import tiny_config
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", _gpu_dropout)
+    spec = spec_of({**tiny_config("gptj"), "attn_pdrop": dropout})
+    block = spec.blocks[spec.block_at(0)]
+    module = torch.nn.Module()
+    q, k, v = (torch.randn(B, block.attention.n_heads, T, block.attention.head_dim, dtype=dtype, requires_grad=True)
+               for _ in "qkv")
+    kept = saved_bytes(module, lambda: eager_attention_forward(module, q, k, v, None, scaling=0.5,
+                                                               dropout=dropout)[0].float().sum())
+    width = torch.finfo(dtype).bits // 8
+    terms = [t for t in layer_terms(block, spec.d_model, B, T, width, "none")
+             if t.label.startswith(("Q and K", "Q, K, V", "V", "softmax", "P's"))]
+    assert kept == sum(t.bytes(1, False) for t in terms)
+    assert any(t.bytes_per == 4 for t in terms if t.label.startswith("Q and K")) == (dtype == torch.bfloat16)
 
 
 # --- the loss, the optimizer step, autocast: measured with a live-storage tracker (tests/live_memory.py)

@@ -27,6 +27,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     attn = mha(cfg, False, dropout=cfg.float("attn_pdrop"))
     attn["rope"] = {"theta": 10000.0, "rotary_dim": cfg.int("rotary_dim", default=None) or attn["head_dim"],
                     "interleaved": True}
+    attn["qk_fp32"] = True  # eager_attention_forward (modeling_gptj.py): QKᵀ on query.to(float32), key.to(float32)
     d_ff = cfg.int("n_inner", default=None) or 4 * cfg.int(*KEYS["d_model"])
     mlp = {"d_ff": d_ff, "activation": activation(cfg, "activation_function"), "bias": True}
     # GPTJAttention and GPTJMLP drop out their outputs (resid_pdrop); GPTJModel its embeddings (embd_pdrop)

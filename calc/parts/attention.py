@@ -143,6 +143,9 @@ class Attention(HeadWidths, Part):
     # softmax(..., dtype=torch.float32).to(query.dtype)), keeping its fp32 output for backward; False where it
     # computes in the logits' dtype (GPT-2, GPT-J, Falcon, Llama-4). Only what a training step keeps changes
     softmax_fp32: bool = True
+    # the eager QKᵀ multiplies Q and K cast to fp32 (GPT-J's eager_attention_forward: query.to(torch.float32),
+    # key.to(torch.float32)); a 16-bit training step keeps those fp32 copies. Only what a training step keeps changes
+    qk_fp32: bool = False
     softcap: float | None = Field(default=None, gt=0, strict=False)
     scale: float | None = Field(default=None, gt=0, strict=False)  # softmax scale; None: 1/sqrt(head_dim)
     chunk: int | None = Field(default=None, gt=0)  # Llama-4's chunked attention: keys of the same chunk only

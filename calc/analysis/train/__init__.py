@@ -53,7 +53,8 @@ from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.analysis.train.interleaved import PP_SCHEDULES, Interleaved, Rank
 from calc.analysis.train.loss import LOSS_PARALLEL, LOSSES, Loss
 from calc.analysis.train.frozen import frozen_layer, frozen_outside
-from calc.analysis.train.params import LAYER_TARGETS, LORA_TARGETS, Held, gathered_bytes, held, layer_params, nf4_bytes
+from calc.analysis.train.params import (LAYER_TARGETS, STACKS, Held, adapted, gathered_bytes, held,
+                                        layer_params, nf4_bytes, stack_shape)
 from calc.analysis.train.peak import Moment, Overheads, interleaved_moments, moments
 from calc.analysis.train.pipeline import SPLITS, Stage, stage_bounds, stage_sizes
 from calc.analysis.train.precision import PRECISIONS, Precision
@@ -278,6 +279,11 @@ def _check(spec: ModelSpec, s: Setup) -> None:
         raise GptcalcError(f"--offload: unknown {', '.join(o or repr(o) for o in unknown)} (choose from {', '.join(OFFLOAD)})")
     if s.qlora and not s.lora_rank:
         raise GptcalcError("--qlora: needs --lora-rank (QLoRA trains LoRA adapters on a 4-bit base)")
+    stacked = [t for t in s.lora_targets if t in STACKS]
+    if s.lora_rank and stacked and (s.lora_dropout or s.qlora):
+        raise GptcalcError(f"--lora-targets {','.join(stacked)}: PEFT's adapters on the expert stacks take no LoRA "
+                           "dropout (ParamWrapper refuses lora_dropout) and are counted on a 16-bit base, not "
+                           "--qlora; drop --lora-dropout / --qlora")
     if s.qlora and BNB[s.bnb][0] and (s.tp > 1 or s.pp > 1):
         raise GptcalcError(f"--bnb {s.bnb}: its kept inputs are counted for a whole model on each GPU "
                            "(litgpt's QLoRA has no tensor or pipeline parallelism); use --tp 1 --pp 1")
@@ -329,22 +335,43 @@ def _place(row: StateRow, s: Setup, trained: tuple[Tensor, ...]) -> list[StateRo
 def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term]:
     """Each adapter keeps A's output, r wide, for B's backward (its input is the frozen layer's, kept
     already); with LoRA dropout also the dropped-out input (its own copy) and the dropout's mask —
-    one for q, k and v together where they share it (`lora_fused_qkv`). `kind` "" is the head."""
-    wanted = {i for t in s.lora_targets for i in LORA_TARGETS[t]}
+    one for q, k and v together where they share it (`lora_fused_qkv`). `kind` "" is the head.
+    An expert stack's adapter (PEFT's target_parameters) runs no A on the rows: `_stack_terms`."""
+    linears, stacks = adapted(journey(spec, 1).steps, s.lora_targets)
+    adapted_here = [st for st in linears if st.block == kind]
+    stacks_here = [group for group in stacks if group[0].block == kind]
+    if not adapted_here:
+        return _stack_terms(stacks_here, s, p)
     rows = s.micro_batch * s.local_seq
-    adapted = [st for st in journey(spec, 1).steps if st.block == kind and st.id in wanted]
-    if not adapted:
-        return []
 
     def routed(st) -> int:
         return spec.blocks[kind].moe.top_k if st.id.startswith("experts") else 1
 
-    terms = [Term("LoRA: A's outputs", rows * s.lora_rank * sum(routed(st) for st in adapted), p.adapter, "")]
+    terms = [Term("LoRA: A's outputs", rows * s.lora_rank * sum(routed(st) for st in adapted_here), p.adapter, "")]
     if s.lora_dropout:
-        reads = [(s.lora_fused_qkv and st.id in ("q", "k", "v"), routed(st) * st.weight.sizes[-2]) for st in adapted]
+        reads = [(s.lora_fused_qkv and st.id in ("q", "k", "v"), routed(st) * st.weight.sizes[-2])
+                 for st in adapted_here]
         inputs = rows * (sum(w for shared, w in reads if not shared) + max((w for shared, w in reads if shared), default=0))
         terms += [Term("LoRA dropout: dropped-out inputs", inputs, ACT_BYTES, ""),
                   Term("LoRA dropout: masks (bool)", inputs, 1, "")]
+    return terms + _stack_terms(stacks_here, s, p)
+
+
+def _stack_terms(stacks: list, s: Setup, p: Precision) -> list[Term]:
+    """PEFT's adapter on an expert stack W [E, in, out] folds itself into the weight each forward
+    (nn.utils.parametrize, _LoraFactorsProxy: baddbmm(W, lhs, rhs)): the grouped matmuls keep that
+    merged stack, a new tensor of the stack's size, for the rows' gradient; baddbmm keeps its two factors,
+    B as [E, out, r] and A as [E, r, in], cast to the weight's dtype — new tensors where the adapters are
+    wider (fp32) than the weight, views of them otherwise (measured: tests/test_train_peft.py)."""
+    terms = []
+    for group in stacks:
+        experts, d_in, out = stack_shape(group)
+        name = " and ".join(st.id.removeprefix("experts_") for st in group)
+        terms.append(Term(f"LoRA on the experts' {name} stack: the merged stack W + BA", experts * d_in * out,
+                          ACT_BYTES, "tp"))
+        if p.adapter != ACT_BYTES:
+            terms.append(Term(f"LoRA on the experts' {name} stack: B and A cast to the weight's dtype",
+                              experts * s.lora_rank * (d_in + out), ACT_BYTES, "tp"))
     return terms
 
 

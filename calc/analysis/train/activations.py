@@ -97,6 +97,8 @@ class Term:
     split: str  # "tp": split by tensor parallelism; "sp": only with sequence parallelism; "input": a column-
     # parallel linear's input, split by sequence parallelism unless kept all-gathered; "": never
     head: bool = False  # kept for the head and the loss: freed once backward has passed them
+    weight_grad: bool = False  # a recurrent mixer's tensor kept only for a weight's gradient (a linear's input, a
+    # norm's normed x, exp(A_log)'s output): none under LoRA, which no mixer projection takes (frozen.py)
 
     def bytes(self, tp: int, sp: bool, gathered: bool = False) -> int:
         """Bytes on one GPU; `gathered`: the column-parallel linears keep their all-gathered input (DTensor)."""
@@ -159,9 +161,7 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         expanded = recompute == "none" and (not flash or _masked(a, s) or repeat_kv)
         k, v = (a.q_dim, a.o_dim) if expanded else (a.kv_dim, a.v_dim)
         heads = "" if a.kv_dim == a.q_dim else f" (K and V at {'all h' if expanded else 'the kv'} heads)"
-        inner = [Term(f"Q, K, V{heads}",
-                      n * (a.q_dim + k + v), act, "tp"),
-                 Term(W_O_INPUT, n * a.o_dim, act, "tp")]
+        inner = [*_qkv(a, n, k, v, act, heads, recompute == "none" and not flash), Term(W_O_INPUT, n * a.o_dim, act, "tp")]
     if recompute == "selective":
         core = []
     elif flash:  # instead of P, one log-sum-exp per row; its output, laid out [B, T, h, d], is W_O's input
@@ -176,6 +176,16 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
     return [Term(ATTENTION_INPUT, n * d, act, "input"), *inner, *_qk_norm(a, n, act, norms), *core,
             *_tables(a, s, act), *_temperature(a, s), *_output_gate(a, n, act), *_augment(a, n, d, act)]
+
+
+def _qkv(a: Attention, n: int, k: int, v: int, act: int, heads: str, explicit: bool) -> list[Term]:
+    """Q, K and V as QKᵀ and P·V keep them; an explicit QKᵀ on Q and K cast to fp32 (`qk_fp32`: GPT-J's
+    eager_attention_forward, `torch.matmul(query.to(torch.float32), key.to(torch.float32)...)`) keeps
+    those fp32 copies instead of a 16-bit Q and K, which nothing else keeps (measured on a bf16 GPT-J)."""
+    if explicit and a.qk_fp32 and act < 4:
+        return [Term(f"Q and K, the fp32 copies QKᵀ multiplies{heads.replace('K and V', 'K')}", n * (a.q_dim + k), 4,
+                     "tp"), Term("V", n * v, act, "tp")]
+    return [Term(f"Q, K, V{heads}", n * (a.q_dim + k + v), act, "tp")]
 
 
 def _mla_latents(a: MLA, n: int, act: int, norms: str) -> list[Term]:
@@ -320,11 +330,21 @@ def _mamba2(m: Mamba2, n: int, d: int, act: int) -> list[Term]:
     (fp32) with exp's output. Everything else (the conv's output, the per-chunk states, out_proj's input)
     is recomputed in backward."""
     proj = m.d_inner + m.conv_dim + m.n_heads
-    return [Term("mixer input (normed x)", n * d, act, "sp"),
+    return [_mixer_input(n, d, act),
             Term("in_proj output (z, x·B·C, dt)", n * proj, act, "tp"),
             Term("scan output (before the gated norm)", n * m.d_inner, act, "tp"),
-            Term("gated norm: rstd (fp32); A = −exp(A_log) and exp's output (fp32)",
-                 n * m.n_groups * m.gated_norm + 2 * m.n_heads, 4, "tp")]
+            Term("gated norm: rstd (fp32); A = −exp(A_log) (fp32)", n * m.n_groups * m.gated_norm + m.n_heads, 4, "tp"),
+            _exp_a_log(m.n_heads)]
+
+
+def _mixer_input(n: int, d: int, act: int) -> Term:
+    """in_proj's input (the normed x), which only in_proj's weight gradient reads."""
+    return Term("mixer input (normed x)", n * d, act, "sp", weight_grad=True)
+
+
+def _exp_a_log(heads: int) -> Term:
+    """exp(A_log)'s output (fp32), which exp keeps for A_log's gradient."""
+    return Term("exp(A_log)'s output (fp32)", heads, 4, "tp", weight_grad=True)
 
 
 def _mamba(m: Mamba, n: int, d: int, act: int) -> list[Term]:
@@ -348,15 +368,22 @@ def _deltanet(g: GatedDeltaNet, n: int, d: int, act: int) -> list[Term]:
     the decay's softplus input and output (fp32, with exp(A_log)), the gated RMSNorm (input, rsqrt,
     normed, scaled, the gate and its SiLU) and out_proj's input."""
     heads = g.n_v_heads
-    return [Term("mixer input (normed x)", n * d, act, "sp"),
+    return [_mixer_input(n, d, act),
             Term("conv input (q, k, v) and beta (its sigmoid, and 2·sigmoid with negative eigenvalues)",
                  n * (g.conv_dim + (1 + g.neg_eigval) * heads), act, "tp"),
-            Term("decay: softplus input and output, exp(A_log) and its negation (fp32)", 2 * n * heads + 2 * heads, 4, "tp"),
+            Term("decay: softplus input, −exp(A_log) (fp32)", n * heads + heads, 4, "tp"),
+            Term("decay: softplus output (fp32), for A_log's gradient", n * heads, 4, "tp", weight_grad=True),
+            _exp_a_log(heads),
             Term("chunked delta rule: q and k normed, v, A (64 per token and head)",
                  n * (2 * g.key_dim + g.value_dim + CHUNK * heads), act, "tp"),
             Term("chunked delta rule: q and k rstd, the decay's cumsum (fp32)", n * (2 * g.n_k_heads + heads), 4, "tp"),
-            Term("gated norm (input, rsqrt, normed, scaled, gate, SiLU) and out_proj's input",
-                 6 * n * g.value_dim + n * heads, act, "tp")]
+            Term("gated norm (input, rsqrt, scaled, gate, SiLU)", 4 * n * g.value_dim + n * heads, act, "tp"),
+            _norm_and_out(n * g.value_dim, act, "out_proj")]
+
+
+def _norm_and_out(elements: int, act: int, out: str) -> Term:
+    """A gated norm's normed x (its weight's gradient) and the output projection's input (its weight's)."""
+    return Term(f"gated norm: normed x; {out}'s input", 2 * elements, act, "tp", weight_grad=True)
 
 
 def _kda(k: KimiDeltaAttention, n: int, d: int, act: int) -> list[Term]:
@@ -368,16 +395,18 @@ def _kda(k: KimiDeltaAttention, n: int, d: int, act: int) -> list[Term]:
     the > 20 mask, the result; exp(A_log) and its negation), beta's sigmoid, the gated RMSNorm (input,
     rsqrt, normed, scaled, the sigmoid gate) and o_proj's input."""
     w, heads, rank = k.width, k.n_heads, k.head_dim
-    return [Term("mixer input (normed x)", n * d, act, "sp"),
-            Term("conv input (q, k, v), the gates' bottlenecks, beta", n * (3 * w + 2 * rank + heads), act, "tp"),
-            Term("decay: softplus as written (exp, log's input, result), exp(A_log) and its negation (fp32)",
-                 3 * n * w + 2 * heads, 4, "tp"),
+    return [_mixer_input(n, d, act),
+            Term("conv input (q, k, v), beta", n * (3 * w + heads), act, "tp"),
+            Term("the gates' bottlenecks (f_b's and g_b's inputs)", 2 * n * rank, act, "tp", weight_grad=True),
+            Term("decay: softplus as written (exp, log's input), −exp(A_log) (fp32)", 2 * n * w + heads, 4, "tp"),
+            Term("decay: softplus's result (fp32), for A_log's gradient", n * w, 4, "tp", weight_grad=True),
+            _exp_a_log(heads),
             Term("decay: softplus's > 20 mask (bool)", n * w, 1, "tp"),
             Term("chunked KDA: q and k normed, v, Aqk and Akk (64 per token and head each)",
                  n * (3 * w + 2 * CHUNK * heads), act, "tp"),
             Term("chunked KDA: q and k rstd, the decay and its cumsum (fp32)", n * (2 * heads + 2 * w), 4, "tp"),
-            Term("gated norm (input, rsqrt, normed, scaled, sigmoid gate) and o_proj's input", 5 * n * w + n * heads,
-                 act, "tp")]
+            Term("gated norm (input, rsqrt, scaled, sigmoid gate)", 3 * n * w + n * heads, act, "tp"),
+            _norm_and_out(n * w, act, "o_proj")]
 
 
 def _lightning(a: LightningAttention, b: int, s: int, d: int, act: int) -> list[Term]:
@@ -394,20 +423,21 @@ def _lightning(a: LightningAttention, b: int, s: int, d: int, act: int) -> list[
     blocks = sum(3 * bh * c * e + bh * c * c + bh * e * e + (i > 0) * bh * c * e + (i < last) * 2 * bh * c * e
                  + (0 < i < last) * a.n_heads for i, c in enumerate(sizes))
     buffers = a.n_heads * a.block * (a.block + 1 + (last > 0))
-    return [Term("mixer input (normed x)", n * d, act, "sp"),
+    return [_mixer_input(n, d, act),
             Term("qkv output (SiLU's input)", 3 * n * w, act, "tp"),
             Term(f"blocks of {a.block}: Q, Kᵀ, V copies, decayed scores and queries, K⊗V states, decay buffers",
                  blocks + buffers, act, "tp"),
-            Term("norm (input, rsqrt, normed), its output, the gate's sigmoid, the gated output",
-                 5 * n * w + n, act, "tp")]
+            Term("norm (input, rsqrt), its output, the gate's sigmoid", 3 * n * w + n, act, "tp"),
+            _norm_and_out(n * w, act, "out_proj")]
 
 
 def _short_conv(_: ShortConv, n: int, d: int, act: int) -> list[Term]:
     """in_proj's input and output (B, C, x), B·x (the conv's input, which causal-conv1d's kernel keeps),
     the conv's output (C·conv keeps it) and C·conv (out_proj's input). transformers' CPU fallback
     (F.conv1d padded kernel − 1 on both sides, then sliced) keeps the conv's output at s + kernel − 1."""
-    return [Term("mixer input (normed x)", n * d, act, "sp"),
-            Term("in_proj output, B·x, conv output, C·conv", 6 * n * d, act, "sp")]
+    return [_mixer_input(n, d, act),
+            Term("in_proj output, B·x, conv output", 5 * n * d, act, "sp"),
+            Term("C·conv (out_proj's input)", n * d, act, "sp", weight_grad=True)]
 
 
 def _compressed(a: CompressedAttention, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:

@@ -17,15 +17,21 @@ its mask), or a 4-bit matmul that stores its input itself (bitsandbytes 0.42.0, 
 
 A MoE block's frozen router keeps no input, and its experts' grouped matmuls, frozen, keep neither the
 routed rows (read by gate and up) nor the product (read by down): the dense MLP's rule, row by row; a
-shared expert is a dense MLP. MLA's q_a and kv_a take no adapter, so its normed input goes (but for a
+shared expert is a dense MLP. PEFT's adapters on the expert stacks (target_parameters, params.STACKS)
+make the stacks' merged weights require gradients, so the grouped matmuls keep the routed rows (an
+adapter on gate and up) and the product (one on down) as full training does; gate, up and down then
+adapt the shared expert only. MLA's q_a and kv_a take no adapter, so its normed input goes (but for a
 plain q projection's adapter), q_b's input (the Q latent) stays for an adapter on q, kv_b's never. The
 norms' frozen weights, the Q and K norms' and MLA's latent norms' too, keep no normed x (`Setup.norms`,
-activations._norm). Counted for layers of attention or MLA and a dense MLP or a top-k MoE (_plain);
-other mixers (recurrent, compressed) and other MoE forms keep their full-training count (not measured
+activations._norm). The recurrent and lightning mixers take no adapter: each of their terms kept only for a
+weight's gradient (Term.weight_grad: in_proj's and out_proj's inputs, a gated norm's normed x, exp(A_log)'s
+output ...) goes. Counted for layers of those mixers (MEASURED) and a dense MLP or a top-k MoE (_plain);
+other mixers (compressed, Mamba v1) and other MoE forms keep their full-training count (not measured
 frozen). Measured with saved-tensor hooks on transformers' tiny Llama with LoRA adapters on every
 combination of targets, with and without dropout, on tiny Qwen3-MoE, Qwen2-MoE, Mixtral and OLMoE with
-adapters on the attention, and on tiny DeepSeek-V3, DeepSeek-V2 and GLM-4.7-Flash (MLA) with adapters on q
-and o (tests/test_train_torch.py).
+adapters on the attention, on tiny DeepSeek-V3, DeepSeek-V2 and GLM-4.7-Flash (MLA) with adapters on q
+and o, and on the tiny hybrids' Mamba2, gated DeltaNet, KDA, short-conv and lightning layers, frozen, with
+the GPU kernels' saves stood in (tests/test_train_torch.py).
 """
 
 from __future__ import annotations
@@ -35,13 +41,18 @@ from typing import TYPE_CHECKING
 from calc.analysis.train.activations import (ATTENTION_INPUT, GATED_KEPT, HEAD_INPUT, KV_LATENT, MLP_INPUT,
                                              PLAIN_KEPT, Q_LATENT, ROUTED_ROWS, W_O_INPUT, Term)
 from calc.analysis.train.bnb import BNB, quantised_head
-from calc.parts import MLA, MLP, Attention, MoE
+from calc.analysis.train.params import STACKS
+from calc.parts import MLA, MLP, Attention, GatedDeltaNet, KimiDeltaAttention, LightningAttention, Mamba2, MoE, ShortConv
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
     from calc.analysis.train import Setup
 
 __all__ = ["frozen_layer", "frozen_outside"]
+
+# The mixers whose frozen layers are measured: attention and MLA by their labels (the adapters they take), the
+# recurrent and lightning mixers, whose projections take none, by their terms' weight_grad
+MEASURED = (Attention, MLA, Mamba2, GatedDeltaNet, KimiDeltaAttention, ShortConv, LightningAttention)
 
 
 def _read(s: "Setup", *targets: str) -> bool:
@@ -69,20 +80,22 @@ def _input_readers(block: Block) -> tuple[str, ...]:
 
 def frozen_layer(terms: list[Term], block: Block, s: "Setup") -> list[Term]:
     """A layer's full-training terms less the inputs that only frozen linears would have kept."""
-    if (s.qlora and BNB[s.bnb][0]) or not _plain(block.mlp) or not all(type(a) in (Attention, MLA)
-                                                                       for a in block.mixers()):
+    if (s.qlora and BNB[s.bnb][0]) or not _plain(block.mlp) or not all(type(a) in MEASURED for a in block.mixers()):
         return terms
     mlp_readers = ("gate", "up")
+    stacked = any(t in STACKS for t in s.lora_targets)  # PEFT's stack adapters, not gate, up, down, read the rows
+    experts = ("experts_gate_up",) if stacked else mlp_readers
     shared = block.parallel and len(block.norms) == 1  # one norm feeds the attention and the MLP
     dropped = {ATTENTION_INPUT: not _read(s, *_input_readers(block), *(mlp_readers if shared else ())),
                W_O_INPUT: s.attention != "flash" and not _read(s, "o"),
-               MLP_INPUT: not _read(s, *mlp_readers), ROUTED_ROWS: not _read(s, *mlp_readers),
+               MLP_INPUT: not _read(s, *mlp_readers), ROUTED_ROWS: not _read(s, *experts),
                Q_LATENT: not _read(s, "q"), KV_LATENT: True}  # kv_b takes no adapter
     out = []
     for t in terms:
-        if dropped.get(t.label):
+        if dropped.get(t.label) or t.weight_grad:
             continue
-        if t.label.endswith((GATED_KEPT, PLAIN_KEPT)) and not _read(s, "down"):  # down's input: the last of them
+        down = ("experts_down",) if stacked and t.label.startswith("experts'") else ("down",)
+        if t.label.endswith((GATED_KEPT, PLAIN_KEPT)) and not _read(s, *down):  # down's input: the last of them
             per = 4 if t.label.endswith(GATED_KEPT) else 2
             t = Term(t.label + ", down frozen: no product kept" if per == 4 else t.label + ", down frozen: before only",
                      t.elements * (per - 1) // per, t.bytes_per, t.split, t.head)

@@ -14,6 +14,12 @@ v, o (the attention output), gate, up, down (a MoE's experts and shared expert t
 (Dettmers et al., arXiv 2305.14314) stores the frozen matrices of the layers as 4-bit NF4 with
 double quantisation: 4 bits per weight, an 8-bit absmax per block of 64 and an fp32 constant per 256
 absmaxes; embeddings, norms, biases and the head stay 16-bit.
+
+A MoE's experts stored as one parameter per stack (transformers 5: gate_up_proj [E, 2·f, d], down_proj
+[E, d, f]) are no linears a module target reaches: PEFT adapts them through `target_parameters`
+(ParamWrapper), one adapter per stack, A [r·E, in] and B [out, r·E]: r·E·(in + out) parameters, gate and
+up sharing one (targets experts_gate_up and experts_down, STACKS). With a stack targeted, gate, up and
+down adapt only the dense MLPs and shared experts, the linears a module target still reaches.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ from calc.spec.model import ModelSpec
 if TYPE_CHECKING:
     from calc.analysis.train import Setup
 
-__all__ = ["LAYER_TARGETS", "LORA_TARGETS", "Held", "gathered_bytes", "held", "layer_params", "nf4_bytes"]
+__all__ = ["LAYER_TARGETS", "LORA_TARGETS", "STACKS", "Held", "adapted", "gathered_bytes", "held", "layer_params",
+           "nf4_bytes", "stack_shape"]
 
 LORA_TARGETS: dict[str, tuple[str, ...]] = {
     "q": ("q", "q_b"), "k": ("k",), "v": ("v",), "o": ("attn_out",),
@@ -40,7 +47,10 @@ LORA_TARGETS: dict[str, tuple[str, ...]] = {
     "down": ("mlp_down", "experts_down", "shared_mlp_down"),
     "head": ("logits",),  # the output projection (litgpt's lora_head, torchtune's apply_lora_to_output)
 }
+# PEFT's target_parameters on transformers 5's fused expert stacks (peft 0.21.2, tuners/lora/layer.py ParamWrapper)
+STACKS: dict[str, tuple[str, ...]] = {"experts_gate_up": ("experts_gate", "experts_up"), "experts_down": ("experts_down",)}
 LAYER_TARGETS = tuple(t for t in LORA_TARGETS if t != "head")  # the default: every layer matrix, not the head
+LORA_TARGETS.update(STACKS)
 
 
 @dataclass(frozen=True)
@@ -80,10 +90,33 @@ def _tensors(step: Step, copies: int, tp: int) -> list[Tensor]:
     return out
 
 
+def adapted(steps: tuple[Step, ...], targets: tuple[str, ...]) -> tuple[list[Step], list[tuple[Step, ...]]]:
+    """The steps LoRA adapts as linears (an adapter each) and the expert stacks PEFT's target_parameters
+    adapts (one adapter over each block kind's stack: its steps, gate and up together)."""
+    stacked = [t for t in targets if t in STACKS]
+    ids = {i for t in targets if t not in STACKS for i in LORA_TARGETS[t] if not (stacked and i.startswith("experts"))}
+    linears = [step for step in steps if step.id in ids and step.weight is not None]
+    kinds = dict.fromkeys(step.block for step in steps if step.block)
+    stacks = [group for t in stacked for kind in kinds
+              for group in [tuple(st for st in steps if st.block == kind and st.id in STACKS[t])] if group]
+    return linears, stacks
+
+
 def _adapters(step: Step, copies: int, rank: int, tp: int) -> list[Tensor]:
     w = step.weight.sizes
     stack = w[0] if len(w) == 3 else 1
     return [Tensor(copies * stack, w[-2], rank), Tensor(copies * stack, rank, -(-w[-1] // tp))]
+
+
+def stack_shape(group: tuple[Step, ...]) -> tuple[int, int, int]:
+    """An expert stack's (experts, in, out): gate's and up's outputs side by side, as gate_up_proj holds them."""
+    return group[0].weight.sizes[0], group[0].weight.sizes[-2], sum(st.weight.sizes[-1] for st in group)
+
+
+def _stack_adapter(group: tuple[Step, ...], copies: int, rank: int, tp: int) -> list[Tensor]:
+    """PEFT's adapter on an expert stack [E, in, out]: A [r·E, in], B [out, r·E]."""
+    experts, d_in, out = stack_shape(group)
+    return [Tensor(copies, rank * experts, d_in), Tensor(copies, -(-out // tp), rank * experts)]
 
 
 def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None,
@@ -95,8 +128,8 @@ def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None
     unknown = [t for t in lora_targets if t not in LORA_TARGETS]
     if unknown:
         raise GptcalcError(f"--lora-targets: unknown {', '.join(t or repr(t) for t in unknown)} (choose from {', '.join(LORA_TARGETS)})")
-    wanted = {step_id for t in lora_targets for step_id in LORA_TARGETS[t]}
     steps = journey(spec, 1).steps
+    wanted = adapted(steps, lora_targets)
     if stage is not None:
         return _stage(spec, steps, stage, pp, tp, lora_rank, wanted, split)
     stages = [_stage(spec, steps, index, pp, tp, lora_rank, wanted, split) for index in range(pp)]
@@ -104,8 +137,10 @@ def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None
 
 
 def _stage(spec: ModelSpec, steps: tuple[Step, ...], stage: int, pp: int, tp: int, rank: int | None,
-           wanted: set[str], split: str) -> Held:
+           wanted: tuple[list[Step], list[tuple[Step, ...]]], split: str) -> Held:
     first, last = stage_bounds(spec.n_layers, pp, split, stage)
+    linears, stacks = wanted
+    stack_of = {(group[0].id, group[0].block): group for group in stacks}  # by the stack's first step
     kinds = spec.layer_counts(first, last)
     last_block = max(i for i, step in enumerate(steps) if step.block)
     tensors, adapters, matrices = [], [], 0
@@ -120,8 +155,10 @@ def _stage(spec: ModelSpec, steps: tuple[Step, ...], stage: int, pp: int, tp: in
         tensors += found
         if step.block and step.weight is not None and len(step.weight.sizes) >= 2:
             matrices += found[0].elements
-        if rank and step.id in wanted and step.weight is not None:
+        if rank and step in linears:
             adapters += _adapters(step, copies, rank, tp)
+        if rank and (step.id, step.block) in stack_of:
+            adapters += _stack_adapter(stack_of[step.id, step.block], copies, rank, tp)
     return Held(tuple(tensors), matrices, tuple(adapters), last - first)
 
 

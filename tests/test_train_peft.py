@@ -1,0 +1,70 @@
+"""LoRA on fused expert stacks (PEFT's target_parameters): `train --lora-targets experts_gate_up,experts_down`
+against what PEFT trained and kept on transformers' tiny MoE models (tests/peft_experts.py, recorded in
+tests/data/peft_experts.json; measured again here where peft is installed).
+
+What the record shows: one adapter per stack, r·E·(in + out) parameters (gate and up share one); each later
+layer keeps what full training keeps of the experts — the routed rows for the gate-and-up stack's merged
+weight, the product for down's — plus each adapted stack merged (W + BA, a new tensor of the stack's size,
+saved by the grouped matmul) and, with fp32 adapters on a bf16 base, B and A cast to bf16 (baddbmm's saved
+factors). Layer 0's input needs no gradient (the embedding is frozen), so it keeps less and is left out; the
+activations are checked for the MoE forms frozen.py counts (gpt-oss's clamped experts and biases, and
+DeepSeek-V3's MLA as CPU SDPA runs it, keep their full-training count, checked for parameters only). Beside
+adapters on q and v (PEFT's target_modules, bf16 adapters) the stacks' terms add to theirs.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from calc.analysis.train import Setup, train
+from calc.errors import GptcalcError
+from oracle import spec_of
+from peft_experts import BATCH, FROZEN_FORMS, RANK, RECORD, SEQ, TARGETS, key, measure, runs
+from tiny_models import tiny_config
+
+MEASURED = json.loads(RECORD.read_text())
+RUNS = runs()
+
+
+def _train(model_type: str, targets: tuple[str, ...], fp32_adapters: bool):  # noqa: ANN202
+    """PEFT's fp32 adapters are mixed precision's adapter width, its bf16 ones pure bf16's (precision.py)."""
+    spec = spec_of(tiny_config(model_type))
+    return spec, train(spec, Setup(SEQ, BATCH, lora_rank=RANK, lora_targets=targets, norm_upcast=True,
+                                   precision="mixed" if fp32_adapters else "bf16"))
+
+
+@pytest.mark.parametrize(("model_type", "targets", "fp32"), RUNS)
+def test_a_stack_adapter_trains_what_peft_trains(model_type: str, targets: tuple[str, ...], fp32: bool) -> None:
+    assert _train(model_type, targets, fp32)[1].held.adapter_params == MEASURED[model_type][key(targets, fp32)]["trained"]
+
+
+@pytest.mark.parametrize(("model_type", "targets", "fp32"), [r for r in RUNS if r[0] in FROZEN_FORMS])
+def test_a_layer_keeps_what_peft_keeps(model_type: str, targets: tuple[str, ...], fp32: bool) -> None:
+    spec, t = _train(model_type, targets, fp32)
+    per_kind = {kind: t.layer_bytes(terms) for kind, _, terms in t.layers}
+    assert MEASURED[model_type][key(targets, fp32)]["kept"][1:] == [per_kind[spec.block_at(i)]
+                                                                     for i in range(1, spec.n_layers)]
+
+
+def test_the_merged_stacks_dwarf_the_adapters() -> None:
+    """Qwen3-MoE's tiny layer (4 experts, d 32, f 16): the merged gate-and-up stack is 4·32·32 bf16 elements,
+    the down stack 4·16·32, whatever the rank; the fp32 adapters' bf16 factors 4·4·(32 + 32) and 4·4·(16 + 32)."""
+    _, t = _train("qwen3_moe", TARGETS[0], True)
+    (_, _, terms), = t.layers
+    stacks = {x.label: x.elements for x in terms if x.label.startswith("LoRA on the experts'")}
+    assert sorted(stacks.values()) == sorted([4 * 32 * 32, 4 * 16 * 32, 4 * 4 * (32 + 32), 4 * 4 * (16 + 32)])
+
+
+@pytest.mark.parametrize("option", [{"lora_dropout": True}, {"qlora": True}])
+def test_stack_adapters_refuse_dropout_and_a_4_bit_base(option: dict) -> None:
+    with pytest.raises(GptcalcError, match="expert stacks"):
+        train(spec_of(tiny_config("qwen3_moe")), Setup(SEQ, BATCH, lora_rank=RANK, lora_targets=TARGETS[0], **option))
+
+
+@pytest.mark.parametrize(("model_type", "targets", "fp32"), [r for r in RUNS if r[0] == "qwen3_moe"])
+def test_peft_still_keeps_the_record(model_type: str, targets: tuple[str, ...], fp32: bool) -> None:
+    """The live measurement, where peft is installed (not a project dependency)."""
+    pytest.importorskip("peft")
+    assert measure(model_type, targets, fp32) == MEASURED[model_type][key(targets, fp32)]
