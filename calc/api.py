@@ -301,7 +301,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     solved = budget_for(spec, target, result, seq, batch, None if caches else pool) if target else None
     placed = [*(model["buffers"] if model else ()), *([output] if output else ()),
               *(b for c in caches or () for b in c["buffers"])] if placement else None
-    note = _manager_note(spec) if engine == "trtllm" and pool is not None else None
+    note = _manager_note(spec) if engine == "trtllm" and pool is not None else \
+        dp_attention.note(layout.tp) if dp_attention is not None else None
     answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed,
                           compute, note)
     return Result(answer, answer.to_json)
@@ -325,14 +326,9 @@ def _dp_attention(spec: Any, result: Any, layout: Any, engine: str | None, dp: A
                   settings: PoolSettings) -> Any:
     """`result` with one GPU's weights as SGLang lays them out under DP attention (sglang_dp)."""
     from calc.analysis.count import count as count_params
-    from calc.analysis.memory.sglang_dp import dp_weights
-    from calc.errors import GptcalcError
 
-    if engine != "sglang":
-        raise GptcalcError("--enable-dp-attention is SGLang's: give --engine sglang")
-    dp.check(spec, layout, bool(spec.towers) and not text_only, bool(settings.speculative_num_steps))
-    held = dp_weights(spec, count_params(spec), result.weights, layout, dp)
-    return replace(result, weights=held, gpus=(replace(result.gpus[0], weights=held),))
+    dp.refuse(spec, engine, bool(spec.towers) and not text_only, bool(settings.speculative_num_steps))
+    return dp.held(spec, count_params(spec), result, layout)
 
 
 def _draft(engine: str, spec: Any, weights: Any, layout: Any, settings: PoolSettings) -> Any:

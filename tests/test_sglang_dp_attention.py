@@ -66,7 +66,8 @@ def test_pr17403_weights_per_gpu() -> None:
     129,280 x 7,168 x 2 B x 3 / 4 = 1,390,018,560 B. gptcalc's 'Load weight end' for the checkpoint (fp8 blocks) is
     within 1% of the 81.53 published; the rest (0.76 GiB) is SGLang's own: the bf16 w_kc / w_vc it dequantises
     kv_b_proj into (post_load_weights, 0.48 GiB at tp / dp 4) is not modelled for SGLang."""
-    before, after = (float(x) for x in re.search(r"tp=8 dp=2: ([\d.]+)GB → ([\d.]+)GB", PR17403).groups())  # type: ignore[union-attr]
+    found = re.search(r"tp=8 dp=2: ([\d.]+)GB → ([\d.]+)GB", PR17403)
+    before, after = (float(x) for x in found.groups())  # type: ignore[union-attr]
     assert round(before - after, 2) == round(VOCAB * D * 2 * 3 / 4 / 2**30, 2) == 1.29
     says = " ".join(run("--enable-dp-attention", "--dp-size", "2")["server_says"])
     loaded = float(re.search(r"Load weight end\. mem usage=([\d.]+) GB", says).group(1))  # type: ignore[union-attr]
@@ -114,3 +115,23 @@ def test_unread_model_and_other_engines_refused() -> None:
     vllm = check_run(["memory", "deepseek-v3", "--engine", "vllm", "--budget", "8xH200", "--tp", "8",
                       "--enable-dp-attention", "--dp-size", "2"])
     assert vllm.exit_code == 2 and "give --engine sglang" in vllm.stderr
+
+
+def fit(*args: str) -> dict:  # type: ignore[type-arg]
+    result = check_run(["fit", "deepseek-v3", "--seq", "32k", "--engine", "sglang", "--gpus", "H200",
+                        "--enable-dp-attention", "--dp-size", "8", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_fit_counts_every_groups_requests() -> None:
+    """fit under DP attention: the layouts whose tp the 8 groups divide (tp 8 on one node; pipeline stages are not
+    read), each sized as memory sizes it, 225,360 tokens a group (6 requests of 32,768), 8 groups: 48 requests on
+    8 H200s and no more."""
+    pool = run("--enable-dp-attention", "--dp-size", "8")["engine"]
+    assert pool["tokens"] == 225360 and pool["tokens"] // 32768 == 6
+    served = fit("--concurrency", "48")
+    top = served["candidates"][0]
+    assert (top["gpus"], top["tp"], top["dp_attention_groups"], top["tokens"]) == (8, 8, 8, 225360)
+    assert served["dp_attention"] == 8 and any("does not divide --tp 4" in s for s in served["skipped_layouts"])
+    assert fit("--concurrency", "49")["candidates"] == []  # more GPUs would need --pp, refused under DP attention

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, complete_model, dp_attention_options,
-                              hisparse_options, image_options, json_option, load_model, max_batched_option, one_model, pool_options, read_against_model,
-                              set_option, sizing_options)
+                              hisparse_options, image_options, json_option, load_model, max_batched_option, one_model,
+                              pool_options, read_against_model, set_option, sizing_options)
 from calc.errors import GptcalcError
 
 if TYPE_CHECKING:

@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from calc.analysis.breakdown import Breakdown
+from calc.analysis.memory.budget import Inference
 from calc.analysis.memory.parallel import Layout, stages
 from calc.analysis.memory.weights import Weights
 from calc.errors import GptcalcError
@@ -57,20 +58,39 @@ class DpAttention:
     def attention_tp(self, tp: int) -> int:
         return tp // self.size
 
-    def check(self, spec: ModelSpec, layout: Layout, towers: bool, draft: bool) -> None:
-        """Refuse what SGLang refuses (N must divide --tp, --moe-dense-tp-size is 1 or unset) and what is not read."""
+    def refuse(self, spec: ModelSpec, engine: str | None, towers: bool, draft: bool) -> None:
+        """Refuse what no layout changes: another engine, a model whose layout is not read, a --moe-dense-tp-size
+        SGLang refuses (1 or unset), and what is not read under DP attention (towers loaded, a speculative draft)."""
+        if engine != "sglang":
+            raise GptcalcError("--enable-dp-attention is SGLang's: give --engine sglang")
         if not spec.sglang.dp_attention:
             raise GptcalcError(f"--enable-dp-attention: how SGLang lays out {spec.name}'s weights under DP attention "
                                "is not read here (only models/deepseek_v2.py's: DeepSeek-V2, DeepSeek-V3, Kimi-K2)")
+        if self.dense_tp not in (None, 1):
+            raise GptcalcError(f"--moe-dense-tp-size {self.dense_tp}: SGLang takes only 1")
+        if towers or draft:
+            what = "a vision tower (give --text-only)" if towers else "--speculative-num-steps"
+            raise GptcalcError(f"--enable-dp-attention with {what}: not read for DP attention here")
+
+    def check(self, layout: Layout) -> None:
+        """Refuse a layout: N must divide --tp (SGLang's attention-TP size is tp / N); pipeline stages not read."""
         if layout.tp % self.size:
             raise GptcalcError(f"--dp-size {self.size}: does not divide --tp {layout.tp} (SGLang's attention-TP "
                                "size is tp / dp)")
-        if self.dense_tp not in (None, 1):
-            raise GptcalcError(f"--moe-dense-tp-size {self.dense_tp}: SGLang takes only 1")
-        if layout.pp > 1 or towers or draft:
-            what = "--pp" if layout.pp > 1 else "a vision tower (give --text-only)" if towers else \
-                "--speculative-num-steps"
-            raise GptcalcError(f"--enable-dp-attention with {what}: not read for DP attention here")
+        if layout.pp > 1:
+            raise GptcalcError("--enable-dp-attention with --pp: not read for DP attention here")
+
+    def note(self, tp: int) -> str:
+        """What the per-GPU answer stands for: one group's pool and requests, N such groups in all."""
+        return (f"DP attention: {self.size} groups of {self.attention_tp(tp)} GPU(s), each running its own requests "
+                f"from its own KV pool: the pool, tokens and largest batch above are one group's, the {self.size} "
+                "groups together serve that many times the requests")
+
+    def held(self, spec: ModelSpec, breakdown: Breakdown, result: Inference, layout: Layout) -> Inference:
+        """`result` (one GPU of `layout` under plain tensor parallelism) with the weights DP attention lays out."""
+        self.check(layout)
+        weights = dp_weights(spec, breakdown, result.weights, layout, self)
+        return replace(result, weights=weights, gpus=(replace(result.gpus[0], weights=weights),))
 
 
 def dp_weights(spec: ModelSpec, breakdown: Breakdown, weights: Weights, layout: Layout, dp: DpAttention) -> Weights:

@@ -429,7 +429,8 @@ def _sglang_vlm(spec: ModelSpec, fraction: float, how: str) -> tuple[float, str]
 
 
 def sglang_fraction(mib: int, tp: int, pp: int, chunked_prefill: int | None = None,
-                    graph_max_bs: int | None = None, prefill_graphs: int = 0, dp: int | None = None) -> tuple[float, int]:
+                    graph_max_bs: int | None = None, prefill_graphs: int = 0,
+                    dp: int | None = None) -> tuple[float, int]:
     """SGLang's default mem_fraction_static on a card of `mib` MiB (nvidia-smi's total, which SGLang
     reads), and the MiB it reserves for activations, CUDA graphs and parallel buffers; `prefill_graphs`:
     the MiB its prefill CUDA graphs take (calc.analysis.memory.sglang_prefill_graphs), inside the floor;
