@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from calc.analysis.memory.pool_settings import PoolSettings
+    from calc.analysis.memory.sglang_dp import DpAttention
     from calc.spec.model import ModelSpec
 
 __all__ = ["Result", "compare", "count", "flops", "kvcache", "load", "memory", "train"]
@@ -182,7 +183,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            mm_limit: int | None = None, encoder_activation_memory: str | None = None,
            flash_attn: bool = True, mmap: bool = True, cpu_only: bool = False, split_mode: str = "layer",
            cpu_isa: str | None = None, pool_settings: PoolSettings | None = None, hisparse_host_pool: str | None = None,
-           hisparse_device_buffer: int | None = None, dp_attention: Any = None) -> Result:
+           hisparse_device_buffer: int | None = None, dp_attention: DpAttention | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
