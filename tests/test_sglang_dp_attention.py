@@ -135,3 +135,17 @@ def test_fit_counts_every_groups_requests() -> None:
     assert (top["gpus"], top["tp"], top["dp_attention_groups"], top["tokens"]) == (8, 8, 8, 225360)
     assert served["dp_attention"] == 8 and any("does not divide --tp 4" in s for s in served["skipped_layouts"])
     assert fit("--concurrency", "49")["candidates"] == []  # more GPUs would need --pp, refused under DP attention
+
+
+def test_dsa_indexer_stays_whole() -> None:
+    """DeepSeek-V3.2 (DeepseekV32ForCausalLM, a DeepseekV2ForCausalLM): its indexer's wq_b, wk and weights_proj are
+    ReplicatedLinear (layers/attention/nsa/nsa_indexer.py at 005e8bf8), whole with or without DP attention, and its
+    fp8 DSA cell stays 656 B of latent + 132 B of index key a layer, 61 layers, whole on every GPU."""
+    args = ["memory", "deepseek-v3.2", "--engine", "sglang", "--budget", "8xB200", "--tp", "8", "--seq", "4096",
+            "--kv-dtype", "fp8_e4m3", "--json"]
+    plain, dp = (json.loads(check_run([*args, *extra]).stdout)
+                 for extra in ([], ["--enable-dp-attention", "--dp-size", "8"]))
+    for name in ("idx_q", "idx_k", "idx_weights"):
+        assert dp["weights"]["components"][name] == plain["weights"]["components"][name]
+    assert dp["engine"]["bytes_per_token"] == plain["engine"]["bytes_per_token"] == LAYERS * (656 + 132)
+    assert dp["weights"]["components"]["attn_out"] == 8 * plain["weights"]["components"]["attn_out"]

@@ -288,7 +288,7 @@ def dp_attention_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     for option in reversed((
         click.option("--enable-dp-attention", is_flag=True,
-                     help="SGLang's DP attention (DeepSeek-V2/V3, Kimi-K2): --dp-size groups of tp / dp GPUs each run "
+                     help="SGLang's DP attention (DeepSeek-V2/V3/V3.2, Kimi-K2, GLM-5): --dp-size groups of tp / dp GPUs each run "
                           "their own requests and KV pool, their attention weights split over the group."),
         click.option("--dp-size", "--dp", "dp_size", type=POSITIVE, default=None,
                      help="SGLang's: DP-attention groups, dividing --tp  [default: 1]"),

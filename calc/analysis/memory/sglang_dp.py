@@ -1,5 +1,7 @@
 """SGLang's DP attention (--enable-dp-attention --dp-size N): the weights one GPU holds, for the models SGLang builds
-with models/deepseek_v2.py (DeepSeek-V2 / V2-Lite, DeepSeek-V3 / R1, Kimi-K2: `SglangBuild.dp_attention`).
+with models/deepseek_v2.py's DeepseekV2ForCausalLM (DeepSeek-V2 / V2-Lite, DeepSeek-V3 / R1, Kimi-K2, and its
+subclasses DeepseekV32ForCausalLM and GLM-5's GlmMoeDsaForCausalLM, which change none of its layers:
+`SglangBuild.dp_attention`).
 
 Under DP attention the tp GPUs form N attention groups of tp / N (the attention-TP size,
 layers/dp_attention.py compute_dp_attention_world_info); each group runs its own requests and its own KV
@@ -19,6 +21,8 @@ python/sglang/srt/models/deepseek_v2.py (read at 00114aef19bb, the version the i
   every GPU; sgl-project/sglang#17403 (merged 2026-01-20) builds it over the attention-TP group instead
   ("dsv3 tp=8 dp=2: 82.82GB -> 81.53GB per GPU"), which gptcalc follows: the SGLang it cites elsewhere
   (29b719ba, with PRs numbered past #30000) is newer.
+- The DSA indexer of DeepSeek-V3.2 and GLM-5 (layers/attention/nsa/nsa_indexer.py at 005e8bf8abf4, Indexer):
+  wq_b, wk and weights_proj are ReplicatedLinear, whole on every GPU with or without DP attention.
 
 MLA keeps one latent a token, whole on every GPU, so the pool's cell does not change; the default fraction reserves
 more (`reserve_mib`), before the chunked prefill is divided by N. Multimodal towers, pipeline stages and speculative
@@ -36,7 +40,7 @@ from calc.analysis.memory.weights import Weights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["SOURCE", "DpAttention", "dp_weights", "reserve_mib"]
+__all__ = ["RESERVE_SOURCE", "SOURCE", "DpAttention", "dp_weights", "reserve_mib"]
 
 SOURCE = ("https://github.com/sgl-project/sglang/blob/00114aef19bbb7431b9cfc5a77dce64b9c53ed95/python/sglang/srt/"
           "models/deepseek_v2.py (attention over get_attention_tp_size(), lm_head use_attn_tp_group="
@@ -65,7 +69,7 @@ class DpAttention:
             raise GptcalcError("--enable-dp-attention is SGLang's: give --engine sglang")
         if not spec.sglang.dp_attention:
             raise GptcalcError(f"--enable-dp-attention: how SGLang lays out {spec.name}'s weights under DP attention "
-                               "is not read here (only models/deepseek_v2.py's: DeepSeek-V2, DeepSeek-V3, Kimi-K2)")
+                               "is not read here (only models/deepseek_v2.py's: DeepSeek-V2, V3, V3.2, Kimi-K2, GLM-5)")
         if self.dense_tp not in (None, 1):
             raise GptcalcError(f"--moe-dense-tp-size {self.dense_tp}: SGLang takes only 1")
         if towers or draft:

@@ -537,13 +537,22 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
         chunk = reserves.max_batched or _sglang_sizes(gpu.mib, tp)[0]
         prefill, why = prefill_graph_reserve(spec, chunk, pp)
         fraction, reserved = sglang_fraction(gpu.mib, tp, pp, reserves.max_batched, prefill_graphs=prefill, dp=dp)
-        ranks = f", the decode graphs of {dp} DP-attention ranks" if dp is not None else ""
+        ranks = _dp_reserve(dp)
         how = (f"SGLang's default: ({gpu.mib:,} - {reserved:,} MiB reserved, {why}{ranks}) / {gpu.mib:,} MiB "
                f"({SGLANG_FRACTION}; {PREFILL_GRAPHS_SOURCE})")
         if encoder_tp is not None:  # the towers are loaded: SGLang leaves room for the vision encoder
             fraction, how = _sglang_vlm(spec, fraction, how)
     return StartupBudget("sglang", gpu.name, total, total_source, fraction, "--mem-fraction-static", how,
                          tuple(terms[:1] + ([_draft_term(draft)] if draft else []) + terms[1:]), draft)
+
+
+def _dp_reserve(dp: int | None) -> str:
+    """What the fraction's reserve holds for SGLang's DP attention (calc.analysis.memory.sglang_dp)."""
+    if dp is None:
+        return ""
+    from calc.analysis.memory.sglang_dp import RESERVE_SOURCE
+
+    return f", the decode graphs of {dp} DP-attention ranks: {RESERVE_SOURCE}"
 
 
 def _dp_layout(dp: int | None) -> str:
