@@ -115,6 +115,11 @@ def test_unread_model_and_other_engines_refused() -> None:
     vllm = check_run(["memory", "deepseek-v3", "--engine", "vllm", "--budget", "8xH200", "--tp", "8",
                       "--enable-dp-attention", "--dp-size", "2"])
     assert vllm.exit_code == 2 and "give --engine sglang" in vllm.stderr
+    kimi = ["memory", "kimi-k2.5", "--engine", "sglang", "--kv-memory", "10GiB", "--tp", "8", "--enable-dp-attention",
+            "--dp-size", "8"]  # KimiK25's language model is a DeepseekV3ForCausalLM; its vision tower is not read
+    towers = check_run(kimi)
+    assert towers.exit_code == 2 and "a vision tower (give --text-only)" in towers.stderr
+    assert check_run([*kimi, "--text-only"]).exit_code == 0
 
 
 def fit(*args: str) -> dict:  # type: ignore[type-arg]

@@ -101,15 +101,14 @@ def dp_weights(spec: ModelSpec, breakdown: Breakdown, weights: Weights, layout: 
     """One GPU's weights under DP attention: `weights` (its share under plain tensor parallelism) with the attention
     projections and the embedding (and with --enable-dp-lm-head the head) split over the attention-TP group, and
     with --moe-dense-tp-size 1 the dense layers' MLPs whole."""
-    attention = replace(layout, tp=dp.attention_tp(layout.tp))
-    narrow = stages(spec, breakdown, attention)[0].params
-    whole = stages(spec, breakdown, replace(layout, tp=1))[0].params
+    narrow = stages(spec, breakdown, replace(layout, tp=dp.attention_tp(layout.tp)))[0].params
     attention_rows = {name for block in spec.blocks.values() for mixer in block.mixers()
                       for name in mixer.params(spec.d_model)}
-    dense_rows = {name for block in spec.blocks.values() if not block.is_moe and block.mlp is not None
-                  for name in block.mlp.params(spec.d_model)}
-    by_group = {**dict.fromkeys(attention_rows | {"token_embedding"} | ({"lm_head"} if dp.lm_head else set()), narrow),
-                **(dict.fromkeys(dense_rows, whole) if dp.dense_tp == 1 else {})}
+    by_group = dict.fromkeys(attention_rows | {"token_embedding"} | ({"lm_head"} if dp.lm_head else set()), narrow)
+    if dp.dense_tp == 1:
+        whole = stages(spec, breakdown, replace(layout, tp=1))[0].params
+        by_group.update(dict.fromkeys((name for block in spec.blocks.values() if not block.is_moe and block.mlp
+                                       for name in block.mlp.params(spec.d_model)), whole))
     return replace(weights, params={name: by_group[name][name] if name in by_group else n
                                     for name, n in weights.params.items()})
 
