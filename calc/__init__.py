@@ -10,8 +10,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__all__ = ["Breakdown", "Diff", "GptcalcError", "ModelSpec", "PoolSettings", "Result", "compare", "count", "flops",
-           "kvcache", "load", "memory", "spec_from_dict", "train"]
+__all__ = ["Breakdown", "Diff", "DpAttention", "GptcalcError", "ModelSpec", "PoolSettings", "Result", "compare", "count",
+           "flops", "kvcache", "load", "memory", "spec_from_dict", "train"]
 __version__ = "0.1.0"
 
 # The API (docs/python.md): each command as a function of a loaded spec, returning a result whose
@@ -21,6 +21,7 @@ _HOMES = {
     "Breakdown": "calc.analysis.breakdown", "Diff": "calc.analysis.breakdown", "GptcalcError": "calc.errors",
     "ModelSpec": "calc.spec.model", "spec_from_dict": "calc.spec.model",
     "PoolSettings": "calc.analysis.memory.pool_settings",  # memory's pool_settings
+    "DpAttention": "calc.analysis.memory.sglang_dp",  # memory's dp_attention (SGLang's DP attention)
 }
 
 

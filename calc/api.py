@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from calc.analysis.memory.pool_settings import PoolSettings
+    from calc.analysis.memory.sglang_dp import DpAttention
     from calc.spec.model import ModelSpec
 
 __all__ = ["Result", "compare", "count", "flops", "kvcache", "load", "memory", "train"]
@@ -182,7 +183,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            mm_limit: int | None = None, encoder_activation_memory: str | None = None,
            flash_attn: bool = True, mmap: bool = True, cpu_only: bool = False, split_mode: str = "layer",
            cpu_isa: str | None = None, pool_settings: PoolSettings | None = None, hisparse_host_pool: str | None = None,
-           hisparse_device_buffer: int | None = None) -> Result:
+           hisparse_device_buffer: int | None = None, dp_attention: DpAttention | None = None) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -208,7 +209,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     out of it, DeepSeek-V4's rings), speculative_draft_layers (None: the model's MTP layers) and mamba_ssm_dtype
     (None: the model's default there); None: every default.
     `hisparse_host_pool` (a size) turns on vLLM's HiSparse for a DSA model, its latents in a host pool of that size,
-    with a hot buffer of `hisparse_device_buffer` rows (None: two top-k's)."""
+    with a hot buffer of `hisparse_device_buffer` rows (None: two top-k's). `dp_attention`
+    (calc.analysis.memory.sglang_dp.DpAttention): SGLang's DP attention, its weights per GPU and its reserve."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (budget_for, find_scheme, inference, layout_for, parse_budget, parse_cpu_experts,
                                       weight_choice)
@@ -232,6 +234,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     result = inference(spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout,
                        scheme, stored, parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0,
                        text_only, encoder_replicated)
+    if dp_attention is not None:
+        result = _dp_attention(spec, result, layout, engine, dp_attention, text_only, settings)
     pictures = _image_cost(spec, image, images, kv_dtype, text_only)
     sizes = (_size(activation_memory, "--activation-memory"), _size(non_torch_memory, "--non-torch-memory"),
              _size(cuda_graph_memory, "--cuda-graph-memory"))
@@ -249,7 +253,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                                 encoder_activation)
             startup = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
                                      extra=extra, max_model_len=tokens, encoder_tp=encoder_tp,
-                                     draft=_draft(engine, spec, result.weights, layout, settings))
+                                     draft=_draft(engine, spec, result.weights, layout, settings),
+                                     dp=dp_attention.size if dp_attention is not None else None)
     if startup is not None:
         startup.check()
         if engine == "trtllm":
@@ -297,7 +302,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     solved = budget_for(spec, target, result, seq, batch, None if caches else pool) if target else None
     placed = [*(model["buffers"] if model else ()), *([output] if output else ()),
               *(b for c in caches or () for b in c["buffers"])] if placement else None
-    note = _manager_note(spec, result.kv, layout.pp, settings) if engine == "trtllm" and pool is not None else None
+    note = _manager_note(spec, result.kv, layout.pp, settings) if engine == "trtllm" and pool is not None else \
+        dp_attention.note(layout.tp) if dp_attention is not None else None
     answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed,
                           compute, note)
     return Result(answer, answer.to_json)
@@ -315,6 +321,15 @@ def _engine_lines(pool: Any, kv: Any, engine: str) -> Any:
     from calc.analysis.memory.engines import engine_lines
 
     return engine_lines(pool, kv, engine)
+
+
+def _dp_attention(spec: Any, result: Any, layout: Any, engine: str | None, dp: Any, text_only: bool,
+                  settings: PoolSettings) -> Any:
+    """`result` with one GPU's weights as SGLang lays them out under DP attention (sglang_dp)."""
+    from calc.analysis.count import count as count_params
+
+    dp.refuse(spec, engine, bool(spec.towers) and not text_only, bool(settings.speculative_num_steps))
+    return dp.held(spec, count_params(spec), result, layout)
 
 
 def _draft(engine: str, spec: Any, weights: Any, layout: Any, settings: PoolSettings) -> Any:

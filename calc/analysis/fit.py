@@ -22,6 +22,7 @@ from calc.analysis.memory.kv import kv_cache
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.memory.pool_settings import PoolSettings
 from calc.analysis.memory.schemes import Scheme
+from calc.analysis.memory.sglang_dp import DpAttention
 from calc.analysis.memory.sglang_draft import draft_weights
 from calc.analysis.memory.sglang_dsv4 import sglang_stages
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
@@ -81,11 +82,13 @@ class Candidate:
     pool: KVPool | None  # None: nothing left for the cache
     seq: int
     concurrency: int
+    groups: int = 1  # SGLang's DP-attention groups: each runs its own requests from its own pool (sglang_dp)
 
     @property
     def requests(self) -> float:
-        """Requests of `seq` tokens the pool holds: the engine's max concurrency, not rounded as printed."""
-        return self.pool.max_concurrency if self.pool else 0.0
+        """Requests of `seq` tokens the pools hold: the engine's max concurrency (a DP-attention group's, times the
+        groups), not rounded as printed."""
+        return self.pool.max_concurrency * self.groups if self.pool else 0.0
 
     @property
     def headroom(self) -> int:
@@ -97,11 +100,11 @@ class Candidate:
     @property
     def serves(self) -> bool:
         """Whole requests, as the engine admits them (18.996 holds 18, though it prints 19.00)."""
-        return self.pool is not None and self.pool.requests >= self.concurrency
+        return self.pool is not None and self.pool.requests * self.groups >= self.concurrency
 
     def to_json(self) -> dict[str, object]:
         return {"gpu": self.gpu.name, "gpus": self.layout.gpus, "tp": self.layout.tp, "pp": self.layout.pp,
-                "ep": self.layout.ep, "weights_bytes_per_gpu": self.weights_bytes,
+                "ep": self.layout.ep, "dp_attention_groups": self.groups, "weights_bytes_per_gpu": self.weights_bytes,
                 "kv_memory_bytes": self.budget.kv_memory, "tokens": self.pool.printed_tokens if self.pool else 0,
                 "max_concurrency": self.pool.concurrency if self.pool else "0.00", "serves": self.serves,
                 "headroom_bytes": self.headroom,
@@ -115,16 +118,21 @@ def _skipped(layout: Layout, exc: GptcalcError) -> str:
 def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], engine: str = "vllm",
         concurrency: int = 1, dtype: str = "fp16", kv_dtype: str = "fp16", scheme: Scheme | None = None,
         stored: StoredWeights | None = None, reserves: Reserves = Reserves(),
-        pool_settings: PoolSettings = PoolSettings()) -> tuple[list[Candidate], list[str]]:
+        pool_settings: PoolSettings = PoolSettings(),
+        dp_attention: DpAttention | None = None) -> tuple[list[Candidate], list[str]]:
     """The layouts that serve `concurrency` requests of `seq` tokens, best first, and why others were skipped;
     `pool_settings`: the server flags each pool is sized with, as memory's (SGLang's draft worker: its weights
-    out of the budget too, calc.analysis.memory.sglang_draft)."""
+    out of the budget too, calc.analysis.memory.sglang_draft); `dp_attention`: SGLang's DP attention, each layout's
+    weights and reserve as it lays them out (calc.analysis.memory.sglang_dp; a layout whose tp it does not divide
+    is skipped)."""
     if seq > spec.n_positions:
         raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
     if pool_settings.mamba_ssm_dtype is not None and engine != "sglang":  # refused once, not as every layout's
         raise GptcalcError("--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang")
     refuse_unbuilt(spec, engine)
     refuse_v2_only(spec, engine)
+    if dp_attention is not None:
+        dp_attention.refuse(spec, engine, bool(spec.towers), bool(pool_settings.speculative_num_steps))
     if engine == "trtllm":
         refuse_mla_workspace(kv_cache(spec, seq, 1, kv_dtype))
     served: list[Candidate] = []
@@ -133,6 +141,8 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
         try:
             validate_layout(spec, layout)
             result = inference(spec, breakdown, seq, 1, dtype, kv_dtype, layout=layout, scheme=scheme, stored=stored)
+            if dp_attention is not None:
+                result = dp_attention.held(spec, breakdown, result, layout)
         except GptcalcError as exc:
             skipped[_skipped(layout, exc)] = None
             continue
@@ -142,7 +152,7 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
                      if engine == "sglang" and pool_settings.speculative_num_steps else None)
             budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
                                     extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None,
-                                    draft=draft)
+                                    draft=draft, dp=dp_attention.size if dp_attention is not None else None)
             try:
                 stages = (sglang_stages(spec, breakdown, result.weights, kv_cache(spec, seq, 1, kv_dtype, layout.tp),
                                         layout, budget.kv_memory, False)
@@ -154,7 +164,8 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
             except GptcalcError as exc:  # a layout whose pages the engine model does not cover
                 skipped[_skipped(layout, exc)] = None
                 continue
-            candidate = Candidate(gpu, layout, result.weights.total_bytes, budget, pool, seq, concurrency)
+            candidate = Candidate(gpu, layout, result.weights.total_bytes, budget, pool, seq, concurrency,
+                                  dp_attention.size if dp_attention is not None else 1)
             if candidate.serves:
                 served.append(candidate)
     served.sort(key=lambda c: (c.layout.gpus, c.gpu.mib, -c.requests, c.layout.ep))

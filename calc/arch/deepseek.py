@@ -72,6 +72,10 @@ FIXED = {"deepseek_v3": {"mlp_bias": False}, "glm4_moe_lite": {"mlp_bias": False
          "glm_moe_dsa": {"mlp_bias": False}}
 # DeepSeek-V3.2's sparse attention (DSA): MLA with a lightning indexer (calc.parts.mla.Indexer).
 DSA = ("deepseek_v32", "glm_moe_dsa")
+# SGLang builds these with models/deepseek_v2.py's DeepseekV2ForCausalLM, whose DP-attention layout
+# calc.analysis.memory.sglang_dp reads (Kimi-K2 reads as deepseek_v3; DeepseekV32ForCausalLM and GLM-5's
+# GlmMoeDsaForCausalLM are its subclasses); GLM-4.7-Flash's glm4_moe_lite.py is not read there.
+SGLANG_DP = ("deepseek_v2", "deepseek_v3", *DSA)
 # the rest convert as llama.cpp's deepseek2, whose MLA tensors (attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b, attn_v_b)
 # ollama 0.30 pins to Q8_0 in Q4_K_M / Q4_K_S (server/quantization.go at 0e93ccc2, llamaQuantizeArgs :306-320)
 OLLAMA_MLA = dict.fromkeys(("q_a", "q_b", "kv_a", "kv_b"), "q8_0")
@@ -93,7 +97,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     stack = mlp_typed_stack(cfg, blocks, multi_token) if arch == "glm4_moe_lite" else dense_then_moe(cfg, blocks, multi_token)
     notes = (*_notes(cfg), *([_alias_note(model_type, arch)] if arch != model_type else []))
     return decoder(cfg, model_type, final_norm=rms, tied=cfg.bool("tie_word_embeddings"), notes=notes,
-                   llamacpp={"ollama_tensor_types": OLLAMA_MLA}, **stack)
+                   llamacpp={"ollama_tensor_types": OLLAMA_MLA}, sglang={"dp_attention": arch in SGLANG_DP}, **stack)
 
 
 def _dsa(cfg: Config, model_type: str, blocks: dict[str, Any], multi_token: dict[str, Any] | None,
@@ -125,7 +129,7 @@ def _dsa(cfg: Config, model_type: str, blocks: dict[str, Any], multi_token: dict
     if multi_token is not None:  # the MTP layer is a MoE layer with its own indexer
         built.setdefault("moe", build("sparse+full"))
     return decoder(cfg, model_type, built, layers, rms, cfg.bool("tie_word_embeddings"), mtp=multi_token,
-                   notes=_notes(cfg))
+                   notes=_notes(cfg), sglang={"dp_attention": model_type in SGLANG_DP})
 
 
 def _indexer_types(cfg: Config, n_layers: int) -> list[str]:

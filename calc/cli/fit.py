@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from calc.cli.options import (CONTEXT, POSITIVE, TEXT, TOKENS, complete_model, dtype_option, json_option,
-                              kv_dtype_option, max_batched_option, pool_options, quant_option, set_option)
+from calc.cli.options import (CONTEXT, POSITIVE, TEXT, TOKENS, complete_model, dp_attention_options, dtype_option,
+                              json_option, kv_dtype_option, max_batched_option, pool_options, quant_option, set_option)
 
 if TYPE_CHECKING:
     from calc.analysis.memory.pool_settings import PoolSettings
@@ -27,11 +27,12 @@ if TYPE_CHECKING:
 @kv_dtype_option
 @max_batched_option
 @pool_options
+@dp_attention_options
 @click.option("--top", type=POSITIVE, default=10, show_default=True, help="Candidates shown.")
 @json_option
 def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str, concurrency: int, dtype: str | None,
-        quant: str | None, kv_dtype: str, max_batched: int | None, pool_settings: PoolSettings, top: int,
-        as_json: bool) -> None:
+        quant: str | None, kv_dtype: str, max_batched: int | None, pool_settings: PoolSettings, dp_attention: Any,
+        top: int, as_json: bool) -> None:
     """The smallest layouts (GPU type x count, TP/PP/EP) that serve MODEL at --seq, ranked.
 
     Each layout is checked as a server checks it (TP divides the heads, EP the experts, PP at most the
@@ -57,7 +58,7 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
     weights, scheme = weight_choice(spec, dtype, quant)
     candidates, skipped = find_layouts(spec, count_params(spec), seq, parse_gpus(gpus), engine, concurrency, weights,
                                        kv_dtype, scheme, reserves=Reserves(max_batched=max_batched),
-                                       pool_settings=pool_settings)
+                                       pool_settings=pool_settings, dp_attention=dp_attention)
     shown = candidates[:top]
     note = (manager_note(spec, kv_cache(spec, seq, 1, kv_dtype), 1, pool_settings.kv_cache_manager_v2)
             if engine == "trtllm" else None)  # whose pools the tokens are
@@ -66,6 +67,7 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
         note += "; a layout with pipeline parallelism shows V1's pool, V2's not being sized there"
     if as_json:
         render.print_json({"model": spec.name, "seq": seq, "concurrency": concurrency, "engine": engine,
+                           "dp_attention": dp_attention.size if dp_attention is not None else None,
                            "candidates": [c.to_json() for c in shown], "skipped_layouts": skipped,
                            **({"engine_note": note} if note else {})})
         return

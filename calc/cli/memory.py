@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, complete_model, hisparse_options, image_options,
-                              json_option, load_model, max_batched_option, one_model, pool_options, read_against_model,
-                              set_option, sizing_options)
+from calc.cli.options import (CONTEXT, POSITIVE, SHARE, TEXT, TOKENS, complete_model, dp_attention_options,
+                              hisparse_options, image_options, json_option, load_model, max_batched_option, one_model,
+                              pool_options, read_against_model, set_option, sizing_options)
 from calc.errors import GptcalcError
 
 if TYPE_CHECKING:
@@ -168,6 +168,7 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
                    "attention, and an F16 or F32 mask.")
 @max_batched_option
 @pool_options
+@dp_attention_options
 @hisparse_options
 @click.option("--max-num-seqs", "max_seqs", type=POSITIVE,
               help="vLLM: requests of the sampler's profiling run  [default: 256, 1024 on a 70 GiB+ GPU]")
@@ -201,7 +202,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            dtype: str | None, kv_dtype: str, mla_expanded: bool, quant: str | None, group_size: int | None, budget: str | None,
            tp: int | None, pp: int | None, ep: int | None, cpu_experts: str | None, engine: str | None,
            kv_memory: str | None, block_size: int | None, n_parallel: int, ubatch: int, kv_unified: bool, swa_full: bool,
-           cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, pool_settings: PoolSettings,
+           cache_type_k: str | None, cache_type_v: str | None, max_batched: int | None, pool_settings: PoolSettings, dp_attention: Any,
            hisparse_host_pool: str | None, hisparse_device_buffer: int | None, max_seqs: int | None,
            fraction: Any, activation_memory: str | None, non_torch_memory: str | None, cuda_graph_memory: str | None,
            show_all: bool, image: str | None, images: int, text_only: bool, encoder_cache_size: int | None,
@@ -240,7 +241,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         encoder_activation_memory=encoder_activation_memory, pool_settings=pool_settings,
                         hisparse_host_pool=hisparse_host_pool, hisparse_device_buffer=hisparse_device_buffer,
                         flash_attn=flash_attn != "off", mmap=not no_mmap, cpu_only=cpu_only, split_mode=split_mode,
-                        cpu_isa=cpu_isa)
+                        cpu_isa=cpu_isa, dp_attention=dp_attention)
     if as_json:
         render.print_json(answer.to_dict())
         return

@@ -272,6 +272,41 @@ def pool_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def dp_attention_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """SGLang's DP attention: `--enable-dp-attention` with `--dp-size N`, `--enable-dp-lm-head` and
+    `--moe-dense-tp-size 1`; the command receives them as one `dp_attention` (calc.analysis.memory.sglang_dp's
+    DpAttention, None without --enable-dp-attention), the flags given without it refused here."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, enable_dp_attention: bool, dp_size: int | None, enable_dp_lm_head: bool,
+                moe_dense_tp_size: int | None, **kwargs: Any) -> Any:
+        from calc.analysis.memory.sglang_dp import DpAttention
+        from calc.errors import GptcalcError
+
+        if not enable_dp_attention:
+            given = [flag for flag, value in (("--dp-size", dp_size), ("--enable-dp-lm-head", enable_dp_lm_head or None),
+                                              ("--moe-dense-tp-size", moe_dense_tp_size)) if value is not None]
+            if given:
+                raise GptcalcError(f"{', '.join(given)}: SGLang's DP attention settings; give --enable-dp-attention "
+                                   "(--dp-size alone is whole replicas of the layout, each GPU as without it)")
+            return command(*args, dp_attention=None, **kwargs)
+        return command(*args, dp_attention=DpAttention(dp_size or 1, enable_dp_lm_head, moe_dense_tp_size), **kwargs)
+
+    for option in reversed((
+        click.option("--enable-dp-attention", is_flag=True,
+                     help="SGLang's DP attention (DeepSeek-V2/V3/V3.2, Kimi-K2, GLM-5): --dp-size groups of tp / dp GPUs each run "
+                          "their own requests and KV pool, their attention weights split over the group."),
+        click.option("--dp-size", "--dp", "dp_size", type=POSITIVE, default=None,
+                     help="SGLang's: DP-attention groups, dividing --tp  [default: 1]"),
+        click.option("--enable-dp-lm-head", is_flag=True,
+                     help="SGLang's: the LM head split over the attention group (tp / dp) instead of all tp GPUs."),
+        click.option("--moe-dense-tp-size", type=POSITIVE, default=None,
+                     help="SGLang's: 1 keeps the dense layers' MLPs whole on every GPU  [default: split over --tp]"),
+    )):
+        wrapper = option(wrapper)
+    return wrapper
+
+
 set_option = click.option("--set", "overrides", multiple=True, type=TEXT, metavar="KEY=VALUE",
                           help="Override a spec field, e.g. --set qkv_bias=false (repeatable; every MODEL).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of tables.")

@@ -20,8 +20,10 @@ def header(model: str, seq: int, concurrency: int, engine: str) -> str:
 def candidate_line(rank: int, c: Candidate) -> str:
     """GPUs, layout, weights per GPU, the pool, the tokens it holds, the requests at seq, and the pool
     left over once the asked-for requests hold theirs."""
-    layout = f"tp {c.layout.tp} pp {c.layout.pp}" + (f" ep {c.layout.ep}" if c.layout.ep > 1 else "")
+    layout = f"tp {c.layout.tp} pp {c.layout.pp}" + (f" ep {c.layout.ep}" if c.layout.ep > 1 else "") + (
+        f" dp {c.groups}" if c.groups > 1 else "")
     pool = c.pool
+    groups = f" in each of {c.groups} DP groups" if c.groups > 1 else ""
     return (f"{rank:>2}. {c.layout.gpus:>2} x {c.gpu.name:<10} {layout:<16} weights {human_bytes(c.weights_bytes):>9}/GPU  "
             f"KV pool {human_bytes(c.budget.kv_memory):>9}  {pool.printed_tokens if pool else 0:>11,} tokens  "
-            f"max concurrency {pool.concurrency if pool else '0.00'}x  headroom {human_bytes(c.headroom)}")
+            f"max concurrency {pool.concurrency if pool else '0.00'}x{groups}  headroom {human_bytes(c.headroom)}")

@@ -35,3 +35,7 @@ class SglangBuild(Part):
     # when the TP size divides them (arg_groups/kimi_k3_hook.py apply_kimi_k3_linear_attn_defaults, in a version
     # newer than @9aab5589, whose hook has no such default).
     sm100_bf16_ssm_heads: int | None = None
+    # Built by SGLang's models/deepseek_v2.py (DeepseekV2ForCausalLM, DeepseekV3ForCausalLM), whose layout under DP
+    # attention (--enable-dp-attention) gptcalc has read: which weights split over the attention-TP group, which
+    # over the whole TP group, which stay whole (calc.analysis.memory.sglang_dp). False: a layout not read, refused.
+    dp_attention: bool = False

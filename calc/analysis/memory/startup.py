@@ -429,13 +429,21 @@ def _sglang_vlm(spec: ModelSpec, fraction: float, how: str) -> tuple[float, str]
 
 
 def sglang_fraction(mib: int, tp: int, pp: int, chunked_prefill: int | None = None,
-                    graph_max_bs: int | None = None, prefill_graphs: int = 0) -> tuple[float, int]:
+                    graph_max_bs: int | None = None, prefill_graphs: int = 0,
+                    dp: int | None = None) -> tuple[float, int]:
     """SGLang's default mem_fraction_static on a card of `mib` MiB (nvidia-smi's total, which SGLang
     reads), and the MiB it reserves for activations, CUDA graphs and parallel buffers; `prefill_graphs`:
-    the MiB its prefill CUDA graphs take (calc.analysis.memory.sglang_prefill_graphs), inside the floor."""
+    the MiB its prefill CUDA graphs take (calc.analysis.memory.sglang_prefill_graphs), inside the floor;
+    `dp`: the --dp-size of DP attention (None: off), whose ranks' graph buffers it reserves too, the chunk
+    still undivided (calc.analysis.memory.sglang_dp)."""
     chunk, max_bs = _sglang_sizes(mib, tp)
     chunk = chunked_prefill or chunk
-    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + 2 * (graph_max_bs or max_bs) + prefill_graphs
+    max_bs = graph_max_bs or max_bs
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + 2 * max_bs + prefill_graphs
+    if dp is not None:
+        from calc.analysis.memory.sglang_dp import reserve_mib
+
+        reserved += reserve_mib(max_bs, dp)
     if mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((mib - reserved) / mib, 3), int(reserved)
@@ -472,13 +480,14 @@ class Reserves:
 def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int = 1, pp: int = 1,
                    reserves: Reserves = Reserves(), dtype_bytes: int = 2,
                    extra: tuple[tuple[str, int], ...] = (), max_model_len: int | None = None,
-                   encoder_tp: int | None = None, draft: DraftWeights | None = None) -> StartupBudget:
+                   encoder_tp: int | None = None, draft: DraftWeights | None = None,
+                   dp: int | None = None) -> StartupBudget:
     """The budget `engine` draws up on one GPU of the layout holding `weights` bytes of the model
     (`extra`: what the engine holds beyond them, engine_extra_weights); under vLLM, a multimodal model's
     encoder cache and encoder forward for requests of `max_model_len` tokens, under SGLang its default
     fraction scaled for the vision encoder (`encoder_tp`: the GPUs its layers are split over; None: the
     towers are not loaded, --text-only) and, with a speculative `draft`, the draft worker's weights taken from its pool
-    (calc.analysis.memory.sglang_draft)."""
+    (calc.analysis.memory.sglang_draft); `dp`: SGLang's --dp-size under DP attention (None: off)."""
     if engine not in STARTUP_ENGINES:
         raise GptcalcError(f"--engine {engine}: its start-up budget is not modelled ({', '.join(STARTUP_ENGINES)} "
                            "are); give the pool from its log with --kv-memory")
@@ -499,7 +508,7 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
     given = lambda value: "given" if value is not None else "estimate"  # noqa: E731
     terms = [
         Term("weights", "model weights", weights + sum(n for _, n in extra), "--quant/--dtype/--checkpoint", "exact",
-             "this model's bytes on one GPU of the layout" + "".join(
+             "this model's bytes on one GPU of the layout" + _dp_layout(dp) + "".join(
                  f", with {n:,} B of {what}" for what, n in extra) + (
                  f" ({'; '.join(_EXTRA_SOURCES[what] for what, _ in extra)})" if extra else "")),
         Term("activation", "activation peak", act, "--activation-memory", given(reserves.activation),
@@ -527,13 +536,32 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
     else:
         chunk = reserves.max_batched or _sglang_sizes(gpu.mib, tp)[0]
         prefill, why = prefill_graph_reserve(spec, chunk, pp)
-        fraction, reserved = sglang_fraction(gpu.mib, tp, pp, reserves.max_batched, prefill_graphs=prefill)
-        how = (f"SGLang's default: ({gpu.mib:,} - {reserved:,} MiB reserved, {why}) / {gpu.mib:,} MiB "
+        fraction, reserved = sglang_fraction(gpu.mib, tp, pp, reserves.max_batched, prefill_graphs=prefill, dp=dp)
+        ranks = _dp_reserve(dp)
+        how = (f"SGLang's default: ({gpu.mib:,} - {reserved:,} MiB reserved, {why}{ranks}) / {gpu.mib:,} MiB "
                f"({SGLANG_FRACTION}; {PREFILL_GRAPHS_SOURCE})")
         if encoder_tp is not None:  # the towers are loaded: SGLang leaves room for the vision encoder
             fraction, how = _sglang_vlm(spec, fraction, how)
     return StartupBudget("sglang", gpu.name, total, total_source, fraction, "--mem-fraction-static", how,
                          tuple(terms[:1] + ([_draft_term(draft)] if draft else []) + terms[1:]), draft)
+
+
+def _dp_reserve(dp: int | None) -> str:
+    """What the fraction's reserve holds for SGLang's DP attention (calc.analysis.memory.sglang_dp)."""
+    if dp is None:
+        return ""
+    from calc.analysis.memory.sglang_dp import RESERVE_SOURCE
+
+    return f", the decode graphs of {dp} DP-attention ranks: {RESERVE_SOURCE}"
+
+
+def _dp_layout(dp: int | None) -> str:
+    """How the weights term's bytes are laid out under SGLang's DP attention (calc.analysis.memory.sglang_dp)."""
+    if dp is None:
+        return ""
+    from calc.analysis.memory.sglang_dp import SOURCE
+
+    return f" under DP attention in {dp} groups ({SOURCE})"
 
 
 def _draft_term(draft: DraftWeights) -> Term:
