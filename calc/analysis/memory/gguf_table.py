@@ -64,12 +64,18 @@ READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ss
              # Gemma 3n's AltUp, LAuReL and per-layer inputs (conversion/gemma.py Gemma3NModel)
              "altup_scale", "altup_correct", "altup_predict", "altup_router", "altup_router_norm", "laurel_left",
              "laurel_right", "laurel_norm", "ple_gate", "ple_proj", "ple_norm", "per_layer_embedding",
-             "per_layer_projection", "per_layer_projection_norm", "altup_in", "altup_out")
+             "per_layer_projection", "per_layer_projection_norm", "altup_in", "altup_out",
+             # Gemma 4's MoE beside its dense MLP: the experts' pre and post norms (pre_ffw_norm_2, post_ffw_norm_2),
+             # the dense MLP's post norm (post_ffw_norm_1), the router's scales (ffn_gate_inp.scale,
+             # ffn_down_exps.scale: conversion/gemma.py Gemma4Model.modify_tensors)
+             "experts_norm", "experts_post_norm", "shared_mlp_post_norm", "router_scale", "router_expert_scale")
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
 BARE = ("ssm_a_log", "ssm_d", "gdn_a_log", "kda_a_log")
 FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
 FUSED_UP = {"ffn_gate": "ffn_up"}  # a fused gate_up_proj where the adapter says so (LlamaCppBuild.fused_up)
+# the routed experts' gate_up_proj where the adapter says so (LlamaCppBuild.fused_experts)
+FUSED_EXPERTS = {"ffn_gate_exps": "ffn_gate_up_exps", "ffn_up_exps": "ffn_gate_up_exps"}
 # gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
 PLAIN = {"fp32": "F32", "fp16": "F16", "bf16": "BF16"}
 # A mixer's vectors the converter reshapes, by the mixer's kind: Mamba2's A and D per head as (H, 1) ("unsqueeze A
@@ -117,7 +123,8 @@ def _named(spec: ModelSpec, pieces: list[Piece],
                                                     False)
         if spec.llamacpp.gate_in_q and _key(piece.component)[0] == "attn_gate":  # attn_q's gate rows
             piece = replace(piece, component=piece.component.replace("attn_gate", "q"))
-        name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})}, read_as)
+        name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {}),
+                             **(FUSED_EXPERTS if spec.llamacpp.fused_experts else {})}, read_as)
         if name is None:
             return None
         mixer = None if piece.layer is None else spec.blocks[spec.block_at(piece.layer)].attention
@@ -126,7 +133,7 @@ def _named(spec: ModelSpec, pieces: list[Piece],
             was = named[name][1]
             ne = (was[0] + ne[0],) if len(was) == 1 else (was[0], was[1] + ne[1], *was[2:])
         named[name] = (-1 if piece.layer is None else piece.layer, ne, piece.fmt)
-    return {**named, **_score_biases(spec)}
+    return {**named, **_score_biases(spec), **_converter_buffers(spec)}
 
 
 def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
@@ -239,4 +246,20 @@ def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]
         moe = spec.blocks[spec.block_at(layer)].moe
         if moe is not None and moe.score_bias and not moe.score_bias_param:
             out[f"blk.{layer}.exp_probs_b.bias"] = (layer, (moe.n_experts,), "fp32")
+    return out
+
+
+def _converter_buffers(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
+    """Tensors the converter writes, F32, that the parameter count leaves out: a layer's one-element output scale
+    (Gemma 4's layer_scalar buffer, as layer_output_scale.weight: conversion/gemma.py Gemma4Model.filter_tensors), and
+    the frequency factors of a proportional rope, one per rotary pair of the head (rope_freqs.weight: Gemma4Model
+    generate_extra_tensors, head_dim / 2 values, 1e30 for the pairs left unrotated)."""
+    out = {}
+    for layer in range(spec.n_layers):
+        attention = spec.blocks[spec.block_at(layer)].attention
+        if getattr(getattr(attention, "augment", None), "layer_scalar", False):
+            out[f"blk.{layer}.layer_output_scale.weight"] = (layer, (1,), "fp32")
+        scaling = getattr(getattr(attention, "rope", None), "scaling", None) or {}
+        if scaling.get("rope_type") == "proportional":
+            out["rope_freqs.weight"] = (-1, (attention.head_dim // 2,), "fp32")
     return out
