@@ -81,6 +81,8 @@ CONVERTED = {
     # Gemma 4's MoE beside a dense MLP (their norms, the router's scales, a fused ffn_gate_up_exps), per-layer inputs,
     # a scalar per layer (layer_output_scale) and the proportional RoPE's rope_freqs, both F32 buffers
     "gemma4_text-q4_k_m": CONVERTED_RUNS["gemma4_text-swa"],
+    # Laguna's gated attention (attn_gate) and per-layer query heads, its router's score bias (exp_probs_b)
+    "laguna-q4_k_m": CONVERTED_RUNS["laguna-swa"],
     # rows of whole k-quant super-blocks: Q3_K_M's attn_v rule over the DeltaNet's attn_qkv and the attention's attn_v
     "qwen3_next-q3_k_m": Run("qwen3_next", {**QWEN3_NEXT, **KQUANT, "moe_intermediate_size": 256,
                                             "shared_expert_intermediate_size": 256, "linear_key_head_dim": 64,

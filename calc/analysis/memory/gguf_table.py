@@ -68,7 +68,10 @@ READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ss
              # Gemma 4's MoE beside its dense MLP: the experts' pre and post norms (pre_ffw_norm_2, post_ffw_norm_2),
              # the dense MLP's post norm (post_ffw_norm_1), the router's scales (ffn_gate_inp.scale,
              # ffn_down_exps.scale: conversion/gemma.py Gemma4Model.modify_tensors)
-             "experts_norm", "experts_post_norm", "shared_mlp_post_norm", "router_scale", "router_expert_scale")
+             "experts_norm", "experts_post_norm", "shared_mlp_post_norm", "router_scale", "router_expert_scale",
+             # Laguna's attention output gate (attn_gate, a matrix of its own) and its router's score bias, a
+             # parameter (exp_probs_b.bias: calc/checkpoint/gguf_laguna.py)
+             "attn_gate", "router_score_bias_param")
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
 BARE = ("ssm_a_log", "ssm_d", "gdn_a_log", "kda_a_log")
@@ -226,7 +229,7 @@ def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tu
         if meaning is None or not isinstance(meaning.target, str):
             continue
         stem = meaning.target.removesuffix("_bias")
-        suffix = next((s for s in ("weight", "bias") if gguf.endswith(f".{s}") or hf_name.endswith(f".{s}")), "weight")
+        suffix = _key(meaning.target)[1]
         other_form = gguf.endswith((".weight", ".bias")) == (stem in BARE)  # not the form the converter writes
         key = (stem, meaning.layer, suffix)
         options[key].add((other_form, gguf, shape))
