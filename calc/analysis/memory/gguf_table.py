@@ -71,7 +71,9 @@ READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ss
              "experts_norm", "experts_post_norm", "shared_mlp_post_norm", "router_scale", "router_expert_scale",
              # Laguna's attention output gate (attn_gate, a matrix of its own) and its router's score bias, a
              # parameter (exp_probs_b.bias: calc/checkpoint/gguf_laguna.py)
-             "attn_gate", "router_score_bias_param")
+             "attn_gate", "router_score_bias_param",
+             # MiniMax-M3's block indexer: indexer.q_proj, k_proj, q_norm, k_norm (calc/checkpoint/gguf_minimax_m3.py)
+             "block_idx_q", "block_idx_k", "block_idx_q_norm", "block_idx_k_norm")
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
 BARE = ("ssm_a_log", "ssm_d", "gdn_a_log", "kda_a_log")
