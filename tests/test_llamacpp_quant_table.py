@@ -85,6 +85,8 @@ CONVERTED = {
     "laguna-q4_k_m": CONVERTED_RUNS["laguna-swa"],
     # MiniMax-M3's block indexer beside the sparse layers' attention (its q / k projections and norms)
     "minimax_m3-q4_k_m": CONVERTED_RUNS["minimax_m3-msa"],
+    # MiniMax-M1's lightning attention (attn_qkv, attn_norm_2, attn_gate, attn_output) beside softmax attention
+    "minimax_01-q4_k_m": RECURRENT["minimax_01-np4"],
     # rows of whole k-quant super-blocks: Q3_K_M's attn_v rule over the DeltaNet's attn_qkv and the attention's attn_v
     "qwen3_next-q3_k_m": Run("qwen3_next", {**QWEN3_NEXT, **KQUANT, "moe_intermediate_size": 256,
                                             "shared_expert_intermediate_size": 256, "linear_key_head_dim": 64,

@@ -151,6 +151,9 @@ OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_nam
        gguf_minimax_m3.ARCH: (gguf_minimax_m3.read_config, gguf_minimax_m3.gguf_name),
        gguf_minimax01.ARCH: (gguf_minimax01.read_config, gguf_minimax01.gguf_name)}
 OWN_TYPES = {own.ARCH: own.MODEL_TYPE for own in (gguf_deepseek4, gguf_laguna, gguf_minimax_m3, gguf_minimax01)}
+# A model_type whose checkpoints convert as another's architecture: MiniMax-M1's own config.json (MiniMaxM1ForCausalLM,
+# registered with MiniMaxText01ForCausalLM: conversion/minimax.py:13-14) as minimax-01, which reads back as MiniMax
+CONVERTED_AS = {"minimax_m1": gguf_minimax01.MODEL_TYPE}
 # Tensors a converter stores transposed (the last two dimensions swapped): gpt-oss's and Llama 4's routed experts'
 # down projection, (experts, in, out) in transformers (conversion/gpt_oss.py modify_tensors).
 TRANSPOSED = {"gpt-oss": (".experts.down_proj",), "llama4": (".experts.down_proj",),  # llama.py:411-413
@@ -199,7 +202,8 @@ def names_for(spec: Any) -> dict[str, tuple[str, tuple[int, ...]]]:
     count first in its shape. What gguf_table.py names a config's tensors by, so the two never disagree."""
     from calc.checkpoint.names import tensor_table
 
-    arch = next((a for a, model_type in {**ARCHS, **OWN_TYPES}.items() if model_type == spec.model_type), None)
+    wanted = CONVERTED_AS.get(spec.model_type, spec.model_type)
+    arch = next((a for a, model_type in {**ARCHS, **OWN_TYPES}.items() if model_type == wanted), None)
     if arch is None:
         return {}
     table = tensor_table(spec)

