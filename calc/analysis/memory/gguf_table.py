@@ -76,7 +76,11 @@ READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ss
              "block_idx_q", "block_idx_k", "block_idx_q_norm", "block_idx_k_norm",
              # MiniMax-01's / M1's lightning attention: attn_qkv, attn_norm_2, attn_gate, attn_output
              # (calc/checkpoint/gguf_minimax01.py)
-             "la_qkv", "la_norm", "la_gate", "la_out")
+             "la_qkv", "la_norm", "la_gate", "la_out",
+             # DeepSeek-V4's attention: attn_kv, attn_kv_a_norm, attn_output_a / _b, its compressor's and indexer's
+             # projections and norms (calc/checkpoint/gguf_deepseek4.py)
+             "kv", "kv_norm", "o_a", "o_b", "comp_kv", "comp_gate", "comp_norm", "idx_kv", "idx_gate", "idx_norm",
+             "idx_q", "idx_weights")
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
 BARE = ("ssm_a_log", "ssm_d", "gdn_a_log", "kda_a_log")
@@ -85,7 +89,7 @@ FUSED_UP = {"ffn_gate": "ffn_up"}  # a fused gate_up_proj where the adapter says
 # the routed experts' gate_up_proj where the adapter says so (LlamaCppBuild.fused_experts)
 FUSED_EXPERTS = {"ffn_gate_exps": "ffn_gate_up_exps", "ffn_up_exps": "ffn_gate_up_exps"}
 # gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
-PLAIN = {"fp32": "F32", "fp16": "F16", "bf16": "BF16"}
+PLAIN = {"fp32": "F32", "fp16": "F16", "bf16": "BF16", "int32": "I32"}
 # A mixer's vectors the converter reshapes, by the mixer's kind: Mamba2's A and D per head as (H, 1) ("unsqueeze A
 # to use similar shape semantics as Mamba-1") and its gated norm as (G, I / G) (conversion/mamba.py
 # Mamba2Model.modify_tensors), in ggml's order
@@ -114,7 +118,7 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     for name, (_, ne, fmt) in sorted(named.items(), key=lambda item: (rest if item[1][0] < 0 else item[1][0],
                                                                       item[0].encode())):
         kind = types[PLAIN.get(fmt, fmt.upper())]
-        nbytes = Piece("", None, ne, fmt).bits // 8
+        nbytes = 4 * math.prod(ne) if fmt == "int32" else Piece("", None, ne, fmt).bits // 8
         tensors.append(GGUFTensor(name, int(kind), kind.name, ne, offset, nbytes))
         offset = -(-(offset + nbytes) // DEFAULT_ALIGNMENT) * DEFAULT_ALIGNMENT
     return [GGUFHeader("", 3, {}, tuple(tensors), 0, offset)]
@@ -141,7 +145,7 @@ def _named(spec: ModelSpec, pieces: list[Piece],
             was = named[name][1]
             ne = (was[0] + ne[0],) if len(was) == 1 else (was[0], was[1] + ne[1], *was[2:])
         named[name] = (-1 if piece.layer is None else piece.layer, ne, piece.fmt)
-    return {**named, **_score_biases(spec), **_converter_buffers(spec)}
+    return {**named, **_score_biases(spec), **_converter_buffers(spec), **_hash_tables(spec)}
 
 
 def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
@@ -174,8 +178,8 @@ def _name(piece: Piece, fused: dict[str, str],
           read_as: dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]]) -> str | None:
     """llama.cpp's name of the tensor this piece is (or is part of): the reader's where it has one."""
     stem, suffix = _key(piece.component)
-    if piece.stored:
-        name = piece.stored
+    if piece.stored:  # a tensor of the converter's own making: a `.weight` (a position bias's too)
+        name, suffix = piece.stored, "weight"
     elif (stem, piece.layer, suffix) in read_as and (stem in NAMES or stem in READ_ONLY):
         return read_as[stem, piece.layer, suffix][0]
     elif stem in NAMES:
@@ -254,6 +258,18 @@ def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]
         moe = spec.blocks[spec.block_at(layer)].moe
         if moe is not None and moe.score_bias and not moe.score_bias_param:
             out[f"blk.{layer}.exp_probs_b.bias"] = (layer, (moe.n_experts,), "fp32")
+    return out
+
+
+def _hash_tables(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
+    """A hash-routed MoE layer's token-id -> experts table, a buffer: the converter writes it I32, top_k ids per token
+    (ffn_gate_tid2eid: conversion/deepseek.py _write_hash_routing_tensors), which llama-quantize keeps
+    (llama-quant.cpp:309)."""
+    out = {}
+    for layer in range(spec.n_layers):
+        moe = spec.blocks[spec.block_at(layer)].moe
+        if moe is not None and moe.hash_vocab:
+            out[f"blk.{layer}.ffn_gate_tid2eid.weight"] = (layer, (moe.top_k, moe.hash_vocab), "int32")
     return out
 
 

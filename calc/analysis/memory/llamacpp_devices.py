@@ -78,6 +78,10 @@ INPUT = ("token_embd.", "position_embd.", "token_types.", "per_layer_token_embd.
 FIRST_LAYER = ("token_embd_norm.", "per_layer_model_proj.", "per_layer_proj_norm.")
 EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"  # LLM_FFN_EXPS_REGEX (common/common.h:1224)
 BLOCK = re.compile(r"^blk\.(\d+)\.")
+# Weights the loader makes 3-D of the file's 2-D tensor (TENSOR_ALLOW_RESHAPE): deepseek4's wo_a, created
+# {n_head x head_dim / o_groups, o_lora_rank, o_groups} (src/models/deepseek4.cpp:120-122). The repack buffer takes
+# only 2-D matmul weights (ggml/src/ggml-cpu/repack.cpp:5191-5196: ggml_n_dims == 2), so never these.
+RESHAPED_3D = (".attn_output_a.",)
 # Types a CPU-only build may repack for its matmuls (CPU_REPACK, whatever the CPU: AVX2, AVX-512, NEON, RVV;
 # ggml_repack_get_optimal_repack_type, ggml/src/ggml-cpu/repack.cpp:4965-5120).
 REPACKED = {"Q4_0", "Q4_K", "Q2_K", "Q5_K", "Q6_K", "IQ4_NL", "MXFP4", "Q8_0", "Q1_0"}
@@ -281,7 +285,8 @@ def _repacked(tensor: GGUFTensor, copy: int, placement: Placement) -> bool:
     kind = tables().constants.GGMLQuantizationType(tensor.ggml_type).name
     dims = len(tensor.ne)
     return (not placement.tensor_split and kind in (placement.repack or ())
-            and (dims == 2 or dims == 3 and "_exps." in tensor.name) and tensor.ne[1] % 8 == 0
+            and (dims == 2 and not any(part in tensor.name for part in RESHAPED_3D)
+                 or dims == 3 and "_exps." in tensor.name) and tensor.ne[1] % 8 == 0
             and (copy > 0 or not tensor.name.startswith(INPUT)))
 
 
