@@ -30,7 +30,7 @@ from calc.analysis.memory.gguf import Piece, gguf_pieces
 from calc.checkpoint.gguf_header import DEFAULT_ALIGNMENT, GGUFHeader, GGUFTensor
 from calc.spec.model import ModelSpec
 
-__all__ = ["mix_table"]
+__all__ = ["freq_factor_layers", "mix_table"]
 
 # The components this table lays out, with llama.cpp's tensor name (src/llama-arch.cpp LLM_TENSOR_NAMES) where the
 # .gguf reader's table (gguf_source.names_for) gives none: the parts of a fused tensor, a model_type it does not
@@ -283,7 +283,16 @@ def _converter_buffers(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...],
         attention = spec.blocks[spec.block_at(layer)].attention
         if getattr(getattr(attention, "augment", None), "layer_scalar", False):
             out[f"blk.{layer}.layer_output_scale.weight"] = (layer, (1,), "fp32")
-        scaling = getattr(getattr(attention, "rope", None), "scaling", None) or {}
-        if scaling.get("rope_type") == "proportional":
-            out["rope_freqs.weight"] = (-1, (attention.head_dim // 2,), "fp32")
+    freq = freq_factor_layers(spec)
+    if freq:
+        out["rope_freqs.weight"] = (-1, (spec.blocks[spec.block_at(freq[0])].attention.head_dim // 2,), "fp32")
     return out
+
+
+def freq_factor_layers(spec: ModelSpec) -> tuple[int, ...] | None:
+    """The layers whose proportional rope reads the rope_freqs tensor (Gemma 4's full-attention layers: gemma4.cpp
+    loads it in those alone, src/models/gemma4.cpp:92-96), or None where no layer's rope is proportional."""
+    layers = tuple(il for il in range(spec.n_layers)
+                   if (getattr(getattr(spec.blocks[spec.block_at(il)].attention, "rope", None), "scaling", None)
+                       or {}).get("rope_type") == "proportional")
+    return layers or None
