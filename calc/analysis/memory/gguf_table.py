@@ -145,7 +145,7 @@ def _named(spec: ModelSpec, pieces: list[Piece],
             was = named[name][1]
             ne = (was[0] + ne[0],) if len(was) == 1 else (was[0], was[1] + ne[1], *was[2:])
         named[name] = (-1 if piece.layer is None else piece.layer, ne, piece.fmt)
-    return {**named, **_score_biases(spec), **_converter_buffers(spec), **_hash_tables(spec)}
+    return {**named, **_router_buffers(spec), **_converter_buffers(spec)}
 
 
 def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
@@ -228,7 +228,8 @@ def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tu
     most others' ffn_norm. Where the reader takes a name with and without a suffix, the converter writes the suffix
     but for BARE; a name without one where it is all the reader has (Falcon-H1's blk.N.ffn_norm: its table maps the
     whole `pre_ff_layernorm.weight`). A component it names twice at a layer (MLA's kv_b) or that shares a tensor (a
-    fused q/k/v) is left out."""
+    fused q/k/v) is left out. Weight or bias is the component's (_key: a "_bias" one is the `.bias`), as _name looks
+    it up."""
     from calc.checkpoint.gguf_source import names_for
     from calc.checkpoint.names import tensor_table
 
@@ -250,24 +251,17 @@ def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tu
     return found
 
 
-def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
-    """DeepSeek-V3's e_score_correction_bias, a buffer the parameter count leaves out but the converter writes, F32,
-    as exp_probs_b (conversion/base.py:593, the rename to e_score_correction.bias): one per expert and MoE layer."""
-    out = {}
-    for layer in range(spec.n_layers):
-        moe = spec.blocks[spec.block_at(layer)].moe
-        if moe is not None and moe.score_bias and not moe.score_bias_param:
-            out[f"blk.{layer}.exp_probs_b.bias"] = (layer, (moe.n_experts,), "fp32")
-    return out
-
-
-def _hash_tables(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
-    """A hash-routed MoE layer's token-id -> experts table, a buffer: the converter writes it I32, top_k ids per token
+def _router_buffers(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
+    """The MoE routers' buffers, which the parameter count leaves out but the converter writes: DeepSeek-V3's
+    e_score_correction_bias, F32, as exp_probs_b (conversion/base.py:593, the rename to e_score_correction.bias), one
+    per expert and MoE layer; a hash-routed layer's token-id -> experts table, I32, top_k ids per token
     (ffn_gate_tid2eid: conversion/deepseek.py _write_hash_routing_tensors), which llama-quantize keeps
     (llama-quant.cpp:309)."""
     out = {}
     for layer in range(spec.n_layers):
         moe = spec.blocks[spec.block_at(layer)].moe
+        if moe is not None and moe.score_bias and not moe.score_bias_param:
+            out[f"blk.{layer}.exp_probs_b.bias"] = (layer, (moe.n_experts,), "fp32")
         if moe is not None and moe.hash_vocab:
             out[f"blk.{layer}.ffn_gate_tid2eid.weight"] = (layer, (moe.top_k, moe.hash_vocab), "int32")
     return out
