@@ -87,6 +87,8 @@ CONVERTED = {
     "minimax_m3-q4_k_m": CONVERTED_RUNS["minimax_m3-msa"],
     # MiniMax-M1's lightning attention (attn_qkv, attn_norm_2, attn_gate, attn_output) beside softmax attention
     "minimax_01-q4_k_m": RECURRENT["minimax_01-np4"],
+    # Q3_K_M's attn_v rule (Q5_K for the first two, then Q4_K) stepping over the lightning layers' attn_qkv too
+    "minimax_01-q3_k_m": RECURRENT["minimax_01-np4"],
     # rows of whole k-quant super-blocks: Q3_K_M's attn_v rule over the DeltaNet's attn_qkv and the attention's attn_v
     "qwen3_next-q3_k_m": Run("qwen3_next", {**QWEN3_NEXT, **KQUANT, "moe_intermediate_size": 256,
                                             "shared_expert_intermediate_size": 256, "linear_key_head_dim": 64,
@@ -96,8 +98,9 @@ CONVERTED = {
 # its files (DeepSeek-V4's converter reads DeepSeek's own inference checkpoint, which transformers does not save), its
 # 16-bit matrices BF16 as the converter keeps the checkpoint's (torch_dtype bfloat16; DeepSeek's F32 ones F32): the
 # run -> its config
-WRITTEN = {"deepseek_v4-q4_k_m": dsv4_config}
-MIX = {"qwen3_moe-q3_k_m": "q3_k_m", "qwen3_next-q3_k_m": "q3_k_m", "qwen2_moe-iq4_xs": "iq4_xs", "gpt2-q8_0": "q8_0"}  # q4_k_m otherwise
+WRITTEN = {"deepseek_v4-q4_k_m": dsv4_config, "deepseek_v4-mxfp4_moe": dsv4_config}
+MIX = {"qwen3_moe-q3_k_m": "q3_k_m", "minimax_01-q3_k_m": "q3_k_m", "qwen3_next-q3_k_m": "q3_k_m",
+       "qwen2_moe-iq4_xs": "iq4_xs", "gpt2-q8_0": "q8_0"}  # q4_k_m otherwise
 # name: (model_type, config changes, mix, llama.cpp options). Rows of whole k-quant super-blocks (KQUANT).
 QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "llama-q4_k_m": ("llama", KQUANT, "q4_k_m", ["-c", "1024"]),
@@ -108,6 +111,8 @@ QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     **{name: (run.model_type, run.changes, MIX.get(name, "q4_k_m"), ["-c", "1024"]) for name, run in CONVERTED.items()},
     # DeepSeek-V4's compressed attention, its indexer, hyper-connections, hash-routed and scored MoE layers
     "deepseek_v4-q4_k_m": ("deepseek_v4", {}, "q4_k_m", ["-c", "1024"]),
+    # MXFP4_MOE: the routed experts MXFP4 (repacked by the CPU build), every other quantised tensor Q8_0
+    "deepseek_v4-mxfp4_moe": ("deepseek_v4", {}, "mxfp4_moe", ["-c", "1024"]),
 }
 
 

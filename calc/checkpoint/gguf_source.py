@@ -198,7 +198,8 @@ def from_gguf(path: Path, source: str) -> RawCheckpoint:
 def names_for(spec: Any) -> dict[str, tuple[str, tuple[int, ...]]]:
     """GGUF name -> (transformers name, shape) of every tensor llama.cpp's converter would write for this spec, by the table
     this reader recognises a .gguf's tensors with, under the first architecture whose model_type is the spec's
-    (`ARCHS`, then the ones with tables of their own, `OWN`); {} where none is; a tensor the converter stacks (`STACKED`) under its first slice, the slices'
+    (`ARCHS`, then the ones with tables of their own, `OWN`; `CONVERTED_AS` the spec's where it converts as
+    another's); {} where none is; a tensor the converter stacks (`STACKED`) under its first slice, the slices'
     count first in its shape. What gguf_table.py names a config's tensors by, so the two never disagree."""
     from calc.checkpoint.names import tensor_table
 
