@@ -37,6 +37,9 @@ from tests.gguf_files import dsv4_config, write_dsv4_gguf, write_gguf  # noqa: E
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "quantized"
 QWEN3_5_ROPE = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0,
                                     "mrope_section": [2, 1, 1], "mrope_interleaved": True}}
+GEMMA4_DENSE = {"enable_moe_block": False, "num_experts": None, "top_k_experts": None, "moe_intermediate_size": None,
+                "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0, "attention_k_eq_v": False,
+                "use_double_wide_mlp": False}
 GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
 # Runs whose F16 GGUF llama.cpp's own converter makes (--llamacpp-src TREE), since its class transforms tensors the
 # plain writer (tests/gguf_files.py write_gguf) keeps: the run -> the run of the recurrent or converted suite whose
@@ -81,6 +84,10 @@ CONVERTED = {
     # Gemma 4's MoE beside a dense MLP (their norms, the router's scales, a fused ffn_gate_up_exps), per-layer inputs,
     # a scalar per layer (layer_output_scale) and the proportional RoPE's rope_freqs, both F32 buffers
     "gemma4_text-q4_k_m": CONVERTED_RUNS["gemma4_text-swa"],
+    # a dense Gemma 4: no MoE block (Gemma4TextConfig's defaults), no per-layer inputs nor KV-shared layers nor a
+    # double-wide MLP, as google/gemma-4-26B-A4B has them (tests/configs/model_types/gemma4-26b-a4b.json), V in every
+    # layer: the converter writes one feed_forward_length and no per_layer_token_embd, which the .gguf reader takes
+    "gemma4_text-dense-q4_k_m": Run("gemma4_text", GEMMA4_DENSE, [], stub_tokenizer=True),
     # Laguna's gated attention (attn_gate) and per-layer query heads, its router's score bias (exp_probs_b)
     "laguna-q4_k_m": CONVERTED_RUNS["laguna-swa"],
     # MiniMax-M3's block indexer beside the sparse layers' attention (its q / k projections and norms)
