@@ -426,8 +426,10 @@ def _model_buffers(spec: Any, gguf_file: Any, placement: Any, scheme: Any = None
     """The model buffer lines of a GGUF input's headers under `placement`, or of the file llama-quantize would make
     of a config with a GGUF mix (`--quant q4_k_m`: its table worked out), and the offloaded-layers line; any other
     model has no tensor table to place."""
+    from calc.analysis.memory.gguf_table import freq_factor_layers
     from calc.analysis.memory.llamacpp_devices import model_buffers
 
+    placement = replace(placement, rope_freqs_layers=freq_factor_layers(spec))
     lines = placement.offloaded_line(spec.n_layers)
     headers = gguf_file
     if headers is None and scheme is not None and scheme.gguf:

@@ -128,6 +128,10 @@ def _add(writer: Any, name: str, shape: tuple[int, ...], kind: str, finite: bool
         values = np.random.default_rng(0).normal(0, 0.02, shape)
         writer.add_tensor(name, values.astype(np.float32 if qtype.name == "F32" else np.float16))
         return
+    if finite and qtype.name == "BF16":  # a float32's upper half
+        values = np.random.default_rng(0).normal(0, 0.02, shape).astype(np.float32)
+        writer.add_tensor(name, (values.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8), raw_dtype=qtype)
+        return
     block, size = gguf.GGML_QUANT_SIZES[qtype]
     data = np.random.default_rng(0).integers(0, 256, (*shape[:-1], shape[-1] // block * size), dtype=np.uint8)
     writer.add_tensor(name, data, raw_dtype=qtype)
@@ -289,8 +293,9 @@ def dsv4_config() -> dict[str, Any]:
     return config
 
 
-def write_dsv4_gguf(config: dict[str, Any], path: Path, quantized: bool = False) -> None:
-    """A runnable deepseek4 GGUF of the tiny DeepSeek-V4 `config` (with `compress_ratios`) at `path`: matrices F16,
+def write_dsv4_gguf(config: dict[str, Any], path: Path, quantized: bool = False, sixteen: str = "F16") -> None:
+    """A runnable deepseek4 GGUF of the tiny DeepSeek-V4 `config` (with `compress_ratios`) at `path`: matrices F16
+    (or `sixteen`: BF16, as the converter keeps DeepSeek's BF16 tensors, tensor_force_quant deepseek.py:903-904),
     or, `quantized`, typed as the converter types DeepSeek's checkpoint: routed experts MXFP4 (repacked from
     DeepSeek's FP4, deepseek.py:721-746), the FP8 matrices Q8_0 (deepseek.py:897-898), embeddings and head F16."""
     from calc.checkpoint.gguf_deepseek4 import gguf_name
@@ -312,7 +317,7 @@ def write_dsv4_gguf(config: dict[str, Any], path: Path, quantized: bool = False)
             writer.add_tensor(name, ids % config["n_routed_experts"])
         else:
             f32 = len(shape) == 1 or any(part in hf_name for part in DSV4_F32)
-            kind = "F32" if f32 else "F16" if not quantized or name.startswith(("token_embd", "output")) else \
+            kind = "F32" if f32 else sixteen if not quantized or name.startswith(("token_embd", "output")) else \
                 "MXFP4" if "_exps" in name else "Q8_0"
             _add(writer, name, shape, kind, finite=True)
     writer.write_header_to_file()

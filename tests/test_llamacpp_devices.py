@@ -271,3 +271,20 @@ def test_lines_are_printed_in_llamacpp_order(tmp_path: Path) -> None:
 def test_bad_placement_is_one_error_line(args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["memory", "llama-3-8b", *args])
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+def test_gemma4_rope_freqs_only_in_full_attention_layers() -> None:
+    """gemma4 loads rope_freqs in its full-attention layers alone, the first copy plain, the rest TENSOR_DUPLICATED
+    (src/models/gemma4.cpp:92-96); llama's in every layer. google/gemma-4-26B-A4B
+    (tests/configs/model_types/gemma4-26b-a4b.json): every 6th of its 30 layers full, so layers 5, 11, 17, 23, 29;
+    at -ngl 10 layers 21..29 and the output are on the GPU, of them 23 and 29 full."""
+    from calc.analysis.memory.gguf_table import freq_factor_layers
+    from calc.analysis.memory.llamacpp_devices import _devices
+
+    spec = load_spec(str(Path(__file__).parent / "configs/model_types/gemma4-26b-a4b.json"))
+    full = freq_factor_layers(spec)
+    assert full == (5, 11, 17, 23, 29)
+    placement = Placement(10, rope_freqs_layers=full)
+    layers = placement.devices(30)
+    assert _devices("rope_freqs.weight", set(), layers, placement) == ["CPU"] * 3 + ["CUDA0"] * 2
+    assert _devices("rope_freqs.weight", set(), layers, Placement(10)) == ["CPU"] * 21 + ["CUDA0"] * 9

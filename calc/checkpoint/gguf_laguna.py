@@ -24,6 +24,7 @@ from calc.errors import GptcalcError
 __all__ = ["ARCH", "gguf_name", "read_config"]
 
 ARCH = "laguna"
+MODEL_TYPE = "laguna"  # the model_type its config reads as
 LAYER = {
     "input_layernorm": "attn_norm.weight", "post_attention_layernorm": "ffn_norm.weight",
     "self_attn.q_proj": "attn_q.weight", "self_attn.k_proj": "attn_k.weight", "self_attn.v_proj": "attn_v.weight",
@@ -56,7 +57,7 @@ def gguf_name(hf_name: str) -> str | None:
 
 def read_config(meta: dict[str, Any], path: str) -> dict[str, Any]:
     """LagunaConfig's keys from the GGUF metadata, the layers' kinds as llama.cpp gives them."""
-    data: dict[str, Any] = {"model_type": "laguna", **scalars(meta, ARCH, KEYS, "Laguna", path)}
+    data: dict[str, Any] = {"model_type": MODEL_TYPE, **scalars(meta, ARCH, KEYS, "Laguna", path)}
     n_layers = data.get("num_hidden_layers")  # the head counts' length bounds it: the file holds that array
     heads = meta.get(f"{ARCH}.attention.head_count")  # always an array: conversion/laguna.py:73-80
     if not isinstance(heads, list) or not heads or len(heads) != n_layers or not all(type(h) is int for h in heads):

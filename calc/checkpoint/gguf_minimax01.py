@@ -23,6 +23,7 @@ from calc.errors import GptcalcError
 __all__ = ["ARCH", "gguf_name", "read_config"]
 
 ARCH = "minimax-01"
+MODEL_TYPE = "minimax"  # the model_type its config reads as
 FULL_EVERY = 8  # src/models/minimax-01.cpp:13: full_attn_interval's default
 # transformers' name (after `model.layers.{i}.`, without .weight / .bias) -> the GGUF tensor (after `blk.{i}.`)
 LAYER = {
@@ -50,7 +51,7 @@ def gguf_name(hf_name: str) -> str | None:
 
 def read_config(meta: dict[str, Any], path: str) -> dict[str, Any]:
     """MiniMaxConfig's keys (model_type minimax) from the GGUF metadata, the layers' kinds as llama.cpp gives them."""
-    data: dict[str, Any] = {"model_type": "minimax", **scalars(meta, ARCH, KEYS, "MiniMax-Text-01", path)}
+    data: dict[str, Any] = {"model_type": MODEL_TYPE, **scalars(meta, ARCH, KEYS, "MiniMax-Text-01", path)}
     n_layers = data.get("num_hidden_layers")
     if type(n_layers) is not int or n_layers < 1:
         raise GptcalcError(f"{path}: {ARCH}.block_count: expected a layer count")

@@ -22,6 +22,7 @@ from calc.errors import GptcalcError
 __all__ = ["ARCH", "gguf_name", "read_config"]
 
 ARCH = "minimax-m3"
+MODEL_TYPE = "minimax_m3_vl_text"  # the model_type its config reads as
 MODEL = "MiniMax-M3"  # for the messages
 # transformers' name (after `model.layers.{i}.`, without .weight / .bias) -> the GGUF tensor (after `blk.{i}.`)
 LAYER = {
@@ -57,7 +58,7 @@ def gguf_name(hf_name: str) -> str | None:
 
 def read_config(meta: dict[str, Any], path: str) -> dict[str, Any]:
     """The release text config's keys from the GGUF metadata (model_type minimax_m3_vl_text)."""
-    data: dict[str, Any] = {"model_type": "minimax_m3_vl_text", **scalars(meta, ARCH, KEYS, MODEL, path)}
+    data: dict[str, Any] = {"model_type": MODEL_TYPE, **scalars(meta, ARCH, KEYS, MODEL, path)}
     indexer = scalars(meta, ARCH, {f"attention.indexer.{key}": target for key, target in INDEXER.items()}, MODEL, path)
     data["sparse_attention_config"] = {target: indexer.get(target) for target in INDEXER.values()}
     dense = scalars(meta, ARCH, {"leading_dense_block_count": "dense"}, MODEL, path).get("dense") or 0

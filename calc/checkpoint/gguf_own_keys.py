@@ -50,6 +50,9 @@ OWN = {"dbrx": {"attention.clamp_kqv": "attn_config.clip_qkv"},
 SHAPED = {"gemma3n": {"laurel_rank": ("blk.0.laurel_l.weight", 1),
                       "vocab_size_per_layer_input": ("per_layer_token_embd.weight", 1)},
           "gemma4": {"vocab_size_per_layer_input": ("per_layer_token_embd.weight", 1)}}
+# Of those, the ones a model may lack with their tensor: a Gemma 4 without per-layer inputs (google/gemma-4-26B-A4B,
+# hidden_size_per_layer_input 0) has no per_layer_token_embd (conversion/gemma.py Gemma4Model writes none)
+OPTIONAL_SHAPED = {("gemma4", "vocab_size_per_layer_input")}
 # Keys the common table reads that the model_type's config does not have (DBRX's LayerNorm epsilon: the converter
 # writes 1e-5 whatever the config says, and DbrxConfig has no key for it), and the expert counts under other names
 DROPPED = {"dbrx": ("layer_norm_eps", "num_local_experts", "n_routed_experts"),
@@ -83,6 +86,8 @@ def shaped(data: dict[str, Any], arch: str, ne_of: dict[str, tuple[int, ...]], p
     """The keys `SHAPED` reads off the tensors' shapes (`ne_of`: GGUF name -> ggml's ne)."""
     for key, (name, dim) in SHAPED.get(arch, {}).items():
         ne = ne_of.get(name)
+        if ne is None and (arch, key) in OPTIONAL_SHAPED:
+            continue
         if ne is None or len(ne) <= dim:
             raise GptcalcError(f"{path}: {name}: missing or not {dim + 1}-D ({key} is read off it)")
         data[key] = ne[dim]

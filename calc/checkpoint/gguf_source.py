@@ -150,6 +150,10 @@ OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_nam
        gguf_laguna.ARCH: (gguf_laguna.read_config, gguf_laguna.gguf_name),
        gguf_minimax_m3.ARCH: (gguf_minimax_m3.read_config, gguf_minimax_m3.gguf_name),
        gguf_minimax01.ARCH: (gguf_minimax01.read_config, gguf_minimax01.gguf_name)}
+OWN_TYPES = {own.ARCH: own.MODEL_TYPE for own in (gguf_deepseek4, gguf_laguna, gguf_minimax_m3, gguf_minimax01)}
+# A model_type whose checkpoints convert as another's architecture: MiniMax-M1's own config.json (MiniMaxM1ForCausalLM,
+# registered with MiniMaxText01ForCausalLM: conversion/minimax.py:13-14) as minimax-01, which reads back as MiniMax
+CONVERTED_AS = {"minimax_m1": gguf_minimax01.MODEL_TYPE}
 # Tensors a converter stores transposed (the last two dimensions swapped): gpt-oss's and Llama 4's routed experts'
 # down projection, (experts, in, out) in transformers (conversion/gpt_oss.py modify_tensors).
 TRANSPOSED = {"gpt-oss": (".experts.down_proj",), "llama4": (".experts.down_proj",),  # llama.py:411-413
@@ -194,11 +198,13 @@ def from_gguf(path: Path, source: str) -> RawCheckpoint:
 def names_for(spec: Any) -> dict[str, tuple[str, tuple[int, ...]]]:
     """GGUF name -> (transformers name, shape) of every tensor llama.cpp's converter would write for this spec, by the table
     this reader recognises a .gguf's tensors with, under the first architecture whose model_type is the spec's
-    (`ARCHS`); {} where none is; a tensor the converter stacks (`STACKED`) under its first slice, the slices'
+    (`ARCHS`, then the ones with tables of their own, `OWN`; `CONVERTED_AS` the spec's where it converts as
+    another's); {} where none is; a tensor the converter stacks (`STACKED`) under its first slice, the slices'
     count first in its shape. What gguf_table.py names a config's tensors by, so the two never disagree."""
     from calc.checkpoint.names import tensor_table
 
-    arch = next((a for a, model_type in ARCHS.items() if model_type == spec.model_type), None)
+    wanted = CONVERTED_AS.get(spec.model_type, spec.model_type)
+    arch = next((a for a, model_type in {**ARCHS, **OWN_TYPES}.items() if model_type == wanted), None)
     if arch is None:
         return {}
     table = tensor_table(spec)

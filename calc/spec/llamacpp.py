@@ -42,6 +42,14 @@ class LlamaCppBuild(Part):
     # The MLP's fused gate_up_proj is one ffn_up tensor in the GGUF, gate rows then up rows: llama.cpp's converter maps
     # it so (gguf-py/gguf/tensor_mapping.py:521, "phi3 glm-4-0414") and no converter class of those splits it.
     fused_up: bool = False
+    # The routed experts' gate_up_proj is one ffn_gate_up_exps tensor in the GGUF, gate rows then up rows: gguf-py's
+    # table maps it so (gguf-py/gguf/tensor_mapping.py:624-627, "gemma4") where the converter class does not split
+    # it (conversion/gemma.py Gemma4Model); llama-quantize files it under FFN_GATE (llama-quant.cpp:144-149).
+    fused_experts: bool = False
+    # The type the converter writes a tensor llama-quantize keeps (gguf.py UNQUANTISED) where it is not base.py's F32,
+    # by component: DeepSeek-V4's keeps its checkpoint's dtype before that rule (DeepseekV4Model.tensor_force_quant,
+    # conversion/deepseek.py:894-906), its router's BF16 (torch_dtype; not among the tensors DeepSeek keeps in F32)
+    kept_types: dict[str, str] = Field(default_factory=dict)
     # llama.cpp's graph adds the residual stream before the sublayer's output, ggml_add(inpL, cur): Jamba
     # (src/models/jamba.cpp:145, 177). It decides whose block the in-place sum takes in the compute buffer's replay
     # (calc/analysis/memory/llamacpp_graph.py).

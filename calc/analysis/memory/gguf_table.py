@@ -30,7 +30,7 @@ from calc.analysis.memory.gguf import Piece, gguf_pieces
 from calc.checkpoint.gguf_header import DEFAULT_ALIGNMENT, GGUFHeader, GGUFTensor
 from calc.spec.model import ModelSpec
 
-__all__ = ["mix_table"]
+__all__ = ["freq_factor_layers", "mix_table"]
 
 # The components this table lays out, with llama.cpp's tensor name (src/llama-arch.cpp LLM_TENSOR_NAMES) where the
 # .gguf reader's table (gguf_source.names_for) gives none: the parts of a fused tensor, a model_type it does not
@@ -64,14 +64,32 @@ READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ss
              # Gemma 3n's AltUp, LAuReL and per-layer inputs (conversion/gemma.py Gemma3NModel)
              "altup_scale", "altup_correct", "altup_predict", "altup_router", "altup_router_norm", "laurel_left",
              "laurel_right", "laurel_norm", "ple_gate", "ple_proj", "ple_norm", "per_layer_embedding",
-             "per_layer_projection", "per_layer_projection_norm", "altup_in", "altup_out")
+             "per_layer_projection", "per_layer_projection_norm", "altup_in", "altup_out",
+             # Gemma 4's MoE beside its dense MLP: the experts' pre and post norms (pre_ffw_norm_2, post_ffw_norm_2),
+             # the dense MLP's post norm (post_ffw_norm_1), the router's scales (ffn_gate_inp.scale,
+             # ffn_down_exps.scale: conversion/gemma.py Gemma4Model.modify_tensors)
+             "experts_norm", "experts_post_norm", "shared_mlp_post_norm", "router_scale", "router_expert_scale",
+             # Laguna's attention output gate (attn_gate, a matrix of its own) and its router's score bias, a
+             # parameter (exp_probs_b.bias: calc/checkpoint/gguf_laguna.py)
+             "attn_gate", "router_score_bias_param",
+             # MiniMax-M3's block indexer: indexer.q_proj, k_proj, q_norm, k_norm (calc/checkpoint/gguf_minimax_m3.py)
+             "block_idx_q", "block_idx_k", "block_idx_q_norm", "block_idx_k_norm",
+             # MiniMax-01's / M1's lightning attention: attn_qkv, attn_norm_2, attn_gate, attn_output
+             # (calc/checkpoint/gguf_minimax01.py)
+             "la_qkv", "la_norm", "la_gate", "la_out",
+             # DeepSeek-V4's attention: attn_kv, attn_kv_a_norm, attn_output_a / _b, its compressor's and indexer's
+             # projections and norms (calc/checkpoint/gguf_deepseek4.py)
+             "kv", "kv_norm", "o_a", "o_b", "comp_kv", "comp_gate", "comp_norm", "idx_kv", "idx_gate", "idx_norm",
+             "idx_q", "idx_weights")
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
 BARE = ("ssm_a_log", "ssm_d", "gdn_a_log", "kda_a_log")
 FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
 FUSED_UP = {"ffn_gate": "ffn_up"}  # a fused gate_up_proj where the adapter says so (LlamaCppBuild.fused_up)
+# the routed experts' gate_up_proj where the adapter says so (LlamaCppBuild.fused_experts)
+FUSED_EXPERTS = {"ffn_gate_exps": "ffn_gate_up_exps", "ffn_up_exps": "ffn_gate_up_exps"}
 # gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
-PLAIN = {"fp32": "F32", "fp16": "F16", "bf16": "BF16"}
+PLAIN = {"fp32": "F32", "fp16": "F16", "bf16": "BF16", "int32": "I32"}
 # A mixer's vectors the converter reshapes, by the mixer's kind: Mamba2's A and D per head as (H, 1) ("unsqueeze A
 # to use similar shape semantics as Mamba-1") and its gated norm as (G, I / G) (conversion/mamba.py
 # Mamba2Model.modify_tensors), in ggml's order
@@ -100,7 +118,7 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     for name, (_, ne, fmt) in sorted(named.items(), key=lambda item: (rest if item[1][0] < 0 else item[1][0],
                                                                       item[0].encode())):
         kind = types[PLAIN.get(fmt, fmt.upper())]
-        nbytes = Piece("", None, ne, fmt).bits // 8
+        nbytes = 4 * math.prod(ne) if fmt == "int32" else Piece("", None, ne, fmt).bits // 8
         tensors.append(GGUFTensor(name, int(kind), kind.name, ne, offset, nbytes))
         offset = -(-(offset + nbytes) // DEFAULT_ALIGNMENT) * DEFAULT_ALIGNMENT
     return [GGUFHeader("", 3, {}, tuple(tensors), 0, offset)]
@@ -117,7 +135,8 @@ def _named(spec: ModelSpec, pieces: list[Piece],
                                                     False)
         if spec.llamacpp.gate_in_q and _key(piece.component)[0] == "attn_gate":  # attn_q's gate rows
             piece = replace(piece, component=piece.component.replace("attn_gate", "q"))
-        name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})}, read_as)
+        name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {}),
+                             **(FUSED_EXPERTS if spec.llamacpp.fused_experts else {})}, read_as)
         if name is None:
             return None
         mixer = None if piece.layer is None else spec.blocks[spec.block_at(piece.layer)].attention
@@ -126,7 +145,7 @@ def _named(spec: ModelSpec, pieces: list[Piece],
             was = named[name][1]
             ne = (was[0] + ne[0],) if len(was) == 1 else (was[0], was[1] + ne[1], *was[2:])
         named[name] = (-1 if piece.layer is None else piece.layer, ne, piece.fmt)
-    return {**named, **_score_biases(spec)}
+    return {**named, **_router_buffers(spec), **_converter_buffers(spec)}
 
 
 def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
@@ -159,8 +178,8 @@ def _name(piece: Piece, fused: dict[str, str],
           read_as: dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]]) -> str | None:
     """llama.cpp's name of the tensor this piece is (or is part of): the reader's where it has one."""
     stem, suffix = _key(piece.component)
-    if piece.stored:
-        name = piece.stored
+    if piece.stored:  # a tensor of the converter's own making: a `.weight` (a position bias's too)
+        name, suffix = piece.stored, "weight"
     elif (stem, piece.layer, suffix) in read_as and (stem in NAMES or stem in READ_ONLY):
         return read_as[stem, piece.layer, suffix][0]
     elif stem in NAMES:
@@ -209,7 +228,8 @@ def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tu
     most others' ffn_norm. Where the reader takes a name with and without a suffix, the converter writes the suffix
     but for BARE; a name without one where it is all the reader has (Falcon-H1's blk.N.ffn_norm: its table maps the
     whole `pre_ff_layernorm.weight`). A component it names twice at a layer (MLA's kv_b) or that shares a tensor (a
-    fused q/k/v) is left out."""
+    fused q/k/v) is left out. Weight or bias is the component's (_key: a "_bias" one is the `.bias`), as _name looks
+    it up."""
     from calc.checkpoint.gguf_source import names_for
     from calc.checkpoint.names import tensor_table
 
@@ -219,7 +239,7 @@ def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tu
         if meaning is None or not isinstance(meaning.target, str):
             continue
         stem = meaning.target.removesuffix("_bias")
-        suffix = next((s for s in ("weight", "bias") if gguf.endswith(f".{s}") or hf_name.endswith(f".{s}")), "weight")
+        suffix = _key(meaning.target)[1]
         other_form = gguf.endswith((".weight", ".bias")) == (stem in BARE)  # not the form the converter writes
         key = (stem, meaning.layer, suffix)
         options[key].add((other_form, gguf, shape))
@@ -231,12 +251,42 @@ def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tu
     return found
 
 
-def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
-    """DeepSeek-V3's e_score_correction_bias, a buffer the parameter count leaves out but the converter writes, F32,
-    as exp_probs_b (conversion/base.py:593, the rename to e_score_correction.bias): one per expert and MoE layer."""
+def _router_buffers(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
+    """The MoE routers' buffers, which the parameter count leaves out but the converter writes: DeepSeek-V3's
+    e_score_correction_bias, F32, as exp_probs_b (conversion/base.py:593, the rename to e_score_correction.bias), one
+    per expert and MoE layer; a hash-routed layer's token-id -> experts table, I32, top_k ids per token
+    (ffn_gate_tid2eid: conversion/deepseek.py _write_hash_routing_tensors), which llama-quantize keeps
+    (llama-quant.cpp:309)."""
     out = {}
     for layer in range(spec.n_layers):
         moe = spec.blocks[spec.block_at(layer)].moe
         if moe is not None and moe.score_bias and not moe.score_bias_param:
             out[f"blk.{layer}.exp_probs_b.bias"] = (layer, (moe.n_experts,), "fp32")
+        if moe is not None and moe.hash_vocab:
+            out[f"blk.{layer}.ffn_gate_tid2eid.weight"] = (layer, (moe.top_k, moe.hash_vocab), "int32")
     return out
+
+
+def _converter_buffers(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
+    """Tensors the converter writes, F32, that the parameter count leaves out: a layer's one-element output scale
+    (Gemma 4's layer_scalar buffer, as layer_output_scale.weight: conversion/gemma.py Gemma4Model.filter_tensors), and
+    the frequency factors of a proportional rope, one per rotary pair of the head (rope_freqs.weight: Gemma4Model
+    generate_extra_tensors, head_dim / 2 values, 1e30 for the pairs left unrotated)."""
+    out = {}
+    for layer in range(spec.n_layers):
+        attention = spec.blocks[spec.block_at(layer)].attention
+        if getattr(getattr(attention, "augment", None), "layer_scalar", False):
+            out[f"blk.{layer}.layer_output_scale.weight"] = (layer, (1,), "fp32")
+    freq = freq_factor_layers(spec)
+    if freq:
+        out["rope_freqs.weight"] = (-1, (spec.blocks[spec.block_at(freq[0])].attention.head_dim // 2,), "fp32")
+    return out
+
+
+def freq_factor_layers(spec: ModelSpec) -> tuple[int, ...] | None:
+    """The layers whose proportional rope reads the rope_freqs tensor (Gemma 4's full-attention layers: gemma4.cpp
+    loads it in those alone, src/models/gemma4.cpp:92-96), or None where no layer's rope is proportional."""
+    layers = tuple(il for il in range(spec.n_layers)
+                   if (getattr(getattr(spec.blocks[spec.block_at(il)].attention, "rope", None), "scaling", None)
+                       or {}).get("rope_type") == "proportional")
+    return layers or None

