@@ -56,6 +56,9 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--norm-upcast/--no-norm-upcast", default=None,
               help="Eager RMSNorms upcast a bf16 input and keep it and the rsqrt in fp32 (litgpt, torchtune without "
                    "compile), or keep them at the activation width.  [default: --no-norm-upcast]")
+@click.option("--compile", "compiled", is_flag=True,
+              help="The layers run under torch.compile (torchtitan's training.compile, torchtune's compile: True; "
+                   "both default to off): each keeps what inductor's partitioner saves, measured for Llama layers.")
 @click.option("--repeat-kv", is_flag=True,
               help="The model repeats K and V to every query head before its fused attention, which then keeps (and "
                    "under --cp rotates) them so: torchtitan's Llama before its 2026-01-27 'GQA without kv repeats'.")
@@ -118,7 +121,7 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, tp_impl: str | None,
           pp: int, pp_split: str | None, cp: int,
           float8: str, framework: str | None, moe_form: str | None, dropout: bool | None, tied: bool | None,
-          norm_upcast: bool | None, repeat_kv: bool,
+          norm_upcast: bool | None, compiled: bool, repeat_kv: bool,
           precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
           attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool,
           grad_accumulation: int, no_sync: bool | None, fsdp1: bool | None, fsdp_head_unit: bool, offload: str | None,
@@ -158,7 +161,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
                   fsdp_head_unit=fsdp_head_unit,
                   offload=tuple(o.strip() for o in offload.split(",")) if offload else (),
                   lora_dropout=lora_dropout, double_quant=not no_double_quant, cp=cp, float8=float8,
-                  repeat_kv=repeat_kv, overheads=overheads, **options)
+                  repeat_kv=repeat_kv, compile=compiled, overheads=overheads, **options)
     result = plan(spec, setup)
     answer = solve(spec, setup, budget) if budget else None
     if as_json:
