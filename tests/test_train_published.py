@@ -220,7 +220,7 @@ def predict(model: str, options: dict) -> int:
     """gptcalc's figure for the statistic the case's framework publishes."""
     options = dict(options)
     given = {k: options.pop(k, None) for k in ("precision", "loss", "recompute", "optimizer_impl", "norm_upcast",
-                                               "pp_split")}
+                                               "pp_split", "repeat_kv")}
     framework, spec = options.pop("framework"), load_spec(model, options.pop("config", None))
     return getattr(train(spec, Setup(**resolve(framework, given), **options)), STATISTIC[framework])
 
