@@ -39,6 +39,9 @@ def pytest_addoption(parser) -> None:
     parser.addoption("--llamacpp-src", metavar="TREE", default=None,
                      help="with --llamacpp: the llama.cpp source tree whose convert_hf_to_gguf.py makes the recurrent "
                           "and hybrid GGUFs (tests/test_llamacpp_conformance_recurrent.py)")
+    parser.addoption("--compile-measure", action="store_true",
+                     help="opt-in: compile Llama layers with inductor on the CPU and check what they save against "
+                          "tests/data/compiled_saves.json (tests/test_train_compile.py; minutes)")
     parser.addoption("--heavy-towers", action="store_true",
                      help="opt-in: save whole multimodal models with their released-size towers and run `verify "
                           "--load` on them (Gemma 3n's 300M MobileNet-v5: needs timm; minutes)")

@@ -37,16 +37,15 @@ LITGPT_FULL = dict(framework="litgpt", seq=512, loss="fp32-whole-chunked")
 # recipes/configs/llama3_1/8B_full_single_device.yaml: PagedAdamW8bit, optimizer_in_bwd, activation checkpointing;
 # 8B_lora_single_device.yaml / 8B_qlora_single_device.yaml: lora_rank 8 on q, v, output_proj and the MLP;
 # 70B_full.yaml: FSDP over 8, fsdp_cpu_offload; 70B_lora.yaml: lora_rank 16 on q, v, output_proj and the MLP
-# compiled, so its RMSNorms are not the eager ones that keep fp32 copies (norm_upcast off: counted at the activation
-# width, as the fp32 torch tests measure them; what inductor saves is not measured here)
-TORCHTUNE = dict(framework="torchtune", loss="chunked-compiled", seq=2048, micro_batch=2, norm_upcast=False)
+# compile: True (training/_compile.py, compile_model: each layer compiled, the final norm left eager, upcasting)
+TORCHTUNE = dict(framework="torchtune", loss="chunked-compiled", seq=2048, micro_batch=2, compile=True)
 QVO_MLP = ("q", "v", "o", "gate", "up", "down")
 # torchtitan @ 9dec370 (the runs' commit): train_configs/llama3_8b.toml: seq_len 8192, activation_checkpoint
 # selective with selective_ac_option 'op'; FSDP2 over every GPU (data_parallel_shard_degree -1); train.py: the
 # loss is F.cross_entropy(pred.flatten(0, 1).float(), ...) (not compiled: "compiling loss function causes CUDA
 # errors"), `del pred` before backward. Table 1 and 3: local batch 2, selective AC; Table 2: local batch 1, full
-# AC, Float8 (torchao tensorwise), seq 32768 a CP rank. torch.compile (of the layers only) is not modelled: those
-# rows are the eager figure beside the compiled measurement. Llama 3.1's RoPE is trained past its 131072 positions
+# AC, Float8 (torchao tensorwise), seq 32768 a CP rank. The "+ compile" rows compile each TransformerBlock after its
+# checkpoint wrapper (parallelize_llama.py, apply_compile): compile=True. Llama 3.1's RoPE is trained past its 131072 positions
 # at CP 8 (torchtitan sizes its rotary table from seq_len): max_position_embeddings is raised for that row
 # torchtune README "Optimization flags": Llama 3.2 3B, full_finetune_single_device, batch 2, max_seq_len 4096, bf16,
 # A100, peak memory active; each row adds its technique to the previous. Rows from "+ Packed": packed to 4096; until
@@ -54,30 +53,31 @@ QVO_MLP = ("q", "v", "o", "gate", "up", "down")
 # transformer.py: `output = self.output(h).float()`), then CEWithChunkedOutputLoss under compile. LoRA and QLoRA:
 # the final row's command (lora_finetune_single_device with llama3_2/3B_{lora,qlora}_single_device.yaml: rank 64 on
 # q, v, output_proj and the MLP; packed, compile, chunked loss, activation checkpointing and offloading, AdamW,
-# optimizer_in_bwd False). "+ Compile" is not modelled: that row is the eager figure beside the compiled measurement
+# optimizer_in_bwd False). From "+ Compile" on the layers are compiled (compile_model), the final norm eager
 FLAGS = dict(framework="torchtune", seq=4096, micro_batch=2)  # eager: "+ Packed" (its RMSNorms upcast)
-FLAGS_COMPILED = dict(norm_upcast=False, **FLAGS)  # from "+ Compile" on
+FLAGS_COMPILED = dict(compile=True, **FLAGS)  # from "+ Compile" on
 FLAGS_CHUNKED = dict(loss="chunked-compiled", recompute="full", **FLAGS_COMPILED)
 # torchtitan before #2259 (2026-01-27) repeats K and V to every query head before SDPA (models/llama/model.py
 # @ 9dec370 and models/llama3/model.py @ e7c0cae: keys = repeat_kv(xk, self.n_rep)): every torchtitan row repeats
 TITAN_SAC = dict(framework="torchtitan", recompute="op", zero=3, seq=8192, micro_batch=2, repeat_kv=True)
+TITAN_SAC_COMPILED = dict(compile=True, **TITAN_SAC)
 TITAN_CP = dict(framework="torchtitan", recompute="full", zero=3, gpus=8, micro_batch=1, float8="tensorwise",
                 repeat_kv=True)
 # Table 6, Llama 3.1 405B on 512 GPUs, TP 8 (sequence parallel), PP 8 (1F1B; local batch 8 in the default 8
 # micro-batches: pipelining_utils.py), train_configs/llama3_405b.toml: full AC, float8 with FSDP float8 all-gather.
 # No pipeline_parallel_split_points there, so generate_split_points' split (15, 16 × 6, 15: the profile's
-# pp_split). Async TP and compile are not modelled. The CP 1 row lands -10.1% with that split (-7.9% with
+# pp_split), compiled (with full AC each layer keeps its input, as eager). Async TP is not modelled. The CP 1 row lands -10.1% with that split (-7.9% with
 # gptcalc's even one, which the run did not use) and the CP 8 row -15.3%: docs/training.md lists them
 # Table 4, Llama 3.1 70B on 256 GPUs, FSDP 32 × TP 8 (sequence parallel: torchtitan's DTensor plan, the profile's
-# tp_impl), local batch 16, full AC, float8, compile (of the layers; not modelled, as async TP in the second row)
+# tp_impl), local batch 16, full AC, float8, compile (of the layers; async TP, the second row's, is not modelled)
 TITAN_2D = dict(framework="torchtitan", seq=8192, micro_batch=16, gpus=256, tp=8, sp=True, zero=3, recompute="full",
-                float8="tensorwise", repeat_kv=True)
+                float8="tensorwise", repeat_kv=True, compile=True)
 # Trainy on H200s (torchtitan @ e7c0cae, llama3_8b.toml: seq 8192, per-op AC), local batch 2, compile (which at that
 # commit compiles the loss too: torchtitan/components/loss.py), float8 with FSDP float8 all-gather; 4 and 8 nodes of 8
 TRAINY = dict(framework="torchtitan", recompute="op", loss="compiled", zero=3, seq=8192, micro_batch=2,
-              float8="tensorwise-all-gather", repeat_kv=True)
+              float8="tensorwise-all-gather", repeat_kv=True, compile=True)
 TITAN_4D = dict(framework="torchtitan", recompute="full", zero=3, gpus=512, tp=8, sp=True, pp=8, micro_batch=1,
-                float8="tensorwise-all-gather", repeat_kv=True)
+                float8="tensorwise-all-gather", repeat_kv=True, compile=True)
 
 # litgpt's falcon-7b rows, with falcon-7b-instruct's config.json (the same shapes: tests/configs/model_types/SOURCES.yaml);
 # mistral-7b-v0.2's: Mistral 7B v0.1's shapes without the sliding window, rope_theta 1e6, 32k positions (its config.json)
@@ -181,13 +181,13 @@ CASES = [
     ("torchtune Llama 3.2 3B QLoRA", "llama-3.2-3b", 4.6, GIB,
      dict(lora_rank=64, lora_targets=QVO_MLP, qlora=True, offload=("activations",), **FLAGS_CHUNKED)),
     ("torchtitan 8B FSDP, 8xH100", "llama-3.1-8b", 82.4, GIB, dict(gpus=8, **TITAN_SAC)),
-    ("torchtitan 8B FSDP + compile, 8xH100", "llama-3.1-8b", 77.0, GIB, dict(gpus=8, **TITAN_SAC)),
+    ("torchtitan 8B FSDP + compile, 8xH100", "llama-3.1-8b", 77.0, GIB, dict(gpus=8, **TITAN_SAC_COMPILED)),
     ("torchtitan 8B FSDP + compile + Float8, 8xH100", "llama-3.1-8b", 76.8, GIB,
-     dict(gpus=8, float8="tensorwise", **TITAN_SAC)),
+     dict(gpus=8, float8="tensorwise", **TITAN_SAC_COMPILED)),
     ("torchtitan 8B FSDP, 128xH100", "llama-3.1-8b", 67.0, GIB, dict(gpus=128, **TITAN_SAC)),
-    ("torchtitan 8B FSDP + compile, 128xH100", "llama-3.1-8b", 62.0, GIB, dict(gpus=128, **TITAN_SAC)),
+    ("torchtitan 8B FSDP + compile, 128xH100", "llama-3.1-8b", 62.0, GIB, dict(gpus=128, **TITAN_SAC_COMPILED)),
     ("torchtitan 8B FSDP + compile + Float8, 128xH100", "llama-3.1-8b", 61.8, GIB,
-     dict(gpus=128, float8="tensorwise", **TITAN_SAC)),
+     dict(gpus=128, float8="tensorwise", **TITAN_SAC_COMPILED)),
     ("torchtitan 8B FSDP 8 CP 1, seq 32768", "llama-3.1-8b", 83.9, GIB, dict(seq=32768, cp=1, **TITAN_CP)),
     ("torchtitan 8B FSDP 4 CP 2, seq 65536", "llama-3.1-8b", 84.2, GIB, dict(seq=65536, cp=2, **TITAN_CP)),
     ("torchtitan 8B FSDP 2 CP 4, seq 131072", "llama-3.1-8b", 84.0, GIB, dict(seq=131072, cp=4, **TITAN_CP)),
@@ -225,7 +225,7 @@ def predict(model: str, options: dict) -> int:
     """gptcalc's figure for the statistic the case's framework publishes."""
     options = dict(options)
     given = {k: options.pop(k, None) for k in ("precision", "loss", "recompute", "optimizer_impl", "norm_upcast",
-                                               "pp_split")}
+                                               "pp_split", "repeat_kv")}
     framework, spec = options.pop("framework"), load_spec(model, options.pop("config", None))
     return getattr(train(spec, Setup(**resolve(framework, given), **options)), STATISTIC[framework])
 

@@ -63,9 +63,13 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--norm-upcast/--no-norm-upcast", default=None,
               help="Eager RMSNorms upcast a bf16 input and keep it and the rsqrt in fp32 (litgpt, torchtune without "
                    "compile), or keep them at the activation width.  [default: --no-norm-upcast]")
-@click.option("--repeat-kv", is_flag=True,
+@click.option("--compile", "compiled", is_flag=True,
+              help="The layers run under torch.compile (torchtitan's training.compile, torchtune's compile: True; "
+                   "both default to off): each keeps what inductor's partitioner saves, measured for Llama layers.")
+@click.option("--repeat-kv/--no-repeat-kv", default=None,
               help="The model repeats K and V to every query head before its fused attention, which then keeps (and "
-                   "under --cp rotates) them so: torchtitan's Llama before its 2026-01-27 'GQA without kv repeats'.")
+                   "under --cp rotates) them so: torchtitan's Llama before its 2026-01-27 'GQA without kv repeats', "
+                   "torchtune's MultiHeadAttention.  [default: --no-repeat-kv]")
 @click.option("--precision", type=click.Choice(_PRECISIONS),
               help="mixed: bf16 + fp32 master and states (16 B/param with AdamW); bf16: pure bf16 (8); "
                    "mixed-fp32-grads: Megatron (18); fp32-autocast: HF Trainer (16); fsdp-mixed: torchtitan (16).  "
@@ -126,7 +130,7 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, tp_impl: str | None,
           pp: int, pp_split: str | None, pp_schedule: str, pp_virtual: int | None, cp: int,
           float8: str, framework: str | None, moe_form: str | None, dropout: bool | None, tied: bool | None,
-          norm_upcast: bool | None, repeat_kv: bool,
+          norm_upcast: bool | None, compiled: bool, repeat_kv: bool | None,
           precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
           attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool,
           grad_accumulation: int, no_sync: bool | None, fsdp1: bool | None, fsdp_head_unit: bool, offload: str | None,
@@ -159,14 +163,15 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
     options = resolve(framework, {"precision": precision, "loss": loss, "recompute": recompute,
                                   "optimizer_impl": optimizer_impl, "tp_impl": tp_impl, "moe_form": moe_form,
                                   "dropout": dropout, "no_sync": no_sync, "fsdp1": fsdp1, "tied": tied,
-                                  "norm_upcast": norm_upcast, "bnb": bnb, "pp_split": pp_split})
+                                  "norm_upcast": norm_upcast, "bnb": bnb, "pp_split": pp_split,
+                                  "repeat_kv": repeat_kv})
     setup = Setup(seq, micro_batch, gpus, zero, tp, pp, sp, optimizer=optimizer, lora_rank=lora_rank,
                   lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,
                   optimizer_in_backward=optimizer_in_backward, grad_accumulation=grad_accumulation,
                   fsdp_head_unit=fsdp_head_unit,
                   offload=tuple(o.strip() for o in offload.split(",")) if offload else (),
                   lora_dropout=lora_dropout, double_quant=not no_double_quant, cp=cp, float8=float8,
-                  repeat_kv=repeat_kv, overheads=overheads, pp_schedule=pp_schedule, pp_virtual=pp_virtual,
+                  compile=compiled, overheads=overheads, pp_schedule=pp_schedule, pp_virtual=pp_virtual,
                   **options)
     result = plan(spec, setup)
     answer = solve(spec, setup, budget) if budget else None

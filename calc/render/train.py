@@ -32,7 +32,8 @@ def _setup(t: Training) -> str:
     steps = f" × {s.grad_accumulation} accumulated{' (no_sync)' if s.no_sync else ''}" if s.grad_accumulation > 1 else ""
     return (f"{t.model}, memory per GPU: {gpus}, ZeRO-{s.zero}, micro-batch {s.micro_batch}{steps} × seq "
             f"{s.seq:,}, {s.precision} precision, {s.loss} loss, recompute {s.recompute}{every}, "
-            f"{s.attention} attention{lora}{f', float8 {s.float8}' if s.float8 != 'none' else ''}{frame}")
+            f"{s.attention} attention{', compiled layers' if s.compile else ''}{lora}"
+            f"{f', float8 {s.float8}' if s.float8 != 'none' else ''}{frame}")
 
 
 def _bytes(n: int) -> tuple[str, str, str]:
@@ -94,7 +95,8 @@ def moments_table(t: Training) -> Table:
 
 def activations_table(t: Training) -> Table:
     """What one layer of each kind keeps for backward, term by term."""
-    table = Table(title=f"activations kept for backward, one layer (bf16, recompute {t.setup.recompute})")
+    compiled = ", torch.compile" if t.setup.compile else ""
+    table = Table(title=f"activations kept for backward, one layer (bf16, recompute {t.setup.recompute}{compiled})")
     for header in ("block", "tensor", "bytes per GPU"):
         table.add_column(header, justify="right" if header == "bytes per GPU" else "left")
     for kind, _, terms in dict((kind, (kind, n, terms)) for kind, n, terms in t.layers).values():

@@ -29,7 +29,8 @@ input, and the loss runs under loss_parallel: `loss.py`, LOSS_PARALLEL).
 
 Context parallelism (`cp`) gives each GPU seq/cp tokens of every sample and shards the states over
 dp × cp (`context_parallel.py`); Float8 training (`float8`) changes what is gathered and what a
-layer's backward casts, not what is kept (`float8.py`).
+layer's backward casts, not what is kept (`float8.py`). Under torch.compile (`compile`) a layer keeps
+what inductor's partitioner saves (`compiled.py`, measured on the CPU).
 
 The model runs as the framework runs it (`executed.py`): a MoE in its reference form or as grouped
 matmuls (`moe_form`), the config's dropout on or off (`dropout`), a tied head kept tied or not (`tied`).
@@ -46,6 +47,7 @@ from dataclasses import dataclass, replace
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.shapes import journey
 from calc.analysis.train.activations import RECOMPUTE, Term, activation_terms, korthikanti, layer_terms
+from calc.analysis.train.compiled import compiled_layer_terms
 from calc.analysis.train.bnb import BNB, quantised_head
 from calc.analysis.train.executed import MOE_FORMS, as_run
 from calc.analysis.train.float8 import FLOAT8
@@ -61,7 +63,7 @@ from calc.analysis.train.precision import PRECISIONS, Precision
 from calc.analysis.train.states import OPTIMIZERS, PAGED, StateRow, Tensor, bnb_8bit_bytes, model_states, optimizer_bytes
 from calc.errors import GptcalcError
 from calc.parts import MoE
-from calc.spec.model import ModelSpec
+from calc.spec.model import Block, ModelSpec
 
 __all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "MOE_FORMS", "OFFLOAD", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE", "SPLITS",
            "TP_IMPL", "Setup",
@@ -114,6 +116,7 @@ class Setup:
     norm_upcast: bool = False  # eager 16-bit RMSNorms upcast to fp32 and keep fp32 copies (activations._norm)
     repeat_kv: bool = False  # the model repeats K and V to every query head before attention (torchtitan's Llama
     # until torchtitan#2259, 2026-01-27: models/llama/model.py @ 9dec370, `keys = repeat_kv(xk, self.n_rep)`)
+    compile: bool = False  # the layers run under torch.compile: they keep what inductor saves (compiled.py)
     bnb: str = "current"  # the bitsandbytes QLoRA runs under: what its 4-bit matmul keeps and dequantises (bnb.py)
     qlora_head: bool = False  # QLoRA quantises the LM head too (Lightning's plugin replaces every nn.Linear)
     loop_holds_output: bool = False  # the training loop holds the last micro-batch's logits through the next forward
@@ -290,6 +293,9 @@ def _check(spec: ModelSpec, s: Setup) -> None:
     if s.recompute == "op" and (s.attention != "flash" or s.tp > 1):
         raise GptcalcError("--recompute op: torchtitan's per-op policy is counted for fused attention without "
                            "tensor parallelism (--attention flash, --tp 1)")
+    if s.compile and (s.recompute == "selective" or s.attention != "flash" or (s.lora_rank and s.recompute != "full")):
+        raise GptcalcError("--compile: what inductor keeps is measured with fused attention under --recompute none, op "
+                           "or full, and with LoRA only under full (each layer keeps its input alone)")
     if s.grad_accumulation > 1 and s.optimizer_in_backward:
         raise GptcalcError("--grad-accumulation: the optimizer step inside backward frees each gradient as it is "
                            "made, so there is nothing to accumulate (torchtune refuses optimizer_in_bwd with it)")
@@ -397,14 +403,21 @@ def _layers(spec: ModelSpec, s: Setup, p: Precision, stage: Stage | None,
         for recompute, count in (("full", checkpointed), ("none" if s.recompute == "full" else s.recompute,
                                                           n - checkpointed)):
             if count:
-                terms = layer_terms(spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, ACT_BYTES, recompute,
-                                    s.attention == "flash", s.norms, s.repeat_kv)
+                terms = _layer(spec.blocks[kind], spec.d_model, s, recompute)
                 if s.lora_rank and recompute != "full":
                     terms = frozen_layer(terms, spec.blocks[kind], s) + _lora_terms(spec, kind, s, p)
                 out.append((kind if recompute == s.recompute or s.checkpoint_every == 1 else
                             f"{kind} ({'checkpointed' if recompute == 'full' else 'not checkpointed'})",
                             count, tuple(terms)))
     return out
+
+
+def _layer(block: Block, d: int, s: Setup, recompute: str) -> list[Term]:
+    """What one layer keeps: as inductor's partition saves it under --compile (full: the input, as eager)."""
+    if s.compile and recompute != "full":
+        return compiled_layer_terms(block, d, s.micro_batch, s.local_seq, ACT_BYTES, recompute, s.repeat_kv)
+    return layer_terms(block, d, s.micro_batch, s.local_seq, ACT_BYTES, recompute, s.attention == "flash", s.norms,
+                       s.repeat_kv)
 
 
 def train(spec: ModelSpec, s: Setup) -> Training:

@@ -37,6 +37,7 @@ class Profile:
     qlora_head: bool = False  # its QLoRA quantises the LM head too
     loop_holds_output: bool = False  # its loop holds the last micro-batch's logits through the next forward (peak.py)
     pp_split: str = "even"  # which layers each pipeline stage holds (pipeline.stage_sizes)
+    repeat_kv: bool = False  # its attention hands SDPA K and V expanded to every query head
 
 
 FRAMEWORKS: dict[str, Profile] = {
@@ -46,10 +47,13 @@ FRAMEWORKS: dict[str, Profile] = {
     # top-k rows through GroupedExperts; its builders pass attn_dropout=0.0 and its layers have no other dropout;
     # torchtune/modules/rms_norm.py @ 1814feb17, lines 40-44: x.float() · rsqrt(...), .type_as(x), · scale, eager
     # unless the config's compile: True (its configs' default is False); training/_distributed.py, shard_model
-    # (@ 0031bfb0): fully_shard(m, reshard_after_forward=...) alike for every layer, True by default
+    # (@ 0031bfb0): fully_shard(m, reshard_after_forward=...) alike for every layer, True by default;
+    # torchtune/modules/attention.py @ 00c242ba, MultiHeadAttention.forward: k and v expanded to
+    # (b, s_y, num_kv_heads, q_per_kv, head_dim) and reshaped to every head before the attention call
     "torchtune": Profile("bf16", "linear-chunked", "full", "fused", "active (≈ allocated)",
                          f"{TORCHTUNE}/recipes/configs/llama3_1/8B_lora_single_device.yaml",
-                         moe_form="grouped", dropout=False, norm_upcast=True, fsdp_keeps_last_layer=False),
+                         moe_form="grouped", dropout=False, norm_upcast=True, fsdp_keeps_last_layer=False,
+                         repeat_kv=True),
     # config_hub/finetune/*/lora.yaml: precision bf16-true; finetune/lora.py: model(..., lm_head_chunk_size=128)
     # (Fabric's convert_output returns the chunks in fp32) and chunked_cross_entropy over 128-token chunks;
     # torch.optim.AdamW (foreach on CUDA);
@@ -103,7 +107,7 @@ def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object
         profile = FRAMEWORKS[framework]
         for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv", "tp_impl", "moe_form",
                     "dropout", "no_sync", "fsdp1", "tied", "norm_upcast", "bnb", "qlora_head", "loop_holds_output",
-                    "fsdp_keeps_last_layer", "pp_split"):
+                    "fsdp_keeps_last_layer", "pp_split", "repeat_kv"):
             out.setdefault(key, getattr(profile, key))
         out["framework"] = framework
     return out

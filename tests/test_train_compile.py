@@ -1,0 +1,96 @@
+"""`train --compile` against what torch.compile's partitioner saves, measured on the CPU.
+
+tests/data/compiled_saves.json holds, per Llama layer shape, framework form and recompute mode, every
+tensor a compiled layer's forward saved for backward (tests/compiled_block.py: saved-tensor hooks on
+AOTAutograd's CompiledFunction, torch 2.13's inductor, bf16). The default run checks that
+calc/analysis/train/compiled.py's rule equals each recorded total, byte for byte and in fp32 apart;
+`--compile-measure` compiles the layers again (a minute or more each) and checks the record itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from calc.analysis.train.activations import layer_terms
+from calc.analysis.train.compiled import compiled_layer_terms
+from calc.cli import main
+from calc.spec.model import spec_from_dict
+
+RECORD = json.loads((Path(__file__).parent / "data" / "compiled_saves.json").read_text())
+BF16 = 2
+
+
+def _terms(entry: dict) -> list:
+    """The rule's terms for the recorded layer (its shape as a one-layer Llama spec)."""
+    sh = entry["shape"]
+    spec = spec_from_dict({"name": "compiled", "family": "llama", "vocab_size": 97, "n_positions": sh["seq"],
+                           "n_layers": 1, "d_model": sh["d_model"], "n_heads": sh["n_heads"],
+                           "n_kv_heads": sh["n_kv_heads"], "d_ff": sh["d_ff"]}, origin="compiled")
+    (block,) = spec.blocks.values()
+    args = (block, sh["d_model"], sh["batch"], sh["seq"], BF16, entry["recompute"])
+    if entry["recompute"] == "full":
+        return layer_terms(*args, True)
+    return compiled_layer_terms(*args, repeat_kv=entry["form"] != "gqa")
+
+
+def _generator_state(entry: dict) -> int:
+    """A compiled checkpoint saves its device generator's state beside its input, preserve_rng_state=False
+    notwithstanding: on the CPU torch.get_rng_state(), 5,056 bytes (uint8); on a GPU the CUDA generator's
+    seed and offset, 16. Not an activation, and left out of the rule."""
+    state = [r for r in entry["saved"] if r[1] == "uint8"]
+    assert state == ([[[torch.get_rng_state().nbytes], "uint8", torch.get_rng_state().nbytes]]
+                     if entry["recompute"] == "full" else [])
+    return sum(r[2] for r in state)
+
+
+@pytest.mark.parametrize("entry", RECORD["entries"],
+                         ids=[f"{e['form']}-{e['recompute']}-d{e['shape']['d_model']}" for e in RECORD["entries"]])
+def test_the_rule_equals_what_inductor_saved(entry: dict) -> None:
+    terms = _terms(entry)
+    assert sum(t.bytes(1, False) for t in terms) == entry["total"] - _generator_state(entry)
+    fp32 = sum(r[2] for r in entry["saved"] if r[1] == "float32")
+    assert sum(t.bytes(1, False) for t in terms if t.bytes_per == 4) == fp32
+
+
+def test_the_record_covers_each_form_and_mode() -> None:
+    """Three shapes (GQA 2:1 and 3:1, MHA) of each framework's form under each of its modes."""
+    seen = {(e["form"], e["recompute"]) for e in RECORD["entries"]}
+    assert seen == {("torchtitan", r) for r in ("none", "full", "op")} | {("torchtune", r) for r in ("none", "full")} \
+        | {("gqa", r) for r in ("none", "op")}
+    assert len(RECORD["entries"]) == 3 * len(seen)
+
+
+def test_the_record_is_what_inductor_saves_now(request: pytest.FixtureRequest) -> None:
+    if not request.config.getoption("--compile-measure"):
+        pytest.skip("compiles 21 layers with inductor (minutes): pass --compile-measure")
+    from compiled_block import measure_all
+
+    assert measure_all() == RECORD["entries"]
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("gpt2-small", "--compile"), "measured for a Llama layer"),
+    (("llama-3.2-1b", "--compile", "--recompute", "selective"), "--recompute none, op or full"),
+    (("llama-3.2-1b", "--compile", "--lora-rank", "8", "--recompute", "none"), "with LoRA only under full"),
+])
+def test_compile_outside_what_was_measured_is_refused(args: tuple[str, ...], says: str) -> None:
+    result = CliRunner().invoke(main, ["train", *args, "--seq", "64", "--micro-batch", "1"])
+    assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output
+
+
+def test_compile_drops_the_eager_norms_and_silu_from_a_layer() -> None:
+    """llama-3.2-1b, micro-batch 1 × 1,024 tokens, no recompute: the compiled layer keeps neither the
+    two norms' normed x nor SiLU's output, and its rsqrt in fp32 (two per token) instead of bf16; K and V
+    at the kv heads both ways (no --repeat-kv)."""
+    def layer(*extra: str) -> int:
+        out = CliRunner().invoke(main, ["train", "llama-3.2-1b", "--seq", "1024", "--micro-batch", "1", "--json", *extra])
+        (kind,) = json.loads(out.output)["activations"]["layers"]
+        return kind["per_layer"]
+
+    n, d, d_ff = 1024, 2048, 8192  # llama-3.2-1b: hidden_size 2048, intermediate_size 8192 (its config.json)
+    assert layer() - layer("--compile") == 2 * n * d * BF16 + n * d_ff * BF16 + 2 * n * BF16 - 2 * n * 4
