@@ -53,6 +53,10 @@ GPT_OSS = {"hidden_size": 256, "intermediate_size": 512, "num_local_experts": 8,
            "num_key_value_heads": 2, "head_dim": 32, "sliding_window": 64}
 # LFM2 as published (LiquidAI/LFM2-1.2B config.json: conv_bias false): llama.cpp's lfm2 loads no conv biases
 LFM2 = {"conv_bias": False}
+# a Phi-3 whose MLP sets it: longrope factors (rotary on 16 of 32 channels: 8 each) and a window, which llama.cpp's
+# phi3 drops (src/models/phi3.cpp:14-24): one cache of every cell
+PHI3 = {**FFN, "sliding_window": 64, "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 4 + [1.5] * 4,
+                                                      "long_factor": [2.0] * 4 + [4.0] * 4}}
 C512, FA_OFF, NP2 = ["-c", "512"], ["-c", "2048", "-fa", "off"], ["-c", "4096", "-np", "2", "-ub", "256"]
 
 
@@ -93,6 +97,9 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     # QK-norms over every head's width, normed after, not before (OLMo-2); over every head before a MoE (OLMoE)
     **ffn_runs("olmo2"), **ffn_runs("olmoe", OLMOE),
     **ffn_runs("cohere", {**FFN, "use_qk_norm": False}),  # attention and MLP on one norm, both added to the stream
+    # Q, K and V one product, gate and up one (src/models/phi3.cpp); Q scaled in place after RoPE
+    "phi3-c4096": ("phi3", {}, ["-c", "4096"]), "phi3-c4096-fa-off": ("phi3", {}, ["-c", "4096", "-fa", "off"]),
+    **ffn_runs("phi3", PHI3), "phi3ffn-np2-ub256": ("phi3", PHI3, NP2),
     "mixtral-c2048": ("mixtral", {}, ["-c", "2048"]),
     "mixtral-c2048-fa-off": ("mixtral", {}, ["-c", "2048", "-fa", "off"]),
     "mixtralffn-c512": ("mixtral", MIXTRAL, ["-c", "512"]),
@@ -141,7 +148,7 @@ COMPUTE = re.compile(r"sched_reserve: +(\S+) compute buffer size = +([0-9.]+) Mi
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py),
 # equal to llama.cpp's line, by run name (qwen3 covers qwen3_moe), and those whose is estimated
 REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral", "deepseek", "gemma", "qwen2",
-            "glm4", "stablelm", "exaone4", "cohere", "gpt_oss")
+            "glm4", "stablelm", "exaone4", "cohere", "gpt_oss", "phi3")
 ESTIMATED = ("lfm2",)
 # the estimate's stated margin (docs/memory.md): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
 MARGIN, SLACK = 0.03, 0.1
@@ -282,13 +289,15 @@ def test_layouts_not_built_are_not_replayed(change: dict[str, Any]) -> None:
 ALLOCATOR_BYTES = {"gemma2-swa": 5_402_624, "gemma2-swa-fa-off": 43_995_136, "gemma2-swa-np2-ub256": 1_521_664,
                    "gemma2ffn-c512": 16_281_600, "gemma2ffn-c2048-fa-off": 42_487_808, "gpt_oss-swa": 5_402_624,
                    "gpt_oss-swa-fa-off": 43_995_136, "gpt_oss-swa-np2-ub256": 2_570_240,
-                   "gpt_ossffn-c512": 9_990_144, "gpt_ossffn-c2048-fa-off": 42_487_808}
+                   "gpt_ossffn-c512": 9_990_144, "gpt_ossffn-c2048-fa-off": 42_487_808,
+                   "phi3-c4096": 4_837_376, "phi3-c4096-fa-off": 42_352_640, "phi3ffn-c512": 15_749_120,
+                   "phi3ffn-c2048-fa-off": 40_648_704, "phi3ffn-np2-ub256": 8_660_992}
 
 
 @pytest.mark.parametrize("name", sorted(ALLOCATOR_BYTES))
-def test_soft_capped_and_sink_runs_to_the_byte(name: str, tmp_path: Path) -> None:
-    """Gemma 2 (soft-capped attention and logits) and gpt-oss (sinks, biased experts): the replay gives the
-    allocator's size to the byte, not only its MiB line."""
+def test_replayed_runs_to_the_allocator_byte(name: str, tmp_path: Path) -> None:
+    """Gemma 2 (soft-capped attention and logits), gpt-oss (sinks, biased experts), Phi-3 (Q, K and V views of one
+    product): the replay gives the allocator's size to the byte, not only its MiB line."""
     result = CliRunner().invoke(main, ["memory", str(gguf_of(name, tmp_path)), "--engine", "llamacpp", "--cpu-only",
                                        "--cpu-isa", "avx512", "--json", *gptcalc_options(RUNS[name][2])])
     assert result.exit_code == 0, result.output

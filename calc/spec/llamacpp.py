@@ -19,7 +19,9 @@ class LlamaCppBuild(Part):
     MixtralForCausalLM convert as llama.cpp's `llama` architecture (conversion/__init__.py:194-195,
     conversion/llama.py:17-30), which reads no sliding window (src/models/llama.cpp), so every layer keeps
     every cell; Starcoder2ForCausalLM likewise as `starcoder2` (conversion/starcoder.py:22-25 writes no window,
-    src/models/starcoder2.cpp reads none); EXAONE 4 but in its 64-layer model (src/models/exaone4.cpp:3-14)."""
+    src/models/starcoder2.cpp reads none); EXAONE 4 but in its 64-layer model (src/models/exaone4.cpp:3-14); Phi-3,
+    whose converter writes the window (conversion/phi.py:169-173) but whose loader turns it off ("Phi SWA is
+    currently disabled", src/models/phi3.cpp:14-24)."""
 
     sliding_window: bool = True
     # The window llama.cpp gives chunked-attention layers, which it caches in llama_kv_cache_iswa's SWA half
