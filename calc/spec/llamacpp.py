@@ -63,6 +63,14 @@ class LlamaCppBuild(Part):
     # of its own over the same stream, and sums their outputs in that order: Falcon-H1 builds attention, then
     # Mamba2 (src/models/falcon-h1.cpp:135-165). None: a group whose graph is not known (no replay).
     parallel_order: tuple[int, ...] | None = Field(default=None, strict=False)
+    # A parallel layer's MLP reads a norm of its own that llama.cpp takes of every token, then of that norm the
+    # last layer's output rows, where GPT-NeoX norms the stream's output rows (src/models/gptneox.cpp:139-153):
+    # Falcon-40B / 180B's attn_norm, beside the attention's attn_norm_2 (src/models/falcon.cpp:71-86, 118, 125)
+    mlp_norm_rows: bool = False
+    # llama.cpp sums a parallel layer's attention output and MLP output first, in place in the attention's, then adds
+    # the stream, where Cohere, Falcon and GPT-NeoX add the stream to the MLP's output first: Phi-2
+    # (src/models/phi2.cpp:116-117)
+    outputs_summed_first: bool = False
     # llama.cpp takes the last layer's output rows from the stream after the first sublayer's add, where other
     # graphs take them of the sublayer's output and of its input before the add: Falcon-H1
     # (src/models/falcon-h1.cpp:165-172; the rows it takes of the mixers' sum reach no output, so no node).

@@ -48,8 +48,9 @@ pre-norms, parallel layers on one norm, and DeepSeek-V2 / V3's MLA with its grou
 soft-capped (Gemma 2; its final logits too: a scale, tanh and scale in place in the logits' block, src/models/
 gemma2.cpp:166-169) or with sinks (a weight, no node) move no byte; gpt-oss's MoE (router and expert biases,
 SwiGLU-OAI, the soft max over the chosen experts' logits: calc/parts/moe.py) is replayed too, and Phi-3's Q, K
-and V, views of one product (calc/parts/attention.py). The rest (parallel blocks of two norms, DSA's indexer,
-AltUp, Qwen3-VL's deepstack inputs...) keep the estimate.
+and V, views of one product (calc/parts/attention.py), Falcon's, GPT-NeoX's and Phi-2's parallel layers (one norm or
+two) with an ungated GELU MLP with biases, GPT-2's learned positions. The rest (LFM2's short conv, DSA's indexer,
+AltUp, lightning attention, Qwen3-VL's deepstack inputs...) keep the estimate.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
 estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/

@@ -87,13 +87,14 @@ def _shape(block: Block) -> str | None:
     a norm and an MLP (Nemotron-H's), or a norm, a mixer, a norm and an MLP (llm_build_granite_hybrid,
     llm_build_jamba), each sublayer added to the stream; or a mixer and an MLP each normed after, not before
     (EXAONE 4, src/models/exaone4.cpp:107-170); a norm, then a mixer and an MLP both on it, their outputs added to
-    the stream (`_parallel`); None for any other: a parallel block of two norms (GPT-NeoX), post-LN,
+    the stream, or each on a norm of its own (`_parallel`); None for any other: post-LN,
     pairs of sublayers or a shortcut (LongCat-Flash), a shared block (Zamba2), hyper-connections (DeepSeek-V4), a
     normed residual (MiniMax)."""
     if block.shared or block.post_ln or block.pairs != 1 or block.shortcut or block.hyper or block.normed_residual:
         return None
     if block.parallel:  # attention and MLP on one norm (Cohere: src/models/command-r.cpp, cohere2.cpp)
-        return "parallel" if block.norms == ("attn_in",) and block.attention and block.mlp else None
+        one = block.norms in (("attn_in",), ("attn_in", "mlp_in"))
+        return "parallel" if one and block.attention and block.mlp else None
     inputs = tuple(norm for norm in block.norms if norm not in ("attn_out", "mlp_out"))
     post_only = "mixer+mlp" if _post_norms(block) == (True, True) else None
     layout = {("attn_in",): "mixer", ("mlp_in",): "mlp", ("attn_in", "mlp_in"): "mixer+mlp", (): post_only}.get(inputs)
@@ -116,24 +117,37 @@ def _group(spec: ModelSpec, sublayer: int, d: int, n: int, residual: str) -> dic
 
 
 def _parallel(spec: ModelSpec, g: Graph, block: Block, layer: int, residual: str, last: bool) -> Subgraph | None:
-    """A parallel layer (src/models/cohere2.cpp:69-138): the norm; attention on it; in the last layer the output
-    rows of the attention's output, of the stream and of the norm; the MLP on the norm; its output plus the stream,
-    plus the attention's output, both in place."""
+    """A parallel layer (src/models/cohere2.cpp:69-138, falcon.cpp): the norm; attention on it; in the last layer the
+    output rows of the attention's output, of the stream and of the norm; the MLP on the norm; its output plus the
+    stream, plus the attention's output, both in place (Falcon adds the attention's output first: between two
+    in-place sums nothing is placed, so the order frees the same blocks). With a norm of its own for the MLP, that
+    norm is taken of the stream's output rows in the last layer (GPT-NeoX's use_par_res, src/models/gptneox.cpp:
+    105-160), or of every token and then its rows, as of the one norm (`llamacpp.mlp_norm_rows`). Phi-2 sums the
+    attention's output and the MLP's first, in the attention's block, then the stream (`llamacpp.outputs_summed_first`:
+    the MLP's output is freed where another layout frees the stream)."""
     d, n, outputs, normed = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens, f"norm0-{layer}"
-    attention = block.attention.graph_nodes(g, layer, normed)
+    attention, own_norm = block.attention.graph_nodes(g, layer, normed), "mlp_in" in block.norms
     if attention is None:
         return None
     nodes, out, tokens, rows = _norm(normed, d, n, residual) + attention.nodes, attention.out, n, g
+    mlp_in, norm_after = normed, own_norm and not spec.llamacpp.mlp_norm_rows
+    if own_norm and not norm_after:
+        mlp_in = f"norm1-{layer}"
+        nodes += _norm(mlp_in, d, n, residual)
     if last:
-        nodes += [op("cur_rows", (d, outputs), out, "out_ids"), op("inp_rows", (d, outputs), residual, "out_ids"),
-                  op("ffn_rows", (d, outputs), normed, "out_ids")]
-        out, residual, normed = "cur_rows", "inp_rows", "ffn_rows"
+        nodes += [op("cur_rows", (d, outputs), out, "out_ids"), op("inp_rows", (d, outputs), residual, "out_ids")]
+        nodes += [] if norm_after else [op("ffn_rows", (d, outputs), mlp_in, "out_ids")]
+        out, residual, mlp_in = "cur_rows", "inp_rows", "ffn_rows"
         tokens, rows = outputs, replace(g, n_tokens=outputs, n_seqs=1)
-    mlp = block.mlp.graph_nodes(rows, layer, normed)
+    if norm_after:
+        mlp_in = f"norm1-{layer}"
+        nodes += _norm(mlp_in, d, tokens, residual)
+    mlp = block.mlp.graph_nodes(rows, layer, mlp_in)
     if mlp is None:
         return None
-    nodes += mlp.nodes + [op(f"add0-{layer}", (d, tokens), mlp.out, residual, inplace=True),
-                          op(f"add1-{layer}", (d, tokens), f"add0-{layer}", out, inplace=True)]
+    first, then = ((out, mlp.out), residual) if spec.llamacpp.outputs_summed_first else ((mlp.out, residual), out)
+    nodes += mlp.nodes + [op(f"add0-{layer}", (d, tokens), *first, inplace=True),
+                          op(f"add1-{layer}", (d, tokens), f"add0-{layer}", then, inplace=True)]
     return Subgraph(nodes, attention.expanded + mlp.expanded, f"add1-{layer}")
 
 
@@ -150,6 +164,9 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
     nodes = _inputs(spec, g, caches)
     residual = EMBD if spec.llamacpp.scale_rows else "embd"
     expanded = ["embd", "inp_embd", "mixed_set", residual]  # ggml_build_forward_select's three branches, its result
+    if spec.embedding.positions == "learned":  # the positions' rows added to the tokens', in place (src/models/gpt2.cpp)
+        nodes += [op("pos_rows", (d, n), POS), op("inp_pos_added", (d, n), residual, "pos_rows", inplace=True)]
+        residual = "inp_pos_added"
     for layer, block in enumerate(blocks):
         if block.parallel:
             layer_nodes = _parallel(spec, g, block, layer, residual, layer == len(blocks) - 1)
