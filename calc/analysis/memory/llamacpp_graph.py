@@ -103,9 +103,11 @@ def _shape(block: Block) -> str | None:
     return layout if layout == parts else None
 
 
-def _add(spec: ModelSpec, name: str, shape: tuple[int, ...], out: str, stream: str) -> Node:
-    """A sublayer's output added to the stream, in place, in the order the model's graph adds them."""
-    return op(name, shape, *((stream, out) if spec.llamacpp.stream_first else (out, stream)), inplace=True)
+def _add(spec: ModelSpec, name: str, shape: tuple[int, ...], out: str, stream: str, mlp: bool) -> Node:
+    """A sublayer's output added to the stream, in place, in the order the model's graph adds them (the first
+    source's block is the one taken over)."""
+    first = spec.llamacpp.stream_first or (mlp and spec.llamacpp.mlp_stream_first)
+    return op(name, shape, *((stream, out) if first else (out, stream)), inplace=True)
 
 
 def _group(spec: ModelSpec, sublayer: int, d: int, n: int, residual: str) -> dict[str, Any]:
@@ -196,7 +198,7 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
             if _post_norms(block)[i]:
                 nodes += _norm(f"post{i}-{layer}", d, tokens, out)
                 out = f"post{i}-{layer}"
-            nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, residual))
+            nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, residual, part is block.mlp))
             residual = f"add{i}-{layer}"
             if last and spec.llamacpp.rows_after_add:  # the stream's output rows; the second sublayer runs on them
                 nodes.append(op("inp_rows", (d, outputs), residual, "out_ids"))
