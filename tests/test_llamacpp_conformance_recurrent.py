@@ -295,14 +295,14 @@ def test_recorded_lightning_compute(name: str, tmp_path: Path) -> None:
 
 # the runs whose compute buffer is the allocator replayed (by run name), and those whose is estimated
 REPLAYED = ("mamba", "falcon_mamba", "bamba", "granitemoehybrid", "jamba", "nemotron_h", "falcon_h1", "qwen3_next",
-            "qwen3_5", "kimi_linear")
-ESTIMATED = ("lfm2", "minimax_01")
+            "qwen3_5", "kimi_linear", "lfm2")
+ESTIMATED = ("minimax_01",)
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
 def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
     """source: tests/data/llamacpp/recurrent/NAME.log. The compute buffer of a Mamba or Mamba2 stack, or of Jamba,
-    Bamba, Granite-4.0-H, Nemotron-H, Falcon-H1, Qwen3-Next, Qwen3.5, Qwen3.5-MoE or Kimi-Linear, ggml's allocator
+    Bamba, Granite-4.0-H, Nemotron-H, Falcon-H1, Qwen3-Next, Qwen3.5, Qwen3.5-MoE, Kimi-Linear or LFM2 (-MoE), ggml's allocator
     replayed over its graph, is llama.cpp's line itself, not an estimate within a margin."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path), RUNS[name].args)) == real

@@ -139,8 +139,8 @@ def _run_405b():
     from calc.analysis.train.frameworks import resolve
     from calc.spec.load import load_spec
 
-    setup = Setup(8192, 4, gpus=512, tp=8, sp=True, pp=8, zero=3, float8="tensorwise-all-gather", repeat_kv=True,
-                  pp_schedule="interleaved-1f1b", **resolve("torchtitan", {"recompute": "full"}))
+    setup = Setup(8192, 4, gpus=512, tp=8, sp=True, pp=8, zero=3, float8="tensorwise-all-gather",
+                  pp_schedule="interleaved-1f1b", **resolve("torchtitan", {"recompute": "full", "repeat_kv": True}))
     return train(load_spec("llama-3.1-405b"), setup)
 
 

@@ -36,7 +36,9 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     mlp = {"d_ff": cfg.int("ffn_hidden_size", default=None) or 4 * d, "activation": activation(cfg, "activation"),
            "bias": cfg.bool("bias")}
     block = {"attention": _attention(cfg), "mlp": mlp, "norm": ln, **_norms(cfg), **_dropout(cfg)}
-    return uniform(cfg, "falcon", block, ln, cfg.bool("tie_word_embeddings"))
+    # llama.cpp's falcon graph norms every token for the MLP where a parallel layer has two norms (llamacpp.mlp_norm_rows)
+    return uniform(cfg, "falcon", block, ln, cfg.bool("tie_word_embeddings"),
+                   llamacpp={"mlp_norm_rows": bool(block.get("parallel")) and len(block["norms"]) == 2})
 
 
 def _summed(cfg: Config) -> bool:

@@ -47,7 +47,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = {kind: ("conv" if kind.startswith("conv") else "attention") + ("_moe" if kind.endswith("moe") else "")
              for kind in kinds}
     blocks, layers = kind_stack(kinds, names, lambda kind: _block(cfg, model_type, rms, *kind.split("+")))
-    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+    # llama.cpp's lfm2 adds the stream first to each sublayer's output (calc/spec/llamacpp.py stream_first)
+    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), llamacpp={"stream_first": True})
 
 
 def _mixers(cfg: Config) -> list[str]:

@@ -37,5 +37,6 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
              "residual_dropout": cfg.float("resid_pdrop")}
     # vLLM 0.32: PhiForCausalLM through the Transformers backend (vllm/model_executor/models/registry.py L725)
     spec = uniform(cfg, "phi", block, ln, cfg.bool("tie_word_embeddings"),
-                   embedding={"dropout": cfg.float("embd_pdrop")}, **TRANSFORMERS_BACKEND)
+                   embedding={"dropout": cfg.float("embd_pdrop")}, llamacpp={"outputs_summed_first": True},
+                   **TRANSFORMERS_BACKEND)
     return {**spec, "head": {**spec["head"], "bias": True}}

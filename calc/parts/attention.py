@@ -269,7 +269,7 @@ class Attention(HeadWidths, Part):
         soft-capping (Gemma 2) is a parameter of flash attention (:2735-2736) and without it a scale, tanh and scale
         of KQ (:2783-2788), each in place in KQ's block: neither moves a byte (Gemma 2's recorded runs,
         tests/data/llamacpp/compute/gemma2-*.log, equal). None for anything else."""
-        if (self.fused_qkv or self.chunk or (self.output_gate and self.q_bias) or self.alibi or self.temperature or self.clip_qkv
+        if ((self.fused_qkv and (self.output_gate or self.qk_norm)) or self.chunk or (self.output_gate and self.q_bias) or self.alibi or self.temperature or self.clip_qkv
                 or self.v_norm or self.kv_shared or self.k_eq_v or self.augment or self.indexer
                 or self.value_head_dim != self.head_dim
                 or (self.qk_norm and (self.qk_norm.after_rope or (self.output_gate and self.qk_norm.scope != "head")))
@@ -280,11 +280,13 @@ class Attention(HeadWidths, Part):
         own = {name: name for name in SWA_INPUTS}
         cells, inputs = (g.swa_cells, SWA_INPUTS) if self.window and g.swa_cache else (g.cells, own)
         mask, k_idxs, v_idxs = inputs[MASK], inputs[K_IDXS], inputs[V_IDXS]
+        fused = self._fused(at, (h + 2 * kv) * hd, n, x) if self.fused_qkv else []
+        x = fused[-1].name if fused else x
         q, k, v = self._projection(at, "q", h, n, x), self._projection(at, "k", kv, n, x), \
             self._projection(at, "v", kv, n, x, rope=False)
         last = {name: nodes[-1] for name, nodes in (("q", q), ("k", k), ("v", v))}
         root = {name: node.view_of or node.name for name, node in last.items()}
-        nodes = q + k + v + [view(at + "k2d", root["k"], last["k"].name),
+        nodes = fused + q + k + v + [view(at + "k2d", root["k"], last["k"].name),
                              Node(at + "k_store", 0, (at + "k2d", k_idxs), external=True),
                              view(at + "v2d", root["v"], last["v"].name),
                              Node(at + "v_store", 0, (at + "v2d", v_idxs), external=True),
@@ -306,15 +308,25 @@ class Attention(HeadWidths, Part):
         expanded = [last["q"].name, last["v"].name, last["k"].name, at + "k_store", at + "v_store", at + "kqv_out"]
         return Subgraph(nodes, expanded, nodes[-1].name)
 
+    def _fused(self, at: str, width: int, n: int, x: str) -> list[Node]:
+        """Q, K and V as one product (build_qkv's fused path, src/llama-graph.cpp:1700-1712), its bias added in place
+        where it has one: the projections are then views of it (`_projection`)."""
+        qkv = [op(at + "qkv", (width, n), x)]
+        return qkv + [op(at + "qkv_b", (width, n), at + "qkv", inplace=True)] if self.q_bias else qkv
+
     def _projection(self, at: str, what: str, heads: int, n: int, x: str, rope: bool = True) -> list[Node]:
         """One of Q, K, V: its matrix product (Q's with its gate beside it), its bias added in place where it has
         one (build_qkv, src/llama-graph.cpp:1739-1777), reshaped to heads (the queries a view of Q's and the
         gate's), Q's and K's norm (RMS from the view, then its scale in place; over the whole width before the
-        reshape where it spans every head: src/models/olmo2.cpp) and RoPE where the layer has them."""
+        reshape where it spans every head: src/models/olmo2.cpp) and RoPE where the layer has them; where Q, K and
+        V are one product (`x`, `_fused`) a view of it, whose RoPE then has a block of its own (a view is no
+        source an in-place op takes over)."""
         shape, gated = (self.head_dim, heads, n), what == "q" and self.output_gate
         width, biased = (1 + gated) * heads * self.head_dim, {"q": self.q_bias, "k": self.k_bias, "v": self.v_bias}[what]
         base, norm = at + what + "_b" if biased else at + what, self.qk_norm if what != "v" else None
         nodes = [op(at + what, (width, n), x), *([op(base, (width, n), at + what, inplace=True)] if biased else [])]
+        if self.fused_qkv:
+            nodes, base = [], x
         if norm and norm.scope == "full":  # over the whole width, before the reshape: in place (OLMo-2)
             nodes += [op(at + what + "_rms", (width, n), base, inplace=True),
                       op(at + what + "_normed", (width, n), at + what + "_rms", inplace=True)]

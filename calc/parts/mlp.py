@@ -58,26 +58,32 @@ class MLP(Part):
     def graph_nodes(self, g: Graph, layer: int, x: str, at: str = "ffn") -> Subgraph | None:
         """build_ffn's nodes (src/llama-graph.cpp:1799-1998): a SwiGLU or GeGLU with gate and up separate (as
         llama.cpp loads them), up, gate, the gated activation of the two (not in place), down; or an ungated
-        squared ReLU (Nemotron-H), up, ReLU and its square in place, down; where gate and up are one tensor in the
-        GGUF (`llamacpp.fused_up`: GLM-4, src/models/glm4.cpp:154-158) their one product and the GLU over it.
+        squared ReLU (Nemotron-H), up, ReLU and its square in place, down; an ungated GELU (Falcon, GPT-NeoX), up,
+        GELU in place, down, each product's bias added in place where it has one (biases on no other MLP: none is
+        checked against llama.cpp); where gate and up are one tensor
+        in the GGUF (`llamacpp.fused_up`: GLM-4, src/models/glm4.cpp:154-158) their one product and the GLU over it.
         None for anything else. The gate and
         down scales (Falcon-H1's mlp_multipliers) are no node: llama.cpp's converter multiplies them into the
         weights (conversion/falcon_h1.py:64-67)."""
-        if self.bias or self.sparsity or self.clamp or self.gate_clamp or self.swiglu_limit \
+        if (self.bias and self.activation not in ("gelu", "gelu_tanh")) or self.sparsity or self.clamp or self.gate_clamp or self.swiglu_limit \
                 or (self.gated, self.activation) not in ((True, "silu"), (True, "gelu"), (True, "gelu_tanh"),
-                                                         (False, "relu2")):
+                                                         (False, "relu2"), (False, "gelu"), (False, "gelu_tanh")):
             return None
         at, n, f = f"l{layer}.{at}.", g.seq_tokens() * g.n_seqs, self.d_ff
         if self.gated and g.build is not None and g.build.fused_up:  # one product of both, the GLU splits it
             nodes = [op(at + "up", (2 * f, n), x), op(at + "act", (f, n), at + "up"),
                      op(at + "down", (g.d_model, n), at + "act")]
             return Subgraph(nodes, [], at + "down")
+        up = [op(at + "up", (f, n), x), *([op(at + "up_b", (f, n), at + "up", inplace=True)] if self.bias else [])]
         if self.gated:
             act = [op(at + "gate", (f, n), x), op(at + "act", (f, n), at + "gate", at + "up")]
-        else:
+        elif self.activation == "relu2":
             act = [op(at + "relu", (f, n), at + "up", inplace=True), op(at + "act", (f, n), at + "relu", inplace=True)]
-        nodes = [op(at + "up", (f, n), x), *act, op(at + "down", (g.d_model, n), at + "act")]
-        return Subgraph(nodes, [], at + "down")
+        else:
+            act = [op(at + "act", (f, n), up[-1].name, inplace=True)]
+        down = [op(at + "down", (g.d_model, n), at + "act")]
+        down += [op(at + "down_b", (g.d_model, n), at + "down", inplace=True)] if self.bias else []
+        return Subgraph(up + act + down, [], down[-1].name)
 
     def describe(self) -> str:
         kind = {"silu": "SwiGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU", "relu": "ReGLU"}.get(self.activation, "gated")

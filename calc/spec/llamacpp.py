@@ -19,7 +19,9 @@ class LlamaCppBuild(Part):
     MixtralForCausalLM convert as llama.cpp's `llama` architecture (conversion/__init__.py:194-195,
     conversion/llama.py:17-30), which reads no sliding window (src/models/llama.cpp), so every layer keeps
     every cell; Starcoder2ForCausalLM likewise as `starcoder2` (conversion/starcoder.py:22-25 writes no window,
-    src/models/starcoder2.cpp reads none); EXAONE 4 but in its 64-layer model (src/models/exaone4.cpp:3-14)."""
+    src/models/starcoder2.cpp reads none); EXAONE 4 but in its 64-layer model (src/models/exaone4.cpp:3-14); Phi-3,
+    whose converter writes the window (conversion/phi.py:169-173) but whose loader turns it off ("Phi SWA is
+    currently disabled", src/models/phi3.cpp:14-24)."""
 
     sliding_window: bool = True
     # The window llama.cpp gives chunked-attention layers, which it caches in llama_kv_cache_iswa's SWA half
@@ -51,9 +53,11 @@ class LlamaCppBuild(Part):
     # conversion/deepseek.py:894-906), its router's BF16 (torch_dtype; not among the tensors DeepSeek keeps in F32)
     kept_types: dict[str, str] = Field(default_factory=dict)
     # llama.cpp's graph adds the residual stream before the sublayer's output, ggml_add(inpL, cur): Jamba
-    # (src/models/jamba.cpp:145, 177). It decides whose block the in-place sum takes in the compute buffer's replay
+    # (src/models/jamba.cpp:145, 177), LFM2 (src/models/lfm2.cpp:268, 277). It decides whose block the in-place sum takes in the compute buffer's replay
     # (calc/analysis/memory/llamacpp_graph.py).
     stream_first: bool = False
+    # The same for the MLP's output alone, the attention's added after the stream: Phi-3 (src/models/phi3.cpp:134, 166)
+    mlp_stream_first: bool = False
     # llama.cpp takes the output rows after the final norm, which it keeps as a graph output too, not in the last
     # layer: Nemotron-H (src/models/nemotron-h.cpp:223-255; embeddings_nextn_masked is false by default,
     # src/llama-context.cpp:122)
@@ -69,6 +73,14 @@ class LlamaCppBuild(Part):
     # of its own over the same stream, and sums their outputs in that order: Falcon-H1 builds attention, then
     # Mamba2 (src/models/falcon-h1.cpp:135-165). None: a group whose graph is not known (no replay).
     parallel_order: tuple[int, ...] | None = Field(default=None, strict=False)
+    # A parallel layer's MLP reads a norm of its own that llama.cpp takes of every token, then of that norm the
+    # last layer's output rows, where GPT-NeoX norms the stream's output rows (src/models/gptneox.cpp:139-153):
+    # Falcon-40B / 180B's attn_norm, beside the attention's attn_norm_2 (src/models/falcon.cpp:71-86, 118, 125)
+    mlp_norm_rows: bool = False
+    # llama.cpp sums a parallel layer's attention output and MLP output first, in place in the attention's, then adds
+    # the stream, where Cohere, Falcon and GPT-NeoX add the stream to the MLP's output first: Phi-2
+    # (src/models/phi2.cpp:116-117)
+    outputs_summed_first: bool = False
     # llama.cpp takes the last layer's output rows from the stream after the first sublayer's add, where other
     # graphs take them of the sublayer's output and of its input before the add: Falcon-H1
     # (src/models/falcon-h1.cpp:165-172; the rows it takes of the mixers' sum reach no output, so no node).

@@ -28,8 +28,7 @@ padded to the CPU buffer's 32 bytes:
 - the widest of the logits (n_vocab per output) and what each layer's mixer and MLP state as their own
   transient tensors (`transient(graph)` on each part, calc/parts/transient.py): attention (src/llama-
   graph.cpp:2691-2826) Q and its output, or without flash attention KQ (n_kv x n_tokens x n_head) and
-  then KQ·V; MLA attending over its latent (kv_lora_rank + rope per head) then v_b; LFM2's short conv; a
-  gated MLP's gate, up and their product (GGML_OP_GLU is not in place); an MoE's router scores and its
+  then KQ·V; MLA attending over its latent (kv_lora_rank + rope per head) then v_b; a gated MLP's gate, up and their product (GGML_OP_GLU is not in place); an MoE's router scores and its
   top-k experts' gate, up and product; a DSA indexer's scores of every cell, or the masks of the cells it
   keeps; MiniMax-M3's block masks; lightning attention's decays and scores over the ubatch taken as
   one sequence (llama.cpp reserves that graph too for MiniMax-01). A part that states none (AltUp's
@@ -47,16 +46,17 @@ OLMoE, SmolLM3, GLM-4, StableLM, EXAONE 4, Gemma, Gemma 2 and 3, Cohere...), pos
 pre-norms, parallel layers on one norm, and DeepSeek-V2 / V3's MLA with its grouped MoE; attention logits
 soft-capped (Gemma 2; its final logits too: a scale, tanh and scale in place in the logits' block, src/models/
 gemma2.cpp:166-169) or with sinks (a weight, no node) move no byte; gpt-oss's MoE (router and expert biases,
-SwiGLU-OAI, the soft max over the chosen experts' logits: calc/parts/moe.py) is replayed too. The rest (parallel
-blocks of two norms, fused QKV, DSA's indexer, AltUp, Qwen3-VL's deepstack inputs...) keep the estimate.
+SwiGLU-OAI, the soft max over the chosen experts' logits: calc/parts/moe.py) is replayed too, and Phi-3's Q, K
+and V, views of one product (calc/parts/attention.py), Falcon's, GPT-NeoX's and Phi-2's parallel layers (one norm or
+two) with an ungated GELU MLP with biases, GPT-2's learned positions, LFM2's short convs (calc/parts/short_conv.py).
+The rest (DSA's indexer,
+AltUp, lightning attention, Qwen3-VL's deepstack inputs...) keep the estimate.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
 estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/
 gemma3n_text-swa.log).
 
-On the estimated runs of a real llama.cpp CPU build (LFM2; -fa on and off, -np, -ub) this
-is within 3 % or 0.1 MiB of its line (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py), and
-within 1.1 % on 5 of MiniMax-01's (tests/data/llamacpp/recurrent/minimax_01-*) and 2.4 % on 7 of
+On the estimated runs of a real llama.cpp CPU build this is within 1.1 % on 5 of MiniMax-01's (tests/data/llamacpp/recurrent/minimax_01-*) and 2.4 % on 7 of
 DeepSeek-V3.2's and GLM-5's DSA (tests/data/llamacpp/converted/deepseek_v32-*, glm_moe_dsa-*) and 0.4 % on
 5 of MiniMax-M3's (minimax_m3-*). A
 GPU build splits the graph between devices and the pinned host buffer: not modelled.

