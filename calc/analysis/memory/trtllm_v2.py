@@ -1,4 +1,4 @@
-"""How TensorRT-LLM's KVCacheManagerV2 turns its byte quota into pages, for a model whose layers make one pool group.
+"""How TensorRT-LLM's KVCacheManagerV2 turns its byte quota into pages: full attention, and sliding windows on one rank.
 
 The manager is sized from the same profiled budget as V1 (calc.analysis.memory.startup), but it takes bytes, not
 tokens. The chain, each link at the NVIDIA/TensorRT-LLM commit it was read at (the index holds each file at commits of
@@ -19,31 +19,55 @@ its own; the two Python files below at one commit, 0004396720, which gptcalc alr
     layers   same file, _build_base_config: one AttentionLayerConfig a layer with a KEY buffer (and a VALUE one unless
              the cache is K-only, MLA's latent) of that role's bytes a token x tokens_per_block; with
              kv_cache_config.avg_seq_len and pool_ratio unset (their defaults) no typical step and no constraints
-    pools    cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storage/config.cpp at 1148a82f66,
-             createStorageConfig: the buffers of one life cycle (one attention window) and one size coalesce into one
-             pool, whose slot is that size x the buffers; a life cycle's pools make one pool group. A model whose every
-             layer has the same window (full attention) is one life cycle, so one pool group
-    grain    storageManager.cpp (the versions read: 04b00fece3 and a later one with the cold-page codec, #17512),
-             cacheTierGranularity: 2 MiB << min(4, int(log2(quota // 1 GiB))) (2 MiB under 1 GiB)
-    slots    storageManager.cpp computeSlotCountForLevel: quota rounded up to a grain (at least the one-slot floor
-             of computeMinSlotsFromConstraints, no constraints being given); storage/core.cpp ratioToSlotCountList /
-             grainsToSlots: one pool group takes every grain, and its slots are the most n with
-             sum over its pools of ceil(n x pool slot / grain) <= the grains
+    windows  _util.py's _derive_layer_type_attention_windows: a layer type naming "sliding" gets sliding_window,
+             every other layer max_seq_len, when that leaves two window sizes (clamped to max_seq_len; Llama 4's
+             chunked layers stay full); kv_cache_manager_v2.py _resolve_v2_max_attention_window_vec turns
+             max_seq_len into None (full attention) and _build_base_config gives it each layer as sliding_window_size
+    storage  cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2 at 1148a82f66, one commit for the three files:
+    cycles   lifeCycleRegistry.cpp: one life cycle a distinct window, numbered by its first layer
+    pools    storage/config.cpp createStorageConfig: a life cycle's buffers of one size coalesce into one pool, whose
+             slot is that size x the buffers, biggest first; life cycles whose lists of slot sizes are equal share
+             one pool group (gpt-oss: 12 sliding and 12 full layers of one size, one group whose slots either
+             takes), pool groups numbered in the order of those lists (a std::map; the Python storage numbers them
+             as met, config.cpp's NOTE says)
+    grain    storageManager.cpp cacheTierGranularity: 2 MiB << min(4, int(log2(quota // 1 GiB))) (2 MiB under 1 GiB)
+    floors   computePoolGroupMinSlotsFromConstraints with no constraints: a sliding life cycle's
+             (window + 30) // 32 + 1 blocks, a full one the largest of those (1 with no window), summed per group;
+             computeSlotCountForLevel: the quota rounded up to a grain, at least the floors' grains
+    split    the StorageManager constructor, with no typical step, constraints or initial_pool_ratio (avg_seq_len and
+             pool_ratio unset): the fallback batch KVCacheDesc{capacity 2049, history 2048}; a life cycle's slots are
+             ceil(2049 / 32) less getStaleRange's (history + 1 - window) // 32 stale blocks (lifeCycleRegistry.h);
+             slotsToBytes rounds each pool to a grain; ratioFromBatch normalises per life cycle and
+             toPoolGroupRatio sums per pool group and normalises again, in float32 (normalizeToRatio, common.h)
+    slots    storage/core.cpp ratioToSlotCountList: pool groups by ascending share, each
+             nearbyint(grains left x its share / the shares left) grains, grainsToSlots the most slots n with
+             sum over its pools of ceil(n x pool slot / grain) within them, the rest to the next; a group at or
+             under its floor is pinned to it and the others dealt again; then each bumped while one more slot takes
+             no more grains. One pool group takes every grain
 
-so tokens = slots x tokens_per_block, every layer's block of one token range in one slot. A pool can hold up to a
-grain more than the quota. The manager then prints "KVCacheManagerV2 role-to-pool/lifecycle mapping:" and one line a
-role (_log_kv_cache_pool_lifecycle_mapping). It prints no token count: the tokens above are what its pages hold.
+A pool can hold up to a grain more than the quota. The manager then prints "KVCacheManagerV2 role-to-pool/lifecycle
+mapping:" and one line a (role, pool group, life cycle), first layer first (_log_kv_cache_pool_lifecycle_mapping). It
+prints no token count. With one life cycle gptcalc's tokens are slots x tokens_per_block, every layer's block of one
+token range in one slot; with several, the tokens of requests of max_seq_len the pools hold: each pool group's slots x
+max_seq_len // the slots one such request holds there (its blocks less the stale ones, as clampMaxSeqLenForMem's
+getNumSlots counts them), the fewest.
 
-Not sized here: more than one life cycle (sliding windows under V2's derived per-layer windows: gpt-oss, Gemma 3),
-which splits the quota between pool groups by a typical step's bytes. _util.py's _derive_layer_type_attention_windows
-bounds only layer types naming "sliding" (Llama 4's chunked layers stay full, one life cycle) and derives nothing when
-the window, clamped to max_seq_len, leaves one window size (its unit tests: "unknown layer type is treated as full
-attention", "sliding window larger than max_seq_len is clamped"), so a --seq no longer than the window is one pool
-(docs/memory.md says what sizing gpt-oss's merged pool group and Gemma 3's two would take); DSA, which DSACacheManagerV2 lays out (its
-files were not read at a commit beside these); pipeline parallelism, where ranks of different layers agree on the
-fewest tokens; and the host tier V2 adds by itself when host_cache_size is unset (min(quota, half the host's free
-memory over its ranks, 80 % of RLIMIT_MEMLOCK): _compute_auto_host_tier_quota), which holds evicted pages, not the
-GPU pool, and depends on the host.
+Versions read and where they disagree (storageManager.cpp): 04b00fece3 and 2cdb4523 split per pool group and floor a
+pool group at one slot a life cycle, and their StorageManager takes no initial_pool_ratio or max_util_for_resume,
+which KVCacheManagerV2._build_base_config at 0004396720 passes (initial_pool_ratio, max_util_for_resume,
+swa_scratch_reuse, the rebalance settings), so they are older than that wrapper; a cold-page-codec version whose commit
+the index does not name splits per pool group with the window floors; 1148a82f66 (read here) splits per life cycle and
+sums per pool group, and takes initial_pool_ratio per life cycle ("layer group"), as the wrapper's KvCacheConfig
+pool_ratio is handed over. For Gemma 3 27B both float32 routes give the same slots at 3,000 random quotas from 1 to 200
+GiB; the floors differ only where a quota holds a few windows.
+
+Not sized here: sliding windows on several ranks, whose quota sync (_get_max_tokens_from_quota) counts max_batch_size
+requests' windows in floats, the LLM API's max_batch_size default not being pinned; a model whose every layer slides
+(no full layers to derive windows against: Mistral-7B, Phi-3); DSA, which DSACacheManagerV2 lays out (its files were
+not read at a commit beside these); pipeline parallelism, where ranks of different layers agree on the fewest tokens;
+SWA scratch reuse (enable_swa_scratch_reuse, False by default but for DeepSeek-V4); and the host tier V2 adds by
+itself when host_cache_size is unset (min(quota, half the host's free memory over its ranks, 80 % of RLIMIT_MEMLOCK):
+_compute_auto_host_tier_quota), which holds evicted pages, not the GPU pool, and depends on the host.
 """
 
 from __future__ import annotations
@@ -58,9 +82,9 @@ from calc.analysis.memory.vllm_indexer import DSA
 
 __all__ = ["V2Pool", "V2_SOURCE", "v2_pool", "v2_unsized"]
 
-V2_SOURCE = ("tensorrt_llm/_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at 0004396720 (quota), "
-             "cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storageManager.cpp and storage/core.cpp "
-             "(grain, slots)")
+V2_SOURCE = ("tensorrt_llm/_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at 0004396720 (quota, windows), "
+             "cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storage/config.cpp, storageManager.cpp and "
+             "storage/core.cpp at 1148a82f66 (pools, grain, split, slots)")
 PAGE = 2 << 20  # storageManager.cpp cacheTierGranularity: kPageSize, the GPU grain's unit
 MAX_SHIFT = 4  # the grain grows to at most 2 MiB << 4 = 32 MiB
 GIB = 1 << 30
