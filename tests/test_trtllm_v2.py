@@ -17,7 +17,7 @@ Sources (NVIDIA/TensorRT-LLM; each file at the commit it was read at):
 - cpp/.../storageManager.cpp at 04b00fece3, cacheTierGranularity: (2 << 20) << min(4, max(0, int(log2(quota /
   (2 MiB x 512))))), quota an integer (size_t) division; computeSlotCountForLevel: roundUp(quota, grain);
   storage/core.cpp grainsToSlots: the most n whose pools, each ceil(n x slot / grain) grains, fit the grains.
-- Sliding windows (storageManager.cpp, storage/config.cpp, storage/core.cpp, lifeCycleRegistry.h at 1148a82f66):
+- Sliding windows (storageManager.cpp, storage/config.cpp, storage/core.cpp at 1148a82f66, lifeCycleRegistry.h):
   the StorageManager constructor's fallback batch KVCacheDesc{2049, 2048}, ratioFromBatch / slotsToBytes /
   toPoolGroupRatio in float32, computePoolGroupMinSlotsFromConstraints' window floors, ratioToSlotCountList;
   createStorageConfig's pool groups keyed by slot-size list (std::map order); AttnLifeCycle::getStaleRange.
@@ -160,8 +160,9 @@ def test_gpt_oss_merges_its_two_life_cycles_into_one_pool_group() -> None:
     cycles' slots are 12 layers x K and V x 8 x 64 x 2 B x 32 = 786,432 B, so createStorageConfig (config.cpp at
     1148a82f66) keys them to one pool group, whose slots either takes, and which takes every grain
     (ratioToSlotCountList: its share is 1): 8 GiB is 512 grains of 16 MiB, 10,922 slots. A request of 8,192 tokens
-    holds 256 full-attention blocks and 256 - (8,193 - 128) // 32 = 4 sliding ones: 260 slots, so 10,922 x 8,192 // 260 = 344,127 tokens of such requests
-    (V1: every layer a whole token, 8 GiB // (24 x 2,048 B x 32) blocks x 32)."""
+    holds 256 full-attention blocks and 256 - (8,193 - 128) // 32 = 4 sliding ones: 260 slots, so
+    10,922 x 8,192 // 260 = 344,127 tokens of such requests (V1: every layer a whole token, 8 GiB // (24 x 2,048 B x
+    32) blocks x 32)."""
     slot, grain = 12 * 2 * 8 * 64 * 2 * 32, 16 * MIB
     slots = 512 * grain // slot
     assert -(-(slots + 1) * slot // grain) > 512
@@ -250,4 +251,5 @@ def test_fit_sizes_v2_where_memory_does_and_says_a_pipeline_layout_is_v1s() -> N
     one = [c for c in answer["candidates"] if c["gpus"] == 1]
     assert one and one[0]["kv_memory_bytes"] == 61_000_978_194 and one[0]["tokens"] == 465_408
     assert "KVCacheManagerV2's" in answer["engine_note"]
-    assert "a layout with pipeline parallelism shows V1's pool" in answer["engine_note"]
+    assert "a layout with pipeline parallelism (or, with sliding windows, on several GPUs) shows V1's pool" in \
+        answer["engine_note"]

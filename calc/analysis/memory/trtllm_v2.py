@@ -24,7 +24,7 @@ its own; the two Python files below at one commit, 0004396720, which gptcalc alr
              chunked layers stay full); kv_cache_manager_v2.py _resolve_v2_max_attention_window_vec turns
              max_seq_len into None (full attention) and _build_base_config gives it each layer as sliding_window_size
     storage  cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2 at 1148a82f66, one commit for the three files:
-    cycles   lifeCycleRegistry.cpp: one life cycle a distinct window, numbered by its first layer
+    cycles   lifeCycleRegistry.cpp (a stored version): one life cycle a distinct window, numbered by its first layer
     pools    storage/config.cpp createStorageConfig: a life cycle's buffers of one size coalesce into one pool, whose
              slot is that size x the buffers, biggest first; life cycles whose lists of slot sizes are equal share
              one pool group (gpt-oss: 12 sliding and 12 full layers of one size, one group whose slots either
