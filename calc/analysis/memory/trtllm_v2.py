@@ -341,7 +341,8 @@ def v2_unsized(kv: KVCache, pp: int, ranks: int = 1) -> str | None:
 def v2_pool(kv: KVCache, budget: int, block: int, ranks: int) -> V2Pool:
     """The pools KVCacheManagerV2 builds from `budget` bytes for a cache v2_unsized sizes: a window shorter than
     max_seq_len stays the layer's own (_derive_layer_type_attention_windows), a longer one is clamped to full
-    (_resolve_v2_max_attention_window_vec)."""
+    (_resolve_v2_max_attention_window_vec). Layers come kind by kind, the kinds in the order of their first layer,
+    which numbers the life cycles and orders the role lines as TensorRT-LLM's layer order does."""
     fmt = kv.format
     layers = [(tuple(fmt.row_bytes(width) * block for width in ((kind.k, kind.v) if kind.v else (kind.k,))),
                kind.window if kind.window and kind.window < kv.seq else None)
