@@ -302,7 +302,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     solved = budget_for(spec, target, result, seq, batch, None if caches else pool) if target else None
     placed = [*(model["buffers"] if model else ()), *([output] if output else ()),
               *(b for c in caches or () for b in c["buffers"])] if placement else None
-    note = _manager_note(spec, result.kv, layout.pp, settings) if engine == "trtllm" and pool is not None else \
+    note = _manager_note(spec, result.kv, layout, settings) if engine == "trtllm" and pool is not None else \
         dp_attention.note(layout.tp) if dp_attention is not None else None
     answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed,
                           compute, note)
@@ -366,11 +366,11 @@ def _output_buffer(spec: Any, n_parallel: int, placement: Any) -> Any:
     return output_buffer(spec.vocab_size, n_parallel, spec.n_layers, placement)
 
 
-def _manager_note(spec: Any, kv: Any, pp: int, settings: PoolSettings) -> str:
+def _manager_note(spec: Any, kv: Any, layout: Any, settings: PoolSettings) -> str:
     """Whose KV cache manager TensorRT-LLM's lines are (trtllm_manager.manager_note)."""
     from calc.analysis.memory.trtllm_manager import manager_note
 
-    return manager_note(spec, kv, pp, settings.kv_cache_manager_v2)
+    return manager_note(spec, kv, layout.pp, settings.kv_cache_manager_v2, layout.gpus)
 
 
 def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, override_tensor: str | None,

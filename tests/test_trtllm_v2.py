@@ -17,6 +17,10 @@ Sources (NVIDIA/TensorRT-LLM; each file at the commit it was read at):
 - cpp/.../storageManager.cpp at 04b00fece3, cacheTierGranularity: (2 << 20) << min(4, max(0, int(log2(quota /
   (2 MiB x 512))))), quota an integer (size_t) division; computeSlotCountForLevel: roundUp(quota, grain);
   storage/core.cpp grainsToSlots: the most n whose pools, each ceil(n x slot / grain) grains, fit the grains.
+- Sliding windows (storageManager.cpp, storage/config.cpp, storage/core.cpp at 1148a82f66, lifeCycleRegistry.h):
+  the StorageManager constructor's fallback batch KVCacheDesc{2049, 2048}, ratioFromBatch / slotsToBytes /
+  toPoolGroupRatio in float32, computePoolGroupMinSlotsFromConstraints' window floors, ratioToSlotCountList;
+  createStorageConfig's pool groups keyed by slot-size list (std::map order); AttnLifeCycle::getStaleRange.
 - KvCacheConfig.max_util_for_resume default 0.95 (tensorrt_llm/llmapi/llm_args.py, "Default is 95%").
 Model shapes: Llama-3.1-8B 32 layers x 8 KV heads x 128 (its config.json); ALLaM-7B (tests/configs/model_types/
 llama.json) 32 layers x 32 KV heads x 128; Kimi-K2 (kimi_k2.json) 61 layers of a 512 + 64 MLA latent.
@@ -124,10 +128,10 @@ def test_true_on_a_class_without_a_preference_sizes_v2() -> None:
 
 
 def test_v2_defaults_it_does_not_size_show_v1_and_say_why() -> None:
-    """gpt-oss prefers V2 (#16942) but its sliding layers make two life cycles; DeepSeek-V3.2's DSA is
-    DSACacheManagerV2's. Both keep V1's lines, with the reason."""
-    gpt_oss = _run("memory", "gpt-oss-20b", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k")
-    assert "Number of tokens per block: 32." in gpt_oss and "not sized here for sliding-window layers" in gpt_oss
+    """gpt-oss on 2 ranks: the quota sync counts max_batch_size requests' windows, whose default is not pinned;
+    DeepSeek-V3.2's DSA is DSACacheManagerV2's. Both keep V1's lines, with the reason."""
+    gpt_oss = _run("memory", "gpt-oss-20b", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k", "--tp", "2")
+    assert "Number of tokens per block: 32." in gpt_oss and "not sized here on 2 ranks for sliding-window" in gpt_oss
     dsa = _run("memory", f"{CONFIGS}/deepseek_v32.json", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k",
                "--tp", "8")
     assert "Number of tokens per block: 32." in dsa and "not sized here for DSA" in dsa
@@ -135,16 +139,101 @@ def test_v2_defaults_it_does_not_size_show_v1_and_say_why() -> None:
 
 def test_a_context_within_the_window_is_one_pool() -> None:
     """Gemma 3's sliding window is 1,024 (gemma3_multimodal.json): at --seq 1024 every window clamps to max_seq_len,
-    _derive_layer_type_attention_windows derives none, and V2 keeps one pool of all 62 layers; at 1,025 the sliding
-    layers' 1,024 is a window of its own."""
-    args = ("memory", f"{CONFIGS}/gemma3_multimodal.json", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq")
-    assert "KV cache manager v2 device quota set to 8.0GiB" in _run(*args, "1024")
-    assert "not sized here for sliding-window layers" in _run(*args, "1025")
+    _derive_layer_type_attention_windows derives none, and V2 keeps one pool of all 62 layers (one life cycle, one
+    role line each); at 1,025 the sliding layers' 1,024 is a life cycle of its own in a second pool group."""
+    args = (f"{CONFIGS}/gemma3_multimodal.json", "--kv-memory", "8GiB", "--seq")
+    one = _memory(*args, "1024")["engine"]["trtllm_kv_cache_manager_v2"]
+    two = _memory(*args, "1025")["engine"]["trtllm_kv_cache_manager_v2"]
+    assert len(one["pool_groups"]) == 1 and one["pool_slot_bytes"] == [62 * 2 * 16 * 128 * 2 * 32]
+    assert [g["life_cycle_windows"] for g in two["pool_groups"]] == [[None], [1024]]
+
+
+# A request's slots in a life cycle of window w at history h and capacity c (AttnLifeCycle::getStaleRange,
+# lifeCycleRegistry.h, no sink blocks; StorageManager::computeSlotsForBatch): ceil(c / 32) blocks less the
+# (h + 1 - w) // 32 stale ones before the window.
+def _request_slots(h: int, window: int | None, capacity: int | None = None) -> int:
+    return -(-(capacity or h) // 32) - (0 if window is None else max(0, h + 1 - window) // 32)
+
+
+def test_gpt_oss_merges_its_two_life_cycles_into_one_pool_group() -> None:
+    """gpt-oss-20b (its config.json: 24 layers alternating sliding (window 128) and full, 8 KV heads x 64): both life
+    cycles' slots are 12 layers x K and V x 8 x 64 x 2 B x 32 = 786,432 B, so createStorageConfig (config.cpp at
+    1148a82f66) keys them to one pool group, whose slots either takes, and which takes every grain
+    (ratioToSlotCountList: its share is 1): 8 GiB is 512 grains of 16 MiB, 10,922 slots. A request of 8,192 tokens
+    holds 256 full-attention blocks and 256 - (8,193 - 128) // 32 = 4 sliding ones: 260 slots, so
+    10,922 x 8,192 // 260 = 344,127 tokens of such requests (V1: every layer a whole token, 8 GiB // (24 x 2,048 B x
+    32) blocks x 32)."""
+    slot, grain = 12 * 2 * 8 * 64 * 2 * 32, 16 * MIB
+    slots = 512 * grain // slot
+    assert -(-(slots + 1) * slot // grain) > 512
+    request = _request_slots(8192, None) + _request_slots(8192, 128)
+    answer = _memory("gpt-oss-20b", "--kv-memory", "8GiB", "--seq", "8192")
+    v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
+    assert (v2["pool_slot_bytes"], v2["slots"], request) == ([slot], 10_922, 260)
+    assert v2["pool_groups"][0]["life_cycle_windows"] == [128, None] and v2["pool_groups"][0]["min_slots"] == 2 * 5
+    assert answer["engine"]["tokens"] == slots * 8192 // request == 344_127
+    assert answer["server_says"][-4:] == [
+        "role=key, pool_group_id=0, layer_group_id=0", "role=value, pool_group_id=0, layer_group_id=0",
+        "role=key, pool_group_id=0, layer_group_id=1", "role=value, pool_group_id=0, layer_group_id=1"]
+    v1 = _memory("gpt-oss-20b", "--kv-memory", "8GiB", "--seq", "8192", "--use-kv-cache-manager-v2", "false")
+    assert v1["engine"]["tokens"] == 8 * GIB // (24 * 2048 * 32) * 32 == 174_752
+
+
+def _fallback_split(quota: int, slots: list[int], windows: list[int | None], grain: int) -> list[int]:
+    """StorageManager's constructor at 1148a82f66 with no typical step, constraint or pool_ratio, worked with numpy's
+    float32: the fallback request (capacity 2,049, history 2,048) takes ceil(2,049 / 32) - stale slots in each life
+    cycle (one a pool group here), as grain-rounded bytes (slotsToBytes), normalised (normalizeToRatio), summed per
+    pool group and normalised again (toPoolGroupRatio); ratioToSlotCountList (storage/core.cpp) deals the grains,
+    smallest share first, nearbyint(budget x share / shares left) each, a pool group's slots the most that fit."""
+    import numpy as np
+
+    spent = [-(-_request_slots(2048, w, 2049) * s // grain) * grain for s, w in zip(slots, windows)]
+    ratio = [np.float32(b) / np.float32(sum(spent)) for b in spent]
+    ratio = [r / np.float32(sum(ratio, np.float32(0))) for r in ratio]
+    budget, dealt = quota // grain, {}
+    order = sorted(range(len(slots)), key=lambda g: ratio[g])
+    for i, g in enumerate(order):
+        grains = round(budget * (float(ratio[g]) / sum(float(ratio[j]) for j in order[i:])))
+        dealt[g] = grains * grain // slots[g]
+        budget -= -(-dealt[g] * slots[g] // grain)
+    return [dealt[g] for g in range(len(slots))]
+
+
+def test_gemma_3_splits_the_grains_between_two_pool_groups() -> None:
+    """Gemma 3 27B (gemma3_multimodal.json: 62 layers, every sixth full, 52 sliding with window 1,024, 16 KV heads x
+    128): the full life cycle's slot is 10 x 2 x 16 x 128 x 2 B x 32 = 2,621,440 B, the sliding one's 52 x ... =
+    13,631,488 B; pool groups in the order of their slot lists, so the full one first (its lines pool_group_id=0,
+    layer_group_id=1: layer 0 slides, life cycle 0). 8 GiB: 512 grains of 16 MiB, split by the fallback batch:
+    65 full-attention and 65 - (2,049 - 1,024) // 32 = 33 sliding slots, 11 and 27 grains: 947 and 448 slots. A request
+    of 8,192 tokens holds 256 full and 32 sliding slots, so the full pool group binds: 947 x 8,192 // 256 tokens."""
+    full, sliding, grain = 10 * 2 * 16 * 128 * 2 * 32, 52 * 2 * 16 * 128 * 2 * 32, 16 * MIB
+    expected = _fallback_split(8 * GIB, [full, sliding], [None, 1024], grain)
+    answer = _memory(f"{CONFIGS}/gemma3_multimodal.json", "--kv-memory", "8GiB", "--seq", "8192")
+    v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
+    assert [g["pool_slot_bytes"] for g in v2["pool_groups"]] == [[full], [sliding]]
+    assert [g["slots"] for g in v2["pool_groups"]] == expected == [947, 448]
+    assert answer["engine"]["tokens"] == min(947 * 8192 // 256, 448 * 8192 // 32) == 30_304
+    assert answer["server_says"][-4:] == [
+        "role=key, pool_group_id=1, layer_group_id=0", "role=value, pool_group_id=1, layer_group_id=0",
+        "role=key, pool_group_id=0, layer_group_id=1", "role=value, pool_group_id=0, layer_group_id=1"]
+
+
+@pytest.mark.parametrize("quota", [3 * GIB + 12345, 20 * GIB, 61_000_978_194])
+def test_gemma_3_split_at_other_quotas(quota: int) -> None:
+    """The same split worked independently at quotas of other grains (4 MiB at 3 GiB, 32 MiB from 16 GiB)."""
+    full, sliding = 10 * 2 * 16 * 128 * 2 * 32, 52 * 2 * 16 * 128 * 2 * 32
+    grain = (2 * MIB) << min(4, int(math.log2(quota // GIB)))
+    rounded = -(-quota // grain) * grain
+    answer = _memory(f"{CONFIGS}/gemma3_multimodal.json", "--kv-memory", str(quota), "--seq", "8192")
+    v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
+    assert [g["slots"] for g in v2["pool_groups"]] == _fallback_split(rounded, [full, sliding], [None, 1024], grain)
 
 
 @pytest.mark.parametrize("args, message", [
-    (["gpt-oss-20b", "--engine", "trtllm", "--kv-memory", "8GiB", "--use-kv-cache-manager-v2", "true"],
-     "gpt-oss-20b's KVCacheManagerV2 pool is not sized here for sliding-window layers"),
+    (["gpt-oss-20b", "--engine", "trtllm", "--kv-memory", "8GiB", "--tp", "2", "--use-kv-cache-manager-v2", "true"],
+     "gpt-oss-20b's KVCacheManagerV2 pool is not sized here on 2 ranks for sliding-window layers"),
+    (["phi-3-mini", "--engine", "trtllm", "--kv-memory", "8GiB", "--use-kv-cache-manager-v2", "true"],
+     "not sized here for a model whose every layer slides"),
     (["llama-3.1-8b", "--engine", "trtllm", "--kv-memory", "8GiB", "--pp", "2", "--use-kv-cache-manager-v2", "true"],
      "not sized here under pipeline parallelism"),
     (["llama-3.1-8b", "--engine", "vllm", "--kv-memory", "8GiB", "--use-kv-cache-manager-v2", "false"],
@@ -162,4 +251,5 @@ def test_fit_sizes_v2_where_memory_does_and_says_a_pipeline_layout_is_v1s() -> N
     one = [c for c in answer["candidates"] if c["gpus"] == 1]
     assert one and one[0]["kv_memory_bytes"] == 61_000_978_194 and one[0]["tokens"] == 465_408
     assert "KVCacheManagerV2's" in answer["engine_note"]
-    assert "a layout with pipeline parallelism shows V1's pool" in answer["engine_note"]
+    assert "a layout with pipeline parallelism (or, with sliding windows, on several GPUs) shows V1's pool" in \
+        answer["engine_note"]

@@ -91,5 +91,5 @@ def test_a_model_without_windows_gets_no_window_note() -> None:
 
 def test_fit_json_carries_the_window_note() -> None:
     answer = json.loads(_run("fit", "gpt-oss-20b", "--engine", "trtllm", "--gpus", "H100", "--seq", "4k", "--top", "1",
-                             "--json"))
+                             "--use-kv-cache-manager-v2", "false", "--json"))
     assert "V1 caches gpt-oss-20b's 12 sliding-window layers for the whole context" in answer["engine_note"]

@@ -161,6 +161,8 @@ class KVPool:
             return self.printed_tokens
         if self.compressed is not None:
             return self.compressed.full
+        if self.v2 is not None:  # several life cycles: requests of max_seq_len (trtllm_v2.V2Pool.tokens)
+            return self.v2.tokens
         if self.hybrid is not None:
             return self.blocks // self.hybrid.groups * self.block
         return self.blocks * self.block

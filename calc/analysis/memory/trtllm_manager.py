@@ -63,38 +63,46 @@ def _picks_v2(spec: ModelSpec, setting: str) -> bool:
     return setting == "true" or (setting == "auto" and spec.architecture in TRTLLM_V2_DEFAULT)
 
 
-def sizes_v2(spec: ModelSpec, kv: KVCache, pp: int, setting: str = "auto") -> bool:
+def sizes_v2(spec: ModelSpec, kv: KVCache, pp: int, setting: str = "auto", ranks: int = 1) -> bool:
     """Whether the pool to size is V2's: TensorRT-LLM picks it and it is one gptcalc sizes (trtllm_v2.v2_unsized).
     Set to "true" on a pool it does not size, stop rather than show V1's figures as V2's."""
     if setting not in SETTINGS:
         raise GptcalcError(f"--use-kv-cache-manager-v2 {setting!r}: choose from {', '.join(SETTINGS)}")
     if not _picks_v2(spec, setting):
         return False
-    why = v2_unsized(kv, pp)
+    why = v2_unsized(kv, pp, ranks)
     if why is not None and setting == "true":
         raise GptcalcError(f"--engine trtllm --use-kv-cache-manager-v2 true: {spec.name}'s KVCacheManagerV2 pool is "
                            f"not sized here {why}; --use-kv-cache-manager-v2 false gives V1's")
     return why is None
 
 
-def manager_note(spec: ModelSpec, kv: KVCache, pp: int = 1, setting: str = "auto") -> str:
+def manager_note(spec: ModelSpec, kv: KVCache, pp: int = 1, setting: str = "auto", ranks: int = 1) -> str:
     """Whose pool and lines `--engine trtllm` showed and why, and what V1 does with sliding-window layers
     (calc.analysis.memory.trtllm_windows) where the lines are V1's."""
-    if sizes_v2(spec, kv, pp, setting):
-        return _v2(spec, setting)
+    if sizes_v2(spec, kv, pp, setting, ranks):
+        return _v2(spec, kv, setting)
     windows = window_note(spec)
-    manager = _manager(spec, setting, v2_unsized(kv, pp))
+    manager = _manager(spec, setting, v2_unsized(kv, pp, ranks))
     return f"{manager}; {windows}" if windows else manager
 
 
-def _v2(spec: ModelSpec, setting: str) -> str:
+def _v2(spec: ModelSpec, kv: KVCache, setting: str) -> str:
     why = ("use_kv_cache_manager_v2: true" if setting == "true" else
            f"the default, \"auto\", picks it for {spec.architecture}: {TRTLLM_V2_DEFAULT[str(spec.architecture)]}")
     chunked = _chunked_layers(spec)
     return (f"the TensorRT-LLM pool and lines shown are its KVCacheManagerV2's ({why}); "
             "use_kv_cache_manager_v2: false (--use-kv-cache-manager-v2 false) gives V1's" +
             (f"; V2 keeps {spec.name}'s {chunked} chunked-attention layers in the one full-context pool ({_DOCS}: "
-             "\"chunked attention does not partition the pools\")" if chunked else ""))
+             "\"chunked attention does not partition the pools\")" if chunked else "") + _sliding(spec, kv))
+
+
+def _sliding(spec: ModelSpec, kv: KVCache) -> str:
+    """What V2 does with sliding-window layers whose window is shorter than --seq: pools of their own life cycle."""
+    sliding = sum(kind.n_layers for kind in kv.layers if kind.window and kind.window < kv.seq)
+    return (f"; V2 keeps {spec.name}'s {sliding} sliding-window layers in a life cycle of their own, whose stale "
+            "blocks leave the pool (_derive_layer_type_attention_windows, getStaleRange); tokens are requests of "
+            "--seq tokens its pool groups hold" if sliding else "")
 
 
 def _chunked_layers(spec: ModelSpec) -> int:

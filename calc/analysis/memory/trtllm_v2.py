@@ -1,4 +1,4 @@
-"""How TensorRT-LLM's KVCacheManagerV2 turns its byte quota into pages, for a model whose layers make one pool group.
+"""How TensorRT-LLM's KVCacheManagerV2 turns its byte quota into pages: full attention, and sliding windows on one rank.
 
 The manager is sized from the same profiled budget as V1 (calc.analysis.memory.startup), but it takes bytes, not
 tokens. The chain, each link at the NVIDIA/TensorRT-LLM commit it was read at (the index holds each file at commits of
@@ -19,36 +19,62 @@ its own; the two Python files below at one commit, 0004396720, which gptcalc alr
     layers   same file, _build_base_config: one AttentionLayerConfig a layer with a KEY buffer (and a VALUE one unless
              the cache is K-only, MLA's latent) of that role's bytes a token x tokens_per_block; with
              kv_cache_config.avg_seq_len and pool_ratio unset (their defaults) no typical step and no constraints
-    pools    cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storage/config.cpp at 1148a82f66,
-             createStorageConfig: the buffers of one life cycle (one attention window) and one size coalesce into one
-             pool, whose slot is that size x the buffers; a life cycle's pools make one pool group. A model whose every
-             layer has the same window (full attention) is one life cycle, so one pool group
-    grain    storageManager.cpp (the versions read: 04b00fece3 and a later one with the cold-page codec, #17512),
-             cacheTierGranularity: 2 MiB << min(4, int(log2(quota // 1 GiB))) (2 MiB under 1 GiB)
-    slots    storageManager.cpp computeSlotCountForLevel: quota rounded up to a grain (at least the one-slot floor
-             of computeMinSlotsFromConstraints, no constraints being given); storage/core.cpp ratioToSlotCountList /
-             grainsToSlots: one pool group takes every grain, and its slots are the most n with
-             sum over its pools of ceil(n x pool slot / grain) <= the grains
+    windows  _util.py's _derive_layer_type_attention_windows: a layer type naming "sliding" gets sliding_window,
+             every other layer max_seq_len, when that leaves two window sizes (clamped to max_seq_len; Llama 4's
+             chunked layers stay full); kv_cache_manager_v2.py _resolve_v2_max_attention_window_vec turns
+             max_seq_len into None (full attention) and _build_base_config gives it each layer as sliding_window_size
+    storage  cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2 at 1148a82f66, one commit for the three files:
+    cycles   lifeCycleRegistry.cpp (a stored version): one life cycle a distinct window, numbered by its first layer
+    pools    storage/config.cpp createStorageConfig: a life cycle's buffers of one size coalesce into one pool, whose
+             slot is that size x the buffers, biggest first; life cycles whose lists of slot sizes are equal share
+             one pool group (gpt-oss: 12 sliding and 12 full layers of one size, one group whose slots either
+             takes), pool groups numbered in the order of those lists (a std::map; the Python storage numbers them
+             as met, config.cpp's NOTE says)
+    grain    storageManager.cpp cacheTierGranularity: 2 MiB << min(4, int(log2(quota // 1 GiB))) (2 MiB under 1 GiB)
+    floors   computePoolGroupMinSlotsFromConstraints with no constraints: a sliding life cycle's
+             (window + 30) // 32 + 1 blocks, a full one the largest of those (1 with no window), summed per group;
+             computeSlotCountForLevel: the quota rounded up to a grain, at least the floors' grains
+    split    the StorageManager constructor, with no typical step, constraints or initial_pool_ratio (avg_seq_len and
+             pool_ratio unset): the fallback batch KVCacheDesc{capacity 2049, history 2048}; a life cycle's slots are
+             ceil(2049 / 32) less getStaleRange's (history + 1 - window) // 32 stale blocks (lifeCycleRegistry.h);
+             slotsToBytes rounds each pool to a grain; ratioFromBatch normalises per life cycle and
+             toPoolGroupRatio sums per pool group and normalises again, in float32 (normalizeToRatio, common.h)
+    slots    storage/core.cpp ratioToSlotCountList: pool groups by ascending share, each
+             nearbyint(grains left x its share / the shares left) grains, grainsToSlots the most slots n with
+             sum over its pools of ceil(n x pool slot / grain) within them, the rest to the next; a group at or
+             under its floor is pinned to it and the others dealt again; then each bumped while one more slot takes
+             no more grains. One pool group takes every grain
 
-so tokens = slots x tokens_per_block, every layer's block of one token range in one slot. A pool can hold up to a
-grain more than the quota. The manager then prints "KVCacheManagerV2 role-to-pool/lifecycle mapping:" and one line a
-role (_log_kv_cache_pool_lifecycle_mapping). It prints no token count: the tokens above are what its pages hold.
+A pool can hold up to a grain more than the quota. The manager then prints "KVCacheManagerV2 role-to-pool/lifecycle
+mapping:" and one line a (role, pool group, life cycle), first layer first (_log_kv_cache_pool_lifecycle_mapping). It
+prints no token count. With one life cycle gptcalc's tokens are slots x tokens_per_block, every layer's block of one
+token range in one slot; with several, the tokens of requests of max_seq_len the pools hold: each pool group's slots x
+max_seq_len // the slots one such request holds there (its blocks less the stale ones, as clampMaxSeqLenForMem's
+getNumSlots counts them), the fewest.
 
-Not sized here: more than one life cycle (sliding windows under V2's derived per-layer windows: gpt-oss, Gemma 3),
-which splits the quota between pool groups by a typical step's bytes. _util.py's _derive_layer_type_attention_windows
-bounds only layer types naming "sliding" (Llama 4's chunked layers stay full, one life cycle) and derives nothing when
-the window, clamped to max_seq_len, leaves one window size (its unit tests: "unknown layer type is treated as full
-attention", "sliding window larger than max_seq_len is clamped"), so a --seq no longer than the window is one pool
-(docs/memory.md says what sizing gpt-oss's merged pool group and Gemma 3's two would take); DSA, which DSACacheManagerV2 lays out (its
-files were not read at a commit beside these); pipeline parallelism, where ranks of different layers agree on the
-fewest tokens; and the host tier V2 adds by itself when host_cache_size is unset (min(quota, half the host's free
-memory over its ranks, 80 % of RLIMIT_MEMLOCK): _compute_auto_host_tier_quota), which holds evicted pages, not the
-GPU pool, and depends on the host.
+Versions read and where they disagree (storageManager.cpp): 04b00fece3 and 2cdb4523 split per pool group and floor a
+pool group at one slot a life cycle, and their StorageManager takes no initial_pool_ratio or max_util_for_resume,
+which KVCacheManagerV2._build_base_config at 0004396720 passes (initial_pool_ratio, max_util_for_resume,
+swa_scratch_reuse, the rebalance settings), so they are older than that wrapper; a cold-page-codec version whose commit
+the index does not name splits per pool group with the window floors; 1148a82f66 (read here) splits per life cycle and
+sums per pool group, and takes initial_pool_ratio per life cycle ("layer group"), as the wrapper's KvCacheConfig
+pool_ratio is handed over. For Gemma 3 27B both float32 routes give the same slots at 3,000 random quotas from 1 to 200
+GiB; the floors differ only where a quota holds a few windows.
+
+Not sized here: sliding windows on several ranks, whose quota sync (_get_max_tokens_from_quota) counts max_batch_size
+requests' windows in floats, the LLM API's max_batch_size default not being pinned; a model whose every layer slides
+(no full layers to derive windows against: Mistral-7B, Phi-3); DSA, which DSACacheManagerV2 lays out (its files were
+not read at a commit beside these); pipeline parallelism, where ranks of different layers agree on the fewest tokens;
+SWA scratch reuse (enable_swa_scratch_reuse, False by default but for DeepSeek-V4); and the host tier V2 adds by
+itself when host_cache_size is unset (min(quota, half the host's free memory over its ranks, 80 % of RLIMIT_MEMLOCK):
+_compute_auto_host_tier_quota), which holds evicted pages, not the GPU pool, and depends on the host.
 """
 
 from __future__ import annotations
 
 import math
+import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache
@@ -56,14 +82,15 @@ from calc.analysis.memory.vllm_indexer import DSA
 
 __all__ = ["V2Pool", "V2_SOURCE", "v2_pool", "v2_unsized"]
 
-V2_SOURCE = ("tensorrt_llm/_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at 0004396720 (quota), "
-             "cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storageManager.cpp and storage/core.cpp "
-             "(grain, slots)")
+V2_SOURCE = ("tensorrt_llm/_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at 0004396720 (quota, windows), "
+             "cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storage/config.cpp, storageManager.cpp and "
+             "storage/core.cpp at 1148a82f66 (pools, grain, split, slots)")
 PAGE = 2 << 20  # storageManager.cpp cacheTierGranularity: kPageSize, the GPU grain's unit
 MAX_SHIFT = 4  # the grain grows to at most 2 MiB << 4 = 32 MiB
 GIB = 1 << 30
 # KvCacheConfig.max_util_for_resume's default (tensorrt_llm/llmapi/llm_args.py: "Default is 95%")
 MAX_UTIL_FOR_RESUME = 0.95
+FALLBACK_CAPACITY, FALLBACK_HISTORY = 2049, 2048  # StorageManager's fallback batch: KVCacheDesc{2049, 2048}
 MAX_NUM_TOKENS = 8192  # KVCacheManagerV2's max_num_tokens: the executor's, BuildConfig.max_num_tokens by default
 _PLAIN = ("MHA", "GQA", "MQA", "MLA")
 _ROLES = ("key", "value")
@@ -71,22 +98,53 @@ _ROLES = ("key", "value")
 
 @dataclass(frozen=True)
 class V2Pool:
-    """KVCacheManagerV2's one GPU pool group: `budget` bytes handed to it, `ranks` ranks syncing the quota, `buffers`
-    the bytes a block of each of one layer's buffers (KEY, then VALUE unless K-only), one entry a layer."""
+    """KVCacheManagerV2's GPU pools: `budget` bytes handed to it, `ranks` ranks syncing the quota, `buffers` the bytes
+    a block of each of one layer's buffers (KEY, then VALUE unless K-only), one entry a layer, in layer order, and
+    `windows` each layer's derived attention window (None: full attention; empty: every layer full); `seq` is
+    max_seq_len, which a sliding-window pool's tokens are counted in requests of."""
 
     budget: int
     buffers: tuple[tuple[int, ...], ...]
     block: int
     ranks: int = 1
+    windows: tuple[int | None, ...] = ()
+    seq: int = 0
+
+    @property
+    def life_cycles(self) -> tuple[int | None, ...]:
+        """One life cycle a distinct window, numbered by first layer (LifeCycleRegistry's constructor)."""
+        return tuple(dict.fromkeys(self._windows))
+
+    @property
+    def _windows(self) -> tuple[int | None, ...]:
+        return self.windows or (None,) * len(self.buffers)
+
+    def _cycle_slot(self, cycle: int) -> tuple[int, ...]:
+        """A life cycle's pools: its buffers of one size coalesce into one, biggest first (createStorageConfig)."""
+        sizes: dict[int, int] = {}
+        for layer, window in zip(self.buffers, self._windows):
+            if window == self.life_cycles[cycle]:
+                for size in layer:
+                    sizes[size] = sizes.get(size, 0) + 1
+        return tuple(sorted((size * count for size, count in sizes.items()), reverse=True))
+
+    @property
+    def groups(self) -> tuple[tuple[int, ...], ...]:
+        """Pool groups: the life cycles whose pools have one list of slot sizes share one, numbered in the order
+        of those lists (config.cpp's std::map keyed by the list)."""
+        keys = sorted({self._cycle_slot(cycle) for cycle in range(len(self.life_cycles))})
+        return tuple(tuple(c for c in range(len(self.life_cycles)) if self._cycle_slot(c) == key) for key in keys)
+
+    def group_of(self, cycle: int) -> int:
+        return next(index for index, cycles in enumerate(self.groups) if cycle in cycles)
+
+    def group_slot(self, group: int) -> tuple[int, ...]:
+        return self._cycle_slot(self.groups[group][0])
 
     @property
     def pool_slots(self) -> tuple[int, ...]:
-        """One slot's bytes in each pool: buffers of one size coalesce (config.cpp createStorageConfig)."""
-        sizes: dict[int, int] = {}
-        for layer in self.buffers:
-            for size in layer:
-                sizes[size] = sizes.get(size, 0) + 1
-        return tuple(size * count for size, count in sorted(sizes.items(), reverse=True))
+        """Every pool's slot bytes, pool group by pool group."""
+        return tuple(size for group in range(len(self.groups)) for size in self.group_slot(group))
 
     @property
     def token_bytes(self) -> int:
@@ -95,7 +153,7 @@ class V2Pool:
     @property
     def quota(self) -> int:
         """The quota the manager logs: the budget, on several ranks after the token round trip
-        (KVCacheManagerV2.__init__), in the floats TensorRT-LLM computes it in."""
+        (KVCacheManagerV2.__init__), in the floats TensorRT-LLM computes it in (one full-attention life cycle)."""
         quota = int(self.budget)
         if self.ranks <= 1:
             return quota
@@ -109,47 +167,147 @@ class V2Pool:
         return PAGE << (0 if whole == 0 else min(MAX_SHIFT, int(math.log2(whole))))
 
     @property
+    def min_slots(self) -> tuple[int, ...]:
+        """Each pool group's floor (computePoolGroupMinSlotsFromConstraints, no constraints): a sliding life cycle's
+        (window + block - 2) // block + 1 blocks, a full one the largest of those (1 with no window)."""
+        floors = [(w + self.block - 2) // self.block + 1 for w in self.life_cycles if w is not None]
+        cycle = [(w + self.block - 2) // self.block + 1 if w is not None else max(floors, default=1)
+                 for w in self.life_cycles]
+        return tuple(sum(cycle[c] for c in cycles) for cycles in self.groups)
+
+    @property
     def grains(self) -> int:
-        """computeSlotCountForLevel: the quota rounded up to a grain, at least the floor of one slot."""
-        floor = sum(-(-size // self.grain) for size in self.pool_slots)
+        """computeSlotCountForLevel: the quota rounded up to a grain, at least the pool groups' floors."""
+        floor = sum(self._grains_for(n, g) for g, n in enumerate(self.min_slots))
         return max(floor, -(-self.quota // self.grain))
 
     @property
-    def slots(self) -> int:
-        """grainsToSlots: the most slots whose pools, each rounded up to a grain, take at most the grains."""
-        lo = self.grains * self.grain // sum(self.pool_slots)
-        while self._grains_for(lo + 1) <= self.grains:
+    def ratio(self) -> tuple[float, ...]:
+        """Each pool group's share of the grains with no typical step, constraint or pool_ratio: the fallback batch
+        of one request of capacity 2,049 and history 2,048, each life cycle's slots (less getStaleRange's stale
+        blocks) as grain-rounded bytes, normalised per life cycle then summed per pool group and normalised again,
+        in float32 (StorageManager's constructor, ratioFromBatch, toPoolGroupRatio)."""
+        needs = [-(-FALLBACK_CAPACITY // self.block) - _stale(w, FALLBACK_HISTORY, self.block)
+                 for w in self.life_cycles]
+        spent = [sum(-(-n * size // self.grain) * self.grain for size in self.group_slot(self.group_of(c)))
+                 for c, n in enumerate(needs)]
+        total = _f32(sum(spent))
+        per_cycle = [_f32(_f32(b) / total) for b in spent]
+        sums = [_f32_sum(per_cycle[c] for c in cycles) for cycles in self.groups]
+        whole = _f32_sum(sums)
+        return tuple(_f32(x / whole) for x in sums)
+
+    @property
+    def group_slots(self) -> tuple[int, ...]:
+        """ratioToSlotCountList (storage/core.cpp): the grains dealt by ratio, smallest share first, each pool group
+        pinned to its floor where its share falls to it, then each bumped while one more slot takes no more grains."""
+        slots = [0] * len(self.groups)
+        left, active = self.grains, list(range(len(self.groups)))
+        while active:
+            dealt, budget = {}, left
+            order = sorted(active, key=lambda g: self.ratio[g])
+            for i, group in enumerate(order):
+                share = self.ratio[group] / sum(float(self.ratio[g]) for g in order[i:])
+                dealt[group] = self._slots_in(round(budget * share), group)
+                budget -= self._grains_for(dealt[group], group)
+            pinned = [g for g in active if dealt[g] <= self.min_slots[g]]
+            if not pinned:
+                slots = [dealt.get(g, slots[g]) for g in range(len(slots))]
+                break
+            for group in pinned:
+                slots[group] = self._slots_in(self._grains_for(self.min_slots[group], group), group)
+                left -= self._grains_for(slots[group], group)
+            active = [g for g in active if g not in pinned]
+        return tuple(self._bumped(n, g) for g, n in enumerate(slots))
+
+    def _bumped(self, slots: int, group: int) -> int:
+        while self._grains_for(slots + 1, group) <= self._grains_for(slots, group):
+            slots += 1
+        return slots
+
+    def _slots_in(self, grains: int, group: int) -> int:
+        """grainsToSlots: the most slots whose pools, each rounded up to a grain, take at most `grains`."""
+        if grains < self._grains_for(1, group):
+            return 0
+        lo = grains * self.grain // sum(self.group_slot(group))
+        while self._grains_for(lo + 1, group) <= grains:
             lo += 1
-        while self._grains_for(lo) > self.grains:
+        while self._grains_for(lo, group) > grains:
             lo -= 1
         return lo
 
-    def _grains_for(self, slots: int) -> int:
-        return sum(-(-slots * size // self.grain) for size in self.pool_slots)
+    def _grains_for(self, slots: int, group: int = 0) -> int:
+        return sum(-(-slots * size // self.grain) for size in self.group_slot(group))
+
+    @property
+    def slots(self) -> int:
+        """Every pool group's slots."""
+        return sum(self.group_slots)
 
     @property
     def allocated(self) -> int:
         """The GPU bytes the pools take: each rounded up to a grain."""
-        return self._grains_for(self.slots) * self.grain
+        return sum(self._grains_for(n, g) for g, n in enumerate(self.group_slots)) * self.grain
+
+    @property
+    def request_slots(self) -> tuple[int, ...]:
+        """The slots one request of max_seq_len tokens holds in each pool group: every block less the stale ones
+        before its window (clampMaxSeqLenForMem's getNumSlots, getStaleRange at history = max_seq_len)."""
+        need = [-(-self.seq // self.block) - _stale(w, self.seq, self.block) for w in self.life_cycles]
+        return tuple(sum(need[c] for c in cycles) for cycles in self.groups)
 
     @property
     def tokens(self) -> int:
-        return self.slots * self.block
+        """One life cycle: slots x tokens_per_block. Several: the tokens of requests of max_seq_len the slots hold,
+        in the pool group they fill first (slots x max_seq_len / a request's slots there)."""
+        if len(self.life_cycles) == 1:
+            return self.slots * self.block
+        return min(n * self.seq // need for n, need in zip(self.group_slots, self.request_slots))
 
     def lines(self) -> list[str]:
         """What the manager logs while it is built, in its format (the host tier's lines depend on the host)."""
         given = int(self.budget)
-        roles = _ROLES[:max(len(layer) for layer in self.buffers)]
         return [f"Estimated max memory in KV cache : {self.budget / GIB:.2f} GiB",
                 f"max_gpu_total_bytes is provided. New quota is {given / GIB}GiB",
                 f"KV cache manager v2 device quota set to {self.quota / GIB}GiB",
-                "KVCacheManagerV2 role-to-pool/lifecycle mapping:",
-                *(f"role={role}, pool_group_id=0, layer_group_id=0" for role in roles)]
+                "KVCacheManagerV2 role-to-pool/lifecycle mapping:", *self._mapping()]
+
+    def _mapping(self) -> list[str]:
+        """_log_kv_cache_pool_lifecycle_mapping: one line a (role, pool group, life cycle), first layer first."""
+        lines: dict[str, None] = {}
+        for layer, window in zip(self.buffers, self._windows):
+            cycle = self.life_cycles.index(window)
+            for role in _ROLES[:len(layer)]:
+                lines.setdefault(f"role={role}, pool_group_id={self.group_of(cycle)}, layer_group_id={cycle}")
+        return list(lines)
 
     def to_json(self) -> dict[str, object]:
         return {"quota_bytes": self.quota, "grain_bytes": self.grain, "grains": self.grains,
                 "pool_slot_bytes": list(self.pool_slots), "slots": self.slots, "tokens": self.tokens,
-                "allocated_bytes": self.allocated, "source": V2_SOURCE}
+                "allocated_bytes": self.allocated, "source": V2_SOURCE,
+                "pool_groups": [{"life_cycle_windows": [self.life_cycles[c] for c in cycles],
+                                 "pool_slot_bytes": list(self.group_slot(g)), "ratio": self.ratio[g],
+                                 "min_slots": self.min_slots[g], "slots": self.group_slots[g],
+                                 "request_slots": self.request_slots[g]}
+                                for g, cycles in enumerate(self.groups)]}
+
+
+def _stale(window: int | None, history: int, block: int) -> int:
+    """AttnLifeCycle::getStaleRange's length with no sink blocks: the blocks before (history + 1 - window) // block."""
+    return 0 if window is None else max(0, history + 1 - window) // block
+
+
+def _f32(value: float) -> float:
+    """A C++ float: `value` rounded to binary32."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _f32_sum(values: Iterable[float]) -> float:
+    """std::accumulate over floats from 0.0f: every partial sum a float."""
+    total = 0.0
+    for value in values:
+        total = _f32(total + value)
+    return total
 
 
 def _tokens_from_quota(quota: int, k: int) -> float:
@@ -163,23 +321,30 @@ def _quota_from_tokens(tokens: float, k: int) -> float:
     return tokens * k
 
 
-def v2_unsized(kv: KVCache, pp: int) -> str | None:
-    """Why this cache's V2 pool is not sized here, or None when it is one pool group gptcalc sizes."""
+def v2_unsized(kv: KVCache, pp: int, ranks: int = 1) -> str | None:
+    """Why this cache's V2 pool is not sized here, or None when it is one gptcalc sizes."""
     if pp > 1:
         return "under pipeline parallelism, where ranks of different layers agree on the fewest tokens"
     if any(kind.kind == DSA for kind in kv.layers):
         return "for DSA, whose layout DSACacheManagerV2 sets (not read at a commit beside KVCacheManagerV2's)"
     if any(kind.kind not in _PLAIN or kind.ratio != 1 for kind in kv.layers) or kv.states:
         return "for this cache's layer kinds"
-    if any(kind.window and kind.window < kv.seq for kind in kv.layers):  # one no shorter than max_seq_len is clamped
-        return ("for sliding-window layers, which V2 gives windows of their own (two life cycles whose pool groups "
-                "split the quota by a typical step's bytes)")
+    windows = {kind.window for kind in kv.layers if kind.window and kind.window < kv.seq}
+    if windows and all(kind.window for kind in kv.layers):
+        return "for a model whose every layer slides (no full-attention layers to derive windows against)"
+    if windows and ranks > 1:
+        return (f"on {ranks} ranks for sliding-window layers, whose quota sync counts max_batch_size requests' "
+                "windows (the LLM API's max_batch_size default not pinned)")
     return None
 
 
 def v2_pool(kv: KVCache, budget: int, block: int, ranks: int) -> V2Pool:
-    """The pool KVCacheManagerV2 builds from `budget` bytes for a cache of one life cycle (v2_unsized is None)."""
+    """The pools KVCacheManagerV2 builds from `budget` bytes for a cache v2_unsized sizes: a window shorter than
+    max_seq_len stays the layer's own (_derive_layer_type_attention_windows), a longer one is clamped to full
+    (_resolve_v2_max_attention_window_vec). Layers come kind by kind, the kinds in the order of their first layer,
+    which numbers the life cycles and orders the role lines as TensorRT-LLM's layer order does."""
     fmt = kv.format
-    buffers = tuple(tuple(fmt.row_bytes(width) * block for width in ((kind.k, kind.v) if kind.v else (kind.k,)))
-                    for kind in kv.layers for _ in range(kind.n_layers))
-    return V2Pool(budget, buffers, block, ranks)
+    layers = [(tuple(fmt.row_bytes(width) * block for width in ((kind.k, kind.v) if kind.v else (kind.k,))),
+               kind.window if kind.window and kind.window < kv.seq else None)
+              for kind in kv.layers for _ in range(kind.n_layers)]
+    return V2Pool(budget, tuple(b for b, _ in layers), block, ranks, tuple(w for _, w in layers), kv.seq)
