@@ -9,7 +9,8 @@ group), splits it per head into its K rows (qk_nope_head_dim) and V rows (v_head
     w_kc = w_kc.transpose(1, 2).contiguous().transpose(1, 2)     a copy of the K rows
     w_vc = w_vc.contiguous().transpose(1, 2)                      a copy of the V rows
 
-beside kv_b_proj, whose own weight stays (the prefill's MHA path still multiplies by it). Together the two copies
+beside kv_b_proj, whose own weight stays: the prefill's MHA path still multiplies by it (`kv = self.kv_b_proj(kv_a)`,
+models/deepseek_common/attention_forward_methods/forward_mha.py). Together the two copies
 hold every value of kv_b's shard once more, in the dtype `w` has by then:
 
 - a block-quantised FP8 kv_b (128 x 128 blocks, CUDA: DeepSeek-V3's checkpoints) is dequantised to bfloat16 first
@@ -17,9 +18,12 @@ hold every value of kv_b's shard once more, in the dtype `w` has by then:
 - a per-tensor or per-channel FP8 kv_b is requantised to one FP8 tensor (channel_quant_to_tensor_quant): 1 B;
 - a 16-bit kv_b (bf16 checkpoints: GLM-4.7-Flash, DeepSeek-V2) is copied as it is: 2 B, the same bytes again;
 - AWQ and int8 kv_b are dequantised to bfloat16: 2 B.
+Other schemes (GPTQ, bitsandbytes NF4, NVFP4, MXFP4 kv_b) are not read there and are counted at 2 B as well.
 
 The temporaries (the dequantised `w`) are freed before SGLang reads its free memory (get_available_gpu_memory
-empties the CUDA cache). A shard of one head is not modelled: there `w_vc` is already contiguous and stays a view.
+empties the CUDA cache first). A shard of one head (attention-TP size = the head count) is not modelled: there
+`w_vc` is already contiguous, so `.contiguous()` keeps a view, of kv_b_proj's weight (a 16-bit kv_b: the V rows are
+not copied) or of the dequantised `w` (which then stays alive whole).
 Which models SGLang builds this way is the adapter's to state (`SglangBuild.mla_kv_b_copy`): deepseek_v2.py's
 classes (DeepSeek-V2 / V3 / V3.2, Kimi-K2 and K2.5's text model, GLM-5) and GLM-4.7-Flash's glm4_moe_lite.py,
 which reuses the mixin.
