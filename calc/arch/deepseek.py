@@ -97,7 +97,13 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     stack = mlp_typed_stack(cfg, blocks, multi_token) if arch == "glm4_moe_lite" else dense_then_moe(cfg, blocks, multi_token)
     notes = (*_notes(cfg), *([_alias_note(model_type, arch)] if arch != model_type else []))
     return decoder(cfg, model_type, final_norm=rms, tied=cfg.bool("tie_word_embeddings"), notes=notes,
-                   llamacpp={"ollama_tensor_types": OLLAMA_MLA}, sglang={"dp_attention": arch in SGLANG_DP}, **stack)
+                   llamacpp={"ollama_tensor_types": OLLAMA_MLA}, sglang=_sglang(arch), **stack)
+
+
+def _sglang(arch: str) -> dict[str, Any]:
+    """What SGLang's code does with these models: its DP-attention layout where read (SGLANG_DP), and for every one
+    the w_kc / w_vc copy of kv_b_proj that deepseek_v2.py's weight loader keeps (glm4_moe_lite.py reuses it)."""
+    return {"dp_attention": arch in SGLANG_DP, "mla_kv_b_copy": True}
 
 
 def _dsa(cfg: Config, model_type: str, blocks: dict[str, Any], multi_token: dict[str, Any] | None,
@@ -129,7 +135,7 @@ def _dsa(cfg: Config, model_type: str, blocks: dict[str, Any], multi_token: dict
     if multi_token is not None:  # the MTP layer is a MoE layer with its own indexer
         built.setdefault("moe", build("sparse+full"))
     return decoder(cfg, model_type, built, layers, rms, cfg.bool("tie_word_embeddings"), mtp=multi_token,
-                   notes=_notes(cfg), sglang={"dp_attention": model_type in SGLANG_DP})
+                   notes=_notes(cfg), sglang=_sglang(model_type))
 
 
 def _indexer_types(cfg: Config, n_layers: int) -> list[str]:

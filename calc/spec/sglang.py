@@ -39,3 +39,6 @@ class SglangBuild(Part):
     # attention (--enable-dp-attention) gptcalc has read: which weights split over the attention-TP group, which
     # over the whole TP group, which stay whole (calc.analysis.memory.sglang_dp). False: a layout not read, refused.
     dp_attention: bool = False
+    # SGLang keeps an MLA layer's kv_b_proj and copies it once more into the w_kc / w_vc its absorbed decode multiplies
+    # by (DeepseekV2WeightLoaderMixin.post_load_weights: calc.analysis.memory.sglang_mla). False: no such copy read.
+    mla_kv_b_copy: bool = False

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from calc.analysis.memory.budget import BudgetSpec
 from calc.analysis.memory.gpus import GPU
 from calc.analysis.memory.sglang_draft import EAGLE_UNCOUNTED, WEIGHTS_SOURCE as DRAFT_SOURCE, DraftWeights
+from calc.analysis.memory.sglang_mla import KV_B_COPY, SOURCE as KV_B_COPY_SOURCE, kv_b_copy
 from calc.analysis.memory.sglang_prefill_graphs import SOURCE as PREFILL_GRAPHS_SOURCE
 from calc.analysis.memory.sglang_prefill_graphs import prefill_graph_reserve
 from calc.analysis.memory.rope_cache import (ROPE_SOURCE, SGLANG_ROPE_SOURCE, TOWER_ROPE_SOURCE, sglang_rope_cache,
@@ -198,10 +199,11 @@ def k_eq_v_copy(spec: ModelSpec, weights: Weights) -> int:
     return weights.component_bytes("k") * k_eq_v // every if k_eq_v and "k" in weights.params else 0
 
 
-def sglang_extra_weights(spec: ModelSpec) -> tuple[tuple[str, int], ...]:
-    """What SGLang holds beyond the checkpoint's tensors on one GPU: its fp32 rotary cos/sin tables."""
-    table = sglang_rope_cache(spec)
-    return (("fp32 rotary cos/sin cache", table),) if table else ()
+def sglang_extra_weights(spec: ModelSpec, weights: Weights) -> tuple[tuple[str, int], ...]:
+    """What SGLang holds beyond the checkpoint's tensors on one GPU: its fp32 rotary cos/sin tables, and MLA's
+    w_kc / w_vc, the second copy of this GPU's kv_b share (calc.analysis.memory.sglang_mla)."""
+    extra = (("fp32 rotary cos/sin cache", sglang_rope_cache(spec)), (KV_B_COPY, kv_b_copy(spec, weights)))
+    return tuple((what, n) for what, n in extra if n)
 
 
 def engine_extra_weights(engine: str, spec: ModelSpec, weights: Weights, gpu: GPU, tp: int,
@@ -210,7 +212,7 @@ def engine_extra_weights(engine: str, spec: ModelSpec, weights: Weights, gpu: GP
     `towers`: whether it loads a multimodal model's towers (False: --text-only)."""
     if engine == "vllm":
         return vllm_extra_weights(spec, weights, gpu, tp, ep, towers=towers)
-    return sglang_extra_weights(spec) if engine == "sglang" else ()
+    return sglang_extra_weights(spec, weights) if engine == "sglang" else ()
 
 
 def sglang_preload(tp: int, pp: int) -> int:
@@ -260,7 +262,7 @@ _EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_
                   "MXFP4 expert padding": MXFP4_SOURCE,
                   "K copied into the V slot of V = K layers": K_EQ_V_SOURCE, "fp32 parameters": FP32_PARAMS_SOURCE,
                   "rotary cos/sin cache": ROPE_SOURCE, "fp32 rotary cos/sin cache": SGLANG_ROPE_SOURCE,
-                  "vision tower's rotary cos/sin cache": TOWER_ROPE_SOURCE}
+                  "vision tower's rotary cos/sin cache": TOWER_ROPE_SOURCE, KV_B_COPY: KV_B_COPY_SOURCE}
 
 
 def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_bytes: int = 2) -> int:
