@@ -234,7 +234,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         if stored is not None or scheme is None or not scheme.gguf:
             raise GptcalcError("--no-mtp: the GGUF a config's --quant mix makes was converted without its MTP layers; "
                                "give a config with a GGUF mix (a .gguf or checkpoint says what it holds)")
-        spec = spec.replaced(llamacpp=spec.llamacpp.replaced(mtp_written=False))
+        from calc.analysis.memory.gguf import no_mtp as without_mtp
+
+        spec = without_mtp(spec)
     result = inference(spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout,
                        scheme, stored, parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0,
                        text_only, encoder_replicated)

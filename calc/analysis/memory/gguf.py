@@ -43,7 +43,7 @@ from calc.analysis.memory.gguf_rules import (BASE, FALLBACK, LLAMA_QUANTIZE, Sta
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["MAX_GGUF_LAYERS", "MIXES", "Piece", "block_of", "gguf_bits", "gguf_pieces", "written_mtp"]
+__all__ = ["MAX_GGUF_LAYERS", "MIXES", "Piece", "block_of", "gguf_bits", "gguf_pieces", "no_mtp", "written_mtp"]
 
 MAX_GGUF_LAYERS = 65_536
 
@@ -198,6 +198,11 @@ def written_mtp(spec: ModelSpec) -> int:
     """The multi-token-prediction layers llama.cpp's converter writes after the layers (LlamaCppBuild.mtp_written;
     0 for a file converted with --no-mtp, which the spec's build then says)."""
     return spec.mtp.n_layers if spec.mtp and spec.mtp.stored and spec.llamacpp.mtp_written else 0
+
+
+def no_mtp(spec: ModelSpec) -> ModelSpec:
+    """The spec of a model whose GGUF was converted with --no-mtp: none of its MTP layers written."""
+    return spec.replaced(llamacpp=spec.llamacpp.replaced(mtp_written=False))
 
 
 def block_of(spec: ModelSpec, layer: int) -> str:
