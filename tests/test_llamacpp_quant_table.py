@@ -27,7 +27,7 @@ from calc.cli import main
 from calc.spec.load import load_spec
 from tests.test_llamacpp_conformance import (KQUANT, completion_log, cpu_build_says, engine_lines, gptcalc_options,
                                              llamacpp_binary)
-from tests.test_llamacpp_conformance_converted import RUNS as CONVERTED_RUNS
+from tests.test_llamacpp_conformance_converted import GLM_LITE, RUNS as CONVERTED_RUNS
 from tests.test_llamacpp_conformance_recurrent import RUNS as RECURRENT
 from tests.test_llamacpp_conformance_recurrent import NO_MTP, QWEN3_NEXT, Run, llamacpp_source
 from tests.tiny_models import tiny_config
@@ -67,6 +67,9 @@ CONVERTED = {
     # layers, so blk.3's attn_v and ffn_down_exps are Q4_K (over the 4 layers llama.cpp builds they were Q6_K)
     "glm4_moe-nextn-q4_k_m": Run("glm4_moe", {**KQUANT, "moe_intermediate_size": 256, "num_nextn_predict_layers": 1},
                                  [], mtp=True),
+    # GLM-4.7-Flash's MTP layer (its config's num_nextn_predict_layers 1), written as blk.3: an MLA MoE layer, its kv_b
+    # as attn_k_b / attn_v_b, its nextn.* tensors
+    "glm4_moe_lite-nextn-q4_k_m": Run("glm4_moe_lite", {**GLM_LITE, "num_nextn_predict_layers": 1}, [], mtp=True),
     # the same checkpoint converted with --no-mtp (gptcalc's --no-mtp): 4 layers, blk.3's attn_v and ffn_down Q6_K
     "glm4_moe-no-mtp-q4_k_m": Run("glm4_moe", {**KQUANT, "moe_intermediate_size": 256, "num_nextn_predict_layers": 1},
                                   [], NO_MTP, mtp=True),

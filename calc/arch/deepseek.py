@@ -75,6 +75,10 @@ DSA = ("deepseek_v32", "glm_moe_dsa")
 # the rest convert as llama.cpp's deepseek2, whose MLA tensors (attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b, attn_v_b)
 # ollama 0.30 pins to Q8_0 in Q4_K_M / Q4_K_S (server/quantization.go at 0e93ccc2, llamaQuantizeArgs :306-320)
 OLLAMA_MLA = dict.fromkeys(("q_a", "q_b", "kv_a", "kv_b"), "q8_0")
+# llama.cpp's converter writes GLM-4.7-Flash's MTP layers after the layers unless given --no-mtp (Glm4MoeLiteModel,
+# conversion/glm.py:247-300: skip_mtp False); DeepSeek-V3's and Kimi-K2's it skips (DeepseekV2Model.skip_mtp,
+# conversion/deepseek.py:239-240, 397-401)
+MTP_WRITTEN = ("glm4_moe_lite",)
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -93,7 +97,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     stack = mlp_typed_stack(cfg, blocks, multi_token) if arch == "glm4_moe_lite" else dense_then_moe(cfg, blocks, multi_token)
     notes = (*_notes(cfg), *([_alias_note(model_type, arch)] if arch != model_type else []))
     return decoder(cfg, model_type, final_norm=rms, tied=cfg.bool("tie_word_embeddings"), notes=notes,
-                   llamacpp={"ollama_tensor_types": OLLAMA_MLA}, **stack)
+                   llamacpp={"ollama_tensor_types": OLLAMA_MLA, "mtp_written": arch in MTP_WRITTEN}, **stack)
 
 
 def _dsa(cfg: Config, model_type: str, blocks: dict[str, Any], multi_token: dict[str, Any] | None,
