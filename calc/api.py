@@ -422,7 +422,7 @@ def _nextn(spec: Any, gguf_file: Any, scheme: Any) -> int:
         return nextn_layers(gguf_file[0])
     from calc.analysis.memory.gguf import written_mtp
 
-    return written_mtp(spec) if scheme is not None and scheme.gguf else 0
+    return written_mtp(spec, scheme.name) if scheme is not None and scheme.gguf else 0
 
 
 def _model_buffers(spec: Any, gguf_file: Any, placement: Any, scheme: Any = None) -> dict[str, Any]:

@@ -474,10 +474,11 @@ def hub_checkpoint(config: dict[str, Any], hub: dict[str, Any], model_dir: Path)
 
 
 def mtp_checkpoint(config: dict[str, Any], model_dir: Path) -> None:
-    """The tiny `config`'s MTP layers as its checkpoint stores them (model.layers.N.* above the stack: GLM-4.5's
-    enorm, hnorm, eh_proj, shared_head, its block): random tensors (seed 1) under every Hub name and shape gptcalc's
-    tensor table gives them, in model-mtp.safetensors beside transformers' model.safetensors; the converter reads every
-    model*.safetensors of the directory (conversion/base.py ModelBase.index_tensors)."""
+    """The tiny `config`'s MTP layers as its checkpoint stores them (GLM-4.5's model.layers.N.* above the stack:
+    enorm, hnorm, eh_proj, shared_head, its block; Qwen3-Next's mtp.layers.0.* and mtp.fc, mtp.pre_fc_norm_*,
+    mtp.norm): random tensors (seed 1) under every name and shape gptcalc's tensor table gives them, in
+    model-mtp.safetensors beside transformers' model.safetensors; the converter reads every model*.safetensors of
+    the directory (conversion/base.py ModelBase.index_tensors)."""
     import torch
     from safetensors.torch import save_file
 
@@ -486,8 +487,21 @@ def mtp_checkpoint(config: dict[str, Any], model_dir: Path) -> None:
     table = tensor_table(spec_of(config))
     stack = table.expected_shapes(hub=True, buffers=True)
     torch.manual_seed(1)
-    save_file({name: torch.randn(shape) for name, shape in table.expected_shapes(hub=True, buffers=True, mtp=True).items()
-               if name not in stack}, str(model_dir / "model-mtp.safetensors"))
+    save_file({_stored_mtp_name(table, name): torch.randn(shape)
+               for name, shape in table.expected_shapes(hub=True, buffers=True, mtp=True).items() if name not in stack},
+              str(model_dir / "model-mtp.safetensors"))
+
+
+def _stored_mtp_name(table: Any, name: str) -> str:
+    """The checkpoint's name of an MTP tensor the table names as a layer above the stack: the layout's `mtp_outside`
+    name, or the layer under `mtp_prefix` (its index among the MTP layers), or the name as it is."""
+    n_layers, lay = table.n_layers, table.lay
+    outside = {f"{table.layers}.{n_layers}.{role}.weight": f"{path}.weight"
+               for role, path in lay.get("mtp_outside", {}).items()}
+    layer, _, rest = name.removeprefix(f"{table.layers}.").partition(".")
+    if name in outside or not lay.get("mtp_prefix"):
+        return outside.get(name, name)
+    return f"{lay['mtp_prefix']}{int(layer) - n_layers}.{lay.get('mtp_block', '')}{rest}"
 
 
 def _run_converter(model_dir: Path, path: Path, source: Path, options: tuple[str, ...], raw: bool) -> None:

@@ -102,3 +102,18 @@ def test_no_mtp_is_a_config_mix_option(args: list[str], nextn_config: Path, next
     model = str(nextn_file) if "--quant" in args else str(nextn_config)  # a .gguf says what it holds; a config needs a mix
     result = CliRunner().invoke(main, ["memory", model, *args, "--engine", "llamacpp"])
     assert result.exit_code == 2 and result.output.startswith("Error: --no-mtp")
+
+
+def test_ollama_mixes_hold_no_block(nextn_config: Path) -> None:
+    # ollama's converter writes block_count as num_hidden_layers and no nextn_predict_layers (convert/
+    # convert_qwen3next.go KV, ollama/ollama@ce95c2ea): its mixes quantise the layers alone
+    from calc.analysis.count import count
+    from calc.analysis.memory.gguf_table import mix_table
+    from calc.spec.load import load_spec
+
+    spec = load_spec(str(nextn_config))
+    for mix in ("ollama_q4_k_m", "ollama30_q4_k_m"):
+        (table,) = mix_table(spec, count(spec), mix)
+        assert not [t.name for t in table.tensors if t.name.startswith("blk.3.")]
+    assert "offloaded 2/4 layers" in _run("memory", str(nextn_config), "--quant", "ollama_q4_k_m", "--engine",
+                                          "llamacpp", "-ngl", "2")

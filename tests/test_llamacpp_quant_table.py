@@ -70,6 +70,12 @@ CONVERTED = {
     # GLM-4.7-Flash's MTP layer (its config's num_nextn_predict_layers 1), written as blk.3: an MLA MoE layer, its kv_b
     # as attn_k_b / attn_v_b, its nextn.* tensors
     "glm4_moe_lite-nextn-q4_k_m": Run("glm4_moe_lite", {**GLM_LITE, "num_nextn_predict_layers": 1}, [], mtp=True),
+    # Qwen3-Next's and Qwen3.5's MTP layer as their checkpoints store it (mtp.layers.0.*, mtp.fc, mtp.pre_fc_norm_*,
+    # mtp.norm), written as blk.4 (conversion/qwen.py:278-352): a full-attention layer, its output gate in attn_q,
+    # with the model's MLP; Qwen3-Next's config does not count it (the converter counts the tensors), Qwen3.5's does
+    "qwen3_next-nextn-q4_k_m": Run("qwen3_next", QWEN3_NEXT, [], mtp=True),
+    "qwen3_5-nextn-q4_k_m": Run("qwen3_5_text", {**QWEN3_5_ROPE, "mtp_num_hidden_layers": 1}, [], mtp=True,
+                                published={"mtp_num_hidden_layers": 1}),
     # the same checkpoint converted with --no-mtp (gptcalc's --no-mtp): 4 layers, blk.3's attn_v and ffn_down Q6_K
     "glm4_moe-no-mtp-q4_k_m": Run("glm4_moe", {**KQUANT, "moe_intermediate_size": 256, "num_nextn_predict_layers": 1},
                                   [], NO_MTP, mtp=True),

@@ -154,13 +154,14 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     both the bytes per component and the tensor table llama.cpp's placement reads (gguf_table.py) come from."""
     spec.refuse_shared(f"--quant {mix} (a GGUF mix)")  # llama.cpp's type choice for a shared block is not known
     base, fixed = MIXES[mix], {**kept(mix), **ollama_fixed(mix, spec.llamacpp)}  # kept types come as they are
+    n_all = spec.n_layers + written_mtp(spec, mix)  # n_layer_all: the MTP layers the converter wrote too
     mix = LLAMA_QUANTIZE.get(mix, mix)  # the mix whose rules type the rest
     d = spec.d_model
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}
     if spec.n_layers > MAX_GGUF_LAYERS:  # llama.cpp picks a type layer by layer, and so do we
         raise GptcalcError(f"--quant {mix}: {spec.n_layers:,} layers; a GGUF mix is worked out layer by layer, "
                            f"for at most {MAX_GGUF_LAYERS:,}")
-    layers = [block_of(spec, i) for i in range(spec.n_layers + written_mtp(spec))]
+    layers = [block_of(spec, i) for i in range(n_all)]
     mats = {name: spec.blocks[name].matrices(d) for name in per_layer}
     fused = {name: getattr(spec.blocks[name].attention, "fused_qkv", False) for name in per_layer}
     # a fused q/k/v is one attn_qkv tensor: one type, one step of the attn_v index, per layer
@@ -194,10 +195,14 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     return pieces + _outside(spec, breakdown, mix, FORMATS[base].block, fixed)
 
 
-def written_mtp(spec: ModelSpec) -> int:
+def written_mtp(spec: ModelSpec, mix: str) -> int:
     """The multi-token-prediction layers llama.cpp's converter writes after the layers (LlamaCppBuild.mtp_written;
-    0 for a file converted with --no-mtp, which the spec's build then says)."""
-    return spec.mtp.n_layers if spec.mtp and spec.mtp.stored and spec.llamacpp.mtp_written else 0
+    0 for a file converted with --no-mtp, which the spec's build then says). ollama's mixes quantise what ollama's own
+    converter wrote, which counts the config's layers alone: block_count num_hidden_layers, no nextn_predict_layers
+    (convert/convert_qwen3next.go KV, ollama/ollama@ce95c2ea)."""
+    if mix.startswith("ollama") or not (spec.mtp and spec.mtp.stored and spec.llamacpp.mtp_written):
+        return 0
+    return spec.mtp.n_layers
 
 
 def no_mtp(spec: ModelSpec) -> ModelSpec:

@@ -28,7 +28,7 @@ import math
 from collections import defaultdict
 from dataclasses import replace
 from calc.analysis.breakdown import Breakdown
-from calc.analysis.memory.gguf import Piece, block_of, gguf_pieces, written_mtp
+from calc.analysis.memory.gguf import Piece, block_of, gguf_pieces
 from calc.checkpoint.gguf_header import DEFAULT_ALIGNMENT, GGUFHeader, GGUFTensor
 from calc.spec.model import ModelSpec
 
@@ -136,7 +136,7 @@ def _named(spec: ModelSpec, pieces: list[Piece],
             was = named[name][1]
             ne = (was[0] + ne[0],) if len(was) == 1 else (was[0], was[1] + ne[1], *was[2:])
         named[name] = (-1 if layer is None else layer, ne, piece.fmt)
-    return {**named, **_score_biases(spec)}
+    return {**named, **_score_biases(spec, 1 + max((p.layer for p in pieces if p.layer is not None), default=-1))}
 
 
 def _named_as(spec: ModelSpec, layer: int | None) -> int | None:
@@ -248,12 +248,12 @@ def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tu
     return found
 
 
-def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
+def _score_biases(spec: ModelSpec, n_layers: int) -> dict[str, tuple[int, tuple[int, ...], str]]:
     """DeepSeek-V3's e_score_correction_bias, a buffer the parameter count leaves out but the converter writes, F32,
-    as exp_probs_b (conversion/base.py:593, the rename to e_score_correction.bias): one per expert and MoE layer, the
-    MTP layers' the converter writes too."""
+    as exp_probs_b (conversion/base.py:593, the rename to e_score_correction.bias): one per expert and MoE layer of the
+    file's `n_layers`, the MTP layers' it writes too."""
     out = {}
-    for layer in range(spec.n_layers + written_mtp(spec)):
+    for layer in range(n_layers):
         moe = spec.blocks[block_of(spec, layer)].moe
         if moe is not None and moe.score_bias and not moe.score_bias_param:
             out[f"blk.{layer}.exp_probs_b.bias"] = (layer, (moe.n_experts,), "fp32")
