@@ -288,7 +288,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     placement = _placement(spec, *placing, cpu_experts, kv_offload, mmap, cpu_only, split_mode, cpu_isa)
     gguf_file = _gguf_headers(stored) if placement else None
     if placement:
-        placement = replace(placement, nextn=_nextn(spec, gguf_file, scheme if stored is None else None))
+        placement = replace(placement, nextn=_nextn(spec, gguf_file, scheme if stored is None else None),
+                            nextn_created=spec.llamacpp.mtp_created)
     ctx = _llamacpp_context(spec, seq, kv_dtype, n_parallel, ubatch, kv_unified, swa_full, cache_type_k, cache_type_v,
                             flash_attn) if engine == "llamacpp" else None
     caches = _llamacpp(spec, ctx, placement) if ctx else None

@@ -76,6 +76,14 @@ CONVERTED = {
     "qwen3_next-nextn-q4_k_m": Run("qwen3_next", QWEN3_NEXT, [], mtp=True),
     "qwen3_5-nextn-q4_k_m": Run("qwen3_5_text", {**QWEN3_5_ROPE, "mtp_num_hidden_layers": 1}, [], mtp=True,
                                 published={"mtp_num_hidden_layers": 1}),
+    # DeepSeek-V3.2's and GLM-5's DSA indexer (indexer.attn_q_b, attn_k, k_norm weight and bias, proj), as the
+    # converted suite converts them; GLM-5's "shared" layers without one; 8 experts in DeepSeek-V3.2's: attn_k's rule
+    "deepseek_v32-q4_k_m": CONVERTED_RUNS["deepseek_v32-c4096"],
+    "glm_moe_dsa-q4_k_m": CONVERTED_RUNS["glm_moe_dsa-c4096"],
+    # and their MTP layer, which the converter writes by default (blk.3: an MLA MoE layer with its own indexer)
+    **{f"{name}-nextn-q4_k_m": CONVERTED_RUNS[f"{name}-c4096"]._replace(
+        changes={**CONVERTED_RUNS[f"{name}-c4096"].changes, "num_nextn_predict_layers": 1}, mtp=True)
+       for name in ("deepseek_v32", "glm_moe_dsa")},
     # the same checkpoint converted with --no-mtp (gptcalc's --no-mtp): 4 layers, blk.3's attn_v and ffn_down Q6_K
     "glm4_moe-no-mtp-q4_k_m": Run("glm4_moe", {**KQUANT, "moe_intermediate_size": 256, "num_nextn_predict_layers": 1},
                                   [], NO_MTP, mtp=True),

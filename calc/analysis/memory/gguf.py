@@ -87,6 +87,8 @@ def _category(name: str, fused_qkv: bool, fused_up: bool, gate_in_q: bool) -> st
         return name.removeprefix("kda_")
     if name == "gdn_qkv":  # the DeltaNet's q, k, v: attn_qkv (conversion/qwen.py:405-433), an attn_v to llama-quantize
         return "qkv"
+    if name == "idx_k":  # the DSA indexer's key projection, indexer.attn_k: an ATTENTION_K by its name (:134-136)
+        return "k"
     if name == "attn_gate":  # attn_q with the queries (LlamaCppBuild.gate_in_q), else attn_gate: OTHER, no FFN gate
         return "q" if gate_in_q else "other"
     if fused_up and name in FUSED_UP:

@@ -70,7 +70,10 @@ READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ss
              # Gemma 3n's AltUp, LAuReL and per-layer inputs (conversion/gemma.py Gemma3NModel)
              "altup_scale", "altup_correct", "altup_predict", "altup_router", "altup_router_norm", "laurel_left",
              "laurel_right", "laurel_norm", "ple_gate", "ple_proj", "ple_norm", "per_layer_embedding",
-             "per_layer_projection", "per_layer_projection_norm", "altup_in", "altup_out")
+             "per_layer_projection", "per_layer_projection_norm", "altup_in", "altup_out",
+             # the DSA indexer's wq_b, wk, k_norm (a LayerNorm) and weights_proj: indexer.attn_q_b, indexer.attn_k,
+             # indexer.k_norm, indexer.proj (gguf-py's DEEPSEEK32 / GLM_DSA tables, conversion/deepseek.py)
+             "idx_q", "idx_k", "idx_k_norm", "idx_weights")
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
 BARE = ("ssm_a_log", "ssm_d", "gdn_a_log", "kda_a_log")
@@ -96,8 +99,9 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     component has no llama.cpp name here."""
     from calc.checkpoint.gguf_tables import tables
 
-    pieces = _split_mixer_vectors(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix)))
-    named = _named(spec, pieces, _read_as(spec))
+    read_as = _read_as(spec)
+    pieces = _split_mixer_vectors(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix), read_as))
+    named = _named(spec, pieces, read_as)
     if named is None:
         return None
     types = tables().constants.GGMLQuantizationType
@@ -146,13 +150,15 @@ def _named_as(spec: ModelSpec, layer: int | None) -> int | None:
     return max(i for i in range(spec.n_layers) if spec.block_at(i) == block_of(spec, layer))
 
 
-def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
-    """A norm with a weight and a bias (LayerNorm) is one component of both here, two tensors in the file: its
-    `.weight` and `.bias` halves."""
+def _split_norms(spec: ModelSpec, pieces: list[Piece],
+                 read_as: dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]]) -> list[Piece]:
+    """A norm with a weight and a bias (LayerNorm: the model's, or one the reader names with both, the DSA indexer's
+    k_norm) is one component of both here, two tensors in the file: its `.weight` and `.bias` halves."""
     out = []
     for piece in pieces:
         norm = spec.final_norm if piece.layer is None else spec.blocks[block_of(spec, piece.layer)].norm
-        if piece.component.endswith("norm") and norm.weight and norm.bias:
+        biased = (piece.component, _named_as(spec, piece.layer), "bias") in read_as
+        if piece.component.endswith("norm") and (norm.weight and norm.bias or biased):
             half = (piece.ne[0] // 2,)
             out += [Piece(piece.component, piece.layer, half, piece.fmt),
                     Piece(f"{piece.component}_bias", piece.layer, half, piece.fmt)]
