@@ -117,3 +117,13 @@ def test_ollama_mixes_hold_no_block(nextn_config: Path) -> None:
         assert not [t.name for t in table.tensors if t.name.startswith("blk.3.")]
     assert "offloaded 2/4 layers" in _run("memory", str(nextn_config), "--quant", "ollama_q4_k_m", "--engine",
                                           "llamacpp", "-ngl", "2")
+
+
+def test_an_mtp_block_no_layer_has_gets_no_guessed_names(tmp_path: Path) -> None:
+    # every layer dense, the MTP layer a MoE one: no layer of the stack gives its tensors' names, so no table
+    from tests.tiny_models import tiny_config
+
+    path = tmp_path / "glm4_moe-dense.json"
+    path.write_text(json.dumps({**tiny_config("glm4_moe"), "num_nextn_predict_layers": 1, "first_k_dense_replace": 3}))
+    out = _run("memory", str(path), "--quant", "q4_k_m", "--engine", "llamacpp", "-ngl", "2")
+    assert "offloaded 2/5 layers" in out and "model buffer size" not in out and "does not know" in out

@@ -160,6 +160,8 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     mix = LLAMA_QUANTIZE.get(mix, mix)  # the mix whose rules type the rest
     d = spec.d_model
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}
+    if n_all > spec.n_layers:  # an MTP block no layer of the stack uses: its rows as count's (calc.analysis.count)
+        per_layer.setdefault(spec.mtp.block, spec.blocks[spec.mtp.block].params(d))  # type: ignore[union-attr]
     if spec.n_layers > MAX_GGUF_LAYERS:  # llama.cpp picks a type layer by layer, and so do we
         raise GptcalcError(f"--quant {mix}: {spec.n_layers:,} layers; a GGUF mix is worked out layer by layer, "
                            f"for at most {MAX_GGUF_LAYERS:,}")

@@ -129,6 +129,8 @@ def _named(spec: ModelSpec, pieces: list[Piece],
             piece = replace(piece, component=piece.component.replace("attn_gate", "q"))
         layer = piece.layer
         piece = replace(piece, layer=_named_as(spec, layer))
+        if layer is not None and piece.layer is None:  # an MTP block no layer of the stack has: no names to take
+            return None
         name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {})}, read_as)
         if name is None:
             return None
@@ -144,10 +146,11 @@ def _named(spec: ModelSpec, pieces: list[Piece],
 
 
 def _named_as(spec: ModelSpec, layer: int | None) -> int | None:
-    """The layer whose names a layer's tensors take: its own, or an MTP layer's the stack's last of its block."""
+    """The layer whose names a layer's tensors take: its own, or an MTP layer's the stack's last of its block (None
+    where no layer of the stack has it)."""
     if layer is None or layer < spec.n_layers:
         return layer
-    return max(i for i in range(spec.n_layers) if spec.block_at(i) == block_of(spec, layer))
+    return max((i for i in range(spec.n_layers) if spec.block_at(i) == block_of(spec, layer)), default=None)
 
 
 def _split_norms(spec: ModelSpec, pieces: list[Piece],
