@@ -21,12 +21,13 @@ import pytest
 from click.testing import CliRunner
 
 from calc.analysis.count import count
+from calc.analysis.memory.gguf import no_mtp
 from calc.analysis.memory.gguf_table import mix_table
 from calc.cli import main
 from calc.spec.load import load_spec
 from tests.test_llamacpp_conformance import (KQUANT, completion_log, cpu_build_says, engine_lines, gptcalc_options,
                                              llamacpp_binary)
-from tests.test_llamacpp_conformance_converted import RUNS as CONVERTED_RUNS
+from tests.test_llamacpp_conformance_converted import GLM_LITE, RUNS as CONVERTED_RUNS
 from tests.test_llamacpp_conformance_recurrent import RUNS as RECURRENT
 from tests.test_llamacpp_conformance_recurrent import NO_MTP, QWEN3_NEXT, Run, llamacpp_source
 from tests.tiny_models import tiny_config
@@ -64,6 +65,31 @@ CONVERTED = {
     "qwen2_moe-iq4_xs": Run("qwen2_moe", {}, []),  # a one-output shared-expert gate
     "deepseek_v3-q4_k_m": Run("deepseek_v3", {}, []),  # MLA's kv_b as attn_k_b / attn_v_b per head, exp_probs_b
     "glm4_moe-q4_k_m": Run("glm4_moe", {}, []),  # the FFN norm as post_attention_norm
+    # GLM-4.5's MTP layer as its checkpoint stores it, which the converter writes after the layers by default (blk.4,
+    # its nextn.* tensors); rows of whole k-quant super-blocks: llama-quantize's attn_v and ffn_down rules run over 5
+    # layers, so blk.3's attn_v and ffn_down_exps are Q4_K (over the 4 layers llama.cpp builds they were Q6_K)
+    "glm4_moe-nextn-q4_k_m": Run("glm4_moe", {**KQUANT, "moe_intermediate_size": 256, "num_nextn_predict_layers": 1},
+                                 [], mtp=True),
+    # GLM-4.7-Flash's MTP layer (its config's num_nextn_predict_layers 1), written as blk.3: an MLA MoE layer, its kv_b
+    # as attn_k_b / attn_v_b, its nextn.* tensors
+    "glm4_moe_lite-nextn-q4_k_m": Run("glm4_moe_lite", {**GLM_LITE, "num_nextn_predict_layers": 1}, [], mtp=True),
+    # Qwen3-Next's and Qwen3.5's MTP layer as their checkpoints store it (mtp.layers.0.*, mtp.fc, mtp.pre_fc_norm_*,
+    # mtp.norm), written as blk.4 (conversion/qwen.py:278-352): a full-attention layer, its output gate in attn_q,
+    # with the model's MLP; Qwen3-Next's config does not count it (the converter counts the tensors), Qwen3.5's does
+    "qwen3_next-nextn-q4_k_m": Run("qwen3_next", QWEN3_NEXT, [], mtp=True),
+    "qwen3_5-nextn-q4_k_m": Run("qwen3_5_text", {**QWEN3_5_ROPE, "mtp_num_hidden_layers": 1}, [], mtp=True,
+                                published={"mtp_num_hidden_layers": 1}),
+    # DeepSeek-V3.2's and GLM-5's DSA indexer (indexer.attn_q_b, attn_k, k_norm weight and bias, proj), as the
+    # converted suite converts them; GLM-5's "shared" layers without one; 8 experts in DeepSeek-V3.2's: attn_k's rule
+    "deepseek_v32-q4_k_m": CONVERTED_RUNS["deepseek_v32-c4096"],
+    "glm_moe_dsa-q4_k_m": CONVERTED_RUNS["glm_moe_dsa-c4096"],
+    # and their MTP layer, which the converter writes by default (blk.3: an MLA MoE layer with its own indexer)
+    **{f"{name}-nextn-q4_k_m": CONVERTED_RUNS[f"{name}-c4096"]._replace(
+        changes={**CONVERTED_RUNS[f"{name}-c4096"].changes, "num_nextn_predict_layers": 1}, mtp=True)
+       for name in ("deepseek_v32", "glm_moe_dsa")},
+    # the same checkpoint converted with --no-mtp (gptcalc's --no-mtp): 4 layers, blk.3's attn_v and ffn_down Q6_K
+    "glm4_moe-no-mtp-q4_k_m": Run("glm4_moe", {**KQUANT, "moe_intermediate_size": 256, "num_nextn_predict_layers": 1},
+                                  [], NO_MTP, mtp=True),
     # a fused attn_qkv, LayerNorms' weight and bias, learned positions; the converter reads n_ctx
     # (conversion/gpt2.py:20), which the Hub's config.json has beside n_positions (openai-community/gpt2: both 1024)
     # and transformers 5 drops
@@ -130,9 +156,15 @@ def config_of(name: str, where: Path) -> Path:
     return path
 
 
+def without_mtp(name: str) -> bool:
+    """Whether the run's converter was given --no-mtp, which gptcalc is told too."""
+    return name in CONVERTED and "--no-mtp" in CONVERTED[name].convert
+
+
 def table_of(name: str, where: Path) -> list[str]:
     """gptcalc's table for the run's config and mix, a line per tensor as recorded."""
     spec = load_spec(str(config_of(name, where)))
+    spec = no_mtp(spec) if without_mtp(name) else spec
     (header,) = mix_table(spec, count(spec), QUANT_RUNS[name][2])
     return [f"{t.name} {t.type_name} {','.join(map(str, t.ne))} {t.offset} {t.nbytes}" for t in header.tensors]
 
@@ -141,7 +173,8 @@ def config_says(name: str, where: Path) -> list[str]:
     """gptcalc's lines for the config + mix, as a CPU-only AVX-512 build prints them."""
     _, _, mix, args = QUANT_RUNS[name]
     result = CliRunner().invoke(main, ["memory", str(config_of(name, where)), "--quant", mix, "--engine", "llamacpp",
-                                       "--cpu-only", "--cpu-isa", "avx512", "--json", *gptcalc_options(args)])
+                                       "--cpu-only", "--cpu-isa", "avx512", "--json", *gptcalc_options(args),
+                                       *(["--no-mtp"] if without_mtp(name) else [])])
     assert result.exit_code == 0, result.output
     return engine_lines("\n".join(json.loads(result.output)["server_says"]))
 
@@ -179,7 +212,8 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
 
         run = CONVERTED[name]
         convert_gguf({**tiny_config(model_type), **changes}, source, llamacpp_source(request), run.convert,
-                     run.published, raw_config=run.raw_config, hub=run.hub, stub_tokenizer=run.stub_tokenizer)
+                     run.published, raw_config=run.raw_config, hub=run.hub, stub_tokenizer=run.stub_tokenizer,
+                     mtp=run.mtp)
     elif name in WRITTEN:
         write_dsv4_gguf(WRITTEN[name](), source, sixteen="BF16")
     else:

