@@ -69,6 +69,8 @@ CONVERTED = {
     "lfm2_moe-q4_k_m": RECURRENT["lfm2_moe-np4"],
     "granitemoehybrid-q4_k_m": RECURRENT["granitemoehybrid-np4"],
     "nemotron_h-q4_k_m": RECURRENT["nemotron_h-np4"],
+    # Jamba's Mamba (x_proj, dt_proj, the dt / B / C norms) beside attention, experts every other layer
+    "jamba-q4_k_m": RECURRENT["jamba-np4"],
     # gated DeltaNet beside gated attention: Qwen3-Next (MoE), Qwen3.5 dense and MoE
     "qwen3_next-q4_k_m": RECURRENT["qwen3_next-np4"],
     # Qwen3.5's M-RoPE sections fitted to the tiny heads (all 8 dimensions rotated, sections of 4 pairs): the
@@ -171,8 +173,12 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
 
 
 @pytest.mark.parametrize("model, quant, note", [
-    # Jamba's Mamba dt / B / C norms have no llama.cpp name in gptcalc's table: no guess, the .gguf is asked for
-    ("tests/configs/model_types/jamba.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
+    # AFMoE's attention gate has no llama.cpp name in gptcalc's table: no guess, the .gguf is asked for
+    ("tests/configs/model_types/afmoe.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
+    # no converter class registered for OlmoHybridForCausalLM or Zamba2ForCausalLM (conversion/*.py of the tree),
+    # no LLM_ARCH for either (src/llama-arch.cpp)
+    ("tests/configs/model_types/olmo_hybrid.json", ["--quant", "q4_k_m"], "has no architecture for olmo_hybrid"),
+    ("tests/configs/model_types/zamba2.json", [], "has no architecture for zamba2"),
     ("qwen2.5-14b", [], "or a llama-quantize mix with --quant"),  # bf16 weights: no GGUF mix, no table
 ])
 def test_no_model_buffers_says_why(model: str, quant: list[str], note: str) -> None:

@@ -96,7 +96,8 @@ def _olmo_hybrid(cfg: Config) -> dict[str, Any]:
                 "mlp": gated_mlp(cfg, bias=False), "norm": rms}
     blocks, layers = kind_stack(kinds, {"linear_attention": "deltanet", "full_attention": "attention"},
                                 lambda kind: deltanet if kind == "linear_attention" else _olmo2_block(cfg))
-    return decoder(cfg, "olmo_hybrid", blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+    return decoder(cfg, "olmo_hybrid", blocks, layers, rms, cfg.bool("tie_word_embeddings"),
+                   llamacpp={"converts": False})
 
 
 def _linear_defaults(cfg: Config) -> Config:

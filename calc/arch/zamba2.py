@@ -72,7 +72,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
         del blocks["mamba"]
     n_positions = LONG_CONTEXT if cfg.bool("use_long_context") else cfg.int(*KEYS["n_positions"])
     return decoder(cfg, "zamba2", blocks, layer_runs(names), rms, cfg.bool("tie_word_embeddings"),
-                   n_positions=n_positions, notes=_split_note(cfg, mamba["attention"]))
+                   n_positions=n_positions, notes=_split_note(cfg, mamba["attention"]), llamacpp={"converts": False})
 
 
 def _split_note(cfg: Config, mixer: dict[str, Any]) -> tuple[str, ...]:

@@ -22,6 +22,10 @@ class LlamaCppBuild(Part):
     src/models/starcoder2.cpp reads none); EXAONE 4 but in its 64-layer model (src/models/exaone4.cpp:3-14)."""
 
     sliding_window: bool = True
+    # False where llama.cpp has no architecture for the model: its converter registers no class for the config's
+    # (conversion/*.py, ModelBase.register) and src/llama-arch.cpp names none, so no GGUF of it is made or loaded:
+    # OLMo-Hybrid (OlmoHybridForCausalLM), Zamba2 (Zamba2ForCausalLM)
+    converts: bool = True
     # The window llama.cpp gives chunked-attention layers, which it caches in llama_kv_cache_iswa's SWA half
     # (LLAMA_SWA_TYPE_CHUNKED): llama4 sets 8192 whatever attention_chunk_size says (src/models/llama4.cpp:8-19).
     # None: chunked layers keep every cell.

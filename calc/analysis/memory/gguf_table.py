@@ -55,6 +55,9 @@ NAMES = {
 # LFM2Model.modify_tensors)
 READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ssm_d", "ssm_out",
              "conv_in", "conv", "conv_out", "ssm_dt", "ssm_norm",
+             # Jamba's RMS norms of the Mamba time step, B and C (conversion/jamba.py JambaModel: ssm_dt_norm,
+             # ssm_b_norm, ssm_c_norm by its table)
+             "ssm_dt_norm", "ssm_b_norm", "ssm_c_norm",
              # the gated DeltaNet's conv (2-D, F32: squeezed), dt bias, A_log (blk.N.ssm_a), norm and out
              # (conversion/qwen.py:395-403 Qwen3NextModel.modify_tensors)
              "gdn_conv", "gdn_dt", "gdn_a_log", "gdn_norm", "gdn_out",
