@@ -71,6 +71,8 @@ CONVERTED = {
     "nemotron_h-q4_k_m": RECURRENT["nemotron_h-np4"],
     # Jamba's Mamba (x_proj, dt_proj, the dt / B / C norms) beside attention, experts every other layer
     "jamba-q4_k_m": RECURRENT["jamba-np4"],
+    # Bamba converted as granitehybrid (conversion/granite.py GraniteHybridModel): Mamba2 beside attention, no experts
+    "bamba-q4_k_m": RECURRENT["bamba-np4"],
     # gated DeltaNet beside gated attention: Qwen3-Next (MoE), Qwen3.5 dense and MoE
     "qwen3_next-q4_k_m": RECURRENT["qwen3_next-np4"],
     # Qwen3.5's M-RoPE sections fitted to the tiny heads (all 8 dimensions rotated, sections of 4 pairs): the

@@ -81,6 +81,9 @@ MLA = ("deepseek2", "glm-dsa", "deepseek32")
 # (the same MLA, MoE and indexer tensors: llama.cpp's one name per tensor kind, LLM_TENSOR_NAMES in
 # src/llama-arch.cpp:444-709, and the llama.cpp tree's gguf-py/gguf/constants.py:3984, MODEL_ARCH.DEEPSEEK32's list)
 NAMED_AS = {"deepseek32": "glm-dsa"}
+# A model_type llama.cpp's converter writes as another's architecture, whose .gguf reads back as that one's
+# model_type (so not in `ARCHS`): BambaForCausalLM as granitehybrid (conversion/granite.py GraniteHybridModel)
+CONVERTED_AS = {"bamba": "granitehybrid"}
 # {arch}.KEY -> config.json key (src/llama-arch.cpp LLM_KV_NAMES).
 KEYS = {
     "context_length": "max_position_embeddings",
@@ -198,7 +201,7 @@ def names_for(spec: Any) -> dict[str, tuple[str, tuple[int, ...]]]:
     count first in its shape. What gguf_table.py names a config's tensors by, so the two never disagree."""
     from calc.checkpoint.names import tensor_table
 
-    arch = next((a for a, model_type in ARCHS.items() if model_type == spec.model_type), None)
+    arch = CONVERTED_AS.get(spec.model_type) or next((a for a, t in ARCHS.items() if t == spec.model_type), None)
     if arch is None:
         return {}
     table = tensor_table(spec)
