@@ -73,6 +73,9 @@ CONVERTED = {
     "jamba-q4_k_m": RECURRENT["jamba-np4"],
     # Bamba converted as granitehybrid (conversion/granite.py GraniteHybridModel): Mamba2 beside attention, no experts
     "bamba-q4_k_m": RECURRENT["bamba-np4"],
+    # AFMoE as published: an attention output gate (attn_gate), routers' score bias as exp_probs_b.bias, a shared
+    # expert, a leading dense layer, four norms per layer
+    "afmoe-q4_k_m": CONVERTED_RUNS["afmoe-swa"],
     # gated DeltaNet beside gated attention: Qwen3-Next (MoE), Qwen3.5 dense and MoE
     "qwen3_next-q4_k_m": RECURRENT["qwen3_next-np4"],
     # Qwen3.5's M-RoPE sections fitted to the tiny heads (all 8 dimensions rotated, sections of 4 pairs): the
@@ -175,8 +178,6 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
 
 
 @pytest.mark.parametrize("model, quant, note", [
-    # AFMoE's attention gate has no llama.cpp name in gptcalc's table: no guess, the .gguf is asked for
-    ("tests/configs/model_types/afmoe.json", ["--quant", "q4_k_m"], "does not know for all of this model's"),
     # no converter class registered for OlmoHybridForCausalLM or Zamba2ForCausalLM (conversion/*.py of the tree),
     # no LLM_ARCH for either (src/llama-arch.cpp)
     ("tests/configs/model_types/olmo_hybrid.json", ["--quant", "q4_k_m"], "has no architecture for olmo_hybrid"),
@@ -187,3 +188,13 @@ def test_no_model_buffers_says_why(model: str, quant: list[str], note: str) -> N
     run = CliRunner().invoke(main, ["memory", model, *quant, "--engine", "llamacpp", "--seq", "4096", "-ngl", "10"])
     assert run.exit_code == 0 and "model buffer size" not in run.output
     assert note in " ".join(run.output.split())
+
+
+def test_unnamed_component_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A component the table has no llama.cpp name for (here AFMoE's attention gate, taken out of the table) gets no
+    model buffer lines, not a guess: the .gguf is asked for."""
+    from calc.analysis.memory import gguf_table
+
+    monkeypatch.setattr(gguf_table, "READ_ONLY", tuple(c for c in gguf_table.READ_ONLY if c != "attn_gate"))
+    test_no_model_buffers_says_why("tests/configs/model_types/afmoe.json", ["--quant", "q4_k_m"],
+                                   "does not know for all of this model's")

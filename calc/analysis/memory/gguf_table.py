@@ -58,6 +58,8 @@ READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ss
              # Jamba's RMS norms of the Mamba time step, B and C (conversion/jamba.py JambaModel: ssm_dt_norm,
              # ssm_b_norm, ssm_c_norm by its table)
              "ssm_dt_norm", "ssm_b_norm", "ssm_c_norm",
+             # AFMoE's attention output gate and its routers' learned score bias (conversion/afmoe.py AfmoeModel)
+             "attn_gate", "router_score_bias_param",
              # the gated DeltaNet's conv (2-D, F32: squeezed), dt bias, A_log (blk.N.ssm_a), norm and out
              # (conversion/qwen.py:395-403 Qwen3NextModel.modify_tensors)
              "gdn_conv", "gdn_dt", "gdn_a_log", "gdn_norm", "gdn_out",
@@ -71,6 +73,9 @@ READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ss
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
 BARE = ("ssm_a_log", "ssm_d", "gdn_a_log", "kda_a_log")
+# Parameters the converter writes as a tensor's `.bias`: AFMoE's expert_bias, renamed expert_bias.bias before its table
+# (conversion/afmoe.py AfmoeModel.filter_tensors), blk.N.exp_probs_b.bias
+AS_BIAS = ("router_score_bias_param",)
 FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
 FUSED_UP = {"ffn_gate": "ffn_up"}  # a fused gate_up_proj where the adapter says so (LlamaCppBuild.fused_up)
 # gptcalc format -> ggml type name (the quantised ones are ggml's, lower-cased: q4_K, iq4_xs, mxfp4)
@@ -174,7 +179,10 @@ def _name(piece: Piece, fused: dict[str, str],
 
 
 def _key(component: str) -> tuple[str, str]:
-    """(component, weight or bias) of a component: "_bias" ones are the `.bias` of the same tensor."""
+    """(component, weight or bias) of a component: "_bias" ones are the `.bias` of the same tensor, AS_BIAS ones the
+    `.bias` of their own."""
+    if component in AS_BIAS:
+        return component, "bias"
     return (component.removesuffix("_bias"), "bias") if component.endswith("_bias") else (component, "weight")
 
 
