@@ -76,6 +76,8 @@ CONVERTED = {
     # AFMoE as published: an attention output gate (attn_gate), routers' score bias as exp_probs_b.bias, a shared
     # expert, a leading dense layer, four norms per layer
     "afmoe-q4_k_m": CONVERTED_RUNS["afmoe-swa"],
+    # Falcon-Mamba converted as mamba (conversion/mamba.py MambaModel), its B / C / dt norms without weights
+    "falcon_mamba-q4_k_m": RECURRENT["falcon_mamba-np4"],
     # gated DeltaNet beside gated attention: Qwen3-Next (MoE), Qwen3.5 dense and MoE
     "qwen3_next-q4_k_m": RECURRENT["qwen3_next-np4"],
     # Qwen3.5's M-RoPE sections fitted to the tiny heads (all 8 dimensions rotated, sections of 4 pairs): the

@@ -82,8 +82,9 @@ MLA = ("deepseek2", "glm-dsa", "deepseek32")
 # src/llama-arch.cpp:444-709, and the llama.cpp tree's gguf-py/gguf/constants.py:3984, MODEL_ARCH.DEEPSEEK32's list)
 NAMED_AS = {"deepseek32": "glm-dsa"}
 # A model_type llama.cpp's converter writes as another's architecture, whose .gguf reads back as that one's
-# model_type (so not in `ARCHS`): BambaForCausalLM as granitehybrid (conversion/granite.py GraniteHybridModel)
-CONVERTED_AS = {"bamba": "granitehybrid"}
+# model_type (so not in `ARCHS`): BambaForCausalLM as granitehybrid (conversion/granite.py GraniteHybridModel),
+# FalconMambaForCausalLM as mamba (conversion/mamba.py MambaModel)
+CONVERTED_AS = {"bamba": "granitehybrid", "falcon_mamba": "mamba"}
 # {arch}.KEY -> config.json key (src/llama-arch.cpp LLM_KV_NAMES).
 KEYS = {
     "context_length": "max_position_embeddings",
