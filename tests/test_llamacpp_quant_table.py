@@ -78,6 +78,13 @@ CONVERTED = {
     "afmoe-q4_k_m": CONVERTED_RUNS["afmoe-swa"],
     # Falcon-Mamba converted as mamba (conversion/mamba.py MambaModel), its B / C / dt norms without weights
     "falcon_mamba-q4_k_m": RECURRENT["falcon_mamba-np4"],
+    # Apertus: the xIELU scalars in metadata, no tensor; a Llama-3 rope's factors as rope_freqs.weight
+    # (conversion/llama.py ApertusModel, LlamaModel.generate_extra_tensors)
+    "apertus-q4_k_m": CONVERTED_RUNS["apertus-c4096"],
+    # Llama with a Llama-3 rope (the tiny config's rope_type llama3, as Llama 3.1's): its factors as rope_freqs.weight
+    # (conversion/llama.py LlamaModel.generate_extra_tensors); Q2_K's matrices repacked by AVX-512, not AVX2
+    "llama-q4_k_m": Run("llama", KQUANT, []),
+    "llama-q2_k": Run("llama", KQUANT, []),
     # gated DeltaNet beside gated attention: Qwen3-Next (MoE), Qwen3.5 dense and MoE
     "qwen3_next-q4_k_m": RECURRENT["qwen3_next-np4"],
     # Qwen3.5's M-RoPE sections fitted to the tiny heads (all 8 dimensions rotated, sections of 4 pairs): the
@@ -92,11 +99,10 @@ CONVERTED = {
                                             "shared_expert_intermediate_size": 256, "linear_key_head_dim": 64,
                                             "linear_value_head_dim": 64}, [], NO_MTP),
 }
-MIX = {"qwen3_moe-q3_k_m": "q3_k_m", "qwen3_next-q3_k_m": "q3_k_m", "qwen2_moe-iq4_xs": "iq4_xs", "gpt2-q8_0": "q8_0"}  # q4_k_m otherwise
+MIX = {"llama-q2_k": "q2_k", "qwen3_moe-q3_k_m": "q3_k_m", "qwen3_next-q3_k_m": "q3_k_m", "qwen2_moe-iq4_xs": "iq4_xs",
+       "gpt2-q8_0": "q8_0"}  # q4_k_m otherwise
 # name: (model_type, config changes, mix, llama.cpp options). Rows of whole k-quant super-blocks (KQUANT).
 QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
-    "llama-q4_k_m": ("llama", KQUANT, "q4_k_m", ["-c", "1024"]),
-    "llama-q2_k": ("llama", KQUANT, "q2_k", ["-c", "1024"]),  # Q2_K: repacked by AVX-512, not AVX2
     "gemma3-q4_k_m": ("gemma3_text", {**KQUANT, **GEMMA6}, "q4_k_m", ["-c", "1024"]),  # a tied head, loaded twice
     "phi3-q4_k_m": ("phi3", {}, "q4_k_m", ["-c", "1024"]),  # fused attn_qkv and ffn_up (gate and up rows)
     "glm4-q5_k_m": ("glm4", {}, "q5_k_m", ["-c", "1024"]),  # a fused ffn_up, four norms per layer

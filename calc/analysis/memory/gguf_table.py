@@ -90,6 +90,9 @@ RESHAPED = {"mamba2": lambda mixer: {"ssm_a_log": (1, mixer.n_heads), "ssm_d": (
 # A mixer's vector the converter writes as several tensors, by the mixer's kind: KDA's conv over q, k and v as
 # ssm_conv1d_q, _k, _v, each ggml's [kernel, 1, K] (conversion/kimi_linear.py modify_tensors: (1, K, 1, kernel))
 SPLIT = {"kda": lambda mixer: {"kda_conv": [(f"ssm_conv1d_{x}", (mixer.conv_kernel, 1, mixer.width)) for x in "qkv"]}}
+# Components the converter writes as metadata, no tensor: Apertus's xIELU scalars alpha_p and alpha_n, arrays of
+# one per layer (conversion/llama.py ApertusModel.modify_tensors)
+IN_METADATA = ("mlp_act",)
 OLLAMA_LAST = 2**63 - 1  # math.MaxInt of Go: the block ollama's writer gives a tensor outside the layers
 
 
@@ -122,7 +125,7 @@ def _named(spec: ModelSpec, pieces: list[Piece],
     """name -> (layer, -1 outside the layers; dimensions; format) of every tensor, the parts of a fused one (attn_qkv,
     a fused ffn_up) as one: their rows together, the last part's type (gguf.py types the parts alike)."""
     named: dict[str, tuple[int, tuple[int, ...], str]] = {}
-    for piece in pieces:
+    for piece in (p for p in pieces if p.component not in IN_METADATA):
         fused = piece.layer is not None and getattr(spec.blocks[spec.block_at(piece.layer)].attention, "fused_qkv",
                                                     False)
         if spec.llamacpp.gate_in_q and _key(piece.component)[0] == "attn_gate":  # attn_q's gate rows
@@ -136,7 +139,7 @@ def _named(spec: ModelSpec, pieces: list[Piece],
             was = named[name][1]
             ne = (was[0] + ne[0],) if len(was) == 1 else (was[0], was[1] + ne[1], *was[2:])
         named[name] = (-1 if piece.layer is None else piece.layer, ne, piece.fmt)
-    return {**named, **_score_biases(spec)}
+    return {**named, **_score_biases(spec), **_rope_factors(spec)}
 
 
 def _split_norms(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
@@ -253,3 +256,13 @@ def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]
         if moe is not None and moe.score_bias and not moe.score_bias_param:
             out[f"blk.{layer}.exp_probs_b.bias"] = (layer, (moe.n_experts,), "fp32")
     return out
+
+
+def _rope_factors(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
+    """A Llama-3 rope's factors, which the converter of a Llama class (LlamaCppBuild.rope_factors) computes into one
+    F32 tensor of head_dim / 2 outside the layers, rope_freqs.weight (conversion/llama.py:298-326)."""
+    attention = spec.blocks[spec.block_at(0)].attention
+    rope = getattr(attention, "rope", None)
+    if not spec.llamacpp.rope_factors or rope is None or (rope.scaling or {}).get("rope_type") != "llama3":
+        return {}
+    return {"rope_freqs.weight": (-1, (attention.head_dim // 2,), "fp32")}
