@@ -85,6 +85,9 @@ CONVERTED = {
     # (conversion/llama.py LlamaModel.generate_extra_tensors); Q2_K's matrices repacked by AVX-512, not AVX2
     "llama-q4_k_m": Run("llama", KQUANT, []),
     "llama-q2_k": Run("llama", KQUANT, []),
+    # Llama 4's too (Llama4Model is one of LlamaModel's classes), with its chunked layers and experts; every 4th layer
+    # without rope, the pattern llama.cpp takes whatever the config says (as tests/test_llamacpp_conformance.py's runs)
+    "llama4-q4_k_m": Run("llama4_text", {"no_rope_layer_interval": 4}, []),
     # gated DeltaNet beside gated attention: Qwen3-Next (MoE), Qwen3.5 dense and MoE
     "qwen3_next-q4_k_m": RECURRENT["qwen3_next-np4"],
     # Qwen3.5's M-RoPE sections fitted to the tiny heads (all 8 dimensions rotated, sections of 4 pairs): the

@@ -28,7 +28,8 @@ class LlamaCppBuild(Part):
     converts: bool = True
     # The converter computes a Llama-3 rope's (rope_type llama3) per-frequency factors into one F32 tensor,
     # rope_freqs.weight, of head_dim / 2: LlamaModel.generate_extra_tensors (conversion/llama.py:298-326), the class of
-    # LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM and of its subclasses SmolLM3Model and ApertusModel
+    # LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM and of its subclasses Llama4Model, SmolLM3Model and
+    # ApertusModel
     rope_factors: bool = False
     # The window llama.cpp gives chunked-attention layers, which it caches in llama_kv_cache_iswa's SWA half
     # (LLAMA_SWA_TYPE_CHUNKED): llama4 sets 8192 whatever attention_chunk_size says (src/models/llama4.cpp:8-19).

@@ -261,8 +261,8 @@ def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]
 def _rope_factors(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
     """A Llama-3 rope's factors, which the converter of a Llama class (LlamaCppBuild.rope_factors) computes into one
     F32 tensor of head_dim / 2 outside the layers, rope_freqs.weight (conversion/llama.py:298-326)."""
-    attention = spec.blocks[spec.block_at(0)].attention
-    rope = getattr(attention, "rope", None)
-    if not spec.llamacpp.rope_factors or rope is None or (rope.scaling or {}).get("rope_type") != "llama3":
+    if not spec.llamacpp.rope_factors:
         return {}
-    return {"rope_freqs.weight": (-1, (attention.head_dim // 2,), "fp32")}
+    rotary = [block.attention for block in spec.blocks.values() if getattr(block.attention, "rope", None)]
+    head_dim = next((a.head_dim for a in rotary if (a.rope.scaling or {}).get("rope_type") == "llama3"), None)
+    return {} if head_dim is None else {"rope_freqs.weight": (-1, (head_dim // 2,), "fp32")}
