@@ -88,6 +88,12 @@ CONVERTED = {
     # Llama 4's too (Llama4Model is one of LlamaModel's classes), with its chunked layers and experts; every 4th layer
     # without rope, the pattern llama.cpp takes whatever the config says (as tests/test_llamacpp_conformance.py's runs)
     "llama4-q4_k_m": Run("llama4_text", {"no_rope_layer_interval": 4}, []),
+    # fused attn_qkv and ffn_up (gate and up rows); the tiny config's LongRoPE factors as rope_factors_long / _short
+    # (conversion/phi.py:175-211), and PhiMoE's by the same class, with Phi-3.5-MoE-instruct's attention and head
+    # biases (its config.json: attention_bias and lm_head_bias true)
+    "phi3-q4_k_m": Run("phi3", {}, []),
+    "phimoe-q4_k_m": Run("phimoe", {"attention_bias": True, "lm_head_bias": True}, [],
+                         published={"architectures": ["PhiMoEForCausalLM"]}),  # as the Hub spells it
     # gated DeltaNet beside gated attention: Qwen3-Next (MoE), Qwen3.5 dense and MoE
     "qwen3_next-q4_k_m": RECURRENT["qwen3_next-np4"],
     # Qwen3.5's M-RoPE sections fitted to the tiny heads (all 8 dimensions rotated, sections of 4 pairs): the
@@ -107,7 +113,6 @@ MIX = {"llama-q2_k": "q2_k", "qwen3_moe-q3_k_m": "q3_k_m", "qwen3_next-q3_k_m": 
 # name: (model_type, config changes, mix, llama.cpp options). Rows of whole k-quant super-blocks (KQUANT).
 QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {
     "gemma3-q4_k_m": ("gemma3_text", {**KQUANT, **GEMMA6}, "q4_k_m", ["-c", "1024"]),  # a tied head, loaded twice
-    "phi3-q4_k_m": ("phi3", {}, "q4_k_m", ["-c", "1024"]),  # fused attn_qkv and ffn_up (gate and up rows)
     "glm4-q5_k_m": ("glm4", {}, "q5_k_m", ["-c", "1024"]),  # a fused ffn_up, four norms per layer
     **{name: (run.model_type, run.changes, MIX.get(name, "q4_k_m"), ["-c", "1024"]) for name, run in CONVERTED.items()},
 }

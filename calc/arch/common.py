@@ -36,7 +36,7 @@ TRANSFORMERS_BACKEND = {"vllm": {"implementation": "transformers"}}
 LLAMACPP_NO_WINDOW = {"llamacpp": {"sliding_window": False}}
 # How llama.cpp builds a model its converter's LlamaModel class writes (conversion/llama.py): a Llama-3 rope's factors
 # as rope_freqs.weight (calc/spec/llamacpp.py LlamaCppBuild.rope_factors)
-LLAMA_CLASS = {"llamacpp": {"rope_factors": True}}
+LLAMA_CLASS = {"llamacpp": {"rope_factors": "llama3"}}
 # and one whose window llama.cpp's llama architecture drops: MistralForCausalLM, MixtralForCausalLM
 # (conversion/llama.py:17-30)
 LLAMA_CLASS_NO_WINDOW = {"llamacpp": {**LLAMACPP_NO_WINDOW["llamacpp"], **LLAMA_CLASS["llamacpp"]}}

@@ -68,7 +68,8 @@ OUTPUT_NORMS = {"flex_olmo": ("attn_out", "mlp_out")}
 VLLM = {"flex_olmo": TRANSFORMERS_BACKEND}
 # llama.cpp converts MixtralForCausalLM as its `llama` architecture: no window (conversion/__init__.py:195), by
 # LlamaModel's class
-LLAMACPP = {"mixtral": LLAMA_CLASS_NO_WINDOW, "flex_olmo": NO_LLAMACPP}
+LLAMACPP = {"mixtral": LLAMA_CLASS_NO_WINDOW, "flex_olmo": NO_LLAMACPP,
+            "phimoe": {"llamacpp": {"rope_factors": "longrope"}}}  # PhiMoEForCausalLM: Phi3MiniModel's subclass
 # How each router weighs its top_k experts (MixtralTopKRouter renormalises; OLMoE as norm_topk_prob says).
 # MixtralTopKRouter softmaxes router_logits.float() and hands its weights on in fp32; OLMoE's and FlexOlmo's
 # softmax(..., dtype=torch.float) cast them back (.to(router_logits.dtype))

