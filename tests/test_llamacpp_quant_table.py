@@ -86,6 +86,11 @@ CONVERTED = {
     # (conversion/llama.py LlamaModel.generate_extra_tensors); Q2_K's matrices repacked by AVX-512, not AVX2
     "llama-q4_k_m": Run("llama", KQUANT, []),
     "llama-q2_k": Run("llama", KQUANT, []),
+    # EXAONE 4.0's too (its converter class computes them as LlamaModel's), with EXAONE-4.0-32B's rope
+    # (tests/configs/model_types/exaone4.json: llama3, factor 16, low 1, high 4, original context 8192)
+    "exaone4-q4_k_m": Run("exaone4", {"rope_scaling": {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0,
+                                                       "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}},
+                          []),
     # Llama 4's too (Llama4Model is one of LlamaModel's classes), with its chunked layers and experts; every 4th layer
     # without rope, the pattern llama.cpp takes whatever the config says (as tests/test_llamacpp_conformance.py's runs)
     "llama4-q4_k_m": Run("llama4_text", {"no_rope_layer_interval": 4}, []),

@@ -31,7 +31,8 @@ class LlamaCppBuild(Part):
     # Which rope factors the converter writes as F32 tensors outside the layers: "llama3", a Llama-3 rope's
     # (rope_type llama3) per-frequency factors computed into rope_freqs.weight, of head_dim / 2
     # (LlamaModel.generate_extra_tensors, conversion/llama.py:298-326: the class of LlamaForCausalLM,
-    # MistralForCausalLM, MixtralForCausalLM and of its subclasses Llama4Model, SmolLM3Model and ApertusModel);
+    # MistralForCausalLM, MixtralForCausalLM and of its subclasses Llama4Model, SmolLM3Model and ApertusModel; the
+    # same in Exaone4Model's, conversion/exaone.py:98-125, and its subclass ExaoneMoEModel's);
     # "longrope", a LongRoPE config's long_factor and short_factor as rope_factors_long.weight and
     # rope_factors_short.weight, of rotary_dim / 2 (Phi3MiniModel.generate_extra_tensors, conversion/phi.py:175-211:
     # Phi3ForCausalLM, and PhiMoEForCausalLM by its subclass); "": none
