@@ -34,4 +34,4 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     # Phi3DecoderLayer: resid_pdrop on each sublayer's output; embd_pdrop is in Phi3Config but no module reads it
     block = {"attention": attn, "mlp": gated_mlp(cfg, bias=False, fused_gate_up=True), "norm": rms,
              "residual_dropout": cfg.float("resid_pdrop")}
-    return uniform(cfg, "phi3", block, rms, cfg.bool("tie_word_embeddings"), llamacpp={"fused_up": True})
+    return uniform(cfg, "phi3", block, rms, cfg.bool("tie_word_embeddings"), llamacpp={"fused_up": True, "rope_factors": "longrope"})

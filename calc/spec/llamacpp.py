@@ -7,6 +7,8 @@ knows which architecture that is, so it states the fact here (calc/arch/*.py), a
 whose GGUF keeps what its config says.
 """
 
+from typing import Literal
+
 from calc.parts.base import Field, Part
 
 __all__ = ["LlamaCppBuild"]
@@ -20,6 +22,19 @@ class LlamaCppBuild(Part):
     src/models/starcoder2.cpp reads none); EXAONE 4 but in its 64-layer model (src/models/exaone4.cpp:3-14)."""
 
     sliding_window: bool = True
+    # False where llama.cpp has no architecture for the model: its converter registers no class for the config's
+    # (conversion/*.py, ModelBase.register) and src/llama-arch.cpp names none, so no GGUF of it is made or loaded:
+    # OLMo-Hybrid (OlmoHybridForCausalLM), Zamba2 (Zamba2ForCausalLM)
+    converts: bool = True
+    # Which rope factors the converter writes as F32 tensors outside the layers: "llama3", a Llama-3 rope's
+    # (rope_type llama3) per-frequency factors computed into rope_freqs.weight, of head_dim / 2
+    # (LlamaModel.generate_extra_tensors, conversion/llama.py:298-326: the class of LlamaForCausalLM,
+    # MistralForCausalLM, MixtralForCausalLM and of its subclasses Llama4Model, SmolLM3Model and ApertusModel; the
+    # same in Exaone4Model's, conversion/exaone.py:98-125, and its subclass ExaoneMoEModel's);
+    # "longrope", a LongRoPE config's long_factor and short_factor as rope_factors_long.weight and
+    # rope_factors_short.weight, of rotary_dim / 2 (Phi3MiniModel.generate_extra_tensors, conversion/phi.py:175-211:
+    # Phi3ForCausalLM, and PhiMoEForCausalLM by its subclass); "": none
+    rope_factors: Literal["", "llama3", "longrope"] = ""
     # The window llama.cpp gives chunked-attention layers, which it caches in llama_kv_cache_iswa's SWA half
     # (LLAMA_SWA_TYPE_CHUNKED): llama4 sets 8192 whatever attention_chunk_size says (src/models/llama4.cpp:8-19).
     # None: chunked layers keep every cell.

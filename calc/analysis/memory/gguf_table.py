@@ -61,6 +61,12 @@ NAMES = {
 # LFM2Model.modify_tensors)
 READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ssm_d", "ssm_out",
              "conv_in", "conv", "conv_out", "ssm_dt", "ssm_norm",
+             # Jamba's RMS norms of the Mamba time step, B and C (conversion/jamba.py JambaModel: ssm_dt_norm,
+             # ssm_b_norm, ssm_c_norm by its table)
+             "ssm_dt_norm", "ssm_b_norm", "ssm_c_norm",
+             # AFMoE's and Laguna's attention output gate (attn_gate, a matrix of its own) and their routers' learned
+             # score bias, a parameter (exp_probs_b.bias: conversion/afmoe.py AfmoeModel, calc/checkpoint/gguf_laguna.py)
+             "attn_gate", "router_score_bias_param",
              # the gated DeltaNet's conv (2-D, F32: squeezed), dt bias, A_log (blk.N.ssm_a), norm and out
              # (conversion/qwen.py:395-403 Qwen3NextModel.modify_tensors)
              "gdn_conv", "gdn_dt", "gdn_a_log", "gdn_norm", "gdn_out",
@@ -75,9 +81,6 @@ READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ss
              # the dense MLP's post norm (post_ffw_norm_1), the router's scales (ffn_gate_inp.scale,
              # ffn_down_exps.scale: conversion/gemma.py Gemma4Model.modify_tensors)
              "experts_norm", "experts_post_norm", "shared_mlp_post_norm", "router_scale", "router_expert_scale",
-             # Laguna's attention output gate (attn_gate, a matrix of its own) and its router's score bias, a
-             # parameter (exp_probs_b.bias: calc/checkpoint/gguf_laguna.py)
-             "attn_gate", "router_score_bias_param",
              # MiniMax-M3's block indexer: indexer.q_proj, k_proj, q_norm, k_norm (calc/checkpoint/gguf_minimax_m3.py)
              "block_idx_q", "block_idx_k", "block_idx_q_norm", "block_idx_k_norm",
              # MiniMax-01's / M1's lightning attention: attn_qkv, attn_norm_2, attn_gate, attn_output
@@ -94,6 +97,10 @@ READ_ONLY = ("ssm_in", "ssm_conv", "ssm_x_proj", "ssm_dt_proj", "ssm_a_log", "ss
 # Those the converter writes without a suffix, blk.N.ssm_a and blk.N.ssm_d: parameters A_log and D, whose name
 # map_tensor_name keeps as it is (conversion/base.py; the reader recognises them with `.weight` too)
 BARE = ("ssm_a_log", "ssm_d", "gdn_a_log", "kda_a_log")
+# Parameters the converter writes as a tensor's `.bias`: AFMoE's expert_bias, renamed expert_bias.bias before its table
+# (conversion/afmoe.py AfmoeModel.filter_tensors), and Laguna's router score bias (calc/checkpoint/gguf_laguna.py):
+# blk.N.exp_probs_b.bias
+AS_BIAS = ("router_score_bias_param",)
 FUSED = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv"}
 FUSED_UP = {"ffn_gate": "ffn_up"}  # a fused gate_up_proj where the adapter says so (LlamaCppBuild.fused_up)
 # the routed experts' gate_up_proj where the adapter says so (LlamaCppBuild.fused_experts)
@@ -110,14 +117,19 @@ RESHAPED = {"mamba2": lambda mixer: {"ssm_a_log": (1, mixer.n_heads), "ssm_d": (
 # A mixer's vector the converter writes as several tensors, by the mixer's kind: KDA's conv over q, k and v as
 # ssm_conv1d_q, _k, _v, each ggml's [kernel, 1, K] (conversion/kimi_linear.py modify_tensors: (1, K, 1, kernel))
 SPLIT = {"kda": lambda mixer: {"kda_conv": [(f"ssm_conv1d_{x}", (mixer.conv_kernel, 1, mixer.width)) for x in "qkv"]}}
+# Components the converter writes as metadata, no tensor: Apertus's xIELU scalars alpha_p and alpha_n, arrays of
+# one per layer (conversion/llama.py ApertusModel.modify_tensors)
+IN_METADATA = ("mlp_act",)
 OLLAMA_LAST = 2**63 - 1  # math.MaxInt of Go: the block ollama's writer gives a tensor outside the layers
 
 
 def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeader] | None:
     """The one-file 'header' of this mix's GGUF (no path, no metadata: only its tensors), or None when a
-    component has no llama.cpp name here."""
+    component has no llama.cpp name here or llama.cpp has no architecture for the model (no file to quantise)."""
     from calc.checkpoint.gguf_tables import tables
 
+    if not spec.llamacpp.converts:
+        return None
     read_as = _read_as(spec)
     pieces = _split_mixer_vectors(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix), read_as))
     named = _named(spec, pieces, read_as)
@@ -141,7 +153,7 @@ def _named(spec: ModelSpec, pieces: list[Piece],
     """name -> (layer, -1 outside the layers; dimensions; format) of every tensor, the parts of a fused one (attn_qkv,
     a fused ffn_up) as one: their rows together, the last part's type (gguf.py types the parts alike)."""
     named: dict[str, tuple[int, tuple[int, ...], str]] = {}
-    for piece in pieces:
+    for piece in (p for p in pieces if p.component not in IN_METADATA):
         fused = piece.layer is not None and getattr(spec.blocks[block_of(spec, piece.layer)].attention, "fused_qkv",
                                                     False)
         if spec.llamacpp.gate_in_q and _key(piece.component)[0] == "attn_gate":  # attn_q's gate rows
@@ -218,7 +230,10 @@ def _name(piece: Piece, fused: dict[str, str],
 
 
 def _key(component: str) -> tuple[str, str]:
-    """(component, weight or bias) of a component: "_bias" ones are the `.bias` of the same tensor."""
+    """(component, weight or bias) of a component: "_bias" ones are the `.bias` of the same tensor, AS_BIAS ones the
+    `.bias` of their own."""
+    if component in AS_BIAS:
+        return component, "bias"
     return (component.removesuffix("_bias"), "bias") if component.endswith("_bias") else (component, "weight")
 
 
@@ -256,8 +271,8 @@ def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tu
     most others' ffn_norm. Where the reader takes a name with and without a suffix, the converter writes the suffix
     but for BARE; a name without one where it is all the reader has (Falcon-H1's blk.N.ffn_norm: its table maps the
     whole `pre_ff_layernorm.weight`). A component it names twice at a layer (MLA's kv_b) or that shares a tensor (a
-    fused q/k/v) is left out. Weight or bias is the component's (_key: a "_bias" one is the `.bias`), as _name looks
-    it up, or the checkpoint's `.bias` of a component of both (the DSA indexer's k_norm: _split_norms' bias half)."""
+    fused q/k/v) is left out. Weight or bias is the name's (the DSA indexer's k_norm, one component, is both: the
+    halves _split_norms makes), which _key gives a component (AS_BIAS: a `.bias` of its own)."""
     from calc.checkpoint.gguf_source import names_for
     from calc.checkpoint.names import tensor_table
 
@@ -267,7 +282,7 @@ def _read_as(spec: ModelSpec) -> dict[tuple[str, int | None, str], tuple[str, tu
         if meaning is None or not isinstance(meaning.target, str):
             continue
         stem = meaning.target.removesuffix("_bias")
-        suffix = "bias" if hf_name.endswith(".bias") else _key(meaning.target)[1]
+        suffix = next((s for s in ("weight", "bias") if gguf.endswith(f".{s}") or hf_name.endswith(f".{s}")), "weight")
         other_form = gguf.endswith((".weight", ".bias")) == (stem in BARE)  # not the form the converter writes
         key = (stem, meaning.layer, suffix)
         options[key].add((other_form, gguf, shape))
@@ -298,16 +313,12 @@ def _router_buffers(spec: ModelSpec, n_layers: int) -> dict[str, tuple[int, tupl
 def _converter_buffers(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
     """Tensors the converter writes, F32, that the parameter count leaves out: a layer's one-element output scale
     (Gemma 4's layer_scalar buffer, as layer_output_scale.weight: conversion/gemma.py Gemma4Model.filter_tensors), and
-    the frequency factors of a proportional rope, one per rotary pair of the head (rope_freqs.weight: Gemma4Model
-    generate_extra_tensors, head_dim / 2 values, 1e30 for the pairs left unrotated)."""
-    out = {}
+    the rope's factors (_rope_factors)."""
+    out = _rope_factors(spec)
     for layer in range(spec.n_layers):
         attention = spec.blocks[spec.block_at(layer)].attention
         if getattr(getattr(attention, "augment", None), "layer_scalar", False):
             out[f"blk.{layer}.layer_output_scale.weight"] = (layer, (1,), "fp32")
-    freq = freq_factor_layers(spec)
-    if freq:
-        out["rope_freqs.weight"] = (-1, (spec.blocks[spec.block_at(freq[0])].attention.head_dim // 2,), "fp32")
     return out
 
 
@@ -318,3 +329,24 @@ def freq_factor_layers(spec: ModelSpec) -> tuple[int, ...] | None:
                    if (getattr(getattr(spec.blocks[spec.block_at(il)].attention, "rope", None), "scaling", None)
                        or {}).get("rope_type") == "proportional")
     return layers or None
+
+
+def _rope_factors(spec: ModelSpec) -> dict[str, tuple[int, tuple[int, ...], str]]:
+    """The rope factors the converter writes as F32 tensors outside the layers: a proportional rope's, one per rotary
+    pair of its layers' head (Gemma 4's rope_freqs.weight: Gemma4Model generate_extra_tensors, head_dim / 2 values,
+    1e30 for the pairs left unrotated); by LlamaCppBuild.rope_factors, a Llama-3 rope's, computed into
+    rope_freqs.weight of head_dim / 2 (conversion/llama.py:298-326), or LongRoPE's long and short factors as
+    rope_factors_long / _short.weight of rotary_dim / 2 (conversion/phi.py:175-211)."""
+    proportional = freq_factor_layers(spec)
+    if proportional:
+        return {"rope_freqs.weight": (-1, (spec.blocks[spec.block_at(proportional[0])].attention.head_dim // 2,),
+                                      "fp32")}
+    rotary = [block.attention for block in spec.blocks.values() if getattr(block.attention, "rope", None)]
+    for attention in rotary:  # the config's rope, which every rotary layer has
+        scaling = attention.rope.scaling or {}
+        if spec.llamacpp.rope_factors == "llama3" and scaling.get("rope_type") == "llama3":
+            return {"rope_freqs.weight": (-1, (attention.head_dim // 2,), "fp32")}
+        if spec.llamacpp.rope_factors == "longrope" and scaling.get("long_factor"):
+            return {f"rope_factors_{kind}.weight": (-1, (attention.rope.rotary_dim // 2,), "fp32")
+                    for kind in ("long", "short")}
+    return {}
