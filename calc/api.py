@@ -183,7 +183,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
            mm_limit: int | None = None, encoder_activation_memory: str | None = None,
            flash_attn: bool = True, mmap: bool = True, cpu_only: bool = False, split_mode: str = "layer",
            cpu_isa: str | None = None, pool_settings: PoolSettings | None = None, hisparse_host_pool: str | None = None,
-           hisparse_device_buffer: int | None = None, dp_attention: DpAttention | None = None) -> Result:
+           hisparse_device_buffer: int | None = None, dp_attention: DpAttention | None = None,
+           no_mtp: bool = False) -> Result:
     """`gptcalc memory MODEL`: weights + KV cache per GPU, what the server will print, and the
     longest context (or with `seq` the largest batch) that fits `budget`. With a vLLM or SGLang
     `engine` and a GPU `budget`, the engine's own reserves (utilisation `fraction`, activation peak,
@@ -210,7 +211,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     (None: the model's default there); None: every default.
     `hisparse_host_pool` (a size) turns on vLLM's HiSparse for a DSA model, its latents in a host pool of that size,
     with a hot buffer of `hisparse_device_buffer` rows (None: two top-k's). `dp_attention`
-    (calc.analysis.memory.sglang_dp.DpAttention): SGLang's DP attention, its weights per GPU and its reserve."""
+    (calc.analysis.memory.sglang_dp.DpAttention): SGLang's DP attention, its weights per GPU and its reserve.
+    `no_mtp`: the GGUF a config's GGUF mix makes was converted with --no-mtp, without the MTP layers the converter
+    writes by default (GLM-4.5's)."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (budget_for, find_scheme, inference, layout_for, parse_budget, parse_cpu_experts,
                                       weight_choice)
@@ -231,6 +234,13 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     tokens = _engine_context(engine, seq or spec.n_positions) if engine else seq or spec.n_positions
     fmt, scheme = weight_choice(spec, dtype, quant) if stored is None else \
         (dtype or "fp16", find_scheme(quant) if quant is not None else None)  # the checkpoint refuses either
+    if no_mtp:
+        if stored is not None or scheme is None or not scheme.gguf:
+            raise GptcalcError("--no-mtp: the GGUF a config's --quant mix makes was converted without its MTP layers; "
+                               "give a config with a GGUF mix (a .gguf or checkpoint says what it holds)")
+        from calc.analysis.memory.gguf import no_mtp as without_mtp
+
+        spec = without_mtp(spec)
     result = inference(spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout,
                        scheme, stored, parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0,
                        text_only, encoder_replicated)
@@ -284,10 +294,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                            "--no-mmap, --cpu-only and --split-mode are llama.cpp's: give --engine llamacpp")
     placement = _placement(spec, *placing, cpu_experts, kv_offload, mmap, cpu_only, split_mode, cpu_isa)
     gguf_file = _gguf_headers(stored) if placement else None
-    if gguf_file:
-        from calc.checkpoint.gguf_source import nextn_layers
-
-        placement = replace(placement, nextn=nextn_layers(gguf_file[0]))
+    if placement:
+        placement = replace(placement, nextn=_nextn(spec, gguf_file, scheme if stored is None else None),
+                            nextn_created=spec.llamacpp.mtp_created)
     ctx = _llamacpp_context(spec, seq, kv_dtype, n_parallel, ubatch, kv_unified, swa_full, cache_type_k, cache_type_v,
                             flash_attn) if engine == "llamacpp" else None
     caches = _llamacpp(spec, ctx, placement) if ctx else None
@@ -420,6 +429,18 @@ def _gguf_headers(stored: Any) -> Any:
     from calc.checkpoint.gguf_source import read_split
 
     return read_split(Path(stored.source))
+
+
+def _nextn(spec: Any, gguf_file: Any, scheme: Any) -> int:
+    """The MTP layers after the layers of the GGUF llama.cpp loads, which it deals devices over: a .gguf's
+    `nextn_predict_layers`, or those the converter writes of a config given with a GGUF mix (gguf.written_mtp)."""
+    if gguf_file:
+        from calc.checkpoint.gguf_source import nextn_layers
+
+        return nextn_layers(gguf_file[0])
+    from calc.analysis.memory.gguf import written_mtp
+
+    return written_mtp(spec, scheme.name) if scheme is not None and scheme.gguf else 0
 
 
 def _model_buffers(spec: Any, gguf_file: Any, placement: Any, scheme: Any = None) -> dict[str, Any]:

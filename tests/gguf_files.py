@@ -418,7 +418,7 @@ convert.main()
 
 def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tuple[str, ...] = ("f16",),
                  published: dict[str, Any] | None = None, raw_config: bool = False,
-                 hub: dict[str, Any] | None = None, stub_tokenizer: bool = False) -> None:
+                 hub: dict[str, Any] | None = None, stub_tokenizer: bool = False, mtp: bool = False) -> None:
     """A GGUF of the tiny `config` at `path` made by llama.cpp's convert_hf_to_gguf.py (of the tree at `source`)
     from transformers' save_pretrained of it (random weights, seed 0); `options`: the --outtype and any others.
     `published`: config.json keys as the model's Hub config spells them where transformers 5 renamed them on
@@ -431,7 +431,9 @@ def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tupl
     reads it (Step-3.5's text model, which it builds only inside Step-3.7): written with random tensors under the
     Hub names and shapes gptcalc's tensor table gives the config (`hub_checkpoint`), read as written.
     `stub_tokenizer`: a tokenizer.json of the tiny vocabulary beside it, for a converter that reads one past set_vocab
-    (Gemma 4's trims the embedding to its size: conversion/gemma.py:160-171)."""
+    (Gemma 4's trims the embedding to its size: conversion/gemma.py:160-171). `mtp`: the checkpoint's
+    multi-token-prediction layers, which transformers builds none of, beside its tensors (`mtp_checkpoint`), for a
+    converter that writes them (GLM-4.5's, unless given --no-mtp)."""
     import json
 
     model_dir = path.with_suffix(".hf")
@@ -451,6 +453,8 @@ def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tupl
     saved = json.loads((model_dir / "config.json").read_text())
     hub_keys = {**saved, **(published or {})}
     (model_dir / "config.json").write_text(json.dumps({k: v for k, v in hub_keys.items() if v is not None}))
+    if mtp:
+        mtp_checkpoint(config, model_dir)
     if stub_tokenizer:
         vocab = {f"<t{i}>": i for i in range(hf_config.vocab_size)}
         (model_dir / "tokenizer.json").write_text(json.dumps({"model": {"vocab": vocab}, "added_tokens": []}))
@@ -472,6 +476,37 @@ def hub_checkpoint(config: dict[str, Any], hub: dict[str, Any], model_dir: Path)
     shapes = tensor_table(spec_of(config)).expected_shapes(hub=True, buffers=True)
     save_file({name: torch.randn(shape) for name, shape in shapes.items()}, str(model_dir / "model.safetensors"))
     (model_dir / "config.json").write_text(json.dumps(hub))
+
+
+def mtp_checkpoint(config: dict[str, Any], model_dir: Path) -> None:
+    """The tiny `config`'s MTP layers as its checkpoint stores them (GLM-4.5's model.layers.N.* above the stack:
+    enorm, hnorm, eh_proj, shared_head, its block; Qwen3-Next's mtp.layers.0.* and mtp.fc, mtp.pre_fc_norm_*,
+    mtp.norm): random tensors (seed 1) under every name and shape gptcalc's tensor table gives them, in
+    model-mtp.safetensors beside transformers' model.safetensors; the converter reads every model*.safetensors of
+    the directory (conversion/base.py ModelBase.index_tensors)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from calc.checkpoint.names import tensor_table
+
+    table = tensor_table(spec_of(config))
+    stack = table.expected_shapes(hub=True, buffers=True)
+    torch.manual_seed(1)
+    save_file({_stored_mtp_name(table, name): torch.randn(shape)
+               for name, shape in table.expected_shapes(hub=True, buffers=True, mtp=True).items() if name not in stack},
+              str(model_dir / "model-mtp.safetensors"))
+
+
+def _stored_mtp_name(table: Any, name: str) -> str:
+    """The checkpoint's name of an MTP tensor the table names as a layer above the stack: the layout's `mtp_outside`
+    name, or the layer under `mtp_prefix` (its index among the MTP layers), or the name as it is."""
+    n_layers, lay = table.n_layers, table.lay
+    outside = {f"{table.layers}.{n_layers}.{role}.weight": f"{path}.weight"
+               for role, path in lay.get("mtp_outside", {}).items()}
+    layer, _, rest = name.removeprefix(f"{table.layers}.").partition(".")
+    if name in outside or not lay.get("mtp_prefix"):
+        return outside.get(name, name)
+    return f"{lay['mtp_prefix']}{int(layer) - n_layers}.{lay.get('mtp_block', '')}{rest}"
 
 
 def _run_converter(model_dir: Path, path: Path, source: Path, options: tuple[str, ...], raw: bool) -> None:

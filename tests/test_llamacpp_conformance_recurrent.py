@@ -48,6 +48,7 @@ class Run(NamedTuple):
     stub_tokenizer: bool = False  # a tokenizer.json of the tiny vocabulary for the converter (convert_gguf)
     raw_config: bool = False  # the converter reads config.json as written (convert_gguf)
     hub: dict[str, Any] | None = None  # the converter's config.json, written with gptcalc's tensors (convert_gguf)
+    mtp: bool = False  # the checkpoint's MTP layers beside transformers' tensors (convert_gguf)
 
 
 # Falcon-H1 and LFM2 as published (tiiuae/Falcon-H1-*, LiquidAI/LFM2-*: no projector, attention or conv biases,

@@ -55,6 +55,7 @@ def test_qwen3_6_27b_is_its_checkpoint_less_its_mtp_layer() -> None:
     b = counted("qwen3_5-qwen3.6-27b.json")
     mtp = 5120 * 10240 + 12288 * 5120 + 2 * 1024 * 5120 + 5120 * 6144 + 2 * 256 + 3 * 5120 * 17408 + 5 * 5120
     assert b.total + mtp == 27_781_427_952 and not b.partial
+    assert b.extra == {"mtp_layers": mtp}  # the config's mtp_num_hidden_layers 1, shown beside the total
     assert (b.total, b.towers_total) == (counted("qwen3_5.json").total, 460_730_096)
 
 def test_deepstack_mergers_are_one_per_tapped_layer() -> None:

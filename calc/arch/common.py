@@ -34,6 +34,15 @@ TRANSFORMERS_BACKEND = {"vllm": {"implementation": "transformers"}}
 # How llama.cpp builds a model (calc/spec/llamacpp.py) whose converter class is its `llama` architecture, which
 # reads no sliding window (conversion/llama.py:17-30, src/models/llama.cpp): every layer keeps every cell.
 LLAMACPP_NO_WINDOW = {"llamacpp": {"sliding_window": False}}
+# How llama.cpp builds a model its converter's LlamaModel class writes (conversion/llama.py): a Llama-3 rope's factors
+# as rope_freqs.weight (calc/spec/llamacpp.py LlamaCppBuild.rope_factors)
+LLAMA_CLASS = {"llamacpp": {"rope_factors": "llama3"}}
+# and one whose window llama.cpp's llama architecture drops: MistralForCausalLM, MixtralForCausalLM
+# (conversion/llama.py:17-30)
+LLAMA_CLASS_NO_WINDOW = {"llamacpp": {**LLAMACPP_NO_WINDOW["llamacpp"], **LLAMA_CLASS["llamacpp"]}}
+# A model llama.cpp has no architecture for: its converter registers no class for the config's architecture
+# (conversion/*.py of the tree) and src/llama-model.cpp loads none (calc/spec/llamacpp.py LlamaCppBuild.converts)
+NO_LLAMACPP = {"llamacpp": {"converts": False}}
 
 
 def qwen3_vl_build(attention: dict[str, Any]) -> dict[str, Any]:

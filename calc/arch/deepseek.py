@@ -79,6 +79,14 @@ SGLANG_DP = ("deepseek_v2", "deepseek_v3", *DSA)
 # the rest convert as llama.cpp's deepseek2, whose MLA tensors (attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b, attn_v_b)
 # ollama 0.30 pins to Q8_0 in Q4_K_M / Q4_K_S (server/quantization.go at 0e93ccc2, llamaQuantizeArgs :306-320)
 OLLAMA_MLA = dict.fromkeys(("q_a", "q_b", "kv_a", "kv_b"), "q8_0")
+# llama.cpp's converter writes the MTP layers of GLM-4.7-Flash, DeepSeek-V3.2 and GLM-5 after the layers unless given
+# --no-mtp (Glm4MoeLiteModel, GlmMoeDsaModel: conversion/glm.py:247-300, 316-330; DeepseekV32Model:
+# conversion/deepseek.py:466-517, skip_mtp False); DeepSeek-V3's and Kimi-K2's it skips (DeepseekV2Model.skip_mtp,
+# conversion/deepseek.py:239-240, 397-401)
+MTP_WRITTEN = ("glm4_moe_lite", "deepseek_v32", "glm_moe_dsa")
+# ... of which llama.cpp's glm-dsa creates the router's score bias though it skips the rest (src/models/glm-dsa.cpp:155:
+# ffn_exp_probs_b without the MTP layers' TENSOR_SKIP): it is mapped or allocated (calc/spec/llamacpp.py)
+MTP_CREATED = {"glm_moe_dsa": ("exp_probs_b.bias",)}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -97,7 +105,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     stack = mlp_typed_stack(cfg, blocks, multi_token) if arch == "glm4_moe_lite" else dense_then_moe(cfg, blocks, multi_token)
     notes = (*_notes(cfg), *([_alias_note(model_type, arch)] if arch != model_type else []))
     return decoder(cfg, model_type, final_norm=rms, tied=cfg.bool("tie_word_embeddings"), notes=notes,
-                   llamacpp={"ollama_tensor_types": OLLAMA_MLA}, sglang=_sglang(arch), **stack)
+                   llamacpp={"ollama_tensor_types": OLLAMA_MLA, "mtp_written": arch in MTP_WRITTEN},
+                   sglang=_sglang(arch), **stack)
 
 
 def _sglang(arch: str) -> dict[str, Any]:
@@ -135,7 +144,8 @@ def _dsa(cfg: Config, model_type: str, blocks: dict[str, Any], multi_token: dict
     if multi_token is not None:  # the MTP layer is a MoE layer with its own indexer
         built.setdefault("moe", build("sparse+full"))
     return decoder(cfg, model_type, built, layers, rms, cfg.bool("tie_word_embeddings"), mtp=multi_token,
-                   notes=_notes(cfg), sglang=_sglang(model_type))
+                   notes=_notes(cfg), llamacpp={"mtp_written": True, "mtp_created": MTP_CREATED.get(model_type, ())},
+                   sglang=_sglang(model_type))
 
 
 def _indexer_types(cfg: Config, n_layers: int) -> list[str]:

@@ -44,4 +44,5 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     blocks = {name: {"attention": attn, "mlp": mlp, "norm": rms} for name, mlp in mlps.items()}
     stack = dense_then_moe(cfg, blocks, mtp(cfg))
     notes = (MTP_NOTE,) if stack["mtp"] else ()
-    return decoder(cfg, "glm4_moe", final_norm=rms, tied=cfg.bool("tie_word_embeddings"), notes=notes, **stack)
+    return decoder(cfg, "glm4_moe", final_norm=rms, tied=cfg.bool("tie_word_embeddings"), notes=notes,
+                   llamacpp={"mtp_written": True}, **stack)

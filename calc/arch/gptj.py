@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, activation, mha, norm, uniform, with_defaults
+from calc.arch.common import KEYS, NO_LLAMACPP, activation, mha, norm, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -34,5 +34,5 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     block = {"attention": attn, "mlp": mlp, "norm": ln, "norms": ("attn_in",), "parallel": True,
              "residual_dropout": cfg.float("resid_pdrop")}
     spec = uniform(cfg, "gptj", block, ln, cfg.bool("tie_word_embeddings"),
-                   embedding={"dropout": cfg.float("embd_pdrop")})
+                   embedding={"dropout": cfg.float("embd_pdrop")}, **NO_LLAMACPP)
     return {**spec, "head": {**spec["head"], "bias": True}}

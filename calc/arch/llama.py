@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (KEYS, LLAMACPP_NO_WINDOW, TRANSFORMERS_BACKEND, attention, decoder, gated_mlp,
-                               granite_scalars, layer_kinds, layer_runs, norm, qwen3_vl_build, renamed, rotary_layers,
-                               with_defaults)
+from calc.arch.common import (KEYS, LLAMA_CLASS, LLAMA_CLASS_NO_WINDOW, TRANSFORMERS_BACKEND, attention, decoder,
+                               gated_mlp, granite_scalars, layer_kinds, layer_runs, norm, qwen3_vl_build, renamed,
+                               rotary_layers, with_defaults)
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -61,6 +61,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                   "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
                   "attention_bias": False, "mlp_bias": False, "rope_theta": 10000.0},
 }
+# How llama.cpp builds each (calc/spec/llamacpp.py): LlamaForCausalLM, MistralForCausalLM (its llama architecture, no
+# window) and SmolLM3ForCausalLM by LlamaModel's class
+LLAMACPP = {"llama": LLAMA_CLASS, "smollm3": LLAMA_CLASS, "mistral": LLAMA_CLASS_NO_WINDOW}
 # Older names of a key, as the model_type's config class maps them (its attribute_map).
 RENAMED: dict[str, dict[str, str]] = {"internlm3": {"qkv_bias": "attention_bias", "bias": "mlp_bias"}}
 # What the modelling code hard-codes, whatever the config says.
@@ -83,7 +86,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     blocks = {name: _variant(block, *kind) for kind, name in names.items()}
     spec = decoder(cfg, model_type, blocks, layer_runs([names[kind] for kind in kinds]), rms,
                    cfg.bool("tie_word_embeddings", default=False), **_vllm(model_type, block["attention"]),
-                   **(LLAMACPP_NO_WINDOW if model_type == "mistral" else {}))  # MistralForCausalLM: llama.cpp's llama
+                   **LLAMACPP.get(model_type, {}))
     return granite_scalars(cfg, spec) if model_type == "granite" else spec
 
 

@@ -39,7 +39,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = {kind: ("moe" if kind[0] else "dense") + ("" if kind[1] else "_nope") for kind in dict.fromkeys(kinds)}
     blocks = {name: _block(cfg, rms, *kind) for kind, name in names.items()}
     return decoder(cfg, "llama4_text", blocks, layer_runs([names[kind] for kind in kinds]), rms,
-                   cfg.bool("tie_word_embeddings"), llamacpp={"chunk": LLAMACPP_CHUNK})
+                   cfg.bool("tie_word_embeddings"), llamacpp={"chunk": LLAMACPP_CHUNK, "rope_factors": "llama3"})
 
 
 def _moe_layers(cfg: Config, n_layers: int) -> set[int]:

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from calc.arch.common import TRANSFORMERS_BACKEND, activation, attention, gated_mlp, norm, uniform, with_defaults
+from calc.arch.common import (LLAMA_CLASS, TRANSFORMERS_BACKEND, activation, attention, gated_mlp, norm, uniform,
+                               with_defaults)
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -70,7 +71,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
     block = {"attention": attention(cfg), "mlp": gated_mlp(cfg), "norm": rms}
     return uniform(cfg, model_type, CHANGES[model_type](cfg, block), rms, cfg.bool("tie_word_embeddings"),
-                   **VLLM.get(model_type, {}))
+                   **VLLM.get(model_type, {}), **(LLAMA_CLASS if model_type == "apertus" else {}))
 
 
 def _seed_oss(cfg: Config, block: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import decoder, gated_mlp, norm, with_defaults
+from calc.arch.common import NO_LLAMACPP, decoder, gated_mlp, norm, with_defaults
 from calc.arch.config import Config
 from calc.arch.deepseek import mla
 
@@ -57,7 +57,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     block = {"attention": attention, "mlp": gated_mlp(cfg, "ffn_hidden_size", bias=False), "norm": rms, "pairs": 2,
              "shortcut": shortcut}
     return decoder(cfg, "longcat_flash", {"layer": block}, [(_layers(cfg), "layer")], rms,
-                   cfg.bool("tie_word_embeddings"),
+                   cfg.bool("tie_word_embeddings"), **NO_LLAMACPP,
                    notes=("longcat_flash: each layer holds two attention + MLP pairs; transformers counts "
                           "2 x num_layers cache layers",))
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (LLAMACPP_NO_WINDOW, TRANSFORMERS_BACKEND, attention, granite_scalars, norm, uniform,
-                               with_defaults)
+from calc.arch.common import (LLAMA_CLASS_NO_WINDOW, NO_LLAMACPP, TRANSFORMERS_BACKEND, attention, granite_scalars,
+                               norm, uniform, with_defaults)
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
@@ -66,8 +66,10 @@ FULL_QK_NORM = ("olmoe", "flex_olmo", "minimax_m2")
 OUTPUT_NORMS = {"flex_olmo": ("attn_out", "mlp_out")}
 # vLLM 0.32 runs FlexOlmoForCausalLM through its Transformers backend (vllm/model_executor/models/registry.py L713)
 VLLM = {"flex_olmo": TRANSFORMERS_BACKEND}
-# llama.cpp converts MixtralForCausalLM as its `llama` architecture: no window (conversion/__init__.py:195)
-LLAMACPP = {"mixtral": LLAMACPP_NO_WINDOW}
+# llama.cpp converts MixtralForCausalLM as its `llama` architecture: no window (conversion/__init__.py:195), by
+# LlamaModel's class
+LLAMACPP = {"mixtral": LLAMA_CLASS_NO_WINDOW, "flex_olmo": NO_LLAMACPP,
+            "phimoe": {"llamacpp": {"rope_factors": "longrope"}}}  # PhiMoEForCausalLM: Phi3MiniModel's subclass
 # How each router weighs its top_k experts (MixtralTopKRouter renormalises; OLMoE as norm_topk_prob says).
 # MixtralTopKRouter softmaxes router_logits.float() and hands its weights on in fp32; OLMoE's and FlexOlmo's
 # softmax(..., dtype=torch.float) cast them back (.to(router_logits.dtype))

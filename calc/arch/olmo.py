@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (KEYS, TRANSFORMERS_BACKEND, attention, attention_kinds, decoder, gated_mlp, kind_stack,
-                               layer_kinds, norm, rope, uniform, with_defaults)
+from calc.arch.common import (KEYS, NO_LLAMACPP, TRANSFORMERS_BACKEND, attention, attention_kinds, decoder, gated_mlp,
+                               kind_stack, layer_kinds, norm, rope, uniform, with_defaults)
 from calc.arch.config import Config
 from calc.arch.qwen3_next import _deltanet
 
@@ -96,7 +96,8 @@ def _olmo_hybrid(cfg: Config) -> dict[str, Any]:
                 "mlp": gated_mlp(cfg, bias=False), "norm": rms}
     blocks, layers = kind_stack(kinds, {"linear_attention": "deltanet", "full_attention": "attention"},
                                 lambda kind: deltanet if kind == "linear_attention" else _olmo2_block(cfg))
-    return decoder(cfg, "olmo_hybrid", blocks, layers, rms, cfg.bool("tie_word_embeddings"))
+    return decoder(cfg, "olmo_hybrid", blocks, layers, rms, cfg.bool("tie_word_embeddings"),
+                   **NO_LLAMACPP)
 
 
 def _linear_defaults(cfg: Config) -> Config:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, activation, mha, norm, uniform, with_defaults
+from calc.arch.common import KEYS, NO_LLAMACPP, activation, mha, norm, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -38,7 +38,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     block = {"attention": mha(cfg, bias, dropout=cfg.float("attention_dropout")), "mlp": mlp, "norm": ln,
              "post_ln": not pre_norm, "residual_dropout": cfg.float("dropout")}
     final = ln if pre_norm and not cfg.bool("_remove_final_layer_norm") else None
-    return uniform(cfg, "opt", block, final, cfg.bool("tie_word_embeddings"), embedding=_embedding(cfg))
+    return uniform(cfg, "opt", block, final, cfg.bool("tie_word_embeddings"), embedding=_embedding(cfg), **NO_LLAMACPP)
 
 
 def _embedding(cfg: Config) -> dict[str, Any]:

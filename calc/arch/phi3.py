@@ -35,4 +35,5 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     block = {"attention": attn, "mlp": gated_mlp(cfg, bias=False, fused_gate_up=True), "norm": rms,
              "residual_dropout": cfg.float("resid_pdrop")}
     return uniform(cfg, "phi3", block, rms, cfg.bool("tie_word_embeddings"),
-                   llamacpp={"fused_up": True, "sliding_window": False, "mlp_stream_first": True})
+                   llamacpp={"fused_up": True, "sliding_window": False, "mlp_stream_first": True,
+                             "rope_factors": "longrope"})

@@ -12,6 +12,12 @@ as wide), a head_dim-wide QK-norm, rotary on a quarter of each 256-wide head
 - qwen3_5_text: a dense SwiGLU of `intermediate_size` in every layer.
 Qwen3.5 splits the DeltaNet's input projection four ways (in_proj_qkv, _z, _b, _a) where
 Qwen3-Next fuses two (in_proj_qkvz, in_proj_ba): the same matrices, other names.
+The checkpoint's multi-token-prediction layers (mtp.*, which transformers builds none of): Qwen3.5's config counts
+them (`mtp_num_hidden_layers`), Qwen3-Next's does not and its checkpoint holds one (Qwen3-Next-80B-A3B's mtp.layers.0:
+vLLM's qwen3_next_mtp.py defaults num_mtp_layers to 1; llama.cpp's converter counts them from the tensors,
+conversion/qwen.py:278-352). Each is a full-attention layer with the model's MLP, its input norms
+(pre_fc_norm_embedding, pre_fc_norm_hidden), the 2d -> d `fc` and an output `norm`, outside `mtp.layers.N`; no
+embedding or head copies (`mtp_use_dedicated_embeddings` false).
 """
 
 from __future__ import annotations
@@ -50,8 +56,12 @@ VLLM = {"qwen3_5_text": QWEN3_5, "qwen3_5_moe_text": QWEN3_5}
 # How llama.cpp's qwen3next and qwen35 / qwen35moe graphs are built (calc/spec/llamacpp.py): every layer's norm
 # expanded first, the output rows taken after the final norm (embeddings_nextn_masked is false by default,
 # src/llama-context.cpp:122; src/models/qwen3next.cpp:203-211); Qwen3-Next's fused beta / alpha projection and
-# its q and k repeated to the value heads; Qwen3.5's interleaved M-RoPE, 4 positions per token
-LLAMACPP = {"ollama_linear_table": True, "gate_in_q": True, "expand_norm": True, "rows_after_norm": True}
+# its q and k repeated to the value heads; Qwen3.5's interleaved M-RoPE, 4 positions per token; the MTP layers
+# written after the layers unless --no-mtp (conversion/qwen.py:278-352, _QwenMtpMixin)
+LLAMACPP = {"ollama_linear_table": True, "gate_in_q": True, "expand_norm": True, "rows_after_norm": True,
+            "mtp_written": True}
+# The checkpoint's MTP layers where the config does not count them (module docstring)
+MTP_LAYERS = {"qwen3_next": 1}
 LLAMACPP_BY_TYPE = {"qwen3_next": {**LLAMACPP, "deltanet_ba_fused": True, "deltanet_repeat_qk": True},
                     "qwen3_5_text": {**LLAMACPP, "positions_per_token": 4},
                     "qwen3_5_moe_text": {**LLAMACPP, "positions_per_token": 4}}
@@ -69,8 +79,15 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     kinds = [f"{mixer}+{'moe' if moe else 'dense'}" for mixer, moe in zip(mixers, sparse)]
     names = {kind: _name(kind, any(sparse)) for kind in kinds}
     blocks, layers = kind_stack(kinds, names, lambda kind: _block(cfg, rms, *kind.split("+")))
+    # a GGUF's nextn_predict_layers as its reader states it (calc/checkpoint/gguf_source.py _nextn)
+    n_mtp = cfg.int("mtp_num_hidden_layers", "num_nextn_predict_layers", default=MTP_LAYERS.get(model_type, 0))
+    mtp_kind = f"full_attention+{'dense' if model_type == 'qwen3_5_text' else 'moe'}"
+    mtp_block = names.get(mtp_kind) or _name(mtp_kind, any(sparse))
+    if n_mtp:
+        blocks.setdefault(mtp_block, _block(cfg, rms, *mtp_kind.split("+")))
     return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **VLLM.get(model_type, {}),
-                   **sglang_ssm_dtype(cfg), llamacpp=LLAMACPP_BY_TYPE[model_type])
+                   **sglang_ssm_dtype(cfg), llamacpp=LLAMACPP_BY_TYPE[model_type],
+                   mtp={"n_layers": n_mtp, "block": mtp_block, "copies": ()} if n_mtp else None)
 
 
 def _sparse_layers(cfg: Config, model_type: str) -> list[bool]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from calc.arch.common import KEYS, activation, decoder, layer_runs, norm, rope, with_defaults
+from calc.arch.common import KEYS, NO_LLAMACPP, activation, decoder, layer_runs, norm, rope, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -72,7 +72,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
         del blocks["mamba"]
     n_positions = LONG_CONTEXT if cfg.bool("use_long_context") else cfg.int(*KEYS["n_positions"])
     return decoder(cfg, "zamba2", blocks, layer_runs(names), rms, cfg.bool("tie_word_embeddings"),
-                   n_positions=n_positions, notes=_split_note(cfg, mamba["attention"]))
+                   n_positions=n_positions, notes=_split_note(cfg, mamba["attention"]), **NO_LLAMACPP)
 
 
 def _split_note(cfg: Config, mixer: dict[str, Any]) -> tuple[str, ...]:

@@ -121,7 +121,10 @@ def _deltanet(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) 
         raise GptcalcError(f"{path}: {arch}.ssm.inner_size, ssm.time_step_rank and attention.recurrent_layers: "
                            "expected integers and one flag per layer")
     data["linear_value_head_dim"] = inner // heads
-    data["layer_types"] = ["linear_attention" if r else "full_attention" for r in recurrent]
+    nextn = meta.get(f"{arch}.nextn_predict_layers", 0)  # checked by gguf_source._nextn
+    # the converter flags the MTP layers after the layers too (conversion/qwen.py:384-390): the layers' flags only
+    layers = recurrent[:len(recurrent) - nextn] if isinstance(nextn, int) and 0 < nextn < len(recurrent) else recurrent
+    data["layer_types"] = ["linear_attention" if r else "full_attention" for r in layers]
 
 
 def _jamba(data: dict[str, Any], meta: dict[str, Any], by_name: dict[str, GGUFTensor], path: str) -> None:

@@ -151,9 +151,12 @@ OWN = {gguf_deepseek4.ARCH: (gguf_deepseek4.read_config, gguf_deepseek4.gguf_nam
        gguf_minimax_m3.ARCH: (gguf_minimax_m3.read_config, gguf_minimax_m3.gguf_name),
        gguf_minimax01.ARCH: (gguf_minimax01.read_config, gguf_minimax01.gguf_name)}
 OWN_TYPES = {own.ARCH: own.MODEL_TYPE for own in (gguf_deepseek4, gguf_laguna, gguf_minimax_m3, gguf_minimax01)}
-# A model_type whose checkpoints convert as another's architecture: MiniMax-M1's own config.json (MiniMaxM1ForCausalLM,
-# registered with MiniMaxText01ForCausalLM: conversion/minimax.py:13-14) as minimax-01, which reads back as MiniMax
-CONVERTED_AS = {"minimax_m1": gguf_minimax01.MODEL_TYPE}
+# A model_type llama.cpp's converter writes as another's architecture, whose .gguf reads back as that one's
+# model_type (so not in `ARCHS` or `OWN_TYPES`): MiniMax-M1's own config.json (MiniMaxM1ForCausalLM, registered with
+# MiniMaxText01ForCausalLM: conversion/minimax.py:13-14) as minimax-01, which reads back as MiniMax; BambaForCausalLM
+# as granitehybrid (conversion/granite.py GraniteHybridModel), FalconMambaForCausalLM as mamba (conversion/mamba.py
+# MambaModel)
+CONVERTED_AS = {"minimax_m1": gguf_minimax01.ARCH, "bamba": "granitehybrid", "falcon_mamba": "mamba"}
 # Tensors a converter stores transposed (the last two dimensions swapped): gpt-oss's and Llama 4's routed experts'
 # down projection, (experts, in, out) in transformers (conversion/gpt_oss.py modify_tensors).
 TRANSPOSED = {"gpt-oss": (".experts.down_proj",), "llama4": (".experts.down_proj",),  # llama.py:411-413
@@ -203,8 +206,8 @@ def names_for(spec: Any) -> dict[str, tuple[str, tuple[int, ...]]]:
     count first in its shape. What gguf_table.py names a config's tensors by, so the two never disagree."""
     from calc.checkpoint.names import tensor_table
 
-    wanted = CONVERTED_AS.get(spec.model_type, spec.model_type)
-    arch = next((a for a, model_type in {**ARCHS, **OWN_TYPES}.items() if model_type == wanted), None)
+    arch = CONVERTED_AS.get(spec.model_type) or next((a for a, t in {**ARCHS, **OWN_TYPES}.items()
+                                                      if t == spec.model_type), None)
     if arch is None:
         return {}
     table = tensor_table(spec)
@@ -338,8 +341,8 @@ def _from_keys(meta: dict[str, Any], arch: str, by_name: dict[str, GGUFTensor], 
             raise GptcalcError(f"{path}: {arch}.{key}: an array of {value.count:,} values; expected one per layer")
         if isinstance(value, list):
             value = uniform(value, f"{path}: {arch}.{key}")
-        if value is not None:
-            data[target] = value
+        if value is not None and not (key == "attention.sliding_window" and value == 0):
+            data[target] = value  # a window of 0 is none: Phi-3's converter writes 0 for none (conversion/phi.py:170-173)
     return data
 
 

@@ -206,11 +206,15 @@ def _qwen3_next(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
     keys, left = divmod(shapes.dim(deltanet + "conv1d.weight", 0, rank=3) - v_heads * v_dim, 2 * v_dim)
     if left or keys <= 0:
         raise Uninferable("linear_attn.conv1d's channels are not 2·nk·dk + nv·dv with dk = dv")
-    routed, linear = shapes.layers_of(L + "mlp.gate.weight"), set(shapes.layers_of(deltanet + "out_proj.weight"))
+    mtp = shapes.layers_of(L + "eh_proj.weight")  # the multi-token-prediction layers sit above the stack (mtp.fc)
+    n_layers = shapes.n_layers - len(mtp)
+    routed = [layer for layer in shapes.layers_of(L + "mlp.gate.weight") if layer < n_layers]
+    linear = set(shapes.layers_of(deltanet + "out_proj.weight"))
     config = {
-        "model_type": _qwen_type(shapes, routed), "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
-        "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": shapes.n_layers,
-        "layer_types": ["linear_attention" if layer in linear else "full_attention" for layer in range(shapes.n_layers)],
+        "model_type": _qwen_type(shapes, routed, n_layers), "vocab_size": shapes.dim("model.embed_tokens.weight", 0),
+        "hidden_size": shapes.dim("model.embed_tokens.weight", 1), "num_hidden_layers": n_layers,
+        "mtp_num_hidden_layers": len(mtp),
+        "layer_types": ["linear_attention" if layer in linear else "full_attention" for layer in range(n_layers)],
         "head_dim": head_dim, "num_attention_heads": shapes.dim(attention + "q_proj.weight", 0) // (2 * head_dim),
         "num_key_value_heads": shapes.dim(attention + "k_proj.weight", 0) // head_dim,
         "attention_bias": attention + "q_proj.bias" in shapes, "linear_num_value_heads": v_heads,
@@ -223,7 +227,7 @@ def _qwen3_next(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
              f"({config['model_type']}'s defaults assumed) and the DeltaNet's key head width (assumed its value "
              f"head width, {v_dim}: {keys} key heads)",)
     if config["model_type"] == "qwen3_next":
-        config.update(mlp_only_layers=sorted(set(range(shapes.n_layers)) - set(routed)), decoder_sparse_step=1)
+        config.update(mlp_only_layers=sorted(set(range(n_layers)) - set(routed)), decoder_sparse_step=1)
     else:  # every published Qwen3.5 config.json says mamba_ssm_dtype float32 (Qwen/Qwen3.5-27B, -35B-A3B, -397B-A17B)
         config["mamba_ssm_dtype"] = "float32"
         notes += ("the DeltaNet's recurrent state dtype is not stored in tensors: float32 assumed, as every "
@@ -235,11 +239,11 @@ def _qwen3_next(shapes: Shapes) -> tuple[dict[str, Any], tuple[str, ...]]:
     return config, notes
 
 
-def _qwen_type(shapes: Shapes, routed: list[int]) -> str:
+def _qwen_type(shapes: Shapes, routed: list[int], n_layers: int) -> str:
     """Qwen3-Next (fused in_proj_qkvz), else Qwen3.5: its MoE variant routes in every layer, its dense one in none."""
     if L + "linear_attn.in_proj_qkvz.weight" in shapes:
         return "qwen3_next"
-    if routed and routed != list(range(shapes.n_layers)):
+    if routed and routed != list(range(n_layers)):
         raise Uninferable("a Qwen3.5 checkpoint with experts in only some layers: pass MODEL")
     return "qwen3_5_moe_text" if routed else "qwen3_5_text"
 

@@ -39,7 +39,8 @@ score correction bias stored [1, E] (ERNIE-4.5); `buffers`, names that
 are stored but no parameters; `aliases`, older names of the same tensor; `mtp_prefix`, where a checkpoint
 keeps its MTP layers apart from the stack (DeepSeek-V4's `mtp.0.`), `mtp_block`, where inside such a layer its
 block's tensors sit (MiniMax-M3's `transformer_layer.`), and `mtp_names`, the names of what an MTP layer adds to
-its block where they are not DeepSeek-V3's (`head`: where it keeps its own head).
+its block where they are not DeepSeek-V3's (`head`: where it keeps its own head); `mtp_outside`, those stored
+outside the MTP layers, read as the first one's (Qwen3-Next's and Qwen3.5's mtp.fc, one for its one MTP layer).
 """
 
 from __future__ import annotations
@@ -111,7 +112,13 @@ _DELTANET = {"gdn_conv": "linear_attn.conv1d", "gdn_dt_bias": "linear_attn.dt_bi
              "gdn_norm": "linear_attn.norm", "gdn_out": "linear_attn.out_proj"}
 _QWEN3_5 = {**LLAMA, **_DELTANET, "gdn_qkv": "linear_attn.in_proj_qkv", "gdn_z": "linear_attn.in_proj_z",
             "gdn_b": "linear_attn.in_proj_b", "gdn_a": "linear_attn.in_proj_a", "shared": "mlp.shared_expert",
-            "q_gate": True}
+            "q_gate": True,
+            # the MTP layers as the Hub stores them (mtp.layers.N.*), the 2d -> d projection and the norms around it
+            # outside them (conversion/qwen.py:318-340 maps them to the first MTP layer's eh_proj, enorm, hnorm,
+            # shared_head.norm)
+            "mtp_prefix": "mtp.layers.", "mtp_outside": {"eh_proj": "mtp.fc", "enorm": "mtp.pre_fc_norm_embedding",
+                                                         "hnorm": "mtp.pre_fc_norm_hidden",
+                                                         "shared_head.norm": "mtp.norm"}}
 # Nemotron-H: one norm and one mixer per layer, whatever the mixer is (attention, Mamba2, MLP or MoE).
 # Checkpoints (the Hub's and save_pretrained's) name the stack `backbone.`; transformers 5 holds it
 # under `model.` in memory (conversion_mapping.py renames it on load and back on save): `memory_base`.

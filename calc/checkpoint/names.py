@@ -95,6 +95,9 @@ class TensorTable:
         self._aliases = self.lay.get("aliases", {})
         self._mtp_prefix = self.lay.get("mtp_prefix") if spec.mtp else None
         self._mtp_block = self.lay.get("mtp_block", "")
+        # What an MTP layer adds to its block, stored outside `mtp_prefix` (Qwen3-Next's mtp.fc): the first MTP layer's
+        self._mtp_outside = {f"{path}.weight": f"{self.layers}.{spec.n_layers}.{role}.weight"
+                             for role, path in self.lay.get("mtp_outside", {}).items()} if spec.mtp else {}
         # Per-tensor work is dict look-ups: the stack's depth, each layer's kind and each layer-relative
         # name's meaning are worked out once, not once per tensor (a checkpoint repeats them per layer).
         self.n_layers = spec.n_layers
@@ -111,6 +114,8 @@ class TensorTable:
         holds it (`calc.checkpoint.tower_slots`)."""
         if self.renames:  # a multimodal checkpoint: its decoder under the text model's names, its towers in-memory
             name = canonical_prefix(name, self.renames)
+        if name in self._mtp_outside:
+            return self._mtp_outside[name]
         if self._mtp_prefix and name.startswith(self._mtp_prefix):
             index, _, rest = name[len(self._mtp_prefix):].partition(".")
             if index.isdigit():

