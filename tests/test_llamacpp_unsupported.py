@@ -87,3 +87,25 @@ def test_api_refuses(call: object) -> None:
     spec = calc.load(str(ROOT / "tests/configs/model_types/zamba2.json"))
     with pytest.raises(GptcalcError, match="has no architecture for Zamba2ForCausalLM"):
         call(spec)  # type: ignore[operator]
+
+
+def test_report_page_refuses(tmp_path: Path) -> None:
+    """The report page's engine control refuses it under llama.cpp too, and sizes it under vLLM."""
+    import shutil
+    import subprocess
+
+    from calc.analysis.coefficients import coefficients
+    from calc.render.interactive import SCRIPT
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    data = {"models": [coefficients(calc.load("longcat-flash"))], "gpus": [{"name": "H100-80GB", "bytes": "1"}]}
+    states = [dict(seq=4096, batch=1, weights="as stored", kv="fp16", count=8, engine=e, gpu="H100-80GB")
+              for e in ("llamacpp", "vllm")]
+    script = tmp_path / "sizes.js"
+    script.write_text(SCRIPT.split("//! end of sizes")[0] + f"""
+const data = {json.dumps(data)}, states = {json.dumps(states)};
+console.log(JSON.stringify(states.map(s => sizes(data, s)[0].refused || null)));""", encoding="utf-8")
+    got = json.loads(subprocess.run([node, str(script)], capture_output=True, text=True, check=True).stdout)
+    assert got == ["llama.cpp has no architecture for it", None]
