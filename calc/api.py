@@ -226,6 +226,10 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
 
         refuse_unbuilt(spec, engine)
         refuse_v2_only(spec, engine)
+    if engine == "llamacpp":
+        from calc.analysis.memory.llamacpp import refuse_unconverted
+
+        refuse_unconverted(spec, engine)
     settings = pool_settings or PoolSettings()
     target = parse_budget(budget) if budget is not None else None  # `budget=''` is an error, not no budget
     layout = layout_for(target, tp, pp, ep)
@@ -597,6 +601,6 @@ def compare(*specs: ModelSpec, seq: int | None = None, dtype: str | None = None,
     from calc.cli.options import engine_seq
 
     target = parse_budget(budget) if budget is not None else None
-    comparison = compare_models(list(specs), engine_seq(engine, seq or min(spec.n_positions for spec in specs)),
+    comparison = compare_models(list(specs), engine_seq(engine, seq, specs),
                                 dtype, kv_dtype, quant, layout_for(target, tp, pp, ep), target)
     return Result(comparison, comparison.to_json)

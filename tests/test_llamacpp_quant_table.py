@@ -263,14 +263,7 @@ def test_live_quantised(name: str, tmp_path: Path, request: pytest.FixtureReques
 
 
 @pytest.mark.parametrize("model, quant, note", [
-    # no converter class registered for OlmoHybridForCausalLM, Zamba2ForCausalLM, OPTForCausalLM, GPTJForCausalLM or
-    # LongcatFlashForCausalLM (conversion/*.py of the tree); src/llama-model.cpp loads none of them (gptj is only a
-    # name in src/llama-arch.cpp)
-    ("tests/configs/model_types/olmo_hybrid.json", ["--quant", "q4_k_m"], "has no architecture for olmo_hybrid"),
-    ("tests/configs/model_types/zamba2.json", [], "has no architecture for zamba2"),
-    ("tests/configs/model_types/opt.json", ["--quant", "q4_k_m"], "has no architecture for opt"),
-    ("tests/configs/model_types/gptj.json", ["--quant", "q4_k_m"], "has no architecture for gptj"),
-    ("longcat-flash", ["--quant", "q4_k_m"], "has no architecture for longcat_flash"),
+    # a model llama.cpp has no architecture for is refused instead: tests/test_llamacpp_unsupported.py
     ("qwen2.5-14b", [], "or a llama-quantize mix with --quant"),  # bf16 weights: no GGUF mix, no table
 ])
 def test_no_model_buffers_says_why(model: str, quant: list[str], note: str) -> None:

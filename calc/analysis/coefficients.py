@@ -44,7 +44,8 @@ def coefficients(spec: ModelSpec) -> dict[str, Any]:
                                            scheme=scheme).weights.total_bytes)
         per_tp[str(tp)] = {"weights": weights, "kv": {fmt: _kv(spec, fmt, tp) for fmt in KV_CHOICES}}
     stored = spec.quant or "16-bit"
-    return {"name": spec.name, "context": spec.n_positions, "stored": stored, "tp": per_tp}
+    return {"name": spec.name, "context": spec.n_positions, "stored": stored, "tp": per_tp,
+            "llamacpp": spec.llamacpp.converts}  # false: the page refuses it under llama.cpp, as `memory` does
 
 
 def _kv(spec: ModelSpec, fmt: str, tp: int) -> dict[str, Any]:

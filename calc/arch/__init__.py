@@ -173,15 +173,16 @@ def spec_dict(config: dict[str, Any], origin: str) -> dict[str, Any]:
         spec["architecture"] = architectures[0]  # the whole checkpoint's class, a multimodal wrapper's included
     if left_out:
         spec.update(_towers(config, origin, spec, left_out))
-        spec["sglang"] = {**spec.get("sglang", {}), **_sglang(config)}  # the tower reader's facts beside the adapter's
+        for engine in ("sglang", "llamacpp"):  # the tower reader's facts beside the adapter's
+            spec[engine] = {**spec.get(engine, {}), **_engine_build(config, engine)}
     return spec
 
 
-def _sglang(config: dict[str, Any]) -> dict[str, Any]:
-    """What a multimodal config's tower reader states of SGLang (calc/spec/sglang.py)."""
-    from calc.towers import sglang_build
+def _engine_build(config: dict[str, Any], engine: str) -> dict[str, Any]:
+    """What a multimodal config's tower reader states of an engine (calc/spec/sglang.py, calc/spec/llamacpp.py)."""
+    from calc.towers import engine_build
 
-    return sglang_build(config)
+    return engine_build(config, engine)
 
 
 def _towers(config: dict[str, Any], origin: str, spec: dict[str, Any], left_out: tuple[str, ...]) -> dict[str, Any]:

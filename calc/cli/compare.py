@@ -39,7 +39,7 @@ def compare(models: tuple[str, ...], seq: int | None, dtype: str | None, quant: 
 
     specs = [load_model(model, overrides) for model in models]
     target = parse_budget(budget) if budget is not None else None
-    comparison = compare_models(specs, engine_seq(engine, seq or min(spec.n_positions for spec in specs)), dtype,
+    comparison = compare_models(specs, engine_seq(engine, seq, specs), dtype,
                                 kv_dtype, quant, layout_for(target, tp, pp, ep), target)
     if as_json:
         render.print_json(comparison.to_json())

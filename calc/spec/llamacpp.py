@@ -25,8 +25,9 @@ class LlamaCppBuild(Part):
 
     sliding_window: bool = True
     # False where llama.cpp has no architecture for the model: its converter registers no class for the config's
-    # (conversion/*.py, ModelBase.register) and src/llama-arch.cpp names none, so no GGUF of it is made or loaded:
-    # OLMo-Hybrid (OlmoHybridForCausalLM), Zamba2 (Zamba2ForCausalLM)
+    # (conversion/*.py, ModelBase.register) and src/llama-model.cpp loads none, so no GGUF of it is made or loaded;
+    # the adapter (or the multimodal tower reader) that knows the class says so, and --engine llamacpp refuses
+    # the model (calc/analysis/memory/llamacpp.py refuse_unconverted)
     converts: bool = True
     # Which rope factors the converter writes as F32 tensors outside the layers: "llama3", a Llama-3 rope's
     # (rope_type llama3) per-frequency factors computed into rope_freqs.weight, of head_dim / 2

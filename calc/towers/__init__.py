@@ -46,7 +46,7 @@ from calc.towers.images import (AnyresImages, CanvasImages, CropImages, FixedIma
                                 PooledImages, RowImages, TileImages)
 
 __all__ = ["LABELS", "READERS", "Conformer", "Linear", "MobileNet", "Phi4Audio", "Projector", "RopeTable", "Tower",
-           "biased_attention", "sglang_build", "towers_of", "vision_tower"]
+           "biased_attention", "engine_build", "towers_of", "vision_tower"]
 ImageRule = (GridImages | FixedImages | RowImages | TileImages | AnyresImages | PooledImages | CanvasImages
              | NavitImages | HdImages | CropImages)
 
@@ -228,11 +228,12 @@ READERS: dict[str, str] = {
 }
 
 
-def sglang_build(config: dict[str, Any]) -> dict[str, Any]:
-    """SGLang's facts about a multimodal config's architecture (calc/spec/sglang.py), as its reader states
-    them in a module-level SGLANG mapping of model_type to SglangBuild fields ({} where it states none)."""
+def engine_build(config: dict[str, Any], engine: str) -> dict[str, Any]:
+    """An engine's facts about a multimodal config's architecture (calc/spec/sglang.py, calc/spec/llamacpp.py), as
+    its reader states them in a module-level mapping named after the engine (SGLANG, LLAMACPP) of model_type to that
+    engine's build fields ({} where it states none): the whole checkpoint's class decides what the engine loads."""
     module = READERS.get(config.get("model_type"))  # type: ignore[arg-type]
-    facts = getattr(import_module(f"calc.towers.{module}"), "SGLANG", {}) if module else {}
+    facts = getattr(import_module(f"calc.towers.{module}"), engine.upper(), {}) if module else {}
     return facts.get(config["model_type"], {})
 
 

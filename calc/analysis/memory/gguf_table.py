@@ -125,11 +125,9 @@ OLLAMA_LAST = 2**63 - 1  # math.MaxInt of Go: the block ollama's writer gives a 
 
 def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeader] | None:
     """The one-file 'header' of this mix's GGUF (no path, no metadata: only its tensors), or None when a
-    component has no llama.cpp name here or llama.cpp has no architecture for the model (no file to quantise)."""
+    component has no llama.cpp name here."""
     from calc.checkpoint.gguf_tables import tables
 
-    if not spec.llamacpp.converts:
-        return None
     read_as = _read_as(spec)
     pieces = _split_mixer_vectors(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix), read_as))
     named = _named(spec, pieces, read_as)

