@@ -8,6 +8,8 @@ KVCacheManager::allocatePools: "Allocated {every primary pool's elements x the c
 max tokens in paged KV cache ({blocks x tokens_per_block})", the indexer pool's uint8 elements included;
 tokens_per_block 32 (KvCacheConfig's default). The shapes are the config.json files under tests/configs/model_types
 (SOURCES.yaml): DeepSeek-V3.2 61 layers, GLM-5 78, both kv_lora_rank 512, qk_rope_head_dim 64, index_head_dim 128.
+These are V1's (DSACacheManager's) lines, which TensorRT-LLM prints with use_kv_cache_manager_v2 false; the default
+for these classes, DSACacheManagerV2, is tests/test_trtllm_dsa.py's.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from calc.cli import main
 
 CONFIGS = "tests/configs/model_types"
 GIB = 2**30
+V1 = ("--use-kv-cache-manager-v2", "false")
 
 
 def _lines(*args: str) -> str:
@@ -35,7 +38,7 @@ def test_dsa_pool_prices_the_latent_at_the_cache_dtype_and_the_keys_at_a_byte(mo
     per_token = layers * 576 * element + layers * (128 + 128 // 128 * 4)
     blocks = 40 * GIB // (32 * per_token)
     logged = blocks * 32 * layers * (576 + 132) * element  # the indexer's bytes at the cache dtype's size
-    output = _lines(f"{CONFIGS}/{model_type}.json", "--kv-memory", "40GiB", "--kv-dtype", kv_dtype, "--tp", "8")
+    output = _lines(f"{CONFIGS}/{model_type}.json", "--kv-memory", "40GiB", "--kv-dtype", kv_dtype, "--tp", "8", *V1)
     assert "Number of tokens per block: 32." in output
     assert (f"[MemUsageChange] Allocated {logged / GIB:.2f} GiB for max tokens in paged KV cache ({blocks * 32})."
             in output), output
@@ -73,10 +76,10 @@ def test_a_hybrids_refusal_names_the_manager_trtllm_would_pick(model_type: str) 
 
 def test_fit_sizes_dsa_under_trtllm_as_memory_does() -> None:
     """`fit` used to stop at DSA's keys under trtllm; its 8 x H200 tp 8 row now holds the tokens `memory` prints."""
-    memory = _lines(f"{CONFIGS}/deepseek_v32.json", "--budget", "8xH200", "--seq", "32k", "--tp", "8")
+    memory = _lines(f"{CONFIGS}/deepseek_v32.json", "--budget", "8xH200", "--seq", "32k", "--tp", "8", *V1)
     tokens = memory.split("for max tokens in paged KV cache (")[1].split(")")[0]
     fit = CliRunner().invoke(main, ["fit", f"{CONFIGS}/deepseek_v32.json", "--engine", "trtllm", "--seq", "32k",
-                                    "--gpus", "H200"])
+                                    "--gpus", "H200", *V1])
     assert fit.exit_code == 0, fit.output
     first = fit.output.splitlines()[1]
     assert "8 x H200" in first and "tp 8 pp 1" in first and f"{int(tokens):,} tokens" in first, fit.output
@@ -90,7 +93,7 @@ def test_dsa_pages_in_kvcacheconfigs_blocks(block: int | None) -> None:
     Field(default=32)); a log that shows 64 is given with --block-size 64. DeepSeek-V3.2 in fp8: 61 x (576 + 132) B."""
     per_token, tokens_per_block = 61 * (576 + 132), block or 32
     blocks = 40 * GIB // (tokens_per_block * per_token)
-    output = _lines(f"{CONFIGS}/deepseek_v32.json", "--kv-memory", "40GiB", "--kv-dtype", "fp8", "--tp", "8",
+    output = _lines(f"{CONFIGS}/deepseek_v32.json", "--kv-memory", "40GiB", "--kv-dtype", "fp8", "--tp", "8", *V1,
                     *(["--block-size", str(block)] if block else []))
     assert f"Number of tokens per block: {tokens_per_block}." in output, output
     assert f"paged KV cache ({blocks * tokens_per_block})." in output, output

@@ -128,13 +128,10 @@ def test_true_on_a_class_without_a_preference_sizes_v2() -> None:
 
 
 def test_v2_defaults_it_does_not_size_show_v1_and_say_why() -> None:
-    """gpt-oss on 2 ranks: the quota sync counts max_batch_size requests' windows, whose default is not pinned;
-    DeepSeek-V3.2's DSA is DSACacheManagerV2's. Both keep V1's lines, with the reason."""
+    """gpt-oss on 2 ranks: the quota sync counts max_batch_size requests' windows, whose default is not pinned; it
+    keeps V1's lines, with the reason."""
     gpt_oss = _run("memory", "gpt-oss-20b", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k", "--tp", "2")
     assert "Number of tokens per block: 32." in gpt_oss and "not sized here on 2 ranks for sliding-window" in gpt_oss
-    dsa = _run("memory", f"{CONFIGS}/deepseek_v32.json", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k",
-               "--tp", "8")
-    assert "Number of tokens per block: 32." in dsa and "not sized here for DSA" in dsa
 
 
 def test_a_context_within_the_window_is_one_pool() -> None:

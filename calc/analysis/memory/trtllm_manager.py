@@ -24,7 +24,9 @@ not sized is refused rather than answered with V1's figures.
 from __future__ import annotations
 
 from calc.analysis.memory.kv import KVCache, kv_layers
+from calc.analysis.memory.trtllm_dsa import TRTLLM_DSA_V2
 from calc.analysis.memory.trtllm_v2 import v2_unsized
+from calc.analysis.memory.vllm_indexer import DSA
 from calc.analysis.memory.trtllm_windows import window_note
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -94,7 +96,8 @@ def _v2(spec: ModelSpec, kv: KVCache, setting: str) -> str:
     return (f"the TensorRT-LLM pool and lines shown are its KVCacheManagerV2's ({why}); "
             "use_kv_cache_manager_v2: false (--use-kv-cache-manager-v2 false) gives V1's" +
             (f"; V2 keeps {spec.name}'s {chunked} chunked-attention layers in the one full-context pool ({_DOCS}: "
-             "\"chunked attention does not partition the pools\")" if chunked else "") + _sliding(spec, kv))
+             "\"chunked attention does not partition the pools\")" if chunked else "") + _sliding(spec, kv)
+            + _dsa(spec, kv))
 
 
 def _sliding(spec: ModelSpec, kv: KVCache) -> str:
@@ -103,6 +106,14 @@ def _sliding(spec: ModelSpec, kv: KVCache) -> str:
     return (f"; V2 keeps {spec.name}'s {sliding} sliding-window layers in a life cycle of their own, whose stale "
             "blocks leave the pool (_derive_layer_type_attention_windows, getStaleRange); tokens are requests of "
             "--seq tokens its pool groups hold" if sliding else "")
+
+
+def _dsa(spec: ModelSpec, kv: KVCache) -> str:
+    """Which V2 class a DSA model gets and what it adds: its indexer keys as a buffer of each layer."""
+    layers = sum(kind.n_layers for kind in kv.layers if kind.kind == DSA)
+    return (f"; for DSA it is DSACacheManagerV2, a KVCacheManagerV2 whose {spec.name} layers each add their indexer "
+            f"keys as an INDEX_KEY buffer ({layers} layers), a pool of their own beside the latent's "
+            f"({TRTLLM_DSA_V2})" if layers else "")
 
 
 def _chunked_layers(spec: ModelSpec) -> int:

@@ -78,6 +78,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache
+from calc.analysis.memory.trtllm_dsa import DSA_MANAGER, INDEX_KEY, index_key_buffers
 from calc.analysis.memory.vllm_indexer import DSA
 
 __all__ = ["V2Pool", "V2_SOURCE", "v2_pool", "v2_unsized"]
@@ -109,6 +110,8 @@ class V2Pool:
     ranks: int = 1
     windows: tuple[int | None, ...] = ()
     seq: int = 0
+    roles: tuple[tuple[str, ...], ...] = ()  # each layer's buffers' roles; empty: KEY, then VALUE
+    manager: str = "KVCacheManagerV2"  # the class whose name heads the mapping lines (type(self).__name__)
 
     @property
     def life_cycles(self) -> tuple[int | None, ...]:
@@ -270,14 +273,15 @@ class V2Pool:
         return [f"Estimated max memory in KV cache : {self.budget / GIB:.2f} GiB",
                 f"max_gpu_total_bytes is provided. New quota is {given / GIB}GiB",
                 f"KV cache manager v2 device quota set to {self.quota / GIB}GiB",
-                "KVCacheManagerV2 role-to-pool/lifecycle mapping:", *self._mapping()]
+                f"{self.manager} role-to-pool/lifecycle mapping:", *self._mapping()]
 
     def _mapping(self) -> list[str]:
         """_log_kv_cache_pool_lifecycle_mapping: one line a (role, pool group, life cycle), first layer first."""
         lines: dict[str, None] = {}
-        for layer, window in zip(self.buffers, self._windows):
+        roles = self.roles or tuple(_ROLES[:len(layer)] for layer in self.buffers)
+        for layer_roles, window in zip(roles, self._windows):
             cycle = self.life_cycles.index(window)
-            for role in _ROLES[:len(layer)]:
+            for role in layer_roles:
                 lines.setdefault(f"role={role}, pool_group_id={self.group_of(cycle)}, layer_group_id={cycle}")
         return list(lines)
 
@@ -325,9 +329,7 @@ def v2_unsized(kv: KVCache, pp: int, ranks: int = 1) -> str | None:
     """Why this cache's V2 pool is not sized here, or None when it is one gptcalc sizes."""
     if pp > 1:
         return "under pipeline parallelism, where ranks of different layers agree on the fewest tokens"
-    if any(kind.kind == DSA for kind in kv.layers):
-        return "for DSA, whose layout DSACacheManagerV2 sets (not read at a commit beside KVCacheManagerV2's)"
-    if any(kind.kind not in _PLAIN or kind.ratio != 1 for kind in kv.layers) or kv.states:
+    if any(kind.kind not in (*_PLAIN, DSA) or kind.ratio != 1 for kind in kv.layers) or kv.states:
         return "for this cache's layer kinds"
     windows = {kind.window for kind in kv.layers if kind.window and kind.window < kv.seq}
     if windows and all(kind.window for kind in kv.layers):
@@ -342,9 +344,17 @@ def v2_pool(kv: KVCache, budget: int, block: int, ranks: int) -> V2Pool:
     """The pools KVCacheManagerV2 builds from `budget` bytes for a cache v2_unsized sizes: a window shorter than
     max_seq_len stays the layer's own (_derive_layer_type_attention_windows), a longer one is clamped to full
     (_resolve_v2_max_attention_window_vec). Layers come kind by kind, the kinds in the order of their first layer,
-    which numbers the life cycles and orders the role lines as TensorRT-LLM's layer order does."""
+    which numbers the life cycles and orders the role lines as TensorRT-LLM's layer order does. A DSA layer's
+    indexer keys are a third role of that layer, INDEX_KEY (DSACacheManagerV2, calc.analysis.memory.trtllm_dsa)."""
     fmt = kv.format
-    layers = [(tuple(fmt.row_bytes(width) * block for width in ((kind.k, kind.v) if kind.v else (kind.k,))),
-               kind.window if kind.window and kind.window < kv.seq else None)
-              for kind in kv.layers for _ in range(kind.n_layers)]
-    return V2Pool(budget, tuple(b for b, _ in layers), block, ranks, tuple(w for _, w in layers), kv.seq)
+    keys = index_key_buffers(kv, block)
+    layers = []
+    for kind in kv.layers:
+        if kind.kind == DSA:
+            continue
+        own = tuple(fmt.row_bytes(width) * block for width in ((kind.k, kind.v) if kind.v else (kind.k,)))
+        roles = _ROLES[:len(own)] + ((INDEX_KEY,) if kind.block in keys else ())
+        window = kind.window if kind.window and kind.window < kv.seq else None
+        layers += [(own + keys.get(kind.block, ()), roles, window)] * kind.n_layers
+    return V2Pool(budget, tuple(b for b, _, _ in layers), block, ranks, tuple(w for _, _, w in layers), kv.seq,
+                  tuple(r for _, r, _ in layers), DSA_MANAGER if keys else V2Pool.manager)
