@@ -21,8 +21,8 @@ The lines below are V1's (DSACacheManager over the C++ KVCacheManager). At the s
 serves DSA when use_kv_cache_manager_v2 resolves true (get_sparse_attn_kv_cache_manager; V1 again for beam search,
 KV connectors or STAR context parallelism), and #16060 (merged; reviewed Aug 2026) makes DeepSeek-V3/V3.2 and
 GLM-5 prefer V2 under the default "auto". V2 prices a token the same (its get_cache_size_per_token is V1's), but
-its pool is V2's quota split by its C++ StorageManager, not the KVCacheManager that prints these lines: the
-figures here are TensorRT-LLM's with kv_cache_config.use_kv_cache_manager_v2 false.
+its pool is V2's quota split by its C++ StorageManager (calc.analysis.memory.trtllm_dsa), not the KVCacheManager
+that prints these lines: the figures here are TensorRT-LLM's with kv_cache_config.use_kv_cache_manager_v2 false.
 
 The "[MemUsageChange] Allocated … GiB" line sums every primary pool's elements times the cache dtype's size
 (KVCacheManager::allocatePools), the indexer pool's uint8 elements included: with a bf16 cache the line counts

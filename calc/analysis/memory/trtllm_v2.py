@@ -45,7 +45,9 @@ its own; the two Python files below at one commit, 0004396720, which gptcalc alr
              under its floor is pinned to it and the others dealt again; then each bumped while one more slot takes
              no more grains. One pool group takes every grain
 
-A pool can hold up to a grain more than the quota. The manager then prints "KVCacheManagerV2 role-to-pool/lifecycle
+DSA (DeepSeek-V3.2, GLM-5) is DSACacheManagerV2's, which adds an INDEX_KEY buffer to each layer beside the latent's
+KEY, a pool of its own in the same life cycle (calc.analysis.memory.trtllm_dsa). A pool can hold up to a grain more
+than the quota. The manager then prints "KVCacheManagerV2 role-to-pool/lifecycle
 mapping:" and one line a (role, pool group, life cycle), first layer first (_log_kv_cache_pool_lifecycle_mapping). It
 prints no token count. With one life cycle gptcalc's tokens are slots x tokens_per_block, every layer's block of one
 token range in one slot; with several, the tokens of requests of max_seq_len the pools hold: each pool group's slots x
@@ -63,8 +65,7 @@ GiB; the floors differ only where a quota holds a few windows.
 
 Not sized here: sliding windows on several ranks, whose quota sync (_get_max_tokens_from_quota) counts max_batch_size
 requests' windows in floats, the LLM API's max_batch_size default not being pinned; a model whose every layer slides
-(no full layers to derive windows against: Mistral-7B, Phi-3); DSA, which DSACacheManagerV2 lays out (its files were
-not read at a commit beside these); pipeline parallelism, where ranks of different layers agree on the fewest tokens;
+(no full layers to derive windows against: Mistral-7B, Phi-3); pipeline parallelism, where ranks of different layers agree on the fewest tokens;
 SWA scratch reuse (enable_swa_scratch_reuse, False by default but for DeepSeek-V4); and the host tier V2 adds by
 itself when host_cache_size is unset (min(quota, half the host's free memory over its ranks, 80 % of RLIMIT_MEMLOCK):
 _compute_auto_host_tier_quota), which holds evicted pages, not the GPU pool, and depends on the host.
