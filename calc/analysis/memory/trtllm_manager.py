@@ -14,11 +14,11 @@ default"). No other class was found stating one (those pull requests, kvcache.md
 hook), so "auto" is taken to keep V1 for it, and the note says it was not found rather than that there is none.
 
 Where the manager is KVCacheManagerV2 and the model's layers make one pool group (every layer one window: plain
-attention, MLA or DSA (DSACacheManagerV2: calc.analysis.memory.trtllm_dsa), Llama 4's chunked layers included,
-which V2 keeps in one full-context pool: kvcache.md "chunked attention does not partition the pools"), gptcalc sizes V2's pool and prints its lines
-(calc.analysis.memory.trtllm_v2); otherwise it shows V1's and says why V2's is not sized. `use_kv_cache_manager_v2`
-("auto", "true", "false"; --use-kv-cache-manager-v2) picks as TensorRT-LLM does; "true" on a model whose V2 pool is
-not sized is refused rather than answered with V1's figures.
+attention, MLA or DSA (DSACacheManagerV2: calc.analysis.memory.trtllm_dsa), Llama 4's chunked layers included, which
+V2 keeps in one full-context pool: kvcache.md "chunked attention does not partition the pools"), gptcalc sizes V2's
+pool and prints its lines (calc.analysis.memory.trtllm_v2); otherwise it shows V1's and says why V2's is not sized.
+`use_kv_cache_manager_v2` ("auto", "true", "false"; --use-kv-cache-manager-v2) picks as TensorRT-LLM does; "true" on
+a model whose V2 pool is not sized is refused rather than answered with V1's figures.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from __future__ import annotations
 from calc.analysis.memory.kv import KVCache, kv_layers
 from calc.analysis.memory.trtllm_dsa import TRTLLM_DSA_V2
 from calc.analysis.memory.trtllm_v2 import v2_unsized
-from calc.analysis.memory.vllm_indexer import DSA
 from calc.analysis.memory.trtllm_windows import window_note
+from calc.analysis.memory.vllm_indexer import DSA
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
@@ -111,9 +111,9 @@ def _sliding(spec: ModelSpec, kv: KVCache) -> str:
 def _dsa(spec: ModelSpec, kv: KVCache) -> str:
     """Which V2 class a DSA model gets and what it adds: its indexer keys as a buffer of each layer."""
     layers = sum(kind.n_layers for kind in kv.layers if kind.kind == DSA)
-    return (f"; for DSA it is DSACacheManagerV2, a KVCacheManagerV2 whose {spec.name} layers each add their indexer "
-            f"keys as an INDEX_KEY buffer ({layers} layers), a pool of their own beside the latent's "
-            f"({TRTLLM_DSA_V2})" if layers else "")
+    return (f"; for DSA it is DSACacheManagerV2, a KVCacheManagerV2 that gives each of {spec.name}'s {layers} "
+            f"layers its indexer keys as an INDEX_KEY buffer, pooled apart from the latent ({TRTLLM_DSA_V2})"
+            if layers else "")
 
 
 def _chunked_layers(spec: ModelSpec) -> int:

@@ -47,12 +47,12 @@ its own; the two Python files below at one commit, 0004396720, which gptcalc alr
 
 DSA (DeepSeek-V3.2, GLM-5) is DSACacheManagerV2's, which adds an INDEX_KEY buffer to each layer beside the latent's
 KEY, a pool of its own in the same life cycle (calc.analysis.memory.trtllm_dsa). A pool can hold up to a grain more
-than the quota. The manager then prints "KVCacheManagerV2 role-to-pool/lifecycle
-mapping:" and one line a (role, pool group, life cycle), first layer first (_log_kv_cache_pool_lifecycle_mapping). It
-prints no token count. With one life cycle gptcalc's tokens are slots x tokens_per_block, every layer's block of one
-token range in one slot; with several, the tokens of requests of max_seq_len the pools hold: each pool group's slots x
-max_seq_len // the slots one such request holds there (its blocks less the stale ones, as clampMaxSeqLenForMem's
-getNumSlots counts them), the fewest.
+than the quota. The manager then prints "{its class} role-to-pool/lifecycle mapping:" and one line a (role, pool
+group, life cycle), first layer first (_log_kv_cache_pool_lifecycle_mapping). It prints no token count. With one
+life cycle gptcalc's tokens are slots x tokens_per_block, every layer's block of one token range in one slot; with
+several, the tokens of requests of max_seq_len the pools hold: each pool group's slots x max_seq_len // the slots
+one such request holds there (its blocks less the stale ones, as clampMaxSeqLenForMem's getNumSlots counts them),
+the fewest.
 
 Versions read and where they disagree (storageManager.cpp): 04b00fece3 and 2cdb4523 split per pool group and floor a
 pool group at one slot a life cycle, and their StorageManager takes no initial_pool_ratio or max_util_for_resume,
@@ -63,12 +63,13 @@ sums per pool group, and takes initial_pool_ratio per life cycle ("layer group")
 pool_ratio is handed over. For Gemma 3 27B both float32 routes give the same slots at 3,000 random quotas from 1 to 200
 GiB; the floors differ only where a quota holds a few windows.
 
-Not sized here: sliding windows on several ranks, whose quota sync (_get_max_tokens_from_quota) counts max_batch_size
-requests' windows in floats, the LLM API's max_batch_size default not being pinned; a model whose every layer slides
-(no full layers to derive windows against: Mistral-7B, Phi-3); pipeline parallelism, where ranks of different layers agree on the fewest tokens;
-SWA scratch reuse (enable_swa_scratch_reuse, False by default but for DeepSeek-V4); and the host tier V2 adds by
-itself when host_cache_size is unset (min(quota, half the host's free memory over its ranks, 80 % of RLIMIT_MEMLOCK):
-_compute_auto_host_tier_quota), which holds evicted pages, not the GPU pool, and depends on the host.
+Not sized here: sliding windows on several ranks, whose quota sync (_get_max_tokens_from_quota) counts
+max_batch_size requests' windows in floats, the LLM API's max_batch_size default not being pinned; a model whose
+every layer slides (no full layers to derive windows against: Mistral-7B, Phi-3); pipeline parallelism, where ranks
+of different layers agree on the fewest tokens; SWA scratch reuse (enable_swa_scratch_reuse, False by default but
+for DeepSeek-V4); and the host tier V2 adds by itself when host_cache_size is unset (min(quota, half the host's free
+memory over its ranks, 80 % of RLIMIT_MEMLOCK): _compute_auto_host_tier_quota), which holds evicted pages, not the
+GPU pool, and depends on the host.
 """
 
 from __future__ import annotations
