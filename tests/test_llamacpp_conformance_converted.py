@@ -84,6 +84,13 @@ STEP_HUB = {"architectures": ["Step3p5ForCausalLM"], "model_type": "step3p5", "n
                                     "layer_types", "moe_intermediate_size", "share_expert_dim",
                                     "moe_router_scaling_factor", "rope_theta", "partial_rotary_factors",
                                     "swiglu_limits", "swiglu_limits_shared", "bos_token_id", "eos_token_id")}}
+# Step-3.5 8 times as wide (heads of 32), its dense MLP 1024 wide, its shared expert 512 and its experts 2048: at
+# -c 512 the layers, not the cache's mask, set the compute buffer: the MoE layers' experts, all clamped (SwiGLU limits),
+# and the first layer's dense MLP clamped too
+STEP_WIDE = {"hidden_size": 256, "intermediate_size": 1024, "moe_intermediate_size": 2048, "share_expert_dim": 512,
+             "head_dim": 32, "swiglu_limits": [0, 0.5, 0.5, 0.5], "swiglu_limits_shared": [0.5, 0, 0.5, 0.5]}
+STEP_WIDE_HUB = {**STEP_HUB, **STEP_WIDE, "attention_other_setting": {
+    **STEP_HUB["attention_other_setting"], "head_dim": 32, "true_head_dim": 32}}
 # MiniMax-M3's language model (tests/tiny_models.py minimax_m3_vl_text, in its release config's keys) as
 # MiniMaxM3SparseForCausalLM, with the release keys the converter reads that the tiny config leaves to defaults
 # (tests/configs/model_types/minimax_m3_vl.json text_config: rms_norm_eps, scoring_func, n_shared_experts,
@@ -164,6 +171,9 @@ RUNS: dict[str, Run] = {
     # Step35Model (conversion/step3.py): per-layer query heads (4 full, 2 sliding), a full and an SWA cache
     "step3p5-swa": Run("step3p5", {}, ["-c", "4096"], hub=STEP_HUB),
     "step3p5-swa-np4": Run("step3p5", {}, ["-c", "16384", "-np", "4"], hub=STEP_HUB),
+    "step3p5-wide-c512": Run("step3p5", STEP_WIDE, ["-c", "512"], hub=STEP_WIDE_HUB),
+    "step3p5-wide-c1024-fa-off": Run("step3p5", STEP_WIDE, ["-c", "1024", "-fa", "off"], hub=STEP_WIDE_HUB),
+    "step3p5-wide-np2-ub256": Run("step3p5", STEP_WIDE, ["-c", "2048", "-np", "2", "-ub", "256"], hub=STEP_WIDE_HUB),
     # MiniMaxM3Model (conversion/minimax.py:167): llama_kv_cache_msa's attention cache and its block indexer's, one key
     # head of sparse_index_dim and one value head of head_dim on the sparse layers (src/llama-kv-cache-msa.cpp:39-49)
     "minimax_m3-msa": Run("minimax_m3_vl_text", M3, ["-c", "4096"], hub=M3_HUB),
@@ -202,14 +212,15 @@ def test_recorded_indexer_compute(name: str, tmp_path: Path) -> None:
 
 
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py)
-REPLAYED = ("granitemoe", "glm4_moe_lite", "laguna", "afmoe", "ernie4_5_moe")
+REPLAYED = ("granitemoe", "glm4_moe_lite", "laguna", "afmoe", "ernie4_5_moe", "step3p5")
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
 def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
     """source: tests/data/llamacpp/converted/NAME.log. Granite-MoE's layers (GQA attention, a SwiGLU MoE),
     GLM-4.7-Flash's (MLA with RoPE, a SwiGLU MoE), Laguna's (a softplus output gate of its own projection, a
-    sigmoid-routed MoE with a shared expert), AFMoE's and ERNIE-4.5-MoE's are replayed node by node
+    sigmoid-routed MoE with a shared expert), Step-3.5's (a sigmoid gate per head, clamped SwiGLUs), AFMoE's and
+    ERNIE-4.5-MoE's are replayed node by node
     (calc/analysis/memory/llamacpp_graph.py): the line is llama.cpp's own."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args)) == real
@@ -219,7 +230,9 @@ def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
 # (an LD_PRELOAD wrapper around it, same build and GGUF as the recorded log): the MiB lines round these
 ALLOCATOR_BYTES = {"laguna-swa": 5_402_624, "laguna-swa-np2-ub256": 2_570_240, "laguna-wide-c512": 16_281_600,
                    "laguna-wide-c1024-fa-off": 32_002_048, "laguna-wide-np2-ub256": 8_402_944,
-                   "afmoe-swa": 5_632_000, "afmoe-swa-np2": 3_534_848, "ernie4_5_moe-c4096": 4_804_608}
+                   "afmoe-swa": 5_632_000, "afmoe-swa-np2": 3_534_848, "ernie4_5_moe-c4096": 4_804_608,
+                   "step3p5-swa": 5_533_696, "step3p5-swa-np4": 5_533_696, "step3p5-wide-c512": 20_475_904,
+                   "step3p5-wide-c1024-fa-off": 23_613_440, "step3p5-wide-np2-ub256": 10_500_096}
 
 
 def compute_bytes(model: Path, args: list[str]) -> int:

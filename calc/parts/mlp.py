@@ -13,7 +13,7 @@ and Step-3.7's clamped SwiGLU (`clamp` c) is min(act(gate), c) × clip(up, −c,
 from typing import Literal
 
 from calc.parts.base import Field, Part, present
-from calc.parts.transient import Graph, Subgraph, op
+from calc.parts.transient import Graph, Subgraph, clamped_swiglu, op
 
 __all__ = ["ACTIVATION_PARAMS", "LABELS", "MLP"]
 
@@ -60,10 +60,12 @@ class MLP(Part):
         llama.cpp loads them), up, gate, the gated activation of the two (not in place), down; or an ungated
         squared ReLU (Nemotron-H), up, ReLU and its square in place, down; where gate and up are one tensor in the
         GGUF (`llamacpp.fused_up`: GLM-4, src/models/glm4.cpp:154-158) their one product and the GLU over it.
-        None for anything else. The gate and
+        Step-3.5's clamped SwiGLU (`clamp`) is not one GLU node but up clamped, SiLU(gate) and its clamp, and their
+        product, each in place (`clamped_swiglu`). None for anything else. The gate and
         down scales (Falcon-H1's mlp_multipliers) are no node: llama.cpp's converter multiplies them into the
         weights (conversion/falcon_h1.py:64-67)."""
-        if self.bias or self.sparsity or self.clamp or self.gate_clamp or self.swiglu_limit \
+        if self.bias or self.sparsity or (self.clamp and self.activation != "silu") or self.gate_clamp \
+                or self.swiglu_limit \
                 or (self.gated, self.activation) not in ((True, "silu"), (True, "gelu"), (True, "gelu_tanh"),
                                                          (False, "relu2")):
             return None
@@ -73,7 +75,9 @@ class MLP(Part):
                      op(at + "down", (g.d_model, n), at + "act")]
             return Subgraph(nodes, [], at + "down")
         if self.gated:
-            act = [op(at + "gate", (f, n), x), op(at + "act", (f, n), at + "gate", at + "up")]
+            glu = clamped_swiglu(at, (f, n), at + "gate", at + "up") if self.clamp else \
+                [op(at + "act", (f, n), at + "gate", at + "up")]
+            act = [op(at + "gate", (f, n), x), *glu]
         else:
             act = [op(at + "relu", (f, n), at + "up", inplace=True), op(at + "act", (f, n), at + "relu", inplace=True)]
         nodes = [op(at + "up", (f, n), x), *act, op(at + "down", (g.d_model, n), at + "act")]

@@ -30,7 +30,7 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.mlp import MLP, Activation
-from calc.parts.transient import I32, Graph, Node, Subgraph, op, tensor, view
+from calc.parts.transient import I32, Graph, Node, Subgraph, clamped_swiglu, op, tensor, view
 
 __all__ = ["LABELS", "MoE"]
 
@@ -173,7 +173,7 @@ class MoE(Part):
         none to build_moe_ffn): neither is a node. None otherwise."""
         shared = self.shared.graph_nodes(g, layer, x, "shexp") if self.shared else None
         if self.scoring not in ("softmax", "sigmoid") or (self.gated, self.activation) not in (
-                (True, "silu"), (False, "relu2")) or self.clamp or self.gate_clamp or self.hash_vocab \
+                (True, "silu"), (False, "relu2")) or self.gate_clamp or self.hash_vocab \
                 or self.zero_experts or self.all_experts or self.top_k < 2 or (self.shared is not None and shared is None):
             return None
         at, n, e, k, d = f"l{layer}.moe.", g.seq_tokens() * g.n_seqs, self.n_experts, self.top_k, g.d_model
@@ -256,12 +256,14 @@ class MoE(Part):
 
     def _act(self, at: str, k: int, n: int) -> list[Node]:
         """The experts' activation: the gate's product and its SwiGLU with up (gpt-oss's SwiGLU-OAI, clamped at
-        swiglu_limit, is one GLU node too: ggml_swiglu_oai, src/llama-graph.cpp:2326-2333), or up's ReLU squared, in
-        place."""
+        swiglu_limit, is one GLU node too: ggml_swiglu_oai, src/llama-graph.cpp:2326-2333; Step-3.5's clamp is four ops
+        in place: clamped_swiglu), or up's ReLU squared, in place."""
         shape, up = (self.d_ff, k, n), at + ("up_b" if self.expert_bias else "up")
         if self.gated:
             gate = self._biased(at, "gate", shape, at + "x3")
-            return [*gate, op(at + "act", shape, gate[-1].name, up)]
+            glu = clamped_swiglu(at, shape, gate[-1].name, up) if self.clamp else \
+                [op(at + "act", shape, gate[-1].name, up)]
+            return [*gate, *glu]
         return [op(at + "relu", shape, up, inplace=True), op(at + "act", shape, at + "relu", inplace=True)]
 
     def describe(self) -> str:

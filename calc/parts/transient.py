@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from calc.spec.llamacpp import LlamaCppBuild
 
 __all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "SWA_INPUTS", "V_IDXS", "Graph", "Node", "Subgraph",
-           "attention_scores", "op", "store", "tensor", "view"]
+           "attention_scores", "clamped_swiglu", "op", "store", "tensor", "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
 ALIGN = 32
@@ -118,3 +118,12 @@ def view(name: str, of: str, src: str | None = None) -> Node:
 def store(name: str, src: str) -> Node:
     """A copy of `src` into a cache's rows: its result lives in the cache's buffer, not the compute buffer."""
     return Node(name, 0, (src,), external=True)
+
+
+def clamped_swiglu(at: str, shape: tuple[int, ...], gate: str, up: str) -> list[Node]:
+    """A SwiGLU clamped at a limit as llama.cpp builds it for Step-3.5 (src/llama-graph.cpp:1882-1895, 2276-2289:
+    architectures other than DeepSeek-V4's kin): up clamped, SiLU of the gate and its clamp, their product, each an
+    op that runs in place, where one GLU node would be a new tensor; the product is `at`act."""
+    return [op(at + "up_c", shape, up, inplace=True), op(at + "silu", shape, gate, inplace=True),
+            op(at + "silu_c", shape, at + "silu", inplace=True),
+            op(at + "act", shape, at + "silu_c", at + "up_c", inplace=True)]

@@ -47,9 +47,10 @@ OLMoE, SmolLM3, GLM-4, StableLM, EXAONE 4, Gemma, Gemma 2 and 3, Cohere...), pos
 pre-norms, parallel layers on one norm, and DeepSeek-V2 / V3's MLA with its grouped MoE; attention logits
 soft-capped (Gemma 2; its final logits too: a scale, tanh and scale in place in the logits' block, src/models/
 gemma2.cpp:166-169) or with sinks (a weight, no node) move no byte; gpt-oss's MoE (router and expert biases,
-SwiGLU-OAI, the soft max over the chosen experts' logits: calc/parts/moe.py) is replayed too, and so are Laguna's
-and AFMoE's output gates of their own projection (softplus per head, sigmoid per element) beside their sigmoid-routed
-MoE, and ERNIE-4.5-MoE's. The rest (parallel
+SwiGLU-OAI, the soft max over the chosen experts' logits: calc/parts/moe.py) is replayed too, and so are Laguna's,
+Step-3.5's and AFMoE's output gates of their own projection (softplus or sigmoid, per head or per element) beside
+their sigmoid-routed MoE, Step-3.5's clamped SwiGLUs (calc/parts/transient.py clamped_swiglu) and ERNIE-4.5-MoE's
+MoE. The rest (parallel
 blocks of two norms, fused QKV, DSA's indexer, AltUp, Qwen3-VL's deepstack inputs...) keep the estimate.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
