@@ -58,8 +58,12 @@ GEMMA3N_22 = {**GEMMA3N, "num_hidden_layers": 22, "activation_sparsity_pattern":
 LAGUNA_WIDE = {**LAGUNA, "hidden_size": 256, "intermediate_size": 2048, "moe_intermediate_size": 512,
                "shared_expert_intermediate_size": 512, "head_dim": 32, "num_attention_heads": 8,
                "num_attention_heads_per_layer": [8, 16, 8, 4]}
-GEMMA4_COMPUTE = ("llama.cpp 5.50 / 3.50 MiB, the estimate 5.71 / 3.71 (3.8 / 6.0 % over): the per-layer inputs "
-                  "are not modelled")
+# Gemma 4 8 times as wide (heads of 32, global heads of 64), its MLP 1024 wide (2048 in the KV-shared layers), its
+# experts 512 and its per-layer inputs 64: at -c 512 the layers, not the cache's mask, set the compute buffer; and
+# the same without the MoE block, as Gemma 4 E2B / E4B are
+GEMMA4_WIDE = {"hidden_size": 256, "intermediate_size": 1024, "moe_intermediate_size": 512, "head_dim": 32,
+               "global_head_dim": 64, "hidden_size_per_layer_input": 64}
+GEMMA4_DENSE = {**GEMMA4_WIDE, "enable_moe_block": False}
 # MiMo-V2-Flash's keys the converter reads (conversion/mimo.py MimoV2Model.set_gguf_parameters) that transformers 5.24
 # does not save, as XiaomiMiMo/MiMo-V2-Flash's config.json has them (tests/configs/model_types/mimo_v2_flash.json): the
 # SWA heads equal to the full ones but for twice the KV heads (MiMoV2FlashAttention), the layer pattern of the tiny
@@ -159,10 +163,13 @@ RUNS: dict[str, Run] = {
     # widths one a layer, full layers without V (attention_k_eq_v), fused ffn_gate_up_exps with the router's and
     # experts' scales, per-layer inputs, 2 KV-shared layers (no cache of their own); the converter trims the
     # embedding to tokenizer.json's vocabulary, so it gets one of the tiny vocabulary
-    "gemma4_text-swa": Run("gemma4_text", {}, ["-c", "4096"], compute_beyond_margin=GEMMA4_COMPUTE,
-                           stub_tokenizer=True),
-    "gemma4_text-swa-np2": Run("gemma4_text", {}, ["-c", "4096", "-np", "2"], compute_beyond_margin=GEMMA4_COMPUTE,
-                               stub_tokenizer=True),
+    "gemma4_text-swa": Run("gemma4_text", {}, ["-c", "4096"], stub_tokenizer=True),
+    "gemma4_text-swa-np2": Run("gemma4_text", {}, ["-c", "4096", "-np", "2"], stub_tokenizer=True),
+    "gemma4_text-wide-c512": Run("gemma4_text", GEMMA4_WIDE, ["-c", "512"], stub_tokenizer=True),
+    "gemma4_text-wide-c1024-fa-off": Run("gemma4_text", GEMMA4_WIDE, ["-c", "1024", "-fa", "off"], stub_tokenizer=True),
+    "gemma4_text-dense-c512": Run("gemma4_text", GEMMA4_DENSE, ["-c", "512"], stub_tokenizer=True),
+    "gemma4_text-dense-np2-ub256": Run("gemma4_text", GEMMA4_DENSE, ["-c", "2048", "-np", "2", "-ub", "256"],
+                                       stub_tokenizer=True),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
     # MiMoV2FlashForCausalLM (conversion/mimo.py): a full and an SWA cache, the SWA one twice the KV heads; at -np 64
     # its SWA cells, GGML_PAD(64 x 4 + 512, 256) = 768, tell the window llama.cpp uses (4, the Hub's sliding_window)
@@ -212,14 +219,15 @@ def test_recorded_indexer_compute(name: str, tmp_path: Path) -> None:
 
 
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py)
-REPLAYED = ("granitemoe", "glm4_moe_lite", "laguna", "afmoe", "ernie4_5_moe", "step3p5")
+REPLAYED = ("granitemoe", "glm4_moe_lite", "laguna", "afmoe", "ernie4_5_moe", "step3p5", "gemma4_text")
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
 def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
     """source: tests/data/llamacpp/converted/NAME.log. Granite-MoE's layers (GQA attention, a SwiGLU MoE),
     GLM-4.7-Flash's (MLA with RoPE, a SwiGLU MoE), Laguna's (a softplus output gate of its own projection, a
-    sigmoid-routed MoE with a shared expert), Step-3.5's (a sigmoid gate per head, clamped SwiGLUs), AFMoE's and
+    sigmoid-routed MoE with a shared expert), Step-3.5's (a sigmoid gate per head, clamped SwiGLUs), Gemma 4's
+    (KV sharing, values of the keys' projection, V-norm, per-layer inputs, its MoE beside an MLP), AFMoE's and
     ERNIE-4.5-MoE's are replayed node by node
     (calc/analysis/memory/llamacpp_graph.py): the line is llama.cpp's own."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
@@ -232,7 +240,10 @@ ALLOCATOR_BYTES = {"laguna-swa": 5_402_624, "laguna-swa-np2-ub256": 2_570_240, "
                    "laguna-wide-c1024-fa-off": 32_002_048, "laguna-wide-np2-ub256": 8_402_944,
                    "afmoe-swa": 5_632_000, "afmoe-swa-np2": 3_534_848, "ernie4_5_moe-c4096": 4_804_608,
                    "step3p5-swa": 5_533_696, "step3p5-swa-np4": 5_533_696, "step3p5-wide-c512": 20_475_904,
-                   "step3p5-wide-c1024-fa-off": 23_613_440, "step3p5-wide-np2-ub256": 10_500_096}
+                   "step3p5-wide-c1024-fa-off": 23_613_440, "step3p5-wide-np2-ub256": 10_500_096,
+                   "gemma4_text-swa": 5_767_168, "gemma4_text-swa-np2": 3_670_016, "gemma4_text-wide-c512": 16_809_984,
+                   "gemma4_text-wide-c1024-fa-off": 19_947_520, "gemma4_text-dense-c512": 16_285_696,
+                   "gemma4_text-dense-np2-ub256": 8_404_992}
 
 
 def compute_bytes(model: Path, args: list[str]) -> int:

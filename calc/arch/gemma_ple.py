@@ -63,6 +63,10 @@ LLAMACPP_KV_LAYERS = 20
 # 0e93ccc2, llamaQuantizeArgs :296-305)
 OLLAMA_TYPES = {"per_layer_embedding": "fp16"}
 SHORT = {"sliding_attention": "local", "full_attention": "global"}
+# How llama.cpp's gemma4 builds the graph: the token rows scaled by an input (build_inp_embd with a scale), the output
+# rows taken after the final norm, kept as an output (src/models/gemma4.cpp:163, 411-423; embeddings_nextn_masked is
+# false by default), the experts' gate and up one tensor
+LLAMACPP_GEMMA4 = {"scale_rows": True, "rows_after_norm": True, "fused_up_exps": True}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -82,8 +86,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     if model_type == "gemma3n_text":
         embedding["altup_inputs"] = cfg.int("altup_num_inputs")
     head = {"tied": cfg.bool("tie_word_embeddings"), "softcap": cfg.float("final_logit_softcapping", default=None)}
-    llamacpp = {"llamacpp": {"kv_from_start": LLAMACPP_KV_LAYERS, "ollama_tensor_types": OLLAMA_TYPES}} \
-        if model_type == "gemma3n_text" else {}
+    llamacpp = {"llamacpp": {"kv_from_start": LLAMACPP_KV_LAYERS, "ollama_tensor_types": OLLAMA_TYPES}
+                if model_type == "gemma3n_text" else LLAMACPP_GEMMA4}
     return decoder(cfg, model_type, blocks, layers, rms, head["tied"], embedding=embedding, head=head, **llamacpp)
 
 

@@ -272,15 +272,17 @@ class Attention(HeadWidths, Part):
         own = {name: name for name in SWA_INPUTS}
         cells, inputs = (g.swa_cells, SWA_INPUTS) if self.window and g.swa_cache else (g.cells, own)
         mask, k_idxs, v_idxs = inputs[MASK], inputs[K_IDXS], inputs[V_IDXS]
-        q, k, v = self._projection(at, "q", h, n, x), self._projection(at, "k", kv, n, x), \
-            self._projection(at, "v", kv, n, x, rope=False)
-        last = {name: nodes[-1] for name, nodes in (("q", q), ("k", k), ("v", v))}
+        heads = {"q": self._projection(at, "q", h, n, x)}
+        if not self.kv_shared:  # a KV-shared layer reads an earlier layer's cache: no K, V, nor their stores
+            heads.update(k=self._projection(at, "k", kv, n, x), v=self._projection(at, "v", kv, n, x, rope=False))
+        last = {name: nodes[-1] for name, nodes in heads.items()}
         root = {name: node.view_of or node.name for name, node in last.items()}
-        nodes = q + k + v + [view(at + "k2d", root["k"], last["k"].name),
-                             Node(at + "k_store", 0, (at + "k2d", k_idxs), external=True),
-                             view(at + "v2d", root["v"], last["v"].name),
-                             Node(at + "v_store", 0, (at + "v2d", v_idxs), external=True),
-                             view(at + "q4", root["q"], last["q"].name), view(at + "qp", root["q"], at + "q4")]
+        stores = [] if self.kv_shared else [view(at + "k2d", root["k"], last["k"].name),
+                                            Node(at + "k_store", 0, (at + "k2d", k_idxs), external=True),
+                                            view(at + "v2d", root["v"], last["v"].name),
+                                            Node(at + "v_store", 0, (at + "v2d", v_idxs), external=True)]
+        nodes = [node for part in heads.values() for node in part] + stores + [
+            view(at + "q4", root["q"], last["q"].name), view(at + "qp", root["q"], at + "q4")]
         if g.flash_attn:
             nodes += [op(at + "fa", (hd, h, n), at + "qp", mask), view(at + "kqv_out", at + "fa")]
         else:
@@ -294,15 +296,19 @@ class Attention(HeadWidths, Part):
         nodes += [op(at + "out_b", (g.d_model, n), at + "out", inplace=True)] if self.o_bias else []
         # llama_kv_cache's build_attn expands Q, V, K; llama_kv_cache_iswa's Q, K, V (src/llama-graph.cpp:2970-2972,
         # 3222-3229)
-        qkv = ("q", "k", "v") if g.swa_cache else ("q", "v", "k")
-        expanded = [*(last[name].name for name in qkv), at + "k_store", at + "v_store", at + "kqv_out"]
+        qkv = [name for name in (("q", "k", "v") if g.swa_cache else ("q", "v", "k")) if name in last]
+        expanded = [*(last[name].name for name in qkv), *(node.name for node in stores if node.external),
+                    at + "kqv_out"]
         return Subgraph(nodes, expanded, nodes[-1].name)
 
     def _replayed(self) -> bool:
         """Whether graph_nodes builds this attention: plain GQA, with or without biases, a per-head QK-norm before
-        RoPE, sinks, soft-capping and an output gate as `_gate` builds it; nothing else."""
-        unbuilt = (self.fused_qkv or self.chunk or self.alibi or self.temperature or self.clip_qkv or self.v_norm
-                   or self.kv_shared or self.k_eq_v or self.augment or self.indexer or self.gate_bias
+        RoPE, sinks, soft-capping, an output gate as `_gate` builds it, Gemma 4's V-norm, values of the keys'
+        projection and KV sharing; no LAuReL or AltUp around it (a per-layer input is the layer stack's); nothing
+        else."""
+        augment = self.augment and (self.augment.laurel_rank or self.augment.altup_inputs)
+        unbuilt = (self.fused_qkv or self.chunk or self.alibi or self.temperature or self.clip_qkv or augment
+                   or self.indexer or self.gate_bias
                    or self.value_head_dim != self.head_dim or (self.qk_norm and self.qk_norm.after_rope))
         gate = not self.output_gate or (not self.q_bias and (not self.qk_norm or self.qk_norm.scope == "head") and (
             not self.gate_in_q or (self.gate_scope, self.gate_activation) == ("element", "sigmoid")))
@@ -337,6 +343,8 @@ class Attention(HeadWidths, Part):
         gate's), Q's and K's norm (RMS from the view, then its scale in place; over the whole width before the
         reshape where it spans every head: src/models/olmo2.cpp) and RoPE where the layer has them."""
         shape, gated = (self.head_dim, heads, n), what == "q" and self.output_gate and self.gate_in_q
+        if what == "v" and self.k_eq_v:  # the keys' projection reshaped a second time (src/models/gemma4.cpp:244-253)
+            return [view(at + "v3", at + ("k_b" if self.k_bias else "k")), *self._v_norm(at, shape)]
         width, biased = (1 + gated) * heads * self.head_dim, {"q": self.q_bias, "k": self.k_bias, "v": self.v_bias}[what]
         base, norm = at + what + "_b" if biased else at + what, self.qk_norm if what != "v" else None
         nodes = [op(at + what, (width, n), x), *([op(base, (width, n), at + what, inplace=True)] if biased else [])]
@@ -345,6 +353,7 @@ class Attention(HeadWidths, Part):
                       op(at + what + "_normed", (width, n), at + what + "_rms", inplace=True)]
             base = at + what + "_normed"
         nodes.append(view(at + what + "3", base))
+        nodes += self._v_norm(at, shape) if what == "v" else []
         nodes += [view(at + "q_view", base, at + what + "3")] if gated else []
         if norm and norm.scope == "head":
             nodes += [op(at + what + "_rms", shape, nodes[-1].name, inplace=True),
@@ -352,6 +361,11 @@ class Attention(HeadWidths, Part):
         if rope and self.rope is not None:
             nodes.append(op(at + what + "_rope", shape, nodes[-1].name, POS, inplace=True))
         return nodes
+
+    def _v_norm(self, at: str, shape: tuple[int, ...]) -> list[Node]:
+        """Gemma 4's values RMS-normed without a scale, from their reshaped view: a new tensor (src/models/
+        gemma4.cpp:255); nothing without a V-norm."""
+        return [op(at + "v_rms", shape, at + "v3", inplace=True)] if self.v_norm else []
 
     def block_masks(self, g: Graph) -> int:
         """MiniMax-M3's sparse layers (src/models/minimax-m3.cpp): with flash attention and a stream per sequence

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from calc.spec.llamacpp import LlamaCppBuild
 
 __all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "SWA_INPUTS", "V_IDXS", "Graph", "Node", "Subgraph",
-           "attention_scores", "clamped_swiglu", "op", "store", "tensor", "view"]
+           "attention_scores", "clamped_swiglu", "op", "rms_norm", "store", "tensor", "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
 ALIGN = 32
@@ -127,3 +127,8 @@ def clamped_swiglu(at: str, shape: tuple[int, ...], gate: str, up: str) -> list[
     return [op(at + "up_c", shape, up, inplace=True), op(at + "silu", shape, gate, inplace=True),
             op(at + "silu_c", shape, at + "silu", inplace=True),
             op(at + "act", shape, at + "silu_c", at + "up_c", inplace=True)]
+
+
+def rms_norm(name: str, shape: tuple[int, ...], x: str) -> list[Node]:
+    """build_norm, RMS with a weight: the norm and its scale, each an op that may run in place."""
+    return [op(name + "_rms", shape, x, inplace=True), op(name, shape, name + "_rms", inplace=True)]

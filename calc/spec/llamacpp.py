@@ -90,3 +90,7 @@ class LlamaCppBuild(Part):
     # are taken (build_inp_embd's tok_scale, src/llama-graph.cpp:2516-2526): Gemma 3 (src/models/gemma3.cpp:89);
     # Gemma 1 and 2 scale by a ggml_scale in place, with no input of its own
     scale_rows: bool = False
+    # The experts' gate and up are one ffn_gate_up_exps tensor in the GGUF, as llama.cpp's converter maps
+    # transformers' fused experts.gate_up_proj (gguf-py/gguf/tensor_mapping.py:624-626), which build_moe_ffn
+    # multiplies once: Gemma 4 (src/models/gemma4.cpp:112)
+    fused_up_exps: bool = False

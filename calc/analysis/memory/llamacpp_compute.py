@@ -49,8 +49,9 @@ soft-capped (Gemma 2; its final logits too: a scale, tanh and scale in place in 
 gemma2.cpp:166-169) or with sinks (a weight, no node) move no byte; gpt-oss's MoE (router and expert biases,
 SwiGLU-OAI, the soft max over the chosen experts' logits: calc/parts/moe.py) is replayed too, and so are Laguna's,
 Step-3.5's and AFMoE's output gates of their own projection (softplus or sigmoid, per head or per element) beside
-their sigmoid-routed MoE, Step-3.5's clamped SwiGLUs (calc/parts/transient.py clamped_swiglu) and ERNIE-4.5-MoE's
-MoE. The rest (parallel
+their sigmoid-routed MoE, Step-3.5's clamped SwiGLUs (calc/parts/transient.py clamped_swiglu), ERNIE-4.5-MoE's
+MoE and Gemma 4 (KV sharing, values of the keys' projection, V-norm, per-layer inputs: calc/parts/augment.py and
+embedding.py; its MoE beside an MLP: calc/parts/moe.py). The rest (parallel
 blocks of two norms, fused QKV, DSA's indexer, AltUp, Qwen3-VL's deepstack inputs...) keep the estimate.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
