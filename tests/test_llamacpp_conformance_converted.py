@@ -38,6 +38,13 @@ HUNYUAN_MOE = {"moe_topk": [2, 2], "attention_bias": False, "rope_scaling": None
 HUNYUAN_LISTS = {"moe_intermediate_size": [48, 48], "num_shared_expert": [1, 1]}
 GLM_LITE = {"first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}
 AFMOE = {"global_attn_every_n_layers": 4, "attention_bias": False}
+# AFMoE and ERNIE-4.5-MoE 8 times as wide (heads of 32), their dense MLP 2048 wide and experts 512 (ERNIE's two
+# shared experts 2048 // 2 KV heads = 2 x 512 wide, as its converter writes them): at -c 512 the layers set the compute
+# buffer
+WIDE_MOE = {"hidden_size": 256, "intermediate_size": 2048, "moe_intermediate_size": 512, "num_attention_heads": 8,
+            "head_dim": 32}
+AFMOE_WIDE = {**AFMOE, **WIDE_MOE}
+ERNIE_WIDE = {**ERNIE_MOE, **WIDE_MOE}
 # Laguna-XS.2's layer pattern (tests/configs/model_types/laguna.json: every 4th layer full from the first), which
 # llama.cpp assumes whatever layer_types says (src/models/laguna.cpp:39); no attention biases, which llama.cpp loads
 # none of (the published config has no attention_bias key)
@@ -118,6 +125,8 @@ RUNS: dict[str, Run] = {
     # baidu/ERNIE-4.5-21B-A3B-PT config.json) is its shared experts' width: the tiny config's made so too
     # (64 // 2 = 2 x 16), its biases off as published
     "ernie4_5_moe-c4096": Run("ernie4_5_moe", ERNIE_MOE, ["-c", "4096"]),
+    "ernie4_5_moe-wide-c512": Run("ernie4_5_moe", ERNIE_WIDE, ["-c", "512"]),
+    "ernie4_5_moe-wide-c1024-fa-off": Run("ernie4_5_moe", ERNIE_WIDE, ["-c", "1024", "-fa", "off"]),
     # Glm4MoeLiteForCausalLM converts as deepseek2 (conversion/glm.py:249); one dense layer first and one expert
     # group, as GLM-4.7-Flash has (tests/configs/model_types/glm4_moe_lite.json: first_k_dense_replace 1, n_group 1):
     # transformers 5 makes only layer 0 dense whatever first_k_dense_replace says (its mlp_layer_types), the
@@ -127,6 +136,8 @@ RUNS: dict[str, Run] = {
     # assumes, src/models/afmoe.cpp:17; no attention_bias key, so none: llama.cpp loads no attn_output.bias)
     "afmoe-swa": Run("afmoe", AFMOE, ["-c", "4096"]),
     "afmoe-swa-np2": Run("afmoe", AFMOE, ["-c", "4096", "-np", "2"]),
+    "afmoe-wide-c512": Run("afmoe", AFMOE_WIDE, ["-c", "512"]),
+    "afmoe-wide-c1024-fa-off": Run("afmoe", AFMOE_WIDE, ["-c", "1024", "-fa", "off"]),
     # MPT, under the architecture name its checkpoints give (tests/configs/model_types/mpt.json: "MPTForCausalLM"),
     # which the converter registers (conversion/mpt.py:11); transformers 5 saves "MptForCausalLM"
     "mpt-c4096": Run("mpt", {}, ["-c", "4096"], published={"architectures": ["MPTForCausalLM"]}),
@@ -239,6 +250,8 @@ def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
 ALLOCATOR_BYTES = {"laguna-swa": 5_402_624, "laguna-swa-np2-ub256": 2_570_240, "laguna-wide-c512": 16_281_600,
                    "laguna-wide-c1024-fa-off": 32_002_048, "laguna-wide-np2-ub256": 8_402_944,
                    "afmoe-swa": 5_632_000, "afmoe-swa-np2": 3_534_848, "ernie4_5_moe-c4096": 4_804_608,
+                   "afmoe-wide-c512": 16_281_600, "afmoe-wide-c1024-fa-off": 23_613_440,
+                   "ernie4_5_moe-wide-c512": 15_749_120, "ernie4_5_moe-wide-c1024-fa-off": 22_298_624,
                    "step3p5-swa": 5_533_696, "step3p5-swa-np4": 5_533_696, "step3p5-wide-c512": 20_475_904,
                    "step3p5-wide-c1024-fa-off": 23_613_440, "step3p5-wide-np2-ub256": 10_500_096,
                    "gemma4_text-swa": 5_767_168, "gemma4_text-swa-np2": 3_670_016, "gemma4_text-wide-c512": 16_809_984,
