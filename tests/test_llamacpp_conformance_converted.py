@@ -45,6 +45,9 @@ WIDE_MOE = {"hidden_size": 256, "intermediate_size": 2048, "moe_intermediate_siz
             "head_dim": 32}
 AFMOE_WIDE = {**AFMOE, **WIDE_MOE}
 ERNIE_WIDE = {**ERNIE_MOE, **WIDE_MOE}
+DSV32_WIDE = {"hidden_size": 256, "intermediate_size": 2048, "moe_intermediate_size": 512, "num_attention_heads": 8,
+              "num_key_value_heads": 8, "kv_lora_rank": 64, "q_lora_rank": 96, "qk_nope_head_dim": 32,
+              "qk_rope_head_dim": 16, "v_head_dim": 32, "index_n_heads": 4, "index_head_dim": 64, "index_topk": 256}
 # Laguna-XS.2's layer pattern (tests/configs/model_types/laguna.json: every 4th layer full from the first), which
 # llama.cpp assumes whatever layer_types says (src/models/laguna.cpp:39); no attention biases, which llama.cpp loads
 # none of (the published config has no attention_bias key)
@@ -154,6 +157,10 @@ RUNS: dict[str, Run] = {
     # the compute buffer's indexer scores and top-k masks: without flash attention, a smaller and a larger ubatch
     "deepseek_v32-fa-off": Run("deepseek_v32", {"index_head_dim": 64}, ["-c", "4096", "-fa", "off"]),
     "deepseek_v32-ub256": Run("deepseek_v32", {"index_head_dim": 64}, ["-c", "8192", "-ub", "256"]),
+    # 8 times as wide (8 MLA heads over a latent of 64, Q latent 96, a dense MLP of 2048, experts of 512, 4 indexer
+    # heads of 64 keeping 256 cells): the layers' MLP, experts and indexer, not the inputs, set the compute buffer
+    "deepseek_v32-wide-c512": Run("deepseek_v32", DSV32_WIDE, ["-c", "512"]),
+    "deepseek_v32-wide-c1024-fa-off": Run("deepseek_v32", DSV32_WIDE, ["-c", "1024", "-fa", "off"]),
     "glm_moe_dsa-ub1024": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "16384", "-ub", "1024"]),
     "glm_moe_dsa-np4": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "2048", "-np", "4"]),
     # LagunaForCausalLM: per-layer query heads (laguna.attention.head_count, conversion/laguna.py:73-80) in a
@@ -221,16 +228,16 @@ def test_recorded_gguf_as_model(name: str, tmp_path: Path) -> None:
     check_gguf_as_model(name, recorded_gguf(name, tmp_path, RECORDED), log, RUNS)
 
 
-@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(("deepseek_v32", "glm_moe_dsa",
-                                                                                  "minimax_m3"))))
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(("glm_moe_dsa", "minimax_m3"))))
 def test_recorded_indexer_compute(name: str, tmp_path: Path) -> None:
-    """source: tests/data/llamacpp/converted/NAME.log. The compute buffer of DSA's and MiniMax-M3's indexed layers
-    is estimated (checked against the line by test_recorded_gguf_as_model): the line is printed."""
+    """source: tests/data/llamacpp/converted/NAME.log. The compute buffer of GLM-5's DSA layers (its shared layers
+    reuse another layer's choice) and MiniMax-M3's indexed layers is estimated (checked against the line by
+    test_recorded_gguf_as_model): the line is printed."""
     assert compute_mib(server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args))
 
 
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py)
-REPLAYED = ("granitemoe", "glm4_moe_lite", "laguna", "afmoe", "ernie4_5_moe", "step3p5", "gemma4_text")
+REPLAYED = ("granitemoe", "glm4_moe_lite", "laguna", "afmoe", "ernie4_5_moe", "step3p5", "gemma4_text", "deepseek_v32")
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
@@ -238,8 +245,8 @@ def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
     """source: tests/data/llamacpp/converted/NAME.log. Granite-MoE's layers (GQA attention, a SwiGLU MoE),
     GLM-4.7-Flash's (MLA with RoPE, a SwiGLU MoE), Laguna's (a softplus output gate of its own projection, a
     sigmoid-routed MoE with a shared expert), Step-3.5's (a sigmoid gate per head, clamped SwiGLUs), Gemma 4's
-    (KV sharing, values of the keys' projection, V-norm, per-layer inputs, its MoE beside an MLP), AFMoE's and
-    ERNIE-4.5-MoE's are replayed node by node
+    (KV sharing, values of the keys' projection, V-norm, per-layer inputs, its MoE beside an MLP), DeepSeek-V3.2's
+    (MLA behind its lightning indexer's top-k mask), AFMoE's and ERNIE-4.5-MoE's are replayed node by node
     (calc/analysis/memory/llamacpp_graph.py): the line is llama.cpp's own."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args)) == real
@@ -256,7 +263,9 @@ ALLOCATOR_BYTES = {"laguna-swa": 5_402_624, "laguna-swa-np2-ub256": 2_570_240, "
                    "step3p5-wide-c1024-fa-off": 23_613_440, "step3p5-wide-np2-ub256": 10_500_096,
                    "gemma4_text-swa": 5_767_168, "gemma4_text-swa-np2": 3_670_016, "gemma4_text-wide-c512": 16_809_984,
                    "gemma4_text-wide-c1024-fa-off": 19_947_520, "gemma4_text-dense-c512": 16_285_696,
-                   "gemma4_text-dense-np2-ub256": 8_404_992}
+                   "gemma4_text-dense-np2-ub256": 8_404_992, "deepseek_v32-c4096": 17_592_320,
+                   "deepseek_v32-fa-off": 63_729_664, "deepseek_v32-ub256": 17_192_960,
+                   "deepseek_v32-wide-c512": 17_862_656, "deepseek_v32-wide-c1024-fa-off": 29_396_992}
 
 
 def compute_bytes(model: Path, args: list[str]) -> int:

@@ -13,14 +13,15 @@ cache the latent). An implementation that expands the latent first and caches pe
 """
 
 
+from dataclasses import replace
 from typing import Any, Literal
 
 from calc.parts.attention import Rope
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
-from calc.parts.transient import (F16, F32, I32, K_IDXS, MASK, POS, Graph, Node, Subgraph, attention_scores, op,
-                                  tensor, view)
+from calc.parts.transient import (F16, F32, I32, K_IDXS, MASK, POS, ROT, SWA_INPUTS, Graph, Node, Subgraph,
+                                  attention_scores, op, tensor, view)
 
 __all__ = ["LABELS", "MLA", "Indexer"]
 
@@ -161,9 +162,11 @@ class MLA(Part):
         concatenated with the rope part (rotated likewise) the keys, stored by row; with flash attention one F32
         output per query element over the latent; without it V, the cache's latent transposed and made contiguous
         in the cache's type, KQ (cells x tokens per stream x heads x streams), its soft max in place and KQ·V over
-        the latent; then through v_b per stream, made contiguous, and the output projection. None for anything
-        else: biases, a window, an indexer, scales, or a quantised cache without flash attention."""
-        if self.bias or self.softcap or self.window or self.indexer or self.q_scale or self.latent_scale:
+        the latent; then through v_b per stream, made contiguous, and the output projection; DeepSeek-V3.2's indexer
+        and the mask of the cells it keeps before the attention (`_indexed`). None for anything else: biases, a
+        window, GLM-5's layers that reuse another's choice, scales, or a quantised cache without flash attention."""
+        if self.bias or self.softcap or self.window or self.reuse_selection or self.q_scale or self.latent_scale \
+                or (self.indexer and not self.q_lora_rank):
             return None
         at, n, h, c, p = f"l{layer}.mla.", g.seq_tokens() * g.n_seqs, self.n_heads, self.kv_lora_rank, \
             self.qk_rope_head_dim
@@ -179,8 +182,11 @@ class MLA(Part):
                  op(at + "k_cat", (c + p, 1, n), at + "v_cur", at + "k_pe" + "_rope" * bool(self.rope)),
                  view(at + "k2d", at + "k_cat"), Node(at + "k_store", 0, (at + "k2d", K_IDXS), external=True),
                  view(at + "q4", at + "q_cat"), view(at + "qp", at + "q_cat", at + "q4")]
+        indexed = self._indexed(at, g, n, x)
+        mask = indexed[-1].name if indexed else MASK
+        nodes += indexed
         if g.flash_attn:
-            nodes += [op(at + "fa", (c, h, n), at + "qp", MASK), view(at + "fa_p", at + "fa"),
+            nodes += [op(at + "fa", (c, h, n), at + "qp", mask), view(at + "fa_p", at + "fa"),
                       op(at + "v_b", (v, per_stream, h, g.streams), at + "fa_p"), view(at + "v_b_p", at + "v_b"),
                       op(at + "v_c", (v, h, per_stream, g.streams), at + "v_b_p"), view(at + "kqv_out", at + "v_c")]
         elif g.k_size is None:
@@ -188,12 +194,51 @@ class MLA(Part):
         else:
             scores = (g.cells, per_stream, h, g.streams)
             nodes += [op(at + "v_cont", (g.cells, c, 1, g.streams), size=g.k_size),
-                      op(at + "kq", scores, at + "qp"), op(at + "kq_soft", scores, at + "kq", MASK, inplace=True),
+                      op(at + "kq", scores, at + "qp"), op(at + "kq_soft", scores, at + "kq", mask, inplace=True),
                       op(at + "kqv", (c, per_stream, h, g.streams), at + "v_cont", at + "kq_soft"),
                       op(at + "v_b", (v, per_stream, h, g.streams), at + "kqv"), view(at + "v_b_p", at + "v_b"),
                       op(at + "kqv_out", (h * v, n), at + "v_b_p")]
         nodes.append(op(at + "out", (g.d_model, n), at + "kqv_out"))
-        return Subgraph(nodes, [at + "q_cat", at + "v_cur", at + "k_cat", at + "k_store", at + "kqv_out"], at + "out")
+        stored = [at + "ix_k_store"] if self.indexer else []  # the indexer's keys, stored first (deepseek32.cpp:260)
+        return Subgraph(nodes, [*stored, at + "q_cat", at + "v_cur", at + "k_cat", at + "k_store", at + "kqv_out"],
+                        at + "out")
+
+    def _indexed(self, at: str, g: Graph, n: int, x: str) -> list[Node]:
+        """DeepSeek-V3.2's lightning indexer and the mask of the cells it keeps, as llama.cpp builds them
+        (src/models/deepseek32.cpp:226-322, build_attn for llama_kv_cache_dsa src/llama-graph.cpp:3114-3187), the
+        last node the mask attention reads; nothing without an indexer. Its key: x's projection, a LayerNorm (a new
+        tensor), its weight and bias in place, RoPE from the reshaped view, the Hadamard rotation (a product with
+        the rotation input `ROT`), stored by row into the indexer's cache (the graph's second cache's inputs,
+        SWA_INPUTS). Its query from MLA's query latent, RoPE, rotated; the head weights' projection scaled (from a
+        view: a new tensor); ggml_lightning_indexer's score of every cell (F32; the fused op a CPU build takes),
+        the top-k cells (I32) made contiguous. The mask: a zeros tensor (a leaf of the graph, filled in place), the
+        cache's mask filled with -inf (a new tensor, in the mask's type), the kept cells set to zero in it, plus
+        the mask (a new tensor: its sources are a view and an input)."""
+        if self.indexer is None:
+            return []
+        i, ix, cells = self.indexer, at + "ix_", g.cells
+        hs, kept, mask = i.head_dim, min(i.topk, cells), F16 if g.flash_attn else F32
+        key = [replace(op(ROT, (hs, hs)), input=True, leaf=True),  # each indexed layer states it: one node of the graph
+               op(ix + "k", (hs, n), x), op(ix + "k_ln", (hs, n), ix + "k"),
+               op(ix + "k_w", (hs, n), ix + "k_ln", inplace=True), op(ix + "k_b", (hs, n), ix + "k_w", inplace=True),
+               view(ix + "k3", ix + "k_b"), op(ix + "k_rope", (hs, 1, n), ix + "k3", POS, inplace=True),
+               op(ix + "k_rot", (hs, 1, n), ROT, ix + "k_rope"), view(ix + "k2d", ix + "k_rot"),
+               Node(ix + "k_store", 0, (ix + "k2d", SWA_INPUTS[K_IDXS]), external=True)]
+        query = [op(ix + "q", (i.n_heads * hs, n), at + "q_a_norm"), view(ix + "q3", ix + "q"),
+                 op(ix + "q_rope", (hs, i.n_heads, n), ix + "q3", POS, inplace=True),
+                 op(ix + "q_rot", (hs, i.n_heads, n), ROT, ix + "q_rope"), view(ix + "q4", ix + "q_rot"),
+                 op(ix + "w", (i.n_heads, n), x), view(ix + "w4", ix + "w"),
+                 op(ix + "w_s", (i.n_heads, n), ix + "w4", inplace=True),
+                 op(ix + "score", (cells, n), ix + "q4", ix + "w_s", SWA_INPUTS[MASK]),
+                 op(ix + "top", (kept, n), ix + "score", size=I32), op(ix + "top_c", (kept, n), ix + "top", size=I32),
+                 view(ix + "top_v", ix + "top_c")]
+        zeros = [replace(op(ix + "zeros", (1, kept, n)), leaf=True), op(ix + "zeros_f", (1, kept, n), ix + "zeros",
+                                                                        inplace=True)]
+        masked = [op(ix + "fill", (cells, n), MASK, inplace=True, size=mask), view(ix + "fill4", ix + "fill"),
+                  Node(ix + "set", 0, (ix + "zeros_f", ix + "top_v", ix + "fill4"), view_of=ix + "fill"),
+                  view(ix + "kept", ix + "fill", ix + "set"),
+                  op(ix + "mask", (cells, n), ix + "kept", MASK, inplace=True, size=mask)]
+        return key + query + zeros + masked
 
     def _query(self, at: str, n: int, x: str) -> list[Node]:
         """Q's projection (src/models/deepseek2.cpp:499-512): one matrix, or through the query latent, its RMS norm

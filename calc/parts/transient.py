@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from calc.spec.llamacpp import LlamaCppBuild
 
-__all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "SWA_INPUTS", "V_IDXS", "Graph", "Node", "Subgraph",
-           "attention_scores", "clamped_swiglu", "op", "rms_norm", "store", "tensor", "view"]
+__all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "ROT", "SWA_INPUTS", "V_IDXS", "Graph", "Node",
+           "Subgraph", "attention_scores", "clamped_swiglu", "op", "rms_norm", "store", "tensor", "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
 ALIGN = 32
@@ -98,8 +98,11 @@ class Subgraph:
 
 # the graph inputs of the (full) KV cache and the positions (src/llama-graph.cpp build_attn_inp_kv, build_inp_pos)
 MASK, K_IDXS, V_IDXS, POS = "kq_mask", "k_idxs", "v_idxs", "inp_pos"
-# the sliding-window cache's own (build_attn_inp_kv_iswa, src/llama-graph.cpp:3500-3530)
+# the second cache's own: the sliding-window cache's (build_attn_inp_kv_iswa, src/llama-graph.cpp:3500-3530) or a DSA
+# indexer's (build_attn_inp_k_dsa, :3411-3440)
 SWA_INPUTS = {MASK: "kq_mask_swa", K_IDXS: "k_idxs_swa", V_IDXS: "v_idxs_swa"}
+# the DSA indexer's Hadamard rotation, an input of head_dim x head_dim F32 (build_input_k_rot, src/llama-graph.cpp:3437)
+ROT = "inp_k_rot"
 
 
 def op(name: str, shape: tuple[int, ...], *srcs: str, inplace: bool = False, size: int = F32) -> Node:
