@@ -163,6 +163,9 @@ RUNS: dict[str, Run] = {
     "deepseek_v32-wide-c1024-fa-off": Run("deepseek_v32", DSV32_WIDE, ["-c", "1024", "-fa", "off"]),
     "glm_moe_dsa-ub1024": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "16384", "-ub", "1024"]),
     "glm_moe_dsa-np4": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "2048", "-np", "4"]),
+    # GLM-5 at DeepSeek-V3.2's wide widths: its shared layer reuses the first layer's choice
+    "glm_moe_dsa-wide-c512": Run("glm_moe_dsa", DSV32_WIDE, ["-c", "512"]),
+    "glm_moe_dsa-wide-c1024-fa-off": Run("glm_moe_dsa", DSV32_WIDE, ["-c", "1024", "-fa", "off"]),
     # LagunaForCausalLM: per-layer query heads (laguna.attention.head_count, conversion/laguna.py:73-80) in a
     # llama_kv_cache_iswa pair; gguf-py 0.19.0 has no laguna: gptcalc's own tables read it (gguf_laguna.py)
     "laguna-swa": Run("laguna", LAGUNA, ["-c", "4096"]),
@@ -228,16 +231,16 @@ def test_recorded_gguf_as_model(name: str, tmp_path: Path) -> None:
     check_gguf_as_model(name, recorded_gguf(name, tmp_path, RECORDED), log, RUNS)
 
 
-@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(("glm_moe_dsa", "minimax_m3"))))
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith("minimax_m3")))
 def test_recorded_indexer_compute(name: str, tmp_path: Path) -> None:
-    """source: tests/data/llamacpp/converted/NAME.log. The compute buffer of GLM-5's DSA layers (its shared layers
-    reuse another layer's choice) and MiniMax-M3's indexed layers is estimated (checked against the line by
-    test_recorded_gguf_as_model): the line is printed."""
+    """source: tests/data/llamacpp/converted/NAME.log. The compute buffer of MiniMax-M3's indexed layers is
+    estimated (checked against the line by test_recorded_gguf_as_model): the line is printed."""
     assert compute_mib(server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args))
 
 
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py)
-REPLAYED = ("granitemoe", "glm4_moe_lite", "laguna", "afmoe", "ernie4_5_moe", "step3p5", "gemma4_text", "deepseek_v32")
+REPLAYED = ("granitemoe", "glm4_moe_lite", "laguna", "afmoe", "ernie4_5_moe", "step3p5", "gemma4_text", "deepseek_v32",
+            "glm_moe_dsa")
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
@@ -246,7 +249,8 @@ def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
     GLM-4.7-Flash's (MLA with RoPE, a SwiGLU MoE), Laguna's (a softplus output gate of its own projection, a
     sigmoid-routed MoE with a shared expert), Step-3.5's (a sigmoid gate per head, clamped SwiGLUs), Gemma 4's
     (KV sharing, values of the keys' projection, V-norm, per-layer inputs, its MoE beside an MLP), DeepSeek-V3.2's
-    (MLA behind its lightning indexer's top-k mask), AFMoE's and ERNIE-4.5-MoE's are replayed node by node
+    and GLM-5's (MLA behind its lightning indexer's top-k mask, GLM-5's shared layers reusing an earlier one's),
+    AFMoE's and ERNIE-4.5-MoE's are replayed node by node
     (calc/analysis/memory/llamacpp_graph.py): the line is llama.cpp's own."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args)) == real
@@ -265,7 +269,10 @@ ALLOCATOR_BYTES = {"laguna-swa": 5_402_624, "laguna-swa-np2-ub256": 2_570_240, "
                    "gemma4_text-wide-c1024-fa-off": 19_947_520, "gemma4_text-dense-c512": 16_285_696,
                    "gemma4_text-dense-np2-ub256": 8_404_992, "deepseek_v32-c4096": 17_592_320,
                    "deepseek_v32-fa-off": 63_729_664, "deepseek_v32-ub256": 17_192_960,
-                   "deepseek_v32-wide-c512": 17_862_656, "deepseek_v32-wide-c1024-fa-off": 29_396_992}
+                   "deepseek_v32-wide-c512": 17_862_656, "deepseek_v32-wide-c1024-fa-off": 29_396_992,
+                   "glm_moe_dsa-c4096": 17_592_320, "glm_moe_dsa-np2": 9_203_712, "glm_moe_dsa-ub1024": 135_831_552,
+                   "glm_moe_dsa-np4": 2_912_256, "glm_moe_dsa-wide-c512": 17_862_656,
+                   "glm_moe_dsa-wide-c1024-fa-off": 29_396_992}
 
 
 def compute_bytes(model: Path, args: list[str]) -> int:

@@ -94,6 +94,8 @@ class Subgraph:
     nodes: list[Node]
     expanded: list[str]
     out: str
+    # the cells a DSA indexer chose (its top-k) and how many, which a later layer may reuse (GLM-5)
+    selection: tuple[str, int] | None = None
 
 
 # the graph inputs of the (full) KV cache and the positions (src/llama-graph.cpp build_attn_inp_kv, build_inp_pos)

@@ -51,9 +51,9 @@ SwiGLU-OAI, the soft max over the chosen experts' logits: calc/parts/moe.py) is 
 Step-3.5's and AFMoE's output gates of their own projection (softplus or sigmoid, per head or per element) beside
 their sigmoid-routed MoE, Step-3.5's clamped SwiGLUs (calc/parts/transient.py clamped_swiglu), ERNIE-4.5-MoE's
 MoE and Gemma 4 (KV sharing, values of the keys' projection, V-norm, per-layer inputs: calc/parts/augment.py and
-embedding.py; its MoE beside an MLP: calc/parts/moe.py) and DeepSeek-V3.2's MLA behind its lightning indexer
-(calc/parts/mla.py). The rest (parallel blocks of two norms, fused QKV, GLM-5's DSA layers that reuse another
-layer's choice, AltUp, Qwen3-VL's deepstack inputs...) keep the estimate.
+embedding.py; its MoE beside an MLP: calc/parts/moe.py) and DeepSeek-V3.2's and GLM-5's MLA behind its lightning
+indexer (calc/parts/mla.py). The rest (parallel blocks of two norms, fused QKV, AltUp, Qwen3-VL's deepstack
+inputs...) keep the estimate.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
 estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/
@@ -61,8 +61,7 @@ gemma3n_text-swa.log).
 
 On the estimated runs of a real llama.cpp CPU build (LFM2; -fa on and off, -np, -ub) this
 is within 3 % or 0.1 MiB of its line (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py), and
-within 1.1 % on 5 of MiniMax-01's (tests/data/llamacpp/recurrent/minimax_01-*) and 2.4 % on 4 of
-GLM-5's DSA (tests/data/llamacpp/converted/glm_moe_dsa-*) and 0.4 % on
+within 1.1 % on 5 of MiniMax-01's (tests/data/llamacpp/recurrent/minimax_01-*) and 0.4 % on
 5 of MiniMax-M3's (minimax_m3-*). A
 GPU build splits the graph between devices and the pinned host buffer: not modelled.
 """

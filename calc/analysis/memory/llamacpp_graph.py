@@ -161,6 +161,7 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
     nodes = _inputs(spec, g, caches)
     residual = EMBD if spec.llamacpp.scale_rows else "embd"
     expanded = ["embd", "inp_embd", "mixed_set", residual]  # ggml_build_forward_select's three branches, its result
+    selection = None  # the last DSA indexer's choice, which a later layer may reuse
     if spec.embedding.per_layer is not None:  # Gemma 4's per-layer inputs: every layer reads all its tokens' rows
         if not spec.llamacpp.rows_after_norm:
             return None
@@ -180,9 +181,12 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
         for i, part in enumerate(p for p in (block.attention, block.mlp) if p is not None):
             pre_normed = ("attn_in" if part is block.attention else "mlp_in") in block.norms
             normed = f"norm{i}-{layer}" if pre_normed else residual
-            sub: Subgraph | None = part.graph_nodes(rows, layer, normed, **_group(spec, part, i, d, tokens, residual))
+            reuse = {"selection": selection} if getattr(part, "reuse_selection", False) else {}  # MLA's (GLM-5)
+            sub: Subgraph | None = part.graph_nodes(rows, layer, normed, **_group(spec, part, i, d, tokens, residual),
+                                                    **reuse)
             if sub is None:
                 return None
+            selection = sub.selection or selection
             nodes += (_norm(normed, d, tokens, residual) if pre_normed else []) + sub.nodes
             expanded += [normed] * (i == 0 and spec.llamacpp.expand_norm) + sub.expanded
             out, last = sub.out, i == 0 and layer == len(blocks) - 1
