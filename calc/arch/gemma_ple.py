@@ -64,7 +64,7 @@ LLAMACPP_KV_LAYERS = 20
 OLLAMA_TYPES = {"per_layer_embedding": "fp16"}
 SHORT = {"sliding_attention": "local", "full_attention": "global"}
 # How llama.cpp's gemma4 builds the graph: the token rows scaled by an input (build_inp_embd with a scale), the output
-# rows taken after the final norm, kept as an output (src/models/gemma4.cpp:163, 411-423; embeddings_nextn_masked is
+# rows taken after the final norm, kept as an output (src/models/gemma4.cpp:163, 404-419; embeddings_nextn_masked is
 # false by default), the experts' gate and up one tensor
 LLAMACPP_GEMMA4 = {"scale_rows": True, "rows_after_norm": True, "fused_up_exps": True}
 

@@ -19,9 +19,8 @@ lookup and folds them back before the final norm (`altup_inputs`: (n - 1)·d² e
 """
 
 
-from typing import Literal
-
 from dataclasses import replace
+from typing import Literal
 
 from calc.parts.base import Field, Part, present
 from calc.parts.hyper import HyperConnections

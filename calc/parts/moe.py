@@ -170,8 +170,10 @@ class MoE(Part):
         first sum a new tensor: its sources are views); then the shared expert (build_ffn), behind its sigmoid gate
         where it has one, added in place. A score bias kept as a parameter (ERNIE-4.5-MoE, Laguna) is the same
         exp_probs_b weight; Laguna's router soft-cap is not in llama.cpp's graph (src/models/laguna.cpp:277-289 passes
-        none to build_moe_ffn): neither is a node. Gemma 4's (`router_scale`, `shared_norms`, GeGLU experts, their
-        gate and up one tensor: `_gemma4`) reads the residual `stream` too. None otherwise."""
+        none to build_moe_ffn): neither is a node. Gemma 4's (src/models/gemma4.cpp:290-345: GeGLU experts, its router
+        on the stream, `_router_input`, its per-expert scale, `_down_scale`, gate and up one tensor, `_gate_up`, the
+        experts on a norm of their own of the stream and the shared MLP each normed after, `shared_norms`) reads the
+        residual `stream` too. None otherwise."""
         shared = self.shared.graph_nodes(g, layer, x, "shexp") if self.shared else None
         if self.scoring not in ("softmax", "sigmoid") or (self.gated, self.activation) not in (
                 (True, "silu"), (True, "gelu"), (True, "gelu_tanh"), (False, "relu2")) or self.gate_clamp \
@@ -211,7 +213,7 @@ class MoE(Part):
             nodes.append(op(at + "scaled", (1, k, n), weights, inplace=True))
             weights = at + "scaled"
         down = self._biased(at, "down", (d, k, n), at + "act") + self._down_scale(at, d, k, n)
-        experts = rms_norm(at + "x_norm", (d, n), stream) if self.shared_norms else []  # pre_norm_2 (Gemma 4)
+        experts = rms_norm(at + "x_norm", (d, n), stream) if self.shared_norms else []  # Gemma 4's pre_norm_2
         nodes += [*experts, view(at + "x3", experts[-1].name if experts else x), *self._gate_up(at, g, k, n),
                   *down, op(at + "weighted", (d, k, n), down[-1].name, weights, inplace=True)]
         rows = [view(f"{at}row{i}", at + "weighted") for i in range(k)]
@@ -232,7 +234,7 @@ class MoE(Part):
         return Subgraph(nodes, expanded, out)
 
     def _router_input(self, at: str, stream: str | None, d: int, n: int) -> list[Node]:
-        """Gemma 4's router input (src/models/gemma4.cpp:311-315): the stream RMS-normed without a scale (a new
+        """Gemma 4's router input (src/models/gemma4.cpp:316-319): the stream RMS-normed without a scale (a new
         tensor: the stream has other consumers), scaled and times the router's input scale, in place; nothing
         where the router reads `x`."""
         if not self.router_scale:
