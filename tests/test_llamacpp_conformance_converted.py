@@ -60,6 +60,8 @@ LAGUNA = {"attention_bias": False,
 # no k_proj / v_proj for them and llama.cpp's gemma3n loads attn_k in every layer
 GEMMA3N = {"altup_num_inputs": 4, "hidden_size_per_layer_input": 256, "laurel_rank": 64, "intermediate_size": 48,
            "vocab_size_per_layer_input": 97, "num_kv_shared_layers": 0}
+# Gemma 3n 8 times as wide (8 heads of 32, MLP 1024): at -c 512 the layers set the compute buffer
+GEMMA3N_WIDE = {**GEMMA3N, "hidden_size": 256, "intermediate_size": 1024, "num_attention_heads": 8, "head_dim": 32}
 # 22 layers in Gemma 3n's pattern (every 5th global), the sparse first 10 llama.cpp assumes (n_layer_sparsity)
 GEMMA3N_22 = {**GEMMA3N, "num_hidden_layers": 22, "activation_sparsity_pattern": [0.95] * 10 + [0.0] * 12,
               "layer_types": ["full_attention" if i % 5 == 4 else "sliding_attention" for i in range(22)]}
@@ -173,13 +175,15 @@ RUNS: dict[str, Run] = {
     "laguna-wide-c512": Run("laguna", LAGUNA_WIDE, ["-c", "512"]),
     "laguna-wide-c1024-fa-off": Run("laguna", LAGUNA_WIDE, ["-c", "1024", "-fa", "off"]),
     "laguna-wide-np2-ub256": Run("laguna", LAGUNA_WIDE, ["-c", "2048", "-np", "2", "-ub", "256"]),
-    # Gemma3nForCausalLM (conversion/gemma.py Gemma3NModel): AltUp projections stacked, sliding_window_pattern; no
-    # compute estimate for AltUp (calc/analysis/memory/llamacpp_compute.py), so its line is not compared
+    # Gemma3nForCausalLM (conversion/gemma.py Gemma3NModel): AltUp projections stacked, sliding_window_pattern; its
+    # compute buffer replayed (calc/analysis/memory/llamacpp_altup.py)
     "gemma3n_text-swa": Run("gemma3n_text", GEMMA3N, ["-c", "4096"]),
     "gemma3n_text-swa-np2": Run("gemma3n_text", GEMMA3N, ["-c", "4096", "-np", "2"]),
     # more layers than the 20 llama.cpp's gemma3n caches (n_layer_kv_from_start, src/models/gemma3n.cpp:7): layers 20
     # and 21 keep no cache though the config shares none into them
     "gemma3n_text-22-swa": Run("gemma3n_text", GEMMA3N_22, ["-c", "4096"]),
+    "gemma3n_text-wide-c512": Run("gemma3n_text", GEMMA3N_WIDE, ["-c", "512"]),
+    "gemma3n_text-wide-c1024-fa-off": Run("gemma3n_text", GEMMA3N_WIDE, ["-c", "1024", "-fa", "off"]),
     # Gemma4ForCausalLM (conversion/gemma.py Gemma4Model) from the tiny config as it is: KV heads and feed-forward
     # widths one a layer, full layers without V (attention_k_eq_v), fused ffn_gate_up_exps with the router's and
     # experts' scales, per-layer inputs, 2 KV-shared layers (no cache of their own); the converter trims the
@@ -240,7 +244,7 @@ def test_recorded_indexer_compute(name: str, tmp_path: Path) -> None:
 
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py)
 REPLAYED = ("granitemoe", "glm4_moe_lite", "laguna", "afmoe", "ernie4_5_moe", "step3p5", "gemma4_text", "deepseek_v32",
-            "glm_moe_dsa")
+            "glm_moe_dsa", "gemma3n_text")
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
@@ -250,7 +254,8 @@ def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
     sigmoid-routed MoE with a shared expert), Step-3.5's (a sigmoid gate per head, clamped SwiGLUs), Gemma 4's
     (KV sharing, values of the keys' projection, V-norm, per-layer inputs, its MoE beside an MLP), DeepSeek-V3.2's
     and GLM-5's (MLA behind its lightning indexer's top-k mask, GLM-5's shared layers reusing an earlier one's),
-    AFMoE's and ERNIE-4.5-MoE's are replayed node by node
+    Gemma 3n's (AltUp's copies of the stream, LAuReL, the Gaussian top-k), AFMoE's and ERNIE-4.5-MoE's are replayed
+    node by node
     (calc/analysis/memory/llamacpp_graph.py): the line is llama.cpp's own."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args)) == real
@@ -272,7 +277,9 @@ ALLOCATOR_BYTES = {"laguna-swa": 5_402_624, "laguna-swa-np2-ub256": 2_570_240, "
                    "deepseek_v32-wide-c512": 17_862_656, "deepseek_v32-wide-c1024-fa-off": 29_396_992,
                    "glm_moe_dsa-c4096": 17_592_320, "glm_moe_dsa-np2": 9_203_712, "glm_moe_dsa-ub1024": 135_831_552,
                    "glm_moe_dsa-np4": 2_912_256, "glm_moe_dsa-wide-c512": 17_862_656,
-                   "glm_moe_dsa-wide-c1024-fa-off": 29_396_992}
+                   "glm_moe_dsa-wide-c1024-fa-off": 29_396_992, "gemma3n_text-swa": 13_729_792,
+                   "gemma3n_text-swa-np2": 11_632_640, "gemma3n_text-22-swa": 51_478_528,
+                   "gemma3n_text-wide-c512": 14_712_832, "gemma3n_text-wide-c1024-fa-off": 29_908_992}
 
 
 def compute_bytes(model: Path, args: list[str]) -> int:

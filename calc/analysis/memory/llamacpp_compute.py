@@ -52,12 +52,12 @@ Step-3.5's and AFMoE's output gates of their own projection (softplus or sigmoid
 their sigmoid-routed MoE, Step-3.5's clamped SwiGLUs (calc/parts/transient.py clamped_swiglu), ERNIE-4.5-MoE's
 MoE and Gemma 4 (KV sharing, values of the keys' projection, V-norm, per-layer inputs: calc/parts/augment.py and
 embedding.py; its MoE beside an MLP: calc/parts/moe.py) and DeepSeek-V3.2's and GLM-5's MLA behind its lightning
-indexer (calc/parts/mla.py). The rest (parallel blocks of two norms, fused QKV, AltUp, Qwen3-VL's deepstack
-inputs...) keep the estimate.
+indexer (calc/parts/mla.py), and Gemma 3n. The rest (parallel blocks of two norms, fused QKV, Qwen3-VL's
+deepstack inputs...) keep the estimate.
 
-Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
-estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/
-gemma3n_text-swa.log).
+Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are replayed by
+calc/analysis/memory/llamacpp_altup.py; the sum above has no term for them (5.37 MiB where llama.cpp prints 13.09,
+tests/data/llamacpp/converted/gemma3n_text-swa.log), so where the replay is not built they get none.
 
 On the estimated runs of a real llama.cpp CPU build (LFM2; -fa on and off, -np, -ub) this
 is within 3 % or 0.1 MiB of its line (tests/data/llamacpp/compute, tests/test_llamacpp_compute.py), and

@@ -37,6 +37,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from calc.analysis.memory.ggml_alloc import forward_order
+from calc.analysis.memory.llamacpp_altup import altup_stack
 from calc.parts.moe import MoE
 from calc.parts.ssm_nodes import ROWS
 from calc.parts.transient import (F32, I32, I64, K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph, op,
@@ -162,12 +163,20 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
     residual = EMBD if spec.llamacpp.scale_rows else "embd"
     expanded = ["embd", "inp_embd", "mixed_set", residual]  # ggml_build_forward_select's three branches, its result
     selection = None  # the last DSA indexer's choice, which a later layer may reuse
-    if spec.embedding.per_layer is not None:  # Gemma 4's per-layer inputs: every layer reads all its tokens' rows
-        if not spec.llamacpp.rows_after_norm:
+    altup = spec.embedding.altup_inputs
+    if spec.embedding.per_layer is not None:  # Gemma 3n's and 4's per-layer inputs: every layer reads all tokens' rows
+        if not (spec.llamacpp.rows_after_norm or altup):
             return None
         ple = spec.embedding.per_layer.graph_nodes(n, d, residual)
         nodes += ple.nodes
         expanded += ple.expanded
+    if altup:  # Gemma 3n: its own layers (calc/analysis/memory/llamacpp_altup.py), then the head
+        stack = altup_stack(spec, g, residual)
+        if stack is None:
+            return None
+        nodes += stack.nodes
+        expanded += stack.expanded
+        residual, blocks = stack.out, []
     for layer, block in enumerate(blocks):
         if block.parallel:
             layer_nodes = _parallel(spec, g, block, layer, residual, layer == len(blocks) - 1)
