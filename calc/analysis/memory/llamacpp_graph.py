@@ -28,7 +28,9 @@ layers the full cache's mask, K and V store indices (llamacpp_compute.CacheInput
 The order is ggml_build_forward_expand's, walked from what llama.cpp expands (ggml_alloc.forward_order): a layer's
 state gather (build_rs expands it) comes before the previous layer's gate and out_proj, which the layer's norm is
 the first to need. Each mixer states its own nodes and what it expands (`graph_nodes`, calc/parts/transient.py
-Subgraph).
+Subgraph); a DSA indexer's choice is handed on to the layers that reuse it (GLM-5). Gemma 3n's and Gemma 4's
+per-layer inputs are the embedding's nodes (calc/parts/embedding.py), what Gemma 4 adds after a layer its
+augment's (calc/parts/augment.py); Gemma 3n's AltUp layers are built by calc/analysis/memory/llamacpp_altup.py.
 """
 
 from __future__ import annotations
