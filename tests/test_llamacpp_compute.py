@@ -222,18 +222,6 @@ def test_no_estimate_for_mixers_it_does_not_know() -> None:
     assert "compute buffer is not estimated for this model" in result.output
 
 
-def test_no_estimate_for_altup(tmp_path: Path) -> None:
-    """source: tests/data/llamacpp/converted/gemma3n_text-swa.log: llama.cpp's compute buffer for the tiny Gemma 3n
-    is 13.09 MiB, where the sum made for plain attention layers came to 5.37: AltUp layers get no estimate."""
-    import gzip
-
-    path = tmp_path / "g3n.gguf"
-    path.write_bytes(gzip.decompress((Path(__file__).parent / "data/llamacpp/converted/gemma3n_text-swa.gguf.gz")
-                                     .read_bytes()))
-    result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--seq", "4096", "--cpu-only"],
-                                terminal_width=400)
-    assert result.exit_code == 0, result.output
-    assert "compute buffer size" not in result.output and "not estimated for this model" in result.output
 
 
 def test_every_run_is_recorded() -> None:

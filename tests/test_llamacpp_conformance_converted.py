@@ -17,13 +17,16 @@ as tests/test_llamacpp_conformance_recurrent.py does its runs (its helpers, `RUN
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from tests.test_llamacpp_conformance_recurrent import (COMPUTE, NO_MTP, Run, check_cache_lines, check_gguf_as_model,
-                                                      check_recorded, compute_mib, live_run, matching, recorded_gguf,
-                                                      server_says)
+from calc.cli import main
+from tests.test_llamacpp_conformance_recurrent import (COMPUTE, NO_MTP, OURS, Run, check_cache_lines,
+                                                      check_gguf_as_model, check_recorded, compute_mib, live_run,
+                                                      matching, recorded_gguf, server_says)
 from tests.tiny_models import tiny_config
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "converted"
@@ -35,6 +38,16 @@ HUNYUAN_MOE = {"moe_topk": [2, 2], "attention_bias": False, "rope_scaling": None
 HUNYUAN_LISTS = {"moe_intermediate_size": [48, 48], "num_shared_expert": [1, 1]}
 GLM_LITE = {"first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}
 AFMOE = {"global_attn_every_n_layers": 4, "attention_bias": False}
+# AFMoE and ERNIE-4.5-MoE 8 times as wide (heads of 32), their dense MLP 2048 wide and experts 512 (ERNIE's two
+# shared experts 2048 // 2 KV heads = 2 x 512 wide, as its converter writes them): at -c 512 the layers set the compute
+# buffer
+WIDE_MOE = {"hidden_size": 256, "intermediate_size": 2048, "moe_intermediate_size": 512, "num_attention_heads": 8,
+            "head_dim": 32}
+AFMOE_WIDE = {**AFMOE, **WIDE_MOE}
+ERNIE_WIDE = {**ERNIE_MOE, **WIDE_MOE}
+DSV32_WIDE = {"hidden_size": 256, "intermediate_size": 2048, "moe_intermediate_size": 512, "num_attention_heads": 8,
+              "num_key_value_heads": 8, "kv_lora_rank": 64, "q_lora_rank": 96, "qk_nope_head_dim": 32,
+              "qk_rope_head_dim": 16, "v_head_dim": 32, "index_n_heads": 4, "index_head_dim": 64, "index_topk": 256}
 # Laguna-XS.2's layer pattern (tests/configs/model_types/laguna.json: every 4th layer full from the first), which
 # llama.cpp assumes whatever layer_types says (src/models/laguna.cpp:39); no attention biases, which llama.cpp loads
 # none of (the published config has no attention_bias key)
@@ -47,12 +60,22 @@ LAGUNA = {"attention_bias": False,
 # no k_proj / v_proj for them and llama.cpp's gemma3n loads attn_k in every layer
 GEMMA3N = {"altup_num_inputs": 4, "hidden_size_per_layer_input": 256, "laurel_rank": 64, "intermediate_size": 48,
            "vocab_size_per_layer_input": 97, "num_kv_shared_layers": 0}
+# Gemma 3n 8 times as wide (8 heads of 32, MLP 1024): at -c 512 the layers set the compute buffer
+GEMMA3N_WIDE = {**GEMMA3N, "hidden_size": 256, "intermediate_size": 1024, "num_attention_heads": 8, "head_dim": 32}
 # 22 layers in Gemma 3n's pattern (every 5th global), the sparse first 10 llama.cpp assumes (n_layer_sparsity)
 GEMMA3N_22 = {**GEMMA3N, "num_hidden_layers": 22, "activation_sparsity_pattern": [0.95] * 10 + [0.0] * 12,
               "layer_types": ["full_attention" if i % 5 == 4 else "sliding_attention" for i in range(22)]}
-GEMMA4_COMPUTE = ("llama.cpp 5.50 / 3.50 MiB, the estimate 5.71 / 3.71 (3.8 / 6.0 % over): the per-layer inputs "
-                  "are not modelled")
-LAGUNA_COMPUTE = "the estimate's 4 residual-stream tensors beside layer 0's dense MLP: more than llama.cpp keeps alive"
+# Laguna 8 times as wide (head_dim 32, the tiny config's heads per layer doubled), its dense MLP 2048 wide and its
+# experts 512: at -c 512 the layers, not the cache's mask, set the compute buffer
+LAGUNA_WIDE = {**LAGUNA, "hidden_size": 256, "intermediate_size": 2048, "moe_intermediate_size": 512,
+               "shared_expert_intermediate_size": 512, "head_dim": 32, "num_attention_heads": 8,
+               "num_attention_heads_per_layer": [8, 16, 8, 4]}
+# Gemma 4 8 times as wide (heads of 32, global heads of 64), its MLP 1024 wide (2048 in the KV-shared layers), its
+# experts 512 and its per-layer inputs 64: at -c 512 the layers, not the cache's mask, set the compute buffer; and
+# the same without the MoE block, as Gemma 4 E2B / E4B are
+GEMMA4_WIDE = {"hidden_size": 256, "intermediate_size": 1024, "moe_intermediate_size": 512, "head_dim": 32,
+               "global_head_dim": 64, "hidden_size_per_layer_input": 64}
+GEMMA4_DENSE = {**GEMMA4_WIDE, "enable_moe_block": False}
 # MiMo-V2-Flash's keys the converter reads (conversion/mimo.py MimoV2Model.set_gguf_parameters) that transformers 5.24
 # does not save, as XiaomiMiMo/MiMo-V2-Flash's config.json has them (tests/configs/model_types/mimo_v2_flash.json): the
 # SWA heads equal to the full ones but for twice the KV heads (MiMoV2FlashAttention), the layer pattern of the tiny
@@ -77,6 +100,13 @@ STEP_HUB = {"architectures": ["Step3p5ForCausalLM"], "model_type": "step3p5", "n
                                     "layer_types", "moe_intermediate_size", "share_expert_dim",
                                     "moe_router_scaling_factor", "rope_theta", "partial_rotary_factors",
                                     "swiglu_limits", "swiglu_limits_shared", "bos_token_id", "eos_token_id")}}
+# Step-3.5 8 times as wide (heads of 32), its dense MLP 1024 wide, its shared expert 512 and its experts 2048: at
+# -c 512 the layers, not the cache's mask, set the compute buffer: the MoE layers' experts, all clamped (SwiGLU limits),
+# and the first layer's dense MLP clamped too
+STEP_WIDE = {"hidden_size": 256, "intermediate_size": 1024, "moe_intermediate_size": 2048, "share_expert_dim": 512,
+             "head_dim": 32, "swiglu_limits": [0, 0.5, 0.5, 0.5], "swiglu_limits_shared": [0.5, 0, 0.5, 0.5]}
+STEP_WIDE_HUB = {**STEP_HUB, **STEP_WIDE, "attention_other_setting": {
+    **STEP_HUB["attention_other_setting"], "head_dim": 32, "true_head_dim": 32}}
 # MiniMax-M3's language model (tests/tiny_models.py minimax_m3_vl_text, in its release config's keys) as
 # MiniMaxM3SparseForCausalLM, with the release keys the converter reads that the tiny config leaves to defaults
 # (tests/configs/model_types/minimax_m3_vl.json text_config: rms_norm_eps, scoring_func, n_shared_experts,
@@ -100,6 +130,8 @@ RUNS: dict[str, Run] = {
     # baidu/ERNIE-4.5-21B-A3B-PT config.json) is its shared experts' width: the tiny config's made so too
     # (64 // 2 = 2 x 16), its biases off as published
     "ernie4_5_moe-c4096": Run("ernie4_5_moe", ERNIE_MOE, ["-c", "4096"]),
+    "ernie4_5_moe-wide-c512": Run("ernie4_5_moe", ERNIE_WIDE, ["-c", "512"]),
+    "ernie4_5_moe-wide-c1024-fa-off": Run("ernie4_5_moe", ERNIE_WIDE, ["-c", "1024", "-fa", "off"]),
     # Glm4MoeLiteForCausalLM converts as deepseek2 (conversion/glm.py:249); one dense layer first and one expert
     # group, as GLM-4.7-Flash has (tests/configs/model_types/glm4_moe_lite.json: first_k_dense_replace 1, n_group 1):
     # transformers 5 makes only layer 0 dense whatever first_k_dense_replace says (its mlp_layer_types), the
@@ -109,6 +141,8 @@ RUNS: dict[str, Run] = {
     # assumes, src/models/afmoe.cpp:17; no attention_bias key, so none: llama.cpp loads no attn_output.bias)
     "afmoe-swa": Run("afmoe", AFMOE, ["-c", "4096"]),
     "afmoe-swa-np2": Run("afmoe", AFMOE, ["-c", "4096", "-np", "2"]),
+    "afmoe-wide-c512": Run("afmoe", AFMOE_WIDE, ["-c", "512"]),
+    "afmoe-wide-c1024-fa-off": Run("afmoe", AFMOE_WIDE, ["-c", "1024", "-fa", "off"]),
     # MPT, under the architecture name its checkpoints give (tests/configs/model_types/mpt.json: "MPTForCausalLM"),
     # which the converter registers (conversion/mpt.py:11); transformers 5 saves "MptForCausalLM"
     "mpt-c4096": Run("mpt", {}, ["-c", "4096"], published={"architectures": ["MPTForCausalLM"]}),
@@ -125,30 +159,42 @@ RUNS: dict[str, Run] = {
     # the compute buffer's indexer scores and top-k masks: without flash attention, a smaller and a larger ubatch
     "deepseek_v32-fa-off": Run("deepseek_v32", {"index_head_dim": 64}, ["-c", "4096", "-fa", "off"]),
     "deepseek_v32-ub256": Run("deepseek_v32", {"index_head_dim": 64}, ["-c", "8192", "-ub", "256"]),
+    # 8 times as wide (8 MLA heads over a latent of 64, Q latent 96, a dense MLP of 2048, experts of 512, 4 indexer
+    # heads of 64 keeping 256 cells): the layers' MLP, experts and indexer, not the inputs, set the compute buffer
+    "deepseek_v32-wide-c512": Run("deepseek_v32", DSV32_WIDE, ["-c", "512"]),
+    "deepseek_v32-wide-c1024-fa-off": Run("deepseek_v32", DSV32_WIDE, ["-c", "1024", "-fa", "off"]),
     "glm_moe_dsa-ub1024": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "16384", "-ub", "1024"]),
     "glm_moe_dsa-np4": Run("glm_moe_dsa", {"index_head_dim": 64}, ["-c", "2048", "-np", "4"]),
+    # GLM-5 at DeepSeek-V3.2's wide widths: its shared layer reuses the first layer's choice
+    "glm_moe_dsa-wide-c512": Run("glm_moe_dsa", DSV32_WIDE, ["-c", "512"]),
+    "glm_moe_dsa-wide-c1024-fa-off": Run("glm_moe_dsa", DSV32_WIDE, ["-c", "1024", "-fa", "off"]),
     # LagunaForCausalLM: per-layer query heads (laguna.attention.head_count, conversion/laguna.py:73-80) in a
     # llama_kv_cache_iswa pair; gguf-py 0.19.0 has no laguna: gptcalc's own tables read it (gguf_laguna.py)
-    # llama.cpp's compute buffer is 5.15 / 2.45 MiB, gptcalc's estimate 5.37 / 2.56 (4.3 / 4.5 % over): its
-    # residual stream of 4 tensors beside the widest part, layer 0's dense MLP, is more than this graph keeps alive
-    "laguna-swa": Run("laguna", LAGUNA, ["-c", "4096"], compute_beyond_margin=LAGUNA_COMPUTE),
-    "laguna-swa-np2-ub256": Run("laguna", LAGUNA, ["-c", "8192", "-np", "2", "-ub", "256"],
-                                compute_beyond_margin=LAGUNA_COMPUTE),
-    # Gemma3nForCausalLM (conversion/gemma.py Gemma3NModel): AltUp projections stacked, sliding_window_pattern; no
-    # compute estimate for AltUp (calc/analysis/memory/llamacpp_compute.py), so its line is not compared
+    "laguna-swa": Run("laguna", LAGUNA, ["-c", "4096"]),
+    "laguna-swa-np2-ub256": Run("laguna", LAGUNA, ["-c", "8192", "-np", "2", "-ub", "256"]),
+    "laguna-wide-c512": Run("laguna", LAGUNA_WIDE, ["-c", "512"]),
+    "laguna-wide-c1024-fa-off": Run("laguna", LAGUNA_WIDE, ["-c", "1024", "-fa", "off"]),
+    "laguna-wide-np2-ub256": Run("laguna", LAGUNA_WIDE, ["-c", "2048", "-np", "2", "-ub", "256"]),
+    # Gemma3nForCausalLM (conversion/gemma.py Gemma3NModel): AltUp projections stacked, sliding_window_pattern; its
+    # compute buffer replayed (calc/analysis/memory/llamacpp_altup.py)
     "gemma3n_text-swa": Run("gemma3n_text", GEMMA3N, ["-c", "4096"]),
     "gemma3n_text-swa-np2": Run("gemma3n_text", GEMMA3N, ["-c", "4096", "-np", "2"]),
     # more layers than the 20 llama.cpp's gemma3n caches (n_layer_kv_from_start, src/models/gemma3n.cpp:7): layers 20
     # and 21 keep no cache though the config shares none into them
     "gemma3n_text-22-swa": Run("gemma3n_text", GEMMA3N_22, ["-c", "4096"]),
+    "gemma3n_text-wide-c512": Run("gemma3n_text", GEMMA3N_WIDE, ["-c", "512"]),
+    "gemma3n_text-wide-c1024-fa-off": Run("gemma3n_text", GEMMA3N_WIDE, ["-c", "1024", "-fa", "off"]),
     # Gemma4ForCausalLM (conversion/gemma.py Gemma4Model) from the tiny config as it is: KV heads and feed-forward
     # widths one a layer, full layers without V (attention_k_eq_v), fused ffn_gate_up_exps with the router's and
     # experts' scales, per-layer inputs, 2 KV-shared layers (no cache of their own); the converter trims the
     # embedding to tokenizer.json's vocabulary, so it gets one of the tiny vocabulary
-    "gemma4_text-swa": Run("gemma4_text", {}, ["-c", "4096"], compute_beyond_margin=GEMMA4_COMPUTE,
-                           stub_tokenizer=True),
-    "gemma4_text-swa-np2": Run("gemma4_text", {}, ["-c", "4096", "-np", "2"], compute_beyond_margin=GEMMA4_COMPUTE,
-                               stub_tokenizer=True),
+    "gemma4_text-swa": Run("gemma4_text", {}, ["-c", "4096"], stub_tokenizer=True),
+    "gemma4_text-swa-np2": Run("gemma4_text", {}, ["-c", "4096", "-np", "2"], stub_tokenizer=True),
+    "gemma4_text-wide-c512": Run("gemma4_text", GEMMA4_WIDE, ["-c", "512"], stub_tokenizer=True),
+    "gemma4_text-wide-c1024-fa-off": Run("gemma4_text", GEMMA4_WIDE, ["-c", "1024", "-fa", "off"], stub_tokenizer=True),
+    "gemma4_text-dense-c512": Run("gemma4_text", GEMMA4_DENSE, ["-c", "512"], stub_tokenizer=True),
+    "gemma4_text-dense-np2-ub256": Run("gemma4_text", GEMMA4_DENSE, ["-c", "2048", "-np", "2", "-ub", "256"],
+                                       stub_tokenizer=True),
     "hunyuan_v1_moe-c4096": Run("hunyuan_v1_moe", HUNYUAN_MOE, ["-c", "4096"], published=HUNYUAN_LISTS),
     # MiMoV2FlashForCausalLM (conversion/mimo.py): a full and an SWA cache, the SWA one twice the KV heads; at -np 64
     # its SWA cells, GGML_PAD(64 x 4 + 512, 256) = 768, tell the window llama.cpp uses (4, the Hub's sliding_window)
@@ -157,6 +203,9 @@ RUNS: dict[str, Run] = {
     # Step35Model (conversion/step3.py): per-layer query heads (4 full, 2 sliding), a full and an SWA cache
     "step3p5-swa": Run("step3p5", {}, ["-c", "4096"], hub=STEP_HUB),
     "step3p5-swa-np4": Run("step3p5", {}, ["-c", "16384", "-np", "4"], hub=STEP_HUB),
+    "step3p5-wide-c512": Run("step3p5", STEP_WIDE, ["-c", "512"], hub=STEP_WIDE_HUB),
+    "step3p5-wide-c1024-fa-off": Run("step3p5", STEP_WIDE, ["-c", "1024", "-fa", "off"], hub=STEP_WIDE_HUB),
+    "step3p5-wide-np2-ub256": Run("step3p5", STEP_WIDE, ["-c", "2048", "-np", "2", "-ub", "256"], hub=STEP_WIDE_HUB),
     # MiniMaxM3Model (conversion/minimax.py:167): llama_kv_cache_msa's attention cache and its block indexer's, one key
     # head of sparse_index_dim and one value head of head_dim on the sparse layers (src/llama-kv-cache-msa.cpp:39-49)
     "minimax_m3-msa": Run("minimax_m3_vl_text", M3, ["-c", "4096"], hub=M3_HUB),
@@ -186,21 +235,65 @@ def test_recorded_gguf_as_model(name: str, tmp_path: Path) -> None:
     check_gguf_as_model(name, recorded_gguf(name, tmp_path, RECORDED), log, RUNS)
 
 
-@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(("deepseek_v32", "glm_moe_dsa",
-                                                                                  "minimax_m3"))))
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith("minimax_m3")))
 def test_recorded_indexer_compute(name: str, tmp_path: Path) -> None:
-    """source: tests/data/llamacpp/converted/NAME.log. The compute buffer of DSA's and MiniMax-M3's indexed layers
-    is estimated (checked against the line by test_recorded_gguf_as_model): the line is printed."""
+    """source: tests/data/llamacpp/converted/NAME.log. The compute buffer of MiniMax-M3's indexed layers is
+    estimated (checked against the line by test_recorded_gguf_as_model): the line is printed."""
     assert compute_mib(server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args))
 
 
-@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(("granitemoe", "glm4_moe_lite"))))
+# the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py)
+REPLAYED = ("granitemoe", "glm4_moe_lite", "laguna", "afmoe", "ernie4_5_moe", "step3p5", "gemma4_text", "deepseek_v32",
+            "glm_moe_dsa", "gemma3n_text")
+
+
+@pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))
 def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
-    """source: tests/data/llamacpp/converted/NAME.log. Granite-MoE's layers (GQA attention, a SwiGLU MoE) and
-    GLM-4.7-Flash's (MLA with RoPE, a SwiGLU MoE) are replayed node by node (calc/analysis/memory/
-    llamacpp_graph.py): the line is llama.cpp's own."""
+    """source: tests/data/llamacpp/converted/NAME.log. Granite-MoE's layers (GQA attention, a SwiGLU MoE),
+    GLM-4.7-Flash's (MLA with RoPE, a SwiGLU MoE), Laguna's (a softplus output gate of its own projection, a
+    sigmoid-routed MoE with a shared expert), Step-3.5's (a sigmoid gate per head, clamped SwiGLUs), Gemma 4's
+    (KV sharing, values of the keys' projection, V-norm, per-layer inputs, its MoE beside an MLP), DeepSeek-V3.2's
+    and GLM-5's (MLA behind its lightning indexer's top-k mask, GLM-5's shared layers reusing an earlier one's),
+    Gemma 3n's (AltUp's copies of the stream, LAuReL, the Gaussian top-k), AFMoE's and ERNIE-4.5-MoE's are replayed
+    node by node
+    (calc/analysis/memory/llamacpp_graph.py): the line is llama.cpp's own."""
     real = matching(COMPUTE, (RECORDED / f"{name}.log").read_text())
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args)) == real
+
+
+# source: the allocator's own size for each recorded run, ggml_gallocr_get_buffer_size after ggml_gallocr_reserve_n
+# (an LD_PRELOAD wrapper around it, same build and GGUF as the recorded log): the MiB lines round these
+ALLOCATOR_BYTES = {"laguna-swa": 5_402_624, "laguna-swa-np2-ub256": 2_570_240, "laguna-wide-c512": 16_281_600,
+                   "laguna-wide-c1024-fa-off": 32_002_048, "laguna-wide-np2-ub256": 8_402_944,
+                   "afmoe-swa": 5_632_000, "afmoe-swa-np2": 3_534_848, "ernie4_5_moe-c4096": 4_804_608,
+                   "afmoe-wide-c512": 16_281_600, "afmoe-wide-c1024-fa-off": 23_613_440,
+                   "ernie4_5_moe-wide-c512": 15_749_120, "ernie4_5_moe-wide-c1024-fa-off": 22_298_624,
+                   "step3p5-swa": 5_533_696, "step3p5-swa-np4": 5_533_696, "step3p5-wide-c512": 20_475_904,
+                   "step3p5-wide-c1024-fa-off": 23_613_440, "step3p5-wide-np2-ub256": 10_500_096,
+                   "gemma4_text-swa": 5_767_168, "gemma4_text-swa-np2": 3_670_016, "gemma4_text-wide-c512": 16_809_984,
+                   "gemma4_text-wide-c1024-fa-off": 19_947_520, "gemma4_text-dense-c512": 16_285_696,
+                   "gemma4_text-dense-np2-ub256": 8_404_992, "deepseek_v32-c4096": 17_592_320,
+                   "deepseek_v32-fa-off": 63_729_664, "deepseek_v32-ub256": 17_192_960,
+                   "deepseek_v32-wide-c512": 17_862_656, "deepseek_v32-wide-c1024-fa-off": 29_396_992,
+                   "glm_moe_dsa-c4096": 17_592_320, "glm_moe_dsa-np2": 9_203_712, "glm_moe_dsa-ub1024": 135_831_552,
+                   "glm_moe_dsa-np4": 2_912_256, "glm_moe_dsa-wide-c512": 17_862_656,
+                   "glm_moe_dsa-wide-c1024-fa-off": 29_396_992, "gemma3n_text-swa": 13_729_792,
+                   "gemma3n_text-swa-np2": 11_632_640, "gemma3n_text-22-swa": 51_478_528,
+                   "gemma3n_text-wide-c512": 14_712_832, "gemma3n_text-wide-c1024-fa-off": 29_908_992}
+
+
+def compute_bytes(model: Path, args: list[str]) -> int:
+    """gptcalc's compute buffer in bytes for a CPU-only build under these llama.cpp options."""
+    cli = [a for key, value in zip(args[::2], args[1::2]) for a in (OURS[key], value)]
+    result = CliRunner().invoke(main, ["memory", str(model), "--engine", "llamacpp", "--cpu-only", "--json", *cli])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["llamacpp_compute"]["bytes"]
+
+
+@pytest.mark.parametrize("name", sorted(ALLOCATOR_BYTES))
+def test_replayed_compute_to_the_byte(name: str, tmp_path: Path) -> None:
+    """The replay gives the allocator's size to the byte, not only its MiB line."""
+    assert compute_bytes(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args) == ALLOCATOR_BYTES[name]
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))

@@ -63,6 +63,14 @@ LLAMACPP_KV_LAYERS = 20
 # 0e93ccc2, llamaQuantizeArgs :296-305)
 OLLAMA_TYPES = {"per_layer_embedding": "fp16"}
 SHORT = {"sliding_attention": "local", "full_attention": "global"}
+# How llama.cpp's gemma4 builds the graph: the token rows scaled by an input (build_inp_embd with a scale), the output
+# rows taken after the final norm, kept as an output (src/models/gemma4.cpp:163, 404-419; embeddings_nextn_masked is
+# false by default), the experts' gate and up one tensor
+LLAMACPP_GEMMA4 = {"scale_rows": True, "rows_after_norm": True, "fused_experts": True}
+# gemma3n's: the 20 cached layers, ollama's types, the token rows scaled by an input, the output rows taken of the
+# merged stream before the final norm (src/models/gemma3n.cpp:100, 293-296)
+LLAMACPP_GEMMA3N = {"kv_from_start": LLAMACPP_KV_LAYERS, "ollama_tensor_types": OLLAMA_TYPES, "scale_rows": True,
+                    "rows_before_norm": True}
 
 
 def spec_dict(cfg: Config) -> dict[str, Any]:
@@ -82,8 +90,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     if model_type == "gemma3n_text":
         embedding["altup_inputs"] = cfg.int("altup_num_inputs")
     head = {"tied": cfg.bool("tie_word_embeddings"), "softcap": cfg.float("final_logit_softcapping", default=None)}
-    llamacpp = {"llamacpp": {"kv_from_start": LLAMACPP_KV_LAYERS, "ollama_tensor_types": OLLAMA_TYPES}
-                if model_type == "gemma3n_text" else {"fused_experts": True}}
+    llamacpp = {"llamacpp": LLAMACPP_GEMMA3N if model_type == "gemma3n_text" else LLAMACPP_GEMMA4}
     return decoder(cfg, model_type, blocks, layers, rms, head["tied"], embedding=embedding, head=head, **llamacpp)
 
 

@@ -62,8 +62,11 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     ropes.update({key[0]: _rope(extra, [k[0] for k in mtp_keys], key[0]) for key in mtp_keys if key[0] not in ropes})
     names = _names(keys + mtp_keys)
     blocks = {names[key]: _block(cfg, key, rms, ropes[key[0]]) for key in dict.fromkeys(keys + mtp_keys)}
+    # llama.cpp's step35 takes the output rows of the stream after the last layer, before the final norm
+    # (src/models/step35.cpp:290-293 and 349-354; embeddings_nextn_masked is false by default)
     return decoder(cfg, "step3p5", blocks, layer_runs([names[key] for key in keys]), rms,
-                   cfg.bool("tie_word_embeddings"), **_mtp(cfg, extra, mtp_keys, names))
+                   cfg.bool("tie_word_embeddings"), **_mtp(cfg, extra, mtp_keys, names),
+                   llamacpp={"rows_before_norm": True})
 
 
 def _renamed(cfg: Config) -> Config:

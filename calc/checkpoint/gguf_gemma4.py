@@ -47,7 +47,9 @@ def layers(data: dict[str, Any], meta: dict[str, Any], by_name: dict[str, GGUFTe
                 hidden_size_per_layer_input=meta.get(f"{ARCH}.embedding_length_per_layer_input", 0))
     full = [il for il, kind in enumerate(kinds[:own]) if kind == "full_attention"]
     data["attention_k_eq_v"] = bool(full) and all(f"blk.{il}.attn_v.weight" not in by_name for il in full)
-    data["enable_moe_block"] = f"{ARCH}.expert_count" in meta
+    # llama.cpp runs a layer's MoE where it has a router (src/models/gemma4.cpp:290); the converter writes
+    # expert_count whenever the config has num_experts, enable_moe_block or not (conversion/base.py:1519-1520)
+    data["enable_moe_block"] = any(name.endswith(".ffn_gate_inp.weight") for name in by_name)
 
 
 def _each(value: Any, kinds: Any) -> Any:

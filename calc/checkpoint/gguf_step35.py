@@ -20,6 +20,9 @@ __all__ = ["ARCH", "keys", "layers"]
 ARCH = "step35"
 # step3p5's names for what gguf_source's KEYS read
 RENAMED = {"shared_expert_intermediate_size": "share_expert_dim", "routed_scaling_factor": "moe_router_scaling_factor"}
+# the SwiGLU clamps per layer, the routed experts' and the shared expert's or dense MLP's (conversion/step3.py
+# Step35Model.set_gguf_parameters writes swiglu_limits and swiglu_limits_shared under these keys)
+CLAMPS = {"swiglu_clamp_exp": "swiglu_limits", "swiglu_clamp_shexp": "swiglu_limits_shared"}
 
 
 def layers(data: dict[str, Any], meta: dict[str, Any], by_name: dict[str, GGUFTensor], path: str) -> None:
@@ -39,6 +42,9 @@ def layers(data: dict[str, Any], meta: dict[str, Any], by_name: dict[str, GGUFTe
             data[key] = uniform(counts, f"{path}: {ARCH}.attention.head_count of the {kind} layers")
     data["mlp_layer_types"] = ["sparse" if f"blk.{il}.ffn_gate_inp.weight" in by_name else "dense"
                                for il in range(n_layers)]
+    for key, target in CLAMPS.items():  # per layer, 0 for none: step3p5's swiglu_limits lists as they are
+        if f"{ARCH}.{key}" in meta:
+            data[target] = meta[f"{ARCH}.{key}"]
 
 
 def keys(data: dict[str, Any]) -> None:

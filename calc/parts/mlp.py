@@ -13,7 +13,7 @@ and Step-3.7's clamped SwiGLU (`clamp` c) is min(act(gate), c) × clip(up, −c,
 from typing import Literal
 
 from calc.parts.base import Field, Part, present
-from calc.parts.transient import Graph, Subgraph, op
+from calc.parts.transient import Graph, Subgraph, clamped_swiglu, op
 
 __all__ = ["ACTIVATION_PARAMS", "LABELS", "MLP"]
 
@@ -62,10 +62,12 @@ class MLP(Part):
         GELU in place, down, each product's bias added in place where it has one (biases on no other MLP: none is
         checked against llama.cpp); where gate and up are one tensor
         in the GGUF (`llamacpp.fused_up`: GLM-4, src/models/glm4.cpp:154-158) their one product and the GLU over it.
-        None for anything else. The gate and
+        Step-3.5's clamped SwiGLU (`clamp`) is not one GLU node but up clamped, SiLU(gate) and its clamp, and their
+        product, each in place (`clamped_swiglu`). None for anything else. The gate and
         down scales (Falcon-H1's mlp_multipliers) are no node: llama.cpp's converter multiplies them into the
         weights (conversion/falcon_h1.py:64-67)."""
-        if (self.bias and self.activation not in ("gelu", "gelu_tanh")) or self.sparsity or self.clamp or self.gate_clamp or self.swiglu_limit \
+        if (self.bias and self.activation not in ("gelu", "gelu_tanh")) or self.sparsity \
+                or (self.clamp and self.activation != "silu") or self.gate_clamp or self.swiglu_limit \
                 or (self.gated, self.activation) not in ((True, "silu"), (True, "gelu"), (True, "gelu_tanh"),
                                                          (False, "relu2"), (False, "gelu"), (False, "gelu_tanh")):
             return None
@@ -76,7 +78,9 @@ class MLP(Part):
             return Subgraph(nodes, [], at + "down")
         up = [op(at + "up", (f, n), x), *([op(at + "up_b", (f, n), at + "up", inplace=True)] if self.bias else [])]
         if self.gated:
-            act = [op(at + "gate", (f, n), x), op(at + "act", (f, n), at + "gate", at + "up")]
+            glu = clamped_swiglu(at, (f, n), at + "gate", at + "up") if self.clamp else \
+                [op(at + "act", (f, n), at + "gate", at + "up")]
+            act = [op(at + "gate", (f, n), x), *glu]
         elif self.activation == "relu2":
             act = [op(at + "relu", (f, n), at + "up", inplace=True), op(at + "act", (f, n), at + "relu", inplace=True)]
         else:

@@ -30,7 +30,7 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.mlp import MLP, Activation
-from calc.parts.transient import I32, Graph, Node, Subgraph, op, tensor, view
+from calc.parts.transient import I32, Graph, Node, Subgraph, clamped_swiglu, op, rms_norm, tensor, view
 
 __all__ = ["LABELS", "MoE"]
 
@@ -158,7 +158,7 @@ class MoE(Part):
         routed = router + (3 if self.gated else 2) * tensor(self.d_ff * self.top_k * n)
         return max(routed, g.per_token(g.d_model) + (self.shared.transient(g) if self.shared else 0))
 
-    def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph | None:
+    def graph_nodes(self, g: Graph, layer: int, x: str, stream: str | None = None) -> Subgraph | None:
         """build_moe_ffn's nodes (src/llama-graph.cpp:2044-2405) for softmax or sigmoid routing (both in place on
         the logits, after the router's bias, added in place, where it has one), or gpt-oss's soft max over the chosen
         experts' logits (spec.llamacpp.softmax_weight: in place on their rows), a selection bias added to a new
@@ -168,14 +168,18 @@ class MoE(Part):
         it does (a new tensor: they are a view); the chosen experts' up, gate and SwiGLU, or up, ReLU and square in
         place, and down (MUL_MAT_ID, {width, top_k, tokens}), weighted in place; the k experts' rows added (the
         first sum a new tensor: its sources are views); then the shared expert (build_ffn), behind its sigmoid gate
-        where it has one, added in place. None otherwise."""
+        where it has one, added in place. A score bias kept as a parameter (ERNIE-4.5-MoE, Laguna) is the same
+        exp_probs_b weight; Laguna's router soft-cap is not in llama.cpp's graph (src/models/laguna.cpp:277-289 passes
+        none to build_moe_ffn): neither is a node. Gemma 4's (src/models/gemma4.cpp:290-345: GeGLU experts, its router
+        on the stream, `_router_input`, its per-expert scale, `_down_scale`, gate and up one tensor, `_gate_up`, the
+        experts on a norm of their own of the stream and the shared MLP each normed after, `shared_norms`) reads the
+        residual `stream` too. None otherwise."""
         shared = self.shared.graph_nodes(g, layer, x, "shexp") if self.shared else None
         if self.scoring not in ("softmax", "sigmoid") or (self.gated, self.activation) not in (
-                (True, "silu"), (False, "relu2")) or self.score_bias_param \
-                or self.clamp or self.gate_clamp \
-                or self.hash_vocab or self.router_softcap or self.zero_experts or \
-                self.all_experts or self.top_k < 2 or \
-                (self.shared is not None and shared is None):
+                (True, "silu"), (True, "gelu"), (True, "gelu_tanh"), (False, "relu2")) or self.gate_clamp \
+                or self.hash_vocab or self.zero_experts or self.all_experts or self.top_k < 2 \
+                or (self.shared is not None and shared is None) or (self.router_scale and self.expert_bias) \
+                or ((self.router_scale or self.shared_norms) and stream is None):
             return None
         at, n, e, k, d = f"l{layer}.moe.", g.seq_tokens() * g.n_seqs, self.n_experts, self.top_k, g.d_model
         # the soft max over the chosen experts' logits, not all: their weights so sum to 1 (llama.cpp's norm_w is
@@ -190,7 +194,9 @@ class MoE(Part):
         selection = at + "biased" if self.score_bias else probs
         weights = at + ("weights3" if after else "norm3" if self.norm_topk else "weights")
         groups = self._groups(at, selection, n)
-        nodes = [op(at + "logits", (e, n), x), *scores, view(at + "probs3", probs),
+        router = self._router_input(at, stream, g.d_model, n)
+        nodes = [*router, op(at + "logits", (e, n), router[-1].name if router else x), *scores,
+                 view(at + "probs3", probs),
                  *([op(at + "biased", (e, n), probs, inplace=True)] if self.score_bias else []), *groups,
                  op(at + "argsort", (e, n), groups[-1].name if groups else selection, size=I32),
                  view(at + "topk", at + "argsort"),
@@ -206,8 +212,9 @@ class MoE(Part):
         if self.routed_scale != 1.0:  # expert_weights_scale: in place where the weights are a whole tensor
             nodes.append(op(at + "scaled", (1, k, n), weights, inplace=True))
             weights = at + "scaled"
-        down = self._biased(at, "down", (d, k, n), at + "act")
-        nodes += [view(at + "x3", x), *self._biased(at, "up", (self.d_ff, k, n), at + "x3"), *self._act(at, k, n),
+        down = self._biased(at, "down", (d, k, n), at + "act") + self._down_scale(at, d, k, n)
+        experts = rms_norm(at + "x_norm", (d, n), stream) if self.shared_norms else []  # Gemma 4's pre_norm_2
+        nodes += [*experts, view(at + "x3", experts[-1].name if experts else x), *self._gate_up(at, g, k, n),
                   *down, op(at + "weighted", (d, k, n), down[-1].name, weights, inplace=True)]
         rows = [view(f"{at}row{i}", at + "weighted") for i in range(k)]
         sums = [op(f"{at}sum{i}", (d, n), f"{at}sum{i - 1}" if i > 1 else rows[0].name, rows[i].name, inplace=True)
@@ -215,12 +222,45 @@ class MoE(Part):
         nodes += rows + sums
         expanded = [weights, at + "weighted", *(r.name for r in rows), *(s.name for s in sums)]
         out = sums[-1].name
-        if shared is not None:
+        if shared is not None and self.shared_norms:  # each normed after, the shared expert's added first
+            post = rms_norm(at + "shexp_post", (d, n), shared.out) + rms_norm(at + "moe_post", (d, n), out)
+            nodes += shared.nodes + post + [op(at + "out", (d, n), at + "shexp_post", at + "moe_post", inplace=True)]
+            out = at + "out"
+        elif shared is not None:
             gated = self._shared_gate(at, shared.out, d, n, x)
             nodes += shared.nodes + gated + [op(at + "out", (d, n), out, gated[-1].name if gated else shared.out,
                                                  inplace=True)]
             out = at + "out"
         return Subgraph(nodes, expanded, out)
+
+    def _router_input(self, at: str, stream: str | None, d: int, n: int) -> list[Node]:
+        """Gemma 4's router input (src/models/gemma4.cpp:316-319): the stream RMS-normed without a scale (a new
+        tensor: the stream has other consumers), scaled and times the router's input scale, in place; nothing
+        where the router reads `x`."""
+        if not self.router_scale:
+            return []
+        return [op(at + "r_rms", (d, n), stream, inplace=True), op(at + "r_scaled", (d, n), at + "r_rms", inplace=True),
+                op(at + "r_in", (d, n), at + "r_scaled", inplace=True)]
+
+    def _down_scale(self, at: str, d: int, k: int, n: int) -> list[Node]:
+        """Gemma 4's per-expert scale, which the converter makes ffn_down_exps.scale (conversion/gemma.py
+        modify_tensors): repeated over the tokens, the chosen experts' gathered, times the experts' output in
+        place, inside build_lora_mm_id (src/llama-graph.cpp:2355; graph_nodes builds no expert biases beside it);
+        nothing without it."""
+        if not self.router_scale:
+            return []
+        return [op(at + "down_rep", (1, self.n_experts, n)),
+                op(at + "down_sel", (1, k, n), at + "down_rep", at + "topk"),
+                op(at + "down_scaled", (d, k, n), at + "down", at + "down_sel", inplace=True)]
+
+    def _gate_up(self, at: str, g: Graph, k: int, n: int) -> list[Node]:
+        """The chosen experts' up and activation (`_act`); where the GGUF holds gate and up as one tensor
+        (spec.llamacpp.fused_experts: Gemma 4) one product twice as wide, gate and up views of it, and their GLU."""
+        if not (g.build and g.build.fused_experts):
+            return [*self._biased(at, "up", (self.d_ff, k, n), at + "x3"), *self._act(at, k, n)]
+        shape = (self.d_ff, k, n)
+        return [op(at + "gate_up", (2 * self.d_ff, k, n), at + "x3", at + "topk"), view(at + "gate", at + "gate_up"),
+                view(at + "up", at + "gate_up"), op(at + "act", shape, at + "gate", at + "up")]
 
     def _groups(self, at: str, selection: str, n: int) -> list[Node]:
         """DeepSeek-V3's group-limited choice as llama.cpp builds it (src/llama-graph.cpp:2132-2154), whatever the
@@ -257,12 +297,14 @@ class MoE(Part):
 
     def _act(self, at: str, k: int, n: int) -> list[Node]:
         """The experts' activation: the gate's product and its SwiGLU with up (gpt-oss's SwiGLU-OAI, clamped at
-        swiglu_limit, is one GLU node too: ggml_swiglu_oai, src/llama-graph.cpp:2326-2333), or up's ReLU squared, in
-        place."""
+        swiglu_limit, is one GLU node too: ggml_swiglu_oai, src/llama-graph.cpp:2326-2333; Step-3.5's clamp is four ops
+        in place: clamped_swiglu), or up's ReLU squared, in place."""
         shape, up = (self.d_ff, k, n), at + ("up_b" if self.expert_bias else "up")
         if self.gated:
             gate = self._biased(at, "gate", shape, at + "x3")
-            return [*gate, op(at + "act", shape, gate[-1].name, up)]
+            glu = clamped_swiglu(at, shape, gate[-1].name, up) if self.clamp else \
+                [op(at + "act", shape, gate[-1].name, up)]
+            return [*gate, *glu]
         return [op(at + "relu", shape, up, inplace=True), op(at + "act", shape, at + "relu", inplace=True)]
 
     def describe(self) -> str:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from calc.spec.llamacpp import LlamaCppBuild
 
-__all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "SWA_INPUTS", "V_IDXS", "Graph", "Node", "Subgraph",
-           "attention_scores", "op", "store", "tensor", "view"]
+__all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "ROT", "SWA_INPUTS", "V_IDXS", "Graph", "Node",
+           "Subgraph", "attention_scores", "clamped_swiglu", "op", "rms_norm", "store", "tensor", "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
 ALIGN = 32
@@ -94,12 +94,17 @@ class Subgraph:
     nodes: list[Node]
     expanded: list[str]
     out: str
+    # the cells a DSA indexer chose (its top-k) and how many, which a later layer may reuse (GLM-5)
+    selection: tuple[str, int] | None = None
 
 
 # the graph inputs of the (full) KV cache and the positions (src/llama-graph.cpp build_attn_inp_kv, build_inp_pos)
 MASK, K_IDXS, V_IDXS, POS = "kq_mask", "k_idxs", "v_idxs", "inp_pos"
-# the sliding-window cache's own (build_attn_inp_kv_iswa, src/llama-graph.cpp:3500-3530)
+# the second cache's own: the sliding-window cache's (build_attn_inp_kv_iswa, src/llama-graph.cpp:3500-3530) or a DSA
+# indexer's (build_attn_inp_k_dsa, :3411-3440)
 SWA_INPUTS = {MASK: "kq_mask_swa", K_IDXS: "k_idxs_swa", V_IDXS: "v_idxs_swa"}
+# the DSA indexer's Hadamard rotation, an input of head_dim x head_dim F32 (build_input_k_rot, src/llama-graph.cpp:3437)
+ROT = "inp_k_rot"
 
 
 def op(name: str, shape: tuple[int, ...], *srcs: str, inplace: bool = False, size: int = F32) -> Node:
@@ -118,3 +123,17 @@ def view(name: str, of: str, src: str | None = None) -> Node:
 def store(name: str, src: str) -> Node:
     """A copy of `src` into a cache's rows: its result lives in the cache's buffer, not the compute buffer."""
     return Node(name, 0, (src,), external=True)
+
+
+def clamped_swiglu(at: str, shape: tuple[int, ...], gate: str, up: str) -> list[Node]:
+    """A SwiGLU clamped at a limit as llama.cpp builds it for Step-3.5 (src/llama-graph.cpp:1882-1895, 2276-2289:
+    architectures other than DeepSeek-V4's kin): up clamped, SiLU of the gate and its clamp, their product, each an
+    op that runs in place, where one GLU node would be a new tensor; the product is `at`act."""
+    return [op(at + "up_c", shape, up, inplace=True), op(at + "silu", shape, gate, inplace=True),
+            op(at + "silu_c", shape, at + "silu", inplace=True),
+            op(at + "act", shape, at + "silu_c", at + "up_c", inplace=True)]
+
+
+def rms_norm(name: str, shape: tuple[int, ...], x: str) -> list[Node]:
+    """build_norm, RMS with a weight: the norm and its scale, each an op that may run in place."""
+    return [op(name + "_rms", shape, x, inplace=True), op(name, shape, name + "_rms", inplace=True)]

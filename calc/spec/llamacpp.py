@@ -60,7 +60,8 @@ class LlamaCppBuild(Part):
     fused_up: bool = False
     # The routed experts' gate_up_proj is one ffn_gate_up_exps tensor in the GGUF, gate rows then up rows: gguf-py's
     # table maps it so (gguf-py/gguf/tensor_mapping.py:624-627, "gemma4") where the converter class does not split
-    # it (conversion/gemma.py Gemma4Model); llama-quantize files it under FFN_GATE (llama-quant.cpp:144-149).
+    # it (conversion/gemma.py Gemma4Model); llama-quantize files it under FFN_GATE (llama-quant.cpp:144-149);
+    # build_moe_ffn multiplies it once (src/models/gemma4.cpp:112).
     fused_experts: bool = False
     # The type the converter writes a tensor llama-quantize keeps (gguf.py UNQUANTISED) where it is not base.py's F32,
     # by component: DeepSeek-V4's keeps its checkpoint's dtype before that rule (DeepseekV4Model.tensor_force_quant,

@@ -46,18 +46,23 @@ OLMoE, SmolLM3, GLM-4, StableLM, EXAONE 4, Gemma, Gemma 2 and 3, Cohere...), pos
 pre-norms, parallel layers on one norm, and DeepSeek-V2 / V3's MLA with its grouped MoE; attention logits
 soft-capped (Gemma 2; its final logits too: a scale, tanh and scale in place in the logits' block, src/models/
 gemma2.cpp:166-169) or with sinks (a weight, no node) move no byte; gpt-oss's MoE (router and expert biases,
-SwiGLU-OAI, the soft max over the chosen experts' logits: calc/parts/moe.py) is replayed too, and Phi-3's Q, K
-and V, views of one product (calc/parts/attention.py), Falcon's, GPT-NeoX's and Phi-2's parallel layers (one norm or
-two) with an ungated GELU MLP with biases, GPT-2's learned positions, LFM2's short convs (calc/parts/short_conv.py).
-The rest (DSA's indexer,
-AltUp, lightning attention, Qwen3-VL's deepstack inputs...) keep the estimate.
+SwiGLU-OAI, the soft max over the chosen experts' logits: calc/parts/moe.py) is replayed too, and so are Phi-3's
+Q, K and V, views of one product (calc/parts/attention.py), Falcon's, GPT-NeoX's and Phi-2's parallel layers (one
+norm or two) with an ungated GELU MLP with biases, GPT-2's learned positions, LFM2's short convs (calc/parts/
+short_conv.py), Laguna's, Step-3.5's and AFMoE's output gates of their own projection (softplus or sigmoid, per
+head or per element) beside their sigmoid-routed MoE, Step-3.5's clamped SwiGLUs (calc/parts/transient.py
+clamped_swiglu), ERNIE-4.5-MoE's MoE and Gemma 4 (KV sharing, values of the keys' projection, V-norm, per-layer
+inputs: calc/parts/augment.py and embedding.py; its MoE beside an MLP: calc/parts/moe.py) and DeepSeek-V3.2's and
+GLM-5's MLA behind its lightning indexer (calc/parts/mla.py), and Gemma 3n. The rest (lightning attention,
+MiniMax-M3's sparse attention, Qwen3-VL's deepstack inputs, DSA over a quantised cache without flash attention...)
+keep the estimate.
 
-Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are not
-estimated: the sum above is 5.37 MiB where llama.cpp prints 13.09 (tests/data/llamacpp/converted/
-gemma3n_text-swa.log).
+Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are replayed by
+calc/analysis/memory/llamacpp_altup.py; the sum above has no term for them (5.37 MiB where llama.cpp prints 13.09,
+tests/data/llamacpp/converted/gemma3n_text-swa.log), so where the replay is not built they get none.
 
-On the estimated runs of a real llama.cpp CPU build this is within 1.1 % on 5 of MiniMax-01's (tests/data/llamacpp/recurrent/minimax_01-*) and 2.4 % on 7 of
-DeepSeek-V3.2's and GLM-5's DSA (tests/data/llamacpp/converted/deepseek_v32-*, glm_moe_dsa-*) and 0.4 % on
+On the estimated runs of a real llama.cpp CPU build this is within 1.1 % on 5 of MiniMax-01's (tests/data/llamacpp/
+recurrent/minimax_01-*) and 0.4 % on
 5 of MiniMax-M3's (minimax_m3-*). A
 GPU build splits the graph between devices and the pinned host buffer: not modelled.
 """

@@ -33,7 +33,9 @@ layers the full cache's mask, K and V store indices (llamacpp_compute.CacheInput
 The order is ggml_build_forward_expand's, walked from what llama.cpp expands (ggml_alloc.forward_order): a layer's
 state gather (build_rs expands it) comes before the previous layer's gate and out_proj, which the layer's norm is
 the first to need. Each mixer states its own nodes and what it expands (`graph_nodes`, calc/parts/transient.py
-Subgraph).
+Subgraph); a DSA indexer's choice is handed on to the layers that reuse it (GLM-5). Gemma 3n's and Gemma 4's
+per-layer inputs are the embedding's nodes (calc/parts/embedding.py), what Gemma 4 adds after a layer its
+augment's (calc/parts/augment.py); Gemma 3n's AltUp layers are built by calc/analysis/memory/llamacpp_altup.py.
 """
 
 from __future__ import annotations
@@ -42,8 +44,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from calc.analysis.memory.ggml_alloc import forward_order
+from calc.analysis.memory.llamacpp_altup import altup_stack
+from calc.parts.moe import MoE
 from calc.parts.ssm_nodes import ROWS
-from calc.parts.transient import F32, I32, I64, K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph, op
+from calc.parts.transient import (F32, I32, I64, K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph, op,
+                                  rms_norm)
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
@@ -76,9 +81,9 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
 
 
 def _norm(name: str, d: int, n: int, x: str, output: bool = False) -> list[Node]:
-    """build_norm, RMS with a weight: the norm and its scale, in place."""
-    return [op(name + "_rms", (d, n), x, inplace=True), replace(op(name, (d, n), name + "_rms", inplace=True),
-                                                                 output=output)]
+    """build_norm, RMS with a weight: the norm and its scale, in place; the scale a graph output where `output`."""
+    rms, scaled = rms_norm(name, (d, n), x)
+    return [rms, replace(scaled, output=output)]
 
 
 def _post_norms(block: Block) -> tuple[bool, bool]:
@@ -115,12 +120,21 @@ def _add(spec: ModelSpec, name: str, shape: tuple[int, ...], out: str, stream: s
     return op(name, shape, *((stream, out) if first else (out, stream)), inplace=True)
 
 
-def _group(spec: ModelSpec, sublayer: int, d: int, n: int, residual: str) -> dict[str, Any]:
+def _group(spec: ModelSpec, part: Any, sublayer: int, d: int, n: int, residual: str) -> dict[str, Any]:
     """What the mixer's replay needs where it is a parallel group (calc/parts/parallel.py graph_nodes): the order
     llama.cpp builds its members in and a fresh norm over the stream for each; nothing for a spec without that
-    order, or for the MLP."""
+    order. What an MoE's needs: the stream, which Gemma 4's router and experts read (calc/parts/moe.py)."""
+    if sublayer:
+        return {"stream": residual} if isinstance(part, MoE) else {}
     order = spec.llamacpp.parallel_order
-    return {} if order is None or sublayer else {"order": order, "renorm": lambda name: _norm(name, d, n, residual)}
+    return {} if order is None else {"order": order, "renorm": lambda name: _norm(name, d, n, residual)}
+
+
+def _augment(block: Block, n: int, d: int, layer: int, x: str) -> Subgraph | None:
+    """What runs after the layer's last add `x`: a per-layer input and a layer scalar (calc/parts/augment.py), or
+    nothing (`x` itself); None where the layer's augment is not built."""
+    augment = getattr(block.attention, "augment", None)  # attention's (calc/parts/attention.py); other mixers have none
+    return Subgraph([], [], x) if augment is None else augment.graph_nodes(n, d, layer, x)
 
 
 def _parallel(spec: ModelSpec, g: Graph, block: Block, layer: int, residual: str, last: bool) -> Subgraph | None:
@@ -174,6 +188,21 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
     if spec.embedding.positions == "learned":  # the positions' rows added to the tokens', in place (src/models/gpt2.cpp)
         nodes += [op("pos_rows", (d, n), POS), op("inp_pos_added", (d, n), residual, "pos_rows", inplace=True)]
         residual = "inp_pos_added"
+    selection = None  # the last DSA indexer's choice, which a later layer may reuse
+    altup = spec.embedding.altup_inputs
+    if spec.embedding.per_layer is not None:  # Gemma 3n's and 4's per-layer inputs: every layer reads all tokens' rows
+        if not (spec.llamacpp.rows_after_norm or altup):
+            return None
+        ple = spec.embedding.per_layer.graph_nodes(n, d, residual)
+        nodes += ple.nodes
+        expanded += ple.expanded
+    if altup:  # Gemma 3n: its own layers (calc/analysis/memory/llamacpp_altup.py), then the head
+        stack = altup_stack(spec, g, residual)
+        if stack is None:
+            return None
+        nodes += stack.nodes
+        expanded += stack.expanded
+        residual, blocks = stack.out, []
     for layer, block in enumerate(blocks):
         if block.parallel:
             layer_nodes = _parallel(spec, g, block, layer, residual, layer == len(blocks) - 1)
@@ -187,10 +216,12 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
         for i, part in enumerate(p for p in (block.attention, block.mlp) if p is not None):
             pre_normed = ("attn_in" if part is block.attention else "mlp_in") in block.norms
             normed = f"norm{i}-{layer}" if pre_normed else residual
-            sub: Subgraph | None = part.graph_nodes(rows, layer, normed,
-                                                          **_group(spec, i, d, tokens, residual))
+            reuse = {"selection": selection} if getattr(part, "reuse_selection", False) else {}  # MLA's (GLM-5)
+            sub: Subgraph | None = part.graph_nodes(rows, layer, normed, **_group(spec, part, i, d, tokens, residual),
+                                                    **reuse)
             if sub is None:
                 return None
+            selection = sub.selection or selection
             nodes += (_norm(normed, d, tokens, residual) if pre_normed else []) + sub.nodes
             expanded += [normed] * (i == 0 and spec.llamacpp.expand_norm) + sub.expanded
             out, last = sub.out, i == 0 and layer == len(blocks) - 1
@@ -208,6 +239,11 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
             if last and spec.llamacpp.rows_after_add:  # the stream's output rows; the second sublayer runs on them
                 nodes.append(op("inp_rows", (d, outputs), residual, "out_ids"))
                 residual, rows, tokens = "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
+        after = _augment(block, tokens, d, layer, residual)
+        if after is None:
+            return None
+        nodes += after.nodes
+        residual = after.out
     if spec.llamacpp.rows_after_norm:  # the norm over every token kept as an output, then its output rows
         nodes += _norm("h_nextn", d, n, residual, output=True)
         nodes.append(replace(op("result_norm", (d, outputs), "h_nextn", "out_ids"), output=True))
