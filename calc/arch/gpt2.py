@@ -1,5 +1,6 @@
 """GPT-2 (GPT2LMHeadModel): learned positions, pre-norm LayerNorm blocks, a fused Q|K|V `c_attn`,
-a GELU MLP (gelu_new, the tanh approximation) with biases everywhere, head tied to `wte`; dropout
+a GELU MLP (`activation_function`, gelu_new by default and in openai-community/gpt2's config.json: the tanh
+approximation written out in python ops, which training keeps more of) with biases everywhere, head tied to `wte`; dropout
 (`attn_pdrop` on P, `resid_pdrop` on each sublayer's output, `embd_pdrop` on the embeddings: 0.1 each)
 changes only what training keeps."""
 
