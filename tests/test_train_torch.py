@@ -139,11 +139,12 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeyp
 MORE_THAN_FUSED = {"gelu_new": 3, "gelu_fast": 6, "gelu_python": 2, "gelu_pytorch_tanh": 0, "gelu": 0}
 
 
+@pytest.mark.parametrize(("dtype", "width"), [(torch.float32, FP32), (torch.bfloat16, 2)])
 @pytest.mark.parametrize("name", MORE_THAN_FUSED)
-def test_gelu_forms_keep_what_transformers_keeps(name: str) -> None:
-    """GPT-2's MLP runs ACT2FN[activation_function] (tiny, fp32, eager, dropout 0), measured layer by layer
-    with saved-tensor hooks: each layer's bytes equal layer_terms for the form the config names, and exceed
-    the fused form's (what litgpt's own model runs: fused_gelu) by MORE_THAN_FUSED tensors of B·T·d_ff."""
+def test_gelu_forms_keep_what_transformers_keeps(name: str, dtype: torch.dtype, width: int) -> None:
+    """GPT-2's MLP runs ACT2FN[activation_function] (tiny, fp32 and bf16, eager, dropout 0), measured layer by
+    layer with saved-tensor hooks: each layer's bytes equal layer_terms for the form the config names, and
+    exceed the fused form's (what litgpt's own model runs: fused_gelu) by MORE_THAN_FUSED tensors of B·T·d_ff."""
     import transformers
 
     from saved_tensors import saved_per_layer
@@ -154,19 +155,36 @@ def test_gelu_forms_keep_what_transformers_keeps(name: str) -> None:
     torch.manual_seed(0)
     data = {k: v for k, v in config.items() if k != "model_type"}
     model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model("gpt2", **data),
-                                                          attn_implementation="eager").train()
+                                                          attn_implementation="eager").to(dtype).train()
     spec = spec_of(config)
     ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
 
     def layer(run) -> int:  # noqa: ANN001
         (block,) = run.blocks.values()
-        return sum(t.bytes(1, False) for t in layer_terms(block, run.d_model, B, T, FP32, "none"))
+        return sum(t.bytes(1, False) for t in layer_terms(block, run.d_model, B, T, width, "none"))
 
     measured = saved_per_layer(model, ids)
     assert measured == [layer(spec)] * spec.n_layers
     fused = layer(as_run(spec, "reference", True, fused_gelu=True))
     (block,) = spec.blocks.values()
-    assert measured[0] - fused == MORE_THAN_FUSED[name] * B * T * block.mlp.d_ff * FP32
+    assert measured[0] - fused == MORE_THAN_FUSED[name] * B * T * block.mlp.d_ff * width
+
+
+@pytest.mark.parametrize("model_type", ["gptj", "phi"])
+def test_gelu_new_layers_in_bf16_keep_what_transformers_keeps(model_type: str) -> None:
+    """GPT-J's and Phi-2's layers (gelu_new; GPT-J's fp32 copies of Q and K and its cos and sin re-laid for K
+    and for Q) in bf16, tiny, eager, measured layer by layer: each equals layer_terms at 2 bytes."""
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    spec, model = spec_of(tiny_config(model_type)), _transformers_tiny(model_type).to(torch.bfloat16).train()
+    model.set_attn_implementation("eager")
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, T, 2, "none"))
+                                           for block in blocks]
 
 
 @pytest.mark.parametrize("seq", [4, 12])
