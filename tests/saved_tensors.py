@@ -15,9 +15,9 @@ import torch
 
 
 def saved_per_layer(model, ids: torch.Tensor) -> list[int]:  # noqa: ANN001
-    """Bytes each of the model's layers (model.model.layers; GPT-2's and GPT-J's model.transformer.h) holds
-    for backward after forward (the loss on `ids` itself)."""
-    base = model.model if hasattr(model, "model") else model.transformer
+    """Bytes each of the model's layers (its base model's `layers`, or GPT-2's and GPT-J's `h`) holds for
+    backward after forward (the loss on `ids` itself)."""
+    base = model.model if hasattr(model, "model") else model.base_model
     layers = base.layers if hasattr(base, "layers") else base.h
     left_out = {p.untyped_storage().data_ptr() for p in model.parameters()}
     state: dict = {"at": [], "saved": []}

@@ -86,7 +86,7 @@ LAYER_TYPES = ["llama", "mistral", "qwen3", "olmo2", "olmo3", "exaone4", "gemma"
                "ernie4_5", "cohere2", "apertus", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo", "afmoe",
                "minimax", "minimax_m1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "glm4_moe",
                "hunyuan_v1_moe", "granitemoe", "ernie4_5_moe", "llama4_text", "cohere", "phimoe", "laguna", "gpt_oss",
-               "seed_oss", "gpt2", "gptj", "phi"]
+               "seed_oss", "gpt2", "gptj", "phi", "gpt_neox"]
 # Every model_type at 12 tokens (past every window and chunk of 5); at 7 too MiniMax's lightning blocks of 4 (two
 # of them, not three) and a dense and a MoE model, the rest of the second length with --fuzz-long.
 SEVEN = ("minimax", "minimax_m1", "llama", "mixtral")
@@ -116,7 +116,8 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeyp
     router; gpt-oss's sinks, top-k-first router and clamped SwiGLU with biases; Seed-OSS's dropout of P
     and of each sublayer's output (its config's 0.1), the masks bool as a GPU keeps them (_gpu_dropout); GPT-2's,
     GPT-J's and Phi-2's GELU written out (gelu_new: test_gelu_forms_keep_what_transformers_keeps) and GPT-J's cos
-    and sin re-laid twice in each layer (apply_rotary_pos_emb's repeat_interleave for K, then for Q)."""
+    and sin re-laid twice in each layer (apply_rotary_pos_emb's repeat_interleave for K, then for Q); GPT-NeoX's
+    parallel residual, whose two LayerNorms read the same input, F.layer_norm keeping it once."""
     from saved_tensors import saved_per_layer
     from test_hybrids import _transformers_tiny
     from oracle import spec_of

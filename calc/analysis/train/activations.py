@@ -48,7 +48,7 @@ attention, which has no kernel in transformers, keeps what its torch ops keep bl
 Measured with saved-tensor hooks on transformers' own tiny models (tests/test_train_torch.py,
 tests/test_zamba2.py, tests/test_deepseek_v4.py, fp32): Zamba2's shared blocks, whole layers of
 Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, Gemma-3n and Gemma-4 (text), GLM-4, ERNIE-4.5, Cohere-2, Apertus,
-GPT-2 (its GELU in each of transformers' forms), GPT-J, Phi-2, the MoE models
+GPT-2 (its GELU in each of transformers' forms), GPT-J, Phi-2, GPT-NeoX, the MoE models
 Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE, Llama-4 (every expert over every token), Cohere,
 Phi-3.5-MoE, Laguna, gpt-oss, Seed-OSS (its dropout masks) and DeepSeek-V4 (hyper-connections, the sliding, CSA and
 HCA attentions and the MoE block), MiniMax (lightning and softmax layers), the softmax layers of
@@ -695,6 +695,15 @@ def shared_terms(applied: Shared, b: int, s: int, d: int, act: int, recompute: s
             *([Term("shared block output (its linear's input)", n * d, act, "sp")] if applied.proj else [])]
 
 
+def _block_norms(block: Block, n: int, d: int, act: int, norms: str) -> list[Term]:
+    """Each of the block's norms; in a parallel block with two LayerNorms both read the block's input
+    (GPT-NeoX's parallel residual), which F.layer_norm keeps as it is: one tensor, held once."""
+    terms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})", norms)]
+    if block.parallel and len(block.norms) == 2 and block.norm.kind == "layernorm" and not block.norm.written_out:
+        terms[-1] = Term("norm (mlp_in): mean, rstd (its input is the attention norm's)", 2 * n, act, "sp")
+    return terms
+
+
 def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, flash: bool = False,
                 norms: str = "act", repeat_kv: bool = False) -> list[Term]:
     """What one layer of `block` keeps for backward under `recompute`, attention explicit or fused (`flash`),
@@ -705,7 +714,7 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
         return [Term("layer input (the checkpoint)", n * d, act, "sp")]
     if recompute == "op":
         return _op_sac(block, d, b, s, act)
-    kept_norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})", norms)]
+    kept_norms = _block_norms(block, n, d, act, norms)
     mlp = _mlp(block.mlp, n, d, act, block.norm) if block.mlp is not None else []
     if block.parallel and len(block.norms) == 1:  # one norm feeds both: the MLP reads the attention's input
         mlp = mlp[1:]
