@@ -15,7 +15,10 @@ import torch
 
 
 def saved_per_layer(model, ids: torch.Tensor) -> list[int]:  # noqa: ANN001
-    """Bytes each of model.model.layers holds for backward after forward (the loss on `ids` itself)."""
+    """Bytes each of the model's layers (its base model's `layers`, or GPT-2's and GPT-J's `h`) holds for
+    backward after forward (the loss on `ids` itself)."""
+    base = model.model if hasattr(model, "model") else model.base_model
+    layers = base.layers if hasattr(base, "layers") else base.h
     left_out = {p.untyped_storage().data_ptr() for p in model.parameters()}
     state: dict = {"at": [], "saved": []}
 
@@ -35,13 +38,13 @@ def saved_per_layer(model, ids: torch.Tensor) -> list[int]:  # noqa: ANN001
         left_out.update(t.untyped_storage().data_ptr() for t in out)
 
     # the model's rotary module, whatever its name (LFM2-MoE calls it pos_emb)
-    hooks = [module.register_forward_hook(tables) for module in model.model.children()
+    hooks = [module.register_forward_hook(tables) for module in base.children()
              if type(module).__name__.endswith("RotaryEmbedding")]
-    for index, layer in enumerate(model.model.layers):
+    for index, layer in enumerate(layers):
         hooks += [layer.register_forward_pre_hook(enter(index)), layer.register_forward_hook(leave)]
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         loss = model(ids, labels=ids).loss
-    kept, seen = [0] * len(model.model.layers), set()
+    kept, seen = [0] * len(layers), set()
     for index, ref in state["saved"]:
         tensor = ref()
         if tensor is not None and tensor.untyped_storage().data_ptr() not in seen:

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from calc.analysis.count import count
 from calc.analysis.train import Setup, train
 from calc.analysis.train.activations import korthikanti
+from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.analysis.train.params import held, nf4_bytes
 from calc.analysis.train.states import Tensor, model_states, optimizer_bytes
 from calc.cli import main
@@ -74,15 +75,19 @@ def test_korthikanti_table_2(tp: int, sp: bool, recompute: str, per_layer: str) 
 @pytest.mark.parametrize("dropout", [True, False])
 def test_ours_beside_korthikanti_on_gpt2_small(dropout: bool) -> None:
     """Their GPT-3 layer with dropout vs ours: with GPT-2's own dropout (attn_pdrop, resid_pdrop 0.1) the
-    difference is only LayerNorm's mean and rstd, which they leave out (2 × 2 per token, bf16); without
-    it also their dropout masks (2sbh + as²b bytes) and the dropped-out P (2as²b)."""
-    # source: https://huggingface.co/openai-community/gpt2/blob/main/config.json (attn_pdrop, resid_pdrop 0.1)
+    difference is LayerNorm's mean and rstd, which they leave out (2 × 2 per token, bf16), and the three
+    intermediates GPT2MLP's gelu_new keeps beyond their fused GELU's input (3 × 4h per token, bf16: 24sbh;
+    none with the fused GELU litgpt runs); without it also their dropout masks (2sbh + as²b bytes) and the
+    dropped-out P (2as²b)."""
+    # source: https://huggingface.co/openai-community/gpt2/blob/main/config.json (attn_pdrop, resid_pdrop 0.1,
+    # activation_function gelu_new)
     spec = load_spec("gpt2-small")
     s, b, h, a = 1024, 4, 768, 12
-    t = train(spec, Setup(s, b, attention="eager", dropout=dropout))
-    ours = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
     masks = 0 if dropout else 2 * s * b * h + 3 * a * s * s * b
-    assert t.korthikanti - ours == 12 * (masks - 8 * s * b)
+    for fused, written in ((False, 24 * s * b * h), (True, 0)):
+        t = train(spec, Setup(s, b, attention="eager", dropout=dropout, fused_gelu=fused))
+        ours = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
+        assert t.korthikanti - ours == 12 * (masks - 8 * s * b - written)
 
 
 @pytest.mark.parametrize(("framework", "dropout"), [("hf", True), ("deepspeed", True), ("torchtune", False),
@@ -90,11 +95,13 @@ def test_ours_beside_korthikanti_on_gpt2_small(dropout: bool) -> None:
 def test_a_framework_without_dropout_keeps_no_masks(framework: str, dropout: bool) -> None:
     """GPT-2's embd_pdrop keeps one bool mask per embedding element (n·d bytes) outside the layers; its
     layers keep P's mask and the dropped-out P, and each sublayer output's mask. torchtune's, litgpt's
-    and torchtitan's model code has no dropout, so their profiles turn it off; --dropout turns it back on."""
+    and torchtitan's model code has no dropout, so their profiles turn it off; --dropout turns it back on.
+    (litgpt's model runs a fused GELU where GPT2MLP writes gelu_new out: its base keeps that form's.)"""
     spec = load_spec("gpt2-small")
     s, b, d, h, layers = 128, 2, 768, 12, 12
     masks = layers * (b * h * s * s * (2 + 1) + 2 * s * b * d) + s * b * d  # bf16 P dropped, bool masks
-    base = train(spec, Setup(s, b, attention="eager", dropout=False)).activations
+    fused = FRAMEWORKS[framework].fused_gelu
+    base = train(spec, Setup(s, b, attention="eager", dropout=False, fused_gelu=fused)).activations
     code, out = run("train", "gpt2-small", "--seq", str(s), "--micro-batch", str(b), "--attention", "eager",
                     "--framework", framework, "--precision", "mixed", "--loss", "fp32", "--recompute", "none", "--json")
     assert code == 0 and json.loads(out)["activations"]["total"] == base + masks * dropout

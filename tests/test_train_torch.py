@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from calc.analysis.train.activations import _norm, activation_terms, layer_terms
+from calc.analysis.train.executed import as_run
 from calc.analysis.train.params import held
 from calc.analysis.train.loss import LITGPT_CHUNK, LOSSES
 from calc.analysis.train.precision import PRECISIONS
@@ -65,6 +66,8 @@ def test_saved_tensors_equal_the_activation_formula(name: str, recompute: str, a
     model = TrainingForward(flat_view(spec))
     ids = torch.randint(0, spec.vocab_size, (B, T))
     measured = saved_bytes(model, lambda: model(ids, recompute, attention))
+    # its GELU is torch's fused F.gelu, as litgpt's model runs one (GPT2MLP's gelu_new is written out: below)
+    spec = as_run(spec, "reference", True, fused_gelu=True)
     (block,) = spec.blocks.values()
     flash = attention == "flash"
     layer = sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, T, FP32, recompute, flash))
@@ -83,7 +86,7 @@ LAYER_TYPES = ["llama", "mistral", "qwen3", "olmo2", "olmo3", "exaone4", "gemma"
                "ernie4_5", "cohere2", "apertus", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "flex_olmo", "afmoe",
                "minimax", "minimax_m1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "glm4_moe",
                "hunyuan_v1_moe", "granitemoe", "ernie4_5_moe", "llama4_text", "cohere", "phimoe", "laguna", "gpt_oss",
-               "seed_oss"]
+               "seed_oss", "gpt2", "gptj", "phi", "gpt_neox"]
 # Every model_type at 12 tokens (past every window and chunk of 5); at 7 too MiniMax's lightning blocks of 4 (two
 # of them, not three) and a dense and a MoE model, the rest of the second length with --fuzz-long.
 SEVEN = ("minimax", "minimax_m1", "llama", "mixtral")
@@ -111,7 +114,10 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeyp
     (Llama4TextMoe), and its NoPE layers' query temperature; Cohere's per-head Q/K LayerNorm with
     full-width scales; Phi-3.5-MoE's sparsemixer, one masked softmax per pick; Laguna's soft-capped
     router; gpt-oss's sinks, top-k-first router and clamped SwiGLU with biases; Seed-OSS's dropout of P
-    and of each sublayer's output (its config's 0.1), the masks bool as a GPU keeps them (_gpu_dropout)."""
+    and of each sublayer's output (its config's 0.1), the masks bool as a GPU keeps them (_gpu_dropout); GPT-2's,
+    GPT-J's and Phi-2's GELU written out (gelu_new: test_gelu_forms_keep_what_transformers_keeps) and GPT-J's cos
+    and sin re-laid twice in each layer (apply_rotary_pos_emb's repeat_interleave for K, then for Q); GPT-NeoX's
+    parallel residual, whose two LayerNorms read the same input, F.layer_norm keeping it once."""
     from saved_tensors import saved_per_layer
     from test_hybrids import _transformers_tiny
     from oracle import spec_of
@@ -124,6 +130,62 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeyp
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
     assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, seq, FP32,
                                                                                         "none")) for block in blocks]
+
+
+# How many more tensors of the MLP's width each of transformers' ACT2FN forms keeps than torch's fused F.gelu (its
+# input), read off activations.py's ops: NewGELUActivation's pow keeps x, tanh its output, the product 0.5·x and
+# 1 + tanh (3 more); FastGELUActivation's products keep x, 0.7978845608·x, 0.044715·x, 1 + 0.044715·x², 0.5·x and
+# 1 + tanh, tanh its output (6 more); the python erf form's erf keeps x/√2, the product 0.5·x and 1 + erf, x
+# itself nothing (2 more); GELUTanh (gelu_pytorch_tanh) and GELUActivation (gelu) are F.gelu.
+MORE_THAN_FUSED = {"gelu_new": 3, "gelu_fast": 6, "gelu_python": 2, "gelu_pytorch_tanh": 0, "gelu": 0}
+
+
+@pytest.mark.parametrize(("dtype", "width"), [(torch.float32, FP32), (torch.bfloat16, 2)])
+@pytest.mark.parametrize("name", MORE_THAN_FUSED)
+def test_gelu_forms_keep_what_transformers_keeps(name: str, dtype: torch.dtype, width: int) -> None:
+    """GPT-2's MLP runs ACT2FN[activation_function] (tiny, fp32 and bf16, eager, dropout 0), measured layer by
+    layer with saved-tensor hooks: each layer's bytes equal layer_terms for the form the config names, and
+    exceed the fused form's (what litgpt's own model runs: fused_gelu) by MORE_THAN_FUSED tensors of B·T·d_ff."""
+    import transformers
+
+    from saved_tensors import saved_per_layer
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    config = {**tiny_config("gpt2"), **_zeroed(GPT2_KEYS), "activation_function": name}
+    torch.manual_seed(0)
+    data = {k: v for k, v in config.items() if k != "model_type"}
+    model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model("gpt2", **data),
+                                                          attn_implementation="eager").to(dtype).train()
+    spec = spec_of(config)
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+
+    def layer(run) -> int:  # noqa: ANN001
+        (block,) = run.blocks.values()
+        return sum(t.bytes(1, False) for t in layer_terms(block, run.d_model, B, T, width, "none"))
+
+    measured = saved_per_layer(model, ids)
+    assert measured == [layer(spec)] * spec.n_layers
+    fused = layer(as_run(spec, "reference", True, fused_gelu=True))
+    (block,) = spec.blocks.values()
+    assert measured[0] - fused == MORE_THAN_FUSED[name] * B * T * block.mlp.d_ff * width
+
+
+@pytest.mark.parametrize("model_type", ["gptj", "phi"])
+def test_gelu_new_layers_in_bf16_keep_what_transformers_keeps(model_type: str) -> None:
+    """GPT-J's and Phi-2's layers (gelu_new; GPT-J's fp32 copies of Q and K and its cos and sin re-laid for K
+    and for Q) in bf16, tiny, eager, measured layer by layer: each equals layer_terms at 2 bytes."""
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    spec, model = spec_of(tiny_config(model_type)), _transformers_tiny(model_type).to(torch.bfloat16).train()
+    model.set_attn_implementation("eager")
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, T, 2, "none"))
+                                           for block in blocks]
 
 
 @pytest.mark.parametrize("seq", [4, 12])
@@ -201,7 +263,6 @@ def test_dropout_keeps_what_transformers_keeps(model_type: str, rates: dict[str,
     ERNIE-4.5's and LFM2's attention passes dropout 0.0 whatever the config says, and keeps nothing more."""
     import transformers
 
-    from calc.analysis.train.executed import as_run
     from oracle import spec_of
     from tiny_models import VOCAB, tiny_config
 

@@ -14,9 +14,9 @@ from typing import Any, Callable
 
 from calc.arch.config import Config
 
-__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "KEYS", "TRANSFORMERS_BACKEND", "activation", "attention",
+__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "KEYS", "TRANSFORMERS_BACKEND", "WRITTEN_GELUS", "activation", "attention",
            "attention_kinds", "decoder", "defaulted_note", "gated_mlp", "granite_scalars", "kind_stack", "layer_kinds",
-           "layer_runs", "mha", "norm", "qwen3_vl_build", "renamed", "rope", "rotary_layers", "uniform",
+           "layer_runs", "mha", "mlp_activation", "norm", "qwen3_vl_build", "renamed", "rope", "rotary_layers", "uniform",
            "with_defaults"]
 
 # The same quantity under the names different configs give it (transformers' attribute_map), first wins.
@@ -250,6 +250,18 @@ def activation(cfg: Config, key: str) -> str:
     if name not in ACTIVATIONS:
         raise cfg.error(key, f"activation {name!r} is not one of {', '.join(ACTIVATIONS)}")
     return ACTIVATIONS[name]
+
+
+# transformers' ACT2FN names whose GELU is written out in python ops (NewGELUActivation, FastGELUActivation,
+# GELUActivation(use_gelu_python=True): activations.py), not torch's fused F.gelu; the MLP part's activation_form.
+WRITTEN_GELUS = ("gelu_new", "gelu_fast", "gelu_python")
+
+
+def mlp_activation(cfg: Config, key: str) -> dict[str, str]:
+    """The MLP's activation `key` names and the form transformers runs it in: what training keeps depends on
+    the form (calc/analysis/train/activations.py), the arithmetic does not."""
+    name = cfg.raw(key)
+    return {"activation": activation(cfg, key), "activation_form": name if name in WRITTEN_GELUS else "fused"}
 
 
 def renamed(cfg: Config, names: dict[str, str]) -> Config:

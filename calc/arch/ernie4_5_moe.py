@@ -36,7 +36,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     rms, bias = norm("rmsnorm", cfg.float("rms_norm_eps")), cfg.bool("use_bias")
     # dropout 0.0: Ernie4_5_MoeAttention sets attention_dropout = 0.0 whatever the config says
     attn = attention(cfg, q_bias=bias, k_bias=bias, v_bias=bias, o_bias=bias, dropout=0.0)
-    attn["rope"].update(interleaved=True, tables_per_call=True)  # apply_rotary_pos_emb's repeat_interleave
+    attn["rope"].update(interleaved=True, tables_per_call=1)  # apply_rotary_pos_emb's repeat_interleave
     mlps = {"dense": gated_mlp(cfg, bias=bias), "moe": _moe(cfg, bias)}
     kinds = ["moe" if moe else "dense" for moe in _moe_layers(cfg)]
     blocks = {kind: {"attention": attn, "mlp": mlps[kind], "norm": rms} for kind in dict.fromkeys(kinds)}

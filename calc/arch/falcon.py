@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, activation, mha, norm, renamed, rope, uniform, with_defaults
+from calc.arch.common import KEYS, mha, mlp_activation, norm, renamed, rope, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -33,7 +33,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(renamed(cfg, {"n_embed": "hidden_size"}), DEFAULTS)
     ln = norm("layernorm", cfg.float("layer_norm_epsilon"))
     d = cfg.int(*KEYS["d_model"])
-    mlp = {"d_ff": cfg.int("ffn_hidden_size", default=None) or 4 * d, "activation": activation(cfg, "activation"),
+    mlp = {"d_ff": cfg.int("ffn_hidden_size", default=None) or 4 * d, **mlp_activation(cfg, "activation"),
            "bias": cfg.bool("bias")}
     block = {"attention": _attention(cfg), "mlp": mlp, "norm": ln, **_norms(cfg), **_dropout(cfg)}
     # llama.cpp's falcon graph norms every token for the MLP where a parallel layer has two norms (llamacpp.mlp_norm_rows)

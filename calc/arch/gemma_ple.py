@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, activation, decoder, kind_stack, layer_kinds, norm, rope, with_defaults
+from calc.arch.common import KEYS, decoder, kind_stack, layer_kinds, mlp_activation, norm, rope, with_defaults
 from calc.arch.config import Config
 from calc.arch.gemma import _gemma3_rope
 
@@ -180,7 +180,7 @@ def _names(keys: list[tuple], varied: bool) -> dict[tuple, str]:
 
 def _block(cfg: Config, model_type: str, rms: dict[str, Any], key: tuple) -> dict[str, Any]:
     kind, shared, width, sparsity, heads = key
-    mlp = {"d_ff": width, "gated": True, "activation": activation(cfg, "hidden_activation"), "sparsity": sparsity}
+    mlp = {"d_ff": width, "gated": True, **mlp_activation(cfg, "hidden_activation"), "sparsity": sparsity}
     attn = _attention(cfg, model_type, rms, kind, shared, heads)
     if model_type == "gemma4_text" and cfg.bool("enable_moe_block"):
         mlp = {"kind": "moe", "n_experts": cfg.int("num_experts"), "top_k": cfg.int("top_k_experts"),

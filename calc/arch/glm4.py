@@ -36,7 +36,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     cfg = with_defaults(cfg, DEFAULTS)
     rms = norm("rmsnorm", cfg.float("rms_norm_eps"))
     attn = attention(cfg, o_bias=False)
-    attn["rope"].update(interleaved=True, tables_per_call=True)  # apply_rotary_pos_emb's repeat_interleave
+    attn["rope"].update(interleaved=True, tables_per_call=1)  # apply_rotary_pos_emb's repeat_interleave
     block = {"attention": attn, "mlp": gated_mlp(cfg, bias=False, fused_gate_up=True), "norm": rms,
              "norms": ("attn_in", "attn_out", "mlp_in", "mlp_out")}
     return uniform(cfg, "glm4", block, rms, cfg.bool("tie_word_embeddings"),

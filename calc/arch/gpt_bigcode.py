@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from calc.arch import gpt2
-from calc.arch.common import TRANSFORMERS_BACKEND, activation, with_defaults
+from calc.arch.common import TRANSFORMERS_BACKEND, mlp_activation, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -29,7 +29,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     block = spec["blocks"]["decoder"]
     if cfg.bool("multi_query"):
         block["attention"]["n_kv_heads"] = 1
-    block["mlp"]["activation"] = activation(cfg, "activation_function")
+    block["mlp"].update(mlp_activation(cfg, "activation_function"))
     # vLLM 0.32: GPTBigCodeForCausalLM through the Transformers backend (vllm/model_executor/models/registry.py L715)
     return {**spec, "name": cfg.raw("_name_or_path", default="gpt_bigcode"), "model_type": "gpt_bigcode",
             **TRANSFORMERS_BACKEND}

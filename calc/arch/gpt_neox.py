@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import TRANSFORMERS_BACKEND, activation, mha, norm, renamed, rope, uniform, with_defaults
+from calc.arch.common import TRANSFORMERS_BACKEND, mha, mlp_activation, norm, renamed, rope, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -33,7 +33,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     ln = norm("layernorm", cfg.float("layer_norm_eps"))
     attn = mha(cfg, cfg.bool("attention_bias"), fused_qkv=True, dropout=cfg.float("attention_dropout"))
     attn["rope"] = rope(cfg, attn["head_dim"])
-    mlp = {"d_ff": cfg.int("intermediate_size"), "activation": activation(cfg, "hidden_act"), "bias": True}
+    mlp = {"d_ff": cfg.int("intermediate_size"), **mlp_activation(cfg, "hidden_act"), "bias": True}
     # GPTNeoXLayer: hidden_dropout on the attention's and the MLP's outputs (post_*_dropout) and, in
     # GPTNeoXModel, on the embeddings (emb_dropout); attention_dropout on P
     block = {"attention": attn, "mlp": mlp, "norm": ln, "parallel": cfg.bool("use_parallel_residual"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, NO_LLAMACPP, activation, mha, norm, uniform, with_defaults
+from calc.arch.common import KEYS, NO_LLAMACPP, mha, mlp_activation, norm, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -26,10 +26,10 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     ln = norm("layernorm", cfg.float("layer_norm_epsilon"))
     attn = mha(cfg, False, dropout=cfg.float("attn_pdrop"))
     attn["rope"] = {"theta": 10000.0, "rotary_dim": cfg.int("rotary_dim", default=None) or attn["head_dim"],
-                    "interleaved": True}
+                    "interleaved": True, "tables_per_call": 2}  # apply_rotary_pos_emb re-lays them for K, then Q
     attn["qk_fp32"] = True  # eager_attention_forward (modeling_gptj.py): QKᵀ on query.to(float32), key.to(float32)
     d_ff = cfg.int("n_inner", default=None) or 4 * cfg.int(*KEYS["d_model"])
-    mlp = {"d_ff": d_ff, "activation": activation(cfg, "activation_function"), "bias": True}
+    mlp = {"d_ff": d_ff, **mlp_activation(cfg, "activation_function"), "bias": True}
     # GPTJAttention and GPTJMLP drop out their outputs (resid_pdrop); GPTJModel its embeddings (embd_pdrop)
     block = {"attention": attn, "mlp": mlp, "norm": ln, "norms": ("attn_in",), "parallel": True,
              "residual_dropout": cfg.float("resid_pdrop")}

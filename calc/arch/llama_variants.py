@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from calc.arch.common import (LLAMA_CLASS, TRANSFORMERS_BACKEND, activation, attention, gated_mlp, norm, uniform,
-                               with_defaults)
+from calc.arch.common import (LLAMA_CLASS, TRANSFORMERS_BACKEND, attention, gated_mlp, mlp_activation, norm,
+                               uniform, with_defaults)
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -85,7 +85,7 @@ def _ernie4_5(cfg: Config, block: dict[str, Any]) -> dict[str, Any]:
     bias = cfg.bool("use_bias")
     # Ernie4_5Attention sets attention_dropout = 0.0 whatever the config says (modeling_ernie4_5.py)
     attn = {**block["attention"], "q_bias": bias, "k_bias": bias, "v_bias": bias, "o_bias": bias, "dropout": 0.0}
-    attn["rope"] = {**attn["rope"], "interleaved": True, "tables_per_call": True}  # repeat_interleave per call
+    attn["rope"] = {**attn["rope"], "interleaved": True, "tables_per_call": 1}  # repeat_interleave per call
     return {**block, "attention": attn, "mlp": gated_mlp(cfg, bias=bias)}
 
 
@@ -104,7 +104,7 @@ def _hunyuan(cfg: Config, block: dict[str, Any]) -> dict[str, Any]:
 
 def _plain_mlp(cfg: Config, block: dict[str, Any]) -> dict[str, Any]:
     """Up, the activation, down: no gate."""
-    mlp = {"d_ff": cfg.int("intermediate_size"), "gated": False, "activation": activation(cfg, "hidden_act"),
+    mlp = {"d_ff": cfg.int("intermediate_size"), "gated": False, **mlp_activation(cfg, "hidden_act"),
            "bias": cfg.bool("mlp_bias", default=False)}
     return {**block, "mlp": mlp}
 

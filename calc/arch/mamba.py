@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (KEYS, TRANSFORMERS_BACKEND, activation, attention, current_kinds, decoder, gated_mlp,
-                               granite_scalars, kind_stack, layer_kinds, norm, sglang_ssm_dtype, with_defaults)
+from calc.arch.common import (KEYS, TRANSFORMERS_BACKEND, attention, current_kinds, decoder, gated_mlp,
+                               granite_scalars, kind_stack, layer_kinds, mlp_activation, norm, sglang_ssm_dtype,
+                               with_defaults)
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
@@ -132,8 +133,8 @@ def _nemotron_h(cfg: Config, model_type: str) -> dict[str, Any]:
         raise cfg.error("moe_latent_size", "latent MoE projections are not modelled yet")
     rms = norm("rmsnorm", cfg.float("layer_norm_epsilon"))
     state = "fp32" if cfg.raw("mamba_ssm_cache_dtype") == "float32" else "model"
-    act = activation(cfg, "mlp_hidden_act")
-    mlp = {"d_ff": cfg.int("intermediate_size"), "gated": False, "activation": act, "bias": cfg.bool("mlp_bias")}
+    mlp = {"d_ff": cfg.int("intermediate_size"), "gated": False, **mlp_activation(cfg, "mlp_hidden_act"),
+           "bias": cfg.bool("mlp_bias")}
     parts = {
         "linear_attention": ("attention", mamba2_mixer(cfg, "mamba_num_heads", "mamba_head_dim", "ssm_state_size",
                                                        "n_groups", "conv_kernel", None, "use_bias", "use_conv_bias",

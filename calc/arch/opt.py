@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, NO_LLAMACPP, activation, mha, norm, uniform, with_defaults
+from calc.arch.common import KEYS, NO_LLAMACPP, mha, mlp_activation, norm, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -32,7 +32,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     affine = cfg.bool("layer_norm_elementwise_affine")
     ln = norm("layernorm", 1e-5, weight=affine, bias=affine)
     bias = cfg.bool("enable_bias")
-    mlp = {"d_ff": cfg.int("ffn_dim"), "activation": activation(cfg, "activation_function"), "bias": bias}
+    mlp = {"d_ff": cfg.int("ffn_dim"), **mlp_activation(cfg, "activation_function"), "bias": bias}
     pre_norm = cfg.bool("do_layer_norm_before")
     # OPTDecoderLayer: `dropout` on the attention's and fc2's outputs before each add, `attention_dropout` on P
     block = {"attention": mha(cfg, bias, dropout=cfg.float("attention_dropout")), "mlp": mlp, "norm": ln,

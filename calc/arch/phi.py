@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import TRANSFORMERS_BACKEND, activation, attention, norm, uniform, with_defaults
+from calc.arch.common import TRANSFORMERS_BACKEND, attention, mlp_activation, norm, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -30,7 +30,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     attn = attention(cfg, q_bias=True, k_bias=True, v_bias=True, o_bias=True)
     if cfg.bool("qk_layernorm"):
         attn["qk_norm"] = {"norm": ln, "scope": "head"}
-    mlp = {"d_ff": cfg.int("intermediate_size"), "activation": activation(cfg, "hidden_act"), "bias": True}
+    mlp = {"d_ff": cfg.int("intermediate_size"), **mlp_activation(cfg, "hidden_act"), "bias": True}
     # PhiDecoderLayer: resid_pdrop on the attention's and the MLP's outputs, each before the sum;
     # PhiModel: embd_pdrop on the embeddings
     block = {"attention": attn, "mlp": mlp, "norm": ln, "norms": ("attn_in",), "parallel": True,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import activation, attention, gated_mlp, norm, uniform, with_defaults
+from calc.arch.common import attention, gated_mlp, mlp_activation, norm, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -34,7 +34,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
         # StableLmLayerNormPerHead: a LayerNorm of its own per head, each normalising its head's slice
         attn["qk_norm"] = {"norm": {**ln, "bias": False}, "scope": "full", "per_head": True}
     # StableLmDecoderLayer: hidden_dropout on the MLP's output only (attention_dropout on P, read by attention())
-    block = {"attention": attn, "mlp": gated_mlp(cfg, activation=activation(cfg, "hidden_act"), bias=False),
+    block = {"attention": attn, "mlp": gated_mlp(cfg, **mlp_activation(cfg, "hidden_act"), bias=False),
              "norm": ln, "residual_dropout": cfg.float("hidden_dropout"), "residual_dropout_on": "mlp"}
     if cfg.bool("use_parallel_residual"):
         block.update(norms=("attn_in",), parallel=True)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import LLAMACPP_NO_WINDOW, TRANSFORMERS_BACKEND, activation, attention, norm, uniform, with_defaults
+from calc.arch.common import (LLAMACPP_NO_WINDOW, TRANSFORMERS_BACKEND, attention, mlp_activation, norm, uniform,
+                               with_defaults)
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -28,7 +29,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     bias = cfg.bool("use_bias")
     attn = attention(cfg, q_bias=bias, k_bias=bias, v_bias=bias, o_bias=bias,
                      window=cfg.int("sliding_window", default=None))
-    mlp = {"d_ff": cfg.int("intermediate_size"), "activation": activation(cfg, "hidden_act"), "bias": bias}
+    mlp = {"d_ff": cfg.int("intermediate_size"), **mlp_activation(cfg, "hidden_act"), "bias": bias}
     # vLLM 0.32: Starcoder2ForCausalLM through the Transformers backend (vllm/model_executor/models/registry.py L728)
     # Starcoder2Attention and Starcoder2MLP drop out their outputs (residual_dropout); the model its embeddings
     block = {"attention": attn, "mlp": mlp, "norm": ln, "residual_dropout": cfg.float("residual_dropout")}

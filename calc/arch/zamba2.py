@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from calc.arch.common import KEYS, NO_LLAMACPP, activation, decoder, layer_runs, norm, rope, with_defaults
+from calc.arch.common import KEYS, NO_LLAMACPP, decoder, layer_runs, mlp_activation, norm, rope, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -124,7 +124,7 @@ def _applied(cfg: Config, d: int, copy: str, rms: dict[str, Any]) -> dict[str, A
                  "rope": rope(cfg, head_dim) if cfg.bool("use_mem_rope") else None,
                  "dropout": cfg.float("attention_dropout", default=0.0)}  # Zamba2Attention: on P in training
     mlp = {"kind": "mlp", "d_ff": cfg.int("intermediate_size", default=4 * d), "gated": True,
-           "activation": activation(cfg, "hidden_act"), "bias": cfg.bool("add_bias_linear"), "fused_gate_up": True}
+           **mlp_activation(cfg, "hidden_act"), "bias": cfg.bool("add_bias_linear"), "fused_gate_up": True}
     adapted = ["q", "k", "v"] if cfg.bool("use_shared_attention_adapter") else []
     if cfg.int("adapter_rank") < 1:
         raise cfg.error("adapter_rank", f"{cfg.raw('adapter_rank')}: every application's adapters have rank 1 or more")

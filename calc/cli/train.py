@@ -70,6 +70,10 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
               help="The model repeats K and V to every query head before its fused attention, which then keeps (and "
                    "under --cp rotates) them so: torchtitan's Llama before its 2026-01-27 'GQA without kv repeats', "
                    "torchtune's MultiHeadAttention.  [default: --no-repeat-kv]")
+@click.option("--fused-gelu/--written-gelu", default=None,
+              help="The model's GELU is torch's fused F.gelu (litgpt's own model), not the python form a config's "
+                   "gelu_new, gelu_fast or gelu_python names in transformers, which keeps 2 to 6 more tensors of the "
+                   "MLP's width.  [default: --written-gelu]")
 @click.option("--precision", type=click.Choice(_PRECISIONS),
               help="mixed: bf16 + fp32 master and states (16 B/param with AdamW); bf16: pure bf16 (8); "
                    "mixed-fp32-grads: Megatron (18); fp32-autocast: HF Trainer (16); fsdp-mixed: torchtitan (16).  "
@@ -130,7 +134,7 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, tp_impl: str | None,
           pp: int, pp_split: str | None, pp_schedule: str, pp_virtual: int | None, cp: int,
           float8: str, framework: str | None, moe_form: str | None, dropout: bool | None, tied: bool | None,
-          norm_upcast: bool | None, compiled: bool, repeat_kv: bool | None,
+          norm_upcast: bool | None, compiled: bool, repeat_kv: bool | None, fused_gelu: bool | None,
           precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
           attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool,
           grad_accumulation: int, no_sync: bool | None, fsdp1: bool | None, fsdp_head_unit: bool, offload: str | None,
@@ -164,7 +168,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
                                   "optimizer_impl": optimizer_impl, "tp_impl": tp_impl, "moe_form": moe_form,
                                   "dropout": dropout, "no_sync": no_sync, "fsdp1": fsdp1, "tied": tied,
                                   "norm_upcast": norm_upcast, "bnb": bnb, "pp_split": pp_split,
-                                  "repeat_kv": repeat_kv})
+                                  "repeat_kv": repeat_kv, "fused_gelu": fused_gelu})
     setup = Setup(seq, micro_batch, gpus, zero, tp, pp, sp, optimizer=optimizer, lora_rank=lora_rank,
                   lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,
                   optimizer_in_backward=optimizer_in_backward, grad_accumulation=grad_accumulation,

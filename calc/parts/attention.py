@@ -89,9 +89,10 @@ class Rope(Part):
     # temporal, height and width sections, each turned by its own position index. A text token has the same index
     # on all three, so weights and text outputs are a plain rope's; engines size their tables for it apart.
     sections: tuple[int, ...] = Field(default=(), strict=False)  # (): one position index, a plain rope
-    # the rotation re-lays cos and sin at each call (GLM's and ERNIE's apply_rotary_pos_emb repeat_interleave
-    # them): every layer then holds its own copy of both for backward, not the model's shared tables
-    tables_per_call: bool = False
+    # how many times a layer's rotation re-lays cos and sin (GLM's and ERNIE's apply_rotary_pos_emb
+    # repeat_interleave them once for Q and K together, GPT-J's once for each): every layer then holds that
+    # many copies of both for backward, not the model's shared tables
+    tables_per_call: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _sections(self) -> "Rope":

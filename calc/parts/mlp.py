@@ -19,6 +19,10 @@ __all__ = ["ACTIVATION_PARAMS", "LABELS", "MLP"]
 
 Activation = Literal["gelu", "gelu_tanh", "quick_gelu", "relu", "silu", "relu2"]  # without parameters (a MoE's experts)
 MLPActivation = Literal[Activation, "xielu"]
+# How the model's code runs a GELU: torch's fused F.gelu, or written out in python ops as transformers'
+# ACT2FN names them (gelu_new, gelu_fast, gelu_python). The same arithmetic; training keeps more for the
+# written forms (calc/analysis/train/activations.py), and a framework's own model may run the fused one.
+ActivationForm = Literal["fused", "gelu_new", "gelu_fast", "gelu_python"]
 # Learned parameters of an activation, per MLP (XIELUActivation's alpha_p and alpha_n: one each).
 ACTIVATION_PARAMS = {"xielu": 2}
 
@@ -28,6 +32,7 @@ class MLP(Part):
     d_ff: int = Field(gt=0)
     gated: bool = False
     activation: MLPActivation = "gelu"
+    activation_form: ActivationForm = "fused"
     bias: bool = False  # on up (and gate) and on down
     fused_gate_up: bool = False
     sparsity: float = Field(default=0.0, ge=0, lt=1, strict=False)  # Gemma-3n: the gate's Gaussian top-k

@@ -9,6 +9,7 @@ from calc.render.markup import styled
 from calc.render.table import Table
 
 from calc.analysis.train import PRECISIONS, Training
+from calc.analysis.train.activations import WRITTEN_GELU
 from calc.analysis.train.budget import Answer
 from calc.units import human_bytes
 
@@ -134,13 +135,17 @@ def train_notes(t: Training) -> list[str]:
                   for name, layers, moment, size in t.stage_peaks]
     if t.korthikanti is not None:
         ours = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
+        # their GPT-3 layer's GELU is Megatron's fused one, which keeps its input alone
+        written = sum(n * t.layer_bytes(tuple(x for x in terms if x.label.startswith(WRITTEN_GELU)))
+                      for _, n, terms in t.layers)
         notes += [f"Korthikanti et al. (arXiv 2205.05198), 34·s·b·h + 5·a·s²·b per layer with dropout: "
                   f"{t.korthikanti:,} B ({human_bytes(t.korthikanti)}); ours, {'with' if t.dropout else 'no'} "
                   f"dropout: {ours:,} B",
                   "  the difference: " + ("LayerNorm's mean and rstd, which ours keeps and they leave out (8·s·b)"
                                           if t.dropout else "their dropout masks (2·s·b·h + a·s²·b bytes) and "
                                           "dropped-out P (2·a·s²·b), less LayerNorm's mean and rstd they leave out "
-                                          "(8·s·b)")]
+                                          "(8·s·b)") + (f"; and {written:,} B the GELU written out in python ops "
+                                                         "keeps beyond their fused one" if written else "")]
     p = PRECISIONS[s.precision]
     notes.append(p.label + (f"; LoRA adapters {'fp32' if p.adapter == 4 else 'bf16'}, the base frozen"
                             if s.lora_rank else "") + "; activations bf16")

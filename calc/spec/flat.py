@@ -132,7 +132,10 @@ class FlatSpec(HeadWidths, BaseModel):
                      "o_bias": self.attn_out_bias, "fused_qkv": self.family == "gpt2", "rope": rope,
                      "dropout": self.dropout, "softmax_fp32": self.family != "gpt2"}  # GPT2Attention: no upcast
         gated = self.mlp == "swiglu"
-        mlp = {"d_ff": self.d_ff, "gated": gated, "activation": "silu" if gated else "gelu_tanh", "bias": self.mlp_bias}
+        # GPT2MLP runs ACT2FN[activation_function], gelu_new in GPT2Config and openai-community/gpt2's config.json
+        form = "gelu_new" if self.family == "gpt2" and not gated else "fused"
+        mlp = {"d_ff": self.d_ff, "gated": gated, "activation": "silu" if gated else "gelu_tanh", "bias": self.mlp_bias,
+               "activation_form": form}
         return {
             "name": self.name, "source": self.source, "model_type": self.family, "architecture": self.architecture,
             "vocab_size": self.vocab_size, "d_model": self.d_model, "n_positions": self.n_positions,

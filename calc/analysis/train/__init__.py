@@ -33,7 +33,8 @@ layer's backward casts, not what is kept (`float8.py`). Under torch.compile (`co
 what inductor's partitioner saves (`compiled.py`, measured on the CPU).
 
 The model runs as the framework runs it (`executed.py`): a MoE in its reference form or as grouped
-matmuls (`moe_form`), the config's dropout on or off (`dropout`), a tied head kept tied or not (`tied`).
+matmuls (`moe_form`), the config's dropout on or off (`dropout`), a tied head kept tied or not (`tied`),
+the config's GELU as transformers writes it or torch's fused op (`fused_gelu`).
 
 Under LoRA the trained parameters are the adapters, at the precision's adapter width (fp32 as PEFT
 keeps them, bf16 under pure bf16) with no master copy; the base is frozen at 16 bits (QLoRA: its
@@ -113,6 +114,7 @@ class Setup:
     moe_form: str = "reference"  # "grouped": a MoE run as top-k rows through grouped matmuls (executed.py)
     dropout: bool = True  # the config's dropout runs (False: the framework's model code has none)
     tied: bool = True  # the config's tied head holds (False: the framework's model has its own head, litgpt)
+    fused_gelu: bool = False  # the model's GELU is torch's fused F.gelu whatever the config names (litgpt's own model)
     norm_upcast: bool = False  # eager 16-bit RMSNorms upcast to fp32 and keep fp32 copies (activations._norm)
     repeat_kv: bool = False  # the model repeats K and V to every query head before attention (torchtitan's Llama
     # until torchtitan#2259, 2026-01-27: models/llama/model.py @ 9dec370, `keys = repeat_kv(xk, self.n_rep)`)
@@ -435,7 +437,7 @@ def train_stages(spec: ModelSpec, s: Setup) -> list[Training]:
     """Each pipeline stage's step, of the stages whose peak can be the largest (`_distinct_stages`); one
     step, the whole model's, without pipeline parallelism."""
     _check(spec, s)
-    spec = as_run(spec, s.moe_form, s.dropout, s.tied)
+    spec = as_run(spec, s.moe_form, s.dropout, s.tied, s.fused_gelu)
     if s.pp == 1:
         return [_train(spec, s, None)]
     if s.pp_schedule == "interleaved-1f1b":

@@ -11,7 +11,9 @@ test write it (tests/training_forward.py), in the activation dtype (`act`, bytes
   softmax                             keeps its output P: B·h·T·T (a sliding window or a chunk
                                       is a mask on it: transformers' eager_attention_forward); one that
                                       upcasts 16-bit logits keeps it in fp32, P·V the cast copy
-  SiLU / GELU                         keep their input; gate × up keeps both factors
+  SiLU / GELU                         keep their input; gate × up keeps both factors; a GELU written out
+                                      in python ops (transformers' gelu_new, gelu_fast, gelu_python) keeps
+                                      its intermediates too: 2 to 6 more of the MLP's width (GELU_KEPT)
   dropout (only where the config's p > 0)   keeps its mask, 1 byte an element (a GPU's bool); the
                                       dropout masks of GPT-2, GPT-BigCode, Phi, StarCoder2, OPT, GPT-NeoX,
                                       GPT-J, BLOOM, Phi-3, DBRX, StableLM, Falcon, MLA, Falcon-H1 and
@@ -45,7 +47,8 @@ transformers' torch fallback keeps, which is more (docs/training.md says how muc
 attention, which has no kernel in transformers, keeps what its torch ops keep block by block.
 Measured with saved-tensor hooks on transformers' own tiny models (tests/test_train_torch.py,
 tests/test_zamba2.py, tests/test_deepseek_v4.py, fp32): Zamba2's shared blocks, whole layers of
-Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, Gemma-3n and Gemma-4 (text), GLM-4, ERNIE-4.5, Cohere-2, Apertus, the MoE models
+Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, Gemma-3n and Gemma-4 (text), GLM-4, ERNIE-4.5, Cohere-2, Apertus,
+GPT-2 (its GELU in each of transformers' forms), GPT-J, Phi-2, GPT-NeoX, the MoE models
 Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE, Llama-4 (every expert over every token), Cohere,
 Phi-3.5-MoE, Laguna, gpt-oss, Seed-OSS (its dropout masks) and DeepSeek-V4 (hyper-connections, the sliding, CSA and
 HCA attentions and the MoE block), MiniMax (lightning and softmax layers), the softmax layers of
@@ -69,7 +72,7 @@ from calc.parts.augment import Augment
 from calc.parts.shared import Shared
 from calc.spec.model import Block, ModelSpec
 
-__all__ = ["RECOMPUTE", "Term", "activation_terms", "korthikanti", "layer_terms", "shared_terms"]
+__all__ = ["RECOMPUTE", "Term", "WRITTEN_GELU", "activation_terms", "korthikanti", "layer_terms", "shared_terms"]
 
 RECOMPUTE = ("none", "selective", "op", "full")
 INT64 = 8
@@ -259,11 +262,13 @@ def _output_gate(a: Attention | MLA, n: int, act: int) -> list[Term]:
 
 
 def _tables(a: Attention | MLA, s: int, act: int) -> list[Term]:
-    """A rotation that re-lays cos and sin at each call (GLM's and ERNIE's repeat_interleave) keeps its
-    own copy of both in every layer; the model's shared tables are counted once, outside the layers."""
+    """A rotation that re-lays cos and sin at each call keeps its own copies of both in every layer: GLM's
+    and ERNIE's repeat_interleave once for Q and K together, GPT-J's apply_rotary_pos_emb once for each
+    (measured: tests/test_train_torch.py); the model's shared tables are counted once, outside the layers."""
     rope = getattr(a, "rope", None)
-    return [Term("rotary cos and sin, re-laid at this layer's call", 2 * s * rope.rotary_dim, act, "")] \
-        if rope is not None and rope.tables_per_call else []
+    copies = rope.tables_per_call if rope is not None else 0
+    return [Term("rotary cos and sin, re-laid at this layer's call" + (f" ({copies} times)" if copies > 1 else ""),
+                 copies * 2 * s * rope.rotary_dim, act, "")] if copies else []
 
 
 def _qk_norm(a: Attention | MLA, n: int, act: int, norms: str) -> list[Term]:
@@ -526,7 +531,22 @@ def _mlp(m: MLP | MoE, n: int, d: int, act: int, norm: Norm | None = None) -> li
         return terms + _xielu(n * m.d_ff, act)
     sparse = [Term("the gate's Gaussian top-k: the gate, its std and multiplier (the cut gate is SiLU's input)",
                    n * m.d_ff + n + 1, act, "tp")] if m.sparsity else []  # Gemma3nTextMLP._gaussian_topk
-    return terms + [_hidden("MLP hidden", m, n * m.d_ff, act), *sparse]
+    return terms + [_hidden("MLP hidden", m, n * m.d_ff, act), *_written_gelu(m, n * m.d_ff, act), *sparse]
+
+
+# What a GELU keeps for backward beyond the one tensor F.gelu keeps (its input), by the form the model runs it
+# in (MLP.activation_form), measured with saved-tensor hooks on transformers' ACT2FN (tests/test_train_torch.py):
+# NewGELUActivation keeps x, tanh's output, 0.5·x and 1 + tanh; FastGELUActivation x, 0.7978845608·x, 0.044715·x,
+# 1 + 0.044715·x², tanh's output, 0.5·x and 1 + tanh; GELUActivation's python form x/√2, 0.5·x and 1 + erf.
+GELU_KEPT = {"fused": 1, "gelu_new": 4, "gelu_fast": 7, "gelu_python": 3}
+WRITTEN_GELU = "GELU written out"  # its term's label starts so
+
+
+def _written_gelu(m: MLP, elements: int, act: int) -> list[Term]:
+    """The tensors a GELU written out in python ops keeps beyond the fused one's input."""
+    extra = GELU_KEPT[m.activation_form] - 1
+    return [Term(f"{WRITTEN_GELU} ({m.activation_form}): its intermediates", extra * elements, act, "tp")] \
+        if extra else []
 
 
 def _hidden(label: str, part: MLP | MoE, elements: int, act: int) -> Term:
@@ -675,6 +695,15 @@ def shared_terms(applied: Shared, b: int, s: int, d: int, act: int, recompute: s
             *([Term("shared block output (its linear's input)", n * d, act, "sp")] if applied.proj else [])]
 
 
+def _block_norms(block: Block, n: int, d: int, act: int, norms: str) -> list[Term]:
+    """Each of the block's norms; in a parallel block with two LayerNorms both read the block's input
+    (GPT-NeoX's parallel residual), which F.layer_norm keeps as it is: one tensor, held once."""
+    terms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})", norms)]
+    if block.parallel and len(block.norms) == 2 and block.norm.kind == "layernorm" and not block.norm.written_out:
+        terms[-1] = Term("norm (mlp_in): mean, rstd (its input is the attention norm's)", 2 * n, act, "sp")
+    return terms
+
+
 def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, flash: bool = False,
                 norms: str = "act", repeat_kv: bool = False) -> list[Term]:
     """What one layer of `block` keeps for backward under `recompute`, attention explicit or fused (`flash`),
@@ -685,7 +714,7 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
         return [Term("layer input (the checkpoint)", n * d, act, "sp")]
     if recompute == "op":
         return _op_sac(block, d, b, s, act)
-    kept_norms = [t for position in block.norms for t in _norm(block.norm, n, d, act, f"norm ({position})", norms)]
+    kept_norms = _block_norms(block, n, d, act, norms)
     mlp = _mlp(block.mlp, n, d, act, block.norm) if block.mlp is not None else []
     if block.parallel and len(block.norms) == 1:  # one norm feeds both: the MLP reads the attention's input
         mlp = mlp[1:]

@@ -18,11 +18,15 @@ follows what the framework runs, so two of the spec's facts are the framework's 
   line 25: nn.Linear(n_embd, padded_vocab_size)) and its checkpoint converter copies the embedding
   into it when a checkpoint has none (scripts/convert_hf_checkpoint.py, lines 176-177): Gemma's or
   Llama 3.2's head there is a second vocab × d matrix, trained in full fine-tuning.
+- the GELU's form. transformers runs the GELU its config names through ACT2FN, written out in python
+  ops for gelu_new, gelu_fast and gelu_python (MLP.activation_form), which keep more for backward
+  than torch's fused F.gelu; litgpt's GptNeoxMLP calls F.gelu(x, approximate=config.gelu_approximate)
+  whatever the checkpoint's config named (litgpt/model.py @ 5895df10): `fused_gelu` runs that form.
 """
 
 from __future__ import annotations
 
-from calc.parts import MLA, Attention, MoE
+from calc.parts import MLA, MLP, Attention, MoE
 from calc.parts.parallel import Parallel
 from calc.spec.model import Block, ModelSpec
 
@@ -31,20 +35,22 @@ __all__ = ["MOE_FORMS", "as_run"]
 MOE_FORMS = ("reference", "grouped")
 
 
-def as_run(spec: ModelSpec, moe_form: str, dropout: bool, tied: bool = True) -> ModelSpec:
+def as_run(spec: ModelSpec, moe_form: str, dropout: bool, tied: bool = True, fused_gelu: bool = False) -> ModelSpec:
     """`spec` as the run executes it: its MoE blocks in `moe_form`, its dropout off unless `dropout`,
-    its head untied unless `tied`."""
+    its head untied unless `tied`, its GELUs torch's fused op where `fused_gelu`."""
     if not tied and spec.head.tied:
         spec = spec.replaced(head=spec.head.replaced(tied=False))
-    if moe_form == "reference" and dropout:
+    if moe_form == "reference" and dropout and not fused_gelu:
         return spec
-    blocks = {kind: _block(block, moe_form, dropout) for kind, block in spec.blocks.items()}
+    blocks = {kind: _block(block, moe_form, dropout, fused_gelu) for kind, block in spec.blocks.items()}
     embedding = spec.embedding if dropout else spec.embedding.replaced(dropout=0.0)
     return spec.replaced(blocks=blocks, embedding=embedding)
 
 
-def _block(block: Block, moe_form: str, dropout: bool) -> Block:
+def _block(block: Block, moe_form: str, dropout: bool, fused_gelu: bool = False) -> Block:
     changes: dict[str, object] = {}
+    if fused_gelu and isinstance(block.mlp, MLP):
+        changes["mlp"] = block.mlp.replaced(activation_form="fused")
     if moe_form == "grouped":
         changes.update({field: part.replaced(all_experts=False) for field, part in
                         (("mlp", block.mlp), ("shortcut", block.shortcut)) if isinstance(part, MoE)})

@@ -32,6 +32,7 @@ class Profile:
     fsdp1: bool = False  # its FSDP is torch's FSDP1 (peak.py: the root unit kept unsharded, no copy-out buffer)
     fsdp_keeps_last_layer: bool = True  # its FSDP2 leaves the last layer gathered after forward (peak.py)
     tied: bool = True  # False: its model has its own head whatever the config ties (executed.py)
+    fused_gelu: bool = False  # its model runs torch's fused F.gelu whatever GELU the config names (executed.py)
     norm_upcast: bool = False  # its eager RMSNorm upcasts a bf16 input and keeps fp32 copies (activations._norm)
     bnb: str = "current"  # the bitsandbytes its QLoRA runs under (bnb.py)
     qlora_head: bool = False  # its QLoRA quantises the LM head too
@@ -68,13 +69,15 @@ FRAMEWORKS: dict[str, Profile] = {
     # convert_module replaces every torch.nn.Linear, lm_head included; finetune/lora.py's fit loop reassigns
     # `logits = model(...)` each micro-batch and, with the config_hub's log_interval: 1, `loss` to a float;
     # finetune/full.py on several devices: Lightning's FSDPStrategy (torch FSDP1) with auto_wrap_policy={Block},
-    # so the embedding, final norm and lm_head are the root unit's
+    # so the embedding, final norm and lm_head are the root unit's; model.py @ 5895df10, GptNeoxMLP.forward:
+    # torch.nn.functional.gelu(x, approximate=self.config.gelu_approximate), whatever GELU the HF config named
     "litgpt": Profile("bf16", "fp32-chunked", "none", "foreach", "allocated (decimal GB)",
                       f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml", lora_fused_qkv=True, dropout=False,
                       no_sync=True, tied=False, norm_upcast=True, bnb="0.42.0", qlora_head=True,
-                      loop_holds_output=True, fsdp1=True),
+                      loop_holds_output=True, fsdp1=True, fused_gelu=True),
     # transformers Trainer, bf16=True: fp32 model under torch.autocast, one F.cross_entropy on
-    # logits.float() (loss/loss_utils.py), gradient_checkpointing False, optim adamw_torch
+    # logits.float() (loss/loss_utils.py), gradient_checkpointing False, optim adamw_torch; the model's GELU is
+    # ACT2FN[the config's name] (activations.py), written out in python ops for gelu_new, gelu_fast, gelu_python
     "hf": Profile("fp32-autocast", "fp32", "none", "foreach", "allocated",
                   "https://github.com/huggingface/transformers/blob/main/src/transformers/loss/loss_utils.py"),
     # torchtitan: FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) over fp32 sharded
@@ -107,7 +110,7 @@ def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object
         profile = FRAMEWORKS[framework]
         for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv", "tp_impl", "moe_form",
                     "dropout", "no_sync", "fsdp1", "tied", "norm_upcast", "bnb", "qlora_head", "loop_holds_output",
-                    "fsdp_keeps_last_layer", "pp_split", "repeat_kv"):
+                    "fsdp_keeps_last_layer", "pp_split", "repeat_kv", "fused_gelu"):
             out.setdefault(key, getattr(profile, key))
         out["framework"] = framework
     return out
