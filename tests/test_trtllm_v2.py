@@ -134,6 +134,42 @@ def test_v2_defaults_it_does_not_size_show_v1_and_say_why() -> None:
     assert "Number of tokens per block: 32." in gpt_oss and "not sized here on 2 ranks for sliding-window" in gpt_oss
 
 
+def test_phi_3_whose_every_layer_slides_is_one_full_attention_pool() -> None:
+    """Phi-3-mini (32 layers x 32 KV heads x 96, window 2,047 on every layer, its preset) at --seq 4k: its config has
+    no layer_types, so _derive_layer_type_attention_windows (_util.py at 0004396720) returns None and
+    _create_kv_cache_manager leaves max_attention_window unset; _clamp_max_attention_window_vec (resource_manager.py)
+    makes that [max_seq_len] and _resolve_v2_max_attention_window_vec None: one full-attention life cycle. A slot is
+    32 x K and V x 32 x 96 x 2 B x 32 tokens = 12,582,912 B; 8 GiB is 512 grains of 16 MiB, each 4/3 of a slot."""
+    slot, grain = 32 * 2 * 32 * 96 * 2 * 32, 16 * MIB
+    slots = 512 * grain // slot
+    assert -(-slots * slot // grain) <= 512 < -(-(slots + 1) * slot // grain)
+    answer = _memory("phi-3-mini", "--kv-memory", "8GiB", "--seq", "4k", "--use-kv-cache-manager-v2", "true")
+    v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
+    assert [g["life_cycle_windows"] for g in v2["pool_groups"]] == [[None]]
+    assert (v2["pool_slot_bytes"], v2["slots"], answer["engine"]["tokens"]) == ([slot], slots, slots * 32)
+    assert (slots, slots * 32) == (682, 21_824)
+    assert answer["server_says"][-2:] == ["role=key, pool_group_id=0, layer_group_id=0",
+                                          "role=value, pool_group_id=0, layer_group_id=0"]
+    assert "V2 derives no windows for phi-3-mini, whose every layer slides" in answer["engine_note"]
+
+
+def test_mistral_7b_on_two_ranks_syncs_its_quota_as_full_attention() -> None:
+    """Mistral-7B (32 layers x 8 KV heads x 128, window 4,096 on every layer) at --seq 8k --tp 2: no windows derived
+    (as Phi-3), so every layer is full attention and the rank sync has no window terms (_get_max_tokens_from_quota_impl
+    at 0004396720 with no sliding layer: max_num_tokens + (q - max_num_tokens x k) / k, k = 32 x 2 x 4 x 128 x 2 B)."""
+    quota, k = 8 * GIB, 32 * 2 * 4 * 128 * 2
+    tokens = 8192 + (int(quota * 0.95) - 8192 * k) / k
+    synced = min(quota, math.ceil(int(tokens * k) / 0.95))
+    grain = 16 * MIB
+    grains = -(-synced // grain)
+    slots = grains * grain // (k * 32)
+    answer = _memory("mistral-7b", "--kv-memory", "8GiB", "--seq", "8k", "--tp", "2",
+                     "--use-kv-cache-manager-v2", "true")
+    v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
+    assert (v2["quota_bytes"], v2["pool_slot_bytes"], v2["slots"]) == (synced, [k * 32], slots)
+    assert answer["engine"]["tokens"] == slots * 32
+
+
 def test_a_context_within_the_window_is_one_pool() -> None:
     """Gemma 3's sliding window is 1,024 (gemma3_multimodal.json): at --seq 1024 every window clamps to max_seq_len,
     _derive_layer_type_attention_windows derives none, and V2 keeps one pool of all 62 layers (one life cycle, one
@@ -229,8 +265,6 @@ def test_gemma_3_split_at_other_quotas(quota: int) -> None:
 @pytest.mark.parametrize("args, message", [
     (["gpt-oss-20b", "--engine", "trtllm", "--kv-memory", "8GiB", "--tp", "2", "--use-kv-cache-manager-v2", "true"],
      "gpt-oss-20b's KVCacheManagerV2 pool is not sized here on 2 ranks for sliding-window layers"),
-    (["phi-3-mini", "--engine", "trtllm", "--kv-memory", "8GiB", "--use-kv-cache-manager-v2", "true"],
-     "not sized here for a model whose every layer slides"),
     (["llama-3.1-8b", "--engine", "trtllm", "--kv-memory", "8GiB", "--pp", "2", "--use-kv-cache-manager-v2", "true"],
      "not sized here under pipeline parallelism"),
     (["llama-3.1-8b", "--engine", "vllm", "--kv-memory", "8GiB", "--use-kv-cache-manager-v2", "false"],

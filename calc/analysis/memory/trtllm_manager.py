@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from calc.analysis.memory.kv import KVCache, kv_layers
 from calc.analysis.memory.trtllm_dsa import TRTLLM_DSA_V2
-from calc.analysis.memory.trtllm_v2 import v2_unsized
+from calc.analysis.memory.trtllm_v2 import derived_windows, v2_unsized
 from calc.analysis.memory.trtllm_windows import window_note
 from calc.analysis.memory.vllm_indexer import DSA
 from calc.errors import GptcalcError
@@ -103,6 +103,10 @@ def _v2(spec: ModelSpec, kv: KVCache, setting: str) -> str:
 def _sliding(spec: ModelSpec, kv: KVCache) -> str:
     """What V2 does with sliding-window layers whose window is shorter than --seq: pools of their own life cycle."""
     sliding = sum(kind.n_layers for kind in kv.layers if kind.window and kind.window < kv.seq)
+    if sliding and not derived_windows(kv):
+        return (f"; V2 derives no windows for {spec.name}, whose every layer slides "
+                "(_derive_layer_type_attention_windows needs two window sizes), so it caches its "
+                f"{sliding} sliding-window layers for the whole context in one full-attention life cycle, as V1 does")
     return (f"; V2 keeps {spec.name}'s {sliding} sliding-window layers in a life cycle of their own, whose stale "
             "blocks leave the pool (_derive_layer_type_attention_windows, getStaleRange); tokens are requests of "
             "--seq tokens its pool groups hold" if sliding else "")

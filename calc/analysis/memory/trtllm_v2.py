@@ -64,8 +64,7 @@ pool_ratio is handed over. For Gemma 3 27B both float32 routes give the same slo
 GiB; the floors differ only where a quota holds a few windows.
 
 Not sized here: sliding windows on several ranks, whose quota sync (_get_max_tokens_from_quota) counts
-max_batch_size requests' windows in floats, the LLM API's max_batch_size default not being pinned; a model whose
-every layer slides (no full layers to derive windows against: Mistral-7B, Phi-3); pipeline parallelism, where ranks
+max_batch_size requests' windows in floats, the LLM API's max_batch_size default not being pinned; pipeline parallelism, where ranks
 of different layers agree on the fewest tokens; SWA scratch reuse (enable_swa_scratch_reuse, False by default but
 for DeepSeek-V4); and the host tier V2 adds by itself when host_cache_size is unset (min(quota, half the host's free
 memory over its ranks, 80 % of RLIMIT_MEMLOCK): _compute_auto_host_tier_quota), which holds evicted pages, not the
@@ -83,7 +82,7 @@ from calc.analysis.memory.kv import KVCache
 from calc.analysis.memory.trtllm_dsa import DSA_MANAGER, INDEX_KEY, index_key_buffers
 from calc.analysis.memory.vllm_indexer import DSA
 
-__all__ = ["V2Pool", "V2_SOURCE", "v2_pool", "v2_unsized"]
+__all__ = ["V2Pool", "V2_SOURCE", "derived_windows", "v2_pool", "v2_unsized"]
 
 V2_SOURCE = ("tensorrt_llm/_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at 0004396720 (quota, windows), "
              "cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storage/config.cpp, storageManager.cpp and "
@@ -333,13 +332,19 @@ def v2_unsized(kv: KVCache, pp: int, ranks: int = 1) -> str | None:
         return "under pipeline parallelism, where ranks of different layers agree on the fewest tokens"
     if any(kind.kind not in (*_PLAIN, DSA) or kind.ratio != 1 for kind in kv.layers) or kv.states:
         return "for this cache's layer kinds"
-    windows = {kind.window for kind in kv.layers if kind.window and kind.window < kv.seq}
-    if windows and all(kind.window for kind in kv.layers):
-        return "for a model whose every layer slides (no full-attention layers to derive windows against)"
-    if windows and ranks > 1:
+    if derived_windows(kv) and ranks > 1:
         return (f"on {ranks} ranks for sliding-window layers, whose quota sync counts max_batch_size requests' "
                 "windows (the LLM API's max_batch_size default not pinned)")
     return None
+
+
+def derived_windows(kv: KVCache) -> bool:
+    """Whether V2 gets windows of its own for this cache: _derive_layer_type_attention_windows (_util.py at
+    0004396720) hands it one only where the layers' windows, each clamped to max_seq_len, leave at least two sizes
+    (uses_vswa_kv_cache_layout), so a model whose every layer slides (Mistral-7B, Phi-3) keeps max_attention_window
+    unset, which _clamp_max_attention_window_vec (resource_manager.py) makes [max_seq_len]: one full-attention life
+    cycle, every layer cached for the whole context as in V1."""
+    return len({min(kind.window or kv.seq, kv.seq) for kind in kv.layers}) > 1
 
 
 def v2_pool(kv: KVCache, budget: int, block: int, ranks: int) -> V2Pool:
@@ -350,13 +355,14 @@ def v2_pool(kv: KVCache, budget: int, block: int, ranks: int) -> V2Pool:
     indexer keys are a third role of that layer, INDEX_KEY (DSACacheManagerV2, calc.analysis.memory.trtllm_dsa)."""
     fmt = kv.format
     keys = index_key_buffers(kv, block)
+    derived = derived_windows(kv)
     layers = []
     for kind in kv.layers:
         if kind.kind == DSA:
             continue
         own = tuple(fmt.row_bytes(width) * block for width in ((kind.k, kind.v) if kind.v else (kind.k,)))
         roles = _ROLES[:len(own)] + ((INDEX_KEY,) if kind.block in keys else ())
-        window = kind.window if kind.window and kind.window < kv.seq else None
+        window = kind.window if derived and kind.window and kind.window < kv.seq else None
         layers += [(own + keys.get(kind.block, ()), roles, window)] * kind.n_layers
     return V2Pool(budget, tuple(b for b, _, _ in layers), block, ranks, tuple(w for _, _, w in layers), kv.seq,
                   tuple(r for _, r, _ in layers), DSA_MANAGER if keys else V2Pool.manager)
