@@ -64,9 +64,9 @@ def test_mla_classes_preferring_v2_get_it(config: str, arch: str) -> None:
 
 
 def test_a_class_preferring_v2_that_is_not_sized_is_named() -> None:
-    """Gemma 3's sliding layers on 2 ranks: V2's quota sync there is not sized (trtllm_v2.v2_unsized)."""
+    """Gemma 3 under pipeline parallelism: V2's pools there are not sized (trtllm_v2.v2_unsized)."""
     output = _run("memory", f"{CONFIGS}/gemma3_multimodal.json", "--engine", "trtllm", "--kv-memory", "8GiB",
-                  "--seq", "4k", "--tp", "2")
+                  "--seq", "4k", "--pp", "2")
     assert f"for Gemma3ForConditionalGeneration {V2}" in output and V1 in output, output
 
 

@@ -21,7 +21,10 @@ Sources (NVIDIA/TensorRT-LLM; each file at the commit it was read at):
   the StorageManager constructor's fallback batch KVCacheDesc{2049, 2048}, ratioFromBatch / slotsToBytes /
   toPoolGroupRatio in float32, computePoolGroupMinSlotsFromConstraints' window floors, ratioToSlotCountList;
   createStorageConfig's pool groups keyed by slot-size list (std::map order); AttnLifeCycle::getStaleRange.
-- KvCacheConfig.max_util_for_resume default 0.95 (tensorrt_llm/llmapi/llm_args.py, "Default is 95%").
+- KvCacheConfig.max_util_for_resume default 0.95 (tensorrt_llm/llmapi/llm_args.py, "Default is 95%"); at 0004396720
+  BaseLlmArgs.max_batch_size Field(default=2048), max_num_tokens Field(default=8192) (llm_args.py).
+- Windows: _util.py at 0004396720 _derive_layer_type_attention_windows (None without layer_types or with fewer than
+  two clamped window sizes), resource_manager.py _clamp_max_attention_window_vec (None -> [max_seq_len]).
 Model shapes: Llama-3.1-8B 32 layers x 8 KV heads x 128 (its config.json); ALLaM-7B (tests/configs/model_types/
 llama.json) 32 layers x 32 KV heads x 128; Kimi-K2 (kimi_k2.json) 61 layers of a 512 + 64 MLA latent.
 """
@@ -127,11 +130,62 @@ def test_true_on_a_class_without_a_preference_sizes_v2() -> None:
     assert "KV cache manager v2 device quota set to 8.0GiB" in output and "(use_kv_cache_manager_v2: true)" in output
 
 
-def test_v2_defaults_it_does_not_size_show_v1_and_say_why() -> None:
-    """gpt-oss on 2 ranks: the quota sync counts max_batch_size requests' windows, whose default is not pinned; it
-    keeps V1's lines, with the reason."""
-    gpt_oss = _run("memory", "gpt-oss-20b", "--engine", "trtllm", "--kv-memory", "8GiB", "--seq", "4k", "--tp", "2")
-    assert "Number of tokens per block: 32." in gpt_oss and "not sized here on 2 ranks for sliding-window" in gpt_oss
+def _synced(quota: int, full: int, swa: int, request: int) -> int:
+    """KVCacheManagerV2.__init__'s rank sync at 0004396720 (kv_cache_manager_v2.py), written out from its source:
+    resumable = int(quota x 0.95); _get_max_tokens_from_quota_impl with size_per_batch = max_batch_size x the sliding
+    layers' ceil(window / 32) x 32 tokens' bytes, context tokens at full + swa bytes up to max_num_tokens, later ones
+    at full; _get_quota_from_max_tokens_impl back: int(T x full + 0 + batch + min(T, 8,192) x swa); then
+    min(quota, ceil(that / 0.95)). max_batch_size 2,048 and max_num_tokens 8,192: BaseLlmArgs' defaults
+    (tensorrt_llm/llmapi/llm_args.py at 0004396720)."""
+    batch, resumable, context = 2048 * request, int(quota * 0.95), full + swa
+    limit = 8192 * context + batch
+    if resumable < batch:
+        tokens = 0.0
+    elif resumable <= limit:
+        tokens = (resumable - batch) / context
+    else:
+        tokens = 8192 + (resumable - limit) / full
+    generation_quota = tokens * full + (tokens - min(tokens, 8192)) * 0 + batch
+    return min(quota, math.ceil(int(generation_quota + min(tokens, 8192) * swa) / 0.95))
+
+
+@pytest.mark.parametrize("tp, quota, synced", [(2, 46_010_227_914, 46_010_227_913), (4, 43_390_475_277, 43_390_475_276),
+                                              (8, 10_240_100_581, 10_240_100_580)])
+def test_gpt_oss_120b_on_several_ranks_syncs_a_quota_that_counts_its_windows(tp: int, quota: int,
+                                                                                 synced: int) -> None:
+    """gpt-oss-120b (36 layers, every other one sliding with window 128, 8 KV heads x 64) at --tp 2/4/8 and --seq 32k:
+    a layer's token is 2 x 8 / tp x 64 x 2 B; 18 full and 18 sliding layers; a request's windows are 18 x 128 tokens.
+    At these quotas the floats of the round trip drop a byte (with max_batch_size 1 instead of 2,048 they would not,
+    or would drop another). The two life cycles' slots (18 layers x K and V each) are one size, so one pool group; a
+    request of 32,768 tokens holds 1,024 full blocks and 4 sliding ones (1,024 less (32,769 - 128) // 32 stale)."""
+    layer = 2 * 8 // tp * 64 * 2
+    assert _synced(quota, 18 * layer, 18 * layer, 18 * 128 * layer) == synced < quota
+    grain = (2 * MIB) << min(4, int(math.log2(synced // GIB)))
+    grains, slot = -(-synced // grain), 18 * layer * 32
+    slots = grains * grain // slot
+    while -(-(slots + 1) * slot // grain) <= grains:
+        slots += 1
+    answer = _memory("gpt-oss-120b", "--kv-memory", str(quota), "--seq", "32k", "--tp", str(tp))
+    v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
+    assert (v2["quota_bytes"], v2["pool_slot_bytes"], v2["slots"]) == (synced, [slot], slots)
+    assert [g["request_slots"] for g in v2["pool_groups"]] == [1024 + 4]
+    assert answer["engine"]["tokens"] == slots * 32768 // 1028
+    assert f"KV cache manager v2 device quota set to {synced / GIB}GiB" in answer["server_says"]
+
+
+def test_gemma_3_on_two_ranks_keeps_a_quota_the_round_trip_returns_whole() -> None:
+    """Gemma 3 27B (gemma3_multimodal.json) at --tp 2: 10 full and 52 sliding layers (window 1,024) of 2 x 8 x 128 x
+    2 B a token. At 21,805,423,161 B the round trip returns the quota whole (with max_batch_size 1 it would lose a
+    byte); the grains (32 MiB) are then split as on one rank."""
+    layer, quota = 2 * 8 * 128 * 2, 21_805_423_161
+    assert _synced(quota, 10 * layer, 52 * layer, 52 * 1024 * layer) == quota
+    full, sliding, grain = 10 * layer * 32, 52 * layer * 32, 32 * MIB
+    expected = _fallback_split(-(-quota // grain) * grain, [full, sliding], [None, 1024], grain)
+    answer = _memory(f"{CONFIGS}/gemma3_multimodal.json", "--kv-memory", str(quota), "--seq", "8192", "--tp", "2")
+    v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
+    assert v2["quota_bytes"] == quota and [g["pool_slot_bytes"] for g in v2["pool_groups"]] == [[full], [sliding]]
+    assert [g["slots"] for g in v2["pool_groups"]] == expected
+    assert answer["engine"]["tokens"] == min(expected[0] * 8192 // 256, expected[1] * 8192 // 32)
 
 
 def test_phi_3_whose_every_layer_slides_is_one_full_attention_pool() -> None:
@@ -263,8 +317,6 @@ def test_gemma_3_split_at_other_quotas(quota: int) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["gpt-oss-20b", "--engine", "trtllm", "--kv-memory", "8GiB", "--tp", "2", "--use-kv-cache-manager-v2", "true"],
-     "gpt-oss-20b's KVCacheManagerV2 pool is not sized here on 2 ranks for sliding-window layers"),
     (["llama-3.1-8b", "--engine", "trtllm", "--kv-memory", "8GiB", "--pp", "2", "--use-kv-cache-manager-v2", "true"],
      "not sized here under pipeline parallelism"),
     (["llama-3.1-8b", "--engine", "vllm", "--kv-memory", "8GiB", "--use-kv-cache-manager-v2", "false"],
@@ -282,5 +334,5 @@ def test_fit_sizes_v2_where_memory_does_and_says_a_pipeline_layout_is_v1s() -> N
     one = [c for c in answer["candidates"] if c["gpus"] == 1]
     assert one and one[0]["kv_memory_bytes"] == 61_000_978_194 and one[0]["tokens"] == 465_408
     assert "KVCacheManagerV2's" in answer["engine_note"]
-    assert "a layout with pipeline parallelism (or, with sliding windows, on several GPUs) shows V1's pool" in \
+    assert "a layout with pipeline parallelism shows V1's pool" in \
         answer["engine_note"]

@@ -64,11 +64,12 @@ def test_a_v1_sliding_model_is_priced_at_every_layer_and_told_why() -> None:
 
 
 def test_a_v2_preferring_sliding_model_gets_both_notes() -> None:
-    """Gemma-3-27B (gemma3_multimodal.json) at TP 8: 62 layers x K and V x 16 / 8 KV heads x 128 x 2 B = 63,488 B a
-    token on one GPU; 8 GiB holds floor(2^33 / (32 x 63,488)) = 4,228 blocks."""
-    per_token = 62 * 2 * (16 // 8) * 128 * 2
+    """Gemma-3-27B (gemma3_multimodal.json) at TP 4 x PP 2, where V2 is not sized (pipeline parallelism): 62 / 2
+    layers x K and V x 16 / 4 KV heads x 128 x 2 B = 63,488 B a token on one GPU; 8 GiB holds
+    floor(2^33 / (32 x 63,488)) = 4,228 blocks."""
+    per_token = 62 // 2 * 2 * (16 // 4) * 128 * 2
     output = _run("memory", f"{CONFIGS}/gemma3_multimodal.json", "--engine", "trtllm", "--kv-memory", "8GiB",
-                  "--seq", "4k", "--tp", "8")
+                  "--seq", "4k", "--tp", "4", "--pp", "2")
     assert _allocated(per_token, 8 * GIB) in output and "(135296)." in output
     assert 'for Gemma3ForConditionalGeneration the default, "auto", picks KVCacheManagerV2' in output
     assert "V1 caches gemma3_multimodal's 52 sliding-window layers for the whole context" in output

@@ -64,7 +64,7 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
             if engine == "trtllm" else None)  # whose pools the tokens are
     if note and any(c.pool is not None and c.pool.v2 is not None for c in shown) and \
             any(c.pool is not None and c.pool.v2 is None for c in shown):
-        note += ("; a layout with pipeline parallelism (or, with sliding windows, on several GPUs) shows V1's pool, "
+        note += ("; a layout with pipeline parallelism shows V1's pool, "
                  "V2's not being sized there")
     if as_json:
         render.print_json({"model": spec.name, "seq": seq, "concurrency": concurrency, "engine": engine,

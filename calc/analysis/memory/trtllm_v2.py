@@ -1,4 +1,4 @@
-"""How TensorRT-LLM's KVCacheManagerV2 turns its byte quota into pages: full attention, and sliding windows on one rank.
+"""How TensorRT-LLM's KVCacheManagerV2 turns its byte quota into pages: full attention and sliding windows.
 
 The manager is sized from the same profiled budget as V1 (calc.analysis.memory.startup), but it takes bytes, not
 tokens. The chain, each link at the NVIDIA/TensorRT-LLM commit it was read at (the index holds each file at commits of
@@ -12,9 +12,9 @@ its own; the two Python files below at one commit, 0004396720, which gptcalc alr
     quota    tensorrt_llm/_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at 0004396720, KVCacheManagerV2.__init__:
              quota = int(max_gpu_total_bytes), logged as "max_gpu_total_bytes is provided. New quota is {q}GiB";
              on more than one rank it is min(quota, ceil(Q(T(int(quota x max_util_for_resume))) /
-             max_util_for_resume)), T the tokens a quota holds (_get_max_tokens_from_quota: quota / k below
-             max_num_tokens x k, else max_num_tokens + (quota - max_num_tokens x k) / k, in floats, k the bytes of a
-             token) taken at the MIN over ranks, Q its inverse (int(T x k)); then "KV cache manager v2 device quota
+             max_util_for_resume)), T the tokens a quota holds (_get_max_tokens_from_quota, in floats, sliding
+             layers priced by max_batch_size requests' windows: calc.analysis.memory.trtllm_v2_sync) taken at the
+             MIN over ranks, Q its inverse; then "KV cache manager v2 device quota
              set to {quota / (1 << 30)}GiB" (a Python float's repr) and GpuCacheTierConfig(quota)
     layers   same file, _build_base_config: one AttentionLayerConfig a layer with a KEY buffer (and a VALUE one unless
              the cache is K-only, MLA's latent) of that role's bytes a token x tokens_per_block; with
@@ -63,12 +63,10 @@ sums per pool group, and takes initial_pool_ratio per life cycle ("layer group")
 pool_ratio is handed over. For Gemma 3 27B both float32 routes give the same slots at 3,000 random quotas from 1 to 200
 GiB; the floors differ only where a quota holds a few windows.
 
-Not sized here: sliding windows on several ranks, whose quota sync (_get_max_tokens_from_quota) counts
-max_batch_size requests' windows in floats, the LLM API's max_batch_size default not being pinned; pipeline parallelism, where ranks
-of different layers agree on the fewest tokens; SWA scratch reuse (enable_swa_scratch_reuse, False by default but
-for DeepSeek-V4); and the host tier V2 adds by itself when host_cache_size is unset (min(quota, half the host's free
-memory over its ranks, 80 % of RLIMIT_MEMLOCK): _compute_auto_host_tier_quota), which holds evicted pages, not the
-GPU pool, and depends on the host.
+Not sized here: pipeline parallelism, where ranks of different layers agree on the fewest tokens; SWA scratch reuse
+(enable_swa_scratch_reuse, False by default but for DeepSeek-V4); and the host tier V2 adds by itself when
+host_cache_size is unset (min(quota, half the host's free memory over its ranks, 80 % of RLIMIT_MEMLOCK):
+_compute_auto_host_tier_quota), which holds evicted pages, not the GPU pool, and depends on the host.
 """
 
 from __future__ import annotations
@@ -80,20 +78,19 @@ from dataclasses import dataclass
 
 from calc.analysis.memory.kv import KVCache
 from calc.analysis.memory.trtllm_dsa import DSA_MANAGER, INDEX_KEY, index_key_buffers
+from calc.analysis.memory.trtllm_v2_sync import synced_quota
 from calc.analysis.memory.vllm_indexer import DSA
 
 __all__ = ["V2Pool", "V2_SOURCE", "derived_windows", "v2_pool", "v2_unsized"]
 
 V2_SOURCE = ("tensorrt_llm/_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at 0004396720 (quota, windows), "
+             "tensorrt_llm/llmapi/llm_args.py at 0004396720 (max_batch_size 2,048, max_num_tokens 8,192), "
              "cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storage/config.cpp, storageManager.cpp and "
              "storage/core.cpp at 1148a82f66 (pools, grain, split, slots)")
 PAGE = 2 << 20  # storageManager.cpp cacheTierGranularity: kPageSize, the GPU grain's unit
 MAX_SHIFT = 4  # the grain grows to at most 2 MiB << 4 = 32 MiB
 GIB = 1 << 30
-# KvCacheConfig.max_util_for_resume's default (tensorrt_llm/llmapi/llm_args.py: "Default is 95%")
-MAX_UTIL_FOR_RESUME = 0.95
 FALLBACK_CAPACITY, FALLBACK_HISTORY = 2049, 2048  # StorageManager's fallback batch: KVCacheDesc{2049, 2048}
-MAX_NUM_TOKENS = 8192  # KVCacheManagerV2's max_num_tokens: the executor's, BuildConfig.max_num_tokens by default
 _PLAIN = ("MHA", "GQA", "MQA", "MLA")
 _ROLES = ("key", "value")
 
@@ -157,12 +154,12 @@ class V2Pool:
     @property
     def quota(self) -> int:
         """The quota the manager logs: the budget, on several ranks after the token round trip
-        (KVCacheManagerV2.__init__), in the floats TensorRT-LLM computes it in (one full-attention life cycle)."""
+        (KVCacheManagerV2.__init__, calc.analysis.memory.trtllm_v2_sync), sliding layers priced by their window."""
         quota = int(self.budget)
         if self.ranks <= 1:
             return quota
-        tokens = _tokens_from_quota(int(quota * MAX_UTIL_FOR_RESUME), self.token_bytes)
-        return min(quota, math.ceil(int(_quota_from_tokens(tokens, self.token_bytes)) / MAX_UTIL_FOR_RESUME))
+        layer_bytes = [sum(layer) // self.block for layer in self.buffers]
+        return synced_quota(quota, layer_bytes, self._windows, self.block)
 
     @property
     def grain(self) -> int:
@@ -315,26 +312,12 @@ def _f32_sum(values: Iterable[float]) -> float:
     return total
 
 
-def _tokens_from_quota(quota: int, k: int) -> float:
-    """_get_max_tokens_from_quota_impl for full-attention layers only (no window terms)."""
-    limit = MAX_NUM_TOKENS * k
-    return quota / k if quota <= limit else MAX_NUM_TOKENS + (quota - limit) / k
-
-
-def _quota_from_tokens(tokens: float, k: int) -> float:
-    """_get_quota_from_max_tokens_impl for full-attention layers only: max_tokens x k (the window terms add 0)."""
-    return tokens * k
-
-
 def v2_unsized(kv: KVCache, pp: int, ranks: int = 1) -> str | None:
     """Why this cache's V2 pool is not sized here, or None when it is one gptcalc sizes."""
     if pp > 1:
         return "under pipeline parallelism, where ranks of different layers agree on the fewest tokens"
     if any(kind.kind not in (*_PLAIN, DSA) or kind.ratio != 1 for kind in kv.layers) or kv.states:
         return "for this cache's layer kinds"
-    if derived_windows(kv) and ranks > 1:
-        return (f"on {ranks} ranks for sliding-window layers, whose quota sync counts max_batch_size requests' "
-                "windows (the LLM API's max_batch_size default not pinned)")
     return None
 
 
