@@ -22,8 +22,10 @@ scratch reuse off, its default):
 For identical ranks (tensor parallelism) the round trip returns the quota up to the floats' rounding, a byte or two
 lower, so what max_batch_size moves is that last byte and the floor below a batch of windows. Its value is the
 executor's: llm_args.py at 0004396720 declares BaseLlmArgs.max_batch_size = Field(default=2048) and max_num_tokens
-8192 (normalize_optional_fields_to_defaults puts a None back to them), which py_executor_creator hands to
-KvCacheCreator and _util.py's _create_kv_cache_manager to the manager (max_batch_size=...; max_num_tokens=...).
+8192 (normalize_optional_fields_to_defaults puts a None back to them); create_py_executor takes them from
+llm_args.get_runtime_sizes() and hands max_batch_size unchanged to KvCacheCreator (py_executor_creator.py at
+000429d57d, the version the index holds), whose managers get max_batch_size=self._max_batch_size (_util.py at
+0004396720).
 """
 
 from __future__ import annotations
