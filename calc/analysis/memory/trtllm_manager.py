@@ -13,10 +13,11 @@ that added the preference, and docs/source/features/kvcache.md at 0076e9390e ("M
 default"). No other class was found stating one (those pull requests, kvcache.md, a search of the index for the
 hook), so "auto" is taken to keep V1 for it, and the note says it was not found rather than that there is none.
 
-Where the manager is KVCacheManagerV2 and the model's layers make one pool group (every layer one window: plain
-attention, MLA or DSA (DSACacheManagerV2: calc.analysis.memory.trtllm_dsa), Llama 4's chunked layers included, which
-V2 keeps in one full-context pool: kvcache.md "chunked attention does not partition the pools"), gptcalc sizes V2's
-pool and prints its lines (calc.analysis.memory.trtllm_v2); otherwise it shows V1's and says why V2's is not sized.
+Where the manager is KVCacheManagerV2 and its layers are plain attention, MLA or DSA (DSACacheManagerV2:
+calc.analysis.memory.trtllm_dsa), full or sliding (Llama 4's chunked layers full, which V2 keeps in one full-context
+pool: kvcache.md "chunked attention does not partition the pools"; a model whose every layer slides full too,
+trtllm_v2.derived_windows), without pipeline parallelism, gptcalc sizes V2's pools and prints its lines
+(calc.analysis.memory.trtllm_v2); otherwise it shows V1's and says why V2's is not sized.
 `use_kv_cache_manager_v2` ("auto", "true", "false"; --use-kv-cache-manager-v2) picks as TensorRT-LLM does; "true" on
 a model whose V2 pool is not sized is refused rather than answered with V1's figures.
 """
