@@ -12,8 +12,9 @@ test write it (tests/training_forward.py), in the activation dtype (`act`, bytes
                                       is a mask on it: transformers' eager_attention_forward); one that
                                       upcasts 16-bit logits keeps it in fp32, P·V the cast copy
   SiLU / GELU                         keep their input; gate × up keeps both factors; a GELU written out
-                                      in python ops (transformers' gelu_new, gelu_fast, gelu_python) keeps
-                                      its intermediates too: 2 to 6 more of the MLP's width (GELU_KEPT)
+                                      in python ops (transformers' gelu_new, gelu_fast, gelu_python,
+                                      quick_gelu) keeps its intermediates too: 1 to 6 more of the MLP's
+                                      width (GELU_KEPT)
   dropout (only where the config's p > 0)   keeps its mask, 1 byte an element (a GPU's bool); the
                                       dropout masks of GPT-2, GPT-BigCode, Phi, StarCoder2, OPT, GPT-NeoX,
                                       GPT-J, BLOOM, Phi-3, DBRX, StableLM, Falcon, MLA, Falcon-H1 and
@@ -537,8 +538,9 @@ def _mlp(m: MLP | MoE, n: int, d: int, act: int, norm: Norm | None = None) -> li
 # What a GELU keeps for backward beyond the one tensor F.gelu keeps (its input), by the form the model runs it
 # in (MLP.activation_form), measured with saved-tensor hooks on transformers' ACT2FN (tests/test_train_torch.py):
 # NewGELUActivation keeps x, tanh's output, 0.5·x and 1 + tanh; FastGELUActivation x, 0.7978845608·x, 0.044715·x,
-# 1 + 0.044715·x², tanh's output, 0.5·x and 1 + tanh; GELUActivation's python form x/√2, 0.5·x and 1 + erf.
-GELU_KEPT = {"fused": 1, "gelu_new": 4, "gelu_fast": 7, "gelu_python": 3}
+# 1 + 0.044715·x², tanh's output, 0.5·x and 1 + tanh; GELUActivation's python form x/√2, 0.5·x and 1 + erf;
+# QuickGELUActivation's x·σ(1.702·x) x and the sigmoid (the product by 1.702 keeps nothing).
+GELU_KEPT = {"fused": 1, "gelu_new": 4, "gelu_fast": 7, "gelu_python": 3, "quick_gelu": 2}
 WRITTEN_GELU = "GELU written out"  # its term's label starts so
 
 
