@@ -207,6 +207,38 @@ def test_gelu_new_layers_in_bf16_keep_what_transformers_keeps(model_type: str) -
                                            for block in blocks]
 
 
+# Falcon's attention variants (tiny_models.py's is Falcon-7B's: multi_query, one shared norm in parallel):
+# FalconAttention._split_heads picks K and V by list index ([-2], [-1]) in the multi-query and new-architecture
+# layouts, each keeping its int64 index (16 B a layer); per head otherwise, by int index, keeping nothing.
+FALCON_LAYOUTS = {"multi_query": ({}, 16), "per head": ({"multi_query": False}, 0),
+                  "new architecture": ({"new_decoder_architecture": True, "num_kv_heads": 2}, 16),
+                  "sequential": ({"parallel_attn": False}, 16)}
+
+
+@pytest.mark.parametrize("layout", FALCON_LAYOUTS)
+def test_falcon_layers_equal_what_transformers_holds(layout: str) -> None:
+    """transformers' tiny Falcon (fp32, eager from the start: its attention is not switched after construction),
+    measured layer by layer: each layer equals layer_terms, the list indices' 16 B included where it picks so."""
+    import transformers
+
+    from saved_tensors import saved_per_layer
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    changes, indices = FALCON_LAYOUTS[layout]
+    config = {**tiny_config("falcon"), **changes}
+    data = {k: v for k, v in config.items() if k != "model_type"}
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model("falcon", **data),
+                                                          attn_implementation="eager").train()
+    spec = spec_of(config)
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    terms = [layer_terms(spec.blocks[spec.block_at(layer)], spec.d_model, B, T, FP32, "none")
+             for layer in range(spec.n_layers)]
+    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer) for layer in terms]
+    assert sum(t.bytes(1, False) for t in terms[0] if "list indices" in t.label) == indices
+
+
 @pytest.mark.parametrize("seq", [4, 12])
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "gemma3_text"])
 def test_sdpa_layers_equal_what_transformers_holds(model_type: str, seq: int) -> None:

@@ -179,7 +179,15 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
     return [Term(ATTENTION_INPUT, n * d, act, "input"), *inner, *_qk_norm(a, n, act, norms), *core,
-            *_tables(a, s, act), *_temperature(a, s), *_output_gate(a, n, act), *_augment(a, n, d, act)]
+            *_tables(a, s, act), *_temperature(a, s), *_output_gate(a, n, act), *_augment(a, n, d, act),
+            *_list_indices(a)]
+
+
+def _list_indices(a: Attention | MLA) -> list[Term]:
+    """K and V picked by one-element list indices (Falcon's _split_heads): indexing with a list keeps the
+    index, an int64 tensor, for backward, one for K and one for V (measured: tests/test_train_torch.py)."""
+    return [Term("K and V picked by list indices: the two indices (int64)", 2, INT64, "")] \
+        if getattr(a, "kv_list_index", False) else []
 
 
 def _qkv(a: Attention, n: int, k: int, v: int, act: int, heads: str, explicit: bool) -> list[Term]:
