@@ -49,7 +49,8 @@ attention, which has no kernel in transformers, keeps what its torch ops keep bl
 Measured with saved-tensor hooks on transformers' own tiny models (tests/test_train_torch.py,
 tests/test_zamba2.py, tests/test_deepseek_v4.py, fp32): Zamba2's shared blocks, whole layers of
 Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, Gemma-3n and Gemma-4 (text), GLM-4, ERNIE-4.5, Cohere-2, Apertus,
-GPT-2 (its GELU in each of transformers' forms), GPT-J, Phi-2, GPT-NeoX, the MoE models
+GPT-2 (its GELU in each of transformers' forms and QuickGELU), GPT-J, Phi-2, GPT-NeoX, Falcon (its four
+attention layouts), the MoE models
 Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE, Llama-4 (every expert over every token), Cohere,
 Phi-3.5-MoE, Laguna, gpt-oss, Seed-OSS (its dropout masks) and DeepSeek-V4 (hyper-connections, the sliding, CSA and
 HCA attentions and the MoE block), MiniMax (lightning and softmax layers), the softmax layers of
