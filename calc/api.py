@@ -218,18 +218,10 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     from calc.analysis.memory import (budget_for, find_scheme, inference, layout_for, parse_budget, parse_cpu_experts,
                                       weight_choice)
     from calc.analysis.memory.pool_settings import PoolSettings
+    from calc.analysis.memory.refusals import refuse_unserved
     from calc.errors import GptcalcError
 
-    if engine == "trtllm":  # each engine's modules load only under it: a plain `memory` answers at start-up speed
-        from calc.analysis.memory.trtllm_manager import refuse_v2_only
-        from calc.analysis.memory.trtllm_models import refuse_unbuilt
-
-        refuse_unbuilt(spec, engine)
-        refuse_v2_only(spec, engine)
-    if engine == "llamacpp":
-        from calc.analysis.memory.llamacpp import refuse_unconverted
-
-        refuse_unconverted(spec, engine)
+    refuse_unserved(spec, engine)
     settings = pool_settings or PoolSettings()
     target = parse_budget(budget) if budget is not None else None  # `budget=''` is an error, not no budget
     layout = layout_for(target, tp, pp, ep)

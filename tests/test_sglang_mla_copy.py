@@ -20,6 +20,11 @@ from calc.analysis.memory.startup import engine_extra_weights
 
 KV_B_V3 = 61 * 128 * (128 + 128) * 512  # DeepSeek-V3's kv_b_proj values, every layer, whole
 KV_B_GLM_FLASH = 47 * 20 * (192 + 256) * 512
+# Kimi-Linear-48B-A3B's config.json (presets/kimi-linear-48b-a3b.yaml: full_attn_layers 4, 8, 12, 16, 20, 24, 27 are
+# MLA, 32 heads, kv_lora_rank 512, qk_nope_head_dim 128, v_head_dim 128) and LongCat-Flash-Chat's
+# (presets/longcat-flash.yaml: num_layers 28, each with two MLA layers, 64 heads, kv_lora_rank 512, 128 + 128)
+KV_B_KIMI_LINEAR = 7 * 32 * (128 + 128) * 512
+KV_B_LONGCAT = 28 * 2 * 64 * (128 + 128) * 512
 
 
 def weights(model: str, tp: int = 1, **kwargs: object) -> tuple[calc.ModelSpec, object]:
@@ -63,8 +68,25 @@ def test_mtp_draft_layer_copied() -> None:
     assert draft.own == 1_661_046_944 + 128 * 256 * 512 // 8 * 2  # docs/memory.md's draft before the copy
 
 
-@pytest.mark.parametrize("model", ["llama-3.1-8b", "kimi-linear-48b-a3b"])
-def test_none_where_not_read(model: str) -> None:
-    """No MLA (Llama) or an MLA model SGLang builds in another file (Kimi-Linear's kimi_linear.py, not read): none."""
-    spec, held = weights(model)
+def test_none_without_mla() -> None:
+    spec, held = weights("llama-3.1-8b")
     assert kv_b_copy(spec, held) == 0
+
+
+@pytest.mark.parametrize(("quant", "each"), [(None, 2), ("fp8-block", 2), ("fp8-channel", 1), ("fp8", 1)])
+def test_longcat_flash_copies_as_deepseek_does(quant: str | None, each: int) -> None:
+    """LongcatFlashForCausalLM.post_load_weights (models/longcat_flash.py at sgl-project/sglang@01f67c34) runs
+    deepseek's dequantise / requantise / copy for both MLA layers of each layer: bf16 as published, a 128 x 128
+    block-FP8 kv_b dequantised to bf16, a per-channel or per-tensor one requantised to FP8."""
+    spec, held = weights("longcat-flash", quant=quant)
+    assert kv_b_copy(spec, held) == KV_B_LONGCAT * each
+
+
+@pytest.mark.parametrize(("quant", "each"), [(None, 2), ("fp8-block", 1), ("fp8-channel", 1), ("fp8", 1)])
+def test_kimi_linear_copies_its_kv_b_as_stored(quant: str | None, each: int) -> None:
+    """KimiLinearForCausalLM.post_load_weights (models/kimi_linear.py at sgl-project/sglang@0220422f) splits each
+    full-attention layer's kv_b_proj.weight into w_kc and w_vc, each made contiguous, with no dequantising: its
+    bf16 kv_b once more, 58,720,256 B; an FP8 one, block-scaled too, in FP8 (where DeepSeek-V3's is bf16)."""
+    spec, held = weights("kimi-linear-48b-a3b", quant=quant)
+    assert kv_b_copy(spec, held) == KV_B_KIMI_LINEAR * each
+    assert KV_B_KIMI_LINEAR * 2 == 58_720_256

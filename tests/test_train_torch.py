@@ -140,12 +140,9 @@ def test_layers_equal_what_transformers_holds(model_type: str, seq: int, monkeyp
 MORE_THAN_FUSED = {"gelu_new": 3, "gelu_fast": 6, "gelu_python": 2, "gelu_pytorch_tanh": 0, "gelu": 0}
 
 
-@pytest.mark.parametrize(("dtype", "width"), [(torch.float32, FP32), (torch.bfloat16, 2)])
-@pytest.mark.parametrize("name", MORE_THAN_FUSED)
-def test_gelu_forms_keep_what_transformers_keeps(name: str, dtype: torch.dtype, width: int) -> None:
-    """GPT-2's MLP runs ACT2FN[activation_function] (tiny, fp32 and bf16, eager, dropout 0), measured layer by
-    layer with saved-tensor hooks: each layer's bytes equal layer_terms for the form the config names, and
-    exceed the fused form's (what litgpt's own model runs: fused_gelu) by MORE_THAN_FUSED tensors of B·T·d_ff."""
+def _gpt2_measured(name: str, dtype: torch.dtype, width: int):  # noqa: ANN202
+    """A tiny GPT-2 (eager, dropout 0) whose MLP runs ACT2FN[name], measured layer by layer with saved-tensor
+    hooks; with its spec and one layer's layer_terms bytes at `width` bytes an element."""
     import transformers
 
     from saved_tensors import saved_per_layer
@@ -157,18 +154,40 @@ def test_gelu_forms_keep_what_transformers_keeps(name: str, dtype: torch.dtype, 
     data = {k: v for k, v in config.items() if k != "model_type"}
     model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model("gpt2", **data),
                                                           attn_implementation="eager").to(dtype).train()
-    spec = spec_of(config)
     ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
 
     def layer(run) -> int:  # noqa: ANN001
         (block,) = run.blocks.values()
         return sum(t.bytes(1, False) for t in layer_terms(block, run.d_model, B, T, width, "none"))
 
-    measured = saved_per_layer(model, ids)
+    return saved_per_layer(model, ids), spec_of(config), layer
+
+
+@pytest.mark.parametrize(("dtype", "width"), [(torch.float32, FP32), (torch.bfloat16, 2)])
+@pytest.mark.parametrize("name", MORE_THAN_FUSED)
+def test_gelu_forms_keep_what_transformers_keeps(name: str, dtype: torch.dtype, width: int) -> None:
+    """GPT-2's MLP runs ACT2FN[activation_function] (tiny, fp32 and bf16, eager, dropout 0), measured layer by
+    layer with saved-tensor hooks: each layer's bytes equal layer_terms for the form the config names, and
+    exceed the fused form's (what litgpt's own model runs: fused_gelu) by MORE_THAN_FUSED tensors of B·T·d_ff."""
+    measured, spec, layer = _gpt2_measured(name, dtype, width)
     assert measured == [layer(spec)] * spec.n_layers
     fused = layer(as_run(spec, "reference", True, fused_gelu=True))
     (block,) = spec.blocks.values()
     assert measured[0] - fused == MORE_THAN_FUSED[name] * B * T * block.mlp.d_ff * width
+
+
+@pytest.mark.parametrize(("dtype", "width"), [(torch.float32, FP32), (torch.bfloat16, 2)])
+def test_quick_gelu_keeps_its_input_sigmoid_and_output(dtype: torch.dtype, width: int) -> None:
+    """QuickGELUActivation (x·σ(1.702·x), activations.py; CLIP's, named by GPT-2's activation_function here) keeps
+    x and the sigmoid, and down keeps the output: three tensors of B·T·d_ff, one more than a plain MLP's
+    input and output. torch has no fused form of it, so fused_gelu (litgpt's F.gelu) leaves it as it is."""
+    measured, spec, layer = _gpt2_measured("quick_gelu", dtype, width)
+    assert measured == [layer(spec)] * spec.n_layers
+    (block,) = spec.blocks.values()
+    plain = layer(spec.replaced(blocks={k: b.replaced(mlp=b.mlp.replaced(activation_form="fused"))
+                                        for k, b in spec.blocks.items()}))
+    assert measured[0] - plain == B * T * block.mlp.d_ff * width
+    assert layer(as_run(spec, "reference", True, fused_gelu=True)) == measured[0]
 
 
 @pytest.mark.parametrize("model_type", ["gptj", "phi"])
@@ -186,6 +205,38 @@ def test_gelu_new_layers_in_bf16_keep_what_transformers_keeps(model_type: str) -
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
     assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer_terms(block, spec.d_model, B, T, 2, "none"))
                                            for block in blocks]
+
+
+# Falcon's attention variants (tiny_models.py's is Falcon-7B's: multi_query, one shared norm in parallel):
+# FalconAttention._split_heads picks K and V by list index ([-2], [-1]) in the multi-query and new-architecture
+# layouts, each keeping its int64 index (16 B a layer); per head otherwise, by int index, keeping nothing.
+FALCON_LAYOUTS = {"multi_query": ({}, 16), "per head": ({"multi_query": False}, 0),
+                  "new architecture": ({"new_decoder_architecture": True, "num_kv_heads": 2}, 16),
+                  "sequential": ({"parallel_attn": False}, 16)}
+
+
+@pytest.mark.parametrize("layout", FALCON_LAYOUTS)
+def test_falcon_layers_equal_what_transformers_holds(layout: str) -> None:
+    """transformers' tiny Falcon (fp32, eager from the start: its attention is not switched after construction),
+    measured layer by layer: each layer equals layer_terms, the list indices' 16 B included where it picks so."""
+    import transformers
+
+    from saved_tensors import saved_per_layer
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    changes, indices = FALCON_LAYOUTS[layout]
+    config = {**tiny_config("falcon"), **changes}
+    data = {k: v for k, v in config.items() if k != "model_type"}
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model("falcon", **data),
+                                                          attn_implementation="eager").train()
+    spec = spec_of(config)
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    terms = [layer_terms(spec.blocks[spec.block_at(layer)], spec.d_model, B, T, FP32, "none")
+             for layer in range(spec.n_layers)]
+    assert saved_per_layer(model, ids) == [sum(t.bytes(1, False) for t in layer) for layer in terms]
+    assert sum(t.bytes(1, False) for t in terms[0] if "list indices" in t.label) == indices
 
 
 @pytest.mark.parametrize("seq", [4, 12])

@@ -102,7 +102,9 @@ def test_other_engines_and_a_run_without_a_pool_get_no_note() -> None:
 
 
 @pytest.mark.parametrize("command", [["memory", "gemma-4-26b-a4b", "--kv-memory", "8GiB"],
-                                     ["fit", f"{CONFIGS}/gemma4-26b-a4b.json", "--gpus", "H100"]])
+                                     ["fit", f"{CONFIGS}/gemma4-26b-a4b.json", "--gpus", "H100"],
+                                     ["compare", "gemma-4-26b-a4b", "llama-3-8b"],
+                                     ["report", "llama-3-8b", "gemma-4-26b-a4b", "-o", "-"]])
 def test_a_model_whose_layers_differ_in_head_dim_is_refused(command: list[str]) -> None:
     """Gemma-4-26B-A4B's config: head_dim 256 on its sliding layers, global_head_dim 512 on its full ones, which
     TensorRT-LLM serves from KVCacheManagerV2 whatever the setting (_util.py _non_hybrid_kv_cache_manager_cls at

@@ -27,8 +27,10 @@ def test_a_config_keeps_the_class_engines_build(model_type: str, architecture: s
 
 
 @pytest.mark.parametrize("command", [["memory", "--budget", "8xH200", "--seq", "32k"], ["memory", "--kv-memory", "8GiB"],
-                                     ["fit", "--seq", "32k"]])
+                                     ["fit", "--seq", "32k"], ["compare", "llama-3-8b"], ["compare", "--json"],
+                                     ["report", "llama-3-8b", "-o", "-"]])
 def test_trtllm_refuses_an_architecture_it_has_no_class_for(command: list[str]) -> None:
+    """memory, fit, and compare and report (whose --engine sizes the context a server holds) alike."""
     result = CliRunner().invoke(main, [command[0], f"{CONFIGS}/jamba.json", "--engine", "trtllm", *command[1:]])
     assert result.exit_code == 2 and result.output == (
         "Error: --engine trtllm: TensorRT-LLM's PyTorch backend has no model for JambaForCausalLM "

@@ -253,8 +253,9 @@ def activation(cfg: Config, key: str) -> str:
 
 
 # transformers' ACT2FN names whose GELU is written out in python ops (NewGELUActivation, FastGELUActivation,
-# GELUActivation(use_gelu_python=True): activations.py), not torch's fused F.gelu; the MLP part's activation_form.
-WRITTEN_GELUS = ("gelu_new", "gelu_fast", "gelu_python")
+# GELUActivation(use_gelu_python=True), QuickGELUActivation's x·σ(1.702·x), which torch has no fused op for:
+# activations.py), not torch's fused F.gelu; the MLP part's activation_form.
+WRITTEN_GELUS = ("gelu_new", "gelu_fast", "gelu_python", "quick_gelu")
 
 
 def mlp_activation(cfg: Config, key: str) -> dict[str, str]:

@@ -62,6 +62,8 @@ def _attention(cfg: Config) -> dict[str, Any]:
         attn["n_kv_heads"] = cfg.int("num_kv_heads", default=attn["n_heads"])
     elif cfg.bool("multi_query"):
         attn["n_kv_heads"] = 1
+    # _split_heads picks K and V with [-2] and [-1] in both (modeling_falcon.py); per head by int indices otherwise
+    attn["kv_list_index"] = cfg.bool("new_decoder_architecture") or cfg.bool("multi_query")
     if cfg.bool("alibi"):  # P's dropout only here: FalconAttention's rotary path passes dropout_p=0.0
         return {**attn, "alibi": True, "dropout": cfg.float("attention_dropout")}
     return {**attn, "rope": rope(cfg, attn["head_dim"])}

@@ -68,9 +68,11 @@ def _sglang(cfg: Config) -> dict[str, Any]:
     """SGLang's KimiLinearConfig builds its states' params without the config (mamba2_state_dtype(None): float32,
     whatever mamba_ssm_dtype says); on SM100 it defaults --mamba-ssm-dtype to bfloat16 where the KDA heads are
     128 wide and the TP size divides them (arg_groups/kimi_k3_hook.py in a version newer than
-    sgl-project/sglang@9aab5589)."""
+    sgl-project/sglang@9aab5589). Its post_load_weights copies each MLA layer's kv_b_proj weight, as loaded, into
+    w_kc and w_vc (models/kimi_linear.py at sgl-project/sglang@0220422f: calc.analysis.memory.sglang_mla)."""
     heads = cfg.int("linear_num_heads")
-    return {"sglang": {"sm100_bf16_ssm_heads": heads}} if cfg.int("linear_head_dim") == 128 else {}
+    copy = {"mla_kv_b_copy": True, "mla_kv_b_as_stored": True}
+    return {"sglang": {**copy, "sm100_bf16_ssm_heads": heads} if cfg.int("linear_head_dim") == 128 else copy}
 
 
 def _linear_keys(cfg: Config) -> Config:

@@ -56,8 +56,10 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
                  "latent_scale": (d / cfg.int("kv_lora_rank")) ** 0.5}
     block = {"attention": attention, "mlp": gated_mlp(cfg, "ffn_hidden_size", bias=False), "norm": rms, "pairs": 2,
              "shortcut": shortcut}
+    # SGLang's LongcatFlashForCausalLM.post_load_weights makes both MLA layers' w_kc / w_vc as deepseek_v2.py's
+    # loader does (models/longcat_flash.py at sgl-project/sglang@01f67c34: calc.analysis.memory.sglang_mla)
     return decoder(cfg, "longcat_flash", {"layer": block}, [(_layers(cfg), "layer")], rms,
-                   cfg.bool("tie_word_embeddings"), **NO_LLAMACPP,
+                   cfg.bool("tie_word_embeddings"), **NO_LLAMACPP, sglang={"mla_kv_b_copy": True},
                    notes=("longcat_flash: each layer holds two attention + MLP pairs; transformers counts "
                           "2 x num_layers cache layers",))
 

@@ -187,15 +187,16 @@ def sizing_options(gpus: bool = False) -> Callable[[Callable[..., Any]], Callabl
 
 def engine_seq(engine: str | None, seq: int | None, specs: Sequence[ModelSpec]) -> int:
     """The context a server holds for `seq` tokens (default: the shortest of the models' contexts): llama.cpp pads
-    it to its cells, others keep it; a model llama.cpp has no architecture for is refused, not padded as if it ran."""
+    it to its cells, others keep it; a model the engine cannot load (memory's refusals) is refused, not sized as
+    if it ran."""
     tokens = seq or min(spec.n_positions for spec in specs)
     if engine is None:
         return tokens
     from calc.analysis.memory import ENGINES, padded_context
-    from calc.analysis.memory.llamacpp import refuse_unconverted
+    from calc.analysis.memory.refusals import refuse_unserved
 
     for spec in specs:
-        refuse_unconverted(spec, engine)
+        refuse_unserved(spec, engine)
     return padded_context(ENGINES[engine], tokens)
 
 

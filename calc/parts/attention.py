@@ -147,6 +147,10 @@ class Attention(HeadWidths, Part):
     # the eager QKᵀ multiplies Q and K cast to fp32 (GPT-J's eager_attention_forward: query.to(torch.float32),
     # key.to(torch.float32)); a 16-bit training step keeps those fp32 copies. Only what a training step keeps changes
     qk_fp32: bool = False
+    # K and V picked out of the fused projection by one-element list indices (Falcon's _split_heads,
+    # fused_qkv[..., [-2], :] and [..., [-1], :], for one K/V head or per group): each indexing keeps its int64
+    # index for backward, 16 B a layer. Only what a training step keeps changes
+    kv_list_index: bool = False
     softcap: float | None = Field(default=None, gt=0, strict=False)
     scale: float | None = Field(default=None, gt=0, strict=False)  # softmax scale; None: 1/sqrt(head_dim)
     chunk: int | None = Field(default=None, gt=0)  # Llama-4's chunked attention: keys of the same chunk only

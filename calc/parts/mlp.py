@@ -20,9 +20,10 @@ __all__ = ["ACTIVATION_PARAMS", "LABELS", "MLP"]
 Activation = Literal["gelu", "gelu_tanh", "quick_gelu", "relu", "silu", "relu2"]  # without parameters (a MoE's experts)
 MLPActivation = Literal[Activation, "xielu"]
 # How the model's code runs a GELU: torch's fused F.gelu, or written out in python ops as transformers'
-# ACT2FN names them (gelu_new, gelu_fast, gelu_python). The same arithmetic; training keeps more for the
-# written forms (calc/analysis/train/activations.py), and a framework's own model may run the fused one.
-ActivationForm = Literal["fused", "gelu_new", "gelu_fast", "gelu_python"]
+# ACT2FN names them (gelu_new, gelu_fast, gelu_python; quick_gelu, which has no fused form). The same
+# arithmetic; training keeps more for the written forms (calc/analysis/train/activations.py), and a
+# framework's own model may run the fused one.
+ActivationForm = Literal["fused", "gelu_new", "gelu_fast", "gelu_python", "quick_gelu"]
 # Learned parameters of an activation, per MLP (XIELUActivation's alpha_p and alpha_n: one each).
 ACTIVATION_PARAMS = {"xielu": 2}
 

@@ -40,5 +40,9 @@ class SglangBuild(Part):
     # over the whole TP group, which stay whole (calc.analysis.memory.sglang_dp). False: a layout not read, refused.
     dp_attention: bool = False
     # SGLang keeps an MLA layer's kv_b_proj and copies it once more into the w_kc / w_vc its absorbed decode multiplies
-    # by (DeepseekV2WeightLoaderMixin.post_load_weights: calc.analysis.memory.sglang_mla). False: no such copy read.
+    # by (DeepseekV2WeightLoaderMixin.post_load_weights and LongCat-Flash's own copy of it:
+    # calc.analysis.memory.sglang_mla). False: no such copy read.
     mla_kv_b_copy: bool = False
+    # The copy is of kv_b_proj's weight as loaded, neither dequantised nor requantised (Kimi-Linear's
+    # post_load_weights): an FP8 kv_b is copied in FP8.
+    mla_kv_b_as_stored: bool = False

@@ -25,8 +25,14 @@ empties the CUDA cache first). A shard of one head (attention-TP size = the head
 `w_vc` is already contiguous, so `.contiguous()` keeps a view, of kv_b_proj's weight (a 16-bit kv_b: the V rows are
 not copied) or of the dequantised `w` (which then stays alive whole).
 Which models SGLang builds this way is the adapter's to state (`SglangBuild.mla_kv_b_copy`): deepseek_v2.py's
-classes (DeepSeek-V2 / V3 / V3.2, Kimi-K2 and K2.5's text model, GLM-5) and GLM-4.7-Flash's glm4_moe_lite.py,
-which reuses the mixin.
+classes (DeepSeek-V2 / V3 / V3.2, Kimi-K2 and K2.5's text model, GLM-5), GLM-4.7-Flash's glm4_moe_lite.py,
+which reuses the mixin, LongCat-Flash, whose LongcatFlashForCausalLM.post_load_weights (models/longcat_flash.py,
+read at sgl-project/sglang@01f67c3454bef5a2bf4bad57e739a3411d54b3d2, the version the index stores) repeats the same
+dequantising, requantising and copying for both MLA layers of each of its layers, and Kimi-Linear, whose
+KimiLinearForCausalLM.post_load_weights (models/kimi_linear.py at sgl-project/sglang@0220422fc0009bb4316f8a540e777d85dce156f3;
+every version the index stores does the same) splits `self_attn.kv_b_proj.weight` of each full-attention layer and
+keeps w_kc and w_vc made contiguous as above, without dequantising or requantising first: an FP8 kv_b is copied in
+FP8, 1 B a value (`SglangBuild.mla_kv_b_as_stored`).
 """
 
 from __future__ import annotations
@@ -39,14 +45,19 @@ __all__ = ["KV_B_COPY", "SOURCE", "kv_b_copy"]
 KV_B_COPY = "MLA's w_kc/w_vc copy of kv_b_proj"
 SOURCE = ("https://github.com/sgl-project/sglang/blob/0201c04e983820f371aedd97154d07453badd814/python/sglang/srt/"
           "models/deepseek_common/deepseek_weight_loader.py (post_load_weights: kv_b_proj dequantised (block FP8 to "
-          "bf16) or requantised (FP8 per tensor), split into w_kc and w_vc, each made contiguous, kv_b_proj kept)")
+          "bf16) or requantised (FP8 per tensor), split into w_kc and w_vc, each made contiguous, kv_b_proj kept); "
+          "LongCat-Flash's own post_load_weights does the same (models/longcat_flash.py at 01f67c3454be), Kimi-Linear's "
+          "of kv_b_proj's weight as stored (models/kimi_linear.py at 0220422fc000)")
 REQUANTISED = ("fp8", "fp8-channel")  # schemes whose kv_b SGLang turns into one per-tensor FP8 matrix
+FP8 = (*REQUANTISED, "fp8-block")  # every FP8 kv_b: what a copy as stored keeps at 1 B
 
 
 def kv_b_copy(spec: ModelSpec, weights: Weights) -> int:
     """The bytes of w_kc and w_vc on this GPU: every value of its kv_b share once more, 1 B each where SGLang
-    requantises an FP8 kv_b per tensor, else 2 B (bfloat16 after dequantising, or the 16-bit weight copied)."""
+    requantises an FP8 kv_b per tensor (or copies any FP8 kv_b as stored), else 2 B (bfloat16 after dequantising,
+    or the 16-bit weight copied)."""
     values = weights.params.get("kv_b", 0)
     if not spec.sglang.mla_kv_b_copy or not values:
         return 0
-    return values * (1 if weights.scheme is not None and weights.scheme.name in REQUANTISED else 2)
+    one_byte = FP8 if spec.sglang.mla_kv_b_as_stored else REQUANTISED
+    return values * (1 if weights.scheme is not None and weights.scheme.name in one_byte else 2)

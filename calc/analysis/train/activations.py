@@ -12,8 +12,9 @@ test write it (tests/training_forward.py), in the activation dtype (`act`, bytes
                                       is a mask on it: transformers' eager_attention_forward); one that
                                       upcasts 16-bit logits keeps it in fp32, P·V the cast copy
   SiLU / GELU                         keep their input; gate × up keeps both factors; a GELU written out
-                                      in python ops (transformers' gelu_new, gelu_fast, gelu_python) keeps
-                                      its intermediates too: 2 to 6 more of the MLP's width (GELU_KEPT)
+                                      in python ops (transformers' gelu_new, gelu_fast, gelu_python,
+                                      quick_gelu) keeps its intermediates too: 1 to 6 more of the MLP's
+                                      width (GELU_KEPT)
   dropout (only where the config's p > 0)   keeps its mask, 1 byte an element (a GPU's bool); the
                                       dropout masks of GPT-2, GPT-BigCode, Phi, StarCoder2, OPT, GPT-NeoX,
                                       GPT-J, BLOOM, Phi-3, DBRX, StableLM, Falcon, MLA, Falcon-H1 and
@@ -48,7 +49,8 @@ attention, which has no kernel in transformers, keeps what its torch ops keep bl
 Measured with saved-tensor hooks on transformers' own tiny models (tests/test_train_torch.py,
 tests/test_zamba2.py, tests/test_deepseek_v4.py, fp32): Zamba2's shared blocks, whole layers of
 Qwen3, OLMo-2/3, EXAONE-4, Mistral, Gemma-1/2/3, Gemma-3n and Gemma-4 (text), GLM-4, ERNIE-4.5, Cohere-2, Apertus,
-GPT-2 (its GELU in each of transformers' forms), GPT-J, Phi-2, GPT-NeoX, the MoE models
+GPT-2 (its GELU in each of transformers' forms and QuickGELU), GPT-J, Phi-2, GPT-NeoX, Falcon (its four
+attention layouts), the MoE models
 Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE, Llama-4 (every expert over every token), Cohere,
 Phi-3.5-MoE, Laguna, gpt-oss, Seed-OSS (its dropout masks) and DeepSeek-V4 (hyper-connections, the sliding, CSA and
 HCA attentions and the MoE block), MiniMax (lightning and softmax layers), the softmax layers of
@@ -178,7 +180,15 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         if getattr(a, "softcap", None):  # Gemma-2: softcap·tanh(logits/softcap), tanh keeping its output
             core.append(Term("soft-capped logits: tanh output", b * h * s * s, act, "tp"))
     return [Term(ATTENTION_INPUT, n * d, act, "input"), *inner, *_qk_norm(a, n, act, norms), *core,
-            *_tables(a, s, act), *_temperature(a, s), *_output_gate(a, n, act), *_augment(a, n, d, act)]
+            *_tables(a, s, act), *_temperature(a, s), *_output_gate(a, n, act), *_augment(a, n, d, act),
+            *_list_indices(a)]
+
+
+def _list_indices(a: Attention | MLA) -> list[Term]:
+    """K and V picked by one-element list indices (Falcon's _split_heads): indexing with a list keeps the
+    index, an int64 tensor, for backward, one for K and one for V (measured: tests/test_train_torch.py)."""
+    return [Term("K and V picked by list indices: the two indices (int64)", 2, INT64, "")] \
+        if getattr(a, "kv_list_index", False) else []
 
 
 def _qkv(a: Attention, n: int, k: int, v: int, act: int, heads: str, explicit: bool) -> list[Term]:
@@ -537,8 +547,9 @@ def _mlp(m: MLP | MoE, n: int, d: int, act: int, norm: Norm | None = None) -> li
 # What a GELU keeps for backward beyond the one tensor F.gelu keeps (its input), by the form the model runs it
 # in (MLP.activation_form), measured with saved-tensor hooks on transformers' ACT2FN (tests/test_train_torch.py):
 # NewGELUActivation keeps x, tanh's output, 0.5·x and 1 + tanh; FastGELUActivation x, 0.7978845608·x, 0.044715·x,
-# 1 + 0.044715·x², tanh's output, 0.5·x and 1 + tanh; GELUActivation's python form x/√2, 0.5·x and 1 + erf.
-GELU_KEPT = {"fused": 1, "gelu_new": 4, "gelu_fast": 7, "gelu_python": 3}
+# 1 + 0.044715·x², tanh's output, 0.5·x and 1 + tanh; GELUActivation's python form x/√2, 0.5·x and 1 + erf;
+# QuickGELUActivation's x·σ(1.702·x) x and the sigmoid (the product by 1.702 keeps nothing).
+GELU_KEPT = {"fused": 1, "gelu_new": 4, "gelu_fast": 7, "gelu_python": 3, "quick_gelu": 2}
 WRITTEN_GELU = "GELU written out"  # its term's label starts so
 
 

@@ -22,6 +22,7 @@ follows what the framework runs, so two of the spec's facts are the framework's 
   ops for gelu_new, gelu_fast and gelu_python (MLP.activation_form), which keep more for backward
   than torch's fused F.gelu; litgpt's GptNeoxMLP calls F.gelu(x, approximate=config.gelu_approximate)
   whatever the checkpoint's config named (litgpt/model.py @ 5895df10): `fused_gelu` runs that form.
+  QuickGELU (x·σ(1.702·x)) is no GELU that F.gelu computes, so it keeps its written form.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def as_run(spec: ModelSpec, moe_form: str, dropout: bool, tied: bool = True, fus
 
 def _block(block: Block, moe_form: str, dropout: bool, fused_gelu: bool = False) -> Block:
     changes: dict[str, object] = {}
-    if fused_gelu and isinstance(block.mlp, MLP):
+    if fused_gelu and isinstance(block.mlp, MLP) and block.mlp.activation != "quick_gelu":
         changes["mlp"] = block.mlp.replaced(activation_form="fused")
     if moe_form == "grouped":
         changes.update({field: part.replaced(all_experts=False) for field, part in
