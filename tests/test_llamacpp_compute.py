@@ -170,7 +170,7 @@ REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtr
             "glm4", "stablelm", "exaone4", "cohere", "gpt_oss", "phi", "falcon", "gpt_neox", "gpt2", "gpt_bigcode",
             "starcoder2", "lfm2")
 # the estimate's stated margin (docs/memory.md), for the families still estimated (tests/test_llamacpp_conformance_
-# recurrent.py: MiniMax-01): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
+# converted.py: MiniMax-M3): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
 MARGIN, SLACK = 0.03, 0.1
 
 

@@ -130,6 +130,10 @@ class LlamaCppBuild(Part):
     # of it to each of the first layers' outputs (src/models/qwen3vl.cpp:153-157, src/llama-hparams.cpp:118-129):
     # inputs the compute buffer's replay does not build (no recorded run), so such a graph stays estimated.
     deepstack: bool = False
+    # llama.cpp reserves the prompt graph a third time with the ubatch as one sequence, whose lightning decays grow
+    # with the square of a sequence's tokens (src/llama-context.cpp:716-722, TAG_RESERVE_DIAG_DECAY): MiniMax-01; the
+    # compute buffer is the larger of that graph's and the one of n_seq_max sequences
+    reserve_one_sequence: bool = False
     # llama.cpp's graph scales the token rows by an input of one F32 per token, multiplied after the embedding rows
     # are taken (build_inp_embd's tok_scale, src/llama-graph.cpp:2516-2526): Gemma 3 (src/models/gemma3.cpp:89);
     # Gemma 1 and 2 scale by a ggml_scale in place, with no input of its own

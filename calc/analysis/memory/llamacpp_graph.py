@@ -67,7 +67,7 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     rows; the mixed batch's rows set into a copy of its embeddings)."""
     n, d = g.seq_tokens() * g.n_seqs, spec.d_model
     leaves = [("inp_tokens", (n,), I32), ("inp_embd", (d, n), F32), ("inp_mixed_tokens", (n,), I32),
-              ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (d, n), F32), (ROWS, (g.n_seqs,), I32),
+              ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (d, n), F32), (ROWS, (g.states(),), I32),
               ("out_ids", (g.n_tokens,), I32), (POS, (n * spec.llamacpp.positions_per_token,), I32)]
     for cache, names in zip(caches[:2], ({name: name for name in SWA_INPUTS}, SWA_INPUTS)):
         leaves += [(names[MASK], (cache.cells, n), cache.mask), (names[K_IDXS], (n,), I64),
@@ -98,9 +98,9 @@ def _shape(block: Block) -> str | None:
     llm_build_jamba), each sublayer added to the stream; or a mixer and an MLP each normed after, not before
     (EXAONE 4, src/models/exaone4.cpp:107-170); a norm, then a mixer and an MLP both on it, their outputs added to
     the stream, or each on a norm of its own (`_parallel`); None for any other: post-LN,
-    pairs of sublayers or a shortcut (LongCat-Flash), a shared block (Zamba2), hyper-connections (DeepSeek-V4), a
-    normed residual (MiniMax)."""
-    if block.shared or block.post_ln or block.pairs != 1 or block.shortcut or block.hyper or block.normed_residual:
+    pairs of sublayers or a shortcut (LongCat-Flash), a shared block (Zamba2), hyper-connections (DeepSeek-V4). A
+    normed residual (MiniMax-01) is a norm, a mixer, a norm and an MLP whose adds take the norm, not the stream."""
+    if block.shared or block.post_ln or block.pairs != 1 or block.shortcut or block.hyper:
         return None
     if block.parallel:  # attention and MLP on one norm (Cohere: src/models/command-r.cpp, cohere2.cpp)
         one = block.norms in (("attn_in",), ("attn_in", "mlp_in"))
@@ -225,16 +225,20 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
             nodes += (_norm(normed, d, tokens, residual) if pre_normed else []) + sub.nodes
             expanded += [normed] * (i == 0 and spec.llamacpp.expand_norm) + sub.expanded
             out, last = sub.out, i == 0 and layer == len(blocks) - 1
+            stream = normed if block.normed_residual else residual  # what the sublayer's output is added to
             if last and not (spec.llamacpp.rows_after_norm or spec.llamacpp.rows_after_add
                              or spec.llamacpp.rows_before_norm):
-                # the output rows of the sublayer and of its input; a second sublayer runs on them
+                # the output rows of the sublayer and of what it is added to; a second sublayer runs on them
                 nodes += [op("cur_rows", (d, outputs), out, "out_ids"),
-                          op("inp_rows", (d, outputs), residual, "out_ids")]
-                out, residual, rows, tokens = "cur_rows", "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
+                          op("inp_rows", (d, outputs), stream, "out_ids")]
+                out, stream, rows, tokens = "cur_rows", "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
             if _post_norms(block)[i]:
                 nodes += _norm(f"post{i}-{layer}", d, tokens, out)
                 out = f"post{i}-{layer}"
-            nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, residual, part is block.mlp))
+            if block.normed_residual:  # MiniMax-01: the normed input scaled (src/models/minimax-01.cpp:430-466)
+                nodes.append(op(f"scaled{i}-{layer}", (d, tokens), stream, inplace=True))
+                stream = f"scaled{i}-{layer}"
+            nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, stream, part is block.mlp))
             residual = f"add{i}-{layer}"
             if last and spec.llamacpp.rows_after_add:  # the stream's output rows; the second sublayer runs on them
                 nodes.append(op("inp_rows", (d, outputs), residual, "out_ids"))
