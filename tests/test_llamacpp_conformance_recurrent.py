@@ -112,6 +112,11 @@ MINIMAX_01 = {"num_hidden_layers": 8, "attn_type_list": [0, 0, 0, 0, 0, 0, 0, 1]
               "layernorm_linear_attention_beta": 1.0, "layernorm_mlp_beta": 1.0}
 MINIMAX_01_HUB = {**tiny_config("minimax_m1"), **MINIMAX_01, "architectures": ["MiniMaxText01ForCausalLM"],
                   "model_type": "MiniMaxText01"}
+# a MiniMax-01 8 times as wide (hidden 256, 8 heads of 32, experts of 128) for the lightning layers' replay where a
+# small ubatch lets the layers, not the decay between tokens, set the buffer
+MINIMAX_01_WIDE = {**MINIMAX_01, "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 4,
+                   "head_dim": 32, "intermediate_size": 128, "rotary_dim": 16}
+MINIMAX_01_WIDE_HUB = {**MINIMAX_01_HUB, **MINIMAX_01_WIDE}
 # wider Mamba and Mamba2 stacks (their compute buffer replayed node by node: calc/analysis/memory/llamacpp_graph.py)
 MAMBA_WIDE = {"hidden_size": 256, "intermediate_size": 512, "state_size": 16, "time_step_rank": 16,
               "num_hidden_layers": 3, "vocab_size": 512}
@@ -183,6 +188,10 @@ RUNS: dict[str, Run] = {
     "minimax_01-np2-ub1024": Run("minimax_m1", MINIMAX_01, ["-c", "8192", "-np", "2", "-ub", "1024"],
                                  hub=MINIMAX_01_HUB),
     "minimax_01-fa-off": Run("minimax_m1", MINIMAX_01, ["-c", "4096", "-np", "4", "-fa", "off"], hub=MINIMAX_01_HUB),
+    "minimax_01_wide-np2-ub64": Run("minimax_m1", MINIMAX_01_WIDE, ["-c", "2048", "-np", "2", "-ub", "64"],
+                                    hub=MINIMAX_01_WIDE_HUB),
+    "minimax_01_wide-fa-off": Run("minimax_m1", MINIMAX_01_WIDE, ["-c", "1024", "-np", "3", "-fa", "off"],
+                                  hub=MINIMAX_01_WIDE_HUB),
 }
 CACHE = re.compile(r"(llama_kv_cache: +\S+ KV buffer size = .*|llama_memory_recurrent: +\S+ RS buffer size = .*|"
                    r"llama_kv_cache_iswa: creating .*|llama_kv_cache_dsa: creating .*|llama_kv_cache_msa: creating .*|"
