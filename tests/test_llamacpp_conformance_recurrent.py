@@ -112,8 +112,8 @@ MINIMAX_01 = {"num_hidden_layers": 8, "attn_type_list": [0, 0, 0, 0, 0, 0, 0, 1]
               "layernorm_linear_attention_beta": 1.0, "layernorm_mlp_beta": 1.0}
 MINIMAX_01_HUB = {**tiny_config("minimax_m1"), **MINIMAX_01, "architectures": ["MiniMaxText01ForCausalLM"],
                   "model_type": "MiniMaxText01"}
-# a MiniMax-01 8 times as wide (hidden 256, 8 heads of 32, experts of 128) for the lightning layers' replay where a
-# small ubatch lets the layers, not the decay between tokens, set the buffer
+# a MiniMax-01 8 times as wide (hidden 256, 8 heads of 32, experts of 128) for the lightning layers' replay, at a
+# small ubatch (the decays between tokens a third of the buffer) and without flash attention
 MINIMAX_01_WIDE = {**MINIMAX_01, "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 4,
                    "head_dim": 32, "intermediate_size": 128, "rotary_dim": 16}
 MINIMAX_01_WIDE_HUB = {**MINIMAX_01_HUB, **MINIMAX_01_WIDE}
