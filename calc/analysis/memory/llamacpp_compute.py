@@ -54,8 +54,9 @@ clamped_swiglu), ERNIE-4.5-MoE's MoE and Gemma 4 (KV sharing, values of the keys
 inputs: calc/parts/augment.py and embedding.py; its MoE beside an MLP: calc/parts/moe.py) and DeepSeek-V3.2's and
 GLM-5's MLA behind its lightning indexer (calc/parts/mla.py), Gemma 3n, and MiniMax-01's lightning attention
 (calc/parts/lightning.py), whose graph llama.cpp reserves a third time with the ubatch as one sequence: the buffer is
-the larger of the two graphs' (`_one_sequence`). The rest (MiniMax-M3's sparse attention, Qwen3-VL's deepstack
-inputs, DSA over a quantised cache without flash attention...) keep the estimate.
+the larger of the two graphs' (`_one_sequence`), and Qwen3-VL's deepstack inputs (calc/analysis/memory/
+llamacpp_graph.py). The rest (MiniMax-M3's sparse attention, DSA over a quantised cache without flash attention...)
+keep the estimate.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are replayed by
 calc/analysis/memory/llamacpp_altup.py; the sum above has no term for them (5.37 MiB where llama.cpp prints 13.09,

@@ -48,7 +48,7 @@ from calc.analysis.memory.llamacpp_altup import altup_stack
 from calc.parts.moe import MoE
 from calc.parts.ssm_nodes import ROWS
 from calc.parts.transient import (F32, I32, I64, K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph, op,
-                                  rms_norm)
+                                  rms_norm, view)
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = ["layer_stack"]
 
 SCALE_ROWS, EMBD = "inp_scale_rows", "embd_scaled"  # Gemma 3's token rows scaled by an input (llamacpp.scale_rows)
+STACK = "embd_stream"  # the stream's view of embeddings widened by deepstack inputs (llamacpp.deepstack)
 MAX_LAYERS = 1024  # the graph is built layer by layer: a spec of more layers (none is real) gets no figure
 
 
@@ -64,10 +65,12 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     """The graph's inputs as leaves (tokens, then the embeddings input, the mixed batch's inputs, the state copy
     indices, the output ids; the full KV cache's mask and store indices and the positions; the walk keeps only those
     a layer reads: no state copy indices without recurrent layers) and the three embedding branches (the tokens'
-    rows; the mixed batch's rows set into a copy of its embeddings)."""
-    n, d = g.seq_tokens() * g.n_seqs, spec.d_model
-    leaves = [("inp_tokens", (n,), I32), ("inp_embd", (d, n), F32), ("inp_mixed_tokens", (n,), I32),
-              ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (d, n), F32), (ROWS, (g.states(),), I32),
+    rows; the mixed batch's rows set into a copy of its embeddings). With deepstack inputs the embeddings are
+    n_embd x (1 + deepstack) wide and the token rows padded to that width (a new tensor: PAD is not in place), the
+    stream a view of the first n_embd (src/llama-graph.cpp:2413-2500, src/llama-hparams.cpp:118-129)."""
+    n, d, wide = g.seq_tokens() * g.n_seqs, spec.d_model, spec.d_model * (1 + spec.llamacpp.deepstack)
+    leaves = [("inp_tokens", (n,), I32), ("inp_embd", (wide, n), F32), ("inp_mixed_tokens", (n,), I32),
+              ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (wide, n), F32), (ROWS, (g.states(),), I32),
               ("out_ids", (g.n_tokens,), I32), (POS, (n * spec.llamacpp.positions_per_token,), I32)]
     for cache, names in zip(caches[:2], ({name: name for name in SWA_INPUTS}, SWA_INPUTS)):
         leaves += [(names[MASK], (cache.cells, n), cache.mask), (names[K_IDXS], (n,), I64),
@@ -75,9 +78,14 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     leaves += [(SCALE_ROWS, (1, n), F32)] if spec.llamacpp.scale_rows else []
     nodes = [replace(op(name, shape, size=size), input=True, leaf=True) for name, shape, size in leaves]
     scaled = [op(EMBD, (d, n), "embd", SCALE_ROWS, inplace=True)] if spec.llamacpp.scale_rows else []
-    return nodes + [op("embd", (d, n), "inp_tokens"), op("mixed_rows", (d, n), "inp_mixed_tokens"),
-                    op("mixed_dup", (d, n), "inp_mixed_embd"),
-                    Node("mixed_set", 0, ("mixed_rows", "inp_mixed_slots", "mixed_dup"), view_of="mixed_dup"), *scaled]
+    rows = [op("embd", (d, n), "inp_tokens"), op("mixed_rows", (d, n), "inp_mixed_tokens")]
+    if spec.llamacpp.deepstack:
+        rows = [op(name + "_unpadded", (d, n), src) for name, src in (("embd", "inp_tokens"),
+                                                                      ("mixed_rows", "inp_mixed_tokens"))]
+        rows += [op(name, (wide, n), name + "_unpadded") for name in ("embd", "mixed_rows")] + [view(STACK, "embd")]
+    return nodes + rows + [op("mixed_dup", (wide, n), "inp_mixed_embd"),
+                           Node("mixed_set", 0, ("mixed_rows", "inp_mixed_slots", "mixed_dup"), view_of="mixed_dup"),
+                           *scaled]
 
 
 def _norm(name: str, d: int, n: int, x: str, output: bool = False) -> list[Node]:
@@ -174,16 +182,15 @@ def _parallel(spec: ModelSpec, g: Graph, block: Block, layer: int, residual: str
 
 def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node] | None:
     """The graph's nodes, in its order, where every layer is one of the layouts `_shape` knows and each part states
-    its nodes; else None, as for a graph with inputs of its own that this does not build (`llamacpp.deepstack`).
-    `caches`: the KV caches' inputs, the full one first."""
-    if spec.n_layers > MAX_LAYERS or spec.llamacpp.deepstack:
+    its nodes; else None. `caches`: the KV caches' inputs, the full one first."""
+    if spec.n_layers > MAX_LAYERS:
         return None
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
     if any(_shape(b) is None for b in blocks):
         return None
     d, n, outputs = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens
     nodes = _inputs(spec, g, caches)
-    residual = EMBD if spec.llamacpp.scale_rows else "embd"
+    residual = EMBD if spec.llamacpp.scale_rows else STACK if spec.llamacpp.deepstack else "embd"
     expanded = ["embd", "inp_embd", "mixed_set", residual]  # ggml_build_forward_select's three branches, its result
     if spec.embedding.positions == "learned":  # the positions' rows added to the tokens', in place (src/models/gpt2.cpp)
         nodes += [op("pos_rows", (d, n), POS), op("inp_pos_added", (d, n), residual, "pos_rows", inplace=True)]
@@ -248,6 +255,10 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
             return None
         nodes += after.nodes
         residual = after.out
+        if layer < spec.llamacpp.deepstack:  # its deepstack input, a view of the embeddings, added in place
+            nodes += [view(f"deepstack{layer}", "embd"), op(f"deepstack_out{layer}", (d, tokens), residual,
+                                                            f"deepstack{layer}", inplace=True)]
+            residual = f"deepstack_out{layer}"
     if spec.llamacpp.rows_after_norm:  # the norm over every token kept as an output, then its output rows
         nodes += _norm("h_nextn", d, n, residual, output=True)
         nodes.append(replace(op("result_norm", (d, outputs), "h_nextn", "out_ids"), output=True))
