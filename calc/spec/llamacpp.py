@@ -132,8 +132,8 @@ class LlamaCppBuild(Part):
     # len(vision_config.deepstack_visual_indexes) (conversion/qwen3vl.py:285-292); 0: none
     deepstack: int = Field(default=0, ge=0)
     # llama.cpp reserves the prompt graph a third time with the ubatch as one sequence, whose lightning decays grow
-    # with the square of a sequence's tokens (src/llama-context.cpp:716-722, TAG_RESERVE_DIAG_DECAY): MiniMax-01; the
-    # compute buffer is the larger of that graph's and the one of n_seq_max sequences
+    # with the square of a sequence's tokens (src/llama-context.cpp:716-722, TAG_RESERVE_DIAG_DECAY): MiniMax-01 and
+    # Kimi-Linear; the compute buffer is the larger of that graph's and the one of n_seq_max sequences
     reserve_one_sequence: bool = False
     # llama.cpp's graph scales the token rows by an input of one F32 per token, multiplied after the embedding rows
     # are taken (build_inp_embd's tok_scale, src/llama-graph.cpp:2516-2526): Gemma 3 (src/models/gemma3.cpp:89);
