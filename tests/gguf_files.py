@@ -40,24 +40,34 @@ ARCH = {"llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen
         "olmo": "olmo", "olmo3": "olmo2", "cohere": "command-r", "phi": "phi2", "phimoe": "phimoe", "arcee": "arcee",
         "gpt_bigcode": "starcoder", "deepseek_v2": "deepseek2", "internlm3": "llama", "minimax_m2": "minimax-m2",
         "kimi_k2": "deepseek2", "llama4_text": "llama4", "exaone_moe": "exaone-moe"}
+# Qwen3-VL's and Qwen3-VL-MoE's text layers, by the model type whose layers they are (calc/arch/config.py TEXT_AS)
+DEEPSTACK_ARCH = {"qwen3": "qwen3vl", "qwen3_moe": "qwen3vlmoe"}
 # Every ggml type whose block divides a row of 32: the quantised ones, and the plain ones.
 TYPES = ("Q8_0", "Q4_0", "Q5_1", "IQ4_NL", "Q4_1", "Q5_0", "MXFP4", "F16", "BF16")
 
 
 def write_gguf(config: dict[str, Any], path: Path, types: tuple[str, ...] = TYPES, split_max_tensors: int = 0,
-               runnable: bool = False, finite: bool = False) -> None:
+               runnable: bool = False, finite: bool = False, deepstack: int | None = None) -> None:
     """A GGUF of the tiny `config` (a config.json mapping) at `path`. `runnable`: with the vocabulary llama.cpp
     needs to load it (a stub SentencePiece one of vocab_size tokens: n_vocab is its length), for the conformance suite.
-    `finite`: F32 / F16 tensors hold small normal values, not random bytes (llama-quantize refuses NaN scales)."""
+    `finite`: F32 / F16 tensors hold small normal values, not random bytes (llama-quantize refuses NaN scales).
+    `deepstack`: a qwen3 (qwen3_moe) config's layers as Qwen3-VL's (-MoE's) text model, which the converter writes as
+    Qwen3Model (Qwen3MoeModel) does, in the qwen3vl (qwen3vlmoe) architecture with its M-RoPE sections and this many
+    deepstack layers (Qwen3VLTextModel, Qwen3VLMoeTextModel: conversion/qwen3vl.py:280-312; its own run refuses the
+    config, AutoModelForCausalLM having no Qwen3VLTextConfig)."""
     model = transformers_model(copy.deepcopy(config))
     # the counts under transformers' standard names, whatever the config calls them (gpt2's n_layer, n_head)
     config = {**config, "num_hidden_layers": model.config.num_hidden_layers,
               "num_attention_heads": model.config.num_attention_heads}
-    arch = ARCH[config["model_type"]]
+    arch = ARCH[config["model_type"]] if deepstack is None else DEEPSTACK_ARCH[config["model_type"]]
     enum = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch)
     names = gguf.TensorNameMap(enum, config["num_hidden_layers"])
     writer = gguf.GGUFWriter(path, arch, split_max_tensors=split_max_tensors)
     _hyperparameters(writer, config, model.config.to_dict())
+    if deepstack is not None:  # rope sections padded to 4 (conversion/base.py), as src/models/qwen3vl.cpp:5 reads them
+        sections = config["rope_scaling"]["mrope_section"]
+        writer.add_rope_dimension_sections(sections + [0] * (4 - len(sections)))
+        writer.add_num_deepstack_layers(deepstack)
     if runnable:
         vocab = config["vocab_size"]
         writer.add_tokenizer_model("llama")

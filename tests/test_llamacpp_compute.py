@@ -170,7 +170,7 @@ REPLAYED = ("qwen3", "llama", "ministral3", "smollm3", "granite", "olmo", "mixtr
             "glm4", "stablelm", "exaone4", "cohere", "gpt_oss", "phi", "falcon", "gpt_neox", "gpt2", "gpt_bigcode",
             "starcoder2", "lfm2")
 # the estimate's stated margin (docs/memory.md), for the families still estimated (tests/test_llamacpp_conformance_
-# recurrent.py: MiniMax-01): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
+# converted.py: MiniMax-M3): within 3 % of llama.cpp's figure or 0.1 MiB, whichever is larger
 MARGIN, SLACK = 0.03, 0.1
 
 
@@ -244,20 +244,20 @@ def test_live_cpu_build(name: str, tmp_path: Path, request: pytest.FixtureReques
     check(path, args, log)
 
 
-def test_qwen3_vl_keeps_the_estimate_with_four_positions() -> None:
-    """Qwen3-VL's text layers: llama.cpp's qwen3vl graph adds deepstack inputs the replay does not build, so its
-    compute buffer stays the estimate, and its positions input is 4 I32 per token (interleaved M-RoPE:
-    src/llama-hparams.cpp:285-288, src/llama-model.cpp:3206-3213): 512 tokens x 3 more x 4 B = 6,144 B more than
-    one position per token."""
+def test_qwen3_vl_takes_four_positions() -> None:
+    """Qwen3-VL's text layers: llama.cpp's qwen3vl graph (replayed with its deepstack inputs, one per tapped vision
+    layer: 3 in Qwen3-VL-4B; tests/test_llamacpp_deepstack.py) takes a positions input of 4 I32 per token
+    (interleaved M-RoPE: src/llama-hparams.cpp:285-288, src/llama-model.cpp:3206-3213): 512 tokens x 3 more x 4 B =
+    6,144 B more than one position per token."""
     from calc.analysis.memory.llamacpp_compute import compute_buffer
     from calc.api import load
 
     spec = load("qwen3-vl-4b")
-    assert spec.llamacpp.positions_per_token == 4 and spec.llamacpp.deepstack
+    assert spec.llamacpp.positions_per_token == 4 and spec.llamacpp.deepstack == 3
     one = spec.replaced(llamacpp=spec.llamacpp.replaced(positions_per_token=1))
     caches = [CacheInputs(4096, 2, 0)]
     four, single = (compute_buffer(s, caches, 512, 1, 1, True) for s in (spec, one))
-    assert four is not None and single is not None and four.peak != "replay"
+    assert four is not None and single is not None and four.peak == "replay"
     assert four.inputs - single.inputs == 6144
 
 

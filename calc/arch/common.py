@@ -45,15 +45,17 @@ LLAMA_CLASS_NO_WINDOW = {"llamacpp": {**LLAMACPP_NO_WINDOW["llamacpp"], **LLAMA_
 NO_LLAMACPP = {"llamacpp": {"converts": False}}
 
 
-def qwen3_vl_build(attention: dict[str, Any]) -> dict[str, Any]:
+def qwen3_vl_build(cfg: Config, attention: dict[str, Any]) -> dict[str, Any]:
     """vLLM's and llama.cpp's build of Qwen3 or Qwen3-MoE layers: with M-RoPE they are Qwen3-VL's
     (calc/arch/config.py TEXT_AS), whose decoder layers vLLM gives get_rope with mrope_positions_factor 1, 4 only
     when video pruning is on (vllm/model_executor/models/qwen3_vl.py mrope_positions_factor, L1818-1825;
     qwen3_vl_moe.py L77), and llama.cpp four positions per token (interleaved M-RoPE: src/llama-model.cpp:3206-3213)
-    and its deepstack inputs (calc/spec/llamacpp.py)."""
+    and a deepstack input per vision layer its mergers tap (calc/spec/llamacpp.py; the vision config's
+    deepstack_visual_indexes, which unwrap_text_config hands to the text layers)."""
     if not (attention.get("rope") or {}).get("sections"):
         return {}
-    return {"vllm": {"mrope_positions": 1}, "llamacpp": {"positions_per_token": 4, "deepstack": True}}
+    deepstack = len(cfg.list("deepstack_visual_indexes") or [])
+    return {"vllm": {"mrope_positions": 1}, "llamacpp": {"positions_per_token": 4, "deepstack": deepstack}}
 
 
 def norm(kind: str, eps: float, **changes: Any) -> dict[str, Any]:

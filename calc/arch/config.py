@@ -97,6 +97,9 @@ def unwrap_text_config(config: dict[str, Any], origin: str) -> tuple[dict[str, A
     for key in ("_name_or_path", "auto_map"):  # auto_map: see calc/arch/fallback.py
         if key in config and key not in inner:
             inner[key] = config[key]
+    vision = config.get("vision_config")
+    if isinstance(vision, dict) and "deepstack_visual_indexes" in vision:  # Qwen3-VL: the text layers' deepstack inputs
+        inner.setdefault("deepstack_visual_indexes", vision["deepstack_visual_indexes"])
     tied = whole_model_tie(config, inner)
     if tied is not None:
         inner["tie_word_embeddings"] = tied

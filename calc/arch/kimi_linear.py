@@ -59,9 +59,10 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
              for kind in kinds}
     blocks, layers = kind_stack(kinds, names, lambda kind: {
         "attention": parts[kind.split("+")[0]], "mlp": parts[kind.split("+")[1]], "norm": rms})
-    # llama.cpp expands each layer's input norm before its mixer (src/models/kimi-linear.cpp:50-53)
+    # llama.cpp expands each layer's input norm before its mixer (src/models/kimi-linear.cpp:50-53), and reserves its
+    # graph again with the ubatch as one sequence (src/llama-context.cpp:716-722)
     return decoder(cfg, "kimi_linear", blocks, layers, rms, cfg.bool("tie_word_embeddings"), **_sglang(cfg),
-                   llamacpp={"expand_norm": True})
+                   llamacpp={"expand_norm": True, "reserve_one_sequence": True})
 
 
 def _sglang(cfg: Config) -> dict[str, Any]:

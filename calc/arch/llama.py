@@ -85,18 +85,18 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = _names(kinds)
     blocks = {name: _variant(block, *kind) for kind, name in names.items()}
     spec = decoder(cfg, model_type, blocks, layer_runs([names[kind] for kind in kinds]), rms,
-                   cfg.bool("tie_word_embeddings", default=False), **_vllm(model_type, block["attention"]),
+                   cfg.bool("tie_word_embeddings", default=False), **_vllm(cfg, model_type, block["attention"]),
                    **LLAMACPP.get(model_type, {}))
     return granite_scalars(cfg, spec) if model_type == "granite" else spec
 
 
-def _vllm(model_type: str, attention: dict[str, Any]) -> dict[str, Any]:
+def _vllm(cfg: Config, model_type: str, attention: dict[str, Any]) -> dict[str, Any]:
     """How vLLM 0.32 builds it: SmolLM3ForCausalLM through its Transformers backend
     (vllm/model_executor/models/registry.py L727); Qwen3 layers with M-RoPE as Qwen3-VL's; the rest its own
     (Qwen2.5-VL's Qwen2 layers with get_rope's M-RoPE factor of 4: models/qwen2.py L179-184, qwen2_5_vl.py L1447)."""
     if model_type == "smollm3":
         return TRANSFORMERS_BACKEND
-    return qwen3_vl_build(attention) if model_type == "qwen3" else {}
+    return qwen3_vl_build(cfg, attention) if model_type == "qwen3" else {}
 
 
 def _layers(cfg: Config, model_type: str) -> list[tuple[int | None, bool]]:

@@ -61,7 +61,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = {"linear_attention": "lightning", "full_attention": "attention"}
     blocks, layers = kind_stack(mixers, names, lambda kind: {"attention": parts[kind], "mlp": moe, "norm": rms,
                                                              "normed_residual": _residual(cfg, kind)})
-    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **VLLM[model_type])
+    return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"), **VLLM[model_type],
+                   llamacpp={"reserve_one_sequence": True})
 
 
 def _residual(cfg: Config, kind: str) -> dict[str, Any]:

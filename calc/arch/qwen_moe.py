@@ -46,7 +46,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = {kind: "_".join(["moe" if kind[0] else "dense"] + ["sliding"] * bool(kind[1])) for kind in kinds}
     blocks = {names[kind]: _block(cfg, model_type, rms, *kind) for kind in names}
     return decoder(cfg, model_type, blocks, layer_runs([names[kind] for kind in kinds]), rms,
-                   cfg.bool("tie_word_embeddings"), **qwen3_vl_build(next(iter(blocks.values()))["attention"]))
+                   cfg.bool("tie_word_embeddings"), **qwen3_vl_build(cfg, next(iter(blocks.values()))["attention"]))
 
 
 def _moe_layers(cfg: Config) -> list[bool]:

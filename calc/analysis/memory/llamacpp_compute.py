@@ -30,8 +30,7 @@ padded to the CPU buffer's 32 bytes:
   graph.cpp:2691-2826) Q and its output, or without flash attention KQ (n_kv x n_tokens x n_head) and
   then KQ·V; MLA attending over its latent (kv_lora_rank + rope per head) then v_b; a gated MLP's gate, up and their product (GGML_OP_GLU is not in place); an MoE's router scores and its
   top-k experts' gate, up and product; a DSA indexer's scores of every cell, or the masks of the cells it
-  keeps; MiniMax-M3's block masks; lightning attention's decays and scores over the ubatch taken as
-  one sequence (llama.cpp reserves that graph too for MiniMax-01). A part that states none (AltUp's
+  keeps; MiniMax-M3's block masks. A part that states none (AltUp's
   attention, Mamba2 beside attention in Falcon-H1's layers, gated DeltaNet, KDA, DeepSeek-V4's compressed
   attention...) leaves the model without a line.
 
@@ -53,23 +52,24 @@ short_conv.py), Laguna's, Step-3.5's and AFMoE's output gates of their own proje
 head or per element) beside their sigmoid-routed MoE, Step-3.5's clamped SwiGLUs (calc/parts/transient.py
 clamped_swiglu), ERNIE-4.5-MoE's MoE and Gemma 4 (KV sharing, values of the keys' projection, V-norm, per-layer
 inputs: calc/parts/augment.py and embedding.py; its MoE beside an MLP: calc/parts/moe.py) and DeepSeek-V3.2's and
-GLM-5's MLA behind its lightning indexer (calc/parts/mla.py), and Gemma 3n. The rest (lightning attention,
-MiniMax-M3's sparse attention, Qwen3-VL's deepstack inputs, DSA over a quantised cache without flash attention...)
+GLM-5's MLA behind its lightning indexer (calc/parts/mla.py), Gemma 3n, and MiniMax-01's lightning attention
+(calc/parts/lightning.py), whose graph llama.cpp reserves a third time with the ubatch as one sequence: the buffer is
+the larger of the two graphs' (`_one_sequence`), and Qwen3-VL's deepstack inputs (calc/analysis/memory/
+llamacpp_graph.py). The rest (MiniMax-M3's sparse attention, DSA over a quantised cache without flash attention...)
 keep the estimate.
 
 Gemma 3n's AltUp layers (n copies of the residual stream, their predictions and corrections) are replayed by
 calc/analysis/memory/llamacpp_altup.py; the sum above has no term for them (5.37 MiB where llama.cpp prints 13.09,
 tests/data/llamacpp/converted/gemma3n_text-swa.log), so where the replay is not built they get none.
 
-On the estimated runs of a real llama.cpp CPU build this is within 1.1 % on 5 of MiniMax-01's (tests/data/llamacpp/
-recurrent/minimax_01-*) and 0.4 % on
-5 of MiniMax-M3's (minimax_m3-*). A
+On the estimated runs of a real llama.cpp CPU build this is within 0.4 % on 5 of MiniMax-M3's (tests/data/llamacpp/
+converted/minimax_m3-*). A
 GPU build splits the graph between devices and the pinned host buffer: not modelled.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from calc.analysis.memory.ggml_alloc import high_water
 from calc.analysis.memory.llamacpp_graph import layer_stack
@@ -118,6 +118,17 @@ class CacheInputs:
         return own_mask + tensor(n_tokens, I64) + (tensor(n_tokens * self.v_indices, I64) if self.v_indices else 0)
 
 
+def _one_sequence(spec: ModelSpec, graph: Graph, caches: list[CacheInputs]) -> int:
+    """The high-water mark of the prompt graph llama.cpp reserves again with its tokens as one sequence where the
+    spec says it does (`llamacpp.reserve_one_sequence`), every slot's state still gathered; 0 where it does not (the
+    allocator's buffer keeps the largest of the graphs it reserved)."""
+    if not spec.llamacpp.reserve_one_sequence or graph.n_seqs == 1:
+        return 0
+    one = replace(graph, n_seqs=1, rs_seqs=graph.states())
+    nodes = layer_stack(spec, one, caches)
+    return 0 if nodes is None else high_water(nodes)
+
+
 def compute_buffer(spec: ModelSpec, caches: list[CacheInputs], n_tokens: int, n_seqs: int, streams: int,
                    flash_attn: bool, device: str = "CPU", k_size: int | None = None) -> Compute | None:
     """The compute buffer of `spec`'s worst-case graph: `caches` are each KV cache's inputs, in the order llama.cpp
@@ -131,7 +142,8 @@ def compute_buffer(spec: ModelSpec, caches: list[CacheInputs], n_tokens: int, n_
     nodes = layer_stack(spec, graph, caches)
     if nodes is not None:  # replayed node by node: llama.cpp's own figure, where the graph is its
         leaves = sum(node.bytes for node in nodes if node.leaf)
-        return Compute(device, high_water(nodes), "replay", leaves, 0, 0, logits)
+        return Compute(device, max(high_water(nodes), _one_sequence(spec, graph, caches)), "replay", leaves, 0, 0,
+                       logits)
     positions = tensor(n_tokens * spec.llamacpp.positions_per_token, I32)
     inputs = 2 * tensor(n_tokens, I32) + positions + tensor(spec.d_model * n_tokens)  # tokens, output ids, embd input
     inputs += sum(cache.bytes(n_tokens) for cache in caches)

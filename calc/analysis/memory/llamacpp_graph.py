@@ -48,7 +48,7 @@ from calc.analysis.memory.llamacpp_altup import altup_stack
 from calc.parts.moe import MoE
 from calc.parts.ssm_nodes import ROWS
 from calc.parts.transient import (F32, I32, I64, K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph, op,
-                                  rms_norm)
+                                  rms_norm, view)
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = ["layer_stack"]
 
 SCALE_ROWS, EMBD = "inp_scale_rows", "embd_scaled"  # Gemma 3's token rows scaled by an input (llamacpp.scale_rows)
+STACK = "embd_stream"  # the stream's view of embeddings widened by deepstack inputs (llamacpp.deepstack)
 MAX_LAYERS = 1024  # the graph is built layer by layer: a spec of more layers (none is real) gets no figure
 
 
@@ -64,10 +65,12 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     """The graph's inputs as leaves (tokens, then the embeddings input, the mixed batch's inputs, the state copy
     indices, the output ids; the full KV cache's mask and store indices and the positions; the walk keeps only those
     a layer reads: no state copy indices without recurrent layers) and the three embedding branches (the tokens'
-    rows; the mixed batch's rows set into a copy of its embeddings)."""
-    n, d = g.seq_tokens() * g.n_seqs, spec.d_model
-    leaves = [("inp_tokens", (n,), I32), ("inp_embd", (d, n), F32), ("inp_mixed_tokens", (n,), I32),
-              ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (d, n), F32), (ROWS, (g.n_seqs,), I32),
+    rows; the mixed batch's rows set into a copy of its embeddings). With deepstack inputs the embeddings are
+    n_embd x (1 + deepstack) wide and the token rows padded to that width (a new tensor: PAD is not in place), the
+    stream a view of the first n_embd (src/llama-graph.cpp:2413-2500, src/llama-hparams.cpp:118-129)."""
+    n, d, wide = g.seq_tokens() * g.n_seqs, spec.d_model, spec.d_model * (1 + spec.llamacpp.deepstack)
+    leaves = [("inp_tokens", (n,), I32), ("inp_embd", (wide, n), F32), ("inp_mixed_tokens", (n,), I32),
+              ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (wide, n), F32), (ROWS, (g.states(),), I32),
               ("out_ids", (g.n_tokens,), I32), (POS, (n * spec.llamacpp.positions_per_token,), I32)]
     for cache, names in zip(caches[:2], ({name: name for name in SWA_INPUTS}, SWA_INPUTS)):
         leaves += [(names[MASK], (cache.cells, n), cache.mask), (names[K_IDXS], (n,), I64),
@@ -75,9 +78,14 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     leaves += [(SCALE_ROWS, (1, n), F32)] if spec.llamacpp.scale_rows else []
     nodes = [replace(op(name, shape, size=size), input=True, leaf=True) for name, shape, size in leaves]
     scaled = [op(EMBD, (d, n), "embd", SCALE_ROWS, inplace=True)] if spec.llamacpp.scale_rows else []
-    return nodes + [op("embd", (d, n), "inp_tokens"), op("mixed_rows", (d, n), "inp_mixed_tokens"),
-                    op("mixed_dup", (d, n), "inp_mixed_embd"),
-                    Node("mixed_set", 0, ("mixed_rows", "inp_mixed_slots", "mixed_dup"), view_of="mixed_dup"), *scaled]
+    rows = [op("embd", (d, n), "inp_tokens"), op("mixed_rows", (d, n), "inp_mixed_tokens")]
+    if spec.llamacpp.deepstack:
+        rows = [op(name + "_unpadded", (d, n), src) for name, src in (("embd", "inp_tokens"),
+                                                                      ("mixed_rows", "inp_mixed_tokens"))]
+        rows += [op(name, (wide, n), name + "_unpadded") for name in ("embd", "mixed_rows")] + [view(STACK, "embd")]
+    return nodes + rows + [op("mixed_dup", (wide, n), "inp_mixed_embd"),
+                           Node("mixed_set", 0, ("mixed_rows", "inp_mixed_slots", "mixed_dup"), view_of="mixed_dup"),
+                           *scaled]
 
 
 def _norm(name: str, d: int, n: int, x: str, output: bool = False) -> list[Node]:
@@ -98,9 +106,9 @@ def _shape(block: Block) -> str | None:
     llm_build_jamba), each sublayer added to the stream; or a mixer and an MLP each normed after, not before
     (EXAONE 4, src/models/exaone4.cpp:107-170); a norm, then a mixer and an MLP both on it, their outputs added to
     the stream, or each on a norm of its own (`_parallel`); None for any other: post-LN,
-    pairs of sublayers or a shortcut (LongCat-Flash), a shared block (Zamba2), hyper-connections (DeepSeek-V4), a
-    normed residual (MiniMax)."""
-    if block.shared or block.post_ln or block.pairs != 1 or block.shortcut or block.hyper or block.normed_residual:
+    pairs of sublayers or a shortcut (LongCat-Flash), a shared block (Zamba2), hyper-connections (DeepSeek-V4). A
+    normed residual (MiniMax-01) is a norm, a mixer, a norm and an MLP whose adds take the norm, not the stream."""
+    if block.shared or block.post_ln or block.pairs != 1 or block.shortcut or block.hyper:
         return None
     if block.parallel:  # attention and MLP on one norm (Cohere: src/models/command-r.cpp, cohere2.cpp)
         one = block.norms in (("attn_in",), ("attn_in", "mlp_in"))
@@ -174,16 +182,15 @@ def _parallel(spec: ModelSpec, g: Graph, block: Block, layer: int, residual: str
 
 def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node] | None:
     """The graph's nodes, in its order, where every layer is one of the layouts `_shape` knows and each part states
-    its nodes; else None, as for a graph with inputs of its own that this does not build (`llamacpp.deepstack`).
-    `caches`: the KV caches' inputs, the full one first."""
-    if spec.n_layers > MAX_LAYERS or spec.llamacpp.deepstack:
+    its nodes; else None. `caches`: the KV caches' inputs, the full one first."""
+    if spec.n_layers > MAX_LAYERS:
         return None
     blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
     if any(_shape(b) is None for b in blocks):
         return None
     d, n, outputs = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens
     nodes = _inputs(spec, g, caches)
-    residual = EMBD if spec.llamacpp.scale_rows else "embd"
+    residual = EMBD if spec.llamacpp.scale_rows else STACK if spec.llamacpp.deepstack else "embd"
     expanded = ["embd", "inp_embd", "mixed_set", residual]  # ggml_build_forward_select's three branches, its result
     if spec.embedding.positions == "learned":  # the positions' rows added to the tokens', in place (src/models/gpt2.cpp)
         nodes += [op("pos_rows", (d, n), POS), op("inp_pos_added", (d, n), residual, "pos_rows", inplace=True)]
@@ -225,16 +232,20 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
             nodes += (_norm(normed, d, tokens, residual) if pre_normed else []) + sub.nodes
             expanded += [normed] * (i == 0 and spec.llamacpp.expand_norm) + sub.expanded
             out, last = sub.out, i == 0 and layer == len(blocks) - 1
+            stream = normed if block.normed_residual else residual  # what the sublayer's output is added to
             if last and not (spec.llamacpp.rows_after_norm or spec.llamacpp.rows_after_add
                              or spec.llamacpp.rows_before_norm):
-                # the output rows of the sublayer and of its input; a second sublayer runs on them
+                # the output rows of the sublayer and of what it is added to; a second sublayer runs on them
                 nodes += [op("cur_rows", (d, outputs), out, "out_ids"),
-                          op("inp_rows", (d, outputs), residual, "out_ids")]
-                out, residual, rows, tokens = "cur_rows", "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
+                          op("inp_rows", (d, outputs), stream, "out_ids")]
+                out, stream, rows, tokens = "cur_rows", "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
             if _post_norms(block)[i]:
                 nodes += _norm(f"post{i}-{layer}", d, tokens, out)
                 out = f"post{i}-{layer}"
-            nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, residual, part is block.mlp))
+            if block.normed_residual:  # MiniMax-01: the normed input scaled (src/models/minimax-01.cpp:430-466)
+                nodes.append(op(f"scaled{i}-{layer}", (d, tokens), stream, inplace=True))
+                stream = f"scaled{i}-{layer}"
+            nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, stream, part is block.mlp))
             residual = f"add{i}-{layer}"
             if last and spec.llamacpp.rows_after_add:  # the stream's output rows; the second sublayer runs on them
                 nodes.append(op("inp_rows", (d, outputs), residual, "out_ids"))
@@ -244,6 +255,10 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
             return None
         nodes += after.nodes
         residual = after.out
+        if layer < spec.llamacpp.deepstack:  # its deepstack input, a view of the embeddings, added in place
+            nodes += [view(f"deepstack{layer}", "embd"), op(f"deepstack_out{layer}", (d, tokens), residual,
+                                                            f"deepstack{layer}", inplace=True)]
+            residual = f"deepstack_out{layer}"
     if spec.llamacpp.rows_after_norm:  # the norm over every token kept as an output, then its output rows
         nodes += _norm("h_nextn", d, n, residual, output=True)
         nodes.append(replace(op("result_norm", (d, outputs), "h_nextn", "out_ids"), output=True))
