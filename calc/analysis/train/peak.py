@@ -94,6 +94,7 @@ from typing import TYPE_CHECKING
 
 from calc.analysis.train.activations import layer_terms
 from calc.analysis.train.bnb import dequantised_bytes, graph_inputs, quantised_head
+from calc.analysis.train.compiled import compiled_backward_terms
 from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.frozen import frozen_layer
@@ -152,10 +153,16 @@ def _frozen(terms: list, block, s) -> list:  # noqa: ANN001
 
 def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     """A checkpointed layer's activations rebuilt in full during its backward, beyond its kept input
-    (under LoRA without what its frozen linears do not keep)."""
+    (under LoRA without what its frozen linears do not keep). A compiled layer (not under LoRA, whose
+    frozen backward is not measured) counts its backward's working set at its peak instead: the rebuilt
+    tensors with the gradient arriving and the MLP's gradient temporaries (compiled.py)."""
     s = t.setup
     if s.recompute != "full":
         return 0
+    if s.compile and not s.lora_rank:
+        return max(sum(s.term_bytes(term) for term in compiled_backward_terms(
+            spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, s.repeat_kv))
+            for kind in spec.layer_counts())
     rebuilt = [sum(s.term_bytes(term) for term in _frozen(layer_terms(
         spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, "none", s.attention == "flash", s.norms,
         s.repeat_kv), spec.blocks[kind], s)) for kind in spec.layer_counts()]
