@@ -15,7 +15,7 @@ backward is recorded with the profiler's record of torch's CPU allocator (as tes
   every block alive then.
 
 Inductor reuses a dead buffer for a new one of the same size, so where a gradient has an activation's
-size (the layer input's always; a weight's when the tokens equal the width: d64 and d256 below) the block
+size (the layer input's always; a weight's when the tokens equal the width: d64 at 64 tokens) the block
 may be one the allocator saw as an activation, and counts as a gradient: the record is then less than
 what was alive. The loss here is `out.float().sum()`: its scalar gradient (4 B) is in every record.
 """

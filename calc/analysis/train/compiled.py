@@ -23,6 +23,11 @@ tests/data/compiled_saves.json with torch 2.13's inductor); per layer of n = B·
 
 The eager RMSNorm's fp32 copies (`norm_upcast`) are fused away inside a compiled layer: torchtune's
 upcasting norm saves what nn.RMSNorm does. Neither framework compiles the final norm.
+
+A layer checkpointed in full rebuilds, in its backward, what it keeps without recompute; at the compiled
+backward's peak, in the MLP's backward, those tensors are all alive with the gradient arriving at the layer
+and the gate's, up's and product's gradients (`compiled_backward_terms`): measured with the CPU allocator's
+record over the same forms and shapes (tests/compiled_backward.py, tests/data/compiled_backward.json).
 """
 
 from __future__ import annotations

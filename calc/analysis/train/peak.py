@@ -13,7 +13,8 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
                                     head gathered and the last layer's all-gather, prefetched
   backward, last layer recomputed   (full recomputation) the layers' activations (the head's and the
                                     loss's are freed by now) + the head's gradient + that layer's
-                                    activations rebuilt in full; with context parallelism also its
+                                    activations rebuilt in full (compiled: its backward's working set
+                                    at its peak, compiled.py); with context parallelism also its
                                     ring attention's buffers (context_parallel.py), under Float8 its
                                     largest linear's fp8 operands (float8.py) — without full
                                     recomputation this moment ("backward, the last layer") holds those
