@@ -147,3 +147,22 @@ def test_the_backward_record_is_what_the_allocator_holds_now(request: pytest.Fix
     from compiled_backward import measure_all
 
     assert measure_all() == BACKWARD["entries"]
+
+
+def test_the_rebuilt_moment_counts_the_compiled_backward() -> None:
+    """llama-3.2-1b, 1 × 1,024 tokens, fully checkpointed and compiled: the last layer's backward holds what the
+    compiled layer keeps without recompute (the arriving gradient in its input's place) and the MLP's three
+    gradient temporaries; under LoRA the eager rebuilt layer stands in."""
+    def run(*extra: str) -> dict:
+        out = CliRunner().invoke(main, ["train", "llama-3.2-1b", "--seq", "1024", "--micro-batch", "1", "--compile",
+                                        "--json", *extra])
+        return json.loads(out.output)
+
+    def rebuilt(*extra: str) -> dict:
+        (moment,) = [m for m in run("--recompute", "full", *extra)["moments"] if "recomputed" in m["moment"]]
+        return moment["parts"]
+
+    (kind,) = run("--recompute", "none")["activations"]["layers"]
+    n, d_ff = 1024, 8192  # llama-3.2-1b: intermediate_size 8192 (its config.json)
+    assert rebuilt()["one compiled layer's backward working set (rebuilt)"] == kind["per_layer"] + 3 * n * d_ff * BF16
+    assert "one layer's activations rebuilt" in rebuilt("--lora-rank", "8")

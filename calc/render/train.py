@@ -174,8 +174,8 @@ def train_notes(t: Training) -> list[str]:
     notes.append(f"peak at: {t.peak.name}; allocated {human_bytes(t.allocated)} "
                  f"({human_bytes(t.allocated, binary=False)}), reserved ~{human_bytes(t.reserved)}, "
                  f"nvidia-smi ~{human_bytes(t.nvidia_smi)}")
-    measured = s.compile and s.recompute == "full" and not s.lora_rank  # its compiled backward's working set
-    notes.append("not counted: " + ("" if measured else "a layer's backward working set beyond its rebuilt activations, ")
+    notes.append("not counted: " + ("" if s.compiled_backward else
+                                    "a layer's backward working set beyond its rebuilt activations, ")
                  + "DDP's gradient buckets, the framework's own buffers")
     return notes
 

@@ -160,7 +160,7 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     s = t.setup
     if s.recompute != "full":
         return 0
-    if s.compile and not s.lora_rank:
+    if s.compiled_backward:
         return max(sum(s.term_bytes(term) for term in compiled_backward_terms(
             spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, s.repeat_kv))
             for kind in spec.layer_counts())
@@ -176,7 +176,8 @@ def _in_layer(t: "Training", spec: ModelSpec) -> tuple[tuple[str, int], ...]:
     s = t.setup
     n = s.micro_batch * s.local_seq
     return tuple((what, size) for what, size in (
-        ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
+        ("one compiled layer's backward working set (rebuilt)" if s.compiled_backward
+         else "one layer's activations rebuilt", _recomputed_layer(t, spec)),
         ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp, s.repeat_kv)),
         ("Float8: the largest linear's fp8 operands", cast_bytes(spec, s.float8, n, s.tp))) if size)
 
