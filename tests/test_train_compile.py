@@ -17,7 +17,7 @@ import torch
 from click.testing import CliRunner
 
 from calc.analysis.train.activations import layer_terms
-from calc.analysis.train.compiled import compiled_layer_terms
+from calc.analysis.train.compiled import compiled_backward_terms, compiled_layer_terms
 from calc.cli import main
 from calc.spec.model import spec_from_dict
 
@@ -25,14 +25,19 @@ RECORD = json.loads((Path(__file__).parent / "data" / "compiled_saves.json").rea
 BF16 = 2
 
 
-def _terms(entry: dict) -> list:
-    """The rule's terms for the recorded layer (its shape as a one-layer Llama spec)."""
-    sh = entry["shape"]
+def _block(sh: dict):  # noqa: ANN202
+    """The recorded layer's shape as a one-layer Llama spec's block."""
     spec = spec_from_dict({"name": "compiled", "family": "llama", "vocab_size": 97, "n_positions": sh["seq"],
                            "n_layers": 1, "d_model": sh["d_model"], "n_heads": sh["n_heads"],
                            "n_kv_heads": sh["n_kv_heads"], "d_ff": sh["d_ff"]}, origin="compiled")
     (block,) = spec.blocks.values()
-    args = (block, sh["d_model"], sh["batch"], sh["seq"], BF16, entry["recompute"])
+    return block
+
+
+def _terms(entry: dict) -> list:
+    """The rule's terms for the recorded layer (its shape as a one-layer Llama spec)."""
+    sh = entry["shape"]
+    args = (_block(sh), sh["d_model"], sh["batch"], sh["seq"], BF16, entry["recompute"])
     if entry["recompute"] == "full":
         return layer_terms(*args, True)
     return compiled_layer_terms(*args, repeat_kv=entry["form"] != "gqa")
@@ -94,3 +99,70 @@ def test_compile_drops_the_eager_norms_and_silu_from_a_layer() -> None:
 
     n, d, d_ff = 1024, 2048, 8192  # llama-3.2-1b: hidden_size 2048, intermediate_size 8192 (its config.json)
     assert layer() - layer("--compile") == 2 * n * d * BF16 + n * d_ff * BF16 + 2 * n * BF16 - 2 * n * 4
+
+
+BACKWARD = json.loads((Path(__file__).parent / "data" / "compiled_backward.json").read_text())
+LOSS_SCALAR = 4  # the test loss's out.float().sum(): its gradient, one fp32 scalar (ones_like), in every record
+
+
+def _reused(entry: dict) -> set[int]:
+    """What the rule may exceed a record by: gradients that took over a dead activation's buffer of the same
+    size (compiled_backward.py), so that the allocator saw them as activations: the layer input's (n·d),
+    and where the tokens equal the width the three MLP weights' too (d·d_ff = n·d_ff)."""
+    sh = entry["shape"]
+    n, d = sh["batch"] * sh["seq"], sh["d_model"]
+    mlp = {n * d * BF16 + 3 * n * sh["d_ff"] * BF16} if n == d else set()
+    return {0, n * d * BF16} | mlp
+
+
+@pytest.mark.parametrize("entry", [e for e in BACKWARD["entries"] if e["recompute"] == "full"],
+                         ids=[f"{e['form']}-d{e['shape']['d_model']}-n{e['shape']['batch'] * e['shape']['seq']}"
+                              for e in BACKWARD["entries"] if e["recompute"] == "full"])
+def test_the_backward_rule_against_the_allocator(entry: dict) -> None:
+    """A fully checkpointed compiled layer's backward: the rule (the rebuilt layer, the gradient arriving and
+    the MLP's three gradient temporaries) equals what the CPU allocator held at the peak, less only a
+    gradient that reused an activation's buffer (`_reused`); exactly for the shapes chosen to rule that out."""
+    from compiled_backward import EXTRA
+    from compiled_block import Shape
+
+    sh = entry["shape"]
+    rule = sum(t.bytes(1, False) for t in compiled_backward_terms(
+        _block(sh), sh["d_model"], sh["batch"], sh["seq"], BF16, repeat_kv=entry["form"] != "gqa"))
+    assert rule - (entry["total"] - LOSS_SCALAR) in _reused(entry)
+    if Shape(**sh) in EXTRA:  # tokens unlike every width: nothing reused (d128 reused the input's gradient)
+        assert rule == entry["total"] - LOSS_SCALAR
+
+
+def test_the_backward_record_covers_each_form_and_shape() -> None:
+    from compiled_block import FORMS, SHAPES
+
+    seen = {(e["form"], e["recompute"]) for e in BACKWARD["entries"]}
+    assert seen == {(f, r) for f, modes in FORMS.items() for r in modes}
+    assert len(BACKWARD["entries"]) == (len(SHAPES) + 2) * len(seen)
+
+
+def test_the_backward_record_is_what_the_allocator_holds_now(request: pytest.FixtureRequest) -> None:
+    if not request.config.getoption("--compile-measure"):
+        pytest.skip("compiles 35 layers with inductor (minutes): pass --compile-measure")
+    from compiled_backward import measure_all
+
+    assert measure_all() == BACKWARD["entries"]
+
+
+def test_the_rebuilt_moment_counts_the_compiled_backward() -> None:
+    """llama-3.2-1b, 1 × 1,024 tokens, fully checkpointed and compiled: the last layer's backward holds what the
+    compiled layer keeps without recompute (the arriving gradient in its input's place) and the MLP's three
+    gradient temporaries; under LoRA the eager rebuilt layer stands in."""
+    def run(*extra: str) -> dict:
+        out = CliRunner().invoke(main, ["train", "llama-3.2-1b", "--seq", "1024", "--micro-batch", "1", "--compile",
+                                        "--json", *extra])
+        return json.loads(out.output)
+
+    def rebuilt(*extra: str) -> dict:
+        (moment,) = [m for m in run("--recompute", "full", *extra)["moments"] if "recomputed" in m["moment"]]
+        return moment["parts"]
+
+    (kind,) = run("--recompute", "none")["activations"]["layers"]
+    n, d_ff = 1024, 8192  # llama-3.2-1b: intermediate_size 8192 (its config.json)
+    assert rebuilt()["one compiled layer's backward working set (rebuilt)"] == kind["per_layer"] + 3 * n * d_ff * BF16
+    assert "one layer's activations rebuilt" in rebuilt("--lora-rank", "8")

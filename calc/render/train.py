@@ -174,8 +174,9 @@ def train_notes(t: Training) -> list[str]:
     notes.append(f"peak at: {t.peak.name}; allocated {human_bytes(t.allocated)} "
                  f"({human_bytes(t.allocated, binary=False)}), reserved ~{human_bytes(t.reserved)}, "
                  f"nvidia-smi ~{human_bytes(t.nvidia_smi)}")
-    notes.append("not counted: a layer's backward working set beyond its rebuilt activations, DDP's gradient buckets, "
-                 "the framework's own buffers")
+    notes.append("not counted: " + ("" if s.compiled_backward else
+                                    "a layer's backward working set beyond its rebuilt activations, ")
+                 + "DDP's gradient buckets, the framework's own buffers")
     return notes
 
 

@@ -152,6 +152,12 @@ class Setup:
         return ("upcast" if self.norm_upcast else "act") + ("-frozen" if self.lora_rank else "")
 
     @property
+    def compiled_backward(self) -> bool:
+        """A compiled layer rebuilt in full in its backward, counted as measured (compiled_backward_terms);
+        under LoRA its frozen backward is not measured, and the eager rebuilt layer stands in."""
+        return self.compile and self.recompute == "full" and not self.lora_rank
+
+    @property
     def fsdp(self) -> bool:
         """Parameters are gathered to run each layer: FSDP's full sharding (ZeRO-3) over several GPUs, or its
         CPU offload."""

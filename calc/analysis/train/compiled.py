@@ -23,6 +23,11 @@ tests/data/compiled_saves.json with torch 2.13's inductor); per layer of n = B·
 
 The eager RMSNorm's fp32 copies (`norm_upcast`) are fused away inside a compiled layer: torchtune's
 upcasting norm saves what nn.RMSNorm does. Neither framework compiles the final norm.
+
+A layer checkpointed in full rebuilds, in its backward, what it keeps without recompute; at the compiled
+backward's peak, in the MLP's backward, those tensors are all alive with the gradient arriving at the layer
+and the gate's, up's and product's gradients (`compiled_backward_terms`): measured with the CPU allocator's
+record over the same forms and shapes (tests/compiled_backward.py, tests/data/compiled_backward.json).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from calc.errors import GptcalcError
 from calc.parts import MLP, Attention
 from calc.spec.model import Block
 
-__all__ = ["compiled_layer_terms"]
+__all__ = ["compiled_backward_terms", "compiled_layer_terms"]
 
 MLP_EXTRAS = ("bias", "sparsity", "clamp", "gate_clamp", "swiglu_limit", "gate_scale", "down_scale")
 ATTENTION = ("qk_norm", "window", "output_gate", "sinks", "softcap", "temperature", "augment", "dropout")
@@ -55,6 +60,20 @@ def compiled_layer_terms(block: Block, d: int, b: int, s: int, act: int, recompu
             Term(ATTENTION_INPUT, n * d, act, "input"), Term(f"Q, K, V{heads}", n * (a.q_dim + k + v), act, "tp"),
             *fused, Term(MLP_INPUT, n * d, act, "input"),
             Term("MLP hidden (gate, up, product; SiLU recomputed)", 3 * n * m.d_ff, act, "tp")]
+
+
+def compiled_backward_terms(block: Block, d: int, b: int, s: int, act: int, repeat_kv: bool = False) -> list[Term]:
+    """What a compiled layer checkpointed in full holds at its backward's peak beyond its kept input and the
+    gradients: its forward rebuilt, as the layer keeps it without recompute, and the backward graph's
+    temporaries then alive. The peak is in the MLP's backward: every rebuilt tensor is still there (the
+    attention's are read later), with the gradient arriving at the layer (in the input's place: same size)
+    and the gradients of the gate, the up projection and their product. Measured on the CPU's allocator
+    (tests/compiled_backward.py, tests/data/compiled_backward.json)."""
+    kept = compiled_layer_terms(block, d, b, s, act, "none", repeat_kv)
+    m, n = block.mlp, b * s
+    arriving = Term("the residual after attention; the gradient arriving at the layer", 2 * n * d, act, "sp")
+    return [arriving, *kept[1:],
+            Term("MLP backward: gradients of the gate, up and their product", 3 * n * m.d_ff, act, "tp")]
 
 
 def _llama(block: Block) -> Attention:

@@ -13,7 +13,8 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
                                     head gathered and the last layer's all-gather, prefetched
   backward, last layer recomputed   (full recomputation) the layers' activations (the head's and the
                                     loss's are freed by now) + the head's gradient + that layer's
-                                    activations rebuilt in full; with context parallelism also its
+                                    activations rebuilt in full (compiled: its backward's working set
+                                    at its peak, compiled.py); with context parallelism also its
                                     ring attention's buffers (context_parallel.py), under Float8 its
                                     largest linear's fp8 operands (float8.py) — without full
                                     recomputation this moment ("backward, the last layer") holds those
@@ -94,6 +95,7 @@ from typing import TYPE_CHECKING
 
 from calc.analysis.train.activations import layer_terms
 from calc.analysis.train.bnb import dequantised_bytes, graph_inputs, quantised_head
+from calc.analysis.train.compiled import compiled_backward_terms
 from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.frozen import frozen_layer
@@ -152,10 +154,16 @@ def _frozen(terms: list, block, s) -> list:  # noqa: ANN001
 
 def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     """A checkpointed layer's activations rebuilt in full during its backward, beyond its kept input
-    (under LoRA without what its frozen linears do not keep)."""
+    (under LoRA without what its frozen linears do not keep). A compiled layer (not under LoRA, whose
+    frozen backward is not measured) counts its backward's working set at its peak instead: the rebuilt
+    tensors with the gradient arriving and the MLP's gradient temporaries (compiled.py)."""
     s = t.setup
     if s.recompute != "full":
         return 0
+    if s.compiled_backward:
+        return max(sum(s.term_bytes(term) for term in compiled_backward_terms(
+            spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, s.repeat_kv))
+            for kind in spec.layer_counts())
     rebuilt = [sum(s.term_bytes(term) for term in _frozen(layer_terms(
         spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, "none", s.attention == "flash", s.norms,
         s.repeat_kv), spec.blocks[kind], s)) for kind in spec.layer_counts()]
@@ -168,7 +176,8 @@ def _in_layer(t: "Training", spec: ModelSpec) -> tuple[tuple[str, int], ...]:
     s = t.setup
     n = s.micro_batch * s.local_seq
     return tuple((what, size) for what, size in (
-        ("one layer's activations rebuilt", _recomputed_layer(t, spec)),
+        ("one compiled layer's backward working set (rebuilt)" if s.compiled_backward
+         else "one layer's activations rebuilt", _recomputed_layer(t, spec)),
         ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp, s.repeat_kv)),
         ("Float8: the largest linear's fp8 operands", cast_bytes(spec, s.float8, n, s.tp))) if size)
 
