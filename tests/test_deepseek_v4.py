@@ -181,6 +181,34 @@ def test_layer_activations_equal_what_autograd_saves(seq: int) -> None:
                                                                                         "none")) for block in blocks]
 
 
+@pytest.mark.parametrize("seq", [30, 32])
+def test_frozen_layer_activations_equal_what_autograd_saves(seq: int) -> None:
+    """The same layers with every weight frozen but the embedding's (each layer's input still needs a
+    gradient, as under LoRA adapters upstream) and no adapter in them: the hyper-connections' normed copies
+    and mixing projection's output, the norms' normed x (the layer's two, the Q latent's, K = V's, the
+    compressed entries'), q_b's, W_o_a's and W_o_b's inputs, the router's and the experts' input and each
+    down projection's input go; frozen_layer drops exactly these (transformers 5.24's tiny model, fp32)."""
+    torch = pytest.importorskip("torch")
+    from calc.analysis.train import Setup
+    from calc.analysis.train.frozen import frozen_layer
+    from saved_tensors import saved_per_layer
+
+    spec, model = spec_of(tiny_config("deepseek_v4")), _transformers_tiny("deepseek_v4")
+    model.set_attn_implementation("eager")
+    model.train().requires_grad_(False).get_input_embeddings().weight.requires_grad_(True)
+    ids = torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(0))
+    blocks = [spec.blocks[spec.block_at(layer)] for layer in range(spec.n_layers)]
+    setup = Setup(seq, BATCH, lora_rank=4, lora_targets=())
+
+    def kept(block, frozen: bool) -> int:  # noqa: ANN001 - a Block
+        terms = layer_terms(block, spec.d_model, BATCH, seq, 4, "none", False, setup.norms if frozen else "act")
+        return sum(t.bytes(1, False) for t in (frozen_layer(terms, block, setup) if frozen else terms))
+
+    frozen = [kept(block, True) for block in blocks]
+    assert saved_per_layer(model, ids) == frozen
+    assert all(f < kept(block, False) for f, block in zip(frozen, blocks))
+
+
 def _counted(run) -> int:  # noqa: ANN001 - a callable
     """FlopCounterMode's total while `run()` runs."""
     from torch.utils.flop_counter import FlopCounterMode

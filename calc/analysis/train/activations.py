@@ -83,6 +83,7 @@ INT64 = 8
 ATTENTION_INPUT, W_O_INPUT, MLP_INPUT, HEAD_INPUT = ("attention input (normed x)", "heads' output (W_O's input)",
                                                     "MLP input (normed x)", "LM head input")
 GATED_KEPT, PLAIN_KEPT = " (gate, SiLU, up, product)", " (before and after the activation)"  # a hidden term's ending
+CLAMPED_KEPT = " (gate and up, both clamped, SiLU, product)"  # DeepSeek-V4's clamped SwiGLU's
 ROUTED_ROWS = "routed rows (experts' input)"
 Q_LATENT, KV_LATENT = "Q latent: q_b's input (the norm's output)", "KV latent: kv_b's input (the norm's output)"
 
@@ -102,8 +103,9 @@ class Term:
     split: str  # "tp": split by tensor parallelism; "sp": only with sequence parallelism; "input": a column-
     # parallel linear's input, split by sequence parallelism unless kept all-gathered; "": never
     head: bool = False  # kept for the head and the loss: freed once backward has passed them
-    weight_grad: bool = False  # a recurrent mixer's tensor kept only for a weight's gradient (a linear's input, a
-    # norm's normed x, exp(A_log)'s output): none under LoRA, which no mixer projection takes (frozen.py)
+    weight_grad: bool = False  # kept only for the gradient of a weight no LoRA adapter reads around (a recurrent
+    # mixer's linears and norms, exp(A_log)'s output; DeepSeek-V4's hyper-connections, latent norms and grouped
+    # output): none under LoRA (frozen.py)
 
     def bytes(self, tp: int, sp: bool, gathered: bool = False) -> int:
         """Bytes on one GPU; `gathered`: the column-parallel linears keep their all-gathered input (DTensor)."""
@@ -463,15 +465,20 @@ def _compressed(a: CompressedAttention, b: int, s: int, d: int, act: int, recomp
     than gathering), cos and sin repeated for each of the three rotations (Q, K, the output's inverse),
     the compressor's terms, P with the sink column and the max's indices, and the grouped output's two
     inputs. The lightning indexer keeps nothing: its scores end in top-k indices, which carry no
-    gradient, so autograd frees its whole branch (its compressor, queries and scores) after forward."""
+    gradient, so autograd frees its whole branch (its compressor, queries and scores) after forward.
+    q_a, kv and the grouped output take no LoRA adapter (only q_b does, as "q"), so their inputs and the
+    norms' normed x are kept only for frozen weights' gradients under LoRA (weight_grad)."""
     n, h, c, r = b * s, a.n_heads, a.head_dim, a.q_lora_rank
     entries = s // a.ratio if a.ratio else 0
     keys, rope = s + entries, a.rope.rotary_dim if a.rope else 0
     expanded = recompute == "none" and not flash
-    terms = [Term("attention input (normed x)", n * d, act, "sp"),
-             Term("Q latent: norm and up-projection input", 3 * n * r + n, act, "sp"),
+    terms = [Term(ATTENTION_INPUT, n * d, act, "sp"),
+             Term("Q latent: its norm's input and rsqrt", n * r + n, act, "sp"),
+             Term("Q latent: its norm's normed x", n * r, act, "sp", weight_grad=True),
+             Term(Q_LATENT, n * r, act, "sp"),
              Term("Q (every head): its weightless norm's input and rsqrt, Q roped", 2 * n * h * c + n * h, act, "tp"),
-             Term("K = V (one head): its norm's input, rsqrt and output", 2 * n * c + n, act, ""),
+             Term("K = V (one head): its norm's input and rsqrt", n * c + n, act, ""),
+             Term("K = V (one head): its norm's normed x", n * c, act, "", weight_grad=True),
              Term(f"K and V over every key and entry ({'expanded to every head' if expanded else 'once'})",
                   (2 * h if expanded else 1) * b * keys * c, act, "tp" if expanded else ""),
              Term("cos and sin repeated for Q, K and the output's inverse rotation", 6 * s * rope, act, "")]
@@ -483,7 +490,7 @@ def _compressed(a: CompressedAttention, b: int, s: int, d: int, act: int, recomp
     else:
         core = _softmax(True, b, h, s, keys, act)
     return [*terms, *core, Term("heads' output and the grouped output's middle (W_o_a's and W_o_b's inputs)",
-                                n * h * c + n * a.o_groups * a.o_lora_rank, act, "tp")]
+                                n * h * c + n * a.o_groups * a.o_lora_rank, act, "tp", weight_grad=True)]
 
 
 def _compressor(a: CompressedAttention, b: int, s: int, act: int) -> list[Term]:
@@ -496,8 +503,9 @@ def _compressor(a: CompressedAttention, b: int, s: int, act: int) -> list[Term]:
     rope = a.rope.rotary_dim if a.rope else 0
     return [Term("compressor: gate softmax and the kv it weighs", slots + (slots if a.overlap else n * width),
                  act, ""),
-            Term("compressor: pooled entries' norm and their cos and sin",
-                 b * entries * (2 * width + 1 + 2 * rope), act, "")]
+            Term("compressor: pooled entries' norm (input, rsqrt) and their cos and sin",
+                 b * entries * (width + 1 + 2 * rope), act, ""),
+            Term("compressor: pooled entries' normed x", b * entries * width, act, "", weight_grad=True)]
 
 
 def _hyper(hyper: HyperConnections, n: int, d: int, act: int) -> list[Term]:
@@ -506,12 +514,16 @@ def _hyper(hyper: HyperConnections, n: int, d: int, act: int) -> list[Term]:
     already), the weightless norm's rsqrt and output, the mixing projection's output, the sigmoids of
     pre and post, comb's softmax, each of Sinkhorn's 2·iters − 1 divisions' numerator (k × k) and
     denominator (k), and pre + eps read by the collapse; in the model's dtype, the copies (read by
-    the collapse and the write-back), the sublayer's output, post and comb as the write-back reads them."""
+    the collapse and the write-back), the sublayer's output, post and comb as the write-back reads them.
+    The normed copies (fn's input) and the projection's output (which pre, post and comb multiply by their
+    scales) are kept only for those weights' gradients: none under LoRA, which adapts neither."""
     k, mixes, divisions = hyper.streams, (2 + hyper.streams) * hyper.streams, 2 * hyper.sinkhorn_iters - 1
     upcast = 0 if act == 4 else n * k * d
-    weights = n * (1 + mixes + 2 * k + k * k + divisions * (k * k + k) + k)
-    return [Term("hyper-connections: fp32 norm of the flattened copies, mixing weights, Sinkhorn (two sublayers)",
-                 2 * (upcast + n * k * d + weights), 4, "sp"),
+    weights = n * (1 + 2 * k + k * k + divisions * (k * k + k) + k)
+    return [Term("hyper-connections: fp32 copies' rsqrt, mixing weights' sigmoids and softmax, Sinkhorn (two "
+                 "sublayers)", 2 * (upcast + weights), 4, "sp"),
+            Term("hyper-connections: the normed copies and the mixing projection's output (fp32; fn's and the scales' "
+                 "gradients, two sublayers)", 2 * (n * k * d + n * mixes), 4, "sp", weight_grad=True),
             Term("hyper-connections: the copies, the sublayer's output, post and comb (two sublayers)",
                  2 * (n * k * d + n * d + n * k + n * k * k), act, "sp")]
 
@@ -569,7 +581,7 @@ def _hidden(label: str, part: MLP | MoE, elements: int, act: int) -> Term:
     if not part.gated:
         return Term(label + PLAIN_KEPT, 2 * elements, act, "tp")
     if part.gate_clamp:
-        return Term(f"{label} (gate and up, both clamped, SiLU, product)", 6 * elements, act, "tp")
+        return Term(label + CLAMPED_KEPT, 6 * elements, act, "tp")
     if getattr(part, "swiglu_limit", None):
         return Term(f"{label} (gate and up, the clamped gate, sigmoid, up + 1, gated value, product)",
                     7 * elements, act, "tp")

@@ -25,24 +25,27 @@ plain q projection's adapter), q_b's input (the Q latent) stays for an adapter o
 norms' frozen weights, the Q and K norms' and MLA's latent norms' too, keep no normed x (`Setup.norms`,
 activations._norm). The recurrent and lightning mixers take no adapter: each of their terms kept only for a
 weight's gradient (Term.weight_grad: in_proj's and out_proj's inputs, a gated norm's normed x, exp(A_log)'s
-output ...) goes. Counted for layers of those mixers (MEASURED) and a dense MLP or a top-k MoE (_plain);
-other mixers (compressed, Mamba v1) and other MoE forms keep their full-training count (not measured
-frozen). Measured with saved-tensor hooks on transformers' tiny Llama with LoRA adapters on every
+output ...) goes; so do DeepSeek-V4's (only q_b takes an adapter): the hyper-connections' normed copies and
+mixing output, the latent norms' normed x, W_o_a's and W_o_b's inputs. Counted for layers of those mixers
+(MEASURED) and a dense MLP or a top-k MoE (_plain, DeepSeek-V4's clamped experts too); Mamba v1's layers,
+Zamba2's shared blocks and other MoE forms keep their full-training count (not measured frozen).
+Measured with saved-tensor hooks on transformers' tiny Llama with LoRA adapters on every
 combination of targets, with and without dropout, on tiny Qwen3-MoE, Qwen2-MoE, Mixtral and OLMoE with
 adapters on the attention, on tiny DeepSeek-V3, DeepSeek-V2 and GLM-4.7-Flash (MLA) with adapters on q
 and o, and on the tiny hybrids' Mamba2, gated DeltaNet, KDA, short-conv and lightning layers, frozen, with
-the GPU kernels' saves stood in (tests/test_train_torch.py).
+the GPU kernels' saves stood in (tests/test_train_torch.py), and on tiny DeepSeek-V4 (tests/test_deepseek_v4.py).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from calc.analysis.train.activations import (ATTENTION_INPUT, GATED_KEPT, HEAD_INPUT, KV_LATENT, MLP_INPUT,
-                                             PLAIN_KEPT, Q_LATENT, ROUTED_ROWS, W_O_INPUT, Term)
+from calc.analysis.train.activations import (ATTENTION_INPUT, CLAMPED_KEPT, GATED_KEPT, HEAD_INPUT, KV_LATENT,
+                                             MLP_INPUT, PLAIN_KEPT, Q_LATENT, ROUTED_ROWS, W_O_INPUT, Term)
 from calc.analysis.train.bnb import BNB, quantised_head
 from calc.analysis.train.params import STACKS
-from calc.parts import MLA, MLP, Attention, GatedDeltaNet, KimiDeltaAttention, LightningAttention, Mamba2, MoE, ShortConv
+from calc.parts import (MLA, MLP, Attention, CompressedAttention, GatedDeltaNet, KimiDeltaAttention, LightningAttention,
+                        Mamba2, MoE, ShortConv)
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
@@ -51,8 +54,12 @@ if TYPE_CHECKING:
 __all__ = ["frozen_layer", "frozen_outside"]
 
 # The mixers whose frozen layers are measured: attention and MLA by their labels (the adapters they take), the
-# recurrent and lightning mixers, whose projections take none, by their terms' weight_grad
-MEASURED = (Attention, MLA, Mamba2, GatedDeltaNet, KimiDeltaAttention, ShortConv, LightningAttention)
+# recurrent and lightning mixers, whose projections take none, and DeepSeek-V4's compressed attention (q_b's alone
+# takes one) by their terms' weight_grad
+MEASURED = (Attention, MLA, Mamba2, GatedDeltaNet, KimiDeltaAttention, ShortConv, LightningAttention,
+            CompressedAttention)
+# A hidden term's ending -> how many tensors of its width it keeps; the last of them is the product, down's input
+HIDDEN_KEPT = {GATED_KEPT: 4, PLAIN_KEPT: 2, CLAMPED_KEPT: 6}
 
 
 def _read(s: "Setup", *targets: str) -> bool:
@@ -62,19 +69,21 @@ def _read(s: "Setup", *targets: str) -> bool:
 
 def _plain(m: MLP | MoE | None) -> bool:
     """An MLP, or a MoE's experts and shared expert, whose kept tensors are the ones measured frozen: a
-    plain or SwiGLU MLP; top-k experts through transformers' grouped matmuls without biases, clamps or
-    Gemma-4's scaled router and norms."""
+    plain or SwiGLU MLP, or DeepSeek-V4's clamped one; top-k experts through transformers' grouped matmuls
+    without biases, gpt-oss's or Llama-4's clamps or Gemma-4's scaled router and norms."""
     if isinstance(m, MoE):
-        return not (m.all_experts or m.expert_bias or m.clamp or m.gate_clamp or m.swiglu_limit or m.router_scale
+        return not (m.all_experts or m.expert_bias or m.clamp or m.swiglu_limit or m.router_scale
                     or m.shared_norms) and m.gated and m.activation != "xielu" and _plain(m.shared)
-    return m is None or (type(m) is MLP and m.activation != "xielu" and not (m.clamp or m.gate_clamp or m.sparsity
-                                                                             or m.swiglu_limit))
+    return m is None or (type(m) is MLP and m.activation != "xielu" and not (m.clamp or m.sparsity or m.swiglu_limit))
 
 
 def _input_readers(block: Block) -> tuple[str, ...]:
     """The targets whose adapters read the attention's normed input: q, k and v; MLA's q_a and kv_a take
-    none (its "q" adapts q_b, which reads the Q latent), unless it has a plain q projection."""
+    none (its "q" adapts q_b, which reads the Q latent), unless it has a plain q projection; nor do
+    DeepSeek-V4's q_a, kv and compressors."""
     a = block.attention
+    if isinstance(a, CompressedAttention):
+        return ()
     return ("q",) if isinstance(a, MLA) and not a.q_lora_rank else () if isinstance(a, MLA) else ("q", "k", "v")
 
 
@@ -95,9 +104,9 @@ def frozen_layer(terms: list[Term], block: Block, s: "Setup") -> list[Term]:
         if dropped.get(t.label) or t.weight_grad:
             continue
         down = ("experts_down",) if stacked and t.label.startswith("experts'") else ("down",)
-        if t.label.endswith((GATED_KEPT, PLAIN_KEPT)) and not _read(s, *down):  # down's input: the last of them
-            per = 4 if t.label.endswith(GATED_KEPT) else 2
-            t = Term(t.label + ", down frozen: no product kept" if per == 4 else t.label + ", down frozen: before only",
+        per = next((k for end, k in HIDDEN_KEPT.items() if t.label.endswith(end)), 0)
+        if per and not _read(s, *down):  # down's input: the last of them
+            t = Term(t.label + (", down frozen: before only" if per == 2 else ", down frozen: no product kept"),
                      t.elements * (per - 1) // per, t.bytes_per, t.split, t.head)
         out.append(t)
     return out
