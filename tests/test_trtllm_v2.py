@@ -244,6 +244,20 @@ def test_a_context_within_the_window_is_one_pool() -> None:
     assert [g["request_slots"] for g in two["pool_groups"]] == [33, 33]
 
 
+def test_without_the_overlap_scheduler_max_seq_len_is_seq() -> None:
+    """disable_overlap_scheduler: true leaves model_engine_max_seq_len at model_engine.max_seq_len
+    (py_executor_creator.py at 000429d57d), so Gemma 3 at --seq 1024 clamps both windows to 1,024: one pool; and a
+    gpt-oss-20b request of 8,192 tokens holds 256 full blocks and 256 - (8,193 - 128) // 32 = 4 sliding ones, so its
+    10,922 slots (as in the test below) hold 10,922 x 8,192 // 260 = 344,127 tokens."""
+    gemma = _memory(f"{CONFIGS}/gemma3_multimodal.json", "--kv-memory", "8GiB", "--seq", "1024",
+                    "--disable-overlap-scheduler")["engine"]["trtllm_kv_cache_manager_v2"]
+    assert [g["life_cycle_windows"] for g in gemma["pool_groups"]] == [[None]]
+    answer = _memory("gpt-oss-20b", "--kv-memory", "8GiB", "--seq", "8192", "--disable-overlap-scheduler")
+    request = _request_slots(8192, None) + _request_slots(8192, 128)
+    assert answer["engine"]["trtllm_kv_cache_manager_v2"]["pool_groups"][0]["request_slots"] == request == 260
+    assert answer["engine"]["tokens"] == 10_922 * 8192 // 260 == 344_127
+
+
 # A request's slots in a life cycle of window w at history h and capacity c (AttnLifeCycle::getStaleRange,
 # lifeCycleRegistry.h, no sink blocks; StorageManager::computeSlotsForBatch): ceil(c / 32) blocks less the
 # (h + 1 - w) // 32 stale ones before the window.
@@ -330,8 +344,11 @@ def test_gemma_3_split_at_other_quotas(quota: int) -> None:
     (["llama-3.1-8b", "--engine", "trtllm", "--kv-memory", "8GiB", "--pp", "2", "--use-kv-cache-manager-v2", "true"],
      "not sized here under pipeline parallelism"),
     (["llama-3.1-8b", "--engine", "vllm", "--kv-memory", "8GiB", "--use-kv-cache-manager-v2", "false"],
-     "--use-kv-cache-manager-v2 picks TensorRT-LLM's KV cache manager"),
-    (["llama-3.1-8b", "--use-kv-cache-manager-v2", "true"], "--use-kv-cache-manager-v2 picks TensorRT-LLM's")])
+     "--disable-overlap-scheduler set TensorRT-LLM's KV cache manager"),
+    (["llama-3.1-8b", "--use-kv-cache-manager-v2", "true"], "--disable-overlap-scheduler set TensorRT-LLM's"),
+    (["llama-3.1-8b", "--engine", "vllm", "--kv-memory", "8GiB", "--disable-overlap-scheduler"],
+     "--disable-overlap-scheduler set TensorRT-LLM's KV cache manager"),
+    (["llama-3.1-8b", "--disable-overlap-scheduler"], "--disable-overlap-scheduler set TensorRT-LLM's")])
 def test_what_v2_is_not_sized_for_is_refused_when_asked_for(args: list[str], message: str) -> None:
     result = CliRunner(env={"COLUMNS": "1000"}).invoke(main, ["memory", *args, "--seq", "4k"])
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output, result.output

@@ -56,8 +56,8 @@ request holds there (its blocks less the stale ones, as clampMaxSeqLenForMem's g
 max_seq_len is --seq + 1 (engine_seq): with the overlap scheduler, on unless disable_overlap_scheduler,
 py_executor_creator.py (000429d57d and bab0f2e6ee, the versions the index holds; 0004396720's KvCacheCreator still
 takes the net length apart, net_max_seq_len) builds the managers for one token more. So a window of exactly --seq is
-a life cycle of its own, and a request holds the blocks of --seq + 1 tokens. disable_overlap_scheduler is not an
-option here.
+a life cycle of its own, and a request holds the blocks of --seq + 1 tokens; --disable-overlap-scheduler drops the
++ 1 (`overlap`).
 
 Versions read and where they disagree (storageManager.cpp): 04b00fece3 and 2cdb4523 split per pool group and floor a
 pool group at one slot a life cycle, and their StorageManager takes no initial_pool_ratio or max_util_for_resume,
@@ -104,11 +104,11 @@ _PLAIN = ("MHA", "GQA", "MQA", "MLA")
 _ROLES = ("key", "value")
 
 
-def engine_seq(seq: int) -> int:
+def engine_seq(seq: int, overlap: bool = True) -> int:
     """The max_seq_len the KV cache manager is built with for a --seq of `seq`: one more wherever the overlap
-    scheduler runs, its default (OVERLAP_SOURCE). It sets the windows V2 derives (a
-    window of exactly --seq is shorter than it) and the blocks a request of --seq holds."""
-    return seq + 1
+    scheduler runs (`overlap`, its default; OVERLAP_SOURCE). It sets the windows V2 derives (a window of exactly
+    --seq is shorter than it) and the blocks a request of --seq holds."""
+    return seq + 1 if overlap else seq
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,7 @@ class V2Pool:
     seq: int = 0
     roles: tuple[tuple[str, ...], ...] = ()  # each layer's buffers' roles; empty: KEY, then VALUE
     manager: str = "KVCacheManagerV2"  # the class whose name heads the mapping lines (type(self).__name__)
+    overlap: bool = True  # the overlap scheduler runs (not disable_overlap_scheduler): max_seq_len is --seq + 1
 
     @property
     def life_cycles(self) -> tuple[int | None, ...]:
@@ -272,7 +273,7 @@ class V2Pool:
         """The slots one request holds in each pool group: every block of the manager's max_seq_len (--seq + 1,
         engine_seq) less the stale ones before its window (clampMaxSeqLenForMem's getNumSlots, getStaleRange at
         history = max_seq_len)."""
-        seq = engine_seq(self.seq)
+        seq = engine_seq(self.seq, self.overlap)
         need = [-(-seq // self.block) - _stale(w, seq, self.block) for w in self.life_cycles]
         return tuple(sum(need[c] for c in cycles) for cycles in self.groups)
 
@@ -340,17 +341,17 @@ def v2_unsized(kv: KVCache, pp: int, ranks: int = 1) -> str | None:
     return None
 
 
-def derived_windows(kv: KVCache) -> bool:
+def derived_windows(kv: KVCache, overlap: bool = True) -> bool:
     """Whether V2 gets windows of its own for this cache: _derive_layer_type_attention_windows (_util.py at
     0004396720) hands it one only where the layers' windows, each clamped to max_seq_len (--seq + 1, engine_seq),
     leave at least two sizes (uses_vswa_kv_cache_layout), so a model whose every layer slides (Mistral-7B, Phi-3)
     keeps max_attention_window unset, which _clamp_max_attention_window_vec (resource_manager.py) makes
     [max_seq_len]: one full-attention life cycle, every layer cached for the whole context as in V1."""
-    seq = engine_seq(kv.seq)
+    seq = engine_seq(kv.seq, overlap)
     return len({min(kind.window or seq, seq) for kind in kv.layers}) > 1
 
 
-def v2_pool(kv: KVCache, budget: int, block: int, ranks: int) -> V2Pool:
+def v2_pool(kv: KVCache, budget: int, block: int, ranks: int, overlap: bool = True) -> V2Pool:
     """The pools KVCacheManagerV2 builds from `budget` bytes for a cache v2_unsized sizes: a window shorter than
     max_seq_len (--seq + 1: a window of --seq too) stays the layer's own (_derive_layer_type_attention_windows), a
     longer one is clamped to full
@@ -359,14 +360,14 @@ def v2_pool(kv: KVCache, budget: int, block: int, ranks: int) -> V2Pool:
     indexer keys are a third role of that layer, INDEX_KEY (DSACacheManagerV2, calc.analysis.memory.trtllm_dsa)."""
     fmt = kv.format
     keys = index_key_buffers(kv, block)
-    derived = derived_windows(kv)
+    derived = derived_windows(kv, overlap)
     layers = []
     for kind in kv.layers:
         if kind.kind == DSA:
             continue
         own = tuple(fmt.row_bytes(width) * block for width in ((kind.k, kind.v) if kind.v else (kind.k,)))
         roles = _ROLES[:len(own)] + ((INDEX_KEY,) if kind.block in keys else ())
-        window = kind.window if derived and kind.window and kind.window < engine_seq(kv.seq) else None
+        window = kind.window if derived and kind.window and kind.window < engine_seq(kv.seq, overlap) else None
         layers += [(own + keys.get(kind.block, ()), roles, window)] * kind.n_layers
     return V2Pool(budget, tuple(b for b, _, _ in layers), block, ranks, tuple(w for _, _, w in layers), kv.seq,
-                  tuple(r for _, r, _ in layers), DSA_MANAGER if keys else V2Pool.manager)
+                  tuple(r for _, r, _ in layers), DSA_MANAGER if keys else V2Pool.manager, overlap)
