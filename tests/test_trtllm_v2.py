@@ -25,6 +25,10 @@ Sources (NVIDIA/TensorRT-LLM; each file at the commit it was read at):
   BaseLlmArgs.max_batch_size Field(default=2048), max_num_tokens Field(default=8192) (llm_args.py).
 - Windows: _util.py at 0004396720 _derive_layer_type_attention_windows (None without layer_types or with fewer than
   two clamped window sizes), resource_manager.py _clamp_max_attention_window_vec (None -> [max_seq_len]).
+- max_seq_len = --seq + 1: tensorrt_llm/_torch/pyexecutor/py_executor_creator.py create_py_executor (000429d57d and
+  bab0f2e6ee: "if not llm_args.disable_overlap_scheduler: model_engine_max_seq_len = model_engine.max_seq_len + 1",
+  then KvCacheCreator(max_seq_len=...) and, for the final managers, kv_cache_creator._max_seq_len =
+  model_engine_max_seq_len); disable_overlap_scheduler Field(default=False) (llm_args.py).
 Model shapes: Llama-3.1-8B 32 layers x 8 KV heads x 128 (its config.json); ALLaM-7B (tests/configs/model_types/
 llama.json) 32 layers x 32 KV heads x 128; Kimi-K2 (kimi_k2.json) 61 layers of a 512 + 64 MLA latent.
 """
@@ -157,7 +161,8 @@ def test_gpt_oss_120b_on_several_ranks_syncs_a_quota_that_counts_its_windows(tp:
     a layer's token is 2 x 8 / tp x 64 x 2 B; 18 full and 18 sliding layers; a request's windows are 18 x 128 tokens.
     At these quotas the floats of the round trip drop a byte (with max_batch_size 1 instead of 2,048 they would not,
     or would drop another). The two life cycles' slots (18 layers x K and V each) are one size, so one pool group; a
-    request of 32,768 tokens holds 1,024 full blocks and 4 sliding ones (1,024 less (32,769 - 128) // 32 stale)."""
+    request, max_seq_len 32,769 (--seq + 1), holds 1,025 full blocks and 5 sliding ones (1,025 less
+    (32,770 - 128) // 32 = 1,020 stale)."""
     layer = 2 * 8 // tp * 64 * 2
     assert _synced(quota, 18 * layer, 18 * layer, 18 * 128 * layer) == synced < quota
     grain = (2 * MIB) << min(4, int(math.log2(synced // GIB)))
@@ -168,15 +173,16 @@ def test_gpt_oss_120b_on_several_ranks_syncs_a_quota_that_counts_its_windows(tp:
     answer = _memory("gpt-oss-120b", "--kv-memory", str(quota), "--seq", "32k", "--tp", str(tp))
     v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
     assert (v2["quota_bytes"], v2["pool_slot_bytes"], v2["slots"]) == (synced, [slot], slots)
-    assert [g["request_slots"] for g in v2["pool_groups"]] == [1024 + 4]
-    assert answer["engine"]["tokens"] == slots * 32768 // 1028
+    assert [g["request_slots"] for g in v2["pool_groups"]] == [1025 + 5]
+    assert answer["engine"]["tokens"] == slots * 32768 // 1030
     assert f"KV cache manager v2 device quota set to {synced / GIB}GiB" in answer["server_says"]
 
 
 def test_gemma_3_on_two_ranks_keeps_a_quota_the_round_trip_returns_whole() -> None:
     """Gemma 3 27B (gemma3_multimodal.json) at --tp 2: 10 full and 52 sliding layers (window 1,024) of 2 x 8 x 128 x
     2 B a token. At 21,805,423,161 B the round trip returns the quota whole (with max_batch_size 1 it would lose a
-    byte); the grains (32 MiB) are then split as on one rank."""
+    byte); the grains (32 MiB) are then split as on one rank. A request (max_seq_len 8,193) holds 257 full slots and
+    257 - (8,194 - 1,024) // 32 = 33 sliding ones."""
     layer, quota = 2 * 8 * 128 * 2, 21_805_423_161
     assert _synced(quota, 10 * layer, 52 * layer, 52 * 1024 * layer) == quota
     full, sliding, grain = 10 * layer * 32, 52 * layer * 32, 32 * MIB
@@ -185,7 +191,7 @@ def test_gemma_3_on_two_ranks_keeps_a_quota_the_round_trip_returns_whole() -> No
     v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
     assert v2["quota_bytes"] == quota and [g["pool_slot_bytes"] for g in v2["pool_groups"]] == [[full], [sliding]]
     assert [g["slots"] for g in v2["pool_groups"]] == expected
-    assert answer["engine"]["tokens"] == min(expected[0] * 8192 // 256, expected[1] * 8192 // 32)
+    assert answer["engine"]["tokens"] == min(expected[0] * 8192 // 257, expected[1] * 8192 // 33)
 
 
 def test_phi_3_whose_every_layer_slides_is_one_full_attention_pool() -> None:
@@ -225,14 +231,31 @@ def test_mistral_7b_on_two_ranks_syncs_its_quota_as_full_attention() -> None:
 
 
 def test_a_context_within_the_window_is_one_pool() -> None:
-    """Gemma 3's sliding window is 1,024 (gemma3_multimodal.json): at --seq 1024 every window clamps to max_seq_len,
-    _derive_layer_type_attention_windows derives none, and V2 keeps one pool of all 62 layers (one life cycle, one
-    role line each); at 1,025 the sliding layers' 1,024 is a life cycle of its own in a second pool group."""
+    """Gemma 3's sliding window is 1,024 (gemma3_multimodal.json). The manager's max_seq_len is --seq + 1, so at
+    --seq 1023 (max_seq_len 1,024) every window clamps to it, _derive_layer_type_attention_windows derives none, and
+    V2 keeps one pool of all 62 layers (one life cycle); at --seq 1024 (max_seq_len 1,025) the sliding layers' 1,024
+    is a life cycle of its own in a second pool group, whose request holds as many blocks as a full one's:
+    ceil(1,025 / 32) = 33, less (1,026 - 1,024) // 32 = 0 stale."""
     args = (f"{CONFIGS}/gemma3_multimodal.json", "--kv-memory", "8GiB", "--seq")
-    one = _memory(*args, "1024")["engine"]["trtllm_kv_cache_manager_v2"]
-    two = _memory(*args, "1025")["engine"]["trtllm_kv_cache_manager_v2"]
+    one = _memory(*args, "1023")["engine"]["trtllm_kv_cache_manager_v2"]
+    two = _memory(*args, "1024")["engine"]["trtllm_kv_cache_manager_v2"]
     assert len(one["pool_groups"]) == 1 and one["pool_slot_bytes"] == [62 * 2 * 16 * 128 * 2 * 32]
     assert [g["life_cycle_windows"] for g in two["pool_groups"]] == [[None], [1024]]
+    assert [g["request_slots"] for g in two["pool_groups"]] == [33, 33]
+
+
+def test_without_the_overlap_scheduler_max_seq_len_is_seq() -> None:
+    """disable_overlap_scheduler: true leaves model_engine_max_seq_len at model_engine.max_seq_len
+    (py_executor_creator.py at 000429d57d), so Gemma 3 at --seq 1024 clamps both windows to 1,024: one pool; and a
+    gpt-oss-20b request of 8,192 tokens holds 256 full blocks and 256 - (8,193 - 128) // 32 = 4 sliding ones, so its
+    10,922 slots (as in the test below) hold 10,922 x 8,192 // 260 = 344,127 tokens."""
+    gemma = _memory(f"{CONFIGS}/gemma3_multimodal.json", "--kv-memory", "8GiB", "--seq", "1024",
+                    "--disable-overlap-scheduler")["engine"]["trtllm_kv_cache_manager_v2"]
+    assert [g["life_cycle_windows"] for g in gemma["pool_groups"]] == [[None]]
+    answer = _memory("gpt-oss-20b", "--kv-memory", "8GiB", "--seq", "8192", "--disable-overlap-scheduler")
+    request = _request_slots(8192, None) + _request_slots(8192, 128)
+    assert answer["engine"]["trtllm_kv_cache_manager_v2"]["pool_groups"][0]["request_slots"] == request == 260
+    assert answer["engine"]["tokens"] == 10_922 * 8192 // 260 == 344_127
 
 
 # A request's slots in a life cycle of window w at history h and capacity c (AttnLifeCycle::getStaleRange,
@@ -247,18 +270,18 @@ def test_gpt_oss_merges_its_two_life_cycles_into_one_pool_group() -> None:
     cycles' slots are 12 layers x K and V x 8 x 64 x 2 B x 32 = 786,432 B, so createStorageConfig (config.cpp at
     1148a82f66) keys them to one pool group, whose slots either takes, and which takes every grain
     (ratioToSlotCountList: its share is 1): 8 GiB is 512 grains of 16 MiB, 10,922 slots. A request of 8,192 tokens
-    holds 256 full-attention blocks and 256 - (8,193 - 128) // 32 = 4 sliding ones: 260 slots, so
-    10,922 x 8,192 // 260 = 344,127 tokens of such requests (V1: every layer a whole token, 8 GiB // (24 x 2,048 B x
+    (max_seq_len 8,193) holds 257 full-attention blocks and 257 - (8,194 - 128) // 32 = 5 sliding ones: 262 slots, so
+    10,922 x 8,192 // 262 = 341,500 tokens of such requests (V1: every layer a whole token, 8 GiB // (24 x 2,048 B x
     32) blocks x 32)."""
     slot, grain = 12 * 2 * 8 * 64 * 2 * 32, 16 * MIB
     slots = 512 * grain // slot
     assert -(-(slots + 1) * slot // grain) > 512
-    request = _request_slots(8192, None) + _request_slots(8192, 128)
+    request = _request_slots(8193, None) + _request_slots(8193, 128)
     answer = _memory("gpt-oss-20b", "--kv-memory", "8GiB", "--seq", "8192")
     v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
-    assert (v2["pool_slot_bytes"], v2["slots"], request) == ([slot], 10_922, 260)
+    assert (v2["pool_slot_bytes"], v2["slots"], request) == ([slot], 10_922, 262)
     assert v2["pool_groups"][0]["life_cycle_windows"] == [128, None] and v2["pool_groups"][0]["min_slots"] == 2 * 5
-    assert answer["engine"]["tokens"] == slots * 8192 // request == 344_127
+    assert answer["engine"]["tokens"] == slots * 8192 // request == 341_500
     assert answer["server_says"][-4:] == [
         "role=key, pool_group_id=0, layer_group_id=0", "role=value, pool_group_id=0, layer_group_id=0",
         "role=key, pool_group_id=0, layer_group_id=1", "role=value, pool_group_id=0, layer_group_id=1"]
@@ -292,14 +315,15 @@ def test_gemma_3_splits_the_grains_between_two_pool_groups() -> None:
     13,631,488 B; pool groups in the order of their slot lists, so the full one first (its lines pool_group_id=0,
     layer_group_id=1: layer 0 slides, life cycle 0). 8 GiB: 512 grains of 16 MiB, split by the fallback batch:
     65 full-attention and 65 - (2,049 - 1,024) // 32 = 33 sliding slots, 11 and 27 grains: 947 and 448 slots. A request
-    of 8,192 tokens holds 256 full and 32 sliding slots, so the full pool group binds: 947 x 8,192 // 256 tokens."""
+    of 8,192 tokens (max_seq_len 8,193) holds 257 full and 257 - (8,194 - 1,024) // 32 = 33 sliding slots, so the
+    full pool group binds: 947 x 8,192 // 257 tokens."""
     full, sliding, grain = 10 * 2 * 16 * 128 * 2 * 32, 52 * 2 * 16 * 128 * 2 * 32, 16 * MIB
     expected = _fallback_split(8 * GIB, [full, sliding], [None, 1024], grain)
     answer = _memory(f"{CONFIGS}/gemma3_multimodal.json", "--kv-memory", "8GiB", "--seq", "8192")
     v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
     assert [g["pool_slot_bytes"] for g in v2["pool_groups"]] == [[full], [sliding]]
     assert [g["slots"] for g in v2["pool_groups"]] == expected == [947, 448]
-    assert answer["engine"]["tokens"] == min(947 * 8192 // 256, 448 * 8192 // 32) == 30_304
+    assert answer["engine"]["tokens"] == min(947 * 8192 // 257, 448 * 8192 // 33) == 30_186
     assert answer["server_says"][-4:] == [
         "role=key, pool_group_id=1, layer_group_id=0", "role=value, pool_group_id=1, layer_group_id=0",
         "role=key, pool_group_id=0, layer_group_id=1", "role=value, pool_group_id=0, layer_group_id=1"]
@@ -320,8 +344,11 @@ def test_gemma_3_split_at_other_quotas(quota: int) -> None:
     (["llama-3.1-8b", "--engine", "trtllm", "--kv-memory", "8GiB", "--pp", "2", "--use-kv-cache-manager-v2", "true"],
      "not sized here under pipeline parallelism"),
     (["llama-3.1-8b", "--engine", "vllm", "--kv-memory", "8GiB", "--use-kv-cache-manager-v2", "false"],
-     "--use-kv-cache-manager-v2 picks TensorRT-LLM's KV cache manager"),
-    (["llama-3.1-8b", "--use-kv-cache-manager-v2", "true"], "--use-kv-cache-manager-v2 picks TensorRT-LLM's")])
+     "--disable-overlap-scheduler set TensorRT-LLM's KV cache manager"),
+    (["llama-3.1-8b", "--use-kv-cache-manager-v2", "true"], "--disable-overlap-scheduler set TensorRT-LLM's"),
+    (["llama-3.1-8b", "--engine", "vllm", "--kv-memory", "8GiB", "--disable-overlap-scheduler"],
+     "--disable-overlap-scheduler set TensorRT-LLM's KV cache manager"),
+    (["llama-3.1-8b", "--disable-overlap-scheduler"], "--disable-overlap-scheduler set TensorRT-LLM's")])
 def test_what_v2_is_not_sized_for_is_refused_when_asked_for(args: list[str], message: str) -> None:
     result = CliRunner(env={"COLUMNS": "1000"}).invoke(main, ["memory", *args, "--seq", "4k"])
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output, result.output

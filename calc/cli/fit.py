@@ -60,7 +60,8 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
                                        kv_dtype, scheme, reserves=Reserves(max_batched=max_batched),
                                        pool_settings=pool_settings, dp_attention=dp_attention)
     shown = candidates[:top]
-    note = (manager_note(spec, kv_cache(spec, seq, 1, kv_dtype), 1, pool_settings.kv_cache_manager_v2)
+    note = (manager_note(spec, kv_cache(spec, seq, 1, kv_dtype), 1, pool_settings.kv_cache_manager_v2,
+                         overlap=pool_settings.overlap_scheduler)
             if engine == "trtllm" else None)  # whose pools the tokens are
     if note and any(c.pool is not None and c.pool.v2 is not None for c in shown) and \
             any(c.pool is not None and c.pool.v2 is None for c in shown):

@@ -259,6 +259,10 @@ _POOL_OPTIONS = (
         help="TensorRT-LLM's kv_cache_config.use_kv_cache_manager_v2: auto takes the model class's preference "
              "(KVCacheManagerV2 for Llama, Llama 4, gpt-oss, Gemma 3/4, DeepSeek-V3/V3.2, GLM-5, Mistral-Large-3, "
              "Kimi-K2.5), false the V1 manager's pool and lines."),
+    click.option(
+        "--disable-overlap-scheduler", is_flag=True, default=False,
+        help="TensorRT-LLM's disable_overlap_scheduler: without it (its default) the KV cache managers are built for "
+             "max_seq_len --seq + 1, which sets the windows and a request's blocks in KVCacheManagerV2's pools."),
 )
 
 
@@ -269,11 +273,12 @@ def pool_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(command)
     def wrapper(*args: Any, async_scheduling: bool, indexer_kv_dtype: str, speculative_num_steps: int,
                 speculative_draft_layers: int | None, mamba_ssm_dtype: str | None, prefix_caching: bool,
-                kv_cache_manager_v2: str, **kwargs: Any) -> Any:
+                kv_cache_manager_v2: str, disable_overlap_scheduler: bool, **kwargs: Any) -> Any:
         from calc.analysis.memory.pool_settings import PoolSettings
 
         settings = PoolSettings(async_scheduling, indexer_kv_dtype, prefix_caching, speculative_num_steps,
-                                speculative_draft_layers, mamba_ssm_dtype, kv_cache_manager_v2)
+                                speculative_draft_layers, mamba_ssm_dtype, kv_cache_manager_v2,
+                                not disable_overlap_scheduler)
         return command(*args, pool_settings=settings, **kwargs)
 
     for option in reversed(_POOL_OPTIONS):

@@ -314,7 +314,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
             indexer_kv_dtype: str = "auto", prefix_caching: bool = True, speculative_steps: int = 0,
             sglang_ssm_bytes: int = 4, draft_layers: int | None = None,
             sglang_stages: tuple[tuple[KVCache, int], ...] = (), hisparse: HiSparseOptions | None = None,
-            trtllm_v2: bool = False, ranks: int = 1) -> KVPool:
+            trtllm_v2: bool = False, ranks: int = 1, trtllm_overlap: bool = True) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
@@ -328,7 +328,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     --pp, each SGLang stage's cache and pool bytes, which its DeepSeek-V4 pools are sized from (sglang_dsv4);
     `hisparse`: vLLM's HiSparse host pool and hot buffer (calc.analysis.memory.vllm_hisparse), None: off;
     `trtllm_v2`: TensorRT-LLM's pool is KVCacheManagerV2's, its quota synced over `ranks` ranks
-    (calc.analysis.memory.trtllm_v2; the caller checks that it is one it sizes), else V1's."""
+    (calc.analysis.memory.trtllm_v2; the caller checks that it is one it sizes), else V1's; `trtllm_overlap`: its
+    overlap scheduler runs (not disable_overlap_scheduler), so V2's max_seq_len is --seq + 1 (trtllm_v2.engine_seq)."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
@@ -364,7 +365,7 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     per_token = (engine_bytes_per_token(kv, indexer_dtype) if engine in ("vllm", "sglang") else
                  trtllm_bytes_per_token(kv) if engine == "trtllm" else kv.bytes_per_token)
     draft = draft_share(kv, per_token, draft_layers, pp) if speculative_steps else None
-    v2 = v2_pool(kv, kv_memory, block, ranks) if engine == "trtllm" and trtllm_v2 else None
+    v2 = v2_pool(kv, kv_memory, block, ranks, trtllm_overlap) if engine == "trtllm" and trtllm_v2 else None
     return KVPool(found, block, draft.priced if draft else per_token, kv_memory, max_model_len, hybrid, mamba,
                   draft=draft, backend=backend, v2=v2)
 

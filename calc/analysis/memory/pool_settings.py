@@ -23,8 +23,8 @@ if TYPE_CHECKING:  # the engines' modules load when a pool is asked for, not wit
 
 __all__ = ["PoolSettings"]
 
-_NOT_TRTLLM = ("--use-kv-cache-manager-v2 picks TensorRT-LLM's KV cache manager: give --engine trtllm with --budget or "
-               "--kv-memory")
+_NOT_TRTLLM = ("--use-kv-cache-manager-v2 and --disable-overlap-scheduler set TensorRT-LLM's KV cache manager: give "
+               "--engine trtllm with --budget or --kv-memory")
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,9 @@ class PoolSettings:
     """vLLM's --async-scheduling, --indexer-kv-dtype and --enable-prefix-caching, SGLang's
     --speculative-num-steps, --speculative-draft-layers (None: the model's MTP layers) and --mamba-ssm-dtype
     (None: the model's default there), TensorRT-LLM's kv_cache_config.use_kv_cache_manager_v2 ("auto": the model
-    class's preference, calc.analysis.memory.trtllm_manager), at their defaults unless given."""
+    class's preference, calc.analysis.memory.trtllm_manager) and its overlap scheduler (on unless
+    disable_overlap_scheduler; it builds the managers for --seq + 1 tokens, trtllm_v2.engine_seq), at their
+    defaults unless given."""
 
     async_scheduling: bool = True
     indexer_kv_dtype: str = "auto"
@@ -41,6 +43,7 @@ class PoolSettings:
     speculative_draft_layers: int | None = None
     mamba_ssm_dtype: str | None = None
     kv_cache_manager_v2: str = "auto"
+    overlap_scheduler: bool = True
 
     def pool(self, spec: ModelSpec, kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None,
              max_batched: int, layout: Layout, capability: tuple[int, int] | None,
@@ -57,12 +60,13 @@ class PoolSettings:
                        draft_layers=self.speculative_draft_layers, sglang_stages=stages,
                        sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, self.mamba_ssm_dtype, capability,
                                                          layout.tp), hisparse=hisparse,
-                       trtllm_v2=self._trtllm_v2(spec, kv, engine, layout), ranks=layout.gpus)
+                       trtllm_v2=self._trtllm_v2(spec, kv, engine, layout), ranks=layout.gpus,
+                       trtllm_overlap=self.overlap_scheduler)
 
     def _trtllm_v2(self, spec: ModelSpec, kv: KVCache, engine: str, layout: Layout) -> bool:
         """Whether TensorRT-LLM's pool is KVCacheManagerV2's (trtllm_manager.sizes_v2); the setting is its alone."""
         if engine != "trtllm":
-            if self.kv_cache_manager_v2 != "auto":
+            if self.kv_cache_manager_v2 != "auto" or not self.overlap_scheduler:
                 raise GptcalcError(_NOT_TRTLLM)
             return False
         from calc.analysis.memory.trtllm_manager import sizes_v2
@@ -79,7 +83,7 @@ class PoolSettings:
         if self.speculative_num_steps or self.speculative_draft_layers:
             raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give "
                                "--engine sglang with --budget or --kv-memory")
-        if self.kv_cache_manager_v2 != "auto":
+        if self.kv_cache_manager_v2 != "auto" or not self.overlap_scheduler:
             raise GptcalcError(_NOT_TRTLLM)
         if self.indexer_kv_dtype != "auto":
             raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from calc.analysis.memory.kv import KVCache, kv_layers
 from calc.analysis.memory.trtllm_dsa import TRTLLM_DSA_V2
-from calc.analysis.memory.trtllm_v2 import derived_windows, v2_unsized
+from calc.analysis.memory.trtllm_v2 import derived_windows, engine_seq, v2_unsized
 from calc.analysis.memory.trtllm_windows import window_note
 from calc.analysis.memory.vllm_indexer import DSA
 from calc.errors import GptcalcError
@@ -80,31 +80,34 @@ def sizes_v2(spec: ModelSpec, kv: KVCache, pp: int, setting: str = "auto", ranks
     return why is None
 
 
-def manager_note(spec: ModelSpec, kv: KVCache, pp: int = 1, setting: str = "auto", ranks: int = 1) -> str:
+def manager_note(spec: ModelSpec, kv: KVCache, pp: int = 1, setting: str = "auto", ranks: int = 1,
+                 overlap: bool = True) -> str:
     """Whose pool and lines `--engine trtllm` showed and why, and what V1 does with sliding-window layers
-    (calc.analysis.memory.trtllm_windows) where the lines are V1's."""
+    (calc.analysis.memory.trtllm_windows) where the lines are V1's; `overlap`: the overlap scheduler runs, so V2's
+    max_seq_len is --seq + 1 (trtllm_v2.engine_seq)."""
     if sizes_v2(spec, kv, pp, setting, ranks):
-        return _v2(spec, kv, setting)
+        return _v2(spec, kv, setting, overlap)
     windows = window_note(spec)
     manager = _manager(spec, setting, v2_unsized(kv, pp, ranks))
     return f"{manager}; {windows}" if windows else manager
 
 
-def _v2(spec: ModelSpec, kv: KVCache, setting: str) -> str:
+def _v2(spec: ModelSpec, kv: KVCache, setting: str, overlap: bool) -> str:
     why = ("use_kv_cache_manager_v2: true" if setting == "true" else
            f"the default, \"auto\", picks it for {spec.architecture}: {TRTLLM_V2_DEFAULT[str(spec.architecture)]}")
     chunked = _chunked_layers(spec)
     return (f"the TensorRT-LLM pool and lines shown are its KVCacheManagerV2's ({why}); "
             "use_kv_cache_manager_v2: false (--use-kv-cache-manager-v2 false) gives V1's" +
             (f"; V2 keeps {spec.name}'s {chunked} chunked-attention layers in the one full-context pool ({_DOCS}: "
-             "\"chunked attention does not partition the pools\")" if chunked else "") + _sliding(spec, kv)
+             "\"chunked attention does not partition the pools\")" if chunked else "") + _sliding(spec, kv, overlap)
             + _dsa(spec, kv))
 
 
-def _sliding(spec: ModelSpec, kv: KVCache) -> str:
-    """What V2 does with sliding-window layers whose window is shorter than --seq: pools of their own life cycle."""
-    sliding = sum(kind.n_layers for kind in kv.layers if kind.window and kind.window < kv.seq)
-    if sliding and not derived_windows(kv):
+def _sliding(spec: ModelSpec, kv: KVCache, overlap: bool) -> str:
+    """What V2 does with sliding-window layers whose window is shorter than its max_seq_len (--seq + 1,
+    engine_seq): pools of their own life cycle."""
+    sliding = sum(kind.n_layers for kind in kv.layers if kind.window and kind.window < engine_seq(kv.seq, overlap))
+    if sliding and not derived_windows(kv, overlap):
         return (f"; V2 derives no windows for {spec.name}, whose every layer slides "
                 "(_derive_layer_type_attention_windows needs two window sizes), so it caches its "
                 f"{sliding} sliding-window layers for the whole context in one full-attention life cycle, as V1 does")

@@ -50,9 +50,14 @@ KEY, a pool of its own in the same life cycle (calc.analysis.memory.trtllm_dsa).
 than the quota. The manager then prints "{its class} role-to-pool/lifecycle mapping:" and one line a (role, pool
 group, life cycle), first layer first (_log_kv_cache_pool_lifecycle_mapping). It prints no token count. With one
 life cycle gptcalc's tokens are slots x tokens_per_block, every layer's block of one token range in one slot; with
-several, the tokens of requests of max_seq_len the pools hold: each pool group's slots x max_seq_len // the slots
-one such request holds there (its blocks less the stale ones, as clampMaxSeqLenForMem's getNumSlots counts them),
-the fewest.
+several, the tokens of requests of --seq the pools hold: each pool group's slots x --seq // the slots one such
+request holds there (its blocks less the stale ones, as clampMaxSeqLenForMem's getNumSlots counts them), the fewest.
+
+max_seq_len is --seq + 1 (engine_seq): with the overlap scheduler, on unless disable_overlap_scheduler,
+py_executor_creator.py (000429d57d and bab0f2e6ee, the versions the index holds; 0004396720's KvCacheCreator still
+takes the net length apart, net_max_seq_len) builds the managers for one token more. So a window of exactly --seq is
+a life cycle of its own, and a request holds the blocks of --seq + 1 tokens; --disable-overlap-scheduler drops the
++ 1 (`overlap`).
 
 Versions read and where they disagree (storageManager.cpp): 04b00fece3 and 2cdb4523 split per pool group and floor a
 pool group at one slot a life cycle, and their StorageManager takes no initial_pool_ratio or max_util_for_resume,
@@ -81,12 +86,16 @@ from calc.analysis.memory.trtllm_dsa import DSA_MANAGER, INDEX_KEY, index_key_bu
 from calc.analysis.memory.trtllm_v2_sync import synced_quota
 from calc.analysis.memory.vllm_indexer import DSA
 
-__all__ = ["V2Pool", "V2_SOURCE", "derived_windows", "v2_pool", "v2_unsized"]
+__all__ = ["OVERLAP_SOURCE", "V2Pool", "V2_SOURCE", "derived_windows", "engine_seq", "v2_pool", "v2_unsized"]
 
+OVERLAP_SOURCE = ("tensorrt_llm/_torch/pyexecutor/py_executor_creator.py create_py_executor (at 000429d57d and "
+                  "bab0f2e6ee, the versions the index holds): with the overlap scheduler (disable_overlap_scheduler "
+                  "False by default, llm_args.py) KvCacheCreator gets max_seq_len = model_engine.max_seq_len + 1, "
+                  "which _util.py at 0004396720 hands every manager it builds")
 V2_SOURCE = ("tensorrt_llm/_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at 0004396720 (quota, windows), "
              "tensorrt_llm/llmapi/llm_args.py at 0004396720 (max_batch_size 2,048, max_num_tokens 8,192), "
              "cpp/tensorrt_llm/batch_manager/kv_cache_manager_v2/storage/config.cpp, storageManager.cpp and "
-             "storage/core.cpp at 1148a82f66 (pools, grain, split, slots)")
+             "storage/core.cpp at 1148a82f66 (pools, grain, split, slots); " + OVERLAP_SOURCE)
 PAGE = 2 << 20  # storageManager.cpp cacheTierGranularity: kPageSize, the GPU grain's unit
 MAX_SHIFT = 4  # the grain grows to at most 2 MiB << 4 = 32 MiB
 GIB = 1 << 30
@@ -95,12 +104,20 @@ _PLAIN = ("MHA", "GQA", "MQA", "MLA")
 _ROLES = ("key", "value")
 
 
+def engine_seq(seq: int, overlap: bool = True) -> int:
+    """The max_seq_len the KV cache manager is built with for a --seq of `seq`: one more wherever the overlap
+    scheduler runs (`overlap`, its default; OVERLAP_SOURCE). It sets the windows V2 derives (a window of exactly
+    --seq is shorter than it) and the blocks a request of --seq holds."""
+    return seq + 1 if overlap else seq
+
+
 @dataclass(frozen=True)
 class V2Pool:
     """KVCacheManagerV2's GPU pools: `budget` bytes handed to it, `ranks` ranks syncing the quota, `buffers` the bytes
     a block of each of one layer's buffers (KEY, then VALUE unless K-only), one entry a layer, in layer order, and
     `windows` each layer's derived attention window (None: full attention; empty: every layer full); `seq` is
-    max_seq_len, which a sliding-window pool's tokens are counted in requests of."""
+    --seq, which a sliding-window pool's tokens are counted in requests of (the manager's max_seq_len is one more,
+    engine_seq)."""
 
     budget: int
     buffers: tuple[tuple[int, ...], ...]
@@ -110,6 +127,7 @@ class V2Pool:
     seq: int = 0
     roles: tuple[tuple[str, ...], ...] = ()  # each layer's buffers' roles; empty: KEY, then VALUE
     manager: str = "KVCacheManagerV2"  # the class whose name heads the mapping lines (type(self).__name__)
+    overlap: bool = True  # the overlap scheduler runs (not disable_overlap_scheduler): max_seq_len is --seq + 1
 
     @property
     def life_cycles(self) -> tuple[int | None, ...]:
@@ -252,9 +270,11 @@ class V2Pool:
 
     @property
     def request_slots(self) -> tuple[int, ...]:
-        """The slots one request of max_seq_len tokens holds in each pool group: every block less the stale ones
-        before its window (clampMaxSeqLenForMem's getNumSlots, getStaleRange at history = max_seq_len)."""
-        need = [-(-self.seq // self.block) - _stale(w, self.seq, self.block) for w in self.life_cycles]
+        """The slots one request holds in each pool group: every block of the manager's max_seq_len (--seq + 1,
+        engine_seq) less the stale ones before its window (clampMaxSeqLenForMem's getNumSlots, getStaleRange at
+        history = max_seq_len)."""
+        seq = engine_seq(self.seq, self.overlap)
+        need = [-(-seq // self.block) - _stale(w, seq, self.block) for w in self.life_cycles]
         return tuple(sum(need[c] for c in cycles) for cycles in self.groups)
 
     @property
@@ -321,31 +341,33 @@ def v2_unsized(kv: KVCache, pp: int, ranks: int = 1) -> str | None:
     return None
 
 
-def derived_windows(kv: KVCache) -> bool:
+def derived_windows(kv: KVCache, overlap: bool = True) -> bool:
     """Whether V2 gets windows of its own for this cache: _derive_layer_type_attention_windows (_util.py at
-    0004396720) hands it one only where the layers' windows, each clamped to max_seq_len, leave at least two sizes
-    (uses_vswa_kv_cache_layout), so a model whose every layer slides (Mistral-7B, Phi-3) keeps max_attention_window
-    unset, which _clamp_max_attention_window_vec (resource_manager.py) makes [max_seq_len]: one full-attention life
-    cycle, every layer cached for the whole context as in V1."""
-    return len({min(kind.window or kv.seq, kv.seq) for kind in kv.layers}) > 1
+    0004396720) hands it one only where the layers' windows, each clamped to max_seq_len (--seq + 1, engine_seq),
+    leave at least two sizes (uses_vswa_kv_cache_layout), so a model whose every layer slides (Mistral-7B, Phi-3)
+    keeps max_attention_window unset, which _clamp_max_attention_window_vec (resource_manager.py) makes
+    [max_seq_len]: one full-attention life cycle, every layer cached for the whole context as in V1."""
+    seq = engine_seq(kv.seq, overlap)
+    return len({min(kind.window or seq, seq) for kind in kv.layers}) > 1
 
 
-def v2_pool(kv: KVCache, budget: int, block: int, ranks: int) -> V2Pool:
+def v2_pool(kv: KVCache, budget: int, block: int, ranks: int, overlap: bool = True) -> V2Pool:
     """The pools KVCacheManagerV2 builds from `budget` bytes for a cache v2_unsized sizes: a window shorter than
-    max_seq_len stays the layer's own (_derive_layer_type_attention_windows), a longer one is clamped to full
+    max_seq_len (--seq + 1: a window of --seq too) stays the layer's own (_derive_layer_type_attention_windows), a
+    longer one is clamped to full
     (_resolve_v2_max_attention_window_vec). Layers come kind by kind, the kinds in the order of their first layer,
     which numbers the life cycles and orders the role lines as TensorRT-LLM's layer order does. A DSA layer's
     indexer keys are a third role of that layer, INDEX_KEY (DSACacheManagerV2, calc.analysis.memory.trtllm_dsa)."""
     fmt = kv.format
     keys = index_key_buffers(kv, block)
-    derived = derived_windows(kv)
+    derived = derived_windows(kv, overlap)
     layers = []
     for kind in kv.layers:
         if kind.kind == DSA:
             continue
         own = tuple(fmt.row_bytes(width) * block for width in ((kind.k, kind.v) if kind.v else (kind.k,)))
         roles = _ROLES[:len(own)] + ((INDEX_KEY,) if kind.block in keys else ())
-        window = kind.window if derived and kind.window and kind.window < kv.seq else None
+        window = kind.window if derived and kind.window and kind.window < engine_seq(kv.seq, overlap) else None
         layers += [(own + keys.get(kind.block, ()), roles, window)] * kind.n_layers
     return V2Pool(budget, tuple(b for b, _, _ in layers), block, ranks, tuple(w for _, _, w in layers), kv.seq,
-                  tuple(r for _, r, _ in layers), DSA_MANAGER if keys else V2Pool.manager)
+                  tuple(r for _, r, _ in layers), DSA_MANAGER if keys else V2Pool.manager, overlap)
