@@ -186,3 +186,18 @@ def test_the_rebuilt_moment_counts_the_compiled_backward() -> None:
     n, d_ff = 1024, 8192  # llama-3.2-1b: intermediate_size 8192 (its config.json)
     assert rebuilt()["one compiled layer's backward working set (rebuilt)"] == kind["per_layer"] + 3 * n * d_ff * BF16
     assert "one layer's activations rebuilt" in rebuilt("--lora-rank", "8")
+
+
+def test_the_op_moment_counts_the_compiled_backward() -> None:
+    """llama-3.2-1b, 1 × 1,024 tokens, per-op recompute: compiled, the last layer's backward holds the MLP
+    backward's moment (its d_ff = 4d makes it the larger): 3·n·d and 5·n·d_ff bf16 and the MLP norm's fp32
+    rsqrt; eager nothing rebuilt is counted, so the moment is not there."""
+    def last_layer(*extra: str) -> list[dict]:
+        out = CliRunner().invoke(main, ["train", "llama-3.2-1b", "--seq", "1024", "--micro-batch", "1", "--recompute",
+                                        "op", "--json", *extra])
+        return [m["parts"] for m in json.loads(out.output)["moments"] if m["moment"] == "backward, the last layer"]
+
+    n, d, d_ff = 1024, 2048, 8192  # llama-3.2-1b: hidden_size 2048, intermediate_size 8192 (its config.json)
+    (compiled,) = last_layer("--compile")
+    assert compiled["one compiled layer's backward working set (rebuilt)"] == n * (3 * d + 5 * d_ff) * BF16 + n * 4
+    assert last_layer() == []
