@@ -17,7 +17,8 @@ import torch
 from click.testing import CliRunner
 
 from calc.analysis.train.activations import layer_terms
-from calc.analysis.train.compiled import compiled_backward_terms, compiled_layer_terms
+from calc.analysis.train.compiled import (_op_attention_moment, _op_mlp_moment, compiled_backward_terms,
+                                          compiled_layer_terms, compiled_op_backward_terms)
 from calc.cli import main
 from calc.spec.model import spec_from_dict
 
@@ -133,6 +134,25 @@ def test_the_backward_rule_against_the_allocator(entry: dict) -> None:
         assert rule == entry["total"] - LOSS_SCALAR
 
 
+OP = [e for e in BACKWARD["entries"] if e["recompute"] == "op"]
+
+
+@pytest.mark.parametrize("entry", OP, ids=[f"{e['form']}-d{e['shape']['d_model']}" for e in OP])
+def test_the_op_backward_rule_against_the_allocator(entry: dict) -> None:
+    """A compiled layer under the per-op policy: the allocator's peak is one of the two moments the rule names
+    (the MLP's backward, or the attention's where inductor left the MLP weights' gradients to the end), byte
+    for byte, and the rule, the larger, is never below it. Where the tokens equal the width (d64 at 64) every
+    weight's gradient has an activation's size (d·d = n·d, d·kv = n·kv, d·d_ff = n·d_ff), inductor writes them
+    into dead activations' buffers and the allocator counts those as gradients: the record is lower."""
+    sh = entry["shape"]
+    block, d, b, s, rk = _block(sh), sh["d_model"], sh["batch"], sh["seq"], entry["form"] != "gqa"
+    total = lambda terms: sum(t.bytes(1, False) for t in terms)  # noqa: E731
+    moments = {total(_op_mlp_moment(block, d, b * s, BF16)), total(_op_attention_moment(block, d, b, s, BF16, rk))}
+    measured = entry["total"] - LOSS_SCALAR
+    assert total(compiled_op_backward_terms(block, d, b, s, BF16, rk)) == max(moments) >= measured
+    assert (measured in moments) == (b * s != d)
+
+
 def test_the_backward_record_covers_each_form_and_shape() -> None:
     from compiled_block import FORMS, SHAPES
 
@@ -166,3 +186,18 @@ def test_the_rebuilt_moment_counts_the_compiled_backward() -> None:
     n, d_ff = 1024, 8192  # llama-3.2-1b: intermediate_size 8192 (its config.json)
     assert rebuilt()["one compiled layer's backward working set (rebuilt)"] == kind["per_layer"] + 3 * n * d_ff * BF16
     assert "one layer's activations rebuilt" in rebuilt("--lora-rank", "8")
+
+
+def test_the_op_moment_counts_the_compiled_backward() -> None:
+    """llama-3.2-1b, 1 × 1,024 tokens, per-op recompute: compiled, the last layer's backward holds the MLP
+    backward's moment (its d_ff = 4d makes it the larger): 3·n·d and 5·n·d_ff bf16 and the MLP norm's fp32
+    rsqrt; eager nothing rebuilt is counted, so the moment is not there."""
+    def last_layer(*extra: str) -> list[dict]:
+        out = CliRunner().invoke(main, ["train", "llama-3.2-1b", "--seq", "1024", "--micro-batch", "1", "--recompute",
+                                        "op", "--json", *extra])
+        return [m["parts"] for m in json.loads(out.output)["moments"] if m["moment"] == "backward, the last layer"]
+
+    n, d, d_ff = 1024, 2048, 8192  # llama-3.2-1b: hidden_size 2048, intermediate_size 8192 (its config.json)
+    (compiled,) = last_layer("--compile")
+    assert compiled["one compiled layer's backward working set (rebuilt)"] == n * (3 * d + 5 * d_ff) * BF16 + n * 4
+    assert last_layer() == []

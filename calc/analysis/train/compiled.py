@@ -28,6 +28,9 @@ A layer checkpointed in full rebuilds, in its backward, what it keeps without re
 backward's peak, in the MLP's backward, those tensors are all alive with the gradient arriving at the layer
 and the gate's, up's and product's gradients (`compiled_backward_terms`): measured with the CPU allocator's
 record over the same forms and shapes (tests/compiled_backward.py, tests/data/compiled_backward.json).
+Under the per-op policy the backward rebuilds what the policy did not keep, and peaks in the MLP's backward
+or, where inductor leaves the MLP weights' gradients to the end, in the attention's
+(`compiled_op_backward_terms`, the larger of the two, measured the same way).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from calc.errors import GptcalcError
 from calc.parts import MLP, Attention
 from calc.spec.model import Block
 
-__all__ = ["compiled_backward_terms", "compiled_layer_terms"]
+__all__ = ["compiled_backward_terms", "compiled_layer_terms", "compiled_op_backward_terms"]
 
 MLP_EXTRAS = ("bias", "sparsity", "clamp", "gate_clamp", "swiglu_limit", "gate_scale", "down_scale")
 ATTENTION = ("qk_norm", "window", "output_gate", "sinks", "softcap", "temperature", "augment", "dropout")
@@ -74,6 +77,59 @@ def compiled_backward_terms(block: Block, d: int, b: int, s: int, act: int, repe
     arriving = Term("the residual after attention; the gradient arriving at the layer", 2 * n * d, act, "sp")
     return [arriving, *kept[1:],
             Term("MLP backward: gradients of the gate, up and their product", 3 * n * m.d_ff, act, "tp")]
+
+
+def compiled_op_backward_terms(block: Block, d: int, b: int, s: int, act: int, repeat_kv: bool = False) -> list[Term]:
+    """What a compiled layer under torchtitan's per-op policy holds at its backward's peak beyond what it keeps
+    (compiled_layer_terms "op") and the gradients: the larger of two moments, each what the CPU allocator held
+    (tests/compiled_backward.py). Inductor picks the order of the backward's kernels per shape, and the order
+    decides which moment is larger: where it computes the MLP weights' gradients last (torchtitan's form at
+    d96, both forms at d128) the tensors they read live through the attention's backward, which then peaks;
+    where it computes them at once (d256, d192, the GQA form at d96) the MLP's backward peaks. Both are counted
+    and the larger taken, so the rule is the recorded peak where the later order was chosen and an upper
+    bound where it was not (docs/training.md)."""
+    mlp, attention = _op_mlp_moment(block, d, b * s, act), _op_attention_moment(block, d, b, s, act, repeat_kv)
+    return max(mlp, attention, key=lambda terms: sum(t.bytes(1, False) for t in terms))
+
+
+def _op_shared(d: int, n: int, act: int) -> list[Term]:
+    """Alive at both moments: the gradient arriving at the layer, W_O's output rebuilt (the residual after
+    attention is its sum with the kept input), the MLP norm's output rebuilt (w1's and w3's input) and its
+    rsqrt (fp32)."""
+    return [Term("the gradient arriving at the layer", n * d, act, "sp"),
+            Term("rebuilt: W_O's output, the MLP norm's output", 2 * n * d, act, "sp"),
+            Term("rebuilt: the MLP norm's rsqrt (fp32)", n, 4, "sp")]
+
+
+def _op_mlp_moment(block: Block, d: int, n: int, act: int) -> list[Term]:
+    """In the MLP's fused SiLU backward: w3's output rebuilt (w1's is kept), w2's input gradient, and the
+    kernel's outputs, the product (w2's weight gradient reads it) and the gate's and up's gradients."""
+    return [*_op_shared(d, n, act),
+            Term("MLP backward: up rebuilt, the product, its gradient, the gate's and up's", 5 * n * block.mlp.d_ff,
+                 act, "tp")]
+
+
+def _op_attention_moment(block: Block, d: int, b: int, s: int, act: int, repeat_kv: bool) -> list[Term]:
+    """In the attention kernel's backward, where inductor leaves the MLP weights' gradients to the end: the
+    product and the gate's and up's gradients still alive for them, the MLP input's two gradients (through
+    w1 and w3) and two fp32 per token (the attention norm's rsqrt rebuilt, the MLP norm's backward sum), the
+    attention norm's output rebuilt, the attention output's gradient, K rebuilt and rotated (at the kv
+    heads), K and V copied to every head where the model repeats them, the log-sum-exp's copy (fp32) and the
+    kernel's dQ, dK, dV (dK, dV at the heads K and V were given at)."""
+    a, n = _llama(block), b * s
+    repeated = repeat_kv and a.kv_dim < a.q_dim
+    kv_in = a.q_dim if repeated else a.kv_dim
+    copies = [Term("K and V copied to every head", 2 * n * a.q_dim, act, "tp")] if repeated else []
+    return [*_op_shared(d, n, act),
+            Term("the product, the gate's and up's gradients (for the MLP weights' gradients)",
+                 3 * n * block.mlp.d_ff, act, "tp"),
+            Term("the MLP input's gradients through w1 and w3", 2 * n * d, act, "sp"),
+            Term("the attention norm's rsqrt, the MLP norm's backward sum (fp32)", 2 * n, 4, "sp"),
+            Term("rebuilt: the attention norm's output", n * d, act, "input"),
+            Term("the attention output's gradient", n * a.o_dim, act, "tp"),
+            Term("rebuilt: K, and K rotated", 2 * n * a.kv_dim, act, "tp"), *copies,
+            Term("the log-sum-exp's copy (fp32)", b * a.n_heads * s, 4, "tp"),
+            Term("the attention's dQ, dK, dV", n * (a.q_dim + 2 * kv_in), act, "tp")]
 
 
 def _llama(block: Block) -> Attention:

@@ -18,6 +18,7 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
                                     ring attention's buffers (context_parallel.py), under Float8 its
                                     largest linear's fp8 operands (float8.py) — without full
                                     recomputation this moment ("backward, the last layer") holds those
+                                    (and, compiled under per-op recompute, its backward's working set)
   backward, FSDP1's root gradient   (FSDP1) states + every gradient + the root unit gathered + its
   assembled                         parameters' gradients and the flat gradient assembled from them
   backward ends: FSDP2 reduce-      (FSDP2, the root holding the head) states + every gradient + the
@@ -95,7 +96,7 @@ from typing import TYPE_CHECKING
 
 from calc.analysis.train.activations import layer_terms
 from calc.analysis.train.bnb import dequantised_bytes, graph_inputs, quantised_head
-from calc.analysis.train.compiled import compiled_backward_terms
+from calc.analysis.train.compiled import compiled_backward_terms, compiled_op_backward_terms
 from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.frozen import frozen_layer
@@ -156,14 +157,16 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     """A checkpointed layer's activations rebuilt in full during its backward, beyond its kept input
     (under LoRA without what its frozen linears do not keep). A compiled layer (not under LoRA, whose
     frozen backward is not measured) counts its backward's working set at its peak instead: the rebuilt
-    tensors with the gradient arriving and the MLP's gradient temporaries (compiled.py)."""
+    tensors with the gradient arriving and the MLP's gradient temporaries (compiled.py); under per-op
+    recompute too, where the compiled backward rebuilds what the policy did not keep."""
     s = t.setup
-    if s.recompute != "full":
-        return 0
     if s.compiled_backward:
-        return max(sum(s.term_bytes(term) for term in compiled_backward_terms(
+        terms = compiled_backward_terms if s.recompute == "full" else compiled_op_backward_terms
+        return max(sum(s.term_bytes(term) for term in terms(
             spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, s.repeat_kv))
             for kind in spec.layer_counts())
+    if s.recompute != "full":
+        return 0
     rebuilt = [sum(s.term_bytes(term) for term in _frozen(layer_terms(
         spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, "none", s.attention == "flash", s.norms,
         s.repeat_kv), spec.blocks[kind], s)) for kind in spec.layer_counts()]
