@@ -26,7 +26,8 @@ from tests.tiny_models import tiny_config
 
 pytest.importorskip("gguf")
 from tests.gguf_files import write_gguf  # noqa: E402
-from tests.test_llamacpp_conformance import completion_log, cpu_build_says, gptcalc_options, llamacpp_binary  # noqa: E402
+from tests.test_llamacpp_conformance import (allocator_bytes, completion_log, cpu_build_says, gptcalc_options,  # noqa: E402
+                                             llamacpp_binary)
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "compute"
 # weights of types no CPU build repacks (calc/analysis/memory/llamacpp_devices.py REPACKED), so that its model
@@ -288,24 +289,7 @@ def test_layouts_not_built_are_not_replayed(change: dict[str, Any]) -> None:
     assert layer_stack(spec, graph, caches) is not None and layer_stack(changed, graph, caches) is None
 
 
-# source: the allocator's own size for each recorded run, ggml_gallocr_get_buffer_size after ggml_gallocr_reserve_n
-# (an LD_PRELOAD wrapper around it, same build and GGUF as the recorded log): the MiB lines round these
-ALLOCATOR_BYTES = {"gemma2-swa": 5_402_624, "gemma2-swa-fa-off": 43_995_136, "gemma2-swa-np2-ub256": 1_521_664,
-                   "gemma2ffn-c512": 16_281_600, "gemma2ffn-c2048-fa-off": 42_487_808, "gpt_oss-swa": 5_402_624,
-                   "gpt_oss-swa-fa-off": 43_995_136, "gpt_oss-swa-np2-ub256": 2_570_240,
-                   "gpt_ossffn-c512": 9_990_144, "gpt_ossffn-c2048-fa-off": 42_487_808,
-                   "phi3-c4096": 4_837_376, "phi3-c4096-fa-off": 42_352_640, "phi3ffn-c512": 15_749_120,
-                   "phi3ffn-c2048-fa-off": 40_648_704, "phi3ffn-np2-ub256": 8_660_992,
-                   "falcon-c2048": 2_772_992, "falcon-c2048-fa-off": 21_348_352, "falconffn-c2048-fa-off": 43_270_144,
-                   "falconffn-c512": 11_030_528, "falconffn-np2-ub256": 6_301_696, "gpt2ffn-c512": 9_981_952,
-                   "gpt2ffn-np2-ub256": 5_777_408, "gpt_bigcodeffn-c2048-fa-off": 44_580_864,
-                   "gpt_bigcodeffn-c512": 9_981_952, "gpt_neox-c2048": 2_641_920, "gpt_neox-c2048-fa-off": 21_446_656,
-                   "gpt_neox-sequential": 2_641_920, "gpt_neoxffn-c2048-fa-off": 41_435_136,
-                   "gpt_neoxffn-c512": 7_360_512, "gpt_neoxffn-np2-ub256": 4_466_688, "phi-c4096": 4_739_072,
-                   "phiffn-c2048-fa-off": 41_959_424, "phiffn-c512": 7_884_800, "phiffn-np2-ub256": 4_728_832,
-                   "starcoder2ffn-c512": 7_360_512, "starcoder2ffn-np2-ub256": 4_466_688, "lfm2-c2048": 4_018_208,
-                   "lfm2-c2048-fa-off": 21_446_688, "lfm2-np3": 2_975_584, "lfm2ffn-c2048-fa-off": 41_173_024,
-                   "lfm2ffn-c512": 15_749_152, "lfm2ffn-np2-ub256": 8_661_024, "lfm2ffn-np3": 16_305_376}
+ALLOCATOR_BYTES = allocator_bytes("compute")
 
 
 @pytest.mark.parametrize("name", sorted(ALLOCATOR_BYTES))

@@ -143,6 +143,12 @@ LINE = re.compile(r"(load_tensors: +\S+ model buffer size = .*|llama_context: +\
                   r"llama_kv_cache_iswa: creating .*|llama_kv_cache: size = .*|llama_memory_recurrent: size = .*)$")
 
 
+def allocator_bytes(suite: str) -> dict[str, int]:
+    """llama.cpp's own compute-buffer size for each recorded run of `suite` (tests/data/llamacpp/allocator_bytes.json,
+    whose "source" says how they were read): the exact bytes the MiB lines of the logs round."""
+    return json.loads((RECORDED / "allocator_bytes.json").read_text(encoding="utf-8"))[suite]
+
+
 def engine_lines(log: str, line: re.Pattern[str] = LINE) -> list[str]:
     """The buffer and cache lines of a llama.cpp log (whatever prefix its logger adds)."""
     return [m.group(1).rstrip() for text in log.splitlines() if (m := line.search(text))]

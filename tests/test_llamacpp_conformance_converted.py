@@ -27,6 +27,7 @@ from calc.cli import main
 from tests.test_llamacpp_conformance_recurrent import (COMPUTE, NO_MTP, OURS, Run, check_cache_lines,
                                                       check_gguf_as_model, check_recorded, compute_mib, live_run,
                                                       matching, recorded_gguf, server_says)
+from tests.test_llamacpp_conformance import allocator_bytes
 from tests.tiny_models import tiny_config
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "converted"
@@ -261,25 +262,7 @@ def test_recorded_replayed_compute(name: str, tmp_path: Path) -> None:
     assert real and matching(COMPUTE, server_says(recorded_gguf(name, tmp_path, RECORDED), RUNS[name].args)) == real
 
 
-# source: the allocator's own size for each recorded run, ggml_gallocr_get_buffer_size after ggml_gallocr_reserve_n
-# (an LD_PRELOAD wrapper around it, same build and GGUF as the recorded log): the MiB lines round these
-ALLOCATOR_BYTES = {"laguna-swa": 5_402_624, "laguna-swa-np2-ub256": 2_570_240, "laguna-wide-c512": 16_281_600,
-                   "laguna-wide-c1024-fa-off": 32_002_048, "laguna-wide-np2-ub256": 8_402_944,
-                   "afmoe-swa": 5_632_000, "afmoe-swa-np2": 3_534_848, "ernie4_5_moe-c4096": 4_804_608,
-                   "afmoe-wide-c512": 16_281_600, "afmoe-wide-c1024-fa-off": 23_613_440,
-                   "ernie4_5_moe-wide-c512": 15_749_120, "ernie4_5_moe-wide-c1024-fa-off": 22_298_624,
-                   "step3p5-swa": 5_533_696, "step3p5-swa-np4": 5_533_696, "step3p5-wide-c512": 20_475_904,
-                   "step3p5-wide-c1024-fa-off": 23_613_440, "step3p5-wide-np2-ub256": 10_500_096,
-                   "gemma4_text-swa": 5_767_168, "gemma4_text-swa-np2": 3_670_016, "gemma4_text-wide-c512": 16_809_984,
-                   "gemma4_text-wide-c1024-fa-off": 19_947_520, "gemma4_text-dense-c512": 16_285_696,
-                   "gemma4_text-dense-np2-ub256": 8_404_992, "deepseek_v32-c4096": 17_592_320,
-                   "deepseek_v32-fa-off": 63_729_664, "deepseek_v32-ub256": 17_192_960,
-                   "deepseek_v32-wide-c512": 17_862_656, "deepseek_v32-wide-c1024-fa-off": 29_396_992,
-                   "glm_moe_dsa-c4096": 17_592_320, "glm_moe_dsa-np2": 9_203_712, "glm_moe_dsa-ub1024": 135_831_552,
-                   "glm_moe_dsa-np4": 2_912_256, "glm_moe_dsa-wide-c512": 17_862_656,
-                   "glm_moe_dsa-wide-c1024-fa-off": 29_396_992, "gemma3n_text-swa": 13_729_792,
-                   "gemma3n_text-swa-np2": 11_632_640, "gemma3n_text-22-swa": 51_478_528,
-                   "gemma3n_text-wide-c512": 14_712_832, "gemma3n_text-wide-c1024-fa-off": 29_908_992}
+ALLOCATOR_BYTES = allocator_bytes("converted")
 
 
 def compute_bytes(model: Path, args: list[str]) -> int:
