@@ -31,11 +31,11 @@ Each cache prints `size = %7.2f MiB (...)` with its MiB as C floats, which is wh
 
 from __future__ import annotations
 
-import struct
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from calc.analysis.memory.cfloat import f32
 from calc.analysis.memory.formats import FORMATS, Format
 from calc.analysis.memory.kv import KVLayers, kv_layers, state_layers
 from calc.analysis.memory.llamacpp_compute import CacheInputs, Compute, compute_buffer
@@ -64,7 +64,7 @@ def _pad(n: int, to: int = PAD) -> int:
 
 def _mib(n: int) -> float:
     """bytes / 2^20 as llama.cpp computes it: a C float (the division by a power of two is exact)."""
-    return struct.unpack("f", struct.pack("f", float(n)))[0] / 2**20
+    return f32(float(n)) / 2**20
 
 
 @dataclass(frozen=True)

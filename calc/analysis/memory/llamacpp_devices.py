@@ -62,10 +62,10 @@ llama-server / llama-cli fit -ngl and --tensor-split to free memory when they ar
 from __future__ import annotations
 
 import re
-import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from calc.analysis.memory.cfloat import f32
 from calc.errors import GptcalcError
 
 if TYPE_CHECKING:
@@ -93,11 +93,6 @@ REPACKED = {"Q4_0", "Q4_K", "Q2_K", "Q5_K", "Q6_K", "IQ4_NL", "MXFP4", "Q8_0", "
 # each only for a weight whose rows (ne[1]) are a multiple of 8.
 X86_REPACKED = {"avx2": frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"}),
                 "avx512": frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4", "Q2_K"})}
-
-
-def _f32(x: float) -> float:
-    """x rounded to a C float (one operation on floats, computed in double, rounds the same)."""
-    return struct.unpack("f", struct.pack("f", x))[0]
 
 
 def parse_tensor_split(text: str) -> tuple[float, ...]:
@@ -202,15 +197,15 @@ class Placement:
         active = min(self.n_gpu_layers, n_layer + 1)
         total, running = 0.0, []
         for share in self.tensor_split:  # each a float (std::stof), summed in a float
-            total = _f32(total + _f32(share))
+            total = f32(total + f32(share))
             running.append(total)
-        splits = [_f32(s / total) for s in running]
+        splits = [f32(s / total) for s in running]
         out = []
         for il in range(n_layer + 1):
             if il < start:
                 out.append(CPU)
                 continue
-            at = _f32(float(il - start) / active)
+            at = f32(float(il - start) / active)
             out.append(f"CUDA{sum(1 for s in splits if s <= at)}")  # std::upper_bound: the first split > at
         return tuple(out)
 

@@ -77,10 +77,10 @@ _compute_auto_host_tier_quota), which holds evicted pages, not the GPU pool, and
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from calc.analysis.memory.cfloat import f32
 from calc.analysis.memory.kv import KVCache
 from calc.analysis.memory.trtllm_dsa import DSA_MANAGER, INDEX_KEY, index_key_buffers
 from calc.analysis.memory.trtllm_v2_sync import synced_quota
@@ -210,11 +210,11 @@ class V2Pool:
                  for w in self.life_cycles]
         spent = [sum(-(-n * size // self.grain) * self.grain for size in self.group_slot(self.group_of(c)))
                  for c, n in enumerate(needs)]
-        total = _f32(sum(spent))
-        per_cycle = [_f32(_f32(b) / total) for b in spent]
+        total = f32(sum(spent))
+        per_cycle = [f32(f32(b) / total) for b in spent]
         sums = [_f32_sum(per_cycle[c] for c in cycles) for cycles in self.groups]
         whole = _f32_sum(sums)
-        return tuple(_f32(x / whole) for x in sums)
+        return tuple(f32(x / whole) for x in sums)
 
     @property
     def group_slots(self) -> tuple[int, ...]:
@@ -319,16 +319,11 @@ def _stale(window: int | None, history: int, block: int) -> int:
     return 0 if window is None else max(0, history + 1 - window) // block
 
 
-def _f32(value: float) -> float:
-    """A C++ float: `value` rounded to binary32."""
-    return struct.unpack("f", struct.pack("f", value))[0]
-
-
 def _f32_sum(values: Iterable[float]) -> float:
     """std::accumulate over floats from 0.0f: every partial sum a float."""
     total = 0.0
     for value in values:
-        total = _f32(total + value)
+        total = f32(total + value)
     return total
 
 
