@@ -140,7 +140,7 @@ def _norm(norm: Norm, n: int, width: int, act: int, label: str, norms: str = "ac
     so the input and the rsqrt are kept in fp32, the cast-back normed x at the activation width for
     the weight's gradient; "upcast-frozen" and "act-frozen": a frozen weight's multiply keeps no normed
     x, as under LoRA). `split`: how TP splits it (a Q or K norm's rows are heads)."""
-    if norms.startswith("upcast") and norm.kind == "rmsnorm" and not norm.pow_rsqrt:
+    if _upcasts(norm, norms):
         trained = norms == "upcast" and norm.weight
         normed = [Term(f"{label}: normed (cast back)", n * width, act, split)] if trained else []
         return [Term(f"{label}: input and rsqrt (fp32, upcast)", n * width + n, 4, split), *normed,
@@ -203,15 +203,19 @@ def _qkv(a: Attention, n: int, k: int, v: int, act: int, heads: str, explicit: b
     return [Term(f"Q, K, V{heads}", n * (a.q_dim + k + v), act, "tp")]
 
 
+def _upcasts(norm: Norm, norms: str) -> bool:
+    """Whether `norm` runs as an eager RMSNorm that upcasts its input (`norms` "upcast…"), keeping it in fp32."""
+    return norms.startswith("upcast") and norm.kind == "rmsnorm" and not norm.pow_rsqrt
+
+
 def _mla_latents(a: MLA, n: int, act: int, norms: str) -> list[Term]:
     """MLA's latents: each norm (counted as the block's are, `norms`) and its output, the up-projection's
     input (q_b's, kv_b's). The KV norm reads a slice of kv_a's output, whose storage holds the rotary key
     beside the latent: kept with it where the norm keeps its input as it is (not upcast)."""
     q = [*_norm(a.norm, n, a.q_lora_rank, act, "Q latent norm", norms), Term(Q_LATENT, n * a.q_lora_rank, act, "sp")] \
         if a.q_lora_rank else []
-    upcast = norms.startswith("upcast") and a.norm.kind == "rmsnorm" and not a.norm.pow_rsqrt
-    rotary = [] if upcast else [Term("KV latent norm: the rotary key in its input's storage", n * a.qk_rope_head_dim,
-                                     act, "sp")]
+    rotary = [] if _upcasts(a.norm, norms) else [
+        Term("KV latent norm: the rotary key in its input's storage", n * a.qk_rope_head_dim, act, "sp")]
     return [*q, *_norm(a.norm, n, a.kv_lora_rank, act, "KV latent norm", norms), *rotary,
             Term(KV_LATENT, n * a.kv_lora_rank, act, "sp")]
 

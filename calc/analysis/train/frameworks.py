@@ -8,7 +8,7 @@ read from (commit-pinned where the file was read).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 __all__ = ["FRAMEWORKS", "Profile", "resolve"]
 
@@ -103,14 +103,16 @@ FRAMEWORKS: dict[str, Profile] = {
 }
 
 
+# every convention a profile sets for Setup: its fields but what describes the profile itself
+CONVENTIONS = tuple(f.name for f in fields(Profile) if f.name not in ("statistic", "source"))
+
+
 def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object]:
     """Options for Setup: what was given, else the framework's convention, else left to Setup's default."""
     out = {k: v for k, v in given.items() if v is not None}
     if framework is not None:
         profile = FRAMEWORKS[framework]
-        for key in ("precision", "loss", "recompute", "optimizer_impl", "lora_fused_qkv", "tp_impl", "moe_form",
-                    "dropout", "no_sync", "fsdp1", "tied", "norm_upcast", "bnb", "qlora_head", "loop_holds_output",
-                    "fsdp_keeps_last_layer", "pp_split", "repeat_kv", "fused_gelu"):
+        for key in CONVENTIONS:
             out.setdefault(key, getattr(profile, key))
         out["framework"] = framework
     return out
