@@ -21,6 +21,7 @@ from calc.analysis.memory.gpus import GPU, find_gpu
 from calc.analysis.memory.kv import kv_cache
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.memory.pool_settings import PoolSettings
+from calc.analysis.memory.refusals import refuse_unserved
 from calc.analysis.memory.schemes import Scheme
 from calc.analysis.memory.sglang_dp import DpAttention
 from calc.analysis.memory.sglang_draft import draft_weights
@@ -28,8 +29,6 @@ from calc.analysis.memory.sglang_dsv4 import sglang_stages
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
                                           vllm_batch_defaults)
 from calc.analysis.memory.stored import StoredWeights
-from calc.analysis.memory.trtllm_manager import refuse_v2_only
-from calc.analysis.memory.trtllm_models import refuse_unbuilt
 from calc.analysis.memory.trtllm_workspace import refuse_mla_workspace
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -129,8 +128,7 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
         raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
     if pool_settings.mamba_ssm_dtype is not None and engine != "sglang":  # refused once, not as every layout's
         raise GptcalcError("--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang")
-    refuse_unbuilt(spec, engine)
-    refuse_v2_only(spec, engine)
+    refuse_unserved(spec, engine)
     if dp_attention is not None:
         dp_attention.refuse(spec, engine, bool(spec.towers), bool(pool_settings.speculative_num_steps))
     if engine == "trtllm":

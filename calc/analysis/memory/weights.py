@@ -105,8 +105,9 @@ def weights(breakdown: Breakdown, dtype: str | Format = "fp16", group_size: int 
         if scheme is not None or group_size is not None or dtype not in ("fp16", "bf16"):
             raise GptcalcError("--checkpoint: the checkpoint fixes how weights are stored; drop --dtype, --quant "
                                "and --group-size")
-        return Weights(breakdown.model, weight_format("bf16"), _params(breakdown),
-                       bits_per_param=stored.bits_per_param(_params(breakdown)), stored=stored)
+        params = _params(breakdown)
+        return Weights(breakdown.model, weight_format("bf16"), params, bits_per_param=stored.bits_per_param(params),
+                       stored=stored)
     if scheme is not None:
         if dtype not in ("fp16", "bf16"):
             raise GptcalcError(f"--quant {scheme.name} fixes how weights are stored; drop --dtype {dtype}")
