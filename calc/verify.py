@@ -22,7 +22,7 @@ from calc.checkpoint.sources import TORCH_HINT, needs_torch
 from calc.errors import GptcalcError
 from calc.inputs import MAX_TORCH_DIM, MAX_TORCH_LAYERS
 from calc.spec import hf
-from calc.spec.load import config_with_overrides, load_config, load_spec, parse_overrides
+from calc.spec.load import config_with_overrides, load_spec_and_config, parse_overrides
 from calc.spec.model import ModelSpec
 
 __all__ = ["WITHOUT_TORCH", "Verification", "check_buildable", "diff_verdict", "torch_source", "verify"]
@@ -151,8 +151,7 @@ def verify(model: str | None, overrides: tuple[str, ...] = (), checkpoint: str |
         raise GptcalcError(f"--load: {checkpoint}: a GGUF stores ggml blocks (Q4_K, ...) that the torch reference "
                            "does not dequantise; its header check runs without --load")
     changes = parse_overrides(overrides)
-    spec = load_spec(model, changes) if model else None
-    config = load_config(model, changes) if model else None
+    spec, config = load_spec_and_config(model, changes) if model else (None, None)
     report = loaded = None
     if checkpoint is not None:
         from calc.checkpoint.report import read_for_verify

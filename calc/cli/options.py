@@ -392,9 +392,8 @@ def read_against_model(checkpoint: str, model: str | None, overrides: tuple[str,
     """The checkpoint read against MODEL's spec and the config.json it comes from (whose untied variant
     accounts for a head stored apart, calc.checkpoint.report._or_untied), else against its own config.json."""
     from calc.checkpoint.report import read_checkpoint
-    from calc.spec.load import load_config, load_spec, parse_overrides
+    from calc.spec.load import load_spec_and_config, parse_overrides
 
     if model is None:
         return read_checkpoint(checkpoint)
-    changes = parse_overrides(overrides)
-    return read_checkpoint(checkpoint, load_spec(model, changes), load_config(model, changes))
+    return read_checkpoint(checkpoint, *load_spec_and_config(model, parse_overrides(overrides)))

@@ -21,7 +21,7 @@ from calc.spec.presets import compiled_preset, preset_index, preset_names, resol
 if TYPE_CHECKING:  # a preset's count never needs config.json machinery (start-up time)
     from calc.spec.hf import HFConfig
 
-__all__ = ["apply_overrides", "config_with_overrides", "load_config", "load_spec", "parse_overrides", "preset_names", "spec_from_config"]
+__all__ = ["apply_overrides", "config_with_overrides", "load_config", "load_spec", "load_spec_and_config", "parse_overrides", "preset_names", "spec_from_config"]
 
 _METADATA = ("aliases", "copy", "published")  # provenance of a preset, not spec fields
 _FILE_SUFFIXES = (".yaml", ".yml", ".json", ".gguf")
@@ -68,7 +68,25 @@ def load_spec(text: str, overrides: dict[str, Any] | None = None) -> ModelSpec:
     """A preset name, a YAML spec, a config.json (or a directory with one), or a hub repo id."""
     if not overrides and (spec := compiled_preset(text)) is not None:
         return spec
+    return _spec_of(_raw_spec(text), overrides)
+
+
+def load_config(text: str, overrides: dict[str, Any] | None = None) -> HFConfig | None:
+    """The config.json mapping MODEL comes from (a preset transcribing one, a file, a directory, a
+    hub id), with the same `--set` changes as its spec; None for a spec written as gptcalc's own
+    fields, which transformers cannot build."""
+    return _config_of(_raw_spec(text), overrides)
+
+
+def load_spec_and_config(text: str, overrides: dict[str, Any] | None = None) -> tuple[ModelSpec, HFConfig | None]:
+    """load_spec and load_config from one read of MODEL's source (a hub id is fetched once, not twice)."""
     source = _raw_spec(text)
+    spec = None if overrides else compiled_preset(text)
+    return spec if spec is not None else _spec_of(source, overrides), _config_of(source, overrides)
+
+
+def _spec_of(source: tuple[dict[str, Any], str] | HFConfig, overrides: dict[str, Any] | None) -> ModelSpec:
+    """The spec of a source _raw_spec read, with `--set` changes."""
     if not isinstance(source, tuple):
         return spec_from_config(source, overrides)
     raw, origin = source
@@ -80,11 +98,8 @@ def load_spec(text: str, overrides: dict[str, Any] | None = None) -> ModelSpec:
     return spec_from_dict(raw, origin)
 
 
-def load_config(text: str, overrides: dict[str, Any] | None = None) -> HFConfig | None:
-    """The config.json mapping MODEL comes from (a preset transcribing one, a file, a directory, a
-    hub id), with the same `--set` changes as its spec; None for a spec written as gptcalc's own
-    fields, which transformers cannot build."""
-    source = _raw_spec(text)
+def _config_of(source: tuple[dict[str, Any], str] | HFConfig, overrides: dict[str, Any] | None) -> HFConfig | None:
+    """The config.json of a source _raw_spec read, with `--set` changes; None for gptcalc's own fields."""
     if isinstance(source, tuple):
         return None
     return config_with_overrides(source, overrides) if overrides else source
