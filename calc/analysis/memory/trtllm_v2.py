@@ -79,6 +79,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 from calc.analysis.memory.cfloat import f32
 from calc.analysis.memory.kv import KVCache
@@ -129,12 +130,12 @@ class V2Pool:
     manager: str = "KVCacheManagerV2"  # the class whose name heads the mapping lines (type(self).__name__)
     overlap: bool = True  # the overlap scheduler runs (not disable_overlap_scheduler): max_seq_len is --seq + 1
 
-    @property
+    @cached_property
     def life_cycles(self) -> tuple[int | None, ...]:
         """One life cycle a distinct window, numbered by first layer (LifeCycleRegistry's constructor)."""
         return tuple(dict.fromkeys(self._windows))
 
-    @property
+    @cached_property
     def _windows(self) -> tuple[int | None, ...]:
         return self.windows or (None,) * len(self.buffers)
 
@@ -147,7 +148,7 @@ class V2Pool:
                     sizes[size] = sizes.get(size, 0) + 1
         return tuple(sorted((size * count for size, count in sizes.items()), reverse=True))
 
-    @property
+    @cached_property
     def groups(self) -> tuple[tuple[int, ...], ...]:
         """Pool groups: the life cycles whose pools have one list of slot sizes share one, numbered in the order
         of those lists (config.cpp's std::map keyed by the list)."""
@@ -160,16 +161,16 @@ class V2Pool:
     def group_slot(self, group: int) -> tuple[int, ...]:
         return self._cycle_slot(self.groups[group][0])
 
-    @property
+    @cached_property
     def pool_slots(self) -> tuple[int, ...]:
         """Every pool's slot bytes, pool group by pool group."""
         return tuple(size for group in range(len(self.groups)) for size in self.group_slot(group))
 
-    @property
+    @cached_property
     def token_bytes(self) -> int:
         return sum(self.pool_slots) // self.block
 
-    @property
+    @cached_property
     def quota(self) -> int:
         """The quota the manager logs: the budget, on several ranks after the token round trip
         (KVCacheManagerV2.__init__, calc.analysis.memory.trtllm_v2_sync), sliding layers priced by their window."""
@@ -179,13 +180,13 @@ class V2Pool:
         layer_bytes = [sum(layer) // self.block for layer in self.buffers]
         return synced_quota(quota, layer_bytes, self._windows, self.block)
 
-    @property
+    @cached_property
     def grain(self) -> int:
         """cacheTierGranularity(GPU_MEM, quota)."""
         whole = self.quota // GIB
         return PAGE << (0 if whole == 0 else min(MAX_SHIFT, int(math.log2(whole))))
 
-    @property
+    @cached_property
     def min_slots(self) -> tuple[int, ...]:
         """Each pool group's floor (computePoolGroupMinSlotsFromConstraints, no constraints): a sliding life cycle's
         (window + block - 2) // block + 1 blocks, a full one the largest of those (1 with no window)."""
@@ -194,13 +195,13 @@ class V2Pool:
                  for w in self.life_cycles]
         return tuple(sum(cycle[c] for c in cycles) for cycles in self.groups)
 
-    @property
+    @cached_property
     def grains(self) -> int:
         """computeSlotCountForLevel: the quota rounded up to a grain, at least the pool groups' floors."""
         floor = sum(self._grains_for(n, g) for g, n in enumerate(self.min_slots))
         return max(floor, -(-self.quota // self.grain))
 
-    @property
+    @cached_property
     def ratio(self) -> tuple[float, ...]:
         """Each pool group's share of the grains with no typical step, constraint or pool_ratio: the fallback batch
         of one request of capacity 2,049 and history 2,048, each life cycle's slots (less getStaleRange's stale
@@ -216,7 +217,7 @@ class V2Pool:
         whole = _f32_sum(sums)
         return tuple(f32(x / whole) for x in sums)
 
-    @property
+    @cached_property
     def group_slots(self) -> tuple[int, ...]:
         """ratioToSlotCountList (storage/core.cpp): the grains dealt by ratio, smallest share first, each pool group
         pinned to its floor where its share falls to it, then each bumped while one more slot takes no more grains."""
@@ -258,17 +259,17 @@ class V2Pool:
     def _grains_for(self, slots: int, group: int = 0) -> int:
         return sum(-(-slots * size // self.grain) for size in self.group_slot(group))
 
-    @property
+    @cached_property
     def slots(self) -> int:
         """Every pool group's slots."""
         return sum(self.group_slots)
 
-    @property
+    @cached_property
     def allocated(self) -> int:
         """The GPU bytes the pools take: each rounded up to a grain."""
         return sum(self._grains_for(n, g) for g, n in enumerate(self.group_slots)) * self.grain
 
-    @property
+    @cached_property
     def request_slots(self) -> tuple[int, ...]:
         """The slots one request holds in each pool group: every block of the manager's max_seq_len (--seq + 1,
         engine_seq) less the stale ones before its window (clampMaxSeqLenForMem's getNumSlots, getStaleRange at
@@ -277,7 +278,7 @@ class V2Pool:
         need = [-(-seq // self.block) - _stale(w, seq, self.block) for w in self.life_cycles]
         return tuple(sum(need[c] for c in cycles) for cycles in self.groups)
 
-    @property
+    @cached_property
     def tokens(self) -> int:
         """One life cycle: slots x tokens_per_block. Several: the tokens of requests of max_seq_len the slots hold,
         in the pool group they fill first (slots x max_seq_len / a request's slots there)."""
