@@ -63,6 +63,7 @@ from calc.analysis.memory.sglang_prefill_graphs import SOURCE as PREFILL_GRAPHS_
 from calc.analysis.memory.sglang_prefill_graphs import prefill_graph_reserve
 from calc.analysis.memory.rope_cache import (ROPE_SOURCE, SGLANG_ROPE_SOURCE, TOWER_ROPE_SOURCE, sglang_rope_cache,
                                              vllm_rope_cache, vllm_tower_rope_cache)
+from calc.analysis.memory.trtllm_v2_sync import MAX_NUM_TOKENS  # the profiling run's tokens too
 from calc.analysis.memory.weights import Weights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -105,7 +106,6 @@ TRTLLM_POOL = ("https://github.com/NVIDIA/TensorRT-LLM/blob/28295084972c5ab61ef0
                "_torch/pyexecutor/_util.py (KvCacheCreator._cal_max_memory: (total - peak + temporary KV) x fraction)")
 TRTLLM_FRACTION = ("TensorRT-LLM's default: KvCacheConfig.free_gpu_memory_fraction 0.9 "
                    "(https://github.com/NVIDIA/TensorRT-LLM/blob/main/tensorrt_llm/llmapi/llm_args.py)")
-TRTLLM_MAX_NUM_TOKENS = 8192  # BuildConfig.max_num_tokens, the profiling run's tokens (llm_args.py)
 # KvCacheCreator._cal_max_memory at NVIDIA/TensorRT-LLM@28295084972c logs the peak with the profiling run's temporary
 # KV cache in it and that cache apart, and adds it back: (total - peak + temporary) x fraction. Its size follows the
 # dummy requests, max_batch_size and the CUDA graphs' batch sizes (_get_token_num_for_estimation), whose defaults
@@ -499,7 +499,7 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
         batched = reserves.max_batched or _sglang_sizes(total // MIB, tp)[0]
         seqs = 1  # SGLang's fraction covers activations; the estimate below is shown, not subtracted
     if engine == "trtllm":  # the profiling run is context requests of one output token: one row of logits each
-        batched, seqs = TRTLLM_MAX_NUM_TOKENS, 1
+        batched, seqs = MAX_NUM_TOKENS, 1
     tokens, rows = reserves.max_batched or batched, min(reserves.max_seqs or seqs, reserves.max_batched or batched)
     act = reserves.activation if reserves.activation is not None else activation_estimate(spec, tokens, rows, tp,
                                                                                              dtype_bytes)
