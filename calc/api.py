@@ -375,7 +375,7 @@ def _manager_note(spec: Any, kv: Any, layout: Any, settings: PoolSettings) -> st
     """Whose KV cache manager TensorRT-LLM's lines are (trtllm_manager.manager_note)."""
     from calc.analysis.memory.trtllm_manager import manager_note
 
-    return manager_note(spec, kv, layout.pp, settings.kv_cache_manager_v2, layout.gpus, settings.overlap_scheduler)
+    return manager_note(spec, kv, layout.pp, settings.kv_cache_manager_v2, settings.overlap_scheduler)
 
 
 def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, override_tensor: str | None,

@@ -71,7 +71,7 @@ class PoolSettings:
             return False
         from calc.analysis.memory.trtllm_manager import sizes_v2
 
-        return sizes_v2(spec, kv, layout.pp, self.kv_cache_manager_v2, layout.gpus)
+        return sizes_v2(spec, kv, layout.pp, self.kv_cache_manager_v2)
 
     def refuse_without_pool(self) -> None:
         """With no pool to size (no engine, or no budget or --kv-memory), a flag given would be ignored:

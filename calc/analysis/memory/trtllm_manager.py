@@ -66,29 +66,28 @@ def _picks_v2(spec: ModelSpec, setting: str) -> bool:
     return setting == "true" or (setting == "auto" and spec.architecture in TRTLLM_V2_DEFAULT)
 
 
-def sizes_v2(spec: ModelSpec, kv: KVCache, pp: int, setting: str = "auto", ranks: int = 1) -> bool:
+def sizes_v2(spec: ModelSpec, kv: KVCache, pp: int, setting: str = "auto") -> bool:
     """Whether the pool to size is V2's: TensorRT-LLM picks it and it is one gptcalc sizes (trtllm_v2.v2_unsized).
     Set to "true" on a pool it does not size, stop rather than show V1's figures as V2's."""
     if setting not in SETTINGS:
         raise GptcalcError(f"--use-kv-cache-manager-v2 {setting!r}: choose from {', '.join(SETTINGS)}")
     if not _picks_v2(spec, setting):
         return False
-    why = v2_unsized(kv, pp, ranks)
+    why = v2_unsized(kv, pp)
     if why is not None and setting == "true":
         raise GptcalcError(f"--engine trtllm --use-kv-cache-manager-v2 true: {spec.name}'s KVCacheManagerV2 pool is "
                            f"not sized here {why}; --use-kv-cache-manager-v2 false gives V1's")
     return why is None
 
 
-def manager_note(spec: ModelSpec, kv: KVCache, pp: int = 1, setting: str = "auto", ranks: int = 1,
-                 overlap: bool = True) -> str:
+def manager_note(spec: ModelSpec, kv: KVCache, pp: int = 1, setting: str = "auto", overlap: bool = True) -> str:
     """Whose pool and lines `--engine trtllm` showed and why, and what V1 does with sliding-window layers
     (calc.analysis.memory.trtllm_windows) where the lines are V1's; `overlap`: the overlap scheduler runs, so V2's
     max_seq_len is --seq + 1 (trtllm_v2.engine_seq)."""
-    if sizes_v2(spec, kv, pp, setting, ranks):
+    if sizes_v2(spec, kv, pp, setting):
         return _v2(spec, kv, setting, overlap)
     windows = window_note(spec)
-    manager = _manager(spec, setting, v2_unsized(kv, pp, ranks))
+    manager = _manager(spec, setting, v2_unsized(kv, pp))
     return f"{manager}; {windows}" if windows else manager
 
 

@@ -328,7 +328,7 @@ def _f32_sum(values: Iterable[float]) -> float:
     return total
 
 
-def v2_unsized(kv: KVCache, pp: int, ranks: int = 1) -> str | None:
+def v2_unsized(kv: KVCache, pp: int) -> str | None:
     """Why this cache's V2 pool is not sized here, or None when it is one gptcalc sizes."""
     if pp > 1:
         return "under pipeline parallelism, where ranks of different layers agree on the fewest tokens"
