@@ -590,7 +590,7 @@ def compare(*specs: ModelSpec, seq: int | None = None, dtype: str | None = None,
     """`gptcalc compare A B ...`: the models side by side, each as stored unless `dtype`/`quant` say."""
     from calc.analysis.compare import compare_models
     from calc.analysis.memory import layout_for, parse_budget
-    from calc.cli.options import engine_seq
+    from calc.analysis.memory.refusals import engine_seq
 
     target = parse_budget(budget) if budget is not None else None
     comparison = compare_models(list(specs), engine_seq(engine, seq, specs),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from calc.cli.options import CONTEXT, engine_seq, json_option, load_model, models_argument, seq_option, set_option, sizing_options
+from calc.cli.options import CONTEXT, json_option, load_model, models_argument, seq_option, set_option, sizing_options
 
 
 @click.command(context_settings=CONTEXT)
@@ -31,6 +31,7 @@ def compare(models: tuple[str, ...], seq: int | None, dtype: str | None, quant: 
       gptcalc compare gpt-oss-120b qwen3-235b-a22b --budget 4xH100-80GB
     """
     from calc.analysis.compare import compare_models
+    from calc.analysis.memory.refusals import engine_seq
     from calc.render import base as render
     from calc.render.compare import compare_headlines, compare_table
     from calc.render.memory import context_note

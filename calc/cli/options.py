@@ -10,14 +10,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 if TYPE_CHECKING:  # fractions loads decimal: only an option that is given a fraction imports it
-    from collections.abc import Sequence
     from fractions import Fraction
-
-    from calc.spec.model import ModelSpec
 
 __all__ = ["CONTEXT", "KV_DTYPE", "POSITIVE", "SHARE", "TEXT", "TOKENS", "TokenCount", "WEIGHT_DTYPE", "complete_model", "dtype_option",
            "json_option", "kv_dtype_option", "load_model", "model_options", "models_argument", "one_model", "quant_option",
-           "engine_seq", "read_against_model", "pass_options", "seq_max_option", "seq_option", "set_option", "sizing_options", "wrote"]
+           "read_against_model", "pass_options", "seq_max_option", "seq_option", "set_option", "sizing_options", "wrote"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -183,21 +180,6 @@ def sizing_options(gpus: bool = False) -> Callable[[Callable[..., Any]], Callabl
         return command
 
     return decorate
-
-
-def engine_seq(engine: str | None, seq: int | None, specs: Sequence[ModelSpec]) -> int:
-    """The context a server holds for `seq` tokens (default: the shortest of the models' contexts): llama.cpp pads
-    it to its cells, others keep it; a model the engine cannot load (memory's refusals) is refused, not sized as
-    if it ran."""
-    tokens = seq or min(spec.n_positions for spec in specs)
-    if engine is None:
-        return tokens
-    from calc.analysis.memory import ENGINES, padded_context
-    from calc.analysis.memory.refusals import refuse_unserved
-
-    for spec in specs:
-        refuse_unserved(spec, engine)
-    return padded_context(ENGINES[engine], tokens)
 
 
 # vLLM's scheduling options that size its KV pages (memory and fit): the profiling forward, and the tokens a

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from calc.cli.options import (
-    CONTEXT, TEXT, engine_seq, load_model, models_argument, seq_option, seq_max_option, set_option, sizing_options,
+    CONTEXT, TEXT, load_model, models_argument, seq_option, seq_max_option, set_option, sizing_options,
     wrote
 )
 
@@ -36,6 +36,7 @@ def report(models: tuple[str, ...], seq: int | None, seq_max: int | None, dtype:
     import shlex
 
     from calc.analysis.compare import compare_models
+    from calc.analysis.memory.refusals import engine_seq
     from calc.analysis.memory import Layout
     from calc.outputs import output_path, write_atomic
     from calc.render.report import report_html

@@ -9,9 +9,11 @@ answers at start-up speed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from calc.spec.model import ModelSpec
 
-__all__ = ["refuse_unserved"]
+__all__ = ["engine_seq", "refuse_unserved"]
 
 
 def refuse_unserved(spec: ModelSpec, engine: str | None) -> None:
@@ -26,3 +28,17 @@ def refuse_unserved(spec: ModelSpec, engine: str | None) -> None:
         from calc.analysis.memory.llamacpp import refuse_unconverted
 
         refuse_unconverted(spec, engine)
+
+
+def engine_seq(engine: str | None, seq: int | None, specs: Sequence[ModelSpec]) -> int:
+    """The context a server holds for `seq` tokens (default: the shortest of the models' contexts): llama.cpp pads
+    it to its cells, others keep it; a model the engine cannot load (memory's refusals) is refused, not sized as
+    if it ran."""
+    tokens = seq or min(spec.n_positions for spec in specs)
+    if engine is None:
+        return tokens
+    from calc.analysis.memory import ENGINES, padded_context
+
+    for spec in specs:
+        refuse_unserved(spec, engine)
+    return padded_context(ENGINES[engine], tokens)
