@@ -101,7 +101,7 @@ from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.frozen import frozen_layer
 from calc.analysis.train.params import gathered_bytes
-from calc.analysis.train.pipeline import held_buffers, residual_bytes, stage_buffers
+from calc.analysis.train.pipeline import held_buffers, residual_bytes, stage_buffers, stage_outputs
 from calc.analysis.train.precision import Precision
 from calc.analysis.train.states import step_temporary_bytes
 from calc.spec.model import ModelSpec
@@ -250,6 +250,14 @@ def _fsdp(t: "Training", p: Precision, gathered: tuple[int, int], head_params: i
                  "backward ends: FSDP2 reduce-scatters the root's gradients")
 
 
+def _without_gradients(t: "Training") -> tuple[tuple[tuple[str, int], ...], int]:
+    """This GPU's states split as the moments hold them: the rows but the gradients, there at every moment, and
+    the gradients' bytes, which exist only from backward on (zero_grad(set_to_none) freed them)."""
+    gpu = [r for r in t.states if r.where == "gpu"]
+    return (tuple((r.label, r.per_gpu) for r in gpu if r.key != "gradients"),
+            next((r.per_gpu for r in gpu if r.key == "gradients"), 0))
+
+
 def _accumulated(t: "Training", grads: int) -> int:
     """The gradients a later micro-batch of an accumulating step runs beside (see the module's
     docstring): this GPU's, or under no_sync its unsharded ones; none without accumulation."""
@@ -266,9 +274,7 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
     if t.stage is not None:
         return _pipelined(t, spec, p, gathered)
     s = t.setup
-    gpu = [r for r in t.states if r.where == "gpu"]
-    base = tuple((r.label, r.per_gpu) for r in gpu if r.key != "gradients")
-    grads = next((r.per_gpu for r in gpu if r.key == "gradients"), 0)
+    base, grads = _without_gradients(t)
     if s.optimizer_in_backward:
         trained = t.held.adapters if s.lora_rank else t.held.tensors
         grads = min(grads, max((x.elements // x.copies for x in trained), default=0) * (p.adapter if s.lora_rank else p.grad))
@@ -341,6 +347,11 @@ class _Kept:
     in_layer: tuple[tuple[str, int], ...]  # a layer's backward beyond the kept
     output: int  # the last stage's output, one micro-batch's (the logits, or the hidden state)
     hidden: bool  # the loss applies the head itself, or keeps no logits
+    last: bool  # the pipeline's last stage: the one whose outputs `outputs` counts
+
+    def outputs(self, count: int) -> tuple[tuple[str, int], ...]:
+        """The last stage's outputs, `count` micro-batches' (the other stages' are pipeline.held_buffers')."""
+        return (stage_outputs(count, self.output),) if self.last else ()
 
 
 def _kept(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int]) -> _Kept:
@@ -348,8 +359,7 @@ def _kept(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int
     the gradients whole are FSDP's unsharded fp32 ones or this GPU's; the last stage's output (the logits, or the
     hidden state where the loss applies the head) is kept for every micro-batch run."""
     s = t.setup
-    base = tuple((r.label, r.per_gpu) for r in t.states if r.where == "gpu" and r.key != "gradients")
-    grads = next((r.per_gpu for r in t.states if r.where == "gpu" and r.key == "gradients"), 0)
+    base, grads = _without_gradients(t)
     whole = ("FSDP under PP: unsharded fp32 gradients accumulated", t.held.params * 4) \
         if s.accumulates_fp32 else ("gradients accumulated over the earlier micro-batches", grads)
     f = _fsdp(t, p, gathered, 0, True)  # under PP the stage is gathered whole: no head unit of its own
@@ -358,7 +368,8 @@ def _kept(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int
     loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
     hidden = loss.head_inside or not loss.held
     output = residual_bytes(s, spec.d_model) if hidden else 2 * n * vocab
-    return _Kept(base, grads, whole, f, per_batch, _in_layer(t, spec) + f.in_layer + f.layer_grad, output, hidden)
+    return _Kept(base, grads, whole, f, per_batch, _in_layer(t, spec) + f.in_layer + f.layer_grad, output, hidden,
+                 t.stage.last)
 
 
 def _loss_parts(t: "Training", spec: ModelSpec, phase: str) -> tuple[tuple[str, int], ...]:
@@ -377,11 +388,6 @@ def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int
     base, grads, whole, f, in_layer, output = k_.base, k_.grads, k_.whole, k_.fsdp, k_.in_layer, k_.output
     recomputed = ", the last layer recomputed" if s.recompute == "full" else ""
 
-    def outputs(count: int) -> tuple[tuple[str, int], ...]:
-        """The last stage's outputs, `count` micro-batches' (the other stages' are pipeline.stage_buffers')."""
-        return (("pipeline: stage outputs (output_chunks)", count * output),) \
-            if stage.last else ()
-
     def backward(j: int, *extra: tuple[str, int]) -> tuple[tuple[str, int], ...]:
         k = stage.in_flight(j)
         return base + stage_buffers(s, spec.d_model, stage, j) + (
@@ -393,18 +399,18 @@ def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int
         current = 0 if k_.hidden or s.loss_run.keeps_logits else 1
         forward, back = _loss_parts(t, spec, "forward"), _loss_parts(t, spec, "backward")
         out += [Moment(f"forward of micro-batch {j + 1}, computing the loss",
-                       backward(j, forward[0], whole, *outputs(j), forward[1]) + f.at_loss),
+                       backward(j, forward[0], whole, *k_.outputs(j), forward[1]) + f.at_loss),
                 Moment(f"backward of micro-batch {j + 1}, through the loss",
-                       backward(j, back[0], whole, *outputs(j + current), back[1]) + f.at_loss),
+                       backward(j, back[0], whole, *k_.outputs(j + current), back[1]) + f.at_loss),
                 Moment(f"backward of micro-batch {j + 1}{recomputed or ', the last layer'}",
-                       backward(j, whole, *outputs(j + 1)) + in_layer)]
+                       backward(j, whole, *k_.outputs(j + 1)) + in_layer)]
     else:
         earlier = _accumulated(t, grads)
         acc = (("gradients accumulated over the earlier steps' micro-batches", earlier),) if earlier else ()
         out += [Moment(f"backward of micro-batch 1{recomputed or ', the last layer'}", backward(0, *acc) + in_layer),
                 Moment(f"backward of micro-batch {stage.later + 1}{recomputed or ', the last layer'}, beside the "
                        "gradients", backward(stage.later, whole) + in_layer)]
-    end = base + stage_buffers(s, spec.d_model, stage, None) + outputs(stage.stages) + (("gradients", grads),)
+    end = base + stage_buffers(s, spec.d_model, stage, None) + k_.outputs(stage.stages) + (("gradients", grads),)
     out.append(Moment("backward ends", end + f.layer_grad))
     if stage.last:
         out.append(Moment("the step ends: every micro-batch's output merged (_merge_outputs)",
@@ -501,15 +507,14 @@ def interleaved_moments(t: "Training", stages: list["Training"], spec: ModelSpec
     n, last = schedule.ranks, schedule.ranks * schedule.virtual - 1
     kept = {u.stage.index: _kept(u, spec, p, gathered) for u in stages}
     by_stage = {u.stage.index: u for u in stages}
-    base = tuple((r.label, r.per_gpu) for r in t.states if r.where == "gpu" and r.key != "gradients")
+    base, grads = _without_gradients(t)
     recomputed = ", the last layer recomputed" if t.setup.recompute == "full" else ""
 
     def stage_parts(g: int, forwards: int, backwards: int, outputs: int) -> tuple[tuple[str, int], ...]:
         k_, k = kept[g], forwards - backwards
         parts = held_buffers(by_stage[g].setup, spec.d_model, g == 0, g == last, n, forwards, backwards) + (
             (f"activations kept ({k} micro-batch{'es' if k != 1 else ''} in flight)", k * k_.per_batch),) \
-            + ((k_.whole,) if backwards else ()) + k_.fsdp.at_loss \
-            + ((("pipeline: stage outputs (output_chunks)", outputs * k_.output),) if g == last else ())
+            + ((k_.whole,) if backwards else ()) + k_.fsdp.at_loss + k_.outputs(outputs)
         return tuple((f"stage {g}: {what}", size) for what, size in parts if size)
 
     def at(h, loss: str | None) -> Moment:
@@ -531,11 +536,9 @@ def interleaved_moments(t: "Training", stages: list["Training"], spec: ModelSpec
     out = [layer[0], max(layer[1:], key=lambda m: m.allocated)] if len(layer) > 1 else layer
     for phase in ("forward", "backward") if last in kept else ():
         out.append(max((at(h, phase) for h in held if h.stage == last), key=lambda m: m.allocated))
-    grads = next((r.per_gpu for r in t.states if r.where == "gpu" and r.key == "gradients"), 0)
     end = base + tuple((f"stage {g}: {what}", size) for g in schedule.stages(index) for what, size in
                        held_buffers(by_stage[g].setup, spec.d_model, g == 0, g == last, n, n, n)
-                       + ((("pipeline: stage outputs (output_chunks)", n * kept[g].output),) if g == last else ())) \
-        + (("gradients", grads),)
+                       + kept[g].outputs(n)) + (("gradients", grads),)
     out.append(Moment("backward ends", end + kept[schedule.stages(index)[0]].fsdp.layer_grad))
     if last in kept:
         out.append(Moment("the step ends: every micro-batch's output merged (_merge_outputs)",

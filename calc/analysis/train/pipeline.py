@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from calc.analysis.train import Setup
 
 __all__ = ["BF16", "SPLITS", "Stage", "held_buffers", "residual_bytes", "stage_bounds", "stage_buffers",
-           "stage_sizes"]
+           "stage_outputs", "stage_sizes"]
 
 BF16 = 2
 SPLITS = ("even", "torchtitan")
@@ -125,12 +125,18 @@ def held_buffers(s: "Setup", d_model: int, first: bool, last: bool, microbatches
     r, k = residual_bytes(s, d_model), forwards - backwards
     out = []
     if not last:
-        out += [("pipeline: stage outputs (output_chunks)", forwards * r),
+        out += [stage_outputs(forwards, r),
                 ("pipeline: output-gradient receive buffers", microbatches * r)]
     if not first:
         out += [("pipeline: input receive buffers not in flight", (microbatches - k) * r),
                 ("pipeline: input gradients (.grad)", backwards * r)]
     return tuple((what, size) for what, size in out if size)
+
+
+def stage_outputs(count: int, each: int) -> tuple[str, int]:
+    """`count` micro-batches' outputs of `each` bytes, which PipelineStage appends to `output_chunks` and keeps
+    until the next step (see the module's docstring): one entry, whichever stage and schedule hold them."""
+    return "pipeline: stage outputs (output_chunks)", count * each
 
 
 def stage_sizes(n_layers: int, pp: int, split: str, stages: str = "--pp is") -> tuple[int, ...]:
