@@ -89,8 +89,10 @@ def _input_readers(block: Block) -> tuple[str, ...]:
 
 
 def frozen_layer(terms: list[Term], block: Block, s: "Setup") -> list[Term]:
-    """A layer's full-training terms less the inputs that only frozen linears would have kept."""
-    if (s.qlora and BNB[s.bnb][0]) or not _plain(block.mlp) or not all(type(a) in MEASURED for a in block.mixers()):
+    """A layer's full-training terms less the inputs that only frozen linears would have kept; without LoRA
+    nothing is frozen and the terms stay as they are."""
+    if not s.lora_rank or (s.qlora and BNB[s.bnb][0]) or not _plain(block.mlp) \
+            or not all(type(a) in MEASURED for a in block.mixers()):
         return terms
     mlp_readers = ("gate", "up")
     stacked = any(t in STACKS for t in s.lora_targets)  # PEFT's stack adapters, not gate, up, down, read the rows

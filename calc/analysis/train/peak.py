@@ -148,11 +148,6 @@ class Moment:
                 "cached_idle": self.cached}
 
 
-def _frozen(terms: list, block, s) -> list:  # noqa: ANN001
-    """Under LoRA, what a rebuilt layer's frozen linears do not keep (frozen.py)."""
-    return frozen_layer(terms, block, s) if s.lora_rank else terms
-
-
 def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     """A checkpointed layer's activations rebuilt in full during its backward, beyond its kept input
     (under LoRA without what its frozen linears do not keep). A compiled layer (not under LoRA, whose
@@ -167,7 +162,7 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
             for kind in spec.layer_counts())
     if s.recompute != "full":
         return 0
-    rebuilt = [sum(s.term_bytes(term) for term in _frozen(layer_terms(
+    rebuilt = [sum(s.term_bytes(term) for term in frozen_layer(layer_terms(
         spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, "none", s.attention == "flash", s.norms,
         s.repeat_kv), spec.blocks[kind], s)) for kind in spec.layer_counts()]
     return max(rebuilt) - residual_bytes(s, spec.d_model)
