@@ -183,6 +183,13 @@ class Setup:
     def term_bytes(self, term: Term) -> int:
         return term.bytes(self.tp, self.sp, self.gathered)
 
+    def eager_layer(self, block: Block, d: int, recompute: str) -> list[Term]:
+        """What one layer of `block` keeps under `recompute`, run eagerly as this setup runs it (its micro-batch,
+        its tokens, its attention kernel, norms and K/V repeat): one call for the layers kept (`_layer`) and
+        the layer rebuilt in a checkpointed backward (peak._recomputed_layer), so the two cannot differ."""
+        return layer_terms(block, d, self.micro_batch, self.local_seq, ACT_BYTES, recompute, self.attention == "flash",
+                           self.norms, self.repeat_kv)
+
 
 @dataclass(frozen=True)
 class Training:
@@ -425,8 +432,7 @@ def _layer(block: Block, d: int, s: Setup, recompute: str) -> list[Term]:
     """What one layer keeps: as inductor's partition saves it under --compile (full: the input, as eager)."""
     if s.compile and recompute != "full":
         return compiled_layer_terms(block, d, s.micro_batch, s.local_seq, ACT_BYTES, recompute, s.repeat_kv)
-    return layer_terms(block, d, s.micro_batch, s.local_seq, ACT_BYTES, recompute, s.attention == "flash", s.norms,
-                       s.repeat_kv)
+    return s.eager_layer(block, d, recompute)
 
 
 def train(spec: ModelSpec, s: Setup) -> Training:

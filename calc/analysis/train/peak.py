@@ -94,7 +94,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from calc.analysis.train.activations import layer_terms
 from calc.analysis.train.bnb import dequantised_bytes, graph_inputs, quantised_head
 from calc.analysis.train.compiled import compiled_backward_terms, compiled_op_backward_terms
 from calc.analysis.train.context_parallel import ring_bytes
@@ -162,9 +161,8 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
             for kind in spec.layer_counts())
     if s.recompute != "full":
         return 0
-    rebuilt = [sum(s.term_bytes(term) for term in frozen_layer(layer_terms(
-        spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, "none", s.attention == "flash", s.norms,
-        s.repeat_kv), spec.blocks[kind], s)) for kind in spec.layer_counts()]
+    blocks = [spec.blocks[kind] for kind in spec.layer_counts()]
+    rebuilt = [t.layer_bytes(tuple(frozen_layer(s.eager_layer(b, spec.d_model, "none"), b, s))) for b in blocks]
     return max(rebuilt) - residual_bytes(s, spec.d_model)
 
 
