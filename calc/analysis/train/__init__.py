@@ -56,8 +56,8 @@ from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.analysis.train.interleaved import PP_SCHEDULES, Interleaved, Rank
 from calc.analysis.train.loss import LOSS_PARALLEL, LOSSES, Loss
 from calc.analysis.train.frozen import frozen_layer, frozen_outside
-from calc.analysis.train.params import (LAYER_TARGETS, STACKS, Held, adapted, gathered_bytes, held,
-                                        layer_params, nf4_bytes, stack_shape)
+from calc.analysis.train.params import (LAYER_TARGETS, Held, adapted, gathered_bytes, held, layer_params,
+                                        nf4_bytes, stack_shape, stack_targets)
 from calc.analysis.train.peak import Moment, Overheads, interleaved_moments, moments
 from calc.analysis.train.pipeline import SPLITS, Stage, stage_bounds, stage_sizes
 from calc.analysis.train.precision import PRECISIONS, Precision
@@ -298,7 +298,7 @@ def _check(spec: ModelSpec, s: Setup) -> None:
         raise GptcalcError(f"--offload: unknown {', '.join(o or repr(o) for o in unknown)} (choose from {', '.join(OFFLOAD)})")
     if s.qlora and not s.lora_rank:
         raise GptcalcError("--qlora: needs --lora-rank (QLoRA trains LoRA adapters on a 4-bit base)")
-    stacked = [t for t in s.lora_targets if t in STACKS]
+    stacked = stack_targets(s.lora_targets)
     if s.lora_rank and stacked and (s.lora_dropout or s.qlora):
         raise GptcalcError(f"--lora-targets {','.join(stacked)}: PEFT's adapters on the expert stacks take no LoRA "
                            "dropout (ParamWrapper refuses lora_dropout) and are counted on a 16-bit base, not "

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 from calc.analysis.train.activations import (ATTENTION_INPUT, CLAMPED_KEPT, GATED_KEPT, HEAD_INPUT, KV_LATENT,
                                              MLP_INPUT, PLAIN_KEPT, Q_LATENT, ROUTED_ROWS, W_O_INPUT, Term)
 from calc.analysis.train.bnb import BNB, quantised_head
-from calc.analysis.train.params import STACKS
+from calc.analysis.train.params import stack_targets
 from calc.parts import (MLA, MLP, Attention, CompressedAttention, GatedDeltaNet, KimiDeltaAttention, LightningAttention,
                         Mamba2, MoE, ShortConv)
 from calc.spec.model import Block, ModelSpec
@@ -95,7 +95,7 @@ def frozen_layer(terms: list[Term], block: Block, s: "Setup") -> list[Term]:
             or not all(type(a) in MEASURED for a in block.mixers()):
         return terms
     mlp_readers = ("gate", "up")
-    stacked = any(t in STACKS for t in s.lora_targets)  # PEFT's stack adapters, not gate, up, down, read the rows
+    stacked = bool(stack_targets(s.lora_targets))  # PEFT's stack adapters, not gate, up, down, read the rows
     experts = ("experts_gate_up",) if stacked else mlp_readers
     shared = block.parallel and len(block.norms) == 1  # one norm feeds the attention and the MLP
     dropped = {ATTENTION_INPUT: not _read(s, *_input_readers(block), *(mlp_readers if shared else ())),

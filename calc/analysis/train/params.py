@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from calc.analysis.train import Setup
 
 __all__ = ["LAYER_TARGETS", "LORA_TARGETS", "STACKS", "Held", "adapted", "gathered_bytes", "held", "layer_params",
-           "nf4_bytes", "stack_shape"]
+           "nf4_bytes", "stack_shape", "stack_targets"]
 
 LORA_TARGETS: dict[str, tuple[str, ...]] = {
     "q": ("q", "q_b"), "k": ("k",), "v": ("v",), "o": ("attn_out",),
@@ -90,10 +90,17 @@ def _tensors(step: Step, copies: int, tp: int) -> list[Tensor]:
     return out
 
 
+def stack_targets(targets: tuple[str, ...]) -> tuple[str, ...]:
+    """The targets that are fused expert stacks (STACKS): PEFT adapts them as parameters, not modules, so they
+    change which linears gate, up and down reach (`adapted`), what a frozen MoE keeps (frozen.py) and which
+    options apply (train._check)."""
+    return tuple(t for t in targets if t in STACKS)
+
+
 def adapted(steps: tuple[Step, ...], targets: tuple[str, ...]) -> tuple[list[Step], list[tuple[Step, ...]]]:
     """The steps LoRA adapts as linears (an adapter each) and the expert stacks PEFT's target_parameters
     adapts (one adapter over each block kind's stack: its steps, gate and up together)."""
-    stacked = [t for t in targets if t in STACKS]
+    stacked = stack_targets(targets)
     ids = {i for t in targets if t not in STACKS for i in LORA_TARGETS[t] if not (stacked and i.startswith("experts"))}
     linears = [step for step in steps if step.id in ids and step.weight is not None]
     kinds = dict.fromkeys(step.block for step in steps if step.block)
