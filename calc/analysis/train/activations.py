@@ -74,7 +74,8 @@ from calc.parts.augment import Augment
 from calc.parts.shared import Shared
 from calc.spec.model import Block, ModelSpec
 
-__all__ = ["RECOMPUTE", "Term", "WRITTEN_GELU", "activation_terms", "korthikanti", "layer_terms", "shared_terms"]
+__all__ = ["RECOMPUTE", "Term", "WRITTEN_GELU", "activation_terms", "korthikanti", "layer_terms", "qkv_terms",
+           "shared_terms"]
 
 RECOMPUTE = ("none", "selective", "op", "full")
 INT64 = 8
@@ -166,9 +167,8 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
         # around attention, keeps them at the kv heads, unless a mask goes with them (_masked) or the
         # model repeats them itself (repeat_kv)
         expanded = recompute == "none" and (not flash or _masked(a, s) or repeat_kv)
-        k, v = (a.q_dim, a.o_dim) if expanded else (a.kv_dim, a.v_dim)
-        heads = "" if a.kv_dim == a.q_dim else f" (K and V at {'all h' if expanded else 'the kv'} heads)"
-        inner = [*_qkv(a, n, k, v, act, heads, recompute == "none" and not flash), Term(W_O_INPUT, n * a.o_dim, act, "tp")]
+        inner = [*qkv_terms(a, n, act, expanded, recompute == "none" and not flash),
+                 Term(W_O_INPUT, n * a.o_dim, act, "tp")]
     if recompute == "selective":
         core = []
     elif flash:  # instead of P, one log-sum-exp per row; its output, laid out [B, T, h, d], is W_O's input
@@ -193,10 +193,14 @@ def _list_indices(a: Attention | MLA) -> list[Term]:
         if getattr(a, "kv_list_index", False) else []
 
 
-def _qkv(a: Attention, n: int, k: int, v: int, act: int, heads: str, explicit: bool) -> list[Term]:
-    """Q, K and V as QKᵀ and P·V keep them; an explicit QKᵀ on Q and K cast to fp32 (`qk_fp32`: GPT-J's
-    eager_attention_forward, `torch.matmul(query.to(torch.float32), key.to(torch.float32)...)`) keeps
-    those fp32 copies instead of a 16-bit Q and K, which nothing else keeps (measured on a bf16 GPT-J)."""
+def qkv_terms(a: Attention, n: int, act: int, expanded: bool, explicit: bool = False) -> list[Term]:
+    """Q, K and V as the attention keeps them, K and V at every query head where they are `expanded` (repeated to
+    them before the kernel) and at the kv heads otherwise: the eager layer's rule and the compiled one's
+    (compiled.py). An explicit QKᵀ on Q and K cast to fp32 (`qk_fp32`: GPT-J's eager_attention_forward,
+    `torch.matmul(query.to(torch.float32), key.to(torch.float32)...)`) keeps those fp32 copies instead of a
+    16-bit Q and K, which nothing else keeps (measured on a bf16 GPT-J)."""
+    k, v = (a.q_dim, a.o_dim) if expanded else (a.kv_dim, a.v_dim)
+    heads = "" if a.kv_dim == a.q_dim else f" (K and V at {'all h' if expanded else 'the kv'} heads)"
     if explicit and a.qk_fp32 and act < 4:
         return [Term(f"Q and K, the fp32 copies QKᵀ multiplies{heads.replace('K and V', 'K')}", n * (a.q_dim + k), 4,
                      "tp"), Term("V", n * v, act, "tp")]

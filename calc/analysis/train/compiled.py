@@ -35,7 +35,7 @@ or, where inductor leaves the MLP weights' gradients to the end, in the attentio
 
 from __future__ import annotations
 
-from calc.analysis.train.activations import ATTENTION_INPUT, MLP_INPUT, W_O_INPUT, Term
+from calc.analysis.train.activations import ATTENTION_INPUT, MLP_INPUT, W_O_INPUT, Term, qkv_terms
 from calc.errors import GptcalcError
 from calc.parts import MLP, Attention
 from calc.spec.model import Block
@@ -56,11 +56,9 @@ def compiled_layer_terms(block: Block, d: int, b: int, s: int, act: int, recompu
         odd = (a.q_dim, a.v_dim, m.d_ff)  # wq, wv, w1 of wq wk wv wo w1 w3 w2 (w2's output is not needed)
         return [Term("layer input (the checkpoint)", n * d, act, ""),
                 Term("the odd-numbered matmuls' outputs (wq, wv, w1)", n * sum(odd), act, ""), *fused]
-    k, v = (a.q_dim, a.o_dim) if repeat_kv else (a.kv_dim, a.v_dim)
-    heads = "" if a.kv_dim == a.q_dim else f" (K and V at {'all h' if repeat_kv else 'the kv'} heads)"
     return [Term("each norm's input: the layer's, the residual after attention", 2 * n * d, act, "sp"),
             Term("each norm's rsqrt (fp32)", 2 * n, 4, "sp"),
-            Term(ATTENTION_INPUT, n * d, act, "input"), Term(f"Q, K, V{heads}", n * (a.q_dim + k + v), act, "tp"),
+            Term(ATTENTION_INPUT, n * d, act, "input"), *qkv_terms(a, n, act, repeat_kv),
             *fused, Term(MLP_INPUT, n * d, act, "input"),
             Term("MLP hidden (gate, up, product; SiLU recomputed)", 3 * n * m.d_ff, act, "tp")]
 
