@@ -9,17 +9,19 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from click.testing import CliRunner
 
 from calc.analysis.count import count
 from calc.analysis.train import Setup, train
-from calc.analysis.train.activations import korthikanti
+from calc.analysis.train.activations import GELU_KEPT, korthikanti
 from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.analysis.train.params import held, nf4_bytes
 from calc.analysis.train.states import Tensor, model_states, optimizer_bytes
 from calc.cli import main
+from calc.parts.mlp import WRITTEN_GELUS, ActivationForm
 from calc.spec.load import load_spec
 from oracle import CONFIG_DIR, MODEL_TYPE_CONFIGS
 
@@ -88,6 +90,13 @@ def test_ours_beside_korthikanti_on_gpt2_small(dropout: bool) -> None:
         t = train(spec, Setup(s, b, attention="eager", dropout=dropout, fused_gelu=fused))
         ours = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
         assert t.korthikanti - ours == 12 * (masks - 8 * s * b - written)
+
+
+def test_every_gelu_form_has_its_kept_count() -> None:
+    """The MLP part's ActivationForm is the one list of GELU forms: the config reader's written forms derive
+    from it, and training's count of what each form keeps (GELU_KEPT, measured in test_train_torch.py) must
+    name every form and no other, or a config naming a new form would fail when trained."""
+    assert set(GELU_KEPT) == set(get_args(ActivationForm)) == {"fused", *WRITTEN_GELUS}
 
 
 @pytest.mark.parametrize(("framework", "dropout"), [("hf", True), ("deepspeed", True), ("torchtune", False),

@@ -13,8 +13,9 @@ from itertools import groupby
 from typing import Any, Callable
 
 from calc.arch.config import Config
+from calc.parts.mlp import WRITTEN_GELUS
 
-__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "KEYS", "TRANSFORMERS_BACKEND", "WRITTEN_GELUS", "activation", "attention",
+__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "KEYS", "TRANSFORMERS_BACKEND", "activation", "attention",
            "attention_kinds", "decoder", "defaulted_note", "gated_mlp", "granite_scalars", "kind_stack", "layer_kinds",
            "layer_runs", "mha", "mlp_activation", "norm", "qwen3_vl_build", "renamed", "rope", "rotary_layers", "uniform",
            "with_defaults"]
@@ -252,12 +253,6 @@ def activation(cfg: Config, key: str) -> str:
     if name not in ACTIVATIONS:
         raise cfg.error(key, f"activation {name!r} is not one of {', '.join(ACTIVATIONS)}")
     return ACTIVATIONS[name]
-
-
-# transformers' ACT2FN names whose GELU is written out in python ops (NewGELUActivation, FastGELUActivation,
-# GELUActivation(use_gelu_python=True), QuickGELUActivation's x·σ(1.702·x), which torch has no fused op for:
-# activations.py), not torch's fused F.gelu; the MLP part's activation_form.
-WRITTEN_GELUS = ("gelu_new", "gelu_fast", "gelu_python", "quick_gelu")
 
 
 def mlp_activation(cfg: Config, key: str) -> dict[str, str]:

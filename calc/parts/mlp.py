@@ -10,20 +10,24 @@ and Step-3.7's clamped SwiGLU (`clamp` c) is min(act(gate), c) × clip(up, −c,
 """
 
 
-from typing import Literal
+from typing import Literal, get_args
 
 from calc.parts.base import Field, Part, present
 from calc.parts.transient import Graph, Subgraph, clamped_swiglu, op
 
-__all__ = ["ACTIVATION_PARAMS", "LABELS", "MLP"]
+__all__ = ["ACTIVATION_PARAMS", "LABELS", "MLP", "WRITTEN_GELUS"]
 
 Activation = Literal["gelu", "gelu_tanh", "quick_gelu", "relu", "silu", "relu2"]  # without parameters (a MoE's experts)
 MLPActivation = Literal[Activation, "xielu"]
 # How the model's code runs a GELU: torch's fused F.gelu, or written out in python ops as transformers'
-# ACT2FN names them (gelu_new, gelu_fast, gelu_python; quick_gelu, which has no fused form). The same
-# arithmetic; training keeps more for the written forms (calc/analysis/train/activations.py), and a
-# framework's own model may run the fused one.
+# ACT2FN names them (gelu_new: NewGELUActivation, gelu_fast: FastGELUActivation, gelu_python:
+# GELUActivation(use_gelu_python=True); quick_gelu: QuickGELUActivation's x·σ(1.702·x), which torch has no
+# fused op for: activations.py). The same arithmetic; training keeps more for the written forms
+# (calc/analysis/train/activations.py, GELU_KEPT), and a framework's own model may run the fused one.
+# The one list of the forms: the config reader and training take theirs from it.
 ActivationForm = Literal["fused", "gelu_new", "gelu_fast", "gelu_python", "quick_gelu"]
+# The forms written out, every one but the fused: a config naming one runs in it (calc.arch.common.mlp_activation).
+WRITTEN_GELUS: tuple[str, ...] = tuple(form for form in get_args(ActivationForm) if form != "fused")
 # Learned parameters of an activation, per MLP (XIELUActivation's alpha_p and alpha_n: one each).
 ACTIVATION_PARAMS = {"xielu": 2}
 

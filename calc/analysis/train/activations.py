@@ -71,6 +71,7 @@ from calc.errors import GptcalcError
 from calc.parts import (MLA, MLP, Attention, CompressedAttention, GatedDeltaNet, HyperConnections, KimiDeltaAttention,
                         LightningAttention, Mamba, Mamba2, MoE, Norm, ShortConv)
 from calc.parts.augment import Augment
+from calc.parts.mlp import ActivationForm
 from calc.parts.shared import Shared
 from calc.spec.model import Block, ModelSpec
 
@@ -569,7 +570,7 @@ def _mlp(m: MLP | MoE, n: int, d: int, act: int, norm: Norm | None = None) -> li
 # NewGELUActivation keeps x, tanh's output, 0.5·x and 1 + tanh; FastGELUActivation x, 0.7978845608·x, 0.044715·x,
 # 1 + 0.044715·x², tanh's output, 0.5·x and 1 + tanh; GELUActivation's python form x/√2, 0.5·x and 1 + erf;
 # QuickGELUActivation's x·σ(1.702·x) x and the sigmoid (the product by 1.702 keeps nothing).
-GELU_KEPT = {"fused": 1, "gelu_new": 4, "gelu_fast": 7, "gelu_python": 3, "quick_gelu": 2}
+GELU_KEPT: dict[ActivationForm, int] = {"fused": 1, "gelu_new": 4, "gelu_fast": 7, "gelu_python": 3, "quick_gelu": 2}
 WRITTEN_GELU = "GELU written out"  # its term's label starts so
 
 
