@@ -237,9 +237,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         from calc.analysis.memory.gguf import no_mtp as without_mtp
 
         spec = without_mtp(spec)
-    result = inference(spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout,
-                       scheme, stored, parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0,
-                       text_only, encoder_replicated)
+    held = (spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout, scheme, stored,
+            parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0, text_only, encoder_replicated)
+    result = inference(*held)
     if dp_attention is not None:
         result = _dp_attention(spec, result, layout, engine, dp_attention, text_only, settings)
     pictures = _image_cost(spec, image, images, kv_dtype, text_only)
@@ -275,7 +275,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         whole = _whole_kv(spec, tokens, batch, kv_dtype, layout, mla_expanded) if layout.pp > 1 else None
         stages = _sglang_stages(spec, whole, layout, result.weights, pool_bytes,
                                 kv_memory is not None) if engine == "sglang" and whole else ()
-        ranks = _trtllm_ranks(spec, whole, layout, result.weights, pool_bytes, startup) \
+        ranks = _trtllm_ranks(held, spec, layout, whole, result.weights, pool_bytes, startup) \
             if engine == "trtllm" and whole else None
         pool = settings.pool(spec, result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
                              max_batched or (_vllm_batch_default(startup.total) if startup else 2048), layout,
@@ -366,12 +366,15 @@ def _sglang_stages(spec: Any, whole: Any, layout: Any, weights: Any, pool_bytes:
     return sglang_stages(spec, count_params(spec), weights, whole, layout, pool_bytes, given)
 
 
-def _trtllm_ranks(spec: Any, whole: Any, layout: Any, weights: Any, pool_bytes: int, startup: Any) -> Any:
-    """TensorRT-LLM's pipeline ranks, each its layers and budget (trtllm_v2_pp.pipeline_ranks)."""
-    from calc.analysis.count import count as count_params
-    from calc.analysis.memory.trtllm_v2_pp import pipeline_ranks
+def _trtllm_ranks(held: tuple[Any, ...], spec: Any, layout: Any, whole: Any, weights: Any, pool_bytes: int,
+                  startup: Any) -> Any:
+    """TensorRT-LLM's pipeline ranks, each its layers and budget (trtllm_v2_pp.pipeline_ranks), from what each GPU
+    holds (inference with the `held` arguments) with the layers split as TensorRT-LLM splits them."""
+    from calc.analysis.memory import inference
+    from calc.analysis.memory.trtllm_v2_pp import pipeline_ranks, trtllm_pp_parts
 
-    return pipeline_ranks(spec, count_params(spec), weights, whole, layout, pool_bytes, startup)
+    shares = inference(*held, parts=trtllm_pp_parts(spec.n_layers, layout.pp)).gpus
+    return pipeline_ranks(spec, shares, whole, weights.total_bytes, pool_bytes, startup)
 
 
 def _vllm_batch_default(total: int) -> int:

@@ -180,3 +180,21 @@ def test_the_text_output_prints_each_ranks_lines_and_says_why() -> None:
     assert "trtllm will print: [PP rank 1, layers 40-79] KV cache manager v2 device quota set to" in result.output
     assert "under --pp 2 each rank builds its own pools from its layers and its own budget" in result.output
     assert "[MemUsageChange]" not in result.output and "V1 KV cache manager" not in result.output
+
+
+def test_dsa_ranks_count_layers_not_buffers_and_price_the_index_keys() -> None:
+    """DeepSeek-V3.2 (tests/configs/model_types/deepseek_v32.json, 61 layers) at --pp 2: 31 and 30 layers, each a
+    576-wide bf16 latent (1,152 B a token) and its indexer keys, 128 fp8 bytes + one 4-byte scale (132 B a token),
+    priced together in the sync (get_layer_bytes_per_token with Role.ALL). The rank of 31 offers the fewest tokens;
+    the rank of 30 is cut to their bytes."""
+    quota, layer = 8 * GIB, 576 * 2 + 128 + 4
+    costs = [31 * layer, 30 * layer]
+    agreed = min(_tokens(int(quota * RESUME), cost, 0, 0) for cost in costs)
+    quotas = [_synced(quota, agreed, cost, 0, 0) for cost in costs]
+    answer = _answer("tests/configs/model_types/deepseek_v32.json", "--kv-memory", "8GiB", "--pp", "2", "--seq", "4k")
+    v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
+    assert [(r["first_layer"], r["layers"], r["quota_bytes"]) for r in v2["ranks"]] == \
+        [(0, 31, quotas[0]), (31, 30, quotas[1])]
+    assert quotas[1] < quotas[0] and v2["binding_pp_rank"] == 0
+    assert "[PP rank 1, layers 31-60] DSACacheManagerV2 role-to-pool/lifecycle mapping:" in answer["server_says"]
+    assert "[PP rank 1, layers 31-60] role=index_key, pool_group_id=0, layer_group_id=0" in answer["server_says"]

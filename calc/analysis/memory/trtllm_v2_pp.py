@@ -15,9 +15,10 @@ request one rank cannot hold. Each link at the NVIDIA/TensorRT-LLM commit it was
              so a rank of sliding layers alone keeps their windows where the model has two window sizes
     budget   each rank profiles itself: KvCacheCreator.configure_kv_cache_capacity (_util.py at 0004396720) logs its
              own "Estimated max memory in KV cache" from its own peak and hands it to its manager as
-             max_gpu_total_bytes; its weights are its layers', the first rank's with the embedding, the last's with
-             the final norm and LM head (calc.analysis.memory.parallel.stages); gptcalc's activation and non-torch
-             estimates are one figure, the same on every rank. No V2 route refuses pipeline parallelism:
+             max_gpu_total_bytes; its weights are its layers', the first rank's with the embedding (and a multimodal
+             model's towers), the last's with the final norm and LM head (budget.inference's rule with TensorRT-LLM's
+             split); gptcalc's activation and non-torch estimates are one figure, the same on every rank. No V2
+             route refuses pipeline parallelism:
              _validate_or_fallback_kv_cache_manager_v2 (same file) falls back to V1 for a KV connector or beam
              search only, and the V1/V2 choice is the model class's, not the layout's (trtllm_manager)
     tokens   KVCacheManagerV2.__init__: "Sync resumable token capacity across ranks so the scheduler produces
@@ -37,19 +38,18 @@ figures (slots, bytes a slot, budget) are that rank's; each line is prefixed wit
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.kv import KVCache
-from calc.analysis.memory.parallel import Layout, stage_kv, stages
 from calc.analysis.memory.trtllm_cache import trtllm_bytes_per_token
 from calc.analysis.memory.trtllm_v2 import V2Pool, v2_pool
-from calc.analysis.memory.weights import Weights
 from calc.spec.model import ModelSpec
 
-if TYPE_CHECKING:  # only its instances pass through here: engines, which imports this module, stays light
+if TYPE_CHECKING:  # only their instances pass through here: engines, which imports this module, stays light
+    from calc.analysis.memory.budget import GPUShare
     from calc.analysis.memory.startup import StartupBudget
 
 __all__ = ["PP_SOURCE", "PipelineRanks", "V2Rank", "V2Stages", "pipeline_ranks", "trtllm_pp_parts", "v2_stages"]
@@ -69,18 +69,15 @@ def trtllm_pp_parts(n_layers: int, pp: int) -> list[int]:
 
 @dataclass(frozen=True)
 class V2Rank:
-    """One pipeline rank: its first layer, its layers' cache (one tp shard), the bytes its manager is handed and the
-    start-up budget they come from (None: --kv-memory, the same figure on every rank)."""
+    """One pipeline rank: its layers, their cache (one tp shard), the bytes its manager is handed and the start-up
+    budget they come from (None: --kv-memory, the same figure on every rank)."""
 
     index: int
     first_layer: int
+    n_layers: int
     kv: KVCache
     kv_memory: int
     startup: StartupBudget | None = None
-
-    @property
-    def n_layers(self) -> int:
-        return sum(kind.n_layers for kind in self.kv.layers)
 
     @property
     def label(self) -> str:
@@ -95,32 +92,35 @@ class PipelineRanks:
     ranks: tuple[V2Rank, ...]
 
 
-def pipeline_ranks(spec: ModelSpec, breakdown: Breakdown, weights: Weights, whole: KVCache, layout: Layout,
-                   kv_memory: int, startup: StartupBudget | None) -> PipelineRanks:
-    """The ranks of `layout` as TensorRT-LLM splits the layers (trtllm_pp_parts), each with its own budget: `startup`
-    (the busiest GPU's, whose weights are `weights`) with the rank's own weights instead, or without one (--kv-memory)
-    `kv_memory` on every rank."""
-    ranks = []
-    for stage in stages(spec, breakdown, layout, trtllm_pp_parts(spec.n_layers, layout.pp)):
-        budget = startup and _own_budget(startup, weights, replace(weights, params=stage.params))
-        ranks.append(V2Rank(stage.index, stage.first_layer, _in_layer_order(spec, stage_kv(spec, whole, stage),
-                                                                            stage.first_layer),
+def pipeline_ranks(spec: ModelSpec, shares: Sequence[GPUShare], whole: KVCache, busiest: int, kv_memory: int,
+                   startup: StartupBudget | None) -> PipelineRanks:
+    """The ranks from what each GPU holds with the layers split as TensorRT-LLM splits them (`shares`:
+    budget.inference's with trtllm_pp_parts), each with its own budget: `startup` (the busiest GPU's, whose weights
+    are `busiest` bytes) with the rank's own weights instead, or without one (--kv-memory) `kv_memory` on every
+    rank."""
+    ranks, first = [], 0
+    for index, (share, count) in enumerate(zip(shares, trtllm_pp_parts(spec.n_layers, len(shares)))):
+        budget = startup and _own_budget(startup, busiest, share.weights.total_bytes)
+        if budget:
+            budget.check()  # a rank heavier than the busiest GPU of vLLM's split may have nothing left
+        ranks.append(V2Rank(index, first, count, _in_layer_order(spec, share.kv, first, count),
                             budget.kv_memory if budget else kv_memory, budget))
+        first += count
     return PipelineRanks(whole, tuple(ranks))
 
 
-def _own_budget(busiest: StartupBudget, weights: Weights, own: Weights) -> StartupBudget:
+def _own_budget(busiest: StartupBudget, weights: int, own: int) -> StartupBudget:
     """The busiest GPU's budget with a rank's weights in place of its own (TensorRT-LLM loads nothing beyond the
     checkpoint: startup.engine_extra_weights)."""
-    terms = tuple(replace(term, bytes=term.bytes - weights.total_bytes + own.total_bytes) if term.key == "weights"
-                  else term for term in busiest.terms)
+    terms = tuple(replace(term, bytes=term.bytes - weights + own) if term.key == "weights" else term
+                  for term in busiest.terms)
     return replace(busiest, terms=terms)
 
 
-def _in_layer_order(spec: ModelSpec, kv: KVCache, first: int) -> KVCache:
+def _in_layer_order(spec: ModelSpec, kv: KVCache, first: int, count: int) -> KVCache:
     """A rank's cache with its kinds in the order of their first layer on that rank, which numbers its life cycles
     (layer_group_id) and orders its mapping lines (trtllm_v2.v2_pool)."""
-    order = list(spec.layer_counts(first, first + sum(kind.n_layers for kind in kv.layers)))
+    order = list(spec.layer_counts(first, first + count))
     return replace(kv, layers=tuple(sorted(kv.layers, key=lambda kind: order.index(kind.block))))
 
 
