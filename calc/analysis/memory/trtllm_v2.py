@@ -360,8 +360,8 @@ def derived_windows(kv: KVCache, overlap: bool = True) -> bool:
     return len({min(kind.window or seq, seq) for kind in kv.layers}) > 1
 
 
-def v2_pool(kv: KVCache, budget: int, block: int, ranks: int, overlap: bool = True, whole: KVCache | None = None,
-            agreed: float | None = None) -> V2Pool:
+def v2_pool(kv: KVCache, budget: int, block: int, ranks: int, overlap: bool = True,
+            whole: KVCache | None = None) -> V2Pool:
     """The pools KVCacheManagerV2 builds from `budget` bytes for a cache v2_unsized sizes: a window shorter than
     max_seq_len (--seq + 1: a window of --seq too) stays the layer's own (_derive_layer_type_attention_windows), a
     longer one is clamped to full
@@ -370,7 +370,7 @@ def v2_pool(kv: KVCache, budget: int, block: int, ranks: int, overlap: bool = Tr
     indexer keys are a third role of that layer, INDEX_KEY (DSACacheManagerV2, calc.analysis.memory.trtllm_dsa).
     Under pipeline parallelism `kv` is one rank's layers: whether windows are derived is the `whole` model's question
     (_derive_layer_type_attention_windows reads every layer, _resolve_v2_max_attention_window_vec then projects the
-    windows onto the rank's), and `agreed` the tokens the ranks agreed on (calc.analysis.memory.trtllm_v2_pp)."""
+    windows onto the rank's; calc.analysis.memory.trtllm_v2_pp)."""
     fmt = kv.format
     keys = index_key_buffers(kv, block)
     derived = derived_windows(whole or kv, overlap)
@@ -383,4 +383,4 @@ def v2_pool(kv: KVCache, budget: int, block: int, ranks: int, overlap: bool = Tr
         window = kind.window if derived and kind.window and kind.window < engine_seq(kv.seq, overlap) else None
         layers += [(own + keys.get(kind.block, ()), roles, window)] * kind.n_layers
     return V2Pool(budget, tuple(b for b, _, _ in layers), block, ranks, tuple(w for _, _, w in layers), kv.seq,
-                  tuple(r for _, r, _ in layers), DSA_MANAGER if keys else V2Pool.manager, overlap, agreed)
+                  tuple(r for _, r, _ in layers), DSA_MANAGER if keys else V2Pool.manager, overlap)
