@@ -17,10 +17,12 @@ request one rank cannot hold. Each link at the NVIDIA/TensorRT-LLM commit it was
              own "Estimated max memory in KV cache" from its own peak and hands it to its manager as
              max_gpu_total_bytes; its weights are its layers', the first rank's with the embedding (and a multimodal
              model's towers), the last's with the final norm and LM head (budget.inference's rule with TensorRT-LLM's
-             split); gptcalc's activation and non-torch estimates are one figure, the same on every rank. No V2
-             route refuses pipeline parallelism:
-             _validate_or_fallback_kv_cache_manager_v2 (same file) falls back to V1 for a KV connector or beam
-             search only, and the V1/V2 choice is the model class's, not the layout's (trtllm_manager)
+             split); gptcalc's activation and non-torch estimates are one figure, the same on every rank; a rank
+             left nothing is refused as one GPU is (StartupBudget.check)
+    choice   no V2 route refuses pipeline parallelism: _validate_or_fallback_kv_cache_manager_v2 (_util.py at
+             0004396720) falls back to V1 for a KV connector or beam search only, and "auto" is the model class's
+             choice, not the layout's (its hook, get_preferred_kv_cache_manager_version(cls, pretrained_config),
+             sees no mapping; trtllm_manager)
     tokens   KVCacheManagerV2.__init__: "Sync resumable token capacity across ranks so the scheduler produces
              identical batches. Normalize to tokens because cache costs vary across PP ranks": on every rank
              T_r = _get_max_tokens_from_quota(int(quota_r x max_util_for_resume)) priced with its own layers,
