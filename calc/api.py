@@ -237,9 +237,9 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         from calc.analysis.memory.gguf import no_mtp as without_mtp
 
         spec = without_mtp(spec)
-    result = inference(spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout,
-                       scheme, stored, parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0,
-                       text_only, encoder_replicated)
+    held = (spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout, scheme, stored,
+            parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0, text_only, encoder_replicated)
+    result = inference(*held)
     if dp_attention is not None:
         result = _dp_attention(spec, result, layout, engine, dp_attention, text_only, settings)
     pictures = _image_cost(spec, image, images, kv_dtype, text_only)
@@ -269,15 +269,18 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
             refuse_mla_workspace(result.kv)
         target = replace(target, bytes_per_gpu=startup.kv_memory + result.weights.total_bytes,
                          label=f"{target.label} under {engine}'s reserves")
-    pool = None
+    pool = whole = None
     if engine and (kv_memory is not None or startup is not None):
         pool_bytes = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
-        stages = _sglang_stages(spec, tokens, batch, kv_dtype, layout, mla_expanded, result.weights, pool_bytes,
-                                kv_memory is not None) if engine == "sglang" and layout.pp > 1 else ()
+        whole = _whole_kv(spec, tokens, batch, kv_dtype, layout, mla_expanded) if layout.pp > 1 else None
+        stages = _sglang_stages(spec, whole, layout, result.weights, pool_bytes,
+                                kv_memory is not None) if engine == "sglang" and whole else ()
+        ranks = _trtllm_ranks(held, spec, layout, whole, result.weights, pool_bytes, startup) \
+            if engine == "trtllm" and whole else None
         pool = settings.pool(spec, result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
                              max_batched or (_vllm_batch_default(startup.total) if startup else 2048), layout,
                              gpu.capability if gpu else None, stages,
-                             _hisparse(spec, hisparse_host_pool, hisparse_device_buffer))
+                             _hisparse(spec, hisparse_host_pool, hisparse_device_buffer), ranks)
     else:
         settings.refuse_without_pool()
         if hisparse_host_pool is not None or hisparse_device_buffer is not None:
@@ -300,14 +303,16 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     model = _model_buffers(spec, gguf_file, placement, scheme if stored is None else None) if placement else None
     output = _output_buffer(spec, n_parallel, placement) if placement and ctx else None
     kv_size = pool.bytes_per_token if pool else result.kv.bytes_per_token  # TensorRT-LLM's "kv size per token is" figure
-    server = (*(startup.lines(kv_size) if startup else ()), *(model["lines"] if model else ()),
+    server = (*(startup.lines(kv_size) if startup and not (pool and pool.per_rank) else ()),  # or each rank's
+              *(model["lines"] if model else ()),
               *([output.line()] if output else ()),
               *([line for c in caches for line in c["lines"]] if caches else
                 _engine_lines(pool, result.kv, engine) if engine else ()), *([compute.line()] if compute else ()))
     solved = budget_for(spec, target, result, seq, batch, None if caches else pool) if target else None
     placed = [*(model["buffers"] if model else ()), *([output] if output else ()),
               *(b for c in caches or () for b in c["buffers"])] if placement else None
-    note = _manager_note(spec, result.kv, layout, settings) if engine == "trtllm" and pool is not None else \
+    note = _manager_note(spec, result.kv if whole is None else whole, layout, settings) \
+        if engine == "trtllm" and pool is not None else \
         dp_attention.note(layout.tp) if dp_attention is not None else None
     answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed,
                           compute, note)
@@ -346,15 +351,30 @@ def _draft(engine: str, spec: Any, weights: Any, layout: Any, settings: PoolSett
     return draft_weights(spec, weights, layout, settings.speculative_draft_layers)
 
 
-def _sglang_stages(spec: Any, tokens: int, batch: int | None, kv_dtype: str | None, layout: Any, mla_expanded: bool,
-                   weights: Any, pool_bytes: int, given: bool) -> Any:
+def _whole_kv(spec: Any, tokens: int, batch: int | None, kv_dtype: str | None, layout: Any, mla_expanded: bool) -> Any:
+    """The whole model's cache on one tensor-parallel GPU, which pipeline stages are cut from."""
+    from calc.analysis.memory.kv import kv_cache
+
+    return kv_cache(spec, tokens, batch or 1, kv_dtype or "fp16", layout.tp, mla_expanded)
+
+
+def _sglang_stages(spec: Any, whole: Any, layout: Any, weights: Any, pool_bytes: int, given: bool) -> Any:
     """SGLang's pipeline stages, each pricing its own layers (sglang_dsv4.sglang_stages)."""
     from calc.analysis.count import count as count_params
-    from calc.analysis.memory.kv import kv_cache
     from calc.analysis.memory.sglang_dsv4 import sglang_stages
 
-    kv = kv_cache(spec, tokens, batch or 1, kv_dtype or "fp16", layout.tp, mla_expanded)
-    return sglang_stages(spec, count_params(spec), weights, kv, layout, pool_bytes, given)
+    return sglang_stages(spec, count_params(spec), weights, whole, layout, pool_bytes, given)
+
+
+def _trtllm_ranks(held: tuple[Any, ...], spec: Any, layout: Any, whole: Any, weights: Any, pool_bytes: int,
+                  startup: Any) -> Any:
+    """TensorRT-LLM's pipeline ranks, each its layers and budget (trtllm_v2_pp.pipeline_ranks), from what each GPU
+    holds (inference with the `held` arguments) with the layers split as TensorRT-LLM splits them."""
+    from calc.analysis.memory import inference
+    from calc.analysis.memory.trtllm_v2_pp import pipeline_ranks, trtllm_pp_parts
+
+    shares = inference(*held, parts=trtllm_pp_parts(spec.n_layers, layout.pp)).gpus
+    return pipeline_ranks(spec, shares, whole, weights.total_bytes, pool_bytes, startup)
 
 
 def _vllm_batch_default(total: int) -> int:

@@ -17,9 +17,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from calc.analysis.memory.trtllm_manager import TRTLLM_V2_DEFAULT
+from calc.analysis.memory.kv import kv_cache
+from calc.analysis.memory.trtllm_manager import TRTLLM_V2_DEFAULT, manager_note
 from calc.analysis.memory.trtllm_models import TRTLLM_ARCHITECTURES
 from calc.cli import main
+from calc.cli.options import load_model
+from calc.spec.model import spec_from_dict
 
 CONFIGS = "tests/configs/model_types"
 GIB = 2**30
@@ -63,11 +66,22 @@ def test_mla_classes_preferring_v2_get_it(config: str, arch: str) -> None:
     assert f'{V2_SHOWN} (the default, "auto", picks it for {arch}' in output, output
 
 
-def test_a_class_preferring_v2_that_is_not_sized_is_named() -> None:
-    """Gemma 3 under pipeline parallelism: V2's pools there are not sized (trtllm_v2.v2_unsized)."""
+def test_a_class_preferring_v2_is_sized_under_pipeline_parallelism_too() -> None:
+    """Gemma 3 under --pp 2: V2's pools are each rank's (trtllm_v2_pp), not V1's with a reason."""
     output = _run("memory", f"{CONFIGS}/gemma3_multimodal.json", "--engine", "trtllm", "--kv-memory", "8GiB",
                   "--seq", "4k", "--pp", "2")
-    assert f"for Gemma3ForConditionalGeneration {V2}" in output and V1 in output, output
+    assert f'{V2_SHOWN} (the default, "auto", picks it for Gemma3ForConditionalGeneration' in output, output
+    assert "under --pp 2 each rank builds its own pools" in output and V1 not in output
+
+
+def test_a_class_preferring_v2_whose_pool_is_not_sized_is_named() -> None:
+    """Qwen3-Next's linear-attention states are not a V2 pool gptcalc sizes (trtllm_v2.v2_unsized): were its class
+    one that prefers V2, the note names the preference and why V1's lines are shown instead."""
+    spec = spec_from_dict({**load_model(f"{CONFIGS}/qwen3_next.json").model_dump(),
+                           "architecture": "LlamaForCausalLM"}, "qwen3_next")
+    note = manager_note(spec, kv_cache(spec, 4096, 1, "fp16"))
+    assert f"{V1} (kv_cache_config.use_kv_cache_manager_v2: false); for LlamaForCausalLM {V2}" in note
+    assert "whose pool is not sized here for this cache's layer kinds" in note
 
 
 def test_a_class_without_a_preference_keeps_v1() -> None:

@@ -341,8 +341,9 @@ def test_gemma_3_split_at_other_quotas(quota: int) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["llama-3.1-8b", "--engine", "trtllm", "--kv-memory", "8GiB", "--pp", "2", "--use-kv-cache-manager-v2", "true"],
-     "not sized here under pipeline parallelism"),
+    ([f"{CONFIGS}/qwen3_next.json", "--engine", "trtllm", "--kv-memory", "8GiB", "--use-kv-cache-manager-v2",
+      "true"],
+     "not sized here for this cache's layer kinds"),
     (["llama-3.1-8b", "--engine", "vllm", "--kv-memory", "8GiB", "--use-kv-cache-manager-v2", "false"],
      "--disable-overlap-scheduler set TensorRT-LLM's KV cache manager"),
     (["llama-3.1-8b", "--use-kv-cache-manager-v2", "true"], "--disable-overlap-scheduler set TensorRT-LLM's"),
@@ -354,12 +355,12 @@ def test_what_v2_is_not_sized_for_is_refused_when_asked_for(args: list[str], mes
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output, result.output
 
 
-def test_fit_sizes_v2_where_memory_does_and_says_a_pipeline_layout_is_v1s() -> None:
-    """One H100 gets memory's budget (the first test's 61,000,978,194 B), so the V2 tokens of that test."""
+def test_fit_sizes_v2_where_memory_does_and_says_a_pipeline_layout_is_each_ranks() -> None:
+    """One H100 gets memory's budget (the first test's 61,000,978,194 B), so the V2 tokens of that test; a layout
+    with pipeline parallelism gets each rank's V2 pools (tests/test_trtllm_v2_pp.py)."""
     answer = json.loads(_run("fit", "llama-3.1-8b", "--engine", "trtllm", "--gpus", "H100", "--seq", "8k",
                              "--json"))
     one = [c for c in answer["candidates"] if c["gpus"] == 1]
     assert one and one[0]["kv_memory_bytes"] == 61_000_978_194 and one[0]["tokens"] == 465_408
     assert "KVCacheManagerV2's" in answer["engine_note"]
-    assert "a layout with pipeline parallelism shows V1's pool" in \
-        answer["engine_note"]
+    assert "a layout with pipeline parallelism has each rank's V2 pools" in answer["engine_note"]

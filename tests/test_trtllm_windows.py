@@ -63,15 +63,15 @@ def test_a_v1_sliding_model_is_priced_at_every_layer_and_told_why() -> None:
     assert "calculate_max_num_blocks_for_vswa at 001541bad8), which is not sized here" in output
 
 
-def test_a_v2_preferring_sliding_model_gets_both_notes() -> None:
-    """Gemma-3-27B (gemma3_multimodal.json) at TP 4 x PP 2, where V2 is not sized (pipeline parallelism): 62 / 2
-    layers x K and V x 16 / 4 KV heads x 128 x 2 B = 63,488 B a token on one GPU; 8 GiB holds
-    floor(2^33 / (32 x 63,488)) = 4,228 blocks."""
+def test_a_v2_preferring_sliding_model_set_to_v1_gets_the_window_note() -> None:
+    """Gemma-3-27B (gemma3_multimodal.json) at TP 4 x PP 2 with V1 asked for (its default, V2, is sized under --pp
+    too: tests/test_trtllm_v2_pp.py): 62 / 2 layers x K and V x 16 / 4 KV heads x 128 x 2 B = 63,488 B a token on one
+    GPU; 8 GiB holds floor(2^33 / (32 x 63,488)) = 4,228 blocks."""
     per_token = 62 // 2 * 2 * (16 // 4) * 128 * 2
     output = _run("memory", f"{CONFIGS}/gemma3_multimodal.json", "--engine", "trtllm", "--kv-memory", "8GiB",
-                  "--seq", "4k", "--tp", "4", "--pp", "2")
+                  "--seq", "4k", "--tp", "4", "--pp", "2", "--use-kv-cache-manager-v2", "false")
     assert _allocated(per_token, 8 * GIB) in output and "(135296)." in output
-    assert 'for Gemma3ForConditionalGeneration the default, "auto", picks KVCacheManagerV2' in output
+    assert "use_kv_cache_manager_v2: false), as set" in output
     assert "V1 caches gemma3_multimodal's 52 sliding-window layers for the whole context" in output
 
 

@@ -29,6 +29,7 @@ from calc.analysis.memory.sglang_dsv4 import sglang_stages
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
                                           vllm_batch_defaults)
 from calc.analysis.memory.stored import StoredWeights
+from calc.analysis.memory.trtllm_v2_pp import pipeline_ranks, trtllm_pp_parts
 from calc.analysis.memory.trtllm_workspace import refuse_mla_workspace
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -139,6 +140,9 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
         try:
             validate_layout(spec, layout)
             result = inference(spec, breakdown, seq, 1, dtype, kv_dtype, layout=layout, scheme=scheme, stored=stored)
+            split = (inference(spec, breakdown, seq, 1, dtype, kv_dtype, layout=layout, scheme=scheme, stored=stored,
+                               parts=trtllm_pp_parts(spec.n_layers, layout.pp)).gpus
+                     if engine == "trtllm" and layout.pp > 1 else ())  # each rank as TensorRT-LLM splits the layers
             if dp_attention is not None:
                 result = dp_attention.held(spec, breakdown, result, layout)
         except GptcalcError as exc:
@@ -152,12 +156,14 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
                                     extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None,
                                     draft=draft, dp=dp_attention.size if dp_attention is not None else None)
             try:
-                stages = (sglang_stages(spec, breakdown, result.weights, kv_cache(spec, seq, 1, kv_dtype, layout.tp),
-                                        layout, budget.kv_memory, False)
-                          if engine == "sglang" and layout.pp > 1 else ())
+                whole = kv_cache(spec, seq, 1, kv_dtype, layout.tp) if layout.pp > 1 else None
+                stages = (sglang_stages(spec, breakdown, result.weights, whole, layout, budget.kv_memory, False)
+                          if engine == "sglang" and whole else ())
+                ranks = (pipeline_ranks(spec, split, whole, result.weights.total_bytes, budget.kv_memory, budget)
+                         if split else None)
                 pool = (pool_settings.pool(spec, result.kv, engine, budget.kv_memory, seq, None,
                                            reserves.max_batched or vllm_batch_defaults(budget.total)[0], layout,
-                                           gpu.capability, stages)
+                                           gpu.capability, stages, trtllm_ranks=ranks)
                         if budget.kv_memory > 0 else None)
             except GptcalcError as exc:  # a layout whose pages the engine model does not cover
                 skipped[_skipped(layout, exc)] = None

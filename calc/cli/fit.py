@@ -63,10 +63,9 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
     note = (manager_note(spec, kv_cache(spec, seq, 1, kv_dtype), 1, pool_settings.kv_cache_manager_v2,
                          overlap=pool_settings.overlap_scheduler)
             if engine == "trtllm" else None)  # whose pools the tokens are
-    if note and any(c.pool is not None and c.pool.v2 is not None for c in shown) and \
-            any(c.pool is not None and c.pool.v2 is None for c in shown):
-        note += ("; a layout with pipeline parallelism shows V1's pool, "
-                 "V2's not being sized there")
+    if note and any(c.pool is not None and c.pool.per_rank for c in shown):
+        note += ("; a layout with pipeline parallelism has each rank's V2 pools, its quota cut to the fewest tokens "
+                 "any rank holds, and the tokens shown are that fewest (calc.analysis.memory.trtllm_v2_pp)")
     if as_json:
         render.print_json({"model": spec.name, "seq": seq, "concurrency": concurrency, "engine": engine,
                            "dp_attention": dp_attention.size if dp_attention is not None else None,

@@ -96,12 +96,13 @@ def inference(spec: ModelSpec, breakdown: Breakdown, seq: int, batch: int = 1, d
               kv_dtype: str | None = None, group_size: int | None = None, expanded: bool = False,
               layout: Layout = Layout(), scheme: Scheme | None = None,
               stored: StoredWeights | None = None, cpu_experts: int = 0, text_only: bool = False,
-              encoder_replicated: bool = False) -> Inference:
+              encoder_replicated: bool = False, parts: list[int] | None = None) -> Inference:
     """Weights at `dtype` (or as a checkpoint stores them) and the cache at `kv_dtype`: 16-bit unless
     given, whatever the weights are (servers keep a 16-bit cache for quantised weights unless told
     otherwise). Under a layout of several GPUs the figures are the busiest GPU's. `cpu_experts` blocks
     (from 0) keep their routed experts in system RAM, as llama.cpp's --n-cpu-moe does. A multimodal
-    model's towers sit with the first stage (calc/analysis/memory/towers.py) unless `text_only`."""
+    model's towers sit with the first stage (calc/analysis/memory/towers.py) unless `text_only`. `parts`: the layers
+    per pipeline stage where an engine splits them otherwise than vLLM (TensorRT-LLM's: trtllm_v2_pp)."""
     validate_layout(spec, layout)
     towers = {} if text_only else tower_params(breakdown, layout, encoder_replicated)
     whole = weights(breakdown, dtype, group_size, scheme, spec, stored)
@@ -115,7 +116,7 @@ def inference(spec: ModelSpec, breakdown: Breakdown, seq: int, batch: int = 1, d
     shares = tuple(GPUShare(replace(whole, params={**on_gpu({n: st.params[n] for n in order if n in st.params}, moved),
                                                    **(towers if st.index == 0 else {})}),
                             stage_kv(spec, kv, st))
-                   for st in stages(spec, breakdown, layout))
+                   for st in stages(spec, breakdown, layout, parts))
     busiest = max(shares, key=lambda share: share.total_bytes)
     return Inference(busiest.weights, busiest.kv, logits_bytes(spec, seq, batch), layout, shares, whole.total_bytes,
                      moved)

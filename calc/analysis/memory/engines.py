@@ -80,6 +80,7 @@ from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools, 
 from calc.analysis.memory.trtllm_cache import TRTLLM_HYBRID, logged_bytes_per_token, trtllm_bytes_per_token
 from calc.analysis.memory.trtllm_sparse import trtllm_v2_sparse_home
 from calc.analysis.memory.trtllm_v2 import V2Pool, v2_pool
+from calc.analysis.memory.trtllm_v2_pp import PipelineRanks, V2Stages, v2_stages
 from calc.analysis.memory.vllm_backends import BlockChoice, vllm_block
 from calc.analysis.memory.vllm_hisparse import HiSparse, HiSparseOptions
 from calc.analysis.memory.vllm_packed import BLOCK as COMPRESSED_BLOCK
@@ -131,7 +132,13 @@ class KVPool:
     compressed: CompressedPools | None = None  # SGLang's DeepSeek-V4 pools (calc.analysis.memory.sglang_dsv4)
     draft: DraftShare | None = None  # SGLang's draft worker beside the pool (calc.analysis.memory.sglang_draft)
     backend: BlockChoice | None = None  # vLLM's attention backend and its block (calc.analysis.memory.vllm_backends)
-    v2: V2Pool | None = None  # TensorRT-LLM's KVCacheManagerV2 slots (calc.analysis.memory.trtllm_v2), None: V1's
+    v2: V2Pool | V2Stages | None = None  # TensorRT-LLM's KVCacheManagerV2 slots (trtllm_v2; each pipeline rank's,
+    # trtllm_v2_pp), None: V1's
+
+    @property
+    def per_rank(self) -> bool:
+        """Whether the engine's lines are each pipeline rank's, its start-up budget line among them (trtllm_v2_pp)."""
+        return isinstance(self.v2, V2Stages)
 
     @property
     def block_bytes(self) -> int:
@@ -314,7 +321,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
             indexer_kv_dtype: str = "auto", prefix_caching: bool = True, speculative_steps: int = 0,
             sglang_ssm_bytes: int = 4, draft_layers: int | None = None,
             sglang_stages: tuple[tuple[KVCache, int], ...] = (), hisparse: HiSparseOptions | None = None,
-            trtllm_v2: bool = False, ranks: int = 1, trtllm_overlap: bool = True) -> KVPool:
+            trtllm_v2: bool = False, ranks: int = 1, trtllm_overlap: bool = True,
+            trtllm_ranks: PipelineRanks | None = None) -> KVPool:
     """The pool `engine` builds from `kv_memory` bytes for this cache layout (one GPU's share);
     `ssm_bytes`: vLLM's SSM state element (the model's 16 bits; 4 where --mamba-ssm-cache-dtype
     float32, as vLLM's CPU platform sets it for its accelerated kernels); `pp`: pipeline stages;
@@ -329,7 +337,9 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     `hisparse`: vLLM's HiSparse host pool and hot buffer (calc.analysis.memory.vllm_hisparse), None: off;
     `trtllm_v2`: TensorRT-LLM's pool is KVCacheManagerV2's, its quota synced over `ranks` ranks
     (calc.analysis.memory.trtllm_v2; the caller checks that it is one it sizes), else V1's; `trtllm_overlap`: its
-    overlap scheduler runs (not disable_overlap_scheduler), so V2's max_seq_len is --seq + 1 (trtllm_v2.engine_seq)."""
+    overlap scheduler runs (not disable_overlap_scheduler), so V2's max_seq_len is --seq + 1 (trtllm_v2.engine_seq);
+    `trtllm_ranks`: under --pp, each rank's layers and budget, whose V2 pools are each rank's (trtllm_v2_pp) and the
+    figures here the rank's that holds the fewest tokens."""
     if engine not in ENGINES:
         raise GptcalcError(f"--engine {engine!r}: unknown (choose from {', '.join(ENGINES)})")
     found = ENGINES[engine]
@@ -365,6 +375,10 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     per_token = (engine_bytes_per_token(kv, indexer_dtype) if engine in ("vllm", "sglang") else
                  trtllm_bytes_per_token(kv) if engine == "trtllm" else kv.bytes_per_token)
     draft = draft_share(kv, per_token, draft_layers, pp) if speculative_steps else None
+    if engine == "trtllm" and trtllm_v2 and trtllm_ranks is not None:
+        staged = v2_stages(trtllm_ranks, block, ranks, trtllm_overlap)
+        return KVPool(found, block, trtllm_bytes_per_token(staged.binding.kv), staged.binding.kv_memory, max_model_len,
+                      v2=staged)
     v2 = v2_pool(kv, kv_memory, block, ranks, trtllm_overlap) if engine == "trtllm" and trtllm_v2 else None
     return KVPool(found, block, draft.priced if draft else per_token, kv_memory, max_model_len, hybrid, mamba,
                   draft=draft, backend=backend, v2=v2)

@@ -47,10 +47,13 @@ class PoolSettings:
 
     def pool(self, spec: ModelSpec, kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block: int | None,
              max_batched: int, layout: Layout, capability: tuple[int, int] | None,
-             stages: tuple[tuple[KVCache, int], ...] = (), hisparse: Any = None) -> KVPool:
+             stages: tuple[tuple[KVCache, int], ...] = (), hisparse: Any = None,
+             trtllm_ranks: Any = None) -> KVPool:
         """The pool `engine` builds from `kv_memory` bytes on one GPU of `layout` (engines.kv_pool), these
         flags applied; SGLang's SSM states take the dtype it resolves on that card and tp (sglang_states);
-        `stages`: SGLang's pipeline stages (sglang_dsv4.sglang_stages), `hisparse`: vLLM's (memory's)."""
+        `stages`: SGLang's pipeline stages (sglang_dsv4.sglang_stages), `hisparse`: vLLM's (memory's),
+        `trtllm_ranks`: TensorRT-LLM's pipeline ranks, which a V2 pool under --pp is built from
+        (trtllm_v2_pp.pipeline_ranks)."""
         from calc.analysis.memory.engines import kv_pool
         from calc.analysis.memory.sglang_states import sglang_ssm_bytes
 
@@ -60,10 +63,10 @@ class PoolSettings:
                        draft_layers=self.speculative_draft_layers, sglang_stages=stages,
                        sglang_ssm_bytes=sglang_ssm_bytes(spec.sglang, engine, self.mamba_ssm_dtype, capability,
                                                          layout.tp), hisparse=hisparse,
-                       trtllm_v2=self._trtllm_v2(spec, kv, engine, layout), ranks=layout.gpus,
-                       trtllm_overlap=self.overlap_scheduler)
+                       trtllm_v2=self._trtllm_v2(spec, kv, engine), ranks=layout.gpus,
+                       trtllm_overlap=self.overlap_scheduler, trtllm_ranks=trtllm_ranks)
 
-    def _trtllm_v2(self, spec: ModelSpec, kv: KVCache, engine: str, layout: Layout) -> bool:
+    def _trtllm_v2(self, spec: ModelSpec, kv: KVCache, engine: str) -> bool:
         """Whether TensorRT-LLM's pool is KVCacheManagerV2's (trtllm_manager.sizes_v2); the setting is its alone."""
         if engine != "trtllm":
             if self.kv_cache_manager_v2 != "auto" or not self.overlap_scheduler:
@@ -71,7 +74,7 @@ class PoolSettings:
             return False
         from calc.analysis.memory.trtllm_manager import sizes_v2
 
-        return sizes_v2(spec, kv, layout.pp, self.kv_cache_manager_v2)
+        return sizes_v2(spec, kv, self.kv_cache_manager_v2)
 
     def refuse_without_pool(self) -> None:
         """With no pool to size (no engine, or no budget or --kv-memory), a flag given would be ignored:

@@ -16,8 +16,9 @@ hook), so "auto" is taken to keep V1 for it, and the note says it was not found 
 Where the manager is KVCacheManagerV2 and its layers are plain attention, MLA or DSA (DSACacheManagerV2:
 calc.analysis.memory.trtllm_dsa), full or sliding (Llama 4's chunked layers full, which V2 keeps in one full-context
 pool: kvcache.md "chunked attention does not partition the pools"; a model whose every layer slides full too,
-trtllm_v2.derived_windows), without pipeline parallelism, gptcalc sizes V2's pools and prints its lines
-(calc.analysis.memory.trtllm_v2); otherwise it shows V1's and says why V2's is not sized.
+trtllm_v2.derived_windows), gptcalc sizes V2's pools and prints its lines (calc.analysis.memory.trtllm_v2; under
+pipeline parallelism each rank's, calc.analysis.memory.trtllm_v2_pp); otherwise it shows V1's and says why V2's is
+not sized.
 `use_kv_cache_manager_v2` ("auto", "true", "false"; --use-kv-cache-manager-v2) picks as TensorRT-LLM does; "true" on
 a model whose V2 pool is not sized is refused rather than answered with V1's figures.
 """
@@ -66,14 +67,14 @@ def _picks_v2(spec: ModelSpec, setting: str) -> bool:
     return setting == "true" or (setting == "auto" and spec.architecture in TRTLLM_V2_DEFAULT)
 
 
-def sizes_v2(spec: ModelSpec, kv: KVCache, pp: int, setting: str = "auto") -> bool:
+def sizes_v2(spec: ModelSpec, kv: KVCache, setting: str = "auto") -> bool:
     """Whether the pool to size is V2's: TensorRT-LLM picks it and it is one gptcalc sizes (trtllm_v2.v2_unsized).
     Set to "true" on a pool it does not size, stop rather than show V1's figures as V2's."""
     if setting not in SETTINGS:
         raise GptcalcError(f"--use-kv-cache-manager-v2 {setting!r}: choose from {', '.join(SETTINGS)}")
     if not _picks_v2(spec, setting):
         return False
-    why = v2_unsized(kv, pp)
+    why = v2_unsized(kv)
     if why is not None and setting == "true":
         raise GptcalcError(f"--engine trtllm --use-kv-cache-manager-v2 true: {spec.name}'s KVCacheManagerV2 pool is "
                            f"not sized here {why}; --use-kv-cache-manager-v2 false gives V1's")
@@ -83,11 +84,11 @@ def sizes_v2(spec: ModelSpec, kv: KVCache, pp: int, setting: str = "auto") -> bo
 def manager_note(spec: ModelSpec, kv: KVCache, pp: int = 1, setting: str = "auto", overlap: bool = True) -> str:
     """Whose pool and lines `--engine trtllm` showed and why, and what V1 does with sliding-window layers
     (calc.analysis.memory.trtllm_windows) where the lines are V1's; `overlap`: the overlap scheduler runs, so V2's
-    max_seq_len is --seq + 1 (trtllm_v2.engine_seq)."""
-    if sizes_v2(spec, kv, pp, setting):
-        return _v2(spec, kv, setting, overlap)
+    max_seq_len is --seq + 1 (trtllm_v2.engine_seq); `kv` the whole model's cache, `pp` its pipeline ranks."""
+    if sizes_v2(spec, kv, setting):
+        return _v2(spec, kv, setting, overlap) + _ranks(pp)
     windows = window_note(spec)
-    manager = _manager(spec, setting, v2_unsized(kv, pp))
+    manager = _manager(spec, setting, v2_unsized(kv))
     return f"{manager}; {windows}" if windows else manager
 
 
@@ -100,6 +101,14 @@ def _v2(spec: ModelSpec, kv: KVCache, setting: str, overlap: bool) -> str:
             (f"; V2 keeps {spec.name}'s {chunked} chunked-attention layers in the one full-context pool ({_DOCS}: "
              "\"chunked attention does not partition the pools\")" if chunked else "") + _sliding(spec, kv, overlap)
             + _dsa(spec, kv))
+
+
+def _ranks(pp: int) -> str:
+    """What V2 does on several pipeline ranks (calc.analysis.memory.trtllm_v2_pp)."""
+    return (f"; under --pp {pp} each rank builds its own pools from its layers and its own budget, and cuts its "
+            "quota to the fewest tokens any rank holds (KVCacheManagerV2.__init__ at 0004396720: a MIN all-reduce of "
+            "each rank's tokens), so the lines are each rank's and the tokens the fewest any rank's pools hold"
+            if pp > 1 else "")
 
 
 def _sliding(spec: ModelSpec, kv: KVCache, overlap: bool) -> str:

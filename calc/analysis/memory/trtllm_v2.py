@@ -68,7 +68,10 @@ sums per pool group, and takes initial_pool_ratio per life cycle ("layer group")
 pool_ratio is handed over. For Gemma 3 27B both float32 routes give the same slots at 3,000 random quotas from 1 to 200
 GiB; the floors differ only where a quota holds a few windows.
 
-Not sized here: pipeline parallelism, where ranks of different layers agree on the fewest tokens; SWA scratch reuse
+Under pipeline parallelism each rank builds these pools from its own layers and budget, the quota synced at the
+fewest tokens any rank holds: calc.analysis.memory.trtllm_v2_pp.
+
+Not sized here: SWA scratch reuse
 (enable_swa_scratch_reuse, False by default but for DeepSeek-V4); and the host tier V2 adds by itself when
 host_cache_size is unset (min(quota, half the host's free memory over its ranks, 80 % of RLIMIT_MEMLOCK):
 _compute_auto_host_tier_quota), which holds evicted pages, not the GPU pool, and depends on the host.
@@ -84,7 +87,7 @@ from functools import cached_property
 from calc.analysis.memory.cfloat import f32
 from calc.analysis.memory.kv import KVCache
 from calc.analysis.memory.trtllm_dsa import DSA_MANAGER, INDEX_KEY, index_key_buffers
-from calc.analysis.memory.trtllm_v2_sync import synced_quota
+from calc.analysis.memory.trtllm_v2_sync import rank_tokens, synced_quota
 from calc.analysis.memory.vllm_indexer import DSA
 
 __all__ = ["OVERLAP_SOURCE", "V2Pool", "V2_SOURCE", "derived_windows", "engine_seq", "v2_pool", "v2_unsized"]
@@ -129,6 +132,7 @@ class V2Pool:
     roles: tuple[tuple[str, ...], ...] = ()  # each layer's buffers' roles; empty: KEY, then VALUE
     manager: str = "KVCacheManagerV2"  # the class whose name heads the mapping lines (type(self).__name__)
     overlap: bool = True  # the overlap scheduler runs (not disable_overlap_scheduler): max_seq_len is --seq + 1
+    agreed: float | None = None  # under --pp, the tokens the ranks agreed on (trtllm_v2_pp); None: identical ranks
 
     @cached_property
     def life_cycles(self) -> tuple[int | None, ...]:
@@ -173,12 +177,23 @@ class V2Pool:
     @cached_property
     def quota(self) -> int:
         """The quota the manager logs: the budget, on several ranks after the token round trip
-        (KVCacheManagerV2.__init__, calc.analysis.memory.trtllm_v2_sync), sliding layers priced by their window."""
+        (KVCacheManagerV2.__init__, calc.analysis.memory.trtllm_v2_sync), sliding layers priced by their window, at
+        the tokens the ranks `agreed` on where their layers differ (pipeline parallelism) or at this rank's own."""
         quota = int(self.budget)
         if self.ranks <= 1:
             return quota
-        layer_bytes = [sum(layer) // self.block for layer in self.buffers]
-        return synced_quota(quota, layer_bytes, self._windows, self.block)
+        return synced_quota(quota, self._layer_bytes, self._windows, self.block, self.agreed)
+
+    @cached_property
+    def own_tokens(self) -> float:
+        """The tokens this rank offers the MIN all-reduce (trtllm_v2_sync.rank_tokens): its budget's, before the
+        sync."""
+        return rank_tokens(int(self.budget), self._layer_bytes, self._windows, self.block)
+
+    @cached_property
+    def _layer_bytes(self) -> list[int]:
+        """Each layer's bytes a token, every buffer of it (get_layer_bytes_per_token with Role.ALL)."""
+        return [sum(layer) // self.block for layer in self.buffers]
 
     @cached_property
     def grain(self) -> int:
@@ -328,10 +343,8 @@ def _f32_sum(values: Iterable[float]) -> float:
     return total
 
 
-def v2_unsized(kv: KVCache, pp: int) -> str | None:
+def v2_unsized(kv: KVCache) -> str | None:
     """Why this cache's V2 pool is not sized here, or None when it is one gptcalc sizes."""
-    if pp > 1:
-        return "under pipeline parallelism, where ranks of different layers agree on the fewest tokens"
     if any(kind.kind not in (*_PLAIN, DSA) or kind.ratio != 1 for kind in kv.layers) or kv.states:
         return "for this cache's layer kinds"
     return None
@@ -347,16 +360,20 @@ def derived_windows(kv: KVCache, overlap: bool = True) -> bool:
     return len({min(kind.window or seq, seq) for kind in kv.layers}) > 1
 
 
-def v2_pool(kv: KVCache, budget: int, block: int, ranks: int, overlap: bool = True) -> V2Pool:
+def v2_pool(kv: KVCache, budget: int, block: int, ranks: int, overlap: bool = True,
+            whole: KVCache | None = None) -> V2Pool:
     """The pools KVCacheManagerV2 builds from `budget` bytes for a cache v2_unsized sizes: a window shorter than
     max_seq_len (--seq + 1: a window of --seq too) stays the layer's own (_derive_layer_type_attention_windows), a
     longer one is clamped to full
     (_resolve_v2_max_attention_window_vec). Layers come kind by kind, the kinds in the order of their first layer,
     which numbers the life cycles and orders the role lines as TensorRT-LLM's layer order does. A DSA layer's
-    indexer keys are a third role of that layer, INDEX_KEY (DSACacheManagerV2, calc.analysis.memory.trtllm_dsa)."""
+    indexer keys are a third role of that layer, INDEX_KEY (DSACacheManagerV2, calc.analysis.memory.trtllm_dsa).
+    Under pipeline parallelism `kv` is one rank's layers: whether windows are derived is the `whole` model's question
+    (_derive_layer_type_attention_windows reads every layer, _resolve_v2_max_attention_window_vec then projects the
+    windows onto the rank's; calc.analysis.memory.trtllm_v2_pp)."""
     fmt = kv.format
     keys = index_key_buffers(kv, block)
-    derived = derived_windows(kv, overlap)
+    derived = derived_windows(whole or kv, overlap)
     layers = []
     for kind in kv.layers:
         if kind.kind == DSA:

@@ -6,7 +6,9 @@ NVIDIA/TensorRT-LLM 0004396720) turns its quota into tokens, takes the fewest ov
     T = _get_max_tokens_from_quota(int(quota x max_util_for_resume)), allreduce MIN
     quota = min(quota, ceil(_get_quota_from_max_tokens(T) / max_util_for_resume))   (unless T is inf)
 
-so that every rank deals the same tokens. The two conversions (_get_max_tokens_from_quota_impl and
+so that every rank deals the same tokens. Under pipeline parallelism the ranks hold different layers, so each
+prices T with its own (the comment there: "Normalize to tokens because cache costs vary across PP ranks"), and the
+MIN is the fewest any stage holds: calc.analysis.memory.trtllm_v2_pp. The two conversions (_get_max_tokens_from_quota_impl and
 _get_quota_from_max_tokens_impl, same file) price each layer at its bytes a token (get_layer_bytes_per_token with
 Role.ALL) and split the layers by their window (_estimate_full_attn_size_per_token, _estimate_swa_cache_size with
 scratch reuse off, its default):
@@ -33,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["MAX_BATCH_SIZE", "MAX_NUM_TOKENS", "MAX_UTIL_FOR_RESUME", "synced_quota"]
+__all__ = ["MAX_BATCH_SIZE", "MAX_NUM_TOKENS", "MAX_UTIL_FOR_RESUME", "rank_tokens", "synced_quota"]
 
 # KvCacheConfig.max_util_for_resume's default (tensorrt_llm/llmapi/llm_args.py: "Default is 95%")
 MAX_UTIL_FOR_RESUME = 0.95
@@ -41,11 +43,19 @@ MAX_NUM_TOKENS = 8192  # BaseLlmArgs.max_num_tokens (llm_args.py at 0004396720),
 MAX_BATCH_SIZE = 2048  # BaseLlmArgs.max_batch_size (llm_args.py at 0004396720), KVCacheManagerV2's max_batch_size
 
 
-def synced_quota(quota: int, token_bytes: Sequence[int], windows: Sequence[int | None], block: int) -> int:
-    """The quota every rank keeps after the sync, for ranks of identical layers: `token_bytes` each layer's bytes a
-    token, `windows` its window (None: full attention), `block` tokens_per_block."""
+def rank_tokens(quota: int, token_bytes: Sequence[int], windows: Sequence[int | None], block: int) -> float:
+    """The tokens one rank offers the MIN all-reduce: _get_max_tokens_from_quota(int(quota x max_util_for_resume))
+    over its own layers, `token_bytes` each layer's bytes a token, `windows` its window (None: full attention),
+    `block` tokens_per_block."""
+    return _Costs.of(token_bytes, windows, block).tokens(int(quota * MAX_UTIL_FOR_RESUME))
+
+
+def synced_quota(quota: int, token_bytes: Sequence[int], windows: Sequence[int | None], block: int,
+                 agreed: float | None = None) -> int:
+    """The quota a rank keeps after the sync: min(quota, ceil(Q(T) / max_util_for_resume)) over its own layers, T
+    the tokens the ranks `agreed` on (their MIN), or for ranks of identical layers (None) the rank's own."""
     costs = _Costs.of(token_bytes, windows, block)
-    tokens = costs.tokens(int(quota * MAX_UTIL_FOR_RESUME))
+    tokens = costs.tokens(int(quota * MAX_UTIL_FOR_RESUME)) if agreed is None else agreed
     if math.isinf(tokens):
         return quota
     return min(quota, math.ceil(costs.quota(tokens) / MAX_UTIL_FOR_RESUME))

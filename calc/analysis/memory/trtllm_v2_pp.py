@@ -1,0 +1,185 @@
+"""TensorRT-LLM's KVCacheManagerV2 under pipeline parallelism: every rank its own pools, one token count for all.
+
+Each pipeline rank builds a KVCacheManagerV2 of its own layers from its own budget; the ranks then agree on one token
+count and cut their quotas to it, so that the scheduler, which runs the same batches on every rank, never admits a
+request one rank cannot hold. Each link at the NVIDIA/TensorRT-LLM commit it was read at:
+
+    layers   tensorrt_llm/mapping.py Mapping.pp_layers (at 05ebebb2c1 and b35ac1b643, the versions the index holds):
+             torch.tensor_split(torch.arange(num_layers), pp_size), "If num_layers % pp_size = n != 0, first n ranks
+             get one extra layer"; KVCacheManagerV2.__init__ (_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at
+             0004396720) keeps get_pp_layers(num_layers, mapping)'s (resource_manager.py: mapping.pp_layers), one
+             AttentionLayerConfig a local layer, numbered from 0 in layer order
+    windows  _torch/pyexecutor/_util.py at 0004396720, _create_kv_cache_manager: _derive_layer_type_attention_windows
+             over every decoder layer of the model ("in global model layer order"), which
+             _resolve_v2_max_attention_window_vec projects onto the rank's layers (_project_max_attention_window_vec);
+             so a rank of sliding layers alone keeps their windows where the model has two window sizes
+    budget   each rank profiles itself: KvCacheCreator.configure_kv_cache_capacity (_util.py at 0004396720) logs its
+             own "Estimated max memory in KV cache" from its own peak and hands it to its manager as
+             max_gpu_total_bytes; its weights are its layers', the first rank's with the embedding (and a multimodal
+             model's towers), the last's with the final norm and LM head (budget.inference's rule with TensorRT-LLM's
+             split); gptcalc's activation and non-torch estimates are one figure, the same on every rank; a rank
+             left nothing is refused as one GPU is (StartupBudget.check)
+    choice   no V2 route refuses pipeline parallelism: _validate_or_fallback_kv_cache_manager_v2 (_util.py at
+             0004396720) falls back to V1 for a KV connector or beam search only, and "auto" is the model class's
+             choice, not the layout's (its hook, get_preferred_kv_cache_manager_version(cls, pretrained_config),
+             sees no mapping; trtllm_manager)
+    tokens   KVCacheManagerV2.__init__: "Sync resumable token capacity across ranks so the scheduler produces
+             identical batches. Normalize to tokens because cache costs vary across PP ranks": on every rank
+             T_r = _get_max_tokens_from_quota(int(quota_r x max_util_for_resume)) priced with its own layers,
+             T = allreduce(T_r, MIN) over the world (tp x pp ranks; the tp ranks of a stage are identical), then
+             quota_r = min(quota_r, ceil(_get_quota_from_max_tokens(T) / max_util_for_resume)), again with its own
+             layers (calc.analysis.memory.trtllm_v2_sync); T = inf (every rank's layers slide and fit) keeps quota_r
+    pools    each rank splits its quota into pools as one GPU does (calc.analysis.memory.trtllm_v2) and logs its own
+             lines
+
+The tokens gptcalc shows are the fewest any rank's pools hold (a request holds blocks on every rank), and the pool
+figures (slots, bytes a slot, budget) are that rank's; each line is prefixed with the rank it comes from
+("[PP rank 1, layers 40-79]", gptcalc's label, not the engine's log format).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from calc.analysis.memory.kv import KVCache
+from calc.analysis.memory.trtllm_cache import trtllm_bytes_per_token
+from calc.analysis.memory.trtllm_v2 import V2Pool, v2_pool
+from calc.spec.model import ModelSpec
+
+if TYPE_CHECKING:  # only their instances pass through here: engines, which imports this module, stays light
+    from calc.analysis.memory.budget import GPUShare
+    from calc.analysis.memory.startup import StartupBudget
+
+__all__ = ["PP_SOURCE", "PipelineRanks", "V2Rank", "V2Stages", "pipeline_ranks", "trtllm_pp_parts", "v2_stages"]
+
+PP_SOURCE = ("tensorrt_llm/mapping.py Mapping.pp_layers at 05ebebb2c1 and b35ac1b643 (tensor_split: the first "
+             "n % pp ranks one layer more); tensorrt_llm/_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at "
+             "0004396720 KVCacheManagerV2.__init__ (each rank's T from its own layers, allreduce MIN, quota cut to "
+             "ceil(Q(T) / 0.95)); _util.py at 0004396720 (windows over the whole model, each rank's own budget)")
+
+
+def trtllm_pp_parts(n_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline rank as Mapping.pp_layers splits them: n // pp each, one more for each of the first
+    n % pp ranks (torch.tensor_split)."""
+    base, extra = divmod(n_layers, pp)
+    return [base + (rank < extra) for rank in range(pp)]
+
+
+@dataclass(frozen=True)
+class V2Rank:
+    """One pipeline rank: its layers, their cache (one tp shard), the bytes its manager is handed and the start-up
+    budget they come from (None: --kv-memory, the same figure on every rank)."""
+
+    index: int
+    first_layer: int
+    n_layers: int
+    kv: KVCache
+    kv_memory: int
+    startup: StartupBudget | None = None
+
+    @property
+    def label(self) -> str:
+        return f"[PP rank {self.index}, layers {self.first_layer}-{self.first_layer + self.n_layers - 1}]"
+
+
+@dataclass(frozen=True)
+class PipelineRanks:
+    """Every pipeline rank of a layout, and the whole model's cache the windows are derived from."""
+
+    whole: KVCache
+    ranks: tuple[V2Rank, ...]
+
+
+def pipeline_ranks(spec: ModelSpec, shares: Sequence[GPUShare], whole: KVCache, busiest: int, kv_memory: int,
+                   startup: StartupBudget | None) -> PipelineRanks:
+    """The ranks from what each GPU holds with the layers split as TensorRT-LLM splits them (`shares`:
+    budget.inference's with trtllm_pp_parts), each with its own budget: `startup` (the busiest GPU's, whose weights
+    are `busiest` bytes) with the rank's own weights instead, or without one (--kv-memory) `kv_memory` on every
+    rank."""
+    ranks, first = [], 0
+    for index, (share, count) in enumerate(zip(shares, trtllm_pp_parts(spec.n_layers, len(shares)))):
+        budget = startup and _own_budget(startup, busiest, share.weights.total_bytes)
+        if budget:
+            budget.check()  # a rank heavier than the busiest GPU of vLLM's split may have nothing left
+        ranks.append(V2Rank(index, first, count, _in_layer_order(spec, share.kv, first, count),
+                            budget.kv_memory if budget else kv_memory, budget))
+        first += count
+    return PipelineRanks(whole, tuple(ranks))
+
+
+def _own_budget(busiest: StartupBudget, weights: int, own: int) -> StartupBudget:
+    """The busiest GPU's budget with a rank's weights in place of its own (TensorRT-LLM loads nothing beyond the
+    checkpoint: startup.engine_extra_weights)."""
+    terms = tuple(replace(term, bytes=term.bytes - weights + own) if term.key == "weights" else term
+                  for term in busiest.terms)
+    return replace(busiest, terms=terms)
+
+
+def _in_layer_order(spec: ModelSpec, kv: KVCache, first: int, count: int) -> KVCache:
+    """A rank's cache with its kinds in the order of their first layer on that rank, which numbers its life cycles
+    (layer_group_id) and orders its mapping lines (trtllm_v2.v2_pool)."""
+    order = list(spec.layer_counts(first, first + count))
+    return replace(kv, layers=tuple(sorted(kv.layers, key=lambda kind: order.index(kind.block))))
+
+
+@dataclass(frozen=True)
+class V2Stages:
+    """Every rank's KVCacheManagerV2 pools after the token sync: `agreed` the MIN of the ranks' tokens."""
+
+    ranks: tuple[V2Rank, ...]
+    pools: tuple[V2Pool, ...]
+    agreed: float
+
+    @cached_property
+    def _binding(self) -> int:
+        """The rank whose pools hold the fewest tokens, whose figures stand for the pipeline's; of ranks that hold
+        as many, the one that offered the fewest (whose budget set the agreed tokens), then the first."""
+        return min(range(len(self.pools)), key=lambda rank: (self.pools[rank].tokens, self.pools[rank].own_tokens))
+
+    @property
+    def binding(self) -> V2Rank:
+        return self.ranks[self._binding]
+
+    @property
+    def tokens(self) -> int:
+        return self.pools[self._binding].tokens
+
+    @property
+    def slots(self) -> int:
+        return self.pools[self._binding].slots
+
+    @property
+    def pool_slots(self) -> tuple[int, ...]:
+        return self.pools[self._binding].pool_slots
+
+    def lines(self) -> list[str]:
+        """Each rank's start-up lines, its profiling line (with a budget) then its manager's, rank by rank."""
+        lines = []
+        for rank, pool in zip(self.ranks, self.pools):
+            own = rank.startup.lines(trtllm_bytes_per_token(rank.kv)) if rank.startup else []
+            lines += [f"{rank.label} {line}" for line in (*own, *pool.lines())]
+        return lines
+
+    def to_json(self) -> dict[str, object]:
+        return {"agreed_tokens": None if math.isinf(self.agreed) else self.agreed, "tokens": self.tokens,
+                "binding_pp_rank": self.binding.index, "source": PP_SOURCE,
+                "ranks": [{"pp_rank": rank.index, "first_layer": rank.first_layer, "layers": rank.n_layers,
+                           "kv_memory_bytes": rank.kv_memory, "own_tokens": _finite(pool.own_tokens), **pool.to_json()}
+                          for rank, pool in zip(self.ranks, self.pools)]}
+
+
+def _finite(tokens: float) -> float | None:
+    """JSON has no infinity: a rank whose every layer slides and fits offers inf tokens, written null."""
+    return None if math.isinf(tokens) else tokens
+
+
+def v2_stages(pipeline: PipelineRanks, block: int, world: int, overlap: bool = True) -> V2Stages:
+    """The ranks' pools: each built from its own layers and budget, `world` ranks syncing the quota at the fewest
+    tokens any offers (V2Pool.own_tokens, their MIN)."""
+    own = [v2_pool(rank.kv, rank.kv_memory, block, world, overlap, pipeline.whole) for rank in pipeline.ranks]
+    agreed = min(pool.own_tokens for pool in own)
+    return V2Stages(pipeline.ranks, tuple(replace(pool, agreed=agreed) for pool in own), agreed)
