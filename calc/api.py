@@ -150,6 +150,9 @@ class MemoryAnswer:
     buffers: list[Any] | None = None  # with -ngl: llama.cpp's model, KV and RS buffers per device
     compute: Any = None  # a CPU-only llama.cpp build's compute buffer, estimated
     engine_note: str | None = None  # whose lines the server lines are, where the engine has more than one manager
+    # placed (-ngl, --cpu-only), a config's GGUF mix whose tensor table gptcalc cannot name (gguf_table.mix_table
+    # None): the CLI says why it has no model buffer lines without working the table out again
+    unnamed_mix: bool = False
 
     def __getattr__(self, name: str) -> Any:
         return _read_through(self.inference, name)
@@ -310,7 +313,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     note = _manager_note(spec, result.kv, layout, settings) if engine == "trtllm" and pool is not None else \
         dp_attention.note(layout.tp) if dp_attention is not None else None
     answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed,
-                          compute, note)
+                          compute, note, model is not None and model["unnamed"])
     return Result(answer, answer.to_json)
 
 
@@ -442,20 +445,22 @@ def _nextn(spec: Any, gguf_file: Any, scheme: Any) -> int:
 def _model_buffers(spec: Any, gguf_file: Any, placement: Any, scheme: Any = None) -> dict[str, Any]:
     """The model buffer lines of a GGUF input's headers under `placement`, or of the file llama-quantize would make
     of a config with a GGUF mix (`--quant q4_k_m`: its table worked out), and the offloaded-layers line; any other
-    model has no tensor table to place."""
+    model has no tensor table to place. "unnamed": a mix whose table gptcalc cannot name (no lines, and the CLI
+    says why)."""
     from calc.analysis.memory.gguf_table import freq_factor_layers
     from calc.analysis.memory.llamacpp_devices import model_buffers
 
     placement = replace(placement, rope_freqs_layers=freq_factor_layers(spec))
     lines = placement.offloaded_line(spec.n_layers)
     headers = gguf_file
-    if headers is None and scheme is not None and scheme.gguf:
+    mixed = headers is None and scheme is not None and scheme.gguf
+    if mixed:
         from calc.analysis.count import count as count_params
         from calc.analysis.memory.gguf_table import mix_table
 
         headers = mix_table(spec, count_params(spec), scheme.name)
     buffers = model_buffers(headers, spec.n_layers, placement) if headers else []
-    return {"buffers": buffers, "lines": lines + [b.line() for b in buffers]}
+    return {"buffers": buffers, "lines": lines + [b.line() for b in buffers], "unnamed": mixed and headers is None}
 
 
 def _llamacpp_context(spec: Any, seq: int | None, kv_dtype: str, n_parallel: int, ubatch: int, unified: bool,
