@@ -262,7 +262,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                                 encoder_activation)
             startup = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
                                      extra=extra, max_model_len=tokens, encoder_tp=encoder_tp,
-                                     draft=_draft(engine, spec, result.weights, layout, settings),
+                                     draft=settings.draft(engine, spec, result.weights, layout),
                                      dp=dp_attention.size if dp_attention is not None else None)
     if startup is not None:
         startup.check()
@@ -338,15 +338,6 @@ def _dp_attention(spec: Any, result: Any, layout: Any, engine: str | None, dp: A
 
     dp.refuse(spec, engine, bool(spec.towers) and not text_only, bool(settings.speculative_num_steps))
     return dp.held(spec, count_params(spec), result, layout)
-
-
-def _draft(engine: str, spec: Any, weights: Any, layout: Any, settings: PoolSettings) -> Any:
-    """SGLang's draft model's own weights, charged before its profiling (sglang_draft), when a draft runs."""
-    if engine != "sglang" or not settings.speculative_num_steps:
-        return None
-    from calc.analysis.memory.sglang_draft import draft_weights
-
-    return draft_weights(spec, weights, layout, settings.speculative_draft_layers)
 
 
 def _sglang_stages(spec: Any, tokens: int, batch: int | None, kv_dtype: str | None, layout: Any, mla_expanded: bool,

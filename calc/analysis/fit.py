@@ -24,7 +24,6 @@ from calc.analysis.memory.pool_settings import PoolSettings
 from calc.analysis.memory.refusals import refuse_unserved
 from calc.analysis.memory.schemes import Scheme
 from calc.analysis.memory.sglang_dp import DpAttention
-from calc.analysis.memory.sglang_draft import draft_weights
 from calc.analysis.memory.sglang_dsv4 import sglang_stages
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
                                           vllm_batch_defaults)
@@ -144,10 +143,9 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
         except GptcalcError as exc:
             skipped[_skipped(layout, exc)] = None
             continue
+        draft = pool_settings.draft(engine, spec, result.weights, layout)
         for gpu in gpus:
             extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep)
-            draft = (draft_weights(spec, result.weights, layout, pool_settings.speculative_draft_layers)
-                     if engine == "sglang" and pool_settings.speculative_num_steps else None)
             budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
                                     extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None,
                                     draft=draft, dp=dp_attention.size if dp_attention is not None else None)

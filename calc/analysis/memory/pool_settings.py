@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # the engines' modules load when a pool is asked for, not wit
     from calc.analysis.memory.engines import KVPool
     from calc.analysis.memory.kv import KVCache
     from calc.analysis.memory.parallel import Layout
+    from calc.analysis.memory.sglang_draft import DraftWeights
+    from calc.analysis.memory.weights import Weights
     from calc.spec.model import ModelSpec
 
 __all__ = ["PoolSettings"]
@@ -62,6 +64,16 @@ class PoolSettings:
                                                          layout.tp), hisparse=hisparse,
                        trtllm_v2=self._trtllm_v2(spec, kv, engine, layout), ranks=layout.gpus,
                        trtllm_overlap=self.overlap_scheduler)
+
+    def draft(self, engine: str, spec: ModelSpec, weights: Weights, layout: Layout) -> DraftWeights | None:
+        """SGLang's draft worker's weights on one GPU of `layout`, which its pool's profiling charges
+        (sglang_draft.draft_weights), where a draft runs (--speculative-num-steps); None elsewhere. One test for
+        memory and fit, and a layout's alone: the card does not change them."""
+        if engine != "sglang" or not self.speculative_num_steps:
+            return None
+        from calc.analysis.memory.sglang_draft import draft_weights
+
+        return draft_weights(spec, weights, layout, self.speculative_draft_layers)
 
     def _trtllm_v2(self, spec: ModelSpec, kv: KVCache, engine: str, layout: Layout) -> bool:
         """Whether TensorRT-LLM's pool is KVCacheManagerV2's (trtllm_manager.sizes_v2); the setting is its alone."""
