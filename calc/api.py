@@ -382,9 +382,17 @@ def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, ov
     from calc.analysis.memory import parse_cpu_experts
     from calc.errors import GptcalcError
 
-    if not cpu_only and n_gpu_layers is None and tensor_split is None and override_tensor is None and kv_offload \
-            and mmap and cpu_isa is None and split_mode != "row":
-        return None  # no llama.cpp placement asked for (and its module not loaded: start-up time)
+    if not cpu_only:  # a GPU build's refusals, and none of its placing options given: no placement
+        if cpu_isa:
+            raise GptcalcError("--cpu-isa is a CPU-only build's (the weights it repacks): give --cpu-only")
+        if split_mode == "row":
+            raise GptcalcError("--split-mode row: this llama.cpp's CUDA backend has no split buffer type; it stops "
+                               "with 'device CUDA0 does not support split buffers' (use layer, the default, or none)")
+        if n_gpu_layers is None:
+            if tensor_split is not None or override_tensor is not None or not kv_offload or not mmap:
+                raise GptcalcError("--tensor-split, --override-tensor, --no-kv-offload and --no-mmap place tensors: "
+                                   "give --n-gpu-layers too (llama.cpp's -ngl), or --cpu-only")
+            return None  # no llama.cpp placement asked for (and its module not loaded: start-up time)
     from calc.analysis.memory.llamacpp_devices import (X86_REPACKED, Placement, cpu_moe_overrides, parse_overrides,
                                                        parse_tensor_split)
 
@@ -393,16 +401,6 @@ def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, ov
             raise GptcalcError("--cpu-only is a llama.cpp build without GPUs: leave out --n-gpu-layers, "
                                "--tensor-split, --override-tensor and --no-kv-offload")
         return Placement(0, (), mmap=mmap, repack=X86_REPACKED[cpu_isa] if cpu_isa else None)
-    if cpu_isa:
-        raise GptcalcError("--cpu-isa is a CPU-only build's (the weights it repacks): give --cpu-only")
-    if split_mode == "row":
-        raise GptcalcError("--split-mode row: this llama.cpp's CUDA backend has no split buffer type; it stops with "
-                           "'device CUDA0 does not support split buffers' (use layer, the default, or none)")
-    if n_gpu_layers is None:
-        if tensor_split is not None or override_tensor is not None or not kv_offload or not mmap:
-            raise GptcalcError("--tensor-split, --override-tensor, --no-kv-offload and --no-mmap place tensors: give "
-                               "--n-gpu-layers too (llama.cpp's -ngl), or --cpu-only")
-        return None
     split = parse_tensor_split(tensor_split) if tensor_split is not None and split_mode == "layer" else (1.0,)
     moe = parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0
     overrides = parse_overrides(override_tensor, len(split)) if override_tensor is not None else ()
