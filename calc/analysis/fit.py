@@ -125,8 +125,7 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
     is skipped)."""
     if seq > spec.n_positions:
         raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
-    if pool_settings.mamba_ssm_dtype is not None and engine != "sglang":  # refused once, not as every layout's
-        raise GptcalcError("--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang")
+    pool_settings.refuse_other_engines(engine)  # once, not as every layout's
     refuse_unserved(spec, engine)
     if dp_attention is not None:
         dp_attention.refuse(spec, engine, bool(spec.towers), bool(pool_settings.speculative_num_steps))

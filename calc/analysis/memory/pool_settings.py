@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # the engines' modules load when a pool is asked for, not wit
 __all__ = ["PoolSettings"]
 
 _NOT_TRTLLM = ("--use-kv-cache-manager-v2 and --disable-overlap-scheduler set TensorRT-LLM's KV cache manager: give "
-               "--engine trtllm with --budget or --kv-memory")
+               "--engine trtllm")
+_WITH_POOL = " with --budget or --kv-memory"  # memory's: its pool needs a GPU budget or the log's figure too
 
 
 @dataclass(frozen=True)
@@ -78,12 +79,27 @@ class PoolSettings:
     def _trtllm_v2(self, spec: ModelSpec, kv: KVCache, engine: str, layout: Layout) -> bool:
         """Whether TensorRT-LLM's pool is KVCacheManagerV2's (trtllm_manager.sizes_v2); the setting is its alone."""
         if engine != "trtllm":
-            if self.kv_cache_manager_v2 != "auto" or not self.overlap_scheduler:
-                raise GptcalcError(_NOT_TRTLLM)
+            if self._trtllm_set:
+                raise GptcalcError(_NOT_TRTLLM + _WITH_POOL)
             return False
         from calc.analysis.memory.trtllm_manager import sizes_v2
 
         return sizes_v2(spec, kv, layout.pp, self.kv_cache_manager_v2)
+
+    @property
+    def _trtllm_set(self) -> bool:
+        """Whether a flag of TensorRT-LLM's KV cache manager is given (not at its default)."""
+        return self.kv_cache_manager_v2 != "auto" or not self.overlap_scheduler
+
+    def refuse_other_engines(self, engine: str) -> None:
+        """Refuse, once, a flag of another engine's pool than `engine`'s (SGLang's --mamba-ssm-dtype, TensorRT-LLM's
+        manager flags): fit sizes every layout's pool with the same flags, so each would fail alike, and one
+        `Error:` says it as memory does (memory's own refusal, sizing its one pool, adds its --budget or
+        --kv-memory)."""
+        if self.mamba_ssm_dtype is not None and engine != "sglang":
+            raise GptcalcError("--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang")
+        if self._trtllm_set and engine != "trtllm":
+            raise GptcalcError(_NOT_TRTLLM)
 
     def refuse_without_pool(self) -> None:
         """With no pool to size (no engine, or no budget or --kv-memory), a flag given would be ignored:
@@ -95,8 +111,8 @@ class PoolSettings:
         if self.speculative_num_steps or self.speculative_draft_layers:
             raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give "
                                "--engine sglang with --budget or --kv-memory")
-        if self.kv_cache_manager_v2 != "auto" or not self.overlap_scheduler:
-            raise GptcalcError(_NOT_TRTLLM)
+        if self._trtllm_set:
+            raise GptcalcError(_NOT_TRTLLM + _WITH_POOL)
         if self.indexer_kv_dtype != "auto":
             raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "
                                "--kv-memory")
