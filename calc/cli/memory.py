@@ -280,14 +280,6 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
         out.print("  " + line)
 
 
-def _unnamed(spec: Any, mix: str) -> bool:
-    """Whether the GGUF table of this mix names no tensor for one of the model's components."""
-    from calc.analysis.count import count
-    from calc.analysis.memory.gguf_table import mix_table
-
-    return mix_table(spec, count(spec), mix) is None
-
-
 def _compute_note(compute: Any) -> str:
     """Whether llama.cpp's compute buffer line is estimated or its allocator replayed over the rebuilt graph."""
     if compute.peak == "replay":
@@ -301,11 +293,11 @@ def _model_buffer_note(answer: Any, stored: Any) -> str | None:
     """Why llama.cpp's model buffer lines are missing, when they are."""
     if answer.buffers is None or any(b.kind == "model" for b in answer.buffers):
         return None
-    scheme = answer.inference.weights.scheme
-    mix = stored is None and scheme is not None and scheme.gguf
-    if mix and _unnamed(answer.spec, scheme.name):
+    if answer.unnamed_mix:
         return ("llama.cpp's model buffer lines need every tensor's llama.cpp name and type, which gptcalc does not "
                 "know for all of this model's: give the .gguf file as MODEL")
+    scheme = answer.inference.weights.scheme
+    mix = stored is None and scheme is not None and scheme.gguf
     if mix or stored is not None and str(stored.source).endswith(".gguf"):  # a CPU-only build's repacked file
         return ("a CPU-only llama.cpp build repacks some of this file's weights for its matmuls (a CPU_REPACK buffer, "
                 "which depends on the CPU's instruction set): give --cpu-isa avx2 or avx512 for its model buffer lines")

@@ -23,8 +23,9 @@ model's tensors are walked in the order llama-quantize meets them, with what it 
   KDA's q, k, v and out are attn_q, attn_k, attn_v and attn_output (conversion/kimi_linear.py), typed as those;
   lightning attention's qkv and out attn_qkv and attn_output (calc/checkpoint/gguf_minimax01.py), its gate attn_gate;
 - a vector the converter writes as tensors of its own, some 2-D (DeepSeek-V4's hyper-connections and compressors'
-  position biases: gguf_split.py), is those tensors, a 2-D one typed as any OTHER tensor; a kept tensor is the type
-  the converter wrote it in, where an adapter says it is not F32 (LlamaCppBuild.kept_types: DeepSeek-V4's router).
+  position biases; KDA's conv, F32: gguf_split.py), is those tensors, a 2-D one typed as any OTHER tensor; a kept
+  tensor is the type the converter wrote it in, where an adapter says it is not F32 (LlamaCppBuild.kept_types:
+  DeepSeek-V4's router).
 - the multi-token-prediction layers the converter writes after the layers by default (LlamaCppBuild.mtp_written:
   GLM-4.5's blk.N, conversion/glm.py:113-183) are layers to llama-quantize: the ffn counters run over n_layer_all,
   their attn_v counts in n_attention_wv (llama-quant.cpp:926-941), so they move the layers' own types (GLM-4.5

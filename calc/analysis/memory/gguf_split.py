@@ -9,7 +9,10 @@ shapes: src/llama-model.cpp's deepseek4 loader, as tests/data/llamacpp/quantized
   (2 + n)·n rows over the n·d flattened copies (2-D), its bias `base` and 3 scales, as blk.N.hc_attn_* and
   blk.N.hc_ffn_*; the head's fn of n rows, base of n, one scale, as output_hc_*;
 - a compressor's position bias (calc/parts/compressed.py): one row of the compressed width per position of the
-  ratio (2-D), as blk.N.attn_compressor_ape and, its indexer's, blk.N.indexer_compressor_ape.
+  ratio (2-D), as blk.N.attn_compressor_ape and, its indexer's, blk.N.indexer_compressor_ape;
+- KDA's conv over q, k and v (calc/parts/kda.py kda_conv): one tensor each, blk.N.ssm_conv1d_q, _k, _v, each ggml's
+  [kernel, 1, K] (conversion/kimi_linear.py modify_tensors: the Hub's (1, K, 1, kernel)), F32: llama-quantize
+  quantises no "ssm_conv1d" tensor ("do not quantize Mamba/Kimi's small conv1d weights", src/llama-quant.cpp).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ def stored_vectors(owner: Any, component: str, d_model: int) -> list[tuple[str, 
         return [(f"{stem}_fn", (n * d_model, rows), True), (f"{stem}_base", (rows,), False),
                 (f"{stem}_scale", (scales,), False)]
     attention = getattr(owner, "attention", None)
+    if component == "kda_conv":
+        return [(f"ssm_conv1d_{x}", (attention.conv_kernel, 1, attention.width), False) for x in "qkv"]
     if component == "comp_bias":
         return [("attn_compressor_ape", (attention.series * attention.head_dim, attention.ratio), True)]
     if component == "idx_bias":

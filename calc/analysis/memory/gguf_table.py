@@ -114,9 +114,6 @@ RESHAPED = {"mamba2": lambda mixer: {"ssm_a_log": (1, mixer.n_heads), "ssm_d": (
                                      "ssm_norm": (mixer.d_inner // mixer.n_groups, mixer.n_groups)},
             # KDA's A per head as the Hub's (1, 1, H, 1), ggml's [1, H] (conversion/kimi_linear.py modify_tensors)
             "kda": lambda mixer: {"kda_a_log": (1, mixer.n_heads)}}
-# A mixer's vector the converter writes as several tensors, by the mixer's kind: KDA's conv over q, k and v as
-# ssm_conv1d_q, _k, _v, each ggml's [kernel, 1, K] (conversion/kimi_linear.py modify_tensors: (1, K, 1, kernel))
-SPLIT = {"kda": lambda mixer: {"kda_conv": [(f"ssm_conv1d_{x}", (mixer.conv_kernel, 1, mixer.width)) for x in "qkv"]}}
 # Components the converter writes as metadata, no tensor: Apertus's xIELU scalars alpha_p and alpha_n, arrays of
 # one per layer (conversion/llama.py ApertusModel.modify_tensors)
 IN_METADATA = ("mlp_act",)
@@ -129,7 +126,7 @@ def mix_table(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[GGUFHeade
     from calc.checkpoint.gguf_tables import tables
 
     read_as = _read_as(spec)
-    pieces = _split_mixer_vectors(spec, _split_norms(spec, gguf_pieces(spec, breakdown, mix), read_as))
+    pieces = _split_norms(spec, gguf_pieces(spec, breakdown, mix), read_as)
     named = _named(spec, pieces, read_as)
     if named is None:
         return None
@@ -198,17 +195,6 @@ def _split_norms(spec: ModelSpec, pieces: list[Piece],
                     Piece(f"{piece.component}_bias", piece.layer, half, piece.fmt)]
         else:
             out.append(piece)
-    return out
-
-
-def _split_mixer_vectors(spec: ModelSpec, pieces: list[Piece]) -> list[Piece]:
-    """A mixer's vector the converter writes as several tensors (SPLIT) is those tensors here, each under its own
-    stored name and dimensions, of the vector's format."""
-    out = []
-    for piece in pieces:
-        mixer = None if piece.layer is None else spec.blocks[block_of(spec, piece.layer)].attention
-        parts = SPLIT.get(getattr(mixer, "kind", None), lambda _: {})(mixer).get(piece.component)
-        out += [Piece(piece.component, piece.layer, ne, piece.fmt, stored) for stored, ne in parts or ()] or [piece]
     return out
 
 

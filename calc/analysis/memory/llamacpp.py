@@ -220,10 +220,11 @@ def _formats(ctx: LlamaCppContext) -> tuple[Format, Format]:
 
 
 def _layer_kinds(spec: ModelSpec) -> list[list[KVLayers]]:
-    """The kinds of cache row each layer keeps in llama.cpp, each kind counting the layers that keep it. With
-    spec.llamacpp.kv_from_start, the first layers only, and each of those: a layer the config shares K and V into
-    keeps rows like those of a layer of its window, since llama.cpp loads and caches its own K and V (has_kv:
-    src/llama-hparams.cpp:321-331; src/llama-kv-cache.cpp:165-169)."""
+    """The kinds of cache row each layer keeps in llama.cpp, as `kv_layers` states them (each with the count of the
+    block's layers, not of those keeping it: `_cached_kinds` counts those). With spec.llamacpp.kv_from_start, the
+    first layers only, and each of those: a layer the config shares K and V into keeps rows like those of a layer of
+    its window, since llama.cpp loads and caches its own K and V (has_kv: src/llama-hparams.cpp:321-331;
+    src/llama-kv-cache.cpp:165-169)."""
     rows: dict[str, list[KVLayers]] = {}
     for kind in kv_layers(spec):
         rows.setdefault(kind.block, []).append(kind)
@@ -233,15 +234,13 @@ def _layer_kinds(spec: ModelSpec) -> list[list[KVLayers]]:
         like = {kind.window: kind for kinds in rows.values() for kind in kinds}
         per_layer = [(kinds or [like[spec.blocks[spec.block_at(il)].attention.window]]) if il < first else []
                      for il, kinds in enumerate(per_layer)]
-    counted = {kind: replace(kind, n_layers=n) for kind, n in Counter(k for kinds in per_layer for k in kinds).items()}
-    return [[counted[kind] for kind in kinds] for kinds in per_layer]
+    return per_layer
 
 
 def _cached_kinds(spec: ModelSpec) -> list[KVLayers]:
-    """Every kind of cache row llama.cpp keeps, in `kv_layers`' order."""
-    order = {replace(kind, n_layers=0): i for i, kind in enumerate(kv_layers(spec))}
-    kept = dict.fromkeys(kind for kinds in _layer_kinds(spec) for kind in kinds)
-    return sorted(kept, key=lambda kind: order[replace(kind, n_layers=0)])
+    """Every kind of cache row llama.cpp keeps, in `kv_layers`' order, each counting the layers that keep it."""
+    kept = Counter(kind for kinds in _layer_kinds(spec) for kind in kinds)
+    return [replace(kind, n_layers=kept[kind]) for kind in dict.fromkeys(kv_layers(spec)) if kept[kind]]
 
 
 def _kv_groups(spec: ModelSpec, ctx: LlamaCppContext) -> list[tuple[str, list[KVLayers], int]]:

@@ -183,12 +183,13 @@ class Placement:
     def devices(self, n_layer: int) -> tuple[str, ...]:
         """The buffer type of layers 0 .. n_layer - 1 and of the output layer (index n_layer), dealt over the
         layers and the `nextn` ones after them."""
-        dealt = self._dealt(n_layer + self.nextn)
+        dealt = self.file_devices(n_layer)
         return (*dealt[:n_layer], dealt[-1])
 
-    def nextn_device(self, n_layer: int, il: int) -> str:
-        """The buffer type of MTP layer `il` (n_layer or more), dealt as the layers are."""
-        return self._dealt(n_layer + self.nextn)[il]
+    def file_devices(self, n_layer: int) -> tuple[str, ...]:
+        """The buffer type of every layer of the file, the `nextn` MTP layers after the n_layer ones included, then
+        of the output layer: one deal, which model_buffers places every blk.N tensor by."""
+        return self._dealt(n_layer + self.nextn)
 
     def _dealt(self, n_layer: int) -> tuple[str, ...]:
         if not self.tensor_split:
@@ -252,7 +253,7 @@ def model_buffers(headers: list[GGUFHeader], n_layer: int, placement: Placement)
     if not placement.tensor_split and placement.repack is None and \
             any(tables().constants.GGMLQuantizationType(t.ggml_type).name in REPACKED for h in headers for t in h.tensors):
         return []  # a CPU-only build of an instruction set not given may repack them: not modelled
-    layers = placement.devices(n_layer)
+    layers = placement.file_devices(n_layer)
     mapped, allocated = [], []
     names = {t.name for h in headers for t in h.tensors}
     for header in headers:
@@ -300,21 +301,22 @@ def _repacked(tensor: GGUFTensor, copy: int, placement: Placement) -> bool:
 
 
 def _devices(name: str, names: set[str], layers: tuple[str, ...], placement: Placement) -> list[str]:
-    """Every device a file tensor is loaded on (a duplicated one more than once; CPU copies share the mapping)."""
-    n_layer = len(layers) - 1
+    """Every device a file tensor is loaded on (a duplicated one more than once; CPU copies share the mapping):
+    `layers` is Placement.file_devices: the layers', the MTP layers', then the output layer's."""
     forced = next((buffer for pattern, buffer in placement.overrides if re.search(pattern, name)), None)
     if forced:
         return [forced]
     block = BLOCK.match(name)
     if block:
         il = int(block.group(1))
-        return [layers[il] if il < n_layer else placement.nextn_device(n_layer, il)]
+        return [layers[il]]
     if name.startswith(PER_LAYER):  # one per layer that reads it, duplicated after the first
+        n_layer = len(layers) - 1 - placement.nextn
         return [layers[il] for il in (range(n_layer) if placement.rope_freqs_layers is None
                                       else placement.rope_freqs_layers)]
     if name.startswith(FIRST_LAYER):
         return [layers[0]]
     if name.startswith(INPUT):
         tied = name.startswith("token_embd.") and "output.weight" not in names
-        return [CPU, layers[n_layer]] if tied else [CPU]
-    return [layers[n_layer]]
+        return [CPU, layers[-1]] if tied else [CPU]
+    return [layers[-1]]

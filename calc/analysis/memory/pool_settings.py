@@ -19,12 +19,15 @@ if TYPE_CHECKING:  # the engines' modules load when a pool is asked for, not wit
     from calc.analysis.memory.engines import KVPool
     from calc.analysis.memory.kv import KVCache
     from calc.analysis.memory.parallel import Layout
+    from calc.analysis.memory.sglang_draft import DraftWeights
+    from calc.analysis.memory.weights import Weights
     from calc.spec.model import ModelSpec
 
 __all__ = ["PoolSettings"]
 
 _NOT_TRTLLM = ("--use-kv-cache-manager-v2 and --disable-overlap-scheduler set TensorRT-LLM's KV cache manager: give "
-               "--engine trtllm with --budget or --kv-memory")
+               "--engine trtllm")
+_WITH_POOL = " with --budget or --kv-memory"  # memory's: its pool needs a GPU budget or the log's figure too
 
 
 @dataclass(frozen=True)
@@ -66,15 +69,40 @@ class PoolSettings:
                        trtllm_v2=self._trtllm_v2(spec, kv, engine), ranks=layout.gpus,
                        trtllm_overlap=self.overlap_scheduler, trtllm_ranks=trtllm_ranks)
 
+    def draft(self, engine: str, spec: ModelSpec, weights: Weights, layout: Layout) -> DraftWeights | None:
+        """SGLang's draft worker's weights on one GPU of `layout`, which its pool's profiling charges
+        (sglang_draft.draft_weights), where a draft runs (--speculative-num-steps); None elsewhere. One test for
+        memory and fit, and a layout's alone: the card does not change them."""
+        if engine != "sglang" or not self.speculative_num_steps:
+            return None
+        from calc.analysis.memory.sglang_draft import draft_weights
+
+        return draft_weights(spec, weights, layout, self.speculative_draft_layers)
+
     def _trtllm_v2(self, spec: ModelSpec, kv: KVCache, engine: str) -> bool:
         """Whether TensorRT-LLM's pool is KVCacheManagerV2's (trtllm_manager.sizes_v2); the setting is its alone."""
         if engine != "trtllm":
-            if self.kv_cache_manager_v2 != "auto" or not self.overlap_scheduler:
-                raise GptcalcError(_NOT_TRTLLM)
+            if self._trtllm_set:
+                raise GptcalcError(_NOT_TRTLLM + _WITH_POOL)
             return False
         from calc.analysis.memory.trtllm_manager import sizes_v2
 
         return sizes_v2(spec, kv, self.kv_cache_manager_v2)
+
+    @property
+    def _trtllm_set(self) -> bool:
+        """Whether a flag of TensorRT-LLM's KV cache manager is given (not at its default)."""
+        return self.kv_cache_manager_v2 != "auto" or not self.overlap_scheduler
+
+    def refuse_other_engines(self, engine: str) -> None:
+        """Refuse, once, a flag of another engine's pool than `engine`'s (SGLang's --mamba-ssm-dtype, TensorRT-LLM's
+        manager flags): fit sizes every layout's pool with the same flags, so each would fail alike, and one
+        `Error:` says it as memory does (memory's own refusal, sizing its one pool, adds its --budget or
+        --kv-memory)."""
+        if self.mamba_ssm_dtype is not None and engine != "sglang":
+            raise GptcalcError("--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang")
+        if self._trtllm_set and engine != "trtllm":
+            raise GptcalcError(_NOT_TRTLLM)
 
     def refuse_without_pool(self) -> None:
         """With no pool to size (no engine, or no budget or --kv-memory), a flag given would be ignored:
@@ -86,8 +114,8 @@ class PoolSettings:
         if self.speculative_num_steps or self.speculative_draft_layers:
             raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give "
                                "--engine sglang with --budget or --kv-memory")
-        if self.kv_cache_manager_v2 != "auto" or not self.overlap_scheduler:
-            raise GptcalcError(_NOT_TRTLLM)
+        if self._trtllm_set:
+            raise GptcalcError(_NOT_TRTLLM + _WITH_POOL)
         if self.indexer_kv_dtype != "auto":
             raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "
                                "--kv-memory")

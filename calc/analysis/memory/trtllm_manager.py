@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from calc.analysis.memory.kv import KVCache, kv_layers
 from calc.analysis.memory.trtllm_dsa import TRTLLM_DSA_V2
-from calc.analysis.memory.trtllm_v2 import derived_windows, engine_seq, v2_unsized
+from calc.analysis.memory.trtllm_v2 import derived_windows, own_window, v2_unsized
 from calc.analysis.memory.trtllm_windows import window_note
 from calc.analysis.memory.vllm_indexer import DSA
 from calc.errors import GptcalcError
@@ -114,7 +114,7 @@ def _ranks(pp: int) -> str:
 def _sliding(spec: ModelSpec, kv: KVCache, overlap: bool) -> str:
     """What V2 does with sliding-window layers whose window is shorter than its max_seq_len (--seq + 1,
     engine_seq): pools of their own life cycle."""
-    sliding = sum(kind.n_layers for kind in kv.layers if kind.window and kind.window < engine_seq(kv.seq, overlap))
+    sliding = sum(kind.n_layers for kind in kv.layers if own_window(kind, kv.seq, overlap))
     if sliding and not derived_windows(kv, overlap):
         return (f"; V2 derives no windows for {spec.name}, whose every layer slides "
                 "(_derive_layer_type_attention_windows needs two window sizes), so it caches its "

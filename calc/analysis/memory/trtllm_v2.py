@@ -85,12 +85,13 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from calc.analysis.memory.cfloat import f32
-from calc.analysis.memory.kv import KVCache
+from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.analysis.memory.trtllm_dsa import DSA_MANAGER, INDEX_KEY, index_key_buffers
 from calc.analysis.memory.trtllm_v2_sync import rank_tokens, synced_quota
 from calc.analysis.memory.vllm_indexer import DSA
 
-__all__ = ["OVERLAP_SOURCE", "V2Pool", "V2_SOURCE", "derived_windows", "engine_seq", "v2_pool", "v2_unsized"]
+__all__ = ["OVERLAP_SOURCE", "V2Pool", "V2_SOURCE", "derived_windows", "engine_seq", "own_window", "v2_pool",
+           "v2_unsized"]
 
 OVERLAP_SOURCE = ("tensorrt_llm/_torch/pyexecutor/py_executor_creator.py create_py_executor (at 000429d57d and "
                   "bab0f2e6ee, the versions the index holds): with the overlap scheduler (disable_overlap_scheduler "
@@ -113,6 +114,14 @@ def engine_seq(seq: int, overlap: bool = True) -> int:
     scheduler runs (`overlap`, its default; OVERLAP_SOURCE). It sets the windows V2 derives (a window of exactly
     --seq is shorter than it) and the blocks a request of --seq holds."""
     return seq + 1 if overlap else seq
+
+
+def own_window(kind: KVLayers, seq: int, overlap: bool = True) -> int | None:
+    """The window a layer of this kind keeps as its own where V2 derives windows: a sliding one shorter than
+    max_seq_len (engine_seq: a window of exactly --seq too); None: a full-attention layer, or a window no shorter,
+    which V2 clamps to full (_resolve_v2_max_attention_window_vec). The one rule v2_pool's pools and
+    trtllm_manager's note count sliding layers by."""
+    return kind.window if kind.window and kind.window < engine_seq(seq, overlap) else None
 
 
 @dataclass(frozen=True)
@@ -380,7 +389,7 @@ def v2_pool(kv: KVCache, budget: int, block: int, ranks: int, overlap: bool = Tr
             continue
         own = tuple(fmt.row_bytes(width) * block for width in ((kind.k, kind.v) if kind.v else (kind.k,)))
         roles = _ROLES[:len(own)] + ((INDEX_KEY,) if kind.block in keys else ())
-        window = kind.window if derived and kind.window and kind.window < engine_seq(kv.seq, overlap) else None
+        window = own_window(kind, kv.seq, overlap) if derived else None
         layers += [(own + keys.get(kind.block, ()), roles, window)] * kind.n_layers
     return V2Pool(budget, tuple(b for b, _, _ in layers), block, ranks, tuple(w for _, _, w in layers), kv.seq,
                   tuple(r for _, r, _ in layers), DSA_MANAGER if keys else V2Pool.manager, overlap)
