@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from calc.cli import main
 from calc.spec.load import load_spec
+from tests.test_llamacpp_conformance import allocator_bytes
 
 CONFIG = json.loads((Path(__file__).parent / "configs/model_types/deepseek_v4.json").read_text())
 LAYERS = CONFIG["num_hidden_layers"]  # 43; the GGUF's block_count (conversion/deepseek.py:550-552: MTP left out)
@@ -173,8 +175,8 @@ def dsv4_ggufs(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, Path]:
     return paths
 
 
-def gptcalc_says(path: Path, args: list[str]) -> list[str]:
-    """gptcalc's lines for a CPU-only llama.cpp build under these llama.cpp options, on the machine that recorded the
+def gptcalc_json(path: Path, args: list[str]) -> dict[str, Any]:
+    """gptcalc's answer for a CPU-only llama.cpp build under these llama.cpp options, on the machine that recorded the
     logs (AVX-512: their build's system_info line; it sets which types are repacked)."""
     flags = [a for a in args if a == "--swa-full"]
     rest = [a for a in args if a not in flags]
@@ -184,13 +186,18 @@ def gptcalc_says(path: Path, args: list[str]) -> list[str]:
     result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--cpu-only", "--cpu-isa", "avx512",
                                        "--json", *cli, *flags])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)["server_says"]
+    return json.loads(result.output)
+
+
+def compute_lines(lines: list[str]) -> list[str]:
+    return [m.group(0) for line in lines if (m := COMPUTE.search(line))]
 
 
 def check_dsv4(path: Path, args: list[str], log: str) -> None:
-    ours = gptcalc_says(path, args)
+    ours = gptcalc_json(path, args)["server_says"]
     assert exact_lines("\n".join(ours)) == exact_lines(log) != []
-    assert not any(COMPUTE.search(line) for line in ours)  # no estimate of this graph (llamacpp_compute refuses it)
+    # the compute buffer: ggml's allocator replayed over DeepSeek-V4's graph (calc/analysis/memory/llamacpp_hyper.py)
+    assert compute_lines(ours) == compute_lines(log.splitlines()) != []
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in DSV4_RECORDED.glob("*.log")))
@@ -198,6 +205,17 @@ def test_recorded_dsv4_lines(name: str, dsv4_ggufs: dict[bool, Path]) -> None:
     """source: the lines llama.cpp printed for this run (tests/data/llamacpp/dsv4/NAME.log)."""
     quantized, args = DSV4_RUNS[name]
     check_dsv4(dsv4_ggufs[quantized], args, (DSV4_RECORDED / f"{name}.log").read_text())
+
+
+ALLOCATOR_BYTES = allocator_bytes("dsv4")
+
+
+@pytest.mark.parametrize("name", sorted(ALLOCATOR_BYTES))
+def test_dsv4_compute_to_the_allocator_byte(name: str, dsv4_ggufs: dict[bool, Path]) -> None:
+    """source: ggml's allocator's own size for each recorded run (tests/data/llamacpp/allocator_bytes.json "dsv4",
+    read as its "source" says), which the MiB lines of the logs round."""
+    quantized, args = DSV4_RUNS[name]
+    assert gptcalc_json(dsv4_ggufs[quantized], args)["llamacpp_compute"]["bytes"] == ALLOCATOR_BYTES[name]
 
 
 def test_every_dsv4_run_is_recorded() -> None:
