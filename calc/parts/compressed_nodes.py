@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from calc.parts.transient import F16, I32, I64, K_IDXS, MASK, POS, Node, Subgraph, op, rms_norm, view
+from calc.parts.transient import F16, F32, I32, I64, K_IDXS, MASK, POS, Node, Subgraph, op, rms_norm, view
 
 if TYPE_CHECKING:
     from calc.parts.compressed import CompressedAttention
@@ -57,7 +57,7 @@ class CompressedGraph:
     @property
     def mask(self) -> int:
         """The attention masks' element: F16 with flash attention, F32 without (src/llama-graph.cpp:853, 1014)."""
-        return F16 if self.flash_attn else 4
+        return F16 if self.flash_attn else F32
 
     def blocks(self, part: str) -> int:
         """The compressed rows a ubatch can complete: n_tokens / ratio + one per sequence (reserve plan, :865-866)."""
@@ -67,8 +67,17 @@ class CompressedGraph:
         """How many overlapping series a compressor's state keeps: 2 at ratio 4 (coff, src/models/deepseek4.cpp:134)."""
         return 2 if self.ratios[part] == CSA_RATIO else 1
 
+    def state_rows(self, part: str) -> int:
+        """A compressor state's rows per stream: coff x ratio."""
+        return self.series(part) * self.ratios[part]
+
+    def persist(self, part: str) -> int:
+        """The rows kept as the next state: every stream's, at most the ubatch's tokens (reserve plan, :868-869)."""
+        return min(self.n_tokens, self.state_rows(part) * self.n_seqs)
+
 
 def _inputs(part: str) -> dict[str, str]:
+    """The names of a cache's graph inputs (llama.cpp's own: dsv4_csa_state_read_idxs, ...)."""
     return {key: f"dsv4_{part}_{key}" for key in ("read", "pos", "write_pos", "write_idxs", "persist_src",
                                                      "persist_dst", "kq_mask", "k_rot")}
 
@@ -80,9 +89,8 @@ def input_leaves(g: CompressedGraph, heads: dict[str, int]) -> list[tuple[str, t
     of the rotated keys (`heads`: each cache's head width, "raw" the window's)."""
     n, leaves = g.n_tokens, []
     for part, cells in g.cells.items():
-        names, blocks, rows = _inputs(part), g.blocks(part), g.series(part) * g.ratios[part]
-        persist = min(n, rows * g.n_seqs)  # state rows per stream x streams, at most the tokens
-        leaves += [(names["read"], (rows * blocks,), I32), (names["pos"], (n,), I32),
+        names, blocks, persist = _inputs(part), g.blocks(part), g.persist(part)
+        leaves += [(names["read"], (g.state_rows(part) * blocks,), I32), (names["pos"], (n,), I32),
                    (names["write_pos"], (blocks,), I32), (names["write_idxs"], (blocks,), I64),
                    (names["persist_src"], (persist,), I32), (names["persist_dst"], (persist,), I32),
                    (names["kq_mask"], (cells, n), F16 if part == "lid" else g.mask)]
@@ -90,7 +98,7 @@ def input_leaves(g: CompressedGraph, heads: dict[str, int]) -> list[tuple[str, t
         rot = 64  # llama_kv_cache's n_rot_k: 64, doubled while it divides the head (src/llama-kv-cache.cpp:339-345)
         while heads[part] % (2 * rot) == 0:
             rot *= 2
-        leaves.append((_inputs(part)["k_rot"], (rot, rot), 4))
+        leaves.append((_inputs(part)["k_rot"], (rot, rot), F32))
     return leaves
 
 
@@ -104,7 +112,7 @@ def _rotate(name: str, rot: str, owner: str, src: str, width: int, elements: int
 def _series(s: str, g: CompressedGraph, part: str, width: int) -> list[Node]:
     """One projection `s` (kv or score) of a compressor as rows per block, permuted and copied: `s` + "_t"."""
     n, ratio, blocks, series = g.n_tokens, g.ratios[part], g.blocks(part), g.series(part)
-    rows, read = series * ratio * g.n_seqs, _inputs(part)["read"]  # the state's rows of every stream, then the ubatch's
+    rows, read = g.state_rows(part) * g.n_seqs, _inputs(part)["read"]  # every stream's state rows, then the ubatch's
     nodes = [op(s + "_src", (series * width, rows + n), s)]
     if series == 1:  # HCA (build_hca_compressed_kv_from_state, :471-519)
         return nodes + [op(s + "_rows", (width, ratio * blocks), s + "_src", read), view(s + "_r3", s + "_rows"),
@@ -123,8 +131,7 @@ def _series(s: str, g: CompressedGraph, part: str, width: int) -> list[Node]:
 def _compressor(at: str, g: CompressedGraph, part: str, width: int, x: str) -> Subgraph:
     """One compressor's nodes from the normed input `x`; `expanded`: its store and the two state stores."""
     p, names, n, blocks = f"{at}{part}.", _inputs(part), g.n_tokens, g.blocks(part)
-    rows = g.series(part) * g.ratios[part]
-    wide, shape = g.series(part) * width, (rows, width, blocks)
+    wide, shape = g.series(part) * width, (g.state_rows(part), width, blocks)
     nodes = [op(p + "kv", (wide, n), x), *_series(p + "kv", g, part, width),
              op(p + "score", (wide, n), x), op(p + "ape", (wide, n), names["pos"]),
              op(p + "score_ape", (wide, n), p + "score", p + "ape", inplace=True),
@@ -140,9 +147,8 @@ def _compressor(at: str, g: CompressedGraph, part: str, width: int, x: str) -> S
         last = p + "rot_out"
     nodes += [view(p + "comp2d", nodes[-1].view_of or last, last),
               Node(p + "store", 0, (p + "comp2d", names["write_idxs"]), external=True)]
-    persist = min(n, rows * g.n_seqs)
     for src in ("kv", "score_ape"):
-        nodes += [op(f"{p}{src}_keep", (wide, persist), p + src, names["persist_src"]),
+        nodes += [op(f"{p}{src}_keep", (wide, g.persist(part)), p + src, names["persist_src"]),
                   Node(f"{p}{src}_kept", 0, (f"{p}{src}_keep", names["persist_dst"]), external=True)]
     return Subgraph(nodes, [p + "store", p + "kv_kept", p + "score_ape_kept"], p + "store")
 
