@@ -213,14 +213,22 @@ def test_every_run_is_replayed() -> None:
     assert all(name.startswith(REPLAYED) for name in RUNS)
 
 
-def test_no_estimate_for_mixers_it_does_not_know() -> None:
-    """DeepSeek-V4's compressed-row layers (llama_kv_cache_dsv4), whose graph is neither estimated nor replayed: no
-    compute line, and the output says why."""
-    result = CliRunner().invoke(main, ["memory", "deepseek-v4-flash", "--engine", "llamacpp", "--seq", "4096",
-                                       "--cpu-only"], terminal_width=400)
-    assert result.exit_code == 0, result.output
-    assert "compute buffer size" not in result.output
-    assert "compute buffer is not estimated for this model" in result.output
+def test_no_estimate_for_layers_it_does_not_build(tmp_path: Path) -> None:
+    """DeepSeek-V4's graph is replayed (tests/test_llamacpp_dsv4.py checks it to the allocator's byte), but not with
+    one expert per token (MoE.graph_nodes builds top-k sums of two or more): then no compute line, and the output
+    says why."""
+    config = json.loads((Path(__file__).parent / "configs/model_types/deepseek_v4.json").read_text())
+    top1 = tmp_path / "config.json"
+    top1.write_text(json.dumps({**config, "num_experts_per_tok": 1}))
+    lines = {}
+    for model in ("deepseek-v4-flash", str(top1)):
+        result = CliRunner().invoke(main, ["memory", model, "--engine", "llamacpp", "--seq", "4096", "--cpu-only"],
+                                    terminal_width=400)
+        assert result.exit_code == 0, result.output
+        lines[model] = result.output
+    assert "compute buffer size" in lines["deepseek-v4-flash"]
+    assert "compute buffer size" not in lines[str(top1)]
+    assert "compute buffer is not estimated for this model" in lines[str(top1)]
 
 
 

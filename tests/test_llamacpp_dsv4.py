@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from calc.cli import main
 from calc.spec.load import load_spec
+from tests.test_llamacpp_conformance import allocator_bytes
 
 CONFIG = json.loads((Path(__file__).parent / "configs/model_types/deepseek_v4.json").read_text())
 LAYERS = CONFIG["num_hidden_layers"]  # 43; the GGUF's block_count (conversion/deepseek.py:550-552: MTP left out)
@@ -173,8 +175,8 @@ def dsv4_ggufs(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, Path]:
     return paths
 
 
-def gptcalc_says(path: Path, args: list[str]) -> list[str]:
-    """gptcalc's lines for a CPU-only llama.cpp build under these llama.cpp options, on the machine that recorded the
+def gptcalc_json(path: Path, args: list[str]) -> dict[str, Any]:
+    """gptcalc's answer for a CPU-only llama.cpp build under these llama.cpp options, on the machine that recorded the
     logs (AVX-512: their build's system_info line; it sets which types are repacked)."""
     flags = [a for a in args if a == "--swa-full"]
     rest = [a for a in args if a not in flags]
@@ -184,13 +186,18 @@ def gptcalc_says(path: Path, args: list[str]) -> list[str]:
     result = CliRunner().invoke(main, ["memory", str(path), "--engine", "llamacpp", "--cpu-only", "--cpu-isa", "avx512",
                                        "--json", *cli, *flags])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)["server_says"]
+    return json.loads(result.output)
+
+
+def compute_lines(lines: list[str]) -> list[str]:
+    return [m.group(0) for line in lines if (m := COMPUTE.search(line))]
 
 
 def check_dsv4(path: Path, args: list[str], log: str) -> None:
-    ours = gptcalc_says(path, args)
+    ours = gptcalc_json(path, args)["server_says"]
     assert exact_lines("\n".join(ours)) == exact_lines(log) != []
-    assert not any(COMPUTE.search(line) for line in ours)  # no estimate of this graph (llamacpp_compute refuses it)
+    # the compute buffer: ggml's allocator replayed over DeepSeek-V4's graph (calc/analysis/memory/llamacpp_hyper.py)
+    assert compute_lines(ours) == compute_lines(log.splitlines()) != []
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in DSV4_RECORDED.glob("*.log")))
@@ -198,6 +205,17 @@ def test_recorded_dsv4_lines(name: str, dsv4_ggufs: dict[bool, Path]) -> None:
     """source: the lines llama.cpp printed for this run (tests/data/llamacpp/dsv4/NAME.log)."""
     quantized, args = DSV4_RUNS[name]
     check_dsv4(dsv4_ggufs[quantized], args, (DSV4_RECORDED / f"{name}.log").read_text())
+
+
+ALLOCATOR_BYTES = allocator_bytes("dsv4")
+
+
+@pytest.mark.parametrize("name", sorted(ALLOCATOR_BYTES))
+def test_dsv4_compute_to_the_allocator_byte(name: str, dsv4_ggufs: dict[bool, Path]) -> None:
+    """source: ggml's allocator's own size for each recorded run (tests/data/llamacpp/allocator_bytes.json "dsv4",
+    read as its "source" says), which the MiB lines of the logs round."""
+    quantized, args = DSV4_RUNS[name]
+    assert gptcalc_json(dsv4_ggufs[quantized], args)["llamacpp_compute"]["bytes"] == ALLOCATOR_BYTES[name]
 
 
 def test_every_dsv4_run_is_recorded() -> None:
@@ -219,3 +237,77 @@ def test_live_dsv4(name: str, dsv4_ggufs: dict[bool, Path], request: pytest.Fixt
         kept = [m.group(0) for line in log.splitlines() if (m := EXACT.search(line) or COMPUTE.search(line))]
         (DSV4_RECORDED / f"{name}.log").write_text("\n".join(kept) + "\n")
     check_dsv4(dsv4_ggufs[quantized], args, log)
+
+
+# --- DeepSeek-V4-Flash's attention widths on a real llama.cpp ---------------------------------------------------------
+# The tiny model's 4 layers, vocabulary and experts with DeepSeek-V4-Flash's own attention widths (its config.json,
+# CONFIG: hidden 4,096, 64 heads of 512 with 64 rotary, q_lora_rank 1,024, 8 output groups of 1,024, an indexer of
+# 64 heads of 128 keeping the top 512, a window of 128). Recorded: tests/data/llamacpp/dsv4_wide/<run>.log, the lines
+# llama.cpp (the same CPU build) printed for its F16 GGUF (write_dsv4_gguf of DSV4_WIDE, about 1 GB: the live run,
+# opt-in, writes it); the default run compares the compute line and the cache lines gptcalc gives from the config
+# alone (no weights: the model buffer line is left out), and the allocator's own bytes (allocator_bytes.json
+# "dsv4_wide", read as for "dsv4").
+DSV4_WIDE_RECORDED = Path(__file__).parent / "data" / "llamacpp" / "dsv4_wide"
+WIDTHS = ("hidden_size", "num_attention_heads", "head_dim", "qk_rope_head_dim", "q_lora_rank", "o_groups",
+          "o_lora_rank", "index_n_heads", "index_head_dim", "index_topk", "sliding_window")
+DSV4_WIDE_RUNS: dict[str, list[str]] = {
+    "c4096": ["-c", "4096"],
+    "c8192-fa-off": ["-c", "8192", "-fa", "off"],
+    "c8192-q8_0": ["-c", "8192", "-ctk", "q8_0", "-ctv", "q8_0"],  # Q, K and the outputs rotated (512 x 512 inputs)
+    "np2-ub1024": ["-c", "16384", "-np", "2", "-ub", "1024"],
+}
+WIDE_BYTES = allocator_bytes("dsv4_wide")
+
+
+def dsv4_wide_config() -> dict[str, Any]:
+    from tests.gguf_files import dsv4_config
+
+    return {**dsv4_config(), **{key: CONFIG[key] for key in WIDTHS}}
+
+
+@pytest.fixture(scope="module")
+def dsv4_wide_config_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("dsv4_wide") / "config.json"
+    path.write_text(json.dumps(dsv4_wide_config()))
+    return path
+
+
+def cache_lines(lines: list[str]) -> list[str]:
+    return [line for line in exact_lines("\n".join(lines)) if not line.startswith("load_tensors")]
+
+
+@pytest.mark.parametrize("name", sorted(DSV4_WIDE_RUNS))
+def test_recorded_dsv4_wide_runs(name: str, dsv4_wide_config_file: Path) -> None:
+    """source: the lines llama.cpp printed for this run (tests/data/llamacpp/dsv4_wide/NAME.log) and its allocator's
+    size (allocator_bytes.json "dsv4_wide")."""
+    ours = gptcalc_json(dsv4_wide_config_file, DSV4_WIDE_RUNS[name])
+    log = (DSV4_WIDE_RECORDED / f"{name}.log").read_text().splitlines()
+    assert cache_lines(ours["server_says"]) == cache_lines(log) != []
+    assert compute_lines(ours["server_says"]) == compute_lines(log) != []
+    assert ours["llamacpp_compute"]["bytes"] == WIDE_BYTES[name]
+
+
+def test_every_dsv4_wide_run_is_recorded() -> None:
+    assert sorted(p.stem for p in DSV4_WIDE_RECORDED.glob("*.log")) == sorted(DSV4_WIDE_RUNS) == sorted(WIDE_BYTES)
+
+
+@pytest.mark.parametrize("name", sorted(DSV4_WIDE_RUNS))
+def test_live_dsv4_wide(name: str, dsv4_wide_config_file: Path, request: pytest.FixtureRequest,
+                        tmp_path_factory: pytest.TempPathFactory) -> None:
+    from tests.gguf_files import write_dsv4_gguf
+    from tests.test_llamacpp_conformance import completion_log, llamacpp_binary
+
+    binary = llamacpp_binary(request, "a CPU build of llama.cpp")
+    path = tmp_path_factory.getbasetemp() / "dsv4-wide.gguf"
+    if not path.exists():
+        write_dsv4_gguf(dsv4_wide_config(), path)
+    log, status = completion_log(binary, path, DSV4_WIDE_RUNS[name])
+    if "CUDA0" in log:
+        pytest.skip("a CUDA build: these runs are a CPU-only build's")
+    assert compute_lines(log.splitlines()), f"llama.cpp printed no compute line (exit {status}):\n{log[-3000:]}"
+    if request.config.getoption("--llamacpp-record"):
+        kept = [m.group(0) for line in log.splitlines() if (m := EXACT.search(line) or COMPUTE.search(line))]
+        (DSV4_WIDE_RECORDED / f"{name}.log").write_text("\n".join(kept) + "\n")
+    ours = gptcalc_json(dsv4_wide_config_file, DSV4_WIDE_RUNS[name])["server_says"]
+    assert cache_lines(ours) == cache_lines(log.splitlines())
+    assert compute_lines(ours) == compute_lines(log.splitlines())

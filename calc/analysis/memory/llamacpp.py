@@ -293,12 +293,12 @@ def _kv(label: str, members: list[KVLayers], cells: int, ctx: LlamaCppContext, k
 def llamacpp_compute(spec: ModelSpec, ctx: LlamaCppContext, device: str = "CPU") -> Compute | None:
     """The compute buffer estimate (calc/analysis/memory/llamacpp_compute.py) of the model's caches under `ctx`:
     V store indices are per V element of the widest layer (n_embd_v_gqa_max) where V is stored transposed; a
-    DSA indexer's cache holds keys alone. None for DeepSeek-V4's compressed caches (llama_kv_cache_dsv4), which
-    are not cells of a mask."""
+    DSA indexer's cache holds keys alone. DeepSeek-V4's compressed caches (llama_kv_cache_dsv4) feed a graph of
+    their own (calc/analysis/memory/llamacpp_dsv4.py compressed_compute)."""
     from calc.analysis.memory import llamacpp_dsv4
 
     if llamacpp_dsv4.has_compressed_rows(spec):
-        return None
+        return llamacpp_dsv4.compressed_compute(spec, ctx, device)
     groups = _kv_groups(spec, ctx)
     v_max = max((m.v for _, members, _ in groups for m in members), default=0)
     k_fmt = _formats(ctx)[0]

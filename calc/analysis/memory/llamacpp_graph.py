@@ -106,7 +106,8 @@ def _shape(block: Block) -> str | None:
     llm_build_jamba), each sublayer added to the stream; or a mixer and an MLP each normed after, not before
     (EXAONE 4, src/models/exaone4.cpp:107-170); a norm, then a mixer and an MLP both on it, their outputs added to
     the stream, or each on a norm of its own (`_parallel`); None for any other: post-LN,
-    pairs of sublayers or a shortcut (LongCat-Flash), a shared block (Zamba2), hyper-connections (DeepSeek-V4). A
+    pairs of sublayers or a shortcut (LongCat-Flash), a shared block (Zamba2), hyper-connections (DeepSeek-V4, whose
+    graph calc/analysis/memory/llamacpp_hyper.py builds). A
     normed residual (MiniMax-01) is a norm, a mixer, a norm and an MLP whose adds take the norm, not the stream."""
     if block.shared or block.post_ln or block.pairs != 1 or block.shortcut or block.hyper:
         return None
