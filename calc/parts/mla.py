@@ -21,7 +21,7 @@ from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 from calc.parts.transient import (F16, F32, I32, K_IDXS, MASK, POS, ROT, SWA_INPUTS, Graph, Node, Subgraph,
-                                  attention_scores, op, tensor, view)
+                                  attention_scores, op, rms_norm, tensor, view)
 
 __all__ = ["LABELS", "MLA", "Indexer"]
 
@@ -178,8 +178,7 @@ class MLA(Part):
                  view(at + "q_abs_p", at + "q_abs"), *self._rope(at + "q_pe", (p, h, n), at + "q"),
                  op(at + "q_cat", (c + p, h, n), at + "q_abs_p", at + "q_pe" + "_rope" * bool(self.rope)),
                  op(at + "kv", (c + p, n), x), view(at + "kv_c", at + "kv"),
-                 op(at + "kv_rms", (c, n), at + "kv_c", inplace=True),
-                 op(at + "kv_norm", (c, n), at + "kv_rms", inplace=True), view(at + "v_cur", at + "kv_norm"),
+                 *rms_norm(at + "kv_norm", (c, n), at + "kv_c"), view(at + "v_cur", at + "kv_norm"),
                  *self._rope(at + "k_pe", (p, 1, n), at + "kv"),
                  op(at + "k_cat", (c + p, 1, n), at + "v_cur", at + "k_pe" + "_rope" * bool(self.rope)),
                  view(at + "k2d", at + "k_cat"), Node(at + "k_store", 0, (at + "k2d", K_IDXS), external=True),
@@ -255,8 +254,8 @@ class MLA(Part):
         if not self.q_lora_rank:
             return [op(at + "q", q, x)]
         latent = (self.q_lora_rank, n)
-        return [op(at + "q_a", latent, x), op(at + "q_a_rms", latent, at + "q_a", inplace=True),
-                op(at + "q_a_norm", latent, at + "q_a_rms", inplace=True), op(at + "q", q, at + "q_a_norm")]
+        return [op(at + "q_a", latent, x), *rms_norm(at + "q_a_norm", latent, at + "q_a"),
+                op(at + "q", q, at + "q_a_norm")]
 
     def _rope(self, name: str, shape: tuple[int, ...], of: str) -> list[Node]:
         """The rope part's view of `of` and, where the layer has RoPE, its rotation: a new tensor, as its source is

@@ -141,6 +141,9 @@ def clamped_swiglu(at: str, shape: tuple[int, ...], gate: str, up: str) -> list[
             op(at + "act", shape, at + "silu_c", at + "up_c", inplace=True)]
 
 
-def rms_norm(name: str, shape: tuple[int, ...], x: str) -> list[Node]:
-    """build_norm, RMS with a weight: the norm and its scale, each an op that may run in place."""
-    return [op(name + "_rms", shape, x, inplace=True), op(name, shape, name + "_rms", inplace=True)]
+def rms_norm(name: str, shape: tuple[int, ...], x: str, weight: bool = True) -> list[Node]:
+    """build_norm, RMS: the norm and its scale by the weight (`name`), each an op that may run in place; without a
+    weight (Gemma 4's V-norm, Falcon-Mamba's dt, B and C) the norm alone is `name`. One helper, so that every part
+    names and places a norm's two nodes alike."""
+    norm = op(name + "_rms" * weight, shape, x, inplace=True)
+    return [norm, op(name, shape, norm.name, inplace=True)] if weight else [norm]
