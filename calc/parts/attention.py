@@ -34,7 +34,7 @@ from calc.parts.block_indexer import BlockIndexer
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 from calc.parts.transient import (K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph, attention_scores, op,
-                                  rms_norm, tensor, view)
+                                  rms_norm, store, tensor, view)
 
 __all__ = ["LABELS", "Attention", "HeadWidths", "QKNorm", "Rope", "attention_kind"]
 
@@ -289,9 +289,9 @@ class Attention(HeadWidths, Part):
         last = {name: nodes[-1] for name, nodes in heads.items()}
         root = {name: node.view_of or node.name for name, node in last.items()}
         stores = [] if self.kv_shared else [view(at + "k2d", root["k"], last["k"].name),
-                                            Node(at + "k_store", 0, (at + "k2d", k_idxs), external=True),
+                                            store(at + "k_store", at + "k2d", k_idxs),
                                             view(at + "v2d", root["v"], last["v"].name),
-                                            Node(at + "v_store", 0, (at + "v2d", v_idxs), external=True)]
+                                            store(at + "v_store", at + "v2d", v_idxs)]
         nodes = fused + [node for part in heads.values() for node in part] + stores + [
             view(at + "q4", root["q"], last["q"].name), view(at + "qp", root["q"], at + "q4")]
         if g.flash_attn:

@@ -21,7 +21,7 @@ from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 from calc.parts.transient import (F16, F32, I32, K_IDXS, MASK, POS, ROT, SWA_INPUTS, Graph, Node, Subgraph,
-                                  attention_scores, op, rms_norm, tensor, view)
+                                  attention_scores, op, rms_norm, store, tensor, view)
 
 __all__ = ["LABELS", "MLA", "Indexer"]
 
@@ -181,7 +181,7 @@ class MLA(Part):
                  *rms_norm(at + "kv_norm", (c, n), at + "kv_c"), view(at + "v_cur", at + "kv_norm"),
                  *self._rope(at + "k_pe", (p, 1, n), at + "kv"),
                  op(at + "k_cat", (c + p, 1, n), at + "v_cur", at + "k_pe" + "_rope" * bool(self.rope)),
-                 view(at + "k2d", at + "k_cat"), Node(at + "k_store", 0, (at + "k2d", K_IDXS), external=True),
+                 view(at + "k2d", at + "k_cat"), store(at + "k_store", at + "k2d", K_IDXS),
                  view(at + "q4", at + "q_cat"), view(at + "qp", at + "q_cat", at + "q4")]
         indexed = self._indexed(at, g, n, x, selection)
         mask = indexed[-1].name if indexed else MASK
@@ -238,7 +238,7 @@ class MLA(Part):
                 op(ix + "k_w", (hs, n), ix + "k_ln", inplace=True), op(ix + "k_b", (hs, n), ix + "k_w", inplace=True),
                 view(ix + "k3", ix + "k_b"), op(ix + "k_rope", (hs, 1, n), ix + "k3", POS, inplace=True),
                 op(ix + "k_rot", (hs, 1, n), ROT, ix + "k_rope"), view(ix + "k2d", ix + "k_rot"),
-                Node(ix + "k_store", 0, (ix + "k2d", SWA_INPUTS[K_IDXS]), external=True),
+                store(ix + "k_store", ix + "k2d", SWA_INPUTS[K_IDXS]),
                 op(ix + "q", (heads * hs, n), at + "q_a_norm"), view(ix + "q3", ix + "q"),
                 op(ix + "q_rope", (hs, heads, n), ix + "q3", POS, inplace=True),
                 op(ix + "q_rot", (hs, heads, n), ROT, ix + "q_rope"), view(ix + "q4", ix + "q_rot"),

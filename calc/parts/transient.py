@@ -127,9 +127,10 @@ def view(name: str, of: str, src: str | None = None) -> Node:
     return Node(name, 0, (src or of,), view_of=of)
 
 
-def store(name: str, src: str) -> Node:
-    """A copy of `src` into a cache's rows: its result lives in the cache's buffer, not the compute buffer."""
-    return Node(name, 0, (src,), external=True)
+def store(name: str, src: str, *rows: str) -> Node:
+    """A copy of `src` into a cache (CPY), or into the rows an index input names (SET_ROWS: K and V, `rows`): its
+    result lives in the cache's buffer, not the compute buffer, so it takes no room in the replay."""
+    return Node(name, 0, (src, *rows), external=True)
 
 
 def clamped_swiglu(at: str, shape: tuple[int, ...], gate: str, up: str) -> list[Node]:
