@@ -21,7 +21,7 @@ from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 from calc.parts.transient import (F16, F32, I32, K_IDXS, MASK, POS, ROT, SWA_INPUTS, Graph, Node, Subgraph,
-                                  attention_scores, op, rms_norm, store, tensor, view)
+                                  attention_scores, graph_input, op, rms_norm, store, tensor, view)
 
 __all__ = ["LABELS", "MLA", "Indexer"]
 
@@ -233,7 +233,7 @@ class MLA(Part):
         fused op a CPU build takes), the top-k cells (I32) made contiguous."""
         i = self.indexer
         hs, heads = i.head_dim, i.n_heads
-        return [replace(op(ROT, (hs, hs)), input=True, leaf=True),
+        return [graph_input(ROT, (hs, hs)),
                 op(ix + "k", (hs, n), x), op(ix + "k_ln", (hs, n), ix + "k"),
                 op(ix + "k_w", (hs, n), ix + "k_ln", inplace=True), op(ix + "k_b", (hs, n), ix + "k_w", inplace=True),
                 view(ix + "k3", ix + "k_b"), op(ix + "k_rope", (hs, 1, n), ix + "k3", POS, inplace=True),

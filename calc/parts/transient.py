@@ -14,14 +14,15 @@ F32 unless said, each padded to the CPU buffer's 32 bytes (TENSOR_ALIGNMENT, ggm
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from calc.spec.llamacpp import LlamaCppBuild
 
 __all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "ROT", "SWA_INPUTS", "V_IDXS", "Graph", "Node",
-           "Subgraph", "attention_scores", "clamped_swiglu", "op", "rms_norm", "store", "tensor", "view"]
+           "Subgraph", "attention_scores", "clamped_swiglu", "graph_input", "op", "rms_norm", "store", "tensor",
+           "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
 ALIGN = 32
@@ -120,6 +121,12 @@ def op(name: str, shape: tuple[int, ...], *srcs: str, inplace: bool = False, siz
     for n in shape:
         elements *= n
     return Node(name, tensor(elements, size), srcs, inplace, layout=(size, shape))
+
+
+def graph_input(name: str, shape: tuple[int, ...], size: int = F32) -> Node:
+    """One of the graph's inputs (ggml_set_input): a leaf, so the allocator places it before every node and keeps it
+    to the end (ggml/src/ggml-alloc.c:718-775)."""
+    return replace(op(name, shape, size=size), input=True, leaf=True)
 
 
 def view(name: str, of: str, src: str | None = None) -> Node:
