@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from calc.spec.llamacpp import LlamaCppBuild
 
 __all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "ROT", "SWA_INPUTS", "V_IDXS", "Graph", "Node",
-           "Subgraph", "attention_scores", "clamped_swiglu", "graph_input", "op", "rms_norm", "store", "tensor",
+           "Subgraph", "attention_scores", "clamped_swiglu", "glu", "graph_input", "op", "rms_norm", "store", "tensor",
            "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
@@ -147,6 +147,13 @@ def clamped_swiglu(at: str, shape: tuple[int, ...], gate: str, up: str) -> list[
     return [op(at + "up_c", shape, up, inplace=True), op(at + "silu", shape, gate, inplace=True),
             op(at + "silu_c", shape, at + "silu", inplace=True),
             op(at + "act", shape, at + "silu_c", at + "up_c", inplace=True)]
+
+
+def glu(at: str, shape: tuple[int, ...], gate: str, up: str, clamp: float | None = None) -> list[Node]:
+    """A gated activation of `gate` and `up`, the product `at`act, as an MLP or an MoE's experts build it: one GLU
+    node, a new tensor (GGML_OP_GLU is not in place), or where the SwiGLU is clamped (at `clamp`, a parameter of
+    the ops: no size) the four ops of `clamped_swiglu`. One function, so that both parts choose alike."""
+    return clamped_swiglu(at, shape, gate, up) if clamp else [op(at + "act", shape, gate, up)]
 
 
 def rms_norm(name: str, shape: tuple[int, ...], x: str, weight: bool = True) -> list[Node]:
