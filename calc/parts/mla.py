@@ -21,7 +21,7 @@ from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 from calc.parts.transient import (F16, F32, I32, K_IDXS, MASK, POS, ROT, SWA_INPUTS, Graph, Node, Subgraph,
-                                  attention_scores, graph_input, op, rms_norm, store, tensor, view)
+                                  attention_scores, graph_input, op, rms_norm, set_rows, store, tensor, view)
 
 __all__ = ["LABELS", "MLA", "Indexer"]
 
@@ -220,7 +220,7 @@ class MLA(Part):
         return chosen + [replace(op(ix + "zeros", (1, kept, n)), leaf=True),
                          op(ix + "zeros_f", (1, kept, n), ix + "zeros", inplace=True), view(ix + "top_v", top),
                          op(ix + "fill", (g.cells, n), MASK, inplace=True, size=mask), view(ix + "fill4", ix + "fill"),
-                         Node(ix + "set", 0, (ix + "zeros_f", ix + "top_v", ix + "fill4"), view_of=ix + "fill"),
+                         set_rows(ix + "set", ix + "zeros_f", ix + "top_v", ix + "fill4", ix + "fill"),
                          view(ix + "kept", ix + "fill", ix + "set"),
                          op(ix + "mask", (g.cells, n), ix + "kept", MASK, inplace=True, size=mask)]
 

@@ -30,7 +30,7 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.mlp import MLP, Activation
-from calc.parts.transient import I32, Graph, Node, Subgraph, glu, op, rms_norm, tensor, view
+from calc.parts.transient import I32, Graph, Node, Subgraph, glu, op, rms_norm, set_rows, tensor, view
 
 __all__ = ["LABELS", "MoE"]
 
@@ -277,7 +277,7 @@ class MoE(Part):
                 op(at + "g_order", (g, n), at + "g_sum2", size=I32), view(at + "g_used", at + "g_order"),
                 op(at + "g_kept", (per, used, n), at + "groups", at + "g_used"),
                 op(at + "g_fill", (per, g, n), at + "groups", inplace=True),
-                Node(at + "g_set", 0, (at + "g_fill", at + "g_kept", at + "g_used"), view_of=at + "g_fill"),
+                set_rows(at + "g_set", at + "g_kept", at + "g_used", at + "g_fill"),
                 view(at + "g_masked", at + "g_fill", at + "g_set")]
 
     def _shared_gate(self, at: str, shared: str, d: int, n: int, x: str) -> list[Node]:

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from calc.spec.llamacpp import LlamaCppBuild
 
 __all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "ROT", "SWA_INPUTS", "V_IDXS", "Graph", "Node",
-           "Subgraph", "attention_scores", "clamped_swiglu", "glu", "graph_input", "op", "rms_norm", "store", "tensor",
-           "view"]
+           "Subgraph", "attention_scores", "clamped_swiglu", "glu", "graph_input", "op", "rms_norm", "set_rows",
+           "store", "tensor", "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
 ALIGN = 32
@@ -138,6 +138,13 @@ def store(name: str, src: str, *rows: str) -> Node:
     """A copy of `src` into a cache (CPY), or into the rows an index input names (SET_ROWS: K and V, `rows`): its
     result lives in the cache's buffer, not the compute buffer, so it takes no room in the replay."""
     return Node(name, 0, (src, *rows), external=True)
+
+
+def set_rows(name: str, src: str, rows: str, into: str, of: str | None = None) -> Node:
+    """`src` written into the rows of `into` that `rows` names (ggml_set_rows into a tensor of this buffer): a view
+    of `into`, whose bytes `of` owns (`into` itself unless it is a view). Its sources in ggml's order, src, rows,
+    into (ggml/src/ggml.c:4030-4032: "order is weird due to legacy reasons"), which the graph's walk follows."""
+    return Node(name, 0, (src, rows, into), view_of=of or into)
 
 
 def clamped_swiglu(at: str, shape: tuple[int, ...], gate: str, up: str) -> list[Node]:

@@ -48,7 +48,7 @@ from calc.analysis.memory.llamacpp_altup import altup_stack
 from calc.parts.moe import MoE
 from calc.parts.ssm_nodes import ROWS
 from calc.parts.transient import (F32, I32, I64, K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph,
-                                  graph_input, op, rms_norm, view)
+                                  graph_input, op, rms_norm, set_rows, view)
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
                                                                       ("mixed_rows", "inp_mixed_tokens"))]
         rows += [op(name, (wide, n), name + "_unpadded") for name in ("embd", "mixed_rows")] + [view(STACK, "embd")]
     return nodes + rows + [op("mixed_dup", (wide, n), "inp_mixed_embd"),
-                           Node("mixed_set", 0, ("mixed_rows", "inp_mixed_slots", "mixed_dup"), view_of="mixed_dup"),
+                           set_rows("mixed_set", "mixed_rows", "inp_mixed_slots", "mixed_dup"),
                            *scaled]
 
 
