@@ -32,8 +32,10 @@ KEYS = {
 # How vLLM builds a model (calc/spec/vllm.py) for the architectures vLLM 0.32 serves through its Transformers
 # backend: each adapter that states it cites the line of vllm/model_executor/models/registry.py that decides it.
 TRANSFORMERS_BACKEND = {"vllm": {"implementation": "transformers"}}
-# How llama.cpp builds a model (calc/spec/llamacpp.py) whose converter class is its `llama` architecture, which
-# reads no sliding window (conversion/llama.py:17-30, src/models/llama.cpp): every layer keeps every cell.
+# How llama.cpp builds a model (calc/spec/llamacpp.py) whose window it drops, so that every layer keeps every cell:
+# one whose converter class is its `llama` architecture, which reads no sliding window (conversion/llama.py:17-30,
+# src/models/llama.cpp), and the others LlamaCppBuild.sliding_window lists (starcoder2, EXAONE 4 but its 64-layer
+# model, Phi-3)
 LLAMACPP_NO_WINDOW = {"llamacpp": {"sliding_window": False}}
 # How llama.cpp builds a model its converter's LlamaModel class writes (conversion/llama.py): a Llama-3 rope's factors
 # as rope_freqs.weight (calc/spec/llamacpp.py LlamaCppBuild.rope_factors)
@@ -41,6 +43,9 @@ LLAMA_CLASS = {"llamacpp": {"rope_factors": "llama3"}}
 # and one whose window llama.cpp's llama architecture drops: MistralForCausalLM, MixtralForCausalLM
 # (conversion/llama.py:17-30)
 LLAMA_CLASS_NO_WINDOW = {"llamacpp": {**LLAMACPP_NO_WINDOW["llamacpp"], **LLAMA_CLASS["llamacpp"]}}
+# How llama.cpp builds a model its converter's Phi3MiniModel class writes (conversion/phi.py:175-211: Phi3ForCausalLM,
+# and PhiMoEForCausalLM by its subclass): a LongRoPE's factors as rope_factors_long / _short.weight
+PHI3_CLASS = {"llamacpp": {"rope_factors": "longrope"}}
 # A model llama.cpp has no architecture for: its converter registers no class for the config's architecture
 # (conversion/*.py of the tree) and src/llama-model.cpp loads none (calc/spec/llamacpp.py LlamaCppBuild.converts)
 NO_LLAMACPP = {"llamacpp": {"converts": False}}

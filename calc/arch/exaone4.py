@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (LLAMACPP_NO_WINDOW, attention, attention_kinds, decoder, gated_mlp, kind_stack, layer_kinds,
-                              layer_runs, norm, renamed, with_defaults)
+from calc.arch.common import (LLAMA_CLASS, LLAMA_CLASS_NO_WINDOW, attention, attention_kinds, decoder, gated_mlp,
+                              kind_stack, layer_kinds, layer_runs, norm, renamed, with_defaults)
 from calc.arch.config import Config
 from calc.arch.moe_common import deepseek_moe, grouped_sigmoid
 
@@ -38,9 +38,9 @@ DEFAULTS["exaone_moe"] = {**DEFAULTS["exaone4"], "first_k_dense_replace": 1, "mo
                           "num_experts": 64, "num_experts_per_tok": 8, "num_shared_experts": 1, "norm_topk_prob": True,
                           "routed_scaling_factor": 2.5, "n_group": 1, "topk_group": 1}
 BLOCK_NAMES = {"sliding_attention": "local", "full_attention": "global"}
-# llama.cpp's converter writes a Llama-3 rope's factors as rope_freqs.weight (Exaone4Model.generate_extra_tensors,
-# conversion/exaone.py:98-125; ExaoneMoEModel is its subclass): calc/spec/llamacpp.py
-ROPE_FACTORS = {"rope_factors": "llama3"}
+# llama.cpp's converter writes a Llama-3 rope's factors as rope_freqs.weight, as LlamaModel does, so both model types
+# are built as LLAMA_CLASS says (Exaone4Model.generate_extra_tensors, conversion/exaone.py:98-125; ExaoneMoEModel is
+# its subclass)
 MLP_KINDS = ("dense", "sparse")
 
 
@@ -55,13 +55,12 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
         # llama.cpp slides a window only in the 64-layer model (EXAONE-4.0-32B); others keep every cell in every
         # layer, whatever their GGUF says (src/models/exaone4.cpp:3-14)
         return decoder(cfg, model_type, blocks, layers, rms, cfg.bool("tie_word_embeddings"),
-                       llamacpp={**ROPE_FACTORS, **({} if cfg.int("num_hidden_layers") == 64 else
-                                                    LLAMACPP_NO_WINDOW["llamacpp"])})
+                       **(LLAMA_CLASS if cfg.int("num_hidden_layers") == 64 else LLAMA_CLASS_NO_WINDOW))
     kinds = list(zip(attn_kinds, _mlp_kinds(cfg)))
     names = {kind: f"{BLOCK_NAMES[kind[0]]}_{'moe' if kind[1] == 'sparse' else 'dense'}" for kind in kinds}
     blocks = {names[kind]: _moe_block(cfg, rms, kind, window) for kind in dict.fromkeys(kinds)}
     return decoder(cfg, model_type, blocks, layer_runs([names[kind] for kind in kinds]), rms,
-                   cfg.bool("tie_word_embeddings"), llamacpp=ROPE_FACTORS)
+                   cfg.bool("tie_word_embeddings"), **LLAMA_CLASS)
 
 
 def _kinds(cfg: Config, window: int | None) -> list[str]:

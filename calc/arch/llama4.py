@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import KEYS, attention, decoder, gated_mlp, layer_runs, norm, rotary_layers, with_defaults
+from calc.arch.common import (KEYS, LLAMA_CLASS, attention, decoder, gated_mlp, layer_runs, norm, rotary_layers,
+                              with_defaults)
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -39,7 +40,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     names = {kind: ("moe" if kind[0] else "dense") + ("" if kind[1] else "_nope") for kind in dict.fromkeys(kinds)}
     blocks = {name: _block(cfg, rms, *kind) for kind, name in names.items()}
     return decoder(cfg, "llama4_text", blocks, layer_runs([names[kind] for kind in kinds]), rms,
-                   cfg.bool("tie_word_embeddings"), llamacpp={"chunk": LLAMACPP_CHUNK, "rope_factors": "llama3"})
+                   cfg.bool("tie_word_embeddings"), llamacpp={"chunk": LLAMACPP_CHUNK, **LLAMA_CLASS["llamacpp"]})
 
 
 def _moe_layers(cfg: Config, n_layers: int) -> set[int]:

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import (LLAMA_CLASS_NO_WINDOW, NO_LLAMACPP, TRANSFORMERS_BACKEND, attention, granite_scalars,
-                               norm, uniform, with_defaults)
+from calc.arch.common import (LLAMA_CLASS_NO_WINDOW, NO_LLAMACPP, PHI3_CLASS, TRANSFORMERS_BACKEND, attention,
+                              granite_scalars, norm, uniform, with_defaults)
 from calc.arch.config import Config
 from calc.arch.moe_common import experts
 
@@ -69,7 +69,7 @@ VLLM = {"flex_olmo": TRANSFORMERS_BACKEND}
 # llama.cpp converts MixtralForCausalLM as its `llama` architecture: no window (conversion/__init__.py:195), by
 # LlamaModel's class
 LLAMACPP = {"mixtral": LLAMA_CLASS_NO_WINDOW, "flex_olmo": NO_LLAMACPP,
-            "phimoe": {"llamacpp": {"rope_factors": "longrope"}}}  # PhiMoEForCausalLM: Phi3MiniModel's subclass
+            "phimoe": PHI3_CLASS}  # PhiMoEForCausalLM: Phi3MiniModel's subclass
 # How each router weighs its top_k experts (MixtralTopKRouter renormalises; OLMoE as norm_topk_prob says).
 # MixtralTopKRouter softmaxes router_logits.float() and hands its weights on in fp32; OLMoE's and FlexOlmo's
 # softmax(..., dtype=torch.float) cast them back (.to(router_logits.dtype))

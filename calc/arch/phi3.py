@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calc.arch.common import attention, gated_mlp, norm, uniform, with_defaults
+from calc.arch.common import LLAMACPP_NO_WINDOW, PHI3_CLASS, attention, gated_mlp, norm, uniform, with_defaults
 from calc.arch.config import Config
 
 __all__ = ["DEFAULTS", "spec_dict"]
@@ -35,5 +35,5 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     block = {"attention": attn, "mlp": gated_mlp(cfg, bias=False, fused_gate_up=True), "norm": rms,
              "residual_dropout": cfg.float("resid_pdrop")}
     return uniform(cfg, "phi3", block, rms, cfg.bool("tie_word_embeddings"),
-                   llamacpp={"fused_up": True, "sliding_window": False, "mlp_stream_first": True,
-                             "rope_factors": "longrope"})
+                   llamacpp={**PHI3_CLASS["llamacpp"], **LLAMACPP_NO_WINDOW["llamacpp"], "fused_up": True,
+                             "mlp_stream_first": True})

@@ -34,7 +34,7 @@ from calc.parts.block_indexer import BlockIndexer
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 from calc.parts.transient import (K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph, attention_scores, op,
-                                  tensor, view)
+                                  rms_norm, store, tensor, view)
 
 __all__ = ["LABELS", "Attention", "HeadWidths", "QKNorm", "Rope", "attention_kind"]
 
@@ -289,9 +289,9 @@ class Attention(HeadWidths, Part):
         last = {name: nodes[-1] for name, nodes in heads.items()}
         root = {name: node.view_of or node.name for name, node in last.items()}
         stores = [] if self.kv_shared else [view(at + "k2d", root["k"], last["k"].name),
-                                            Node(at + "k_store", 0, (at + "k2d", k_idxs), external=True),
+                                            store(at + "k_store", at + "k2d", k_idxs),
                                             view(at + "v2d", root["v"], last["v"].name),
-                                            Node(at + "v_store", 0, (at + "v2d", v_idxs), external=True)]
+                                            store(at + "v_store", at + "v2d", v_idxs)]
         nodes = fused + [node for part in heads.values() for node in part] + stores + [
             view(at + "q4", root["q"], last["q"].name), view(at + "qp", root["q"], at + "q4")]
         if g.flash_attn:
@@ -372,15 +372,13 @@ class Attention(HeadWidths, Part):
         if self.fused_qkv:
             nodes, base = [], x
         if norm and norm.scope == "full":  # over the whole width, before the reshape: in place (OLMo-2)
-            nodes += [op(at + what + "_rms", (width, n), base, inplace=True),
-                      op(at + what + "_normed", (width, n), at + what + "_rms", inplace=True)]
+            nodes += rms_norm(at + what + "_normed", (width, n), base)
             base = at + what + "_normed"
         nodes.append(view(at + what + "3", base))
         nodes += self._v_norm(at, shape) if what == "v" else []
         nodes += [view(at + "q_view", base, at + what + "3")] if gated else []
         if norm and norm.scope == "head":
-            nodes += [op(at + what + "_rms", shape, nodes[-1].name, inplace=True),
-                      op(at + what + "_normed", shape, at + what + "_rms", inplace=True)]
+            nodes += rms_norm(at + what + "_normed", shape, nodes[-1].name)
         if rope and self.rope is not None:
             nodes.append(op(at + what + "_rope", shape, nodes[-1].name, POS, inplace=True))
         return nodes
@@ -388,7 +386,7 @@ class Attention(HeadWidths, Part):
     def _v_norm(self, at: str, shape: tuple[int, ...]) -> list[Node]:
         """Gemma 4's values RMS-normed without a scale, from their reshaped view: a new tensor (src/models/
         gemma4.cpp:255); nothing without a V-norm."""
-        return [op(at + "v_rms", shape, at + "v3", inplace=True)] if self.v_norm else []
+        return rms_norm(at + "v_rms", shape, at + "v3", weight=False) if self.v_norm else []
 
     def block_masks(self, g: Graph) -> int:
         """MiniMax-M3's sparse layers (src/models/minimax-m3.cpp): with flash attention and a stream per sequence

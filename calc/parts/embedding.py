@@ -19,13 +19,12 @@ lookup and folds them back before the final norm (`altup_inputs`: (n - 1)·d² e
 """
 
 
-from dataclasses import replace
 from typing import Literal
 
 from calc.parts.base import Field, Part, present
 from calc.parts.hyper import HyperConnections
 from calc.parts.norm import Norm
-from calc.parts.transient import I32, Subgraph, op, rms_norm, view
+from calc.parts.transient import I32, Subgraph, graph_input, op, rms_norm, view
 
 __all__ = ["LABELS", "PER_LAYER_INPUTS", "Embedding", "Head", "PerLayerEmbedding"]
 
@@ -54,7 +53,7 @@ class PerLayerEmbedding(Part):
         layer views (calc/parts/augment.py graph_nodes)."""
         p, layers = self.width, self.n_layers
         shape = (p, layers, n)
-        nodes = [replace(op(PLE_TOKENS, (n,), size=I32), input=True, leaf=True),
+        nodes = [graph_input(PLE_TOKENS, (n,), I32),
                  op("ple_rows", (p * layers, n), PLE_TOKENS),
                  view("ple_rows3", "ple_rows"), op("ple_selected", shape, "ple_rows3", inplace=True),
                  op("ple_proj", (p * layers, n), embd), op("ple_proj_s", (p * layers, n), "ple_proj", inplace=True),

@@ -23,7 +23,7 @@ from typing import Literal
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, StateDtype, StateSpec
 from calc.parts.ssm_nodes import rs_rows, window
-from calc.parts.transient import Graph, Node, Subgraph, op, store, view
+from calc.parts.transient import Graph, Node, Subgraph, op, rms_norm, store, view
 
 __all__ = ["LABELS", "GatedDeltaNet"]
 
@@ -99,8 +99,7 @@ class GatedDeltaNet(Part):
                  op(at + "gdn", (dv * hv * n + self.k_head_dim * dv * hv * s,), q[-1].name, k_[-1].name, at + "v",
                     at + "decay", at + "beta", at + "state"),
                  view(at + "new_state", at + "gdn"), store(at + "new_state_store", at + "new_state"),
-                 view(at + "y", at + "gdn"), op(at + "y_rms", heads, at + "y", inplace=True),
-                 op(at + "y_norm", heads, at + "y_rms", inplace=True), op(at + "z", (hv * dv, n), x),
+                 view(at + "y", at + "gdn"), *rms_norm(at + "y_norm", heads, at + "y"), op(at + "z", (hv * dv, n), x),
                  view(at + "z4", at + "z"), op(at + "z_silu", heads, at + "z4", inplace=True),
                  op(at + "gated", heads, at + "y_norm", at + "z_silu", inplace=True), view(at + "flat", at + "gated"),
                  op(at + "out3", (g.d_model, t, s), at + "flat"), view(at + "out", at + "out3")]

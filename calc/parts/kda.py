@@ -25,7 +25,7 @@ from typing import Literal
 from calc.parts.base import Field, Part, present
 from calc.parts.cache import CacheSpec, StateDtype, StateSpec
 from calc.parts.ssm_nodes import conv, rs_rows
-from calc.parts.transient import Graph, Node, Subgraph, op, store, view
+from calc.parts.transient import Graph, Node, Subgraph, op, rms_norm, store, view
 
 __all__ = ["LABELS", "KimiDeltaAttention"]
 
@@ -87,8 +87,7 @@ class KimiDeltaAttention(Part):
                      at + "beta", at + "state"),
                   view(at + "new_state", at + "gdn"), store(at + "new_state_store", at + "new_state"),
                   view(at + "y", at + "gdn"), op(at + "y_c", heads, at + "y"), view(at + "y3", at + "y_c"),
-                  op(at + "y_rms", (r, h, n), at + "y3", inplace=True),
-                  op(at + "y_norm", (r, h, n), at + "y_rms", inplace=True),
+                  *rms_norm(at + "y_norm", (r, h, n), at + "y3"),
                   view(at + "x3", x), view(at + "x2", x, at + "x3"), op(at + "g_a", (r, n), at + "x2"),
                   op(at + "g_b", (w, n), at + "g_a"), view(at + "g3", at + "g_b"),
                   op(at + "g_sig", (r, h, n), at + "g3", inplace=True),

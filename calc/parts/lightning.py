@@ -14,13 +14,12 @@ Per sequence it keeps one hd x hd state per head (h·hd·hd), whatever the lengt
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Literal
 
 from calc.parts.base import Field, Part, present
 from calc.parts.cache import CacheSpec, StateDtype, StateSpec
 from calc.parts.ssm_nodes import rs_rows
-from calc.parts.transient import Graph, Node, Subgraph, op, rms_norm, store, tensor, view
+from calc.parts.transient import Graph, Node, Subgraph, graph_input, op, rms_norm, store, tensor, view
 
 __all__ = ["LABELS", "LightningAttention"]
 
@@ -75,7 +74,7 @@ class LightningAttention(Part):
         with V, stored (expanded); the gate's sigmoid times the RMS-normed output (made contiguous), out_proj."""
         at, t, s, h, hd, w = f"l{layer}.la.", g.seq_tokens(), g.n_seqs, self.n_heads, self.head_dim, self.width
         per_head, state, decay = (hd, h, t, s), (hd, hd, h, s), (1, h, t, s)
-        inputs = [replace(op(name, shape), input=True, leaf=True) for name, shape in
+        inputs = [graph_input(name, shape) for name, shape in
                   ((SLOPES, (h,)), (Q_DECAY, decay), (K_DECAY, decay), (DIAG_DECAY, (t, t, h, s)))]
         nodes = [*inputs, *rs_rows(at, hd * hd * h, g.states(), "s"), view(at + "kv_old", at + "s_rows", at + "s"),
                  view(at + "x", x), op(at + "qkv", (3 * w, t, 1, s), at + "x"),

@@ -22,7 +22,7 @@ from typing import Literal
 from calc.parts.base import Field, Part, present
 from calc.parts.cache import CacheSpec, StateDtype, StateSpec
 from calc.parts.ssm_nodes import expanded, gate, rs_rows, scan, window
-from calc.parts.transient import Graph, Subgraph, Node, op, view
+from calc.parts.transient import Graph, Subgraph, Node, op, rms_norm, view
 
 __all__ = ["LABELS", "Mamba"]
 
@@ -84,11 +84,9 @@ class Mamba(Part):
         if not (self.dt_rms_eps or self.dt_norms):
             return [view(at + "dtv", at + "xdb"), op(at + "dtq", (r, t, s), at + "dtv"), *dt,
                     view(at + "B", at + "xdb"), view(at + "C", at + "xdb")]
-        chains = []
-        for width, last in ((r, "dtq"), (n, "B"), (n, "C")):
-            rms = op(at + last + "_rms" * self.dt_norms, (width, t, s), at + last + "v", inplace=True)
-            weighted = [op(at + last, (width, t, s), rms.name, inplace=True)] if self.dt_norms else []
-            chains.append([view(at + last + "v", at + "xdb"), rms, *weighted])
+        chains = [[view(at + last + "v", at + "xdb"), *rms_norm(at + last, (width, t, s), at + last + "v",
+                                                                   weight=self.dt_norms)]
+                  for width, last in ((r, "dtq"), (n, "B"), (n, "C"))]
         return chains[0] + dt + chains[1] + chains[2]
 
     def describe(self) -> str:

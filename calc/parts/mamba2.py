@@ -22,7 +22,7 @@ from typing import Literal
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, StateDtype, StateSpec
 from calc.parts.ssm_nodes import expanded, gate, rs_rows, scan, window
-from calc.parts.transient import Graph, Subgraph, op, view
+from calc.parts.transient import Graph, Subgraph, op, rms_norm, view
 
 __all__ = ["LABELS", "Mamba2"]
 
@@ -102,8 +102,7 @@ class Mamba2(Part):
         tail = gate(at, at + "xz", at + "x", shape)
         if self.gated_norm:
             grouped = (i // self.n_groups, self.n_groups, t, s)
-            tail += [view(at + "grouped", at + "swiglu"), op(at + "y_rms", grouped, at + "grouped", inplace=True),
-                     op(at + "y_norm", grouped, at + "y_rms", inplace=True)]
+            tail += [view(at + "grouped", at + "swiglu"), *rms_norm(at + "y_norm", grouped, at + "grouped")]
         flat = tail[-1].name
         tail += [view(at + "y2d", flat), op(at + "out", (g.d_model, t * s), at + "y2d")]
         return Subgraph(rs_rows(at, (k - 1) * c, s) + body + tail, expanded(at), at + "out")

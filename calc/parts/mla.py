@@ -21,7 +21,7 @@ from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 from calc.parts.transient import (F16, F32, I32, K_IDXS, MASK, POS, ROT, SWA_INPUTS, Graph, Node, Subgraph,
-                                  attention_scores, op, tensor, view)
+                                  attention_scores, graph_input, op, rms_norm, set_rows, store, tensor, view)
 
 __all__ = ["LABELS", "MLA", "Indexer"]
 
@@ -178,11 +178,10 @@ class MLA(Part):
                  view(at + "q_abs_p", at + "q_abs"), *self._rope(at + "q_pe", (p, h, n), at + "q"),
                  op(at + "q_cat", (c + p, h, n), at + "q_abs_p", at + "q_pe" + "_rope" * bool(self.rope)),
                  op(at + "kv", (c + p, n), x), view(at + "kv_c", at + "kv"),
-                 op(at + "kv_rms", (c, n), at + "kv_c", inplace=True),
-                 op(at + "kv_norm", (c, n), at + "kv_rms", inplace=True), view(at + "v_cur", at + "kv_norm"),
+                 *rms_norm(at + "kv_norm", (c, n), at + "kv_c"), view(at + "v_cur", at + "kv_norm"),
                  *self._rope(at + "k_pe", (p, 1, n), at + "kv"),
                  op(at + "k_cat", (c + p, 1, n), at + "v_cur", at + "k_pe" + "_rope" * bool(self.rope)),
-                 view(at + "k2d", at + "k_cat"), Node(at + "k_store", 0, (at + "k2d", K_IDXS), external=True),
+                 view(at + "k2d", at + "k_cat"), store(at + "k_store", at + "k2d", K_IDXS),
                  view(at + "q4", at + "q_cat"), view(at + "qp", at + "q_cat", at + "q4")]
         indexed = self._indexed(at, g, n, x, selection)
         mask = indexed[-1].name if indexed else MASK
@@ -221,7 +220,7 @@ class MLA(Part):
         return chosen + [replace(op(ix + "zeros", (1, kept, n)), leaf=True),
                          op(ix + "zeros_f", (1, kept, n), ix + "zeros", inplace=True), view(ix + "top_v", top),
                          op(ix + "fill", (g.cells, n), MASK, inplace=True, size=mask), view(ix + "fill4", ix + "fill"),
-                         Node(ix + "set", 0, (ix + "zeros_f", ix + "top_v", ix + "fill4"), view_of=ix + "fill"),
+                         set_rows(ix + "set", ix + "zeros_f", ix + "top_v", ix + "fill4", ix + "fill"),
                          view(ix + "kept", ix + "fill", ix + "set"),
                          op(ix + "mask", (g.cells, n), ix + "kept", MASK, inplace=True, size=mask)]
 
@@ -234,12 +233,12 @@ class MLA(Part):
         fused op a CPU build takes), the top-k cells (I32) made contiguous."""
         i = self.indexer
         hs, heads = i.head_dim, i.n_heads
-        return [replace(op(ROT, (hs, hs)), input=True, leaf=True),
+        return [graph_input(ROT, (hs, hs)),
                 op(ix + "k", (hs, n), x), op(ix + "k_ln", (hs, n), ix + "k"),
                 op(ix + "k_w", (hs, n), ix + "k_ln", inplace=True), op(ix + "k_b", (hs, n), ix + "k_w", inplace=True),
                 view(ix + "k3", ix + "k_b"), op(ix + "k_rope", (hs, 1, n), ix + "k3", POS, inplace=True),
                 op(ix + "k_rot", (hs, 1, n), ROT, ix + "k_rope"), view(ix + "k2d", ix + "k_rot"),
-                Node(ix + "k_store", 0, (ix + "k2d", SWA_INPUTS[K_IDXS]), external=True),
+                store(ix + "k_store", ix + "k2d", SWA_INPUTS[K_IDXS]),
                 op(ix + "q", (heads * hs, n), at + "q_a_norm"), view(ix + "q3", ix + "q"),
                 op(ix + "q_rope", (hs, heads, n), ix + "q3", POS, inplace=True),
                 op(ix + "q_rot", (hs, heads, n), ROT, ix + "q_rope"), view(ix + "q4", ix + "q_rot"),
@@ -255,8 +254,8 @@ class MLA(Part):
         if not self.q_lora_rank:
             return [op(at + "q", q, x)]
         latent = (self.q_lora_rank, n)
-        return [op(at + "q_a", latent, x), op(at + "q_a_rms", latent, at + "q_a", inplace=True),
-                op(at + "q_a_norm", latent, at + "q_a_rms", inplace=True), op(at + "q", q, at + "q_a_norm")]
+        return [op(at + "q_a", latent, x), *rms_norm(at + "q_a_norm", latent, at + "q_a"),
+                op(at + "q", q, at + "q_a_norm")]
 
     def _rope(self, name: str, shape: tuple[int, ...], of: str) -> list[Node]:
         """The rope part's view of `of` and, where the layer has RoPE, its rotation: a new tensor, as its source is

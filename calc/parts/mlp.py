@@ -13,7 +13,7 @@ and Step-3.7's clamped SwiGLU (`clamp` c) is min(act(gate), c) × clip(up, −c,
 from typing import Literal, get_args
 
 from calc.parts.base import Field, Part, present
-from calc.parts.transient import Graph, Subgraph, clamped_swiglu, op
+from calc.parts.transient import Graph, Subgraph, glu, op
 
 __all__ = ["ACTIVATION_PARAMS", "LABELS", "MLP", "WRITTEN_GELUS"]
 
@@ -89,9 +89,7 @@ class MLP(Part):
             return Subgraph(nodes, [], at + "down")
         up = [op(at + "up", (f, n), x), *([op(at + "up_b", (f, n), at + "up", inplace=True)] if self.bias else [])]
         if self.gated:
-            glu = clamped_swiglu(at, (f, n), at + "gate", at + "up") if self.clamp else \
-                [op(at + "act", (f, n), at + "gate", at + "up")]
-            act = [op(at + "gate", (f, n), x), *glu]
+            act = [op(at + "gate", (f, n), x), *glu(at, (f, n), at + "gate", at + "up", self.clamp)]
         elif self.activation == "relu2":
             act = [op(at + "relu", (f, n), at + "up", inplace=True), op(at + "act", (f, n), at + "relu", inplace=True)]
         else:

@@ -30,7 +30,7 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.mlp import MLP, Activation
-from calc.parts.transient import I32, Graph, Node, Subgraph, clamped_swiglu, op, rms_norm, tensor, view
+from calc.parts.transient import I32, Graph, Node, Subgraph, glu, op, rms_norm, set_rows, tensor, view
 
 __all__ = ["LABELS", "MoE"]
 
@@ -271,7 +271,7 @@ class MoE(Part):
             return [*self._biased(at, "up", (self.d_ff, k, n), at + "x3"), *self._act(at, k, n)]
         shape = (self.d_ff, k, n)
         return [op(at + "gate_up", (2 * self.d_ff, k, n), at + "x3", at + "topk"), view(at + "gate", at + "gate_up"),
-                view(at + "up", at + "gate_up"), op(at + "act", shape, at + "gate", at + "up")]
+                view(at + "up", at + "gate_up"), *glu(at, shape, at + "gate", at + "up")]
 
     def _groups(self, at: str, selection: str, n: int) -> list[Node]:
         """DeepSeek-V3's group-limited choice as llama.cpp builds it (src/llama-graph.cpp:2132-2154), whatever the
@@ -288,7 +288,7 @@ class MoE(Part):
                 op(at + "g_order", (g, n), at + "g_sum2", size=I32), view(at + "g_used", at + "g_order"),
                 op(at + "g_kept", (per, used, n), at + "groups", at + "g_used"),
                 op(at + "g_fill", (per, g, n), at + "groups", inplace=True),
-                Node(at + "g_set", 0, (at + "g_fill", at + "g_kept", at + "g_used"), view_of=at + "g_fill"),
+                set_rows(at + "g_set", at + "g_kept", at + "g_used", at + "g_fill"),
                 view(at + "g_masked", at + "g_fill", at + "g_set")]
 
     def _shared_gate(self, at: str, shared: str, d: int, n: int, x: str) -> list[Node]:
@@ -313,9 +313,7 @@ class MoE(Part):
         shape, up = (self.d_ff, k, n), at + ("up_b" if self.expert_bias else "up")
         if self.gated:
             gate = self._biased(at, "gate", shape, at + "x3")
-            glu = clamped_swiglu(at, shape, gate[-1].name, up) if self.clamp else \
-                [op(at + "act", shape, gate[-1].name, up)]
-            return [*gate, *glu]
+            return [*gate, *glu(at, shape, gate[-1].name, up, self.clamp)]
         return [op(at + "relu", shape, up, inplace=True), op(at + "act", shape, at + "relu", inplace=True)]
 
     def describe(self) -> str:

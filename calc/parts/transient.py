@@ -14,14 +14,15 @@ F32 unless said, each padded to the CPU buffer's 32 bytes (TENSOR_ALIGNMENT, ggm
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from calc.spec.llamacpp import LlamaCppBuild
 
 __all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "ROT", "SWA_INPUTS", "V_IDXS", "Graph", "Node",
-           "Subgraph", "attention_scores", "clamped_swiglu", "op", "rms_norm", "store", "tensor", "view"]
+           "Subgraph", "attention_scores", "clamped_swiglu", "glu", "graph_input", "op", "rms_norm", "set_rows",
+           "store", "tensor", "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
 ALIGN = 32
@@ -122,14 +123,28 @@ def op(name: str, shape: tuple[int, ...], *srcs: str, inplace: bool = False, siz
     return Node(name, tensor(elements, size), srcs, inplace, layout=(size, shape))
 
 
+def graph_input(name: str, shape: tuple[int, ...], size: int = F32) -> Node:
+    """One of the graph's inputs (ggml_set_input): a leaf, so the allocator places it before every node and keeps it
+    to the end (ggml/src/ggml-alloc.c:718-775)."""
+    return replace(op(name, shape, size=size), input=True, leaf=True)
+
+
 def view(name: str, of: str, src: str | None = None) -> Node:
     """A view (view, reshape, transpose, permute) of `src`, whose bytes `of` owns."""
     return Node(name, 0, (src or of,), view_of=of)
 
 
-def store(name: str, src: str) -> Node:
-    """A copy of `src` into a cache's rows: its result lives in the cache's buffer, not the compute buffer."""
-    return Node(name, 0, (src,), external=True)
+def store(name: str, src: str, *rows: str) -> Node:
+    """A copy of `src` into a cache (CPY), or into the rows an index input names (SET_ROWS: K and V, `rows`): its
+    result lives in the cache's buffer, not the compute buffer, so it takes no room in the replay."""
+    return Node(name, 0, (src, *rows), external=True)
+
+
+def set_rows(name: str, src: str, rows: str, into: str, of: str | None = None) -> Node:
+    """`src` written into the rows of `into` that `rows` names (ggml_set_rows into a tensor of this buffer): a view
+    of `into`, whose bytes `of` owns (`into` itself unless it is a view). Its sources in ggml's order, src, rows,
+    into (ggml/src/ggml.c:4030-4032: "order is weird due to legacy reasons"), which the graph's walk follows."""
+    return Node(name, 0, (src, rows, into), view_of=of or into)
 
 
 def clamped_swiglu(at: str, shape: tuple[int, ...], gate: str, up: str) -> list[Node]:
@@ -141,6 +156,16 @@ def clamped_swiglu(at: str, shape: tuple[int, ...], gate: str, up: str) -> list[
             op(at + "act", shape, at + "silu_c", at + "up_c", inplace=True)]
 
 
-def rms_norm(name: str, shape: tuple[int, ...], x: str) -> list[Node]:
-    """build_norm, RMS with a weight: the norm and its scale, each an op that may run in place."""
-    return [op(name + "_rms", shape, x, inplace=True), op(name, shape, name + "_rms", inplace=True)]
+def glu(at: str, shape: tuple[int, ...], gate: str, up: str, clamp: float | None = None) -> list[Node]:
+    """A gated activation of `gate` and `up`, the product `at`act, as an MLP or an MoE's experts build it: one GLU
+    node, a new tensor (GGML_OP_GLU is not in place), or where the SwiGLU is clamped (at `clamp`, a parameter of
+    the ops: no size) the four ops of `clamped_swiglu`. One function, so that both parts choose alike."""
+    return clamped_swiglu(at, shape, gate, up) if clamp else [op(at + "act", shape, gate, up)]
+
+
+def rms_norm(name: str, shape: tuple[int, ...], x: str, weight: bool = True) -> list[Node]:
+    """build_norm, RMS: the norm and its scale by the weight (`name`), each an op that may run in place; without a
+    weight (Gemma 4's V-norm, Falcon-Mamba's dt, B and C) the norm alone is `name`. One helper, so that every part
+    names and places a norm's two nodes alike."""
+    norm = op(name + "_rms" * weight, shape, x, inplace=True)
+    return [norm, op(name, shape, norm.name, inplace=True)] if weight else [norm]

@@ -47,8 +47,8 @@ from calc.analysis.memory.ggml_alloc import forward_order
 from calc.analysis.memory.llamacpp_altup import altup_stack
 from calc.parts.moe import MoE
 from calc.parts.ssm_nodes import ROWS
-from calc.parts.transient import (F32, I32, I64, K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph, op,
-                                  rms_norm, view)
+from calc.parts.transient import (F32, I32, I64, K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph,
+                                  graph_input, op, rms_norm, set_rows, view)
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
         leaves += [(names[MASK], (cache.cells, n), cache.mask), (names[K_IDXS], (n,), I64),
                    (names[V_IDXS], (n, max(1, cache.v_indices)), I64)]
     leaves += [(SCALE_ROWS, (1, n), F32)] if spec.llamacpp.scale_rows else []
-    nodes = [replace(op(name, shape, size=size), input=True, leaf=True) for name, shape, size in leaves]
+    nodes = [graph_input(name, shape, size) for name, shape, size in leaves]
     scaled = [op(EMBD, (d, n), "embd", SCALE_ROWS, inplace=True)] if spec.llamacpp.scale_rows else []
     rows = [op("embd", (d, n), "inp_tokens"), op("mixed_rows", (d, n), "inp_mixed_tokens")]
     if spec.llamacpp.deepstack:
@@ -84,7 +84,7 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
                                                                       ("mixed_rows", "inp_mixed_tokens"))]
         rows += [op(name, (wide, n), name + "_unpadded") for name in ("embd", "mixed_rows")] + [view(STACK, "embd")]
     return nodes + rows + [op("mixed_dup", (wide, n), "inp_mixed_embd"),
-                           Node("mixed_set", 0, ("mixed_rows", "inp_mixed_slots", "mixed_dup"), view_of="mixed_dup"),
+                           set_rows("mixed_set", "mixed_rows", "inp_mixed_slots", "mixed_dup"),
                            *scaled]
 
 
