@@ -248,7 +248,7 @@ def test_each_rank_profiles_its_own_peak_the_sampler_on_the_last_rank_only() -> 
 
 def test_the_busiest_gpu_is_tensorrt_llms_split_and_the_table_the_pool_ranks() -> None:
     """Llama-3.1-70B on 48 H100s, tp 8 x pp 6: TensorRT-LLM's ranks hold 14, 14, 13, 13, 13, 13 layers (vLLM's split
-    would be 13, 13, 13, 14, 14, 13, its busiest GPU 14 layers and no embedding). One GPU's layer is 213,942,272 B
+    would be 13, 13, 13, 14, 14, 13, its busiest GPU the last: 13 layers and the head). One GPU's layer is 213,942,272 B
     (its matrices / 8, its norms whole, at 2 B), its cache 512 B a token (K and V of its one KV head of 128 at 2 B,
     8 heads / tp 8 = 1), the embedding's and head's vocabulary rows / 8. The busiest GPU is rank 0's (the embedding and
     14 layers), the headline's figures and the budget's; it offers the fewest tokens and its budget is the table's."""
