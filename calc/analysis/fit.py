@@ -6,7 +6,9 @@ server runs: tensor parallel within a node (tp = count up to 8), pipeline stages
 GPUs (ep = tp). Each is validated by `validate_layout` (the rules memory and budgets apply), sized with the
 weights as stored (quantisation included) on the busiest GPU, and given the engine's start-up budget
 (calc/analysis/memory/startup.py): a layout serves when its KV pool holds `concurrency` requests of
-`seq` tokens. Candidates are ranked by GPU count, then by the card's memory (the smaller card first),
+`seq` tokens. Under TensorRT-LLM a layout with pipeline stages is split as it splits the layers, each rank
+with its own budget and pools (calc.analysis.memory.trtllm_v2_pp): the row's pool is the rank's whose pools
+hold the fewest tokens. Candidates are ranked by GPU count, then by the card's memory (the smaller card first),
 then by the most requests they hold.
 """
 
