@@ -38,8 +38,8 @@ request one rank cannot hold. Each link at the NVIDIA/TensorRT-LLM commit it was
 The tokens gptcalc shows are the fewest any rank's pools hold (a request holds blocks on every rank), and the pool
 figures (slots, bytes a slot, budget) are that rank's, as are memory's budget table and fit's KV pool
 (KVPool.rank_budget); each line is prefixed with the rank it comes from ("[PP rank 1, layers 40-79]", gptcalc's label,
-not the engine's log format). Every other figure under --engine trtllm follows TensorRT-LLM's split too: the busiest GPU the headline and the
-budget's answer describe is the busiest of these ranks (budget.inference with trtllm_pp_parts).
+not the engine's log format). Every other figure under --engine trtllm follows TensorRT-LLM's split too: the busiest
+GPU the headline and the budget's answer describe is the busiest of these ranks (budget.inference with trtllm_pp_parts).
 """
 
 from __future__ import annotations
