@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
@@ -242,14 +243,15 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         spec = without_mtp(spec)
     held = (spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout, scheme, stored,
             parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0, text_only, encoder_replicated)
-    result = inference(*held)
+    ranked = engine == "trtllm" and layout.pp > 1  # TensorRT-LLM's own layer split, each rank its own budget
+    result = inference(*held, parts=_trtllm_parts(spec, layout) if ranked else None)
     if dp_attention is not None:
         result = _dp_attention(spec, result, layout, engine, dp_attention, text_only, settings)
     pictures = _image_cost(spec, image, images, kv_dtype, text_only)
     sizes = (_size(activation_memory, "--activation-memory"), _size(non_torch_memory, "--non-torch-memory"),
              _size(cuda_graph_memory, "--cuda-graph-memory"))
     encoder_activation = _size(encoder_activation_memory, "--encoder-activation-memory")
-    startup = gpu = None
+    startup = gpu = budget_of = None
     if engine and target:
         from calc.analysis.memory.startup import STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights, \
             startup_budget
@@ -260,10 +262,12 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         if engine in STARTUP_ENGINES and kv_memory is None:
             reserves = Reserves(fraction, *sizes, max_batched, max_seqs, encoder_cache_size, mm_limit,
                                 encoder_activation)
-            startup = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
-                                     extra=extra, max_model_len=tokens, encoder_tp=encoder_tp,
-                                     draft=settings.draft(engine, spec, result.weights, layout),
-                                     dp=dp_attention.size if dp_attention is not None else None)
+            budget_of = partial(startup_budget, engine, spec, gpu, tp=layout.tp, pp=layout.pp, reserves=reserves,
+                                extra=extra, max_model_len=tokens, encoder_tp=encoder_tp,
+                                draft=settings.draft(engine, spec, result.weights, layout),
+                                dp=dp_attention.size if dp_attention is not None else None)
+            startup = budget_of(result.weights.total_bytes, layers=_trtllm_layers(spec, layout, result)
+                                if ranked else None)
     if startup is not None:
         startup.check()
         if engine == "trtllm":
@@ -278,12 +282,12 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         whole = _whole_kv(spec, tokens, batch, kv_dtype, layout, mla_expanded) if layout.pp > 1 else None
         stages = _sglang_stages(spec, whole, layout, result.weights, pool_bytes,
                                 kv_memory is not None) if engine == "sglang" and whole else ()
-        ranks = _trtllm_ranks(held, spec, layout, whole, result.weights, pool_bytes, startup) \
-            if engine == "trtllm" and whole else None
+        ranks = _trtllm_ranks(spec, result, whole, pool_bytes, budget_of if startup else None) if ranked else None
         pool = settings.pool(spec, result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
                              max_batched or (_vllm_batch_default(startup.total) if startup else 2048), layout,
                              gpu.capability if gpu else None, stages,
                              _hisparse(spec, hisparse_host_pool, hisparse_device_buffer), ranks)
+        startup = pool.rank_budget or startup  # under --pp, the budget of the rank whose pool the figures are
     else:
         settings.refuse_without_pool()
         if hisparse_host_pool is not None or hisparse_device_buffer is not None:
@@ -360,15 +364,26 @@ def _sglang_stages(spec: Any, whole: Any, layout: Any, weights: Any, pool_bytes:
     return sglang_stages(spec, count_params(spec), weights, whole, layout, pool_bytes, given)
 
 
-def _trtllm_ranks(held: tuple[Any, ...], spec: Any, layout: Any, whole: Any, weights: Any, pool_bytes: int,
-                  startup: Any) -> Any:
-    """TensorRT-LLM's pipeline ranks, each its layers and budget (trtllm_v2_pp.pipeline_ranks), from what each GPU
-    holds (inference with the `held` arguments) with the layers split as TensorRT-LLM splits them."""
-    from calc.analysis.memory import inference
-    from calc.analysis.memory.trtllm_v2_pp import pipeline_ranks, trtllm_pp_parts
+def _trtllm_parts(spec: Any, layout: Any) -> list[int]:
+    """Layers per pipeline rank as TensorRT-LLM splits them (trtllm_v2_pp.trtllm_pp_parts)."""
+    from calc.analysis.memory.trtllm_v2_pp import trtllm_pp_parts
 
-    shares = inference(*held, parts=trtllm_pp_parts(spec.n_layers, layout.pp)).gpus
-    return pipeline_ranks(spec, shares, whole, weights.total_bytes, pool_bytes, startup)
+    return trtllm_pp_parts(spec.n_layers, layout.pp)
+
+
+def _trtllm_layers(spec: Any, layout: Any, result: Any) -> range:
+    """The layers of the busiest GPU's rank, which its own profiling run forwards (trtllm_v2_pp.rank_layers)."""
+    from calc.analysis.memory.trtllm_v2_pp import rank_layers
+
+    return rank_layers(spec.n_layers, layout.pp, result.busiest_stage)
+
+
+def _trtllm_ranks(spec: Any, result: Any, whole: Any, pool_bytes: int, budget_of: Any) -> Any:
+    """TensorRT-LLM's pipeline ranks, each its layers and budget (trtllm_v2_pp.pipeline_ranks), from what each GPU
+    of `result` (its stages split as TensorRT-LLM splits them) holds."""
+    from calc.analysis.memory.trtllm_v2_pp import pipeline_ranks
+
+    return pipeline_ranks(spec, result.gpus, whole, pool_bytes, budget_of)
 
 
 def _vllm_batch_default(total: int) -> int:

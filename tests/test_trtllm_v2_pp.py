@@ -34,6 +34,7 @@ import math
 
 from click.testing import CliRunner
 
+from calc.analysis.memory.parallel import pp_partitions
 from calc.analysis.memory.trtllm_v2_pp import trtllm_pp_parts
 from calc.cli import main
 
@@ -41,6 +42,25 @@ GIB = 2**30
 MIB = 2**20
 BLOCK, MAX_NUM_TOKENS, MAX_BATCH_SIZE, RESUME = 32, 8192, 2048, 0.95
 H100_TOTAL = 85_061_827_297  # the H100's total as CUDA reports it (79.22 GiB, vllm-project/vllm#10511: the catalog's)
+NON_TORCH = round(0.2 * GIB)  # gptcalc's non-torch default (calc/analysis/memory/startup.py NON_TORCH: vllm#14447)
+# Llama-3.1-70B (presets/llama-3.1-70b.yaml): one layer's parameters, q, o 8,192^2, k, v 8,192 x 1,024, gate, up, down
+# 8,192 x 28,672 and two norms; the vocabulary rows of the embedding and of the head; 8 KV heads of 128.
+L70_MATRICES = (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672, 2 * 8192)
+L70_VOCAB = 128256 * 8192
+
+
+def _l70_layer_bytes(tp: int) -> int:
+    """One Llama-3.1-70B layer on one of `tp` GPUs at 2 B: its matrices split tp ways, its norms whole."""
+    return 2 * (L70_MATRICES[0] // tp + L70_MATRICES[1])
+
+
+def _l70_activation(tp: int, last: bool) -> int:
+    """gptcalc's activation estimate for one rank's profiling run (startup.activation_estimate) of TensorRT-LLM's
+    max_num_tokens = 8,192 tokens at 2 B: the residual stream and hidden states (2 x 8,192 wide) and the layer's
+    outputs, 104,450 elements a token (its parameters / 8,192: 8,192 + 1,024 + 1,024 + 8,192 + 3 x 28,672 + 2) split
+    tp ways; on the last rank alone, the sampler's fp32 logits and probabilities over one row of 128,256."""
+    widest = sum(L70_MATRICES) // 8192
+    return 8192 * 2 * (2 * 8192 + -(-widest // tp)) + (128256 * 4 * 2 if last else 0)
 
 
 def _answer(*args: str) -> dict:
@@ -77,9 +97,12 @@ def _one_pool_tokens(quota: int, slot: int) -> int:
 
 
 def test_tensorrt_llm_gives_the_first_ranks_the_extra_layers() -> None:
-    """tensor_split: 62 = 3 x 20 + 2, 32 = 3 x 10 + 2, 62 = 12 x 5 + 2 (vLLM gives the last ranks them instead)."""
-    assert trtllm_pp_parts(62, 3) == [21, 21, 20] and trtllm_pp_parts(32, 3) == [11, 11, 10]
+    """tensor_split: 62 = 3 x 20 + 2, 32 = 3 x 10 + 2, 62 = 12 x 5 + 2, 80 = 6 x 13 + 2. vLLM's get_pp_indices
+    (vllm/distributed/utils.py: the remainder one each from the second-to-last rank backwards) agrees where the
+    remainder is pp - 1 (62 over 3) and differs otherwise: 80 over 6 gives ranks 3 and 4 the extra layers there."""
+    assert trtllm_pp_parts(62, 3) == [21, 21, 20] == pp_partitions(62, 3) and trtllm_pp_parts(32, 3) == [11, 11, 10]
     assert trtllm_pp_parts(80, 2) == [40, 40] and trtllm_pp_parts(62, 12) == [6, 6] + [5] * 10
+    assert trtllm_pp_parts(80, 6) == [14, 14, 13, 13, 13, 13] and pp_partitions(80, 6) == [13, 13, 13, 14, 14, 13]
 
 
 def test_llama_31_70b_on_two_h100s_each_rank_sizes_its_own_pool_at_the_fewest_tokens() -> None:
@@ -198,3 +221,61 @@ def test_dsa_ranks_count_layers_not_buffers_and_price_the_index_keys() -> None:
     assert quotas[1] < quotas[0] and v2["binding_pp_rank"] == 0
     assert "[PP rank 1, layers 31-60] DSACacheManagerV2 role-to-pool/lifecycle mapping:" in answer["server_says"]
     assert "[PP rank 1, layers 31-60] role=index_key, pool_group_id=0, layer_group_id=0" in answer["server_says"]
+
+
+def test_each_rank_profiles_its_own_peak_the_sampler_on_the_last_rank_only() -> None:
+    """Each rank's KvCacheCreator.configure_kv_cache_capacity (_util.py at 0004396720) reads its own GPU's torch peak;
+    every rank forwards the same 8,192 tokens through its own layers (the first its embedding, the others receiving
+    the hidden states and residual: modeling_utils.py at 000a01de66, DecoderModel.__pp_init__), and only the last holds
+    the LM head (DecoderModelForCausalLM.__pp_init__) and samples (py_executor.py at 9521caf469, _executor_loop_pp:
+    "Async forward (all ranks) and decoding pass (last rank only)"). So the first rank of Llama-3.1-70B's two has
+    the sampler's 1,026,048 B less in its peak and, with the final norm's 16,384 B, (1,026,048 + 16,384) x 0.9 B more in
+    its budget (to the byte after each int()); the last rank binds, and the table and pool line are its own."""
+    weights = [2 * L70_VOCAB + 40 * _l70_layer_bytes(1), 40 * _l70_layer_bytes(1) + 2 * 8192 + 2 * L70_VOCAB]
+    activations = [_l70_activation(1, last=False), _l70_activation(1, last=True)]
+    budgets = [int((H100_TOTAL - w - a - NON_TORCH) * 0.9) for w, a in zip(weights, activations)]
+    assert activations[1] - activations[0] == 1_026_048 and budgets[0] - budgets[1] == 938_188
+    answer = _answer("llama-3.1-70b", "--budget", "2xH100", "--pp", "2", "--seq", "8192")
+    v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
+    assert [(r["activation_bytes"], r["kv_memory_bytes"]) for r in v2["ranks"]] == list(zip(activations, budgets))
+    assert v2["binding_pp_rank"] == 1 and answer["engine_budget"]["kv_memory_bytes"] == budgets[1]
+    assert [t["bytes"] for t in answer["engine_budget"]["terms"][:2]] == [weights[1], activations[1]]
+    text = CliRunner(env={"COLUMNS": "1000"}).invoke(main, ["memory", "llama-3.1-70b", "--engine", "trtllm", "--budget",
+                                                            "2xH100", "--pp", "2", "--seq", "8192"]).output
+    assert "trtllm on one H100-80GB [PP rank 1, layers 40-79]: the KV pool, term by term" in text
+    assert f"trtllm's KV pool [PP rank 1, layers 40-79]: {budgets[1]:,} B at 163,840 B per token" in text
+
+
+def test_the_busiest_gpu_is_tensorrt_llms_split_and_the_table_the_pool_ranks() -> None:
+    """Llama-3.1-70B on 48 H100s, tp 8 x pp 6: TensorRT-LLM's ranks hold 14, 14, 13, 13, 13, 13 layers (vLLM's split
+    would be 13, 13, 13, 14, 14, 13, its busiest GPU the last: 13 layers and the head). One GPU's layer is 213,942,272 B
+    (its matrices / 8, its norms whole, at 2 B), its cache 512 B a token (K and V of its one KV head of 128 at 2 B,
+    8 heads / tp 8 = 1), the embedding's and head's vocabulary rows / 8. The busiest GPU is rank 0's (the embedding and
+    14 layers), the headline's figures and the budget's; it offers the fewest tokens and its budget is the table's."""
+    layer, head = _l70_layer_bytes(8), 2 * L70_VOCAB // 8
+    counts = trtllm_pp_parts(80, 6)
+    weights = [n * layer + (head if rank == 0 else 0) + (head + 2 * 8192 if rank == 5 else 0)
+               for rank, n in enumerate(counts)]
+    cache = [n * 512 * 8192 for n in counts]
+    answer = _answer("llama-3.1-70b", "--budget", "48xH100", "--tp", "8", "--pp", "6", "--seq", "8192")
+    assert [(s["weights_bytes"], s["kv_bytes"]) for s in answer["stages"]] == list(zip(weights, cache))
+    assert answer["weights"]["total_bytes"] == weights[0] == 3_257_860_096
+    assert answer["kv_cache"]["total_bytes"] == cache[0]
+    budget = int((H100_TOTAL - weights[0] - _l70_activation(8, last=False) - NON_TORCH) * 0.9)
+    v2 = answer["engine"]["trtllm_kv_cache_manager_v2"]
+    assert v2["binding_pp_rank"] == 0 and v2["ranks"][0]["kv_memory_bytes"] == budget
+    assert answer["engine_budget"]["kv_memory_bytes"] == budget
+    assert answer["budget"]["budget_bytes"] == budget + weights[0]
+
+
+def test_fit_shows_the_pool_ranks_budget_and_the_busiest_ranks_weights() -> None:
+    """fit's tp 8 x pp 6 row of Llama-3.1-70B on H100s: the weights are TensorRT-LLM's busiest rank's (rank 0's
+    embedding and 14 layers, 3.03 GiB, where vLLM's split has 2.83) and the KV pool its budget, the rank whose pool
+    gives the tokens (as memory's, above)."""
+    result = CliRunner().invoke(main, ["fit", "llama-3.1-70b", "--seq", "8k", "--gpus", "H100", "--engine", "trtllm",
+                                       "--json"])
+    assert result.exit_code == 0, result.output
+    row = next(c for c in json.loads(result.output)["candidates"] if (c["tp"], c["pp"]) == (8, 6))
+    weights = 14 * _l70_layer_bytes(8) + 2 * L70_VOCAB // 8
+    budget = int((H100_TOTAL - weights - _l70_activation(8, last=False) - NON_TORCH) * 0.9)
+    assert row["weights_bytes_per_gpu"] == weights and row["kv_memory_bytes"] == budget

@@ -6,13 +6,16 @@ server runs: tensor parallel within a node (tp = count up to 8), pipeline stages
 GPUs (ep = tp). Each is validated by `validate_layout` (the rules memory and budgets apply), sized with the
 weights as stored (quantisation included) on the busiest GPU, and given the engine's start-up budget
 (calc/analysis/memory/startup.py): a layout serves when its KV pool holds `concurrency` requests of
-`seq` tokens. Candidates are ranked by GPU count, then by the card's memory (the smaller card first),
+`seq` tokens. Under TensorRT-LLM a layout with pipeline stages is split as it splits the layers, each rank
+with its own budget and pools (calc.analysis.memory.trtllm_v2_pp): the row's pool is the rank's whose pools
+hold the fewest tokens. Candidates are ranked by GPU count, then by the card's memory (the smaller card first),
 then by the most requests they hold.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from calc.analysis.breakdown import Breakdown
 from calc.analysis.memory.budget import inference
@@ -28,7 +31,7 @@ from calc.analysis.memory.sglang_dsv4 import sglang_stages
 from calc.analysis.memory.startup import (Reserves, StartupBudget, engine_extra_weights, startup_budget,
                                           vllm_batch_defaults)
 from calc.analysis.memory.stored import StoredWeights
-from calc.analysis.memory.trtllm_v2_pp import pipeline_ranks, trtllm_pp_parts
+from calc.analysis.memory.trtllm_v2_pp import pipeline_ranks, rank_layers, trtllm_pp_parts
 from calc.analysis.memory.trtllm_workspace import refuse_mla_workspace
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
@@ -77,7 +80,7 @@ class Candidate:
     gpu: GPU
     layout: Layout
     weights_bytes: int  # the busiest GPU's
-    budget: StartupBudget
+    budget: StartupBudget  # the busiest GPU's; where each pipeline rank has its own, the pool's rank's (trtllm_v2_pp)
     pool: KVPool | None  # None: nothing left for the cache
     seq: int
     concurrency: int
@@ -137,10 +140,9 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
     for layout in layouts(spec):
         try:
             validate_layout(spec, layout)
-            result = inference(spec, breakdown, seq, 1, dtype, kv_dtype, layout=layout, scheme=scheme, stored=stored)
-            split = (inference(spec, breakdown, seq, 1, dtype, kv_dtype, layout=layout, scheme=scheme, stored=stored,
-                               parts=trtllm_pp_parts(spec.n_layers, layout.pp)).gpus
-                     if engine == "trtllm" and layout.pp > 1 else ())  # each rank as TensorRT-LLM splits the layers
+            ranked = engine == "trtllm" and layout.pp > 1  # each rank as TensorRT-LLM splits the layers, its own budget
+            result = inference(spec, breakdown, seq, 1, dtype, kv_dtype, layout=layout, scheme=scheme, stored=stored,
+                               parts=trtllm_pp_parts(spec.n_layers, layout.pp) if ranked else None)
             if dp_attention is not None:
                 result = dp_attention.held(spec, breakdown, result, layout)
         except GptcalcError as exc:
@@ -149,15 +151,16 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
         draft = pool_settings.draft(engine, spec, result.weights, layout)
         for gpu in gpus:
             extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep)
-            budget = startup_budget(engine, spec, gpu, result.weights.total_bytes, layout.tp, layout.pp, reserves,
-                                    extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None,
-                                    draft=draft, dp=dp_attention.size if dp_attention is not None else None)
+            budget_of = partial(startup_budget, engine, spec, gpu, tp=layout.tp, pp=layout.pp, reserves=reserves,
+                                extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None,
+                                draft=draft, dp=dp_attention.size if dp_attention is not None else None)
+            budget = budget_of(result.weights.total_bytes,
+                               layers=rank_layers(spec.n_layers, layout.pp, result.busiest_stage) if ranked else None)
             try:
                 whole = kv_cache(spec, seq, 1, kv_dtype, layout.tp) if layout.pp > 1 else None
                 stages = (sglang_stages(spec, breakdown, result.weights, whole, layout, budget.kv_memory, False)
                           if engine == "sglang" and whole else ())
-                ranks = (pipeline_ranks(spec, split, whole, result.weights.total_bytes, budget.kv_memory, budget)
-                         if split else None)
+                ranks = pipeline_ranks(spec, result.gpus, whole, budget.kv_memory, budget_of) if ranked else None
                 pool = (pool_settings.pool(spec, result.kv, engine, budget.kv_memory, seq, None,
                                            reserves.max_batched or vllm_batch_defaults(budget.total)[0], layout,
                                            gpu.capability, stages, trtllm_ranks=ranks)
@@ -165,7 +168,8 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
             except GptcalcError as exc:  # a layout whose pages the engine model does not cover
                 skipped[_skipped(layout, exc)] = None
                 continue
-            candidate = Candidate(gpu, layout, result.weights.total_bytes, budget, pool, seq, concurrency,
+            own = pool.rank_budget if pool else None  # under TensorRT-LLM's --pp: the budget of the rank whose pool
+            candidate = Candidate(gpu, layout, result.weights.total_bytes, own or budget, pool, seq, concurrency,
                                   dp_attention.size if dp_attention is not None else 1)
             if candidate.serves:
                 served.append(candidate)

@@ -65,7 +65,8 @@ def fit(model: str, overrides: tuple[str, ...], seq: int, gpus: str, engine: str
             if engine == "trtllm" else None)  # whose pools the tokens are
     if note and any(c.pool is not None and c.pool.per_rank for c in shown):
         note += ("; a layout with pipeline parallelism has each rank's V2 pools, its quota cut to the fewest tokens "
-                 "any rank holds, and the tokens shown are that fewest (calc.analysis.memory.trtllm_v2_pp)")
+                 "any rank holds, and the tokens shown are that fewest, the KV pool that rank's budget and the weights "
+                 "the busiest rank's, the layers split as TensorRT-LLM splits them (calc.analysis.memory.trtllm_v2_pp)")
     if as_json:
         render.print_json({"model": spec.name, "seq": seq, "concurrency": concurrency, "engine": engine,
                            "dp_attention": dp_attention.size if dp_attention is not None else None,

@@ -259,7 +259,7 @@ def memory(model: str | None, more: tuple[str, ...], overrides: tuple[str, ...],
         out.print(f"  llama.cpp allocates {allocated:,} B ({human_bytes(allocated)}) for these caches; the KV cache "
                   f"below is what {result.kv.seq:,} tokens x {result.kv.batch} hold (its cells and slots differ)")
     if answer.startup is not None:
-        out.print(render_memory.startup_table(answer.startup))
+        out.print(render_memory.startup_table(answer.startup, answer.pool.rank_label if answer.pool else ""))
     gpus = render_memory.shown_gpus(target, show_all)
     for table in (render_memory.weights_table(result), render_memory.inference_table(result),
                   render_memory.gpu_table(result, gpus)):

@@ -339,9 +339,9 @@ def _pool_line(pool: KVPool) -> str:
         per = f"{pool.tokens:,} token slots, {pool.max_model_len:,} per request"
     states = f", {pool.mamba.slots:,} Mamba state slots" if pool.mamba else ""
     cap = f", at most {pool.max_running:,} running (its max_running_requests)" if pool.max_running else ""
-    return (f"{name}'s KV pool: {pool.kv_memory:,} B at {pool.bytes_per_token:,} B per token as {name} lays it out: "
-            f"{per}{states}; the largest batch is the whole requests it holds (its maximum concurrency, rounded "
-            f"down){cap}")
+    return (f"{name}'s KV pool{pool.rank_label}: {pool.kv_memory:,} B at {pool.bytes_per_token:,} B per token as {name} "
+            f"lays it out: {per}{states}; the largest batch is the whole requests it holds (its maximum concurrency, "
+            f"rounded down){cap}")
 
 
 def seq_note(seq: int | None) -> str | None:
@@ -357,9 +357,10 @@ def context_note(spec: ModelSpec, seq: int | None) -> str | None:
     return f"note: seq {seq:,} is longer than {spec.name}'s context ({spec.n_positions:,})"
 
 
-def startup_table(budget: StartupBudget) -> Table:
-    """The engine's own budget on one GPU: what it may use, each term it takes out, and how each was found."""
-    table = _columns(Table(title=f"{budget.engine} on one {budget.gpu}: the KV pool, term by term"),
+def startup_table(budget: StartupBudget, rank: str = "") -> Table:
+    """The engine's own budget on one GPU: what it may use, each term it takes out, and how each was found;
+    `rank`: the pipeline rank's label where each rank has its own budget (KVPool.rank_label)."""
+    table = _columns(Table(title=f"{budget.engine} on one {budget.gpu}{rank}: the KV pool, term by term"),
                      "", "bytes", "GiB units", "how", "set with")
     table.add_row("total (as CUDA reports it)", *_units(budget.total)[:2], "catalog" if "nvidia-smi" in budget.total_source
                   else "published log", "--budget")

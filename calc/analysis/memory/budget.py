@@ -67,6 +67,11 @@ class Inference:
     def total_bytes(self) -> int:
         return self.weights.total_bytes + self.kv.total_bytes
 
+    @property
+    def busiest_stage(self) -> int:
+        """The pipeline stage whose GPU the figures are (an engine that profiles each rank sizes its budget)."""
+        return _busiest(self.gpus)
+
     def headroom(self, capacity: int) -> int:
         """Bytes left on a device of `capacity` bytes (negative: it does not fit)."""
         return capacity - self.total_bytes
@@ -117,9 +122,14 @@ def inference(spec: ModelSpec, breakdown: Breakdown, seq: int, batch: int = 1, d
                                                    **(towers if st.index == 0 else {})}),
                             stage_kv(spec, kv, st))
                    for st in stages(spec, breakdown, layout, parts))
-    busiest = max(shares, key=lambda share: share.total_bytes)
+    busiest = shares[_busiest(shares)]
     return Inference(busiest.weights, busiest.kv, logits_bytes(spec, seq, batch), layout, shares, whole.total_bytes,
                      moved)
+
+
+def _busiest(shares: tuple[GPUShare, ...]) -> int:
+    """The stage whose GPU holds the most weights and cache, the first of equals."""
+    return max(range(len(shares)), key=lambda stage: shares[stage].total_bytes)
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from calc.analysis.memory.kv import KVCache, KVLayers
 from calc.analysis.memory.sglang_draft import SPECULATIVE_MAX_RUNNING, DraftShare, draft_share
@@ -89,6 +90,9 @@ from calc.analysis.memory.vllm_indexer import (BLOCK_INDEXER, DSA, block_indexer
 from calc.analysis.memory.vllm_packed import (QUANT_BLOCK, PackedGroups, compressed_pages, has_compressed_rows,
                                                in_flight_tokens, packed_groups)
 from calc.errors import GptcalcError
+
+if TYPE_CHECKING:  # a rank's budget only passes through: engines stays light (start-up time)
+    from calc.analysis.memory.startup import StartupBudget
 
 __all__ = ["Chunked", "ENGINES", "Engine", "HybridGroups", "KVPool", "hybrid_groups", "engine_lines", "kv_pool", "padded_context"]
 
@@ -139,6 +143,17 @@ class KVPool:
     def per_rank(self) -> bool:
         """Whether the engine's lines are each pipeline rank's, its start-up budget line among them (trtllm_v2_pp)."""
         return isinstance(self.v2, V2Stages)
+
+    @property
+    def rank_budget(self) -> StartupBudget | None:
+        """The start-up budget of the pipeline rank whose pool these figures are, where each rank has its own
+        (trtllm_v2_pp; None: one budget, or --kv-memory)."""
+        return self.v2.binding.startup if isinstance(self.v2, V2Stages) else None
+
+    @property
+    def rank_label(self) -> str:
+        """' [PP rank 1, layers 40-79]': the rank whose pool these figures are, where each rank has its own."""
+        return f" {self.v2.binding.label}" if isinstance(self.v2, V2Stages) else ""
 
     @property
     def block_bytes(self) -> int:

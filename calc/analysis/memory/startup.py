@@ -106,6 +106,18 @@ TRTLLM_POOL = ("https://github.com/NVIDIA/TensorRT-LLM/blob/28295084972c5ab61ef0
                "_torch/pyexecutor/_util.py (KvCacheCreator._cal_max_memory: (total - peak + temporary KV) x fraction)")
 TRTLLM_FRACTION = ("TensorRT-LLM's default: KvCacheConfig.free_gpu_memory_fraction 0.9 "
                    "(https://github.com/NVIDIA/TensorRT-LLM/blob/main/tensorrt_llm/llmapi/llm_args.py)")
+# Under pipeline parallelism each rank profiles its own peak (configure_kv_cache_capacity reads its own GPU's torch
+# peak), runs its own layers, and only the last holds the LM head and samples.
+TRTLLM_PP_PROFILING = ("each rank's own peak: https://github.com/NVIDIA/TensorRT-LLM/blob/"
+                       "0004396720054fd8e205cbf616f21f0b57c6b412/tensorrt_llm/_torch/pyexecutor/_util.py (KvCacheCreator.configure_kv_cache_capacity: "
+                       "torch.cuda.memory_stats()['allocated_bytes.all.peak'] on the rank); the embedding's forward on "
+                       "the first rank, the final norm's and LM head's on the last: https://github.com/NVIDIA/"
+                       "TensorRT-LLM/blob/000a01de66f0eab4ab05640711f0253f50f5209c/tensorrt_llm/_torch/models/"
+                       "modeling_utils.py (DecoderModel.__pp_init__, DecoderModelForCausalLM.__pp_init__: skip_forward "
+                       "elsewhere; later ranks pp_recv the hidden states and residual); sampling on the last: "
+                       "https://github.com/NVIDIA/TensorRT-LLM/blob/9521caf4696c1fb79b0f946f0d980f8f0ebd3e64/"
+                       "tensorrt_llm/_torch/pyexecutor/py_executor.py (_executor_loop_pp: 'Async forward (all ranks) "
+                       "and decoding pass (last rank only)')")
 # KvCacheCreator._cal_max_memory at NVIDIA/TensorRT-LLM@28295084972c logs the peak with the profiling run's temporary
 # KV cache in it and that cache apart, and adds it back: (total - peak + temporary) x fraction. Its size follows the
 # dummy requests, max_batch_size and the CUDA graphs' batch sizes (_get_token_num_for_estimation), whose defaults
@@ -265,13 +277,20 @@ _EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_
                   "vision tower's rotary cos/sin cache": TOWER_ROPE_SOURCE, KV_B_COPY: KV_B_COPY_SOURCE}
 
 
-def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_bytes: int = 2) -> int:
+def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_bytes: int = 2,
+                        layers: range | None = None) -> int:
     """torch's peak above the weights in the profiling run, estimated from the shapes: the residual
     stream and hidden states of `tokens` tokens, the widest layer's outputs for them (what one token
     reads, in elements per model width: attention's projections and the MLP's, the routed experts it
-    picks; split tp ways), and the sampler's fp32 logits and probabilities over `rows` requests."""
-    widest = max(sum(block.active_params(spec.d_model).values()) // spec.d_model for block in spec.blocks.values())
-    sampler = rows * spec.vocab_size * 4 * 2
+    picks; split tp ways), and the sampler's fp32 logits and probabilities over `rows` requests.
+    `layers`: the layers one pipeline rank runs, where each rank profiles its own peak (TensorRT-LLM:
+    trtllm_v2_pp): the widest of its own layers, and the sampler on the last rank only, which alone holds
+    the LM head and samples; a first rank's embedding output is the hidden state every rank holds (the
+    others receive it and the residual from the rank before). None: every layer, on one GPU."""
+    kinds = spec.blocks if layers is None else spec.layer_counts(layers.start, layers.stop)
+    widest = max(sum(spec.blocks[kind].active_params(spec.d_model).values()) // spec.d_model for kind in kinds)
+    samples = layers is None or layers.stop == spec.n_layers
+    sampler = rows * spec.vocab_size * 4 * 2 if samples else 0
     return forward_bytes(tokens, spec.d_model, widest, tp, dtype_bytes) + sampler
 
 
@@ -483,13 +502,15 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
                    reserves: Reserves = Reserves(), dtype_bytes: int = 2,
                    extra: tuple[tuple[str, int], ...] = (), max_model_len: int | None = None,
                    encoder_tp: int | None = None, draft: DraftWeights | None = None,
-                   dp: int | None = None) -> StartupBudget:
+                   dp: int | None = None, layers: range | None = None) -> StartupBudget:
     """The budget `engine` draws up on one GPU of the layout holding `weights` bytes of the model
     (`extra`: what the engine holds beyond them, engine_extra_weights); under vLLM, a multimodal model's
     encoder cache and encoder forward for requests of `max_model_len` tokens, under SGLang its default
     fraction scaled for the vision encoder (`encoder_tp`: the GPUs its layers are split over; None: the
     towers are not loaded, --text-only) and, with a speculative `draft`, the draft worker's weights taken from its pool
-    (calc.analysis.memory.sglang_draft); `dp`: SGLang's --dp-size under DP attention (None: off)."""
+    (calc.analysis.memory.sglang_draft); `dp`: SGLang's --dp-size under DP attention (None: off); `layers`: the
+    layers of the pipeline rank whose own profiling run this is (TensorRT-LLM's, activation_estimate; None: the
+    model's)."""
     if engine not in STARTUP_ENGINES:
         raise GptcalcError(f"--engine {engine}: its start-up budget is not modelled ({', '.join(STARTUP_ENGINES)} "
                            "are); give the pool from its log with --kv-memory")
@@ -502,7 +523,7 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
         batched, seqs = MAX_NUM_TOKENS, 1
     tokens, rows = reserves.max_batched or batched, min(reserves.max_seqs or seqs, reserves.max_batched or batched)
     act = reserves.activation if reserves.activation is not None else activation_estimate(spec, tokens, rows, tp,
-                                                                                             dtype_bytes)
+                                                                                             dtype_bytes, layers)
     sglang = engine == "sglang"
     non_torch = reserves.non_torch if reserves.non_torch is not None else \
         sglang_preload(tp, pp) if sglang else round(NON_TORCH * GIB)
@@ -514,8 +535,8 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
                  f", with {n:,} B of {what}" for what, n in extra) + (
                  f" ({'; '.join(_EXTRA_SOURCES[what] for what, _ in extra)})" if extra else "")),
         Term("activation", "activation peak", act, "--activation-memory", given(reserves.activation),
-             f"profiling forward of {tokens:,} tokens + sampler over {rows:,} rows "
-             f"({TRTLLM_POOL if engine == 'trtllm' else VLLM_PROFILING})"),
+             _profiled(spec, tokens, rows, layers) + f" ({TRTLLM_POOL if engine == 'trtllm' else VLLM_PROFILING}"
+             f"{'; ' + TRTLLM_PP_PROFILING if layers else ''})"),
         Term("non_torch", "in use before loading" if sglang else "non-torch memory", non_torch, "--non-torch-memory",
              given(reserves.non_torch), f"{SGLANG_PRELOAD_SOURCE}; {SGLANG_POOL}" if sglang else NON_TORCH_SOURCE),
         Term("cuda_graphs", "CUDA graphs", graphs, "--cuda-graph-memory", given(reserves.cuda_graphs),
@@ -546,6 +567,17 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
             fraction, how = _sglang_vlm(spec, fraction, how)
     return StartupBudget("sglang", gpu.name, total, total_source, fraction, "--mem-fraction-static", how,
                          tuple(terms[:1] + ([_draft_term(draft)] if draft else []) + terms[1:]), draft)
+
+
+def _profiled(spec: ModelSpec, tokens: int, rows: int, layers: range | None) -> str:
+    """What the profiling run the activation estimate stands for runs: every layer and the sampler, or one
+    pipeline rank's layers and, on the last rank only, the sampler (activation_estimate)."""
+    if layers is None:
+        return f"profiling forward of {tokens:,} tokens + sampler over {rows:,} rows"
+    through = f"profiling forward of {tokens:,} tokens through layers {layers.start}-{layers.stop - 1}"
+    if layers.stop == spec.n_layers:
+        return f"{through} + sampler over {rows:,} rows"
+    return f"{through}, no sampler (the last pipeline rank samples)"
 
 
 def _dp_reserve(dp: int | None) -> str:

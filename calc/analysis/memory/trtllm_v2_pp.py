@@ -17,8 +17,11 @@ request one rank cannot hold. Each link at the NVIDIA/TensorRT-LLM commit it was
              own "Estimated max memory in KV cache" from its own peak and hands it to its manager as
              max_gpu_total_bytes; its weights are its layers', the first rank's with the embedding (and a multimodal
              model's towers), the last's with the final norm and LM head (budget.inference's rule with TensorRT-LLM's
-             split); gptcalc's activation and non-torch estimates are one figure, the same on every rank; a rank
-             left nothing is refused as one GPU is (StartupBudget.check)
+             split); its activation peak is its own profiling run's (startup.activation_estimate over its layers:
+             every rank forwards the same tokens, and only the last holds the LM head and samples, so the sampler's
+             logits are the last rank's alone; a figure given with --activation-memory stands for every rank), the
+             non-torch estimate one figure on every rank; a rank left nothing is refused as one GPU is
+             (StartupBudget.check)
     choice   no V2 route refuses pipeline parallelism: _validate_or_fallback_kv_cache_manager_v2 (_util.py at
              0004396720) falls back to V1 for a KV connector or beam search only, and "auto" is the model class's
              choice, not the layout's (its hook, get_preferred_kv_cache_manager_version(cls, pretrained_config),
@@ -33,14 +36,16 @@ request one rank cannot hold. Each link at the NVIDIA/TensorRT-LLM commit it was
              lines
 
 The tokens gptcalc shows are the fewest any rank's pools hold (a request holds blocks on every rank), and the pool
-figures (slots, bytes a slot, budget) are that rank's; each line is prefixed with the rank it comes from
-("[PP rank 1, layers 40-79]", gptcalc's label, not the engine's log format).
+figures (slots, bytes a slot, budget) are that rank's, as are memory's budget table and fit's KV pool
+(KVPool.rank_budget); each line is prefixed with the rank it comes from ("[PP rank 1, layers 40-79]", gptcalc's label,
+not the engine's log format). Every other figure under --engine trtllm follows TensorRT-LLM's split too: the busiest
+GPU the headline and the budget's answer describe is the busiest of these ranks (budget.inference with trtllm_pp_parts).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -54,7 +59,8 @@ if TYPE_CHECKING:  # only their instances pass through here: engines, which impo
     from calc.analysis.memory.budget import GPUShare
     from calc.analysis.memory.startup import StartupBudget
 
-__all__ = ["PP_SOURCE", "PipelineRanks", "V2Rank", "V2Stages", "pipeline_ranks", "trtllm_pp_parts", "v2_stages"]
+__all__ = ["PP_SOURCE", "PipelineRanks", "V2Rank", "V2Stages", "pipeline_ranks", "rank_layers", "trtllm_pp_parts",
+           "v2_stages"]
 
 PP_SOURCE = ("tensorrt_llm/mapping.py Mapping.pp_layers at 05ebebb2c1 and b35ac1b643 (tensor_split: the first "
              "n % pp ranks one layer more); tensorrt_llm/_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at "
@@ -67,6 +73,13 @@ def trtllm_pp_parts(n_layers: int, pp: int) -> list[int]:
     n % pp ranks (torch.tensor_split)."""
     base, extra = divmod(n_layers, pp)
     return [base + (rank < extra) for rank in range(pp)]
+
+
+def rank_layers(n_layers: int, pp: int, rank: int) -> range:
+    """The layers pipeline rank `rank` of `pp` runs, as Mapping.pp_layers gives them (trtllm_pp_parts)."""
+    parts = trtllm_pp_parts(n_layers, pp)
+    first = sum(parts[:rank])
+    return range(first, first + parts[rank])
 
 
 @dataclass(frozen=True)
@@ -94,29 +107,20 @@ class PipelineRanks:
     ranks: tuple[V2Rank, ...]
 
 
-def pipeline_ranks(spec: ModelSpec, shares: Sequence[GPUShare], whole: KVCache, busiest: int, kv_memory: int,
-                   startup: StartupBudget | None) -> PipelineRanks:
+def pipeline_ranks(spec: ModelSpec, shares: Sequence[GPUShare], whole: KVCache, kv_memory: int,
+                   budget_of: Callable[..., StartupBudget] | None) -> PipelineRanks:
     """The ranks from what each GPU holds with the layers split as TensorRT-LLM splits them (`shares`:
-    budget.inference's with trtllm_pp_parts), each with its own budget: `startup` (the busiest GPU's, whose weights
-    are `busiest` bytes) with the rank's own weights instead, or without one (--kv-memory) `kv_memory` on every
-    rank."""
-    ranks, first = [], 0
-    for index, (share, count) in enumerate(zip(shares, trtllm_pp_parts(spec.n_layers, len(shares)))):
-        budget = startup and _own_budget(startup, busiest, share.weights.total_bytes)
+    budget.inference's with trtllm_pp_parts), each with its own budget: `budget_of(weights, layers=...)`, a rank's
+    (startup.startup_budget on one GPU of the layout), or without one (--kv-memory) `kv_memory` on every rank."""
+    ranks = []
+    for index, share in enumerate(shares):
+        layers = rank_layers(spec.n_layers, len(shares), index)
+        budget = budget_of(share.weights.total_bytes, layers=layers) if budget_of else None
         if budget:
-            budget.check()  # a rank heavier than the busiest GPU of vLLM's split may have nothing left
-        ranks.append(V2Rank(index, first, count, _in_layer_order(spec, share.kv, first, count),
-                            budget.kv_memory if budget else kv_memory, budget))
-        first += count
+            budget.check()  # its own weights and profile are not the busiest GPU's: it may have less left
+        kv = _in_layer_order(spec, share.kv, layers.start, len(layers))
+        ranks.append(V2Rank(index, layers.start, len(layers), kv, budget.kv_memory if budget else kv_memory, budget))
     return PipelineRanks(whole, tuple(ranks))
-
-
-def _own_budget(busiest: StartupBudget, weights: int, own: int) -> StartupBudget:
-    """The busiest GPU's budget with a rank's weights in place of its own (TensorRT-LLM loads nothing beyond the
-    checkpoint: startup.engine_extra_weights)."""
-    terms = tuple(replace(term, bytes=term.bytes - weights + own) if term.key == "weights" else term
-                  for term in busiest.terms)
-    return replace(busiest, terms=terms)
 
 
 def _in_layer_order(spec: ModelSpec, kv: KVCache, first: int, count: int) -> KVCache:
@@ -168,7 +172,9 @@ class V2Stages:
         return {"agreed_tokens": None if math.isinf(self.agreed) else self.agreed, "tokens": self.tokens,
                 "binding_pp_rank": self.binding.index, "source": PP_SOURCE,
                 "ranks": [{"pp_rank": rank.index, "first_layer": rank.first_layer, "layers": rank.n_layers,
-                           "kv_memory_bytes": rank.kv_memory, "own_tokens": _finite(pool.own_tokens), **pool.to_json()}
+                           "kv_memory_bytes": rank.kv_memory,
+                           "activation_bytes": rank.startup.term("activation") if rank.startup else None,
+                           "own_tokens": _finite(pool.own_tokens), **pool.to_json()}
                           for rank, pool in zip(self.ranks, self.pools)]}
 
 
