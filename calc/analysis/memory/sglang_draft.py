@@ -54,13 +54,26 @@ from calc.analysis.memory.weights import Weights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["EAGLE_UNCOUNTED", "SOURCE", "SPECULATIVE_MAX_RUNNING", "WEIGHTS_SOURCE", "DraftShare", "DraftWeights",
-           "draft_share", "draft_weights"]
+__all__ = ["DRAFT_LAYERS", "EAGLE_UNCOUNTED", "SOURCE", "SPECULATIVE_MAX_RUNNING", "WEIGHTS_SOURCE", "DraftShare",
+           "DraftWeights", "draft_share", "draft_weights", "refuse_draft_flags"]
 
 SOURCE = ("https://github.com/sgl-project/sglang/blob/29b719ba3a729295c7b5afcc80b4cf0adf5b45fb/python/sglang/srt/"
           "model_executor/model_runner_components/pool_configurator.py (DefaultPoolConfigurator.__init__: cell x "
           "(1 + eagle_draft_num_layers / num_layers))")
 SPECULATIVE_MAX_RUNNING = 48  # _handle_eagle_family: max_running_requests when --max-running-requests is not given
+DRAFT_LAYERS = ("--speculative-draft-layers: the draft's layers in SGLang's pool, with --speculative-num-steps "
+                "(DeepSeek-V4's pools price their one MTP layer themselves)")
+
+
+def refuse_draft_flags(engine: str, steps: int, draft_layers: int | None) -> None:
+    """The draft flags size SGLang's draft worker alone, and its layers need its steps: refused before any pool
+    is sized, so that fit says it once rather than as every layout's (PoolSettings.refuse_other_engines) and
+    memory as kv_pool sizes its one pool."""
+    if steps and engine != "sglang":
+        raise GptcalcError(f"--speculative-num-steps {steps}: what a draft model adds to the pool is modelled for "
+                           "SGLang only (--engine sglang)")
+    if draft_layers is not None and not steps:
+        raise GptcalcError(DRAFT_LAYERS)
 
 
 @dataclass(frozen=True)
