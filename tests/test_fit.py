@@ -109,6 +109,24 @@ def test_fit_refuses_another_engines_pool_flag_once_as_memory_does(engine: str, 
     assert said.stderr.replace(" with --budget or --kv-memory", "") == refused.stderr
 
 
+@pytest.mark.parametrize("model, flags", [
+    ("llama-3-8b", ["--engine", "sglang", "--speculative-num-steps", "3"]),  # no MTP layers, no draft layers given
+    ("tests/configs/model_types/qwen3_next.json", ["--engine", "sglang", "--speculative-num-steps", "3"]),  # Mamba
+    ("gemma-2-9b", ["--engine", "sglang", "--speculative-num-steps", "3", "--speculative-draft-layers", "1"]),
+    ("deepseek-v4-flash", ["--engine", "sglang", "--speculative-num-steps", "3", "--speculative-draft-layers", "2"]),
+    ("llama-3-8b", ["--engine", "vllm", "--indexer-kv-dtype", "fp8"]),  # no sparse-attention indexer
+    ("deepseek-v3.2", ["--engine", "vllm", "--indexer-kv-dtype", "mxfp4"]),  # its DSA keys are fp8 only
+])
+def test_fit_refuses_what_the_model_does_not_take_once_as_memory_does(model: str, flags: list[str]) -> None:
+    """A draft or indexer-key dtype the model's cache does not take (whatever its layout) is memory's one `Error:`
+    line in fit too (calc/analysis/memory/sglang_draft.py refuse_unmodelled_draft, vllm_indexer.py), not a 'not
+    tried' line per layout."""
+    refused = check_run(["fit", model, "--seq", "8k", *flags])
+    said = check_run(["memory", model, "--seq", "8k", "--kv-memory", "20GiB", *flags])
+    assert refused.exit_code == said.exit_code == 2 and "not tried" not in refused.output
+    assert refused.stderr.startswith("Error: ") and refused.stderr == said.stderr
+
+
 def test_a_layout_serves_whole_requests_not_the_printed_figure() -> None:
     """A pool of 18,996 token slots at --seq 1,000 holds 18.996 requests: SGLang prints 19.00, admits
     18. Asked for 19, the layout does not serve; asked for 18, it does (18,996 = 18,996 x 131,072 B of

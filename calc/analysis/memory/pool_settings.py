@@ -109,6 +109,19 @@ class PoolSettings:
         if self._trtllm_set and engine != "trtllm":
             raise GptcalcError(_NOT_TRTLLM)
 
+    def refuse_for_model(self, kv: KVCache, engine: str) -> None:
+        """What these flags ask of the model's cache `kv` that `engine` refuses or gptcalc does not model, whatever
+        the layout (vLLM's indexer keys in a dtype its indexer does not take, or with no indexer; SGLang's draft
+        where its share is not modelled): fit says it once, before any layout, in the words kv_pool gives memory."""
+        if engine == "vllm":
+            from calc.analysis.memory.vllm_indexer import resolve_indexer_kv_dtype
+
+            resolve_indexer_kv_dtype(kv, engine, self.indexer_kv_dtype, None)  # the card's part: each GPU's pool
+        elif engine == "sglang" and self.speculative_num_steps:
+            from calc.analysis.memory.sglang_draft import refuse_unmodelled_draft
+
+            refuse_unmodelled_draft(kv, self.speculative_draft_layers)
+
     def refuse_without_pool(self) -> None:
         """With no pool to size (no engine, or no budget or --kv-memory), a flag given would be ignored:
         say which and what it needs instead."""
