@@ -89,6 +89,44 @@ def test_fit_refuses_trtllms_manager_flags_with_another_engine_once(engine: str 
     assert said.stderr == refused.stderr.replace("\n", " with --budget or --kv-memory\n")
 
 
+@pytest.mark.parametrize("engine, flags", [
+    ("vllm", ["--speculative-num-steps", "3"]),  # SGLang's draft worker (calc/analysis/memory/sglang_draft.py)
+    ("trtllm", ["--speculative-num-steps", "3"]),
+    ("vllm", ["--speculative-draft-layers", "1"]),
+    ("sglang", ["--speculative-draft-layers", "1"]),  # the draft's layers without its steps
+    ("sglang", ["--indexer-kv-dtype", "fp8"]),  # vLLM's attention_config.indexer_kv_dtype
+    ("trtllm", ["--indexer-kv-dtype", "fp8"]),
+    ("vllm", ["--mamba-ssm-dtype", "float32"]),  # SGLang's Mamba pool
+])
+def test_fit_refuses_another_engines_pool_flag_once_as_memory_does(engine: str, flags: list[str]) -> None:
+    """A pool flag another engine's pool takes (or draft layers without draft steps) would fail every layout
+    alike: fit says it in one `Error:` line, exit 2, memory's own (memory's --mamba-ssm-dtype line adds the --budget
+    or --kv-memory its pool needs), not in a 'not tried' line per layout."""
+    refused = check_run(["fit", "llama-3-8b", "--seq", "8k", "--engine", engine, *flags])
+    said = check_run(["memory", "llama-3-8b", "--seq", "8k", "--budget", "H100", "--engine", engine, *flags])
+    assert refused.exit_code == said.exit_code == 2 and "not tried" not in refused.output
+    assert refused.stderr.startswith("Error: ") and refused.stderr.count("\n") == 1
+    assert said.stderr.replace(" with --budget or --kv-memory", "") == refused.stderr
+
+
+@pytest.mark.parametrize("model, flags", [
+    ("llama-3-8b", ["--engine", "sglang", "--speculative-num-steps", "3"]),  # no MTP layers, no draft layers given
+    ("tests/configs/model_types/qwen3_next.json", ["--engine", "sglang", "--speculative-num-steps", "3"]),  # Mamba
+    ("gemma-2-9b", ["--engine", "sglang", "--speculative-num-steps", "3", "--speculative-draft-layers", "1"]),
+    ("deepseek-v4-flash", ["--engine", "sglang", "--speculative-num-steps", "3", "--speculative-draft-layers", "2"]),
+    ("llama-3-8b", ["--engine", "vllm", "--indexer-kv-dtype", "fp8"]),  # no sparse-attention indexer
+    ("deepseek-v3.2", ["--engine", "vllm", "--indexer-kv-dtype", "mxfp4"]),  # its DSA keys are fp8 only
+])
+def test_fit_refuses_what_the_model_does_not_take_once_as_memory_does(model: str, flags: list[str]) -> None:
+    """A draft or indexer-key dtype the model's cache does not take (whatever its layout) is memory's one `Error:`
+    line in fit too (calc/analysis/memory/sglang_draft.py refuse_unmodelled_draft, vllm_indexer.py), not a 'not
+    tried' line per layout."""
+    refused = check_run(["fit", model, "--seq", "8k", *flags])
+    said = check_run(["memory", model, "--seq", "8k", "--kv-memory", "20GiB", *flags])
+    assert refused.exit_code == said.exit_code == 2 and "not tried" not in refused.output
+    assert refused.stderr.startswith("Error: ") and refused.stderr == said.stderr
+
+
 def test_a_layout_serves_whole_requests_not_the_printed_figure() -> None:
     """A pool of 18,996 token slots at --seq 1,000 holds 18.996 requests: SGLang prints 19.00, admits
     18. Asked for 19, the layout does not serve; asked for 18, it does (18,996 = 18,996 x 131,072 B of

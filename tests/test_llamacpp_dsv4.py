@@ -311,3 +311,25 @@ def test_live_dsv4_wide(name: str, dsv4_wide_config_file: Path, request: pytest.
     ours = gptcalc_json(dsv4_wide_config_file, DSV4_WIDE_RUNS[name])["server_says"]
     assert cache_lines(ours) == cache_lines(log.splitlines())
     assert compute_lines(ours) == compute_lines(log.splitlines())
+
+
+def test_hash_routed_layers_read_the_token_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeepSeek-V4-Flash's first num_hash_layers (3, its config.json) take their experts' ids from the token ids
+    (src/models/deepseek4.cpp:1288-1292), the graph input the embedding's rows read too (build_inp_embd,
+    src/llama-graph.cpp:2413-2500): one I32 leaf of the 512-token ubatch, each hash layer's choice
+    num_experts_per_tok (6) x 512 I32 ids."""
+    from calc.analysis.memory import llamacpp_dsv4
+    from calc.analysis.memory.llamacpp import LlamaCppContext, llamacpp_compute
+    from calc.analysis.memory.llamacpp_hyper import hyper_stack
+    from calc.parts.transient import TOKENS
+
+    built: list[Any] = []  # the graph's nodes, as compressed_compute replays them
+    monkeypatch.setattr(llamacpp_dsv4, "hyper_stack", lambda *args: built.append(hyper_stack(*args)) or built[-1])
+    assert llamacpp_compute(load_spec("deepseek-v4-flash"), LlamaCppContext(4096)) is not None
+    (nodes,) = built
+    ubatch, hashed, top_k = 512, CONFIG["num_hash_layers"], CONFIG["num_experts_per_tok"]
+    (leaf,) = [n for n in nodes if n.name == TOKENS]
+    assert (leaf.input, leaf.leaf, leaf.bytes) == (True, True, ubatch * 4)
+    readers = {n.name: n.bytes for n in nodes if TOKENS in n.srcs}
+    assert readers == {"embd": CONFIG["hidden_size"] * ubatch * 4,
+                       **{f"l{layer}.moe.topk": top_k * ubatch * 4 for layer in range(hashed)}}

@@ -102,6 +102,18 @@ def test_compile_drops_the_eager_norms_and_silu_from_a_layer() -> None:
     assert layer() - layer("--compile") == 2 * n * d * BF16 + n * d_ff * BF16 + 2 * n * BF16 - 2 * n * 4
 
 
+def test_compiled_and_eager_flash_keep_one_log_sum_exp() -> None:
+    """A Llama-3.2-1B layer (hidden_size 2048, 32 attention heads, 8 KV heads, intermediate_size 8192: its
+    config.json), 1 x 1,024 tokens: eager with a flash kernel and compiled, the layer keeps the same fp32
+    log-sum-exp, one a query row and head, 32 x 1,024 x 4 B, split by tensor parallelism."""
+    block = _block({"seq": 1024, "d_model": 2048, "n_heads": 32, "n_kv_heads": 8, "d_ff": 8192})
+    for terms in (layer_terms(block, 2048, 1, 1024, BF16, "none", True),
+                  compiled_layer_terms(block, 2048, 1, 1024, BF16, "none")):
+        (lse,) = [t for t in terms if "log-sum-exp" in t.label]
+        assert (lse.label, lse.elements * lse.bytes_per, lse.split) == ("fused attention: log-sum-exp (fp32)",
+                                                                         32 * 1024 * 4, "tp")
+
+
 BACKWARD = json.loads((Path(__file__).parent / "data" / "compiled_backward.json").read_text())
 LOSS_SCALAR = 4  # the test loss's out.float().sum(): its gradient, one fp32 scalar (ones_like), in every record
 

@@ -131,10 +131,12 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
         raise GptcalcError(f"--seq {seq:,}: longer than {spec.name}'s context of {spec.n_positions:,} tokens")
     pool_settings.refuse_other_engines(engine)  # once, not as every layout's
     refuse_unserved(spec, engine)
+    cache = kv_cache(spec, seq, 1, kv_dtype)  # the model's cache kinds, which no layout changes
+    pool_settings.refuse_for_model(cache, engine)
     if dp_attention is not None:
         dp_attention.refuse(spec, engine, bool(spec.towers), bool(pool_settings.speculative_num_steps))
     if engine == "trtllm":
-        refuse_mla_workspace(kv_cache(spec, seq, 1, kv_dtype))
+        refuse_mla_workspace(cache)
     served: list[Candidate] = []
     skipped: dict[str, None] = {}
     for layout in layouts(spec):

@@ -30,7 +30,7 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.mlp import MLP, Activation
-from calc.parts.transient import I32, Graph, Node, Subgraph, glu, op, rms_norm, set_rows, tensor, view
+from calc.parts.transient import I32, TOKENS, Graph, Node, Subgraph, glu, op, rms_norm, set_rows, tensor, view
 
 __all__ = ["LABELS", "MoE"]
 
@@ -241,7 +241,7 @@ class MoE(Part):
         """The chosen experts' ids (`topk`, I32): the first k of the scores' argsort (a view), or, routed by token id
         (`hash_vocab`), the tokens' rows of the id table (src/models/deepseek4.cpp:1288-1292)."""
         if self.hash_vocab:
-            return [op(at + "topk", (k, n), "inp_tokens", size=I32)]
+            return [op(at + "topk", (k, n), TOKENS, size=I32)]
         return [op(at + "argsort", (e, n), scores, size=I32), view(at + "topk", at + "argsort")]
 
     def _router_input(self, at: str, stream: str | None, d: int, n: int) -> list[Node]:

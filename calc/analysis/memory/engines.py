@@ -76,7 +76,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from calc.analysis.memory.kv import KVCache, KVLayers
-from calc.analysis.memory.sglang_draft import SPECULATIVE_MAX_RUNNING, DraftShare, draft_share
+from calc.analysis.memory.sglang_draft import (SPECULATIVE_MAX_RUNNING, DraftShare, draft_share, refuse_draft_flags,
+                                              refuse_unmodelled_draft)
 from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools, staged_pools
 from calc.analysis.memory.trtllm_cache import TRTLLM_HYBRID, logged_bytes_per_token, trtllm_bytes_per_token
 from calc.analysis.memory.trtllm_sparse import trtllm_v2_sparse_home
@@ -363,12 +364,9 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
         raise GptcalcError(f"--kv-memory: must not be negative, got {kv_memory}")
     indexer_dtype = (sglang_index_dtype(kv, capability) if engine == "sglang" and has_block_indexer(kv)
                      else resolve_indexer_kv_dtype(kv, engine, indexer_kv_dtype, capability))
-    if speculative_steps and engine != "sglang":
-        raise GptcalcError(f"--speculative-num-steps {speculative_steps}: what a draft model adds to the pool is "
-                           "modelled for SGLang only (--engine sglang)")
-    if draft_layers is not None and not (speculative_steps and not has_compressed_rows(kv)):
-        raise GptcalcError("--speculative-draft-layers: the draft's layers in SGLang's pool, with --speculative-num-steps"
-                           " (DeepSeek-V4's pools price their one MTP layer themselves)")
+    refuse_draft_flags(engine, speculative_steps, draft_layers)
+    if speculative_steps:
+        refuse_unmodelled_draft(kv, draft_layers)
     if hisparse is not None:
         return _hisparse_pool(kv, found, kv_memory, max_model_len, _block(kv, found, block, capability),
                               in_flight_tokens(max_batched, pp, async_scheduling), pp, indexer_dtype, hisparse)

@@ -47,8 +47,8 @@ from calc.analysis.memory.ggml_alloc import forward_order
 from calc.analysis.memory.llamacpp_altup import altup_stack
 from calc.parts.moe import MoE
 from calc.parts.ssm_nodes import ROWS
-from calc.parts.transient import (F32, I32, I64, K_IDXS, MASK, POS, SWA_INPUTS, V_IDXS, Graph, Node, Subgraph,
-                                  graph_input, op, rms_norm, set_rows, view)
+from calc.parts.transient import (F32, I32, I64, K_IDXS, MASK, POS, SWA_INPUTS, TOKENS, V_IDXS, Graph, Node,
+                                  Subgraph, graph_input, op, rms_norm, set_rows, view)
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     n_embd x (1 + deepstack) wide and the token rows padded to that width (a new tensor: PAD is not in place), the
     stream a view of the first n_embd (src/llama-graph.cpp:2413-2500, src/llama-hparams.cpp:118-129)."""
     n, d, wide = g.seq_tokens() * g.n_seqs, spec.d_model, spec.d_model * (1 + spec.llamacpp.deepstack)
-    leaves = [("inp_tokens", (n,), I32), ("inp_embd", (wide, n), F32), ("inp_mixed_tokens", (n,), I32),
+    leaves = [(TOKENS, (n,), I32), ("inp_embd", (wide, n), F32), ("inp_mixed_tokens", (n,), I32),
               ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (wide, n), F32), (ROWS, (g.states(),), I32),
               ("out_ids", (g.n_tokens,), I32), (POS, (n * spec.llamacpp.positions_per_token,), I32)]
     for cache, names in zip(caches[:2], ({name: name for name in SWA_INPUTS}, SWA_INPUTS)):
@@ -78,9 +78,9 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     leaves += [(SCALE_ROWS, (1, n), F32)] if spec.llamacpp.scale_rows else []
     nodes = [graph_input(name, shape, size) for name, shape, size in leaves]
     scaled = [op(EMBD, (d, n), "embd", SCALE_ROWS, inplace=True)] if spec.llamacpp.scale_rows else []
-    rows = [op("embd", (d, n), "inp_tokens"), op("mixed_rows", (d, n), "inp_mixed_tokens")]
+    rows = [op("embd", (d, n), TOKENS), op("mixed_rows", (d, n), "inp_mixed_tokens")]
     if spec.llamacpp.deepstack:
-        rows = [op(name + "_unpadded", (d, n), src) for name, src in (("embd", "inp_tokens"),
+        rows = [op(name + "_unpadded", (d, n), src) for name, src in (("embd", TOKENS),
                                                                       ("mixed_rows", "inp_mixed_tokens"))]
         rows += [op(name, (wide, n), name + "_unpadded") for name in ("embd", "mixed_rows")] + [view(STACK, "embd")]
     return nodes + rows + [op("mixed_dup", (wide, n), "inp_mixed_embd"),

@@ -18,7 +18,7 @@ from dataclasses import replace
 from calc.analysis.memory.ggml_alloc import forward_order
 from calc.parts.compressed import CompressedAttention
 from calc.parts.compressed_nodes import CompressedGraph, input_leaves
-from calc.parts.transient import F32, I32, I64, K_IDXS, MASK, POS, Graph, Node, op, rms_norm, view
+from calc.parts.transient import F32, I32, I64, K_IDXS, MASK, POS, TOKENS, Graph, Node, op, rms_norm, view
 from calc.spec.model import ModelSpec
 
 __all__ = ["hyper_stack"]
@@ -26,7 +26,7 @@ __all__ = ["hyper_stack"]
 
 def _inputs(spec: ModelSpec, g: CompressedGraph, outputs: int, heads: dict[str, int]) -> list[Node]:
     n = g.n_tokens
-    leaves = [("inp_tokens", (n,), I32), ("inp_embd", (spec.d_model, n), F32), (MASK, (g.window, n), g.mask),
+    leaves = [(TOKENS, (n,), I32), ("inp_embd", (spec.d_model, n), F32), (MASK, (g.window, n), g.mask),
               (POS, (n,), I32), (K_IDXS, (n,), I64), ("out_ids", (outputs,), I32), *input_leaves(g, heads)]
     return [replace(op(name, shape, size=size), input=True, leaf=True) for name, shape, size in leaves]
 
@@ -43,7 +43,7 @@ def hyper_stack(spec: ModelSpec, g: CompressedGraph, outputs: int) -> list[Node]
     head = blocks[0].attention.head_dim  # the window's and the compressed caches' K width; the indexer's its own
     heads = {"raw": head, "csa": head, "hca": head,
              "lid": next((b.attention.indexer.head_dim for b in blocks if b.attention.indexer), 0)}
-    nodes = [*_inputs(spec, g, outputs, heads), op("embd", (d, n), "inp_tokens"), view("embd3", "embd"),
+    nodes = [*_inputs(spec, g, outputs, heads), op("embd", (d, n), TOKENS), view("embd3", "embd"),
              op("hc_init", (d, final.streams, n), "embd3")]
     expanded, residual = ["embd", "inp_embd", MASK], "hc_init"
     rows = Graph(d, outputs, g.n_seqs, g.n_seqs, g.flash_attn, g.window, g.window)  # what the MoE reads

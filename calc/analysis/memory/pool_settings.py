@@ -95,14 +95,32 @@ class PoolSettings:
         return self.kv_cache_manager_v2 != "auto" or not self.overlap_scheduler
 
     def refuse_other_engines(self, engine: str) -> None:
-        """Refuse, once, a flag of another engine's pool than `engine`'s (SGLang's --mamba-ssm-dtype, TensorRT-LLM's
-        manager flags): fit sizes every layout's pool with the same flags, so each would fail alike, and one
-        `Error:` says it as memory does (memory's own refusal, sizing its one pool, adds its --budget or
-        --kv-memory)."""
+        """Refuse, once, a flag of another engine's pool than `engine`'s (vLLM's --indexer-kv-dtype, SGLang's draft
+        flags and --mamba-ssm-dtype, TensorRT-LLM's manager flags) or draft layers without draft steps: fit sizes
+        every layout's pool with the same flags, so each would fail alike, and one `Error:` says it as memory does
+        (memory's own refusal of the last two, sizing its one pool, adds its --budget or --kv-memory)."""
+        from calc.analysis.memory.sglang_draft import refuse_draft_flags
+        from calc.analysis.memory.vllm_indexer import refuse_off_vllm
+
+        refuse_off_vllm(engine, self.indexer_kv_dtype)
+        refuse_draft_flags(engine, self.speculative_num_steps, self.speculative_draft_layers)
         if self.mamba_ssm_dtype is not None and engine != "sglang":
             raise GptcalcError("--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang")
         if self._trtllm_set and engine != "trtllm":
             raise GptcalcError(_NOT_TRTLLM)
+
+    def refuse_for_model(self, kv: KVCache, engine: str) -> None:
+        """What these flags ask of the model's cache `kv` that `engine` refuses or gptcalc does not model, whatever
+        the layout (vLLM's indexer keys in a dtype its indexer does not take, or with no indexer; SGLang's draft
+        where its share is not modelled): fit says it once, before any layout, in the words kv_pool gives memory."""
+        if engine == "vllm":
+            from calc.analysis.memory.vllm_indexer import resolve_indexer_kv_dtype
+
+            resolve_indexer_kv_dtype(kv, engine, self.indexer_kv_dtype, None)  # the card's part: each GPU's pool
+        elif engine == "sglang" and self.speculative_num_steps:
+            from calc.analysis.memory.sglang_draft import refuse_unmodelled_draft
+
+            refuse_unmodelled_draft(kv, self.speculative_draft_layers)
 
     def refuse_without_pool(self) -> None:
         """With no pool to size (no engine, or no budget or --kv-memory), a flag given would be ignored:

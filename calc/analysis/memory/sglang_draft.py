@@ -50,17 +50,31 @@ from dataclasses import dataclass, replace
 from calc.analysis.memory.kv import KVCache
 from calc.analysis.memory.parallel import Layout, layer_params
 from calc.analysis.memory.sglang_mla import kv_b_copy
+from calc.analysis.memory.vllm_packed import has_compressed_rows
 from calc.analysis.memory.weights import Weights
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["EAGLE_UNCOUNTED", "SOURCE", "SPECULATIVE_MAX_RUNNING", "WEIGHTS_SOURCE", "DraftShare", "DraftWeights",
-           "draft_share", "draft_weights"]
+__all__ = ["DRAFT_LAYERS", "EAGLE_UNCOUNTED", "SOURCE", "SPECULATIVE_MAX_RUNNING", "WEIGHTS_SOURCE", "DraftShare",
+           "DraftWeights", "draft_share", "draft_weights", "refuse_draft_flags", "refuse_unmodelled_draft"]
 
 SOURCE = ("https://github.com/sgl-project/sglang/blob/29b719ba3a729295c7b5afcc80b4cf0adf5b45fb/python/sglang/srt/"
           "model_executor/model_runner_components/pool_configurator.py (DefaultPoolConfigurator.__init__: cell x "
           "(1 + eagle_draft_num_layers / num_layers))")
 SPECULATIVE_MAX_RUNNING = 48  # _handle_eagle_family: max_running_requests when --max-running-requests is not given
+DRAFT_LAYERS = ("--speculative-draft-layers: the draft's layers in SGLang's pool, with --speculative-num-steps "
+                "(DeepSeek-V4's pools price their one MTP layer themselves)")
+
+
+def refuse_draft_flags(engine: str, steps: int, draft_layers: int | None) -> None:
+    """The draft flags size SGLang's draft worker alone, and its layers need its steps: refused before any pool
+    is sized, so that fit says it once rather than as every layout's (PoolSettings.refuse_other_engines) and
+    memory as kv_pool sizes its one pool."""
+    if steps and engine != "sglang":
+        raise GptcalcError(f"--speculative-num-steps {steps}: what a draft model adds to the pool is modelled for "
+                           "SGLang only (--engine sglang)")
+    if draft_layers is not None and not steps:
+        raise GptcalcError(DRAFT_LAYERS)
 
 
 @dataclass(frozen=True)
@@ -86,24 +100,38 @@ class DraftShare:
                 "priced_cell_bytes": self.priced, "draft_cell_bytes": self.draft_cell, "source": SOURCE}
 
 
-def draft_share(kv: KVCache, cell: int, draft_layers: int | None, pp: int = 1) -> DraftShare:
-    """SGLang's draft share for this cache; `draft_layers`: the draft's layers (None: the model's MTP layers)."""
-    if pp > 1:
-        raise GptcalcError(f"--pp {pp} with a draft model: SGLang refuses MTP drafts under pipeline parallelism "
-                           "(\"PP is not compatible with MTP models\", model_runner.py) and places an EAGLE draft on "
-                           "the last stage, which is not modelled")
+def refuse_unmodelled_draft(kv: KVCache, draft_layers: int | None) -> None:
+    """What SGLang's draft share is not modelled for in this model's cache, whatever its layout, so that fit says
+    it once: DeepSeek-V4's pools price their own MTP layer (calc/analysis/memory/sglang_dsv4.py), so take no
+    --speculative-draft-layers; elsewhere Mamba states, sliding windows, or no draft layers at all."""
+    if has_compressed_rows(kv):
+        if draft_layers is not None:
+            raise GptcalcError(DRAFT_LAYERS)
+        return
     if kv.states:
         raise GptcalcError(f"--speculative-num-steps with --engine sglang: {kv.model} keeps Mamba states, whose pool "
                            "SGLang shrinks for the draft's intermediate states (handle_max_mamba_cache); not modelled")
     if any(kind.window for kind in kv.layers):
         raise GptcalcError(f"--speculative-num-steps with --engine sglang: {kv.model} has sliding-window layers, which "
                            "SGLang's HybridSWAPoolConfigurator sizes without the draft's share; not modelled")
-    mtp = sum({kind.block: kind.n_layers for kind in kv.mtp}.values())
-    layers = draft_layers if draft_layers is not None else mtp
-    if layers <= 0:
+    if _draft_layers(kv, draft_layers) <= 0:
         raise GptcalcError(f"--speculative-num-steps: {kv.model} has no MTP layers; give the EAGLE draft's layer count "
                            "with --speculative-draft-layers (its config's num_hidden_layers)")
-    return DraftShare(cell, kv.n_layers, layers)
+
+
+def _draft_layers(kv: KVCache, draft_layers: int | None) -> int:
+    """The draft's layers: those given, else the model's MTP layers (each block kind's once)."""
+    return draft_layers if draft_layers is not None else sum({kind.block: kind.n_layers for kind in kv.mtp}.values())
+
+
+def draft_share(kv: KVCache, cell: int, draft_layers: int | None, pp: int = 1) -> DraftShare:
+    """SGLang's draft share for this cache (one refuse_unmodelled_draft passed); `draft_layers`: the draft's layers
+    (None: the model's MTP layers)."""
+    if pp > 1:
+        raise GptcalcError(f"--pp {pp} with a draft model: SGLang refuses MTP drafts under pipeline parallelism "
+                           "(\"PP is not compatible with MTP models\", model_runner.py) and places an EAGLE draft on "
+                           "the last stage, which is not modelled")
+    return DraftShare(cell, kv.n_layers, _draft_layers(kv, draft_layers))
 
 
 WEIGHTS_SOURCE = ("https://github.com/sgl-project/sglang/blob/29b719ba3a729295c7b5afcc80b4cf0adf5b45fb/python/sglang/"

@@ -21,7 +21,8 @@ from __future__ import annotations
 from calc.analysis.memory.kv import KVCache
 from calc.errors import GptcalcError
 
-__all__ = ["INDEXER_KV_DTYPES", "block_indexer_bytes", "indexer_key_bytes", "key_dtype", "resolve_indexer_kv_dtype"]
+__all__ = ["INDEXER_KV_DTYPES", "block_indexer_bytes", "indexer_key_bytes", "key_dtype", "refuse_off_vllm",
+           "resolve_indexer_kv_dtype"]
 
 INDEXER_KV_DTYPES = ("auto", "bf16", "fp8", "mxfp4", "nvfp4")  # vLLM's IndexerKVDType (config/attention.py:13)
 DSA = "DSA indexer"  # DeepSeek-V3.2's keys (calc/parts)
@@ -42,8 +43,7 @@ def resolve_indexer_kv_dtype(kv: KVCache, engine: str, dtype: str, capability: t
         return CHOICES[kinds[0]][0] if kinds else "fp8"
     if dtype not in INDEXER_KV_DTYPES:
         raise GptcalcError(f"--indexer-kv-dtype {dtype!r}: choose from {', '.join(INDEXER_KV_DTYPES)}")
-    if engine != "vllm":
-        raise GptcalcError("--indexer-kv-dtype is vLLM's (its attention_config.indexer_kv_dtype): give --engine vllm")
+    refuse_off_vllm(engine, dtype)
     if not kinds:
         raise GptcalcError(f"--indexer-kv-dtype: {kv.model} has no sparse-attention indexer whose keys it would set")
     allowed = CHOICES[kinds[0]][1]
@@ -54,6 +54,12 @@ def resolve_indexer_kv_dtype(kv: KVCache, engine: str, dtype: str, capability: t
         raise GptcalcError(f"--indexer-kv-dtype mxfp4: vLLM takes it on SM10x cards only (B200, GB200, B300), not on "
                            f"an SM{capability[0]}{capability[1]} card (v1/attention/backends/mla/indexer.py:91-96)")
     return dtype
+
+
+def refuse_off_vllm(engine: str, dtype: str) -> None:
+    """--indexer-kv-dtype is vLLM's option alone: another engine refuses it rather than ignore it."""
+    if dtype != "auto" and engine != "vllm":
+        raise GptcalcError("--indexer-kv-dtype is vLLM's (its attention_config.indexer_kv_dtype): give --engine vllm")
 
 
 def key_dtype(kind: str, dtype: str) -> str:

@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 
 from calc.analysis.memory.parallel import Layout, validate_layout
 from calc.analysis.shapes import journey
-from calc.analysis.train.activations import RECOMPUTE, Term, activation_terms, korthikanti, layer_terms
+from calc.analysis.train.activations import ACT_BYTES, RECOMPUTE, Term, activation_terms, korthikanti, layer_terms
 from calc.analysis.train.compiled import compiled_layer_terms
 from calc.analysis.train.bnb import BNB, quantised_head
 from calc.analysis.train.executed import MOE_FORMS, as_run
@@ -70,7 +70,6 @@ __all__ = ["FLOAT8", "FRAMEWORKS", "LOSSES", "MOE_FORMS", "OFFLOAD", "OPTIMIZERS
            "TP_IMPL", "Setup",
            "Training", "train", "train_stages"]
 
-ACT_BYTES = 2  # bf16 activations
 OFFLOAD = ("optimizer", "params", "activations")
 TP_IMPL = ("megatron", "dtensor")
 

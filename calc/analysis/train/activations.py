@@ -75,9 +75,10 @@ from calc.parts.mlp import ActivationForm
 from calc.parts.shared import Shared
 from calc.spec.model import Block, ModelSpec
 
-__all__ = ["RECOMPUTE", "Term", "WRITTEN_GELU", "activation_terms", "korthikanti", "layer_terms", "qkv_terms",
-           "shared_terms"]
+__all__ = ["ACT_BYTES", "RECOMPUTE", "Term", "WRITTEN_GELU", "activation_terms", "korthikanti", "layer_terms",
+           "log_sum_exp", "qkv_terms", "shared_terms"]
 
+ACT_BYTES = 2  # bf16 activations
 RECOMPUTE = ("none", "selective", "op", "full")
 INT64 = 8
 
@@ -173,7 +174,7 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
     if recompute == "selective":
         core = []
     elif flash:  # instead of P, one log-sum-exp per row; its output, laid out [B, T, h, d], is W_O's input
-        core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
+        core = [log_sum_exp(b, h, s)]
         core += [Term("sliding window's mask, as SDPA's additive bias", b * s * s, act, "")] if _masked(a, s) else []
     else:
         dropout = bool(getattr(a, "dropout", 0))
@@ -185,6 +186,12 @@ def _attention(a: Attention | MLA, b: int, s: int, d: int, act: int, recompute: 
     return [Term(ATTENTION_INPUT, n * d, act, "input"), *inner, *_qk_norm(a, n, act, norms), *core,
             *_tables(a, s, act), *_temperature(a, s), *_output_gate(a, n, act), *_augment(a, n, d, act),
             *_list_indices(a)]
+
+
+def log_sum_exp(b: int, heads: int, s: int, split: str = "tp") -> Term:
+    """A fused attention kernel's one fp32 log-sum-exp per query row and head, which its backward reads
+    instead of the probabilities: one term wherever a flash kernel's output is kept, eager or compiled."""
+    return Term("fused attention: log-sum-exp (fp32)", b * heads * s, 4, split)
 
 
 def _list_indices(a: Attention | MLA) -> list[Term]:
@@ -495,7 +502,7 @@ def _compressed(a: CompressedAttention, b: int, s: int, d: int, act: int, recomp
     if recompute == "selective":
         core = []
     elif flash:
-        core = [Term("fused attention: log-sum-exp (fp32)", b * h * s, 4, "tp")]
+        core = [log_sum_exp(b, h, s)]
     else:
         core = _softmax(True, b, h, s, keys, act)
     return [*terms, *core, Term("heads' output and the grouped output's middle (W_o_a's and W_o_b's inputs)",
@@ -712,7 +719,7 @@ def _op_sac(block: Block, d: int, b: int, s: int, act: int) -> list[Term]:
     return [Term("layer input (the checkpoint)", n * d, act, ""),
             Term("every other matmul's output (the larger set of two steps)", n * saved, act, ""),
             Term("fused attention: output", n * a.o_dim, act, ""),
-            Term("fused attention: log-sum-exp (fp32)", b * a.n_heads * s, 4, "")]
+            log_sum_exp(b, a.n_heads, s, "")]
 
 
 def shared_terms(applied: Shared, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:

@@ -35,7 +35,7 @@ or, where inductor leaves the MLP weights' gradients to the end, in the attentio
 
 from __future__ import annotations
 
-from calc.analysis.train.activations import ATTENTION_INPUT, MLP_INPUT, W_O_INPUT, Term, qkv_terms
+from calc.analysis.train.activations import ATTENTION_INPUT, MLP_INPUT, W_O_INPUT, Term, log_sum_exp, qkv_terms
 from calc.errors import GptcalcError
 from calc.parts import MLP, Attention
 from calc.spec.model import Block
@@ -51,7 +51,7 @@ def compiled_layer_terms(block: Block, d: int, b: int, s: int, act: int, recompu
     """What one compiled layer keeps under `recompute` none or op (full: layer_terms' one input)."""
     a, m, n = _llama(block), block.mlp, b * s
     fused = [Term(W_O_INPUT + ": the fused attention's output", n * a.o_dim, act, "tp"),
-             Term("fused attention: log-sum-exp (fp32)", b * a.n_heads * s, 4, "tp")]
+             log_sum_exp(b, a.n_heads, s)]
     if recompute == "op":
         odd = (a.q_dim, a.v_dim, m.d_ff)  # wq, wv, w1 of wq wk wv wo w1 w3 w2 (w2's output is not needed)
         return [Term("layer input (the checkpoint)", n * d, act, ""),

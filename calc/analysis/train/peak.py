@@ -94,6 +94,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from calc.analysis.train.activations import ACT_BYTES
 from calc.analysis.train.bnb import dequantised_bytes, graph_inputs, quantised_head
 from calc.analysis.train.compiled import compiled_backward_terms, compiled_op_backward_terms
 from calc.analysis.train.context_parallel import ring_bytes
@@ -108,6 +109,7 @@ from calc.units import parse_bytes
 
 if TYPE_CHECKING:
     from calc.analysis.train import Training
+    from calc.analysis.train.loss import Loss
 
 __all__ = ["Moment", "Overheads", "interleaved_moments", "moments"]
 
@@ -147,6 +149,13 @@ class Moment:
                 "cached_idle": self.cached}
 
 
+def _loss_sizes(t: "Training", spec: ModelSpec) -> tuple[Loss, int, int]:
+    """The loss as it runs, one micro-batch's tokens on this GPU and its vocabulary shard (the head's rows split
+    over tp, the last rank's padded): what every loss and head figure of a moment is sized by."""
+    s = t.setup
+    return s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
+
+
 def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     """A checkpointed layer's activations rebuilt in full during its backward, beyond its kept input
     (under LoRA without what its frozen linears do not keep). A compiled layer (not under LoRA, whose
@@ -157,7 +166,7 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     if s.compiled_backward:
         terms = compiled_backward_terms if s.recompute == "full" else compiled_op_backward_terms
         return max(sum(s.term_bytes(term) for term in terms(
-            spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, 2, s.repeat_kv))
+            spec.blocks[kind], spec.d_model, s.micro_batch, s.local_seq, ACT_BYTES, s.repeat_kv))
             for kind in spec.layer_counts())
     if s.recompute != "full":
         return 0
@@ -276,7 +285,7 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
         sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
     kept = (("activations kept (one layer's, the rest offloaded)" if "activations" in s.offload
              else "activations kept", layers + t.layer_bytes(t.outside)),)
-    loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
+    loss, n, vocab = _loss_sizes(t, spec)
     head_params = vocab * spec.d_model
     f = _fsdp(t, p, gathered, head_params, spec.head.tied)
     head_grad = 0 if s.lora_rank else head_params * p.grad
@@ -358,7 +367,7 @@ def _kept(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int
     f = _fsdp(t, p, gathered, 0, True)  # under PP the stage is gathered whole: no head unit of its own
     per_batch = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers) // t.stage.in_flight(0) \
         + t.layer_bytes(tuple(x for x in t.outside if not x.head))
-    loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
+    loss, n, vocab = _loss_sizes(t, spec)
     hidden = loss.head_inside or not loss.held
     output = residual_bytes(s, spec.d_model) if hidden else 2 * n * vocab
     return _Kept(base, grads, whole, f, per_batch, _in_layer(t, spec) + f.in_layer + f.layer_grad, output, hidden,
@@ -367,8 +376,7 @@ def _kept(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int
 
 def _loss_parts(t: "Training", spec: ModelSpec, phase: str) -> tuple[tuple[str, int], ...]:
     """The last stage's loss, forward or backward, beside its micro-batch's head and loss activations."""
-    s = t.setup
-    loss, n, vocab = s.loss_run, s.micro_batch * s.local_seq, -(-spec.vocab_size // s.tp)
+    loss, n, vocab = _loss_sizes(t, spec)
     return (("activations kept: the head's and the loss's", t.layer_bytes(tuple(x for x in t.outside if x.head))),
             (f"loss: {phase} temporaries", loss.transient(phase, n, vocab, spec.d_model)))
 
