@@ -674,6 +674,46 @@ def test_a_frozen_mla_keeps_only_the_latents_its_adapters_read(model_type: str, 
     assert saved_per_layer(model, ids)[1] == sum(t.bytes(1, False) for t in frozen) + adapters
 
 
+ZAMBA2_LINEARS = {"q": "self_attn.q_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
+                  "down": "feed_forward.down_proj"}
+
+
+@pytest.mark.parametrize("targets", [None, (), ("q", "v"), ("o",), ("down",)])
+def test_zamba2_layers_frozen_keep_what_their_adapters_read(targets: tuple[str, ...] | None) -> None:
+    """transformers' tiny Zamba2 in bf16, eager, Mamba2's kernel stood in (tests/kernel_saves.py), every layer
+    measured: trained in full (`targets` None), and frozen but the embedding (so each layer's input needs a
+    gradient) with LoRA adapters on the shared blocks' `targets` (one per stored copy, as PEFT puts one on a
+    tied module). The shared blocks' Zamba2RMSNorms upcast as the block's norms do (fp32 input and rsqrt;
+    the normed x only for a trained weight); frozen, the built-in adapters' rank-r middles and the output
+    linear's input go (kept only for their weights), the rest follows the dense rule (frozen.py)."""
+    from calc.analysis.train import Setup, train
+    from kernel_saves import gpu_kernels
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    spec, model = spec_of(tiny_config("zamba2")), _transformers_tiny("zamba2").to(torch.bfloat16).train()
+    model.config.use_cache = False
+    model.set_attn_implementation("eager")
+    if targets is not None:
+        model.requires_grad_(False).get_input_embeddings().weight.requires_grad_(True)
+        copies = {id(layer.shared_transformer): layer.shared_transformer for layer in model.model.layers
+                  if hasattr(layer, "shared_transformer")}
+        for copy in copies.values():
+            for target in targets:
+                parent, name = ZAMBA2_LINEARS[target].split(".")
+                module = getattr(copy, parent)
+                setattr(module, name, _LoRA(getattr(module, name), 4, 0.0))
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    t = train(spec, Setup(T, B, lora_rank=4 if targets is not None else None, lora_targets=targets or (),
+                          precision="bf16", norm_upcast=True, attention="eager"))
+    per_kind = {kind: t.layer_bytes(terms) for kind, _, terms in t.layers}
+    with gpu_kernels(model):
+        kept = saved_per_layer(model, ids)
+    assert kept == [per_kind[spec.block_at(layer)] for layer in range(spec.n_layers)]
+
+
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
 @pytest.mark.parametrize("model_type", ["llama", "gpt2", "llama4_text"])
 def test_a_16_bit_eager_softmax_keeps_what_it_computes_in(model_type: str, dropout: float,

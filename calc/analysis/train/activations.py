@@ -710,16 +710,22 @@ def _op_sac(block: Block, d: int, b: int, s: int, act: int) -> list[Term]:
             Term("fused attention: log-sum-exp (fp32)", b * a.n_heads * s, 4, "")]
 
 
-def shared_terms(applied: Shared, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
+def shared_terms(applied: Shared, b: int, s: int, d: int, act: int, recompute: str, flash: bool,
+                 norms: str = "act") -> list[Term]:
     """One application of a shared block (Zamba2's): its norm over the d_in-wide [x, embedding], its
     attention reading d_in, each adapter's rank-r middle (its first matrix reads an input the
-    projection beside it keeps already), its second norm and MLP, and the linear's input."""
+    projection beside it keeps already), its second norm and MLP, and the linear's input; its norms
+    counted as the block's are (`norms`: Zamba2RMSNorm upcasts as LlamaRMSNorm does). The middles and
+    the linear's input are kept only for the built-in adapters' and the linear's weights, which no LoRA
+    target names (weight_grad; measured frozen: tests/test_train_torch.py)."""
     n, copy = b * s, applied.block
-    return [*_norm(copy.norm, n, copy.in_width, act, "shared block norm (over d_in)"),
+    return [*_norm(copy.norm, n, copy.in_width, act, "shared block norm (over d_in)", norms),
             *_attention(copy.attention, b, s, copy.in_width, act, recompute, flash),
-            Term("adapters' rank-r middles", n * applied.adapter_rank * len(applied.adapters), act, ""),
-            *_norm(copy.norm, n, d, act, "shared block norm"), *_mlp(copy.mlp, n, d, act),
-            *([Term("shared block output (its linear's input)", n * d, act, "sp")] if applied.proj else [])]
+            Term("adapters' rank-r middles", n * applied.adapter_rank * len(applied.adapters), act, "",
+                 weight_grad=True),
+            *_norm(copy.norm, n, d, act, "shared block norm", norms), *_mlp(copy.mlp, n, d, act),
+            *([Term("shared block output (its linear's input)", n * d, act, "sp", weight_grad=True)]
+              if applied.proj else [])]
 
 
 def _block_norms(block: Block, n: int, d: int, act: int, norms: str) -> list[Term]:
@@ -748,7 +754,7 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     # a parallel group's each
     mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash, repeat_kv, norms)]
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
-    applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
+    applied = shared_terms(block.shared, b, s, d, act, recompute, flash, norms) if block.shared else []
     hyper = _hyper(block.hyper, n, d, act) if block.hyper is not None else []
     # each sublayer's output dropped out before its add (Seed-OSS, GPT-2), or the MLP's alone, the mixer's then
     # perhaps at a rate of its own (a sequential Falcon's): the mask is all the multiply keeps

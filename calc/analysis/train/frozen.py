@@ -28,8 +28,9 @@ weight's gradient (Term.weight_grad: in_proj's and out_proj's inputs, a gated no
 output ...) goes; so do DeepSeek-V4's (only q_b takes an adapter): the hyper-connections' normed copies and
 mixing output, the latent norms' normed x, W_o_a's and W_o_b's inputs. Counted for layers of those mixers
 (MEASURED) and a dense MLP or a top-k MoE (_plain, DeepSeek-V4's clamped experts too); Mamba v1's layers
-and other MoE forms keep their full-training count (not measured frozen); Zamba2's shared blocks' terms
-follow the attention and MLP rules by their labels (not measured frozen).
+and other MoE forms keep their full-training count (not measured frozen). Zamba2's shared blocks' terms
+follow the attention and MLP rules by their labels; their built-in adapters' middles and output linear's
+input are weight_grad (measured: tests/test_train_torch.py).
 Measured with saved-tensor hooks on transformers' tiny Llama with LoRA adapters on every
 combination of targets, with and without dropout, on tiny Qwen3-MoE, Qwen2-MoE, Mixtral and OLMoE with
 adapters on the attention, on tiny DeepSeek-V3, DeepSeek-V2 and GLM-4.7-Flash (MLA) with adapters on q
