@@ -660,7 +660,7 @@ def test_a_frozen_mla_keeps_only_the_latents_its_adapters_read(model_type: str, 
     each latent norm keeps its input and rsqrt (the KV one its input's whole storage, the rotary key with it),
     its frozen weight no normed x; q_b's input (the Q latent) stays for an adapter on q (DeepSeek-V2's plain q
     projection reads the normed input instead), kv_b's never; W_O's input for an adapter on o; the MoE block
-    as above."""
+    as above. The adapters take the activations' dtype (precision bf16's adapters: no cast copy of their input)."""
     from calc.analysis.train import Setup
     from calc.analysis.train.frozen import frozen_layer
     from saved_tensors import saved_per_layer
@@ -669,7 +669,7 @@ def test_a_frozen_mla_keeps_only_the_latents_its_adapters_read(model_type: str, 
     model, ids, spec = _adapted_tiny(model_type, linears, targets, "eager", torch.float32)
     block = spec.blocks[spec.block_at(1)]
     frozen = frozen_layer(layer_terms(block, spec.d_model, B, T, FP32, "none", False, "act-frozen"), block,
-                          Setup(T, B, lora_rank=4, lora_targets=targets, attention="eager"))
+                          Setup(T, B, lora_rank=4, lora_targets=targets, attention="eager", precision="bf16"))
     adapters = len(targets) * B * T * 4 * FP32  # each adapter's A output (rank 4), for B's gradient
     assert saved_per_layer(model, ids)[1] == sum(t.bytes(1, False) for t in frozen) + adapters
 

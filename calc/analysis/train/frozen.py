@@ -3,8 +3,8 @@
 Autograd saves a tensor for the gradients it will compute: a linear keeps its input for its weight's
 gradient, so a frozen linear (weight requires_grad False) keeps none. Its input is still kept where
 another reader saves it: a LoRA adapter that reads it as it is (A's matmul keeps it for A's gradient;
-with LoRA dropout A reads the dropped-out copy instead, counted with the adapter, and dropout keeps only
-its mask), or a 4-bit matmul that stores its input itself (bitsandbytes 0.42.0, bnb.py). So under LoRA:
+with LoRA dropout A reads the dropped-out copy instead, and with PEFT's fp32 adapters on a 16-bit base a
+cast copy, Setup.adapter_copies, both counted with the adapter; dropout keeps only its mask), or a 4-bit matmul that stores its input itself (bitsandbytes 0.42.0, bnb.py). So under LoRA:
 
 - the attention's normed input is kept where q, k or v has an adapter without dropout (in a parallel
   block, which feeds the MLP the same input, also gate or up);
@@ -65,8 +65,9 @@ HIDDEN_KEPT = {GATED_KEPT: 4, PLAIN_KEPT: 2, CLAMPED_KEPT: 6}
 
 
 def _read(s: "Setup", *targets: str) -> bool:
-    """An adapter on one of `targets` reads its input as it is (no LoRA dropout between)."""
-    return not s.lora_dropout and any(t in s.lora_targets for t in targets)
+    """An adapter on one of `targets` reads its input as it is: no LoRA dropout between, and no cast copy
+    (Setup.adapter_copies; an expert stack's adapter is folded into the weight, so its matmul reads the rows)."""
+    return not s.lora_dropout and any(t in s.lora_targets and (t in STACKS or not s.adapter_copies) for t in targets)
 
 
 def _plain(m: MLP | MoE | None) -> bool:
