@@ -416,15 +416,16 @@ def test_attention_layers_of_hybrids_equal_what_transformers_holds(model_type: s
         sum(t.bytes(1, False) for t in layer_terms(blocks[i], spec.d_model, B, T, FP32, "none")) for i in attention]
 
 
-RECURRENT = ("mamba2", "gated_deltanet", "kda", "short_conv")
+RECURRENT = ("mamba", "mamba2", "gated_deltanet", "kda", "short_conv")
 
 
 @pytest.mark.parametrize("model_type", ["nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "qwen3_5_text",
-                                        "olmo_hybrid", "kimi_linear", "lfm2", "lfm2_moe"])
+                                        "olmo_hybrid", "kimi_linear", "lfm2", "lfm2_moe", "mamba", "falcon_mamba",
+                                        "jamba"])
 def test_recurrent_layers_equal_what_the_gpu_kernels_keep(model_type: str) -> None:
     """The recurrent mixers as a GPU run keeps them: transformers' own tiny model with its fused kernels
-    (mamba_ssm's combined Mamba2 Function, fla's chunked gated-delta and KDA rules, causal-conv1d) stood
-    in by what each saves (tests/kernel_saves.py), so the torch ops around them are measured for real;
+    (mamba_ssm's combined Mamba2 Function, its MambaInnerFn for Mamba and Falcon-Mamba and SelectiveScanFn
+    for Jamba, fla's chunked gated-delta and KDA rules, causal-conv1d) stood in by what each saves (tests/kernel_saves.py), so the torch ops around them are measured for real;
     each recurrent layer's bytes equal layer_terms. transformers' CPU fallback keeps more: for LFM2's
     short conv exactly the padded tail of F.conv1d's output, B·d·(kernel − 1) per layer."""
     from kernel_saves import gpu_kernels
@@ -449,15 +450,17 @@ def test_recurrent_layers_equal_what_the_gpu_kernels_keep(model_type: str) -> No
 
 
 @pytest.mark.parametrize("model_type", ["nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "qwen3_5_text",
-                                        "olmo_hybrid", "kimi_linear", "lfm2", "lfm2_moe", "minimax"])
+                                        "olmo_hybrid", "kimi_linear", "lfm2", "lfm2_moe", "minimax", "mamba",
+                                        "falcon_mamba", "jamba"])
 def test_frozen_recurrent_layers_keep_what_the_gpu_kernels_need(model_type: str) -> None:
     """The same models as above, every weight frozen but the embedding's (so each layer's input needs a
     gradient, as under LoRA adapters upstream), the mixers with no adapter (LoRA's targets name none of their
     projections): the kernels' own saves stay, and so does every torch op's save that the input's gradient
     reads, but in_proj's input, out_proj's (C·conv, the gated output), a gated norm's normed x, the gates'
     bottleneck inputs (KDA), exp(A_log)'s output and the softplus result that multiplies −exp(A_log) go —
-    the terms marked weight_grad. The MLP (or MoE) after them follows the dense rule (frozen.py). Exact for
-    Mamba2, gated DeltaNet, KDA, short conv and lightning layers."""
+    the terms marked weight_grad (Jamba's: also x_proj's and out_proj's inputs, copies, its dt, B and C norms'
+    normed x and dt_proj's input). The MLP (or MoE) after them follows the dense rule (frozen.py). Exact for
+    Mamba, Mamba2, gated DeltaNet, KDA, short conv and lightning layers."""
     from calc.analysis.train import Setup
     from calc.analysis.train.frozen import frozen_layer
     from kernel_saves import gpu_kernels

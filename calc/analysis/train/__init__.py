@@ -376,17 +376,19 @@ def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term
         return spec.blocks[kind].moe.top_k if st.id.startswith("experts") else 1
 
     terms = [Term("LoRA: A's outputs", rows * s.lora_rank * sum(routed(st) for st in adapted_here), width, "")]
-    reads = [(s.lora_fused_qkv and st.id in ("q", "k", "v"), routed(st) * st.weight.sizes[-2]) for st in adapted_here]
+    reads = [(s.lora_fused_qkv and st.id in ("q", "k", "v"), routed(st) * st.weight.sizes[-2])
+             for st in adapted_here]
     if s.lora_dropout:
-        inputs = rows * (sum(w for shared, w in reads if not shared) + max((w for shared, w in reads if shared), default=0))
+        inputs = rows * (sum(w for shared, w in reads if not shared)
+                         + max((w for shared, w in reads if shared), default=0))
         terms += [Term("LoRA dropout: dropped-out inputs", inputs, width if s.adapter_copies else ACT_BYTES, ""),
                   Term("LoRA dropout: masks (bool)", inputs, 1, "")]
     elif s.adapter_copies:
-        terms.append(Term("LoRA: each adapter's input, cast to the adapters' dtype (PEFT)", rows * sum(w for _, w in reads),
-                          width, ""))
+        terms.append(Term("LoRA: each adapter's input, cast to the adapters' dtype (PEFT)",
+                          rows * sum(w for _, w in reads), width, ""))
     if p.autocast_copies:
-        terms.append(Term("LoRA: autocast's bf16 copies of the adapters' weights", sum(
-            s.lora_rank * (st.weight.sizes[-2] + -(-st.weight.sizes[-1] // s.tp)) for st in adapted_here), ACT_BYTES, ""))
+        weights = sum(s.lora_rank * (st.weight.sizes[-2] + -(-st.weight.sizes[-1] // s.tp)) for st in adapted_here)
+        terms.append(Term("LoRA: autocast's bf16 copies of the adapters' weights", weights, ACT_BYTES, ""))
     return terms + _stack_terms(stacks_here, s, p)
 
 
