@@ -425,7 +425,8 @@ RECURRENT = ("mamba", "mamba2", "gated_deltanet", "kda", "short_conv")
 def test_recurrent_layers_equal_what_the_gpu_kernels_keep(model_type: str) -> None:
     """The recurrent mixers as a GPU run keeps them: transformers' own tiny model with its fused kernels
     (mamba_ssm's combined Mamba2 Function, its MambaInnerFn for Mamba and Falcon-Mamba and SelectiveScanFn
-    for Jamba, fla's chunked gated-delta and KDA rules, causal-conv1d) stood in by what each saves (tests/kernel_saves.py), so the torch ops around them are measured for real;
+    for Jamba, fla's chunked gated-delta and KDA rules, causal-conv1d) stood in by what each saves
+    (tests/kernel_saves.py), so the torch ops around them are measured for real;
     each recurrent layer's bytes equal layer_terms. transformers' CPU fallback keeps more: for LFM2's
     short conv exactly the padded tail of F.conv1d's output, B·d·(kernel − 1) per layer."""
     from kernel_saves import gpu_kernels

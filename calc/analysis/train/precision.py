@@ -14,8 +14,8 @@ linear layer saves the bf16 copy of its weight that autocast made for forward, s
 2 bytes per matrix parameter beside the activations (counted as an activation term).
 
 LoRA adapters take the precision's adapter width: fp32 where the base is trained in fp32 states
-(PEFT upcasts adapters to fp32, `autocast_adapter_dtype=True`), bf16 under pure bf16; the frozen
-base is 16-bit either way (QLoRA: NF4).
+(PEFT upcasts adapters to fp32, `autocast_adapter_dtype=True`, and then hands each a cast copy of its
+input: Setup.adapter_copies), bf16 under pure bf16; the frozen base is 16-bit either way (QLoRA: NF4).
 """
 
 from __future__ import annotations
