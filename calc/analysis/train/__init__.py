@@ -155,11 +155,11 @@ class Setup:
     def adapter_copies(self) -> bool:
         """Each linear adapter reads a copy of its input, not the input itself: PEFT casts it to the adapters'
         dtype (peft 0.21.2, tuners/lora/layer.py, Linear.forward: `x = self._cast_input_dtype(x,
-        lora_A.weight.dtype)`), a new tensor per target where fp32 adapters sit on 16-bit activations; a QLoRA
-        layer casts only outside autocast (tuners/lora/bnb.py, Linear4bit.forward: `requires_conversion = not
-        torch.is_autocast_enabled()`)."""
+        lora_A.weight.dtype)`), a new tensor per target where fp32 adapters sit on 16-bit activations (not where
+        FSDP2 hands forward their bf16 copies, Precision.gathered_bf16); a QLoRA layer casts only outside
+        autocast (tuners/lora/bnb.py, Linear4bit.forward: `requires_conversion = not torch.is_autocast_enabled()`)."""
         p = PRECISIONS[self.precision]
-        return p.adapter != ACT_BYTES and not (self.qlora and p.autocast_copies)
+        return p.adapter != ACT_BYTES and not p.gathered_bf16 and not (self.qlora and p.autocast_copies)
 
     @property
     def compiled_backward(self) -> bool:
@@ -359,18 +359,18 @@ def _place(row: StateRow, s: Setup, trained: tuple[Tensor, ...]) -> list[StateRo
 
 def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term]:
     """Each adapter keeps A's output, r wide, for B's backward, in the dtype A runs in (bf16 under autocast,
-    which also makes and keeps a bf16 copy of each adapter's weights); A's input is the frozen layer's, kept
-    already, unless the adapter reads a copy (Setup.adapter_copies): A keeps that copy, one per target (fp32;
-    under autocast its bf16 recast). With LoRA dropout A keeps the dropped-out input instead (its own copy,
-    in that dtype) and the dropout its mask — one for q, k and v together where they share it
-    (`lora_fused_qkv`). `kind` "" is the head. An expert stack's adapter (PEFT's target_parameters) runs no
+    which also makes and keeps a bf16 copy of each adapter's weights, and under FSDP2's bf16 gathering); A's
+    input is the frozen layer's, kept already, unless the adapter reads a copy (Setup.adapter_copies): A keeps
+    that copy, one per target (fp32; under autocast its bf16 recast). With LoRA dropout A keeps the
+    dropped-out input instead (its own copy, in that dtype) and the dropout its mask — one for q, k and v
+    together where they share it (`lora_fused_qkv`). `kind` "" is the head. An expert stack's adapter (PEFT's target_parameters) runs no
     A on the rows: `_stack_terms`."""
     linears, stacks = adapted(journey(spec, 1).steps, s.lora_targets)
     adapted_here = [st for st in linears if st.block == kind]
     stacks_here = [group for group in stacks if group[0].block == kind]
     if not adapted_here:
         return _stack_terms(stacks_here, s, p)
-    rows, width = s.micro_batch * s.local_seq, ACT_BYTES if p.autocast_copies else p.adapter
+    rows, width = s.micro_batch * s.local_seq, ACT_BYTES if p.autocast_copies or p.gathered_bf16 else p.adapter
 
     def routed(st) -> int:
         return spec.blocks[kind].moe.top_k if st.id.startswith("experts") else 1
