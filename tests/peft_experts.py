@@ -26,8 +26,8 @@ MODEL_TYPES = ("qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss", "deepsee
 TARGETS = (("experts_gate_up", "experts_down"), ("experts_gate_up",), ("experts_down",))
 PARAMETERS = {"experts_gate_up": "mlp.experts.gate_up_proj", "experts_down": "mlp.experts.down_proj"}
 MODULES = {"q": "q_proj", "v": "v_proj"}
-BESIDE = ("q", "v", *TARGETS[0])  # with the attention's adapters, bf16 adapters only: PEFT's fp32 adapters on a
-# bf16 base keep an fp32 copy of each linear adapter's input, which train does not count (docs/training.md)
+BESIDE = ("q", "v", *TARGETS[0])  # with the attention's adapters, bf16 adapters only (the fp32 copies PEFT makes of
+# the linears' inputs are measured on their own: tests/peft_linears.py)
 FROZEN_FORMS = ("qwen3_moe", "qwen2_moe", "mixtral", "olmoe")  # frozen.py's _plain MoE blocks
 RANK, BATCH, SEQ = 4, 3, 7
 

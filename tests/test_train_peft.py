@@ -22,6 +22,8 @@ from calc.analysis.train import Setup, train
 from calc.errors import GptcalcError
 from oracle import spec_of
 from peft_experts import BATCH, FROZEN_FORMS, RANK, RECORD, SEQ, TARGETS, key, measure, runs
+from peft_linears import PRECISION, RECORD as LINEARS_RECORD, TARGETS as LINEAR_TARGETS, key as linear_key
+from peft_linears import measure as linear_measure, runs as linear_runs
 from tiny_models import tiny_config
 
 MEASURED = json.loads(RECORD.read_text())
@@ -68,3 +70,39 @@ def test_peft_still_keeps_the_record(model_type: str, targets: tuple[str, ...], 
     """The live measurement, where peft is installed (not a project dependency)."""
     pytest.importorskip("peft")
     assert measure(model_type, targets, fp32) == MEASURED[model_type][key(targets, fp32)]
+
+
+LINEARS = json.loads(LINEARS_RECORD.read_text())
+
+
+@pytest.mark.parametrize(("targets", "dropout", "run"), linear_runs())
+def test_a_layer_keeps_what_peft_keeps_beside_its_linears(targets: tuple[str, ...], dropout: bool, run: str) -> None:
+    """PEFT's linear adapters on tiny bf16 Llama (tests/peft_linears.py): fp32 adapters without autocast keep an
+    fp32 copy of each target's input, under autocast its bf16 recast, A's bf16 output and autocast's bf16
+    copies of A and B; bf16 adapters read the input itself. Layer 0's input needs no gradient (the embedding
+    is frozen) and is left out."""
+    spec = spec_of(tiny_config("llama"))
+    t = train(spec, Setup(SEQ, BATCH, lora_rank=RANK, lora_targets=targets, lora_dropout=dropout, norm_upcast=True,
+                          precision=PRECISION[run]))
+    (_, _, terms), = t.layers
+    assert LINEARS[linear_key(targets, dropout, run)][1:] == [t.layer_bytes(terms)] * (spec.n_layers - 1)
+
+
+def test_the_fp32_copies_outweigh_the_inputs_they_replace() -> None:
+    """All seven targets, fp32 adapters, no dropout: q, k and v each copy the 32-wide normed input, gate and up
+    the MLP's, o the 32-wide heads' output and down the 48-wide product, 4 B an element over 3 · 7 rows; the
+    bf16 inputs no adapter reads now (the two normed inputs and the product: the fused attention keeps W_O's)
+    go. The record's fp32 and bf16 runs differ by that and by A's seven outputs at 4 B, not 2."""
+    rows, d, f = BATCH * SEQ, 32, 48  # tests/tiny_models.py's Llama: hidden 32, intermediate 48
+    copies = rows * (6 * d + f) * 4
+    freed = rows * (d + d + f) * 2
+    wider_outputs = rows * RANK * 7 * 2
+    fp32, bf16 = (LINEARS[linear_key(LINEAR_TARGETS[-1], False, run)][1] for run in ("fp32", "bf16"))
+    assert fp32 - bf16 == copies - freed + wider_outputs
+
+
+@pytest.mark.parametrize(("targets", "dropout", "run"), [r for r in linear_runs() if r[0] == LINEAR_TARGETS[-1]])
+def test_peft_still_keeps_the_linears_record(targets: tuple[str, ...], dropout: bool, run: str) -> None:
+    """The live measurement, where peft is installed (not a project dependency)."""
+    pytest.importorskip("peft")
+    assert linear_measure(targets, dropout, run) == LINEARS[linear_key(targets, dropout, run)]

@@ -416,15 +416,17 @@ def test_attention_layers_of_hybrids_equal_what_transformers_holds(model_type: s
         sum(t.bytes(1, False) for t in layer_terms(blocks[i], spec.d_model, B, T, FP32, "none")) for i in attention]
 
 
-RECURRENT = ("mamba2", "gated_deltanet", "kda", "short_conv")
+RECURRENT = ("mamba", "mamba2", "gated_deltanet", "kda", "short_conv")
 
 
 @pytest.mark.parametrize("model_type", ["nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "qwen3_5_text",
-                                        "olmo_hybrid", "kimi_linear", "lfm2", "lfm2_moe"])
+                                        "olmo_hybrid", "kimi_linear", "lfm2", "lfm2_moe", "mamba", "falcon_mamba",
+                                        "jamba"])
 def test_recurrent_layers_equal_what_the_gpu_kernels_keep(model_type: str) -> None:
     """The recurrent mixers as a GPU run keeps them: transformers' own tiny model with its fused kernels
-    (mamba_ssm's combined Mamba2 Function, fla's chunked gated-delta and KDA rules, causal-conv1d) stood
-    in by what each saves (tests/kernel_saves.py), so the torch ops around them are measured for real;
+    (mamba_ssm's combined Mamba2 Function, its MambaInnerFn for Mamba and Falcon-Mamba and SelectiveScanFn
+    for Jamba, fla's chunked gated-delta and KDA rules, causal-conv1d) stood in by what each saves
+    (tests/kernel_saves.py), so the torch ops around them are measured for real;
     each recurrent layer's bytes equal layer_terms. transformers' CPU fallback keeps more: for LFM2's
     short conv exactly the padded tail of F.conv1d's output, B·d·(kernel − 1) per layer."""
     from kernel_saves import gpu_kernels
@@ -449,15 +451,17 @@ def test_recurrent_layers_equal_what_the_gpu_kernels_keep(model_type: str) -> No
 
 
 @pytest.mark.parametrize("model_type", ["nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "qwen3_5_text",
-                                        "olmo_hybrid", "kimi_linear", "lfm2", "lfm2_moe", "minimax"])
+                                        "olmo_hybrid", "kimi_linear", "lfm2", "lfm2_moe", "minimax", "mamba",
+                                        "falcon_mamba", "jamba"])
 def test_frozen_recurrent_layers_keep_what_the_gpu_kernels_need(model_type: str) -> None:
     """The same models as above, every weight frozen but the embedding's (so each layer's input needs a
     gradient, as under LoRA adapters upstream), the mixers with no adapter (LoRA's targets name none of their
     projections): the kernels' own saves stay, and so does every torch op's save that the input's gradient
     reads, but in_proj's input, out_proj's (C·conv, the gated output), a gated norm's normed x, the gates'
     bottleneck inputs (KDA), exp(A_log)'s output and the softplus result that multiplies −exp(A_log) go —
-    the terms marked weight_grad. The MLP (or MoE) after them follows the dense rule (frozen.py). Exact for
-    Mamba2, gated DeltaNet, KDA, short conv and lightning layers."""
+    the terms marked weight_grad (Jamba's: also x_proj's and out_proj's inputs, copies, its dt, B and C norms'
+    normed x and dt_proj's input). The MLP (or MoE) after them follows the dense rule (frozen.py). Exact for
+    Mamba, Mamba2, gated DeltaNet, KDA, short conv and lightning layers."""
     from calc.analysis.train import Setup
     from calc.analysis.train.frozen import frozen_layer
     from kernel_saves import gpu_kernels
@@ -660,7 +664,7 @@ def test_a_frozen_mla_keeps_only_the_latents_its_adapters_read(model_type: str, 
     each latent norm keeps its input and rsqrt (the KV one its input's whole storage, the rotary key with it),
     its frozen weight no normed x; q_b's input (the Q latent) stays for an adapter on q (DeepSeek-V2's plain q
     projection reads the normed input instead), kv_b's never; W_O's input for an adapter on o; the MoE block
-    as above."""
+    as above. The adapters take the activations' dtype (precision bf16's adapters: no cast copy of their input)."""
     from calc.analysis.train import Setup
     from calc.analysis.train.frozen import frozen_layer
     from saved_tensors import saved_per_layer
@@ -669,9 +673,49 @@ def test_a_frozen_mla_keeps_only_the_latents_its_adapters_read(model_type: str, 
     model, ids, spec = _adapted_tiny(model_type, linears, targets, "eager", torch.float32)
     block = spec.blocks[spec.block_at(1)]
     frozen = frozen_layer(layer_terms(block, spec.d_model, B, T, FP32, "none", False, "act-frozen"), block,
-                          Setup(T, B, lora_rank=4, lora_targets=targets, attention="eager"))
+                          Setup(T, B, lora_rank=4, lora_targets=targets, attention="eager", precision="bf16"))
     adapters = len(targets) * B * T * 4 * FP32  # each adapter's A output (rank 4), for B's gradient
     assert saved_per_layer(model, ids)[1] == sum(t.bytes(1, False) for t in frozen) + adapters
+
+
+ZAMBA2_LINEARS = {"q": "self_attn.q_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
+                  "down": "feed_forward.down_proj"}
+
+
+@pytest.mark.parametrize("targets", [None, (), ("q", "v"), ("o",), ("down",)])
+def test_zamba2_layers_frozen_keep_what_their_adapters_read(targets: tuple[str, ...] | None) -> None:
+    """transformers' tiny Zamba2 in bf16, eager, Mamba2's kernel stood in (tests/kernel_saves.py), every layer
+    measured: trained in full (`targets` None), and frozen but the embedding (so each layer's input needs a
+    gradient) with LoRA adapters on the shared blocks' `targets` (one per stored copy, as PEFT puts one on a
+    tied module). The shared blocks' Zamba2RMSNorms upcast as the block's norms do (fp32 input and rsqrt;
+    the normed x only for a trained weight); frozen, the built-in adapters' rank-r middles and the output
+    linear's input go (kept only for their weights), the rest follows the dense rule (frozen.py)."""
+    from calc.analysis.train import Setup, train
+    from kernel_saves import gpu_kernels
+    from saved_tensors import saved_per_layer
+    from test_hybrids import _transformers_tiny
+    from oracle import spec_of
+    from tiny_models import VOCAB, tiny_config
+
+    spec, model = spec_of(tiny_config("zamba2")), _transformers_tiny("zamba2").to(torch.bfloat16).train()
+    model.config.use_cache = False
+    model.set_attn_implementation("eager")
+    if targets is not None:
+        model.requires_grad_(False).get_input_embeddings().weight.requires_grad_(True)
+        copies = {id(layer.shared_transformer): layer.shared_transformer for layer in model.model.layers
+                  if hasattr(layer, "shared_transformer")}
+        for copy in copies.values():
+            for target in targets:
+                parent, name = ZAMBA2_LINEARS[target].split(".")
+                module = getattr(copy, parent)
+                setattr(module, name, _LoRA(getattr(module, name), 4, 0.0))
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(0))
+    t = train(spec, Setup(T, B, lora_rank=4 if targets is not None else None, lora_targets=targets or (),
+                          precision="bf16", norm_upcast=True, attention="eager"))
+    per_kind = {kind: t.layer_bytes(terms) for kind, _, terms in t.layers}
+    with gpu_kernels(model):
+        kept = saved_per_layer(model, ids)
+    assert kept == [per_kind[spec.block_at(layer)] for layer in range(spec.n_layers)]
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.1])

@@ -151,6 +151,16 @@ class Setup:
         return ("upcast" if self.norm_upcast else "act") + ("-frozen" if self.lora_rank else "")
 
     @property
+    def adapter_copies(self) -> bool:
+        """Each linear adapter reads a copy of its input, not the input itself: PEFT casts it to the adapters'
+        dtype (peft 0.21.2, tuners/lora/layer.py, Linear.forward: `x = self._cast_input_dtype(x,
+        lora_A.weight.dtype)`), a new tensor per target where fp32 adapters sit on 16-bit activations (not where
+        FSDP2 hands forward their bf16 copies, Precision.gathered_bf16); a QLoRA layer casts only outside
+        autocast (tuners/lora/bnb.py, Linear4bit.forward: `requires_conversion = not torch.is_autocast_enabled()`)."""
+        p = PRECISIONS[self.precision]
+        return p.adapter != ACT_BYTES and not p.gathered_bf16 and not (self.qlora and p.autocast_copies)
+
+    @property
     def compiled_backward(self) -> bool:
         """A compiled layer rebuilt in its backward, in full or what the per-op policy did not keep, counted as
         measured (compiled_backward_terms, compiled_op_backward_terms); under LoRA its frozen backward is not
@@ -354,27 +364,37 @@ def _place(row: StateRow, s: Setup, trained: tuple[Tensor, ...]) -> list[StateRo
 
 
 def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term]:
-    """Each adapter keeps A's output, r wide, for B's backward (its input is the frozen layer's, kept
-    already); with LoRA dropout also the dropped-out input (its own copy) and the dropout's mask —
-    one for q, k and v together where they share it (`lora_fused_qkv`). `kind` "" is the head.
-    An expert stack's adapter (PEFT's target_parameters) runs no A on the rows: `_stack_terms`."""
+    """Each adapter keeps A's output, r wide, for B's backward, in the dtype A runs in (bf16 under autocast,
+    which also makes and keeps a bf16 copy of each adapter's weights, and under FSDP2's bf16 gathering); A's
+    input is the frozen layer's, kept already, unless the adapter reads a copy (Setup.adapter_copies): A keeps
+    that copy, one per target (fp32; under autocast its bf16 recast). With LoRA dropout A keeps the
+    dropped-out input instead (its own copy, in that dtype) and the dropout its mask — one for q, k and v
+    together where they share it (`lora_fused_qkv`). `kind` "" is the head. An expert stack's adapter (PEFT's target_parameters) runs no
+    A on the rows: `_stack_terms`."""
     linears, stacks = adapted(journey(spec, 1).steps, s.lora_targets)
     adapted_here = [st for st in linears if st.block == kind]
     stacks_here = [group for group in stacks if group[0].block == kind]
     if not adapted_here:
         return _stack_terms(stacks_here, s, p)
-    rows = s.micro_batch * s.local_seq
+    rows, width = s.micro_batch * s.local_seq, ACT_BYTES if p.autocast_copies or p.gathered_bf16 else p.adapter
 
     def routed(st) -> int:
         return spec.blocks[kind].moe.top_k if st.id.startswith("experts") else 1
 
-    terms = [Term("LoRA: A's outputs", rows * s.lora_rank * sum(routed(st) for st in adapted_here), p.adapter, "")]
+    terms = [Term("LoRA: A's outputs", rows * s.lora_rank * sum(routed(st) for st in adapted_here), width, "")]
+    reads = [(s.lora_fused_qkv and st.id in ("q", "k", "v"), routed(st) * st.weight.sizes[-2])
+             for st in adapted_here]
     if s.lora_dropout:
-        reads = [(s.lora_fused_qkv and st.id in ("q", "k", "v"), routed(st) * st.weight.sizes[-2])
-                 for st in adapted_here]
-        inputs = rows * (sum(w for shared, w in reads if not shared) + max((w for shared, w in reads if shared), default=0))
-        terms += [Term("LoRA dropout: dropped-out inputs", inputs, ACT_BYTES, ""),
+        inputs = rows * (sum(w for shared, w in reads if not shared)
+                         + max((w for shared, w in reads if shared), default=0))
+        terms += [Term("LoRA dropout: dropped-out inputs", inputs, width if s.adapter_copies else ACT_BYTES, ""),
                   Term("LoRA dropout: masks (bool)", inputs, 1, "")]
+    elif s.adapter_copies:
+        terms.append(Term("LoRA: each adapter's input, cast to the adapters' dtype (PEFT)",
+                          rows * sum(w for _, w in reads), width, ""))
+    if p.autocast_copies:
+        weights = sum(s.lora_rank * (st.weight.sizes[-2] + -(-st.weight.sizes[-1] // s.tp)) for st in adapted_here)
+        terms.append(Term("LoRA: autocast's bf16 copies of the adapters' weights", weights, ACT_BYTES, ""))
     return terms + _stack_terms(stacks_here, s, p)
 
 

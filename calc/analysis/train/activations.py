@@ -42,7 +42,7 @@ recomputes the layer in backward.
 
 Tensor parallelism over t GPUs splits the heads and d_ff, so every term h- or d_ff-wide (and P) is ÷ t;
 the d-wide ones (norms, the inputs of Q/K/V and the MLP, a layer's input) are ÷ t only with sequence
-parallelism. The recurrent mixers (Mamba2, gated DeltaNet, KDA, short conv) keep what the fused
+parallelism. The recurrent mixers (Mamba, Mamba2, gated DeltaNet, KDA, short conv) keep what the fused
 kernels a GPU run calls keep (mamba_ssm, fla, causal-conv1d; each term cites its kernel), not what
 transformers' torch fallback keeps, which is more (docs/training.md says how much); lightning
 attention, which has no kernel in transformers, keeps what its torch ops keep block by block.
@@ -55,7 +55,8 @@ Mixtral, Qwen2/3-MoE, OLMoE, FlexOlmo, AFMoE, Llama-4 (every expert over every t
 Phi-3.5-MoE, Laguna, gpt-oss, Seed-OSS (its dropout masks) and DeepSeek-V4 (hyper-connections, the sliding, CSA and
 HCA attentions and the MoE block), MiniMax (lightning and softmax layers), the softmax layers of
 Qwen3-Next, Qwen3.5 and LFM2-MoE, and the
-recurrent layers of Nemotron-H, Bamba, Qwen3-Next, Qwen3.5, OLMo-Hybrid, Kimi-Linear and LFM2 with
+recurrent layers of Mamba, Falcon-Mamba, Jamba, Nemotron-H, Bamba, Qwen3-Next, Qwen3.5, OLMo-Hybrid,
+Kimi-Linear and LFM2 with
 the kernels stood in by what they save (tests/kernel_saves.py); MLA in DeepSeek-V3, V3.2, GLM-5 and
 Kimi-Linear.
 """
@@ -375,19 +376,62 @@ def _mixer_input(n: int, d: int, act: int) -> Term:
     return Term("mixer input (normed x)", n * d, act, "sp", weight_grad=True)
 
 
-def _exp_a_log(heads: int) -> Term:
-    """exp(A_log)'s output (fp32), which exp keeps for A_log's gradient."""
-    return Term("exp(A_log)'s output (fp32)", heads, 4, "tp", weight_grad=True)
+def _exp_a_log(elements: int) -> Term:
+    """exp(A_log)'s output (fp32: one per head, Mamba's one per channel and state), which exp keeps for A_log's
+    gradient."""
+    return Term("exp(A_log)'s output (fp32)", elements, 4, "tp", weight_grad=True)
 
 
-def _mamba(m: Mamba, n: int, d: int, act: int) -> list[Term]:
-    """in_proj's input and output, the conv's output and SiLU, x_proj's and dt_proj's outputs, the
-    scan's output, the gate and out_proj's input."""
-    i = m.d_inner
-    return [Term("mixer input (normed x)", n * d, act, "sp"),
-            Term("in_proj output (x, z), conv output and its SiLU", 4 * n * i, act, "tp"),
-            Term("x_proj output (dt, B, C) and dt_proj output", n * (m.dt_rank + 2 * m.d_state) + n * i, act, "tp"),
-            Term("scan output, SiLU(z), gated output", 3 * n * i, act, "tp")]
+def _mamba(m: Mamba, b: int, s: int, d: int, act: int, norms: str) -> list[Term]:
+    """mamba_ssm's fused training Function, which transformers' Mamba and Falcon-Mamba call whenever it is
+    installed (mamba_inner_fn; mamba_ssm 2.3.2.post1, ops/selective_scan_interface.py, MambaInnerFn.forward,
+    lines 184-280: conv, x_proj, dt_proj, scan and out_proj in one autograd Function, the conv's output and
+    delta recomputed in backward, checkpoint_lvl 1): its `ctx.save_for_backward` (lines 275-277) keeps xz
+    (in_proj's output, made contiguous), x_dbl (x_proj's output: dt, B, C), B and C made contiguous
+    (Falcon-Mamba's normed), the scan's output before the gate and its intermediates (_scan); around it
+    in_proj keeps its input. transformers' CPU fallback keeps far more (the sequential scan's every state).
+    Jamba's mixer calls the kernels one by one (_mamba_unfused)."""
+    if m.dt_norms:
+        return _mamba_unfused(m, b, s, d, act, norms)
+    n, i = b * s, m.d_inner
+    return [_mixer_input(n, d, act),
+            Term("in_proj output (x, z), made contiguous", 2 * n * i, act, "tp"),
+            Term("x_proj output (dt, B, C), and B and C made contiguous", n * (m.dt_rank + 4 * m.d_state), act, "tp"),
+            Term("scan output (before the gate)", n * i, act, "tp"), *_scan(m, b, s)]
+
+
+def _scan(m: Mamba, b: int, s: int) -> list[Term]:
+    """The selective scan's intermediates, [b, d_inner, ⌈s / 2048⌉, 2·d_state] in A's dtype, fp32
+    (mamba_ssm's csrc/selective_scan/selective_scan.cpp, lines 307-313), and A = −exp(A_log) (fp32), which it
+    keeps, with exp's output (A_log's gradient)."""
+    i, state = m.d_inner, m.d_state
+    return [Term("scan intermediates, 2·d_state every 2,048 tokens (fp32); A = −exp(A_log) (fp32)",
+                 b * i * -(-s // 2048) * 2 * state + i * state, 4, "tp"), _exp_a_log(i * state)]
+
+
+DT_NORM = Norm.model_construct(kind="rmsnorm", weight=True, bias=False)  # Jamba's dt, B and C norms (JambaRMSNorm)
+
+
+def _mamba_unfused(m: Mamba, b: int, s: int, d: int, act: int, norms: str) -> list[Term]:
+    """Jamba's mixer (transformers' JambaMambaMixer.forward) calls the kernels one by one: causal-conv1d's
+    keeps its input, a view of in_proj's output; x_proj's input, the conv's output transposed, is a copy
+    (the linear flattens it); the dt, B and C RMSNorms read x_proj's output (its storage their inputs, counted
+    as the block's norms are, `norms`); dt_proj's matmul keeps the normed dt, flattened; mamba_ssm's
+    SelectiveScanFn (ops/selective_scan_interface.py, lines 23-57) keeps u (the conv's output), delta
+    (dt_proj's output), B, C and z (the gate) made contiguous, the output before the gate and _scan's; out_proj's
+    input, the gated output transposed, is a copy. Measured with the kernels stood in (tests/kernel_saves.py)."""
+    n, i, state = b * s, m.d_inner, m.d_state
+    return [_mixer_input(n, d, act),
+            Term("in_proj output (x, z): the conv's input is a view of it", 2 * n * i, act, "tp"),
+            Term("conv output (the scan's u)", n * i, act, "tp"),
+            Term("conv output transposed: x_proj's input, a copy", n * i, act, "tp", weight_grad=True),
+            *[t for width, name in ((m.dt_rank, "dt"), (state, "B"), (state, "C"))
+              for t in _norm(DT_NORM, n, width, act, f"{name} norm", norms, "tp")],
+            Term("normed dt, flattened: dt_proj's input", n * m.dt_rank, act, "tp", weight_grad=True),
+            Term("dt_proj output (delta), B, C and the gate made contiguous, scan output", 3 * n * i + 2 * n * state,
+                 act, "tp"),
+            *_scan(m, b, s),
+            Term("gated output transposed: out_proj's input, a copy", n * i, act, "tp", weight_grad=True)]
 
 
 CHUNK = 64  # fla's chunk size: its kernels keep a [B, T, heads, 64] block per chunked matrix
@@ -549,12 +593,13 @@ def _mixer(a: Any, b: int, s: int, d: int, act: int, recompute: str, flash: bool
     """What one layer's token mixer keeps, by the part's kind (attention and MLA share one rule)."""
     if a is None:
         return []
-    recurrent = {"mamba": _mamba, "mamba2": _mamba2, "gated_deltanet": _deltanet, "kda": _kda,
-                 "short_conv": _short_conv}.get(a.kind)
+    recurrent = {"mamba2": _mamba2, "gated_deltanet": _deltanet, "kda": _kda, "short_conv": _short_conv}.get(a.kind)
     if recurrent:
         return recurrent(a, b * s, d, act)
     if a.kind == "lightning":  # runs block by block: its terms need the batch and the length apart
         return _lightning(a, b, s, d, act)
+    if a.kind == "mamba":  # its scan's intermediates too
+        return _mamba(a, b, s, d, act, norms)
     if a.kind == "compressed_attention":
         return _compressed(a, b, s, d, act, recompute, flash)
     return _attention(a, b, s, d, act, recompute, flash, repeat_kv, norms)
@@ -722,16 +767,22 @@ def _op_sac(block: Block, d: int, b: int, s: int, act: int) -> list[Term]:
             log_sum_exp(b, a.n_heads, s, "")]
 
 
-def shared_terms(applied: Shared, b: int, s: int, d: int, act: int, recompute: str, flash: bool) -> list[Term]:
+def shared_terms(applied: Shared, b: int, s: int, d: int, act: int, recompute: str, flash: bool,
+                 norms: str = "act") -> list[Term]:
     """One application of a shared block (Zamba2's): its norm over the d_in-wide [x, embedding], its
     attention reading d_in, each adapter's rank-r middle (its first matrix reads an input the
-    projection beside it keeps already), its second norm and MLP, and the linear's input."""
+    projection beside it keeps already), its second norm and MLP, and the linear's input; its norms
+    counted as the block's are (`norms`: Zamba2RMSNorm upcasts as LlamaRMSNorm does). The middles and
+    the linear's input are kept only for the built-in adapters' and the linear's weights, which no LoRA
+    target names (weight_grad; measured frozen: tests/test_train_torch.py)."""
     n, copy = b * s, applied.block
-    return [*_norm(copy.norm, n, copy.in_width, act, "shared block norm (over d_in)"),
+    return [*_norm(copy.norm, n, copy.in_width, act, "shared block norm (over d_in)", norms),
             *_attention(copy.attention, b, s, copy.in_width, act, recompute, flash),
-            Term("adapters' rank-r middles", n * applied.adapter_rank * len(applied.adapters), act, ""),
-            *_norm(copy.norm, n, d, act, "shared block norm"), *_mlp(copy.mlp, n, d, act),
-            *([Term("shared block output (its linear's input)", n * d, act, "sp")] if applied.proj else [])]
+            Term("adapters' rank-r middles", n * applied.adapter_rank * len(applied.adapters), act, "",
+                 weight_grad=True),
+            *_norm(copy.norm, n, d, act, "shared block norm", norms), *_mlp(copy.mlp, n, d, act),
+            *([Term("shared block output (its linear's input)", n * d, act, "sp", weight_grad=True)]
+              if applied.proj else [])]
 
 
 def _block_norms(block: Block, n: int, d: int, act: int, norms: str) -> list[Term]:
@@ -760,7 +811,7 @@ def layer_terms(block: Block, d: int, b: int, s: int, act: int, recompute: str, 
     # a parallel group's each
     mixers = [t for part in block.mixers() for t in _mixer(part, b, s, d, act, recompute, flash, repeat_kv, norms)]
     shortcut = _mlp(block.shortcut, n, d, act)[1:] if block.shortcut is not None else []  # reads the MLP's saved input
-    applied = shared_terms(block.shared, b, s, d, act, recompute, flash) if block.shared else []
+    applied = shared_terms(block.shared, b, s, d, act, recompute, flash, norms) if block.shared else []
     hyper = _hyper(block.hyper, n, d, act) if block.hyper is not None else []
     # each sublayer's output dropped out before its add (Seed-OSS, GPT-2), or the MLP's alone, the mixer's then
     # perhaps at a rate of its own (a sequential Falcon's): the mask is all the multiply keeps

@@ -3,8 +3,9 @@
 Autograd saves a tensor for the gradients it will compute: a linear keeps its input for its weight's
 gradient, so a frozen linear (weight requires_grad False) keeps none. Its input is still kept where
 another reader saves it: a LoRA adapter that reads it as it is (A's matmul keeps it for A's gradient;
-with LoRA dropout A reads the dropped-out copy instead, counted with the adapter, and dropout keeps only
-its mask), or a 4-bit matmul that stores its input itself (bitsandbytes 0.42.0, bnb.py). So under LoRA:
+with LoRA dropout A reads the dropped-out copy instead, and with PEFT's fp32 adapters on a 16-bit base a
+cast copy, Setup.adapter_copies, both counted with the adapter; dropout keeps only its mask), or a 4-bit
+matmul that stores its input itself (bitsandbytes 0.42.0, bnb.py). So under LoRA:
 
 - the attention's normed input is kept where q, k or v has an adapter without dropout (in a parallel
   block, which feeds the MLP the same input, also gate or up);
@@ -27,13 +28,15 @@ activations._norm). The recurrent and lightning mixers take no adapter: each of 
 weight's gradient (Term.weight_grad: in_proj's and out_proj's inputs, a gated norm's normed x, exp(A_log)'s
 output ...) goes; so do DeepSeek-V4's (only q_b takes an adapter): the hyper-connections' normed copies and
 mixing output, the latent norms' normed x, W_o_a's and W_o_b's inputs. Counted for layers of those mixers
-(MEASURED) and a dense MLP or a top-k MoE (_plain, DeepSeek-V4's clamped experts too); Mamba v1's layers
-and other MoE forms keep their full-training count (not measured frozen); Zamba2's shared blocks' terms
-follow the attention and MLP rules by their labels (not measured frozen).
+(MEASURED: Mamba v1's too, its in_proj's input and exp(A_log)'s output, Jamba's also its copies of x_proj's
+and out_proj's inputs, its dt, B and C norms' normed x and dt_proj's input) and a dense MLP or a top-k MoE
+(_plain, DeepSeek-V4's clamped experts too); other MoE forms keep their full-training count (not measured
+frozen). Zamba2's shared blocks' terms follow the attention and MLP rules by their labels; their built-in
+adapters' middles and output linear's input are weight_grad (measured: tests/test_train_torch.py).
 Measured with saved-tensor hooks on transformers' tiny Llama with LoRA adapters on every
 combination of targets, with and without dropout, on tiny Qwen3-MoE, Qwen2-MoE, Mixtral and OLMoE with
 adapters on the attention, on tiny DeepSeek-V3, DeepSeek-V2 and GLM-4.7-Flash (MLA) with adapters on q
-and o, and on the tiny hybrids' Mamba2, gated DeltaNet, KDA, short-conv and lightning layers, frozen, with
+and o, and on the tiny hybrids' Mamba, Mamba2, gated DeltaNet, KDA, short-conv and lightning layers, frozen, with
 the GPU kernels' saves stood in (tests/test_train_torch.py), and on tiny DeepSeek-V4 (tests/test_deepseek_v4.py).
 """
 
@@ -46,7 +49,7 @@ from calc.analysis.train.activations import (ATTENTION_INPUT, CLAMPED_KEPT, GATE
 from calc.analysis.train.bnb import BNB, quantised_head
 from calc.analysis.train.params import stack_targets
 from calc.parts import (MLA, MLP, Attention, CompressedAttention, GatedDeltaNet, KimiDeltaAttention, LightningAttention,
-                        Mamba2, MoE, ShortConv)
+                        Mamba, Mamba2, MoE, ShortConv)
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
@@ -57,15 +60,16 @@ __all__ = ["frozen_layer", "frozen_outside"]
 # The mixers whose frozen layers are measured: attention and MLA by their labels (the adapters they take), the
 # recurrent and lightning mixers, whose projections take none, and DeepSeek-V4's compressed attention (q_b's alone
 # takes one) by their terms' weight_grad
-MEASURED = (Attention, MLA, Mamba2, GatedDeltaNet, KimiDeltaAttention, ShortConv, LightningAttention,
+MEASURED = (Attention, MLA, Mamba, Mamba2, GatedDeltaNet, KimiDeltaAttention, ShortConv, LightningAttention,
             CompressedAttention)
 # A hidden term's ending -> how many tensors of its width it keeps; the last of them is the product, down's input
 HIDDEN_KEPT = {GATED_KEPT: 4, PLAIN_KEPT: 2, CLAMPED_KEPT: 6}
 
 
 def _read(s: "Setup", *targets: str) -> bool:
-    """An adapter on one of `targets` reads its input as it is (no LoRA dropout between)."""
-    return not s.lora_dropout and any(t in s.lora_targets for t in targets)
+    """An adapter on one of `targets` reads its input as it is: no LoRA dropout between, and no cast copy
+    (Setup.adapter_copies; an expert stack's adapter is folded into the weight, so its matmul reads the rows)."""
+    return not s.lora_dropout and any(t in s.lora_targets and (t in STACKS or not s.adapter_copies) for t in targets)
 
 
 def _plain(m: MLP | MoE | None) -> bool:

@@ -14,8 +14,8 @@ linear layer saves the bf16 copy of its weight that autocast made for forward, s
 2 bytes per matrix parameter beside the activations (counted as an activation term).
 
 LoRA adapters take the precision's adapter width: fp32 where the base is trained in fp32 states
-(PEFT upcasts adapters to fp32, `autocast_adapter_dtype=True`), bf16 under pure bf16; the frozen
-base is 16-bit either way (QLoRA: NF4).
+(PEFT upcasts adapters to fp32, `autocast_adapter_dtype=True`, and then hands each a cast copy of its
+input: Setup.adapter_copies), bf16 under pure bf16; the frozen base is 16-bit either way (QLoRA: NF4).
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ class Precision:
     adapter: int  # LoRA adapters' weights and gradients
     label: str
     autocast_copies: bool = False  # fp32 weights under bf16 autocast: each linear saves its bf16 weight copy
+    gathered_bf16: bool = False  # forward reads bf16 unsharded copies of the fp32 parameters (FSDP2's param_dtype:
+    # "the dtype for the unsharded parameter and hence the dtype for forward/backward computation", torch 2.13
+    # distributed/fsdp/_fully_shard/_fsdp_api.py, MixedPrecisionPolicy), the adapters' too
 
 
 PRECISIONS: dict[str, Precision] = {
@@ -44,5 +47,5 @@ PRECISIONS: dict[str, Precision] = {
     "fp32-autocast": Precision(4, 4, 0, 4, 4, "fp32 weights, gradients and optimizer states, bf16 autocast for compute",
                                autocast_copies=True),
     "fsdp-mixed": Precision(4, 4, 0, 4, 4, "fp32 sharded weights, gradients and optimizer states; bf16 copies "
-                            "gathered for compute (FSDP2 MixedPrecisionPolicy)"),
+                            "gathered for compute (FSDP2 MixedPrecisionPolicy)", gathered_bf16=True),
 }
