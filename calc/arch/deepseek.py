@@ -74,8 +74,9 @@ FIXED = {"deepseek_v3": {"mlp_bias": False}, "glm4_moe_lite": {"mlp_bias": False
 DSA = ("deepseek_v32", "glm_moe_dsa")
 # SGLang builds these with models/deepseek_v2.py's DeepseekV2ForCausalLM, whose DP-attention layout
 # calc.analysis.memory.sglang_dp reads (Kimi-K2 reads as deepseek_v3; DeepseekV32ForCausalLM and GLM-5's
-# GlmMoeDsaForCausalLM are its subclasses); GLM-4.7-Flash's glm4_moe_lite.py is not read there.
-SGLANG_DP = ("deepseek_v2", "deepseek_v3", *DSA)
+# GlmMoeDsaForCausalLM are its subclasses), or GLM-4.7-Flash's with glm4_moe_lite.py, whose layers take
+# deepseek_v2.py's DeepseekV2AttentionMLA and lay out the rest as it does (read at 03b1e880014d).
+SGLANG_DP = ("deepseek_v2", "deepseek_v3", "glm4_moe_lite", *DSA)
 # the rest convert as llama.cpp's deepseek2, whose MLA tensors (attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b, attn_v_b)
 # ollama 0.30 pins to Q8_0 in Q4_K_M / Q4_K_S (server/quantization.go at 0e93ccc2, llamaQuantizeArgs :306-320)
 OLLAMA_MLA = dict.fromkeys(("q_a", "q_b", "kv_a", "kv_b"), "q8_0")
