@@ -134,3 +134,12 @@ def test_qwen2_moe_shared_expert_over_the_whole_group() -> None:
 def test_unread_files_refused(model: str, extra: list[str]) -> None:
     result = check_run(["memory", model, "--engine", "sglang", "--kv-memory", "10GiB", "--tp", "8", *DP2, *extra])
     assert result.exit_code == 2 and "is not read here" in result.stderr
+
+
+def test_attention_group_must_split_the_kv_heads() -> None:
+    """GLM-4.6's 8 KV heads at tp 24: plain tensor parallelism replicates them (24 a multiple of 8), but dp 2 leaves
+    attention groups of 12, which Glm4MoeAttention asserts against (attn_tp_size % total_num_kv_heads == 0)."""
+    args = ["memory", "glm-4.6", "--engine", "sglang", "--tp", "24", "--kv-memory", "10GiB"]
+    assert check_run(args).exit_code == 0
+    result = check_run([*args, *DP2])
+    assert result.exit_code == 2 and "SGLang splits the attention over tp / dp = 12 GPUs" in result.stderr

@@ -115,9 +115,13 @@ class DpAttention:
         """`result` (one GPU of `layout` under plain tensor parallelism) with the weights DP attention lays out and
         the cache of the attention group's KV heads (RadixAttention's num_kv_heads at the attention-TP size)."""
         self.check(layout)
+        old, attention_tp = result.kv, self.attention_tp(layout.tp)
+        try:
+            kv = kv_cache(spec, old.seq, old.batch, old.format, attention_tp, old.expanded)
+        except GptcalcError as e:  # the rule SGLang's attention asserts, at the group's size rather than --tp
+            raise GptcalcError(f"--dp-size {self.size}: SGLang splits the attention over tp / dp = {attention_tp} GPUs "
+                               f"({e})") from None
         weights = dp_weights(spec, breakdown, result.weights, layout, self)
-        old = result.kv
-        kv = kv_cache(spec, old.seq, old.batch, old.format, self.attention_tp(layout.tp), old.expanded)
         return replace(result, weights=weights, kv=kv, gpus=(replace(result.gpus[0], weights=weights, kv=kv),))
 
 
