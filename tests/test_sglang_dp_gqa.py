@@ -1,9 +1,9 @@
 """SGLang's DP attention beyond deepseek_v2.py (calc/analysis/memory/sglang_dp.py): GLM-4.5/4.6's glm4_moe.py,
-GLM-4.7-Flash's glm4_moe_lite.py, qwen2_moe.py, qwen3_moe.py and gpt_oss.py. Each expected figure is recomputed here
-from the shapes of the model's config.json (each test names its source) and the split the model's SGLang file makes:
-qkv_proj / o_proj over the attention-TP group of tp / N with max(1, kv_heads / (tp / N)) KV heads a GPU (the pool's
-cell too), the embedding over that group (gpt_oss.py at 009c6808: whole), the head over the whole group unless
---enable-dp-lm-head, a dense layer's MLP whole under --moe-dense-tp-size 1, the MoE as without DP attention."""
+GLM-4.7-Flash's glm4_moe_lite.py, qwen2_moe.py, qwen3_moe.py, gpt_oss.py and deepseek_v4.py. Each expected figure is
+recomputed here from the shapes of the model's config.json (each test names its source) and the split the model's SGLang
+file makes: qkv_proj / o_proj over the attention-TP group of tp / N with max(1, kv_heads / (tp / N)) KV heads a GPU (the
+pool's cell too), the embedding over that group (gpt_oss.py and deepseek_v4.py: whole), the head over the whole group
+unless --enable-dp-lm-head, a dense layer's MLP whole under --moe-dense-tp-size 1, the MoE as without DP attention."""
 
 from __future__ import annotations
 
@@ -126,8 +126,22 @@ def test_qwen2_moe_shared_expert_over_the_whole_group() -> None:
     assert dp["cell"] == layers * 2 * 8 * hd * 2 == 2 * plain["cell"]
 
 
+def test_deepseek_v4_keeps_its_embedding_and_latent_whole() -> None:
+    """DeepSeek-V4-Flash (https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash/blob/main/config.json: hidden_size 4096,
+    64 heads of head_dim 512, q_lora_rank 1024, o_groups 8 of o_lora_rank 1024, 43 layers, vocab_size 129280) at tp 8,
+    dp 2: deepseek_v4.py (000328a8) MQALayer builds wq_b, wo_a (64 x 512 / 8 = 4,096 in, 8 x 1,024 out) and wo_b over
+    the group of 4, wq_a and wkv ReplicatedLinear; its embedding enable_tp=not is_dp_attention_enabled(), whole; the
+    head over all 8; the shared-KV row whole on every GPU either way."""
+    d, layers, vocab = 4096, 43, 129280
+    plain, dp = components("deepseek-v4-flash", 8), components("deepseek-v4-flash", 8, *DP2)
+    assert dp["q_b"] == layers * 1024 * 64 * 512 // 4 * 2 == 2 * plain["q_b"]
+    assert dp["o_a"] == layers * 4096 * 8 * 1024 // 4 * 2 and dp["o_b"] == layers * 8 * 1024 * d // 4 * 2
+    assert dp["q_a"] == plain["q_a"] == layers * d * 1024 * 2 and dp["kv"] == plain["kv"] == layers * d * 512 * 2
+    assert dp["token_embedding"] == vocab * d * 2 and dp["lm_head"] == plain["lm_head"] == vocab * d // 8 * 2
+    assert dp["cell"] == plain["cell"]
+
+
 @pytest.mark.parametrize(("model", "extra"), [
-    ("deepseek-v4-flash", []),  # models/deepseek_v4.py's layout is not read
     ("qwen3-vl-30b-a3b", ["--text-only"]),  # Qwen3-VL's language model: qwen3_vl_moe.py, not read
     ("llama-3-8b", []),  # a dense model: llama.py's DP attention is not read
 ])

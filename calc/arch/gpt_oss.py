@@ -41,4 +41,4 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     return decoder(cfg, "gpt_oss", blocks, layer_runs([BLOCK_NAMES[kind] for kind in kinds]), rms,
                    cfg.bool("tie_word_embeddings"), vllm={"rope_dtype": "float32"},
                    llamacpp={"rows_before_norm": True, "softmax_weight": True},
-                   sglang={"dp_attention": True, "dp_embedding_whole": True})
+                   sglang={"dp_attention": "gpt_oss"})

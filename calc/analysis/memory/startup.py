@@ -561,9 +561,9 @@ def _dp_layout(dp: int | None, spec: ModelSpec) -> str:
     """How the weights term's bytes are laid out under SGLang's DP attention (calc.analysis.memory.sglang_dp)."""
     if dp is None:
         return ""
-    from calc.analysis.memory.sglang_dp import layout_source
+    from calc.analysis.memory.sglang_dp import FILES
 
-    return f" under DP attention in {dp} groups ({layout_source(spec)})"
+    return f" under DP attention in {dp} groups ({FILES[spec.sglang.dp_attention].source})"
 
 
 def _draft_term(draft: DraftWeights) -> Term:
