@@ -72,10 +72,11 @@ FIXED = {"deepseek_v3": {"mlp_bias": False}, "glm4_moe_lite": {"mlp_bias": False
          "glm_moe_dsa": {"mlp_bias": False}}
 # DeepSeek-V3.2's sparse attention (DSA): MLA with a lightning indexer (calc.parts.mla.Indexer).
 DSA = ("deepseek_v32", "glm_moe_dsa")
-# SGLang builds these with models/deepseek_v2.py's DeepseekV2ForCausalLM, whose DP-attention layout
-# calc.analysis.memory.sglang_dp reads (Kimi-K2 reads as deepseek_v3; DeepseekV32ForCausalLM and GLM-5's
-# GlmMoeDsaForCausalLM are its subclasses); GLM-4.7-Flash's glm4_moe_lite.py is not read there.
-SGLANG_DP = ("deepseek_v2", "deepseek_v3", *DSA)
+# The SGLang file that builds each, whose DP-attention layout calc.analysis.memory.sglang_dp reads: deepseek_v2.py's
+# DeepseekV2ForCausalLM (Kimi-K2 reads as deepseek_v3; DeepseekV32ForCausalLM and GLM-5's GlmMoeDsaForCausalLM are its
+# subclasses), and GLM-4.7-Flash's glm4_moe_lite.py, whose layers take deepseek_v2.py's DeepseekV2AttentionMLA.
+SGLANG_DP = {"deepseek_v2": "deepseek_v2", "deepseek_v3": "deepseek_v2", "glm4_moe_lite": "glm4_moe_lite",
+             **dict.fromkeys(DSA, "deepseek_v2")}
 # the rest convert as llama.cpp's deepseek2, whose MLA tensors (attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b, attn_v_b)
 # ollama 0.30 pins to Q8_0 in Q4_K_M / Q4_K_S (server/quantization.go at 0e93ccc2, llamaQuantizeArgs :306-320)
 OLLAMA_MLA = dict.fromkeys(("q_a", "q_b", "kv_a", "kv_b"), "q8_0")
@@ -112,7 +113,7 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
 def _sglang(arch: str) -> dict[str, Any]:
     """What SGLang's code does with these models: its DP-attention layout where read (SGLANG_DP), and for every one
     the w_kc / w_vc copy of kv_b_proj that deepseek_v2.py's weight loader keeps (glm4_moe_lite.py reuses it)."""
-    return {"dp_attention": arch in SGLANG_DP, "mla_kv_b_copy": True}
+    return {"dp_attention": SGLANG_DP.get(arch, ""), "mla_kv_b_copy": True}
 
 
 def _dsa(cfg: Config, model_type: str, blocks: dict[str, Any], multi_token: dict[str, Any] | None,

@@ -65,7 +65,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     # vLLM's DeepseekV4ScalingRotaryEmbedding keeps its cos/sin table in fp32 ("cos_sin_cache stored as fp32 for
     # higher precision RoPE": layers/rotary_embedding/deepseek_scaling_rope.py L237-242)
     spec = decoder(cfg, "deepseek_v4", blocks, layers, rms, cfg.bool("tie_word_embeddings"), **mtp,
-                   vllm={"rope_dtype": "float32"}, llamacpp={"kept_types": {"router": "bf16"}})
+                   vllm={"rope_dtype": "float32"}, llamacpp={"kept_types": {"router": "bf16"}},
+                   sglang={"dp_attention": "deepseek_v4"})
     spec["head"] = {**spec["head"], "hyper": hyper}
     return spec
 

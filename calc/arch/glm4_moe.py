@@ -45,4 +45,4 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     stack = dense_then_moe(cfg, blocks, mtp(cfg))
     notes = (MTP_NOTE,) if stack["mtp"] else ()
     return decoder(cfg, "glm4_moe", final_norm=rms, tied=cfg.bool("tie_word_embeddings"), notes=notes,
-                   llamacpp={"mtp_written": True}, **stack)
+                   llamacpp={"mtp_written": True}, sglang={"dp_attention": "glm4_moe"}, **stack)

@@ -40,4 +40,5 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     # vLLM asks get_rope for an fp32 table whatever the model's dtype (models/gpt_oss.py L113: dtype=torch.float32)
     return decoder(cfg, "gpt_oss", blocks, layer_runs([BLOCK_NAMES[kind] for kind in kinds]), rms,
                    cfg.bool("tie_word_embeddings"), vllm={"rope_dtype": "float32"},
-                   llamacpp={"rows_before_norm": True, "softmax_weight": True})
+                   llamacpp={"rows_before_norm": True, "softmax_weight": True},
+                   sglang={"dp_attention": "gpt_oss"})

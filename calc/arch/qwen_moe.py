@@ -45,8 +45,11 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     kinds = list(zip(_moe_layers(cfg), _windows(cfg, model_type)))
     names = {kind: "_".join(["moe" if kind[0] else "dense"] + ["sliding"] * bool(kind[1])) for kind in kinds}
     blocks = {names[kind]: _block(cfg, model_type, rms, *kind) for kind in names}
+    vl = qwen3_vl_build(cfg, next(iter(blocks.values()))["attention"])
+    # SGLang builds these with its qwen2_moe.py and qwen3_moe.py, whose DP-attention layout
+    # calc.analysis.memory.sglang_dp reads; Qwen3-VL's language model (M-RoPE) with its qwen3_vl_moe.py, not read there
     return decoder(cfg, model_type, blocks, layer_runs([names[kind] for kind in kinds]), rms,
-                   cfg.bool("tie_word_embeddings"), **qwen3_vl_build(cfg, next(iter(blocks.values()))["attention"]))
+                   cfg.bool("tie_word_embeddings"), sglang={"dp_attention": "" if vl else model_type}, **vl)
 
 
 def _moe_layers(cfg: Config) -> list[bool]:

@@ -35,10 +35,11 @@ class SglangBuild(Part):
     # when the TP size divides them (arg_groups/kimi_k3_hook.py apply_kimi_k3_linear_attn_defaults, in a version
     # newer than @9aab5589, whose hook has no such default).
     sm100_bf16_ssm_heads: int | None = None
-    # Built by SGLang's models/deepseek_v2.py (DeepseekV2ForCausalLM, DeepseekV3ForCausalLM), whose layout under DP
-    # attention (--enable-dp-attention) gptcalc has read: which weights split over the attention-TP group, which
-    # over the whole TP group, which stay whole (calc.analysis.memory.sglang_dp). False: a layout not read, refused.
-    dp_attention: bool = False
+    # The SGLang model file (models/<name>.py) that builds it, where gptcalc has read its layout under DP attention
+    # (--enable-dp-attention): which weights split over the attention-TP group, which over the whole TP group, which
+    # stay whole (calc.analysis.memory.sglang_dp, which holds each file's facts). "": a layout not read, refused.
+    dp_attention: Literal["", "deepseek_v2", "glm4_moe_lite", "glm4_moe", "qwen2_moe", "qwen3_moe", "gpt_oss",
+                          "deepseek_v4"] = ""
     # SGLang keeps an MLA layer's kv_b_proj and copies it once more into the w_kc / w_vc its absorbed decode multiplies
     # by (DeepseekV2WeightLoaderMixin.post_load_weights and LongCat-Flash's own copy of it:
     # calc.analysis.memory.sglang_mla). False: no such copy read.

@@ -531,7 +531,7 @@ def startup_budget(engine: str, spec: ModelSpec, gpu: GPU, weights: int, tp: int
     given = lambda value: "given" if value is not None else "estimate"  # noqa: E731
     terms = [
         Term("weights", "model weights", weights + sum(n for _, n in extra), "--quant/--dtype/--checkpoint", "exact",
-             "this model's bytes on one GPU of the layout" + _dp_layout(dp) + "".join(
+             "this model's bytes on one GPU of the layout" + _dp_layout(dp, spec) + "".join(
                  f", with {n:,} B of {what}" for what, n in extra) + (
                  f" ({'; '.join(_EXTRA_SOURCES[what] for what, _ in extra)})" if extra else "")),
         Term("activation", "activation peak", act, "--activation-memory", given(reserves.activation),
@@ -589,13 +589,13 @@ def _dp_reserve(dp: int | None) -> str:
     return f", the decode graphs of {dp} DP-attention ranks: {RESERVE_SOURCE}"
 
 
-def _dp_layout(dp: int | None) -> str:
+def _dp_layout(dp: int | None, spec: ModelSpec) -> str:
     """How the weights term's bytes are laid out under SGLang's DP attention (calc.analysis.memory.sglang_dp)."""
     if dp is None:
         return ""
-    from calc.analysis.memory.sglang_dp import SOURCE
+    from calc.analysis.memory.sglang_dp import FILES
 
-    return f" under DP attention in {dp} groups ({SOURCE})"
+    return f" under DP attention in {dp} groups ({FILES[spec.sglang.dp_attention].source})"
 
 
 def _draft_term(draft: DraftWeights) -> Term:
