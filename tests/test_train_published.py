@@ -217,6 +217,7 @@ OUTSIDE = [
     ("torchtitan 405B FSDP 1 CP 8 TP 8 PP 8, seq 262144", "llama-3.1-405b", 84.9, GIB,
      dict(seq=262144, cp=8, config={"max_position_embeddings": 262144}, **TITAN_4D)),
     # Table 5: local batch 32 in the default 8 micro-batches of 4
+    # FSDP2 under torch 2.6.0's own Schedule1F1B adds nothing a micro-batch (tests/test_train_pipeline_fsdp.py)
     ("torchtitan 405B FSDP 8 TP 8 PP 8 (1F1B), 512xH100", "llama-3.1-405b", 82.5, GIB,
      dict(seq=8192, **{**TITAN_4D, "micro_batch": 4})),
 ]
