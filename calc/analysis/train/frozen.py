@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 from calc.analysis.train.activations import (ATTENTION_INPUT, CLAMPED_KEPT, GATED_KEPT, HEAD_INPUT, KV_LATENT,
                                              MLP_INPUT, PLAIN_KEPT, Q_LATENT, ROUTED_ROWS, W_O_INPUT, Term)
 from calc.analysis.train.bnb import BNB, quantised_head
-from calc.analysis.train.params import stack_targets
+from calc.analysis.train.params import STACKS, stack_targets
 from calc.parts import (MLA, MLP, Attention, CompressedAttention, GatedDeltaNet, KimiDeltaAttention, LightningAttention,
                         Mamba, Mamba2, MoE, ShortConv)
 from calc.spec.model import Block, ModelSpec
