@@ -73,7 +73,7 @@ def test_torchtitans_405b_schedule() -> None:
 def test_microbatches_not_a_multiple_of_the_rounds_are_refused() -> None:
     """torch raises for it: 10 micro-batches over 4 ranks run in 2 rounds; 11 cannot."""
     assert Interleaved(4, 2, 10).group == 5
-    with pytest.raises(GptcalcError, match="11 micro-batches over 4 ranks run in 2 rounds; 11 is not a multiple of 2"):
+    with pytest.raises(GptcalcError, match="11 micro-batches over 4 ranks in 2 rounds; 11 is not a multiple of 2"):
         Interleaved(4, 2, 11)
 
 
