@@ -1,7 +1,8 @@
 """Pipeline parallelism as torch's pipelining runs a 1F1B step: what `train --pp` counts on each stage
 (calc/analysis/train/pipeline.py, peak._pipelined), against every stage of a real run on three gloo ranks
-(tests/pipeline_1f1b.py). The run is recorded in tests/data/pipeline_1f1b.json; `pytest --distributed`
-runs it again (spawned gloo ranks, under a minute) and checks the record.
+(tests/pipeline_1f1b.py), once with as many micro-batches as stages and once with twice as many
+(--pp-microbatches). The runs are recorded in tests/data/pipeline_1f1b.json and pipeline_1f1b_6.json;
+`pytest --distributed` runs them again (spawned gloo ranks, a minute or two) and checks the records.
 
 The run's torch (2.13) differs from the 405B runs' (December 2024) in two ways, each a later change,
 subtracted here from what gptcalc counts for the December 2024 torch: a non-last stage no longer keeps its
@@ -23,7 +24,7 @@ from calc.analysis.train.pipeline import Stage, stage_buffers, stage_sizes
 from calc.cli import main
 from calc.errors import GptcalcError
 from calc.spec.load import load_spec
-from pipeline_1f1b import DIMS, RECORD, STAGES, measure
+from pipeline_1f1b import DIMS, RECORDS, STAGES, measure
 
 FP32, BF16 = 4, 2
 RESIDUAL = DIMS["micro_batch"] * DIMS["seq"] * DIMS["d"] * FP32  # one micro-batch's residual stream
@@ -32,12 +33,12 @@ SETUP = Setup(DIMS["seq"], DIMS["micro_batch"], gpus=STAGES, pp=STAGES)
 # 48 × 32, the last a head of 32 × 48 without bias
 BLOCKS = 3 * (32 * 64 + 64 + 64 * 32 + 32)
 GRADIENTS = [(48 * 32 + BLOCKS) * FP32, BLOCKS * FP32, (BLOCKS + 32 * 48) * FP32]
-SCALARS = 4 * STAGES * DIMS["micro_batch"]  # the last rank's target, fp32, made inside the tracked step
 
 
-@pytest.fixture(scope="module")
-def record() -> list[dict]:
-    return json.loads(RECORD.read_text())
+@pytest.fixture(scope="module", params=sorted(RECORDS))
+def run(request) -> tuple[int, list[dict]]:  # noqa: ANN001
+    """A recorded run: its micro-batches a step and every stage's report."""
+    return request.param, json.loads(RECORDS[request.param].read_text())
 
 
 def _buffers(stage: Stage, backward: int | None) -> int:
@@ -47,56 +48,68 @@ def _buffers(stage: Stage, backward: int | None) -> int:
 
 def _later_torch(stage: Stage, backward: int | None) -> int:
     """What the run's torch no longer keeps of what gptcalc counts (see the module's docstring)."""
-    done = STAGES if backward is None else backward
+    done = stage.n if backward is None else backward
     outputs = 0 if stage.last else done
     input_grads = 0 if stage.first else (done if backward is None else max(done - 1, 0))
     return (outputs + input_grads) * RESIDUAL
 
 
-def test_the_buffers_are_what_each_stage_keeps(record) -> None:
-    first, middle, last = record
-    assert all(r["residual"] == RESIDUAL for r in record)
-    assert first["grad_recv_buffers"] == middle["grad_recv_buffers"] == STAGES * RESIDUAL
-    assert middle["act_recv_buffers"] == last["act_recv_buffers"] == STAGES * RESIDUAL
+def _held_by_a_send(stage: Stage, j: int) -> int:
+    """The run's Schedule1F1B (torch 2.13, _step_microbatches) waits its warmup's forward sends but keeps the last
+    one it fired, micro-batch w − 2's, in `send_work` until the 1B1F loop ends (the loop's backwards are the first
+    n − w + 1): that micro-batch's output outlives its backward, the j = w − 2 one. The torch of December 2024
+    kept every output until the next step anyway (`output_chunks`, counted)."""
+    w = stage.warmup
+    return RESIDUAL if not stage.last and w - 2 < j <= stage.n - w else 0
+
+
+def test_the_buffers_are_what_each_stage_keeps(run) -> None:
+    n, (first, middle, last) = run[0], run[1]
+    assert all(r["residual"] == RESIDUAL for r in run[1])
+    assert first["grad_recv_buffers"] == middle["grad_recv_buffers"] == n * RESIDUAL
+    assert middle["act_recv_buffers"] == last["act_recv_buffers"] == n * RESIDUAL
     assert first["act_recv_buffers"] == last["grad_recv_buffers"] == 0
-    assert [r["gradients"] for r in record] == GRADIENTS
-    assert last["output_chunks"] == STAGES * last["logits"]  # the last stage's outputs, the logits, kept
+    assert [r["gradients"] for r in run[1]] == GRADIENTS
+    assert last["output_chunks"] == n * last["logits"]  # the last stage's outputs, the logits, kept
 
 
 @pytest.mark.parametrize("index", range(STAGES - 1))
-def test_a_non_last_stage_at_every_backward(record, index: int) -> None:
-    """At its j-th backward stage i holds p − max(i, j) micro-batches in flight, each its 3 blocks' inputs (the
-    embedding's output or the input receive buffer first) and its output, the buffers, and from the second
-    backward on its whole gradients. The middle stage's second backward holds one residual more in this
-    torch: mb 0's output, which its forward send still references (a transient of the run's schedule)."""
-    stage = Stage(index, STAGES)
+def test_a_non_last_stage_at_every_backward(run, index: int) -> None:
+    """At its j-th backward stage i holds min(w, n − j) micro-batches in flight, w = min(n, p − i) (n = p:
+    p − max(i, j)), each its 3 blocks' inputs (the embedding's output or the input receive buffer first) and its
+    output, the buffers, and from the second backward on its whole gradients; in the run's torch one output more
+    while a send holds it (`_held_by_a_send`)."""
+    n, record = run
+    stage = Stage(index, STAGES, n)
+    assert len(record[index]["at_backward"]) == n
     for j, measured in enumerate(record[index]["at_backward"]):
         in_flight = stage.in_flight(j) * DIMS["layers"] * RESIDUAL
         ours = in_flight + _buffers(stage, j) + (GRADIENTS[index] if j else 0) - _later_torch(stage, j)
-        transient = RESIDUAL if (index, j) == (1, 1) else 0
-        assert measured == ours + transient, (index, j)
+        assert measured == ours + _held_by_a_send(stage, j), (index, j)
 
 
-def test_the_last_stage_at_every_backward_and_at_the_merge(record) -> None:
+def test_the_last_stage_at_every_backward_and_at_the_merge(run) -> None:
     """The last stage runs one micro-batch at a time: its blocks' inputs (the receive buffer first), the head's
     input and the logits, beside the other receive buffers, the earlier micro-batches' logits (output_chunks),
-    the input gradients and, from the second backward, the gradients; each loss a 4-byte scalar. At the merge,
-    every logits twice beside the gradients."""
-    stage, last = Stage(STAGES - 1, STAGES), record[-1]
+    the input gradients and, from the second backward, the gradients; each loss a 4-byte scalar, the target
+    (`scalars`) made inside the step. At the merge, every logits twice beside the gradients."""
+    n, record = run
+    stage, last, scalars = Stage(STAGES - 1, STAGES, n), record[-1], FP32 * n * DIMS["micro_batch"]
     for j, measured in enumerate(last["at_backward"]):
         ours = (DIMS["layers"] + 1) * RESIDUAL + (j + 1) * last["logits"] + _buffers(stage, j) \
             + (GRADIENTS[-1] if j else 0) - _later_torch(stage, j)
-        assert measured == ours + 4 * (j + 1) + SCALARS, j
-    merged = _buffers(stage, None) + 2 * STAGES * last["logits"] + GRADIENTS[-1] - _later_torch(stage, None)
-    assert last["at_merge"] == [merged + 4 * STAGES + SCALARS]
+        assert measured == ours + 4 * (j + 1) + scalars, j
+    merged = _buffers(stage, None) + 2 * n * last["logits"] + GRADIENTS[-1] - _later_torch(stage, None)
+    assert last["at_merge"] == [merged + 4 * n + scalars]
 
 
-def test_after_the_step_each_stage_keeps_its_buffers_and_gradients(record) -> None:
+def test_after_the_step_each_stage_keeps_its_buffers_and_gradients(run) -> None:
     """Until the next step: the receive buffers, the gradients, the last stage's outputs (its losses and the
     target are gone with the step)."""
+    n, record = run
     for index, r in enumerate(record):
-        stage = Stage(index, STAGES)
-        outputs = STAGES * r["logits"] if stage.last else 0
+        stage = Stage(index, STAGES, n)
+        outputs = n * r["logits"] if stage.last else 0
         assert r["after_step"] == _buffers(stage, None) - _later_torch(stage, None) + outputs + GRADIENTS[index], index
 
 
@@ -147,11 +160,12 @@ def test_the_optimizer_step_inside_backward_is_refused_under_pipeline_parallelis
     assert "Traceback" not in result.output
 
 
-def test_the_record_is_what_torch_keeps_now(request) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("n", sorted(RECORDS))
+def test_the_record_is_what_torch_keeps_now(request, n: int) -> None:  # noqa: ANN001
     """Runs the measurement (spawned gloo ranks) and compares it with the record."""
     if not request.config.getoption("--distributed"):
         pytest.skip("opt-in: pytest --distributed (spawns gloo ranks)")
-    assert measure() == json.loads(RECORD.read_text())
+    assert measure(n) == json.loads(RECORDS[n].read_text())
 
 
 # torchtitan/parallelisms/pipelining_utils.py @ 9dec370, generate_split_points (1F1B: one stage a rank): the first
