@@ -202,3 +202,28 @@ def test_the_notes_name_each_rank() -> None:
     out = CliRunner().invoke(main, RUN_405B, terminal_width=200).output
     assert "pipeline (interleaved 1F1B, 2 stages a rank, 8 micro-batches a step)" in out
     assert "rank 0 of 8 (stages 0 and 8 of 16), 15 layers" in out
+
+
+def test_the_schedule_takes_the_microbatches_given() -> None:
+    """gpt2-small (12 layers, d_model 768) over 2 ranks of 2 stages with 6 micro-batches (--pp-microbatches 6, three
+    rounds of 2): rank 0 holds stages 0 and 2, each with a receive buffer for every micro-batch's output gradient
+    and, in the December 2024 torch, every micro-batch's output at the step's end: 6 residuals of 256 × 768 bf16
+    each, on each stage."""
+    from click.testing import CliRunner
+
+    from calc.analysis.train import train_stages
+    from calc.cli import main
+    from calc.spec.load import load_spec
+
+    setup = Setup(256, 1, gpus=2, pp=2, pp_schedule="interleaved-1f1b", pp_microbatches=6)
+    rank0 = train_stages(load_spec("gpt2-small"), setup)[0]
+    assert rank0.stage.index == 0 and rank0.stage.schedule == Interleaved(2, 2, 6)
+    end = dict(next(m for m in rank0.moments if m.name == "backward ends").parts)
+    residual = 256 * 768 * BF16
+    for stage in (0, 2):
+        assert end[f"stage {stage}: pipeline: output-gradient receive buffers"] == 6 * residual
+        assert end[f"stage {stage}: pipeline: stage outputs (output_chunks)"] == 6 * residual
+    out = CliRunner().invoke(main, ["train", "gpt2-small", "--seq", "256", "--micro-batch", "1", "--gpus", "2", "--pp",
+                                    "2", "--pp-schedule", "interleaved-1f1b", "--pp-microbatches", "6"],
+                             terminal_width=200).output
+    assert "pipeline (interleaved 1F1B, 2 stages a rank, 6 micro-batches a step)" in out

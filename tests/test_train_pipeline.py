@@ -255,3 +255,73 @@ def test_gpt2_small_over_five_stages_split_evenly_is_one_error_line() -> None:
                                        "--pp", "5"])
     assert result.exit_code == 2 and result.output.startswith("Error: --pp-split even: 12 layers at ⌈12/5⌉ = 3")
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+# Llama 3.1 70B (its config.json, calc's llama-3.1-70b preset: 80 layers, d_model 8,192, vocabulary 128,256) on 256
+# GPUs, TP 8 with sequence parallelism × PP 8 × FSDP 4, 8,192 tokens a micro-batch, fully recomputed
+RUN_70B = ["train", "llama-3.1-70b", "--seq", "8192", "--micro-batch", "1", "--gpus", "256", "--tp", "8", "--sp",
+           "--pp", "8", "--zero", "3", "--recompute", "full"]
+
+
+def _run_70b(microbatches: int | None):
+    return train(load_spec("llama-3.1-70b"), Setup(8192, 1, gpus=256, tp=8, sp=True, pp=8, zero=3, recompute="full",
+                                                   pp_microbatches=microbatches))
+
+
+def test_more_microbatches_than_stages() -> None:
+    """With 32 micro-batches over 8 stages stage 0 runs 8 forwards first and keeps 8 in flight through its 25th
+    backward (the 24 after its first each followed by a forward); at that backward it holds, beside the gradients,
+    one micro-batch more in flight than its peak at 8 micro-batches (its 2nd backward, 7 in flight) — 10 layer
+    inputs of 8,192 × 8,192 × 2 B ÷ 8 and 8,192 int64 token ids — and 24 more stage outputs and output-gradient
+    receive buffers, a residual each. The last stage keeps every micro-batch's logits (8,192 × 128,256 ÷ 8 × 2 B)
+    to the step's end, where they are merged into a second copy."""
+    residual = 8192 * 8192 * 2 // 8
+    default, given, more = _run_70b(None), _run_70b(8), _run_70b(32)
+    assert default.stage_peaks == given.stage_peaks
+    (_, _, moment8, first8), (_, _, moment32, first32) = given.stage_peaks[0], more.stage_peaks[0]
+    assert moment8.startswith("backward of micro-batch 2,") and moment32.startswith("backward of micro-batch 25,")
+    assert first32 - first8 == 10 * residual + 8192 * 8 + 24 * 2 * residual
+    assert [moment.split(",")[0] for _, _, moment, _ in more.stage_peaks[1:3]] == \
+        ["backward of micro-batch 26", "backward of micro-batch 31"]  # stages 1 and 6: n − (p − i) + 1
+    assert more.stage == Stage(7, 8, 32) and more.peak.name.startswith("the step ends")
+    parts = dict(more.peak.parts)
+    assert parts["pipeline: stage outputs (output_chunks)"] == parts["the merged outputs (torch.cat)"] \
+        == 32 * 8192 * 128256 // 8 * 2
+
+
+def test_the_option_sets_the_microbatches() -> None:
+    out = CliRunner().invoke(main, [*RUN_70B, "--pp-microbatches", "32"], terminal_width=200).output
+    assert "pipeline (1F1B, 32 micro-batches a step)" in out
+    data = json.loads(CliRunner().invoke(main, [*RUN_70B, "--pp-microbatches", "32", "--json"]).output)
+    assert data["setup"]["pp_microbatches"] == 32 and data["peak"]["allocated"] == _run_70b(32).allocated
+    default = CliRunner().invoke(main, RUN_70B, terminal_width=200).output
+    assert "pipeline (1F1B, 8 micro-batches a step)" in default
+
+
+def test_torchtitans_own_default_is_a_note_not_a_change() -> None:
+    """torchtitan's default micro-batches moved after the 405B runs' commit (90567fc98: p × V; 5e2033c75: the local
+    batch ÷ pipeline_parallel_microbatch_size); the profile says so and counts p, the figure unchanged."""
+    args = ["train", "llama-3.1-8b", "--seq", "2048", "--micro-batch", "1", "--gpus", "4", "--pp", "2", "--zero", "3"]
+    titan = CliRunner().invoke(main, [*args, "--framework", "torchtitan"], terminal_width=400).output
+    assert "torchtitan's own default micro-batches a pipeline step: pp at 9dec370" in titan
+    given = CliRunner().invoke(main, [*args, "--framework", "torchtitan", "--pp-microbatches", "2"],
+                               terminal_width=400).output
+    assert "torchtitan's own default" not in given and titan.splitlines()[0] == given.splitlines()[0]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--pp-microbatches", "4"], "--pp-microbatches: the micro-batches of a pipeline step need --pp 2 or more"),
+    # torch 2.13's Schedule1F1B.__init__ raises for n_microbatches < num_stages
+    (["--pp", "4", "--pp-microbatches", "2"], "--pp-microbatches: 2 micro-batches over 4 stages; torch's Schedule1F1B "
+                                              "needs as many micro-batches as stages or more"),
+    # torch 2.13's ScheduleInterleaved1F1B.__init__: max(1, 11 // 4) = 2 rounds, 11 % 2 != 0
+    (["--pp", "4", "--pp-schedule", "interleaved-1f1b", "--pp-microbatches", "11"],
+     "--pp-microbatches: interleaved 1F1B runs 11 micro-batches over 4 ranks in 2 rounds; 11 is not a multiple of 2"),
+    (["--pp", "4", "--pp-microbatches", "0"], "Invalid value for '--pp-microbatches': 0 is not in the range 1<=x"),
+])
+def test_microbatches_a_schedule_cannot_run_are_one_error_line(args: list[str], message: str) -> None:
+    """llama-2-7b has 32 layers: 4 stages of 8, or 8 of 4 under the interleaved schedule."""
+    result = CliRunner().invoke(main, ["train", "llama-2-7b", "--seq", "256", "--micro-batch", "1", "--gpus", "4",
+                                       *args])
+    assert result.exit_code == 2 and result.output.startswith(f"Error: {message}"), result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output

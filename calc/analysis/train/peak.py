@@ -400,9 +400,10 @@ def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int
     else:
         earlier = _accumulated(t, grads)
         acc = (("gradients accumulated over the earlier steps' micro-batches", earlier),) if earlier else ()
+        later = max(range(1, stage.n), key=lambda j: sum(size for _, size in backward(j, whole)))
         out += [Moment(f"backward of micro-batch 1{recomputed or ', the last layer'}", backward(0, *acc) + in_layer),
-                Moment(f"backward of micro-batch {stage.later + 1}{recomputed or ', the last layer'}, beside the "
-                       "gradients", backward(stage.later, whole) + in_layer)]
+                Moment(f"backward of micro-batch {later + 1}{recomputed or ', the last layer'}, beside the "
+                       "gradients", backward(later, whole) + in_layer)]
     end = base + stage_buffers(s, spec.d_model, stage, None) + k_.outputs(stage.n) + (("gradients", grads),)
     out.append(Moment("backward ends", end + f.layer_grad))
     if stage.last:

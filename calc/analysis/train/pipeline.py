@@ -10,9 +10,11 @@ refuses n < p (torch 2.13, its __init__) and runs w = `min(n_microbatches, num_s
 forwards on stage i before its first backward, then alternates a backward and a forward while forwards
 remain (n − w times), then runs the remaining backwards: when the j-th backward (from 0) starts,
 min(w, n − j) micro-batches are in flight (n = p: p − max(i, j)). Gradients accumulate over the
-micro-batches, so every backward after the first runs beside the stage's whole gradients; of those the
-largest is the (n − w)-th (n = p: the i-th; stage 0's at n = p: the one after the first), the last with w
-in flight, where the in flight, the earlier micro-batches' buffers and the gradients are all at their most.
+micro-batches, so every backward after the first runs beside the stage's whole gradients; the largest of
+those is counted (peak._pipelined), the (n − w)-th where a micro-batch's activations outweigh the one or two
+residuals a backward adds to the buffers (n = p: the i-th; stage 0's at n = p: the one after the first), the
+last with w in flight, where the in flight, the earlier micro-batches' buffers and the gradients are all at
+their most.
 
 torch's PipelineStage (torch/distributed/pipelining/stage.py) keeps, per micro-batch:
 
@@ -107,12 +109,6 @@ class Stage:
     def in_flight(self, backward: int) -> int:
         """Micro-batches whose activations the stage holds when its `backward`-th backward starts."""
         return min(self.warmup, self.n - backward)
-
-    @property
-    def later(self) -> int:
-        """The backward after the first where most is held: the last with the warmup's micro-batches in
-        flight, the (n − w)-th (n = p: the i-th; stage 0: the 1st)."""
-        return max(1, self.n - self.warmup)
 
     def name(self) -> str:
         where = "first" if self.first else "last" if self.last else "middle"
