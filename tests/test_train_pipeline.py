@@ -296,6 +296,11 @@ def test_the_option_sets_the_microbatches() -> None:
     assert data["setup"]["pp_microbatches"] == 32 and data["peak"]["allocated"] == _run_70b(32).allocated
     default = CliRunner().invoke(main, RUN_70B, terminal_width=200).output
     assert "pipeline (1F1B, 8 micro-batches a step)" in default
+    import calc
+
+    api = calc.train(calc.load("llama-3.1-70b"), seq=8192, micro_batch=1, gpus=256, tp=8, sp=True, pp=8, zero=3,
+                     recompute="full", pp_microbatches=32).to_dict()
+    assert api["setup"]["pp_microbatches"] == 32 and api["peak"]["allocated"] == data["peak"]["allocated"]
 
 
 def test_torchtitans_own_default_is_a_note_not_a_change() -> None:

@@ -2,8 +2,9 @@
 layers, its own micro-batches in flight and its own buffers, and a run's peak is the largest stage's.
 
 A step runs n micro-batches (`Setup.pp_microbatches`, `--pp-microbatches`): a real run sets it (torchtitan's
-`pipeline_parallel_microbatches`, Megatron-LM's num_microbatches = global batch ÷ (micro-batch × dp), DeepSpeed's
-gradient_accumulation_steps under its PipelineEngine); unset it is p, torchtitan's default at 9dec370, the 405B
+`pipeline_parallel_microbatches`, Megatron-LM's num_micro_batches = global batch ÷ (micro-batch × dp):
+megatron/core/num_microbatches_calculator.py, DeepSpeed's gradient_accumulation_steps under its pipeline engine:
+deepspeed/runtime/pipe/engine.py, `self.micro_batches = self.gradient_accumulation_steps()`); unset it is p, torchtitan's default at 9dec370, the 405B
 runs' commit (pipelining_utils.build_pipeline_schedule, `n_microbatches = pipeline_parallel_degree` when
 `pipeline_parallel_microbatches` is unset; p × V, every stage, from 90567fc98, 2025-01-07). torch's Schedule1F1B
 refuses n < p (torch 2.13, its __init__) and runs w = `min(n_microbatches, num_stages - stage_index)`
