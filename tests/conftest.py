@@ -32,9 +32,10 @@ def pytest_addoption(parser) -> None:
                           "(tests/test_llamacpp_conformance.py)")
     parser.addoption("--distributed", action="store_true",
                      help="opt-in: run torchtitan's tensor-parallel plan and torch's 1F1B and interleaved 1F1B "
-                          "pipelining on spawned gloo ranks and check tests/data/dtensor_tp.json, pipeline_1f1b.json "
-                          "and pipeline_interleaved.json (tests/test_train_tp_dtensor.py, tests/test_train_pipeline.py, "
-                          "tests/test_train_interleaved.py; about a minute), and torch "
+                          "pipelining on spawned gloo ranks and check tests/data/dtensor_tp.json, pipeline_1f1b.json, "
+                          "pipeline_1f1b_6.json, pipeline_interleaved.json and pipeline_interleaved_6.json "
+                          "(tests/test_train_tp_dtensor.py, tests/test_train_pipeline.py, "
+                          "tests/test_train_interleaved.py; a few minutes), and torch "
                           "FSDP2 on a fake two-rank group (tests/test_train_fsdp2.py)")
     parser.addoption("--llamacpp-src", metavar="TREE", default=None,
                      help="with --llamacpp: the llama.cpp source tree whose convert_hf_to_gguf.py makes the recurrent "

@@ -1,7 +1,9 @@
 """torch's pipelining run for real on the CPU: what each stage of a 1F1B pipeline holds, and when.
 
 Three gloo ranks run torch.distributed.pipelining's PipelineStage under Schedule1F1B with as many
-micro-batches as stages (torchtitan's default: pipelining_utils.build_pipeline_schedule @ 9dec370). Each
+micro-batches as stages (torchtitan's default: pipelining_utils.build_pipeline_schedule @ 9dec370), and again
+with twice as many (MORE, a run's --pp-microbatches: each stage then holds its warmup's micro-batches in
+flight for longer, and a buffer more of each kind per micro-batch). Each
 stage is LAYERS residual blocks (x + W2·gelu(W1·x)), each fully checkpointed (non-reentrant
 torch.utils.checkpoint: a block keeps only its input), in fp32; the first stage has an embedding before
 them (token ids in, as torchtitan's first stage takes), the last a head to VOCAB logits after them
@@ -22,8 +24,8 @@ The torch here (2.13) keeps a non-last stage's output only until its backward (p
 torch of the 405B runs (December 2024) kept every micro-batch's in `output_chunks` until the next
 step (calc/analysis/train/pipeline.py counts that).
 
-Run with `python tests/pipeline_1f1b.py` (or the opt-in test, pytest --distributed); the recorded result
-is tests/data/pipeline_1f1b.json.
+Run with `python tests/pipeline_1f1b.py` (or the opt-in test, pytest --distributed); the recorded results
+are tests/data/pipeline_1f1b.json (3 micro-batches) and pipeline_1f1b_6.json (6).
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ from live_memory import Live
 
 RECORD = Path(__file__).parent / "data" / "pipeline_1f1b.json"
 DIMS = dict(d=32, ff=64, vocab=48, layers=3, micro_batch=2, seq=8)
-STAGES = 3  # also the micro-batches a step
+STAGES = 3  # also the micro-batches a step of RECORD's run
+MORE = 6  # the micro-batches a step of RECORDS[MORE]'s run
+RECORDS = {STAGES: RECORD, MORE: RECORD.with_name(f"pipeline_1f1b_{MORE}.json")}
 
 
 class Block(nn.Module):
@@ -79,7 +83,7 @@ def _nbytes(tensors) -> int:
     return sum(t.untyped_storage().nbytes() for t in tensors if t is not None)
 
 
-def _worker(rank: int, path: str) -> None:
+def _worker(rank: int, path: str, microbatches: int) -> None:
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
     dist.init_process_group("gloo", init_method=f"file://{path}.store", rank=rank, world_size=STAGES)
@@ -87,8 +91,8 @@ def _worker(rank: int, path: str) -> None:
     b, s = DIMS["micro_batch"], DIMS["seq"]
     model = _stage_model(rank)
     stage = PipelineStage(model, rank, STAGES, torch.device("cpu"))
-    schedule = Schedule1F1B(stage, n_microbatches=STAGES, loss_fn=lambda out, _: out.sum())
-    x = torch.randint(0, DIMS["vocab"], (STAGES * b, s))
+    schedule = Schedule1F1B(stage, n_microbatches=microbatches, loss_fn=lambda out, _: out.sum())
+    x = torch.randint(0, DIMS["vocab"], (microbatches * b, s))
     live, at_backward, at_merge = Live(x, *model.parameters()), [], []
     run_backward, merge = stage.backward_one_chunk, schedule._merge_outputs
 
@@ -117,14 +121,14 @@ def _worker(rank: int, path: str) -> None:
     dist.destroy_process_group()
 
 
-def spawned(worker, ranks: int) -> list[dict]:  # noqa: ANN001
-    """Each rank's report, from `worker(rank, path)` run on `ranks` spawned gloo processes (it writes
+def spawned(worker, ranks: int, *args: object) -> list[dict]:  # noqa: ANN001
+    """Each rank's report, from `worker(rank, path, *args)` run on `ranks` spawned gloo processes (it writes
     path.RANK.json)."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory(prefix="gptcalc-pipeline-") as folder:
         path = str(Path(folder) / "run")
-        mp.spawn(worker, args=(path,), nprocs=ranks)
+        mp.spawn(worker, args=(path, *args), nprocs=ranks)
         return [json.loads(Path(f"{path}.{rank}.json").read_text()) for rank in range(ranks)]
 
 
@@ -133,10 +137,12 @@ def record(path: Path, reports: list[dict]) -> None:
     sys.stdout.write(f"wrote {path}\n")
 
 
-def measure() -> list[dict]:
-    """Every stage's report (see the module's docstring), from spawned gloo processes."""
-    return spawned(_worker, STAGES)
+def measure(microbatches: int = STAGES) -> list[dict]:
+    """Every stage's report for a step of `microbatches` (see the module's docstring), from spawned gloo
+    processes."""
+    return spawned(_worker, STAGES, microbatches)
 
 
 if __name__ == "__main__":  # record: python tests/pipeline_1f1b.py
-    record(RECORD, measure())
+    for n, path in RECORDS.items():
+        record(path, measure(n))

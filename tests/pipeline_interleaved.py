@@ -3,7 +3,7 @@ each of its backwards, its two stages together.
 
 Two gloo ranks, two stages each (four in all: rank 0 holds stages 0 and 2, rank 1 stages 1 and 3, torch's
 and torchtitan's "loop" placement), under ScheduleInterleaved1F1B with 4 micro-batches (two rounds of 2,
-so the order's rounds matter). Each stage is tests/pipeline_1f1b.py's: LAYERS fully checkpointed residual
+so the order's rounds matter), and again with 6 (MORE, a run's --pp-microbatches: three rounds of 2). Each stage is tests/pipeline_1f1b.py's: LAYERS fully checkpointed residual
 blocks in fp32, the first stage an embedding before them, the last a head and a sum loss after them.
 
 Every rank reports for its first step, everything it allocates counted (tests/live_memory.py):
@@ -13,7 +13,7 @@ Every rank reports for its first step, everything it allocates counted (tests/li
 - `after_step`, `residual` and `logits` as tests/pipeline_1f1b.py reports them.
 
 Run with `python tests/pipeline_interleaved.py` (or the opt-in test, pytest --distributed); the recorded
-result is tests/data/pipeline_interleaved.json.
+results are tests/data/pipeline_interleaved.json (4 micro-batches) and pipeline_interleaved_6.json (6).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from pipeline_1f1b import DIMS, Block, _nbytes, record, spawned
 
 RECORD = Path(__file__).parent / "data" / "pipeline_interleaved.json"
 RANKS, VIRTUAL, MICROBATCHES = 2, 2, 4
+MORE = 6  # the micro-batches a step of RECORDS[MORE]'s run
+RECORDS = {MICROBATCHES: RECORD, MORE: RECORD.with_name(f"pipeline_interleaved_{MORE}.json")}
 
 
 def _stage_model(index: int) -> nn.Sequential:
@@ -47,7 +49,7 @@ def _step(schedule, rank: int, x: torch.Tensor) -> None:
         schedule.step(target=torch.zeros(len(x)), losses=[])
 
 
-def _worker(rank: int, path: str) -> None:
+def _worker(rank: int, path: str, microbatches: int) -> None:
     from torch.distributed.pipelining import PipelineStage, ScheduleInterleaved1F1B
 
     dist.init_process_group("gloo", init_method=f"file://{path}.store", rank=rank, world_size=RANKS)
@@ -55,9 +57,9 @@ def _worker(rank: int, path: str) -> None:
     indices = [rank + v * RANKS for v in range(VIRTUAL)]
     models = {i: _stage_model(i) for i in indices}
     stages = [PipelineStage(models[i], i, RANKS * VIRTUAL, torch.device("cpu")) for i in indices]
-    schedule = ScheduleInterleaved1F1B(stages, n_microbatches=MICROBATCHES, loss_fn=lambda out, _: out.sum())
+    schedule = ScheduleInterleaved1F1B(stages, n_microbatches=microbatches, loss_fn=lambda out, _: out.sum())
     b, s = DIMS["micro_batch"], DIMS["seq"]
-    x = torch.randint(0, DIMS["vocab"], (MICROBATCHES * b, s))
+    x = torch.randint(0, DIMS["vocab"], (microbatches * b, s))
     live = Live(x, *(p for m in models.values() for p in m.parameters()))
     at_backward = []
     for stage in stages:
@@ -81,10 +83,12 @@ def _worker(rank: int, path: str) -> None:
     dist.destroy_process_group()
 
 
-def measure() -> list[dict]:
-    """Every rank's report (see the module's docstring), from spawned gloo processes."""
-    return spawned(_worker, RANKS)
+def measure(microbatches: int = MICROBATCHES) -> list[dict]:
+    """Every rank's report for a step of `microbatches` (see the module's docstring), from spawned gloo
+    processes."""
+    return spawned(_worker, RANKS, microbatches)
 
 
 if __name__ == "__main__":  # record: python tests/pipeline_interleaved.py
-    record(RECORD, measure())
+    for n, path in RECORDS.items():
+        record(path, measure(n))

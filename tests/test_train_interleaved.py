@@ -1,8 +1,8 @@
 """Interleaved pipeline schedules (calc/analysis/train/interleaved.py): each rank's order is torch's own
 (ScheduleInterleaved1F1B's generator, torch 2.13, imported here as the oracle), and what each rank holds at
 each backward, counted from that order with pipeline.held_buffers, is what a real run on two gloo ranks
-keeps (tests/pipeline_interleaved.py, recorded in tests/data/pipeline_interleaved.json; `pytest
---distributed` runs it again).
+keeps (tests/pipeline_interleaved.py, with 4 micro-batches and with 6, --pp-microbatches: recorded in
+tests/data/pipeline_interleaved.json and pipeline_interleaved_6.json; `pytest --distributed` runs them again).
 
 The run's torch (2.13) runs interleaved schedules through _PipelineScheduleRuntime, which holds every send
 it starts until the step ends (`send_ops`, waited after the last action): each micro-batch's stage output
@@ -23,15 +23,13 @@ from calc.analysis.train.interleaved import Interleaved
 from calc.analysis.train.pipeline import held_buffers
 from calc.errors import GptcalcError
 from pipeline_1f1b import DIMS
-from pipeline_interleaved import MICROBATCHES, RANKS, RECORD, VIRTUAL, measure
+from pipeline_interleaved import RANKS, RECORDS, VIRTUAL, measure
 
 FP32, BF16 = 4, 2
 RESIDUAL = DIMS["micro_batch"] * DIMS["seq"] * DIMS["d"] * FP32  # one micro-batch's residual stream, fp32
 LOGITS = DIMS["micro_batch"] * DIMS["seq"] * DIMS["vocab"] * FP32
 STAGES = RANKS * VIRTUAL
 SETUP = Setup(DIMS["seq"], DIMS["micro_batch"], gpus=RANKS, pp=RANKS)
-# the last rank's target, fp32, one per sample of the step, made inside the tracked step
-TARGET = FP32 * MICROBATCHES * DIMS["micro_batch"]
 
 
 def _torch_order(rank: int, p: int, v: int, n: int) -> tuple[tuple[str, int], ...]:
@@ -73,16 +71,17 @@ def test_torchtitans_405b_schedule() -> None:
 def test_microbatches_not_a_multiple_of_the_rounds_are_refused() -> None:
     """torch raises for it: 10 micro-batches over 4 ranks run in 2 rounds; 11 cannot."""
     assert Interleaved(4, 2, 10).group == 5
-    with pytest.raises(GptcalcError, match="11 micro-batches over 4 ranks run in 2 rounds; 11 is not a multiple of 2"):
+    with pytest.raises(GptcalcError, match="11 micro-batches over 4 ranks in 2 rounds; 11 is not a multiple of 2"):
         Interleaved(4, 2, 11)
 
 
-@pytest.fixture(scope="module")
-def record() -> list[dict]:
-    return json.loads(RECORD.read_text())
+@pytest.fixture(scope="module", params=sorted(RECORDS))
+def run(request) -> tuple[int, list[dict]]:  # noqa: ANN001
+    """A recorded run: its micro-batches a step and every rank's report."""
+    return request.param, json.loads(RECORDS[request.param].read_text())
 
 
-def _stage_bytes(stage: int, forwards: int, backwards: int) -> int:
+def _stage_bytes(stage: int, forwards: int, backwards: int, microbatches: int) -> int:
     """What one stage of the run holds: its micro-batches in flight (each its blocks' inputs, the embedding's
     output or the input receive buffer first, and on the last stage the head's input), the pipelining buffers
     (gptcalc's, bf16, at the run's fp32 width), on the last stage every forward's logits (output_chunks) and
@@ -90,40 +89,45 @@ def _stage_bytes(stage: int, forwards: int, backwards: int) -> int:
     first, last = stage == 0, stage == STAGES - 1
     in_flight = (forwards - backwards) * (DIMS["layers"] + last) * RESIDUAL
     buffers = sum(size for _, size in held_buffers(replace(SETUP, pp=STAGES), DIMS["d"], first, last,
-                                                  MICROBATCHES, forwards, backwards))
+                                                  microbatches, forwards, backwards))
     return in_flight + buffers // BF16 * FP32 + (forwards * (LOGITS + FP32) if last else 0)
 
 
 @pytest.mark.parametrize("rank", range(RANKS))
-def test_each_rank_at_every_backward(record, rank: int) -> None:
+def test_each_rank_at_every_backward(run, rank: int) -> None:
     """Both of the rank's stages together, at each backward in the order torch runs them, with the gradients of
-    every stage that has run a backward (each stage's parameters' own, as recorded)."""
-    r, schedule = record[rank], Interleaved(RANKS, VIRTUAL, MICROBATCHES)
+    every stage that has run a backward (each stage's parameters' own, as recorded); on the last rank the target,
+    fp32, one per sample of the step, made inside the tracked step."""
+    n, record = run
+    r, schedule = record[rank], Interleaved(RANKS, VIRTUAL, n)
     gradients = {int(stage): kept["gradients"] for stage, kept in r["stages"].items()}
-    assert len(r["at_backward"]) == VIRTUAL * MICROBATCHES
+    assert len(r["at_backward"]) == VIRTUAL * n
+    target = FP32 * n * DIMS["micro_batch"] if rank == RANKS - 1 else 0
     for held, (stage, microbatch, measured) in zip(schedule.held(rank), r["at_backward"]):
         assert (held.stage, held.microbatch) == (stage, microbatch)
-        ours = sum(_stage_bytes(s, held.forwards[s], held.backwards[s]) + (gradients[s] if held.backwards[s] else 0)
+        ours = sum(_stage_bytes(s, held.forwards[s], held.backwards[s], n) + (gradients[s] if held.backwards[s] else 0)
                    for s in schedule.stages(rank))
-        assert measured == ours + (TARGET if rank == RANKS - 1 else 0), (stage, microbatch)
+        assert measured == ours + target, (stage, microbatch)
 
 
-def test_after_the_step_each_rank_keeps_its_receive_buffers_and_gradients(record) -> None:
+def test_after_the_step_each_rank_keeps_its_receive_buffers_and_gradients(run) -> None:
     """The sends are waited, the outputs and input gradients gone with them; the last stage keeps its logits."""
+    n, record = run
     for rank, r in enumerate(record):
         kept = sum(v["gradients"] + v["act_recv_buffers"] + v["grad_recv_buffers"] + v["output_chunks"]
                    for v in r["stages"].values())
         assert r["after_step"] == kept
-    assert record[-1]["stages"][str(STAGES - 1)]["output_chunks"] == MICROBATCHES * LOGITS
-    assert all(v["grad_recv_buffers"] == MICROBATCHES * RESIDUAL for r in record for s, v in r["stages"].items()
+    assert record[-1]["stages"][str(STAGES - 1)]["output_chunks"] == n * LOGITS
+    assert all(v["grad_recv_buffers"] == n * RESIDUAL for r in record for s, v in r["stages"].items()
                if int(s) != STAGES - 1)
 
 
-def test_the_record_is_what_torch_keeps_now(request) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("n", sorted(RECORDS))
+def test_the_record_is_what_torch_keeps_now(request, n: int) -> None:  # noqa: ANN001
     """Runs the measurement (spawned gloo ranks) and compares it with the record."""
     if not request.config.getoption("--distributed"):
         pytest.skip("opt-in: pytest --distributed (spawns gloo ranks)")
-    assert measure() == json.loads(RECORD.read_text())
+    assert measure(n) == json.loads(RECORDS[n].read_text())
 
 
 # Llama 3.1 405B (its config.json: 126 layers, d_model 16,384, vocabulary 128,256) as Table 5's interleaved row
@@ -198,3 +202,28 @@ def test_the_notes_name_each_rank() -> None:
     out = CliRunner().invoke(main, RUN_405B, terminal_width=200).output
     assert "pipeline (interleaved 1F1B, 2 stages a rank, 8 micro-batches a step)" in out
     assert "rank 0 of 8 (stages 0 and 8 of 16), 15 layers" in out
+
+
+def test_the_schedule_takes_the_microbatches_given() -> None:
+    """gpt2-small (12 layers, d_model 768) over 2 ranks of 2 stages with 6 micro-batches (--pp-microbatches 6, three
+    rounds of 2): rank 0 holds stages 0 and 2, each with a receive buffer for every micro-batch's output gradient
+    and, in the December 2024 torch, every micro-batch's output at the step's end: 6 residuals of 256 × 768 bf16
+    each, on each stage."""
+    from click.testing import CliRunner
+
+    from calc.analysis.train import train_stages
+    from calc.cli import main
+    from calc.spec.load import load_spec
+
+    setup = Setup(256, 1, gpus=2, pp=2, pp_schedule="interleaved-1f1b", pp_microbatches=6)
+    rank0 = train_stages(load_spec("gpt2-small"), setup)[0]
+    assert rank0.stage.index == 0 and rank0.stage.schedule == Interleaved(2, 2, 6)
+    end = dict(next(m for m in rank0.moments if m.name == "backward ends").parts)
+    residual = 256 * 768 * BF16
+    for stage in (0, 2):
+        assert end[f"stage {stage}: pipeline: output-gradient receive buffers"] == 6 * residual
+        assert end[f"stage {stage}: pipeline: stage outputs (output_chunks)"] == 6 * residual
+    out = CliRunner().invoke(main, ["train", "gpt2-small", "--seq", "256", "--micro-batch", "1", "--gpus", "2", "--pp",
+                                    "2", "--pp-schedule", "interleaved-1f1b", "--pp-microbatches", "6"],
+                             terminal_width=200).output
+    assert "pipeline (interleaved 1F1B, 2 stages a rank, 6 micro-batches a step)" in out

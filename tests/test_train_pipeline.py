@@ -1,7 +1,8 @@
 """Pipeline parallelism as torch's pipelining runs a 1F1B step: what `train --pp` counts on each stage
 (calc/analysis/train/pipeline.py, peak._pipelined), against every stage of a real run on three gloo ranks
-(tests/pipeline_1f1b.py). The run is recorded in tests/data/pipeline_1f1b.json; `pytest --distributed`
-runs it again (spawned gloo ranks, under a minute) and checks the record.
+(tests/pipeline_1f1b.py), once with as many micro-batches as stages and once with twice as many
+(--pp-microbatches). The runs are recorded in tests/data/pipeline_1f1b.json and pipeline_1f1b_6.json;
+`pytest --distributed` runs them again (spawned gloo ranks, a minute or two) and checks the records.
 
 The run's torch (2.13) differs from the 405B runs' (December 2024) in two ways, each a later change,
 subtracted here from what gptcalc counts for the December 2024 torch: a non-last stage no longer keeps its
@@ -23,7 +24,7 @@ from calc.analysis.train.pipeline import Stage, stage_buffers, stage_sizes
 from calc.cli import main
 from calc.errors import GptcalcError
 from calc.spec.load import load_spec
-from pipeline_1f1b import DIMS, RECORD, STAGES, measure
+from pipeline_1f1b import DIMS, RECORDS, STAGES, measure
 
 FP32, BF16 = 4, 2
 RESIDUAL = DIMS["micro_batch"] * DIMS["seq"] * DIMS["d"] * FP32  # one micro-batch's residual stream
@@ -32,12 +33,12 @@ SETUP = Setup(DIMS["seq"], DIMS["micro_batch"], gpus=STAGES, pp=STAGES)
 # 48 × 32, the last a head of 32 × 48 without bias
 BLOCKS = 3 * (32 * 64 + 64 + 64 * 32 + 32)
 GRADIENTS = [(48 * 32 + BLOCKS) * FP32, BLOCKS * FP32, (BLOCKS + 32 * 48) * FP32]
-SCALARS = 4 * STAGES * DIMS["micro_batch"]  # the last rank's target, fp32, made inside the tracked step
 
 
-@pytest.fixture(scope="module")
-def record() -> list[dict]:
-    return json.loads(RECORD.read_text())
+@pytest.fixture(scope="module", params=sorted(RECORDS))
+def run(request) -> tuple[int, list[dict]]:  # noqa: ANN001
+    """A recorded run: its micro-batches a step and every stage's report."""
+    return request.param, json.loads(RECORDS[request.param].read_text())
 
 
 def _buffers(stage: Stage, backward: int | None) -> int:
@@ -47,56 +48,68 @@ def _buffers(stage: Stage, backward: int | None) -> int:
 
 def _later_torch(stage: Stage, backward: int | None) -> int:
     """What the run's torch no longer keeps of what gptcalc counts (see the module's docstring)."""
-    done = STAGES if backward is None else backward
+    done = stage.n if backward is None else backward
     outputs = 0 if stage.last else done
     input_grads = 0 if stage.first else (done if backward is None else max(done - 1, 0))
     return (outputs + input_grads) * RESIDUAL
 
 
-def test_the_buffers_are_what_each_stage_keeps(record) -> None:
-    first, middle, last = record
-    assert all(r["residual"] == RESIDUAL for r in record)
-    assert first["grad_recv_buffers"] == middle["grad_recv_buffers"] == STAGES * RESIDUAL
-    assert middle["act_recv_buffers"] == last["act_recv_buffers"] == STAGES * RESIDUAL
+def _held_by_a_send(stage: Stage, j: int) -> int:
+    """The run's Schedule1F1B (torch 2.13, _step_microbatches) waits its warmup's forward sends but keeps the last
+    one it fired, micro-batch w − 2's, in `send_work` until the 1B1F loop ends (the loop's backwards are the first
+    n − w + 1): that micro-batch's output outlives its backward, the j = w − 2 one. The torch of December 2024
+    kept every output until the next step anyway (`output_chunks`, counted)."""
+    w = stage.warmup
+    return RESIDUAL if not stage.last and w - 2 < j <= stage.n - w else 0
+
+
+def test_the_buffers_are_what_each_stage_keeps(run) -> None:
+    n, (first, middle, last) = run[0], run[1]
+    assert all(r["residual"] == RESIDUAL for r in run[1])
+    assert first["grad_recv_buffers"] == middle["grad_recv_buffers"] == n * RESIDUAL
+    assert middle["act_recv_buffers"] == last["act_recv_buffers"] == n * RESIDUAL
     assert first["act_recv_buffers"] == last["grad_recv_buffers"] == 0
-    assert [r["gradients"] for r in record] == GRADIENTS
-    assert last["output_chunks"] == STAGES * last["logits"]  # the last stage's outputs, the logits, kept
+    assert [r["gradients"] for r in run[1]] == GRADIENTS
+    assert last["output_chunks"] == n * last["logits"]  # the last stage's outputs, the logits, kept
 
 
 @pytest.mark.parametrize("index", range(STAGES - 1))
-def test_a_non_last_stage_at_every_backward(record, index: int) -> None:
-    """At its j-th backward stage i holds p − max(i, j) micro-batches in flight, each its 3 blocks' inputs (the
-    embedding's output or the input receive buffer first) and its output, the buffers, and from the second
-    backward on its whole gradients. The middle stage's second backward holds one residual more in this
-    torch: mb 0's output, which its forward send still references (a transient of the run's schedule)."""
-    stage = Stage(index, STAGES)
+def test_a_non_last_stage_at_every_backward(run, index: int) -> None:
+    """At its j-th backward stage i holds min(w, n − j) micro-batches in flight, w = min(n, p − i) (n = p:
+    p − max(i, j)), each its 3 blocks' inputs (the embedding's output or the input receive buffer first) and its
+    output, the buffers, and from the second backward on its whole gradients; in the run's torch one output more
+    while a send holds it (`_held_by_a_send`)."""
+    n, record = run
+    stage = Stage(index, STAGES, n)
+    assert len(record[index]["at_backward"]) == n
     for j, measured in enumerate(record[index]["at_backward"]):
         in_flight = stage.in_flight(j) * DIMS["layers"] * RESIDUAL
         ours = in_flight + _buffers(stage, j) + (GRADIENTS[index] if j else 0) - _later_torch(stage, j)
-        transient = RESIDUAL if (index, j) == (1, 1) else 0
-        assert measured == ours + transient, (index, j)
+        assert measured == ours + _held_by_a_send(stage, j), (index, j)
 
 
-def test_the_last_stage_at_every_backward_and_at_the_merge(record) -> None:
+def test_the_last_stage_at_every_backward_and_at_the_merge(run) -> None:
     """The last stage runs one micro-batch at a time: its blocks' inputs (the receive buffer first), the head's
     input and the logits, beside the other receive buffers, the earlier micro-batches' logits (output_chunks),
-    the input gradients and, from the second backward, the gradients; each loss a 4-byte scalar. At the merge,
-    every logits twice beside the gradients."""
-    stage, last = Stage(STAGES - 1, STAGES), record[-1]
+    the input gradients and, from the second backward, the gradients; each loss a 4-byte scalar, the target
+    (`scalars`) made inside the step. At the merge, every logits twice beside the gradients."""
+    n, record = run
+    stage, last, scalars = Stage(STAGES - 1, STAGES, n), record[-1], FP32 * n * DIMS["micro_batch"]
     for j, measured in enumerate(last["at_backward"]):
         ours = (DIMS["layers"] + 1) * RESIDUAL + (j + 1) * last["logits"] + _buffers(stage, j) \
             + (GRADIENTS[-1] if j else 0) - _later_torch(stage, j)
-        assert measured == ours + 4 * (j + 1) + SCALARS, j
-    merged = _buffers(stage, None) + 2 * STAGES * last["logits"] + GRADIENTS[-1] - _later_torch(stage, None)
-    assert last["at_merge"] == [merged + 4 * STAGES + SCALARS]
+        assert measured == ours + 4 * (j + 1) + scalars, j
+    merged = _buffers(stage, None) + 2 * n * last["logits"] + GRADIENTS[-1] - _later_torch(stage, None)
+    assert last["at_merge"] == [merged + 4 * n + scalars]
 
 
-def test_after_the_step_each_stage_keeps_its_buffers_and_gradients(record) -> None:
+def test_after_the_step_each_stage_keeps_its_buffers_and_gradients(run) -> None:
     """Until the next step: the receive buffers, the gradients, the last stage's outputs (its losses and the
     target are gone with the step)."""
+    n, record = run
     for index, r in enumerate(record):
-        stage = Stage(index, STAGES)
-        outputs = STAGES * r["logits"] if stage.last else 0
+        stage = Stage(index, STAGES, n)
+        outputs = n * r["logits"] if stage.last else 0
         assert r["after_step"] == _buffers(stage, None) - _later_torch(stage, None) + outputs + GRADIENTS[index], index
 
 
@@ -147,11 +160,12 @@ def test_the_optimizer_step_inside_backward_is_refused_under_pipeline_parallelis
     assert "Traceback" not in result.output
 
 
-def test_the_record_is_what_torch_keeps_now(request) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("n", sorted(RECORDS))
+def test_the_record_is_what_torch_keeps_now(request, n: int) -> None:  # noqa: ANN001
     """Runs the measurement (spawned gloo ranks) and compares it with the record."""
     if not request.config.getoption("--distributed"):
         pytest.skip("opt-in: pytest --distributed (spawns gloo ranks)")
-    assert measure() == json.loads(RECORD.read_text())
+    assert measure(n) == json.loads(RECORDS[n].read_text())
 
 
 # torchtitan/parallelisms/pipelining_utils.py @ 9dec370, generate_split_points (1F1B: one stage a rank): the first
@@ -240,4 +254,79 @@ def test_gpt2_small_over_five_stages_split_evenly_is_one_error_line() -> None:
     result = CliRunner().invoke(main, ["train", "gpt2-small", "--seq", "256", "--micro-batch", "1", "--gpus", "5",
                                        "--pp", "5"])
     assert result.exit_code == 2 and result.output.startswith("Error: --pp-split even: 12 layers at ⌈12/5⌉ = 3")
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+# Llama 3.1 70B (its config.json, calc's llama-3.1-70b preset: 80 layers, d_model 8,192, vocabulary 128,256) on 256
+# GPUs, TP 8 with sequence parallelism × PP 8 × FSDP 4, 8,192 tokens a micro-batch, fully recomputed
+RUN_70B = ["train", "llama-3.1-70b", "--seq", "8192", "--micro-batch", "1", "--gpus", "256", "--tp", "8", "--sp",
+           "--pp", "8", "--zero", "3", "--recompute", "full"]
+
+
+def _run_70b(microbatches: int | None):
+    return train(load_spec("llama-3.1-70b"), Setup(8192, 1, gpus=256, tp=8, sp=True, pp=8, zero=3, recompute="full",
+                                                   pp_microbatches=microbatches))
+
+
+def test_more_microbatches_than_stages() -> None:
+    """With 32 micro-batches over 8 stages stage 0 runs 8 forwards first and keeps 8 in flight through its 25th
+    backward (the 24 after its first each followed by a forward); at that backward it holds, beside the gradients,
+    one micro-batch more in flight than its peak at 8 micro-batches (its 2nd backward, 7 in flight) — 10 layer
+    inputs of 8,192 × 8,192 × 2 B ÷ 8 and 8,192 int64 token ids — and 24 more stage outputs and output-gradient
+    receive buffers, a residual each. The last stage keeps every micro-batch's logits (8,192 × 128,256 ÷ 8 × 2 B)
+    to the step's end, where they are merged into a second copy."""
+    residual = 8192 * 8192 * 2 // 8
+    default, given, more = _run_70b(None), _run_70b(8), _run_70b(32)
+    assert default.stage_peaks == given.stage_peaks
+    (_, _, moment8, first8), (_, _, moment32, first32) = given.stage_peaks[0], more.stage_peaks[0]
+    assert moment8.startswith("backward of micro-batch 2,") and moment32.startswith("backward of micro-batch 25,")
+    assert first32 - first8 == 10 * residual + 8192 * 8 + 24 * 2 * residual
+    assert [moment.split(",")[0] for _, _, moment, _ in more.stage_peaks[1:3]] == \
+        ["backward of micro-batch 26", "backward of micro-batch 31"]  # stages 1 and 6: n − (p − i) + 1
+    assert more.stage == Stage(7, 8, 32) and more.peak.name.startswith("the step ends")
+    parts = dict(more.peak.parts)
+    assert parts["pipeline: stage outputs (output_chunks)"] == parts["the merged outputs (torch.cat)"] \
+        == 32 * 8192 * 128256 // 8 * 2
+
+
+def test_the_option_sets_the_microbatches() -> None:
+    out = CliRunner().invoke(main, [*RUN_70B, "--pp-microbatches", "32"], terminal_width=200).output
+    assert "pipeline (1F1B, 32 micro-batches a step)" in out
+    data = json.loads(CliRunner().invoke(main, [*RUN_70B, "--pp-microbatches", "32", "--json"]).output)
+    assert data["setup"]["pp_microbatches"] == 32 and data["peak"]["allocated"] == _run_70b(32).allocated
+    default = CliRunner().invoke(main, RUN_70B, terminal_width=200).output
+    assert "pipeline (1F1B, 8 micro-batches a step)" in default
+    import calc
+
+    api = calc.train(calc.load("llama-3.1-70b"), seq=8192, micro_batch=1, gpus=256, tp=8, sp=True, pp=8, zero=3,
+                     recompute="full", pp_microbatches=32).to_dict()
+    assert api["setup"]["pp_microbatches"] == 32 and api["peak"]["allocated"] == data["peak"]["allocated"]
+
+
+def test_torchtitans_own_default_is_a_note_not_a_change() -> None:
+    """torchtitan's default micro-batches moved after the 405B runs' commit (90567fc98: p × V; 5e2033c75: the local
+    batch ÷ pipeline_parallel_microbatch_size); the profile says so and counts p, the figure unchanged."""
+    args = ["train", "llama-3.1-8b", "--seq", "2048", "--micro-batch", "1", "--gpus", "4", "--pp", "2", "--zero", "3"]
+    titan = CliRunner().invoke(main, [*args, "--framework", "torchtitan"], terminal_width=400).output
+    assert "torchtitan's own default micro-batches a pipeline step: pp at 9dec370" in titan
+    given = CliRunner().invoke(main, [*args, "--framework", "torchtitan", "--pp-microbatches", "2"],
+                               terminal_width=400).output
+    assert "torchtitan's own default" not in given and titan.splitlines()[0] == given.splitlines()[0]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--pp-microbatches", "4"], "--pp-microbatches: the micro-batches of a pipeline step need --pp 2 or more"),
+    # torch 2.13's Schedule1F1B.__init__ raises for n_microbatches < num_stages
+    (["--pp", "4", "--pp-microbatches", "2"], "--pp-microbatches: 2 micro-batches over 4 stages; torch's Schedule1F1B "
+                                              "needs as many micro-batches as stages or more"),
+    # torch 2.13's ScheduleInterleaved1F1B.__init__: max(1, 11 // 4) = 2 rounds, 11 % 2 != 0
+    (["--pp", "4", "--pp-schedule", "interleaved-1f1b", "--pp-microbatches", "11"],
+     "--pp-microbatches: interleaved 1F1B runs 11 micro-batches over 4 ranks in 2 rounds; 11 is not a multiple of 2"),
+    (["--pp", "4", "--pp-microbatches", "0"], "Invalid value for '--pp-microbatches': 0 is not in the range 1<=x"),
+])
+def test_microbatches_a_schedule_cannot_run_are_one_error_line(args: list[str], message: str) -> None:
+    """llama-2-7b has 32 layers: 4 stages of 8, or 8 of 4 under the interleaved schedule."""
+    result = CliRunner().invoke(main, ["train", "llama-2-7b", "--seq", "256", "--micro-batch", "1", "--gpus", "4",
+                                       *args])
+    assert result.exit_code == 2 and result.output.startswith(f"Error: {message}"), result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output

@@ -38,11 +38,17 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
                    "[default: even]")
 @click.option("--pp-schedule", type=click.Choice(["1f1b", "interleaved-1f1b"]), default="1f1b", show_default=True,
               help="With --pp: torch's Schedule1F1B (one stage a rank) or ScheduleInterleaved1F1B (--pp-virtual "
-                   "stages a rank, torch's own order; Megatron-LM's interleaved schedule runs the same order). "
-                   "Either way --pp micro-batches a step (torchtitan's default).")
+                   "stages a rank, torch's own order; Megatron-LM's interleaved schedule runs the same order), "
+                   "each step of --pp-microbatches micro-batches.")
 @click.option("--pp-virtual", type=POSITIVE, metavar="V",
               help="With --pp-schedule interleaved-1f1b: stages a rank holds, rank r the stages r, r + pp, ...; the "
                    "layers split over pp × V stages by --pp-split.  [default: 2, torchtitan's without split points]")
+@click.option("--pp-microbatches", type=POSITIVE, metavar="N",
+              help="With --pp: micro-batches a pipeline step runs (torchtitan's pipeline_parallel_microbatches, "
+                   "Megatron-LM's num_microbatches = global batch ÷ (micro-batch × dp), DeepSpeed's "
+                   "gradient_accumulation_steps under its pipeline engine); 1f1b needs N ≥ --pp, interleaved-1f1b "
+                   "a multiple of its rounds, max(1, N ÷ pp).  [default: --pp, torchtitan's in December 2024; "
+                   "pp × V since its 90567fc98]")
 @click.option("--cp", type=POSITIVE, default=1, show_default=True,
               help="Context-parallel GPUs (torchtitan): each holds seq/cp tokens; ZeRO/FSDP shards over dp × cp.")
 @click.option("--float8", type=click.Choice(_FLOAT8), default="none", show_default=True,
@@ -96,7 +102,10 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--optimizer-in-backward", is_flag=True,
               help="Step each parameter as its gradient is ready (torchtune's optimizer_in_bwd): no full set of gradients.")
 @click.option("--grad-accumulation", type=POSITIVE, default=1, show_default=True, metavar="N",
-              help="Micro-batches per optimizer step: the later ones run beside the gradients accumulated so far.")
+              help="Micro-batches per optimizer step: the later ones run beside the gradients accumulated so far. "
+                   "With --pp: pipeline steps per optimizer step, each of --pp-microbatches micro-batches "
+                   "(torchtitan's gradient_accumulation_steps beside num_pp_microbatches); Megatron-LM's and "
+                   "DeepSpeed's micro-batches under PP are --pp-microbatches.")
 @click.option("--no-sync/--sync", default=None,
               help="With --grad-accumulation: reduce only on the last micro-batch (FSDP's no_sync, litgpt), so each GPU "
                    "accumulates unsharded gradients, or reduce-scatter every micro-batch (FSDP2: torchtune, "
@@ -132,7 +141,8 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--layers", "show_layer", is_flag=True, help="Add a table of what one layer keeps for backward.")
 @json_option
 def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, sp: bool, tp_impl: str | None,
-          pp: int, pp_split: str | None, pp_schedule: str, pp_virtual: int | None, cp: int,
+          pp: int, pp_split: str | None, pp_schedule: str, pp_virtual: int | None, pp_microbatches: int | None,
+          cp: int,
           float8: str, framework: str | None, moe_form: str | None, dropout: bool | None, tied: bool | None,
           norm_upcast: bool | None, compiled: bool, repeat_kv: bool | None, fused_gelu: bool | None,
           precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
@@ -176,7 +186,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
                   offload=tuple(o.strip() for o in offload.split(",")) if offload else (),
                   lora_dropout=lora_dropout, double_quant=not no_double_quant, cp=cp, float8=float8,
                   compile=compiled, overheads=overheads, pp_schedule=pp_schedule, pp_virtual=pp_virtual,
-                  **options)
+                  pp_microbatches=pp_microbatches, **options)
     result = plan(spec, setup)
     answer = solve(spec, setup, budget) if budget else None
     if as_json:

@@ -11,6 +11,7 @@ from calc.render.table import Table
 from calc.analysis.train import PRECISIONS, Training
 from calc.analysis.train.activations import WRITTEN_GELU
 from calc.analysis.train.budget import Answer
+from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.units import human_bytes
 
 __all__ = ["budget_lines", "activations_table", "memory_table", "moments_table", "train_notes"]
@@ -120,19 +121,21 @@ def train_notes(t: Training) -> list[str]:
     notes = [f"parameters on this GPU ({whose}, 1/{s.tp} of each matrix): {t.held.params:,}"
              + (f"; trained: {t.held.adapter_params:,} LoRA adapter parameters" if s.lora_rank else "")]
     if t.stage and s.pp_schedule == "interleaved-1f1b":
-        notes.append(f"pipeline (interleaved 1F1B, {s.virtual} stages a rank, {s.pp} micro-batches a step): each "
+        notes.append(f"pipeline (interleaved 1F1B, {s.virtual} stages a rank, {s.microbatches} micro-batches a step): each "
                      "rank's stages counted together, each with its own parameters, layers and the micro-batches "
                      "torch's schedule order has in flight there at each of the rank's backwards, and torch's "
                      "pipelining buffers; the peak is the largest rank's; layers split over "
                      f"{s.pp * s.virtual} stages {_split(s.pp_split)}:")
     elif t.stage:
-        notes.append(f"pipeline (1F1B, {s.pp} micro-batches a step): each stage counted with its own parameters, "
-                     "layers and micro-batches in flight (stage i: p − i at its first backward) and torch's "
-                     "pipelining buffers (each micro-batch's output, receive buffers); the peak is the largest "
-                     f"stage's; layers split {_split(s.pp_split)}:")
+        notes.append(f"pipeline (1F1B, {s.microbatches} micro-batches a step): each stage counted with its own "
+                     "parameters, layers and micro-batches in flight (min(n, p − i) on stage i at first) "
+                     "and torch's pipelining buffers (each micro-batch's output, receive buffers); the peak is the "
+                     f"largest stage's; layers split {_split(s.pp_split)}:")
     if t.stage:
         notes += [f"  {name}, {layers} layers: {human_bytes(size)} allocated, {moment}"
                   for name, layers, moment, size in t.stage_peaks]
+    if t.stage and s.framework and s.pp_microbatches is None and FRAMEWORKS[s.framework].pp_microbatches:
+        notes.append(FRAMEWORKS[s.framework].pp_microbatches)
     if t.korthikanti is not None:
         ours = sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)
         # their GPT-3 layer's GELU is Megatron's fused one, which keeps its input alone

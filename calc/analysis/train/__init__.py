@@ -86,6 +86,7 @@ class Setup:
     pp_split: str = "even"  # which layers each stage holds: a rule of SPLITS or a list (pipeline.stage_sizes)
     pp_schedule: str = "1f1b"  # torch's Schedule1F1B (pipeline.py) or ScheduleInterleaved1F1B (interleaved.py)
     pp_virtual: int | None = None  # stages a rank holds; None: 2 under interleaved-1f1b (torchtitan's), else 1
+    pp_microbatches: int | None = None  # micro-batches a pipeline step; None: pp (torchtitan's default at 9dec370)
     recompute: str = "none"
     optimizer: str = "adamw"
     lora_rank: int | None = None
@@ -133,6 +134,13 @@ class Setup:
         """Stages a pipeline rank holds: torchtitan's generate_split_points makes 2 a rank for a multi-stage
         schedule when no split points are given (pipelining_utils.py @ 9dec370), 1 under Schedule1F1B."""
         return self.pp_virtual or (2 if self.pp_schedule == "interleaved-1f1b" else 1)
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches a pipeline step runs: as given (torchtitan's pipeline_parallel_microbatches, Megatron-LM's
+        num_microbatches, DeepSpeed's gradient_accumulation_steps under its pipeline engine), else pp, torchtitan's
+        default at 9dec370 (pipeline.py). Under --grad-accumulation a step runs that many pipeline steps."""
+        return self.pp_microbatches or self.pp
 
     @property
     def shards(self) -> int:
@@ -288,6 +296,12 @@ def _check(spec: ModelSpec, s: Setup) -> None:
     if s.virtual > 1 and (s.pp == 1 or s.pp_schedule == "1f1b"):
         raise GptcalcError(f"--pp-virtual: {s.virtual} stages a rank need --pp 2 or more and --pp-schedule "
                            "interleaved-1f1b (Schedule1F1B runs one stage a rank)")
+    if s.pp_microbatches is not None and s.pp == 1:
+        raise GptcalcError("--pp-microbatches: the micro-batches of a pipeline step need --pp 2 or more (without "
+                           "pipeline parallelism use --grad-accumulation)")
+    if s.pp_schedule == "1f1b" and s.microbatches < s.pp:
+        raise GptcalcError(f"--pp-microbatches: {s.microbatches} micro-batches over {s.pp} stages; torch's "
+                           "Schedule1F1B needs as many micro-batches as stages or more")
     if s.pp_schedule == "interleaved-1f1b" and s.grad_accumulation > 1:
         raise GptcalcError("--grad-accumulation: gradients carried over from earlier steps are counted for "
                            "--pp-schedule 1f1b only")
@@ -473,8 +487,9 @@ def train_stages(spec: ModelSpec, s: Setup) -> list[Training]:
     if s.pp == 1:
         return [_train(spec, s, None)]
     if s.pp_schedule == "interleaved-1f1b":
-        return [_rank(spec, s, Rank(index, Interleaved(s.pp, s.virtual, s.pp))) for index in range(s.pp)]
-    return [_train(spec, s, Stage(index, s.pp)) for index in _distinct_stages(spec, s)]
+        schedule = Interleaved(s.pp, s.virtual, s.microbatches)
+        return [_rank(spec, s, Rank(index, schedule)) for index in range(s.pp)]
+    return [_train(spec, s, Stage(index, s.pp, s.pp_microbatches)) for index in _distinct_stages(spec, s)]
 
 
 def _rank(spec: ModelSpec, s: Setup, rank: Rank) -> Training:

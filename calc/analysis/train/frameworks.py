@@ -39,6 +39,8 @@ class Profile:
     loop_holds_output: bool = False  # its loop holds the last micro-batch's logits through the next forward (peak.py)
     pp_split: str = "even"  # which layers each pipeline stage holds (pipeline.stage_sizes)
     repeat_kv: bool = False  # its attention hands SDPA K and V expanded to every query head
+    pp_microbatches: str = ""  # how it picks a pipeline step's micro-batches where none are given: a note, not a
+    # default (gptcalc runs --pp of them unless --pp-microbatches says otherwise)
 
 
 FRAMEWORKS: dict[str, Profile] = {
@@ -88,9 +90,16 @@ FRAMEWORKS: dict[str, Profile] = {
     # MoE: top-k rows through torch._grouped_mm (models/common/moe/moe.py @ 18761a8, GroupedExperts); its
     # models have no dropout; pipeline stages as parallelisms/pipelining_utils.py @ 9dec370, generate_split_points,
     # splits them without pipeline_parallel_split_points (pipeline.py)
+    # pipelining_utils.build_pipeline_schedule: n_microbatches = pipeline_parallel_degree when unset @ 9dec370,
+    # the stages in all from 90567fc98 (2025-01-07), batch_size ÷ pipeline_parallel_microbatch_size (default 1)
+    # from 5e2033c75 (2025-04-07)
     "torchtitan": Profile("fsdp-mixed", "fp32", "selective", "fused", "reserved",
                           "https://github.com/pytorch/torchtitan/blob/main/docs/fsdp.md", tp_impl="dtensor",
-                          moe_form="grouped", dropout=False, pp_split="torchtitan"),
+                          moe_form="grouped", dropout=False, pp_split="torchtitan",
+                          pp_microbatches="torchtitan's own default micro-batches a pipeline step: pp at 9dec370 "
+                                          "(the 405B runs', counted here), pp × V (every stage) from 90567fc98 "
+                                          "(2025-01-07), the local batch ÷ pipeline_parallel_microbatch_size "
+                                          "(default 1) from 5e2033c75 (2025-04-07); give --pp-microbatches N"),
     # DeepSpeed bf16 with ZeRO: bf16 weights and gradients, fp32 master weights and Adam states
     # (FusedAdam); see_memory_usage reports allocated (MA / Max_MA)
     "deepspeed": Profile("mixed", "fp32", "none", "fused", "allocated",
@@ -104,7 +113,7 @@ FRAMEWORKS: dict[str, Profile] = {
 
 
 # every convention a profile sets for Setup: its fields but what describes the profile itself
-CONVENTIONS = tuple(f.name for f in fields(Profile) if f.name not in ("statistic", "source"))
+CONVENTIONS = tuple(f.name for f in fields(Profile) if f.name not in ("statistic", "source", "pp_microbatches"))
 
 
 def resolve(framework: str | None, given: dict[str, object]) -> dict[str, object]:

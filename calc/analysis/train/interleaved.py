@@ -59,8 +59,9 @@ class Interleaved:
     def __post_init__(self) -> None:
         rounds = max(1, self.microbatches // self.ranks)
         if self.microbatches % rounds:
-            raise GptcalcError(f"interleaved 1F1B: {self.microbatches} micro-batches over {self.ranks} ranks run in "
-                               f"{rounds} rounds; {self.microbatches} is not a multiple of {rounds} (torch refuses it)")
+            raise GptcalcError(f"--pp-microbatches: interleaved 1F1B runs {self.microbatches} micro-batches over "
+                               f"{self.ranks} ranks in {rounds} rounds; {self.microbatches} is not a multiple of "
+                               f"{rounds} (torch's ScheduleInterleaved1F1B refuses it)")
 
     @property
     def group(self) -> int:

@@ -396,7 +396,7 @@ def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int
 
     out = []
     if stage.last:
-        j = stage.stages - 1
+        j = stage.n - 1
         current = 0 if k_.hidden or s.loss_run.keeps_logits else 1
         forward, back = _loss_parts(t, spec, "forward"), _loss_parts(t, spec, "backward")
         out += [Moment(f"forward of micro-batch {j + 1}, computing the loss",
@@ -408,14 +408,15 @@ def _pipelined(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int
     else:
         earlier = _accumulated(t, grads)
         acc = (("gradients accumulated over the earlier steps' micro-batches", earlier),) if earlier else ()
+        later = max(range(1, stage.n), key=lambda j: sum(size for _, size in backward(j, whole)))
         out += [Moment(f"backward of micro-batch 1{recomputed or ', the last layer'}", backward(0, *acc) + in_layer),
-                Moment(f"backward of micro-batch {stage.later + 1}{recomputed or ', the last layer'}, beside the "
-                       "gradients", backward(stage.later, whole) + in_layer)]
-    end = base + stage_buffers(s, spec.d_model, stage, None) + k_.outputs(stage.stages) + (("gradients", grads),)
+                Moment(f"backward of micro-batch {later + 1}{recomputed or ', the last layer'}, beside the "
+                       "gradients", backward(later, whole) + in_layer)]
+    end = base + stage_buffers(s, spec.d_model, stage, None) + k_.outputs(stage.n) + (("gradients", grads),)
     out.append(Moment("backward ends", end + f.layer_grad))
     if stage.last:
         out.append(Moment("the step ends: every micro-batch's output merged (_merge_outputs)",
-                          end + (("the merged outputs (torch.cat)", stage.stages * output),)))
+                          end + (("the merged outputs (torch.cat)", stage.n * output),)))
     return out + [_optimizer_step(t, end)]
 
 
@@ -505,7 +506,7 @@ def interleaved_moments(t: "Training", stages: list["Training"], spec: ModelSpec
     through a layer and, on the rank with the last stage, the largest loss forward and loss backward; then
     backward's end and the optimizer step, with t's (the rank's) states."""
     schedule, index = t.stage.schedule, t.stage.index
-    n, last = schedule.ranks, schedule.ranks * schedule.virtual - 1
+    n, last = schedule.microbatches, schedule.ranks * schedule.virtual - 1
     kept = {u.stage.index: _kept(u, spec, p, gathered) for u in stages}
     by_stage = {u.stage.index: u for u in stages}
     base, grads = _without_gradients(t)

@@ -1,15 +1,21 @@
 """Pipeline parallelism as torch's pipelining runs a 1F1B step (torchtitan's): each stage holds its own
 layers, its own micro-batches in flight and its own buffers, and a run's peak is the largest stage's.
 
-torchtitan runs p micro-batches a step unless told otherwise (9dec370, the 405B runs' commit:
-pipelining_utils.build_pipeline_schedule, `n_microbatches = pipeline_parallel_degree` when
-`pipeline_parallel_microbatches` is unset). torch's Schedule1F1B runs `min(n_microbatches, num_stages -
-stage_index)` forwards on stage i before its first backward, p − i of them, then alternates a backward
-and a forward while forwards remain (i times), then runs the remaining backwards: when the j-th backward
-(from 0) starts, p − i micro-batches are in flight up to j = i, p − j after. Gradients accumulate over
-the micro-batches, so every backward after the first runs beside the stage's whole gradients; of those
-the largest is the i-th (stage 0: the one after the first), where the in flight, the earlier
-micro-batches' buffers and the gradients are all at their most.
+A step runs n micro-batches (`Setup.pp_microbatches`, `--pp-microbatches`): a real run sets it (torchtitan's
+`pipeline_parallel_microbatches`, Megatron-LM's num_micro_batches = global batch ÷ (micro-batch × dp):
+megatron/core/num_microbatches_calculator.py, DeepSpeed's gradient_accumulation_steps under its pipeline engine:
+deepspeed/runtime/pipe/engine.py, `self.micro_batches = self.gradient_accumulation_steps()`); unset it is p, torchtitan's default at 9dec370, the 405B
+runs' commit (pipelining_utils.build_pipeline_schedule, `n_microbatches = pipeline_parallel_degree` when
+`pipeline_parallel_microbatches` is unset; p × V, every stage, from 90567fc98, 2025-01-07). torch's Schedule1F1B
+refuses n < p (torch 2.13, its __init__) and runs w = `min(n_microbatches, num_stages - stage_index)`
+forwards on stage i before its first backward, then alternates a backward and a forward while forwards
+remain (n − w times), then runs the remaining backwards: when the j-th backward (from 0) starts,
+min(w, n − j) micro-batches are in flight (n = p: p − max(i, j)). Gradients accumulate over the
+micro-batches, so every backward after the first runs beside the stage's whole gradients; the largest of
+those is counted (peak._pipelined), the (n − w)-th where a micro-batch's activations outweigh the one or two
+residuals a backward adds to the buffers (n = p: the i-th; stage 0's at n = p: the one after the first), the
+last with w in flight, where the in flight, the earlier micro-batches' buffers and the gradients are all at
+their most.
 
 torch's PipelineStage (torch/distributed/pipelining/stage.py) keeps, per micro-batch:
 
@@ -77,10 +83,16 @@ def residual_bytes(s: "Setup", d_model: int) -> int:
 
 @dataclass(frozen=True)
 class Stage:
-    """Stage `index` of `stages` in a 1F1B step of as many micro-batches (see the module's docstring)."""
+    """Stage `index` of `stages` in a 1F1B step of `n` micro-batches (see the module's docstring)."""
 
     index: int
     stages: int
+    microbatches: int | None = None  # a step's; None: as many as stages (torchtitan's default at 9dec370)
+
+    @property
+    def n(self) -> int:
+        """The micro-batches of a step."""
+        return self.microbatches or self.stages
 
     @property
     def first(self) -> bool:
@@ -90,14 +102,14 @@ class Stage:
     def last(self) -> bool:
         return self.index == self.stages - 1
 
+    @property
+    def warmup(self) -> int:
+        """Forwards before the first backward: min(n, p − i)."""
+        return min(self.n, self.stages - self.index)
+
     def in_flight(self, backward: int) -> int:
         """Micro-batches whose activations the stage holds when its `backward`-th backward starts."""
-        return self.stages - max(self.index, backward)
-
-    @property
-    def later(self) -> int:
-        """The backward after the first where most is held: the i-th (stage 0: the 1st)."""
-        return max(1, self.index)
+        return min(self.warmup, self.n - backward)
 
     def name(self) -> str:
         where = "first" if self.first else "last" if self.last else "middle"
@@ -109,10 +121,10 @@ def stage_buffers(s: "Setup", d_model: int, stage: Stage, backward: int | None) 
     step's end, every micro-batch's); the last stage's outputs are the loss's business (peak.py)."""
     if s.pp == 1:
         return ()
-    p = stage.stages
-    done = p if backward is None else backward  # backwards run
-    forwards = p if backward is None else done + stage.in_flight(backward)
-    return held_buffers(s, d_model, stage.first, stage.last, p, forwards, done)
+    n = stage.n
+    done = n if backward is None else backward  # backwards run
+    forwards = n if backward is None else done + stage.in_flight(backward)
+    return held_buffers(s, d_model, stage.first, stage.last, n, forwards, done)
 
 
 def held_buffers(s: "Setup", d_model: int, first: bool, last: bool, microbatches: int, forwards: int,
