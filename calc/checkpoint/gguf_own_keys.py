@@ -43,7 +43,16 @@ OWN = {"dbrx": {"attention.clamp_kqv": "attn_config.clip_qkv"},
        # Gemma 3n's AltUp, per-layer inputs and KV-shared layers (conversion/gemma.py Gemma3NModel.set_gguf_parameters)
        "gemma3n": {"altup.num_inputs": "altup_num_inputs", "altup.active_idx": "altup_active_idx",
                    "embedding_length_per_layer_input": "hidden_size_per_layer_input",
-                   "attention.shared_kv_layers": "num_kv_shared_layers"}}
+                   "attention.shared_kv_layers": "num_kv_shared_layers"},
+       # Qwen3-VL's deepstack inputs: the count of the vision layers its mergers tap, all the converter keeps of
+       # deepstack_visual_indexes (conversion/qwen3vl.py Qwen3VLTextModel.set_gguf_parameters;
+       # src/models/qwen3vl.cpp:4 reads it), under the name calc/arch/common.py qwen3_vl_build reads
+       "qwen3vl": {"n_deepstack_layers": "n_deepstack_layers"},
+       "qwen3vlmoe": {"n_deepstack_layers": "n_deepstack_layers"}}
+# Architectures whose rotary is M-RoPE over `rope.dimension_sections` (the config's mrope_section, padded to 4 with
+# zeros: conversion/base.py:1499-1504), interleaved: llama.cpp ropes them LLAMA_ROPE_TYPE_IMROPE whatever the file
+# says (src/llama-model.cpp:3206-3213), as Qwen3-VL's config.json sets mrope_interleaved
+IMROPE = ("qwen3vl", "qwen3vlmoe")
 # Keys the converter writes no metadata for, read off a tensor's shape (GGUF name, which of its ggml dimensions):
 # Gemma 3n's LAuReL rank and its per-layer embedding's rows (the converter pads them to vocab_size,
 # conversion/gemma.py Gemma3NModel.modify_tensors: the file's rows are what llama.cpp loads)
@@ -77,6 +86,11 @@ def keys(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     for key, target in OWN.get(arch, {}).items():
         if f"{arch}.{key}" in meta:
             _put(data, target, meta[f"{arch}.{key}"])
+    sections = meta.get(f"{arch}.rope.dimension_sections")
+    if arch in IMROPE and isinstance(sections, list):
+        while sections and sections[-1] == 0:
+            sections = sections[:-1]
+        data["rope_scaling"] = {"rope_type": "default", "mrope_section": sections, "mrope_interleaved": True}
     types = meta.get(f"{arch}.attention.indexer.types")
     if arch == "glm-dsa" and isinstance(types, list):  # per layer: true where the layer has its own indexer
         data["indexer_types"] = ["full" if full else "shared" for full in types]
