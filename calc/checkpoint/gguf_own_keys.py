@@ -97,7 +97,10 @@ def keys(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
 
 
 def shaped(data: dict[str, Any], arch: str, ne_of: dict[str, tuple[int, ...]], path: str) -> None:
-    """The keys `SHAPED` reads off the tensors' shapes (`ne_of`: GGUF name -> ggml's ne)."""
+    """The keys `SHAPED` reads off the tensors' shapes (`ne_of`: GGUF name -> ggml's ne), and those an architecture
+    tells by which tensors it stores (`BY_TENSORS`)."""
+    if arch in BY_TENSORS:
+        BY_TENSORS[arch](data, ne_of)
     for key, (name, dim) in SHAPED.get(arch, {}).items():
         ne = ne_of.get(name)
         if ne is None and (arch, key) in OPTIONAL_SHAPED:
@@ -110,3 +113,23 @@ def shaped(data: dict[str, Any], arch: str, ne_of: dict[str, tuple[int, ...]], p
 def _put(data: dict[str, Any], target: str, value: Any) -> None:
     section, _, key = target.rpartition(".")
     (data.setdefault(section, {}) if section else data)[key] = value
+
+
+def _falcon(data: dict[str, Any], ne_of: dict[str, tuple[int, ...]]) -> None:
+    """Falcon-40B's generation (new_decoder_architecture) or Falcon-7B's: the converter writes no key for it
+    (conversion/falcon.py FalconModel.set_gguf_parameters), and llama.cpp loads either's attn_qkv as n_embd +
+    2 x n_embd_gqa rows of head_count_kv K/V heads (src/models/falcon.cpp:38; the converter reorders the fused
+    tensor's groups into Q, K, V, its rows unchanged), a second norm where the layer stores one (attn_norm_2, ln_mlp:
+    :35-36, the graph's "Falcon-40B" branch :79-80). So: the new generation where a layer has attn_norm_2 (two norms
+    in parallel) or more than one K/V head (Falcon2-11B's one norm: num_ln_in_parallel_attn 1); else Falcon-7B's
+    multi-query attention."""
+    two_norms = "blk.0.attn_norm_2.weight" in ne_of
+    kv_heads = data.pop("num_key_value_heads", 1)
+    if two_norms or kv_heads != 1:
+        data.update(new_decoder_architecture=True, num_kv_heads=kv_heads, num_ln_in_parallel_attn=2 if two_norms else 1)
+    else:
+        data.update(new_decoder_architecture=False, multi_query=True)
+
+
+# Architectures whose config keys the file tells only by which tensors it stores
+BY_TENSORS = {"falcon": _falcon}
