@@ -58,7 +58,12 @@ IMROPE = ("qwen3vl", "qwen3vlmoe")
 # conversion/gemma.py Gemma3NModel.modify_tensors: the file's rows are what llama.cpp loads)
 SHAPED = {"gemma3n": {"laurel_rank": ("blk.0.laurel_l.weight", 1),
                       "vocab_size_per_layer_input": ("per_layer_token_embd.weight", 1)},
-          "gemma4": {"vocab_size_per_layer_input": ("per_layer_token_embd.weight", 1)}}
+          "gemma4": {"vocab_size_per_layer_input": ("per_layer_token_embd.weight", 1)},
+          # GPT-2's, GPT-BigCode's and Falcon's MLP width: the converter writes feed_forward_length 4 x n_embd
+          # whatever it is (conversion/gpt2.py:22, starcoder.py:14, falcon.py:30), the tensor as it is; a file of
+          # another width is one llama.cpp refuses to load (calc/spec/llamacpp.py ff_4d)
+          "gpt2": {"n_inner": ("blk.0.ffn_up.weight", 1)}, "starcoder": {"n_inner": ("blk.0.ffn_up.weight", 1)},
+          "falcon": {"ffn_hidden_size": ("blk.0.ffn_up.weight", 1)}}
 # Of those, the ones a model may lack with their tensor: a Gemma 4 without per-layer inputs (google/gemma-4-26B-A4B,
 # hidden_size_per_layer_input 0) has no per_layer_token_embd (conversion/gemma.py Gemma4Model writes none)
 OPTIONAL_SHAPED = {("gemma4", "vocab_size_per_layer_input")}
