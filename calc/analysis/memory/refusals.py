@@ -3,8 +3,8 @@ every command that takes --engine (memory, compare, report), so each refuses wha
 
 TensorRT-LLM: an architecture its PyTorch backend has no class for (trtllm_models.refuse_unbuilt) and a model
 only its KVCacheManagerV2 serves (trtllm_manager.refuse_v2_only); llama.cpp: a model its converter has no
-architecture for (llamacpp.refuse_unconverted), and one whose GGUF its loader refuses (llamacpp.refuse_unloadable). Each engine's modules load only under it, so a plain command
-answers at start-up speed.
+architecture for (llamacpp.refuse_unconverted), and one whose GGUF its loader refuses (llamacpp.refuse_unloadable).
+Each engine's modules load only under it, so a plain command answers at start-up speed.
 """
 
 from __future__ import annotations
