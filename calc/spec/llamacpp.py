@@ -35,6 +35,9 @@ class LlamaCppBuild(Part):
     # (GPT-2's n_inner, GPT-BigCode's, Falcon's ffn_hidden_size) fails its check_tensor_dims and --engine llamacpp
     # refuses the model (calc/analysis/memory/llamacpp.py refuse_unloadable)
     ff_4d: bool = False
+    # llama-quantize's own rules for the falcon architecture (arch == LLM_ARCH_FALCON in llama_tensor_get_type_impl,
+    # src/llama-quant.cpp:500, 636, 644-650, 658, 670): the Falcon adapter says so (calc/analysis/memory/gguf_rules.py)
+    quant_falcon: bool = False
     # Which rope factors the converter writes as F32 tensors outside the layers: "llama3", a Llama-3 rope's
     # (rope_type llama3) per-frequency factors computed into rope_freqs.weight, of head_dim / 2
     # (LlamaModel.generate_extra_tensors, conversion/llama.py:298-326: the class of LlamaForCausalLM,
