@@ -14,9 +14,10 @@ The GGUF itself as MODEL (`CONVERTED`: the arch qwen3vl, its M-RoPE sections and
 calc/checkpoint/gguf_source.py): `tests/data/llamacpp/deepstack/converted/<run>.gguf.gz` is the file the tree's own
 convert_hf_to_gguf.py made of the run's whole Qwen3VLForConditionalGeneration (transformers' save_pretrained; its
 Qwen3VLTextModel class writes the text model), tensor data zeroed, and `<run>.log` the model buffer, cache and compute
-lines llama.cpp printed for it; live with `--llamacpp BUILD/bin --llamacpp-src TREE`. Dense runs only: the tree's
-Qwen3VLMoeTextModel permutes the experts as the Hub stores them, (experts, n_embd, 2 x width), which transformers
-5.24 saves the other way round, so a MoE file converted here is not one llama.cpp loads.
+lines llama.cpp printed for it; live with `--llamacpp BUILD/bin --llamacpp-src TREE`. Qwen3-VL-MoE's is converted from
+a checkpoint of one tensor per expert (`CONVERTED_RUNS`): the tree's Qwen3VLMoeTextModel permutes fused experts as the
+Hub stores them, (experts, n_embd, 2 x width), which transformers 5.24 saves the other way round, so a file converted
+from its save_pretrained is one llama.cpp does not load.
 """
 
 from __future__ import annotations
@@ -122,7 +123,19 @@ def test_live_deepstack(name: str, tmp_path: Path, request: pytest.FixtureReques
 
 
 CONVERTED = RECORDED / "converted"
-CONVERTED_RUNS = ("qwen3_vl-c4096", "qwen3_vl_wide-c512")
+# run -> whether the converter reads a checkpoint written from gptcalc's tensor table (tests/gguf_files.py
+# hub_checkpoint: Qwen3-VL-MoE's experts one tensor each, which its converter class stacks as Qwen3MoeModel does),
+# not transformers' save_pretrained
+CONVERTED_RUNS = {"qwen3_vl-c4096": False, "qwen3_vl_wide-c512": False, "qwen3_vl_moe_wide-c512": True}
+
+
+def hub_config(name: str) -> dict[str, Any]:
+    """The run's config.json as the converter reads it from a table-written checkpoint: with the text model's
+    rms_norm_eps, which llama.cpp requires (Qwen/Qwen3-VL-30B-A3B-Instruct's text_config: 1e-06) and the tiny config
+    leaves to the class default."""
+    config = config_of(name)
+    config["text_config"]["rms_norm_eps"] = 1e-6
+    return config
 
 
 def text_count(config: dict[str, Any]) -> int:
@@ -163,7 +176,7 @@ def test_live_converted_qwen3_vl(name: str, tmp_path: Path, request: pytest.Fixt
 
     binary, source = llamacpp_binary(request, "a CPU build of llama.cpp"), llamacpp_source(request)
     path = tmp_path / f"{name}.gguf"
-    convert_gguf(config_of(name), path, source)
+    convert_gguf(config_of(name), path, source, hub=hub_config(name) if CONVERTED_RUNS[name] else None)
     log, status = completion_log(binary, path, RUNS[name][3])
     if "CUDA0" in log:
         pytest.skip("a CUDA build: these runs are a CPU-only build's")
@@ -176,22 +189,3 @@ def test_live_converted_qwen3_vl(name: str, tmp_path: Path, request: pytest.Fixt
         keep_header(path, CONVERTED / f"{name}.gguf.gz")
     check_converted(name, path, log)
 
-
-def test_qwen3_vl_moe_gguf_read_back(tmp_path: Path) -> None:
-    """A qwen3vlmoe file (written as its converter class writes one from the Hub's layout: write_gguf `deepstack`)
-    reads back as the MoE text model: every tensor recognised, transformers' count of the language model and head,
-    and its deepstack inputs, which llama.cpp sizes the embeddings input by."""
-    from calc.checkpoint.gguf_source import config_of as gguf_config_of
-    from calc.checkpoint.report import read_checkpoint
-    from calc.spec.load import spec_from_config
-
-    config = config_of("qwen3_vl_moe_wide-c512")
-    config["text_config"].update(hidden_size=32, intermediate_size=64, moe_intermediate_size=32, head_dim=8,
-                                 num_attention_heads=4, vocab_size=97,
-                                 rope_scaling={"rope_type": "default", "mrope_section": [1, 1, 2]})
-    path = tmp_path / "qwen3vlmoe.gguf"
-    write_gguf({**config["text_config"], "model_type": "qwen3_moe"}, path, deepstack=2)
-    report = read_checkpoint(str(path))
-    assert report.ok, ([m.describe() for m in report.mismatches], [t.name for t in report.unknown])
-    assert report.breakdown.total == text_count(config)
-    assert spec_from_config(gguf_config_of(path)).llamacpp.deepstack == 2
