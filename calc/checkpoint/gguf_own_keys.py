@@ -129,7 +129,7 @@ def _falcon(data: dict[str, Any], ne_of: dict[str, tuple[int, ...]]) -> None:
     in parallel) or more than one K/V head (Falcon2-11B's one norm: num_ln_in_parallel_attn 1); else Falcon-7B's
     multi-query attention."""
     two_norms = "blk.0.attn_norm_2.weight" in ne_of
-    kv_heads = data.pop("num_key_value_heads", 1)
+    kv_heads = data.pop("num_key_value_heads", data.get("num_attention_heads"))  # llama.cpp's default: n_head
     if two_norms or kv_heads != 1:
         data.update(new_decoder_architecture=True, num_kv_heads=kv_heads, num_ln_in_parallel_attn=2 if two_norms else 1)
     else:
