@@ -197,7 +197,8 @@ FIXED: dict[str, tuple[tuple[str, float], ...]] = {"olmo": (("add_layer_norm_eps
                                                      "olmoe": (("add_layer_norm_rms_eps", 1e-5),),
                                                      "falcon": (("add_context_length", 2048),)}
 # Converters that write a feed-forward width of 4 x n_embd (gpt2.py:22, starcoder.py:14, falcon.py:30, bloom.py:27)
-# and one KV head (starcoder.py:17; falcon.py:23-25 when config.json has no num_kv_heads, Falcon-7B's multi-query)
+# and one KV head (starcoder.py:17; falcon.py:23-25 when config.json has no num_kv_heads, Falcon-7B's multi-query;
+# Falcon-40B's config.json has it: tiiuae/falcon-40b, new_decoder_architecture)
 FF4 = ("gpt2", "gpt_bigcode", "falcon", "bloom")
 ONE_KV_HEAD = ("gpt_bigcode", "falcon")
 # GPT-2's Conv1D weights, (in, out) in transformers, which gpt2.py:32-33 transposes
@@ -227,6 +228,8 @@ def _hyperparameters(writer: Any, c: dict[str, Any], hparams: dict[str, Any]) ->
     writer.add_block_count(c["num_hidden_layers"])
     kv = 1 if "kv_lora_rank" in c or model_type in ONE_KV_HEAD else \
         c.get("num_key_value_heads", c["num_attention_heads"])  # MLA as MQA (deepseek.py:326)
+    if c.get("new_decoder_architecture"):
+        kv = c["num_kv_heads"]
     writer.add_head_count_kv([kv if t != "conv" else 0 for t in c["layer_types"]] if "layer_types" in c else kv)
     if _find(h, ("rms_norm_eps", "norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon")) is None:
         writer.add_layer_norm_rms_eps(1e-6)
@@ -459,7 +462,7 @@ def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tupl
     data = transformers_view(copy.deepcopy(config))
     hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
     torch.manual_seed(0)
-    transformers.AutoModelForCausalLM.from_config(hf_config).save_pretrained(model_dir)
+    _auto_class(transformers, hf_config.model_type).from_config(hf_config).save_pretrained(model_dir)
     saved = json.loads((model_dir / "config.json").read_text())
     hub_keys = {**saved, **(published or {})}
     (model_dir / "config.json").write_text(json.dumps({k: v for k, v in hub_keys.items() if v is not None}))
@@ -469,6 +472,16 @@ def convert_gguf(config: dict[str, Any], path: Path, source: Path, options: tupl
         vocab = {f"<t{i}>": i for i in range(hf_config.vocab_size)}
         (model_dir / "tokenizer.json").write_text(json.dumps({"model": {"vocab": vocab}, "added_tokens": []}))
     _run_converter(model_dir, path, source, options, raw_config)
+
+
+def _auto_class(transformers: Any, model_type: str) -> Any:
+    """transformers' causal-LM auto class, or its image-text one for a multimodal model_type it builds no causal LM
+    of (Qwen3-VL: Qwen3VLForConditionalGeneration, whose checkpoint the converter reads as the Hub's)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return transformers.AutoModelForCausalLM
+    return transformers.AutoModelForImageTextToText
 
 
 def hub_checkpoint(config: dict[str, Any], hub: dict[str, Any], model_dir: Path) -> None:

@@ -97,6 +97,29 @@ def test_verify_builds_transformers_model_of_a_small_vocabulary(model_type: str,
     assert "every transformers parameter has the name and shape the spec implies" in run.stdout
 
 
+# Falcon's generations (tiiuae/falcon-7b's config.json: multi_query; tiiuae/falcon-40b's: new_decoder_architecture,
+# num_kv_heads, ln_attn and ln_mlp; tiiuae/falcon-11B's: the new architecture with num_ln_in_parallel_attn 1), which
+# the GGUF keeps as head_count_kv and the attn_norm_2 tensor only: name -> (changes, K/V heads, norms)
+FALCONS = {"falcon-7b": ({}, 1, ("attn_in",)),
+           "falcon-40b": ({"new_decoder_architecture": True, "multi_query": False, "num_kv_heads": 2}, 2,
+                          ("attn_in", "mlp_in")),
+           "falcon-11b": ({"new_decoder_architecture": True, "num_kv_heads": 2, "num_ln_in_parallel_attn": 1}, 2,
+                          ("attn_in",))}
+
+
+@pytest.mark.parametrize("name", sorted(FALCONS))
+def test_falcon_generations_read_back(name: str, tmp_path: Path) -> None:
+    changes, kv_heads, norms = FALCONS[name]
+    config = {**tiny_config("falcon"), **changes}
+    path = tmp_path / f"{name}.gguf"
+    write_gguf(config, path)
+    report = read_checkpoint(str(path))
+    assert report.ok, ([m.describe() for m in report.mismatches], [t.name for t in report.unknown])
+    assert report.breakdown.total == transformers_count(config)
+    block = next(iter(report.spec.blocks.values()))
+    assert (block.attention.n_kv_heads, block.norms) == (kv_heads, norms)
+
+
 def test_count_needs_neither_numpy_nor_torch(files: dict[str, Path]) -> None:
     code = ("import sys; from calc.cli import main; sys.argv=['gptcalc','count',sys.argv[1]]\n"
             "try: main()\nexcept SystemExit: pass\n"

@@ -118,7 +118,16 @@ M3 = {"shared_intermediate_size": 16}
 M3_HUB = {**tiny_config("minimax_m3_vl_text"), **M3, "architectures": ["MiniMaxM3SparseForCausalLM"],
           "rms_norm_eps": 1e-6, "scoring_func": "sigmoid", "n_shared_experts": 1, "routed_scaling_factor": 2.0,
           "rotary_dim": 8, "use_gemma_norm": True, "use_qk_norm": True, "tie_word_embeddings": False}
+# Falcon-40B's generation (tiiuae/falcon-40b's config.json: new_decoder_architecture, GQA over num_kv_heads, ln_attn and
+# ln_mlp in parallel), whose fused query_key_value the converter reorders per group into Q, K, V
+# (conversion/falcon.py FalconModel.modify_tensors); and 8 times as wide (8 heads of 32), where the layers set the
+# compute buffer
+FALCON_40B = {"new_decoder_architecture": True, "multi_query": False, "num_kv_heads": 2}
+FALCON_40B_WIDE = {**FALCON_40B, "hidden_size": 256, "num_attention_heads": 8}
 RUNS: dict[str, Run] = {
+    "falcon_40b-c2048": Run("falcon", FALCON_40B, ["-c", "2048"]),
+    "falcon_40b-wide-c512": Run("falcon", FALCON_40B_WIDE, ["-c", "512"]),
+    "falcon_40b-wide-np2-fa-off": Run("falcon", FALCON_40B_WIDE, ["-c", "1024", "-np", "2", "-fa", "off"]),
     # GraniteMoeForCausalLM: conversion/granite.py GraniteMoeModel splits block_sparse_moe.input_linear into
     # ffn_gate_exps / ffn_up_exps
     "granitemoe-c4096": Run("granitemoe", {}, ["-c", "4096"]),
@@ -245,7 +254,7 @@ def test_recorded_indexer_compute(name: str, tmp_path: Path) -> None:
 
 # the runs whose compute buffer is ggml's allocator replayed over the graph (calc/analysis/memory/llamacpp_graph.py)
 REPLAYED = ("granitemoe", "glm4_moe_lite", "laguna", "afmoe", "ernie4_5_moe", "step3p5", "gemma4_text", "deepseek_v32",
-            "glm_moe_dsa", "gemma3n_text")
+            "glm_moe_dsa", "gemma3n_text", "falcon_40b")
 
 
 @pytest.mark.parametrize("name", sorted(name for name in RUNS if name.startswith(REPLAYED)))

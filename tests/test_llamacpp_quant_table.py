@@ -28,7 +28,7 @@ from calc.cli import main
 from calc.spec.load import load_spec
 from tests.test_llamacpp_conformance import (KQUANT, completion_log, cpu_build_says, engine_lines, gptcalc_options,
                                              llamacpp_binary)
-from tests.test_llamacpp_conformance_converted import GLM_LITE, RUNS as CONVERTED_RUNS
+from tests.test_llamacpp_conformance_converted import FALCON_40B, GLM_LITE, RUNS as CONVERTED_RUNS
 from tests.test_llamacpp_conformance_recurrent import RUNS as RECURRENT
 from tests.test_llamacpp_conformance_recurrent import NO_MTP, QWEN3_NEXT, Run, llamacpp_source
 from tests.tiny_models import tiny_config
@@ -42,6 +42,7 @@ QWEN3_5_ROPE = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.
 GEMMA4_DENSE = {"enable_moe_block": False, "num_experts": None, "top_k_experts": None, "moe_intermediate_size": None,
                 "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0, "attention_k_eq_v": False,
                 "use_double_wide_mlp": False}
+FALCON_KQUANT = {**FALCON_40B, "hidden_size": 256, "num_hidden_layers": 17, "vocab_size": 4096}  # KQUANT, no head_dim
 GEMMA6 = {"num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
 # Runs whose F16 GGUF llama.cpp's own converter makes (--llamacpp-src TREE), since its class transforms tensors the
 # plain writer (tests/gguf_files.py write_gguf) keeps: the run -> the run of the recurrent or converted suite whose
@@ -106,6 +107,12 @@ CONVERTED = {
     # AFMoE as published: an attention output gate (attn_gate), routers' score bias as exp_probs_b.bias, a shared
     # expert, a leading dense layer, four norms per layer
     "afmoe-q4_k_m": CONVERTED_RUNS["afmoe-swa"],
+    # Falcon-40B's generation (conversion/falcon.py): attn_qkv of n_embd + 2 x n_embd_gqa rows, attn_norm_2 (ln_mlp)
+    "falcon_40b-q4_k_m": CONVERTED_RUNS["falcon_40b-c2048"],
+    # and llama-quantize's falcon rules (src/llama-quant.cpp:500, 634-670) over 17 layers of rows of whole k-quant
+    # super-blocks: the output Q8_0, ffn_down Q6_K / Q5_K / Q4_K (Q4_K_M) and Q5_K / Q4_K / Q3_K (Q3_K_M) by the first
+    # sixteenth and "more bits" layers, Q4_K (Q3_K_L), attn_output Q4_K (Q3_K_L) only
+    **{f"falcon_40b-17-{mix}": Run("falcon", FALCON_KQUANT, []) for mix in ("q4_k_m", "q3_k_m", "q3_k_l")},
     # Falcon-Mamba converted as mamba (conversion/mamba.py MambaModel), its B / C / dt norms without weights
     "falcon_mamba-q4_k_m": RECURRENT["falcon_mamba-np4"],
     # Apertus: the xIELU scalars in metadata, no tensor; a Llama-3 rope's factors as rope_freqs.weight
@@ -163,7 +170,7 @@ CONVERTED = {
 # 16-bit matrices BF16 as the converter keeps the checkpoint's (torch_dtype bfloat16; DeepSeek's F32 ones F32): the
 # run -> its config
 WRITTEN = {"deepseek_v4-q4_k_m": dsv4_config, "deepseek_v4-mxfp4_moe": dsv4_config}
-MIX = {"llama-q2_k": "q2_k", "qwen3_moe-q3_k_m": "q3_k_m", "minimax_01-q3_k_m": "q3_k_m", "qwen3_next-q3_k_m": "q3_k_m",
+MIX = {"falcon_40b-17-q3_k_m": "q3_k_m", "falcon_40b-17-q3_k_l": "q3_k_l", "llama-q2_k": "q2_k", "qwen3_moe-q3_k_m": "q3_k_m", "minimax_01-q3_k_m": "q3_k_m", "qwen3_next-q3_k_m": "q3_k_m",
        "qwen2_moe-iq4_xs": "iq4_xs", "gpt2-q8_0": "q8_0"}  # q4_k_m otherwise
 # name: (model_type, config changes, mix, llama.cpp options). Rows of whole k-quant super-blocks (KQUANT).
 QUANT_RUNS: dict[str, tuple[str, dict[str, Any], str, list[str]]] = {

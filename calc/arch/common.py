@@ -57,10 +57,13 @@ def qwen3_vl_build(cfg: Config, attention: dict[str, Any]) -> dict[str, Any]:
     when video pruning is on (vllm/model_executor/models/qwen3_vl.py mrope_positions_factor, L1818-1825;
     qwen3_vl_moe.py L77), and llama.cpp four positions per token (interleaved M-RoPE: src/llama-model.cpp:3206-3213)
     and a deepstack input per vision layer its mergers tap (calc/spec/llamacpp.py; the vision config's
-    deepstack_visual_indexes, which unwrap_text_config hands to the text layers)."""
+    deepstack_visual_indexes, which unwrap_text_config hands to the text layers, or a GGUF's count of them,
+    `n_deepstack_layers`, which is all the converter keeps: calc/checkpoint/gguf_own_keys.py)."""
     if not (attention.get("rope") or {}).get("sections"):
         return {}
-    deepstack = len(cfg.list("deepstack_visual_indexes") or [])
+    deepstack = cfg.int("n_deepstack_layers", default=None)
+    if deepstack is None:
+        deepstack = len(cfg.list("deepstack_visual_indexes") or [])
     return {"vllm": {"mrope_positions": 1}, "llamacpp": {"positions_per_token": 4, "deepstack": deepstack}}
 
 

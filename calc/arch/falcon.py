@@ -38,7 +38,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     block = {"attention": _attention(cfg), "mlp": mlp, "norm": ln, **_norms(cfg), **_dropout(cfg)}
     # llama.cpp's falcon graph norms every token for the MLP where a parallel layer has two norms (llamacpp.mlp_norm_rows)
     return uniform(cfg, "falcon", block, ln, cfg.bool("tie_word_embeddings"),
-                   llamacpp={"mlp_norm_rows": bool(block.get("parallel")) and len(block["norms"]) == 2})
+                   llamacpp={"mlp_norm_rows": bool(block.get("parallel")) and len(block["norms"]) == 2, "ff_4d": True,
+                             "quant_falcon": True})
 
 
 def _summed(cfg: Config) -> bool:

@@ -28,4 +28,4 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     attention = {**mha(cfg, True, fused_qkv=True), "dropout": cfg.float("attn_pdrop"), "softmax_fp32": False}
     block = {"attention": attention, "mlp": mlp, "norm": ln, "residual_dropout": cfg.float("resid_pdrop")}
     return uniform(cfg, "gpt2", block, ln, cfg.bool("tie_word_embeddings"),
-                   embedding={"positions": "learned", "dropout": cfg.float("embd_pdrop")})
+                   embedding={"positions": "learned", "dropout": cfg.float("embd_pdrop")}, llamacpp={"ff_4d": True})

@@ -43,13 +43,27 @@ OWN = {"dbrx": {"attention.clamp_kqv": "attn_config.clip_qkv"},
        # Gemma 3n's AltUp, per-layer inputs and KV-shared layers (conversion/gemma.py Gemma3NModel.set_gguf_parameters)
        "gemma3n": {"altup.num_inputs": "altup_num_inputs", "altup.active_idx": "altup_active_idx",
                    "embedding_length_per_layer_input": "hidden_size_per_layer_input",
-                   "attention.shared_kv_layers": "num_kv_shared_layers"}}
+                   "attention.shared_kv_layers": "num_kv_shared_layers"},
+       # Qwen3-VL's deepstack inputs: the count of the vision layers its mergers tap, all the converter keeps of
+       # deepstack_visual_indexes (conversion/qwen3vl.py Qwen3VLTextModel.set_gguf_parameters;
+       # src/models/qwen3vl.cpp:4 reads it), under the name calc/arch/common.py qwen3_vl_build reads
+       "qwen3vl": {"n_deepstack_layers": "n_deepstack_layers"},
+       "qwen3vlmoe": {"n_deepstack_layers": "n_deepstack_layers"}}
+# Architectures whose rotary is M-RoPE over `rope.dimension_sections` (the config's mrope_section, padded to 4 with
+# zeros: conversion/base.py:1499-1504), interleaved: llama.cpp ropes them LLAMA_ROPE_TYPE_IMROPE whatever the file
+# says (src/llama-model.cpp:3206-3213), as Qwen3-VL's config.json sets mrope_interleaved
+IMROPE = ("qwen3vl", "qwen3vlmoe")
 # Keys the converter writes no metadata for, read off a tensor's shape (GGUF name, which of its ggml dimensions):
 # Gemma 3n's LAuReL rank and its per-layer embedding's rows (the converter pads them to vocab_size,
 # conversion/gemma.py Gemma3NModel.modify_tensors: the file's rows are what llama.cpp loads)
 SHAPED = {"gemma3n": {"laurel_rank": ("blk.0.laurel_l.weight", 1),
                       "vocab_size_per_layer_input": ("per_layer_token_embd.weight", 1)},
-          "gemma4": {"vocab_size_per_layer_input": ("per_layer_token_embd.weight", 1)}}
+          "gemma4": {"vocab_size_per_layer_input": ("per_layer_token_embd.weight", 1)},
+          # GPT-2's, GPT-BigCode's and Falcon's MLP width: the converter writes feed_forward_length 4 x n_embd
+          # whatever it is (conversion/gpt2.py:22, starcoder.py:14, falcon.py:30), the tensor as it is; a file of
+          # another width is one llama.cpp refuses to load (calc/spec/llamacpp.py ff_4d)
+          "gpt2": {"n_inner": ("blk.0.ffn_up.weight", 1)}, "starcoder": {"n_inner": ("blk.0.ffn_up.weight", 1)},
+          "falcon": {"ffn_hidden_size": ("blk.0.ffn_up.weight", 1)}}
 # Of those, the ones a model may lack with their tensor: a Gemma 4 without per-layer inputs (google/gemma-4-26B-A4B,
 # hidden_size_per_layer_input 0) has no per_layer_token_embd (conversion/gemma.py Gemma4Model writes none)
 OPTIONAL_SHAPED = {("gemma4", "vocab_size_per_layer_input")}
@@ -77,13 +91,21 @@ def keys(data: dict[str, Any], meta: dict[str, Any], arch: str) -> None:
     for key, target in OWN.get(arch, {}).items():
         if f"{arch}.{key}" in meta:
             _put(data, target, meta[f"{arch}.{key}"])
+    sections = meta.get(f"{arch}.rope.dimension_sections")
+    if arch in IMROPE and isinstance(sections, list):
+        while sections and sections[-1] == 0:
+            sections = sections[:-1]
+        data["rope_scaling"] = {"rope_type": "default", "mrope_section": sections, "mrope_interleaved": True}
     types = meta.get(f"{arch}.attention.indexer.types")
     if arch == "glm-dsa" and isinstance(types, list):  # per layer: true where the layer has its own indexer
         data["indexer_types"] = ["full" if full else "shared" for full in types]
 
 
 def shaped(data: dict[str, Any], arch: str, ne_of: dict[str, tuple[int, ...]], path: str) -> None:
-    """The keys `SHAPED` reads off the tensors' shapes (`ne_of`: GGUF name -> ggml's ne)."""
+    """The keys `SHAPED` reads off the tensors' shapes (`ne_of`: GGUF name -> ggml's ne), and those an architecture
+    tells by which tensors it stores (`BY_TENSORS`)."""
+    if arch in BY_TENSORS:
+        BY_TENSORS[arch](data, ne_of)
     for key, (name, dim) in SHAPED.get(arch, {}).items():
         ne = ne_of.get(name)
         if ne is None and (arch, key) in OPTIONAL_SHAPED:
@@ -96,3 +118,23 @@ def shaped(data: dict[str, Any], arch: str, ne_of: dict[str, tuple[int, ...]], p
 def _put(data: dict[str, Any], target: str, value: Any) -> None:
     section, _, key = target.rpartition(".")
     (data.setdefault(section, {}) if section else data)[key] = value
+
+
+def _falcon(data: dict[str, Any], ne_of: dict[str, tuple[int, ...]]) -> None:
+    """Falcon-40B's generation (new_decoder_architecture) or Falcon-7B's: the converter writes no key for it
+    (conversion/falcon.py FalconModel.set_gguf_parameters), and llama.cpp loads either's attn_qkv as n_embd +
+    2 x n_embd_gqa rows of head_count_kv K/V heads (src/models/falcon.cpp:38; the converter reorders the fused
+    tensor's groups into Q, K, V, its rows unchanged), a second norm where the layer stores one (attn_norm_2, ln_mlp:
+    :35-36, the graph's "Falcon-40B" branch :79-80). So: the new generation where a layer has attn_norm_2 (two norms
+    in parallel) or more than one K/V head (Falcon2-11B's one norm: num_ln_in_parallel_attn 1); else Falcon-7B's
+    multi-query attention."""
+    two_norms = "blk.0.attn_norm_2.weight" in ne_of
+    kv_heads = data.pop("num_key_value_heads", data.get("num_attention_heads"))  # llama.cpp's default: n_head
+    if two_norms or kv_heads != 1:
+        data.update(new_decoder_architecture=True, num_kv_heads=kv_heads, num_ln_in_parallel_attn=2 if two_norms else 1)
+    else:
+        data.update(new_decoder_architecture=False, multi_query=True)
+
+
+# Architectures whose config keys the file tells only by which tensors it stores
+BY_TENSORS = {"falcon": _falcon}

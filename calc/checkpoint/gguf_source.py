@@ -59,6 +59,9 @@ ARCHS = {
     "qwen35moe": "qwen3_5_moe_text", "lfm2moe": "lfm2_moe", "jamba": "jamba",
     "falcon-h1": "falcon_h1", "kimi-linear": "kimi_linear",
     "gemma3n": "gemma3n_text", "gemma4": "gemma4_text", gguf_mimo2.ARCH: "mimo_v2_flash", gguf_step35.ARCH: "step3p5",
+    # Qwen3-VL's (-MoE's) text model, whose layers are Qwen3's (-MoE's) (calc/arch/config.py TEXT_AS), with M-RoPE
+    # and deepstack inputs (conversion/qwen3vl.py Qwen3VLTextModel, Qwen3VLMoeTextModel: gguf_own_keys.py)
+    "qwen3vl": "qwen3", "qwen3vlmoe": "qwen3_moe",
 }
 # One architecture, two model_types, told apart by a key only one of them writes: Olmo3ForCausalLM converts as
 # olmo2 with a sliding window (conversion/olmo.py:49-66), MixtralForCausalLM as llama with experts (llama.py:17-30).

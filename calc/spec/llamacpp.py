@@ -29,6 +29,15 @@ class LlamaCppBuild(Part):
     # the adapter (or the multimodal tower reader) that knows the class says so, and --engine llamacpp refuses
     # the model (calc/analysis/memory/llamacpp.py refuse_unconverted)
     converts: bool = True
+    # True where llama.cpp's loader takes the MLP's width as 4 x n_embd whatever the config says: the converter writes
+    # feed_forward_length so (conversion/gpt2.py:22, starcoder.py:14, falcon.py:30) and the loader sizes ffn_up and
+    # ffn_down by it (src/models/gpt2.cpp:46-50, starcoder.cpp, falcon.cpp:41-42), so a GGUF of another width
+    # (GPT-2's n_inner, GPT-BigCode's, Falcon's ffn_hidden_size) fails its check_tensor_dims and --engine llamacpp
+    # refuses the model (calc/analysis/memory/llamacpp.py refuse_unloadable)
+    ff_4d: bool = False
+    # llama-quantize's own rules for the falcon architecture (arch == LLM_ARCH_FALCON in llama_tensor_get_type_impl,
+    # src/llama-quant.cpp:500, 636, 644-650, 658, 670): the Falcon adapter says so (calc/analysis/memory/gguf_rules.py)
+    quant_falcon: bool = False
     # Which rope factors the converter writes as F32 tensors outside the layers: "llama3", a Llama-3 rope's
     # (rope_type llama3) per-frequency factors computed into rope_freqs.weight, of head_dim / 2
     # (LlamaModel.generate_extra_tensors, conversion/llama.py:298-326: the class of LlamaForCausalLM,

@@ -197,7 +197,7 @@ def gguf_pieces(spec: ModelSpec, breakdown: Breakdown, mix: str) -> list[Piece]:
             for name in per_layer}
     n_v = sum(len({m if c == "v" else c for m, c in cats[b].items() if c in ("v", "qkv")}) for b in layers)
     state = State(mix, n_v, len(layers), max((b.moe.n_experts for b in spec.blocks.values() if b.moe), default=1),
-                  _gqa(spec), spec.n_layers == 80)
+                  _gqa(spec), spec.n_layers == 80, spec.llamacpp.quant_falcon)
     pieces = []
     for layer, block in enumerate(layers):
         one = {}  # the type of a tensor fused of several components (attn_qkv, a fused ffn_up): picked once
@@ -285,7 +285,7 @@ def _outside(spec: ModelSpec, breakdown: Breakdown, mix: str, block: int, fixed:
     for name, n in breakdown.components.items():
         if name in embeddings:
             width = embeddings[name]
-            wanted = fixed.get(name) or (head(mix, width, block) if name == "lm_head" or breakdown.tied
+            wanted = fixed.get(name) or (head(mix, width, block, state.falcon) if name == "lm_head" or breakdown.tied
                                          else token_embedding(mix))
             pieces += [Piece(name, None, (width, n // width), fitted(wanted, width))] if n else []
         elif name not in in_layers:

