@@ -25,6 +25,7 @@ down adapt only the dense MLPs and shared experts, the linears a module target s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import prod
 from typing import TYPE_CHECKING
 
 from calc.analysis.memory.parallel import MAX_STAGES
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from calc.analysis.train import Setup
 
 __all__ = ["LAYER_TARGETS", "LORA_TARGETS", "STACKS", "Held", "adapted", "check_targets", "gathered_bytes", "held",
-           "layer_params", "nf4_bytes", "stack_shape", "stack_targets"]
+           "layer_params", "merged_gradient", "nf4_bytes", "stack_shape", "stack_targets"]
 
 LORA_TARGETS: dict[str, tuple[str, ...]] = {
     "q": ("q", "q_b"), "k": ("k",), "v": ("v",), "o": ("attn_out",),
@@ -155,6 +156,21 @@ def _adapters(step: Step, copies: int, rank: int, tp: int) -> list[Tensor]:
 def stack_shape(group: tuple[Step, ...]) -> tuple[int, int, int]:
     """An expert stack's (experts, in, out): gate's and up's outputs side by side, as gate_up_proj holds them."""
     return group[0].weight.sizes[0], group[0].weight.sizes[-2], sum(st.weight.sizes[-1] for st in group)
+
+
+def merged_gradient(steps: tuple[Step, ...], targets: tuple[str, ...]) -> int:
+    """Elements of the most a merged expert stack's gradient adds to a layer's backward: autograd makes the
+    gradient of W + BA, as large as the stack, before it flows into A and B. Backward reaches down's stack first,
+    beside everything kept; the gate-and-up stack's gradient arrives after down's backward has freed down's merged
+    stack, so it adds its size less down's (measured with PEFT: tests/peft_experts.py, "merged_gradient")."""
+    _, stacks = adapted(steps, targets)
+    worst = 0
+    for kind in dict.fromkeys(group[0].block for group in stacks):
+        size = {"down" if group[0].id == "experts_down" else "gate_up": prod(stack_shape(group))
+                for group in stacks if group[0].block == kind}
+        down = size.get("down", 0)
+        worst = max(worst, down, size.get("gate_up", 0) - down)
+    return worst
 
 
 def _stack_adapter(group: tuple[Step, ...], copies: int, rank: int, tp: int) -> list[Tensor]:
