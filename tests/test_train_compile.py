@@ -188,6 +188,15 @@ def test_the_rebuilt_moment_counts_the_compiled_backward() -> None:
     assert "one layer's activations rebuilt" in rebuilt("--lora-rank", "8")
 
 
+@pytest.mark.parametrize(("extra", "noted"), [(("--lora-rank", "8"), True), ((), False)])
+def test_the_output_says_a_compiled_lora_layer_is_rebuilt_as_the_eager_one(extra: tuple[str, ...], noted: bool) -> None:
+    """A compiled layer's backward is measured for full training only (tests/compiled_backward.py): under LoRA the
+    rebuilt layer counted is the eager frozen one, and the output says so."""
+    out = CliRunner().invoke(main, ["train", "llama-3.2-1b", "--seq", "1024", "--micro-batch", "1", "--compile",
+                                    "--recompute", "full", *extra], terminal_width=400).output
+    assert ("--compile with LoRA: the layer rebuilt in a checkpointed backward is counted as the eager one" in out) is noted
+
+
 def test_the_op_moment_counts_the_compiled_backward() -> None:
     """llama-3.2-1b, 1 × 1,024 tokens, per-op recompute: compiled, the last layer's backward holds the MLP
     backward's moment (its d_ff = 4d makes it the larger): 3·n·d and 5·n·d_ff bf16 and the MLP norm's fp32
