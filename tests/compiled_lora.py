@@ -16,14 +16,13 @@ the record is kept, not counted.
 
 from __future__ import annotations
 
-import gc
 from dataclasses import asdict
 
 import torch
 from torch import nn
 
-from compiled_backward import EXTRA, _allocations, working_set
-from compiled_block import DTYPE, Checkpointed, Layer, Shape, tables
+from compiled_backward import EXTRA, alive_in_backward
+from compiled_block import Layer, Shape
 
 RANK = 8
 LINEARS = {"q": "wq", "k": "wk", "v": "wv", "o": "wo", "gate": "w1", "up": "w3", "down": "w2"}
@@ -44,26 +43,17 @@ class LoRALinear(nn.Module):
         return self.base(x) + 2.0 * self.b(self.a(x))
 
 
-def measure(shape: Shape, targets: tuple[str, ...]) -> dict:
-    """One compiled LoRA layer's backward working set: every block alive at its peak, and their total."""
-    from torch.profiler import ProfilerActivity, profile
-
-    torch._dynamo.reset()
-    torch.manual_seed(0)
+def _adapted(shape: Shape, targets: tuple[str, ...]) -> Layer:
+    """torchtitan's layer, frozen, with an adapter on each of `targets`."""
     layer = Layer(shape, "torchtitan").requires_grad_(False)
     for target in targets:
         setattr(layer, LINEARS[target], LoRALinear(getattr(layer, LINEARS[target])))
-    model = torch.compile(Checkpointed(layer.to(DTYPE), "full"), fullgraph=True)
-    cos, sin = tables(shape)
-    x = torch.randn(shape.batch, shape.seq, shape.d_model, dtype=DTYPE, requires_grad=True)
-    model(x, cos, sin).float().sum().backward()  # compiles the backward graph
-    x.grad = None
-    model.zero_grad(set_to_none=True)
-    out = model(x, cos, sin).float().sum()
-    gc.collect()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as record:
-        out.backward()
-    alive = working_set(_allocations(record.profiler.kineto_results.experimental_event_tree()))
+    return layer
+
+
+def measure(shape: Shape, targets: tuple[str, ...]) -> dict:
+    """One compiled LoRA layer's backward working set: every block alive at its peak, and their total."""
+    alive = alive_in_backward(shape, lambda: _adapted(shape, targets), "full")
     return {"targets": list(targets), "shape": asdict(shape), "alive": alive, "total": sum(alive)}
 
 
