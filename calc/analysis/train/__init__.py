@@ -154,8 +154,8 @@ class Setup:
     @property
     def compiled_backward(self) -> bool:
         """A compiled layer rebuilt in its backward, in full or what the per-op policy did not keep, counted as
-        measured (compiled_backward_terms, compiled_op_backward_terms); under LoRA its frozen backward is not
-        measured, and the eager rebuilt layer stands in."""
+        measured (compiled_backward_terms, compiled_op_backward_terms); under LoRA its frozen backward, recorded
+        (tests/compiled_lora.py) but with no rule yet, is not counted, and the eager rebuilt layer stands in."""
         return self.compile and self.recompute in ("full", "op") and not self.lora_rank
 
     @property
