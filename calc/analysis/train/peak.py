@@ -152,8 +152,8 @@ class Moment:
 def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     """A checkpointed layer's activations rebuilt in full during its backward, beyond its kept input
     (under LoRA without what its frozen linears do not keep). A compiled layer (not under LoRA, whose
-    frozen backward is recorded but has no rule yet) counts its backward's working set at its peak instead: the rebuilt
-    tensors with the gradient arriving and the MLP's gradient temporaries (compiled.py); under per-op
+    frozen backward is recorded but has no rule yet) counts its backward's working set at its peak instead:
+    the rebuilt tensors with the gradient arriving and the MLP's gradient temporaries (compiled.py); under per-op
     recompute too, where the compiled backward rebuilds what the policy did not keep."""
     s = t.setup
     if s.compiled_backward:
