@@ -23,6 +23,7 @@ what was alive. The loss here is `out.float().sum()`: its scalar gradient (4 B) 
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from dataclasses import asdict
 
 import torch
@@ -78,13 +79,14 @@ def working_set(events: list) -> list[int]:
     return best
 
 
-def measure(shape: Shape, form: str, recompute: str) -> dict:
-    """One compiled layer's backward working set: every block alive at its peak, and their total."""
+def alive_in_backward(shape: Shape, layer: Callable[[], torch.nn.Module], recompute: str) -> list[int]:
+    """The blocks alive at the working set's peak of the layer `layer()` makes (seeded first), compiled and
+    checkpointed as `recompute` says, run once to compile its backward and then recorded."""
     from torch.profiler import ProfilerActivity, profile
 
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model = torch.compile(Checkpointed(Layer(shape, form).to(DTYPE), recompute), fullgraph=True)
+    model = torch.compile(Checkpointed(layer().to(DTYPE), recompute), fullgraph=True)
     cos, sin = tables(shape)
     x = torch.randn(shape.batch, shape.seq, shape.d_model, dtype=DTYPE, requires_grad=True)
     model(x, cos, sin).float().sum().backward()  # compiles the backward graph
@@ -94,7 +96,12 @@ def measure(shape: Shape, form: str, recompute: str) -> dict:
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as record:
         out.backward()
-    alive = working_set(_allocations(record.profiler.kineto_results.experimental_event_tree()))
+    return working_set(_allocations(record.profiler.kineto_results.experimental_event_tree()))
+
+
+def measure(shape: Shape, form: str, recompute: str) -> dict:
+    """One compiled layer's backward working set: every block alive at its peak, and their total."""
+    alive = alive_in_backward(shape, lambda: Layer(shape, form), recompute)
     return {"form": form, "recompute": recompute, "shape": asdict(shape), "alive": alive, "total": sum(alive)}
 
 

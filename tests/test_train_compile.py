@@ -10,6 +10,7 @@ calc/analysis/train/compiled.py's rule equals each recorded total, byte for byte
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,9 @@ def test_the_record_is_what_inductor_saves_now(request: pytest.FixtureRequest) -
     (("gpt2-small", "--compile"), "measured for a Llama layer"),
     (("llama-3.2-1b", "--compile", "--recompute", "selective"), "--recompute none, op or full"),
     (("llama-3.2-1b", "--compile", "--lora-rank", "8", "--recompute", "none"), "with LoRA only under full"),
+    # the layers --checkpoint-every leaves unchecked would keep a compiled frozen layer's saves, not measured
+    (("llama-3.2-1b", "--compile", "--lora-rank", "8", "--recompute", "full", "--checkpoint-every", "2"),
+     "with LoRA only under full on every layer"),
 ])
 def test_compile_outside_what_was_measured_is_refused(args: tuple[str, ...], says: str) -> None:
     result = CliRunner().invoke(main, ["train", *args, "--seq", "64", "--micro-batch", "1"])
@@ -198,6 +202,43 @@ def test_the_rebuilt_moment_counts_the_compiled_backward() -> None:
     n, d_ff = 1024, 8192  # llama-3.2-1b: intermediate_size 8192 (its config.json)
     assert rebuilt()["one compiled layer's backward working set (rebuilt)"] == kind["per_layer"] + 3 * n * d_ff * BF16
     assert "one layer's activations rebuilt" in rebuilt("--lora-rank", "8")
+
+
+@pytest.mark.parametrize(("extra", "noted"), [(("--lora-rank", "8"), True), ((), False)])
+def test_the_output_says_a_compiled_lora_layer_is_rebuilt_as_the_eager_one(extra: tuple[str, ...], noted: bool) -> None:
+    """A compiled layer's backward is measured for full training only (tests/compiled_backward.py): under LoRA the
+    rebuilt layer counted is the eager frozen one, and the output says so."""
+    out = CliRunner().invoke(main, ["train", "llama-3.2-1b", "--seq", "1024", "--micro-batch", "1", "--compile",
+                                    "--recompute", "full", *extra], terminal_width=400).output
+    assert ("--compile with LoRA: the layer rebuilt in a checkpointed backward is counted as the eager one" in out) is noted
+
+
+LORA = json.loads((Path(__file__).parent / "data" / "compiled_lora.json").read_text())
+
+
+def test_the_compiled_lora_record_covers_its_targets_and_holds_only_the_layer_widths() -> None:
+    """tests/data/compiled_lora.json: every target set on both shapes, and every block alive at the backward's peak
+    one of the layer's widths: n·d_ff, n·d or n·r bf16 (r 8), the log-sum-exp (B·h·T fp32), an fp32 per token,
+    and the loss's 4-byte gradient."""
+    from compiled_backward import EXTRA
+    from compiled_lora import RANK, TARGETS
+
+    assert [(tuple(e["targets"]), e["shape"]) for e in LORA["entries"]] == \
+        [(t, asdict(shape)) for shape in EXTRA for t in TARGETS]
+    for e in LORA["entries"]:
+        sh = e["shape"]
+        n = sh["batch"] * sh["seq"]
+        widths = {2 * n * sh["d_ff"], 2 * n * sh["d_model"], 2 * n * RANK, 4 * sh["batch"] * sh["n_heads"] * sh["seq"],
+                  4 * n, 4}
+        assert set(e["alive"]) <= widths and sum(e["alive"]) == e["total"]
+
+
+def test_the_compiled_lora_record_is_what_the_allocator_holds_now(request: pytest.FixtureRequest) -> None:
+    if not request.config.getoption("--compile-measure"):
+        pytest.skip("compiles 32 LoRA layers with inductor (minutes): pass --compile-measure")
+    from compiled_lora import measure_all
+
+    assert measure_all() == LORA["entries"]
 
 
 def test_the_op_moment_counts_the_compiled_backward() -> None:

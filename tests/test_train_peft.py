@@ -9,7 +9,9 @@ saved by the grouped matmul) and, with fp32 adapters on a bf16 base, B and A cas
 factors). Layer 0's input needs no gradient (the embedding is frozen), so it keeps less and is left out; the
 activations are checked for the MoE forms frozen.py counts (gpt-oss's clamped experts and biases, and
 DeepSeek-V3's MLA as CPU SDPA runs it, keep their full-training count, checked for parameters only). Beside
-adapters on q and v (PEFT's target_modules, bf16 adapters) the stacks' terms add to theirs.
+adapters on q and v (PEFT's target_modules, bf16 adapters) the stacks' terms add to theirs. In backward each merged
+stack gets a gradient of its own size before it flows into A and B: a transient of the layer's backward, beside what
+is kept (the gate-and-up stack's arrives after down's merged stack is freed, so with both adapted it adds down's size).
 """
 
 from __future__ import annotations
@@ -48,6 +50,18 @@ def test_a_layer_keeps_what_peft_keeps(model_type: str, targets: tuple[str, ...]
     per_kind = {kind: t.layer_bytes(terms) for kind, _, terms in t.layers}
     assert MEASURED[model_type][key(targets, fp32)]["kept"][1:] == [per_kind[spec.block_at(i)]
                                                                      for i in range(1, spec.n_layers)]
+
+
+MERGED = "LoRA: a merged expert stack's gradient (W + BA's, the stack's size)"
+
+
+@pytest.mark.parametrize(("model_type", "targets", "fp32"), RUNS)
+def test_a_layer_backward_holds_a_merged_stack_gradient(model_type: str, targets: tuple[str, ...], fp32: bool) -> None:
+    """Backward's gradient of a merged stack, as large as the stack, beside what is kept: down's first; the
+    gate-and-up stack's after down's merged stack is freed (Qwen3-MoE's tiny layer, both stacks: 4·32·16·2 B =
+    4,096, the gate-and-up one alone 8,192)."""
+    moments = {m.name: dict(m.parts) for m in _train(model_type, targets, fp32)[1].moments}
+    assert moments["backward, the last layer"][MERGED] == MEASURED[model_type][key(targets, fp32)]["merged_gradient"]
 
 
 def test_the_merged_stacks_dwarf_the_adapters() -> None:

@@ -90,6 +90,8 @@ FALCON = str(CONFIGS / "falcon.json")
 ALL_AND_HEAD = dict(framework="litgpt", seq=512, lora_rank=8, lora_dropout=True,
                     lora_targets=("q", "k", "v", "o", "gate", "up", "down", "head"))
 QLORA_ALL = dict(qlora=True, double_quant=False, **ALL_AND_HEAD)
+# phi-2's MLP (litgpt's GptNeoxMLP: fc and proj) has no gate: lora_mlp adapts up and down
+PHI2_LORA = {**ALL_AND_HEAD, "lora_targets": ("q", "k", "v", "o", "up", "down", "head")}
 QLORA_QV = dict(qlora=True, double_quant=False, **LITGPT_LORA)
 MISTRAL_V02 = {"sliding_window": None, "rope_theta": 1000000.0, "max_position_embeddings": 32768}
 
@@ -104,7 +106,7 @@ CASES = [
      dict(micro_batch=1, grad_accumulation=8, **LITGPT_LORA)),
     ("litgpt falcon-7b LoRA, 1xA10G", FALCON, 16.69, GB, dict(micro_batch=1, grad_accumulation=8, **LITGPT_LORA)),
     ("litgpt phi-2 LoRA, 1xA10G", str(CONFIGS / "phi.json"), 13.98, GB,
-     dict(micro_batch=4, grad_accumulation=2, **ALL_AND_HEAD)),
+     dict(micro_batch=4, grad_accumulation=2, **PHI2_LORA)),
     ("litgpt gemma-2b LoRA, 1xA10G", str(CONFIGS / "gemma.json"), 12.62, GB,
      dict(micro_batch=2, grad_accumulation=3, **ALL_AND_HEAD)),
     ("litgpt Phi-3-mini-4k-instruct LoRA, 1xA10G", "phi-3-mini", 19.75, GB,
@@ -130,7 +132,8 @@ CASES = [
     # (gemma-2-9b 1, accumulating 6); bitsandbytes 0.42.0, Lightning's NF4 head, the loop's logits: the profile's
     ("litgpt tiny-llama QLoRA, 1xA10G", str(CONFIGS / "llama-tinyllama.json"), 16.24, GB,
      dict(micro_batch=8, **{**QLORA_ALL, "lora_rank": 32})),
-    ("litgpt phi-2 QLoRA, 1xA10G", str(CONFIGS / "phi.json"), 14.27, GB, dict(micro_batch=4, grad_accumulation=2, **QLORA_ALL)),
+    ("litgpt phi-2 QLoRA, 1xA10G", str(CONFIGS / "phi.json"), 14.27, GB,
+     dict(micro_batch=4, grad_accumulation=2, qlora=True, double_quant=False, **PHI2_LORA)),
     ("litgpt gemma-2b QLoRA, 1xA10G", str(CONFIGS / "gemma.json"), 11.58, GB,
      dict(micro_batch=2, grad_accumulation=3, **{**QLORA_ALL, "lora_rank": 16})),
     ("litgpt Phi-3-mini-4k-instruct QLoRA, 1xA10G", "phi-3-mini", 19.13, GB,

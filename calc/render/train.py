@@ -174,6 +174,9 @@ def train_notes(t: Training) -> list[str]:
         notes.append("paged optimizer: its large uint8 states live in CUDA unified memory, outside torch's allocated "
                      "and reserved figures; nvidia-smi shows them while resident, and the driver pages them out under "
                      "pressure (the absmax vectors and small tensors' states are ordinary GPU tensors)")
+    if s.compile and s.lora_rank and s.recompute == "full":
+        notes.append("--compile with LoRA: the layer rebuilt in a checkpointed backward is counted as the eager one, "
+                     "frozen (a compiled frozen layer's backward, measured on the CPU, has no rule yet)")
     notes.append(f"peak at: {t.peak.name}; allocated {human_bytes(t.allocated)} "
                  f"({human_bytes(t.allocated, binary=False)}), reserved ~{human_bytes(t.reserved)}, "
                  f"nvidia-smi ~{human_bytes(t.nvidia_smi)}")

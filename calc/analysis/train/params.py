@@ -25,6 +25,7 @@ down adapt only the dense MLPs and shared experts, the linears a module target s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import prod
 from typing import TYPE_CHECKING
 
 from calc.analysis.memory.parallel import MAX_STAGES
@@ -38,8 +39,8 @@ from calc.spec.model import ModelSpec
 if TYPE_CHECKING:
     from calc.analysis.train import Setup
 
-__all__ = ["LAYER_TARGETS", "LORA_TARGETS", "STACKS", "Held", "adapted", "gathered_bytes", "held", "layer_params",
-           "nf4_bytes", "stack_shape", "stack_targets"]
+__all__ = ["LAYER_TARGETS", "LORA_TARGETS", "STACKS", "Held", "adapted", "check_targets", "gathered_bytes", "held",
+           "layer_params", "merged_gradient", "nf4_bytes", "stack_shape", "stack_targets"]
 
 LORA_TARGETS: dict[str, tuple[str, ...]] = {
     "q": ("q", "q_b"), "k": ("k",), "v": ("v",), "o": ("attn_out",),
@@ -97,16 +98,53 @@ def stack_targets(targets: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(t for t in targets if t in STACKS)
 
 
+def _linear_ids(target: str, stacked: tuple[str, ...]) -> set[str]:
+    """The steps a module target adapts as linears: with an expert stack targeted, gate, up and down reach only
+    the dense MLPs and shared experts (the stacks are PEFT's parameters, no module)."""
+    return {i for i in LORA_TARGETS[target] if not (stacked and i.startswith("experts"))} if target not in STACKS else set()
+
+
 def adapted(steps: tuple[Step, ...], targets: tuple[str, ...]) -> tuple[list[Step], list[tuple[Step, ...]]]:
     """The steps LoRA adapts as linears (an adapter each) and the expert stacks PEFT's target_parameters
     adapts (one adapter over each block kind's stack: its steps, gate and up together)."""
     stacked = stack_targets(targets)
-    ids = {i for t in targets if t not in STACKS for i in LORA_TARGETS[t] if not (stacked and i.startswith("experts"))}
+    ids = {i for t in targets for i in _linear_ids(t, stacked)}
     linears = [step for step in steps if step.id in ids and step.weight is not None]
     kinds = dict.fromkeys(step.block for step in steps if step.block)
     stacks = [group for t in stacked for kind in kinds
               for group in [tuple(st for st in steps if st.block == kind and st.id in STACKS[t])] if group]
     return linears, stacks
+
+
+def _reaches(steps: tuple[Step, ...], target: str, stacked: tuple[str, ...]) -> bool:
+    """Some layer (or the head) of the model has a matrix `target` adapts, beside the stacks `stacked`."""
+    if target in STACKS:
+        return any(step.block and step.id in STACKS[target] for step in steps)
+    ids = _linear_ids(target, stacked)
+    return any(step.id in ids and step.weight is not None for step in steps)
+
+
+def check_targets(model: str, steps: tuple[Step, ...], targets: tuple[str, ...]) -> None:
+    """Refuse a target name gptcalc does not know, and one that adapts nothing in this model: a target no layer
+    has would be counted as trained and keeping nothing. PEFT refuses only when no target matches at all
+    (peft 0.21.2 tuners_utils.py, NoMatchingPeftModuleError "Target modules ... not found in the base model";
+    an unmatched target_parameters beside matched modules gets a warning), so a mistyped or misplaced target is
+    easy to miss there; a target only some layers have (q on a hybrid's attention layers) is valid. The default,
+    every layer matrix, takes those the model has, and is refused only where it has none."""
+    unknown = [t for t in targets if t not in LORA_TARGETS]
+    if unknown:
+        raise GptcalcError(f"--lora-targets: unknown {', '.join(t or repr(t) for t in unknown)} "
+                           f"(choose from {', '.join(LORA_TARGETS)})")
+    stacked = stack_targets(targets)
+    missing = [t for t in targets if not _reaches(steps, t, stacked)]
+    if targets == LAYER_TARGETS and len(missing) < len(targets):
+        return
+    if missing:
+        has = [t for t in LORA_TARGETS if _reaches(steps, t, stacked)]
+        why = "; with an expert stack targeted, gate, up and down adapt only dense MLPs and shared experts" \
+            if stacked and set(missing) & {"gate", "up", "down"} else ""
+        raise GptcalcError(f"--lora-targets: {model} has {'none of' if len(missing) > 1 else 'no'} "
+                           f"{', '.join(missing)} to adapt (its targets: {', '.join(has)}{why})")
 
 
 def _adapters(step: Step, copies: int, rank: int, tp: int) -> list[Tensor]:
@@ -118,6 +156,21 @@ def _adapters(step: Step, copies: int, rank: int, tp: int) -> list[Tensor]:
 def stack_shape(group: tuple[Step, ...]) -> tuple[int, int, int]:
     """An expert stack's (experts, in, out): gate's and up's outputs side by side, as gate_up_proj holds them."""
     return group[0].weight.sizes[0], group[0].weight.sizes[-2], sum(st.weight.sizes[-1] for st in group)
+
+
+def merged_gradient(steps: tuple[Step, ...], targets: tuple[str, ...]) -> int:
+    """Elements of the most a merged expert stack's gradient adds to a layer's backward: autograd makes the
+    gradient of W + BA, as large as the stack, before it flows into A and B. Backward reaches down's stack first,
+    beside everything kept; the gate-and-up stack's gradient arrives after down's backward has freed down's merged
+    stack, so it adds its size less down's (measured with PEFT: tests/peft_experts.py, "merged_gradient")."""
+    _, stacks = adapted(steps, targets)
+    worst = 0
+    for kind in dict.fromkeys(group[0].block for group in stacks):
+        size = {"down" if group[0].id == "experts_down" else "gate_up": prod(stack_shape(group))
+                for group in stacks if group[0].block == kind}
+        down = size.get("down", 0)
+        worst = max(worst, down, size.get("gate_up", 0) - down)
+    return worst
 
 
 def _stack_adapter(group: tuple[Step, ...], copies: int, rank: int, tp: int) -> list[Tensor]:
@@ -132,10 +185,8 @@ def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None
     LoRA adapters (the layout and `split` are valid: train checks them first)."""
     if pp > MAX_STAGES:
         raise GptcalcError(f"--pp: {pp} stages; at most {MAX_STAGES:,} (each is listed)")
-    unknown = [t for t in lora_targets if t not in LORA_TARGETS]
-    if unknown:
-        raise GptcalcError(f"--lora-targets: unknown {', '.join(t or repr(t) for t in unknown)} (choose from {', '.join(LORA_TARGETS)})")
     steps = journey(spec, 1).steps
+    check_targets(spec.name, steps, lora_targets)
     wanted = adapted(steps, lora_targets)
     if stage is not None:
         return _stage(spec, steps, stage, pp, tp, lora_rank, wanted, split)

@@ -16,8 +16,9 @@ activations; the loss's vocabulary-wide temporaries exist only while it runs. Wh
                                     activations rebuilt in full (compiled: its backward's working set
                                     at its peak, compiled.py); with context parallelism also its
                                     ring attention's buffers (context_parallel.py), under Float8 its
-                                    largest linear's fp8 operands (float8.py) — without full
-                                    recomputation this moment ("backward, the last layer") holds those
+                                    largest linear's fp8 operands (float8.py), under LoRA on expert
+                                    stacks a merged stack's gradient (params.merged_gradient) — without
+                                    full recomputation this moment ("backward, the last layer") holds those
                                     (and, compiled under per-op recompute, its backward's working set)
   backward, FSDP1's root gradient   (FSDP1) states + every gradient + the root unit gathered + its
   assembled                         parameters' gradients and the flat gradient assembled from them
@@ -100,7 +101,8 @@ from calc.analysis.train.compiled import compiled_backward_terms, compiled_op_ba
 from calc.analysis.train.context_parallel import ring_bytes
 from calc.analysis.train.float8 import cast_bytes
 from calc.analysis.train.frozen import frozen_layer
-from calc.analysis.train.params import gathered_bytes
+from calc.analysis.shapes import journey
+from calc.analysis.train.params import gathered_bytes, merged_gradient
 from calc.analysis.train.pipeline import held_buffers, residual_bytes, stage_buffers, stage_outputs
 from calc.analysis.train.precision import Precision
 from calc.analysis.train.states import step_temporary_bytes
@@ -159,8 +161,8 @@ def _loss_sizes(t: "Training", spec: ModelSpec) -> tuple[Loss, int, int]:
 def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
     """A checkpointed layer's activations rebuilt in full during its backward, beyond its kept input
     (under LoRA without what its frozen linears do not keep). A compiled layer (not under LoRA, whose
-    frozen backward is not measured) counts its backward's working set at its peak instead: the rebuilt
-    tensors with the gradient arriving and the MLP's gradient temporaries (compiled.py); under per-op
+    frozen backward is recorded but has no rule yet) counts its backward's working set at its peak instead:
+    the rebuilt tensors with the gradient arriving and the MLP's gradient temporaries (compiled.py); under per-op
     recompute too, where the compiled backward rebuilds what the policy did not keep."""
     s = t.setup
     if s.compiled_backward:
@@ -177,14 +179,17 @@ def _recomputed_layer(t: "Training", spec: ModelSpec) -> int:
 
 def _in_layer(t: "Training", spec: ModelSpec) -> tuple[tuple[str, int], ...]:
     """What a layer's backward makes beyond the kept activations: the layer rebuilt under full
-    recomputation, ring attention's buffers, Float8's operands."""
+    recomputation, ring attention's buffers, Float8's operands, a merged expert stack's gradient (LoRA on the
+    stacks, params.merged_gradient; bf16, split as the stack)."""
     s = t.setup
     n = s.micro_batch * s.local_seq
+    merged = merged_gradient(journey(spec, 1).steps, s.lora_targets) if s.lora_rank else 0
     return tuple((what, size) for what, size in (
         ("one compiled layer's backward working set (rebuilt)" if s.compiled_backward
          else "one layer's activations rebuilt", _recomputed_layer(t, spec)),
         ("CP: ring attention's gathered K, V and fp32 dQ, dK, dV", ring_bytes(spec, s.cp, n, s.tp, s.repeat_kv)),
-        ("Float8: the largest linear's fp8 operands", cast_bytes(spec, s.float8, n, s.tp))) if size)
+        ("Float8: the largest linear's fp8 operands", cast_bytes(spec, s.float8, n, s.tp)),
+        ("LoRA: a merged expert stack's gradient (W + BA's, the stack's size)", 2 * -(-merged // s.tp))) if size)
 
 
 @dataclass(frozen=True)
