@@ -116,6 +116,11 @@ def saved(name: str) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=None)
+def transformers_sizes(path: Path) -> dict[str, int]:
+    """Each parameter of transformers' model of a config file, by name (a tied one once), built once a session:
+    the total and the decoder-and-towers split of tests/test_arch.py read the same model."""
+    return {name: p.numel() for name, p in transformers_model(read_config(path)).named_parameters()}
+
+
 def transformers_total(path: Path) -> int:
-    model = transformers_model(read_config(path))
-    return sum(p.numel() for p in model.parameters())
+    return sum(transformers_sizes(path).values())
