@@ -879,7 +879,7 @@ def test_a_chunked_head_sums_its_weight_gradients_out_of_place(name: str) -> Non
     from calc.analysis.train.peak import _head_accumulated
     from dtensor_tp import Allocated
 
-    vocab, d, n = 1024, 1024, 256  # a head gradient (2 MiB) above the logits (512 KiB), as in a real model
+    vocab, d, n = 2048, 2048, 512  # a head gradient (8 MiB) above the logits (2 MiB), as in a real model
     torch.manual_seed(0)
     head = torch.nn.Linear(d, vocab, bias=False).to(torch.bfloat16)
     h = torch.randn(n, d, dtype=torch.bfloat16, requires_grad=True)
