@@ -30,15 +30,21 @@ def config_files() -> list[Path]:
 
     kept = sorted(p for p in CONFIG_DIR.rglob("*.json") if not p.name.endswith(".index.json"))
     seen = [read_config(p) for p in kept]
-    presets = [p for p in PRESET_DIR.glob("*.yaml") if "config" in (yaml.safe_load(p.read_text()) or {})]
+    presets = [p for p in PRESET_DIR.glob("*.yaml") if "config" in (_yaml(p) or {})]
     return kept + sorted(p for p in presets if read_config(p) not in seen)
 
 
 def read_config(path: Path) -> dict[str, Any]:
     """The config.json mapping of a tests/configs file or of a preset."""
     if path.suffix == ".yaml":
-        return yaml.safe_load(path.read_text())["config"]
+        return _yaml(path)["config"]
     return json.loads(path.read_text())
+
+
+def _yaml(path: Path) -> Any:
+    """A YAML file, by libyaml's safe loader where PyYAML has it (the pure one took ~4 ms a preset, and the
+    configs are listed at every collection)."""
+    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def preset_config(name: str) -> dict[str, Any]:
@@ -110,6 +116,11 @@ def saved(name: str) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=None)
+def transformers_sizes(path: Path) -> dict[str, int]:
+    """Each parameter of transformers' model of a config file, by name (a tied one once), built once a session:
+    the total and the decoder-and-towers split of tests/test_arch.py read the same model."""
+    return {name: p.numel() for name, p in transformers_model(read_config(path)).named_parameters()}
+
+
 def transformers_total(path: Path) -> int:
-    model = transformers_model(read_config(path))
-    return sum(p.numel() for p in model.parameters())
+    return sum(transformers_sizes(path).values())

@@ -16,7 +16,7 @@ from calc.analysis.breakdown import MODEL_COMPONENTS
 from calc.analysis.count import count
 from calc.spec.load import load_spec
 from oracle import (CONFIG_DIR, config_files, read_config, spec_of, transformers_count, transformers_model,
-                    transformers_total)
+                    transformers_sizes, transformers_total)
 from tiny_models import tiny_config
 
 CONFIGS = config_files()
@@ -38,13 +38,12 @@ def test_total_equals_transformers(path: Path) -> None:
         assert b.total == transformers_total(path) - unread_rows(path)
         return
     assert b.uncounted
-    model = transformers_model(read_config(path))
-    named = list(model.named_parameters())
-    if not any("language_model." in name for name, _ in named):  # transformers built the text model only
-        assert b.decoder_total == sum(p.numel() for _, p in named)
+    sizes = transformers_sizes(path)
+    if not any("language_model." in name for name in sizes):  # transformers built the text model only
+        assert b.decoder_total == sum(sizes.values())
         return
-    decoder = sum(p.numel() for name, p in named if "language_model." in name or name.startswith("lm_head"))
-    assert b.decoder_total == decoder < sum(p.numel() for _, p in named)
+    decoder = sum(n for name, n in sizes.items() if "language_model." in name or name.startswith("lm_head"))
+    assert b.decoder_total == decoder < sum(sizes.values())
 
 
 def unread_rows(path: Path) -> int:
@@ -76,10 +75,9 @@ def test_multimodal_decoder_and_towers_each_exact(path: Path) -> None:
     transformers' whole model under its language model and head: the towers hold exactly the rest."""
     b = count(load_spec(str(path)))
     assert b.towers and not b.partial
-    config = read_config(path)
-    named = transformers_model(config).named_parameters()
-    inside = TOWERS_INSIDE_DECODER.get(config["model_type"])
-    assert b.decoder_total == sum(p.numel() for name, p in named if ("language_model." in name or name.startswith("lm_head"))
+    inside = TOWERS_INSIDE_DECODER.get(read_config(path)["model_type"])
+    assert b.decoder_total == sum(n for name, n in transformers_sizes(path).items()
+                                  if ("language_model." in name or name.startswith("lm_head"))
                                   or (inside is not None and not name.startswith(inside)))
 
 

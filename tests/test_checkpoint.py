@@ -335,7 +335,10 @@ def test_llama3_style_checkpoint_has_no_buffers(tmp_path: Path) -> None:
 # --- Hub repo ids (HF_HUB_OFFLINE=1 from conftest; nothing reaches the network) --------------------
 
 def _cache_repo(repo_id: str, files: dict[str, Path | str]) -> Path:
-    """Lay files out as huggingface_hub's cache does: snapshots/<commit>/..., refs/main -> commit."""
+    """Lay files out as huggingface_hub's cache does: snapshots/<commit>/..., refs/main -> commit. A file
+    given as a path becomes a blob, hard-linked (pytest's and the cache's temp folders share a file system),
+    that its snapshot entry links to, as in the cache: the full-size sparse GPT-2 copied took seconds and
+    half a gigabyte of disk for a header read."""
     from huggingface_hub import constants
 
     root = Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}"
@@ -346,7 +349,9 @@ def _cache_repo(repo_id: str, files: dict[str, Path | str]) -> Path:
     for name, content in files.items():
         target = snapshot / name
         if isinstance(content, Path):
-            target.write_bytes(content.read_bytes())
+            (root / "blobs").mkdir(exist_ok=True)
+            os.link(content, root / "blobs" / name)
+            target.symlink_to(root / "blobs" / name)
         else:
             target.write_text(content)
     return snapshot
@@ -396,8 +401,8 @@ def test_hub_repo_online_reads_headers_through_huggingface_hub(gpt2_file: Path, 
 
     import calc.spec.hf
 
-    raw = gpt2_file.read_bytes()
-    header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
+    with gpt2_file.open("rb") as file:  # the header only: the full-size file is half a gigabyte
+        header = json.loads(file.read(int.from_bytes(file.read(8), "little")))
     metadata = header.pop("__metadata__")
     tensors = {name: TensorInfo(t["dtype"], t["shape"], tuple(t["data_offsets"])) for name, t in header.items()}
     repo = SafetensorsRepoMetadata(None, False, {name: "model.safetensors" for name in tensors},

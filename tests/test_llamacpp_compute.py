@@ -183,10 +183,17 @@ def printed(log: str) -> tuple[list[str], dict[str, float]]:
 
 
 def gguf_of(name: str, where: Path) -> Path:
-    model_type, changes, _ = RUNS[name]
-    path = where / f"{name}.gguf"
-    write_gguf({**tiny_config(model_type), **changes}, path, types=REPACK.get(name, TYPES), runnable=True)
-    return path
+    """The run's GGUF, written under `where` by the first test that asks for it and shared by the rest (the tests
+    only read it; writing one builds transformers' model of the config)."""
+    if name not in _WRITTEN:
+        model_type, changes, _ = RUNS[name]
+        path = where / f"{name}.gguf"
+        write_gguf({**tiny_config(model_type), **changes}, path, types=REPACK.get(name, TYPES), runnable=True)
+        _WRITTEN[name] = path
+    return _WRITTEN[name]
+
+
+_WRITTEN: dict[str, Path] = {}
 
 
 def ours(path: Path, args: list[str]) -> tuple[list[str], dict[str, float]]:

@@ -27,6 +27,7 @@ import dataclasses
 import math
 import re
 from collections import defaultdict
+from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -458,8 +459,15 @@ def _namer(arch: str, n_layers: int) -> Callable[[str], list[str]]:
     enum = next((a for a, n in g.constants.MODEL_ARCH_NAMES.items() if n == NAMED_AS.get(arch, arch)), None)
     if enum is None:
         raise GptcalcError(f"general.architecture {arch!r}: not in gguf-py's MODEL_ARCH_NAMES (upgrade gguf)")
-    mapper, own = g.mapping.TensorNameMap(enum, n_layers), ARCH_NAMES.get(arch, {})
+    mapper, own = _name_map(enum, n_layers), ARCH_NAMES.get(arch, {})
     return lambda name: [n for n in (gguf_name_in(name, own, {}),) if n] or _gguf_names(mapper, name)
+
+
+@cache
+def _name_map(arch: Any, n_layers: int) -> Any:
+    """gguf-py's TensorNameMap of an architecture and layer count, built once: it spells out every name of every
+    layer (~10 ms), it is only read, and a memory table or a GGUF read asks for the same one again and again."""
+    return tables().mapping.TensorNameMap(arch, n_layers)
 
 
 def _unstacked(tensor: GGUFTensor, arch: str, names: dict[str, tuple[str, tuple[int, ...]]],

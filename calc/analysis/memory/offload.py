@@ -41,7 +41,7 @@ class Offload:
 
     def to_json(self) -> dict[str, object]:
         return {"layers": self.layers, "weights_bytes": self.weights.total_bytes,
-                "components": self.weights.components,
+                "components": dict(self.weights.components),
                 "decode_read_bytes_per_token": self.read_per_token.total_bytes}
 
 

@@ -13,6 +13,7 @@ so does a checkpoint's headers (`calc/analysis/memory/stored.py`): its bytes x 8
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from fractions import Fraction
 from typing import Mapping
 
@@ -67,8 +68,9 @@ class Weights:
         scales = -(-n // self.group_size) * SCALE_BITS if self.group_size else 0
         return bits_to_bytes(self.format.row_bits(n) + scales)
 
-    @property
+    @cached_property
     def components(self) -> dict[str, int]:
+        """Bytes by component, computed once: a memory result's JSON asks each GPU's headroom of the total."""
         return {name: self.component_bytes(name) for name in self.params}
 
     @property
@@ -91,7 +93,7 @@ class Weights:
             "scale_bits": SCALE_BITS if self.group_size else 0,
             "params": self.total_params,
             "total_bytes": self.total_bytes,
-            "components": self.components,
+            "components": dict(self.components),  # a copy: the cached mapping stays as computed
         }
 
 
