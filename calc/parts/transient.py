@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["F16", "F32", "I32", "I64", "INP_EMBD", "K_IDXS", "MASK", "OUT_IDS", "POS", "ROT", "SWA_INPUTS", "TOKENS",
            "V_IDXS", "Graph", "Node", "Subgraph", "attention_scores", "clamped_swiglu", "glu", "graph_input", "op",
-           "rms_norm", "set_rows", "store", "tensor", "view"]
+           "relu_squared", "rms_norm", "set_rows", "store", "tensor", "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
 ALIGN = 32
@@ -167,6 +167,13 @@ def glu(at: str, shape: tuple[int, ...], gate: str, up: str, clamp: float | None
     node, a new tensor (GGML_OP_GLU is not in place), or where the SwiGLU is clamped (at `clamp`, a parameter of
     the ops: no size) the four ops of `clamped_swiglu`. One function, so that both parts choose alike."""
     return clamped_swiglu(at, shape, gate, up) if clamp else [op(at + "act", shape, gate, up)]
+
+
+def relu_squared(at: str, shape: tuple[int, ...], up: str) -> list[Node]:
+    """The squared ReLU of `up` as an MLP or an MoE's experts build it (LLM_FFN_RELU_SQR, src/llama-graph.cpp:1931-1937,
+    2342-2349): the ReLU, then its square `at`act, each an op that runs in place. One helper, so that both parts
+    name and place the pair alike."""
+    return [op(at + "relu", shape, up, inplace=True), op(at + "act", shape, at + "relu", inplace=True)]
 
 
 def rms_norm(name: str, shape: tuple[int, ...], x: str, weight: bool = True) -> list[Node]:
