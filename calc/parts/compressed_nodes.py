@@ -26,10 +26,11 @@ A layer's nodes, in the order it hands them to ggml_build_forward_expand:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from calc.parts.transient import F16, F32, I32, I64, K_IDXS, MASK, POS, Node, Subgraph, op, rms_norm, view
+from calc.parts.transient import (F16, F32, I32, I64, K_IDXS, MASK, POS, Node, Subgraph, op, rms_norm, set_rows, store,
+                                  view)
 
 if TYPE_CHECKING:
     from calc.parts.compressed import CompressedAttention
@@ -148,10 +149,10 @@ def _compressor(at: str, g: CompressedGraph, part: str, width: int, x: str) -> S
         nodes += _rotate(p + "rot", names["k_rot"], last, last, width, width * blocks)
         last = p + "rot_out"
     nodes += [view(p + "comp2d", nodes[-1].view_of or last, last),
-              Node(p + "store", 0, (p + "comp2d", names["write_idxs"]), external=True)]
+              store(p + "store", p + "comp2d", names["write_idxs"])]
     for src in ("kv", "score_ape"):
         nodes += [op(f"{p}{src}_keep", (wide, g.persist(part)), p + src, names["persist_src"]),
-                  Node(f"{p}{src}_kept", 0, (f"{p}{src}_keep", names["persist_dst"]), external=True)]
+                  store(f"{p}{src}_kept", f"{p}{src}_keep", names["persist_dst"])]
     return Subgraph(nodes, [p + "store", p + "kv_kept", p + "score_ape_kept"], p + "store")
 
 
@@ -160,8 +161,7 @@ def _top_k_mask(at: str, g: CompressedGraph, heads: int, width: int, top_k: int,
     `at` + "top_k_mask"."""
     n, cells, lid, csa = g.n_tokens, g.cells["csa"], _inputs("lid"), _inputs("csa")["kq_mask"]
     k = min(top_k, g.cells["lid"])
-    zeros = op(at + "zeros", (1, k, n), size=g.mask)
-    return [Node(zeros.name, zeros.bytes, leaf=True, layout=zeros.layout),
+    return [replace(op(at + "zeros", (1, k, n), size=g.mask), leaf=True),
             op(at + "zeros_fill", (1, k, n), at + "zeros", inplace=True, size=g.mask),
             op(at + "lid_q", (heads * width, n), latent), view(at + "lid_q3", at + "lid_q"),
             op(at + "lid_q_rope", (width, heads, n), at + "lid_q3", POS, inplace=True),
@@ -173,7 +173,7 @@ def _top_k_mask(at: str, g: CompressedGraph, heads: int, width: int, top_k: int,
             op(at + "top_k", (k, n), at + "lid_score", size=I32), op(at + "top_k_c", (k, n), at + "top_k", size=I32),
             view(at + "top_k_v", at + "top_k_c"),
             op(at + "mask_fill", (cells, n), csa, inplace=True, size=g.mask), view(at + "mask_fv", at + "mask_fill"),
-            Node(at + "mask_set", 0, (at + "zeros_fill", at + "top_k_v", at + "mask_fv"), view_of=at + "mask_fill"),
+            set_rows(at + "mask_set", at + "zeros_fill", at + "top_k_v", at + "mask_fv", of=at + "mask_fill"),
             view(at + "mask_sv", at + "mask_fill", at + "mask_set"),
             op(at + "top_k_mask", (cells, n), at + "mask_sv", csa, inplace=True, size=g.mask)]
 
@@ -221,7 +221,7 @@ def _qkv(at: str, g: CompressedGraph, a: CompressedAttention, x: str) -> tuple[l
         q += _rotate(at + "q_rot", rot, at + "q", at + "q", c, c * h * n)
         kv += _rotate(at + "kv_rot", rot, at + "kv", at + "kv", c, c * n)
     q_owner, kv_owner = (q[-1].view_of or q[-1].name), (kv[-1].view_of or kv[-1].name)
-    kv += [view(at + "kv2d", kv_owner, kv[-1].name), Node(at + "kv_store", 0, (at + "kv2d", K_IDXS), external=True)]
+    kv += [view(at + "kv2d", kv_owner, kv[-1].name), store(at + "kv_store", at + "kv2d", K_IDXS)]
     return [*q, *kv, view(at + "q4", q_owner, q[-1].name), view(at + "qp", q_owner, at + "q4")], q[-1].name, kv[-3].name
 
 

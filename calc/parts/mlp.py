@@ -13,7 +13,7 @@ and Step-3.7's clamped SwiGLU (`clamp` c) is min(act(gate), c) × clip(up, −c,
 from typing import Literal, get_args
 
 from calc.parts.base import Field, Part, present
-from calc.parts.transient import Graph, Subgraph, glu, op
+from calc.parts.transient import Graph, Subgraph, glu, op, relu_squared
 
 __all__ = ["ACTIVATION_PARAMS", "LABELS", "MLP", "WRITTEN_GELUS"]
 
@@ -91,7 +91,7 @@ class MLP(Part):
         if self.gated:
             act = [op(at + "gate", (f, n), x), *glu(at, (f, n), at + "gate", at + "up", self.clamp)]
         elif self.activation == "relu2":
-            act = [op(at + "relu", (f, n), at + "up", inplace=True), op(at + "act", (f, n), at + "relu", inplace=True)]
+            act = relu_squared(at, (f, n), at + "up")
         else:
             act = [op(at + "act", (f, n), up[-1].name, inplace=True)]
         down = [op(at + "down", (g.d_model, n), at + "act")]

@@ -30,7 +30,8 @@ from typing import Literal
 
 from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.mlp import MLP, Activation
-from calc.parts.transient import I32, TOKENS, Graph, Node, Subgraph, glu, op, rms_norm, set_rows, tensor, view
+from calc.parts.transient import (I32, TOKENS, Graph, Node, Subgraph, glu, op, relu_squared, rms_norm, set_rows, tensor,
+                                  view)
 
 __all__ = ["LABELS", "MoE"]
 
@@ -314,7 +315,7 @@ class MoE(Part):
         if self.gated:
             gate = self._biased(at, "gate", shape, at + "x3")
             return [*gate, *glu(at, shape, gate[-1].name, up, self.clamp)]
-        return [op(at + "relu", shape, up, inplace=True), op(at + "act", shape, at + "relu", inplace=True)]
+        return relu_squared(at, shape, up)
 
     def describe(self) -> str:
         shared = f" + {self.n_shared or 1} shared" if self.shared else ""

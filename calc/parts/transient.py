@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from calc.spec.llamacpp import LlamaCppBuild
 
-__all__ = ["F16", "F32", "I32", "I64", "K_IDXS", "MASK", "POS", "ROT", "SWA_INPUTS", "TOKENS", "V_IDXS", "Graph",
-           "Node", "Subgraph", "attention_scores", "clamped_swiglu", "glu", "graph_input", "op", "rms_norm", "set_rows",
-           "store", "tensor", "view"]
+__all__ = ["F16", "F32", "I32", "I64", "INP_EMBD", "K_IDXS", "MASK", "OUT_IDS", "POS", "ROT", "SWA_INPUTS", "TOKENS",
+           "V_IDXS", "Graph", "Node", "Subgraph", "attention_scores", "clamped_swiglu", "glu", "graph_input", "op",
+           "relu_squared", "rms_norm", "set_rows", "store", "tensor", "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
 ALIGN = 32
@@ -109,6 +109,9 @@ class Subgraph:
 # the batch's token ids: the embedding's rows and a hash-routed MoE's choice read them (build_inp_embd,
 # src/llama-graph.cpp:2413-2500)
 TOKENS = "inp_tokens"
+# the embeddings a caller may give instead of token ids (build_inp_embd, src/llama-graph.cpp:2426-2428), and the rows
+# of the outputs the head keeps (build_inp_out_ids, :2569-2588): inputs of every graph, whichever way it is built
+INP_EMBD, OUT_IDS = "inp_embd", "out_ids"
 # the graph inputs of the (full) KV cache and the positions (src/llama-graph.cpp build_attn_inp_kv, build_inp_pos)
 MASK, K_IDXS, V_IDXS, POS = "kq_mask", "k_idxs", "v_idxs", "inp_pos"
 # the second cache's own: the sliding-window cache's (build_attn_inp_kv_iswa, src/llama-graph.cpp:3500-3530) or a DSA
@@ -164,6 +167,13 @@ def glu(at: str, shape: tuple[int, ...], gate: str, up: str, clamp: float | None
     node, a new tensor (GGML_OP_GLU is not in place), or where the SwiGLU is clamped (at `clamp`, a parameter of
     the ops: no size) the four ops of `clamped_swiglu`. One function, so that both parts choose alike."""
     return clamped_swiglu(at, shape, gate, up) if clamp else [op(at + "act", shape, gate, up)]
+
+
+def relu_squared(at: str, shape: tuple[int, ...], up: str) -> list[Node]:
+    """The squared ReLU of `up` as an MLP or an MoE's experts build it (LLM_FFN_RELU_SQR, src/llama-graph.cpp:1931-1937,
+    2342-2349): the ReLU, then its square `at`act, each an op that runs in place. One helper, so that both parts
+    name and place the pair alike."""
+    return [op(at + "relu", shape, up, inplace=True), op(at + "act", shape, at + "relu", inplace=True)]
 
 
 def rms_norm(name: str, shape: tuple[int, ...], x: str, weight: bool = True) -> list[Node]:

@@ -47,8 +47,8 @@ from calc.analysis.memory.ggml_alloc import forward_order
 from calc.analysis.memory.llamacpp_altup import altup_stack
 from calc.parts.moe import MoE
 from calc.parts.ssm_nodes import ROWS
-from calc.parts.transient import (F32, I32, I64, K_IDXS, MASK, POS, SWA_INPUTS, TOKENS, V_IDXS, Graph, Node,
-                                  Subgraph, graph_input, op, rms_norm, set_rows, view)
+from calc.parts.transient import (F32, I32, I64, INP_EMBD, K_IDXS, MASK, OUT_IDS, POS, SWA_INPUTS, TOKENS, V_IDXS,
+                                  Graph, Node, Subgraph, graph_input, op, rms_norm, set_rows, view)
 from calc.spec.model import Block, ModelSpec
 
 if TYPE_CHECKING:
@@ -69,9 +69,9 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
     n_embd x (1 + deepstack) wide and the token rows padded to that width (a new tensor: PAD is not in place), the
     stream a view of the first n_embd (src/llama-graph.cpp:2413-2500, src/llama-hparams.cpp:118-129)."""
     n, d, wide = g.seq_tokens() * g.n_seqs, spec.d_model, spec.d_model * (1 + spec.llamacpp.deepstack)
-    leaves = [(TOKENS, (n,), I32), ("inp_embd", (wide, n), F32), ("inp_mixed_tokens", (n,), I32),
+    leaves = [(TOKENS, (n,), I32), (INP_EMBD, (wide, n), F32), ("inp_mixed_tokens", (n,), I32),
               ("inp_mixed_slots", (n,), I64), ("inp_mixed_embd", (wide, n), F32), (ROWS, (g.states(),), I32),
-              ("out_ids", (g.n_tokens,), I32), (POS, (n * spec.llamacpp.positions_per_token,), I32)]
+              (OUT_IDS, (g.n_tokens,), I32), (POS, (n * spec.llamacpp.positions_per_token,), I32)]
     for cache, names in zip(caches[:2], ({name: name for name in SWA_INPUTS}, SWA_INPUTS)):
         leaves += [(names[MASK], (cache.cells, n), cache.mask), (names[K_IDXS], (n,), I64),
                    (names[V_IDXS], (n, max(1, cache.v_indices)), I64)]
@@ -165,8 +165,8 @@ def _parallel(spec: ModelSpec, g: Graph, block: Block, layer: int, residual: str
         mlp_in = f"norm1-{layer}"
         nodes += _norm(mlp_in, d, n, residual)
     if last:
-        nodes += [op("cur_rows", (d, outputs), out, "out_ids"), op("inp_rows", (d, outputs), residual, "out_ids")]
-        nodes += [] if norm_after else [op("ffn_rows", (d, outputs), mlp_in, "out_ids")]
+        nodes += [op("cur_rows", (d, outputs), out, OUT_IDS), op("inp_rows", (d, outputs), residual, OUT_IDS)]
+        nodes += [] if norm_after else [op("ffn_rows", (d, outputs), mlp_in, OUT_IDS)]
         out, residual, mlp_in = "cur_rows", "inp_rows", "ffn_rows"
         tokens, rows = outputs, replace(g, n_tokens=outputs, n_seqs=1)
     if norm_after:
@@ -192,7 +192,7 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
     d, n, outputs = spec.d_model, g.seq_tokens() * g.n_seqs, g.n_tokens
     nodes = _inputs(spec, g, caches)
     residual = EMBD if spec.llamacpp.scale_rows else STACK if spec.llamacpp.deepstack else "embd"
-    expanded = ["embd", "inp_embd", "mixed_set", residual]  # ggml_build_forward_select's three branches, its result
+    expanded = ["embd", INP_EMBD, "mixed_set", residual]  # ggml_build_forward_select's three branches, its result
     if spec.embedding.positions == "learned":  # the positions' rows added to the tokens', in place (src/models/gpt2.cpp)
         nodes += [op("pos_rows", (d, n), POS), op("inp_pos_added", (d, n), residual, "pos_rows", inplace=True)]
         residual = "inp_pos_added"
@@ -237,8 +237,8 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
             if last and not (spec.llamacpp.rows_after_norm or spec.llamacpp.rows_after_add
                              or spec.llamacpp.rows_before_norm):
                 # the output rows of the sublayer and of what it is added to; a second sublayer runs on them
-                nodes += [op("cur_rows", (d, outputs), out, "out_ids"),
-                          op("inp_rows", (d, outputs), stream, "out_ids")]
+                nodes += [op("cur_rows", (d, outputs), out, OUT_IDS),
+                          op("inp_rows", (d, outputs), stream, OUT_IDS)]
                 out, stream, rows, tokens = "cur_rows", "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
             if _post_norms(block)[i]:
                 nodes += _norm(f"post{i}-{layer}", d, tokens, out)
@@ -249,7 +249,7 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
             nodes.append(_add(spec, f"add{i}-{layer}", (d, tokens), out, stream, part is block.mlp))
             residual = f"add{i}-{layer}"
             if last and spec.llamacpp.rows_after_add:  # the stream's output rows; the second sublayer runs on them
-                nodes.append(op("inp_rows", (d, outputs), residual, "out_ids"))
+                nodes.append(op("inp_rows", (d, outputs), residual, OUT_IDS))
                 residual, rows, tokens = "inp_rows", replace(g, n_tokens=outputs, n_seqs=1), outputs
         after = _augment(block, tokens, d, layer, residual)
         if after is None:
@@ -262,10 +262,10 @@ def layer_stack(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[No
             residual = f"deepstack_out{layer}"
     if spec.llamacpp.rows_after_norm:  # the norm over every token kept as an output, then its output rows
         nodes += _norm("h_nextn", d, n, residual, output=True)
-        nodes.append(replace(op("result_norm", (d, outputs), "h_nextn", "out_ids"), output=True))
+        nodes.append(replace(op("result_norm", (d, outputs), "h_nextn", OUT_IDS), output=True))
     else:
         if spec.llamacpp.rows_before_norm:  # the stream's output rows after the last layer, then the final norm
-            nodes.append(op("out_rows", (d, outputs), residual, "out_ids"))
+            nodes.append(op("out_rows", (d, outputs), residual, OUT_IDS))
             residual = "out_rows"
         nodes += _norm("result_norm", d, outputs, residual, output=True)
     nodes.append(replace(op("result_output", (spec.vocab_size, outputs), "result_norm"), output=True))

@@ -18,7 +18,8 @@ from dataclasses import replace
 from calc.analysis.memory.ggml_alloc import forward_order
 from calc.parts.compressed import CompressedAttention
 from calc.parts.compressed_nodes import CompressedGraph, input_leaves
-from calc.parts.transient import F32, I32, I64, K_IDXS, MASK, POS, TOKENS, Graph, Node, op, rms_norm, view
+from calc.parts.transient import (F32, I32, I64, INP_EMBD, K_IDXS, MASK, OUT_IDS, POS, TOKENS, Graph, Node,
+                                  graph_input, op, rms_norm, view)
 from calc.spec.model import ModelSpec
 
 __all__ = ["hyper_stack"]
@@ -26,9 +27,9 @@ __all__ = ["hyper_stack"]
 
 def _inputs(spec: ModelSpec, g: CompressedGraph, outputs: int, heads: dict[str, int]) -> list[Node]:
     n = g.n_tokens
-    leaves = [(TOKENS, (n,), I32), ("inp_embd", (spec.d_model, n), F32), (MASK, (g.window, n), g.mask),
-              (POS, (n,), I32), (K_IDXS, (n,), I64), ("out_ids", (outputs,), I32), *input_leaves(g, heads)]
-    return [replace(op(name, shape, size=size), input=True, leaf=True) for name, shape, size in leaves]
+    leaves = [(TOKENS, (n,), I32), (INP_EMBD, (spec.d_model, n), F32), (MASK, (g.window, n), g.mask),
+              (POS, (n,), I32), (K_IDXS, (n,), I64), (OUT_IDS, (outputs,), I32), *input_leaves(g, heads)]
+    return [graph_input(name, shape, size) for name, shape, size in leaves]
 
 
 def hyper_stack(spec: ModelSpec, g: CompressedGraph, outputs: int) -> list[Node] | None:
@@ -45,7 +46,7 @@ def hyper_stack(spec: ModelSpec, g: CompressedGraph, outputs: int) -> list[Node]
              "lid": next((b.attention.indexer.head_dim for b in blocks if b.attention.indexer), 0)}
     nodes = [*_inputs(spec, g, outputs, heads), op("embd", (d, n), TOKENS), view("embd3", "embd"),
              op("hc_init", (d, final.streams, n), "embd3")]
-    expanded, residual = ["embd", "inp_embd", MASK], "hc_init"
+    expanded, residual = ["embd", INP_EMBD, MASK], "hc_init"
     rows = Graph(d, outputs, g.n_seqs, g.n_seqs, g.flash_attn, g.window, g.window)  # what the MoE reads
     for layer, block in enumerate(blocks):
         at = f"l{layer}."
@@ -63,7 +64,7 @@ def hyper_stack(spec: ModelSpec, g: CompressedGraph, outputs: int) -> list[Node]
         expanded += [*attention.expanded, post.name, *ffn_mix.expanded, *mlp.expanded]
     hc = final.head_nodes(d, outputs, "out_rows")
     norm, scaled = rms_norm("result_norm", (d, outputs), hc.out)
-    nodes += [view("flat", residual), op("out_rows", (d * final.streams, outputs), "flat", "out_ids"), *hc.nodes,
+    nodes += [view("flat", residual), op("out_rows", (d * final.streams, outputs), "flat", OUT_IDS), *hc.nodes,
               norm, replace(scaled, output=True),
               replace(op("result_output", (spec.vocab_size, outputs), "result_norm"), output=True)]
     return forward_order(nodes, [*expanded, "result_output"])
