@@ -125,7 +125,8 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--lora-targets", type=TEXT, default="q,k,v,o,gate,up,down", show_default=True,
               help="Matrices that get adapters, by name (also head: the output projection; experts_gate_up, "
                    "experts_down: PEFT's target_parameters on a MoE's fused expert stacks). A name no layer of the "
-                   "model has is refused; the default takes those the model has.")
+                   "model has is refused; the default takes those the model has. A checkpoint's fused q|k|v or "
+                   "gate|up linear takes one adapter (PEFT's), so its parts are targeted together.")
 @click.option("--lora-dropout", is_flag=True, help="LoRA dropout > 0: each adapter keeps its dropped-out input and mask.")
 @click.option("--qlora", is_flag=True, help="With --lora-rank: the frozen base's layer matrices in 4-bit NF4.")
 @click.option("--no-double-quant", is_flag=True, help="With --qlora: NF4 with an fp32 absmax per 64 (bitsandbytes' default).")
