@@ -7,6 +7,9 @@ PEFT adapts a module by its name (peft 0.21.2, tuners/tuners_utils.py, check_tar
 ends with `.{target}`), so a fused linear takes one adapter, A [in, r] and B [r, its whole output]: (in + out)·r, not
 one per part. Each of transformers' tiny models (tests/tiny_models.py), rank 4, PEFT's target_modules named by hand
 from the model's own modules below (gptcalc's target names beside them), expert stacks through target_parameters.
+On tiny Phi-3, GLM-4 and GPT-NeoX in bf16 with PEFT's default fp32 adapters on every target, also the bytes each layer
+keeps for backward (tests/saved_tensors.py; batch 3, 7 tokens, SDPA, the loss on the ids themselves): a fused
+adapter keeps one fp32 copy of its input and one A output.
 
 peft is not a project dependency: `python tests/peft_fused.py` (with torch 2.13.0, transformers 5.24.0 and peft
 0.21.2 installed) writes the record, tests/data/peft_fused.json; tests/test_train_fused_lora.py checks the record by
@@ -20,7 +23,8 @@ import sys
 from pathlib import Path
 
 RECORD = Path(__file__).parent / "data" / "peft_fused.json"
-RANK = 4
+RANK, BATCH, SEQ = 4, 3, 7
+KEPT = ("phi3", "glm4", "gpt_neox")  # dense models whose layers frozen.py counts: their kept bytes are recorded
 _GPT2 = {"q,k,v": ["c_attn"], "o": ["attn.c_proj"], "up": ["c_fc"], "down": ["mlp.c_proj"]}
 _NEOX = {"q,k,v": ["query_key_value"], "o": ["attention.dense"], "up": ["dense_h_to_4h"], "down": ["dense_4h_to_h"]}
 _BLOOM = {**_NEOX, "o": ["self_attention.dense"]}
@@ -54,17 +58,35 @@ def runs() -> list[tuple[str, str]]:
     return out
 
 
-def measure(model_type: str, targets: str) -> int:
-    """The parameters PEFT trains with adapters of rank RANK on `targets` (gptcalc's names, MODULES maps them)."""
+def _adapted(model_type: str, targets: str, dtype: str = "float32"):  # noqa: ANN202
+    """transformers' tiny `model_type` in `dtype` under PEFT's adapters of rank RANK on `targets` (gptcalc's names,
+    MODULES maps them)."""
     import peft
+    import torch
     from test_hybrids import _transformers_tiny
 
     given = set(targets.split(","))
     wanted = [name for target, names in MODULES[model_type].items() if set(target.split(",")) <= given for name in names]
     config = peft.LoraConfig(r=RANK, target_modules=[n for n in wanted if not _stack(n)] or None,
                              target_parameters=[n for n in wanted if _stack(n)] or None)
-    model = peft.get_peft_model(_transformers_tiny(model_type), config)
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return peft.get_peft_model(_transformers_tiny(model_type).to(getattr(torch, dtype)).train(), config)
+
+
+def measure(model_type: str, targets: str) -> int:
+    """The parameters PEFT trains with adapters on `targets`."""
+    return sum(p.numel() for p in _adapted(model_type, targets).parameters() if p.requires_grad)
+
+
+def measure_kept(model_type: str) -> list[int]:
+    """Bytes each layer of the bf16 tiny `model_type` keeps for backward under PEFT's fp32 adapters on every target."""
+    import torch
+    from saved_tensors import saved_per_layer
+    from tiny_models import VOCAB
+
+    model = _adapted(model_type, ",".join(MODULES[model_type]), "bfloat16")
+    model.base_model.model.set_attn_implementation("sdpa")
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(0))
+    return saved_per_layer(model.base_model.model, ids)
 
 
 def _stack(name: str) -> bool:
@@ -73,8 +95,9 @@ def _stack(name: str) -> bool:
 
 if __name__ == "__main__":  # record: python tests/peft_fused.py (from the repository root)
     sys.path.insert(0, str(Path(__file__).parent))
-    record = {model_type: {} for model_type in MODULES}
+    record = {"trained": {model_type: {} for model_type in MODULES},
+              "kept": {model_type: measure_kept(model_type) for model_type in KEPT}}
     for model_type, targets in runs():
-        record[model_type][targets] = measure(model_type, targets)
+        record["trained"][model_type][targets] = measure(model_type, targets)
     RECORD.write_text(json.dumps(record, indent=1) + "\n")
     sys.stdout.write(f"wrote {RECORD}\n")

@@ -14,21 +14,36 @@ import calc
 from calc.analysis.train import Setup, train
 from cli_checks import check_run
 from oracle import spec_of
-from peft_fused import RANK, RECORD, measure, runs
+from peft_fused import BATCH, KEPT, MODULES, RANK, RECORD, SEQ, measure, measure_kept, runs
 from tiny_models import tiny_config
 
-MEASURED = json.loads(RECORD.read_text())
+RECORDED = json.loads(RECORD.read_text())
+MEASURED = RECORDED["trained"]
 LORA = ["--seq", "2048", "--micro-batch", "1", "--lora-rank", "16"]
 
 
-def _trained(model_type: str, targets: str, **setup: object) -> int:
+def _train(model_type: str, targets: str, **setup: object):  # noqa: ANN202
     spec = spec_of(tiny_config(model_type))
-    return train(spec, Setup(7, 3, lora_rank=RANK, lora_targets=tuple(targets.split(",")), **setup)).held.adapter_params
+    return spec, train(spec, Setup(SEQ, BATCH, lora_rank=RANK, lora_targets=tuple(targets.split(",")), **setup))
+
+
+def _trained(model_type: str, targets: str, **setup: object) -> int:
+    return _train(model_type, targets, **setup)[1].held.adapter_params
 
 
 @pytest.mark.parametrize(("model_type", "targets"), runs())
 def test_an_adapter_on_a_fused_linear_trains_what_peft_trains(model_type: str, targets: str) -> None:
     assert _trained(model_type, targets) == MEASURED[model_type][targets]
+
+
+@pytest.mark.parametrize("model_type", KEPT)
+def test_a_layer_keeps_one_copy_and_one_a_output_per_fused_adapter(model_type: str) -> None:
+    """PEFT's fp32 adapters on a bf16 base (precision "mixed": precision.py), every target: each adapted module keeps an
+    fp32 copy of its input and A's output, one for a fused linear's parts together. Layer 0's input needs no gradient
+    (the embedding is frozen) and is left out."""
+    spec, t = _train(model_type, ",".join(MODULES[model_type]), norm_upcast=True)
+    (_, _, terms), = t.layers
+    assert RECORDED["kept"][model_type][1:] == [t.layer_bytes(terms)] * (spec.n_layers - 1)
 
 
 def test_a_fused_linear_takes_one_adapter() -> None:
@@ -88,3 +103,8 @@ def test_peft_still_trains_the_record(model_type: str, targets: str) -> None:
     """The live measurement, where peft is installed (not a project dependency)."""
     pytest.importorskip("peft")
     assert measure(model_type, targets) == MEASURED[model_type][targets]
+
+
+def test_peft_still_keeps_the_record() -> None:
+    pytest.importorskip("peft")
+    assert measure_kept("phi3") == RECORDED["kept"]["phi3"]
