@@ -88,14 +88,21 @@ def test_part_of_a_fused_linear_is_refused(model: str, targets: str, message: st
     result = check_run(["train", model, "--seq", "512", *LORA[2:], "--lora-targets", targets])
     assert result.exit_code == 2
     assert result.stderr == (f"Error: --lora-targets: {message} (litgpt's and torchtune's own models adapt each "
-                             "part: --framework litgpt, torchtune)\n")
+                             "part: --lora-per-part)\n")
 
 
-def test_litgpt_takes_part_of_a_fused_linear() -> None:
-    """litgpt's LoRAQKVLinear enables q and v alone (lora_query, lora_value): Phi-3-mini's 32 layers, rank 16,
-    16·(3072 + 3072) each."""
-    result = check_run(["train", "phi-3-mini", *LORA, "--lora-targets", "q,v", "--framework", "litgpt", "--json"])
+@pytest.mark.parametrize("option", [["--framework", "litgpt"], ["--framework", "torchtune"], ["--lora-per-part"]])
+def test_a_part_of_a_fused_linear_is_taken_per_part(option: list[str]) -> None:
+    """litgpt's LoRAQKVLinear enables q and v alone (lora_query, lora_value), torchtune's split q_proj and v_proj
+    take theirs: Phi-3-mini's 32 layers, rank 16, 16·(3072 + 3072) each."""
+    result = check_run(["train", "phi-3-mini", *LORA, "--lora-targets", "q,v", *option, "--json"])
     assert json.loads(result.stdout)["trained_params"] == 32 * 2 * 16 * (3072 + 3072)
+
+
+def test_lora_whole_overrides_the_profile() -> None:
+    """--lora-whole beside litgpt's profile: PEFT's one adapter per fused module again (25,165,824, as above)."""
+    result = check_run(["train", "phi-3-mini", *LORA, "--framework", "litgpt", "--lora-whole", "--json"])
+    assert json.loads(result.stdout)["trained_params"] == 25_165_824
 
 
 @pytest.mark.parametrize(("model_type", "targets"), [r for r in runs() if r[0] in ("phi3", "zamba2", "gpt2")])

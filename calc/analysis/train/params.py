@@ -185,8 +185,7 @@ def _check_whole(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, .
             module = layout(spec).get(group[0].fused, group[0].fused).rpartition(".")[2]
             raise GptcalcError(f"--lora-targets: {spec.name} fuses {', '.join(parts)} into one linear ({module}), "
                                f"which PEFT adapts whole: target {', '.join(parts)} together, not {', '.join(named)} "
-                               "alone (litgpt's and torchtune's own models adapt each part: --framework litgpt, "
-                               "torchtune)")
+                               "alone (litgpt's and torchtune's own models adapt each part: --lora-per-part)")
 
 
 def _adapters(linear: Linear, copies: int, rank: int, tp: int) -> list[Tensor]:
