@@ -52,7 +52,7 @@ class Step:
     once: bool = False  # its params are a shared block's (Zamba2), stored once however many layers run it
     formula: str = ""  # the FLOPs' formula where the shapes do not give it (windows of unequal sizes)
     state: Shape | None = None  # the recurrent state a scan updates, per sequence (no weight of its own)
-    fused: str = ""  # the checkpoint's linear whose slice this weight is ("qkv", "gate_up"): one module, one LoRA adapter
+    fused: str = ""  # the checkpoint's linear this weight is a slice of ("qkv", "gate_up"): one module, one adapter
 
     @property
     def per_layer(self) -> bool:

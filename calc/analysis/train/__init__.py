@@ -387,8 +387,8 @@ def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term
     that copy, one per target (fp32; under autocast its bf16 recast). With LoRA dropout A keeps the
     dropped-out input instead (its own copy, in that dtype) and the dropout its mask — one for q, k and v
     together where they share it (`lora_fused_qkv`). A fused linear's one adapter (params.py) keeps one A output
-    and one copy of the input for all its parts. `kind` "" is the head. An expert stack's adapter (PEFT's target_parameters) runs no
-    A on the rows: `_stack_terms`."""
+    and one copy of the input for all its parts. `kind` "" is the head. An expert stack's adapter (PEFT's
+    target_parameters) runs no A on the rows: `_stack_terms`."""
     linears, stacks = adapted(journey(spec, 1).steps, s.lora_targets, s.lora_per_part)
     adapted_here = [linear for linear in linears if linear[0].block == kind]
     stacks_here = [group for group in stacks if group[0].block == kind]

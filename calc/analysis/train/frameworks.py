@@ -78,9 +78,9 @@ FRAMEWORKS: dict[str, Profile] = {
     # so the embedding, final norm and lm_head are the root unit's; model.py @ 5895df10, GptNeoxMLP.forward:
     # torch.nn.functional.gelu(x, approximate=self.config.gelu_approximate), whatever GELU the HF config named
     "litgpt": Profile("bf16", "fp32-chunked", "none", "foreach", "allocated (decimal GB)",
-                      f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml", lora_fused_qkv=True, lora_per_part=True, dropout=False,
+                      f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml", lora_fused_qkv=True, dropout=False,
                       no_sync=True, tied=False, norm_upcast=True, bnb="0.42.0", qlora_head=True,
-                      loop_holds_output=True, fsdp1=True, fused_gelu=True),
+                      loop_holds_output=True, fsdp1=True, fused_gelu=True, lora_per_part=True),
     # transformers Trainer, bf16=True: fp32 model under torch.autocast, one F.cross_entropy on
     # logits.float() (loss/loss_utils.py), gradient_checkpointing False, optim adamw_torch; the model's GELU is
     # ACT2FN[the config's name] (activations.py), written out in python ops for gelu_new, gelu_fast, gelu_python

@@ -36,19 +36,19 @@ from math import prod
 from typing import TYPE_CHECKING
 
 from calc.analysis.memory.parallel import MAX_STAGES
-from calc.checkpoint.layouts import layout
 from calc.analysis.shapes import Step, journey
 from calc.analysis.train.pipeline import stage_bounds
 from calc.analysis.train.float8 import gathered_matrix_bytes
 from calc.analysis.train.states import Tensor
+from calc.checkpoint.layouts import layout
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
 if TYPE_CHECKING:
     from calc.analysis.train import Setup
 
-__all__ = ["LAYER_TARGETS", "LORA_TARGETS", "STACKS", "Held", "Linear", "adapted", "check_targets", "gathered_bytes", "held",
-           "layer_params", "linear_out", "merged_gradient", "nf4_bytes", "stack_shape", "stack_targets"]
+__all__ = ["LAYER_TARGETS", "LORA_TARGETS", "STACKS", "Held", "Linear", "adapted", "check_targets", "gathered_bytes",
+           "held", "layer_params", "linear_out", "merged_gradient", "nf4_bytes", "stack_shape", "stack_targets"]
 
 LORA_TARGETS: dict[str, tuple[str, ...]] = {
     "q": ("q", "q_b"), "k": ("k",), "v": ("v",), "o": ("attn_out",),
@@ -182,7 +182,7 @@ def _check_whole(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, .
         named = [LORA_NAME[step.id] for step in group if step.id in ids]
         if 0 < len(named) < len(group):
             parts = [LORA_NAME[step.id] for step in group]
-            module = layout(spec).get(group[0].fused, group[0].fused).rpartition(".")[2]
+            module = layout(spec)[group[0].fused].rpartition(".")[2]  # the checkpoint's name (qkv_proj, c_attn)
             raise GptcalcError(f"--lora-targets: {spec.name} fuses {', '.join(parts)} into one linear ({module}), "
                                f"which PEFT adapts whole: target {', '.join(parts)} together, not {', '.join(named)} "
                                "alone (litgpt's and torchtune's own models adapt each part: --lora-per-part)")
