@@ -9,7 +9,10 @@ one per part. Each of transformers' tiny models (tests/tiny_models.py), rank 4, 
 from the model's own modules below (gptcalc's target names beside them), expert stacks through target_parameters.
 On tiny Phi-3, GLM-4 and GPT-NeoX in bf16 with PEFT's default fp32 adapters on every target, also the bytes each layer
 keeps for backward (tests/saved_tensors.py; batch 3, 7 tokens, SDPA, the loss on the ids themselves): a fused
-adapter keeps one fp32 copy of its input and one A output.
+adapter keeps one fp32 copy of its input and one A output. (With bf16 adapters these models keep 1,344 B a layer more
+than gptcalc counts: o_proj's A saves the attention output's contiguous copy, 21 × 32 bf16, a storage apart from
+CPU SDPA's output, where tiny Llama's is one with it; tiny Phi, which fuses nothing, shows the same, so it is not the
+fused linears' doing and is not recorded here.)
 
 peft is not a project dependency: `python tests/peft_fused.py` (with torch 2.13.0, transformers 5.24.0 and peft
 0.21.2 installed) writes the record, tests/data/peft_fused.json; tests/test_train_fused_lora.py checks the record by
