@@ -125,7 +125,12 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--lora-targets", type=TEXT, default="q,k,v,o,gate,up,down", show_default=True,
               help="Matrices that get adapters, by name (also head: the output projection; experts_gate_up, "
                    "experts_down: PEFT's target_parameters on a MoE's fused expert stacks). A name no layer of the "
-                   "model has is refused; the default takes those the model has.")
+                   "model has is refused; the default takes those the model has. A checkpoint's fused q|k|v or "
+                   "gate|up linear takes one adapter (PEFT's), so its parts are targeted together.")
+@click.option("--lora-per-part/--lora-whole", "lora_per_part", default=None,
+              help="An adapter on each part of a checkpoint's fused q|k|v or gate|up linear, as litgpt's and "
+                   "torchtune's own models take them (their profiles set it), so a part may be targeted alone; not "
+                   "PEFT's one adapter on the whole module.  [default: --lora-whole]")
 @click.option("--lora-dropout", is_flag=True, help="LoRA dropout > 0: each adapter keeps its dropped-out input and mask.")
 @click.option("--qlora", is_flag=True, help="With --lora-rank: the frozen base's layer matrices in 4-bit NF4.")
 @click.option("--no-double-quant", is_flag=True, help="With --qlora: NF4 with an fp32 absmax per 64 (bitsandbytes' default).")
@@ -149,7 +154,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
           precision: str | None, loss: str | None, recompute: str | None, checkpoint_every: int,
           attention: str, optimizer: str, optimizer_impl: str | None, optimizer_in_backward: bool,
           grad_accumulation: int, no_sync: bool | None, fsdp1: bool | None, fsdp_head_unit: bool, offload: str | None,
-          lora_rank: int | None, lora_targets: str, lora_dropout: bool, qlora: bool, no_double_quant: bool,
+          lora_rank: int | None, lora_targets: str, lora_per_part: bool | None, lora_dropout: bool, qlora: bool, no_double_quant: bool,
           bnb: str | None, allocator_overhead: int, cuda_context: str, budget: str | None, show_layer: bool, as_json: bool) -> None:
     """Memory per GPU to train or fine-tune: states, activations, the loss, and the peak of a step.
 
@@ -179,7 +184,7 @@ def train(spec: Any, seq: int, micro_batch: int, gpus: int, zero: int, tp: int, 
                                   "optimizer_impl": optimizer_impl, "tp_impl": tp_impl, "moe_form": moe_form,
                                   "dropout": dropout, "no_sync": no_sync, "fsdp1": fsdp1, "tied": tied,
                                   "norm_upcast": norm_upcast, "bnb": bnb, "pp_split": pp_split,
-                                  "repeat_kv": repeat_kv, "fused_gelu": fused_gelu})
+                                  "repeat_kv": repeat_kv, "fused_gelu": fused_gelu, "lora_per_part": lora_per_part})
     setup = Setup(seq, micro_batch, gpus, zero, tp, pp, sp, optimizer=optimizer, lora_rank=lora_rank,
                   lora_targets=targets, qlora=qlora, attention=attention, checkpoint_every=checkpoint_every,
                   optimizer_in_backward=optimizer_in_backward, grad_accumulation=grad_accumulation,

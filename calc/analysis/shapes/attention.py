@@ -145,7 +145,8 @@ def _projections(d: Dims, a: Attention, rows: Rows, x_width: str) -> list[Step]:
         big = name.upper()
         label = f"x·W_QKV (fused) → {big}" if a.fused_qkv else f"{big} = x·W_{big}"
         note = what[name] + ("; plus a bias" if bias else "") + (fused if name == "q" else "")
-        steps.append(d.linear(name, label, x, w, out, rows.take(name, f"{name}_bias"), note))
+        steps.append(d.linear(name, label, x, w, out, rows.take(name, f"{name}_bias"), note,
+                              "qkv" if a.fused_qkv else ""))
     return steps
 
 

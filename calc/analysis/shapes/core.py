@@ -8,7 +8,7 @@ every row is owned by exactly one step: the params column then adds up to `count
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from typing import Mapping
 
@@ -52,6 +52,7 @@ class Step:
     once: bool = False  # its params are a shared block's (Zamba2), stored once however many layers run it
     formula: str = ""  # the FLOPs' formula where the shapes do not give it (windows of unequal sizes)
     state: Shape | None = None  # the recurrent state a scan updates, per sequence (no weight of its own)
+    fused: str = ""  # the checkpoint's linear this weight is a slice of ("qkv", "gate_up"): one module, one adapter
 
     @property
     def per_layer(self) -> bool:
@@ -217,6 +218,8 @@ class Dims:
         return Step(id, label, output, inputs, weight, params, flops, self.block, traced, note, formula=formula,
                     state=state)
 
-    def linear(self, id: str, label: str, x: Shape, w: Shape, out: Shape, params: int, note: str = "") -> Step:
-        """x @ W: the step owns W (and its bias) and costs 2·m·n·k."""
-        return self.step(id, label, out, (x,), w, params, matmul_flops(x, w), note=note)
+    def linear(self, id: str, label: str, x: Shape, w: Shape, out: Shape, params: int, note: str = "",
+               fused: str = "") -> Step:
+        """x @ W: the step owns W (and its bias) and costs 2·m·n·k; `fused` names the checkpoint's linear W is a
+        slice of."""
+        return replace(self.step(id, label, out, (x,), w, params, matmul_flops(x, w), note=note), fused=fused)

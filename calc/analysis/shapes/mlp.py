@@ -39,19 +39,21 @@ def ffn_steps(d: Dims, prefix: str, name: str, shapes: tuple[Shape, Shape, Shape
     bias = part.bias if isinstance(part, MLP) else part.expert_bias
     how = ("; plus a bias" if bias else "") + how
     steps = []
+    # a dense MLP's fused gate_up is one linear (a MoE's expert stacks are parameters: params.STACKS)
+    fused = "gate_up" if isinstance(part, MLP) and part.gated and part.fused_gate_up else ""
     if part.gated:
         note = "the gate: a second d_model → d_ff matrix"
         if part.fused_gate_up:
             note += f"; fused with up as one [{x.sizes[-1]}, {2 * width}] matrix (gate | up), split in two"
         steps.append(d.linear(f"{prefix}_gate", f"{name} gate ·W_gate", x, w_in, hidden,
-                              rows.take(f"{prefix}_gate", f"{prefix}_gate_bias"), note + how))
+                              rows.take(f"{prefix}_gate", f"{prefix}_gate_bias"), note + how, fused))
     if getattr(part, "sparsity", 0):  # Gemma-3n: a Gaussian top-k of the gate before its activation
         steps.append(d.step(f"{prefix}_sparsity", "cut the gate below mean + std·Φ⁻¹(s)", hidden, (hidden,),
                             note=f"each row's gate values below its mean + std × Φ⁻¹({part.sparsity:g}) set to 0 "
                                  "(elementwise: a mean, a deviation, a subtraction, a ReLU; no parameter)"))
     steps += [
         d.linear(f"{prefix}_up", f"{name} up ·W_up", x, w_in, hidden, rows.take(f"{prefix}_up", f"{prefix}_up_bias"),
-                 f"widens {who} from d_model={x.sizes[-1]} to {hidden.names[-1]}={width}" + how),
+                 f"widens {who} from d_model={x.sizes[-1]} to {hidden.names[-1]}={width}" + how, fused),
         d.step(f"{prefix}_act", activation_label(part.gated, part.activation), hidden,
                (hidden, hidden) if part.gated else (hidden,), params=rows.take(f"{prefix}_act"),
                note="elementwise; shape unchanged" + ("; two learned scalars (alpha_p, alpha_n)"

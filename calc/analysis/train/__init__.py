@@ -56,8 +56,8 @@ from calc.analysis.train.frameworks import FRAMEWORKS
 from calc.analysis.train.interleaved import PP_SCHEDULES, Interleaved, Rank
 from calc.analysis.train.loss import LOSS_PARALLEL, LOSSES, Loss
 from calc.analysis.train.frozen import frozen_layer, frozen_outside
-from calc.analysis.train.params import (LAYER_TARGETS, Held, adapted, gathered_bytes, held, layer_params,
-                                        nf4_bytes, stack_shape, stack_targets)
+from calc.analysis.train.params import (LAYER_TARGETS, Held, Linear, adapted, gathered_bytes, held, layer_params,
+                                        linear_out, nf4_bytes, stack_shape, stack_targets)
 from calc.analysis.train.peak import Moment, Overheads, interleaved_moments, moments
 from calc.analysis.train.pipeline import SPLITS, Stage, stage_bounds, stage_sizes
 from calc.analysis.train.precision import PRECISIONS, Precision
@@ -107,6 +107,8 @@ class Setup:
     offload: tuple[str, ...] = ()
     lora_dropout: bool = False
     lora_fused_qkv: bool = False  # q, k and v adapters share one dropout of their input (litgpt's LoRAQKVLinear)
+    lora_per_part: bool = False  # a fused linear's parts take an adapter each (litgpt's, torchtune's own models),
+    # not one for the whole module (PEFT on the checkpoint's modules: params.py)
     double_quant: bool = True  # QLoRA's NF4 with double quantisation (bnb_4bit_use_double_quant)
     cp: int = 1  # context-parallel GPUs: each holds seq / cp tokens of every sample
     float8: str = "none"  # torchao Float8Linear on the layers' linears (float8.py)
@@ -384,21 +386,22 @@ def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term
     input is the frozen layer's, kept already, unless the adapter reads a copy (Setup.adapter_copies): A keeps
     that copy, one per target (fp32; under autocast its bf16 recast). With LoRA dropout A keeps the
     dropped-out input instead (its own copy, in that dtype) and the dropout its mask — one for q, k and v
-    together where they share it (`lora_fused_qkv`). `kind` "" is the head. An expert stack's adapter (PEFT's target_parameters) runs no
-    A on the rows: `_stack_terms`."""
-    linears, stacks = adapted(journey(spec, 1).steps, s.lora_targets)
-    adapted_here = [st for st in linears if st.block == kind]
+    together where they share it (`lora_fused_qkv`). A fused linear's one adapter (params.py) keeps one A output
+    and one copy of the input for all its parts. `kind` "" is the head. An expert stack's adapter (PEFT's
+    target_parameters) runs no A on the rows: `_stack_terms`."""
+    linears, stacks = adapted(journey(spec, 1).steps, s.lora_targets, s.lora_per_part)
+    adapted_here = [linear for linear in linears if linear[0].block == kind]
     stacks_here = [group for group in stacks if group[0].block == kind]
     if not adapted_here:
         return _stack_terms(stacks_here, s, p)
     rows, width = s.micro_batch * s.local_seq, ACT_BYTES if p.autocast_copies or p.gathered_bf16 else p.adapter
 
-    def routed(st) -> int:
-        return spec.blocks[kind].moe.top_k if st.id.startswith("experts") else 1
+    def routed(linear: Linear) -> int:
+        return spec.blocks[kind].moe.top_k if linear[0].id.startswith("experts") else 1
 
-    terms = [Term("LoRA: A's outputs", rows * s.lora_rank * sum(routed(st) for st in adapted_here), width, "")]
-    reads = [(s.lora_fused_qkv and st.id in ("q", "k", "v"), routed(st) * st.weight.sizes[-2])
-             for st in adapted_here]
+    terms = [Term("LoRA: A's outputs", rows * s.lora_rank * sum(routed(li) for li in adapted_here), width, "")]
+    reads = [(s.lora_fused_qkv and li[0].id in ("q", "k", "v"), routed(li) * li[0].weight.sizes[-2])
+             for li in adapted_here]
     if s.lora_dropout:
         inputs = rows * (sum(w for shared, w in reads if not shared)
                          + max((w for shared, w in reads if shared), default=0))
@@ -408,7 +411,7 @@ def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term
         terms.append(Term("LoRA: each adapter's input, cast to the adapters' dtype (PEFT)",
                           rows * sum(w for _, w in reads), width, ""))
     if p.autocast_copies:
-        weights = sum(s.lora_rank * (st.weight.sizes[-2] + -(-st.weight.sizes[-1] // s.tp)) for st in adapted_here)
+        weights = sum(s.lora_rank * (li[0].weight.sizes[-2] + -(-linear_out(li) // s.tp)) for li in adapted_here)
         terms.append(Term("LoRA: autocast's bf16 copies of the adapters' weights", weights, ACT_BYTES, ""))
     return terms + _stack_terms(stacks_here, s, p)
 
@@ -549,7 +552,7 @@ def _train(spec: ModelSpec, s: Setup, stage: Stage | None) -> Training:
     """One GPU's training step: of pipeline stage `stage`, or of the whole model without PP."""
     p = PRECISIONS[s.precision]
     h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else (), stage.index if stage else None,
-             s.pp_split)
+             s.pp_split, s.lora_per_part)
     layers = _layers(spec, s, p, stage)
     outside = _outside(spec, s, p, h, stage)
     head = spec.vocab_size * spec.d_model // s.tp if quantised_head(spec, s) and (stage is None or stage.last) else 0

@@ -25,6 +25,7 @@ class Profile:
     statistic: str  # what the framework's published peaks measure
     source: str
     lora_fused_qkv: bool = False  # one LoRA dropout for q, k and v (a fused qkv projection's adapter)
+    lora_per_part: bool = False  # its own model adapts each part of a checkpoint's fused linear (params.py)
     tp_impl: str = "megatron"  # how its tensor parallelism keeps activations: "megatron" or "dtensor"
     moe_form: str = "reference"  # "grouped": its MoE routes top-k rows through grouped matmuls (executed.py)
     dropout: bool = True  # False: its model code has no dropout, whatever the config's rates
@@ -51,17 +52,20 @@ FRAMEWORKS: dict[str, Profile] = {
     # torchtune/modules/rms_norm.py @ 1814feb17, lines 40-44: x.float() · rsqrt(...), .type_as(x), · scale, eager
     # unless the config's compile: True (its configs' default is False); training/_distributed.py, shard_model
     # (@ 0031bfb0): fully_shard(m, reshard_after_forward=...) alike for every layer, True by default;
+    # torchtune/models/phi3/_convert_weights.py: phi3_hf_to_tune splits qkv_proj into q, k, v and gate_up_proj into
+    # w1 and w3, so its LoRA adapts each part (lora_per_part);
     # torchtune/modules/attention.py @ 00c242ba, MultiHeadAttention.forward: k and v expanded to
     # (b, s_y, num_kv_heads, q_per_kv, head_dim) and reshaped to every head before the attention call
     "torchtune": Profile("bf16", "linear-chunked", "full", "fused", "active (≈ allocated)",
                          f"{TORCHTUNE}/recipes/configs/llama3_1/8B_lora_single_device.yaml",
                          moe_form="grouped", dropout=False, norm_upcast=True, fsdp_keeps_last_layer=False,
-                         repeat_kv=True),
+                         repeat_kv=True, lora_per_part=True),
     # config_hub/finetune/*/lora.yaml: precision bf16-true; finetune/lora.py: model(..., lm_head_chunk_size=128)
     # (Fabric's convert_output returns the chunks in fp32) and chunked_cross_entropy over 128-token chunks;
     # torch.optim.AdamW (foreach on CUDA);
     # utils.py prints torch.cuda.max_memory_allocated() / 1e9
-    # litgpt/lora.py: LoRAQKVLinear applies one lora_dropout to the fused qkv input (line 421);
+    # litgpt/lora.py: LoRAQKVLinear applies one lora_dropout to the fused qkv input (line 421), its lora_A
+    # [r·sum(enable_lora), in] an adapter per enabled part (lora_per_part);
     # litgpt/model.py has no dropout module (scaled_dot_product_attention with dropout_p=0.0);
     # finetune/*.py accumulate under fabric.no_backward_sync(model, enabled=is_accumulating), which
     # Lightning's FSDPStrategy and DDPStrategy turn into the module's no_sync(); model.py builds its own
@@ -76,7 +80,7 @@ FRAMEWORKS: dict[str, Profile] = {
     "litgpt": Profile("bf16", "fp32-chunked", "none", "foreach", "allocated (decimal GB)",
                       f"{LITGPT}/config_hub/finetune/llama-2-7b/lora.yaml", lora_fused_qkv=True, dropout=False,
                       no_sync=True, tied=False, norm_upcast=True, bnb="0.42.0", qlora_head=True,
-                      loop_holds_output=True, fsdp1=True, fused_gelu=True),
+                      loop_holds_output=True, fsdp1=True, fused_gelu=True, lora_per_part=True),
     # transformers Trainer, bf16=True: fp32 model under torch.autocast, one F.cross_entropy on
     # logits.float() (loss/loss_utils.py), gradient_checkpointing False, optim adamw_torch; the model's GELU is
     # ACT2FN[the config's name] (activations.py), written out in python ops for gelu_new, gelu_fast, gelu_python

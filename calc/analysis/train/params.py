@@ -20,6 +20,13 @@ A MoE's experts stored as one parameter per stack (transformers 5: gate_up_proj 
 (ParamWrapper), one adapter per stack, A [r·E, in] and B [out, r·E]: r·E·(in + out) parameters, gate and
 up sharing one (targets experts_gate_up and experts_down, STACKS). With a stack targeted, gate, up and
 down adapt only the dense MLPs and shared experts, the linears a module target still reaches.
+
+A checkpoint that fuses Q, K and V into one linear (Phi-3's qkv_proj, GPT-NeoX's query_key_value, GPT-2's c_attn) or
+gate and up (Phi-3's and GLM-4's gate_up_proj) gives PEFT one module, so one adapter, A [in, r] and B [r, the fused
+output]: r·(in + out) for the whole, not an adapter per part (measured: tests/peft_fused.py). PEFT cannot adapt a part
+alone, so a target naming some parts of a fused linear and not the others is refused. litgpt's and torchtune's own
+models adapt each part (`per_part`): litgpt's LoRAQKVLinear gives its fused qkv per-part adapters (lora_A
+[r·enabled parts, in], litgpt/lora.py), torchtune splits Phi-3's fused weights into q, k, v, w1 and w3 on load.
 """
 
 from __future__ import annotations
@@ -33,14 +40,15 @@ from calc.analysis.shapes import Step, journey
 from calc.analysis.train.pipeline import stage_bounds
 from calc.analysis.train.float8 import gathered_matrix_bytes
 from calc.analysis.train.states import Tensor
+from calc.checkpoint.layouts import layout
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
 if TYPE_CHECKING:
     from calc.analysis.train import Setup
 
-__all__ = ["LAYER_TARGETS", "LORA_TARGETS", "STACKS", "Held", "adapted", "check_targets", "gathered_bytes", "held",
-           "layer_params", "merged_gradient", "nf4_bytes", "stack_shape", "stack_targets"]
+__all__ = ["LAYER_TARGETS", "LORA_TARGETS", "STACKS", "Held", "Linear", "adapted", "check_targets", "gathered_bytes",
+           "held", "layer_params", "linear_out", "merged_gradient", "nf4_bytes", "stack_shape", "stack_targets"]
 
 LORA_TARGETS: dict[str, tuple[str, ...]] = {
     "q": ("q", "q_b"), "k": ("k",), "v": ("v",), "o": ("attn_out",),
@@ -51,6 +59,7 @@ LORA_TARGETS: dict[str, tuple[str, ...]] = {
 # PEFT's target_parameters on transformers 5's fused expert stacks (peft 0.21.2, tuners/lora/layer.py ParamWrapper)
 STACKS: dict[str, tuple[str, ...]] = {"experts_gate_up": ("experts_gate", "experts_up"), "experts_down": ("experts_down",)}
 LAYER_TARGETS = tuple(t for t in LORA_TARGETS if t != "head")  # the default: every layer matrix, not the head
+LORA_NAME = {i: t for t, ids in LORA_TARGETS.items() for i in ids}  # a step's target name (mlp_gate: gate)
 LORA_TARGETS.update(STACKS)
 
 
@@ -104,12 +113,27 @@ def _linear_ids(target: str, stacked: tuple[str, ...]) -> set[str]:
     return {i for i in LORA_TARGETS[target] if not (stacked and i.startswith("experts"))} if target not in STACKS else set()
 
 
-def adapted(steps: tuple[Step, ...], targets: tuple[str, ...]) -> tuple[list[Step], list[tuple[Step, ...]]]:
-    """The steps LoRA adapts as linears (an adapter each) and the expert stacks PEFT's target_parameters
-    adapts (one adapter over each block kind's stack: its steps, gate and up together)."""
+Linear = tuple[Step, ...]  # the steps whose weights one adapted linear holds: one step, or a fused linear's parts
+
+
+def _linears(steps: tuple[Step, ...], per_part: bool) -> list[Linear]:
+    """The model's linears (steps with a matrix), a fused linear's parts as one unless adapted per part."""
+    groups: dict[tuple[str, str], list[Step]] = {}
+    for index, step in enumerate(steps):
+        if step.weight is not None:
+            groups.setdefault((step.block, step.fused) if step.fused and not per_part else (step.block, str(index)),
+                              []).append(step)
+    return [tuple(group) for group in groups.values()]
+
+
+def adapted(steps: tuple[Step, ...], targets: tuple[str, ...],
+            per_part: bool = False) -> tuple[list[Linear], list[tuple[Step, ...]]]:
+    """The linears LoRA adapts (an adapter each; a fused linear whole, `check_targets` having refused a part of
+    one) and the expert stacks PEFT's target_parameters adapts (one adapter over each block kind's stack: its
+    steps, gate and up together)."""
     stacked = stack_targets(targets)
     ids = {i for t in targets for i in _linear_ids(t, stacked)}
-    linears = [step for step in steps if step.id in ids and step.weight is not None]
+    linears = [group for group in _linears(steps, per_part) if any(step.id in ids for step in group)]
     kinds = dict.fromkeys(step.block for step in steps if step.block)
     stacks = [group for t in stacked for kind in kinds
               for group in [tuple(st for st in steps if st.block == kind and st.id in STACKS[t])] if group]
@@ -124,13 +148,15 @@ def _reaches(steps: tuple[Step, ...], target: str, stacked: tuple[str, ...]) -> 
     return any(step.id in ids and step.weight is not None for step in steps)
 
 
-def check_targets(model: str, steps: tuple[Step, ...], targets: tuple[str, ...]) -> None:
+def check_targets(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, ...], per_part: bool = False) -> None:
     """Refuse a target name gptcalc does not know, and one that adapts nothing in this model: a target no layer
     has would be counted as trained and keeping nothing. PEFT refuses only when no target matches at all
     (peft 0.21.2 tuners_utils.py, NoMatchingPeftModuleError "Target modules ... not found in the base model";
     an unmatched target_parameters beside matched modules gets a warning), so a mistyped or misplaced target is
     easy to miss there; a target only some layers have (q on a hybrid's attention layers) is valid. The default,
-    every layer matrix, takes those the model has, and is refused only where it has none."""
+    every layer matrix, takes those the model has, and is refused only where it has none. A part of a fused linear
+    without its other parts is refused unless the parts are adapted apart (`per_part`)."""
+    model = spec.name
     unknown = [t for t in targets if t not in LORA_TARGETS]
     if unknown:
         raise GptcalcError(f"--lora-targets: unknown {', '.join(t or repr(t) for t in unknown)} "
@@ -145,12 +171,33 @@ def check_targets(model: str, steps: tuple[Step, ...], targets: tuple[str, ...])
             if stacked and set(missing) & {"gate", "up", "down"} else ""
         raise GptcalcError(f"--lora-targets: {model} has {'none of' if len(missing) > 1 else 'no'} "
                            f"{', '.join(missing)} to adapt (its targets: {', '.join(has)}{why})")
+    if not per_part:
+        _check_whole(spec, steps, targets)
 
 
-def _adapters(step: Step, copies: int, rank: int, tp: int) -> list[Tensor]:
-    w = step.weight.sizes
+def _check_whole(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, ...]) -> None:
+    """Refuse a target that names some parts of a fused linear and not the others: PEFT adapts the module whole."""
+    ids = {i for t in targets for i in _linear_ids(t, stack_targets(targets))}
+    for group in _linears(steps, False):
+        named = [LORA_NAME[step.id] for step in group if step.id in ids]
+        if 0 < len(named) < len(group):
+            parts = [LORA_NAME[step.id] for step in group]
+            module = layout(spec)[group[0].fused].rpartition(".")[2]  # the checkpoint's name (qkv_proj, c_attn)
+            raise GptcalcError(f"--lora-targets: {spec.name} fuses {', '.join(parts)} into one linear ({module}), "
+                               f"which PEFT adapts whole: target {', '.join(parts)} together, not {', '.join(named)} "
+                               "alone (litgpt's and torchtune's own models adapt each part: --lora-per-part)")
+
+
+def _adapters(linear: Linear, copies: int, rank: int, tp: int) -> list[Tensor]:
+    """A [in, r] and B [r, out] (out: a fused linear's parts side by side), one pair per expert of a stack."""
+    w = linear[0].weight.sizes
     stack = w[0] if len(w) == 3 else 1
-    return [Tensor(copies * stack, w[-2], rank), Tensor(copies * stack, rank, -(-w[-1] // tp))]
+    return [Tensor(copies * stack, w[-2], rank), Tensor(copies * stack, rank, -(-linear_out(linear) // tp))]
+
+
+def linear_out(linear: Linear) -> int:
+    """A linear's output width: its parts' together."""
+    return sum(step.weight.sizes[-1] for step in linear)
 
 
 def stack_shape(group: tuple[Step, ...]) -> tuple[int, int, int]:
@@ -180,14 +227,16 @@ def _stack_adapter(group: tuple[Step, ...], copies: int, rank: int, tp: int) -> 
 
 
 def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None,
-         lora_targets: tuple[str, ...] = (), stage: int | None = None, split: str = "even") -> Held:
+         lora_targets: tuple[str, ...] = (), stage: int | None = None, split: str = "even",
+         per_part: bool = False) -> Held:
     """The parameters of pipeline stage `stage` (None: the busiest stage) on one of its tp GPUs, and its
-    LoRA adapters (the layout and `split` are valid: train checks them first)."""
+    LoRA adapters, a fused linear's parts adapted apart where `per_part` (the layout and `split` are valid:
+    train checks them first)."""
     if pp > MAX_STAGES:
         raise GptcalcError(f"--pp: {pp} stages; at most {MAX_STAGES:,} (each is listed)")
     steps = journey(spec, 1).steps
-    check_targets(spec.name, steps, lora_targets)
-    wanted = adapted(steps, lora_targets)
+    check_targets(spec, steps, lora_targets, per_part)
+    wanted = adapted(steps, lora_targets, per_part)
     if stage is not None:
         return _stage(spec, steps, stage, pp, tp, lora_rank, wanted, split)
     stages = [_stage(spec, steps, index, pp, tp, lora_rank, wanted, split) for index in range(pp)]
@@ -195,9 +244,10 @@ def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None
 
 
 def _stage(spec: ModelSpec, steps: tuple[Step, ...], stage: int, pp: int, tp: int, rank: int | None,
-           wanted: tuple[list[Step], list[tuple[Step, ...]]], split: str) -> Held:
+           wanted: tuple[list[Linear], list[tuple[Step, ...]]], split: str) -> Held:
     first, last = stage_bounds(spec.n_layers, pp, split, stage)
     linears, stacks = wanted
+    linear_of = {group[0]: group for group in linears}  # by the linear's first step
     stack_of = {(group[0].id, group[0].block): group for group in stacks}  # by the stack's first step
     kinds = spec.layer_counts(first, last)
     last_block = max(i for i, step in enumerate(steps) if step.block)
@@ -213,8 +263,11 @@ def _stage(spec: ModelSpec, steps: tuple[Step, ...], stage: int, pp: int, tp: in
         tensors += found
         if step.block and step.weight is not None and len(step.weight.sizes) >= 2:
             matrices += found[0].elements
-        if rank and step in linears:
-            adapters += _adapters(step, copies, rank, tp)
+        # a shared block's linear takes an adapter per layer applying it: transformers 5 builds Zamba2's shared block
+        # as a module per hybrid layer, tying the weights of the layers that apply one block (its tiny model's layers
+        # 1 and 4 hold one gate_up_proj weight), and PEFT adapts each module (tests/peft_fused.py: 3 adapters, not 2)
+        if rank and step in linear_of:
+            adapters += _adapters(linear_of[step], kinds.get(step.block, 0) if step.once else copies, rank, tp)
         if rank and (step.id, step.block) in stack_of:
             adapters += _stack_adapter(stack_of[step.id, step.block], copies, rank, tp)
     return Held(tuple(tensors), matrices, tuple(adapters), last - first)
