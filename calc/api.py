@@ -241,10 +241,13 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         from calc.analysis.memory.gguf import no_mtp as without_mtp
 
         spec = without_mtp(spec)
-    held = (spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout, scheme, stored,
-            parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0, text_only, encoder_replicated)
     ranked = engine == "trtllm" and layout.pp > 1  # TensorRT-LLM's own layer split, each rank its own budget
-    result = inference(*held, parts=_trtllm_parts(spec, layout) if ranked else None)
+    if ranked:
+        from calc.analysis.memory.trtllm_v2_pp import pipeline_ranks, rank_layers, trtllm_pp_parts
+    result = inference(spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout,
+                       scheme, stored, parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0,
+                       text_only, encoder_replicated,
+                       parts=trtllm_pp_parts(spec.n_layers, layout.pp) if ranked else None)
     if dp_attention is not None:
         result = _dp_attention(spec, result, layout, engine, dp_attention, text_only, settings)
     pictures = _image_cost(spec, image, images, kv_dtype, text_only)
@@ -266,8 +269,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                                 extra=extra, max_model_len=tokens, encoder_tp=encoder_tp,
                                 draft=settings.draft(engine, spec, result.weights, layout),
                                 dp=dp_attention.size if dp_attention is not None else None)
-            startup = budget_of(result.weights.total_bytes, layers=_trtllm_layers(spec, layout, result)
-                                if ranked else None)
+            busiest = rank_layers(spec.n_layers, layout.pp, result.busiest_stage) if ranked else None
+            startup = budget_of(result.weights.total_bytes, layers=busiest)
     if startup is not None:
         startup.check()
         if engine == "trtllm":
@@ -282,7 +285,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         whole = _whole_kv(spec, tokens, batch, kv_dtype, layout, mla_expanded) if layout.pp > 1 else None
         stages = _sglang_stages(spec, whole, layout, result.weights, pool_bytes,
                                 kv_memory is not None) if engine == "sglang" and whole else ()
-        ranks = _trtllm_ranks(spec, result, whole, pool_bytes, budget_of if startup else None) if ranked else None
+        ranks = pipeline_ranks(spec, result.gpus, whole, pool_bytes, budget_of) if ranked else None
         pool = settings.pool(spec, result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
                              max_batched or (_vllm_batch_default(startup.total) if startup else 2048), layout,
                              gpu.capability if gpu else None, stages,
@@ -362,28 +365,6 @@ def _sglang_stages(spec: Any, whole: Any, layout: Any, weights: Any, pool_bytes:
     from calc.analysis.memory.sglang_dsv4 import sglang_stages
 
     return sglang_stages(spec, count_params(spec), weights, whole, layout, pool_bytes, given)
-
-
-def _trtllm_parts(spec: Any, layout: Any) -> list[int]:
-    """Layers per pipeline rank as TensorRT-LLM splits them (trtllm_v2_pp.trtllm_pp_parts)."""
-    from calc.analysis.memory.trtllm_v2_pp import trtllm_pp_parts
-
-    return trtllm_pp_parts(spec.n_layers, layout.pp)
-
-
-def _trtllm_layers(spec: Any, layout: Any, result: Any) -> range:
-    """The layers of the busiest GPU's rank, which its own profiling run forwards (trtllm_v2_pp.rank_layers)."""
-    from calc.analysis.memory.trtllm_v2_pp import rank_layers
-
-    return rank_layers(spec.n_layers, layout.pp, result.busiest_stage)
-
-
-def _trtllm_ranks(spec: Any, result: Any, whole: Any, pool_bytes: int, budget_of: Any) -> Any:
-    """TensorRT-LLM's pipeline ranks, each its layers and budget (trtllm_v2_pp.pipeline_ranks), from what each GPU
-    of `result` (its stages split as TensorRT-LLM splits them) holds."""
-    from calc.analysis.memory.trtllm_v2_pp import pipeline_ranks
-
-    return pipeline_ranks(spec, result.gpus, whole, pool_bytes, budget_of)
 
 
 def _vllm_batch_default(total: int) -> int:
