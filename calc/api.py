@@ -221,6 +221,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (budget_for, find_scheme, inference, layout_for, parse_budget, parse_cpu_experts,
                                       weight_choice)
+    from calc.analysis.memory.parallel import whole_cache
     from calc.analysis.memory.pool_settings import PoolSettings
     from calc.analysis.memory.refusals import refuse_unserved
     from calc.errors import GptcalcError
@@ -282,7 +283,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     pool = whole = None
     if engine and (kv_memory is not None or startup is not None):
         pool_bytes = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
-        whole = _whole_kv(spec, tokens, batch, kv_dtype, layout, mla_expanded) if layout.pp > 1 else None
+        whole = whole_cache(spec, engine, layout, tokens, batch or 1, kv_dtype or "fp16", mla_expanded)
         stages = _sglang_stages(spec, whole, layout, result.weights, pool_bytes,
                                 kv_memory is not None) if engine == "sglang" and whole else ()
         ranks = pipeline_ranks(spec, result.gpus, whole, pool_bytes, budget_of) if ranked else None
@@ -350,13 +351,6 @@ def _dp_attention(spec: Any, result: Any, layout: Any, engine: str | None, dp: A
 
     dp.refuse(spec, engine, bool(spec.towers) and not text_only, bool(settings.speculative_num_steps))
     return dp.held(spec, count_params(spec), result, layout)
-
-
-def _whole_kv(spec: Any, tokens: int, batch: int | None, kv_dtype: str | None, layout: Any, mla_expanded: bool) -> Any:
-    """The whole model's cache on one tensor-parallel GPU, which pipeline stages are cut from."""
-    from calc.analysis.memory.kv import kv_cache
-
-    return kv_cache(spec, tokens, batch or 1, kv_dtype or "fp16", layout.tp, mla_expanded)
 
 
 def _sglang_stages(spec: Any, whole: Any, layout: Any, weights: Any, pool_bytes: int, given: bool) -> Any:
