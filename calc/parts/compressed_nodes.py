@@ -207,8 +207,8 @@ def _qkv(at: str, g: CompressedGraph, a: CompressedAttention, x: str) -> tuple[l
     c, h, n, rot = a.head_dim, a.n_heads, g.n_tokens, _inputs("raw")["k_rot"]
     q = [op(at + "qr", (a.q_lora_rank, n), x), *rms_norm(at + "qr_norm", (a.q_lora_rank, n), at + "qr"),
          op(at + "qb", (h * c, n), at + "qr_norm"), view(at + "qb3", at + "qb"),
-         op(at + "q_norm", (c, h, n), at + "qb3", inplace=True), op(at + "q", (c, h, n), at + "q_norm", POS,
-                                                                    inplace=True)]
+         *rms_norm(at + "q_norm", (c, h, n), at + "qb3", weight=False),
+         op(at + "q", (c, h, n), at + "q_norm", POS, inplace=True)]
     kv = [op(at + "kvp", (c, n), x), *rms_norm(at + "kv_norm", (c, n), at + "kvp"), view(at + "kv3", at + "kv_norm"),
           op(at + "kv", (c, 1, n), at + "kv3", POS, inplace=True)]
     if g.rotated:

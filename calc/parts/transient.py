@@ -178,8 +178,9 @@ def relu_squared(at: str, shape: tuple[int, ...], up: str) -> list[Node]:
 
 def rms_norm(name: str, shape: tuple[int, ...], x: str, weight: bool = True, output: bool = False) -> list[Node]:
     """build_norm, RMS: the norm and its scale by the weight (`name`), each an op that may run in place; without a
-    weight (Gemma 4's V-norm, Falcon-Mamba's dt, B and C) the norm alone is `name`; `name` a graph output where
-    `output` (the final norm). One helper, so that every part names and places a norm's two nodes alike."""
+    weight (Gemma 4's V-norm, Falcon-Mamba's dt, B and C, DeepSeek-V4's Q and hyper-connection norms) the norm alone
+    is `name`; `name` a graph output where `output` (the final norm). One helper, so that every part names and places
+    a norm's two nodes alike."""
     norm = op(name + "_rms" * weight, shape, x, inplace=True)
     nodes = [norm, op(name, shape, norm.name, inplace=True)] if weight else [norm]
     return [*nodes[:-1], replace(nodes[-1], output=output)]
