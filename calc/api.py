@@ -221,6 +221,7 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     from calc.analysis.count import count as count_params
     from calc.analysis.memory import (budget_for, find_scheme, inference, layout_for, parse_budget, parse_cpu_experts,
                                       weight_choice)
+    from calc.analysis.memory.parallel import whole_cache
     from calc.analysis.memory.pool_settings import PoolSettings
     from calc.analysis.memory.refusals import refuse_unserved
     from calc.errors import GptcalcError
@@ -241,10 +242,13 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
         from calc.analysis.memory.gguf import no_mtp as without_mtp
 
         spec = without_mtp(spec)
-    held = (spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout, scheme, stored,
-            parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0, text_only, encoder_replicated)
     ranked = engine == "trtllm" and layout.pp > 1  # TensorRT-LLM's own layer split, each rank its own budget
-    result = inference(*held, parts=_trtllm_parts(spec, layout) if ranked else None)
+    if ranked:
+        from calc.analysis.memory.trtllm_v2_pp import pipeline_ranks, rank_layers, trtllm_pp_parts
+    result = inference(spec, count_params(spec), tokens, batch or 1, fmt, kv_dtype, group_size, mla_expanded, layout,
+                       scheme, stored, parse_cpu_experts(cpu_experts, spec) if cpu_experts is not None else 0,
+                       text_only, encoder_replicated,
+                       parts=trtllm_pp_parts(spec.n_layers, layout.pp) if ranked else None)
     if dp_attention is not None:
         result = _dp_attention(spec, result, layout, engine, dp_attention, text_only, settings)
     pictures = _image_cost(spec, image, images, kv_dtype, text_only)
@@ -266,8 +270,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                                 extra=extra, max_model_len=tokens, encoder_tp=encoder_tp,
                                 draft=settings.draft(engine, spec, result.weights, layout),
                                 dp=dp_attention.size if dp_attention is not None else None)
-            startup = budget_of(result.weights.total_bytes, layers=_trtllm_layers(spec, layout, result)
-                                if ranked else None)
+            busiest = rank_layers(spec.n_layers, layout.pp, result.busiest_stage) if ranked else None
+            startup = budget_of(result.weights.total_bytes, layers=busiest)
     if startup is not None:
         startup.check()
         if engine == "trtllm":
@@ -279,10 +283,10 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     pool = whole = None
     if engine and (kv_memory is not None or startup is not None):
         pool_bytes = _size(kv_memory, "--kv-memory") if kv_memory is not None else startup.kv_memory  # type: ignore[union-attr]
-        whole = _whole_kv(spec, tokens, batch, kv_dtype, layout, mla_expanded) if layout.pp > 1 else None
+        whole = whole_cache(spec, engine, layout, tokens, batch or 1, kv_dtype or "fp16", mla_expanded)
         stages = _sglang_stages(spec, whole, layout, result.weights, pool_bytes,
                                 kv_memory is not None) if engine == "sglang" and whole else ()
-        ranks = _trtllm_ranks(spec, result, whole, pool_bytes, budget_of if startup else None) if ranked else None
+        ranks = pipeline_ranks(spec, result.gpus, whole, pool_bytes, budget_of) if ranked else None
         pool = settings.pool(spec, result.kv, engine, pool_bytes, seq or spec.n_positions, block_size,
                              max_batched or (_vllm_batch_default(startup.total) if startup else 2048), layout,
                              gpu.capability if gpu else None, stages,
@@ -349,41 +353,12 @@ def _dp_attention(spec: Any, result: Any, layout: Any, engine: str | None, dp: A
     return dp.held(spec, count_params(spec), result, layout)
 
 
-def _whole_kv(spec: Any, tokens: int, batch: int | None, kv_dtype: str | None, layout: Any, mla_expanded: bool) -> Any:
-    """The whole model's cache on one tensor-parallel GPU, which pipeline stages are cut from."""
-    from calc.analysis.memory.kv import kv_cache
-
-    return kv_cache(spec, tokens, batch or 1, kv_dtype or "fp16", layout.tp, mla_expanded)
-
-
 def _sglang_stages(spec: Any, whole: Any, layout: Any, weights: Any, pool_bytes: int, given: bool) -> Any:
     """SGLang's pipeline stages, each pricing its own layers (sglang_dsv4.sglang_stages)."""
     from calc.analysis.count import count as count_params
     from calc.analysis.memory.sglang_dsv4 import sglang_stages
 
     return sglang_stages(spec, count_params(spec), weights, whole, layout, pool_bytes, given)
-
-
-def _trtllm_parts(spec: Any, layout: Any) -> list[int]:
-    """Layers per pipeline rank as TensorRT-LLM splits them (trtllm_v2_pp.trtllm_pp_parts)."""
-    from calc.analysis.memory.trtllm_v2_pp import trtllm_pp_parts
-
-    return trtllm_pp_parts(spec.n_layers, layout.pp)
-
-
-def _trtllm_layers(spec: Any, layout: Any, result: Any) -> range:
-    """The layers of the busiest GPU's rank, which its own profiling run forwards (trtllm_v2_pp.rank_layers)."""
-    from calc.analysis.memory.trtllm_v2_pp import rank_layers
-
-    return rank_layers(spec.n_layers, layout.pp, result.busiest_stage)
-
-
-def _trtllm_ranks(spec: Any, result: Any, whole: Any, pool_bytes: int, budget_of: Any) -> Any:
-    """TensorRT-LLM's pipeline ranks, each its layers and budget (trtllm_v2_pp.pipeline_ranks), from what each GPU
-    of `result` (its stages split as TensorRT-LLM splits them) holds."""
-    from calc.analysis.memory.trtllm_v2_pp import pipeline_ranks
-
-    return pipeline_ranks(spec, result.gpus, whole, pool_bytes, budget_of)
 
 
 def _vllm_batch_default(total: int) -> int:

@@ -124,7 +124,7 @@ def test_every_stage_is_counted_on_its_own() -> None:
     residual, layer = 2048 * 4096 * BF16, 218_112_000  # 4096² · 2 + 4096 · 1024 · 2 + 3 · 4096 · 14336 + 2 · 4096
     assert [(name, layers) for name, layers, _, _ in t.stage_peaks] == [("stage 0 of 2 (first)", 16),
                                                                           ("stage 1 of 2 (last)", 16)]
-    assert t.stage == Stage(1, 2) and t.peak.name == "backward of micro-batch 2, through the loss"
+    assert t.stage == Stage(1, 2, 2) and t.peak.name == "backward of micro-batch 2, through the loss"
     assert t.held.params == 16 * layer + 4096 + 128256 * 4096
     peak = dict(t.peak.parts)
     assert peak["pipeline: stage outputs (output_chunks)"] == 2 * 2048 * 128256 * 2
@@ -144,7 +144,7 @@ def test_without_fsdp_the_gradients_accumulate_from_the_first_backward() -> None
     4,015,132,672 parameters (the 128,256 × 4,096 embedding and 16 layers of 218,112,000: Llama 3.1 8B, as
     above); the gradients are the larger, so that is the stage's backward peak."""
     first = train_stages(load_spec("llama-3.1-8b"), Setup(2048, 1, gpus=2, pp=2, zero=1))[0]
-    assert first.stage == Stage(0, 2) and first.held.params == 128256 * 4096 + 16 * 218_112_000
+    assert first.stage == Stage(0, 2, 2) and first.held.params == 128256 * 4096 + 16 * 218_112_000
     one, two = (dict(m.parts) for m in first.moments[:2])
     per_batch = one["activations kept (2 micro-batches in flight)"] // 2
     assert two["activations kept (1 micro-batch in flight)"] == per_batch

@@ -22,7 +22,7 @@ from calc.analysis.memory.budget import inference
 from calc.analysis.memory.engines import KVPool
 from calc.analysis.memory.gpus import GPU, find_gpu
 from calc.analysis.memory.kv import kv_cache
-from calc.analysis.memory.parallel import Layout, validate_layout
+from calc.analysis.memory.parallel import Layout, validate_layout, whole_cache
 from calc.analysis.memory.pool_settings import PoolSettings
 from calc.analysis.memory.refusals import refuse_unserved
 from calc.analysis.memory.schemes import Scheme
@@ -147,6 +147,7 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
                                parts=trtllm_pp_parts(spec.n_layers, layout.pp) if ranked else None)
             if dp_attention is not None:
                 result = dp_attention.held(spec, breakdown, result, layout)
+            whole = whole_cache(spec, engine, layout, seq, 1, kv_dtype)  # the layout's, whichever GPU
         except GptcalcError as exc:
             skipped[_skipped(layout, exc)] = None
             continue
@@ -159,7 +160,6 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
             budget = budget_of(result.weights.total_bytes,
                                layers=rank_layers(spec.n_layers, layout.pp, result.busiest_stage) if ranked else None)
             try:
-                whole = kv_cache(spec, seq, 1, kv_dtype, layout.tp) if layout.pp > 1 else None
                 stages = (sglang_stages(spec, breakdown, result.weights, whole, layout, budget.kv_memory, False)
                           if engine == "sglang" and whole else ())
                 ranks = pipeline_ranks(spec, result.gpus, whole, budget.kv_memory, budget_of) if ranked else None

@@ -26,11 +26,11 @@ A layer's nodes, in the order it hands them to ggml_build_forward_expand:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from calc.parts.transient import (F16, F32, I32, I64, K_IDXS, MASK, POS, Node, Subgraph, op, rms_norm, set_rows, store,
-                                  view)
+from calc.parts.transient import (F16, F32, I32, I64, K_IDXS, MASK, POS, Node, Subgraph, op, rms_norm, store,
+                                  top_k_mask, view)
 
 if TYPE_CHECKING:
     from calc.parts.compressed import CompressedAttention
@@ -161,9 +161,7 @@ def _top_k_mask(at: str, g: CompressedGraph, heads: int, width: int, top_k: int,
     `at` + "top_k_mask"."""
     n, cells, lid, csa = g.n_tokens, g.cells["csa"], _inputs("lid"), _inputs("csa")["kq_mask"]
     k = min(top_k, g.cells["lid"])
-    return [replace(op(at + "zeros", (1, k, n), size=g.mask), leaf=True),
-            op(at + "zeros_fill", (1, k, n), at + "zeros", inplace=True, size=g.mask),
-            op(at + "lid_q", (heads * width, n), latent), view(at + "lid_q3", at + "lid_q"),
+    return [op(at + "lid_q", (heads * width, n), latent), view(at + "lid_q3", at + "lid_q"),
             op(at + "lid_q_rope", (width, heads, n), at + "lid_q3", POS, inplace=True),
             *_rotate(at + "lid_q_rot", lid["k_rot"], at + "lid_q_rope", at + "lid_q_rope", width, width * heads * n),
             view(at + "lid_q_rot4", at + "lid_q_rot", at + "lid_q_rot_out"),
@@ -171,11 +169,7 @@ def _top_k_mask(at: str, g: CompressedGraph, heads: int, width: int, top_k: int,
             view(at + "lid_wv", at + "lid_ws"),
             op(at + "lid_score", (g.cells["lid"], n), at + "lid_q_rot4", at + "lid_wv", lid["kq_mask"]),
             op(at + "top_k", (k, n), at + "lid_score", size=I32), op(at + "top_k_c", (k, n), at + "top_k", size=I32),
-            view(at + "top_k_v", at + "top_k_c"),
-            op(at + "mask_fill", (cells, n), csa, inplace=True, size=g.mask), view(at + "mask_fv", at + "mask_fill"),
-            set_rows(at + "mask_set", at + "zeros_fill", at + "top_k_v", at + "mask_fv", of=at + "mask_fill"),
-            view(at + "mask_sv", at + "mask_fill", at + "mask_set"),
-            op(at + "top_k_mask", (cells, n), at + "mask_sv", csa, inplace=True, size=g.mask)]
+            *top_k_mask(at, (cells, n), k, at + "top_k_c", csa, g.mask, g.mask)]
 
 
 def _attend(at: str, g: CompressedGraph, heads: int, width: int, part: str | None, mask: list[Node]) -> list[Node]:
@@ -213,8 +207,8 @@ def _qkv(at: str, g: CompressedGraph, a: CompressedAttention, x: str) -> tuple[l
     c, h, n, rot = a.head_dim, a.n_heads, g.n_tokens, _inputs("raw")["k_rot"]
     q = [op(at + "qr", (a.q_lora_rank, n), x), *rms_norm(at + "qr_norm", (a.q_lora_rank, n), at + "qr"),
          op(at + "qb", (h * c, n), at + "qr_norm"), view(at + "qb3", at + "qb"),
-         op(at + "q_norm", (c, h, n), at + "qb3", inplace=True), op(at + "q", (c, h, n), at + "q_norm", POS,
-                                                                    inplace=True)]
+         *rms_norm(at + "q_norm", (c, h, n), at + "qb3", weight=False),
+         op(at + "q", (c, h, n), at + "q_norm", POS, inplace=True)]
     kv = [op(at + "kvp", (c, n), x), *rms_norm(at + "kv_norm", (c, n), at + "kvp"), view(at + "kv3", at + "kv_norm"),
           op(at + "kv", (c, 1, n), at + "kv3", POS, inplace=True)]
     if g.rotated:

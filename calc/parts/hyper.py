@@ -15,7 +15,7 @@ scale = 1; `hc_head`). transformers keeps all of them in fp32 (_keep_in_fp32_mod
 
 
 from calc.parts.base import Field, Part
-from calc.parts.transient import Node, Subgraph, op, view
+from calc.parts.transient import Node, Subgraph, op, rms_norm, view
 
 __all__ = ["LABELS", "HyperConnections"]
 
@@ -53,14 +53,19 @@ class HyperConnections(Part):
         (GGML_OP_DSV4_HC_COMB, a new tensor); `out`, the copies collapsed by `pre` (GGML_OP_DSV4_HC_PRE). `expanded`
         names post and comb, which the layer hands to ggml_build_forward_expand before its MLP (:1272-1274)."""
         hc, mixes = self.streams, at + "mixes"
-        nodes = [view(at + "flat", x), op(at + "flat_norm", (hc * d, n), at + "flat", inplace=True),
+        nodes = [view(at + "flat", x), *rms_norm(at + "flat_norm", (hc * d, n), at + "flat", weight=False),
                  op(mixes, ((2 + hc) * hc, n), at + "flat_norm")]
         for weight in ("pre", "post"):
-            nodes.append(view(f"{at}{weight}_mix", mixes))
-            steps = [f"{at}{weight}_{step}" for step in ("scaled", "biased", "sigmoid")] + [at + weight]
-            nodes += [op(step, (hc, n), src, inplace=True) for src, step in zip([nodes[-1].name, *steps], steps)]
+            mix = f"{at}{weight}_mix"
+            nodes += [view(mix, mixes), *self._gate(f"{at}{weight}_", mix, at + weight, n)]
         nodes += [op(at + "comb", (hc, hc, n), mixes), op(at + "out", (d, n), x, at + "pre")]
         return Subgraph(nodes, [at + "post", at + "comb"], at + "out")
+
+    def _gate(self, stem: str, mix: str, out: str, n: int) -> list[Node]:
+        """A mix's weights as build_hc_pre and build_hc_head both compute them from `mix`: scaled, biased,
+        sigmoided and scaled again (`stem` + "scaled", "biased", "sigmoid", then `out`), each op in place."""
+        steps = [stem + step for step in ("scaled", "biased", "sigmoid")] + [out]
+        return [op(step, (self.streams, n), src, inplace=True) for src, step in zip([mix, *steps], steps)]
 
     def post_node(self, name: str, d: int, n: int, out: str, residual: str, mix: Subgraph) -> Node:
         """build_hc_post (GGML_OP_DSV4_HC_POST, :411-446): the sublayer's `out` spread over the copies of `residual`
@@ -75,10 +80,8 @@ class HyperConnections(Part):
         both are views), summed in place."""
         hc, at = self.streams, "hc_head."
         nodes = [view(at + "copies", x), view(at + "flat", x, at + "copies"),
-                 op(at + "flat_norm", (hc * d, n), at + "flat", inplace=True),
-                 op(at + "mixes", (hc, n), at + "flat_norm")]
-        steps = [at + step for step in ("scaled", "biased", "sigmoid", "pre")]
-        nodes += [op(step, (hc, n), src, inplace=True) for src, step in zip([at + "mixes", *steps], steps)]
+                 *rms_norm(at + "flat_norm", (hc * d, n), at + "flat", weight=False),
+                 op(at + "mixes", (hc, n), at + "flat_norm"), *self._gate(at, at + "mixes", at + "pre", n)]
         for i in range(hc):
             nodes += [view(f"{at}x{i}", x, at + "copies"), view(f"{at}w{i}", at + "pre"),
                       op(f"{at}m{i}", (d, n), f"{at}x{i}", f"{at}w{i}", inplace=True)]

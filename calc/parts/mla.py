@@ -13,7 +13,6 @@ cache the latent). An implementation that expands the latent first and caches pe
 """
 
 
-from dataclasses import replace
 from typing import Any, Literal
 
 from calc.parts.attention import Rope
@@ -21,7 +20,7 @@ from calc.parts.base import Field, Part, model_validator, present
 from calc.parts.cache import CacheSpec, TokenSpec
 from calc.parts.norm import Norm
 from calc.parts.transient import (F16, F32, I32, K_IDXS, MASK, POS, ROT, SWA_INPUTS, Graph, Node, Subgraph,
-                                  attention_scores, graph_input, op, rms_norm, set_rows, store, tensor, view)
+                                  attention_scores, graph_input, op, rms_norm, store, tensor, top_k_mask, view)
 
 __all__ = ["LABELS", "MLA", "Indexer"]
 
@@ -207,22 +206,15 @@ class MLA(Part):
     def _indexed(self, at: str, g: Graph, n: int, x: str, selection: tuple[str, int] | None) -> list[Node]:
         """DeepSeek-V3.2's lightning indexer and the mask of the cells it keeps, as llama.cpp builds them
         (src/models/deepseek32.cpp:226-322, build_attn for llama_kv_cache_dsa src/llama-graph.cpp:3114-3187), the
-        last node the mask attention reads; nothing without an indexer. The mask: a zeros tensor (a leaf of the
-        graph, filled in place), the cache's mask filled with -inf (a new tensor, in the mask's type), the kept
-        cells set to zero in it (by a view of the top-k), plus the mask (a new tensor: its sources are a view and
-        an input). A layer reusing an earlier layer's `selection` (its top-k and how many cells it keeps) builds
+        last node the mask attention reads; nothing without an indexer. The mask: transient.top_k_mask, its zeros
+        F32, the mask in the mask's type (F16 with flash attention). A layer reusing an earlier layer's `selection` (its top-k and how many cells it keeps) builds
         that mask alone."""
         if self.indexer is None and not self.reuse_selection:
             return []
         ix, mask = at + "ix_", F16 if g.flash_attn else F32
         top, kept = selection if self.indexer is None else (ix + "top_c", min(self.indexer.topk, g.cells))
         chosen = [] if self.indexer is None else self._indexer(ix, at, g.cells, kept, n, x)
-        return chosen + [replace(op(ix + "zeros", (1, kept, n)), leaf=True),
-                         op(ix + "zeros_f", (1, kept, n), ix + "zeros", inplace=True), view(ix + "top_v", top),
-                         op(ix + "fill", (g.cells, n), MASK, inplace=True, size=mask), view(ix + "fill4", ix + "fill"),
-                         set_rows(ix + "set", ix + "zeros_f", ix + "top_v", ix + "fill4", ix + "fill"),
-                         view(ix + "kept", ix + "fill", ix + "set"),
-                         op(ix + "mask", (g.cells, n), ix + "kept", MASK, inplace=True, size=mask)]
+        return chosen + top_k_mask(ix, (g.cells, n), kept, top, MASK, mask, F32)
 
     def _indexer(self, ix: str, at: str, cells: int, kept: int, n: int, x: str) -> list[Node]:
         """The lightning indexer's nodes. Its key: x's projection, a LayerNorm (a new tensor), its weight and bias in

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["F16", "F32", "I32", "I64", "INP_EMBD", "K_IDXS", "MASK", "OUT_IDS", "POS", "ROT", "SWA_INPUTS", "TOKENS",
            "V_IDXS", "Graph", "Node", "Subgraph", "attention_scores", "clamped_swiglu", "glu", "graph_input", "op",
-           "relu_squared", "rms_norm", "set_rows", "store", "tensor", "view"]
+           "relu_squared", "rms_norm", "set_rows", "store", "tensor", "top_k_mask", "view"]
 
 F32, F16, I32, I64 = 4, 2, 4, 8
 ALIGN = 32
@@ -176,9 +176,26 @@ def relu_squared(at: str, shape: tuple[int, ...], up: str) -> list[Node]:
     return [op(at + "relu", shape, up, inplace=True), op(at + "act", shape, at + "relu", inplace=True)]
 
 
-def rms_norm(name: str, shape: tuple[int, ...], x: str, weight: bool = True) -> list[Node]:
+def rms_norm(name: str, shape: tuple[int, ...], x: str, weight: bool = True, output: bool = False) -> list[Node]:
     """build_norm, RMS: the norm and its scale by the weight (`name`), each an op that may run in place; without a
-    weight (Gemma 4's V-norm, Falcon-Mamba's dt, B and C) the norm alone is `name`. One helper, so that every part
-    names and places a norm's two nodes alike."""
+    weight (Gemma 4's V-norm, Falcon-Mamba's dt, B and C, DeepSeek-V4's Q and hyper-connection norms) the norm alone
+    is `name`; `name` a graph output where `output` (the final norm). One helper, so that every part names and places
+    a norm's two nodes alike."""
     norm = op(name + "_rms" * weight, shape, x, inplace=True)
-    return [norm, op(name, shape, norm.name, inplace=True)] if weight else [norm]
+    nodes = [norm, op(name, shape, norm.name, inplace=True)] if weight else [norm]
+    return [*nodes[:-1], replace(nodes[-1], output=output)]
+
+
+def top_k_mask(at: str, shape: tuple[int, int], kept: int, top: str, mask: str, size: int, zeros: int) -> list[Node]:
+    """llama.cpp's build_top_k_mask, where an indexer keeps `kept` of a cache's cells for each token (`shape`: cells
+    x tokens): a zeros tensor of `zeros` bytes an element (a leaf of the graph, filled in place), the cache's `mask`
+    filled with -inf (a new tensor of `size` bytes an element), the top-k cells (a view of `top`) set to zero in it,
+    plus `mask` (a new tensor: its sources are a view and an input), `at`top_k_mask. One helper, so that DeepSeek-V3.2's
+    MLA and DeepSeek-V4's compressed attention build the same nodes."""
+    n = shape[1]
+    return [replace(op(at + "zeros", (1, kept, n), size=zeros), leaf=True),
+            op(at + "zeros_fill", (1, kept, n), at + "zeros", inplace=True, size=zeros), view(at + "top_k_v", top),
+            op(at + "mask_fill", shape, mask, inplace=True, size=size), view(at + "mask_fv", at + "mask_fill"),
+            set_rows(at + "mask_set", at + "zeros_fill", at + "top_k_v", at + "mask_fv", of=at + "mask_fill"),
+            view(at + "mask_sv", at + "mask_fill", at + "mask_set"),
+            op(at + "top_k_mask", shape, at + "mask_sv", mask, inplace=True, size=size)]

@@ -90,8 +90,7 @@ def _inputs(spec: ModelSpec, g: Graph, caches: list[CacheInputs]) -> list[Node]:
 
 def _norm(name: str, d: int, n: int, x: str, output: bool = False) -> list[Node]:
     """build_norm, RMS with a weight: the norm and its scale, in place; the scale a graph output where `output`."""
-    rms, scaled = rms_norm(name, (d, n), x)
-    return [rms, replace(scaled, output=output)]
+    return rms_norm(name, (d, n), x, output=output)
 
 
 def _post_norms(block: Block) -> tuple[bool, bool]:

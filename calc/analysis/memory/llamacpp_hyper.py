@@ -63,8 +63,7 @@ def hyper_stack(spec: ModelSpec, g: CompressedGraph, outputs: int) -> list[Node]
                   block.hyper.post_node(residual, d, n, mlp.out, post.name, ffn_mix)]
         expanded += [*attention.expanded, post.name, *ffn_mix.expanded, *mlp.expanded]
     hc = final.head_nodes(d, outputs, "out_rows")
-    norm, scaled = rms_norm("result_norm", (d, outputs), hc.out)
     nodes += [view("flat", residual), op("out_rows", (d * final.streams, outputs), "flat", OUT_IDS), *hc.nodes,
-              norm, replace(scaled, output=True),
+              *rms_norm("result_norm", (d, outputs), hc.out, output=True),
               replace(op("result_output", (spec.vocab_size, outputs), "result_norm"), output=True)]
     return forward_order(nodes, [*expanded, "result_output"])

@@ -23,11 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from calc.analysis.breakdown import Breakdown
-from calc.analysis.memory.kv import KVCache
+from calc.analysis.memory.kv import KVCache, kv_cache
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["Layout", "Stage", "check_tp", "layer_params", "pp_partitions", "stage_kv", "stages", "validate_layout"]
+__all__ = ["Layout", "Stage", "check_tp", "layer_params", "pp_partitions", "stage_kv", "stages", "validate_layout",
+           "whole_cache"]
 
 # Whole on every tensor-parallel GPU (everything else in a layer is sharded tp ways).
 REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "mlp_act", "shared_mlp_act", "router",
@@ -176,3 +177,17 @@ def stage_kv(spec: ModelSpec, kv: KVCache, stage: Stage) -> KVCache:
     layers = tuple(replace(kind, n_layers=counts[kind.block]) for kind in kv.layers if kind.block in counts)
     states = tuple(replace(state, n_layers=counts[state.block]) for state in kv.states if state.block in counts)
     return replace(kv, layers=layers, states=states)
+
+
+# the engines whose pipeline stages each price their own layers, cut from the whole model's cache (SGLang's stages,
+# sglang_dsv4.sglang_stages; TensorRT-LLM's ranks, trtllm_v2_pp.pipeline_ranks)
+STAGE_CUT_ENGINES = ("sglang", "trtllm")
+
+
+def whole_cache(spec: ModelSpec, engine: str | None, layout: Layout, seq: int, batch: int = 1, dtype: str = "fp16",
+                expanded: bool = False) -> KVCache | None:
+    """The whole model's cache on one tensor-parallel GPU of `layout`, which `engine`'s pipeline stages are cut from;
+    None where nothing reads it (one stage, or an engine that takes each stage's share of the layout's cache)."""
+    if layout.pp == 1 or engine not in STAGE_CUT_ENGINES:
+        return None
+    return kv_cache(spec, seq, batch, dtype, layout.tp, expanded)

@@ -27,7 +27,7 @@ __all__ = ["PoolSettings"]
 
 _NOT_TRTLLM = ("--use-kv-cache-manager-v2 and --disable-overlap-scheduler set TensorRT-LLM's KV cache manager: give "
                "--engine trtllm")
-_WITH_POOL = " with --budget or --kv-memory"  # memory's: its pool needs a GPU budget or the log's figure too
+WITH_POOL = " with --budget or --kv-memory"  # memory's: its pool needs a GPU budget or the log's figure too
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class PoolSettings:
         """Whether TensorRT-LLM's pool is KVCacheManagerV2's (trtllm_manager.sizes_v2); the setting is its alone."""
         if engine != "trtllm":
             if self._trtllm_set:
-                raise GptcalcError(_NOT_TRTLLM + _WITH_POOL)
+                raise GptcalcError(_NOT_TRTLLM + WITH_POOL)
             return False
         from calc.analysis.memory.trtllm_manager import sizes_v2
 
@@ -105,7 +105,9 @@ class PoolSettings:
         refuse_off_vllm(engine, self.indexer_kv_dtype)
         refuse_draft_flags(engine, self.speculative_num_steps, self.speculative_draft_layers)
         if self.mamba_ssm_dtype is not None and engine != "sglang":
-            raise GptcalcError("--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang")
+            from calc.analysis.memory.sglang_states import NOT_SGLANG
+
+            raise GptcalcError(NOT_SGLANG)
         if self._trtllm_set and engine != "trtllm":
             raise GptcalcError(_NOT_TRTLLM)
 
@@ -128,12 +130,12 @@ class PoolSettings:
         if self.mamba_ssm_dtype is not None:
             from calc.analysis.memory.sglang_states import NOT_SGLANG
 
-            raise GptcalcError(NOT_SGLANG)
+            raise GptcalcError(NOT_SGLANG + WITH_POOL)
         if self.speculative_num_steps or self.speculative_draft_layers:
             raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give "
                                "--engine sglang with --budget or --kv-memory")
         if self._trtllm_set:
-            raise GptcalcError(_NOT_TRTLLM + _WITH_POOL)
+            raise GptcalcError(_NOT_TRTLLM + WITH_POOL)
         if self.indexer_kv_dtype != "auto":
             raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "
                                "--kv-memory")

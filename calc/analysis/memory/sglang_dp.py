@@ -162,11 +162,12 @@ def dp_weights(spec: ModelSpec, breakdown: Breakdown, weights: Weights, layout: 
     projections and the embedding (and with --enable-dp-lm-head the head) split over the attention-TP group, the
     embedding whole where the model's file keeps it so, and with --moe-dense-tp-size 1 the dense layers' MLPs whole."""
     narrow = stages(spec, breakdown, replace(layout, tp=dp.attention_tp(layout.tp)))[0].params
-    whole = stages(spec, breakdown, replace(layout, tp=1))[0].params
+    whole_embedding = FILES[spec.sglang.dp_attention].whole_embedding
+    whole = stages(spec, breakdown, replace(layout, tp=1))[0].params if whole_embedding or dp.dense_tp == 1 else None
     attention_rows = {name for block in spec.blocks.values() for mixer in block.mixers()
                       for name in mixer.params(spec.d_model)}
     by_group = dict.fromkeys(attention_rows | ({"lm_head"} if dp.lm_head else set()), narrow)
-    by_group["token_embedding"] = whole if FILES[spec.sglang.dp_attention].whole_embedding else narrow
+    by_group["token_embedding"] = whole if whole_embedding else narrow
     if dp.dense_tp == 1:
         by_group.update(dict.fromkeys((name for block in spec.blocks.values() if not block.is_moe and block.mlp
                                        for name in block.mlp.params(spec.d_model)), whole))

@@ -9,13 +9,14 @@ fact in the spec (calc/spec/sglang.py); conv states stay bf16 (SGLANG_MAMBA_CONV
 
 from __future__ import annotations
 
+from calc.analysis.memory.pool_settings import WITH_POOL
 from calc.errors import GptcalcError
 from calc.spec.sglang import SglangBuild
 
 __all__ = ["NOT_SGLANG", "SSM_BYTES", "sglang_ssm_bytes", "sglang_ssm_dtype"]
 
 SSM_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # mamba2_state_dtype's dtype_map, torch itemsize
-NOT_SGLANG = "--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang with --budget or --kv-memory"
+NOT_SGLANG = "--mamba-ssm-dtype sets SGLang's Mamba pool: give --engine sglang"  # memory's adds WITH_POOL
 
 
 def sglang_ssm_dtype(build: SglangBuild, flag: str | None, capability: tuple[int, int] | None, tp: int) -> str:
@@ -38,6 +39,6 @@ def sglang_ssm_bytes(build: SglangBuild, engine: str | None, flag: str | None, c
     --mamba-ssm-dtype is SGLang's flag, so another engine refuses it rather than ignore it."""
     if engine != "sglang":
         if flag is not None:
-            raise GptcalcError(NOT_SGLANG)
+            raise GptcalcError(NOT_SGLANG + WITH_POOL)
         return SSM_BYTES["float32"]
     return SSM_BYTES[sglang_ssm_dtype(build, flag, capability, tp)]

@@ -493,7 +493,7 @@ def train_stages(spec: ModelSpec, s: Setup) -> list[Training]:
     if s.pp_schedule == "interleaved-1f1b":
         schedule = Interleaved(s.pp, s.virtual, s.microbatches)
         return [_rank(spec, s, Rank(index, schedule)) for index in range(s.pp)]
-    return [_train(spec, s, Stage(index, s.pp, s.pp_microbatches)) for index in _distinct_stages(spec, s)]
+    return [_train(spec, s, Stage(index, s.pp, s.microbatches)) for index in _distinct_stages(spec, s)]
 
 
 def _rank(spec: ModelSpec, s: Setup, rank: Rank) -> Training:

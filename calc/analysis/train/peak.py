@@ -374,7 +374,7 @@ def _kept(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, int
         + t.layer_bytes(tuple(x for x in t.outside if not x.head))
     loss, n, vocab = _loss_sizes(t, spec)
     hidden = loss.head_inside or not loss.held
-    output = residual_bytes(s, spec.d_model) if hidden else 2 * n * vocab
+    output = residual_bytes(s, spec.d_model) if hidden else ACT_BYTES * n * vocab
     return _Kept(base, grads, whole, f, per_batch, _in_layer(t, spec) + f.in_layer + f.layer_grad, output, hidden,
                  t.stage.last)
 
