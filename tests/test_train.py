@@ -99,6 +99,26 @@ def test_every_gelu_form_has_its_kept_count() -> None:
     assert set(GELU_KEPT) == set(get_args(ActivationForm)) == {"fused", *WRITTEN_GELUS}
 
 
+def test_deepspeed_trains_bf16_adapters_with_fp32_masters() -> None:
+    """DeepSpeed's engine casts the whole module to bf16 when bf16 is on, the LoRA adapters PEFT added included
+    (deepspeed/runtime/engine.py, _configure_distributed_model: `self.module.bfloat16()`), and its optimizer
+    keeps fp32 masters of what is trained: so its adapters are bf16 (2 B weights, 2 B gradients) with a 4 B
+    master and 8 B of AdamW states, and their inputs are not cast (no copy): the peak is pure bf16's plus the
+    masters and the states' second half. Llama-3-8B's default LoRA targets at rank 16: per layer
+    16 × (2·(4096 + 4096) + 2·(4096 + 1024) + 3·(4096 + 14336)) = 1,310,720, × 32 layers (config.json)."""
+    n = 32 * 16 * (2 * (4096 + 4096) + 2 * (4096 + 1024) + 3 * (4096 + 14336))
+    args = ("train", "llama-3-8b", "--seq", "2048", "--micro-batch", "1", "--lora-rank", "16", "--json")
+    code, out = run(*args, "--framework", "deepspeed")
+    assert code == 0
+    result = json.loads(out)
+    states = {row["key"]: row["bytes"] for row in result["states"]}
+    assert result["trained_params"] == n
+    assert states == {"weights": 2 * n, "frozen_weights": states["frozen_weights"], "gradients": 2 * n,
+                      "master_weights": 4 * n, "optimizer": 8 * n}
+    code, out = run(*args, "--precision", "bf16")
+    assert code == 0 and result["peak"]["allocated"] == json.loads(out)["peak"]["allocated"] + 4 * n + 4 * n
+
+
 @pytest.mark.parametrize(("framework", "dropout"), [("hf", True), ("deepspeed", True), ("torchtune", False),
                                                     ("litgpt", False), ("torchtitan", False)])
 def test_a_framework_without_dropout_keeps_no_masks(framework: str, dropout: bool) -> None:

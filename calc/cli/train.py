@@ -10,7 +10,7 @@ from calc.cli.options import CONTEXT, POSITIVE, TEXT, json_option, model_options
 
 # calc.analysis.train's OPTIMIZERS, PRECISIONS, LOSSES, FRAMEWORKS, FLOAT8 (kept here so that --help imports no analysis)
 _OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "adamw8bit-torchao", "sgd", "sgd-momentum", "adafactor")
-_PRECISIONS = ("mixed", "mixed-fp32-grads", "bf16", "fp32-autocast", "fsdp-mixed")
+_PRECISIONS = ("mixed", "deepspeed-bf16", "mixed-fp32-grads", "bf16", "fp32-autocast", "fsdp-mixed")
 _LOSSES = ("fp32", "chunked", "chunked-compiled", "compiled", "linear-chunked", "fp32-chunked", "fp32-whole-chunked",
            "fused")
 _FRAMEWORKS = ("torchtune", "litgpt", "hf", "torchtitan", "deepspeed", "megatron")
@@ -81,7 +81,8 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
                    "gelu_new, gelu_fast or gelu_python names in transformers, which keeps 2 to 6 more tensors of the "
                    "MLP's width.  [default: --written-gelu]")
 @click.option("--precision", type=click.Choice(_PRECISIONS),
-              help="mixed: bf16 + fp32 master and states (16 B/param with AdamW); bf16: pure bf16 (8); "
+              help="mixed: bf16 + fp32 master and states (16 B/param with AdamW; LoRA adapters fp32 as PEFT upcasts "
+                   "them); deepspeed-bf16: the same, LoRA adapters bf16 with fp32 masters; bf16: pure bf16 (8); "
                    "mixed-fp32-grads: Megatron (18); fp32-autocast: HF Trainer (16); fsdp-mixed: torchtitan (16).  "
                    "[default: mixed]")
 @click.option("--loss", type=click.Choice(_LOSSES),

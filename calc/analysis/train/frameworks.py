@@ -104,9 +104,9 @@ FRAMEWORKS: dict[str, Profile] = {
                                           "(the 405B runs', counted here), pp × V (every stage) from 90567fc98 "
                                           "(2025-01-07), the local batch ÷ pipeline_parallel_microbatch_size "
                                           "(default 1) from 5e2033c75 (2025-04-07); give --pp-microbatches N"),
-    # DeepSpeed bf16 with ZeRO: bf16 weights and gradients, fp32 master weights and Adam states
-    # (FusedAdam); see_memory_usage reports allocated (MA / Max_MA)
-    "deepspeed": Profile("mixed", "fp32", "none", "fused", "allocated",
+    # DeepSpeed bf16 with ZeRO: the engine casts the module to bf16 (LoRA adapters too), fp32 master weights and
+    # Adam states (FusedAdam); see_memory_usage reports allocated (MA / Max_MA)
+    "deepspeed": Profile("deepspeed-bf16", "fp32", "none", "fused", "allocated",
                          "https://www.deepspeed.ai/docs/config-json/#bfloat16-training-options"),
     # Megatron-LM: bf16 weights with fp32 main gradients and fp32 optimizer (18 bytes per parameter,
     # docs/source/api-guide/dist_optimizer.md), vocab-parallel fp32 cross-entropy,

@@ -1,7 +1,8 @@
 """How many bytes each model state takes per parameter: the precision a run trains in.
 
   precision         weights  gradients  master  optimizer states  AdamW in all   who trains so
-  mixed             2 (bf16) 2 (bf16)   4       fp32 (8)          16             ZeRO paper §3.1, DeepSpeed
+  mixed             2 (bf16) 2 (bf16)   4       fp32 (8)          16             ZeRO paper §3.1
+  deepspeed-bf16    2        2          4       fp32 (8)          16             DeepSpeed's bf16 engine
   mixed-fp32-grads  2        4 (fp32)   4       fp32 (8)          18             Megatron-LM (fp32 main_grad)
   bf16              2        2          none    bf16 (4)          8              torchtune, litgpt (bf16-true)
   fp32-autocast     4 (fp32) 4 (fp32)   none    fp32 (8)          16             HF Trainer bf16=True, litgpt bf16-mixed
@@ -16,6 +17,10 @@ linear layer saves the bf16 copy of its weight that autocast made for forward, s
 LoRA adapters take the precision's adapter width: fp32 where the base is trained in fp32 states
 (PEFT upcasts adapters to fp32, `autocast_adapter_dtype=True`, and then hands each a cast copy of its
 input: Setup.adapter_copies), bf16 under pure bf16; the frozen base is 16-bit either way (QLoRA: NF4).
+DeepSpeed's engine casts the whole module to bf16 when bf16 is enabled, the adapters PEFT added included
+(deepspeed/runtime/engine.py, `_configure_distributed_model`: `self.module.bfloat16()`), and its bf16 / ZeRO
+optimizer keeps the fp32 master copy of what is trained: under LoRA, bf16 adapters (no cast copy of their
+inputs) with fp32 masters (`deepspeed-bf16`); for full training the same bytes as `mixed`.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class Precision:
     adapter: int  # LoRA adapters' weights and gradients
     label: str
     autocast_copies: bool = False  # fp32 weights under bf16 autocast: each linear saves its bf16 weight copy
+    adapter_master: int = 0  # an fp32 master copy of the LoRA adapters (DeepSpeed's optimizer keeps one)
     gathered_bf16: bool = False  # forward reads bf16 unsharded copies of the fp32 parameters (FSDP2's param_dtype:
     # "the dtype for the unsharded parameter and hence the dtype for forward/backward computation", torch 2.13
     # distributed/fsdp/_fully_shard/_fsdp_api.py, MixedPrecisionPolicy), the adapters' too
@@ -41,6 +47,8 @@ class Precision:
 
 PRECISIONS: dict[str, Precision] = {
     "mixed": Precision(2, 2, 4, 4, 4, "mixed precision: bf16 weights and gradients, fp32 master weights and optimizer states"),
+    "deepspeed-bf16": Precision(2, 2, 4, 4, 2, "DeepSpeed bf16: the engine casts the module to bf16 (LoRA adapters "
+                                "too), fp32 master weights and optimizer states", adapter_master=4),
     "mixed-fp32-grads": Precision(2, 4, 4, 4, 4, "mixed precision with fp32 gradients (Megatron's main_grad): bf16 "
                                   "weights, fp32 gradients, master weights and optimizer states"),
     "bf16": Precision(2, 2, 0, 2, 2, "pure bf16: weights, gradients and optimizer states in bf16, no fp32 master copy"),
