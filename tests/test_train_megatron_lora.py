@@ -64,3 +64,14 @@ def test_what_megatron_does_not_run_as_counted_is_refused(model: str, options: l
     result = check_run([*LORA[:1], model, *LORA[2:], *options])
     assert result.exit_code == 2
     assert result.stderr == f"Error: {message}\n"
+
+
+def test_adapters_are_bf16_with_fp32_main_grads_masters_and_states() -> None:
+    """ParallelLinearAdapter casts itself to bf16 under Megatron's bf16 (utils.py, `self.bfloat16()`); Megatron's DDP
+    accumulates its gradients in the fp32 main_grad and the optimizer keeps fp32 masters and AdamW's m and v:
+    2 + 4 + 4 + 8 bytes per adapter parameter."""
+    result = check_run([*LORA, "--json"])
+    states = {row["key"]: row["bytes"] for row in json.loads(result.stdout)["states"]}
+    n = LAYERS * PER_LAYER
+    assert (states["weights"], states["gradients"], states["master_weights"], states["optimizer"]) == \
+        (2 * n, 4 * n, 4 * n, 8 * n)

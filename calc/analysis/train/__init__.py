@@ -365,7 +365,7 @@ def _states(h: Held, s: Setup, p: Precision, head: int) -> list[StateRow]:
         quantised = h.layer_matrices + head
         base = (nf4_bytes(quantised, s.double_quant) + 2 * (h.params - quantised)) if s.qlora else 2 * h.params
         rows = model_states(h.adapter_params, optimizer_bytes(s.optimizer, h.adapters, p.state), s.zero, s.shards,
-                            weight_bytes=p.adapter, grad_bytes=p.adapter, master_bytes=p.adapter_master,
+                            weight_bytes=p.adapter, grad_bytes=p.adapter_grads, master_bytes=p.adapter_master,
                             frozen_weights=base)
     return [placed for row in rows for placed in _place(row, s, h.adapters if s.lora_rank else h.tensors)]
 
