@@ -58,7 +58,7 @@ from calc.spec.model import ModelSpec
 if TYPE_CHECKING:
     from calc.analysis.train import Setup
 
-__all__ = ["LAYER_TARGETS", "LORA_TARGETS", "MEGATRON_TARGETS", "STACKS", "Held", "Linear", "adapted", "check_targets", "gathered_bytes",
+__all__ = ["LAYER_TARGETS", "LORA_TARGETS", "STACKS", "Held", "Linear", "adapted", "check_targets", "gathered_bytes",
            "held", "layer_params", "linear_out", "merged_gradient", "nf4_bytes", "stack_shape", "stack_targets"]
 
 LORA_TARGETS: dict[str, tuple[str, ...]] = {
@@ -206,28 +206,34 @@ def _check_megatron(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str
         raise GptcalcError(f"--lora-targets: {spec.name}'s experts are grouped linears in megatron-core, which "
                            "Megatron-Bridge's LoRA adapts with one adapter shared by all experts; not counted yet "
                            "(target the attention and dense or shared-expert MLPs)")
-    if per_part:
-        return
-    for group in _linears(steps, False, True):
-        named = [LORA_NAME[step.id] for step in group if step.id in ids]
-        if 0 < len(named) < len(group):
-            parts = [LORA_NAME[step.id] for step in group]
-            raise GptcalcError(f"--lora-targets: megatron-core fuses {', '.join(parts)} into one linear, which "
-                               f"Megatron-Bridge's LoRA adapts whole: target {', '.join(parts)} together (or its "
-                               f"name), not {', '.join(named)} alone (an adapter per part: --lora-per-part)")
+    alone = None if per_part else _part_alone(steps, targets, True)
+    if alone:
+        _, parts, named = alone
+        raise GptcalcError(f"--lora-targets: megatron-core fuses {', '.join(parts)} into one linear, which "
+                           f"Megatron-Bridge's LoRA adapts whole: target {', '.join(parts)} together (or its "
+                           f"name), not {', '.join(named)} alone (an adapter per part: --lora-per-part)")
 
 
 def _check_whole(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, ...]) -> None:
     """Refuse a target that names some parts of a fused linear and not the others: PEFT adapts the module whole."""
+    alone = _part_alone(steps, targets, False)
+    if alone:
+        group, parts, named = alone
+        module = layout(spec)[group[0].fused].rpartition(".")[2]  # the checkpoint's name (qkv_proj, c_attn)
+        raise GptcalcError(f"--lora-targets: {spec.name} fuses {', '.join(parts)} into one linear ({module}), "
+                           f"which PEFT adapts whole: target {', '.join(parts)} together, not {', '.join(named)} "
+                           "alone (litgpt's and torchtune's own models adapt each part: --lora-per-part)")
+
+
+def _part_alone(steps: tuple[Step, ...], targets: tuple[str, ...],
+                megatron: bool) -> tuple[Linear, list[str], list[str]] | None:
+    """The first fused linear `targets` name some parts of and not the others: (it, its parts, those named)."""
     ids = {i for t in targets for i in _linear_ids(t, stack_targets(targets))}
-    for group in _linears(steps, False):
+    for group in _linears(steps, False, megatron):
         named = [LORA_NAME[step.id] for step in group if step.id in ids]
         if 0 < len(named) < len(group):
-            parts = [LORA_NAME[step.id] for step in group]
-            module = layout(spec)[group[0].fused].rpartition(".")[2]  # the checkpoint's name (qkv_proj, c_attn)
-            raise GptcalcError(f"--lora-targets: {spec.name} fuses {', '.join(parts)} into one linear ({module}), "
-                               f"which PEFT adapts whole: target {', '.join(parts)} together, not {', '.join(named)} "
-                               "alone (litgpt's and torchtune's own models adapt each part: --lora-per-part)")
+            return group, [LORA_NAME[step.id] for step in group], named
+    return None
 
 
 def _adapters(linear: Linear, copies: int, rank: int, tp: int, split_a: bool = False) -> list[Tensor]:
