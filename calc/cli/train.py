@@ -125,7 +125,8 @@ _FLOAT8 = ("none", "tensorwise", "tensorwise-all-gather", "rowwise")
 @click.option("--lora-rank", type=POSITIVE, default=None, help="Train LoRA adapters of this rank; the base is frozen.")
 @click.option("--lora-targets", type=TEXT, default="q,k,v,o,gate,up,down", show_default=True,
               help="Matrices that get adapters, by name (also head: the output projection; experts_gate_up, "
-                   "experts_down: PEFT's target_parameters on a MoE's fused expert stacks). A name no layer of the "
+                   "experts_down: PEFT's target_parameters on a MoE's fused expert stacks; linear_qkv, linear_proj, linear_fc1, "
+                   "linear_fc2: megatron-core's modules). A name no layer of the "
                    "model has is refused; the default takes those the model has. A checkpoint's fused q|k|v or "
                    "gate|up linear takes one adapter (PEFT's), so its parts are targeted together.")
 @click.option("--lora-per-part/--lora-whole", "lora_per_part", default=None,

@@ -55,7 +55,7 @@ def memory_table(t: Training) -> Table:
         table.add_column(header, justify="left" if header in ("", "what") else "right")
     trained = t.held.adapter_params or t.held.params
     p = PRECISIONS[t.setup.precision]
-    weight, grad = (p.adapter, p.adapter) if t.setup.lora_rank else (p.weight, p.grad)
+    weight, grad = (p.adapter, p.adapter_grads) if t.setup.lora_rank else (p.weight, p.grad)
     what = {"weights": f"{trained:,} params × {weight} B",
             "frozen_weights": "NF4 layers + 16-bit rest" if t.setup.qlora else f"{t.held.params:,} params × 2 B (bf16)",
             "gradients": f"{trained:,} × {grad} B",

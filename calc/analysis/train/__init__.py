@@ -109,6 +109,8 @@ class Setup:
     lora_fused_qkv: bool = False  # q, k and v adapters share one dropout of their input (litgpt's LoRAQKVLinear)
     lora_per_part: bool = False  # a fused linear's parts take an adapter each (litgpt's, torchtune's own models),
     # not one for the whole module (PEFT on the checkpoint's modules: params.py)
+    lora_megatron: bool = False  # adapters as Megatron-Bridge's LoRA puts them: one on each of megatron-core's fused
+    # linear_qkv and linear_fc1 on every model, A and B both split under TP (params.py)
     double_quant: bool = True  # QLoRA's NF4 with double quantisation (bnb_4bit_use_double_quant)
     cp: int = 1  # context-parallel GPUs: each holds seq / cp tokens of every sample
     float8: str = "none"  # torchao Float8Linear on the layers' linears (float8.py)
@@ -363,7 +365,7 @@ def _states(h: Held, s: Setup, p: Precision, head: int) -> list[StateRow]:
         quantised = h.layer_matrices + head
         base = (nf4_bytes(quantised, s.double_quant) + 2 * (h.params - quantised)) if s.qlora else 2 * h.params
         rows = model_states(h.adapter_params, optimizer_bytes(s.optimizer, h.adapters, p.state), s.zero, s.shards,
-                            weight_bytes=p.adapter, grad_bytes=p.adapter, master_bytes=p.adapter_master,
+                            weight_bytes=p.adapter, grad_bytes=p.adapter_grads, master_bytes=p.adapter_master,
                             frozen_weights=base)
     return [placed for row in rows for placed in _place(row, s, h.adapters if s.lora_rank else h.tensors)]
 
@@ -390,7 +392,7 @@ def _lora_terms(spec: ModelSpec, kind: str, s: Setup, p: Precision) -> list[Term
     together where they share it (`lora_fused_qkv`). A fused linear's one adapter (params.py) keeps one A output
     and one copy of the input for all its parts. `kind` "" is the head. An expert stack's adapter (PEFT's
     target_parameters) runs no A on the rows: `_stack_terms`."""
-    linears, stacks = adapted(journey(spec, 1).steps, s.lora_targets, s.lora_per_part)
+    linears, stacks = adapted(journey(spec, 1).steps, s.lora_targets, s.lora_per_part, s.lora_megatron)
     adapted_here = [linear for linear in linears if linear[0].block == kind]
     stacks_here = [group for group in stacks if group[0].block == kind]
     if not adapted_here:
@@ -553,7 +555,7 @@ def _train(spec: ModelSpec, s: Setup, stage: Stage | None) -> Training:
     """One GPU's training step: of pipeline stage `stage`, or of the whole model without PP."""
     p = PRECISIONS[s.precision]
     h = held(spec, s.tp, s.pp, s.lora_rank, s.lora_targets if s.lora_rank else (), stage.index if stage else None,
-             s.pp_split, s.lora_per_part)
+             s.pp_split, s.lora_per_part, s.lora_megatron)
     layers = _layers(spec, s, p, stage)
     outside = _outside(spec, s, p, h, stage)
     head = spec.vocab_size * spec.d_model // s.tp if quantised_head(spec, s) and (stage is None or stage.last) else 0

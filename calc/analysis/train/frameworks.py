@@ -26,6 +26,7 @@ class Profile:
     source: str
     lora_fused_qkv: bool = False  # one LoRA dropout for q, k and v (a fused qkv projection's adapter)
     lora_per_part: bool = False  # its own model adapts each part of a checkpoint's fused linear (params.py)
+    lora_megatron: bool = False  # its LoRA adapts megatron-core's fused linear_qkv and linear_fc1 whole (params.py)
     tp_impl: str = "megatron"  # how its tensor parallelism keeps activations: "megatron" or "dtensor"
     moe_form: str = "reference"  # "grouped": its MoE routes top-k rows through grouped matmuls (executed.py)
     dropout: bool = True  # False: its model code has no dropout, whatever the config's rates
@@ -110,9 +111,11 @@ FRAMEWORKS: dict[str, Profile] = {
                          "https://www.deepspeed.ai/docs/config-json/#bfloat16-training-options"),
     # Megatron-LM: bf16 weights with fp32 main gradients and fp32 optimizer (18 bytes per parameter,
     # docs/source/api-guide/dist_optimizer.md), vocab-parallel fp32 cross-entropy,
-    # --recompute-activations (selective), TE/Apex FusedAdam
+    # --recompute-activations (selective), TE/Apex FusedAdam; LoRA as Megatron-Bridge's (peft/lora.py: one
+    # ParallelLinearAdapter on each of megatron-core's linear_qkv, linear_proj, linear_fc1, linear_fc2)
     "megatron": Profile("mixed-fp32-grads", "fp32", "selective", "fused", "allocated",
-                        "https://github.com/NVIDIA/Megatron-LM/blob/main/docs/source/api-guide/dist_optimizer.md"),
+                        "https://github.com/NVIDIA/Megatron-LM/blob/main/docs/source/api-guide/dist_optimizer.md",
+                        lora_megatron=True),
 }
 
 

@@ -27,6 +27,17 @@ output]: r·(in + out) for the whole, not an adapter per part (measured: tests/p
 alone, so a target naming some parts of a fused linear and not the others is refused. litgpt's and torchtune's own
 models adapt each part (`per_part`): litgpt's LoRAQKVLinear gives its fused qkv per-part adapters (lora_A
 [r·enabled parts, in], litgpt/lora.py), torchtune splits Phi-3's fused weights into q, k, v, w1 and w3 on load.
+
+Megatron-core's own layers fuse q|k|v into linear_qkv and gate|up into linear_fc1 on every model, whatever the
+checkpoint holds, and Megatron-Bridge's LoRA puts one ParallelLinearAdapter on each (`megatron`; Megatron-Bridge
+2afd2d3 src/megatron/bridge/peft/lora.py, LoRA.transform: ParallelLinearAdapter(attrs.in_features,
+attrs.out_features, dim), the fused output widths: peft/utils.py, get_adapter_attributes_from_linear,
+`out_features = m.out_features * tp_size`). Under tensor parallelism both its matrices are split: A (linear_in) is
+a ColumnParallelLinear(in, r) on a column-parallel base (r/t rows each, megatron.core's divide() asserting t divides
+r) and a RowParallelLinear(in, r) on a row-parallel one (in/t each), B (linear_out) a ColumnParallelLinear(r, out):
+r·(in + out)/t per GPU. Its targets are the module names linear_qkv, linear_proj, linear_fc1 and linear_fc2
+(MEGATRON_TARGETS), accepted beside q, k, v, o, gate, up, down. Its grouped experts take one adapter shared by all
+experts (peft/lora.py, LoRAMerge merges the one adapter into every weight{i}): not counted, so refused.
 """
 
 from __future__ import annotations
@@ -61,6 +72,16 @@ STACKS: dict[str, tuple[str, ...]] = {"experts_gate_up": ("experts_gate", "exper
 LAYER_TARGETS = tuple(t for t in LORA_TARGETS if t != "head")  # the default: every layer matrix, not the head
 LORA_NAME = {i: t for t, ids in LORA_TARGETS.items() for i in ids}  # a step's target name (mlp_gate: gate)
 LORA_TARGETS.update(STACKS)
+# megatron-core's module names (Megatron-Bridge's LoRA target_modules), each the steps of one of its linears
+MEGATRON_TARGETS: dict[str, tuple[str, ...]] = {
+    "linear_qkv": ("q", "k", "v"), "linear_proj": ("attn_out",),
+    "linear_fc1": ("mlp_gate", "mlp_up", "shared_mlp_gate", "shared_mlp_up", "experts_gate", "experts_up"),
+    "linear_fc2": ("mlp_down", "shared_mlp_down", "experts_down"),
+}
+LORA_TARGETS.update(MEGATRON_TARGETS)
+# the linear megatron-core fuses a step into on every model (its linear_qkv, linear_fc1; a shared expert's own)
+MEGATRON_FUSED = {"q": "qkv", "k": "qkv", "v": "qkv", "mlp_gate": "gate_up", "mlp_up": "gate_up",
+                  "shared_mlp_gate": "shared_gate_up", "shared_mlp_up": "shared_gate_up"}
 
 
 @dataclass(frozen=True)
@@ -116,24 +137,25 @@ def _linear_ids(target: str, stacked: tuple[str, ...]) -> set[str]:
 Linear = tuple[Step, ...]  # the steps whose weights one adapted linear holds: one step, or a fused linear's parts
 
 
-def _linears(steps: tuple[Step, ...], per_part: bool) -> list[Linear]:
-    """The model's linears (steps with a matrix), a fused linear's parts as one unless adapted per part."""
+def _linears(steps: tuple[Step, ...], per_part: bool, megatron: bool = False) -> list[Linear]:
+    """The model's linears (steps with a matrix), a fused linear's parts as one unless adapted per part: the
+    checkpoint's fused linears, or under `megatron` megatron-core's own (MEGATRON_FUSED)."""
     groups: dict[tuple[str, str], list[Step]] = {}
     for index, step in enumerate(steps):
         if step.weight is not None:
-            groups.setdefault((step.block, step.fused) if step.fused and not per_part else (step.block, str(index)),
-                              []).append(step)
+            fused = "" if per_part else MEGATRON_FUSED.get(step.id, step.fused) if megatron else step.fused
+            groups.setdefault((step.block, fused or str(index)), []).append(step)
     return [tuple(group) for group in groups.values()]
 
 
-def adapted(steps: tuple[Step, ...], targets: tuple[str, ...],
-            per_part: bool = False) -> tuple[list[Linear], list[tuple[Step, ...]]]:
+def adapted(steps: tuple[Step, ...], targets: tuple[str, ...], per_part: bool = False,
+            megatron: bool = False) -> tuple[list[Linear], list[tuple[Step, ...]]]:
     """The linears LoRA adapts (an adapter each; a fused linear whole, `check_targets` having refused a part of
     one) and the expert stacks PEFT's target_parameters adapts (one adapter over each block kind's stack: its
     steps, gate and up together)."""
     stacked = stack_targets(targets)
     ids = {i for t in targets for i in _linear_ids(t, stacked)}
-    linears = [group for group in _linears(steps, per_part) if any(step.id in ids for step in group)]
+    linears = [group for group in _linears(steps, per_part, megatron) if any(step.id in ids for step in group)]
     kinds = dict.fromkeys(step.block for step in steps if step.block)
     stacks = [group for t in stacked for kind in kinds
               for group in [tuple(st for st in steps if st.block == kind and st.id in STACKS[t])] if group]
@@ -148,7 +170,8 @@ def _reaches(steps: tuple[Step, ...], target: str, stacked: tuple[str, ...]) -> 
     return any(step.id in ids and step.weight is not None for step in steps)
 
 
-def check_targets(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, ...], per_part: bool = False) -> None:
+def check_targets(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, ...], per_part: bool = False,
+                  megatron: bool = False) -> None:
     """Refuse a target name gptcalc does not know, and one that adapts nothing in this model: a target no layer
     has would be counted as trained and keeping nothing. PEFT refuses only when no target matches at all
     (peft 0.21.2 tuners_utils.py, NoMatchingPeftModuleError "Target modules ... not found in the base model";
@@ -163,36 +186,63 @@ def check_targets(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, 
                            f"(choose from {', '.join(LORA_TARGETS)})")
     stacked = stack_targets(targets)
     missing = [t for t in targets if not _reaches(steps, t, stacked)]
-    if targets == LAYER_TARGETS and len(missing) < len(targets):
-        return
-    if missing:
+    if missing and not (targets == LAYER_TARGETS and len(missing) < len(targets)):
         has = [t for t in LORA_TARGETS if _reaches(steps, t, stacked)]
         why = "; with an expert stack targeted, gate, up and down adapt only dense MLPs and shared experts" \
             if stacked and set(missing) & {"gate", "up", "down"} else ""
         raise GptcalcError(f"--lora-targets: {model} has {'none of' if len(missing) > 1 else 'no'} "
                            f"{', '.join(missing)} to adapt (its targets: {', '.join(has)}{why})")
-    if not per_part:
+    if megatron:
+        _check_megatron(spec, steps, targets, per_part)
+    elif not per_part:
         _check_whole(spec, steps, targets)
+
+
+def _check_megatron(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, ...], per_part: bool) -> None:
+    """Refuse what Megatron-Bridge's LoRA does not run as counted: a grouped expert linear (one adapter shared by
+    all experts, not counted here) and, on its fused linear_qkv or linear_fc1, a part without the others."""
+    ids = {i for t in targets for i in _linear_ids(t, stack_targets(targets))}
+    if any(step.id in ids and step.id.startswith("experts") for step in steps):
+        raise GptcalcError(f"--lora-targets: {spec.name}'s experts are grouped linears in megatron-core, which "
+                           "Megatron-Bridge's LoRA adapts with one adapter shared by all experts; not counted yet "
+                           "(target the attention and dense or shared-expert MLPs)")
+    alone = None if per_part else _part_alone(steps, targets, True)
+    if alone:
+        _, parts, named = alone
+        raise GptcalcError(f"--lora-targets: megatron-core fuses {', '.join(parts)} into one linear, which "
+                           f"Megatron-Bridge's LoRA adapts whole: target {', '.join(parts)} together (or its "
+                           f"name), not {', '.join(named)} alone (an adapter per part: --lora-per-part)")
 
 
 def _check_whole(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, ...]) -> None:
     """Refuse a target that names some parts of a fused linear and not the others: PEFT adapts the module whole."""
+    alone = _part_alone(steps, targets, False)
+    if alone:
+        group, parts, named = alone
+        module = layout(spec)[group[0].fused].rpartition(".")[2]  # the checkpoint's name (qkv_proj, c_attn)
+        raise GptcalcError(f"--lora-targets: {spec.name} fuses {', '.join(parts)} into one linear ({module}), "
+                           f"which PEFT adapts whole: target {', '.join(parts)} together, not {', '.join(named)} "
+                           "alone (litgpt's and torchtune's own models adapt each part: --lora-per-part)")
+
+
+def _part_alone(steps: tuple[Step, ...], targets: tuple[str, ...],
+                megatron: bool) -> tuple[Linear, list[str], list[str]] | None:
+    """The first fused linear `targets` name some parts of and not the others: (it, its parts, those named)."""
     ids = {i for t in targets for i in _linear_ids(t, stack_targets(targets))}
-    for group in _linears(steps, False):
+    for group in _linears(steps, False, megatron):
         named = [LORA_NAME[step.id] for step in group if step.id in ids]
         if 0 < len(named) < len(group):
-            parts = [LORA_NAME[step.id] for step in group]
-            module = layout(spec)[group[0].fused].rpartition(".")[2]  # the checkpoint's name (qkv_proj, c_attn)
-            raise GptcalcError(f"--lora-targets: {spec.name} fuses {', '.join(parts)} into one linear ({module}), "
-                               f"which PEFT adapts whole: target {', '.join(parts)} together, not {', '.join(named)} "
-                               "alone (litgpt's and torchtune's own models adapt each part: --lora-per-part)")
+            return group, [LORA_NAME[step.id] for step in group], named
+    return None
 
 
-def _adapters(linear: Linear, copies: int, rank: int, tp: int) -> list[Tensor]:
-    """A [in, r] and B [r, out] (out: a fused linear's parts side by side), one pair per expert of a stack."""
+def _adapters(linear: Linear, copies: int, rank: int, tp: int, split_a: bool = False) -> list[Tensor]:
+    """A [in, r] and B [r, out] (out: a fused linear's parts side by side), one pair per expert of a stack; A split
+    t ways too where `split_a` (Megatron-Bridge's ParallelLinearAdapter: in·r/t either way it splits)."""
     w = linear[0].weight.sizes
     stack = w[0] if len(w) == 3 else 1
-    return [Tensor(copies * stack, w[-2], rank), Tensor(copies * stack, rank, -(-linear_out(linear) // tp))]
+    return [Tensor(copies * stack, w[-2], rank // tp if split_a else rank),
+            Tensor(copies * stack, rank, -(-linear_out(linear) // tp))]
 
 
 def linear_out(linear: Linear) -> int:
@@ -228,23 +278,26 @@ def _stack_adapter(group: tuple[Step, ...], copies: int, rank: int, tp: int) -> 
 
 def held(spec: ModelSpec, tp: int = 1, pp: int = 1, lora_rank: int | None = None,
          lora_targets: tuple[str, ...] = (), stage: int | None = None, split: str = "even",
-         per_part: bool = False) -> Held:
+         per_part: bool = False, megatron: bool = False) -> Held:
     """The parameters of pipeline stage `stage` (None: the busiest stage) on one of its tp GPUs, and its
-    LoRA adapters, a fused linear's parts adapted apart where `per_part` (the layout and `split` are valid:
-    train checks them first)."""
+    LoRA adapters, a fused linear's parts adapted apart where `per_part`, as Megatron-Bridge adapts
+    megatron-core's linears where `megatron` (the layout and `split` are valid: train checks them first)."""
     if pp > MAX_STAGES:
         raise GptcalcError(f"--pp: {pp} stages; at most {MAX_STAGES:,} (each is listed)")
+    if megatron and lora_rank and lora_rank % tp:
+        raise GptcalcError(f"--lora-rank: {lora_rank} does not divide by --tp {tp}: Megatron-Bridge's adapter A is "
+                           "column-parallel on linear_qkv and linear_fc1, r/t rows per GPU (megatron.core's divide)")
     steps = journey(spec, 1).steps
-    check_targets(spec, steps, lora_targets, per_part)
-    wanted = adapted(steps, lora_targets, per_part)
+    check_targets(spec, steps, lora_targets, per_part, megatron)
+    wanted = adapted(steps, lora_targets, per_part, megatron)
     if stage is not None:
-        return _stage(spec, steps, stage, pp, tp, lora_rank, wanted, split)
-    stages = [_stage(spec, steps, index, pp, tp, lora_rank, wanted, split) for index in range(pp)]
+        return _stage(spec, steps, stage, pp, tp, lora_rank, wanted, split, megatron)
+    stages = [_stage(spec, steps, index, pp, tp, lora_rank, wanted, split, megatron) for index in range(pp)]
     return max(stages, key=lambda h: (h.params, -h.stage_layers))
 
 
 def _stage(spec: ModelSpec, steps: tuple[Step, ...], stage: int, pp: int, tp: int, rank: int | None,
-           wanted: tuple[list[Linear], list[tuple[Step, ...]]], split: str) -> Held:
+           wanted: tuple[list[Linear], list[tuple[Step, ...]]], split: str, megatron: bool = False) -> Held:
     first, last = stage_bounds(spec.n_layers, pp, split, stage)
     linears, stacks = wanted
     linear_of = {group[0]: group for group in linears}  # by the linear's first step
@@ -267,7 +320,8 @@ def _stage(spec: ModelSpec, steps: tuple[Step, ...], stage: int, pp: int, tp: in
         # as a module per hybrid layer, tying the weights of the layers that apply one block (its tiny model's layers
         # 1 and 4 hold one gate_up_proj weight), and PEFT adapts each module (tests/peft_fused.py: 3 adapters, not 2)
         if rank and step in linear_of:
-            adapters += _adapters(linear_of[step], kinds.get(step.block, 0) if step.once else copies, rank, tp)
+            adapters += _adapters(linear_of[step], kinds.get(step.block, 0) if step.once else copies, rank, tp,
+                                  megatron)
         if rank and (step.id, step.block) in stack_of:
             adapters += _stack_adapter(stack_of[step.id, step.block], copies, rank, tp)
     return Held(tuple(tensors), matrices, tuple(adapters), last - first)

@@ -284,7 +284,7 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
     base, grads = _without_gradients(t)
     if s.optimizer_in_backward:
         trained = t.held.adapters if s.lora_rank else t.held.tensors
-        grads = min(grads, max((x.elements // x.copies for x in trained), default=0) * (p.adapter if s.lora_rank else p.grad))
+        grads = min(grads, max((x.elements // x.copies for x in trained), default=0) * (p.adapter_grads if s.lora_rank else p.grad))
     per_layer = [t.layer_bytes(terms) for _, _, terms in t.layers]
     layers = max(per_layer, default=0) if "activations" in s.offload else \
         sum(n * t.layer_bytes(terms) for _, n, terms in t.layers)

@@ -20,7 +20,12 @@ input: Setup.adapter_copies), bf16 under pure bf16; the frozen base is 16-bit ei
 DeepSpeed's engine casts the whole module to bf16 when bf16 is enabled, the adapters PEFT added included
 (deepspeed/runtime/engine.py, `_configure_distributed_model`: `self.module.bfloat16()`), and its bf16 / ZeRO
 optimizer keeps the fp32 master copy of what is trained: under LoRA, bf16 adapters (no cast copy of their
-inputs) with fp32 masters (`deepspeed-bf16`); for full training the same bytes as `mixed`.
+inputs) with fp32 masters (`deepspeed-bf16`); for full training the same bytes as `mixed`. Megatron-Bridge
+casts its adapters to the model's dtype too (NVIDIA-NeMo/Megatron-Bridge 29836cc src/megatron/bridge/peft/utils.py,
+ParallelLinearAdapter.__init__: `if model_parallel_config.bf16: self.bfloat16()`) and they read the layer's own
+normed input (peft/lora_layers.py, LoRALinear.forward: `self.adapter(layernorm_output.contiguous())`, no copy);
+Megatron's DDP accumulates every trained parameter's gradient in its fp32 main_grad and its optimizer keeps fp32
+masters, so under `mixed-fp32-grads` the adapters take 2 + 4 + 4 + 8 = 18 bytes, as full training does.
 """
 
 from __future__ import annotations
@@ -39,18 +44,25 @@ class Precision:
     adapter: int  # LoRA adapters' weights and gradients
     label: str
     autocast_copies: bool = False  # fp32 weights under bf16 autocast: each linear saves its bf16 weight copy
-    adapter_master: int = 0  # an fp32 master copy of the LoRA adapters (DeepSpeed's optimizer keeps one)
+    adapter_master: int = 0  # an fp32 master copy of the LoRA adapters (DeepSpeed's and Megatron's optimizers keep one)
+    adapter_grad: int = 0  # bytes per adapter gradient where not the adapters' own width (Megatron's fp32 main_grad)
     gathered_bf16: bool = False  # forward reads bf16 unsharded copies of the fp32 parameters (FSDP2's param_dtype:
     # "the dtype for the unsharded parameter and hence the dtype for forward/backward computation", torch 2.13
     # distributed/fsdp/_fully_shard/_fsdp_api.py, MixedPrecisionPolicy), the adapters' too
+
+    @property
+    def adapter_grads(self) -> int:
+        """Bytes per LoRA adapter gradient: the adapters' width unless the framework accumulates them wider."""
+        return self.adapter_grad or self.adapter
 
 
 PRECISIONS: dict[str, Precision] = {
     "mixed": Precision(2, 2, 4, 4, 4, "mixed precision: bf16 weights and gradients, fp32 master weights and optimizer states"),
     "deepspeed-bf16": Precision(2, 2, 4, 4, 2, "DeepSpeed bf16: the engine casts the module to bf16 (LoRA adapters "
                                 "too), fp32 master weights and optimizer states", adapter_master=4),
-    "mixed-fp32-grads": Precision(2, 4, 4, 4, 4, "mixed precision with fp32 gradients (Megatron's main_grad): bf16 "
-                                  "weights, fp32 gradients, master weights and optimizer states"),
+    "mixed-fp32-grads": Precision(2, 4, 4, 4, 2, "mixed precision with fp32 gradients (Megatron's main_grad): bf16 "
+                                  "weights, fp32 gradients, master weights and optimizer states",
+                                  adapter_master=4, adapter_grad=4),
     "bf16": Precision(2, 2, 0, 2, 2, "pure bf16: weights, gradients and optimizer states in bf16, no fp32 master copy"),
     "fp32-autocast": Precision(4, 4, 0, 4, 4, "fp32 weights, gradients and optimizer states, bf16 autocast for compute",
                                autocast_copies=True),

@@ -1,0 +1,77 @@
+"""LoRA as Megatron-Bridge runs it (`--framework megatron`): megatron-core's layers fuse q|k|v into linear_qkv and
+gate|up into linear_fc1 on every model, and its LoRA puts one ParallelLinearAdapter on each target module, A
+(linear_in) [in, r] and B (linear_out) [r, the fused output], both split t ways under tensor parallelism
+(NVIDIA-NeMo/Megatron-Bridge 2afd2d3 src/megatron/bridge/peft/lora.py, LoRA.transform; 29836cc
+src/megatron/bridge/peft/utils.py, get_adapter_attributes_from_linear and ParallelLinearAdapter.__init__)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_checks import check_run
+
+LORA = ["train", "llama-3.1-8b", "--seq", "2048", "--micro-batch", "1", "--lora-rank", "16", "--framework", "megatron"]
+MODULES = "linear_qkv,linear_proj,linear_fc1,linear_fc2"  # Megatron-Bridge's LoRA.target_modules default
+# meta-llama/Llama-3.1-8B config.json: hidden_size 4096, 32 attention heads and 8 KV heads of head_dim 128,
+# intermediate_size 14336, num_hidden_layers 32
+D, KV, FF, LAYERS = 4096, 8 * 128, 14336, 32
+QKV_OUT, FC1_OUT = D + 2 * KV, 2 * FF  # linear_qkv's q|k|v, linear_fc1's gate|up (megatron-core's fused widths)
+PER_LAYER = 16 * ((D + QKV_OUT) + (D + D) + (D + FC1_OUT) + (FF + D))  # r·(in + out) per target module
+
+
+def _trained(*options: str) -> int:
+    result = check_run([*LORA, *options, "--json"])
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)["trained_params"]
+
+
+@pytest.mark.parametrize("targets", [MODULES, "q,k,v,o,gate,up,down"])
+def test_one_adapter_per_fused_linear(targets: str) -> None:
+    """Llama-3.1-8B, rank 16: 32 × 16·[(4096 + 6144) + (4096 + 4096) + (4096 + 28672) + (14336 + 4096)] =
+    35,651,584, where PEFT's adapter per checkpoint module takes 41,943,040 (tests/test_train.py)."""
+    assert _trained("--lora-targets", targets) == LAYERS * PER_LAYER == 35_651_584
+
+
+def test_tensor_parallelism_splits_both_adapter_matrices() -> None:
+    """A is column- (linear_qkv, linear_fc1: r/t rows) or row-parallel (linear_proj, linear_fc2: in/t columns) and B
+    column-parallel (out/t): every adapter r·(in + out)/t per GPU."""
+    assert _trained("--gpus", "2", "--tp", "2") == LAYERS * PER_LAYER // 2
+
+
+def test_per_part_gives_each_projection_its_adapter() -> None:
+    """--lora-per-part: an adapter on q, k, v, gate and up apart, PEFT's count on Llama's separate modules."""
+    assert _trained("--lora-per-part") == 41_943_040
+
+
+def test_a_target_module_alone() -> None:
+    assert _trained("--lora-targets", "linear_qkv") == LAYERS * 16 * (D + QKV_OUT)
+
+
+@pytest.mark.parametrize(("model", "options", "message"), [
+    ("llama-3.1-8b", ["--lora-targets", "q,v"], "--lora-targets: megatron-core fuses q, k, v into one linear, which "
+     "Megatron-Bridge's LoRA adapts whole: target q, k, v together (or its name), not q, v alone (an adapter per "
+     "part: --lora-per-part)"),
+    ("llama-3.1-8b", ["--gpus", "8", "--tp", "8", "--lora-rank", "12"], "--lora-rank: 12 does not divide by --tp 8: "
+     "Megatron-Bridge's adapter A is column-parallel on linear_qkv and linear_fc1, r/t rows per GPU "
+     "(megatron.core's divide)"),
+    ("mixtral-8x7b", [], "--lora-targets: mixtral-8x7b's experts are grouped linears in megatron-core, which "
+     "Megatron-Bridge's LoRA adapts with one adapter shared by all experts; not counted yet (target the attention "
+     "and dense or shared-expert MLPs)"),
+])
+def test_what_megatron_does_not_run_as_counted_is_refused(model: str, options: list[str], message: str) -> None:
+    result = check_run([*LORA[:1], model, *LORA[2:], *options])
+    assert result.exit_code == 2
+    assert result.stderr == f"Error: {message}\n"
+
+
+def test_adapters_are_bf16_with_fp32_main_grads_masters_and_states() -> None:
+    """ParallelLinearAdapter casts itself to bf16 under Megatron's bf16 (utils.py, `self.bfloat16()`); Megatron's DDP
+    accumulates its gradients in the fp32 main_grad and the optimizer keeps fp32 masters and AdamW's m and v:
+    2 + 4 + 4 + 8 bytes per adapter parameter."""
+    result = check_run([*LORA, "--json"])
+    states = {row["key"]: row["bytes"] for row in json.loads(result.stdout)["states"]}
+    n = LAYERS * PER_LAYER
+    assert (states["weights"], states["gradients"], states["master_weights"], states["optimizer"]) == \
+        (2 * n, 4 * n, 4 * n, 8 * n)
