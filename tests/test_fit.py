@@ -97,6 +97,10 @@ def test_fit_refuses_trtllms_manager_flags_with_another_engine_once(engine: str 
     ("sglang", ["--indexer-kv-dtype", "fp8"]),  # vLLM's attention_config.indexer_kv_dtype
     ("trtllm", ["--indexer-kv-dtype", "fp8"]),
     ("vllm", ["--mamba-ssm-dtype", "float32"]),  # SGLang's Mamba pool
+    ("sglang", ["--no-async-scheduling"]),  # vLLM's scheduler (engines.py: its window and chunk groups alone)
+    ("sglang", ["--no-enable-prefix-caching"]),  # vLLM's mamba_cache_mode
+    ("trtllm", ["--no-async-scheduling"]),
+    ("trtllm", ["--no-enable-prefix-caching"]),
 ])
 def test_fit_refuses_another_engines_pool_flag_once_as_memory_does(engine: str, flags: list[str]) -> None:
     """A pool flag another engine's pool takes (or draft layers without draft steps) would fail every layout
