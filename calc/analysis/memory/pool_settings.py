@@ -149,6 +149,9 @@ class PoolSettings:
         if self._trtllm_set:
             raise GptcalcError(_NOT_TRTLLM + WITH_POOL)
         if self.indexer_kv_dtype != "auto":
+            from calc.analysis.memory.vllm_indexer import check_indexer_kv_dtype
+
+            check_indexer_kv_dtype(self.indexer_kv_dtype)
             raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm" + WITH_POOL)
         if self._vllm_set:
             raise GptcalcError(_NOT_VLLM + WITH_POOL)
