@@ -255,6 +255,10 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
     sizes = (_size(activation_memory, "--activation-memory"), _size(non_torch_memory, "--non-torch-memory"),
              _size(cuda_graph_memory, "--cuda-graph-memory"))
     encoder_activation = _size(encoder_activation_memory, "--encoder-activation-memory")
+    if (encoder_cache_size, mm_limit, encoder_activation) != (None, None, None) and not (
+            engine == "vllm" and target and kv_memory is None):  # only vLLM's start-up budget reads them
+        raise GptcalcError("--encoder-cache-size, --limit-mm-per-prompt and --encoder-activation-memory set vLLM's "
+                           "start-up budget: give --engine vllm with --budget (not --kv-memory)")
     startup = gpu = budget_of = None
     if engine and target:
         from calc.analysis.memory.startup import STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights, \

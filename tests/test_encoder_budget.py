@@ -134,3 +134,18 @@ def test_moonvit_rotary_table_is_built_in_the_profiling_run(tmp_path) -> None:  
     assert terms["encoder_rope"]["bytes"] == 512 * 512 * 36 * 8 == 75_497_472 and terms["encoder_rope"]["how"] == "exact"
     weights = terms["weights"]["source"]
     assert "vision tower's rotary" not in weights  # none at load: the tower's only table is this one
+
+
+@pytest.mark.parametrize("where", [["--engine", "sglang", "--budget", "H100-80GB"],  # SGLang scales its fraction
+                                   ["--engine", "trtllm", "--budget", "H100-80GB"],
+                                   ["--engine", "vllm", "--kv-memory", "10GiB"],  # no start-up budget drawn up
+                                   ["--budget", "H100-80GB"]])  # no engine
+@pytest.mark.parametrize("flag", [["--encoder-cache-size", "49152"], ["--limit-mm-per-prompt", "0"],
+                                  ["--encoder-activation-memory", "1GiB"]])
+def test_vllm_encoder_flags_refused_where_no_vllm_budget_reads_them(where: list[str], flag: list[str]) -> None:
+    """The encoder cache and forward are terms of vLLM's start-up budget alone (startup.startup_budget): with
+    another engine's budget, or none, one `Error:` line naming vLLM, not a pool that ignores them."""
+    result = check_run(["memory", QWEN3_VL, "--seq", "32768", *where, *flag])
+    assert result.exit_code == 2 and result.stderr == (
+        "Error: --encoder-cache-size, --limit-mm-per-prompt and --encoder-activation-memory set vLLM's start-up "
+        "budget: give --engine vllm with --budget (not --kv-memory)\n"), result.stderr

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from calc.analysis.memory import engine_lines, kv_cache, kv_pool
 from calc.cli import main
 from calc.spec.load import load_spec
+from cli_checks import check_run
 
 LLAMA_31_8B_TOKEN = 32 * 2 * 8 * 128 * 2  # 131,072 B: 32 layers, K and V, 8 KV heads of 128, bf16
 
@@ -120,6 +121,18 @@ def test_vllm_without_async_scheduling_holds_one_batch_in_flight() -> None:
     assert (on["hybrid_groups"]["tokens_in_flight"], off["hybrid_groups"]["tokens_in_flight"]) == (4096, 2048)
     assert off["max_concurrency"] == f"{27306 / 2185:.2f}" == "12.50"
     assert on["max_concurrency"] == f"{27306 / 2313:.2f}" == "11.81"
+
+
+@pytest.mark.parametrize("flag", ["--no-async-scheduling", "--no-enable-prefix-caching"])
+@pytest.mark.parametrize("more", [["--engine", "sglang", "--kv-memory", "10GiB"], ["--engine", "trtllm", "--budget", "H100"],
+                                  ["--engine", "llamacpp", "--budget", "H100"], ["--engine", "vllm"], []])
+def test_vllm_pool_switches_refused_where_no_vllm_pool_reads_them(flag: str, more: list[str]) -> None:
+    """vLLM's scheduler and prefix-caching switches shape its pool alone (kv_pool reads them under --engine vllm):
+    with another engine's pool, or with no pool sized, one `Error:` line naming vLLM, not a figure that ignores it."""
+    result = check_run(["memory", "llama-3-8b", "--seq", "8k", *more, flag])
+    assert result.exit_code == 2 and result.stderr == (
+        "Error: --no-async-scheduling and --no-enable-prefix-caching set vLLM's pool: give --engine vllm with "
+        "--budget or --kv-memory\n"), result.stderr
 
 
 def test_vllm_pipeline_stages_add_batches_in_flight() -> None:

@@ -97,6 +97,10 @@ def test_fit_refuses_trtllms_manager_flags_with_another_engine_once(engine: str 
     ("sglang", ["--indexer-kv-dtype", "fp8"]),  # vLLM's attention_config.indexer_kv_dtype
     ("trtllm", ["--indexer-kv-dtype", "fp8"]),
     ("vllm", ["--mamba-ssm-dtype", "float32"]),  # SGLang's Mamba pool
+    ("sglang", ["--no-async-scheduling"]),  # vLLM's scheduler (engines.py: its window and chunk groups alone)
+    ("sglang", ["--no-enable-prefix-caching"]),  # vLLM's mamba_cache_mode
+    ("trtllm", ["--no-async-scheduling"]),
+    ("trtllm", ["--no-enable-prefix-caching"]),
 ])
 def test_fit_refuses_another_engines_pool_flag_once_as_memory_does(engine: str, flags: list[str]) -> None:
     """A pool flag another engine's pool takes (or draft layers without draft steps) would fail every layout
@@ -164,3 +168,17 @@ def test_fit_takes_vllms_scheduling_options_as_memory_does(options: list[str]) -
     # (tests/test_vllm_chunked.py): in flight 2 x 8,192 by default, 8,192 without async scheduling, 2 x 2,048
     in_flight = {0: 2 * 8192, 1: 8192, 2: 2 * 2048}[len(options)]
     assert engine["blocks_per_request"] == 8192 + 3 * -(-(8192 + in_flight) // 16)
+
+
+def test_fit_names_the_card_a_layout_was_not_tried_on() -> None:
+    """vLLM takes DeepSeek-V4's indexer keys in mxfp4 on SM10x cards only (v1/attention/backends/mla/indexer.py:91-96):
+    under --gpus H100,B200 the B200s of tp 4 serve, so the refusal is the H100's (compute capability 9.0), not the
+    layout's; with --gpus H100 alone it is every card's, and the line names none."""
+    args = ["fit", "deepseek-v4-flash", "--seq", "32k", "--engine", "vllm", "--indexer-kv-dtype", "mxfp4"]
+    both = fit(*args[1:], "--gpus", "H100,B200")
+    assert any(c["gpus"] == 4 and c["gpu"] == "B200" and c["tp"] == 4 for c in both["candidates"]), both["candidates"]
+    reason = ": --indexer-kv-dtype mxfp4: vLLM takes it on SM10x cards only"
+    assert any(line.startswith("tp 4 pp 1 ep 1 on H100-80GB" + reason) for line in both["skipped_layouts"]), both["skipped_layouts"]
+    assert not any(line.startswith("tp 4 pp 1 ep 1:") for line in both["skipped_layouts"])
+    alone = fit(*args[1:], "--gpus", "H100")
+    assert any(line.startswith("tp 8 pp 1 ep 1" + reason) for line in alone["skipped_layouts"]), alone["skipped_layouts"]

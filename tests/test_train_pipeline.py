@@ -330,3 +330,18 @@ def test_microbatches_a_schedule_cannot_run_are_one_error_line(args: list[str], 
                                        *args])
     assert result.exit_code == 2 and result.output.startswith(f"Error: {message}"), result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("more, says", [
+    (["--pp", "4", "--gpus", "4"], "micro-batch 1 × seq 4,096, 3 pipeline steps of 4 micro-batches,"),  # n = pp
+    (["--pp", "4", "--gpus", "4", "--pp-microbatches", "8"], "micro-batch 1 × seq 4,096, 3 pipeline steps of 8 "
+                                                              "micro-batches,"),
+    (["--gpus", "1"], "micro-batch 1 × 3 accumulated × seq 4,096,"),  # no pipeline: 3 micro-batches a step
+])
+def test_title_says_what_grad_accumulation_runs_under_pp(more: list[str], says: str) -> None:
+    """Under --pp, --grad-accumulation K is K pipeline steps an optimizer step, each of --pp-microbatches
+    micro-batches (torchtitan's trainer.py: one forward_backward_step per group), not K micro-batches."""
+    result = CliRunner().invoke(main, ["train", "llama-3-8b", "--seq", "4096", "--micro-batch", "1",
+                                       "--grad-accumulation", "3", *more], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert says in result.output, result.output

@@ -41,6 +41,21 @@ def test_only_with_a_vllm_pool() -> None:
              "--indexer-kv-dtype", "mxfp4"], "is vLLM's")
 
 
+@pytest.mark.parametrize("args", [
+    ["fit", "llama-3-8b", "--seq", "8k", "--engine", "sglang"],
+    ["fit", "llama-3-8b", "--seq", "8k", "--engine", "vllm"],
+    ["memory", "llama-3-8b", "--seq", "8k", "--engine", "sglang", "--budget", "H100"],
+    ["memory", "llama-3-8b", "--seq", "8k", "--engine", "trtllm", "--budget", "H100"],
+    ["memory", "llama-3-8b", "--seq", "8k"],  # no pool at all
+])
+def test_a_value_vllm_does_not_name_is_refused_first_everywhere(args: list[str]) -> None:
+    """int4 is none of vLLM's IndexerKVDType values (config/attention.py:13): memory and fit say so alike, whatever
+    the engine or pool, before saying whose option it is."""
+    result = check_run([*args, "--indexer-kv-dtype", "int4"])
+    assert result.exit_code == 2 and result.stderr == (
+        "Error: --indexer-kv-dtype 'int4': choose from auto, bf16, fp8, mxfp4, nvfp4\n"), result.stderr
+
+
 def refused(args: list[str], message: str) -> None:
     result = check_run(args)
     assert result.exit_code == 2 and message in result.stderr, result.stderr

@@ -113,8 +113,11 @@ class Candidate:
                 "budget": self.budget.to_json()}
 
 
-def _skipped(layout: Layout, exc: GptcalcError) -> str:
-    return f"tp {layout.tp} pp {layout.pp} ep {layout.ep}: {exc}"
+def _skipped(layout: Layout, exc: GptcalcError | str, cards: tuple[str, ...] = ()) -> str:
+    """One 'not tried' reason; `cards`: the GPUs of --gpus it holds for where others of that layout were tried
+    (a card's own refusal, such as a key dtype its compute capability lacks), none where it holds for all."""
+    where = f" on {', '.join(cards)}" if cards else ""
+    return f"tp {layout.tp} pp {layout.pp} ep {layout.ep}{where}: {exc}"
 
 
 def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], engine: str = "vllm",
@@ -152,6 +155,7 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
             skipped[_skipped(layout, exc)] = None
             continue
         draft = pool_settings.draft(engine, spec, result.weights, layout)
+        refused: dict[str, list[str]] = {}  # each reason, the cards of this layout it held on
         for gpu in gpus:
             extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep)
             budget_of = partial(startup_budget, engine, spec, gpu, tp=layout.tp, pp=layout.pp, reserves=reserves,
@@ -167,13 +171,15 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
                                            reserves.max_batched or vllm_batch_defaults(budget.total)[0], layout,
                                            gpu.capability, stages, trtllm_ranks=ranks)
                         if budget.kv_memory > 0 else None)
-            except GptcalcError as exc:  # a layout whose pages the engine model does not cover
-                skipped[_skipped(layout, exc)] = None
+            except GptcalcError as exc:  # a layout whose pages the engine model does not cover, or not on this card
+                refused.setdefault(str(exc), []).append(gpu.name)
                 continue
             own = pool.rank_budget if pool else None  # under TensorRT-LLM's --pp: the budget of the rank whose pool
             candidate = Candidate(gpu, layout, result.weights.total_bytes, own or budget, pool, seq, concurrency,
                                   dp_attention.size if dp_attention is not None else 1)
             if candidate.serves:
                 served.append(candidate)
+        for reason, cards in refused.items():
+            skipped[_skipped(layout, reason, tuple(cards) if len(cards) < len(gpus) else ())] = None
     served.sort(key=lambda c: (c.layout.gpus, c.gpu.mib, -c.requests, c.layout.ep))
     return served, list(skipped)

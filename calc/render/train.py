@@ -8,7 +8,7 @@ from __future__ import annotations
 from calc.render.markup import styled
 from calc.render.table import Table
 
-from calc.analysis.train import PRECISIONS, Training
+from calc.analysis.train import PRECISIONS, Setup, Training
 from calc.analysis.train.activations import WRITTEN_GELU
 from calc.analysis.train.budget import Answer
 from calc.analysis.train.frameworks import FRAMEWORKS
@@ -31,11 +31,20 @@ def _setup(t: Training) -> str:
         + (f" × cp {s.cp}" if s.cp > 1 else "")
     frame = f", {s.framework} conventions" if s.framework else ""
     every = f" every {s.checkpoint_every} layers" if s.checkpoint_every > 1 else ""
-    steps = f" × {s.grad_accumulation} accumulated{' (no_sync)' if s.no_sync else ''}" if s.grad_accumulation > 1 else ""
-    return (f"{t.model}, memory per GPU: {gpus}, ZeRO-{s.zero}, micro-batch {s.micro_batch}{steps} × seq "
-            f"{s.seq:,}, {s.precision} precision, {s.loss} loss, recompute {s.recompute}{every}, "
+    return (f"{t.model}, memory per GPU: {gpus}, ZeRO-{s.zero}, {_batches(t.setup)}, {s.precision} precision, {s.loss} loss, recompute {s.recompute}{every}, "
             f"{s.attention} attention{', compiled layers' if s.compile else ''}{lora}"
             f"{f', float8 {s.float8}' if s.float8 != 'none' else ''}{frame}")
+
+
+def _batches(s: Setup) -> str:
+    """What an optimizer step runs: K accumulated micro-batches, or under --pp K pipeline steps, each of its
+    micro-batches (Setup.microbatches: --pp-microbatches, else pp), not K micro-batches."""
+    shape, sync = f"micro-batch {s.micro_batch} × seq {s.seq:,}", " (no_sync)" if s.no_sync else ""
+    if s.grad_accumulation == 1:
+        return shape
+    if s.pp > 1:
+        return f"{shape}, {s.grad_accumulation} pipeline steps of {s.microbatches} micro-batches{sync}"
+    return f"micro-batch {s.micro_batch} × {s.grad_accumulation} accumulated{sync} × seq {s.seq:,}"
 
 
 def _bytes(n: int) -> tuple[str, str, str]:

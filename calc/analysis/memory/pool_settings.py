@@ -27,6 +27,7 @@ __all__ = ["PoolSettings"]
 
 _NOT_TRTLLM = ("--use-kv-cache-manager-v2 and --disable-overlap-scheduler set TensorRT-LLM's KV cache manager: give "
                "--engine trtllm")
+_NOT_VLLM = "--no-async-scheduling and --no-enable-prefix-caching set vLLM's pool: give --engine vllm"
 WITH_POOL = " with --budget or --kv-memory"  # memory's: its pool needs a GPU budget or the log's figure too
 
 
@@ -60,6 +61,8 @@ class PoolSettings:
         from calc.analysis.memory.engines import kv_pool
         from calc.analysis.memory.sglang_states import sglang_ssm_bytes
 
+        if self._vllm_set and engine != "vllm":
+            raise GptcalcError(_NOT_VLLM + WITH_POOL)
         return kv_pool(kv, engine, kv_memory, max_model_len, block, max_batched, pp=layout.pp, capability=capability,
                        async_scheduling=self.async_scheduling, indexer_kv_dtype=self.indexer_kv_dtype,
                        prefix_caching=self.prefix_caching, speculative_steps=self.speculative_num_steps,
@@ -90,12 +93,19 @@ class PoolSettings:
         return sizes_v2(spec, kv, self.kv_cache_manager_v2)
 
     @property
+    def _vllm_set(self) -> bool:
+        """Whether a switch of vLLM's pool is turned off (async scheduling, prefix caching): no other engine's
+        pool reads them, so another engine would ignore it silently."""
+        return not self.async_scheduling or not self.prefix_caching
+
+    @property
     def _trtllm_set(self) -> bool:
         """Whether a flag of TensorRT-LLM's KV cache manager is given (not at its default)."""
         return self.kv_cache_manager_v2 != "auto" or not self.overlap_scheduler
 
     def refuse_other_engines(self, engine: str) -> None:
-        """Refuse, once, a flag of another engine's pool than `engine`'s (vLLM's --indexer-kv-dtype, SGLang's draft
+        """Refuse, once, a flag of another engine's pool than `engine`'s (vLLM's --indexer-kv-dtype,
+        --no-async-scheduling and --no-enable-prefix-caching, SGLang's draft
         flags and --mamba-ssm-dtype, TensorRT-LLM's manager flags) or draft layers without draft steps: fit sizes
         every layout's pool with the same flags, so each would fail alike, and one `Error:` says it as memory does
         (memory's own refusal of the last two, sizing its one pool, adds its --budget or --kv-memory)."""
@@ -110,6 +120,8 @@ class PoolSettings:
             raise GptcalcError(NOT_SGLANG)
         if self._trtllm_set and engine != "trtllm":
             raise GptcalcError(_NOT_TRTLLM)
+        if self._vllm_set and engine != "vllm":
+            raise GptcalcError(_NOT_VLLM)
 
     def refuse_for_model(self, kv: KVCache, engine: str) -> None:
         """What these flags ask of the model's cache `kv` that `engine` refuses or gptcalc does not model, whatever
@@ -133,9 +145,13 @@ class PoolSettings:
             raise GptcalcError(NOT_SGLANG + WITH_POOL)
         if self.speculative_num_steps or self.speculative_draft_layers:
             raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give "
-                               "--engine sglang with --budget or --kv-memory")
+                               "--engine sglang" + WITH_POOL)
         if self._trtllm_set:
             raise GptcalcError(_NOT_TRTLLM + WITH_POOL)
         if self.indexer_kv_dtype != "auto":
-            raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm with --budget or "
-                               "--kv-memory")
+            from calc.analysis.memory.vllm_indexer import check_indexer_kv_dtype
+
+            check_indexer_kv_dtype(self.indexer_kv_dtype)
+            raise GptcalcError("--indexer-kv-dtype sets the pages of vLLM's pool: give --engine vllm" + WITH_POOL)
+        if self._vllm_set:
+            raise GptcalcError(_NOT_VLLM + WITH_POOL)

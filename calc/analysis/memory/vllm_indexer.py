@@ -21,8 +21,8 @@ from __future__ import annotations
 from calc.analysis.memory.kv import KVCache
 from calc.errors import GptcalcError
 
-__all__ = ["INDEXER_KV_DTYPES", "block_indexer_bytes", "indexer_key_bytes", "key_dtype", "refuse_off_vllm",
-           "resolve_indexer_kv_dtype"]
+__all__ = ["INDEXER_KV_DTYPES", "block_indexer_bytes", "check_indexer_kv_dtype", "indexer_key_bytes", "key_dtype",
+           "refuse_off_vllm", "resolve_indexer_kv_dtype"]
 
 INDEXER_KV_DTYPES = ("auto", "bf16", "fp8", "mxfp4", "nvfp4")  # vLLM's IndexerKVDType (config/attention.py:13)
 DSA = "DSA indexer"  # DeepSeek-V3.2's keys (calc/parts)
@@ -41,8 +41,6 @@ def resolve_indexer_kv_dtype(kv: KVCache, engine: str, dtype: str, capability: t
     kinds = [kind.kind for kind in kv.layers if kind.kind in CHOICES]
     if dtype == "auto":
         return CHOICES[kinds[0]][0] if kinds else "fp8"
-    if dtype not in INDEXER_KV_DTYPES:
-        raise GptcalcError(f"--indexer-kv-dtype {dtype!r}: choose from {', '.join(INDEXER_KV_DTYPES)}")
     refuse_off_vllm(engine, dtype)
     if not kinds:
         raise GptcalcError(f"--indexer-kv-dtype: {kv.model} has no sparse-attention indexer whose keys it would set")
@@ -56,8 +54,17 @@ def resolve_indexer_kv_dtype(kv: KVCache, engine: str, dtype: str, capability: t
     return dtype
 
 
+def check_indexer_kv_dtype(dtype: str) -> None:
+    """A value vLLM's IndexerKVDType does not name is refused first, whatever the engine or pool, so that
+    memory and fit say the same of it."""
+    if dtype not in INDEXER_KV_DTYPES:
+        raise GptcalcError(f"--indexer-kv-dtype {dtype!r}: choose from {', '.join(INDEXER_KV_DTYPES)}")
+
+
 def refuse_off_vllm(engine: str, dtype: str) -> None:
-    """--indexer-kv-dtype is vLLM's option alone: another engine refuses it rather than ignore it."""
+    """--indexer-kv-dtype is vLLM's option alone: another engine refuses it rather than ignore it (a value vLLM
+    does not name, first, check_indexer_kv_dtype)."""
+    check_indexer_kv_dtype(dtype)
     if dtype != "auto" and engine != "vllm":
         raise GptcalcError("--indexer-kv-dtype is vLLM's (its attention_config.indexer_kv_dtype): give --engine vllm")
 

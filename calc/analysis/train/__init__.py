@@ -506,12 +506,12 @@ def _rank(spec: ModelSpec, s: Setup, rank: Rank) -> Training:
     each stage's layers with the micro-batches in flight at the rank's first backward."""
     p, stages = PRECISIONS[s.precision], rank.schedule.stages(rank.index)
     each = replace(s, pp=s.pp * s.virtual, gpus=s.gpus * s.virtual, pp_schedule="1f1b", pp_virtual=None)
-    parts = [_train(spec, each, Stage(g, each.pp)) for g in stages]
+    parts = [_train(spec, each, Stage(g, each.pp, s.microbatches)) for g in stages]
     first = rank.schedule.held(rank.index)[0]
     h = Held(tuple(x for u in parts for x in u.held.tensors), sum(u.held.layer_matrices for u in parts),
              tuple(x for u in parts for x in u.held.adapters), sum(u.held.stage_layers for u in parts))
     layers = tuple((f"stage {g}: {kind}", n, terms) for g in stages for kind, n, terms in
-                   _layers(spec, each, p, Stage(g, each.pp), first.in_flight(g)))
+                   _layers(spec, each, p, Stage(g, each.pp, s.microbatches), first.in_flight(g)))
     outside = tuple(x for u in parts for x in u.outside)
     t = Training(spec.name, s, h, _summed(parts), layers, outside, (), None, _drops(spec),
                  parts[0].all_experts, rank)

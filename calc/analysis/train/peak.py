@@ -312,7 +312,7 @@ def moments(t: "Training", spec: ModelSpec, p: Precision, gathered: tuple[int, i
     if quantised_head(spec, s):  # each chunk's gradient through the head dequantises it again
         k = loss.chunk(n, vocab, spec.d_model)
         out.append(Moment("backward, through the NF4 head", base + kept + acc + (
-            ("the chunk's logits gradient (bf16)", 2 * k * vocab),
+            ("the chunk's logits gradient (bf16)", ACT_BYTES * k * vocab),
             ("the head dequantised", dequantised_bytes(s) * vocab * spec.d_model))))
     out += _next_forward(t, spec, base + acc + f.root, kept[0][1] - loss.held * n * vocab, n, vocab)
     in_layer = _in_layer(t, spec)
@@ -455,15 +455,15 @@ def _head_accumulated(loss, n: int, vocab: int, d: int, head_grad: int, last: bo
             ("the head's weight gradient: the sum so far and the last chunk's" + (
                 ", and their sum (out of place at the second chunk)" if loss.chunks == 2 else " (added in place)"),
              (3 if loss.chunks == 2 else 2) * head_grad),
-            ("the last chunk's logits gradient (bf16)", 2 * k * vocab),
-            ("the head input's gradient, every chunk's piece (bf16)", 2 * n * d))
+            ("the last chunk's logits gradient (bf16)", ACT_BYTES * k * vocab),
+            ("the head input's gradient, every chunk's piece (bf16)", ACT_BYTES * n * d))
     reached = min(n, 2 * k)  # the tokens of the two chunks the head's backward has run (fewer tokens: all)
     freed = loss.held * (reached if loss.head_inside else n) * vocab
-    pending = 0 if loss.head_inside else 2 * (n - reached) * vocab
+    pending = 0 if loss.head_inside else ACT_BYTES * (n - reached) * vocab
     return freed, (("the head's weight gradient summed out of place (the sum so far, the chunk's, the new sum)",
                     3 * head_grad),
                    ("the logits' gradients of the chunks the head has not reached (bf16)", pending),
-                   ("the head input's gradient, two chunks' pieces (bf16)", 2 * reached * d))
+                   ("the head input's gradient, two chunks' pieces (bf16)", ACT_BYTES * reached * d))
 
 
 def _next_forward(t: "Training", spec: ModelSpec, held: tuple[tuple[str, int], ...], kept: int, n: int,
