@@ -21,6 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from calc.analysis.count import count
+from calc.analysis.memory.parallel import Layout
+from calc.analysis.memory.schemes import find_scheme
+from calc.analysis.memory.sglang_draft import draft_weights
+from calc.analysis.memory.weights import weights
+from calc.spec.load import load_spec
 from tests.cli_checks import check_run
 
 CONFIG = json.loads((Path(__file__).parent / "configs" / "model_types" / "deepseek_v4.json").read_text())
@@ -58,7 +64,8 @@ def test_fp8_fp4_at_tp8() -> None:
 
 def test_dp_attention_keeps_every_sink_already() -> None:
     """--dp-size 8: an attention group of one GPU, so the share of the sinks is every head; the norms remain."""
-    assert f"{norms() * 2:,} B of fp32 parameters kept whole" in extra_term(8, "--enable-dp-attention", "--dp-size", "8")
+    term = extra_term(8, "--enable-dp-attention", "--dp-size", "8")
+    assert f"{norms() * 2:,} B of fp32 parameters kept whole" in term
 
 
 def test_bf16_weights_widen_every_fp32_parameter() -> None:
@@ -77,3 +84,15 @@ def test_other_models_keep_none(model: str) -> None:
     result = check_run(["memory", model, "--engine", "sglang", "--budget", "8xH200", "--tp", "8", "--json"])
     assert result.exit_code == 0, result.output
     assert "fp32 parameters kept whole" not in result.stdout
+
+
+def test_the_mtp_draft_keeps_its_sinks_whole() -> None:
+    """The draft worker's MTP layer is an MQALayer too (models/deepseek_v4_nextn.py builds DeepseekV4DecoderLayer): its
+    attn_sink holds all 64 heads in fp32 on each of 8 GPUs, 64 x 4 - 64 / 8 x 4 = 224 B beyond the share. The layer
+    after Flash's 43 is sliding (compress_ratios[43] = 0), so no compressor norm comes with it."""
+    assert CONFIG["compress_ratios"][LAYERS] == 0
+    spec = load_spec("deepseek-v4-flash")
+    stored = weights(count(spec), "bf16", scheme=find_scheme("fp8-fp4"), spec=spec)
+    without = spec.replaced(sglang=spec.sglang.replaced(fp32_whole=()))
+    held, bare = (draft_weights(s, stored, Layout(tp=8), None).own for s in (spec, without))
+    assert held - bare == HEADS * 4 - HEADS // 8 * 4 == 224
