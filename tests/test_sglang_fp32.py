@@ -1,4 +1,5 @@
-"""SGLang's DeepSeek-V4 parameters kept whole in fp32 (calc/analysis/memory/sglang_fp32.py). Every expected figure is
+"""SGLang's DeepSeek-V4 parameters kept whole in fp32 (calc/analysis/memory/sglang_fp32.py) and its complex64 freqs_cis
+tables (calc/analysis/memory/rope_cache.py sglang_freqs_cis). Every expected figure is
 recomputed here from DeepSeek-V4-Flash's config.json (tests/configs/model_types/deepseek_v4.json, from
 https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash) and what SGLang's files allocate:
 
@@ -23,6 +24,7 @@ import pytest
 
 from calc.analysis.count import count
 from calc.analysis.memory.parallel import Layout
+from calc.analysis.memory.rope_cache import sglang_freqs_cis
 from calc.analysis.memory.schemes import find_scheme
 from calc.analysis.memory.sglang_draft import draft_weights
 from calc.analysis.memory.weights import weights
@@ -96,3 +98,15 @@ def test_the_mtp_draft_keeps_its_sinks_whole() -> None:
     without = spec.replaced(sglang=spec.sglang.replaced(fp32_whole=()))
     held, bare = (draft_weights(s, stored, Layout(tp=8), None).own for s in (spec, without))
     assert held - bare == HEADS * 4 - HEADS // 8 * 4 == 224
+
+
+def test_freqs_cis_tables_beside_the_cos_sin_ones() -> None:
+    """MQALayer registers precompute_freqs_cis(qk_rope_head_dim, max_position_embeddings, ...) (models/deepseek_v4.py at
+    000328a8), complex64 [positions, dim / 2], and layers/deepseek_v4_rope.py (130a40708e1d) caches it lru_cache(2): one
+    tensor for the sliding layers (rope_theta, no YaRN) and one for the compressed layers (compress_rope_theta, YaRN),
+    1,048,576 x 32 x 8 B each. A model without the fact keeps none."""
+    table = CONFIG["max_position_embeddings"] * CONFIG["qk_rope_head_dim"] // 2 * 8
+    assert CONFIG["rope_theta"] != CONFIG["compress_rope_theta"] and table == 268_435_456
+    assert sglang_freqs_cis(load_spec("deepseek-v4-flash")) == 2 * table
+    assert f"{2 * table:,} B of complex64 rotary freqs_cis" in extra_term(8)
+    assert sglang_freqs_cis(load_spec("deepseek-v3")) == 0

@@ -69,7 +69,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     # higher precision RoPE": layers/rotary_embedding/deepseek_scaling_rope.py L237-242)
     spec = decoder(cfg, "deepseek_v4", blocks, layers, rms, cfg.bool("tie_word_embeddings"), **mtp,
                    vllm={"rope_dtype": "float32"}, llamacpp={"kept_types": {"router": "bf16"}},
-                   sglang={"dp_attention": "deepseek_v4", "fp32_whole": SGLANG_FP32})
+                   sglang={"dp_attention": "deepseek_v4", "fp32_whole": SGLANG_FP32,
+                                                         "freqs_cis": True})
     spec["head"] = {**spec["head"], "hyper": hyper}
     return spec
 

@@ -51,3 +51,6 @@ class SglangBuild(Part):
     # tensor-parallel size (DeepSeek-V4's attn_sink, hyper-connections, compressor position biases and norms:
     # calc.analysis.memory.sglang_fp32). Empty: none read.
     fp32_whole: tuple[str, ...] = Field(default=(), strict=False)
+    # The model file keeps complex64 freqs_cis tables of max_position_embeddings rows beside get_rope's cos/sin ones
+    # (DeepSeek-V4's MQALayer: calc.analysis.memory.rope_cache.sglang_freqs_cis). False: none read.
+    freqs_cis: bool = False
