@@ -265,7 +265,8 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
             startup_budget
 
         gpu = budget_gpu(target)
-        extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep, towers=not text_only)
+        extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep, towers=not text_only,
+                                     attention_tp=dp_attention.attention_tp(layout.tp) if dp_attention else None)
         encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
         if engine in STARTUP_ENGINES and kv_memory is None:
             reserves = Reserves(fraction, *sizes, max_batched, max_seqs, encoder_cache_size, mm_limit,

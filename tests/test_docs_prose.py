@@ -5,8 +5,8 @@ sentence is not, and goes stale when a rule changes. Such a sentence carries an 
 start of a line (there it would begin an HTML block and split the paragraph) nor inside a code span (there it
 would show as text); markdown then shows nothing of it:
 
-    ... gives 2 × H200 3,426,304 tokens, 3.27x; ... <!-- prose-check: fit deepseek-v4-flash --seq 1m
-    --engine sglang --gpus H200 => 3,426,304; 3.27x -->     (one line in the document)
+    ... gives 2 × H200 3,392,512 tokens, 3.24x; ... <!-- prose-check: fit deepseek-v4-flash --seq 1m
+    --engine sglang --gpus H200 => 3,392,512; 3.24x -->     (one line in the document)
 
 Each figure must appear both in the marker's paragraph (the prose, outside the marker) and in the
 command's output, compared without thousands separators so that prose's `327,680` matches an engine's

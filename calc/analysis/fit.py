@@ -157,7 +157,8 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
         draft = pool_settings.draft(engine, spec, result.weights, layout)
         refused: dict[str, list[str]] = {}  # each reason, the cards of this layout it held on
         for gpu in gpus:
-            extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep)
+            extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep,
+                                         attention_tp=dp_attention.attention_tp(layout.tp) if dp_attention else None)
             budget_of = partial(startup_budget, engine, spec, gpu, tp=layout.tp, pp=layout.pp, reserves=reserves,
                                 extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None,
                                 draft=draft, dp=dp_attention.size if dp_attention is not None else None)

@@ -42,6 +42,9 @@ DEFAULTS: dict[str, Any] = {
 RATES = {CSA: 4, HCA: 128}  # default_compress_rates
 RATIO_TYPES = {0: SLIDING, 4: CSA, 128: HCA}  # _COMPRESS_RATIO_TO_LAYER_TYPE
 SHORT = {SLIDING: "swa", CSA: "csa", HCA: "hca"}
+# What SGLang allocates in fp32 and whole on every GPU (models/deepseek_v4.py at 000328a8: attn_sink of n_heads, the
+# hyper-connections; layers/attention/dsv4/compressor.py: ape and the norm's weight_dtype): calc.analysis.memory.sglang_fp32
+SGLANG_FP32 = ("attn_sinks", "hc_attn", "hc_mlp", "hc_head", "comp_bias", "comp_norm", "idx_bias", "idx_norm")
 # DeepseekV4Config.attribute_map: intermediate_size and num_local_experts name the same sizes, and win
 # when both are given (set after the dataclass fields)
 WIDTH, EXPERTS = ("intermediate_size", "moe_intermediate_size"), ("num_local_experts", "n_routed_experts")
@@ -66,7 +69,8 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     # higher precision RoPE": layers/rotary_embedding/deepseek_scaling_rope.py L237-242)
     spec = decoder(cfg, "deepseek_v4", blocks, layers, rms, cfg.bool("tie_word_embeddings"), **mtp,
                    vllm={"rope_dtype": "float32"}, llamacpp={"kept_types": {"router": "bf16"}},
-                   sglang={"dp_attention": "deepseek_v4"})
+                   sglang={"dp_attention": "deepseek_v4", "fp32_whole": SGLANG_FP32,
+                                                         "freqs_cis": True})
     spec["head"] = {**spec["head"], "hyper": hyper}
     return spec
 

@@ -47,3 +47,10 @@ class SglangBuild(Part):
     # The copy is of kv_b_proj's weight as loaded, neither dequantised nor requantised (Kimi-Linear's
     # post_load_weights): an FP8 kv_b is copied in FP8.
     mla_kv_b_as_stored: bool = False
+    # Components the model file allocates in fp32 and whole on every GPU, whatever the checkpoint's dtype and the
+    # tensor-parallel size (DeepSeek-V4's attn_sink, hyper-connections, compressor position biases and norms:
+    # calc.analysis.memory.sglang_fp32). Empty: none read.
+    fp32_whole: tuple[str, ...] = Field(default=(), strict=False)
+    # The model file keeps complex64 freqs_cis tables of max_position_embeddings rows beside get_rope's cos/sin ones
+    # (DeepSeek-V4's MQALayer: calc.analysis.memory.rope_cache.sglang_freqs_cis). False: none read.
+    freqs_cis: bool = False

@@ -27,8 +27,8 @@ from calc.analysis.memory.kv import KVCache, kv_cache
 from calc.errors import GptcalcError
 from calc.spec.model import ModelSpec
 
-__all__ = ["Layout", "Stage", "check_tp", "layer_params", "pp_partitions", "stage_kv", "stages", "validate_layout",
-           "whole_cache"]
+__all__ = ["Layout", "Stage", "check_tp", "layer_params", "pp_partitions", "replicated", "stage_kv", "stages",
+           "validate_layout", "whole_cache"]
 
 # Whole on every tensor-parallel GPU (everything else in a layer is sharded tp ways).
 REPLICATED = ("attn_out_bias", "mlp_down_bias", "shared_mlp_down_bias", "mlp_act", "shared_mlp_act", "router",
@@ -110,9 +110,14 @@ def pp_partitions(n_layers: int, pp: int) -> list[int]:
     return parts
 
 
+def replicated(name: str) -> bool:
+    """Whether component `name` is whole on every tensor-parallel GPU (the rest of a layer is split)."""
+    return name in REPLICATED or "norm" in name
+
+
 def _share(name: str, n: int, layout: Layout, kv_split: int) -> int:
     """One GPU's part of `n` parameters of component `name`."""
-    if name in REPLICATED or "norm" in name:
+    if replicated(name):
         return n
     if name.startswith(EXPERTS) and layout.ep > 1:
         return -(-n // layout.ep)

@@ -54,7 +54,8 @@ from calc.parts.attention import Rope
 from calc.spec.model import ModelSpec
 from calc.towers import Tower
 
-__all__ = ["ROPE_SOURCE", "SGLANG_ROPE_SOURCE", "TOWER_ROPE_SOURCE", "sglang_rope_cache", "vllm_rope_cache",
+__all__ = ["ROPE_SOURCE", "SGLANG_FREQS_CIS_SOURCE", "SGLANG_ROPE_SOURCE", "TOWER_ROPE_SOURCE", "sglang_freqs_cis",
+           "sglang_rope_cache", "vllm_rope_cache",
            "vllm_tower_rope_cache"]
 
 ROPE_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/rotary_embedding/__init__.py "
@@ -65,6 +66,11 @@ TOWER_ROPE_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/model_
 SGLANG_ROPE_SOURCE = ("https://github.com/sgl-project/sglang/blob/ed0774f90abed3c89cbff4108683f73881a2e853/"
                       "python/sglang/srt/layers/rotary_embedding.py (RotaryEmbedding.__init__: the cos_sin_cache "
                       "stays fp32 on CUDA)")
+SGLANG_FREQS_CIS_SOURCE = ("https://github.com/sgl-project/sglang/blob/130a40708e1d9dc5562cad31c1e9537e1d428105/python/"
+                           "sglang/srt/layers/deepseek_v4_rope.py (precompute_freqs_cis, lru_cache(2): complex64 "
+                           "[seqlen, dim / 2]) and https://github.com/sgl-project/sglang/blob/000328a8cd54dd3aac97cd99"
+                           "77c39b5408034b26/python/sglang/srt/models/deepseek_v4.py (MQALayer: register_buffer("
+                           "'freqs_cis', precompute_freqs_cis(qk_rope_head_dim, max_position_embeddings, ...)))")
 # Rope types whose table spans factor x (the value of this key; None: max_position_embeddings) positions
 SCALED = {"yarn": "original_max_position_embeddings", "deepseek_yarn": "original_max_position_embeddings",
           "deepseek_llama_scaling": "original_max_position_embeddings", "linear": None}
@@ -123,6 +129,20 @@ def vllm_tower_rope_cache(spec: ModelSpec, element_bytes: int) -> int:
         return 0
     return sum(tower.vllm_rope.bytes(element_bytes) for tower in spec.towers.values()
                if isinstance(tower, Tower) and tower.vllm_rope is not None)
+
+
+def sglang_freqs_cis(spec: ModelSpec) -> int:
+    """The complex64 tables a model file keeps beside get_rope's (`SglangBuild.freqs_cis`: DeepSeek-V4's MQALayer
+    registers precompute_freqs_cis(rotary_dim, max_position_embeddings, ...) as a buffer, built under the loader's
+    device context, so on the GPU): max_position_embeddings x rotary_dim / 2 values of 8 B, one per distinct rope
+    among the layers, since its lru_cache(2) hands every layer of a setting the same tensor (DeepSeek-V4 has two:
+    the sliding layers' and the compressed layers')."""
+    if not spec.sglang.freqs_cis:
+        return 0
+    ropes = {json.dumps(mixer.rope.model_dump(), sort_keys=True, default=str): mixer.rope.rotary_dim
+             for block in spec.blocks.values() for mixer in block.mixers()
+             if isinstance(getattr(mixer, "rope", None), Rope)}
+    return sum(spec.n_positions * dim // 2 * 8 for dim in ropes.values())
 
 
 def sglang_rope_cache(spec: ModelSpec) -> int:

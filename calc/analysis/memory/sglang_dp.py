@@ -29,11 +29,12 @@ python/sglang/srt/models/deepseek_v2.py (read at 00114aef19bb, the version the i
 The other files lay out the same way (`FILES`): GLM-4.7-Flash's layers build deepseek_v2.py's DeepseekV2AttentionMLA;
 the GQA ones qkv_proj (QKVParallelLinear) and o_proj (RowParallelLinear) with the attention-TP rank and size, their KV
 heads max(1, kv_heads / (tp / N)) a GPU, replicated past that; DeepSeek-V4's MQALayer wq_b, wo_a and wo_b with them,
-wq_a and wkv ReplicatedLinear, its compressors and indexer as under plain tensor parallelism (its attn_sink, every
-head's in fp32 on every GPU, is counted a head share here as there: a few KiB); the router, experts and shared experts
-as without DP attention; a dense layer's MLP (GLM-4.5's first_k_dense_replace) with tp_size 1 under
-enable_moe_dense_fully_dp(); lm_head ParallelLMHead(use_attn_tp_group=enable_dp_lm_head); the embedding over the
-attention-TP group, except gpt-oss's and DeepSeek-V4's, whole on every GPU (`File.whole_embedding`). Qwen2-MoE's and
+wq_a and wkv ReplicatedLinear, its compressors and C4 indexer ReplicatedLinear, whole as under plain tensor parallelism
+(its attn_sink, every head's in fp32 on every GPU, is counted whole beside the weights by calc.analysis.memory.sglang_fp32,
+here as there); the router, experts and shared experts as without DP attention; a dense layer's MLP (GLM-4.5's
+first_k_dense_replace) with tp_size 1 under enable_moe_dense_fully_dp(); lm_head
+ParallelLMHead(use_attn_tp_group=enable_dp_lm_head); the embedding over the attention-TP group, except gpt-oss's and
+DeepSeek-V4's, whole on every GPU (`File.whole_embedding`). Qwen2-MoE's and
 Qwen3-MoE's embedding is Qwen2MoeModel's (qwen2_moe.py), read in the version beside qwen3_moe.py at 008af3a6
 (get_parallel().moe_dp_size): use_attn_tp_group=is_dp_attention_enabled(); the older one at 0115497da8f2 built it
 enable_tp=not enable_dp_attention, whole, as deepseek_v2.py did before #17403.

@@ -58,11 +58,13 @@ from dataclasses import dataclass
 from calc.analysis.memory.budget import BudgetSpec
 from calc.analysis.memory.gpus import GPU
 from calc.analysis.memory.sglang_draft import EAGLE_UNCOUNTED, WEIGHTS_SOURCE as DRAFT_SOURCE, DraftWeights
+from calc.analysis.memory.sglang_fp32 import LABEL as FP32_WHOLE, SOURCE as FP32_WHOLE_SOURCE, fp32_whole
 from calc.analysis.memory.sglang_mla import KV_B_COPY, SOURCE as KV_B_COPY_SOURCE, kv_b_copy
 from calc.analysis.memory.sglang_prefill_graphs import SOURCE as PREFILL_GRAPHS_SOURCE
 from calc.analysis.memory.sglang_prefill_graphs import prefill_graph_reserve
-from calc.analysis.memory.rope_cache import (ROPE_SOURCE, SGLANG_ROPE_SOURCE, TOWER_ROPE_SOURCE, sglang_rope_cache,
-                                             vllm_rope_cache, vllm_tower_rope_cache)
+from calc.analysis.memory.rope_cache import (ROPE_SOURCE, SGLANG_FREQS_CIS_SOURCE, SGLANG_ROPE_SOURCE,
+                                             TOWER_ROPE_SOURCE, sglang_freqs_cis, sglang_rope_cache, vllm_rope_cache,
+                                             vllm_tower_rope_cache)
 from calc.analysis.memory.trtllm_v2_sync import MAX_NUM_TOKENS  # the profiling run's tokens too
 from calc.analysis.memory.weights import Weights
 from calc.errors import GptcalcError
@@ -211,20 +213,24 @@ def k_eq_v_copy(spec: ModelSpec, weights: Weights) -> int:
     return weights.component_bytes("k") * k_eq_v // every if k_eq_v and "k" in weights.params else 0
 
 
-def sglang_extra_weights(spec: ModelSpec, weights: Weights) -> tuple[tuple[str, int], ...]:
-    """What SGLang holds beyond the checkpoint's tensors on one GPU: its fp32 rotary cos/sin tables, and MLA's
-    w_kc / w_vc, the second copy of this GPU's kv_b share (calc.analysis.memory.sglang_mla)."""
-    extra = (("fp32 rotary cos/sin cache", sglang_rope_cache(spec)), (KV_B_COPY, kv_b_copy(spec, weights)))
+def sglang_extra_weights(spec: ModelSpec, weights: Weights, attention_tp: int) -> tuple[tuple[str, int], ...]:
+    """What SGLang holds beyond the checkpoint's tensors on one GPU: its fp32 rotary cos/sin tables (and a model
+    file's own complex64 ones, calc.analysis.memory.rope_cache.sglang_freqs_cis), MLA's
+    w_kc / w_vc, the second copy of this GPU's kv_b share (calc.analysis.memory.sglang_mla), and the parameters it
+    keeps whole in fp32 beyond their share (calc.analysis.memory.sglang_fp32; the attention split `attention_tp` ways)."""
+    extra = (("fp32 rotary cos/sin cache", sglang_rope_cache(spec)), (FREQS_CIS, sglang_freqs_cis(spec)),
+             (KV_B_COPY, kv_b_copy(spec, weights)), (FP32_WHOLE, fp32_whole(spec, weights, attention_tp)))
     return tuple((what, n) for what, n in extra if n)
 
 
-def engine_extra_weights(engine: str, spec: ModelSpec, weights: Weights, gpu: GPU, tp: int,
-                         ep: int = 1, towers: bool = True) -> tuple[tuple[str, int], ...]:
+def engine_extra_weights(engine: str, spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep: int = 1,
+                         towers: bool = True, attention_tp: int | None = None) -> tuple[tuple[str, int], ...]:
     """What `engine` loads beyond the checkpoint on one GPU of the layout (none known for TensorRT-LLM);
-    `towers`: whether it loads a multimodal model's towers (False: --text-only)."""
+    `towers`: whether it loads a multimodal model's towers (False: --text-only); `attention_tp`: SGLang's attention-TP
+    size under DP attention (None: tp)."""
     if engine == "vllm":
         return vllm_extra_weights(spec, weights, gpu, tp, ep, towers=towers)
-    return sglang_extra_weights(spec, weights) if engine == "sglang" else ()
+    return sglang_extra_weights(spec, weights, attention_tp or tp) if engine == "sglang" else ()
 
 
 def sglang_preload(tp: int, pp: int) -> int:
@@ -270,11 +276,13 @@ def mxfp4_padding(spec: ModelSpec, weights: Weights, tp: int, ep: int, gpu: GPU)
     return experts * (_mxfp4_expert_bytes(up(inner, step_i), up(hidden, step_h)) - _mxfp4_expert_bytes(inner, hidden))
 
 
+FREQS_CIS = "complex64 rotary freqs_cis"
 _EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_UV copy": MLA_COPY_SOURCE,
                   "MXFP4 expert padding": MXFP4_SOURCE,
                   "K copied into the V slot of V = K layers": K_EQ_V_SOURCE, "fp32 parameters": FP32_PARAMS_SOURCE,
                   "rotary cos/sin cache": ROPE_SOURCE, "fp32 rotary cos/sin cache": SGLANG_ROPE_SOURCE,
-                  "vision tower's rotary cos/sin cache": TOWER_ROPE_SOURCE, KV_B_COPY: KV_B_COPY_SOURCE}
+                  "vision tower's rotary cos/sin cache": TOWER_ROPE_SOURCE, KV_B_COPY: KV_B_COPY_SOURCE,
+                  FP32_WHOLE: FP32_WHOLE_SOURCE, FREQS_CIS: SGLANG_FREQS_CIS_SOURCE}
 
 
 def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_bytes: int = 2,
