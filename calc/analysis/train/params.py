@@ -178,7 +178,8 @@ def check_targets(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, 
     an unmatched target_parameters beside matched modules gets a warning), so a mistyped or misplaced target is
     easy to miss there; a target only some layers have (q on a hybrid's attention layers) is valid. The default,
     every layer matrix, takes those the model has, and is refused only where it has none. A part of a fused linear
-    without its other parts is refused unless the parts are adapted apart (`per_part`)."""
+    without its other parts is refused unless the parts are adapted apart (`per_part`). The refusal lists the
+    model's targets, megatron-core's module names only for a Megatron run."""
     model = spec.name
     unknown = [t for t in targets if t not in LORA_TARGETS]
     if unknown:
@@ -187,7 +188,7 @@ def check_targets(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, 
     stacked = stack_targets(targets)
     missing = [t for t in targets if not _reaches(steps, t, stacked)]
     if missing and not (targets == LAYER_TARGETS and len(missing) < len(targets)):
-        has = [t for t in LORA_TARGETS if _reaches(steps, t, stacked)]
+        has = [t for t in LORA_TARGETS if (megatron or t not in MEGATRON_TARGETS) and _reaches(steps, t, stacked)]
         why = "; with an expert stack targeted, gate, up and down adapt only dense MLPs and shared experts" \
             if stacked and set(missing) & {"gate", "up", "down"} else ""
         raise GptcalcError(f"--lora-targets: {model} has {'none of' if len(missing) > 1 else 'no'} "
