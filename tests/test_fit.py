@@ -91,7 +91,6 @@ def test_fit_refuses_trtllms_manager_flags_with_another_engine_once(engine: str 
 
 @pytest.mark.parametrize("engine, flags", [
     ("vllm", ["--speculative-num-steps", "3"]),  # SGLang's draft worker (calc/analysis/memory/sglang_draft.py)
-    ("trtllm", ["--speculative-num-steps", "3"]),
     ("vllm", ["--speculative-draft-layers", "1"]),
     ("sglang", ["--speculative-draft-layers", "1"]),  # the draft's layers without its steps
     ("sglang", ["--indexer-kv-dtype", "fp8"]),  # vLLM's attention_config.indexer_kv_dtype
@@ -115,6 +114,7 @@ def test_fit_refuses_another_engines_pool_flag_once_as_memory_does(engine: str, 
 
 @pytest.mark.parametrize("model, flags", [
     ("llama-3-8b", ["--engine", "sglang", "--speculative-num-steps", "3"]),  # no MTP layers, no draft layers given
+    ("llama-3-8b", ["--engine", "trtllm", "--speculative-num-steps", "3"]),  # TensorRT-LLM's: no MTP layer to add
     ("tests/configs/model_types/qwen3_next.json", ["--engine", "sglang", "--speculative-num-steps", "3"]),  # Mamba
     ("gemma-2-9b", ["--engine", "sglang", "--speculative-num-steps", "3", "--speculative-draft-layers", "1"]),
     ("deepseek-v4-flash", ["--engine", "sglang", "--speculative-num-steps", "3", "--speculative-draft-layers", "2"]),

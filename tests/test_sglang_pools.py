@@ -90,7 +90,7 @@ def test_dsv4_speculative_rings_and_draft_share() -> None:
     swa = int(full * Fraction(1, 10)) // 256 * 256
     assert pool.compressed.sizes() == {"full": full, "swa": swa, "c4": full // 4, "c128": full // 128,
                                        "c4_state": swa // 128 * 16, "c128_state": swa // 128 * 256}
-    with pytest.raises(GptcalcError, match="SGLang only"):
+    with pytest.raises(GptcalcError, match="SGLang and TensorRT-LLM only"):
         kv_pool(kv_cache(load_spec("llama-3.1-8b"), 1), "vllm", GIB, 4096, speculative_steps=3)
     result = check_run(["memory", "deepseek-v4-flash", "--engine", "sglang", "--kv-memory", "100GiB", "--tp", "8",
                         "--seq", "1m", "--speculative-num-steps", "3", "--json"])

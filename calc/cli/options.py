@@ -220,7 +220,7 @@ _POOL_OPTIONS = (
         show_default=True,
         help="SGLang's: draft steps of speculative decoding (EAGLE / MTP): the draft worker's share of the pool (its "
              "layers priced per target layer) and at most 48 running requests; for DeepSeek-V4 its compressor rings "
-             "of 16 and 256 (0: none)."),
+             "of 16 and 256. TensorRT-LLM's MTP max_draft_len: its one MTP layer joins the pool's layers (0: none)."),
     click.option(
         "--speculative-draft-layers", "speculative_draft_layers", type=click.IntRange(min=1, max=MAX_COUNT),
         default=None,

@@ -81,6 +81,7 @@ from calc.analysis.memory.sglang_draft import (SPECULATIVE_MAX_RUNNING, DraftSha
 from calc.analysis.memory.sglang_dsv4 import CompressedPools, compressed_pools, staged_pools
 from calc.analysis.memory.trtllm_cache import TRTLLM_HYBRID, logged_bytes_per_token, trtllm_bytes_per_token
 from calc.analysis.memory.trtllm_sparse import trtllm_v2_sparse_home
+from calc.analysis.memory.trtllm_spec import with_mtp_layers
 from calc.analysis.memory.trtllm_v2 import V2Pool, v2_pool
 from calc.analysis.memory.trtllm_v2_pp import PipelineRanks, V2Stages, v2_stages
 from calc.analysis.memory.vllm_backends import BlockChoice, vllm_block
@@ -365,6 +366,8 @@ def kv_pool(kv: KVCache, engine: str, kv_memory: int, max_model_len: int, block:
     indexer_dtype = (sglang_index_dtype(kv, capability) if engine == "sglang" and has_block_indexer(kv)
                      else resolve_indexer_kv_dtype(kv, engine, indexer_kv_dtype, capability))
     refuse_draft_flags(engine, speculative_steps, draft_layers)
+    if speculative_steps and engine == "trtllm":  # its MTP layer joins the target's manager (trtllm_spec)
+        kv, speculative_steps = with_mtp_layers(kv, draft_layers, pp), 0
     if speculative_steps:
         refuse_unmodelled_draft(kv, draft_layers)
     if hisparse is not None:

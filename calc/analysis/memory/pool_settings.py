@@ -126,11 +126,15 @@ class PoolSettings:
     def refuse_for_model(self, kv: KVCache, engine: str) -> None:
         """What these flags ask of the model's cache `kv` that `engine` refuses or gptcalc does not model, whatever
         the layout (vLLM's indexer keys in a dtype its indexer does not take, or with no indexer; SGLang's draft
-        where its share is not modelled): fit says it once, before any layout, in the words kv_pool gives memory."""
+        where its share is not modelled; TensorRT-LLM's MTP layer where trtllm_spec does not size it): fit says it once, before any layout, in the words kv_pool gives memory."""
         if engine == "vllm":
             from calc.analysis.memory.vllm_indexer import resolve_indexer_kv_dtype
 
             resolve_indexer_kv_dtype(kv, engine, self.indexer_kv_dtype, None)  # the card's part: each GPU's pool
+        elif engine == "trtllm" and self.speculative_num_steps:
+            from calc.analysis.memory.trtllm_spec import with_mtp_layers
+
+            with_mtp_layers(kv, self.speculative_draft_layers, 1)  # the layout's part (--pp): each layout's pool
         elif engine == "sglang" and self.speculative_num_steps:
             from calc.analysis.memory.sglang_draft import refuse_unmodelled_draft
 
@@ -144,8 +148,8 @@ class PoolSettings:
 
             raise GptcalcError(NOT_SGLANG + WITH_POOL)
         if self.speculative_num_steps or self.speculative_draft_layers:
-            raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's pool: give "
-                               "--engine sglang" + WITH_POOL)
+            raise GptcalcError("--speculative-num-steps and --speculative-draft-layers set SGLang's or TensorRT-LLM's "
+                               "pool: give --engine sglang or trtllm" + WITH_POOL)
         if self._trtllm_set:
             raise GptcalcError(_NOT_TRTLLM + WITH_POOL)
         if self.indexer_kv_dtype != "auto":

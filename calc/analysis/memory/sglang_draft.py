@@ -71,9 +71,9 @@ def refuse_draft_flags(engine: str, steps: int, draft_layers: int | None) -> Non
     """The draft flags size SGLang's draft worker alone, and its layers need its steps: refused before any pool
     is sized, so that fit says it once rather than as every layout's (PoolSettings.refuse_other_engines) and
     memory as kv_pool sizes its one pool."""
-    if steps and engine != "sglang":
+    if steps and engine not in ("sglang", "trtllm"):
         raise GptcalcError(f"--speculative-num-steps {steps}: what a draft model adds to the pool is modelled for "
-                           "SGLang only (--engine sglang)")
+                           "SGLang and TensorRT-LLM only (--engine sglang or trtllm)")
     if draft_layers is not None and not steps:
         raise GptcalcError(DRAFT_LAYERS)
 
