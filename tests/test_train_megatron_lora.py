@@ -22,7 +22,11 @@ PER_LAYER = 16 * ((D + QKV_OUT) + (D + D) + (D + FC1_OUT) + (FF + D))  # r·(in 
 
 
 def _trained(*options: str) -> int:
-    result = check_run([*LORA, *options, "--json"])
+    return _trained_on(LORA[1], *options)
+
+
+def _trained_on(model: str, *options: str) -> int:
+    result = check_run([*LORA[:1], model, *LORA[2:], *options, "--json"])
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)["trained_params"]
 
@@ -56,9 +60,9 @@ def test_a_target_module_alone() -> None:
     ("llama-3.1-8b", ["--gpus", "8", "--tp", "8", "--lora-rank", "12"], "--lora-rank: 12 does not divide by --tp 8: "
      "Megatron-Bridge's adapter A is column-parallel on linear_qkv and linear_fc1, r/t rows per GPU "
      "(megatron.core's divide)"),
-    ("mixtral-8x7b", [], "--lora-targets: mixtral-8x7b's experts are grouped linears in megatron-core, which "
-     "Megatron-Bridge's LoRA adapts with one adapter shared by all experts; not counted yet (target the attention "
-     "and dense or shared-expert MLPs)"),
+    ("qwen3-30b-a3b", ["--lora-targets", "gate"], "--lora-targets: megatron-core fuses gate, up into one linear, "
+     "which Megatron-Bridge's LoRA adapts whole: target gate, up together (or its name), not gate alone (an adapter "
+     "per part: --lora-per-part)"),
 ])
 def test_what_megatron_does_not_run_as_counted_is_refused(model: str, options: list[str], message: str) -> None:
     result = check_run([*LORA[:1], model, *LORA[2:], *options])
@@ -75,3 +79,39 @@ def test_adapters_are_bf16_with_fp32_main_grads_masters_and_states() -> None:
     n = LAYERS * PER_LAYER
     assert (states["weights"], states["gradients"], states["master_weights"], states["optimizer"]) == \
         (2 * n, 4 * n, 4 * n, 8 * n)
+
+
+# Routed experts: megatron-core's TEGroupedMLP holds a layer's experts in one grouped linear_fc1 and one linear_fc2
+# (Megatron-Bridge qwen3_moe_bridge.py @ 4d3dd37: moe_grouped_gemm=True, every expert's gate|up mapped onto
+# mlp.experts.linear_fc1.weight*), and LoRA.transform puts one ParallelLinearAdapter on each, shared by all experts
+# (peft/lora.py @ 2afd2d3: LoRAMerge merges it into every weight{i} of a "TE Grouped Linear").
+# Qwen/Qwen3-30B-A3B config.json (presets/qwen3-30b-a3b.yaml's source): hidden_size 2048, 32 attention heads and
+# 4 KV heads of head_dim 128, moe_intermediate_size 768, 128 experts on each of num_hidden_layers 48
+Q_D, Q_Q, Q_KV, Q_F, Q_LAYERS = 2048, 32 * 128, 4 * 128, 768, 48
+Q_PER_LAYER = 16 * ((Q_D + Q_Q + 2 * Q_KV) + (Q_Q + Q_D) + (Q_D + 2 * Q_F) + (Q_F + Q_D))
+
+
+def test_grouped_experts_share_one_adapter_per_linear() -> None:
+    """Qwen3-30B-A3B, rank 16: 48 × 16·[(2048 + 5120) + (4096 + 2048) + (2048 + 1536) + (768 + 2048)] = 15,138,816,
+    the 128 experts of a layer sharing one adapter on linear_fc1 and one on linear_fc2."""
+    assert _trained_on("qwen3-30b-a3b") == Q_LAYERS * Q_PER_LAYER == 15_138_816
+
+
+def test_mixtral_takes_what_llama_3_1_8b_does() -> None:
+    """mistralai/Mixtral-8x7B-v0.1 config.json (presets/mixtral-8x7b.yaml's source) has Llama-3.1-8B's widths
+    (hidden 4096, 32 heads, 8 KV heads, intermediate_size 14336, 32 layers): its 8 experts sharing one adapter per
+    grouped linear, it trains Llama-3.1-8B's 35,651,584 adapter parameters."""
+    assert _trained_on("mixtral-8x7b") == LAYERS * PER_LAYER == 35_651_584
+
+
+def test_grouped_experts_split_over_tensor_parallelism() -> None:
+    """is_expert splits the adapter over the expert tensor-parallel size, megatron-core's default the tensor-parallel
+    size (peft/utils.py, get_adapter_attributes_from_linear): r·(in + out)/t on every adapter."""
+    assert _trained_on("qwen3-30b-a3b", "--gpus", "2", "--tp", "2") == Q_LAYERS * Q_PER_LAYER // 2
+
+
+def test_canonical_lora_splits_grouped_fc1_into_gate_and_up() -> None:
+    """CanonicalLoRA (--lora-per-part) gives q, k, v apart and, on a grouped linear_fc1 too, gate and up each a
+    ParallelLinearAdapter(in, out // 2) (canonical_lora.py @ 869bb39, CanonicalLoRA.transform)."""
+    per_layer = 16 * ((Q_D + Q_Q) + 2 * (Q_D + Q_KV) + (Q_Q + Q_D) + 2 * (Q_D + Q_F) + (Q_F + Q_D))
+    assert _trained_on("qwen3-30b-a3b", "--lora-per-part") == Q_LAYERS * per_layer == 19_857_408

@@ -36,8 +36,13 @@ attrs.out_features, dim), the fused output widths: peft/utils.py, get_adapter_at
 a ColumnParallelLinear(in, r) on a column-parallel base (r/t rows each, megatron.core's divide() asserting t divides
 r) and a RowParallelLinear(in, r) on a row-parallel one (in/t each), B (linear_out) a ColumnParallelLinear(r, out):
 r·(in + out)/t per GPU. Its targets are the module names linear_qkv, linear_proj, linear_fc1 and linear_fc2
-(MEGATRON_TARGETS), accepted beside q, k, v, o, gate, up, down. Its grouped experts take one adapter shared by all
-experts (peft/lora.py, LoRAMerge merges the one adapter into every weight{i}): not counted, so refused.
+(MEGATRON_TARGETS), accepted beside q, k, v, o, gate, up, down. A MoE layer's routed experts are one grouped linear
+each in megatron-core (Megatron-Bridge's MoE bridges set moe_grouped_gemm=True, e.g. qwen3_moe_bridge.py @ 4d3dd37,
+mapping every expert's gate|up onto `mlp.experts.linear_fc1.weight*`): TEGroupedMLP's linear_fc1 and linear_fc2,
+which the target names match, so LoRA.transform gives each one ParallelLinearAdapter, A [d, r] and B [r, 2·f] (fc1)
+or A [f, r] and B [r, d] (fc2), shared by all its experts (peft/lora.py, LoRAMerge: the else branch "TE Grouped
+Linear" merges the one adapter into every weight{i}); `is_expert` splits it over the expert tensor-parallel size,
+megatron-core's default the tensor-parallel size (utils.py, get_adapter_attributes_from_linear).
 """
 
 from __future__ import annotations
@@ -81,7 +86,8 @@ MEGATRON_TARGETS: dict[str, tuple[str, ...]] = {
 LORA_TARGETS.update(MEGATRON_TARGETS)
 # the linear megatron-core fuses a step into on every model (its linear_qkv, linear_fc1; a shared expert's own)
 MEGATRON_FUSED = {"q": "qkv", "k": "qkv", "v": "qkv", "mlp_gate": "gate_up", "mlp_up": "gate_up",
-                  "shared_mlp_gate": "shared_gate_up", "shared_mlp_up": "shared_gate_up"}
+                  "shared_mlp_gate": "shared_gate_up", "shared_mlp_up": "shared_gate_up",
+                  "experts_gate": "experts_gate_up", "experts_up": "experts_gate_up"}
 
 
 @dataclass(frozen=True)
@@ -193,19 +199,14 @@ def check_targets(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, 
         raise GptcalcError(f"--lora-targets: {model} has {'none of' if len(missing) > 1 else 'no'} "
                            f"{', '.join(missing)} to adapt (its targets: {', '.join(has)}{why})")
     if megatron:
-        _check_megatron(spec, steps, targets, per_part)
+        _check_megatron(steps, targets, per_part)
     elif not per_part:
         _check_whole(spec, steps, targets)
 
 
-def _check_megatron(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, ...], per_part: bool) -> None:
-    """Refuse what Megatron-Bridge's LoRA does not run as counted: a grouped expert linear (one adapter shared by
-    all experts, not counted here) and, on its fused linear_qkv or linear_fc1, a part without the others."""
-    ids = {i for t in targets for i in _linear_ids(t, stack_targets(targets))}
-    if any(step.id in ids and step.id.startswith("experts") for step in steps):
-        raise GptcalcError(f"--lora-targets: {spec.name}'s experts are grouped linears in megatron-core, which "
-                           "Megatron-Bridge's LoRA adapts with one adapter shared by all experts; not counted yet "
-                           "(target the attention and dense or shared-expert MLPs)")
+def _check_megatron(steps: tuple[Step, ...], targets: tuple[str, ...], per_part: bool) -> None:
+    """Refuse, on megatron-core's fused linear_qkv or linear_fc1 (a dense, shared or grouped expert one), a part
+    without the others: Megatron-Bridge's LoRA adapts the module whole."""
     alone = None if per_part else _part_alone(steps, targets, True)
     if alone:
         _, parts, named = alone
@@ -236,12 +237,13 @@ def _part_alone(steps: tuple[Step, ...], targets: tuple[str, ...],
     return None
 
 
-def _adapters(linear: Linear, copies: int, rank: int, tp: int, split_a: bool = False) -> list[Tensor]:
-    """A [in, r] and B [r, out] (out: a fused linear's parts side by side), one pair per expert of a stack; A split
-    t ways too where `split_a` (Megatron-Bridge's ParallelLinearAdapter: in·r/t either way it splits)."""
+def _adapters(linear: Linear, copies: int, rank: int, tp: int, megatron: bool = False) -> list[Tensor]:
+    """A [in, r] and B [r, out] (out: a fused linear's parts side by side), one pair per expert of a stack, but one
+    for the whole stack under `megatron` (its grouped linear's one adapter), A split t ways too there
+    (Megatron-Bridge's ParallelLinearAdapter: in·r/t either way it splits)."""
     w = linear[0].weight.sizes
-    stack = w[0] if len(w) == 3 else 1
-    return [Tensor(copies * stack, w[-2], rank // tp if split_a else rank),
+    stack = w[0] if len(w) == 3 and not megatron else 1
+    return [Tensor(copies * stack, w[-2], rank // tp if megatron else rank),
             Tensor(copies * stack, rank, -(-linear_out(linear) // tp))]
 
 
