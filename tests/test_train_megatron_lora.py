@@ -115,3 +115,48 @@ def test_canonical_lora_splits_grouped_fc1_into_gate_and_up() -> None:
     ParallelLinearAdapter(in, out // 2) (canonical_lora.py @ 869bb39, CanonicalLoRA.transform)."""
     per_layer = 16 * ((Q_D + Q_Q) + 2 * (Q_D + Q_KV) + (Q_Q + Q_D) + 2 * (Q_D + Q_F) + (Q_F + Q_D))
     assert _trained_on("qwen3-30b-a3b", "--lora-per-part") == Q_LAYERS * per_layer == 19_857_408
+
+
+# Multi-latent attention: megatron-core's MLASelfAttention has linear_q_proj (no q LoRA rank) or linear_q_down_proj
+# and linear_q_up_proj, linear_kv_down_proj, linear_kv_up_proj and linear_proj, no linear_qkv (megatron-core's
+# gpt_layer_specs MLA spec: MLASelfAttentionSubmodules(linear_q_proj=..., linear_q_down_proj=backend.linear(), ...)),
+# so Megatron-Bridge's default targets (linear_qkv, linear_proj, linear_fc1, linear_fc2) reach its linear_proj alone.
+MLA = "linear_kv_down_proj,linear_kv_up_proj,linear_proj,linear_fc1,linear_fc2"
+
+
+def test_deepseek_v2_lite_latent_attention() -> None:
+    """deepseek-ai/DeepSeek-V2-Lite config.json (presets/deepseek-v2-lite.yaml's source): hidden 2048, 16 heads,
+    no q_lora_rank, kv_lora_rank 512, qk_nope/rope/v head dims 128/64/128, intermediate_size 10944 on the one dense
+    layer (first_k_dense_replace 1), moe_intermediate_size 1408 on 64 experts and 2 shared experts, 27 layers."""
+    attn = (2048 + 16 * 192) + (2048 + 512 + 64) + (512 + 16 * (128 + 128)) + (16 * 128 + 2048)
+    dense = (2048 + 2 * 10944) + (10944 + 2048)
+    moe = (2048 + 2 * 1408) + (1408 + 2048) + (2048 + 2 * 2816) + (2816 + 2048)  # routed, then shared
+    want = 16 * (27 * attn + dense + 26 * moe)
+    assert _trained_on("deepseek-v2-lite", "--lora-targets", f"linear_q_proj,{MLA}") == want == 16_375_808
+
+
+def test_deepseek_v3_latent_attention() -> None:
+    """deepseek-ai/DeepSeek-V3 config.json (presets/deepseek-v3.yaml's source): hidden 7168, 128 heads, q_lora_rank
+    1536, kv_lora_rank 512, qk_nope/rope/v head dims 128/64/128, intermediate_size 18432 on 3 dense layers,
+    moe_intermediate_size 2048 on 256 experts and 1 shared expert, 61 layers."""
+    attn = (7168 + 1536) + (1536 + 128 * 192) + (7168 + 512 + 64) + (512 + 128 * 256) + (128 * 128 + 7168)
+    dense = (7168 + 2 * 18432) + (18432 + 7168)
+    moe = 2 * ((7168 + 2 * 2048) + (2048 + 7168))  # the grouped experts' adapters, then the shared expert's
+    want = 16 * (61 * attn + 3 * dense + 58 * moe)
+    targets = f"linear_q_down_proj,linear_q_up_proj,{MLA}"
+    assert _trained_on("deepseek-v3", "--lora-targets", targets) == want == 138_359_808
+    assert _trained_on("deepseek-v3", "--lora-targets", "linear_proj,linear_fc1,linear_fc2") == \
+        want - 16 * 61 * (attn - (128 * 128 + 7168))
+
+
+@pytest.mark.parametrize(("model", "targets", "message"), [
+    ("deepseek-v3", "q,k,v,o,gate,up,down", "--lora-targets: q, k, v: megatron-core runs this model's attention as "
+     "MLASelfAttention, which has no linear_qkv (Megatron-Bridge's default targets reach its linear_proj alone): name "
+     "linear_q_proj or linear_q_up_proj, linear_q_down_proj, linear_kv_down_proj, linear_kv_up_proj, linear_proj"),
+    ("llama-3.1-8b", "linear_q_proj", "--lora-targets: linear_q_proj is megatron-core's multi-latent attention's q; "
+     "this model's q, k and v are its linear_qkv"),
+])
+def test_an_attention_module_the_model_lacks_is_refused(model: str, targets: str, message: str) -> None:
+    result = check_run([*LORA[:1], model, *LORA[2:], "--lora-targets", targets])
+    assert result.exit_code == 2
+    assert result.stderr == f"Error: {message}\n"

@@ -42,7 +42,9 @@ mapping every expert's gate|up onto `mlp.experts.linear_fc1.weight*`): TEGrouped
 which the target names match, so LoRA.transform gives each one ParallelLinearAdapter, A [d, r] and B [r, 2·f] (fc1)
 or A [f, r] and B [r, d] (fc2), shared by all its experts (peft/lora.py, LoRAMerge: the else branch "TE Grouped
 Linear" merges the one adapter into every weight{i}); `is_expert` splits it over the expert tensor-parallel size,
-megatron-core's default the tensor-parallel size (utils.py, get_adapter_attributes_from_linear).
+megatron-core's default the tensor-parallel size (utils.py, get_adapter_attributes_from_linear). Multi-latent attention
+is megatron-core's MLASelfAttention, with linear_q_proj or linear_q_down_proj and linear_q_up_proj, linear_kv_down_proj,
+linear_kv_up_proj and linear_proj and no linear_qkv (its gpt_layer_specs MLA spec), so those names are its targets.
 """
 
 from __future__ import annotations
@@ -82,6 +84,10 @@ MEGATRON_TARGETS: dict[str, tuple[str, ...]] = {
     "linear_qkv": ("q", "k", "v"), "linear_proj": ("attn_out",),
     "linear_fc1": ("mlp_gate", "mlp_up", "shared_mlp_gate", "shared_mlp_up", "experts_gate", "experts_up"),
     "linear_fc2": ("mlp_down", "shared_mlp_down", "experts_down"),
+    # MLASelfAttention's (multi-latent attention: DeepSeek-V2/V3, Kimi-K2): q whole without a q LoRA rank, else q
+    # down and up, the kv down (latent and rope key) and up projections
+    "linear_q_proj": ("q",), "linear_q_down_proj": ("q_a",), "linear_q_up_proj": ("q_b",),
+    "linear_kv_down_proj": ("kv_a",), "linear_kv_up_proj": ("kv_b",),
 }
 LORA_TARGETS.update(MEGATRON_TARGETS)
 # the linear megatron-core fuses a step into on every model (its linear_qkv, linear_fc1; a shared expert's own)
@@ -206,7 +212,19 @@ def check_targets(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, 
 
 def _check_megatron(steps: tuple[Step, ...], targets: tuple[str, ...], per_part: bool) -> None:
     """Refuse, on megatron-core's fused linear_qkv or linear_fc1 (a dense, shared or grouped expert one), a part
-    without the others: Megatron-Bridge's LoRA adapts the module whole."""
+    without the others: Megatron-Bridge's LoRA adapts the module whole. Refuse too a name the attention lacks:
+    MLASelfAttention has no linear_qkv (its q is linear_q_proj, or linear_q_up_proj after linear_q_down_proj), and
+    SelfAttention no linear_q_proj, whose q step would otherwise be counted as the other's."""
+    latent = any(step.id == "kv_a" for step in steps)  # MLA's kv down projection
+    foreign = [t for t in targets if t in (("q", "k", "v", "linear_qkv") if latent else ("linear_q_proj",))]
+    if foreign and latent:
+        raise GptcalcError(f"--lora-targets: {', '.join(foreign)}: megatron-core runs this model's attention as "
+                           "MLASelfAttention, which has no linear_qkv (Megatron-Bridge's default targets reach its linear_proj alone): "
+                           "name linear_q_proj or linear_q_up_proj, linear_q_down_proj, linear_kv_down_proj, "
+                           "linear_kv_up_proj, linear_proj")
+    if foreign:
+        raise GptcalcError("--lora-targets: linear_q_proj is megatron-core's multi-latent attention's q; this "
+                           "model's q, k and v are its linear_qkv")
     alone = None if per_part else _part_alone(steps, targets, True)
     if alone:
         _, parts, named = alone
@@ -231,6 +249,8 @@ def _part_alone(steps: tuple[Step, ...], targets: tuple[str, ...],
     """The first fused linear `targets` name some parts of and not the others: (it, its parts, those named)."""
     ids = {i for t in targets for i in _linear_ids(t, stack_targets(targets))}
     for group in _linears(steps, False, megatron):
+        if len(group) < 2:  # not fused: nothing to name apart (MLA's kv_a has no short target name)
+            continue
         named = [LORA_NAME[step.id] for step in group if step.id in ids]
         if 0 < len(named) < len(group):
             return group, [LORA_NAME[step.id] for step in group], named
