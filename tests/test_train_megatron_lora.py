@@ -49,6 +49,13 @@ def test_per_part_gives_each_projection_its_adapter() -> None:
     assert _trained("--lora-per-part") == 41_943_040
 
 
+def test_canonical_lora_splits_a_over_tensor_parallelism_too() -> None:
+    """CanonicalLoRA (--lora-per-part) builds each part's adapter as a ParallelLinearAdapter(in, part's out) with
+    LoRA's arguments (canonical_lora.py @ 869bb39, CanonicalLoRA.transform: adapter_kwargs from
+    get_adapter_attributes_from_linear), so A is split t ways as LoRA's is: 41,943,040 / 2 a GPU at --tp 2."""
+    assert _trained("--lora-per-part", "--gpus", "2", "--tp", "2") == 41_943_040 // 2
+
+
 def test_a_target_module_alone() -> None:
     assert _trained("--lora-targets", "linear_qkv") == LAYERS * 16 * (D + QKV_OUT)
 
