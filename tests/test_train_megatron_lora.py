@@ -162,6 +162,10 @@ def test_deepseek_v3_latent_attention() -> None:
      "linear_q_proj or linear_q_up_proj, linear_q_down_proj, linear_kv_down_proj, linear_kv_up_proj, linear_proj"),
     ("llama-3.1-8b", "linear_q_proj", "--lora-targets: linear_q_proj is megatron-core's multi-latent attention's q; "
      "this model's q, k and v are its linear_qkv"),
+    # DeepSeek-V2-Lite has no q_lora_rank: its q is linear_q_proj, and q, k, v, linear_qkv name none of its modules
+    ("deepseek-v2-lite", "linear_q_down_proj", "--lora-targets: deepseek-v2-lite has no linear_q_down_proj to adapt "
+     "(its targets: o, gate, up, down, head, experts_gate_up, experts_down, linear_proj, linear_fc1, linear_fc2, "
+     "linear_q_proj, linear_kv_down_proj, linear_kv_up_proj)"),
 ])
 def test_an_attention_module_the_model_lacks_is_refused(model: str, targets: str, message: str) -> None:
     result = check_run([*LORA[:1], model, *LORA[2:], "--lora-targets", targets])

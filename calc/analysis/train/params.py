@@ -199,7 +199,8 @@ def check_targets(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, 
     stacked = stack_targets(targets)
     missing = [t for t in targets if not _reaches(steps, t, stacked)]
     if missing and not (targets == LAYER_TARGETS and len(missing) < len(targets)):
-        has = [t for t in LORA_TARGETS if _reaches(steps, t, stacked)]
+        foreign = _foreign(steps) if megatron else tuple(MEGATRON_TARGETS)
+        has = [t for t in LORA_TARGETS if t not in foreign and _reaches(steps, t, stacked)]
         why = "; with an expert stack targeted, gate, up and down adapt only dense MLPs and shared experts" \
             if stacked and set(missing) & {"gate", "up", "down"} else ""
         raise GptcalcError(f"--lora-targets: {model} has {'none of' if len(missing) > 1 else 'no'} "
@@ -215,9 +216,8 @@ def _check_megatron(steps: tuple[Step, ...], targets: tuple[str, ...], per_part:
     without the others: Megatron-Bridge's LoRA adapts the module whole. Refuse too a name the attention lacks:
     MLASelfAttention has no linear_qkv (its q is linear_q_proj, or linear_q_up_proj after linear_q_down_proj), and
     SelfAttention no linear_q_proj, whose q step would otherwise be counted as the other's."""
-    latent = any(step.id == "kv_a" for step in steps)  # MLA's kv down projection
-    foreign = [t for t in targets if t in (("q", "k", "v", "linear_qkv") if latent else ("linear_q_proj",))]
-    if foreign and latent:
+    foreign = [t for t in targets if t in _foreign(steps)]
+    if foreign and "linear_qkv" in _foreign(steps):
         raise GptcalcError(f"--lora-targets: {', '.join(foreign)}: megatron-core runs this model's attention as "
                            "MLASelfAttention, which has no linear_qkv (Megatron-Bridge's default targets reach its linear_proj alone): "
                            "name linear_q_proj or linear_q_up_proj, linear_q_down_proj, linear_kv_down_proj, "
@@ -231,6 +231,13 @@ def _check_megatron(steps: tuple[Step, ...], targets: tuple[str, ...], per_part:
         raise GptcalcError(f"--lora-targets: megatron-core fuses {', '.join(parts)} into one linear, which "
                            f"Megatron-Bridge's LoRA adapts whole: target {', '.join(parts)} together (or its "
                            f"name), not {', '.join(named)} alone (an adapter per part: --lora-per-part)")
+
+
+def _foreign(steps: tuple[Step, ...]) -> tuple[str, ...]:
+    """The attention target names megatron-core's layers lack: MLASelfAttention (a model with MLA's kv down
+    projection) has no linear_qkv, so q, k and v name no module of it; SelfAttention has no linear_q_proj."""
+    latent = any(step.id == "kv_a" for step in steps)
+    return ("q", "k", "v", "linear_qkv") if latent else ("linear_q_proj",)
 
 
 def _check_whole(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, ...]) -> None:
