@@ -42,9 +42,10 @@ mapping every expert's gate|up onto `mlp.experts.linear_fc1.weight*`): TEGrouped
 which the target names match, so LoRA.transform gives each one ParallelLinearAdapter, A [d, r] and B [r, 2·f] (fc1)
 or A [f, r] and B [r, d] (fc2), shared by all its experts (peft/lora.py, LoRAMerge: the else branch "TE Grouped
 Linear" merges the one adapter into every weight{i}); `is_expert` splits it over the expert tensor-parallel size,
-megatron-core's default the tensor-parallel size (utils.py, get_adapter_attributes_from_linear). Multi-latent attention
-is megatron-core's MLASelfAttention, with linear_q_proj or linear_q_down_proj and linear_q_up_proj, linear_kv_down_proj,
-linear_kv_up_proj and linear_proj and no linear_qkv (its gpt_layer_specs MLA spec), so those names are its targets.
+the tensor-parallel size unless given (utils.py, get_adapter_attributes_from_linear; megatron-core's
+parallel_state.initialize_model_parallel). Multi-latent attention is megatron-core's MLASelfAttention, with
+linear_q_proj or linear_q_down_proj and linear_q_up_proj, linear_kv_down_proj, linear_kv_up_proj and linear_proj and
+no linear_qkv (its gpt_layer_specs MLA spec), so those names are its targets.
 """
 
 from __future__ import annotations
