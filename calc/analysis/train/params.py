@@ -220,9 +220,9 @@ def _check_megatron(steps: tuple[Step, ...], targets: tuple[str, ...], per_part:
     foreign = [t for t in targets if t in _foreign(steps)]
     if foreign and "linear_qkv" in _foreign(steps):
         raise GptcalcError(f"--lora-targets: {', '.join(foreign)}: megatron-core runs this model's attention as "
-                           "MLASelfAttention, which has no linear_qkv (Megatron-Bridge's default targets reach its linear_proj alone): "
-                           "name linear_q_proj or linear_q_up_proj, linear_q_down_proj, linear_kv_down_proj, "
-                           "linear_kv_up_proj, linear_proj")
+                           "MLASelfAttention, which has no linear_qkv (Megatron-Bridge's default targets reach its "
+                           "linear_proj alone): name linear_q_proj or linear_q_up_proj, linear_q_down_proj, "
+                           "linear_kv_down_proj, linear_kv_up_proj, linear_proj")
     if foreign:
         raise GptcalcError("--lora-targets: linear_q_proj is megatron-core's multi-latent attention's q; this "
                            "model's q, k and v are its linear_qkv")
