@@ -36,8 +36,16 @@ attrs.out_features, dim), the fused output widths: peft/utils.py, get_adapter_at
 a ColumnParallelLinear(in, r) on a column-parallel base (r/t rows each, megatron.core's divide() asserting t divides
 r) and a RowParallelLinear(in, r) on a row-parallel one (in/t each), B (linear_out) a ColumnParallelLinear(r, out):
 r·(in + out)/t per GPU. Its targets are the module names linear_qkv, linear_proj, linear_fc1 and linear_fc2
-(MEGATRON_TARGETS), accepted beside q, k, v, o, gate, up, down. Its grouped experts take one adapter shared by all
-experts (peft/lora.py, LoRAMerge merges the one adapter into every weight{i}): not counted, so refused.
+(MEGATRON_TARGETS), accepted beside q, k, v, o, gate, up, down. A MoE layer's routed experts are one grouped linear
+each in megatron-core (Megatron-Bridge's MoE bridges set moe_grouped_gemm=True, e.g. qwen3_moe_bridge.py @ 4d3dd37,
+mapping every expert's gate|up onto `mlp.experts.linear_fc1.weight*`): TEGroupedMLP's linear_fc1 and linear_fc2,
+which the target names match, so LoRA.transform gives each one ParallelLinearAdapter, A [d, r] and B [r, 2·f] (fc1)
+or A [f, r] and B [r, d] (fc2), shared by all its experts (peft/lora.py, LoRAMerge: the else branch "TE Grouped
+Linear" merges the one adapter into every weight{i}); `is_expert` splits it over the expert tensor-parallel size,
+the tensor-parallel size unless given (utils.py, get_adapter_attributes_from_linear; megatron-core's
+parallel_state.initialize_model_parallel). Multi-latent attention is megatron-core's MLASelfAttention, with
+linear_q_proj or linear_q_down_proj and linear_q_up_proj, linear_kv_down_proj, linear_kv_up_proj and linear_proj and
+no linear_qkv (its gpt_layer_specs MLA spec), so those names are its targets.
 """
 
 from __future__ import annotations
@@ -77,11 +85,16 @@ MEGATRON_TARGETS: dict[str, tuple[str, ...]] = {
     "linear_qkv": ("q", "k", "v"), "linear_proj": ("attn_out",),
     "linear_fc1": ("mlp_gate", "mlp_up", "shared_mlp_gate", "shared_mlp_up", "experts_gate", "experts_up"),
     "linear_fc2": ("mlp_down", "shared_mlp_down", "experts_down"),
+    # MLASelfAttention's (multi-latent attention: DeepSeek-V2/V3, Kimi-K2): q whole without a q LoRA rank, else q
+    # down and up, the kv down (latent and rope key) and up projections
+    "linear_q_proj": ("q",), "linear_q_down_proj": ("q_a",), "linear_q_up_proj": ("q_b",),
+    "linear_kv_down_proj": ("kv_a",), "linear_kv_up_proj": ("kv_b",),
 }
 LORA_TARGETS.update(MEGATRON_TARGETS)
 # the linear megatron-core fuses a step into on every model (its linear_qkv, linear_fc1; a shared expert's own)
 MEGATRON_FUSED = {"q": "qkv", "k": "qkv", "v": "qkv", "mlp_gate": "gate_up", "mlp_up": "gate_up",
-                  "shared_mlp_gate": "shared_gate_up", "shared_mlp_up": "shared_gate_up"}
+                  "shared_mlp_gate": "shared_gate_up", "shared_mlp_up": "shared_gate_up",
+                  "experts_gate": "experts_gate_up", "experts_up": "experts_gate_up"}
 
 
 @dataclass(frozen=True)
@@ -188,31 +201,45 @@ def check_targets(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, 
     stacked = stack_targets(targets)
     missing = [t for t in targets if not _reaches(steps, t, stacked)]
     if missing and not (targets == LAYER_TARGETS and len(missing) < len(targets)):
-        has = [t for t in LORA_TARGETS if (megatron or t not in MEGATRON_TARGETS) and _reaches(steps, t, stacked)]
+        foreign = _foreign(steps) if megatron else tuple(MEGATRON_TARGETS)
+        has = [t for t in LORA_TARGETS if t not in foreign and _reaches(steps, t, stacked)]
         why = "; with an expert stack targeted, gate, up and down adapt only dense MLPs and shared experts" \
             if stacked and set(missing) & {"gate", "up", "down"} else ""
         raise GptcalcError(f"--lora-targets: {model} has {'none of' if len(missing) > 1 else 'no'} "
                            f"{', '.join(missing)} to adapt (its targets: {', '.join(has)}{why})")
     if megatron:
-        _check_megatron(spec, steps, targets, per_part)
+        _check_megatron(steps, targets, per_part)
     elif not per_part:
         _check_whole(spec, steps, targets)
 
 
-def _check_megatron(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, ...], per_part: bool) -> None:
-    """Refuse what Megatron-Bridge's LoRA does not run as counted: a grouped expert linear (one adapter shared by
-    all experts, not counted here) and, on its fused linear_qkv or linear_fc1, a part without the others."""
-    ids = {i for t in targets for i in _linear_ids(t, stack_targets(targets))}
-    if any(step.id in ids and step.id.startswith("experts") for step in steps):
-        raise GptcalcError(f"--lora-targets: {spec.name}'s experts are grouped linears in megatron-core, which "
-                           "Megatron-Bridge's LoRA adapts with one adapter shared by all experts; not counted yet "
-                           "(target the attention and dense or shared-expert MLPs)")
+def _check_megatron(steps: tuple[Step, ...], targets: tuple[str, ...], per_part: bool) -> None:
+    """Refuse, on megatron-core's fused linear_qkv or linear_fc1 (a dense, shared or grouped expert one), a part
+    without the others: Megatron-Bridge's LoRA adapts the module whole. Refuse too a name the attention lacks:
+    MLASelfAttention has no linear_qkv (its q is linear_q_proj, or linear_q_up_proj after linear_q_down_proj), and
+    SelfAttention no linear_q_proj, whose q step would otherwise be counted as the other's."""
+    foreign = [t for t in targets if t in _foreign(steps)]
+    if foreign and "linear_qkv" in _foreign(steps):
+        raise GptcalcError(f"--lora-targets: {', '.join(foreign)}: megatron-core runs this model's attention as "
+                           "MLASelfAttention, which has no linear_qkv (Megatron-Bridge's default targets reach its "
+                           "linear_proj alone): name linear_q_proj or linear_q_up_proj, linear_q_down_proj, "
+                           "linear_kv_down_proj, linear_kv_up_proj, linear_proj")
+    if foreign:
+        raise GptcalcError("--lora-targets: linear_q_proj is megatron-core's multi-latent attention's q; this "
+                           "model's q, k and v are its linear_qkv")
     alone = None if per_part else _part_alone(steps, targets, True)
     if alone:
         _, parts, named = alone
         raise GptcalcError(f"--lora-targets: megatron-core fuses {', '.join(parts)} into one linear, which "
                            f"Megatron-Bridge's LoRA adapts whole: target {', '.join(parts)} together (or its "
                            f"name), not {', '.join(named)} alone (an adapter per part: --lora-per-part)")
+
+
+def _foreign(steps: tuple[Step, ...]) -> tuple[str, ...]:
+    """The attention target names megatron-core's layers lack: MLASelfAttention (a model with MLA's kv down
+    projection) has no linear_qkv, so q, k and v name no module of it; SelfAttention has no linear_q_proj."""
+    latent = any(step.id == "kv_a" for step in steps)
+    return ("q", "k", "v", "linear_qkv") if latent else ("linear_q_proj",)
 
 
 def _check_whole(spec: ModelSpec, steps: tuple[Step, ...], targets: tuple[str, ...]) -> None:
@@ -231,18 +258,21 @@ def _part_alone(steps: tuple[Step, ...], targets: tuple[str, ...],
     """The first fused linear `targets` name some parts of and not the others: (it, its parts, those named)."""
     ids = {i for t in targets for i in _linear_ids(t, stack_targets(targets))}
     for group in _linears(steps, False, megatron):
+        if len(group) < 2:  # not fused: nothing to name apart (MLA's kv_a has no short target name)
+            continue
         named = [LORA_NAME[step.id] for step in group if step.id in ids]
         if 0 < len(named) < len(group):
             return group, [LORA_NAME[step.id] for step in group], named
     return None
 
 
-def _adapters(linear: Linear, copies: int, rank: int, tp: int, split_a: bool = False) -> list[Tensor]:
-    """A [in, r] and B [r, out] (out: a fused linear's parts side by side), one pair per expert of a stack; A split
-    t ways too where `split_a` (Megatron-Bridge's ParallelLinearAdapter: in·r/t either way it splits)."""
+def _adapters(linear: Linear, copies: int, rank: int, tp: int, megatron: bool = False) -> list[Tensor]:
+    """A [in, r] and B [r, out] (out: a fused linear's parts side by side), one pair per expert of a stack, but one
+    for the whole stack under `megatron` (its grouped linear's one adapter), A split t ways too there
+    (Megatron-Bridge's ParallelLinearAdapter: in·r/t either way it splits)."""
     w = linear[0].weight.sizes
-    stack = w[0] if len(w) == 3 else 1
-    return [Tensor(copies * stack, w[-2], rank // tp if split_a else rank),
+    stack = w[0] if len(w) == 3 and not megatron else 1
+    return [Tensor(copies * stack, w[-2], rank // tp if megatron else rank),
             Tensor(copies * stack, rank, -(-linear_out(linear) // tp))]
 
 
