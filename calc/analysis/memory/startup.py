@@ -368,13 +368,16 @@ class StartupBudget:
     def kv_memory(self) -> int:
         return self.usable - sum(t.bytes for t in self.taken)
 
-    def check(self) -> None:
+    def check(self, rank: str = "") -> None:
+        """Refuse a card left nothing for the cache; `rank` names the pipeline rank it is (TensorRT-LLM's
+        ranks each have their own budget, and one other than the busiest GPU may be the one that fails)."""
+        where = f"{self.gpu} ({rank})" if rank else self.gpu
         if self.before_share and self.usable <= 0:  # the terms taken before the fraction already fill the card: say which
-            raise GptcalcError(f"--engine {self.engine}: nothing left for the KV cache on {self.gpu}: "
+            raise GptcalcError(f"--engine {self.engine}: nothing left for the KV cache on {where}: "
                                f"{self._over_total()} exceed the {self.total / GIB:.2f} GiB it has (try more GPUs "
                                "or --tp)")
         if self.kv_memory <= 0:
-            raise GptcalcError(f"--engine {self.engine}: nothing left for the KV cache on {self.gpu}: "
+            raise GptcalcError(f"--engine {self.engine}: nothing left for the KV cache on {where}: "
                                f"{self.usable / GIB:.2f} GiB usable, {sum(t.bytes for t in self.taken) / GIB:.2f} GiB "
                                "taken by weights and reserves (try more GPUs, --tp, or a larger "
                                f"{self.fraction_option})")
