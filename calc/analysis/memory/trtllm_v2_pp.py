@@ -51,6 +51,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from calc.analysis.memory.kv import KVCache
+from calc.analysis.memory.parallel import stage_layers
 from calc.analysis.memory.trtllm_cache import trtllm_bytes_per_token
 from calc.analysis.memory.trtllm_v2 import V2Pool, v2_pool
 from calc.spec.model import ModelSpec
@@ -77,9 +78,7 @@ def trtllm_pp_parts(n_layers: int, pp: int) -> list[int]:
 
 def rank_layers(n_layers: int, pp: int, rank: int) -> range:
     """The layers pipeline rank `rank` of `pp` runs, as Mapping.pp_layers gives them (trtllm_pp_parts)."""
-    parts = trtllm_pp_parts(n_layers, pp)
-    first = sum(parts[:rank])
-    return range(first, first + parts[rank])
+    return stage_layers(trtllm_pp_parts(n_layers, pp), rank)
 
 
 @dataclass(frozen=True)
