@@ -261,12 +261,14 @@ def memory(spec: ModelSpec, seq: int | None = None, batch: int | None = None, dt
                            "start-up budget: give --engine vllm with --budget (not --kv-memory)")
     startup = gpu = budget_of = None
     if engine and target:
+        from calc.analysis.memory.parallel import pp_partitions, stage_layers
         from calc.analysis.memory.startup import STARTUP_ENGINES, Reserves, budget_gpu, engine_extra_weights, \
             startup_budget
 
         gpu = budget_gpu(target)
         extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep, towers=not text_only,
-                                     attention_tp=dp_attention.attention_tp(layout.tp) if dp_attention else None)
+                                     attention_tp=dp_attention.attention_tp(layout.tp) if dp_attention else None,
+                                     layers=stage_layers(pp_partitions(spec.n_layers, layout.pp), result.busiest_stage))
         encoder_tp = None if text_only or not spec.towers else 1 if encoder_replicated else layout.tp
         if engine in STARTUP_ENGINES and kv_memory is None:
             reserves = Reserves(fraction, *sizes, max_batched, max_seqs, encoder_cache_size, mm_limit,

@@ -91,13 +91,42 @@ def test_other_models_keep_none(model: str) -> None:
 def test_the_mtp_draft_keeps_its_sinks_whole() -> None:
     """The draft worker's MTP layer is an MQALayer too (models/deepseek_v4_nextn.py builds DeepseekV4DecoderLayer): its
     attn_sink holds all 64 heads in fp32 on each of 8 GPUs, 64 x 4 - 64 / 8 x 4 = 224 B beyond the share. The layer
-    after Flash's 43 is sliding (compress_ratios[43] = 0), so no compressor norm comes with it."""
+    after Flash's 43 is sliding (compress_ratios[43] = 0), so no compressor norm comes with it. It does not hash
+    (DeepseekV2MoE: is_hash = layer_id < num_hash_layers and not (is_deepseek_v4 and is_nextn)), so its MoEGate holds
+    the fp32 score bias, 256 x 4 B."""
     assert CONFIG["compress_ratios"][LAYERS] == 0
     spec = load_spec("deepseek-v4-flash")
     stored = weights(count(spec), "bf16", scheme=find_scheme("fp8-fp4"), spec=spec)
     without = spec.replaced(sglang=spec.sglang.replaced(fp32_whole=()))
     held, bare = (draft_weights(s, stored, Layout(tp=8), None).own for s in (spec, without))
-    assert held - bare == HEADS * 4 - HEADS // 8 * 4 == 224
+    assert held - bare == HEADS * 4 - HEADS // 8 * 4 + CONFIG["n_routed_experts"] * 4 == 224 + 1_024
+
+
+def test_router_tables_are_parameters_in_sglang() -> None:
+    """SGLang's DeepseekV2MoE (built by models/deepseek_v4.py at 000328a8 with is_deepseek_v4=True) holds as
+    parameters what transformers registers as buffers: MoEGate's e_score_correction_bias, fp32 n_routed_experts, on
+    each layer past the num_hash_layers (topk_method noaux_tc in the config), and on each hash layer HashTopK's tid2eid,
+    int32 vocab_size x num_experts_per_tok (layers/moe/hash_topk.py at 02b3581d12d4; shared-expert fusion is off for
+    V4). Whole on every GPU: at tp 8 and with DP attention alike."""
+    assert CONFIG["topk_method"] == "noaux_tc" and CONFIG["num_hash_layers"] == 3
+    scored = (LAYERS - CONFIG["num_hash_layers"]) * CONFIG["n_routed_experts"] * 4
+    table = CONFIG["num_hash_layers"] * CONFIG["vocab_size"] * CONFIG["num_experts_per_tok"] * 4
+    assert (scored, table) == (40_960, 9_308_160)
+    for args in ((), ("--enable-dp-attention", "--dp-size", "8")):
+        assert f"{scored + table:,} B of router tables held as parameters" in extra_term(8, *args)
+
+
+def test_a_pipeline_stage_holds_its_own_layers_tables() -> None:
+    """--pp 2 puts layers 0-21 on the busiest GPU (vLLM's split, which the weights line follows): the three hash
+    layers' tables and 19 scored layers' biases."""
+    scored = 19 * CONFIG["n_routed_experts"] * 4
+    table = 3 * CONFIG["vocab_size"] * CONFIG["num_experts_per_tok"] * 4
+    result = check_run(["memory", "deepseek-v4-flash", "--engine", "sglang", "--budget", "8xH200", "--tp", "4",
+                        "--pp", "2", "--seq", "32k", "--json"])
+    assert result.exit_code == 0, result.output
+    terms = json.loads(result.stdout)["engine_budget"]["terms"]
+    source = next(term["source"] for term in terms if term["key"] == "weights")
+    assert f"{scored + table:,} B of router tables held as parameters" in source
 
 
 def test_freqs_cis_tables_beside_the_cos_sin_ones() -> None:

@@ -279,3 +279,30 @@ def test_fit_shows_the_pool_ranks_budget_and_the_busiest_ranks_weights() -> None
     weights = 14 * _l70_layer_bytes(8) + 2 * L70_VOCAB // 8
     budget = int((H100_TOTAL - weights - _l70_activation(8, last=False) - NON_TORCH) * 0.9)
     assert row["weights_bytes_per_gpu"] == weights and row["kv_memory_bytes"] == budget
+
+
+# Gemma 3 12B's text model (presets/gemma-3-12b.yaml, its config.json): 48 layers of hidden 3,840, 16 heads and 8 KV
+# heads of 256 (q_norm, k_norm 256 each), MLP 15,360, four norms a layer; vocabulary 262,208, tied; full attention
+# at layers 5, 11, ..., 47 (every sixth), the rest sliding. 48 such layers, the embedding and the final norm are the
+# 11,766,034,176 parameters transformers builds for the language model (the preset's header, tests/test_arch.py).
+G12_LAYER = 3840 * 4096 + 2 * 3840 * 2048 + 4096 * 3840 + 3 * 3840 * 15360 + 4 * 3840 + 2 * 256
+G12_EMBEDDING = 262208 * 3840
+
+
+def test_a_rank_other_than_the_busiest_gpu_refused_is_named() -> None:
+    """TensorRT-LLM splits 48 layers 16, 16, 16: rank 0 holds layers 5 and 11 at full attention, ranks 1 and 2
+    three each, so at 131,072 tokens of fp32 K and V (16 B x 256 x 8 heads a token) one full layer more,
+    2,147,483,648 B, outweighs the embedding (2,013,757,440 B) and the busiest GPU is the last rank, which fits.
+    Rank 0's profiling peak is its weights, its profiling run (8,192 tokens x 2 B x (2 x 3,840 + its layer's
+    parameters // 3,840)) and the non-torch figure given: past the T4's 15,360 MiB (gpus.py's catalog)."""
+    assert 48 * G12_LAYER + G12_EMBEDDING + 3840 == 11_766_034_176
+    assert 2 * 256 * 8 * 4 * 131072 > 2 * G12_EMBEDDING
+    peak = 2 * (G12_EMBEDDING + 16 * G12_LAYER) + 8192 * 2 * (2 * 3840 + G12_LAYER // 3840) + 6 * GIB
+    assert peak > 15360 * MIB
+    result = CliRunner().invoke(main, ["memory", "gemma-3-12b", "--engine", "trtllm", "--budget", "3xT4", "--pp", "3",
+                                       "--seq", "128k", "--kv-dtype", "fp32", "--text-only",
+                                       "--non-torch-memory", "6GiB"])
+    assert result.exit_code == 2
+    assert result.output == ("Error: --engine trtllm: nothing left for the KV cache on T4 (PP rank 0, layers 0-15): "
+                             "model weights + activation peak + non-torch memory, "
+                             f"{peak / GIB:.2f} GiB, exceed the 15.00 GiB it has (try more GPUs or --tp)\n")

@@ -22,7 +22,7 @@ from calc.analysis.memory.budget import inference
 from calc.analysis.memory.engines import KVPool
 from calc.analysis.memory.gpus import GPU, find_gpu
 from calc.analysis.memory.kv import kv_cache
-from calc.analysis.memory.parallel import Layout, validate_layout, whole_cache
+from calc.analysis.memory.parallel import Layout, pp_partitions, stage_layers, validate_layout, whole_cache
 from calc.analysis.memory.pool_settings import PoolSettings
 from calc.analysis.memory.refusals import refuse_unserved
 from calc.analysis.memory.schemes import Scheme
@@ -158,7 +158,9 @@ def fit(spec: ModelSpec, breakdown: Breakdown, seq: int, gpus: tuple[GPU, ...], 
         refused: dict[str, list[str]] = {}  # each reason, the cards of this layout it held on
         for gpu in gpus:
             extra = engine_extra_weights(engine, spec, result.weights, gpu, layout.tp, layout.ep,
-                                         attention_tp=dp_attention.attention_tp(layout.tp) if dp_attention else None)
+                                         attention_tp=dp_attention.attention_tp(layout.tp) if dp_attention else None,
+                                         layers=stage_layers(pp_partitions(spec.n_layers, layout.pp),
+                                                             result.busiest_stage))
             budget_of = partial(startup_budget, engine, spec, gpu, tp=layout.tp, pp=layout.pp, reserves=reserves,
                                 extra=extra, max_model_len=seq, encoder_tp=layout.tp if spec.towers else None,
                                 draft=draft, dp=dp_attention.size if dp_attention is not None else None)

@@ -43,8 +43,10 @@ RATES = {CSA: 4, HCA: 128}  # default_compress_rates
 RATIO_TYPES = {0: SLIDING, 4: CSA, 128: HCA}  # _COMPRESS_RATIO_TO_LAYER_TYPE
 SHORT = {SLIDING: "swa", CSA: "csa", HCA: "hca"}
 # What SGLang allocates in fp32 and whole on every GPU (models/deepseek_v4.py at 000328a8: attn_sink of n_heads, the
-# hyper-connections; layers/attention/dsv4/compressor.py: ape and the norm's weight_dtype): calc.analysis.memory.sglang_fp32
-SGLANG_FP32 = ("attn_sinks", "hc_attn", "hc_mlp", "hc_head", "comp_bias", "comp_norm", "idx_bias", "idx_norm")
+# hyper-connections; layers/attention/dsv4/compressor.py: ape and the norm's weight_dtype), and the router's tables it
+# holds as parameters (noaux_tc's score bias in fp32, the hash layers' tid2eid in int32): calc.analysis.memory.sglang_fp32
+SGLANG_FP32 = ("attn_sinks", "hc_attn", "hc_mlp", "hc_head", "comp_bias", "comp_norm", "idx_bias", "idx_norm",
+               "router_hash_table")
 # DeepseekV4Config.attribute_map: intermediate_size and num_local_experts name the same sizes, and win
 # when both are given (set after the dataclass fields)
 WIDTH, EXPERTS = ("intermediate_size", "moe_intermediate_size"), ("num_local_experts", "n_routed_experts")
@@ -69,10 +71,16 @@ def spec_dict(cfg: Config) -> dict[str, Any]:
     # higher precision RoPE": layers/rotary_embedding/deepseek_scaling_rope.py L237-242)
     spec = decoder(cfg, "deepseek_v4", blocks, layers, rms, cfg.bool("tie_word_embeddings"), **mtp,
                    vllm={"rope_dtype": "float32"}, llamacpp={"kept_types": {"router": "bf16"}},
-                   sglang={"dp_attention": "deepseek_v4", "fp32_whole": SGLANG_FP32,
-                                                         "freqs_cis": True})
+                   sglang={"dp_attention": "deepseek_v4", "fp32_whole": SGLANG_FP32 + _sglang_score_bias(cfg),
+                           "freqs_cis": True})
     spec["head"] = {**spec["head"], "hyper": hyper}
     return spec
+
+
+def _sglang_score_bias(cfg: Config) -> tuple[str, ...]:
+    """SGLang's MoEGate builds the score-correction bias only for `topk_method` "noaux_tc" (DeepSeek-V4-Flash's and
+    -Pro's configs), whatever transformers registers."""
+    return ("router_score_bias",) if cfg.has("topk_method") and cfg.raw("topk_method") == "noaux_tc" else ()
 
 
 def _hyper(cfg: Config) -> dict[str, Any]:

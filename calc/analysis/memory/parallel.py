@@ -110,6 +110,12 @@ def pp_partitions(n_layers: int, pp: int) -> list[int]:
     return parts
 
 
+def stage_layers(parts: list[int], index: int) -> range:
+    """The layers stage `index` runs when the stages take `parts` layers each, in order."""
+    first = sum(parts[:index])
+    return range(first, first + parts[index])
+
+
 def replicated(name: str) -> bool:
     """Whether component `name` is whole on every tensor-parallel GPU (the rest of a layer is split)."""
     return name in REPLICATED or "norm" in name

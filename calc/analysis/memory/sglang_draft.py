@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 
 from calc.analysis.memory.kv import KVCache
 from calc.analysis.memory.parallel import Layout, layer_params
-from calc.analysis.memory.sglang_fp32 import fp32_whole
+from calc.analysis.memory.sglang_fp32 import fp32_whole, router_tables
 from calc.analysis.memory.sglang_mla import kv_b_copy
 from calc.analysis.memory.vllm_packed import has_compressed_rows
 from calc.analysis.memory.weights import Weights
@@ -164,13 +164,14 @@ def draft_weights(spec: ModelSpec, weights: Weights, layout: Layout, draft_layer
     """What the draft worker holds on one GPU of `layout` when the target's pool is profiled: the model's MTP layers
     at the target's scheme (`weights`), split as its layers are, with the w_kc / w_vc copy its post_load_weights
     (is_nextn) makes of an MLA layer's kv_b (calc.analysis.memory.sglang_mla) and the parameters it keeps whole in fp32
-    (calc.analysis.memory.sglang_fp32: DeepSeek-V4's sinks of every head), and their norms and eh_proj whole in
+    (calc.analysis.memory.sglang_fp32: DeepSeek-V4's sinks of every head, and its router's score bias: the MTP layer
+    does not hash), and their norms and eh_proj whole in
     the model's `element_bytes`; `draft_layers` given (an EAGLE draft of another checkpoint): not known here."""
     if draft_layers is not None or spec.mtp is None:
         return DraftWeights(None)
     mtp = spec.mtp
     layer = replace(weights, params=layer_params(spec, mtp.block, layout))
     held = (layer.total_bytes + kv_b_copy(spec, layer) + fp32_whole(spec, layer, layout.tp)
-            + mtp.extras(spec) * element_bytes)
+            + router_tables(spec, {mtp.block: 1}) + mtp.extras(spec) * element_bytes)
     shard = -(-spec.vocab_size // layout.tp) * spec.d_model * element_bytes  # VocabParallelEmbedding / ParallelLMHead
     return DraftWeights(mtp.n_layers * held, 2 * shard, spec.head.hyper is None)

@@ -22,15 +22,25 @@ holds, beyond the bytes its share of the checkpoint counts,
     whole x 4 - counted      whole = its share x the group it was split over (1 where the split keeps it whole)
 
 where the group is the attention-TP size (tp, or tp / N under DP attention), which divides the heads exactly.
+
+The router's tables, which transformers registers as buffers (so no count of gptcalc's holds them), are parameters in
+SGLang's DeepseekV2MoE (models/deepseek_v2.py, built with is_deepseek_v4=True by deepseek_v4.py's decoder layer), whole
+on every GPU of the layers it holds: MoEGate's e_score_correction_bias, `torch.empty(n_routed_experts,
+dtype=torch.float32)` where `topk_method == "noaux_tc"` and the layer does not hash (bf16 only for modelopt_fp4 under
+flashinfer's TRT-LLM runner or on ROCm's aiter), and a hash layer's HashTopK.tid2eid (layers/moe/hash_topk.py at
+02b3581d12d4), `torch.empty(vocab_size, topk - num_fused_shared_experts, dtype=torch.int32)`: vocab x top_k, as
+DeepSeek-V4 turns shared-expert fusion off (determine_num_fused_shared_experts). Both are 4 B a value (router_tables).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from calc.analysis.memory.parallel import replicated
 from calc.analysis.memory.weights import Weights
 from calc.spec.model import ModelSpec
 
-__all__ = ["LABEL", "SOURCE", "fp32_whole"]
+__all__ = ["LABEL", "ROUTER_LABEL", "ROUTER_SOURCE", "SOURCE", "fp32_whole", "router_tables"]
 
 LABEL = "fp32 parameters kept whole"
 SOURCE = ("https://github.com/sgl-project/sglang/blob/000328a8cd54dd3aac97cd9977c39b5408034b26/python/sglang/srt/models/"
@@ -39,6 +49,14 @@ SOURCE = ("https://github.com/sgl-project/sglang/blob/000328a8cd54dd3aac97cd9977
           "attention/dsv4/compressor.py (Compressor: ape in fp32, norm weight_dtype=torch.float32, wkv_gate a bf16 "
           "ReplicatedLinear)")
 FP32_BYTES = 4
+ROUTER_LABEL = "router tables held as parameters"
+ROUTER_SOURCE = ("https://github.com/sgl-project/sglang/blob/000328a8cd54dd3aac97cd9977c39b5408034b26/python/sglang/srt/"
+                 "models/deepseek_v4.py (DeepseekV4DecoderLayer: deepseek_v2.DeepseekV2MoE(is_deepseek_v4=True); "
+                 "'.gate.bias' -> e_score_correction_bias, '.gate.tid2eid' -> '.topk.tid2eid'): MoEGate's "
+                 "e_score_correction_bias fp32 (n_routed_experts) on each scored layer where topk_method is noaux_tc, "
+                 "HashTopK.tid2eid int32 (vocab_size x top_k, https://github.com/sgl-project/sglang/blob/"
+                 "02b3581d12d4a59bb3d454816ea283f43710c5ba/python/sglang/srt/layers/moe/hash_topk.py) on each hash layer")
+TABLE_BYTES = 4  # e_score_correction_bias in fp32, tid2eid in int32
 
 
 def fp32_whole(spec: ModelSpec, weights: Weights, attention_tp: int) -> int:
@@ -50,3 +68,10 @@ def fp32_whole(spec: ModelSpec, weights: Weights, attention_tp: int) -> int:
             whole = weights.params[name] * (1 if replicated(name) else attention_tp)
             extra += max(whole * FP32_BYTES - weights.component_bytes(name), 0)
     return extra
+
+
+def router_tables(spec: ModelSpec, counts: Mapping[str, int]) -> int:
+    """The bytes of the router tables (transformers' buffers) that `spec.sglang.fp32_whole` names, over the layers
+    one GPU holds: `counts`, layers by block kind (ModelSpec.layer_counts of its stage, or an MTP layer's block)."""
+    return TABLE_BYTES * sum(n * size for kind, n in counts.items()
+                             for name, size in spec.blocks[kind].buffers().items() if name in spec.sglang.fp32_whole)

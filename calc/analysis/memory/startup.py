@@ -58,7 +58,8 @@ from dataclasses import dataclass
 from calc.analysis.memory.budget import BudgetSpec
 from calc.analysis.memory.gpus import GPU
 from calc.analysis.memory.sglang_draft import EAGLE_UNCOUNTED, WEIGHTS_SOURCE as DRAFT_SOURCE, DraftWeights
-from calc.analysis.memory.sglang_fp32 import LABEL as FP32_WHOLE, SOURCE as FP32_WHOLE_SOURCE, fp32_whole
+from calc.analysis.memory.sglang_fp32 import LABEL as FP32_WHOLE, ROUTER_LABEL, ROUTER_SOURCE, SOURCE as FP32_WHOLE_SOURCE, \
+    fp32_whole, router_tables
 from calc.analysis.memory.sglang_mla import KV_B_COPY, SOURCE as KV_B_COPY_SOURCE, kv_b_copy
 from calc.analysis.memory.sglang_prefill_graphs import SOURCE as PREFILL_GRAPHS_SOURCE
 from calc.analysis.memory.sglang_prefill_graphs import prefill_graph_reserve
@@ -213,24 +214,29 @@ def k_eq_v_copy(spec: ModelSpec, weights: Weights) -> int:
     return weights.component_bytes("k") * k_eq_v // every if k_eq_v and "k" in weights.params else 0
 
 
-def sglang_extra_weights(spec: ModelSpec, weights: Weights, attention_tp: int) -> tuple[tuple[str, int], ...]:
+def sglang_extra_weights(spec: ModelSpec, weights: Weights, attention_tp: int,
+                         layers: range | None = None) -> tuple[tuple[str, int], ...]:
     """What SGLang holds beyond the checkpoint's tensors on one GPU: its fp32 rotary cos/sin tables (and a model
     file's own complex64 ones, calc.analysis.memory.rope_cache.sglang_freqs_cis), MLA's
-    w_kc / w_vc, the second copy of this GPU's kv_b share (calc.analysis.memory.sglang_mla), and the parameters it
-    keeps whole in fp32 beyond their share (calc.analysis.memory.sglang_fp32; the attention split `attention_tp` ways)."""
+    w_kc / w_vc, the second copy of this GPU's kv_b share (calc.analysis.memory.sglang_mla), the parameters it
+    keeps whole in fp32 beyond their share (calc.analysis.memory.sglang_fp32; the attention split `attention_tp` ways)
+    and the router tables it holds as parameters on the GPU's `layers` (None: every layer)."""
+    counts = spec.layer_counts() if layers is None else spec.layer_counts(layers.start, layers.stop)
     extra = (("fp32 rotary cos/sin cache", sglang_rope_cache(spec)), (FREQS_CIS, sglang_freqs_cis(spec)),
-             (KV_B_COPY, kv_b_copy(spec, weights)), (FP32_WHOLE, fp32_whole(spec, weights, attention_tp)))
+             (KV_B_COPY, kv_b_copy(spec, weights)), (FP32_WHOLE, fp32_whole(spec, weights, attention_tp)),
+             (ROUTER_LABEL, router_tables(spec, counts)))
     return tuple((what, n) for what, n in extra if n)
 
 
 def engine_extra_weights(engine: str, spec: ModelSpec, weights: Weights, gpu: GPU, tp: int, ep: int = 1,
-                         towers: bool = True, attention_tp: int | None = None) -> tuple[tuple[str, int], ...]:
+                         towers: bool = True, attention_tp: int | None = None,
+                         layers: range | None = None) -> tuple[tuple[str, int], ...]:
     """What `engine` loads beyond the checkpoint on one GPU of the layout (none known for TensorRT-LLM);
     `towers`: whether it loads a multimodal model's towers (False: --text-only); `attention_tp`: SGLang's attention-TP
-    size under DP attention (None: tp)."""
+    size under DP attention (None: tp); `layers`: the GPU's pipeline stage (None: every layer)."""
     if engine == "vllm":
         return vllm_extra_weights(spec, weights, gpu, tp, ep, towers=towers)
-    return sglang_extra_weights(spec, weights, attention_tp or tp) if engine == "sglang" else ()
+    return sglang_extra_weights(spec, weights, attention_tp or tp, layers) if engine == "sglang" else ()
 
 
 def sglang_preload(tp: int, pp: int) -> int:
@@ -282,7 +288,8 @@ _EXTRA_SOURCES = {"vocabulary padding": VOCAB_SOURCE, "MLA's dequantised W_UK/W_
                   "K copied into the V slot of V = K layers": K_EQ_V_SOURCE, "fp32 parameters": FP32_PARAMS_SOURCE,
                   "rotary cos/sin cache": ROPE_SOURCE, "fp32 rotary cos/sin cache": SGLANG_ROPE_SOURCE,
                   "vision tower's rotary cos/sin cache": TOWER_ROPE_SOURCE, KV_B_COPY: KV_B_COPY_SOURCE,
-                  FP32_WHOLE: FP32_WHOLE_SOURCE, FREQS_CIS: SGLANG_FREQS_CIS_SOURCE}
+                  FP32_WHOLE: FP32_WHOLE_SOURCE, FREQS_CIS: SGLANG_FREQS_CIS_SOURCE,
+                  ROUTER_LABEL: ROUTER_SOURCE}
 
 
 def activation_estimate(spec: ModelSpec, tokens: int, rows: int, tp: int, dtype_bytes: int = 2,
@@ -368,13 +375,16 @@ class StartupBudget:
     def kv_memory(self) -> int:
         return self.usable - sum(t.bytes for t in self.taken)
 
-    def check(self) -> None:
+    def check(self, rank: str = "") -> None:
+        """Refuse a card left nothing for the cache; `rank` names the pipeline rank it is (TensorRT-LLM's
+        ranks each have their own budget, and one other than the busiest GPU may be the one that fails)."""
+        where = f"{self.gpu} ({rank})" if rank else self.gpu
         if self.before_share and self.usable <= 0:  # the terms taken before the fraction already fill the card: say which
-            raise GptcalcError(f"--engine {self.engine}: nothing left for the KV cache on {self.gpu}: "
+            raise GptcalcError(f"--engine {self.engine}: nothing left for the KV cache on {where}: "
                                f"{self._over_total()} exceed the {self.total / GIB:.2f} GiB it has (try more GPUs "
                                "or --tp)")
         if self.kv_memory <= 0:
-            raise GptcalcError(f"--engine {self.engine}: nothing left for the KV cache on {self.gpu}: "
+            raise GptcalcError(f"--engine {self.engine}: nothing left for the KV cache on {where}: "
                                f"{self.usable / GIB:.2f} GiB usable, {sum(t.bytes for t in self.taken) / GIB:.2f} GiB "
                                "taken by weights and reserves (try more GPUs, --tp, or a larger "
                                f"{self.fraction_option})")

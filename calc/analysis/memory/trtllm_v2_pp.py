@@ -51,6 +51,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from calc.analysis.memory.kv import KVCache
+from calc.analysis.memory.parallel import stage_layers
 from calc.analysis.memory.trtllm_cache import trtllm_bytes_per_token
 from calc.analysis.memory.trtllm_v2 import V2Pool, v2_pool
 from calc.spec.model import ModelSpec
@@ -59,8 +60,8 @@ if TYPE_CHECKING:  # only their instances pass through here: engines, which impo
     from calc.analysis.memory.budget import GPUShare
     from calc.analysis.memory.startup import StartupBudget
 
-__all__ = ["PP_SOURCE", "PipelineRanks", "V2Rank", "V2Stages", "pipeline_ranks", "rank_layers", "trtllm_pp_parts",
-           "v2_stages"]
+__all__ = ["PP_SOURCE", "PipelineRanks", "V2Rank", "V2Stages", "pipeline_ranks", "rank_layers", "rank_name",
+           "trtllm_pp_parts", "v2_stages"]
 
 PP_SOURCE = ("tensorrt_llm/mapping.py Mapping.pp_layers at 05ebebb2c1 and b35ac1b643 (tensor_split: the first "
              "n % pp ranks one layer more); tensorrt_llm/_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py at "
@@ -77,9 +78,7 @@ def trtllm_pp_parts(n_layers: int, pp: int) -> list[int]:
 
 def rank_layers(n_layers: int, pp: int, rank: int) -> range:
     """The layers pipeline rank `rank` of `pp` runs, as Mapping.pp_layers gives them (trtllm_pp_parts)."""
-    parts = trtllm_pp_parts(n_layers, pp)
-    first = sum(parts[:rank])
-    return range(first, first + parts[rank])
+    return stage_layers(trtllm_pp_parts(n_layers, pp), rank)
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,12 @@ class V2Rank:
 
     @property
     def label(self) -> str:
-        return f"[PP rank {self.index}, layers {self.first_layer}-{self.first_layer + self.n_layers - 1}]"
+        return f"[{rank_name(self.index, range(self.first_layer, self.first_layer + self.n_layers))}]"
+
+
+def rank_name(index: int, layers: range) -> str:
+    """gptcalc's name for a pipeline rank, in its start-up lines and in the error that refuses it."""
+    return f"PP rank {index}, layers {layers.start}-{layers.stop - 1}"
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,8 @@ def pipeline_ranks(spec: ModelSpec, shares: Sequence[GPUShare], whole: KVCache, 
         layers = rank_layers(spec.n_layers, len(shares), index)
         budget = budget_of(share.weights.total_bytes, layers=layers) if budget_of else None
         if budget:
-            budget.check()  # its own weights and profile are not the busiest GPU's: it may have less left
+            # its own weights and profile are not the busiest GPU's: it may have less left
+            budget.check(rank_name(index, layers))
         kv = _in_layer_order(spec, share.kv, layers.start, len(layers))
         ranks.append(V2Rank(index, layers.start, len(layers), kv, budget.kv_memory if budget else kv_memory, budget))
     return PipelineRanks(whole, tuple(ranks))

@@ -486,10 +486,10 @@ def _next_forward(t: "Training", spec: ModelSpec, held: tuple[tuple[str, int], .
     if quantised_head(spec, s):
         k, head = s.loss_run.chunk(n, vocab, spec.d_model), vocab * spec.d_model
         out.append(Moment("forward, the NF4 head's last chunk (the previous micro-batch's logits held)", now + (
-            ("the earlier chunks' bf16 logits", 2 * (n - k) * vocab),
-            ("the head dequantised (and the chunk's logits)", max(dequantised_bytes(s) * head, 2 * head + 2 * k * vocab)))))
+            ("the earlier chunks' bf16 logits", ACT_BYTES * (n - k) * vocab),
+            ("the head dequantised (and the chunk's logits)", max(dequantised_bytes(s) * head, ACT_BYTES * (head + k * vocab))))))
     out.append(Moment("forward ends: the logits' fp32 copy (the previous micro-batch's held)",
-                      now + (("this micro-batch's logits, bf16 and fp32", (2 + FP32) * n * vocab),)))
+                      now + (("this micro-batch's logits, bf16 and fp32", (ACT_BYTES + FP32) * n * vocab),)))
     return out
 
 
