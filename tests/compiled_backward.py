@@ -29,19 +29,10 @@ from dataclasses import asdict
 import torch
 
 from compiled_block import DTYPE, FORMS, SHAPES, Checkpointed, Layer, Shape, tables
+from dtensor_tp import allocations
 
 # tokens unlike any width (n 192 and 160), so that no gradient can take over an activation's buffer
 EXTRA = (Shape(256, 8, 4, 704, 2, 96), Shape(192, 6, 2, 512, 1, 160))
-
-
-def _allocations(tree) -> list:  # noqa: ANN001
-    found, stack = [], list(tree)
-    while stack:
-        node = stack.pop()
-        if type(node.typed[1]).__name__ == "_ExtraFields_Allocation":
-            found.append(node)
-        stack += node.children
-    return sorted(found, key=lambda node: node.start_time_ns)
 
 
 def _outer_op(node):  # noqa: ANN001, ANN202
@@ -96,7 +87,7 @@ def alive_in_backward(shape: Shape, layer: Callable[[], torch.nn.Module], recomp
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as record:
         out.backward()
-    return working_set(_allocations(record.profiler.kineto_results.experimental_event_tree()))
+    return working_set(allocations(record))
 
 
 def measure(shape: Shape, form: str, recompute: str) -> dict:

@@ -150,6 +150,18 @@ def local(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def allocations(profile) -> list:  # noqa: ANN001
+    """The CPU allocator's allocation and free events a torch profile (profile_memory=True) recorded, as its event
+    tree's nodes in time order (each node's `typed[1]` holds `ptr` and `alloc_size`, negative for a free)."""
+    found, stack = [], list(profile.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        if type(node.typed[1]).__name__ == "_ExtraFields_Allocation":
+            found.append(node)
+        stack += node.children
+    return sorted(found, key=lambda node: node.start_time_ns)
+
+
 class Allocated:
     """torch's CPU allocator as the profiler records it: of the blocks allocated since entering, the bytes
     alive at the end and at their peak (what torch.cuda's max_memory_allocated adds on a GPU); frees of
@@ -174,7 +186,7 @@ class Allocated:
         live: dict[int, int] = {}  # address: bytes, of the blocks allocated inside and not yet freed
         self.now = self.peak = 0
         self.phases = [0]
-        for event in self._allocations(self._profile.profiler.kineto_results.experimental_event_tree()):
+        for event in (node.typed[1] for node in allocations(self._profile)):
             if self.mark and event.alloc_size == self.mark:
                 self.phases.append(0)
             if event.alloc_size > 0:
@@ -184,16 +196,6 @@ class Allocated:
             self.now += event.alloc_size
             self.peak = max(self.peak, self.now)
             self.phases[-1] = max(self.phases[-1], self.now)
-
-    @staticmethod
-    def _allocations(nodes) -> list:  # noqa: ANN001
-        found, stack = [], list(nodes)
-        while stack:
-            node = stack.pop()
-            if type(node.typed[1]).__name__ == "_ExtraFields_Allocation":
-                found.append((node.start_time_ns, node.typed[1]))
-            stack += node.children
-        return [fields for _, fields in sorted(found, key=lambda pair: pair[0])]
 
 
 def _saved(model: Transformer, ids: torch.Tensor, context) -> dict:  # noqa: ANN001

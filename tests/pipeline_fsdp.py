@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
+from dtensor_tp import allocations  # noqa: E402
 from pipeline_1f1b import record, spawned  # noqa: E402
 
 RECORD = Path(__file__).parent / "data" / "pipeline_fsdp.json"
@@ -99,14 +100,8 @@ def _cpu_shims() -> None:
 
 def _alive_at_marks(profile) -> list[int]:  # noqa: ANN001
     """Bytes alive at each MARK allocation, of the blocks allocated inside the profile."""
-    found, stack = [], list(profile.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        node = stack.pop()
-        if type(node.typed[1]).__name__ == "_ExtraFields_Allocation":
-            found.append((node.start_time_ns, node.typed[1]))
-        stack.extend(node.children)
     live, now, marks = {}, 0, []
-    for _, event in sorted(found, key=lambda pair: pair[0]):
+    for event in (node.typed[1] for node in allocations(profile)):
         if abs(event.alloc_size) == MARK:
             marks += [now] if event.alloc_size > 0 else []
         elif event.alloc_size > 0:
