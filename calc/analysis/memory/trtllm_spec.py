@@ -6,7 +6,9 @@ manager's layers are the target's plus get_num_spec_layers(spec_config) appended
 rank (get_pp_layers, tensorrt_llm/_torch/pyexecutor/resource_manager.py; the KvCacheCreator prices the pool's token
 with those layers in, _util.py at 0004396720, _per_manager_cache_cost). get_num_spec_layers is 1 for MTP-Eagle one
 model (it replays one MTP layer) and num_nextn_predict_layers for vanilla MTP (tensorrt_llm/_torch/speculative/utils.py
-at 011d0933dc), so where the checkpoint has one MTP layer (DeepSeek-V3 / R1) both modes add that one layer. The
+at 011d0933dc,
+https://github.com/NVIDIA/TensorRT-LLM/blob/011d0933dcb5e592f5fa2626beaf42a96324c578/tensorrt_llm/_torch/speculative/utils.py),
+so where the checkpoint has one MTP layer (DeepSeek-V3 / R1) both modes add that one layer. The
 manager also reserves get_num_extra_kv_tokens = max_draft_len - 1 tokens a sequence (same file), which changes no
 token slot of the pool, only what one request takes of it.
 
@@ -22,16 +24,9 @@ from dataclasses import replace
 from calc.analysis.memory.kv import KVCache
 from calc.errors import GptcalcError
 
-__all__ = ["SOURCE", "extra_kv_tokens", "with_mtp_layers"]
+__all__ = ["with_mtp_layers"]
 
-SOURCE = ("https://github.com/NVIDIA/TensorRT-LLM/blob/011d0933dcb5e592f5fa2626beaf42a96324c578/tensorrt_llm/_torch/"
-          "speculative/utils.py (get_num_spec_layers, get_num_extra_kv_tokens)")
 _FLAG = "--speculative-num-steps with --engine trtllm"
-
-
-def extra_kv_tokens(steps: int) -> int:
-    """get_num_extra_kv_tokens for a one-engine mode: max_draft_len - 1 tokens each sequence holds beyond its own."""
-    return steps - 1
 
 
 def with_mtp_layers(kv: KVCache, draft_layers: int | None, pp: int) -> KVCache:
@@ -45,11 +40,11 @@ def with_mtp_layers(kv: KVCache, draft_layers: int | None, pp: int) -> KVCache:
     if kv.states or any(kind.window for kind in kv.layers) or len({kind.kind for kind in kv.layers}) > 1:
         raise GptcalcError(f"{_FLAG}: {kv.model}'s mixed cache (windows, states or a DSA indexer) is not modelled "
                            "with the MTP layer")
-    mtp_layers = {kind.block: kind.n_layers for kind in kv.mtp}
+    mtp_layers = sum(kind.n_layers for kind in kv.mtp)
     if not mtp_layers:
         raise GptcalcError(f"{_FLAG}: {kv.model} has no MTP layers (an EAGLE3 draft's layers are not modelled)")
-    if sum(mtp_layers.values()) != 1:
-        raise GptcalcError(f"{_FLAG}: {kv.model} has {sum(mtp_layers.values())} MTP layers; TensorRT-LLM's layer "
+    if mtp_layers != 1:
+        raise GptcalcError(f"{_FLAG}: {kv.model} has {mtp_layers} MTP layers; TensorRT-LLM's layer "
                            "count then hangs on the MTP mode (MTP-Eagle: 1, vanilla: num_nextn_predict_layers), so "
                            "only a checkpoint with one MTP layer is sized")
     appended = tuple(replace(kind, block=f"{kind.block} (MTP)") for kind in kv.mtp)
